@@ -1,0 +1,47 @@
+"""A process-wide cache of loaded models: each (model, device, implementation) loads once.
+
+The app keeps one `ModelCache` for all sessions (through `st.cache_resource`); concurrent
+requests for the same model wait for the first load instead of loading it again.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import models
+from models import LoadedModel
+
+Key = tuple[str, str, bool]
+
+
+class ModelCache:
+    def __init__(self, loader: Callable[..., LoadedModel] = models.load, max_models: int = 3) -> None:
+        self._loader = loader
+        self._max = max_models
+        self._models: dict[Key, LoadedModel] = {}
+        self._locks: dict[Key, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._models
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def get(self, spec: str, device: str = "auto", local_attention: bool = False, *, progress=None) -> LoadedModel:
+        key = (spec.strip(), device, bool(local_attention))
+        with self._guard:
+            if key in self._models:
+                self._models[key] = self._models.pop(key)  # most recently used last
+                return self._models[key]
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._models:  # loaded by another session while this one waited
+                return self._models[key]
+            model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress)
+            with self._guard:
+                self._models[key] = model
+                while len(self._models) > self._max:  # free the least recently used model
+                    self._models.pop(next(iter(self._models)))
+            return model

@@ -1,0 +1,149 @@
+"""Capture every head's attention for one text: the `AttentionRun` that every view reads.
+
+`analyze` tokenizes, truncates to the model's limit (saying so), runs the model once and
+stacks the per-layer probabilities into one float32 array `(layers, heads, n, n)`, indexed
+`[layer, head, query, key]`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+import models
+from models import LoadedModel
+
+from .tokens import clean_tokens
+
+
+class InputError(ValueError):
+    """The text cannot be analysed; the message is written for the person who typed it."""
+
+
+@dataclass
+class AttentionRun:
+    """Attention probabilities of every head for one input, with its tokens.
+
+    attentions: float32 (layers, heads, n, n); row i is query token i, column j key token j;
+    rows sum to 1 and, for causal models, entries above the diagonal are exactly 0.
+    """
+
+    tokens: list[str]
+    attentions: np.ndarray
+    is_causal: bool = False
+    num_kv_heads: int = 0  # 0 means "as many as heads" and is replaced in __post_init__
+    model_name: str = "array"
+    token_ids: list[int] = field(default_factory=list)
+    raw_tokens: list[str] = field(default_factory=list)
+    special_mask: list[bool] = field(default_factory=list)
+    word_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    num_input_tokens: int = 0  # tokens in the whole text, before truncation
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        self.num_kv_heads = self.num_kv_heads or self.num_heads
+        self.raw_tokens = self.raw_tokens or list(self.tokens)
+        self.special_mask = self.special_mask or [False] * n
+        self.word_ids = self.word_ids or list(range(n))
+        self.num_input_tokens = self.num_input_tokens or n
+
+    @property
+    def num_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.attentions.shape[1]
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def truncated(self) -> bool:
+        return self.num_input_tokens > self.n
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """(n, n) probabilities of one head."""
+        return self.attentions[layer, head]
+
+    @classmethod
+    def from_array(
+        cls,
+        attentions,
+        tokens: list[str],
+        is_causal: bool = False,
+        *,
+        num_kv_heads: int | None = None,
+        model_name: str = "array",
+        atol: float = 1e-4,
+    ) -> "AttentionRun":
+        """A run from any (layers, heads, n, n) array of row-stochastic matrices.
+
+        Raises ValueError with what is wrong: shape, token count, negative entries, rows that
+        do not sum to 1, or non-zero entries above the diagonal of a causal run.
+        """
+        a = np.asarray(attentions, dtype=np.float32)
+        if a.ndim == 3:
+            a = a[None]  # one layer
+        if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"attentions must have shape (layers, heads, n, n); got {a.shape}")
+        if a.shape[-1] != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens for attention over {a.shape[-1]} positions")
+        if not np.isfinite(a).all() or (a < 0).any():
+            raise ValueError("attentions must be finite and non-negative")
+        sums = a.sum(-1)
+        if np.abs(sums - 1).max() > atol:
+            raise ValueError(f"every row must sum to 1; the worst sums to {sums.flat[np.abs(sums - 1).argmax()]:.4f}")
+        if is_causal and np.triu(a, 1).any():
+            raise ValueError("a causal run must have zeros above the diagonal")
+        kv = num_kv_heads or a.shape[1]
+        if a.shape[1] % kv:
+            raise ValueError(f"num_kv_heads ({kv}) must divide the number of heads ({a.shape[1]})")
+        return cls(tokens=list(tokens), attentions=a, is_causal=is_causal, num_kv_heads=kv,
+                   model_name=model_name)
+
+
+def load_model(name: str, device: str = "auto", local_attention: bool = False, *, progress=None) -> LoadedModel:
+    """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `models.load`."""
+    return models.load(name, device=device, local_attention=local_attention, progress=progress)
+
+
+def token_limit(model: LoadedModel, max_tokens: int | None = None) -> int:
+    """The most tokens one analysis of this model takes: its positions, or a smaller cap."""
+    return min(model.max_positions, max_tokens) if max_tokens else model.max_positions
+
+
+def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> AttentionRun:
+    """Run `text` through `model` and capture the attention of every head.
+
+    Texts longer than the model's limit (or `max_tokens`) are truncated; the run records how
+    many tokens the whole text had (`num_input_tokens`). Raises InputError for blank text.
+    """
+    if text is None or not text.strip():
+        raise InputError("Type a sentence to see its attention.")
+    tokenizer = model.tokenizer
+    limit = token_limit(model, max_tokens)
+    full = tokenizer(text, add_special_tokens=True)["input_ids"]
+    ids = full
+    if len(full) > limit:
+        ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+    if not ids:
+        raise InputError("The text produced no tokens for this model; type some words.")
+    input_ids = torch.tensor([ids])
+    _, attentions, _ = model.forward(input_ids)
+    stacked = torch.stack([a[0] for a in attentions]).float().cpu().numpy()  # (L, H, n, n)
+    # [CLS], [SEP], BOS, EOS, padding; an unknown-character token is text, not structure
+    structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
+    special = [i in structural for i in ids]
+    raw = tokenizer.convert_ids_to_tokens(ids)
+    display, word_ids = clean_tokens(tokenizer, raw, special)
+    return AttentionRun(
+        tokens=display, attentions=stacked, is_causal=model.is_causal,
+        num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
+        raw_tokens=list(raw), special_mask=special, word_ids=word_ids, text=text,
+        num_input_tokens=len(full),
+    )

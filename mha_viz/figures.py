@@ -1,0 +1,163 @@
+"""Plotly figures of attention: one head's heatmap and the layers × heads overview.
+
+Plain functions from an `AttentionRun` to a `go.Figure`; nothing here knows Streamlit.
+Token labels are HTML-escaped (Plotly renders a subset of HTML in text) and made unique
+(Plotly merges equal category labels) with zero-width suffixes that do not show.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .capture import AttentionRun
+
+# Light (no attention) to dark blue (all attention): ColorBrewer Blues.
+COLORSCALE = [
+    [0.0, "#f7fbff"], [0.125, "#deebf7"], [0.25, "#c6dbef"], [0.375, "#9ecae1"], [0.5, "#6baed6"],
+    [0.625, "#4292c6"], [0.75, "#2171b5"], [0.875, "#08519c"], [1.0, "#08306b"],
+]
+_ZW = "\u200b"
+
+
+def axis_labels(tokens: list[str]) -> list[str]:
+    """HTML-escaped labels, equal tokens told apart by invisible zero-width suffixes."""
+    seen: set[str] = set()
+    labels = []
+    for tok in tokens:
+        label = html.escape(tok, quote=False)
+        while label in seen:
+            label += _ZW
+        seen.add(label)
+        labels.append(label)
+    return labels
+
+
+def label_text(label: str) -> str:
+    """The token a label shows (inverse of `axis_labels` for one label)."""
+    return html.unescape(label.rstrip(_ZW))
+
+
+def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False) -> go.Figure:
+    """One head's n × n probabilities: queries on rows (top to bottom), keys on columns.
+
+    The colour scale spans 0..1, or 0..this head's maximum when `rescale` is set.
+    """
+    a = run.head(layer, head)
+    labels = axis_labels(run.tokens)
+    zmax = float(a.max()) if rescale and a.max() > 0 else 1.0
+    n = run.n
+    fig = go.Figure(go.Heatmap(
+        z=a, x=labels, y=labels, zmin=0.0, zmax=zmax, colorscale=COLORSCALE,
+        colorbar=dict(title=dict(text="weight"), thickness=12),
+        hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
+        xgap=1 if n <= 48 else 0, ygap=1 if n <= 48 else 0,
+    ))
+    kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
+    side = int(min(900, max(360, 22 * n + 140)))
+    fig.update_layout(
+        title=dict(text=f"Layer {layer}, head {head}{kv}" + (" (rescaled to head max)" if rescale else "")),
+        xaxis=dict(title=dict(text="key (attended to)"), side="top", tickangle=-60, type="category",
+                   showticklabels=n <= 160),
+        yaxis=dict(title=dict(text="query (attending)"), autorange="reversed", type="category",
+                   showticklabels=n <= 160),
+        height=side, margin=dict(l=10, r=10, t=90, b=10),
+    )
+    return fig
+
+
+def _pool(a: np.ndarray, size: int) -> np.ndarray:
+    """Max-pool an (n, n) matrix down to at most (size, size), so a single strong cell stays visible."""
+    n = a.shape[-1]
+    if n <= size:
+        return a
+    edges = np.linspace(0, n, size + 1).astype(int)
+    rows = np.maximum.reduceat(a, edges[:-1], axis=-2)
+    return np.maximum.reduceat(rows, edges[:-1], axis=-1)
+
+
+def colorize(values: np.ndarray) -> np.ndarray:
+    """Map values in [0, 1] (NaN = background) to uint8 RGB through COLORSCALE."""
+    stops = np.array([p for p, _ in COLORSCALE])
+    rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for _, c in COLORSCALE], dtype=np.float32)
+    v = np.clip(np.nan_to_num(values, nan=0.0), 0, 1)
+    out = np.stack([np.interp(v, stops, rgb[:, k]) for k in range(3)], axis=-1)
+    out[np.isnan(values)] = 255  # gaps between thumbnails stay white
+    return np.round(out).astype(np.uint8)
+
+
+def png_data_uri(rgb: np.ndarray) -> str:
+    """An (h, w, 3) uint8 image as a PNG data URI."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(rgb, mode="RGB").save(buf, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def grid_canvas(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> tuple[np.ndarray, int, int]:
+    """All heads tiled in one (L·(t+gap), H·(t+gap)) array (NaN between tiles).
+
+    Each head is max-pooled to at most `thumb` cells a side (a single strong cell stays
+    visible), short inputs are enlarged by repeating cells, and with `rescale` each tile is
+    divided by its own maximum so weak heads still show their shape. Returns the canvas, the
+    tile size t and the gap.
+    """
+    L, H = run.num_layers, run.num_heads
+    pooled = _pool(run.attentions, thumb)  # (L, H, s, s)
+    if rescale:
+        pooled = pooled / np.maximum(pooled.max(axis=(-2, -1), keepdims=True), 1e-12)
+    rep = max(1, thumb // pooled.shape[-1])
+    pooled = pooled.repeat(rep, axis=-2).repeat(rep, axis=-1)  # (L, H, t, t)
+    t = pooled.shape[-1]
+    gap = max(2, t // 8)
+    canvas = np.full((L * (t + gap) - gap, H * (t + gap) - gap), np.nan, dtype=np.float32)
+    for layer in range(L):
+        for head in range(H):
+            r, c = layer * (t + gap), head * (t + gap)
+            canvas[r:r + t, c:c + t] = pooled[layer, head]
+    return canvas, t, gap
+
+
+def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> go.Figure:
+    """All layers × heads as small heatmaps (layer rows, head columns), sent as one PNG.
+
+    One invisible marker per head carries the hover text and makes a click select that head
+    (see `grid_pick`); the payload grows with layers × heads, not with n².
+    """
+    L, H = run.num_layers, run.num_heads
+    canvas, t, gap = grid_canvas(run, thumb=thumb, rescale=rescale)
+    centers = np.arange(max(L, H)) * (t + gap) + (t - 1) / 2
+    heads, layers = np.meshgrid(np.arange(H), np.arange(L))
+    cell_px = 52
+    fig = go.Figure()
+    fig.add_trace(go.Image(source=png_data_uri(colorize(canvas)), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
+        x=centers[heads.ravel()], y=centers[layers.ravel()], mode="markers",
+        marker=dict(symbol="square", size=cell_px - 4, color="rgba(0,0,0,0)"),
+        customdata=np.stack([layers.ravel(), heads.ravel()], axis=1),
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>",
+        showlegend=False,
+    ))
+    fig.update_layout(
+        xaxis=dict(tickvals=centers[:H].tolist(), ticktext=[f"H{h}" for h in range(H)], side="top",
+                   showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
+        yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{l}" for l in range(L)],
+                   showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
+        width=50 + H * cell_px, height=40 + L * cell_px,
+        margin=dict(l=40, r=10, t=30, b=10), plot_bgcolor="white", dragmode=False,
+    )
+    return fig
+
+
+def grid_pick(points: list[dict]) -> tuple[int, int] | None:
+    """(layer, head) of the first clicked marker of `model_grid`, from a selection event."""
+    for p in points or []:
+        data = p.get("customdata")
+        if data is not None and len(data) == 2:
+            return int(data[0]), int(data[1])
+    return None

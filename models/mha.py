@@ -1,0 +1,192 @@
+"""Multi-head attention written out step by step, returning every head's probabilities.
+
+The module of Vaswani et al. (2017), done properly: separate W_Q, W_K, W_V, W_O; heads as a
+tensor axis; padding and causal masks; cross-attention (n_q != n_k); d_k independent of
+d_model / h; grouped-query attention (num_kv_heads dividing num_heads); optional rotary
+position embeddings (RoPE) applied to q and k before the scores. The steps are public methods
+(`project_q`, `project_kv`, `attend`, `merge`) so that adapters for pretrained models can put a
+KV cache or RoPE between them and the teaching view can show each intermediate tensor.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    """(..., d) -> (..., d): [x1, x2] -> [-x2, x1], the pairing used by Llama-family RoPE."""
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate q or k (B, h, n, d_k) by position; cos and sin are (B, n, d_k) or (n, d_k)."""
+    if cos.dim() == 3:
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, n, d_k), broadcast over heads
+    return x * cos + rotate_half(x) * sin
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over `num_heads` heads.
+
+    Args:
+        d_model: width of the query input (and of the output).
+        num_heads: number of query heads h.
+        d_k: width of each head's queries and keys (default d_model // h).
+        d_v: width of each head's values (default d_k).
+        num_kv_heads: G key/value heads shared by groups of h / G query heads (default h: plain
+            MHA; 1: multi-query attention). Query head i reads KV head i // (h / G).
+        d_kv_in: width of the key/value input, for cross-attention (default d_model).
+        bias: whether the four projections have a bias.
+        dropout: dropout on the probabilities, in training only.
+        scale: multiplier of the scores (default 1 / sqrt(d_k)).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        *,
+        d_k: int | None = None,
+        d_v: int | None = None,
+        num_kv_heads: int | None = None,
+        d_kv_in: int | None = None,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+    ) -> None:
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if num_heads < 1 or num_kv_heads < 1 or num_heads % num_kv_heads:
+            raise ValueError(f"num_kv_heads ({num_kv_heads}) must divide num_heads ({num_heads})")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.d_k = d_model // num_heads if d_k is None else d_k
+        self.d_v = self.d_k if d_v is None else d_v
+        d_kv_in = d_model if d_kv_in is None else d_kv_in
+        self.scale = 1.0 / math.sqrt(self.d_k) if scale is None else scale
+        self.w_q = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
+        self.w_k = nn.Linear(d_kv_in, num_kv_heads * self.d_k, bias=bias)
+        self.w_v = nn.Linear(d_kv_in, num_kv_heads * self.d_v, bias=bias)
+        self.w_o = nn.Linear(num_heads * self.d_v, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    @classmethod
+    def from_linears(
+        cls,
+        w_q: nn.Linear,
+        w_k: nn.Linear,
+        w_v: nn.Linear,
+        w_o: nn.Linear,
+        *,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        scale: float | None = None,
+        dropout: float = 0.0,
+    ) -> "MultiHeadAttention":
+        """Wrap existing projection layers (the same parameters, not copies) of a trained model."""
+        d_k = w_q.out_features // num_heads
+        kv = num_heads if num_kv_heads is None else num_kv_heads
+        with torch.device("meta"):  # placeholders only: the real layers are put in below
+            mha = cls(
+                w_q.in_features, num_heads, d_k=d_k, d_v=w_v.out_features // kv, num_kv_heads=kv,
+                d_kv_in=w_k.in_features, bias=False, dropout=dropout, scale=scale,
+            )
+        mha.d_model = w_o.out_features
+        mha.w_q, mha.w_k, mha.w_v, mha.w_o = w_q, w_k, w_v, w_o
+        return mha
+
+    # --- the steps ---------------------------------------------------------------------------
+    def project_q(self, query: torch.Tensor) -> torch.Tensor:
+        """(B, n_q, d_model) -> (B, h, n_q, d_k)."""
+        B, n_q, _ = query.shape
+        return self.w_q(query).view(B, n_q, self.num_heads, self.d_k).transpose(1, 2)  # (B, h, n_q, d_k)
+
+    def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, n_k, d_kv_in) twice -> k (B, G, n_k, d_k), v (B, G, n_k, d_v)."""
+        B, n_k, _ = key.shape
+        k = self.w_k(key).view(B, n_k, self.num_kv_heads, self.d_k).transpose(1, 2)  # (B, G, n_k, d_k)
+        v = self.w_v(value).view(B, n_k, self.num_kv_heads, self.d_v).transpose(1, 2)  # (B, G, n_k, d_v)
+        return k, v
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        *,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scores, masks, softmax and weighted sum for all heads at once.
+
+        q: (B, h, n_q, d_k); k: (B, G, n_k, d_k); v: (B, G, n_k, d_v).
+        attn_mask: broadcastable to (B, h, n_q, n_k); bool (True = may attend) or float (added
+            to the scores, -inf or a large negative number to block).
+        key_padding_mask: (B, n_k) bool, True where the key is padding (PyTorch's convention).
+        is_causal: query i sees keys j <= i + (n_k - n_q) (the last n_q positions of the keys).
+        Returns z (B, h, n_q, d_v), the heads' outputs before concatenation, and the
+        probabilities (B, h, n_q, n_k). A query row with no visible key gets zeros in both.
+        """
+        group = self.num_heads // self.num_kv_heads
+        if group > 1:  # query head i reads KV head i // group
+            k = k.repeat_interleave(group, dim=1)  # (B, h, n_k, d_k)
+            v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
+        scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale  # (B, h, n_q, n_k)
+        n_q, n_k = scores.shape[-2:]
+        blocked = None  # bool, True where a key is hidden from a query
+        if is_causal:
+            blocked = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).triu(n_k - n_q + 1)  # (n_q, n_k)
+        if key_padding_mask is not None:
+            pad = key_padding_mask.to(torch.bool)[:, None, None, :]  # (B, 1, 1, n_k)
+            blocked = pad if blocked is None else blocked | pad
+        if attn_mask is not None:
+            if attn_mask.dtype == torch.bool:
+                blocked = ~attn_mask if blocked is None else blocked | ~attn_mask
+            else:
+                scores = scores + attn_mask
+        if blocked is not None:
+            scores = scores.masked_fill(blocked, float("-inf"))
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, n_q, n_k)
+        if blocked is not None:  # a row with every key blocked is 0/0: define it as no attention
+            probs = probs.nan_to_num(0.0)
+        z = torch.matmul(self.dropout(probs), v)  # (B, h, n_q, d_v)
+        return z, probs
+
+    def merge(self, z: torch.Tensor) -> torch.Tensor:
+        """Concatenate the heads and apply W_O: (B, h, n_q, d_v) -> (B, n_q, d_model)."""
+        B, _, n_q, _ = z.shape
+        concat = z.transpose(1, 2).reshape(B, n_q, self.num_heads * self.d_v)  # (B, n_q, h*d_v)
+        return self.w_o(concat)  # (B, n_q, d_model)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor | None = None,
+        value: torch.Tensor | None = None,
+        *,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        is_causal: bool = False,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Self-attention when key and value are omitted, cross-attention otherwise.
+
+        query (B, n_q, d_model); key, value (B, n_k, d_kv_in).
+        rotary: (cos, sin) of shape (B, n, d_k) or (n, d_k), applied to q and k (self-attention).
+        Returns the output (B, n_q, d_model) and the probabilities (B, h, n_q, n_k).
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        q = self.project_q(query)  # (B, h, n_q, d_k)
+        k, v = self.project_kv(key, value)  # (B, G, n_k, d_k), (B, G, n_k, d_v)
+        if rotary is not None:
+            cos, sin = rotary
+            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        z, probs = self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal)
+        return self.merge(z), probs
