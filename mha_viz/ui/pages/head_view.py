@@ -1,0 +1,4 @@
+"""Page script: head_view."""
+from mha_viz.ui import views
+
+views.head_view()

@@ -1,0 +1,4 @@
+"""Page script: model_view."""
+from mha_viz.ui import views
+
+views.model_view()

@@ -1,0 +1,157 @@
+"""The shared sidebar and the analysis behind every view: model, device, text -> AttentionRun.
+
+Models live in one process-wide `ModelCache` (`st.cache_resource`), results in
+`st.cache_data` keyed by (model, device, implementation, text, token cap). Errors become
+messages; the user's text and choices stay in their widgets, and the last good result stays
+available to the views.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import streamlit as st
+
+import mha_viz
+from mha_viz.cache import ModelCache
+
+log = logging.getLogger("mha_viz.ui")
+
+DEFAULT_TEXT = "The cat sat on the mat because it was tired."
+EXAMPLES = {
+    "Pronoun (coreference)": "The animal didn't cross the street because it was too tired.",
+    "Repeated phrase (induction)": "Harry Potter went to Hogwarts. Later, Harry Potter went home.",
+    "Two sentences ([SEP])": "I went to the bank. The river bank was flooded.",
+    "Long-range agreement": "The keys to the old wooden cabinet in the hall are missing.",
+    "Code": "def add(a, b):\n    return a + b",
+}
+OTHER = "Other: hub id or folder…"
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def max_tokens() -> int:
+    """Cap on tokens per analysis (the model's own limit applies too); MHA_VIZ_MAX_TOKENS."""
+    try:
+        return max(2, int(os.environ.get("MHA_VIZ_MAX_TOKENS", "512")))
+    except ValueError:
+        return 512
+
+
+@st.cache_resource(show_spinner=False)
+def model_cache() -> ModelCache:
+    return ModelCache()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _analyze(key: tuple, text: str, cap: int, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
+    return mha_viz.analyze(_model, text, max_tokens=cap)
+
+
+@dataclass
+class Current:
+    """What the views draw: the run for the current inputs, or the error and the last good run."""
+
+    run: mha_viz.AttentionRun | None = None
+    model: mha_viz.LoadedModel | None = None
+    error: str | None = None  # a message for the user; set when `run` is not for the current inputs
+    notice: str | None = None  # a prompt (blank text), not an error
+    stale: bool = False  # `run` is the last good one, not the current inputs'
+
+
+def _on_example() -> None:
+    choice = st.session_state.get("example")
+    if choice in EXAMPLES:
+        st.session_state["text"] = EXAMPLES[choice]
+
+
+def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
+    cache = model_cache()
+    if (spec.strip(), device, local) in cache:
+        return cache.get(spec, device, local)
+    with st.status(f"Loading {spec}…", expanded=False) as status:
+        bar = st.progress(0.0)
+
+        def progress(fraction: float, message: str) -> None:
+            bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+
+        model = cache.get(spec, device, local, progress=progress)
+        status.update(label=f"{model.name} loaded", state="complete")
+    return model
+
+
+def sidebar() -> Current:
+    """Draw the sidebar and compute (or fetch) the run for its inputs."""
+    st.session_state.setdefault("text", DEFAULT_TEXT)
+    bundled = list(mha_viz.BUNDLED)
+    options = bundled + list(mha_viz.HUB_SUGGESTIONS) + [OTHER]
+    titles = {k: m.title for k, m in mha_viz.BUNDLED.items()}
+    titles.update({k: f"{k} (Hugging Face Hub, needs internet once)" for k in mha_viz.HUB_SUGGESTIONS})
+    with st.sidebar:
+        st.header("Model")
+        choice = st.selectbox("Model", options, key="model_choice", format_func=lambda k: titles.get(k, k))
+        spec = choice
+        if choice == OTHER:
+            spec = st.text_input("Hub id or local folder", key="model_other",
+                                 placeholder="e.g. gpt2, owner/model or /path/to/folder")
+        device = st.radio("Device", DEVICES, key="device", horizontal=True,
+                          help="auto uses CUDA when a GPU is available, else the CPU.")
+        local = st.toggle("Compute with our MHA", key="local_attention",
+                          help="Replace every self-attention of the model with mha-viz's own "
+                               "multi-head attention, carrying the same weights.")
+        st.header("Text")
+        st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_on_example)
+        text = st.text_area("Sentence", key="text", height=120)
+    cur = Current(stale=False)
+    if not (spec or "").strip():
+        cur.notice = "Type a Hugging Face hub id or the path of a model folder in the sidebar."
+        return _with_last_good(cur)
+    if not text or not text.strip():
+        cur.notice = "Type a sentence in the sidebar to see its attention."
+        return _with_last_good(cur)
+    try:
+        model = _load(spec, device, local)
+        cap = max_tokens()
+        run = _analyze((model.name, model.source, str(model.device), local), text, cap, model)
+    except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
+        cur.error = str(exc)
+        return _with_last_good(cur)
+    except Exception as exc:  # noqa: BLE001 - shown as a message; the traceback goes to the log
+        log.exception("analysis failed")
+        cur.error = f"The analysis failed: {type(exc).__name__}: {str(exc)[:300]}"
+        return _with_last_good(cur)
+    cur.run, cur.model = run, model
+    st.session_state["_last_good"] = (run, model)
+    return cur
+
+
+def _with_last_good(cur: Current) -> Current:
+    last = st.session_state.get("_last_good")
+    if last is not None:
+        cur.run, cur.model = last
+        cur.stale = True
+    return cur
+
+
+def show_status(cur: Current) -> bool:
+    """Messages above a view; returns whether there is a run to draw."""
+    if cur.error:
+        st.error(cur.error, icon="⚠️")
+    if cur.notice:
+        st.info(cur.notice, icon="✍️")
+    if cur.run is None:
+        return False
+    if cur.stale:
+        st.caption(f"Showing the last successful result ({cur.run.model_name}).")
+    run = cur.run
+    if run.truncated:
+        limit = min(cur.model.max_positions, max_tokens()) if cur.model else run.n
+        st.warning(f"The text has {run.num_input_tokens} tokens; the first {run.n} were kept "
+                   f"(limit {limit} tokens for this model in this app).", icon="✂️")
+    return True
+
+
+def current() -> Current:
+    """The `Current` that app.py computed for this rerun."""
+    return st.session_state.get("_current") or Current(notice="Loading…")

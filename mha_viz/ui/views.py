@@ -1,0 +1,110 @@
+"""The views: model view (all heads), head view (one head) and model facts.
+
+Each view reads the run the sidebar computed (`state.current()`) and only draws.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_viz import figures
+from mha_viz.ui import state
+
+HEAD_PAGE = "mha_viz/ui/pages/head_view.py"
+
+
+def _clamp_selection(run) -> None:
+    """Keep the chosen layer and head valid when the model changes."""
+    # Plain keys, not widget keys: Streamlit drops a widget's state on pages that do not draw it.
+    st.session_state["sel_layer"] = min(int(st.session_state.get("sel_layer", 0)), run.num_layers - 1)
+    st.session_state["sel_head"] = min(int(st.session_state.get("sel_head", 0)), run.num_heads - 1)
+
+
+def _open_head(layer: int, head: int) -> None:
+    st.session_state["sel_layer"], st.session_state["sel_head"] = layer, head
+    st.session_state["_goto_head"] = True
+
+
+def _on_grid_select() -> None:
+    event = st.session_state.get("grid")
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    picked = figures.grid_pick(points)
+    if picked is not None:
+        _open_head(*picked)
+
+
+def model_view() -> None:
+    st.title("Model view")
+    cur = state.current()
+    if not state.show_status(cur):
+        return
+    run = cur.run
+    _clamp_selection(run)
+    st.caption(f"{run.model_name}: {run.num_layers} layers × {run.num_heads} heads, {run.n} tokens. "
+               "Rows are layers, columns heads; each thumbnail is that head's attention "
+               "(queries down, keys across). Click a thumbnail to open it in the head view.")
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key="grid_rescale")
+    fig = figures.model_grid(run, rescale=rescale)
+    st.plotly_chart(fig, key="grid", on_select=_on_grid_select, selection_mode="points",
+                    config={"displayModeBar": False}, width="content")
+    cols = st.columns([1, 1, 2])
+    layer = cols[0].number_input("Layer", 0, run.num_layers - 1, value=st.session_state["sel_layer"])
+    head = cols[1].number_input("Head", 0, run.num_heads - 1, value=st.session_state["sel_head"])
+    cols[2].button("Open in head view", on_click=_open_head, args=(int(layer), int(head)),
+                   key="open_head", type="primary")
+    if st.session_state.pop("_goto_head", False):
+        st.switch_page(HEAD_PAGE)
+
+
+def head_view() -> None:
+    st.title("Head view")
+    cur = state.current()
+    if not state.show_status(cur):
+        return
+    run = cur.run
+    _clamp_selection(run)
+    st.session_state.pop("_goto_head", None)
+    cols = st.columns([2, 2, 3])
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state["sel_layer"])
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), index=st.session_state["sel_head"])
+    st.session_state["sel_layer"], st.session_state["sel_head"] = layer, head
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale",
+                             help="Off: the colour scale spans 0..1 for every head, so heads compare. "
+                                  "On: it spans 0..this head's largest weight, to see weak patterns.")
+    st.plotly_chart(figures.head_heatmap(run, layer, head, rescale=rescale), key="head_heatmap",
+                    config={"displaylogo": False})
+    a = run.head(layer, head)
+    top = a.argmax(axis=1)
+    st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
+               + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
+    with st.expander("Strongest key for each query"):
+        st.dataframe(
+            {"query": run.tokens, "attends most to": [run.tokens[j] for j in top],
+             "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]},
+            hide_index=True,
+        )
+
+
+def facts_view() -> None:
+    st.title("Model facts")
+    cur = state.current()
+    if not state.show_status(cur) or cur.model is None:
+        return
+    m = cur.model
+    rows = {
+        "model": m.name,
+        "architecture": f"{m.family} ({'causal decoder' if m.is_causal else 'bidirectional encoder'})",
+        "layers": m.num_layers,
+        "attention heads per layer": m.num_heads,
+        "key/value heads per layer": f"{m.num_kv_heads}" + (
+            f" (grouped-query: {m.num_heads // m.num_kv_heads} query heads share each)"
+            if m.num_kv_heads != m.num_heads else " (plain multi-head attention)"),
+        "d_model": m.d_model,
+        "d_k (per head)": m.d_k,
+        "parameters": f"{m.num_params:,}",
+        "max positions": m.max_positions,
+        "device": str(m.device),
+        "attention implementation": m.implementation,
+        "loaded from": m.source,
+    }
+    st.table({"fact": list(rows), "value": [str(v) for v in rows.values()]})

@@ -1,0 +1,111 @@
+"""Shared fixtures: seeded randomness, the bundled models (loaded once per session) and
+random-init GPT-2 / BERT / Llama folders saved to a temporary directory."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    import mha_viz
+    return mha_viz.load_model("minilm", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def minilm_ours():
+    import mha_viz
+    return mha_viz.load_model("minilm", device="cpu", local_attention=True)
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    import mha_viz
+    return mha_viz.load_model("smollm2", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm2_ours():
+    import mha_viz
+    return mha_viz.load_model("smollm2", device="cpu", local_attention=True)
+
+
+CORPUS = [
+    "The cat sat on the mat. The dog sat on the log.",
+    "A quick brown fox jumps over the lazy dog!",
+    "Attention heads look at tokens; some look back, some look at the start.",
+    "Hello world, hello attention, hello heads 123 456.",
+]
+
+
+def _byte_bpe_tokenizer():
+    """A small GPT-2-style byte-level BPE tokenizer trained here (no hub access needed)."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS * 20, vocab_size=400, min_frequency=1,
+                            special_tokens=["<|endoftext|>"])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
+                                   eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+
+
+@pytest.fixture(scope="session")
+def gpt2_dir(tmp_path_factory):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    folder = tmp_path_factory.mktemp("gpt2-random")
+    tok = _byte_bpe_tokenizer()
+    torch.manual_seed(1)
+    config = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=64, n_layer=3, n_head=4)
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def bert_dir(tmp_path_factory):
+    """Random-init BertForMaskedLM with MiniLM's WordPiece vocabulary."""
+    import mha_viz  # noqa: F401 - makes sure the bundled package is importable
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from models.loading import BUNDLED
+
+    folder = tmp_path_factory.mktemp("bert-random")
+    tok = AutoTokenizer.from_pretrained(BUNDLED["minilm"].locate())
+    torch.manual_seed(2)
+    config = BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=64)
+    BertForMaskedLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def llama_dir(tmp_path_factory):
+    """Random-init Llama with grouped-query attention (8 query heads, 2 KV heads)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("llama-random")
+    tok = _byte_bpe_tokenizer()
+    torch.manual_seed(3)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
+                         max_position_embeddings=128)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
