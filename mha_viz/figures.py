@@ -80,22 +80,36 @@ def _pool(a: np.ndarray, size: int) -> np.ndarray:
     return np.maximum.reduceat(rows, edges[:-1], axis=-1)
 
 
-def colorize(values: np.ndarray) -> np.ndarray:
-    """Map values in [0, 1] (NaN = background) to uint8 RGB through COLORSCALE."""
+def _palette() -> np.ndarray:
+    """256 RGB colours: COLORSCALE sampled at 255 levels, then white for background."""
     stops = np.array([p for p, _ in COLORSCALE])
     rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for _, c in COLORSCALE], dtype=np.float32)
-    v = np.clip(np.nan_to_num(values, nan=0.0), 0, 1)
-    out = np.stack([np.interp(v, stops, rgb[:, k]) for k in range(3)], axis=-1)
-    out[np.isnan(values)] = 255  # gaps between thumbnails stay white
-    return np.round(out).astype(np.uint8)
+    levels = np.linspace(0, 1, 255)
+    pal = np.stack([np.interp(levels, stops, rgb[:, k]) for k in range(3)], axis=-1)
+    return np.vstack([np.round(pal), [[255, 255, 255]]]).astype(np.uint8)
 
 
-def png_data_uri(rgb: np.ndarray) -> str:
-    """An (h, w, 3) uint8 image as a PNG data URI."""
+def quantize(values: np.ndarray) -> np.ndarray:
+    """Values in [0, 1] to palette indices 0..254; NaN (background) to 255."""
+    idx = np.round(np.clip(np.nan_to_num(values, nan=0.0), 0, 1) * 254).astype(np.uint8)
+    idx[np.isnan(values)] = 255
+    return idx
+
+
+def colorize(values: np.ndarray) -> np.ndarray:
+    """Map values in [0, 1] (NaN = background, white) to uint8 RGB through COLORSCALE."""
+    return _palette()[quantize(values)]
+
+
+def png_data_uri(values: np.ndarray) -> str:
+    """An (h, w) array of values in [0, 1] (NaN = white) as a palette PNG data URI: one byte
+    a pixel before compression."""
     from PIL import Image
 
+    img = Image.fromarray(quantize(values), mode="P")
+    img.putpalette(_palette().ravel().tolist())
     buf = io.BytesIO()
-    Image.fromarray(rgb, mode="RGB").save(buf, format="PNG", optimize=True)
+    img.save(buf, format="PNG", optimize=True)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -135,7 +149,7 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
     cell_px = 52
     fig = go.Figure()
-    fig.add_trace(go.Image(source=png_data_uri(colorize(canvas)), hoverinfo="skip"))
+    fig.add_trace(go.Image(source=png_data_uri(canvas), hoverinfo="skip"))
     fig.add_trace(go.Scatter(
         x=centers[heads.ravel()], y=centers[layers.ravel()], mode="markers",
         marker=dict(symbol="square", size=cell_px - 4, color="rgba(0,0,0,0)"),

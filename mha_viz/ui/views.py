@@ -48,10 +48,12 @@ def model_view() -> None:
     st.plotly_chart(fig, key="grid", on_select=_on_grid_select, selection_mode="points",
                     config={"displayModeBar": False}, width="content")
     cols = st.columns([1, 1, 2])
-    layer = cols[0].number_input("Layer", 0, run.num_layers - 1, value=st.session_state["sel_layer"])
-    head = cols[1].number_input("Head", 0, run.num_heads - 1, value=st.session_state["sel_head"])
-    cols[2].button("Open in head view", on_click=_open_head, args=(int(layer), int(head)),
-                   key="open_head", type="primary")
+    for key, top in (("grid_layer", run.num_layers - 1), ("grid_head", run.num_heads - 1)):
+        st.session_state[key] = min(int(st.session_state.get(key, 0)), top)
+    cols[0].number_input("Layer", 0, run.num_layers - 1, key="grid_layer")
+    cols[1].number_input("Head", 0, run.num_heads - 1, key="grid_head")
+    cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: _open_head(
+        int(st.session_state["grid_layer"]), int(st.session_state["grid_head"])))
     if st.session_state.pop("_goto_head", False):
         st.switch_page(HEAD_PAGE)
 

@@ -1,0 +1,46 @@
+"""Display tokens: markers removed, bytes decoded, invisible characters made visible."""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_viz.tokens import clean_tokens, visible
+
+
+class _Fake:
+    """A tokenizer stand-in with the class name that identifies its scheme."""
+
+    def __init__(self, scheme):
+        self.backend_tokenizer = type("B", (), {"decoder": scheme, "pre_tokenizer": None})()
+
+
+def test_bytelevel_pieces_are_decoded_and_grouped_into_words():
+    tok = _Fake("ByteLevel(add_prefix_space=True)")
+    pieces = ["The", "Ġcat", "Ġsat", ".", "ĠðŁĺ", "Ģ", "Ġ", "Ċ"]
+    display, words = clean_tokens(tok, pieces, [False] * len(pieces))
+    assert display[:4] == ["The", "cat", "sat", "."]
+    assert display[4].startswith("⟨f0 9f 98") and display[5] == "⟨80⟩"  # halves of one emoji
+    assert display[6] == "␣" and display[7] == "⏎"
+    assert words[:4] == [0, 1, 2, 2]  # "sat." is one word
+
+
+def test_wordpiece_continuations_join_their_word():
+    tok = _Fake("WordPiece(prefix=##)")
+    pieces = ["[CLS]", "token", "##ization", "works", "[SEP]"]
+    display, words = clean_tokens(tok, pieces, [True, False, False, False, True])
+    assert display == ["[CLS]", "token", "ization", "works", "[SEP]"]
+    assert words == [0, 1, 1, 2, 3]
+
+
+def test_sentencepiece_markers_and_byte_fallback():
+    tok = _Fake("Metaspace()")
+    display, words = clean_tokens(tok, ["▁Hello", "▁wor", "ld", "<0x0A>"], [False] * 4)
+    assert display == ["Hello", "wor", "ld", "⏎"]
+    assert words == [0, 1, 1, 1]
+
+
+@pytest.mark.parametrize("raw,shown", [
+    ("\u200b", "⟨U+200B⟩"), ("a\u202eb", "a⟨U+202E⟩b"), ("x\x00", "x⟨U+0000⟩"), ("", "∅"), ("  ", "␣␣"),
+])
+def test_invisible_characters_become_visible(raw, shown):
+    assert visible(raw) == shown
