@@ -4,17 +4,24 @@ The frame and router: page config, the shared sidebar (model, device, text), the
 view. Run with `make run` or `streamlit run app.py`.
 """
 
+import logging
+
 import streamlit as st
 
 from mha_viz.ui import state
 
-st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔍", layout="wide")
+st.set_page_config(page_title="mha-viz: attention heads", page_icon=":material/visibility:", layout="wide")
 
 pages = [
-    st.Page("mha_viz/ui/pages/model_view.py", title="Model view", icon="🧩", default=True),
-    st.Page("mha_viz/ui/pages/head_view.py", title="Head view", icon="🔎"),
-    st.Page("mha_viz/ui/pages/model_facts.py", title="Model facts", icon="📋"),
+    st.Page("mha_viz/ui/pages/model_view.py", title="Model view", icon=":material/grid_view:", default=True),
+    st.Page("mha_viz/ui/pages/head_view.py", title="Head view", icon=":material/zoom_in:"),
+    st.Page("mha_viz/ui/pages/model_facts.py", title="Model facts", icon=":material/info:"),
 ]
 page = st.navigation(pages)
 st.session_state["_current"] = state.sidebar()
-page.run()
+try:
+    page.run()
+except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
+    logging.getLogger("mha_viz.ui").exception("view failed")
+    st.error(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). "
+             "Your text and choices are kept: try another input or view.")

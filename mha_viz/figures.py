@@ -168,10 +168,15 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
     return fig
 
 
-def grid_pick(points: list[dict]) -> tuple[int, int] | None:
-    """(layer, head) of the first clicked marker of `model_grid`, from a selection event."""
+def grid_pick(points: list[dict], num_heads: int) -> tuple[int, int] | None:
+    """(layer, head) of the first clicked marker of `model_grid`, from a selection event.
+
+    Markers are laid out layer-major, so a marker's point index is layer * num_heads + head.
+    """
     for p in points or []:
-        data = p.get("customdata")
-        if data is not None and len(data) == 2:
-            return int(data[0]), int(data[1])
+        if p.get("curve_number", 1) != 1:
+            continue  # the image trace, not a marker
+        idx = p.get("point_index", p.get("pointIndex", p.get("point_number")))
+        if idx is not None:
+            return divmod(int(idx), num_heads)
     return None

@@ -67,9 +67,12 @@ def test_model_grid_is_one_image_and_clicks_map_to_heads():
     size = len(fig.to_json())
     naive = 72 * 40 * 40 * 4 * 4 / 3  # every weight as base64 float32
     assert size < naive / 3, size  # one palette PNG, even of random noise
-    picked = figures.grid_pick([{"customdata": markers.customdata[5 * 12 + 7].tolist()}])
-    assert picked == (5, 7)
-    assert figures.grid_pick([]) is None
+    # a click event as Streamlit reports it: the marker's index in the scatter trace
+    i = 5 * 12 + 7
+    assert tuple(markers.customdata[i]) == (5, 7) and (markers.x[i], markers.y[i]) != (markers.x[0], markers.y[0])
+    assert figures.grid_pick([{"curve_number": 1, "point_index": i}], 12) == (5, 7)
+    assert figures.grid_pick([{"curve_number": 0, "point_index": 3}], 12) is None
+    assert figures.grid_pick([], 12) is None
 
 
 def test_png_decodes_to_the_quantized_canvas():

@@ -5,11 +5,14 @@ Each view reads the run the sidebar computed (`state.current()`) and only draws.
 
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 
 from mha_viz import figures
 from mha_viz.ui import state
 
+log = logging.getLogger("mha_viz.ui")
 HEAD_PAGE = "mha_viz/ui/pages/head_view.py"
 
 
@@ -26,11 +29,15 @@ def _open_head(layer: int, head: int) -> None:
 
 
 def _on_grid_select() -> None:
-    event = st.session_state.get("grid")
-    points = (event or {}).get("selection", {}).get("points", []) if event else []
-    picked = figures.grid_pick(points)
-    if picked is not None:
-        _open_head(*picked)
+    try:
+        event = st.session_state.get("grid") or {}
+        points = (event.get("selection") or {}).get("points") or []
+        run = state.current().run
+        picked = figures.grid_pick(points, run.num_heads) if run is not None else None
+        if picked is not None and picked[0] < run.num_layers:
+            _open_head(*picked)
+    except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
+        log.exception("could not read the grid selection")
 
 
 def model_view() -> None:
