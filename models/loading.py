@@ -104,16 +104,16 @@ class LoadedModel:
             attention_mask = torch.ones_like(input_ids)
         attention_mask = attention_mask.to(self.device)
         captured: list[torch.Tensor] = []
-        hooks = [a.register_forward_hook(lambda _m, _i, out: captured.append(out[1])) for a in self.adapters]
-        try:
-            with self.lock, torch.inference_mode():
+        with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
+            hooks = [a.register_forward_hook(lambda _m, _i, out: captured.append(out[1])) for a in self.adapters]
+            try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                     output_attentions=not self.local_attention, use_cache=False,
                 )
-        finally:
-            for h in hooks:
-                h.remove()
+            finally:
+                for h in hooks:
+                    h.remove()
         attentions = tuple(captured) if self.local_attention else tuple(out.attentions or ())
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(

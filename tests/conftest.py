@@ -64,17 +64,22 @@ def _byte_bpe_tokenizer():
                                    eos_token="<|endoftext|>", unk_token="<|endoftext|>")
 
 
+def _save_random(tmp_path_factory, name, model_cls, config, tok, seed):
+    """Save a random-init model and its tokenizer as a Hugging Face folder."""
+    folder = tmp_path_factory.mktemp(name)
+    torch.manual_seed(seed)
+    model_cls(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def gpt2_dir(tmp_path_factory):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    folder = tmp_path_factory.mktemp("gpt2-random")
     tok = _byte_bpe_tokenizer()
-    torch.manual_seed(1)
     config = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=64, n_layer=3, n_head=4)
-    GPT2LMHeadModel(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return _save_random(tmp_path_factory, "gpt2-random", GPT2LMHeadModel, config, tok, 1)
 
 
 @pytest.fixture(scope="session")
@@ -85,14 +90,10 @@ def bert_dir(tmp_path_factory):
 
     from models.loading import BUNDLED
 
-    folder = tmp_path_factory.mktemp("bert-random")
     tok = AutoTokenizer.from_pretrained(BUNDLED["minilm"].locate())
-    torch.manual_seed(2)
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_hidden_layers=2,
                         num_attention_heads=4, intermediate_size=128, max_position_embeddings=64)
-    BertForMaskedLM(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return _save_random(tmp_path_factory, "bert-random", BertForMaskedLM, config, tok, 2)
 
 
 @pytest.fixture(scope="session")
@@ -100,12 +101,8 @@ def llama_dir(tmp_path_factory):
     """Random-init Llama with grouped-query attention (8 query heads, 2 KV heads)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    folder = tmp_path_factory.mktemp("llama-random")
     tok = _byte_bpe_tokenizer()
-    torch.manual_seed(3)
     config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
                          max_position_embeddings=128)
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return _save_random(tmp_path_factory, "llama-random", LlamaForCausalLM, config, tok, 3)

@@ -83,3 +83,30 @@ def test_our_weights_are_the_models_weights(minilm_ours):
     adapter = minilm_ours.adapters[0]
     params = {id(p) for p in minilm_ours.hf_model.parameters()}
     assert id(adapter.mha.w_q.weight) in params and id(adapter.mha.w_o.weight) in params
+
+
+def test_concurrent_analyses_each_get_their_own_capture(gpt2_dir):
+    """Several sessions share one model: each analysis must see only its own tokens' attention."""
+    import threading
+
+    ours = mha_viz.load_model(str(gpt2_dir), device="cpu", local_attention=True)
+    texts = ["The cat sat.", "Hello world, hello attention, hello heads.", "A quick brown fox jumps."]
+    expected = {t: mha_viz.analyze(ours, t).attentions for t in texts}
+    results, errors = [], []
+
+    def work(text):
+        try:
+            for _ in range(5):
+                results.append((text, mha_viz.analyze(ours, text).attentions))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in texts * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 30
+    for text, att in results:
+        assert att.shape == expected[text].shape
+        assert (att == expected[text]).all()

@@ -40,13 +40,22 @@ def _on_grid_select() -> None:
         log.exception("could not read the grid selection")
 
 
-def model_view() -> None:
-    st.title("Model view")
+def _start(title: str):
+    """Title, messages and a valid layer/head selection; returns the current state, or None
+    when there is nothing to draw."""
+    st.title(title)
     cur = state.current()
     if not state.show_status(cur):
+        return None
+    _clamp_selection(cur.run)
+    return cur
+
+
+def model_view() -> None:
+    cur = _start("Model view")
+    if cur is None:
         return
     run = cur.run
-    _clamp_selection(run)
     st.caption(f"{run.model_name}: {run.num_layers} layers × {run.num_heads} heads, {run.n} tokens. "
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
@@ -66,12 +75,10 @@ def model_view() -> None:
 
 
 def head_view() -> None:
-    st.title("Head view")
-    cur = state.current()
-    if not state.show_status(cur):
+    cur = _start("Head view")
+    if cur is None:
         return
     run = cur.run
-    _clamp_selection(run)
     st.session_state.pop("_goto_head", None)
     cols = st.columns([2, 2, 3])
     layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state["sel_layer"])
@@ -95,9 +102,8 @@ def head_view() -> None:
 
 
 def facts_view() -> None:
-    st.title("Model facts")
-    cur = state.current()
-    if not state.show_status(cur) or cur.model is None:
+    cur = _start("Model facts")
+    if cur is None or cur.model is None:
         return
     m = cur.model
     rows = {
