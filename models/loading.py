@@ -168,8 +168,12 @@ def _gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
     try:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)  # atomic: a half-written cache is never seen
+        try:
+            os.replace(tmp, target)  # atomic: a half-written cache is never seen
+        except OSError:
+            if not (target / "model.safetensors").exists():  # not another process's finished copy
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
