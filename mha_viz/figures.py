@@ -21,25 +21,29 @@ COLORSCALE = [
     [0.0, "#f7fbff"], [0.125, "#deebf7"], [0.25, "#c6dbef"], [0.375, "#9ecae1"], [0.5, "#6baed6"],
     [0.625, "#4292c6"], [0.75, "#2171b5"], [0.875, "#08519c"], [1.0, "#08306b"],
 ]
-_ZW = "\u200b"
+_ZW = "\u200b"  # starts a suffix; then the occurrence number in binary as U+200C (0) / U+200D (1)
+_BITS = {"0": "\u200c", "1": "\u200d"}
 
 
 def axis_labels(tokens: list[str]) -> list[str]:
-    """HTML-escaped labels, equal tokens told apart by invisible zero-width suffixes."""
-    seen: set[str] = set()
+    """HTML-escaped labels; the k-th repeat of a token gets an invisible zero-width suffix
+    encoding k in binary (O(log k) characters). Display tokens never contain these characters:
+    `tokens.visible` shows format characters as codes."""
+    seen: dict[str, int] = {}
     labels = []
     for tok in tokens:
         label = html.escape(tok, quote=False)
-        while label in seen:
-            label += _ZW
-        seen.add(label)
+        k = seen.get(label, 0)
+        seen[label] = k + 1
+        if k:
+            label += _ZW + "".join(_BITS[b] for b in format(k, "b"))
         labels.append(label)
     return labels
 
 
 def label_text(label: str) -> str:
     """The token a label shows (inverse of `axis_labels` for one label)."""
-    return html.unescape(label.rstrip(_ZW))
+    return html.unescape(label.split(_ZW, 1)[0])
 
 
 def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False) -> go.Figure:

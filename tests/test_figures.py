@@ -29,6 +29,12 @@ def test_head_heatmap_axes_are_the_tokens_even_when_repeated_or_html():
     assert fig.layout.yaxis.autorange == "reversed"  # first query on top
 
 
+def test_labels_of_many_repeats_stay_short():
+    labels = figures.axis_labels(["word"] * 1000)
+    assert len(set(labels)) == 1000 and max(map(len, labels)) <= len("word") + 1 + 10
+    assert {figures.label_text(x) for x in labels} == {"word"}
+
+
 def test_rescale_spans_zero_to_head_max():
     run = _run()
     assert figures.head_heatmap(run, 0, 0).data[0].zmax == 1.0
