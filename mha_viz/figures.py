@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from functools import lru_cache
 
 import numpy as np
 import plotly.graph_objects as go
@@ -84,13 +85,16 @@ def _pool(a: np.ndarray, size: int) -> np.ndarray:
     return np.maximum.reduceat(rows, edges[:-1], axis=-1)
 
 
+@lru_cache(maxsize=1)
 def _palette() -> np.ndarray:
     """256 RGB colours: COLORSCALE sampled at 255 levels, then white for background."""
     stops = np.array([p for p, _ in COLORSCALE])
     rgb = np.array([[int(c[i:i + 2], 16) for i in (1, 3, 5)] for _, c in COLORSCALE], dtype=np.float32)
     levels = np.linspace(0, 1, 255)
     pal = np.stack([np.interp(levels, stops, rgb[:, k]) for k in range(3)], axis=-1)
-    return np.vstack([np.round(pal), [[255, 255, 255]]]).astype(np.uint8)
+    out = np.vstack([np.round(pal), [[255, 255, 255]]]).astype(np.uint8)
+    out.setflags(write=False)  # shared by every call
+    return out
 
 
 def quantize(values: np.ndarray) -> np.ndarray:

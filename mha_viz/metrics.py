@@ -142,7 +142,7 @@ def head_similarity(run: AttentionRun, kind: str = "js") -> np.ndarray:
     of smoothed rows Ã = 0.999·A + 0.001/n; 0 for identical heads (a divergence, not a
     similarity). kind "cosine": cosine of the flattened matrices (0..1).
     """
-    flat = torch.from_numpy(run.attentions.reshape(run.num_layers * run.num_heads, run.n, run.n)).double()
+    flat = torch.from_numpy(run.attentions.reshape(run.num_layers * run.num_heads, run.n, run.n).astype(np.float64))
     if kind == "cosine":
         x = flat.reshape(flat.shape[0], -1)
         x = x / x.norm(dim=1, keepdim=True).clamp_min(1e-30)
@@ -179,7 +179,7 @@ def rollout(run: AttentionRun) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): (layers, n, n), row i of layer l says how much
     token i at layer l draws on each input token. Â_l = rows-renormalised 0.5·mean_h A_l + 0.5·I;
     R_1 = Â_1, R_l = Â_l R_{l-1}. Rows sum to 1."""
-    A = torch.from_numpy(run.attentions).double().mean(1)  # (L, n, n)
+    A = torch.from_numpy(run.attentions.astype(np.float64)).mean(1)  # (L, n, n); copies, so read-only runs work
     eye = torch.eye(run.n, dtype=torch.float64)
     A_hat = 0.5 * A + 0.5 * eye
     A_hat = A_hat / A_hat.sum(-1, keepdim=True)

@@ -101,7 +101,7 @@ def clean_tokens(tokenizer, pieces: list[str], special: list[bool]) -> tuple[lis
         else:
             text, starts = _clean_sentencepiece(piece)
         prev_special = i > 0 and special[i - 1]
-        if starts or i == 0 or prev_special or word < 0:
+        if starts or i == 0 or prev_special:
             word += 1
         display.append(visible(text))
         word_ids.append(word)

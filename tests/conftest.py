@@ -20,28 +20,19 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(scope="session")
-def minilm():
-    import mha_viz
-    return mha_viz.load_model("minilm", device="cpu")
+def _bundled(name: str, local_attention: bool, fixture_name: str):
+    """A session fixture loading a bundled model once, with HF's attention or ours."""
+    @pytest.fixture(scope="session", name=fixture_name)
+    def _fixture():
+        import mha_viz
+        return mha_viz.load_model(name, device="cpu", local_attention=local_attention)
+    return _fixture
 
 
-@pytest.fixture(scope="session")
-def minilm_ours():
-    import mha_viz
-    return mha_viz.load_model("minilm", device="cpu", local_attention=True)
-
-
-@pytest.fixture(scope="session")
-def smollm2():
-    import mha_viz
-    return mha_viz.load_model("smollm2", device="cpu")
-
-
-@pytest.fixture(scope="session")
-def smollm2_ours():
-    import mha_viz
-    return mha_viz.load_model("smollm2", device="cpu", local_attention=True)
+minilm = _bundled("minilm", False, "minilm")
+minilm_ours = _bundled("minilm", True, "minilm_ours")
+smollm2 = _bundled("smollm2", False, "smollm2")
+smollm2_ours = _bundled("smollm2", True, "smollm2_ours")
 
 
 CORPUS = [

@@ -1,7 +1,7 @@
 """The shared sidebar and the analysis behind every view: model, device, text -> AttentionRun.
 
-Models live in one process-wide `ModelCache` (`st.cache_resource`), results in
-`st.cache_data` keyed by (model, device, implementation, text, token cap). Errors become
+Models live in one process-wide `ModelCache` (`st.cache_resource`), results in a
+read-only `st.cache_resource` keyed by (model, device, implementation, text, token cap). Errors become
 messages; the user's text and choices stay in their widgets, and the last good result stays
 available to the views.
 """
@@ -44,9 +44,13 @@ def model_cache() -> ModelCache:
     return ModelCache()
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+# cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
+# on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
+@st.cache_resource(show_spinner=False, max_entries=16)
 def _analyze(key: tuple, text: str, cap: int, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
-    return mha_viz.analyze(_model, text, max_tokens=cap)
+    run = mha_viz.analyze(_model, text, max_tokens=cap)
+    run.attentions.setflags(write=False)
+    return run
 
 
 @dataclass
