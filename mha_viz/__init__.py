@@ -10,10 +10,11 @@ Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
 
 from models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
+from models import random_twin as random_baseline
 
 from .capture import AttentionRun, InputError, analyze, load_model, token_limit
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "InputError", "LoadedModel", "ModelLoadError",
-    "analyze", "load_model", "token_limit",
+    "analyze", "load_model", "random_baseline", "token_limit",
 ]

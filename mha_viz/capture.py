@@ -41,6 +41,9 @@ class AttentionRun:
     word_ids: list[int] = field(default_factory=list)
     text: str = ""
     num_input_tokens: int = 0  # tokens in the whole text, before truncation
+    # float32 (layers, heads, n, d_v): each head's output z = A @ V before W_O; None when the
+    # architecture does not expose it (the output-based metrics then say so)
+    head_outputs: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -134,8 +137,11 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
     if not ids:
         raise InputError("The text produced no tokens for this model; type some words.")
     input_ids = torch.tensor([ids])
-    _, attentions, _ = model.forward(input_ids)
-    stacked = torch.stack([a[0] for a in attentions]).float().cpu().numpy()  # (L, H, n, n)
+    cap = model.capture(input_ids)
+    stacked = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()  # (L, H, n, n)
+    outputs = None
+    if cap.head_outputs is not None:
+        outputs = torch.stack([z[0] for z in cap.head_outputs]).float().cpu().numpy()  # (L, H, n, d_v)
     # [CLS], [SEP], BOS, EOS, padding; an unknown-character token is text, not structure
     structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
     special = [i in structural for i in ids]
@@ -145,5 +151,5 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
         tokens=display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
         raw_tokens=list(raw), special_mask=special, word_ids=word_ids, text=text,
-        num_input_tokens=len(full),
+        num_input_tokens=len(full), head_outputs=outputs,
     )

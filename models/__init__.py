@@ -4,10 +4,10 @@ Nothing here imports `mha_viz`: this layer knows tensors and Hugging Face, not t
 """
 
 from .adapters import UnsupportedArchitecture, install_local_attention
-from .loading import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError, load, resolve_device
+from .loading import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError, load, random_twin, resolve_device
 from .mha import MultiHeadAttention, apply_rotary
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "LoadedModel", "ModelLoadError", "MultiHeadAttention",
-    "UnsupportedArchitecture", "apply_rotary", "install_local_attention", "load", "resolve_device",
+    "UnsupportedArchitecture", "apply_rotary", "install_local_attention", "load", "random_twin", "resolve_device",
 ]

@@ -139,32 +139,27 @@ def _family(module: nn.Module) -> str | None:
     return None
 
 
-def install_local_attention(model: nn.Module, *, causal: bool) -> list[nn.Module]:
-    """Replace every self-attention of `model` with an adapter around our MHA, in place.
-
-    Returns the adapters in the order the model runs them (layer 0 first). Raises
-    UnsupportedArchitecture when nothing is recognised or the model uses an attention feature
-    (sliding windows, q/k norms, logit soft-capping, sinks) that our MHA does not compute.
-    """
+def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
+    """Every self-attention module of `model` in the order the model runs them (layer 0 first),
+    as (parent, attribute name, module, family). Raises UnsupportedArchitecture when nothing is
+    recognised or the model uses an attention feature (sliding windows, q/k norms, logit
+    soft-capping, sinks) that our MHA does not compute."""
     config = model.config
-    num_heads = config.num_attention_heads
-    num_kv_heads = getattr(config, "num_key_value_heads", None) or num_heads
     found: list[tuple[nn.Module, str, nn.Module, str]] = []
+    names: list[str] = []
     for name, module in model.named_modules():
         family = _family(module)
-        if family is None:
-            continue
-        if any(name.startswith(f[3] + ".") for f in found):
-            continue  # inside an attention module already found
+        if family is None or any(name.startswith(f + ".") for f in names):
+            continue  # not attention, or inside an attention module already found
         parent_name, _, attr = name.rpartition(".")
-        found.append((model.get_submodule(parent_name) if parent_name else model, attr, module, name))
+        found.append((model.get_submodule(parent_name) if parent_name else model, attr, module, family))
+        names.append(name)
     if not found:
         raise UnsupportedArchitecture(
             f"Our MHA cannot stand in for the attention of '{config.model_type}' models: it knows "
             "BERT-family, GPT-2 and Llama-family attention. Use Hugging Face's attention instead."
         )
-    families = {_family(m) for _, _, m, _ in found}
-    if "llama" in families:
+    if any(f[3] == "llama" for f in found):
         extras = [a for a in _LLAMA_EXTRAS if hasattr(found[0][2], a)]
         extras += [a for a in _CONFIG_EXTRAS if getattr(config, a, None) not in (None, False)]
         if extras:
@@ -172,16 +167,39 @@ def install_local_attention(model: nn.Module, *, causal: bool) -> list[nn.Module
                 f"'{config.model_type}' attention uses {', '.join(extras)}, which our MHA does not "
                 "compute. Use Hugging Face's attention for this model."
             )
+    return found
+
+
+def make_adapter(module: nn.Module, family: str, config, *, causal: bool) -> nn.Module:
+    """Our MHA around one original attention module (same parameters; GPT-2: a copy)."""
+    num_heads = config.num_attention_heads
+    if family == "bert":
+        adapter = BertFamilyAttention(module, num_heads, causal)
+    elif family == "gpt2":
+        adapter = GPT2FamilyAttention(module, num_heads)
+    else:
+        adapter = LlamaFamilyAttention(module, num_heads, getattr(config, "num_key_value_heads", None) or num_heads)
+    adapter.train(module.training)
+    return adapter
+
+
+def output_projection(module: nn.Module, family: str) -> nn.Module:
+    """The layer that applies W_O; its input is the concatenation of the heads' outputs z."""
+    if hasattr(module, "mha"):
+        return module.mha.w_o
+    return {"bert": lambda: module.output.dense, "gpt2": lambda: module.c_proj,
+            "llama": lambda: module.o_proj}[family]()
+
+
+def install_local_attention(model: nn.Module, *, causal: bool) -> list[nn.Module]:
+    """Replace every self-attention of `model` with an adapter around our MHA, in place.
+
+    Returns the adapters in the order the model runs them (layer 0 first); raises
+    UnsupportedArchitecture as `find_attention` does.
+    """
     adapters: list[nn.Module] = []
-    for parent, attr, module, _ in found:
-        family = _family(module)
-        if family == "bert":
-            adapter = BertFamilyAttention(module, num_heads, causal)
-        elif family == "gpt2":
-            adapter = GPT2FamilyAttention(module, num_heads)
-        else:
-            adapter = LlamaFamilyAttention(module, num_heads, num_kv_heads)
-        adapter.train(module.training)
+    for parent, attr, module, family in find_attention(model):
+        adapter = make_adapter(module, family, model.config, causal=causal)
         setattr(parent, attr, adapter)
         adapters.append(adapter)
     return adapters

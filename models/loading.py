@@ -22,7 +22,9 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .adapters import UnsupportedArchitecture, install_local_attention
+from .adapters import (
+    UnsupportedArchitecture, find_attention, install_local_attention, make_adapter, output_projection,
+)
 
 Progress = Callable[[float, str], None]
 
@@ -89,6 +91,10 @@ class LoadedModel:
     max_positions: int
     source: str
     adapters: list[nn.Module] = field(default_factory=list, repr=False)
+    # (module, family) of each layer's self-attention as the model runs it (our adapters when
+    # local_attention); empty when the architecture is not one we can read weights from.
+    attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
+    _weights: dict | None = field(default=None, repr=False, compare=False)
     # One forward at a time per model: the app shares one instance between sessions.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -96,31 +102,86 @@ class LoadedModel:
     def implementation(self) -> str:
         return "ours (mha-viz MultiHeadAttention)" if self.local_attention else "Hugging Face eager"
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """Run the model; returns (last hidden states (B, n, d_model), per-layer probabilities
-        (B, h, n, n) as a tuple, the model's output object)."""
+    @property
+    def has_head_outputs(self) -> bool:
+        """Whether each head's output z (and the weights) can be read for this architecture."""
+        return bool(self.attention_modules)
+
+    def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> "Capture":
+        """Run the model once, recording every layer's probabilities and every head's output z."""
         input_ids = input_ids.to(self.device)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         attention_mask = attention_mask.to(self.device)
-        captured: list[torch.Tensor] = []
+        probs: list[torch.Tensor] = []
+        zs: list[torch.Tensor] = []
+        H = self.num_heads
+
+        def keep_z(_module, args):  # input of W_O: (B, n, H * d_v), the heads side by side
+            x = args[0]
+            zs.append(x.detach().reshape(x.shape[0], x.shape[1], H, -1).transpose(1, 2))  # (B, H, n, d_v)
+
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
-            hooks = [a.register_forward_hook(lambda _m, _i, out: captured.append(out[1])) for a in self.adapters]
+            hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in self.adapters]
+            if self.local_attention:  # our MHA hands z over directly
+                for a in self.adapters:
+                    a.mha.keep_z = True
+            else:
+                hooks += [output_projection(m, fam).register_forward_pre_hook(keep_z)
+                          for m, fam in self.attention_modules]
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                     output_attentions=not self.local_attention, use_cache=False,
                 )
+                if self.local_attention:
+                    zs = [a.mha.last_z for a in self.adapters]
             finally:
                 for h in hooks:
                     h.remove()
-        attentions = tuple(captured) if self.local_attention else tuple(out.attentions or ())
+                for a in self.adapters:
+                    a.mha.keep_z, a.mha.last_z = False, None
+        attentions = tuple(probs) if self.local_attention else tuple(out.attentions or ())
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(
                 f"'{self.name}' ({self.family}) did not return the attention of its "
                 f"{self.num_layers} layers, so it cannot be captured. Try another model."
             )
-        return out.hidden_states[-1], attentions, out
+        head_outputs = tuple(zs) if len(zs) == self.num_layers else None
+        return Capture(out.hidden_states[-1], attentions, head_outputs, out)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """Run the model; returns (last hidden states (B, n, d_model), per-layer probabilities
+        (B, h, n, n) as a tuple, the model's output object)."""
+        c = self.capture(input_ids, attention_mask)
+        return c.hidden, c.attentions, c.output
+
+    def head_weights(self) -> dict[str, torch.Tensor]:
+        """Every head's weights, stacked over layers (x @ W convention, biases left out):
+        W_Q (L, H, d_model, d_k), W_K (L, G, d_model, d_k), W_V (L, G, d_model, d_v),
+        W_O (L, H, d_v, d_model). Computed once per model. Raises ModelLoadError when the
+        architecture is not one we can read."""
+        if self._weights is None:
+            if not self.attention_modules:
+                raise ModelLoadError(f"The per-head weights of '{self.name}' ({self.family}) cannot be read.")
+            with self.lock:
+                views = [m if hasattr(m, "mha") else make_adapter(m, fam, self.hf_model.config, causal=self.is_causal)
+                         for m, fam in self.attention_modules]
+                per_layer = [v.mha.head_weights() for v in views]
+                self._weights = {k: torch.stack([w[k] for w in per_layer]).float().cpu().clone()
+                                 for k in per_layer[0]}
+        return self._weights
+
+
+@dataclass
+class Capture:
+    """What one forward pass records. head_outputs: per layer (B, H, n, d_v), the heads'
+    outputs z before W_O, or None when the architecture does not expose them."""
+
+    hidden: torch.Tensor
+    attentions: tuple[torch.Tensor, ...]
+    head_outputs: tuple[torch.Tensor, ...] | None
+    output: object
 
 
 def resolve_device(device: str) -> torch.device:
@@ -304,6 +365,12 @@ def load(
             adapters = install_local_attention(model, causal=causal)
         except UnsupportedArchitecture as exc:
             raise ModelLoadError(str(exc)) from exc
+        modules = [(a, "ours") for a in adapters]
+    else:
+        try:
+            modules = [(m, fam) for _, _, m, fam in find_attention(model)]
+        except UnsupportedArchitecture:
+            modules = []  # attention is still shown; head outputs and weights are not
     num_heads = config.num_attention_heads
     d_model = config.hidden_size
     max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
@@ -315,7 +382,7 @@ def load(
         num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
         d_k=getattr(config, "head_dim", None) or d_model // num_heads,
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
-        source=source, adapters=adapters,
+        source=source, adapters=adapters, attention_modules=modules,
     )
     progress(0.9, "Checking that every layer's attention can be captured…")
     probe = torch.tensor([[tokenizer.unk_token_id or 0, tokenizer.eos_token_id or 0]])
@@ -327,3 +394,29 @@ def load(
         raise ModelLoadError(f"'{spec}' loaded but failed on a test input: {exc}") from exc
     progress(1.0, f"'{name}' ready.")
     return loaded
+
+
+def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
+    """The same architecture and tokenizer at random initialisation (the model's own init
+    scheme, seeded): the baseline that gives head-diversity numbers their meaning."""
+    import copy
+
+    config = copy.deepcopy(loaded.hf_model.config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = type(loaded.hf_model)(config)
+    model.to(loaded.device).eval()
+    adapters: list[nn.Module] = []
+    if loaded.local_attention:
+        adapters = install_local_attention(model, causal=loaded.is_causal)
+        modules = [(a, "ours") for a in adapters]
+    else:
+        modules = [(m, fam) for _, _, m, fam in find_attention(model)] if loaded.attention_modules else []
+    return LoadedModel(
+        name=f"{loaded.name} (random init, seed {seed})", hf_model=model, tokenizer=loaded.tokenizer,
+        device=loaded.device, is_causal=loaded.is_causal, local_attention=loaded.local_attention,
+        family=loaded.family, num_layers=loaded.num_layers, num_heads=loaded.num_heads,
+        num_kv_heads=loaded.num_kv_heads, d_model=loaded.d_model, d_k=loaded.d_k,
+        num_params=loaded.num_params, max_positions=loaded.max_positions,
+        source=f"random initialisation of {loaded.source}", adapters=adapters, attention_modules=modules,
+    )

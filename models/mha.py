@@ -74,6 +74,10 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_kv_in, num_kv_heads * self.d_v, bias=bias)
         self.w_o = nn.Linear(num_heads * self.d_v, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        # When True, `merge` keeps the heads' outputs z of its last call in `last_z` (detached),
+        # so the app can measure what each head writes; the caller serialises runs.
+        self.keep_z = False
+        self.last_z: torch.Tensor | None = None
 
     @classmethod
     def from_linears(
@@ -161,8 +165,27 @@ class MultiHeadAttention(nn.Module):
     def merge(self, z: torch.Tensor) -> torch.Tensor:
         """Concatenate the heads and apply W_O: (B, h, n_q, d_v) -> (B, n_q, d_model)."""
         B, _, n_q, _ = z.shape
+        if self.keep_z:
+            self.last_z = z.detach()
         concat = z.transpose(1, 2).reshape(B, n_q, self.num_heads * self.d_v)  # (B, n_q, h*d_v)
         return self.w_o(concat)  # (B, n_q, d_model)
+
+    def head_weights(self) -> dict[str, torch.Tensor]:
+        """Per-head weight matrices, read from the projections (x @ W convention, no biases).
+
+        W_Q (h, d_model, d_k), W_K (G, d_kv_in, d_k), W_V (G, d_kv_in, d_v), W_O (h, d_v, d_model):
+        head i's output is z_i @ W_O[i]; under GQA query head i reads W_K, W_V [i // (h / G)].
+        """
+        h, g = self.num_heads, self.num_kv_heads
+        def per_head(weight: torch.Tensor, heads: int) -> torch.Tensor:
+            d_in = weight.shape[1]
+            return weight.detach().T.reshape(d_in, heads, -1).permute(1, 0, 2)  # (heads, d_in, d_head)
+        return {
+            "W_Q": per_head(self.w_q.weight, h),
+            "W_K": per_head(self.w_k.weight, g),
+            "W_V": per_head(self.w_v.weight, g),
+            "W_O": self.w_o.weight.detach().T.reshape(h, self.d_v, -1),  # (h, d_v, d_model)
+        }
 
     def forward(
         self,

@@ -1,0 +1,97 @@
+"""Every head metric for 144 heads (a random-init BERT-base) beside the model's own forward pass.
+
+Run: `.venv/bin/python benchmarks/metrics_vs_forward.py [--lengths 128 512] [--repeat 3]`.
+Each row is the best of `--repeat` timings, measured in this one process, and the ratio to
+the forward pass (capturing attention and head outputs) at the same length. The weight
+cosines (QK, OV) do not depend on the text: the app computes them once per model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+import mha_viz  # noqa: E402
+from mha_viz import metrics  # noqa: E402
+
+
+def bert_base_folder(root: Path) -> Path:
+    """A random-init BERT-base (12 layers × 12 heads, d_model 768) with MiniLM's WordPiece vocab."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tok = AutoTokenizer.from_pretrained(mha_viz.BUNDLED["minilm"].locate())
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tok.vocab_size)).save_pretrained(root)
+    tok.save_pretrained(root)
+    return root
+
+
+def best_of(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def text_of(model, n: int) -> str:
+    """A text of exactly n tokens ([CLS] + n − 2 words + [SEP])."""
+    words = ("the cat sat on the mat and the dog looked at it while rain fell on the old "
+             "house by the river ").split()
+    return " ".join(words[i % len(words)] for i in range(n - 2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = mha_viz.load_model(str(bert_base_folder(Path(tmp))), device="cpu")
+        weights = model.head_weights()
+        print(f"model: random-init BERT-base, {model.num_layers} layers × {model.num_heads} heads")
+        for n in args.lengths:
+            run = mha_viz.analyze(model, text_of(model, n))
+            assert run.n == n, run.n
+            ids = torch.tensor([run.token_ids])
+            forward = best_of(lambda: model.capture(ids), args.repeat)
+            steps = {
+                "head_table (section 1 + importance)": lambda: metrics.head_table(run, weights),
+                **{f"similarity {k}": (lambda k=k: metrics.head_similarity(run, k, weights=weights))
+                   for k in ("js", "cosine", "cka", "residual", "seed_r")},
+                "rollout": lambda: metrics.rollout(run),
+            }
+            js = metrics.head_similarity(run, "js")
+            steps["diversity table"] = lambda: metrics.diversity_table(
+                metrics.as_similarity(js, "js"), None, run.num_layers, run.num_heads)
+            steps["cluster order"] = lambda: metrics.cluster_order(metrics.as_dissimilarity(js, "js"))
+            steps["MDS map"] = lambda: metrics.mds(js)
+            weight_steps = {f"similarity {k} (once per model)": (lambda k=k: metrics.head_similarity(run, k, weights=weights))
+                            for k in ("qk", "ov")}
+            print(f"\nn = {n}: forward pass with capture {forward * 1000:.0f} ms")
+            print(f"| {'step':40s} | {'ms':>8s} | {'÷ forward':>9s} |")
+            print(f"|{'-' * 42}|{'-' * 10}|{'-' * 11}|")
+            total = 0.0
+            for name, fn in steps.items():
+                t = best_of(fn, args.repeat)
+                total += t
+                print(f"| {name:40s} | {t * 1000:8.0f} | {t / forward:9.2f} |")
+            print(f"| {'all per-text metrics':40s} | {total * 1000:8.0f} | {total / forward:9.2f} |")
+            for name, fn in weight_steps.items():
+                t = best_of(fn, 1)
+                print(f"| {name:40s} | {t * 1000:8.0f} | {t / forward:9.2f} |")
+
+
+if __name__ == "__main__":
+    main()
