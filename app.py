@@ -15,6 +15,10 @@ st.set_page_config(page_title="mha-viz: attention heads", page_icon=":material/v
 pages = [
     st.Page("mha_viz/ui/pages/model_view.py", title="Model view", icon=":material/grid_view:", default=True),
     st.Page("mha_viz/ui/pages/head_view.py", title="Head view", icon=":material/zoom_in:"),
+    st.Page("mha_viz/ui/pages/head_metrics.py", title="Head metrics", icon=":material/leaderboard:"),
+    st.Page("mha_viz/ui/pages/similarity.py", title="Head similarity", icon=":material/hub:"),
+    st.Page("mha_viz/ui/pages/compare_heads.py", title="Compare heads", icon=":material/compare:"),
+    st.Page("mha_viz/ui/pages/across_layers.py", title="Across layers", icon=":material/stacked_line_chart:"),
     st.Page("mha_viz/ui/pages/model_facts.py", title="Model facts", icon=":material/info:"),
 ]
 page = st.navigation(pages)

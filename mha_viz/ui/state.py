@@ -50,6 +50,8 @@ def model_cache() -> ModelCache:
 def _analyze(key: tuple, text: str, cap: int, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
     run = mha_viz.analyze(_model, text, max_tokens=cap)
     run.attentions.setflags(write=False)
+    if run.head_outputs is not None:
+        run.head_outputs.setflags(write=False)
     return run
 
 
@@ -62,6 +64,7 @@ class Current:
     error: str | None = None  # a message for the user; set when `run` is not for the current inputs
     notice: str | None = None  # a prompt (blank text), not an error
     stale: bool = False  # `run` is the last good one, not the current inputs'
+    key: tuple = ()  # identifies the run (model, device, implementation, text, cap) for caches
 
 
 def _on_example() -> None:
@@ -117,7 +120,8 @@ def sidebar() -> Current:
     try:
         model = _load(spec, device, local)
         cap = max_tokens()
-        run = _analyze((model.name, model.source, str(model.device), local), text, cap, model)
+        model_key = (model.name, model.source, str(model.device), local)
+        run = _analyze(model_key, text, cap, model)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         cur.error = str(exc)
         return _with_last_good(cur)
@@ -125,15 +129,15 @@ def sidebar() -> Current:
         log.exception("analysis failed")
         cur.error = f"The analysis failed: {type(exc).__name__}: {str(exc)[:300]}"
         return _with_last_good(cur)
-    cur.run, cur.model = run, model
-    st.session_state["_last_good"] = (run, model)
+    cur.run, cur.model, cur.key = run, model, (model_key, text, cap)
+    st.session_state["_last_good"] = (run, model, cur.key)
     return cur
 
 
 def _with_last_good(cur: Current) -> Current:
     last = st.session_state.get("_last_good")
     if last is not None:
-        cur.run, cur.model = last
+        cur.run, cur.model, cur.key = last
         cur.stale = True
     return cur
 

@@ -23,7 +23,7 @@ def _clamp_selection(run) -> None:
     st.session_state["sel_head"] = min(int(st.session_state.get("sel_head", 0)), run.num_heads - 1)
 
 
-def _open_head(layer: int, head: int) -> None:
+def open_head(layer: int, head: int) -> None:
     st.session_state["sel_layer"], st.session_state["sel_head"] = layer, head
     st.session_state["_goto_head"] = True
 
@@ -35,12 +35,12 @@ def _on_grid_select() -> None:
         run = state.current().run
         picked = figures.grid_pick(points, run.num_heads) if run is not None else None
         if picked is not None and picked[0] < run.num_layers:
-            _open_head(*picked)
+            open_head(*picked)
     except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
         log.exception("could not read the grid selection")
 
 
-def _start(title: str):
+def start(title: str):
     """Title, messages and a valid layer/head selection; returns the current state, or None
     when there is nothing to draw."""
     st.title(title)
@@ -52,7 +52,7 @@ def _start(title: str):
 
 
 def model_view() -> None:
-    cur = _start("Model view")
+    cur = start("Model view")
     if cur is None:
         return
     run = cur.run
@@ -68,14 +68,14 @@ def model_view() -> None:
         st.session_state[key] = min(int(st.session_state.get(key, 0)), top)
     cols[0].number_input("Layer", 0, run.num_layers - 1, key="grid_layer")
     cols[1].number_input("Head", 0, run.num_heads - 1, key="grid_head")
-    cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: _open_head(
+    cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: open_head(
         int(st.session_state["grid_layer"]), int(st.session_state["grid_head"])))
     if st.session_state.pop("_goto_head", False):
         st.switch_page(HEAD_PAGE)
 
 
 def head_view() -> None:
-    cur = _start("Head view")
+    cur = start("Head view")
     if cur is None:
         return
     run = cur.run
@@ -102,7 +102,7 @@ def head_view() -> None:
 
 
 def facts_view() -> None:
-    cur = _start("Model facts")
+    cur = start("Model facts")
     if cur is None or cur.model is None:
         return
     m = cur.model

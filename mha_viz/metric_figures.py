@@ -1,0 +1,163 @@
+"""Plotly figures of head metrics and comparisons: a layers × heads metric grid, the
+all-heads similarity matrix, the 2-D map of heads, per-layer diversity and token-by-token
+matrices (rollout, flow). Plain functions over arrays; nothing here knows Streamlit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .figures import COLORSCALE, axis_labels
+
+DIVERGING = "RdBu_r"
+# One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.
+PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",
+                   "vertical": "#009E73", "block": "#CC79A7"}
+
+
+def head_labels(num_layers: int, num_heads: int) -> list[str]:
+    """'L{layer}H{head}' for every head, layer-major (index = layer * H + head)."""
+    return [f"L{l}H{h}" for l in range(num_layers) for h in range(num_heads)]
+
+
+def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None = None,
+                diverging: bool = False) -> go.Figure:
+    """A metric as a layers × heads heatmap (layer rows, head columns). One invisible marker a
+    cell, laid out layer-major, makes a click select that head (`figures.grid_pick`)."""
+    v = np.asarray(values, dtype=np.float64)
+    L, H = v.shape
+    heads, layers = np.meshgrid(np.arange(H), np.arange(L))
+    finite = v[np.isfinite(v)]
+    if diverging:
+        bound = float(np.abs(finite).max()) if finite.size else 1.0
+        zmin, zmax, scale = -bound, bound, DIVERGING
+    else:
+        zmin = float(finite.min()) if finite.size else 0.0
+        zmax = float(finite.max()) if finite.size else 1.0
+        scale = COLORSCALE
+    text = patterns if patterns is not None else np.full((L, H), "")
+    fig = go.Figure(go.Heatmap(z=v, x=list(range(H)), y=list(range(L)), zmin=zmin, zmax=zmax,
+                               colorscale=scale, colorbar=dict(thickness=12), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
+        x=heads.ravel(), y=layers.ravel(), mode="markers",
+        marker=dict(symbol="square", size=26, color="rgba(0,0,0,0)"),
+        text=[f"layer {l}, head {h}: {val:.4g} {pat}" for l, h, val, pat in
+              zip(layers.ravel(), heads.ravel(), v.ravel(), np.asarray(text).ravel())],
+        hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
+    ))
+    fig.update_layout(
+        title=dict(text=title),
+        xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False, zeroline=False),
+        yaxis=dict(title=dict(text="layer"), tickmode="linear", dtick=1, autorange="reversed",
+                   showgrid=False, zeroline=False),
+        width=min(1100, 160 + 34 * H), height=min(1200, 140 + 26 * L),
+        margin=dict(l=10, r=10, t=80, b=10), dragmode=False, plot_bgcolor="white",
+    )
+    return fig
+
+
+def similarity_matrix(matrix: np.ndarray, num_layers: int, num_heads: int, *, title: str,
+                      order: np.ndarray | None = None, divergence: bool = False,
+                      signed: bool = False) -> go.Figure:
+    """The (L·H, L·H) comparison of every pair of heads. In layer order, lines mark the layer
+    boundaries; with `order` (e.g. clustered) rows and columns follow it. Dark = alike: a
+    divergence uses the reversed scale."""
+    m = np.asarray(matrix, dtype=np.float64)
+    labels = np.array(head_labels(num_layers, num_heads))
+    idx = np.arange(m.shape[0]) if order is None else np.asarray(order)
+    m, labels = m[np.ix_(idx, idx)], labels[idx]
+    if signed:
+        zmin, zmax, scale = -1.0, 1.0, DIVERGING
+    else:
+        finite = m[np.isfinite(m)]
+        zmin, zmax = (0.0, float(finite.max()) if finite.size else 1.0) if divergence else (0.0, 1.0)
+        scale = COLORSCALE
+    fig = go.Figure(go.Heatmap(
+        z=m, x=labels.tolist(), y=labels.tolist(), zmin=zmin, zmax=zmax, colorscale=scale,
+        reversescale=divergence, colorbar=dict(thickness=12),
+        hovertemplate="%{y} vs %{x}: %{z:.4f}<extra></extra>",
+    ))
+    if order is None and num_layers > 1:
+        n = m.shape[0]
+        for b in range(1, num_layers):
+            pos = b * num_heads - 0.5
+            fig.add_shape(type="line", x0=pos, x1=pos, y0=-0.5, y1=n - 0.5, line=dict(color="black", width=1))
+            fig.add_shape(type="line", y0=pos, y1=pos, x0=-0.5, x1=n - 0.5, line=dict(color="black", width=1))
+    show = m.shape[0] <= 96
+    fig.update_layout(
+        title=dict(text=title),
+        xaxis=dict(type="category", showticklabels=show, tickangle=-90, side="top"),
+        yaxis=dict(type="category", showticklabels=show, autorange="reversed"),
+        height=720, margin=dict(l=10, r=10, t=80, b=10),
+    )
+    return fig
+
+
+def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
+             patterns: list[str] | None = None, title: str = "") -> go.Figure:
+    """Every head as a point of a 2-D map (e.g. MDS of a dissimilarity), coloured by layer or
+    by pattern class. Points are one trace, layer-major, so a click gives the head index."""
+    xy = np.asarray(xy)
+    N = xy.shape[0]
+    layers, heads = np.divmod(np.arange(N), num_heads)
+    kinds = [p.split(":")[0] for p in patterns] if patterns is not None else ["?"] * N
+    hover = [f"layer {l}, head {h}" + (f" · {p}" if patterns is not None else "")
+             for l, h, p in zip(layers, heads, patterns or kinds)]
+    if color_by == "pattern" and patterns is not None:
+        marker = dict(size=10, color=[PATTERN_COLOURS.get(k, "#000000") for k in kinds])
+    else:
+        marker = dict(size=10, color=layers, colorscale="Viridis", showscale=True,
+                      colorbar=dict(title=dict(text="layer"), thickness=12))
+    fig = go.Figure(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers", marker=marker, text=hover,
+                               hovertemplate="%{text}<extra>click to open</extra>", showlegend=False))
+    if color_by == "pattern" and patterns is not None:
+        for kind, colour in PATTERN_COLOURS.items():  # legend entries only, after the data trace
+            if kind in kinds:
+                fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind,
+                                         marker=dict(size=10, color=colour)))
+    fig.update_layout(title=dict(text=title), height=560, margin=dict(l=10, r=10, t=60, b=10),
+                      xaxis=dict(zeroline=False, showticklabels=False),
+                      yaxis=dict(zeroline=False, showticklabels=False, scaleanchor="x"))
+    return fig
+
+
+def map_pick(points: list[dict]) -> int | None:
+    """The head index (layer * H + head) of the first clicked point of `head_map`."""
+    for p in points or []:
+        if p.get("curve_number", 0) == 0:
+            idx = p.get("point_index", p.get("pointIndex", p.get("point_number")))
+            if idx is not None:
+                return int(idx)
+    return None
+
+
+def diversity_figure(table) -> go.Figure:
+    """Per-layer diversity D beside its random-initialisation baseline (`metrics.diversity_table`)."""
+    fig = go.Figure(go.Bar(x=table["heads"], y=table["D"], name="this model", marker_color="#2171b5"))
+    if "D_random_init" in table:
+        fig.add_trace(go.Bar(x=table["heads"], y=table["D_random_init"], name="random initialisation",
+                             marker_color="#bdbdbd"))
+    fig.update_layout(barmode="group", yaxis=dict(title=dict(text="diversity D"), range=[0, 1.05]),
+                      height=380, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h"))
+    return fig
+
+
+def token_matrix(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: float | None = None,
+                 row_title: str = "token at this layer", col_title: str = "input token") -> go.Figure:
+    """An n × n token-by-token matrix (rollout, flow) with the tokens as labels."""
+    m = np.asarray(matrix, dtype=np.float32)
+    labels = axis_labels(tokens)
+    n = len(tokens)
+    fig = go.Figure(go.Heatmap(
+        z=m, x=labels, y=labels, zmin=0.0, zmax=zmax if zmax is not None else float(max(m.max(), 1e-12)),
+        colorscale=COLORSCALE, colorbar=dict(thickness=12),
+        hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>",
+    ))
+    fig.update_layout(
+        title=dict(text=title),
+        xaxis=dict(title=dict(text=col_title), side="top", tickangle=-60, type="category", showticklabels=n <= 160),
+        yaxis=dict(title=dict(text=row_title), autorange="reversed", type="category", showticklabels=n <= 160),
+        height=int(min(900, max(360, 22 * n + 140))), margin=dict(l=10, r=10, t=90, b=10),
+    )
+    return fig

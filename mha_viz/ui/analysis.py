@@ -1,0 +1,80 @@
+"""Metrics behind the metric views, cached so that switching views or options recomputes
+nothing. Keys are the run's key from `state.Current`; arrays are shared read-only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import mha_viz
+from mha_viz import metrics
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def weights(_model: mha_viz.LoadedModel):
+    """The model's per-head weights, or None when its architecture does not expose them."""
+    return _model.head_weights() if _model is not None and _model.has_head_outputs else None
+
+
+@st.cache_resource(show_spinner="Computing the head table…", max_entries=16)
+def head_table(key: tuple, _run, _model) -> pd.DataFrame:
+    return metrics.head_table(_run, weights(_model))
+
+
+@st.cache_resource(show_spinner="Comparing every pair of heads…", max_entries=32)
+def similarity(key: tuple, kind: str, _run, _model) -> np.ndarray:
+    if metrics.SIMILARITIES[kind].needs == "weights":
+        return weight_similarity(key[0], kind, _run, _model)
+    return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model)))
+
+
+@st.cache_resource(show_spinner="Comparing the heads' weights (once per model)…", max_entries=8)
+def weight_similarity(model_key: tuple, kind: str, _run, _model) -> np.ndarray:
+    return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model)))
+
+
+@st.cache_resource(show_spinner="Building the same architecture at random initialisation…", max_entries=2)
+def baseline_model(model_key: tuple, _model) -> mha_viz.LoadedModel:
+    return mha_viz.random_baseline(_model, seed=0)
+
+
+@st.cache_resource(show_spinner="Running the random-init baseline…", max_entries=8)
+def baseline_similarity(key: tuple, kind: str, _run, _model) -> np.ndarray:
+    base = baseline_model(key[0], _model)
+    base_run = mha_viz.analyze(base, _run.text, max_tokens=_run.n)
+    return _frozen(metrics.head_similarity(base_run, kind, weights=weights(base)))
+
+
+@st.cache_resource(show_spinner="Laying out the heads (MDS)…", max_entries=16)
+def head_map(key: tuple, kind: str, _dissimilarity: np.ndarray) -> np.ndarray:
+    return _frozen(metrics.mds(_dissimilarity))
+
+
+@st.cache_resource(show_spinner="Clustering the heads…", max_entries=16)
+def cluster_order(key: tuple, kind: str, _dissimilarity: np.ndarray) -> np.ndarray:
+    return _frozen(metrics.cluster_order(_dissimilarity))
+
+
+@st.cache_resource(show_spinner="Rolling attention out across layers…", max_entries=16)
+def rollout(key: tuple, _run) -> np.ndarray:
+    return _frozen(metrics.rollout(_run))
+
+
+@st.cache_resource(show_spinner="Computing attention flow (max-flow for every token pair)…", max_entries=16)
+def flow(key: tuple, layer: int, _run) -> np.ndarray:
+    return _frozen(metrics.flow(_run, layer))
+
+
+def available(kind: str, run, model) -> str | None:
+    """Why a similarity cannot be computed for this run, or None when it can."""
+    needs = metrics.SIMILARITIES[kind].needs
+    if "outputs" in needs and run.head_outputs is None:
+        return "this model's head outputs cannot be captured"
+    if "weights" in needs and weights(model) is None:
+        return "this model's per-head weights cannot be read"
+    return None

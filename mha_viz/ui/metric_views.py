@@ -1,0 +1,225 @@
+"""The metric views: head metrics, head similarity (matrix, map, diversity), comparing heads
+across layers, and attention across layers (rollout, flow). They read the current run, ask
+`analysis` for cached metrics and draw; a click on a head opens it in the head view."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import streamlit as st
+
+from mha_viz import figures, metric_figures, metrics
+from mha_viz.ui import analysis, state
+from mha_viz.ui.views import HEAD_PAGE, open_head, start
+
+log = logging.getLogger("mha_viz.ui")
+
+PATTERN_RULES = (
+    f"Pattern classes (conventions after Clark et al. 2019 and Kovaleva et al. 2019, rules applied in "
+    f"order, later ones win): **heterogeneous** by default; **broad** if normalized entropy > "
+    f"{metrics.BROAD_NORM_ENTROPY}; **diagonal** if self, prev or next > {metrics.DIAGONAL_MASS}; "
+    f"**vertical** if first + sep + punct > {metrics.VERTICAL_MASS}; **block** (two-segment inputs) if "
+    f"every row keeps > {metrics.BLOCK_MASS} of its mass in its own segment."
+)
+
+
+def _explain(measure: metrics.Measure) -> None:
+    st.markdown(f"**{measure.label}** · `{measure.formula}`")
+    lines = [f"High: {measure.high}."] + ([f"Low: {measure.low}."] if measure.low else [])
+    st.caption(" ".join(lines))
+
+
+def _goto_if_asked() -> None:
+    if st.session_state.pop("_goto_head", False):
+        st.switch_page(HEAD_PAGE)
+
+
+def _on_pick(widget_key: str, pick) -> None:
+    """on_select callback factory body: open the head a click selected."""
+    try:
+        event = st.session_state.get(widget_key) or {}
+        points = (event.get("selection") or {}).get("points") or []
+        run = state.current().run
+        head = pick(points, run)
+        if head is not None and 0 <= head < run.num_layers * run.num_heads:
+            open_head(*divmod(head, run.num_heads))
+    except Exception:  # noqa: BLE001 - an unreadable click is ignored, not a traceback
+        log.exception("could not read the selection of %s", widget_key)
+
+
+def _grid_pick(points, run):
+    picked = figures.grid_pick(points, run.num_heads)
+    return None if picked is None else picked[0] * run.num_heads + picked[1]
+
+
+def _kind_options(run, model) -> dict[str, str]:
+    """Similarity kinds this run supports -> label (kinds it does not support are listed apart)."""
+    return {k: m.label for k, m in metrics.SIMILARITIES.items() if analysis.available(k, run, model) is None}
+
+
+def metrics_view() -> None:
+    cur = start("Head metrics")
+    if cur is None:
+        return
+    run, model = cur.run, cur.model
+    table = analysis.head_table(cur.key, run, model)
+    names = [c for c in metrics.METRICS if c in table.columns]
+    choice = st.selectbox("Metric", names, key="metric_choice", format_func=lambda c: metrics.METRICS[c].label)
+    _explain(metrics.METRICS[choice])
+    values = table[choice].to_numpy().reshape(run.num_layers, run.num_heads)
+    patterns = table["pattern"].to_numpy().reshape(run.num_layers, run.num_heads)
+    fig = metric_figures.metric_grid(values, title=f"{metrics.METRICS[choice].label}, every head", patterns=patterns)
+    st.plotly_chart(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
+                    selection_mode="points", config={"displayModeBar": False}, width="content")
+    st.caption("Click a cell to open that head in the head view.")
+    _goto_if_asked()
+    if "output_norm" not in table.columns:
+        st.info("Importance (output norms) needs each head's output, which this model's architecture "
+                "does not expose to mha-viz.", icon="ℹ️")
+    st.markdown(PATTERN_RULES)
+    counts = table["pattern"].str.split(":").str[0].value_counts()
+    st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    st.dataframe(table, hide_index=True, key="head_table_df")
+    st.download_button("Download the head table (CSV)", table.to_csv(index=False).encode(),
+                       file_name=f"{_safe(run.model_name)}-head-table.csv", mime="text/csv", key="dl_table")
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "model"
+
+
+def similarity_view() -> None:
+    cur = start("Head similarity")
+    if cur is None:
+        return
+    run, model = cur.run, cur.model
+    options = _kind_options(run, model)
+    missing = [metrics.SIMILARITIES[k].label + f" ({analysis.available(k, run, model)})"
+               for k in metrics.SIMILARITIES if k not in options]
+    cols = st.columns([3, 2, 2])
+    kind = cols[0].selectbox("Compare heads by", list(options), key="sim_kind", format_func=options.get)
+    order_by = cols[1].radio("Order", ["by layer", "clustered"], key="sim_order", horizontal=True)
+    color_by = cols[2].radio("Colour the map by", ["layer", "pattern"], key="map_colour", horizontal=True)
+    measure = metrics.SIMILARITIES[kind]
+    _explain(measure)
+    if run.num_kv_heads != run.num_heads and kind in ("ov", "cka", "residual", "seed_r"):
+        st.caption(f"Grouped-query attention: the {run.num_heads // run.num_kv_heads} query heads of a group "
+                   "share W_K and W_V, so what they read and write is alike by construction; compare "
+                   "them by QK cosine or by their patterns (JS, cosine).")
+    if missing:
+        st.caption("Not available for this model: " + "; ".join(missing) + ".")
+    sim = analysis.similarity(cur.key, kind, run, model)
+    dis = metrics.as_dissimilarity(sim, kind)
+    order = analysis.cluster_order(cur.key, kind, dis) if order_by == "clustered" else None
+    st.plotly_chart(metric_figures.similarity_matrix(
+        sim, run.num_layers, run.num_heads, order=order, divergence=kind == "js",
+        signed=kind in ("qk", "ov", "residual"),
+        title=f"{measure.label}, {run.num_layers * run.num_heads} heads ({order_by})"), key="sim_matrix")
+    labels = metric_figures.head_labels(run.num_layers, run.num_heads)
+    csv = "head," + ",".join(labels) + "\n" + "\n".join(
+        labels[i] + "," + ",".join(f"{x:.6g}" for x in row) for i, row in enumerate(sim))
+    st.download_button("Download this matrix (CSV)", csv.encode(), key="dl_sim",
+                       file_name=f"{_safe(run.model_name)}-{kind}.csv", mime="text/csv")
+
+    st.subheader("Map of heads")
+    st.caption("Metric MDS of the dissimilarities above (Clark et al. 2019 use JS): heads close together "
+               "behave alike. Click a point to open that head.")
+    table = analysis.head_table(cur.key, run, model)
+    xy = analysis.head_map(cur.key, kind, dis)
+    st.plotly_chart(metric_figures.head_map(xy, run.num_heads, color_by=color_by,
+                                            patterns=table["pattern"].tolist()),
+                    key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
+                    selection_mode="points", config={"displayModeBar": False})
+    _goto_if_asked()
+
+    st.subheader("Diversity per layer")
+    st.caption("D = 1/(h(h−1)) · Σ_{i≠j} (1 − |s_ij|): 0 = all heads alike, 1 = mutually orthogonal. "
+               "Grey: the same architecture at random initialisation on the same text, the baseline "
+               "that gives the number its meaning." + (" JS is turned into a similarity as 1 − JS/ln 2."
+                                                       if kind == "js" else ""))
+    if st.toggle("Compute the random-initialisation baseline", value=True, key="div_baseline"):
+        base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model), kind)
+    else:
+        base = None
+    div = metrics.diversity_table(metrics.as_similarity(sim, kind), base, run.num_layers, run.num_heads)
+    st.plotly_chart(metric_figures.diversity_figure(div), key="div_chart")
+    st.dataframe(div, hide_index=True, key="div_table")
+
+
+def compare_view() -> None:
+    cur = start("Compare heads")
+    if cur is None:
+        return
+    run, model = cur.run, cur.model
+    labels = metric_figures.head_labels(run.num_layers, run.num_heads)
+    default = [labels[0], labels[-1]]
+    st.session_state["compare_heads"] = [h for h in st.session_state.get("compare_heads", default) if h in labels] \
+        or default
+    picked = st.multiselect("Heads to compare (any layers)", labels, key="compare_heads", max_selections=6)
+    if len(picked) < 2:
+        st.info("Pick two or more heads.", icon="✍️")
+        return
+    idx = [labels.index(h) for h in picked]
+    cols = st.columns(min(3, len(picked)))
+    for i, (label, g) in enumerate(zip(picked, idx)):
+        layer, head = divmod(g, run.num_heads)
+        cols[i % len(cols)].plotly_chart(figures.head_heatmap(run, layer, head), key=f"cmp_{label}")
+    table = analysis.head_table(cur.key, run, model)
+    st.subheader("Their metrics")
+    st.dataframe(table.iloc[idx], hide_index=True, key="cmp_table")
+    st.subheader("Pairwise comparisons")
+    rows = []
+    kinds = _kind_options(run, model)
+    sims = {k: analysis.similarity(cur.key, k, run, model) for k in kinds}
+    for a in range(len(idx)):
+        for b in range(a + 1, len(idx)):
+            rows.append({"heads": f"{picked[a]} · {picked[b]}",
+                         **{kinds[k]: round(float(s[idx[a], idx[b]]), 4) for k, s in sims.items()}})
+    st.dataframe(rows, hide_index=True, key="cmp_pairs")
+    st.caption(" · ".join(f"{m.label}: {m.formula}" for k, m in metrics.SIMILARITIES.items() if k in kinds))
+
+
+def layers_view() -> None:
+    cur = start("Across layers")
+    if cur is None:
+        return
+    run = cur.run
+    method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key="layers_method",
+                      horizontal=True)
+    layer = st.slider("Up to layer", 0, run.num_layers - 1, value=run.num_layers - 1, key="layers_layer") \
+        if run.num_layers > 1 else 0
+    if method == "rollout":
+        st.markdown("**Attention rollout** (Abnar & Zuidema 2020) · `Â_l = ½·mean_h A_l + ½·I (rows "
+                    "renormalised); R_1 = Â_1, R_l = Â_l R_{l−1}`")
+        st.caption("Row i: how much token i after this layer draws on each input token, heads "
+                   "averaged and the residual connection counted. High: the token's representation is "
+                   "made of that input token; low: it is not.")
+        matrix = analysis.rollout(cur.key, run)[layer]
+        title = f"Rollout to layer {layer}"
+    elif method == "rollout through one head":
+        head = st.number_input("Head", 0, run.num_heads - 1, 0, key="layers_head")
+        st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
+        st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
+        matrix = metrics.rollout_through_head(run, layer, int(head))
+        title = f"Layer {layer}, head {int(head)}, rolled out to the input"
+    else:
+        st.markdown("**Attention flow** (Abnar & Zuidema 2020) · max-flow from (layer, token i) to input "
+                    "token j, capacities Â_l; rows normalised")
+        if run.n > metrics.FLOW_MAX_TOKENS:
+            st.warning(f"Flow solves a max-flow problem for every pair of tokens over L·n² edges (cost "
+                       f"grows like n⁴), so it is offered for inputs of at most {metrics.FLOW_MAX_TOKENS} "
+                       f"tokens; this one has {run.n}. Rollout works at any length.", icon="⏱️")
+            return
+        matrix = analysis.flow(cur.key, layer, run)
+        title = f"Flow to layer {layer}"
+    st.plotly_chart(metric_figures.token_matrix(matrix, run.tokens, title=title), key="layers_matrix")
+    st.download_button("Download this matrix (CSV)", _token_csv(matrix, run.tokens), key="dl_layers",
+                       file_name=f"{_safe(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv", mime="text/csv")
+
+
+def _token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:
+    import pandas as pd
+
+    cols = [f"{i}:{t}" for i, t in enumerate(tokens)]
+    return pd.DataFrame(matrix, index=cols, columns=cols).to_csv().encode()

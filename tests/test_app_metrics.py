@@ -1,0 +1,147 @@
+"""The metric views through AppTest: they render for MiniLM and SmolLM2, show the numbers the
+core computes, draw layer boundaries, compare picked heads, and refuse flow for long inputs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz import metrics
+from test_app import _app, _charts
+
+pytestmark = pytest.mark.model
+PAGES = "mha_viz/ui/pages/"
+TEXT = "The keys to the old cabinet are missing. They were here."
+
+
+def _page(page: str, text: str = TEXT, model: str | None = None):
+    at = _app()
+    if model:
+        at.selectbox(key="model_choice").set_value(model).run()
+    at.text_area(key="text").input(text).run()
+    at.switch_page(PAGES + page).run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def _frame(at, column: str):
+    """The first table on the page with this column (dataframes carry no widget key)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+@pytest.fixture(scope="module")
+def minilm_run():
+    model = mha_viz.load_model("minilm", device="cpu")
+    return model, mha_viz.analyze(model, TEXT, max_tokens=512)
+
+
+def test_metric_grid_shows_the_chosen_metric_of_every_head(minilm_run):
+    model, run = minilm_run
+    at = _page("head_metrics.py")
+    at.selectbox(key="metric_choice").set_value("prev_token_score").run()
+    assert not at.exception
+    [grid] = _charts(at)
+    z = np.array(grid["data"][0]["z"], dtype=float)
+    expected = metrics.head_table(run)["prev_token_score"].to_numpy().reshape(6, 12)
+    np.testing.assert_allclose(z, expected, atol=1e-6)
+    assert len(grid["data"][1]["x"]) == 72  # one click marker a head
+    assert any("Σ(A ⊙ P)/ΣA" in m.value for m in at.markdown)  # the formula is shown
+    assert any("High:" in c.value for c in at.caption)
+    df = _frame(at, "induction_score")
+    assert len(df) == 72 and {"pattern", "output_norm", "mean_output_norm"} <= set(df.columns)
+    assert at.get("download_button")
+
+
+def test_similarity_matrix_ordered_by_layer_and_clustered(minilm_run):
+    model, run = minilm_run
+    at = _page("similarity.py")
+    matrix = _charts(at)[0]
+    z = np.array(matrix["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z, metrics.head_similarity(run, "js"), atol=1e-6)
+    assert len(matrix["layout"]["shapes"]) == 2 * 5  # a horizontal and a vertical line per boundary
+    at.radio(key="sim_order").set_value("clustered").run()
+    assert not at.exception
+    clustered = _charts(at)[0]
+    assert not clustered["layout"].get("shapes")
+    assert sorted(clustered["data"][0]["x"]) == sorted(matrix["data"][0]["x"])  # a permutation
+    assert clustered["data"][0]["x"] != matrix["data"][0]["x"]
+
+
+@pytest.mark.parametrize("kind", ["qk", "ov", "cka", "residual", "seed_r", "cosine"])
+def test_every_similarity_kind_renders_with_a_baseline(kind):
+    at = _page("similarity.py")
+    at.selectbox(key="sim_kind").set_value(kind).run()
+    assert not at.exception and not at.error
+    assert any(metrics.SIMILARITIES[kind].label in m.value for m in at.markdown)
+    div = _frame(at, "D")
+    assert list(div["heads"])[-1] == "all heads" and len(div) == 7
+    assert ((div["D"] >= 0) & (div["D"] <= 1)).all()
+    assert ((div["D_random_init"] >= 0) & (div["D_random_init"] <= 1)).all()
+    head_map = _charts(at)[1]
+    assert len(head_map["data"][0]["x"]) == 72
+
+
+def test_pattern_diversity_is_far_above_random_init():
+    """Random-init heads attend almost uniformly (all alike); trained MiniLM heads differ."""
+    at = _page("similarity.py")
+    div = _frame(at, "D")
+    row = div[div["heads"] == "all heads"].iloc[0]
+    assert row["D"] > 10 * row["D_random_init"]
+
+
+def test_map_coloured_by_pattern_has_a_legend():
+    at = _page("similarity.py")
+    at.radio(key="map_colour").set_value("pattern").run()
+    assert not at.exception
+    head_map = _charts(at)[1]
+    names = {t.get("name") for t in head_map["data"][1:]}
+    assert names and names <= {"heterogeneous", "broad", "diagonal", "vertical", "block"}
+
+
+def test_compare_heads_across_layers(minilm_run):
+    model, run = minilm_run
+    at = _page("compare_heads.py")
+    at.multiselect(key="compare_heads").set_value(["L0H3", "L2H5", "L5H11"]).run()
+    assert not at.exception
+    heatmaps = [c for c in _charts(at) if c["data"][0]["type"] == "heatmap"]
+    assert [c["layout"]["title"]["text"][:16] for c in heatmaps] == ["Layer 0, head 3", "Layer 2, head 5",
+                                                                    "Layer 5, head 11"]
+    pairs = _frame(at, "heads")
+    assert list(pairs["heads"]) == ["L0H3 · L2H5", "L0H3 · L5H11", "L2H5 · L5H11"]
+    js = metrics.head_similarity(run, "js")
+    assert pairs.iloc[0][metrics.SIMILARITIES["js"].label] == pytest.approx(js[3, 2 * 12 + 5], abs=1e-4)
+    assert len(_frame(at, "pattern")) == 3
+
+
+def test_rollout_rows_sum_to_one_and_flow_for_short_text():
+    at = _page("across_layers.py")
+    z = np.array(_charts(at)[0]["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-5)
+    at.radio(key="layers_method").set_value("flow").run()
+    assert not at.exception and not at.warning
+    z = np.array(_charts(at)[0]["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-5)
+    at.radio(key="layers_method").set_value("rollout through one head").run()
+    assert not at.exception and _charts(at)
+
+
+def test_flow_refused_for_long_text_with_a_reason():
+    at = _page("across_layers.py", text="word " * 80)
+    at.radio(key="layers_method").set_value("flow").run()
+    assert not at.exception
+    assert any("at most 64" in w.value and "Rollout" in w.value for w in at.warning)
+    assert at.text_area(key="text").value == "word " * 80
+
+
+def test_smollm2_grouped_query_note_and_weight_cosines():
+    at = _page("similarity.py", model="smollm2")
+    at.selectbox(key="sim_kind").set_value("ov").run()
+    assert not at.exception and not at.error
+    assert any("Grouped-query attention" in c.value for c in at.caption)
+    z = np.array(_charts(at)[0]["data"][0]["z"], dtype=float)
+    assert z.shape == (270, 270) and np.allclose(np.diag(z), 1.0, atol=1e-5)
+    assert math.isclose(float(np.abs(z).max()), 1.0, abs_tol=1e-5)
