@@ -329,8 +329,16 @@ def _paired_trace(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
 
 
 def _cosine_from_inner(inner: np.ndarray) -> np.ndarray:
-    norms = np.sqrt(np.clip(np.diag(inner), 1e-300, None))
-    return np.clip(inner / norms[:, None] / norms[None, :], -1.0, 1.0)
+    """Cosines from a Gram matrix. A head with norm 0 (a dead head: W_O = 0, constant output)
+    is like no other head (0) and its similarity to itself is undefined (NaN)."""
+    diag = np.diag(inner).copy()
+    norms = np.sqrt(np.clip(diag, 1e-300, None))
+    out = np.clip(inner / norms[:, None] / norms[None, :], -1.0, 1.0)
+    dead = diag <= 1e-300
+    out[dead, :] = 0.0
+    out[:, dead] = 0.0
+    out[dead, dead] = np.nan
+    return out
 
 
 def _qk(run: AttentionRun, weights: Weights) -> np.ndarray:
@@ -369,6 +377,9 @@ def _cka(run: AttentionRun, _weights=None) -> np.ndarray:
     N, n, _ = z.shape
     if n < 4:
         return np.full((N, N), np.nan)
+    # CKA ignores a constant shift; removing it first keeps float32 from cancelling when a
+    # head's output has a large constant part
+    z = z - z.mean(1, keepdim=True)
     diag = (z * z).sum(-1)  # (N, n): K_h[t, t]
     rows = z @ z.sum(1, keepdim=True).transpose(1, 2)  # (N, n, 1): K_h 1
     rows = rows[..., 0] - diag  # row sums of K with a zero diagonal
