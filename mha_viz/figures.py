@@ -65,12 +65,14 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
     kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
     side = int(min(900, max(360, 22 * n + 140)))
     fig.update_layout(
-        title=dict(text=f"Layer {layer}, head {head}{kv}" + (" (rescaled to head max)" if rescale else "")),
-        xaxis=dict(title=dict(text="key (attended to)"), side="top", tickangle=-60, type="category",
+        # keys labelled below the map, so long rotated labels never run into the title
+        title=dict(text=f"Layer {layer}, head {head}{kv}" + (" (rescaled to head max)" if rescale else ""),
+                   automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left"),
+        xaxis=dict(title=dict(text="key (attended to)"), side="bottom", tickangle=-60, type="category",
                    showticklabels=n <= 160),
         yaxis=dict(title=dict(text="query (attending)"), autorange="reversed", type="category",
                    showticklabels=n <= 160),
-        height=side, margin=dict(l=10, r=10, t=90, b=10),
+        height=side, margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig
 

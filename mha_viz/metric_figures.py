@@ -11,6 +11,11 @@ import plotly.graph_objects as go
 from .figures import COLORSCALE, axis_labels
 
 DIVERGING = "RdBu_r"
+
+
+def _title(text: str) -> dict:
+    """A title above the plot that pushes the margin, so rotated tick labels never overlap it."""
+    return dict(text=text, automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left")
 # One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.
 PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",
                    "vertical": "#009E73", "block": "#CC79A7"}
@@ -41,18 +46,19 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
                                colorscale=scale, colorbar=dict(thickness=12), hoverinfo="skip"))
     fig.add_trace(go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers",
-        marker=dict(symbol="square", size=26, color="rgba(0,0,0,0)"),
+        marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
         text=[f"layer {l}, head {h}: {val:.4g} {pat}" for l, h, val, pat in
               zip(layers.ravel(), heads.ravel(), v.ravel(), np.asarray(text).ravel())],
         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
     ))
     fig.update_layout(
-        title=dict(text=title),
-        xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False, zeroline=False),
-        yaxis=dict(title=dict(text="layer"), tickmode="linear", dtick=1, autorange="reversed",
+        title=_title(title),
+        xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
+                   zeroline=False, range=[-0.5, H - 0.5]),
+        yaxis=dict(title=dict(text="layer"), tickmode="linear", dtick=1, range=[L - 0.5, -0.5],
                    showgrid=False, zeroline=False),
-        width=min(1100, 160 + 34 * H), height=min(1200, 140 + 26 * L),
-        margin=dict(l=10, r=10, t=80, b=10), dragmode=False, plot_bgcolor="white",
+        width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L),
+        margin=dict(l=10, r=10, t=40, b=10), dragmode=False, plot_bgcolor="white",
     )
     return fig
 
@@ -84,12 +90,13 @@ def similarity_matrix(matrix: np.ndarray, num_layers: int, num_heads: int, *, ti
             pos = b * num_heads - 0.5
             fig.add_shape(type="line", x0=pos, x1=pos, y0=-0.5, y1=n - 0.5, line=dict(color="black", width=1))
             fig.add_shape(type="line", y0=pos, y1=pos, x0=-0.5, x1=n - 0.5, line=dict(color="black", width=1))
-    show = m.shape[0] <= 96
+    show = m.shape[0] <= 96  # every head labelled up to 96 heads; beyond, hover tells
+    ticks = dict(tickmode="array", tickvals=labels.tolist(), tickfont=dict(size=9)) if show else {}
     fig.update_layout(
-        title=dict(text=title),
-        xaxis=dict(type="category", showticklabels=show, tickangle=-90, side="top"),
-        yaxis=dict(type="category", showticklabels=show, autorange="reversed"),
-        height=720, margin=dict(l=10, r=10, t=80, b=10),
+        title=_title(title),
+        xaxis=dict(type="category", showticklabels=show, tickangle=-90, side="bottom", **ticks),
+        yaxis=dict(type="category", showticklabels=show, autorange="reversed", **ticks),
+        height=760, margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig
 
@@ -116,9 +123,10 @@ def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
             if kind in kinds:
                 fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind,
                                          marker=dict(size=10, color=colour)))
-    fig.update_layout(title=dict(text=title), height=560, margin=dict(l=10, r=10, t=60, b=10),
-                      xaxis=dict(zeroline=False, showticklabels=False),
-                      yaxis=dict(zeroline=False, showticklabels=False, scaleanchor="x"))
+    # equal axis scales: distances on the map mean the same in every direction
+    fig.update_layout(title=_title(title), width=720, height=600, margin=dict(l=10, r=10, t=40, b=10),
+                      xaxis=dict(zeroline=False, showticklabels=False, title=dict(text="MDS 1")),
+                      yaxis=dict(zeroline=False, showticklabels=False, scaleanchor="x", title=dict(text="MDS 2")))
     return fig
 
 
@@ -134,10 +142,11 @@ def map_pick(points: list[dict]) -> int | None:
 
 def diversity_figure(table) -> go.Figure:
     """Per-layer diversity D beside its random-initialisation baseline (`metrics.diversity_table`)."""
-    fig = go.Figure(go.Bar(x=table["heads"], y=table["D"], name="this model", marker_color="#2171b5"))
+    bars = dict(texttemplate="%{y:.3f}", textposition="outside", cliponaxis=False)
+    fig = go.Figure(go.Bar(x=table["heads"], y=table["D"], name="this model", marker_color="#2171b5", **bars))
     if "D_random_init" in table:
         fig.add_trace(go.Bar(x=table["heads"], y=table["D_random_init"], name="random initialisation",
-                             marker_color="#bdbdbd"))
+                             marker_color="#737373", **bars))
     fig.update_layout(barmode="group", yaxis=dict(title=dict(text="diversity D"), range=[0, 1.05]),
                       height=380, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h"))
     return fig
@@ -155,9 +164,9 @@ def token_matrix(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: flo
         hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>",
     ))
     fig.update_layout(
-        title=dict(text=title),
-        xaxis=dict(title=dict(text=col_title), side="top", tickangle=-60, type="category", showticklabels=n <= 160),
+        title=_title(title),
+        xaxis=dict(title=dict(text=col_title), side="bottom", tickangle=-60, type="category", showticklabels=n <= 160),
         yaxis=dict(title=dict(text=row_title), autorange="reversed", type="category", showticklabels=n <= 160),
-        height=int(min(900, max(360, 22 * n + 140))), margin=dict(l=10, r=10, t=90, b=10),
+        height=int(min(900, max(360, 22 * n + 140))), margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig

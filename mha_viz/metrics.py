@@ -52,8 +52,9 @@ METRICS: dict[str, Measure] = {
     "first": Measure("First token (sink)", "mean_i A_i,0", "parks attention on [CLS] / BOS", "does not"),
     "sep": Measure("[SEP] tokens", "mean_i Σ_{j ∈ SEP} A_ij", "parks attention on separators", "does not"),
     "punct": Measure("Punctuation", "mean_i Σ_{j ∈ {'.', ','}} A_ij", "attends to . and ,", "does not"),
-    "prev_token_score": Measure("Previous-token score", "Σ(A ⊙ P)/ΣA,  P[i, i−1] = 1",
-                                "a previous-token head (TransformerLens detector)", "not one"),
+    "prev_token_score": Measure("Previous-token score (detector form of prev)", "Σ(A ⊙ P)/ΣA,  P[i, i−1] = 1",
+                                "a previous-token head (TransformerLens detector; equals prev when "
+                                "every row sums to 1)", "not one"),
     "duplicate_score": Measure("Duplicate-token score", "Σ(A ⊙ P)/ΣA,  P[i, j] = 1 if tok_j = tok_i, j < i",
                                "looks back at earlier copies of the same token", "does not"),
     "induction_score": Measure("Induction score", "Σ(A ⊙ P)/ΣA,  P[i, j+1] = 1 if tok_j = tok_i, j < i",
@@ -79,7 +80,7 @@ SIMILARITIES: dict[str, Measure] = {
     "residual": Measure("Residual correlation", "Pearson r of z_h W_O[h] and z_h' W_O[h'] over all n·d_model "
                         "entries, centred per coordinate", "they write the same thing into the residual stream",
                         "unrelated (negative: opposite)", "outputs+weights"),
-    "seed_r": Measure("Seed's redundancy R_ij (defective)", "‖z_i z_jᵀ‖_F / (‖z_i‖_F ‖z_j‖_F)",
+    "seed_r": Measure("Seed's R_ij (not 1 for identical heads)", "‖z_i z_jᵀ‖_F / (‖z_i‖_F ‖z_j‖_F)",
                       "as written in the seed it is NOT 1 for identical heads (random identical "
                       "heads give about 0.2): prefer output CKA", "", "outputs"),
     "qk": Measure("QK weight cosine", "cos(W_Q[h] W_K[h]ᵀ, W_Q[h'] W_K[h']ᵀ) via tr((W_Q'ᵀ W_Q)(W_Kᵀ W_K'))",

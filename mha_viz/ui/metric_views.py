@@ -80,9 +80,15 @@ def metrics_view() -> None:
     st.markdown(PATTERN_RULES)
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    st.dataframe(table, hide_index=True, key="head_table_df")
+    st.dataframe(table, hide_index=True, key="head_table_df", column_config=_number_format(table))
     st.download_button("Download the head table (CSV)", table.to_csv(index=False).encode(),
                        file_name=f"{_safe(run.model_name)}-head-table.csv", mime="text/csv", key="dl_table")
+
+
+def _number_format(table) -> dict:
+    """Four significant decimals for every float column (tiny values would otherwise show 1e-9)."""
+    return {c: st.column_config.NumberColumn(format="%.4f") for c in table.columns
+            if table[c].dtype.kind == "f"}
 
 
 def _safe(name: str) -> str:
@@ -128,9 +134,10 @@ def similarity_view() -> None:
     table = analysis.head_table(cur.key, run, model)
     xy = analysis.head_map(cur.key, kind, dis)
     st.plotly_chart(metric_figures.head_map(xy, run.num_heads, color_by=color_by,
-                                            patterns=table["pattern"].tolist()),
+                                            patterns=table["pattern"].tolist(),
+                                            title=f"Heads placed by {measure.label}, coloured by {color_by}"),
                     key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
-                    selection_mode="points", config={"displayModeBar": False})
+                    selection_mode="points", config={"displayModeBar": False}, width="content")
     _goto_if_asked()
 
     st.subheader("Diversity per layer")
@@ -161,13 +168,13 @@ def compare_view() -> None:
         st.info("Pick two or more heads.", icon="✍️")
         return
     idx = [labels.index(h) for h in picked]
-    cols = st.columns(min(3, len(picked)))
-    for i, (label, g) in enumerate(zip(picked, idx)):
-        layer, head = divmod(g, run.num_heads)
-        cols[i % len(cols)].plotly_chart(figures.head_heatmap(run, layer, head), key=f"cmp_{label}")
+    for start_at in range(0, len(picked), 2):  # two heatmaps a row, read left to right
+        for col, label, g in zip(st.columns(2), picked[start_at:start_at + 2], idx[start_at:start_at + 2]):
+            layer, head = divmod(g, run.num_heads)
+            col.plotly_chart(figures.head_heatmap(run, layer, head), key=f"cmp_{label}")
     table = analysis.head_table(cur.key, run, model)
     st.subheader("Their metrics")
-    st.dataframe(table.iloc[idx], hide_index=True, key="cmp_table")
+    st.dataframe(table.iloc[idx], hide_index=True, key="cmp_table", column_config=_number_format(table))
     st.subheader("Pairwise comparisons")
     rows = []
     kinds = _kind_options(run, model)
