@@ -145,3 +145,21 @@ def test_smollm2_grouped_query_note_and_weight_cosines():
     z = np.array(_charts(at)[0]["data"][0]["z"], dtype=float)
     assert z.shape == (270, 270) and np.allclose(np.diag(z), 1.0, atol=1e-5)
     assert math.isclose(float(np.abs(z).max()), 1.0, abs_tol=1e-5)
+
+
+def test_metric_views_with_our_attention_match_hugging_face(minilm_run):
+    """With "Compute with our MHA" on, the importance columns (from our z) equal HF's."""
+    model, run = minilm_run
+    at = _app()
+    at.toggle(key="local_attention").set_value(True).run()
+    at.text_area(key="text").input(TEXT).run()
+    at.switch_page(PAGES + "head_metrics.py").run()
+    assert not at.exception and not at.error
+    ours = _frame(at, "induction_score")
+    expected = metrics.head_table(run, model.head_weights())
+    np.testing.assert_allclose(ours["output_norm"], expected["output_norm"], rtol=1e-4)
+    at.switch_page(PAGES + "similarity.py").run()
+    at.selectbox(key="sim_kind").set_value("cka").run()
+    assert not at.exception and not at.error
+    z = np.array(_charts(at)[0]["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z, metrics.head_similarity(run, "cka"), atol=1e-4)
