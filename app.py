@@ -10,7 +10,7 @@ import streamlit as st
 
 from mha_viz.ui import state
 
-st.set_page_config(page_title="mha-viz: attention heads", page_icon=":material/visibility:", layout="wide")
+st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
 
 pages = [
     st.Page("mha_viz/ui/pages/model_view.py", title="Model view", icon=":material/grid_view:", default=True),
