@@ -218,6 +218,11 @@ def layers_view() -> None:
                        f"grows like n⁴), so it is offered for inputs of at most {metrics.FLOW_MAX_TOKENS} "
                        f"tokens; this one has {run.n}. Rollout works at any length.", icon="⏱️")
             return
+        # measured on 2 CPU cores: about 5 s for 6 layers at 64 tokens; cost grows like layers · n⁴
+        seconds = 5.0 * (layer + 1) / 6 * (run.n / 64) ** 4
+        if seconds > 1:
+            st.caption(f"This takes about {seconds:.0f} s on 2 CPU cores (a max-flow problem for every "
+                       "pair of tokens); the result is kept for this text.")
         matrix = analysis.flow(cur.key, layer, run)
         title = f"Flow to layer {layer}"
     st.plotly_chart(metric_figures.token_matrix(matrix, run.tokens, title=title), key="layers_matrix")
