@@ -15,6 +15,7 @@ from functools import lru_cache
 import numpy as np
 import plotly.graph_objects as go
 
+from . import detail
 from .capture import AttentionRun
 
 # Light (no attention) to dark blue (all attention): ColorBrewer Blues.
@@ -47,34 +48,74 @@ def label_text(label: str) -> str:
     return html.unescape(label.split(_ZW, 1)[0])
 
 
-def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False) -> go.Figure:
-    """One head's n × n probabilities: queries on rows (top to bottom), keys on columns.
-
-    The colour scale spans 0..1, or 0..this head's maximum when `rescale` is set.
-    """
-    a = run.head(layer, head)
-    labels = axis_labels(run.tokens)
-    zmax = float(a.max()) if rescale and a.max() > 0 else 1.0
-    n = run.n
+def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float,
+                    hovertemplate: str, customdata=None, axis_titles=("key (attended to)", "query (attending)"),
+                    show_labels: bool = True) -> go.Figure:
+    """An attention-like square matrix with the same labels on both axes (already escaped)."""
+    n = len(labels)
     fig = go.Figure(go.Heatmap(
-        z=a, x=labels, y=labels, zmin=0.0, zmax=zmax, colorscale=COLORSCALE,
-        colorbar=dict(title=dict(text="weight"), thickness=12),
-        hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
+        z=z, x=labels, y=labels, zmin=0.0, zmax=zmax, colorscale=COLORSCALE, customdata=customdata,
+        colorbar=dict(title=dict(text="weight"), thickness=12), hovertemplate=hovertemplate,
         xgap=1 if n <= 48 else 0, ygap=1 if n <= 48 else 0,
     ))
-    kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
     side = int(min(900, max(360, 22 * n + 140)))
     fig.update_layout(
         # keys labelled below the map, so long rotated labels never run into the title
-        title=dict(text=f"Layer {layer}, head {head}{kv}" + (" (rescaled to head max)" if rescale else ""),
-                   automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left"),
-        xaxis=dict(title=dict(text="key (attended to)"), side="bottom", tickangle=-60, type="category",
-                   showticklabels=n <= 160),
-        yaxis=dict(title=dict(text="query (attending)"), autorange="reversed", type="category",
-                   showticklabels=n <= 160),
+        title=dict(text=title, automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left"),
+        xaxis=dict(title=dict(text=axis_titles[0]), side="bottom", tickangle=-60, type="category",
+                   showticklabels=show_labels and n <= 160),
+        yaxis=dict(title=dict(text=axis_titles[1]), autorange="reversed", type="category",
+                   showticklabels=show_labels and n <= 160),
         height=side, margin=dict(l=10, r=10, t=40, b=10),
     )
     return fig
+
+
+def _head_title(run: AttentionRun, layer: int, head: int) -> str:
+    kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
+    return f"Layer {layer}, head {head}{kv}"
+
+
+def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False,
+                 window: tuple[int, int] | None = None) -> go.Figure:
+    """One head's probabilities: queries on rows (top to bottom), keys on columns, at full
+    resolution; `window` = (start, stop) keeps tokens start..stop-1 on both axes.
+
+    The colour scale spans 0..1, or 0..the shown part's maximum when `rescale` is set.
+    """
+    a = run.head(layer, head)
+    labels = axis_labels(run.tokens)
+    title = _head_title(run, layer, head)
+    if window is not None:
+        start, stop = max(0, window[0]), min(run.n, window[1])
+        a, labels = a[start:stop, start:stop], labels[start:stop]
+        title += f", tokens {start}–{stop - 1} of {run.n}"
+    zmax = float(a.max()) if rescale and a.size and a.max() > 0 else 1.0
+    return _square_heatmap(a, labels, title=title + (" (rescaled to max)" if rescale else ""), zmax=zmax,
+                           hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>")
+
+
+def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
+                rescale: bool = False) -> go.Figure:
+    """The whole head downsampled to at most size × size blocks: colour = the block's maximum
+    (a single strong cell stays visible), hover = token ranges, max and mean."""
+    top, mean, edges = detail.pooled(run.head(layer, head), size)
+    labels = axis_labels([detail.range_label(run.tokens, a, b) for a, b in zip(edges[:-1], edges[1:])])
+    zmax = float(top.max()) if rescale and top.max() > 0 else 1.0
+    title = f"{_head_title(run, layer, head)}: all {run.n} tokens in {len(labels)} × {len(labels)} blocks (block max)"
+    return _square_heatmap(top, labels, title=title, zmax=zmax, customdata=mean, show_labels=False,
+                           hovertemplate="queries %{y}<br>keys %{x}<br>max %{z:.3f} · mean %{customdata:.4f}"
+                                         "<extra></extra>")
+
+
+def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = False) -> go.Figure:
+    """Word-to-word attention: pieces merged (sum over a word's keys, mean over its queries)."""
+    w = detail.word_level(run.head(layer, head), run.word_ids)
+    labels = axis_labels(detail.word_labels(run.tokens, run.word_ids))
+    zmax = float(w.max()) if rescale and w.max() > 0 else 1.0
+    return _square_heatmap(w, labels, title=f"{_head_title(run, layer, head)}, by word ({len(labels)} words)",
+                           zmax=zmax, hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
+                           axis_titles=("key word", "query word"))
 
 
 def _pool(a: np.ndarray, size: int) -> np.ndarray:

@@ -163,3 +163,31 @@ def test_metric_views_with_our_attention_match_hugging_face(minilm_run):
     assert not at.exception and not at.error
     z = np.array(_charts(at)[0]["data"][0]["z"], dtype=float)
     np.testing.assert_allclose(z, metrics.head_similarity(run, "cka"), atol=1e-4)
+
+
+def test_head_view_long_text_opens_on_blocks_then_words_and_window():
+    """Past 256 tokens the head view starts downsampled; words and a window are one click away."""
+    at = _page("head_view.py", text="The cat sat on the unbelievably comfortable mat. " * 40)
+    assert at.radio(key="head_detail").value == "all tokens, in blocks"
+    spec = next(s for s in _charts(at) if s["data"][0]["type"] == "heatmap")
+    assert "blocks (block max)" in spec["layout"]["title"]["text"]
+    assert len(spec["data"][0]["z"]) <= 128
+    at.radio(key="head_detail").set_value("words").run()
+    assert not at.exception
+    spec = next(s for s in _charts(at) if s["data"][0]["type"] == "heatmap")
+    labels = spec["data"][0]["x"]
+    assert "unbelievably" in " ".join(labels) and "by word" in spec["layout"]["title"]["text"]
+    z = np.array(spec["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-4)
+    at.radio(key="head_detail").set_value("a token window").run()
+    assert not at.exception
+    spec = next(s for s in _charts(at) if s["data"][0]["type"] == "heatmap")
+    assert len(spec["data"][0]["x"]) == 96 and "tokens 0–95" in spec["layout"]["title"]["text"]
+
+
+def test_head_view_switches_to_blocks_when_the_text_becomes_long():
+    at = _page("head_view.py")
+    assert at.radio(key="head_detail").value == "every token"
+    at.text_area(key="text").input("word " * 400).run()
+    assert not at.exception
+    assert at.radio(key="head_detail").value == "all tokens, in blocks"

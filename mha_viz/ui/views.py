@@ -9,7 +9,7 @@ import logging
 
 import streamlit as st
 
-from mha_viz import figures
+from mha_viz import detail, figures
 from mha_viz.ui import state
 
 log = logging.getLogger("mha_viz.ui")
@@ -87,8 +87,7 @@ def head_view() -> None:
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale",
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
-    st.plotly_chart(figures.head_heatmap(run, layer, head, rescale=rescale), key="head_heatmap",
-                    config={"displaylogo": False})
+    st.plotly_chart(_head_figure(run, layer, head, rescale), key="head_heatmap", config={"displaylogo": False})
     a = run.head(layer, head)
     top = a.argmax(axis=1)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
@@ -99,6 +98,39 @@ def head_view() -> None:
              "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]},
             hide_index=True,
         )
+
+
+FULL, WINDOW, BLOCKS, WORDS = "every token", "a token window", "all tokens, in blocks", "words"
+
+
+def _head_figure(run, layer: int, head: int, rescale: bool):
+    """The head at the level of detail the user picked; long inputs open on the block view,
+    since every token of every pair would be n² cells to send and to see."""
+    options = [FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]
+    default = FULL if run.n <= detail.FULL_DETAIL_TOKENS else BLOCKS
+    this_run = (run.model_name, run.text, run.n)
+    changed = st.session_state.get("_detail_run") != this_run
+    st.session_state["_detail_run"] = this_run
+    if st.session_state.get("head_detail") not in options or (changed and default == BLOCKS):
+        st.session_state["head_detail"] = default  # a new long input opens on the block view
+    mode = st.radio("Detail", options, key="head_detail", horizontal=True,
+                    help="Blocks: the whole matrix downsampled; each block shows its largest weight, so a "
+                         "single strong cell stays visible (hover for max and mean). Words: word pieces "
+                         "merged (sum over a word's keys, mean over its queries).")
+    if mode == WINDOW:
+        width = min(run.n, 96)
+        st.session_state.setdefault("head_window", (0, width))
+        lo, hi = st.session_state["head_window"]
+        if hi > run.n or lo >= hi:
+            st.session_state["head_window"] = (0, width)
+        start, stop = st.slider("Tokens", 0, run.n, key="head_window",
+                                help="The tokens shown on both axes, at full resolution.")
+        return figures.head_heatmap(run, layer, head, rescale=rescale, window=(start, max(stop, start + 1)))
+    if mode == BLOCKS:
+        return figures.head_pooled(run, layer, head, rescale=rescale)
+    if mode == WORDS:
+        return figures.head_words(run, layer, head, rescale=rescale)
+    return figures.head_heatmap(run, layer, head, rescale=rescale)
 
 
 def facts_view() -> None:
