@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -126,7 +127,8 @@ class MultiHeadAttention(nn.Module):
         attn_mask: torch.Tensor | None = None,
         key_padding_mask: torch.Tensor | None = None,
         is_causal: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Scores, masks, softmax and weighted sum for all heads at once.
 
         q: (B, h, n_q, d_k); k: (B, G, n_k, d_k); v: (B, G, n_k, d_v).
@@ -134,13 +136,20 @@ class MultiHeadAttention(nn.Module):
             to the scores, -inf or a large negative number to block).
         key_padding_mask: (B, n_k) bool, True where the key is padding (PyTorch's convention).
         is_causal: query i sees keys j <= i + (n_k - n_q) (the last n_q positions of the keys).
+        need_weights: False hands the same computation to PyTorch's fused
+            `scaled_dot_product_attention` (no (n_q, n_k) matrix is kept) and returns None for
+            the probabilities.
         Returns z (B, h, n_q, d_v), the heads' outputs before concatenation, and the
         probabilities (B, h, n_q, n_k). A query row with no visible key gets zeros in both.
         """
+        if not need_weights:
+            return self._attend_fused(q, k, v, attn_mask, key_padding_mask, is_causal), None
         group = self.num_heads // self.num_kv_heads
         if group > 1:  # query head i reads KV head i // group
             k = k.repeat_interleave(group, dim=1)  # (B, h, n_k, d_k)
             v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
+        # scaled after the product, as Hugging Face's eager attention does, so that both give
+        # bit-identical probabilities (scaling q first is cheaper but rounds differently)
         scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale  # (B, h, n_q, n_k)
         n_q, n_k = scores.shape[-2:]
         blocked = None  # bool, True where a key is hidden from a query
@@ -161,6 +170,33 @@ class MultiHeadAttention(nn.Module):
             probs = probs.nan_to_num(0.0)
         z = torch.matmul(self.dropout(probs), v)  # (B, h, n_q, d_v)
         return z, probs
+
+    def _attend_fused(self, q, k, v, attn_mask, key_padding_mask, is_causal) -> torch.Tensor:
+        """`attend` without probabilities, through F.scaled_dot_product_attention."""
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        allowed = None  # bool, True where a query may see a key; float masks are added instead
+        if is_causal and n_q != n_k:  # SDPA's is_causal aligns top-left; ours aligns the ends
+            allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
+            is_causal = False
+        if key_padding_mask is not None:
+            keep = ~key_padding_mask.to(torch.bool)[:, None, None, :]  # (B, 1, 1, n_k)
+            allowed = keep if allowed is None else allowed & keep
+        mask = attn_mask
+        if allowed is not None:
+            if mask is None or mask.dtype == torch.bool:
+                mask = allowed if mask is None else allowed & mask
+            else:
+                mask = mask.masked_fill(~allowed, float("-inf"))
+        if mask is not None and is_causal:  # SDPA takes one or the other
+            causal = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril()
+            mask = causal & mask if mask.dtype == torch.bool else mask.masked_fill(~causal, float("-inf"))
+            is_causal = False
+        z = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
+            dropout_p=self.dropout.p if self.training else 0.0,
+            enable_gqa=self.num_kv_heads != self.num_heads,
+        )  # (B, h, n_q, d_v)
+        return z.nan_to_num(0.0) if mask is not None else z  # rows with no visible key: zeros
 
     def merge(self, z: torch.Tensor) -> torch.Tensor:
         """Concatenate the heads and apply W_O: (B, h, n_q, d_v) -> (B, n_q, d_model)."""
@@ -197,11 +233,14 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Self-attention when key and value are omitted, cross-attention otherwise.
 
         query (B, n_q, d_model); key, value (B, n_k, d_kv_in).
         rotary: (cos, sin) of shape (B, n, d_k) or (n, d_k), applied to q and k (self-attention).
+        need_weights: False computes with PyTorch's fused attention and returns None for the
+        probabilities.
         Returns the output (B, n_q, d_model) and the probabilities (B, h, n_q, n_k).
         """
         key = query if key is None else key
@@ -211,5 +250,6 @@ class MultiHeadAttention(nn.Module):
         if rotary is not None:
             cos, sin = rotary
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-        z, probs = self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask, is_causal=is_causal)
+        z, probs = self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                               is_causal=is_causal, need_weights=need_weights)
         return self.merge(z), probs

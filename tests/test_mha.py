@@ -156,3 +156,33 @@ def test_property_rows_are_distributions(b, n_q, n_k, kv, causal):
     torch.testing.assert_close(sums[visible], torch.ones_like(sums[visible]))
     assert (sums[~visible] == 0).all()
     assert (probs >= 0).all()
+
+
+@pytest.mark.parametrize("case", ["plain", "causal", "padding", "gqa-causal", "cross-causal",
+                                  "bool-mask", "additive-mask", "all-masked-row"])
+def test_fused_path_equals_the_path_with_weights(case):
+    """need_weights=False (PyTorch's fused SDPA) computes what the explicit path computes."""
+    torch.manual_seed(0)
+    B, n, d = 2, 7, 16
+    kw = dict(num_kv_heads=2) if case.startswith("gqa") else {}
+    mha = MultiHeadAttention(d, 4, **kw).eval()
+    x = torch.randn(B, n, d)
+    key = torch.randn(B, 11, d) if case.startswith("cross") else None
+    args: dict = {"is_causal": "causal" in case}
+    if case == "padding":
+        args["key_padding_mask"] = torch.tensor([[False] * n, [False] * 4 + [True] * 3])
+    if case == "bool-mask":
+        args["attn_mask"] = torch.rand(n, n) > 0.3
+        args["attn_mask"][:, 0] = True
+    if case == "additive-mask":
+        args["attn_mask"] = torch.randn(B, 1, n, n)
+    if case == "all-masked-row":
+        mask = torch.ones(n, n, dtype=torch.bool)
+        mask[3] = False  # query 3 may see nothing: zeros, not NaN
+        args["attn_mask"] = mask
+    with torch.no_grad():
+        slow, probs = mha(x, key, **args)
+        fast, none = mha(x, key, need_weights=False, **args)
+    assert none is None and probs is not None
+    assert torch.isfinite(fast).all()
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=1e-5)
