@@ -35,7 +35,14 @@ def _is_causal_fallback(attention_mask: torch.Tensor | None, causal: bool) -> bo
     return causal and attention_mask is None
 
 
-class BertFamilyAttention(nn.Module):
+class _Adapter(nn.Module):
+    """Common to the adapters: `need_weights = False` makes the layer run PyTorch's fused
+    attention and return no probabilities (lean capture recomputes the ones it needs)."""
+
+    need_weights = True
+
+
+class BertFamilyAttention(_Adapter):
     """Replaces a BERT-style `XAttention` (`.self` with query/key/value, `.output` with
     dense/dropout/LayerNorm): MHA, then LayerNorm(dropout(W_O·) + residual)."""
 
@@ -56,13 +63,13 @@ class BertFamilyAttention(nn.Module):
         q = self.mha.project_q(hidden_states)  # (B, h, n, d_k)
         k, v = self.mha.project_kv(hidden_states, hidden_states)  # (B, h, n, d_k)
         k, v = _update_cache(past_key_values, k, v, self.layer_idx)
-        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask,
+        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
                                    is_causal=_is_causal_fallback(attention_mask, self.causal))
         out = self.mha.merge(z)  # (B, n, d_model)
         return self.layer_norm(self.output_dropout(out) + hidden_states), probs
 
 
-class GPT2FamilyAttention(nn.Module):
+class GPT2FamilyAttention(_Adapter):
     """Replaces GPT-2's attention: fused Conv1D c_attn (x @ W + b, W of shape (d, 3d)) split
     into W_Q, W_K, W_V as nn.Linear (weight = Wᵀ); c_proj becomes W_O."""
 
@@ -91,12 +98,12 @@ class GPT2FamilyAttention(nn.Module):
         q = self.mha.project_q(hidden_states)  # (B, h, n, d_k)
         k, v = self.mha.project_kv(hidden_states, hidden_states)  # (B, h, n, d_k)
         k, v = _update_cache(past_key_values, k, v, self.layer_idx)
-        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask,
+        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
                                    is_causal=_is_causal_fallback(attention_mask, True))
         return self.resid_dropout(self.mha.merge(z)), probs
 
 
-class LlamaFamilyAttention(nn.Module):
+class LlamaFamilyAttention(_Adapter):
     """Replaces a Llama-style attention (q/k/v/o_proj, RoPE from `position_embeddings`,
     grouped-query attention)."""
 
@@ -117,7 +124,7 @@ class LlamaFamilyAttention(nn.Module):
             cos, sin = position_embeddings  # (B, n, d_k) each
             q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         k, v = _update_cache(past_key_values, k, v, self.layer_idx)
-        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask,
+        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
                                    is_causal=_is_causal_fallback(attention_mask, True))
         return self.mha.merge(z), probs
 

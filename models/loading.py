@@ -25,6 +25,7 @@ from torch import nn
 from .adapters import (
     UnsupportedArchitecture, find_attention, install_local_attention, make_adapter, output_projection,
 )
+from .mha import apply_rotary
 
 Progress = Callable[[float, str], None]
 
@@ -95,6 +96,7 @@ class LoadedModel:
     # local_attention); empty when the architecture is not one we can read weights from.
     attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
     _weights: dict | None = field(default=None, repr=False, compare=False)
+    _views: list | None = field(default=None, repr=False, compare=False)
     # One forward at a time per model: the app shares one instance between sessions.
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -107,8 +109,16 @@ class LoadedModel:
         """Whether each head's output z (and the weights) can be read for this architecture."""
         return bool(self.attention_modules)
 
-    def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> "Capture":
-        """Run the model once, recording every layer's probabilities and every head's output z."""
+    def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+                lean: bool = False) -> "Capture":
+        """Run the model once, recording every layer's probabilities and every head's output z.
+
+        lean: run the model with fused attention (PyTorch's SDPA) instead, record only each
+        attention layer's input (and RoPE angles), and leave `attentions` None: `recompute`
+        then gives the probabilities of the layers and heads that are wanted.
+        """
+        if lean:
+            return self._capture_lean(input_ids, attention_mask)
         input_ids = input_ids.to(self.device)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
@@ -117,9 +127,7 @@ class LoadedModel:
         zs: list[torch.Tensor] = []
         H = self.num_heads
 
-        def keep_z(_module, args):  # input of W_O: (B, n, H * d_v), the heads side by side
-            x = args[0]
-            zs.append(x.detach().reshape(x.shape[0], x.shape[1], H, -1).transpose(1, 2))  # (B, H, n, d_v)
+        keep_z = _z_recorder(zs, H)
 
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
             hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in self.adapters]
@@ -150,6 +158,69 @@ class LoadedModel:
         head_outputs = tuple(zs) if len(zs) == self.num_layers else None
         return Capture(out.hidden_states[-1], attentions, head_outputs, out)
 
+    def _capture_lean(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> "Capture":
+        if not self.attention_modules:
+            raise ModelLoadError(f"Lean capture needs attention layers mha-viz can read; '{self.name}' has none.")
+        input_ids = input_ids.to(self.device)
+        mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
+        inputs: list[LayerInput] = []
+        zs: list[torch.Tensor] = []
+        H = self.num_heads
+
+        def keep_input(_module, args, kwargs):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            inputs.append(LayerInput(hidden.detach(), kwargs.get("position_embeddings")))
+
+        keep_z = _z_recorder(zs, H)
+
+        with self.lock, torch.inference_mode():
+            hooks = []
+            for module, family in self.attention_modules:
+                hooks.append(module.register_forward_pre_hook(keep_input, with_kwargs=True))
+                hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
+            for a in self.adapters:
+                a.need_weights = False
+            if not self.local_attention:
+                self.hf_model.set_attn_implementation("sdpa")
+            try:
+                out = self.hf_model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True,
+                                    use_cache=False)
+            finally:
+                for h in hooks:
+                    h.remove()
+                for a in self.adapters:
+                    a.need_weights = True
+                if not self.local_attention:
+                    self.hf_model.set_attn_implementation("eager")
+        return Capture(out.hidden_states[-1], None, tuple(zs), out, tuple(inputs), mask)
+
+    def recompute(self, capture: "Capture", layer: int, heads: list[int] | None = None) -> torch.Tensor:
+        """Probabilities (B, len(heads), n, n) of one layer from a lean capture: our MHA's
+        projections, RoPE and softmax on that layer's recorded input, with the same causal and
+        padding masks. Equal to eager capture within float rounding."""
+        inp = capture.layer_inputs[layer]
+        mha = self._view(layer).mha
+        heads = list(range(self.num_heads)) if heads is None else list(heads)
+        group = self.num_heads // self.num_kv_heads
+        with self.lock, torch.inference_mode():
+            q = mha.project_q(inp.hidden)[:, heads]  # (B, h', n, d_k)
+            k, v = mha.project_kv(inp.hidden, inp.hidden)  # (B, G, n, d_k)
+            if inp.position_embeddings is not None:
+                cos, sin = inp.position_embeddings
+                q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+            kv = [h // group for h in heads]
+            padding = None if capture.attention_mask is None else capture.attention_mask == 0  # (B, n)
+            _, probs = mha.attend(q, k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal)
+        return probs
+
+    def _view(self, layer: int) -> nn.Module:
+        """Our adapter for one layer: the installed one, or one built over the original's weights."""
+        if self._views is None:
+            self._views = [m if hasattr(m, "mha") else
+                           make_adapter(m, fam, self.hf_model.config, causal=self.is_causal)
+                           for m, fam in self.attention_modules]
+        return self._views[layer]
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
         """Run the model; returns (last hidden states (B, n, d_model), per-layer probabilities
         (B, h, n, n) as a tuple, the model's output object)."""
@@ -165,23 +236,40 @@ class LoadedModel:
             if not self.attention_modules:
                 raise ModelLoadError(f"The per-head weights of '{self.name}' ({self.family}) cannot be read.")
             with self.lock:
-                views = [m if hasattr(m, "mha") else make_adapter(m, fam, self.hf_model.config, causal=self.is_causal)
-                         for m, fam in self.attention_modules]
-                per_layer = [v.mha.head_weights() for v in views]
+                per_layer = [self._view(layer).mha.head_weights() for layer in range(len(self.attention_modules))]
                 self._weights = {k: torch.stack([w[k] for w in per_layer]).float().cpu().clone()
                                  for k in per_layer[0]}
         return self._weights
 
 
+def _z_recorder(zs: list, num_heads: int):
+    """A forward pre-hook for W_O: its input (B, n, H · d_v) is the heads' outputs side by side."""
+    def keep_z(_module, args):
+        x = args[0]
+        zs.append(x.detach().reshape(x.shape[0], x.shape[1], num_heads, -1).transpose(1, 2))  # (B, H, n, d_v)
+    return keep_z
+
+
+@dataclass
+class LayerInput:
+    """What an attention layer received: hidden states (B, n, d_model) and RoPE (cos, sin)."""
+
+    hidden: torch.Tensor
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
 @dataclass
 class Capture:
-    """What one forward pass records. head_outputs: per layer (B, H, n, d_v), the heads'
+    """What one forward pass records. attentions: per layer (B, H, n, n), None for a lean
+    capture (see `LoadedModel.recompute`); head_outputs: per layer (B, H, n, d_v), the heads'
     outputs z before W_O, or None when the architecture does not expose them."""
 
     hidden: torch.Tensor
-    attentions: tuple[torch.Tensor, ...]
+    attentions: tuple[torch.Tensor, ...] | None
     head_outputs: tuple[torch.Tensor, ...] | None
     output: object
+    layer_inputs: tuple[LayerInput, ...] | None = None
+    attention_mask: torch.Tensor | None = None
 
 
 def resolve_device(device: str) -> torch.device:

@@ -144,7 +144,7 @@ class MultiHeadAttention(nn.Module):
         """
         if not need_weights:
             return self._attend_fused(q, k, v, attn_mask, key_padding_mask, is_causal), None
-        group = self.num_heads // self.num_kv_heads
+        group = q.shape[1] // k.shape[1]  # 1 when the caller already matched heads (a subset)
         if group > 1:  # query head i reads KV head i // group
             k = k.repeat_interleave(group, dim=1)  # (B, h, n_k, d_k)
             v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
@@ -194,7 +194,7 @@ class MultiHeadAttention(nn.Module):
         z = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, is_causal=is_causal, scale=self.scale,
             dropout_p=self.dropout.p if self.training else 0.0,
-            enable_gqa=self.num_kv_heads != self.num_heads,
+            enable_gqa=q.shape[1] != k.shape[1],
         )  # (B, h, n_q, d_v)
         return z.nan_to_num(0.0) if mask is not None else z  # rows with no visible key: zeros
 
