@@ -91,8 +91,41 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
         a, labels = a[start:stop, start:stop], labels[start:stop]
         title += f", tokens {start}–{stop - 1} of {run.n}"
     zmax = float(a.max()) if rescale and a.size and a.max() > 0 else 1.0
-    return _square_heatmap(a, labels, title=title + (" (rescaled to max)" if rescale else ""), zmax=zmax,
+    title += " (rescaled to max)" if rescale else ""
+    if len(labels) > detail.FULL_DETAIL_TOKENS:
+        return _head_image(a, run.tokens, title=title, zmax=zmax)
+    return _square_heatmap(a, labels, title=title, zmax=zmax,
                            hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>")
+
+
+def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128) -> go.Figure:
+    """Every cell of a long input as one pixel of a palette PNG (a few hundred KB at n = 512,
+    where n² float32 numbers would be 1.4 MB), under an invisible grid of at most blocks ×
+    blocks cells whose hover gives the block's token range, max and mean."""
+    n = a.shape[0]
+    top, mean, edges = detail.pooled(a, blocks)
+    centers = (edges[:-1] + edges[1:] - 1) / 2
+    fig = go.Figure(go.Image(source=png_data_uri(a / zmax), x0=0, dx=1, y0=0, dy=1, hoverinfo="skip"))
+    fig.add_trace(go.Heatmap(
+        z=top, x=centers, y=centers, customdata=mean, zmin=0.0, zmax=zmax, colorscale=COLORSCALE, opacity=0,
+        colorbar=dict(title=dict(text="weight"), thickness=12),
+        hovertemplate="queries near %{y:.0f}, keys near %{x:.0f}<br>block max %{z:.3f} · mean "
+                      "%{customdata:.4f}<extra>open a token window for exact cells</extra>",
+    ))
+    step = max(1, n // 24)
+    ticks = list(range(0, n, step))
+    ticktext = [f"{i}: {html.escape(tokens[i][:12], quote=False)}" for i in ticks]
+    side = 900
+    fig.update_layout(
+        title=dict(text=title + f" · {n} × {n} pixels", automargin=True, yref="paper", y=1, yanchor="bottom",
+                   x=0, xanchor="left"),
+        xaxis=dict(title=dict(text="key (attended to)"), tickvals=ticks, ticktext=ticktext, tickangle=-60,
+                   range=[-0.5, n - 0.5], showgrid=False, zeroline=False),
+        yaxis=dict(title=dict(text="query (attending)"), tickvals=ticks, ticktext=ticktext,
+                   range=[n - 0.5, -0.5], showgrid=False, zeroline=False, scaleanchor="x"),
+        height=side, margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
+    )
+    return fig
 
 
 def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
@@ -113,7 +146,10 @@ def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fals
     w = detail.word_level(run.head(layer, head), run.word_ids)
     labels = axis_labels(detail.word_labels(run.tokens, run.word_ids))
     zmax = float(w.max()) if rescale and w.max() > 0 else 1.0
-    return _square_heatmap(w, labels, title=f"{_head_title(run, layer, head)}, by word ({len(labels)} words)",
+    title = f"{_head_title(run, layer, head)}, by word ({len(labels)} words)"
+    if len(labels) > detail.FULL_DETAIL_TOKENS:
+        return _head_image(w, detail.word_labels(run.tokens, run.word_ids), title=title, zmax=zmax)
+    return _square_heatmap(w, labels, title=title,
                            zmax=zmax, hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
                            axis_titles=("key word", "query word"))
 

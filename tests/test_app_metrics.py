@@ -167,7 +167,8 @@ def test_metric_views_with_our_attention_match_hugging_face(minilm_run):
 
 def test_head_view_long_text_opens_on_blocks_then_words_and_window():
     """Past 256 tokens the head view starts downsampled; words and a window are one click away."""
-    at = _page("head_view.py", text="The cat sat on the unbelievably comfortable mat. " * 40)
+    # about 325 tokens (past the 256 of full detail) but 225 words (under it)
+    at = _page("head_view.py", text="The cat sat on the unbelievably comfortable mat. " * 25)
     assert at.radio(key="head_detail").value == "all tokens, in blocks"
     spec = next(s for s in _charts(at) if s["data"][0]["type"] == "heatmap")
     assert "blocks (block max)" in spec["layout"]["title"]["text"]

@@ -70,3 +70,16 @@ def test_window_shows_only_its_tokens():
     fig = figures.head_heatmap(run, 0, 0, window=(10, 20))
     assert [figures.label_text(x) for x in fig.data[0].x] == [f"t{i}" for i in range(10, 20)]
     assert "tokens 10–19 of 40" in fig.layout.title.text
+
+
+def test_every_token_view_of_a_long_input_is_an_image_under_1mb():
+    """n = 512: one pixel a cell (palette PNG) plus a block grid for hover, not n² floats."""
+    n = 512
+    rng = np.random.default_rng(2)
+    a = _softmax_rows(rng.normal(size=(1, 1, n, n)) * 3).astype(np.float32)
+    run = AttentionRun(tokens=[f"t{i}" for i in range(n)], attentions=a)
+    fig = figures.head_heatmap(run, 0, 0)
+    assert fig.data[0].type == "image" and fig.data[1].type == "heatmap"
+    assert len(fig.to_json()) < 1_000_000
+    top = np.asarray(fig.data[1].z)
+    assert top.shape == (128, 128) and top.max() == pytest.approx(a.max(), rel=1e-6)
