@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import html
 import io
+import warnings
 from functools import lru_cache
 
 import numpy as np
 import plotly.graph_objects as go
+import torch
 
 from . import detail
 from .capture import AttentionRun
@@ -155,13 +157,17 @@ def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fals
 
 
 def _pool(a: np.ndarray, size: int) -> np.ndarray:
-    """Max-pool an (n, n) matrix down to at most (size, size), so a single strong cell stays visible."""
+    """Max-pool (..., n, n) down to at most (..., size, size), so a single strong cell stays
+    visible. PyTorch's adaptive max-pool (bins may share an edge cell) runs threaded: about 1 s
+    for 270 heads at n = 2,048, where two numpy reduceat passes took 10 s."""
     n = a.shape[-1]
     if n <= size:
         return a
-    edges = np.linspace(0, n, size + 1).astype(int)
-    rows = np.maximum.reduceat(a, edges[:-1], axis=-2)
-    return np.maximum.reduceat(rows, edges[:-1], axis=-1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # read-only arrays: the pool only reads
+        x = torch.from_numpy(np.ascontiguousarray(a)).reshape(-1, 1, n, n)
+    pooled = torch.nn.functional.adaptive_max_pool2d(x, size)  # (L·H, 1, size, size)
+    return pooled.reshape(*a.shape[:-2], size, size).numpy()
 
 
 @lru_cache(maxsize=1)
