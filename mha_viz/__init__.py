@@ -12,9 +12,9 @@ Nothing in this package imports Streamlit except `mha_viz.ui`.
 from models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
 from models import random_twin as random_baseline
 
-from .capture import AttentionRun, InputError, analyze, load_model, token_limit
+from .capture import AttentionRun, InputError, Overview, analyze, load_model, overview, token_limit
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "InputError", "LoadedModel", "ModelLoadError",
-    "analyze", "load_model", "random_baseline", "token_limit",
+    "Overview", "analyze", "load_model", "overview", "random_baseline", "token_limit",
 ]

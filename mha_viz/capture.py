@@ -126,30 +126,75 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> 
     Texts longer than the model's limit (or `max_tokens`) are truncated; the run records how
     many tokens the whole text had (`num_input_tokens`). Raises InputError for blank text.
     """
+    ids, full, tokens = _tokens(model, text, token_limit(model, max_tokens))
+    cap = model.capture(torch.tensor([ids]))
+    stacked = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()  # (L, H, n, n)
+    outputs = None
+    if cap.head_outputs is not None:
+        outputs = torch.stack([z[0] for z in cap.head_outputs]).float().cpu().numpy()  # (L, H, n, d_v)
+    display, word_ids, raw, special = tokens
+    return AttentionRun(
+        tokens=display, attentions=stacked, is_causal=model.is_causal,
+        num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
+        raw_tokens=list(raw), special_mask=special, word_ids=word_ids, text=text,
+        num_input_tokens=full, head_outputs=outputs,
+    )
+
+
+def _tokens(model: LoadedModel, text: str, limit: int):
+    """Token ids of `text` (truncated to `limit`), the untruncated count, and
+    (display tokens, word ids, raw pieces, special mask). Raises InputError for blank text."""
     if text is None or not text.strip():
         raise InputError("Type a sentence to see its attention.")
     tokenizer = model.tokenizer
-    limit = token_limit(model, max_tokens)
     full = tokenizer(text, add_special_tokens=True)["input_ids"]
     ids = full
     if len(full) > limit:
         ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
     if not ids:
         raise InputError("The text produced no tokens for this model; type some words.")
-    input_ids = torch.tensor([ids])
-    cap = model.capture(input_ids)
-    stacked = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()  # (L, H, n, n)
-    outputs = None
-    if cap.head_outputs is not None:
-        outputs = torch.stack([z[0] for z in cap.head_outputs]).float().cpu().numpy()  # (L, H, n, d_v)
     # [CLS], [SEP], BOS, EOS, padding; an unknown-character token is text, not structure
     structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
     special = [i in structural for i in ids]
     raw = tokenizer.convert_ids_to_tokens(ids)
     display, word_ids = clean_tokens(tokenizer, raw, special)
-    return AttentionRun(
-        tokens=display, attentions=stacked, is_causal=model.is_causal,
-        num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
-        raw_tokens=list(raw), special_mask=special, word_ids=word_ids, text=text,
-        num_input_tokens=len(full), head_outputs=outputs,
-    )
+    return ids, len(full), (display, word_ids, raw, special)
+
+
+@dataclass
+class Overview:
+    """Every head of a long text as thumbnails, computed one head at a time (`overview`).
+
+    pooled: float32 (layers, heads, s, s), each head max-pooled to at most s × s cells.
+    """
+
+    tokens: list[str]
+    pooled: np.ndarray
+    model_name: str
+    num_input_tokens: int
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+
+def overview(model: LoadedModel, text: str, *, thumb: int = 48, progress=None) -> Overview:
+    """Thumbnails of every head for `text` up to the model's whole context (`max_positions`).
+
+    The model runs once with fused attention (lean capture); then each head's probabilities
+    are recomputed, pooled to `thumb` × `thumb` and dropped, so at most one head's n × n
+    matrix exists at a time. `progress(fraction, message)` is called after each layer.
+    """
+    from .detail import max_pool
+
+    ids, full, (display, _, _, _) = _tokens(model, text, model.max_positions)
+    progress = progress or (lambda _f, _m: None)
+    progress(0.0, f"Running {model.name} on {len(ids)} tokens with fused attention…")
+    cap = model.capture(torch.tensor([ids]), lean=True)
+    s = min(thumb, len(ids))
+    pooled = np.empty((model.num_layers, model.num_heads, s, s), dtype=np.float32)
+    for layer in range(model.num_layers):
+        for head, probs in model.each_head(cap, layer):
+            pooled[layer, head] = max_pool(probs[0].float().cpu().numpy(), thumb)
+        progress((layer + 1) / model.num_layers, f"Layer {layer + 1} of {model.num_layers} done")
+    return Overview(tokens=display, pooled=pooled, model_name=model.name, num_input_tokens=full)

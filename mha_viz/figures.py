@@ -10,12 +10,10 @@ from __future__ import annotations
 import base64
 import html
 import io
-import warnings
 from functools import lru_cache
 
 import numpy as np
 import plotly.graph_objects as go
-import torch
 
 from . import detail
 from .capture import AttentionRun
@@ -156,18 +154,7 @@ def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fals
                            axis_titles=("key word", "query word"))
 
 
-def _pool(a: np.ndarray, size: int) -> np.ndarray:
-    """Max-pool (..., n, n) down to at most (..., size, size), so a single strong cell stays
-    visible. PyTorch's adaptive max-pool (bins may share an edge cell) runs threaded: about 1 s
-    for 270 heads at n = 2,048, where two numpy reduceat passes took 10 s."""
-    n = a.shape[-1]
-    if n <= size:
-        return a
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # read-only arrays: the pool only reads
-        x = torch.from_numpy(np.ascontiguousarray(a)).reshape(-1, 1, n, n)
-    pooled = torch.nn.functional.adaptive_max_pool2d(x, size)  # (L·H, 1, size, size)
-    return pooled.reshape(*a.shape[:-2], size, size).numpy()
+_pool = detail.max_pool
 
 
 @lru_cache(maxsize=1)
@@ -214,8 +201,12 @@ def grid_canvas(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> 
     divided by its own maximum so weak heads still show their shape. Returns the canvas, the
     tile size t and the gap.
     """
-    L, H = run.num_layers, run.num_heads
-    pooled = _pool(run.attentions, thumb)  # (L, H, s, s)
+    return tile_canvas(_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
+
+
+def tile_canvas(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True) -> tuple[np.ndarray, int, int]:
+    """`grid_canvas` from thumbnails already pooled to at most thumb × thumb: (L, H, s, s)."""
+    L, H = pooled.shape[:2]
     if rescale:
         pooled = pooled / np.maximum(pooled.max(axis=(-2, -1), keepdims=True), 1e-12)
     rep = max(1, thumb // pooled.shape[-1])
@@ -236,8 +227,13 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
     One invisible marker per head carries the hover text and makes a click select that head
     (see `grid_pick`); the payload grows with layers × heads, not with n².
     """
-    L, H = run.num_layers, run.num_heads
-    canvas, t, gap = grid_canvas(run, thumb=thumb, rescale=rescale)
+    return grid_figure(_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
+
+
+def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, clickable: bool = True) -> go.Figure:
+    """`model_grid` from thumbnails already pooled (L, H, s, s), e.g. by `capture.overview`."""
+    L, H = pooled.shape[:2]
+    canvas, t, gap = tile_canvas(pooled, thumb=thumb, rescale=rescale)
     centers = np.arange(max(L, H)) * (t + gap) + (t - 1) / 2
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
     cell_px = 52
@@ -247,7 +243,8 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
         x=centers[heads.ravel()], y=centers[layers.ravel()], mode="markers",
         marker=dict(symbol="square", size=cell_px - 4, color="rgba(0,0,0,0)"),
         customdata=np.stack([layers.ravel(), heads.ravel()], axis=1),
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>click to open</extra>",
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>"
+                      + ("click to open" if clickable else "") + "</extra>",
         showlegend=False,
     ))
     fig.update_layout(

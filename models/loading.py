@@ -198,20 +198,38 @@ class LoadedModel:
         """Probabilities (B, len(heads), n, n) of one layer from a lean capture: our MHA's
         projections, RoPE and softmax on that layer's recorded input, with the same causal and
         padding masks. Equal to eager capture within float rounding."""
+        heads = list(range(self.num_heads)) if heads is None else list(heads)
+        mha, q, k, v, padding = self._projections(capture, layer)
+        group = self.num_heads // self.num_kv_heads
+        kv = [h // group for h in heads]
+        with self.lock, torch.inference_mode():
+            _, probs = mha.attend(q[:, heads], k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal)
+        return probs
+
+    def each_head(self, capture: "Capture", layer: int):
+        """Yield (head, probabilities (B, n, n)) of one layer of a lean capture, one head at a
+        time, so that no more than one head's n × n matrix need exist (for long inputs)."""
+        mha, q, k, v, padding = self._projections(capture, layer)
+        group = self.num_heads // self.num_kv_heads
+        for h in range(self.num_heads):
+            g = h // group
+            with self.lock, torch.inference_mode():
+                _, probs = mha.attend(q[:, h:h + 1], k[:, g:g + 1], v[:, g:g + 1], key_padding_mask=padding,
+                                      is_causal=self.is_causal)
+            yield h, probs[:, 0]
+
+    def _projections(self, capture: "Capture", layer: int):
+        """q (B, H, n, d_k), k and v (B, G, n, d) of one layer, RoPE applied, and the padding mask."""
         inp = capture.layer_inputs[layer]
         mha = self._view(layer).mha
-        heads = list(range(self.num_heads)) if heads is None else list(heads)
-        group = self.num_heads // self.num_kv_heads
         with self.lock, torch.inference_mode():
-            q = mha.project_q(inp.hidden)[:, heads]  # (B, h', n, d_k)
+            q = mha.project_q(inp.hidden)  # (B, H, n, d_k)
             k, v = mha.project_kv(inp.hidden, inp.hidden)  # (B, G, n, d_k)
             if inp.position_embeddings is not None:
                 cos, sin = inp.position_embeddings
                 q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-            kv = [h // group for h in heads]
-            padding = None if capture.attention_mask is None else capture.attention_mask == 0  # (B, n)
-            _, probs = mha.attend(q, k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal)
-        return probs
+        padding = None if capture.attention_mask is None else capture.attention_mask == 0  # (B, n)
+        return mha, q, k, v, padding
 
     def _view(self, layer: int) -> nn.Module:
         """Our adapter for one layer: the installed one, or one built over the original's weights."""

@@ -192,3 +192,16 @@ def test_head_view_switches_to_blocks_when_the_text_becomes_long():
     at.text_area(key="text").input("word " * 400).run()
     assert not at.exception
     assert at.radio(key="head_detail").value == "all tokens, in blocks"
+
+
+def test_whole_text_overview_past_the_cap(monkeypatch):
+    """With the cap below the text's length, the model view offers every head over the whole
+    text (up to the model's positions), computed on request."""
+    monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", "64")
+    at = _page("model_view.py", text="The cat sat on the mat. " * 30)
+    assert any("first 64" in w.value for w in at.warning)
+    at.button(key="whole_overview").click().run()
+    assert not at.exception and not at.error
+    grids = [c for c in _charts(at) if c["data"][0]["type"] == "image"]
+    assert len(grids) == 2  # the capped overview and the whole-text one
+    assert any(c.value.startswith("All ") and "max-pooled" in c.value for c in at.caption), [c.value for c in at.caption]

@@ -4,6 +4,7 @@ grouped-query attention; Hugging Face's attention and ours)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -45,3 +46,27 @@ def test_random_models_with_right_padding(request, fixture, local):
                           return_tensors="pt", padding=True)
     assert (enc["attention_mask"] == 0).any()  # the second row is padded on the right
     _check(model, enc["input_ids"], enc["attention_mask"])
+
+
+@pytest.mark.parametrize("name", ["smollm2", "minilm_ours"])
+def test_overview_one_head_at_a_time_equals_pooled_eager_capture(request, name):
+    """The long-text overview (lean capture, one head's matrix at a time) gives the same
+    thumbnails as pooling the full eager capture."""
+    from mha_viz import detail
+
+    model = request.getfixturevalue(name)
+    text = "The keys to the old wooden cabinet in the hall are missing again. " * 12
+    seen = []
+    ov = mha_viz.overview(model, text, thumb=32, progress=lambda f, m: seen.append(f))
+    run = mha_viz.analyze(model, text, max_tokens=model.max_positions)
+    assert ov.tokens == run.tokens and ov.n > 100
+    assert ov.pooled.shape == (model.num_layers, model.num_heads, 32, 32)
+    np.testing.assert_allclose(ov.pooled, detail.max_pool(run.attentions, 32), atol=1e-5)
+    assert seen[0] == 0.0 and seen[-1] == 1.0 and len(seen) == model.num_layers + 1
+
+
+def test_overview_reaches_past_the_app_cap(gpt2_dir):
+    """The overview takes the model's whole context (here 64 positions), not analyze's cap."""
+    model = mha_viz.load_model(str(gpt2_dir), device="cpu")
+    ov = mha_viz.overview(model, "hello world " * 100)
+    assert ov.n == model.max_positions == 64 and ov.num_input_tokens > 64

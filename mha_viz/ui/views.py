@@ -9,6 +9,7 @@ import logging
 
 import streamlit as st
 
+import mha_viz
 from mha_viz import detail, figures
 from mha_viz.ui import state
 
@@ -72,6 +73,41 @@ def model_view() -> None:
         int(st.session_state["grid_layer"]), int(st.session_state["grid_head"])))
     if st.session_state.pop("_goto_head", False):
         st.switch_page(HEAD_PAGE)
+    _whole_text_overview(cur)
+
+
+def _whole_text_overview(cur) -> None:
+    """For a text longer than the app's cap: every head over the model's whole context,
+    computed one head at a time (no layers × heads × n² array), on request."""
+    run, model = cur.run, cur.model
+    if model is None or not run.truncated or model.max_positions <= run.n or not model.has_head_outputs:
+        return
+    n = min(run.num_input_tokens, model.max_positions)
+    st.subheader("The whole text")
+    full_cost = model.num_layers * model.num_heads * n * n * 4
+    st.caption(f"The views use the first {run.n} tokens. {model.name} reads up to {model.max_positions}: "
+               f"an overview of every head over {n} tokens is computed one head at a time (holding all "
+               f"of them would take {full_cost / 2**30:.1f} GiB). On a CPU this can take minutes.")
+    key = (cur.key[0], run.text)
+    store = st.session_state.setdefault("_overviews", {})
+    if key not in store and st.button(f"Compute the overview of all {n} tokens", key="whole_overview"):
+        bar = st.progress(0.0)
+        try:
+            ov = mha_viz.overview(model, run.text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
+        except Exception as exc:  # noqa: BLE001 - a message, and the rest of the page stays
+            log.exception("whole-text overview failed")
+            st.error(f"The overview could not be computed ({type(exc).__name__}: {str(exc)[:200]}).")
+            return
+        bar.empty()
+        store.clear()  # one at a time: each holds layers × heads thumbnails only, but texts add up
+        store[key] = ov
+    if key in store:
+        ov = store[key]
+        st.plotly_chart(figures.grid_figure(ov.pooled, rescale=st.session_state.get("grid_rescale", True),
+                                            clickable=False),
+                        key="whole_grid", config={"displayModeBar": False}, width="content")
+        st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}. "
+                   f"The head view shows the first {run.n}.")
 
 
 def head_view() -> None:
