@@ -189,7 +189,7 @@ def png_data_uri(values: np.ndarray) -> str:
     img = Image.fromarray(quantize(values), mode="P")
     img.putpalette(_palette().ravel().tolist())
     buf = io.BytesIO()
-    img.save(buf, format="PNG", optimize=True)
+    img.save(buf, format="PNG", compress_level=6)  # optimize=True: 12 % smaller, 12× slower
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
