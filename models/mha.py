@@ -150,8 +150,12 @@ class MultiHeadAttention(nn.Module):
             v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
         # scaled after the product, as Hugging Face's eager attention does, so that both give
         # bit-identical probabilities (scaling q first is cheaper but rounds differently)
-        scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale  # (B, h, n_q, n_k)
+        # in place where shapes allow: the (n_q, n_k) passes are what costs at long n
+        scores = torch.matmul(q, k.transpose(-2, -1)).mul_(self.scale)  # (B, h, n_q, n_k)
         n_q, n_k = scores.shape[-2:]
+
+        def fits(mask: torch.Tensor) -> bool:
+            return torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
         blocked = None  # bool, True where a key is hidden from a query
         if is_causal:
             blocked = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).triu(n_k - n_q + 1)  # (n_q, n_k)
@@ -162,9 +166,10 @@ class MultiHeadAttention(nn.Module):
             if attn_mask.dtype == torch.bool:
                 blocked = ~attn_mask if blocked is None else blocked | ~attn_mask
             else:
-                scores = scores + attn_mask
+                scores = scores.add_(attn_mask) if fits(attn_mask) else scores + attn_mask
         if blocked is not None:
-            scores = scores.masked_fill(blocked, float("-inf"))
+            scores = scores.masked_fill_(blocked, float("-inf")) if fits(blocked) else \
+                scores.masked_fill(blocked, float("-inf"))
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, n_q, n_k)
         if blocked is not None:  # a row with every key blocked is 0/0: define it as no attention
             probs = probs.nan_to_num(0.0)
