@@ -110,6 +110,9 @@ class AttentionRun:
                    model_name=model_name)
 
 
+LEAN_ABOVE_BYTES = 2**30  # SmolLM2 at 2,048 tokens: 4.5 GB once instead of 9 GB at the peak
+
+
 def load_model(name: str, device: str = "auto", local_attention: bool = False, *, progress=None) -> LoadedModel:
     """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `models.load`."""
     return models.load(name, device=device, local_attention=local_attention, progress=progress)
@@ -120,15 +123,28 @@ def token_limit(model: LoadedModel, max_tokens: int | None = None) -> int:
     return min(model.max_positions, max_tokens) if max_tokens else model.max_positions
 
 
-def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> AttentionRun:
+def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
+            lean: bool | None = None) -> AttentionRun:
     """Run `text` through `model` and capture the attention of every head.
 
     Texts longer than the model's limit (or `max_tokens`) are truncated; the run records how
     many tokens the whole text had (`num_input_tokens`). Raises InputError for blank text.
+    lean (default: when the probabilities take more than LEAN_ABOVE_BYTES): run the model
+    with fused attention and recompute each layer's probabilities into the run's array, so
+    one float32 copy exists instead of two (Hugging Face's tuple and the stacked array);
+    equal to eager capture within 1e-5 (tests/test_lean.py).
     """
     ids, full, tokens = _tokens(model, text, token_limit(model, max_tokens))
-    cap = model.capture(torch.tensor([ids]))
-    stacked = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()  # (L, H, n, n)
+    if lean is None:  # measured: lean is 5-40 % slower for a full capture, but holds half the memory
+        lean = model.has_head_outputs and model.num_layers * model.num_heads * len(ids) ** 2 * 4 > LEAN_ABOVE_BYTES
+    if lean:  # fused forward, then each layer's probabilities straight into one array
+        cap = model.capture(torch.tensor([ids]), lean=True)
+        stacked = np.empty((model.num_layers, model.num_heads, len(ids), len(ids)), dtype=np.float32)
+        for layer in range(model.num_layers):
+            stacked[layer] = model.recompute(cap, layer)[0].float().cpu().numpy()
+    else:
+        cap = model.capture(torch.tensor([ids]))
+        stacked = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()  # (L, H, n, n)
     outputs = None
     if cap.head_outputs is not None:
         outputs = torch.stack([z[0] for z in cap.head_outputs]).float().cpu().numpy()  # (L, H, n, d_v)

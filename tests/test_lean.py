@@ -70,3 +70,12 @@ def test_overview_reaches_past_the_app_cap(gpt2_dir):
     model = mha_viz.load_model(str(gpt2_dir), device="cpu")
     ov = mha_viz.overview(model, "hello world " * 100)
     assert ov.n == model.max_positions == 64 and ov.num_input_tokens > 64
+
+
+def test_analyze_lean_equals_eager(smollm2):
+    """analyze(lean=True) fills the same (L, H, n, n) array as the eager path, within 1e-5."""
+    lean = mha_viz.analyze(smollm2, TEXT, lean=True)
+    eager = mha_viz.analyze(smollm2, TEXT, lean=False)
+    assert lean.tokens == eager.tokens
+    np.testing.assert_allclose(lean.attentions, eager.attentions, atol=1e-5)
+    np.testing.assert_allclose(lean.head_outputs, eager.head_outputs, atol=1e-4)
