@@ -31,12 +31,27 @@ OTHER = "Other: hub id or folder…"
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def max_tokens() -> int:
-    """Cap on tokens per analysis (the model's own limit applies too); MHA_VIZ_MAX_TOKENS."""
+def _env_int(name: str, default: int, low: int) -> int:
     try:
-        return max(2, int(os.environ.get("MHA_VIZ_MAX_TOKENS", "512")))
+        return max(low, int(os.environ.get(name, str(default))))
     except ValueError:
-        return 512
+        return default
+
+
+def max_tokens() -> int:
+    """Default cap on tokens per analysis (the model's own limit applies too): MHA_VIZ_MAX_TOKENS;
+    the sidebar's *Token limit* changes it per session."""
+    return _env_int("MHA_VIZ_MAX_TOKENS", 512, 2)
+
+
+def capture_budget() -> int:
+    """Most bytes of float32 probabilities one analysis may hold: MHA_VIZ_MAX_CAPTURE_MB (4096)."""
+    return _env_int("MHA_VIZ_MAX_CAPTURE_MB", 4096, 1) * 2**20
+
+
+def token_cap() -> int:
+    """This session's cap: the sidebar's *Token limit*, or the default before it is drawn."""
+    return int(st.session_state.get("token_limit") or max_tokens())
 
 
 @st.cache_resource(show_spinner=False)
@@ -65,6 +80,11 @@ class Current:
     notice: str | None = None  # a prompt (blank text), not an error
     stale: bool = False  # `run` is the last good one, not the current inputs'
     key: tuple = ()  # identifies the run (model, device, implementation, text, cap) for caches
+    # the model loaded for the current inputs and the current text, even when the capture was
+    # refused: the whole-text overview works from them
+    text_model: mha_viz.LoadedModel | None = None
+    text: str = ""
+    model_key: tuple = ()
 
 
 def _on_example() -> None:
@@ -110,6 +130,11 @@ def sidebar() -> Current:
         st.header("Text")
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_on_example)
         text = st.text_area("Sentence", key="text", height=120)
+        st.session_state.setdefault("token_limit", max_tokens())
+        st.number_input("Token limit", min_value=2, max_value=32768, step=128, key="token_limit",
+                        help="Longer texts are cut to this many tokens (and to the model's own "
+                             "limit). Every head's attention is held in memory: layers × heads × "
+                             "n² × 4 bytes.")
     cur = Current(stale=False)
     if not (spec or "").strip():
         cur.notice = "Type a Hugging Face hub id or the path of a model folder in the sidebar."
@@ -119,8 +144,10 @@ def sidebar() -> Current:
         return _with_last_good(cur)
     try:
         model = _load(spec, device, local)
-        cap = max_tokens()
         model_key = (model.name, model.source, str(model.device), local)
+        cur.text_model, cur.text, cur.model_key = model, text, model_key
+        cap = token_cap()
+        _check_cost(model, text, cap)
         run = _analyze(model_key, text, cap, model)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         cur.error = str(exc)
@@ -132,6 +159,19 @@ def sidebar() -> Current:
     cur.run, cur.model, cur.key = run, model, (model_key, text, cap)
     st.session_state["_last_good"] = (run, model, cur.key)
     return cur
+
+
+def _check_cost(model: mha_viz.LoadedModel, text: str, cap: int) -> None:
+    """Refuse, before computing it, a capture that would hold more than the budget."""
+    n = min(len(model.tokenizer(text, add_special_tokens=True)["input_ids"]), cap, model.max_positions)
+    cost = model.num_layers * model.num_heads * n * n * 4
+    if cost > capture_budget():
+        raise mha_viz.InputError(
+            f"Capturing every head of {model.name} at {n} tokens would hold {cost / 2**30:.1f} GiB of "
+            f"attention (the limit here is {capture_budget() / 2**30:.1f} GiB, MHA_VIZ_MAX_CAPTURE_MB). "
+            "Lower the token limit in the sidebar; the Model view's whole-text overview shows every "
+            "head of a long text one head at a time."
+        )
 
 
 def _with_last_good(cur: Current) -> Current:
@@ -154,7 +194,7 @@ def show_status(cur: Current) -> bool:
         st.caption(f"Showing the last successful result ({cur.run.model_name}).")
     run = cur.run
     if run.truncated:
-        limit = min(cur.model.max_positions, max_tokens()) if cur.model else run.n
+        limit = min(cur.model.max_positions, token_cap()) if cur.model else run.n
         st.warning(f"The text has {run.num_input_tokens} tokens; the first {run.n} were kept "
                    f"(limit {limit} tokens for this model in this app).", icon="✂️")
     return True

@@ -79,21 +79,26 @@ def model_view() -> None:
 def _whole_text_overview(cur) -> None:
     """For a text longer than the app's cap: every head over the model's whole context,
     computed one head at a time (no layers × heads × n² array), on request."""
-    run, model = cur.run, cur.model
-    if model is None or not run.truncated or model.max_positions <= run.n or not model.has_head_outputs:
+    model, text = cur.text_model, cur.text
+    if model is None or not model.has_head_outputs:
         return
-    n = min(run.num_input_tokens, model.max_positions)
+    total = len(model.tokenizer(text, add_special_tokens=True)["input_ids"])
+    shown = cur.run.n if (cur.run is not None and not cur.stale) else 0
+    n = min(total, model.max_positions)
+    if n <= shown or n <= 2:
+        return
     st.subheader("The whole text")
     full_cost = model.num_layers * model.num_heads * n * n * 4
-    st.caption(f"The views use the first {run.n} tokens. {model.name} reads up to {model.max_positions}: "
-               f"an overview of every head over {n} tokens is computed one head at a time (holding all "
-               f"of them would take {full_cost / 2**30:.1f} GiB). On a CPU this can take minutes.")
-    key = (cur.key[0], run.text)
+    st.caption((f"The views use the first {shown} tokens. " if shown else "")
+               + f"{model.name} reads up to {model.max_positions}: an overview of every head over {n} "
+               f"tokens is computed one head at a time (holding all of them would take "
+               f"{full_cost / 2**30:.1f} GiB). On a CPU this can take minutes.")
+    key = (cur.model_key, text)
     store = st.session_state.setdefault("_overviews", {})
     if key not in store and st.button(f"Compute the overview of all {n} tokens", key="whole_overview"):
         bar = st.progress(0.0)
         try:
-            ov = mha_viz.overview(model, run.text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
+            ov = mha_viz.overview(model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
         except Exception as exc:  # noqa: BLE001 - a message, and the rest of the page stays
             log.exception("whole-text overview failed")
             st.error(f"The overview could not be computed ({type(exc).__name__}: {str(exc)[:200]}).")
@@ -106,8 +111,8 @@ def _whole_text_overview(cur) -> None:
         st.plotly_chart(figures.grid_figure(ov.pooled, rescale=st.session_state.get("grid_rescale", True),
                                             clickable=False),
                         key="whole_grid", config={"displayModeBar": False}, width="content")
-        st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}. "
-                   f"The head view shows the first {run.n}.")
+        st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
+                   + (f" The head view shows the first {shown}." if shown else ""))
 
 
 def head_view() -> None:
