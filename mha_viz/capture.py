@@ -137,12 +137,16 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     ids, full, tokens = _tokens(model, text, token_limit(model, max_tokens))
     if lean is None:  # measured: lean is 5-40 % slower for a full capture, but holds half the memory
         lean = model.has_head_outputs and model.num_layers * model.num_heads * len(ids) ** 2 * 4 > LEAN_ABOVE_BYTES
+    stacked = None
     if lean:  # fused forward, then each layer's probabilities straight into one array
-        cap = model.capture(torch.tensor([ids]), lean=True)
-        stacked = np.empty((model.num_layers, model.num_heads, len(ids), len(ids)), dtype=np.float32)
-        for layer in range(model.num_layers):
-            stacked[layer] = model.recompute(cap, layer)[0].float().cpu().numpy()
-    else:
+        try:
+            cap = model.capture(torch.tensor([ids]), lean=True)
+            stacked = np.empty((model.num_layers, model.num_heads, len(ids), len(ids)), dtype=np.float32)
+            for layer in range(model.num_layers):
+                stacked[layer] = model.recompute(cap, layer)[0].float().cpu().numpy()
+        except (RuntimeError, ValueError, KeyError):  # a layout lean capture cannot follow: go eager
+            stacked = None
+    if stacked is None:
         cap = model.capture(torch.tensor([ids]))
         stacked = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()  # (L, H, n, n)
     outputs = None

@@ -93,15 +93,18 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
     zmax = float(a.max()) if rescale and a.size and a.max() > 0 else 1.0
     title += " (rescaled to max)" if rescale else ""
     if len(labels) > detail.FULL_DETAIL_TOKENS:
-        return _head_image(a, run.tokens, title=title, zmax=zmax)
+        first = 0 if window is None else start
+        return _head_image(a, run.tokens[first:first + len(labels)], title=title, zmax=zmax, offset=first)
     return _square_heatmap(a, labels, title=title, zmax=zmax,
                            hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>")
 
 
-def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128) -> go.Figure:
+def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128,
+                offset: int = 0) -> go.Figure:
     """Every cell of a long input as one pixel of a palette PNG (a few hundred KB at n = 512,
     where n² float32 numbers would be 1.4 MB), under an invisible grid of at most blocks ×
-    blocks cells whose hover gives the block's token range, max and mean."""
+    blocks cells whose hover gives the block's token range, max and mean. `offset`: the
+    position in the text of the first row and column (a window), for labels and hover."""
     n = a.shape[0]
     top, mean, edges = detail.pooled(a, blocks)
     centers = (edges[:-1] + edges[1:] - 1) / 2
@@ -112,17 +115,21 @@ def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, bl
         hovertemplate="queries near %{y:.0f}, keys near %{x:.0f}<br>block max %{z:.3f} · mean "
                       "%{customdata:.4f}<extra>open a token window for exact cells</extra>",
     ))
+    fig.data[1].x = centers + offset  # pixel i is text position offset + i
+    fig.data[1].y = centers + offset
+    fig.data[0].x0 = fig.data[0].y0 = offset
     step = max(1, n // 24)
     ticks = list(range(0, n, step))
-    ticktext = [f"{i}: {html.escape(tokens[i][:12], quote=False)}" for i in ticks]
+    ticktext = [f"{offset + i}: {html.escape(tokens[i][:12], quote=False)}" for i in ticks]
+    ticks = [offset + i for i in ticks]
     side = 900
     fig.update_layout(
         title=dict(text=title + f" · {n} × {n} pixels", automargin=True, yref="paper", y=1, yanchor="bottom",
                    x=0, xanchor="left"),
         xaxis=dict(title=dict(text="key (attended to)"), tickvals=ticks, ticktext=ticktext, tickangle=-60,
-                   range=[-0.5, n - 0.5], showgrid=False, zeroline=False),
+                   range=[offset - 0.5, offset + n - 0.5], showgrid=False, zeroline=False),
         yaxis=dict(title=dict(text="query (attending)"), tickvals=ticks, ticktext=ticktext,
-                   range=[n - 0.5, -0.5], showgrid=False, zeroline=False, scaleanchor="x"),
+                   range=[offset + n - 0.5, offset - 0.5], showgrid=False, zeroline=False, scaleanchor="x"),
         height=side, margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
     )
     return fig

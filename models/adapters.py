@@ -140,7 +140,13 @@ def _family(module: nn.Module) -> str | None:
         if all(hasattr(sa, a) for a in ("query", "key", "value")) and hasattr(module.output, "LayerNorm"):
             return None if getattr(module, "is_cross_attention", False) else "bert"
     if hasattr(module, "c_attn") and hasattr(module, "c_proj"):
-        return None if getattr(module, "is_cross_attention", False) else "gpt2"
+        # GPT-2 itself: a fused Conv1D (d, 3d) and the attributes the adapter reads. Relatives
+        # with c_attn but another layout (GPTBigCode's multi-query Linear, OpenAI-GPT) are not.
+        weight = getattr(module.c_attn, "weight", None)
+        gpt2 = (type(module.c_attn).__name__ == "Conv1D" and weight is not None and weight.dim() == 2
+                and weight.shape[1] == 3 * weight.shape[0]
+                and all(hasattr(module, a) for a in ("embed_dim", "scaling", "layer_idx", "attn_dropout")))
+        return "gpt2" if gpt2 and not getattr(module, "is_cross_attention", False) else None
     if all(hasattr(module, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "layer_idx")):
         return "llama"
     return None

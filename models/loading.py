@@ -175,14 +175,14 @@ class LoadedModel:
 
         with self.lock, torch.inference_mode():
             hooks = []
-            for module, family in self.attention_modules:
-                hooks.append(module.register_forward_pre_hook(keep_input, with_kwargs=True))
-                hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
-            for a in self.adapters:
-                a.need_weights = False
-            if not self.local_attention:
-                self.hf_model.set_attn_implementation("sdpa")
-            try:
+            try:  # everything that changes the shared model is undone in `finally`, even on error
+                for module, family in self.attention_modules:
+                    hooks.append(module.register_forward_pre_hook(keep_input, with_kwargs=True))
+                    hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
+                for a in self.adapters:
+                    a.need_weights = False
+                if not self.local_attention:
+                    self.hf_model.set_attn_implementation("sdpa")
                 out = self.hf_model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True,
                                     use_cache=False)
             finally:
@@ -490,6 +490,11 @@ def load(
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
         source=source, adapters=adapters, attention_modules=modules,
     )
+    if modules and not local_attention:
+        try:  # read one layer's weights through our adapter: an unexpected layout shows here
+            loaded._view(0).mha.head_weights()
+        except Exception:  # noqa: BLE001 - attention is still shown; head outputs and weights are not
+            loaded.attention_modules, loaded._views = [], None
     progress(0.9, "Checking that every layer's attention can be captured…")
     probe = torch.tensor([[tokenizer.unk_token_id or 0, tokenizer.eos_token_id or 0]])
     try:
@@ -507,7 +512,9 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     scheme, seeded): the baseline that gives head-diversity numbers their meaning."""
     import copy
 
-    config = copy.deepcopy(loaded.hf_model.config)
+    with loaded.lock:  # a lean capture switches the shared config to SDPA while it holds the lock
+        config = copy.deepcopy(loaded.hf_model.config)
+    config._attn_implementation = "eager"  # the only kind that returns probabilities
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)

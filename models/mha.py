@@ -171,8 +171,8 @@ class MultiHeadAttention(nn.Module):
             scores = scores.masked_fill_(blocked, float("-inf")) if fits(blocked) else \
                 scores.masked_fill(blocked, float("-inf"))
         probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, n_q, n_k)
-        if blocked is not None:  # a row with every key blocked is 0/0: define it as no attention
-            probs = probs.nan_to_num(0.0)
+        if blocked is not None or attn_mask is not None:  # a row with every key blocked is 0/0:
+            probs = probs.nan_to_num(0.0)  # define it as no attention (a no-op on finite rows)
         z = torch.matmul(self.dropout(probs), v)  # (B, h, n_q, d_v)
         return z, probs
 

@@ -220,3 +220,11 @@ def test_capture_over_the_memory_budget_is_refused_before_computing(monkeypatch)
     at.number_input(key="token_limit").set_value(32).run()
     assert not at.exception and not at.error
     assert any("first 32" in w.value for w in at.warning)
+
+
+def test_cka_is_listed_as_unavailable_for_three_tokens():
+    at = _page("similarity.py", text="a")  # [CLS] a [SEP]
+    options = at.selectbox(key="sim_kind").options  # the labels shown
+    assert metrics.SIMILARITIES["js"].label in options
+    assert metrics.SIMILARITIES["cka"].label not in options
+    assert any("at least 4 tokens" in c.value for c in at.caption)

@@ -83,3 +83,15 @@ def test_every_token_view_of_a_long_input_is_an_image_under_1mb():
     assert len(fig.to_json()) < 1_000_000
     top = np.asarray(fig.data[1].z)
     assert top.shape == (128, 128) and top.max() == pytest.approx(a.max(), rel=1e-6)
+
+
+def test_wide_window_image_is_labelled_with_text_positions():
+    """A window wider than 256 tokens is drawn as an image whose ticks and hover count from
+    the window's start in the text, not from 0."""
+    n = 400
+    a = np.tile(np.eye(n, dtype=np.float32), (1, 1, 1, 1))
+    run = AttentionRun(tokens=[f"t{i}" for i in range(n)], attentions=a)
+    fig = figures.head_heatmap(run, 0, 0, window=(100, 400))
+    assert fig.data[0].type == "image" and fig.data[0].x0 == 100
+    assert fig.layout.xaxis.ticktext[0].startswith("100: t100")
+    assert min(fig.data[1].x) >= 100 and max(fig.data[1].x) < 400

@@ -79,3 +79,36 @@ def test_analyze_lean_equals_eager(smollm2):
     assert lean.tokens == eager.tokens
     np.testing.assert_allclose(lean.attentions, eager.attentions, atol=1e-5)
     np.testing.assert_allclose(lean.head_outputs, eager.head_outputs, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["gpt_bigcode", "openai-gpt"])
+def test_relatives_with_c_attn_are_not_taken_for_gpt2(tmp_path, kind):
+    """GPTBigCode (multi-query Linear) and OpenAI-GPT have c_attn/c_proj but not GPT-2's
+    layout: their attention is shown, head outputs and weights are said to be unavailable."""
+    from conftest import _byte_bpe_tokenizer
+    from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM, OpenAIGPTConfig, OpenAIGPTLMHeadModel
+
+    tok = _byte_bpe_tokenizer()
+    if kind == "gpt_bigcode":
+        model = GPTBigCodeForCausalLM(GPTBigCodeConfig(vocab_size=len(tok), n_positions=64, n_embd=32,
+                                                       n_layer=2, n_head=4, multi_query=True))
+    else:
+        model = OpenAIGPTLMHeadModel(OpenAIGPTConfig(vocab_size=len(tok), n_positions=64, n_embd=32,
+                                                     n_layer=2, n_head=4))
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded = mha_viz.load_model(str(tmp_path), device="cpu")
+    assert not loaded.has_head_outputs
+    run = mha_viz.analyze(loaded, "hello world, hello heads")
+    assert run.attentions.shape[:2] == (2, 4) and run.head_outputs is None
+    np.testing.assert_allclose(run.attentions.sum(-1), 1.0, atol=1e-5)
+
+
+def test_random_baseline_is_eager_even_if_the_model_is_mid_lean_capture():
+    """The twin copies the config under the model's lock and always uses eager attention."""
+    model = mha_viz.load_model("minilm", device="cpu")
+    model.hf_model.set_attn_implementation("sdpa")  # as during a lean capture
+    twin = mha_viz.random_baseline(model)
+    model.hf_model.set_attn_implementation("eager")
+    assert twin.hf_model.config._attn_implementation == "eager"
+    assert mha_viz.analyze(twin, TEXT).attentions.shape[0] == 6

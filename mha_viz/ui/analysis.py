@@ -18,7 +18,12 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 def weights(_model: mha_viz.LoadedModel):
     """The model's per-head weights, or None when its architecture does not expose them."""
-    return _model.head_weights() if _model is not None and _model.has_head_outputs else None
+    if _model is None or not _model.has_head_outputs:
+        return None
+    try:
+        return _model.head_weights()
+    except Exception:  # noqa: BLE001 - weight-based measures are then listed as unavailable
+        return None
 
 
 @st.cache_resource(show_spinner="Computing the head table…", max_entries=16)
@@ -73,6 +78,8 @@ def flow(key: tuple, layer: int, _run) -> np.ndarray:
 def available(kind: str, run, model) -> str | None:
     """Why a similarity cannot be computed for this run, or None when it can."""
     needs = metrics.SIMILARITIES[kind].needs
+    if kind == "cka" and run.n < 4:
+        return "the debiased CKA needs at least 4 tokens"
     if "outputs" in needs and run.head_outputs is None:
         return "this model's head outputs cannot be captured"
     if "weights" in needs and weights(model) is None:

@@ -111,8 +111,9 @@ def similarity_view() -> None:
     _explain(measure)
     if run.num_kv_heads != run.num_heads and kind in ("ov", "cka", "residual", "seed_r"):
         st.caption(f"Grouped-query attention: the {run.num_heads // run.num_kv_heads} query heads of a group "
-                   "share W_K and W_V, so what they read and write is alike by construction; compare "
-                   "them by QK cosine or by their patterns (JS, cosine).")
+                   "share W_K and W_V, which raises these similarities between them (their W_V is the "
+                   "same); QK cosine and the pattern measures (JS, cosine) separate them by what they "
+                   "attend to.")
     if missing:
         st.caption("Not available for this model: " + "; ".join(missing) + ".")
     sim = analysis.similarity(cur.key, kind, run, model)
