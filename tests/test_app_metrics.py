@@ -210,11 +210,11 @@ def test_whole_text_overview_past_the_cap(monkeypatch):
 def test_capture_over_the_memory_budget_is_refused_before_computing(monkeypatch):
     """A capture larger than the budget gets a message with its cost; the text stays, the
     token limit can be lowered, and the whole-text overview is offered instead."""
-    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")  # 1 MiB: MiniLM at 64 tokens needs 1.1 MiB
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")  # 1 MiB: MiniLM at 86 tokens needs 6·12·86²·4 B
     text = "The cat sat on the mat. " * 12
     at = _app()
     at.text_area(key="text").input(text).run()
-    assert any("would hold" in e.value and "GiB" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("at 86 tokens would hold 2.0 MiB" in e.value for e in at.error), [e.value for e in at.error]
     assert at.text_area(key="text").value == text
     assert at.button(key="whole_overview")  # offered for the refused text
     at.number_input(key="token_limit").set_value(32).run()

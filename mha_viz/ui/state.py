@@ -161,14 +161,22 @@ def sidebar() -> Current:
     return cur
 
 
+def size_text(nbytes: float) -> str:
+    """1.2 GiB, 340 MiB, 12 KiB."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
 def _check_cost(model: mha_viz.LoadedModel, text: str, cap: int) -> None:
     """Refuse, before computing it, a capture that would hold more than the budget."""
     n = min(len(model.tokenizer(text, add_special_tokens=True)["input_ids"]), cap, model.max_positions)
     cost = model.num_layers * model.num_heads * n * n * 4
     if cost > capture_budget():
         raise mha_viz.InputError(
-            f"Capturing every head of {model.name} at {n} tokens would hold {cost / 2**30:.1f} GiB of "
-            f"attention (the limit here is {capture_budget() / 2**30:.1f} GiB, MHA_VIZ_MAX_CAPTURE_MB). "
+            f"Capturing every head of {model.name} at {n} tokens would hold {size_text(cost)} of "
+            f"attention (the limit here is {size_text(capture_budget())}, MHA_VIZ_MAX_CAPTURE_MB). "
             "Lower the token limit in the sidebar; the Model view's whole-text overview shows every "
             "head of a long text one head at a time."
         )

@@ -92,10 +92,12 @@ def _whole_text_overview(cur) -> None:
     st.caption((f"The views use the first {shown} tokens. " if shown else "")
                + f"{model.name} reads up to {model.max_positions}: an overview of every head over {n} "
                f"tokens is computed one head at a time (holding all of them would take "
-               f"{full_cost / 2**30:.1f} GiB). On a CPU this can take minutes.")
+               f"{state.size_text(full_cost)}). On a CPU this can take minutes.")
     key = (cur.model_key, text)
     store = st.session_state.setdefault("_overviews", {})
-    if key not in store and st.button(f"Compute the overview of all {n} tokens", key="whole_overview"):
+    slot = st.empty()
+    if key not in store and slot.button(f"Compute the overview of all {n} tokens", key="whole_overview"):
+        slot.empty()  # the button goes once it has done its work
         bar = st.progress(0.0)
         try:
             ov = mha_viz.overview(model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
