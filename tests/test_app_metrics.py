@@ -228,3 +228,10 @@ def test_cka_is_listed_as_unavailable_for_three_tokens():
     assert metrics.SIMILARITIES["js"].label in options
     assert metrics.SIMILARITIES["cka"].label not in options
     assert any("at least 4 tokens" in c.value for c in at.caption)
+
+
+def test_similarity_opens_on_cosine_when_js_would_be_slow():
+    """At 512 tokens MiniLM's JS takes about a second; SmolLM2's 270 heads would take long:
+    the page then opens on the pattern cosine and says what JS would cost."""
+    at = _page("similarity.py", model="smollm2", text="word " * 400)
+    assert at.selectbox(key="sim_kind").value == "cosine"
