@@ -183,8 +183,10 @@ class LoadedModel:
                     a.need_weights = False
                 if not self.local_attention:
                     self.hf_model.set_attn_implementation("sdpa")
-                out = self.hf_model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True,
-                                    use_cache=False)
+                # the base model, without the LM head: SmolLM2's logits alone would be
+                # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need them
+                net = getattr(self.hf_model, "base_model", None) or self.hf_model
+                out = net(input_ids=input_ids, attention_mask=mask, output_hidden_states=True, use_cache=False)
             finally:
                 for h in hooks:
                     h.remove()
