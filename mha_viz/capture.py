@@ -7,6 +7,7 @@ stacks the per-layer probabilities into one float32 array `(layers, heads, n, n)
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +17,14 @@ import models
 from models import LoadedModel
 
 from .tokens import clean_tokens
+
+
+def tensor_view(array: np.ndarray) -> torch.Tensor:
+    """A tensor sharing the array's memory, without PyTorch's warning for read-only arrays (the
+    app's cached runs are read-only; callers only read through the view)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "the given NumPy array is not writable"
+        return torch.from_numpy(array)
 
 
 class InputError(ValueError):

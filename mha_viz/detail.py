@@ -6,10 +6,10 @@ keys of a word, mean over its queries). Plain numpy; the figures are in `figures
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import torch
+
+from .capture import tensor_view
 
 FULL_DETAIL_TOKENS = 256  # above this, the head view opens on the downsampled view
 MAX_FULL_TOKENS = 512  # above this, every-token detail is offered only through a window
@@ -22,9 +22,7 @@ def max_pool(a: np.ndarray, size: int) -> np.ndarray:
     n = a.shape[-1]
     if n <= size:
         return a
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # read-only arrays: the pool only reads them
-        x = torch.as_tensor(np.ascontiguousarray(a)).reshape(-1, 1, n, n)
+    x = tensor_view(np.ascontiguousarray(a)).reshape(-1, 1, n, n)
     pooled = torch.nn.functional.adaptive_max_pool2d(x, size)  # (heads, 1, size, size)
     return pooled.reshape(*a.shape[:-2], size, size).numpy()
 

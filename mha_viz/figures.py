@@ -71,6 +71,11 @@ def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float
     return fig
 
 
+def _zmax(a: np.ndarray, rescale: bool) -> float:
+    """Top of the colour scale: 1, or the shown matrix's maximum when rescaling."""
+    return float(a.max()) if rescale and a.size and a.max() > 0 else 1.0
+
+
 def _head_title(run: AttentionRun, layer: int, head: int) -> str:
     kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
     return f"Layer {layer}, head {head}{kv}"
@@ -90,7 +95,7 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
         start, stop = max(0, window[0]), min(run.n, window[1])
         a, labels = a[start:stop, start:stop], labels[start:stop]
         title += f", tokens {start}–{stop - 1} of {run.n}"
-    zmax = float(a.max()) if rescale and a.size and a.max() > 0 else 1.0
+    zmax = _zmax(a, rescale)
     title += " (rescaled to max)" if rescale else ""
     if len(labels) > detail.FULL_DETAIL_TOKENS:
         first = 0 if window is None else start
@@ -141,7 +146,7 @@ def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
     (a single strong cell stays visible), hover = token ranges, max and mean."""
     top, mean, edges = detail.pooled(run.head(layer, head), size)
     labels = axis_labels([detail.range_label(run.tokens, a, b) for a, b in zip(edges[:-1], edges[1:])])
-    zmax = float(top.max()) if rescale and top.max() > 0 else 1.0
+    zmax = _zmax(top, rescale)
     title = f"{_head_title(run, layer, head)}: all {run.n} tokens in {len(labels)} × {len(labels)} blocks (block max)"
     return _square_heatmap(top, labels, title=title, zmax=zmax, customdata=mean, show_labels=False,
                            hovertemplate="queries %{y}<br>keys %{x}<br>max %{z:.3f} · mean %{customdata:.4f}"
@@ -151,17 +156,14 @@ def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
 def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = False) -> go.Figure:
     """Word-to-word attention: pieces merged (sum over a word's keys, mean over its queries)."""
     w = detail.word_level(run.head(layer, head), run.word_ids)
-    labels = axis_labels(detail.word_labels(run.tokens, run.word_ids))
-    zmax = float(w.max()) if rescale and w.max() > 0 else 1.0
-    title = f"{_head_title(run, layer, head)}, by word ({len(labels)} words)"
-    if len(labels) > detail.FULL_DETAIL_TOKENS:
-        return _head_image(w, detail.word_labels(run.tokens, run.word_ids), title=title, zmax=zmax)
-    return _square_heatmap(w, labels, title=title,
+    words = detail.word_labels(run.tokens, run.word_ids)
+    zmax = _zmax(w, rescale)
+    title = f"{_head_title(run, layer, head)}, by word ({len(words)} words)"
+    if len(words) > detail.FULL_DETAIL_TOKENS:
+        return _head_image(w, words, title=title, zmax=zmax)
+    return _square_heatmap(w, axis_labels(words), title=title,
                            zmax=zmax, hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
                            axis_titles=("key word", "query word"))
-
-
-_pool = detail.max_pool
 
 
 @lru_cache(maxsize=1)
@@ -208,7 +210,7 @@ def grid_canvas(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> 
     divided by its own maximum so weak heads still show their shape. Returns the canvas, the
     tile size t and the gap.
     """
-    return tile_canvas(_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
+    return tile_canvas(detail.max_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
 
 
 def tile_canvas(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True) -> tuple[np.ndarray, int, int]:
@@ -234,7 +236,7 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
     One invisible marker per head carries the hover text and makes a click select that head
     (see `grid_pick`); the payload grows with layers × heads, not with n².
     """
-    return grid_figure(_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
+    return grid_figure(detail.max_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
 
 
 def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, clickable: bool = True) -> go.Figure:

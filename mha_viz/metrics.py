@@ -16,14 +16,13 @@ hold each measure's one-line formula and what high and low values mean, for the 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .capture import AttentionRun
+from .capture import AttentionRun, tensor_view
 
 Weights = dict  # "W_Q" (L, H, d, d_k), "W_K" (L, G, d, d_k), "W_V" (L, G, d, d_v), "W_O" (L, H, d_v, d)
 
@@ -97,14 +96,6 @@ DIAGONAL_MASS = 0.5
 VERTICAL_MASS = 0.6
 BLOCK_MASS = 0.8
 PUNCTUATION = frozenset({".", ","})
-
-
-def _view(array: np.ndarray) -> torch.Tensor:
-    """A tensor sharing the array's memory; runs cached by the app are read-only and never
-    written through it."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "the given NumPy array is not writable"
-        return torch.from_numpy(array)
 
 
 def _valid(run: AttentionRun) -> np.ndarray:
@@ -198,7 +189,7 @@ def _pattern_stats(run: AttentionRun) -> dict[str, np.ndarray]:
     names = ["entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first",
              "sep", "punct", *targets, "in_segment"]
     out = {name: np.zeros((L, H)) for name in names}
-    flat = _view(run.attentions.reshape(L * H, n, n))
+    flat = tensor_view(run.attentions.reshape(L * H, n, n))
     for h in range(L * H):
         A = flat[h].float()  # (n, n)
         smooth = (A * 0.9999 + floor).clamp_min_(1e-30)  # masked entries are 0 · log(1e-30) = 0
@@ -260,7 +251,7 @@ def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | N
 
 
 def _pattern_cosine(run: AttentionRun, _weights=None) -> np.ndarray:
-    x = _view(run.attentions.reshape(run.num_layers * run.num_heads, -1))  # (N, n²) float32
+    x = tensor_view(run.attentions.reshape(run.num_layers * run.num_heads, -1))  # (N, n²) float32
     return _cosine_from_inner((x @ x.T).double().numpy())
 
 
@@ -276,7 +267,7 @@ def _js(run: AttentionRun, _weights=None) -> np.ndarray:
     """
     L, H, n = run.num_layers, run.num_heads, run.n
     N, eps = L * H, 0.001 / n
-    flat = _view(run.attentions.reshape(N, n * n))
+    flat = tensor_view(run.attentions.reshape(N, n * n))
     if run.is_causal:
         rows, cols = np.tril_indices(n)
         flat = flat[:, torch.from_numpy(rows * n + cols)]  # (N, n(n+1)/2)
@@ -364,7 +355,7 @@ def _outputs(run: AttentionRun) -> torch.Tensor:
     """(N, n, d_v) float32. Float32 is enough: on MiniLM at n = 512, CKA and residual
     correlation differ from float64 by about 1e-7."""
     z = run.head_outputs
-    return _view(z.reshape(-1, *z.shape[2:])).float()
+    return tensor_view(z.reshape(-1, *z.shape[2:])).float()
 
 
 def _cka(run: AttentionRun, _weights=None) -> np.ndarray:
@@ -399,8 +390,9 @@ def _cka(run: AttentionRun, _weights=None) -> np.ndarray:
     return _cosine_from_inner(inner.numpy())
 
 
-def _centred_outputs(run: AttentionRun, weights: Weights):
-    """Yield token chunks of o_h = z_h W_O[h] (N, c, d_model) and the per-head means (N, d_model)."""
+def _head_writes(run: AttentionRun, weights: Weights):
+    """What every head writes into the residual stream, o_h = z_h W_O[h]: a generator of token
+    chunks (N, c, d_model) and the per-head mean over tokens (N, 1, d_model)."""
     z = _outputs(run)
     w_o = _tensor(weights["W_O"]).float()
     w_o = w_o.reshape(-1, *w_o.shape[2:])  # (N, d_v, d_model)
@@ -412,7 +404,7 @@ def _centred_outputs(run: AttentionRun, weights: Weights):
 
 def _residual(run: AttentionRun, weights: Weights) -> np.ndarray:
     """Pearson correlation of the heads' residual-stream writes, centred per coordinate."""
-    chunks, mean = _centred_outputs(run, weights)
+    chunks, mean = _head_writes(run, weights)
     N = mean.shape[0]
     inner = torch.zeros(N, N, dtype=torch.float64)
     for o in chunks:
@@ -440,11 +432,30 @@ def importance(run: AttentionRun, weights: Weights) -> dict[str, np.ndarray]:
     "mean_output_norm" = ‖mean_t o_h,t‖₂, with o_h = z_h W_O[h] (W_O's bias is shared, left out)."""
     if run.head_outputs is None:
         raise ValueError("importance needs each head's output, which this run does not have")
-    chunks, mean = _centred_outputs(run, weights)
+    chunks, mean = _head_writes(run, weights)
     norms = torch.cat([o.norm(dim=-1) for o in chunks], dim=1)  # (N, n)
     shape = (run.num_layers, run.num_heads)
     return {"output_norm": norms.mean(1).reshape(shape).numpy(),
             "mean_output_norm": mean[:, 0].norm(dim=-1).reshape(shape).numpy()}
+
+
+def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = None):
+    """A run (and weights) holding only `heads` (indices layer * H + head), as one layer of
+    len(heads) heads each with its own KV head, so that pairwise measures of a few heads cost
+    what a few heads cost. Returns (run, weights or None); pairwise values are unchanged."""
+    layers, hs = np.divmod(np.asarray(heads), run.num_heads)
+    kv = hs // (run.num_heads // run.num_kv_heads)
+    sub = AttentionRun(
+        tokens=run.tokens, attentions=run.attentions[layers, hs][None], is_causal=run.is_causal,
+        num_kv_heads=len(heads), model_name=run.model_name, token_ids=run.token_ids,
+        special_mask=run.special_mask, text=run.text,
+        head_outputs=None if run.head_outputs is None else run.head_outputs[layers, hs][None],
+    )
+    if weights is None:
+        return sub, None
+    w = {k: _tensor(v) for k, v in weights.items()}
+    return sub, {"W_Q": w["W_Q"][layers, hs][None], "W_K": w["W_K"][layers, kv][None],
+                 "W_V": w["W_V"][layers, kv][None], "W_O": w["W_O"][layers, hs][None]}
 
 
 def as_similarity(matrix: np.ndarray, kind: str) -> np.ndarray:
@@ -475,10 +486,8 @@ def rollout(run: AttentionRun) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): (layers, n, n), row i of layer l says how much
     token i at layer l draws on each input token. Â_l = rows-renormalised 0.5·mean_h A_l + 0.5·I;
     R_1 = Â_1, R_l = Â_l R_{l-1}. Rows sum to 1."""
-    A = _view(run.attentions).mean(1, dtype=torch.float64)  # (L, n, n), a new array
+    A_hat = torch.from_numpy(_residual_attention(run, run.num_layers))  # (L, n, n)
     eye = torch.eye(run.n, dtype=torch.float64)
-    A_hat = 0.5 * A + 0.5 * eye
-    A_hat = A_hat / A_hat.sum(-1, keepdim=True)
     out = torch.empty_like(A_hat)
     acc = eye
     for layer in range(run.num_layers):
@@ -487,12 +496,22 @@ def rollout(run: AttentionRun) -> np.ndarray:
     return out.numpy()
 
 
-def rollout_through_head(run: AttentionRun, layer: int, head: int) -> np.ndarray:
-    """The per-head variant of rollout: A_{l,h} R_{l-1} (n, n), with R_{-1} = I (rows sum to 1)."""
-    A = _view(run.attentions[layer, head].astype(np.float64))
+def _residual_attention(run: AttentionRun, layers: int) -> np.ndarray:
+    """Â_l = rows-renormalised ½·mean_h A_l + ½·I for the first `layers` layers, float64
+    (layers, n, n): the graph both rollout and flow walk."""
+    A = tensor_view(run.attentions[:layers]).mean(1, dtype=torch.float64).numpy()  # (l, n, n), a new array
+    A_hat = 0.5 * A + 0.5 * np.eye(run.n)
+    return A_hat / A_hat.sum(-1, keepdims=True)
+
+
+def rollout_through_head(run: AttentionRun, layer: int, head: int,
+                         rolled: np.ndarray | None = None) -> np.ndarray:
+    """The per-head variant of rollout: A_{l,h} R_{l-1} (n, n), with R_{-1} = I (rows sum to 1).
+    `rolled`: `rollout(run)` when the caller has it already."""
+    A = run.attentions[layer, head].astype(np.float64)
     if layer == 0:
-        return A.numpy()
-    return (A @ torch.from_numpy(rollout(run)[layer - 1])).numpy()
+        return A
+    return A @ (rollout(run) if rolled is None else rolled)[layer - 1]
 
 
 FLOW_MAX_TOKENS = 64  # max-flow over every (query, input token) pair grows as n⁴; see `flow`
@@ -516,10 +535,7 @@ def flow(run: AttentionRun, layer: int | None = None) -> np.ndarray:
         raise ValueError(f"flow is offered for inputs of at most {FLOW_MAX_TOKENS} tokens "
                          f"(it needs n² max-flow problems over L·n² edges); this one has {n}. Use rollout.")
     top = run.num_layers - 1 if layer is None else layer
-    A = run.attentions[:top + 1].astype(np.float64).mean(1)  # (l, n, n)
-    A_hat = 0.5 * A + 0.5 * np.eye(n)
-    A_hat /= A_hat.sum(-1, keepdims=True)
-    cap = np.rint(A_hat * _FLOW_SCALE).astype(np.int32)
+    cap = np.rint(_residual_attention(run, top + 1) * _FLOW_SCALE).astype(np.int32)
     # Node (l, i) is l·n + i; l = 0 are the inputs, l = k the output of layer k − 1.
     src, dst, val = [], [], []
     ii, jj = np.nonzero(np.ones((n, n), dtype=bool))

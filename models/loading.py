@@ -8,6 +8,7 @@ what is missing and what to do: the UI shows it as it is.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -117,17 +118,13 @@ class LoadedModel:
         attention layer's input (and RoPE angles), and leave `attentions` None: `recompute`
         then gives the probabilities of the layers and heads that are wanted.
         """
+        input_ids = input_ids.to(self.device)
+        attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
         if lean:
             return self._capture_lean(input_ids, attention_mask)
-        input_ids = input_ids.to(self.device)
-        if attention_mask is None:
-            attention_mask = torch.ones_like(input_ids)
-        attention_mask = attention_mask.to(self.device)
         probs: list[torch.Tensor] = []
         zs: list[torch.Tensor] = []
-        H = self.num_heads
-
-        keep_z = _z_recorder(zs, H)
+        keep_z = _z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
             hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in self.adapters]
@@ -158,20 +155,17 @@ class LoadedModel:
         head_outputs = tuple(zs) if len(zs) == self.num_layers else None
         return Capture(out.hidden_states[-1], attentions, head_outputs, out)
 
-    def _capture_lean(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None) -> "Capture":
+    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor) -> "Capture":
         if not self.attention_modules:
             raise ModelLoadError(f"Lean capture needs attention layers mha-viz can read; '{self.name}' has none.")
-        input_ids = input_ids.to(self.device)
-        mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
         inputs: list[LayerInput] = []
         zs: list[torch.Tensor] = []
-        H = self.num_heads
 
         def keep_input(_module, args, kwargs):
             hidden = args[0] if args else kwargs["hidden_states"]
             inputs.append(LayerInput(hidden.detach(), kwargs.get("position_embeddings")))
 
-        keep_z = _z_recorder(zs, H)
+        keep_z = _z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():
             hooks = []
@@ -201,24 +195,23 @@ class LoadedModel:
         projections, RoPE and softmax on that layer's recorded input, with the same causal and
         padding masks. Equal to eager capture within float rounding."""
         heads = list(range(self.num_heads)) if heads is None else list(heads)
-        mha, q, k, v, padding = self._projections(capture, layer)
-        group = self.num_heads // self.num_kv_heads
-        kv = [h // group for h in heads]
-        with self.lock, torch.inference_mode():
-            _, probs = mha.attend(q[:, heads], k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal)
-        return probs
+        return self._heads_probs(self._projections(capture, layer), heads)
 
     def each_head(self, capture: "Capture", layer: int):
         """Yield (head, probabilities (B, n, n)) of one layer of a lean capture, one head at a
         time, so that no more than one head's n × n matrix need exist (for long inputs)."""
-        mha, q, k, v, padding = self._projections(capture, layer)
-        group = self.num_heads // self.num_kv_heads
+        projections = self._projections(capture, layer)  # once per layer, not per head
         for h in range(self.num_heads):
-            g = h // group
-            with self.lock, torch.inference_mode():
-                _, probs = mha.attend(q[:, h:h + 1], k[:, g:g + 1], v[:, g:g + 1], key_padding_mask=padding,
-                                      is_causal=self.is_causal)
-            yield h, probs[:, 0]
+            yield h, self._heads_probs(projections, [h])[:, 0]
+
+    def _heads_probs(self, projections, heads: list[int]) -> torch.Tensor:
+        """Probabilities (B, len(heads), n, n) from `_projections`; query head h reads KV head
+        h // (H / G)."""
+        mha, q, k, v, padding = projections
+        kv = [h // (self.num_heads // self.num_kv_heads) for h in heads]
+        with self.lock, torch.inference_mode():
+            _, probs = mha.attend(q[:, heads], k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal)
+        return probs
 
     def _projections(self, capture: "Capture", layer: int):
         """q (B, H, n, d_k), k and v (B, G, n, d) of one layer, RoPE applied, and the padding mask."""
@@ -257,7 +250,7 @@ class LoadedModel:
                 raise ModelLoadError(f"The per-head weights of '{self.name}' ({self.family}) cannot be read.")
             with self.lock:
                 per_layer = [self._view(layer).mha.head_weights() for layer in range(len(self.attention_modules))]
-                self._weights = {k: torch.stack([w[k] for w in per_layer]).float().cpu().clone()
+                self._weights = {k: torch.stack([w[k] for w in per_layer]).float().cpu()  # a new tensor
                                  for k in per_layer[0]}
         return self._weights
 
@@ -466,19 +459,12 @@ def load(
     if tokenizer.pad_token is None:  # decoders often have none; padding is only for batches
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     model.to(dev).eval()
-    adapters: list[nn.Module] = []
     if local_attention:
         progress(0.8, "Putting our multi-head attention in place of the model's…")
-        try:
-            adapters = install_local_attention(model, causal=causal)
-        except UnsupportedArchitecture as exc:
-            raise ModelLoadError(str(exc)) from exc
-        modules = [(a, "ours") for a in adapters]
-    else:
-        try:
-            modules = [(m, fam) for _, _, m, fam in find_attention(model)]
-        except UnsupportedArchitecture:
-            modules = []  # attention is still shown; head outputs and weights are not
+    try:
+        adapters, modules = _attention_layers(model, causal=causal, local_attention=local_attention)
+    except UnsupportedArchitecture as exc:
+        raise ModelLoadError(str(exc)) from exc
     num_heads = config.num_attention_heads
     d_model = config.hidden_size
     max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
@@ -521,17 +507,24 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)
     model.to(loaded.device).eval()
-    adapters: list[nn.Module] = []
-    if loaded.local_attention:
-        adapters = install_local_attention(model, causal=loaded.is_causal)
-        modules = [(a, "ours") for a in adapters]
-    else:
-        modules = [(m, fam) for _, _, m, fam in find_attention(model)] if loaded.attention_modules else []
-    return LoadedModel(
-        name=f"{loaded.name} (random init, seed {seed})", hf_model=model, tokenizer=loaded.tokenizer,
-        device=loaded.device, is_causal=loaded.is_causal, local_attention=loaded.local_attention,
-        family=loaded.family, num_layers=loaded.num_layers, num_heads=loaded.num_heads,
-        num_kv_heads=loaded.num_kv_heads, d_model=loaded.d_model, d_k=loaded.d_k,
-        num_params=loaded.num_params, max_positions=loaded.max_positions,
-        source=f"random initialisation of {loaded.source}", adapters=adapters, attention_modules=modules,
+    adapters, modules = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention)
+    return dataclasses.replace(
+        loaded, name=f"{loaded.name} (random init, seed {seed})", hf_model=model,
+        source=f"random initialisation of {loaded.source}", adapters=adapters,
+        attention_modules=modules if loaded.attention_modules else [],
+        _weights=None, _views=None, lock=threading.Lock(),
     )
+
+
+def _attention_layers(model: nn.Module, *, causal: bool, local_attention: bool):
+    """(adapters installed, [(module, family)] per layer). With local_attention every
+    self-attention is replaced by ours (UnsupportedArchitecture when it cannot be); otherwise
+    the originals are found, or none when their layout is unknown (attention is still shown,
+    head outputs and weights are not)."""
+    if local_attention:
+        adapters = install_local_attention(model, causal=causal)
+        return adapters, [(a, "ours") for a in adapters]
+    try:
+        return [], [(m, fam) for _, _, m, fam in find_attention(model)]
+    except UnsupportedArchitecture:
+        return [], []

@@ -148,9 +148,9 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # query head i reads KV head i // group
             k = k.repeat_interleave(group, dim=1)  # (B, h, n_k, d_k)
             v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
-        # scaled after the product, as Hugging Face's eager attention does, so that both give
-        # bit-identical probabilities (scaling q first is cheaper but rounds differently)
-        # in place where shapes allow: the (n_q, n_k) passes are what costs at long n
+        # Scaled after the product, as Hugging Face's eager attention does, so that both give
+        # bit-identical probabilities (scaling q first is cheaper but rounds differently); in
+        # place where shapes allow, since the (n_q, n_k) passes are what costs at long n.
         scores = torch.matmul(q, k.transpose(-2, -1)).mul_(self.scale)  # (B, h, n_q, n_k)
         n_q, n_k = scores.shape[-2:]
 

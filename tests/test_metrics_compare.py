@@ -624,3 +624,18 @@ def test_dead_head_is_like_no_other_and_undefined_to_itself():
     assert ov[0, 0] == pytest.approx(1.0) and ov[2, 2] == pytest.approx(1.0)
     d = metrics.diversity(ov)  # the undefined diagonal does not enter D
     assert np.isfinite(d)
+
+
+def test_selected_heads_compare_as_in_the_whole_model():
+    """select_heads keeps every pairwise value of the picked heads (GQA groups included)."""
+    rng = np.random.default_rng(9)
+    L, H, G, n = 2, 4, 2, 9
+    w = _random_weights(rng, L=L, H=H, G=G)
+    run = _run_with_outputs(rng.standard_normal((L, H, n, 4)), _random_run(rng, L, H, n).attentions)
+    run.num_kv_heads = G
+    idx = [1, 2, 6, 7]  # heads of both layers and both KV groups
+    sub, sub_w = metrics.select_heads(run, idx, w)
+    assert sub.attentions.shape == (1, 4, n, n) and sub.num_kv_heads == 4
+    for kind in metrics.SIMILARITIES:
+        whole = metrics.head_similarity(run, kind, weights=w)[np.ix_(idx, idx)]
+        np.testing.assert_allclose(metrics.head_similarity(sub, kind, weights=sub_w), whole, atol=1e-6)

@@ -193,11 +193,13 @@ def compare_view() -> None:
     st.subheader("Pairwise comparisons")
     rows = []
     kinds = _kind_options(run, model)
-    sims = {k: analysis.similarity(cur.key, k, run, model) for k in kinds}
+    # only the picked heads: the whole-model matrices (JS above all) may take seconds
+    sub, sub_weights = metrics.select_heads(run, idx, analysis.weights(model))
+    sims = {k: metrics.head_similarity(sub, k, weights=sub_weights) for k in kinds}
     for a in range(len(idx)):
         for b in range(a + 1, len(idx)):
             rows.append({"heads": f"{picked[a]} · {picked[b]}",
-                         **{kinds[k]: round(float(s[idx[a], idx[b]]), 4) for k, s in sims.items()}})
+                         **{kinds[k]: round(float(s[a, b]), 4) for k, s in sims.items()}})
     st.dataframe(rows, hide_index=True, key="cmp_pairs")
     st.caption(" · ".join(f"{m.label}: {m.formula}" for k, m in metrics.SIMILARITIES.items() if k in kinds))
 
@@ -223,7 +225,7 @@ def layers_view() -> None:
         head = st.number_input("Head", 0, run.num_heads - 1, 0, key="layers_head")
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
-        matrix = metrics.rollout_through_head(run, layer, int(head))
+        matrix = metrics.rollout_through_head(run, layer, int(head), rolled=analysis.rollout(cur.key, run))
         title = f"Layer {layer}, head {int(head)}, rolled out to the input"
     else:
         st.markdown("**Attention flow** (Abnar & Zuidema 2020) · max-flow from (layer, token i) to input "
