@@ -149,9 +149,13 @@ class MultiHeadAttention(nn.Module):
             k = k.repeat_interleave(group, dim=1)  # (B, h, n_k, d_k)
             v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
         # Scaled after the product, as Hugging Face's eager attention does, so that both give
-        # bit-identical probabilities (scaling q first is cheaper but rounds differently); in
-        # place where shapes allow, since the (n_q, n_k) passes are what costs at long n.
-        scores = torch.matmul(q, k.transpose(-2, -1)).mul_(self.scale)  # (B, h, n_q, n_k)
+        # bit-identical probabilities (scaling q first rounds differently), unless the scale is
+        # a power of two (d_k = 64: 1/8), where scaling q first is exact and n_q / n_k times
+        # cheaper; in place where shapes allow, since the (n_q, n_k) passes are what costs.
+        if math.frexp(self.scale)[0] == 0.5:
+            scores = torch.matmul(q * self.scale, k.transpose(-2, -1))  # (B, h, n_q, n_k)
+        else:
+            scores = torch.matmul(q, k.transpose(-2, -1)).mul_(self.scale)  # (B, h, n_q, n_k)
         n_q, n_k = scores.shape[-2:]
 
         def fits(mask: torch.Tensor) -> bool:
@@ -170,7 +174,12 @@ class MultiHeadAttention(nn.Module):
         if blocked is not None:
             scores = scores.masked_fill_(blocked, float("-inf")) if fits(blocked) else \
                 scores.masked_fill(blocked, float("-inf"))
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, n_q, n_k)
+        if scores.dtype == torch.float32 and not scores.requires_grad and scores.is_contiguous():
+            # in place, as PyTorch's own MHA does: a fresh (n_q, n_k) buffer per call costs more
+            # than the softmax itself at long n (page faults); autograd needs the copy
+            probs = torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # (B, h, n_q, n_k)
+        else:
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, n_q, n_k)
         if blocked is not None or attn_mask is not None:  # a row with every key blocked is 0/0:
             probs = probs.nan_to_num(0.0)  # define it as no attention (a no-op on finite rows)
         z = torch.matmul(self.dropout(probs), v)  # (B, h, n_q, d_v)

@@ -57,6 +57,31 @@ def test_matches_torch_multihead_attention_with_padding():
     assert probs[1, :, :, 3:].abs().max() == 0  # padded keys get exactly nothing
 
 
+@pytest.mark.parametrize("d", [16, 12])  # d_k 4 (scale 1/2, q scaled first) and 3 (scores scaled)
+def test_gradients_match_torch_and_inference_matches_training_path(d):
+    torch.manual_seed(1)
+    h = 4
+    ref = nn.MultiheadAttention(d, h, batch_first=True)
+    ours = MultiHeadAttention(d, h)
+    for lin, w, b in zip((ours.w_q, ours.w_k, ours.w_v), ref.in_proj_weight.detach().chunk(3),
+                         ref.in_proj_bias.detach().chunk(3)):
+        _set(lin, w, b)
+    _set(ours.w_o, ref.out_proj.weight.detach(), ref.out_proj.bias.detach())
+    x = torch.randn(2, 6, d)
+    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, probs = ours(x_ours, is_causal=True)
+    ref_out, ref_w = ref(x_ref, x_ref, x_ref, attn_mask=nn.Transformer.generate_square_subsequent_mask(6),
+                         need_weights=True, average_attn_weights=False)
+    (out.square().sum() + probs[:, :, :, 0].sum()).backward()
+    (ref_out.square().sum() + ref_w[:, :, :, 0].sum()).backward()
+    torch.testing.assert_close(x_ours.grad, x_ref.grad, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(ours.w_q.weight.grad, ref.in_proj_weight.grad[:d], atol=1e-5, rtol=1e-4)
+    with torch.inference_mode():  # the in-place path used without autograd gives the same
+        out_inf, probs_inf = ours(x, is_causal=True)
+    torch.testing.assert_close(probs_inf, probs.detach(), atol=0, rtol=0)
+    torch.testing.assert_close(out_inf, out.detach(), atol=0, rtol=0)
+
+
 def test_causal_mask_gives_exact_zeros_and_first_row_one_hot():
     mha = MultiHeadAttention(8, 2)
     _, probs = mha(torch.randn(1, 6, 8), is_causal=True)
