@@ -56,13 +56,9 @@ def side_by_side(a, b, repeat: int, calls: int) -> tuple[float, float]:
     return best_a, best_b
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    args = parser.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, CPU")
-    print(f"| {'case':34s} | {'ours ms':>8s} | {'torch ms':>8s} | {'ours ÷ torch':>12s} |")
-    print(f"|{'-' * 36}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
+def measure(repeat: int) -> list[tuple[str, float, float]]:
+    """(case, ours seconds, torch seconds) for each case, at (8, 128) and (1, 1024)."""
+    results = []
     d_model, heads = 768, 12
     for batch, n in ((8, 128), (1, 1024)):
         ours, ref = twins(d_model, heads)
@@ -83,9 +79,20 @@ def main() -> None:
                 lambda: ours.attend(q, k, v, need_weights=False),
                 lambda: F.scaled_dot_product_attention(q, k, v))
             for name, (a, b) in cases.items():
-                t_ours, t_ref = side_by_side(a, b, args.repeat, calls)
-                label = f"B={batch} n={n}: {name}"
-                print(f"| {label:34s} | {t_ours * 1e3:8.2f} | {t_ref * 1e3:8.2f} | {t_ours / t_ref:12.2f} |")
+                t_ours, t_ref = side_by_side(a, b, repeat, calls)
+                results.append((f"B={batch} n={n}: {name}", t_ours, t_ref))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, float32, CPU")
+    print(f"| {'case':38s} | {'ours ms':>8s} | {'torch ms':>8s} | {'ours ÷ torch':>12s} |")
+    print(f"|{'-' * 40}|{'-' * 10}|{'-' * 10}|{'-' * 14}|")
+    for label, t_ours, t_ref in measure(args.repeat):
+        print(f"| {label:38s} | {t_ours * 1e3:8.2f} | {t_ref * 1e3:8.2f} | {t_ours / t_ref:12.2f} |")
 
 
 if __name__ == "__main__":

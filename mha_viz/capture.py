@@ -53,6 +53,10 @@ class AttentionRun:
     # float32 (layers, heads, n, d_v): each head's output z = A @ V before W_O; None when the
     # architecture does not expose it (the output-based metrics then say so)
     head_outputs: np.ndarray | None = None
+    # the model's layer number of each row of `attentions` (a capture of some layers only,
+    # `analyze(layers=...)`), and how many layers the model has; default: every layer
+    layer_ids: list[int] = field(default_factory=list)
+    model_layers: int = 0
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -61,6 +65,20 @@ class AttentionRun:
         self.special_mask = self.special_mask or [False] * n
         self.word_ids = self.word_ids or list(range(n))
         self.num_input_tokens = self.num_input_tokens or n
+        self.layer_ids = [int(l) for l in self.layer_ids] or list(range(self.num_layers))
+        self.model_layers = self.model_layers or self.num_layers
+        if len(self.layer_ids) != self.num_layers:
+            raise ValueError(f"{len(self.layer_ids)} layer ids for {self.num_layers} captured layers")
+
+    @property
+    def partial(self) -> bool:
+        """Whether only some of the model's layers were captured."""
+        return self.num_layers < self.model_layers
+
+    @property
+    def from_first_layer(self) -> bool:
+        """Whether the rows are the model's layers 0, 1, …, in order (what rollout and flow need)."""
+        return self.layer_ids == list(range(self.num_layers))
 
     @property
     def num_layers(self) -> int:
@@ -133,7 +151,7 @@ def token_limit(model: LoadedModel, max_tokens: int | None = None) -> int:
 
 
 def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
-            lean: bool | None = None) -> AttentionRun:
+            lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun:
     """Run `text` through `model` and capture the attention of every head.
 
     Texts longer than the model's limit (or `max_tokens`) are truncated; the run records how
@@ -142,31 +160,38 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     with fused attention and recompute each layer's probabilities into the run's array, so
     one float32 copy exists instead of two (Hugging Face's tuple and the stacked array);
     equal to eager capture within 1e-5 (tests/test_lean.py).
+    layers: capture only these layers (model layer numbers); the run's `layer_ids` says which
+    row is which layer. Holds len(layers) / num_layers of the memory of a full capture.
     """
     ids, full, tokens = _tokens(model, text, token_limit(model, max_tokens))
+    chosen = list(range(model.num_layers)) if layers is None else sorted({int(l) for l in layers})
+    if not chosen or chosen[0] < 0 or chosen[-1] >= model.num_layers:
+        raise InputError(f"Choose layers between 0 and {model.num_layers - 1} to capture.")
     if lean is None:  # measured: lean is 5-40 % slower for a full capture, but holds half the memory
-        lean = model.has_head_outputs and model.num_layers * model.num_heads * len(ids) ** 2 * 4 > LEAN_ABOVE_BYTES
+        lean = model.has_head_outputs and (
+            len(chosen) < model.num_layers
+            or len(chosen) * model.num_heads * len(ids) ** 2 * 4 > LEAN_ABOVE_BYTES)
     stacked = None
     if lean:  # fused forward, then each layer's probabilities straight into one array
         try:
             cap = model.capture(torch.tensor([ids]), lean=True)
-            stacked = np.empty((model.num_layers, model.num_heads, len(ids), len(ids)), dtype=np.float32)
-            for layer in range(model.num_layers):
-                stacked[layer] = model.recompute(cap, layer)[0].float().cpu().numpy()
+            stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)
+            for row, layer in enumerate(chosen):
+                stacked[row] = model.recompute(cap, layer)[0].float().cpu().numpy()
         except (RuntimeError, ValueError, KeyError):  # a layout lean capture cannot follow: go eager
             stacked = None
     if stacked is None:
         cap = model.capture(torch.tensor([ids]))
-        stacked = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()  # (L, H, n, n)
+        stacked = torch.stack([cap.attentions[l][0] for l in chosen]).float().cpu().numpy()  # (L, H, n, n)
     outputs = None
     if cap.head_outputs is not None:
-        outputs = torch.stack([z[0] for z in cap.head_outputs]).float().cpu().numpy()  # (L, H, n, d_v)
+        outputs = torch.stack([cap.head_outputs[l][0] for l in chosen]).float().cpu().numpy()  # (L, H, n, d_v)
     display, word_ids, raw, special = tokens
     return AttentionRun(
         tokens=display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
         raw_tokens=list(raw), special_mask=special, word_ids=word_ids, text=text,
-        num_input_tokens=full, head_outputs=outputs,
+        num_input_tokens=full, head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
     )
 
 
@@ -219,7 +244,7 @@ def overview(model: LoadedModel, text: str, *, thumb: int = 48, progress=None) -
     ids, full, (display, _, _, _) = _tokens(model, text, model.max_positions)
     progress = progress or (lambda _f, _m: None)
     progress(0.0, f"Running {model.name} on {len(ids)} tokens with fused attention…")
-    cap = model.capture(torch.tensor([ids]), lean=True)
+    cap = model.capture(torch.tensor([ids]), lean=True, head_outputs=False)
     s = min(thumb, len(ids))
     pooled = np.empty((model.num_layers, model.num_heads, s, s), dtype=np.float32)
     for layer in range(model.num_layers):

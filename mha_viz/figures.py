@@ -78,7 +78,7 @@ def _zmax(a: np.ndarray, rescale: bool) -> float:
 
 def _head_title(run: AttentionRun, layer: int, head: int) -> str:
     kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
-    return f"Layer {layer}, head {head}{kv}"
+    return f"Layer {run.layer_ids[layer]}, head {head}{kv}"  # the model's layer number of row `layer`
 
 
 def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False,
@@ -236,12 +236,16 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
     One invisible marker per head carries the hover text and makes a click select that head
     (see `grid_pick`); the payload grows with layers × heads, not with n².
     """
-    return grid_figure(detail.max_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
+    return grid_figure(detail.max_pool(run.attentions, thumb), thumb=thumb, rescale=rescale,
+                       layer_ids=run.layer_ids)
 
 
-def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, clickable: bool = True) -> go.Figure:
-    """`model_grid` from thumbnails already pooled (L, H, s, s), e.g. by `capture.overview`."""
+def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, clickable: bool = True,
+                layer_ids: list[int] | None = None) -> go.Figure:
+    """`model_grid` from thumbnails already pooled (L, H, s, s), e.g. by `capture.overview`.
+    layer_ids: the model's layer number of each row (default 0, 1, …)."""
     L, H = pooled.shape[:2]
+    names = list(range(L)) if layer_ids is None else [int(l) for l in layer_ids]
     canvas, t, gap = tile_canvas(pooled, thumb=thumb, rescale=rescale)
     centers = np.arange(max(L, H)) * (t + gap) + (t - 1) / 2
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
@@ -251,7 +255,7 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
     fig.add_trace(go.Scatter(
         x=centers[heads.ravel()], y=centers[layers.ravel()], mode="markers",
         marker=dict(symbol="square", size=cell_px - 4, color="rgba(0,0,0,0)"),
-        customdata=np.stack([layers.ravel(), heads.ravel()], axis=1),
+        customdata=np.stack([np.asarray(names)[layers.ravel()], heads.ravel()], axis=1),
         hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>"
                       + ("click to open" if clickable else "") + "</extra>",
         showlegend=False,
@@ -259,7 +263,7 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
     fig.update_layout(
         xaxis=dict(tickvals=centers[:H].tolist(), ticktext=[f"H{h}" for h in range(H)], side="top",
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
-        yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{l}" for l in range(L)],
+        yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{l}" for l in names],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
         width=50 + H * cell_px, height=40 + L * cell_px,
         margin=dict(l=40, r=10, t=30, b=10), plot_bgcolor="white", dragmode=False,

@@ -21,17 +21,26 @@ PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "
                    "vertical": "#009E73", "block": "#CC79A7"}
 
 
-def head_labels(num_layers: int, num_heads: int) -> list[str]:
-    """'L{layer}H{head}' for every head, layer-major (index = layer * H + head)."""
-    return [f"L{l}H{h}" for l in range(num_layers) for h in range(num_heads)]
+def layer_numbers(layers: int | list[int]) -> list[int]:
+    """The model's layer number of each row: `layers` is a count (every layer) or a run's
+    `layer_ids` (some layers only)."""
+    return list(range(layers)) if isinstance(layers, (int, np.integer)) else [int(l) for l in layers]
+
+
+def head_labels(layers: int | list[int], num_heads: int) -> list[str]:
+    """'L{layer}H{head}' for every head, layer-major (index = row * H + head); `layers` as in
+    `layer_numbers`."""
+    return [f"L{l}H{h}" for l in layer_numbers(layers) for h in range(num_heads)]
 
 
 def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None = None,
-                diverging: bool = False) -> go.Figure:
+                diverging: bool = False, layer_ids: list[int] | None = None) -> go.Figure:
     """A metric as a layers × heads heatmap (layer rows, head columns). One invisible marker a
-    cell, laid out layer-major, makes a click select that head (`figures.grid_pick`)."""
+    cell, laid out layer-major, makes a click select that head (`figures.grid_pick`).
+    layer_ids: the model's layer number of each row (default 0, 1, …)."""
     v = np.asarray(values, dtype=np.float64)
     L, H = v.shape
+    names = layer_numbers(L if layer_ids is None else layer_ids)
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
     finite = v[np.isfinite(v)]
     if diverging:
@@ -47,7 +56,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
     fig.add_trace(go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers",
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
-        text=[f"layer {l}, head {h}: {val:.4g} {pat}" for l, h, val, pat in
+        text=[f"layer {names[l]}, head {h}: {val:.4g} {pat}" for l, h, val, pat in
               zip(layers.ravel(), heads.ravel(), v.ravel(), np.asarray(text).ravel())],
         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
     ))
@@ -55,22 +64,23 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
         title=_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
-        yaxis=dict(title=dict(text="layer"), tickmode="linear", dtick=1, range=[L - 0.5, -0.5],
-                   showgrid=False, zeroline=False),
+        yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,
+                   range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
         width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L),
         margin=dict(l=10, r=10, t=40, b=10), dragmode=False, plot_bgcolor="white",
     )
     return fig
 
 
-def similarity_matrix(matrix: np.ndarray, num_layers: int, num_heads: int, *, title: str,
+def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: int, *, title: str,
                       order: np.ndarray | None = None, divergence: bool = False,
                       signed: bool = False) -> go.Figure:
     """The (L·H, L·H) comparison of every pair of heads. In layer order, lines mark the layer
     boundaries; with `order` (e.g. clustered) rows and columns follow it. Dark = alike: a
     divergence uses the reversed scale."""
     m = np.asarray(matrix, dtype=np.float64)
-    labels = np.array(head_labels(num_layers, num_heads))
+    labels = np.array(head_labels(layers, num_heads))
+    num_layers = len(layer_numbers(layers))
     idx = np.arange(m.shape[0]) if order is None else np.asarray(order)
     m, labels = m[np.ix_(idx, idx)], labels[idx]
     if signed:
@@ -102,12 +112,14 @@ def similarity_matrix(matrix: np.ndarray, num_layers: int, num_heads: int, *, ti
 
 
 def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
-             patterns: list[str] | None = None, title: str = "") -> go.Figure:
+             patterns: list[str] | None = None, title: str = "", layer_ids: list[int] | None = None) -> go.Figure:
     """Every head as a point of a 2-D map (e.g. MDS of a dissimilarity), coloured by layer or
-    by pattern class. Points are one trace, layer-major, so a click gives the head index."""
+    by pattern class. Points are one trace, layer-major, so a click gives the head index.
+    layer_ids: the model's layer number of each row (default 0, 1, …)."""
     xy = np.asarray(xy)
     N = xy.shape[0]
-    layers, heads = np.divmod(np.arange(N), num_heads)
+    rows, heads = np.divmod(np.arange(N), num_heads)
+    layers = np.asarray(layer_numbers(N // num_heads if layer_ids is None else layer_ids))[rows]
     kinds = [p.split(":")[0] for p in patterns] if patterns is not None else ["?"] * N
     hover = [f"layer {l}, head {h}" + (f" · {p}" if patterns is not None else "")
              for l, h, p in zip(layers, heads, patterns or kinds)]

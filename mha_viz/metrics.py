@@ -152,8 +152,8 @@ def head_table(run: AttentionRun, weights: Weights | None = None) -> pd.DataFram
     cols = _pattern_stats(run)
     cols["distance_norm"] = cols["distance"] / n
     in_segment = cols.pop("in_segment")
-    layers, heads = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
-    table = pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel()})
+    layers, heads = np.meshgrid(np.asarray(run.layer_ids), np.arange(H), indexing="ij")
+    table = pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel()})  # the model's layer numbers
     for name, values in cols.items():
         table[name] = np.asarray(values).ravel()
     table["pattern"] = [
@@ -247,7 +247,15 @@ def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | N
         raise ValueError(f"the {SIMILARITIES[kind].label} needs the model's weights (weights=model.head_weights())")
     if "outputs" in needs and run.head_outputs is None:
         raise ValueError(f"the {SIMILARITIES[kind].label} needs each head's output, which this run does not have")
-    return _SIMILARITY[kind](run, weights)
+    return _SIMILARITY[kind](run, _run_layers(run, weights))
+
+
+def _run_layers(run: AttentionRun, weights: Weights | None) -> Weights | None:
+    """The model's weights (L, …) cut to the layers the run holds (`run.layer_ids`)."""
+    if weights is None or len(weights["W_Q"]) == run.num_layers:
+        return weights
+    rows = torch.as_tensor(run.layer_ids)
+    return {k: _tensor(v)[rows] for k, v in weights.items()}
 
 
 def _pattern_cosine(run: AttentionRun, _weights=None) -> np.ndarray:
@@ -432,7 +440,7 @@ def importance(run: AttentionRun, weights: Weights) -> dict[str, np.ndarray]:
     "mean_output_norm" = ‖mean_t o_h,t‖₂, with o_h = z_h W_O[h] (W_O's bias is shared, left out)."""
     if run.head_outputs is None:
         raise ValueError("importance needs each head's output, which this run does not have")
-    chunks, mean = _head_writes(run, weights)
+    chunks, mean = _head_writes(run, _run_layers(run, weights))
     norms = torch.cat([o.norm(dim=-1) for o in chunks], dim=1)  # (N, n)
     shape = (run.num_layers, run.num_heads)
     return {"output_norm": norms.mean(1).reshape(shape).numpy(),
@@ -453,7 +461,7 @@ def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = 
     )
     if weights is None:
         return sub, None
-    w = {k: _tensor(v) for k, v in weights.items()}
+    w = {k: _tensor(v) for k, v in _run_layers(run, weights).items()}
     return sub, {"W_Q": w["W_Q"][layers, hs][None], "W_K": w["W_K"][layers, kv][None],
                  "W_V": w["W_V"][layers, kv][None], "W_O": w["W_O"][layers, hs][None]}
 
@@ -482,6 +490,10 @@ def diversity(similarity: np.ndarray) -> float:
     return float((1 - np.abs(s[off])).sum() / (h * (h - 1)))
 
 
+def _layer_list(layer_ids: list[int]) -> str:
+    return ", ".join(map(str, layer_ids))
+
+
 def rollout(run: AttentionRun) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): (layers, n, n), row i of layer l says how much
     token i at layer l draws on each input token. Â_l = rows-renormalised 0.5·mean_h A_l + 0.5·I;
@@ -499,6 +511,9 @@ def rollout(run: AttentionRun) -> np.ndarray:
 def _residual_attention(run: AttentionRun, layers: int) -> np.ndarray:
     """Â_l = rows-renormalised ½·mean_h A_l + ½·I for the first `layers` layers, float64
     (layers, n, n): the graph both rollout and flow walk."""
+    if not run.from_first_layer:
+        raise ValueError(f"rollout and flow follow every layer from the first; this run holds layers "
+                         f"{_layer_list(run.layer_ids)} only")
     A = tensor_view(run.attentions[:layers]).mean(1, dtype=torch.float64).numpy()  # (l, n, n), a new array
     A_hat = 0.5 * A + 0.5 * np.eye(run.n)
     return A_hat / A_hat.sum(-1, keepdims=True)
@@ -605,10 +620,12 @@ def mds(dissimilarity: np.ndarray, *, dim: int = 2, iterations: int = 300, seed:
 
 
 def diversity_table(similarity: np.ndarray, baseline: np.ndarray | None, num_layers: int,
-                    num_heads: int) -> pd.DataFrame:
+                    num_heads: int, layer_ids: list[int] | None = None) -> pd.DataFrame:
     """Diversity D per layer and over all heads, beside the same measure on the model at random
-    initialisation. Both matrices are similarities in [-1, 1] (see `as_similarity`)."""
-    rows = [f"layer {l}" for l in range(num_layers)] + ["all heads"]
+    initialisation. Both matrices are similarities in [-1, 1] (see `as_similarity`).
+    layer_ids: the model's layer number of each row (default 0, 1, …)."""
+    names = list(range(num_layers)) if layer_ids is None else layer_ids
+    rows = [f"layer {l}" for l in names] + ["all heads"]
     table = pd.DataFrame({"heads": rows})
     for column, sim in (("D", similarity), ("D_random_init", baseline)):
         if sim is None:

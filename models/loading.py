@@ -111,17 +111,19 @@ class LoadedModel:
         return bool(self.attention_modules)
 
     def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-                lean: bool = False) -> "Capture":
+                lean: bool = False, head_outputs: bool = True) -> "Capture":
         """Run the model once, recording every layer's probabilities and every head's output z.
 
         lean: run the model with fused attention (PyTorch's SDPA) instead, record only each
         attention layer's input (and RoPE angles), and leave `attentions` None: `recompute`
         then gives the probabilities of the layers and heads that are wanted.
+        head_outputs: False (lean only) skips recording each head's output z, which at long n
+        is as large as the recorded inputs (L × n × d_model floats).
         """
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
         if lean:
-            return self._capture_lean(input_ids, attention_mask)
+            return self._capture_lean(input_ids, attention_mask, head_outputs)
         probs: list[torch.Tensor] = []
         zs: list[torch.Tensor] = []
         keep_z = _z_recorder(zs, self.num_heads)
@@ -155,7 +157,7 @@ class LoadedModel:
         head_outputs = tuple(zs) if len(zs) == self.num_layers else None
         return Capture(out.hidden_states[-1], attentions, head_outputs, out)
 
-    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor) -> "Capture":
+    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> "Capture":
         if not self.attention_modules:
             raise ModelLoadError(f"Lean capture needs attention layers mha-viz can read; '{self.name}' has none.")
         inputs: list[LayerInput] = []
@@ -172,15 +174,18 @@ class LoadedModel:
             try:  # everything that changes the shared model is undone in `finally`, even on error
                 for module, family in self.attention_modules:
                     hooks.append(module.register_forward_pre_hook(keep_input, with_kwargs=True))
-                    hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
+                    if head_outputs:
+                        hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
                 for a in self.adapters:
                     a.need_weights = False
                 if not self.local_attention:
                     self.hf_model.set_attn_implementation("sdpa")
                 # the base model, without the LM head: SmolLM2's logits alone would be
-                # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need them
+                # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need
+                # them; nor every layer's hidden states (its last_hidden_state is the last one)
                 net = getattr(self.hf_model, "base_model", None) or self.hf_model
-                out = net(input_ids=input_ids, attention_mask=mask, output_hidden_states=True, use_cache=False)
+                out = net(input_ids=input_ids, attention_mask=mask, use_cache=False,
+                          output_hidden_states=net is self.hf_model)
             finally:
                 for h in hooks:
                     h.remove()
@@ -188,7 +193,8 @@ class LoadedModel:
                     a.need_weights = True
                 if not self.local_attention:
                     self.hf_model.set_attn_implementation("eager")
-        return Capture(out.hidden_states[-1], None, tuple(zs), out, tuple(inputs), mask)
+        last = out.last_hidden_state if net is not self.hf_model else out.hidden_states[-1]
+        return Capture(last, None, tuple(zs) if head_outputs else None, out, tuple(inputs), mask)
 
     def recompute(self, capture: "Capture", layer: int, heads: list[int] | None = None) -> torch.Tensor:
         """Probabilities (B, len(heads), n, n) of one layer from a lean capture: our MHA's

@@ -181,7 +181,9 @@ class MultiHeadAttention(nn.Module):
         else:
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, n_q, n_k)
         if blocked is not None or attn_mask is not None:  # a row with every key blocked is 0/0:
-            probs = probs.nan_to_num(0.0)  # define it as no attention (a no-op on finite rows)
+            # define it as no attention (a no-op on finite rows); in place unless autograd
+            # needs softmax's output
+            probs = probs.nan_to_num(0.0) if probs.requires_grad else probs.nan_to_num_(0.0)
         z = torch.matmul(self.dropout(probs), v)  # (B, h, n_q, d_v)
         return z, probs
 

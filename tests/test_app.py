@@ -68,11 +68,17 @@ def test_typed_sentence_gives_heatmap_of_its_tokens():
 
 def test_open_head_button_and_layer_head_selectors():
     at = _app()
-    at.number_input[0].set_value(4)
-    at.number_input[1].set_value(7)
+    at.text_area(key="text").input("Dogs chase cats on the lawn.").run()
+    at.radio(key="device").set_value("cpu").run()
+    at.selectbox(key="grid_layer").set_value(4)
+    at.number_input(key="grid_head").set_value(7)
     at.button(key="open_head").click().run()
     assert not at.exception
     assert at.title[0].value == "Head view"
+    # the switch of page keeps what the user typed and chose (Streamlit alone would drop it)
+    assert at.text_area(key="text").value == "Dogs chase cats on the lawn."
+    assert at.radio(key="device").value == "cpu"
+    assert "lawn" in _heatmap_tokens(at)
     spec = next(s for s in _charts(at) if s["data"][0]["type"] == "heatmap")
     assert spec["layout"]["title"]["text"].startswith("Layer 4, head 7")
     next(s for s in at.selectbox if s.label == "Head").set_value(2).run()

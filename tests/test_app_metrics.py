@@ -222,6 +222,31 @@ def test_capture_over_the_memory_budget_is_refused_before_computing(monkeypatch)
     assert any("first 32" in w.value for w in at.warning)
 
 
+def test_over_the_budget_some_layers_can_be_captured(monkeypatch):
+    """Over the budget, the sidebar offers as many layers as fit; the views then show the
+    model's own layer numbers, and rollout says why it needs every layer from the first."""
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")  # one MiniLM layer at 86 tokens: 12·86²·4 B = 0.34 MiB
+    at = _app()
+    at.text_area(key="text").input("The cat sat on the mat. " * 12).run()
+    assert any("Pick up to 2 layers" in e.value for e in at.error), [e.value for e in at.error]
+    picker = at.multiselect(key="capture_layers")
+    assert picker.options == [str(l) for l in range(6)] and picker.max_selections == 2
+    picker.set_value([5, 2]).run()
+    assert not at.exception and not at.error
+    assert any("layers 2, 5 of 6" in c.value for c in at.caption), [c.value for c in at.caption]
+    grid = next(c for c in _charts(at) if c["data"][0]["type"] == "image")
+    assert grid["layout"]["yaxis"]["ticktext"] == ["L2", "L5"]
+    at.selectbox(key="grid_layer").set_value(1)  # the second row: layer 5
+    at.button(key="open_head").click().run()
+    spec = next(s for s in _charts(at) if s["data"][0]["type"] == "heatmap")
+    assert spec["layout"]["title"]["text"].startswith("Layer 5, head 0")
+    at.switch_page(PAGES + "head_metrics.py").run()
+    assert not at.exception and not at.error
+    assert sorted(set(at.dataframe[0].value["layer"])) == [2, 5]
+    at.switch_page(PAGES + "across_layers.py").run()
+    assert not at.exception and any("holds layers 2, 5 of 6 only" in i.value for i in at.info)
+
+
 def test_cka_is_listed_as_unavailable_for_three_tokens():
     at = _page("similarity.py", text="a")  # [CLS] a [SEP]
     options = at.selectbox(key="sim_kind").options  # the labels shown

@@ -112,3 +112,32 @@ def test_random_baseline_is_eager_even_if_the_model_is_mid_lean_capture():
     model.hf_model.set_attn_implementation("eager")
     assert twin.hf_model.config._attn_implementation == "eager"
     assert mha_viz.analyze(twin, TEXT).attentions.shape[0] == 6
+
+
+@pytest.mark.model
+def test_some_layers_equal_those_rows_of_a_full_capture(minilm):
+    """analyze(layers=...) holds only those layers, equal to the same rows of a full capture;
+    metrics follow the model's layer numbers and weights; rollout refuses a run with gaps."""
+    from mha_viz import metrics
+
+    full = mha_viz.analyze(minilm, TEXT)
+    part = mha_viz.analyze(minilm, TEXT, layers=[4, 1, 4])
+    assert part.layer_ids == [1, 4] and part.model_layers == 6 and part.partial
+    assert part.attentions.shape == (2, 12, full.n, full.n)
+    np.testing.assert_allclose(part.attentions, full.attentions[[1, 4]], atol=1e-5)
+    np.testing.assert_allclose(part.head_outputs, full.head_outputs[[1, 4]], atol=1e-5)
+    weights = minilm.head_weights()
+    t_full, t_part = metrics.head_table(full, weights), metrics.head_table(part, weights)
+    rows = t_full[t_full.layer.isin([1, 4])].reset_index(drop=True)
+    assert t_part.layer.tolist() == rows.layer.tolist()
+    np.testing.assert_allclose(t_part.output_norm, rows.output_norm, rtol=1e-4)
+    qk_full = metrics.head_similarity(full, "qk", weights=weights)
+    idx = np.r_[12:24, 48:60]  # layers 1 and 4
+    np.testing.assert_allclose(metrics.head_similarity(part, "qk", weights=weights), qk_full[np.ix_(idx, idx)],
+                               atol=1e-5)
+    with pytest.raises(ValueError, match="layers 1, 4 only"):
+        metrics.rollout(part)
+    first = mha_viz.analyze(minilm, TEXT, layers=[0, 1, 2])
+    np.testing.assert_allclose(metrics.rollout(first), metrics.rollout(full)[:3], atol=1e-5)
+    with pytest.raises(mha_viz.InputError, match="between 0 and 5"):
+        mha_viz.analyze(minilm, TEXT, layers=[6])

@@ -53,7 +53,7 @@ def baseline_similarity(key: tuple, kind: str, _run, _model) -> np.ndarray:
     base = baseline_model(key[0], _model)
     if metrics.SIMILARITIES[kind].needs == "weights":  # no text involved: skip the forward pass
         return _frozen(metrics.head_similarity(_run, kind, weights=weights(base)))
-    base_run = mha_viz.analyze(base, _run.text, max_tokens=_run.n)
+    base_run = mha_viz.analyze(base, _run.text, max_tokens=_run.n, layers=_run.layer_ids)
     return _frozen(metrics.head_similarity(base_run, kind, weights=weights(base)))
 
 

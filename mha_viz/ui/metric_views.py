@@ -69,7 +69,8 @@ def metrics_view() -> None:
     _explain(metrics.METRICS[choice])
     values = table[choice].to_numpy().reshape(run.num_layers, run.num_heads)
     patterns = table["pattern"].to_numpy().reshape(run.num_layers, run.num_heads)
-    fig = metric_figures.metric_grid(values, title=f"{metrics.METRICS[choice].label}, every head", patterns=patterns)
+    fig = metric_figures.metric_grid(values, title=f"{metrics.METRICS[choice].label}, every head", patterns=patterns,
+                                     layer_ids=run.layer_ids)
     st.plotly_chart(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
                     selection_mode="points", config={"displayModeBar": False}, width="content")
     st.caption("Click a cell to open that head in the head view.")
@@ -134,10 +135,10 @@ def similarity_view() -> None:
     dis = metrics.as_dissimilarity(sim, kind)
     order = analysis.cluster_order(cur.key, kind, dis) if order_by == "clustered" else None
     st.plotly_chart(metric_figures.similarity_matrix(
-        sim, run.num_layers, run.num_heads, order=order, divergence=kind == "js",
+        sim, run.layer_ids, run.num_heads, order=order, divergence=kind == "js",
         signed=kind in ("qk", "ov", "residual"),
         title=f"{measure.label}, {run.num_layers * run.num_heads} heads ({order_by})"), key="sim_matrix")
-    labels = metric_figures.head_labels(run.num_layers, run.num_heads)
+    labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
     csv = "head," + ",".join(labels) + "\n" + "\n".join(
         labels[i] + "," + ",".join(f"{x:.6g}" for x in row) for i, row in enumerate(sim))
     st.download_button("Download this matrix (CSV)", csv.encode(), key="dl_sim",
@@ -149,7 +150,7 @@ def similarity_view() -> None:
     table = analysis.head_table(cur.key, run, model)
     xy = analysis.head_map(cur.key, kind, dis)
     st.plotly_chart(metric_figures.head_map(xy, run.num_heads, color_by=color_by,
-                                            patterns=table["pattern"].tolist(),
+                                            patterns=table["pattern"].tolist(), layer_ids=run.layer_ids,
                                             title=f"Heads placed by {measure.label}, coloured by {color_by}"),
                     key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
                     selection_mode="points", config={"displayModeBar": False}, width="content")
@@ -164,7 +165,8 @@ def similarity_view() -> None:
         base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model), kind)
     else:
         base = None
-    div = metrics.diversity_table(metrics.as_similarity(sim, kind), base, run.num_layers, run.num_heads)
+    div = metrics.diversity_table(metrics.as_similarity(sim, kind), base, run.num_layers, run.num_heads,
+                                  layer_ids=run.layer_ids)
     st.plotly_chart(metric_figures.diversity_figure(div), key="div_chart")
     st.dataframe(div, hide_index=True, key="div_table")
 
@@ -174,7 +176,7 @@ def compare_view() -> None:
     if cur is None:
         return
     run, model = cur.run, cur.model
-    labels = metric_figures.head_labels(run.num_layers, run.num_heads)
+    labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
     default = [labels[0], labels[-1]]
     st.session_state["compare_heads"] = [h for h in st.session_state.get("compare_heads", default) if h in labels] \
         or default
@@ -209,6 +211,12 @@ def layers_view() -> None:
     if cur is None:
         return
     run = cur.run
+    if not run.from_first_layer:
+        st.info(f"Rollout and flow follow every layer from the first; this capture holds layers "
+                f"{', '.join(map(str, run.layer_ids))} of {run.model_layers} only. Capture from layer 0 "
+                "(fewer tokens, or layers 0 to k under *Layers to capture* in the sidebar) to see them.",
+                icon="ℹ️")
+        return
     method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key="layers_method",
                       horizontal=True)
     layer = st.slider("Up to layer", 0, run.num_layers - 1, value=run.num_layers - 1, key="layers_layer") \

@@ -62,8 +62,8 @@ def model_cache() -> ModelCache:
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _analyze(key: tuple, text: str, cap: int, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
-    run = mha_viz.analyze(_model, text, max_tokens=cap)
+def _analyze(key: tuple, text: str, cap: int, layers: tuple | None, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
+    run = mha_viz.analyze(_model, text, max_tokens=cap, layers=None if layers is None else list(layers))
     run.attentions.setflags(write=False)
     if run.head_outputs is not None:
         run.head_outputs.setflags(write=False)
@@ -108,8 +108,25 @@ def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
     return model
 
 
+# The sidebar's inputs, copied to a plain key after every run: Streamlit drops a widget's value
+# when a run ends early (st.switch_page from a view), which would reset the text and model.
+KEPT_INPUTS = ("model_choice", "model_other", "device", "local_attention", "example", "text",
+               "token_limit", "capture_layers")
+
+
 def sidebar() -> Current:
     """Draw the sidebar and compute (or fetch) the run for its inputs."""
+    kept = st.session_state.get("_kept_inputs", {})
+    for key, value in kept.items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+    try:
+        return _sidebar()
+    finally:
+        st.session_state["_kept_inputs"] = {k: st.session_state[k] for k in KEPT_INPUTS if k in st.session_state}
+
+
+def _sidebar() -> Current:
     st.session_state.setdefault("text", DEFAULT_TEXT)
     bundled = list(mha_viz.BUNDLED)
     options = bundled + list(mha_viz.HUB_SUGGESTIONS) + [OTHER]
@@ -147,8 +164,8 @@ def sidebar() -> Current:
         model_key = (model.name, model.source, str(model.device), local)
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = token_cap()
-        _check_cost(model, text, cap)
-        run = _analyze(model_key, text, cap, model)
+        layers = _layers_to_capture(model, text, cap)
+        run = _analyze(model_key, text, cap, layers, model)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         cur.error = str(exc)
         return _with_last_good(cur)
@@ -156,7 +173,7 @@ def sidebar() -> Current:
         log.exception("analysis failed")
         cur.error = f"The analysis failed: {type(exc).__name__}: {str(exc)[:300]}"
         return _with_last_good(cur)
-    cur.run, cur.model, cur.key = run, model, (model_key, text, cap)
+    cur.run, cur.model, cur.key = run, model, (model_key, text, cap, layers)
     st.session_state["_last_good"] = (run, model, cur.key)
     return cur
 
@@ -169,17 +186,36 @@ def size_text(nbytes: float) -> str:
     return f"{nbytes:.0f} B"
 
 
-def _check_cost(model: mha_viz.LoadedModel, text: str, cap: int) -> None:
-    """Refuse, before computing it, a capture that would hold more than the budget."""
+def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple | None:
+    """None (every layer) when a full capture fits the budget. Otherwise, before computing
+    anything, the layers the user picked under *Layers to capture* (drawn in the sidebar only
+    then, at most as many as fit); with none picked, an InputError that says what a full capture
+    would cost and what fits."""
     n = min(len(model.tokenizer(text, add_special_tokens=True)["input_ids"]), cap, model.max_positions)
-    cost = model.num_layers * model.num_heads * n * n * 4
-    if cost > capture_budget():
+    per_layer = model.num_heads * n * n * 4
+    cost, budget = model.num_layers * per_layer, capture_budget()
+    if cost <= budget:
+        return None
+    fit = min(budget // per_layer, model.num_layers - 1)
+    full = (f"Capturing every head of {model.name} at {n} tokens would hold {size_text(cost)} of attention "
+            f"(the limit here is {size_text(budget)}, MHA_VIZ_MAX_CAPTURE_MB).")
+    if fit < 1:
         raise mha_viz.InputError(
-            f"Capturing every head of {model.name} at {n} tokens would hold {size_text(cost)} of "
-            f"attention (the limit here is {size_text(capture_budget())}, MHA_VIZ_MAX_CAPTURE_MB). "
-            "Lower the token limit in the sidebar; the Model view's whole-text overview shows every "
-            "head of a long text one head at a time."
-        )
+            full + " Even one layer does not fit: lower the token limit in the sidebar; the Model "
+            "view's whole-text overview shows every head of a long text one head at a time.")
+    kept = [l for l in st.session_state.get("capture_layers", []) if isinstance(l, int) and 0 <= l < model.num_layers]
+    st.session_state["capture_layers"] = kept[:fit]
+    with st.sidebar:
+        chosen = st.multiselect(
+            "Layers to capture", list(range(model.num_layers)), key="capture_layers", max_selections=fit,
+            help=f"At {n} tokens one layer's heads hold {size_text(per_layer)}: up to {fit} of the "
+                 f"{model.num_layers} layers fit. The model still runs every layer.")
+    if not chosen:
+        raise mha_viz.InputError(
+            full + f" Pick up to {fit} layers under *Layers to capture* in the sidebar ({size_text(per_layer)} "
+            "each), or lower the token limit; the Model view's whole-text overview shows every head "
+            "one head at a time.")
+    return tuple(sorted(chosen))
 
 
 def _with_last_good(cur: Current) -> Current:

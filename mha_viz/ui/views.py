@@ -57,7 +57,9 @@ def model_view() -> None:
     if cur is None:
         return
     run = cur.run
-    st.caption(f"{run.model_name}: {run.num_layers} layers × {run.num_heads} heads, {run.n} tokens. "
+    layers = (f"layers {', '.join(map(str, run.layer_ids))} of {run.model_layers}" if run.partial
+              else f"{run.num_layers} layers")
+    st.caption(f"{run.model_name}: {layers} × {run.num_heads} heads, {run.n} tokens. "
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key="grid_rescale")
@@ -67,7 +69,8 @@ def model_view() -> None:
     cols = st.columns([1, 1, 2])
     for key, top in (("grid_layer", run.num_layers - 1), ("grid_head", run.num_heads - 1)):
         st.session_state[key] = min(int(st.session_state.get(key, 0)), top)
-    cols[0].number_input("Layer", 0, run.num_layers - 1, key="grid_layer")
+    cols[0].selectbox("Layer", list(range(run.num_layers)), key="grid_layer",
+                      format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
     cols[1].number_input("Head", 0, run.num_heads - 1, key="grid_head")
     cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: open_head(
         int(st.session_state["grid_layer"]), int(st.session_state["grid_head"])))
@@ -124,7 +127,8 @@ def head_view() -> None:
     run = cur.run
     st.session_state.pop("_goto_head", None)
     cols = st.columns([2, 2, 3])
-    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state["sel_layer"])
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state["sel_layer"],
+                              format_func=lambda row: str(run.layer_ids[row]))
     head = cols[1].selectbox("Head", list(range(run.num_heads)), index=st.session_state["sel_head"])
     st.session_state["sel_layer"], st.session_state["sel_head"] = layer, head
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale",
