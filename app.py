@@ -27,5 +27,5 @@ try:
     page.run()
 except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
     logging.getLogger("mha_viz.ui").exception("view failed")
-    st.error(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). "
-             "Your text and choices are kept: try another input or view.")
+    st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
+             + "Your text and choices are kept: try another input or view.")

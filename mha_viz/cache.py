@@ -16,8 +16,10 @@ Key = tuple[str, str, bool]
 
 
 class ModelCache:
-    def __init__(self, loader: Callable[..., LoadedModel] = models.load, max_models: int = 3) -> None:
+    def __init__(self, loader: Callable[..., LoadedModel] = models.load, max_models: int = 3,
+                 allow_pickle: bool = False) -> None:
         self._loader = loader
+        self._allow_pickle = allow_pickle
         self._max = max_models
         self._models: dict[Key, LoadedModel] = {}
         self._locks: dict[Key, threading.Lock] = {}
@@ -39,7 +41,8 @@ class ModelCache:
         with lock:
             if key in self._models:  # loaded by another session while this one waited
                 return self._models[key]
-            model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress)
+            model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress,
+                                 allow_pickle=self._allow_pickle)
             with self._guard:
                 self._models[key] = model
                 while len(self._models) > self._max:  # free the least recently used model

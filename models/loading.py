@@ -347,7 +347,7 @@ def _gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
     return target
 
 
-def _resolve(spec: str, progress: Progress) -> tuple[str, str]:
+def _resolve(spec: str, progress: Progress, allow_pickle: bool = False) -> tuple[str, str]:
     """Return (what from_pretrained reads, a name to show)."""
     spec = spec.strip()
     if not spec:
@@ -375,6 +375,14 @@ def _resolve(spec: str, progress: Progress) -> tuple[str, str]:
             raise ModelLoadError(
                 f"The folder '{folder}' has a config.json but no weights (model.safetensors or "
                 "pytorch_model.bin). Copy the weights next to config.json."
+            )
+        safe = any((folder / f).exists() for f in _WEIGHT_FILES if "safetensors" in f)
+        if not safe and not allow_pickle:
+            raise ModelLoadError(
+                f"The folder '{folder}' has only pickled weights (pytorch_model.bin), which can run "
+                "code when they are read. mha-viz reads safetensors or GGUF: convert them with "
+                "save_pretrained(..., safe_serialization=True), or, on your own machine only, set "
+                "MHA_VIZ_ALLOW_PICKLE=1."
             )
         return str(folder), name
     if ggufs:
@@ -428,14 +436,17 @@ def load(
     local_attention: bool = False,
     *,
     progress: Progress | None = None,
+    allow_pickle: bool = False,
 ) -> LoadedModel:
-    """Load `spec` (a name in BUNDLED, a hub id or a folder) for capture; see module doc."""
+    """Load `spec` (a name in BUNDLED, a hub id or a folder) for capture; see module doc.
+    Weights are read from safetensors (or GGUF) only, unless `allow_pickle`; code that comes
+    with a model is never run."""
     progress = progress or (lambda _f, _m: None)
     from transformers import AutoConfig, AutoTokenizer
 
     dev = resolve_device(device)
     progress(0.0, f"Finding '{spec}'…")
-    source, name = _resolve(spec, progress)
+    source, name = _resolve(spec, progress, allow_pickle)
     is_local = Path(source).is_dir()
     try:
         config = AutoConfig.from_pretrained(source)
@@ -452,6 +463,7 @@ def load(
     try:
         model = _model_class(config, causal).from_pretrained(
             source, attn_implementation="eager", dtype=torch.float32,
+            use_safetensors=None if allow_pickle else True,
         )
         tokenizer = AutoTokenizer.from_pretrained(source)
     except OSError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +43,11 @@ def _decode(obj):
 def _charts(at):
     """The plotly figures on the page, as dicts with arrays decoded."""
     return [_decode(json.loads(c.proto.spec)) for c in at.get("plotly_chart")]
+
+
+def shown(markdown: str) -> str:
+    """What a message written with `state.plain` reads as on screen (escapes removed)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
 
 
 def _heatmap_tokens(at) -> list[str]:
@@ -129,6 +135,8 @@ def test_hostile_or_odd_text_is_shown_as_text(text):
     ("someone/no-such-model-xyz", "cannot be reached"),
     ("<empty folder>", "holds no model"),
     ("http://127.0.0.1:1/x", "neither a folder"),
+    ("[x](javascript:alert(1))", "neither a folder"),
+    ("![i](http://127.0.0.1:1/i.png) $x$ :red[y] <b>z</b>", "neither a folder"),
 ])
 def test_bad_model_gives_error_and_keeps_text_and_last_result(spec, needle, tmp_path):
     if spec == "<empty folder>":  # a real folder that exists wherever the tests run
@@ -139,7 +147,10 @@ def test_bad_model_gives_error_and_keeps_text_and_last_result(spec, needle, tmp_
     at.selectbox(key="model_choice").set_value("Other: hub id or folder…").run()
     at.text_input(key="model_other").input(spec).run()
     assert not at.exception
-    assert any(needle in e.value for e in at.error), [e.value for e in at.error]
+    assert any(needle in shown(e.value) for e in at.error), [e.value for e in at.error]
+    # the message quotes the id as typed: every Markdown / HTML character escaped
+    assert any(spec[:60] in shown(e.value) and spec[:60] not in e.value for e in at.error) or \
+        spec.startswith(("someone", "/"))
     assert at.text_area(key="text").value == "My own sentence."
     assert any("last successful result" in c.value for c in at.caption)
     assert _charts(at)  # the last good overview is still drawn

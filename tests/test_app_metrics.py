@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz import metrics
-from test_app import _app, _charts
+from test_app import _app, _charts, shown
 
 pytestmark = pytest.mark.model
 PAGES = "mha_viz/ui/pages/"
@@ -214,7 +214,7 @@ def test_capture_over_the_memory_budget_is_refused_before_computing(monkeypatch)
     text = "The cat sat on the mat. " * 12
     at = _app()
     at.text_area(key="text").input(text).run()
-    assert any("at 86 tokens would hold 2.0 MiB" in e.value for e in at.error), [e.value for e in at.error]
+    assert any("at 86 tokens would hold 2.0 MiB" in shown(e.value) for e in at.error), [e.value for e in at.error]
     assert at.text_area(key="text").value == text
     assert at.button(key="whole_overview")  # offered for the refused text
     at.number_input(key="token_limit").set_value(32).run()

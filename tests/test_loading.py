@@ -96,7 +96,7 @@ def test_auto_device_picks_cpu_without_cuda():
 def test_model_cache_loads_each_model_once_under_concurrency():
     calls = []
 
-    def slow_loader(spec, device, local_attention, progress=None):
+    def slow_loader(spec, device, local_attention, progress=None, allow_pickle=False):
         calls.append(spec)
         time.sleep(0.1)
         return object()

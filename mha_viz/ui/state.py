@@ -9,12 +9,13 @@ available to the views.
 from __future__ import annotations
 
 import logging
-import os
+import re
 from dataclasses import dataclass
 
 import streamlit as st
 
 import mha_viz
+from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
 
 log = logging.getLogger("mha_viz.ui")
@@ -31,39 +32,72 @@ OTHER = "Other: hub id or folder…"
 DEVICES = ("auto", "cpu", "cuda")
 
 
-def _env_int(name: str, default: int, low: int) -> int:
-    try:
-        return max(low, int(os.environ.get(name, str(default))))
-    except ValueError:
-        return default
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=])")
+
+
+def plain(text: object) -> str:
+    """`text` shown as typed in Streamlit's Markdown (messages, captions, tables): every
+    Markdown, LaTeX ($), directive (:) and HTML character escaped, so that a model id, folder or
+    error that quotes user input cannot become a link, an image, a formula or markup."""
+    return _MARKDOWN.sub(r"\\\1", str(text))
+
+
+def settings() -> deploy.Settings:
+    """The deployment settings (environment variables; see `mha_viz.settings`)."""
+    return deploy.from_env()
 
 
 def max_tokens() -> int:
     """Default cap on tokens per analysis (the model's own limit applies too): MHA_VIZ_MAX_TOKENS;
-    the sidebar's *Token limit* changes it per session."""
-    return _env_int("MHA_VIZ_MAX_TOKENS", 512, 2)
+    the sidebar's *Token limit* changes it per session (in public mode, only downwards)."""
+    return settings().max_tokens
 
 
 def capture_budget() -> int:
     """Most bytes of float32 probabilities one analysis may hold: MHA_VIZ_MAX_CAPTURE_MB (4096)."""
-    return _env_int("MHA_VIZ_MAX_CAPTURE_MB", 4096, 1) * 2**20
+    return settings().max_capture_mb * 2**20
 
 
 def token_cap() -> int:
     """This session's cap: the sidebar's *Token limit*, or the default before it is drawn."""
-    return int(st.session_state.get("token_limit") or max_tokens())
+    cap = int(st.session_state.get("token_limit") or max_tokens())
+    return min(cap, max_tokens()) if settings().public else cap
 
 
 @st.cache_resource(show_spinner=False)
 def model_cache() -> ModelCache:
-    return ModelCache()
+    return ModelCache(allow_pickle=settings().allow_pickle)
+
+
+@st.cache_resource(show_spinner=False)
+def slots() -> deploy.Slots:
+    """The analyses running at once, shared by every session of this server."""
+    return deploy.Slots(settings().max_concurrent)
+
+
+def one_at_a_time(compute):
+    """compute() inside a slot of `slots()`; while the server is full, a notice says so and the
+    request waits its turn. compute may raise deploy.Busy itself (a cached function holding
+    the slot inside, so that cache hits need none)."""
+    notice = st.empty()
+    try:
+        while True:
+            try:
+                return compute()
+            except deploy.Busy:
+                notice.info(f"The server is busy: {slots().running} analyses are running (at most "
+                            f"{slots().limit} at once). Yours starts as soon as one finishes.", icon="⏳")
+                slots().wait()
+    finally:
+        notice.empty()
 
 
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _analyze(key: tuple, text: str, cap: int, layers: tuple | None, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
-    run = mha_viz.analyze(_model, text, max_tokens=cap, layers=None if layers is None else list(layers))
+    with slots().hold():  # raises Busy when the server is full: nothing is cached, the caller waits
+        run = mha_viz.analyze(_model, text, max_tokens=cap, layers=None if layers is None else list(layers))
     run.attentions.setflags(write=False)
     if run.head_outputs is not None:
         run.head_outputs.setflags(write=False)
@@ -94,18 +128,23 @@ def _on_example() -> None:
 
 
 def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
+    if not settings().allows(spec):
+        raise mha_viz.ModelLoadError(f"This server offers only these models: {', '.join(settings().models)}.")
     cache = model_cache()
     if (spec.strip(), device, local) in cache:
         return cache.get(spec, device, local)
-    with st.status(f"Loading {spec}…", expanded=False) as status:
-        bar = st.progress(0.0)
 
-        def progress(fraction: float, message: str) -> None:
-            bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+    def load() -> mha_viz.LoadedModel:
+        with slots().hold(), st.status(f"Loading {spec}…", expanded=False) as status:
+            bar = st.progress(0.0)
 
-        model = cache.get(spec, device, local, progress=progress)
-        status.update(label=f"{model.name} loaded", state="complete")
-    return model
+            def progress(fraction: float, message: str) -> None:
+                bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+
+            model = cache.get(spec, device, local, progress=progress)
+            status.update(label=f"{model.name} loaded", state="complete")
+        return model
+    return one_at_a_time(load)
 
 
 # The sidebar's inputs, copied to a plain key after every run: Streamlit drops a widget's value
@@ -128,8 +167,14 @@ def sidebar() -> Current:
 
 def _sidebar() -> Current:
     st.session_state.setdefault("text", DEFAULT_TEXT)
-    bundled = list(mha_viz.BUNDLED)
-    options = bundled + list(mha_viz.HUB_SUGGESTIONS) + [OTHER]
+    conf = settings()
+    options = list(mha_viz.BUNDLED) + list(mha_viz.HUB_SUGGESTIONS)
+    if conf.models:  # an allow-list: only those, and no free-form id or folder
+        options = [m for m in options if m in conf.models] + [m for m in conf.models if m not in options]
+    else:
+        options.append(OTHER)
+    if st.session_state.get("model_choice") not in options:
+        st.session_state.pop("model_choice", None)
     titles = {k: m.title for k, m in mha_viz.BUNDLED.items()}
     titles.update({k: f"{k} (Hugging Face Hub, needs internet once)" for k in mha_viz.HUB_SUGGESTIONS})
     with st.sidebar:
@@ -147,8 +192,9 @@ def _sidebar() -> Current:
         st.header("Text")
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_on_example)
         text = st.text_area("Sentence", key="text", height=120)
-        st.session_state.setdefault("token_limit", max_tokens())
-        st.number_input("Token limit", min_value=2, max_value=32768, step=128, key="token_limit",
+        top = max_tokens() if conf.public else 32768
+        st.session_state["token_limit"] = min(int(st.session_state.get("token_limit") or max_tokens()), top)
+        st.number_input("Token limit", min_value=2, max_value=top, step=128, key="token_limit",
                         help="Longer texts are cut to this many tokens (and to the model's own "
                              "limit). Every head's attention is held in memory: layers × heads × "
                              "n² × 4 bytes.")
@@ -165,7 +211,7 @@ def _sidebar() -> Current:
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = token_cap()
         layers = _layers_to_capture(model, text, cap)
-        run = _analyze(model_key, text, cap, layers, model)
+        run = one_at_a_time(lambda: _analyze(model_key, text, cap, layers, model))
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         cur.error = str(exc)
         return _with_last_good(cur)
@@ -188,7 +234,7 @@ def size_text(nbytes: float) -> str:
 
 def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple | None:
     """None (every layer) when a full capture fits the budget. Otherwise, before computing
-    anything, the layers the user picked under *Layers to capture* (drawn in the sidebar only
+    anything, the layers the user picked under "Layers to capture" (drawn in the sidebar only
     then, at most as many as fit); with none picked, an InputError that says what a full capture
     would cost and what fits."""
     n = min(len(model.tokenizer(text, add_special_tokens=True)["input_ids"]), cap, model.max_positions)
@@ -212,7 +258,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
                  f"{model.num_layers} layers fit. The model still runs every layer.")
     if not chosen:
         raise mha_viz.InputError(
-            full + f" Pick up to {fit} layers under *Layers to capture* in the sidebar ({size_text(per_layer)} "
+            full + f" Pick up to {fit} layers under “Layers to capture” in the sidebar ({size_text(per_layer)} "
             "each), or lower the token limit; the Model view's whole-text overview shows every head "
             "one head at a time.")
     return tuple(sorted(chosen))
@@ -229,13 +275,13 @@ def _with_last_good(cur: Current) -> Current:
 def show_status(cur: Current) -> bool:
     """Messages above a view; returns whether there is a run to draw."""
     if cur.error:
-        st.error(cur.error, icon="⚠️")
+        st.error(plain(cur.error), icon="⚠️")
     if cur.notice:
         st.info(cur.notice, icon="✍️")
     if cur.run is None:
         return False
     if cur.stale:
-        st.caption(f"Showing the last successful result ({cur.run.model_name}).")
+        st.caption(f"Showing the last successful result ({plain(cur.run.model_name)}).")
     run = cur.run
     if run.truncated:
         limit = min(cur.model.max_positions, token_cap()) if cur.model else run.n

@@ -59,7 +59,7 @@ def model_view() -> None:
     run = cur.run
     layers = (f"layers {', '.join(map(str, run.layer_ids))} of {run.model_layers}" if run.partial
               else f"{run.num_layers} layers")
-    st.caption(f"{run.model_name}: {layers} × {run.num_heads} heads, {run.n} tokens. "
+    st.caption(f"{state.plain(run.model_name)}: {layers} × {run.num_heads} heads, {run.n} tokens. "
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key="grid_rescale")
@@ -103,10 +103,13 @@ def _whole_text_overview(cur) -> None:
         slot.empty()  # the button goes once it has done its work
         bar = st.progress(0.0)
         try:
-            ov = mha_viz.overview(model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
+            def compute():
+                with state.slots().hold():  # counts as an analysis for the server's limit
+                    return mha_viz.overview(model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
+            ov = state.one_at_a_time(compute)
         except Exception as exc:  # noqa: BLE001 - a message, and the rest of the page stays
             log.exception("whole-text overview failed")
-            st.error(f"The overview could not be computed ({type(exc).__name__}: {str(exc)[:200]}).")
+            st.error(state.plain(f"The overview could not be computed ({type(exc).__name__}: {str(exc)[:200]})."))
             return
         bar.empty()
         store.clear()  # one at a time: each holds layers × heads thumbnails only, but texts add up
@@ -186,7 +189,7 @@ def facts_view() -> None:
         return
     m = cur.model
     rows = {
-        "model": m.name,
+        "model": state.plain(m.name),
         "architecture": f"{m.family} ({'causal decoder' if m.is_causal else 'bidirectional encoder'})",
         "layers": m.num_layers,
         "attention heads per layer": m.num_heads,
@@ -199,6 +202,6 @@ def facts_view() -> None:
         "max positions": m.max_positions,
         "device": str(m.device),
         "attention implementation": m.implementation,
-        "loaded from": m.source,
+        "loaded from": state.plain(m.source),
     }
     st.table({"fact": list(rows), "value": [str(v) for v in rows.values()]})

@@ -1,0 +1,109 @@
+"""Deployment settings, read from environment variables (documented in the README).
+
+Local use needs none of them. A public server sets MHA_VIZ_PUBLIC=1, which closes the model
+picker to an allow-list and caps what one request may cost:
+
+- MHA_VIZ_PUBLIC: 1 = public mode (default 0).
+- MHA_VIZ_MODELS: comma-separated models offered (bundled names or hub ids). Public mode
+  offers only these (default: the bundled models) and no free-form hub id or folder.
+- MHA_VIZ_MAX_TOKENS: default token limit (512); in public mode also the most a user may set.
+- MHA_VIZ_MAX_CAPTURE_MB: most MiB of probabilities one analysis may hold (4096).
+- MHA_VIZ_MAX_CONCURRENT: analyses (model loads and captures) running at once; others wait
+  with a notice (default 2 in public mode, unlimited otherwise).
+- MHA_VIZ_ALLOW_PICKLE: 1 = also load pickled `.bin` weights from a folder (local use only,
+  ignored in public mode); by default only safetensors and GGUF are read.
+
+Rules that no setting changes: models are never loaded with remote code, and user text never
+reaches raw HTML.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from models import BUNDLED
+
+UNLIMITED = 0
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _int(name: str, default: int, low: int) -> int:
+    try:
+        return max(low, int(os.environ.get(name, str(default))))
+    except ValueError:
+        return default
+
+
+@dataclass(frozen=True)
+class Settings:
+    public: bool = False
+    models: tuple[str, ...] = ()  # empty: any model (local use)
+    max_tokens: int = 512
+    max_capture_mb: int = 4096
+    max_concurrent: int = UNLIMITED
+    allow_pickle: bool = False
+
+    def allows(self, spec: str) -> bool:
+        """Whether `spec` (a bundled name, hub id or folder) may be loaded."""
+        return not self.models or spec.strip() in self.models
+
+    @property
+    def free_form_models(self) -> bool:
+        """Whether users may type a hub id or a folder."""
+        return not self.public
+
+
+def from_env() -> Settings:
+    public = _flag("MHA_VIZ_PUBLIC")
+    listed = tuple(m.strip() for m in os.environ.get("MHA_VIZ_MODELS", "").split(",") if m.strip())
+    if public and not listed:
+        listed = tuple(BUNDLED)
+    return Settings(
+        public=public,
+        models=listed,
+        max_tokens=_int("MHA_VIZ_MAX_TOKENS", 512, 2),
+        max_capture_mb=_int("MHA_VIZ_MAX_CAPTURE_MB", 4096, 1),
+        max_concurrent=_int("MHA_VIZ_MAX_CONCURRENT", 2 if public else UNLIMITED, 0),
+        allow_pickle=_flag("MHA_VIZ_ALLOW_PICKLE") and not public,
+    )
+
+
+class Busy(Exception):
+    """Every slot is taken; `Slots.wait` returns when one may be free."""
+
+
+class Slots:
+    """At most `limit` heavy computations at once across all sessions (0: no limit).
+
+    `hold()` takes a slot or raises Busy at once, so that a caller can show a notice and
+    `wait()` before trying again; `running` says how many are in progress.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.running = 0
+        self._cond = threading.Condition()
+
+    @contextmanager
+    def hold(self):
+        with self._cond:
+            if self.limit and self.running >= self.limit:
+                raise Busy(f"{self.running} analyses are running (at most {self.limit} at once)")
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.running -= 1
+                self._cond.notify_all()
+
+    def wait(self, timeout: float = 1.0) -> None:
+        """Block until a slot is free (or `timeout` seconds)."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self.limit or self.running < self.limit, timeout=timeout)
