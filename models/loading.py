@@ -458,6 +458,11 @@ def load(
             "Its architecture may be unknown to the installed transformers; mha-viz never runs "
             "code downloaded with a model."
         ) from exc
+    if not all(getattr(config, a, None) for a in ("num_attention_heads", "num_hidden_layers", "hidden_size")):
+        raise ModelLoadError(
+            f"'{spec}' is a {config.model_type} model without self-attention heads that mha-viz can "
+            "capture (it needs a transformer with layers of attention heads). Try another model."
+        )
     causal = _is_causal(config)
     progress(0.4, f"Loading the weights of '{name}'…")
     try:
@@ -473,6 +478,11 @@ def load(
     except (ValueError, KeyError, RuntimeError) as exc:
         raise ModelLoadError(
             f"'{spec}' cannot be loaded for attention capture: {str(exc).splitlines()[0][:300]}"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - e.g. safetensors' own error for a damaged file
+        raise ModelLoadError(
+            f"Cannot load the weights in '{spec}': the file may be incomplete or damaged "
+            f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]})."
         ) from exc
     if tokenizer.pad_token is None:  # decoders often have none; padding is only for batches
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token

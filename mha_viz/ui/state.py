@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 
 import streamlit as st
+import torch
 
 import mha_viz
 from mha_viz import settings as deploy
@@ -32,7 +33,7 @@ OTHER = "Other: hub id or folder…"
 DEVICES = ("auto", "cpu", "cuda")
 
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=])")
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=&])")  # &: "&amp;" would show as "&"
 
 
 def plain(text: object) -> str:
@@ -214,6 +215,11 @@ def _sidebar() -> Current:
         run = one_at_a_time(lambda: _analyze(model_key, text, cap, layers, model))
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         cur.error = str(exc)
+        return _with_last_good(cur)
+    except (MemoryError, torch.OutOfMemoryError):
+        log.exception("out of memory")
+        cur.error = ("This input needs more memory than this machine has free. Lower the token limit "
+                     "in the sidebar, capture fewer layers, or pick a smaller model.")
         return _with_last_good(cur)
     except Exception as exc:  # noqa: BLE001 - shown as a message; the traceback goes to the log
         log.exception("analysis failed")
