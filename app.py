@@ -10,6 +10,13 @@ import streamlit as st
 
 from mha_viz.ui import state
 
+_log = logging.getLogger("mha_viz")
+if not _log.handlers:  # once per server: model loads and failures go to the server's log
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    _log.addHandler(_handler)
+    _log.setLevel(logging.INFO)
+
 st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
 
 pages = [

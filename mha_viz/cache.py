@@ -6,13 +6,16 @@ requests for the same model wait for the first load instead of loading it again.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from typing import Callable
 
 import models
 from models import LoadedModel
 
 Key = tuple[str, str, bool]
+log = logging.getLogger("mha_viz.cache")
 
 
 class ModelCache:
@@ -41,8 +44,11 @@ class ModelCache:
         with lock:
             if key in self._models:  # loaded by another session while this one waited
                 return self._models[key]
+            start = time.perf_counter()
             model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress,
                                  allow_pickle=self._allow_pickle)
+            log.info("model loaded: %s (device %s, our MHA %s) in %.1f s", key[0], device, key[2],
+                     time.perf_counter() - start)
             with self._guard:
                 self._models[key] = model
                 while len(self._models) > self._max:  # free the least recently used model

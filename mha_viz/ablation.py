@@ -1,0 +1,229 @@
+"""Which heads matter: switch heads off and measure what changes (spec section 3).
+
+Public API::
+
+    from mha_viz import ablation
+    imp = ablation.head_importance(model, text)     # numpy (layers, heads), each layer's row L2-normalised
+    loss = ablation.masked_loss(model, text, keep)  # float; keep: bool (layers, heads), False = masked
+
+The loss depends on what the model has (`loss_kind`):
+
+- "next-token" (a decoder with a language-model head): mean cross-entropy of predicting each
+  token from the ones before it.
+- "masked-LM" (an encoder with an LM head): every MASK_EVERY-th word piece (the 3rd, 9th, 15th…
+  non-special token; the middle one when the text has fewer than 3) is replaced by the mask
+  token, and the loss is the mean cross-entropy of predicting the original pieces there. The
+  masking is fixed, so that every head set is scored on the same task.
+- "embedding" (an encoder without an LM head, such as minilm): 1 − cosine between the sentence
+  embedding (mean of the last hidden states over the tokens, as sentence-transformers pools)
+  with the heads masked and without.
+
+Masking multiplies each head's output z_h by ξ_h before W_O (`models.masking`), so
+`masked_loss` with every head of a layer masked equals that layer's attention output being W_O's
+bias alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from models import LoadedModel
+from models.masking import head_mask
+
+from .capture import _tokens, token_limit
+
+MASK_EVERY = 6
+# A bundled paragraph to score heads on when the user's sentence is short.
+SAMPLE_PARAGRAPH = (
+    "The old lighthouse stood at the edge of the harbour for more than a hundred years. Every "
+    "night its keeper climbed the narrow stairs, lit the lamp and watched the ships come home. "
+    "When the storm came in the winter of that year, the keeper stayed awake until morning, and "
+    "the fishing boats followed the light back into the harbour one by one. The town still tells "
+    "the story: the keeper kept the light burning, and every boat came home."
+)
+NEXT_TOKEN, MASKED_LM, EMBEDDING = "next-token", "masked-LM", "embedding"
+LOSS_LABELS = {
+    NEXT_TOKEN: "next-token loss (mean cross-entropy, nats)",
+    MASKED_LM: f"masked-LM loss (every {MASK_EVERY}th word piece masked, mean cross-entropy, nats)",
+    EMBEDDING: "1 − cosine to the unablated sentence embedding",
+}
+
+
+def loss_kind(model: LoadedModel) -> str:
+    """NEXT_TOKEN, MASKED_LM or EMBEDDING: what `masked_loss` measures for this model."""
+    if model.is_causal:  # decoders are loaded with their LM head (logits)
+        return NEXT_TOKEN
+    getter = getattr(model.hf_model, "get_output_embeddings", None)
+    has_head = getter is not None and getter() is not None
+    return MASKED_LM if has_head and getattr(model.tokenizer, "mask_token_id", None) is not None else EMBEDDING
+
+
+@dataclass
+class Inputs:
+    ids: torch.Tensor  # (1, n) what the model reads (mask tokens in place for masked-LM)
+    labels: torch.Tensor | None  # (1, n) targets, -100 where not scored; None for EMBEDDING
+    kind: str
+
+
+def masked_positions(special: list[bool]) -> list[int]:
+    """The positions the masked-LM loss masks: every MASK_EVERY-th non-special token, starting
+    with the third (index 2), or the middle non-special token of a shorter text."""
+    plain = [i for i, s in enumerate(special) if not s]
+    chosen = plain[2::MASK_EVERY]
+    return chosen or ([plain[len(plain) // 2]] if plain else [])
+
+
+def prepare(model: LoadedModel, text: str, max_tokens: int | None = None) -> Inputs:
+    """The token ids and targets of `text` for this model's loss (raises InputError)."""
+    ids, _, (_, _, _, special) = _tokens(model, text, token_limit(model, max_tokens))
+    kind = loss_kind(model)
+    x = torch.tensor([ids])
+    if kind == EMBEDDING:
+        return Inputs(x, None, kind)
+    if kind == NEXT_TOKEN:
+        if len(ids) < 2:
+            from .capture import InputError
+            raise InputError("The next-token loss needs at least two tokens; type a longer text.")
+        return Inputs(x, x.clone(), kind)  # Hugging Face shifts the labels inside the model
+    labels = torch.full_like(x, -100)
+    masked = x.clone()
+    for i in masked_positions(special):
+        labels[0, i] = x[0, i]
+        masked[0, i] = model.tokenizer.mask_token_id
+    return Inputs(masked, labels, kind)
+
+
+def _forward(model: LoadedModel, inputs: Inputs):
+    """(loss or None, last hidden states (1, n, d) or None) of one forward pass, under the
+    caller's grad mode. The losses are computed here from the logits (the same for every model)."""
+    x = inputs.ids.to(model.device)
+    out = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+    if inputs.kind == EMBEDDING:
+        return None, out.last_hidden_state
+    logits, labels = out.logits.float(), inputs.labels.to(model.device)
+    if inputs.kind == NEXT_TOKEN:  # position t predicts token t + 1
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100), None
+
+
+def _sentence_embedding(hidden: torch.Tensor) -> torch.Tensor:
+    return hidden.mean(dim=1)[0]  # (d,): mean over the tokens
+
+
+def _loss_under(model: LoadedModel, inputs: Inputs, scale: torch.Tensor, means=None,
+                reference: torch.Tensor | None = None, record: list | None = None) -> torch.Tensor:
+    """The loss with head mask `scale` (a tensor, possibly requiring grad); for EMBEDDING,
+    `reference` is the unablated sentence embedding."""
+    with head_mask(model, scale, means, record):
+        loss, hidden = _forward(model, inputs)
+    if inputs.kind == EMBEDDING:
+        return 1 - F.cosine_similarity(_sentence_embedding(hidden), reference, dim=0)
+    return loss
+
+
+def _reference(model: LoadedModel, inputs: Inputs) -> torch.Tensor | None:
+    if inputs.kind != EMBEDDING:
+        return None
+    with torch.no_grad():
+        return _sentence_embedding(_forward(model, inputs)[1])
+
+
+def head_means(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
+    """μ (layers, heads, d_v): each head's output averaged over the text's tokens, unablated
+    (what mean-ablation puts in place of a head)."""
+    record: list = []
+    ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
+    with torch.no_grad():
+        with head_mask(model, ones, None, record):
+            _forward(model, inputs)
+    return torch.stack([z[0].mean(0) for z, _ in record])  # (L, H, d_v)
+
+
+def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = False,
+                max_tokens: int | None = None) -> float:
+    """The model's loss on `text` (see the module doc) with the heads where `keep` is False
+    switched off: zeroed, or with `mean_ablation` replaced by their mean output on this text."""
+    keep = np.asarray(keep, dtype=bool)
+    inputs = prepare(model, text, max_tokens)
+    with model.lock:
+        reference = _reference(model, inputs)
+        means = head_means(model, inputs) if mean_ablation else None
+        scale = torch.as_tensor(keep, dtype=torch.float32, device=model.device)
+        with torch.no_grad():
+            return float(_loss_under(model, inputs, scale, means, reference))
+
+
+def head_gradients(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """At ξ = 1: (∂L/∂ξ (layers, heads), Michel et al.'s per-token importance (layers, heads)
+    = Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, before normalisation). Decoders and masked-LM encoders."""
+    inputs = prepare(model, text, max_tokens)
+    if inputs.kind == EMBEDDING:
+        raise ValueError("an embedding-only model's 1 − cosine loss is at its minimum with every head on "
+                         "(zero gradient): use ablation importance (head_importance does)")
+    record: list = []
+    with model.lock, torch.enable_grad():
+        scale = torch.ones(model.num_layers, model.num_heads, device=model.device, requires_grad=True)
+        loss = _loss_under(model, inputs, scale, record=record)
+        outs = [out for _, out in record]
+        grads = torch.autograd.grad(loss, [scale, *outs])
+    d_scale, d_outs = grads[0], grads[1:]
+    n = inputs.ids.shape[1]
+    per_token = torch.stack([(z.detach() * g).sum(-1).abs().sum(dim=(0, 1)) / n  # (H,)
+                             for (z, _), g in zip(record, d_outs)])
+    return d_scale.detach().cpu().numpy(), per_token.cpu().numpy()
+
+
+def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = False,
+                     max_tokens: int | None = None, progress=None) -> np.ndarray:
+    """(layers, heads): the loss with head h alone switched off, minus the loss with every
+    head on — the ground truth that importance scores approximate. One forward pass a head."""
+    inputs = prepare(model, text, max_tokens)
+    progress = progress or (lambda _f, _m: None)
+    L, H = model.num_layers, model.num_heads
+    out = np.zeros((L, H))
+    with model.lock, torch.no_grad():
+        reference = _reference(model, inputs)
+        means = head_means(model, inputs) if mean_ablation else None
+        base = float(_loss_under(model, inputs, torch.ones(L, H, device=model.device), means, reference))
+        for layer in range(L):
+            for head in range(H):
+                scale = torch.ones(L, H, device=model.device)
+                scale[layer, head] = 0.0
+                out[layer, head] = float(_loss_under(model, inputs, scale, means, reference)) - base
+            progress((layer + 1) / L, f"Layer {layer + 1} of {L}")
+    return out
+
+
+def _normalise_rows(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norms, out=np.zeros_like(x, dtype=np.float64), where=norms > 0)
+
+
+def head_importance(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> np.ndarray:
+    """Michel et al.'s gradient importance (spec section 3) on `text`, each layer's row divided
+    by its L2 norm: numpy (layers, heads). For an embedding-only encoder, whose loss has zero
+    gradient with every head on, the ablation effect of each head alone (clipped at 0) instead."""
+    if loss_kind(model) == EMBEDDING:
+        return _normalise_rows(np.clip(ablation_effects(model, text, max_tokens=max_tokens), 0, None))
+    return _normalise_rows(head_gradients(model, text, max_tokens=max_tokens)[1])
+
+
+def pruning_curve(model: LoadedModel, text: str, order: np.ndarray, fractions, *,
+                  mean_ablation: bool = False, max_tokens: int | None = None) -> np.ndarray:
+    """The loss after masking the first ⌈f · L·H⌉ heads of `order` (flat indices layer · H + head),
+    for each fraction f."""
+    inputs = prepare(model, text, max_tokens)
+    L, H = model.num_layers, model.num_heads
+    losses = []
+    with model.lock, torch.no_grad():
+        reference = _reference(model, inputs)
+        means = head_means(model, inputs) if mean_ablation else None
+        for f in fractions:
+            scale = torch.ones(L * H, device=model.device)
+            scale[torch.as_tensor(np.asarray(order)[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
+            losses.append(float(_loss_under(model, inputs, scale.reshape(L, H), means, reference)))
+    return np.array(losses)
