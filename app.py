@@ -26,6 +26,8 @@ pages = [
     st.Page("mha_viz/ui/pages/similarity.py", title="Head similarity", icon=":material/hub:"),
     st.Page("mha_viz/ui/pages/compare_heads.py", title="Compare heads", icon=":material/compare:"),
     st.Page("mha_viz/ui/pages/across_layers.py", title="Across layers", icon=":material/stacked_line_chart:"),
+    st.Page("mha_viz/ui/pages/teaching.py", title="Teaching: step by step", icon=":material/school:"),
+    st.Page("mha_viz/ui/pages/ablation.py", title="Switch heads off", icon=":material/toggle_off:"),
     st.Page("mha_viz/ui/pages/model_facts.py", title="Model facts", icon=":material/info:"),
 ]
 page = st.navigation(pages)

@@ -227,3 +227,84 @@ def pruning_curve(model: LoadedModel, text: str, order: np.ndarray, fractions, *
             scale[torch.as_tensor(np.asarray(order)[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
             losses.append(float(_loss_under(model, inputs, scale.reshape(L, H), means, reference)))
     return np.array(losses)
+
+
+@dataclass
+class Prediction:
+    """Top-k tokens at one position, with every head on and with the chosen heads off."""
+
+    position: str  # "next token" or "[MASK] #2 (token 7)"
+    before: list[tuple[str, float]]
+    after: list[tuple[str, float]]
+
+
+def _top(model: LoadedModel, logits: torch.Tensor, k: int) -> list[tuple[str, float]]:
+    p = torch.softmax(logits.float(), dim=-1)
+    values, idx = p.topk(k)
+    return [(model.tokenizer.decode([int(i)]).strip() or "␣", float(v)) for v, i in zip(values, idx)]  # ␣: a space
+
+
+def predictions(model: LoadedModel, text: str, keep, *, k: int = 5, mean_ablation: bool = False,
+                max_tokens: int | None = None) -> list[Prediction]:
+    """What the model predicts with every head on and with the heads where `keep` is False off:
+    the next token after the text (decoders), or the token at each mask token the user typed
+    (encoders with an LM head; none typed: an empty list). Embedding-only models: []."""
+    kind = loss_kind(model)
+    if kind == EMBEDDING:
+        return []
+    ids, _, _ = _tokens(model, text, token_limit(model, max_tokens))
+    if kind == NEXT_TOKEN:
+        positions = {len(ids) - 1: "next token"}
+    else:
+        masks = [i for i, t in enumerate(ids) if t == model.tokenizer.mask_token_id]
+        positions = {i: f"{model.tokenizer.mask_token} #{j + 1} (token {i})" for j, i in enumerate(masks)}
+    if not positions:
+        return []
+    x = torch.tensor([ids], device=model.device)
+    inputs = Inputs(x, None, kind)
+    scale = torch.as_tensor(np.asarray(keep, dtype=bool), dtype=torch.float32, device=model.device)
+    with model.lock, torch.no_grad():
+        means = head_means(model, inputs) if mean_ablation else None
+        before = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits[0]
+        with head_mask(model, scale, means):
+            after = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits[0]
+    return [Prediction(label, _top(model, before[i], k), _top(model, after[i], k)) for i, label in positions.items()]
+
+
+def embedding_change(model: LoadedModel, text: str, keep, other: str | None = None, *,
+                     mean_ablation: bool = False, max_tokens: int | None = None) -> dict[str, float]:
+    """For any model: the cosine between the sentence embedding (mean of the last hidden states)
+    with the heads where `keep` is False off and with every head on; with `other`, the cosine
+    similarity of the two sentences' embeddings before and after."""
+    scale = torch.as_tensor(np.asarray(keep, dtype=bool), dtype=torch.float32, device=model.device)
+    out: dict[str, float] = {}
+    with model.lock, torch.no_grad():
+        embed = {}
+        for name, t in (("text", text), ("other", other)):
+            if t is None:
+                continue
+            inputs = Inputs(prepare_ids(model, t, max_tokens), None, EMBEDDING)
+            means = head_means(model, inputs) if mean_ablation else None
+            on = _sentence_embedding(_hidden(model, inputs))
+            with head_mask(model, scale, means):
+                off = _sentence_embedding(_hidden(model, inputs))
+            embed[name] = (on, off)
+    on, off = embed["text"]
+    out["cosine to unablated"] = float(F.cosine_similarity(on, off, dim=0))
+    if "other" in embed:
+        out["similarity before"] = float(F.cosine_similarity(on, embed["other"][0], dim=0))
+        out["similarity after"] = float(F.cosine_similarity(off, embed["other"][1], dim=0))
+    return out
+
+
+def prepare_ids(model: LoadedModel, text: str, max_tokens: int | None = None) -> torch.Tensor:
+    ids, _, _ = _tokens(model, text, token_limit(model, max_tokens))
+    return torch.tensor([ids])
+
+
+def _hidden(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
+    """Last hidden states (1, n, d) of any model (the base model's, for a model with a head)."""
+    x = inputs.ids.to(model.device)
+    net = getattr(model.hf_model, "base_model", None) or model.hf_model
+    out = net(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+    return out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out.hidden_states[-1]

@@ -87,3 +87,37 @@ def available(kind: str, run, model) -> str | None:
     if "weights" in needs and weights(model) is None:
         return "this model's per-head weights cannot be read"
     return None
+
+
+@st.cache_resource(show_spinner="Walking through the head…", max_entries=16)
+def walkthrough(key: tuple, layer: int, head: int, _model):
+    from mha_viz import teaching
+    return teaching.walkthrough(_model, key[1], layer, head)
+
+
+@st.cache_resource(show_spinner="Running with the heads switched off…", max_entries=64)
+def masked_loss(key: tuple, keep_bytes: bytes, mean_ablation: bool, _model) -> float:
+    from mha_viz import ablation
+    keep = np.frombuffer(keep_bytes, dtype=bool).reshape(_model.num_layers, _model.num_heads)
+    return ablation.masked_loss(_model, key[1], keep, mean_ablation=mean_ablation, max_tokens=key[2])
+
+
+@st.cache_resource(show_spinner="Scoring every head…", max_entries=8)
+def importance(key: tuple, _model) -> np.ndarray:
+    """key: (model key, text)."""
+    from mha_viz import ablation
+    return _frozen(ablation.head_importance(_model, key[1]))
+
+
+@st.cache_resource(show_spinner="Pruning heads in importance order and in 5 random orders…", max_entries=8)
+def pruning(key: tuple, mean_ablation: bool, _model) -> pd.DataFrame:
+    from mha_viz import ablation
+    from mha_viz.ui.teach_views import PRUNE_FRACTIONS
+    imp = importance(key, _model)
+    order = np.argsort(imp.ravel())
+    by_importance = ablation.pruning_curve(_model, key[1], order, PRUNE_FRACTIONS, mean_ablation=mean_ablation)
+    randoms = np.array([ablation.pruning_curve(_model, key[1], np.random.default_rng(seed).permutation(imp.size),
+                                               PRUNE_FRACTIONS, mean_ablation=mean_ablation) for seed in range(5)])
+    return pd.DataFrame({"fraction of heads off": PRUNE_FRACTIONS, "importance order": by_importance,
+                         "random mean": randoms.mean(0), "random sd": randoms.std(0),
+                         **{f"random seed {s}": randoms[s] for s in range(5)}})
