@@ -211,3 +211,27 @@ def test_fused_path_equals_the_path_with_weights(case):
     assert none is None and probs is not None
     assert torch.isfinite(fast).all()
     torch.testing.assert_close(fast, slow, atol=1e-5, rtol=1e-5)
+
+
+def test_stacked_projection_follows_weight_changes():
+    """forward() projects q, k, v with one product of the stacked weights, kept between calls
+    without autograd: it must notice in-place updates (an optimiser step, a copy_)."""
+    torch.manual_seed(3)
+    mha = MultiHeadAttention(16, 4, num_kv_heads=2)
+    x = torch.randn(2, 5, 16)
+
+    def separate():
+        q = mha.project_q(x)
+        k, v = mha.project_kv(x, x)
+        return mha.merge(mha.attend(q, k, v)[0])
+
+    with torch.no_grad():
+        torch.testing.assert_close(mha(x)[0], separate(), atol=1e-6, rtol=1e-5)
+        mha.w_k.weight.mul_(2.0)  # in place: same storage, new version
+        torch.testing.assert_close(mha(x)[0], separate(), atol=1e-6, rtol=1e-5)
+    opt = torch.optim.SGD(mha.parameters(), lr=0.1)
+    mha(x)[0].square().sum().backward()  # with autograd: stacked afresh, gradients reach W_Q
+    assert mha.w_q.weight.grad is not None and mha.w_q.weight.grad.abs().sum() > 0
+    opt.step()
+    with torch.inference_mode():
+        torch.testing.assert_close(mha(x)[0], separate(), atol=1e-6, rtol=1e-5)
