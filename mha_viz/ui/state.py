@@ -136,14 +136,18 @@ def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
         return cache.get(spec, device, local)
 
     def load() -> mha_viz.LoadedModel:
-        with slots().hold(), st.status(f"Loading {spec}…", expanded=False) as status:
+        with slots().hold(), st.status(f"Loading {plain(spec)}…", expanded=False) as status:
             bar = st.progress(0.0)
 
             def progress(fraction: float, message: str) -> None:
-                bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+                bar.progress(min(max(fraction, 0.0), 1.0), text=plain(message))  # names the model
 
-            model = cache.get(spec, device, local, progress=progress)
-            status.update(label=f"{model.name} loaded", state="complete")
+            try:
+                model = cache.get(spec, device, local, progress=progress)
+            except Exception:
+                status.update(label=f"Could not load {plain(spec)}", state="error")
+                raise
+            status.update(label=f"{plain(model.name)} loaded", state="complete")
         return model
     return one_at_a_time(load)
 

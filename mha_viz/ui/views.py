@@ -161,9 +161,12 @@ def _head_figure(run, layer: int, head: int, rescale: bool):
     this_run = (run.model_name, run.text, run.n)
     changed = st.session_state.get("_detail_run") != this_run
     st.session_state["_detail_run"] = this_run
-    if st.session_state.get("head_detail") not in options or (changed and default == BLOCKS):
-        st.session_state["head_detail"] = default  # a new long input opens on the block view
+    forced = st.session_state.get("_detail_forced", False)  # blocks chosen by the app, not the user
+    if st.session_state.get("head_detail") not in options or (changed and (default == BLOCKS or forced)):
+        st.session_state["head_detail"] = default  # a new long input opens on the block view, and a
+        st.session_state["_detail_forced"] = default == BLOCKS  # short one after it on every token
     mode = st.radio("Detail", options, key="head_detail", horizontal=True,
+                    on_change=lambda: st.session_state.update(_detail_forced=False),
                     help="Blocks: the whole matrix downsampled; each block shows its largest weight, so a "
                          "single strong cell stays visible (hover for max and mean). Words: word pieces "
                          "merged (sum over a word's keys, mean over its queries).")

@@ -1,0 +1,454 @@
+"""End-to-end fixtures: one `streamlit run app.py` server and one headless Chromium for the
+whole session, and one tab (one Streamlit session) per test module, `shared_app`, replaced by a
+fresh one after a failing test; `App` drives the page and waits for the app's reruns.
+
+The tests need PyPI's `playwright` and a Chromium at /usr/bin/chromium (or $MHA_VIZ_CHROMIUM);
+`playwright install` is never used. Without them the tests are skipped, except under CI
+(CI=true), where they fail: a CI run must not go green without its browser tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM = os.environ.get("MHA_VIZ_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-dev-shm-usage"]  # the last: containers often have a 64 MB /dev/shm
+BOOT_TIMEOUT_S = 120  # the server answering its health check
+RUN_TIMEOUT_S = 240  # one rerun of the app; the first load of smollm2 converts its GGUF file (~30 s)
+RERUN_START_S = 5  # the most an action waits for the rerun it starts to show (it shows in < 0.5 s)
+# Counts the moments the page turns busy (a rerun: the status widget says Running, or elements
+# are marked stale), however briefly, so that a wait after an action never mistakes the calm
+# before the rerun for its end.
+BUSY_OBSERVER = """
+(() => {
+  window.__e2eBusySeen = 0;
+  let busy = false;
+  const check = (records) => {
+    const status = document.querySelector('[data-testid=stStatusWidget]');
+    let now = !!(status && /Running|Stop/.test(status.innerText))
+              || !!document.querySelector('[data-stale=true]');
+    for (const r of records) {  // stale and fresh again within one batch of mutations
+      if (r.attributeName === 'data-stale' && r.oldValue === 'true') now = true;
+    }
+    if (now && !busy) window.__e2eBusySeen++;
+    busy = now;
+  };
+  new MutationObserver(check).observe(document, {subtree: true, childList: true, characterData: true,
+                                                 attributes: true, attributeOldValue: true,
+                                                 attributeFilter: ['data-stale']});
+})();
+"""
+ZW = "\u200b"  # figures.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _missing() -> list[str]:
+    missing = []
+    if importlib.util.find_spec("playwright") is None:
+        missing.append("the Python package playwright is not installed (pip install -r requirements-dev.txt)")
+    if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
+        missing.append(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set MHA_VIZ_CHROMIUM)")
+    return missing
+
+
+@pytest.fixture(scope="session")
+def e2e_ready() -> None:
+    missing = _missing()
+    if missing:
+        reason = "end-to-end browser tests need: " + "; ".join(missing)
+        if _in_ci():
+            pytest.fail(reason + " (CI=true: these tests must run in CI)", pytrace=False)
+        pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def health(base_url: str) -> str:
+    """The server's health endpoint's answer ('ok'), or the error that came instead."""
+    try:
+        with urllib.request.urlopen(base_url + "/_stcore/health", timeout=5) as r:
+            return r.read().decode().strip()
+    except OSError as exc:
+        return f"unreachable: {exc}"
+
+
+def _log_tail(path: Path, n: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the server's whole process group: SIGTERM, then SIGKILL if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session")
+def server(e2e_ready, _models) -> str:
+    """`streamlit run app.py` on a free loopback port, in its own process group; its base URL.
+    (_models: the test process loads its models while the server starts.)"""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("*.png"):  # this session's screenshots only
+        old.unlink()
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    log_path = ARTIFACTS / "server.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+           "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none", "--server.address", "127.0.0.1"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
+        while health(base_url) != "ok":
+            if proc.poll() is not None:
+                pytest.fail(f"streamlit exited with {proc.returncode}:\n{_log_tail(log_path)}", pytrace=False)
+            if time.monotonic() > deadline:
+                pytest.fail(f"streamlit did not answer {base_url}/_stcore/health within "
+                            f"{BOOT_TIMEOUT_S} s:\n{_log_tail(log_path)}", pytrace=False)
+            time.sleep(0.25)
+        yield base_url
+    finally:
+        _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def browser(e2e_ready):
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    try:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        pw.stop()
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+def open_app(browser, base_url: str, name: str) -> "App":
+    """A fresh Streamlit session in a new browser context, on the first render of the app."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(30_000)
+    context.add_init_script(BUSY_OBSERVER)
+    ui = App(context.new_page(), base_url, name)
+    try:
+        ui.page.goto(base_url + "/", wait_until="domcontentloaded")
+        ui.page.locator("[data-testid=stPlotlyChart]").first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
+        ui.wait_idle()
+    except BaseException:
+        context.close()
+        raise
+    return ui
+
+
+def _screenshot_if_failed(request, ui: "App") -> None:
+    if request.node.stash.get(_FAILED, False):
+        try:
+            ui.shot("FAILED")
+        except Exception:  # noqa: BLE001 - a failed screenshot must not hide the failure
+            pass
+
+
+@pytest.fixture(scope="module")
+def _module_app(server, browser):
+    holder = {}
+    try:
+        yield holder
+    finally:
+        if "ui" in holder:
+            holder["ui"].close()
+
+
+@pytest.fixture
+def shared_app(request, server, browser, _module_app):
+    """The app in a tab shared by the tests of one module (a page load costs seconds): each test
+    gets it with its dialog and JavaScript-error records cleared; after a failure the next
+    test gets a new tab and session."""
+    ui = _module_app.get("ui")
+    if ui is None or ui.page.is_closed():
+        ui = _module_app["ui"] = open_app(browser, server, request.node.name)
+    ui.test_name = App.safe_name(request.node.name)
+    ui.dialogs.clear()
+    ui.page_errors.clear()
+    try:
+        yield ui
+    finally:
+        if request.node.stash.get(_FAILED, False):
+            _screenshot_if_failed(request, ui)
+            _module_app.pop("ui").close()
+
+
+class App:
+    """The app in one browser tab: waiting for reruns, driving widgets, reading charts."""
+
+    def __init__(self, page, base_url: str, test_name: str):
+        self.page, self.base_url = page, base_url
+        self.test_name = self.safe_name(test_name)
+        self.dialogs: list[str] = []
+        self.page_errors: list[str] = []
+        page.on("dialog", self._on_dialog)
+        page.on("pageerror", lambda exc: self.page_errors.append(str(exc)))
+
+    @staticmethod
+    def safe_name(name: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:80]
+
+    def close(self) -> None:
+        self.page.context.close()
+
+    def _on_dialog(self, dialog) -> None:
+        self.dialogs.append(f"{dialog.type}: {dialog.message}")
+        try:
+            dialog.dismiss()
+        except Exception:  # noqa: BLE001 - the page may already be gone
+            pass
+
+    # -- waiting ------------------------------------------------------------------------------
+    def reruns_seen(self) -> int:
+        """How many times the page has been seen busy (BUSY_OBSERVER), however briefly."""
+        return self.page.evaluate("() => window.__e2eBusySeen || 0")
+
+    def wait_idle(self, timeout_s: float = RUN_TIMEOUT_S) -> None:
+        """Until the app is idle: no 'Running'/'Stop' status, no skeleton placeholder and no
+        stale element, three polls in a row."""
+        deadline, quiet, state = time.monotonic() + timeout_s, 0, ""
+        while quiet < 3:
+            state = self.page.evaluate("""() => {
+                const status = Array.from(document.querySelectorAll('[data-testid=stStatusWidget]'))
+                    .map(e => e.innerText).join(' ');
+                const busy = /Running|Stop/.test(status);
+                const skeletons = document.querySelectorAll('[data-testid=stSkeleton]').length;
+                const stale = document.querySelectorAll('[data-stale=true]').length;
+                const app = document.querySelector('[data-testid=stMain]') ? 1 : 0;
+                return (busy || skeletons || stale || !app) ?
+                    `status='${status}' skeletons=${skeletons} stale=${stale} main=${app}` : '';
+            }""")
+            quiet = 0 if state else quiet + 1
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the app did not become idle within {timeout_s} s ({state})")
+            self.page.wait_for_timeout(150)
+
+    def rerun(self, action) -> None:
+        """Do `action` (which makes the app rerun), wait until the rerun has been seen to start
+        (or at most RERUN_START_S: an action that changes nothing starts none), then until idle."""
+        before = self.reruns_seen()
+        action()
+        deadline = time.monotonic() + RERUN_START_S
+        while self.reruns_seen() == before and time.monotonic() < deadline:
+            self.page.wait_for_timeout(50)
+        self.wait_idle()
+
+    def wait_until(self, probe, expected, timeout_s: float = 30):
+        """Poll `probe()` until it equals `expected`; the last value otherwise (for the assert)."""
+        deadline = time.monotonic() + timeout_s
+        value = probe()
+        while value != expected and time.monotonic() < deadline:
+            self.page.wait_for_timeout(150)
+            value = probe()
+        return value
+
+    # -- widgets -------------------------------------------------------------------------------
+    @property
+    def text_box(self):
+        return self.page.locator("[data-testid=stSidebar] [data-testid=stTextArea] textarea")
+
+    def set_text(self, text: str) -> None:
+        """Put `text` in the sidebar's Sentence box and apply it (st.text_area: Ctrl+Enter)."""
+        box = self.text_box
+
+        def apply() -> None:
+            box.fill(text)
+            box.press("Control+Enter")
+            # the "Press Ctrl+Enter to apply" hint goes once the value is sent to the server
+            hint = self.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]")
+            hint.wait_for(state="hidden")
+
+        self.rerun(apply)
+
+    def goto(self, title: str) -> None:
+        """Open a page through the sidebar navigation (the session, and its text, stay)."""
+        link = self.page.locator("[data-testid=stSidebarNav] a").filter(
+            has=self.page.get_by_text(title, exact=True))
+        url = urllib.parse.urljoin(self.page.url, link.get_attribute("href"))
+        self.rerun(link.click)
+        self.page.wait_for_url(url)
+        self.page.locator("[data-testid=stMain] h1").first.wait_for()
+        self.wait_idle()
+
+    def heading(self) -> str:
+        return self.page.locator("[data-testid=stMain] h1").first.inner_text()
+
+    def choose(self, label: str, option: str, scope: str = "") -> None:
+        """Pick `option` (its shown text) in the selectbox labelled `label`, or type it into the
+        number input of that label."""
+        combo = self.page.locator(f"{scope} input[role=combobox][aria-label={_css_str(label)}]")
+        number = self.page.locator(f"{scope} [data-testid=stNumberInput]").filter(
+            has=self.page.get_by_text(label, exact=True)).locator("input")
+        self.page.locator(f"{scope} input[role=combobox][aria-label={_css_str(label)}], "
+                          f"{scope} [data-testid=stNumberInput] input").first.wait_for()
+        if combo.count():
+            combo.click()
+            combo.fill(option)
+            self.rerun(self.page.get_by_role("option", name=option, exact=True).click)
+        else:
+            assert number.count() == 1, f"no selectbox or number input labelled {label!r}"
+            number.fill(option)
+            self.rerun(lambda: number.press("Enter"))
+
+    def radio(self, label: str, option: str) -> None:
+        group = self.page.locator("[data-testid=stRadio]").filter(
+            has=self.page.get_by_text(label, exact=True))
+        self.rerun(group.get_by_text(option, exact=True).click)
+
+    def click(self, locator) -> None:
+        """Click a button (or toggle) and wait for the rerun it starts."""
+        self.rerun(locator.click)
+
+    def model_title(self) -> str:
+        """What the sidebar's model picker shows."""
+        picker = self.page.locator('[data-testid=stSidebar] input[role=combobox][aria-label="Model"]')
+        return picker.input_value()
+
+    def switch(self, label: str):
+        """A st.toggle of the sidebar, by its label (is_checked() tells its state)."""
+        return self.page.locator(f"[data-testid=stSidebar] input[role=switch][aria-label={_css_str(label)}]")
+
+    def nav_titles(self) -> list[str]:
+        """The pages the sidebar's navigation offers, in order."""
+        return [text.strip().splitlines()[-1].strip()
+                for text in self.page.locator("[data-testid=stSidebarNav] a").all_inner_texts()]
+
+    def choose_model(self, key: str) -> None:
+        import mha_viz
+
+        self.choose("Model", mha_viz.BUNDLED[key].title, scope="[data-testid=stSidebar]")
+
+    # -- reading -------------------------------------------------------------------------------
+    def charts(self):
+        return self.page.locator("[data-testid=stMain] [data-testid=stPlotlyChart]")
+
+    def ticks(self, axis: str = "x", chart: int = 0) -> list[str]:
+        """The tick labels a chart shows on one axis, in screen order (left to right, top to
+        bottom), without the invisible suffix that tells repeated tokens apart."""
+        labels = self.charts().nth(chart).evaluate("""(el, axis) =>
+            Array.from(el.querySelectorAll(`g.${axis}tick text`)).map(t => {
+                const r = t.getBoundingClientRect();
+                return [t.textContent, axis === 'x' ? r.x + r.width / 2 : r.y + r.height / 2];
+            })""", axis)
+        return [text.split(ZW, 1)[0] for text, _ in sorted(labels, key=lambda item: item[1])]
+
+    def chart_title(self, chart: int = 0) -> str:
+        title = self.charts().nth(chart).locator(".gtitle")
+        return title.first.text_content() if title.count() else ""
+
+    def facts(self) -> dict[str, str]:
+        """The Model facts page's table as {fact: value}."""
+        rows = self.page.locator("[data-testid=stMain] [data-testid=stTable]").evaluate(
+            "el => Array.from(el.querySelectorAll('tbody tr')).map("
+            "tr => Array.from(tr.querySelectorAll('th, td')).map(c => c.innerText.trim()))")
+        return {row[-2]: row[-1] for row in rows if len(row) >= 2}
+
+    def alerts(self, kind: str) -> list[str]:
+        """Texts of the st.error / st.warning / st.info boxes ('Error', 'Warning', 'Info')."""
+        return self.page.locator(f"[data-testid=stAlertContent{kind}]").all_inner_texts()
+
+    def exceptions(self) -> list[str]:
+        return self.page.locator("[data-testid=stException]").all_inner_texts()
+
+    def assert_clean(self, *, errors_expected: bool = False) -> None:
+        """No exception box, no error alert (unless expected), no dialog, no JavaScript error."""
+        assert not self.exceptions(), self.exceptions()
+        if not errors_expected:
+            assert not self.alerts("Error"), self.alerts("Error")
+        assert not self.dialogs, f"a dialog fired: {self.dialogs}"
+        assert not self.page_errors, f"JavaScript errors: {self.page_errors}"
+        assert health(self.base_url) == "ok"
+
+    def shot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{self.test_name}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+def _css_str(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@pytest.fixture(scope="session")
+def _models(e2e_ready):
+    """The bundled models, loaded in the test process in the background while the server and
+    the browser start (the tests compare what the browser shows with what they compute)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def load(key: str):
+        import mha_viz
+
+        return mha_viz.load_model(key, device="cpu")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        yield {key: pool.submit(load, key) for key in ("minilm", "smollm2")}
+
+
+@pytest.fixture(scope="session")
+def run_of(_models):
+    """run_of(model key, text): the AttentionRun the app computes (same tokenizer and token cap),
+    for the tokens the charts should show."""
+    import mha_viz
+
+    def run_of(key: str, text: str, max_tokens: int = 512):
+        return mha_viz.analyze(_models[key].result(), text, max_tokens=max_tokens)
+
+    return run_of

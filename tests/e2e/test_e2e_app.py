@@ -1,0 +1,157 @@
+"""The app in a real browser: typed text becomes the heatmap's axis labels, the model, layer and
+head pickers change what is drawn, and every page renders without an error, for both models.
+
+The tests share one tab (a page load costs seconds); each starts by putting the sidebar back to
+MiniLM with Hugging Face's attention, on the page it needs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+# at least these pages, each with what it must show (any other page: its title, and no error)
+PAGES = ("Model view", "Head view", "Head metrics", "Head similarity", "Compare heads", "Across layers",
+         "Model facts")
+MINILM_TOKENS = ["[CLS]", "dogs", "chase", "cats", ".", "[SEP]"]  # all-MiniLM-L6-v2, uncased WordPiece
+OUR_MHA = "Compute with our MHA"
+
+
+def _ready(app, page: str):
+    """MiniLM, Hugging Face's attention, on `page`."""
+    if not app.model_title().startswith("all-MiniLM"):
+        app.choose_model("minilm")
+    if app.switch(OUR_MHA).is_checked():
+        app.click(app.page.locator("[data-testid=stSidebar]").get_by_text(OUR_MHA, exact=True))
+    if app.heading() != page:
+        app.goto(page)
+    return app
+
+
+def test_typed_sentence_gives_heatmap_of_its_tokens(shared_app, run_of):
+    app = _ready(shared_app, "Head view")
+    app.set_text("Dogs chase cats.")
+    assert app.wait_until(app.ticks, MINILM_TOKENS) == MINILM_TOKENS
+    assert app.ticks("y") == MINILM_TOKENS  # queries top to bottom, in text order
+    assert app.text_box.input_value() == "Dogs chase cats."
+    assert app.chart_title().startswith("Layer ")
+    app.shot("dogs")
+
+    # repeated words stay separate columns (Plotly would merge equal category labels)
+    text = "The cat saw the other cat, and the cat ran."
+    expected = run_of("minilm", text).tokens
+    assert expected.count("cat") == 3
+    app.set_text(text)
+    assert app.wait_until(app.ticks, expected) == expected
+    assert app.ticks("y") == expected
+    app.assert_clean()
+
+
+def test_model_layer_and_head_pickers(shared_app, run_of):
+    app, text = _ready(shared_app, "Head view"), "Birds sing at dawn."
+    app.choose("Layer", "0", scope="[data-testid=stMain]")
+    app.choose("Head", "0", scope="[data-testid=stMain]")
+    app.set_text(text)
+    minilm_tokens = run_of("minilm", text).tokens
+    assert app.wait_until(app.ticks, minilm_tokens) == minilm_tokens
+
+    app.choose_model("smollm2")  # a causal decoder: no [CLS]/[SEP], byte-level pieces
+    smol_tokens = run_of("smollm2", text).tokens
+    assert smol_tokens != minilm_tokens and "[CLS]" not in smol_tokens
+    assert app.wait_until(app.ticks, smol_tokens) == smol_tokens
+    assert app.ticks("y") == smol_tokens
+    assert app.chart_title().startswith("Layer 0, head 0, KV head 0")  # grouped-query attention
+    app.choose("Layer", "29", scope="[data-testid=stMain]")
+    app.choose("Head", "8", scope="[data-testid=stMain]")
+    assert app.wait_until(app.chart_title, "Layer 29, head 8, KV head 2") == \
+        "Layer 29, head 8, KV head 2"
+    app.shot("smollm2-L29-H8")
+    app.assert_clean()
+
+    app.choose_model("minilm")  # 6 layers, 12 heads: the layer is clamped to the last one
+    assert app.wait_until(app.ticks, minilm_tokens) == minilm_tokens
+    assert app.chart_title() == "Layer 5, head 8"
+    app.choose("Head", "3", scope="[data-testid=stMain]")
+    assert app.wait_until(app.chart_title, "Layer 5, head 3") == "Layer 5, head 3"
+    assert app.text_box.input_value() == text
+    app.assert_clean()
+
+
+def test_model_view_opens_the_chosen_head(shared_app):
+    app = _ready(shared_app, "Model view")
+    caption = app.page.locator("[data-testid=stMain] [data-testid=stCaptionContainer]").first
+    assert "6 layers × 12 heads" in caption.inner_text()
+    app.choose("Layer", "4", scope="[data-testid=stMain]")
+    app.choose("Head", "7", scope="[data-testid=stMain]")
+    app.click(app.page.get_by_role("button", name="Open in head view"))
+    app.page.locator("[data-testid=stMain] h1").filter(has_text="Head view").wait_for()
+    app.wait_idle()
+    assert app.page.url.endswith("/head_view")
+    assert app.chart_title() == "Layer 4, head 7"
+    assert app.ticks()[0] == "[CLS]"
+    app.assert_clean()
+
+
+def _check_page(app, title: str, tokens: list[str], layers: int, heads: int) -> None:
+    """What each page must show for a short text (beyond: no error, no exception)."""
+    main = app.page.locator("[data-testid=stMain]")
+    if title == "Model view":
+        assert app.charts().count() >= 1
+        caption = main.locator("[data-testid=stCaptionContainer]").first.inner_text()
+        assert f"{layers} layers × {heads} heads" in caption
+    elif title == "Head view":
+        assert app.ticks() == tokens and app.ticks("y") == tokens
+    elif title == "Head metrics":
+        assert app.charts().count() >= 1 and main.locator("[data-testid=stDataFrame]").count() >= 1
+    elif title == "Head similarity":
+        assert app.charts().count() >= 3  # matrix, map of heads, diversity per layer
+    elif title == "Compare heads":
+        assert app.charts().count() == 2  # first and last head by default
+        assert app.ticks(chart=0) == tokens and app.ticks(chart=1) == tokens
+        assert app.chart_title(1).startswith(f"Layer {layers - 1}, head {heads - 1}")
+    elif title == "Across layers":
+        assert app.ticks() == tokens  # rollout to the last layer, tokens on both axes
+        assert app.ticks("y") == tokens
+    elif title == "Model facts":
+        facts = app.facts()
+        assert facts["layers"] == str(layers) and facts["attention heads per layer"] == str(heads), facts
+
+
+@pytest.mark.parametrize("model,layers,heads,text", [
+    ("minilm", 6, 12, "Heads attend to earlier words."),
+    ("smollm2", 30, 9, "Heads attend to the words before them."),
+], ids=["minilm", "smollm2"])
+def test_every_page_renders(shared_app, run_of, model, layers, heads, text):
+    app = _ready(shared_app, "Model view")
+    app.set_text(text)
+    if model != "minilm":
+        app.choose_model(model)
+    tokens = run_of(model, text).tokens
+    titles = app.nav_titles()
+    assert set(PAGES) <= set(titles) and titles[0] == "Model view", titles
+    for title in titles[1:] + titles[:1]:  # ends on the model view, which the app opened on
+        app.goto(title)
+        if title in PAGES:
+            assert app.heading() == title
+        else:  # a page added since: it has a title of its own
+            assert app.heading()
+        app.shot(title)
+        app.assert_clean()
+        _check_page(app, title, tokens, layers, heads)
+    assert app.text_box.input_value() == text
+
+
+def test_our_mha_toggle(shared_app):
+    app = _ready(shared_app, "Model view")
+    app.click(app.page.locator("[data-testid=stSidebar]").get_by_text(OUR_MHA, exact=True))
+    assert app.switch(OUR_MHA).is_checked()
+    app.goto("Model facts")
+    facts = app.facts()
+    assert facts["attention implementation"].startswith("ours"), facts
+    assert facts["model"] == "minilm", facts
+    app.goto("Head view")
+    app.set_text("Dogs chase cats, our way.")
+    expected = MINILM_TOKENS[:4] + [",", "our", "way", ".", "[SEP]"]
+    assert app.wait_until(app.ticks, expected) == expected
+    app.assert_clean()

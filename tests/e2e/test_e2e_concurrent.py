@@ -1,0 +1,52 @@
+"""Several people at once: 8 browser contexts (8 Streamlit sessions) send their own sentences
+and model choices at the same moment. Each sees only its own tokens, all finish, and each
+model is loaded once for all of them (the server logs every load)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import ARTIFACTS, RUN_TIMEOUT_S, open_app
+
+pytestmark = pytest.mark.e2e
+WORDS = ["apples", "rivers", "engines", "violins", "glaciers", "lanterns", "tigers", "comets"]
+
+
+def _loads(log_text: str) -> list[str]:
+    return re.findall(r"model loaded: (\S+) \(device (\S+), our MHA (\S+)\)", log_text)
+
+
+def test_eight_sessions_at_once_each_see_their_own_tokens(server, browser, run_of):
+    sessions = []
+    try:
+        for i, word in enumerate(WORDS):
+            ui = open_app(browser, server, f"concurrent-{i}")
+            sessions.append(ui)
+            ui.goto("Head view")
+            if i % 2:
+                ui.choose_model("smollm2")
+        texts = [f"Session {i} writes about {word} and more {word}." for i, word in enumerate(WORDS)]
+        for ui, text in zip(sessions, texts):  # all eight at once: nobody waits for the others
+            ui.text_box.fill(text)
+            ui.text_box.press("Control+Enter")
+        for ui in sessions:
+            ui.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]").wait_for(
+                state="hidden", timeout=RUN_TIMEOUT_S * 1000)
+        for ui, text in zip(sessions, texts):
+            ui.wait_idle()
+            ui.wait_until(lambda: ui.text_box.input_value(), text)
+        for i, (ui, text) in enumerate(zip(sessions, texts)):
+            key = "smollm2" if i % 2 else "minilm"
+            expected = run_of(key, text).tokens
+            shown = ui.wait_until(lambda: ui.ticks("x"), expected)
+            assert shown == expected, f"session {i} ({key}) shows {shown}, not its own tokens {expected}"
+            assert ui.text_box.input_value() == text
+            ui.assert_clean()
+    finally:
+        for ui in sessions:
+            ui.close()
+    loads = _loads((ARTIFACTS / "server.log").read_text(errors="replace"))
+    assert ("minilm", "auto", "False") in loads and ("smollm2", "auto", "False") in loads
+    assert len(loads) == len(set(loads)), f"a model was loaded more than once: {loads}"
