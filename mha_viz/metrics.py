@@ -179,10 +179,11 @@ def _pattern_stats(run: AttentionRun) -> dict[str, np.ndarray]:
     rows = k > 1
     log_k = torch.log(k[rows].double())
     idx = torch.arange(n)
-    dist = (idx[:, None] - idx[None, :]).abs().float()  # (n, n)
+    dist = (idx[:, None] - idx[None, :]).abs().float().reshape(-1)  # (n²,): |i − j|
     special = torch.tensor(np.asarray(run.special_mask, dtype=bool))
     columns = torch.stack([(special & (idx > 0)).float(),  # [SEP]-like tokens after the first
-                           torch.tensor([t in PUNCTUATION for t in run.tokens]).float()], 1)  # (n, 2)
+                           torch.tensor([t in PUNCTUATION for t in run.tokens]).float(),
+                           torch.ones(n)], 1)  # (n, 3): one product gives sep, punct and the total
     targets = {name: np.nonzero(P) for name, P in detection_patterns(run).items()}  # sparse (i, j)
     seg = _segments(run)
     same = None if seg is None else torch.from_numpy(seg[:, None] == seg[None, :]).float()
@@ -192,15 +193,15 @@ def _pattern_stats(run: AttentionRun) -> dict[str, np.ndarray]:
     flat = tensor_view(run.attentions.reshape(L * H, n, n))
     for h in range(L * H):
         A = flat[h].float()  # (n, n)
-        smooth = (A * 0.9999 + floor).clamp_min_(1e-30)  # masked entries are 0 · log(1e-30) = 0
-        row_ent = -(smooth * smooth.log()).sum(-1, dtype=torch.float64)  # (n,)
-        mass = (A @ columns).sum(0, dtype=torch.float64) / n  # (2,)
-        total = float(A.sum(dtype=torch.float64))
+        smooth = torch.add(floor, A, alpha=0.9999).clamp_min_(1e-30)  # masked: 0 · log(1e-30) = 0
+        row_ent = -smooth.log().mul_(smooth).sum(-1, dtype=torch.float64)  # (n,)
+        sums = (A @ columns).sum(0, dtype=torch.float64)  # (3,)
+        mass, total = sums[:2] / n, float(sums[2])
         values = {
             "entropy": row_ent.mean(),
             "norm_entropy": (row_ent[rows] / log_k).mean() if rows.any() else float("nan"),
             "confidence": A.amax(-1).sum(dtype=torch.float64) / n,
-            "distance": (A * dist).sum(dtype=torch.float64) / n,
+            "distance": float(torch.dot(A.reshape(-1), dist)) / n,
             "self": torch.diagonal(A, 0).sum(dtype=torch.float64) / n,
             "prev": torch.diagonal(A, -1).sum(dtype=torch.float64) / n,
             "next": torch.diagonal(A, 1).sum(dtype=torch.float64) / n,
