@@ -3,6 +3,8 @@ heads switched off change what the model predicts, importance and pruning are dr
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -61,3 +63,25 @@ def test_an_embedding_model_reports_the_cosine_and_the_importance():
     grid = next(c for c in _charts(at) if c["layout"]["title"]["text"].startswith("Head importance"))
     values = np.array(grid["data"][0]["z"], dtype=float)
     np.testing.assert_allclose(np.linalg.norm(values, axis=1), 1.0, rtol=1e-5)
+
+
+def test_teaching_starts_on_the_toy_models_induction_head():
+    at = _open("teaching.py", "The cat sat on the mat.")
+    at.button(key="use_toy").click().run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="model_choice").value == "toy-induction"
+    assert at.session_state["teach_layer"] == 1  # layer 1: the induction heads
+    caption = next(c.value for c in at.caption if c.value.startswith("toy-induction, layer 1"))
+    assert float(re.search(r"induction score (\d+\.\d+)", caption).group(1)) > 0.35
+
+
+def test_pruning_curve_on_the_toy_model():
+    at = _open("ablation.py", "q w e r t y u i o q w e r t y u i o", model="toy-induction")
+    at.button(key="imp_go").click().run()
+    at.button(key="prune_go").click().run()
+    assert not at.exception and not at.error
+    fig = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "Pruning heads")
+    names = [t.get("name") for t in fig["data"]]
+    assert "least important first" in names and "random order (mean)" in names
+    curve = next(t for t in fig["data"] if t.get("name") == "least important first")
+    assert len(curve["x"]) == 10 and curve["x"][0] == 0
