@@ -189,7 +189,7 @@ def _calls(tree: ast.AST):
 
 
 def test_no_raw_html_and_no_remote_code_anywhere_in_the_app():
-    """No call passes unsafe_allow_html=True or trust_remote_code=True, and nothing renders raw
+    """No call sets unsafe_allow_html or trust_remote_code to anything but False, and nothing renders raw
     HTML (st.html, components.html): user text can only reach escaped Markdown or Plotly labels."""
     files = [ROOT / "app.py", *sorted((ROOT / "mha_viz").rglob("*.py")), *sorted((ROOT / "models").rglob("*.py"))]
     assert len(files) > 10
