@@ -1,6 +1,6 @@
 """Long inputs, side by side in one run, every target of issue 4 with its verdict.
 
-Run: `.venv/bin/python benchmarks/long_inputs.py` (about 10 minutes on 2 cores; the BertViz
+Run: `.venv/bin/python benchmarks/long_inputs.py` (about 8 minutes on 2 cores; the BertViz
 rows need the packages in benchmarks/requirements.txt, and are skipped without them).
 `--context 0` skips the whole-context overview of smollm2 (the longest part).
 

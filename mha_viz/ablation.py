@@ -100,10 +100,10 @@ def prepare(model: LoadedModel, text: str, max_tokens: int | None = None) -> Inp
 def _forward(model: LoadedModel, inputs: Inputs):
     """(loss or None, last hidden states (1, n, d) or None) of one forward pass, under the
     caller's grad mode. The losses are computed here from the logits (the same for every model)."""
+    if inputs.kind == EMBEDDING:
+        return None, _hidden(model, inputs)
     x = inputs.ids.to(model.device)
     out = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
-    if inputs.kind == EMBEDDING:
-        return None, out.last_hidden_state
     logits, labels = out.logits.float(), inputs.labels.to(model.device)
     if inputs.kind == NEXT_TOKEN:  # position t predicts token t + 1
         logits, labels = logits[:, :-1], labels[:, 1:]

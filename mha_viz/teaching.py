@@ -154,9 +154,17 @@ def self_similarity(x: np.ndarray, normalise: bool) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if normalise:
         x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-    s = x @ x.T / np.sqrt(x.shape[1])
-    s = np.exp(s - s.max(1, keepdims=True))
-    return s / s.sum(1, keepdims=True)
+    return softmax_rows(x @ x.T / np.sqrt(x.shape[1]))
+
+
+def softmax_rows(scores: np.ndarray, causal: bool = False) -> np.ndarray:
+    """Softmax of each row of a square score matrix, with the causal mask (j > i hidden) if
+    asked: the encoder and the decoder view of the same scores."""
+    s = np.asarray(scores, dtype=np.float64)
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape, dtype=bool), 1), -np.inf, s)
+    e = np.exp(s - s.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
 
 
 def longer_neighbour_example() -> tuple[list[str], np.ndarray]:
