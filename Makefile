@@ -1,11 +1,12 @@
-# One command to start the app, one to run the tests; both set everything up on first use.
+# One command to start the app, one to run the tests (test-fast: the unit tier only); all set
+# everything up on first use.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8501
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test install clean
+.PHONY: run test test-fast install clean
 
 run: $(STAMP)
 	@echo "mha-viz starting: open http://localhost:$(PORT) in your browser (Ctrl+C stops it)"
@@ -14,6 +15,9 @@ run: $(STAMP)
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+test-fast: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/unit
 
 install: $(STAMP)
 

@@ -8,7 +8,9 @@ import logging
 
 import streamlit as st
 
-from mha_viz.ui import state
+from mha_viz import session_cap
+from mha_viz.ui import keys, pages, state
+from mha_viz.ui import preload
 
 _log = logging.getLogger("mha_viz")
 if not _log.handlers:  # once per server: model loads and failures go to the server's log
@@ -17,24 +19,16 @@ if not _log.handlers:  # once per server: model loads and failures go to the ser
     _log.addHandler(_handler)
     _log.setLevel(logging.INFO)
 
+preload.warm()  # before any session draws: the other sessions of a cold server wait here
 st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
 
-pages = [
-    st.Page("mha_viz/ui/pages/model_view.py", title="Model view", icon=":material/grid_view:", default=True),
-    st.Page("mha_viz/ui/pages/head_view.py", title="Head view", icon=":material/zoom_in:"),
-    st.Page("mha_viz/ui/pages/head_metrics.py", title="Head metrics", icon=":material/leaderboard:"),
-    st.Page("mha_viz/ui/pages/similarity.py", title="Head similarity", icon=":material/hub:"),
-    st.Page("mha_viz/ui/pages/compare_heads.py", title="Compare heads", icon=":material/compare:"),
-    st.Page("mha_viz/ui/pages/across_layers.py", title="Across layers", icon=":material/stacked_line_chart:"),
-    st.Page("mha_viz/ui/pages/teaching.py", title="Teaching: step by step", icon=":material/school:"),
-    st.Page("mha_viz/ui/pages/ablation.py", title="Switch heads off", icon=":material/toggle_off:"),
-    st.Page("mha_viz/ui/pages/model_facts.py", title="Model facts", icon=":material/info:"),
-]
-page = st.navigation(pages)
-st.session_state["_current"] = state.sidebar()
-try:
-    page.run()
-except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
-    logging.getLogger("mha_viz.ui").exception("view failed")
-    st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
-             + "Your text and choices are kept: try another input or view.")
+page = pages.navigation()
+pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
+with session_cap(state.token_cap()):  # no page, no button can run a longer text than this cap
+    st.session_state[keys.CURRENT] = state.sidebar()
+    try:
+        page.run()
+    except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
+        logging.getLogger("mha_viz.ui").exception("view failed")
+        st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
+                 + "Your text and choices are kept: try another input or view.")

@@ -5,6 +5,7 @@ Public API::
     model = mha_viz.load_model("minilm", device="auto", local_attention=False)
     run = mha_viz.analyze(model, "The cat sat on the mat.")   # -> AttentionRun
     run.tokens, run.attentions  # (layers, heads, n, n) float32
+    toks = mha_viz.tokenize(model, text, max_tokens=128)  # the one door from text to token ids
 
 Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
@@ -12,9 +13,12 @@ Nothing in this package imports Streamlit except `mha_viz.ui`.
 from models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
 from models import random_twin as random_baseline
 
-from .capture import AttentionRun, InputError, Overview, analyze, load_model, overview, token_limit
+from .capture import AttentionRun, analyze, load_model
+from .overview import Overview, overview
+from .tokenize import InputError, Tokens, session_cap, token_limit, tokenize
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "InputError", "LoadedModel", "ModelLoadError",
-    "Overview", "analyze", "load_model", "overview", "random_baseline", "token_limit",
+    "Overview", "Tokens", "analyze", "load_model", "overview", "random_baseline", "session_cap",
+    "token_limit", "tokenize",
 ]

@@ -34,7 +34,8 @@ import torch.nn.functional as F
 from models import LoadedModel
 from models.masking import head_mask
 
-from .capture import _tokens, token_limit
+from . import settings
+from .tokenize import InputError, tokenize
 
 MASK_EVERY = 6
 # A bundled paragraph to score heads on when the user's sentence is short.
@@ -45,6 +46,7 @@ SAMPLE_PARAGRAPH = (
     "the fishing boats followed the light back into the harbour one by one. The town still tells "
     "the story: the keeper kept the light burning, and every boat came home."
 )
+PRUNE_FRACTIONS = [i / 10 for i in range(10)]  # the pruning curve's steps: 0 %, 10 %, … 90 % of heads off
 NEXT_TOKEN, MASKED_LM, EMBEDDING = "next-token", "masked-LM", "embedding"
 LOSS_LABELS = {
     NEXT_TOKEN: "next-token loss (mean cross-entropy, nats)",
@@ -79,14 +81,14 @@ def masked_positions(special: list[bool]) -> list[int]:
 
 def prepare(model: LoadedModel, text: str, max_tokens: int | None = None) -> Inputs:
     """The token ids and targets of `text` for this model's loss (raises InputError)."""
-    ids, _, (_, _, _, special) = _tokens(model, text, token_limit(model, max_tokens))
+    toks = tokenize(model, text, max_tokens)
+    ids, special = toks.ids, toks.special
     kind = loss_kind(model)
     x = torch.tensor([ids])
     if kind == EMBEDDING:
         return Inputs(x, None, kind)
     if kind == NEXT_TOKEN:
         if len(ids) < 2:
-            from .capture import InputError
             raise InputError("The next-token loss needs at least two tokens; type a longer text.")
         return Inputs(x, x.clone(), kind)  # Hugging Face shifts the labels inside the model
     labels = torch.full_like(x, -100)
@@ -99,11 +101,14 @@ def prepare(model: LoadedModel, text: str, max_tokens: int | None = None) -> Inp
 
 def _forward(model: LoadedModel, inputs: Inputs):
     """(loss or None, last hidden states (1, n, d) or None) of one forward pass, under the
-    caller's grad mode. The losses are computed here from the logits (the same for every model)."""
+    caller's grad mode. The losses are computed here from the logits (the same for every model);
+    inputs without labels (predictions) give no loss."""
     if inputs.kind == EMBEDDING:
         return None, _hidden(model, inputs)
     x = inputs.ids.to(model.device)
     out = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+    if inputs.labels is None:
+        return None, None
     logits, labels = out.logits.float(), inputs.labels.to(model.device)
     if inputs.kind == NEXT_TOKEN:  # position t predicts token t + 1
         logits, labels = logits[:, :-1], labels[:, 1:]
@@ -157,13 +162,36 @@ def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = Fa
             return float(_loss_under(model, inputs, scale, means, reference))
 
 
+def gradient_bytes(model: LoadedModel, n: int) -> int:
+    """About how many bytes a gradient pass over n tokens holds at its peak (float32): for every
+    layer the probabilities autograd keeps (H n²) and about 16 activations of width d_model per
+    token (q, k, v, the MLP's wide hidden layer, norms, residuals); the backward pass's own n × n
+    buffers for one layer (3 H n²); the logits, their softmax and gradient (3 n × vocabulary)."""
+    H, L, d = model.num_heads, model.num_layers, model.d_model
+    vocab = int(getattr(getattr(model.hf_model, "config", None), "vocab_size", 0) or 0)
+    return 4 * (L * (H * n * n + 16 * n * d) + 3 * H * n * n + 3 * n * vocab)
+
+
+def check_gradient_budget(model: LoadedModel, n: int) -> None:
+    """Raise InputError, with the figures, when a gradient pass over n tokens would hold more than
+    the memory budget (MHA_VIZ_MAX_CAPTURE_MB), before anything runs."""
+    need, budget = gradient_bytes(model, n), settings.from_env().max_capture_bytes
+    if need > budget:
+        raise InputError(
+            f"Scoring the heads of {model.name} by their gradients over {n} tokens would hold about "
+            f"{settings.size_text(need)} (the limit here is {settings.size_text(budget)}, "
+            "MHA_VIZ_MAX_CAPTURE_MB). Lower the token limit in the sidebar, or use a shorter text.")
+
+
 def head_gradients(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """At ξ = 1: (∂L/∂ξ (layers, heads), Michel et al.'s per-token importance (layers, heads)
-    = Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, before normalisation). Decoders and masked-LM encoders."""
+    = Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, before normalisation). Decoders and masked-LM encoders.
+    Raises InputError when the pass would not fit the memory budget (`check_gradient_budget`)."""
     inputs = prepare(model, text, max_tokens)
     if inputs.kind == EMBEDDING:
         raise ValueError("an embedding-only model's 1 − cosine loss is at its minimum with every head on "
                          "(zero gradient): use ablation importance (head_importance does)")
+    check_gradient_budget(model, inputs.ids.shape[1])
     record: list = []
     with model.lock, torch.enable_grad():
         scale = torch.ones(model.num_layers, model.num_heads, device=model.device, requires_grad=True)
@@ -252,7 +280,7 @@ def predictions(model: LoadedModel, text: str, keep, *, k: int = 5, mean_ablatio
     kind = loss_kind(model)
     if kind == EMBEDDING:
         return []
-    ids, _, _ = _tokens(model, text, token_limit(model, max_tokens))
+    ids = tokenize(model, text, max_tokens).ids
     if kind == NEXT_TOKEN:
         positions = {len(ids) - 1: "next token"}
     else:
@@ -298,8 +326,7 @@ def embedding_change(model: LoadedModel, text: str, keep, other: str | None = No
 
 
 def prepare_ids(model: LoadedModel, text: str, max_tokens: int | None = None) -> torch.Tensor:
-    ids, _, _ = _tokens(model, text, token_limit(model, max_tokens))
-    return torch.tensor([ids])
+    return torch.tensor([tokenize(model, text, max_tokens).ids])
 
 
 def _hidden(model: LoadedModel, inputs: Inputs) -> torch.Tensor:

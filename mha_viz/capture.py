@@ -7,7 +7,6 @@ stacks the per-layer probabilities into one float32 array `(layers, heads, n, n)
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,19 +15,8 @@ import torch
 import models
 from models import LoadedModel
 
-from .tokens import clean_tokens
-
-
-def tensor_view(array: np.ndarray) -> torch.Tensor:
-    """A tensor sharing the array's memory, without PyTorch's warning for read-only arrays (the
-    app's cached runs are read-only; callers only read through the view)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "the given NumPy array is not writable"
-        return torch.from_numpy(array)
-
-
-class InputError(ValueError):
-    """The text cannot be analysed; the message is written for the person who typed it."""
+from .arrays import tensor_view  # noqa: F401 - re-exported: mha_viz.capture.tensor_view
+from .tokenize import InputError, tokenize
 
 
 @dataclass
@@ -145,11 +133,6 @@ def load_model(name: str, device: str = "auto", local_attention: bool = False, *
     return models.load(name, device=device, local_attention=local_attention, progress=progress)
 
 
-def token_limit(model: LoadedModel, max_tokens: int | None = None) -> int:
-    """The most tokens one analysis of this model takes: its positions, or a smaller cap."""
-    return min(model.max_positions, max_tokens) if max_tokens else model.max_positions
-
-
 def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
             lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun:
     """Run `text` through `model` and capture the attention of every head.
@@ -159,11 +142,12 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     lean (default: when the probabilities take more than LEAN_ABOVE_BYTES): run the model
     with fused attention and recompute each layer's probabilities into the run's array, so
     one float32 copy exists instead of two (Hugging Face's tuple and the stacked array);
-    equal to eager capture within 1e-5 (tests/test_lean.py).
+    equal to eager capture within 1e-5 (tests/models/test_lean.py).
     layers: capture only these layers (model layer numbers); the run's `layer_ids` says which
     row is which layer. Holds len(layers) / num_layers of the memory of a full capture.
     """
-    ids, full, tokens = _tokens(model, text, token_limit(model, max_tokens))
+    toks = tokenize(model, text, max_tokens)
+    ids = toks.ids
     chosen = list(range(model.num_layers)) if layers is None else sorted({int(l) for l in layers})
     if not chosen or chosen[0] < 0 or chosen[-1] >= model.num_layers:
         raise InputError(f"Choose layers between 0 and {model.num_layers - 1} to capture.")
@@ -186,69 +170,9 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     outputs = None
     if cap.head_outputs is not None:
         outputs = torch.stack([cap.head_outputs[l][0] for l in chosen]).float().cpu().numpy()  # (L, H, n, d_v)
-    display, word_ids, raw, special = tokens
     return AttentionRun(
-        tokens=display, attentions=stacked, is_causal=model.is_causal,
+        tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
-        raw_tokens=list(raw), special_mask=special, word_ids=word_ids, text=text,
-        num_input_tokens=full, head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
+        raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
+        num_input_tokens=toks.total, head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
     )
-
-
-def _tokens(model: LoadedModel, text: str, limit: int):
-    """Token ids of `text` (truncated to `limit`), the untruncated count, and
-    (display tokens, word ids, raw pieces, special mask). Raises InputError for blank text."""
-    if text is None or not text.strip():
-        raise InputError("Type a sentence to see its attention.")
-    tokenizer = model.tokenizer
-    full = tokenizer(text, add_special_tokens=True)["input_ids"]
-    ids = full
-    if len(full) > limit:
-        ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
-    if not ids:
-        raise InputError("The text produced no tokens for this model; type some words.")
-    # [CLS], [SEP], BOS, EOS, padding; an unknown-character token is text, not structure
-    structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
-    special = [i in structural for i in ids]
-    raw = tokenizer.convert_ids_to_tokens(ids)
-    display, word_ids = clean_tokens(tokenizer, raw, special)
-    return ids, len(full), (display, word_ids, raw, special)
-
-
-@dataclass
-class Overview:
-    """Every head of a long text as thumbnails, computed one head at a time (`overview`).
-
-    pooled: float32 (layers, heads, s, s), each head max-pooled to at most s × s cells.
-    """
-
-    tokens: list[str]
-    pooled: np.ndarray
-    model_name: str
-    num_input_tokens: int
-
-    @property
-    def n(self) -> int:
-        return len(self.tokens)
-
-
-def overview(model: LoadedModel, text: str, *, thumb: int = 48, progress=None) -> Overview:
-    """Thumbnails of every head for `text` up to the model's whole context (`max_positions`).
-
-    The model runs once with fused attention (lean capture); then each head's probabilities
-    are recomputed, pooled to `thumb` × `thumb` and dropped, so at most one head's n × n
-    matrix exists at a time. `progress(fraction, message)` is called after each layer.
-    """
-    from .detail import max_pool
-
-    ids, full, (display, _, _, _) = _tokens(model, text, model.max_positions)
-    progress = progress or (lambda _f, _m: None)
-    progress(0.0, f"Running {model.name} on {len(ids)} tokens with fused attention…")
-    cap = model.capture(torch.tensor([ids]), lean=True, head_outputs=False)
-    s = min(thumb, len(ids))
-    pooled = np.empty((model.num_layers, model.num_heads, s, s), dtype=np.float32)
-    for layer in range(model.num_layers):
-        for head, probs in model.each_head(cap, layer):
-            pooled[layer, head] = max_pool(probs[0].float().cpu().numpy(), thumb)
-        progress((layer + 1) / model.num_layers, f"Layer {layer + 1} of {model.num_layers} done")
-    return Overview(tokens=display, pooled=pooled, model_name=model.name, num_input_tokens=full)

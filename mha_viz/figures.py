@@ -1,8 +1,7 @@
 """Plotly figures of attention: one head's heatmap and the layers × heads overview.
 
-Plain functions from an `AttentionRun` to a `go.Figure`; nothing here knows Streamlit.
-Token labels are HTML-escaped (Plotly renders a subset of HTML in text) and made unique
-(Plotly merges equal category labels) with zero-width suffixes that do not show.
+Plain functions from an `AttentionRun` to a `go.Figure`; nothing here knows Streamlit. Colours,
+titles and token labels come from `figure_style`.
 """
 
 from __future__ import annotations
@@ -17,35 +16,7 @@ import plotly.graph_objects as go
 
 from . import detail
 from .capture import AttentionRun
-
-# Light (no attention) to dark blue (all attention): ColorBrewer Blues.
-COLORSCALE = [
-    [0.0, "#f7fbff"], [0.125, "#deebf7"], [0.25, "#c6dbef"], [0.375, "#9ecae1"], [0.5, "#6baed6"],
-    [0.625, "#4292c6"], [0.75, "#2171b5"], [0.875, "#08519c"], [1.0, "#08306b"],
-]
-_ZW = "\u200b"  # starts a suffix; then the occurrence number in binary as U+200C (0) / U+200D (1)
-_BITS = {"0": "\u200c", "1": "\u200d"}
-
-
-def axis_labels(tokens: list[str]) -> list[str]:
-    """HTML-escaped labels; the k-th repeat of a token gets an invisible zero-width suffix
-    encoding k in binary (O(log k) characters). Display tokens never contain these characters:
-    `tokens.visible` shows format characters as codes."""
-    seen: dict[str, int] = {}
-    labels = []
-    for tok in tokens:
-        label = html.escape(tok, quote=False)
-        k = seen.get(label, 0)
-        seen[label] = k + 1
-        if k:
-            label += _ZW + "".join(_BITS[b] for b in format(k, "b"))
-        labels.append(label)
-    return labels
-
-
-def label_text(label: str) -> str:
-    """The token a label shows (inverse of `axis_labels` for one label)."""
-    return html.unescape(label.split(_ZW, 1)[0])
+from .figure_style import COLORSCALE, axis_labels, colorbar, margin, plot_title, scale_top, token_map_layout
 
 
 def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float,
@@ -55,25 +26,12 @@ def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float
     n = len(labels)
     fig = go.Figure(go.Heatmap(
         z=z, x=labels, y=labels, zmin=0.0, zmax=zmax, colorscale=COLORSCALE, customdata=customdata,
-        colorbar=dict(title=dict(text="weight"), thickness=12), hovertemplate=hovertemplate,
+        colorbar=colorbar("weight"), hovertemplate=hovertemplate,
         xgap=1 if n <= 48 else 0, ygap=1 if n <= 48 else 0,
     ))
-    side = int(min(900, max(360, 22 * n + 140)))
-    fig.update_layout(
-        # keys labelled below the map, so long rotated labels never run into the title
-        title=dict(text=title, automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left"),
-        xaxis=dict(title=dict(text=axis_titles[0]), side="bottom", tickangle=-60, type="category",
-                   showticklabels=show_labels and n <= 160),
-        yaxis=dict(title=dict(text=axis_titles[1]), autorange="reversed", type="category",
-                   showticklabels=show_labels and n <= 160),
-        height=side, margin=dict(l=10, r=10, t=40, b=10),
-    )
+    fig.update_layout(title=plot_title(title), **token_map_layout(n, *axis_titles, show_labels=show_labels),
+                      margin=margin())
     return fig
-
-
-def _zmax(a: np.ndarray, rescale: bool) -> float:
-    """Top of the colour scale: 1, or the shown matrix's maximum when rescaling."""
-    return float(a.max()) if rescale and a.size and a.max() > 0 else 1.0
 
 
 def _head_title(run: AttentionRun, layer: int, head: int) -> str:
@@ -95,7 +53,7 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
         start, stop = max(0, window[0]), min(run.n, window[1])
         a, labels = a[start:stop, start:stop], labels[start:stop]
         title += f", tokens {start}–{stop - 1} of {run.n}"
-    zmax = _zmax(a, rescale)
+    zmax = scale_top(a, rescale)
     title += " (rescaled to max)" if rescale else ""
     if len(labels) > detail.FULL_DETAIL_TOKENS:
         first = 0 if window is None else start
@@ -116,7 +74,7 @@ def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, bl
     fig = go.Figure(go.Image(source=png_data_uri(a / zmax), x0=0, dx=1, y0=0, dy=1, hoverinfo="skip"))
     fig.add_trace(go.Heatmap(
         z=top, x=centers, y=centers, customdata=mean, zmin=0.0, zmax=zmax, colorscale=COLORSCALE, opacity=0,
-        colorbar=dict(title=dict(text="weight"), thickness=12),
+        colorbar=colorbar("weight"),
         hovertemplate="queries near %{y:.0f}, keys near %{x:.0f}<br>block max %{z:.3f} · mean "
                       "%{customdata:.4f}<extra>open a token window for exact cells</extra>",
     ))
@@ -129,13 +87,12 @@ def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, bl
     ticks = [offset + i for i in ticks]
     side = 900
     fig.update_layout(
-        title=dict(text=title + f" · {n} × {n} pixels", automargin=True, yref="paper", y=1, yanchor="bottom",
-                   x=0, xanchor="left"),
+        title=plot_title(title + f" · {n} × {n} pixels"),
         xaxis=dict(title=dict(text="key (attended to)"), tickvals=ticks, ticktext=ticktext, tickangle=-60,
                    range=[offset - 0.5, offset + n - 0.5], showgrid=False, zeroline=False),
         yaxis=dict(title=dict(text="query (attending)"), tickvals=ticks, ticktext=ticktext,
                    range=[offset + n - 0.5, offset - 0.5], showgrid=False, zeroline=False, scaleanchor="x"),
-        height=side, margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white",
+        height=side, margin=margin(), plot_bgcolor="white",
     )
     return fig
 
@@ -146,7 +103,7 @@ def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
     (a single strong cell stays visible), hover = token ranges, max and mean."""
     top, mean, edges = detail.pooled(run.head(layer, head), size)
     labels = axis_labels([detail.range_label(run.tokens, a, b) for a, b in zip(edges[:-1], edges[1:])])
-    zmax = _zmax(top, rescale)
+    zmax = scale_top(top, rescale)
     title = f"{_head_title(run, layer, head)}: all {run.n} tokens in {len(labels)} × {len(labels)} blocks (block max)"
     return _square_heatmap(top, labels, title=title, zmax=zmax, customdata=mean, show_labels=False,
                            hovertemplate="queries %{y}<br>keys %{x}<br>max %{z:.3f} · mean %{customdata:.4f}"
@@ -157,7 +114,7 @@ def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fals
     """Word-to-word attention: pieces merged (sum over a word's keys, mean over its queries)."""
     w = detail.word_level(run.head(layer, head), run.word_ids)
     words = detail.word_labels(run.tokens, run.word_ids)
-    zmax = _zmax(w, rescale)
+    zmax = scale_top(w, rescale)
     title = f"{_head_title(run, layer, head)}, by word ({len(words)} words)"
     if len(words) > detail.FULL_DETAIL_TOKENS:
         return _head_image(w, words, title=title, zmax=zmax)
@@ -266,7 +223,7 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
         yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{l}" for l in names],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
         width=50 + H * cell_px, height=40 + L * cell_px,
-        margin=dict(l=40, r=10, t=30, b=10), plot_bgcolor="white", dragmode=False,
+        margin=margin(l=40, t=30), plot_bgcolor="white", dragmode=False,
     )
     return fig
 

@@ -8,14 +8,10 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .figures import COLORSCALE, axis_labels
+from .figure_style import (
+    COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound, token_map_layout,
+)
 
-DIVERGING = "RdBu_r"
-
-
-def _title(text: str) -> dict:
-    """A title above the plot that pushes the margin, so rotated tick labels never overlap it."""
-    return dict(text=text, automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left")
 # One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.
 PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",
                    "vertical": "#009E73", "block": "#CC79A7"}
@@ -44,7 +40,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
     finite = v[np.isfinite(v)]
     if diverging:
-        bound = float(np.abs(finite).max()) if finite.size else 1.0
+        bound = symmetric_bound(v)
         zmin, zmax, scale = -bound, bound, DIVERGING
     else:
         zmin = float(finite.min()) if finite.size else 0.0
@@ -52,7 +48,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
         scale = COLORSCALE
     text = patterns if patterns is not None else np.full((L, H), "")
     fig = go.Figure(go.Heatmap(z=v, x=list(range(H)), y=list(range(L)), zmin=zmin, zmax=zmax,
-                               colorscale=scale, colorbar=dict(thickness=12), hoverinfo="skip"))
+                               colorscale=scale, colorbar=colorbar(), hoverinfo="skip"))
     fig.add_trace(go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers",
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
@@ -61,13 +57,13 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
     ))
     fig.update_layout(
-        title=_title(title),
+        title=plot_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,
                    range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
         width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L),
-        margin=dict(l=10, r=10, t=40, b=10), dragmode=False, plot_bgcolor="white",
+        margin=margin(), dragmode=False, plot_bgcolor="white",
     )
     return fig
 
@@ -91,7 +87,7 @@ def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: in
         scale = COLORSCALE
     fig = go.Figure(go.Heatmap(
         z=m, x=labels.tolist(), y=labels.tolist(), zmin=zmin, zmax=zmax, colorscale=scale,
-        reversescale=divergence, colorbar=dict(thickness=12),
+        reversescale=divergence, colorbar=colorbar(),
         hovertemplate="%{y} vs %{x}: %{z:.4f}<extra></extra>",
     ))
     if order is None and num_layers > 1:
@@ -103,10 +99,10 @@ def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: in
     show = m.shape[0] <= 96  # every head labelled up to 96 heads; beyond, hover tells
     ticks = dict(tickmode="array", tickvals=labels.tolist(), tickfont=dict(size=9)) if show else {}
     fig.update_layout(
-        title=_title(title),
+        title=plot_title(title),
         xaxis=dict(type="category", showticklabels=show, tickangle=-90, side="bottom", **ticks),
         yaxis=dict(type="category", showticklabels=show, autorange="reversed", **ticks),
-        height=760, margin=dict(l=10, r=10, t=40, b=10),
+        height=760, margin=margin(),
     )
     return fig
 
@@ -127,7 +123,7 @@ def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
         marker = dict(size=10, color=[PATTERN_COLOURS.get(k, "#000000") for k in kinds])
     else:
         marker = dict(size=10, color=layers, colorscale="Viridis", showscale=True,
-                      colorbar=dict(title=dict(text="layer"), thickness=12))
+                      colorbar=colorbar("layer"))
     fig = go.Figure(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers", marker=marker, text=hover,
                                hovertemplate="%{text}<extra>click to open</extra>", showlegend=False))
     if color_by == "pattern" and patterns is not None:
@@ -136,7 +132,7 @@ def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
                 fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind,
                                          marker=dict(size=10, color=colour)))
     # equal axis scales: distances on the map mean the same in every direction
-    fig.update_layout(title=_title(title), width=720, height=600, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(title=plot_title(title), width=720, height=600, margin=margin(),
                       xaxis=dict(zeroline=False, showticklabels=False, title=dict(text="MDS 1")),
                       yaxis=dict(zeroline=False, showticklabels=False, scaleanchor="x", title=dict(text="MDS 2")))
     return fig
@@ -160,7 +156,7 @@ def diversity_figure(table) -> go.Figure:
         fig.add_trace(go.Bar(x=table["heads"], y=table["D_random_init"], name="random initialisation",
                              marker_color="#737373", **bars))
     fig.update_layout(barmode="group", yaxis=dict(title=dict(text="diversity D"), range=[0, 1.05]),
-                      height=380, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h"))
+                      height=380, margin=margin(t=30), legend=dict(orientation="h"))
     return fig
 
 
@@ -172,13 +168,8 @@ def token_matrix(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: flo
     n = len(tokens)
     fig = go.Figure(go.Heatmap(
         z=m, x=labels, y=labels, zmin=0.0, zmax=zmax if zmax is not None else float(max(m.max(), 1e-12)),
-        colorscale=COLORSCALE, colorbar=dict(thickness=12),
+        colorscale=COLORSCALE, colorbar=colorbar(),
         hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>",
     ))
-    fig.update_layout(
-        title=_title(title),
-        xaxis=dict(title=dict(text=col_title), side="bottom", tickangle=-60, type="category", showticklabels=n <= 160),
-        yaxis=dict(title=dict(text=row_title), autorange="reversed", type="category", showticklabels=n <= 160),
-        height=int(min(900, max(360, 22 * n + 140))), margin=dict(l=10, r=10, t=40, b=10),
-    )
+    fig.update_layout(title=plot_title(title), **token_map_layout(n, col_title, row_title), margin=margin())
     return fig

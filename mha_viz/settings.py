@@ -6,7 +6,11 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_PUBLIC: 1 = public mode (default 0).
 - MHA_VIZ_MODELS: comma-separated models offered (bundled names or hub ids). Public mode
   offers only these (default: the bundled models) and no free-form hub id or folder.
-- MHA_VIZ_MAX_TOKENS: default token limit (512); in public mode also the most a user may set.
+- MHA_VIZ_MAX_TOKENS: default token limit (512); in public mode also the most a user may set,
+  on every page and button (`mha_viz.tokenize` enforces it).
+- MHA_VIZ_MAX_OVERVIEW_TOKENS: in public mode, the most tokens the whole-text overview reads
+  (default: MHA_VIZ_MAX_TOKENS, so the overview goes no further than the views); locally the
+  overview reads the model's whole context.
 - MHA_VIZ_MAX_CAPTURE_MB: most MiB of probabilities one analysis may hold (4096).
 - MHA_VIZ_MAX_CONCURRENT: analyses (model loads and captures) running at once; others wait
   with a notice (default 2 in public mode, unlimited otherwise).
@@ -45,6 +49,7 @@ class Settings:
     public: bool = False
     models: tuple[str, ...] = ()  # empty: any model (local use)
     max_tokens: int = 512
+    max_overview_tokens: int = 0  # 0: the model's whole context (local use)
     max_capture_mb: int = 4096
     max_concurrent: int = UNLIMITED
     allow_pickle: bool = False
@@ -52,6 +57,11 @@ class Settings:
     def allows(self, spec: str) -> bool:
         """Whether `spec` (a bundled name, hub id or folder) may be loaded."""
         return not self.models or spec.strip() in self.models
+
+    @property
+    def max_capture_bytes(self) -> int:
+        """Most bytes one analysis (a capture, or a gradient pass) may hold."""
+        return self.max_capture_mb * 2**20
 
     @property
     def free_form_models(self) -> bool:
@@ -64,14 +74,24 @@ def from_env() -> Settings:
     listed = tuple(m.strip() for m in os.environ.get("MHA_VIZ_MODELS", "").split(",") if m.strip())
     if public and not listed:
         listed = tuple(BUNDLED)
+    max_tokens = _int("MHA_VIZ_MAX_TOKENS", 512, 2)
     return Settings(
         public=public,
         models=listed,
-        max_tokens=_int("MHA_VIZ_MAX_TOKENS", 512, 2),
+        max_tokens=max_tokens,
+        max_overview_tokens=_int("MHA_VIZ_MAX_OVERVIEW_TOKENS", max_tokens, 2) if public else 0,
         max_capture_mb=_int("MHA_VIZ_MAX_CAPTURE_MB", 4096, 1),
         max_concurrent=_int("MHA_VIZ_MAX_CONCURRENT", 2 if public else UNLIMITED, 0),
         allow_pickle=_flag("MHA_VIZ_ALLOW_PICKLE") and not public,
     )
+
+
+def size_text(nbytes: float) -> str:
+    """1.2 GiB, 340 MiB, 12 KiB: a memory figure in the messages that refuse work over the budget."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes:.0f} B"
 
 
 class Busy(Exception):

@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .figures import COLORSCALE, axis_labels
-from .metric_figures import DIVERGING, _title
+from .figure_style import COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
 
 MAX_COLUMNS = 48  # wider matrices (d_model 384, 576…) show their first columns and say so
 
@@ -25,21 +24,20 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
     cols = columns[:shown] if columns is not None else [str(j) for j in range(shown)]
     part = np.where(np.isneginf(v[:, :shown]), np.nan, v[:, :shown])
     labels = axis_labels(rows)
-    finite = part[np.isfinite(part)]
     if probabilities:
         extra = dict(zmin=0.0, zmax=1.0, colorscale=COLORSCALE)
     else:
-        bound = float(np.abs(finite).max()) if finite.size else 1.0
+        bound = symmetric_bound(part)
         extra = dict(zmin=-bound, zmax=bound, colorscale=DIVERGING)
-    fig = go.Figure(go.Heatmap(z=part, x=cols, y=labels, colorbar=dict(thickness=10), **extra,
+    fig = go.Figure(go.Heatmap(z=part, x=cols, y=labels, colorbar=colorbar(thickness=10), **extra,
                                hovertemplate="%{y} · %{x}: %{z:.4f}<extra></extra>"))
     if highlight is not None and highlight[0] < shown:
         stop = min(highlight[1], shown) - 0.5
         fig.add_shape(type="rect", x0=highlight[0] - 0.5, x1=stop, y0=-0.5, y1=r - 0.5,
                       line=dict(color="black", width=2))
     more = f" (first {shown} of {c} columns)" if shown < c else ""
-    fig.update_layout(title=_title(title + more), height=int(min(520, max(220, 18 * r + 110))),
-                      margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(title=plot_title(title + more), height=int(min(520, max(220, 18 * r + 110))),
+                      margin=margin(),
                       xaxis=dict(type="category", side="bottom", tickangle=-60, showticklabels=len(cols) <= 64),
                       yaxis=dict(type="category", autorange="reversed"))
     return fig
@@ -53,7 +51,7 @@ def softmax_row(scores: np.ndarray, probs: np.ndarray, keys: list[str], *, title
     fig.add_trace(go.Bar(x=labels, y=s, name="scaled score q·k/√d_k", marker_color="#9ecae1", yaxis="y"))
     fig.add_trace(go.Scatter(x=labels, y=probs, name="softmax probability", mode="lines+markers",
                              marker=dict(color="#08306b"), yaxis="y2"))
-    fig.update_layout(title=_title(title), height=320, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(title=plot_title(title), height=320, margin=margin(),
                       xaxis=dict(type="category", tickangle=-60),
                       yaxis=dict(title=dict(text="score")),
                       yaxis2=dict(title=dict(text="probability"), overlaying="y", side="right", range=[0, 1]),
@@ -80,8 +78,8 @@ def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = Non
                              text=[f"K/V{g}" for g in range(num_kv_heads)], textposition="bottom center",
                              marker=dict(size=26, color="#fd8d3c", symbol="square"), showlegend=False,
                              hovertemplate="key/value head %{text}<extra></extra>"))
-    fig.update_layout(title=_title(f"{num_heads} query heads share {num_kv_heads} key/value heads "
-                                   f"({group} per group)"), height=260, margin=dict(l=10, r=10, t=40, b=30),
+    fig.update_layout(title=plot_title(f"{num_heads} query heads share {num_kv_heads} key/value heads "
+                                   f"({group} per group)"), height=260, margin=margin(b=30),
                       xaxis=dict(visible=False, range=[-1, num_heads]), yaxis=dict(visible=False, range=[-0.6, 1.6]),
                       plot_bgcolor="white")
     return fig
@@ -99,7 +97,7 @@ def pruning_figure(fractions, by_importance, random_mean, random_std, *, loss_la
     fig.add_trace(go.Scatter(x=f, y=mean, mode="lines+markers", name="random order (mean)", line=dict(color="#737373")))
     fig.add_trace(go.Scatter(x=f, y=by_importance, mode="lines+markers", name="least important first",
                              line=dict(color="#2171b5")))
-    fig.update_layout(title=_title("Pruning heads"), height=380, margin=dict(l=10, r=10, t=40, b=10),
+    fig.update_layout(title=plot_title("Pruning heads"), height=380, margin=margin(),
                       xaxis=dict(title=dict(text="heads switched off (%)")),
                       yaxis=dict(title=dict(text=loss_label)), legend=dict(orientation="h", y=-0.25))
     return fig

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models import LoadedModel, apply_rotary
+from models import LoadedModel
 
-from .capture import _tokens, token_limit
+from .tokenize import tokenize
 
 TEACH_TOKENS = 64  # beyond this the step heatmaps stop being readable
 
@@ -62,18 +62,15 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
     text and ValueError when the architecture's weights cannot be read."""
     if not model.has_head_outputs:
         raise ValueError(f"The weights of '{model.name}' cannot be read step by step.")
-    ids, _, (display, _, _, _) = _tokens(model, text, token_limit(model, max_tokens))
+    toks = tokenize(model, text, max_tokens)
+    ids, display = toks.ids, toks.display
     cap = model.capture(torch.tensor([ids]), lean=True)
-    mha = model._view(layer).mha
+    mha = model.layer_adapter(layer).mha
     inp = cap.layer_inputs[layer]
     kv = head // (model.num_heads // model.num_kv_heads)
     with model.lock, torch.inference_mode():
         x = inp.hidden  # (1, n, d_model)
-        q_all = mha.project_q(x)  # (1, H, n, d_k)
-        k_all, v_all = mha.project_kv(x, x)  # (1, G, n, d_k), (1, G, n, d_v)
-        if inp.position_embeddings is not None:
-            cos, sin = inp.position_embeddings
-            q_all, k_all = apply_rotary(q_all, cos, sin), apply_rotary(k_all, cos, sin)
+        q_all, k_all, v_all = mha.project_self(x, inp.position_embeddings)  # (1, H|G|G, n, d_k|d_k|d_v)
         q, k, v = q_all[0, head], k_all[0, kv], v_all[0, kv]  # (n, d_k), (n, d_k), (n, d_v)
         scores = q @ k.T  # (n, n)
         scaled = scores * mha.scale

@@ -4,8 +4,12 @@ Nothing here imports `mha_viz`: this layer knows tensors and Hugging Face, not t
 """
 
 from .adapters import UnsupportedArchitecture, install_local_attention
-from .loading import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError, load, random_twin, resolve_device
+from .errors import ModelLoadError
+from .loaded import LoadedModel
+from .loading import load, random_twin
 from .mha import MultiHeadAttention, apply_rotary
+from .registry import BUNDLED, HUB_SUGGESTIONS
+from .resolve import resolve_device
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "LoadedModel", "ModelLoadError", "MultiHeadAttention",

@@ -5,20 +5,28 @@ parameters where the layout allows, a transposed copy for GPT-2's fused Conv1D),
 arguments the surrounding Hugging Face layer passes, and returns `(output, probabilities)` as
 the original did. Families are recognised by structure, not by name, so that close relatives
 (RoBERTa, ELECTRA, Mistral without sliding windows, Qwen2...) work too.
+
+`FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
+"gpt2", "llama"), a recogniser, a builder of its adapter and the accessor of the layer that
+applies W_O. Adding a family means writing its `Adapter` subclass and registering one `Family`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from .mha import MultiHeadAttention, apply_rotary
+from .errors import UnsupportedArchitecture
+from .mha import MultiHeadAttention
 
-
-class UnsupportedArchitecture(ValueError):
-    """The model has no self-attention that our MHA knows how to replace."""
+__all__ = [
+    "Adapter", "BertFamilyAttention", "FAMILIES", "Family", "GPT2FamilyAttention", "LlamaFamilyAttention",
+    "UnsupportedArchitecture", "family_of", "find_attention", "install_local_attention", "make_adapter",
+    "output_projection", "register",
+]
 
 
 def _update_cache(cache: Any, k: torch.Tensor, v: torch.Tensor, layer_idx: int | None):
@@ -35,14 +43,16 @@ def _is_causal_fallback(attention_mask: torch.Tensor | None, causal: bool) -> bo
     return causal and attention_mask is None
 
 
-class _Adapter(nn.Module):
-    """Common to the adapters: `need_weights = False` makes the layer run PyTorch's fused
-    attention and return no probabilities (lean capture recomputes the ones it needs)."""
+class Adapter(nn.Module):
+    """A self-attention layer computed by our MHA (`self.mha`), returning (output, probabilities).
+    `need_weights = False` makes the layer run PyTorch's fused attention and return no
+    probabilities (lean capture recomputes the ones it needs)."""
 
     need_weights = True
+    mha: MultiHeadAttention
 
 
-class BertFamilyAttention(_Adapter):
+class BertFamilyAttention(Adapter):
     """Replaces a BERT-style `XAttention` (`.self` with query/key/value, `.output` with
     dense/dropout/LayerNorm): MHA, then LayerNorm(dropout(W_O·) + residual)."""
 
@@ -60,8 +70,7 @@ class BertFamilyAttention(_Adapter):
 
     def forward(self, hidden_states, attention_mask=None, encoder_hidden_states=None,
                 encoder_attention_mask=None, past_key_values=None, **kwargs):
-        q = self.mha.project_q(hidden_states)  # (B, h, n, d_k)
-        k, v = self.mha.project_kv(hidden_states, hidden_states)  # (B, h, n, d_k)
+        q, k, v = self.mha.project_self(hidden_states)  # (B, h, n, d_k), (B, h, n, d_k), (B, h, n, d_v)
         k, v = _update_cache(past_key_values, k, v, self.layer_idx)
         z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
                                    is_causal=_is_causal_fallback(attention_mask, self.causal))
@@ -69,7 +78,7 @@ class BertFamilyAttention(_Adapter):
         return self.layer_norm(self.output_dropout(out) + hidden_states), probs
 
 
-class GPT2FamilyAttention(_Adapter):
+class GPT2FamilyAttention(Adapter):
     """Replaces GPT-2's attention: fused Conv1D c_attn (x @ W + b, W of shape (d, 3d)) split
     into W_Q, W_K, W_V as nn.Linear (weight = Wᵀ); c_proj becomes W_O."""
 
@@ -95,15 +104,14 @@ class GPT2FamilyAttention(_Adapter):
         self.layer_idx = original.layer_idx
 
     def forward(self, hidden_states, past_key_values=None, attention_mask=None, **kwargs):
-        q = self.mha.project_q(hidden_states)  # (B, h, n, d_k)
-        k, v = self.mha.project_kv(hidden_states, hidden_states)  # (B, h, n, d_k)
+        q, k, v = self.mha.project_self(hidden_states)  # (B, h, n, d_k), (B, h, n, d_k), (B, h, n, d_v)
         k, v = _update_cache(past_key_values, k, v, self.layer_idx)
         z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
                                    is_causal=_is_causal_fallback(attention_mask, True))
         return self.resid_dropout(self.mha.merge(z)), probs
 
 
-class LlamaFamilyAttention(_Adapter):
+class LlamaFamilyAttention(Adapter):
     """Replaces a Llama-style attention (q/k/v/o_proj, RoPE from `position_embeddings`,
     grouped-query attention)."""
 
@@ -118,15 +126,63 @@ class LlamaFamilyAttention(_Adapter):
 
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None,
                 past_key_values=None, **kwargs):
-        q = self.mha.project_q(hidden_states)  # (B, h, n, d_k)
-        k, v = self.mha.project_kv(hidden_states, hidden_states)  # (B, G, n, d_k)
-        if position_embeddings is not None:
-            cos, sin = position_embeddings  # (B, n, d_k) each
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        # position_embeddings: RoPE's (cos, sin), (B, n, d_k) each, turned into q and k
+        q, k, v = self.mha.project_self(hidden_states, position_embeddings)  # (B, h|G|G, n, d_k)
         k, v = _update_cache(past_key_values, k, v, self.layer_idx)
         z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
                                    is_causal=_is_causal_fallback(attention_mask, True))
         return self.mha.merge(z), probs
+
+
+# --- the registry --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Family:
+    """One kind of self-attention module mha-viz can read and replace.
+
+    recognise(module): whether `module` is one (by structure, not by class name).
+    build(module, config, causal): our adapter over its weights.
+    output_projection(module): the layer that applies W_O (its input is the heads' outputs z side by side).
+    refuse(module, config): the features of this module or config our MHA does not compute
+        (a model with any is refused when its attention is to be replaced).
+    """
+
+    tag: str
+    recognise: Callable[[nn.Module], bool]
+    build: Callable[[nn.Module, Any, bool], Adapter]
+    output_projection: Callable[[nn.Module], nn.Module]
+    refuse: Callable[[nn.Module, Any], list[str]] = lambda _module, _config: []
+
+
+FAMILIES: dict[str, Family] = {}  # by tag, in order of precedence: the first that recognises a module wins
+
+
+def register(family: Family) -> Family:
+    """Add a family to `FAMILIES` (after those registered before it)."""
+    FAMILIES[family.tag] = family
+    return family
+
+
+def _is_bert(module: nn.Module) -> bool:
+    if not (hasattr(module, "self") and hasattr(module, "output")):
+        return False
+    return all(hasattr(module.self, a) for a in ("query", "key", "value")) and \
+        hasattr(module.output, "LayerNorm") and not getattr(module, "is_cross_attention", False)
+
+
+def _is_gpt2(module: nn.Module) -> bool:
+    # GPT-2 itself: a fused Conv1D (d, 3d) and the attributes the adapter reads. Relatives with
+    # c_attn but another layout (GPTBigCode's multi-query Linear, OpenAI-GPT) are not.
+    if not (hasattr(module, "c_attn") and hasattr(module, "c_proj")):
+        return False
+    weight = getattr(module.c_attn, "weight", None)
+    return (type(module.c_attn).__name__ == "Conv1D" and weight is not None and weight.dim() == 2
+            and weight.shape[1] == 3 * weight.shape[0]
+            and all(hasattr(module, a) for a in ("embed_dim", "scaling", "layer_idx", "attn_dropout"))
+            and not getattr(module, "is_cross_attention", False))
+
+
+def _is_llama(module: nn.Module) -> bool:
+    return all(hasattr(module, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "layer_idx"))
 
 
 # Features of Llama relatives that our MHA does not compute; a model with any of them is refused.
@@ -134,36 +190,49 @@ _LLAMA_EXTRAS = ("q_norm", "k_norm", "sinks", "q_layernorm", "k_layernorm")
 _CONFIG_EXTRAS = ("sliding_window", "attn_logit_softcapping", "use_sliding_window")
 
 
-def _family(module: nn.Module) -> str | None:
-    if isinstance(module, _Adapter) and hasattr(module, "mha"):
-        return "mha"  # ours already (models.toy's layers, or an adapter installed before)
-    if hasattr(module, "self") and hasattr(module, "output"):
-        sa = module.self
-        if all(hasattr(sa, a) for a in ("query", "key", "value")) and hasattr(module.output, "LayerNorm"):
-            return None if getattr(module, "is_cross_attention", False) else "bert"
-    if hasattr(module, "c_attn") and hasattr(module, "c_proj"):
-        # GPT-2 itself: a fused Conv1D (d, 3d) and the attributes the adapter reads. Relatives
-        # with c_attn but another layout (GPTBigCode's multi-query Linear, OpenAI-GPT) are not.
-        weight = getattr(module.c_attn, "weight", None)
-        gpt2 = (type(module.c_attn).__name__ == "Conv1D" and weight is not None and weight.dim() == 2
-                and weight.shape[1] == 3 * weight.shape[0]
-                and all(hasattr(module, a) for a in ("embed_dim", "scaling", "layer_idx", "attn_dropout")))
-        return "gpt2" if gpt2 and not getattr(module, "is_cross_attention", False) else None
-    if all(hasattr(module, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "layer_idx")):
-        return "llama"
-    return None
+def _llama_refuse(module: nn.Module, config) -> list[str]:
+    return [a for a in _LLAMA_EXTRAS if hasattr(module, a)] + \
+        [a for a in _CONFIG_EXTRAS if getattr(config, a, None) not in (None, False)]
+
+
+register(Family(  # ours already: models.toy's layers, or an adapter installed before
+    "ours", recognise=lambda m: isinstance(m, Adapter) and hasattr(m, "mha"),
+    build=lambda m, _config, _causal: m, output_projection=lambda m: m.mha.w_o,
+))
+register(Family(
+    "bert", recognise=_is_bert,
+    build=lambda m, config, causal: BertFamilyAttention(m, config.num_attention_heads, causal),
+    output_projection=lambda m: m.output.dense,
+))
+register(Family(
+    "gpt2", recognise=_is_gpt2,
+    build=lambda m, config, _causal: GPT2FamilyAttention(m, config.num_attention_heads),
+    output_projection=lambda m: m.c_proj,
+))
+register(Family(
+    "llama", recognise=_is_llama,
+    build=lambda m, config, _causal: LlamaFamilyAttention(
+        m, config.num_attention_heads,
+        getattr(config, "num_key_value_heads", None) or config.num_attention_heads),
+    output_projection=lambda m: m.o_proj, refuse=_llama_refuse,
+))
+
+
+def family_of(module: nn.Module) -> str | None:
+    """The tag of the first family in `FAMILIES` that recognises `module`, or None."""
+    return next((tag for tag, fam in FAMILIES.items() if fam.recognise(module)), None)
 
 
 def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
     """Every self-attention module of `model` in the order the model runs them (layer 0 first),
-    as (parent, attribute name, module, family). Raises UnsupportedArchitecture when nothing is
-    recognised or the model uses an attention feature (sliding windows, q/k norms, logit
+    as (parent, attribute name, module, family tag). Raises UnsupportedArchitecture when nothing
+    is recognised or the model uses an attention feature (sliding windows, q/k norms, logit
     soft-capping, sinks) that our MHA does not compute."""
     config = model.config
     found: list[tuple[nn.Module, str, nn.Module, str]] = []
     names: list[str] = []
     for name, module in model.named_modules():
-        family = _family(module)
+        family = family_of(module)
         if family is None or any(name.startswith(f + ".") for f in names):
             continue  # not attention, or inside an attention module already found
         parent_name, _, attr = name.rpartition(".")
@@ -174,48 +243,39 @@ def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, st
             f"Our MHA cannot stand in for the attention of '{config.model_type}' models: it knows "
             "BERT-family, GPT-2 and Llama-family attention. Use Hugging Face's attention instead."
         )
-    if any(f[3] == "llama" for f in found):
-        extras = [a for a in _LLAMA_EXTRAS if hasattr(found[0][2], a)]
-        extras += [a for a in _CONFIG_EXTRAS if getattr(config, a, None) not in (None, False)]
-        if extras:
-            raise UnsupportedArchitecture(
-                f"'{config.model_type}' attention uses {', '.join(extras)}, which our MHA does not "
-                "compute. Use Hugging Face's attention for this model."
-            )
+    first = {}  # the first module of each family found
+    for _, _, module, family in found:
+        first.setdefault(family, module)
+    extras = [e for family, module in first.items() for e in FAMILIES[family].refuse(module, config)]
+    if extras:
+        raise UnsupportedArchitecture(
+            f"'{config.model_type}' attention uses {', '.join(extras)}, which our MHA does not "
+            "compute. Use Hugging Face's attention for this model."
+        )
     return found
 
 
-def make_adapter(module: nn.Module, family: str, config, *, causal: bool) -> nn.Module:
-    """Our MHA around one original attention module (same parameters; GPT-2: a copy); a
-    module that is ours already ("mha") is its own adapter."""
-    if family == "mha":
-        return module
-    num_heads = config.num_attention_heads
-    if family == "bert":
-        adapter = BertFamilyAttention(module, num_heads, causal)
-    elif family == "gpt2":
-        adapter = GPT2FamilyAttention(module, num_heads)
-    else:
-        adapter = LlamaFamilyAttention(module, num_heads, getattr(config, "num_key_value_heads", None) or num_heads)
-    adapter.train(module.training)
+def make_adapter(module: nn.Module, family: str, config, *, causal: bool) -> Adapter:
+    """Our MHA around one original attention module of family `family` (same parameters;
+    GPT-2: a copy); a module that is ours already ("ours") is its own adapter."""
+    adapter = FAMILIES[family].build(module, config, causal)
+    if adapter is not module:
+        adapter.train(module.training)
     return adapter
 
 
 def output_projection(module: nn.Module, family: str) -> nn.Module:
     """The layer that applies W_O; its input is the concatenation of the heads' outputs z."""
-    if hasattr(module, "mha"):
-        return module.mha.w_o
-    return {"bert": lambda: module.output.dense, "gpt2": lambda: module.c_proj,
-            "llama": lambda: module.o_proj}[family]()
+    return FAMILIES[family].output_projection(module)
 
 
-def install_local_attention(model: nn.Module, *, causal: bool) -> list[nn.Module]:
+def install_local_attention(model: nn.Module, *, causal: bool) -> list[Adapter]:
     """Replace every self-attention of `model` with an adapter around our MHA, in place.
 
     Returns the adapters in the order the model runs them (layer 0 first); raises
     UnsupportedArchitecture as `find_attention` does.
     """
-    adapters: list[nn.Module] = []
+    adapters: list[Adapter] = []
     for parent, attr, module, family in find_attention(model):
         adapter = make_adapter(module, family, model.config, causal=causal)
         setattr(parent, attr, adapter)

@@ -4,8 +4,9 @@ The module of Vaswani et al. (2017), done properly: separate W_Q, W_K, W_V, W_O;
 tensor axis; padding and causal masks; cross-attention (n_q != n_k); d_k independent of
 d_model / h; grouped-query attention (num_kv_heads dividing num_heads); optional rotary
 position embeddings (RoPE) applied to q and k before the scores. The steps are public methods
-(`project_q`, `project_kv`, `attend`, `merge`) so that adapters for pretrained models can put a
-KV cache or RoPE between them and the teaching view can show each intermediate tensor.
+(`project_self` for q, k, v with RoPE, or `project_q` and `project_kv`; `attend`; `merge`) so
+that adapters for pretrained models can put a KV cache between them and the teaching view can
+show each intermediate tensor.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     if cos.dim() == 3:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, n, d_k), broadcast over heads
     return x * cos + rotate_half(x) * sin
+
+
+def _rotate_qk(q: torch.Tensor, k: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None):
+    """q and k turned by RoPE's (cos, sin), or as they are when `rotary` is None."""
+    if rotary is None:
+        return q, k
+    cos, sin = rotary  # (B, n, d_k) or (n, d_k) each
+    return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
 
 
 class MultiHeadAttention(nn.Module):
@@ -125,6 +134,25 @@ class MultiHeadAttention(nn.Module):
         return (q.view(B, n, h, self.d_k).transpose(1, 2),  # (B, h, n, d_k)
                 k.view(B, n, g, self.d_k).transpose(1, 2),  # (B, G, n, d_k)
                 v.view(B, n, g, self.d_v).transpose(1, 2))  # (B, G, n, d_v)
+
+    def project_self(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None, *,
+                     stacked: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention's q, k, v from one input, RoPE applied when `rotary` = (cos, sin) is given:
+        (B, n, d_model) -> q (B, h, n, d_k), k (B, G, n, d_k), v (B, G, n, d_v).
+
+        stacked: one product with W_Q, W_K, W_V stacked (`project_qkv`, faster; what `forward`
+        uses) where the three projections allow it; otherwise three products (`project_q`,
+        `project_kv`), which round exactly as Hugging Face's attention does (what the adapters
+        use, so that their probabilities are bit-identical to eager attention's).
+        """
+        if stacked and self.w_k.in_features == self.w_q.in_features and \
+                len({lin.bias is None for lin in (self.w_q, self.w_k, self.w_v)}) == 1:
+            q, k, v = self.project_qkv(x)  # (B, h, n, d_k), (B, G, n, d_k), (B, G, n, d_v)
+        else:
+            q = self.project_q(x)  # (B, h, n, d_k)
+            k, v = self.project_kv(x, x)  # (B, G, n, d_k), (B, G, n, d_v)
+        q, k = _rotate_qk(q, k, rotary)
+        return q, k, v
 
     def _stacked(self) -> tuple[torch.Tensor, torch.Tensor | None]:
         layers = (self.w_q, self.w_k, self.w_v)
@@ -291,18 +319,14 @@ class MultiHeadAttention(nn.Module):
         probabilities.
         Returns the output (B, n_q, d_model) and the probabilities (B, h, n_q, n_k).
         """
-        stackable = key is None and value is None and self.w_k.in_features == self.w_q.in_features and \
-            len({lin.bias is None for lin in (self.w_q, self.w_k, self.w_v)}) == 1
-        if stackable:  # self-attention: one product for q, k and v
-            q, k, v = self.project_qkv(query)  # (B, h, n, d_k), (B, G, n, d_k), (B, G, n, d_v)
+        if key is None and value is None:  # self-attention: one product for q, k, v where it can be
+            q, k, v = self.project_self(query, rotary, stacked=True)  # (B, h|G|G, n, d_k|d_k|d_v)
         else:
             key = query if key is None else key
             value = key if value is None else value
             q = self.project_q(query)  # (B, h, n_q, d_k)
             k, v = self.project_kv(key, value)  # (B, G, n_k, d_k), (B, G, n_k, d_v)
-        if rotary is not None:
-            cos, sin = rotary
-            q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+            q, k = _rotate_qk(q, k, rotary)
         z, probs = self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                is_causal=is_causal, need_weights=need_weights)
         return self.merge(z), probs

@@ -21,10 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .adapters import _Adapter
+from .adapters import Adapter
+from .errors import ModelLoadError
+from .loaded import LoadedModel
 from .mha import MultiHeadAttention
+from .resolve import resolve_device
 
 NAME = "toy-induction"
 FOLDER = Path(__file__).resolve().with_name("toy_induction")  # config.json, model.safetensors
@@ -64,7 +68,7 @@ class ToyOutput:
     attentions: tuple[torch.Tensor, ...] | None = None  # (B, h, n, n) per layer
 
 
-class ToyAttention(_Adapter):
+class ToyAttention(Adapter):
     """One layer's causal self-attention: our MHA, nothing else. Returns (output, probabilities);
     `need_weights = False` runs PyTorch's fused attention and returns None for them."""
 
@@ -132,6 +136,7 @@ class ToyInductionModel(nn.Module):
 
 def make_tokenizer(max_length: int = 64):
     """The letters a–z as a word-level vocabulary, split on whitespace, [BOS] first."""
+    # heavy (transformers): imported only when a tokenizer is made
     from tokenizers import Tokenizer, pre_tokenizers, processors
     from tokenizers.models import WordLevel
     from transformers import PreTrainedTokenizerFast
@@ -148,8 +153,6 @@ def make_tokenizer(max_length: int = 64):
 
 def save(model: ToyInductionModel, folder: Path = FOLDER, extra: dict | None = None) -> Path:
     """Write config.json (hyperparameters, plus `extra`: how it was trained) and model.safetensors."""
-    from safetensors.torch import save_file
-
     folder.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
@@ -161,8 +164,6 @@ def save(model: ToyInductionModel, folder: Path = FOLDER, extra: dict | None = N
 def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, folder: Path = FOLDER):
     """The trained toy model as a `LoadedModel`. Its attention is always ours (`local_attention`
     is accepted for the loader's signature and has no other option to choose)."""
-    from .loading import LoadedModel, ModelLoadError, resolve_device
-
     progress = progress or (lambda _f, _m: None)
     dev = resolve_device(device)
     progress(0.1, f"Loading the weights of '{NAME}'…")
@@ -173,8 +174,6 @@ def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, f
             "`.venv/bin/python models/train_toy_induction.py` (about a minute on a CPU)."
         )
     try:
-        from safetensors.torch import load_file
-
         config = ToyConfig.from_dict(json.loads(config_file.read_text()))
         model = ToyInductionModel(config)
         model.load_state_dict(load_file(str(weights)))
@@ -189,7 +188,7 @@ def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, f
     h, d = config.num_attention_heads, config.hidden_size
     loaded = LoadedModel(
         name=NAME, hf_model=model, tokenizer=make_tokenizer(config.max_position_embeddings), device=dev,
-        is_causal=True, local_attention=True, family=NAME, num_layers=config.num_hidden_layers,
+        is_causal=True, local_attention=True, model_type=NAME, num_layers=config.num_hidden_layers,
         num_heads=h, num_kv_heads=h, d_model=d, d_k=adapters[0].mha.d_k,
         num_params=sum(p.numel() for p in model.parameters()), max_positions=config.max_position_embeddings,
         source=str(folder), adapters=adapters, attention_modules=[(a, "ours") for a in adapters],

@@ -1,14 +1,20 @@
-"""Shared fixtures: seeded randomness, the bundled models (loaded once per session) and
-random-init GPT-2 / BERT / Llama folders saved to a temporary directory."""
+"""Shared fixtures: seeded randomness, the public deployment mode, the bundled models (loaded
+once per session) and random-init GPT-2 / BERT / Llama folders saved to a temporary directory
+(used by tests/models and tests/app). Also the tiers: each test is marked with its folder's
+marker (unit, models, app, e2e), and the layout rules are checked at collection."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+
+from tests.helpers import byte_bpe_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -18,6 +24,20 @@ def _seed():
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.fixture()
+def public(monkeypatch):
+    """The app in public mode (allow-list, 32-token cap) with empty model cache and slots."""
+    from mha_viz.ui import state
+
+    monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
+    monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", "32")
+    state.model_cache.clear()
+    state.slots.clear()
+    yield
+    state.model_cache.clear()
+    state.slots.clear()
 
 
 def _bundled(name: str, local_attention: bool, fixture_name: str):
@@ -35,26 +55,6 @@ smollm2 = _bundled("smollm2", False, "smollm2")
 smollm2_ours = _bundled("smollm2", True, "smollm2_ours")
 
 
-CORPUS = [
-    "The cat sat on the mat. The dog sat on the log.",
-    "A quick brown fox jumps over the lazy dog!",
-    "Attention heads look at tokens; some look back, some look at the start.",
-    "Hello world, hello attention, hello heads 123 456.",
-]
-
-
-def _byte_bpe_tokenizer():
-    """A small GPT-2-style byte-level BPE tokenizer trained here (no hub access needed)."""
-    from tokenizers import ByteLevelBPETokenizer
-    from transformers import PreTrainedTokenizerFast
-
-    bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(CORPUS * 20, vocab_size=400, min_frequency=1,
-                            special_tokens=["<|endoftext|>"])
-    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
-                                   eos_token="<|endoftext|>", unk_token="<|endoftext|>")
-
-
 def _save_random(tmp_path_factory, name, model_cls, config, tok, seed):
     """Save a random-init model and its tokenizer as a Hugging Face folder."""
     folder = tmp_path_factory.mktemp(name)
@@ -68,7 +68,7 @@ def _save_random(tmp_path_factory, name, model_cls, config, tok, seed):
 def gpt2_dir(tmp_path_factory):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    tok = _byte_bpe_tokenizer()
+    tok = byte_bpe_tokenizer()
     config = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=64, n_layer=3, n_head=4)
     return _save_random(tmp_path_factory, "gpt2-random", GPT2LMHeadModel, config, tok, 1)
 
@@ -92,8 +92,50 @@ def llama_dir(tmp_path_factory):
     """Random-init Llama with grouped-query attention (8 query heads, 2 KV heads)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    tok = _byte_bpe_tokenizer()
+    tok = byte_bpe_tokenizer()
     config = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
                          num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2,
                          max_position_embeddings=128)
     return _save_random(tmp_path_factory, "llama-random", LlamaForCausalLM, config, tok, 3)
+
+
+# --- tiers --------------------------------------------------------------------------------------
+
+TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
+PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
+MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir"}
+
+
+def _tier(item: pytest.Item) -> str | None:
+    parts = item.path.relative_to(Path(__file__).parent).parts
+    return parts[0] if len(parts) > 1 and parts[0] in TIERS else None
+
+
+def _fixtures(item: pytest.Item) -> set[str]:
+    """The fixtures a test asks for: by name, or (if it takes `request`) as a parameter's value,
+    the way tests pass a fixture's name to request.getfixturevalue."""
+    names = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "request" in inspect.signature(item.function).parameters:
+        names |= {v for v in callspec.params.values() if isinstance(v, str)}
+    return names
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier (from its folder), and refuse a layout that breaks the rules:
+    every test lives in a tier folder, no unit test uses a model fixture, and every test that
+    uses a pretrained fixture carries the `model` marker."""
+    problems = []
+    for item in items:
+        tier = _tier(item)
+        if tier is None:
+            problems.append(f"{item.nodeid}: not in a tier folder ({', '.join(TIERS)})")
+            continue
+        item.add_marker(getattr(pytest.mark, tier))
+        used = _fixtures(item)
+        if tier == "unit" and used & MODEL_FIXTURES:
+            problems.append(f"{item.nodeid}: a unit test uses {sorted(used & MODEL_FIXTURES)}")
+        if used & PRETRAINED and item.get_closest_marker("model") is None:
+            problems.append(f"{item.nodeid}: uses {sorted(used & PRETRAINED)} without @pytest.mark.model")
+    if problems:
+        raise pytest.UsageError("test layout:\n  " + "\n  ".join(problems))

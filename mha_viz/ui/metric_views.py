@@ -10,8 +10,8 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import figures, metric_figures, metrics
-from mha_viz.ui import analysis, state
-from mha_viz.ui.views import HEAD_PAGE, open_head, start
+from mha_viz.ui import analysis, keys, state
+from mha_viz.ui.views import open_head, start
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -28,11 +28,6 @@ def _explain(measure: metrics.Measure) -> None:
     st.markdown(f"**{measure.label}** · `{measure.formula}`")
     lines = [f"High: {measure.high}."] + ([f"Low: {measure.low}."] if measure.low else [])
     st.caption(" ".join(lines))
-
-
-def _goto_if_asked() -> None:
-    if st.session_state.pop("_goto_head", False):
-        st.switch_page(HEAD_PAGE)
 
 
 def _on_pick(widget_key: str, pick) -> None:
@@ -74,7 +69,6 @@ def metrics_view() -> None:
     st.plotly_chart(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
                     selection_mode="points", config={"displayModeBar": False}, width="content")
     st.caption("Click a cell to open that head in the head view.")
-    _goto_if_asked()
     if "output_norm" not in table.columns:
         st.info("Importance (output norms) needs each head's output, which this model's architecture "
                 "does not expose to mha-viz.", icon="ℹ️")
@@ -112,10 +106,10 @@ def similarity_view() -> None:
     missing = [metrics.SIMILARITIES[k].label + f" ({analysis.available(k, run, model)})"
                for k in metrics.SIMILARITIES if k not in options]
     js_seconds = _js_seconds(run)
-    if st.session_state.get("sim_kind") not in options:  # first visit: JS unless it would be slow
-        st.session_state["sim_kind"] = "js" if js_seconds < 3 else "cosine"
+    if st.session_state.get(keys.SIM_KIND) not in options:  # first visit: JS unless it would be slow
+        st.session_state[keys.SIM_KIND] = "js" if js_seconds < 3 else "cosine"
     cols = st.columns([3, 2, 2])
-    kind = cols[0].selectbox("Compare heads by", list(options), key="sim_kind", format_func=options.get)
+    kind = cols[0].selectbox("Compare heads by", list(options), key=keys.SIM_KIND, format_func=options.get)
     order_by = cols[1].radio("Order", ["by layer", "clustered"], key="sim_order", horizontal=True)
     color_by = cols[2].radio("Colour the map by", ["layer", "pattern"], key="map_colour", horizontal=True)
     measure = metrics.SIMILARITIES[kind]
@@ -154,7 +148,6 @@ def similarity_view() -> None:
                                             title=f"Heads placed by {measure.label}, coloured by {color_by}"),
                     key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
                     selection_mode="points", config={"displayModeBar": False}, width="content")
-    _goto_if_asked()
 
     st.subheader("Diversity per layer")
     st.caption("D = 1/(h(h−1)) · Σ_{i≠j} (1 − |s_ij|): 0 = all heads alike, 1 = mutually orthogonal. "
@@ -178,9 +171,9 @@ def compare_view() -> None:
     run, model = cur.run, cur.model
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
     default = [labels[0], labels[-1]]
-    st.session_state["compare_heads"] = [h for h in st.session_state.get("compare_heads", default) if h in labels] \
-        or default
-    picked = st.multiselect("Heads to compare (any layers)", labels, key="compare_heads", max_selections=6)
+    st.session_state[keys.COMPARE_HEADS] = [h for h in st.session_state.get(keys.COMPARE_HEADS, default)
+                                            if h in labels] or default
+    picked = st.multiselect("Heads to compare (any layers)", labels, key=keys.COMPARE_HEADS, max_selections=6)
     if len(picked) < 2:
         st.info("Pick two or more heads.", icon="✍️")
         return

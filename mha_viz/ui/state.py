@@ -1,7 +1,8 @@
 """The shared sidebar and the analysis behind every view: model, device, text -> AttentionRun.
 
 Models live in one process-wide `ModelCache` (`st.cache_resource`), results in a
-read-only `st.cache_resource` keyed by (model, device, implementation, text, token cap). Errors become
+read-only `st.cache_resource` keyed by an `AnalysisKey` (model, device, implementation, text,
+token cap, layers). Errors become
 messages; the user's text and choices stay in their widgets, and the last good result stays
 available to the views.
 """
@@ -18,6 +19,8 @@ import torch
 import mha_viz
 from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
+from mha_viz.ui import keys
+from mha_viz.ui.keys import AnalysisKey, ModelKey
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -56,12 +59,15 @@ def max_tokens() -> int:
 
 def capture_budget() -> int:
     """Most bytes of float32 probabilities one analysis may hold: MHA_VIZ_MAX_CAPTURE_MB (4096)."""
-    return settings().max_capture_mb * 2**20
+    return settings().max_capture_bytes
+
+
+size_text = deploy.size_text
 
 
 def token_cap() -> int:
     """This session's cap: the sidebar's *Token limit*, or the default before it is drawn."""
-    cap = int(st.session_state.get("token_limit") or max_tokens())
+    cap = int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens())
     return min(cap, max_tokens()) if settings().public else cap
 
 
@@ -96,9 +102,10 @@ def one_at_a_time(compute):
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _analyze(key: tuple, text: str, cap: int, layers: tuple | None, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
+def _analyze(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
     with slots().hold():  # raises Busy when the server is full: nothing is cached, the caller waits
-        run = mha_viz.analyze(_model, text, max_tokens=cap, layers=None if layers is None else list(layers))
+        run = mha_viz.analyze(_model, key.text, max_tokens=key.cap,
+                              layers=None if key.layers is None else list(key.layers))
     run.attentions.setflags(write=False)
     if run.head_outputs is not None:
         run.head_outputs.setflags(write=False)
@@ -114,18 +121,18 @@ class Current:
     error: str | None = None  # a message for the user; set when `run` is not for the current inputs
     notice: str | None = None  # a prompt (blank text), not an error
     stale: bool = False  # `run` is the last good one, not the current inputs'
-    key: tuple = ()  # identifies the run (model, device, implementation, text, cap) for caches
+    key: AnalysisKey | None = None  # what `run` was computed from; keys every cached result of it
     # the model loaded for the current inputs and the current text, even when the capture was
     # refused: the whole-text overview works from them
     text_model: mha_viz.LoadedModel | None = None
     text: str = ""
-    model_key: tuple = ()
+    model_key: ModelKey | None = None
 
 
 def _on_example() -> None:
-    choice = st.session_state.get("example")
+    choice = st.session_state.get(keys.EXAMPLE)
     if choice in EXAMPLES:
-        st.session_state["text"] = EXAMPLES[choice]
+        st.session_state[keys.TEXT] = EXAMPLES[choice]
 
 
 def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
@@ -152,54 +159,48 @@ def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
     return one_at_a_time(load)
 
 
-# The sidebar's inputs, copied to a plain key after every run: Streamlit drops a widget's value
-# when a run ends early (st.switch_page from a view), which would reset the text and model.
-KEPT_INPUTS = ("model_choice", "model_other", "device", "local_attention", "example", "text",
-               "token_limit", "capture_layers")
-
-
 def sidebar() -> Current:
     """Draw the sidebar and compute (or fetch) the run for its inputs."""
-    kept = st.session_state.get("_kept_inputs", {})
+    kept = st.session_state.get(keys.KEPT, {})
     for key, value in kept.items():
         if key not in st.session_state:
             st.session_state[key] = value
     try:
         return _sidebar()
     finally:
-        st.session_state["_kept_inputs"] = {k: st.session_state[k] for k in KEPT_INPUTS if k in st.session_state}
+        st.session_state[keys.KEPT] = {k: st.session_state[k] for k in keys.KEPT_INPUTS if k in st.session_state}
 
 
 def _sidebar() -> Current:
-    st.session_state.setdefault("text", DEFAULT_TEXT)
+    st.session_state.setdefault(keys.TEXT, DEFAULT_TEXT)
     conf = settings()
     options = list(mha_viz.BUNDLED) + list(mha_viz.HUB_SUGGESTIONS)
     if conf.models:  # an allow-list: only those, and no free-form id or folder
         options = [m for m in options if m in conf.models] + [m for m in conf.models if m not in options]
     else:
         options.append(OTHER)
-    if st.session_state.get("model_choice") not in options:
-        st.session_state.pop("model_choice", None)
+    if st.session_state.get(keys.MODEL_CHOICE) not in options:
+        st.session_state.pop(keys.MODEL_CHOICE, None)
     titles = {k: m.title for k, m in mha_viz.BUNDLED.items()}
     titles.update({k: f"{k} (Hugging Face Hub, needs internet once)" for k in mha_viz.HUB_SUGGESTIONS})
     with st.sidebar:
         st.header("Model")
-        choice = st.selectbox("Model", options, key="model_choice", format_func=lambda k: titles.get(k, k))
+        choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, format_func=lambda k: titles.get(k, k))
         spec = choice
         if choice == OTHER:
-            spec = st.text_input("Hub id or local folder", key="model_other",
+            spec = st.text_input("Hub id or local folder", key=keys.MODEL_OTHER,
                                  placeholder="e.g. gpt2, owner/model or /path/to/folder")
-        device = st.radio("Device", DEVICES, key="device", horizontal=True,
+        device = st.radio("Device", DEVICES, key=keys.DEVICE, horizontal=True,
                           help="auto uses CUDA when a GPU is available, else the CPU.")
-        local = st.toggle("Compute with our MHA", key="local_attention",
+        local = st.toggle("Compute with our MHA", key=keys.LOCAL_ATTENTION,
                           help="Replace every self-attention of the model with mha-viz's own "
                                "multi-head attention, carrying the same weights.")
         st.header("Text")
-        st.selectbox("Examples", ["—"] + list(EXAMPLES), key="example", on_change=_on_example)
-        text = st.text_area("Sentence", key="text", height=120)
+        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, on_change=_on_example)
+        text = st.text_area("Sentence", key=keys.TEXT, height=120)
         top = max_tokens() if conf.public else 32768
-        st.session_state["token_limit"] = min(int(st.session_state.get("token_limit") or max_tokens()), top)
-        st.number_input("Token limit", min_value=2, max_value=top, step=128, key="token_limit",
+        st.session_state[keys.TOKEN_LIMIT] = min(int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens()), top)
+        st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT,
                         help="Longer texts are cut to this many tokens (and to the model's own "
                              "limit). Every head's attention is held in memory: layers × heads × "
                              "n² × 4 bytes.")
@@ -212,11 +213,11 @@ def _sidebar() -> Current:
         return _with_last_good(cur)
     try:
         model = _load(spec, device, local)
-        model_key = (model.name, model.source, str(model.device), local)
+        model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = token_cap()
-        layers = _layers_to_capture(model, text, cap)
-        run = one_at_a_time(lambda: _analyze(model_key, text, cap, layers, model))
+        key = AnalysisKey(model_key, text, cap, _layers_to_capture(model, text, cap))
+        run = one_at_a_time(lambda: _analyze(key, model))
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         cur.error = str(exc)
         return _with_last_good(cur)
@@ -229,17 +230,9 @@ def _sidebar() -> Current:
         log.exception("analysis failed")
         cur.error = f"The analysis failed: {type(exc).__name__}: {str(exc)[:300]}"
         return _with_last_good(cur)
-    cur.run, cur.model, cur.key = run, model, (model_key, text, cap, layers)
-    st.session_state["_last_good"] = (run, model, cur.key)
+    cur.run, cur.model, cur.key = run, model, key
+    st.session_state[keys.LAST_GOOD] = (run, model, key)
     return cur
-
-
-def size_text(nbytes: float) -> str:
-    """1.2 GiB, 340 MiB, 12 KiB."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple | None:
@@ -247,7 +240,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
     anything, the layers the user picked under "Layers to capture" (drawn in the sidebar only
     then, at most as many as fit); with none picked, an InputError that says what a full capture
     would cost and what fits."""
-    n = min(len(model.tokenizer(text, add_special_tokens=True)["input_ids"]), cap, model.max_positions)
+    n = mha_viz.tokenize(model, text, cap).n
     per_layer = model.num_heads * n * n * 4
     cost, budget = model.num_layers * per_layer, capture_budget()
     if cost <= budget:
@@ -259,11 +252,11 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
         raise mha_viz.InputError(
             full + " Even one layer does not fit: lower the token limit in the sidebar; the Model "
             "view's whole-text overview shows every head of a long text one head at a time.")
-    kept = [l for l in st.session_state.get("capture_layers", []) if isinstance(l, int) and 0 <= l < model.num_layers]
-    st.session_state["capture_layers"] = kept[:fit]
+    kept = [l for l in st.session_state.get(keys.CAPTURE_LAYERS, []) if isinstance(l, int) and 0 <= l < model.num_layers]
+    st.session_state[keys.CAPTURE_LAYERS] = kept[:fit]
     with st.sidebar:
         chosen = st.multiselect(
-            "Layers to capture", list(range(model.num_layers)), key="capture_layers", max_selections=fit,
+            "Layers to capture", list(range(model.num_layers)), key=keys.CAPTURE_LAYERS, max_selections=fit,
             help=f"At {n} tokens one layer's heads hold {size_text(per_layer)}: up to {fit} of the "
                  f"{model.num_layers} layers fit. The model still runs every layer.")
     if not chosen:
@@ -275,7 +268,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
 
 
 def _with_last_good(cur: Current) -> Current:
-    last = st.session_state.get("_last_good")
+    last = st.session_state.get(keys.LAST_GOOD)
     if last is not None:
         cur.run, cur.model, cur.key = last
         cur.stale = True
@@ -302,4 +295,4 @@ def show_status(cur: Current) -> bool:
 
 def current() -> Current:
     """The `Current` that app.py computed for this rerun."""
-    return st.session_state.get("_current") or Current(notice="Loading…")
+    return st.session_state.get(keys.CURRENT) or Current(notice="Loading…")

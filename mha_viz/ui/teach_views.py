@@ -9,7 +9,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import ablation, metric_figures, metrics, teach_figures, teaching
-from mha_viz.ui import analysis, state
+from mha_viz.ui import analysis, keys, state
 from mha_viz.ui.views import start
 
 TOY = "toy-induction"
@@ -17,28 +17,28 @@ TOY_TEXT = "q w e r t y u i o q w e r t y u i o"
 
 
 def _use_toy() -> None:
-    st.session_state["model_choice"] = TOY
-    st.session_state["text"] = TOY_TEXT
-    st.session_state["teach_pick"] = "induction"
+    st.session_state[keys.MODEL_CHOICE] = TOY
+    st.session_state[keys.TEXT] = TOY_TEXT
+    st.session_state[keys.TEACH_PICK] = "induction"
 
 
-def _layer_head(run, key: str):
+def _layer_head(run, layer_key: str, head_key: str):
     """Layer (model numbering) and head pickers; returns (row of the run, model layer, head)."""
     cols = st.columns(2)
     rows = list(range(run.num_layers))
-    row = cols[0].selectbox("Layer", rows, key=f"{key}_layer", format_func=lambda r: str(run.layer_ids[r]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=f"{key}_head")
+    row = cols[0].selectbox("Layer", rows, key=layer_key, format_func=lambda r: str(run.layer_ids[r]))
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=head_key)
     return row, run.layer_ids[row], head
 
 
 def _pick_known_head(cur) -> None:
     """For the toy model, open on its induction head (the best layer-1 induction score)."""
-    if st.session_state.pop("teach_pick", None) != "induction" or cur.model.name != TOY:
+    if st.session_state.pop(keys.TEACH_PICK, None) != "induction" or cur.model.name != TOY:
         return
     table = analysis.head_table(cur.key, cur.run, cur.model)
     best = table.loc[table["induction_score"].idxmax()]
-    st.session_state["teach_layer"] = cur.run.layer_ids.index(int(best["layer"]))
-    st.session_state["teach_head"] = int(best["head"])
+    st.session_state[keys.TEACH_LAYER] = cur.run.layer_ids.index(int(best["layer"]))
+    st.session_state[keys.TEACH_HEAD] = int(best["head"])
 
 
 def teaching_view() -> None:
@@ -54,7 +54,7 @@ def teaching_view() -> None:
                 "GPT-2- or Llama-family model.", icon="ℹ️")
         return
     _pick_known_head(cur)
-    row, layer, head = _layer_head(run, "teach")
+    row, layer, head = _layer_head(run, keys.TEACH_LAYER, keys.TEACH_HEAD)
     if model.name == TOY:
         table = analysis.head_table(cur.key, run, model)
         r = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
@@ -200,17 +200,17 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
 # --- switching heads off ---------------------------------------------------------------------
 def _heads_on(cur) -> np.ndarray:
     """This model's on/off state (True = on), kept per model for the session."""
-    store = st.session_state.setdefault("_heads_on", {})
+    store = st.session_state.setdefault(keys.HEADS_ON, {})
     shape = (cur.model.num_layers, cur.model.num_heads)
-    on = store.get(cur.key[0])
+    on = store.get(cur.key.model)
     if on is None or on.shape != shape:
-        on = store[cur.key[0]] = np.ones(shape, dtype=bool)
+        on = store[cur.key.model] = np.ones(shape, dtype=bool)
     return on
 
 
 def _set_heads(model_key, value: np.ndarray) -> None:
-    st.session_state["_heads_on"][model_key] = value
-    st.session_state["_heads_version"] = st.session_state.get("_heads_version", 0) + 1
+    st.session_state[keys.HEADS_ON][model_key] = value
+    st.session_state[keys.HEADS_VERSION] = st.session_state.get(keys.HEADS_VERSION, 0) + 1
 
 
 def ablation_view() -> None:
@@ -228,17 +228,17 @@ def ablation_view() -> None:
                f"what changes. Measured: {ablation.LOSS_LABELS[kind]}.")
     grid = pd.DataFrame(on, index=[f"layer {l}" for l in range(model.num_layers)],
                         columns=[f"H{h}" for h in range(model.num_heads)])
-    edited = st.data_editor(grid, key=f"heads_grid_{st.session_state.get('_heads_version', 0)}",
+    edited = st.data_editor(grid, key=f"heads_grid_{st.session_state.get(keys.HEADS_VERSION, 0)}",
                             column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in grid.columns})
     on = edited.to_numpy(dtype=bool)
-    st.session_state["_heads_on"][cur.key[0]] = on
+    st.session_state[keys.HEADS_ON][cur.key.model] = on
     cols = st.columns([1, 2, 2])
     cols[0].button("All on", key="heads_all_on",
-                   on_click=lambda: _set_heads(cur.key[0], np.ones_like(on)))
+                   on_click=lambda: _set_heads(cur.key.model, np.ones_like(on)))
     layer_off = cols[1].selectbox("Layer", list(range(model.num_layers)), key="heads_layer_pick",
                                   label_visibility="collapsed", format_func=lambda l: f"layer {l}")
     cols[2].button("Switch off this whole layer", key="heads_layer_off",
-                   on_click=lambda: _set_heads(cur.key[0], _without_layer(on, layer_off)))
+                   on_click=lambda: _set_heads(cur.key.model, _without_layer(on, layer_off)))
     mode = st.radio("Switched-off heads are", ["zeroed (ξ = 0)", "replaced by their mean output on this text"],
                     key="ablate_mode", horizontal=True)
     mean_ablation = mode.startswith("replaced")
@@ -284,9 +284,6 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
                        delta=f"{change['similarity after'] - change['similarity before']:+.4f}")
 
 
-PRUNE_FRACTIONS = [i / 10 for i in range(10)]
-
-
 def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
     model = cur.model
     st.subheader("Which heads matter")
@@ -297,10 +294,14 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
            "gradient at ξ = 1 is zero)" if kind == ablation.EMBEDDING else
            "Michel et al.'s gradient importance: Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, each layer's row divided by its L2 norm")
     st.caption(f"Importance: {how}.")
-    key = (cur.key[0], text)
-    if st.button("Compute head importance", key="imp_go") or key in st.session_state.get("_imp_done", set()):
-        st.session_state.setdefault("_imp_done", set()).add(key)
-        imp = analysis.importance(key, model)
+    key = cur.key.with_text(text)
+    if st.button("Compute head importance", key="imp_go") or key in st.session_state.get(keys.IMPORTANCE_DONE, set()):
+        st.session_state.setdefault(keys.IMPORTANCE_DONE, set()).add(key)
+        try:
+            imp = analysis.importance(key, model)
+        except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
+            st.error(state.plain(str(exc)), icon="⚠️")
+            return
         st.plotly_chart(metric_figures.metric_grid(imp, title="Head importance (per-layer L2-normalised)"),
                         key="imp_grid")
         csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
@@ -310,14 +311,14 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         if k and st.button(f"Switch off these {k} heads above", key="imp_apply"):
             on = np.ones(imp.size, dtype=bool)
             on[np.argsort(imp.ravel())[:k]] = False
-            _set_heads(cur.key[0], on.reshape(imp.shape))
+            _set_heads(cur.key.model, on.reshape(imp.shape))
             st.rerun()
         seconds = _pruning_seconds(model, len(text.split()))
-        if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(PRUNE_FRACTIONS)} steps)",
-                     key="prune_go") or key in st.session_state.get("_prune_done", set()):
-            st.session_state.setdefault("_prune_done", set()).add(key)
+        if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(ablation.PRUNE_FRACTIONS)} steps)",
+                     key="prune_go") or key in st.session_state.get(keys.PRUNING_DONE, set()):
+            st.session_state.setdefault(keys.PRUNING_DONE, set()).add(key)
             curve = analysis.pruning(key, mean_ablation, model)
-            st.plotly_chart(teach_figures.pruning_figure(PRUNE_FRACTIONS, curve["importance order"],
+            st.plotly_chart(teach_figures.pruning_figure(ablation.PRUNE_FRACTIONS, curve["importance order"],
                                                          curve["random mean"], curve["random sd"],
                                                          loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),
                             key="prune_fig")

@@ -11,27 +11,27 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import detail, figures
-from mha_viz.ui import state
+from mha_viz.ui import keys, state
 
 log = logging.getLogger("mha_viz.ui")
-HEAD_PAGE = "mha_viz/ui/pages/head_view.py"
 
 
 def _clamp_selection(run) -> None:
     """Keep the chosen layer and head valid when the model changes."""
     # Plain keys, not widget keys: Streamlit drops a widget's state on pages that do not draw it.
-    st.session_state["sel_layer"] = min(int(st.session_state.get("sel_layer", 0)), run.num_layers - 1)
-    st.session_state["sel_head"] = min(int(st.session_state.get("sel_head", 0)), run.num_heads - 1)
+    st.session_state[keys.SEL_LAYER] = min(int(st.session_state.get(keys.SEL_LAYER, 0)), run.num_layers - 1)
+    st.session_state[keys.SEL_HEAD] = min(int(st.session_state.get(keys.SEL_HEAD, 0)), run.num_heads - 1)
 
 
 def open_head(layer: int, head: int) -> None:
-    st.session_state["sel_layer"], st.session_state["sel_head"] = layer, head
-    st.session_state["_goto_head"] = True
+    """Choose a head and open it in the head view (at the start of the next run)."""
+    st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = layer, head
+    st.session_state[keys.GOTO] = "head_view"
 
 
 def _on_grid_select() -> None:
     try:
-        event = st.session_state.get("grid") or {}
+        event = st.session_state.get(keys.GRID) or {}
         points = (event.get("selection") or {}).get("points") or []
         run = state.current().run
         picked = figures.grid_pick(points, run.num_heads) if run is not None else None
@@ -62,42 +62,41 @@ def model_view() -> None:
     st.caption(f"{state.plain(run.model_name)}: {layers} × {run.num_heads} heads, {run.n} tokens. "
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key="grid_rescale")
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
     fig = figures.model_grid(run, rescale=rescale)
-    st.plotly_chart(fig, key="grid", on_select=_on_grid_select, selection_mode="points",
+    st.plotly_chart(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points",
                     config={"displayModeBar": False}, width="content")
     cols = st.columns([1, 1, 2])
-    for key, top in (("grid_layer", run.num_layers - 1), ("grid_head", run.num_heads - 1)):
+    for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
         st.session_state[key] = min(int(st.session_state.get(key, 0)), top)
-    cols[0].selectbox("Layer", list(range(run.num_layers)), key="grid_layer",
+    cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.GRID_LAYER,
                       format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
-    cols[1].number_input("Head", 0, run.num_heads - 1, key="grid_head")
+    cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
     cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: open_head(
-        int(st.session_state["grid_layer"]), int(st.session_state["grid_head"])))
-    if st.session_state.pop("_goto_head", False):
-        st.switch_page(HEAD_PAGE)
+        int(st.session_state[keys.GRID_LAYER]), int(st.session_state[keys.GRID_HEAD])))
     _whole_text_overview(cur)
 
 
 def _whole_text_overview(cur) -> None:
     """For a text longer than the app's cap: every head over the model's whole context,
-    computed one head at a time (no layers × heads × n² array), on request."""
+    computed one head at a time (no layers × heads × n² array), on request. It reads past the
+    session's token cap up to the model's context (on a public server, up to
+    MHA_VIZ_MAX_OVERVIEW_TOKENS): `mha_viz.tokenize(..., whole_text=True)` decides."""
     model, text = cur.text_model, cur.text
     if model is None or not model.has_head_outputs:
         return
-    total = len(model.tokenizer(text, add_special_tokens=True)["input_ids"])
     shown = cur.run.n if (cur.run is not None and not cur.stale) else 0
-    n = min(total, model.max_positions)
+    n = mha_viz.tokenize(model, text, whole_text=True).n
     if n <= shown or n <= 2:
         return
     st.subheader("The whole text")
     full_cost = model.num_layers * model.num_heads * n * n * 4
     st.caption((f"The views use the first {shown} tokens. " if shown else "")
-               + f"{model.name} reads up to {model.max_positions}: an overview of every head over {n} "
+               + f"{state.plain(model.name)} reads up to {model.max_positions}: an overview of every head over {n} "
                f"tokens is computed one head at a time (holding all of them would take "
                f"{state.size_text(full_cost)}). On a CPU this can take minutes.")
     key = (cur.model_key, text)
-    store = st.session_state.setdefault("_overviews", {})
+    store = st.session_state.setdefault(keys.OVERVIEWS, {})
     slot = st.empty()
     if key not in store and slot.button(f"Compute the overview of all {n} tokens", key="whole_overview"):
         slot.empty()  # the button goes once it has done its work
@@ -116,7 +115,7 @@ def _whole_text_overview(cur) -> None:
         store[key] = ov
     if key in store:
         ov = store[key]
-        st.plotly_chart(figures.grid_figure(ov.pooled, rescale=st.session_state.get("grid_rescale", True),
+        st.plotly_chart(figures.grid_figure(ov.pooled, rescale=st.session_state.get(keys.GRID_RESCALE, True),
                                             clickable=False),
                         key="whole_grid", config={"displayModeBar": False}, width="content")
         st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
@@ -128,12 +127,11 @@ def head_view() -> None:
     if cur is None:
         return
     run = cur.run
-    st.session_state.pop("_goto_head", None)
     cols = st.columns([2, 2, 3])
-    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state["sel_layer"],
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state[keys.SEL_LAYER],
                               format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), index=st.session_state["sel_head"])
-    st.session_state["sel_layer"], st.session_state["sel_head"] = layer, head
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), index=st.session_state[keys.SEL_HEAD])
+    st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = layer, head
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale",
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
@@ -159,24 +157,24 @@ def _head_figure(run, layer: int, head: int, rescale: bool):
     options = [FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]
     default = FULL if run.n <= detail.FULL_DETAIL_TOKENS else BLOCKS
     this_run = (run.model_name, run.text, run.n)
-    changed = st.session_state.get("_detail_run") != this_run
-    st.session_state["_detail_run"] = this_run
-    forced = st.session_state.get("_detail_forced", False)  # blocks chosen by the app, not the user
-    if st.session_state.get("head_detail") not in options or (changed and (default == BLOCKS or forced)):
-        st.session_state["head_detail"] = default  # a new long input opens on the block view, and a
-        st.session_state["_detail_forced"] = default == BLOCKS  # short one after it on every token
-    mode = st.radio("Detail", options, key="head_detail", horizontal=True,
-                    on_change=lambda: st.session_state.update(_detail_forced=False),
+    changed = st.session_state.get(keys.DETAIL_RUN) != this_run
+    st.session_state[keys.DETAIL_RUN] = this_run
+    forced = st.session_state.get(keys.DETAIL_FORCED, False)  # blocks chosen by the app, not the user
+    if st.session_state.get(keys.HEAD_DETAIL) not in options or (changed and (default == BLOCKS or forced)):
+        st.session_state[keys.HEAD_DETAIL] = default  # a new long input opens on the block view, and a
+        st.session_state[keys.DETAIL_FORCED] = default == BLOCKS  # short one after it on every token
+    mode = st.radio("Detail", options, key=keys.HEAD_DETAIL, horizontal=True,
+                    on_change=lambda: st.session_state.update({keys.DETAIL_FORCED: False}),
                     help="Blocks: the whole matrix downsampled; each block shows its largest weight, so a "
                          "single strong cell stays visible (hover for max and mean). Words: word pieces "
                          "merged (sum over a word's keys, mean over its queries).")
     if mode == WINDOW:
         width = min(run.n, 96)
-        st.session_state.setdefault("head_window", (0, width))
-        lo, hi = st.session_state["head_window"]
+        st.session_state.setdefault(keys.HEAD_WINDOW, (0, width))
+        lo, hi = st.session_state[keys.HEAD_WINDOW]
         if hi > run.n or lo >= hi:
-            st.session_state["head_window"] = (0, width)
-        start, stop = st.slider("Tokens", 0, run.n, key="head_window",
+            st.session_state[keys.HEAD_WINDOW] = (0, width)
+        start, stop = st.slider("Tokens", 0, run.n, key=keys.HEAD_WINDOW,
                                 help="The tokens shown on both axes, at full resolution.")
         return figures.head_heatmap(run, layer, head, rescale=rescale, window=(start, max(stop, start + 1)))
     if mode == BLOCKS:
@@ -193,7 +191,7 @@ def facts_view() -> None:
     m = cur.model
     rows = {
         "model": state.plain(m.name),
-        "architecture": f"{m.family} ({'causal decoder' if m.is_causal else 'bidirectional encoder'})",
+        "architecture": f"{m.model_type} ({'causal decoder' if m.is_causal else 'bidirectional encoder'})",
         "layers": m.num_layers,
         "attention heads per layer": m.num_heads,
         "key/value heads per layer": f"{m.num_kv_heads}" + (

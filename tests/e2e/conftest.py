@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ BUSY_OBSERVER = """
                                                  attributeFilter: ['data-stale']});
 })();
 """
-ZW = "\u200b"  # figures.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
+ZW = "\u200b"  # figure_style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
 
 def _in_ci() -> bool:
@@ -120,16 +121,14 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=20)
 
 
-@pytest.fixture(scope="session")
-def server(e2e_ready, _models) -> str:
-    """`streamlit run app.py` on a free loopback port, in its own process group; its base URL.
-    (_models: the test process loads its models while the server starts.)"""
+@contextmanager
+def start_server(log_path: Path):
+    """A new `streamlit run app.py` on a free loopback port, in its own process group, its output
+    in `log_path`; yields its base URL once it answers its health check (which runs no script:
+    the server is still cold), and stops it (the whole group) on the way out."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):  # this session's screenshots only
-        old.unlink()
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
-    log_path = ARTIFACTS / "server.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false",
@@ -149,6 +148,17 @@ def server(e2e_ready, _models) -> str:
         yield base_url
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def server(e2e_ready, _models) -> str:
+    """The shared server (`start_server`, log in artifacts/server.log); its base URL.
+    (_models: the test process loads its models while the server starts.)"""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for old in ARTIFACTS.glob("*.png"):  # this session's screenshots only
+        old.unlink()
+    with start_server(ARTIFACTS / "server.log") as base_url:
+        yield base_url
 
 
 @pytest.fixture(scope="session")
@@ -177,12 +187,18 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def open_app(browser, base_url: str, name: str) -> "App":
-    """A fresh Streamlit session in a new browser context, on the first render of the app."""
+def new_app(browser, base_url: str, name: str) -> "App":
+    """A tab in a new browser context, not opened yet (`page.goto` starts its Streamlit session)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(30_000)
     context.add_init_script(BUSY_OBSERVER)
-    ui = App(context.new_page(), base_url, name)
+    return App(context.new_page(), base_url, name)
+
+
+def open_app(browser, base_url: str, name: str) -> "App":
+    """A fresh Streamlit session in a new browser context, on the first render of the app."""
+    ui = new_app(browser, base_url, name)
+    context = ui.page.context
     try:
         ui.page.goto(base_url + "/", wait_until="domcontentloaded")
         ui.page.locator("[data-testid=stPlotlyChart]").first.wait_for(timeout=RUN_TIMEOUT_S * 1000)

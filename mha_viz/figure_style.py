@@ -1,0 +1,81 @@
+"""What every Plotly figure of mha-viz shares: colour scales, titles, margins, colour bars and
+token labels on axes.
+
+Token labels are HTML-escaped (Plotly renders a subset of HTML in text) and made unique
+(Plotly merges equal category labels) with zero-width suffixes that do not show.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+# Light (no attention) to dark blue (all attention): ColorBrewer Blues.
+COLORSCALE = [
+    [0.0, "#f7fbff"], [0.125, "#deebf7"], [0.25, "#c6dbef"], [0.375, "#9ecae1"], [0.5, "#6baed6"],
+    [0.625, "#4292c6"], [0.75, "#2171b5"], [0.875, "#08519c"], [1.0, "#08306b"],
+]
+DIVERGING = "RdBu_r"  # signed values, centred on 0
+
+_ZW = "\u200b"  # starts a suffix; then the occurrence number in binary as U+200C (0) / U+200D (1)
+_BITS = {"0": "\u200c", "1": "\u200d"}
+
+
+def axis_labels(tokens: list[str]) -> list[str]:
+    """HTML-escaped labels; the k-th repeat of a token gets an invisible zero-width suffix
+    encoding k in binary (O(log k) characters). Display tokens never contain these characters:
+    `tokens.visible` shows format characters as codes."""
+    seen: dict[str, int] = {}
+    labels = []
+    for tok in tokens:
+        label = html.escape(tok, quote=False)
+        k = seen.get(label, 0)
+        seen[label] = k + 1
+        if k:
+            label += _ZW + "".join(_BITS[b] for b in format(k, "b"))
+        labels.append(label)
+    return labels
+
+
+def label_text(label: str) -> str:
+    """The token a label shows (inverse of `axis_labels` for one label)."""
+    return html.unescape(label.split(_ZW, 1)[0])
+
+
+def plot_title(text: str) -> dict:
+    """A title above the plot that pushes the margin, so rotated tick labels never overlap it."""
+    return dict(text=text, automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left")
+
+
+def margin(**changes: int) -> dict:
+    """The figures' margins (room for the title on top), with `changes` to some sides."""
+    return dict(l=10, r=10, t=40, b=10) | changes
+
+
+def colorbar(title: str | None = None, *, thickness: int = 12) -> dict:
+    """A slim colour bar, titled when `title` is given."""
+    return dict(thickness=thickness) if title is None else dict(title=dict(text=title), thickness=thickness)
+
+
+def scale_top(values: np.ndarray, rescale: bool) -> float:
+    """Top of a 0-based colour scale: 1, or the shown values' maximum when rescaling."""
+    return float(values.max()) if rescale and values.size and values.max() > 0 else 1.0
+
+
+def symmetric_bound(values: np.ndarray) -> float:
+    """The largest |value| among the finite ones (1 if none): a diverging scale spans ± this."""
+    finite = values[np.isfinite(values)]
+    return float(np.abs(finite).max()) if finite.size else 1.0
+
+
+def token_map_layout(n: int, x_title: str, y_title: str, *, show_labels: bool = True) -> dict:
+    """Axes and height of an n × n token-by-token heatmap: keys labelled below the map (long
+    rotated labels never run into the title), queries top to bottom, labels up to 160 tokens."""
+    show = show_labels and n <= 160
+    return dict(
+        xaxis=dict(title=dict(text=x_title), side="bottom", tickangle=-60, type="category",
+                   showticklabels=show),
+        yaxis=dict(title=dict(text=y_title), autorange="reversed", type="category", showticklabels=show),
+        height=int(min(900, max(360, 22 * n + 140))),
+    )

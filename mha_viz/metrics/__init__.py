@@ -1,0 +1,37 @@
+"""Head metrics, vectorized over all heads (the specification: `shared/docs/head-metrics.md`).
+
+One module an idea, every public name re-exported here (`from mha_viz import metrics;
+metrics.head_table(...)`):
+
+- `measures`: `Measure`, `METRICS`, `SIMILARITIES` (each measure's one-line formula and what
+  high and low values mean, for the UI) and the pattern-class thresholds.
+- `head_stats`: `head_table`, per-head pattern statistics and pattern classes (spec section 1),
+  plus the importance norms of section 3 when the run has head outputs and the weights are given.
+- `similarity`: `head_similarity`, every pair of heads compared (section 2): JS divergence and
+  cosine of patterns, output CKA (debiased), residual correlation, the seed's R_ij, QK / OV
+  weight cosines; `select_heads`, `as_similarity`, `as_dissimilarity`.
+- `diversity`: `diversity`, `layer_diversity`, `diversity_table`: the diversity D of sets of heads.
+- `across_layers`: `rollout`, `rollout_through_head`, `flow`: attention across layers (section 4).
+- `layout`: `cluster_order`, `mds`: layouts of a dissimilarity matrix for the views.
+- `head_writes`: `Weights` and what each head writes (shared by head_stats and similarity).
+
+Functions take an `AttentionRun` (and, where weights matter, the dict of
+`LoadedModel.head_weights()`) and return plain numpy / pandas.
+"""
+
+from .across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
+from .diversity import diversity, diversity_table, layer_diversity
+from .head_stats import classify, detection_patterns, head_table, importance
+from .head_writes import Weights
+from .layout import cluster_order, mds
+from .measures import (
+    BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, METRICS, PUNCTUATION, SIMILARITIES, VERTICAL_MASS, Measure,
+)
+from .similarity import as_dissimilarity, as_similarity, head_similarity, select_heads
+
+__all__ = [
+    "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",
+    "SIMILARITIES", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
+    "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_similarity",
+    "head_table", "importance", "layer_diversity", "mds", "rollout", "rollout_through_head", "select_heads",
+]

@@ -1,0 +1,77 @@
+"""The catalogue of measures: each metric's and similarity's formula and reading for the UI,
+and the pattern-class thresholds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Measure:
+    """What the UI says about a measure: its formula in one line and how to read it."""
+
+    label: str
+    formula: str
+    high: str
+    low: str
+    needs: str = "attention"  # "attention", "outputs" (z), "weights" or "outputs+weights"
+
+
+METRICS: dict[str, Measure] = {
+    "entropy": Measure("Entropy (nats)", "mean_i −Σ_j Â_ij ln Â_ij,  Â = 0.9999·A + 0.0001/k_i",
+                       "attention spread over many tokens", "attention on one or two tokens"),
+    "norm_entropy": Measure("Normalized entropy", "mean_i H(A_i) / ln k_i  (k_i = keys row i may see)",
+                            "close to uniform over the visible keys (> 0.9: broad)", "sharp, one-hot rows"),
+    "confidence": Measure("Confidence", "mean_i max_j A_ij", "each query picks one key", "no key stands out"),
+    "distance": Measure("Mean distance", "mean_i Σ_j A_ij·|i − j|", "looks far away", "looks at itself or neighbours"),
+    "self": Measure("Self", "mean_i A_i,i", "attends to itself", "ignores itself"),
+    "prev": Measure("Previous token", "mean_i A_i,i−1", "attends to the previous token", "does not"),
+    "next": Measure("Next token", "mean_i A_i,i+1", "attends to the next token", "does not"),
+    "first": Measure("First token (sink)", "mean_i A_i,0", "parks attention on [CLS] / BOS", "does not"),
+    "sep": Measure("[SEP] tokens", "mean_i Σ_{j ∈ SEP} A_ij", "parks attention on separators", "does not"),
+    "punct": Measure("Punctuation", "mean_i Σ_{j ∈ {'.', ','}} A_ij", "attends to . and ,", "does not"),
+    "prev_token_score": Measure("Previous-token score (detector form of prev)", "Σ(A ⊙ P)/ΣA,  P[i, i−1] = 1",
+                                "a previous-token head (TransformerLens detector; equals prev when "
+                                "every row sums to 1)", "not one"),
+    "duplicate_score": Measure("Duplicate-token score", "Σ(A ⊙ P)/ΣA,  P[i, j] = 1 if tok_j = tok_i, j < i",
+                               "looks back at earlier copies of the same token", "does not"),
+    "induction_score": Measure("Induction score", "Σ(A ⊙ P)/ΣA,  P[i, j+1] = 1 if tok_j = tok_i, j < i",
+                               "looks at the token after an earlier copy (an induction head); "
+                               "a perfect one scores 0.5 on a sequence repeated twice", "not an induction head"),
+    "output_norm": Measure("Output norm", "mean_t ‖z_t W_O[h]‖₂  (Kobayashi 2020)",
+                           "writes a lot into the residual stream", "writes little", "outputs+weights"),
+    "mean_output_norm": Measure("Mean-output norm (seed's I_i)", "‖mean_t z_t W_O[h]‖₂",
+                                "a large constant part in what it writes",
+                                "zero-mean output: may still be large, this only sees the constant part",
+                                "outputs+weights"),
+}
+
+SIMILARITIES: dict[str, Measure] = {
+    "js": Measure("JS divergence of patterns",
+                  "mean_i JS(Ã_h[i], Ã_h'[i]),  Ã = 0.999·A + 0.001/n,  natural log (0 .. ln 2)",
+                  "different patterns (a divergence: high = unlike)", "the same pattern"),
+    "cosine": Measure("Pattern cosine", "⟨A_h, A_h'⟩ / (‖A_h‖ ‖A_h'‖) over the flattened matrices",
+                      "look at the same places", "look at different places"),
+    "cka": Measure("Output CKA (debiased)", "linear CKA of z_h, z_h' (n × d_v) with the unbiased HSIC",
+                   "the heads' outputs carry the same information, up to rotation and scale",
+                   "unrelated outputs", "outputs"),
+    "residual": Measure("Residual correlation", "Pearson r of z_h W_O[h] and z_h' W_O[h'] over all n·d_model "
+                        "entries, centred per coordinate", "they write the same thing into the residual stream",
+                        "unrelated (negative: opposite)", "outputs+weights"),
+    "seed_r": Measure("Seed's R_ij (not 1 for identical heads)", "‖z_i z_jᵀ‖_F / (‖z_i‖_F ‖z_j‖_F)",
+                      "as written in the seed it is NOT 1 for identical heads (random identical "
+                      "heads give about 0.2): prefer output CKA", "", "outputs"),
+    "qk": Measure("QK weight cosine", "cos(W_Q[h] W_K[h]ᵀ, W_Q[h'] W_K[h']ᵀ) via tr((W_Q'ᵀ W_Q)(W_Kᵀ W_K'))",
+                  "score tokens alike (content part only for RoPE models; GQA heads of one group "
+                  "share W_K, so they differ only by W_Q)", "unrelated (negative: opposite)", "weights"),
+    "ov": Measure("OV weight cosine", "cos(W_V[h] W_O[h], W_V[h'] W_O[h']) via tr((W_Vᵀ W_V')(W_O' W_Oᵀ))",
+                  "move the same information (GQA heads of one group share W_V)",
+                  "unrelated (negative: opposite)", "weights"),
+}
+
+# Pattern-class thresholds: conventions after Clark et al. 2019 / Kovaleva et al. 2019, not facts.
+BROAD_NORM_ENTROPY = 0.9
+DIAGONAL_MASS = 0.5
+VERTICAL_MASS = 0.6
+BLOCK_MASS = 0.8
+PUNCTUATION = frozenset({".", ","})

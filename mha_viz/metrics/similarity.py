@@ -1,0 +1,217 @@
+"""Every pair of heads compared (spec section 2): pattern JS divergence and cosine, output CKA,
+residual correlation, the seed's R_ij and QK / OV weight cosines, on all heads or a few."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..arrays import tensor_view
+from ..capture import AttentionRun
+from .head_writes import Weights, as_tensor, flat_outputs, head_writes, run_weights
+from .measures import SIMILARITIES
+
+
+def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | None = None) -> np.ndarray:
+    """(L·H, L·H) comparison of every pair of heads; index = layer * H + head.
+
+    Kinds (see SIMILARITIES): "js" (a divergence, 0 for identical heads), "cosine" (patterns),
+    "cka", "residual", "seed_r" (need the run's head outputs; "residual" also `weights`),
+    "qk", "ov" (need `weights` only: they do not depend on the text).
+    """
+    if kind not in _SIMILARITY:
+        raise ValueError(f"unknown similarity kind {kind!r}; use one of {', '.join(SIMILARITIES)}")
+    needs = SIMILARITIES[kind].needs
+    if "weights" in needs and weights is None:
+        raise ValueError(f"the {SIMILARITIES[kind].label} needs the model's weights (weights=model.head_weights())")
+    if "outputs" in needs and run.head_outputs is None:
+        raise ValueError(f"the {SIMILARITIES[kind].label} needs each head's output, which this run does not have")
+    return _SIMILARITY[kind](run, run_weights(run, weights))
+
+
+def _pattern_cosine(run: AttentionRun, _weights=None) -> np.ndarray:
+    x = tensor_view(run.attentions.reshape(run.num_layers * run.num_heads, -1))  # (N, n²) float32
+    return _cosine_from_inner((x @ x.T).double().numpy())
+
+
+def _js(run: AttentionRun, _weights=None) -> np.ndarray:
+    """Mean-over-rows JS divergence of every pair of smoothed patterns.
+
+    Summed over all entries, JS(p, q) = ½(Σ p ln p + Σ q ln q) − Σ m ln m with m = (p + q)/2 and
+    Σ m ln m = ½ Σ s ln s − ln 2 · Σ m for s = p + q, so each pair costs one add, one log and
+    one dot product over its n² entries, done in column blocks that stay in cache. Entries that
+    are the smoothing floor in both heads (above the diagonal of a causal run) add a known
+    constant and are not computed. The cost is N²n²/2 logarithms: about 3 s for 144 heads at
+    n = 512 on 2 CPU cores, the one metric slower than the forward pass (see benchmarks/).
+    """
+    L, H, n = run.num_layers, run.num_heads, run.n
+    N, eps = L * H, 0.001 / n
+    flat = tensor_view(run.attentions.reshape(N, n * n))
+    if run.is_causal:
+        rows, cols = np.tril_indices(n)
+        flat = flat[:, torch.from_numpy(rows * n + cols)]  # (N, n(n+1)/2)
+    p = flat.float() * 0.999 + eps  # (N, M)
+    skipped = n * n - p.shape[1]  # entries equal to eps in every head
+    plogp = (p * p.log()).sum(-1, dtype=torch.float64) + skipped * eps * math.log(eps)  # (N,)
+    mass = p.sum(-1, dtype=torch.float64) + skipped * eps  # (N,): Σ p (n, up to rounding)
+    sls = torch.zeros(N, N, dtype=torch.float64)  # Σ s ln s for every pair i < j
+    block = 8192  # measured: larger blocks lose cache, smaller ones lose to per-call overhead
+    buf, logs = torch.empty(N, block), torch.empty(N, block)
+    for c0 in range(0, p.shape[1], block):
+        chunk = p[:, c0:c0 + block].contiguous()  # (N, c)
+        w = chunk.shape[1]
+        for i in range(N - 1):
+            s = torch.add(chunk[i + 1:], chunk[i], out=buf[:N - i - 1, :w])  # (N − i − 1, c)
+            ls = torch.log(s, out=logs[:N - i - 1, :w])
+            sls[i, i + 1:] += torch.linalg.vecdot(s, ls).double()
+    sls += skipped * 2 * eps * math.log(2 * eps)
+    m_mass = 0.5 * (mass[:, None] + mass[None, :])
+    js = 0.5 * (plogp[:, None] + plogp[None, :]) - (0.5 * sls - math.log(2) * m_mass)
+    js = torch.triu(js, 1)
+    return ((js + js.T) / n).clamp_min(0).numpy()
+
+
+def _expand_kv(w: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(L, G, ...) -> (L·H, ...): query head h of a layer reads KV head h // (H / G)."""
+    group = num_heads // w.shape[1]
+    return w.repeat_interleave(group, dim=1).reshape(-1, *w.shape[2:])
+
+
+def _paired_trace(a: torch.Tensor, b: torch.Tensor) -> np.ndarray:
+    """(N, N) of ⟨a_i b_iᵀ, a_j b_jᵀ⟩_F = Σ_xy (a_iᵀ a_j)_xy (b_iᵀ b_j)_xy for a (N, m, r) and
+    b (N, m', r), without forming any m × m' matrix. Rows of heads go in chunks so that the
+    (chunk·r, N·r) Gram blocks stay small; only the upper triangle is computed."""
+    N, m, r = a.shape
+    a_flat = a.permute(1, 0, 2).reshape(m, N * r)  # (m, N·r): every head's columns side by side
+    b_flat = b.permute(1, 0, 2).reshape(b.shape[1], N * r)
+    out = torch.zeros(N, N, dtype=torch.float64)
+    chunk = max(1, int(4e6 // (N * r * r)))
+    for i0 in range(0, N, chunk):
+        i1 = min(N, i0 + chunk)
+        ga = (a_flat[:, i0 * r:i1 * r].T @ a_flat[:, i0 * r:]).reshape(i1 - i0, r, N - i0, r)  # (c, r, N', r)
+        gb = (b_flat[:, i0 * r:i1 * r].T @ b_flat[:, i0 * r:]).reshape(i1 - i0, r, N - i0, r)
+        out[i0:i1, i0:] = ga.mul_(gb).sum((1, 3), dtype=torch.float64)
+    out = torch.triu(out) + torch.triu(out, 1).T
+    return out.numpy()
+
+
+def _cosine_from_inner(inner: np.ndarray) -> np.ndarray:
+    """Cosines from a Gram matrix. A head with norm 0 (a dead head: W_O = 0, constant output)
+    is like no other head (0) and its similarity to itself is undefined (NaN)."""
+    diag = np.diag(inner).copy()
+    norms = np.sqrt(np.clip(diag, 1e-300, None))
+    out = np.clip(inner / norms[:, None] / norms[None, :], -1.0, 1.0)
+    dead = diag <= 1e-300
+    out[dead, :] = 0.0
+    out[:, dead] = 0.0
+    out[dead, dead] = np.nan
+    return out
+
+
+def _qk(run: AttentionRun, weights: Weights) -> np.ndarray:
+    """Cosine of W_QK[h] = W_Q[h] W_K[h]ᵀ: ⟨W_QK^i, W_QK^j⟩ = tr((W_Q^jᵀ W_Q^i)(W_K^iᵀ W_K^j))."""
+    q = as_tensor(weights["W_Q"]).float()
+    H = q.shape[1]
+    q = q.reshape(-1, *q.shape[2:])  # (N, d, d_k)
+    k = _expand_kv(as_tensor(weights["W_K"]).float(), H)  # (N, d, d_k)
+    return _cosine_from_inner(_paired_trace(q, k))
+
+
+def _ov(run: AttentionRun, weights: Weights) -> np.ndarray:
+    """Cosine of W_OV[h] = W_V[h] W_O[h]: ⟨W_OV^i, W_OV^j⟩ = tr((W_V^iᵀ W_V^j)(W_O^j W_O^iᵀ))."""
+    o = as_tensor(weights["W_O"]).float()
+    H = o.shape[1]
+    v = _expand_kv(as_tensor(weights["W_V"]).float(), H)  # (N, d, d_v)
+    o_t = o.reshape(-1, *o.shape[2:]).transpose(1, 2)  # (N, d, d_v): W_O[h]ᵀ
+    return _cosine_from_inner(_paired_trace(v, o_t))
+
+
+def _cka(run: AttentionRun, _weights=None) -> np.ndarray:
+    """Debiased linear CKA (Kornblith 2019 with the unbiased HSIC of Song et al. 2012).
+
+    With K_h = z_h z_hᵀ, diagonal set to 0, U-centred (Székely & Rizzo), HSIC_u(i, j) is
+    ⟨U_i, U_j⟩ / (n(n − 3)), so CKA is the cosine of the flattened U matrices. Built in
+    row chunks of tokens so no (N, n, n) array is held at once. Needs n ≥ 4 (else NaN).
+    """
+    z = flat_outputs(run)  # (N, n, d_v)
+    N, n, _ = z.shape
+    if n < 4:
+        return np.full((N, N), np.nan)
+    # CKA ignores a constant shift; removing it first keeps float32 from cancelling when a
+    # head's output has a large constant part
+    z = z - z.mean(1, keepdim=True)
+    diag = (z * z).sum(-1)  # (N, n): K_h[t, t]
+    rows = z @ z.sum(1, keepdim=True).transpose(1, 2)  # (N, n, 1): K_h 1
+    rows = rows[..., 0] - diag  # row sums of K with a zero diagonal
+    total = rows.sum(-1)  # (N,)
+    inner = torch.zeros(N, N, dtype=torch.float64)
+    chunk = max(1, int(2e6 // (N * n)))
+    for t0 in range(0, n, chunk):
+        t1 = min(n, t0 + chunk)
+        k = z[:, t0:t1] @ z.transpose(1, 2)  # (N, c, n)
+        u = (k - rows[:, t0:t1, None] / (n - 2) - rows[:, None, :] / (n - 2)
+             + total[:, None, None] / ((n - 1) * (n - 2)))
+        idx = torch.arange(t0, t1)
+        u[:, idx - t0, idx] = 0.0  # U-centred matrices have a zero diagonal
+        f = u.reshape(N, -1)
+        inner += (f @ f.T).double()
+    return _cosine_from_inner(inner.numpy())
+
+
+def _residual(run: AttentionRun, weights: Weights) -> np.ndarray:
+    """Pearson correlation of the heads' residual-stream writes, centred per coordinate."""
+    chunks, mean = head_writes(run, weights)
+    N = mean.shape[0]
+    inner = torch.zeros(N, N, dtype=torch.float64)
+    for o in chunks:
+        f = (o - mean).reshape(N, -1)
+        inner += (f @ f.T).double()
+    return _cosine_from_inner(inner.numpy())
+
+
+def _seed_r(run: AttentionRun, _weights=None) -> np.ndarray:
+    """The seed's R_ij = ‖z_i z_jᵀ‖_F / (‖z_i‖_F ‖z_j‖_F), via ‖z_i z_jᵀ‖²_F = ⟨z_iᵀz_i, z_jᵀz_j⟩_F."""
+    z = flat_outputs(run).double()
+    c = z.transpose(1, 2) @ z  # (N, d_v, d_v)
+    flat = c.reshape(c.shape[0], -1)
+    tr = torch.diagonal(c, dim1=1, dim2=2).sum(-1)  # ‖z_i‖²_F
+    inner = (flat @ flat.T).clamp_min(0)
+    return (inner.sqrt() / (tr[:, None] * tr[None, :]).sqrt().clamp_min(1e-300)).numpy()
+
+
+_SIMILARITY = {"js": _js, "cosine": _pattern_cosine, "cka": _cka, "residual": _residual,
+               "seed_r": _seed_r, "qk": _qk, "ov": _ov}
+
+
+def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = None):
+    """A run (and weights) holding only `heads` (indices layer * H + head), as one layer of
+    len(heads) heads each with its own KV head, so that pairwise measures of a few heads cost
+    what a few heads cost. Returns (run, weights or None); pairwise values are unchanged."""
+    layers, hs = np.divmod(np.asarray(heads), run.num_heads)
+    kv = hs // (run.num_heads // run.num_kv_heads)
+    sub = AttentionRun(
+        tokens=run.tokens, attentions=run.attentions[layers, hs][None], is_causal=run.is_causal,
+        num_kv_heads=len(heads), model_name=run.model_name, token_ids=run.token_ids,
+        special_mask=run.special_mask, text=run.text,
+        head_outputs=None if run.head_outputs is None else run.head_outputs[layers, hs][None],
+    )
+    if weights is None:
+        return sub, None
+    w = {k: as_tensor(v) for k, v in run_weights(run, weights).items()}
+    return sub, {"W_Q": w["W_Q"][layers, hs][None], "W_K": w["W_K"][layers, kv][None],
+                 "W_V": w["W_V"][layers, kv][None], "W_O": w["W_O"][layers, hs][None]}
+
+
+def as_similarity(matrix: np.ndarray, kind: str) -> np.ndarray:
+    """A comparison as a similarity in [-1, 1]: the JS divergence becomes 1 − JS / ln 2."""
+    return 1.0 - np.asarray(matrix) / np.log(2) if kind == "js" else np.asarray(matrix)
+
+
+def as_dissimilarity(matrix: np.ndarray, kind: str) -> np.ndarray:
+    """A comparison as a dissimilarity ≥ 0 with zero diagonal, for ordering and maps."""
+    d = np.asarray(matrix, dtype=np.float64) if kind == "js" else 1.0 - np.abs(np.asarray(matrix, dtype=np.float64))
+    d = np.nan_to_num(0.5 * (d + d.T), nan=1.0)
+    np.fill_diagonal(d, 0.0)
+    return np.clip(d, 0.0, None)

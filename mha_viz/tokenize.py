@@ -1,0 +1,113 @@
+"""Text → token ids under the token cap: the one door every text goes through to reach a model.
+
+`tokenize(model, text, max_tokens)` returns a `Tokens` record cut to the smallest of: the
+model's positions, the caller's `max_tokens`, the cap of the session it runs in (`session_cap`,
+set by the app for each rerun from the sidebar's *Token limit*) and, on a public server, the
+server's cap (`MHA_VIZ_MAX_TOKENS`). Capture, metrics, teaching, ablation, predictions and the
+whole-text overview all call it, so a page that forgets to pass its cap still cannot run a
+longer text. The whole-text overview reads past the session cap on purpose (`whole_text=True`);
+on a public server it stops at `MHA_VIZ_MAX_OVERVIEW_TOKENS` (default: `MHA_VIZ_MAX_TOKENS`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from models import LoadedModel
+
+from . import settings
+from .tokens import clean_tokens
+
+
+class InputError(ValueError):
+    """The text cannot be analysed; the message is written for the person who typed it."""
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """One text as a model reads it, after the cap.
+
+    ids: the token ids the model runs on; total: how many the whole text has (before the cap);
+    display: readable tokens (markers such as Ġ / ## / ▁ removed, invisible characters shown);
+    word_ids: the word each token belongs to; raw: the tokenizer's own pieces;
+    special: True for structural tokens ([CLS], [SEP], BOS…).
+    """
+
+    ids: list[int]
+    total: int
+    display: list[str]
+    word_ids: list[int]
+    raw: list[str]
+    special: list[bool]
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.n
+
+
+# The cap of the session this code runs in. Streamlit runs each rerun of a session in a thread
+# of its own, and a new thread starts with an empty context: one session's cap never leaks into
+# another's.
+_SESSION_CAP: ContextVar[int | None] = ContextVar("mha_viz_session_cap", default=None)
+
+
+@contextmanager
+def session_cap(limit: int | None):
+    """Every `tokenize` inside this block keeps at most `limit` tokens (None: no session cap)."""
+    token = _SESSION_CAP.set(int(limit) if limit else None)
+    try:
+        yield
+    finally:
+        _SESSION_CAP.reset(token)
+
+
+def token_limit(model: LoadedModel, max_tokens: int | None = None, *, whole_text: bool = False) -> int:
+    """The most tokens one computation on this model may read: the model's positions, `max_tokens`,
+    the session's cap (unless `whole_text`) and, in public mode, the server's cap (for
+    `whole_text`, the overview's own)."""
+    limits = [model.max_positions]
+    if max_tokens:
+        limits.append(int(max_tokens))
+    if not whole_text and _SESSION_CAP.get():
+        limits.append(_SESSION_CAP.get())
+    conf = settings.from_env()
+    if conf.public:
+        limits.append(conf.max_overview_tokens if whole_text else conf.max_tokens)
+    return max(1, min(limits))
+
+
+def count(model: LoadedModel, text: str) -> int:
+    """How many tokens the whole of `text` has for this model (runs nothing but the tokenizer)."""
+    return len(model.tokenizer(text or "", add_special_tokens=True)["input_ids"])
+
+
+def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
+             whole_text: bool = False) -> Tokens:
+    """`text` as token ids for `model`, cut to `token_limit(model, max_tokens, whole_text=...)`.
+
+    Raises InputError for blank text or a text that gives no tokens.
+    """
+    if text is None or not text.strip():
+        raise InputError("Type a sentence to see its attention.")
+    limit = token_limit(model, max_tokens, whole_text=whole_text)
+    tokenizer = model.tokenizer
+    full = tokenizer(text, add_special_tokens=True)["input_ids"]
+    ids = full
+    if len(full) > limit:  # truncation by the tokenizer keeps the closing special tokens ([SEP])
+        ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+        ids = ids[:limit]  # a tokenizer that ignores max_length still cannot pass the cap
+    if not ids:
+        raise InputError("The text produced no tokens for this model; type some words.")
+    # [CLS], [SEP], BOS, EOS, padding; an unknown-character token is text, not structure
+    structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
+    special = [i in structural for i in ids]
+    raw = tokenizer.convert_ids_to_tokens(ids)
+    display, word_ids = clean_tokens(tokenizer, raw, special)
+    return Tokens(ids=list(ids), total=len(full), display=display, word_ids=word_ids, raw=list(raw),
+                  special=special)

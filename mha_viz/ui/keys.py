@@ -1,0 +1,81 @@
+"""The names the UI finds things by: every `st.session_state` key, and the cache keys of an analysis.
+
+Widget keys the user's choices live under are kept across page switches (`KEPT_INPUTS`); keys
+starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
+computed from, so that no code reads a positional tuple by index.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+# --- the sidebar's inputs (widget keys) ---------------------------------------------------------
+MODEL_CHOICE = "model_choice"
+MODEL_OTHER = "model_other"
+DEVICE = "device"
+LOCAL_ATTENTION = "local_attention"
+EXAMPLE = "example"
+TEXT = "text"
+TOKEN_LIMIT = "token_limit"
+CAPTURE_LAYERS = "capture_layers"
+# Streamlit drops a widget's value when a run ends early (st.switch_page), which would reset the
+# text and model: these are copied to KEPT after every run and put back before the next.
+KEPT_INPUTS = (MODEL_CHOICE, MODEL_OTHER, DEVICE, LOCAL_ATTENTION, EXAMPLE, TEXT, TOKEN_LIMIT, CAPTURE_LAYERS)
+KEPT = "_kept_inputs"
+
+# --- what the app computed for this rerun, and the last good result -----------------------------
+CURRENT = "_current"  # state.Current of this rerun
+LAST_GOOD = "_last_good"  # (run, model, AnalysisKey) of the last successful analysis
+GOTO = "_goto_page"  # a page id to switch to at the start of the next run (pages.follow_goto)
+
+# --- the chosen head, shared by the views (plain keys: pages that do not draw a widget keep them)
+SEL_LAYER = "sel_layer"  # a row of the run (not the model's layer number when some are captured)
+SEL_HEAD = "sel_head"
+
+# --- model view ---------------------------------------------------------------------------------
+GRID = "grid"  # the model grid's selection event
+GRID_RESCALE = "grid_rescale"
+GRID_LAYER = "grid_layer"
+GRID_HEAD = "grid_head"
+OVERVIEWS = "_overviews"  # {(ModelKey, text): Overview}, one at a time
+
+# --- head view ----------------------------------------------------------------------------------
+HEAD_DETAIL = "head_detail"
+HEAD_WINDOW = "head_window"
+DETAIL_RUN = "_detail_run"  # the run the detail level was chosen for
+DETAIL_FORCED = "_detail_forced"  # True when the app, not the user, chose the block view
+
+# --- metric views -------------------------------------------------------------------------------
+SIM_KIND = "sim_kind"
+COMPARE_HEADS = "compare_heads"
+
+# --- teaching and switching heads off -----------------------------------------------------------
+TEACH_PICK = "teach_pick"  # "induction": open the teaching view on toy-induction's induction head
+TEACH_LAYER = "teach_layer"
+TEACH_HEAD = "teach_head"
+HEADS_ON = "_heads_on"  # {ModelKey: bool (layers, heads)}
+HEADS_VERSION = "_heads_version"  # bumped when the app changes the on/off grid (a fresh editor)
+IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for
+PRUNING_DONE = "_prune_done"
+
+
+class ModelKey(NamedTuple):
+    """Which loaded model: the same name can come from two folders, devices or implementations."""
+
+    name: str
+    source: str
+    device: str
+    local_attention: bool
+
+
+class AnalysisKey(NamedTuple):
+    """What one analysis was computed from; every cached result of a text is keyed by it."""
+
+    model: ModelKey
+    text: str
+    cap: int  # the session's token cap when it was computed
+    layers: tuple[int, ...] | None = None  # None: every layer
+
+    def with_text(self, text: str) -> "AnalysisKey":
+        """The same model and cap on another text (every layer): e.g. the bundled paragraph."""
+        return self._replace(text=text, layers=None)

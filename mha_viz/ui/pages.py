@@ -1,0 +1,58 @@
+"""The app's pages, registered once: id, title, icon, section and the view that draws it.
+
+`navigation()` turns the registry into `st.navigation`'s sections; a view asks for another page
+with `keys.GOTO` (e.g. `views.open_head`), and `follow_goto()` switches at the start of the
+next run, so views never need to know where a page lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import streamlit as st
+
+from mha_viz.ui import keys, metric_views, teach_views, views
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    id: str  # also the page's URL path
+    title: str
+    icon: str
+    section: str
+    view: Callable[[], None]
+
+
+SECTIONS = ("Look", "Measure", "Teach & test", "About")
+PAGES = (
+    PageSpec("model_view", "Model view", ":material/grid_view:", "Look", views.model_view),
+    PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", views.head_view),
+    PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", metric_views.compare_view),
+    PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look", metric_views.layers_view),
+    PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", metric_views.metrics_view),
+    PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
+    PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),
+    PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", teach_views.ablation_view),
+    PageSpec("model_facts", "Model facts", ":material/info:", "About", views.facts_view),
+)
+BY_ID = {p.id: p for p in PAGES}
+DEFAULT = "model_view"
+
+
+def _page(spec: PageSpec):
+    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == DEFAULT)
+
+
+def navigation():
+    """`st.navigation` over every page, grouped by section (st.Page needs a running script, so
+    the page objects are made on each run from the one registry)."""
+    return st.navigation({section: [_page(p) for p in PAGES if p.section == section] for section in SECTIONS},
+                         expanded=True)
+
+
+def follow_goto() -> None:
+    """Switch to the page a view asked for (`keys.GOTO`), if any."""
+    target = st.session_state.pop(keys.GOTO, None)
+    if target in BY_ID:
+        st.switch_page(_page(BY_ID[target]))

@@ -1,4 +1,0 @@
-"""Page script: compare heads."""
-from mha_viz.ui import metric_views
-
-metric_views.compare_view()

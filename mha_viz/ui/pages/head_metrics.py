@@ -1,4 +1,0 @@
-"""Page script: head metrics."""
-from mha_viz.ui import metric_views
-
-metric_views.metrics_view()

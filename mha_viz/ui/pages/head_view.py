@@ -1,4 +1,0 @@
-"""Page script: head_view."""
-from mha_viz.ui import views
-
-views.head_view()

@@ -1,4 +1,0 @@
-"""Page script: model_view."""
-from mha_viz.ui import views
-
-views.model_view()

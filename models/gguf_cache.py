@@ -1,0 +1,55 @@
+"""A GGUF file converted once to a float32 safetensors folder in mha-viz's cache, which later loads read."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from .errors import ModelLoadError
+
+
+def cache_root() -> Path:
+    """Where mha-viz keeps converted models: $MHA_VIZ_CACHE_DIR, else ~/.cache/mha-viz."""
+    return Path(os.environ.get("MHA_VIZ_CACHE_DIR") or Path.home() / ".cache" / "mha-viz")
+
+
+def gguf_cache(folder: Path, gguf: Path, progress: Callable[[float, str], None]) -> Path:
+    """Convert a GGUF file once to a safetensors folder; later loads read that (seconds)."""
+    stat = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    target = cache_root() / "gguf" / f"{gguf.stem}-{key}"
+    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: imported only to convert
+
+    progress(0.1, f"Converting {gguf.name} to float32 (first time only, about 30 s)…")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf.name)
+    except Exception as exc:  # noqa: BLE001 - any failure here means the file cannot be used
+        raise ModelLoadError(f"Could not read the GGUF file {gguf}: {exc}") from exc
+    # The dequantized weights are plain float32: drop the GGUF marker so they can be saved.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        try:
+            os.replace(tmp, target)  # atomic: a half-written cache is never seen
+        except OSError:
+            if not (target / "model.safetensors").exists():  # not another process's finished copy
+                shutil.rmtree(target, ignore_errors=True)
+                os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -1,0 +1,233 @@
+"""A loaded model ready for attention capture (`LoadedModel`) and what one capture records (`Capture`)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .adapters import Adapter, make_adapter, output_projection
+from .errors import ModelLoadError
+
+
+@dataclass
+class LayerInput:
+    """What an attention layer received: hidden states (B, n, d_model) and RoPE (cos, sin)."""
+
+    hidden: torch.Tensor
+    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+@dataclass
+class Capture:
+    """What one forward pass records. attentions: per layer (B, H, n, n), None for a lean
+    capture (see `LoadedModel.recompute`); head_outputs: per layer (B, H, n, d_v), the heads'
+    outputs z before W_O, or None when the architecture does not expose them."""
+
+    hidden: torch.Tensor
+    attentions: tuple[torch.Tensor, ...] | None
+    head_outputs: tuple[torch.Tensor, ...] | None
+    output: object
+    layer_inputs: tuple[LayerInput, ...] | None = None
+    attention_mask: torch.Tensor | None = None
+
+
+def _z_recorder(zs: list, num_heads: int):
+    """A forward pre-hook for W_O: its input (B, n, H · d_v) is the heads' outputs side by side."""
+    def keep_z(_module, args):
+        x = args[0]
+        zs.append(x.detach().reshape(x.shape[0], x.shape[1], num_heads, -1).transpose(1, 2))  # (B, H, n, d_v)
+    return keep_z
+
+
+@dataclass
+class LoadedModel:
+    """A Hugging Face model (or one of ours with the same interface) ready for capture, with
+    the facts the app shows about it. `model_type` is the config's model type ("bert",
+    "llama", "toy-induction"…); the attention family of each layer is in `attention_modules`."""
+
+    name: str
+    hf_model: nn.Module
+    tokenizer: object
+    device: torch.device
+    is_causal: bool
+    local_attention: bool
+    model_type: str
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    d_model: int
+    d_k: int
+    num_params: int
+    max_positions: int
+    source: str
+    adapters: list[Adapter] = field(default_factory=list, repr=False)
+    # (module, family tag) of each layer's self-attention as the model runs it (our adapters,
+    # tagged "ours", when local_attention); empty when the architecture is not one we can read
+    # weights from. The tags are those of `models.adapters.FAMILIES`.
+    attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
+    # Derived once per instance (a `dataclasses.replace` copy starts afresh):
+    _weights: dict | None = field(default=None, init=False, repr=False, compare=False)
+    _views: list | None = field(default=None, init=False, repr=False, compare=False)
+    # One forward at a time per model: the app shares one instance between sessions.
+    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+
+    @property
+    def implementation(self) -> str:
+        return "ours (mha-viz MultiHeadAttention)" if self.local_attention else "Hugging Face eager"
+
+    @property
+    def has_head_outputs(self) -> bool:
+        """Whether each head's output z (and the weights) can be read for this architecture."""
+        return bool(self.attention_modules)
+
+    def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
+                lean: bool = False, head_outputs: bool = True) -> Capture:
+        """Run the model once, recording every layer's probabilities and every head's output z.
+
+        lean: run the model with fused attention (PyTorch's SDPA) instead, record only each
+        attention layer's input (and RoPE angles), and leave `attentions` None: `recompute`
+        then gives the probabilities of the layers and heads that are wanted.
+        head_outputs: False (lean only) skips recording each head's output z, which at long n
+        is as large as the recorded inputs (L × n × d_model floats).
+        """
+        input_ids = input_ids.to(self.device)
+        attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
+        if lean:
+            return self._capture_lean(input_ids, attention_mask, head_outputs)
+        probs: list[torch.Tensor] = []
+        zs: list[torch.Tensor] = []
+        keep_z = _z_recorder(zs, self.num_heads)
+
+        with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
+            hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in self.adapters]
+            if self.local_attention:  # our MHA hands z over directly
+                for a in self.adapters:
+                    a.mha.keep_z = True
+            else:
+                hooks += [output_projection(m, fam).register_forward_pre_hook(keep_z)
+                          for m, fam in self.attention_modules]
+            try:
+                out = self.hf_model(
+                    input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                    output_attentions=not self.local_attention, use_cache=False,
+                )
+                if self.local_attention:
+                    zs = [a.mha.last_z for a in self.adapters]
+            finally:
+                for h in hooks:
+                    h.remove()
+                for a in self.adapters:
+                    a.mha.keep_z, a.mha.last_z = False, None
+        attentions = tuple(probs) if self.local_attention else tuple(out.attentions or ())
+        if len(attentions) != self.num_layers or any(a is None for a in attentions):
+            raise ModelLoadError(
+                f"'{self.name}' ({self.model_type}) did not return the attention of its "
+                f"{self.num_layers} layers, so it cannot be captured. Try another model."
+            )
+        head_outputs = tuple(zs) if len(zs) == self.num_layers else None
+        return Capture(out.hidden_states[-1], attentions, head_outputs, out)
+
+    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> Capture:
+        if not self.attention_modules:
+            raise ModelLoadError(f"Lean capture needs attention layers mha-viz can read; '{self.name}' has none.")
+        inputs: list[LayerInput] = []
+        zs: list[torch.Tensor] = []
+
+        def keep_input(_module, args, kwargs):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            inputs.append(LayerInput(hidden.detach(), kwargs.get("position_embeddings")))
+
+        keep_z = _z_recorder(zs, self.num_heads)
+
+        with self.lock, torch.inference_mode():
+            hooks = []
+            try:  # everything that changes the shared model is undone in `finally`, even on error
+                for module, family in self.attention_modules:
+                    hooks.append(module.register_forward_pre_hook(keep_input, with_kwargs=True))
+                    if head_outputs:
+                        hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
+                for a in self.adapters:
+                    a.need_weights = False
+                if not self.local_attention:
+                    self.hf_model.set_attn_implementation("sdpa")
+                # the base model, without the LM head: SmolLM2's logits alone would be
+                # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need
+                # them; nor every layer's hidden states (its last_hidden_state is the last one)
+                net = getattr(self.hf_model, "base_model", None) or self.hf_model
+                out = net(input_ids=input_ids, attention_mask=mask, use_cache=False,
+                          output_hidden_states=net is self.hf_model)
+            finally:
+                for h in hooks:
+                    h.remove()
+                for a in self.adapters:
+                    a.need_weights = True
+                if not self.local_attention:
+                    self.hf_model.set_attn_implementation("eager")
+        last = out.last_hidden_state if net is not self.hf_model else out.hidden_states[-1]
+        return Capture(last, None, tuple(zs) if head_outputs else None, out, tuple(inputs), mask)
+
+    def recompute(self, capture: Capture, layer: int, heads: list[int] | None = None) -> torch.Tensor:
+        """Probabilities (B, len(heads), n, n) of one layer from a lean capture: our MHA's
+        projections, RoPE and softmax on that layer's recorded input, with the same causal and
+        padding masks. Equal to eager capture within float rounding."""
+        heads = list(range(self.num_heads)) if heads is None else list(heads)
+        return self._heads_probs(self._projections(capture, layer), heads)
+
+    def each_head(self, capture: Capture, layer: int):
+        """Yield (head, probabilities (B, n, n)) of one layer of a lean capture, one head at a
+        time, so that no more than one head's n × n matrix need exist (for long inputs)."""
+        projections = self._projections(capture, layer)  # once per layer, not per head
+        for h in range(self.num_heads):
+            yield h, self._heads_probs(projections, [h])[:, 0]
+
+    def _heads_probs(self, projections, heads: list[int]) -> torch.Tensor:
+        """Probabilities (B, len(heads), n, n) from `_projections`; query head h reads KV head
+        h // (H / G)."""
+        mha, q, k, v, padding = projections
+        kv = [h // (self.num_heads // self.num_kv_heads) for h in heads]
+        with self.lock, torch.inference_mode():
+            _, probs = mha.attend(q[:, heads], k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal)
+        return probs
+
+    def _projections(self, capture: Capture, layer: int):
+        """q (B, H, n, d_k), k and v (B, G, n, d) of one layer, RoPE applied, and the padding mask."""
+        inp = capture.layer_inputs[layer]
+        mha = self.layer_adapter(layer).mha
+        with self.lock, torch.inference_mode():
+            q, k, v = mha.project_self(inp.hidden, inp.position_embeddings)  # (B, H|G|G, n, d_k|d_k|d_v)
+        padding = None if capture.attention_mask is None else capture.attention_mask == 0  # (B, n)
+        return mha, q, k, v, padding
+
+    def layer_adapter(self, layer: int) -> Adapter:
+        """Our adapter over layer `layer`'s self-attention: the installed one (local attention,
+        models built from our MHA), or one built over the original's weights (kept, and made
+        once). Its `.mha` computes that layer's attention step by step."""
+        if self._views is None:
+            self._views = [make_adapter(m, fam, self.hf_model.config, causal=self.is_causal)
+                           for m, fam in self.attention_modules]
+        return self._views[layer]
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """Run the model; returns (last hidden states (B, n, d_model), per-layer probabilities
+        (B, h, n, n) as a tuple, the model's output object)."""
+        c = self.capture(input_ids, attention_mask)
+        return c.hidden, c.attentions, c.output
+
+    def head_weights(self) -> dict[str, torch.Tensor]:
+        """Every head's weights, stacked over layers (x @ W convention, biases left out):
+        W_Q (L, H, d_model, d_k), W_K (L, G, d_model, d_k), W_V (L, G, d_model, d_v),
+        W_O (L, H, d_v, d_model). Computed once per model. Raises ModelLoadError when the
+        architecture is not one we can read."""
+        if self._weights is None:
+            if not self.attention_modules:
+                raise ModelLoadError(
+                    f"The per-head weights of '{self.name}' ({self.model_type}) cannot be read.")
+            with self.lock:
+                per_layer = [self.layer_adapter(layer).mha.head_weights()
+                             for layer in range(len(self.attention_modules))]
+                self._weights = {k: torch.stack([w[k] for w in per_layer]).float().cpu()  # a new tensor
+                                 for k in per_layer[0]}
+        return self._weights

@@ -1,0 +1,75 @@
+"""Helpers for the AppTest tier: build and start the app, open one of its pages, read its
+charts and tables. Page switching goes through `open_page` only, so a change in how the app
+registers its pages is a change here."""
+
+from __future__ import annotations
+
+import json
+
+from streamlit.testing.v1 import AppTest
+
+from mha_viz import figure_style
+from mha_viz.ui import keys
+from tests.helpers import ROOT, decode, shown
+
+__all__ = ["APP", "PAGE_IDS", "app_page_ids", "app_test", "charts", "frame", "heatmap_tokens",
+           "open_page", "open_with_text", "shown", "start_app"]
+
+APP = str(ROOT / "app.py")
+TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
+PAGE_IDS = ("model_view", "head_view", "head_metrics", "similarity", "compare_heads", "across_layers",
+            "teaching", "ablation", "model_facts")
+
+
+def app_page_ids() -> list[str]:
+    """The ids of the pages the app registers (`mha_viz.ui.pages.PAGES`), in its order."""
+    from mha_viz.ui import pages
+    return [p.id for p in pages.PAGES]
+
+
+def app_test() -> AppTest:
+    """The app under AppTest, not yet run."""
+    return AppTest.from_file(APP, default_timeout=TIMEOUT)
+
+
+def start_app() -> AppTest:
+    """The app after its first run (the model view), which raised nothing."""
+    at = app_test()
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def open_page(at: AppTest, page_id: str) -> AppTest:
+    """Switch to the page `page_id` (one of PAGE_IDS) and run it; returns `at`."""
+    assert page_id in PAGE_IDS, page_id
+    at.session_state[keys.GOTO] = page_id  # as a view asks for a page (views.open_head)
+    return at.run()
+
+
+def open_with_text(page_id: str, text: str, model: str | None = None) -> AppTest:
+    """Start the app, pick `model` (if given), type `text`, open `page_id`: no exception, no error."""
+    at = start_app()
+    if model:
+        at.selectbox(key="model_choice").set_value(model).run()
+    at.text_area(key="text").input(text).run()
+    open_page(at, page_id)
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def charts(at: AppTest) -> list[dict]:
+    """The plotly figures on the page, as dicts with arrays decoded."""
+    return [decode(json.loads(c.proto.spec)) for c in at.get("plotly_chart")]
+
+
+def heatmap_tokens(at: AppTest) -> list[str]:
+    """The token labels on the x axis of the page's first heatmap."""
+    spec = next(s for s in charts(at) if s["data"][0]["type"] == "heatmap")
+    return [figure_style.label_text(x) for x in spec["data"][0]["x"]]
+
+
+def frame(at: AppTest, column: str):
+    """The first table on the page with this column (dataframes carry no widget key)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)

@@ -1,0 +1,85 @@
+"""The teaching and ablation views through AppTest: the steps show the model's own numbers,
+heads switched off change what the model predicts, importance and pruning are drawn."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tests.app.helpers import charts, frame, open_with_text
+
+pytestmark = pytest.mark.model
+
+
+def test_teaching_steps_use_the_captured_probabilities():
+    at = open_with_text("teaching", "The cat sat on the mat.")
+    at.selectbox(key="teach_layer").set_value(2)
+    at.selectbox(key="teach_head").set_value(5).run()
+    assert not at.exception and not at.error
+    run = at.session_state["_current"].run
+    probs = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("A: attention probabilities"))
+    shown = np.array(probs["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(shown, run.attentions[2, 5], atol=1e-5)
+    titles = [c["layout"]["title"]["text"] for c in charts(at)]
+    assert any(t.startswith("X: one row per token (first 48 of 384 columns)") for t in titles)
+    assert len([m for m in at.markdown if m.value.startswith("**") and ". " in m.value[:6]]) >= 9
+    assert frame(at, "variant")["variant"].tolist()[0] == "MHA (this model)"
+
+
+def test_teaching_on_a_gqa_decoder_draws_the_kv_sharing_and_the_causal_mask():
+    at = open_with_text("teaching", "One two three four.", model="smollm2")
+    titles = [c["layout"]["title"]["text"] for c in charts(at)]
+    assert any("9 query heads share 3 key/value heads" in t for t in titles)
+    assert any(t.startswith("masked scores") for t in titles)
+    assert frame(at, "variant")["variant"].tolist()[1] == "GQA (this model)"
+
+
+def test_switching_heads_off_changes_the_next_token_prediction():
+    at = open_with_text("ablation", "The capital of France is", model="smollm2")
+    preds = frame(at, "every head on")
+    assert preds["every head on"][0].startswith("Paris")
+    assert preds["every head on"].tolist() == preds["with the heads off"].tolist()  # nothing off yet
+    at.selectbox(key="heads_layer_pick").set_value(0)
+    at.button(key="heads_layer_off").click().run()
+    assert not at.exception and not at.error
+    preds = frame(at, "every head on")
+    assert preds["every head on"].tolist() != preds["with the heads off"].tolist()
+    assert any("9 of 270 heads off" in m.value for m in at.markdown)
+
+
+def test_an_embedding_model_reports_the_cosine_and_the_importance():
+    at = open_with_text("ablation", "A dog runs in the park.")
+    assert at.text_input(key="ablation_other").value
+    at.selectbox(key="heads_layer_pick").set_value(1)
+    at.button(key="heads_layer_off").click().run()
+    cos = next(m for m in at.metric if m.label.startswith("cosine"))
+    assert 0 < float(cos.value) < 1
+    at.button(key="imp_go").click().run()
+    assert not at.exception and not at.error
+    grid = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Head importance"))
+    values = np.array(grid["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(np.linalg.norm(values, axis=1), 1.0, rtol=1e-5)
+
+
+def test_teaching_starts_on_the_toy_models_induction_head():
+    at = open_with_text("teaching", "The cat sat on the mat.")
+    at.button(key="use_toy").click().run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="model_choice").value == "toy-induction"
+    assert at.session_state["teach_layer"] == 1  # layer 1: the induction heads
+    caption = next(c.value for c in at.caption if c.value.startswith("toy-induction, layer 1"))
+    assert float(re.search(r"induction score (\d+\.\d+)", caption).group(1)) > 0.35
+
+
+def test_pruning_curve_on_the_toy_model():
+    at = open_with_text("ablation", "q w e r t y u i o q w e r t y u i o", model="toy-induction")
+    at.button(key="imp_go").click().run()
+    at.button(key="prune_go").click().run()
+    assert not at.exception and not at.error
+    fig = next(c for c in charts(at) if c["layout"]["title"]["text"] == "Pruning heads")
+    names = [t.get("name") for t in fig["data"]]
+    assert "least important first" in names and "random order (mean)" in names
+    curve = next(t for t in fig["data"] if t.get("name") == "least important first")
+    assert len(curve["x"]) == 10 and curve["x"][0] == 0

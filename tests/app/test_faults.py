@@ -1,0 +1,104 @@
+"""Faults while the app runs: each gives a clear message, the app stays up, the user's text
+stays, and the last good result stays on screen."""
+
+from __future__ import annotations
+
+import pytest
+
+import mha_viz
+from tests.app.helpers import charts, shown, start_app
+from tests.helpers import byte_bpe_tokenizer
+
+pytestmark = pytest.mark.model
+OTHER = "Other: hub id or folder…"
+
+
+def _after_a_good_run():
+    at = start_app()
+    at.text_area(key="text").input("A good sentence first.").run()
+    assert not at.exception and not at.error and charts(at)
+    return at
+
+
+def _still_up(at, needle: str) -> None:
+    assert not at.exception
+    assert any(needle in shown(e.value) for e in at.error), [e.value for e in at.error]
+    assert at.text_area(key="text").value == "A good sentence first."
+    assert any("last successful result" in c.value for c in at.caption)
+    assert charts(at)  # the last good overview stays
+    at.selectbox(key="model_choice").set_value("minilm").run()  # and the app keeps answering
+    assert not at.exception and not at.error
+
+
+def _folder(at, folder) -> None:
+    at.selectbox(key="model_choice").set_value(OTHER).run()
+    at.text_input(key="model_other").input(str(folder)).run()
+
+
+def test_truncated_safetensors(bert_dir, tmp_path):
+    import shutil
+
+    broken = tmp_path / "truncated"
+    shutil.copytree(bert_dir, broken)
+    weights = broken / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    at = _after_a_good_run()
+    _folder(at, broken)
+    _still_up(at, "Cannot load the weights")
+
+
+def test_an_architecture_without_attention_to_capture(tmp_path):
+    from transformers import MambaConfig, MambaForCausalLM
+
+    tok = byte_bpe_tokenizer()
+    folder = tmp_path / "mamba"
+    MambaForCausalLM(MambaConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1,
+                                 state_size=4)).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    at = _after_a_good_run()
+    _folder(at, folder)
+    _still_up(at, "without self-attention heads")
+
+
+def test_a_model_that_raises_during_the_forward_pass(monkeypatch):
+    at = _after_a_good_run()
+    real = mha_viz.LoadedModel.capture
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("the kernel failed")
+
+    monkeypatch.setattr(mha_viz.LoadedModel, "capture", broken)
+    at.text_area(key="text").input("This one breaks.").run()
+    assert any("The analysis failed: RuntimeError: the kernel failed" in shown(e.value) for e in at.error)
+    assert any("last successful result" in c.value for c in at.caption) and charts(at)
+    monkeypatch.setattr(mha_viz.LoadedModel, "capture", real)
+    at.text_area(key="text").input("A good sentence first.").run()
+    assert not at.exception and not at.error
+
+
+def test_cuda_asked_for_but_absent():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    at = _after_a_good_run()
+    at.radio(key="device").set_value("cuda").run()
+    assert any("CUDA was asked for" in shown(e.value) for e in at.error)
+    assert any("last successful result" in c.value for c in at.caption) and charts(at)
+    at.radio(key="device").set_value("auto").run()
+    assert not at.exception and not at.error
+
+
+def test_an_input_too_large_for_memory(monkeypatch):
+    """Past the budget the capture is refused before it runs (tests/app/test_app_metrics.py);
+    if memory runs out anyway, the message says what to do."""
+    at = _after_a_good_run()
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(mha_viz, "analyze", out_of_memory)
+    at.text_area(key="text").input("Too much for this machine.").run()
+    assert any("needs more memory than this machine has free" in shown(e.value) for e in at.error)
+    assert any("last successful result" in c.value for c in at.caption) and charts(at)
+    assert at.text_area(key="text").value == "Too much for this machine."

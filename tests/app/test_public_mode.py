@@ -1,0 +1,60 @@
+"""The public deployment mode through AppTest: only the allow-listed models and a token cap
+are offered, and analyses beyond the limit wait for a free slot."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import mha_viz
+from tests.app.helpers import start_app
+
+pytestmark = pytest.mark.model
+
+
+def test_public_mode_offers_only_the_allow_list_and_caps_tokens(public):
+    at = start_app()
+    assert at.selectbox(key="model_choice").options == [m.title for m in mha_viz.BUNDLED.values()]
+    assert not at.text_input  # no free-form hub id or folder
+    limit = at.number_input(key="token_limit")
+    assert limit.value == 32 and limit.max == 32
+    at.text_area(key="text").input("word " * 100).run()
+    assert any("first 32" in w.value for w in at.warning)
+
+
+def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
+    """With one slot taken elsewhere, a new analysis waits (with a notice) and runs once the
+    slot is given back: it starts after the release, and finishes without an error."""
+    from mha_viz.ui import state
+
+    monkeypatch.setenv("MHA_VIZ_MAX_CONCURRENT", "1")
+    state.slots.clear()
+    started, released = [], []
+    real = mha_viz.analyze
+
+    def recording(*args, **kwargs):
+        started.append(time.monotonic())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mha_viz, "analyze", recording)
+    hold = state.slots().hold()
+
+    def release():
+        time.sleep(1.0)
+        released.append(time.monotonic())
+        hold.__exit__(None, None, None)
+
+    try:
+        at = start_app()  # the first sentence: minilm loads while the slot is free
+        hold.__enter__()  # then another analysis takes the only slot
+        releaser = threading.Thread(target=release)
+        releaser.start()
+        at.text_area(key="text").input("Waiting for a free slot.").run()
+        releaser.join()
+        assert not at.exception and not at.error
+        assert at.session_state["_current"].run.text == "Waiting for a free slot."
+        assert started and released and started[-1] >= released[0]
+    finally:
+        state.slots.clear()

@@ -1,0 +1,95 @@
+"""One token cap on every path: in public mode (MHA_VIZ_MAX_TOKENS=32) a 300-word text is opened on
+every page, every button is pressed and every text-reading choice is tried, with a spy on the
+models' token embeddings (every forward pass of every model starts there, gradient passes and
+lean capture included). No forward pass may read more than 32 tokens."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.app.helpers import PAGE_IDS, open_page, start_app
+
+pytestmark = pytest.mark.model
+CAP = 32
+NOVEL = " ".join(["The keeper climbed the narrow stairs, lit the lamp and watched the boats come home."] * 20)
+LETTERS = " ".join("the keeper climbed the narrow stairs and lit the lamp".replace(" ", "") * 7)  # for toy-induction
+TEXTS = {"minilm": NOVEL, "toy-induction": LETTERS}  # 300 words; 300 letters
+
+
+@pytest.fixture()
+def spy(monkeypatch):
+    """The length of every sequence any model embeds, in order."""
+    seen: list[int] = []
+    real = torch.nn.Embedding.forward
+
+    def forward(self, input):
+        seen.append(int(input.shape[-1]))
+        return real(self, input)
+
+    monkeypatch.setattr(torch.nn.Embedding, "forward", forward)
+    return seen
+
+
+def _buttons(at) -> list[str]:
+    return [b.key for b in at.button if b.key]
+
+
+def _press_everything(at, page: str) -> None:
+    """Press every button of the page (re-opening the page after each, since some navigate or
+    change the model), and try the choices that change which text is read."""
+    for key in _buttons(at):
+        open_page(at, page)
+        if key in _buttons(at):
+            at.button(key=key).click().run()
+            assert not at.exception, (page, key, at.exception)
+    open_page(at, page)
+    if page == "ablation":
+        if "imp_k" in [s.key for s in at.slider]:  # after importance: switch off the 3 least important
+            at.slider(key="imp_k").set_value(3).run()
+            at.button(key="imp_apply").click().run()
+        at.radio(key="ablate_mode").set_value(at.radio(key="ablate_mode").options[1]).run()
+        at.radio(key="imp_source").set_value("a bundled sample paragraph").run()
+        for key in ("imp_go", "prune_go"):
+            if key in _buttons(at):
+                at.button(key=key).click().run()
+        if any(t.key == "ablation_other" for t in at.text_input):  # an embedding model: a second sentence
+            at.text_input(key="ablation_other").input(NOVEL).run()
+    if page == "similarity":
+        from mha_viz import metrics
+        labels = at.selectbox(key="sim_kind").options  # the kinds this run supports, by label
+        for kind in [k for k, m in metrics.SIMILARITIES.items() if m.label in labels]:
+            at.selectbox(key="sim_kind").set_value(kind).run()
+    if page == "across_layers":
+        for method in at.radio(key="layers_method").options:
+            at.radio(key="layers_method").set_value(method).run()
+    assert not at.exception, (page, at.exception)
+
+
+@pytest.mark.parametrize("model", ["minilm", "toy-induction"])  # an encoder and a decoder with an LM head
+def test_no_page_or_button_reads_past_the_cap(public, spy, model):
+    at = start_app()
+    if model != "minilm":
+        at.selectbox(key="model_choice").set_value(model).run()
+    at.text_area(key="text").input(TEXTS[model]).run()
+    assert any(f"first {CAP}" in w.value for w in at.warning)  # the text is longer than the cap
+    for page in PAGE_IDS:
+        open_page(at, page)
+        _press_everything(at, page)
+        at.selectbox(key="model_choice").set_value(model).run()  # "Start with toy-induction" switches
+        at.text_area(key="text").input(TEXTS[model]).run()
+    assert spy, "the spy saw no forward pass"
+    assert max(spy) <= CAP, f"a forward pass read {max(spy)} tokens; the cap is {CAP}"
+    assert spy.count(CAP) > 10  # the text reached the cap on many paths: the spy watched real work
+
+
+def test_the_overview_has_its_own_public_cap(public, spy, monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_MAX_OVERVIEW_TOKENS", "48")
+    at = start_app()
+    at.text_area(key="text").input(NOVEL).run()
+    button = next(b for b in at.button if b.key == "whole_overview")
+    assert "all 48 tokens" in button.label
+    spy.clear()
+    button.click().run()
+    assert not at.exception and not at.error
+    assert max(spy) == 48

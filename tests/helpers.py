@@ -1,0 +1,56 @@
+"""Helpers shared by the test tiers (plain functions, no fixtures): decoding Plotly payloads,
+reading escaped messages, and a small tokenizer for random-init models."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CORPUS = [
+    "The cat sat on the mat. The dog sat on the log.",
+    "A quick brown fox jumps over the lazy dog!",
+    "Attention heads look at tokens; some look back, some look at the start.",
+    "Hello world, hello attention, hello heads 123 456.",
+]
+
+
+def decode(obj):
+    """Plotly sends numpy arrays as {"dtype", "bdata"[, "shape"]}: turn them back into lists."""
+    if isinstance(obj, dict) and "bdata" in obj and "dtype" in obj:
+        arr = np.frombuffer(base64.b64decode(obj["bdata"]), dtype=obj["dtype"])
+        if "shape" in obj:
+            arr = arr.reshape([int(x) for x in str(obj["shape"]).split(",")])
+        return arr.tolist()
+    if isinstance(obj, dict):
+        return {k: decode(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [decode(v) for v in obj]
+    return obj
+
+
+def decode_json(text: str):
+    """A figure serialised to JSON (as Streamlit sends it), with arrays decoded."""
+    return decode(json.loads(text))
+
+
+def shown(markdown: str) -> str:
+    """What a message written with `state.plain` reads as on screen (escapes removed)."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def byte_bpe_tokenizer():
+    """A small GPT-2-style byte-level BPE tokenizer trained here (no hub access needed)."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(CORPUS * 20, vocab_size=400, min_frequency=1,
+                            special_tokens=["<|endoftext|>"])
+    return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
+                                   eos_token="<|endoftext|>", unk_token="<|endoftext|>")

@@ -1,0 +1,40 @@
+"""Loading random-init model folders, and the messages for folders that hold (part of) a model.
+The messages for what holds no model at all: tests/unit/test_loading_errors.py."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import mha_viz
+from models import ModelLoadError
+
+
+def test_random_gpt2_folder_loads_with_facts(gpt2_dir):
+    m = mha_viz.load_model(str(gpt2_dir), device="cpu")
+    assert (m.model_type, m.num_layers, m.num_heads, m.num_kv_heads, m.d_model, m.d_k) == ("gpt2", 3, 4, 4, 64, 16)
+    assert m.is_causal and m.max_positions == 64 and m.device == torch.device("cpu")
+    assert m.num_params == sum(p.numel() for p in m.hf_model.parameters())
+    assert m.hf_model.config._attn_implementation == "eager"
+    assert next(m.hf_model.parameters()).dtype == torch.float32
+    run = mha_viz.analyze(m, "The cat sat on the mat.")
+    assert run.is_causal and run.attentions.shape[:2] == (3, 4)
+    assert "".join(run.tokens).replace(" ", "") == "Thecatsatonthemat."
+
+
+def test_folder_with_config_but_no_weights(tmp_path, gpt2_dir):
+    (tmp_path / "config.json").write_text((gpt2_dir / "config.json").read_text())
+    with pytest.raises(ModelLoadError, match="no weights"):
+        mha_viz.load_model(str(tmp_path), device="cpu")
+
+
+def test_our_attention_refuses_an_architecture_it_cannot_replace(tmp_path, bert_dir):
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+
+    config = DistilBertConfig(vocab_size=30522, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    DistilBertModel(config).save_pretrained(tmp_path)
+    AutoTokenizer.from_pretrained(bert_dir).save_pretrained(tmp_path)
+    hf = mha_viz.load_model(str(tmp_path), device="cpu")  # Hugging Face's attention captures it
+    assert mha_viz.analyze(hf, "hello world").attentions.shape[:2] == (1, 2)
+    with pytest.raises(ModelLoadError, match="Hugging Face's attention"):
+        mha_viz.load_model(str(tmp_path), device="cpu", local_attention=True)

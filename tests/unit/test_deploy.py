@@ -1,0 +1,110 @@
+"""The public deployment mode and the rules that hold in every mode, without a model: settings
+from the environment, a limit on analyses at once, the allow-list checked by the loader, no
+remote code and no user text in raw HTML. The rules that need a model or the app are in
+tests/models/test_untrusted_folders.py and tests/app/test_public_mode.py."""
+
+from __future__ import annotations
+
+import ast
+import threading
+import time
+
+import pytest
+
+import mha_viz
+from mha_viz import settings
+from tests.helpers import ROOT, shown
+
+
+def test_settings_from_the_environment(monkeypatch):
+    for name in ("MHA_VIZ_PUBLIC", "MHA_VIZ_MODELS", "MHA_VIZ_MAX_CONCURRENT", "MHA_VIZ_ALLOW_PICKLE"):
+        monkeypatch.delenv(name, raising=False)
+    local = settings.from_env()
+    assert not local.public and local.models == () and local.max_concurrent == 0 and local.allows("/any/folder")
+    monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
+    monkeypatch.setenv("MHA_VIZ_ALLOW_PICKLE", "1")  # ignored in public mode
+    public = settings.from_env()
+    assert public.models == tuple(mha_viz.BUNDLED) and public.max_concurrent == 2 and not public.allow_pickle
+    assert public.allows("minilm") and not public.allows("gpt2") and not public.allows("/tmp")
+    monkeypatch.setenv("MHA_VIZ_MODELS", "smollm2, gpt2")
+    monkeypatch.setenv("MHA_VIZ_MAX_CONCURRENT", "oops")  # unreadable: the default
+    listed = settings.from_env()
+    assert listed.models == ("smollm2", "gpt2") and not listed.allows("minilm") and listed.max_concurrent == 2
+
+
+def test_slots_cap_work_running_at_once():
+    slots = settings.Slots(2)
+    running, peak, done, lock = [0], [0], [], threading.Lock()
+
+    def work(i):
+        while True:
+            try:
+                with slots.hold():
+                    with lock:
+                        running[0] += 1
+                        peak[0] = max(peak[0], running[0])
+                    time.sleep(0.05)
+                    with lock:
+                        running[0] -= 1
+                    done.append(i)
+                    return
+            except settings.Busy:
+                slots.wait(0.2)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(7)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(done) == list(range(7)) and peak[0] == 2 and slots.running == 0
+
+
+def test_public_mode_refuses_a_model_outside_the_list_even_if_asked_directly(public):
+    """The loader itself checks the list, not only the picker."""
+    from mha_viz.ui import state
+
+    for spec in ("gpt2", "/etc", "../../etc", "http://127.0.0.1:1/x"):
+        with pytest.raises(mha_viz.ModelLoadError, match="offers only these models"):
+            state._load(spec, "cpu", False)
+
+
+def _calls(tree: ast.AST):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node
+
+
+def test_no_raw_html_and_no_remote_code_anywhere_in_the_app():
+    """No call sets unsafe_allow_html or trust_remote_code to anything but False, and nothing renders raw
+    HTML (st.html, components.html): user text can only reach escaped Markdown or Plotly labels."""
+    files = [ROOT / "app.py", *sorted((ROOT / "mha_viz").rglob("*.py")), *sorted((ROOT / "models").rglob("*.py"))]
+    assert len(files) > 10
+    for path in files:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for call in _calls(tree):
+            for kw in call.keywords:
+                if kw.arg in ("unsafe_allow_html", "trust_remote_code"):
+                    assert isinstance(kw.value, ast.Constant) and kw.value.value is False, \
+                        f"{path.name}:{call.lineno} passes {kw.arg}"
+            name = ast.unparse(call.func)
+            assert name not in ("st.html", "components.html", "st.components.v1.html"), f"{path.name}:{call.lineno}"
+
+
+@pytest.mark.parametrize("text", ["[x](javascript:alert(1))", "<b>bold</b> $x$ :red[y] ![i](x.png)"])
+def test_plain_escapes_every_markdown_and_html_character(text):
+    from mha_viz.ui import state
+
+    escaped = state.plain(text)
+    assert shown(escaped) == text
+    for ch in "[]()<>$:!":
+        assert ch not in escaped.replace("\\" + ch, "")
+
+
+def test_streamlit_config_is_safe_to_expose():
+    import tomllib
+
+    conf = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert conf["client"]["showErrorDetails"] == "none" and conf["client"]["toolbarMode"] == "viewer"
+    assert conf["runner"]["magicEnabled"] is False
+    assert conf["server"]["enableXsrfProtection"] is True and conf["server"]["runOnSave"] is False
+    assert conf["browser"]["gatherUsageStats"] is False

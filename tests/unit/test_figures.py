@@ -1,0 +1,117 @@
+"""Figures: labels are the run's tokens, hover text, colour range, the overview grid."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from mha_viz import AttentionRun, figure_style, figures
+from tests.helpers import decode_json
+
+
+def _run(layers=2, heads=3, n=5, tokens=None):
+    rng = np.random.default_rng(0)
+    a = rng.random((layers, heads, n, n)).astype(np.float32)
+    a /= a.sum(-1, keepdims=True)
+    return AttentionRun.from_array(a, tokens or [f"t{i}" for i in range(n)])
+
+
+def test_head_heatmap_axes_are_the_tokens_even_when_repeated_or_html():
+    tokens = ["the", "<b>", "the", "cat", "the"]
+    run = _run(tokens=tokens)
+    fig = figures.head_heatmap(run, 1, 2)
+    trace = fig.data[0]
+    assert [figure_style.label_text(x) for x in trace.x] == tokens
+    assert len(set(trace.x)) == len(tokens)  # repeated tokens stay separate columns
+    assert "<b>" not in "".join(trace.x)  # escaped: Plotly would render it as bold
+    np.testing.assert_array_equal(np.asarray(trace.z), run.head(1, 2))
+    assert "%{y} → %{x}: %{z:.3f}" in trace.hovertemplate
+    assert fig.layout.yaxis.autorange == "reversed"  # first query on top
+
+
+def test_labels_of_many_repeats_stay_short():
+    labels = figure_style.axis_labels(["word"] * 1000)
+    assert len(set(labels)) == 1000 and max(map(len, labels)) <= len("word") + 1 + 10
+    assert {figure_style.label_text(x) for x in labels} == {"word"}
+
+
+def test_rescale_spans_zero_to_head_max():
+    run = _run()
+    assert figures.head_heatmap(run, 0, 0).data[0].zmax == 1.0
+    assert figures.head_heatmap(run, 0, 0, rescale=True).data[0].zmax == float(run.head(0, 0).max())
+
+
+def test_grid_canvas_places_each_head_in_its_tile():
+    n, L, H = 6, 3, 4
+    a = np.full((L, H, n, n), 1.0 / n, dtype=np.float32)
+    a[2, 1] = np.eye(n)  # plant an identity head at layer 2, head 1
+    run = AttentionRun.from_array(a, list("abcdef"))
+    canvas, t, gap = figures.grid_canvas(run, thumb=n, rescale=False)
+    tile = canvas[2 * (t + gap):2 * (t + gap) + t, 1 * (t + gap):1 * (t + gap) + t]
+    np.testing.assert_array_equal(tile, np.eye(n))
+    other = canvas[0:t, 0:t]
+    np.testing.assert_allclose(other, 1.0 / n)
+    assert np.isnan(canvas[t:t + gap]).all()  # gaps between layers
+
+
+def test_grid_keeps_a_single_strong_cell_when_downsampled():
+    n = 300
+    a = np.full((1, 1, n, n), 1.0 / n, dtype=np.float32)
+    a[0, 0, 200, :] = 0.0
+    a[0, 0, 200, 123] = 1.0
+    run = AttentionRun.from_array(a, [str(i) for i in range(n)])
+    canvas, t, _ = figures.grid_canvas(run, thumb=48, rescale=False)
+    assert t == 48 and canvas.max() == 1.0  # max-pooling kept the planted cell
+
+
+def test_model_grid_is_one_image_and_clicks_map_to_heads():
+    run = _run(layers=6, heads=12, n=40)
+    fig = figures.model_grid(run)
+    image, markers = fig.data
+    assert image.type == "image" and image.source.startswith("data:image/png;base64,")
+    assert len(markers.x) == 6 * 12
+    size = len(fig.to_json())
+    naive = 72 * 40 * 40 * 4 * 4 / 3  # every weight as base64 float32
+    assert size < naive / 3, size  # one palette PNG, even of random noise
+    # a click event as Streamlit reports it: the marker's index in the scatter trace
+    i = 5 * 12 + 7
+    assert tuple(markers.customdata[i]) == (5, 7) and (markers.x[i], markers.y[i]) != (markers.x[0], markers.y[0])
+    assert figures.grid_pick([{"curve_number": 1, "point_index": i}], 12) == (5, 7)
+    assert figures.grid_pick([{"curve_number": 0, "point_index": 3}], 12) is None
+    assert figures.grid_pick([], 12) is None
+
+
+def test_png_decodes_to_the_quantized_canvas():
+    import base64
+    import io
+
+    from PIL import Image
+
+    values = np.array([[0.0, 0.5, 1.0], [np.nan, 0.25, 0.75]])
+    uri = figures.png_data_uri(values)
+    img = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB")
+    np.testing.assert_array_equal(np.asarray(img), figures.colorize(values))
+
+
+def test_colorize_maps_ends_of_the_scale():
+    rgb = figures.colorize(np.array([[0.0, 1.0, np.nan]]))
+    assert tuple(rgb[0, 0]) == (0xF7, 0xFB, 0xFF) and tuple(rgb[0, 1]) == (0x08, 0x30, 0x6B)
+    assert tuple(rgb[0, 2]) == (255, 255, 255)
+
+
+def test_figures_serialise():
+    """What Streamlit sends to the browser (the figure's JSON) decodes back to the run's own
+    numbers and tokens: the matrix cell for cell, the labels token for token."""
+    tokens = ["the", "<b>", "the", "日本", "café &amp;", "the"]
+    run = _run(layers=2, heads=3, n=len(tokens), tokens=tokens)
+    spec = decode_json(figures.head_heatmap(run, 1, 2).to_json())
+    [trace] = spec["data"]
+    assert trace["type"] == "heatmap"
+    np.testing.assert_array_equal(np.asarray(trace["z"], dtype=np.float32), run.head(1, 2))
+    assert [figure_style.label_text(x) for x in trace["x"]] == tokens
+    assert trace["y"] == trace["x"] and len(set(trace["x"])) == len(tokens)
+    assert spec["layout"]["title"]["text"].startswith("Layer 1, head 2")
+    grid = decode_json(figures.model_grid(run).to_json())
+    assert json.dumps(grid)  # every array decoded to plain JSON values
+    assert len(grid["data"][1]["x"]) == 2 * 3  # one clickable point per head

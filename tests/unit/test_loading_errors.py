@@ -1,0 +1,86 @@
+"""Loading without a model: the messages a user sees for names, folders and devices that cannot
+be loaded, the device choice, and the model cache (with a fake loader)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import torch
+
+import mha_viz
+from mha_viz.cache import ModelCache
+from models import ModelLoadError
+
+
+def test_unknown_hub_id_offline_says_what_to_do():
+    with pytest.raises(ModelLoadError) as err:
+        mha_viz.load_model("someone/no-such-model-xyz", device="cpu")
+    msg = str(err.value)
+    assert "someone/no-such-model-xyz" in msg and "internet" in msg and "minilm" in msg
+
+
+@pytest.mark.parametrize("spec,needle", [
+    ("../../no/such/folder", "no folder"),
+    ("http://127.0.0.1:1/x", "neither a folder"),
+    ("bad id with spaces", "neither a folder"),
+    ("x\x00y", "NUL"),
+    ("   ", "No model given"),
+])
+def test_bad_model_names_give_messages(spec, needle):
+    with pytest.raises(ModelLoadError, match=needle):
+        mha_viz.load_model(spec, device="cpu")
+
+
+def test_folder_without_model(tmp_path):
+    (tmp_path / "notes.txt").write_text("nothing here")
+    with pytest.raises(ModelLoadError, match="holds no model"):
+        mha_viz.load_model(str(tmp_path), device="cpu")
+
+
+def test_unknown_architecture_is_refused_without_remote_code(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "my-secret-arch", "auto_map": {
+        "AutoModel": "modeling_evil.EvilModel"}}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    (tmp_path / "modeling_evil.py").write_text("raise SystemExit('remote code ran')\n")
+    with pytest.raises(ModelLoadError, match="never runs code"):
+        mha_viz.load_model(str(tmp_path), device="cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_requested_without_cuda():
+    with pytest.raises(ModelLoadError, match="no usable CUDA"):
+        mha_viz.load_model("minilm", device="cuda")
+
+
+def test_auto_device_picks_cpu_without_cuda():
+    from models import resolve_device
+
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    with pytest.raises(ModelLoadError, match="Unknown device"):
+        resolve_device("tpu")
+
+
+def test_model_cache_loads_each_model_once_under_concurrency():
+    calls = []
+
+    def slow_loader(spec, device, local_attention, progress=None, allow_pickle=False):
+        calls.append(spec)
+        time.sleep(0.1)
+        return object()
+
+    cache = ModelCache(loader=slow_loader, max_models=2)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get("a", "cpu"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == ["a"] and len({id(r) for r in results}) == 1
+    cache.get("b", "cpu")
+    cache.get("a", "cpu")  # a is now the most recent
+    cache.get("c", "cpu")  # evicts b, the least recently used
+    assert ("a", "cpu", False) in cache and ("b", "cpu", False) not in cache and len(cache) == 2

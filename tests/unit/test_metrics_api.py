@@ -1,0 +1,51 @@
+"""The public face of `mha_viz.metrics` (a package of one module an idea) and of the figure
+modules: every name the single `metrics.py` exported is still there, and no module of the
+metrics package or the figure modules reaches into another's private names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import mha_viz
+from mha_viz import metrics
+
+# Every public name of mha_viz/metrics.py before it became a package.
+EXPORTED_BEFORE_SPLIT = [
+    "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",
+    "SIMILARITIES", "VERTICAL_MASS", "Measure", "Weights",
+    "as_dissimilarity", "as_similarity", "classify", "cluster_order", "detection_patterns", "diversity",
+    "diversity_table", "flow", "head_similarity", "head_table", "importance", "layer_diversity", "mds",
+    "rollout", "rollout_through_head", "select_heads",
+]
+
+PACKAGE = Path(mha_viz.__file__).parent
+MODULES = sorted((PACKAGE / "metrics").glob("*.py")) + [
+    PACKAGE / name for name in ("figure_style.py", "figures.py", "metric_figures.py", "teach_figures.py")]
+
+
+@pytest.mark.parametrize("name", EXPORTED_BEFORE_SPLIT)
+def test_every_name_exported_before_the_split_is_still_exported(name):
+    assert hasattr(metrics, name)
+    assert name in metrics.__all__
+
+
+def test_all_lists_only_public_names_that_exist():
+    assert all(not n.startswith("_") and hasattr(metrics, n) for n in metrics.__all__)
+    assert sorted(metrics.__all__) == sorted(EXPORTED_BEFORE_SPLIT)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
+def test_modules_import_no_private_names_and_metrics_modules_not_their_package(path):
+    tree = ast.parse(path.read_text())
+    assert ast.get_docstring(tree), f"{path.name} has no docstring"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            private = [a.name for a in node.names if a.name.startswith("_") and a.name != "annotations"]
+            assert not private, f"{path.name} imports private {private} from {node.module}"
+            if path.parent.name == "metrics" and path.name != "__init__.py":
+                # a submodule importing its own package would make a cycle through __init__
+                assert (node.level, node.module) != (1, None), f"{path.name}: from . import …"
+                assert node.module != "mha_viz.metrics", f"{path.name} imports mha_viz.metrics"
