@@ -24,7 +24,10 @@ st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layo
 
 page = pages.navigation()
 pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
-with session_cap(state.token_cap()):  # no page, no button can run a longer text than this cap
+state.restore_inputs()  # before the cap is read: a page switch may have dropped the sidebar's inputs
+# No page can run a longer text than this session's cap (callbacks run before this line: they
+# only record choices, they never compute)
+with session_cap(state.token_cap()):
     st.session_state[keys.CURRENT] = state.sidebar()
     try:
         page.run()

@@ -15,10 +15,10 @@ from models import random_twin as random_baseline
 
 from .capture import AttentionRun, analyze, load_model
 from .overview import Overview, overview
-from .tokenize import InputError, Tokens, session_cap, token_limit, tokenize
+from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "InputError", "LoadedModel", "ModelLoadError",
-    "Overview", "Tokens", "analyze", "load_model", "overview", "random_baseline", "session_cap",
+    "Overview", "Tokens", "analyze", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
     "token_limit", "tokenize",
 ]

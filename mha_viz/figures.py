@@ -150,7 +150,7 @@ def colorize(values: np.ndarray) -> np.ndarray:
 def png_data_uri(values: np.ndarray) -> str:
     """An (h, w) array of values in [0, 1] (NaN = white) as a palette PNG data URI: one byte
     a pixel before compression."""
-    from PIL import Image
+    from PIL import Image  # heavy, needed by the PNG views only (preloaded once by the app)
 
     img = Image.fromarray(quantize(values), mode="P")
     img.putpalette(_palette().ravel().tolist())

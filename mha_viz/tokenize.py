@@ -82,7 +82,7 @@ def token_limit(model: LoadedModel, max_tokens: int | None = None, *, whole_text
     return max(1, min(limits))
 
 
-def count(model: LoadedModel, text: str) -> int:
+def count_tokens(model: LoadedModel, text: str) -> int:
     """How many tokens the whole of `text` has for this model (runs nothing but the tokenizer)."""
     return len(model.tokenizer(text or "", add_special_tokens=True)["input_ids"])
 

@@ -73,6 +73,9 @@ class LoadedModel:
     _views: list | None = field(default=None, init=False, repr=False, compare=False)
     # One forward at a time per model: the app shares one instance between sessions.
     lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    # Builds the adapters of `layer_adapter` once even when sessions ask at the same moment (not
+    # `lock`: head_weights holds that one while it asks)
+    _views_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     @property
     def implementation(self) -> str:
@@ -206,8 +209,10 @@ class LoadedModel:
         models built from our MHA), or one built over the original's weights (kept, and made
         once). Its `.mha` computes that layer's attention step by step."""
         if self._views is None:
-            self._views = [make_adapter(m, fam, self.hf_model.config, causal=self.is_causal)
-                           for m, fam in self.attention_modules]
+            with self._views_lock:
+                if self._views is None:  # not built by another session while this one waited
+                    self._views = [make_adapter(m, fam, self.hf_model.config, causal=self.is_causal)
+                                   for m, fam in self.attention_modules]
         return self._views[layer]
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):

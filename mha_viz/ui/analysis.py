@@ -1,6 +1,8 @@
 """Metrics behind the metric views, cached so that switching views or options recomputes
 nothing. Keys are the run's `AnalysisKey` (or its `ModelKey` for what depends on the model
-only); arrays are shared read-only. Every computation on text passes the key's token cap."""
+only); arrays are shared read-only. Every computation on text runs under the key's token cap
+(`session_cap(key.cap)`), so that a result depends on its key alone: a cached result is shared
+by every session, whatever the cap of the session that computed it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import ablation, metrics, teaching
+from mha_viz.ui import state
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
 
@@ -36,12 +39,13 @@ def head_table(key: AnalysisKey, _run, _model) -> pd.DataFrame:
 @st.cache_resource(show_spinner="Comparing every pair of heads…", max_entries=32)
 def similarity(key: AnalysisKey, kind: str, _run, _model) -> np.ndarray:
     if metrics.SIMILARITIES[kind].needs == "weights":
-        return weight_similarity(key.model, kind, _run, _model)
+        return weight_similarity(key.model, key.layers, kind, _run, _model)
     return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model)))
 
 
 @st.cache_resource(show_spinner="Comparing the heads' weights (once per model)…", max_entries=8)
-def weight_similarity(model_key: ModelKey, kind: str, _run, _model) -> np.ndarray:
+def weight_similarity(model_key: ModelKey, layers: tuple[int, ...] | None, kind: str, _run, _model) -> np.ndarray:
+    """Independent of the text, but not of which layers the run holds (its rows)."""
     return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model)))
 
 
@@ -55,7 +59,8 @@ def baseline_similarity(key: AnalysisKey, kind: str, _run, _model) -> np.ndarray
     base = baseline_model(key.model, _model)
     if metrics.SIMILARITIES[kind].needs == "weights":  # no text involved: skip the forward pass
         return _frozen(metrics.head_similarity(_run, kind, weights=weights(base)))
-    base_run = mha_viz.analyze(base, _run.text, max_tokens=_run.n, layers=_run.layer_ids)
+    with mha_viz.session_cap(key.cap):
+        base_run = mha_viz.analyze(base, _run.text, max_tokens=_run.n, layers=_run.layer_ids)
     return _frozen(metrics.head_similarity(base_run, kind, weights=weights(base)))
 
 
@@ -93,31 +98,38 @@ def available(kind: str, run, model) -> str | None:
 
 @st.cache_resource(show_spinner="Walking through the head…", max_entries=16)
 def walkthrough(key: AnalysisKey, layer: int, head: int, _model):
-    return teaching.walkthrough(_model, key.text, layer, head, max_tokens=min(teaching.TEACH_TOKENS, key.cap))
+    with mha_viz.session_cap(key.cap):
+        return teaching.walkthrough(_model, key.text, layer, head, max_tokens=min(teaching.TEACH_TOKENS, key.cap))
 
 
 @st.cache_resource(show_spinner="Running with the heads switched off…", max_entries=64)
 def masked_loss(key: AnalysisKey, keep_bytes: bytes, mean_ablation: bool, _model) -> float:
     keep = np.frombuffer(keep_bytes, dtype=bool).reshape(_model.num_layers, _model.num_heads)
-    return ablation.masked_loss(_model, key.text, keep, mean_ablation=mean_ablation, max_tokens=key.cap)
+    with mha_viz.session_cap(key.cap):
+        return ablation.masked_loss(_model, key.text, keep, mean_ablation=mean_ablation, max_tokens=key.cap)
 
 
 @st.cache_resource(show_spinner="Scoring every head…", max_entries=8)
 def importance(key: AnalysisKey, _model) -> np.ndarray:
-    """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under."""
-    return _frozen(ablation.head_importance(_model, key.text, max_tokens=key.cap))
+    """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under.
+    Takes one of the server's analysis slots (raises deploy.Busy when none is free: call it
+    through `state.one_at_a_time`)."""
+    with state.slots().hold(), mha_viz.session_cap(key.cap):
+        return _frozen(ablation.head_importance(_model, key.text, max_tokens=key.cap))
 
 
 @st.cache_resource(show_spinner="Pruning heads in importance order and in 5 random orders…", max_entries=8)
 def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     fractions = ablation.PRUNE_FRACTIONS
-    imp = importance(key, _model)
+    imp = importance(key, _model)  # before taking a slot of its own: importance takes one
     order = np.argsort(imp.ravel())
-    by_importance = ablation.pruning_curve(_model, key.text, order, fractions, mean_ablation=mean_ablation,
-                                           max_tokens=key.cap)
-    randoms = np.array([ablation.pruning_curve(_model, key.text, np.random.default_rng(seed).permutation(imp.size),
-                                               fractions, mean_ablation=mean_ablation, max_tokens=key.cap)
-                        for seed in range(5)])
+    with state.slots().hold(), mha_viz.session_cap(key.cap):
+        by_importance = ablation.pruning_curve(_model, key.text, order, fractions, mean_ablation=mean_ablation,
+                                               max_tokens=key.cap)
+        randoms = np.array([ablation.pruning_curve(_model, key.text,
+                                                   np.random.default_rng(seed).permutation(imp.size),
+                                                   fractions, mean_ablation=mean_ablation, max_tokens=key.cap)
+                            for seed in range(5)])
     return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
                          "random mean": randoms.mean(0), "random sd": randoms.std(0),
                          **{f"random seed {s}": randoms[s] for s in range(5)}})

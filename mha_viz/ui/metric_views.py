@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from mha_viz import figures, metric_figures, metrics
@@ -249,7 +250,5 @@ def layers_view() -> None:
 
 
 def _token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:
-    import pandas as pd
-
     cols = [f"{i}:{t}" for i, t in enumerate(tokens)]
     return pd.DataFrame(matrix, index=cols, columns=cols).to_csv().encode()

@@ -159,12 +159,17 @@ def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
     return one_at_a_time(load)
 
 
-def sidebar() -> Current:
-    """Draw the sidebar and compute (or fetch) the run for its inputs."""
-    kept = st.session_state.get(keys.KEPT, {})
-    for key, value in kept.items():
+def restore_inputs() -> None:
+    """Put back the sidebar's inputs that Streamlit dropped when the last run ended early
+    (st.switch_page): call it before anything reads them (the token cap, the sidebar)."""
+    for key, value in st.session_state.get(keys.KEPT, {}).items():
         if key not in st.session_state:
             st.session_state[key] = value
+
+
+def sidebar() -> Current:
+    """Draw the sidebar and compute (or fetch) the run for its inputs."""
+    restore_inputs()
     try:
         return _sidebar()
     finally:

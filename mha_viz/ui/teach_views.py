@@ -298,7 +298,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
     if st.button("Compute head importance", key="imp_go") or key in st.session_state.get(keys.IMPORTANCE_DONE, set()):
         st.session_state.setdefault(keys.IMPORTANCE_DONE, set()).add(key)
         try:
-            imp = analysis.importance(key, model)
+            imp = state.one_at_a_time(lambda: analysis.importance(key, model))
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
             st.error(state.plain(str(exc)), icon="⚠️")
             return
@@ -317,7 +317,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(ablation.PRUNE_FRACTIONS)} steps)",
                      key="prune_go") or key in st.session_state.get(keys.PRUNING_DONE, set()):
             st.session_state.setdefault(keys.PRUNING_DONE, set()).add(key)
-            curve = analysis.pruning(key, mean_ablation, model)
+            curve = state.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
             st.plotly_chart(teach_figures.pruning_figure(ablation.PRUNE_FRACTIONS, curve["importance order"],
                                                          curve["random mean"], curve["random sd"],
                                                          loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),

@@ -86,7 +86,7 @@ def _whole_text_overview(cur) -> None:
     if model is None or not model.has_head_outputs:
         return
     shown = cur.run.n if (cur.run is not None and not cur.stale) else 0
-    n = mha_viz.tokenize(model, text, whole_text=True).n
+    n = min(mha_viz.count_tokens(model, text), mha_viz.token_limit(model, whole_text=True))
     if n <= shown or n <= 2:
         return
     st.subheader("The whole text")

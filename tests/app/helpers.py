@@ -17,8 +17,12 @@ __all__ = ["APP", "PAGE_IDS", "app_page_ids", "app_test", "charts", "frame", "he
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
-PAGE_IDS = ("model_view", "head_view", "head_metrics", "similarity", "compare_heads", "across_layers",
-            "teaching", "ablation", "model_facts")
+HEADINGS = {  # each page's title, as drawn: how open_page knows the page really opened
+    "model_view": "Model view", "head_view": "Head view", "head_metrics": "Head metrics",
+    "similarity": "Head similarity", "compare_heads": "Compare heads", "across_layers": "Across layers",
+    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts",
+}
+PAGE_IDS = tuple(HEADINGS)
 
 
 def app_page_ids() -> list[str]:
@@ -44,7 +48,9 @@ def open_page(at: AppTest, page_id: str) -> AppTest:
     """Switch to the page `page_id` (one of PAGE_IDS) and run it; returns `at`."""
     assert page_id in PAGE_IDS, page_id
     at.session_state[keys.GOTO] = page_id  # as a view asks for a page (views.open_head)
-    return at.run()
+    at.run()
+    assert at.title and at.title[0].value == HEADINGS[page_id], (page_id, [t.value for t in at.title])
+    return at
 
 
 def open_with_text(page_id: str, text: str, model: str | None = None) -> AppTest:

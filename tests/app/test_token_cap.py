@@ -35,10 +35,12 @@ def _buttons(at) -> list[str]:
     return [b.key for b in at.button if b.key]
 
 
-def _press_everything(at, page: str) -> None:
-    """Press every button of the page (re-opening the page after each, since some navigate or
-    change the model), and try the choices that change which text is read."""
+def _press_everything(at, page: str, skip: tuple[str, ...] = ()) -> None:
+    """Press every button of the page but `skip` (re-opening the page after each, since some
+    navigate or change the model), and try the choices that change which text is read."""
     for key in _buttons(at):
+        if key in skip:
+            continue
         open_page(at, page)
         if key in _buttons(at):
             at.button(key=key).click().run()
@@ -66,21 +68,43 @@ def _press_everything(at, page: str) -> None:
     assert not at.exception, (page, at.exception)
 
 
+def _visit_everything(at, model: str, cap: int, skip: tuple[str, ...] = ()) -> None:
+    at.selectbox(key="model_choice").set_value(model).run()
+    at.text_area(key="text").input(TEXTS[model]).run()
+    assert any(f"first {cap}" in w.value for w in at.warning)  # the text is longer than the cap
+    for page in PAGE_IDS:
+        open_page(at, page)
+        _press_everything(at, page, skip)
+        at.selectbox(key="model_choice").set_value(model).run()  # "Start with toy-induction" switches
+        at.text_area(key="text").input(TEXTS[model]).run()
+
+
+def _assert_capped(spy: list[int], cap: int) -> None:
+    assert spy, "the spy saw no forward pass"
+    assert max(spy) <= cap, f"a forward pass read {max(spy)} tokens; the cap is {cap}"
+    assert spy.count(cap) > 10  # the text reached the cap on many paths: the spy watched real work
+
+
 @pytest.mark.parametrize("model", ["minilm", "toy-induction"])  # an encoder and a decoder with an LM head
 def test_no_page_or_button_reads_past_the_cap(public, spy, model):
     at = start_app()
-    if model != "minilm":
-        at.selectbox(key="model_choice").set_value(model).run()
-    at.text_area(key="text").input(TEXTS[model]).run()
-    assert any(f"first {CAP}" in w.value for w in at.warning)  # the text is longer than the cap
-    for page in PAGE_IDS:
-        open_page(at, page)
-        _press_everything(at, page)
-        at.selectbox(key="model_choice").set_value(model).run()  # "Start with toy-induction" switches
-        at.text_area(key="text").input(TEXTS[model]).run()
-    assert spy, "the spy saw no forward pass"
-    assert max(spy) <= CAP, f"a forward pass read {max(spy)} tokens; the cap is {CAP}"
-    assert spy.count(CAP) > 10  # the text reached the cap on many paths: the spy watched real work
+    _visit_everything(at, model, CAP)
+    _assert_capped(spy, CAP)
+
+
+def test_the_sessions_token_limit_holds_locally_too(spy, monkeypatch):
+    """Locally the cap is the sidebar's Token limit, which the app sets around every rerun; only
+    the whole-text overview reads past it, on purpose."""
+    for name in ("MHA_VIZ_PUBLIC", "MHA_VIZ_MAX_TOKENS", "MHA_VIZ_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    at = start_app()
+    at.number_input(key="token_limit").set_value(24).run()
+    _visit_everything(at, "toy-induction", 24, skip=("whole_overview",))
+    _assert_capped(spy, 24)
+    spy.clear()
+    open_page(at, "model_view")
+    at.button(key="whole_overview").click().run()
+    assert not at.exception and max(spy) == 64  # toy-induction's whole context
 
 
 def test_the_overview_has_its_own_public_cap(public, spy, monkeypatch):

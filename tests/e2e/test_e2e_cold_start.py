@@ -48,7 +48,8 @@ def _failures_in_log(log_text: str) -> list[str]:
     found = []
     for i, line in enumerate(lines):
         if "view failed" in line or "Traceback" in line:
-            error = next((later for later in lines[i + 1:] if re.match(r"^\W*\w*(Error|Exception)\b", later)), "")
+            error = next((later for later in lines[i + 1:]
+                          if re.match(r"^\W*\w*(Error|Exception)\b", later)), "")
             found.append(f"{line.strip()[:120]} … {error.strip()[:300]}")
     return found
 
@@ -69,8 +70,9 @@ def test_a_crowd_on_a_cold_server_each_sees_its_own_sentence(e2e_ready, browser,
             landed = {f"session {i} on /{LANDING[i % len(LANDING)]}": _problems(ui)
                       for i, ui in enumerate(sessions)}
             landed = {name: found for name, found in landed.items() if found}
+            log_failures = _failures_in_log(log_path.read_text(errors="replace"))
             assert not landed, (f"{len(landed)} of {SESSIONS} sessions failed their first render on a "
-                                f"cold server: {landed}; server log: {_failures_in_log(log_path.read_text(errors='replace'))}")
+                                f"cold server: {landed}; server log: {log_failures}")
 
             for ui in sessions:
                 if ui.heading() != "Head view":

@@ -126,6 +126,8 @@ def test_predictions_with_mean_ablation_replace_the_heads_by_their_mean(tiny_gpt
     keep[:, :2] = False
     changed = ablation.predictions(tiny_gpt2, TEXT, keep, mean_ablation=True)
     assert changed[0].before == same[0].before and changed[0].after != changed[0].before
+    zeroed = ablation.predictions(tiny_gpt2, TEXT, keep)  # the same heads zeroed instead
+    assert changed[0].after != zeroed[0].after
 
 
 def test_a_gradient_pass_over_the_memory_budget_is_refused_before_it_runs(tiny_gpt2, monkeypatch):
