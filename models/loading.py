@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import threading
 from pathlib import Path
 
 import torch
@@ -26,6 +27,10 @@ from .registry import BUNDLED
 from .resolve import Progress, hub_error, resolve_device, resolve_spec
 from .toy import NAME as TOY_NAME
 from .toy import load_toy
+
+# Random-init twins are seeded through torch's process-wide generator: two sessions building one
+# at the same moment would interleave their draws, so they take turns.
+_SEEDED = threading.Lock()
 
 # BUNDLED, LoadedModel, ModelLoadError and resolve_device also stay reachable here, where they used to live.
 __all__ = ["BUNDLED", "LoadedModel", "ModelLoadError", "load", "random_twin", "resolve_device"]
@@ -159,7 +164,7 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     with loaded.lock:  # a lean capture switches the shared config to SDPA while it holds the lock
         config = copy.deepcopy(loaded.hf_model.config)
     config._attn_implementation = "eager"  # the only kind that returns probabilities
-    with torch.random.fork_rng(devices=[]):
+    with _SEEDED, torch.random.fork_rng(devices=[]):  # one seeded build at a time: the generator is global
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)
     model.to(loaded.device).eval()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers import byte_bpe_tokenizer
+from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -101,9 +101,6 @@ def llama_dir(tmp_path_factory):
 
 # --- tiers --------------------------------------------------------------------------------------
 
-TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
-PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
-MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir"}
 
 
 def _tier(item: pytest.Item) -> str | None:

@@ -11,6 +11,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
+PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
+MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir"}  # none of them in the unit tier
 
 CORPUS = [
     "The cat sat on the mat. The dog sat on the log.",

@@ -439,6 +439,31 @@ class App:
         return path
 
 
+def send_all(sessions: list["App"], texts: list[str]) -> None:
+    """Each session sends its own sentence at the same moment (nobody waits for the others), then
+    every one is waited for until its app is idle with its text in the box."""
+    for ui, text in zip(sessions, texts):
+        ui.text_box.fill(text)
+        ui.text_box.press("Control+Enter")
+    for ui in sessions:
+        ui.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]").wait_for(
+            state="hidden", timeout=RUN_TIMEOUT_S * 1000)
+    for ui, text in zip(sessions, texts):
+        ui.wait_idle()
+        ui.wait_until(lambda: ui.text_box.input_value(), text)
+
+
+def assert_own_tokens(sessions: list["App"], texts: list[str], models: list[str], run_of) -> None:
+    """Every session's heatmap shows the tokens of its own sentence (with its own model), its text
+    box still holds that sentence, and the page shows no error."""
+    for i, (ui, text, key) in enumerate(zip(sessions, texts, models)):
+        expected = run_of(key, text).tokens
+        shown = ui.wait_until(lambda: ui.ticks("x"), expected)
+        assert shown == expected, f"session {i} ({key}) shows {shown}, not its own tokens {expected}"
+        assert ui.text_box.input_value() == text
+        ui.assert_clean()
+
+
 def _css_str(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 

@@ -4,9 +4,10 @@ over the pages, so that their first renders import the pages' libraries all at o
 session opens the Head view and applies its own sentence, all at the same moment again. Every
 session must show its own sentence's tokens, and none may show an error or an exception.
 
-Before `mha_viz.ui.preload`, two of eight such sessions failed on every try with *This view
-could not be drawn (AttributeError: partially initialized module 'pandas' has no attribute
-'Series')*: a session importing pandas while another's Plotly figure looked pandas up.
+Before `mha_viz.ui.preload` (on the app of commit 9ef9d17, whose pages imported their views
+lazily), four of eight such sessions failed on every try with *This view could not be drawn
+(AttributeError: partially initialized module 'pandas' has no attribute 'Series')*: a session
+importing pandas while another's Plotly figure looked pandas up in `sys.modules`.
 
 MiniLM (the default model) for every session: this checks imports, not model loading.
 MHA_VIZ_E2E_COLD_SESSIONS=16 runs a crowd of 16 (by hand; CI runs 8).
@@ -20,7 +21,7 @@ import time
 
 import pytest
 
-from .conftest import ARTIFACTS, RUN_TIMEOUT_S, new_app, start_server
+from .conftest import ARTIFACTS, RUN_TIMEOUT_S, assert_own_tokens, new_app, send_all, start_server
 
 pytestmark = pytest.mark.e2e
 SESSIONS = int(os.environ.get("MHA_VIZ_E2E_COLD_SESSIONS", "8"))
@@ -78,23 +79,9 @@ def test_a_crowd_on_a_cold_server_each_sees_its_own_sentence(e2e_ready, browser,
                 if ui.heading() != "Head view":
                     ui.goto("Head view")
             texts = [f"Session {i} writes about {WORDS[i % len(WORDS)]}." for i in range(SESSIONS)]
-            for ui, text in zip(sessions, texts):  # all at once again
-                ui.text_box.fill(text)
-                ui.text_box.press("Control+Enter")
-            for ui in sessions:
-                ui.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]").wait_for(
-                    state="hidden", timeout=RUN_TIMEOUT_S * 1000)
-            for ui, text in zip(sessions, texts):
-                ui.wait_idle()
-                ui.wait_until(lambda: ui.text_box.input_value(), text)
-
+            send_all(sessions, texts)  # all at once again
             run_of = request.getfixturevalue("run_of")  # only now: the crowd had the cores to itself
-            for i, (ui, text) in enumerate(zip(sessions, texts)):
-                expected = run_of("minilm", text).tokens
-                shown = ui.wait_until(lambda: ui.ticks("x"), expected)
-                assert shown == expected, f"session {i} shows {shown}, not its own tokens {expected}"
-                assert ui.text_box.input_value() == text
-                ui.assert_clean()
+            assert_own_tokens(sessions, texts, ["minilm"] * SESSIONS, run_of)
             failures = _failures_in_log(log_path.read_text(errors="replace"))
             assert not failures, f"the server logged failures: {failures}"
             print(f"\ncold crowd of {SESSIONS}: every first render in {first_render_s:.1f} s, "

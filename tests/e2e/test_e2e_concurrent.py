@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from .conftest import ARTIFACTS, RUN_TIMEOUT_S, open_app
+from .conftest import ARTIFACTS, assert_own_tokens, open_app, send_all
 
 pytestmark = pytest.mark.e2e
 WORDS = ["apples", "rivers", "engines", "violins", "glaciers", "lanterns", "tigers", "comets"]
@@ -28,22 +28,8 @@ def test_eight_sessions_at_once_each_see_their_own_tokens(server, browser, run_o
             if i % 2:
                 ui.choose_model("smollm2")
         texts = [f"Session {i} writes about {word} and more {word}." for i, word in enumerate(WORDS)]
-        for ui, text in zip(sessions, texts):  # all eight at once: nobody waits for the others
-            ui.text_box.fill(text)
-            ui.text_box.press("Control+Enter")
-        for ui in sessions:
-            ui.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]").wait_for(
-                state="hidden", timeout=RUN_TIMEOUT_S * 1000)
-        for ui, text in zip(sessions, texts):
-            ui.wait_idle()
-            ui.wait_until(lambda: ui.text_box.input_value(), text)
-        for i, (ui, text) in enumerate(zip(sessions, texts)):
-            key = "smollm2" if i % 2 else "minilm"
-            expected = run_of(key, text).tokens
-            shown = ui.wait_until(lambda: ui.ticks("x"), expected)
-            assert shown == expected, f"session {i} ({key}) shows {shown}, not its own tokens {expected}"
-            assert ui.text_box.input_value() == text
-            ui.assert_clean()
+        send_all(sessions, texts)  # all eight at once: nobody waits for the others
+        assert_own_tokens(sessions, texts, ["smollm2" if i % 2 else "minilm" for i in range(len(WORDS))], run_of)
     finally:
         for ui in sessions:
             ui.close()

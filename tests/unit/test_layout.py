@@ -7,11 +7,9 @@ from __future__ import annotations
 import ast
 import tomllib
 
-from tests.helpers import ROOT
+from tests.helpers import MODEL_FIXTURES, ROOT, TIERS
 
 TESTS = ROOT / "tests"
-TIERS = ("unit", "models", "app", "e2e")
-MODEL_FIXTURES = {"minilm", "minilm_ours", "smollm2", "smollm2_ours", "gpt2_dir", "bert_dir", "llama_dir"}
 TEST_FILES = sorted(TESTS.rglob("test_*.py"))
 
 
@@ -29,7 +27,7 @@ def _imported(tree: ast.AST) -> set[str]:
     return names
 
 
-def test_every_test_file_is_in_a_tier_folder_with_its_marker():
+def test_every_test_file_is_in_a_tier_folder_and_the_tiers_are_markers():
     assert TEST_FILES
     for path in TEST_FILES:
         tier = path.relative_to(TESTS).parts[0]
