@@ -14,11 +14,12 @@ from models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
 from models import random_twin as random_baseline
 
 from .capture import AttentionRun, analyze, load_model
+from .generation import Generation, GenerationError, Step, generate
 from .overview import Overview, overview
 from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "InputError", "LoadedModel", "ModelLoadError",
-    "Overview", "Tokens", "analyze", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
+    "Generation", "GenerationError", "Overview", "Step", "Tokens", "generate", "analyze", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
     "token_limit", "tokenize",
 ]

@@ -1,0 +1,155 @@
+"""Generation step by step (mha_viz.generate): greedy tokens equal Hugging Face's generate, the
+incrementally captured attention equals one eager forward over the final sequence, sampling is
+reproducible under a seed, toy-induction continues its pattern, and bad input gets a message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+
+PROMPT = "The capital of France is Paris. The capital of Italy is"
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2(gpt2_dir):
+    return mha_viz.load_model(str(gpt2_dir), device="cpu")
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2_ours(gpt2_dir):
+    return mha_viz.load_model(str(gpt2_dir), device="cpu", local_attention=True)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return mha_viz.load_model("toy-induction", device="cpu")
+
+
+def _eager(model, ids: list[int]) -> np.ndarray:
+    """Every head's attention from one eager forward over `ids` (independent of generate)."""
+    cap = model.capture(torch.tensor([ids]))
+    return torch.stack([a[0] for a in cap.attentions]).float().numpy()  # (L, H, n, n)
+
+
+def _hf_greedy(model, prompt: str, new: int) -> list[int]:
+    ids = torch.tensor([mha_viz.tokenize(model, prompt).ids])
+    out = model.hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new,
+                                  min_new_tokens=new, do_sample=False, pad_token_id=model.tokenizer.pad_token_id)
+    return out[0, ids.shape[1]:].tolist()
+
+
+@pytest.mark.model
+def test_greedy_equals_hugging_face_and_attention_equals_eager_on_smollm2(smollm2):
+    gen = mha_viz.generate(smollm2, PROMPT, 12, stop_at_eos=False)
+    assert [s.token_id for s in gen.steps] == _hf_greedy(smollm2, PROMPT, 12)
+    assert gen.text.strip().startswith("Rome")
+    n = gen.num_prompt_tokens + 12
+    assert gen.run.attentions.shape == (30, 9, n, n) and gen.run.num_kv_heads == 3
+    np.testing.assert_allclose(gen.run.attentions, _eager(smollm2, gen.run.token_ids), atol=1e-5, rtol=0)
+
+
+@pytest.mark.model
+def test_our_mha_inside_smollm2_generates_the_same(smollm2, smollm2_ours):
+    ours = mha_viz.generate(smollm2_ours, PROMPT, 6)
+    theirs = mha_viz.generate(smollm2, PROMPT, 6)
+    assert [s.token_id for s in ours.steps] == [s.token_id for s in theirs.steps]
+    np.testing.assert_allclose(ours.run.attentions, _eager(smollm2, ours.run.token_ids), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("which", ["tiny_gpt2", "tiny_gpt2_ours"])
+def test_random_gpt2_greedy_and_incremental_capture(request, which):
+    model = request.getfixturevalue(which)
+    prompt = "The cat sat on the mat. The dog"
+    gen = mha_viz.generate(model, prompt, 10, stop_at_eos=False)
+    assert [s.token_id for s in gen.steps] == _hf_greedy(request.getfixturevalue("tiny_gpt2"), prompt, 10)
+    a = gen.run.attentions
+    np.testing.assert_allclose(a, _eager(model, gen.run.token_ids), atol=1e-5, rtol=0)
+    np.testing.assert_allclose(a.sum(-1), 1.0, atol=1e-5)
+    assert not np.triu(a, 1).any()  # causal: nothing above the diagonal
+
+
+def test_sampling_is_reproducible_under_a_seed(tiny_gpt2):
+    args = dict(temperature=1.5, top_k=20, top_p=0.95, stop_at_eos=False)
+    first = mha_viz.generate(tiny_gpt2, "The cat", 12, seed=7, **args)
+    again = mha_viz.generate(tiny_gpt2, "The cat", 12, seed=7, **args)
+    other = [mha_viz.generate(tiny_gpt2, "The cat", 12, seed=s, **args) for s in (8, 9)]
+    ids = [s.token_id for s in first.steps]
+    assert ids == [s.token_id for s in again.steps]
+    assert any([s.token_id for s in g.steps] != ids for g in other)  # the seed matters
+    greedy = mha_viz.generate(tiny_gpt2, "The cat", 12, stop_at_eos=False)
+    assert [s.token_id for s in greedy.steps] == _hf_greedy(tiny_gpt2, "The cat", 12)
+
+
+def test_top_k_one_is_greedy(tiny_gpt2):
+    sampled = mha_viz.generate(tiny_gpt2, "The dog", 8, temperature=1.0, top_k=1, seed=3, stop_at_eos=False)
+    greedy = mha_viz.generate(tiny_gpt2, "The dog", 8, stop_at_eos=False)
+    assert [s.token_id for s in sampled.steps] == [s.token_id for s in greedy.steps]
+
+
+def test_each_step_reports_the_models_distribution(tiny_gpt2):
+    gen = mha_viz.generate(tiny_gpt2, "The cat sat", 4, stop_at_eos=False)
+    for t, step in enumerate(gen.steps):
+        prefix = gen.run.token_ids[: gen.num_prompt_tokens + t]
+        with torch.no_grad():
+            logits = tiny_gpt2.hf_model(input_ids=torch.tensor([prefix])).logits[0, -1]
+        p = torch.softmax(logits.float(), -1)
+        assert step.token_id == int(p.argmax()) and step.prob == pytest.approx(float(p.max()), abs=1e-5)
+        assert len(step.top) == mha_viz.generation.TOP and step.top[0][1] == pytest.approx(step.prob, abs=1e-6)
+        assert step.entropy == pytest.approx(float(-(p * p.log()).sum()), abs=1e-4)
+    assert gen.row_of(0) == gen.num_prompt_tokens - 1
+
+
+def test_toy_induction_continues_the_pattern(toy):
+    gen = mha_viz.generate(toy, "k d m x b f k d m", 3)
+    assert gen.new_tokens == ["x", "b", "f"] and gen.text == "x b f"
+    assert gen.full_text == "k d m x b f k d m x b f"
+    np.testing.assert_allclose(gen.run.attentions, _eager(toy, gen.run.token_ids), atol=1e-6, rtol=0)
+
+
+def test_on_step_streams_and_can_stop(toy):
+    seen = []
+
+    def on_step(g):
+        seen.append(list(g.new_tokens))
+        return len(seen) < 2
+
+    gen = mha_viz.generate(toy, "k d m x b f k d m", 5, on_step=on_step)
+    assert seen == [["x"], ["x", "b"]] and gen.new_tokens == ["x", "b"] and gen.stopped_by == "stopped"
+    np.testing.assert_allclose(gen.run.attentions, _eager(toy, gen.run.token_ids), atol=1e-6, rtol=0)
+
+
+@pytest.mark.model
+def test_an_encoder_is_refused_with_a_message(minilm):
+    with pytest.raises(mha_viz.GenerationError, match="needs a decoder with a language-model head; try smollm2"):
+        mha_viz.generate(minilm, "Hello there", 4)
+
+
+@pytest.mark.parametrize("prompt,new,cap,needle", [
+    ("", 4, None, "Type a sentence"),
+    ("   ", 4, None, "Type a sentence"),
+    ("k d m", 20, 10, "At most 6 new tokens fit"),
+    ("k d m x b f k d m", 0, None, "at least one new token"),
+    ("k d m x b f k d m", 2, 10, "already fills the limit of 10"),
+    ("a b c d e f g h i j k l", 2, 10, "more than the limit of 10"),
+])
+def test_bad_input_gets_a_message(toy, prompt, new, cap, needle):
+    with pytest.raises(mha_viz.InputError, match=needle):
+        mha_viz.generate(toy, prompt, new, max_tokens=cap)
+
+
+def test_the_session_cap_limits_generation(toy):
+    with mha_viz.session_cap(12):
+        with pytest.raises(mha_viz.InputError, match="At most 2 new tokens fit"):
+            mha_viz.generate(toy, "k d m x b f k d m", 5)
+        assert len(mha_viz.generate(toy, "k d m x b f k d m", 2).steps) == 2
+
+
+def test_non_finite_logits_are_reported(gpt2_dir):
+    broken = mha_viz.load_model(str(gpt2_dir), device="cpu")
+    with torch.no_grad():
+        broken.hf_model.lm_head.weight[0, 0] = float("nan")  # tied to the embeddings: NaN spreads
+    with pytest.raises(mha_viz.GenerationError, match="not finite"):
+        mha_viz.generate(broken, "The cat", 3)
