@@ -51,8 +51,8 @@ class Generation:
     """A prompt and its continuation, with every head's attention over the whole sequence.
 
     run: causal AttentionRun over prompt + generated tokens. The row that chose step t's token is
-    query position `num_prompt_tokens - 1 + t` (`row_of(t)`). During generation (`on_step`) the
-    newest token's own row is still zeros: it is computed with the next step.
+    query position `num_prompt_tokens - 1 + t` (`row_of(t)`). Every token has its own row, the
+    newest one's too (also in the snapshots `on_step` receives).
     """
 
     run: AttentionRun
@@ -211,20 +211,18 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                                   entropy=float(-(dist * torch.log(dist.clamp_min(1e-30))).sum())))
                 ids.append(token_id)
                 n = len(ids)
+                # the new token's own row (and the logits for the next one): one position through the cache
+                if cache is not None:
+                    logits, probs, cache = rows(torch.tensor([[token_id]], device=dev), cache)
+                else:  # no KV cache (toy-induction): the whole sequence again, its last row kept
+                    logits, probs, _ = rows(torch.tensor([ids], device=dev))
+                for layer, p in enumerate(probs):
+                    attn[layer, :, n - 1, :n] = p[0, :, -1].float().cpu().numpy()
                 if token_id in eos:
                     stopped_by = "eos"
                 progress((t + 1) / max_new_tokens, f"{t + 1} of {max_new_tokens} new tokens")
                 if on_step is not None and on_step(snapshot(n)) is False:
                     stopped_by = "stopped"
-                # the new token's own row (and the logits for the next one): one position through the cache
-                if cache is not None:
-                    logits, probs, cache = rows(torch.tensor([[token_id]], device=dev), cache)
-                    for layer, p in enumerate(probs):
-                        attn[layer, :, n - 1, :n] = p[0, :, -1].float().cpu().numpy()
-                else:  # no KV cache (toy-induction): the whole sequence again, its last row kept
-                    logits, probs, _ = rows(torch.tensor([ids], device=dev))
-                    for layer, p in enumerate(probs):
-                        attn[layer, :, n - 1, :n] = p[0, :, -1].float().cpu().numpy()
                 if stopped_by in ("eos", "stopped"):
                     break
     finally:

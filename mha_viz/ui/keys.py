@@ -58,6 +58,27 @@ HEADS_VERSION = "_heads_version"  # bumped when the app changes the on/off grid 
 IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for
 PRUNING_DONE = "_prune_done"
 
+# --- generate -----------------------------------------------------------------------------------
+GEN_MAX_NEW = "gen_max_new"
+GEN_TEMPERATURE = "gen_temperature"
+GEN_TOP_K = "gen_top_k"
+GEN_TOP_P = "gen_top_p"
+GEN_SEED = "gen_seed"
+GEN_STEP = "gen_step"  # 1-based step of the slider
+GEN_LAYER = "gen_layer"  # a row of the generation's run
+GEN_HEAD = "gen_head"
+GEN_RESCALE = "gen_rescale"
+GEN_GO, GEN_STOP, GEN_PLAY, GEN_PAUSE = "gen_go", "gen_stop", "gen_play", "gen_pause"  # buttons
+GEN_ANALYSE = "gen_analyse"
+GEN_USE = "gen_use_"  # + a model name: the buttons that switch an encoder to a decoder
+# the page's widgets, put back when a page switch dropped them (Streamlit drops undrawn widgets)
+GEN_INPUTS = (GEN_MAX_NEW, GEN_TEMPERATURE, GEN_TOP_K, GEN_TOP_P, GEN_SEED, GEN_STEP, GEN_LAYER, GEN_HEAD,
+              GEN_RESCALE)
+GEN_KEPT = "_gen_kept"
+GEN_LAST = "_gen_last"  # (GenKey, Generation, note or None): the last good generation
+GEN_PARTIAL = "_gen_partial"  # (GenKey, Generation so far or None) while one streams; left there if stopped
+GEN_STEP_NEXT = "_gen_step_next"  # (step *Play* reached, slider value it started from): for the next run
+
 
 class ModelKey(NamedTuple):
     """Which loaded model: the same name can come from two folders, devices or implementations."""
@@ -79,3 +100,16 @@ class AnalysisKey(NamedTuple):
     def with_text(self, text: str) -> "AnalysisKey":
         """The same model and cap on another text (every layer): e.g. the bundled paragraph."""
         return self._replace(text=text, layers=None)
+
+
+class GenKey(NamedTuple):
+    """What one generation was computed from: the model, the prompt, the token cap and the settings."""
+
+    model: ModelKey
+    prompt: str
+    cap: int
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int

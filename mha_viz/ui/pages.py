@@ -12,7 +12,7 @@ from typing import Callable
 
 import streamlit as st
 
-from mha_viz.ui import keys, metric_views, teach_views, views
+from mha_viz.ui import generate_views, keys, metric_views, teach_views, views
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ PAGES = (
     PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", views.head_view),
     PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", metric_views.compare_view),
     PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look", metric_views.layers_view),
+    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_views.generate_view),
     PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", metric_views.metrics_view),
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
     PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),

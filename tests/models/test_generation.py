@@ -114,6 +114,7 @@ def test_on_step_streams_and_can_stop(toy):
 
     def on_step(g):
         seen.append(list(g.new_tokens))
+        np.testing.assert_allclose(g.run.attentions.sum(-1), 1.0, atol=1e-5)  # every row, the newest too
         return len(seen) < 2
 
     gen = mha_viz.generate(toy, "k d m x b f k d m", 5, on_step=on_step)

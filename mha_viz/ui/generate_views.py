@@ -1,0 +1,335 @@
+"""The Generate page: the model continues the sidebar's text token by token (streamed, with
+progress, stoppable), then the result is stepped through (slider or *Play*): the chosen token
+among the 10 best, every head's attention from the query that chose it, one head's causal
+matrix with that row framed, and where that head looked over the steps. *Analyse prompt +
+generation* sends the whole sequence to every other page.
+
+The last good generation stays in session_state keyed by what produced it (`keys.GenKey`);
+while one streams, each step is kept too (`keys.GEN_PARTIAL`), so that a *Stop* (any widget
+pressed while the script runs interrupts it) leaves the tokens generated so far.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import time
+from dataclasses import dataclass
+
+import streamlit as st
+import torch
+
+import mha_viz
+from mha_viz import generation
+from mha_viz import generation_figures as gfig
+from mha_viz.ui import keys, state
+from mha_viz.ui.keys import GenKey
+
+log = logging.getLogger("mha_viz.ui")
+
+MAX_NEW_TOKENS = 1024  # the widget's top; the token cap decides what fits (and says so)
+PLAY_DELAY_S = 0.6  # seconds between steps of *Play*
+SUGGESTED = ("smollm2", "toy-induction")  # decoders to offer when the model cannot generate
+DEFAULTS = {keys.GEN_MAX_NEW: 16, keys.GEN_TEMPERATURE: 0.0, keys.GEN_TOP_K: 50, keys.GEN_TOP_P: 1.0,
+            keys.GEN_SEED: 0}
+ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new tokens reached",
+         "limit": "the token limit (or the model's positions) reached", "stopped": "stopped"}
+
+
+def generate_view() -> None:
+    st.title("Generate")
+    _restore_inputs()
+    try:
+        _page()
+    finally:
+        _keep_inputs()
+
+
+def _restore_inputs() -> None:
+    """Put back this page's widget values that a visit to another page dropped."""
+    for key, value in st.session_state.get(keys.GEN_KEPT, {}).items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+
+
+def _keep_inputs() -> None:
+    kept = dict(st.session_state.get(keys.GEN_KEPT, {}))
+    kept.update({k: st.session_state[k] for k in keys.GEN_INPUTS if k in st.session_state})
+    st.session_state[keys.GEN_KEPT] = kept
+
+
+def _page() -> None:
+    cur = state.current()
+    model = cur.text_model
+    _stopped_notice()
+    prompt = st.session_state.get(keys.TEXT) or ""
+    if not prompt.strip():
+        st.info("The prompt is empty: type one in the sidebar's Sentence box, and the model continues it.",
+                icon="✍️")
+    elif model is None:
+        if cur.error:
+            st.error(state.plain(cur.error), icon="⚠️")
+        elif cur.notice:
+            st.info(cur.notice, icon="✍️")
+    elif (reason := _cannot_generate(model)) is not None:
+        _offer_decoders(reason)
+    else:
+        wanted, stop = _controls(cur)
+        if wanted is not None:
+            _generate(model, wanted, stop)
+        _result(cur, _current_key(cur))
+        return
+    _result(cur, None)  # the last good generation stays on screen
+
+
+def _cannot_generate(model: mha_viz.LoadedModel) -> str | None:
+    """Why this model cannot write text (an encoder, no language-model head), or None."""
+    try:
+        generation.check_decoder(model)
+    except mha_viz.InputError as exc:
+        return str(exc)
+    return None
+
+
+def _offer_decoders(reason: str) -> None:
+    """The reason, and buttons that switch to a bundled decoder (nothing to press that would fail)."""
+    st.info(state.plain(reason) + " Pick a decoder in the sidebar's model picker: smollm2 (Llama family, "
+            "grouped-query attention) or toy-induction.", icon="ℹ️")
+    offered = [m for m in SUGGESTED if m in mha_viz.BUNDLED and state.settings().allows(m)]
+    for col, name in zip(st.columns(max(len(offered), 1) + 2), offered):
+        col.button(f"Use {name}", key=keys.GEN_USE + name, on_click=_use_model, args=(name,))
+
+
+def _use_model(name: str) -> None:
+    st.session_state[keys.MODEL_CHOICE] = name
+
+
+def _current_key(cur) -> GenKey:
+    ss = st.session_state
+    return GenKey(cur.model_key, cur.text, state.token_cap(), int(ss[keys.GEN_MAX_NEW]),
+                  float(ss[keys.GEN_TEMPERATURE]), int(ss[keys.GEN_TOP_K]), float(ss[keys.GEN_TOP_P]),
+                  int(ss[keys.GEN_SEED]))
+
+
+def _controls(cur):
+    """The settings and the *Generate* / *Stop* buttons: (the key to generate when pressed, else
+    None; the slot of *Stop*)."""
+    for key, value in DEFAULTS.items():
+        st.session_state.setdefault(key, value)
+    model = cur.text_model
+    cols = st.columns(5)
+    cols[0].number_input("Max new tokens", min_value=1, max_value=MAX_NEW_TOKENS, step=1,
+                         key=keys.GEN_MAX_NEW,
+                         help="How many tokens to generate at most; prompt and new tokens together stay "
+                              "within the sidebar's token limit.")
+    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=keys.GEN_TEMPERATURE,
+                         help="0: greedy, always the most probable token. Above 0: sample; higher is "
+                              "more random.")
+    cols[2].number_input("Top-k", min_value=1, max_value=1_000_000, step=1, key=keys.GEN_TOP_K,
+                         help="Sample only among the k most probable tokens (when the temperature is "
+                              "above 0).")
+    cols[3].number_input("Top-p", min_value=0.01, max_value=1.0, step=0.05, key=keys.GEN_TOP_P,
+                         help="Sample only among the most probable tokens whose probabilities add up to p "
+                              "(nucleus sampling; when the temperature is above 0).")
+    cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=keys.GEN_SEED,
+                         help="The same seed gives the same sample.")
+    n = mha_viz.count_tokens(model, cur.text)
+    limit = mha_viz.token_limit(model, state.token_cap())
+    st.caption(f"The prompt is the sidebar's text: {n} tokens for {state.plain(model.name)}. Prompt and "
+               f"generation together stay within {limit} tokens (the token limit and the model's positions), "
+               f"so up to {max(limit - n, 0)} new tokens fit.")
+    buttons = st.columns([1, 1, 5])
+    pressed = buttons[0].button("Generate", key=keys.GEN_GO, type="primary")
+    stop = buttons[1].empty()
+    _stop_button(stop, live=pressed)
+    return (_current_key(cur) if pressed else None), stop
+
+
+def _live_button(slot, label: str, key: str, *, live: bool, help: str):
+    """A button pressable only while something runs (pressing any widget interrupts the run):
+    greyed out and keyless otherwise, so that it can replace the live one in the same run."""
+    return slot.button(label, key=key if live else None, disabled=not live, help=help)
+
+
+def _stop_button(slot, *, live: bool) -> None:
+    _live_button(slot, "Stop", keys.GEN_STOP, live=live, help="Stop generating; the tokens so far are kept.")
+
+
+def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
+    """Stream a generation for `key`; on success it becomes the last good one. `stop`: the
+    slot of the *Stop* button, greyed out once done."""
+    ss = st.session_state
+    ss[keys.GEN_PARTIAL] = (key, None)  # still here on the next run: this run was stopped
+    bar = st.progress(0.0, text="Starting…")
+    stream = st.empty()
+
+    def on_step(gen) -> None:
+        ss[keys.GEN_PARTIAL] = (key, gen)  # first: the draw below is where a Stop interrupts
+        stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
+
+    def progress(fraction: float, message: str) -> None:
+        bar.progress(min(max(float(fraction), 0.0), 1.0), text=state.plain(message))
+
+    def compute():
+        with state.slots().hold():  # counts as an analysis for the server's limit
+            return mha_viz.generate(model, key.prompt, key.max_new_tokens, temperature=key.temperature,
+                                    top_k=key.top_k, top_p=key.top_p, seed=key.seed, max_tokens=key.cap,
+                                    progress=progress, on_step=on_step)
+    error = None
+    try:
+        gen = state.one_at_a_time(compute)
+    except mha_viz.InputError as exc:  # written for the user: empty prompt, no room, no LM head, NaN…
+        error = str(exc)
+    except (MemoryError, torch.OutOfMemoryError):
+        log.exception("out of memory while generating")
+        error = ("This generation needs more memory than this machine has free. Ask for fewer new tokens, "
+                 "lower the token limit in the sidebar, or pick a smaller model.")
+    except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
+        log.exception("generation failed")
+        error = f"The generation failed: {type(exc).__name__}: {str(exc)[:300]}"
+    else:
+        ss[keys.GEN_LAST] = (key, gen, None)
+        ss[keys.GEN_STEP] = 1
+    ss.pop(keys.GEN_PARTIAL, None)  # (a stop raises past this line: the partial stays)
+    bar.empty()
+    stream.empty()
+    _stop_button(stop, live=False)
+    if error:
+        st.error(state.plain(error) + " The last generation (if any) is kept below.", icon="⚠️")
+
+
+def _stopped_notice() -> None:
+    """A generation that a Stop (or any other widget) interrupted: keep what it had produced."""
+    partial = st.session_state.pop(keys.GEN_PARTIAL, None)
+    if partial is None:
+        return
+    key, gen = partial
+    if gen is not None and gen.steps:
+        k = len(gen.steps)
+        st.session_state[keys.GEN_LAST] = (key, gen, f"stopped after {k} token{'s' * (k != 1)}")
+        st.session_state[keys.GEN_STEP] = 1
+        st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.", icon="⏹️")
+    else:
+        st.info("Stopped before the first token; the last generation (if any) is kept.", icon="⏹️")
+
+
+def _result(cur, wanted: GenKey | None) -> None:
+    last = st.session_state.get(keys.GEN_LAST)
+    if last is None:
+        if wanted is not None:
+            st.caption("Press *Generate*: the tokens appear as the model writes them; then step through "
+                       "them.")
+        return
+    key, gen, note = last
+    st.divider()
+    st.subheader("The generation")
+    T, P = len(gen.steps), gen.num_prompt_tokens
+    ended = note or ENDED.get(gen.stopped_by, str(gen.stopped_by))
+    how = "greedy" if key.temperature == 0 else (
+        f"sampled at temperature {key.temperature:g}, top-k {key.top_k}, top-p {key.top_p:g}, seed {key.seed}")
+    st.caption(f"{state.plain(key.model.name)}: {T} new token{'s' * (T != 1)} after a {P}-token prompt, "
+               f"{how}; ended: {state.plain(ended)}.")
+    if wanted != key:
+        st.caption("Made from another prompt, model or settings than the current ones: press *Generate* for "
+                   "these." if wanted is not None else "The last good generation.")
+    st.code(gen.text, language=None, wrap_lines=True)
+    if cur.model_key == key.model and cur.text_model is not None:
+        st.button("Analyse prompt + generation", key=keys.GEN_ANALYSE, on_click=_analyse,
+                  args=(cur.text_model, key, gen),
+                  help="Make prompt + generation the sidebar's text and open the head view: every page "
+                       "then reads the whole sequence.")
+    _steps(gen)
+
+
+def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str:
+    """The text of prompt + generation: the one whose tokens are the generated sequence (the
+    continuation may need a space before it, as with toy-induction's letters)."""
+    joined = prompt + gen.text
+    for text in (joined, prompt + " " + gen.text.lstrip(), getattr(gen, "full_text", "")):
+        try:
+            if mha_viz.tokenize(model, text, cap).ids == list(gen.run.token_ids):
+                return text
+        except mha_viz.InputError:
+            pass
+    return joined
+
+
+def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen) -> None:
+    ss = st.session_state
+    ss[keys.TEXT] = sequence_text(model, key.prompt, gen, key.cap)
+    ss[keys.SEL_LAYER] = int(ss.get(keys.GEN_LAYER, 0))
+    ss[keys.SEL_HEAD] = int(ss.get(keys.GEN_HEAD, 0))
+    ss[keys.GOTO] = "head_view"
+
+
+@dataclass
+class _Boxes:
+    """Where one step is drawn; *Play* redraws them in place."""
+
+    header: object
+    bars: object
+    heads: object
+    matrix: object
+    lines: object
+
+
+def _clamp(key: str, low: int, high: int, default: int) -> None:
+    value = st.session_state.get(key, default)
+    st.session_state[key] = min(max(int(value), low), high)
+
+
+def _steps(gen) -> None:
+    run, T = gen.run, len(gen.steps)
+    if T == 0:
+        st.info("No token was generated: the model ended the text at once.", icon="ℹ️")
+        return
+    ss = st.session_state
+    nxt = ss.pop(keys.GEN_STEP_NEXT, None)
+    if nxt is not None and ss.get(keys.GEN_STEP) == nxt[1]:  # Play reached nxt[0]; the slider was not moved
+        ss[keys.GEN_STEP] = nxt[0]
+    _clamp(keys.GEN_STEP, 1, T, 1)
+    _clamp(keys.GEN_LAYER, 0, run.num_layers - 1, 0)
+    _clamp(keys.GEN_HEAD, 0, run.num_heads - 1, 0)
+    st.subheader("Step by step")
+    cols = st.columns([4, 1, 1, 1])
+    step = cols[0].slider("Step", 1, T, key=keys.GEN_STEP) if T > 1 else 1
+    layer = cols[1].selectbox("Layer", list(range(run.num_layers)), key=keys.GEN_LAYER,
+                              format_func=lambda row: str(run.layer_ids[row]))
+    head = cols[2].selectbox("Head", list(range(run.num_heads)), key=keys.GEN_HEAD)
+    play = _live_button(cols[3], "Play", keys.GEN_PLAY, live=T > 1, help="Step through every token.")
+    _live_button(cols[3], "Pause", keys.GEN_PAUSE, live=play, help="Stop playing at this step.")
+    rescale = st.toggle("Rescale colours to the shown maximum", key=keys.GEN_RESCALE)
+    header = st.empty()
+    top = st.columns([2, 3])
+    bottom = st.columns([3, 2])
+    boxes = _Boxes(header, top[0].empty(), top[1].empty(), bottom[0].empty(), bottom[1].empty())
+    if not play:
+        _draw(boxes, gen, step - 1, layer, head, rescale)
+        return
+    for t in range(step if step < T else 0, T):  # from the next step (from the first at the end)
+        _draw(boxes, gen, t, layer, head, rescale)
+        ss[keys.GEN_STEP_NEXT] = (t + 1, step)  # a Pause (any widget) interrupts: the slider stays here
+        time.sleep(PLAY_DELAY_S)
+    st.rerun()  # the slider shows the last step
+
+
+def _draw(boxes: _Boxes, gen, t: int, layer: int, head: int, rescale: bool) -> None:
+    """Step t (0-based) into the boxes."""
+    run, s, P, T = gen.run, gen.steps[t], gen.num_prompt_tokens, len(gen.steps)
+    q = gfig.query_row(P, t)
+    where = html.escape(run.tokens[q], quote=False)
+    layer_name = run.layer_ids[layer]
+    boxes.header.markdown(
+        f"**Step {t + 1} of {T}**: the model picked “{state.plain(s.token)}” with probability {s.prob:.3f} "
+        f"(entropy {s.entropy:.2f} nats), reading from “{state.plain(run.tokens[q])}” at position {q}.")
+    boxes.bars.plotly_chart(gfig.choice_bars(s.top, s.token, s.prob,
+                                             title=f"Step {t + 1}: the 10 most probable next tokens"))
+    boxes.heads.plotly_chart(gfig.heads_context(
+        run.attentions[layer, :, q, :q + 1], run.tokens[:q + 1], P, run.num_kv_heads, rescale=rescale,
+        title=f"Layer {layer_name}, step {t + 1}: every head from “{where}” (position {q})"))
+    boxes.matrix.plotly_chart(gfig.causal_matrix(
+        run.attentions[layer, head], run.tokens, P, q, rescale=rescale,
+        title=f"Layer {layer_name}, head {head}: row {q} (step {t + 1}) framed"))
+    masses = gfig.step_masses(run.attentions[layer, head], P, T)
+    boxes.lines.plotly_chart(gfig.mass_lines(
+        masses, current=t, title=f"Layer {layer_name}, head {head}: where each step's query looked"))

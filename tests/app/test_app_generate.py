@@ -1,0 +1,200 @@
+"""The Generate page through AppTest, on toy-induction (a tiny decoder: "k d m x b f k d m"
+continues "x b f"): generate, step with the slider, the figures of a step, *Analyse prompt +
+generation*; MiniLM (an encoder) gets a clear message; bad input gets a message and keeps the
+last good generation; a stop keeps the tokens generated so far. (The app starts on MiniLM,
+hence the model marker.)"""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+import mha_viz
+from mha_viz import figure_style
+from mha_viz import generation_figures as gfig
+from mha_viz.ui import keys
+from tests.app.helpers import charts, open_page, shown, start_app
+
+pytestmark = pytest.mark.model
+TOY, PROMPT = "toy-induction", "k d m x b f k d m"
+PROMPT_TOKENS = ["<bos>", *PROMPT.split()]  # toy-induction reads a [BOS] first
+P = len(PROMPT_TOKENS)
+
+
+def _on_generate(text: str = PROMPT, model: str = TOY):
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
+    at.text_area(key=keys.TEXT).input(text).run()
+    open_page(at, "generate")
+    assert not at.exception, at.exception
+    return at
+
+
+def _generate(at, new_tokens: int = 3):
+    at.number_input(key=keys.GEN_MAX_NEW).set_value(new_tokens).run()
+    at.button(key=keys.GEN_GO).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _figures(at) -> dict[str, dict]:
+    """The step's four figures by kind: bars, heads (× context), matrix, lines."""
+    specs = charts(at)
+    bars = next(s for s in specs if s["data"][0]["type"] == "bar")
+    heat = [s for s in specs if s["data"][0]["type"] == "heatmap"]
+    heads = next(s for s in heat if str(s["data"][0]["y"][0]).startswith("H"))
+    matrix = next(s for s in heat if s is not heads)
+    lines = next(s for s in specs if s["data"][0]["type"] == "scatter")
+    return {"bars": bars, "heads": heads, "matrix": matrix, "lines": lines}
+
+
+def _tokens(axis_values) -> list[str]:
+    return [figure_style.label_text(x) for x in axis_values]
+
+
+def _continuation(at) -> list[str]:
+    return [c.value for c in at.code]
+
+
+def _chosen(bars: dict) -> str:
+    trace = bars["data"][0]
+    colours = trace["marker"]["color"]
+    return figure_style.label_text(trace["y"][colours.index(gfig.CHOSEN_COLOUR)])
+
+
+def test_generate_step_through_and_analyse_on_the_toy():
+    at = _generate(_on_generate())
+    assert not at.error, [e.value for e in at.error]
+    assert "x b f" in _continuation(at)  # the induction heads continue the pattern
+    slider = at.slider(key=keys.GEN_STEP)
+    assert (slider.min, slider.max, slider.value) == (1, 3, 1)
+
+    fig = _figures(at)  # step 1: the last prompt token (row P - 1) chose "x"
+    assert _chosen(fig["bars"]) == "x"
+    heads = fig["heads"]["data"][0]
+    assert heads["y"] == [f"H{h}" for h in range(4)]  # one row per head (toy: no KV sharing)
+    assert _tokens(heads["x"]) == PROMPT_TOKENS  # the context of the first step is the prompt
+    rect = next(s for s in fig["matrix"]["layout"]["shapes"] if s["type"] == "rect")
+    assert (rect["y0"], rect["y1"]) == (P - 1.5, P - 0.5)
+    assert _tokens(fig["matrix"]["data"][0]["x"]) == PROMPT_TOKENS + ["x", "b", "f"]
+    assert any("Step 1 of 3" in m.value for m in at.markdown)
+
+    at.slider(key=keys.GEN_STEP).set_value(3).run()
+    assert not at.exception and not at.error
+    fig = _figures(at)  # step 3: row P + 1 (the generated "b") chose "f"
+    assert _chosen(fig["bars"]) == "f"
+    assert _tokens(fig["heads"]["data"][0]["x"]) == PROMPT_TOKENS + ["x", "b"]
+    ticks = fig["heads"]["layout"]["xaxis"]["ticktext"]
+    assert [gfig.GENERATED_COLOUR in t for t in ticks] == [False] * P + [True, True]  # generated marked
+    rect = next(s for s in fig["matrix"]["layout"]["shapes"] if s["type"] == "rect")
+    assert rect["y0"] == P + 1 - 0.5
+    lines = fig["lines"]["data"]
+    assert [len(tr["y"]) for tr in lines] == [3, 3, 3]
+    assert lines[0]["y"][0] == pytest.approx(1.0)  # step 1: all on the prompt
+    assert lines[1]["y"][0] == pytest.approx(0.0)
+    for p, g in zip(lines[0]["y"], lines[1]["y"]):
+        assert p + g == pytest.approx(1.0, abs=1e-5)
+
+    at.selectbox(key=keys.GEN_LAYER).set_value(1).run()  # layer 1: the induction heads
+    at.selectbox(key=keys.GEN_HEAD).set_value(2).run()
+    assert not at.exception and not at.error
+    assert "Layer 1, head 2" in str(_figures(at)["matrix"]["layout"]["title"]["text"])
+
+    at.button(key=keys.GEN_ANALYSE).click().run()  # the whole sequence to every other page
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Head view"
+    assert at.text_area(key=keys.TEXT).value == PROMPT + " x b f"
+    run = at.session_state[keys.CURRENT].run
+    assert run.tokens == PROMPT_TOKENS + ["x", "b", "f"]
+    assert (at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]) == (1, 2)
+
+    open_page(at, "generate")  # back on the page: the generation is still there, same step
+    assert "x b f" in _continuation(at)
+
+
+def test_play_steps_through_to_the_end(monkeypatch):
+    from mha_viz.ui import generate_views
+
+    monkeypatch.setattr(generate_views, "PLAY_DELAY_S", 0.0)
+    at = _generate(_on_generate())
+    at.button(key=keys.GEN_PLAY).click().run()
+    assert not at.exception, at.exception
+    assert at.slider(key=keys.GEN_STEP).value == 3
+    assert _chosen(_figures(at)["bars"]) == "f"
+
+
+def test_an_encoder_says_try_smollm2_and_offers_nothing_that_fails():
+    at = start_app()  # minilm
+    open_page(at, "generate")
+    assert not at.exception and not at.error
+    message = " ".join(shown(i.value) for i in at.info)
+    assert "language-model head" in message and "smollm2" in message
+    keys_shown = [b.key for b in at.button]
+    assert keys.GEN_GO not in keys_shown  # nothing to press that would fail
+    assert all(k.startswith(keys.GEN_USE) for k in keys_shown if k and k.startswith("gen"))
+    assert keys.GEN_USE + "smollm2" in keys_shown
+
+
+def test_bad_input_gives_a_message_and_keeps_the_last_generation(monkeypatch):
+    at = _generate(_on_generate())
+    assert "x b f" in _continuation(at)
+
+    _generate(at, 100)  # toy-induction reads 64 positions: 54 new tokens at most
+    assert any("At most 54 new tokens" in shown(e.value) for e in at.error), [e.value for e in at.error]
+    assert "x b f" in _continuation(at)
+
+    at.number_input(key=keys.GEN_MAX_NEW).set_value(3).run()
+    at.text_area(key=keys.TEXT).input("   ").run()  # an empty prompt
+    assert not at.exception
+    assert any("prompt is empty" in i.value for i in at.info)
+    assert "x b f" in _continuation(at) and keys.GEN_GO not in [b.key for b in at.button]
+
+    at.text_area(key=keys.TEXT).input(PROMPT).run()
+    at.number_input(key=keys.TOKEN_LIMIT).set_value(P).run()  # the prompt fills the token limit
+    at.button(key=keys.GEN_GO).click().run()
+    assert not at.exception
+    assert any("no room to generate" in shown(e.value) for e in at.error), [e.value for e in at.error]
+    assert "x b f" in _continuation(at)
+    at.number_input(key=keys.TOKEN_LIMIT).set_value(512).run()
+
+    import models.toy as toy
+    real = toy.ToyInductionModel.forward
+
+    def nan_logits(self, *args, **kwargs):  # the scores go bad while generating (not in capture)
+        out = real(self, *args, **kwargs)
+        if kwargs.get("use_cache"):
+            out.logits = out.logits * float("nan")
+        return out
+
+    monkeypatch.setattr(toy.ToyInductionModel, "forward", nan_logits)
+    at.number_input(key=keys.GEN_SEED).set_value(1).run()  # other settings: not the stored generation's
+    at.button(key=keys.GEN_GO).click().run()
+    assert not at.exception
+    assert any("not finite" in shown(e.value) for e in at.error), [e.value for e in at.error]
+    assert "x b f" in _continuation(at)
+    assert any("another prompt, model or settings" in c.value for c in at.caption)
+
+
+def test_a_stop_keeps_the_tokens_generated_so_far(monkeypatch):
+    """Streamlit stops a running script by raising RerunException at its next element (a widget
+    pressed while it runs): here after the second token."""
+    at = _generate(_on_generate(), 3)  # a good generation first
+    real = mha_viz.generate
+
+    def interrupted(*args, on_step=None, **kwargs):
+        def step(gen):
+            on_step(gen)
+            if len(gen.steps) == 2:  # a rerun of this page, as a widget of it asks
+                raise RerunException(RerunData(page_script_hash=get_script_run_ctx().page_script_hash))
+        return real(*args, on_step=step, **kwargs)
+
+    monkeypatch.setattr(mha_viz, "generate", interrupted)
+    at.number_input(key=keys.GEN_MAX_NEW).set_value(5).run()
+    at.button(key=keys.GEN_GO).click().run()
+    assert not at.exception, at.exception
+    assert any("Stopped after 2 tokens" in w.value for w in at.warning), [w.value for w in at.warning]
+    assert "x b" in _continuation(at)
+    assert at.slider(key=keys.GEN_STEP).max == 2
+    assert any("stopped after 2 tokens" in c.value for c in at.caption)
