@@ -32,30 +32,16 @@ PLAY_DELAY_S = 0.6  # seconds between steps of *Play*
 SUGGESTED = ("smollm2", "toy-induction")  # decoders to offer when the model cannot generate
 DEFAULTS = {keys.GEN_MAX_NEW: 16, keys.GEN_TEMPERATURE: 0.0, keys.GEN_TOP_K: 50, keys.GEN_TOP_P: 1.0,
             keys.GEN_SEED: 0}
-ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new tokens reached",
-         "limit": "the token limit (or the model's positions) reached", "stopped": "stopped"}
+ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new tokens reached", "stopped": "stopped"}
 
 
 def generate_view() -> None:
     st.title("Generate")
-    _restore_inputs()
+    state.restore_inputs(keys.GEN_KEPT)  # this page's controls, dropped by a visit to another page
     try:
         _page()
     finally:
-        _keep_inputs()
-
-
-def _restore_inputs() -> None:
-    """Put back this page's widget values that a visit to another page dropped."""
-    for key, value in st.session_state.get(keys.GEN_KEPT, {}).items():
-        if key not in st.session_state:
-            st.session_state[key] = value
-
-
-def _keep_inputs() -> None:
-    kept = dict(st.session_state.get(keys.GEN_KEPT, {}))
-    kept.update({k: st.session_state[k] for k in keys.GEN_INPUTS if k in st.session_state})
-    st.session_state[keys.GEN_KEPT] = kept
+        state.keep_inputs(keys.GEN_INPUTS, keys.GEN_KEPT)
 
 
 def _page() -> None:

@@ -159,12 +159,20 @@ def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
     return one_at_a_time(load)
 
 
-def restore_inputs() -> None:
-    """Put back the sidebar's inputs that Streamlit dropped when the last run ended early
-    (st.switch_page): call it before anything reads them (the token cap, the sidebar)."""
-    for key, value in st.session_state.get(keys.KEPT, {}).items():
+def restore_inputs(store: str = keys.KEPT) -> None:
+    """Put back the widget values kept in `store` that Streamlit dropped (a run that ended early
+    with st.switch_page, or a page that did not draw them): call it before anything reads them
+    (the token cap, the sidebar, a page's own controls)."""
+    for key, value in st.session_state.get(store, {}).items():
         if key not in st.session_state:
             st.session_state[key] = value
+
+
+def keep_inputs(names: tuple[str, ...], store: str = keys.KEPT) -> None:
+    """Copy these widgets' values to `store` after a run (a widget not drawn keeps its last value)."""
+    kept = dict(st.session_state.get(store, {}))
+    kept.update({k: st.session_state[k] for k in names if k in st.session_state})
+    st.session_state[store] = kept
 
 
 def sidebar() -> Current:
@@ -173,7 +181,7 @@ def sidebar() -> Current:
     try:
         return _sidebar()
     finally:
-        st.session_state[keys.KEPT] = {k: st.session_state[k] for k in keys.KEPT_INPUTS if k in st.session_state}
+        keep_inputs(keys.KEPT_INPUTS)
 
 
 def _sidebar() -> Current:
