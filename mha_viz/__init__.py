@@ -16,10 +16,11 @@ from models import random_twin as random_baseline
 from .capture import AttentionRun, analyze, load_model
 from .generation import Generation, GenerationError, Step, generate
 from .overview import Overview, overview
+from .sinks import Hidden, drop_tokens, hide_mask
 from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "InputError", "LoadedModel", "ModelLoadError",
-    "Generation", "GenerationError", "Overview", "Step", "Tokens", "generate", "analyze", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
+    "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step", "Tokens", "generate", "analyze", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
     "token_limit", "tokenize",
 ]

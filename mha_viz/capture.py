@@ -16,6 +16,7 @@ import models
 from models import LoadedModel
 
 from .arrays import tensor_view  # noqa: F401 - re-exported: mha_viz.capture.tensor_view
+from .sinks import Hidden, drop_tokens
 from .tokenize import InputError, tokenize
 
 
@@ -45,6 +46,8 @@ class AttentionRun:
     # `analyze(layers=...)`), and how many layers the model has; default: every layer
     layer_ids: list[int] = field(default_factory=list)
     model_layers: int = 0
+    # set by `drop_tokens`: what was hidden, the sink mass per head, rows left empty, the label
+    hidden: Hidden | None = None
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -83,6 +86,11 @@ class AttentionRun:
     @property
     def truncated(self) -> bool:
         return self.num_input_tokens > self.n
+
+    def drop_tokens(self, mask) -> "AttentionRun":
+        """This run without the tokens where `mask` is True (both axes), each row renormalised
+        over the kept keys; see `mha_viz.sinks.drop_tokens`."""
+        return drop_tokens(self, mask)
 
     def head(self, layer: int, head: int) -> np.ndarray:
         """(n, n) probabilities of one head."""

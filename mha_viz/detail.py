@@ -80,3 +80,34 @@ def range_label(tokens: list[str], start: int, stop: int, width: int = 24) -> st
         text = text[:width - 1] + "…"
     span = f"{start}" if stop - start == 1 else f"{start}–{stop - 1}"
     return f"{span}: {text}"
+
+
+SENTENCE_END = (".", "!", "?", "。", "！", "？")
+
+
+def subset(matrix: np.ndarray, rows, cols) -> np.ndarray:
+    """The queries `rows` (in the given order) over the keys `cols` of an (n, n) matrix."""
+    a = np.asarray(matrix)
+    rows, cols = np.asarray(rows, dtype=int), np.asarray(cols, dtype=int)
+    n = a.shape[-1]
+    if rows.size == 0 or cols.size == 0:
+        raise ValueError("pick at least one query and one key")
+    if rows.min() < 0 or cols.min() < 0 or rows.max() >= n or cols.max() >= n:
+        raise IndexError(f"token positions must lie in 0..{n - 1}")
+    return a[..., rows[:, None], cols[None, :]]
+
+
+def sentence_spans(tokens: list[str]) -> list[tuple[int, int]]:
+    """(start, stop) of each sentence: a sentence ends after a token ending in . ! or ? (a token
+    after the last one, such as [SEP], joins the last sentence)."""
+    spans, start = [], 0
+    for i, tok in enumerate(tokens):
+        if tok.strip().endswith(SENTENCE_END) and i + 1 < len(tokens):
+            spans.append((start, i + 1))
+            start = i + 1
+    if start < len(tokens):
+        spans.append((start, len(tokens)))
+    if len(spans) > 1 and all(tokens[i].strip() in ("", "[SEP]", "</s>", "<|endoftext|>")
+                              for i in range(*spans[-1])):
+        spans[-2:] = [(spans[-2][0], spans[-1][1])]  # a trailing special token is not a sentence
+    return spans

@@ -40,12 +40,16 @@ def _head_title(run: AttentionRun, layer: int, head: int) -> str:
 
 
 def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False,
-                 window: tuple[int, int] | None = None) -> go.Figure:
+                 window: tuple[int, int] | None = None, rows=None, cols=None) -> go.Figure:
     """One head's probabilities: queries on rows (top to bottom), keys on columns, at full
-    resolution; `window` = (start, stop) keeps tokens start..stop-1 on both axes.
+    resolution; `window` = (start, stop) keeps tokens start..stop-1 on both axes; `rows` and
+    `cols` (token positions) keep only those queries and those keys (`detail.subset`).
 
     The colour scale spans 0..1, or 0..the shown part's maximum when `rescale` is set.
     """
+    if rows is not None or cols is not None:
+        return head_subset(run, layer, head, range(run.n) if rows is None else rows,
+                           range(run.n) if cols is None else cols, rescale=rescale)
     a = run.head(layer, head)
     labels = axis_labels(run.tokens)
     title = _head_title(run, layer, head)
@@ -60,6 +64,27 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
         return _head_image(a, run.tokens[first:first + len(labels)], title=title, zmax=zmax, offset=first)
     return _square_heatmap(a, labels, title=title, zmax=zmax,
                            hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>")
+
+
+def head_subset(run: AttentionRun, layer: int, head: int, rows, cols, *, rescale: bool = False) -> go.Figure:
+    """The queries `rows` over the keys `cols` of one head, every cell, labelled by their tokens
+    (labels made unique over the whole text, so a repeated token stays one row)."""
+    rows, cols = list(rows), list(cols)
+    a = detail.subset(run.head(layer, head), rows, cols)
+    labels = axis_labels(run.tokens)
+    zmax = scale_top(a, rescale)
+    title = (f"{_head_title(run, layer, head)}, {len(rows)} queries × {len(cols)} keys of {run.n}"
+             + (" (rescaled to max)" if rescale else ""))
+    fig = go.Figure(go.Heatmap(
+        z=a, x=[labels[j] for j in cols], y=[labels[i] for i in rows], zmin=0.0, zmax=zmax,
+        colorscale=COLORSCALE, colorbar=colorbar("weight"),
+        hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
+        xgap=1 if len(cols) <= 48 else 0, ygap=1 if len(rows) <= 48 else 0,
+    ))
+    layout = token_map_layout(len(rows), "key (attended to)", "query (attending)")
+    layout["xaxis"]["showticklabels"] = len(cols) <= 160
+    fig.update_layout(title=plot_title(title), **layout, margin=margin())
+    return fig
 
 
 def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128,

@@ -60,7 +60,12 @@ def baseline_similarity(key: AnalysisKey, kind: str, _run, _model) -> np.ndarray
     if metrics.SIMILARITIES[kind].needs == "weights":  # no text involved: skip the forward pass
         return _frozen(metrics.head_similarity(_run, kind, weights=weights(base)))
     with mha_viz.session_cap(key.cap):
-        base_run = mha_viz.analyze(base, _run.text, max_tokens=_run.n, layers=_run.layer_ids)
+        n = _run.n if _run.hidden is None else _run.hidden.n_before  # the tokens before *Hide tokens*
+        base_run = mha_viz.analyze(base, _run.text, max_tokens=n, layers=_run.layer_ids)
+    if _run.hidden is not None and base_run.n == n:  # the same tokens hidden from the baseline
+        hide = np.ones(n, dtype=bool)
+        hide[_run.hidden.kept] = False
+        base_run = base_run.drop_tokens(hide)
     return _frozen(metrics.head_similarity(base_run, kind, weights=weights(base)))
 
 

@@ -18,14 +18,18 @@ EXAMPLE = "example"
 TEXT = "text"
 TOKEN_LIMIT = "token_limit"
 CAPTURE_LAYERS = "capture_layers"
+HIDE_SPECIAL = "hide_special"  # hide the special tokens ([CLS], [SEP]…) and renormalise (sinks.drop_tokens)
+HIDE_FIRST = "hide_first"  # hide the first token (a decoder's attention sink)
 # Streamlit drops a widget's value when a run ends early (st.switch_page), which would reset the
 # text and model: these are copied to KEPT after every run and put back before the next.
-KEPT_INPUTS = (MODEL_CHOICE, MODEL_OTHER, DEVICE, LOCAL_ATTENTION, EXAMPLE, TEXT, TOKEN_LIMIT, CAPTURE_LAYERS)
+KEPT_INPUTS = (MODEL_CHOICE, MODEL_OTHER, DEVICE, LOCAL_ATTENTION, EXAMPLE, TEXT, TOKEN_LIMIT, CAPTURE_LAYERS,
+               HIDE_SPECIAL, HIDE_FIRST)
 KEPT = "_kept_inputs"
 
 # --- what the app computed for this rerun, and the last good result -----------------------------
 CURRENT = "_current"  # state.Current of this rerun
 LAST_GOOD = "_last_good"  # (run, model, AnalysisKey) of the last successful analysis
+LAST_FULL = "_last_full"  # that run before the sidebar's *Hide tokens* (state.Current.full_run)
 GOTO = "_goto_page"  # a page id to switch to at the start of the next run (pages.follow_goto)
 
 # --- the chosen head, shared by the views (plain keys: pages that do not draw a widget keep them)
@@ -44,6 +48,28 @@ HEAD_DETAIL = "head_detail"
 HEAD_WINDOW = "head_window"
 DETAIL_RUN = "_detail_run"  # the run the detail level was chosen for
 DETAIL_FORCED = "_detail_forced"  # True when the app, not the user, chose the block view
+SUBSET_QUERIES = "subset_queries"  # (start, stop) of the queries shown in the "queries × keys" detail
+SUBSET_KEYS = "subset_keys"  # (start, stop) of the keys shown
+SUBSET_PRESET = "subset_preset"  # a sentence preset that sets both ranges
+SUBSET_RUN = "_subset_run"  # the run the ranges were chosen for
+SUBSET_PICK = "subset_pick"  # pick-lists instead of ranges
+SUBSET_QUERY_LIST = "subset_query_list"  # the picked query positions
+SUBSET_KEY_LIST = "subset_key_list"  # the picked key positions
+
+# --- token focus --------------------------------------------------------------------------------
+FOCUS_TOKEN = "focus_token"  # the token (or word) position in focus
+FOCUS_LEVEL = "focus_level"  # tokens or words
+FOCUS_SHOW = "focus_show"  # which direction(s) to draw
+FOCUS_RESCALE = "focus_rescale"
+FOCUS_INPUTS = (FOCUS_TOKEN, FOCUS_LEVEL, FOCUS_SHOW, FOCUS_RESCALE)  # kept across page switches
+FOCUS_KEPT = "_focus_kept"
+
+# --- line view (line_views) --------------------------------------------------------------------
+LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"
+LINE_SIDE, LINE_TOKEN, LINE_WINDOW = "line_side", "line_token", "line_window"  # LINE_TOKEN: -1 = no focus
+LINE_CHART = "line_chart"  # the line chart's selection event (a click on a token focuses it)
+LINE_INPUTS = (LINE_LAYER, LINE_HEADS, LINE_THRESHOLD, LINE_SIDE, LINE_TOKEN, LINE_WINDOW)
+LINE_KEPT = "_line_kept"
 
 # --- metric views -------------------------------------------------------------------------------
 SIM_KIND = "sim_kind"
@@ -57,6 +83,12 @@ HEADS_ON = "_heads_on"  # {ModelKey: bool (layers, heads)}
 HEADS_VERSION = "_heads_version"  # bumped when the app changes the on/off grid (a fresh editor)
 IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for
 PRUNING_DONE = "_prune_done"
+
+# --- queries and keys (qk_views) ---------------------------------------------------------------
+QK_LAYER, QK_HEAD = "qk_layer", "qk_head"
+QK_I, QK_J = "qk_i", "qk_j"  # query and key positions of the neuron view
+QK_METHOD, QK_TRANSLATE, QK_TOP = "qk_method", "qk_translate", "qk_top"
+QK_MAP = "qk_map"  # the query/key map's selection event (a click on a query sets QK_I)
 
 # --- generate -----------------------------------------------------------------------------------
 GEN_MAX_NEW = "gen_max_new"
@@ -96,10 +128,11 @@ class AnalysisKey(NamedTuple):
     text: str
     cap: int  # the session's token cap when it was computed
     layers: tuple[int, ...] | None = None  # None: every layer
+    hidden: tuple[str, ...] = ()  # the tokens hidden from the run ("special", "first"); () none
 
     def with_text(self, text: str) -> "AnalysisKey":
         """The same model and cap on another text (every layer): e.g. the bundled paragraph."""
-        return self._replace(text=text, layers=None)
+        return self._replace(text=text, layers=None, hidden=())
 
 
 class GenKey(NamedTuple):

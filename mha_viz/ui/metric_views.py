@@ -60,6 +60,10 @@ def metrics_view() -> None:
         return
     run, model = cur.run, cur.model
     table = analysis.head_table(cur.key, run, model)
+    st.caption(f"Computed {state.plain(run.hidden.label)} (sidebar, *Hide tokens*): the first, [SEP] and other "
+               "token masses refer to the tokens shown." if run.hidden is not None else
+               "Computed over every token (the sidebar's *Hide tokens* computes them with the sink or the special "
+               "tokens excluded).")
     names = [c for c in metrics.METRICS if c in table.columns]
     choice = st.selectbox("Metric", names, key="metric_choice", format_func=lambda c: metrics.METRICS[c].label)
     _explain(metrics.METRICS[choice])

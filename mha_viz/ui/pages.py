@@ -12,7 +12,9 @@ from typing import Callable
 
 import streamlit as st
 
-from mha_viz.ui import generate_views, keys, metric_views, teach_views, views
+from mha_viz.ui import generate_views, keys, metric_views, qk_views, teach_views, views
+from mha_viz.ui import focus_views
+from mha_viz.ui import line_views
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,8 @@ SECTIONS = ("Look", "Measure", "Teach & test", "About")
 PAGES = (
     PageSpec("model_view", "Model view", ":material/grid_view:", "Look", views.model_view),
     PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", views.head_view),
+    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_views.focus_view),
+    PageSpec("lines", "Line view", ":material/share:", "Look", line_views.line_view),
     PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", metric_views.compare_view),
     PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look", metric_views.layers_view),
     PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_views.generate_view),
@@ -35,6 +39,7 @@ PAGES = (
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
     PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),
     PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", teach_views.ablation_view),
+    PageSpec("qk", "Queries and keys", ":material/scatter_plot:", "Teach & test", qk_views.qk_view),
     PageSpec("model_facts", "Model facts", ":material/info:", "About", views.facts_view),
 )
 BY_ID = {p.id: p for p in PAGES}

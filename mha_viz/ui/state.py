@@ -13,6 +13,7 @@ import logging
 import re
 from dataclasses import dataclass
 
+import numpy as np
 import streamlit as st
 import torch
 
@@ -127,6 +128,10 @@ class Current:
     text_model: mha_viz.LoadedModel | None = None
     text: str = ""
     model_key: ModelKey | None = None
+    # the run before the sidebar's *Hide tokens* (every token, aligned with the model's own tensors);
+    # `run` is it with the hidden tokens dropped (`run.hidden` says what), or the same run
+    full_run: mha_viz.AttentionRun | None = None
+    hide_note: str | None = None  # why *Hide tokens* hid nothing (every token, or none, matched)
 
 
 def _on_example() -> None:
@@ -217,6 +222,13 @@ def _sidebar() -> Current:
                         help="Longer texts are cut to this many tokens (and to the model's own "
                              "limit). Every head's attention is held in memory: layers × heads × "
                              "n² × 4 bytes.")
+        st.caption("Hide tokens (every view, renormalised)")
+        st.checkbox("Special tokens ([CLS], [SEP], <s>…)", key=keys.HIDE_SPECIAL,
+                    help="Drop the special tokens from both axes of every head and divide each row by "
+                         "the attention it keeps (as exBERT does). The Model view shows how much was hidden.")
+        st.checkbox("The first token (attention sink)", key=keys.HIDE_FIRST,
+                    help="Drop the first token, where decoders park unused attention, and renormalise "
+                         "each row over the rest.")
     cur = Current(stale=False)
     if not (spec or "").strip():
         cur.notice = "Type a Hugging Face hub id or the path of a model folder in the sidebar."
@@ -243,9 +255,43 @@ def _sidebar() -> Current:
         log.exception("analysis failed")
         cur.error = f"The analysis failed: {type(exc).__name__}: {str(exc)[:300]}"
         return _with_last_good(cur)
+    cur.full_run = run
+    run, key = _hide_tokens(cur, run, key)
     cur.run, cur.model, cur.key = run, model, key
     st.session_state[keys.LAST_GOOD] = (run, model, key)
+    st.session_state[keys.LAST_FULL] = cur.full_run
     return cur
+
+
+@st.cache_resource(show_spinner="Hiding tokens and renormalising…", max_entries=4)
+def _dropped(key: AnalysisKey, _run: mha_viz.AttentionRun, _mask_bytes: bytes) -> mha_viz.AttentionRun:
+    """The run without the hidden tokens, keyed by the AnalysisKey with its `hidden` choice."""
+    out = _run.drop_tokens(np.frombuffer(_mask_bytes, dtype=bool).copy())
+    for a in (out.attentions, out.head_outputs, out.hidden.mass, out.hidden.empty):
+        if a is not None:
+            a.setflags(write=False)
+    return out
+
+
+def _hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey):
+    """The sidebar's *Hide tokens* applied once, for every view: (run, key) without the hidden
+    tokens (the key says which, so every cached result of the run is its own), or the full run
+    with a note when nothing, or everything, would be hidden."""
+    special, first = bool(st.session_state.get(keys.HIDE_SPECIAL)), bool(st.session_state.get(keys.HIDE_FIRST))
+    if not (special or first):
+        return run, key
+    mask = mha_viz.hide_mask(run, special=special, first=first)
+    asked = " and ".join(w for w, on in (("the special tokens", special), ("the first token", first)) if on)
+    if mask.all():
+        cur.hide_note = (f"Hiding {asked} would leave no token of this text ({run.n} in all): every token "
+                         "is shown, nothing renormalised.")
+        return run, key
+    if not mask.any():
+        cur.hide_note = "This text has no special tokens: nothing is hidden."
+        return run, key
+    hidden = tuple(w for w, on in (("special", special), ("first", first)) if on)
+    key = key._replace(hidden=hidden)
+    return _dropped(key, run, mask.tobytes()), key
 
 
 def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple | None:
@@ -284,6 +330,7 @@ def _with_last_good(cur: Current) -> Current:
     last = st.session_state.get(keys.LAST_GOOD)
     if last is not None:
         cur.run, cur.model, cur.key = last
+        cur.full_run = st.session_state.get(keys.LAST_FULL) or cur.run
         cur.stale = True
     return cur
 
@@ -298,12 +345,29 @@ def show_status(cur: Current) -> bool:
         return False
     if cur.stale:
         st.caption(f"Showing the last successful result ({plain(cur.run.model_name)}).")
-    run = cur.run
+    run = cur.full_run or cur.run
     if run.truncated:
         limit = min(cur.model.max_positions, token_cap()) if cur.model else run.n
         st.warning(f"The text has {run.num_input_tokens} tokens; the first {run.n} were kept "
                    f"(limit {limit} tokens for this model in this app).", icon="✂️")
+    _hidden_status(cur)
     return True
+
+
+def _hidden_status(cur: Current) -> None:
+    """What the sidebar's *Hide tokens* did: the label, and the rows left with no attention."""
+    if cur.hide_note:
+        st.info(plain(cur.hide_note), icon="🙈")
+    hidden = cur.run.hidden
+    if hidden is None:
+        return
+    st.caption(f"Attention {plain(hidden.label)}: {len(hidden.removed)} of {hidden.n_before} tokens hidden "
+               "(sidebar, *Hide tokens*); each row is divided by the attention it keeps.")
+    if hidden.num_empty:
+        st.warning(f"{hidden.num_empty} query rows in {hidden.heads_with_empty_rows} heads gave (almost) all "
+                   "their attention to the hidden tokens: nothing is left to renormalise, so they are shown "
+                   "as zeros.",
+                   icon="🕳️")
 
 
 def current() -> Current:

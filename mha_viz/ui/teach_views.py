@@ -63,8 +63,9 @@ def teaching_view() -> None:
                    "layer 1 has a head that looks at the token after the previous occurrence of the current "
                    "one, and so predicts the repeat.")
     w = analysis.walkthrough(cur.key, layer, head, model)
-    if run.n > w.n:
-        st.caption(f"The steps show the first {w.n} of {run.n} tokens, so that every cell stays readable.")
+    n = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
+    if n > w.n:
+        st.caption(f"The steps show the first {w.n} of {n} tokens, so that every cell stays readable.")
     _steps(w)
     _costs(model, run.n, head)
     _demonstrations(cur, w, row)
@@ -174,7 +175,8 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
         run = cur.run
         table = analysis.head_table(cur.key, run, cur.model)
         layer_rows = table[table["layer"] == run.layer_ids[row]]
-        mean = run.attentions[row].mean(0)
+        full = cur.full_run or run  # the walkthrough's positions: every token, whatever the sidebar hides
+        mean = full.attentions[row].mean(0)
         st.markdown(f"One head can put each query's attention in one place. Layer {run.layer_ids[row]}'s "
                     f"{run.num_heads} heads split the work; their average (what a single averaged head would "
                     "see) blurs it.")
@@ -183,7 +185,7 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
         cols = st.columns(3)
         for h in range(run.num_heads):
             pattern = layer_rows.iloc[h]["pattern"]
-            cols[h % 3].plotly_chart(teach_figures.matrix(run.attentions[row, h][: w.n, : w.n], tok, columns=tok,
+            cols[h % 3].plotly_chart(teach_figures.matrix(full.attentions[row, h][: w.n, : w.n], tok, columns=tok,
                                                           probabilities=True, title=f"head {h}: {pattern}"),
                                      key=f"demo_head_{h}")
     with masks:

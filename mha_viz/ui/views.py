@@ -10,8 +10,8 @@ import logging
 import streamlit as st
 
 import mha_viz
-from mha_viz import detail, figures
-from mha_viz.ui import keys, state
+from mha_viz import detail, figures, metric_figures
+from mha_viz.ui import keys, state, subset_views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -74,7 +74,24 @@ def model_view() -> None:
     cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
     cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: open_head(
         int(st.session_state[keys.GRID_LAYER]), int(st.session_state[keys.GRID_HEAD])))
+    _sink_mass(run)
     _whole_text_overview(cur)
+
+
+def _sink_mass(run) -> None:
+    """With tokens hidden (sidebar): how much attention each head gave them, as a layers × heads grid."""
+    if run.hidden is None:
+        return
+    st.subheader("Hidden attention (sink mass)")
+    names = ", ".join(dict.fromkeys(run.hidden.removed_tokens))
+    fig = metric_figures.metric_grid(run.hidden.mass, title="Attention to the hidden tokens, every head",
+                                     layer_ids=run.layer_ids)
+    st.plotly_chart(fig,
+                    key="sink_mass_grid", config={"displayModeBar": False}, width="content")
+    st.caption(f"Each cell: the mean over the shown queries of the attention that went to the hidden tokens "
+               f"({state.plain(names)}), before renormalising. 1 means the head looked at nothing else. "
+               f"Mean over heads {float(run.hidden.mass.mean()):.3f}; "
+               f"highest {float(run.hidden.mass.max()):.3f}.")
 
 
 def _whole_text_overview(cur) -> None:
@@ -85,7 +102,8 @@ def _whole_text_overview(cur) -> None:
     model, text = cur.text_model, cur.text
     if model is None or not model.has_head_outputs:
         return
-    shown = cur.run.n if (cur.run is not None and not cur.stale) else 0
+    # the tokens the views use, before the sidebar's *Hide tokens*
+    shown = (cur.full_run or cur.run).n if (cur.run is not None and not cur.stale) else 0
     n = min(mha_viz.count_tokens(model, text), mha_viz.token_limit(model, whole_text=True))
     if n <= shown or n <= 2:
         return
@@ -149,12 +167,13 @@ def head_view() -> None:
 
 
 FULL, WINDOW, BLOCKS, WORDS = "every token", "a token window", "all tokens, in blocks", "words"
+SUBSET = "chosen queries and keys"  # subset_views: a range of queries over a range of keys
 
 
 def _head_figure(run, layer: int, head: int, rescale: bool):
     """The head at the level of detail the user picked; long inputs open on the block view,
     since every token of every pair would be n² cells to send and to see."""
-    options = [FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]
+    options = ([FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]) + [SUBSET]
     default = FULL if run.n <= detail.FULL_DETAIL_TOKENS else BLOCKS
     this_run = (run.model_name, run.text, run.n)
     changed = st.session_state.get(keys.DETAIL_RUN) != this_run
@@ -177,6 +196,8 @@ def _head_figure(run, layer: int, head: int, rescale: bool):
         start, stop = st.slider("Tokens", 0, run.n, key=keys.HEAD_WINDOW,
                                 help="The tokens shown on both axes, at full resolution.")
         return figures.head_heatmap(run, layer, head, rescale=rescale, window=(start, max(stop, start + 1)))
+    if mode == SUBSET:
+        return subset_views.subset_figure(run, layer, head, rescale)
     if mode == BLOCKS:
         return figures.head_pooled(run, layer, head, rescale=rescale)
     if mode == WORDS:

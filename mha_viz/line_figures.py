@@ -1,0 +1,156 @@
+"""The line view (BertViz's head view, drawn by Plotly): query tokens in a column on the left,
+key tokens on the right, a line from query i to key j whose opacity is the weight a[i, j]; any
+set of one layer's heads, each in its own colour.
+
+The payload stays small at any size: lines are grouped into one trace per head and opacity
+bucket (segments separated by NaN, float32 coordinates, about 32 bytes a line once encoded),
+never one trace per line, and at most `max_lines` lines (the strongest) are drawn. Token
+markers carry `customdata` [side, token] so that a click on one selects it (`line_pick`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.colors
+import plotly.graph_objects as go
+
+from .capture import AttentionRun
+from .figure_style import axis_labels, margin, plot_title
+
+QUERY, KEY = "query", "key"
+SIDES = (QUERY, KEY)
+BUCKETS = 8  # opacity levels; one trace per head and level
+MAX_LINES = 15_000  # at most this many lines drawn (the strongest): ~360 KB of coordinates
+HEAD_COLORS = plotly.colors.qualitative.Dark24  # a qualitative palette, cycled past 24 heads
+X_QUERY, X_KEY = 0.0, 2.0  # 2.0, not 1.0: its float32 bytes encode without a "/" (sent escaped, 6 bytes)
+
+
+def head_color(head: int) -> str:
+    """The colour of head `head` (the same on every layer, in the chips and the lines)."""
+    return HEAD_COLORS[head % len(HEAD_COLORS)]
+
+
+def bucket_opacity(level: int, buckets: int = BUCKETS) -> float:
+    """The opacity of the lines in level 0..buckets-1 (weights in (level/b, (level+1)/b]): the
+    level's middle weight, so a line looks about as strong as its weight."""
+    return (level + 0.5) / buckets
+
+
+def visible_lines(a: np.ndarray, *, threshold: float = 0.0,
+                  focus: tuple[str, int] | None = None) -> np.ndarray:
+    """Which lines of the weights `a` (heads, n, n) are drawn: weight ≥ threshold and > 0
+    (a causal model's masked pairs are never lines); with `focus` = (side, i), only the lines
+    from query i ("query") or to key i ("key")."""
+    keep = (a >= threshold) & (a > 0)
+    if focus is not None:
+        side, i = focus
+        only = np.zeros_like(keep)
+        if side == QUERY:
+            only[:, i, :] = True
+        else:
+            only[:, :, i] = True
+        keep &= only
+    return keep
+
+
+def _segments(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """x and y of segments (X_QUERY, row) → (X_KEY, col), each after a gap point (x NaN): x as
+    float32, y as uint16 (a gap needs one coordinate only): 18 bytes a line, 24 once encoded."""
+    k = len(rows)
+    x = np.empty(3 * k, dtype=np.float32)
+    y = np.zeros(3 * k, dtype=np.uint16)
+    x[0::3], x[1::3], x[2::3] = np.nan, X_QUERY, X_KEY
+    y[1::3], y[2::3] = rows, cols
+    return x, y
+
+
+def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *, threshold: float = 0.0,
+                focus: tuple[str, int] | None = None, window: tuple[int, int] | None = None,
+                max_lines: int = MAX_LINES, buckets: int = BUCKETS) -> go.Figure:
+    """The line view of row `layer` of the run for `heads` (default: all).
+
+    threshold: lines below this weight are hidden. focus: (side, token) — only the lines from
+    that query or to that key (token is a position in the text). window: (start, stop) — only
+    tokens start..stop-1 on both sides. At most `max_lines` lines, the strongest, are drawn;
+    the title says when some were left out. `fig.layout.meta` holds the counts drawn.
+    """
+    heads = list(range(run.num_heads)) if heads is None else [int(h) for h in heads]
+    start, stop = (0, run.n) if window is None else (max(0, window[0]), min(run.n, window[1]))
+    n = stop - start
+    a = run.attentions[layer][heads][:, start:stop, start:stop] if heads else np.zeros((0, n, n), np.float32)
+    local = None
+    if focus is not None and start <= focus[1] < stop:
+        local = (focus[0], focus[1] - start)
+    keep = visible_lines(a, threshold=threshold, focus=local)
+    hh, ii, jj = np.nonzero(keep)
+    w = a[hh, ii, jj]
+    total = len(w)
+    if total > max_lines:  # the strongest max_lines lines
+        top = np.argpartition(-w, max_lines - 1)[:max_lines]
+        top.sort()
+        hh, ii, jj, w = hh[top], ii[top], jj[top], w[top]
+    level = np.clip(np.ceil(w * buckets).astype(int) - 1, 0, buckets - 1)
+    fig = go.Figure()
+    for pos, head in enumerate(heads):
+        colour = head_color(head)
+        fig.add_trace(go.Scatter(  # the legend entry, drawn even when the head has no line left
+            x=[None], y=[None], mode="lines", line=dict(color=colour, width=3), name=f"H{head}",
+            legendgroup=f"H{head}", hoverinfo="skip"))
+        mine = hh == pos
+        for lvl in range(buckets):
+            sel = mine & (level == lvl)
+            if not sel.any():
+                continue
+            x, y = _segments(ii[sel], jj[sel])
+            fig.add_trace(go.Scatter(
+                x=x, y=y, mode="lines", line=dict(color=colour, width=1.5), opacity=bucket_opacity(lvl, buckets),
+                name=f"H{head}", legendgroup=f"H{head}", showlegend=False, hoverinfo="skip",
+                meta=dict(head=head, level=lvl, lines=int(sel.sum()))))
+    labels = axis_labels(run.tokens[start:stop])
+    for side, x, textpos in ((QUERY, X_QUERY, "middle left"), (KEY, X_KEY, "middle right")):
+        focused = local is not None and local[0] == side
+        size = [12 if focused and t == local[1] else 8 for t in range(n)]
+        colour = ["#d62728" if focused and t == local[1] else "#555555" for t in range(n)]
+        fig.add_trace(go.Scatter(
+            x=np.full(n, x, dtype=np.float32), y=np.arange(n, dtype=np.float32), mode="markers+text",
+            text=labels, textposition=textpos, name=f"{side} tokens", showlegend=False,
+            marker=dict(size=size, color=colour, symbol="circle"),
+            # plain lists, not an array: plotly.js decodes a 2-D typed array into typed rows, which
+            # a selection event would send as {"0": side, "1": token}
+            customdata=[[SIDES.index(side), t] for t in range(start, stop)],
+            hovertemplate=f"{side} %{{customdata[1]}}: %{{text}}<extra>click: only its lines</extra>"))
+    title = f"Layer {run.layer_ids[layer]}: {len(heads)} head{'s' if len(heads) != 1 else ''}"
+    if window is not None:
+        title += f", tokens {start}–{stop - 1} of {run.n}"
+    if focus is not None:
+        title += f", only the lines {'from query' if focus[0] == QUERY else 'to key'} {focus[1]}"
+    if total > len(w):
+        title += f" · the strongest {len(w):,} of {total:,} lines (raise the threshold to see the rest)"
+    fig.update_layout(
+        title=plot_title(title),
+        xaxis=dict(range=[-1.8, 3.8], visible=False, fixedrange=True),
+        yaxis=dict(range=[n - 0.5, -0.5], visible=False, fixedrange=True),
+        height=int(max(300, 18 * n + 90)), margin=margin(t=60), plot_bgcolor="white",
+        dragmode=False, clickmode="event+select", hovermode="closest",
+        legend=dict(title=dict(text="heads"), yanchor="top", y=1.0),  # on the right, one head a row
+        meta=dict(lines=int(len(w)), total=int(total), tokens=n, start=start),
+    )
+    return fig
+
+
+def drawn_lines(fig: go.Figure) -> int:
+    """How many lines a `line_figure` draws (what its payload holds)."""
+    return int(fig.layout.meta["lines"])
+
+
+def line_pick(points: list[dict]) -> tuple[str, int] | None:
+    """(side, token) of the first clicked token marker of `line_figure`, from a selection event."""
+    for p in points or []:
+        data = p.get("customdata")
+        if isinstance(data, dict):  # a typed row, serialised by index
+            data = [data.get("0"), data.get("1")]
+        if isinstance(data, (list, tuple)) and len(data) == 2 and None not in data:
+            side, token = int(data[0]), int(data[1])
+            if side in (0, 1):
+                return SIDES[side], token
+    return None

@@ -1,0 +1,86 @@
+"""Token focus: pick one token (or word) and see, in every head at once, what it attends to and
+what attends to it, with the mean and max over heads and over layers and the strongest head.
+
+Reads the run the sidebar computed; the arrays come from `mha_viz.focus`, the figures from
+`mha_viz.focus_figures`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_viz import detail, focus, focus_figures
+from mha_viz.ui import keys, state, views
+
+TOKENS, WORDS = "tokens", "words"
+BOTH = "both"
+SHOW = (BOTH, focus.TO, focus.BY)
+
+
+def _pick_position(labels: list[str]) -> int:
+    """The token strip: a select box of `i: token`, kept valid when the text changes."""
+    m = len(labels)
+    current = st.session_state.get(keys.FOCUS_TOKEN)
+    if not isinstance(current, int) or not 0 <= current < m:
+        st.session_state[keys.FOCUS_TOKEN] = min(1, m - 1)  # past [CLS] / <s> when there is a next token
+    return st.selectbox("Token in focus", list(range(m)), key=keys.FOCUS_TOKEN,
+                        format_func=lambda i: f"{i}: {labels[i]}",
+                        help="Type to search. Its row (what it attends to) and its column (what attends "
+                             "to it) are shown for every head.")
+
+
+def focus_view() -> None:
+    state.restore_inputs(keys.FOCUS_KEPT)  # this page's controls, dropped by a visit to another page
+    try:
+        _page()
+    finally:
+        state.keep_inputs(keys.FOCUS_INPUTS, keys.FOCUS_KEPT)
+
+
+def _page() -> None:
+    cur = views.start("Token focus")
+    if cur is None:
+        return
+    run = cur.run
+    cols = st.columns([2, 3, 2])
+    level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, horizontal=True,
+                          help="Words: pieces merged as in the head view (sum over a key word's pieces, "
+                               "mean over a query word's pieces).")
+    show = cols[1].radio("Show", SHOW, key=keys.FOCUS_SHOW, horizontal=True)
+    rescale = cols[2].toggle("Rescale to the largest weight", key=keys.FOCUS_RESCALE)
+    words = level == WORDS
+    labels = detail.word_labels(run.tokens, run.word_ids) if words else list(run.tokens)
+    index = _pick_position(labels)
+    f = focus.focus(run, index, words=words)
+    unit = "word" if words else "token"
+    causal = " Causal model: a token attends only to itself and earlier tokens." if run.is_causal else ""
+    st.caption(f"{state.plain(run.model_name)}: {run.num_layers} layers × {run.num_heads} heads, "
+               f"{len(labels)} {unit}s. One row per head (layer by layer, lines between layers); "
+               f"the {unit} in focus is framed.{causal}")
+    for direction in (focus.TO, focus.BY):
+        if show not in (BOTH, direction):
+            continue
+        st.subheader(f"What it {'attends to' if direction == focus.TO else 'is attended by'}")
+        s = focus.summarize(f.values(direction), exclude=index)
+        st.plotly_chart(focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale),
+                        key=f"focus_grid_{direction}", config={"displaylogo": False})
+        _strongest(run, f, direction, s)
+        left, right = st.columns([3, 2])
+        left.plotly_chart(focus_figures.focus_summary(f, direction, s, run.layer_ids),
+                          key=f"focus_summary_{direction}", config={"displaylogo": False})
+        right.plotly_chart(focus_figures.head_max_map(s, run.layer_ids, direction),
+                           key=f"focus_heads_{direction}", config={"displaylogo": False})
+
+
+def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary) -> None:
+    """One sentence: which head attends most to / from the focused position (itself left out)."""
+    me, other = state.plain(f.labels[f.index]), state.plain(f.labels[s.top_position])
+    where = f"layer {run.layer_ids[s.top_layer]}, head {s.top_head}"
+    if len(f.labels) == 1:
+        st.caption(f"A single {'word' if f.words else 'token'}: it can only attend to itself.")
+    elif direction == focus.TO:
+        st.caption(f"Strongest: {where} — {s.top_position}: {other} gets {s.top_weight:.3f} of "
+                   f"{f.index}: {me}'s attention (itself left out).")
+    else:
+        st.caption(f"Strongest: {where} — {s.top_position}: {other} puts {s.top_weight:.3f} of its "
+                   f"attention on {f.index}: {me} (itself left out).")

@@ -1,0 +1,121 @@
+"""The line view: BertViz's head view, drawn by `mha_viz.line_figures` — queries on the left,
+keys on the right, a line per weight; one layer, any set of its heads in their own colours, a
+threshold, and a focus token (click one, or pick it) whose lines alone are drawn.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from mha_viz import line_figures
+from mha_viz.ui import keys, state, views
+
+log = logging.getLogger("mha_viz.ui")
+
+MAX_TOKENS = 128  # past this many tokens the view draws a window of them
+NO_FOCUS = -1
+SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "key (its lines in)"}
+
+
+def line_view() -> None:
+    state.restore_inputs(keys.LINE_KEPT)  # this page's controls, dropped by a visit to another page
+    try:
+        cur = views.start("Line view")
+        if cur is not None:
+            _page(cur.run)
+    finally:
+        state.keep_inputs(keys.LINE_INPUTS, keys.LINE_KEPT)
+
+
+def _on_pick() -> None:
+    """A click on a token marker: focus it (a click on the focused token clears the focus)."""
+    try:
+        event = st.session_state.get(keys.LINE_CHART) or {}
+        picked = line_figures.line_pick((event.get("selection") or {}).get("points") or [])
+        if picked is None:
+            return
+        side, token = picked
+        same = (st.session_state.get(keys.LINE_SIDE) == side
+                and st.session_state.get(keys.LINE_TOKEN) == token)
+        st.session_state[keys.LINE_SIDE] = side
+        st.session_state[keys.LINE_TOKEN] = NO_FOCUS if same else token
+    except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
+        log.exception("could not read the line view's selection")
+
+
+def _clear_focus() -> None:
+    st.session_state[keys.LINE_TOKEN] = NO_FOCUS
+
+
+def _valid(key: str, options: list, default) -> None:
+    """Reset a widget's value that the current run does not offer (another model, a shorter text)."""
+    if st.session_state.get(key, default) not in options:
+        st.session_state[key] = default
+
+
+def _window(run) -> tuple[int, int] | None:
+    """Past MAX_TOKENS tokens: a range slider over the text, at most MAX_TOKENS wide."""
+    if run.n <= MAX_TOKENS:
+        return None
+    value = st.session_state.get(keys.LINE_WINDOW)
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] <= run.n):
+        st.session_state[keys.LINE_WINDOW] = (0, MAX_TOKENS)
+    st.info(f"The text has {run.n} tokens: the line view draws at most {MAX_TOKENS} at a time. "
+            "Choose the window of tokens (the same on both sides) below.", icon="🪟")
+    start, stop = st.slider("Token window", 0, run.n, key=keys.LINE_WINDOW,
+                            help=f"Tokens start … stop − 1 on both sides, at most {MAX_TOKENS}.")
+    if stop - start > MAX_TOKENS:
+        st.caption(f"Window narrowed to its first {MAX_TOKENS} tokens: {start}–{start + MAX_TOKENS - 1}.")
+        stop = start + MAX_TOKENS
+    return start, max(stop, start + 1)
+
+
+def _page(run) -> None:
+    layers = list(range(run.num_layers))
+    _valid(keys.LINE_LAYER, layers, min(int(st.session_state.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
+    heads_all = list(range(run.num_heads))
+    chosen = st.session_state.get(keys.LINE_HEADS)
+    if chosen is None or any(h not in heads_all for h in chosen):
+        st.session_state[keys.LINE_HEADS] = heads_all
+    cols = st.columns([1, 3])
+    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, format_func=lambda row: str(run.layer_ids[row]))
+    heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS,
+                          format_func=lambda h: f"H{h}",
+                          help="Each head draws its lines in its own colour (the chart's legend). "
+                               "Click the legend to hide a head for a moment.")
+    heads = sorted(heads or [])
+    threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD,
+                          help="0 draws every line (the strongest ones when there are too many).")
+    window = _window(run)
+    start, stop = window or (0, run.n)
+
+    tokens = [NO_FOCUS] + list(range(start, stop))
+    _valid(keys.LINE_TOKEN, tokens, NO_FOCUS)
+    _valid(keys.LINE_SIDE, list(SIDE_LABELS), line_figures.QUERY)
+    cols = st.columns([2, 3, 1])
+    side = cols[0].radio("Focus on a", list(SIDE_LABELS), key=keys.LINE_SIDE, horizontal=True,
+                         format_func=SIDE_LABELS.get)
+    token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN,
+                              format_func=lambda t: "none: every line" if t == NO_FOCUS
+                              else f"{t}: {run.tokens[t]}")
+    cols[2].button("Clear focus", key="line_clear", on_click=_clear_focus, disabled=token == NO_FOCUS)
+    focus = None if token == NO_FOCUS else (side, int(token))
+
+    if not heads:
+        st.info("Pick at least one head above to draw its lines.", icon="👆")
+        return
+    fig = line_figures.line_figure(run, layer, heads, threshold=threshold, focus=focus, window=window)
+    drawn = line_figures.drawn_lines(fig)
+    if drawn == 0:
+        st.info(f"No line has a weight of at least {threshold:.2f} in the heads picked"
+                + (" for this focus token" if focus else "") + ": lower the threshold.", icon="🫥")
+    meta = fig.layout.meta
+    st.caption(f"Queries (attending) on the left, keys (attended to) on the right; a line's opacity is "
+               f"its weight ({line_figures.BUCKETS} levels), its colour the head's. {drawn:,} lines drawn"
+               + (f" (the strongest of {meta['total']:,})" if meta["total"] > drawn else "")
+               + ". Click a token to keep only its lines; *Clear focus* shows them all again."
+               + (" Causal model: a query sees only itself and earlier keys." if run.is_causal else ""))
+    st.plotly_chart(fig, key=keys.LINE_CHART, on_select=_on_pick, selection_mode="points",
+                    config={"displayModeBar": False, "displaylogo": False})

@@ -1,0 +1,104 @@
+"""Inside one head: queries and keys. The neuron view (query i against key j, term by term, from
+the model's real q and k) and the query/key map (every query and key of the head in 2-D,
+AttentionViz); a click on a query in the map picks it as query i."""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from mha_viz import qk, qk_figures
+from mha_viz.ui import analysis, keys, state
+from mha_viz.ui.views import start
+
+log = logging.getLogger(__name__)
+
+TITLE = "Queries and keys"
+METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE"}
+
+
+def _clamp(key: str, top: int) -> None:
+    """Keep a picker's value valid when the model or the text changed (before drawing it)."""
+    value = st.session_state.get(key)
+    if value is not None:
+        st.session_state[key] = max(0, min(int(value), top))
+
+
+def _on_map_select() -> None:
+    """A click on a query in the map makes it the neuron view's query i."""
+    try:
+        event = st.session_state.get(keys.QK_MAP) or {}
+        picked = qk_figures.picked_query((event.get("selection") or {}).get("points") or [])
+        if picked is not None:
+            st.session_state[keys.QK_I] = picked
+    except Exception:  # noqa: BLE001 - an unreadable click is ignored, not a traceback
+        log.exception("could not read the selection of the query/key map")
+
+
+def qk_view() -> None:
+    cur = start(TITLE)
+    if cur is None:
+        return
+    run, model = cur.run, cur.model
+    if not model.has_head_outputs:
+        st.info("The weights of this model's attention cannot be read, so its queries and keys cannot be "
+                "shown; pick a BERT-, GPT-2- or Llama-family model.", icon="ℹ️")
+        return
+    _clamp(keys.QK_LAYER, run.num_layers - 1)
+    _clamp(keys.QK_HEAD, run.num_heads - 1)
+    cols = st.columns(2)
+    row = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.QK_LAYER,
+                            format_func=lambda r: str(run.layer_ids[r]))
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.QK_HEAD)
+    layer = run.layer_ids[row]
+    try:
+        w = analysis.walkthrough(cur.key, layer, head, model)
+    except ValueError as exc:
+        st.info(state.plain(exc), icon="ℹ️")
+        return
+    n, tok = w.n, w.tokens
+    total = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
+    if total > w.n:
+        st.caption(f"This page reads the first {w.n} of {total} tokens (the step-by-step walkthrough it "
+                   "shares with the teaching view stops at 64), so that every bar and point stays readable.")
+    kv = f", KV head {w.kv_head} (grouped-query attention)" if w.num_kv_heads != w.num_heads else ""
+    rope = ("q and k are shown after rotary position embeddings (RoPE) turned them, as the scores use them"
+            if w.rope else "this model uses no RoPE: q and k are the projections of the layer's input")
+    st.caption(state.plain(f"{model.name}, layer {layer} head {head}{kv}: {rope}."))
+
+    st.subheader("Neuron view: query i against key j")
+    st.session_state.setdefault(keys.QK_I, min(n - 1, n // 2))
+    st.session_state.setdefault(keys.QK_J, 0)
+    st.session_state.setdefault(keys.QK_TOP, min(3, n))
+    for key in (keys.QK_I, keys.QK_J):
+        _clamp(key, n - 1)
+    st.session_state[keys.QK_TOP] = max(1, min(int(st.session_state[keys.QK_TOP]), 10, n))
+    label = lambda t: f"{t}: {tok[t]}"  # noqa: E731 - one-line format function
+    cols = st.columns(2)
+    i = cols[0].selectbox("Query token i", list(range(n)), key=keys.QK_I, format_func=label)
+    j = cols[1].selectbox("Key token j", list(range(n)), key=keys.QK_J, format_func=label)
+    nv = qk.neuron(w, i, j)
+    st.latex(r"s_{ij} = q_i \cdot k_j = \sum_{t=1}^{d_k} q_{i,t}\, k_{j,t}, \qquad "
+             r"A_{ij} = \operatorname{softmax}_j\!\left(\frac{s_{ij}}{\sqrt{d_k}}\right)")
+    masked = " Key j comes after query i: the causal mask hides it (probability 0)." if nv.masked else ""
+    st.caption(f"Score {nv.score:.4g}; × {nv.scale:.4g} = {nv.scaled:.4g}; probability {nv.prob:.4g} "
+               f"(the head's attention matrix holds {float(w.probs[i, j]):.4g}).{masked}")
+    st.plotly_chart(qk_figures.neuron_figure(nv), key="qk_neuron")
+
+    st.subheader("Query/key map")
+    st.caption("Every query (●) and key (◆) vector of this head, projected together to 2-D and coloured "
+               "by position. Click a query: it becomes query i above, and lines join it to the keys it "
+               "attends to most (width ∝ weight).")
+    cols = st.columns([1, 2, 1])
+    method = cols[0].radio("Projection", qk.METHODS, key=keys.QK_METHOD, format_func=METHOD_LABELS.get,
+                           horizontal=True)
+    translate = cols[1].toggle("Translate and scale the keys (AttentionViz)", key=keys.QK_TRANSLATE,
+                               help="Scales queries by α and keys by 1/α so both have the same mean norm, "
+                                    "then shifts the keys so their mean equals the queries' mean. Neither "
+                                    "step changes any attention weight.")
+    top = cols[2].number_input("Strongest keys", 1, max(1, min(10, n)), key=keys.QK_TOP)
+    m = qk.qk_map(w.Q, w.K, method=method, translate=translate)
+    fig = qk_figures.qk_map_figure(m, tok, probs=w.probs, selected_query=i, top_k=int(top))
+    st.plotly_chart(fig, key=keys.QK_MAP, on_select=_on_map_select, selection_mode="points",
+                    config={"displayModeBar": False})

@@ -1,0 +1,114 @@
+"""The head view's "chosen queries and keys" detail: a range (or a pick-list) of query tokens over
+a range (or pick-list) of key tokens (e.g. the second sentence's queries over the first
+sentence's keys), with sentence presets.
+
+The subsetting itself is `mha_viz.detail.subset`; the figure `mha_viz.figures.head_heatmap(rows=, cols=)`.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_viz import detail, figures
+from mha_viz.ui import keys
+
+MAX_AXIS = detail.FULL_DETAIL_TOKENS  # most tokens on either axis (every cell is sent)
+DEFAULT_SPAN = 96
+CUSTOM = "custom ranges"
+MAX_PRESET_SENTENCES = 8
+
+
+def presets(tokens: list[str]) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
+    """{label: (query range, key range)}: all tokens, each sentence over itself, and each
+    sentence's queries over the sentence before (and the reverse), for the first sentences."""
+    n = len(tokens)
+    out = {"all tokens": ((0, n), (0, n))}
+    spans = detail.sentence_spans(tokens)[:MAX_PRESET_SENTENCES]
+    if len(spans) < 2:
+        return out
+    for s, span in enumerate(spans, 1):
+        out[f"sentence {s} × sentence {s}"] = (span, span)
+        if s > 1:
+            out[f"sentence {s}'s queries × sentence {s - 1}'s keys"] = (span, spans[s - 2])
+            out[f"sentence {s - 1}'s queries × sentence {s}'s keys"] = (spans[s - 2], span)
+    return out
+
+
+def _apply_preset(table: dict) -> None:
+    choice = st.session_state.get(keys.SUBSET_PRESET)
+    if choice in table:
+        queries, keys_ = table[choice]
+        st.session_state[keys.SUBSET_QUERIES], st.session_state[keys.SUBSET_KEYS] = queries, keys_
+        st.session_state[keys.SUBSET_QUERY_LIST] = list(range(*queries))[:MAX_AXIS]
+        st.session_state[keys.SUBSET_KEY_LIST] = list(range(*keys_))[:MAX_AXIS]
+
+
+def _to_custom() -> None:
+    st.session_state[keys.SUBSET_PRESET] = CUSTOM
+
+
+def _valid(span, n: int) -> bool:
+    return isinstance(span, (tuple, list)) and len(span) == 2 and 0 <= span[0] < span[1] <= n
+
+
+def _axis(label: str, key: str, n: int) -> list[int]:
+    start, stop = st.slider(label, 0, n, key=key, on_change=_to_custom,
+                            help="Tokens start..stop−1 (the slider's ends), at full resolution.")
+    stop = max(stop, start + 1)
+    if stop > n:
+        start, stop = n - 1, n
+    if stop - start > MAX_AXIS:
+        st.caption(f"{label}: the first {MAX_AXIS} of the {stop - start} chosen tokens are shown.")
+        stop = start + MAX_AXIS
+    return list(range(start, stop))
+
+
+def _pick(label: str, key: str, tokens: list[str], fallback: list[int]) -> list[int]:
+    """A pick-list of `i: token` (at most MAX_AXIS); the positions in text order."""
+    n = len(tokens)
+    picked = st.session_state.get(key)
+    if not isinstance(picked, list) or not all(isinstance(i, int) and 0 <= i < n for i in picked):
+        st.session_state[key] = fallback
+    picked = st.multiselect(label, list(range(n)), key=key, format_func=lambda i: f"{i}: {tokens[i]}",
+                            max_selections=MAX_AXIS, on_change=_to_custom, help="Type to search the tokens.")
+    if not picked:
+        st.caption(f"{label}: none picked, so the range below is shown.")
+        return fallback
+    return sorted(picked)
+
+
+def subset_figure(run, layer: int, head: int, rescale: bool):
+    """Draw the preset and the two ranges (or pick-lists); return the heatmap of the chosen
+    queries × keys."""
+    n = run.n
+    this_run = (run.model_name, run.text, n)
+    table = presets(run.tokens)
+    fresh = st.session_state.get(keys.SUBSET_RUN) != this_run
+    st.session_state[keys.SUBSET_RUN] = this_run
+    default = (0, min(n, DEFAULT_SPAN))
+    for key in (keys.SUBSET_QUERIES, keys.SUBSET_KEYS):
+        if fresh or not _valid(st.session_state.get(key), n):
+            st.session_state[key] = default
+    if fresh or st.session_state.get(keys.SUBSET_PRESET) not in (CUSTOM, *table):
+        st.session_state[keys.SUBSET_PRESET] = CUSTOM
+    if fresh:
+        st.session_state.pop(keys.SUBSET_QUERY_LIST, None)
+        st.session_state.pop(keys.SUBSET_KEY_LIST, None)
+    st.selectbox("Preset", [CUSTOM, *table], key=keys.SUBSET_PRESET, on_change=_apply_preset, args=(table,),
+                 help="Sentences end after a token ending in . ! or ?")
+    pick = st.toggle("Pick tokens one by one", key=keys.SUBSET_PICK,
+                     help="Pick-lists of `i: token` on each axis instead of ranges.")
+    cols = st.columns(2)
+    if not pick:
+        with cols[0]:
+            rows = _axis("Queries (rows)", keys.SUBSET_QUERIES, n)
+        with cols[1]:
+            keep = _axis("Keys (columns)", keys.SUBSET_KEYS, n)
+    else:
+        spans = [st.session_state.get(k) for k in (keys.SUBSET_QUERIES, keys.SUBSET_KEYS)]
+        ranges = [list(range(*s))[:MAX_AXIS] if _valid(s, n) else list(range(*default)) for s in spans]
+        with cols[0]:
+            rows = _pick("Queries (rows)", keys.SUBSET_QUERY_LIST, run.tokens, ranges[0])
+        with cols[1]:
+            keep = _pick("Keys (columns)", keys.SUBSET_KEY_LIST, run.tokens, ranges[1])
+    return figures.head_heatmap(run, layer, head, rescale=rescale, rows=rows, cols=keep)

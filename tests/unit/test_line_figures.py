@@ -1,0 +1,129 @@
+"""The line view's figure: lines exactly where weight ≥ threshold, focus on a query or a key,
+each head's colour, a click on a token read back, and the payload at 128 tokens × 12 heads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from mha_viz import AttentionRun, figure_style
+from mha_viz import line_figures as lf
+from tests.helpers import decode_json
+
+
+def _run(layers=2, heads=3, n=6, seed=0, causal=False):
+    rng = np.random.default_rng(seed)
+    a = rng.random((layers, heads, n, n)).astype(np.float32)
+    if causal:
+        a = np.tril(a)
+    a /= a.sum(-1, keepdims=True)
+    return AttentionRun.from_array(a, [f"t{i}" for i in range(n)])
+
+
+def drawn(fig) -> set[tuple[int, int, int]]:
+    """(head, query, key) of every line the figure draws, read back from its JSON."""
+    spec = decode_json(fig.to_json())
+    out = set()
+    for trace in spec["data"]:
+        meta = trace.get("meta") or {}
+        if "level" not in meta:
+            continue
+        x, y = trace["x"], trace["y"]
+        for k in range(0, len(x), 3):
+            assert x[k] is None or math.isnan(x[k])  # the gap before each segment
+            assert (x[k + 1], x[k + 2]) == (lf.X_QUERY, lf.X_KEY)
+            out.add((meta["head"], int(y[k + 1]), int(y[k + 2])))
+    return out
+
+
+def test_a_line_exists_exactly_where_the_weight_reaches_the_threshold():
+    run = _run()
+    for threshold in (0.0, 0.1, 0.2, 0.3):
+        fig = lf.line_figure(run, 1, [0, 2], threshold=threshold)
+        a = run.attentions[1]
+        expected = {(h, i, j) for h in (0, 2) for i in range(run.n) for j in range(run.n)
+                    if a[h, i, j] >= threshold}
+        assert drawn(fig) == expected, threshold
+        assert lf.drawn_lines(fig) == len(expected)
+
+
+def test_threshold_one_draws_no_line_and_causal_zeros_are_never_lines():
+    assert lf.drawn_lines(lf.line_figure(_run(), 0, threshold=1.0)) == 0
+    run = _run(causal=True)
+    lines = drawn(lf.line_figure(run, 0))
+    assert lines and all(j <= i for _, i, j in lines)
+
+
+def test_focus_on_a_query_keeps_only_its_lines_and_on_a_key_only_lines_to_it():
+    run = _run()
+    q = drawn(lf.line_figure(run, 0, focus=(lf.QUERY, 3)))
+    assert {i for _, i, _ in q} == {3} and len(q) == run.num_heads * run.n
+    k = drawn(lf.line_figure(run, 0, focus=(lf.KEY, 4)))
+    assert {j for _, _, j in k} == {4} and len(k) == run.num_heads * run.n
+    assert "from query 3" in lf.line_figure(run, 0, focus=(lf.QUERY, 3)).layout.title.text
+
+
+def test_opacity_follows_the_weight_in_buckets():
+    run = _run()
+    fig = lf.line_figure(run, 0, [1])
+    a = run.attentions[0, 1]
+    for trace in fig.data:
+        if trace.meta and "level" in trace.meta:
+            y = np.asarray(trace.y)
+            w = a[y[1::3], y[2::3]]
+            lvl = trace.meta["level"]
+            assert ((w > lvl / lf.BUCKETS - 1e-6) & (w <= (lvl + 1) / lf.BUCKETS + 1e-6)).all()
+            assert trace.opacity == pytest.approx(lf.bucket_opacity(lvl))
+
+
+def test_each_head_has_its_own_colour():
+    run = _run(heads=12, n=4)
+    fig = lf.line_figure(run, 0)
+    colours = {}
+    for trace in fig.data:
+        if trace.mode == "lines":
+            colours.setdefault(trace.legendgroup, set()).add(trace.line.color)
+    assert len(colours) == 12
+    assert all(c == {lf.head_color(int(g[1:]))} for g, c in colours.items())
+    assert len({lf.head_color(h) for h in range(12)}) == 12
+    legend = [t.name for t in fig.data if t.showlegend is not False and t.mode == "lines"]
+    assert legend == [f"H{h}" for h in range(12)]
+
+
+def test_token_markers_are_the_tokens_and_a_click_reads_back_side_and_token():
+    run = AttentionRun.from_array(_run().attentions, ["<b>", "a", "a", "c", "d", "e"])
+    fig = lf.line_figure(run, 0, window=(1, 5))
+    queries, keys_ = fig.data[-2], fig.data[-1]
+    assert [figure_style.label_text(t) for t in queries.text] == ["a", "a", "c", "d"]
+    assert list(np.asarray(keys_.customdata)[:, 1]) == [1, 2, 3, 4]  # positions in the text
+    event = [{"curve_number": len(fig.data) - 1, "point_index": 2, "customdata": [1, 3]}]
+    assert lf.line_pick(event) == (lf.KEY, 3)
+    assert lf.line_pick([{"curve_number": len(fig.data) - 2, "customdata": [0, 2]}]) == (lf.QUERY, 2)
+    assert lf.line_pick([{"customdata": {"0": 1, "1": 4}}]) == (lf.KEY, 4)  # a typed row as JSON
+    assert '"customdata":[[0,1],[0,2]' in fig.to_json().replace(" ", "")  # plain lists in the payload
+    assert lf.line_pick([]) is None and lf.line_pick([{"curve_number": 3}]) is None
+    assert "<b>" not in "".join(lf.line_figure(run, 0).data[-1].text)  # escaped
+
+
+def test_window_keeps_lines_between_its_tokens_only():
+    run = _run(n=10)
+    lines = drawn(lf.line_figure(run, 0, window=(2, 6)))
+    assert lines and all(0 <= i < 4 and 0 <= j < 4 for _, i, j in lines)  # rows of the window
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.3, 1.0])
+def test_payload_at_128_tokens_and_12_heads_stays_under_500_kb(alpha):
+    rng = np.random.default_rng(1)
+    a = rng.dirichlet(np.full(128, alpha), size=(1, 12, 128)).astype(np.float32)
+    run = AttentionRun.from_array(a, [f"token{i}" for i in range(128)])
+    fig = lf.line_figure(run, 0)
+    size = len(fig.to_json())
+    assert size <= 500_000, size
+    assert lf.drawn_lines(fig) == lf.MAX_LINES  # the strongest lines, and the title says so
+    assert "strongest" in fig.layout.title.text
+    assert len(fig.data) <= 12 * (lf.BUCKETS + 1) + 2  # one trace per head and bucket, not per line
+    strongest = np.sort(a[0].ravel())[-lf.MAX_LINES:]
+    kept = {(h, i, j) for h, i, j in drawn(fig)}
+    assert min(a[0][h, i, j] for h, i, j in kept) >= strongest[0]
