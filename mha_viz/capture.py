@@ -15,7 +15,6 @@ import torch
 import models
 from models import LoadedModel
 
-from .arrays import tensor_view  # noqa: F401 - re-exported: mha_viz.capture.tensor_view
 from .sinks import Hidden, drop_tokens
 from .tokenize import InputError, tokenize
 

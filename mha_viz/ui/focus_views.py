@@ -30,14 +30,7 @@ def _pick_position(labels: list[str]) -> int:
 
 
 def focus_view() -> None:
-    state.restore_inputs(keys.FOCUS_KEPT)  # this page's controls, dropped by a visit to another page
-    try:
-        _page()
-    finally:
-        state.keep_inputs(keys.FOCUS_INPUTS, keys.FOCUS_KEPT)
-
-
-def _page() -> None:
+    """The page (its controls are kept across page switches by `pages.PageSpec.run`)."""
     cur = views.start("Token focus")
     if cur is None:
         return

@@ -36,15 +36,8 @@ ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new toke
 
 
 def generate_view() -> None:
+    """The page (its controls are kept across page switches by `pages.PageSpec.run`)."""
     st.title("Generate")
-    state.restore_inputs(keys.GEN_KEPT)  # this page's controls, dropped by a visit to another page
-    try:
-        _page()
-    finally:
-        state.keep_inputs(keys.GEN_INPUTS, keys.GEN_KEPT)
-
-
-def _page() -> None:
     cur = state.current()
     model = cur.text_model
     _stopped_notice()

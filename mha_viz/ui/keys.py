@@ -62,14 +62,12 @@ FOCUS_LEVEL = "focus_level"  # tokens or words
 FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_RESCALE = "focus_rescale"
 FOCUS_INPUTS = (FOCUS_TOKEN, FOCUS_LEVEL, FOCUS_SHOW, FOCUS_RESCALE)  # kept across page switches
-FOCUS_KEPT = "_focus_kept"
 
 # --- line view (line_views) --------------------------------------------------------------------
 LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"
 LINE_SIDE, LINE_TOKEN, LINE_WINDOW = "line_side", "line_token", "line_window"  # LINE_TOKEN: -1 = no focus
 LINE_CHART = "line_chart"  # the line chart's selection event (a click on a token focuses it)
 LINE_INPUTS = (LINE_LAYER, LINE_HEADS, LINE_THRESHOLD, LINE_SIDE, LINE_TOKEN, LINE_WINDOW)
-LINE_KEPT = "_line_kept"
 
 # --- metric views -------------------------------------------------------------------------------
 SIM_KIND = "sim_kind"
@@ -106,7 +104,6 @@ GEN_USE = "gen_use_"  # + a model name: the buttons that switch an encoder to a 
 # the page's widgets, put back when a page switch dropped them (Streamlit drops undrawn widgets)
 GEN_INPUTS = (GEN_MAX_NEW, GEN_TEMPERATURE, GEN_TOP_K, GEN_TOP_P, GEN_SEED, GEN_STEP, GEN_LAYER, GEN_HEAD,
               GEN_RESCALE)
-GEN_KEPT = "_gen_kept"
 GEN_LAST = "_gen_last"  # (GenKey, Generation, note or None): the last good generation
 GEN_PARTIAL = "_gen_partial"  # (GenKey, Generation so far or None) while one streams; left there if stopped
 GEN_STEP_NEXT = "_gen_step_next"  # (step *Play* reached, slider value it started from): for the next run

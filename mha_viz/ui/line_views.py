@@ -10,7 +10,7 @@ import logging
 import streamlit as st
 
 from mha_viz import line_figures
-from mha_viz.ui import keys, state, views
+from mha_viz.ui import keys, views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -20,13 +20,10 @@ SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "k
 
 
 def line_view() -> None:
-    state.restore_inputs(keys.LINE_KEPT)  # this page's controls, dropped by a visit to another page
-    try:
-        cur = views.start("Line view")
-        if cur is not None:
-            _page(cur.run)
-    finally:
-        state.keep_inputs(keys.LINE_INPUTS, keys.LINE_KEPT)
+    """The page (its controls are kept across page switches by `pages.PageSpec.run`)."""
+    cur = views.start("Line view")
+    if cur is not None:
+        _page(cur.run)
 
 
 def _on_pick() -> None:

@@ -12,9 +12,9 @@ from typing import Callable
 
 import streamlit as st
 
-from mha_viz.ui import generate_views, keys, metric_views, qk_views, teach_views, views
-from mha_viz.ui import focus_views
-from mha_viz.ui import line_views
+from mha_viz.ui import (
+    focus_views, generate_views, keys, line_views, metric_views, qk_views, state, teach_views, views,
+)
 
 
 @dataclass(frozen=True)
@@ -24,17 +24,30 @@ class PageSpec:
     icon: str
     section: str
     view: Callable[[], None]
+    kept: tuple[str, ...] = ()  # the page's own widget keys, kept across visits to other pages
+
+    def run(self) -> None:
+        """Draw the page; its own controls come back as the user left them (Streamlit drops the
+        values of widgets a run does not draw)."""
+        store = f"_kept_{self.id}"
+        state.restore_inputs(store)
+        try:
+            self.view()
+        finally:
+            state.keep_inputs(self.kept, store)
 
 
 SECTIONS = ("Look", "Measure", "Teach & test", "About")
 PAGES = (
     PageSpec("model_view", "Model view", ":material/grid_view:", "Look", views.model_view),
     PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", views.head_view),
-    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_views.focus_view),
-    PageSpec("lines", "Line view", ":material/share:", "Look", line_views.line_view),
+    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_views.focus_view,
+             keys.FOCUS_INPUTS),
+    PageSpec("lines", "Line view", ":material/share:", "Look", line_views.line_view, keys.LINE_INPUTS),
     PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", metric_views.compare_view),
     PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look", metric_views.layers_view),
-    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_views.generate_view),
+    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_views.generate_view,
+             keys.GEN_INPUTS),
     PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", metric_views.metrics_view),
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
     PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),
@@ -47,7 +60,7 @@ DEFAULT = "model_view"
 
 
 def _page(spec: PageSpec):
-    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == DEFAULT)
+    return st.Page(spec.run if spec.kept else spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == DEFAULT)
 
 
 def navigation():
