@@ -45,6 +45,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import mha_viz  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 PARAGRAPH = ("The river wound slowly through the valley, past the old mill and the stone bridge where the "
              "children of the village used to gather on summer evenings to watch the swallows skim the "
@@ -297,11 +298,7 @@ def main() -> None:
         verdict(f"ours faster than naive ({k} new tokens)", f"{b['median'] / a['median']:.1f}× faster",
                 a["median"] < b["median"])
 
-    print(f"\n| {'target':56s} | {'measured':40s} | verdict |")
-    print(f"|{'-' * 58}|{'-' * 42}|---------|")
-    for target, value, met in VERDICTS:
-        print(f"| {target:56s} | {value:40s} | {'met' if met else 'NOT met':7s} |")
-    print(f"\n{sum(m for *_, m in VERDICTS)} of {len(VERDICTS)} targets met ({where})")
+    print_verdicts(VERDICTS, where=where)
 
 
 if __name__ == "__main__":

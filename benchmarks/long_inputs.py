@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 import mha_viz  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 from mha_viz import detail, figures, metrics  # noqa: E402
 
 WORDS = ("the cat sat on the mat and the dog looked at it while rain fell on the old house by "
@@ -224,11 +225,7 @@ def main() -> None:
     minilm_rows(args.lengths)
     if args.long:
         smollm2_rows(args.long, args.context)
-    print(f"\n| {'target':72s} | {'measured':30s} | verdict |")
-    print(f"|{'-' * 74}|{'-' * 32}|---------|")
-    for target, measured, met in VERDICTS:
-        print(f"| {target:72s} | {measured:30s} | {'met' if met else 'NOT met':7s} |")
-    print(f"\n{sum(m for *_, m in VERDICTS)} of {len(VERDICTS)} targets met")
+    print_verdicts(VERDICTS, target_width=72, value_width=30)
 
 
 if __name__ == "__main__":

@@ -16,16 +16,6 @@ from models.masking import head_mask
 TEXT = "the cat sat on the mat and the dog sat on the log"
 
 
-@pytest.fixture(scope="module")
-def tiny_gpt2(gpt2_dir):
-    return mha_viz.load_model(str(gpt2_dir), device="cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(bert_dir):
-    return mha_viz.load_model(str(bert_dir), device="cpu")
-
-
 def _loss_at(model, inputs, scale: torch.Tensor) -> float:
     with torch.no_grad():
         return float(ablation._loss_under(model, inputs, scale.double().float()))

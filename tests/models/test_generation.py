@@ -14,16 +14,6 @@ PROMPT = "The capital of France is Paris. The capital of Italy is"
 
 
 @pytest.fixture(scope="module")
-def tiny_gpt2(gpt2_dir):
-    return mha_viz.load_model(str(gpt2_dir), device="cpu")
-
-
-@pytest.fixture(scope="module")
-def tiny_gpt2_ours(gpt2_dir):
-    return mha_viz.load_model(str(gpt2_dir), device="cpu", local_attention=True)
-
-
-@pytest.fixture(scope="module")
 def toy():
     return mha_viz.load_model("toy-induction", device="cpu")
 

@@ -1,0 +1,13 @@
+"""The closing table every benchmark prints: each target, what was measured, and the verdict."""
+
+from __future__ import annotations
+
+
+def print_verdicts(verdicts: list[tuple[str, str, bool]], *, target_width: int = 56, value_width: int = 40,
+                   where: str = "") -> None:
+    """verdicts: (target, measured, met) rows, printed as a Markdown table and a count."""
+    print(f"\n| {'target':{target_width}s} | {'measured':{value_width}s} | verdict |")
+    print(f"|{'-' * (target_width + 2)}|{'-' * (value_width + 2)}|---------|")
+    for target, value, met in verdicts:
+        print(f"| {target:{target_width}s} | {value:{value_width}s} | {'met' if met else 'NOT met':7s} |")
+    print(f"\n{sum(m for *_, m in verdicts)} of {len(verdicts)} targets met" + (f" ({where})" if where else ""))
