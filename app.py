@@ -9,7 +9,7 @@ import logging
 import streamlit as st
 
 from mha_viz import session_cap
-from mha_viz.ui import keys, pages, state
+from mha_viz.ui import export_views, keys, links, pages, state
 from mha_viz.ui import preload
 
 _log = logging.getLogger("mha_viz")
@@ -25,13 +25,17 @@ st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layo
 page = pages.navigation()
 pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
 state.restore_inputs()  # before the cap is read: a page switch may have dropped the sidebar's inputs
+links.read()  # a session's first run: a shared link's model, text and options, before the sidebar draws them
 # No page can run a longer text than this session's cap (callbacks run before this line: they
 # only record choices, they never compute)
 with session_cap(state.token_cap()):
     st.session_state[keys.CURRENT] = state.sidebar()
+    links.apply_pending(st.session_state[keys.CURRENT])  # the link's layer and head, once the model is known
+    export_views.sidebar_box(st.session_state[keys.CURRENT])
     try:
         page.run()
     except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
         logging.getLogger("mha_viz.ui").exception("view failed")
         st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
                  + "Your text and choices are kept: try another input or view.")
+    links.share(page, st.session_state[keys.CURRENT])  # the URL follows the view; the sidebar's Share box

@@ -14,13 +14,15 @@ from models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
 from models import random_twin as random_baseline
 
 from .capture import AttentionRun, analyze, load_model
+from .comparison import Comparison, compare
 from .generation import Generation, GenerationError, Step, generate
 from .overview import Overview, overview
+from .report import html_report
 from .sinks import Hidden, drop_tokens, hide_mask
 from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize
 
 __all__ = [
-    "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "InputError", "LoadedModel", "ModelLoadError",
-    "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step", "Tokens", "generate", "analyze", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
+    "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel", "ModelLoadError",
+    "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step", "Tokens", "generate", "analyze", "html_report", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
     "token_limit", "tokenize",
 ]

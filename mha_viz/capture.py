@@ -15,6 +15,7 @@ import torch
 import models
 from models import LoadedModel
 
+from . import run_file
 from .sinks import Hidden, drop_tokens
 from .tokenize import InputError, tokenize
 
@@ -94,6 +95,17 @@ class AttentionRun:
     def head(self, layer: int, head: int) -> np.ndarray:
         """(n, n) probabilities of one head."""
         return self.attentions[layer, head]
+
+    def save(self, path, *, float16: bool = False) -> None:
+        """Write this run, as shown, to an `.npz` file (a path or a binary file object); float16
+        halves the size. What `drop_tokens` hid is not restorable; see `mha_viz.run_file`."""
+        run_file.write(path, self, float16=float16)
+
+    @classmethod
+    def load(cls, path, *, max_bytes: int | None = None) -> "AttentionRun":
+        """A run saved by `save` (path, binary file object or bytes), arrays in float32; never
+        unpickles. Raises ValueError for a file that is not a run file."""
+        return cls(**run_file.read(path, max_bytes=max_bytes))
 
     @classmethod
     def from_array(

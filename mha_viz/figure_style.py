@@ -79,3 +79,32 @@ def token_map_layout(n: int, x_title: str, y_title: str, *, show_labels: bool = 
         yaxis=dict(title=dict(text=y_title), autorange="reversed", type="category", showticklabels=show),
         height=int(min(900, max(360, 22 * n + 140))),
     )
+
+
+# --- downloading a chart (Plotly's own camera button, in the browser: no server, no internet) ---
+DOWNLOAD_FORMATS = ("png", "svg")
+# name -> (width, height, scale) in CSS pixels; None: the size the chart has on screen
+DOWNLOAD_SIZES = {
+    "as shown, 2× pixels": (None, None, 2),
+    "slide, 16:9 (1920 × 1080 px)": (1280, 720, 1.5),
+    "paper, full width (7 in at 300 dpi)": (1050, 750, 2),
+    "paper, one column (3.5 in at 300 dpi)": (700, 560, 1.5),
+}
+
+
+def download_config(fmt: str = "png", size: str = "as shown, 2× pixels", filename: str = "mha-viz") -> dict:
+    """Plotly `config` whose camera button downloads the chart as `fmt` (png or svg) at `size`
+    (a key of DOWNLOAD_SIZES): a PNG at scale 2 of a 1050-px-wide chart is 2,100 px, 7 in at 300 dpi.
+    Unknown values fall back to PNG as shown."""
+    fmt = fmt if fmt in DOWNLOAD_FORMATS else "png"
+    width, height, scale = DOWNLOAD_SIZES.get(size, DOWNLOAD_SIZES["as shown, 2× pixels"])
+    options = {"format": fmt, "filename": safe_filename(filename), "scale": scale if fmt == "png" else 1}
+    if width is not None:
+        options |= {"width": width, "height": height}
+    return {"displaylogo": False, "toImageButtonOptions": options}
+
+
+def safe_filename(name: str, default: str = "mha-viz") -> str:
+    """`name` as a file name: letters, digits, '-', '_' and '.', at most 80 characters."""
+    cleaned = "".join(c if c.isalnum() or c in "-_." else "-" for c in str(name)).strip("-.")[:80]
+    return cleaned or default

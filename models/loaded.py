@@ -77,6 +77,21 @@ class LoadedModel:
     # `lock`: head_weights holds that one while it asks)
     _views_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
+    def facts(self) -> dict[str, str]:
+        """What the model is, as plain strings (the Model facts page, the HTML report)."""
+        kv = f"{self.num_kv_heads}" + (
+            f" (grouped-query: {self.num_heads // self.num_kv_heads} query heads share each)"
+            if self.num_kv_heads != self.num_heads else " (plain multi-head attention)")
+        rows = {
+            "model": self.name,
+            "architecture": f"{self.model_type} ({'causal decoder' if self.is_causal else 'bidirectional encoder'})",
+            "layers": self.num_layers, "attention heads per layer": self.num_heads, "key/value heads per layer": kv,
+            "d_model": self.d_model, "d_k (per head)": self.d_k, "parameters": f"{self.num_params:,}",
+            "max positions": self.max_positions, "device": str(self.device),
+            "attention implementation": self.implementation, "loaded from": self.source,
+        }
+        return {k: str(v) for k, v in rows.items()}
+
     @property
     def implementation(self) -> str:
         return "ours (mha-viz MultiHeadAttention)" if self.local_attention else "Hugging Face eager"

@@ -126,7 +126,7 @@ def _pattern_stats(run: AttentionRun) -> dict[str, np.ndarray]:
             "in_segment": (A * same).sum(-1).amin() if same is not None else 0.0,
         }
         for name, (ii, jj) in targets.items():
-            values[name] = float(A[ii, jj].sum(dtype=torch.float64)) / total if len(ii) else 0.0
+            values[name] = float(A[ii, jj].sum(dtype=torch.float64)) / total if len(ii) and total > 0 else 0.0
         for name, value in values.items():
             out[name][h // H, h % H] = float(value)
     return out

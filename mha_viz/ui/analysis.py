@@ -138,3 +138,9 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
                          "random mean": randoms.mean(0), "random sd": randoms.std(0),
                          **{f"random seed {s}": randoms[s] for s in range(5)}})
+
+
+@st.cache_resource(show_spinner="Comparing every head of the two runs…", max_entries=8)
+def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.Comparison:
+    """`mha_viz.compare` of two cached runs, keyed by what each was computed from."""
+    return mha_viz.compare(_run_a, _run_b)

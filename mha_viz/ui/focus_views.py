@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz import detail, focus, focus_figures
-from mha_viz.ui import keys, state, views
+from mha_viz.ui import charts, keys, state, views
 
 TOKENS, WORDS = "tokens", "words"
 BOTH = "both"
@@ -55,14 +55,14 @@ def focus_view() -> None:
             continue
         st.subheader(f"What it {'attends to' if direction == focus.TO else 'is attended by'}")
         s = focus.summarize(f.values(direction), exclude=index)
-        st.plotly_chart(focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale),
-                        key=f"focus_grid_{direction}", config={"displaylogo": False})
+        charts.show(focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale),
+                        key=f"focus_grid_{direction}")
         _strongest(run, f, direction, s)
         left, right = st.columns([3, 2])
-        left.plotly_chart(focus_figures.focus_summary(f, direction, s, run.layer_ids),
-                          key=f"focus_summary_{direction}", config={"displaylogo": False})
-        right.plotly_chart(focus_figures.head_max_map(s, run.layer_ids, direction),
-                           key=f"focus_heads_{direction}", config={"displaylogo": False})
+        charts.show(focus_figures.focus_summary(f, direction, s, run.layer_ids),
+                          key=f"focus_summary_{direction}", where=left)
+        charts.show(focus_figures.head_max_map(s, run.layer_ids, direction),
+                           key=f"focus_heads_{direction}", where=right)
 
 
 def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary) -> None:

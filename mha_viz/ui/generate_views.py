@@ -22,7 +22,7 @@ import torch
 import mha_viz
 from mha_viz import generation
 from mha_viz import generation_figures as gfig
-from mha_viz.ui import keys, state
+from mha_viz.ui import charts, keys, state
 from mha_viz.ui.keys import GenKey
 
 log = logging.getLogger("mha_viz.ui")
@@ -301,14 +301,14 @@ def _draw(boxes: _Boxes, gen, t: int, layer: int, head: int, rescale: bool) -> N
     boxes.header.markdown(
         f"**Step {t + 1} of {T}**: the model picked “{state.plain(s.token)}” with probability {s.prob:.3f} "
         f"(entropy {s.entropy:.2f} nats), reading from “{state.plain(run.tokens[q])}” at position {q}.")
-    boxes.bars.plotly_chart(gfig.choice_bars(s.top, s.token, s.prob,
-                                             title=f"Step {t + 1}: the 10 most probable next tokens"))
-    boxes.heads.plotly_chart(gfig.heads_context(
+    charts.show(gfig.choice_bars(s.top, s.token, s.prob,
+                                             title=f"Step {t + 1}: the 10 most probable next tokens"), where=boxes.bars)
+    charts.show(gfig.heads_context(
         run.attentions[layer, :, q, :q + 1], run.tokens[:q + 1], P, run.num_kv_heads, rescale=rescale,
-        title=f"Layer {layer_name}, step {t + 1}: every head from “{where}” (position {q})"))
-    boxes.matrix.plotly_chart(gfig.causal_matrix(
+        title=f"Layer {layer_name}, step {t + 1}: every head from “{where}” (position {q})"), where=boxes.heads)
+    charts.show(gfig.causal_matrix(
         run.attentions[layer, head], run.tokens, P, q, rescale=rescale,
-        title=f"Layer {layer_name}, head {head}: row {q} (step {t + 1}) framed"))
+        title=f"Layer {layer_name}, head {head}: row {q} (step {t + 1}) framed"), where=boxes.matrix)
     masses = gfig.step_masses(run.attentions[layer, head], P, T)
-    boxes.lines.plotly_chart(gfig.mass_lines(
-        masses, current=t, title=f"Layer {layer_name}, head {head}: where each step's query looked"))
+    charts.show(gfig.mass_lines(
+        masses, current=t, title=f"Layer {layer_name}, head {head}: where each step's query looked"), where=boxes.lines)

@@ -26,6 +26,14 @@ KEPT_INPUTS = (MODEL_CHOICE, MODEL_OTHER, DEVICE, LOCAL_ATTENTION, EXAMPLE, TEXT
                HIDE_SPECIAL, HIDE_FIRST)
 KEPT = "_kept_inputs"
 
+# --- export (export_views): the charts' download format and size, kept across page switches
+EXPORT_FORMAT = "export_format"  # png or svg: what Plotly's camera button downloads
+EXPORT_SIZE = "export_size"  # a key of figure_style.DOWNLOAD_SIZES
+EXPORT_HEADS = "export_heads"  # the heads the HTML report shows, as (layer row, head)
+EXPORT_HALF = "export_half"  # the .npz in float16
+EXPORT_INPUTS = (EXPORT_FORMAT, EXPORT_SIZE, EXPORT_HEADS, EXPORT_HALF)
+EXPORT_KEPT = "_kept_export"
+
 # --- what the app computed for this rerun, and the last good result -----------------------------
 CURRENT = "_current"  # state.Current of this rerun
 LAST_GOOD = "_last_good"  # (run, model, AnalysisKey) of the last successful analysis
@@ -35,6 +43,12 @@ GOTO = "_goto_page"  # a page id to switch to at the start of the next run (page
 # --- the chosen head, shared by the views (plain keys: pages that do not draw a widget keep them)
 SEL_LAYER = "sel_layer"  # a row of the run (not the model's layer number when some are captured)
 SEL_HEAD = "sel_head"
+
+# --- a view shared by link (ui.links) -----------------------------------------------------------
+LINK_READ = "_link_read"  # the session's first run has read the URL's query parameters
+LINK_PENDING = "_link_pending"  # the link (links.Link) whose layer, head and detail wait for the model
+LINK_NOTICES = "_link_notices"  # what the link asked for that was ignored, shown once above the page
+DETAIL_LINKED = "_detail_linked"  # a link chose the head view's detail: a new run keeps it (views)
 
 # --- model view ---------------------------------------------------------------------------------
 GRID = "grid"  # the model grid's selection event
@@ -72,6 +86,17 @@ LINE_INPUTS = (LINE_LAYER, LINE_HEADS, LINE_THRESHOLD, LINE_SIDE, LINE_TOKEN, LI
 # --- metric views -------------------------------------------------------------------------------
 SIM_KIND = "sim_kind"
 COMPARE_HEADS = "compare_heads"
+
+# --- compare (compare_views): two sentences on one model, or one sentence on two models ----------
+CMP_MODE = "cmp_mode"
+CMP_PAIR = "cmp_pair"  # a minimal-pair example: sets the sidebar's text and sentence B
+CMP_TEXT_B = "cmp_text_b"
+CMP_MODEL_B, CMP_OTHER_B, CMP_LOCAL_B = "cmp_model_b", "cmp_other_b", "cmp_local_b"
+CMP_LAYER, CMP_HEAD = "cmp_layer", "cmp_head"  # the head shown side by side (a row of run A)
+CMP_METRIC = "cmp_metric"  # models of different shapes: the metric compared by depth
+CMP_GRID = "cmp_grid"  # the change grid's selection event (a click picks the head)
+CMP_FOR = "_cmp_for"  # the (key A, key B) the head picked was for
+CMP_INPUTS = (CMP_MODE, CMP_TEXT_B, CMP_MODEL_B, CMP_OTHER_B, CMP_LOCAL_B, CMP_LAYER, CMP_HEAD, CMP_METRIC)
 
 # --- teaching and switching heads off -----------------------------------------------------------
 TEACH_PICK = "teach_pick"  # "induction": open the teaching view on toy-induction's induction head

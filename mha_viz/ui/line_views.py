@@ -10,7 +10,7 @@ import logging
 import streamlit as st
 
 from mha_viz import line_figures
-from mha_viz.ui import keys, views
+from mha_viz.ui import charts, keys, views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -114,5 +114,4 @@ def _page(run) -> None:
                + (f" (the strongest of {meta['total']:,})" if meta["total"] > drawn else "")
                + ". Click a token to keep only its lines; *Clear focus* shows them all again."
                + (" Causal model: a query sees only itself and earlier keys." if run.is_causal else ""))
-    st.plotly_chart(fig, key=keys.LINE_CHART, on_select=_on_pick, selection_mode="points",
-                    config={"displayModeBar": False, "displaylogo": False})
+    charts.show(fig, key=keys.LINE_CHART, on_select=_on_pick, selection_mode="points")

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import figures, metric_figures, metrics
-from mha_viz.ui import analysis, keys, state
+from mha_viz import figure_style, figures, metric_figures, metrics
+from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import open_head, start
 
 log = logging.getLogger("mha_viz.ui")
@@ -71,8 +71,8 @@ def metrics_view() -> None:
     patterns = table["pattern"].to_numpy().reshape(run.num_layers, run.num_heads)
     fig = metric_figures.metric_grid(values, title=f"{metrics.METRICS[choice].label}, every head", patterns=patterns,
                                      layer_ids=run.layer_ids)
-    st.plotly_chart(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
-                    selection_mode="points", config={"displayModeBar": False}, width="content")
+    charts.show(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
+                    selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")
     if "output_norm" not in table.columns:
         st.info("Importance (output norms) needs each head's output, which this model's architecture "
@@ -82,17 +82,13 @@ def metrics_view() -> None:
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     st.dataframe(table, hide_index=True, key="head_table_df", column_config=_number_format(table))
     st.download_button("Download the head table (CSV)", table.to_csv(index=False).encode(),
-                       file_name=f"{_safe(run.model_name)}-head-table.csv", mime="text/csv", key="dl_table")
+                       file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv", key="dl_table")
 
 
 def _number_format(table) -> dict:
     """Four significant decimals for every float column (tiny values would otherwise show 1e-9)."""
     return {c: st.column_config.NumberColumn(format="%.4f") for c in table.columns
             if table[c].dtype.kind == "f"}
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)[:60] or "model"
 
 
 def _js_seconds(run) -> float:
@@ -133,7 +129,7 @@ def similarity_view() -> None:
     sim = analysis.similarity(cur.key, kind, run, model)
     dis = metrics.as_dissimilarity(sim, kind)
     order = analysis.cluster_order(cur.key, kind, dis) if order_by == "clustered" else None
-    st.plotly_chart(metric_figures.similarity_matrix(
+    charts.show(metric_figures.similarity_matrix(
         sim, run.layer_ids, run.num_heads, order=order, divergence=kind == "js",
         signed=kind in ("qk", "ov", "residual"),
         title=f"{measure.label}, {run.num_layers * run.num_heads} heads ({order_by})"), key="sim_matrix")
@@ -141,18 +137,18 @@ def similarity_view() -> None:
     csv = "head," + ",".join(labels) + "\n" + "\n".join(
         labels[i] + "," + ",".join(f"{x:.6g}" for x in row) for i, row in enumerate(sim))
     st.download_button("Download this matrix (CSV)", csv.encode(), key="dl_sim",
-                       file_name=f"{_safe(run.model_name)}-{kind}.csv", mime="text/csv")
+                       file_name=f"{figure_style.safe_filename(run.model_name)}-{kind}.csv", mime="text/csv")
 
     st.subheader("Map of heads")
     st.caption("Metric MDS of the dissimilarities above (Clark et al. 2019 use JS): heads close together "
                "behave alike. Click a point to open that head.")
     table = analysis.head_table(cur.key, run, model)
     xy = analysis.head_map(cur.key, kind, dis)
-    st.plotly_chart(metric_figures.head_map(xy, run.num_heads, color_by=color_by,
+    charts.show(metric_figures.head_map(xy, run.num_heads, color_by=color_by,
                                             patterns=table["pattern"].tolist(), layer_ids=run.layer_ids,
                                             title=f"Heads placed by {measure.label}, coloured by {color_by}"),
                     key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
-                    selection_mode="points", config={"displayModeBar": False}, width="content")
+                    selection_mode="points", width="content")
 
     st.subheader("Diversity per layer")
     st.caption("D = 1/(h(h−1)) · Σ_{i≠j} (1 − |s_ij|): 0 = all heads alike, 1 = mutually orthogonal. "
@@ -165,7 +161,7 @@ def similarity_view() -> None:
         base = None
     div = metrics.diversity_table(metrics.as_similarity(sim, kind), base, run.num_layers, run.num_heads,
                                   layer_ids=run.layer_ids)
-    st.plotly_chart(metric_figures.diversity_figure(div), key="div_chart")
+    charts.show(metric_figures.diversity_figure(div), key="div_chart")
     st.dataframe(div, hide_index=True, key="div_table")
 
 
@@ -186,7 +182,7 @@ def compare_view() -> None:
     for start_at in range(0, len(picked), 2):  # two heatmaps a row, read left to right
         for col, label, g in zip(st.columns(2), picked[start_at:start_at + 2], idx[start_at:start_at + 2]):
             layer, head = divmod(g, run.num_heads)
-            col.plotly_chart(figures.head_heatmap(run, layer, head), key=f"cmp_{label}")
+            charts.show(figures.head_heatmap(run, layer, head), key=f"cmp_{label}", where=col)
     table = analysis.head_table(cur.key, run, model)
     st.subheader("Their metrics")
     st.dataframe(table.iloc[idx], hide_index=True, key="cmp_table", column_config=_number_format(table))
@@ -248,9 +244,9 @@ def layers_view() -> None:
                        "pair of tokens); the result is kept for this text.")
         matrix = analysis.flow(cur.key, layer, run)
         title = f"Flow to layer {layer}"
-    st.plotly_chart(metric_figures.token_matrix(matrix, run.tokens, title=title), key="layers_matrix")
+    charts.show(metric_figures.token_matrix(matrix, run.tokens, title=title), key="layers_matrix")
     st.download_button("Download this matrix (CSV)", _token_csv(matrix, run.tokens), key="dl_layers",
-                       file_name=f"{_safe(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv", mime="text/csv")
+                       file_name=f"{figure_style.safe_filename(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv", mime="text/csv")
 
 
 def _token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:

@@ -9,7 +9,7 @@ import logging
 import streamlit as st
 
 from mha_viz import qk, qk_figures
-from mha_viz.ui import analysis, keys, state
+from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import start
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def qk_view() -> None:
     masked = " Key j comes after query i: the causal mask hides it (probability 0)." if nv.masked else ""
     st.caption(f"Score {nv.score:.4g}; × {nv.scale:.4g} = {nv.scaled:.4g}; probability {nv.prob:.4g} "
                f"(the head's attention matrix holds {float(w.probs[i, j]):.4g}).{masked}")
-    st.plotly_chart(qk_figures.neuron_figure(nv), key="qk_neuron")
+    charts.show(qk_figures.neuron_figure(nv), key="qk_neuron")
 
     st.subheader("Query/key map")
     st.caption("Every query (●) and key (◆) vector of this head, projected together to 2-D and coloured "
@@ -100,5 +100,4 @@ def qk_view() -> None:
     top = cols[2].number_input("Strongest keys", 1, max(1, min(10, n)), key=keys.QK_TOP)
     m = qk.qk_map(w.Q, w.K, method=method, translate=translate)
     fig = qk_figures.qk_map_figure(m, tok, probs=w.probs, selected_query=i, top_k=int(top))
-    st.plotly_chart(fig, key=keys.QK_MAP, on_select=_on_map_select, selection_mode="points",
-                    config={"displayModeBar": False})
+    charts.show(fig, key=keys.QK_MAP, on_select=_on_map_select, selection_mode="points")

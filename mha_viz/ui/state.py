@@ -140,7 +140,9 @@ def _on_example() -> None:
         st.session_state[keys.TEXT] = EXAMPLES[choice]
 
 
-def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
+def load_model(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
+    """The model `spec` from the server's model cache (loaded once, with progress, in a slot);
+    ModelLoadError when this server does not offer it."""
     if not settings().allows(spec):
         raise mha_viz.ModelLoadError(f"This server offers only these models: {', '.join(settings().models)}.")
     cache = model_cache()
@@ -162,6 +164,20 @@ def _load(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
             status.update(label=f"{plain(model.name)} loaded", state="complete")
         return model
     return one_at_a_time(load)
+
+
+def model_options() -> tuple[list[str], dict[str, str]]:
+    """The models a session may pick (the allow-list in public mode, else the bundled ones, the
+    hub suggestions and OTHER: a free-form hub id or folder) and their titles."""
+    conf = settings()
+    options = list(mha_viz.BUNDLED) + list(mha_viz.HUB_SUGGESTIONS)
+    if conf.models:  # an allow-list: only those, and no free-form id or folder
+        options = [m for m in options if m in conf.models] + [m for m in conf.models if m not in options]
+    else:
+        options.append(OTHER)
+    titles = {k: m.title for k, m in mha_viz.BUNDLED.items()}
+    titles.update({k: f"{k} (Hugging Face Hub, needs internet once)" for k in mha_viz.HUB_SUGGESTIONS})
+    return options, titles
 
 
 def restore_inputs(store: str = keys.KEPT) -> None:
@@ -192,15 +208,9 @@ def sidebar() -> Current:
 def _sidebar() -> Current:
     st.session_state.setdefault(keys.TEXT, DEFAULT_TEXT)
     conf = settings()
-    options = list(mha_viz.BUNDLED) + list(mha_viz.HUB_SUGGESTIONS)
-    if conf.models:  # an allow-list: only those, and no free-form id or folder
-        options = [m for m in options if m in conf.models] + [m for m in conf.models if m not in options]
-    else:
-        options.append(OTHER)
+    options, titles = model_options()
     if st.session_state.get(keys.MODEL_CHOICE) not in options:
         st.session_state.pop(keys.MODEL_CHOICE, None)
-    titles = {k: m.title for k, m in mha_viz.BUNDLED.items()}
-    titles.update({k: f"{k} (Hugging Face Hub, needs internet once)" for k in mha_viz.HUB_SUGGESTIONS})
     with st.sidebar:
         st.header("Model")
         choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, format_func=lambda k: titles.get(k, k))
@@ -237,7 +247,7 @@ def _sidebar() -> Current:
         cur.notice = "Type a sentence in the sidebar to see its attention."
         return _with_last_good(cur)
     try:
-        model = _load(spec, device, local)
+        model = load_model(spec, device, local)
         model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = token_cap()
@@ -261,6 +271,23 @@ def _sidebar() -> Current:
     st.session_state[keys.LAST_GOOD] = (run, model, key)
     st.session_state[keys.LAST_FULL] = cur.full_run
     return cur
+
+
+def analyse(model: mha_viz.LoadedModel, text: str, local: bool) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
+    """The sidebar's analysis of another text or model (the Compare page): the session's token
+    cap, every layer (InputError when that is over the capture budget) and the sidebar's
+    *Hide tokens*. Returns the run as shown and its key."""
+    model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
+    cap = token_cap()
+    n = mha_viz.tokenize(model, text, cap).n
+    cost = model.num_layers * model.num_heads * n * n * 4
+    if cost > capture_budget():
+        raise mha_viz.InputError(
+            f"Every head of {model.name} at {n} tokens would hold {size_text(cost)} of attention (the limit here is "
+            f"{size_text(capture_budget())}): lower the token limit in the sidebar to compare.")
+    key = AnalysisKey(model_key, text, cap)
+    run = one_at_a_time(lambda: _analyze(key, model))
+    return _hide_tokens(Current(), run, key)
 
 
 @st.cache_resource(show_spinner="Hiding tokens and renormalising…", max_entries=4)

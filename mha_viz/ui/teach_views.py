@@ -9,7 +9,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import ablation, metric_figures, metrics, teach_figures, teaching
-from mha_viz.ui import analysis, keys, state
+from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import start
 
 TOY = "toy-induction"
@@ -77,7 +77,7 @@ def _step(number: int, title: str, formula: str, shape: str, figure=None, note: 
     if note:
         st.caption(note)
     if figure is not None:
-        st.plotly_chart(figure, key=f"step_{number}")
+        charts.show(figure, key=f"step_{number}")
 
 
 def _steps(w: teaching.Walkthrough) -> None:
@@ -94,7 +94,7 @@ def _steps(w: teaching.Walkthrough) -> None:
           note=f"This head's own projections{kv}.{rope}")
     cols = st.columns(3)
     for col, (name, m) in zip(cols, (("Q", w.Q), ("K", w.K), ("V", w.V))):
-        col.plotly_chart(teach_figures.matrix(m, tok, title=name), key=f"step_2_{name}")
+        charts.show(teach_figures.matrix(m, tok, title=name), key=f"step_2_{name}", where=col)
     _step(3, "Scores", r"S = Q K^\top", f"{n} × {n}", teach_figures.matrix(w.scores, tok, title="Q Kᵀ", columns=tok),
           "Entry (i, j): how well query i matches key j (a dot product).")
     _step(4, "Scaling", r"S' = \frac{Q K^\top}{\sqrt{d_k}}" + rf"\quad (\sqrt{{{d_k}}} = {1 / w.scale:.3g})",
@@ -111,7 +111,7 @@ def _steps(w: teaching.Walkthrough) -> None:
           teach_figures.matrix(w.probs, tok, title="A: attention probabilities", columns=tok, probabilities=True),
           "Each row is a probability distribution over the keys: it sums to 1.")
     i = st.slider("Query row to look at", 0, n - 1, value=min(n - 1, n // 2), key="teach_row")
-    st.plotly_chart(teach_figures.softmax_row(w.masked[i], w.probs[i], tok, title=f"Row {i} ({tok[i]!s}): "
+    charts.show(teach_figures.softmax_row(w.masked[i], w.probs[i], tok, title=f"Row {i} ({tok[i]!s}): "
                                               "scores → probabilities"), key="teach_softmax_row")
     _step(7, "Weighted sum of values", r"z = A V", f"{n} × {d_v}", teach_figures.matrix(w.z, tok, title="z = A V"),
           "Each token's output is the average of the value vectors, weighted by its row of A.")
@@ -144,7 +144,7 @@ def _costs(model, n: int, head: int) -> None:
                "(fused kernels such as FlashAttention never store them), z h·n·d_v. Sharing K/V (GQA, "
                "MQA) shrinks the K/V projections and the KV cache, not the scores.")
     if 1 < model.num_kv_heads < model.num_heads or model.num_kv_heads == 1:
-        st.plotly_chart(teach_figures.kv_sharing(model.num_heads, model.num_kv_heads, highlight=head),
+        charts.show(teach_figures.kv_sharing(model.num_heads, model.num_kv_heads, highlight=head),
                         key="teach_gqa")
 
 
@@ -180,7 +180,7 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
         st.markdown(f"One head can put each query's attention in one place. Layer {run.layer_ids[row]}'s "
                     f"{run.num_heads} heads split the work; their average (what a single averaged head would "
                     "see) blurs it.")
-        st.plotly_chart(teach_figures.matrix(mean[: w.n, : w.n], tok, columns=tok, probabilities=True,
+        charts.show(teach_figures.matrix(mean[: w.n, : w.n], tok, columns=tok, probabilities=True,
                                              title="the layer's heads averaged"), key="demo_mean")
         cols = st.columns(3)
         for h in range(run.num_heads):
@@ -304,7 +304,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
             st.error(state.plain(str(exc)), icon="⚠️")
             return
-        st.plotly_chart(metric_figures.metric_grid(imp, title="Head importance (per-layer L2-normalised)"),
+        charts.show(metric_figures.metric_grid(imp, title="Head importance (per-layer L2-normalised)"),
                         key="imp_grid")
         csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
         st.download_button("Download importance (CSV)", csv.encode(), file_name="head-importance.csv",
@@ -320,7 +320,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
                      key="prune_go") or key in st.session_state.get(keys.PRUNING_DONE, set()):
             st.session_state.setdefault(keys.PRUNING_DONE, set()).add(key)
             curve = state.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
-            st.plotly_chart(teach_figures.pruning_figure(ablation.PRUNE_FRACTIONS, curve["importance order"],
+            charts.show(teach_figures.pruning_figure(ablation.PRUNE_FRACTIONS, curve["importance order"],
                                                          curve["random mean"], curve["random sd"],
                                                          loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),
                             key="prune_fig")

@@ -10,8 +10,8 @@ import logging
 import streamlit as st
 
 import mha_viz
-from mha_viz import detail, figures, metric_figures
-from mha_viz.ui import keys, state, subset_views
+from mha_viz import detail, figure_style, figures, metric_figures
+from mha_viz.ui import charts, export_views, keys, state, subset_views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -64,8 +64,7 @@ def model_view() -> None:
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
     fig = figures.model_grid(run, rescale=rescale)
-    st.plotly_chart(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points",
-                    config={"displayModeBar": False}, width="content")
+    charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
     for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
         st.session_state[key] = min(int(st.session_state.get(key, 0)), top)
@@ -86,8 +85,8 @@ def _sink_mass(run) -> None:
     names = ", ".join(dict.fromkeys(run.hidden.removed_tokens))
     fig = metric_figures.metric_grid(run.hidden.mass, title="Attention to the hidden tokens, every head",
                                      layer_ids=run.layer_ids)
-    st.plotly_chart(fig,
-                    key="sink_mass_grid", config={"displayModeBar": False}, width="content")
+    charts.show(fig,
+                    key="sink_mass_grid", width="content")
     st.caption(f"Each cell: the mean over the shown queries of the attention that went to the hidden tokens "
                f"({state.plain(names)}), before renormalising. 1 means the head looked at nothing else. "
                f"Mean over heads {float(run.hidden.mass.mean()):.3f}; "
@@ -133,9 +132,9 @@ def _whole_text_overview(cur) -> None:
         store[key] = ov
     if key in store:
         ov = store[key]
-        st.plotly_chart(figures.grid_figure(ov.pooled, rescale=st.session_state.get(keys.GRID_RESCALE, True),
+        charts.show(figures.grid_figure(ov.pooled, rescale=st.session_state.get(keys.GRID_RESCALE, True),
                                             clickable=False),
-                        key="whole_grid", config={"displayModeBar": False}, width="content")
+                        key="whole_grid", width="content")
         st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
                    + (f" The head view shows the first {shown}." if shown else ""))
 
@@ -153,7 +152,7 @@ def head_view() -> None:
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale",
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
-    st.plotly_chart(_head_figure(run, layer, head, rescale), key="head_heatmap", config={"displaylogo": False})
+    charts.show(_head_figure(run, layer, head, rescale), key="head_heatmap")
     a = run.head(layer, head)
     top = a.argmax(axis=1)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
@@ -179,6 +178,7 @@ def _head_figure(run, layer: int, head: int, rescale: bool):
     changed = st.session_state.get(keys.DETAIL_RUN) != this_run
     st.session_state[keys.DETAIL_RUN] = this_run
     forced = st.session_state.get(keys.DETAIL_FORCED, False)  # blocks chosen by the app, not the user
+    changed = changed and not st.session_state.pop(keys.DETAIL_LINKED, False)  # a shared link chose it
     if st.session_state.get(keys.HEAD_DETAIL) not in options or (changed and (default == BLOCKS or forced)):
         st.session_state[keys.HEAD_DETAIL] = default  # a new long input opens on the block view, and a
         st.session_state[keys.DETAIL_FORCED] = default == BLOCKS  # short one after it on every token
@@ -209,21 +209,8 @@ def facts_view() -> None:
     cur = start("Model facts")
     if cur is None or cur.model is None:
         return
-    m = cur.model
-    rows = {
-        "model": state.plain(m.name),
-        "architecture": f"{m.model_type} ({'causal decoder' if m.is_causal else 'bidirectional encoder'})",
-        "layers": m.num_layers,
-        "attention heads per layer": m.num_heads,
-        "key/value heads per layer": f"{m.num_kv_heads}" + (
-            f" (grouped-query: {m.num_heads // m.num_kv_heads} query heads share each)"
-            if m.num_kv_heads != m.num_heads else " (plain multi-head attention)"),
-        "d_model": m.d_model,
-        "d_k (per head)": m.d_k,
-        "parameters": f"{m.num_params:,}",
-        "max positions": m.max_positions,
-        "device": str(m.device),
-        "attention implementation": m.implementation,
-        "loaded from": state.plain(m.source),
-    }
-    st.table({"fact": list(rows), "value": [str(v) for v in rows.values()]})
+    facts = cur.model.facts()
+    shown = facts | {k: state.plain(facts[k]) for k in ("model", "loaded from")}  # user-given names: as typed
+    st.table({"fact": list(shown), "value": list(shown.values())})
+    st.download_button("Download these facts (CSV)", export_views.table_csv(facts), key="dl_facts",
+                       file_name=figure_style.safe_filename(f"{cur.model.name}-facts") + ".csv", mime="text/csv")

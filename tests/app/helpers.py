@@ -23,6 +23,7 @@ HEADINGS = {  # each page's title, as drawn: how open_page knows the page really
     "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts", "focus": "Token focus", "generate": "Generate",
     "qk": "Queries and keys",
     "lines": "Line view",
+    "compare": "Compare texts or models",
 }
 PAGE_IDS = tuple(HEADINGS)
 

@@ -339,7 +339,8 @@ class App:
             has=self.page.get_by_text(title, exact=True))
         url = urllib.parse.urljoin(self.page.url, link.get_attribute("href"))
         self.rerun(link.click)
-        self.page.wait_for_url(url)
+        path = urllib.parse.urlsplit(url).path  # the query follows the view (links): match the page's path
+        self.page.wait_for_url(lambda u: urllib.parse.urlsplit(u).path == path)
         self.page.locator("[data-testid=stMain] h1").first.wait_for()
         self.wait_idle()
 

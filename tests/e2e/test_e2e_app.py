@@ -7,6 +7,8 @@ MiniLM with Hugging Face's attention, on the page it needs.
 
 from __future__ import annotations
 
+import urllib.parse
+
 import pytest
 
 pytestmark = pytest.mark.e2e
@@ -87,7 +89,7 @@ def test_model_view_opens_the_chosen_head(shared_app):
     app.click(app.page.get_by_role("button", name="Open in head view"))
     app.page.locator("[data-testid=stMain] h1").filter(has_text="Head view").wait_for()
     app.wait_idle()
-    assert app.page.url.endswith("/head_view")
+    assert urllib.parse.urlsplit(app.page.url).path.endswith("/head_view")
     assert app.chart_title() == "Layer 4, head 7"
     assert app.ticks()[0] == "[CLS]"
     app.assert_clean()

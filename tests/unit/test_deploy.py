@@ -65,7 +65,7 @@ def test_public_mode_refuses_a_model_outside_the_list_even_if_asked_directly(pub
 
     for spec in ("gpt2", "/etc", "../../etc", "http://127.0.0.1:1/x"):
         with pytest.raises(mha_viz.ModelLoadError, match="offers only these models"):
-            state._load(spec, "cpu", False)
+            state.load_model(spec, "cpu", False)
 
 
 def _calls(tree: ast.AST):

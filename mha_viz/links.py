@@ -1,0 +1,210 @@
+"""A view as a link: the query parameters that say which model, text, head and options a page shows.
+
+`parse` reads a link's parameters into a `Link`, keeping what is valid and saying in plain notices
+what it ignored; `encode` writes a `Link` back, leaving out what opening the app gives anyway;
+`resolve_head` checks the layer and head against the loaded model, which only the app can do.
+Nothing here imports streamlit: the app's glue is `mha_viz.ui.links`.
+
+The parameters (all optional):
+
+- ``model``: a bundled name (minilm, smollm2, toy-induction), a hub id, or, on a local server
+  with no allow-list, a folder. Always written: the default model is a server setting.
+- ``text``: the sentence, at most `MAX_TEXT_CHARS` characters (a longer text is left out of the
+  link, and refused in one).
+- ``layer``: the model's layer number as the app shows it (not the row of a partial capture).
+- ``head``: the head number.
+- ``detail``: the head view's level of detail, one of `DETAILS`.
+- ``hide``: ``special``, ``first`` or ``special,first``: the sidebar's *Hide tokens*.
+- ``mha``: ``ours`` computes with mha-viz's own multi-head attention (``hf``: the model's own).
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+MAX_TEXT_CHARS = 1500  # most characters of text a link carries (percent-encoded, up to ~18 KB of URL)
+MAX_MODEL_CHARS = 300
+MAX_INDEX = 9999  # a layer or head number past this is a malformed link, not a big model
+DETAILS = ("tokens", "window", "blocks", "words", "subset")  # stable slugs of the head view's detail levels
+HIDE = ("special", "first")
+MHA = {"ours": True, "hf": False}
+PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha")
+EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
+_SHOWN = 40  # characters of a bad value quoted back in a notice
+_HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+_NUMBER = re.compile(r"[0-9]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+@dataclass(frozen=True)
+class Link:
+    """What a link asks for; None (or empty) for what it leaves to the app."""
+
+    model: str | None = None
+    text: str | None = None
+    layer: int | None = None  # the model's layer number, as shown (run.layer_ids[row])
+    head: int | None = None
+    detail: str | None = None  # one of DETAILS
+    hide: tuple[str, ...] = ()  # a part of HIDE, in HIDE's order
+    ours: bool = False  # "Compute with our MHA"
+
+
+def _quote(value: str) -> str:
+    """A value from the link, short and on one line, for a notice (the UI escapes it)."""
+    value = _CONTROL.sub(" ", value)
+    return value if len(value) <= _SHOWN else value[:_SHOWN] + "…"
+
+
+def _last(value: str | Sequence[str]) -> str:
+    """One value per parameter: a repeated one counts by its last value, as st.query_params does."""
+    if isinstance(value, str):
+        return value
+    values = list(value)
+    return str(values[-1]) if values else ""
+
+
+def text_fits(text: str, max_text: int = MAX_TEXT_CHARS) -> bool:
+    """Whether a link may carry `text`."""
+    return len(text) <= max_text
+
+
+def _model(value: str, allowed_models: Sequence[str], public: bool) -> tuple[str | None, str | None]:
+    spec = value.strip()
+    if not spec:
+        return None, "The link names no model: the default model is shown."
+    if len(spec) > MAX_MODEL_CHARS or _CONTROL.search(spec):
+        return None, f"The link's model “{_quote(spec)}” is not a model name: the default model is shown."
+    if allowed_models and spec not in allowed_models:
+        return None, (f"This server does not offer the link's model “{_quote(spec)}” (it offers "
+                      f"{', '.join(allowed_models)}): the default model is shown.")
+    if public and not _HUB_ID.fullmatch(spec):
+        return None, f"The link's model “{_quote(spec)}” is not a model name: the default model is shown."
+    return spec, None
+
+
+def _index(name: str, value: str) -> tuple[int | None, str | None]:
+    value = value.strip()
+    if not _NUMBER.fullmatch(value) or int(value) > MAX_INDEX:
+        return None, f"The link's {name} “{_quote(value)}” is not a {name} number: it was ignored."
+    return int(value), None
+
+
+def _hide(value: str) -> tuple[tuple[str, ...], str | None]:
+    parts = [p.strip().lower() for p in value.split(",") if p.strip()]
+    bad = [p for p in parts if p not in HIDE]
+    notice = (f"The link's hide “{_quote(value)}” has parts other than {' and '.join(HIDE)}: "
+              "those were ignored." if bad else None)
+    return tuple(h for h in HIDE if h in parts), notice
+
+
+def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence[str] = (),
+          public: bool = False, max_text: int = MAX_TEXT_CHARS) -> tuple[Link, list[str]]:
+    """The `Link` in a URL's query parameters, and one notice per part ignored.
+
+    Never raises on what a link holds: an unknown parameter, a malformed number, a model outside
+    `allowed_models` (empty: any), a folder on a `public` server, or a text over `max_text`
+    characters is left out with a notice, and the rest applies. Notices quote the link's values
+    raw (shortened): escape them for Markdown before showing them. Layer and head are checked
+    against the model by `resolve_head`, once it is loaded.
+    """
+    values = {str(k): _last(v) for k, v in params.items()}
+    notices: list[str] = []
+    unknown = [k for k in values if k not in PARAMS and k.lower() not in EMBED]
+    if unknown:
+        shown = ", ".join(_quote(k) for k in unknown[:5])
+        shown += f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        notices.append(f"The link has parameters this app does not know, ignored: {shown}.")
+    fields: dict = {}
+
+    def take(name: str, result) -> None:
+        value, notice = result
+        if notice:
+            notices.append(notice)
+        if value is not None:
+            fields[name] = value
+
+    if "model" in values:
+        take("model", _model(values["model"], allowed_models, public))
+    if "text" in values:
+        text = values["text"]
+        if not text_fits(text, max_text):
+            notices.append(f"The link's text has {len(text):,} characters, more than the {max_text:,} a "
+                           "link may carry: the default text is shown.")
+        elif text.strip():
+            fields["text"] = text
+    for name in ("layer", "head"):
+        if name in values:
+            take(name, _index(name, values[name]))
+    if "detail" in values:
+        slug = values["detail"].strip().lower()
+        if slug in DETAILS:
+            fields["detail"] = slug
+        else:
+            notices.append(f"The link's detail “{_quote(values['detail'])}” is not one of "
+                           f"{', '.join(DETAILS)}: it was ignored.")
+    if "hide" in values:
+        hide, notice = _hide(values["hide"])
+        fields["hide"] = hide
+        if notice:
+            notices.append(notice)
+    if "mha" in values:
+        choice = values["mha"].strip().lower()
+        if choice in MHA:
+            fields["ours"] = MHA[choice]
+        else:
+            notices.append(f"The link's mha “{_quote(values['mha'])}” is not “ours” or “hf”: "
+                           "it was ignored.")
+    return Link(**fields), notices
+
+
+def resolve_head(link: Link, layer_ids: Sequence[int],
+                 num_heads: int) -> tuple[int | None, int | None, list[str]]:
+    """(row, head, notices): the link's layer as a row of a run whose rows hold the model's layers
+    `layer_ids`, and its head if the model has it; None for what it does not ask or is not there."""
+    notices, row, head = [], None, None
+    if link.layer is not None:
+        if link.layer in layer_ids:
+            row = list(layer_ids).index(link.layer)
+        else:
+            ids = list(layer_ids)
+            shown = (f"{ids[0]}–{ids[-1]}" if ids == list(range(ids[0], ids[-1] + 1))
+                     else ", ".join(map(str, ids)))
+            notices.append(f"The link's layer {link.layer} is not among this analysis' layers ({shown}): "
+                           "it was ignored.")
+    if link.head is not None:
+        if link.head < num_heads:
+            head = link.head
+        else:
+            notices.append(f"The link's head {link.head} is not one of this model's {num_heads} heads "
+                           f"(0–{num_heads - 1}): it was ignored.")
+    return row, head, notices
+
+
+def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS) -> dict[str, str]:
+    """The query parameters of `link`, leaving out what equals `default` (what opening the app
+    with no parameters gives) except the model, and a text longer than `max_text`."""
+    out: dict[str, str] = {}
+    if link.model:
+        out["model"] = link.model
+    if link.text and link.text != default.text and text_fits(link.text, max_text):
+        out["text"] = link.text
+    if link.layer is not None and link.layer != default.layer:
+        out["layer"] = str(link.layer)
+    if link.head is not None and link.head != default.head:
+        out["head"] = str(link.head)
+    if link.detail is not None and link.detail != default.detail:
+        out["detail"] = link.detail
+    if link.hide:
+        out["hide"] = ",".join(h for h in HIDE if h in link.hide)
+    if link.ours:
+        out["mha"] = "ours"
+    return out
+
+
+def url(base: str, path: str, params: Mapping[str, str]) -> str:
+    """`base` (scheme, host and any prefix, no trailing slash) + "/" + `path` + the query string."""
+    query = urllib.parse.urlencode(params, quote_via=urllib.parse.quote, safe=",")
+    return f"{base.rstrip('/')}/{path.strip('/')}" + (f"?{query}" if query else "")

@@ -1,0 +1,25 @@
+"""Every chart of the app goes through `show`: `st.plotly_chart` with Plotly's camera button set to
+the download format and size the user picked in the sidebar (*Export*). The download happens in
+the browser (Plotly renders the PNG or SVG itself): no server work, no internet."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_viz import figure_style
+from mha_viz.ui import keys
+
+
+def config(name: str) -> dict:
+    """The Plotly config of a chart called `name` (its download file name, with the model's)."""
+    run = getattr(st.session_state.get(keys.CURRENT), "run", None)
+    model = run.model_name.rsplit("/", 1)[-1] if run is not None else ""
+    return figure_style.download_config(st.session_state.get(keys.EXPORT_FORMAT, "png"),
+                                        st.session_state.get(keys.EXPORT_SIZE, ""),
+                                        f"{model}-{name}" if model else name)
+
+
+def show(fig, *, key: str | None = None, where=None, name: str | None = None, **kwargs):
+    """Draw `fig` in `where` (default: the main area) with the download settings; `name` names
+    the downloaded file (default: the chart's key). Returns what st.plotly_chart returns."""
+    return (where or st).plotly_chart(fig, key=key, config=config(name or key or "chart"), **kwargs)

@@ -1,0 +1,170 @@
+"""The Compare page: two sentences on one model (minimal pairs), or one sentence on two models
+(fine-tuned against base, our MHA against Hugging Face's). Run A is the sidebar's; the page
+computes run B the same way (`state.analyse`), compares them (`mha_viz.compare`) and draws how
+much each head changed, any head side by side, and the head-table differences."""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+import torch
+
+import mha_viz
+from mha_viz import compare_figures, figure_style, figures, metrics
+from mha_viz.ui import analysis, charts, export_views, keys, state, views
+
+log = logging.getLogger("mha_viz.ui")
+
+SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"
+PAIRS = {  # minimal pairs: (A, B)
+    "Agreement: are / is": ("The keys to the old wooden cabinet are missing.",
+                            "The keys to the old wooden cabinet is missing."),
+    "Coreference: tired / wide": ("The animal didn't cross the street because it was too tired.",
+                                  "The animal didn't cross the street because it was too wide."),
+    "Word order": ("The dog chased the cat across the yard.", "The cat chased the dog across the yard."),
+    "Repetition": ("Harry Potter went to Hogwarts.", "Harry Potter went to Hogwarts. Later, Harry Potter went home."),
+}
+TOP = 10  # heads listed as "changed most"
+
+
+def _on_pair() -> None:
+    pair = PAIRS.get(st.session_state.get(keys.CMP_PAIR))
+    if pair:
+        st.session_state[keys.TEXT], st.session_state[keys.CMP_TEXT_B] = pair
+
+
+def _on_grid() -> None:
+    try:
+        points = ((st.session_state.get(keys.CMP_GRID) or {}).get("selection") or {}).get("points") or []
+        run = state.current().run
+        picked = figures.grid_pick(points, run.num_heads) if run is not None else None
+        if picked is not None and picked[0] < run.num_layers:
+            st.session_state[keys.CMP_LAYER], st.session_state[keys.CMP_HEAD] = picked
+    except Exception:  # noqa: BLE001 - an unreadable click is ignored, not a traceback
+        log.exception("could not read the compare grid selection")
+
+
+def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
+    """Model B from the page's own picker (default: model A with the other attention implementation)."""
+    options, titles = state.model_options()
+    a_choice = st.session_state.get(keys.MODEL_CHOICE, options[0])
+    if st.session_state.get(keys.CMP_MODEL_B) not in options:
+        st.session_state[keys.CMP_MODEL_B] = a_choice if a_choice in options else options[0]
+        st.session_state[keys.CMP_LOCAL_B] = not cur.model_key.local_attention if cur.model_key else False
+    cols = st.columns([3, 2])
+    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, format_func=lambda k: titles.get(k, k))
+    spec = choice
+    if choice == state.OTHER:
+        spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B)
+    local = cols[1].toggle("B computes with our MHA", key=keys.CMP_LOCAL_B,
+                           help="The same model with and without our MHA should give the same heads (a "
+                                "divergence near 0): a check of our implementation.")
+    if not (spec or "").strip():
+        st.info("Type the hub id or folder of model B.", icon="✍️")
+        return None
+    device = st.session_state.get(keys.DEVICE, "auto")
+    return state.load_model(spec, device, local), local
+
+
+def _run_b(cur):
+    """(run B, its key, label A, label B) for the chosen mode, or None with a message drawn."""
+    mode = st.radio("Compare", (SENTENCES, MODELS), key=keys.CMP_MODE, horizontal=True)
+    local_a = bool(cur.model_key.local_attention) if cur.model_key else False
+    if mode == SENTENCES:
+        st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
+                     help="Sets the sidebar's sentence (A) and sentence B.")
+        st.session_state.setdefault(keys.CMP_TEXT_B, PAIRS["Agreement: are / is"][1])
+        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, height=80)
+        if not text_b.strip():
+            st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
+            return None
+        run_b, key_b = state.analyse(cur.model, text_b, local_a)
+        return run_b, key_b, "A: the sidebar's sentence", "B: sentence B"
+    picked = _model_b(cur)
+    if picked is None:
+        return None
+    model_b, local_b = picked
+    run_b, key_b = state.analyse(model_b, cur.run.text, local_b)
+    impl = {False: "", True: " (our MHA)"}
+    return (run_b, key_b, f"A: {cur.run.model_name}{impl[local_a]}", f"B: {model_b.name}{impl[local_b]}")
+
+
+def compare_view() -> None:
+    cur = views.start("Compare texts or models")
+    if cur is None:
+        return
+    if cur.stale or cur.model is None:
+        st.info("Compare works on the sidebar's current text and model: fix the message above first.", icon="ℹ️")
+        return
+    try:
+        got = _run_b(cur)
+    except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
+        st.error(state.plain(str(exc)), icon="⚠️")
+        return
+    except (MemoryError, torch.OutOfMemoryError):
+        st.error("Run B needs more memory than this machine has free: lower the token limit.", icon="⚠️")
+        return
+    if got is None:
+        return
+    run_b, key_b, label_a, label_b = got
+    cmp = analysis.comparison(cur.key, key_b, cur.run, run_b)
+    st.caption(f"{state.plain(label_a)}: {cur.run.n} tokens, {cur.run.num_layers} × {cur.run.num_heads} heads · "
+               f"{state.plain(label_b)}: {run_b.n} tokens, {run_b.num_layers} × {run_b.num_heads} heads.")
+    st.info(state.plain(cmp.basis), icon="⚖️")
+    if cmp.change is not None:
+        _head_by_head(cmp, (cur.key, key_b), label_a, label_b)
+    else:
+        _by_depth(cmp)
+    _table(cmp)
+
+
+def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
+    run = cmp.run_a
+    st.subheader("How much each head changed")
+    charts.show(compare_figures.change_grid(cmp), key=keys.CMP_GRID, name="compare-change", on_select=_on_grid,
+                selection_mode="points", width="content")
+    ranked = cmp.ranked(TOP)
+    st.caption("Click a cell to show that head side by side below. Changed most: " + ", ".join(
+        f"L{run.layer_ids[l]} H{h} ({v:.3g})" for l, h, v in ranked[:5]) + ".")
+    if ranked and st.session_state.get(keys.CMP_FOR) != this:  # a new comparison opens on its most changed head
+        st.session_state[keys.CMP_LAYER], st.session_state[keys.CMP_HEAD] = ranked[0][0], ranked[0][1]
+    st.session_state[keys.CMP_FOR] = this
+    st.session_state[keys.CMP_LAYER] = min(int(st.session_state.get(keys.CMP_LAYER, 0)), run.num_layers - 1)
+    st.session_state[keys.CMP_HEAD] = min(int(st.session_state.get(keys.CMP_HEAD, 0)), run.num_heads - 1)
+    st.subheader("Head by head")
+    cols = st.columns([1, 1, 2])
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER,
+                              format_func=lambda row: str(run.layer_ids[row]))
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD)
+    rescale = cols[2].toggle("Rescale A and B to their maximum", key="cmp_rescale")
+    charts.show(compare_figures.side_by_side(cmp, layer, head, rescale=rescale), key="cmp_side",
+                name=f"compare-L{run.layer_ids[layer]}-H{head}")
+    st.caption(f"Left {state.plain(label_a)}, middle {state.plain(label_b)}"
+               + (", right A − B (red: A attends more, blue: B attends more)." if cmp.kind != "metrics" else "."))
+
+
+def _by_depth(cmp) -> None:
+    st.subheader("Metrics by relative depth")
+    st.caption("The two models have different numbers of layers or heads, so heads cannot be paired: each "
+               "layer is placed at its relative depth (0 = first layer, 1 = last) and the spread of a metric "
+               "over its heads is compared.")
+    names = [c for c in metrics.METRICS if c in cmp.depth.columns]
+    if not names:
+        st.info("No head metric is available for both models.")
+        return
+    metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, format_func=lambda c: metrics.METRICS[c].label)
+    charts.show(compare_figures.depth_distributions(cmp, metric), key="cmp_depth", name=f"compare-depth-{metric}")
+
+
+def _table(cmp) -> None:
+    st.subheader("Head-table differences")
+    table = cmp.table if cmp.same_shape else cmp.depth
+    st.caption("One row per head, most changed first: each metric for A, for B, and B − A."
+               if cmp.same_shape else "Every head of both models with its relative depth.")
+    st.dataframe(table, hide_index=True, key="cmp_table_df",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f")
+                                for c in table.columns if table[c].dtype.kind == "f"})
+    stem = figure_style.safe_filename(f"compare-{cmp.run_a.model_name}-{cmp.run_b.model_name}")
+    st.download_button("Download the differences (CSV)", export_views.table_csv(table), file_name=f"{stem}.csv",
+                       mime="text/csv", key="dl_cmp")

@@ -1,0 +1,85 @@
+"""The sidebar's *Export* box: how charts download (format and size of Plotly's camera button),
+and downloads of the current analysis: the run as `.npz` and a self-contained HTML report.
+
+Files are made when the user clicks (Streamlit's deferred download data), never on a rerun.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+import streamlit as st
+
+from mha_viz import figure_style, metrics, report, run_file
+from mha_viz.ui import analysis, keys, state
+
+log = logging.getLogger("mha_viz.ui")
+FORMATS = {"png": "PNG (image)", "svg": "SVG (vector, for papers)"}
+MAX_REPORT_HEADS = 12  # each head is a heatmap in the report: the size limit holds with this many
+
+
+def table_csv(table) -> bytes:
+    """A table (DataFrame, or a dict of column -> values or of name -> value) as CSV bytes."""
+    if isinstance(table, dict) and not any(isinstance(v, (list, tuple)) for v in table.values()):
+        table = {"name": list(table), "value": list(table.values())}
+    return pd.DataFrame(table).to_csv(index=False).encode()
+
+
+def _head_options(run) -> list[tuple[int, int]]:
+    return [(row, h) for row in range(run.num_layers) for h in range(run.num_heads)]
+
+
+def _report(run, model, heads):
+    """The deferred download: the report is built on the click, from the run as it is shown."""
+    def build() -> bytes:
+        try:
+            table = metrics.head_table(run, analysis.weights(model))
+        except Exception:  # noqa: BLE001 - the report goes out without the table rather than not at all
+            log.exception("head table for the report failed")
+            table = None
+        facts = model.facts() if model is not None else {"model": run.model_name}
+        return report.report_bytes(run, heads=heads, table=table, facts=facts)
+    return build
+
+
+def sidebar_box(cur) -> None:
+    """The *Export* expander at the bottom of the sidebar."""
+    state.restore_inputs(keys.EXPORT_KEPT)
+    try:
+        with st.sidebar.expander("Export", icon=":material/download:"):
+            _box(cur)
+    finally:
+        state.keep_inputs(keys.EXPORT_INPUTS, keys.EXPORT_KEPT)
+
+
+def _box(cur) -> None:
+    st.radio("Chart downloads", list(FORMATS), key=keys.EXPORT_FORMAT, format_func=FORMATS.get, horizontal=True,
+             help="Every chart has a camera button (top right, when the pointer is over it): it downloads "
+                  "the chart in this format, drawn by your browser.")
+    st.selectbox("Size", list(figure_style.DOWNLOAD_SIZES), key=keys.EXPORT_SIZE,
+                 help="Publication sizes: a PNG 'paper, full width' is 2,100 px wide, 7 inches at 300 dpi.")
+    run = cur.run
+    if run is None:
+        st.caption("Analyse a text to download its data and a report.")
+        return
+    stem = figure_style.safe_filename(f"{run.model_name.rsplit('/', 1)[-1]}-{run.n}-tokens")
+    st.caption(f"This analysis ({state.plain(run.model_name)}, {run.n} tokens"
+               + (", as hidden in the sidebar" if run.hidden is not None else "") + ")")
+    half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF,
+                       help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
+    st.download_button("Attention data (.npz)", data=lambda: run_file.to_bytes(run, float16=half),
+                       file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
+                       key="dl_npz", icon=":material/data_array:",
+                       help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")
+    options = _head_options(run)
+    chosen = [h for h in st.session_state.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
+    selected = (int(st.session_state.get(keys.SEL_LAYER, 0)), int(st.session_state.get(keys.SEL_HEAD, 0)))
+    st.session_state[keys.EXPORT_HEADS] = [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)]
+    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, max_selections=MAX_REPORT_HEADS,
+                           format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
+    st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
+                       file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key="dl_report",
+                       icon=":material/description:",
+                       help="One file that opens offline in any browser: the model, the text, the overview of "
+                            "every head, these heads and the metrics table.")

@@ -1,0 +1,142 @@
+"""Share a view by link: a URL's query parameters open the app on that model, text and head, the
+URL follows the view after every run, and the sidebar's *Share* box shows the link to copy.
+
+The parameters and their checks are `mha_viz.links`'; this module reads them once per session
+(`read`, before the sidebar draws its inputs), applies the layer, head and detail once the model
+is loaded (`apply_pending`), and writes the view back (`share`, after the page has drawn).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from mha_viz import detail, links
+from mha_viz.ui import keys, pages, state, views
+
+# the head view's detail levels by their slug in a link (links.DETAILS), and back
+DETAIL_OPTIONS = {"tokens": views.FULL, "window": views.WINDOW, "blocks": views.BLOCKS, "words": views.WORDS,
+                  "subset": views.SUBSET}
+DETAIL_SLUGS = {option: slug for slug, option in DETAIL_OPTIONS.items()}
+HEAD_VIEW = "head_view"  # the page whose detail level a link carries
+
+
+def read() -> None:
+    """On the session's first run, the URL's link: its model, text and options go into the
+    sidebar's widget keys (call it before the sidebar draws them), its layer, head and detail wait
+    for the model (`apply_pending`), and what was ignored waits to be shown."""
+    ss = st.session_state
+    if ss.get(keys.LINK_READ):
+        return
+    ss[keys.LINK_READ] = True
+    conf = state.settings()
+    link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public)
+    options, _ = state.model_options()
+    if link.model in options:
+        ss[keys.MODEL_CHOICE] = link.model
+    elif link.model is not None and state.OTHER in options:  # a hub id or folder, typed in
+        ss[keys.MODEL_CHOICE], ss[keys.MODEL_OTHER] = state.OTHER, link.model
+    elif link.model is not None:
+        notices.append(f"This server does not offer the link's model “{link.model}”: "
+                       "the default model is shown.")
+    if link.text is not None:
+        ss[keys.TEXT] = link.text
+    if link.hide:
+        ss[keys.HIDE_SPECIAL], ss[keys.HIDE_FIRST] = "special" in link.hide, "first" in link.hide
+    if link.ours:
+        ss[keys.LOCAL_ATTENTION] = True
+    if (link.layer, link.head, link.detail) != (None, None, None):
+        ss[keys.LINK_PENDING] = link
+    if notices:
+        ss[keys.LINK_NOTICES] = notices
+
+
+def apply_pending(cur: state.Current) -> None:
+    """The link's layer (a model layer number, made a row of the run), head and detail, checked
+    against the run the sidebar just computed; then every notice about the link, once, above the
+    page (escaped: they quote the link)."""
+    ss = st.session_state
+    link = ss.pop(keys.LINK_PENDING, None)
+    notices = list(ss.pop(keys.LINK_NOTICES, []))
+    if link is not None:
+        notices += _apply_head(link, cur)
+    if notices:
+        st.warning("\n\n".join(state.plain(n) for n in notices), icon=":material/link:")
+
+
+def _apply_head(link: links.Link, cur: state.Current) -> list[str]:
+    run = cur.run
+    if run is None or cur.stale:
+        return ["The link's layer, head and detail were not applied: its text could not be analysed."]
+    row, head, notices = links.resolve_head(link, run.layer_ids, run.num_heads)
+    ss = st.session_state
+    if row is not None:
+        ss[keys.SEL_LAYER] = row
+    if head is not None:
+        ss[keys.SEL_HEAD] = head
+    if link.detail is not None:
+        option = DETAIL_OPTIONS[link.detail]
+        if option == views.FULL and run.n > detail.MAX_FULL_TOKENS:
+            notices.append(f"The link's detail “{link.detail}” is not offered for {run.n} tokens "
+                           f"(at most {detail.MAX_FULL_TOKENS}): the head view opens on its default.")
+        else:
+            ss[keys.HEAD_DETAIL], ss[keys.DETAIL_LINKED] = option, True
+    return notices
+
+
+def _default_detail(n: int) -> str:
+    """The slug of the detail level the head view opens on for n tokens (views._head_figure)."""
+    return DETAIL_SLUGS[views.FULL if n <= detail.FULL_DETAIL_TOKENS else views.BLOCKS]
+
+
+def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
+    """(the view as a link, what opening the app with no parameters would give): from the
+    sidebar's inputs, the chosen head of the current run, and on the head view its detail."""
+    ss = st.session_state
+    choice = ss.get(keys.MODEL_CHOICE)
+    model = (ss.get(keys.MODEL_OTHER) or "") if choice == state.OTHER else (choice or "")
+    hide = tuple(h for h, key in (("special", keys.HIDE_SPECIAL), ("first", keys.HIDE_FIRST)) if ss.get(key))
+    link = links.Link(model=model.strip() or None, text=ss.get(keys.TEXT) or None, hide=hide,
+                      ours=bool(ss.get(keys.LOCAL_ATTENTION)))
+    default = links.Link(text=state.DEFAULT_TEXT)
+    run = cur.run
+    if run is None or cur.stale:  # the head of another input's run: not this view's
+        return link, default
+    row, head = int(ss.get(keys.SEL_LAYER, 0)), int(ss.get(keys.SEL_HEAD, 0))
+    default = links.Link(text=state.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
+                         detail=_default_detail(run.n))
+    fields = {}
+    if 0 <= row < run.num_layers:
+        fields["layer"] = run.layer_ids[row]
+    if 0 <= head < run.num_heads:
+        fields["head"] = head
+    if page_id == HEAD_VIEW:
+        fields["detail"] = DETAIL_SLUGS.get(ss.get(keys.HEAD_DETAIL))
+    return replace(link, **fields), default
+
+
+def _base_url(url_path: str) -> str:
+    """The app's address without the page (st.context.url holds the current page's path), or ""
+    when the browser did not say (the link is then relative to the server)."""
+    here = (st.context.url or "").rstrip("/")
+    suffix = f"/{url_path}" if url_path else ""
+    return here[: -len(suffix)] if suffix and here.endswith(suffix) else here
+
+
+def share(page, cur: state.Current) -> None:
+    """After the page has drawn: the URL's query parameters follow the view (defaults left out),
+    and the sidebar's *Share* box shows the link with a *Copy link* button."""
+    page_id = page.url_path or pages.DEFAULT  # the default page's own path is "" (st.Page)
+    link, default = current(page_id, cur)
+    params = links.encode(link, default=default)
+    if st.query_params.to_dict() != params:
+        st.query_params.from_dict(params)
+    with st.sidebar:
+        st.header("Share")
+        st.caption("**Copy link**: the button at the right of the box copies the link to this view "
+                   "(page, model, text, head and options).")
+        st.code(links.url(_base_url(page.url_path), page.url_path, params), language=None, wrap_lines=True)
+        if link.text and not links.text_fits(link.text):
+            st.caption(f"The text is too long to share by link ({len(link.text):,} characters, at most "
+                       f"{links.MAX_TEXT_CHARS:,}): the link opens on the default text.")

@@ -1,0 +1,96 @@
+"""The Compare page and the sidebar's Export box through AppTest: a minimal pair on minilm, the
+same model with and without our MHA (no head changes), models of different shapes (by depth),
+a model B that cannot load (a message, nothing lost), and the charts' download settings."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mha_viz.ui import compare_views, keys
+from tests.app.helpers import charts, open_page, open_with_text
+
+pytestmark = pytest.mark.model
+
+
+def info_text(at) -> str:
+    return " ".join(i.value for i in at.info)
+
+
+def side_by_side(at) -> dict:
+    return next(c for c in charts(at) if len([t for t in c["data"] if t["type"] == "heatmap"]) >= 2)
+
+
+def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
+    at = open_with_text("compare", "The cat sat on the mat.", "minilm")
+    at.selectbox(key=keys.CMP_PAIR).set_value("Agreement: are / is").run()
+    assert not at.exception, at.exception
+    a, b = compare_views.PAIRS["Agreement: are / is"]
+    assert at.text_area(key=keys.TEXT).value == a and at.text_area(key=keys.CMP_TEXT_B).value == b
+    assert "token" in info_text(at).lower()  # same tokenizer, same length: token by token
+    grid = charts(at)[0]
+    change = np.asarray(grid["data"][0]["z"], dtype=float)
+    assert change.shape == (6, 12) and change.max() > 1e-3  # one word changed: some head moved
+    side = side_by_side(at)
+    heat = [t for t in side["data"] if t["type"] == "heatmap"]
+    assert len(heat) == 3  # A | B | A - B
+    diff = np.asarray(heat[2]["z"], dtype=float)
+    assert np.abs(diff).max() > 0
+    # the head shown first is the one that changed most
+    assert (at.session_state[keys.CMP_LAYER], at.session_state[keys.CMP_HEAD]) == np.unravel_index(
+        change.argmax(), change.shape)
+    table = next(d.value for d in at.dataframe if "layer" in d.value.columns)
+    assert len(table) == 72 and any(c.endswith("_diff") for c in table.columns)
+    assert any(b.label.startswith("Download the differences") for b in at.get("download_button"))
+
+
+def test_same_model_with_and_without_our_mha_changes_nothing():
+    at = open_with_text("compare", "The keys to the cabinet are missing.", "minilm")
+    at.radio(key=keys.CMP_MODE).set_value(compare_views.MODELS).run()
+    assert not at.exception, at.exception
+    assert at.toggle(key=keys.CMP_LOCAL_B).value is True  # default: the other implementation
+    change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
+    assert change.shape == (6, 12) and change.max() < 1e-4
+
+
+def test_models_of_different_shapes_compare_by_depth():
+    at = open_with_text("compare", "k d m x b f k d m", "toy-induction")
+    at.radio(key=keys.CMP_MODE).set_value(compare_views.MODELS).run()
+    at.selectbox(key=keys.CMP_MODEL_B).set_value("minilm").run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    assert "depth" in " ".join(s.value for s in at.subheader).lower()
+    spec = charts(at)[0]
+    assert {t["type"] for t in spec["data"]} & {"box", "scatter", "violin"}
+    table = next(d.value for d in at.dataframe if "relative_depth" in d.value.columns)
+    assert set(table["run"]) == {"A", "B"} and table["relative_depth"].between(0, 1).all()
+
+
+def test_model_b_that_cannot_load_says_so_and_keeps_everything():
+    at = open_with_text("compare", "A sentence to keep.", "minilm")
+    at.radio(key=keys.CMP_MODE).set_value(compare_views.MODELS).run()
+    at.selectbox(key=keys.CMP_MODEL_B).set_value(compare_views.state.OTHER).run()
+    at.text_input(key=keys.CMP_OTHER_B).input("/no/such/folder").run()
+    assert not at.exception, at.exception
+    assert at.error and "folder" in at.error[0].value.lower()
+    assert at.text_area(key=keys.TEXT).value == "A sentence to keep."
+    open_page(at, "head_view")  # the rest of the app still works on A
+    assert not at.exception
+
+
+def test_chart_downloads_follow_the_export_settings():
+    at = open_with_text("head_view", "The cat sat on the mat.", "minilm")
+    at.radio(key=keys.EXPORT_FORMAT).set_value("svg").run()
+    at.selectbox(key=keys.EXPORT_SIZE).set_value("paper, full width (7 in at 300 dpi)").run()
+    assert not at.exception, at.exception
+    config = json.loads(at.get("plotly_chart")[0].proto.config)
+    opts = config["toImageButtonOptions"]
+    assert opts["format"] == "svg" and opts["width"] == 1050
+    assert "minilm" in opts["filename"].lower()
+    labels = [b.label for b in at.get("download_button")]
+    assert "Attention data (.npz)" in labels and "HTML report" in labels
+    open_page(at, "model_view")  # the choice stays on another page
+    config = json.loads(at.get("plotly_chart")[0].proto.config)
+    assert config["toImageButtonOptions"]["format"] == "svg"

@@ -1,0 +1,138 @@
+"""Share a view by link, through AppTest: a link's query parameters open the app on its model,
+text, head and options; a bad part of a link gives a notice (no exception) and the rest applies;
+the URL follows the view after every run, and the sidebar's Share box holds the link.
+
+(AppTest cannot open a page by its URL path: tests/e2e/test_e2e_links.py covers the path.)"""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from mha_viz import links
+from mha_viz.ui import keys
+from tests.app.helpers import app_test, charts, open_page
+
+pytestmark = pytest.mark.model
+
+TEXT = "Dogs chase cats in the garden."
+BASE = "http://mha-viz.example:8501"
+
+
+def _open(**params: str) -> AppTest:
+    """The app's first run on a link with these query parameters, at BASE; no exception."""
+    at = app_test()
+    at.query_params.update(params)
+    at.context["url"] = BASE
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _notices(at) -> str:
+    return " ".join(w.value for w in at.warning)
+
+
+def _title(at) -> str:
+    spec = next(s for s in charts(at) if s["data"][0]["type"] == "heatmap")
+    return spec["layout"]["title"]["text"]
+
+
+def _share(at) -> str:
+    [code] = at.sidebar.code
+    return code.value
+
+
+def test_a_link_opens_its_text_and_head():
+    at = _open(model="minilm", text=TEXT, layer="2", head="3")
+    assert not at.warning and not at.error
+    assert at.text_area(key=keys.TEXT).value == TEXT
+    assert at.selectbox(key=keys.MODEL_CHOICE).value == "minilm"
+    assert (at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]) == (2, 3)
+    assert at.session_state[keys.CURRENT].run.text == TEXT
+    open_page(at, "head_view")
+    assert _title(at).startswith("Layer 2, head 3")
+    params = {"model": "minilm", "text": TEXT, "layer": "2", "head": "3"}
+    assert _share(at) == links.url(BASE, "head_view", params)
+
+
+def test_the_url_follows_the_view():
+    at = _open(model="minilm", text=TEXT, layer="2", head="3", evil="1")
+    assert at.query_params == {"model": "minilm", "text": TEXT, "layer": "2", "head": "3"}  # evil dropped
+    at.text_area(key=keys.TEXT).input("Birds sing.").run()
+    open_page(at, "head_view")
+    next(s for s in at.selectbox if s.label == "Head").set_value(7).run()
+    next(s for s in at.selectbox if s.label == "Layer").set_value(4).run()
+    at.radio(key=keys.HEAD_DETAIL).set_value("words").run()
+    at.checkbox(key=keys.HIDE_SPECIAL).check().run()
+    assert not at.exception
+    assert at.query_params == {"model": "minilm", "text": "Birds sing.", "layer": "4", "head": "7",
+                               "detail": "words", "hide": "special"}
+    assert _share(at).startswith(f"{BASE}/head_view?model=minilm&text=Birds%20sing.&layer=4&head=7")
+    # back to the defaults: only the model is named
+    at.text_area(key=keys.TEXT).input("The cat sat on the mat because it was tired.").run()
+    at.checkbox(key=keys.HIDE_SPECIAL).uncheck().run()
+    at.radio(key=keys.HEAD_DETAIL).set_value("every token").run()
+    next(s for s in at.selectbox if s.label == "Layer").set_value(0).run()
+    next(s for s in at.selectbox if s.label == "Head").set_value(0).run()
+    assert at.query_params == {"model": "minilm"}
+    assert _share(at) == f"{BASE}/head_view?model=minilm"
+
+
+def test_options_of_a_link_apply():
+    at = _open(model="toy-induction", text="a b c d a b c", layer="1", head="0", detail="words",
+               hide="first", mha="ours")
+    assert not at.warning and not at.error
+    assert at.selectbox(key=keys.MODEL_CHOICE).value == "toy-induction"
+    assert at.toggle(key=keys.LOCAL_ATTENTION).value is True
+    assert at.checkbox(key=keys.HIDE_FIRST).value is True
+    assert at.checkbox(key=keys.HIDE_SPECIAL).value is False
+    assert at.session_state[keys.CURRENT].model.implementation.startswith("ours")
+    open_page(at, "head_view")
+    assert at.radio(key=keys.HEAD_DETAIL).value == "words"
+    assert _title(at).startswith("Layer 1, head 0")
+    assert at.query_params == {"model": "toy-induction", "text": "a b c d a b c", "layer": "1",
+                               "detail": "words", "hide": "first", "mha": "ours"}  # head 0 is the default
+
+
+def test_a_long_text_opens_on_the_links_detail():
+    """Over 256 tokens the head view opens on blocks; a link's own detail level wins."""
+    text = "word " * 290  # 1,450 characters, 292 tokens
+    at = _open(model="minilm", text=text, detail="tokens")
+    open_page(at, "head_view")
+    assert at.radio(key=keys.HEAD_DETAIL).value == "every token"
+    assert at.query_params["detail"] == "tokens"  # not the default at this length
+    at.radio(key=keys.HEAD_DETAIL).set_value("all tokens, in blocks").run()
+    assert "detail" not in at.query_params
+
+
+def test_a_bad_link_gives_a_notice_and_the_rest_applies():
+    at = _open(model="minilm", text="<script>alert(1)</script> is text", layer="99", head="x", evil="1")
+    assert not at.error
+    notices = _notices(at)
+    assert "layer 99" in notices and "0–5" in notices  # as escaped Markdown: the digits stay
+    assert "head “x”" in notices and "evil" in notices
+    assert at.text_area(key=keys.TEXT).value == "<script>alert(1)</script> is text"
+    assert (at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]) == (0, 0)
+    assert all("<script>" not in w.value for w in at.warning)  # quoted input is escaped
+    at.text_area(key=keys.TEXT).input("Next.").run()  # the notice is shown once
+    assert not at.warning and not at.exception
+
+
+def test_text_too_long_for_a_link():
+    long = "word " * 400  # 2,000 characters: over links.MAX_TEXT_CHARS
+    at = _open(model="minilm", text=long, head="4")
+    assert "more than the 1,500" in _notices(at)
+    assert at.text_area(key=keys.TEXT).value != long and at.session_state[keys.SEL_HEAD] == 4
+    at.text_area(key=keys.TEXT).input(long).run()
+    assert "text" not in at.query_params and at.query_params["head"] == "4"
+    assert any("too long to share by link" in c.value for c in at.sidebar.caption)
+
+
+def test_public_mode_refuses_a_model_outside_the_allow_list(public):
+    at = _open(model="gpt2", text="Public links work.", head="5")
+    assert "does not offer" in _notices(at) and "gpt2" in _notices(at)
+    assert at.selectbox(key=keys.MODEL_CHOICE).value == "minilm"
+    assert at.text_area(key=keys.TEXT).value == "Public links work."
+    assert at.session_state[keys.SEL_HEAD] == 5
+    assert at.query_params == {"model": "minilm", "text": "Public links work.", "head": "5"}
