@@ -38,8 +38,7 @@ def change_grid(cmp: Comparison) -> go.Figure:
                          "compare them by depth (depth_distributions)")
     table_a, table_b = cmp.tables
     patterns = np.array([f"· {a} → {b}" for a, b in zip(table_a["pattern"], table_b["pattern"])])
-    title = (f"How much each head changed: {CHANGE_LABEL[cmp.kind]} · "
-             f"{run_name(cmp, 'A')} vs {run_name(cmp, 'B')}")
+    title = CHANGE_LABEL[cmp.kind][0].upper() + CHANGE_LABEL[cmp.kind][1:]  # short: the grid can be 300 px wide
     return metric_grid(cmp.change, title=title, patterns=patterns.reshape(cmp.change.shape),
                        layer_ids=cmp.run_a.layer_ids)
 

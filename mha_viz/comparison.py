@@ -173,7 +173,7 @@ def choose_basis(run_a: AttentionRun, run_b: AttentionRun) -> tuple[str, str, tu
         differ = sum(a != b for a, b in zip(token_keys(run_a), token_keys(run_b)))
         what = (f"both runs have the same {run_a.n} tokens" if not differ else
                 f"both runs come from one tokenizer with {run_a.n} tokens each, position by position "
-                f"({differ} of them differ)")
+                f"({differ} of them {'differs' if differ == 1 else 'differ'})")
         return "tokens", f"Compared token by token: {what}, so {JS_CHANGE} attention rows.", (run_a, run_b)
     words_a, words_b = word_flags(run_a), word_flags(run_b)
     aligned, hidden = (run_a, run_b), ""

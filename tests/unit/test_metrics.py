@@ -168,3 +168,17 @@ def test_property_ranges_symmetry_rollout(L, H, n, causal, seed):
     assert np.allclose(js, js.T) and (js >= 0).all() and (js <= math.log(2) + 1e-9).all()
     R = metrics.rollout(run)
     np.testing.assert_allclose(R.sum(-1), 1.0, atol=1e-9)
+
+
+def test_head_table_of_a_head_left_with_no_attention():
+    """After hiding tokens, a head can keep no attention in any row (all zeros): its detector
+    scores are 0, not a division by zero."""
+    rng = np.random.default_rng(3)
+    a = rng.random((1, 2, 5, 5)).astype(np.float32)
+    a /= a.sum(-1, keepdims=True)
+    a[0, 1] = 0.0  # every row of head 1 empty
+    run = AttentionRun(tokens=list("abcab"), attentions=a)
+    table = metrics.head_table(run)
+    empty = table[table["head"] == 1].iloc[0]
+    assert empty["prev_token_score"] == 0 and empty["induction_score"] == 0
+    assert table[table["head"] == 0]["prev_token_score"].iloc[0] > 0
