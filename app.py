@@ -22,20 +22,34 @@ if not _log.handlers:  # once per server: model loads and failures go to the ser
 preload.warm()  # before any session draws: the other sessions of a cold server wait here
 st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
 
+
+def guarded(step, *args, what: str) -> None:
+    """`step(*args)`, an extra of the frame (links, export): if it fails, a notice and the log,
+    never a traceback; the sidebar and the page still draw."""
+    try:
+        step(*args)
+    except Exception:  # noqa: BLE001 - Streamlit's own reruns and stops are BaseExceptions: they pass
+        logging.getLogger("mha_viz.ui").exception("%s failed", what)
+        st.warning(f"{what} did not work this time; the rest of the app is unaffected.", icon="⚠️")
+
+
 page = pages.navigation()
 pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
 state.restore_inputs()  # before the cap is read: a page switch may have dropped the sidebar's inputs
-links.read()  # a session's first run: a shared link's model, text and options, before the sidebar draws them
+# a session's first run: a shared link's model, text and options, before the sidebar draws them
+guarded(links.read, what="Reading the link")
 # No page can run a longer text than this session's cap (callbacks run before this line: they
 # only record choices, they never compute)
 with session_cap(state.token_cap()):
     st.session_state[keys.CURRENT] = state.sidebar()
-    links.apply_pending(st.session_state[keys.CURRENT])  # the link's layer and head, once the model is known
-    export_views.sidebar_box(st.session_state[keys.CURRENT])
+    # the link's layer and head, once the model is known
+    guarded(links.apply_pending, st.session_state[keys.CURRENT], what="The link's layer and head")
+    guarded(export_views.sidebar_box, st.session_state[keys.CURRENT], what="The Export box")
     try:
         page.run()
     except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
         logging.getLogger("mha_viz.ui").exception("view failed")
         st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
                  + "Your text and choices are kept: try another input or view.")
-    links.share(page, st.session_state[keys.CURRENT])  # the URL follows the view; the sidebar's Share box
+    # the URL follows the view; the sidebar's Share box
+    guarded(links.share, page, st.session_state[keys.CURRENT], what="The Share box")

@@ -170,7 +170,9 @@ JS_CHANGE = "each head's change is the mean Jensen–Shannon divergence (nats) o
 def choose_basis(run_a: AttentionRun, run_b: AttentionRun) -> tuple[str, str, tuple[AttentionRun, ...]]:
     """(kind, basis sentence, the two runs as compared) for runs of the same shape."""
     if same_tokens(run_a, run_b):
-        differ = sum(a != b for a, b in zip(token_keys(run_a), token_keys(run_b)))
+        ids = bool(run_a.token_ids) and bool(run_b.token_ids)  # else strings, as same_tokens compares
+        keys_a, keys_b = (token_keys(run_a), token_keys(run_b)) if ids else (run_a.tokens, run_b.tokens)
+        differ = sum(a != b for a, b in zip(keys_a, keys_b))
         what = (f"both runs have the same {run_a.n} tokens" if not differ else
                 f"both runs come from one tokenizer with {run_a.n} tokens each, position by position "
                 f"({differ} of them {'differs' if differ == 1 else 'differ'})")

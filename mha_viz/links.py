@@ -35,7 +35,7 @@ PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha")
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
 _SHOWN = 40  # characters of a bad value quoted back in a notice
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
-_NUMBER = re.compile(r"[0-9]+")
+_NUMBER = re.compile(r"[0-9]{1,%d}" % len(str(MAX_INDEX)))  # bounded: int() of 5,000 digits raises
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

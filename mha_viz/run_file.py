@@ -130,6 +130,9 @@ def _read_strings(z: dict, name: str) -> list[str]:
     values = [str(v) for v in np.asarray(z[name]).reshape(-1)]
     lengths = z.get(name + "_len")
     if lengths is not None and len(lengths) == len(values):
+        width = np.asarray(z[name]).dtype.itemsize // 4  # characters stored: a length past it is forged
+        if any(not 0 <= int(k) <= width for k in lengths):
+            raise ValueError(f"{name}_len says longer strings than the file holds")
         values = [v.ljust(int(k), "\x00") for v, k in zip(values, lengths)]
     return values
 

@@ -14,6 +14,8 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_MAX_CAPTURE_MB: most MiB of probabilities one analysis may hold (4096).
 - MHA_VIZ_MAX_CONCURRENT: analyses (model loads and captures) running at once; others wait
   with a notice (default 2 in public mode, unlimited otherwise).
+- MHA_VIZ_MAX_CORPUS_DOCS / MHA_VIZ_MAX_CORPUS_MB: the most documents, and MiB, a corpus
+  uploaded to the Corpus page may have (public mode: 2,000 and 5; locally 100,000 and 200).
 - MHA_VIZ_ALLOW_PICKLE: 1 = also load pickled `.bin` weights from a folder (local use only,
   ignored in public mode); by default only safetensors and GGUF are read.
 
@@ -53,6 +55,8 @@ class Settings:
     max_capture_mb: int = 4096
     max_concurrent: int = UNLIMITED
     allow_pickle: bool = False
+    max_corpus_docs: int = 100_000
+    max_corpus_mb: int = 200
 
     def allows(self, spec: str) -> bool:
         """Whether `spec` (a bundled name, hub id or folder) may be loaded."""
@@ -83,6 +87,8 @@ def from_env() -> Settings:
         max_capture_mb=_int("MHA_VIZ_MAX_CAPTURE_MB", 4096, 1),
         max_concurrent=_int("MHA_VIZ_MAX_CONCURRENT", 2 if public else UNLIMITED, 0),
         allow_pickle=_flag("MHA_VIZ_ALLOW_PICKLE") and not public,
+        max_corpus_docs=_int("MHA_VIZ_MAX_CORPUS_DOCS", 2_000 if public else 100_000, 1),
+        max_corpus_mb=_int("MHA_VIZ_MAX_CORPUS_MB", 5 if public else 200, 1),
     )
 
 
@@ -111,10 +117,14 @@ class Slots:
         self._cond = threading.Condition()
 
     @contextmanager
-    def hold(self):
+    def hold(self, *, wait: bool = False):
+        """A slot for the duration of the block. Full: raise Busy at once, or with `wait` block
+        until one is free (work that has no page to show a notice on, e.g. a download's file)."""
         with self._cond:
-            if self.limit and self.running >= self.limit:
-                raise Busy(f"{self.running} analyses are running (at most {self.limit} at once)")
+            while self.limit and self.running >= self.limit:
+                if not wait:
+                    raise Busy(f"{self.running} analyses are running (at most {self.limit} at once)")
+                self._cond.wait()
             self.running += 1
         try:
             yield

@@ -140,7 +140,11 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
                          **{f"random seed {s}": randoms[s] for s in range(5)}})
 
 
-@st.cache_resource(show_spinner="Comparing every head of the two runs…", max_entries=8)
+# few entries: a Comparison keeps both runs alive (and, on the words basis, copies without the
+# special tokens) after the run cache may have let them go
+@st.cache_resource(show_spinner="Comparing every head of the two runs…", max_entries=4)
 def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.Comparison:
-    """`mha_viz.compare` of two cached runs, keyed by what each was computed from."""
-    return mha_viz.compare(_run_a, _run_b)
+    """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
+    raises Busy when the server is full, like an analysis)."""
+    with state.slots().hold():
+        return mha_viz.compare(_run_a, _run_b)

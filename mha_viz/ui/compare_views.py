@@ -79,13 +79,14 @@ def _run_b(cur):
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
             return None
-        run_b, key_b = state.analyse(cur.model, text_b, local_a)
+        run_b, key_b = state.analyse(cur.model, text_b, local_a, cur.key.layers)  # A's layers: heads pair up
         return run_b, key_b, "A: the sidebar's sentence", "B: sentence B"
     picked = _model_b(cur)
     if picked is None:
         return None
     model_b, local_b = picked
-    run_b, key_b = state.analyse(model_b, cur.run.text, local_b)
+    same_depth = model_b.num_layers == cur.model.num_layers  # a partial capture of A: the same layers of B
+    run_b, key_b = state.analyse(model_b, cur.run.text, local_b, cur.key.layers if same_depth else None)
     impl = {False: "", True: " (our MHA)"}
     return (run_b, key_b, f"A: {cur.run.model_name}{impl[local_a]}", f"B: {model_b.name}{impl[local_b]}")
 
@@ -108,7 +109,7 @@ def compare_view() -> None:
     if got is None:
         return
     run_b, key_b, label_a, label_b = got
-    cmp = analysis.comparison(cur.key, key_b, cur.run, run_b)
+    cmp = state.one_at_a_time(lambda: analysis.comparison(cur.key, key_b, cur.run, run_b))
     st.caption(f"{state.plain(label_a)}: {cur.run.n} tokens, {cur.run.num_layers} × {cur.run.num_heads} heads · "
                f"{state.plain(label_b)}: {run_b.n} tokens, {run_b.num_layers} × {run_b.num_heads} heads.")
     st.info(state.plain(cmp.basis), icon="⚖️")

@@ -31,8 +31,16 @@ def _head_options(run) -> list[tuple[int, int]]:
 
 
 def _report(run, model, heads):
-    """The deferred download: the report is built on the click, from the run as it is shown."""
+    """The deferred download: the report is built on the click, from the run as it is shown (in
+    a server slot, taken here: the click runs outside the script, where Streamlit's cache is not
+    to be called)."""
+    slots = state.slots()
+
     def build() -> bytes:
+        with slots.hold(wait=True):
+            return _build()
+
+    def _build() -> bytes:
         try:
             table = metrics.head_table(run, analysis.weights(model))
         except Exception:  # noqa: BLE001 - the report goes out without the table rather than not at all

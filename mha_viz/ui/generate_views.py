@@ -124,14 +124,14 @@ def _controls(cur):
     return (_current_key(cur) if pressed else None), stop
 
 
-def _live_button(slot, label: str, key: str, *, live: bool, help: str):
+def live_button(slot, label: str, key: str, *, live: bool, help: str):
     """A button pressable only while something runs (pressing any widget interrupts the run):
     greyed out and keyless otherwise, so that it can replace the live one in the same run."""
     return slot.button(label, key=key if live else None, disabled=not live, help=help)
 
 
 def _stop_button(slot, *, live: bool) -> None:
-    _live_button(slot, "Stop", keys.GEN_STOP, live=live, help="Stop generating; the tokens so far are kept.")
+    live_button(slot, "Stop", keys.GEN_STOP, live=live, help="Stop generating; the tokens so far are kept.")
 
 
 def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
@@ -275,8 +275,8 @@ def _steps(gen) -> None:
     layer = cols[1].selectbox("Layer", list(range(run.num_layers)), key=keys.GEN_LAYER,
                               format_func=lambda row: str(run.layer_ids[row]))
     head = cols[2].selectbox("Head", list(range(run.num_heads)), key=keys.GEN_HEAD)
-    play = _live_button(cols[3], "Play", keys.GEN_PLAY, live=T > 1, help="Step through every token.")
-    _live_button(cols[3], "Pause", keys.GEN_PAUSE, live=play, help="Stop playing at this step.")
+    play = live_button(cols[3], "Play", keys.GEN_PLAY, live=T > 1, help="Step through every token.")
+    live_button(cols[3], "Pause", keys.GEN_PAUSE, live=play, help="Stop playing at this step.")
     rescale = st.toggle("Rescale colours to the shown maximum", key=keys.GEN_RESCALE)
     header = st.empty()
     top = st.columns([2, 3])

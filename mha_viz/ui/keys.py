@@ -98,6 +98,22 @@ CMP_GRID = "cmp_grid"  # the change grid's selection event (a click picks the he
 CMP_FOR = "_cmp_for"  # the (key A, key B) the head picked was for
 CMP_INPUTS = (CMP_MODE, CMP_TEXT_B, CMP_MODEL_B, CMP_OTHER_B, CMP_LOCAL_B, CMP_LAYER, CMP_HEAD, CMP_METRIC)
 
+# --- corpus (corpus_views): head statistics over many documents --------------------------------
+CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
+CORPUS_FILE = "corpus_file"  # the uploader
+CORPUS_PATH = "corpus_path"
+CORPUS_COLUMN = "corpus_column"  # the text column of a .jsonl / .csv
+CORPUS_TOKENS = "corpus_tokens"  # tokens per document
+CORPUS_BATCH = "corpus_batch"
+CORPUS_IMPORTANCE = "corpus_importance"
+CORPUS_ENGINE = "corpus_engine"
+CORPUS_METRIC = "corpus_metric"
+CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
+CORPUS_INPUTS = (CORPUS_SOURCE, CORPUS_PATH, CORPUS_COLUMN, CORPUS_TOKENS, CORPUS_BATCH, CORPUS_IMPORTANCE,
+                 CORPUS_ENGINE, CORPUS_METRIC)
+CORPUS_LAST = "_corpus_last"  # (CorpusKey, CorpusStats) shown on this session's page
+CORPUS_PRUNED = "_corpus_pruned"  # {CorpusKey: DataFrame}: pruning curves on the held-out documents
+
 # --- teaching and switching heads off -----------------------------------------------------------
 TEACH_PICK = "teach_pick"  # "induction": open the teaching view on toy-induction's induction head
 TEACH_LAYER = "teach_layer"
@@ -168,3 +184,14 @@ class GenKey(NamedTuple):
     top_k: int
     top_p: float
     seed: int
+
+
+class CorpusKey(NamedTuple):
+    """What one corpus computation was made from: the model, the documents (their hash), the
+    tokens per document, whether importance was asked for, and how many documents were held out."""
+
+    model: ModelKey
+    corpus: str  # corpus.corpus_hash of the documents the statistics were computed on
+    max_tokens: int
+    importance: bool
+    held_out: int

@@ -273,19 +273,21 @@ def _sidebar() -> Current:
     return cur
 
 
-def analyse(model: mha_viz.LoadedModel, text: str, local: bool) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
+def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
+            layers: tuple[int, ...] | None = None) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
     """The sidebar's analysis of another text or model (the Compare page): the session's token
-    cap, every layer (InputError when that is over the capture budget) and the sidebar's
-    *Hide tokens*. Returns the run as shown and its key."""
+    cap, `layers` (None: every layer; InputError when that is over the capture budget) and the
+    sidebar's *Hide tokens*. Returns the run as shown and its key."""
     model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
     cap = token_cap()
     n = mha_viz.tokenize(model, text, cap).n
-    cost = model.num_layers * model.num_heads * n * n * 4
+    layers = tuple(l for l in layers if 0 <= l < model.num_layers) or None if layers else None
+    cost = (model.num_layers if layers is None else len(layers)) * model.num_heads * n * n * 4
     if cost > capture_budget():
         raise mha_viz.InputError(
             f"Every head of {model.name} at {n} tokens would hold {size_text(cost)} of attention (the limit here is "
             f"{size_text(capture_budget())}): lower the token limit in the sidebar to compare.")
-    key = AnalysisKey(model_key, text, cap)
+    key = AnalysisKey(model_key, text, cap, layers)
     run = one_at_a_time(lambda: _analyze(key, model))
     return _hide_tokens(Current(), run, key)
 

@@ -156,21 +156,21 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
         st.markdown("With **Q = K = V = X** and unit-length token vectors, every token attends most to "
                     "itself: x·x = 1 ≥ x·y. Learned W_Q and W_K let a head look elsewhere.")
         cols = st.columns(2)
-        cols[0].plotly_chart(teach_figures.matrix(teaching.self_similarity(w.X, True), tok, columns=tok,
+        charts.show(teach_figures.matrix(teaching.self_similarity(w.X, True), tok, columns=tok,
                                                   probabilities=True, title="softmax(X̂ X̂ᵀ/√d), no projections"),
-                             key="demo_noproj")
-        cols[1].plotly_chart(teach_figures.matrix(w.probs, tok, columns=tok, probabilities=True,
-                                                  title="this head, with W_Q and W_K"), key="demo_proj")
+                             key="demo_noproj", where=cols[0])
+        charts.show(teach_figures.matrix(w.probs, tok, columns=tok, probabilities=True,
+                                                  title="this head, with W_Q and W_K"), key="demo_proj", where=cols[1])
         st.markdown("The claim needs **normalised** vectors. With raw vectors a longer neighbour pointing the "
                     "same way wins: below, *b* = (0.6, 0.8) and *c* = 3·*b*, so b·c = 3 > b·b = 1.")
         names, vecs = teaching.longer_neighbour_example()
         cols = st.columns(2)
-        cols[0].plotly_chart(teach_figures.matrix(teaching.self_similarity(vecs, False), names, columns=names,
+        charts.show(teach_figures.matrix(teaching.self_similarity(vecs, False), names, columns=names,
                                                   probabilities=True, title="raw vectors: b looks at c"),
-                             key="demo_raw")
-        cols[1].plotly_chart(teach_figures.matrix(teaching.self_similarity(vecs, True), names, columns=names,
+                             key="demo_raw", where=cols[0])
+        charts.show(teach_figures.matrix(teaching.self_similarity(vecs, True), names, columns=names,
                                                   probabilities=True, title="normalised: b looks at itself (and c, a tie)"),
-                             key="demo_norm")
+                             key="demo_norm", where=cols[1])
     with why_heads:
         run = cur.run
         table = analysis.head_table(cur.key, run, cur.model)
@@ -185,18 +185,18 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
         cols = st.columns(3)
         for h in range(run.num_heads):
             pattern = layer_rows.iloc[h]["pattern"]
-            cols[h % 3].plotly_chart(teach_figures.matrix(full.attentions[row, h][: w.n, : w.n], tok, columns=tok,
+            charts.show(teach_figures.matrix(full.attentions[row, h][: w.n, : w.n], tok, columns=tok,
                                                           probabilities=True, title=f"head {h}: {pattern}"),
-                                     key=f"demo_head_{h}")
+                                     key=f"demo_head_{h}", where=cols[h % 3])
     with masks:
         unmasked, causal = teaching.softmax_rows(w.scaled), teaching.softmax_rows(w.scaled, causal=True)
         st.markdown("The same scores, softmaxed two ways: an **encoder** (BERT) lets every token see every "
                     "token; a **decoder** (GPT) hides later tokens, so row i spreads over tokens 0…i only.")
         cols = st.columns(2)
-        cols[0].plotly_chart(teach_figures.matrix(unmasked, tok, columns=tok, probabilities=True,
-                                                  title="encoder: bidirectional"), key="demo_enc")
-        cols[1].plotly_chart(teach_figures.matrix(causal, tok, columns=tok, probabilities=True,
-                                                  title="decoder: causal"), key="demo_dec")
+        charts.show(teach_figures.matrix(unmasked, tok, columns=tok, probabilities=True,
+                                                  title="encoder: bidirectional"), key="demo_enc", where=cols[0])
+        charts.show(teach_figures.matrix(causal, tok, columns=tok, probabilities=True,
+                                                  title="decoder: causal"), key="demo_dec", where=cols[1])
 
 
 # --- switching heads off ---------------------------------------------------------------------

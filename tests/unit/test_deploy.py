@@ -108,3 +108,19 @@ def test_streamlit_config_is_safe_to_expose():
     assert conf["runner"]["magicEnabled"] is False
     assert conf["server"]["enableXsrfProtection"] is True and conf["server"]["runOnSave"] is False
     assert conf["browser"]["gatherUsageStats"] is False
+
+
+def test_a_slot_can_be_waited_for():
+    """hold(wait=True) (a download built on a click) blocks while the server is full, then runs."""
+    slots = settings.Slots(1)
+    order = []
+    with slots.hold():
+        def later():
+            with slots.hold(wait=True):
+                order.append("waited")
+        worker = threading.Thread(target=later)
+        worker.start()
+        time.sleep(0.2)
+        assert order == [] and slots.running == 1
+    worker.join(5)
+    assert order == ["waited"] and slots.running == 0

@@ -108,3 +108,10 @@ def test_layer_is_a_model_layer_number_not_a_row():
     assert "layer 99" in notices[0] and "0–5" in notices[0]
     assert "head 12" in notices[1] and "12 heads" in notices[1]
     assert "5, 7, 9" in links.resolve_head(Link(layer=6), [5, 7, 9], 12)[2][0]
+
+
+@pytest.mark.parametrize("value", ["1" * 5000, "0" * 5000, "00003"])
+def test_numbers_too_long_to_be_a_layer_are_notices_not_exceptions(value):
+    link, notices = links.parse({"layer": value, "head": value, "text": "ok"})
+    assert link.layer is None and link.head is None and link.text == "ok"
+    assert len(notices) == 2

@@ -193,3 +193,14 @@ def test_max_bytes_refuses_before_loading():
     with pytest.raises(ValueError, match="over the limit"):
         AttentionRun.load(data, max_bytes=1000)
     assert AttentionRun.load(data, max_bytes=10**6).n == 12
+
+
+def test_a_forged_string_length_is_refused_not_allocated():
+    """A 1 KB file must not make the reader build a 2 GB string (tokens_len says how long each
+    token is, to restore trailing NULs; it can never exceed what the file stores)."""
+    arrays = run_file.arrays(_run())
+    arrays["tokens_len"] = np.array([2 * 10**9] + [1] * (len(arrays["tokens"]) - 1))
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    with pytest.raises(ValueError, match="tokens_len"):
+        run_file.read(buf.getvalue())
