@@ -236,6 +236,25 @@ class LoadedModel:
         c = self.capture(input_ids, attention_mask)
         return c.hidden, c.attentions, c.output
 
+    def fused_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
+        """Run the model once with fused attention (PyTorch's SDPA) and record nothing: the
+        baseline that capture's cost is measured against (benchmarks). Returns the model's
+        output object; the shared model is back on eager attention afterwards."""
+        input_ids = input_ids.to(self.device)
+        attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
+        with self.lock, torch.inference_mode():
+            try:
+                for a in self.adapters:
+                    a.need_weights = False
+                if not self.local_attention:
+                    self.hf_model.set_attn_implementation("sdpa")
+                return self.hf_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+            finally:
+                for a in self.adapters:
+                    a.need_weights = True
+                if not self.local_attention:
+                    self.hf_model.set_attn_implementation("eager")
+
     def head_weights(self) -> dict[str, torch.Tensor]:
         """Every head's weights, stacked over layers (x @ W convention, biases left out):
         W_Q (L, H, d_model, d_k), W_K (L, G, d_model, d_k), W_V (L, G, d_model, d_v),

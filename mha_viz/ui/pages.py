@@ -13,7 +13,7 @@ from typing import Callable
 import streamlit as st
 
 from mha_viz.ui import (
-    compare_views, focus_views, generate_views, keys, line_views, metric_views, qk_views, state, teach_views, views,
+    compare_views, corpus_views, focus_views, generate_views, keys, line_views, metric_views, qk_views, state, teach_views, views,
 )
 
 
@@ -50,6 +50,7 @@ PAGES = (
              keys.GEN_INPUTS),
     PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", metric_views.metrics_view),
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
+    PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_views.corpus_view, keys.CORPUS_INPUTS),
     PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_views.compare_view, keys.CMP_INPUTS),
     PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),
     PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", teach_views.ablation_view),

@@ -38,7 +38,9 @@ timings: dict[str, float] = {}  # seconds per step of the first warm(), for the 
 failures: dict[str, str] = {}  # step -> error, for steps that failed (logged; the app carries on)
 
 # Our own modules are all imported, except scripts (they run when imported).
-_SKIP_PREFIXES = ("models.train_",)
+# not for the app: a training script, the command line (runs on import), and the Ray engine
+# (the app never imports Ray unless the Ray engine is chosen)
+_SKIP_PREFIXES = ("models.train_", "mha_viz.__main__", "mha_viz.cli", "mha_viz.corpus.ray_engine")
 
 
 def warm() -> None:

@@ -24,6 +24,7 @@ HEADINGS = {  # each page's title, as drawn: how open_page knows the page really
     "qk": "Queries and keys",
     "lines": "Line view",
     "compare": "Compare texts or models",
+    "corpus": "Corpus",
 }
 PAGE_IDS = tuple(HEADINGS)
 

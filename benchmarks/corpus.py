@@ -1,0 +1,155 @@
+"""Head statistics over a corpus, side by side in one run: the corpus job against a bare batched
+forward, Ray against the local engine, and memory from 500 to 2,000 documents.
+
+Run: `.venv/bin/python benchmarks/corpus.py [--repeat 2] [--quick]` (about 5 minutes on 2 idle
+CPU cores; `--quick`: the bundled sample only, one round, no Ray and no memory sweep).
+
+On the bundled `minilm` (6 × 12 heads), `max_tokens=128`, batch size 16, `importance=False`:
+
+1. throughput on the bundled sample (354 sentences) and on 2,000 documents (sample sentences
+   joined two or three at a time, deterministic): `corpus.head_statistics(model, docs,
+   engine="local")` — padded batches, eager capture, every document's head table (all 15
+   numeric columns, with the output norms), its 72 × 72 pattern cosines and the accumulation —
+   against the floor, the same batches through the same model with PyTorch's fused attention
+   and nothing recorded (`LoadedModel.fused_forward`), tokenization included in both. Rounds
+   alternate the two; the best round of each is reported (the machine may be shared).
+2. `engine="ray"` against `engine="local"` on the same 2,000 documents, importance off: a local
+   Ray (2 logical CPUs, one actor holding the model), started once before the timing (its start,
+   ~5 s, is printed apart); each Ray run includes creating the dataset, starting its actor and
+   loading the model there.
+3. peak memory: a fresh process per size (500, 1,000, 2,000 documents) loads the model, runs the
+   job and reports its peak resident size (VmHWM) above what it held after loading the model.
+   Streaming holds one batch at a time, so this should not grow with the corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import mha_viz  # noqa: E402
+from mha_viz import corpus  # noqa: E402
+from mha_viz.corpus.batching import pad_batch, plan  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
+
+MODEL, MAX_TOKENS, BATCH = "minilm", 128, 16
+
+
+def documents(count: int) -> list[str]:
+    """`count` documents from the bundled sample: its sentences joined two or three at a time,
+    walking the sample with a stride so that neighbours differ (deterministic)."""
+    sample = corpus.read_texts("sample")
+    docs, i = [], 0
+    while len(docs) < count:
+        k = 2 + len(docs) % 2
+        docs.append(" ".join(sample[(i + j * 37) % len(sample)] for j in range(k)))
+        i += 1
+    return docs
+
+
+def bare(model, docs: list[str]) -> None:
+    """The floor: the same padded batches through fused attention, nothing recorded."""
+    for batch in plan(docs, BATCH):
+        ids, mask = pad_batch(model, [mha_viz.tokenize(model, t, MAX_TOKENS) for t in batch])
+        model.fused_forward(ids, mask)
+
+
+def job(model, docs: list[str], engine: str = "local"):
+    return corpus.head_statistics(model, docs, engine=engine, batch_size=BATCH, max_tokens=MAX_TOKENS,
+                                  importance=False)
+
+
+def best_rate(fn, n_docs: int, rounds: int) -> float:
+    best = 0.0
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()
+        best = max(best, n_docs / (time.perf_counter() - start))
+    return best
+
+
+def throughput(model, docs: list[str], rounds: int) -> tuple[float, float]:
+    """(bare docs/s, corpus docs/s), the two alternating, best round of each."""
+    bare(model, docs[:32])  # warm-up
+    rates = {"bare": 0.0, "corpus": 0.0}
+    for _ in range(rounds):
+        rates["bare"] = max(rates["bare"], best_rate(lambda: bare(model, docs), len(docs), 1))
+        rates["corpus"] = max(rates["corpus"], best_rate(lambda: job(model, docs), len(docs), 1))
+    return rates["bare"], rates["corpus"]
+
+
+def peak_child(count: int) -> None:
+    """In a fresh process: the peak resident size above the size after loading, as JSON."""
+    model = mha_viz.load_model(MODEL, device="cpu")
+    docs = documents(count)
+    base = _rss_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
+    job(model, docs)
+    print(json.dumps({"docs": count, "peak_above_mib": (_rss_kib("VmHWM") - base) / 1024}))
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def peak(count: int) -> float:
+    out = subprocess.run([sys.executable, __file__, "--peak-child", str(count)], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])["peak_above_mib"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--peak-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.peak_child:
+        peak_child(args.peak_child)
+        return
+    rounds = 1 if args.quick else args.repeat
+    model = mha_viz.load_model(MODEL, device="cpu")
+    print(f"{MODEL} on {model.device}, {torch.get_num_threads()} torch threads, max_tokens {MAX_TOKENS}, "
+          f"batch {BATCH}, importance off\n")
+    verdicts = []
+    sets = {"sample": corpus.read_texts("sample")} | ({} if args.quick else {"2,000 documents": documents(2000)})
+    for name, docs in sets.items():
+        floor, ours = throughput(model, docs, rounds)
+        print(f"{name:16s}: bare forward {floor:7.1f} docs/s, corpus statistics {ours:7.1f} docs/s, "
+              f"ratio {ours / floor:.2f}")
+        verdicts.append((f"corpus ≥ 0.5 × bare batched forward ({name})", f"{ours / floor:.2f} ×", ours / floor >= 0.5))
+    if not args.quick:
+        docs = sets["2,000 documents"]
+        from mha_viz.corpus import ray_engine  # heavy optional: only this part needs Ray
+        start = time.perf_counter()
+        ray_engine.connect()
+        print(f"\nRay started in {time.perf_counter() - start:.1f} s (once; not in the timings)")
+        local = best_rate(lambda: job(model, docs), len(docs), rounds)
+        on_ray = best_rate(lambda: job(MODEL, docs, "ray"), len(docs), rounds)
+        print(f"2,000 documents: local {local:.1f} docs/s, Ray {on_ray:.1f} docs/s, ratio {on_ray / local:.2f}")
+        verdicts.append(("Ray ≥ 0.8 × local (2,000 documents)", f"{on_ray / local:.2f} ×", on_ray / local >= 0.8))
+        ray_engine.shutdown()
+        peaks = {n: peak(n) for n in (500, 1000, 2000)}
+        print("\npeak memory above the loaded model: " + ", ".join(f"{n:,} docs {p:.0f} MiB" for n, p in peaks.items()))
+        flat = peaks[2000] <= 1.2 * peaks[500] + 32
+        verdicts.append(("peak memory flat from 500 to 2,000 documents",
+                         f"{peaks[500]:.0f} → {peaks[2000]:.0f} MiB", flat))
+    print_verdicts(verdicts, where=f"{os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

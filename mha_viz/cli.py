@@ -1,0 +1,125 @@
+"""The command line: `python -m mha_viz corpus …` runs head statistics over a corpus and saves them.
+
+    python -m mha_viz corpus --model minilm --input sample --engine local --out stats/
+        [--batch-size 16] [--max-tokens 128] [--no-importance] [--text-column text]
+
+A progress bar (documents, documents/s, ETA) goes to stderr; the folder it saved and a short
+table of the top heads by a few corpus metrics go to stdout. A bad corpus or model is one line on
+stderr and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from models import ModelLoadError
+
+from . import corpus
+from .tokenize import InputError
+
+BAR = 30  # characters of the progress bar
+TOP = 5  # heads listed per metric in the summary
+# (column, label, largest first): what the summary ranks heads by, when the table has the column
+SUMMARY = (("prev", "attention to the previous token", True), ("first", "attention to the first token", True),
+           ("induction_score", "induction score", True), ("norm_entropy", "normalised entropy (lowest)", False))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mha_viz", description="mha-viz from the command line.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("corpus", help="head statistics over a corpus, saved to a folder",
+                         description="Every head's statistics averaged over the documents of a corpus.")
+    run.add_argument("--model", required=True, help="registry name (minilm, smollm2, toy-induction), hub id or folder")
+    run.add_argument("--input", required=True,
+                     help='"sample" (the bundled corpus), a .txt / .jsonl / .csv file or a Hugging Face dataset id')
+    run.add_argument("--engine", choices=corpus.ENGINES, default="local")
+    run.add_argument("--out", required=True, help="folder to save the statistics in (created if needed)")
+    run.add_argument("--batch-size", type=int, default=16)
+    run.add_argument("--max-tokens", type=int, default=128, help="each document is cut to this many tokens")
+    run.add_argument("--no-importance", dest="importance", action="store_false",
+                     help="skip head importance (the slowest part)")
+    run.add_argument("--text-column", default=None, help="the text column of a .jsonl / .csv file or dataset")
+    return parser
+
+
+def _clock(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "--:--"
+    m, s = divmod(int(round(seconds)), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+class ProgressBar:
+    """`engine.Progress` drawn on a stream: bar, documents done, documents/s and ETA."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.stream, self.shown = stream, False
+
+    def __call__(self, done: int, total: int, rate: float, eta: float) -> None:
+        filled = int(BAR * done / max(total, 1))
+        self.stream.write(f"\r[{'#' * filled}{'.' * (BAR - filled)}] {done:,}/{total:,} docs  "
+                          f"{rate:.1f} docs/s  ETA {_clock(eta)} ")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def summary(stats: corpus.CorpusStats) -> str:
+    """The top heads by a few metrics (and by importance), as plain text lines."""
+    table = stats.table
+    lines = [f"{stats.model_name}: {stats.n_docs:,} documents, {stats.n_tokens:,} tokens, "
+             f"{stats.num_layers} layers × {stats.num_heads} heads"]
+    ranked = [(c, label, big) for c, label, big in SUMMARY if c in table.columns]
+    if stats.importance is not None:
+        table = table.assign(importance=stats.importance[table["layer"], table["head"]])
+        ranked.append(("importance", "importance (per-layer normalised)", True))
+    for column, label, largest in ranked:
+        top = table.sort_values(column, ascending=not largest, kind="stable").head(TOP)
+        heads = "  ".join(f"L{r.layer}H{r.head} {getattr(r, column):.3f}" for r in top.itertuples())
+        lines.append(f"  {label:<36} {heads}")
+    if stats.importance is None and stats.importance_note:
+        lines.append(f"  importance: {stats.importance_note}")
+    counts = table["pattern"].value_counts()
+    lines.append("  pattern classes (majority): " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    return "\n".join(lines)
+
+
+def run_corpus(args: argparse.Namespace) -> int:
+    docs = corpus.read_texts(args.input, text_column=args.text_column)
+    bar = ProgressBar()
+    start = time.perf_counter()
+    try:
+        stats = corpus.head_statistics(args.model, docs, engine=args.engine, batch_size=args.batch_size,
+                                       max_tokens=args.max_tokens, importance=args.importance, progress=bar)
+    finally:
+        bar.close()
+    folder = stats.save(args.out)
+    print(f"Saved the statistics of {stats.n_docs:,} documents to {folder}/ "
+          f"({time.perf_counter() - start:.1f} s, engine {args.engine})")
+    print(summary(stats))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (2: bad input, with a one-line message)."""
+    args = _parser().parse_args(argv)
+    if args.batch_size < 1 or args.max_tokens < 1:
+        print("error: --batch-size and --max-tokens must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        return run_corpus(args)
+    except (InputError, ModelLoadError, OSError) as exc:  # CorpusError is an InputError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 130

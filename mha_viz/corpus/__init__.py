@@ -1,0 +1,33 @@
+"""Head statistics over a whole corpus (issue 14): every head's table averaged over many
+documents, with spread, majority pattern class, importance and pattern similarity.
+
+Public API::
+
+    from mha_viz import corpus
+    stats = corpus.head_statistics(model, texts, *, engine="local", batch_size=16, max_tokens=128,
+                                   importance=True, progress=None)          # -> corpus.CorpusStats
+    stats.table, stats.importance, stats.similarity
+    stats.save(folder); corpus.CorpusStats.load(folder)
+
+Modules, one idea each (none imports streamlit; only `ray_engine` imports ray, and only the
+`engine="ray"` branch imports `ray_engine`):
+
+- `inputs`: `read_texts`, `read_upload`, `corpus_hash`, `CorpusError`, the bundled sample.
+- `batching`: documents in padded batches, cut back into one `AttentionRun` each.
+- `accumulate`: `Partial`, per-head sums over documents (picklable, mergeable); `batch_partial`.
+- `stats`: `CorpusStats`, the result, and its save / load.
+- `importance`: corpus head importance (`batch_importance`).
+- `engine`: `head_statistics`, `Cancelled`.
+"""
+
+from .accumulate import PATTERN_ORDER, Cancelled, Partial, batch_partial, model_weights, pattern_class
+from .batching import capture_runs, plan
+from .engine import ENGINES, head_statistics, run_local
+from .inputs import SAMPLE, SAMPLE_PATH, SAMPLE_SOURCE, TEXT_COLUMNS, CorpusError, corpus_hash, read_texts, read_upload
+from .stats import CorpusStats
+
+__all__ = [
+    "ENGINES", "PATTERN_ORDER", "SAMPLE", "SAMPLE_PATH", "SAMPLE_SOURCE", "TEXT_COLUMNS", "Cancelled", "CorpusError",
+    "CorpusStats", "Partial", "batch_partial", "capture_runs", "corpus_hash", "head_statistics", "model_weights",
+    "pattern_class", "plan", "read_texts", "read_upload", "run_local",
+]

@@ -1,0 +1,75 @@
+"""Documents in padded batches through one capture each, cut back into one `AttentionRun` per
+document, equal to what `mha_viz.analyze` gives for that text alone.
+
+Padding is on the right, so every real token keeps its position; the attention mask keeps real
+queries off pad keys (an encoder), and a causal model never lets a real token see a later one.
+The pad queries' rows and the pad keys' columns are cut away: `[:, :, :n_i, :n_i]`. Batches
+group documents of similar length (sorted within a window of several batches) to limit padding;
+statistics are sums over documents, so the order changes nothing but float rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+
+from models import LoadedModel
+
+from ..capture import AttentionRun
+from ..tokenize import Tokens, tokenize
+
+SORT_WINDOW = 8  # batches sorted together: larger windows pad less but reorder more
+
+
+def plan(texts: Sequence[str], batch_size: int, *, window: int = SORT_WINDOW) -> Iterator[list[str]]:
+    """The texts in batches of at most `batch_size`, sorted by length within each window of
+    `window` batches (so nothing beyond one window is held or sorted)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+    span = batch_size * window
+    for start in range(0, len(texts), span):
+        chunk = sorted(texts[start:start + span], key=len)
+        for b in range(0, len(chunk), batch_size):
+            yield list(chunk[b:b + batch_size])
+
+
+def pad_batch(model: LoadedModel, toks: Sequence[Tokens]) -> tuple[torch.Tensor, torch.Tensor]:
+    """input_ids and attention_mask (B, n_max), right-padded with the tokenizer's pad id (0 when
+    it has none: padded positions are masked, so the id does not matter)."""
+    pad = getattr(model.tokenizer, "pad_token_id", None)
+    pad = 0 if pad is None else int(pad)
+    n_max = max(t.n for t in toks)
+    ids = torch.full((len(toks), n_max), pad, dtype=torch.long)
+    mask = torch.zeros((len(toks), n_max), dtype=torch.long)
+    for b, t in enumerate(toks):
+        ids[b, :t.n] = torch.tensor(t.ids, dtype=torch.long)
+        mask[b, :t.n] = 1
+    return ids, mask
+
+
+def capture_runs(model: LoadedModel, texts: Sequence[str], *, max_tokens: int | None = 128) -> list[AttentionRun]:
+    """One `AttentionRun` per text (same fields as `analyze`), from one padded forward pass.
+    Holds the batch's attentions (L, B, H, n_max, n_max) once, plus each document's cut."""
+    toks = [tokenize(model, text, max_tokens) for text in texts]
+    ids, mask = pad_batch(model, toks)
+    with torch.no_grad():
+        cap = model.capture(ids, attention_mask=mask)  # takes model.lock itself
+    attentions = torch.stack(cap.attentions).float().cpu().numpy()  # (L, B, H, n_max, n_max)
+    outputs = None
+    if cap.head_outputs is not None:
+        outputs = torch.stack(cap.head_outputs).float().cpu().numpy()  # (L, B, H, n_max, d_v)
+    del cap
+    runs = []
+    for b, (text, t) in enumerate(zip(texts, toks)):
+        n = t.n
+        runs.append(AttentionRun(
+            tokens=t.display, attentions=np.ascontiguousarray(attentions[:, b, :, :n, :n]),
+            is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,
+            token_ids=list(t.ids), raw_tokens=t.raw, special_mask=t.special, word_ids=t.word_ids, text=text,
+            num_input_tokens=t.total,
+            head_outputs=None if outputs is None else np.ascontiguousarray(outputs[:, b, :, :n]),
+            layer_ids=list(range(model.num_layers)), model_layers=model.num_layers,
+        ))
+    return runs

@@ -1,0 +1,69 @@
+"""`head_statistics`: head statistics over a whole corpus, streamed batch by batch on this
+machine (engine="local") or on Ray Data (engine="ray", `mha_viz.corpus.ray_engine`).
+
+The local engine holds one batch's attentions at a time: each batch becomes a `Partial` of
+per-head sums, added to the running total and dropped. After each batch `progress(done_docs,
+total_docs, docs_per_s, eta_s)` is called; returning False stops the run with `Cancelled`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from models import LoadedModel
+
+from ..capture import load_model
+from .accumulate import Cancelled, Partial, batch_partial, model_weights
+from .batching import plan
+from .inputs import corpus_hash, read_texts
+from .stats import CorpusStats
+
+ENGINES = ("local", "ray")
+Progress = Callable[[int, int, float, float], "bool | None"]
+
+
+def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16, max_tokens: int | None = 128,
+                    importance: bool = True, progress: Progress | None = None) -> CorpusStats:
+    """Every head's statistics averaged over the documents of `texts` (each document weighs
+    the same); see `CorpusStats`.
+
+    model: a registry name, hub id or folder (loaded with `mha_viz.load_model`), or, for the
+    local engine, a `LoadedModel`. texts: anything `read_texts` accepts (a list of strings, a
+    .txt / .jsonl / .csv path, "sample", a dataset id). max_tokens: each document is cut to
+    this many tokens (and to the model's and the session's caps, as everywhere).
+    importance: also accumulate Michel et al.'s gradient importance (or the ablation effect
+    for embedding-only models); when it cannot be computed, `importance` is None with the reason.
+    Raises CorpusError for an unreadable corpus, Cancelled when `progress` returns False.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+    if engine == "ray":
+        # heavy optional (ray): imported only when the Ray engine is chosen
+        from . import ray_engine
+        return ray_engine.run(model, texts, batch_size=batch_size, max_tokens=max_tokens,
+                              importance=importance, progress=progress)
+    docs = read_texts(texts)
+    loaded = model if isinstance(model, LoadedModel) else load_model(str(model))
+    return run_local(loaded, docs, batch_size=batch_size, max_tokens=max_tokens, importance=importance,
+                     progress=progress)
+
+
+def run_local(model: LoadedModel, docs: list[str], *, batch_size: int = 16, max_tokens: int | None = 128,
+              importance: bool = True, progress: Progress | None = None) -> CorpusStats:
+    """The local engine on documents already read (`read_texts`)."""
+    weights = model_weights(model)
+    total, done = len(docs), 0
+    start = time.perf_counter()
+    acc = Partial.empty(model.num_layers, model.num_heads, model.name)
+    for batch in plan(docs, batch_size):
+        acc = acc.merge(batch_partial(model, batch, max_tokens=max_tokens, importance=importance, weights=weights))
+        done += len(batch)
+        if progress is not None:
+            elapsed = max(time.perf_counter() - start, 1e-9)
+            rate = done / elapsed
+            if progress(done, total, rate, (total - done) / rate) is False:
+                raise Cancelled(done, total)
+    return acc.finish(corpus_hash=corpus_hash(docs), max_tokens=max_tokens, seconds=time.perf_counter() - start)

@@ -1,0 +1,324 @@
+"""The Corpus page: every head's statistics over many documents (`mha_viz.corpus`), for the
+sidebar's model. Documents come from the bundled sample, an upload or (locally) a path; the job
+shows its progress, can be cancelled, and its result is kept on disk by (model, documents,
+options), so a second visitor asking for the same gets it at once. Every tenth document (at most
+64) is held out of the statistics, to test the corpus importance order on text it never saw."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+import torch
+
+import mha_viz
+from mha_viz import ablation, corpus, corpus_figures, figure_style, metric_figures, metrics, teach_figures
+from mha_viz.corpus import importance as corpus_importance
+from mha_viz.ui import analysis, charts, export_views, keys, state, views
+from mha_viz.ui.generate_views import live_button
+from mha_viz.ui.keys import CorpusKey
+from models.gguf_cache import cache_root
+
+log = logging.getLogger("mha_viz.ui")
+
+SAMPLE, UPLOAD, PATH = "The bundled sample", "Upload a file", "A file on this machine"
+HOLD_EVERY, HOLD_MAX, HOLD_MIN_DOCS = 10, 64, 20
+LOCAL, RAY = "In this app", "On Ray (RAY_ADDRESS, or a local Ray)"
+RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
+RANDOM_ORDERS = 3
+
+
+# --- results kept in memory (shared by every session) and on disk ---------------------------------
+@st.cache_resource(show_spinner=False)
+def _memory() -> tuple[OrderedDict, threading.Lock]:
+    return OrderedDict(), threading.Lock()
+
+
+def _folder(key: CorpusKey) -> Path:
+    return cache_root() / "corpus" / hashlib.sha256(repr(tuple(key)).encode()).hexdigest()[:24]
+
+
+def cached(key: CorpusKey) -> corpus.CorpusStats | None:
+    """The statistics for `key` from memory, else from disk (a broken folder counts as none)."""
+    store, lock = _memory()
+    with lock:
+        if key in store:
+            store.move_to_end(key)
+            return store[key]
+    folder = _folder(key)
+    if not folder.is_dir():
+        return None
+    try:
+        stats = corpus.CorpusStats.load(folder)
+    except Exception:  # noqa: BLE001 - recomputed rather than shown broken
+        log.exception("corpus cache %s unreadable", folder)
+        return None
+    _remember(key, stats)
+    return stats
+
+
+def _remember(key: CorpusKey, stats) -> None:
+    store, lock = _memory()
+    with lock:
+        store[key] = stats
+        store.move_to_end(key)
+        while len(store) > 8:
+            store.popitem(last=False)
+
+
+def _keep(key: CorpusKey, stats) -> None:
+    """Remember `stats` and write them to disk (a temporary folder renamed into place)."""
+    _remember(key, stats)
+    folder = _folder(key)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+        stats.save(tmp)
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another session wrote it first: theirs is as good
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        log.exception("could not keep the corpus statistics on disk")
+
+
+# --- the page ------------------------------------------------------------------------------------
+def split(texts: list[str]) -> tuple[list[str], list[str]]:
+    """(documents for the statistics, held-out documents): every HOLD_EVERY-th held out, at most
+    HOLD_MAX, none for corpora under HOLD_MIN_DOCS."""
+    if len(texts) < HOLD_MIN_DOCS:
+        return list(texts), []
+    held = set(range(0, len(texts), HOLD_EVERY)[:HOLD_MAX])
+    return [t for i, t in enumerate(texts) if i not in held], [texts[i] for i in sorted(held)]
+
+
+def _documents(conf) -> tuple[list[str], str] | None:
+    sources = [SAMPLE, UPLOAD] + ([] if conf.public else [PATH])
+    if st.session_state.get(keys.CORPUS_SOURCE) not in sources:
+        st.session_state[keys.CORPUS_SOURCE] = SAMPLE
+    source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, horizontal=True)
+    limits = dict(max_docs=conf.max_corpus_docs, max_bytes=conf.max_corpus_mb * 2**20)
+    try:
+        if source == SAMPLE:
+            texts = corpus.read_texts("sample")
+            return texts, f"the bundled sample ({len(texts)} sentences; {corpus.SAMPLE_SOURCE})"
+        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, placeholder="text",
+                               help="Left empty: the first of text, sentence, content, document.") or None
+        if source == UPLOAD:
+            upload = st.file_uploader(
+                "A .txt file (one document per line), or .jsonl / .csv with a text column", key=keys.CORPUS_FILE,
+                type=["txt", "jsonl", "csv"],
+                help=f"At most {conf.max_corpus_docs:,} documents and {conf.max_corpus_mb} MB here.")
+            if upload is None:
+                st.info("Choose a file to compute its statistics.", icon="📄")
+                return None
+            texts = corpus.read_upload(upload.getvalue(), upload.name, text_column=column, **limits)
+            return texts, f"{state.plain(upload.name)} ({len(texts):,} documents)"
+        path = st.text_input("Path", key=keys.CORPUS_PATH, placeholder="/data/sentences.txt")
+        if not path.strip():
+            st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon="📄")
+            return None
+        texts = corpus.read_texts(path.strip(), text_column=column, **limits)
+        return texts, f"{state.plain(path.strip())} ({len(texts):,} documents)"
+    except mha_viz.InputError as exc:  # CorpusError: a message written for the user
+        st.error(state.plain(str(exc)), icon="⚠️")
+        return None
+
+
+def corpus_view() -> None:
+    cur = views.start("Corpus")
+    if cur is None:
+        return
+    if cur.model is None or cur.stale:
+        st.info("The Corpus page uses the sidebar's model: fix the message above first.", icon="ℹ️")
+        return
+    conf = state.settings()
+    st.caption(f"Every head of {state.plain(cur.model.name)} over many documents: each metric's mean and spread "
+               "(every document weighs the same), each head's most frequent pattern class and the corpus "
+               "importance. One sentence is a small sample; this says what a head does in general.")
+    got = _documents(conf)
+    if got is None:
+        return
+    texts, label = got
+    train, held = split(texts)
+    cols = st.columns(4)
+    top = min(512, cur.model.max_positions, state.token_cap())
+    st.session_state[keys.CORPUS_TOKENS] = min(int(st.session_state.get(keys.CORPUS_TOKENS) or 128), top)
+    max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, step=32,
+                                      help="Longer documents are cut to this many tokens.")
+    batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH)
+    embedding = ablation.loss_kind(cur.model) == ablation.EMBEDDING
+    st.session_state.setdefault(keys.CORPUS_IMPORTANCE, not embedding)  # off where it costs a pass a head
+    importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE,
+                                help="Michel et al.'s gradient importance summed over the documents: one backward "
+                                     "pass a batch. Embedding models (minilm) have no gradient signal, so each head "
+                                     f"is switched off in turn: {cur.model.num_layers * cur.model.num_heads} extra "
+                                     "passes a batch, off by default.")
+    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE)
+    key = CorpusKey(cur.model_key, corpus.corpus_hash(train), int(max_tokens), bool(importance), len(held))
+    st.caption(f"Documents: {label}. " + (f"The statistics use {len(train):,} of them; {len(held)} (every "
+               f"{HOLD_EVERY}th) are held out to test the importance order." if held else
+               f"All {len(train):,} are used (under {HOLD_MIN_DOCS} documents, none is held out)."))
+    _cancelled_notice()
+    stats = cached(key)
+    if stats is None:
+        buttons = st.columns([2, 1, 3])
+        go = buttons[0].button(f"Compute over {len(train):,} documents", key=keys.CORPUS_GO, type="primary")
+        cancel = buttons[1].empty()
+        live_button(cancel, "Cancel", keys.CORPUS_CANCEL, live=go, help="Stop the job; nothing is kept.")
+        if not go:
+            return
+        stats = _compute(cur, key, train, int(batch), engine)
+        live_button(cancel, "Cancel", keys.CORPUS_CANCEL, live=False, help="Stop the job; nothing is kept.")
+        if stats is None:
+            return
+    _results(cur, key, stats, held)
+
+
+def _cancelled_notice() -> None:
+    if st.session_state.pop(RUNNING, None) is not None:
+        st.warning("The corpus job was cancelled; nothing was kept.", icon="⏹️")
+
+
+def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str):
+    """Run the job with a progress bar (a press of Cancel, or any widget, interrupts it)."""
+    bar = st.progress(0.0, text="Starting…")
+    st.session_state[RUNNING] = key  # still here on the next run when this one is interrupted
+
+    def progress(done: int, total: int, rate: float, eta: float) -> bool:
+        bar.progress(min(done / max(total, 1), 1.0),
+                     text=f"{done:,} of {total:,} documents · {rate:.1f} documents/s · about {eta:.0f} s left")
+        return True
+
+    def compute():
+        with state.slots().hold():  # counts as an analysis for the server's limit
+            model = cur.model if engine == LOCAL else _spec()
+            return corpus.head_statistics(model, train, engine="ray" if engine == RAY else "local",
+                                          batch_size=batch, max_tokens=key.max_tokens,
+                                          importance=key.importance, progress=progress)
+    error = None
+    try:
+        stats = state.one_at_a_time(compute)
+    except mha_viz.InputError as exc:
+        error = str(exc)
+    except (MemoryError, torch.OutOfMemoryError):
+        log.exception("out of memory in the corpus job")
+        error = "The corpus job ran out of memory: lower the batch size or the tokens per document."
+    except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
+        log.exception("corpus job failed")
+        error = f"The corpus job failed: {type(exc).__name__}: {str(exc)[:300]}"
+    st.session_state.pop(RUNNING, None)
+    bar.empty()
+    if error:
+        st.error(state.plain(error), icon="⚠️")
+        return None
+    _keep(key, stats)
+    return stats
+
+
+def _spec() -> str:
+    """The sidebar's model as a name, hub id or folder (Ray's actors load it themselves)."""
+    choice = st.session_state.get(keys.MODEL_CHOICE)
+    return (st.session_state.get(keys.MODEL_OTHER) or "").strip() if choice == state.OTHER else choice
+
+
+def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
+    table = stats.table
+    rate = stats.n_docs / stats.seconds if stats.seconds else 0.0
+    st.success(f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens"
+               + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else "."), icon="📚")
+    names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
+    metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, format_func=lambda c: metrics.METRICS[c].label)
+    label = metrics.METRICS[metric].label
+    left, right = st.columns(2)
+    charts.show(corpus_figures.mean_grid(table, metric, label=label), key="corpus_mean", where=left,
+                name=f"corpus-{metric}-mean")
+    charts.show(corpus_figures.spread_grid(table, metric, label=label), key="corpus_sd", where=right,
+                name=f"corpus-{metric}-sd")
+    st.subheader("Head types")
+    charts.show(corpus_figures.pattern_map(table), key="corpus_patterns", name="corpus-head-types")
+    counts = table["pattern"].str.split(":").str[0].value_counts()
+    st.caption("Most frequent class of each head over the documents. Heads per class: "
+               + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
+    _importance(cur, key, stats, held)
+    _this_sentence(cur, table, metric, label)
+    stem = figure_style.safe_filename(f"{cur.model.name}-corpus-{stats.n_docs}")
+    st.download_button("Download the corpus head table (CSV)", export_views.table_csv(table),
+                       file_name=f"{stem}.csv", mime="text/csv", key="dl_corpus")
+
+
+def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
+    st.subheader("Corpus importance")
+    if stats.importance is None:
+        st.info(state.plain(stats.importance_note or "Importance was not asked for."), icon="ℹ️")
+        return
+    charts.show(metric_figures.metric_grid(stats.importance, title="Head importance over the corpus "
+                                           "(per-layer L2-normalised)", layer_ids=sorted(set(stats.table["layer"]))),
+                key="corpus_importance_grid", name="corpus-importance")
+    if not held:
+        st.caption(f"Under {HOLD_MIN_DOCS} documents nothing is held out, so there is no pruning check.")
+        return
+    done = st.session_state.setdefault(keys.CORPUS_PRUNED, {})
+    if key not in done:
+        if not st.button(f"Check the order on the {len(held)} held-out documents", key=keys.CORPUS_PRUNE,
+                         help=f"Switch heads off least important first, and in {RANDOM_ORDERS} random orders: "
+                              "if the importance order is right, the loss rises later."):
+            return
+        try:
+            done.clear()  # one curve at a time per session
+            done[key] = state.one_at_a_time(lambda: _pruning(cur.model, stats.importance, held, key.max_tokens))
+        except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
+            log.exception("corpus pruning failed")
+            st.error(state.plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"), icon="⚠️")
+            return
+    curve = done[key]
+    kind = ablation.loss_kind(cur.model)
+    charts.show(teach_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
+                                             curve["random mean"], curve["random sd"],
+                                             loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),
+                key="corpus_pruning", name="corpus-pruning")
+    st.caption(f"Mean loss over the {len(held)} held-out documents, which the importance never saw.")
+    st.download_button("Download the pruning curve (CSV)", export_views.table_csv(curve),
+                       file_name="corpus-pruning-curve.csv", mime="text/csv", key="dl_corpus_prune")
+
+
+def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) -> pd.DataFrame:
+    fractions = ablation.PRUNE_FRACTIONS
+    order = np.argsort(np.asarray(importance).ravel())
+    with state.slots().hold():
+        by_importance = corpus_importance.pruning_curve(model, held, order, fractions, max_tokens=max_tokens)
+        randoms = np.array([corpus_importance.pruning_curve(model, held, np.random.default_rng(seed).permutation(order.size),
+                                                 fractions, max_tokens=max_tokens) for seed in range(RANDOM_ORDERS)])
+    return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
+                         "random mean": randoms.mean(0), "random sd": randoms.std(0)})
+
+
+def _this_sentence(cur, table: pd.DataFrame, metric: str, label: str) -> None:
+    st.subheader("This sentence against the corpus")
+    run = cur.full_run or cur.run
+    if run.partial:
+        st.info("The sidebar's sentence was captured for some layers only (see the sidebar): lower the token "
+                "limit to compare every head with the corpus.", icon="ℹ️")
+        return
+    here = analysis.head_table(cur.key._replace(hidden=()), run, cur.model)
+    if metric not in here.columns:
+        st.info("The sidebar's sentence has no value of this metric.", icon="ℹ️")
+        return
+    left, right = st.columns(2)
+    charts.show(corpus_figures.versus(table, here, metric, label=label), key="corpus_versus", where=left,
+                name=f"corpus-versus-{metric}")
+    charts.show(corpus_figures.deviation_grid(table, here, metric, label=label), key="corpus_deviation",
+                where=right, name=f"corpus-deviation-{metric}")
+    z = corpus_figures.deviation(table, here, metric)
+    row, head = np.unravel_index(int(np.abs(z).argmax()), z.shape)
+    st.caption(f"The sidebar's sentence ({run.n} tokens) against the corpus mean of every head. Most unusual here: "
+               f"layer {sorted(set(table['layer']))[row]}, head {head} ({z[row, head]:+.1f} sd).")

@@ -1,0 +1,83 @@
+"""The Ray engine (mha_viz.corpus.ray_engine) on a local 2-CPU Ray cluster: the same statistics as
+the local engine, progress as batches come back, the user's errors unwrapped from Ray's, an
+actor pool that leaves Ray Data a CPU, and no Ray imported by the app's modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mha_viz import ModelLoadError, corpus
+from tests.helpers import ROOT
+
+DOCS = corpus.read_texts("sample")[:20]
+OPTIONS = {"batch_size": 8, "max_tokens": 32}
+
+
+@pytest.fixture(scope="module")
+def ray_engine():
+    """A local Ray cluster for this module, stopped at its end (and no cluster to join)."""
+    mp = pytest.MonkeyPatch()
+    mp.delenv("RAY_ADDRESS", raising=False)
+    from mha_viz.corpus import ray_engine
+
+    yield ray_engine
+    ray_engine.shutdown()
+    mp.undo()
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors
+def test_ray_equals_local_and_reports_progress(ray_engine):
+    local = corpus.head_statistics("minilm", DOCS, engine="local", **OPTIONS)
+    seen = []
+    remote = corpus.head_statistics("minilm", DOCS, engine="ray", progress=lambda *a: seen.append(a), **OPTIONS)
+    assert remote.n_docs == local.n_docs == len(DOCS) and remote.n_tokens == local.n_tokens
+    assert list(remote.table.columns) == list(local.table.columns)
+    numeric = [c for c in local.table.columns if c != "pattern"]
+    np.testing.assert_allclose(remote.table[numeric].to_numpy(float), local.table[numeric].to_numpy(float),
+                               rtol=1e-5, atol=1e-6)
+    assert (remote.table["pattern"] == local.table["pattern"]).all()
+    np.testing.assert_allclose(remote.similarity, local.similarity, rtol=1e-5, atol=1e-6)
+    assert local.importance is not None
+    np.testing.assert_allclose(remote.importance, local.importance, rtol=1e-5, atol=1e-6)
+    assert remote.corpus_hash == local.corpus_hash
+    done = [s[0] for s in seen]
+    assert done == sorted(done) and done[-1] == len(DOCS) and all(s[1] == len(DOCS) for s in seen)
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors
+def test_a_model_that_does_not_load_is_a_model_load_error(ray_engine, tmp_path):
+    with pytest.raises(ModelLoadError):
+        corpus.head_statistics(str(tmp_path / "no-such-model"), DOCS[:2], engine="ray")
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors
+def test_cancel_stops_the_run(ray_engine):
+    with pytest.raises(corpus.Cancelled):
+        corpus.head_statistics("minilm", DOCS, engine="ray", progress=lambda *a: False, importance=False,
+                               **OPTIONS)
+
+
+@pytest.mark.parametrize("cpus, gpus, local, expected", [
+    (2, 0, True, (1, 1, 0, 2)),  # 2 cores: one actor holding one CPU, the other left to Ray Data
+    (1, 0, True, (1, 1, 0, 1)),
+    (16, 0, True, (3, 5, 0, 4)),
+    (16, 0, False, (3, 5, 0, 5)),
+    (8, 2, False, (2, 1, 1, 1)),  # one actor per GPU
+])
+def test_the_pool_leaves_a_cpu_to_ray_data(cpus, gpus, local, expected):
+    from mha_viz.corpus.ray_engine import SPARE_CPUS, plan_pool
+
+    pool = plan_pool(cpus, gpus, local=local)
+    assert (pool.actors, pool.num_cpus, pool.num_gpus, pool.threads) == expected
+    assert pool.actors * pool.num_cpus <= max(1, cpus - SPARE_CPUS)
+
+
+def test_the_app_and_the_local_engine_do_not_import_ray():
+    code = "import sys, mha_viz, mha_viz.corpus, mha_viz.ui; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "False"
