@@ -15,8 +15,9 @@ On the bundled `minilm` (6 × 12 heads), `max_tokens=128`, batch size 16, `impor
    alternate the two; the best round of each is reported (the machine may be shared).
 2. `engine="ray"` against `engine="local"` on the same 2,000 documents, importance off: a local
    Ray (2 logical CPUs, one actor holding the model), started once before the timing (its start,
-   ~5 s, is printed apart); each Ray run includes creating the dataset, starting its actor and
-   loading the model there.
+   ~2-5 s, is printed apart); each Ray run includes creating the dataset, starting its actor and
+   loading the model there (printed apart too: the time until its first batch comes back), and
+   the steady rate after that.
 3. peak memory: a fresh process per size (500, 1,000, 2,000 documents) loads the model, runs the
    job and reports its peak resident size (VmHWM) above what it held after loading the model.
    Streaming holds one batch at a time, so this should not grow with the corpus.
@@ -89,6 +90,17 @@ def throughput(model, docs: list[str], rounds: int) -> tuple[float, float]:
     return rates["bare"], rates["corpus"]
 
 
+def ray_run(docs: list[str]) -> tuple[float, float, float]:
+    """(docs/s overall, seconds until the first batch came back, docs/s after it) on Ray."""
+    marks = []
+    start = time.perf_counter()
+    corpus.head_statistics(MODEL, docs, engine="ray", batch_size=BATCH, max_tokens=MAX_TOKENS, importance=False,
+                           progress=lambda done, *_: marks.append((time.perf_counter() - start, done)))
+    total = time.perf_counter() - start
+    first, done = marks[0]
+    return len(docs) / total, first, (len(docs) - done) / max(total - first, 1e-9)
+
+
 def peak_child(count: int) -> None:
     """In a fresh process: the peak resident size above the size after loading, as JSON."""
     model = mha_viz.load_model(MODEL, device="cpu")
@@ -139,9 +151,15 @@ def main() -> None:
         ray_engine.connect()
         print(f"\nRay started in {time.perf_counter() - start:.1f} s (once; not in the timings)")
         local = best_rate(lambda: job(model, docs), len(docs), rounds)
-        on_ray = best_rate(lambda: job(MODEL, docs, "ray"), len(docs), rounds)
-        print(f"2,000 documents: local {local:.1f} docs/s, Ray {on_ray:.1f} docs/s, ratio {on_ray / local:.2f}")
-        verdicts.append(("Ray ≥ 0.8 × local (2,000 documents)", f"{on_ray / local:.2f} ×", on_ray / local >= 0.8))
+        on_ray, start, steady = max(ray_run(docs) for _ in range(rounds))
+        print(f"2,000 documents: local {local:.1f} docs/s, Ray {on_ray:.1f} docs/s, ratio {on_ray / local:.2f}; "
+              f"Ray's first batch came back after {start:.1f} s (its actor starting: torch, transformers and the "
+              f"model loaded in a new process), then {steady:.1f} docs/s ({steady / local:.2f} × local)")
+        fixed = start - BATCH / steady  # seconds Ray adds before its steady rate
+        if steady > 0.8 * local:
+            print(f"  Ray reaches 0.8 × local from about {fixed / (1 / (0.8 * local) - 1 / steady):,.0f} documents")
+        verdicts.append(("Ray ≥ 0.8 × local (2,000 documents)", f"{on_ray / local:.2f} × (steady {steady / local:.2f} ×)",
+                         on_ray / local >= 0.8))
         ray_engine.shutdown()
         peaks = {n: peak(n) for n in (500, 1000, 2000)}
         print("\npeak memory above the loaded model: " + ", ".join(f"{n:,} docs {p:.0f} MiB" for n, p in peaks.items()))

@@ -66,16 +66,18 @@ class Partial:
         """Add one document: its head table (rows in layer-major order) and pattern cosines."""
         self.add_many([table], [similarity], [n_tokens])
 
-    def add_many(self, tables: Sequence[pd.DataFrame], similarities: Sequence[np.ndarray],
-                 n_tokens: Sequence[int]) -> None:
-        """Add documents, each with its head table, pattern cosines and token count (one numpy
-        pass over the batch: per-column pandas work would cost as much as the statistics)."""
+    def add_many(self, tables: Sequence, similarities: Sequence[np.ndarray], n_tokens: Sequence[int]) -> None:
+        """Add documents, each with its head table (a DataFrame, or `metrics.head_columns`'s dict:
+        building a DataFrame a document would cost as much as the statistics), pattern cosines
+        and token count, in one numpy pass over the batch."""
         if not tables:
             return
         L, H = self.shape
-        names = [c for c in tables[0].columns
-                 if c not in KEYS and pd.api.types.is_numeric_dtype(tables[0][c])]
-        x = np.stack([t[names].to_numpy(dtype=np.float64) for t in tables])  # (D, L·H, C)
+        tables = [{c: t[c].to_numpy() for c in t.columns} if isinstance(t, pd.DataFrame) else t for t in tables]
+        names = [c for c, v in tables[0].items()
+                 if c not in KEYS and np.asarray(v).dtype.kind in "fiub"]
+        x = np.stack([np.column_stack([np.asarray(t[c], dtype=np.float64) for c in names])
+                      for t in tables])  # (D, L·H, C)
         finite = np.isfinite(x)
         x = np.where(finite, x, 0.0)
         sums, squares, counts = x.sum(0), (x * x).sum(0), finite.sum(0)  # (L·H, C) each
@@ -171,7 +173,7 @@ def batch_partial(model: LoadedModel, texts: Sequence[str], *, max_tokens: int |
     summed gradient importance or, when that cannot be computed, the reason)."""
     part = Partial.empty(model.num_layers, model.num_heads, model.name)
     runs = capture_runs(model, texts, max_tokens=max_tokens)
-    part.add_many([metrics.head_table(r, weights) for r in runs],
+    part.add_many([metrics.head_columns(r, weights) for r in runs],
                   [metrics.head_similarity(r, "cosine") for r in runs], [r.n for r in runs])
     del runs  # the batch's attentions: before the importance pass, which needs memory of its own
     if not importance:

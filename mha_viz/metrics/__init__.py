@@ -21,7 +21,7 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 
 from .across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
 from .diversity import diversity, diversity_table, layer_diversity
-from .head_stats import classify, detection_patterns, head_table, importance
+from .head_stats import classify, detection_patterns, head_columns, head_table, importance
 from .head_writes import Weights
 from .layout import cluster_order, mds
 from .measures import (
@@ -32,6 +32,6 @@ from .similarity import as_dissimilarity, as_similarity, head_similarity, select
 __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",
     "SIMILARITIES", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
-    "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_similarity",
-    "head_table", "importance", "layer_diversity", "mds", "rollout", "rollout_through_head", "select_heads",
+    "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
+    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "rollout", "rollout_through_head", "select_heads",
 ]

@@ -79,6 +79,12 @@ def head_table(run: AttentionRun, weights: Weights | None = None) -> pd.DataFram
     pattern (one of diagonal / vertical / broad / block / heterogeneous, with details after ':').
     With `weights` and a run that has head outputs, also output_norm and mean_output_norm.
     """
+    return pd.DataFrame(head_columns(run, weights))
+
+
+def head_columns(run: AttentionRun, weights: Weights | None = None) -> dict:
+    """`head_table`'s columns as a dict of flat (L·H,) arrays, layer-major (the pattern a list),
+    without building a DataFrame: what a corpus job adds up document by document."""
     H, n = run.num_heads, run.n
     cols = pattern_stats(run)
     cols["distance_norm"] = cols["distance"] / n
@@ -92,7 +98,7 @@ def head_table(run: AttentionRun, weights: Weights | None = None) -> pd.DataFram
         norms = importance(run, weights)
         for name in ("output_norm", "mean_output_norm"):
             data[name] = norms[name].ravel()
-    return pd.DataFrame(data)
+    return data
 
 
 @dataclass(frozen=True)

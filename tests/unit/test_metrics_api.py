@@ -21,6 +21,8 @@ EXPORTED_BEFORE_SPLIT = [
     "rollout", "rollout_through_head", "select_heads",
 ]
 
+ADDED_SINCE = ["head_columns"]  # head_table's columns without the DataFrame (the corpus job)
+
 PACKAGE = Path(mha_viz.__file__).parent
 MODULES = sorted((PACKAGE / "metrics").glob("*.py")) + [
     PACKAGE / name for name in ("figure_style.py", "figures.py", "metric_figures.py", "teach_figures.py")]
@@ -34,7 +36,7 @@ def test_every_name_exported_before_the_split_is_still_exported(name):
 
 def test_all_lists_only_public_names_that_exist():
     assert all(not n.startswith("_") and hasattr(metrics, n) for n in metrics.__all__)
-    assert sorted(metrics.__all__) == sorted(EXPORTED_BEFORE_SPLIT)
+    assert sorted(metrics.__all__) == sorted(EXPORTED_BEFORE_SPLIT + ADDED_SINCE)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: p.name)
