@@ -34,6 +34,7 @@ LETTERS = [  # toy-induction reads lowercase letters; repeats give its induction
     "a b c d e f g h i j k l m n o p", "k k k k", "p q r s t p q r s t u v", "b a", "c o d e c o d e",
 ]
 MODELS = [pytest.param("minilm", ENGLISH, marks=pytest.mark.model, id="minilm"),
+          pytest.param("smollm2", ENGLISH[:6], marks=pytest.mark.model, id="smollm2"),  # GQA, RoPE, 30 layers
           pytest.param("toy", LETTERS, id="toy-induction"),
           pytest.param("tiny_gpt2", ENGLISH, id="tiny_gpt2")]
 MAX_TOKENS = 32

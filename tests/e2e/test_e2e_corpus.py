@@ -1,0 +1,64 @@
+"""The Corpus page in a real browser: toy-induction over the bundled sample (statistics, head types,
+importance), and a long job on smollm2 that *Cancel* stops mid-way, with a notice and no error."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+import pytest
+
+from mha_viz.ui import corpus_views
+
+from .conftest import RUN_TIMEOUT_S, new_app
+
+pytestmark = pytest.mark.e2e
+
+
+def _open(browser, server: str, name: str, **params):
+    ui = new_app(browser, server, name)
+    ui.page.goto(f"{server}/corpus?" + urllib.parse.urlencode(params), wait_until="domcontentloaded")
+    ui.page.locator("[data-testid=stMain] h1").filter(has_text="Corpus").wait_for(timeout=RUN_TIMEOUT_S * 1000)
+    ui.wait_idle()
+    return ui
+
+
+def _compute(ui):
+    return ui.page.get_by_role("button", name=re.compile(r"^Compute over"))
+
+
+def test_toy_induction_over_the_sample(browser, server):
+    ui = _open(browser, server, "corpus-toy", model="toy-induction", text="a b c a b c")
+    try:
+        if _compute(ui).count():  # not computed yet by an earlier run of the suite on this server
+            ui.click(_compute(ui))
+        ui.page.get_by_text(re.compile(r"documents/s\)|documents, \d")).first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
+        ui.wait_idle()
+        assert ui.charts().count() >= 5  # mean, spread, head types, importance, this sentence (2)
+        titles = [ui.chart_title(i) for i in range(ui.charts().count())]
+        assert any("Head types" in t for t in titles) and any("importance" in t for t in titles)
+        ui.assert_clean()
+        ui.shot("toy")
+    finally:
+        ui.close()
+
+
+def test_cancel_stops_a_long_job(browser, server):
+    ui = _open(browser, server, "corpus-cancel", model="smollm2", text="The cat sat on the mat.")
+    try:
+        # results are kept by (model, documents, tokens, …): a token count nobody uses is never kept
+        ui.choose("Tokens per document", "61", scope="[data-testid=stMain]")
+        assert _compute(ui).count() == 1, "smollm2 at 61 tokens was computed before: it should never be kept"
+        _compute(ui).click()
+        ui.page.get_by_text(re.compile(r"documents/s · about")).first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
+        ui.rerun(ui.page.get_by_role("button", name="Cancel").click)
+        ui.wait_until(lambda: any("cancelled" in a for a in ui.alerts("Warning")), True, timeout_s=60)
+        assert _compute(ui).count() == 1  # nothing kept: the button is back
+        ui.assert_clean()
+    finally:
+        ui.close()
+
+
+def test_the_held_out_split_is_stated():
+    train, held = corpus_views.split([f"doc {i}" for i in range(300)])
+    assert len(held) == 30 and len(train) == 270 and not set(train) & set(held)
