@@ -19,6 +19,8 @@ def _loads(log_text: str) -> list[str]:
 
 
 def test_eight_sessions_at_once_each_see_their_own_tokens(server, browser, run_of):
+    log = ARTIFACTS / "server.log"
+    before = len(log.read_text(errors="replace"))  # loads by earlier tests (the cache holds a few models)
     sessions = []
     try:
         for i, word in enumerate(WORDS):
@@ -33,6 +35,5 @@ def test_eight_sessions_at_once_each_see_their_own_tokens(server, browser, run_o
     finally:
         for ui in sessions:
             ui.close()
-    loads = _loads((ARTIFACTS / "server.log").read_text(errors="replace"))
-    assert ("minilm", "auto", "False") in loads and ("smollm2", "auto", "False") in loads
+    loads = _loads(log.read_text(errors="replace")[before:])  # during this test only
     assert len(loads) == len(set(loads)), f"a model was loaded more than once: {loads}"

@@ -74,8 +74,10 @@ def test_corpus_means_stds_and_classes_equal_the_per_text_average(request, name,
         assert "output_norm" in columns
     for c in columns:
         values = np.stack([t[c].to_numpy() for t in tables])  # (docs, L·H)
-        np.testing.assert_allclose(stats.table[c], np.nanmean(values, 0), atol=1e-5, err_msg=c)
-        np.testing.assert_allclose(stats.table[f"{c}_std"], np.nanstd(values, 0), atol=1e-5, err_msg=c)
+        # 1e-5, relative for large values (output norms of ~14 on 30-layer smollm2 differ by float32
+        # rounding between a padded batch and one text alone)
+        np.testing.assert_allclose(stats.table[c], np.nanmean(values, 0), rtol=1e-5, atol=1e-5, err_msg=c)
+        np.testing.assert_allclose(stats.table[f"{c}_std"], np.nanstd(values, 0), rtol=1e-5, atol=1e-5, err_msg=c)
     assert list(stats.table["pattern"]) == _majority(tables)
     np.testing.assert_allclose(stats.similarity, np.mean(sims, 0), atol=1e-5)
     assert (stats.n_docs, stats.n_tokens) == (len(texts), sum(r.n for r in runs))
@@ -97,9 +99,12 @@ def test_a_padded_batch_of_mixed_lengths_equals_each_document_alone(request, nam
             alone.tokens, alone.token_ids, alone.special_mask, alone.word_ids, alone.raw_tokens)
         assert (run.is_causal, run.num_kv_heads, run.model_name, run.layer_ids, run.num_input_tokens) == (
             alone.is_causal, alone.num_kv_heads, alone.model_name, alone.layer_ids, alone.num_input_tokens)
-        np.testing.assert_allclose(run.attentions, alone.attentions, atol=1e-5)
+        # float32 rounding of batched products grows with depth: 1.4e-5 at layer 29 of smollm2 (a wrong
+        # mask would move weights by orders of magnitude more)
+        tol = 1e-5 * max(1, model.num_layers // 6)
+        np.testing.assert_allclose(run.attentions, alone.attentions, atol=tol)
         if alone.head_outputs is not None:
-            np.testing.assert_allclose(run.head_outputs, alone.head_outputs, atol=1e-5)
+            np.testing.assert_allclose(run.head_outputs, alone.head_outputs, atol=tol)
 
 
 def _same_stats(a, b, atol=1e-6):
