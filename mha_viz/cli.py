@@ -123,3 +123,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - out of memory, a Ray worker lost…: one line, not a traceback
+        print(f"error: the corpus job failed: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+        return 1

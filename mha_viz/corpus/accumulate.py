@@ -130,6 +130,8 @@ class Partial:
             with np.errstate(invalid="ignore", divide="ignore"):
                 mean = np.where(n > 0, total / n, np.nan)
                 var = np.where(n > 0, self.squares[name] / n - mean * mean, np.nan)
+                # E[x²] − mean² cancels: a value equal in every document leaves ~1e-16 · mean² of noise
+                var = np.where(np.abs(var) <= 1e-12 * np.maximum(mean * mean, 1e-300), 0.0, var)
             table[name] = mean.ravel()
             stds[f"{name}_std"] = np.sqrt(np.clip(var, 0.0, None)).ravel()
         for name, values in stds.items():

@@ -18,7 +18,8 @@ import torch
 from models import LoadedModel
 
 from ..capture import AttentionRun
-from ..tokenize import Tokens, tokenize
+from ..settings import from_env, size_text
+from ..tokenize import InputError, Tokens, tokenize
 
 SORT_WINDOW = 8  # batches sorted together: larger windows pad less but reorder more
 
@@ -50,26 +51,50 @@ def pad_batch(model: LoadedModel, toks: Sequence[Tokens]) -> tuple[torch.Tensor,
 
 
 def capture_runs(model: LoadedModel, texts: Sequence[str], *, max_tokens: int | None = 128) -> list[AttentionRun]:
-    """One `AttentionRun` per text (same fields as `analyze`), from one padded forward pass.
-    Holds the batch's attentions (L, B, H, n_max, n_max) once, plus each document's cut."""
+    """One `AttentionRun` per text (same fields as `analyze`), from padded forward passes: the
+    batch is split so that the model's attentions and the documents' cuts together stay within
+    MHA_VIZ_MAX_CAPTURE_MB (`capture_bytes`). A document that alone does not fit raises InputError."""
     toks = [tokenize(model, text, max_tokens) for text in texts]
-    ids, mask = pad_batch(model, toks)
+    budget = from_env().max_capture_bytes
+    runs, part = [], []
+    for text, t in zip(texts, toks):
+        if capture_bytes(model, 1, t.n) > budget:
+            raise InputError(
+                f"One document of {t.n} tokens would hold {size_text(capture_bytes(model, 1, t.n))} of attention on "
+                f"{model.name} (the limit here is {size_text(budget)}, MHA_VIZ_MAX_CAPTURE_MB): lower the tokens "
+                "per document.")
+        if part and capture_bytes(model, len(part) + 1, max(t.n, *(p[1].n for p in part))) > budget:
+            runs += _capture(model, part)
+            part = []
+        part.append((text, t))
+    return runs + (_capture(model, part) if part else [])
+
+
+def capture_bytes(model: LoadedModel, batch: int, n_max: int) -> int:
+    """Bytes a padded batch holds at its peak: the model's attentions (L, B, H, n_max²) in float32
+    and each document's own copy (at most as much again)."""
+    return 2 * model.num_layers * batch * model.num_heads * n_max * n_max * 4
+
+
+def _capture(model: LoadedModel, part: Sequence[tuple[str, Tokens]]) -> list[AttentionRun]:
+    ids, mask = pad_batch(model, [t for _, t in part])
     with torch.no_grad():
         cap = model.capture(ids, attention_mask=mask)  # takes model.lock itself
-    attentions = torch.stack(cap.attentions).float().cpu().numpy()  # (L, B, H, n_max, n_max)
-    outputs = None
-    if cap.head_outputs is not None:
-        outputs = torch.stack(cap.head_outputs).float().cpu().numpy()  # (L, B, H, n_max, d_v)
-    del cap
+    L = model.num_layers
     runs = []
-    for b, (text, t) in enumerate(zip(texts, toks)):
+    for b, (text, t) in enumerate(part):
         n = t.n
+        att = np.empty((L, model.num_heads, n, n), dtype=np.float32)  # layer by layer: no stacked copy
+        for layer in range(L):
+            att[layer] = cap.attentions[layer][b, :, :n, :n].float().cpu().numpy()
+        outputs = None
+        if cap.head_outputs is not None:
+            outputs = np.stack([cap.head_outputs[layer][b, :, :n].float().cpu().numpy() for layer in range(L)])
         runs.append(AttentionRun(
-            tokens=t.display, attentions=np.ascontiguousarray(attentions[:, b, :, :n, :n]),
+            tokens=t.display, attentions=att,
             is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,
             token_ids=list(t.ids), raw_tokens=t.raw, special_mask=t.special, word_ids=t.word_ids, text=text,
-            num_input_tokens=t.total,
-            head_outputs=None if outputs is None else np.ascontiguousarray(outputs[:, b, :, :n]),
-            layer_ids=list(range(model.num_layers)), model_layers=model.num_layers,
+            num_input_tokens=t.total, head_outputs=outputs,
+            layer_ids=list(range(L)), model_layers=L,
         ))
     return runs

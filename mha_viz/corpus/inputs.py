@@ -170,6 +170,8 @@ def _jsonl(text: str, wanted: str | None, label: str) -> list[str]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CorpusError(f"{label}, line {number}: not valid JSON ({exc.msg}).") from exc
+        except RecursionError as exc:  # 200,000 nested brackets
+            raise CorpusError(f"{label}, line {number}: JSON nested too deeply to read.") from exc
         if not isinstance(row, dict):
             raise CorpusError(f"{label}, line {number}: expected a JSON object, found {type(row).__name__}.")
         column = column or _column(list(row), wanted, f"{label} (line {number})")

@@ -62,6 +62,7 @@ from .stats import CorpusStats
 
 SPARE_CPUS = 1  # left to Ray Data's read and split tasks (see the module doc)
 THREADS_PER_ACTOR = 4  # torch threads per CPU actor: small batches scale poorly beyond
+ACTOR_WAIT_S = 600  # seconds Ray Data may wait for the actor pool to be placed (loading a large model)
 MAX_BLOCKS = 200  # blocks of the input Dataset: more means more scheduling for nothing
 Progress = Callable[[int, int, float, float], "bool | None"]  # engine.Progress: done, total, docs/s, ETA s
 _started = False  # whether this module started the Ray session it is using
@@ -77,14 +78,18 @@ class Pool:
     threads: int  # torch threads per actor
 
 
-def plan_pool(cpus: int, gpus: int, *, local: bool) -> Pool:
+def plan_pool(cpus: int, gpus: int, *, local: bool, node_cpus: int | None = None) -> Pool:
     """The actor pool for a cluster of `cpus` logical CPUs and `gpus` GPUs (module doc). `local`:
-    the cluster is this machine, whose `cpus` cores the actors may use as threads."""
+    the cluster is this machine, whose `cpus` cores the actors may use as threads. `node_cpus`:
+    the most CPUs one node has (an actor must fit on one node, or Ray waits for it forever)."""
     free = max(1, cpus - SPARE_CPUS)
     if gpus >= 1:
         return Pool(actors=max(1, min(gpus, free)), num_cpus=1, num_gpus=1, threads=1)
     actors = max(1, free // THREADS_PER_ACTOR)
     num_cpus = max(1, free // actors)
+    if node_cpus is not None and num_cpus > node_cpus:
+        num_cpus = max(1, node_cpus - (SPARE_CPUS if node_cpus > SPARE_CPUS else 0))
+        actors = max(1, free // num_cpus)
     threads = max(1, min(THREADS_PER_ACTOR, cpus // actors)) if local else num_cpus
     return Pool(actors=actors, num_cpus=num_cpus, num_gpus=0, threads=threads)
 
@@ -104,7 +109,9 @@ def connect() -> Pool:
                      log_to_driver=False, logging_level=logging.ERROR)  # the caller reports progress
             _started = True
     res = ray.cluster_resources()
-    return plan_pool(int(res.get("CPU", 1)), int(res.get("GPU", 0)), local=_started)
+    nodes = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+    return plan_pool(int(res.get("CPU", 1)), int(res.get("GPU", 0)), local=_started,
+                     node_cpus=max(nodes) if nodes else None)
 
 
 def shutdown() -> None:
@@ -157,6 +164,7 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False  # the caller shows its own
     ctx.print_on_execution_start = False
+    ctx.wait_for_min_actors_s = ACTOR_WAIT_S  # a pool the cluster cannot place fails, not waits forever
     logging.getLogger("ray.data").setLevel(logging.ERROR)  # no "execution finished" lines
     ordered = [t for batch in plan(docs, batch_size) for t in batch]  # neighbours of similar length
     blocks = min(-(-len(ordered) // batch_size), MAX_BLOCKS)  # whole batches in a block, mostly
@@ -167,6 +175,7 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
                                "importance": importance, "threads": pool.threads},
         compute=ray.data.ActorPoolStrategy(size=pool.actors),
         num_cpus=pool.num_cpus, num_gpus=pool.num_gpus or None,
+        max_restarts=0, max_task_retries=0,  # an actor lost (out of memory…) fails the job, not retried forever
     )
     total, done, merged = len(docs), 0, None
     for out in sums.iter_batches(batch_size=None, batch_format="numpy"):  # leaving it stops the job

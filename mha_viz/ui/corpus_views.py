@@ -34,6 +34,8 @@ SAMPLE, UPLOAD, PATH = "The bundled sample", "Upload a file", "A file on this ma
 HOLD_EVERY, HOLD_MAX, HOLD_MIN_DOCS = 10, 64, 20
 LOCAL, RAY = "In this app", "On Ray (RAY_ADDRESS, or a local Ray)"
 RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
+MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
+CACHE_VERSION = 1  # bump when the statistics change: older folders are then never read
 RANDOM_ORDERS = 3
 
 
@@ -44,7 +46,7 @@ def _memory() -> tuple[OrderedDict, threading.Lock]:
 
 
 def _folder(key: CorpusKey) -> Path:
-    return cache_root() / "corpus" / hashlib.sha256(repr(tuple(key)).encode()).hexdigest()[:24]
+    return cache_root() / "corpus" / hashlib.sha256(repr((CACHE_VERSION, *key)).encode()).hexdigest()[:24]
 
 
 def cached(key: CorpusKey) -> corpus.CorpusStats | None:
@@ -59,8 +61,9 @@ def cached(key: CorpusKey) -> corpus.CorpusStats | None:
         return None
     try:
         stats = corpus.CorpusStats.load(folder)
-    except Exception:  # noqa: BLE001 - recomputed rather than shown broken
-        log.exception("corpus cache %s unreadable", folder)
+    except Exception:  # noqa: BLE001 - recomputed rather than shown broken, and replaced
+        log.exception("corpus cache %s unreadable: removed", folder)
+        shutil.rmtree(folder, ignore_errors=True)
         return None
     _remember(key, stats)
     return stats
@@ -79,16 +82,18 @@ def _keep(key: CorpusKey, stats) -> None:
     """Remember `stats` and write them to disk (a temporary folder renamed into place)."""
     _remember(key, stats)
     folder = _folder(key)
+    tmp = None
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
         stats.save(tmp)
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another session wrote it first: theirs is as good
-            shutil.rmtree(tmp, ignore_errors=True)
+        os.replace(tmp, folder)  # fails when another session wrote it first: theirs is as good
     except OSError:
-        log.exception("could not keep the corpus statistics on disk")
+        if not folder.is_dir():
+            log.exception("could not keep the corpus statistics on disk")
+    finally:
+        if tmp is not None and tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --- the page ------------------------------------------------------------------------------------
@@ -116,7 +121,7 @@ def _documents(conf) -> tuple[list[str], str] | None:
         if source == UPLOAD:
             upload = st.file_uploader(
                 "A .txt file (one document per line), or .jsonl / .csv with a text column", key=keys.CORPUS_FILE,
-                type=["txt", "jsonl", "csv"],
+                type=["txt", "jsonl", "csv"], max_upload_size=conf.max_corpus_mb,
                 help=f"At most {conf.max_corpus_docs:,} documents and {conf.max_corpus_mb} MB here.")
             if upload is None:
                 st.info("Choose a file to compute its statistics.", icon="📄")
@@ -157,7 +162,9 @@ def corpus_view() -> None:
                                       help="Longer documents are cut to this many tokens.")
     batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH)
     embedding = ablation.loss_kind(cur.model) == ablation.EMBEDDING
-    st.session_state.setdefault(keys.CORPUS_IMPORTANCE, not embedding)  # off where it costs a pass a head
+    if st.session_state.get(MODEL_SEEN) != cur.model_key:  # a new model: its own default
+        st.session_state[MODEL_SEEN] = cur.model_key
+        st.session_state[keys.CORPUS_IMPORTANCE] = not embedding  # off where it costs a pass a head
     importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE,
                                 help="Michel et al.'s gradient importance summed over the documents: one backward "
                                      "pass a batch. Embedding models (minilm) have no gradient signal, so each head "

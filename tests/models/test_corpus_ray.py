@@ -81,3 +81,10 @@ def test_the_app_and_the_local_engine_do_not_import_ray():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_an_actor_never_asks_for_more_cpus_than_one_node_has(ray_engine):
+    """4 nodes of 4 CPUs: 16 in all, but an actor of 5 CPUs would fit on none (Ray would wait for it
+    forever)."""
+    pool = ray_engine.plan_pool(16, 0, local=False, node_cpus=4)
+    assert pool.num_cpus <= 4 and pool.actors * pool.num_cpus <= 16 - ray_engine.SPARE_CPUS

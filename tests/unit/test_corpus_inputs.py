@@ -164,3 +164,10 @@ def test_the_corpus_core_imports_neither_ray_nor_streamlit():
     code = "import sys, mha_viz.corpus; print(sorted({'ray', 'streamlit'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_json_nested_too_deeply_is_a_message(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text("[" * 200_000 + "\n")
+    with pytest.raises(CorpusError, match="nested too deeply|not valid JSON"):
+        read_texts(path)
