@@ -3,7 +3,9 @@
 Run: `.venv/bin/python benchmarks/metrics_vs_forward.py [--lengths 128 512] [--repeat 3]`.
 Each row is the best of `--repeat` timings, measured in this one process, and the ratio to
 the forward pass (capturing attention and head outputs) at the same length. The weight
-cosines (QK, OV) do not depend on the text: the app computes them once per model.
+cosines (QK, OV) do not depend on the text: the app computes them once per model. Last,
+attention flow on SmolLM2 (30 layers) at 64 tokens, beside that model's forward pass
+(`--no-flow` leaves it out; the first run converts the GGUF once).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--flow", action=argparse.BooleanOptionalAction, default=True,
+                        help="time attention flow on smollm2 at 64 tokens")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,6 +95,19 @@ def main() -> None:
             for name, fn in weight_steps.items():
                 t = best_of(fn, 1)
                 print(f"| {name:40s} | {t * 1000:8.0f} | {t / forward:9.2f} |")
+    if args.flow:
+        flow_row(args.repeat)
+
+
+def flow_row(repeat: int) -> None:
+    """Attention flow (one max-flow per pair of tokens) on SmolLM2 at 64 tokens."""
+    model = mha_viz.load_model("smollm2", device="cpu")
+    run = mha_viz.analyze(model, text_of(model, 80), max_tokens=metrics.FLOW_MAX_TOKENS)
+    ids = torch.tensor([run.token_ids])
+    forward = best_of(lambda: model.capture(ids), repeat)
+    t = best_of(lambda: metrics.flow(run), 1)
+    print(f"\nsmollm2, {run.num_layers} layers, n = {run.n}: forward pass with capture {forward * 1000:.0f} ms")
+    print(f"| {'flow (last layer)':40s} | {t * 1000:8.0f} | {t / forward:9.2f} |")
 
 
 if __name__ == "__main__":
