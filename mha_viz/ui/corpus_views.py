@@ -178,16 +178,16 @@ def corpus_view() -> None:
     _cancelled_notice()
     stats = cached(key)
     if stats is None:
-        buttons = st.columns([2, 1, 3])
+        box = st.empty()  # the buttons go once the job is done
+        buttons = box.container().columns([2, 1, 3])
         go = buttons[0].button(f"Compute over {len(train):,} documents", key=keys.CORPUS_GO, type="primary")
-        cancel = buttons[1].empty()
-        live_button(cancel, "Cancel", keys.CORPUS_CANCEL, live=go, help="Stop the job; nothing is kept.")
+        live_button(buttons[1].empty(), "Cancel", keys.CORPUS_CANCEL, live=go, help="Stop the job; nothing is kept.")
         if not go:
             return
         stats = _compute(cur, key, train, int(batch), engine)
-        live_button(cancel, "Cancel", keys.CORPUS_CANCEL, live=False, help="Stop the job; nothing is kept.")
-        if stats is None:
+        if stats is None:  # the message is below the buttons; any change draws them afresh
             return
+        box.empty()
     _results(cur, key, stats, held)
 
 

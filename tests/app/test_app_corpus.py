@@ -48,6 +48,7 @@ def test_the_sample_on_minilm_matches_the_library_and_is_kept_on_disk(fresh_cach
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert any("documents" in s.value for s in at.success)
+    assert keys.CORPUS_GO not in [b.key for b in at.button]  # done: the button went with the job
 
     train, held = corpus_views.split(corpus.read_texts("sample"))
     assert len(held) == min(corpus_views.HOLD_MAX, -(-(len(train) + len(held)) // corpus_views.HOLD_EVERY))
