@@ -35,6 +35,7 @@ HOLD_EVERY, HOLD_MAX, HOLD_MIN_DOCS = 10, 64, 20
 LOCAL, RAY = "In this app", "On Ray (RAY_ADDRESS, or a local Ray)"
 RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
 MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
+UPLOAD_CEILING_MB = 50  # .streamlit/config.toml's server.maxUploadSize: larger files by path (locally)
 CACHE_VERSION = 1  # bump when the statistics change: older folders are then never read
 RANDOM_ORDERS = 3
 
@@ -121,8 +122,9 @@ def _documents(conf) -> tuple[list[str], str] | None:
         if source == UPLOAD:
             upload = st.file_uploader(
                 "A .txt file (one document per line), or .jsonl / .csv with a text column", key=keys.CORPUS_FILE,
-                type=["txt", "jsonl", "csv"], max_upload_size=conf.max_corpus_mb,
-                help=f"At most {conf.max_corpus_docs:,} documents and {conf.max_corpus_mb} MB here.")
+                type=["txt", "jsonl", "csv"], max_upload_size=min(conf.max_corpus_mb, UPLOAD_CEILING_MB),
+                help=f"At most {conf.max_corpus_docs:,} documents and "
+                     f"{min(conf.max_corpus_mb, UPLOAD_CEILING_MB)} MB here.")
             if upload is None:
                 st.info("Choose a file to compute its statistics.", icon="📄")
                 return None
