@@ -31,16 +31,22 @@ def weights(_model: mha_viz.LoadedModel):
         return None
 
 
+def metric_device(_model) -> str | None:
+    """Where the per-text metrics run: the model's GPU when it is on one, else the CPU (None)."""
+    device = getattr(_model, "device", None)
+    return str(device) if device is not None and getattr(device, "type", "cpu") == "cuda" else None
+
+
 @st.cache_resource(show_spinner="Computing the head table…", max_entries=16)
 def head_table(key: AnalysisKey, _run, _model) -> pd.DataFrame:
-    return metrics.head_table(_run, weights(_model))
+    return metrics.head_table(_run, weights(_model), device=metric_device(_model))
 
 
 @st.cache_resource(show_spinner="Comparing every pair of heads…", max_entries=32)
 def similarity(key: AnalysisKey, kind: str, _run, _model) -> np.ndarray:
     if metrics.SIMILARITIES[kind].needs == "weights":
         return weight_similarity(key.model, key.layers, kind, _run, _model)
-    return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model)))
+    return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model), device=metric_device(_model)))
 
 
 @st.cache_resource(show_spinner="Comparing the heads' weights (once per model)…", max_entries=8)

@@ -93,3 +93,14 @@ def test_cuda_equals_cpu():
     np.testing.assert_allclose(metrics.rollout(run, device="cuda"), metrics.rollout(run), atol=1e-9)
     stats = head_stats.pattern_stats(run, device="cuda")
     assert all(v.dtype == np.float64 for v in stats.values())
+
+
+def test_the_app_runs_metrics_where_the_model_is():
+    """The app's cached metrics go to the model's GPU when it has one, and stay on the CPU otherwise."""
+    from types import SimpleNamespace
+
+    from mha_viz.ui import analysis
+
+    assert analysis.metric_device(SimpleNamespace(device=torch.device("cpu"))) is None
+    assert analysis.metric_device(SimpleNamespace(device=torch.device("cuda", 0))) == "cuda:0"
+    assert analysis.metric_device(None) is None
