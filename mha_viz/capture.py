@@ -173,7 +173,7 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     if lean is None:  # measured: lean is 5-40 % slower for a full capture, but holds half the memory
         lean = model.has_head_outputs and (
             len(chosen) < model.num_layers
-            or len(chosen) * model.num_heads * len(ids) ** 2 * 4 > LEAN_ABOVE_BYTES)
+            or model.attention_bytes(len(ids), layers=len(chosen)) > LEAN_ABOVE_BYTES)
     stacked = None
     if lean:  # fused forward, then each layer's probabilities straight into one array
         try:

@@ -90,7 +90,7 @@ def _limits(model: LoadedModel, n_prompt: int, total: int, max_new: int, limit: 
     if n_prompt + max_new > limit:
         raise GenerationError(f"At most {limit - n_prompt} new tokens fit after this {n_prompt}-token prompt "
                               f"(the limit is {limit} tokens): lower the number of new tokens.")
-    need = model.num_layers * model.num_heads * (n_prompt + max_new) ** 2 * 4  # float32 (L, H, n, n)
+    need = model.attention_bytes(n_prompt + max_new)  # float32 (L, H, n, n)
     budget = settings.from_env().max_capture_bytes
     if need > budget:
         raise GenerationError(f"Capturing every head over {n_prompt + max_new} tokens would hold "

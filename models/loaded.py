@@ -77,6 +77,11 @@ class LoadedModel:
     # `lock`: head_weights holds that one while it asks)
     _views_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
+    def attention_bytes(self, n: int, *, layers: int | None = None, batch: int = 1) -> int:
+        """Bytes of float32 attention probabilities for `batch` inputs of n tokens over `layers`
+        layers (default every layer): layers · batch · heads · n² · 4, what a capture holds."""
+        return (self.num_layers if layers is None else layers) * batch * self.num_heads * n * n * 4
+
     def facts(self) -> dict[str, str]:
         """What the model is, as plain strings (the Model facts page, the HTML report)."""
         kv = f"{self.num_kv_heads}" + (

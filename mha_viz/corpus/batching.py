@@ -73,7 +73,7 @@ def capture_runs(model: LoadedModel, texts: Sequence[str], *, max_tokens: int | 
 def capture_bytes(model: LoadedModel, batch: int, n_max: int) -> int:
     """Bytes a padded batch holds at its peak: the model's attentions (L, B, H, n_max²) in float32
     and each document's own copy (at most as much again)."""
-    return 2 * model.num_layers * batch * model.num_heads * n_max * n_max * 4
+    return 2 * model.attention_bytes(n_max, batch=batch)
 
 
 def _capture(model: LoadedModel, part: Sequence[tuple[str, Tokens]]) -> list[AttentionRun]:

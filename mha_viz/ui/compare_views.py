@@ -5,16 +5,12 @@ much each head changed, any head side by side, and the head-table differences.""
 
 from __future__ import annotations
 
-import logging
-
 import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import compare_figures, figure_style, figures, metrics
+from mha_viz import compare_figures, figure_style, metrics
 from mha_viz.ui import analysis, charts, export_views, keys, state, views
-
-log = logging.getLogger("mha_viz.ui")
 
 SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"
 PAIRS = {  # minimal pairs: (A, B)
@@ -35,14 +31,9 @@ def _on_pair() -> None:
 
 
 def _on_grid() -> None:
-    try:
-        points = ((st.session_state.get(keys.CMP_GRID) or {}).get("selection") or {}).get("points") or []
-        run = state.current().run
-        picked = figures.grid_pick(points, run.num_heads) if run is not None else None
-        if picked is not None and picked[0] < run.num_layers:
-            st.session_state[keys.CMP_LAYER], st.session_state[keys.CMP_HEAD] = picked
-    except Exception:  # noqa: BLE001 - an unreadable click is ignored, not a traceback
-        log.exception("could not read the compare grid selection")
+    picked = views.clicked_head(keys.CMP_GRID)
+    if picked is not None:
+        st.session_state[keys.CMP_LAYER], st.session_state[keys.CMP_HEAD] = picked
 
 
 def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:

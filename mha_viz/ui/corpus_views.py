@@ -14,6 +14,7 @@ import tempfile
 import threading
 from collections import OrderedDict
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,7 @@ SAMPLE, UPLOAD, PATH = "The bundled sample", "Upload a file", "A file on this ma
 HOLD_EVERY, HOLD_MAX, HOLD_MIN_DOCS = 10, 64, 20
 LOCAL, RAY = "In this app", "On Ray (RAY_ADDRESS, or a local Ray)"
 RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
+DOCS = "_corpus_docs"  # (source, Documents): the last corpus read by this session
 MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
 UPLOAD_CEILING_MB = 50  # .streamlit/config.toml's server.maxUploadSize: larger files by path (locally)
 CACHE_VERSION = 1  # bump when the statistics change: older folders are then never read
@@ -107,7 +109,29 @@ def split(texts: list[str]) -> tuple[list[str], list[str]]:
     return [t for i, t in enumerate(texts) if i not in held], [texts[i] for i in sorted(held)]
 
 
-def _documents(conf) -> tuple[list[str], str] | None:
+class Documents(NamedTuple):
+    """A corpus as the page uses it: split, and the hash of the documents the statistics use."""
+
+    count: int
+    train: list[str]
+    held: list[str]
+    digest: str  # corpus.corpus_hash(train)
+
+
+def _read_once(ident: tuple, read) -> Documents:
+    """The documents of `ident` (the sample, an upload by its id, a path by size and time),
+    read, split and hashed once per session and source, not on every rerun (a 50 MB upload)."""
+    kept = st.session_state.get(DOCS)
+    if kept is not None and kept[0] == ident:
+        return kept[1]
+    texts = read()
+    train, held = split(texts)
+    docs = Documents(len(texts), train, held, corpus.corpus_hash(train))
+    st.session_state[DOCS] = (ident, docs)
+    return docs
+
+
+def _documents(conf) -> tuple[Documents, str] | None:
     sources = [SAMPLE, UPLOAD] + ([] if conf.public else [PATH])
     if st.session_state.get(keys.CORPUS_SOURCE) not in sources:
         st.session_state[keys.CORPUS_SOURCE] = SAMPLE
@@ -115,8 +139,8 @@ def _documents(conf) -> tuple[list[str], str] | None:
     limits = dict(max_docs=conf.max_corpus_docs, max_bytes=conf.max_corpus_mb * 2**20)
     try:
         if source == SAMPLE:
-            texts = corpus.read_texts("sample")
-            return texts, f"the bundled sample ({len(texts)} sentences; {corpus.SAMPLE_SOURCE})"
+            docs = _read_once(("sample",), lambda: corpus.read_texts("sample"))
+            return docs, f"the bundled sample ({docs.count} sentences; {corpus.SAMPLE_SOURCE})"
         column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, placeholder="text",
                                help="Left empty: the first of text, sentence, content, document.") or None
         if source == UPLOAD:
@@ -128,14 +152,21 @@ def _documents(conf) -> tuple[list[str], str] | None:
             if upload is None:
                 st.info("Choose a file to compute its statistics.", icon="📄")
                 return None
-            texts = corpus.read_upload(upload.getvalue(), upload.name, text_column=column, **limits)
-            return texts, f"{state.plain(upload.name)} ({len(texts):,} documents)"
+            docs = _read_once(("upload", upload.file_id, column), lambda: corpus.read_upload(
+                upload.getvalue(), upload.name, text_column=column, **limits))
+            return docs, f"{state.plain(upload.name)} ({docs.count:,} documents)"
         path = st.text_input("Path", key=keys.CORPUS_PATH, placeholder="/data/sentences.txt")
         if not path.strip():
             st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon="📄")
             return None
-        texts = corpus.read_texts(path.strip(), text_column=column, **limits)
-        return texts, f"{state.plain(path.strip())} ({len(texts):,} documents)"
+        try:
+            stat = Path(path.strip()).stat()
+            stamp = (stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            stamp = None  # read_texts says what is wrong
+        docs = _read_once(("path", path.strip(), stamp, column),
+                          lambda: corpus.read_texts(path.strip(), text_column=column, **limits))
+        return docs, f"{state.plain(path.strip())} ({docs.count:,} documents)"
     except mha_viz.InputError as exc:  # CorpusError: a message written for the user
         st.error(state.plain(str(exc)), icon="⚠️")
         return None
@@ -155,8 +186,8 @@ def corpus_view() -> None:
     got = _documents(conf)
     if got is None:
         return
-    texts, label = got
-    train, held = split(texts)
+    docs, label = got
+    train, held = docs.train, docs.held
     cols = st.columns(4)
     top = min(512, cur.model.max_positions, state.token_cap())
     st.session_state[keys.CORPUS_TOKENS] = min(int(st.session_state.get(keys.CORPUS_TOKENS) or 128), top)
@@ -173,7 +204,7 @@ def corpus_view() -> None:
                                      f"is switched off in turn: {cur.model.num_layers * cur.model.num_heads} extra "
                                      "passes a batch, off by default.")
     engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE)
-    key = CorpusKey(cur.model_key, corpus.corpus_hash(train), int(max_tokens), bool(importance), len(held))
+    key = CorpusKey(cur.model_key, docs.digest, int(max_tokens), bool(importance), len(held))
     st.caption(f"Documents: {label}. " + (f"The statistics use {len(train):,} of them; {len(held)} (every "
                f"{HOLD_EVERY}th) are held out to test the importance order." if held else
                f"All {len(train):,} are used (under {HOLD_MIN_DOCS} documents, none is held out)."))

@@ -111,7 +111,6 @@ CORPUS_METRIC = "corpus_metric"
 CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
 CORPUS_INPUTS = (CORPUS_SOURCE, CORPUS_PATH, CORPUS_COLUMN, CORPUS_TOKENS, CORPUS_BATCH, CORPUS_IMPORTANCE,
                  CORPUS_ENGINE, CORPUS_METRIC)
-CORPUS_LAST = "_corpus_last"  # (CorpusKey, CorpusStats) shown on this session's page
 CORPUS_PRUNED = "_corpus_pruned"  # {CorpusKey: DataFrame}: pruning curves on the held-out documents
 
 # --- teaching and switching heads off -----------------------------------------------------------

@@ -282,7 +282,7 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
     cap = token_cap()
     n = mha_viz.tokenize(model, text, cap).n
     layers = tuple(l for l in layers if 0 <= l < model.num_layers) or None if layers else None
-    cost = (model.num_layers if layers is None else len(layers)) * model.num_heads * n * n * 4
+    cost = model.attention_bytes(n, layers=None if layers is None else len(layers))
     if cost > capture_budget():
         raise mha_viz.InputError(
             f"Every head of {model.name} at {n} tokens would hold {size_text(cost)} of attention (the limit here is "
@@ -329,8 +329,8 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
     then, at most as many as fit); with none picked, an InputError that says what a full capture
     would cost and what fits."""
     n = mha_viz.tokenize(model, text, cap).n
-    per_layer = model.num_heads * n * n * 4
-    cost, budget = model.num_layers * per_layer, capture_budget()
+    per_layer = model.attention_bytes(n, layers=1)
+    cost, budget = model.attention_bytes(n), capture_budget()
     if cost <= budget:
         return None
     fit = min(budget // per_layer, model.num_layers - 1)

@@ -29,16 +29,25 @@ def open_head(layer: int, head: int) -> None:
     st.session_state[keys.GOTO] = "head_view"
 
 
-def _on_grid_select() -> None:
+def clicked_head(widget_key: str) -> tuple[int, int] | None:
+    """(layer row, head) that a click on a layers × heads grid (`figures.grid_pick` layout) of the
+    current run selected, read from the chart's selection event; None when there is none or it
+    cannot be read (logged, never a traceback)."""
     try:
-        event = st.session_state.get(keys.GRID) or {}
+        event = st.session_state.get(widget_key) or {}
         points = (event.get("selection") or {}).get("points") or []
         run = state.current().run
         picked = figures.grid_pick(points, run.num_heads) if run is not None else None
-        if picked is not None and picked[0] < run.num_layers:
-            open_head(*picked)
+        return picked if picked is not None and picked[0] < run.num_layers else None
     except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
-        log.exception("could not read the grid selection")
+        log.exception("could not read the selection of %s", widget_key)
+        return None
+
+
+def _on_grid_select() -> None:
+    picked = clicked_head(keys.GRID)
+    if picked is not None:
+        open_head(*picked)
 
 
 def start(title: str):
@@ -107,7 +116,7 @@ def _whole_text_overview(cur) -> None:
     if n <= shown or n <= 2:
         return
     st.subheader("The whole text")
-    full_cost = model.num_layers * model.num_heads * n * n * 4
+    full_cost = model.attention_bytes(n)
     st.caption((f"The views use the first {shown} tokens. " if shown else "")
                + f"{state.plain(model.name)} reads up to {model.max_positions}: an overview of every head over {n} "
                f"tokens is computed one head at a time (holding all of them would take "

@@ -209,6 +209,21 @@ def open_app(browser, base_url: str, name: str) -> "App":
     return ui
 
 
+def open_link(browser, base_url: str, name: str, link: str, *, ready: str = "[data-testid=stPlotlyChart]") -> "App":
+    """A fresh session opened on `link` (a path and query after the server's address, e.g.
+    "/head_view?model=minilm"), once `ready` (a selector) has drawn and the app is idle. A link
+    is read on a session's first run only, so each link needs its own session."""
+    ui = new_app(browser, base_url, name)
+    try:
+        ui.page.goto(base_url + link, wait_until="domcontentloaded")
+        ui.page.locator(ready).first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
+        ui.wait_idle()
+    except BaseException:
+        ui.close()
+        raise
+    return ui
+
+
 def _screenshot_if_failed(request, ui: "App") -> None:
     if request.node.stash.get(_FAILED, False):
         try:

@@ -19,7 +19,7 @@ import pytest
 
 import mha_viz
 
-from .conftest import RUN_TIMEOUT_S, new_app
+from .conftest import RUN_TIMEOUT_S, open_link
 
 pytestmark = pytest.mark.e2e
 
@@ -31,11 +31,7 @@ PAIRS = {
 
 
 def _open(browser, server: str, name: str, page: str, **params):
-    ui = new_app(browser, server, name)
-    ui.page.goto(f"{server}/{page}?" + urllib.parse.urlencode(params), wait_until="domcontentloaded")
-    ui.page.locator("[data-testid=stPlotlyChart]").first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
-    ui.wait_idle()
-    return ui
+    return open_link(browser, server, name, f"/{page}?" + urllib.parse.urlencode(params))
 
 
 def _grid_values(ui) -> np.ndarray:

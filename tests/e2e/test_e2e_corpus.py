@@ -8,19 +8,14 @@ import urllib.parse
 
 import pytest
 
-from mha_viz.ui import corpus_views
-
-from .conftest import RUN_TIMEOUT_S, new_app
+from .conftest import RUN_TIMEOUT_S, open_link
 
 pytestmark = pytest.mark.e2e
 
 
 def _open(browser, server: str, name: str, **params):
-    ui = new_app(browser, server, name)
-    ui.page.goto(f"{server}/corpus?" + urllib.parse.urlencode(params), wait_until="domcontentloaded")
-    ui.page.locator("[data-testid=stMain] h1").filter(has_text="Corpus").wait_for(timeout=RUN_TIMEOUT_S * 1000)
-    ui.wait_idle()
-    return ui
+    return open_link(browser, server, name, "/corpus?" + urllib.parse.urlencode(params),
+                     ready="[data-testid=stMain] h1:has-text('Corpus')")
 
 
 def _compute(ui):
@@ -57,8 +52,3 @@ def test_cancel_stops_a_long_job(browser, server):
         ui.assert_clean()
     finally:
         ui.close()
-
-
-def test_the_held_out_split_is_stated():
-    train, held = corpus_views.split([f"doc {i}" for i in range(300)])
-    assert len(held) == 30 and len(train) == 270 and not set(train) & set(held)

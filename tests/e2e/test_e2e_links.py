@@ -14,7 +14,7 @@ import pytest
 
 from mha_viz import figures, links
 
-from .conftest import RUN_TIMEOUT_S, new_app
+from .conftest import open_link
 
 pytestmark = pytest.mark.e2e
 
@@ -22,12 +22,9 @@ TEXT = "Dogs chase cats in the garden."
 
 
 def _open(browser, server: str, name: str, link: str):
-    """A new session on `link` (a path and query after the server's address), once it has drawn."""
-    ui = new_app(browser, server, name)
+    """A new session on `link`, allowed to use the clipboard (the Share box's Copy link)."""
+    ui = open_link(browser, server, name, link)
     ui.page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
-    ui.page.goto(server + link, wait_until="domcontentloaded")
-    ui.page.locator("[data-testid=stPlotlyChart]").first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
-    ui.wait_idle()
     return ui
 
 
