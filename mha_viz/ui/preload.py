@@ -187,6 +187,12 @@ def _ours() -> None:
                 importlib.import_module(info.name)
 
 
+def _compiled() -> None:
+    from mha_viz.metrics import js_kernels  # Numba compiles the JS loops on first use
+
+    js_kernels.compile_now()
+
+
 _STEPS: tuple[tuple[str, Callable[[], None]], ...] = (
     ("numpy/pandas", _numeric),
     ("PIL", _images),
@@ -196,4 +202,5 @@ _STEPS: tuple[tuple[str, Callable[[], None]], ...] = (
     ("transformers", _transformers),
     ("gguf", _gguf),
     ("mha_viz", _ours),
+    ("numba", _compiled),
 )

@@ -123,7 +123,8 @@ def test_similarity_identical_and_disjoint_heads():
     run = _run(eye, eye, shift)
     js = metrics.head_similarity(run, "js")
     cos = metrics.head_similarity(run, "cosine")
-    assert js[0, 1] == pytest.approx(0.0, abs=1e-12) and cos[0, 1] == pytest.approx(1.0)
+    # identical heads: 0 up to the fast JS's error (its bound is 4e-5; here far below it)
+    assert 0.0 <= js[0, 1] <= 1e-6 and cos[0, 1] == pytest.approx(1.0)
     # disjoint one-hot rows: ln 2 without smoothing; smoothing takes a little off
     assert 0.98 * math.log(2) < js[0, 2] < math.log(2)
     assert cos[0, 2] == pytest.approx(0.0)
