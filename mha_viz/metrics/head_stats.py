@@ -10,6 +10,8 @@ import pandas as pd
 import torch
 
 from ..capture import AttentionRun
+from .compiled import thread_count
+from .head_kernels import SUMS, pattern_sums
 from .head_writes import Weights, as_tensor, flat_outputs, on_device
 from .measures import BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, PUNCTUATION, VERTICAL_MASS
 
@@ -56,14 +58,6 @@ def _segments(run: AttentionRun) -> np.ndarray | None:
     return seg
 
 
-# `pattern_stats` takes all heads at once below BATCH_BELOW tokens and one head at a time from
-# there on. Measured on a minilm-shaped run (6 x 12 heads), 2-core x86 CPU, one torch thread,
-# median ms per call of interleaved calls, per-head vs batched: n = 16: 7.1 vs 0.6, 64: 7.9 vs
-# 1.7, 128: 10.1 vs 9.5 (best 9.9 vs 5.4), 192: 20 vs 18, 224: 25 vs 25, 256: 32 vs 32, 288:
-# 39 vs 46, 512: 76 vs 146 (two threads: batched ahead up to n ≈ 320, e.g. 256: 16 vs 9.4).
-# Below ~250 tokens the per-head loop's ~25 torch calls a head (~7 ms for 72 heads) dominate;
-# above, the (heads, n, n) temporaries fall out of cache while the per-head (n, n) ones do not.
-BATCH_BELOW = 256
 # Heads per chunk in the batched path: each float32 (chunk, n, n) temporary stays under 4 MB
 # (about the CPU's L2). Measured at n = 128-256: 4 MB as fast as 8 MB and up to 2x faster than
 # 32 MB (whole-run temporaries of 14 MB at n = 224 ran at 17 ms vs 7 ms).
@@ -130,16 +124,29 @@ _NAMES = ["entropy", "norm_entropy", "confidence", "distance", "self", "prev", "
           "prev_token_score", "duplicate_score", "induction_score", "in_segment"]
 
 
-def _targets(run: AttentionRun) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """The ones of `detection_patterns`, in the same (row-major) order, without the dense matrices."""
+def _target_pairs(run: AttentionRun) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The ones of `detection_patterns` as (rows, cols), in the same (row-major) order, without
+    the dense matrices."""
     n, ids = run.n, _ids(run)
     earlier = np.tril(np.ones((n, n), dtype=bool), -1)
     di, dj = np.nonzero((ids[:, None] == ids[None, :]) & earlier)
     shifted = dj < n - 1  # a duplicate in the last column has no column to its right
-    pairs = {"prev_token_score": (np.arange(1, n), np.arange(n - 1)), "duplicate_score": (di, dj),
-             "induction_score": (di[shifted], dj[shifted] + 1)}
+    return {"prev_token_score": (np.arange(1, n), np.arange(n - 1)), "duplicate_score": (di, dj),
+            "induction_score": (di[shifted], dj[shifted] + 1)}
+
+
+def _targets(run: AttentionRun) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """`_target_pairs` as int64 index tensors."""
     return {k: (torch.from_numpy(np.asarray(i, dtype=np.int64)), torch.from_numpy(np.asarray(j, dtype=np.int64)))
-            for k, (i, j) in pairs.items()}
+            for k, (i, j) in _target_pairs(run).items()}
+
+
+def _key_masks(run: AttentionRun) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) float32 0/1 masks of the keys: [SEP]-like tokens after the first, and punctuation."""
+    special = np.asarray(run.special_mask, dtype=bool)
+    sep = special & (np.arange(run.n) > 0)
+    punct = np.array([t in PUNCTUATION for t in run.tokens], dtype=bool)
+    return sep.astype(np.float32), punct.astype(np.float32)
 
 
 def _setup(run: AttentionRun) -> _Setup:
@@ -151,10 +158,8 @@ def _setup(run: AttentionRun) -> _Setup:
              else torch.tensor(0.0001 / n))
     rows = k > 1
     idx = torch.arange(n)
-    special = torch.tensor(np.asarray(run.special_mask, dtype=bool))
-    columns = torch.stack([(special & (idx > 0)).float(),  # [SEP]-like tokens after the first
-                           torch.tensor([t in PUNCTUATION for t in run.tokens]).float(),
-                           torch.ones(n)], 1)
+    sep, punct = _key_masks(run)
+    columns = torch.stack([torch.from_numpy(sep), torch.from_numpy(punct), torch.ones(n)], 1)
     seg = _segments(run)
     return _Setup(floor=floor, rows=rows, log_k=torch.log(k[rows].double()),
                   dist=(idx[:, None] - idx[None, :]).abs().float().reshape(-1), columns=columns,
@@ -162,53 +167,37 @@ def _setup(run: AttentionRun) -> _Setup:
                   same=None if seg is None else torch.from_numpy(seg[:, None] == seg[None, :]).float())
 
 
-def pattern_stats(run: AttentionRun, *, per_head: bool | None = None,
+def pattern_stats(run: AttentionRun, *, compiled: bool | None = None,
                   device: str | torch.device | None = None) -> dict[str, np.ndarray]:
     """The (L, H) statistics of spec section 1 (the head table's columns, and `in_segment`: the
-    worst row's mass inside its own segment). `per_head`: one head at a time (True), all heads
-    at once in chunks (False) or by the run's length (None: batched below BATCH_BELOW tokens).
-    Both ways agree within float32 rounding and give the same pattern classes. `device`: where
-    to compute (default the CPU); off the CPU the heads always go in chunks."""
+    worst row's mass inside its own segment). `compiled`: one compiled pass per head
+    (head_kernels.py, the CPU's way), or tensor operations on all heads at once in chunks (any
+    device's way); None picks the first on the CPU. Both agree within float32 rounding and give
+    the same pattern classes. `device`: where to compute (default the CPU)."""
     on_cpu = device is None or torch.device(device).type == "cpu"
-    per_head = (run.n >= BATCH_BELOW and on_cpu) if per_head is None else per_head
+    if on_cpu if compiled is None else compiled:
+        return _compiled(run)
     flat = on_device(run.attentions.reshape(run.num_layers * run.num_heads, run.n, run.n), device)
-    return (_per_head if per_head else _batched)(run, _setup(run).to(flat.device), flat)
+    return _batched(run, _setup(run).to(flat.device), flat)
 
 
-def _per_head(run: AttentionRun, s: _Setup, flat: torch.Tensor) -> dict[str, np.ndarray]:
-    """One head at a time in float32 (row sums in float64): each (n, n) temporary stays in
-    cache, which makes this several times faster than whole-array passes at n = 512."""
+def _compiled(run: AttentionRun) -> dict[str, np.ndarray]:
+    """`pattern_stats` by head_kernels' pass, threads over heads (the detector scores too)."""
     L, H, n = run.num_layers, run.num_heads, run.n
-    out = {name: np.zeros((L, H)) for name in _NAMES}
-    any_rows = bool(s.rows.any())
-    for h in range(L * H):
-        A = flat[h]  # (n, n)
-        smooth = torch.add(s.floor, A, alpha=0.9999).clamp_min_(1e-30)  # masked: 0 · log(1e-30) = 0
-        row_ent = -smooth.log().mul_(smooth).sum(-1, dtype=torch.float64)  # (n,)
-        sums = (A @ s.columns).sum(0, dtype=torch.float64)  # (3,)
-        mass, total = sums[:2] / n, float(sums[2])
-        values = {
-            "entropy": row_ent.mean(),
-            "norm_entropy": (row_ent[s.rows] / s.log_k).mean() if any_rows else float("nan"),
-            "confidence": A.amax(-1).sum(dtype=torch.float64) / n,
-            "distance": float(torch.dot(A.reshape(-1), s.dist)) / n,
-            "self": torch.diagonal(A, 0).sum(dtype=torch.float64) / n,
-            "prev": torch.diagonal(A, -1).sum(dtype=torch.float64) / n,
-            "next": torch.diagonal(A, 1).sum(dtype=torch.float64) / n,
-            "first": A[:, 0].sum(dtype=torch.float64) / n,
-            "sep": mass[0], "punct": mass[1],
-            "in_segment": (A * s.same).sum(-1).amin() if s.same is not None else 0.0,
-        }
-        for name, (ii, jj) in s.targets.items():
-            values[name] = float(A[ii, jj].sum(dtype=torch.float64)) / total if len(ii) and total > 0 else 0.0
-        for name, value in values.items():
-            out[name][h // H, h % H] = float(value)
-    return out
+    att = np.ascontiguousarray(run.attentions.reshape(L * H, n, n), dtype=np.float32)
+    targets = _target_pairs(run)
+    sums = pattern_sums(att, run.is_causal, *_key_masks(run), _segments(run), list(targets.values()), thread_count())
+    out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if name != "total"}
+    total = sums[:, SUMS.index("total")]
+    for k, name in enumerate(targets):
+        hit = sums[:, len(SUMS) + k]
+        out[name] = np.divide(hit, total, out=np.zeros_like(hit), where=total > 0).reshape(L, H)
+    return {name: out[name] for name in _NAMES}
 
 
 def _batched(run: AttentionRun, s: _Setup, flat: torch.Tensor) -> dict[str, np.ndarray]:
     """All heads at once, in chunks of heads whose (chunk, n, n) float32 temporaries stay within
-    CHUNK_BYTES: the same operations as `_per_head` on a leading head axis."""
+    CHUNK_BYTES, as tensor operations on a leading head axis."""
     L, H, n = run.num_layers, run.num_heads, run.n
     step = max(1, CHUNK_BYTES // (4 * n * n))
     parts = [_chunk_stats(flat[h0:h0 + step], s, n) for h0 in range(0, L * H, step)]
@@ -228,7 +217,7 @@ def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:
         "norm_entropy": ((row_ent[:, s.rows] / s.log_k).mean(-1) if bool(s.rows.any())
                          else torch.full((B,), float("nan"), dtype=torch.float64, device=A.device)),
         "confidence": A.amax(-1).sum(-1, dtype=torch.float64) / n,
-        # float64: a float32 product of all heads rounds ~4× worse than `_per_head`'s torch.dot
+        # float64: a float32 product of all heads rounds ~4× worse than the compiled pass
         "distance": (A.reshape(B, -1).double() @ s.dist.double()) / n,
         "self": torch.diagonal(A, 0, 1, 2).sum(-1, dtype=torch.float64) / n,
         "prev": torch.diagonal(A, -1, 1, 2).sum(-1, dtype=torch.float64) / n,

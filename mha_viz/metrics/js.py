@@ -44,6 +44,7 @@ import torch
 
 from .gram import gram_upper, symmetric
 
+from .compiled import thread_count
 from .js_kernels import band_pass
 
 COMPILED_ON_CPU = True  # the compiled pass on the CPU; the tensor path does the same on any device (tests compare both)
@@ -140,7 +141,7 @@ def _band_compiled(att: torch.Tensor, smooth: float, floor: float) -> torch.Tens
     accumulator per thread. Only the Gram blocks on and above the diagonal are multiplied."""
     N, M = att.shape
     data = att.contiguous().numpy()
-    threads = max(1, min(8, torch.get_num_threads()))
+    threads = thread_count()
     rank = COEF.shape[0]
     width = min(M, max(1024, FEATURE_BYTES // (4 * rank * N)))
     features = np.empty((N, rank * width), np.float32)

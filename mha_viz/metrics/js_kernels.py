@@ -2,50 +2,22 @@
 chunk of the patterns makes the in-band eigen-features and adds the exact terms of the entries
 where a head is outside the band, without the (N, M) temporaries that tensor code needs.
 
-Numba compiles these on first use (about a second, then cached on disk beside this file or in
-Numba's user cache); they release the GIL, and `band_pass` runs one call per thread over
-disjoint column ranges, so several sessions may call it at once. The loops are written so the
-compiler vectorises them: the logarithm is `fast_log`, branch-free, because the library log is
-a scalar call.
+`band_pass` runs one call per thread over disjoint column ranges (see compiled.py).
 """
 
 from __future__ import annotations
 
-import math
-from concurrent.futures import ThreadPoolExecutor
-
 import numba
 import numpy as np
 
-LN2 = np.float32(math.log(2.0))
-SQRT2 = np.float32(math.sqrt(2.0))
+from .compiled import JIT, POOL, log32, split
+
 _ONE, _HALF = np.float32(1.0), np.float32(0.5)
-# 2·atanh series coefficients: ln f = 2s(1 + s²/3 + s⁴/5 + …), s = (f − 1)/(f + 1), |s| ≤ 0.172
-_C3, _C5, _C7, _C9 = (np.float32(1.0 / k) for k in (3, 5, 7, 9))
-
-
-@numba.njit(nogil=True, fastmath=True, cache=True)
-def fast_log(x, out):
-    """out[:] = ln x for positive normal float32 x, to about 1e-7 relative (float32 rounding;
-    the series remainder is below 1e-9): x = f·2^e with f in [√½, √2), then the atanh series."""
-    bits = x.view(np.int32)
-    mant = out.view(np.int32)
-    for j in range(x.size):
-        mant[j] = (bits[j] & 0x007FFFFF) | 0x3F800000  # f in [1, 2), exponent below
-    for j in range(x.size):
-        e = np.float32(((bits[j] >> 23) & 0xFF) - 127)
-        f = out[j]
-        big = f > SQRT2
-        f = f * _HALF if big else f
-        e = e + _ONE if big else e
-        s = (f - _ONE) / (f + _ONE)
-        s2 = s * s
-        out[j] = e * LN2 + np.float32(2.0) * s * (_ONE + s2 * (_C3 + s2 * (_C5 + s2 * (_C7 + s2 * _C9))))
 
 SUB = 256  # columns per block inside _band_columns: (N, SUB) float32 stays in L2 for N up to ~1,000
 
 
-@numba.njit(nogil=True, fastmath=True, cache=True)
+@numba.njit(**JIT)
 def _band_columns(att, smooth, floor, c0, e0, e1, w, coef, scale, bias, lo, hi, Z, D):
     """Columns c0 + [e0, e1) of the patterns p = smooth·att + floor (att (N, M)):
     Z[i, k·w + e] = √c_e·[head i in band]·y_k(t_ie) (y_k = Σ_a coef[k, a] t^a) and, for every
@@ -65,8 +37,6 @@ def _band_columns(att, smooth, floor, c0, e0, e1, w, coef, scale, bias, lo, hi, 
     q = np.empty(N, np.float32)
     half_qlq = np.empty(N, np.float32)
     wj = np.empty(N, np.float32)
-    m = np.empty(N, np.float32)
-    log_m = np.empty(N, np.float32)
     for b0 in range(e0, e1, SUB):
         span = min(e1, b0 + SUB) - b0
         mean[:span] = 0.0
@@ -110,21 +80,16 @@ def _band_columns(att, smooth, floor, c0, e0, e1, w, coef, scale, bias, lo, hi, 
             for j in range(N):
                 q[j] = block[j, e]
                 wj[j] = _HALF if flag[j, e] else _ONE
-            fast_log(q, half_qlq)
-            for j in range(N):
-                half_qlq[j] = _HALF * q[j] * half_qlq[j]
+                half_qlq[j] = _HALF * q[j] * log32(q[j])
             for i in range(N):
                 if not flag[i, e]:
                     continue
                 qi, hi_ = q[i], half_qlq[i]
                 for j in range(N):
-                    m[j] = _HALF * (qi + q[j])
-                fast_log(m, log_m)
-                for j in range(N):
-                    D[i, j] += wj[j] * (hi_ + half_qlq[j] - m[j] * log_m[j])
+                    m = _HALF * (qi + q[j])
+                    D[i, j] += wj[j] * (hi_ + half_qlq[j] - m * log32(m))
 
 DEGREE = 10  # of the polynomials _band_columns evaluates (js.DEGREE)
-_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mha-viz-js")
 
 
 def band_pass(att: np.ndarray, smooth: float, floor: float, c0: int, c1: int, coef: np.ndarray,
@@ -135,11 +100,10 @@ def band_pass(att: np.ndarray, smooth: float, floor: float, c0: int, c1: int, co
     if coef.shape[1] != DEGREE + 1:
         raise ValueError(f"the compiled pass evaluates degree {DEGREE}; got {coef.shape[1] - 1}")
     w = c1 - c0
-    cuts = np.linspace(0, w, threads + 1).astype(np.int64)
     args = (np.float32(scale), np.float32(bias), np.float32(lo), np.float32(hi))
     smooth, floor = np.float32(smooth), np.float32(floor)
-    jobs = [_POOL.submit(_band_columns, att, smooth, floor, c0, int(cuts[k]), int(cuts[k + 1]), w, coef, *args, Z, D[k])
-            for k in range(threads) if cuts[k + 1] > cuts[k]]
+    jobs = [POOL.submit(_band_columns, att, smooth, floor, c0, e0, e1, w, coef, *args, Z, D[k])
+            for k, (e0, e1) in enumerate(split(w, threads))]
     for job in jobs:
         job.result()
 

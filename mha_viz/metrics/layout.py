@@ -20,6 +20,12 @@ def cluster_order(dissimilarity: np.ndarray) -> np.ndarray:
     return leaves_list(optimal_leaf_ordering(tree, condensed))
 
 
+# SMACOF stops when an iteration lowers the stress by less than this fraction. Measured on the JS
+# of 144 random-init BERT-base heads at n = 512: 89 iterations, 13 ms, stress 0.1 % above that
+# of 300 iterations at 1e-9 (39 ms), the same map to the eye (scikit-learn's default is 1e-3).
+STRESS_TOLERANCE = 1e-5
+
+
 def mds(dissimilarity: np.ndarray, *, dim: int = 2, iterations: int = 300, seed: int = 0) -> np.ndarray:
     """Metric MDS (SMACOF, started from classical MDS): (N, dim) points whose distances match
     the dissimilarities as well as possible (Clark et al. 2019 map heads this way from JS)."""
@@ -44,7 +50,7 @@ def mds(dissimilarity: np.ndarray, *, dim: int = 2, iterations: int = 300, seed:
         np.fill_diagonal(Bx, 0.0)
         np.fill_diagonal(Bx, -Bx.sum(1))
         X = Bx @ X / N
-        if prev - stress < 1e-9 * max(prev, 1e-12):
+        if prev - stress < STRESS_TOLERANCE * max(prev, 1e-12):
             break
         prev = stress
     return X - X.mean(0)

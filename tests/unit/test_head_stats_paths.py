@@ -1,5 +1,6 @@
-"""The two ways `head_stats.pattern_stats` computes the head table's statistics, one head at a
-time and all heads at once (in chunks), agree: every column within 1e-6 and the same pattern
+"""The two ways `head_stats.pattern_stats` computes the head table's statistics, the compiled
+pass over each head (the CPU's) and tensor operations on all heads at once in chunks (any
+device's), agree: every column within 1e-6 and the same pattern
 classes, on random and planted runs (causal, two segments, special tokens and punctuation,
 empty rows, a head with no attention at all, n = 1 and 2)."""
 
@@ -22,8 +23,8 @@ def _labels(stats: dict) -> list[str]:
 
 
 def _assert_paths_agree(run: AttentionRun) -> dict:
-    one = pattern_stats(run, per_head=True)
-    many = pattern_stats(run, per_head=False)
+    one = pattern_stats(run, compiled=True)
+    many = pattern_stats(run, compiled=False)
     assert one.keys() == many.keys()
     for name in one:
         assert one[name].shape == many[name].shape == (run.num_layers, run.num_heads), name
@@ -125,18 +126,32 @@ def test_chunks_of_heads_give_the_same_statistics(monkeypatch, chunk_bytes):
     rng = np.random.default_rng(3)
     tokens, special = _tokens(rng, 10, two_segments=True)
     run = AttentionRun(tokens=tokens, attentions=_random(rng, 3, 4, 10, False), special_mask=special)
-    whole = pattern_stats(run, per_head=False)
+    whole = pattern_stats(run, compiled=False)
     monkeypatch.setattr(head_stats, "CHUNK_BYTES", chunk_bytes)
-    chunked = pattern_stats(run, per_head=False)
+    chunked = pattern_stats(run, compiled=False)
     for name in whole:
         np.testing.assert_array_equal(chunked[name], whole[name], err_msg=name)
     _assert_paths_agree(run)
 
 
-def test_the_default_path_follows_the_switch_point():
+def test_the_cpu_takes_the_compiled_pass_by_default():
     rng = np.random.default_rng(5)
-    short = AttentionRun(tokens=list("abcd"), attentions=_random(rng, 1, 2, 4, False))
-    assert 4 < head_stats.BATCH_BELOW
-    default, batched = pattern_stats(short), pattern_stats(short, per_head=False)
+    run = AttentionRun(tokens=list("abcd"), attentions=_random(rng, 1, 2, 4, False))
+    default, compiled = pattern_stats(run), pattern_stats(run, compiled=True)
     for name in default:
-        np.testing.assert_array_equal(default[name], batched[name], err_msg=name)
+        np.testing.assert_array_equal(default[name], compiled[name], err_msg=name)
+
+
+def test_compiled_pass_by_hand():
+    """One 3-token head written out: entropy of the smoothed rows, diagonals, distance, masses."""
+    a = np.array([[0.5, 0.5, 0.0], [0.0, 1.0, 0.0], [0.25, 0.25, 0.5]])
+    run = AttentionRun(tokens=["[CLS]", ".", "[SEP]"], attentions=a[None, None].astype(np.float32),
+                       special_mask=[True, False, True])
+    stats = pattern_stats(run, compiled=True)
+    smooth = 0.9999 * a + 0.0001 / 3
+    rows = -(smooth * np.log(smooth)).sum(1)
+    expect = {"entropy": rows.mean(), "norm_entropy": (rows / np.log(3)).mean(), "confidence": (0.5 + 1 + 0.5) / 3,
+              "distance": (0.5 * 1 + 0 + 0.25 * 2 + 0.25 * 1) / 3, "self": 2.0 / 3, "prev": 0.25 / 3, "next": 0.5 / 3,
+              "first": 0.75 / 3, "sep": 0.5 / 3, "punct": (0.5 + 1 + 0.25) / 3, "prev_token_score": 0.25 / 3}
+    for name, value in expect.items():
+        assert stats[name][0, 0] == pytest.approx(value, rel=1e-6), name

@@ -11,7 +11,7 @@ import torch
 from mha_viz import metrics
 from mha_viz.capture import AttentionRun
 from mha_viz.metrics import js as fast_js
-from mha_viz.metrics import js_kernels
+from mha_viz.metrics import compiled
 
 TOLERANCE = 1e-4  # nats, on every entry (issue 15)
 
@@ -160,7 +160,7 @@ def test_fast_log_matches_numpy():
     x = np.concatenate([np.geomspace(1e-9, 1.0, 200_001), 2.0 ** np.arange(-30, 1),
                         np.sqrt(2.0) * np.array([1 - 1e-7, 1, 1 + 1e-7])]).astype(np.float32)
     out = np.empty_like(x)
-    js_kernels.fast_log(x, out)
+    compiled.fast_log(x, out)
     exact = np.log(x.astype(np.float64))
     assert np.all(np.abs(out - exact) <= 2e-7 * np.maximum(np.abs(exact), 1.0))
 
@@ -171,7 +171,7 @@ def test_compiled_and_tensor_paths_agree(threads, monkeypatch):
     tensor path's sums: same features, same outside terms, to float32 rounding."""
     rng = np.random.default_rng(threads)
     att = torch.from_numpy(patterns("mixed", 9, 70, False, rng).reshape(9, -1).astype(np.float32))
-    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    monkeypatch.setattr(fast_js, "thread_count", lambda: threads)
     monkeypatch.setattr(fast_js, "FEATURE_BYTES", 4 * fast_js.RANK * 9 * 1000)  # 5 chunks, ragged last
     monkeypatch.setattr(fast_js, "EXACT_ABOVE", 2.0)
     compiled = fast_js.js_matrix(att, 70)

@@ -1,0 +1,137 @@
+"""The head table's per-head sums (spec section 1) as one compiled pass over each head's
+(n, n) pattern: row entropies, row maxima, distance, diagonals, first column, [SEP]-like and
+punctuation mass, and the worst row's mass inside its segment. Heads go to threads in ranges
+(see compiled.py); `head_stats` turns the sums into the table's columns."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .compiled import JIT, POOL, log32, split
+
+SUMS = ("entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first",
+        "sep", "punct", "in_segment", "total")  # the columns of `pattern_sums`' output, in order,
+# then one column per target: the head's attention summed over the target's (row, column) pairs
+_KEEP = np.float32(0.9999)  # smoothing of the entropy: 0.9999·A + 0.0001/k on the k visible keys
+_TINY = np.float32(1e-30)  # masked entries: 0·ln(1e-30) = 0
+
+
+@numba.njit(**JIT)
+def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out):
+    """out[h] = the SUMS of head h for h in [h0, h1), att (N, n, n) float32; seg (n,) the
+    segment of each token, or empty for one segment; then, for target t, the sum of
+    att[h, rows[k], cols[k]] over k in [starts[t], starts[t + 1])."""
+    n = att.shape[1]
+    smooth = np.empty(n, np.float32)
+    same = np.empty(n, np.float32)
+    lanes = np.empty(16, np.float32)
+    segmented = seg.size == n
+    for h in range(h0, h1):
+        ent = 0.0
+        norm = 0.0
+        norm_rows = 0
+        conf = 0.0
+        dist = 0.0
+        sep_mass = 0.0
+        punct_mass = 0.0
+        total = 0.0
+        in_seg = np.inf
+        for r in range(n):
+            k = r + 1 if causal else n  # keys row r may see
+            if segmented:
+                for c in range(n):
+                    same[c] = np.float32(1.0) if seg[c] == seg[r] else np.float32(0.0)
+            floor = np.float32(0.0001) / np.float32(k)
+            for c in range(n):
+                x = _KEEP * att[h, r, c] + (floor if c < k else np.float32(0.0))
+                smooth[c] = x if x > _TINY else _TINY
+            zero = np.float32(0.0)
+            row_ent, d, s, p, t, g = zero, zero, zero, zero, zero, zero  # float32 within a row
+            for c in range(n):
+                a = att[h, r, c]
+                row_ent -= smooth[c] * log32(smooth[c])
+                d += a * np.float32(abs(r - c))
+                s += a * sep[c]
+                p += a * punct[c]
+                t += a
+            if segmented:
+                for c in range(n):
+                    g += att[h, r, c] * same[c]
+            # the row's maximum in 16 lanes: a max-reduction loop does not vectorise, this does
+            lanes[:] = att[h, r, 0]
+            whole = n - n % 16
+            for c0 in range(0, whole, 16):
+                for lane in range(16):
+                    a = att[h, r, c0 + lane]
+                    lanes[lane] = a if a > lanes[lane] else lanes[lane]
+            top = lanes[0]
+            for lane in range(16):
+                top = lanes[lane] if lanes[lane] > top else top
+            for c in range(whole, n):
+                top = att[h, r, c] if att[h, r, c] > top else top
+            ent += row_ent
+            if k > 1:
+                norm += row_ent / np.log(k)
+                norm_rows += 1
+            conf += top
+            dist += d
+            sep_mass += s
+            punct_mass += p
+            total += t
+            in_seg = min(in_seg, g)
+        diag = 0.0
+        prev = 0.0
+        nxt = 0.0
+        first = 0.0
+        for r in range(n):
+            diag += att[h, r, r]
+            first += att[h, r, 0]
+            if r > 0:
+                prev += att[h, r, r - 1]
+            if r < n - 1:
+                nxt += att[h, r, r + 1]
+        out[h, 0] = ent / n
+        out[h, 1] = norm / norm_rows if norm_rows > 0 else np.nan
+        out[h, 2] = conf / n
+        out[h, 3] = dist / n
+        out[h, 4] = diag / n
+        out[h, 5] = prev / n
+        out[h, 6] = nxt / n
+        out[h, 7] = first / n
+        out[h, 8] = sep_mass / n
+        out[h, 9] = punct_mass / n
+        out[h, 10] = in_seg if segmented else 0.0
+        out[h, 11] = total
+        for target in range(starts.size - 1):
+            hit = 0.0
+            for k in range(starts[target], starts[target + 1]):
+                hit += att[h, rows[k], cols[k]]
+            out[h, 12 + target] = hit
+
+
+def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarray,
+                 seg: np.ndarray | None, targets: list, threads: int) -> np.ndarray:
+    """(N, len(SUMS) + len(targets)) float64 for att (N, n, n) float32 C-contiguous; sep and
+    punct (n,) 0/1 masks of the key columns, seg (n,) segment indices or None, targets a list of
+    (rows, cols) index arrays."""
+    N = att.shape[0]
+    out = np.empty((N, len(SUMS) + len(targets)))
+    seg = np.empty(0, np.int64) if seg is None else np.ascontiguousarray(seg, dtype=np.int64)
+    sep, punct = np.ascontiguousarray(sep, np.float32), np.ascontiguousarray(punct, np.float32)
+    rows = np.concatenate([np.asarray(i, np.int64) for i, _ in targets] + [np.empty(0, np.int64)])
+    cols = np.concatenate([np.asarray(j, np.int64) for _, j in targets] + [np.empty(0, np.int64)])
+    starts = np.cumsum([0] + [len(i) for i, _ in targets]).astype(np.int64)
+    jobs = [POOL.submit(_heads, att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out)
+            for h0, h1 in split(N, threads)]
+    for job in jobs:
+        job.result()
+    return out
+
+
+def compile_now() -> None:
+    """Compile (or load from Numba's cache) the loop on a tiny input (the app's preload)."""
+    att = np.full((1, 2, 2), 0.5, np.float32)
+    target = (np.array([1]), np.array([0]))
+    pattern_sums(att, False, np.zeros(2), np.zeros(2), np.zeros(2), [target], 1)
+    pattern_sums(att, True, np.zeros(2), np.zeros(2), None, [], 1)
