@@ -108,11 +108,54 @@ def band_pass(att: np.ndarray, smooth: float, floor: float, c0: int, c1: int, co
         job.result()
 
 
+@numba.njit(**JIT)
+def _exact_rows(att, smooth, floor, rows, sls, plogp, mass):
+    """For the heads i in `rows`: sls[i, j] += Σ_e s ln s with s = p_ie + p_je for every j > i,
+    plogp[i] += Σ_e p_ie ln p_ie and mass[i] += Σ_e p_ie, over every column of
+    p = smooth·att + floor, in blocks of SUB columns held in cache."""
+    N, M = att.shape
+    block = np.empty((N, SUB), np.float32)
+    for b0 in range(0, M, SUB):
+        span = min(M, b0 + SUB) - b0
+        for h in range(N):
+            for e in range(span):
+                block[h, e] = att[h, b0 + e] * smooth + floor
+        for i in rows:
+            own = np.float32(0.0)
+            total = np.float32(0.0)
+            for e in range(span):
+                x = block[i, e]
+                own += x * log32(x)
+                total += x
+            plogp[i] += own
+            mass[i] += total
+            for j in range(i + 1, N):
+                acc = np.float32(0.0)
+                for e in range(span):
+                    x = block[i, e] + block[j, e]
+                    acc += x * log32(x)
+                sls[i, j] += acc
+
+
+def exact_pass(att: np.ndarray, smooth: float, floor: float, threads: int):
+    """(sls, plogp, mass) of `_exact_rows` over every head: (N, N) float64 upper triangle,
+    (N,), (N,). Heads go to threads interleaved (i, i + T, …), which balances the triangle."""
+    N = att.shape[0]
+    sls, plogp, mass = np.zeros((N, N)), np.zeros(N), np.zeros(N)
+    smooth, floor = np.float32(smooth), np.float32(floor)
+    jobs = [POOL.submit(_exact_rows, att, smooth, floor, np.arange(t, N, threads, dtype=np.int64), sls, plogp, mass)
+            for t in range(min(threads, N))]
+    for job in jobs:
+        job.result()
+    return sls, plogp, mass
+
+
 def compile_now() -> None:
-    """Compile (or load from Numba's cache) both loops on tiny inputs, so that the first JS
+    """Compile (or load from Numba's cache) the loops on tiny inputs, so that the first JS
     matrix a user asks for does not wait for the compiler (the app's preload calls this)."""
     att = np.full((2, 8), 0.125, np.float32)
     att[0, 0] = 1.0  # one head far outside the band: the exact terms run too
     coef = np.zeros((1, DEGREE + 1), np.float32)
     band_pass(att, 1.0, 0.0, 0, 8, coef, 1.0, 0.0, 0.5, 2.0, np.empty((2, 8), np.float32),
               [np.zeros((2, 2))], 1)
+    exact_pass(att, 1.0, 0.0, 1)

@@ -49,8 +49,9 @@ def _js(run: AttentionRun, _weights=None) -> np.ndarray:
     heads, JS comes from a degree-10 polynomial as matrix products (error at most 4e-5 nats
     per entry, proven in js.py); the other entries are computed exactly. Measured: 0.25 s for 144
     heads of a random-init BERT-base at n = 512 on 2 CPU cores (0.7 × its forward pass with
-    capture); heads with most entries far from the mean (trained, peaked) fall back to the exact
-    blocked loop, N²n²/2 logarithms (about 3 s at n = 512).
+    capture); when more than 13 % of the entries are far from the mean (trained, peaked heads) the
+    exact pass is cheaper, N²n²/2 logarithms: 0.65 s for 144 heads, 0.18 s for MiniLM's 72, at
+    n = 512.
     """
     n, N = run.n, run.num_layers * run.num_heads
     flat = tensor_view(run.attentions.reshape(N, n * n))
