@@ -43,9 +43,23 @@ def _float(typingctx, b):
     return types.float32(types.int32), codegen
 
 
+def _probe():
+    return 0
+
+
+def _cache_works() -> bool:
+    """Numba refuses cache=True where it can write neither beside the module nor in a user cache
+    folder (a read-only install without a home); then the loops compile in memory each run."""
+    try:
+        numba.njit(cache=True)(_probe)
+    except RuntimeError:
+        return False
+    return True
+
+
 # Every loop compiles with error_model="numpy": Python's model checks each division for a zero
 # divisor, and that branch stops the compiler from vectorising the loop (measured 5x slower).
-JIT = {"nogil": True, "fastmath": True, "cache": True, "error_model": "numpy"}
+JIT = {"nogil": True, "fastmath": True, "cache": _cache_works(), "error_model": "numpy"}
 
 
 @numba.njit(inline="always", **JIT)

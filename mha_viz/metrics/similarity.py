@@ -41,7 +41,7 @@ def _pattern_cosine(run: AttentionRun, _weights=None, device=None) -> np.ndarray
     return _cosine_from_inner(symmetric_numpy(gram_upper(x)))
 
 
-def _js(run: AttentionRun, _weights=None) -> np.ndarray:
+def _js(run: AttentionRun, _weights=None, device=None) -> np.ndarray:
     """Mean-over-rows JS divergence of every pair of smoothed patterns (see metrics/js.py).
 
     Entries that are the smoothing floor in every head (above the diagonal of a causal run)
@@ -54,11 +54,11 @@ def _js(run: AttentionRun, _weights=None) -> np.ndarray:
     n = 512.
     """
     n, N = run.n, run.num_layers * run.num_heads
-    flat = tensor_view(run.attentions.reshape(N, n * n))
+    flat = on_device(run.attentions.reshape(N, n * n), device)  # a view of the run's array on the CPU
     if run.is_causal:
         rows, cols = np.tril_indices(n)
-        flat = flat[:, torch.from_numpy(rows * n + cols)]  # (N, n(n+1)/2)
-    return js_matrix(flat.float(), n).numpy()  # a view of the run's float32 attention when not causal
+        flat = flat[:, torch.from_numpy(rows * n + cols).to(flat.device)]  # (N, n(n+1)/2)
+    return js_matrix(flat, n).cpu().numpy()
 
 
 def _expand_kv(w: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -170,7 +170,7 @@ def _seed_r(run: AttentionRun, _weights=None, device=None) -> np.ndarray:
 
 _SIMILARITY = {"js": _js, "cosine": _pattern_cosine, "cka": _cka, "residual": _residual,
                "seed_r": _seed_r, "qk": _qk, "ov": _ov}
-_ON_DEVICE = {"cosine", "cka", "residual", "seed_r"}  # kinds that take `device`
+_ON_DEVICE = {"js", "cosine", "cka", "residual", "seed_r"}  # kinds that take `device`
 
 
 def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = None):
