@@ -16,6 +16,12 @@ The parameters (all optional):
 - ``detail``: the head view's level of detail, one of `DETAILS`.
 - ``hide``: ``special``, ``first`` or ``special,first``: the sidebar's *Hide tokens*.
 - ``mha``: ``ours`` computes with mha-viz's own multi-head attention (``hf``: the model's own).
+
+On the *Compare texts or models* page, also run B:
+
+- ``compare``: ``texts`` (two sentences, one model) or ``models`` (one sentence, two models).
+- ``text_b``: sentence B (texts), at most `MAX_TEXT_CHARS` characters like ``text``.
+- ``model_b``: model B (models), checked like ``model``; ``mha_b``: ``ours`` or ``hf`` for B.
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ MAX_INDEX = 9999  # a layer or head number past this is a malformed link, not a 
 DETAILS = ("tokens", "window", "blocks", "words", "subset")  # stable slugs of the head view's detail levels
 HIDE = ("special", "first")
 MHA = {"ours": True, "hf": False}
-PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha")
+COMPARE = ("texts", "models")  # the Compare page's modes
+PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "compare", "text_b", "model_b", "mha_b")
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
 _SHOWN = 40  # characters of a bad value quoted back in a notice
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -50,6 +57,10 @@ class Link:
     detail: str | None = None  # one of DETAILS
     hide: tuple[str, ...] = ()  # a part of HIDE, in HIDE's order
     ours: bool = False  # "Compute with our MHA"
+    compare: str | None = None  # the Compare page's mode, one of COMPARE
+    text_b: str | None = None  # its sentence B
+    model_b: str | None = None  # its model B
+    ours_b: bool = False  # B computes with our MHA
 
 
 def _quote(value: str) -> str:
@@ -71,18 +82,34 @@ def text_fits(text: str, max_text: int = MAX_TEXT_CHARS) -> bool:
     return len(text) <= max_text
 
 
-def _model(value: str, allowed_models: Sequence[str], public: bool) -> tuple[str | None, str | None]:
+def _model(value: str, allowed_models: Sequence[str], public: bool,
+           name: str = "model") -> tuple[str | None, str | None]:
     spec = value.strip()
+    fallback = "the default model is shown" if name == "model" else f"{name} is the default"
     if not spec:
-        return None, "The link names no model: the default model is shown."
+        return None, f"The link names no {name}: {fallback}."
     if len(spec) > MAX_MODEL_CHARS or _CONTROL.search(spec):
-        return None, f"The link's model “{_quote(spec)}” is not a model name: the default model is shown."
+        return None, f"The link's {name} “{_quote(spec)}” is not a model name: {fallback}."
     if allowed_models and spec not in allowed_models:
-        return None, (f"This server does not offer the link's model “{_quote(spec)}” (it offers "
-                      f"{', '.join(allowed_models)}): the default model is shown.")
+        return None, (f"This server does not offer the link's {name} “{_quote(spec)}” (it offers "
+                      f"{', '.join(allowed_models)}): {fallback}.")
     if public and not _HUB_ID.fullmatch(spec):
-        return None, f"The link's model “{_quote(spec)}” is not a model name: the default model is shown."
+        return None, f"The link's {name} “{_quote(spec)}” is not a model name: {fallback}."
     return spec, None
+
+
+def _text(name: str, text: str, max_text: int) -> tuple[str | None, str | None]:
+    if not text_fits(text, max_text):
+        return None, (f"The link's {name} has {len(text):,} characters, more than the {max_text:,} a "
+                      f"link may carry: the default {name} is shown.")
+    return (text if text.strip() else None), None
+
+
+def _mha(name: str, value: str) -> tuple[bool | None, str | None]:
+    choice = value.strip().lower()
+    if choice in MHA:
+        return MHA[choice], None
+    return None, f"The link's {name} “{_quote(value)}” is not “ours” or “hf”: it was ignored."
 
 
 def _index(name: str, value: str) -> tuple[int | None, str | None]:
@@ -129,12 +156,7 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
     if "model" in values:
         take("model", _model(values["model"], allowed_models, public))
     if "text" in values:
-        text = values["text"]
-        if not text_fits(text, max_text):
-            notices.append(f"The link's text has {len(text):,} characters, more than the {max_text:,} a "
-                           "link may carry: the default text is shown.")
-        elif text.strip():
-            fields["text"] = text
+        take("text", _text("text", values["text"], max_text))
     for name in ("layer", "head"):
         if name in values:
             take(name, _index(name, values[name]))
@@ -151,12 +173,20 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         if notice:
             notices.append(notice)
     if "mha" in values:
-        choice = values["mha"].strip().lower()
-        if choice in MHA:
-            fields["ours"] = MHA[choice]
+        take("ours", _mha("mha", values["mha"]))
+    if "compare" in values:
+        slug = values["compare"].strip().lower()
+        if slug in COMPARE:
+            fields["compare"] = slug
         else:
-            notices.append(f"The link's mha “{_quote(values['mha'])}” is not “ours” or “hf”: "
+            notices.append(f"The link's compare “{_quote(values['compare'])}” is not “texts” or “models”: "
                            "it was ignored.")
+    if "text_b" in values:
+        take("text_b", _text("sentence B", values["text_b"], max_text))
+    if "model_b" in values:
+        take("model_b", _model(values["model_b"], allowed_models, public, "model B"))
+    if "mha_b" in values:
+        take("ours_b", _mha("mha_b", values["mha_b"]))
     return Link(**fields), notices
 
 
@@ -185,7 +215,7 @@ def resolve_head(link: Link, layer_ids: Sequence[int],
 
 def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS) -> dict[str, str]:
     """The query parameters of `link`, leaving out what equals `default` (what opening the app
-    with no parameters gives) except the model, and a text longer than `max_text`."""
+    with no parameters gives) except the models, and a text longer than `max_text`."""
     out: dict[str, str] = {}
     if link.model:
         out["model"] = link.model
@@ -201,6 +231,14 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["hide"] = ",".join(h for h in HIDE if h in link.hide)
     if link.ours:
         out["mha"] = "ours"
+    if link.compare is not None and link.compare != default.compare:
+        out["compare"] = link.compare
+    if link.text_b and link.text_b != default.text_b and text_fits(link.text_b, max_text):
+        out["text_b"] = link.text_b
+    if link.model_b:
+        out["model_b"] = link.model_b
+    if link.ours_b:
+        out["mha_b"] = "ours"
     return out
 
 

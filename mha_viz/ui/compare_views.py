@@ -13,6 +13,7 @@ from mha_viz import compare_figures, figure_style, metrics
 from mha_viz.ui import analysis, charts, export_views, keys, state, views
 
 SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"
+MODES = {"texts": SENTENCES, "models": MODELS}  # by their slug in a link (links.COMPARE)
 PAIRS = {  # minimal pairs: (A, B)
     "Agreement: are / is": ("The keys to the old wooden cabinet are missing.",
                             "The keys to the old wooden cabinet is missing."),
@@ -21,6 +22,7 @@ PAIRS = {  # minimal pairs: (A, B)
     "Word order": ("The dog chased the cat across the yard.", "The cat chased the dog across the yard."),
     "Repetition": ("Harry Potter went to Hogwarts.", "Harry Potter went to Hogwarts. Later, Harry Potter went home."),
 }
+DEFAULT_TEXT_B = PAIRS["Agreement: are / is"][1]
 TOP = 10  # heads listed as "changed most"
 
 
@@ -65,7 +67,7 @@ def _run_b(cur):
     if mode == SENTENCES:
         st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
-        st.session_state.setdefault(keys.CMP_TEXT_B, PAIRS["Agreement: are / is"][1])
+        st.session_state.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
         text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, height=80)
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")

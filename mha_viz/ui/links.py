@@ -13,13 +13,14 @@ from dataclasses import replace
 import streamlit as st
 
 from mha_viz import detail, links
-from mha_viz.ui import keys, pages, state, views
+from mha_viz.ui import compare_views, keys, pages, state, views
 
 # the head view's detail levels by their slug in a link (links.DETAILS), and back
 DETAIL_OPTIONS = {"tokens": views.FULL, "window": views.WINDOW, "blocks": views.BLOCKS, "words": views.WORDS,
                   "subset": views.SUBSET}
 DETAIL_SLUGS = {option: slug for slug, option in DETAIL_OPTIONS.items()}
 HEAD_VIEW = "head_view"  # the page whose detail level a link carries
+COMPARE = "compare"  # the page whose run B a link carries
 
 
 def read() -> None:
@@ -46,10 +47,29 @@ def read() -> None:
         ss[keys.HIDE_SPECIAL], ss[keys.HIDE_FIRST] = "special" in link.hide, "first" in link.hide
     if link.ours:
         ss[keys.LOCAL_ATTENTION] = True
+    notices += _read_compare(link, options)
     if (link.layer, link.head, link.detail) != (None, None, None):
         ss[keys.LINK_PENDING] = link
     if notices:
         ss[keys.LINK_NOTICES] = notices
+
+
+def _read_compare(link: links.Link, options: list) -> list[str]:
+    """The Compare page's mode and run B into its widget keys; notices for what does not apply."""
+    ss = st.session_state
+    if link.compare is not None:
+        ss[keys.CMP_MODE] = compare_views.MODES[link.compare]
+    if link.text_b is not None:
+        ss[keys.CMP_TEXT_B] = link.text_b
+    if link.model_b in options:
+        ss[keys.CMP_MODEL_B] = link.model_b
+    elif link.model_b is not None and state.OTHER in options:
+        ss[keys.CMP_MODEL_B], ss[keys.CMP_OTHER_B] = state.OTHER, link.model_b
+    elif link.model_b is not None:
+        return [f"This server does not offer the link's model B “{link.model_b}”: model B is the default."]
+    if link.model_b is not None:
+        ss[keys.CMP_LOCAL_B] = link.ours_b
+    return []
 
 
 def apply_pending(cur: state.Current) -> None:
@@ -113,7 +133,21 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
         fields["head"] = head
     if page_id == HEAD_VIEW:
         fields["detail"] = DETAIL_SLUGS.get(ss.get(keys.HEAD_DETAIL))
+    if page_id == COMPARE:
+        fields.update(_compare_fields())
+        default = replace(default, compare="texts", text_b=compare_views.DEFAULT_TEXT_B)
     return replace(link, **fields), default
+
+
+def _compare_fields() -> dict:
+    """The Compare page's mode and run B as `links.Link` fields (what its widgets hold)."""
+    ss = st.session_state
+    slug = {mode: slug for slug, mode in compare_views.MODES.items()}.get(ss.get(keys.CMP_MODE), "texts")
+    if slug == "texts":
+        return {"compare": slug, "text_b": ss.get(keys.CMP_TEXT_B) or None}
+    choice = ss.get(keys.CMP_MODEL_B)
+    model = (ss.get(keys.CMP_OTHER_B) or "") if choice == state.OTHER else (choice or "")
+    return {"compare": slug, "model_b": model.strip() or None, "ours_b": bool(ss.get(keys.CMP_LOCAL_B))}
 
 
 def _base_url(url_path: str) -> str:
@@ -135,7 +169,7 @@ def share(page, cur: state.Current) -> None:
     with st.sidebar:
         st.header("Share")
         st.caption("**Copy link**: the button at the right of the box copies the link to this view "
-                   "(page, model, text, head and options).")
+                   "(page, model, text, head and options; on Compare, also run B).")
         st.code(links.url(_base_url(page.url_path), page.url_path, params), language=None, wrap_lines=True)
         if link.text and not links.text_fits(link.text):
             st.caption(f"The text is too long to share by link ({len(link.text):,} characters, at most "

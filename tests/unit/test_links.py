@@ -115,3 +115,24 @@ def test_numbers_too_long_to_be_a_layer_are_notices_not_exceptions(value):
     link, notices = links.parse({"layer": value, "head": value, "text": "ok"})
     assert link.layer is None and link.head is None and link.text == "ok"
     assert len(notices) == 2
+
+
+def test_compare_fields_round_trip_and_are_checked():
+    link = Link(model="minilm", text="A cat.", compare="models", text_b="B & c?", model_b="owner/other-1",
+                ours_b=True)
+    params = links.encode(link)
+    assert params == {"model": "minilm", "text": "A cat.", "compare": "models", "text_b": "B & c?",
+                      "model_b": "owner/other-1", "mha_b": "ours"}
+    back, notices = links.parse(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
+        links.url("http://h", "compare", params)).query)))
+    assert back == link and notices == []
+    # defaults of the Compare page are left out; the models are always named
+    default = Link(compare="texts", text_b="B & c?")
+    assert links.encode(Link(model="minilm", compare="texts", text_b="B & c?"), default=default) == {"model": "minilm"}
+    # model B is checked like model A, and each bad part has its own notice
+    link, notices = links.parse({"model": "minilm", "model_b": "/etc/passwd", "compare": "all", "mha_b": "x",
+                                 "text_b": "y" * (links.MAX_TEXT_CHARS + 1)}, allowed_models=BUNDLED, public=True)
+    assert link == Link(model="minilm") and len(notices) == 4
+    [about_b] = [n for n in notices if "model B" in n]
+    assert "“/etc/passwd”" in about_b and about_b.endswith("model B is the default.")
+    assert links.parse({"mha_b": "hf", "compare": "Texts"})[0] == Link(compare="texts", ours_b=False)
