@@ -8,7 +8,7 @@ What runs where:
 
 - the driver puts the documents into a Dataset (`ray.data.from_items`, one row a document, in the
   order `batching.plan` gives, so that neighbours have similar lengths and batches pad little);
-- `map_batches` runs `_HeadSums`, a callable class, on a fixed-size actor pool: each actor loads
+- `map_batches` runs `HeadSums`, a callable class, on a fixed-size actor pool: each actor loads
   the model once in `__init__` (registry name, hub id or folder, with `mha_viz.load_model`) and
   turns each batch of `batch_size` documents into its `accumulate.batch_partial`, pickled into a
   one-row batch (`partial`, `n_docs`), or the user's error (ModelLoadError, InputError) pickled
@@ -17,9 +17,10 @@ What runs where:
 
 The cluster: with `RAY_ADDRESS` set, the job joins that cluster (its nodes need mha-viz's
 requirements and the models; this checkout's `mha_viz` and `models` packages are shipped to
-them as `py_modules`) and never shuts it down. Otherwise it starts a local one sized to this
-machine, `ray.init(num_cpus=os.cpu_count(), include_dashboard=False)`, and keeps it for the
-rest of the process (the next run saves the start, about 5 s); Ray stops it when the process
+them as `py_modules`) and never shuts it down. Otherwise it starts a local one sized to the CPUs
+this process may use (`os.sched_getaffinity`: a container's share, not the host's count),
+`ray.init(num_cpus=…, include_dashboard=False)`, under a lock (two sessions choosing Ray at
+once start one cluster), and keeps it for the rest of the process (the next run saves the start, about 5 s); Ray stops it when the process
 exits, and `shutdown()` stops it sooner (the tests call it). A Ray session someone else started
 in this process is used as it is and left alone.
 
@@ -39,6 +40,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,6 +68,15 @@ ACTOR_WAIT_S = 600  # seconds Ray Data may wait for the actor pool to be placed 
 MAX_BLOCKS = 200  # blocks of the input Dataset: more means more scheduling for nothing
 Progress = Callable[[int, int, float, float], "bool | None"]  # engine.Progress: done, total, docs/s, ETA s
 _started = False  # whether this module started the Ray session it is using
+_init_lock = threading.Lock()  # Streamlit sessions are threads: one ray.init at a time
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's cpuset), else the count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -96,22 +107,27 @@ def plan_pool(cpus: int, gpus: int, *, local: bool, node_cpus: int | None = None
 
 def connect() -> Pool:
     """Join the cluster at RAY_ADDRESS, or start (or reuse) a local one; its actor pool."""
-    global _started
-    if not ray.is_initialized():
-        address = os.environ.get("RAY_ADDRESS")
-        if address:
-            code = [str(Path(models.__file__).parent), str(Path(__file__).parents[1])]  # models/, mha_viz/
-            ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code})
-        else:
-            os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing
-            gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-            ray.init(address="local", num_cpus=os.cpu_count() or 1, num_gpus=gpus, include_dashboard=False,
-                     log_to_driver=False, logging_level=logging.ERROR)  # the caller reports progress
-            _started = True
+    with _init_lock:
+        if not ray.is_initialized():
+            _init()
     res = ray.cluster_resources()
     nodes = [int(n.get("Resources", {}).get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
     return plan_pool(int(res.get("CPU", 1)), int(res.get("GPU", 0)), local=_started,
                      node_cpus=max(nodes) if nodes else None)
+
+
+def _init() -> None:
+    global _started
+    address = os.environ.get("RAY_ADDRESS")
+    if address:
+        code = [str(Path(models.__file__).parent), str(Path(__file__).parents[1])]  # models/, mha_viz/
+        ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code})
+    else:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        ray.init(address="local", num_cpus=machine_cpus(), num_gpus=gpus, include_dashboard=False,
+                 log_to_driver=False, logging_level=logging.ERROR)  # the caller reports progress
+        _started = True
 
 
 def shutdown() -> None:
@@ -122,18 +138,19 @@ def shutdown() -> None:
     _started = False
 
 
-class _HeadSums:
+class HeadSums:
     """One actor: one model, loaded once; each batch of documents -> its pickled `Partial`, or the
     user's error (ModelLoadError, InputError) pickled in its place: Ray would report an actor
     that fails to start as ActorDiedError, with the message in its text only."""
 
-    def __init__(self, model_spec: str, max_tokens: int | None, importance: bool, threads: int) -> None:
+    def __init__(self, model_spec: str, max_tokens: int | None, importance: bool, threads: int,
+                 local_attention: bool = False) -> None:
         torch.set_num_threads(threads)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         self.max_tokens, self.importance = max_tokens, importance
         self.model, self.weights, self.error = None, None, None
         try:
-            self.model = load_model(model_spec, device=device)
+            self.model = load_model(model_spec, device=device, local_attention=local_attention)
         except ModelLoadError as exc:
             self.error = exc
             return
@@ -154,10 +171,11 @@ class _HeadSums:
 def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, importance: bool = True,
         progress: Progress | None = None) -> CorpusStats:
     """`engine.head_statistics` on Ray: the same arguments and result. `model`: a registry name,
-    hub id or folder (a `LoadedModel` stands for the name it was loaded by: each actor loads its
-    own). Raises CorpusError, ModelLoadError or InputError as the local engine does (not wrapped
+    hub id or folder (a `LoadedModel` stands for the name it was loaded by, with or without our
+    MHA: each actor loads its own). Raises CorpusError, ModelLoadError or InputError as the local engine does (not wrapped
     in Ray's exceptions); Cancelled when `progress` returns False."""
     spec = model.name if isinstance(model, LoadedModel) else str(model)
+    local = model.local_attention if isinstance(model, LoadedModel) else False  # "our MHA" follows
     docs = read_texts(texts)
     start = time.perf_counter()
     pool = connect()
@@ -170,9 +188,9 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
     blocks = min(-(-len(ordered) // batch_size), MAX_BLOCKS)  # whole batches in a block, mostly
     ds = ray.data.from_items([{"text": t} for t in ordered], override_num_blocks=blocks)
     sums = ds.map_batches(
-        _HeadSums, batch_size=batch_size, batch_format="numpy",
+        HeadSums, batch_size=batch_size, batch_format="numpy",
         fn_constructor_kwargs={"model_spec": spec, "max_tokens": max_tokens,
-                               "importance": importance, "threads": pool.threads},
+                               "importance": importance, "threads": pool.threads, "local_attention": local},
         compute=ray.data.ActorPoolStrategy(size=pool.actors),
         num_cpus=pool.num_cpus, num_gpus=pool.num_gpus or None,
         max_restarts=0, max_task_retries=0,  # an actor lost (out of memory…) fails the job, not retried forever

@@ -241,8 +241,8 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str):
 
     def compute():
         with state.slots().hold():  # counts as an analysis for the server's limit
-            model = cur.model if engine == LOCAL else _spec()
-            return corpus.head_statistics(model, train, engine="ray" if engine == RAY else "local",
+            # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
+            return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
                                           importance=key.importance, progress=progress)
     error = None
@@ -263,12 +263,6 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str):
         return None
     _keep(key, stats)
     return stats
-
-
-def _spec() -> str:
-    """The sidebar's model as a name, hub id or folder (Ray's actors load it themselves)."""
-    choice = st.session_state.get(keys.MODEL_CHOICE)
-    return (st.session_state.get(keys.MODEL_OTHER) or "").strip() if choice == state.OTHER else choice
 
 
 def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:

@@ -88,3 +88,22 @@ def test_an_actor_never_asks_for_more_cpus_than_one_node_has(ray_engine):
     forever)."""
     pool = ray_engine.plan_pool(16, 0, local=False, node_cpus=4)
     assert pool.num_cpus <= 4 and pool.actors * pool.num_cpus <= 16 - ray_engine.SPARE_CPUS
+
+
+@pytest.mark.model
+def test_an_actor_loads_the_model_as_the_session_did(ray_engine):
+    """The app hands the Ray engine its loaded model: an actor loads it by the same name and with
+    the same attention ("Compute with our MHA"), and computes what the session's model computes."""
+    import mha_viz
+
+    ours = mha_viz.load_model("minilm", device="cpu", local_attention=True)
+    actor = ray_engine.HeadSums("minilm", 32, False, 1, local_attention=True)
+    assert actor.error is None and actor.model.local_attention and actor.model.name == ours.name
+    plain = ray_engine.HeadSums("minilm", 32, False, 1)
+    assert not plain.model.local_attention
+
+
+def test_a_local_cluster_is_sized_to_the_cpus_this_process_may_use(ray_engine):
+    import os
+
+    assert ray_engine.machine_cpus() == len(os.sched_getaffinity(0))
