@@ -6,13 +6,7 @@ options), so a second visitor asking for the same gets it at once. Every tenth d
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import shutil
-import tempfile
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import NamedTuple
 
@@ -24,6 +18,7 @@ import torch
 import mha_viz
 from mha_viz import ablation, corpus, corpus_figures, figure_style, metric_figures, metrics, teach_figures
 from mha_viz.corpus import importance as corpus_importance
+from mha_viz.corpus.store import ResultStore
 from mha_viz.ui import analysis, charts, export_views, keys, state, views
 from mha_viz.ui.generate_views import live_button
 from mha_viz.ui.keys import CorpusKey
@@ -42,61 +37,16 @@ CACHE_VERSION = 1  # bump when the statistics change: older folders are then nev
 RANDOM_ORDERS = 3
 
 
-# --- results kept in memory (shared by every session) and on disk ---------------------------------
+# --- results kept in memory and on disk for every session; identical jobs run once --------------
 @st.cache_resource(show_spinner=False)
-def _memory() -> tuple[OrderedDict, threading.Lock]:
-    return OrderedDict(), threading.Lock()
-
-
-def _folder(key: CorpusKey) -> Path:
-    return cache_root() / "corpus" / hashlib.sha256(repr((CACHE_VERSION, *key)).encode()).hexdigest()[:24]
+def _store() -> ResultStore:
+    return ResultStore(lambda: cache_root() / "corpus", CACHE_VERSION, save=lambda stats, folder: stats.save(folder),
+                       load=corpus.CorpusStats.load)
 
 
 def cached(key: CorpusKey) -> corpus.CorpusStats | None:
     """The statistics for `key` from memory, else from disk (a broken folder counts as none)."""
-    store, lock = _memory()
-    with lock:
-        if key in store:
-            store.move_to_end(key)
-            return store[key]
-    folder = _folder(key)
-    if not folder.is_dir():
-        return None
-    try:
-        stats = corpus.CorpusStats.load(folder)
-    except Exception:  # noqa: BLE001 - recomputed rather than shown broken, and replaced
-        log.exception("corpus cache %s unreadable: removed", folder)
-        shutil.rmtree(folder, ignore_errors=True)
-        return None
-    _remember(key, stats)
-    return stats
-
-
-def _remember(key: CorpusKey, stats) -> None:
-    store, lock = _memory()
-    with lock:
-        store[key] = stats
-        store.move_to_end(key)
-        while len(store) > 8:
-            store.popitem(last=False)
-
-
-def _keep(key: CorpusKey, stats) -> None:
-    """Remember `stats` and write them to disk (a temporary folder renamed into place)."""
-    _remember(key, stats)
-    folder = _folder(key)
-    tmp = None
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
-        stats.save(tmp)
-        os.replace(tmp, folder)  # fails when another session wrote it first: theirs is as good
-    except OSError:
-        if not folder.is_dir():
-            log.exception("could not keep the corpus statistics on disk")
-    finally:
-        if tmp is not None and tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    return _store().get(key)
 
 
 # --- the page ------------------------------------------------------------------------------------
@@ -230,9 +180,23 @@ def _cancelled_notice() -> None:
 
 
 def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str):
-    """Run the job with a progress bar (a press of Cancel, or any widget, interrupts it)."""
+    """Run the job with a progress bar (a press of Cancel, or any widget, interrupts it); when
+    another session is running the same job, wait for its result instead."""
     bar = st.progress(0.0, text="Starting…")
     st.session_state[RUNNING] = key  # still here on the next run when this one is interrupted
+
+    def waiting() -> None:  # each update lets Streamlit stop this run (Cancel, any widget)
+        bar.progress(0.0, text="Another visitor is computing these same statistics: they will be yours "
+                               "too when that job finishes…")
+
+    stats = _store().obtain(key, lambda: _run_job(cur, key, train, batch, engine, bar), tick=waiting)
+    st.session_state.pop(RUNNING, None)
+    bar.empty()
+    return stats
+
+
+def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar):
+    """The job itself, its progress on `bar`; None after showing why it failed."""
 
     def progress(done: int, total: int, rate: float, eta: float) -> bool:
         bar.progress(min(done / max(total, 1), 1.0),
@@ -256,12 +220,10 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str):
     except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
         log.exception("corpus job failed")
         error = f"The corpus job failed: {type(exc).__name__}: {str(exc)[:300]}"
-    st.session_state.pop(RUNNING, None)
-    bar.empty()
     if error:
+        bar.empty()
         st.error(state.plain(error), icon="⚠️")
         return None
-    _keep(key, stats)
     return stats
 
 

@@ -24,9 +24,9 @@ pytestmark = pytest.mark.model
 def fresh_cache(monkeypatch, tmp_path):
     """Corpus results kept in an empty folder, none in memory."""
     monkeypatch.setenv("MHA_VIZ_CACHE_DIR", str(tmp_path))
-    corpus_views._memory.clear()
+    corpus_views._store.clear()
     yield tmp_path
-    corpus_views._memory.clear()
+    corpus_views._store.clear()
 
 
 def _setup(at, tokens: int, importance: bool):
@@ -58,7 +58,7 @@ def test_the_sample_on_minilm_matches_the_library_and_is_kept_on_disk(fresh_cach
     assert any("this sentence" in c["layout"]["title"]["text"] for c in charts(at))
     assert list((fresh_cache / "corpus").iterdir())  # kept on disk
 
-    corpus_views._memory.clear()  # a new visitor, after a restart: read back from disk, no press
+    corpus_views._store.clear()  # a new visitor, after a restart: read back from disk, no press
     again = open_with_text("corpus", "Another sentence.", "minilm")
     _setup(again, 32, False)
     np.testing.assert_allclose(_grid(again, "mean over"), want.table[metric].to_numpy().reshape(6, 12), atol=1e-6)
