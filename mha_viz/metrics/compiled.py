@@ -1,17 +1,24 @@
-"""What the compiled loops share (js_kernels.py, head_kernels.py): a vectorisable logarithm
-and the threads that run them.
+"""What the compiled loops share (js_kernels.py, head_kernels.py): a vectorisable logarithm,
+the compiler's options, its cache folder and the threads that run the loops.
 
-Numba compiles the loops on first use (about a second, then cached on disk beside the module or
-in Numba's user cache; the app's preload does it before any session draws). They release the
-GIL and each call works on its own slice of the output, so several sessions may call them at
-once. The loops are written so that the compiler vectorises them: the logarithm is `log32`,
-branch-free, because the library's log is a scalar call.
+Numba compiles the loops on first use (about a second; the app's preload does it before any
+session draws) and keeps them on disk. Numba invalidates a cached loop only when its own file
+changes, not when a function it inlines from another file (`log32`) does: the cache folder is
+therefore named by a hash of the three files (`cache_folder`). The loops release the GIL and
+each call works on its own slice of the output, so several sessions may call them at once. They
+are written so that the compiler vectorises them: the logarithm is `log32`, branch-free,
+because the library's log is a scalar call.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -20,9 +27,11 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
+from models.gguf_cache import cache_root
+
 LN2 = np.float32(math.log(2.0))
 SQRT2 = np.float32(math.sqrt(2.0))
-_ONE, _HALF = np.float32(1.0), np.float32(0.5)
+ONE, HALF = np.float32(1.0), np.float32(0.5)
 # 2·atanh series coefficients: ln f = 2s(1 + s²/3 + s⁴/5 + …), s = (f − 1)/(f + 1), |s| ≤ 0.172
 _C3, _C5, _C7, _C9 = (np.float32(1.0 / k) for k in (3, 5, 7, 9))
 
@@ -43,23 +52,40 @@ def _float(typingctx, b):
     return types.float32(types.int32), codegen
 
 
-def _probe():
-    return 0
+KERNEL_FILES = ("compiled.py", "js_kernels.py", "head_kernels.py")
 
 
-def _cache_works() -> bool:
-    """Numba refuses cache=True where it can write neither beside the module nor in a user cache
-    folder (a read-only install without a home); then the loops compile in memory each run."""
+def source_hash() -> str:
+    """A hash of the compiled loops' sources and Numba's version: the name of their cache folder."""
+    digest = hashlib.sha256(numba.__version__.encode())
+    for name in KERNEL_FILES:
+        digest.update((Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_folder() -> Path | None:
+    """Where the compiled loops are kept: NUMBA_CACHE_DIR (when set) or mha-viz's cache folder,
+    then `source_hash()`; None when it cannot be written (the loops then compile in memory each
+    run rather than risk a stale cache elsewhere)."""
+    base = Path(os.environ["NUMBA_CACHE_DIR"]) if os.environ.get("NUMBA_CACHE_DIR") else cache_root() / "numba"
+    folder = base / source_hash()
     try:
-        numba.njit(cache=True)(_probe)
-    except RuntimeError:
-        return False
-    return True
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError:
+        return None
+    return folder
 
+
+_CACHE = cache_folder()
+if _CACHE is not None:
+    numba.config.CACHE_DIR = str(_CACHE)  # read by Numba when each loop below is defined
 
 # Every loop compiles with error_model="numpy": Python's model checks each division for a zero
 # divisor, and that branch stops the compiler from vectorising the loop (measured 5x slower).
-JIT = {"nogil": True, "fastmath": True, "cache": _cache_works(), "error_model": "numpy"}
+# Fast-math without its no-NaN and no-infinity assumptions: the loops use inf and NaN on purpose.
+JIT = {"nogil": True, "fastmath": {"nsz", "arcp", "contract", "afn", "reassoc"}, "cache": _CACHE is not None,
+       "error_model": "numpy"}
 
 
 @numba.njit(inline="always", **JIT)
@@ -71,26 +97,38 @@ def log32(x):
     e = np.float32(((b >> 23) & 0xFF) - 127)
     f = _float((b & 0x007FFFFF) | 0x3F800000)  # in [1, 2)
     big = f > SQRT2
-    f = f * _HALF if big else f
-    e = e + _ONE if big else e
-    s = (f - _ONE) / (f + _ONE)
+    f = f * HALF if big else f
+    e = e + ONE if big else e
+    s = (f - ONE) / (f + ONE)
     s2 = s * s
-    return e * LN2 + np.float32(2.0) * s * (_ONE + s2 * (_C3 + s2 * (_C5 + s2 * (_C7 + s2 * _C9))))
+    return e * LN2 + np.float32(2.0) * s * (ONE + s2 * (_C3 + s2 * (_C5 + s2 * (_C7 + s2 * _C9))))
 
 
-@numba.njit(**JIT)
-def fast_log(x, out):
-    """out[:] = log32(x[:])."""
-    for j in range(x.size):
-        out[j] = log32(x[j])
+WORKERS = 8  # threads of POOL (a call uses thread_count() of them)
+POOL = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="mha-viz-compiled")
+_worker = threading.local()  # set on POOL's threads: a loop started there runs inline
 
 
-POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mha-viz-compiled")
+def _marked(fn, *args):
+    _worker.inside = True
+    return fn(*args)
+
+
+def run_all(fn, calls: list[tuple]) -> None:
+    """fn(*args) for each args in `calls`, one a thread of POOL, and wait for all (their errors
+    raised here). Called from one of POOL's own threads, the calls run one after the other there
+    (waiting on the pool from inside it could leave every worker waiting)."""
+    if getattr(_worker, "inside", False):
+        for args in calls:
+            fn(*args)
+        return
+    for job in [POOL.submit(_marked, fn, *args) for args in calls]:
+        job.result()
 
 
 def thread_count() -> int:
     """Threads for a compiled loop: Torch's intra-op count (what the CPU is set to use), ≤ 8."""
-    return max(1, min(8, torch.get_num_threads()))
+    return max(1, min(WORKERS, torch.get_num_threads()))
 
 
 def split(total: int, parts: int) -> list[tuple[int, int]]:

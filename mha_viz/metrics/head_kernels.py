@@ -8,13 +8,13 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .compiled import JIT, POOL, log32, split
+from .compiled import JIT, log32, run_all, split
 
 SUMS = ("entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first",
         "sep", "punct", "in_segment", "total")  # the columns of `pattern_sums`' output, in order,
 # then one column per target: the head's attention summed over the target's (row, column) pairs
 _KEEP = np.float32(0.9999)  # smoothing of the entropy: 0.9999·A + 0.0001/k on the k visible keys
-_TINY = np.float32(1e-30)  # masked entries: 0·ln(1e-30) = 0
+_TINY = np.float32(1e-30)  # masked entries count 1e-30·ln(1e-30) ≈ −7e-29: nothing
 
 
 @numba.njit(**JIT)
@@ -122,10 +122,7 @@ def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarr
     rows = np.concatenate([np.asarray(i, np.int64) for i, _ in targets] + [np.empty(0, np.int64)])
     cols = np.concatenate([np.asarray(j, np.int64) for _, j in targets] + [np.empty(0, np.int64)])
     starts = np.cumsum([0] + [len(i) for i, _ in targets]).astype(np.int64)
-    jobs = [POOL.submit(_heads, att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out)
-            for h0, h1 in split(N, threads)]
-    for job in jobs:
-        job.result()
+    run_all(_heads, [(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out) for h0, h1 in split(N, threads)])
     return out
 
 

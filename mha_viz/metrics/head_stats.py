@@ -187,6 +187,7 @@ def _compiled(run: AttentionRun) -> dict[str, np.ndarray]:
     att = np.ascontiguousarray(run.attentions.reshape(L * H, n, n), dtype=np.float32)
     targets = _target_pairs(run)
     sums = pattern_sums(att, run.is_causal, *_key_masks(run), _segments(run), list(targets.values()), thread_count())
+    sums[~np.isfinite(sums[:, SUMS.index("total")])] = np.nan  # a head with NaN or inf in it: no statistics
     out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if name != "total"}
     total = sums[:, SUMS.index("total")]
     for k, name in enumerate(targets):

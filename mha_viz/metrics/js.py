@@ -19,7 +19,7 @@ magnitude), the whole matrix is computed exactly, blocked.
 
 On the CPU the features and the exact terms come from one compiled pass over the patterns
 (js_kernels.py); on another device (a model's GPU) the same sums are tensor operations
-(`_in_band`, `_outside`). The tests compare both with a float64 reference.
+(`_band_tensor`). The tests compare both with a float64 reference.
 
 Error bound (proof). Let ε = max |ψ − Ψ| on [−½, 1] (ε ≈ 1.9e-7, `PSI_ERROR`, checked on a fine
 grid with a derivative bound in tests/unit/test_js_fast.py). For an in-band pair at entry e the
@@ -30,9 +30,11 @@ replaced term is c_e·(½E(x_i) + ½E(x_j) − E(y)) with E = ψ − Ψ and y = 
 over one row's entries this is at most (2ε + δ)·Σ_row c_e = 2ε + δ, because c_e is the mean
 over heads and every smoothed row sums to 1. The mean over rows therefore moves by at most
 `ERROR_BOUND` = 2ε + δ ≈ 3.6e-5 < 4e-5 nats on every entry of the matrix.
-Float32 rounding (the features are bounded by 1 in absolute value, products summed by BLAS;
-the exact terms use a series logarithm good to about 1e-7 relative) adds about 2e-6 at
-n = 512 (measured); tests check the total against a float64 reference at 1e-4.
+Float32 rounding is not part of the proof (products summed by BLAS in float32, over at most
+`GRAM_COLUMNS` columns each; the exact terms use a series logarithm good to about 1e-7
+relative): measured, it adds about 2e-6, on natural inputs at n = 512 and on a worst-case input
+built for the polynomial at n = 2,048. The tests check the total against a float64 reference:
+within 1e-4 everywhere, and within ERROR_BOUND + 1e-5 on that worst case.
 """
 
 from __future__ import annotations
@@ -42,16 +44,17 @@ import math
 import numpy as np
 import torch
 
-from .gram import gram_upper, symmetric
-
 from .compiled import thread_count
-from .js_kernels import band_pass, exact_pass
+from .gram import gram_upper, symmetric
+from .js_kernels import KERNEL_DEGREE, band_pass, exact_pass
 
 COMPILED_ON_CPU = True  # the compiled pass on the CPU; the tensor path does the same on any device (tests compare both)
 
 SMOOTH = 0.001  # p = (1 − SMOOTH)·A + SMOOTH/n: spec section 2
 RATIO = 2.0  # band: p / c_e in [1 / RATIO, RATIO]
 DEGREE = 10
+if KERNEL_DEGREE != DEGREE:  # the compiled pass writes its Horner steps out
+    raise ImportError(f"js_kernels evaluates degree {KERNEL_DEGREE}, js.py needs {DEGREE}")
 _LO, _HI = 1.0 / RATIO - 1.0, RATIO - 1.0
 # beyond this share of (head, entry) elements outside the band, the exact pass is cheaper. Measured
 # on the CPU (compiled, 144 heads, n = 512): the band path takes 0.24 s + 3.0 s × the share, the
@@ -111,6 +114,10 @@ POSITIVE = int((LAMBDA > 0).sum())
 COEF = np.ascontiguousarray(np.concatenate([_MIX[:, LAMBDA > 0], _MIX[:, LAMBDA < 0]], 1).T, dtype=np.float32)
 _SCALE = 2.0 / (_HI - _LO)  # t = ratio·_SCALE + _BIAS maps the band onto [−1, 1]
 _BIAS = -_SCALE - (_LO + _HI) / (_HI - _LO)
+# columns of one float32 product: BLAS sums each Gram entry over them in float32, and the
+# rounding grows with their number (few heads at long inputs make chunks of millions of
+# columns: measured up to 8e-5 nats on a worst-case input; 2.9e-5 at this length)
+GRAM_COLUMNS = 1 << 16
 FEATURE_BYTES = 64 << 20  # per column chunk of features: few chunks, because Torch's threads spin
 # for a while after each matrix product and slow the compiled pass that follows (measured at
 # n = 512, 144 heads: 4,096 columns a chunk 0.33 s, 28,000 columns 0.27 s)
@@ -129,16 +136,14 @@ def js_matrix(att: torch.Tensor, n: int) -> torch.Tensor:
     if att.device.type == "cpu" and COMPILED_ON_CPU:
         total = _band_compiled(att, smooth, floor)
     else:
-        p = att * smooth + floor
-        total, outside = _in_band(p)
-        total += _outside(p, outside)
+        total = _band_tensor(att * smooth + floor)
     total = 0.5 * (total + total.T)
     total.fill_diagonal_(0.0)
     return (total / n).clamp_min(0)
 
 
 def _band_compiled(att: torch.Tensor, smooth: float, floor: float) -> torch.Tensor:
-    """`_in_band` + `_outside` on the CPU in one compiled pass per column chunk (js_kernels):
+    """`_band_tensor` on the CPU in one compiled pass per column chunk (js_kernels):
     the features go straight into the Gram's operands, the outside terms into one (N, N)
     accumulator per thread. Only the Gram blocks on and above the diagonal are multiplied."""
     N, M = att.shape
@@ -154,29 +159,34 @@ def _band_compiled(att: torch.Tensor, smooth: float, floor: float) -> torch.Tens
         w = c1 - c0
         band_pass(data, smooth, floor, c0, c1, COEF, _SCALE, _BIAS, 1.0 / RATIO, RATIO, features, outside, threads)
         z = torch.from_numpy(features)[:, :rank * w]  # row k·w + e: eigenform k at entry e
-        gram_upper(z[:, :POSITIVE * w], upper)
-        gram_upper(z[:, POSITIVE * w:], upper, alpha=-1.0)
+        for g0 in range(0, rank * w, GRAM_COLUMNS):  # float32 sums of at most GRAM_COLUMNS terms
+            g1 = min(rank * w, g0 + GRAM_COLUMNS)
+            if g0 < POSITIVE * w:
+                gram_upper(z[:, g0:min(g1, POSITIVE * w)], upper)
+            if g1 > POSITIVE * w:
+                gram_upper(z[:, max(g0, POSITIVE * w):g1], upper, alpha=-1.0)
     d = torch.from_numpy(np.sum(outside, axis=0))
     return symmetric(upper) + d + d.T
 
 
-def _in_band(p: torch.Tensor):
-    """Σ_e c_e·G(x_i, x_j) over the entries where both heads are in the band, by Γ's largest
-    eigenforms; and the (N, M) mask of elements outside the band."""
+def _band_tensor(p: torch.Tensor) -> torch.Tensor:
+    """The band path as tensor operations (a GPU's way), in column chunks: Σ_e c_e·G(x_i, x_j)
+    over the entries where both heads are in the band, by Γ's largest eigenforms, plus the exact
+    terms of the entries where a head is outside it (`_outside`, chunk by chunk: nothing of the
+    size of the whole input is held)."""
     N, M = p.shape
     K1 = DEGREE + 1
     out = torch.zeros(N, N, dtype=torch.float64, device=p.device)
-    outside = torch.empty(N, M, dtype=torch.bool, device=p.device)
     width = 2048  # (N, rank·width) float32 features: measured
-    scale_t, shift_t = 2.0 / (_HI - _LO), (_LO + _HI) / (_HI - _LO)
     for c0 in range(0, M, width):
         c1 = min(M, c0 + width)
         w = c1 - c0
-        c = p[:, c0:c1].mean(0)  # (w,) the entry's mean over heads
-        ratio = p[:, c0:c1] / c
+        chunk = p[:, c0:c1]
+        c = chunk.mean(0)  # (w,) the entry's mean over heads
+        ratio = chunk / c
         inside = (ratio >= 1.0 / RATIO) & (ratio <= RATIO)
-        torch.logical_not(inside, out=outside[:, c0:c1])
-        t = ratio.sub_(1.0).mul_(scale_t).sub_(shift_t)  # in [−1, 1] in the band
+        out += _outside(chunk, ~inside)
+        t = ratio.mul_(_SCALE).add_(_BIAS)  # in [−1, 1] in the band
         powers = torch.empty(K1, N, w, device=p.device)  # √c_e·[in band]·t^a: the mask and scale ride along
         torch.mul(c.sqrt(), inside, out=powers[0])
         for a in range(1, K1):
@@ -185,7 +195,7 @@ def _in_band(p: torch.Tensor):
         for mix, sign in ((_MIX_POS.to(p.device), 1.0), (_MIX_NEG.to(p.device), -1.0)):
             z = (flat @ mix).reshape(N, -1)  # (N, w·r) eigen-features, in any order of (w, r)
             out.add_((z @ z.T).double(), alpha=sign)
-    return out, outside
+    return out
 
 
 def _outside(p: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
@@ -194,18 +204,14 @@ def _outside(p: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
     N, _ = p.shape
     d = torch.zeros(N, N, dtype=torch.float64, device=p.device)
     heads, entries = outside.nonzero(as_tuple=True)  # sorted by head
-    if heads.numel() == 0:
-        return d
-    q_all = p[:, entries]  # (N, k): every head at those entries
-    weight_all = 1.0 - 0.5 * outside[:, entries].float()
-    piece = 8192
+    piece = 8192  # (N, piece) temporaries
     for k0 in range(0, heads.numel(), piece):
-        sl = slice(k0, k0 + piece)
-        q, pi, h = q_all[:, sl], p[heads[sl], entries[sl]], heads[sl]
+        h, e = heads[k0:k0 + piece], entries[k0:k0 + piece]
+        q, pi = p[:, e], p[h, e]  # every head at those entries; the outside head's own value
         m = (q + pi) * 0.5
         g = q * q.log()
         g.add_(pi * pi.log()).mul_(0.5).sub_(m * m.log())
-        g.mul_(weight_all[:, sl])
+        g.mul_(1.0 - 0.5 * outside[:, e].float())
         d.index_add_(1, h, g.double())  # column i of d gathers the elements of head i
     return d + d.T
 

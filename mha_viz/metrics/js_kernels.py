@@ -10,9 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .compiled import JIT, POOL, log32, split
-
-_ONE, _HALF = np.float32(1.0), np.float32(0.5)
+from .compiled import HALF, JIT, ONE, log32, run_all, split
 
 SUB = 256  # columns per block inside _band_columns: (N, SUB) float32 stays in L2 for N up to ~1,000
 
@@ -48,7 +46,7 @@ def _band_columns(att, smooth, floor, c0, e0, e1, w, coef, scale, bias, lo, hi, 
                 mean[e] += x
         for e in range(span):
             c = mean[e] / np.float32(N)
-            inv_c[e] = _ONE / c
+            inv_c[e] = ONE / c
             root_c[e] = np.sqrt(c)
         for i in range(N):
             for e in range(span):
@@ -79,17 +77,17 @@ def _band_columns(att, smooth, floor, c0, e0, e1, w, coef, scale, bias, lo, hi, 
                 continue
             for j in range(N):
                 q[j] = block[j, e]
-                wj[j] = _HALF if flag[j, e] else _ONE
-                half_qlq[j] = _HALF * q[j] * log32(q[j])
+                wj[j] = HALF if flag[j, e] else ONE
+                half_qlq[j] = HALF * q[j] * log32(q[j])
             for i in range(N):
                 if not flag[i, e]:
                     continue
                 qi, hi_ = q[i], half_qlq[i]
                 for j in range(N):
-                    m = _HALF * (qi + q[j])
+                    m = HALF * (qi + q[j])
                     D[i, j] += wj[j] * (hi_ + half_qlq[j] - m * log32(m))
 
-DEGREE = 10  # of the polynomials _band_columns evaluates (js.DEGREE)
+KERNEL_DEGREE = 10  # of the polynomials _band_columns evaluates (js.DEGREE)
 
 
 def band_pass(att: np.ndarray, smooth: float, floor: float, c0: int, c1: int, coef: np.ndarray,
@@ -97,15 +95,13 @@ def band_pass(att: np.ndarray, smooth: float, floor: float, c0: int, c1: int, co
     """Fill Z[:, :R·w] (w = c1 − c0) for the chunk [c0, c1) of p = smooth·att + floor and add
     its outside terms to the per-thread accumulators D (float64 (N, N) each), splitting the
     columns over `threads`."""
-    if coef.shape[1] != DEGREE + 1:
-        raise ValueError(f"the compiled pass evaluates degree {DEGREE}; got {coef.shape[1] - 1}")
+    if coef.shape[1] != KERNEL_DEGREE + 1:
+        raise ValueError(f"the compiled pass evaluates degree {KERNEL_DEGREE}; got {coef.shape[1] - 1}")
     w = c1 - c0
     args = (np.float32(scale), np.float32(bias), np.float32(lo), np.float32(hi))
     smooth, floor = np.float32(smooth), np.float32(floor)
-    jobs = [POOL.submit(_band_columns, att, smooth, floor, c0, e0, e1, w, coef, *args, Z, D[k])
-            for k, (e0, e1) in enumerate(split(w, threads))]
-    for job in jobs:
-        job.result()
+    run_all(_band_columns, [(att, smooth, floor, c0, e0, e1, w, coef, *args, Z, D[k])
+                            for k, (e0, e1) in enumerate(split(w, threads))])
 
 
 @numba.njit(**JIT)
@@ -143,10 +139,8 @@ def exact_pass(att: np.ndarray, smooth: float, floor: float, threads: int):
     N = att.shape[0]
     sls, plogp, mass = np.zeros((N, N)), np.zeros(N), np.zeros(N)
     smooth, floor = np.float32(smooth), np.float32(floor)
-    jobs = [POOL.submit(_exact_rows, att, smooth, floor, np.arange(t, N, threads, dtype=np.int64), sls, plogp, mass)
-            for t in range(min(threads, N))]
-    for job in jobs:
-        job.result()
+    run_all(_exact_rows, [(att, smooth, floor, np.arange(t, N, threads, dtype=np.int64), sls, plogp, mass)
+                          for t in range(min(threads, N))])
     return sls, plogp, mass
 
 
@@ -155,7 +149,7 @@ def compile_now() -> None:
     matrix a user asks for does not wait for the compiler (the app's preload calls this)."""
     att = np.full((2, 8), 0.125, np.float32)
     att[0, 0] = 1.0  # one head far outside the band: the exact terms run too
-    coef = np.zeros((1, DEGREE + 1), np.float32)
+    coef = np.zeros((1, KERNEL_DEGREE + 1), np.float32)
     band_pass(att, 1.0, 0.0, 0, 8, coef, 1.0, 0.0, 0.5, 2.0, np.empty((2, 8), np.float32),
               [np.zeros((2, 2))], 1)
     exact_pass(att, 1.0, 0.0, 1)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..arrays import tensor_view
 from ..capture import AttentionRun
 from .head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
 from .gram import gram_upper, symmetric_numpy
@@ -21,7 +20,7 @@ def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | N
     Kinds (see SIMILARITIES): "js" (a divergence, 0 for identical heads), "cosine" (patterns),
     "cka", "residual", "seed_r" (need the run's head outputs; "residual" also `weights`),
     "qk", "ov" (need `weights` only: they do not depend on the text).
-    `device`: where the per-text kinds "cosine", "cka", "residual" and "seed_r" compute (e.g.
+    `device`: where the per-text kinds "js", "cosine", "cka", "residual" and "seed_r" compute (e.g.
     the model's "cuda"; default the CPU); the result is a float64 numpy array either way.
     """
     if kind not in _SIMILARITY:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 import pytest
 import torch
@@ -154,15 +155,68 @@ def test_known_values():
     assert 0.98 * math.log(2) < js[0, 2] < math.log(2)
 
 
-def test_fast_log_matches_numpy():
-    """The compiled pass's series logarithm: within 2e-7 relative of float64 ln on the values the
-    patterns take (smoothing floors down to 1e-9, masses up to 1) and at powers of two."""
-    x = np.concatenate([np.geomspace(1e-9, 1.0, 200_001), 2.0 ** np.arange(-30, 1),
+@numba.njit
+def _logs(x, out):
+    for j in range(x.size):
+        out[j] = compiled.log32(x[j])
+
+
+def test_log32_matches_numpy():
+    """The compiled loops' series logarithm: within 2e-7 relative of float64 ln on the values the
+    patterns take (smoothing floors down to 1e-9, masses up to 1, the 1e-30 clamp of empty
+    entries) and at powers of two and around √2, where the series switches."""
+    x = np.concatenate([np.geomspace(1e-9, 1.0, 200_001), 2.0 ** np.arange(-30, 1), [1e-30, 3.0, 1e3],
                         np.sqrt(2.0) * np.array([1 - 1e-7, 1, 1 + 1e-7])]).astype(np.float32)
     out = np.empty_like(x)
-    compiled.fast_log(x, out)
+    _logs(x, out)
     exact = np.log(x.astype(np.float64))
     assert np.all(np.abs(out - exact) <= 2e-7 * np.maximum(np.abs(exact), 1.0))
+
+
+def test_worst_case_band_input_at_full_chunk_width(monkeypatch):
+    """A pattern built to make the polynomial's error largest (a linear program picks the mix of
+    in-band (x_i, x_j) pairs that maximises it, rows still summing to 1), for few heads at a long
+    input, so that the compiled pass takes its widest column chunks (millions of columns): the
+    error stays within the proven bound plus float32 rounding on every path."""
+    from scipy.optimize import linprog
+
+    def psi(x):
+        return (1 + x) * np.log1p(x)
+
+    grid = np.linspace(-0.49, 0.99, 60)
+    a, b = (v.ravel() for v in np.meshgrid(grid, grid, indexing="ij"))
+    t = lambda x: (2 * x - fast_js._LO - fast_js._HI) / (fast_js._HI - fast_js._LO)  # noqa: E731
+    coef = fast_js.COEF.astype(np.float64)
+    ya, yb = np.polynomial.polynomial.polyval(t(a), coef.T), np.polynomial.polynomial.polyval(t(b), coef.T)
+    sign = np.r_[np.ones(fast_js.POSITIVE), -np.ones(len(coef) - fast_js.POSITIVE)]
+    err = 0.5 * psi(a) + 0.5 * psi(b) - psi(0.5 * (a + b)) - sign @ (ya * yb)
+    rows = np.vstack([np.ones_like(a), a, b])
+    weights = max((linprog(sign * err, A_eq=rows, b_eq=[1, 0, 0], bounds=(0, None)).x for sign in (1, -1)),
+                  key=lambda w: abs(err @ w))  # the mix whose mean error is largest in size
+    assert abs(err @ weights) > 0.5 * fast_js.ERROR_BOUND  # close to the proven bound
+    n, heads = 1200, 3
+    counts = np.floor(weights * n).astype(int)
+    counts[np.argmax(counts)] += n - counts.sum()
+    xa, xb = np.repeat(a, counts), np.repeat(b, counts)
+    xa, xb = xa - xa.mean(), xb - xb.mean()  # rows sum to 1 exactly
+    rng = np.random.default_rng(0)
+    att = np.empty((1, heads, n, n))
+    for i in range(n):
+        perm = rng.permutation(n)
+        pa, pb = (1 + xa[perm]) / n, (1 + xb[perm]) / n
+        for h, p in enumerate((pa, pb, (heads / n - pa - pb) / (heads - 2))):
+            att[0, h, i] = (p - 0.001 / n) / 0.999
+    ref = reference_js(att)
+    np.fill_diagonal(ref, 0.0)
+    assert ref[0, 1] > 0.01  # the two planted heads differ
+    run = run_of(att)
+    for exact_above, compiled_on_cpu in ((2.0, True), (2.0, False), (-1.0, True)):
+        monkeypatch.setattr(fast_js, "EXACT_ABOVE", exact_above)
+        monkeypatch.setattr(fast_js, "COMPILED_ON_CPU", compiled_on_cpu)
+        got = metrics.head_similarity(run, "js")
+        # the proven bound plus float32 rounding (1e-5 allowed; products of millions of columns
+        # summed in float32 gave 6.8e-5 here before they were cut to GRAM_COLUMNS)
+        assert np.abs(got - ref).max() <= fast_js.ERROR_BOUND + 1e-5, (exact_above, compiled_on_cpu)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
