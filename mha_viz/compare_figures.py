@@ -100,12 +100,17 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
     return fig
 
 
+def bin_names(bins: int) -> list[str]:
+    """'0.00–0.20', … for `bins` equal bins of 0..1."""
+    return [f"{i / bins:.2f}–{(i + 1) / bins:.2f}" for i in range(bins)]
+
+
 def depth_bins(relative_depth: np.ndarray, bins: int) -> list[str]:
-    """Label of each value's bin among `bins` equal bins of 0..1 ('0.0–0.2', …; 1 in the last)."""
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    where = np.searchsorted(edges, np.asarray(relative_depth, dtype=np.float64), side="right") - 1
-    idx = np.clip(where, 0, bins - 1)
-    names = [f"{edges[i]:.2f}–{edges[i + 1]:.2f}" for i in range(bins)]
+    """Label of each value's bin among `bins` equal bins of 0..1 (an edge starts its bin; 1 is in
+    the last). The bin is counted from depth × bins, not looked up among rounded edges:
+    linspace's 0.6000000000000001 put a layer at depth 0.6 in the bin below."""
+    idx = np.clip(np.floor(np.asarray(relative_depth, dtype=np.float64) * bins + 1e-9).astype(int), 0, bins - 1)
+    names = bin_names(bins)
     return [names[i] for i in idx]
 
 
@@ -116,8 +121,7 @@ def depth_distributions(cmp: Comparison, metric: str, *, bins: int = 5) -> go.Fi
     choices = numeric_columns(depth.drop(columns=["relative_depth"]))
     if metric not in choices:
         raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(choices)}")
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    order = [f"{edges[i]:.2f}–{edges[i + 1]:.2f}" for i in range(bins)]
+    order = bin_names(bins)
     fig = go.Figure()
     for which in ("A", "B"):
         part = depth[depth["run"] == which]

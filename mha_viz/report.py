@@ -157,7 +157,10 @@ def _tokens_html(run: AttentionRun) -> str:
 
 
 def _figure_html(fig: go.Figure, key: str, name: str) -> str:
-    """A div that the loader fills with `fig`, and the figure's JSON beside it."""
+    """A div that the loader fills with `fig`, and the figure's JSON beside it. The axes make
+    room for their labels (automargin): the figures' own margins are narrow, which the app's
+    charts widen for them but a plain page does not."""
+    fig = go.Figure(fig).update_xaxes(automargin=True).update_yaxes(automargin=True)
     return (f'<div class="plot" id="{key}" data-figure="{key}-json" data-name="{_esc(name)}"></div>\n'
             f'<script type="application/json" id="{key}-json">{safe_json(fig.to_json())}</script>')
 

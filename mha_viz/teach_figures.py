@@ -21,7 +21,7 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
     v = np.asarray(values, dtype=np.float64)
     r, c = v.shape
     shown = min(c, MAX_COLUMNS)
-    cols = columns[:shown] if columns is not None else [str(j) for j in range(shown)]
+    cols = axis_labels(columns[:shown]) if columns is not None else [str(j) for j in range(shown)]
     part = np.where(np.isneginf(v[:, :shown]), np.nan, v[:, :shown])
     labels = axis_labels(rows)
     if probabilities:

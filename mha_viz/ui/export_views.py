@@ -47,6 +47,7 @@ def _report(run, model, heads):
             log.exception("head table for the report failed")
             table = None
         facts = model.facts() if model is not None else {"model": run.model_name}
+        facts.pop("loaded from", None)  # a report is shared: this server's folders mean nothing to its readers
         return report.report_bytes(run, heads=heads, table=table, facts=facts)
     return build
 

@@ -109,6 +109,8 @@ def test_every_figure_div_has_its_json(page, parsed):
         assert fig["data"] and "layout" in fig
     head = report.embedded_json(page, "fig-head-1")
     assert head["layout"]["title"]["text"].startswith("Layer 2, head 3")
+    # the axes make room for the token labels (a plain page does not widen narrow margins)
+    assert head["layout"]["xaxis"]["automargin"] is True and head["layout"]["yaxis"]["automargin"] is True
     # the tokens made it into the heatmap's axis (HTML-escaped labels, as in the app)
     assert head["data"][0]["x"][2] == html.escape("<script>x</script>", quote=False)
     grid = report.embedded_json(page, "fig-overview")
