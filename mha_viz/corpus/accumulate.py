@@ -179,7 +179,7 @@ def batch_partial(model: LoadedModel, texts: Sequence[str], *, max_tokens: int |
                   [metrics.head_similarity(r, "cosine") for r in runs], [r.n for r in runs])
     del runs  # the batch's attentions: before the importance pass, which needs memory of its own
     if not importance:
-        part.importance_note = "Importance was not computed (importance=False)."
+        part.importance_note = "Importance was not computed: it was switched off for this job."
         return part
     try:
         part.importance_sum = np.asarray(

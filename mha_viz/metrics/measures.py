@@ -40,7 +40,7 @@ METRICS: dict[str, Measure] = {
                                "a perfect one scores 0.5 on a sequence repeated twice", "not an induction head"),
     "output_norm": Measure("Output norm", "mean_t ‖z_t W_O[h]‖₂  (Kobayashi 2020)",
                            "writes a lot into the residual stream", "writes little", "outputs+weights"),
-    "mean_output_norm": Measure("Mean-output norm (seed's I_i)", "‖mean_t z_t W_O[h]‖₂",
+    "mean_output_norm": Measure("Mean-output norm", "‖mean_t z_t W_O[h]‖₂  (I_i of the project's first notes)",
                                 "a large constant part in what it writes",
                                 "zero-mean output: may still be large, this only sees the constant part",
                                 "outputs+weights"),
@@ -58,9 +58,10 @@ SIMILARITIES: dict[str, Measure] = {
     "residual": Measure("Residual correlation", "Pearson r of z_h W_O[h] and z_h' W_O[h'] over all n·d_model "
                         "entries, centred per coordinate", "they write the same thing into the residual stream",
                         "unrelated (negative: opposite)", "outputs+weights"),
-    "seed_r": Measure("Seed's R_ij (not 1 for identical heads)", "‖z_i z_jᵀ‖_F / (‖z_i‖_F ‖z_j‖_F)",
-                      "as written in the seed it is NOT 1 for identical heads (random identical "
-                      "heads give about 0.2): prefer output CKA", "", "outputs"),
+    "seed_r": Measure("Output overlap R (not 1 for identical heads)",
+                      "‖z_i z_jᵀ‖_F / (‖z_i‖_F ‖z_j‖_F)  (R_ij of the project's first notes)",
+                      "outputs that overlap; but this formula is NOT 1 for identical heads (random "
+                      "identical heads give about 0.2): prefer output CKA", "", "outputs"),
     "qk": Measure("QK weight cosine", "cos(W_Q[h] W_K[h]ᵀ, W_Q[h'] W_K[h']ᵀ) via tr((W_Q'ᵀ W_Q)(W_Kᵀ W_K'))",
                   "score tokens alike (content part only for RoPE models; GQA heads of one group "
                   "share W_K, so they differ only by W_Q)", "unrelated (negative: opposite)", "weights"),

@@ -134,8 +134,9 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     rescale = cols[2].toggle("Rescale A and B to their maximum", key="cmp_rescale")
     charts.show(compare_figures.side_by_side(cmp, layer, head, rescale=rescale), key="cmp_side",
                 name=f"compare-L{run.layer_ids[layer]}-H{head}")
-    st.caption(f"Left {state.plain(label_a)}, middle {state.plain(label_b)}"
-               + (", right A − B (red: A attends more, blue: B attends more)." if cmp.kind != "metrics" else "."))
+    st.caption(f"Left {state.plain(label_a)}, "
+               + (f"middle {state.plain(label_b)}, right A − B (red: A attends more, blue: B attends more)."
+                  if cmp.kind != "metrics" else f"right {state.plain(label_b)}."))
 
 
 def _by_depth(cmp) -> None:

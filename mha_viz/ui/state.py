@@ -377,8 +377,10 @@ def show_status(cur: Current) -> bool:
     run = cur.full_run or cur.run
     if run.truncated:
         limit = min(cur.model.max_positions, token_cap()) if cur.model else run.n
+        why = ("the model's positions" if cur.model and cur.model.max_positions <= token_cap()
+               else "the sidebar's *Token limit*")
         st.warning(f"The text has {run.num_input_tokens} tokens; the first {run.n} were kept "
-                   f"(limit {limit} tokens for this model in this app).", icon="✂️")
+                   f"(at most {limit} tokens: {why}).", icon="✂️")
     _hidden_status(cur)
     return True
 
