@@ -19,10 +19,10 @@ from .generation import Generation, GenerationError, Step, generate
 from .overview import Overview, overview
 from .report import html_report
 from .sinks import Hidden, drop_tokens, hide_mask
-from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize
+from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel", "ModelLoadError",
     "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step", "Tokens", "generate", "analyze", "html_report", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
-    "token_limit", "tokenize",
+    "token_limit", "tokenize", "unknown_tokens",
 ]

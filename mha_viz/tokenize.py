@@ -111,3 +111,16 @@ def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
     display, word_ids = clean_tokens(tokenizer, raw, special)
     return Tokens(ids=list(ids), total=len(full), display=display, word_ids=word_ids, raw=list(raw),
                   special=special)
+
+
+UNKNOWN_SHARE = 0.2  # a run with at least this share of unknown tokens gets a notice in the app
+
+
+def unknown_tokens(model: LoadedModel, ids) -> tuple[int, str | None]:
+    """(how many of `ids` are the tokenizer's unknown token, that token's text); (0, None) for a
+    tokenizer without one (byte-level BPE reads everything)."""
+    tok = model.tokenizer
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        return 0, None
+    return sum(1 for i in ids if i == unk), getattr(tok, "unk_token", None)

@@ -20,6 +20,7 @@ import torch
 import mha_viz
 from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
+from mha_viz.tokenize import UNKNOWN_SHARE
 from mha_viz.ui import keys
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
@@ -32,6 +33,7 @@ EXAMPLES = {
     "Two sentences ([SEP])": "I went to the bank. The river bank was flooded.",
     "Long-range agreement": "The keys to the old wooden cabinet in the hall are missing.",
     "Code": "def add(a, b):\n    return a + b",
+    "Repeated letters (for toy-induction)": "k d m x b f q z k d m x b f q z",
 }
 OTHER = "Other: hub id or folder…"
 DEVICES = ("auto", "cpu", "cuda")
@@ -381,8 +383,24 @@ def show_status(cur: Current) -> bool:
                else "the sidebar's *Token limit*")
         st.warning(f"The text has {run.num_input_tokens} tokens; the first {run.n} were kept "
                    f"(at most {limit} tokens: {why}).", icon="✂️")
+    _unknown_status(cur, run)
     _hidden_status(cur)
     return True
+
+
+def _unknown_status(cur: Current, run) -> None:
+    """A notice when the model cannot read much of the text: many tokens are its unknown token
+    (toy-induction reads letters only; a WordPiece vocabulary lacks most emoji)."""
+    if cur.model is None or cur.stale or not run.token_ids:
+        return
+    count, unk = mha_viz.unknown_tokens(cur.model, run.token_ids)
+    if count == 0 or count < UNKNOWN_SHARE * len(run.token_ids):
+        return
+    bundled = mha_viz.BUNDLED.get(cur.model.name)
+    reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+    st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
+               f"({plain(unk or 'unknown')}): it cannot read this text, so its heads have little to show."
+               f"{plain(reads)}", icon="❓")
 
 
 def _hidden_status(cur: Current) -> None:

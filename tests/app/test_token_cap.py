@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.app.helpers import PAGE_IDS, open_page, start_app
+from tests.app.helpers import PAGE_IDS, open_page, open_with_text, start_app
 
 pytestmark = pytest.mark.model
 CAP = 32
@@ -117,3 +117,13 @@ def test_the_overview_has_its_own_public_cap(public, spy, monkeypatch):
     button.click().run()
     assert not at.exception and not at.error
     assert max(spy) == 48
+
+
+def test_a_text_the_model_cannot_read_gets_a_notice():
+    """toy-induction reads letters: English prose is mostly <unk>, and the app says so (with
+    what the model reads); letters get no notice."""
+    at = open_with_text("model_view", "The cat sat on the mat because it was tired.", "toy-induction")
+    [notice] = [w.value for w in at.warning if "unknown to" in w.value]
+    assert "toy\\-induction" in notice and "\\<unk\\>" in notice and "Letters a–z" in notice
+    at.text_area(key="text").input("q w e r t y q w e r t y").run()
+    assert not any("unknown to" in w.value for w in at.warning)
