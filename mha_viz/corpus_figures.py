@@ -58,7 +58,7 @@ def pattern_map(table: pd.DataFrame) -> go.Figure:
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top"),
         yaxis=dict(title=dict(text="layer"), autorange="reversed", tickvals=list(range(L)),
                    ticktext=[str(l) for l in layer_numbers(layers)]),
-        width=min(1100, 260 + 40 * H), height=min(1400, 150 + 34 * L), margin=margin(t=60))
+        width=min(1100, 260 + 40 * H), height=min(1400, 150 + 34 * L), margin=margin(t=85))
     return fig
 
 

@@ -63,7 +63,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,
                    range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
         width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L),
-        margin=margin(), dragmode=False, plot_bgcolor="white",
+        margin=margin(t=85), dragmode=False, plot_bgcolor="white",  # the title above the top axis' ticks and title
     )
     return fig
 

@@ -86,6 +86,7 @@ LINE_INPUTS = (LINE_LAYER, LINE_HEADS, LINE_THRESHOLD, LINE_SIDE, LINE_TOKEN, LI
 # --- metric views -------------------------------------------------------------------------------
 SIM_KIND = "sim_kind"
 COMPARE_HEADS = "compare_heads"
+COMPARE_RESCALE = "compare_rescale"  # Compare heads: each head on its own 0..max
 
 # --- compare (compare_views): two sentences on one model, or one sentence on two models ----------
 CMP_MODE = "cmp_mode"

@@ -165,6 +165,9 @@ def similarity_view() -> None:
     st.dataframe(div, hide_index=True, key="div_table")
 
 
+RESCALE_ABOVE = 64  # tokens: longer texts spread attention thin, and heads open rescaled
+
+
 def compare_view() -> None:
     cur = start("Compare heads")
     if cur is None:
@@ -179,10 +182,15 @@ def compare_view() -> None:
         st.info("Pick two or more heads.", icon="✍️")
         return
     idx = [labels.index(h) for h in picked]
+    st.session_state.setdefault(keys.COMPARE_RESCALE, run.n > RESCALE_ABOVE)
+    rescale = st.toggle("Rescale each head to its own maximum", key=keys.COMPARE_RESCALE,
+                        help="Off: every head on 0..1, so heads compare by colour. On: each head on 0..its "
+                             "largest weight, so that spread-out heads of long texts are not nearly white "
+                             f"(on by default past {RESCALE_ABOVE} tokens).")
     for start_at in range(0, len(picked), 2):  # two heatmaps a row, read left to right
         for col, label, g in zip(st.columns(2), picked[start_at:start_at + 2], idx[start_at:start_at + 2]):
             layer, head = divmod(g, run.num_heads)
-            charts.show(figures.head_heatmap(run, layer, head), key=f"cmp_{label}", where=col)
+            charts.show(figures.head_heatmap(run, layer, head, rescale=rescale), key=f"cmp_{label}", where=col)
     table = analysis.head_table(cur.key, run, model)
     st.subheader("Their metrics")
     st.dataframe(table.iloc[idx], hide_index=True, key="cmp_table", column_config=_number_format(table))

@@ -102,6 +102,12 @@ def test_compare_heads_across_layers(minilm_run):
     js = metrics.head_similarity(run, "js")
     assert pairs.iloc[0][metrics.SIMILARITIES["js"].label] == pytest.approx(js[3, 2 * 12 + 5], abs=1e-4)
     assert len(frame(at, "pattern")) == 3
+    # a short text opens on the shared 0..1 scale; the toggle scales each head to its own maximum
+    assert at.toggle(key="compare_rescale").value is False
+    assert all(c["data"][0]["zmax"] == 1 for c in heatmaps)
+    at.toggle(key="compare_rescale").set_value(True).run()
+    tops = [c["data"][0]["zmax"] for c in charts(at) if c["data"][0]["type"] == "heatmap"]
+    assert tops == pytest.approx([float(run.attentions[l, h].max()) for l, h in ((0, 3), (2, 5), (5, 11))], rel=1e-5)
 
 
 def test_rollout_rows_sum_to_one_and_flow_for_short_text():
