@@ -34,11 +34,7 @@ def read() -> None:
     conf = state.settings()
     link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public)
     options, _ = state.model_options()
-    if link.model in options:
-        ss[keys.MODEL_CHOICE] = link.model
-    elif link.model is not None and state.OTHER in options:  # a hub id or folder, typed in
-        ss[keys.MODEL_CHOICE], ss[keys.MODEL_OTHER] = state.OTHER, link.model
-    elif link.model is not None:
+    if not _put_model(link.model, options, keys.MODEL_CHOICE, keys.MODEL_OTHER):
         notices.append(f"This server does not offer the link's model “{link.model}”: "
                        "the default model is shown.")
     if link.text is not None:
@@ -61,15 +57,34 @@ def _read_compare(link: links.Link, options: list) -> list[str]:
         ss[keys.CMP_MODE] = compare_views.MODES[link.compare]
     if link.text_b is not None:
         ss[keys.CMP_TEXT_B] = link.text_b
-    if link.model_b in options:
-        ss[keys.CMP_MODEL_B] = link.model_b
-    elif link.model_b is not None and state.OTHER in options:
-        ss[keys.CMP_MODEL_B], ss[keys.CMP_OTHER_B] = state.OTHER, link.model_b
-    elif link.model_b is not None:
+    if not _put_model(link.model_b, options, keys.CMP_MODEL_B, keys.CMP_OTHER_B):
         return [f"This server does not offer the link's model B “{link.model_b}”: model B is the default."]
     if link.model_b is not None:
         ss[keys.CMP_LOCAL_B] = link.ours_b
     return []
+
+
+def _put_model(spec: str | None, options: list, choice_key: str, other_key: str) -> bool:
+    """A link's model into a model picker (`choice_key`, and `other_key` for a hub id or folder
+    typed in); False when the picker cannot take it (nothing asked: True)."""
+    ss = st.session_state
+    if spec is None:
+        return True
+    if spec in options:
+        ss[choice_key] = spec
+    elif state.OTHER in options:
+        ss[choice_key], ss[other_key] = state.OTHER, spec
+    else:
+        return False
+    return True
+
+
+def _picked_model(choice_key: str, other_key: str) -> str | None:
+    """What a model picker holds: its choice, or the hub id or folder typed under *Other*."""
+    ss = st.session_state
+    choice = ss.get(choice_key)
+    model = (ss.get(other_key) or "") if choice == state.OTHER else (choice or "")
+    return model.strip() or None
 
 
 def apply_pending(cur: state.Current) -> None:
@@ -114,11 +129,9 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     """(the view as a link, what opening the app with no parameters would give): from the
     sidebar's inputs, the chosen head of the current run, and on the head view its detail."""
     ss = st.session_state
-    choice = ss.get(keys.MODEL_CHOICE)
-    model = (ss.get(keys.MODEL_OTHER) or "") if choice == state.OTHER else (choice or "")
     hide = tuple(h for h, key in (("special", keys.HIDE_SPECIAL), ("first", keys.HIDE_FIRST)) if ss.get(key))
-    link = links.Link(model=model.strip() or None, text=ss.get(keys.TEXT) or None, hide=hide,
-                      ours=bool(ss.get(keys.LOCAL_ATTENTION)))
+    link = links.Link(model=_picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=ss.get(keys.TEXT) or None,
+                      hide=hide, ours=bool(ss.get(keys.LOCAL_ATTENTION)))
     default = links.Link(text=state.DEFAULT_TEXT)
     run = cur.run
     if run is None or cur.stale:  # the head of another input's run: not this view's
@@ -145,9 +158,8 @@ def _compare_fields() -> dict:
     slug = {mode: slug for slug, mode in compare_views.MODES.items()}.get(ss.get(keys.CMP_MODE), "texts")
     if slug == "texts":
         return {"compare": slug, "text_b": ss.get(keys.CMP_TEXT_B) or None}
-    choice = ss.get(keys.CMP_MODEL_B)
-    model = (ss.get(keys.CMP_OTHER_B) or "") if choice == state.OTHER else (choice or "")
-    return {"compare": slug, "model_b": model.strip() or None, "ours_b": bool(ss.get(keys.CMP_LOCAL_B))}
+    return {"compare": slug, "model_b": _picked_model(keys.CMP_MODEL_B, keys.CMP_OTHER_B),
+            "ours_b": bool(ss.get(keys.CMP_LOCAL_B))}
 
 
 def _base_url(url_path: str) -> str:
