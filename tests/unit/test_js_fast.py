@@ -180,9 +180,7 @@ def test_worst_case_band_input_at_full_chunk_width(monkeypatch):
     error stays within the proven bound plus float32 rounding on every path."""
     from scipy.optimize import linprog
 
-    def psi(x):
-        return (1 + x) * np.log1p(x)
-
+    psi = fast_js.psi
     grid = np.linspace(-0.49, 0.99, 60)
     a, b = (v.ravel() for v in np.meshgrid(grid, grid, indexing="ij"))
     t = lambda x: (2 * x - fast_js._LO - fast_js._HI) / (fast_js._HI - fast_js._LO)  # noqa: E731
