@@ -35,7 +35,6 @@ def guarded(step, *args, what: str) -> None:
 
 page = pages.navigation()
 pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
-state.restore_inputs()  # before the cap is read: a page switch may have dropped the sidebar's inputs
 # a session's first run: a shared link's model, text and options, before the sidebar draws them
 guarded(links.read, what="Reading the link")
 # No page can run a longer text than this session's cap (callbacks run before this line: they

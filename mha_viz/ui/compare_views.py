@@ -46,11 +46,11 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
         st.session_state[keys.CMP_MODEL_B] = a_choice if a_choice in options else options[0]
         st.session_state[keys.CMP_LOCAL_B] = not cur.model_key.local_attention if cur.model_key else False
     cols = st.columns([3, 2])
-    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, format_func=lambda k: titles.get(k, k))
+    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=state.KEEP, format_func=lambda k: titles.get(k, k))
     spec = choice
     if choice == state.OTHER:
-        spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B)
-    local = cols[1].toggle("B computes with our MHA", key=keys.CMP_LOCAL_B,
+        spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B, persist_state=state.KEEP)
+    local = cols[1].toggle("B computes with our MHA", key=keys.CMP_LOCAL_B, persist_state=state.KEEP,
                            help="The same model with and without our MHA should give the same heads (a "
                                 "divergence near 0): a check of our implementation.")
     if not (spec or "").strip():
@@ -62,13 +62,13 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
 
 def _run_b(cur):
     """(run B, its key, label A, label B) for the chosen mode, or None with a message drawn."""
-    mode = st.radio("Compare", (SENTENCES, MODELS), key=keys.CMP_MODE, horizontal=True)
+    mode = st.radio("Compare", (SENTENCES, MODELS), key=keys.CMP_MODE, persist_state=state.KEEP, horizontal=True)
     local_a = bool(cur.model_key.local_attention) if cur.model_key else False
     if mode == SENTENCES:
         st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
         st.session_state.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
-        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, height=80)
+        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=state.KEEP, height=80)
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
             return None
@@ -128,9 +128,9 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     st.session_state[keys.CMP_HEAD] = min(int(st.session_state.get(keys.CMP_HEAD, 0)), run.num_heads - 1)
     st.subheader("Head by head")
     cols = st.columns([1, 1, 2])
-    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER,
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER, persist_state=state.KEEP,
                               format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD)
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD, persist_state=state.KEEP)
     rescale = cols[2].toggle("Rescale A and B to their maximum", key="cmp_rescale")
     charts.show(compare_figures.side_by_side(cmp, layer, head, rescale=rescale), key="cmp_side",
                 name=f"compare-L{run.layer_ids[layer]}-H{head}")
@@ -148,7 +148,7 @@ def _by_depth(cmp) -> None:
     if not names:
         st.info("No head metric is available for both models.")
         return
-    metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, format_func=lambda c: metrics.METRICS[c].label)
+    metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
     charts.show(compare_figures.depth_distributions(cmp, metric), key="cmp_depth", name=f"compare-depth-{metric}")
 
 

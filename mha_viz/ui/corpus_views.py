@@ -85,13 +85,13 @@ def _documents(conf) -> tuple[Documents, str] | None:
     sources = [SAMPLE, UPLOAD] + ([] if conf.public else [PATH])
     if st.session_state.get(keys.CORPUS_SOURCE) not in sources:
         st.session_state[keys.CORPUS_SOURCE] = SAMPLE
-    source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, horizontal=True)
+    source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, persist_state=state.KEEP, horizontal=True)
     limits = dict(max_docs=conf.max_corpus_docs, max_bytes=conf.max_corpus_mb * 2**20)
     try:
         if source == SAMPLE:
             docs = _read_once(("sample",), lambda: corpus.read_texts("sample"))
             return docs, f"the bundled sample ({docs.count} sentences; {corpus.SAMPLE_SOURCE})"
-        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, placeholder="text",
+        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, persist_state=state.KEEP, placeholder="text",
                                help="Left empty: the first of text, sentence, content, document.") or None
         if source == UPLOAD:
             upload = st.file_uploader(
@@ -105,7 +105,7 @@ def _documents(conf) -> tuple[Documents, str] | None:
             docs = _read_once(("upload", upload.file_id, column), lambda: corpus.read_upload(
                 upload.getvalue(), upload.name, text_column=column, **limits))
             return docs, f"{state.plain(upload.name)} ({docs.count:,} documents)"
-        path = st.text_input("Path", key=keys.CORPUS_PATH, placeholder="/data/sentences.txt")
+        path = st.text_input("Path", key=keys.CORPUS_PATH, persist_state=state.KEEP, placeholder="/data/sentences.txt")
         if not path.strip():
             st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon="📄")
             return None
@@ -141,19 +141,19 @@ def corpus_view() -> None:
     cols = st.columns(4)
     top = min(512, cur.model.max_positions, state.token_cap())
     st.session_state[keys.CORPUS_TOKENS] = min(int(st.session_state.get(keys.CORPUS_TOKENS) or 128), top)
-    max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, step=32,
+    max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, persist_state=state.KEEP, step=32,
                                       help="Longer documents are cut to this many tokens.")
-    batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH)
+    batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH, persist_state=state.KEEP)
     embedding = ablation.loss_kind(cur.model) == ablation.EMBEDDING
     if st.session_state.get(MODEL_SEEN) != cur.model_key:  # a new model: its own default
         st.session_state[MODEL_SEEN] = cur.model_key
         st.session_state[keys.CORPUS_IMPORTANCE] = not embedding  # off where it costs a pass a head
-    importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE,
+    importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE, persist_state=state.KEEP,
                                 help="Michel et al.'s gradient importance summed over the documents: one backward "
                                      "pass a batch. Embedding models (minilm) have no gradient signal, so each head "
                                      f"is switched off in turn: {cur.model.num_layers * cur.model.num_heads} extra "
                                      "passes a batch, off by default.")
-    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE)
+    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE, persist_state=state.KEEP)
     key = CorpusKey(cur.model_key, docs.digest, int(max_tokens), bool(importance), len(held))
     st.caption(f"Documents: {label}. " + (f"The statistics use {len(train):,} of them; {len(held)} (every "
                f"{HOLD_EVERY}th) are held out to test the importance order." if held else
@@ -233,7 +233,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     st.success(f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens"
                + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else "."), icon="📚")
     names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
-    metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, format_func=lambda c: metrics.METRICS[c].label)
+    metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
     label = metrics.METRICS[metric].label
     left, right = st.columns(2)
     charts.show(corpus_figures.mean_grid(table, metric, label=label), key="corpus_mean", where=left,

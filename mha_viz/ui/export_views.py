@@ -54,19 +54,15 @@ def _report(run, model, heads):
 
 def sidebar_box(cur) -> None:
     """The *Export* expander at the bottom of the sidebar."""
-    state.restore_inputs(keys.EXPORT_KEPT)
-    try:
-        with st.sidebar.expander("Export", icon=":material/download:"):
-            _box(cur)
-    finally:
-        state.keep_inputs(keys.EXPORT_INPUTS, keys.EXPORT_KEPT)
+    with st.sidebar.expander("Export", icon=":material/download:"):
+        _box(cur)
 
 
 def _box(cur) -> None:
-    st.radio("Chart downloads", list(FORMATS), key=keys.EXPORT_FORMAT, format_func=FORMATS.get, horizontal=True,
+    st.radio("Chart downloads", list(FORMATS), key=keys.EXPORT_FORMAT, persist_state=state.KEEP, format_func=FORMATS.get, horizontal=True,
              help="Every chart has a camera button (top right, when the pointer is over it): it downloads "
                   "the chart in this format, drawn by your browser.")
-    st.selectbox("Size", list(figure_style.DOWNLOAD_SIZES), key=keys.EXPORT_SIZE,
+    st.selectbox("Size", list(figure_style.DOWNLOAD_SIZES), key=keys.EXPORT_SIZE, persist_state=state.KEEP,
                  help="Publication sizes: a PNG 'paper, full width' is 2,100 px wide, 7 inches at 300 dpi.")
     run = cur.run
     if run is None:
@@ -75,7 +71,7 @@ def _box(cur) -> None:
     stem = figure_style.safe_filename(f"{run.model_name.rsplit('/', 1)[-1]}-{run.n}-tokens")
     st.caption(f"This analysis ({state.plain(run.model_name)}, {run.n} tokens"
                + (", as hidden in the sidebar" if run.hidden is not None else "") + ")")
-    half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF,
+    half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=state.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
     st.download_button("Attention data (.npz)", data=lambda: run_file.to_bytes(run, float16=half),
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
@@ -84,8 +80,10 @@ def _box(cur) -> None:
     options = _head_options(run)
     chosen = [h for h in st.session_state.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
     selected = (int(st.session_state.get(keys.SEL_LAYER, 0)), int(st.session_state.get(keys.SEL_HEAD, 0)))
-    st.session_state[keys.EXPORT_HEADS] = [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)]
-    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, max_selections=MAX_REPORT_HEADS,
+    heads = [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)]
+    if [tuple(h) for h in st.session_state.get(keys.EXPORT_HEADS, [])] != heads:  # only to change it: a
+        st.session_state[keys.EXPORT_HEADS] = heads  # value set by code replaces what the browser shows
+    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=state.KEEP, max_selections=MAX_REPORT_HEADS,
                            format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
     st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
                        file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key="dl_report",

@@ -23,7 +23,7 @@ def _pick_position(labels: list[str]) -> int:
     current = st.session_state.get(keys.FOCUS_TOKEN)
     if not isinstance(current, int) or not 0 <= current < m:
         st.session_state[keys.FOCUS_TOKEN] = min(1, m - 1)  # past [CLS] / <s> when there is a next token
-    return st.selectbox("Token in focus", list(range(m)), key=keys.FOCUS_TOKEN,
+    return st.selectbox("Token in focus", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=state.KEEP,
                         format_func=lambda i: f"{i}: {labels[i]}",
                         help="Type to search. Its row (what it attends to) and its column (what attends "
                              "to it) are shown for every head.")
@@ -36,11 +36,11 @@ def focus_view() -> None:
         return
     run = cur.run
     cols = st.columns([2, 3, 2])
-    level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, horizontal=True,
+    level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, persist_state=state.KEEP, horizontal=True,
                           help="Words: pieces merged as in the head view (sum over a key word's pieces, "
                                "mean over a query word's pieces).")
-    show = cols[1].radio("Show", SHOW, key=keys.FOCUS_SHOW, horizontal=True)
-    rescale = cols[2].toggle("Rescale to the largest weight", key=keys.FOCUS_RESCALE)
+    show = cols[1].radio("Show", SHOW, key=keys.FOCUS_SHOW, persist_state=state.KEEP, horizontal=True)
+    rescale = cols[2].toggle("Rescale to the largest weight", key=keys.FOCUS_RESCALE, persist_state=state.KEEP)
     words = level == WORDS
     labels = detail.word_labels(run.tokens, run.word_ids) if words else list(run.tokens)
     index = _pick_position(labels)

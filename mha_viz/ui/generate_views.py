@@ -98,19 +98,19 @@ def _controls(cur):
     model = cur.text_model
     cols = st.columns(5)
     cols[0].number_input("Max new tokens", min_value=1, max_value=MAX_NEW_TOKENS, step=1,
-                         key=keys.GEN_MAX_NEW,
+                         key=keys.GEN_MAX_NEW, persist_state=state.KEEP,
                          help="How many tokens to generate at most; prompt and new tokens together stay "
                               "within the sidebar's token limit.")
-    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=keys.GEN_TEMPERATURE,
+    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=keys.GEN_TEMPERATURE, persist_state=state.KEEP,
                          help="0: greedy, always the most probable token. Above 0: sample; higher is "
                               "more random.")
-    cols[2].number_input("Top-k", min_value=1, max_value=1_000_000, step=1, key=keys.GEN_TOP_K,
+    cols[2].number_input("Top-k", min_value=1, max_value=1_000_000, step=1, key=keys.GEN_TOP_K, persist_state=state.KEEP,
                          help="Sample only among the k most probable tokens (when the temperature is "
                               "above 0).")
-    cols[3].number_input("Top-p", min_value=0.01, max_value=1.0, step=0.05, key=keys.GEN_TOP_P,
+    cols[3].number_input("Top-p", min_value=0.01, max_value=1.0, step=0.05, key=keys.GEN_TOP_P, persist_state=state.KEEP,
                          help="Sample only among the most probable tokens whose probabilities add up to p "
                               "(nucleus sampling; when the temperature is above 0).")
-    cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=keys.GEN_SEED,
+    cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=keys.GEN_SEED, persist_state=state.KEEP,
                          help="The same seed gives the same sample.")
     n = mha_viz.count_tokens(model, cur.text)
     limit = mha_viz.token_limit(model, state.token_cap())
@@ -271,13 +271,13 @@ def _steps(gen) -> None:
     _clamp(keys.GEN_HEAD, 0, run.num_heads - 1, 0)
     st.subheader("Step by step")
     cols = st.columns([4, 1, 1, 1])
-    step = cols[0].slider("Step", 1, T, key=keys.GEN_STEP) if T > 1 else 1
-    layer = cols[1].selectbox("Layer", list(range(run.num_layers)), key=keys.GEN_LAYER,
+    step = cols[0].slider("Step", 1, T, key=keys.GEN_STEP, persist_state=state.KEEP) if T > 1 else 1
+    layer = cols[1].selectbox("Layer", list(range(run.num_layers)), key=keys.GEN_LAYER, persist_state=state.KEEP,
                               format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[2].selectbox("Head", list(range(run.num_heads)), key=keys.GEN_HEAD)
+    head = cols[2].selectbox("Head", list(range(run.num_heads)), key=keys.GEN_HEAD, persist_state=state.KEEP)
     play = live_button(cols[3], "Play", keys.GEN_PLAY, live=T > 1, help="Step through every token.")
     live_button(cols[3], "Pause", keys.GEN_PAUSE, live=play, help="Stop playing at this step.")
-    rescale = st.toggle("Rescale colours to the shown maximum", key=keys.GEN_RESCALE)
+    rescale = st.toggle("Rescale colours to the shown maximum", key=keys.GEN_RESCALE, persist_state=state.KEEP)
     header = st.empty()
     top = st.columns([2, 3])
     bottom = st.columns([3, 2])

@@ -1,7 +1,7 @@
 """The names the UI finds things by: every `st.session_state` key, and the cache keys of an analysis.
 
-Widget keys the user's choices live under are kept across page switches (`KEPT_INPUTS`); keys
-starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
+The widgets the user's choices live under keep their values across page switches (drawn with
+`persist_state=state.KEEP`); keys starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
 computed from, so that no code reads a positional tuple by index.
 """
 
@@ -20,19 +20,12 @@ TOKEN_LIMIT = "token_limit"
 CAPTURE_LAYERS = "capture_layers"
 HIDE_SPECIAL = "hide_special"  # hide the special tokens ([CLS], [SEP]…) and renormalise (sinks.drop_tokens)
 HIDE_FIRST = "hide_first"  # hide the first token (a decoder's attention sink)
-# Streamlit drops a widget's value when a run ends early (st.switch_page), which would reset the
-# text and model: these are copied to KEPT after every run and put back before the next.
-KEPT_INPUTS = (MODEL_CHOICE, MODEL_OTHER, DEVICE, LOCAL_ATTENTION, EXAMPLE, TEXT, TOKEN_LIMIT, CAPTURE_LAYERS,
-               HIDE_SPECIAL, HIDE_FIRST)
-KEPT = "_kept_inputs"
 
-# --- export (export_views): the charts' download format and size, kept across page switches
+# --- export (export_views): the charts' download format and size
 EXPORT_FORMAT = "export_format"  # png or svg: what Plotly's camera button downloads
 EXPORT_SIZE = "export_size"  # a key of figure_style.DOWNLOAD_SIZES
 EXPORT_HEADS = "export_heads"  # the heads the HTML report shows, as (layer row, head)
 EXPORT_HALF = "export_half"  # the .npz in float16
-EXPORT_INPUTS = (EXPORT_FORMAT, EXPORT_SIZE, EXPORT_HEADS, EXPORT_HALF)
-EXPORT_KEPT = "_kept_export"
 
 # --- what the app computed for this rerun, and the last good result -----------------------------
 CURRENT = "_current"  # state.Current of this rerun
@@ -75,13 +68,11 @@ FOCUS_TOKEN = "focus_token"  # the token (or word) position in focus
 FOCUS_LEVEL = "focus_level"  # tokens or words
 FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_RESCALE = "focus_rescale"
-FOCUS_INPUTS = (FOCUS_TOKEN, FOCUS_LEVEL, FOCUS_SHOW, FOCUS_RESCALE)  # kept across page switches
 
 # --- line view (line_views) --------------------------------------------------------------------
 LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"
 LINE_SIDE, LINE_TOKEN, LINE_WINDOW = "line_side", "line_token", "line_window"  # LINE_TOKEN: -1 = no focus
 LINE_CHART = "line_chart"  # the line chart's selection event (a click on a token focuses it)
-LINE_INPUTS = (LINE_LAYER, LINE_HEADS, LINE_THRESHOLD, LINE_SIDE, LINE_TOKEN, LINE_WINDOW)
 
 # --- metric views -------------------------------------------------------------------------------
 SIM_KIND = "sim_kind"
@@ -97,7 +88,6 @@ CMP_LAYER, CMP_HEAD = "cmp_layer", "cmp_head"  # the head shown side by side (a 
 CMP_METRIC = "cmp_metric"  # models of different shapes: the metric compared by depth
 CMP_GRID = "cmp_grid"  # the change grid's selection event (a click picks the head)
 CMP_FOR = "_cmp_for"  # the (key A, key B) the head picked was for
-CMP_INPUTS = (CMP_MODE, CMP_TEXT_B, CMP_MODEL_B, CMP_OTHER_B, CMP_LOCAL_B, CMP_LAYER, CMP_HEAD, CMP_METRIC)
 
 # --- corpus (corpus_views): head statistics over many documents --------------------------------
 CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
@@ -110,8 +100,6 @@ CORPUS_IMPORTANCE = "corpus_importance"
 CORPUS_ENGINE = "corpus_engine"
 CORPUS_METRIC = "corpus_metric"
 CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
-CORPUS_INPUTS = (CORPUS_SOURCE, CORPUS_PATH, CORPUS_COLUMN, CORPUS_TOKENS, CORPUS_BATCH, CORPUS_IMPORTANCE,
-                 CORPUS_ENGINE, CORPUS_METRIC)
 CORPUS_PRUNED = "_corpus_pruned"  # {CorpusKey: DataFrame}: pruning curves on the held-out documents
 
 # --- teaching and switching heads off -----------------------------------------------------------
@@ -142,9 +130,6 @@ GEN_RESCALE = "gen_rescale"
 GEN_GO, GEN_STOP, GEN_PLAY, GEN_PAUSE = "gen_go", "gen_stop", "gen_play", "gen_pause"  # buttons
 GEN_ANALYSE = "gen_analyse"
 GEN_USE = "gen_use_"  # + a model name: the buttons that switch an encoder to a decoder
-# the page's widgets, put back when a page switch dropped them (Streamlit drops undrawn widgets)
-GEN_INPUTS = (GEN_MAX_NEW, GEN_TEMPERATURE, GEN_TOP_K, GEN_TOP_P, GEN_SEED, GEN_STEP, GEN_LAYER, GEN_HEAD,
-              GEN_RESCALE)
 GEN_LAST = "_gen_last"  # (GenKey, Generation, note or None): the last good generation
 GEN_PARTIAL = "_gen_partial"  # (GenKey, Generation so far or None) while one streams; left there if stopped
 GEN_STEP_NEXT = "_gen_step_next"  # (step *Play* reached, slider value it started from): for the next run

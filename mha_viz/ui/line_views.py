@@ -10,7 +10,7 @@ import logging
 import streamlit as st
 
 from mha_viz import line_figures
-from mha_viz.ui import charts, keys, views
+from mha_viz.ui import charts, keys, state, views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -61,7 +61,7 @@ def _window(run) -> tuple[int, int] | None:
         st.session_state[keys.LINE_WINDOW] = (0, MAX_TOKENS)
     st.info(f"The text has {run.n} tokens: the line view draws at most {MAX_TOKENS} at a time. "
             "Choose the window of tokens (the same on both sides) below.", icon="🪟")
-    start, stop = st.slider("Token window", 0, run.n, key=keys.LINE_WINDOW,
+    start, stop = st.slider("Token window", 0, run.n, key=keys.LINE_WINDOW, persist_state=state.KEEP,
                             help=f"Tokens start … stop − 1 on both sides, at most {MAX_TOKENS}.")
     if stop - start > MAX_TOKENS:
         st.caption(f"Window narrowed to its first {MAX_TOKENS} tokens: {start}–{start + MAX_TOKENS - 1}.")
@@ -77,13 +77,13 @@ def _page(run) -> None:
     if chosen is None or any(h not in heads_all for h in chosen):
         st.session_state[keys.LINE_HEADS] = heads_all
     cols = st.columns([1, 3])
-    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, format_func=lambda row: str(run.layer_ids[row]))
-    heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS,
+    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=state.KEEP, format_func=lambda row: str(run.layer_ids[row]))
+    heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS, persist_state=state.KEEP,
                           format_func=lambda h: f"H{h}",
                           help="Each head draws its lines in its own colour (the chart's legend). "
                                "Click the legend to hide a head for a moment.")
     heads = sorted(heads or [])
-    threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD,
+    threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD, persist_state=state.KEEP,
                           help="0 draws every line (the strongest ones when there are too many).")
     window = _window(run)
     start, stop = window or (0, run.n)
@@ -92,9 +92,9 @@ def _page(run) -> None:
     _valid(keys.LINE_TOKEN, tokens, NO_FOCUS)
     _valid(keys.LINE_SIDE, list(SIDE_LABELS), line_figures.QUERY)
     cols = st.columns([2, 3, 1])
-    side = cols[0].radio("Focus on a", list(SIDE_LABELS), key=keys.LINE_SIDE, horizontal=True,
+    side = cols[0].radio("Focus on a", list(SIDE_LABELS), key=keys.LINE_SIDE, persist_state=state.KEEP, horizontal=True,
                          format_func=SIDE_LABELS.get)
-    token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN,
+    token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN, persist_state=state.KEEP,
                               format_func=lambda t: "none: every line" if t == NO_FOCUS
                               else f"{t}: {run.tokens[t]}")
     cols[2].button("Clear focus", key="line_clear", on_click=_clear_focus, disabled=token == NO_FOCUS)

@@ -13,7 +13,7 @@ from typing import Callable
 import streamlit as st
 
 from mha_viz.ui import (
-    compare_views, corpus_views, focus_views, generate_views, keys, line_views, metric_views, qk_views, state, teach_views, views,
+    compare_views, corpus_views, focus_views, generate_views, keys, line_views, metric_views, qk_views, teach_views, views,
 )
 
 
@@ -23,35 +23,22 @@ class PageSpec:
     title: str
     icon: str
     section: str
-    view: Callable[[], None]
-    kept: tuple[str, ...] = ()  # the page's own widget keys, kept across visits to other pages
-
-    def run(self) -> None:
-        """Draw the page; its own controls come back as the user left them (Streamlit drops the
-        values of widgets a run does not draw)."""
-        store = f"_kept_{self.id}"
-        state.restore_inputs(store)
-        try:
-            self.view()
-        finally:
-            state.keep_inputs(self.kept, store)
+    view: Callable[[], None]  # its controls keep their values across visits (persist_state=state.KEEP)
 
 
 SECTIONS = ("Look", "Measure", "Teach & test", "About")
 PAGES = (
     PageSpec("model_view", "Model view", ":material/grid_view:", "Look", views.model_view),
     PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", views.head_view),
-    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_views.focus_view,
-             keys.FOCUS_INPUTS),
-    PageSpec("lines", "Line view", ":material/share:", "Look", line_views.line_view, keys.LINE_INPUTS),
+    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_views.focus_view),
+    PageSpec("lines", "Line view", ":material/share:", "Look", line_views.line_view),
     PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", metric_views.compare_view),
     PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look", metric_views.layers_view),
-    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_views.generate_view,
-             keys.GEN_INPUTS),
+    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_views.generate_view),
     PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", metric_views.metrics_view),
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
-    PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_views.corpus_view, keys.CORPUS_INPUTS),
-    PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_views.compare_view, keys.CMP_INPUTS),
+    PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_views.corpus_view),
+    PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_views.compare_view),
     PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),
     PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", teach_views.ablation_view),
     PageSpec("qk", "Queries and keys", ":material/scatter_plot:", "Teach & test", qk_views.qk_view),
@@ -62,7 +49,7 @@ DEFAULT = "model_view"
 
 
 def _page(spec: PageSpec):
-    return st.Page(spec.run if spec.kept else spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == DEFAULT)
+    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == DEFAULT)
 
 
 def navigation():

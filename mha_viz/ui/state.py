@@ -36,6 +36,11 @@ EXAMPLES = {
     "Repeated letters (for toy-induction)": "k d m x b f q z k d m x b f q z",
 }
 OTHER = "Other: hub id or folder…"
+# Every input the user sets is a widget with persist_state=KEEP: Streamlit keeps its value when a
+# page does not draw it or a run ends early (st.switch_page), and the browser's latest value
+# always wins. (Values put back by the app before each run once overrode what a user typed
+# while the session's first run was still going: issue 20.)
+KEEP = "session"
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -182,29 +187,9 @@ def model_options() -> tuple[list[str], dict[str, str]]:
     return options, titles
 
 
-def restore_inputs(store: str = keys.KEPT) -> None:
-    """Put back the widget values kept in `store` that Streamlit dropped (a run that ended early
-    with st.switch_page, or a page that did not draw them): call it before anything reads them
-    (the token cap, the sidebar, a page's own controls)."""
-    for key, value in st.session_state.get(store, {}).items():
-        if key not in st.session_state:
-            st.session_state[key] = value
-
-
-def keep_inputs(names: tuple[str, ...], store: str = keys.KEPT) -> None:
-    """Copy these widgets' values to `store` after a run (a widget not drawn keeps its last value)."""
-    kept = dict(st.session_state.get(store, {}))
-    kept.update({k: st.session_state[k] for k in names if k in st.session_state})
-    st.session_state[store] = kept
-
-
 def sidebar() -> Current:
     """Draw the sidebar and compute (or fetch) the run for its inputs."""
-    restore_inputs()
-    try:
-        return _sidebar()
-    finally:
-        keep_inputs(keys.KEPT_INPUTS)
+    return _sidebar()
 
 
 def _sidebar() -> Current:
@@ -215,30 +200,32 @@ def _sidebar() -> Current:
         st.session_state.pop(keys.MODEL_CHOICE, None)
     with st.sidebar:
         st.header("Model")
-        choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, format_func=lambda k: titles.get(k, k))
+        choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, persist_state=KEEP, format_func=lambda k: titles.get(k, k))
         spec = choice
         if choice == OTHER:
-            spec = st.text_input("Hub id or local folder", key=keys.MODEL_OTHER,
+            spec = st.text_input("Hub id or local folder", key=keys.MODEL_OTHER, persist_state=KEEP,
                                  placeholder="e.g. gpt2, owner/model or /path/to/folder")
-        device = st.radio("Device", DEVICES, key=keys.DEVICE, horizontal=True,
+        device = st.radio("Device", DEVICES, key=keys.DEVICE, persist_state=KEEP, horizontal=True,
                           help="auto uses CUDA when a GPU is available, else the CPU.")
-        local = st.toggle("Compute with our MHA", key=keys.LOCAL_ATTENTION,
+        local = st.toggle("Compute with our MHA", key=keys.LOCAL_ATTENTION, persist_state=KEEP,
                           help="Replace every self-attention of the model with mha-viz's own "
                                "multi-head attention, carrying the same weights.")
         st.header("Text")
-        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, on_change=_on_example)
-        text = st.text_area("Sentence", key=keys.TEXT, height=120)
+        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=KEEP, on_change=_on_example)
+        text = st.text_area("Sentence", key=keys.TEXT, persist_state=KEEP, height=120)
         top = max_tokens() if conf.public else 32768
-        st.session_state[keys.TOKEN_LIMIT] = min(int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens()), top)
-        st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT,
+        limit = min(int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens()), top)
+        if st.session_state.get(keys.TOKEN_LIMIT) != limit:  # written only to change it: a value set
+            st.session_state[keys.TOKEN_LIMIT] = limit  # by code replaces what the browser shows
+        st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT, persist_state=KEEP,
                         help="Longer texts are cut to this many tokens (and to the model's own "
                              "limit). Every head's attention is held in memory: layers × heads × "
                              "n² × 4 bytes.")
         st.caption("Hide tokens (every view, renormalised)")
-        st.checkbox("Special tokens ([CLS], [SEP], <s>…)", key=keys.HIDE_SPECIAL,
+        st.checkbox("Special tokens ([CLS], [SEP], <s>…)", key=keys.HIDE_SPECIAL, persist_state=KEEP,
                     help="Drop the special tokens from both axes of every head and divide each row by "
                          "the attention it keeps (as exBERT does). The Model view shows how much was hidden.")
-        st.checkbox("The first token (attention sink)", key=keys.HIDE_FIRST,
+        st.checkbox("The first token (attention sink)", key=keys.HIDE_FIRST, persist_state=KEEP,
                     help="Drop the first token, where decoders park unused attention, and renormalise "
                          "each row over the rest.")
     cur = Current(stale=False)
@@ -346,7 +333,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
     st.session_state[keys.CAPTURE_LAYERS] = kept[:fit]
     with st.sidebar:
         chosen = st.multiselect(
-            "Layers to capture", list(range(model.num_layers)), key=keys.CAPTURE_LAYERS, max_selections=fit,
+            "Layers to capture", list(range(model.num_layers)), key=keys.CAPTURE_LAYERS, persist_state=KEEP, max_selections=fit,
             help=f"At {n} tokens one layer's heads hold {size_text(per_layer)}: up to {fit} of the "
                  f"{model.num_layers} layers fit. The model still runs every layer.")
     if not chosen:

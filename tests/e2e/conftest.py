@@ -55,6 +55,24 @@ BUSY_OBSERVER = """
                                                  attributeFilter: ['data-stale']});
 })();
 """
+# '' when the app is idle (no 'Running'/'Stop' status, no skeleton placeholder, no stale element),
+# else what is busy
+IDLE_PROBE = """() => {
+    const status = Array.from(document.querySelectorAll('[data-testid=stStatusWidget]'))
+        .map(e => e.innerText).join(' ');
+    const busy = /Running|Stop/.test(status);
+    const skeletons = document.querySelectorAll('[data-testid=stSkeleton]').length;
+    const stale = document.querySelectorAll('[data-stale=true]').length;
+    const app = document.querySelector('[data-testid=stMain]') ? 1 : 0;
+    return (busy || skeletons || stale || !app) ?
+        `status='${status}' skeletons=${skeletons} stale=${stale} main=${app}` : '';
+}"""
+# a chart's tick labels on one axis (evaluated on the chart's element, with the axis): [text, position]
+TICKS_PROBE = """(el, axis) =>
+    Array.from(el.querySelectorAll(`g.${axis}tick text`)).map(t => {
+        const r = t.getBoundingClientRect();
+        return [t.textContent, axis === 'x' ? r.x + r.width / 2 : r.y + r.height / 2];
+    })"""
 ZW = "\u200b"  # figure_style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
 
@@ -296,16 +314,7 @@ class App:
         stale element, three polls in a row."""
         deadline, quiet, state = time.monotonic() + timeout_s, 0, ""
         while quiet < 3:
-            state = self.page.evaluate("""() => {
-                const status = Array.from(document.querySelectorAll('[data-testid=stStatusWidget]'))
-                    .map(e => e.innerText).join(' ');
-                const busy = /Running|Stop/.test(status);
-                const skeletons = document.querySelectorAll('[data-testid=stSkeleton]').length;
-                const stale = document.querySelectorAll('[data-stale=true]').length;
-                const app = document.querySelector('[data-testid=stMain]') ? 1 : 0;
-                return (busy || skeletons || stale || !app) ?
-                    `status='${status}' skeletons=${skeletons} stale=${stale} main=${app}` : '';
-            }""")
+            state = self.page.evaluate(IDLE_PROBE)
             quiet = 0 if state else quiet + 1
             if time.monotonic() > deadline:
                 raise AssertionError(f"the app did not become idle within {timeout_s} s ({state})")
@@ -414,11 +423,7 @@ class App:
     def ticks(self, axis: str = "x", chart: int = 0) -> list[str]:
         """The tick labels a chart shows on one axis, in screen order (left to right, top to
         bottom), without the invisible suffix that tells repeated tokens apart."""
-        labels = self.charts().nth(chart).evaluate("""(el, axis) =>
-            Array.from(el.querySelectorAll(`g.${axis}tick text`)).map(t => {
-                const r = t.getBoundingClientRect();
-                return [t.textContent, axis === 'x' ? r.x + r.width / 2 : r.y + r.height / 2];
-            })""", axis)
+        labels = self.charts().nth(chart).evaluate(TICKS_PROBE, axis)
         return [text.split(ZW, 1)[0] for text, _ in sorted(labels, key=lambda item: item[1])]
 
     def chart_title(self, chart: int = 0) -> str:
