@@ -4,6 +4,9 @@ the browser (Plotly renders the PNG or SVG itself): no server work, no internet.
 
 from __future__ import annotations
 
+from typing import Callable, Hashable
+
+import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz import figure_style
@@ -23,3 +26,19 @@ def show(fig, *, key: str | None = None, where=None, name: str | None = None, **
     """Draw `fig` in `where` (default: the main area) with the download settings; `name` names
     the downloaded file (default: the chart's key). Returns what st.plotly_chart returns."""
     return (where or st).plotly_chart(fig, key=key, config=config(name or key or "chart"), **kwargs)
+
+
+FIGURES_KEPT = 128  # figures the server keeps (shared by every session; a figure is read-only once made)
+
+
+@st.cache_resource(show_spinner=False, max_entries=FIGURES_KEPT)
+def _cached_figure(name: str, key, _build: Callable[[], go.Figure]) -> go.Figure:
+    return _build()
+
+
+def cached(name: str, key: Hashable, build: Callable[[], go.Figure]) -> go.Figure:
+    """The figure `build()` makes, made once per server for (`name`, `key`) and shared by every
+    session: `key` must name everything the figure is drawn from (an AnalysisKey, the layer, the
+    head, the options), and nobody may change the figure afterwards (`show` does not: Streamlit
+    serialises a copy). A second visit to a page then costs the figure's JSON, not its making."""
+    return _cached_figure(name, key, build)

@@ -1,14 +1,13 @@
-"""The teaching view (attention step by step with the model's real numbers, costs, and three
-demonstrations) and the ablation view (switch heads off live, importance, pruning)."""
+"""The teaching view: attention step by step with the model's real numbers, costs, and three
+demonstrations (the ablation view is `ablation_views`)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, metric_figures, metrics, teach_figures, teaching
+from mha_viz import teach_figures, teaching
 from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import start
 
@@ -197,138 +196,3 @@ def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
                                                   title="encoder: bidirectional"), key="demo_enc", where=cols[0])
         charts.show(teach_figures.matrix(causal, tok, columns=tok, probabilities=True,
                                                   title="decoder: causal"), key="demo_dec", where=cols[1])
-
-
-# --- switching heads off ---------------------------------------------------------------------
-def _heads_on(cur) -> np.ndarray:
-    """This model's on/off state (True = on), kept per model for the session."""
-    store = st.session_state.setdefault(keys.HEADS_ON, {})
-    shape = (cur.model.num_layers, cur.model.num_heads)
-    on = store.get(cur.key.model)
-    if on is None or on.shape != shape:
-        on = store[cur.key.model] = np.ones(shape, dtype=bool)
-    return on
-
-
-def _set_heads(model_key, value: np.ndarray) -> None:
-    st.session_state[keys.HEADS_ON][model_key] = value
-    st.session_state[keys.HEADS_VERSION] = st.session_state.get(keys.HEADS_VERSION, 0) + 1
-
-
-def ablation_view() -> None:
-    cur = start("Switch heads off")
-    if cur is None:
-        return
-    model = cur.model
-    if not model.attention_modules:
-        st.info("The heads of this model cannot be switched off: mha-viz cannot find where their outputs "
-                "meet W_O. Pick a BERT-, GPT-2- or Llama-family model.", icon="ℹ️")
-        return
-    kind = ablation.loss_kind(model)
-    on = _heads_on(cur)
-    st.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
-               f"what changes. Measured: {ablation.LOSS_LABELS[kind]}.")
-    grid = pd.DataFrame(on, index=[f"layer {l}" for l in range(model.num_layers)],
-                        columns=[f"H{h}" for h in range(model.num_heads)])
-    edited = st.data_editor(grid, key=f"heads_grid_{st.session_state.get(keys.HEADS_VERSION, 0)}",
-                            column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in grid.columns})
-    on = edited.to_numpy(dtype=bool)
-    st.session_state[keys.HEADS_ON][cur.key.model] = on
-    cols = st.columns([1, 2, 2])
-    cols[0].button("All on", key="heads_all_on",
-                   on_click=lambda: _set_heads(cur.key.model, np.ones_like(on)))
-    layer_off = cols[1].selectbox("Layer", list(range(model.num_layers)), key="heads_layer_pick",
-                                  label_visibility="collapsed", format_func=lambda l: f"layer {l}")
-    cols[2].button("Switch off this whole layer", key="heads_layer_off",
-                   on_click=lambda: _set_heads(cur.key.model, _without_layer(on, layer_off)))
-    mode = st.radio("Switched-off heads are", ["zeroed (ξ = 0)", "replaced by their mean output on this text"],
-                    key="ablate_mode", horizontal=True)
-    mean_ablation = mode.startswith("replaced")
-    off = int((~on).sum())
-    st.markdown(f"**{off} of {on.size} heads off.**")
-    _effects(cur, kind, on, mean_ablation)
-    _importance_and_pruning(cur, kind, mean_ablation)
-
-
-def _without_layer(on: np.ndarray, layer: int) -> np.ndarray:
-    out = on.copy()
-    out[layer] = False
-    return out
-
-
-def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
-    model, text = cur.model, cur.run.text
-    all_on = np.ones_like(on)
-    if kind != ablation.EMBEDDING:
-        before = analysis.masked_loss(cur.key, all_on.tobytes(), False, model)
-        after = analysis.masked_loss(cur.key, on.tobytes(), mean_ablation, model)
-        st.metric(ablation.LOSS_LABELS[kind].split(" (")[0], f"{after:.4f}", delta=f"{after - before:+.4f}",
-                  delta_color="inverse", help=ablation.LOSS_LABELS[kind])
-        preds = ablation.predictions(model, text, on, mean_ablation=mean_ablation)
-        if not preds and kind == ablation.MASKED_LM:
-            st.info(f"Type {model.tokenizer.mask_token} in the sentence where the model should fill in a word "
-                    "to see its top-5 guesses before and after.", icon="✍️")
-        for p in preds:
-            st.markdown(f"**Top 5: {state.plain(p.position)}**")
-            st.dataframe(pd.DataFrame({
-                "every head on": [f"{t}  ({q:.1%})" for t, q in p.before],
-                "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True,
-                key=f"preds_{p.position}")
-        return
-    other = st.text_input("A second sentence to compare with", value="A cat is resting on a rug.",
-                          key="ablation_other")
-    change = ablation.embedding_change(model, text, on, other or None, mean_ablation=mean_ablation)
-    cols = st.columns(3)
-    cols[0].metric("cosine: sentence embedding, heads off vs on", f"{change['cosine to unablated']:.4f}")
-    if "similarity before" in change:
-        cols[1].metric("similarity to the second sentence, every head on", f"{change['similarity before']:.4f}")
-        cols[2].metric("… with the heads off", f"{change['similarity after']:.4f}",
-                       delta=f"{change['similarity after'] - change['similarity before']:+.4f}")
-
-
-def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
-    model = cur.model
-    st.subheader("Which heads matter")
-    source = st.radio("Score the heads on", ["this text", "a bundled sample paragraph"], key="imp_source",
-                      horizontal=True)
-    text = cur.run.text if source == "this text" else ablation.SAMPLE_PARAGRAPH
-    how = ("the change in 1 − cosine when each head alone is switched off (this model has no LM head, so the "
-           "gradient at ξ = 1 is zero)" if kind == ablation.EMBEDDING else
-           "Michel et al.'s gradient importance: Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, each layer's row divided by its L2 norm")
-    st.caption(f"Importance: {how}.")
-    key = cur.key.with_text(text)
-    if st.button("Compute head importance", key="imp_go") or key in st.session_state.get(keys.IMPORTANCE_DONE, set()):
-        st.session_state.setdefault(keys.IMPORTANCE_DONE, set()).add(key)
-        try:
-            imp = state.one_at_a_time(lambda: analysis.importance(key, model))
-        except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
-            st.error(state.plain(str(exc)), icon="⚠️")
-            return
-        charts.show(metric_figures.metric_grid(imp, title="Head importance (per-layer L2-normalised)"),
-                        key="imp_grid")
-        csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
-        st.download_button("Download importance (CSV)", csv.encode(), file_name="head-importance.csv",
-                           mime="text/csv", key="dl_imp")
-        k = st.slider("Switch off the k least important heads", 0, imp.size - 1, 0, key="imp_k")
-        if k and st.button(f"Switch off these {k} heads above", key="imp_apply"):
-            on = np.ones(imp.size, dtype=bool)
-            on[np.argsort(imp.ravel())[:k]] = False
-            _set_heads(cur.key.model, on.reshape(imp.shape))
-            st.rerun()
-        seconds = _pruning_seconds(model, len(text.split()))
-        if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(ablation.PRUNE_FRACTIONS)} steps)",
-                     key="prune_go") or key in st.session_state.get(keys.PRUNING_DONE, set()):
-            st.session_state.setdefault(keys.PRUNING_DONE, set()).add(key)
-            curve = state.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
-            charts.show(teach_figures.pruning_figure(ablation.PRUNE_FRACTIONS, curve["importance order"],
-                                                         curve["random mean"], curve["random sd"],
-                                                         loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),
-                            key="prune_fig")
-            st.download_button("Download the pruning curve (CSV)", curve.to_csv(index=False).encode(),
-                               file_name="pruning-curve.csv", mime="text/csv", key="dl_prune")
-
-
-def _pruning_seconds(model, words: int) -> float:
-    """Measured on 2 CPU cores: one order of SmolLM2's 10-step curve over the bundled paragraph
-    (about 90 words) takes 3.1 s, about 0.07 s a forward pass per 20 words."""
-    return 60 * model.num_layers / 30 * max(1.0, words / 20) * 0.07 * (model.d_model / 576) ** 2 + 1
