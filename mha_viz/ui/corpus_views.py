@@ -140,7 +140,7 @@ def corpus_view() -> None:
     train, held = docs.train, docs.held
     cols = st.columns(4)
     top = min(512, cur.model.max_positions, state.token_cap())
-    st.session_state[keys.CORPUS_TOKENS] = min(int(st.session_state.get(keys.CORPUS_TOKENS) or 128), top)
+    state.settle(keys.CORPUS_TOKENS, min(int(st.session_state.get(keys.CORPUS_TOKENS) or 128), top))
     max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, persist_state=state.KEEP, step=32,
                                       help="Longer documents are cut to this many tokens.")
     batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH, persist_state=state.KEEP)

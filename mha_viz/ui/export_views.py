@@ -80,9 +80,7 @@ def _box(cur) -> None:
     options = _head_options(run)
     chosen = [h for h in st.session_state.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
     selected = (int(st.session_state.get(keys.SEL_LAYER, 0)), int(st.session_state.get(keys.SEL_HEAD, 0)))
-    heads = [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)]
-    if [tuple(h) for h in st.session_state.get(keys.EXPORT_HEADS, [])] != heads:  # only to change it: a
-        st.session_state[keys.EXPORT_HEADS] = heads  # value set by code replaces what the browser shows
+    state.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
     heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=state.KEEP, max_selections=MAX_REPORT_HEADS,
                            format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
     st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),

@@ -187,6 +187,14 @@ def model_options() -> tuple[list[str], dict[str, str]]:
     return options, titles
 
 
+def settle(key: str, value) -> None:
+    """Give the widget `key` this value before it is drawn (a range or an option the run allows),
+    writing only when it differs: a value written by code replaces what the browser shows,
+    including what the user is typing."""
+    if st.session_state.get(key) != value:
+        st.session_state[key] = value
+
+
 def sidebar() -> Current:
     """Draw the sidebar and compute (or fetch) the run for its inputs."""
     return _sidebar()
@@ -214,9 +222,7 @@ def _sidebar() -> Current:
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=KEEP, on_change=_on_example)
         text = st.text_area("Sentence", key=keys.TEXT, persist_state=KEEP, height=120)
         top = max_tokens() if conf.public else 32768
-        limit = min(int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens()), top)
-        if st.session_state.get(keys.TOKEN_LIMIT) != limit:  # written only to change it: a value set
-            st.session_state[keys.TOKEN_LIMIT] = limit  # by code replaces what the browser shows
+        settle(keys.TOKEN_LIMIT, min(int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens()), top))
         st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT, persist_state=KEEP,
                         help="Longer texts are cut to this many tokens (and to the model's own "
                              "limit). Every head's attention is held in memory: layers × heads × "
