@@ -140,14 +140,15 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 @contextmanager
-def start_server(log_path: Path):
+def start_server(log_path: Path, **env: str):
     """A new `streamlit run app.py` on a free loopback port, in its own process group, its output
-    in `log_path`; yields its base URL once it answers its health check (which runs no script:
-    the server is still cold), and stops it (the whole group) on the way out."""
+    in `log_path`, with `env` added to its environment; yields its base URL once it answers its
+    health check (which runs no script: the server is still cold), and stops it (the whole group)
+    on the way out."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
            "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none", "--server.address", "127.0.0.1"]
