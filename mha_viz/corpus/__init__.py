@@ -9,8 +9,8 @@ Public API::
     stats.table, stats.importance, stats.similarity
     stats.save(folder); corpus.CorpusStats.load(folder)
 
-Modules, one idea each (none imports streamlit; only `ray_engine` imports ray, and only the
-`engine="ray"` branch imports `ray_engine`):
+Modules, one idea each (none imports streamlit; only `ray_engine` and `ray_engine_pool` import
+ray, and only the `engine="ray"` branch imports them):
 
 - `inputs`: `read_texts`, `read_upload`, `corpus_hash`, `CorpusError`, the bundled sample.
 - `batching`: documents in padded batches, cut back into one `AttentionRun` each.
@@ -18,6 +18,8 @@ Modules, one idea each (none imports streamlit; only `ray_engine` imports ray, a
 - `stats`: `CorpusStats`, the result, and its save / load.
 - `importance`: corpus head importance (`batch_importance`).
 - `engine`: `head_statistics`, `Cancelled`.
+- `ray_engine`: the Ray engine (a job's batches on the kept actors); `ray_engine_pool`: the actors,
+  one model loaded each, kept across jobs in the process and shut down at exit.
 """
 
 from .accumulate import PATTERN_ORDER, Cancelled, Partial, batch_partial, model_weights, pattern_class

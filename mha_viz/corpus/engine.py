@@ -1,5 +1,5 @@
 """`head_statistics`: head statistics over a whole corpus, streamed batch by batch on this
-machine (engine="local") or on Ray Data (engine="ray", `mha_viz.corpus.ray_engine`).
+machine (engine="local") or on Ray actors kept across jobs (engine="ray", `mha_viz.corpus.ray_engine`).
 
 The local engine holds one batch's attentions at a time: each batch becomes a `Partial` of
 per-head sums, added to the running total and dropped. After each batch `progress(done_docs,

@@ -1,71 +1,76 @@
-"""The corpus job on Ray Data: `run` gives what the local engine gives (`CorpusStats`), from
-per-batch `Partial` sums computed by a pool of actors and merged on the driver.
+"""The corpus job on Ray: `run` gives what the local engine gives (`CorpusStats`), from per-batch
+`Partial` sums computed by actors that stay alive across jobs, merged on the driver.
 
 Imported only when `engine="ray"` is chosen (`engine.head_statistics`): nothing the app imports
 at start imports Ray.
 
 What runs where:
 
-- the driver puts the documents into a Dataset (`ray.data.from_items`, one row a document, in the
-  order `batching.plan` gives, so that neighbours have similar lengths and batches pad little);
-- `map_batches` runs `HeadSums`, a callable class, on a fixed-size actor pool: each actor loads
-  the model once in `__init__` (registry name, hub id or folder, with `mha_viz.load_model`) and
-  turns each batch of `batch_size` documents into its `accumulate.batch_partial`, pickled into a
-  one-row batch (`partial`, `n_docs`), or the user's error (ModelLoadError, InputError) pickled
-  in its place, which the driver raises as it is;
-- the driver merges the partials as they stream back (`iter_batches`) and reports progress.
+- the driver cuts the documents into batches (`batching.plan`: neighbours of similar length, so
+  that batches pad little) and hands each batch to the actor with the fewest calls waiting, at
+  most `IN_FLIGHT` per actor (one running, one queued, so an actor never waits for the driver);
+- each actor (`ray_engine_pool.HeadSums`) has loaded the model once, when the first job for it
+  created the pool, and turns a batch into its `accumulate.batch_partial`, or returns the user's
+  error (ModelLoadError, InputError), which the driver raises as it is;
+- the driver merges the partials as they come back (`ray.wait`) and reports progress; while
+  none comes back (actors starting, or busy with another session's job) it calls `progress`
+  every `HEARTBEAT_S` with the same counts, so that Cancel works, and gives up after
+  `ACTOR_WAIT_S` (a pool the cluster cannot place fails instead of waiting forever). A stopped
+  job cancels its queued calls; the pool stays for the next job.
+
+The actors are kept for the next job (`ray_engine_pool`: one model's pool at a time; a job for
+another model replaces it), so a job after the first starts in a fraction of a second instead of
+the seconds an actor takes to import torch and transformers and load the model.
 
 The cluster: with `RAY_ADDRESS` set, the job joins that cluster (its nodes need mha-viz's
 requirements and the models; this checkout's `mha_viz` and `models` packages are shipped to
 them as `py_modules`) and never shuts it down. Otherwise it starts a local one sized to the CPUs
 this process may use (`os.sched_getaffinity`: a container's share, not the host's count),
 `ray.init(num_cpus=…, include_dashboard=False)`, under a lock (two sessions choosing Ray at
-once start one cluster), and keeps it for the rest of the process (the next run saves the start, about 5 s); Ray stops it when the process
-exits, and `shutdown()` stops it sooner (the tests call it). A Ray session someone else started
-in this process is used as it is and left alone.
+once start one cluster), and keeps it for the rest of the process (the next job saves the
+start, about 5 s). `shutdown()` kills the actors and stops a cluster this module started; it
+runs at exit too (the tests call it sooner). A Ray session someone else started in this
+process is used as it is and left running.
 
-CPU accounting, and why the pool leaves one CPU free. Ray schedules by logical CPUs. Ray Data's
-own tasks (reading and splitting blocks, here the `from_items` input) need a CPU each; an actor
-pool that reserves every CPU leaves them none, and on a 2-core machine the job hangs with the
-actors waiting for input that is never read. So the actors together reserve at most
-`cpus - SPARE_CPUS`: on 2 cores, one actor with `num_cpus=1`. Ray then sets that actor's
-OMP_NUM_THREADS to 1, which would halve torch's speed next to the local engine; the actor sets
-torch's threads back to its share of the machine's cores (`threads`, 2 on 2 cores), since the
-spare CPU is busy only for the moments a block is read. With GPUs, one actor per GPU
-(`num_gpus=1`, `num_cpus=1`), as many as the CPUs allow.
+CPU accounting, and why the pool leaves one CPU free. Ray schedules by logical CPUs. A pool that
+reserves every CPU leaves none to Ray's tasks, and on a 2-core machine a job that needs one
+hangs; nor could a new model's pool start beside one that is retiring. So the actors together
+reserve at most `cpus - SPARE_CPUS`: on 2 cores, one actor with `num_cpus=1`. Ray then sets that
+actor's OMP_NUM_THREADS to 1, which would halve torch's speed next to the local engine; the
+actor sets torch's threads back to its share of the machine's cores (`threads`, 2 on 2 cores).
+With GPUs, one actor per GPU (`num_gpus=1`, `num_cpus=1`), as many as the CPUs allow.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
-import pickle
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import ray  # heavy, optional (requirements-ray.txt): this module is imported only for engine="ray"
 import torch
 
 import models
 from models import LoadedModel, ModelLoadError
 
-# Cancelled, model_weights: from the package face, as engine.py (which imports this module when
-# engine="ray" is chosen) defines them
-from ..capture import load_model
-from ..tokenize import InputError
-from .accumulate import Cancelled, batch_partial, model_weights
+from . import ray_engine_pool
+from .accumulate import Cancelled, Partial
 from .batching import plan
 from .inputs import corpus_hash, read_texts
+from .ray_engine_pool import HeadSums, Pool
 from .stats import CorpusStats
 
-SPARE_CPUS = 1  # left to Ray Data's read and split tasks (see the module doc)
+__all__ = ["HeadSums", "Pool", "actors", "connect", "machine_cpus", "plan_pool", "run", "shutdown"]
+
+SPARE_CPUS = 1  # left to Ray's tasks and to a new pool beside a retiring one (see the module doc)
 THREADS_PER_ACTOR = 4  # torch threads per CPU actor: small batches scale poorly beyond
-ACTOR_WAIT_S = 600  # seconds Ray Data may wait for the actor pool to be placed (loading a large model)
-MAX_BLOCKS = 200  # blocks of the input Dataset: more means more scheduling for nothing
+IN_FLIGHT = 2  # calls given to one actor at a time: one running, one waiting its turn
+HEARTBEAT_S = 0.5  # while no batch comes back, `progress` is still called this often (Cancel)
+ACTOR_WAIT_S = 600  # seconds without a batch back before the job fails (a pool Ray cannot place)
 Progress = Callable[[int, int, float, float], "bool | None"]  # engine.Progress: done, total, docs/s, ETA s
 _started = False  # whether this module started the Ray session it is using
 _init_lock = threading.Lock()  # Streamlit sessions are threads: one ray.init at a time
@@ -77,16 +82,6 @@ def machine_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # not on Linux
         return os.cpu_count() or 1
-
-
-@dataclass(frozen=True)
-class Pool:
-    """How many actors, and what each reserves from Ray and uses."""
-
-    actors: int
-    num_cpus: int  # logical CPUs reserved per actor
-    num_gpus: int
-    threads: int  # torch threads per actor
 
 
 def plan_pool(cpus: int, gpus: int, *, local: bool, node_cpus: int | None = None) -> Pool:
@@ -124,88 +119,86 @@ def _init() -> None:
         ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code})
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing
+        # Ray starts its workers at nice 15: on a busy machine the actor would get the CPU last,
+        # behind the local engine it stands in for (6 × slower measured on a shared 2-core box)
+        os.environ.setdefault("RAY_worker_niceness", "0")
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         ray.init(address="local", num_cpus=machine_cpus(), num_gpus=gpus, include_dashboard=False,
                  log_to_driver=False, logging_level=logging.ERROR)  # the caller reports progress
         _started = True
+    atexit.unregister(shutdown)  # once, however often the cluster is restarted
+    atexit.register(shutdown)  # after ray.init's own hook, so it runs before it: actors first
 
 
 def shutdown() -> None:
-    """Stop the local Ray cluster this module started (a joined one is left running)."""
+    """Kill the actors this module keeps and stop the local Ray cluster it started (a joined one,
+    or a session someone else started, is left running). Runs at exit."""
     global _started
+    ray_engine_pool.close()
     if _started and ray.is_initialized():
         ray.shutdown()
     _started = False
 
 
-class HeadSums:
-    """One actor: one model, loaded once; each batch of documents -> its pickled `Partial`, or the
-    user's error (ModelLoadError, InputError) pickled in its place: Ray would report an actor
-    that fails to start as ActorDiedError, with the message in its text only."""
-
-    def __init__(self, model_spec: str, max_tokens: int | None, importance: bool, threads: int,
-                 local_attention: bool = False) -> None:
-        torch.set_num_threads(threads)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.max_tokens, self.importance = max_tokens, importance
-        self.model, self.weights, self.error = None, None, None
-        try:
-            self.model = load_model(model_spec, device=device, local_attention=local_attention)
-        except ModelLoadError as exc:
-            self.error = exc
-            return
-        self.weights = model_weights(self.model)  # the output-norm columns, as the local engine
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        texts = [str(t) for t in batch["text"]]
-        try:
-            if self.error is not None:
-                raise self.error
-            out = batch_partial(self.model, texts, max_tokens=self.max_tokens, importance=self.importance,
-                                weights=self.weights)
-        except (ModelLoadError, InputError) as exc:
-            out = exc
-        return {"partial": np.array([pickle.dumps(out)], dtype=object), "n_docs": np.array([len(texts)])}
+def actors() -> list[dict]:
+    """The actors kept for the next job, one dict each (`actor` id, `pid`, `model`, `loads`: the
+    models its process has loaded); [] when none are."""
+    return ray_engine_pool.current()
 
 
 def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, importance: bool = True,
         progress: Progress | None = None) -> CorpusStats:
     """`engine.head_statistics` on Ray: the same arguments and result. `model`: a registry name,
     hub id or folder (a `LoadedModel` stands for the name it was loaded by, with or without our
-    MHA: each actor loads its own). Raises CorpusError, ModelLoadError or InputError as the local engine does (not wrapped
-    in Ray's exceptions); Cancelled when `progress` returns False."""
+    MHA: each actor loads its own). Raises CorpusError, ModelLoadError or InputError as the local
+    engine does (not wrapped in Ray's exceptions); Cancelled when `progress` returns False."""
     spec = model.name if isinstance(model, LoadedModel) else str(model)
     local = model.local_attention if isinstance(model, LoadedModel) else False  # "our MHA" follows
     docs = read_texts(texts)
     start = time.perf_counter()
     pool = connect()
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False  # the caller shows its own
-    ctx.print_on_execution_start = False
-    ctx.wait_for_min_actors_s = ACTOR_WAIT_S  # a pool the cluster cannot place fails, not waits forever
-    logging.getLogger("ray.data").setLevel(logging.ERROR)  # no "execution finished" lines
-    ordered = [t for batch in plan(docs, batch_size) for t in batch]  # neighbours of similar length
-    blocks = min(-(-len(ordered) // batch_size), MAX_BLOCKS)  # whole batches in a block, mostly
-    ds = ray.data.from_items([{"text": t} for t in ordered], override_num_blocks=blocks)
-    sums = ds.map_batches(
-        HeadSums, batch_size=batch_size, batch_format="numpy",
-        fn_constructor_kwargs={"model_spec": spec, "max_tokens": max_tokens,
-                               "importance": importance, "threads": pool.threads, "local_attention": local},
-        compute=ray.data.ActorPoolStrategy(size=pool.actors),
-        num_cpus=pool.num_cpus, num_gpus=pool.num_gpus or None,
-        max_restarts=0, max_task_retries=0,  # an actor lost (out of memory…) fails the job, not retried forever
-    )
-    total, done, merged = len(docs), 0, None
-    for out in sums.iter_batches(batch_size=None, batch_format="numpy"):  # leaving it stops the job
-        for blob, n in zip(out["partial"], out["n_docs"]):
-            part = pickle.loads(blob)
-            if isinstance(part, Exception):  # the user's error, raised in an actor
-                raise part
-            merged = part if merged is None else merged.merge(part)
-            done += int(n)
-        if progress is not None:
-            rate = done / max(time.perf_counter() - start, 1e-9)
-            if progress(done, total, rate, (total - done) / rate if rate else float("inf")) is False:
-                raise Cancelled(done, total)
+    with ray_engine_pool.borrow(spec, local, pool) as kept:
+        try:
+            merged = _stream(kept.handles, plan(docs, batch_size), len(docs), start, progress,
+                             max_tokens=max_tokens, importance=importance)
+        except (ModelLoadError, ray.exceptions.RayError, TimeoutError):
+            ray_engine_pool.retire(kept)  # actors without the model, or lost: the next job starts anew
+            raise
     return merged.finish(corpus_hash=corpus_hash(docs), max_tokens=max_tokens,
                          seconds=time.perf_counter() - start)
+
+
+def _stream(handles: list, batches: list[list[str]], total: int, start: float, progress: Progress | None, *,
+            max_tokens: int | None, importance: bool) -> Partial:
+    """The batches through the actors, at most IN_FLIGHT each; their partials merged."""
+    waiting = iter(batches)
+    busy = [0] * len(handles)  # this job's calls in flight, per actor
+    pending = {}  # ObjectRef -> (actor index, documents)
+    merged, done, last = None, 0, time.perf_counter()
+    try:
+        while True:
+            while min(busy) < IN_FLIGHT and (batch := next(waiting, None)) is not None:
+                i = busy.index(min(busy))
+                pending[handles[i].partial.remote(batch, max_tokens, importance)] = (i, len(batch))
+                busy[i] += 1
+            if not pending:
+                return merged
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=HEARTBEAT_S)
+            if ready:
+                i, n = pending.pop(ready[0])
+                busy[i] -= 1
+                part = ray.get(ready[0])
+                if isinstance(part, Exception):  # the user's error, raised in an actor
+                    raise part
+                merged = part if merged is None else merged.merge(part)
+                done, last = done + n, time.perf_counter()
+            elif time.perf_counter() - last > ACTOR_WAIT_S:
+                raise TimeoutError(f"no batch came back from Ray in {ACTOR_WAIT_S} s: can the cluster place "
+                                   f"{len(handles)} actor(s) with the CPUs / GPUs this job asks for?")
+            if progress is not None:
+                rate = done / max(time.perf_counter() - start, 1e-9)
+                if progress(done, total, rate, (total - done) / rate if rate else float("inf")) is False:
+                    raise Cancelled(done, total)
+    finally:
+        for ref in pending:  # a stopped job's queued calls do not run (a running one finishes)
+            ray.cancel(ref)

@@ -1,11 +1,17 @@
 """The Ray engine (mha_viz.corpus.ray_engine) on a local 2-CPU Ray cluster: the same statistics as
 the local engine, progress as batches come back, the user's errors unwrapped from Ray's, an
-actor pool that leaves Ray Data a CPU, and no Ray imported by the app's modules."""
+actor pool that leaves a CPU spare, actors kept across jobs (and replaced for another model),
+shut down cleanly, and no Ray imported by the app's modules."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +21,30 @@ from tests.helpers import ROOT
 
 DOCS = corpus.read_texts("sample")[:20]
 OPTIONS = {"batch_size": 8, "max_tokens": 32}
+FAST = {**OPTIONS, "importance": False}
+
+
+def assert_same_stats(remote, local) -> None:
+    assert remote.n_docs == local.n_docs and remote.n_tokens == local.n_tokens
+    numeric = [c for c in local.table.columns if c != "pattern"]
+    np.testing.assert_allclose(remote.table[numeric].to_numpy(float), local.table[numeric].to_numpy(float),
+                               rtol=1e-5, atol=1e-6)
+    assert (remote.table["pattern"] == local.table["pattern"]).all()
+    np.testing.assert_allclose(remote.similarity, local.similarity, rtol=1e-5, atol=1e-6)
+
+
+def gone(pid: int, wait_s: float = 30.0) -> bool:
+    """Whether process `pid` has ended (or is a zombie no one reaped), waiting up to `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return True
+        if "\nState:\tZ" in state:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +64,8 @@ def test_ray_equals_local_and_reports_progress(ray_engine):
     local = corpus.head_statistics("minilm", DOCS, engine="local", **OPTIONS)
     seen = []
     remote = corpus.head_statistics("minilm", DOCS, engine="ray", progress=lambda *a: seen.append(a), **OPTIONS)
-    assert remote.n_docs == local.n_docs == len(DOCS) and remote.n_tokens == local.n_tokens
-    assert list(remote.table.columns) == list(local.table.columns)
-    numeric = [c for c in local.table.columns if c != "pattern"]
-    np.testing.assert_allclose(remote.table[numeric].to_numpy(float), local.table[numeric].to_numpy(float),
-                               rtol=1e-5, atol=1e-6)
-    assert (remote.table["pattern"] == local.table["pattern"]).all()
-    np.testing.assert_allclose(remote.similarity, local.similarity, rtol=1e-5, atol=1e-6)
+    assert remote.n_docs == len(DOCS) and list(remote.table.columns) == list(local.table.columns)
+    assert_same_stats(remote, local)
     assert local.importance is not None
     np.testing.assert_allclose(remote.importance, local.importance, rtol=1e-5, atol=1e-6)
     assert remote.corpus_hash == local.corpus_hash
@@ -55,20 +80,88 @@ def test_a_model_that_does_not_load_is_a_model_load_error(ray_engine, tmp_path):
 
 
 @pytest.mark.model  # minilm, loaded by name in the actors
-def test_cancel_stops_the_run(ray_engine):
+def test_cancel_stops_the_run_and_keeps_the_actors(ray_engine):
+    corpus.head_statistics("minilm", DOCS[:8], engine="ray", **FAST)
+    kept = ray_engine.actors()
     with pytest.raises(corpus.Cancelled):
-        corpus.head_statistics("minilm", DOCS, engine="ray", progress=lambda *a: False, importance=False,
-                               **OPTIONS)
+        corpus.head_statistics("minilm", DOCS, engine="ray", progress=lambda *a: False, **FAST)
+    assert ray_engine.actors() == kept
+    assert corpus.head_statistics("minilm", DOCS, engine="ray", **FAST).n_docs == len(DOCS)
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors; then the random GPT-2's folder
+def test_later_jobs_reuse_the_actors_and_another_model_gets_its_own(ray_engine, gpt2_dir):
+    corpus.head_statistics("minilm", DOCS[:8], engine="ray", **FAST)
+    first = ray_engine.actors()
+    remote = corpus.head_statistics("minilm", DOCS, engine="ray", **FAST)
+    assert ray_engine.actors() == first  # the same actors, each having loaded the model once
+    assert first and all(a["loads"] == 1 and a["model"] == remote.model_name for a in first)
+    assert_same_stats(remote, corpus.head_statistics("minilm", DOCS, engine="local", **FAST))
+
+    other = corpus.head_statistics(str(gpt2_dir), DOCS, engine="ray", **FAST)
+    now = ray_engine.actors()
+    assert {a["actor"] for a in now}.isdisjoint(a["actor"] for a in first)
+    assert all(a["model"] == other.model_name != remote.model_name for a in now)
+    assert_same_stats(other, corpus.head_statistics(str(gpt2_dir), DOCS, engine="local", **FAST))
+    assert all(gone(a["pid"]) for a in first)  # the replaced pool's actors were killed
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors
+def test_two_jobs_at_once_share_one_pool(ray_engine):
+    """Two app sessions (threads) starting Ray jobs at once: one pool, both results right."""
+    corpus.head_statistics("minilm", DOCS[:8], engine="ray", **FAST)
+    kept = ray_engine.actors()
+    texts = [DOCS[:12], DOCS[8:]]
+    results, errors = [None, None], []
+
+    def one(i: int) -> None:
+        try:
+            results[i] = corpus.head_statistics("minilm", texts[i], engine="ray", **FAST)
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors and ray_engine.actors() == kept
+    for i in range(2):
+        assert_same_stats(results[i], corpus.head_statistics("minilm", texts[i], engine="local", **FAST))
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors
+def test_shutdown_kills_the_actors_and_the_next_job_starts_again(ray_engine):
+    import ray
+
+    corpus.head_statistics("minilm", DOCS[:8], engine="ray", **FAST)
+    pids = [a["pid"] for a in ray_engine.actors()]
+    ray_engine.shutdown()
+    assert not ray.is_initialized() and ray_engine.actors() == []
+    assert pids and all(gone(p) for p in pids)
+    assert corpus.head_statistics("minilm", DOCS[:8], engine="ray", **FAST).n_docs == 8
+
+
+def test_a_process_that_ran_a_ray_job_exits_and_takes_its_actors_along(gpt2_dir):
+    code = ("import json; from mha_viz import corpus; from mha_viz.corpus import ray_engine\n"
+            f"corpus.head_statistics({str(gpt2_dir)!r}, ['a b c', 'd e'], engine='ray', importance=False)\n"
+            "print(json.dumps([a['pid'] for a in ray_engine.actors()]))")
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    pids = json.loads(out.stdout.strip().splitlines()[-1])
+    assert pids and all(gone(p) for p in pids)
 
 
 @pytest.mark.parametrize("cpus, gpus, local, expected", [
-    (2, 0, True, (1, 1, 0, 2)),  # 2 cores: one actor holding one CPU, the other left to Ray Data
+    (2, 0, True, (1, 1, 0, 2)),  # 2 cores: one actor holding one CPU and using both cores
     (1, 0, True, (1, 1, 0, 1)),
     (16, 0, True, (3, 5, 0, 4)),
     (16, 0, False, (3, 5, 0, 5)),
     (8, 2, False, (2, 1, 1, 1)),  # one actor per GPU
 ])
-def test_the_pool_leaves_a_cpu_to_ray_data(cpus, gpus, local, expected):
+def test_the_pool_leaves_a_cpu_spare(cpus, gpus, local, expected):
     from mha_viz.corpus.ray_engine import SPARE_CPUS, plan_pool
 
     pool = plan_pool(cpus, gpus, local=local)
@@ -97,9 +190,9 @@ def test_an_actor_loads_the_model_as_the_session_did(ray_engine):
     import mha_viz
 
     ours = mha_viz.load_model("minilm", device="cpu", local_attention=True)
-    actor = ray_engine.HeadSums("minilm", 32, False, 1, local_attention=True)
+    actor = ray_engine.HeadSums("minilm", 1, local_attention=True)
     assert actor.error is None and actor.model.local_attention and actor.model.name == ours.name
-    plain = ray_engine.HeadSums("minilm", 32, False, 1)
+    plain = ray_engine.HeadSums("minilm", 1)
     assert not plain.model.local_attention
 
 
