@@ -1,0 +1,53 @@
+"""The app's server for the browser benchmarks (load.py, pages.py): a free loopback port, a
+`streamlit run app.py` in its own process group, its health check, and stopping the group."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def health(base_url: str, timeout: float = 10) -> str:
+    try:
+        with urllib.request.urlopen(base_url + "/_stcore/health", timeout=timeout) as r:
+            return r.read().decode().strip()
+    except OSError as exc:
+        return f"unreachable: {exc}"
+
+
+def start_server(port: int, log_path: Path) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+           "--server.address", "127.0.0.1", "--server.port", str(port)]
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, SIGKILL if it lingers."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 20)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            pass
