@@ -55,7 +55,7 @@ def word_attends_to(attentions: np.ndarray, word_ids: list[int], w: int) -> np.n
     """(layers, heads, W): row w of every head's `detail.word_level` matrix, without building it."""
     groups = detail.word_groups(word_ids)
     _check_index(w, len(groups))
-    rows = np.asarray(attentions, dtype=np.float64)[..., groups[w], :].mean(axis=-2)  # (L, H, n)
+    rows = np.asarray(attentions)[..., groups[w], :].astype(np.float64).mean(axis=-2)  # (L, H, n): the rows first
     starts = np.array([g[0] for g in groups])
     return np.add.reduceat(rows, starts, axis=-1).astype(np.float32)
 
@@ -64,7 +64,7 @@ def word_attended_by(attentions: np.ndarray, word_ids: list[int], w: int) -> np.
     """(layers, heads, W): column w of every head's `detail.word_level` matrix."""
     groups = detail.word_groups(word_ids)
     _check_index(w, len(groups))
-    cols = np.asarray(attentions, dtype=np.float64)[..., :, groups[w]].sum(axis=-1)  # (L, H, n)
+    cols = np.asarray(attentions)[..., :, groups[w]].astype(np.float64).sum(axis=-1)  # (L, H, n): the columns first
     starts = np.array([g[0] for g in groups])
     sizes = np.array([len(g) for g in groups])
     return (np.add.reduceat(cols, starts, axis=-1) / sizes).astype(np.float32)

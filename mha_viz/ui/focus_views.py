@@ -1,11 +1,14 @@
 """Token focus: pick one token (or word) and see, in every head at once, what it attends to and
-what attends to it, with the mean and max over heads and over layers and the strongest head.
+what attends to it, with (on demand) the mean and max over heads and over layers and the
+strongest head. Figures are made once per server for what they show (`charts.cached`).
 
 Reads the run the sidebar computed; the arrays come from `mha_viz.focus`, the figures from
 `mha_viz.focus_figures`.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import streamlit as st
 
@@ -41,10 +44,13 @@ def focus_view() -> None:
                                "mean over a query word's pieces).")
     show = cols[1].radio("Show", SHOW, key=keys.FOCUS_SHOW, persist_state=state.KEEP, horizontal=True)
     rescale = cols[2].toggle("Rescale to the largest weight", key=keys.FOCUS_RESCALE, persist_state=state.KEEP)
+    with_summaries = cols[2].toggle("Summaries", key=keys.FOCUS_SUMMARIES, persist_state=state.KEEP,
+                                    help="Under each grid: the mean and max over heads and over layers, and "
+                                         "each head's largest weight with the strongest head framed.")
     words = level == WORDS
     labels = detail.word_labels(run.tokens, run.word_ids) if words else list(run.tokens)
     index = _pick_position(labels)
-    f = focus.focus(run, index, words=words)
+    f, summaries = _focus(cur.key, index, words, run)  # summaries: {direction: Summary}
     unit = "word" if words else "token"
     causal = " Causal model: a token attends only to itself and earlier tokens." if run.is_causal else ""
     st.caption(f"{state.plain(run.model_name)}: {run.num_layers} layers × {run.num_heads} heads, "
@@ -54,15 +60,32 @@ def focus_view() -> None:
         if show not in (BOTH, direction):
             continue
         st.subheader(f"What it {'attends to' if direction == focus.TO else 'is attended by'}")
-        s = focus.summarize(f.values(direction), exclude=index)
-        charts.show(focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale),
-                        key=f"focus_grid_{direction}")
+        s = summaries[direction]
+        what = (cur.key, index, words, direction)  # everything the figures are drawn from
+        grid = charts.cached("focus_grid", what + (rescale,),
+                             lambda: focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale))
+        charts.show(grid, key=f"focus_grid_{direction}")
         _strongest(run, f, direction, s)
+        if not with_summaries:
+            continue
         left, right = st.columns([3, 2])
-        charts.show(focus_figures.focus_summary(f, direction, s, run.layer_ids),
-                          key=f"focus_summary_{direction}", where=left)
-        charts.show(focus_figures.head_max_map(s, run.layer_ids, direction),
-                           key=f"focus_heads_{direction}", where=right)
+        charts.show(charts.cached("focus_summary", what,
+                                  lambda: focus_figures.focus_summary(f, direction, s, run.layer_ids)),
+                    key=f"focus_summary_{direction}", where=left)
+        heads = charts.cached("focus_heads", what,
+                              lambda: focus_figures.head_max_map(s, run.layer_ids, direction))
+        charts.show(heads, key=f"focus_heads_{direction}", where=right)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _focus(key, index: int, words: bool, _run) -> tuple[focus.Focus, dict[str, focus.Summary]]:
+    """The Focus of position `index` of the run `key` names and the Summary of each direction (the
+    position itself left out of the strongest weight), made once per server: the words level
+    reads the whole run, and a second visit should not."""
+    f = focus.focus(_run, index, words=words)
+    # copies, not views: a view would keep the run's whole (layers, heads, n, n) array in the cache
+    f = dataclasses.replace(f, attends_to=f.attends_to.copy(), attended_by=f.attended_by.copy())
+    return f, {d: focus.summarize(f.values(d), exclude=index) for d in focus.DIRECTIONS}
 
 
 def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary) -> None:

@@ -68,6 +68,7 @@ FOCUS_TOKEN = "focus_token"  # the token (or word) position in focus
 FOCUS_LEVEL = "focus_level"  # tokens or words
 FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_RESCALE = "focus_rescale"
+FOCUS_SUMMARIES = "focus_summaries"  # the four summary panels and the strongest-head map (off: two grids)
 
 # --- line view (line_views) --------------------------------------------------------------------
 LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mha_viz import detail, figure_style
-from mha_viz.ui import keys
+from mha_viz.ui import focus_views, keys
 from tests.app.helpers import charts, open_page, open_with_text
 
 pytestmark = pytest.mark.model
@@ -154,6 +154,43 @@ def test_focus_choices_survive_a_visit_to_another_page():
     open_page(at, "focus")
     assert not at.exception and not at.error
     assert at.selectbox(key=keys.FOCUS_TOKEN).value == 3 and at.radio(key=keys.FOCUS_LEVEL).value == "words"
+
+
+def _titled(at, start: str) -> dict:
+    """The chart whose title starts with `start`."""
+    return next(spec for spec in charts(at) if spec["layout"]["title"]["text"].startswith(start))
+
+
+def test_summaries_on_demand_are_the_runs_means_and_maxima():
+    """By default each direction draws its grid only; the Summaries toggle adds the four
+    summary panels and the largest weight per head, their numbers the run's own, and stays on
+    across a visit to another page."""
+    at = open_with_text("focus", "The cat sat on the mat. The dog ran!")
+    titles = [spec["layout"]["title"]["text"] for spec in charts(at)]
+    assert len(titles) == 2 and all(t.startswith("Every head") for t in titles), titles
+    at.toggle(key=keys.FOCUS_SUMMARIES).set_value(True).run()
+    assert not at.exception and not at.error
+    at.selectbox(key=keys.FOCUS_TOKEN).set_value(3).run()
+    run = at.session_state[keys.CURRENT].run
+    assert len(charts(at)) == 6
+    summary = _titled(at, "Summaries: what attends to")
+    cols = run.attentions[:, :, :, 3].astype(np.float64)  # (layers, heads, n): what attends to token 3
+    for trace, z in zip(summary["data"], (cols.mean(1), cols.max(1), cols.mean(0), cols.max(0))):
+        np.testing.assert_allclose(np.array(trace["z"], dtype=float), z, atol=1e-6)
+        assert [figure_style.label_text(x) for x in trace["x"]] == run.tokens
+    assert [a["text"] for a in summary["layout"]["annotations"]] == [
+        "mean over heads", "max over heads", "mean over layers", "max over layers"]
+    heads = _titled(at, "Largest weight per head (attended by)")
+    others = np.delete(cols, 3, axis=-1).max(-1)
+    np.testing.assert_allclose(np.array(heads["data"][0]["z"], dtype=float), others, atol=1e-6)
+    layer, head = np.unravel_index(np.argmax(others), others.shape)
+    [frame] = heads["layout"]["shapes"]
+    assert (frame["x0"] + 0.5, frame["y0"] + 0.5) == (head, layer)
+    assert "Largest weight per head (attends to)" in [s["layout"]["title"]["text"] for s in charts(at)]
+    open_page(at, "model_facts")
+    open_page(at, "focus")
+    assert not at.exception and at.toggle(key=keys.FOCUS_SUMMARIES).value is True
+    assert len(charts(at)) == 6
 
 
 def test_focus_and_subsets_on_smollm2_and_our_mha():

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 
-from mha_viz import AttentionRun, figure_style, figures
+from mha_viz import AttentionRun, figure_style, figures, metric_figures
 from tests.helpers import decode_json
 
 
@@ -115,3 +115,24 @@ def test_figures_serialise():
     grid = decode_json(figures.model_grid(run).to_json())
     assert json.dumps(grid)  # every array decoded to plain JSON values
     assert len(grid["data"][1]["x"]) == 2 * 3  # one clickable point per head
+
+
+def test_similarity_matrix_lines_part_the_layers_unless_reordered():
+    """The matrix cell for cell (float32 on the wire), every head labelled 'L{layer}H{head}',
+    a vertical and a horizontal line at each layer boundary in layer order, none when clustered."""
+    rng = np.random.default_rng(1)
+    layers, heads = [2, 5, 9], 4
+    sim = rng.random((12, 12))
+    fig = metric_figures.similarity_matrix(sim, layers, heads, title="t")
+    trace = fig.data[0]
+    np.testing.assert_allclose(np.asarray(trace.z), sim, rtol=1e-6)
+    assert np.asarray(trace.z).dtype == np.float32
+    assert list(trace.x) == list(trace.y) == [f"L{l}H{h}" for l in layers for h in range(heads)]
+    shapes = [(s.type, s.x0, s.x1, s.y0, s.y1) for s in fig.layout.shapes]
+    assert shapes == [("line", 3.5, 3.5, -0.5, 11.5), ("line", -0.5, 11.5, 3.5, 3.5),
+                      ("line", 7.5, 7.5, -0.5, 11.5), ("line", -0.5, 11.5, 7.5, 7.5)]
+    order = rng.permutation(12)
+    ordered = metric_figures.similarity_matrix(sim, layers, heads, title="t", order=order)
+    np.testing.assert_allclose(np.asarray(ordered.data[0].z), sim[np.ix_(order, order)], rtol=1e-6)
+    assert list(ordered.data[0].x) == [list(trace.x)[i] for i in order] and not ordered.layout.shapes
+    assert not metric_figures.similarity_matrix(sim[:4, :4], [0], heads, title="t").layout.shapes

@@ -94,6 +94,61 @@ def test_focus_figures_show_every_head_and_the_tokens():
         focus_figures.head_max_map(s, run.layer_ids, direction).to_json()
 
 
+def test_focus_grid_lines_part_the_layers_and_frame_the_token():
+    run = _run(layers=4, heads=3, n=7)
+    fig = focus_figures.focus_grid(focus.focus(run, 5), focus.BY, run.layer_ids)
+    *lines, frame = fig.layout.shapes
+    assert [(s.type, s.y0, s.y1, s.x0, s.x1) for s in lines] == [
+        ("line", y, y, -0.5, 6.5) for y in (2.5, 5.5, 8.5)]
+    assert (frame.type, frame.x0, frame.x1, frame.y0, frame.y1) == ("rect", 4.5, 5.5, -0.5, 11.5)
+    assert np.asarray(fig.data[0].z).dtype == np.float32  # half the bytes of float64 to the browser
+
+
+def test_focus_summary_panels_are_the_runs_means_and_maxima():
+    """Four heatmaps on their own axes, each the run's row of token 4 averaged or maximised
+    over heads (a row per layer) or over layers (a row per head), titled and labelled."""
+    tokens = ["a", "<b>", "a", "c", "d", "e", "f"]
+    run = _run(layers=2, heads=3, n=7, tokens=tokens)
+    run.layer_ids = [3, 7]  # some layers captured: rows name the model's layers
+    f = focus.focus(run, 4)
+    rows = run.attentions[:, :, 4, :].astype(np.float64)  # (layers, heads, n), straight from the run
+    fig = focus_figures.focus_summary(f, focus.TO, focus.summarize(f.attends_to, exclude=4), run.layer_ids)
+    expected = {"mean over heads": (rows.mean(1), ["L3", "L7"]),
+                "max over heads": (rows.max(1), ["L3", "L7"]),
+                "mean over layers": (rows.mean(0), ["H0", "H1", "H2"]),
+                "max over layers": (rows.max(0), ["H0", "H1", "H2"])}
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == list(expected)
+    domains = set()
+    for trace, (z, ys), note in zip(fig.data, expected.values(), fig.layout.annotations):
+        np.testing.assert_allclose(np.asarray(trace.z), z, rtol=1e-6)
+        assert list(trace.y) == ys and [figure_style.label_text(x) for x in trace.x] == tokens
+        xaxis, yaxis = fig.layout["xaxis" + trace.xaxis[1:]], fig.layout["yaxis" + trace.yaxis[1:]]
+        assert xaxis.anchor == trace.yaxis and yaxis.anchor == trace.xaxis and yaxis.autorange == "reversed"
+        # each title over its own panel
+        assert xaxis.domain[0] <= note.x <= xaxis.domain[1] and note.y == yaxis.domain[1]
+        domains.add((tuple(xaxis.domain), tuple(yaxis.domain)))
+    assert len(domains) == 4 and [t.showscale for t in fig.data] == [True, False, False, False]
+    (x0, x1), (y0, y1) = fig.layout.xaxis.domain, fig.layout.yaxis.domain
+    assert x1 < fig.layout.xaxis2.domain[0] and fig.layout.yaxis3.domain[1] < y0  # panels do not overlap
+    # rows as tall as their number of rows: 2 layers above, 3 heads below
+    assert (y1 - y0) / np.diff(fig.layout.yaxis3.domain)[0] == pytest.approx(2 / 3)
+    assert "<b>" not in fig.layout.title.text and "token 4 (d)" in fig.layout.title.text
+
+
+def test_head_max_map_frames_the_strongest_head():
+    run = _run(layers=3, heads=4, n=6)
+    a = run.attentions.copy()
+    a[2, 1, 0] = [0.0, 0.0, 0.0, 0.99, 0.01, 0.0]  # token 0 puts nearly everything on token 3 in head (2, 1)
+    run = AttentionRun.from_array(a, run.tokens)
+    s = focus.summarize(focus.focus(run, 0).attends_to, exclude=0)
+    fig = focus_figures.head_max_map(s, run.layer_ids, focus.TO)
+    others = np.delete(a[:, :, 0, :], 0, axis=-1)  # token 0's row without itself
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), others.max(-1), rtol=1e-6)
+    [frame] = fig.layout.shapes
+    assert (frame.x0, frame.x1, frame.y0, frame.y1) == (0.5, 1.5, 1.5, 2.5)
+
+
 def test_subset_is_the_chosen_rows_and_columns():
     run = _run(n=10)
     rows, cols = [5, 6, 7, 8, 9], [0, 1, 2]
