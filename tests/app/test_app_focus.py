@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mha_viz import detail, figure_style
-from mha_viz.ui import focus_views, keys
+from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, open_with_text
 
 pytestmark = pytest.mark.model
