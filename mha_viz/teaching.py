@@ -56,15 +56,37 @@ class Walkthrough:
         return len(self.tokens)
 
 
-def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
-                max_tokens: int = TEACH_TOKENS) -> Walkthrough:
-    """One head of one layer, step by step (see the module doc). Raises InputError for blank
-    text and ValueError when the architecture's weights cannot be read."""
+@dataclass(frozen=True)
+class Recording:
+    """One forward pass over a text, kept so that every layer and head can be walked through
+    without running the model again: the tokens and a lean capture (each layer's input and
+    every head's output z)."""
+
+    tokens: list[str]
+    capture: object  # models' Capture
+
+
+def record(model: LoadedModel, text: str, max_tokens: int = TEACH_TOKENS) -> Recording:
+    """Run `text` (its first `max_tokens` tokens) through `model` once. Raises InputError for
+    blank text and ValueError when the architecture's weights cannot be read."""
     if not model.has_head_outputs:
         raise ValueError(f"The weights of '{model.name}' cannot be read step by step.")
     toks = tokenize(model, text, max_tokens)
-    ids, display = toks.ids, toks.display
-    cap = model.capture(torch.tensor([ids]), lean=True)
+    return Recording(toks.display, model.capture(torch.tensor([toks.ids]), lean=True))
+
+
+def layer_probabilities(model: LoadedModel, recording: Recording, layer: int) -> np.ndarray:
+    """Every head's attention probabilities (H, n, n) of one layer over the recording's tokens."""
+    return model.recompute(recording.capture, layer)[0].float().cpu().numpy()
+
+
+def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
+                max_tokens: int = TEACH_TOKENS, *, recording: Recording | None = None) -> Walkthrough:
+    """One head of one layer, step by step (see the module doc), from `recording` (that of
+    `record(model, text, max_tokens)`; made here when not given). Raises InputError for blank
+    text and ValueError when the architecture's weights cannot be read."""
+    rec = recording if recording is not None else record(model, text, max_tokens)
+    display, cap, n = rec.tokens, rec.capture, len(rec.tokens)
     mha = model.layer_adapter(layer).mha
     inp = cap.layer_inputs[layer]
     kv = head // (model.num_heads // model.num_kv_heads)
@@ -74,7 +96,6 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
         q, k, v = q_all[0, head], k_all[0, kv], v_all[0, kv]  # (n, d_k), (n, d_k), (n, d_v)
         scores = q @ k.T  # (n, n)
         scaled = scores * mha.scale
-        n = len(ids)
         masked = scaled.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf")) \
             if model.is_causal else scaled.clone()
         probs = torch.softmax(masked, dim=-1)  # (n, n)

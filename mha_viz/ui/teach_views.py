@@ -3,7 +3,10 @@ demonstrations (the ablation view is `ablation_views`)."""
 
 from __future__ import annotations
 
+from typing import Callable, Hashable
+
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 import mha_viz
@@ -53,7 +56,7 @@ def teaching_view() -> None:
                 "GPT-2- or Llama-family model.", icon="ℹ️")
         return
     _pick_known_head(cur)
-    row, layer, head = _layer_head(run, keys.TEACH_LAYER, keys.TEACH_HEAD)
+    _, layer, head = _layer_head(run, keys.TEACH_LAYER, keys.TEACH_HEAD)
     if model.name == TOY:
         table = analysis.head_table(cur.key, run, model)
         r = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
@@ -61,13 +64,41 @@ def teaching_view() -> None:
                    f"induction score {r.induction_score:.2f}. Layer 0 has a head that looks one token back; "
                    "layer 1 has a head that looks at the token after the previous occurrence of the current "
                    "one, and so predicts the repeat.")
-    w = analysis.walkthrough(cur.key, layer, head, model)
+    text_key = cur.key.with_text(cur.key.text)  # what the steps read: model, text, cap (not the layers or hidden tokens)
+    w = _walkthrough(text_key, layer, head, model)
     n = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
     if n > w.n:
         st.caption(f"The steps show the first {w.n} of {n} tokens, so that every cell stays readable.")
-    _steps(w)
+    _steps(w, _figures("steps", (text_key, layer, head), lambda: teach_figures.step_figures(w)))
     _costs(model, run.n, head)
-    _demonstrations(cur, w, row)
+    _demonstrations(cur, w)
+
+
+@st.cache_resource(show_spinner="Running the text through the model…", max_entries=4)
+def _recording(key: keys.AnalysisKey, _model) -> teaching.Recording:
+    with mha_viz.session_cap(key.cap):
+        return teaching.record(_model, key.text, min(teaching.TEACH_TOKENS, key.cap))
+
+
+@st.cache_resource(show_spinner="Walking through the head…", max_entries=32)
+def _walkthrough(key: keys.AnalysisKey, layer: int, head: int, _model) -> teaching.Walkthrough:
+    """One head's steps, from the text's one forward pass (switching heads or layers reruns no model)."""
+    return teaching.walkthrough(_model, key.text, layer, head, recording=_recording(key, _model))
+
+
+FIGURES_KEPT = 24  # sets of figures (one head's steps, one demonstration) the server keeps
+
+
+@st.cache_resource(show_spinner=False, max_entries=FIGURES_KEPT)
+def _cached_figures(kind: str, key, _build: Callable[[], dict[str, go.Figure]]) -> dict[str, go.Figure]:
+    return _build()
+
+
+def _figures(kind: str, key: Hashable, build: Callable[[], dict[str, go.Figure]]) -> dict[str, go.Figure]:
+    """The figures `build()` makes, made once per server for (`kind`, `key`) and shared by every
+    session (like `charts.cached`, one entry for a whole set): `key` names everything they are
+    drawn from (the run's AnalysisKey, layer, head), and nobody changes them afterwards."""
+    return _cached_figures(kind, key, build)
 
 
 def _step(number: int, title: str, formula: str, shape: str, figure=None, note: str = "") -> None:
@@ -79,50 +110,50 @@ def _step(number: int, title: str, formula: str, shape: str, figure=None, note: 
         charts.show(figure, key=f"step_{number}")
 
 
-def _steps(w: teaching.Walkthrough) -> None:
+def _steps(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     n, d, d_k, d_v = w.n, w.X.shape[1], w.Q.shape[1], w.V.shape[1]
-    H, tok = w.num_heads, w.tokens
+    H = w.num_heads
     st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
-    _step(1, "Input X", r"X \in \mathbb{R}^{n \times d_{model}}", f"{n} × {d}",
-          teach_figures.matrix(w.X, tok, title="X: one row per token"),
+    _step(1, "Input X", r"X \in \mathbb{R}^{n \times d_{model}}", f"{n} × {d}", figs["X"],
           "What this layer receives: one vector per token (after the layer norm in pre-LN models).")
     kv = f" (KV head {w.kv_head}, shared by {H // w.num_kv_heads} query heads)" if w.num_kv_heads != H else ""
     rope = " Then rotary position embeddings turn q and k by an angle that grows with the position." if w.rope else ""
     _step(2, "Queries, keys, values", r"Q = X W_Q + b_Q,\quad K = X W_K + b_K,\quad V = X W_V + b_V",
           f"Q {n} × {d_k}, K {n} × {d_k}, V {n} × {d_v}; W_Q, W_K {d} × {d_k}, W_V {d} × {d_v}",
           note=f"This head's own projections{kv}.{rope}")
-    cols = st.columns(3)
-    for col, (name, m) in zip(cols, (("Q", w.Q), ("K", w.K), ("V", w.V))):
-        charts.show(teach_figures.matrix(m, tok, title=name), key=f"step_2_{name}", where=col)
-    _step(3, "Scores", r"S = Q K^\top", f"{n} × {n}", teach_figures.matrix(w.scores, tok, title="Q Kᵀ", columns=tok),
+    for col, name in zip(st.columns(3), "QKV"):
+        charts.show(figs[name], key=f"step_2_{name}", where=col)
+    _step(3, "Scores", r"S = Q K^\top", f"{n} × {n}", figs["scores"],
           "Entry (i, j): how well query i matches key j (a dot product).")
     _step(4, "Scaling", r"S' = \frac{Q K^\top}{\sqrt{d_k}}" + rf"\quad (\sqrt{{{d_k}}} = {1 / w.scale:.3g})",
-          f"{n} × {n}", teach_figures.matrix(w.scaled, tok, title="Q Kᵀ / √d_k", columns=tok),
+          f"{n} × {n}", figs["scaled"],
           "Without it, dot products of d_k-dimensional vectors grow like √d_k and softmax saturates.")
     if w.is_causal:
-        _step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", f"{n} × {n}",
-              teach_figures.matrix(w.masked, tok, title="masked scores (blank: −∞)", columns=tok),
+        _step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", f"{n} × {n}", figs["masked"],
               "A decoder's token may not look at later tokens: their scores become −∞, so softmax gives them 0.")
     else:
         _step(5, "Mask", r"\text{(none: an encoder lets every token see every token)}", f"{n} × {n}",
               note="Padding keys would be masked here; a single sentence has none.")
     _step(6, "Softmax, row by row", r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{k} e^{S'_{ik}}}", f"{n} × {n}",
-          teach_figures.matrix(w.probs, tok, title="A: attention probabilities", columns=tok, probabilities=True),
-          "Each row is a probability distribution over the keys: it sums to 1.")
-    i = st.slider("Query row to look at", 0, n - 1, value=min(n - 1, n // 2), key="teach_row")
-    charts.show(teach_figures.softmax_row(w.masked[i], w.probs[i], tok, title=f"Row {i} ({tok[i]!s}): "
-                                              "scores → probabilities"), key="teach_softmax_row")
-    _step(7, "Weighted sum of values", r"z = A V", f"{n} × {d_v}", teach_figures.matrix(w.z, tok, title="z = A V"),
+          figs["probs"], "Each row is a probability distribution over the keys: it sums to 1.")
+    _query_row(w)
+    _step(7, "Weighted sum of values", r"z = A V", f"{n} × {d_v}", figs["z"],
           "Each token's output is the average of the value vectors, weighted by its row of A.")
-    start_col = w.head * d_v
     _step(8, "Concatenate all heads", r"\mathrm{Concat}(z_1, \dots, z_h)", f"{n} × {H * d_v} (h = {H})",
-          teach_figures.matrix(w.concat, tok, title="every head's z side by side (this head framed)",
-                               highlight=(start_col, start_col + d_v)))
+          figs["concat"])
     _step(9, "Output projection", r"\mathrm{MultiHead}(X) = \mathrm{Concat}(z_1, \dots, z_h)\, W_O + b_O",
-          f"{n} × {d}; W_O {H * d_v} × {d}",
-          teach_figures.matrix(w.output, tok, title="the layer's attention output"),
+          f"{n} × {d}; W_O {H * d_v} × {d}", figs["output"],
           f"Head {w.head}'s share is z W_O[{w.head}] (its {d_v} rows of W_O); the output is the sum of "
           "every head's share plus the bias.")
+
+
+@st.fragment
+def _query_row(w: teaching.Walkthrough) -> None:
+    """One query's scores and probabilities; moving the slider reruns only this part."""
+    n, tok = w.n, w.tokens
+    i = st.slider("Query row to look at", 0, n - 1, value=min(n - 1, n // 2), key="teach_row") if n > 1 else 0
+    charts.show(teach_figures.softmax_row(w.masked[i], w.probs[i], tok, title=f"Row {i} ({tok[i]!s}): "
+                                          "scores → probabilities"), key="teach_softmax_row")
 
 
 def _costs(model, n: int, head: int) -> None:
@@ -143,56 +174,73 @@ def _costs(model, n: int, head: int) -> None:
                "(fused kernels such as FlashAttention never store them), z h·n·d_v. Sharing K/V (GQA, "
                "MQA) shrinks the K/V projections and the KV cache, not the scores.")
     if 1 < model.num_kv_heads < model.num_heads or model.num_kv_heads == 1:
-        charts.show(teach_figures.kv_sharing(model.num_heads, model.num_kv_heads, highlight=head),
-                        key="teach_gqa")
+        fig = charts.cached("teach_gqa", (model.num_heads, model.num_kv_heads, head),
+                            lambda: teach_figures.kv_sharing(model.num_heads, model.num_kv_heads, highlight=head))
+        charts.show(fig, key="teach_gqa")
 
 
-def _demonstrations(cur, w: teaching.Walkthrough, row: int) -> None:
+PROJECTIONS, HEADS, MASKS = "Why projections", "Why several heads", "Masks"
+
+
+def _demonstrations(cur, w: teaching.Walkthrough) -> None:
+    """One demonstration at a time (the one picked is the only one computed and drawn)."""
     st.subheader("Demonstrations")
-    why_proj, why_heads, masks = st.tabs(["Why projections", "Why several heads", "Masks"])
-    tok = w.tokens
-    with why_proj:
-        st.markdown("With **Q = K = V = X** and unit-length token vectors, every token attends most to "
-                    "itself: x·x = 1 ≥ x·y. Learned W_Q and W_K let a head look elsewhere.")
-        cols = st.columns(2)
-        charts.show(teach_figures.matrix(teaching.self_similarity(w.X, True), tok, columns=tok,
-                                                  probabilities=True, title="softmax(X̂ X̂ᵀ/√d), no projections"),
-                             key="demo_noproj", where=cols[0])
-        charts.show(teach_figures.matrix(w.probs, tok, columns=tok, probabilities=True,
-                                                  title="this head, with W_Q and W_K"), key="demo_proj", where=cols[1])
-        st.markdown("The claim needs **normalised** vectors. With raw vectors a longer neighbour pointing the "
-                    "same way wins: below, *b* = (0.6, 0.8) and *c* = 3·*b*, so b·c = 3 > b·b = 1.")
-        names, vecs = teaching.longer_neighbour_example()
-        cols = st.columns(2)
-        charts.show(teach_figures.matrix(teaching.self_similarity(vecs, False), names, columns=names,
-                                                  probabilities=True, title="raw vectors: b looks at c"),
-                             key="demo_raw", where=cols[0])
-        charts.show(teach_figures.matrix(teaching.self_similarity(vecs, True), names, columns=names,
-                                                  probabilities=True, title="normalised: b looks at itself (and c, a tie)"),
-                             key="demo_norm", where=cols[1])
-    with why_heads:
-        run = cur.run
-        table = analysis.head_table(cur.key, run, cur.model)
-        layer_rows = table[table["layer"] == run.layer_ids[row]]
-        full = cur.full_run or run  # the walkthrough's positions: every token, whatever the sidebar hides
-        mean = full.attentions[row].mean(0)
-        st.markdown(f"One head can put each query's attention in one place. Layer {run.layer_ids[row]}'s "
-                    f"{run.num_heads} heads split the work; their average (what a single averaged head would "
-                    "see) blurs it.")
-        charts.show(teach_figures.matrix(mean[: w.n, : w.n], tok, columns=tok, probabilities=True,
-                                             title="the layer's heads averaged"), key="demo_mean")
-        cols = st.columns(3)
-        for h in range(run.num_heads):
-            pattern = layer_rows.iloc[h]["pattern"]
-            charts.show(teach_figures.matrix(full.attentions[row, h][: w.n, : w.n], tok, columns=tok,
-                                                          probabilities=True, title=f"head {h}: {pattern}"),
-                                     key=f"demo_head_{h}", where=cols[h % 3])
-    with masks:
-        unmasked, causal = teaching.softmax_rows(w.scaled), teaching.softmax_rows(w.scaled, causal=True)
+    pick = st.segmented_control("Demonstration", (PROJECTIONS, HEADS, MASKS), default=PROJECTIONS, required=True,
+                                key="teach_demo", persist_state=state.KEEP, label_visibility="collapsed")
+    key = (cur.key.with_text(cur.key.text), w.layer, w.head)
+    if pick == HEADS:
+        _why_heads(cur, w)
+    elif pick == MASKS:
         st.markdown("The same scores, softmaxed two ways: an **encoder** (BERT) lets every token see every "
                     "token; a **decoder** (GPT) hides later tokens, so row i spreads over tokens 0…i only.")
-        cols = st.columns(2)
-        charts.show(teach_figures.matrix(unmasked, tok, columns=tok, probabilities=True,
-                                                  title="encoder: bidirectional"), key="demo_enc", where=cols[0])
-        charts.show(teach_figures.matrix(causal, tok, columns=tok, probabilities=True,
-                                                  title="decoder: causal"), key="demo_dec", where=cols[1])
+        figs = _figures("masks", key, lambda: teach_figures.probability_maps({
+            "encoder: bidirectional": teaching.softmax_rows(w.scaled),
+            "decoder: causal": teaching.softmax_rows(w.scaled, causal=True)}, w.tokens))
+        _pair(figs, ("demo_enc", "demo_dec"))
+    else:
+        _why_projections(key, w)
+
+
+def _pair(figs: dict[str, go.Figure], keys_: tuple[str, str]) -> None:
+    """Two figures side by side, in the order they were made."""
+    for col, fig, k in zip(st.columns(2), figs.values(), keys_):
+        charts.show(fig, key=k, where=col)
+
+
+def _why_projections(key, w: teaching.Walkthrough) -> None:
+    st.markdown("With **Q = K = V = X** and unit-length token vectors, every token attends most to "
+                "itself: x·x = 1 ≥ x·y. Learned W_Q and W_K let a head look elsewhere.")
+    figs = _figures("projections", key, lambda: teach_figures.probability_maps({
+        "softmax(X̂ X̂ᵀ/√d), no projections": teaching.self_similarity(w.X, True),
+        "this head, with W_Q and W_K": w.probs}, w.tokens))
+    _pair(figs, ("demo_noproj", "demo_proj"))
+    st.markdown("The claim needs **normalised** vectors. With raw vectors a longer neighbour pointing the "
+                "same way wins: below, *b* = (0.6, 0.8) and *c* = 3·*b*, so b·c = 3 > b·b = 1.")
+
+    def example() -> dict[str, go.Figure]:
+        names, vecs = teaching.longer_neighbour_example()
+        return teach_figures.probability_maps({
+            "raw vectors: b looks at c": teaching.self_similarity(vecs, False),
+            "normalised: b looks at itself (and c, a tie)": teaching.self_similarity(vecs, True)}, names)
+    _pair(_figures("longer_neighbour", (), example), ("demo_raw", "demo_norm"))
+
+
+def _why_heads(cur, w: teaching.Walkthrough) -> None:
+    run, model = cur.run, cur.model
+    st.markdown(f"One head can put each query's attention in one place. Layer {w.layer}'s "
+                f"{run.num_heads} heads split the work; their average (what a single averaged head would "
+                "see) blurs it.")
+
+    def build() -> dict[str, go.Figure]:
+        table = analysis.head_table(cur.key, run, model)
+        patterns = table[table["layer"] == w.layer]["pattern"].tolist()
+        text_key = cur.key.with_text(cur.key.text)
+        att = teaching.layer_probabilities(model, _recording(text_key, model), w.layer)  # (H, n, n): the steps' tokens
+        maps = {"the layer's heads averaged": att.mean(0)}
+        maps |= {f"head {h}: {patterns[h]}": att[h] for h in range(run.num_heads)}
+        return teach_figures.probability_maps(maps, w.tokens)
+    figs = list(_figures("heads", (cur.key, w.layer), build).values())
+    charts.show(figs[0], key="demo_mean")
+    cols = st.columns(3)
+    for h, fig in enumerate(figs[1:]):
+        charts.show(fig, key=f"demo_head_{h}", where=cols[h % 3])

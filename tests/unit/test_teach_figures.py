@@ -1,17 +1,116 @@
-"""The teaching page's matrix figure: every row and column of a matrix is its own category, also
-when tokens repeat ("the cat sat on the mat": two columns "the")."""
+"""The teaching page's figures: every row and column of a matrix is its own category, also when
+tokens repeat ("the cat sat on the mat": two columns "the"), and the figures of every step and
+demonstration carry the walkthrough's own arrays under the tokens' labels."""
 
 from __future__ import annotations
 
-import numpy as np
+import json
 
-from mha_viz import teach_figures
+import numpy as np
+import plotly.io as pio
+import pytest
+
+from mha_viz import teach_figures, teaching
+from mha_viz.figure_style import axis_labels, label_text
+from tests.helpers import decode
+
+TOK = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
 
 
 def test_repeated_tokens_keep_their_own_rows_and_columns():
-    tok = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]
-    fig = teach_figures.matrix(np.random.default_rng(0).random((8, 8)), tok, title="A", columns=tok,
+    fig = teach_figures.matrix(np.random.default_rng(0).random((8, 8)), TOK, title="A", columns=TOK,
                                probabilities=True)
     heat = fig.data[0]
     assert len(set(heat.x)) == len(set(heat.y)) == 8 and list(heat.x) == list(heat.y)
-    assert [x.split("\u200b")[0] for x in heat.x] == tok  # shown as the tokens
+    assert [x.split("\u200b")[0] for x in heat.x] == TOK  # shown as the tokens
+
+
+def _walkthrough(causal: bool, d_model: int = 60, H: int = 4, d_k: int = 5, seed: int = 0) -> teaching.Walkthrough:
+    """A walkthrough of random numbers, computed as `teaching.walkthrough` does (without a model)."""
+    rng = np.random.default_rng(seed)
+    n = len(TOK)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+    X, W_Q, W_K, W_V, W_O = f32(n, d_model), f32(d_model, d_k), f32(d_model, d_k), f32(d_model, d_k), f32(d_k, d_model)
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    scores = Q @ K.T
+    scaled = scores / np.float32(np.sqrt(d_k))
+    masked = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, scaled).astype(np.float32) if causal else scaled
+    probs = teaching.softmax_rows(masked).astype(np.float32)
+    z = probs @ V
+    concat = np.concatenate([f32(n, d_k), z, f32(n, d_k * (H - 2))], axis=1)  # head 1 of 4
+    return teaching.Walkthrough(
+        tokens=TOK, layer=3, head=1, kv_head=1, num_heads=H, num_kv_heads=H, scale=1 / np.sqrt(d_k),
+        is_causal=causal, rope=False, X=X, W_Q=W_Q, W_K=W_K, W_V=W_V, W_O=W_O, Q=Q, K=K, V=V, scores=scores,
+        scaled=scaled, masked=masked, probs=probs, z=z, concat=concat, output=concat @ f32(H * d_k, d_model),
+        head_output=z @ W_O)
+
+
+def _sent(fig) -> dict:
+    """The figure as Streamlit sends it (JSON, arrays decoded)."""
+    return decode(json.loads(pio.to_json(fig, validate=False)))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_step_figures_carry_the_walkthroughs_arrays_under_the_tokens(causal):
+    w = _walkthrough(causal)
+    figs = teach_figures.step_figures(w)
+    expected = {"X", "Q", "K", "V", "scores", "scaled", "probs", "z", "concat", "output"} | ({"masked"} if causal else set())
+    assert set(figs) == expected
+    labels = axis_labels(TOK)
+    for name, fig in figs.items():
+        heat = _sent(fig)["data"][0]
+        values = getattr(w, name)
+        shown = min(values.shape[1], teach_figures.MAX_COLUMNS)
+        want = np.where(np.isneginf(values[:, :shown]), np.nan, values[:, :shown])
+        np.testing.assert_array_equal(np.array(heat["z"], dtype=float), want.astype(float), err_msg=name)
+        assert heat["y"] == labels, name  # one row per token, "the" twice as two rows
+        square = name in {"scores", "scaled", "masked", "probs"}
+        assert heat["x"] == (labels if square else [str(j) for j in range(shown)]), name
+    assert [label_text(x) for x in _sent(figs["probs"])["data"][0]["x"]] == TOK
+    assert _sent(figs["X"])["layout"]["title"]["text"] == "X: one row per token (first 48 of 60 columns)"
+    if causal:  # masked keys (j > i) are blank cells, not numbers
+        z = np.array(_sent(figs["masked"])["data"][0]["z"], dtype=float)
+        assert np.isnan(z[np.triu_indices(len(TOK), 1)]).all() and np.isfinite(np.tril(z)).all()
+    frame = _sent(figs["concat"])["layout"]["shapes"][0]
+    assert (frame["x0"], frame["x1"]) == (w.head * 5 - 0.5, (w.head + 1) * 5 - 0.5)  # head 1's 5 columns
+
+
+def test_probability_maps_keep_each_title_and_its_matrix():
+    w = _walkthrough(False)
+    maps = {"encoder": teaching.softmax_rows(w.scaled), "decoder": teaching.softmax_rows(w.scaled, causal=True)}
+    figs = teach_figures.probability_maps(maps, TOK)
+    assert list(figs) == ["encoder", "decoder"]
+    for title, fig in figs.items():
+        sent = _sent(fig)
+        assert sent["layout"]["title"]["text"] == title
+        heat = sent["data"][0]
+        np.testing.assert_allclose(np.array(heat["z"], dtype=float), maps[title])
+        assert heat["x"] == heat["y"] == axis_labels(TOK) and (heat["zmin"], heat["zmax"]) == (0, 1)
+
+
+def test_float32_matrices_are_sent_as_float32():
+    z = np.random.default_rng(1).random((8, 8)).astype(np.float32)
+    heat = json.loads(pio.to_json(teach_figures.matrix(z, TOK, title="A"), validate=False))["data"][0]
+    assert heat["z"]["dtype"] == "f4"  # half the bytes of float64 on the wire
+    ints = _sent(teach_figures.matrix(np.eye(3, dtype=int), ["a", "b", "c"], title="I"))["data"][0]
+    np.testing.assert_array_equal(ints["z"], np.eye(3))
+    assert ints["zmin"] == -1 and ints["zmax"] == 1  # diverging, centred on 0
+
+
+def test_softmax_row_blanks_masked_keys():
+    scores = np.array([1.0, 2.0, -np.inf, -np.inf])
+    probs = teaching.softmax_rows(scores[None, :])[0]
+    bars, line = _sent(teach_figures.softmax_row(scores, probs, ["a", "b", "a", "c"], title="Row 1"))["data"]
+    assert bars["type"] == "bar" and line["type"] == "scatter"
+    assert np.isnan(np.array(bars["y"], dtype=float)[2:]).all() and bars["y"][:2] == [1.0, 2.0]
+    np.testing.assert_allclose(line["y"], [1 / (1 + np.e), np.e / (1 + np.e), 0, 0])
+    assert len(set(bars["x"])) == 4  # the repeated "a" keeps its own bar
+
+
+def test_kv_sharing_joins_each_query_head_to_its_group():
+    fig = _sent(teach_figures.kv_sharing(9, 3, highlight=4))
+    lines = [t for t in fig["data"] if t["mode"] == "lines"]
+    assert len(lines) == 9
+    dark = [i for i, t in enumerate(lines) if t["line"]["color"] == "#08306b"]
+    assert dark == [3, 4, 5]  # head 4 reads KV head 1, shared with heads 3 and 5
+    assert [t["x"][1] for t in lines] == [1.0] * 3 + [4.0] * 3 + [7.0] * 3  # the centre of each group

@@ -1,0 +1,83 @@
+"""The teaching page draws what is on screen: one demonstration at a time (the others are drawn
+when picked, with the same numbers as the steps), the query row on its own, and a change of
+head or layer reads the text's one recorded forward pass instead of running the model again."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import pytest
+import torch
+
+from tests.app.helpers import charts, open_with_text
+
+pytestmark = pytest.mark.model
+TEXT = "The cat sat on the mat."
+
+
+def _by_title(at) -> dict[str, dict]:
+    return {c["layout"]["title"]["text"]: c for c in charts(at)}
+
+
+def _z(chart: dict) -> np.ndarray:
+    return np.array(chart["data"][0]["z"], dtype=float)
+
+
+def _probs(at) -> np.ndarray:
+    return _z(next(c for t, c in _by_title(at).items() if t.startswith("A: attention probabilities")))
+
+
+def test_one_demonstration_at_a_time_with_the_steps_numbers():
+    at = open_with_text("teaching", TEXT)
+    at.selectbox(key="teach_layer").set_value(2)
+    at.selectbox(key="teach_head").set_value(5).run()
+    titles = _by_title(at)
+    assert "this head, with W_Q and W_K" in titles  # the first demonstration, drawn
+    assert not any(t.startswith("head ") or t.startswith("encoder") for t in titles)  # the others, not
+    probs = _probs(at)
+    np.testing.assert_allclose(_z(titles["this head, with W_Q and W_K"]), probs, atol=1e-6)
+
+    at.button_group(key="teach_demo").set_value("Why several heads").run()
+    assert not at.exception and not at.error
+    titles = _by_title(at)
+    heads = {int(t.split()[1].rstrip(":")): c for t, c in titles.items() if t.startswith("head ")}
+    heads = [heads[h] for h in sorted(heads)]  # drawn three columns wide: read column by column
+    assert len(heads) == 12 and "this head, with W_Q and W_K" not in titles
+    maps = np.stack([_z(c) for c in heads])  # (H, n, n)
+    np.testing.assert_allclose(maps[5], probs, atol=1e-5)  # head 5 is the head the steps walk through
+    np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(_z(titles["the layer's heads averaged"]), maps.mean(0), atol=1e-5)
+    assert heads[0]["data"][0]["x"] == next(iter(titles.values()))["data"][0]["y"]  # the steps' tokens
+
+    at.button_group(key="teach_demo").set_value("Masks").run()
+    titles = _by_title(at)
+    encoder, decoder = _z(titles["encoder: bidirectional"]), _z(titles["decoder: causal"])
+    np.testing.assert_allclose(encoder, probs, atol=1e-5)  # BERT masks nothing: its own probabilities
+    n = len(probs)
+    assert np.allclose(decoder[np.triu_indices(n, 1)], 0) and np.allclose(decoder.sum(1), 1, atol=1e-5)
+    assert not any(t.startswith("head ") for t in titles)
+
+
+def test_the_query_row_shows_that_row_of_the_probabilities():
+    at = open_with_text("teaching", TEXT)
+    at.slider(key="teach_row").set_value(2).run()
+    assert not at.exception and not at.error
+    row = next(c for t, c in _by_title(at).items() if t.startswith("Row 2 ("))
+    line = next(t for t in row["data"] if t["type"] == "scatter")
+    np.testing.assert_allclose(np.array(line["y"], dtype=float), _probs(at)[2], atol=1e-6)
+
+
+def test_switching_heads_and_layers_runs_no_model():
+    at = open_with_text("teaching", TEXT, model="smollm2")
+    first = _probs(at)
+    # every forward pass of every model starts at its token embeddings
+    with mock.patch.object(torch.nn.Embedding, "forward", autospec=True, side_effect=torch.nn.Embedding.forward) as embed:
+        at.selectbox(key="teach_head").set_value(4).run()
+        at.selectbox(key="teach_layer").set_value(3).run()
+    assert not at.exception and not at.error
+    assert embed.call_count == 0  # the recorded forward pass is read again
+    probs = _probs(at)
+    assert probs.shape == first.shape and not np.allclose(probs, first)
+    assert np.allclose(probs[np.triu_indices(len(probs), 1)], 0)  # causal
+    assert "masked scores (blank: −∞)" in _by_title(at)
