@@ -89,23 +89,30 @@ def head_subset(run: AttentionRun, layer: int, head: int, rows, cols, *, rescale
 
 def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128,
                 offset: int = 0) -> go.Figure:
-    """Every cell of a long input as one pixel of a palette PNG (a few hundred KB at n = 512,
-    where n² float32 numbers would be 1.4 MB), under an invisible grid of at most blocks ×
-    blocks cells whose hover gives the block's token range, max and mean. `offset`: the
-    position in the text of the first row and column (a window), for labels and hover."""
+    """One head (or a window of it) as a `matrix_image`, queries down, keys across."""
+    return matrix_image(a, tokens, title=title, zmax=zmax, blocks=blocks, offset=offset)
+
+
+def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128,
+                 offset: int = 0, x_title: str = "key (attended to)", y_title: str = "query (attending)",
+                 rows: str = "queries", cols: str = "keys", more: str = "open a token window for exact cells",
+                 scale_title: str | None = "weight") -> go.Figure:
+    """Every cell of a long (n, n) token matrix as one pixel of a palette PNG (a few hundred KB
+    at n = 512, where n² float32 numbers would be 1.4 MB), under an invisible grid of at most
+    blocks × blocks cells whose hover gives the block's token range, max and mean. `offset`:
+    the position in the text of the first row and column (a window), for labels and hover;
+    `rows`, `cols` name the rows and the columns in the hover, `more` ends it, `scale_title`
+    titles the colour bar."""
     n = a.shape[0]
     top, mean, edges = detail.pooled(a, blocks)
     centers = (edges[:-1] + edges[1:] - 1) / 2
-    fig = go.Figure(go.Image(source=png_data_uri(a / zmax), x0=0, dx=1, y0=0, dy=1, hoverinfo="skip"))
+    fig = go.Figure(go.Image(source=png_data_uri(a / zmax), x0=offset, dx=1, y0=offset, dy=1, hoverinfo="skip"))
     fig.add_trace(go.Heatmap(
-        z=top, x=centers, y=centers, customdata=mean, zmin=0.0, zmax=zmax, colorscale=COLORSCALE, opacity=0,
-        colorbar=colorbar("weight"),
-        hovertemplate="queries near %{y:.0f}, keys near %{x:.0f}<br>block max %{z:.3f} · mean "
-                      "%{customdata:.4f}<extra>open a token window for exact cells</extra>",
+        z=top, x=centers + offset, y=centers + offset, customdata=mean, zmin=0.0, zmax=zmax,
+        colorscale=COLORSCALE, opacity=0, colorbar=colorbar(scale_title),  # pixel i is text position offset + i
+        hovertemplate=f"{rows} near %{{y:.0f}}, {cols} near %{{x:.0f}}<br>block max %{{z:.3f}} · mean "
+                      f"%{{customdata:.4f}}<extra>{more}</extra>",
     ))
-    fig.data[1].x = centers + offset  # pixel i is text position offset + i
-    fig.data[1].y = centers + offset
-    fig.data[0].x0 = fig.data[0].y0 = offset
     step = max(1, n // 24)
     ticks = list(range(0, n, step))
     ticktext = [f"{offset + i}: {html.escape(tokens[i][:12], quote=False)}" for i in ticks]
@@ -113,13 +120,23 @@ def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, bl
     side = 900
     fig.update_layout(
         title=plot_title(title + f" · {n} × {n} pixels"),
-        xaxis=dict(title=dict(text="key (attended to)"), tickvals=ticks, ticktext=ticktext, tickangle=-60,
+        xaxis=dict(title=dict(text=x_title), tickvals=ticks, ticktext=ticktext, tickangle=-60,
                    range=[offset - 0.5, offset + n - 0.5], showgrid=False, zeroline=False),
-        yaxis=dict(title=dict(text="query (attending)"), tickvals=ticks, ticktext=ticktext,
+        yaxis=dict(title=dict(text=y_title), tickvals=ticks, ticktext=ticktext,
                    range=[offset + n - 0.5, offset - 0.5], showgrid=False, zeroline=False, scaleanchor="x"),
         height=side, margin=margin(), plot_bgcolor="white",
     )
     return fig
+
+
+def token_image(matrix: np.ndarray, tokens: list[str], *, title: str) -> go.Figure:
+    """A long token-by-token matrix (rollout, flow), colours up to its maximum, as a
+    `matrix_image` (as a long head is drawn): `metric_figures.token_matrix`'s n² floats would be
+    1.4 MB at n = 512. Hover: blocks of tokens, their max and mean."""
+    m = np.asarray(matrix, dtype=np.float32)
+    return matrix_image(m, tokens, title=title, zmax=float(max(m.max(), 1e-12)), x_title="input token",
+                        y_title="token at this layer", rows="tokens", cols="input tokens", more="",
+                        scale_title=None)
 
 
 def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,

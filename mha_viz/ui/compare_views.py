@@ -109,15 +109,15 @@ def compare_view() -> None:
     if cmp.change is not None:
         _head_by_head(cmp, (cur.key, key_b), label_a, label_b)
     else:
-        _by_depth(cmp)
+        _by_depth(cmp, (cur.key, key_b))
     _table(cmp)
 
 
 def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     run = cmp.run_a
     st.subheader("How much each head changed")
-    charts.show(compare_figures.change_grid(cmp), key=keys.CMP_GRID, name="compare-change", on_select=_on_grid,
-                selection_mode="points", width="content")
+    charts.show(charts.cached("compare_change", this, lambda: compare_figures.change_grid(cmp)), key=keys.CMP_GRID,
+                name="compare-change", on_select=_on_grid, selection_mode="points", width="content")
     ranked = cmp.ranked(TOP)
     st.caption("Click a cell to show that head side by side below. Changed most: " + ", ".join(
         f"L{run.layer_ids[l]} H{h} ({v:.3g})" for l, h, v in ranked[:5]) + ".")
@@ -132,14 +132,15 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
                               format_func=lambda row: str(run.layer_ids[row]))
     head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD, persist_state=state.KEEP)
     rescale = cols[2].toggle("Rescale A and B to their maximum", key="cmp_rescale")
-    charts.show(compare_figures.side_by_side(cmp, layer, head, rescale=rescale), key="cmp_side",
-                name=f"compare-L{run.layer_ids[layer]}-H{head}")
+    fig = charts.cached("compare_side", (this, layer, head, rescale),
+                        lambda: compare_figures.side_by_side(cmp, layer, head, rescale=rescale))
+    charts.show(fig, key="cmp_side", name=f"compare-L{run.layer_ids[layer]}-H{head}")
     st.caption(f"Left {state.plain(label_a)}, "
                + (f"middle {state.plain(label_b)}, right A − B (red: A attends more, blue: B attends more)."
                   if cmp.kind != "metrics" else f"right {state.plain(label_b)}."))
 
 
-def _by_depth(cmp) -> None:
+def _by_depth(cmp, this: tuple) -> None:
     st.subheader("Metrics by relative depth")
     st.caption("The two models have different numbers of layers or heads, so heads cannot be paired: each "
                "layer is placed at its relative depth (0 = first layer, 1 = last) and the spread of a metric "
@@ -149,7 +150,8 @@ def _by_depth(cmp) -> None:
         st.info("No head metric is available for both models.")
         return
     metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
-    charts.show(compare_figures.depth_distributions(cmp, metric), key="cmp_depth", name=f"compare-depth-{metric}")
+    charts.show(charts.cached("compare_depth", (this, metric), lambda: compare_figures.depth_distributions(cmp, metric)),
+                key="cmp_depth", name=f"compare-depth-{metric}")
 
 
 def _table(cmp) -> None:
@@ -161,5 +163,5 @@ def _table(cmp) -> None:
                  column_config={c: st.column_config.NumberColumn(format="%.4f")
                                 for c in table.columns if table[c].dtype.kind == "f"})
     stem = figure_style.safe_filename(f"compare-{cmp.run_a.model_name}-{cmp.run_b.model_name}")
-    st.download_button("Download the differences (CSV)", export_views.table_csv(table), file_name=f"{stem}.csv",
-                       mime="text/csv", key="dl_cmp")
+    st.download_button("Download the differences (CSV)", lambda: export_views.table_csv(table), file_name=f"{stem}.csv",
+                       mime="text/csv", key="dl_cmp", on_click="ignore")

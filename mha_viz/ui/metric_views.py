@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import figure_style, figures, metric_figures, metrics
+from mha_viz import detail, figure_style, figures, metric_figures, metrics
 from mha_viz.ui import analysis, charts, keys, state
-from mha_viz.ui.views import open_head, start
+from mha_viz.ui.views import head_heatmap, open_head, start
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -69,8 +69,8 @@ def metrics_view() -> None:
     _explain(metrics.METRICS[choice])
     values = table[choice].to_numpy().reshape(run.num_layers, run.num_heads)
     patterns = table["pattern"].to_numpy().reshape(run.num_layers, run.num_heads)
-    fig = metric_figures.metric_grid(values, title=f"{metrics.METRICS[choice].label}, every head", patterns=patterns,
-                                     layer_ids=run.layer_ids)
+    fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.metric_grid(
+        values, title=f"{metrics.METRICS[choice].label}, every head", patterns=patterns, layer_ids=run.layer_ids))
     charts.show(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
                     selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")
@@ -81,7 +81,7 @@ def metrics_view() -> None:
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     st.dataframe(table, hide_index=True, key="head_table_df", column_config=_number_format(table))
-    st.download_button("Download the head table (CSV)", table.to_csv(index=False).encode(),
+    st.download_button("Download the head table (CSV)", lambda: table.to_csv(index=False).encode(), on_click="ignore",
                        file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv", key="dl_table")
 
 
@@ -96,6 +96,10 @@ def _js_seconds(run) -> float:
     N = run.num_layers * run.num_heads
     entries = N * N / 2 * run.n * run.n * (0.5 if run.is_causal else 1.0)
     return 4.0 * entries / (144 * 144 / 2 * 512 * 512)
+
+
+BASELINE_X = 5  # measured: the baseline takes about 5× the JS of the text (model, forward, near-uniform JS)
+BASELINE_AUTO_S = 2.0  # the baseline is on by default when it takes less than this
 
 
 def similarity_view() -> None:
@@ -129,14 +133,12 @@ def similarity_view() -> None:
     sim = analysis.similarity(cur.key, kind, run, model)
     dis = metrics.as_dissimilarity(sim, kind)
     order = analysis.cluster_order(cur.key, kind, dis) if order_by == "clustered" else None
-    charts.show(metric_figures.similarity_matrix(
+    charts.show(charts.cached("sim_matrix", (cur.key, kind, order_by), lambda: metric_figures.similarity_matrix(
         sim, run.layer_ids, run.num_heads, order=order, divergence=kind == "js",
         signed=kind in ("qk", "ov", "residual"),
-        title=f"{measure.label}, {run.num_layers * run.num_heads} heads ({order_by})"), key="sim_matrix")
+        title=f"{measure.label}, {run.num_layers * run.num_heads} heads ({order_by})")), key="sim_matrix")
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
-    csv = "head," + ",".join(labels) + "\n" + "\n".join(
-        labels[i] + "," + ",".join(f"{x:.6g}" for x in row) for i, row in enumerate(sim))
-    st.download_button("Download this matrix (CSV)", csv.encode(), key="dl_sim",
+    st.download_button("Download this matrix (CSV)", lambda: _matrix_csv(sim, labels), key="dl_sim", on_click="ignore",
                        file_name=f"{figure_style.safe_filename(run.model_name)}-{kind}.csv", mime="text/csv")
 
     st.subheader("Map of heads")
@@ -144,9 +146,9 @@ def similarity_view() -> None:
                "behave alike. Click a point to open that head.")
     table = analysis.head_table(cur.key, run, model)
     xy = analysis.head_map(cur.key, kind, dis)
-    charts.show(metric_figures.head_map(xy, run.num_heads, color_by=color_by,
-                                            patterns=table["pattern"].tolist(), layer_ids=run.layer_ids,
-                                            title=f"Heads placed by {measure.label}, coloured by {color_by}"),
+    charts.show(charts.cached("head_map", (cur.key, kind, color_by), lambda: metric_figures.head_map(
+        xy, run.num_heads, color_by=color_by, patterns=table["pattern"].tolist(), layer_ids=run.layer_ids,
+        title=f"Heads placed by {measure.label}, coloured by {color_by}")),
                     key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
                     selection_mode="points", width="content")
 
@@ -155,13 +157,19 @@ def similarity_view() -> None:
                "Grey: the same architecture at random initialisation on the same text, the baseline "
                "that gives the number its meaning." + (" JS is turned into a similarity as 1 − JS/ln 2."
                                                        if kind == "js" else ""))
-    if st.toggle("Compute the random-initialisation baseline", value=True, key="div_baseline"):
+    base_seconds = BASELINE_X * js_seconds  # measured: a random-init model's heads, made and compared
+    st.session_state.setdefault("div_baseline", base_seconds < BASELINE_AUTO_S)  # a long input opens sooner
+    base = None
+    if st.toggle("Compute the random-initialisation baseline", key="div_baseline"):
         base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model), kind)
     else:
-        base = None
+        st.caption(f"Off by default when it would take over {BASELINE_AUTO_S:.0f} s: the baseline builds the "
+                   f"model at random initialisation, runs it on the text and compares its heads (about "
+                   f"{base_seconds:.0f} s on 2 CPU cores here; kept for this text once computed).")
     div = metrics.diversity_table(metrics.as_similarity(sim, kind), base, run.num_layers, run.num_heads,
                                   layer_ids=run.layer_ids)
-    charts.show(metric_figures.diversity_figure(div), key="div_chart")
+    charts.show(charts.cached("div_chart", (cur.key, kind, base is not None),
+                              lambda: metric_figures.diversity_figure(div)), key="div_chart")
     st.dataframe(div, hide_index=True, key="div_table")
 
 
@@ -190,22 +198,28 @@ def compare_view() -> None:
     for start_at in range(0, len(picked), 2):  # two heatmaps a row, read left to right
         for col, label, g in zip(st.columns(2), picked[start_at:start_at + 2], idx[start_at:start_at + 2]):
             layer, head = divmod(g, run.num_heads)
-            charts.show(figures.head_heatmap(run, layer, head, rescale=rescale), key=f"cmp_{label}", where=col)
+            charts.show(head_heatmap(cur, layer, head, rescale), key=f"cmp_{label}", where=col)
     table = analysis.head_table(cur.key, run, model)
     st.subheader("Their metrics")
     st.dataframe(table.iloc[idx], hide_index=True, key="cmp_table", column_config=_number_format(table))
     st.subheader("Pairwise comparisons")
     rows = []
     kinds = _kind_options(run, model)
-    # only the picked heads: the whole-model matrices (JS above all) may take seconds
-    sub, sub_weights = metrics.select_heads(run, idx, analysis.weights(model))
-    sims = {k: metrics.head_similarity(sub, k, weights=sub_weights) for k in kinds}
+    sims = _picked_similarity(cur.key, tuple(idx), tuple(kinds), run, model)
     for a in range(len(idx)):
         for b in range(a + 1, len(idx)):
             rows.append({"heads": f"{picked[a]} · {picked[b]}",
                          **{kinds[k]: round(float(s[a, b]), 4) for k, s in sims.items()}})
     st.dataframe(rows, hide_index=True, key="cmp_pairs")
     st.caption(" · ".join(f"{m.label}: {m.formula}" for k, m in metrics.SIMILARITIES.items() if k in kinds))
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _picked_similarity(key, heads: tuple[int, ...], kinds: tuple[str, ...], _run, _model) -> dict[str, np.ndarray]:
+    """Each similarity `kinds` among the `heads` (flat indices) of the run `key` names: only the
+    picked heads, since the whole-model matrices (JS above all) may take seconds."""
+    sub, sub_weights = metrics.select_heads(_run, list(heads), analysis.weights(_model))
+    return {k: metrics.head_similarity(sub, k, weights=sub_weights) for k in kinds}
 
 
 def layers_view() -> None:
@@ -230,7 +244,7 @@ def layers_view() -> None:
                    "averaged and the residual connection counted. High: the token's representation is "
                    "made of that input token; low: it is not.")
         matrix = analysis.rollout(cur.key, run)[layer]
-        title = f"Rollout to layer {layer}"
+        title, head = f"Rollout to layer {layer}", None
     elif method == "rollout through one head":
         head = st.number_input("Head", 0, run.num_heads - 1, 0, key="layers_head")
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
@@ -251,10 +265,26 @@ def layers_view() -> None:
             st.caption(f"This takes about {seconds:.0f} s on 2 CPU cores (a max-flow problem for every "
                        "pair of tokens); the result is kept for this text.")
         matrix = analysis.flow(cur.key, layer, run)
-        title = f"Flow to layer {layer}"
-    charts.show(metric_figures.token_matrix(matrix, run.tokens, title=title), key="layers_matrix")
-    st.download_button("Download this matrix (CSV)", _token_csv(matrix, run.tokens), key="dl_layers",
-                       file_name=f"{figure_style.safe_filename(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv", mime="text/csv")
+        title, head = f"Flow to layer {layer}", None
+    fig = charts.cached("layers_matrix", (cur.key, method, layer, None if head is None else int(head)),
+                        lambda: _token_figure(matrix, run.tokens, title=title))
+    charts.show(fig, key="layers_matrix")
+    name = f"{figure_style.safe_filename(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv"
+    st.download_button("Download this matrix (CSV)", lambda: _token_csv(matrix, run.tokens), key="dl_layers",
+                       on_click="ignore", file_name=name, mime="text/csv")  # the CSV is built on a click only
+
+
+def _matrix_csv(sim: np.ndarray, labels: list[str]) -> bytes:
+    """The heads × heads matrix with a header row and a first column of head labels."""
+    return ("head," + ",".join(labels) + "\n" + "\n".join(
+        labels[i] + "," + ",".join(f"{x:.6g}" for x in row) for i, row in enumerate(sim))).encode()
+
+
+def _token_figure(matrix: np.ndarray, tokens: list[str], *, title: str):
+    """Every cell a heatmap cell, or past detail.FULL_DETAIL_TOKENS tokens a pixel of an image."""
+    if len(tokens) <= detail.FULL_DETAIL_TOKENS:
+        return metric_figures.token_matrix(matrix, tokens, title=title)
+    return figures.token_image(matrix, tokens, title=title)
 
 
 def _token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:

@@ -36,6 +36,13 @@ def _on_map_select() -> None:
         log.exception("could not read the selection of the query/key map")
 
 
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _qk_map(key, layer: int, head: int, method: str, translate: bool, _w) -> qk.QKMap:
+    """The query/key map of the walkthrough `_w` of (key, layer, head): t-SNE takes seconds, and a
+    click on a query redraws the figure, not the map."""
+    return qk.qk_map(_w.Q, _w.K, method=method, translate=translate)
+
+
 def qk_view() -> None:
     cur = start(TITLE)
     if cur is None:
@@ -84,7 +91,8 @@ def qk_view() -> None:
     masked = " Key j comes after query i: the causal mask hides it (probability 0)." if nv.masked else ""
     st.caption(f"Score {nv.score:.4g}; × {nv.scale:.4g} = {nv.scaled:.4g}; probability {nv.prob:.4g} "
                f"(the head's attention matrix holds {float(w.probs[i, j]):.4g}).{masked}")
-    charts.show(qk_figures.neuron_figure(nv), key="qk_neuron")
+    charts.show(charts.cached("qk_neuron", (cur.key, layer, head, i, j), lambda: qk_figures.neuron_figure(nv)),
+                key="qk_neuron")
 
     st.subheader("Query/key map")
     st.caption("Every query (●) and key (◆) vector of this head, projected together to 2-D and coloured "
@@ -98,6 +106,7 @@ def qk_view() -> None:
                                     "then shifts the keys so their mean equals the queries' mean. Neither "
                                     "step changes any attention weight.")
     top = cols[2].number_input("Strongest keys", 1, max(1, min(10, n)), key=keys.QK_TOP)
-    m = qk.qk_map(w.Q, w.K, method=method, translate=translate)
-    fig = qk_figures.qk_map_figure(m, tok, probs=w.probs, selected_query=i, top_k=int(top))
+    fig = charts.cached("qk_map", (cur.key, layer, head, method, translate, i, int(top)),
+                        lambda: qk_figures.qk_map_figure(_qk_map(cur.key, layer, head, method, translate, w), tok,
+                                                         probs=w.probs, selected_query=i, top_k=int(top)))
     charts.show(fig, key=keys.QK_MAP, on_select=_on_map_select, selection_mode="points")

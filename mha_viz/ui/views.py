@@ -72,7 +72,7 @@ def model_view() -> None:
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
-    fig = figures.model_grid(run, rescale=rescale)
+    fig = charts.cached("model_grid", (cur.key, rescale), lambda: figures.model_grid(run, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
     for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
@@ -141,9 +141,10 @@ def _whole_text_overview(cur) -> None:
         store[key] = ov
     if key in store:
         ov = store[key]
-        charts.show(figures.grid_figure(ov.pooled, rescale=st.session_state.get(keys.GRID_RESCALE, True),
-                                            clickable=False),
-                        key="whole_grid", width="content")
+        rescale = st.session_state.get(keys.GRID_RESCALE, True)
+        fig = charts.cached("whole_grid", (key, ov.n, rescale),
+                            lambda: figures.grid_figure(ov.pooled, rescale=rescale, clickable=False))
+        charts.show(fig, key="whole_grid", width="content")
         st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
                    + (f" The head view shows the first {shown}." if shown else ""))
 
@@ -161,7 +162,7 @@ def head_view() -> None:
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale",
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
-    charts.show(_head_figure(run, layer, head, rescale), key="head_heatmap")
+    charts.show(_head_figure(cur, layer, head, rescale), key="head_heatmap")
     a = run.head(layer, head)
     top = a.argmax(axis=1)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
@@ -178,9 +179,16 @@ FULL, WINDOW, BLOCKS, WORDS = "every token", "a token window", "all tokens, in b
 SUBSET = "chosen queries and keys"  # subset_views: a range of queries over a range of keys
 
 
-def _head_figure(run, layer: int, head: int, rescale: bool):
+def head_heatmap(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None = None):
+    """`figures.head_heatmap` of the current run, made once per server (`charts.cached`)."""
+    return charts.cached("head_heatmap", (cur.key, layer, head, rescale, window),
+                         lambda: figures.head_heatmap(cur.run, layer, head, rescale=rescale, window=window))
+
+
+def _head_figure(cur, layer: int, head: int, rescale: bool):
     """The head at the level of detail the user picked; long inputs open on the block view,
     since every token of every pair would be n² cells to send and to see."""
+    run = cur.run
     options = ([FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]) + [SUBSET]
     default = FULL if run.n <= detail.FULL_DETAIL_TOKENS else BLOCKS
     this_run = (run.model_name, run.text, run.n)
@@ -204,14 +212,16 @@ def _head_figure(run, layer: int, head: int, rescale: bool):
             st.session_state[keys.HEAD_WINDOW] = (0, width)
         start, stop = st.slider("Tokens", 0, run.n, key=keys.HEAD_WINDOW,
                                 help="The tokens shown on both axes, at full resolution.")
-        return figures.head_heatmap(run, layer, head, rescale=rescale, window=(start, max(stop, start + 1)))
+        return head_heatmap(cur, layer, head, rescale, (int(start), int(max(stop, start + 1))))
     if mode == SUBSET:
         return subset_views.subset_figure(run, layer, head, rescale)
     if mode == BLOCKS:
-        return figures.head_pooled(run, layer, head, rescale=rescale)
+        return charts.cached("head_pooled", (cur.key, layer, head, rescale),
+                             lambda: figures.head_pooled(run, layer, head, rescale=rescale))
     if mode == WORDS:
-        return figures.head_words(run, layer, head, rescale=rescale)
-    return figures.head_heatmap(run, layer, head, rescale=rescale)
+        return charts.cached("head_words", (cur.key, layer, head, rescale),
+                             lambda: figures.head_words(run, layer, head, rescale=rescale))
+    return head_heatmap(cur, layer, head, rescale)
 
 
 def facts_view() -> None:
