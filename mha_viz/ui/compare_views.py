@@ -124,8 +124,8 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     if ranked and st.session_state.get(keys.CMP_FOR) != this:  # a new comparison opens on its most changed head
         st.session_state[keys.CMP_LAYER], st.session_state[keys.CMP_HEAD] = ranked[0][0], ranked[0][1]
     st.session_state[keys.CMP_FOR] = this
-    st.session_state[keys.CMP_LAYER] = min(int(st.session_state.get(keys.CMP_LAYER, 0)), run.num_layers - 1)
-    st.session_state[keys.CMP_HEAD] = min(int(st.session_state.get(keys.CMP_HEAD, 0)), run.num_heads - 1)
+    state.settle(keys.CMP_LAYER, min(int(st.session_state.get(keys.CMP_LAYER, 0)), run.num_layers - 1))
+    state.settle(keys.CMP_HEAD, min(int(st.session_state.get(keys.CMP_HEAD, 0)), run.num_heads - 1))
     st.subheader("Head by head")
     cols = st.columns([1, 1, 2])
     layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER, persist_state=state.KEEP,
