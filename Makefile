@@ -9,7 +9,8 @@ STAMP  := $(VENV)/.installed
 .PHONY: run test test-fast install clean
 
 run: $(STAMP)
-	@echo "mha-viz starting: open http://localhost:$(PORT) in your browser (Ctrl+C stops it)"
+	@echo "mha-viz starting: open http://localhost:$(PORT) in your browser (Ctrl+C stops it);" \
+		"it answers once its libraries and the default model are loaded (about 10 s)"
 	$(BIN)/streamlit run app.py --server.port $(PORT) --server.address 127.0.0.1 \
 		--server.headless true --browser.gatherUsageStats false
 

@@ -2,6 +2,12 @@
 
 The frame and router: page config, the shared sidebar (model, device, text), then the chosen
 view. Run with `make run` or `streamlit run app.py`.
+
+This file is read twice. `streamlit run app.py` finds `app` (an `st.App`) at the bottom and
+serves it: the server imports this file as the module `app`, and `preload.lifespan` imports
+what the pages use and loads the default model before the server answers anything, health
+check included. Each browser session then runs this file as its script, as `__main__`
+(AppTest too): `main()` draws.
 """
 
 import logging
@@ -19,9 +25,6 @@ if not _log.handlers:  # once per server: model loads and failures go to the ser
     _log.addHandler(_handler)
     _log.setLevel(logging.INFO)
 
-preload.warm()  # before any session draws: the other sessions of a cold server wait here
-st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
-
 
 def guarded(step, *args, what: str) -> None:
     """`step(*args)`, an extra of the frame (links, export): if it fails, a notice and the log,
@@ -33,22 +36,32 @@ def guarded(step, *args, what: str) -> None:
         st.warning(f"{what} did not work this time; the rest of the app is unaffected.", icon="⚠️")
 
 
-page = pages.navigation()
-pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
-# a session's first run: a shared link's model, text and options, before the sidebar draws them
-guarded(links.read, what="Reading the link")
-# No page can run a longer text than this session's cap (callbacks run before this line: they
-# only record choices, they never compute)
-with session_cap(state.token_cap()):
-    st.session_state[keys.CURRENT] = state.sidebar()
-    # the link's layer and head, once the model is known
-    guarded(links.apply_pending, st.session_state[keys.CURRENT], what="The link's layer and head")
-    guarded(export_views.sidebar_box, st.session_state[keys.CURRENT], what="The Export box")
-    try:
-        page.run()
-    except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
-        logging.getLogger("mha_viz.ui").exception("view failed")
-        st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
-                 + "Your text and choices are kept: try another input or view.")
-    # the URL follows the view; the sidebar's Share box
-    guarded(links.share, page, st.session_state[keys.CURRENT], what="The Share box")
+def main() -> None:
+    """One run of the script: a session's page, drawn."""
+    preload.warm()  # done by the server's start; where it was not, other sessions wait here
+    st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
+    page = pages.navigation()
+    pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
+    # a session's first run: a shared link's model, text and options, before the sidebar draws them
+    guarded(links.read, what="Reading the link")
+    # No page can run a longer text than this session's cap (callbacks run before this line: they
+    # only record choices, they never compute)
+    with session_cap(state.token_cap()):
+        st.session_state[keys.CURRENT] = state.sidebar()
+        # the link's layer and head, once the model is known
+        guarded(links.apply_pending, st.session_state[keys.CURRENT], what="The link's layer and head")
+        guarded(export_views.sidebar_box, st.session_state[keys.CURRENT], what="The Export box")
+        try:
+            page.run()
+        except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
+            logging.getLogger("mha_viz.ui").exception("view failed")
+            st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
+                     + "Your text and choices are kept: try another input or view.")
+        # the URL follows the view; the sidebar's Share box
+        guarded(links.share, page, st.session_state[keys.CURRENT], what="The Share box")
+
+
+if __name__ == "__main__":  # a session's run of the script
+    main()
+else:  # the server's import (`streamlit run` serves `app`, found in this file's source)
+    app = st.App(__file__, lifespan=preload.lifespan)

@@ -28,13 +28,14 @@ def health(base_url: str, timeout: float = 10) -> str:
         return f"unreachable: {exc}"
 
 
-def start_server(port: int, log_path: Path) -> subprocess.Popen:
+def start_server(port: int, log_path: Path, root: Path = ROOT) -> subprocess.Popen:
+    """`root`'s app.py served on `port` (another checkout's for a side-by-side run)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
            "--server.address", "127.0.0.1", "--server.port", str(port)]
     with open(log_path, "wb") as log:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+        return subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 
 

@@ -48,7 +48,7 @@ CHROMIUM = os.environ.get("MHA_VIZ_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run",
                  "--disable-dev-shm-usage"]
-BOOT_TIMEOUT_S = 120
+BOOT_TIMEOUT_S = 240  # the server preloads (libraries, default model) before it answers
 OPEN_TIMEOUT_S = 240  # a first page load: may include loading the model
 ANALYSIS_TIMEOUT_S = 120
 SAME_IMAGE_GRACE_POLLS = 30  # idle this long (3 s) with an unchanged grid: done, but flagged

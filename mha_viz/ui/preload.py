@@ -12,23 +12,30 @@ Python's own import locks only protect `import` statements, not such look-ups.
 `warm()`, which `app.py` calls before anything is drawn, imports everything the pages need
 and, where a library sets itself up on first use, exercises it once with tiny inputs. It holds
 a lock: the first session does the work, every other session waits for it, and afterwards a
-call is one flag check. It never loads a model (models load once per server in
+call is one flag check. `warm()` never loads a model (models load once per server in
 `mha_viz.cache`). (The `import` statements that app.py runs before it are safe: a session
 importing a module another session is importing waits for it to finish.)
 
-Call `warm()` from the script only, never while a module is being imported: a session holding
-an import lock while it waits for this lock could deadlock with the session doing the work.
+Call `warm()` from the script or the server, never while a module is being imported: a session
+holding an import lock while it waits for this lock could deadlock with the session doing the work.
+
+`lifespan`, the server's start (app.py's `st.App`), runs `warm()` and loads the default model
+into the app's model cache before the server answers its first request, health check included:
+no session of a new server ever pays for them (issue 20). The script's own `warm()` is then a
+flag check, and still the guarantee where nothing ran `lifespan` (AppTest).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
 import logging
 import pkgutil
 import threading
 import time
-from typing import Callable
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Callable
 
 log = logging.getLogger("mha_viz.preload")
 
@@ -68,6 +75,38 @@ def warm() -> None:
 
 def done() -> bool:
     return _done
+
+
+@asynccontextmanager
+async def lifespan(_app) -> AsyncIterator[None]:
+    """The server's start and stop (`st.App(..., lifespan=...)`): until this yields, the server
+    serves nothing. A thread does the work, leaving the server's event loop free."""
+    await asyncio.to_thread(_server_start)
+    yield
+
+
+def _server_start() -> None:
+    start = time.perf_counter()
+    warm()
+    _default_model()
+    log.info("server ready in %.1f s", time.perf_counter() - start)
+
+
+def _default_model() -> None:
+    """The model a new session opens with (the picker's first option, device auto, the model's
+    own attention), loaded into the app's model cache, when it is a bundled one (a hub id could
+    go to the network, at every start), and run once (PyTorch sets itself up on a first pass)."""
+    import mha_viz
+    from mha_viz.ui import state
+
+    spec = state.model_options()[0][0]
+    if spec not in mha_viz.BUNDLED:
+        return
+    try:
+        model = state.model_cache().get(spec, state.DEVICES[0], False)  # the key `state.load_model` asks for
+        mha_viz.analyze(model, state.DEFAULT_TEXT)
+    except Exception:  # noqa: BLE001 - the first session loads it instead, and shows any error
+        log.warning("preloading the default model %s failed", spec, exc_info=True)
 
 
 # -- the steps ---------------------------------------------------------------------------------

@@ -30,7 +30,9 @@ CHROMIUM = os.environ.get("MHA_VIZ_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run",
                  "--disable-dev-shm-usage"]  # the last: containers often have a 64 MB /dev/shm
-BOOT_TIMEOUT_S = 120  # the server answering its health check
+# the server answering its health check: it first imports the pages' libraries and loads the
+# default model (app.py's st.App, preload.lifespan), ~10 s on 2 idle cores, minutes on a busy one
+BOOT_TIMEOUT_S = 240
 RUN_TIMEOUT_S = 240  # one rerun of the app; the first load of smollm2 converts its GGUF file (~30 s)
 RERUN_START_S = 5  # the most an action waits for the rerun it starts to show (it shows in < 0.5 s)
 # Counts the moments the page turns busy (a rerun: the status widget says Running, or elements
@@ -143,8 +145,8 @@ def _stop(proc: subprocess.Popen) -> None:
 def start_server(log_path: Path, **env: str):
     """A new `streamlit run app.py` on a free loopback port, in its own process group, its output
     in `log_path`, with `env` added to its environment; yields its base URL once it answers its
-    health check (which runs no script: the server is still cold), and stops it (the whole group)
-    on the way out."""
+    health check (no session has run the script yet; the server's start has imported the pages'
+    libraries and loaded the default model), and stops it (the whole group) on the way out."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"

@@ -9,6 +9,11 @@ lazily), four of eight such sessions failed on every try with *This view could n
 (AttributeError: partially initialized module 'pandas' has no attribute 'Series')*: a session
 importing pandas while another's Plotly figure looked pandas up in `sys.modules`.
 
+Since issue 20 the server's start (app.py's `st.App`, `preload.lifespan`) does that preload
+before the server answers its health check; the test checks that it did, and the crowd then
+checks that no session races another whichever way the preload ran (the script's own
+`preload.warm()` still makes a session wait for one in progress).
+
 MiniLM (the default model) for every session: this checks imports, not model loading.
 MHA_VIZ_E2E_COLD_SESSIONS=16 runs a crowd of 16 (by hand; CI runs 8).
 """
@@ -60,6 +65,8 @@ def test_a_crowd_on_a_cold_server_each_sees_its_own_sentence(e2e_ready, browser,
     sessions = []
     with start_server(log_path) as base_url:
         start = time.monotonic()
+        assert "preloaded the pages' libraries" in log_path.read_text(errors="replace"), (
+            "the server answered its health check before its start had preloaded the pages' libraries")
         try:
             sessions = [new_app(browser, base_url, f"cold-{i}") for i in range(SESSIONS)]
             for i, ui in enumerate(sessions):  # all at once: nobody waits for anybody's first page

@@ -6,6 +6,8 @@ tests/models/test_untrusted_folders.py and tests/app/test_public_mode.py."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import threading
 import time
 
@@ -108,6 +110,27 @@ def test_streamlit_config_is_safe_to_expose():
     assert conf["runner"]["magicEnabled"] is False
     assert conf["server"]["enableXsrfProtection"] is True and conf["server"]["runOnSave"] is False
     assert conf["browser"]["gatherUsageStats"] is False
+
+
+def test_streamlit_run_serves_the_st_app_of_app_py_with_its_flags_and_config():
+    """`streamlit run app.py` (make run, the end-to-end tests) serves `app`, the st.App whose
+    lifespan preloads before the server answers (issue 20), with the command's flags and
+    .streamlit/config.toml; no server starts (bootstrap's two entries are replaced)."""
+    apps = [c for c in _calls(ast.parse((ROOT / "app.py").read_text())) if ast.unparse(c.func) == "st.App"]
+    keywords = [{kw.arg: ast.unparse(kw.value) for kw in c.keywords} for c in apps]
+    assert keywords == [{"lifespan": "preload.lifespan"}]
+    options = ("server.port", "server.address", "server.maxUploadSize", "runner.magicEnabled")
+    code = ("import sys\n"
+            "from streamlit import config\n"
+            "from streamlit.web import bootstrap, cli\n"
+            "bootstrap.run_asgi_app = lambda path, app, args, flags: "
+            f"print(app, *(config.get_option(o) for o in {options!r}))\n"
+            "bootstrap.run = lambda *args, **kwargs: print('a script, no st.App')\n"
+            "sys.argv = ['streamlit', 'run', 'app.py', '--server.port', '8599',"
+            " '--server.address', '127.0.0.2']\n"
+            "cli.main()\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["app:app", "8599", "127.0.0.2", "50", "False"], done.stdout + done.stderr
 
 
 def test_a_slot_can_be_waited_for():
