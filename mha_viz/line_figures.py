@@ -2,10 +2,14 @@
 key tokens on the right, a line from query i to key j whose opacity is the weight a[i, j]; any
 set of one layer's heads, each in its own colour.
 
-The payload stays small at any size: lines are grouped into one trace per head and opacity
-bucket (segments separated by NaN, float32 coordinates, about 32 bytes a line once encoded),
-never one trace per line, and at most `max_lines` lines (the strongest) are drawn. Token
-markers carry `customdata` [side, token] so that a click on one selects it (`line_pick`).
+The lines are layout shapes, not traces: one SVG path per head and opacity bucket
+("M0,i L2,j" a line, about 12 bytes), which plotly.js draws straight from the path string.
+A scatter trace with thousands of NaN-separated segments costs plotly.js about 0.3 ms a segment
+(seconds for 15,000 lines, measured), and scattergl, drawn in software where the browser has no
+GPU, costs more still. At most `max_lines` lines (the strongest) are drawn. Each head's legend
+entry is a trace with no points whose legend group holds the head's shapes: a click on it hides
+or shows them. Token markers carry `customdata` [side, token] so that a click on one selects it
+(`line_pick`).
 """
 
 from __future__ import annotations
@@ -19,10 +23,11 @@ from .figure_style import axis_labels, margin, plot_title
 
 QUERY, KEY = "query", "key"
 SIDES = (QUERY, KEY)
-BUCKETS = 8  # opacity levels; one trace per head and level
-MAX_LINES = 15_000  # at most this many lines drawn (the strongest): ~360 KB of coordinates
+BUCKETS = 8  # opacity levels; one shape per head and level
+MAX_LINES = 15_000  # at most this many lines drawn (the strongest): ~180 KB of path text
 HEAD_COLORS = plotly.colors.qualitative.Dark24  # a qualitative palette, cycled past 24 heads
-X_QUERY, X_KEY = 0.0, 2.0  # 2.0, not 1.0: its float32 bytes encode without a "/" (sent escaped, 6 bytes)
+X_QUERY, X_KEY = 0, 2  # the columns of the query and key markers (x of the data)
+ROW_PX = 18  # the chart's height per token
 
 
 def head_color(head: int) -> str:
@@ -53,15 +58,62 @@ def visible_lines(a: np.ndarray, *, threshold: float = 0.0,
     return keep
 
 
-def _segments(rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x and y of segments (X_QUERY, row) → (X_KEY, col), each after a gap point (x NaN): x as
-    float32, y as uint16 (a gap needs one coordinate only): 18 bytes a line, 24 once encoded."""
-    k = len(rows)
-    x = np.empty(3 * k, dtype=np.float32)
-    y = np.zeros(3 * k, dtype=np.uint16)
-    x[0::3], x[1::3], x[2::3] = np.nan, X_QUERY, X_KEY
-    y[1::3], y[2::3] = rows, cols
-    return x, y
+def segments_path(rows: np.ndarray, cols: np.ndarray) -> str:
+    """An SVG path in data coordinates: a segment (X_QUERY, row) → (X_KEY, col) per pair."""
+    return "".join(f"M{X_QUERY},{i}L{X_KEY},{j}" for i, j in zip(rows.tolist(), cols.tolist()))
+
+
+def path_segments(path: str) -> list[tuple[int, int]]:
+    """(row, col) of each segment of `segments_path` (its inverse); ValueError for another path."""
+    out = []
+    for seg in path.split("M")[1:]:
+        (x0, i), (x1, j) = (p.split(",") for p in seg.split("L"))
+        if (int(x0), int(x1)) != (X_QUERY, X_KEY):
+            raise ValueError(f"not a query-to-key segment: M{seg}")
+        out.append((int(i), int(j)))
+    return out
+
+
+def _line_shapes(heads: list[int], hh, ii, jj, level, buckets: int) -> list[dict]:
+    """One path shape per head and opacity level that has lines, in the head's legend group;
+    `name` says which head and level, for readers of the figure (tests, the e2e probe)."""
+    shapes = []
+    for pos, head in enumerate(heads):
+        mine = hh == pos
+        for lvl in range(buckets):
+            sel = mine & (level == lvl)
+            if not sel.any():
+                continue
+            shapes.append(dict(
+                type="path", xref="x", yref="y", path=segments_path(ii[sel], jj[sel]), layer="below",
+                line=dict(color=head_color(head), width=1.5), opacity=bucket_opacity(lvl, buckets),
+                legendgroup=f"H{head}", showlegend=False, name=f"H{head} L{lvl} {int(sel.sum())}"))
+    return shapes
+
+
+def shape_lines(shape) -> tuple[int, int, int]:
+    """(head, level, lines) of a line shape of `line_figure`, from its name."""
+    head, lvl, lines = shape["name"].split()
+    return int(head[1:]), int(lvl[1:]), int(lines)
+
+
+def _token_traces(labels: list[str], start: int, local: tuple[str, int] | None) -> list[dict]:
+    """The two columns of token markers, labelled, each marker carrying [side, token]."""
+    n = len(labels)
+    traces = []
+    for side, x, textpos in ((QUERY, X_QUERY, "middle left"), (KEY, X_KEY, "middle right")):
+        focused = local is not None and local[0] == side
+        size = [12 if focused and t == local[1] else 8 for t in range(n)]
+        colour = ["#d62728" if focused and t == local[1] else "#555555" for t in range(n)]
+        traces.append(dict(
+            type="scatter", x=[x] * n, y=list(range(n)), mode="markers+text",
+            text=labels, textposition=textpos, name=f"{side} tokens", showlegend=False,
+            marker=dict(size=size, color=colour, symbol="circle"),
+            # plain lists, not an array: plotly.js decodes a 2-D typed array into typed rows, which
+            # a selection event would send as {"0": side, "1": token}
+            customdata=[[SIDES.index(side), t] for t in range(start, start + n)],
+            hovertemplate=f"{side} %{{customdata[1]}}: %{{text}}<extra>click: only its lines</extra>"))
+    return traces
 
 
 def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *, threshold: float = 0.0,
@@ -90,35 +142,9 @@ def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *
         top.sort()
         hh, ii, jj, w = hh[top], ii[top], jj[top], w[top]
     level = np.clip(np.ceil(w * buckets).astype(int) - 1, 0, buckets - 1)
-    fig = go.Figure()
-    for pos, head in enumerate(heads):
-        colour = head_color(head)
-        fig.add_trace(go.Scatter(  # the legend entry, drawn even when the head has no line left
-            x=[None], y=[None], mode="lines", line=dict(color=colour, width=3), name=f"H{head}",
-            legendgroup=f"H{head}", hoverinfo="skip"))
-        mine = hh == pos
-        for lvl in range(buckets):
-            sel = mine & (level == lvl)
-            if not sel.any():
-                continue
-            x, y = _segments(ii[sel], jj[sel])
-            fig.add_trace(go.Scatter(
-                x=x, y=y, mode="lines", line=dict(color=colour, width=1.5), opacity=bucket_opacity(lvl, buckets),
-                name=f"H{head}", legendgroup=f"H{head}", showlegend=False, hoverinfo="skip",
-                meta=dict(head=head, level=lvl, lines=int(sel.sum()))))
-    labels = axis_labels(run.tokens[start:stop])
-    for side, x, textpos in ((QUERY, X_QUERY, "middle left"), (KEY, X_KEY, "middle right")):
-        focused = local is not None and local[0] == side
-        size = [12 if focused and t == local[1] else 8 for t in range(n)]
-        colour = ["#d62728" if focused and t == local[1] else "#555555" for t in range(n)]
-        fig.add_trace(go.Scatter(
-            x=np.full(n, x, dtype=np.float32), y=np.arange(n, dtype=np.float32), mode="markers+text",
-            text=labels, textposition=textpos, name=f"{side} tokens", showlegend=False,
-            marker=dict(size=size, color=colour, symbol="circle"),
-            # plain lists, not an array: plotly.js decodes a 2-D typed array into typed rows, which
-            # a selection event would send as {"0": side, "1": token}
-            customdata=[[SIDES.index(side), t] for t in range(start, stop)],
-            hovertemplate=f"{side} %{{customdata[1]}}: %{{text}}<extra>click: only its lines</extra>"))
+    legend = [dict(  # a head's legend entry (drawn even when the head has no line left)
+        type="scatter", x=[None], y=[None], mode="lines", line=dict(color=head_color(h), width=3),
+        name=f"H{h}", legendgroup=f"H{h}", hoverinfo="skip") for h in heads]
     title = f"Layer {run.layer_ids[layer]}: {len(heads)} head{'s' if len(heads) != 1 else ''}"
     if window is not None:
         title += f", tokens {start}–{stop - 1} of {run.n}"
@@ -126,16 +152,16 @@ def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *
         title += f", only the lines {'from query' if focus[0] == QUERY else 'to key'} {focus[1]}"
     if total > len(w):
         title += f" · the strongest {len(w):,} of {total:,} lines (raise the threshold to see the rest)"
-    fig.update_layout(
-        title=plot_title(title),
+    layout = dict(
+        title=plot_title(title), shapes=_line_shapes(heads, hh, ii, jj, level, buckets),
         xaxis=dict(range=[-1.8, 3.8], visible=False, fixedrange=True),
         yaxis=dict(range=[n - 0.5, -0.5], visible=False, fixedrange=True),
-        height=int(max(300, 18 * n + 90)), margin=margin(t=60), plot_bgcolor="white",
+        height=int(max(300, ROW_PX * n + 90)), margin=margin(t=60), plot_bgcolor="white",
         dragmode=False, clickmode="event+select", hovermode="closest",
         legend=dict(title=dict(text="heads"), yanchor="top", y=1.0),  # on the right, one head a row
         meta=dict(lines=int(len(w)), total=int(total), tokens=n, start=start),
     )
-    return fig
+    return go.Figure(data=legend + _token_traces(axis_labels(run.tokens[start:stop]), start, local), layout=layout)
 
 
 def drawn_lines(fig: go.Figure) -> int:

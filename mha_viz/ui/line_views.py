@@ -1,6 +1,7 @@
 """The line view: BertViz's head view, drawn by `mha_viz.line_figures` — queries on the left,
 keys on the right, a line per weight; one layer, any set of its heads in their own colours, a
-threshold, and a focus token (click one, or pick it) whose lines alone are drawn.
+threshold, and a focus token (click one, or pick it) whose lines alone are drawn. The figure is
+made once per server for what it shows (`charts.cached`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ def line_view() -> None:
     """The page (its controls are kept across page switches by `pages.PageSpec.run`)."""
     cur = views.start("Line view")
     if cur is not None:
-        _page(cur.run)
+        _page(cur)
 
 
 def _on_pick() -> None:
@@ -69,7 +70,8 @@ def _window(run) -> tuple[int, int] | None:
     return start, max(stop, start + 1)
 
 
-def _page(run) -> None:
+def _page(cur) -> None:
+    run = cur.run
     layers = list(range(run.num_layers))
     _valid(keys.LINE_LAYER, layers, min(int(st.session_state.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
     heads_all = list(range(run.num_heads))
@@ -103,7 +105,9 @@ def _page(run) -> None:
     if not heads:
         st.info("Pick at least one head above to draw its lines.", icon="👆")
         return
-    fig = line_figures.line_figure(run, layer, heads, threshold=threshold, focus=focus, window=window)
+    fig = charts.cached("lines", (cur.key, layer, tuple(heads), threshold, focus, window),
+                        lambda: line_figures.line_figure(run, layer, heads, threshold=threshold, focus=focus,
+                                                         window=window))
     drawn = line_figures.drawn_lines(fig)
     if drawn == 0:
         st.info(f"No line has a weight of at least {threshold:.2f} in the heads picked"

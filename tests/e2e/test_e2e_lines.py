@@ -1,5 +1,6 @@
 """The line view in a real browser: a click on a token marker focuses it, and the lines the chart
-draws (read from the plotly div's data and from its SVG paths) change to that token's lines."""
+draws (read from the plotly div's layout shapes and from their SVG paths) change to that token's
+lines."""
 
 from __future__ import annotations
 
@@ -14,11 +15,17 @@ TEXT = "Dogs chase cats in the park."
 # lines drawn by the chart: the figure's own count (data) and the segments of its SVG paths
 DRAWN = """el => {
     const gd = el.querySelector('.js-plotly-plot');
-    const data = (gd.data || []).filter(t => t.meta && t.meta.level !== undefined)
-        .reduce((s, t) => s + t.meta.lines, 0);
-    const svg = Array.from(gd.querySelectorAll('g.scatterlayer path.js-line'))
+    const data = ((gd.layout || {}).shapes || []).filter(s => s.type === 'path')
+        .reduce((s, p) => s + Number(p.name.split(' ')[2]), 0);
+    const svg = Array.from(gd.querySelectorAll('g.shapelayer path'))
         .reduce((s, p) => s + ((p.getAttribute('d') || '').match(/M/g) || []).length, 0);
     return [data, svg];
+}"""
+# lines of one head (the shapes of its legend group)
+HEAD_LINES = """(el, group) => {
+    const gd = el.querySelector('.js-plotly-plot');
+    return (gd.layout.shapes || []).filter(s => s.legendgroup === group)
+        .reduce((s, p) => s + Number(p.name.split(' ')[2]), 0);
 }"""
 # the screen position of the point (x, y) of the chart (a token marker: x = its column, y = its row)
 MARKER = """(el, [x, y]) => {
@@ -51,4 +58,11 @@ def test_clicking_a_token_keeps_only_its_lines(shared_app):
                             ).input_value().startswith("3:")
     app.click(app.page.get_by_role("button", name="Clear focus"))
     assert app.wait_until(lambda: app.charts().first.evaluate(DRAWN)[0], before[0]) == before[0]
+
+    # a click on head 0's legend entry hides its lines, in the browser alone
+    head0 = app.charts().first.evaluate(HEAD_LINES, "H0")
+    assert 0 < head0 < before[0]
+    app.charts().first.locator("g.legend g.traces").first.click()
+    hidden = app.wait_until(lambda: app.charts().first.evaluate(DRAWN)[1], before[0] - head0)
+    assert hidden == before[0] - head0, (before, head0, hidden)
     app.assert_clean()
