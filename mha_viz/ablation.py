@@ -21,6 +21,9 @@ The loss depends on what the model has (`loss_kind`):
 Masking multiplies each head's output z_h by ξ_h before W_O (`models.masking`), so
 `masked_loss` with every head of a layer masked equals that layer's attention output being W_O's
 bias alone.
+
+What the live view shows with a set of heads off (the loss, the top-k predictions, the sentence
+embedding), from as few forward passes as possible, is in `ablation_outcome`.
 """
 
 from __future__ import annotations
@@ -104,7 +107,7 @@ def _forward(model: LoadedModel, inputs: Inputs):
     caller's grad mode. The losses are computed here from the logits (the same for every model);
     inputs without labels (predictions) give no loss."""
     if inputs.kind == EMBEDDING:
-        return None, _hidden(model, inputs)
+        return None, last_hidden(model, inputs)
     x = inputs.ids.to(model.device)
     out = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
     if inputs.labels is None:
@@ -115,7 +118,8 @@ def _forward(model: LoadedModel, inputs: Inputs):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100), None
 
 
-def _sentence_embedding(hidden: torch.Tensor) -> torch.Tensor:
+def sentence_embedding(hidden: torch.Tensor) -> torch.Tensor:
+    """(d,): the mean of the last hidden states (1, n, d) over the tokens, as sentence-transformers pools."""
     return hidden.mean(dim=1)[0]  # (d,): mean over the tokens
 
 
@@ -126,7 +130,7 @@ def _loss_under(model: LoadedModel, inputs: Inputs, scale: torch.Tensor, means=N
     with head_mask(model, scale, means, record):
         loss, hidden = _forward(model, inputs)
     if inputs.kind == EMBEDDING:
-        return 1 - F.cosine_similarity(_sentence_embedding(hidden), reference, dim=0)
+        return 1 - F.cosine_similarity(sentence_embedding(hidden), reference, dim=0)
     return loss
 
 
@@ -134,7 +138,7 @@ def _reference(model: LoadedModel, inputs: Inputs) -> torch.Tensor | None:
     if inputs.kind != EMBEDDING:
         return None
     with torch.no_grad():
-        return _sentence_embedding(_forward(model, inputs)[1])
+        return sentence_embedding(_forward(model, inputs)[1])
 
 
 def head_means(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
@@ -152,11 +156,11 @@ def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = Fa
                 max_tokens: int | None = None) -> float:
     """The model's loss on `text` (see the module doc) with the heads where `keep` is False
     switched off: zeroed, or with `mean_ablation` replaced by their mean output on this text."""
-    keep = np.asarray(keep, dtype=bool)
+    keep = np.array(keep, dtype=bool)
     inputs = prepare(model, text, max_tokens)
     with model.lock:
         reference = _reference(model, inputs)
-        means = head_means(model, inputs) if mean_ablation else None
+        means = head_means(model, inputs) if mean_ablation and not keep.all() else None  # unused with every head on
         scale = torch.as_tensor(keep, dtype=torch.float32, device=model.device)
         with torch.no_grad():
             return float(_loss_under(model, inputs, scale, means, reference))
@@ -246,92 +250,37 @@ def pruning_curve(model: LoadedModel, text: str, order: np.ndarray, fractions, *
                   mean_ablation: bool = False, max_tokens: int | None = None) -> np.ndarray:
     """The loss after masking the first ⌈f · L·H⌉ heads of `order` (flat indices layer · H + head),
     for each fraction f."""
+    return pruning_curves(model, text, [order], fractions, mean_ablation=mean_ablation, max_tokens=max_tokens)[0]
+
+
+def pruning_curves(model: LoadedModel, text: str, orders, fractions, *, mean_ablation: bool = False,
+                   max_tokens: int | None = None) -> np.ndarray:
+    """(orders, fractions): `pruning_curve` for each order, sharing the reference, the means and the
+    passes that mask the same heads (every order's f = 0)."""
     inputs = prepare(model, text, max_tokens)
     L, H = model.num_layers, model.num_heads
-    losses = []
+    seen: dict[bytes, float] = {}
+    losses = np.zeros((len(orders), len(fractions)))
     with model.lock, torch.no_grad():
         reference = _reference(model, inputs)
         means = head_means(model, inputs) if mean_ablation else None
-        for f in fractions:
-            scale = torch.ones(L * H, device=model.device)
-            scale[torch.as_tensor(np.asarray(order)[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
-            losses.append(float(_loss_under(model, inputs, scale.reshape(L, H), means, reference)))
-    return np.array(losses)
-
-
-@dataclass
-class Prediction:
-    """Top-k tokens at one position, with every head on and with the chosen heads off."""
-
-    position: str  # "next token" or "[MASK] #2 (token 7)"
-    before: list[tuple[str, float]]
-    after: list[tuple[str, float]]
-
-
-def _top(model: LoadedModel, logits: torch.Tensor, k: int) -> list[tuple[str, float]]:
-    p = torch.softmax(logits.float(), dim=-1)
-    values, idx = p.topk(k)
-    return [(model.tokenizer.decode([int(i)]).strip() or "␣", float(v)) for v, i in zip(values, idx)]  # ␣: a space
-
-
-def predictions(model: LoadedModel, text: str, keep, *, k: int = 5, mean_ablation: bool = False,
-                max_tokens: int | None = None) -> list[Prediction]:
-    """What the model predicts with every head on and with the heads where `keep` is False off:
-    the next token after the text (decoders), or the token at each mask token the user typed
-    (encoders with an LM head; none typed: an empty list). Embedding-only models: []."""
-    kind = loss_kind(model)
-    if kind == EMBEDDING:
-        return []
-    ids = tokenize(model, text, max_tokens).ids
-    if kind == NEXT_TOKEN:
-        positions = {len(ids) - 1: "next token"}
-    else:
-        masks = [i for i, t in enumerate(ids) if t == model.tokenizer.mask_token_id]
-        positions = {i: f"{model.tokenizer.mask_token} #{j + 1} (token {i})" for j, i in enumerate(masks)}
-    if not positions:
-        return []
-    x = torch.tensor([ids], device=model.device)
-    inputs = Inputs(x, None, kind)
-    scale = torch.as_tensor(np.asarray(keep, dtype=bool), dtype=torch.float32, device=model.device)
-    with model.lock, torch.no_grad():
-        means = head_means(model, inputs) if mean_ablation else None
-        before = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits[0]
-        with head_mask(model, scale, means):
-            after = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits[0]
-    return [Prediction(label, _top(model, before[i], k), _top(model, after[i], k)) for i, label in positions.items()]
-
-
-def embedding_change(model: LoadedModel, text: str, keep, other: str | None = None, *,
-                     mean_ablation: bool = False, max_tokens: int | None = None) -> dict[str, float]:
-    """For any model: the cosine between the sentence embedding (mean of the last hidden states)
-    with the heads where `keep` is False off and with every head on; with `other`, the cosine
-    similarity of the two sentences' embeddings before and after."""
-    scale = torch.as_tensor(np.asarray(keep, dtype=bool), dtype=torch.float32, device=model.device)
-    out: dict[str, float] = {}
-    with model.lock, torch.no_grad():
-        embed = {}
-        for name, t in (("text", text), ("other", other)):
-            if t is None:
-                continue
-            inputs = Inputs(prepare_ids(model, t, max_tokens), None, EMBEDDING)
-            means = head_means(model, inputs) if mean_ablation else None
-            on = _sentence_embedding(_hidden(model, inputs))
-            with head_mask(model, scale, means):
-                off = _sentence_embedding(_hidden(model, inputs))
-            embed[name] = (on, off)
-    on, off = embed["text"]
-    out["cosine to unablated"] = float(F.cosine_similarity(on, off, dim=0))
-    if "other" in embed:
-        out["similarity before"] = float(F.cosine_similarity(on, embed["other"][0], dim=0))
-        out["similarity after"] = float(F.cosine_similarity(off, embed["other"][1], dim=0))
-    return out
+        for i, order in enumerate(orders):
+            for j, f in enumerate(fractions):
+                scale = torch.ones(L * H, device=model.device)
+                scale[torch.as_tensor(np.asarray(order)[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
+                mask = scale.cpu().numpy().tobytes()
+                if mask not in seen:
+                    seen[mask] = float(_loss_under(model, inputs, scale.reshape(L, H), means, reference))
+                losses[i, j] = seen[mask]
+    return losses
 
 
 def prepare_ids(model: LoadedModel, text: str, max_tokens: int | None = None) -> torch.Tensor:
+    """(1, n): the token ids of `text` as typed (raises InputError)."""
     return torch.tensor([tokenize(model, text, max_tokens).ids])
 
 
-def _hidden(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
+def last_hidden(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
     """Last hidden states (1, n, d) of any model (the base model's, for a model with a head)."""
     x = inputs.ids.to(model.device)
     net = getattr(model.hf_model, "base_model", None) or model.hf_model

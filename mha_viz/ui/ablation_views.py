@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, metric_figures, teach_figures
+from mha_viz import ablation, ablation_outcome, metric_figures, teach_figures
 from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import start
 
@@ -50,10 +50,10 @@ def ablation_view() -> None:
     cols = st.columns([1, 2, 2])
     cols[0].button("All on", key="heads_all_on",
                    on_click=lambda: _set_heads(cur.key.model, np.ones_like(on)))
-    layer_off = cols[1].selectbox("Layer", list(range(model.num_layers)), key="heads_layer_pick",
-                                  label_visibility="collapsed", format_func=lambda l: f"layer {l}")
+    cols[1].selectbox("Layer", list(range(model.num_layers)), key="heads_layer_pick",
+                      label_visibility="collapsed", format_func=lambda l: f"layer {l}")
     cols[2].button("Switch off this whole layer", key="heads_layer_off",
-                   on_click=lambda: _set_heads(cur.key.model, _without_layer(on, layer_off)))
+                   on_click=_switch_off_layer, args=(cur.key.model, on))
     mode = st.radio("Switched-off heads are", ["zeroed (ξ = 0)", "replaced by their mean output on this text"],
                     key="ablate_mode", horizontal=True)
     mean_ablation = mode.startswith("replaced")
@@ -63,34 +63,48 @@ def ablation_view() -> None:
     _importance_and_pruning(cur, kind, mean_ablation)
 
 
-def _without_layer(on: np.ndarray, layer: int) -> np.ndarray:
+def _switch_off_layer(model_key, on: np.ndarray) -> None:
+    """The button's callback: the layer is read at the click, so that a pick made in the same
+    rerun counts."""
     out = on.copy()
-    out[layer] = False
-    return out
+    out[st.session_state["heads_layer_pick"]] = False
+    _set_heads(model_key, out)
 
 
 def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
-    model, text = cur.model, cur.run.text
-    all_on = np.ones_like(on)
-    if kind != ablation.EMBEDDING:
-        before = analysis.masked_loss(cur.key, all_on.tobytes(), False, model)
-        after = analysis.masked_loss(cur.key, on.tobytes(), mean_ablation, model)
-        st.metric(ablation.LOSS_LABELS[kind].split(" (")[0], f"{after:.4f}", delta=f"{after - before:+.4f}",
-                  delta_color="inverse", help=ablation.LOSS_LABELS[kind])
-        preds = ablation.predictions(model, text, on, mean_ablation=mean_ablation)
-        if not preds and kind == ablation.MASKED_LM:
-            st.info(f"Type {model.tokenizer.mask_token} in the sentence where the model should fill in a word "
-                    "to see its top-5 guesses before and after.", icon="✍️")
-        for p in preds:
-            st.markdown(f"**Top 5: {state.plain(p.position)}**")
-            st.dataframe(pd.DataFrame({
-                "every head on": [f"{t}  ({q:.1%})" for t, q in p.before],
-                "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True,
-                key=f"preds_{p.position}")
+    model = cur.model
+    if kind == ablation.EMBEDDING:
+        _embedding_effects(cur, on, mean_ablation)
         return
+    try:
+        base, off = analysis.outcomes(cur.key, on, mean_ablation, model)
+    except mha_viz.InputError as exc:  # e.g. a decoder's loss on a one-token text
+        st.error(state.plain(str(exc)), icon="⚠️")
+        return
+    st.metric(ablation.LOSS_LABELS[kind].split(" (")[0], f"{off.loss:.4f}", delta=f"{off.loss - base.loss:+.4f}",
+              delta_color="inverse", help=ablation.LOSS_LABELS[kind])
+    preds = ablation_outcome.prediction_pairs(base, off)
+    if not preds and kind == ablation.MASKED_LM:
+        st.info(f"Type {model.tokenizer.mask_token} in the sentence where the model should fill in a word "
+                "to see its top-5 guesses before and after.", icon="✍️")
+    for p in preds:
+        st.markdown(f"**Top 5: {state.plain(p.position)}**")
+        st.dataframe(pd.DataFrame({
+            "every head on": [f"{t}  ({q:.1%})" for t, q in p.before],
+            "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True,
+            key=f"preds_{p.position}")
+
+
+def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
     other = st.text_input("A second sentence to compare with", value="A cat is resting on a rug.",
                           key="ablation_other")
-    change = ablation.embedding_change(model, text, on, other or None, mean_ablation=mean_ablation)
+    try:
+        pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model))
+                 for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
+    except mha_viz.InputError as exc:
+        st.error(state.plain(str(exc)), icon="⚠️")
+        return
+    change = ablation_outcome.compare_embeddings(*pairs)
     cols = st.columns(3)
     cols[0].metric("cosine: sentence embedding, heads off vs on", f"{change['cosine to unablated']:.4f}")
     if "similarity before" in change:
@@ -117,8 +131,8 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
             st.error(state.plain(str(exc)), icon="⚠️")
             return
-        charts.show(metric_figures.metric_grid(imp, title="Head importance (per-layer L2-normalised)"),
-                        key="imp_grid")
+        charts.show(charts.cached("importance", key, lambda: metric_figures.metric_grid(
+            imp, title="Head importance (per-layer L2-normalised)")), key="imp_grid")
         csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
         st.download_button("Download importance (CSV)", csv.encode(), file_name="head-importance.csv",
                            mime="text/csv", key="dl_imp")
@@ -133,10 +147,9 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
                      key="prune_go") or key in st.session_state.get(keys.PRUNING_DONE, set()):
             st.session_state.setdefault(keys.PRUNING_DONE, set()).add(key)
             curve = state.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
-            charts.show(teach_figures.pruning_figure(ablation.PRUNE_FRACTIONS, curve["importance order"],
-                                                         curve["random mean"], curve["random sd"],
-                                                         loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),
-                            key="prune_fig")
+            charts.show(charts.cached("pruning", (key, mean_ablation), lambda: teach_figures.pruning_figure(
+                ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],
+                loss_label=ablation.LOSS_LABELS[kind].split(" (")[0])), key="prune_fig")
             st.download_button("Download the pruning curve (CSV)", curve.to_csv(index=False).encode(),
                                file_name="pruning-curve.csv", mime="text/csv", key="dl_prune")
 

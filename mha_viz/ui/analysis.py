@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, metrics, teaching
+from mha_viz import ablation, ablation_outcome, metrics, teaching
 from mha_viz.ui import state
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
@@ -113,11 +113,35 @@ def walkthrough(key: AnalysisKey, layer: int, head: int, _model):
         return teaching.walkthrough(_model, key.text, layer, head, max_tokens=min(teaching.TEACH_TOKENS, key.cap))
 
 
+def _text_key(key: AnalysisKey) -> AnalysisKey:
+    """What switching heads off depends on: the model, the text and the cap (not the layers captured
+    or the tokens hidden from the run)."""
+    return key.with_text(key.text)
+
+
+@st.cache_resource(show_spinner="Running the model with every head on…", max_entries=16)
+def _unablated(key: AnalysisKey, _model) -> ablation_outcome.Outcome:
+    with mha_viz.session_cap(key.cap):
+        return ablation_outcome.unablated(_model, key.text, max_tokens=key.cap)
+
+
 @st.cache_resource(show_spinner="Running with the heads switched off…", max_entries=64)
-def masked_loss(key: AnalysisKey, keep_bytes: bytes, mean_ablation: bool, _model) -> float:
+def _ablated(key: AnalysisKey, keep_bytes: bytes, mean_ablation: bool, _model) -> ablation_outcome.Outcome:
     keep = np.frombuffer(keep_bytes, dtype=bool).reshape(_model.num_layers, _model.num_heads)
     with mha_viz.session_cap(key.cap):
-        return ablation.masked_loss(_model, key.text, keep, mean_ablation=mean_ablation, max_tokens=key.cap)
+        return ablation_outcome.ablated(_model, key.text, keep, mean_ablation=mean_ablation,
+                                        base=_unablated(key, _model), max_tokens=key.cap)
+
+
+def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model) -> tuple[ablation_outcome.Outcome, ...]:
+    """(every head on, the heads where `keep` (layers, heads) is False off) on `key`'s text: the
+    loss, the top-k predictions and the sentence embedding (`ablation_outcome`). Cached per head
+    set; with every head on, one Outcome serves both. Raises InputError for a text that cannot be
+    scored."""
+    key = _text_key(key)
+    base = _unablated(key, model)
+    keep = np.ascontiguousarray(keep, dtype=bool)
+    return base, (base if keep.all() else _ablated(key, keep.tobytes(), bool(mean_ablation), model))
 
 
 @st.cache_resource(show_spinner="Scoring every head…", max_entries=8)
@@ -134,13 +158,11 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     fractions = ablation.PRUNE_FRACTIONS
     imp = importance(key, _model)  # before taking a slot of its own: importance takes one
     order = np.argsort(imp.ravel())
+    orders = [order] + [np.random.default_rng(seed).permutation(imp.size) for seed in range(5)]
     with state.slots().hold(), mha_viz.session_cap(key.cap):
-        by_importance = ablation.pruning_curve(_model, key.text, order, fractions, mean_ablation=mean_ablation,
-                                               max_tokens=key.cap)
-        randoms = np.array([ablation.pruning_curve(_model, key.text,
-                                                   np.random.default_rng(seed).permutation(imp.size),
-                                                   fractions, mean_ablation=mean_ablation, max_tokens=key.cap)
-                            for seed in range(5)])
+        curves = ablation.pruning_curves(_model, key.text, orders, fractions, mean_ablation=mean_ablation,
+                                         max_tokens=key.cap)
+    by_importance, randoms = curves[0], curves[1:]
     return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
                          "random mean": randoms.mean(0), "random sd": randoms.std(0),
                          **{f"random seed {s}": randoms[s] for s in range(5)}})

@@ -1,6 +1,7 @@
-"""Switching heads off (mha_viz.ablation): gradient importance against finite differences,
-a fully masked layer against its output projection's bias, and pruning by importance against
-random pruning on SmolLM2."""
+"""Switching heads off (mha_viz.ablation, mha_viz.ablation_outcome): gradient importance against
+finite differences, a fully masked layer against its output projection's bias, pruning by
+importance against random pruning on SmolLM2, and the live view's outcomes (loss, top-k,
+sentence embedding) against every row of the logits and the plain loss."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 import mha_viz
 from mha_viz import ablation
+from mha_viz import ablation_outcome as outcome
 from models.adapters import output_projection
 from models.masking import head_mask
 
@@ -111,12 +113,12 @@ def test_predictions_with_mean_ablation_replace_the_heads_by_their_mean(tiny_gpt
     decoder); with every head kept the prediction is the unablated one, with heads replaced by
     their mean it differs."""
     keep = np.ones((tiny_gpt2.num_layers, tiny_gpt2.num_heads), dtype=bool)
-    same = ablation.predictions(tiny_gpt2, TEXT, keep, mean_ablation=True)
+    same = outcome.predictions(tiny_gpt2, TEXT, keep, mean_ablation=True)
     assert same[0].before == same[0].after
     keep[:, :2] = False
-    changed = ablation.predictions(tiny_gpt2, TEXT, keep, mean_ablation=True)
+    changed = outcome.predictions(tiny_gpt2, TEXT, keep, mean_ablation=True)
     assert changed[0].before == same[0].before and changed[0].after != changed[0].before
-    zeroed = ablation.predictions(tiny_gpt2, TEXT, keep)  # the same heads zeroed instead
+    zeroed = outcome.predictions(tiny_gpt2, TEXT, keep)  # the same heads zeroed instead
     assert changed[0].after != zeroed[0].after
 
 
@@ -131,3 +133,113 @@ def test_a_gradient_pass_over_the_memory_budget_is_refused_before_it_runs(tiny_g
     with pytest.raises(mha_viz.InputError, match=r"3\.0 MiB .*1\.0 MiB"):
         ablation.head_importance(tiny_gpt2, TEXT)
     assert not ran  # refused before any forward or backward pass
+
+
+MASKED = "the cat sat on the [MASK] and the dog sat on the [MASK]"
+
+
+def _top_from_every_row(model, text: str, keep: np.ndarray, mean_ablation: bool, k: int = 5) -> list:
+    """The top-k at the predicted positions the plain way: every row of the logits under the head
+    mask, the means from `ablation.head_means` on the text as typed."""
+    ids = ablation.prepare_ids(model, text)
+    inputs = ablation.Inputs(ids, None, ablation.loss_kind(model))
+    means = ablation.head_means(model, inputs) if mean_ablation else None
+    with torch.no_grad(), head_mask(model, torch.as_tensor(keep, dtype=torch.float32), means):
+        logits = model.hf_model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0]
+    if ablation.loss_kind(model) == ablation.NEXT_TOKEN:
+        rows = [ids.shape[1] - 1]
+    else:
+        rows = (ids[0] == model.tokenizer.mask_token_id).nonzero().ravel().tolist()
+    out = []
+    for r in rows:
+        p, i = torch.softmax(logits[r].float(), -1).topk(k)
+        out.append(([model.tokenizer.decode([int(j)]).strip() or "␣" for j in i], p.numpy()))
+    return out
+
+
+@pytest.mark.parametrize("which, text", [("tiny_gpt2", TEXT), ("tiny_bert", MASKED), ("tiny_bert", TEXT)])
+@pytest.mark.parametrize("mean_ablation", [False, True])
+def test_outcomes_match_the_plain_loss_and_every_row_of_the_logits(request, which, text, mean_ablation):
+    model = request.getfixturevalue(which)
+    keep = np.ones((model.num_layers, model.num_heads), bool)
+    keep[1] = False
+    keep[0, ::2] = False
+    base = outcome.unablated(model, text)
+    off = outcome.ablated(model, text, keep, mean_ablation=mean_ablation, base=base)
+    assert base.loss == pytest.approx(ablation.masked_loss(model, text, np.ones_like(keep)), rel=1e-5)
+    assert off.loss == pytest.approx(ablation.masked_loss(model, text, keep, mean_ablation=mean_ablation), rel=1e-5)
+    assert off.loss != base.loss  # the heads did go (random-init BERT's mean-ablation changes little)
+    for got, (tokens, probs) in zip(off.top, _top_from_every_row(model, text, keep, mean_ablation), strict=True):
+        assert [t for t, _ in got[1]] == tokens
+        np.testing.assert_allclose([q for _, q in got[1]], probs, rtol=1e-5, atol=1e-7)
+    plain = _top_from_every_row(model, text, np.ones_like(keep), False)
+    assert [[t for t, _ in top] for _, top in base.top] == [tokens for tokens, _ in plain]
+    assert len(base.top) == (1 if which == "tiny_gpt2" else 2 if text == MASKED else 0)
+
+
+@pytest.mark.parametrize("which, text, passes", [
+    ("tiny_gpt2", TEXT, lambda n: [n]),  # the loss reads every row; the next token is its last row
+    ("tiny_bert", MASKED, lambda n: [2, 2]),  # the fixed masks for the loss, the typed ones for the top-k
+    ("tiny_bert", TEXT, lambda n: [2]),  # no mask typed: no second pass
+])
+def test_each_head_set_runs_once_and_the_lm_head_projects_only_the_rows_read(request, which, text, passes):
+    model = request.getfixturevalue(which)
+    n = ablation.prepare_ids(model, text).shape[1]
+    rows: list[int] = []
+    handle = model.hf_model.get_output_embeddings().register_forward_hook(
+        lambda _m, _i, out: rows.append(out.shape[-2]))
+    try:
+        base = outcome.unablated(model, text)
+        assert rows == passes(n)
+        keep = np.ones((model.num_layers, model.num_heads), bool)
+        assert outcome.ablated(model, text, keep, mean_ablation=True, base=base) is base  # no pass at all
+        assert rows == passes(n)
+        keep[0, 0] = False
+        outcome.ablated(model, text, keep, mean_ablation=True, base=base)  # the means come from base
+        assert rows == passes(n) * 2
+    finally:
+        handle.remove()
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("mean_ablation", [False, True])
+def test_embedding_outcomes_match_the_plain_sentence_embedding(minilm, mean_ablation):
+    keep = np.ones((minilm.num_layers, minilm.num_heads), bool)
+    keep[2] = False
+    other = "A cat is resting on a rug."
+    pairs = []
+    for text in (TEXT, other):
+        base = outcome.unablated(minilm, text)
+        off = outcome.ablated(minilm, text, keep, mean_ablation=mean_ablation, base=base)
+        inputs = ablation.Inputs(ablation.prepare_ids(minilm, text), None, ablation.EMBEDDING)
+        means = ablation.head_means(minilm, inputs) if mean_ablation else None
+        with torch.no_grad(), head_mask(minilm, torch.as_tensor(keep, dtype=torch.float32), means):
+            plain_off = ablation.last_hidden(minilm, inputs)[0].mean(0)
+        with torch.no_grad():
+            plain_on = ablation.last_hidden(minilm, inputs)[0].mean(0)
+        torch.testing.assert_close(base.embedding, plain_on, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(off.embedding, plain_off, rtol=1e-5, atol=1e-6)
+        assert off.loss == pytest.approx(ablation.masked_loss(minilm, text, keep, mean_ablation=mean_ablation),
+                                         rel=1e-4)
+        pairs.append((base.embedding, off.embedding))
+    change = outcome.compare_embeddings(*pairs)
+    assert change == pytest.approx(outcome.embedding_change(minilm, TEXT, keep, other, mean_ablation=mean_ablation),
+                                   rel=1e-6)
+    cos = torch.nn.functional.cosine_similarity
+    assert change["similarity after"] == pytest.approx(float(cos(pairs[0][1], pairs[1][1], dim=0)), rel=1e-6)
+    assert 0 < change["cosine to unablated"] < 1
+
+
+@pytest.mark.parametrize("mean_ablation", [False, True])
+def test_pruning_curves_are_the_masked_losses_of_each_prefix(tiny_gpt2, mean_ablation):
+    L, H = tiny_gpt2.num_layers, tiny_gpt2.num_heads
+    orders = [np.arange(L * H), np.random.default_rng(1).permutation(L * H)]
+    fractions = [0.0, 0.25, 0.5]
+    curves = ablation.pruning_curves(tiny_gpt2, TEXT, orders, fractions, mean_ablation=mean_ablation)
+    for order, curve in zip(orders, curves):
+        for f, got in zip(fractions, curve):
+            keep = np.ones(L * H, bool)
+            keep[order[: int(np.ceil(f * L * H))]] = False
+            assert got == pytest.approx(ablation.masked_loss(tiny_gpt2, TEXT, keep.reshape(L, H),
+                                                             mean_ablation=mean_ablation), rel=1e-6)
+    assert curves[0][1] != curves[1][1]
