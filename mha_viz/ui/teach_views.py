@@ -183,12 +183,15 @@ PROJECTIONS, HEADS, MASKS = "Why projections", "Why several heads", "Masks"
 
 
 def _demonstrations(cur, w: teaching.Walkthrough) -> None:
-    """One demonstration at a time (the one picked is the only one computed and drawn)."""
+    """One demonstration at a time, drawn once picked (the one picked is the only one computed
+    and drawn; none until then: the steps above are what the page opens on)."""
     st.subheader("Demonstrations")
-    pick = st.segmented_control("Demonstration", (PROJECTIONS, HEADS, MASKS), default=PROJECTIONS, required=True,
+    pick = st.segmented_control("Demonstration", (PROJECTIONS, HEADS, MASKS), default=None,
                                 key="teach_demo", persist_state=state.KEEP, label_visibility="collapsed")
     key = (cur.key.with_text(cur.key.text), w.layer, w.head)
-    if pick == HEADS:
+    if pick is None:
+        st.caption("Pick one: why Q and K need projections, why several heads, what the masks do.")
+    elif pick == HEADS:
         _why_heads(cur, w)
     elif pick == MASKS:
         st.markdown("The same scores, softmaxed two ways: an **encoder** (BERT) lets every token see every "

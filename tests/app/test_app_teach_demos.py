@@ -33,7 +33,10 @@ def test_one_demonstration_at_a_time_with_the_steps_numbers():
     at.selectbox(key="teach_layer").set_value(2)
     at.selectbox(key="teach_head").set_value(5).run()
     titles = _by_title(at)
-    assert "this head, with W_Q and W_K" in titles  # the first demonstration, drawn
+    assert not any(t.startswith(("head ", "encoder", "this head")) for t in titles)  # none until picked
+    at.button_group(key="teach_demo").set_value("Why projections").run()
+    titles = _by_title(at)
+    assert "this head, with W_Q and W_K" in titles  # the one picked, drawn
     assert not any(t.startswith("head ") or t.startswith("encoder") for t in titles)  # the others, not
     probs = _probs(at)
     np.testing.assert_allclose(_z(titles["this head, with W_Q and W_K"]), probs, atol=1e-6)
