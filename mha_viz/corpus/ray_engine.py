@@ -65,6 +65,7 @@ from .ray_engine_pool import HeadSums, Pool
 from .stats import CorpusStats
 
 __all__ = ["HeadSums", "Pool", "actors", "connect", "machine_cpus", "plan_pool", "run", "shutdown"]
+log = logging.getLogger("mha_viz.corpus")
 
 SPARE_CPUS = 1  # left to Ray's tasks and to a new pool beside a retiring one (see the module doc)
 THREADS_PER_ACTOR = 4  # torch threads per CPU actor: small batches scale poorly beyond
@@ -201,4 +202,7 @@ def _stream(handles: list, batches: list[list[str]], total: int, start: float, p
                     raise Cancelled(done, total)
     finally:
         for ref in pending:  # a stopped job's queued calls do not run (a running one finishes)
-            ray.cancel(ref)
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001 - e.g. its actor just died: the job's own error is what counts
+                log.debug("could not cancel a Ray call", exc_info=True)

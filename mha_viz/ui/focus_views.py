@@ -33,7 +33,7 @@ def _pick_position(labels: list[str]) -> int:
 
 
 def focus_view() -> None:
-    """The page (its controls are kept across page switches by `pages.PageSpec.run`)."""
+    """The page (its controls keep their values across page switches: persist_state)."""
     cur = views.start("Token focus")
     if cur is None:
         return

@@ -36,7 +36,7 @@ ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new toke
 
 
 def generate_view() -> None:
-    """The page (its controls are kept across page switches by `pages.PageSpec.run`)."""
+    """The page (its controls keep their values across page switches: persist_state)."""
     st.title("Generate")
     cur = state.current()
     model = cur.text_model
@@ -253,8 +253,7 @@ class _Boxes:
 
 
 def _clamp(key: str, low: int, high: int, default: int) -> None:
-    value = st.session_state.get(key, default)
-    st.session_state[key] = min(max(int(value), low), high)
+    state.settle(key, min(max(int(st.session_state.get(key, default)), low), high))
 
 
 def _steps(gen) -> None:

@@ -21,7 +21,7 @@ SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "k
 
 
 def line_view() -> None:
-    """The page (its controls are kept across page switches by `pages.PageSpec.run`)."""
+    """The page (its controls keep their values across page switches: persist_state)."""
     cur = views.start("Line view")
     if cur is not None:
         _page(cur)

@@ -183,8 +183,8 @@ def compare_view() -> None:
     run, model = cur.run, cur.model
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
     default = [labels[0], labels[-1]]
-    st.session_state[keys.COMPARE_HEADS] = [h for h in st.session_state.get(keys.COMPARE_HEADS, default)
-                                            if h in labels] or default
+    state.settle(keys.COMPARE_HEADS, [h for h in st.session_state.get(keys.COMPARE_HEADS, default) if h in labels]
+                 or default)
     picked = st.multiselect("Heads to compare (any layers)", labels, key=keys.COMPARE_HEADS, max_selections=6)
     if len(picked) < 2:
         st.info("Pick two or more heads.", icon="✍️")

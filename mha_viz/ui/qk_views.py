@@ -22,7 +22,7 @@ def _clamp(key: str, top: int) -> None:
     """Keep a picker's value valid when the model or the text changed (before drawing it)."""
     value = st.session_state.get(key)
     if value is not None:
-        st.session_state[key] = max(0, min(int(value), top))
+        state.settle(key, max(0, min(int(value), top)))
 
 
 def _on_map_select() -> None:
@@ -80,7 +80,7 @@ def qk_view() -> None:
     st.session_state.setdefault(keys.QK_TOP, min(3, n))
     for key in (keys.QK_I, keys.QK_J):
         _clamp(key, n - 1)
-    st.session_state[keys.QK_TOP] = max(1, min(int(st.session_state[keys.QK_TOP]), 10, n))
+    state.settle(keys.QK_TOP, max(1, min(int(st.session_state[keys.QK_TOP]), 10, n)))
     label = lambda t: f"{t}: {tok[t]}"  # noqa: E731 - one-line format function
     cols = st.columns(2)
     i = cols[0].selectbox("Query token i", list(range(n)), key=keys.QK_I, format_func=label)

@@ -336,7 +336,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
             full + " Even one layer does not fit: lower the token limit in the sidebar; the Model "
             "view's whole-text overview shows every head of a long text one head at a time.")
     kept = [l for l in st.session_state.get(keys.CAPTURE_LAYERS, []) if isinstance(l, int) and 0 <= l < model.num_layers]
-    st.session_state[keys.CAPTURE_LAYERS] = kept[:fit]
+    settle(keys.CAPTURE_LAYERS, kept[:fit])
     with st.sidebar:
         chosen = st.multiselect(
             "Layers to capture", list(range(model.num_layers)), key=keys.CAPTURE_LAYERS, persist_state=KEEP, max_selections=fit,

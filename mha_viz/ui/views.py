@@ -76,7 +76,7 @@ def model_view() -> None:
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
     for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
-        st.session_state[key] = min(int(st.session_state.get(key, 0)), top)
+        state.settle(key, min(int(st.session_state.get(key, 0)), top))
     cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.GRID_LAYER,
                       format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
     cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
