@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from tests.app.helpers import AppTest  # noqa: E402 - the app tier's harness (only ui code imports streamlit)
 
 from pages import SETUPS, long_text  # noqa: E402 - benchmarks/pages.py, beside this script
 

@@ -12,7 +12,7 @@ from mha_viz import figure_style
 from mha_viz.ui import keys
 from tests.helpers import ROOT, decode, shown
 
-__all__ = ["APP", "PAGE_IDS", "app_page_ids", "app_test", "charts", "frame", "heatmap_tokens",
+__all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "charts", "frame", "heatmap_tokens",
            "open_page", "open_with_text", "shown", "start_app"]
 
 APP = str(ROOT / "app.py")
