@@ -25,6 +25,9 @@ start below does not count the browser's own start).
    time is the page opening. Model view and Model facts were drawn once before (the session
    opens on the Model view; the text is applied on Model facts) with the default text: their
    "first visit" is their first one with this text.
+   Then the Teaching page, which draws one part at a time (a group of steps, the costs, the
+   demonstrations), has each part opened twice in turn (from the click on its button to idle),
+   against the same target and the same Model facts second visit.
 
 A page's time runs from the click on its nav link (a capturing listener in the page records
 performance.now()) to the first of three consecutive idle polls (every 20 ms, inside the page:
@@ -77,12 +80,13 @@ REFERENCE = "Model facts"
 COLD_TARGET_S, SECOND_X, FIRST_X = 5.0, 3.0, 6.0
 
 # The e2e tests' busy counter (a rerun seen to start, however briefly), a record of the click on a
-# nav link, and of every websocket message the page receives (arrival time and size).
+# nav link (or on a segmented control's button: the Teaching page's parts), and of every websocket
+# message the page receives (arrival time and size).
 INIT_JS = BUSY_OBSERVER + """
 (() => {
   window.__clickAt = 0;
   document.addEventListener('click', (e) => {
-    if (e.target.closest && e.target.closest('[data-testid=stSidebarNav] a')) window.__clickAt = performance.now();
+    if (e.target.closest && e.target.closest('[data-testid=stSidebarNav] a, [data-testid=stButtonGroup] button')) window.__clickAt = performance.now();
   }, true);
   window.__frames = [];
   const size = (d) => typeof d === 'string' ? d.length : (d.byteLength !== undefined ? d.byteLength : (d.size || 0));
@@ -203,6 +207,37 @@ def switch(ui: App, title: str, path: str) -> dict:
             "problems": problems}
 
 
+TEACHING = "Teaching: step by step"
+TEACH_PARTS = ("3–6 · Scores to probabilities", "7–9 · Output", "What it costs", "Demonstrations",
+               "1–2 · Input, Q, K, V")  # the page opens on the last one: each is opened, then again
+
+
+def switch_part(ui: App, label: str, path: str) -> dict:
+    """On the Teaching page, click the part `label` and wait until its run is done (as `switch`;
+    the title stays, so the rerun counts as started once the server answers)."""
+    button = ui.page.locator("[data-testid=stMain] [data-testid=stButtonGroup] button").filter(
+        has_text=label)
+    button.wait_for()
+    seen = ui.reruns_seen()
+    button.click()
+    result = ui.page.evaluate(WAIT_JS, [seen, "", path, PAGE_TIMEOUT_S * 1000, POLL_MS])
+    if not result["ok"]:
+        raise RuntimeError(f"Teaching, {label}: not done within {PAGE_TIMEOUT_S} s ({result['state']})")
+    return {"s": result["ms"] / 1000, "problems": ui.exceptions() + ui.alerts("Error")}
+
+
+def measure_parts(ui: App, links: list[tuple[str, str]]) -> dict[str, list[dict]]:
+    """Each part of the Teaching page opened twice in a row of rounds: {label: [first, second]}."""
+    path = dict(links)[TEACHING]
+    switch(ui, TEACHING, path)
+    times = {label: [] for label in TEACH_PARTS}
+    for _ in range(2):
+        for label in TEACH_PARTS:
+            times[label].append(switch_part(ui, label, path))
+            print(f"  Teaching part {label:32s} {times[label][-1]['s']:6.2f} s", file=sys.stderr, flush=True)
+    return times
+
+
 def cold_start(browser, base_url: str, proc: subprocess.Popen, log_path: Path) -> tuple[float, float, float]:
     """(health answered after the launch, first chart after health, idle after health), in s."""
     launched = time.perf_counter()
@@ -265,6 +300,7 @@ def measure(browser, base_url: str, key: str, text: str, repeat: int) -> dict:
                 seconds[title].append(switch(ui, title, path))
                 print(f"  second visit {title:26s} {seconds[title][-1]['s']:6.2f} s (round {round_ + 1})",
                       file=sys.stderr, flush=True)
+        parts = measure_parts(ui, links)
     finally:
         ui.close()
     second = {}
@@ -273,7 +309,7 @@ def measure(browser, base_url: str, key: str, text: str, repeat: int) -> dict:
         med = statistics.median(times)
         pick = sorted(runs, key=lambda r: r["s"])[len(runs) // 2]  # its bytes, times and reruns (the upper median)
         second[title] = {**pick, "s": med, "best": times[0]}
-    return {"key": key, "tokens": tokens, "links": links, "first": first, "second": second}
+    return {"key": key, "tokens": tokens, "links": links, "first": first, "second": second, "parts": parts}
 
 
 def print_setup(r: dict, repeat: int) -> list[tuple[str, str, bool]]:
@@ -300,6 +336,19 @@ def print_setup(r: dict, repeat: int) -> list[tuple[str, str, bool]]:
               f"{s['bytes'] / 1024:12,.0f} | {s['server']:14.2f} | {s['browser']:13.2f} | {s['reruns']:8d} | {verdict:7s} |")
         for p in f["problems"] + s["problems"]:
             print(f"|   ! {title}: {p[:160]}")
+    parts_over1, parts_over2 = [], []
+    print(f"\n| {TEACHING + ', part':40s} | first s | second s | ×facts 1st | ×facts 2nd | verdict |")
+    print(f"|{'-' * 42}|---------|----------|------------|------------|---------|")
+    for label, (f, s) in r["parts"].items():
+        x1, x2 = f["s"] / ref2, s["s"] / ref2  # a part opens within a page already there: the second visit's facts
+        if x1 > FIRST_X:
+            parts_over1.append(f"{label} {x1:.1f}×")
+        if x2 > SECOND_X:
+            parts_over2.append(f"{label} {x2:.1f}×")
+        ok = x1 <= FIRST_X and x2 <= SECOND_X
+        print(f"| {label:40s} | {f['s']:7.2f} | {s['s']:8.2f} | {x1:10.1f} | {x2:10.1f} | {'ok' if ok else 'over':7s} |")
+        for p in f["problems"] + s["problems"]:
+            print(f"|   ! {label}: {p[:160]}")
     worst1 = max(r["links"], key=lambda link: first[link[0]]["s"])[0]
     worst2 = max(r["links"], key=lambda link: second[link[0]]["s"])[0]
     return [
@@ -309,6 +358,10 @@ def print_setup(r: dict, repeat: int) -> list[tuple[str, str, bool]]:
         (f"every page ≤ {FIRST_X:g} × {REFERENCE}, first visit ({key})",
          (f"{len(over1)} over: " + ", ".join(over1)) if over1 else
          f"worst {worst1} {first[worst1]['s'] / ref1:.1f}×", not over1),
+        (f"each Teaching part ≤ {SECOND_X:g} ×, {FIRST_X:g} × ({key})",
+         ", ".join(parts_over2 + parts_over1) or "worst " + max(
+             (f"{lab} {s['s'] / ref2:.1f}× / {f['s'] / ref2:.1f}×" for lab, (f, s) in r["parts"].items()),
+             key=lambda t: float(t.split()[-1].rstrip("×"))), not parts_over1 and not parts_over2),
     ]
 
 

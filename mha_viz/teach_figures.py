@@ -56,24 +56,31 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
     return _figure([heat], layout)
 
 
-def step_figures(w: Walkthrough) -> dict[str, go.Figure]:
-    """The matrix of every step of a walkthrough, by the name of its array: X, Q, K, V, scores,
-    scaled, masked (causal models only), probs, z, concat (this head's block framed), output."""
+STEPS = ("X", "Q", "K", "V", "scores", "scaled", "masked", "probs", "z", "concat", "output")
+
+
+def step_figures(w: Walkthrough, names: tuple[str, ...] = STEPS) -> dict[str, go.Figure]:
+    """The matrix of each step of a walkthrough named in `names` (default: every step), by the
+    name of its array: X, Q, K, V, scores, scaled, masked (causal models only: left out for an
+    encoder), probs, z, concat (this head's block framed), output. Only those asked for are built."""
     tok = w.tokens
     start = w.head * w.V.shape[1]
-    figs = {
-        "X": matrix(w.X, tok, title="X: one row per token"),
-        **{name: matrix(m, tok, title=name) for name, m in (("Q", w.Q), ("K", w.K), ("V", w.V))},
-        "scores": matrix(w.scores, tok, title="Q Kᵀ", columns=tok),
-        "scaled": matrix(w.scaled, tok, title="Q Kᵀ / √d_k", columns=tok),
-        "probs": matrix(w.probs, tok, title="A: attention probabilities", columns=tok, probabilities=True),
-        "z": matrix(w.z, tok, title="z = A V"),
-        "concat": matrix(w.concat, tok, title="every head's z side by side (this head framed)",
-                         highlight=(start, start + w.V.shape[1])),
-        "output": matrix(w.output, tok, title="the layer's attention output"),
-    }
-    if w.is_causal:
-        figs["masked"] = matrix(w.masked, tok, title="masked scores (blank: −∞)", columns=tok)
+    titles = {"X": "X: one row per token", "Q": "Q", "K": "K", "V": "V", "z": "z = A V",
+              "output": "the layer's attention output"}
+    square = {"scores": "Q Kᵀ", "scaled": "Q Kᵀ / √d_k", "masked": "masked scores (blank: −∞)"}
+    figs = {}
+    for name in names:
+        if name in titles:
+            figs[name] = matrix(getattr(w, name), tok, title=titles[name])
+        elif name in square and (name != "masked" or w.is_causal):
+            figs[name] = matrix(getattr(w, name), tok, title=square[name], columns=tok)
+        elif name == "probs":
+            figs[name] = matrix(w.probs, tok, title="A: attention probabilities", columns=tok, probabilities=True)
+        elif name == "concat":
+            figs[name] = matrix(w.concat, tok, title="every head's z side by side (this head framed)",
+                                highlight=(start, start + w.V.shape[1]))
+        elif name != "masked":
+            raise ValueError(f"no step called {name!r}; the steps are {', '.join(STEPS)}")
     return figs
 
 

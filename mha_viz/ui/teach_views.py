@@ -1,5 +1,7 @@
 """The teaching view: attention step by step with the model's real numbers, costs, and three
-demonstrations (the ablation view is `ablation_views`)."""
+demonstrations (the ablation view is `ablation_views`). The page is in parts (three groups of
+steps, the costs, the demonstrations), one on screen at a time: only that part is computed and
+drawn, so the page opens as fast as the others (the text's one recorded forward pass is shared)."""
 
 from __future__ import annotations
 
@@ -69,9 +71,17 @@ def teaching_view() -> None:
     n = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
     if n > w.n:
         st.caption(f"The steps show the first {w.n} of {n} tokens, so that every cell stays readable.")
-    _steps(w, _figures("steps", (text_key, layer, head), lambda: teach_figures.step_figures(w)))
-    _costs(model, run.n, head)
-    _demonstrations(cur, w)
+    st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
+    part = st.segmented_control("Part", PARTS, default=PARTS[0], required=True, key=keys.TEACH_PART,
+                                persist_state=state.KEEP, label_visibility="collapsed")
+    if part in STEP_GROUPS:  # only the part on screen is computed and drawn
+        names = STEP_GROUPS[part]
+        figs = _figures("steps", (text_key, layer, head, names), lambda: teach_figures.step_figures(w, names))
+        STEP_DRAWERS[part](w, figs)
+    elif part == COSTS:
+        _costs(model, run.n, head)
+    else:
+        _demonstrations(cur, w)
 
 
 @st.cache_resource(show_spinner="Running the text through the model…", max_entries=4)
@@ -110,10 +120,9 @@ def _step(number: int, title: str, formula: str, shape: str, figure=None, note: 
         charts.show(figure, key=f"step_{number}")
 
 
-def _steps(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
+def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     n, d, d_k, d_v = w.n, w.X.shape[1], w.Q.shape[1], w.V.shape[1]
     H = w.num_heads
-    st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
     _step(1, "Input X", r"X \in \mathbb{R}^{n \times d_{model}}", f"{n} × {d}", figs["X"],
           "What this layer receives: one vector per token (after the layer norm in pre-LN models).")
     kv = f" (KV head {w.kv_head}, shared by {H // w.num_kv_heads} query heads)" if w.num_kv_heads != H else ""
@@ -123,6 +132,10 @@ def _steps(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
           note=f"This head's own projections{kv}.{rope}")
     for col, name in zip(st.columns(3), "QKV"):
         charts.show(figs[name], key=f"step_2_{name}", where=col)
+
+
+def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
+    n, d_k = w.n, w.Q.shape[1]
     _step(3, "Scores", r"S = Q K^\top", f"{n} × {n}", figs["scores"],
           "Entry (i, j): how well query i matches key j (a dot product).")
     _step(4, "Scaling", r"S' = \frac{Q K^\top}{\sqrt{d_k}}" + rf"\quad (\sqrt{{{d_k}}} = {1 / w.scale:.3g})",
@@ -137,6 +150,11 @@ def _steps(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     _step(6, "Softmax, row by row", r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{k} e^{S'_{ik}}}", f"{n} × {n}",
           figs["probs"], "Each row is a probability distribution over the keys: it sums to 1.")
     _query_row(w)
+
+
+def _output(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
+    n, d, d_v = w.n, w.X.shape[1], w.V.shape[1]
+    H = w.num_heads
     _step(7, "Weighted sum of values", r"z = A V", f"{n} × {d_v}", figs["z"],
           "Each token's output is the average of the value vectors, weighted by its row of A.")
     _step(8, "Concatenate all heads", r"\mathrm{Concat}(z_1, \dots, z_h)", f"{n} × {H * d_v} (h = {H})",
@@ -145,6 +163,14 @@ def _steps(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
           f"{n} × {d}; W_O {H * d_v} × {d}", figs["output"],
           f"Head {w.head}'s share is z W_O[{w.head}] (its {d_v} rows of W_O); the output is the sum of "
           "every head's share plus the bias.")
+
+
+STEPS_IN, STEPS_SCORES, STEPS_OUT = "1–2 · Input, Q, K, V", "3–6 · Scores to probabilities", "7–9 · Output"
+COSTS, DEMOS = "What it costs", "Demonstrations"
+PARTS = (STEPS_IN, STEPS_SCORES, STEPS_OUT, COSTS, DEMOS)
+STEP_GROUPS = {STEPS_IN: ("X", "Q", "K", "V"), STEPS_SCORES: ("scores", "scaled", "masked", "probs"),
+               STEPS_OUT: ("z", "concat", "output")}  # the figures of each group of steps
+STEP_DRAWERS = {STEPS_IN: _inputs, STEPS_SCORES: _scores, STEPS_OUT: _output}
 
 
 @st.fragment
@@ -157,7 +183,6 @@ def _query_row(w: teaching.Walkthrough) -> None:
 
 
 def _costs(model, n: int, head: int) -> None:
-    st.subheader("What attention costs")
     rows = []
     for c in teaching.costs(model, n):
         rows.append({"variant": c.name, "KV heads": c.kv_heads,
@@ -185,9 +210,8 @@ PROJECTIONS, HEADS, MASKS = "Why projections", "Why several heads", "Masks"
 def _demonstrations(cur, w: teaching.Walkthrough) -> None:
     """One demonstration at a time, drawn once picked (the one picked is the only one computed
     and drawn; none until then: the steps above are what the page opens on)."""
-    st.subheader("Demonstrations")
     pick = st.segmented_control("Demonstration", (PROJECTIONS, HEADS, MASKS), default=None,
-                                key="teach_demo", persist_state=state.KEEP, label_visibility="collapsed")
+                                key=keys.TEACH_DEMO, persist_state=state.KEEP, label_visibility="collapsed")
     key = (cur.key.with_text(cur.key.text), w.layer, w.head)
     if pick is None:
         st.caption("Pick one: why Q and K need projections, why several heads, what the masks do.")

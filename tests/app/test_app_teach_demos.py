@@ -1,6 +1,7 @@
-"""The teaching page draws what is on screen: one demonstration at a time (the others are drawn
-when picked, with the same numbers as the steps), the query row on its own, and a change of
-head or layer reads the text's one recorded forward pass instead of running the model again."""
+"""The teaching page draws what is on screen: one part at a time, one demonstration at a time
+(the others are drawn when picked, with the same numbers as the steps), the query row on its
+own, and a change of head or layer reads the text's one recorded forward pass instead of running
+the model again."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.app.helpers import charts, open_with_text
+from tests.app.helpers import charts, open_page, open_with_text
 
 pytestmark = pytest.mark.model
 TEXT = "The cat sat on the mat."
@@ -24,7 +25,16 @@ def _z(chart: dict) -> np.ndarray:
     return np.array(chart["data"][0]["z"], dtype=float)
 
 
+SCORES, DEMOS = "3–6 · Scores to probabilities", "Demonstrations"
+
+
+def _part(at, part: str):
+    return at.button_group(key="teach_part").set_value(part).run()
+
+
 def _probs(at) -> np.ndarray:
+    """Attention probabilities as the steps draw them (the page is left on that part)."""
+    _part(at, SCORES)
     return _z(next(c for t, c in _by_title(at).items() if t.startswith("A: attention probabilities")))
 
 
@@ -32,13 +42,13 @@ def test_one_demonstration_at_a_time_with_the_steps_numbers():
     at = open_with_text("teaching", TEXT)
     at.selectbox(key="teach_layer").set_value(2)
     at.selectbox(key="teach_head").set_value(5).run()
-    titles = _by_title(at)
-    assert not any(t.startswith(("head ", "encoder", "this head")) for t in titles)  # none until picked
+    probs = _probs(at)
+    _part(at, DEMOS)
+    assert not charts(at)  # none until picked
     at.button_group(key="teach_demo").set_value("Why projections").run()
     titles = _by_title(at)
     assert "this head, with W_Q and W_K" in titles  # the one picked, drawn
     assert not any(t.startswith("head ") or t.startswith("encoder") for t in titles)  # the others, not
-    probs = _probs(at)
     np.testing.assert_allclose(_z(titles["this head, with W_Q and W_K"]), probs, atol=1e-6)
 
     at.button_group(key="teach_demo").set_value("Why several heads").run()
@@ -51,7 +61,7 @@ def test_one_demonstration_at_a_time_with_the_steps_numbers():
     np.testing.assert_allclose(maps[5], probs, atol=1e-5)  # head 5 is the head the steps walk through
     np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-4)
     np.testing.assert_allclose(_z(titles["the layer's heads averaged"]), maps.mean(0), atol=1e-5)
-    assert heads[0]["data"][0]["x"] == next(iter(titles.values()))["data"][0]["y"]  # the steps' tokens
+    assert heads[0]["data"][0]["x"] == heads[0]["data"][0]["y"] and len(heads[0]["data"][0]["x"]) == len(probs)
 
     at.button_group(key="teach_demo").set_value("Masks").run()
     titles = _by_title(at)
@@ -64,6 +74,7 @@ def test_one_demonstration_at_a_time_with_the_steps_numbers():
 
 def test_the_query_row_shows_that_row_of_the_probabilities():
     at = open_with_text("teaching", TEXT)
+    _part(at, SCORES)
     at.slider(key="teach_row").set_value(2).run()
     assert not at.exception and not at.error
     row = next(c for t, c in _by_title(at).items() if t.startswith("Row 2 ("))
@@ -84,3 +95,12 @@ def test_switching_heads_and_layers_runs_no_model():
     assert probs.shape == first.shape and not np.allclose(probs, first)
     assert np.allclose(probs[np.triu_indices(len(probs), 1)], 0)  # causal
     assert "masked scores (blank: −∞)" in _by_title(at)
+
+
+def test_the_part_on_screen_is_kept_across_pages():
+    at = open_with_text("teaching", TEXT)
+    _part(at, DEMOS)
+    open_page(at, "model_facts")
+    open_page(at, "teaching")
+    assert at.button_group(key="teach_part").value == DEMOS
+    assert not charts(at)  # the demonstrations, none picked: no step is drawn

@@ -75,6 +75,19 @@ def test_step_figures_carry_the_walkthroughs_arrays_under_the_tokens(causal):
     assert (frame["x0"], frame["x1"]) == (w.head * 5 - 0.5, (w.head + 1) * 5 - 0.5)  # head 1's 5 columns
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_step_figures_of_a_group_are_those_of_every_step(causal):
+    """A part of the page asks for its steps only: the same figures, nothing else built."""
+    w = _walkthrough(causal)
+    every = teach_figures.step_figures(w)
+    part = teach_figures.step_figures(w, ("scores", "scaled", "masked", "probs"))
+    assert list(part) == ["scores", "scaled"] + (["masked"] if causal else []) + ["probs"]
+    for name, fig in part.items():
+        assert pio.to_json(fig, validate=False) == pio.to_json(every[name], validate=False), name
+    with pytest.raises(ValueError, match="no step called 'Z'"):
+        teach_figures.step_figures(w, ("Z",))
+
+
 def test_probability_maps_keep_each_title_and_its_matrix():
     w = _walkthrough(False)
     maps = {"encoder": teaching.softmax_rows(w.scaled), "decoder": teaching.softmax_rows(w.scaled, causal=True)}
