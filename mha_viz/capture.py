@@ -7,6 +7,7 @@ stacks the per-layer probabilities into one float32 array `(layers, heads, n, n)
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -147,7 +148,7 @@ class AttentionRun:
 LEAN_ABOVE_BYTES = 2**30  # SmolLM2 at 2,048 tokens: 4.5 GB once instead of 9 GB at the peak
 
 
-def load_model(name: str, device: str = "auto", local_attention: bool = False, *, progress=None) -> LoadedModel:
+def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *, progress=None) -> LoadedModel:
     """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `models.load`."""
     return models.load(name, device=device, local_attention=local_attention, progress=progress)
 

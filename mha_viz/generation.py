@@ -6,7 +6,8 @@ then one new position a step. With a KV cache a step's attention is one query ro
 and written into one (layers, heads, n, n) array; earlier rows never change in a causal model.
 The result equals one eager forward over the final sequence (tests/models/test_generation.py).
 A model without a KV cache (toy-induction) reruns the whole sequence each step: it is 64 tokens
-at most.
+at most. A sliding-window layer (Mistral, Gemma 2, Phi-3) caches only the last keys of its window:
+its row has zeros where the window hides earlier keys, as in one eager forward.
 
 Greedy decoding (temperature 0) picks the same tokens as Hugging Face's
 `generate(do_sample=False)`; sampling (temperature, top-k, top-p) is reproducible under `seed`.
@@ -154,6 +155,18 @@ class _Rows:
             h.remove()
 
 
+def _write_row(row: np.ndarray, probs: torch.Tensor, name: str) -> None:
+    """Write one new token's attention (H, m) over the keys the model attended to into `row`
+    (H, n). A sliding-window layer's cache holds only the last m < n keys: they are the last m
+    positions, and the keys it no longer holds get 0, which is what the model computed."""
+    m, n = probs.shape[-1], row.shape[-1]
+    if m > n:
+        raise GenerationError(f"{name} attended to {m} keys at position {n - 1}, more than the {n} tokens "
+                              "written so far; its attention cannot be recorded step by step.")
+    row[:, : n - m] = 0.0
+    row[:, n - m:] = probs.float().cpu().numpy()
+
+
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
              top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
              max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
@@ -218,7 +231,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                 else:  # no KV cache (toy-induction): the whole sequence again, its last row kept
                     logits, probs, _ = rows(torch.tensor([ids], device=dev))
                 for layer, p in enumerate(probs):
-                    attn[layer, :, n - 1, :n] = p[0, :, -1].float().cpu().numpy()
+                    _write_row(attn[layer, :, n - 1, :n], p[0, :, -1], model.name)
                 if token_id in eos:
                     stopped_by = "eos"
                 progress((t + 1) / max_new_tokens, f"{t + 1} of {max_new_tokens} new tokens")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import threading
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def _model_class(config, causal: bool):
 
 
 def load(
-    spec: str,
+    spec: str | os.PathLike,
     device: str = "auto",
     local_attention: bool = False,
     *,
@@ -74,6 +75,7 @@ def load(
     Weights are read from safetensors (or GGUF) only, unless `allow_pickle`; code that comes
     with a model is never run."""
     progress = progress or (lambda _f, _m: None)
+    spec = os.fspath(spec)  # a pathlib.Path to a folder is a folder
     if spec.strip() == TOY_NAME:  # built in code (models/toy.py), not a Hugging Face model
         return load_toy(device, local_attention, progress)
     # heavy (transformers): imported only when a Hugging Face model is loaded

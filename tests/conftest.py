@@ -99,6 +99,18 @@ def llama_dir(tmp_path_factory):
     return _save_random(tmp_path_factory, "llama-random", LlamaForCausalLM, config, tok, 3)
 
 
+@pytest.fixture(scope="session")
+def mistral_window_dir(tmp_path_factory):
+    """Random-init Mistral with a sliding window of 8 tokens (4 query heads, 2 KV heads)."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    tok = byte_bpe_tokenizer()
+    config = MistralConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                           sliding_window=8)
+    return _save_random(tmp_path_factory, "mistral-window-random", MistralForCausalLM, config, tok, 4)
+
+
 # --- tiers --------------------------------------------------------------------------------------
 
 

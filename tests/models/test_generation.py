@@ -61,6 +61,20 @@ def test_random_gpt2_greedy_and_incremental_capture(request, which):
     assert not np.triu(a, 1).any()  # causal: nothing above the diagonal
 
 
+@pytest.mark.parametrize("prompt", ["A", "The cat sat on the mat and the dog ran off"])
+def test_generation_past_a_sliding_window_equals_eager(mistral_window_dir, prompt):
+    """A window of 8: past 8 tokens the cache holds the last 8 keys only; each new row still has
+    one entry per token, 0 where the window hides the key, as one eager forward computes it."""
+    model = mha_viz.load_model(mistral_window_dir, device="cpu")
+    gen = mha_viz.generate(model, prompt, 14, stop_at_eos=False)
+    n = gen.num_prompt_tokens + 14
+    assert n > 8 and gen.run.attentions.shape == (2, 4, n, n)
+    eager = _eager(model, gen.run.token_ids)
+    assert not np.tril(eager, -8).any() and np.tril(eager, -7).any()  # the window is in force
+    np.testing.assert_allclose(gen.run.attentions, eager, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(gen.run.attentions.sum(-1), 1.0, atol=1e-5)
+
+
 def test_sampling_is_reproducible_under_a_seed(tiny_gpt2):
     args = dict(temperature=1.5, top_k=20, top_p=0.95, stop_at_eos=False)
     first = mha_viz.generate(tiny_gpt2, "The cat", 12, seed=7, **args)
