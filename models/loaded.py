@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .adapters import Adapter, make_adapter, output_projection
+from .architectures import SUPPORTED
 from .errors import ModelLoadError
 
 
@@ -147,8 +148,8 @@ class LoadedModel:
         attentions = tuple(probs) if self.local_attention else tuple(out.attentions or ())
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(
-                f"'{self.name}' ({self.model_type}) did not return the attention of its "
-                f"{self.num_layers} layers, so it cannot be captured. Try another model."
+                f"'{self.name}' ({self.model_type}) did not return the attention probabilities of its "
+                f"{self.num_layers} layers, so it cannot be captured. {SUPPORTED}."
             )
         head_outputs = tuple(zs) if len(zs) == self.num_layers else None
         return Capture(out.hidden_states[-1], attentions, head_outputs, out)

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from .adapters import Adapter, find_attention, install_local_attention
+from .architectures import SUPPORTED, refusal
 from .errors import ModelLoadError, UnsupportedArchitecture
 from .loaded import LoadedModel
 from .registry import BUNDLED
@@ -95,11 +96,9 @@ def load(
             "Its architecture may be unknown to the installed transformers; mha-viz never runs "
             "code downloaded with a model."
         ) from exc
-    if not all(getattr(config, a, None) for a in ("num_attention_heads", "num_hidden_layers", "hidden_size")):
-        raise ModelLoadError(
-            f"'{spec}' is a {config.model_type} model without self-attention heads that mha-viz can "
-            "capture (it needs a transformer with layers of attention heads). Try another model."
-        )
+    why = refusal(config, spec)
+    if why is not None:
+        raise ModelLoadError(why)
     causal = _is_causal(config)
     progress(0.4, f"Loading the weights of '{name}'…")
     try:
@@ -155,7 +154,8 @@ def load(
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
-        raise ModelLoadError(f"'{spec}' loaded but failed on a test input: {exc}") from exc
+        raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but failed on a test input: "
+                             f"{(str(exc).splitlines() or [''])[0][:300]}. {SUPPORTED}.") from exc
     progress(1.0, f"'{name}' ready.")
     return loaded
 

@@ -57,7 +57,7 @@ def test_an_architecture_without_attention_to_capture(tmp_path):
     tok.save_pretrained(folder)
     at = _after_a_good_run()
     _folder(at, folder)
-    _still_up(at, "without self-attention heads")
+    _still_up(at, "state-space (Mamba) layers")
 
 
 def test_a_model_that_raises_during_the_forward_pass(monkeypatch):

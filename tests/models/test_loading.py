@@ -38,3 +38,41 @@ def test_our_attention_refuses_an_architecture_it_cannot_replace(tmp_path, bert_
     assert mha_viz.analyze(hf, "hello world").attentions.shape[:2] == (1, 2)
     with pytest.raises(ModelLoadError, match="Hugging Face's attention"):
         mha_viz.load_model(str(tmp_path), device="cpu", local_attention=True)
+
+
+def _save(folder, model_cls, config, tokenizer_from):
+    from transformers import AutoTokenizer
+
+    torch.manual_seed(0)
+    model_cls(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(folder)
+    return str(folder)
+
+
+def _refused(folder: str, *words: str) -> str:
+    with pytest.raises(ModelLoadError) as caught:
+        mha_viz.load_model(folder, device="cpu")
+    message = str(caught.value)
+    for word in (*words, "GPT-NeoX", "BERT"):  # names the architecture and what is supported
+        assert word in message, (word, message)
+    return message
+
+
+def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, gpt2_dir):
+    from transformers import MambaConfig, MambaForCausalLM, RwkvConfig, RwkvForCausalLM
+
+    mamba = _save(tmp_path / "mamba", MambaForCausalLM,
+                  MambaConfig(vocab_size=300, hidden_size=32, num_hidden_layers=1, state_size=4), gpt2_dir)
+    _refused(mamba, "mamba", "state-space")
+    rwkv = _save(tmp_path / "rwkv", RwkvForCausalLM,
+                 RwkvConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+                            intermediate_size=64, context_length=64), gpt2_dir)
+    _refused(rwkv, "rwkv", "linear attention")
+
+
+def test_an_encoder_decoder_is_named_as_one(tmp_path, gpt2_dir):
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    t5 = _save(tmp_path / "t5", T5ForConditionalGeneration,
+               T5Config(vocab_size=300, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4), gpt2_dir)
+    assert "encoder–decoder" in _refused(t5, "t5")

@@ -1,0 +1,32 @@
+"""Which configurations are refused at load, and what the message says (models.architectures)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from models.architectures import SUPPORTED, refusal
+
+
+def _config(**kw):
+    base = dict(model_type="llama", num_attention_heads=4, num_hidden_layers=2, hidden_size=32)
+    return SimpleNamespace(**(base | kw))
+
+
+def test_a_plain_attention_config_is_read():
+    assert refusal(_config(), "x") is None
+    assert refusal(_config(layer_types=["sliding_attention", "full_attention"]), "x") is None
+
+
+def test_linear_attention_layers_are_named():
+    why = refusal(_config(model_type="hybrid", layer_types=["linear_attention", "full_attention", "mamba"]), "me/m")
+    assert why.startswith("'me/m' is a hybrid model: it has layers of type linear_attention, mamba")
+    assert why.endswith(SUPPORTED + ".")
+
+
+def test_a_known_non_attention_type_and_an_encoder_decoder():
+    assert "Gated DeltaNet" in refusal(_config(model_type="qwen3_next"), "q")
+    assert "encoder–decoder (bart)" in refusal(_config(model_type="bart", is_encoder_decoder=True), "b")
+
+
+def test_no_heads_in_the_config():
+    assert "without the layers of self-attention heads" in refusal(_config(num_attention_heads=None), "m")
