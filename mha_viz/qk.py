@@ -44,10 +44,10 @@ class Neuron:
     k: np.ndarray  # (d_k,) k_j
     product: np.ndarray  # (d_k,) q_i ⊙ k_j
     score: float  # Σ product = q_i · k_j
-    scaled: float  # score × scale
+    scaled: float  # score × scale (then soft-capped, Gemma 2)
     row_scaled: np.ndarray  # (n,) q_i · k_t × scale for every key t (-inf where masked)
     row_probs: np.ndarray  # (n,) softmax of row_scaled: the attention of query i
-    masked: bool  # key j is hidden from query i (causal, j > i): its probability is 0
+    masked: bool  # key j is hidden from query i (causal, j > i; or outside a sliding window): probability 0
 
     @property
     def prob(self) -> float:
@@ -73,14 +73,20 @@ def neuron(source, i: int, j: int, *, text: str | None = None, layer: int = 0, h
     K = w.K.astype(np.float64)  # (n, d_k)
     product = q * K[j]
     row = (K @ q) * w.scale  # (n,) every score of row i, scaled
-    hidden = np.arange(n) > i if w.is_causal else np.zeros(n, dtype=bool)
+    if w.softcap is not None:  # Gemma 2's logit soft-capping, as the model computes it
+        row = np.tanh(row / w.softcap) * w.softcap
+    scaled = float(row[j])  # q_i · k_j × scale (soft-capped), masked or not
+    keys = np.arange(n)
+    hidden = keys > i if w.is_causal else np.zeros(n, dtype=bool)
+    if w.window is not None:  # a sliding window hides keys `window` or more back
+        hidden |= keys <= i - w.window
     row = np.where(hidden, -np.inf, row)
     e = np.exp(row - row[~hidden].max())
     probs = e / e.sum()
     score = float(product.sum())
     return Neuron(tokens=list(w.tokens), layer=w.layer, head=w.head, kv_head=w.kv_head, i=i, j=j,
                   rope=w.rope, is_causal=w.is_causal, scale=float(w.scale), q=q, k=K[j].copy(),
-                  product=product, score=score, scaled=score * w.scale, row_scaled=row, row_probs=probs,
+                  product=product, score=score, scaled=scaled, row_scaled=row, row_probs=probs,
                   masked=bool(hidden[j]))
 
 

@@ -4,7 +4,8 @@ Each adapter takes the place of one self-attention module, keeps the trained wei
 parameters where the layout allows, a transposed copy for GPT-2's fused Conv1D), accepts the
 arguments the surrounding Hugging Face layer passes, and returns `(output, probabilities)` as
 the original did. Families are recognised by structure, not by name, so that close relatives
-(RoBERTa, ELECTRA, Mistral without sliding windows, Qwen2...) work too.
+(RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2...) work too; what the relatives add to
+q, k or the scores (per-head q/k norms, logit soft-capping, sliding windows) is our MHA's too.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
 "gpt2", "llama"), a recogniser, a builder of its adapter and the accessor of the layer that
@@ -111,16 +112,44 @@ class GPT2FamilyAttention(Adapter):
         return self.resid_dropout(self.mha.merge(z)), probs
 
 
+def _per_head_norm(original: nn.Module, name: str, d_k: int) -> nn.Module | None:
+    """The module's q_norm or k_norm when it normalises each head's d_k values (Qwen3, Gemma 3),
+    else None (checked by `_llama_refuse`: a norm over every head at once is refused)."""
+    norm = getattr(original, name, None)
+    weight = getattr(norm, "weight", None)
+    return norm if norm is not None and weight is not None and weight.shape[-1] == d_k else None
+
+
+def layer_window(original: nn.Module, config) -> int | None:
+    """The sliding window of this attention layer, or None: the module's own `sliding_window`
+    (Qwen2, Qwen3, Gemma 2: None on full-attention layers), else the config's layer types, else
+    the config's `sliding_window` (Mistral, where every layer slides)."""
+    if hasattr(original, "sliding_window"):
+        return original.sliding_window or None
+    types, idx = getattr(config, "layer_types", None), getattr(original, "layer_idx", None)
+    if types is not None and idx is not None:
+        return getattr(config, "sliding_window", None) if types[idx] == "sliding_attention" else None
+    if getattr(config, "use_sliding_window", True) is False:
+        return None
+    return getattr(config, "sliding_window", None) or None
+
+
 class LlamaFamilyAttention(Adapter):
     """Replaces a Llama-style attention (q/k/v/o_proj, RoPE from `position_embeddings`,
-    grouped-query attention)."""
+    grouped-query attention), with what its relatives add: per-head q/k norms (Qwen3), logit
+    soft-capping and a query pre-attention scalar (Gemma 2), sliding windows (Mistral, Gemma 2,
+    Qwen2/3)."""
 
-    def __init__(self, original: nn.Module, num_heads: int, num_kv_heads: int) -> None:
+    def __init__(self, original: nn.Module, num_heads: int, num_kv_heads: int, config=None) -> None:
         super().__init__()
+        d_k = original.q_proj.out_features // num_heads
         self.mha = MultiHeadAttention.from_linears(
             original.q_proj, original.k_proj, original.v_proj, original.o_proj,
             num_heads=num_heads, num_kv_heads=num_kv_heads, scale=original.scaling,
             dropout=float(getattr(original, "attention_dropout", 0.0)),
+            q_norm=_per_head_norm(original, "q_norm", d_k), k_norm=_per_head_norm(original, "k_norm", d_k),
+            softcap=getattr(original, "attn_logit_softcapping", None),
+            window=layer_window(original, config),
         )
         self.layer_idx = original.layer_idx
 
@@ -186,13 +215,14 @@ def _is_llama(module: nn.Module) -> bool:
 
 
 # Features of Llama relatives that our MHA does not compute; a model with any of them is refused.
-_LLAMA_EXTRAS = ("q_norm", "k_norm", "sinks", "q_layernorm", "k_layernorm")
-_CONFIG_EXTRAS = ("sliding_window", "attn_logit_softcapping", "use_sliding_window")
+_LLAMA_EXTRAS = ("sinks", "q_layernorm", "k_layernorm")
 
 
 def _llama_refuse(module: nn.Module, config) -> list[str]:
-    return [a for a in _LLAMA_EXTRAS if hasattr(module, a)] + \
-        [a for a in _CONFIG_EXTRAS if getattr(config, a, None) not in (None, False)]
+    d_k = module.q_proj.out_features // config.num_attention_heads
+    norms = [f"{a} over every head at once" for a in ("q_norm", "k_norm")
+             if getattr(module, a, None) is not None and _per_head_norm(module, a, d_k) is None]
+    return [a for a in _LLAMA_EXTRAS if hasattr(module, a)] + norms
 
 
 register(Family(  # ours already: models.toy's layers, or an adapter installed before
@@ -213,7 +243,7 @@ register(Family(
     "llama", recognise=_is_llama,
     build=lambda m, config, _causal: LlamaFamilyAttention(
         m, config.num_attention_heads,
-        getattr(config, "num_key_value_heads", None) or config.num_attention_heads),
+        getattr(config, "num_key_value_heads", None) or config.num_attention_heads, config),
     output_projection=lambda m: m.o_proj, refuse=_llama_refuse,
 ))
 
@@ -226,8 +256,8 @@ def family_of(module: nn.Module) -> str | None:
 def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
     """Every self-attention module of `model` in the order the model runs them (layer 0 first),
     as (parent, attribute name, module, family tag). Raises UnsupportedArchitecture when nothing
-    is recognised or the model uses an attention feature (sliding windows, q/k norms, logit
-    soft-capping, sinks) that our MHA does not compute."""
+    is recognised or the model uses an attention feature that our MHA does not compute (sinks,
+    a q/k norm over every head at once)."""
     config = model.config
     found: list[tuple[nn.Module, str, nn.Module, str]] = []
     names: list[str] = []

@@ -167,16 +167,13 @@ class LoadedModel:
         keep_z = _z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():
-            hooks = []
+            hooks, fused = [], False
             try:  # everything that changes the shared model is undone in `finally`, even on error
                 for module, family in self.attention_modules:
                     hooks.append(module.register_forward_pre_hook(keep_input, with_kwargs=True))
                     if head_outputs:
                         hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
-                for a in self.adapters:
-                    a.need_weights = False
-                if not self.local_attention:
-                    self.hf_model.set_attn_implementation("sdpa")
+                fused = self._use_fused()
                 # the base model, without the LM head: SmolLM2's logits alone would be
                 # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need
                 # them; nor every layer's hidden states (its last_hidden_state is the last one)
@@ -186,10 +183,7 @@ class LoadedModel:
             finally:
                 for h in hooks:
                     h.remove()
-                for a in self.adapters:
-                    a.need_weights = True
-                if not self.local_attention:
-                    self.hf_model.set_attn_implementation("eager")
+                self._use_eager(fused)
         last = out.last_hidden_state if net is not self.hf_model else out.hidden_states[-1]
         return Capture(last, None, tuple(zs) if head_outputs else None, out, tuple(inputs), mask)
 
@@ -249,17 +243,34 @@ class LoadedModel:
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
         with self.lock, torch.inference_mode():
+            fused = False
             try:
-                for a in self.adapters:
-                    a.need_weights = False
-                if not self.local_attention:
-                    self.hf_model.set_attn_implementation("sdpa")
+                fused = self._use_fused()
                 return self.hf_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
             finally:
-                for a in self.adapters:
-                    a.need_weights = True
-                if not self.local_attention:
-                    self.hf_model.set_attn_implementation("eager")
+                self._use_eager(fused)
+
+    def _use_fused(self) -> bool:
+        """Switch the shared model to fused attention (our adapters: no probabilities; Hugging
+        Face's: SDPA) for a run that needs no probabilities; the caller holds `lock` and calls
+        `_use_eager` with the result afterwards. A model whose Hugging Face code has no SDPA
+        path (Gemma 2: soft-capping) stays on eager, which computes the same (returns False)."""
+        for a in self.adapters:
+            a.need_weights = False
+        if self.local_attention:
+            return False
+        try:
+            self.hf_model.set_attn_implementation("sdpa")
+        except (ValueError, ImportError):  # e.g. "does not support … scaled_dot_product_attention"
+            return False
+        return True
+
+    def _use_eager(self, switched: bool) -> None:
+        """Undo `_use_fused` (`switched`: what it returned)."""
+        for a in self.adapters:
+            a.need_weights = True
+        if switched:
+            self.hf_model.set_attn_implementation("eager")
 
     def head_weights(self) -> dict[str, torch.Tensor]:
         """Every head's weights, stacked over layers (x @ W convention, biases left out):

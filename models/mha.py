@@ -25,9 +25,14 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate q or k (B, h, n, d_k) by position; cos and sin are (B, n, d_k) or (n, d_k)."""
+    """Rotate q or k (B, h, n, d_k) by position; cos and sin are (B, n, r) or (n, r). r < d_k is
+    partial rotary (GPT-NeoX/Pythia, Phi): the first r dimensions turn, the others pass as they are."""
     if cos.dim() == 3:
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, n, d_k), broadcast over heads
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, n, r), broadcast over heads
+    r = cos.shape[-1]
+    if r < x.shape[-1]:
+        turned, kept = x[..., :r], x[..., r:]
+        return torch.cat((turned * cos + rotate_half(turned) * sin, kept), dim=-1)
     return x * cos + rotate_half(x) * sin
 
 
@@ -53,6 +58,12 @@ class MultiHeadAttention(nn.Module):
         bias: whether the four projections have a bias.
         dropout: dropout on the probabilities, in training only.
         scale: multiplier of the scores (default 1 / sqrt(d_k)).
+        q_norm, k_norm: a norm applied to each head's q and k before RoPE (Qwen3, OLMo-style
+            per-head RMSNorm over d_k); None: none.
+        softcap: logit soft-capping (Gemma 2): scaled scores become softcap · tanh(s / softcap)
+            before the mask; None: none.
+        window: a sliding window (Mistral, Gemma 2's and Qwen's sliding layers): under the causal
+            mask, query i also stops seeing keys j <= i - window; None: none.
     """
 
     def __init__(
@@ -67,6 +78,10 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         dropout: float = 0.0,
         scale: float | None = None,
+        q_norm: nn.Module | None = None,
+        k_norm: nn.Module | None = None,
+        softcap: float | None = None,
+        window: int | None = None,
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -84,6 +99,9 @@ class MultiHeadAttention(nn.Module):
         self.w_v = nn.Linear(d_kv_in, num_kv_heads * self.d_v, bias=bias)
         self.w_o = nn.Linear(num_heads * self.d_v, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        self.q_norm, self.k_norm = q_norm, k_norm
+        self.softcap = None if not softcap else float(softcap)
+        self.window = None if not window else int(window)
         # When True, `merge` keeps the heads' outputs z of its last call in `last_z` (detached),
         # so the app can measure what each head writes; the caller serialises runs.
         self.keep_z = False
@@ -102,15 +120,22 @@ class MultiHeadAttention(nn.Module):
         num_kv_heads: int | None = None,
         scale: float | None = None,
         dropout: float = 0.0,
+        q_norm: nn.Module | None = None,
+        k_norm: nn.Module | None = None,
+        softcap: float | None = None,
+        window: int | None = None,
     ) -> "MultiHeadAttention":
-        """Wrap existing projection layers (the same parameters, not copies) of a trained model."""
+        """Wrap existing projection layers (the same parameters, not copies) of a trained model;
+        q_norm and k_norm too, when given."""
         d_k = w_q.out_features // num_heads
         kv = num_heads if num_kv_heads is None else num_kv_heads
         with torch.device("meta"):  # placeholders only: the real layers are put in below
             mha = cls(
                 w_q.in_features, num_heads, d_k=d_k, d_v=w_v.out_features // kv, num_kv_heads=kv,
                 d_kv_in=w_k.in_features, bias=False, dropout=dropout, scale=scale,
+                softcap=softcap, window=window,
             )
+        mha.q_norm, mha.k_norm = q_norm, k_norm
         mha.d_model = w_o.out_features
         mha.w_q, mha.w_k, mha.w_v, mha.w_o = w_q, w_k, w_v, w_o
         return mha
@@ -119,7 +144,13 @@ class MultiHeadAttention(nn.Module):
     def project_q(self, query: torch.Tensor) -> torch.Tensor:
         """(B, n_q, d_model) -> (B, h, n_q, d_k)."""
         B, n_q, _ = query.shape
-        return self.w_q(query).view(B, n_q, self.num_heads, self.d_k).transpose(1, 2)  # (B, h, n_q, d_k)
+        q = self.w_q(query).view(B, n_q, self.num_heads, self.d_k)  # (B, n_q, h, d_k)
+        return self._normed(q, self.q_norm).transpose(1, 2)  # (B, h, n_q, d_k)
+
+    @staticmethod
+    def _normed(x: torch.Tensor, norm: nn.Module | None) -> torch.Tensor:
+        """Each head's q or k, (B, n, heads, d_k), through the per-head norm (if any)."""
+        return x if norm is None else norm(x)
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention's q, k, v from one matrix product with W_Q, W_K, W_V stacked, as
@@ -131,8 +162,8 @@ class MultiHeadAttention(nn.Module):
         qkv = F.linear(x, weight, bias)  # (B, n, h·d_k + G·d_k + G·d_v)
         h, g = self.num_heads, self.num_kv_heads
         q, k, v = qkv.split([h * self.d_k, g * self.d_k, g * self.d_v], dim=-1)
-        return (q.view(B, n, h, self.d_k).transpose(1, 2),  # (B, h, n, d_k)
-                k.view(B, n, g, self.d_k).transpose(1, 2),  # (B, G, n, d_k)
+        return (self._normed(q.view(B, n, h, self.d_k), self.q_norm).transpose(1, 2),  # (B, h, n, d_k)
+                self._normed(k.view(B, n, g, self.d_k), self.k_norm).transpose(1, 2),  # (B, G, n, d_k)
                 v.view(B, n, g, self.d_v).transpose(1, 2))  # (B, G, n, d_v)
 
     def project_self(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None, *,
@@ -174,7 +205,7 @@ class MultiHeadAttention(nn.Module):
     def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, n_k, d_kv_in) twice -> k (B, G, n_k, d_k), v (B, G, n_k, d_v)."""
         B, n_k, _ = key.shape
-        k = self.w_k(key).view(B, n_k, self.num_kv_heads, self.d_k).transpose(1, 2)  # (B, G, n_k, d_k)
+        k = self._normed(self.w_k(key).view(B, n_k, self.num_kv_heads, self.d_k), self.k_norm).transpose(1, 2)  # (B, G, n_k, d_k)
         v = self.w_v(value).view(B, n_k, self.num_kv_heads, self.d_v).transpose(1, 2)  # (B, G, n_k, d_v)
         return k, v
 
@@ -208,21 +239,14 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # query head i reads KV head i // group
             k = k.repeat_interleave(group, dim=1)  # (B, h, n_k, d_k)
             v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
-        # Scaled after the product, as Hugging Face's eager attention does, so that both give
-        # bit-identical probabilities (scaling q first rounds differently), unless the scale is
-        # a power of two (d_k = 64: 1/8), where scaling q first is exact and n_q / n_k times
-        # cheaper; in place where shapes allow, since the (n_q, n_k) passes are what costs.
-        if math.frexp(self.scale)[0] == 0.5:
-            scores = torch.matmul(q * self.scale, k.transpose(-2, -1))  # (B, h, n_q, n_k)
-        else:
-            scores = torch.matmul(q, k.transpose(-2, -1)).mul_(self.scale)  # (B, h, n_q, n_k)
+        scores = self.scores(q, k)  # (B, h, n_q, n_k), scaled (and soft-capped)
         n_q, n_k = scores.shape[-2:]
 
         def fits(mask: torch.Tensor) -> bool:
             return torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
         blocked = None  # bool, True where a key is hidden from a query
         if is_causal:
-            blocked = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).triu(n_k - n_q + 1)  # (n_q, n_k)
+            blocked = self.hidden_keys(n_q, n_k, q.device)  # (n_q, n_k)
         if key_padding_mask is not None:
             pad = key_padding_mask.to(torch.bool)[:, None, None, :]  # (B, 1, 1, n_k)
             blocked = pad if blocked is None else blocked | pad
@@ -247,12 +271,41 @@ class MultiHeadAttention(nn.Module):
         z = torch.matmul(self.dropout(probs), v)  # (B, h, n_q, d_v)
         return z, probs
 
+    def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """Scaled scores (B, h, n_q, n_k) of q (B, h, n_q, d_k) against k (B, h, n_k, d_k), soft-
+        capped when the head is (before any mask), as `attend` computes them.
+
+        Scaled after the product, as Hugging Face's eager attention does, so that both give
+        bit-identical probabilities (scaling q first rounds differently), unless the scale is a
+        power of two (d_k = 64: 1/8), where scaling q first is exact and n_q / n_k times cheaper;
+        in place where shapes allow, since the (n_q, n_k) passes are what costs."""
+        if math.frexp(self.scale)[0] == 0.5:
+            scores = torch.matmul(q * self.scale, k.transpose(-2, -1))  # (B, h, n_q, n_k)
+        else:
+            scores = torch.matmul(q, k.transpose(-2, -1)).mul_(self.scale)  # (B, h, n_q, n_k)
+        if self.softcap is not None:  # Gemma 2: s / c, tanh, × c, in that order (as its eager code)
+            scores = torch.tanh(scores / self.softcap) * self.softcap
+        return scores
+
+    def hidden_keys(self, n_q: int, n_k: int, device=None) -> torch.Tensor:
+        """(n_q, n_k) bool, True where the causal mask (and the sliding window, if any) hides key j
+        from query i; the queries are the last n_q of the n_k positions."""
+        offset = n_k - n_q
+        hidden = torch.ones(n_q, n_k, dtype=torch.bool, device=device).triu(offset + 1)
+        if self.window is not None:  # query at position p sees keys p - window < j <= p
+            hidden |= torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(offset - self.window)
+        return hidden
+
     def _attend_fused(self, q, k, v, attn_mask, key_padding_mask, is_causal) -> torch.Tensor:
-        """`attend` without probabilities, through F.scaled_dot_product_attention."""
+        """`attend` without probabilities, through F.scaled_dot_product_attention (which cannot
+        soft-cap: a soft-capped head is computed by `attend`)."""
+        if self.softcap is not None:
+            return self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                               is_causal=is_causal)[0]
         n_q, n_k = q.shape[-2], k.shape[-2]
         allowed = None  # bool, True where a query may see a key; float masks are added instead
-        if is_causal and n_q != n_k:  # SDPA's is_causal aligns top-left; ours aligns the ends
-            allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=q.device).tril(n_k - n_q)
+        if is_causal and (n_q != n_k or self.window is not None):  # SDPA's is_causal aligns top-left; ours aligns the ends
+            allowed = ~self.hidden_keys(n_q, n_k, q.device)
             is_causal = False
         if key_padding_mask is not None:
             keep = ~key_padding_mask.to(torch.bool)[:, None, None, :]  # (B, 1, 1, n_k)

@@ -127,6 +127,8 @@ def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
           "What this layer receives: one vector per token (after the layer norm in pre-LN models).")
     kv = f" (KV head {w.kv_head}, shared by {H // w.num_kv_heads} query heads)" if w.num_kv_heads != H else ""
     rope = " Then rotary position embeddings turn q and k by an angle that grows with the position." if w.rope else ""
+    if w.q_norm:
+        rope = " Each head's q and k then pass an RMSNorm over their d_k values." + rope
     _step(2, "Queries, keys, values", r"Q = X W_Q + b_Q,\quad K = X W_K + b_K,\quad V = X W_V + b_V",
           f"Q {n} × {d_k}, K {n} × {d_k}, V {n} × {d_v}; W_Q, W_K {d} × {d_k}, W_V {d} × {d_v}",
           note=f"This head's own projections{kv}.{rope}")
@@ -140,10 +142,16 @@ def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
           "Entry (i, j): how well query i matches key j (a dot product).")
     _step(4, "Scaling", r"S' = \frac{Q K^\top}{\sqrt{d_k}}" + rf"\quad (\sqrt{{{d_k}}} = {1 / w.scale:.3g})",
           f"{n} × {n}", figs["scaled"],
-          "Without it, dot products of d_k-dimensional vectors grow like √d_k and softmax saturates.")
+          "Without it, dot products of d_k-dimensional vectors grow like √d_k and softmax saturates."
+          + (f" This model then soft-caps the scores: S' ← {w.softcap:g} · tanh(S' / {w.softcap:g}), so none "
+             f"passes ±{w.softcap:g}." if w.softcap is not None else "")
+          + (f" (This model's scale is {w.scale:.4g}, not 1/√d_k.)" if abs(w.scale * d_k ** 0.5 - 1) > 1e-3 else ""))
     if w.is_causal:
+        window = (f" This layer also has a sliding window of {w.window} tokens: keys {w.window} or more "
+                  "positions back are hidden too.") if w.window is not None else ""
         _step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", f"{n} × {n}", figs["masked"],
-              "A decoder's token may not look at later tokens: their scores become −∞, so softmax gives them 0.")
+              "A decoder's token may not look at later tokens: their scores become −∞, so softmax gives them 0."
+              + window)
     else:
         _step(5, "Mask", r"\text{(none: an encoder lets every token see every token)}", f"{n} × {n}",
               note="Padding keys would be masked here; a single sentence has none.")

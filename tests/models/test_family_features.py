@@ -1,0 +1,133 @@
+"""Every per-head feature on the Llama relatives that change q, k or the scores: Qwen3 (per-head
+q/k RMSNorm), Gemma 2 (logit soft-capping, a query pre-attention scalar, sliding and global
+layers), Mistral (a sliding window on every layer). Tiny random-init models with peaked heads
+(q/k weights scaled up, so a wrong scale, norm or window cannot hide in near-uniform rows), and
+for each, against Hugging Face's own eager attention on the same ids:
+- our MHA in place of theirs: the same probabilities and logits (1e-5);
+- lean capture (fused run, probabilities recomputed): the same probabilities;
+- each head's output z through W_O (and its bias) is the attention module's output;
+- the teaching walkthrough's probabilities are the captured ones (and its scores, soft-capped),
+  and so are the queries-and-keys view's rows;
+- head weights are read."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from mha_viz import qk, teaching
+from models.adapters import output_projection
+from tests.helpers import byte_bpe_tokenizer
+
+TEXT = "The cat sat on the mat. The dog sat on the log. A quick brown fox jumps over the lazy dog!"
+WINDOW = 8
+SHARP = 12.0  # q/k projections (or their norms' weights) scaled by this: peaked heads
+
+
+def _qwen3():
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    return Qwen3ForCausalLM, Qwen3Config(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=128)
+
+
+def _gemma2():
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    return Gemma2ForCausalLM, Gemma2Config(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, max_position_embeddings=128, sliding_window=WINDOW,
+        query_pre_attn_scalar=24, attn_logit_softcapping=5.0, final_logit_softcapping=30.0)
+
+
+def _mistral():
+    from transformers import MistralConfig, MistralForCausalLM
+    return MistralForCausalLM, MistralConfig(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, sliding_window=WINDOW)
+
+
+BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral}
+
+
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def folder(request, tmp_path_factory):
+    cls, config = BUILDERS[request.param]()
+    tok = byte_bpe_tokenizer()
+    config.vocab_size = len(tok)
+    torch.manual_seed(5)
+    model = cls(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(("q_proj.weight", "k_proj.weight")) or name.endswith(("q_norm.weight", "k_norm.weight")):
+                p.mul_(SHARP) if "proj" in name else p.fill_(SHARP)
+    out = tmp_path_factory.mktemp(request.param)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return request.param, str(out)
+
+
+def _ids(model) -> torch.Tensor:
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    assert ids.shape[1] > 2 * WINDOW  # past the window
+    return ids
+
+
+def test_our_mha_and_lean_capture_equal_hugging_face(folder):
+    family, path = folder
+    hf = mha_viz.load_model(path, device="cpu")
+    assert hf.has_head_outputs, family
+    ids = _ids(hf)
+    eager = hf.capture(ids)
+    probs = torch.stack([a[0] for a in eager.attentions])  # (L, H, n, n)
+    assert probs.amax(-1).mean() > 0.5, "heads are not peaked: the test could not see a wrong scale"
+    if family != "qwen3":  # a window of 8 on (some) layers: keys 8 or more back get nothing
+        assert torch.tril(probs[0], -WINDOW).abs().max() == 0
+        assert torch.tril(probs[-1], -WINDOW).abs().max() > 0 if family == "gemma2" else True  # its global layer
+    ours = mha_viz.load_model(path, device="cpu", local_attention=True)
+    mine = ours.capture(ids)
+    for layer in range(hf.num_layers):
+        torch.testing.assert_close(mine.attentions[layer], eager.attentions[layer], atol=1e-5, rtol=0)
+    torch.testing.assert_close(mine.output.logits, eager.output.logits, atol=1e-5, rtol=1e-5)
+    for model in (hf, ours):
+        lean = model.capture(ids, lean=True)
+        for layer in range(model.num_layers):
+            torch.testing.assert_close(model.recompute(lean, layer), eager.attentions[layer], atol=1e-5, rtol=0)
+        assert model.capture(ids).attentions is not None  # eager attention is back after a lean run
+
+
+def test_head_outputs_through_w_o_are_the_attention_output(folder):
+    family, path = folder
+    hf = mha_viz.load_model(path, device="cpu")
+    ids = _ids(hf)
+    outputs = []
+    hooks = [m.register_forward_hook(lambda _m, _i, out: outputs.append(out[0].detach()))
+             for m, _ in hf.attention_modules]
+    try:
+        cap = hf.capture(ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    weights = hf.head_weights()
+    for layer, (module, fam) in enumerate(hf.attention_modules):
+        z = cap.head_outputs[layer][0]  # (H, n, d_v)
+        proj = output_projection(module, fam)
+        per_head = torch.einsum("hnd,hdm->nm", z, weights["W_O"][layer])  # Σ_h z_h W_O[h]
+        bias = proj.bias if proj.bias is not None else 0
+        torch.testing.assert_close(per_head + bias, outputs[layer][0], atol=1e-5, rtol=1e-5)
+
+
+def test_the_walkthrough_reads_the_captured_probabilities(folder):
+    family, path = folder
+    hf = mha_viz.load_model(path, device="cpu")
+    run = mha_viz.analyze(hf, TEXT, lean=False)
+    for layer in range(hf.num_layers):
+        w = teaching.walkthrough(hf, TEXT, layer, 3)
+        np.testing.assert_allclose(w.probs, run.attentions[layer, 3, :w.n, :w.n], atol=1e-5)
+        if family == "gemma2":  # soft-capped: every score within ±5
+            assert np.abs(w.scaled[np.isfinite(w.scaled)]).max() <= 5.0
+        i = w.n - 1  # the last query: past the window, where one applies
+        nv = qk.neuron(w, i, 0)
+        np.testing.assert_allclose(nv.row_probs, w.probs[i], atol=1e-5)
+        assert nv.masked == (w.window is not None and i >= w.window)
