@@ -3,7 +3,7 @@
 Nothing here imports `mha_viz`: this layer knows tensors and Hugging Face, not the app.
 """
 
-from .adapters import UnsupportedArchitecture, install_local_attention
+from .families import UnsupportedArchitecture, install_local_attention
 from .errors import ModelLoadError
 from .loaded import LoadedModel
 from .loading import load, random_twin

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .adapters import Adapter, make_adapter, output_projection
+from .adapters import Adapter
+from .families import make_adapter, output_projection
 from .architectures import SUPPORTED
 from .errors import ModelLoadError
 
@@ -67,7 +68,7 @@ class LoadedModel:
     adapters: list[Adapter] = field(default_factory=list, repr=False)
     # (module, family tag) of each layer's self-attention as the model runs it (our adapters,
     # tagged "ours", when local_attention); empty when the architecture is not one we can read
-    # weights from. The tags are those of `models.adapters.FAMILIES`.
+    # weights from. The tags are those of `models.families.FAMILIES`.
     attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
     # Derived once per instance (a `dataclasses.replace` copy starts afresh):
     _weights: dict | None = field(default=None, init=False, repr=False, compare=False)

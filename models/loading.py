@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .adapters import Adapter, find_attention, install_local_attention
+from .adapters import Adapter
+from .families import find_attention, install_local_attention
 from .architectures import SUPPORTED, refusal
 from .errors import ModelLoadError, UnsupportedArchitecture
 from .loaded import LoadedModel

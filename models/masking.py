@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import torch
 
-from .adapters import output_projection
+from .families import output_projection
 
 
 @contextmanager

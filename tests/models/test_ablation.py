@@ -12,7 +12,7 @@ import torch
 import mha_viz
 from mha_viz import ablation
 from mha_viz import ablation_outcome as outcome
-from models.adapters import output_projection
+from models.families import output_projection
 from models.masking import head_mask
 
 TEXT = "the cat sat on the mat and the dog sat on the log"

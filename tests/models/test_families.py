@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import models
-from models.adapters import FAMILIES, family_of, output_projection
+from models.families import FAMILIES, family_of, output_projection
 
 W_O = {"bert": lambda m: m.output.dense, "gpt2": lambda m: m.c_proj, "llama": lambda m: m.o_proj}
 

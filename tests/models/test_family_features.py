@@ -1,6 +1,7 @@
-"""Every per-head feature on the Llama relatives that change q, k or the scores: Qwen3 (per-head
-q/k RMSNorm), Gemma 2 (logit soft-capping, a query pre-attention scalar, sliding and global
-layers), Mistral (a sliding window on every layer). Tiny random-init models with peaked heads
+"""Every per-head feature on the families that change q, k or the scores: Qwen3 (per-head q/k
+RMSNorm), Gemma 2 (logit soft-capping, a query pre-attention scalar, sliding and global layers),
+Mistral (a sliding window on every layer), GPT-NeoX/Pythia (fused q, k, v interleaved per head,
+partial rotary), Phi-3 (fused q, k, v blocked, grouped-query, partial rotary, a window). Tiny random-init models with peaked heads
 (q/k weights scaled up, so a wrong scale, norm or window cannot hide in near-uniform rows), and
 for each, against Hugging Face's own eager attention on the same ids:
 - our MHA in place of theirs: the same probabilities and logits (1e-5);
@@ -18,7 +19,7 @@ import torch
 
 import mha_viz
 from mha_viz import qk, teaching
-from models.adapters import output_projection
+from models.families import output_projection
 from tests.helpers import byte_bpe_tokenizer
 
 TEXT = "The cat sat on the mat. The dog sat on the log. A quick brown fox jumps over the lazy dog!"
@@ -48,7 +49,23 @@ def _mistral():
         num_key_value_heads=2, max_position_embeddings=128, sliding_window=WINDOW)
 
 
-BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral}
+def _neox():  # Pythia's architecture: fused qkv interleaved per head, a quarter of each head rotated
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+    return GPTNeoXForCausalLM, GPTNeoXConfig(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=128)
+
+
+def _phi3():  # fused qkv blocked [Q | K | V], grouped-query, half of each head rotated, a window
+    from transformers import Phi3Config, Phi3ForCausalLM
+    return Phi3ForCausalLM, Phi3Config(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128, partial_rotary_factor=0.5, sliding_window=WINDOW,
+        pad_token_id=0)
+
+
+BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral, "neox": _neox, "phi3": _phi3}
+SHARPENED = ("q_proj.weight", "k_proj.weight", "query_key_value.weight", "qkv_proj.weight")
 
 
 @pytest.fixture(scope="module", params=list(BUILDERS))
@@ -60,8 +77,10 @@ def folder(request, tmp_path_factory):
     model = cls(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith(("q_proj.weight", "k_proj.weight")) or name.endswith(("q_norm.weight", "k_norm.weight")):
-                p.mul_(SHARP) if "proj" in name else p.fill_(SHARP)
+            if name.endswith(SHARPENED):
+                p.mul_(SHARP)
+            elif name.endswith(("q_norm.weight", "k_norm.weight")):
+                p.fill_(SHARP)
     out = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(out)
     tok.save_pretrained(out)
@@ -82,7 +101,7 @@ def test_our_mha_and_lean_capture_equal_hugging_face(folder):
     eager = hf.capture(ids)
     probs = torch.stack([a[0] for a in eager.attentions])  # (L, H, n, n)
     assert probs.amax(-1).mean() > 0.5, "heads are not peaked: the test could not see a wrong scale"
-    if family != "qwen3":  # a window of 8 on (some) layers: keys 8 or more back get nothing
+    if family in ("gemma2", "mistral", "phi3"):  # a window of 8 on (some) layers: keys 8 or more back get nothing
         assert torch.tril(probs[0], -WINDOW).abs().max() == 0
         assert torch.tril(probs[-1], -WINDOW).abs().max() > 0 if family == "gemma2" else True  # its global layer
     ours = mha_viz.load_model(path, device="cpu", local_attention=True)

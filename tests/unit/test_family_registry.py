@@ -1,4 +1,4 @@
-"""`models.adapters.FAMILIES`: adding an attention family is one adapter class and one `Family`."""
+"""`models.families.FAMILIES`: adding an attention family is one adapter class and one `Family`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import torch
 from torch import nn
 
 from models import MultiHeadAttention
-from models.adapters import (
-    FAMILIES, Adapter, Family, family_of, find_attention, install_local_attention, output_projection,
-    register,
+from models.adapters import Adapter
+from models.families import (
+    FAMILIES, Family, family_of, find_attention, install_local_attention, output_projection, register,
 )
 
 
 def test_tags_in_order_of_precedence():
-    assert list(FAMILIES)[:4] == ["ours", "bert", "gpt2", "llama"]
+    assert list(FAMILIES)[:6] == ["ours", "bert", "gpt2", "llama", "neox", "phi3"]
     assert all(tag == fam.tag for tag, fam in FAMILIES.items())
 
 

@@ -1,0 +1,206 @@
+"""Which attention modules mha-viz reads, and how: the family registry.
+
+`FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
+"gpt2", "llama", "neox", "phi3"), a recogniser (by structure, not by class name, so that close
+relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
+adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
+heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
+Adding a family is one `Family` here (and, for a new layout, an adapter or a rows function),
+plus its test in tests/models/test_family_features.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from torch import nn
+
+from .adapters import (
+    Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, LlamaFamilyAttention, blocked_rows,
+    interleaved_rows, per_head_norm,
+)
+from .errors import UnsupportedArchitecture
+
+__all__ = [
+    "FAMILIES", "Family", "UnsupportedArchitecture", "family_of", "find_attention", "install_local_attention",
+    "make_adapter", "output_projection", "register",
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One kind of self-attention module mha-viz can read and replace.
+
+    recognise(module): whether `module` is one (by structure, not by class name).
+    build(module, config, causal): our adapter over its weights.
+    output_projection(module): the layer that applies W_O (its input is the heads' outputs z side by side).
+    refuse(module, config): the features of this module or config our MHA does not compute
+        (a model with any is refused when its attention is to be replaced).
+    """
+
+    tag: str
+    recognise: Callable[[nn.Module], bool]
+    build: Callable[[nn.Module, Any, bool], Adapter]
+    output_projection: Callable[[nn.Module], nn.Module]
+    refuse: Callable[[nn.Module, Any], list[str]] = lambda _module, _config: []
+
+
+FAMILIES: dict[str, Family] = {}  # by tag, in order of precedence: the first that recognises a module wins
+
+
+def register(family: Family) -> Family:
+    """Add a family to `FAMILIES` (after those registered before it)."""
+    FAMILIES[family.tag] = family
+    return family
+
+
+def _is_bert(module: nn.Module) -> bool:
+    if not (hasattr(module, "self") and hasattr(module, "output")):
+        return False
+    return all(hasattr(module.self, a) for a in ("query", "key", "value")) and \
+        hasattr(module.output, "LayerNorm") and not getattr(module, "is_cross_attention", False)
+
+
+def _is_gpt2(module: nn.Module) -> bool:
+    # GPT-2 itself: a fused Conv1D (d, 3d) and the attributes the adapter reads. Relatives with
+    # c_attn but another layout (GPTBigCode's multi-query Linear, OpenAI-GPT) are not.
+    if not (hasattr(module, "c_attn") and hasattr(module, "c_proj")):
+        return False
+    weight = getattr(module.c_attn, "weight", None)
+    return (type(module.c_attn).__name__ == "Conv1D" and weight is not None and weight.dim() == 2
+            and weight.shape[1] == 3 * weight.shape[0]
+            and all(hasattr(module, a) for a in ("embed_dim", "scaling", "layer_idx", "attn_dropout"))
+            and not getattr(module, "is_cross_attention", False))
+
+
+def _is_llama(module: nn.Module) -> bool:
+    return all(hasattr(module, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "layer_idx"))
+
+
+# Features of Llama relatives that our MHA does not compute; a model with any of them is refused.
+_LLAMA_EXTRAS = ("sinks", "q_layernorm", "k_layernorm")
+
+
+def _llama_refuse(module: nn.Module, config) -> list[str]:
+    d_k = module.q_proj.out_features // config.num_attention_heads
+    norms = [f"{a} over every head at once" for a in ("q_norm", "k_norm")
+             if getattr(module, a, None) is not None and per_head_norm(module, a, d_k) is None]
+    return [a for a in _LLAMA_EXTRAS if hasattr(module, a)] + norms
+
+
+register(Family(  # ours already: models.toy's layers, or an adapter installed before
+    "ours", recognise=lambda m: isinstance(m, Adapter) and hasattr(m, "mha"),
+    build=lambda m, _config, _causal: m, output_projection=lambda m: m.mha.w_o,
+))
+register(Family(
+    "bert", recognise=_is_bert,
+    build=lambda m, config, causal: BertFamilyAttention(m, config.num_attention_heads, causal),
+    output_projection=lambda m: m.output.dense,
+))
+register(Family(
+    "gpt2", recognise=_is_gpt2,
+    build=lambda m, config, _causal: GPT2FamilyAttention(m, config.num_attention_heads),
+    output_projection=lambda m: m.c_proj,
+))
+register(Family(
+    "llama", recognise=_is_llama,
+    build=lambda m, config, _causal: LlamaFamilyAttention(
+        m, config.num_attention_heads, _kv_heads(config), config),
+    output_projection=lambda m: m.o_proj, refuse=_llama_refuse,
+))
+
+
+def _is_neox(module: nn.Module) -> bool:
+    fused, out = getattr(module, "query_key_value", None), getattr(module, "dense", None)
+    return type(fused) is nn.Linear and isinstance(out, nn.Linear) and fused.out_features == 3 * out.in_features \
+        and all(hasattr(module, a) for a in ("rotary_ndims", "scaling", "layer_idx"))
+
+
+def _is_phi3(module: nn.Module) -> bool:
+    fused, out = getattr(module, "qkv_proj", None), getattr(module, "o_proj", None)
+    return isinstance(fused, nn.Linear) and isinstance(out, nn.Linear) and \
+        all(hasattr(module, a) for a in ("scaling", "layer_idx", "num_key_value_heads"))
+
+
+def _kv_heads(config) -> int:
+    return getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+
+
+register(Family(
+    "neox", recognise=_is_neox,
+    build=lambda m, config, _causal: FusedQKVAttention(
+        m, m.query_key_value, m.dense, interleaved_rows, config.num_attention_heads, config.num_attention_heads, config),
+    output_projection=lambda m: m.dense,
+))
+register(Family(
+    "phi3", recognise=_is_phi3,
+    build=lambda m, config, _causal: FusedQKVAttention(
+        m, m.qkv_proj, m.o_proj, blocked_rows, config.num_attention_heads, _kv_heads(config), config),
+    output_projection=lambda m: m.o_proj,
+))
+
+
+def family_of(module: nn.Module) -> str | None:
+    """The tag of the first family in `FAMILIES` that recognises `module`, or None."""
+    return next((tag for tag, fam in FAMILIES.items() if fam.recognise(module)), None)
+
+
+def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
+    """Every self-attention module of `model` in the order the model runs them (layer 0 first),
+    as (parent, attribute name, module, family tag). Raises UnsupportedArchitecture when nothing
+    is recognised or the model uses an attention feature that our MHA does not compute (sinks,
+    a q/k norm over every head at once)."""
+    config = model.config
+    found: list[tuple[nn.Module, str, nn.Module, str]] = []
+    names: list[str] = []
+    for name, module in model.named_modules():
+        family = family_of(module)
+        if family is None or any(name.startswith(f + ".") for f in names):
+            continue  # not attention, or inside an attention module already found
+        parent_name, _, attr = name.rpartition(".")
+        found.append((model.get_submodule(parent_name) if parent_name else model, attr, module, family))
+        names.append(name)
+    if not found:
+        raise UnsupportedArchitecture(
+            f"Our MHA cannot stand in for the attention of '{config.model_type}' models: it knows "
+            "BERT-family, GPT-2 and Llama-family attention. Use Hugging Face's attention instead."
+        )
+    first = {}  # the first module of each family found
+    for _, _, module, family in found:
+        first.setdefault(family, module)
+    extras = [e for family, module in first.items() for e in FAMILIES[family].refuse(module, config)]
+    if extras:
+        raise UnsupportedArchitecture(
+            f"'{config.model_type}' attention uses {', '.join(extras)}, which our MHA does not "
+            "compute. Use Hugging Face's attention for this model."
+        )
+    return found
+
+
+def make_adapter(module: nn.Module, family: str, config, *, causal: bool) -> Adapter:
+    """Our MHA around one original attention module of family `family` (same parameters;
+    GPT-2: a copy); a module that is ours already ("ours") is its own adapter."""
+    adapter = FAMILIES[family].build(module, config, causal)
+    if adapter is not module:
+        adapter.train(module.training)
+    return adapter
+
+
+def output_projection(module: nn.Module, family: str) -> nn.Module:
+    """The layer that applies W_O; its input is the concatenation of the heads' outputs z."""
+    return FAMILIES[family].output_projection(module)
+
+
+def install_local_attention(model: nn.Module, *, causal: bool) -> list[Adapter]:
+    """Replace every self-attention of `model` with an adapter around our MHA, in place.
+
+    Returns the adapters in the order the model runs them (layer 0 first); raises
+    UnsupportedArchitecture as `find_attention` does.
+    """
+    adapters: list[Adapter] = []
+    for parent, attr, module, family in find_attention(model):
+        adapter = make_adapter(module, family, model.config, causal=causal)
+        setattr(parent, attr, adapter)
+        adapters.append(adapter)
+    return adapters
