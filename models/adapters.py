@@ -131,7 +131,8 @@ class RotaryAttention(Adapter):
     d_k), the mask in `attention_mask`, the KV cache in `past_key_values` (`layer_past` for
     GPT-NeoX). Subclasses set `self.mha` and `self.layer_idx`."""
 
-    layer_idx: int | None
+    layer_idx: int | None = None
+    causal = True  # an encoder's adapter (DistilBERT) sets False: no mask given means no mask
 
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None,
                 past_key_values=None, layer_past=None, **kwargs):
@@ -140,28 +141,36 @@ class RotaryAttention(Adapter):
         cache = past_key_values if past_key_values is not None else layer_past
         k, v = _update_cache(cache, k, v, self.layer_idx)
         z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
-                                   is_causal=_is_causal_fallback(attention_mask, True))
+                                   is_causal=_is_causal_fallback(attention_mask, self.causal))
         return self.mha.merge(z), probs
 
 
-class LlamaFamilyAttention(RotaryAttention):
-    """Replaces a Llama-style attention (q/k/v/o_proj, RoPE from `position_embeddings`,
-    grouped-query attention), with what its relatives add: per-head q/k norms (Qwen3), logit
-    soft-capping and a query pre-attention scalar (Gemma 2), sliding windows (Mistral, Gemma 2,
-    Qwen2/3)."""
+LLAMA_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj")
 
-    def __init__(self, original: nn.Module, num_heads: int, num_kv_heads: int, config=None) -> None:
+
+class LlamaFamilyAttention(RotaryAttention):
+    """Replaces an attention with four separate projections, named by `names` (Llama's q/k/v/o_proj
+    by default; OPT's out_proj, DistilBERT's q_lin…out_lin), RoPE from `position_embeddings`
+    when the model passes it, grouped-query attention, and what Llama's relatives add: per-head
+    q/k norms (Qwen3), logit soft-capping and a query pre-attention scalar (Gemma 2), sliding
+    windows (Mistral, Gemma 2, Qwen2/3). `scaling` is the module's own (OPT scales q by it)."""
+
+    def __init__(self, original: nn.Module, num_heads: int, num_kv_heads: int, config=None, *,
+                 names: tuple[str, str, str, str] = LLAMA_NAMES, causal: bool = True) -> None:
         super().__init__()
-        d_k = original.q_proj.out_features // num_heads
+        w_q, w_k, w_v, w_o = (getattr(original, name) for name in names)
+        d_k = w_q.out_features // num_heads
+        scale = getattr(original, "scaling", None)
         self.mha = MultiHeadAttention.from_linears(
-            original.q_proj, original.k_proj, original.v_proj, original.o_proj,
-            num_heads=num_heads, num_kv_heads=num_kv_heads, scale=original.scaling,
+            w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
+            scale=float(scale) if scale is not None else None,
             dropout=float(getattr(original, "attention_dropout", 0.0)),
             q_norm=per_head_norm(original, "q_norm", d_k), k_norm=per_head_norm(original, "k_norm", d_k),
             softcap=getattr(original, "attn_logit_softcapping", None),
             window=layer_window(original, config),
         )
-        self.layer_idx = original.layer_idx
+        self.layer_idx = getattr(original, "layer_idx", None)
+        self.causal = causal
 
 
 # --- fused q, k, v projections: where each head's rows lie in the one weight -------------------

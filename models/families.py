@@ -1,7 +1,7 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3"), a recogniser (by structure, not by class name, so that close
+"gpt2", "llama", "neox", "phi3", "opt", "distilbert"), a recogniser (by structure, not by class name, so that close
 relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
@@ -111,6 +111,25 @@ register(Family(
 ))
 
 
+def _has(module: nn.Module, names: tuple[str, ...]) -> bool:
+    return all(isinstance(getattr(module, n, None), nn.Linear) for n in names)
+
+
+OPT_NAMES = ("q_proj", "k_proj", "v_proj", "out_proj")
+DISTILBERT_NAMES = ("q_lin", "k_lin", "v_lin", "out_lin")
+
+
+def _is_opt(module: nn.Module) -> bool:
+    # OPT's decoder self-attention (BART's family has the same names, in encoder–decoders, which
+    # are read apart: refused here)
+    return _has(module, OPT_NAMES) and hasattr(module, "scaling") and not getattr(module, "is_cross_attention", False) \
+        and getattr(getattr(module, "config", None), "model_type", "opt") == "opt"
+
+
+def _is_distilbert(module: nn.Module) -> bool:
+    return _has(module, DISTILBERT_NAMES) and hasattr(module, "n_heads")
+
+
 def _is_neox(module: nn.Module) -> bool:
     fused, out = getattr(module, "query_key_value", None), getattr(module, "dense", None)
     return type(fused) is nn.Linear and isinstance(out, nn.Linear) and fused.out_features == 3 * out.in_features \
@@ -138,6 +157,20 @@ register(Family(
     build=lambda m, config, _causal: FusedQKVAttention(
         m, m.qkv_proj, m.o_proj, blocked_rows, config.num_attention_heads, _kv_heads(config), config),
     output_projection=lambda m: m.o_proj,
+))
+
+
+register(Family(
+    "opt", recognise=_is_opt,
+    build=lambda m, config, _causal: LlamaFamilyAttention(
+        m, config.num_attention_heads, config.num_attention_heads, config, names=OPT_NAMES),
+    output_projection=lambda m: m.out_proj,
+))
+register(Family(
+    "distilbert", recognise=_is_distilbert,
+    build=lambda m, config, causal: LlamaFamilyAttention(
+        m, config.num_attention_heads, config.num_attention_heads, config, names=DISTILBERT_NAMES, causal=causal),
+    output_projection=lambda m: m.out_lin,
 ))
 
 

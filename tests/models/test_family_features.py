@@ -1,7 +1,8 @@
 """Every per-head feature on the families that change q, k or the scores: Qwen3 (per-head q/k
 RMSNorm), Gemma 2 (logit soft-capping, a query pre-attention scalar, sliding and global layers),
 Mistral (a sliding window on every layer), GPT-NeoX/Pythia (fused q, k, v interleaved per head,
-partial rotary), Phi-3 (fused q, k, v blocked, grouped-query, partial rotary, a window). Tiny random-init models with peaked heads
+partial rotary), Phi-3 (fused q, k, v blocked, grouped-query, partial rotary, a window), OPT (q
+scaled inside the module, out_proj), DistilBERT (an encoder: q_lin … out_lin). Tiny random-init models with peaked heads
 (q/k weights scaled up, so a wrong scale, norm or window cannot hide in near-uniform rows), and
 for each, against Hugging Face's own eager attention on the same ids:
 - our MHA in place of theirs: the same probabilities and logits (1e-5);
@@ -64,8 +65,23 @@ def _phi3():  # fused qkv blocked [Q | K | V], grouped-query, half of each head 
         pad_token_id=0)
 
 
-BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral, "neox": _neox, "phi3": _phi3}
-SHARPENED = ("q_proj.weight", "k_proj.weight", "query_key_value.weight", "qkv_proj.weight")
+def _opt():  # q scaled by 1/√d inside the module (bias included), learned positions, out_proj
+    from transformers import OPTConfig, OPTForCausalLM
+    return OPTForCausalLM, OPTConfig(
+        vocab_size=400, hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=128, word_embed_proj_dim=64)
+
+
+def _distilbert():  # an encoder: q_lin … out_lin, no mask at all on a single text
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
+    return DistilBertForMaskedLM, DistilBertConfig(
+        vocab_size=400, dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=128)
+
+
+BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral, "neox": _neox, "phi3": _phi3,
+            "opt": _opt, "distilbert": _distilbert}
+SHARPENED = ("q_proj.weight", "k_proj.weight", "query_key_value.weight", "qkv_proj.weight", "q_lin.weight",
+             "k_lin.weight")
 
 
 @pytest.fixture(scope="module", params=list(BUILDERS))

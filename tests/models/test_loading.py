@@ -29,10 +29,11 @@ def test_folder_with_config_but_no_weights(tmp_path, gpt2_dir):
 
 
 def test_our_attention_refuses_an_architecture_it_cannot_replace(tmp_path, bert_dir):
-    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+    from transformers import AutoTokenizer, DebertaV2Config, DebertaV2Model
 
-    config = DistilBertConfig(vocab_size=30522, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
-    DistilBertModel(config).save_pretrained(tmp_path)
+    config = DebertaV2Config(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                             intermediate_size=64, relative_attention=True, pos_att_type=["c2p", "p2c"])
+    DebertaV2Model(config).save_pretrained(tmp_path)
     AutoTokenizer.from_pretrained(bert_dir).save_pretrained(tmp_path)
     hf = mha_viz.load_model(str(tmp_path), device="cpu")  # Hugging Face's attention captures it
     assert mha_viz.analyze(hf, "hello world").attentions.shape[:2] == (1, 2)
