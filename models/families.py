@@ -174,6 +174,10 @@ register(Family(
 ))
 
 
+KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, OPT, GPT-NeoX/Pythia, Phi-3 and Llama-family "
+         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2)")
+
+
 def family_of(module: nn.Module) -> str | None:
     """The tag of the first family in `FAMILIES` that recognises `module`, or None."""
     return next((tag for tag, fam in FAMILIES.items() if fam.recognise(module)), None)
@@ -196,8 +200,8 @@ def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, st
         names.append(name)
     if not found:
         raise UnsupportedArchitecture(
-            f"Our MHA cannot stand in for the attention of '{config.model_type}' models: it knows "
-            "BERT-family, GPT-2 and Llama-family attention. Use Hugging Face's attention instead."
+            f"Our MHA cannot stand in for the attention of '{config.model_type}' models yet: it knows "
+            f"{KNOWN}. Use Hugging Face's attention instead (every head's attention is still shown)."
         )
     first = {}  # the first module of each family found
     for _, _, module, family in found:
