@@ -13,16 +13,17 @@ Nothing in this package imports Streamlit except `mha_viz.ui`.
 from models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
 from models import random_twin as random_baseline
 
-from .capture import AttentionRun, analyze, load_model
+from .capture import AttentionRun, load_model
 from .comparison import Comparison, compare
 from .generation import Generation, GenerationError, Step, generate
 from .overview import Overview, overview
 from .report import html_report
+from .seq2seq import CrossAttention, EncoderDecoderRun, analyze
 from .sinks import Hidden, drop_tokens, hide_mask
 from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel", "ModelLoadError",
     "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step", "Tokens", "generate", "analyze", "html_report", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
-    "token_limit", "tokenize", "unknown_tokens",
+    "token_limit", "tokenize", "unknown_tokens", "CrossAttention", "EncoderDecoderRun",
 ]

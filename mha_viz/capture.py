@@ -21,8 +21,26 @@ from .sinks import Hidden, drop_tokens
 from .tokenize import InputError, tokenize
 
 
+class HeadArray:
+    """What every capture of heads has: `attentions`, (layers, heads, queries, keys)."""
+
+    attentions: np.ndarray
+
+    @property
+    def num_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.attentions.shape[1]
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """(queries, keys) probabilities of one head."""
+        return self.attentions[layer, head]
+
+
 @dataclass
-class AttentionRun:
+class AttentionRun(HeadArray):
     """Attention probabilities of every head for one input, with its tokens.
 
     attentions: float32 (layers, heads, n, n); row i is query token i, column j key token j;
@@ -73,14 +91,6 @@ class AttentionRun:
         return self.layer_ids == list(range(self.num_layers))
 
     @property
-    def num_layers(self) -> int:
-        return self.attentions.shape[0]
-
-    @property
-    def num_heads(self) -> int:
-        return self.attentions.shape[1]
-
-    @property
     def n(self) -> int:
         return len(self.tokens)
 
@@ -92,10 +102,6 @@ class AttentionRun:
         """This run without the tokens where `mask` is True (both axes), each row renormalised
         over the kept keys; see `mha_viz.sinks.drop_tokens`."""
         return drop_tokens(self, mask)
-
-    def head(self, layer: int, head: int) -> np.ndarray:
-        """(n, n) probabilities of one head."""
-        return self.attentions[layer, head]
 
     def save(self, path, *, float16: bool = False) -> None:
         """Write this run, as shown, to an `.npz` file (a path or a binary file object); float16

@@ -26,8 +26,7 @@ from models import LoadedModel
 from . import settings
 from .ablation import NEXT_TOKEN, loss_kind
 from .capture import AttentionRun
-from .tokenize import InputError, token_limit, tokenize
-from .tokens import clean_tokens
+from .tokenize import InputError, label_ids, token_limit, tokenize
 
 TOP = 10  # alternatives kept per step
 
@@ -116,12 +115,8 @@ def _pick(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, rn
 
 
 def _display(model: LoadedModel, ids: list[int]) -> tuple[list[str], list[int], list[str], list[bool]]:
-    tokenizer = model.tokenizer
-    structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
-    special = [i in structural for i in ids]
-    raw = tokenizer.convert_ids_to_tokens(ids)
-    display, word_ids = clean_tokens(tokenizer, raw, special)
-    return display, word_ids, raw, special
+    t = label_ids(model, ids)
+    return t.display, t.word_ids, t.raw, t.special
 
 
 def _eos_ids(model: LoadedModel) -> set[int]:

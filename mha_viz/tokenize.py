@@ -104,13 +104,21 @@ def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
         ids = ids[:limit]  # a tokenizer that ignores max_length still cannot pass the cap
     if not ids:
         raise InputError("The text produced no tokens for this model; type some words.")
+    return label_ids(model, ids, total=len(full))
+
+
+def label_ids(model: LoadedModel, ids, *, total: int | None = None) -> Tokens:
+    """Token ids (a tokenized text, a generated sequence, a decoder's input) with their labels:
+    readable tokens, words, the tokenizer's pieces and which are structural."""
+    tokenizer = model.tokenizer
+    ids = [int(i) for i in ids]
     # [CLS], [SEP], BOS, EOS, padding; an unknown-character token is text, not structure
     structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
     special = [i in structural for i in ids]
     raw = tokenizer.convert_ids_to_tokens(ids)
     display, word_ids = clean_tokens(tokenizer, raw, special)
-    return Tokens(ids=list(ids), total=len(full), display=display, word_ids=word_ids, raw=list(raw),
-                  special=special)
+    return Tokens(ids=ids, total=len(ids) if total is None else int(total), display=display, word_ids=word_ids,
+                  raw=list(raw), special=special)
 
 
 UNKNOWN_SHARE = 0.2  # a run with at least this share of unknown tokens gets a notice in the app

@@ -1,14 +1,15 @@
 """Which architectures mha-viz reads, and the message for one it cannot, decided from the
 configuration alone (before any weight is loaded): models whose layers are not all attention
-heads (state-space, recurrent and linear-attention layers), and encoder–decoders (read by
-their own path, not yet in the app)."""
+heads (state-space, recurrent and linear-attention layers), or that have no heads at all.
+Encoder–decoders are read (their own path: `LoadedModel.capture_seq2seq`)."""
 
 from __future__ import annotations
 
 SUPPORTED = (
     "mha-viz reads transformers whose layers are softmax attention heads: encoders (BERT, RoBERTa, "
     "XLM-R, ELECTRA, DistilBERT, ALBERT, DeBERTa-v2, ModernBERT) and decoders (GPT-2, GPT-NeoX/Pythia, "
-    "GPT-J, OPT, Falcon, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-3)"
+    "GPT-J, OPT, Falcon, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-3) and encoder–decoders "
+    "(T5, BART, Marian, mBART, Pegasus)"
 )
 
 # model types whose layers are not (all) softmax attention: what they have instead
@@ -37,9 +38,6 @@ def refusal(config, spec: str) -> str | None:
     if instead is not None:
         return (f"'{spec}' is a {model_type} model: it has {instead}, which have no attention "
                 f"probabilities to show. {SUPPORTED}.")
-    if getattr(config, "is_encoder_decoder", False):
-        return (f"'{spec}' is an encoder–decoder ({model_type}): its encoder, decoder and cross-"
-                f"attention are not read by mha-viz yet. {SUPPORTED}.")
     if not all(getattr(config, a, None) for a in ("num_attention_heads", "num_hidden_layers", "hidden_size")):
         return (f"'{spec}' is a {model_type} model without the layers of self-attention heads that "
                 f"mha-viz captures. {SUPPORTED}.")

@@ -36,6 +36,18 @@ class Capture:
     attention_mask: torch.Tensor | None = None
 
 
+@dataclass
+class Seq2SeqCapture:
+    """What one forward pass of an encoder–decoder records: per layer, the encoder's self-
+    attention (B, H, n_src, n_src), the decoder's (B, H_dec, n_tgt, n_tgt) and its cross-attention
+    (B, H_dec, n_tgt, n_src); and the model's output object (logits over the next target token)."""
+
+    encoder: tuple[torch.Tensor, ...]
+    decoder: tuple[torch.Tensor, ...]
+    cross: tuple[torch.Tensor, ...]
+    output: object
+
+
 def _z_recorder(zs: list, num_heads: int):
     """A forward pre-hook for W_O: its input (B, n, H · d_v) is the heads' outputs side by side."""
     def keep_z(_module, args):
@@ -70,6 +82,11 @@ class LoadedModel:
     # tagged "ours", when local_attention); empty when the architecture is not one we can read
     # weights from. The tags are those of `models.families.FAMILIES`.
     attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
+    # An encoder–decoder (T5, BART, Marian…): num_layers, num_heads are the encoder's; the decoder's
+    # self- and cross-attention have decoder_layers × decoder_heads (see `capture_seq2seq`).
+    is_encoder_decoder: bool = False
+    decoder_layers: int = 0
+    decoder_heads: int = 0
     # Derived once per instance (a `dataclasses.replace` copy starts afresh):
     _weights: dict | None = field(default=None, init=False, repr=False, compare=False)
     _views: list | None = field(default=None, init=False, repr=False, compare=False)
@@ -154,6 +171,43 @@ class LoadedModel:
             )
         head_outputs = tuple(zs) if len(zs) == self.num_layers else None
         return Capture(out.hidden_states[-1], attentions, head_outputs, out)
+
+    def capture_seq2seq(self, source_ids: torch.Tensor, target_ids: torch.Tensor) -> Seq2SeqCapture:
+        """Run an encoder–decoder once on source ids (B, n_src) and decoder input ids (B, n_tgt)
+        (the decoder's start token first), recording every attention of both stacks."""
+        source_ids, target_ids = source_ids.to(self.device), target_ids.to(self.device)
+        with self.lock, torch.inference_mode():
+            out = self.hf_model(input_ids=source_ids, attention_mask=torch.ones_like(source_ids),
+                                decoder_input_ids=target_ids, output_attentions=True, use_cache=False)
+        parts = (tuple(out.encoder_attentions or ()), tuple(out.decoder_attentions or ()),
+                 tuple(out.cross_attentions or ()))
+        wanted = (self.num_layers, self.decoder_layers, self.decoder_layers)
+        if tuple(map(len, parts)) != wanted or any(a is None for part in parts for a in part):
+            raise ModelLoadError(
+                f"'{self.name}' ({self.model_type}) did not return the attention probabilities of its encoder, "
+                f"decoder and cross-attention layers, so it cannot be captured. {SUPPORTED}.")
+        return Seq2SeqCapture(*parts, out)
+
+    def decoder_start(self) -> int:
+        """The token an encoder–decoder's decoder starts from (T5: padding; BART: </s>)."""
+        for holder in (getattr(self.hf_model, "generation_config", None), self.hf_model.config):
+            start = getattr(holder, "decoder_start_token_id", None)
+            if start is not None:
+                return int(start)
+        return int(self.tokenizer.pad_token_id or 0)
+
+    def greedy_target(self, source_ids: torch.Tensor, max_new_tokens: int) -> list[int]:
+        """What an encoder–decoder writes for source ids (1, n_src), greedily: the decoder's input
+        ids, its start token first, at most `max_new_tokens` after it (stopping at end of text)."""
+        source_ids = source_ids.to(self.device)
+        with self.lock, torch.inference_mode():
+            out = self.hf_model.generate(
+                input_ids=source_ids, attention_mask=torch.ones_like(source_ids), do_sample=False, num_beams=1,
+                max_new_tokens=int(max_new_tokens), decoder_start_token_id=self.decoder_start(),
+                # transformers sizes the decoder's cache by the encoder's layer count: a decoder
+                # with more layers (some T5 variants) writes without one
+                use_cache=self.decoder_layers == self.num_layers)
+        return [int(i) for i in out[0]]
 
     def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> Capture:
         if not self.attention_modules:

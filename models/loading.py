@@ -55,8 +55,10 @@ def _is_causal(config) -> bool:
 
 def _model_class(config, causal: bool):
     # heavy (transformers): imported only when a model is loaded
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM
 
+    if getattr(config, "is_encoder_decoder", False):
+        return AutoModelForSeq2SeqLM  # with its LM head: the decoder writes the target
     if causal:
         return AutoModelForCausalLM
     archs = config.architectures or []
@@ -100,7 +102,8 @@ def load(
     why = refusal(config, spec)
     if why is not None:
         raise ModelLoadError(why)
-    causal = _is_causal(config)
+    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+    causal = not seq2seq and _is_causal(config)  # an encoder–decoder's encoder reads both ways
     progress(0.4, f"Loading the weights of '{name}'…")
     try:
         model = _model_class(config, causal).from_pretrained(
@@ -141,7 +144,10 @@ def load(
         num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
         d_k=getattr(config, "head_dim", None) or d_model // num_heads,
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
-        source=source, adapters=adapters, attention_modules=modules,
+        source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq,
+        decoder_layers=(getattr(config, "decoder_layers", None) or getattr(config, "num_decoder_layers", None)
+                        or config.num_hidden_layers) if seq2seq else 0,
+        decoder_heads=(getattr(config, "decoder_attention_heads", None) or num_heads) if seq2seq else 0,
     )
     if modules and not local_attention:
         try:  # read one layer's weights through our adapter: an unexpected layout shows here
@@ -151,7 +157,10 @@ def load(
     progress(0.9, "Checking that every layer's attention can be captured…")
     probe = torch.tensor([[tokenizer.unk_token_id or 0, tokenizer.eos_token_id or 0]])
     try:
-        loaded.forward(probe)
+        if seq2seq:
+            loaded.capture_seq2seq(probe, torch.tensor([[loaded.decoder_start()]]))
+        else:
+            loaded.forward(probe)
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised

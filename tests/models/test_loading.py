@@ -69,11 +69,3 @@ def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, gpt2_dir):
                  RwkvConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
                             intermediate_size=64, context_length=64), gpt2_dir)
     _refused(rwkv, "rwkv", "linear attention")
-
-
-def test_an_encoder_decoder_is_named_as_one(tmp_path, gpt2_dir):
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    t5 = _save(tmp_path / "t5", T5ForConditionalGeneration,
-               T5Config(vocab_size=300, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4), gpt2_dir)
-    assert "encoder–decoder" in _refused(t5, "t5")

@@ -1,0 +1,112 @@
+"""Encoder–decoders (T5 with a deeper decoder, BART, Marian, mBART, Pegasus) through
+`mha_viz.analyze(model, source, target)`: the encoder, decoder and cross-attention equal Hugging
+Face's `encoder_attentions`, `decoder_attentions` and `cross_attentions` for the same ids (one
+forward of the model itself, independent of the app's capture); the target is the decoder's
+start token and the typed text, or what the model writes greedily (at most 32 tokens); and the
+input that cannot be analysed gets a message."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from tests.helpers import byte_bpe_tokenizer
+
+SOURCE = "The cat sat on the mat. The dog sat on the log."
+TARGET = "A quick brown fox."
+
+
+def _t5(v):
+    from transformers import T5Config, T5ForConditionalGeneration
+    return T5ForConditionalGeneration, T5Config(
+        vocab_size=v, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3, num_heads=4,
+        decoder_start_token_id=0, pad_token_id=0, eos_token_id=0)
+
+
+def _bart_like(name):
+    def build(v):
+        import transformers
+        config_cls = getattr(transformers, f"{name}Config")
+        model_cls = getattr(transformers, {"Bart": "BartForConditionalGeneration", "Marian": "MarianMTModel",
+                                           "MBart": "MBartForConditionalGeneration",
+                                           "Pegasus": "PegasusForConditionalGeneration"}[name])
+        return model_cls, config_cls(
+            vocab_size=v, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+            pad_token_id=0, bos_token_id=0, eos_token_id=0, decoder_start_token_id=0, forced_eos_token_id=None)
+    return build
+
+
+BUILDERS = {"t5": _t5, "bart": _bart_like("Bart"), "marian": _bart_like("Marian"), "mbart": _bart_like("MBart"),
+            "pegasus": _bart_like("Pegasus")}
+
+
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def seq2seq(request, tmp_path_factory):
+    tok = byte_bpe_tokenizer()
+    cls, config = BUILDERS[request.param](len(tok))
+    torch.manual_seed(7)
+    folder = tmp_path_factory.mktemp(request.param)
+    cls(config).save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return request.param, mha_viz.load_model(folder, device="cpu")
+
+
+def _hugging_face(model, source_ids, target_ids):
+    with torch.no_grad():
+        out = model.hf_model(input_ids=torch.tensor([source_ids]), decoder_input_ids=torch.tensor([target_ids]),
+                             output_attentions=True)
+    return [torch.stack([a[0] for a in part]).numpy()
+            for part in (out.encoder_attentions, out.decoder_attentions, out.cross_attentions)]
+
+
+@pytest.mark.parametrize("target", [TARGET, None])
+def test_the_three_attentions_equal_hugging_face(seq2seq, target):
+    family, model = seq2seq
+    assert model.is_encoder_decoder and not model.is_causal
+    res = mha_viz.analyze(model, SOURCE, target)
+    assert isinstance(res, mha_viz.EncoderDecoderRun) and res.written == (target is None)
+    enc, dec, cross = res.encoder, res.decoder, res.cross
+    assert enc.token_ids == mha_viz.tokenize(model, SOURCE).ids and not enc.is_causal and dec.is_causal
+    assert dec.token_ids[0] == model.decoder_start()
+    if target is None:  # greedy, at most 32 new tokens
+        assert 2 <= len(dec.token_ids) <= 33
+    else:
+        assert dec.token_ids[1:] == model.tokenizer(text_target=TARGET)["input_ids"] and res.target == TARGET
+    want = _hugging_face(model, enc.token_ids, dec.token_ids)
+    for got, expected in zip((enc.attentions, dec.attentions, cross.attentions), want):
+        np.testing.assert_allclose(got, expected, atol=1e-6, rtol=0)
+    L, H = model.decoder_layers, model.decoder_heads
+    assert cross.attentions.shape == (L, H, len(dec.tokens), len(enc.tokens))
+    assert (cross.query_tokens, cross.key_tokens) == (dec.tokens, enc.tokens)
+    assert (cross.query_token_ids, cross.key_token_ids) == (dec.token_ids, enc.token_ids)
+    np.testing.assert_allclose(cross.attentions.sum(-1), 1.0, atol=1e-5)
+    assert not np.triu(dec.attentions, 1).any()
+    if family == "t5":  # a decoder deeper than its encoder
+        assert (enc.num_layers, dec.num_layers) == (2, 3)
+
+
+def test_the_written_target_is_the_models_greedy_output(seq2seq):
+    _, model = seq2seq
+    res = mha_viz.analyze(model, SOURCE)
+    ids = torch.tensor([res.encoder.token_ids])
+    with torch.no_grad():  # one step at a time, by hand: the argmax of the next-token logits
+        seq = [model.decoder_start()]
+        for _ in range(len(res.decoder.token_ids) - 1):
+            logits = model.hf_model(input_ids=ids, decoder_input_ids=torch.tensor([seq])).logits[0, -1]
+            seq.append(int(logits.argmax()))
+    assert res.decoder.token_ids == seq
+
+
+def test_what_cannot_be_analysed_gets_a_message(seq2seq, tiny_gpt2):
+    _, model = seq2seq
+    with pytest.raises(mha_viz.InputError, match="target text"):
+        mha_viz.analyze(model, SOURCE, "   ")
+    with pytest.raises(mha_viz.InputError, match="captured all at once"):
+        mha_viz.analyze(model, SOURCE, layers=[0])
+    with pytest.raises(mha_viz.InputError, match="encoder–decoders"):
+        mha_viz.analyze(tiny_gpt2, SOURCE, TARGET)
+    with pytest.raises(mha_viz.InputError):
+        mha_viz.analyze(model, "  ")
