@@ -73,6 +73,10 @@ class Generation:
 
 def check_decoder(model: LoadedModel) -> None:
     """GenerationError unless the model is a decoder with a language-model head."""
+    if model.is_encoder_decoder:
+        raise GenerationError(f"{model.name} is an encoder–decoder: leave the sidebar's Target text empty and it "
+                              "writes its target from the sentence (greedy), shown as its Decoder and Cross "
+                              "attention.")
     if not model.is_causal or loss_kind(model) != NEXT_TOKEN:
         raise GenerationError(f"{model.name} cannot write text: generation needs a decoder with a "
                               "language-model head; try smollm2 (or toy-induction).")

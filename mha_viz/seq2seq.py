@@ -121,11 +121,23 @@ def analyze_seq2seq(model: LoadedModel, source: str, target: str | None = None, 
             raise InputError("Type a target text, or leave it out and let the model write one.")
         ids, total = _target_ids(model, target, limit)
     tgt = label_ids(model, ids, total=total)
+    text = model.tokenizer.decode(tgt.ids, skip_special_tokens=True) if written else target
+    return _capture(model, src, tgt, source, text, written)
+
+
+def same_tokens(model: LoadedModel, res: EncoderDecoderRun) -> EncoderDecoderRun:
+    """`res`'s source and target token ids through another encoder–decoder of the same tokenizer
+    (a random-init baseline): the same tokens on every axis."""
+    src = label_ids(model, res.encoder.token_ids, total=res.encoder.num_input_tokens)
+    tgt = label_ids(model, res.decoder.token_ids, total=res.decoder.num_input_tokens)
+    return _capture(model, src, tgt, res.source, res.target, res.written)
+
+
+def _capture(model: LoadedModel, src: Tokens, tgt: Tokens, source: str, text: str, written: bool) -> EncoderDecoderRun:
     cap = model.capture_seq2seq(torch.tensor([src.ids]), torch.tensor([tgt.ids]))
 
     def stack(layers) -> np.ndarray:
         return torch.stack([a[0] for a in layers]).float().cpu().numpy()
-    text = model.tokenizer.decode(tgt.ids, skip_special_tokens=True) if written else target
     encoder = _run(src, stack(cap.encoder), model, causal=False, text=source, heads_kv=model.num_heads)
     decoder = _run(tgt, stack(cap.decoder), model, causal=True, text=text, heads_kv=model.decoder_heads)
     cross = CrossAttention(

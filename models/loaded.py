@@ -106,14 +106,18 @@ class LoadedModel:
         kv = f"{self.num_kv_heads}" + (
             f" (grouped-query: {self.num_heads // self.num_kv_heads} query heads share each)"
             if self.num_kv_heads != self.num_heads else " (plain multi-head attention)")
+        kind = "encoder–decoder" if self.is_encoder_decoder else "causal decoder" if self.is_causal else "bidirectional encoder"
         rows = {
-            "model": self.name,
-            "architecture": f"{self.model_type} ({'causal decoder' if self.is_causal else 'bidirectional encoder'})",
+            "model": self.name, "architecture": f"{self.model_type} ({kind})",
             "layers": self.num_layers, "attention heads per layer": self.num_heads, "key/value heads per layer": kv,
             "d_model": self.d_model, "d_k (per head)": self.d_k, "parameters": f"{self.num_params:,}",
             "max positions": self.max_positions, "device": str(self.device),
             "attention implementation": self.implementation, "loaded from": self.source,
         }
+        if self.is_encoder_decoder:  # the rows above are the encoder's
+            rows = {("encoder " + k if k in ("layers", "attention heads per layer") else k): v for k, v in rows.items()}
+            rows["decoder layers (self- and cross-attention)"] = self.decoder_layers
+            rows["decoder attention heads per layer"] = self.decoder_heads
         return {k: str(v) for k, v in rows.items()}
 
     @property

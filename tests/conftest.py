@@ -111,6 +111,17 @@ def mistral_window_dir(tmp_path_factory):
     return _save_random(tmp_path_factory, "mistral-window-random", MistralForCausalLM, config, tok, 4)
 
 
+@pytest.fixture(scope="session")
+def t5_dir(tmp_path_factory):
+    """Random-init T5 (an encoder–decoder: 2 encoder layers, 3 decoder layers, 4 heads)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    tok = byte_bpe_tokenizer()
+    config = T5Config(vocab_size=len(tok), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=3,
+                      num_heads=4, decoder_start_token_id=0, pad_token_id=0, eos_token_id=0)
+    return _save_random(tmp_path_factory, "t5-random", T5ForConditionalGeneration, config, tok, 5)
+
+
 # --- tiers --------------------------------------------------------------------------------------
 
 

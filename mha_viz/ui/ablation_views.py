@@ -29,7 +29,7 @@ def _set_heads(model_key, value: np.ndarray) -> None:
 
 
 def ablation_view() -> None:
-    cur = start("Switch heads off")
+    cur = start("Switch heads off", forward=True)
     if cur is None:
         return
     model = cur.model

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, ablation_outcome, metrics, teaching
+from mha_viz import ablation, ablation_outcome, metrics, seq2seq, teaching
 from mha_viz.ui import state
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
@@ -65,9 +65,13 @@ def baseline_similarity(key: AnalysisKey, kind: str, _run, _model) -> np.ndarray
     base = baseline_model(key.model, _model)
     if metrics.SIMILARITIES[kind].needs == "weights":  # no text involved: skip the forward pass
         return _frozen(metrics.head_similarity(_run, kind, weights=weights(base)))
-    with mha_viz.session_cap(key.cap):
-        n = _run.n if _run.hidden is None else _run.hidden.n_before  # the tokens before *Hide tokens*
-        base_run = mha_viz.analyze(base, _run.text, max_tokens=n, layers=_run.layer_ids)
+    n = _run.n if _run.hidden is None else _run.hidden.n_before  # the tokens before *Hide tokens*
+    res = state.current().seq2seq
+    if base.is_encoder_decoder and res is not None:  # the same part, on the same source and target ids
+        base_run = seq2seq.same_tokens(base, res).parts[key.part]
+    else:
+        with mha_viz.session_cap(key.cap):
+            base_run = mha_viz.analyze(base, _run.text, max_tokens=n, layers=_run.layer_ids)
     if _run.hidden is not None and base_run.n == n:  # the same tokens hidden from the baseline
         hide = np.ones(n, dtype=bool)
         hide[_run.hidden.kept] = False

@@ -85,7 +85,7 @@ def _run_b(cur):
 
 
 def compare_view() -> None:
-    cur = views.start("Compare texts or models")
+    cur = views.start("Compare texts or models", forward=True)
     if cur is None:
         return
     if cur.stale or cur.model is None:

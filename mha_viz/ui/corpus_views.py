@@ -123,7 +123,7 @@ def _documents(conf) -> tuple[Documents, str] | None:
 
 
 def corpus_view() -> None:
-    cur = views.start("Corpus")
+    cur = views.start("Corpus", forward=True)
     if cur is None:
         return
     if cur.model is None or cur.stale:

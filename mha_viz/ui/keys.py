@@ -16,6 +16,10 @@ DEVICE = "device"
 LOCAL_ATTENTION = "local_attention"
 EXAMPLE = "example"
 TEXT = "text"
+TARGET = "target"  # an encoder–decoder's target text (empty: the model writes it)
+ATTN_PART = "attn_part"  # an encoder–decoder's attention shown: "Encoder", "Decoder" or "Cross"
+# Every input the user sets is a widget with persist_state=KEEP (see state.py)
+KEEP = "session"
 TOKEN_LIMIT = "token_limit"
 CAPTURE_LAYERS = "capture_layers"
 HIDE_SPECIAL = "hide_special"  # hide the special tokens ([CLS], [SEP]…) and renormalise (sinks.drop_tokens)
@@ -155,6 +159,8 @@ class AnalysisKey(NamedTuple):
     cap: int  # the session's token cap when it was computed
     layers: tuple[int, ...] | None = None  # None: every layer
     hidden: tuple[str, ...] = ()  # the tokens hidden from the run ("special", "first"); () none
+    target: str | None = None  # an encoder–decoder's target text; None: the model writes it
+    part: str = ""  # an encoder–decoder's attention shown: "encoder", "decoder", "cross"; "" for other models
 
     def with_text(self, text: str) -> "AnalysisKey":
         """The same model and cap on another text (every layer): e.g. the bundled paragraph."""

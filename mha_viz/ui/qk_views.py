@@ -44,7 +44,7 @@ def _qk_map(key, layer: int, head: int, method: str, translate: bool, _w) -> qk.
 
 
 def qk_view() -> None:
-    cur = start(TITLE)
+    cur = start(TITLE, forward=True)
     if cur is None:
         return
     run, model = cur.run, cur.model

@@ -10,7 +10,6 @@ available to the views.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,9 +19,9 @@ import torch
 import mha_viz
 from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
-from mha_viz.tokenize import UNKNOWN_SHARE
-from mha_viz.ui import keys
+from mha_viz.ui import keys, notes, seq2seq_views
 from mha_viz.ui.keys import AnalysisKey, ModelKey
+from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -40,18 +39,10 @@ OTHER = "Other: hub id or folder…"
 # page does not draw it or a run ends early (st.switch_page), and the browser's latest value
 # always wins. (Values put back by the app before each run once overrode what a user typed
 # while the session's first run was still going: issue 20.)
-KEEP = "session"
+KEEP = keys.KEEP
 DEVICES = ("auto", "cpu", "cuda")
 
 
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=&])")  # &: "&amp;" would show as "&"
-
-
-def plain(text: object) -> str:
-    """`text` shown as typed in Streamlit's Markdown (messages, captions, tables): every
-    Markdown, LaTeX ($), directive (:) and HTML character escaped, so that a model id, folder or
-    error that quotes user input cannot become a link, an image, a formula or markup."""
-    return _MARKDOWN.sub(r"\\\1", str(text))
 
 
 def settings() -> deploy.Settings:
@@ -110,14 +101,17 @@ def one_at_a_time(compute):
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _analyze(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun:
+def _analyze(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+    """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target)."""
     with slots().hold():  # raises Busy when the server is full: nothing is cached, the caller waits
-        run = mha_viz.analyze(_model, key.text, max_tokens=key.cap,
-                              layers=None if key.layers is None else list(key.layers))
-    run.attentions.setflags(write=False)
-    if run.head_outputs is not None:
-        run.head_outputs.setflags(write=False)
-    return run
+        result = mha_viz.analyze(_model, key.text, key.target, max_tokens=key.cap,
+                                 layers=None if key.layers is None else list(key.layers))
+    runs = result.parts.values() if isinstance(result, mha_viz.EncoderDecoderRun) else [result]
+    for run in runs:
+        run.attentions.setflags(write=False)
+        if getattr(run, "head_outputs", None) is not None:
+            run.head_outputs.setflags(write=False)
+    return result
 
 
 @dataclass
@@ -139,6 +133,8 @@ class Current:
     # `run` is it with the hidden tokens dropped (`run.hidden` says what), or the same run
     full_run: mha_viz.AttentionRun | None = None
     hide_note: str | None = None  # why *Hide tokens* hid nothing (every token, or none, matched)
+    # an encoder–decoder's three attentions; `run` is the part picked in the sidebar (key.part)
+    seq2seq: mha_viz.EncoderDecoderRun | None = None
 
 
 def _on_example() -> None:
@@ -246,8 +242,12 @@ def _sidebar() -> Current:
         model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = token_cap()
-        key = AnalysisKey(model_key, text, cap, _layers_to_capture(model, text, cap))
+        target, part = seq2seq_views.sidebar() if model.is_encoder_decoder else (None, "")
+        layers = None if model.is_encoder_decoder else _layers_to_capture(model, text, cap)
+        key = AnalysisKey(model_key, text, cap, layers, target=target)
         run = one_at_a_time(lambda: _analyze(key, model))
+        if isinstance(run, mha_viz.EncoderDecoderRun):
+            cur.seq2seq, run, key = run, run.parts[part], key._replace(part=part)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         cur.error = str(exc)
         return _with_last_good(cur)
@@ -263,7 +263,7 @@ def _sidebar() -> Current:
     cur.full_run = run
     run, key = _hide_tokens(cur, run, key)
     cur.run, cur.model, cur.key = run, model, key
-    st.session_state[keys.LAST_GOOD] = (run, model, key)
+    st.session_state[keys.LAST_GOOD] = (run, model, key, cur.seq2seq)
     st.session_state[keys.LAST_FULL] = cur.full_run
     return cur
 
@@ -303,6 +303,9 @@ def _hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey):
     with a note when nothing, or everything, would be hidden."""
     special, first = bool(st.session_state.get(keys.HIDE_SPECIAL)), bool(st.session_state.get(keys.HIDE_FIRST))
     if not (special or first):
+        return run, key
+    if seq2seq_views.is_cross(run):
+        cur.hide_note = "Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is shown whole."
         return run, key
     mask = mha_viz.hide_mask(run, special=special, first=first)
     asked = " and ".join(w for w, on in (("the special tokens", special), ("the first token", first)) if on)
@@ -353,7 +356,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
 def _with_last_good(cur: Current) -> Current:
     last = st.session_state.get(keys.LAST_GOOD)
     if last is not None:
-        cur.run, cur.model, cur.key = last
+        cur.run, cur.model, cur.key, cur.seq2seq = last
         cur.full_run = st.session_state.get(keys.LAST_FULL) or cur.run
         cur.stale = True
     return cur
@@ -369,6 +372,11 @@ def show_status(cur: Current) -> bool:
         return False
     if cur.stale:
         st.caption(f"Showing the last successful result ({plain(cur.run.model_name)}).")
+    seq2seq_views.status(cur)
+    if seq2seq_views.is_cross(cur.run):
+        if cur.hide_note:
+            st.info(plain(cur.hide_note), icon="🙈")
+        return True
     run = cur.full_run or cur.run
     if run.truncated:
         limit = min(cur.model.max_positions, token_cap()) if cur.model else run.n
@@ -376,40 +384,9 @@ def show_status(cur: Current) -> bool:
                else "the sidebar's *Token limit*")
         st.warning(f"The text has {run.num_input_tokens} tokens; the first {run.n} were kept "
                    f"(at most {limit} tokens: {why}).", icon="✂️")
-    _unknown_status(cur, run)
-    _hidden_status(cur)
+    notes.unknown_status(cur, run)
+    notes.hidden_status(cur)
     return True
-
-
-def _unknown_status(cur: Current, run) -> None:
-    """A notice when the model cannot read much of the text: many tokens are its unknown token
-    (toy-induction reads letters only; a WordPiece vocabulary lacks most emoji)."""
-    if cur.model is None or cur.stale or not run.token_ids:
-        return
-    count, unk = mha_viz.unknown_tokens(cur.model, run.token_ids)
-    if count == 0 or count < UNKNOWN_SHARE * len(run.token_ids):
-        return
-    bundled = mha_viz.BUNDLED.get(cur.model.name)
-    reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
-    st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
-               f"({plain(unk or 'unknown')}): it cannot read this text, so its heads have little to show."
-               f"{plain(reads)}", icon="❓")
-
-
-def _hidden_status(cur: Current) -> None:
-    """What the sidebar's *Hide tokens* did: the label, and the rows left with no attention."""
-    if cur.hide_note:
-        st.info(plain(cur.hide_note), icon="🙈")
-    hidden = cur.run.hidden
-    if hidden is None:
-        return
-    st.caption(f"Attention {plain(hidden.label)}: {len(hidden.removed)} of {hidden.n_before} tokens hidden "
-               "(sidebar, *Hide tokens*); each row is divided by the attention it keeps.")
-    if hidden.num_empty:
-        st.warning(f"{hidden.num_empty} query rows in {hidden.heads_with_empty_rows} heads gave (almost) all "
-                   "their attention to the hidden tokens: nothing is left to renormalise, so they are shown "
-                   "as zeros.",
-                   icon="🕳️")
 
 
 def current() -> Current:

@@ -46,7 +46,7 @@ def _pick_known_head(cur) -> None:
 
 
 def teaching_view() -> None:
-    cur = start("Teaching: attention step by step")
+    cur = start("Teaching: attention step by step", forward=True)
     if cur is None:
         return
     run, model = cur.run, cur.model

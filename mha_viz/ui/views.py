@@ -11,7 +11,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import detail, figure_style, figures, metric_figures
-from mha_viz.ui import charts, export_views, keys, state, subset_views
+from mha_viz.ui import charts, export_views, keys, seq2seq_views, state, subset_views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -50,21 +50,28 @@ def _on_grid_select() -> None:
         open_head(*picked)
 
 
-def start(title: str):
+def start(title: str, *, cross: bool = False, forward: bool = False):
     """Title, messages and a valid layer/head selection; returns the current state, or None
-    when there is nothing to draw."""
+    when there is nothing to draw. For an encoder–decoder (`seq2seq_views.gate`): `cross`, the
+    page draws cross-attention too; `forward`, the page runs the model itself."""
     st.title(title)
     cur = state.current()
     if not state.show_status(cur):
+        return None
+    why = seq2seq_views.gate(cur, cross=cross, forward=forward)
+    if why is not None:
+        st.info(why, icon="🔀")
         return None
     _clamp_selection(cur.run)
     return cur
 
 
 def model_view() -> None:
-    cur = start("Model view")
+    cur = start("Model view", cross=True)
     if cur is None:
         return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_model_view(cur)
     run = cur.run
     layers = (f"layers {', '.join(map(str, run.layer_ids))} of {run.model_layers}" if run.partial
               else f"{run.num_layers} layers")
@@ -150,9 +157,11 @@ def _whole_text_overview(cur) -> None:
 
 
 def head_view() -> None:
-    cur = start("Head view")
+    cur = start("Head view", cross=True)
     if cur is None:
         return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_head_view(cur)
     run = cur.run
     cols = st.columns([2, 2, 3])
     layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state[keys.SEL_LAYER],

@@ -1,0 +1,41 @@
+"""Notes above a view about the run it draws: tokens the model cannot read, and tokens hidden by
+the sidebar's *Hide tokens* (with the rows they left empty)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import mha_viz
+from mha_viz.tokenize import UNKNOWN_SHARE
+from mha_viz.ui.text import plain
+
+
+def unknown_status(cur, run) -> None:
+    """A notice when the model cannot read much of the text: many tokens are its unknown token
+    (toy-induction reads letters only; a WordPiece vocabulary lacks most emoji)."""
+    if cur.model is None or cur.stale or not run.token_ids:
+        return
+    count, unk = mha_viz.unknown_tokens(cur.model, run.token_ids)
+    if count == 0 or count < UNKNOWN_SHARE * len(run.token_ids):
+        return
+    bundled = mha_viz.BUNDLED.get(cur.model.name)
+    reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+    st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
+               f"({plain(unk or 'unknown')}): it cannot read this text, so its heads have little to show."
+               f"{plain(reads)}", icon="❓")
+
+
+def hidden_status(cur) -> None:
+    """What the sidebar's *Hide tokens* did: the label, and the rows left with no attention."""
+    if cur.hide_note:
+        st.info(plain(cur.hide_note), icon="🙈")
+    hidden = cur.run.hidden
+    if hidden is None:
+        return
+    st.caption(f"Attention {plain(hidden.label)}: {len(hidden.removed)} of {hidden.n_before} tokens hidden "
+               "(sidebar, *Hide tokens*); each row is divided by the attention it keeps.")
+    if hidden.num_empty:
+        st.warning(f"{hidden.num_empty} query rows in {hidden.heads_with_empty_rows} heads gave (almost) all "
+                   "their attention to the hidden tokens: nothing is left to renormalise, so they are shown "
+                   "as zeros.",
+                   icon="🕳️")

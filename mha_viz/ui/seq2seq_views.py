@@ -1,0 +1,108 @@
+"""Encoder–decoders in the app (T5, BART, Marian…): the sidebar's target text and its
+*Attention: Encoder | Decoder | Cross* picker (as BertViz's drop-down), which pages read which
+part, and the cross-attention's model view and head view (rectangular: target tokens down,
+source tokens across).
+
+Encoder and Decoder are ordinary runs (`AttentionRun`): every page that reads the run draws
+them. Cross is drawn by the Model view and the Head view; the other pages say so. Pages that run
+the model themselves (teaching, switching heads off, queries and keys, generation, corpus,
+comparison) say that they take encoder-only and decoder-only models.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import mha_viz
+from mha_viz import cross_figures, figures
+from mha_viz.ui import charts, keys
+
+PARTS = {"Encoder": "encoder", "Decoder": "decoder", "Cross": "cross"}
+
+
+def sidebar() -> tuple[str | None, str]:
+    """The target box and the part picker, in the sidebar (an encoder–decoder is loaded);
+    returns (target text or None: the model writes it, part: "encoder" | "decoder" | "cross")."""
+    with st.sidebar:
+        st.text_area("Target text (empty: the model writes it)", key=keys.TARGET, persist_state=keys.KEEP,
+                     height=80, placeholder="e.g. a translation of the sentence above",
+                     help="An encoder–decoder reads the sentence above (the source) and writes a target. "
+                          "Type one to see how the model reads it, or leave this empty: the model writes "
+                          "its own, greedily (at most 32 tokens).")
+        part = st.segmented_control(
+            "Attention", list(PARTS), default="Encoder", required=True, key=keys.ATTN_PART,
+            persist_state=keys.KEEP,
+            help="Encoder: the source's self-attention. Decoder: the target's (causal) self-attention. "
+                 "Cross: each target token over the source tokens.")
+    target = st.session_state.get(keys.TARGET) or ""
+    return (target if target.strip() else None), PARTS.get(part or "Encoder", "encoder")
+
+
+def is_cross(run) -> bool:
+    return isinstance(run, mha_viz.CrossAttention)
+
+
+def gate(cur, *, cross: bool, forward: bool) -> str | None:
+    """Why a page cannot draw the current encoder–decoder's run (None: it can). `cross`: the
+    page draws cross-attention; `forward`: the page runs the model itself."""
+    if cur.seq2seq is None:
+        return None
+    if forward:
+        return (f"{cur.model.name if cur.model else 'This model'} is an encoder–decoder: this page runs encoder-only "
+                "and decoder-only models. Its encoder, decoder and cross-attention are on the Model view and "
+                "Head view (and the encoder's and decoder's on every page under Look and Measure): pick one under "
+                "*Attention* in the sidebar.")
+    if is_cross(cur.run) and not cross:
+        return ("This page reads self-attention: pick Encoder or Decoder under *Attention* in the sidebar. "
+                "Cross-attention (target over source) is drawn in the Model view and the Head view.")
+    return None
+
+
+def status(cur) -> None:
+    """What the run shown is (above every page, for an encoder–decoder)."""
+    res = cur.seq2seq
+    if res is None:
+        return
+    side = {"encoder": "the encoder's self-attention over the source",
+            "decoder": "the decoder's causal self-attention over the target",
+            "cross": "cross-attention: each target token over the source"}[cur.key.part]
+    how = "written by the model (greedy)" if res.written else "as typed"
+    st.caption(f"Encoder–decoder: showing {side}. Source {res.encoder.n} tokens; target {res.decoder.n} "
+               f"tokens, {how}: “{res.target}”.")
+
+
+def _on_cross_select() -> None:
+    run = getattr(st.session_state.get(keys.CURRENT), "run", None)
+    points = ((st.session_state.get("cross_grid") or {}).get("selection") or {}).get("points") or []
+    picked = figures.grid_pick(points, run.num_heads) if run is not None else None
+    if picked is not None and picked[0] < run.num_layers:
+        st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = picked
+        st.session_state[keys.GOTO] = "head_view"
+
+
+def cross_model_view(cur) -> None:
+    cross = cur.run
+    st.caption(f"Cross-attention: {cross.num_layers} decoder layers × {cross.num_heads} heads, {cross.n_queries} "
+               f"target tokens (queries, down) over {cross.n_keys} source tokens (keys, across). Click a "
+               "thumbnail to open it in the head view.")
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
+    fig = charts.cached("cross_grid", (cur.key, rescale), lambda: cross_figures.cross_grid(cross, rescale=rescale))
+    charts.show(fig, key="cross_grid", on_select=_on_cross_select, selection_mode="points", width="content")
+
+
+def cross_head_view(cur) -> None:
+    cross = cur.run
+    cols = st.columns([2, 2, 3])
+    layer = cols[0].selectbox("Layer", list(range(cross.num_layers)), index=st.session_state[keys.SEL_LAYER])
+    head = cols[1].selectbox("Head", list(range(cross.num_heads)), index=st.session_state[keys.SEL_HEAD])
+    st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = layer, head
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale")
+    fig = charts.cached("cross_heatmap", (cur.key, layer, head, rescale),
+                        lambda: cross_figures.cross_heatmap(cross, layer, head, rescale=rescale))
+    charts.show(fig, key="cross_heatmap")
+    a = cross.head(layer, head)
+    top = a.argmax(axis=1)
+    st.caption("Row i: how target token i spreads its attention over the source tokens (each row sums to 1).")
+    with st.expander("Strongest source token for each target token"):
+        st.dataframe({"target token": cross.query_tokens, "attends most to": [cross.key_tokens[j] for j in top],
+                      "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]}, hide_index=True)

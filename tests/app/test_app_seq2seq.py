@@ -1,0 +1,68 @@
+"""An encoder–decoder (a random-init T5 folder) in the app: the sidebar offers a target text and
+*Attention: Encoder | Decoder | Cross*; every page draws the encoder's and the decoder's
+self-attention or says why it cannot; cross-attention is drawn, rectangular, by the Model view
+and the Head view, and the other pages say to pick Encoder or Decoder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_viz.ui.state import OTHER
+from tests.app.helpers import PAGE_IDS, charts, open_page, start_app
+
+SOURCE = "The cat sat on the mat."
+CROSS_PAGES = {"model_view", "head_view"}
+FORWARD_PAGES = {"teaching", "ablation", "qk", "corpus", "compare"}
+
+
+@pytest.fixture()
+def t5_app(t5_dir):
+    at = start_app()
+    at.selectbox(key="model_choice").set_value(OTHER).run()
+    at.text_input(key="model_other").input(str(t5_dir)).run()
+    at.text_area(key="text").input(SOURCE).run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    return at
+
+
+def _infos(at) -> str:
+    return " ".join(i.value for i in at.info)
+
+
+@pytest.mark.parametrize("part", ["Encoder", "Decoder", "Cross"])
+def test_every_page_draws_the_part_or_says_why(t5_app, part):
+    at = t5_app
+    at.button_group(key="attn_part").set_value(part).run()
+    res = at.session_state["_current"].seq2seq
+    assert res is not None and res.written  # no target typed: the model wrote one
+    for page in PAGE_IDS:
+        open_page(at, page)
+        assert not at.exception, (page, part, at.exception)
+        assert not at.error, (page, part, [e.value for e in at.error])
+        if page in FORWARD_PAGES:
+            assert "encoder–decoder" in _infos(at), (page, part)
+        elif part == "Cross" and page not in CROSS_PAGES | {"generate", "model_facts"}:
+            assert "pick Encoder or Decoder" in _infos(at), page
+    open_page(at, "head_view")
+    heat = next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")["data"][0]
+    z = np.array(heat["z"], dtype=float)
+    run = {"Encoder": res.encoder, "Decoder": res.decoder}.get(part)
+    if run is None:  # cross: target tokens down, source tokens across
+        assert z.shape == (res.decoder.n, res.encoder.n)
+        np.testing.assert_allclose(z, res.cross.attentions[0, 0], atol=1e-6)
+    else:
+        np.testing.assert_allclose(z, run.attentions[0, 0], atol=1e-6)
+
+
+def test_a_typed_target_is_read_as_typed(t5_app):
+    at = t5_app
+    at.text_area(key="target").input("A dog ran.").run()
+    at.button_group(key="attn_part").set_value("Cross").run()
+    assert not at.exception and not at.error
+    res = at.session_state["_current"].seq2seq
+    assert not res.written and res.target == "A dog ran."
+    assert any("as typed" in c.value for c in at.caption)
+    open_page(at, "head_view")
+    assert not at.exception and not at.error
+    assert at.dataframe[0].value["target token"].tolist() == res.decoder.tokens
