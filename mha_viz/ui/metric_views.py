@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz import detail, figure_style, figures, metric_figures, metrics
-from mha_viz.ui import analysis, charts, keys, state
+from mha_viz.ui import analysis, charts, keys, seq2seq_views, state
 from mha_viz.ui.views import head_heatmap, open_head, start
 
 log = logging.getLogger("mha_viz.ui")
@@ -55,9 +55,11 @@ def _kind_options(run, model) -> dict[str, str]:
 
 
 def metrics_view() -> None:
-    cur = start("Head metrics")
+    cur = start("Head metrics", cross=True)
     if cur is None:
         return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_metrics_view(cur)
     run, model = cur.run, cur.model
     table = analysis.head_table(cur.key, run, model)
     st.caption(f"Computed {state.plain(run.hidden.label)} (sidebar, *Hide tokens*): the first, [SEP] and other "

@@ -4,7 +4,8 @@ part, and the cross-attention's model view and head view (rectangular: target to
 source tokens across).
 
 Encoder and Decoder are ordinary runs (`AttentionRun`): every page that reads the run draws
-them. Cross is drawn by the Model view and the Head view; the other pages say so. Pages that run
+them. Cross is drawn by the Model view, the Head view and Head metrics (the metrics defined for a
+rectangular pattern); the other pages say so. Pages that run
 the model themselves (teaching, switching heads off, queries and keys, generation, corpus,
 comparison) say that they take encoder-only and decoder-only models.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import streamlit as st
 
 import mha_viz
-from mha_viz import cross_figures, figures
+from mha_viz import cross_figures, cross_metrics, figure_style, figures, metric_figures
 from mha_viz.ui import charts, keys
 
 PARTS = {"Encoder": "encoder", "Decoder": "decoder", "Cross": "cross"}
@@ -54,7 +55,7 @@ def gate(cur, *, cross: bool, forward: bool) -> str | None:
                 "*Attention* in the sidebar.")
     if is_cross(cur.run) and not cross:
         return ("This page reads self-attention: pick Encoder or Decoder under *Attention* in the sidebar. "
-                "Cross-attention (target over source) is drawn in the Model view and the Head view.")
+                "Cross-attention (target over source) is drawn in the Model view, the Head view and Head metrics.")
     return None
 
 
@@ -106,3 +107,23 @@ def cross_head_view(cur) -> None:
     with st.expander("Strongest source token for each target token"):
         st.dataframe({"target token": cross.query_tokens, "attends most to": [cross.key_tokens[j] for j in top],
                       "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]}, hide_index=True)
+
+
+def cross_metrics_view(cur) -> None:
+    """The metrics defined for a rectangular pattern, every decoder head (`cross_metrics`)."""
+    cross = cur.run
+    table = charts.cached("cross_table", (cur.key,), lambda: cross_metrics.cross_table(cross))
+    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key="cross_metric_choice",
+                          format_func=lambda c: c.replace("_", " "))
+    st.caption(cross_metrics.COLUMNS[choice].capitalize() + ". The other head metrics ("
+               + ", ".join(cross_metrics.SELF_ONLY) + ") are about a text attending to itself: they apply to "
+               "self-attention (pick Encoder or Decoder in the sidebar).")
+    values = table[choice].to_numpy().reshape(cross.num_layers, cross.num_heads)
+    fig = charts.cached("cross_metric_grid", (cur.key, choice), lambda: metric_figures.metric_grid(
+        values, title=f"Cross-attention {choice.replace('_', ' ')}, every decoder head"))
+    charts.show(fig, key="cross_metric_grid", width="content")
+    st.dataframe(table, hide_index=True, key="cross_table_df",
+                 column_config={c: st.column_config.NumberColumn(format="%.4f") for c in cross_metrics.COLUMNS})
+    st.download_button("Download the cross-attention table (CSV)", lambda: table.to_csv(index=False).encode(),
+                       on_click="ignore", file_name=f"{figure_style.safe_filename(cross.model_name)}-cross-table.csv",
+                       mime="text/csv", key="dl_cross_table")

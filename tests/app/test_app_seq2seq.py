@@ -1,7 +1,8 @@
 """An encoder–decoder (a random-init T5 folder) in the app: the sidebar offers a target text and
 *Attention: Encoder | Decoder | Cross*; every page draws the encoder's and the decoder's
 self-attention or says why it cannot; cross-attention is drawn, rectangular, by the Model view
-and the Head view, and the other pages say to pick Encoder or Decoder."""
+the Head view and Head metrics (the metrics of a rectangular pattern), and the other pages say to pick
+Encoder or Decoder."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from mha_viz.ui.state import OTHER
 from tests.app.helpers import PAGE_IDS, charts, open_page, start_app
 
 SOURCE = "The cat sat on the mat."
-CROSS_PAGES = {"model_view", "head_view"}
+CROSS_PAGES = {"model_view", "head_view", "head_metrics"}
 FORWARD_PAGES = {"teaching", "ablation", "qk", "corpus", "compare"}
 
 
@@ -66,3 +67,18 @@ def test_a_typed_target_is_read_as_typed(t5_app):
     open_page(at, "head_view")
     assert not at.exception and not at.error
     assert at.dataframe[0].value["target token"].tolist() == res.decoder.tokens
+
+
+def test_cross_attention_metrics_are_the_rectangular_ones(t5_app):
+    from mha_viz import cross_metrics
+
+    at = t5_app
+    at.button_group(key="attn_part").set_value("Cross").run()
+    open_page(at, "head_metrics")
+    assert not at.exception and not at.error
+    res = at.session_state["_current"].seq2seq
+    table = at.dataframe[0].value
+    assert list(table.columns) == ["layer", "head", *cross_metrics.COLUMNS]
+    want = cross_metrics.cross_stats(res.cross.attentions, res.cross.key_special)
+    np.testing.assert_allclose(table["alignment"].to_numpy(), want["alignment"].ravel(), atol=1e-6)
+    assert any("apply to self-attention" in c.value for c in at.caption)

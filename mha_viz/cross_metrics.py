@@ -1,0 +1,67 @@
+"""Head metrics that are defined for a rectangular pattern (an encoder–decoder's cross-attention:
+target queries over source keys), per head, as in the metric specification: entropy (smoothed,
+in nats) and its normalised form, confidence, the mass on the first source token and on the
+source's special tokens (sinks), and a monotonic-alignment score for translation: the mass
+within ±1 source token of the diagonal path from the first target token at the first source
+token to the last at the last. The others (distance, previous token, induction…) are about a
+text attending to itself, and apply to self-attention only."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+SMOOTH = 1e-4  # entropy's smoothing, as for self-attention (spec: Â = 0.9999·A + 0.0001/k)
+COLUMNS = {  # column -> what it is, for the table's header help
+    "entropy": "mean over target tokens of the row's entropy (nats), smoothed",
+    "normalized_entropy": "entropy ÷ ln(source tokens): 1 uniform, ~0 one source token",
+    "confidence": "mean over target tokens of the row's largest weight",
+    "first": "mean attention to the first source token",
+    "special": "mean attention to the source's special tokens (</s>, <s>…): a sink",
+    "alignment": "mean mass within ±1 source token of the diagonal path (monotonic alignment)",
+}
+SELF_ONLY = ("distance", "previous/next token", "induction", "diagonal", "[SEP]/punctuation")
+
+
+def diagonal_path(n_queries: int, n_keys: int) -> np.ndarray:
+    """For each target position i, the source position on the straight path from (0, 0) to
+    (n_queries − 1, n_keys − 1), rounded."""
+    if n_queries == 1:
+        return np.zeros(1, dtype=np.int64)
+    return np.rint(np.arange(n_queries) * (n_keys - 1) / (n_queries - 1)).astype(np.int64)
+
+
+def alignment(attentions: np.ndarray, width: int = 1) -> np.ndarray:
+    """(..., n_q, n_k) -> (...): the mean over queries of the mass within ±`width` keys of the
+    diagonal path."""
+    n_q, n_k = attentions.shape[-2:]
+    path = diagonal_path(n_q, n_k)
+    near = np.abs(np.arange(n_k)[None, :] - path[:, None]) <= width  # (n_q, n_k)
+    return (attentions * near).sum(-1).mean(-1)
+
+
+def cross_stats(attentions: np.ndarray, key_special: list[bool] | None = None) -> dict[str, np.ndarray]:
+    """Every metric above for (L, H, n_q, n_k) probabilities: {column: (L, H)}."""
+    a = np.asarray(attentions, dtype=np.float64)
+    n_k = a.shape[-1]
+    smooth = (1 - SMOOTH) * a + SMOOTH / n_k
+    entropy = -(smooth * np.log(smooth)).sum(-1).mean(-1)
+    special = np.asarray(key_special if key_special is not None else [False] * n_k, dtype=bool)
+    return {
+        "entropy": entropy,
+        "normalized_entropy": entropy / np.log(n_k) if n_k > 1 else np.zeros_like(entropy),
+        "confidence": a.max(-1).mean(-1),
+        "first": a[..., 0].mean(-1),
+        "special": a[..., special].sum(-1).mean(-1) if special.any() else np.zeros(a.shape[:2]),
+        "alignment": alignment(a),
+    }
+
+
+def cross_table(cross) -> pd.DataFrame:
+    """One row per decoder layer and head of a `seq2seq.CrossAttention`: layer, head and every
+    metric of `cross_stats`."""
+    stats = cross_stats(cross.attentions, cross.key_special)
+    L, H = cross.attentions.shape[:2]
+    layers, heads = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
+    return pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel(),
+                         **{k: v.astype(np.float32).ravel() for k, v in stats.items()}})
