@@ -18,7 +18,6 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from .capture import AttentionRun
 from .figure_style import axis_labels, margin, plot_title
 
 QUERY, KEY = "query", "key"
@@ -97,17 +96,17 @@ def shape_lines(shape) -> tuple[int, int, int]:
     return int(head[1:]), int(lvl[1:]), int(lines)
 
 
-def _token_traces(labels: list[str], start: int, local: tuple[str, int] | None) -> list[dict]:
-    """The two columns of token markers, labelled, each marker carrying [side, token]."""
-    n = len(labels)
+def _token_traces(labels: dict[str, list[str]], start: int, local: tuple[str, int] | None) -> list[dict]:
+    """The two columns of token markers (labels by side), each marker carrying [side, token]."""
     traces = []
     for side, x, textpos in ((QUERY, X_QUERY, "middle left"), (KEY, X_KEY, "middle right")):
+        n = len(labels[side])
         focused = local is not None and local[0] == side
         size = [12 if focused and t == local[1] else 8 for t in range(n)]
         colour = ["#d62728" if focused and t == local[1] else "#555555" for t in range(n)]
         traces.append(dict(
             type="scatter", x=[x] * n, y=list(range(n)), mode="markers+text",
-            text=labels, textposition=textpos, name=f"{side} tokens", showlegend=False,
+            text=labels[side], textposition=textpos, name=f"{side} tokens", showlegend=False,
             marker=dict(size=size, color=colour, symbol="circle"),
             # plain lists, not an array: plotly.js decodes a 2-D typed array into typed rows, which
             # a selection event would send as {"0": side, "1": token}
@@ -116,10 +115,19 @@ def _token_traces(labels: list[str], start: int, local: tuple[str, int] | None) 
     return traces
 
 
-def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *, threshold: float = 0.0,
+def sides(run) -> tuple[list[str], list[str], str]:
+    """(query tokens, key tokens, the layer's name prefix) of a run: an `AttentionRun` (the same
+    tokens on both sides) or an encoder–decoder's cross-attention (target left, source right)."""
+    if hasattr(run, "key_tokens"):
+        return list(run.query_tokens), list(run.key_tokens), "Cross-attention, decoder layer"
+    return list(run.tokens), list(run.tokens), "Layer"
+
+
+def line_figure(run, layer: int, heads: list[int] | None = None, *, threshold: float = 0.0,
                 focus: tuple[str, int] | None = None, window: tuple[int, int] | None = None,
                 max_lines: int = MAX_LINES, buckets: int = BUCKETS) -> go.Figure:
-    """The line view of row `layer` of the run for `heads` (default: all).
+    """The line view of row `layer` of the run for `heads` (default: all): an `AttentionRun`, or
+    a `seq2seq.CrossAttention` (target tokens on the left, source tokens on the right).
 
     threshold: lines below this weight are hidden. focus: (side, token) — only the lines from
     that query or to that key (token is a position in the text). window: (start, stop) — only
@@ -127,9 +135,13 @@ def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *
     the title says when some were left out. `fig.layout.meta` holds the counts drawn.
     """
     heads = list(range(run.num_heads)) if heads is None else [int(h) for h in heads]
-    start, stop = (0, run.n) if window is None else (max(0, window[0]), min(run.n, window[1]))
+    q_tokens, k_tokens, prefix = sides(run)
+    longest = max(len(q_tokens), len(k_tokens))
+    start, stop = (0, longest) if window is None else (max(0, window[0]), min(longest, window[1]))
+    q_stop, k_stop = min(stop, len(q_tokens)), min(stop, len(k_tokens))
     n = stop - start
-    a = run.attentions[layer][heads][:, start:stop, start:stop] if heads else np.zeros((0, n, n), np.float32)
+    a = run.attentions[layer][heads][:, start:q_stop, start:k_stop] if heads else \
+        np.zeros((0, max(0, q_stop - start), max(0, k_stop - start)), np.float32)
     local = None
     if focus is not None and start <= focus[1] < stop:
         local = (focus[0], focus[1] - start)
@@ -145,9 +157,10 @@ def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *
     legend = [dict(  # a head's legend entry (drawn even when the head has no line left)
         type="scatter", x=[None], y=[None], mode="lines", line=dict(color=head_color(h), width=3),
         name=f"H{h}", legendgroup=f"H{h}", hoverinfo="skip") for h in heads]
-    title = f"Layer {run.layer_ids[layer]}: {len(heads)} head{'s' if len(heads) != 1 else ''}"
+    layer_name = run.layer_ids[layer] if hasattr(run, "layer_ids") else layer
+    title = f"{prefix} {layer_name}: {len(heads)} head{'s' if len(heads) != 1 else ''}"
     if window is not None:
-        title += f", tokens {start}–{stop - 1} of {run.n}"
+        title += f", tokens {start}–{stop - 1} of {longest}"
     if focus is not None:
         title += f", only the lines {'from query' if focus[0] == QUERY else 'to key'} {focus[1]}"
     if total > len(w):
@@ -161,7 +174,8 @@ def line_figure(run: AttentionRun, layer: int, heads: list[int] | None = None, *
         legend=dict(title=dict(text="heads"), yanchor="top", y=1.0),  # on the right, one head a row
         meta=dict(lines=int(len(w)), total=int(total), tokens=n, start=start),
     )
-    return go.Figure(data=legend + _token_traces(axis_labels(run.tokens[start:stop]), start, local), layout=layout)
+    labels = {QUERY: axis_labels(q_tokens[start:q_stop]), KEY: axis_labels(k_tokens[start:k_stop])}
+    return go.Figure(data=legend + _token_traces(labels, start, local), layout=layout)
 
 
 def drawn_lines(fig: go.Figure) -> int:

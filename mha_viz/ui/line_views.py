@@ -11,7 +11,7 @@ import logging
 import streamlit as st
 
 from mha_viz import line_figures
-from mha_viz.ui import charts, keys, state, views
+from mha_viz.ui import charts, keys, seq2seq_views, state, views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -22,7 +22,7 @@ SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "k
 
 def line_view() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
-    cur = views.start("Line view")
+    cur = views.start("Line view", cross=True)
     if cur is not None:
         _page(cur)
 
@@ -55,14 +55,16 @@ def _valid(key: str, options: list, default) -> None:
 
 def _window(run) -> tuple[int, int] | None:
     """Past MAX_TOKENS tokens: a range slider over the text, at most MAX_TOKENS wide."""
-    if run.n <= MAX_TOKENS:
+    queries, keys_, _ = line_figures.sides(run)
+    n = max(len(queries), len(keys_))
+    if n <= MAX_TOKENS:
         return None
     value = st.session_state.get(keys.LINE_WINDOW)
-    if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] <= run.n):
+    if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] <= n):
         st.session_state[keys.LINE_WINDOW] = (0, MAX_TOKENS)
-    st.info(f"The text has {run.n} tokens: the line view draws at most {MAX_TOKENS} at a time. "
+    st.info(f"The text has {n} tokens: the line view draws at most {MAX_TOKENS} at a time. "
             "Choose the window of tokens (the same on both sides) below.", icon="🪟")
-    start, stop = st.slider("Token window", 0, run.n, key=keys.LINE_WINDOW, persist_state=state.KEEP,
+    start, stop = st.slider("Token window", 0, n, key=keys.LINE_WINDOW, persist_state=state.KEEP,
                             help=f"Tokens start … stop − 1 on both sides, at most {MAX_TOKENS}.")
     if stop - start > MAX_TOKENS:
         st.caption(f"Window narrowed to its first {MAX_TOKENS} tokens: {start}–{start + MAX_TOKENS - 1}.")
@@ -79,7 +81,7 @@ def _page(cur) -> None:
     if chosen is None or any(h not in heads_all for h in chosen):
         st.session_state[keys.LINE_HEADS] = heads_all
     cols = st.columns([1, 3])
-    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=state.KEEP, format_func=lambda row: str(run.layer_ids[row]))
+    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=state.KEEP, format_func=lambda row: str(getattr(run, "layer_ids", layers)[row]))
     heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS, persist_state=state.KEEP,
                           format_func=lambda h: f"H{h}",
                           help="Each head draws its lines in its own colour (the chart's legend). "
@@ -88,17 +90,19 @@ def _page(cur) -> None:
     threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD, persist_state=state.KEEP,
                           help="0 draws every line (the strongest ones when there are too many).")
     window = _window(run)
-    start, stop = window or (0, run.n)
-
-    tokens = [NO_FOCUS] + list(range(start, stop))
-    _valid(keys.LINE_TOKEN, tokens, NO_FOCUS)
+    queries, keys_, _ = line_figures.sides(run)
     _valid(keys.LINE_SIDE, list(SIDE_LABELS), line_figures.QUERY)
+    side = st.session_state.get(keys.LINE_SIDE, line_figures.QUERY)
+    names = queries if side == line_figures.QUERY else keys_  # the focus token's side
+    start, stop = window or (0, len(names))
+    tokens = [NO_FOCUS] + list(range(start, min(stop, len(names))))
+    _valid(keys.LINE_TOKEN, tokens, NO_FOCUS)
     cols = st.columns([2, 3, 1])
     side = cols[0].radio("Focus on a", list(SIDE_LABELS), key=keys.LINE_SIDE, persist_state=state.KEEP, horizontal=True,
                          format_func=SIDE_LABELS.get)
     token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN, persist_state=state.KEEP,
                               format_func=lambda t: "none: every line" if t == NO_FOCUS
-                              else f"{t}: {run.tokens[t]}")
+                              else f"{t}: {names[t]}")
     cols[2].button("Clear focus", key="line_clear", on_click=_clear_focus, disabled=token == NO_FOCUS)
     focus = None if token == NO_FOCUS else (side, int(token))
 
@@ -113,9 +117,11 @@ def _page(cur) -> None:
         st.info(f"No line has a weight of at least {threshold:.2f} in the heads picked"
                 + (" for this focus token" if focus else "") + ": lower the threshold.", icon="🫥")
     meta = fig.layout.meta
-    st.caption(f"Queries (attending) on the left, keys (attended to) on the right; a line's opacity is "
+    where = ("Target tokens (queries) on the left, source tokens (keys) on the right" if seq2seq_views.is_cross(run)
+             else "Queries (attending) on the left, keys (attended to) on the right")
+    st.caption(f"{where}; a line's opacity is "
                f"its weight ({line_figures.BUCKETS} levels), its colour the head's. {drawn:,} lines drawn"
                + (f" (the strongest of {meta['total']:,})" if meta["total"] > drawn else "")
                + ". Click a token to keep only its lines; *Clear focus* shows them all again."
-               + (" Causal model: a query sees only itself and earlier keys." if run.is_causal else ""))
+               + (" Causal model: a query sees only itself and earlier keys." if getattr(run, "is_causal", False) else ""))
     charts.show(fig, key=keys.LINE_CHART, on_select=_on_pick, selection_mode="points")

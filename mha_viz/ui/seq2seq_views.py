@@ -4,8 +4,8 @@ part, and the cross-attention's model view and head view (rectangular: target to
 source tokens across).
 
 Encoder and Decoder are ordinary runs (`AttentionRun`): every page that reads the run draws
-them. Cross is drawn by the Model view, the Head view and Head metrics (the metrics defined for a
-rectangular pattern); the other pages say so. Pages that run
+them. Cross is drawn by the Model view, the Head view, the Line view (target left, source right)
+and Head metrics (the metrics defined for a rectangular pattern); the other pages say so. Pages that run
 the model themselves (teaching, switching heads off, queries and keys, generation, corpus,
 comparison) say that they take encoder-only and decoder-only models.
 """
@@ -55,7 +55,8 @@ def gate(cur, *, cross: bool, forward: bool) -> str | None:
                 "*Attention* in the sidebar.")
     if is_cross(cur.run) and not cross:
         return ("This page reads self-attention: pick Encoder or Decoder under *Attention* in the sidebar. "
-                "Cross-attention (target over source) is drawn in the Model view, the Head view and Head metrics.")
+                "Cross-attention (target over source) is drawn in the Model view, the Head view, the Line view "
+                "and Head metrics.")
     return None
 
 

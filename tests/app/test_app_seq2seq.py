@@ -1,19 +1,20 @@
 """An encoder–decoder (a random-init T5 folder) in the app: the sidebar offers a target text and
 *Attention: Encoder | Decoder | Cross*; every page draws the encoder's and the decoder's
-self-attention or says why it cannot; cross-attention is drawn, rectangular, by the Model view
-the Head view and Head metrics (the metrics of a rectangular pattern), and the other pages say to pick
-Encoder or Decoder."""
+self-attention or says why it cannot; cross-attention is drawn, rectangular, by the Model view,
+the Head view, the Line view (target left, source right) and Head metrics (the metrics of a
+rectangular pattern), and the other pages say to pick Encoder or Decoder."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from mha_viz import figure_style
 from mha_viz.ui.state import OTHER
 from tests.app.helpers import PAGE_IDS, charts, open_page, start_app
 
 SOURCE = "The cat sat on the mat."
-CROSS_PAGES = {"model_view", "head_view", "head_metrics"}
+CROSS_PAGES = {"model_view", "head_view", "head_metrics", "lines"}
 FORWARD_PAGES = {"teaching", "ablation", "qk", "corpus", "compare"}
 
 
@@ -67,6 +68,12 @@ def test_a_typed_target_is_read_as_typed(t5_app):
     open_page(at, "head_view")
     assert not at.exception and not at.error
     assert at.dataframe[0].value["target token"].tolist() == res.decoder.tokens
+    open_page(at, "lines")  # the target on the left, the source on the right
+    assert not at.exception and not at.error
+    fig = charts(at)[0]
+    columns = {t["name"]: t["text"] for t in fig["data"] if t.get("name") in ("query tokens", "key tokens")}
+    assert columns == {"query tokens": figure_style.axis_labels(res.decoder.tokens),
+                       "key tokens": figure_style.axis_labels(res.encoder.tokens)}
 
 
 def test_cross_attention_metrics_are_the_rectangular_ones(t5_app):

@@ -163,3 +163,23 @@ def test_the_strongest_lines_with_their_weights_and_labels_at_a_window_of_a_long
     assert list(queries.text) == list(keys_.text) == figure_style.axis_labels(tokens[100:228])
     assert [c[1] for c in keys_.customdata] == list(range(100, 228))
     assert list(queries.y) == list(range(128)) and set(queries.x) == {lf.X_QUERY} and set(keys_.x) == {lf.X_KEY}
+
+
+def test_cross_attention_lines_run_from_the_target_on_the_left_to_the_source_on_the_right():
+    """A rectangular pattern (3 target tokens over 5 source tokens): each line joins target
+    token i to source token j with its weight, and the two columns carry their own tokens."""
+    from mha_viz import CrossAttention
+
+    a = np.zeros((1, 2, 3, 5), dtype=np.float32)
+    a[0, 0, [0, 1, 2], [0, 2, 4]] = 1.0  # head 0: target i -> source 2i
+    a[0, 1] = 0.2
+    cross = CrossAttention(a, query_tokens=["le", "chat", "</s>"], key_tokens=["the", "cat", "sat", "down", "</s>"])
+    fig = lf.line_figure(cross, 0, [0], threshold=0.5)
+    assert sorted(drawn(fig)) == [(0, 0, 0), (0, 1, 2), (0, 2, 4)]
+    queries, keys_ = (t for t in fig.data if t.name in ("query tokens", "key tokens"))
+    assert list(queries.text) == figure_style.axis_labels(["le", "chat", "</s>"])  # escaped, as every label
+    assert list(keys_.text) == figure_style.axis_labels(["the", "cat", "sat", "down", "</s>"])
+    assert list(queries.x) == [lf.X_QUERY] * 3 and list(keys_.x) == [lf.X_KEY] * 5
+    assert "Cross-attention, decoder layer 0: 1 head" in fig.layout.title.text
+    focused = drawn(lf.line_figure(cross, 0, [1], focus=(lf.KEY, 4)))
+    assert sorted(focused) == [(1, 0, 4), (1, 1, 4), (1, 2, 4)]  # every target token to source 4
