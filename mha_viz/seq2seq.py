@@ -22,7 +22,7 @@ import torch
 
 from models import LoadedModel
 
-from . import capture
+from . import capture, settings
 from .capture import AttentionRun, HeadArray
 from .tokenize import InputError, Tokens, label_ids, token_limit, tokenize
 
@@ -121,8 +121,22 @@ def analyze_seq2seq(model: LoadedModel, source: str, target: str | None = None, 
             raise InputError("Type a target text, or leave it out and let the model write one.")
         ids, total = _target_ids(model, target, limit)
     tgt = label_ids(model, ids, total=total)
+    need = capture_bytes(model, src.n, tgt.n)
+    budget = settings.from_env().max_capture_bytes
+    if need > budget:
+        raise InputError(f"Every attention of {model.name} over {src.n} source and {tgt.n} target tokens would hold "
+                         f"{settings.size_text(need)} (the limit here is {settings.size_text(budget)}, "
+                         "MHA_VIZ_MAX_CAPTURE_MB): shorten the texts or lower the token limit.")
     text = model.tokenizer.decode(tgt.ids, skip_special_tokens=True) if written else target
     return _capture(model, src, tgt, source, text, written)
+
+
+def capture_bytes(model: LoadedModel, n_source: int, n_target: int) -> int:
+    """Bytes of float32 probabilities one encoder–decoder capture holds: the encoder's
+    L·H·n_s², the decoder's L_d·H_d·n_t² and the cross-attention's L_d·H_d·n_t·n_s."""
+    enc = model.num_layers * model.num_heads * n_source * n_source
+    dec = model.decoder_layers * model.decoder_heads * n_target * (n_target + n_source)
+    return 4 * (enc + dec)
 
 
 def same_tokens(model: LoadedModel, res: EncoderDecoderRun) -> EncoderDecoderRun:

@@ -110,3 +110,25 @@ def test_what_cannot_be_analysed_gets_a_message(seq2seq, tiny_gpt2):
         mha_viz.analyze(tiny_gpt2, SOURCE, TARGET)
     with pytest.raises(mha_viz.InputError):
         mha_viz.analyze(model, "  ")
+
+
+def test_a_capture_over_the_memory_budget_is_refused_before_it_runs(seq2seq, monkeypatch):
+    _, model = seq2seq
+    src = mha_viz.tokenize(model, SOURCE).n
+    tgt = 1 + len(model.tokenizer(text_target=TARGET)["input_ids"])
+    need = mha_viz.seq2seq.capture_bytes(model, src, tgt)
+    L, H, Ld, Hd = model.num_layers, model.num_heads, model.decoder_layers, model.decoder_heads
+    assert need == 4 * (L * H * src * src + Ld * Hd * tgt * tgt + Ld * Hd * tgt * src)  # by hand
+    real = mha_viz.settings.from_env()
+
+    class Tight:  # the deployment's settings, with a budget one byte short
+        max_capture_bytes = need - 1
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+    monkeypatch.setattr(mha_viz.settings, "from_env", Tight)
+    calls = []
+    monkeypatch.setattr(type(model), "capture_seq2seq", lambda *a, **k: calls.append(a))
+    with pytest.raises(mha_viz.InputError, match="MHA_VIZ_MAX_CAPTURE_MB"):
+        mha_viz.analyze(model, SOURCE, TARGET)
+    assert not calls  # nothing ran
