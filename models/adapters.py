@@ -17,7 +17,7 @@ from .mha import MultiHeadAttention
 
 __all__ = [
     "Adapter", "BertFamilyAttention", "FusedQKVAttention", "GPT2FamilyAttention", "LlamaFamilyAttention",
-    "RotaryAttention", "blocked_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
+    "RotaryAttention", "Seq2SeqAttention", "blocked_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
 ]
 
 
@@ -213,3 +213,41 @@ class FusedQKVAttention(RotaryAttention):
             dropout=float(getattr(original, "attention_dropout", 0.0)), window=layer_window(original, config),
         )
         self.layer_idx = original.layer_idx
+
+
+class Seq2SeqAttention(Adapter):
+    """Replaces one attention of a BART-family encoder–decoder (BART, Marian, mBART, Pegasus:
+    q/k/v_proj, out_proj, `scaling`), in any of its three roles, read from the original's flags:
+    `role` is "encoder" (self-attention over the source), "decoder" (causal self-attention over
+    the target) or "cross" (target queries over the encoder's output, `key_value_states`). The
+    KV cache follows Hugging Face's: the cross keys and values are computed once per source."""
+
+    def __init__(self, original: nn.Module) -> None:
+        super().__init__()
+        self.mha = MultiHeadAttention.from_linears(
+            original.q_proj, original.k_proj, original.v_proj, original.out_proj, num_heads=original.num_heads,
+            scale=float(original.scaling), dropout=float(getattr(original, "dropout", 0.0) or 0.0))
+        self.layer_idx = getattr(original, "layer_idx", None)
+        self.role = ("encoder" if not original.is_decoder else "decoder" if original.is_causal else "cross")
+
+    def forward(self, hidden_states, key_value_states=None, past_key_values=None, attention_mask=None, **kwargs):
+        q = self.mha.project_q(hidden_states)  # (B, h, n_q, d_k)
+        cross = key_value_states is not None
+        cache = past_key_values
+        if cache is not None and hasattr(cache, "self_attention_cache"):  # EncoderDecoderCache
+            updated = cache.is_updated.get(self.layer_idx)
+            layers = cache.cross_attention_cache if cross else cache.self_attention_cache
+        else:
+            updated, layers = False, cache
+        if cross and updated:  # the source's keys and values, computed at the first step
+            k, v = layers.layers[self.layer_idx].keys, layers.layers[self.layer_idx].values
+        else:
+            source = key_value_states if cross else hidden_states
+            k, v = self.mha.project_kv(source, source)  # (B, h, n_k, d_k), (B, h, n_k, d_v)
+            if layers is not None:
+                k, v = layers.update(k, v, self.layer_idx)
+                if cross and hasattr(cache, "is_updated"):
+                    cache.is_updated[self.layer_idx] = True
+        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
+                                   is_causal=_is_causal_fallback(attention_mask, self.role == "decoder"))
+        return self.mha.merge(z), probs

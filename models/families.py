@@ -1,7 +1,7 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "opt", "distilbert"), a recogniser (by structure, not by class name, so that close
+"gpt2", "llama", "neox", "phi3", "opt", "bart", "distilbert"), a recogniser (by structure, not by class name, so that close
 relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
@@ -17,8 +17,8 @@ from typing import Any, Callable
 from torch import nn
 
 from .adapters import (
-    Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, LlamaFamilyAttention, blocked_rows,
-    interleaved_rows, per_head_norm,
+    Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, LlamaFamilyAttention, Seq2SeqAttention,
+    blocked_rows, interleaved_rows, per_head_norm,
 )
 from .errors import UnsupportedArchitecture
 
@@ -126,6 +126,11 @@ def _is_opt(module: nn.Module) -> bool:
         and getattr(getattr(module, "config", None), "model_type", "opt") == "opt"
 
 
+def _is_bart(module: nn.Module) -> bool:
+    # BART, Marian, mBART, Pegasus: the same module in the encoder, the decoder and as cross-attention
+    return _has(module, OPT_NAMES) and all(hasattr(module, a) for a in ("scaling", "is_decoder", "is_causal", "num_heads"))
+
+
 def _is_distilbert(module: nn.Module) -> bool:
     return _has(module, DISTILBERT_NAMES) and hasattr(module, "n_heads")
 
@@ -167,6 +172,10 @@ register(Family(
     output_projection=lambda m: m.out_proj,
 ))
 register(Family(
+    "bart", recognise=_is_bart, build=lambda m, _config, _causal: Seq2SeqAttention(m),
+    output_projection=lambda m: m.out_proj,
+))
+register(Family(
     "distilbert", recognise=_is_distilbert,
     build=lambda m, config, causal: LlamaFamilyAttention(
         m, config.num_attention_heads, config.num_attention_heads, config, names=DISTILBERT_NAMES, causal=causal),
@@ -174,8 +183,9 @@ register(Family(
 ))
 
 
-KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, OPT, GPT-NeoX/Pythia, Phi-3 and Llama-family "
-         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2)")
+KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, OPT, GPT-NeoX/Pythia, Phi-3, Llama-family "
+         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and BART-family encoder–decoders (BART, "
+         "Marian, mBART, Pegasus)")
 
 
 def family_of(module: nn.Module) -> str | None:

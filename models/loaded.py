@@ -180,11 +180,21 @@ class LoadedModel:
         """Run an encoder–decoder once on source ids (B, n_src) and decoder input ids (B, n_tgt)
         (the decoder's start token first), recording every attention of both stacks."""
         source_ids, target_ids = source_ids.to(self.device), target_ids.to(self.device)
+        kept: dict[str, list] = {"encoder": [], "decoder": [], "cross": []}  # our adapters' probabilities
         with self.lock, torch.inference_mode():
-            out = self.hf_model(input_ids=source_ids, attention_mask=torch.ones_like(source_ids),
-                                decoder_input_ids=target_ids, output_attentions=True, use_cache=False)
-        parts = (tuple(out.encoder_attentions or ()), tuple(out.decoder_attentions or ()),
-                 tuple(out.cross_attentions or ()))
+            hooks = [a.register_forward_hook(lambda m, _i, out: kept[m.role].append(out[1])) for a in self.adapters]
+            try:
+                out = self.hf_model(input_ids=source_ids, attention_mask=torch.ones_like(source_ids),
+                                    decoder_input_ids=target_ids, output_attentions=not self.local_attention,
+                                    use_cache=False)
+            finally:
+                for h in hooks:
+                    h.remove()
+        if self.local_attention:
+            parts = (tuple(kept["encoder"]), tuple(kept["decoder"]), tuple(kept["cross"]))
+        else:
+            parts = (tuple(out.encoder_attentions or ()), tuple(out.decoder_attentions or ()),
+                     tuple(out.cross_attentions or ()))
         wanted = (self.num_layers, self.decoder_layers, self.decoder_layers)
         if tuple(map(len, parts)) != wanted or any(a is None for part in parts for a in part):
             raise ModelLoadError(

@@ -130,7 +130,7 @@ def load(
     if local_attention:
         progress(0.8, "Putting our multi-head attention in place of the model's…")
     try:
-        adapters, modules = _attention_layers(model, causal=causal, local_attention=local_attention)
+        adapters, modules = _attention_layers(model, causal=causal, local_attention=local_attention, seq2seq=seq2seq)
     except UnsupportedArchitecture as exc:
         raise ModelLoadError(str(exc)) from exc
     num_heads = config.num_attention_heads
@@ -180,7 +180,8 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)
     model.to(loaded.device).eval()
-    adapters, modules = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention)
+    adapters, modules = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention,
+                                          seq2seq=loaded.is_encoder_decoder)
     return dataclasses.replace(  # a fresh lock, and weights and adapters derived afresh
         loaded, name=f"{loaded.name} (random init, seed {seed})", hf_model=model,
         source=f"random initialisation of {loaded.source}", adapters=adapters,
@@ -188,15 +189,18 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     )
 
 
-def _attention_layers(model: nn.Module, *, causal: bool, local_attention: bool) -> tuple[
+def _attention_layers(model: nn.Module, *, causal: bool, local_attention: bool, seq2seq: bool = False) -> tuple[
         list[Adapter], list[tuple[nn.Module, str]]]:
     """(adapters installed, [(module, family tag)] per layer). With local_attention every
     self-attention is replaced by ours (UnsupportedArchitecture when it cannot be); otherwise
     the originals are found, or none when their layout is unknown (attention is still shown,
-    head outputs and weights are not)."""
+    head outputs and weights are not). An encoder–decoder's attentions are read by
+    `LoadedModel.capture_seq2seq`, not as layers: none are listed."""
     if local_attention:
         adapters = install_local_attention(model, causal=causal)
-        return adapters, [(a, "ours") for a in adapters]
+        return adapters, [] if seq2seq else [(a, "ours") for a in adapters]
+    if seq2seq:
+        return [], []
     try:
         return [], [(m, fam) for _, _, m, fam in find_attention(model)]
     except UnsupportedArchitecture:

@@ -132,3 +132,26 @@ def test_a_capture_over_the_memory_budget_is_refused_before_it_runs(seq2seq, mon
     with pytest.raises(mha_viz.InputError, match="MHA_VIZ_MAX_CAPTURE_MB"):
         mha_viz.analyze(model, SOURCE, TARGET)
     assert not calls  # nothing ran
+
+
+def test_our_mha_stands_in_for_every_attention_of_a_bart_family_model(seq2seq):
+    """Encoder, decoder and cross-attention computed by our MHA (same weights): the same
+    probabilities and logits as Hugging Face's, and the same greedy target. T5 (relative
+    position bias, no scaling) is refused with a message, for now."""
+    name, hf = seq2seq
+    if name == "t5":
+        with pytest.raises(mha_viz.ModelLoadError, match="Our MHA cannot stand in for the attention of 't5'"):
+            mha_viz.load_model(hf.source, device="cpu", local_attention=True)
+        return
+    ours = mha_viz.load_model(hf.source, device="cpu", local_attention=True)
+    roles = [a.role for a in ours.adapters]
+    assert (roles.count("encoder"), roles.count("decoder"), roles.count("cross")) == (
+        hf.num_layers, hf.decoder_layers, hf.decoder_layers)
+    theirs, mine = mha_viz.analyze(hf, SOURCE, TARGET), mha_viz.analyze(ours, SOURCE, TARGET)
+    for part in ("encoder", "decoder", "cross"):
+        np.testing.assert_allclose(mine.parts[part].attentions, theirs.parts[part].attentions, atol=1e-5, rtol=0)
+    ids = torch.tensor([theirs.encoder.token_ids]), torch.tensor([theirs.decoder.token_ids])
+    with torch.no_grad():
+        logits = [m.hf_model(input_ids=ids[0], decoder_input_ids=ids[1]).logits for m in (hf, ours)]
+    torch.testing.assert_close(logits[1], logits[0], atol=1e-5, rtol=1e-5)
+    assert mha_viz.analyze(ours, SOURCE).decoder.token_ids == mha_viz.analyze(hf, SOURCE).decoder.token_ids
