@@ -17,7 +17,7 @@ from .mha import MultiHeadAttention
 
 __all__ = [
     "Adapter", "BertFamilyAttention", "FusedQKVAttention", "GPT2FamilyAttention", "LlamaFamilyAttention",
-    "RotaryAttention", "Seq2SeqAttention", "blocked_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
+    "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
 ]
 
 
@@ -222,15 +222,18 @@ class Seq2SeqAttention(Adapter):
     the target) or "cross" (target queries over the encoder's output, `key_value_states`). The
     KV cache follows Hugging Face's: the cross keys and values are computed once per source."""
 
-    def __init__(self, original: nn.Module) -> None:
+    def __init__(self, original: nn.Module, *, names: tuple[str, str, str, str] = ("q_proj", "k_proj", "v_proj", "out_proj"),
+                 num_heads: int | None = None, scale: float | None = None) -> None:
         super().__init__()
+        w_q, w_k, w_v, w_o = (getattr(original, name) for name in names)
         self.mha = MultiHeadAttention.from_linears(
-            original.q_proj, original.k_proj, original.v_proj, original.out_proj, num_heads=original.num_heads,
-            scale=float(original.scaling), dropout=float(getattr(original, "dropout", 0.0) or 0.0))
+            w_q, w_k, w_v, w_o, num_heads=num_heads or original.num_heads,
+            scale=float(original.scaling if scale is None else scale))
         self.layer_idx = getattr(original, "layer_idx", None)
         self.role = ("encoder" if not original.is_decoder else "decoder" if original.is_causal else "cross")
 
-    def forward(self, hidden_states, key_value_states=None, past_key_values=None, attention_mask=None, **kwargs):
+    def project(self, hidden_states, key_value_states, past_key_values):
+        """q (B, h, n_q, d_k) and, through the cache, k and v (B, h, n_k, d) of this role."""
         q = self.mha.project_q(hidden_states)  # (B, h, n_q, d_k)
         cross = key_value_states is not None
         cache = past_key_values
@@ -240,14 +243,44 @@ class Seq2SeqAttention(Adapter):
         else:
             updated, layers = False, cache
         if cross and updated:  # the source's keys and values, computed at the first step
-            k, v = layers.layers[self.layer_idx].keys, layers.layers[self.layer_idx].values
-        else:
-            source = key_value_states if cross else hidden_states
-            k, v = self.mha.project_kv(source, source)  # (B, h, n_k, d_k), (B, h, n_k, d_v)
-            if layers is not None:
-                k, v = layers.update(k, v, self.layer_idx)
-                if cross and hasattr(cache, "is_updated"):
-                    cache.is_updated[self.layer_idx] = True
-        z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
-                                   is_causal=_is_causal_fallback(attention_mask, self.role == "decoder"))
+            return q, layers.layers[self.layer_idx].keys, layers.layers[self.layer_idx].values
+        source = key_value_states if cross else hidden_states
+        k, v = self.mha.project_kv(source, source)  # (B, h, n_k, d_k), (B, h, n_k, d_v)
+        if layers is not None:
+            k, v = layers.update(k, v, self.layer_idx)
+            if cross and hasattr(cache, "is_updated"):
+                cache.is_updated[self.layer_idx] = True
+        return q, k, v
+
+    def attend_merge(self, q, k, v, mask):
+        z, probs = self.mha.attend(q, k, v, attn_mask=mask, need_weights=self.need_weights,
+                                   is_causal=_is_causal_fallback(mask, self.role == "decoder"))
         return self.mha.merge(z), probs
+
+    def forward(self, hidden_states, key_value_states=None, past_key_values=None, attention_mask=None, **kwargs):
+        return self.attend_merge(*self.project(hidden_states, key_value_states, past_key_values), attention_mask)
+
+
+class T5FamilyAttention(Seq2SeqAttention):
+    """Replaces a T5 attention (q, k, v, o; no scaling) in any role: the relative position bias
+    (computed by the stack's first layer, handed to the others as `position_bias`) is added to the
+    scores with the mask, and the module returns (output, position_bias, probabilities) as T5's."""
+
+    def __init__(self, original: nn.Module) -> None:
+        super().__init__(original, names=("q", "k", "v", "o"), num_heads=original.n_heads, scale=1.0)
+        self.has_relative_attention_bias = bool(original.has_relative_attention_bias)
+        if self.has_relative_attention_bias:
+            self.relative_attention_bias = original.relative_attention_bias  # the same embedding
+        object.__setattr__(self, "_buckets", original)  # its compute_bias, outside the module tree
+
+    def forward(self, hidden_states, mask=None, key_value_states=None, position_bias=None, past_key_values=None,
+                **kwargs):
+        past = past_key_values.get_seq_length(self.layer_idx) if past_key_values is not None else 0
+        q, k, v = self.project(hidden_states, key_value_states, past_key_values)
+        if position_bias is None:
+            n_q, n_k = q.shape[-2], k.shape[-2]
+            position_bias = (self._buckets.compute_bias(n_q, n_k, device=q.device, past_seen_tokens=past)
+                             if self.has_relative_attention_bias else
+                             torch.zeros((1, self.mha.num_heads, n_q, n_k), device=q.device, dtype=q.dtype))
+        out, probs = self.attend_merge(q, k, v, position_bias if mask is None else position_bias + mask)
+        return out, position_bias, probs

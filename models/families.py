@@ -1,7 +1,7 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "opt", "bart", "distilbert"), a recogniser (by structure, not by class name, so that close
+"gpt2", "llama", "neox", "phi3", "opt", "bart", "t5", "distilbert"), a recogniser (by structure, not by class name, so that close
 relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
@@ -18,7 +18,7 @@ from torch import nn
 
 from .adapters import (
     Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, LlamaFamilyAttention, Seq2SeqAttention,
-    blocked_rows, interleaved_rows, per_head_norm,
+    T5FamilyAttention, blocked_rows, interleaved_rows, per_head_norm,
 )
 from .errors import UnsupportedArchitecture
 
@@ -131,6 +131,11 @@ def _is_bart(module: nn.Module) -> bool:
     return _has(module, OPT_NAMES) and all(hasattr(module, a) for a in ("scaling", "is_decoder", "is_causal", "num_heads"))
 
 
+def _is_t5(module: nn.Module) -> bool:
+    return _has(module, ("q", "k", "v", "o")) and all(
+        hasattr(module, a) for a in ("n_heads", "has_relative_attention_bias", "compute_bias", "is_decoder", "is_causal"))
+
+
 def _is_distilbert(module: nn.Module) -> bool:
     return _has(module, DISTILBERT_NAMES) and hasattr(module, "n_heads")
 
@@ -176,6 +181,10 @@ register(Family(
     output_projection=lambda m: m.out_proj,
 ))
 register(Family(
+    "t5", recognise=_is_t5, build=lambda m, _config, _causal: T5FamilyAttention(m),
+    output_projection=lambda m: m.o,
+))
+register(Family(
     "distilbert", recognise=_is_distilbert,
     build=lambda m, config, causal: LlamaFamilyAttention(
         m, config.num_attention_heads, config.num_attention_heads, config, names=DISTILBERT_NAMES, causal=causal),
@@ -184,8 +193,8 @@ register(Family(
 
 
 KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, OPT, GPT-NeoX/Pythia, Phi-3, Llama-family "
-         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and BART-family encoder–decoders (BART, "
-         "Marian, mBART, Pegasus)")
+         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and the encoder–decoders T5, BART, Marian, "
+         "mBART and Pegasus")
 
 
 def family_of(module: nn.Module) -> str | None:

@@ -182,7 +182,8 @@ class LoadedModel:
         source_ids, target_ids = source_ids.to(self.device), target_ids.to(self.device)
         kept: dict[str, list] = {"encoder": [], "decoder": [], "cross": []}  # our adapters' probabilities
         with self.lock, torch.inference_mode():
-            hooks = [a.register_forward_hook(lambda m, _i, out: kept[m.role].append(out[1])) for a in self.adapters]
+            hooks = [a.register_forward_hook(lambda m, _i, out: kept[m.role].append(out[-1]))  # T5's: 3 outputs
+                     for a in self.adapters]
             try:
                 out = self.hf_model(input_ids=source_ids, attention_mask=torch.ones_like(source_ids),
                                     decoder_input_ids=target_ids, output_attentions=not self.local_attention,
