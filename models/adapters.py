@@ -17,7 +17,7 @@ from .mha import MultiHeadAttention
 
 __all__ = [
     "Adapter", "BertFamilyAttention", "FusedQKVAttention", "GPT2FamilyAttention", "LlamaFamilyAttention",
-    "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
+    "GPTJFamilyAttention", "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "every_two_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
 ]
 
 
@@ -43,19 +43,26 @@ class Adapter(nn.Module):
     need_weights = True
     mha: MultiHeadAttention
 
+    def rotary(self, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """RoPE's (cos, sin) for the call whose keyword arguments are `kwargs` (what lean capture
+        records with each layer's input): the `position_embeddings` the model passed, if any."""
+        return kwargs.get("position_embeddings")
+
 
 class BertFamilyAttention(Adapter):
     """Replaces a BERT-style `XAttention` (`.self` with query/key/value, `.output` with
-    dense/dropout/LayerNorm): MHA, then LayerNorm(dropout(W_O·) + residual)."""
+    dense/dropout/LayerNorm; `flat`: ALBERT's, all on the module): MHA, then
+    LayerNorm(dropout(W_O·) + residual)."""
 
-    def __init__(self, original: nn.Module, num_heads: int, causal: bool) -> None:
+    def __init__(self, original: nn.Module, num_heads: int, causal: bool, *, flat: bool = False) -> None:
         super().__init__()
-        sa, out = original.self, original.output
+        # flat (ALBERT): query, key, value, dense, output_dropout and LayerNorm on the module itself
+        sa, out = (original, original) if flat else (original.self, original.output)
         self.mha = MultiHeadAttention.from_linears(
             sa.query, sa.key, sa.value, out.dense, num_heads=num_heads, scale=sa.scaling,
-            dropout=sa.dropout.p,
+            dropout=(sa.attention_dropout if flat else sa.dropout).p,
         )
-        self.output_dropout = out.dropout
+        self.output_dropout = out.output_dropout if flat else out.dropout
         self.layer_norm = out.LayerNorm
         self.layer_idx = getattr(sa, "layer_idx", None)
         self.causal = causal
@@ -195,6 +202,47 @@ def rows_linear(fused: nn.Linear, rows: torch.Tensor) -> nn.Linear:
         if fused.bias is not None:
             lin.bias.copy_(fused.bias.detach()[rows.to(w.device)])
     return lin
+
+
+def every_two_rows(d: int, r: int) -> torch.Tensor:
+    """Within one head: the order that lays GPT-J's rotary pairs (0, 1), (2, 3)… of its first r
+    dimensions out as halves [0, 2, 4…, 1, 3, 5…] (then the other d − r as they are), so that
+    rotate-every-two becomes rotate-half. q·k is unchanged: both are reordered alike."""
+    return torch.cat([torch.arange(0, r, 2), torch.arange(1, r, 2), torch.arange(r, d)])
+
+
+class GPTJFamilyAttention(RotaryAttention):
+    """Replaces GPT-J's attention (q/k/v_proj, out_proj, no biases): rotary on the first
+    `rotary_dim` dimensions of each head in adjacent pairs, its angles from the module's own
+    sinusoid table and `position_ids`. W_Q and W_K are copies with each head's rows reordered
+    (`every_two_rows`), so our rotate-half RoPE computes the same scores; W_V and W_O are the
+    original layers."""
+
+    def __init__(self, original: nn.Module, num_heads: int) -> None:
+        super().__init__()
+        d = original.head_dim
+        r = original.rotary_dim or d
+        rows = (torch.arange(num_heads)[:, None] * d + every_two_rows(d, r)).flatten()
+        self.mha = MultiHeadAttention.from_linears(
+            rows_linear(original.q_proj, rows), rows_linear(original.k_proj, rows), original.v_proj, original.out_proj,
+            num_heads=num_heads, scale=1.0 / float(original.scale_attn), dropout=float(original.attn_dropout.p))
+        self.register_buffer("embed_positions", original.embed_positions, persistent=False)  # [sin | cos], (P, r)
+        self.resid_dropout = original.resid_dropout
+        self.layer_idx = original.layer_idx
+
+    def rotary(self, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        positions = kwargs.get("position_ids")
+        if positions is None:
+            n = kwargs["_hidden"].shape[1]
+            positions = torch.arange(n, device=self.embed_positions.device)[None]
+        sin, cos = self.embed_positions[positions].chunk(2, dim=-1)  # (B, n, r / 2) each
+        return torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)  # (B, n, r): the halves' angles
+
+    def forward(self, hidden_states, layer_past=None, attention_mask=None, position_ids=None, **kwargs):
+        rope = self.rotary({"position_ids": position_ids, "_hidden": hidden_states})
+        out, probs = super().forward(hidden_states, position_embeddings=rope, attention_mask=attention_mask,
+                                     layer_past=layer_past)
+        return self.resid_dropout(out), probs
 
 
 class FusedQKVAttention(RotaryAttention):

@@ -1,7 +1,7 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "opt", "bart", "t5", "distilbert"), a recogniser (by structure, not by class name, so that close
+"gpt2", "llama", "neox", "phi3", "albert", "gptj", "opt", "bart", "t5", "distilbert"), a recogniser (by structure, not by class name, so that close
 relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
@@ -17,7 +17,8 @@ from typing import Any, Callable
 from torch import nn
 
 from .adapters import (
-    Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, LlamaFamilyAttention, Seq2SeqAttention,
+    Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, GPTJFamilyAttention, LlamaFamilyAttention,
+    Seq2SeqAttention,
     T5FamilyAttention, blocked_rows, interleaved_rows, per_head_norm,
 )
 from .errors import UnsupportedArchitecture
@@ -126,6 +127,16 @@ def _is_opt(module: nn.Module) -> bool:
         and getattr(getattr(module, "config", None), "model_type", "opt") == "opt"
 
 
+def _is_albert(module: nn.Module) -> bool:
+    # ALBERT: BERT's attention flattened onto one module, shared by every layer of a group
+    return _has(module, ("query", "key", "value", "dense")) and all(
+        hasattr(module, a) for a in ("LayerNorm", "output_dropout", "attention_dropout", "scaling"))
+
+
+def _is_gptj(module: nn.Module) -> bool:
+    return _has(module, OPT_NAMES) and all(hasattr(module, a) for a in ("embed_positions", "rotary_dim", "scale_attn"))
+
+
 def _is_bart(module: nn.Module) -> bool:
     # BART, Marian, mBART, Pegasus: the same module in the encoder, the decoder and as cross-attention
     return _has(module, OPT_NAMES) and all(hasattr(module, a) for a in ("scaling", "is_decoder", "is_causal", "num_heads"))
@@ -171,6 +182,15 @@ register(Family(
 
 
 register(Family(
+    "albert", recognise=_is_albert,
+    build=lambda m, config, causal: BertFamilyAttention(m, config.num_attention_heads, causal, flat=True),
+    output_projection=lambda m: m.dense,
+))
+register(Family(
+    "gptj", recognise=_is_gptj, build=lambda m, config, _causal: GPTJFamilyAttention(m, config.num_attention_heads),
+    output_projection=lambda m: m.out_proj,
+))
+register(Family(
     "opt", recognise=_is_opt,
     build=lambda m, config, _causal: LlamaFamilyAttention(
         m, config.num_attention_heads, config.num_attention_heads, config, names=OPT_NAMES),
@@ -192,7 +212,7 @@ register(Family(
 ))
 
 
-KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, GPT-2, OPT, GPT-NeoX/Pythia, Phi-3, Llama-family "
+KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, GPT-2, GPT-J, OPT, GPT-NeoX/Pythia, Phi-3, Llama-family "
          "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and the encoder–decoders T5, BART, Marian, "
          "mBART and Pegasus")
 

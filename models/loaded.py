@@ -10,6 +10,7 @@ from torch import nn
 
 from .adapters import Adapter
 from .families import make_adapter, output_projection
+from .hooks import distinct
 from .architectures import SUPPORTED
 from .errors import ModelLoadError
 
@@ -153,8 +154,8 @@ class LoadedModel:
                 for a in self.adapters:
                     a.mha.keep_z = True
             else:
-                hooks += [output_projection(m, fam).register_forward_pre_hook(keep_z)
-                          for m, fam in self.attention_modules]
+                hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(  # one hook a module
+                    [output_projection(m, fam) for m, fam in self.attention_modules])]
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
@@ -230,19 +231,23 @@ class LoadedModel:
         inputs: list[LayerInput] = []
         zs: list[torch.Tensor] = []
 
-        def keep_input(_module, args, kwargs):
+        views = {id(m): self.layer_adapter(i) for i, (m, _) in enumerate(self.attention_modules)}  # RoPE readers
+
+        def keep_input(module, args, kwargs):
             hidden = args[0] if args else kwargs["hidden_states"]
-            inputs.append(LayerInput(hidden.detach(), kwargs.get("position_embeddings")))
+            inputs.append(LayerInput(hidden.detach(), views[id(module)].rotary({**kwargs, "_hidden": hidden})))
 
         keep_z = _z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():
             hooks, fused = [], False
             try:  # everything that changes the shared model is undone in `finally`, even on error
-                for module, family in self.attention_modules:
-                    hooks.append(module.register_forward_pre_hook(keep_input, with_kwargs=True))
-                    if head_outputs:
-                        hooks.append(output_projection(module, family).register_forward_pre_hook(keep_z))
+                # one hook a module: a module shared by layers (ALBERT) records each of its calls
+                hooks += [m.register_forward_pre_hook(keep_input, with_kwargs=True)
+                          for m in distinct([m for m, _ in self.attention_modules])]
+                if head_outputs:
+                    hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
+                        [output_projection(m, fam) for m, fam in self.attention_modules])]
                 fused = self._use_fused()
                 # the base model, without the LM head: SmolLM2's logits alone would be
                 # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need

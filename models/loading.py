@@ -198,10 +198,31 @@ def _attention_layers(model: nn.Module, *, causal: bool, local_attention: bool, 
     `LoadedModel.capture_seq2seq`, not as layers: none are listed."""
     if local_attention:
         adapters = install_local_attention(model, causal=causal)
-        return adapters, [] if seq2seq else [(a, "ours") for a in adapters]
+        return adapters, [] if seq2seq else _in_call_order(model, [(a, "ours") for a in adapters])
     if seq2seq:
         return [], []
     try:
-        return [], [(m, fam) for _, _, m, fam in find_attention(model)]
+        return [], _in_call_order(model, [(m, fam) for _, _, m, fam in find_attention(model)])
     except UnsupportedArchitecture:
         return [], []
+
+
+def _in_call_order(model: nn.Module, modules: list[tuple[nn.Module, str]]) -> list[tuple[nn.Module, str]]:
+    """One (module, family) per layer, in the order the model runs them: the modules themselves
+    when there is one per layer; where layers share one (ALBERT runs its one attention module
+    12 times), the order a two-token probe calls them in; none when that does not give one a layer."""
+    layers = model.config.num_hidden_layers
+    if len(modules) == layers or not modules:
+        return modules
+    family = {id(m): fam for m, fam in modules}
+    calls: list[nn.Module] = []
+    hooks = [m.register_forward_pre_hook(lambda mod, _args: calls.append(mod)) for m, _ in modules]
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.tensor([[0, 1]], device=next(model.parameters()).device))
+    except Exception:  # noqa: BLE001 - the caller's own probe reports a model that cannot run
+        calls = []
+    finally:
+        for h in hooks:
+            h.remove()
+    return [(m, family[id(m)]) for m in calls] if len(calls) == layers else []

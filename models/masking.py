@@ -15,6 +15,7 @@ from contextlib import contextmanager
 import torch
 
 from .families import output_projection
+from .hooks import layer_pre_hooks
 
 
 @contextmanager
@@ -44,8 +45,7 @@ def head_mask(loaded, scale: torch.Tensor, means: torch.Tensor | None = None,
             return (out.reshape(x.shape), *args[1:])
         return mask
 
-    hooks = [output_projection(m, fam).register_forward_pre_hook(hook_for(layer))
-             for layer, (m, fam) in enumerate(loaded.attention_modules)]
+    hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in loaded.attention_modules], hook_for)
     try:
         yield
     finally:

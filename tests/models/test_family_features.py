@@ -2,7 +2,9 @@
 RMSNorm), Gemma 2 (logit soft-capping, a query pre-attention scalar, sliding and global layers),
 Mistral (a sliding window on every layer), GPT-NeoX/Pythia (fused q, k, v interleaved per head,
 partial rotary), Phi-3 (fused q, k, v blocked, grouped-query, partial rotary, a window), OPT (q
-scaled inside the module, out_proj), DistilBERT (an encoder: q_lin … out_lin). Tiny random-init models with peaked heads
+scaled inside the module, out_proj), DistilBERT (an encoder: q_lin … out_lin), GPT-J (rotary in
+adjacent pairs on part of each head, from the module's own table), ALBERT (one attention module
+shared by every layer, its residual and LayerNorm inside). Tiny random-init models with peaked heads
 (q/k weights scaled up, so a wrong scale, norm or window cannot hide in near-uniform rows), and
 for each, against Hugging Face's own eager attention on the same ids:
 - our MHA in place of theirs: the same probabilities and logits (1e-5);
@@ -25,6 +27,7 @@ from tests.helpers import byte_bpe_tokenizer
 
 TEXT = "The cat sat on the mat. The dog sat on the log. A quick brown fox jumps over the lazy dog!"
 WINDOW = 8
+EXTRA_SHARP = {"albert": 4.0}  # its first layer reads small, LayerNorm-ed embeddings
 SHARP = 12.0  # q/k projections (or their norms' weights) scaled by this: peaked heads
 
 
@@ -78,15 +81,28 @@ def _distilbert():  # an encoder: q_lin … out_lin, no mask at all on a single 
         vocab_size=400, dim=64, hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=128)
 
 
+def _gptj():  # rotary in adjacent pairs on the first 8 of each head's 16 dimensions, from its own table
+    from transformers import GPTJConfig, GPTJForCausalLM
+    return GPTJForCausalLM, GPTJConfig(
+        vocab_size=400, n_embd=64, n_layer=2, n_head=4, rotary_dim=8, n_positions=128)
+
+
+def _albert():  # one attention module shared by all 3 layers (called 3 times), post-LayerNorm inside it
+    from transformers import AlbertConfig, AlbertForMaskedLM
+    return AlbertForMaskedLM, AlbertConfig(
+        vocab_size=400, embedding_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=4, max_position_embeddings=128)
+
+
 BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral, "neox": _neox, "phi3": _phi3,
-            "opt": _opt, "distilbert": _distilbert}
+            "opt": _opt, "distilbert": _distilbert, "gptj": _gptj, "albert": _albert}
 SHARPENED = ("q_proj.weight", "k_proj.weight", "query_key_value.weight", "qkv_proj.weight", "q_lin.weight",
-             "k_lin.weight")
+             "k_lin.weight", "attention.query.weight", "attention.key.weight")
 
 
-@pytest.fixture(scope="module", params=list(BUILDERS))
-def folder(request, tmp_path_factory):
-    cls, config = BUILDERS[request.param]()
+def _build(family: str, out) -> str:
+    """A random-init model of `family` with peaked heads, saved with its tokenizer to `out`."""
+    cls, config = BUILDERS[family]()
     tok = byte_bpe_tokenizer()
     config.vocab_size = len(tok)
     torch.manual_seed(5)
@@ -94,13 +110,17 @@ def folder(request, tmp_path_factory):
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(SHARPENED):
-                p.mul_(SHARP)
+                p.mul_(SHARP * EXTRA_SHARP.get(family, 1.0))
             elif name.endswith(("q_norm.weight", "k_norm.weight")):
                 p.fill_(SHARP)
-    out = tmp_path_factory.mktemp(request.param)
     model.save_pretrained(out)
     tok.save_pretrained(out)
-    return request.param, str(out)
+    return str(out)
+
+
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def folder(request, tmp_path_factory):
+    return request.param, _build(request.param, tmp_path_factory.mktemp(request.param))
 
 
 def _ids(model) -> torch.Tensor:
@@ -136,9 +156,10 @@ def test_head_outputs_through_w_o_are_the_attention_output(folder):
     family, path = folder
     hf = mha_viz.load_model(path, device="cpu")
     ids = _ids(hf)
-    outputs = []
-    hooks = [m.register_forward_hook(lambda _m, _i, out: outputs.append(out[0].detach()))
-             for m, _ in hf.attention_modules]
+    outputs = []  # what each layer's W_O layer wrote (ALBERT's module returns its post-LayerNorm stream)
+    projections = {id(output_projection(m, fam)): output_projection(m, fam) for m, fam in hf.attention_modules}
+    hooks = [proj.register_forward_hook(lambda _m, _i, out: outputs.append(out.detach()))
+             for proj in projections.values()]
     try:
         cap = hf.capture(ids)
     finally:
@@ -166,3 +187,26 @@ def test_the_walkthrough_reads_the_captured_probabilities(folder):
         nv = qk.neuron(w, i, 0)
         np.testing.assert_allclose(nv.row_probs, w.probs[i], atol=1e-5)
         assert nv.masked == (w.window is not None and i >= w.window)
+
+
+def test_switching_off_a_head_of_one_layer_of_a_shared_module_changes_that_layer_only(tmp_path):
+    """ALBERT runs one attention module in every layer: switching heads off in the last layer
+    leaves the earlier layers' outputs as they were, and changes the last one's."""
+    from models.masking import head_mask
+
+    hf = mha_viz.load_model(_build("albert", tmp_path), device="cpu")
+    assert len(hf.attention_modules) == hf.num_layers == 3 and len({id(m) for m, _ in hf.attention_modules}) == 1
+    ids = _ids(hf)
+
+    def hidden(scale=None):
+        with hf.lock, torch.inference_mode():
+            if scale is None:
+                return hf.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
+            with head_mask(hf, scale):
+                return hf.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
+    scale = torch.ones(hf.num_layers, hf.num_heads)
+    scale[2] = 0  # every head of the last layer off
+    on, off = hidden(), hidden(scale)
+    for layer in (0, 1):  # hidden_states[layer + 1] is layer `layer`'s output
+        torch.testing.assert_close(off[layer + 1], on[layer + 1], atol=0, rtol=0)
+    assert (off[3] - on[3]).abs().max() > 1e-3
