@@ -17,7 +17,7 @@ from .mha import MultiHeadAttention
 
 __all__ = [
     "Adapter", "BertFamilyAttention", "FusedQKVAttention", "GPT2FamilyAttention", "LlamaFamilyAttention",
-    "GPTJFamilyAttention", "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "every_two_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
+    "GPTJFamilyAttention", "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "every_two_rows", "grouped_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
 ]
 
 
@@ -27,6 +27,12 @@ def _update_cache(cache: Any, k: torch.Tensor, v: torch.Tensor, layer_idx: int |
         return k, v
     cache = getattr(cache, "self_attention_cache", cache)  # EncoderDecoderCache holds two
     return cache.update(k, v, layer_idx)
+
+
+def dropout_p(original: nn.Module) -> float:
+    """The attention dropout of a Hugging Face module: a probability, or an nn.Dropout (Falcon)."""
+    p = getattr(original, "attention_dropout", 0.0)
+    return float(p.p if isinstance(p, nn.Dropout) else p or 0.0)
 
 
 def _is_causal_fallback(attention_mask: torch.Tensor | None, causal: bool) -> bool:
@@ -171,7 +177,7 @@ class LlamaFamilyAttention(RotaryAttention):
         self.mha = MultiHeadAttention.from_linears(
             w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
             scale=float(scale) if scale is not None else None,
-            dropout=float(getattr(original, "attention_dropout", 0.0)),
+            dropout=dropout_p(original),
             q_norm=per_head_norm(original, "q_norm", d_k), k_norm=per_head_norm(original, "k_norm", d_k),
             softcap=getattr(original, "attn_logit_softcapping", None),
             window=layer_window(original, config),
@@ -191,6 +197,15 @@ def interleaved_rows(h: int, g: int, d: int) -> tuple[torch.Tensor, torch.Tensor
 def blocked_rows(h: int, g: int, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Phi-3: the fused output is [Q (h·d) | K (g·d) | V (g·d)]."""
     return torch.arange(h * d), h * d + torch.arange(g * d), (h + g) * d + torch.arange(g * d)
+
+
+def grouped_rows(h: int, g: int, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Falcon's new decoder architecture: for each KV head, its h/g query heads, then its key
+    and its value, d rows each: [q_{0,0} … q_{0,r−1}, k_0, v_0, q_{1,0} …]."""
+    r, r_ = h // g, torch.arange(d)
+    start = torch.arange(g)[:, None] * (r + 2) * d
+    q = (start[:, :, None] + torch.arange(r)[None, :, None] * d + r_).flatten()
+    return q, (start + r * d + r_).flatten(), (start + (r + 1) * d + r_).flatten()
 
 
 def rows_linear(fused: nn.Linear, rows: torch.Tensor) -> nn.Linear:
@@ -251,14 +266,14 @@ class FusedQKVAttention(RotaryAttention):
     says where they lie), W_O is the original output layer."""
 
     def __init__(self, original: nn.Module, fused: nn.Linear, out: nn.Linear, rows, num_heads: int,
-                 num_kv_heads: int, config=None) -> None:
+                 num_kv_heads: int, config=None, *, scale: float | None = None) -> None:
         super().__init__()
         d = out.in_features // num_heads
         q_rows, k_rows, v_rows = rows(num_heads, num_kv_heads, d)
         self.mha = MultiHeadAttention.from_linears(
             rows_linear(fused, q_rows), rows_linear(fused, k_rows), rows_linear(fused, v_rows), out,
-            num_heads=num_heads, num_kv_heads=num_kv_heads, scale=original.scaling,
-            dropout=float(getattr(original, "attention_dropout", 0.0)), window=layer_window(original, config),
+            num_heads=num_heads, num_kv_heads=num_kv_heads, scale=original.scaling if scale is None else scale,
+            dropout=dropout_p(original), window=layer_window(original, config),
         )
         self.layer_idx = original.layer_idx
 

@@ -1,8 +1,9 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "albert", "gptj", "opt", "bart", "t5", "distilbert"), a recogniser (by structure, not by class name, so that close
-relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
+"gpt2", "llama", "neox", "phi3", "falcon", "albert", "gptj", "opt", "bart", "t5", "distilbert"), a
+recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
+Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
 Adding a family is one `Family` here (and, for a new layout, an adapter or a rows function),
@@ -19,7 +20,7 @@ from torch import nn
 from .adapters import (
     Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, GPTJFamilyAttention, LlamaFamilyAttention,
     Seq2SeqAttention,
-    T5FamilyAttention, blocked_rows, interleaved_rows, per_head_norm,
+    T5FamilyAttention, blocked_rows, grouped_rows, interleaved_rows, per_head_norm,
 )
 from .errors import UnsupportedArchitecture
 
@@ -163,6 +164,27 @@ def _is_phi3(module: nn.Module) -> bool:
         all(hasattr(module, a) for a in ("scaling", "layer_idx", "num_key_value_heads"))
 
 
+def _is_falcon(module: nn.Module) -> bool:
+    fused, out = getattr(module, "query_key_value", None), getattr(module, "dense", None)
+    return isinstance(fused, nn.Linear) and isinstance(out, nn.Linear) and all(
+        hasattr(module, a) for a in ("multi_query", "new_decoder_architecture", "num_kv_heads", "inv_norm_factor"))
+
+
+def _falcon_layout(module: nn.Module):
+    """(rows function, KV heads) of a Falcon attention's fused q, k, v."""
+    if module.new_decoder_architecture:
+        return grouped_rows, module.num_kv_heads
+    if module.multi_query:
+        return blocked_rows, 1  # [q_0 … q_{h−1}, k, v]: one key/value head for all
+    return interleaved_rows, module.num_heads
+
+
+def _falcon(module: nn.Module, config) -> Adapter:
+    rows, kv = _falcon_layout(module)
+    return FusedQKVAttention(module, module.query_key_value, module.dense, rows, module.num_heads, kv, config,
+                             scale=module.inv_norm_factor)
+
+
 def _kv_heads(config) -> int:
     return getattr(config, "num_key_value_heads", None) or config.num_attention_heads
 
@@ -181,6 +203,11 @@ register(Family(
 ))
 
 
+register(Family(
+    "falcon", recognise=_is_falcon, build=lambda m, config, _causal: _falcon(m, config),
+    output_projection=lambda m: m.dense,
+    refuse=lambda _m, config: ["ALiBi position biases"] if getattr(config, "alibi", False) else [],
+))
 register(Family(
     "albert", recognise=_is_albert,
     build=lambda m, config, causal: BertFamilyAttention(m, config.num_attention_heads, causal, flat=True),
@@ -212,7 +239,7 @@ register(Family(
 ))
 
 
-KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, GPT-2, GPT-J, OPT, GPT-NeoX/Pythia, Phi-3, Llama-family "
+KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, GPT-2, GPT-J, OPT, GPT-NeoX/Pythia, Phi-3, Falcon, Llama-family "
          "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and the encoder–decoders T5, BART, Marian, "
          "mBART and Pegasus")
 

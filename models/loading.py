@@ -154,6 +154,10 @@ def load(
             loaded.layer_adapter(0).mha.head_weights()
         except Exception:  # noqa: BLE001 - attention is still shown; head outputs and weights are not
             loaded = dataclasses.replace(loaded, attention_modules=[])
+    if loaded.attention_modules:  # key/value heads as the layers compute them (Falcon-7B: 1, not its config's)
+        kv = loaded.layer_adapter(0).mha.num_kv_heads
+        if kv != loaded.num_kv_heads:
+            loaded = dataclasses.replace(loaded, num_kv_heads=kv)
     progress(0.9, "Checking that every layer's attention can be captured…")
     probe = torch.tensor([[tokenizer.unk_token_id or 0, tokenizer.eos_token_id or 0]])
     try:

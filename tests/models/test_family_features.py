@@ -4,7 +4,8 @@ Mistral (a sliding window on every layer), GPT-NeoX/Pythia (fused q, k, v interl
 partial rotary), Phi-3 (fused q, k, v blocked, grouped-query, partial rotary, a window), OPT (q
 scaled inside the module, out_proj), DistilBERT (an encoder: q_lin … out_lin), GPT-J (rotary in
 adjacent pairs on part of each head, from the module's own table), ALBERT (one attention module
-shared by every layer, its residual and LayerNorm inside). Tiny random-init models with peaked heads
+shared by every layer, its residual and LayerNorm inside), Falcon (fused q, k, v in its three
+layouts: one key/value head, grouped per key/value head, interleaved per head). Tiny random-init models with peaked heads
 (q/k weights scaled up, so a wrong scale, norm or window cannot hide in near-uniform rows), and
 for each, against Hugging Face's own eager attention on the same ids:
 - our MHA in place of theirs: the same probabilities and logits (1e-5);
@@ -94,8 +95,20 @@ def _albert():  # one attention module shared by all 3 layers (called 3 times), 
         num_attention_heads=4, max_position_embeddings=128)
 
 
+def _falcon(**layout):
+    def build():  # fused q, k, v in one of Falcon's three layouts, full rotary
+        from transformers import FalconConfig, FalconForCausalLM
+        return FalconForCausalLM, FalconConfig(
+            vocab_size=400, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=128,
+            alibi=False, bias=True, **layout)
+    return build
+
+
 BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral, "neox": _neox, "phi3": _phi3,
-            "opt": _opt, "distilbert": _distilbert, "gptj": _gptj, "albert": _albert}
+            "opt": _opt, "distilbert": _distilbert, "gptj": _gptj, "albert": _albert,
+            "falcon-mq": _falcon(multi_query=True, new_decoder_architecture=False),  # one K/V head (Falcon-7B)
+            "falcon-new": _falcon(new_decoder_architecture=True, num_kv_heads=2),  # grouped per K/V head (40B)
+            "falcon-mha": _falcon(multi_query=False, new_decoder_architecture=False)}  # interleaved per head
 SHARPENED = ("q_proj.weight", "k_proj.weight", "query_key_value.weight", "qkv_proj.weight", "q_lin.weight",
              "k_lin.weight", "attention.query.weight", "attention.key.weight")
 
