@@ -78,8 +78,10 @@ def neuron(source, i: int, j: int, *, text: str | None = None, layer: int = 0, h
     scaled = float(row[j])  # q_i · k_j × scale (soft-capped), masked or not
     keys = np.arange(n)
     hidden = keys > i if w.is_causal else np.zeros(n, dtype=bool)
-    if w.window is not None:  # a sliding window hides keys `window` or more back
+    if w.window is not None and w.is_causal:  # a sliding window hides keys `window` or more back
         hidden |= keys <= i - w.window
+    elif w.window is not None:  # an encoder's local layer: keys more than `window` away
+        hidden |= np.abs(keys - i) > w.window
     row = np.where(hidden, -np.inf, row)
     e = np.exp(row - row[~hidden].max())
     probs = e / e.sum()

@@ -52,6 +52,7 @@ class Walkthrough:
     head_output: np.ndarray  # (n, d_model) = z W_O[h]: this head's share of the output
     softcap: float | None = None  # Gemma 2: `scaled` is softcap · tanh(Q Kᵀ · scale / softcap)
     window: int | None = None  # a sliding window: `masked` also hides keys `window` or more back
+    # (an encoder's: keys more than `window` away on either side)
     q_norm: bool = False  # Qwen3: each head's q and k pass an RMSNorm before RoPE
 
     @property
@@ -99,8 +100,8 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
         q, k, v = q_all[0, head], k_all[0, kv], v_all[0, kv]  # (n, d_k), (n, d_k), (n, d_v)
         scores = q @ k.T  # (n, n)
         scaled = mha.scores(q[None, None], k[None, None])[0, 0]  # × scale (soft-capped when the head is)
-        masked = scaled.masked_fill(mha.hidden_keys(n, n, scaled.device), float("-inf")) \
-            if model.is_causal else scaled.clone()  # causal (and the sliding window, if any)
+        hidden = mha.hidden_keys(n, n, scaled.device, causal=model.is_causal)  # causal, a sliding window
+        masked = scaled.clone() if hidden is None else scaled.masked_fill(hidden, float("-inf"))
         probs = torch.softmax(masked, dim=-1)  # (n, n)
         z = probs @ v  # (n, d_v)
         concat = cap.head_outputs[layer][0].transpose(0, 1).reshape(n, -1)  # (n, H · d_v)
@@ -118,7 +119,7 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
         W_K=np32(weights["W_K"][kv]), W_V=np32(weights["W_V"][kv]), W_O=np32(w_o), Q=np32(q),
         K=np32(k), V=np32(v), scores=np32(scores), scaled=np32(scaled), masked=np32(masked),
         probs=np32(probs), z=np32(z), concat=np32(concat), output=np32(output),
-        head_output=np32(head_output), softcap=mha.softcap, window=mha.window if model.is_causal else None,
+        head_output=np32(head_output), softcap=mha.softcap, window=mha.window,
         q_norm=mha.q_norm is not None,
     )
 

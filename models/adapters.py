@@ -261,20 +261,23 @@ class GPTJFamilyAttention(RotaryAttention):
 
 
 class FusedQKVAttention(RotaryAttention):
-    """Replaces a decoder attention whose q, k, v come from one fused linear layer (GPT-NeoX's
-    `query_key_value`, Phi-3's `qkv_proj`): W_Q, W_K, W_V are copies of their rows (`rows`
-    says where they lie), W_O is the original output layer."""
+    """Replaces an attention whose q, k, v come from one fused linear layer (GPT-NeoX's
+    `query_key_value`, Phi-3's `qkv_proj`, Falcon's, ModernBERT's `Wqkv`): W_Q, W_K, W_V are
+    copies of their rows (`rows` says where they lie), W_O is the original output layer. An
+    encoder's (`causal` False) sliding window is `window` tokens either side."""
 
     def __init__(self, original: nn.Module, fused: nn.Linear, out: nn.Linear, rows, num_heads: int,
-                 num_kv_heads: int, config=None, *, scale: float | None = None) -> None:
+                 num_kv_heads: int, config=None, *, scale: float | None = None, causal: bool = True,
+                 window: int | None = None) -> None:
         super().__init__()
         d = out.in_features // num_heads
         q_rows, k_rows, v_rows = rows(num_heads, num_kv_heads, d)
         self.mha = MultiHeadAttention.from_linears(
             rows_linear(fused, q_rows), rows_linear(fused, k_rows), rows_linear(fused, v_rows), out,
             num_heads=num_heads, num_kv_heads=num_kv_heads, scale=original.scaling if scale is None else scale,
-            dropout=dropout_p(original), window=layer_window(original, config),
+            dropout=dropout_p(original), window=layer_window(original, config) if causal else window,
         )
+        self.causal = causal
         self.layer_idx = original.layer_idx
 
 

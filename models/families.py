@@ -1,8 +1,8 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "falcon", "albert", "gptj", "opt", "bart", "t5", "distilbert"), a
-recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
+"gpt2", "llama", "neox", "phi3", "falcon", "modernbert", "albert", "gptj", "opt", "bart", "t5",
+"distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
 Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
@@ -185,6 +185,18 @@ def _falcon(module: nn.Module, config) -> Adapter:
                              scale=module.inv_norm_factor)
 
 
+def _is_modernbert(module: nn.Module) -> bool:
+    return _has(module, ("Wqkv", "Wo")) and all(hasattr(module, a) for a in ("head_dim", "sliding_window"))
+
+
+def _modernbert(module: nn.Module, config) -> Adapter:
+    # its local layers see |i − j| <= local_attention // 2; the module's sliding_window is that + 1
+    window = module.sliding_window - 1 if module.sliding_window else None
+    heads = config.num_attention_heads
+    return FusedQKVAttention(module, module.Wqkv, module.Wo, blocked_rows, heads, heads, config,
+                             scale=module.head_dim ** -0.5, causal=False, window=window)
+
+
 def _kv_heads(config) -> int:
     return getattr(config, "num_key_value_heads", None) or config.num_attention_heads
 
@@ -207,6 +219,10 @@ register(Family(
     "falcon", recognise=_is_falcon, build=lambda m, config, _causal: _falcon(m, config),
     output_projection=lambda m: m.dense,
     refuse=lambda _m, config: ["ALiBi position biases"] if getattr(config, "alibi", False) else [],
+))
+register(Family(
+    "modernbert", recognise=_is_modernbert, build=lambda m, config, _causal: _modernbert(m, config),
+    output_projection=lambda m: m.Wo,
 ))
 register(Family(
     "albert", recognise=_is_albert,
@@ -239,7 +255,7 @@ register(Family(
 ))
 
 
-KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, GPT-2, GPT-J, OPT, GPT-NeoX/Pythia, Phi-3, Falcon, Llama-family "
+KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, ModernBERT, GPT-2, GPT-J, OPT, GPT-NeoX/Pythia, Phi-3, Falcon, Llama-family "
          "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and the encoder–decoders T5, BART, Marian, "
          "mBART and Pegasus")
 

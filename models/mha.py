@@ -63,7 +63,8 @@ class MultiHeadAttention(nn.Module):
         softcap: logit soft-capping (Gemma 2): scaled scores become softcap · tanh(s / softcap)
             before the mask; None: none.
         window: a sliding window (Mistral, Gemma 2's and Qwen's sliding layers): under the causal
-            mask, query i also stops seeing keys j <= i - window; None: none.
+            mask, query i also stops seeing keys j <= i - window; without it (an encoder's local
+            layers, ModernBERT), query i sees keys |i - j| <= window only; None: none.
     """
 
     def __init__(
@@ -244,9 +245,7 @@ class MultiHeadAttention(nn.Module):
 
         def fits(mask: torch.Tensor) -> bool:
             return torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-        blocked = None  # bool, True where a key is hidden from a query
-        if is_causal:
-            blocked = self.hidden_keys(n_q, n_k, q.device)  # (n_q, n_k)
+        blocked = self.hidden_keys(n_q, n_k, q.device, causal=is_causal)  # (n_q, n_k) bool, or None
         if key_padding_mask is not None:
             pad = key_padding_mask.to(torch.bool)[:, None, None, :]  # (B, 1, 1, n_k)
             blocked = pad if blocked is None else blocked | pad
@@ -287,13 +286,17 @@ class MultiHeadAttention(nn.Module):
             scores = torch.tanh(scores / self.softcap) * self.softcap
         return scores
 
-    def hidden_keys(self, n_q: int, n_k: int, device=None) -> torch.Tensor:
+    def hidden_keys(self, n_q: int, n_k: int, device=None, *, causal: bool = True) -> torch.Tensor | None:
         """(n_q, n_k) bool, True where the causal mask (and the sliding window, if any) hides key j
-        from query i; the queries are the last n_q of the n_k positions."""
+        from query i; the queries are the last n_q of the n_k positions. Not causal: where the
+        window hides the key (|i - j| > window), or None when nothing is hidden."""
         offset = n_k - n_q
-        hidden = torch.ones(n_q, n_k, dtype=torch.bool, device=device).triu(offset + 1)
+        ones = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
+        if not causal:
+            return None if self.window is None else ones.triu(offset + self.window + 1) | ones.tril(offset - self.window - 1)
+        hidden = ones.triu(offset + 1)
         if self.window is not None:  # query at position p sees keys p - window < j <= p
-            hidden |= torch.ones(n_q, n_k, dtype=torch.bool, device=device).tril(offset - self.window)
+            hidden |= ones.tril(offset - self.window)
         return hidden
 
     def _attend_fused(self, q, k, v, attn_mask, key_padding_mask, is_causal) -> torch.Tensor:
@@ -304,8 +307,8 @@ class MultiHeadAttention(nn.Module):
                                is_causal=is_causal)[0]
         n_q, n_k = q.shape[-2], k.shape[-2]
         allowed = None  # bool, True where a query may see a key; float masks are added instead
-        if is_causal and (n_q != n_k or self.window is not None):  # SDPA's is_causal aligns top-left; ours aligns the ends
-            allowed = ~self.hidden_keys(n_q, n_k, q.device)
+        if (is_causal and n_q != n_k) or self.window is not None:  # SDPA's is_causal aligns top-left; ours the ends
+            allowed = ~self.hidden_keys(n_q, n_k, q.device, causal=is_causal)
             is_causal = False
         if key_padding_mask is not None:
             keep = ~key_padding_mask.to(torch.bool)[:, None, None, :]  # (B, 1, 1, n_k)

@@ -5,7 +5,8 @@ partial rotary), Phi-3 (fused q, k, v blocked, grouped-query, partial rotary, a 
 scaled inside the module, out_proj), DistilBERT (an encoder: q_lin … out_lin), GPT-J (rotary in
 adjacent pairs on part of each head, from the module's own table), ALBERT (one attention module
 shared by every layer, its residual and LayerNorm inside), Falcon (fused q, k, v in its three
-layouts: one key/value head, grouped per key/value head, interleaved per head). Tiny random-init models with peaked heads
+layouts: one key/value head, grouped per key/value head, interleaved per head), ModernBERT (an
+encoder: fused q, k, v, rotary, local layers that see a few tokens either side). Tiny random-init models with peaked heads
 (q/k weights scaled up, so a wrong scale, norm or window cannot hide in near-uniform rows), and
 for each, against Hugging Face's own eager attention on the same ids:
 - our MHA in place of theirs: the same probabilities and logits (1e-5);
@@ -95,6 +96,14 @@ def _albert():  # one attention module shared by all 3 layers (called 3 times), 
         num_attention_heads=4, max_position_embeddings=128)
 
 
+def _modernbert():  # an encoder: fused q, k, v, rotary, local layers seeing ±4 tokens, a global one every third
+    from transformers import ModernBertConfig, ModernBertForMaskedLM
+    return ModernBertForMaskedLM, ModernBertConfig(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+        max_position_embeddings=128, local_attention=2 * WINDOW // 2, global_attn_every_n_layers=3,
+        pad_token_id=0, eos_token_id=0, bos_token_id=0, cls_token_id=0, sep_token_id=0)
+
+
 def _falcon(**layout):
     def build():  # fused q, k, v in one of Falcon's three layouts, full rotary
         from transformers import FalconConfig, FalconForCausalLM
@@ -108,9 +117,10 @@ BUILDERS = {"qwen3": _qwen3, "gemma2": _gemma2, "mistral": _mistral, "neox": _ne
             "opt": _opt, "distilbert": _distilbert, "gptj": _gptj, "albert": _albert,
             "falcon-mq": _falcon(multi_query=True, new_decoder_architecture=False),  # one K/V head (Falcon-7B)
             "falcon-new": _falcon(new_decoder_architecture=True, num_kv_heads=2),  # grouped per K/V head (40B)
-            "falcon-mha": _falcon(multi_query=False, new_decoder_architecture=False)}  # interleaved per head
+            "falcon-mha": _falcon(multi_query=False, new_decoder_architecture=False),  # interleaved per head
+            "modernbert": _modernbert}
 SHARPENED = ("q_proj.weight", "k_proj.weight", "query_key_value.weight", "qkv_proj.weight", "q_lin.weight",
-             "k_lin.weight", "attention.query.weight", "attention.key.weight")
+             "k_lin.weight", "attention.query.weight", "attention.key.weight", "Wqkv.weight")
 
 
 def _build(family: str, out) -> str:
@@ -153,6 +163,10 @@ def test_our_mha_and_lean_capture_equal_hugging_face(folder):
     if family in ("gemma2", "mistral", "phi3"):  # a window of 8 on (some) layers: keys 8 or more back get nothing
         assert torch.tril(probs[0], -WINDOW).abs().max() == 0
         assert torch.tril(probs[-1], -WINDOW).abs().max() > 0 if family == "gemma2" else True  # its global layer
+    if family == "modernbert":  # a local layer sees 4 tokens either side; layer 0 is global
+        band = WINDOW // 2
+        assert torch.triu(probs[1], band + 1).abs().max() == 0 and torch.tril(probs[1], -band - 1).abs().max() == 0
+        assert torch.triu(probs[0], band + 1).abs().max() > 0
     ours = mha_viz.load_model(path, device="cpu", local_attention=True)
     mine = ours.capture(ids)
     for layer in range(hf.num_layers):
