@@ -1,8 +1,8 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "falcon", "modernbert", "albert", "gptj", "opt", "bart", "t5",
-"distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
+"gpt2", "llama", "neox", "phi3", "falcon", "deberta", "modernbert", "albert", "gptj", "opt", "bart",
+"t5", "distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
 Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
@@ -197,6 +197,20 @@ def _modernbert(module: nn.Module, config) -> Adapter:
                              scale=module.head_dim ** -0.5, causal=False, window=window)
 
 
+def _is_deberta(module: nn.Module) -> bool:
+    return _has(module, ("query_proj", "key_proj", "value_proj")) and hasattr(module, "pos_att_type")
+
+
+def _deberta_refuse(module: nn.Module, _config) -> list[str]:
+    terms = [t for t in module.pos_att_type if t in ("c2p", "p2c")]
+    return ["DeBERTa's disentangled attention (content-to-position and position-to-content scores over "
+            f"relative positions: {', '.join(terms) or 'none set'}, scale 1/√(d·{1 + len(terms)}))"]
+
+
+def _refused(module: nn.Module, _config, _causal) -> Adapter:
+    raise UnsupportedArchitecture(f"Our MHA cannot compute {type(module).__name__}.")
+
+
 def _kv_heads(config) -> int:
     return getattr(config, "num_key_value_heads", None) or config.num_attention_heads
 
@@ -219,6 +233,9 @@ register(Family(
     "falcon", recognise=_is_falcon, build=lambda m, config, _causal: _falcon(m, config),
     output_projection=lambda m: m.dense,
     refuse=lambda _m, config: ["ALiBi position biases"] if getattr(config, "alibi", False) else [],
+))
+register(Family(  # recognised to be refused by name: every head's attention is still shown
+    "deberta", recognise=_is_deberta, build=_refused, output_projection=lambda m: None, refuse=_deberta_refuse,
 ))
 register(Family(
     "modernbert", recognise=_is_modernbert, build=lambda m, config, _causal: _modernbert(m, config),

@@ -37,8 +37,9 @@ def test_our_attention_refuses_an_architecture_it_cannot_replace(tmp_path, bert_
     AutoTokenizer.from_pretrained(bert_dir).save_pretrained(tmp_path)
     hf = mha_viz.load_model(str(tmp_path), device="cpu")  # Hugging Face's attention captures it
     assert mha_viz.analyze(hf, "hello world").attentions.shape[:2] == (1, 2)
-    with pytest.raises(ModelLoadError, match="Hugging Face's attention"):
+    with pytest.raises(ModelLoadError, match="Hugging Face's attention") as refused:
         mha_viz.load_model(str(tmp_path), device="cpu", local_attention=True)
+    assert "disentangled attention" in str(refused.value) and "c2p, p2c" in str(refused.value)  # what is missing
 
 
 def _save(folder, model_cls, config, tokenizer_from):
