@@ -28,10 +28,13 @@ def _what(f: Focus, direction: str) -> str:
     return f"what {name} attends to" if direction == TO else f"what attends to {name}"
 
 
-def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool = False) -> go.Figure:
+def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool = False,
+               what: str | None = None, x_title: str | None = None) -> go.Figure:
     """Layers × heads rows of bars as one heatmap: row (layer, head) is that head's attention
     from the focused position over every position (or to it from every position); lines
-    separate the layers; the focused position is framed."""
+    separate the layers; the focused position is framed. `what` and `x_title` (cross-attention,
+    whose focused token is on the other side: nothing framed) replace the title's subject and
+    the x axis's title."""
     v = f.values(direction)
     layers, heads, m = v.shape
     z = v.reshape(layers * heads, m)
@@ -43,12 +46,13 @@ def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool 
                                xgap=1 if m <= 48 else 0, ygap=0))
     # every shape in one list: add_shape re-validates all earlier shapes on each call
     shapes = [_line(-0.5, m - 0.5, b * heads - 0.5, b * heads - 0.5) for b in range(1, layers)]
-    shapes.append(dict(type="rect", x0=f.index - 0.5, x1=f.index + 0.5, y0=-0.5, y1=layers * heads - 0.5,
-                       line=dict(color="#d62728", width=1)))
+    if what is None:
+        shapes.append(dict(type="rect", x0=f.index - 0.5, x1=f.index + 0.5, y0=-0.5, y1=layers * heads - 0.5,
+                           line=dict(color="#d62728", width=1)))
     key_side = "key" if direction == TO else "query"
     fig.update_layout(
-        title=plot_title(f"Every head: {_what(f, direction)}" + (" (rescaled to max)" if rescale else "")),
-        xaxis=dict(title=dict(text=f"{key_side} {'word' if f.words else 'token'}"), type="category",
+        title=plot_title(f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else "")),
+        xaxis=dict(title=dict(text=x_title or f"{key_side} {'word' if f.words else 'token'}"), type="category",
                    tickangle=-60, showticklabels=m <= MAX_TICK_LABELS),
         yaxis=dict(title=dict(text="layer, head"), type="category", autorange="reversed",
                    showticklabels=layers * heads <= 120),

@@ -13,7 +13,7 @@ import dataclasses
 import streamlit as st
 
 from mha_viz import detail, focus, focus_figures
-from mha_viz.ui import charts, keys, state, views
+from mha_viz.ui import charts, keys, seq2seq_views, state, views
 
 TOKENS, WORDS = "tokens", "words"
 BOTH = "both"
@@ -34,9 +34,11 @@ def _pick_position(labels: list[str]) -> int:
 
 def focus_view() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
-    cur = views.start("Token focus")
+    cur = views.start("Token focus", cross=True)
     if cur is None:
         return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_focus_view(cur)
     run = cur.run
     cols = st.columns([2, 3, 2])
     level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, persist_state=state.KEEP, horizontal=True,

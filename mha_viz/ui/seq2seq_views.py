@@ -4,8 +4,9 @@ part, and the cross-attention's model view and head view (rectangular: target to
 source tokens across).
 
 Encoder and Decoder are ordinary runs (`AttentionRun`): every page that reads the run draws
-them. Cross is drawn by the Model view, the Head view, the Line view (target left, source right)
-and Head metrics (the metrics defined for a rectangular pattern); the other pages say so. Pages that run
+them. Cross is drawn by the Model view, the Head view, the Line view (target left, source right),
+Token focus (a target token over the source, or a source token over the target) and Head metrics
+(the metrics defined for a rectangular pattern); the other pages say so. Pages that run
 the model themselves (teaching, switching heads off, queries and keys, generation, corpus,
 comparison) say that they take encoder-only and decoder-only models.
 """
@@ -15,8 +16,11 @@ from __future__ import annotations
 import streamlit as st
 
 import mha_viz
-from mha_viz import cross_figures, cross_metrics, figure_style, figures, metric_figures
+import html
+
+from mha_viz import cross_figures, cross_metrics, figure_style, figures, focus, focus_figures, metric_figures
 from mha_viz.ui import charts, keys
+from mha_viz.ui.text import plain
 
 PARTS = {"Encoder": "encoder", "Decoder": "decoder", "Cross": "cross"}
 
@@ -55,8 +59,8 @@ def gate(cur, *, cross: bool, forward: bool) -> str | None:
                 "*Attention* in the sidebar.")
     if is_cross(cur.run) and not cross:
         return ("This page reads self-attention: pick Encoder or Decoder under *Attention* in the sidebar. "
-                "Cross-attention (target over source) is drawn in the Model view, the Head view, the Line view "
-                "and Head metrics.")
+                "Cross-attention (target over source) is drawn in the Model view, the Head view, the Line view, "
+                "Token focus and Head metrics.")
     return None
 
 
@@ -128,3 +132,32 @@ def cross_metrics_view(cur) -> None:
     st.download_button("Download the cross-attention table (CSV)", lambda: table.to_csv(index=False).encode(),
                        on_click="ignore", file_name=f"{figure_style.safe_filename(cross.model_name)}-cross-table.csv",
                        mime="text/csv", key="dl_cross_table")
+
+
+TARGET_SIDE, SOURCE_SIDE = "a target token: what it reads in the source", "a source token: which target tokens read it"
+
+
+def cross_focus_view(cur) -> None:
+    """One token of either side and its cross-attention in every decoder head."""
+    cross = cur.run
+    side = st.radio("Focus on", (TARGET_SIDE, SOURCE_SIDE), key="cross_focus_side", persist_state=keys.KEEP,
+                    horizontal=True)
+    target = side == TARGET_SIDE
+    names, others = (cross.query_tokens, cross.key_tokens) if target else (cross.key_tokens, cross.query_tokens)
+    if st.session_state.get("cross_focus_token", 0) >= len(names):
+        st.session_state["cross_focus_token"] = 0
+    index = st.selectbox("Token", list(range(len(names))), key="cross_focus_token",
+                         format_func=lambda i: f"{i}: {names[i]}")
+    rescale = st.toggle("Rescale to the largest weight", key="cross_focus_rescale")
+    values = cross.attentions[..., index, :] if target else cross.attentions[..., :, index]  # (L, H, m)
+    f = focus.Focus(index, list(others), values, values)
+    name = html.escape(names[index], quote=False)
+    what = (f"what target token {index} ({name}) reads in the source" if target
+            else f"which target tokens read source token {index} ({name})")
+    fig = charts.cached("cross_focus", (cur.key, target, index, rescale), lambda: focus_figures.focus_grid(
+        f, focus.TO if target else focus.BY, list(range(cross.num_layers)), rescale=rescale, what=what,
+        x_title="source token" if target else "target token"))
+    charts.show(fig, key="cross_focus_grid")
+    s = focus.summarize(values, exclude=None)
+    st.caption(f"Strongest: decoder layer {s.top_layer}, head {s.top_head} — {s.top_position}: "
+               f"{plain(others[s.top_position])} ({s.top_weight:.3f}).")

@@ -1,8 +1,8 @@
 """An encoder–decoder (a random-init T5 folder) in the app: the sidebar offers a target text and
 *Attention: Encoder | Decoder | Cross*; every page draws the encoder's and the decoder's
 self-attention or says why it cannot; cross-attention is drawn, rectangular, by the Model view,
-the Head view, the Line view (target left, source right) and Head metrics (the metrics of a
-rectangular pattern), and the other pages say to pick Encoder or Decoder."""
+the Head view, the Line view (target left, source right), Token focus and Head metrics (the
+metrics of a rectangular pattern), and the other pages say to pick Encoder or Decoder."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mha_viz.ui.state import OTHER
 from tests.app.helpers import PAGE_IDS, charts, open_page, start_app
 
 SOURCE = "The cat sat on the mat."
-CROSS_PAGES = {"model_view", "head_view", "head_metrics", "lines"}
+CROSS_PAGES = {"model_view", "head_view", "head_metrics", "lines", "focus"}
 FORWARD_PAGES = {"teaching", "ablation", "qk", "corpus", "compare"}
 
 
@@ -89,3 +89,19 @@ def test_cross_attention_metrics_are_the_rectangular_ones(t5_app):
     want = cross_metrics.cross_stats(res.cross.attentions, res.cross.key_special)
     np.testing.assert_allclose(table["alignment"].to_numpy(), want["alignment"].ravel(), atol=1e-6)
     assert any("apply to self-attention" in c.value for c in at.caption)
+
+
+def test_token_focus_on_cross_attention_reads_either_side(t5_app):
+    at = t5_app
+    at.button_group(key="attn_part").set_value("Cross").run()
+    open_page(at, "focus")
+    res = at.session_state["_current"].seq2seq
+    cross = res.cross
+    at.selectbox(key="cross_focus_token").set_value(2).run()  # target token 2: its row, over the source
+    z = np.array(charts(at)[0]["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z, cross.attentions[:, :, 2, :].reshape(-1, cross.n_keys), atol=1e-6)
+    at.radio(key="cross_focus_side").set_value(at.radio(key="cross_focus_side").options[1]).run()
+    at.selectbox(key="cross_focus_token").set_value(1).run()  # source token 1: its column, over the target
+    assert not at.exception and not at.error
+    z = np.array(charts(at)[0]["data"][0]["z"], dtype=float)
+    np.testing.assert_allclose(z, cross.attentions[:, :, :, 1].reshape(-1, cross.n_queries), atol=1e-6)
