@@ -64,9 +64,10 @@ async def _one_session(browser, url: str, text: str) -> dict:
         typed_ms = await page.evaluate("() => performance.now() - window.__boxSeen")
         await page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]").wait_for(state="hidden")
         # Idle, and showing the typed sentence's tokens: on a loaded machine the browser may look
-        # idle before the rerun that Ctrl+Enter asked for has started, so a view still on the
-        # draft is looked at again, for up to SETTLE_S. A lost sentence stays lost: the draft's
-        # view never changes, since no rerun is coming.
+        # idle before the rerun that Ctrl+Enter asked for has started, or before Plotly has drawn
+        # the chart's labels, so a view still on the draft (or without labels yet) is looked at
+        # again, for up to SETTLE_S. A lost sentence stays lost: the draft's view never changes,
+        # since no rerun is coming.
         settle_until = time.monotonic() + SETTLE_S
         while True:
             quiet = 0
@@ -77,8 +78,8 @@ async def _one_session(browser, url: str, text: str) -> dict:
             await chart.wait_for()
             labels = await chart.evaluate(TICKS_PROBE, "x")
             ticks = [t.split(ZW, 1)[0] for t, _ in sorted(labels, key=lambda item: item[1])]
-            if "draft" not in ticks or time.monotonic() > settle_until:
-                break
+            if (ticks and "draft" not in ticks) or time.monotonic() > settle_until:
+                break  # drawn (its labels in place: a chart still being drawn has none yet), not the draft
             await page.wait_for_timeout(500)
         return {"typed_ms": typed_ms, "box": await box.input_value(), "errors": errors, "ticks": ticks,
                 "exceptions": await page.locator("[data-testid=stException]").all_inner_texts()}
