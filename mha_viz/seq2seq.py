@@ -24,6 +24,7 @@ from models import LoadedModel
 
 from . import capture, settings
 from .capture import AttentionRun, HeadArray
+from .generation import TOP, Step
 from .tokenize import InputError, Tokens, label_ids, token_limit, tokenize
 
 MAX_NEW_TOKENS = 32  # a written target's length, by default
@@ -75,6 +76,9 @@ class EncoderDecoderRun:
     target: str  # as typed, or as the model wrote it (decoded)
     written: bool  # whether the model wrote the target (greedy)
     model_name: str = "array"
+    # steps[t]: the decoder's prediction of target token t + 1 from decoder row t (what it wrote,
+    # or for a typed target what it gave the typed token), as the Generate page's steps
+    steps: list[Step] = field(default_factory=list)
 
     @property
     def parts(self) -> dict[str, AttentionRun | CrossAttention]:
@@ -154,12 +158,28 @@ def _capture(model: LoadedModel, src: Tokens, tgt: Tokens, source: str, text: st
         return torch.stack([a[0] for a in layers]).float().cpu().numpy()
     encoder = _run(src, stack(cap.encoder), model, causal=False, text=source, heads_kv=model.num_heads)
     decoder = _run(tgt, stack(cap.decoder), model, causal=True, text=text, heads_kv=model.decoder_heads)
+    steps = _steps(model, cap.output.logits[0], tgt)
     cross = CrossAttention(
         stack(cap.cross), query_tokens=tgt.display, key_tokens=src.display, query_token_ids=tgt.ids,
         key_token_ids=src.ids, query_raw=tgt.raw, key_raw=src.raw, query_special=tgt.special,
         key_special=src.special, model_name=model.name)
     return EncoderDecoderRun(encoder, decoder, cross, source=source, target=text, written=written,
-                             model_name=model.name)
+                             model_name=model.name, steps=steps)
+
+
+def _steps(model: LoadedModel, logits: torch.Tensor, tgt: Tokens) -> list[Step]:
+    """Each target token after the start, with the probability the decoder gave it at the row
+    before, its TOP alternatives and the entropy of that distribution."""
+    dist = torch.softmax(logits.float(), dim=-1)  # (n_tgt, vocab)
+    out = []
+    for t in range(1, len(tgt.ids)):
+        d, token_id = dist[t - 1], tgt.ids[t]
+        top_p, top_i = d.topk(min(TOP, d.numel()))
+        names = label_ids(model, [int(i) for i in top_i]).display
+        out.append(Step(token=tgt.display[t], token_id=token_id, prob=float(d[token_id]),
+                        top=list(zip(names, map(float, top_p))),
+                        entropy=float(-(d * torch.log(d.clamp_min(1e-30))).sum())))
+    return out
 
 
 def analyze(model: LoadedModel, text: str, target: str | None = None, *, max_tokens: int | None = None,

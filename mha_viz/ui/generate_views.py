@@ -22,7 +22,7 @@ import torch
 import mha_viz
 from mha_viz import generation
 from mha_viz import generation_figures as gfig
-from mha_viz.ui import charts, keys, state
+from mha_viz.ui import charts, keys, seq2seq_views, state
 from mha_viz.ui.keys import GenKey
 
 log = logging.getLogger("mha_viz.ui")
@@ -50,6 +50,9 @@ def generate_view() -> None:
             st.error(state.plain(cur.error), icon="⚠️")
         elif cur.notice:
             st.info(cur.notice, icon="✍️")
+    elif model.is_encoder_decoder:  # it writes its target in the sidebar: step through it here
+        seq2seq_views.steps_view(cur)
+        return
     elif (reason := _cannot_generate(model)) is not None:
         _offer_decoders(reason)
     else:

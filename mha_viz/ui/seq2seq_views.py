@@ -161,3 +161,36 @@ def cross_focus_view(cur) -> None:
     s = focus.summarize(values, exclude=None)
     st.caption(f"Strongest: decoder layer {s.top_layer}, head {s.top_head} — {s.top_position}: "
                f"{plain(others[s.top_position])} ({s.top_weight:.3f}).")
+
+
+def steps_view(cur) -> None:
+    """The Generate page for an encoder–decoder: the target it wrote (or read), one step at a
+    time: the token, how likely the decoder found it and what else it considered, and where every
+    decoder head looked when choosing it, in the source (cross-attention) and in the target so far."""
+    res = cur.seq2seq
+    if res is None or not res.steps:
+        st.info("The target has no token after the decoder's start: type a longer target, or leave the Target "
+                "box empty and the model writes one.", icon="✍️")
+        return
+    how = ("wrote, greedily (the sidebar's Target box is empty)" if res.written
+           else "was given (the sidebar's Target box); each step shows how likely it found the typed token")
+    st.caption(f"An encoder–decoder writes its target from the source. This is the target the model {how}: "
+               f"“{plain(res.target)}”. Step t's token was chosen at decoder row t − 1.")
+    n = len(res.steps)
+    if st.session_state.get("s2s_step", 1) > n:
+        st.session_state["s2s_step"] = 1
+    t = st.slider("Step", 1, n, key="s2s_step") if n > 1 else 1
+    step = res.steps[t - 1]
+    others = ", ".join(f"{plain(tok)} ({p:.3f})" for tok, p in step.top[:5])
+    st.markdown(f"**Step {t}: {plain(step.token)}** — probability {step.prob:.3f}, entropy {step.entropy:.2f} nats. "
+                f"Most likely: {others}.")
+    row = t - 1
+    for part, labels, what, x_title in (
+            (res.cross, res.encoder.tokens, "in the source", "source token"),
+            (res.decoder, res.decoder.tokens, "in the target so far", "target token")):
+        values = part.attentions[:, :, row, :]  # (L, H, m): decoder row `row` of every head
+        f = focus.Focus(row, list(labels), values, values)
+        fig = charts.cached("s2s_step", (cur.key._replace(part=""), x_title, row), lambda: focus_figures.focus_grid(
+            f, focus.TO, list(range(part.num_layers)),
+            what=f"where step {t} looked {what} (decoder row {row})", x_title=x_title))
+        charts.show(fig, key=f"s2s_step_{x_title.split()[0]}")

@@ -105,3 +105,18 @@ def test_token_focus_on_cross_attention_reads_either_side(t5_app):
     assert not at.exception and not at.error
     z = np.array(charts(at)[0]["data"][0]["z"], dtype=float)
     np.testing.assert_allclose(z, cross.attentions[:, :, :, 1].reshape(-1, cross.n_queries), atol=1e-6)
+
+
+def test_the_generate_page_steps_through_the_written_target(t5_app):
+    at = t5_app
+    open_page(at, "generate")
+    assert not at.exception and not at.error
+    res = at.session_state["_current"].seq2seq
+    assert len(res.steps) >= 2
+    at.slider(key="s2s_step").set_value(2).run()
+    assert any(m.value.startswith("**Step 2:") for m in at.markdown)
+    cross_fig, self_fig = charts(at)[:2]
+    np.testing.assert_allclose(np.array(cross_fig["data"][0]["z"], dtype=float),
+                               res.cross.attentions[:, :, 1, :].reshape(-1, res.encoder.n), atol=1e-6)  # row 1
+    np.testing.assert_allclose(np.array(self_fig["data"][0]["z"], dtype=float),
+                               res.decoder.attentions[:, :, 1, :].reshape(-1, res.decoder.n), atol=1e-6)

@@ -151,3 +151,17 @@ def test_our_mha_stands_in_for_every_attention_of_an_encoder_decoder(seq2seq):
         logits = [m.hf_model(input_ids=ids[0], decoder_input_ids=ids[1]).logits for m in (hf, ours)]
     torch.testing.assert_close(logits[1], logits[0], atol=1e-5, rtol=1e-5)
     assert mha_viz.analyze(ours, SOURCE).decoder.token_ids == mha_viz.analyze(hf, SOURCE).decoder.token_ids
+
+
+def test_each_written_token_is_the_decoders_most_likely_at_the_row_before(seq2seq):
+    _, model = seq2seq
+    res = mha_viz.analyze(model, SOURCE)
+    assert len(res.steps) == len(res.decoder.token_ids) - 1
+    with torch.no_grad():
+        logits = model.hf_model(input_ids=torch.tensor([res.encoder.token_ids]),
+                                decoder_input_ids=torch.tensor([res.decoder.token_ids])).logits[0]
+    for t, step in enumerate(res.steps, start=1):
+        probs = torch.softmax(logits[t - 1], -1)
+        assert step.token_id == res.decoder.token_ids[t] == int(probs.argmax())  # greedy
+        assert step.prob == pytest.approx(float(probs.max()), rel=1e-5)
+        assert step.top[0][1] == pytest.approx(step.prob, rel=1e-6) and len(step.top) == 10
