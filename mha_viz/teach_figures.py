@@ -61,8 +61,9 @@ STEPS = ("X", "Q", "K", "V", "scores", "scaled", "masked", "probs", "z", "concat
 
 def step_figures(w: Walkthrough, names: tuple[str, ...] = STEPS) -> dict[str, go.Figure]:
     """The matrix of each step of a walkthrough named in `names` (default: every step), by the
-    name of its array: X, Q, K, V, scores, scaled, masked (causal models only: left out for an
-    encoder), probs, z, concat (this head's block framed), output. Only those asked for are built."""
+    name of its array: X, Q, K, V, scores, scaled, masked (causal models and local windows only:
+    left out for an encoder that sees every token), probs, z, concat (this head's block framed),
+    output. Only those asked for are built."""
     tok = w.tokens
     start = w.head * w.V.shape[1]
     titles = {"X": "X: one row per token", "Q": "Q", "K": "K", "V": "V", "z": "z = A V",
@@ -72,7 +73,7 @@ def step_figures(w: Walkthrough, names: tuple[str, ...] = STEPS) -> dict[str, go
     for name in names:
         if name in titles:
             figs[name] = matrix(getattr(w, name), tok, title=titles[name])
-        elif name in square and (name != "masked" or w.is_causal):
+        elif name in square and (name != "masked" or w.is_causal or w.window is not None):
             figs[name] = matrix(getattr(w, name), tok, title=square[name], columns=tok)
         elif name == "probs":
             figs[name] = matrix(w.probs, tok, title="A: attention probabilities", columns=tok, probabilities=True)

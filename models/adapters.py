@@ -17,7 +17,7 @@ from .mha import MultiHeadAttention
 
 __all__ = [
     "Adapter", "BertFamilyAttention", "FusedQKVAttention", "GPT2FamilyAttention", "LlamaFamilyAttention",
-    "GPTJFamilyAttention", "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "every_two_rows", "grouped_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
+    "GPTJFamilyAttention", "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "call_rotary", "every_two_rows", "grouped_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
 ]
 
 
@@ -226,6 +226,27 @@ def every_two_rows(d: int, r: int) -> torch.Tensor:
     return torch.cat([torch.arange(0, r, 2), torch.arange(1, r, 2), torch.arange(r, d)])
 
 
+def table_rotary(embed_positions: torch.Tensor, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPT-J's rotary angles for a call (its `position_ids`, else 0, 1, …), from its [sin | cos]
+    table, laid out for rotate-half on the reordered rows (`every_two_rows`): (cos, sin), (B, n, r)."""
+    positions = kwargs.get("position_ids")
+    if positions is None:
+        positions = torch.arange(kwargs["_hidden"].shape[1], device=embed_positions.device)[None]
+    sin, cos = embed_positions[positions].chunk(2, dim=-1)  # (B, n, r / 2) each
+    return torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)
+
+
+def call_rotary(module: nn.Module, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """RoPE's (cos, sin) of a call of an attention module (ours or the original, whose keyword
+    arguments are `kwargs`, its hidden states under "_hidden"), as our MHA applies them: what
+    lean capture records with each layer's input, without building any adapter."""
+    if isinstance(module, Adapter):
+        return module.rotary(kwargs)
+    if all(hasattr(module, a) for a in ("embed_positions", "rotary_dim", "scale_attn")):  # GPT-J's own table
+        return table_rotary(module.embed_positions, kwargs)
+    return kwargs.get("position_embeddings")
+
+
 class GPTJFamilyAttention(RotaryAttention):
     """Replaces GPT-J's attention (q/k/v_proj, out_proj, no biases): rotary on the first
     `rotary_dim` dimensions of each head in adjacent pairs, its angles from the module's own
@@ -246,12 +267,7 @@ class GPTJFamilyAttention(RotaryAttention):
         self.layer_idx = original.layer_idx
 
     def rotary(self, kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        positions = kwargs.get("position_ids")
-        if positions is None:
-            n = kwargs["_hidden"].shape[1]
-            positions = torch.arange(n, device=self.embed_positions.device)[None]
-        sin, cos = self.embed_positions[positions].chunk(2, dim=-1)  # (B, n, r / 2) each
-        return torch.cat([cos, cos], dim=-1), torch.cat([sin, sin], dim=-1)  # (B, n, r): the halves' angles
+        return table_rotary(self.embed_positions, kwargs)
 
     def forward(self, hidden_states, layer_past=None, attention_mask=None, position_ids=None, **kwargs):
         rope = self.rotary({"position_ids": position_ids, "_hidden": hidden_states})

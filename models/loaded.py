@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .adapters import Adapter
+from .adapters import Adapter, call_rotary
 from .families import make_adapter, output_projection
 from .hooks import distinct
 from .architectures import SUPPORTED
@@ -90,7 +90,7 @@ class LoadedModel:
     decoder_heads: int = 0
     # Derived once per instance (a `dataclasses.replace` copy starts afresh):
     _weights: dict | None = field(default=None, init=False, repr=False, compare=False)
-    _views: list | None = field(default=None, init=False, repr=False, compare=False)
+    _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # layer -> Adapter
     # One forward at a time per model: the app shares one instance between sessions.
     lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
     # Builds the adapters of `layer_adapter` once even when sessions ask at the same moment (not
@@ -149,25 +149,18 @@ class LoadedModel:
         keep_z = _z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
-            hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in self.adapters]
-            if self.local_attention:  # our MHA hands z over directly
-                for a in self.adapters:
-                    a.mha.keep_z = True
-            else:
-                hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(  # one hook a module
-                    [output_projection(m, fam) for m, fam in self.attention_modules])]
+            hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in distinct(self.adapters)]
+            # z from W_O's input, ours or the model's: one hook a module (ALBERT's is every layer's)
+            hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
+                [output_projection(m, fam) for m, fam in self.attention_modules])]
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                     output_attentions=not self.local_attention, use_cache=False,
                 )
-                if self.local_attention:
-                    zs = [a.mha.last_z for a in self.adapters]
             finally:
                 for h in hooks:
                     h.remove()
-                for a in self.adapters:
-                    a.mha.keep_z, a.mha.last_z = False, None
         attentions = tuple(probs) if self.local_attention else tuple(out.attentions or ())
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(
@@ -231,11 +224,9 @@ class LoadedModel:
         inputs: list[LayerInput] = []
         zs: list[torch.Tensor] = []
 
-        views = {id(m): self.layer_adapter(i) for i, (m, _) in enumerate(self.attention_modules)}  # RoPE readers
-
         def keep_input(module, args, kwargs):
             hidden = args[0] if args else kwargs["hidden_states"]
-            inputs.append(LayerInput(hidden.detach(), views[id(module)].rotary({**kwargs, "_hidden": hidden})))
+            inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
 
         keep_z = _z_recorder(zs, self.num_heads)
 
@@ -296,14 +287,23 @@ class LoadedModel:
 
     def layer_adapter(self, layer: int) -> Adapter:
         """Our adapter over layer `layer`'s self-attention: the installed one (local attention,
-        models built from our MHA), or one built over the original's weights (kept, and made
-        once). Its `.mha` computes that layer's attention step by step."""
-        if self._views is None:
-            with self._views_lock:
-                if self._views is None:  # not built by another session while this one waited
-                    self._views = [make_adapter(m, fam, self.hf_model.config, causal=self.is_causal)
-                                   for m, fam in self.attention_modules]
-        return self._views[layer]
+        models built from our MHA), or one built over the original's weights (kept, made once, and
+        only for the layers asked for). Its `.mha` computes that layer's attention step by step."""
+        view = self._views.get(layer)
+        if view is None:
+            with self._views_lock:  # built once even when sessions ask at the same moment
+                view = self._views.get(layer)
+                if view is None:
+                    module, family = self.attention_modules[layer]
+                    view = make_adapter(module, family, self.hf_model.config, causal=self.is_causal)
+                    self._views[layer] = view
+        return view
+
+    def forget_views(self) -> None:
+        """Drop the adapters `layer_adapter` built (a fused q, k, v layout keeps copies of its rows):
+        they are built again, one layer at a time, when asked for."""
+        with self._views_lock:
+            self._views = {}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
         """Run the model; returns (last hidden states (B, n, d_model), per-layer probabilities

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import logging
 import os
 import threading
 from pathlib import Path
@@ -21,10 +22,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from . import verify
 from .adapters import Adapter
-from .families import find_attention, install_local_attention
 from .architectures import SUPPORTED, refusal
 from .errors import ModelLoadError, UnsupportedArchitecture
+from .families import find_attention, install_local_attention
 from .loaded import LoadedModel
 from .registry import BUNDLED
 from .resolve import Progress, hub_error, resolve_device, resolve_spec
@@ -34,6 +36,7 @@ from .toy import load_toy
 # Random-init twins are seeded through torch's process-wide generator: two sessions building one
 # at the same moment would interleave their draws, so they take turns.
 _SEEDED = threading.Lock()
+log = logging.getLogger("mha_viz.models")
 
 # BUNDLED, LoadedModel, ModelLoadError and resolve_device also stay reachable here, where they used to live.
 __all__ = ["BUNDLED", "LoadedModel", "ModelLoadError", "load", "random_twin", "resolve_device"]
@@ -127,6 +130,11 @@ def load(
     if tokenizer.pad_token is None:  # decoders often have none; padding is only for batches
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     model.to(dev).eval()
+    ids = verify.probe(config.vocab_size, dev)
+    reference = None
+    if local_attention and not seq2seq:  # what the model's own attention gives, to compare ours with
+        progress(0.7, "Running the model's own attention once, to check ours against it…")
+        reference = verify.eager_attentions(model, ids)
     if local_attention:
         progress(0.8, "Putting our multi-head attention in place of the model's…")
     try:
@@ -158,6 +166,22 @@ def load(
         kv = loaded.layer_adapter(0).mha.num_kv_heads
         if kv != loaded.num_kv_heads:
             loaded = dataclasses.replace(loaded, num_kv_heads=kv)
+    if reference is not None:
+        layer, gap = verify.worst_gap(reference, [a.float() for a in loaded.capture(ids).attentions])
+        if gap > verify.TOLERANCE:
+            raise ModelLoadError(
+                f"Our MHA does not reproduce the attention of '{spec}' ({config.model_type}): layer {layer} is "
+                f"{gap:.2g} away from the model's own on a test input (its rotary positions, masks or biases "
+                "differ from the families mha-viz knows). Use Hugging Face's attention for this model.")
+    elif loaded.attention_modules:  # the per-layer recompute must match, or its per-head features are off
+        try:
+            layer, gap = verify.recompute_gap(loaded, ids)
+        except Exception:  # noqa: BLE001 - a layout the recompute cannot follow
+            layer, gap = -1, float("inf")
+        if gap > verify.TOLERANCE:
+            log.warning("'%s': recomputed attention is %.2g from the model's own (layer %d): per-head features off",
+                        spec, gap, layer)
+            loaded = dataclasses.replace(loaded, attention_modules=[])
     progress(0.9, "Checking that every layer's attention can be captured…")
     probe = torch.tensor([[tokenizer.unk_token_id or 0, tokenizer.eos_token_id or 0]])
     try:

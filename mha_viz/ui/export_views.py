@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz import figure_style, metrics, report, run_file
-from mha_viz.ui import analysis, keys, state
+from mha_viz.ui import analysis, keys, seq2seq_views, state
 
 log = logging.getLogger("mha_viz.ui")
 FORMATS = {"png": "PNG (image)", "svg": "SVG (vector, for papers)"}
@@ -67,6 +67,10 @@ def _box(cur) -> None:
     run = cur.run
     if run is None:
         st.caption("Analyse a text to download its data and a report.")
+        return
+    if seq2seq_views.is_cross(run):
+        st.caption("Cross-attention: its table downloads from Head metrics, every chart from its camera button. "
+                   "Pick Encoder or Decoder (sidebar, *Attention*) to download that run and a report.")
         return
     stem = figure_style.safe_filename(f"{run.model_name.rsplit('/', 1)[-1]}-{run.n}-tokens")
     st.caption(f"This analysis ({state.plain(run.model_name)}, {run.n} tokens"

@@ -13,7 +13,7 @@ from dataclasses import replace
 import streamlit as st
 
 from mha_viz import detail, links
-from mha_viz.ui import compare_views, keys, pages, state, views
+from mha_viz.ui import compare_views, keys, pages, seq2seq_views, state, views
 
 # the head view's detail levels by their slug in a link (links.DETAILS), and back
 DETAIL_OPTIONS = {"tokens": views.FULL, "window": views.WINDOW, "blocks": views.BLOCKS, "words": views.WORDS,
@@ -104,6 +104,8 @@ def _apply_head(link: links.Link, cur: state.Current) -> list[str]:
     run = cur.run
     if run is None or cur.stale:
         return ["The link's layer, head and detail were not applied: its text could not be analysed."]
+    if seq2seq_views.is_cross(run):
+        return ["The link's layer, head and detail apply to self-attention: pick Encoder or Decoder."]
     row, head, notices = links.resolve_head(link, run.layer_ids, run.num_heads)
     ss = st.session_state
     if row is not None:
@@ -134,7 +136,7 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
                       hide=hide, ours=bool(ss.get(keys.LOCAL_ATTENTION)))
     default = links.Link(text=state.DEFAULT_TEXT)
     run = cur.run
-    if run is None or cur.stale:  # the head of another input's run: not this view's
+    if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own
         return link, default
     row, head = int(ss.get(keys.SEL_LAYER, 0)), int(ss.get(keys.SEL_HEAD, 0))
     default = links.Link(text=state.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,

@@ -74,7 +74,7 @@ def status(cur) -> None:
             "cross": "cross-attention: each target token over the source"}[cur.key.part]
     how = "written by the model (greedy)" if res.written else "as typed"
     st.caption(f"Encoder–decoder: showing {side}. Source {res.encoder.n} tokens; target {res.decoder.n} "
-               f"tokens, {how}: “{res.target}”.")
+               f"tokens, {how}: “{plain(res.target)}”.")
 
 
 def _on_cross_select() -> None:
@@ -168,7 +168,13 @@ def steps_view(cur) -> None:
     time: the token, how likely the decoder found it and what else it considered, and where every
     decoder head looked when choosing it, in the source (cross-attention) and in the target so far."""
     res = cur.seq2seq
-    if res is None or not res.steps:
+    if cur.stale or res is None or res.model_name != cur.text_model.name:
+        if cur.error:
+            st.error(plain(cur.error), icon="⚠️")
+        st.info("An encoder–decoder writes its target from the sidebar's sentence (leave its Target box empty); "
+                "once it is analysed, its steps show here.", icon="✍️")
+        return
+    if not res.steps:
         st.info("The target has no token after the decoder's start: type a longer target, or leave the Target "
                 "box empty and the model writes one.", icon="✍️")
         return

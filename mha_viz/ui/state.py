@@ -273,6 +273,9 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
     """The sidebar's analysis of another text or model (the Compare page): the session's token
     cap, `layers` (None: every layer; InputError when that is over the capture budget) and the
     sidebar's *Hide tokens*. Returns the run as shown and its key."""
+    if model.is_encoder_decoder:
+        raise mha_viz.InputError(f"{model.name} is an encoder–decoder: comparing runs takes encoder-only and decoder-only "
+                                 "models. Its encoder, decoder and cross-attention are on the Look pages.")
     model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
     cap = token_cap()
     n = mha_viz.tokenize(model, text, cap).n
@@ -356,7 +359,8 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
 def _with_last_good(cur: Current) -> Current:
     last = st.session_state.get(keys.LAST_GOOD)
     if last is not None:
-        cur.run, cur.model, cur.key, cur.seq2seq = last
+        cur.run, cur.model, cur.key = last[:3]
+        cur.seq2seq = last[3] if len(last) > 3 else None  # a session older than encoder–decoders kept 3
         cur.full_run = st.session_state.get(keys.LAST_FULL) or cur.run
         cur.stale = True
     return cur

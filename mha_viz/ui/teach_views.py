@@ -152,6 +152,10 @@ def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
         _step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", f"{n} × {n}", figs["masked"],
               "A decoder's token may not look at later tokens: their scores become −∞, so softmax gives them 0."
               + window)
+    elif w.window is not None:  # an encoder's local layer (ModernBERT)
+        _step(5, "Local window", rf"S'_{{ij}} = -\infty \text{{ for }} |i - j| > {w.window}", f"{n} × {n}",
+              figs["masked"], f"This layer of the encoder is local: each token sees the {w.window} tokens on either "
+              "side of it (and itself); the other scores become −∞, so softmax gives them 0.")
     else:
         _step(5, "Mask", r"\text{(none: an encoder lets every token see every token)}", f"{n} × {n}",
               note="Padding keys would be masked here; a single sentence has none.")

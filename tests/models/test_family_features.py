@@ -172,6 +172,8 @@ def test_our_mha_and_lean_capture_equal_hugging_face(folder):
     for layer in range(hf.num_layers):
         torch.testing.assert_close(mine.attentions[layer], eager.attentions[layer], atol=1e-5, rtol=0)
     torch.testing.assert_close(mine.output.logits, eager.output.logits, atol=1e-5, rtol=1e-5)
+    for layer in range(hf.num_layers):  # each head's output z, read from ours as from theirs
+        torch.testing.assert_close(mine.head_outputs[layer], eager.head_outputs[layer], atol=1e-5, rtol=1e-5)
     for model in (hf, ours):
         lean = model.capture(ids, lean=True)
         for layer in range(model.num_layers):

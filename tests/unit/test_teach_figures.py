@@ -88,6 +88,15 @@ def test_step_figures_of_a_group_are_those_of_every_step(causal):
         teach_figures.step_figures(w, ("Z",))
 
 
+def test_an_encoders_local_window_is_a_masked_step():
+    """ModernBERT's local layers: an encoder whose walkthrough has a window draws the masked scores."""
+    import dataclasses
+
+    w = dataclasses.replace(_walkthrough(False), window=2)
+    figs = teach_figures.step_figures(w, ("scores", "scaled", "masked", "probs"))
+    assert list(figs) == ["scores", "scaled", "masked", "probs"]
+
+
 def test_probability_maps_keep_each_title_and_its_matrix():
     w = _walkthrough(False)
     maps = {"encoder": teaching.softmax_rows(w.scaled), "decoder": teaching.softmax_rows(w.scaled, causal=True)}

@@ -1,0 +1,48 @@
+"""Checks at load that mha-viz reproduces a model's attention, whatever its family: our MHA in
+place of the model's own (*Compute with our MHA*), and the per-layer recompute behind lean
+capture, the teaching steps and the queries-and-keys view (Hugging Face's attention). A family
+that looks like one we know but computes something else (interleaved rotary, layers without
+rotary, a bias we do not add) is caught here on a short probe, instead of showing wrong numbers."""
+
+from __future__ import annotations
+
+import torch
+
+TOLERANCE = 1e-4  # float32 rounding stays below 1e-5 (tests); a wrong rotary or mask is far above
+PROBE_TOKENS = 16
+
+
+def probe(vocab_size: int, device) -> torch.Tensor:
+    """(1, 16) token ids, long enough that rotary angles and local windows differ between positions."""
+    return (torch.arange(1, PROBE_TOKENS + 1) % max(int(vocab_size), 2))[None].to(device)
+
+
+def eager_attentions(model, ids: torch.Tensor) -> list[torch.Tensor]:
+    """Every layer's probabilities from Hugging Face's own (eager) attention, before any swap."""
+    with torch.inference_mode():
+        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True, use_cache=False)
+    return [a.detach().float() for a in (out.attentions or ())]
+
+
+def worst_gap(reference: list[torch.Tensor], other: list[torch.Tensor]) -> tuple[int, float]:
+    """(layer, largest absolute difference) between two per-layer lists of probabilities; an
+    infinite gap when they do not even have the same layers or shapes."""
+    if len(reference) != len(other) or not reference:
+        return -1, float("inf")
+    gaps = [float((a.float() - b.float()).abs().max()) if a.shape == b.shape else float("inf")
+            for a, b in zip(reference, other)]
+    layer = max(range(len(gaps)), key=gaps.__getitem__)
+    return layer, gaps[layer]
+
+
+def recompute_gap(loaded, ids: torch.Tensor) -> tuple[int, float]:
+    """How far lean capture's per-layer recompute is from eager capture on `ids`. One layer's
+    adapter at a time: a fused layout's copies of its rows never all exist at once."""
+    eager = loaded.capture(ids).attentions
+    lean = loaded.capture(ids, lean=True)  # records each layer's input (its RoPE read by the adapters)
+    loaded.forget_views()
+    recomputed = []
+    for layer in range(loaded.num_layers):
+        recomputed.append(loaded.recompute(lean, layer))
+        loaded.forget_views()
+    return worst_gap(list(eager), recomputed)
