@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 import models
-from models import LoadedModel
+from models import LoadedModel, values
 
 from . import run_file
 from .sinks import Hidden, drop_tokens
@@ -67,6 +67,9 @@ class AttentionRun(HeadArray):
     model_layers: int = 0
     # set by `drop_tokens`: what was hidden, the sink mass per head, rows left empty, the label
     hidden: Hidden | None = None
+    # float32 (layers, heads, n): ‖f_h(x_j)‖, the norm of what key j writes through head h
+    # (`models.values`); None where the value path cannot be read (`mha_viz.attribution`)
+    value_norms: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -191,14 +194,18 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
         except (RuntimeError, ValueError, KeyError):  # a layout lean capture cannot follow: go eager
             stacked = None
     if stacked is None:
-        cap = model.capture(torch.tensor([ids]))
+        cap = model.capture(torch.tensor([ids]), inputs=model.has_head_outputs)
         stacked = torch.stack([cap.attentions[l][0] for l in chosen]).float().cpu().numpy()  # (L, H, n, n)
     outputs = None
     if cap.head_outputs is not None:
         outputs = torch.stack([cap.head_outputs[l][0] for l in chosen]).float().cpu().numpy()  # (L, H, n, d_v)
+    norms = None
+    if cap.layer_inputs is not None:  # what each key writes through each head: one norm per key
+        norms = torch.stack([values.value_norms(model, cap, l)[0] for l in chosen]).float().cpu().numpy()
     return AttentionRun(
         tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
         raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
         num_input_tokens=toks.total, head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
+        value_norms=norms,
     )

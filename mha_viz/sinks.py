@@ -101,6 +101,7 @@ def drop_tokens(run, mask) -> object:
         scale = np.where(gone, 0.0, 1.0 / np.where(gone, 1.0, total)).astype(np.float32)
         att[layer] = block * scale[..., None]
     outputs = None if run.head_outputs is None else np.ascontiguousarray(run.head_outputs[:, :, kept])
+    norms = None if run.value_norms is None else np.ascontiguousarray(run.value_norms[:, :, kept])
 
     def pick(values):
         return [values[i] for i in kept] if len(values) == run.n else list(values)
@@ -110,4 +111,4 @@ def drop_tokens(run, mask) -> object:
     return dataclasses.replace(
         run, tokens=pick(run.tokens), attentions=att, token_ids=pick(run.token_ids),
         raw_tokens=pick(run.raw_tokens), special_mask=pick(run.special_mask), word_ids=pick(run.word_ids),
-        num_input_tokens=max(run.num_input_tokens - len(removed), m), head_outputs=outputs, hidden=hidden)
+        num_input_tokens=max(run.num_input_tokens - len(removed), m), head_outputs=outputs, hidden=hidden, value_norms=norms)

@@ -131,7 +131,7 @@ class LoadedModel:
         return bool(self.attention_modules)
 
     def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-                lean: bool = False, head_outputs: bool = True) -> Capture:
+                lean: bool = False, head_outputs: bool = True, inputs: bool = False) -> Capture:
         """Run the model once, recording every layer's probabilities and every head's output z.
 
         lean: run the model with fused attention (PyTorch's SDPA) instead, record only each
@@ -139,6 +139,8 @@ class LoadedModel:
         then gives the probabilities of the layers and heads that are wanted.
         head_outputs: False (lean only) skips recording each head's output z, which at long n
         is as large as the recorded inputs (L × n × d_model floats).
+        inputs: an eager capture records each attention layer's input too (a lean one always
+        does), for what is computed from them (`models.values.value_norms`).
         """
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
@@ -153,6 +155,9 @@ class LoadedModel:
             # z from W_O's input, ours or the model's: one hook a module (ALBERT's is every layer's)
             hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
                 [output_projection(m, fam) for m, fam in self.attention_modules])]
+            layer_inputs: list[LayerInput] = []
+            if inputs:
+                hooks += self._input_hooks(layer_inputs)
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
@@ -168,7 +173,8 @@ class LoadedModel:
                 f"{self.num_layers} layers, so it cannot be captured. {SUPPORTED}."
             )
         head_outputs = tuple(zs) if len(zs) == self.num_layers else None
-        return Capture(out.hidden_states[-1], attentions, head_outputs, out)
+        recorded = tuple(layer_inputs) if len(layer_inputs) == self.num_layers else None
+        return Capture(out.hidden_states[-1], attentions, head_outputs, out, recorded, attention_mask)
 
     def capture_seq2seq(self, source_ids: torch.Tensor, target_ids: torch.Tensor) -> Seq2SeqCapture:
         """Run an encoder–decoder once on source ids (B, n_src) and decoder input ids (B, n_tgt)
@@ -218,24 +224,26 @@ class LoadedModel:
                 use_cache=self.decoder_layers == self.num_layers)
         return [int(i) for i in out[0]]
 
+    def _input_hooks(self, inputs: list) -> list:
+        """Pre-hooks (one a distinct module: a module shared by layers records each call) that
+        append each attention layer's input and RoPE to `inputs`, in the order the layers run."""
+        def keep_input(module, args, kwargs):
+            hidden = args[0] if args else kwargs["hidden_states"]
+            inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
+        return [m.register_forward_pre_hook(keep_input, with_kwargs=True)
+                for m in distinct([m for m, _ in self.attention_modules])]
+
     def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> Capture:
         if not self.attention_modules:
             raise ModelLoadError(f"Lean capture needs attention layers mha-viz can read; '{self.name}' has none.")
         inputs: list[LayerInput] = []
         zs: list[torch.Tensor] = []
-
-        def keep_input(module, args, kwargs):
-            hidden = args[0] if args else kwargs["hidden_states"]
-            inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
-
         keep_z = _z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():
             hooks, fused = [], False
             try:  # everything that changes the shared model is undone in `finally`, even on error
-                # one hook a module: a module shared by layers (ALBERT) records each of its calls
-                hooks += [m.register_forward_pre_hook(keep_input, with_kwargs=True)
-                          for m in distinct([m for m, _ in self.attention_modules])]
+                hooks += self._input_hooks(inputs)
                 if head_outputs:
                     hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
                         [output_projection(m, fam) for m, fam in self.attention_modules])]

@@ -1,0 +1,60 @@
+"""Value-weighted attention (issue 22, part 1): the decomposition of every attention module's
+output into what each key writes through each head is exact (attribution.md's check), the run's
+value norms are those of that decomposition, and the contributions are A times the norms."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from mha_viz import attribution
+from models import values
+from models.families import output_projection
+
+TEXT = "The cat sat on the mat because it was tired."
+
+
+@pytest.mark.parametrize("fixture", ["bert_dir", "gpt2_dir", "llama_dir"])
+def test_the_heads_writes_add_up_to_the_attention_output(request, fixture):
+    model = mha_viz.load_model(request.getfixturevalue(fixture), device="cpu")
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    written = []  # what each layer's W_O layer wrote, bias included
+    hooks = [output_projection(m, fam).register_forward_hook(lambda _m, _i, out: written.append(out.detach()))
+             for m, fam in model.attention_modules]
+    try:
+        cap = model.capture(ids, inputs=True)
+    finally:
+        for h in hooks:
+            h.remove()
+    run = mha_viz.analyze(model, TEXT, lean=False)
+    for layer, (module, fam) in enumerate(model.attention_modules):
+        f = values.head_values(model, cap, layer)[0]  # (H, n, d_model): f_h(x_j)
+        a = cap.attentions[layer][0]  # (H, n, n)
+        total = torch.einsum("hij,hjm->im", a, f)  # Σ_h Σ_j A f_h(x_j)
+        bias = output_projection(module, fam).bias
+        out = total + (bias if bias is not None else 0)
+        torch.testing.assert_close(out, written[layer][0], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(run.value_norms[layer], f.norm(dim=-1).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_contributions_are_the_weights_times_the_norms(llama_dir, lean):
+    model = mha_viz.load_model(llama_dir, device="cpu")
+    run = mha_viz.analyze(model, TEXT, lean=lean)
+    assert run.value_norms.shape == (run.num_layers, run.num_heads, run.n) and run.value_norms.dtype == np.float32
+    c = attribution.value_weighted(run)
+    np.testing.assert_allclose(c, run.attentions * run.value_norms[:, :, None, :], rtol=1e-6)
+    rows = attribution.value_weighted(run, normalise=True)
+    np.testing.assert_allclose(rows.sum(-1), 1.0, atol=1e-5)
+    assert not np.triu(rows, 1).any()  # causal stays causal
+    assert attribution.label(True) == "value-weighted (‖α f(x)‖, row-normalised)"
+    hidden = run.drop_tokens(np.array([True] + [False] * (run.n - 1)))  # the first token hidden
+    np.testing.assert_allclose(hidden.value_norms, run.value_norms[:, :, 1:])
+
+
+def test_a_run_without_value_norms_says_so():
+    run = mha_viz.AttentionRun.from_array(np.full((1, 1, 2, 2), 0.5), ["a", "b"])
+    with pytest.raises(mha_viz.InputError, match="value path"):
+        attribution.value_weighted(run)
