@@ -58,3 +58,25 @@ def test_a_run_without_value_norms_says_so():
     run = mha_viz.AttentionRun.from_array(np.full((1, 1, 2, 2), 0.5), ["a", "b"])
     with pytest.raises(mha_viz.InputError, match="value path"):
         attribution.value_weighted(run)
+
+
+@pytest.mark.parametrize("fixture", ["gpt2_dir", "llama_dir"])
+def test_direct_logit_attribution_adds_up_to_the_models_logit(request, fixture):
+    """LayerNorm with biases and tied embeddings (GPT-2), RMSNorm (Llama): the heads' direct
+    effects plus everything else, each through the frozen final norm, give the model's own logit."""
+    model = mha_viz.load_model(request.getfixturevalue(fixture), device="cpu")
+    d = attribution.direct_logit(model, TEXT)
+    assert d.per_head.shape == (model.num_layers, model.num_heads) and d.position == len(d.tokens) - 1
+    assert d.per_head.sum() + d.rest == pytest.approx(d.logit, rel=1e-4, abs=1e-4)
+    assert np.abs(d.per_head).max() > 1e-4  # the heads do contribute
+    diff = attribution.direct_logit(model, TEXT, target=d.target, wrong=(d.target + 1) % 300, position=3)
+    assert diff.per_head.sum() + diff.rest == pytest.approx(diff.logit, rel=1e-4, abs=1e-4)
+    promoted, suppressed = attribution.head_tokens(model, TEXT, 1, 0, k=5)
+    assert len(promoted) == len(suppressed) == 5
+    assert [v for _, v in promoted] == sorted((v for _, v in promoted), reverse=True)
+    assert promoted[-1][1] >= suppressed[0][1]
+
+
+def test_direct_logit_attribution_is_refused_for_an_encoder(bert_dir):
+    with pytest.raises(mha_viz.InputError, match="not a decoder"):
+        attribution.direct_logit(mha_viz.load_model(bert_dir, device="cpu"), TEXT)

@@ -1,0 +1,81 @@
+"""A decoder's read-out: the final norm and the unembedding that turn the last residual stream
+into logits, found by watching a probe run (the last norm the model calls) and checked against
+what that norm computed, so that a read-out mha-viz would reconstruct wrongly is never used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+LAYER, RMS, RMS_PLUS_ONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)"
+
+
+@dataclass(frozen=True)
+class Readout:
+    """logits = unembed · norm(r) (+ unembed_bias), with norm(r) = (r − mean(r) if `kind` is
+    LayerNorm) / σ · scale (+ bias): σ = √(var(r) + eps) for LayerNorm, √(mean(r²) + eps) for RMSNorm."""
+
+    norm: nn.Module  # the final norm itself (its input is the last residual stream)
+    kind: str
+    eps: float
+    scale: torch.Tensor  # (d,) γ (Gemma's RMSNorm: 1 + its weight)
+    bias: torch.Tensor | None  # (d,) β, LayerNorm only
+    unembed: torch.Tensor  # (vocab, d)
+    unembed_bias: torch.Tensor | None  # (vocab,)
+
+    def sigma(self, r: torch.Tensor) -> torch.Tensor:
+        """The norm's scale σ for residual vectors r (..., d)."""
+        if self.kind == LAYER:
+            return torch.sqrt(r.var(-1, unbiased=False, keepdim=True) + self.eps)
+        return torch.sqrt(r.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def frozen(self, write: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """A write into the residual (..., d) through the norm with σ frozen (no bias): what it adds to
+        the normed stream."""
+        centred = write - write.mean(-1, keepdim=True) if self.kind == LAYER else write
+        return centred / sigma * self.scale
+
+
+def _eps(norm: nn.Module) -> float:
+    for name in ("eps", "variance_epsilon", "epsilon"):
+        if isinstance(getattr(norm, name, None), (int, float)):
+            return float(getattr(norm, name))
+    raise ValueError(f"no epsilon on {type(norm).__name__}")
+
+
+def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
+    """The read-out of a causal LM, or None when there is no linear one to reconstruct (no LM
+    head, logit soft-capping, a final norm whose output the reconstruction does not reproduce)."""
+    head = hf_model.get_output_embeddings() if hasattr(hf_model, "get_output_embeddings") else None
+    if not isinstance(head, nn.Linear) or getattr(hf_model.config, "final_logit_softcapping", None):
+        return None
+    calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+    norms = [m for m in hf_model.modules() if isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")]
+    hooks = [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out))) for m in norms]
+    try:
+        with torch.inference_mode():
+            hf_model(input_ids=probe)
+    finally:
+        for h in hooks:
+            h.remove()
+    if not calls:
+        return None
+    norm, r, out = calls[-1]  # the last norm before the LM head
+    try:
+        eps = _eps(norm)
+    except ValueError:
+        return None
+    weight = norm.weight.detach().float()
+    for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
+        if kind == LAYER and not isinstance(norm, nn.LayerNorm):
+            continue
+        bias = norm.bias.detach().float() if kind == LAYER and norm.bias is not None else None
+        ro = Readout(norm, kind, eps, scale, bias, head.weight.detach().float(),
+                     None if head.bias is None else head.bias.detach().float())
+        r32 = r.float()
+        rebuilt = ro.frozen(r32, ro.sigma(r32)) + (0 if bias is None else bias)
+        if torch.allclose(rebuilt, out.float(), atol=1e-4, rtol=1e-4):
+            return ro
+    return None
