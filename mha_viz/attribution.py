@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 from models import LoadedModel, readout
+from models.families import output_projection
+from models.hooks import layer_pre_hooks
 
 from .capture import AttentionRun
 from .tokenize import InputError, label_ids, tokenize
@@ -56,16 +58,23 @@ class DirectLogit:
     tokens: list[str]  # the text's tokens
 
 
-def _readout(model: LoadedModel) -> readout.Readout:
+def _decoder(model: LoadedModel, what: str) -> None:
+    """InputError unless `model` is a decoder whose heads' outputs mha-viz reads."""
     if not model.is_causal or model.is_encoder_decoder:
-        raise InputError(f"{model.name} is not a decoder: direct logit attribution needs a language-model head "
-                         "that reads the residual stream linearly (an encoder's masked-LM head does not).")
+        raise InputError(f"{model.name} is not a decoder: {what} needs a language-model head that predicts the "
+                         "next token (an encoder's masked-LM head does not read the residual stream linearly).")
+    if not model.has_head_outputs:
+        raise InputError(f"The heads' outputs of {model.name} cannot be read by mha-viz: no {what}.")
+
+
+def _readout(model: LoadedModel) -> readout.Readout:
+    _decoder(model, "direct logit attribution")
     probe = torch.tensor([[0, 1]], device=model.device)
     with model.lock:
         ro = readout.find(model.hf_model, probe)
-    if ro is None or not model.has_head_outputs:
-        raise InputError(f"The read-out of {model.name} cannot be reconstructed linearly (its final norm, its "
-                         "logit soft-capping, or heads whose outputs mha-viz cannot read): no direct attribution.")
+    if ro is None:
+        raise InputError(f"The read-out of {model.name} cannot be reconstructed linearly (its final norm, or its "
+                         "logit soft-capping): no direct attribution.")
     return ro
 
 
@@ -132,3 +141,100 @@ def head_tokens(model: LoadedModel, text: str, layer: int, head: int, k: int = 1
     def named(values, ids, sign):
         return list(zip(label_ids(model, [int(i) for i in ids]).display, (sign * values).tolist()))
     return named(top.values, top.indices, 1), named(bottom.values, bottom.indices, -1)
+
+
+@dataclass
+class Patching:
+    """Per head, how much patching its output z moves the metric m = logit(answer) − logit(wrong)
+    at the last position: denoising (`restored`: the corrupted run with the head's clean z, as a
+    fraction of the gap) or noising (`damage`: the clean run with its corrupted z)."""
+
+    mode: str  # "denoise" | "noise"
+    values: np.ndarray  # (layers, heads): restored or damage
+    m_clean: float
+    m_corrupted: float
+    answer: int
+    wrong: int
+    position: int | None  # the patched position, or None: every position
+
+    @property
+    def restored(self) -> np.ndarray:
+        if self.mode != "denoise":
+            raise AttributeError("a noising run has .damage, not .restored")
+        return self.values
+
+    @property
+    def damage(self) -> np.ndarray:
+        if self.mode != "noise":
+            raise AttributeError("a denoising run has .restored, not .damage")
+        return self.values
+
+
+def _metric(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
+    """m = logit(a) − logit(b) at the last position, for each sequence of a batch (B,)."""
+    return logits[:, -1, a] - logits[:, -1, b]
+
+
+def _patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: list[int], source: torch.Tensor,
+                    a: int, b: int, position: int | None) -> torch.Tensor:
+    """One forward of len(heads) copies of `ids`: copy k gets head heads[k]'s slice of layer
+    `layer`'s W_O input replaced by that head's z in `source` (H, n, d_v) at `position` (None:
+    every position). The m of each copy, (len(heads),)."""
+    H = model.num_heads
+    where = slice(None) if position is None else slice(position, position + 1)
+
+    def hook_for(row: int):
+        def swap(_module, args):
+            if row != layer:
+                return None
+            x = args[0]  # (B, n, H · d_v)
+            z = x.reshape(*x.shape[:-1], H, -1).clone()  # (B, n, H, d_v)
+            for k, h in enumerate(heads):
+                z[k, where, h] = source[h, where].to(z.dtype)
+            return (z.reshape(x.shape), *args[1:])
+        return swap
+    batch = ids.repeat(len(heads), 1)
+    with model.lock, torch.inference_mode():
+        hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
+        try:
+            logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits
+        finally:
+            for h in hooks:
+                h.remove()
+    return _metric(logits.float(), a, b)
+
+
+def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, mode: str = "denoise",
+                position: int | None = None, *, max_tokens: int | None = None) -> Patching:
+    """Activation patching of every head's output (`../shared/docs/attribution.md`, section 3).
+    The heads of one layer are patched in one batched forward (one sequence per head), so a
+    model costs L forwards of H sequences, not L·H forwards. Raises InputError (nothing run) for
+    texts of different token counts, an answer or wrong token that is not one token, equal
+    metrics on both texts, and encoders."""
+    if mode not in ("denoise", "noise"):
+        raise ValueError(f"mode must be 'denoise' or 'noise', not {mode!r}")
+    _decoder(model, "patching")
+    c, x = tokenize(model, clean, max_tokens), tokenize(model, corrupted, max_tokens)
+    if c.n != x.n:
+        raise InputError(f"The clean text has {c.n} tokens and the corrupted one {x.n}: patching compares the same "
+                         "positions, so both must have the same number of tokens.")
+    if position is not None and not -c.n <= position < c.n:
+        raise InputError(f"Position {position} is outside the texts' {c.n} tokens.")
+    pos = None if position is None else position % c.n
+    ids_c, ids_x = torch.tensor([c.ids], device=model.device), torch.tensor([x.ids], device=model.device)
+    cap_c, cap_x = model.capture(ids_c), model.capture(ids_x)
+    a = int(cap_c.output.logits[0, -1].argmax()) if answer is None else _token(model, answer)
+    b = int(cap_x.output.logits[0, -1].argmax()) if wrong is None else _token(model, wrong)
+    m_clean = float(_metric(cap_c.output.logits.float(), a, b)[0])
+    m_corr = float(_metric(cap_x.output.logits.float(), a, b)[0])
+    if abs(m_clean - m_corr) < 1e-6:
+        raise InputError(f"The two texts give the same logit difference ({m_clean:.4g}) between the answer and the "
+                         "wrong token: there is nothing for a head to restore.")
+    base, other, run_ids = (cap_c, cap_x, ids_x) if mode == "denoise" else (cap_x, cap_c, ids_c)
+    heads = list(range(model.num_heads))
+    out = np.zeros((model.num_layers, model.num_heads), dtype=np.float32)
+    for layer in range(model.num_layers):
+        source = base.head_outputs[layer][0]  # (H, n, d_v): every head's z in the other run
+        m = _patched_metric(model, run_ids, layer, heads, source, a, b, pos)  # (H,)
+        out[layer] = ((m - m_corr) if mode == "denoise" else (m_clean - m)).cpu().numpy() / (m_clean - m_corr)
+    return Patching(mode, out, m_clean, m_corr, a, b, pos)
