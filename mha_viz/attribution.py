@@ -170,13 +170,13 @@ class Patching:
         return self.values
 
 
-def _metric(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
+def logit_difference(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
     """m = logit(a) − logit(b) at the last position, for each sequence of a batch (B,)."""
     return logits[:, -1, a] - logits[:, -1, b]
 
 
-def _patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: list[int], source: torch.Tensor,
-                    a: int, b: int, position: int | None) -> torch.Tensor:
+def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: list[int], source: torch.Tensor,
+                   a: int, b: int, position: int | None) -> torch.Tensor:
     """One forward of len(heads) copies of `ids`: copy k gets head heads[k]'s slice of layer
     `layer`'s W_O input replaced by that head's z in `source` (H, n, d_v) at `position` (None:
     every position). The m of each copy, (len(heads),)."""
@@ -201,7 +201,7 @@ def _patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: li
         finally:
             for h in hooks:
                 h.remove()
-    return _metric(logits.float(), a, b)
+    return logit_difference(logits.float(), a, b)
 
 
 def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, mode: str = "denoise",
@@ -225,8 +225,8 @@ def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wro
     cap_c, cap_x = model.capture(ids_c), model.capture(ids_x)
     a = int(cap_c.output.logits[0, -1].argmax()) if answer is None else _token(model, answer)
     b = int(cap_x.output.logits[0, -1].argmax()) if wrong is None else _token(model, wrong)
-    m_clean = float(_metric(cap_c.output.logits.float(), a, b)[0])
-    m_corr = float(_metric(cap_x.output.logits.float(), a, b)[0])
+    m_clean = float(logit_difference(cap_c.output.logits.float(), a, b)[0])
+    m_corr = float(logit_difference(cap_x.output.logits.float(), a, b)[0])
     if abs(m_clean - m_corr) < 1e-6:
         raise InputError(f"The two texts give the same logit difference ({m_clean:.4g}) between the answer and the "
                          "wrong token: there is nothing for a head to restore.")
@@ -235,6 +235,6 @@ def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wro
     out = np.zeros((model.num_layers, model.num_heads), dtype=np.float32)
     for layer in range(model.num_layers):
         source = base.head_outputs[layer][0]  # (H, n, d_v): every head's z in the other run
-        m = _patched_metric(model, run_ids, layer, heads, source, a, b, pos)  # (H,)
+        m = patched_metric(model, run_ids, layer, heads, source, a, b, pos)  # (H,)
         out[layer] = ((m - m_corr) if mode == "denoise" else (m_clean - m)).cpu().numpy() / (m_clean - m_corr)
     return Patching(mode, out, m_clean, m_corr, a, b, pos)

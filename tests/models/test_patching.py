@@ -27,7 +27,7 @@ def test_batched_patching_equals_one_forward_per_head(toy):
     a, b = res.answer, res.wrong
     for layer in range(toy.num_layers):
         for head in range(toy.num_heads):  # one forward, one head patched: the plain way
-            m = attribution._patched_metric(toy, ids_x, layer, [head], cap_c.head_outputs[layer][0], a, b, None)
+            m = attribution.patched_metric(toy, ids_x, layer, [head], cap_c.head_outputs[layer][0], a, b, None)
             want = (float(m[0]) - res.m_corrupted) / (res.m_clean - res.m_corrupted)
             assert res.restored[layer, head] == pytest.approx(want, abs=1e-5)
 
@@ -37,7 +37,7 @@ def test_patching_with_the_corrupted_runs_own_z_changes_nothing(toy):
     ids_x = torch.tensor([mha_viz.tokenize(toy, CORRUPTED).ids])
     cap_x = toy.capture(ids_x)
     for layer in range(toy.num_layers):
-        m = attribution._patched_metric(toy, ids_x, layer, list(range(toy.num_heads)), cap_x.head_outputs[layer][0],
+        m = attribution.patched_metric(toy, ids_x, layer, list(range(toy.num_heads)), cap_x.head_outputs[layer][0],
                                         res.answer, res.wrong, None)
         np.testing.assert_allclose(m.numpy(), res.m_corrupted, atol=1e-5)
 

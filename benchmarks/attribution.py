@@ -1,0 +1,126 @@
+"""Attribution costs (a benchmark, not a test), side by side in one run (issue 22):
+
+1. Patching every head of SmolLM2 on the IOI pair ("When Mary and John went to the store, John
+   gave a drink to" / the second name swapped; 270 heads): `attribution.patch_heads` (the heads of
+   a layer as one batch: 30 forwards of 9 sequences) against the plain way (one forward per head
+   with a hook that swaps that head's slice: 270 forwards), the same numbers within 1e-5.
+   Target: batched at most 0.5 × plain.
+2. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs and
+   computes ‖f_h(x_j)‖ for every layer, against the same capture without them. Target: at most
+   1.1 ×.
+
+Each timing is the median of `--repeat` rounds, both ways alternating. A GPU column is added
+when CUDA is available (`--device cuda`).
+
+Run: `.venv/bin/python benchmarks/attribution.py [--repeat 3] [--device cpu]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import mha_viz  # noqa: E402
+from mha_viz import attribution, corpus  # noqa: E402
+from models import values  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
+
+CLEAN = "When Mary and John went to the store, John gave a drink to"
+CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
+PATCH_X, NORMS_X = 0.5, 1.1
+
+
+def timed(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def plain_patching(model, clean: str, corrupted: str, answer: int, wrong: int) -> np.ndarray:
+    """One forward per head, that head's z swapped for the clean one: the way batching replaces."""
+    ids_x = torch.tensor([mha_viz.tokenize(model, corrupted).ids], device=model.device)
+    cap_c = model.capture(torch.tensor([mha_viz.tokenize(model, clean).ids], device=model.device))
+    cap_x = model.capture(ids_x)
+    m_c = float(attribution.logit_difference(cap_c.output.logits.float(), answer, wrong)[0])
+    m_x = float(attribution.logit_difference(cap_x.output.logits.float(), answer, wrong)[0])
+    out = np.zeros((model.num_layers, model.num_heads), dtype=np.float32)
+    for layer in range(model.num_layers):
+        for head in range(model.num_heads):
+            m = attribution.patched_metric(model, ids_x, layer, [head], cap_c.head_outputs[layer][0],
+                                           answer, wrong, None)
+            out[layer, head] = (float(m[0]) - m_x) / (m_c - m_x)
+    return out
+
+
+def patching(device: str, repeat: int) -> list[tuple[str, str, bool]]:
+    model = mha_viz.load_model("smollm2", device=device)
+    n = mha_viz.tokenize(model, CLEAN).n
+    batched_s, res = timed(lambda: attribution.patch_heads(model, CLEAN, CORRUPTED, " Mary", " John"), repeat)
+    plain_s, plain = timed(lambda: plain_patching(model, CLEAN, CORRUPTED, res.answer, res.wrong), max(1, repeat // 2))
+    gap = float(np.abs(plain - res.restored).max())
+    ratio = batched_s / plain_s
+    print(f"patching, smollm2 on {device}, {n} tokens, {model.num_layers * model.num_heads} heads: batched "
+          f"{batched_s:.2f} s, plain {plain_s:.2f} s ({ratio:.2f} ×); largest difference {gap:.1e}; m_clean "
+          f"{res.m_clean:.2f}, m_corrupted {res.m_corrupted:.2f}")
+    return [(f"patching batched ≤ {PATCH_X} × plain ({device})", f"{ratio:.2f} × ({batched_s:.2f} / {plain_s:.2f} s)",
+             ratio <= PATCH_X),
+            (f"patching batched = plain within 1e-5 ({device})", f"{gap:.1e}", gap <= 1e-5)]
+
+
+def norms(device: str, repeat: int) -> list[tuple[str, str, bool]]:
+    model = mha_viz.load_model("minilm", device=device)
+    text = " ".join(corpus.read_texts("sample")[:60])
+    ids = torch.tensor([mha_viz.tokenize(model, text, 512).ids], device=model.device)
+
+    def without():
+        cap = model.capture(ids)
+        return torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()
+
+    def with_norms():
+        cap = model.capture(ids, inputs=True)
+        att = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()
+        return att, torch.stack([values.value_norms(model, cap, l)[0] for l in range(model.num_layers)]).cpu()
+    without(), with_norms()  # warm
+    a, b = [], []
+    for _ in range(repeat):  # alternating, so that both see the same machine
+        a.append(timed(without, 1)[0])
+        b.append(timed(with_norms, 1)[0])
+    base, extra = statistics.median(a), statistics.median(b)
+    ratio = extra / base
+    print(f"value norms, minilm on {device}, {ids.shape[1]} tokens: capture {base:.3f} s, with value norms "
+          f"{extra:.3f} s ({ratio:.2f} ×)")
+    return [(f"capture with value norms ≤ {NORMS_X} × without ({device})", f"{ratio:.2f} × ({extra:.3f} / {base:.3f} s)",
+             ratio <= NORMS_X)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu (default), or cuda to add the GPU column")
+    args = parser.parse_args()
+    devices = [args.device] if args.device == "cpu" else ["cpu", args.device]
+    verdicts = []
+    for device in devices:
+        verdicts += norms(device, args.repeat)
+        verdicts += patching(device, args.repeat)
+    print_verdicts(verdicts, target_width=52, value_width=40,
+                   where=f"{os.cpu_count()} CPUs; 1-minute load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
