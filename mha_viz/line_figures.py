@@ -157,8 +157,7 @@ def line_figure(run, layer: int, heads: list[int] | None = None, *, threshold: f
     legend = [dict(  # a head's legend entry (drawn even when the head has no line left)
         type="scatter", x=[None], y=[None], mode="lines", line=dict(color=head_color(h), width=3),
         name=f"H{h}", legendgroup=f"H{h}", hoverinfo="skip") for h in heads]
-    layer_name = run.layer_ids[layer] if hasattr(run, "layer_ids") else layer
-    title = f"{prefix} {layer_name}: {len(heads)} head{'s' if len(heads) != 1 else ''}"
+    title = f"{prefix} {run.layer_ids[layer]}: {len(heads)} head{'s' if len(heads) != 1 else ''}"
     if window is not None:
         title += f", tokens {start}–{stop - 1} of {longest}"
     if focus is not None:

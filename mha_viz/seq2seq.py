@@ -56,6 +56,13 @@ class CrossAttention(HeadArray):
         self.query_special = self.query_special or [False] * n_q
         self.key_special = self.key_special or [False] * n_k
 
+    is_causal = False  # target queries see every source key
+
+    @property
+    def layer_ids(self) -> list[int]:
+        """The decoder's layer number of each row (every layer is captured)."""
+        return list(range(self.num_layers))
+
     @property
     def n_queries(self) -> int:
         return len(self.query_tokens)

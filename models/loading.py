@@ -166,34 +166,34 @@ def load(
         kv = loaded.layer_adapter(0).mha.num_kv_heads
         if kv != loaded.num_kv_heads:
             loaded = dataclasses.replace(loaded, num_kv_heads=kv)
+    progress(0.9, "Checking that every layer's attention can be captured…")
+    eager = None
+    try:  # the probe that every load runs; its probabilities are checked below
+        if seq2seq:
+            loaded.capture_seq2seq(ids, torch.tensor([[loaded.decoder_start()]]))
+        else:
+            eager = [a.float() for a in loaded.capture(ids).attentions]
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
+        raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but failed on a test input: "
+                             f"{(str(exc).splitlines() or [''])[0][:300]}. {SUPPORTED}.") from exc
     if reference is not None:
-        layer, gap = verify.worst_gap(reference, [a.float() for a in loaded.capture(ids).attentions])
+        layer, gap = verify.worst_gap(reference, eager)
         if gap > verify.TOLERANCE:
             raise ModelLoadError(
                 f"Our MHA does not reproduce the attention of '{spec}' ({config.model_type}): layer {layer} is "
                 f"{gap:.2g} away from the model's own on a test input (its rotary positions, masks or biases "
                 "differ from the families mha-viz knows). Use Hugging Face's attention for this model.")
-    elif loaded.attention_modules:  # the per-layer recompute must match, or its per-head features are off
-        try:
-            layer, gap = verify.recompute_gap(loaded, ids)
+    elif loaded.attention_modules and eager is not None:  # the per-layer recompute must match, or its
+        try:                                                # per-head features are off
+            layer, gap = verify.recompute_gap(loaded, ids, eager)
         except Exception:  # noqa: BLE001 - a layout the recompute cannot follow
             layer, gap = -1, float("inf")
         if gap > verify.TOLERANCE:
             log.warning("'%s': recomputed attention is %.2g from the model's own (layer %d): per-head features off",
                         spec, gap, layer)
             loaded = dataclasses.replace(loaded, attention_modules=[])
-    progress(0.9, "Checking that every layer's attention can be captured…")
-    probe = torch.tensor([[tokenizer.unk_token_id or 0, tokenizer.eos_token_id or 0]])
-    try:
-        if seq2seq:
-            loaded.capture_seq2seq(probe, torch.tensor([[loaded.decoder_start()]]))
-        else:
-            loaded.forward(probe)
-    except ModelLoadError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
-        raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but failed on a test input: "
-                             f"{(str(exc).splitlines() or [''])[0][:300]}. {SUPPORTED}.") from exc
     progress(1.0, f"'{name}' ready.")
     return loaded
 

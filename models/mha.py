@@ -103,10 +103,6 @@ class MultiHeadAttention(nn.Module):
         self.q_norm, self.k_norm = q_norm, k_norm
         self.softcap = None if not softcap else float(softcap)
         self.window = None if not window else int(window)
-        # When True, `merge` keeps the heads' outputs z of its last call in `last_z` (detached),
-        # so the app can measure what each head writes; the caller serialises runs.
-        self.keep_z = False
-        self.last_z: torch.Tensor | None = None
         self._packed: tuple | None = None  # (parameter versions, W_QKV, b_QKV), see project_qkv
 
     @classmethod
@@ -333,8 +329,6 @@ class MultiHeadAttention(nn.Module):
     def merge(self, z: torch.Tensor) -> torch.Tensor:
         """Concatenate the heads and apply W_O: (B, h, n_q, d_v) -> (B, n_q, d_model)."""
         B, _, n_q, _ = z.shape
-        if self.keep_z:
-            self.last_z = z.detach()
         concat = z.transpose(1, 2).reshape(B, n_q, self.num_heads * self.d_v)  # (B, n_q, h*d_v)
         return self.w_o(concat)  # (B, n_q, d_model)
 

@@ -35,14 +35,13 @@ def worst_gap(reference: list[torch.Tensor], other: list[torch.Tensor]) -> tuple
     return layer, gaps[layer]
 
 
-def recompute_gap(loaded, ids: torch.Tensor) -> tuple[int, float]:
-    """How far lean capture's per-layer recompute is from eager capture on `ids`. One layer's
-    adapter at a time: a fused layout's copies of its rows never all exist at once."""
-    eager = loaded.capture(ids).attentions
+def recompute_gap(loaded, ids: torch.Tensor, eager: list[torch.Tensor]) -> tuple[int, float]:
+    """How far lean capture's per-layer recompute is from `eager`, the eager capture of `ids`.
+    One layer's adapter at a time: a fused layout's copies of its rows never all exist at once."""
     lean = loaded.capture(ids, lean=True)  # records each layer's input (its RoPE read by the adapters)
     loaded.forget_views()
     recomputed = []
     for layer in range(loaded.num_layers):
         recomputed.append(loaded.recompute(lean, layer))
         loaded.forget_views()
-    return worst_gap(list(eager), recomputed)
+    return worst_gap(eager, recomputed)

@@ -81,7 +81,7 @@ def _page(cur) -> None:
     if chosen is None or any(h not in heads_all for h in chosen):
         st.session_state[keys.LINE_HEADS] = heads_all
     cols = st.columns([1, 3])
-    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=state.KEEP, format_func=lambda row: str(getattr(run, "layer_ids", layers)[row]))
+    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=state.KEEP, format_func=lambda row: str(run.layer_ids[row]))
     heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS, persist_state=state.KEEP,
                           format_func=lambda h: f"H{h}",
                           help="Each head draws its lines in its own colour (the chart's legend). "
@@ -123,5 +123,5 @@ def _page(cur) -> None:
                f"its weight ({line_figures.BUCKETS} levels), its colour the head's. {drawn:,} lines drawn"
                + (f" (the strongest of {meta['total']:,})" if meta["total"] > drawn else "")
                + ". Click a token to keep only its lines; *Clear focus* shows them all again."
-               + (" Causal model: a query sees only itself and earlier keys." if getattr(run, "is_causal", False) else ""))
+               + (" Causal model: a query sees only itself and earlier keys." if run.is_causal else ""))
     charts.show(fig, key=keys.LINE_CHART, on_select=_on_pick, selection_mode="points")

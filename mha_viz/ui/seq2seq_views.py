@@ -18,7 +18,7 @@ import streamlit as st
 import mha_viz
 import html
 
-from mha_viz import cross_figures, cross_metrics, figure_style, figures, focus, focus_figures, metric_figures
+from mha_viz import cross_figures, cross_metrics, figure_style, focus, focus_figures, metric_figures
 from mha_viz.ui import charts, keys
 from mha_viz.ui.text import plain
 
@@ -77,23 +77,16 @@ def status(cur) -> None:
                f"tokens, {how}: “{plain(res.target)}”.")
 
 
-def _on_cross_select() -> None:
-    run = getattr(st.session_state.get(keys.CURRENT), "run", None)
-    points = ((st.session_state.get("cross_grid") or {}).get("selection") or {}).get("points") or []
-    picked = figures.grid_pick(points, run.num_heads) if run is not None else None
-    if picked is not None and picked[0] < run.num_layers:
-        st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = picked
-        st.session_state[keys.GOTO] = "head_view"
-
-
-def cross_model_view(cur) -> None:
+def cross_model_view(cur, on_select) -> None:
+    """The cross-attention's grid; `on_select`: the model view's click handler (it reads the
+    chart `keys.GRID`, whatever the run)."""
     cross = cur.run
     st.caption(f"Cross-attention: {cross.num_layers} decoder layers × {cross.num_heads} heads, {cross.n_queries} "
                f"target tokens (queries, down) over {cross.n_keys} source tokens (keys, across). Click a "
                "thumbnail to open it in the head view.")
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
     fig = charts.cached("cross_grid", (cur.key, rescale), lambda: cross_figures.cross_grid(cross, rescale=rescale))
-    charts.show(fig, key="cross_grid", on_select=_on_cross_select, selection_mode="points", width="content")
+    charts.show(fig, key=keys.GRID, on_select=on_select, selection_mode="points", width="content")
 
 
 def cross_head_view(cur) -> None:
@@ -155,7 +148,7 @@ def cross_focus_view(cur) -> None:
     what = (f"what target token {index} ({name}) reads in the source" if target
             else f"which target tokens read source token {index} ({name})")
     fig = charts.cached("cross_focus", (cur.key, target, index, rescale), lambda: focus_figures.focus_grid(
-        f, focus.TO if target else focus.BY, list(range(cross.num_layers)), rescale=rescale, what=what,
+        f, focus.TO if target else focus.BY, cross.layer_ids, rescale=rescale, what=what,
         x_title="source token" if target else "target token"))
     charts.show(fig, key="cross_focus_grid")
     s = focus.summarize(values, exclude=None)
@@ -197,6 +190,6 @@ def steps_view(cur) -> None:
         values = part.attentions[:, :, row, :]  # (L, H, m): decoder row `row` of every head
         f = focus.Focus(row, list(labels), values, values)
         fig = charts.cached("s2s_step", (cur.key._replace(part=""), x_title, row), lambda: focus_figures.focus_grid(
-            f, focus.TO, list(range(part.num_layers)),
+            f, focus.TO, part.layer_ids,
             what=f"where step {t} looked {what} (decoder row {row})", x_title=x_title))
         charts.show(fig, key=f"s2s_step_{x_title.split()[0]}")

@@ -162,7 +162,8 @@ def test_our_mha_and_lean_capture_equal_hugging_face(folder):
     assert probs.amax(-1).mean() > 0.5, "heads are not peaked: the test could not see a wrong scale"
     if family in ("gemma2", "mistral", "phi3"):  # a window of 8 on (some) layers: keys 8 or more back get nothing
         assert torch.tril(probs[0], -WINDOW).abs().max() == 0
-        assert torch.tril(probs[-1], -WINDOW).abs().max() > 0 if family == "gemma2" else True  # its global layer
+        if family == "gemma2":  # its last layer is global: keys far back still get attention
+            assert torch.tril(probs[-1], -WINDOW).abs().max() > 0
     if family == "modernbert":  # a local layer sees 4 tokens either side; layer 0 is global
         band = WINDOW // 2
         assert torch.triu(probs[1], band + 1).abs().max() == 0 and torch.tril(probs[1], -band - 1).abs().max() == 0
