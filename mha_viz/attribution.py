@@ -10,11 +10,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy.spatial.distance import jensenshannon
 
 from models import LoadedModel, readout
 from models.families import output_projection
@@ -43,6 +45,37 @@ def value_weighted(run: AttentionRun, normalise: bool = False) -> np.ndarray:
 def label(normalise: bool) -> str:
     """How a view titles the contributions: "value-weighted (‖α f(x)‖, row-normalised)"."""
     return LABEL.format(", row-normalised" if normalise else "")
+
+
+def as_contributions(run: AttentionRun) -> AttentionRun:
+    """`run` with its attentions replaced by the row-normalised contributions (`value_weighted`),
+    its `lens` saying so: what every view draws under *Show attention as: contributions*. Made one
+    layer at a time (no second full-size temporary); InputError as `value_weighted`."""
+    if run.lens:
+        raise ValueError(f"this run already shows {run.lens}")
+    if run.value_norms is None:
+        value_weighted(run)  # raises the message
+    out = np.zeros_like(run.attentions)
+    for layer in range(run.num_layers):
+        c = run.attentions[layer] * run.value_norms[layer, :, None, :].astype(np.float32)
+        sums = c.sum(-1, keepdims=True)
+        np.divide(c, sums, out=out[layer], where=sums > 0)  # an empty row stays 0
+    return dataclasses.replace(run, attentions=out, lens=label(True))
+
+
+def lens_divergence(weights: AttentionRun, contributions: AttentionRun) -> np.ndarray:
+    """(layers, heads): how much the lens changes each head's picture, the Jensen–Shannon
+    divergence (base 2, in [0, 1]) between a query's weights and its normalised contributions,
+    averaged over the queries whose rows are not empty in either."""
+    out = np.zeros((weights.num_layers, weights.num_heads), dtype=np.float32)
+    for layer in range(weights.num_layers):
+        p, q = weights.attentions[layer].astype(np.float64), contributions.attentions[layer].astype(np.float64)
+        rows = (p.sum(-1) > 0) & (q.sum(-1) > 0)  # (H, n)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            js = jensenshannon(p, q, axis=-1, base=2) ** 2
+        js = np.where(rows, np.nan_to_num(js), 0.0)
+        out[layer] = js.sum(-1) / np.maximum(rows.sum(-1), 1)
+    return out
 
 
 @dataclass

@@ -25,6 +25,9 @@ class HeadArray:
     """What every capture of heads has: `attentions`, (layers, heads, queries, keys)."""
 
     attentions: np.ndarray
+    # "" when `attentions` are the weights; else what they hold instead, as a figure titles it
+    # (the sidebar's lens: `mha_viz.attribution.as_contributions`)
+    lens = ""
 
     @property
     def num_layers(self) -> int:
@@ -70,6 +73,7 @@ class AttentionRun(HeadArray):
     # float32 (layers, heads, n): ‖f_h(x_j)‖, the norm of what key j writes through head h
     # (`models.values`); None where the value path cannot be read (`mha_viz.attribution`)
     value_norms: np.ndarray | None = None
+    lens: str = ""  # see HeadArray.lens
 
     def __post_init__(self) -> None:
         n = len(self.tokens)

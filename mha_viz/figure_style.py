@@ -48,6 +48,13 @@ def plot_title(text: str) -> dict:
     return dict(text=text, automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left")
 
 
+def run_title(run, text: str) -> str:
+    """A figure's title for what it draws of `run` (a capture of heads, or anything with its
+    `lens`, e.g. a token focus): `text`, then what the attentions hold when they are not the
+    weights (`HeadArray.lens`)."""
+    return f"{text} · {run.lens}" if run.lens else text
+
+
 def margin(**changes: int) -> dict:
     """The figures' margins (room for the title on top), with `changes` to some sides."""
     return dict(l=10, r=10, t=40, b=10) | changes

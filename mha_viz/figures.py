@@ -16,7 +16,9 @@ import plotly.graph_objects as go
 
 from . import detail
 from .capture import AttentionRun
-from .figure_style import COLORSCALE, axis_labels, colorbar, margin, plot_title, scale_top, token_map_layout
+from .figure_style import (
+    COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top, token_map_layout,
+)
 
 
 def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float,
@@ -36,7 +38,7 @@ def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float
 
 def _head_title(run: AttentionRun, layer: int, head: int) -> str:
     kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
-    return f"Layer {run.layer_ids[layer]}, head {head}{kv}"  # the model's layer number of row `layer`
+    return run_title(run, f"Layer {run.layer_ids[layer]}, head {head}{kv}")  # the model's layer number of row `layer`
 
 
 def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False,
@@ -236,13 +238,13 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
     (see `grid_pick`); the payload grows with layers × heads, not with n².
     """
     return grid_figure(detail.max_pool(run.attentions, thumb), thumb=thumb, rescale=rescale,
-                       layer_ids=run.layer_ids)
+                       layer_ids=run.layer_ids, title=run_title(run, "Every head") if run.lens else None)
 
 
 def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, clickable: bool = True,
-                layer_ids: list[int] | None = None) -> go.Figure:
+                layer_ids: list[int] | None = None, title: str | None = None) -> go.Figure:
     """`model_grid` from thumbnails already pooled (L, H, s, s), e.g. by `capture.overview`.
-    layer_ids: the model's layer number of each row (default 0, 1, …)."""
+    layer_ids: the model's layer number of each row (default 0, 1, …); title: none by default."""
     L, H = pooled.shape[:2]
     names = list(range(L)) if layer_ids is None else [int(l) for l in layer_ids]
     canvas, t, gap = tile_canvas(pooled, thumb=thumb, rescale=rescale)
@@ -264,8 +266,9 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
         yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{l}" for l in names],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
-        width=50 + H * cell_px, height=40 + L * cell_px,
-        margin=margin(l=40, t=30), plot_bgcolor="white", dragmode=False,
+        width=max(50 + H * cell_px, 560 if title else 0), height=40 + L * cell_px + (40 if title else 0),
+        margin=margin(l=40, t=70 if title else 30), plot_bgcolor="white", dragmode=False,
+        title=plot_title(title) if title else None,
     )
     return fig
 

@@ -30,6 +30,7 @@ class Focus:
     attends_to: np.ndarray
     attended_by: np.ndarray
     words: bool = False
+    lens: str = ""  # the run's (`HeadArray.lens`): what the weights are when not attention weights
 
     def values(self, direction: str) -> np.ndarray:
         if direction not in DIRECTIONS:
@@ -75,9 +76,9 @@ def focus(run, index: int, *, words: bool = False) -> Focus:
     if words:
         labels = detail.word_labels(run.tokens, run.word_ids)
         return Focus(index, labels, word_attends_to(run.attentions, run.word_ids, index),
-                     word_attended_by(run.attentions, run.word_ids, index), words=True)
+                     word_attended_by(run.attentions, run.word_ids, index), words=True, lens=run.lens)
     a = run.attentions
-    return Focus(index, list(run.tokens), attends_to(a, index), attended_by(a, index))
+    return Focus(index, list(run.tokens), attends_to(a, index), attended_by(a, index), lens=run.lens)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .figure_style import COLORSCALE, axis_labels, colorbar, margin, plot_title, scale_top
+from .figure_style import COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top
 from .focus import TO, Focus, Summary
 
 MAX_TICK_LABELS = 160  # above this many positions, the token axis is unlabelled (hover still names them)
@@ -51,7 +51,7 @@ def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool 
                            line=dict(color="#d62728", width=1)))
     key_side = "key" if direction == TO else "query"
     fig.update_layout(
-        title=plot_title(f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else "")),
+        title=plot_title(run_title(f, f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else ""))),
         xaxis=dict(title=dict(text=x_title or f"{key_side} {'word' if f.words else 'token'}"), type="category",
                    tickangle=-60, showticklabels=m <= MAX_TICK_LABELS),
         yaxis=dict(title=dict(text="layer, head"), type="category", autorange="reversed",
@@ -99,7 +99,7 @@ def focus_summary(f: Focus, direction: str, s: Summary, layer_ids: list[int]) ->
         titles.append(dict(text=name, x=sum(cols[col]) / 2, y=rows[row][1], xref="paper", yref="paper",
                            xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=16)))
     fig = go.Figure(traces)
-    fig.update_layout(title=plot_title(f"Summaries: {_what(f, direction)}"), margin=margin(t=60),
+    fig.update_layout(title=plot_title(run_title(f, f"Summaries: {_what(f, direction)}")), margin=margin(t=60),
                       height=int(min(1100, max(420, 14 * (layers + heads) + 300))), annotations=titles,
                       **axes)
     return fig

@@ -18,7 +18,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from .figure_style import axis_labels, margin, plot_title
+from .figure_style import axis_labels, margin, plot_title, run_title
 
 QUERY, KEY = "query", "key"
 SIDES = (QUERY, KEY)
@@ -165,7 +165,7 @@ def line_figure(run, layer: int, heads: list[int] | None = None, *, threshold: f
     if total > len(w):
         title += f" · the strongest {len(w):,} of {total:,} lines (raise the threshold to see the rest)"
     layout = dict(
-        title=plot_title(title), shapes=_line_shapes(heads, hh, ii, jj, level, buckets),
+        title=plot_title(run_title(run, title)), shapes=_line_shapes(heads, hh, ii, jj, level, buckets),
         xaxis=dict(range=[-1.8, 3.8], visible=False, fixedrange=True),
         yaxis=dict(range=[n - 0.5, -0.5], visible=False, fixedrange=True),
         height=int(max(300, ROW_PX * n + 90)), margin=margin(t=60), plot_bgcolor="white",

@@ -16,6 +16,7 @@ The parameters (all optional):
 - ``detail``: the head view's level of detail, one of `DETAILS`.
 - ``hide``: ``special``, ``first`` or ``special,first``: the sidebar's *Hide tokens*.
 - ``mha``: ``ours`` computes with mha-viz's own multi-head attention (``hf``: the model's own).
+- ``show``: ``contributions`` (value-weighted attention) or ``weights``: the sidebar's *Show attention as*.
 
 On the *Compare texts or models* page, also run B:
 
@@ -38,7 +39,8 @@ DETAILS = ("tokens", "window", "blocks", "words", "subset")  # stable slugs of t
 HIDE = ("special", "first")
 MHA = {"ours": True, "hf": False}
 COMPARE = ("texts", "models")  # the Compare page's modes
-PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "compare", "text_b", "model_b", "mha_b")
+SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
+PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "compare", "text_b", "model_b", "mha_b")
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
 _SHOWN = 40  # characters of a bad value quoted back in a notice
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -57,6 +59,7 @@ class Link:
     detail: str | None = None  # one of DETAILS
     hide: tuple[str, ...] = ()  # a part of HIDE, in HIDE's order
     ours: bool = False  # "Compute with our MHA"
+    contributions: bool = False  # "Show attention as: contributions"
     compare: str | None = None  # the Compare page's mode, one of COMPARE
     text_b: str | None = None  # its sentence B
     model_b: str | None = None  # its model B
@@ -174,6 +177,13 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
             notices.append(notice)
     if "mha" in values:
         take("ours", _mha("mha", values["mha"]))
+    if "show" in values:
+        slug = values["show"].strip().lower()
+        if slug in SHOW:
+            fields["contributions"] = slug == "contributions"
+        else:
+            notices.append(f"The link's show “{_quote(values['show'])}” is not “weights” or “contributions”: "
+                           "it was ignored.")
     if "compare" in values:
         slug = values["compare"].strip().lower()
         if slug in COMPARE:
@@ -231,6 +241,8 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["hide"] = ",".join(h for h in HIDE if h in link.hide)
     if link.ours:
         out["mha"] = "ours"
+    if link.contributions:
+        out["show"] = "contributions"
     if link.compare is not None and link.compare != default.compare:
         out["compare"] = link.compare
     if link.text_b and link.text_b != default.text_b and text_fits(link.text_b, max_text):

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, ablation_outcome, metrics, seq2seq, teaching
+from mha_viz import ablation, ablation_outcome, attribution, metrics, seq2seq, teaching
 from mha_viz.ui import state
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
@@ -40,6 +40,12 @@ def metric_device(_model) -> str | None:
 @st.cache_resource(show_spinner="Computing the head table…", max_entries=16)
 def head_table(key: AnalysisKey, _run, _model) -> pd.DataFrame:
     return metrics.head_table(_run, weights(_model), device=metric_device(_model))
+
+
+@st.cache_resource(show_spinner="Comparing weights and contributions…", max_entries=8)
+def lens_divergence(key: AnalysisKey, _weights, _contributions) -> np.ndarray:
+    """(layers, heads) JS divergence between each head's weights and contributions (key: the lens's)."""
+    return _frozen(attribution.lens_divergence(_weights, _contributions))
 
 
 @st.cache_resource(show_spinner="Comparing every pair of heads…", max_entries=32)

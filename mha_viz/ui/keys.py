@@ -24,6 +24,8 @@ TOKEN_LIMIT = "token_limit"
 CAPTURE_LAYERS = "capture_layers"
 HIDE_SPECIAL = "hide_special"  # hide the special tokens ([CLS], [SEP]…) and renormalise (sinks.drop_tokens)
 HIDE_FIRST = "hide_first"  # hide the first token (a decoder's attention sink)
+LENS = "lens"  # *Show attention as*: LENS_WEIGHTS or LENS_CONTRIBUTIONS (attribution.as_contributions)
+LENS_WEIGHTS, LENS_CONTRIBUTIONS = "weights", "contributions"
 
 # --- export (export_views): the charts' download format and size
 EXPORT_FORMAT = "export_format"  # png or svg: what Plotly's camera button downloads
@@ -161,10 +163,11 @@ class AnalysisKey(NamedTuple):
     hidden: tuple[str, ...] = ()  # the tokens hidden from the run ("special", "first"); () none
     target: str | None = None  # an encoder–decoder's target text; None: the model writes it
     part: str = ""  # an encoder–decoder's attention shown: "encoder", "decoder", "cross"; "" for other models
+    lens: str = ""  # "" the weights; LENS_CONTRIBUTIONS: the value-weighted run (sidebar, *Show attention as*)
 
     def with_text(self, text: str) -> "AnalysisKey":
         """The same model and cap on another text (every layer): e.g. the bundled paragraph."""
-        return self._replace(text=text, layers=None, hidden=())
+        return self._replace(text=text, layers=None, hidden=(), lens="")
 
 
 class GenKey(NamedTuple):

@@ -43,6 +43,8 @@ def read() -> None:
         ss[keys.HIDE_SPECIAL], ss[keys.HIDE_FIRST] = "special" in link.hide, "first" in link.hide
     if link.ours:
         ss[keys.LOCAL_ATTENTION] = True
+    if link.contributions:
+        ss[keys.LENS] = keys.LENS_CONTRIBUTIONS
     notices += _read_compare(link, options)
     if (link.layer, link.head, link.detail) != (None, None, None):
         ss[keys.LINK_PENDING] = link
@@ -133,7 +135,8 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     ss = st.session_state
     hide = tuple(h for h, key in (("special", keys.HIDE_SPECIAL), ("first", keys.HIDE_FIRST)) if ss.get(key))
     link = links.Link(model=_picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=ss.get(keys.TEXT) or None,
-                      hide=hide, ours=bool(ss.get(keys.LOCAL_ATTENTION)))
+                      hide=hide, ours=bool(ss.get(keys.LOCAL_ATTENTION)),
+                      contributions=ss.get(keys.LENS) == keys.LENS_CONTRIBUTIONS)
     default = links.Link(text=state.DEFAULT_TEXT)
     run = cur.run
     if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own

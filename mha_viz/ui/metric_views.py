@@ -72,7 +72,7 @@ def metrics_view() -> None:
     values = table[choice].to_numpy().reshape(run.num_layers, run.num_heads)
     patterns = table["pattern"].to_numpy().reshape(run.num_layers, run.num_heads)
     fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.metric_grid(
-        values, title=f"{metrics.METRICS[choice].label}, every head", patterns=patterns, layer_ids=run.layer_ids))
+        values, title=figure_style.run_title(run, f"{metrics.METRICS[choice].label}, every head"), patterns=patterns, layer_ids=run.layer_ids))
     charts.show(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
                     selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")

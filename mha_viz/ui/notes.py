@@ -25,6 +25,16 @@ def unknown_status(cur, run) -> None:
                f"{plain(reads)}", icon="❓")
 
 
+def lens_status(cur) -> None:
+    """What the sidebar's *Show attention as* did: the run's lens, or why the weights stay."""
+    if cur.lens_note:
+        st.info(plain(cur.lens_note), icon="⚖️")
+    if cur.run is not None and cur.run.lens:
+        st.caption(f"Showing contributions: {cur.run.lens} (sidebar, *Show attention as*). Each cell is how much "
+                   "of what the query receives comes from that key, the weight times the size of the key's "
+                   "value through this head; rows sum to 1.")
+
+
 def hidden_status(cur) -> None:
     """What the sidebar's *Hide tokens* did: the label, and the rows left with no attention."""
     if cur.hide_note:

@@ -17,6 +17,7 @@ import streamlit as st
 import torch
 
 import mha_viz
+from mha_viz import attribution
 from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
 from mha_viz.ui import keys, notes, seq2seq_views
@@ -133,6 +134,10 @@ class Current:
     # `run` is it with the hidden tokens dropped (`run.hidden` says what), or the same run
     full_run: mha_viz.AttentionRun | None = None
     hide_note: str | None = None  # why *Hide tokens* hid nothing (every token, or none, matched)
+    # the run as weights, after *Hide tokens*: `run` is it, or its contributions (sidebar, *Show
+    # attention as*); `lens_note` says why contributions were asked for and not shown
+    weights_run: mha_viz.AttentionRun | None = None
+    lens_note: str | None = None
     # an encoder–decoder's three attentions; `run` is the part picked in the sidebar (key.part)
     seq2seq: mha_viz.EncoderDecoderRun | None = None
 
@@ -230,6 +235,12 @@ def _sidebar() -> Current:
         st.checkbox("The first token (attention sink)", key=keys.HIDE_FIRST, persist_state=KEEP,
                     help="Drop the first token, where decoders park unused attention, and renormalise "
                          "each row over the rest.")
+        st.radio("Show attention as", (keys.LENS_WEIGHTS, keys.LENS_CONTRIBUTIONS), key=keys.LENS, persist_state=KEEP,
+                 horizontal=True,
+                 help="Weights: where each head looks (α). Contributions: how much each key token moves the "
+                      "head's output, α · ‖f(x)‖ with f(x) = (x W_V + b_V) W_O of that head, each row divided by "
+                      "its sum (Kobayashi et al. 2020). A head can look hard at a token whose value it barely "
+                      "moves ([CLS], [SEP], punctuation). Every view of the run follows.")
     cur = Current(stale=False)
     if not (spec or "").strip():
         cur.notice = "Type a Hugging Face hub id or the path of a model folder in the sidebar."
@@ -262,6 +273,8 @@ def _sidebar() -> Current:
         return _with_last_good(cur)
     cur.full_run = run
     run, key = _hide_tokens(cur, run, key)
+    cur.weights_run = run
+    run, key = _lens(cur, run, key)
     cur.run, cur.model, cur.key = run, model, key
     st.session_state[keys.LAST_GOOD] = (run, model, key, cur.seq2seq)
     st.session_state[keys.LAST_FULL] = cur.full_run
@@ -272,7 +285,7 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
             layers: tuple[int, ...] | None = None) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
     """The sidebar's analysis of another text or model (the Compare page): the session's token
     cap, `layers` (None: every layer; InputError when that is over the capture budget) and the
-    sidebar's *Hide tokens*. Returns the run as shown and its key."""
+    sidebar's *Hide tokens* and *Show attention as*. Returns the run as shown and its key."""
     if model.is_encoder_decoder:
         raise mha_viz.InputError(f"{model.name} is an encoder–decoder: comparing runs takes encoder-only and decoder-only "
                                  "models. Its encoder, decoder and cross-attention are on the Look pages.")
@@ -287,7 +300,8 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
             f"{size_text(capture_budget())}): lower the token limit in the sidebar to compare.")
     key = AnalysisKey(model_key, text, cap, layers)
     run = one_at_a_time(lambda: _analyze(key, model))
-    return _hide_tokens(Current(), run, key)
+    cur = Current()
+    return _lens(cur, *_hide_tokens(cur, run, key))
 
 
 @st.cache_resource(show_spinner="Hiding tokens and renormalising…", max_entries=4)
@@ -322,6 +336,32 @@ def _hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey):
     hidden = tuple(w for w, on in (("special", special), ("first", first)) if on)
     key = key._replace(hidden=hidden)
     return _dropped(key, run, mask.tobytes()), key
+
+
+@st.cache_resource(show_spinner="Weighting the attention by what each token writes…", max_entries=4)
+def _contributions(key: AnalysisKey, _run: mha_viz.AttentionRun) -> mha_viz.AttentionRun:
+    """The run as contributions, keyed by the AnalysisKey with its `lens`."""
+    out = attribution.as_contributions(_run)
+    out.attentions.setflags(write=False)
+    return out
+
+
+def _lens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey):
+    """The sidebar's *Show attention as* applied once, for every view, after *Hide tokens*:
+    (run, key) as contributions (the key's `lens` says so), or as weights with a note when the
+    run has no value path to weigh by."""
+    if st.session_state.get(keys.LENS) != keys.LENS_CONTRIBUTIONS:
+        return run, key
+    if seq2seq_views.is_cross(run):
+        cur.lens_note = ("Contributions are shown for self-attention: cross-attention is shown as weights (the "
+                         "decoder's queries read the encoder's values through another projection).")
+        return run, key
+    if run.value_norms is None:
+        cur.lens_note = (f"The value path of {run.model_name} cannot be read here, so its attention cannot be "
+                         "weighted by what each token writes: the weights are shown.")
+        return run, key
+    key = key._replace(lens=keys.LENS_CONTRIBUTIONS)
+    return _contributions(key, run), key
 
 
 def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple | None:
@@ -362,6 +402,7 @@ def _with_last_good(cur: Current) -> Current:
         cur.run, cur.model, cur.key = last[:3]
         cur.seq2seq = last[3] if len(last) > 3 else None  # a session older than encoder–decoders kept 3
         cur.full_run = st.session_state.get(keys.LAST_FULL) or cur.run
+        cur.weights_run = cur.run if not cur.run.lens else None
         cur.stale = True
     return cur
 
@@ -380,6 +421,7 @@ def show_status(cur: Current) -> bool:
     if seq2seq_views.is_cross(cur.run):
         if cur.hide_note:
             st.info(plain(cur.hide_note), icon="🙈")
+        notes.lens_status(cur)
         return True
     run = cur.full_run or cur.run
     if run.truncated:
@@ -390,6 +432,7 @@ def show_status(cur: Current) -> bool:
                    f"(at most {limit} tokens: {why}).", icon="✂️")
     notes.unknown_status(cur, run)
     notes.hidden_status(cur)
+    notes.lens_status(cur)
     return True
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import streamlit as st
 
 import mha_viz
 from mha_viz import detail, figure_style, figures, metric_figures
-from mha_viz.ui import charts, export_views, keys, seq2seq_views, state, subset_views
+from mha_viz.ui import analysis, charts, export_views, keys, seq2seq_views, state, subset_views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -89,8 +90,27 @@ def model_view() -> None:
     cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
     cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: open_head(
         int(st.session_state[keys.GRID_LAYER]), int(st.session_state[keys.GRID_HEAD])))
+    _lens_change(cur)
     _sink_mass(run)
     _whole_text_overview(cur)
+
+
+def _lens_change(cur) -> None:
+    """With contributions shown (sidebar): how much each head's picture changed, as a grid of the
+    JS divergence between its weights and its contributions."""
+    run, weights = cur.run, cur.weights_run
+    if not run.lens or weights is None:
+        return
+    st.subheader("How much contributions change each head")
+    js = analysis.lens_divergence(cur.key, weights, run)
+    fig = charts.cached("lens_js", cur.key, lambda: metric_figures.metric_grid(
+        js, title="JS divergence (base 2) between weights and contributions, mean over queries",
+        layer_ids=run.layer_ids))
+    charts.show(fig, key="lens_js_grid", width="content")
+    layer, head = np.unravel_index(int(js.argmax()), js.shape)
+    st.caption(f"0: the head's contributions draw the same picture as its weights; 1: they share nothing. "
+               f"Mean over heads {float(js.mean()):.3f}; most changed: layer {run.layer_ids[layer]}, head {head} "
+               f"({float(js[layer, head]):.3f}), where the tokens it looks at write little through it.")
 
 
 def _sink_mass(run) -> None:

@@ -81,18 +81,20 @@ def test_the_url_follows_the_view():
 
 def test_options_of_a_link_apply():
     at = _open(model="toy-induction", text="a b c d a b c", layer="1", head="0", detail="words",
-               hide="first", mha="ours")
+               hide="first", mha="ours", show="contributions")
     assert not at.warning and not at.error
     assert at.selectbox(key=keys.MODEL_CHOICE).value == "toy-induction"
     assert at.toggle(key=keys.LOCAL_ATTENTION).value is True
+    assert at.radio(key=keys.LENS).value == keys.LENS_CONTRIBUTIONS
     assert at.checkbox(key=keys.HIDE_FIRST).value is True
     assert at.checkbox(key=keys.HIDE_SPECIAL).value is False
     assert at.session_state[keys.CURRENT].model.implementation.startswith("ours")
     open_page(at, "head_view")
     assert at.radio(key=keys.HEAD_DETAIL).value == "words"
-    assert _title(at).startswith("Layer 1, head 0")
+    assert _title(at).startswith("Layer 1, head 0") and "value-weighted" in _title(at)
     assert at.query_params == {"model": "toy-induction", "text": "a b c d a b c", "layer": "1",
-                               "detail": "words", "hide": "first", "mha": "ours"}  # head 0 is the default
+                               "detail": "words", "hide": "first", "mha": "ours",
+                               "show": "contributions"}  # head 0 is the default
 
 
 def test_a_long_text_opens_on_the_links_detail():

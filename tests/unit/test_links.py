@@ -16,10 +16,10 @@ BUNDLED = ("minilm", "smollm2", "toy-induction")
 
 def test_round_trip_through_a_url():
     link = Link(model="smollm2", text="Harry Potter went home & back?\n<b>x</b> 100% #1",
-                layer=29, head=8, detail="words", hide=("special", "first"), ours=True)
+                layer=29, head=8, detail="words", hide=("special", "first"), ours=True, contributions=True)
     params = links.encode(link)
     assert params == {"model": "smollm2", "text": link.text, "layer": "29", "head": "8", "detail": "words",
-                      "hide": "special,first", "mha": "ours"}
+                      "hide": "special,first", "mha": "ours", "show": "contributions"}
     url = links.url("http://host:8501/prefix", "head_view", params)
     parts = urllib.parse.urlsplit(url)
     assert parts.path == "/prefix/head_view" and "hide=special,first" in parts.query
@@ -69,6 +69,7 @@ def test_allow_list_and_folders():
     ({"detail": "everything"}, "detail", "detail"),
     ({"hide": "special,cls"}, None, "hide"),
     ({"mha": "theirs"}, "ours", "mha"),
+    ({"show": "values"}, "contributions", "show"),
     ({"model": ""}, "model", "model"),
     ({"model": "a\x00b"}, "model", "model"),
     ({"model": "m" * 400}, "model", "model"),
