@@ -183,7 +183,7 @@ class Patching:
     fraction of the gap) or noising (`damage`: the clean run with its corrupted z)."""
 
     mode: str  # "denoise" | "noise"
-    values: np.ndarray  # (layers, heads): restored or damage
+    values: np.ndarray  # (layers, heads): restored or damage; (n,) by position for `patch_positions`
     m_clean: float
     m_corrupted: float
     answer: int
@@ -209,12 +209,13 @@ def logit_difference(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
 
 
 def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: list[int], source: torch.Tensor,
-                   a: int, b: int, position: int | None) -> torch.Tensor:
+                   a: int, b: int, position: int | None | list) -> torch.Tensor:
     """One forward of len(heads) copies of `ids`: copy k gets head heads[k]'s slice of layer
     `layer`'s W_O input replaced by that head's z in `source` (H, n, d_v) at `position` (None:
-    every position). The m of each copy, (len(heads),)."""
+    every position; a list: copy k at position[k]). The m of each copy, (len(heads),)."""
     H = model.num_heads
-    where = slice(None) if position is None else slice(position, position + 1)
+    where = position if isinstance(position, list) else [position] * len(heads)
+    where = [slice(None) if p is None else slice(p, p + 1) for p in where]
 
     def hook_for(row: int):
         def swap(_module, args):
@@ -223,7 +224,7 @@ def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: lis
             x = args[0]  # (B, n, H · d_v)
             z = x.reshape(*x.shape[:-1], H, -1).clone()  # (B, n, H, d_v)
             for k, h in enumerate(heads):
-                z[k, where, h] = source[h, where].to(z.dtype)
+                z[k, where[k], h] = source[h, where[k]].to(z.dtype)
             return (z.reshape(x.shape), *args[1:])
         return swap
     batch = ids.repeat(len(heads), 1)
@@ -237,15 +238,22 @@ def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: lis
     return logit_difference(logits.float(), a, b)
 
 
-def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, mode: str = "denoise",
-                position: int | None = None, *, max_tokens: int | None = None) -> Patching:
-    """Activation patching of every head's output (`../shared/docs/attribution.md`, section 3).
-    The heads of one layer are patched in one batched forward (one sequence per head), so a
-    model costs L forwards of H sequences, not L·H forwards. Raises InputError (nothing run) for
-    texts of different token counts, an answer or wrong token that is not one token, equal
-    metrics on both texts, and encoders."""
-    if mode not in ("denoise", "noise"):
-        raise ValueError(f"mode must be 'denoise' or 'noise', not {mode!r}")
+@dataclass
+class _Pair:
+    """A clean and a corrupted text ready to patch: ids, captures, answer and wrong ids, metrics."""
+
+    ids_c: torch.Tensor
+    ids_x: torch.Tensor
+    cap_c: object
+    cap_x: object
+    a: int
+    b: int
+    m_clean: float
+    m_corr: float
+
+
+def _pair(model: LoadedModel, clean: str, corrupted: str, answer, wrong, position, max_tokens) -> _Pair:
+    """Both texts run once, after every refusal (section 3's list) has been checked."""
     _decoder(model, "patching")
     c, x = tokenize(model, clean, max_tokens), tokenize(model, corrupted, max_tokens)
     if c.n != x.n:
@@ -253,21 +261,64 @@ def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wro
                          "positions, so both must have the same number of tokens.")
     if position is not None and not -c.n <= position < c.n:
         raise InputError(f"Position {position} is outside the texts' {c.n} tokens.")
-    pos = None if position is None else position % c.n
+    a = None if answer is None else _token(model, answer)
+    b = None if wrong is None else _token(model, wrong)
     ids_c, ids_x = torch.tensor([c.ids], device=model.device), torch.tensor([x.ids], device=model.device)
     cap_c, cap_x = model.capture(ids_c), model.capture(ids_x)
-    a = int(cap_c.output.logits[0, -1].argmax()) if answer is None else _token(model, answer)
-    b = int(cap_x.output.logits[0, -1].argmax()) if wrong is None else _token(model, wrong)
+    a = int(cap_c.output.logits[0, -1].argmax()) if a is None else a
+    b = int(cap_x.output.logits[0, -1].argmax()) if b is None else b
+    if a == b:
+        name = label_ids(model, [a]).display[0]
+        raise InputError(f"The answer and the wrong token are both {name!r} (both texts make the model predict it): "
+                         "give a different wrong token.")
     m_clean = float(logit_difference(cap_c.output.logits.float(), a, b)[0])
     m_corr = float(logit_difference(cap_x.output.logits.float(), a, b)[0])
     if abs(m_clean - m_corr) < 1e-6:
         raise InputError(f"The two texts give the same logit difference ({m_clean:.4g}) between the answer and the "
                          "wrong token: there is nothing for a head to restore.")
-    base, other, run_ids = (cap_c, cap_x, ids_x) if mode == "denoise" else (cap_x, cap_c, ids_c)
+    return _Pair(ids_c, ids_x, cap_c, cap_x, a, b, m_clean, m_corr)
+
+
+def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, mode: str = "denoise",
+                position: int | None = None, *, max_tokens: int | None = None, progress=None) -> Patching:
+    """Activation patching of every head's output (`../shared/docs/attribution.md`, section 3).
+    The heads of one layer are patched in one batched forward (one sequence per head), so a
+    model costs L forwards of H sequences, not L·H forwards. Raises InputError (nothing run) for
+    texts of different token counts, an answer or wrong token that is not one token, equal
+    metrics on both texts, and encoders. progress(done, total): after each layer (a callback
+    that raises stops the work)."""
+    if mode not in ("denoise", "noise"):
+        raise ValueError(f"mode must be 'denoise' or 'noise', not {mode!r}")
+    p = _pair(model, clean, corrupted, answer, wrong, position, max_tokens)
+    pos = None if position is None else position % p.ids_c.shape[1]
+    base, run_ids = (p.cap_c, p.ids_x) if mode == "denoise" else (p.cap_x, p.ids_c)
     heads = list(range(model.num_heads))
     out = np.zeros((model.num_layers, model.num_heads), dtype=np.float32)
     for layer in range(model.num_layers):
         source = base.head_outputs[layer][0]  # (H, n, d_v): every head's z in the other run
-        m = patched_metric(model, run_ids, layer, heads, source, a, b, pos)  # (H,)
-        out[layer] = ((m - m_corr) if mode == "denoise" else (m_clean - m)).cpu().numpy() / (m_clean - m_corr)
-    return Patching(mode, out, m_clean, m_corr, a, b, pos)
+        m = patched_metric(model, run_ids, layer, heads, source, p.a, p.b, pos)  # (H,)
+        out[layer] = _moved(m, p, mode).cpu().numpy()
+        if progress is not None:
+            progress(layer + 1, model.num_layers)
+    return Patching(mode, out, p.m_clean, p.m_corr, p.a, p.b, pos)
+
+
+def _moved(m: torch.Tensor, p: _Pair, mode: str) -> torch.Tensor:
+    """The restored fraction (denoise) or the damage (noise) of patched metrics m."""
+    return ((m - p.m_corr) if mode == "denoise" else (p.m_clean - m)) / (p.m_clean - p.m_corr)
+
+
+def patch_positions(model: LoadedModel, clean: str, corrupted: str, layer: int, head: int, answer=None, wrong=None,
+                    mode: str = "denoise", *, max_tokens: int | None = None) -> Patching:
+    """One head patched at one position at a time: `.values` (n,), the restored fraction (or the
+    damage) of patching head (layer, head)'s z at position i only, all n positions in one batched
+    forward. The refusals of `patch_heads`."""
+    if mode not in ("denoise", "noise"):
+        raise ValueError(f"mode must be 'denoise' or 'noise', not {mode!r}")
+    if not (0 <= layer < model.num_layers and 0 <= head < model.num_heads):
+        raise InputError(f"{model.name} has no layer {layer}, head {head}.")
+    p = _pair(model, clean, corrupted, answer, wrong, None, max_tokens)
+    base, run_ids = (p.cap_c, p.ids_x) if mode == "denoise" else (p.cap_x, p.ids_c)
+    n = p.ids_c.shape[1]
+    m = patched_metric(model, run_ids, layer, [head] * n, base.head_outputs[layer][0], p.a, p.b, list(range(n)))
+    return Patching(mode, _moved(m, p, mode).cpu().numpy().astype(np.float32), p.m_clean, p.m_corr, p.a, p.b, None)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-LAYER, RMS, RMS_PLUS_ONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)"
+LAYER, RMS, RMS_PLUS_ONE, NONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)", "none"
 
 
 @dataclass(frozen=True)
@@ -17,7 +17,7 @@ class Readout:
     """logits = unembed · norm(r) (+ unembed_bias), with norm(r) = (r − mean(r) if `kind` is
     LayerNorm) / σ · scale (+ bias): σ = √(var(r) + eps) for LayerNorm, √(mean(r²) + eps) for RMSNorm."""
 
-    norm: nn.Module  # the final norm itself (its input is the last residual stream)
+    norm: nn.Module  # the final norm itself (its input is the last residual stream); the LM head when `kind` is NONE
     kind: str
     eps: float
     scale: torch.Tensor  # (d,) γ (Gemma's RMSNorm: 1 + its weight)
@@ -29,6 +29,8 @@ class Readout:
         """The norm's scale σ for residual vectors r (..., d)."""
         if self.kind == LAYER:
             return torch.sqrt(r.var(-1, unbiased=False, keepdim=True) + self.eps)
+        if self.kind == NONE:
+            return torch.ones_like(r[..., :1])
         return torch.sqrt(r.pow(2).mean(-1, keepdim=True) + self.eps)
 
     def frozen(self, write: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
@@ -52,17 +54,23 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     if not isinstance(head, nn.Linear) or getattr(hf_model.config, "final_logit_softcapping", None):
         return None
     calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+    read: list[torch.Tensor] = []  # what the LM head read
     norms = [m for m in hf_model.modules() if isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")]
     hooks = [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out))) for m in norms]
+    hooks.append(head.register_forward_pre_hook(lambda mod, args: read.append(args[0])))
     try:
         with torch.inference_mode():
             hf_model(input_ids=probe)
     finally:
         for h in hooks:
             h.remove()
-    if not calls:
-        return None
+    unembed = head.weight.detach().float()
+    unembed_bias = None if head.bias is None else head.bias.detach().float()
+    if not calls:  # no norm anywhere (an attention-only model): the head reads the residual itself
+        return Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias)
     norm, r, out = calls[-1]  # the last norm before the LM head
+    if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
+        return None  # the head does not read that norm's output: something else lies between
     try:
         eps = _eps(norm)
     except ValueError:
@@ -72,8 +80,7 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
         if kind == LAYER and not isinstance(norm, nn.LayerNorm):
             continue
         bias = norm.bias.detach().float() if kind == LAYER and norm.bias is not None else None
-        ro = Readout(norm, kind, eps, scale, bias, head.weight.detach().float(),
-                     None if head.bias is None else head.bias.detach().float())
+        ro = Readout(norm, kind, eps, scale, bias, unembed, unembed_bias)
         r32 = r.float()
         rebuilt = ro.frozen(r32, ro.sigma(r32)) + (0 if bias is None else bias)
         if torch.allclose(rebuilt, out.float(), atol=1e-4, rtol=1e-4):

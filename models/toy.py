@@ -108,6 +108,10 @@ class ToyInductionModel(nn.Module):
         self.norm = nn.LayerNorm(d) if config.layer_norm else nn.Identity()
         self.unembed = nn.Linear(d, config.vocab_size, bias=False)
 
+    def get_output_embeddings(self) -> nn.Linear:
+        """The unembedding, as Hugging Face models name it (`models.readout` finds it so)."""
+        return self.unembed
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 use_cache: bool = False, **kwargs) -> ToyOutput:

@@ -13,7 +13,6 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 
 import mha_viz
 from mha_viz import ablation, corpus, corpus_figures, figure_style, metric_figures, metrics, teach_figures
@@ -209,17 +208,8 @@ def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar
             return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
                                           importance=key.importance, progress=progress)
-    error = None
-    try:
-        stats = state.one_at_a_time(compute)
-    except mha_viz.InputError as exc:
-        error = str(exc)
-    except (MemoryError, torch.OutOfMemoryError):
-        log.exception("out of memory in the corpus job")
-        error = "The corpus job ran out of memory: lower the batch size or the tokens per document."
-    except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
-        log.exception("corpus job failed")
-        error = f"The corpus job failed: {type(exc).__name__}: {str(exc)[:300]}"
+    stats, error = state.attempt(compute, what="The corpus job", out_of_memory=(
+        "The corpus job ran out of memory: lower the batch size or the tokens per document."))
     if error:
         bar.empty()
         st.error(state.plain(error), icon="⚠️")

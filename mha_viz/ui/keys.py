@@ -76,6 +76,17 @@ FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_RESCALE = "focus_rescale"
 FOCUS_SUMMARIES = "focus_summaries"  # the four summary panels and the strongest-head map (off: two grids)
 
+# --- heads behind a prediction (prediction_views) ----------------------------------------------
+PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
+PRED_CORRUPTED = "pred_corrupted"
+PRED_ANSWER, PRED_WRONG = "pred_answer", "pred_wrong"  # token texts; empty: each run's prediction
+PRED_GO, PRED_CANCEL = "pred_go", "pred_cancel"
+PRED_RESULT = "_pred_result"  # (PredKey, prediction.Explanation) of the last result
+PRED_RUNNING = "_pred_running"  # set while patching runs: still here on the next run when it was cancelled
+PRED_EXTRA = "_pred_extra"  # {(PredKey, layer, head, what): result} of the one-head panel
+PRED_LAYER, PRED_HEAD = "pred_layer", "pred_head"  # the head opened in the one-head panel
+PRED_DLA_GRID, PRED_RESTORED_GRID = "pred_dla_grid", "pred_restored_grid"  # the grids' selection events
+
 # --- line view (line_views) --------------------------------------------------------------------
 LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"
 LINE_SIDE, LINE_TOKEN, LINE_WINDOW = "line_side", "line_token", "line_window"  # LINE_TOKEN: -1 = no focus
@@ -168,6 +179,17 @@ class AnalysisKey(NamedTuple):
     def with_text(self, text: str) -> "AnalysisKey":
         """The same model and cap on another text (every layer): e.g. the bundled paragraph."""
         return self._replace(text=text, layers=None, hidden=(), lens="")
+
+
+class PredKey(NamedTuple):
+    """What one *Heads behind a prediction* result was computed from."""
+
+    model: ModelKey
+    clean: str
+    corrupted: str
+    answer: str  # "" : the clean run's prediction
+    wrong: str  # "" : the corrupted run's prediction
+    cap: int
 
 
 class GenKey(NamedTuple):

@@ -13,7 +13,8 @@ from typing import Callable
 import streamlit as st
 
 from mha_viz.ui import (
-    ablation_views, compare_views, corpus_views, focus_views, generate_views, keys, line_views, metric_views, qk_views, teach_views, views,
+    ablation_views, compare_views, corpus_views, focus_views, generate_views, keys, line_views, metric_views,
+    prediction_views, qk_views, teach_views, views,
 )
 
 
@@ -39,6 +40,8 @@ PAGES = (
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
     PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_views.corpus_view),
     PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_views.compare_view),
+    PageSpec("prediction", "Heads behind a prediction", ":material/target:", "Measure",
+             prediction_views.prediction_view),
     PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),
     PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", ablation_views.ablation_view),
     PageSpec("qk", "Queries and keys", ":material/scatter_plot:", "Teach & test", qk_views.qk_view),

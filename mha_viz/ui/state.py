@@ -142,6 +142,22 @@ class Current:
     seq2seq: mha_viz.EncoderDecoderRun | None = None
 
 
+def attempt(compute, *, what: str, out_of_memory: str):
+    """(result, None) of `compute()` run in turn (`one_at_a_time`), or (None, a message for the
+    user) when it fails: an InputError's own words, `out_of_memory`, or "`what` failed: …" (the
+    traceback goes to the log). Streamlit's reruns and stops pass through."""
+    try:
+        return one_at_a_time(compute), None
+    except mha_viz.InputError as exc:
+        return None, str(exc)
+    except (MemoryError, torch.OutOfMemoryError):
+        log.exception("out of memory: %s", what)
+        return None, out_of_memory
+    except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
+        log.exception("%s failed", what)
+        return None, f"{what} failed: {type(exc).__name__}: {str(exc)[:300]}"
+
+
 def _on_example() -> None:
     choice = st.session_state.get(keys.EXAMPLE)
     if choice in EXAMPLES:

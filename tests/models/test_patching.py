@@ -61,3 +61,37 @@ def test_what_cannot_be_patched_gets_a_message(toy, bert_dir):
         attribution.patch_heads(toy, CLEAN, CLEAN, answer="o", wrong="z")
     with pytest.raises(mha_viz.InputError, match="not a decoder"):
         attribution.patch_heads(mha_viz.load_model(bert_dir, device="cpu"), "a b", "c d")
+
+
+def test_the_answer_and_the_wrong_token_must_differ(toy):
+    with pytest.raises(mha_viz.InputError, match="both 'o'"):
+        attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="o")
+
+
+def test_progress_follows_the_layers_and_can_stop_the_work(toy):
+    seen = []
+    attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", progress=lambda d, t: seen.append((d, t)))
+    assert seen == [(layer + 1, toy.num_layers) for layer in range(toy.num_layers)]
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        raise Stop
+    with pytest.raises(Stop):
+        attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", progress=stop)
+
+
+@pytest.mark.parametrize("mode", ["denoise", "noise"])
+def test_patching_by_position_equals_one_position_at_a_time(toy, mode):
+    """The batched positions of one head against patch_heads at each position alone."""
+    layer, head = 1, 2
+    by_pos = attribution.patch_positions(toy, CLEAN, CORRUPTED, layer, head, answer="o", wrong="z", mode=mode)
+    n = len(mha_viz.tokenize(toy, CLEAN).ids)
+    assert by_pos.values.shape == (n,)
+    for i in range(n):
+        one = attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", mode=mode, position=i)
+        assert by_pos.values[i] == pytest.approx(float(one.values[layer, head]), abs=1e-5)
+    whole = attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", mode=mode)
+    assert abs(whole.values[layer, head]) > 1e-3  # a head that moves the metric at all …
+    assert np.abs(by_pos.values).max() > 1e-3  # … moves it at some position

@@ -80,3 +80,27 @@ def test_direct_logit_attribution_adds_up_to_the_models_logit(request, fixture):
 def test_direct_logit_attribution_is_refused_for_an_encoder(bert_dir):
     with pytest.raises(mha_viz.InputError, match="not a decoder"):
         attribution.direct_logit(mha_viz.load_model(bert_dir, device="cpu"), TEXT)
+
+
+def test_direct_logit_attribution_of_a_model_without_a_final_norm():
+    """toy-induction has no norm at all: the unembedding reads the residual itself. The heads' writes
+    plus the embeddings give the logit, and layer 1 (the induction layer) carries the repeat."""
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    text = "q w e r t y u i o q w e r t y u i"
+    d = attribution.direct_logit(toy, text, target="o", wrong="z")
+    assert d.per_head.sum() + d.rest == pytest.approx(d.logit, rel=1e-4, abs=1e-4)
+    assert d.per_head[1].sum() > d.per_head[0].sum() and d.per_head[1].max() > 1
+    promoted, _ = attribution.head_tokens(toy, text, 1, int(np.argmax(d.per_head[1])), k=3)
+    assert promoted[0][0] == "o"  # the strongest induction head's write promotes the copied token
+
+
+def test_a_norm_the_head_does_not_read_is_not_taken_for_the_read_out(gpt2_dir):
+    """The read-out is refused when something lies between the last norm and the LM head."""
+    from models import readout
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(gpt2_dir)
+    probe = __import__("torch").tensor([[1, 2, 3]])
+    assert readout.find(hf, probe) is not None
+    hf.lm_head.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))  # a doubling between them
+    assert readout.find(hf, probe) is None

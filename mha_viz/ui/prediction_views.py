@@ -1,0 +1,216 @@
+"""The *Heads behind a prediction* page: a clean text (the sidebar's) and a corrupted one, each head's
+direct logit attribution and restored fraction as layers × heads grids, and one head opened side by
+side: its attention in both runs, its value-weighted attention, the tokens it promotes and
+suppresses, and patching it position by position (`mha_viz.prediction`, `mha_viz.attribution`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+import mha_viz
+from mha_viz import attribution, attribution_figures, figure_style, figures, prediction
+from mha_viz.ui import charts, export_views, keys, state
+from mha_viz.ui.generate_views import live_button
+from mha_viz.ui.keys import PredKey
+from mha_viz.ui.views import start
+
+OWN = "— your own pair —"
+
+
+def _on_preset(options: dict) -> None:
+    preset = options.get(st.session_state.get(keys.PRED_PRESET))
+    if preset is not None:  # the clean text is the sidebar's
+        st.session_state[keys.TEXT], st.session_state[keys.PRED_CORRUPTED] = preset.clean, preset.corrupted
+        st.session_state[keys.PRED_ANSWER] = st.session_state[keys.PRED_WRONG] = ""
+
+
+def _refusal(model) -> str | None:
+    """Why this model has no direct attribution or patching (None: it has)."""
+    if not model.is_causal:
+        return (f"{model.name} is an encoder: with no language-model head reading the residual stream linearly, "
+                "direct logit attribution is not defined, and there is no next-token prediction to patch. "
+                "Pick a decoder in the sidebar (smollm2, toy-induction, a GPT-2 or Llama-family model); the "
+                "sidebar's *Show attention as: contributions* shows what this model's heads write.")
+    if not model.has_head_outputs:
+        return f"The heads' outputs of {model.name} cannot be read by mha-viz: no attribution or patching."
+    return None
+
+
+def prediction_view() -> None:
+    cur = start("Heads behind a prediction", forward=True)
+    if cur is None:
+        return
+    model = cur.model
+    if model is None or cur.stale:
+        st.info("This page uses the sidebar's model and text: fix the message above first.", icon="ℹ️")
+        return
+    why = _refusal(model)
+    if why is not None:
+        st.info(state.plain(why), icon="🧭")
+        return
+    st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
+               "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
+               "at the last position adds to logit(answer) − logit(wrong). **Restored fraction**: the corrupted run "
+               "with one head's clean output, as a share of the gap between the runs (activation patching).")
+    options = {p.name: p for p in prediction.presets(model)}
+    st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=state.KEEP,
+                 on_change=_on_preset, args=(options,),
+                 help="Sets the sidebar's text (clean) and the corrupted text.")
+    chosen = options.get(st.session_state.get(keys.PRED_PRESET))
+    if chosen is not None:
+        st.caption(state.plain(chosen.about))
+    st.markdown(f"**Clean text** (the sidebar's): {state.plain(cur.text)}")
+    corrupted = st.text_area("Corrupted text", key=keys.PRED_CORRUPTED, persist_state=state.KEEP, height=80,
+                             help="The same number of tokens as the clean text: patching compares positions.")
+    cols = st.columns(2)
+    answer = cols[0].text_input("Answer token", key=keys.PRED_ANSWER, persist_state=state.KEEP,
+                                placeholder="the clean run's prediction",
+                                help="One token, with its leading space where the model has one (“ Mary”).")
+    wrong = cols[1].text_input("Wrong token", key=keys.PRED_WRONG, persist_state=state.KEEP,
+                               placeholder="the corrupted run's prediction")
+    key = PredKey(cur.model_key, cur.text, corrupted or "", answer or "", wrong or "", state.token_cap())
+    _cancelled_notice()
+    stored = st.session_state.get(keys.PRED_RESULT)
+    expl = stored[1] if stored is not None and stored[0] == key else None
+    if expl is None:
+        box = st.empty()
+        buttons = box.container().columns([2, 1, 3])
+        go = buttons[0].button("Find the heads", key=keys.PRED_GO, type="primary",
+                               help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched "
+                                    f"forward a layer ({model.num_layers} in all).")
+        live_button(buttons[1].empty(), "Cancel", keys.PRED_CANCEL, live=go, help="Stop patching; nothing is kept.")
+        if not go:
+            return
+        expl = _compute(model, key)
+        if expl is None:
+            return
+        box.empty()
+    _results(cur, key, expl)
+
+
+def _cancelled_notice() -> None:
+    if st.session_state.pop(keys.PRED_RUNNING, None) is not None:
+        st.warning("Patching was cancelled; nothing was kept.", icon="⏹️")
+
+
+def _answer(text: str):
+    return text if text else None
+
+
+def _compute(model, key: PredKey):
+    """The explanation of `key` with a progress bar, in a server slot; None after a message."""
+    if not key.corrupted.strip():
+        st.info("Type a corrupted text above, or pick a preset.", icon="✍️")
+        return None
+    bar = st.progress(0.0, text="Running both texts…")
+    st.session_state[keys.PRED_RUNNING] = key
+
+    def progress(fraction: float, message: str) -> None:  # each update lets Streamlit stop this run (Cancel)
+        bar.progress(min(max(fraction, 0.0), 1.0), text=message)
+
+    def compute():
+        prediction.check_budget(model, key.clean, key.cap, state.capture_budget())
+        with state.slots().hold():  # counts as an analysis for the server's limit
+            return prediction.explain(model, key.clean, key.corrupted, _answer(key.answer), _answer(key.wrong),
+                                      max_tokens=key.cap, progress=progress)
+    expl, error = state.attempt(compute, what="Patching", out_of_memory=(
+        "Patching ran out of memory: use shorter texts or a smaller model."))
+    st.session_state.pop(keys.PRED_RUNNING, None)
+    bar.empty()
+    if error:
+        st.error(state.plain(error), icon="⚠️")
+        return None
+    st.session_state[keys.PRED_RESULT] = (key, expl)
+    st.session_state.pop(keys.PRED_EXTRA, None)
+    return expl
+
+
+def _on_grid(widget: str, shape: tuple[int, int]) -> None:
+    event = st.session_state.get(widget) or {}
+    picked = figures.grid_pick((event.get("selection") or {}).get("points") or [], shape[1])
+    if picked is not None and picked[0] < shape[0]:
+        st.session_state[keys.PRED_LAYER], st.session_state[keys.PRED_HEAD] = picked
+
+
+def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
+    p, d = expl.patching, expl.dla
+    a, w = state.plain(repr(expl.answer_text)), state.plain(repr(expl.wrong_text))
+    st.success(f"m = logit({a}) − logit({w}) at the last token: **{p.m_clean:+.2f}** on the clean text, "
+               f"**{p.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes add "
+               f"{float(d.per_head.sum()):+.2f} on the clean text; everything else (embeddings, MLPs, biases) "
+               f"{d.rest:+.2f}.", icon="🎯")
+    shape = d.per_head.shape
+    left, right = st.columns(2)
+    charts.show(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text), key=keys.PRED_DLA_GRID,
+                where=left, on_select=lambda: _on_grid(keys.PRED_DLA_GRID, shape), selection_mode="points",
+                name="direct-logit-attribution")
+    charts.show(attribution_figures.restored_grid(p.restored), key=keys.PRED_RESTORED_GRID, where=right,
+                on_select=lambda: _on_grid(keys.PRED_RESTORED_GRID, shape), selection_mode="points",
+                name="restored-fraction")
+    top = np.unravel_index(int(np.argmax(p.restored)), shape)
+    top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), shape)
+    st.caption(f"Blue helps the answer, red the wrong token; 0 is white. Largest restored fraction: layer {top[0]}, "
+               f"head {top[1]} ({float(p.restored[top]):.2f}); largest direct effect: layer {top_dla[0]}, head "
+               f"{top_dla[1]} ({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
+    stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
+    st.download_button("Download both grids (CSV)", export_views.table_csv(expl.table()), key="dl_pred",
+                       file_name=f"{stem}.csv", mime="text/csv")
+    _one_head(cur, key, expl, top)
+
+
+def _extra(key: PredKey, what: str, layer: int, head: int, compute):
+    """A result of the one-head panel, kept for this pair (each costs a forward)."""
+    store = st.session_state.setdefault(keys.PRED_EXTRA, {})
+    k = (key, layer, head, what)
+    if k not in store:
+        def held():
+            with state.slots().hold():  # counts as an analysis for the server's limit
+                return compute()
+        store[k] = state.one_at_a_time(held)
+    return store[k]
+
+
+def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
+    model, run = cur.model, expl.clean
+    st.session_state.setdefault(keys.PRED_LAYER, int(top[0]))
+    st.session_state.setdefault(keys.PRED_HEAD, int(top[1]))
+    state.settle(keys.PRED_LAYER, min(int(st.session_state[keys.PRED_LAYER]), run.num_layers - 1))
+    state.settle(keys.PRED_HEAD, min(int(st.session_state[keys.PRED_HEAD]), run.num_heads - 1))
+    st.subheader("One head")
+    cols = st.columns([1, 1, 3])
+    layer = int(cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.PRED_LAYER))
+    head = int(cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.PRED_HEAD))
+    cols[2].caption(f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}; restored fraction "
+                    f"{float(expl.patching.restored[layer, head]):.3f}.")
+    left, right = st.columns(2)
+    charts.show(figures.head_heatmap(expl.clean, layer, head), key="pred_clean_head", where=left,
+                name="clean-attention")
+    charts.show(figures.head_heatmap(expl.corrupted, layer, head), key="pred_corrupted_head", where=right,
+                name="corrupted-attention")
+    left.caption("Clean run.")
+    right.caption("Corrupted run.")
+    left, right = st.columns(2)
+    if expl.clean.value_norms is not None:
+        weighted = attribution.as_contributions(expl.clean)
+        charts.show(figures.head_heatmap(weighted, layer, head), key="pred_weighted_head", where=left,
+                    name="clean-value-weighted")
+    else:
+        left.info(f"The value path of {state.plain(model.name)} cannot be read: no value-weighted attention.")
+    answer, wrong = expl.patching.answer, expl.patching.wrong
+    try:
+        promoted, suppressed = _extra(key, "tokens", layer, head, lambda: attribution.head_tokens(
+            model, key.clean, layer, head, k=8, max_tokens=key.cap))
+        charts.show(attribution_figures.token_bars(promoted, suppressed, f"Tokens layer {layer}, head {head} "
+                                                   "promotes and suppresses (clean, last position)"),
+                    key="pred_tokens", where=right, name="head-tokens")
+        by_pos = _extra(key, "positions", layer, head, lambda: attribution.patch_positions(
+            model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
+    except mha_viz.InputError as exc:
+        st.info(state.plain(str(exc)), icon="ℹ️")
+        return
+    charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
+                                                  f"Layer {layer}, head {head} patched at one position at a time"),
+                key="pred_positions", name="restored-by-position")
+    st.caption("Each bar: the corrupted run with this head's clean output at that position only. The positions "
+               "where the texts differ, and the last one (where the answer is read), usually carry it.")

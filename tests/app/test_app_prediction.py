@@ -1,0 +1,117 @@
+"""The *Heads behind a prediction* page through AppTest: on toy-induction's preset its grids equal
+direct logit attribution and patching computed here, a clicked or picked head opens its panel (its
+position patching equal to patching one position at a time), the CSV holds both grids, and every
+refusal is a message with the user's inputs kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz import attribution, prediction
+from mha_viz.ui import keys, state
+from mha_viz.ui.state import OTHER
+from tests.app.helpers import charts, open_page, shown, start_app
+
+pytestmark = pytest.mark.model
+
+
+def _titled(at, start: str) -> dict:
+    return next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith(start))
+
+
+def _z(chart) -> np.ndarray:
+    return np.array(next(d["z"] for d in chart["data"] if d.get("type") == "heatmap"), dtype=float)
+
+
+def _page(model: str | None = None):
+    at = start_app()
+    if model:
+        at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
+    open_page(at, "prediction")
+    assert not at.exception, at.exception
+    return at
+
+
+def _messages(at) -> str:
+    return shown(" ".join(m.value for m in [*at.error, *at.info, *at.warning]))
+
+
+def test_toy_induction_preset_finds_the_induction_heads():
+    at = _page("toy-induction")
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    assert at.text_area(key=keys.TEXT).value == prediction.INDUCTION.clean  # the sidebar's text is the clean one
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    want = attribution.patch_heads(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted)
+    dla = attribution.direct_logit(toy, prediction.INDUCTION.clean, want.answer, want.wrong)
+    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    np.testing.assert_allclose(_z(_titled(at, "Direct logit attribution")), dla.per_head, atol=1e-5)
+    grid = _titled(at, "Restored fraction")["data"][0]
+    assert grid["zmin"] == -grid["zmax"]  # diverging, centred at 0
+    # the panel opens on the head that restores most: an induction head of layer 1
+    layer, head = at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]
+    assert (layer, head) == np.unravel_index(int(np.argmax(want.restored)), want.restored.shape) and layer == 1
+    # another head, picked: its attention in both runs, value-weighted, its tokens, patching by position
+    at.selectbox(key=keys.PRED_LAYER).set_value(0).run()
+    at.selectbox(key=keys.PRED_HEAD).set_value(2).run()
+    assert not at.exception and not at.error
+    titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
+    assert sum(t.startswith("Layer 0, head 2") for t in titles) >= 4, titles
+    assert any("value-weighted" in t for t in titles)
+    bars = _titled(at, "Layer 0, head 2 patched at one position")
+    by_pos = attribution.patch_positions(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, 0, 2)
+    np.testing.assert_allclose(np.array(bars["data"][0]["y"], dtype=float), by_pos.values, atol=1e-5)
+    assert any("both grids" in b.proto.label for b in at.get("download_button"))
+    csv = prediction.explain(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted).table()
+    assert list(csv.columns) == ["layer", "head", "direct_logit_attribution", "restored_fraction"]
+    np.testing.assert_allclose(csv["restored_fraction"].to_numpy().reshape(want.restored.shape), want.restored,
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("corrupted, answer, wrong, says", [
+    ("q w e", "", "", "same number of tokens"),
+    (prediction.INDUCTION.clean, "o", "z", "same logit difference"),
+    (prediction.INDUCTION.corrupted, "o", "o", "both 'o'"),
+    (prediction.INDUCTION.corrupted, "o p", "", "give a single token"),
+    ("", "", "", "Type a corrupted text"),
+])
+def test_what_cannot_be_patched_is_a_message_and_the_inputs_stay(corrupted, answer, wrong, says):
+    at = _page("toy-induction")
+    at.text_area(key=keys.TEXT).input(prediction.INDUCTION.clean).run()
+    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
+    at.text_input(key=keys.PRED_ANSWER).input(answer).run()
+    at.text_input(key=keys.PRED_WRONG).input(wrong).run()
+    at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception, at.exception
+    assert says in _messages(at), _messages(at)
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == corrupted  # nothing the user typed is lost
+    assert at.text_input(key=keys.PRED_ANSWER).value == answer
+    assert not any(c["layout"].get("title", {}).get("text", "").startswith("Restored") for c in charts(at))
+
+
+def test_an_encoder_gets_a_message_not_a_grid():
+    at = _page()  # minilm, the default
+    assert "is an encoder" in _messages(at) and "direct logit attribution is not defined" in _messages(at)
+    assert not at.get("plotly_chart")
+
+
+def test_an_encoder_decoder_gets_the_pages_message(t5_dir):
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value(OTHER).run()
+    at.text_input(key=keys.MODEL_OTHER).input(str(t5_dir)).run()
+    open_page(at, "prediction")
+    assert not at.exception and "encoder–decoder" in _messages(at)
+
+
+def test_over_the_memory_budget_is_refused_before_anything_runs(monkeypatch):
+    # the sidebar's capture of the 17 tokens (9 KB) fits; both runs and a batch of 4 sequences do not
+    monkeypatch.setattr(state, "capture_budget", lambda: 20_000)
+    at = _page("toy-induction")
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception
+    assert "use shorter texts" in _messages(at)
