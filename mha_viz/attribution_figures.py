@@ -12,19 +12,19 @@ import plotly.graph_objects as go
 from .figure_style import axis_labels, margin, plot_title
 from .metric_figures import metric_grid
 
-POSITIVE, NEGATIVE = "#2166ac", "#b2182b"  # the diverging scale's ends: helps, hurts
+POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # the ends of the grids' scale (RdBu_r): helps, hurts
 
 
 def dla_grid(per_head: np.ndarray, answer: str, wrong: str, layer_ids: list[int] | None = None) -> go.Figure:
     """Each head's direct logit attribution: what its write adds to logit(answer) − logit(wrong)."""
     return metric_grid(per_head, diverging=True, layer_ids=layer_ids, title=html.escape(
-        f"Direct logit attribution: each head's write to logit({answer!r}) − logit({wrong!r})", quote=False))
+        f"Direct logit attribution to {answer!r} − {wrong!r}", quote=False))
 
 
 def restored_grid(restored: np.ndarray, layer_ids: list[int] | None = None) -> go.Figure:
     """Each head's restored fraction: 1 when its clean output alone brings the metric back."""
     return metric_grid(restored, diverging=True, layer_ids=layer_ids,
-                       title="Restored fraction: the corrupted run with one head's clean output")
+                       title="Restored fraction (patching one head)")
 
 
 def position_bars(values: np.ndarray, tokens: list[str], title: str) -> go.Figure:

@@ -13,7 +13,7 @@ from models import LoadedModel
 
 from . import attribution
 from .capture import AttentionRun, analyze
-from .tokenize import InputError, label_ids, tokenize
+from .tokenize import InputError, tokenize
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=N
     runs = [analyze(model, text, max_tokens=max_tokens) for text in (clean, corrupted)]
     if progress is not None:
         progress(1.0, "Done")
-    names = label_ids(model, [patching.answer, patching.wrong]).display
+    names = [model.tokenizer.decode([i]) for i in (patching.answer, patching.wrong)]  # " Mary": its space shown
     return Explanation(dla, patching, runs[0], runs[1], names[0], names[1])
 
 

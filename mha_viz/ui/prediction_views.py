@@ -150,7 +150,9 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                 name="restored-fraction")
     top = np.unravel_index(int(np.argmax(p.restored)), shape)
     top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), shape)
-    st.caption(f"Blue helps the answer, red the wrong token; 0 is white. Largest restored fraction: layer {top[0]}, "
+    st.caption(f"Red helps the answer, blue the wrong token; 0 is white. Left: what each head's write at the last "
+               "token adds to the logit difference. Right: the share of the gap between the runs that the corrupted "
+               "run regains when this one head's output is the clean run's. Largest restored fraction: layer {top[0]}, "
                f"head {top[1]} ({float(p.restored[top]):.2f}); largest direct effect: layer {top_dla[0]}, head "
                f"{top_dla[1]} ({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
@@ -190,6 +192,9 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
                 name="corrupted-attention")
     left.caption("Clean run.")
     right.caption("Corrupted run.")
+    st.caption("Below: the clean run's value-weighted attention (what each key moves through this head, each row "
+               "normalised), and the tokens this head's write at the last position promotes and suppresses through "
+               "the final norm and the unembedding (a logit lens of the write).")
     left, right = st.columns(2)
     if expl.clean.value_norms is not None:
         weighted = attribution.as_contributions(expl.clean)
@@ -201,8 +206,8 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
     try:
         promoted, suppressed = _extra(key, "tokens", layer, head, lambda: attribution.head_tokens(
             model, key.clean, layer, head, k=8, max_tokens=key.cap))
-        charts.show(attribution_figures.token_bars(promoted, suppressed, f"Tokens layer {layer}, head {head} "
-                                                   "promotes and suppresses (clean, last position)"),
+        charts.show(attribution_figures.token_bars(promoted, suppressed, f"Layer {layer}, head {head}: tokens its "
+                                                   "write promotes and suppresses"),
                     key="pred_tokens", where=right, name="head-tokens")
         by_pos = _extra(key, "positions", layer, head, lambda: attribution.patch_positions(
             model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))

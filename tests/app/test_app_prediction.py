@@ -60,7 +60,7 @@ def test_toy_induction_preset_finds_the_induction_heads():
     at.selectbox(key=keys.PRED_HEAD).set_value(2).run()
     assert not at.exception and not at.error
     titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
-    assert sum(t.startswith("Layer 0, head 2") for t in titles) >= 4, titles
+    assert sum(t.startswith("Layer 0, head 2") for t in titles) == 5, titles  # both runs, weighted, tokens, bars
     assert any("value-weighted" in t for t in titles)
     bars = _titled(at, "Layer 0, head 2 patched at one position")
     by_pos = attribution.patch_positions(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, 0, 2)
