@@ -5,14 +5,14 @@
    a layer as one batch: 30 forwards of 9 sequences) against the plain way (one forward per head
    with a hook that swaps that head's slice: 270 forwards), the same numbers within 1e-5.
    Target: batched at most 0.5 × plain.
-2. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs and
-   computes ‖f_h(x_j)‖ for every layer, against the same capture without them. Target: at most
-   1.1 ×.
+2. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs (and
+   what each W_V wrote) and computes ‖f_h(x_j)‖ for every layer, against the same capture
+   without them. Target: at most 1.1 ×.
 
 Each timing is the median of `--repeat` rounds, both ways alternating. A GPU column is added
 when CUDA is available (`--device cuda`).
 
-Run: `.venv/bin/python benchmarks/attribution.py [--repeat 3] [--device cpu]`.
+Run: `.venv/bin/python benchmarks/attribution.py [--repeat 3] [--device cpu] [--only norms|patching]`.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def norms(device: str, repeat: int) -> list[tuple[str, str, bool]]:
     def with_norms():
         cap = model.capture(ids, inputs=True)
         att = torch.stack([a[0] for a in cap.attentions]).float().cpu().numpy()
-        return att, torch.stack([values.value_norms(model, cap, l)[0] for l in range(model.num_layers)]).cpu()
+        return att, torch.stack([values.value_norms(model, cap, layer)[0] for layer in range(model.num_layers)]).cpu()
     without(), with_norms()  # warm
     a, b = [], []
     for _ in range(repeat):  # alternating, so that both see the same machine
@@ -112,12 +112,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="cpu (default), or cuda to add the GPU column")
+    parser.add_argument("--only", choices=["norms", "patching"], help="run one of the two measurements")
     args = parser.parse_args()
     devices = [args.device] if args.device == "cpu" else ["cpu", args.device]
     verdicts = []
     for device in devices:
-        verdicts += norms(device, args.repeat)
-        verdicts += patching(device, args.repeat)
+        if args.only != "patching":
+            verdicts += norms(device, args.repeat)
+        if args.only != "norms":
+            verdicts += patching(device, args.repeat)
     print_verdicts(verdicts, target_width=52, value_width=40,
                    where=f"{os.cpu_count()} CPUs; 1-minute load average {os.getloadavg()[0]:.1f}")
 

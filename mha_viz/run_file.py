@@ -4,8 +4,10 @@ The file holds plain numpy arrays only (strings as unicode arrays), written with
 `np.savez_compressed` and read with `allow_pickle=False`, so a file from a stranger never runs
 code. The saved run is the run as shown: a run with tokens hidden (`drop_tokens`) is saved with
 those tokens gone and its rows renormalised; what was hidden is kept only as a label
-(`hidden_label`) and is not restored. The run is any object with `AttentionRun`'s fields (this
-module imports nothing from the package, so `capture` can call it).
+(`hidden_label`) and is not restored. The value norms are kept where the run has them; a file
+without them (older ones) loads as a run without them. A run saved as contributions (the sidebar's
+lens) keeps its `lens` label, so that it loads as what it is. The run is any object with
+`AttentionRun`'s fields (this module imports nothing from the package, so `capture` can call it).
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ def _compact(a: np.ndarray, float16: bool) -> np.ndarray:
 
 
 def arrays(run, *, float16: bool = False) -> dict[str, np.ndarray]:
-    """The named arrays a run file holds: attentions (L, H, n, n) and head_outputs (L, H, n, d_v)
-    in float32 or float16, the per-token lists (n,), layer_ids (L,) and the scalars (0-d)."""
+    """The named arrays a run file holds: attentions (L, H, n, n), head_outputs (L, H, n, d_v)
+    and value_norms (L, H, n) in float32 or float16 (the last two when the run has them), the
+    per-token lists (n,), layer_ids (L,) and the scalars (0-d)."""
     out = {
         "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
         "attentions": _compact(run.attentions, float16),
@@ -64,8 +67,12 @@ def arrays(run, *, float16: bool = False) -> dict[str, np.ndarray]:
         _strings([getattr(run, name)], name, out)
     if run.head_outputs is not None:
         out["head_outputs"] = _compact(run.head_outputs, float16)
+    if run.value_norms is not None:
+        out["value_norms"] = _compact(run.value_norms, float16)
     if run.hidden is not None:
         _strings([run.hidden.label], "hidden_label", out)
+    if run.lens:  # the attentions hold contributions (the sidebar's lens), not weights: the run says so
+        _strings([run.lens], "lens", out)
     return out
 
 
@@ -181,6 +188,11 @@ def _check(z: dict) -> None:
     if out is not None and (out.ndim != 4 or out.shape[:3] != (L, H, n) or out.dtype.kind != "f"):
         raise ValueError(f"head_outputs must be floats of shape ({L}, {H}, {n}, d_v); "
                          f"got {out.dtype} {out.shape}")
+    norms = z.get("value_norms")
+    if norms is not None and (norms.shape != (L, H, n) or norms.dtype.kind != "f"):
+        raise ValueError(f"value_norms must be floats of shape ({L}, {H}, {n}); got {norms.dtype} {norms.shape}")
+    if norms is not None and not (np.isfinite(norms).all() and (norms >= 0).all()):
+        raise ValueError("value_norms must be finite and non-negative (they are norms)")
     if not np.isfinite(a).all() or (a < 0).any():
         raise ValueError("attentions must be finite and non-negative")
     sums = a.sum(-1, dtype=np.float64)
@@ -215,6 +227,10 @@ def read(source: Target | bytes, *, max_bytes: int | None = None) -> dict:
         fields["word_ids"] = [int(i) for i in z["word_ids"]]
     if "head_outputs" in z:
         fields["head_outputs"] = np.asarray(z["head_outputs"], dtype=np.float32)
+    if "value_norms" in z:  # files written before value norms have none: the run says so
+        fields["value_norms"] = np.asarray(z["value_norms"], dtype=np.float32)
+    if "lens" in z and z["lens"].size:
+        fields["lens"] = _read_strings(z, "lens")[0]
     return fields
 
 

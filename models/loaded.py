@@ -27,7 +27,9 @@ class LayerInput:
 class Capture:
     """What one forward pass records. attentions: per layer (B, H, n, n), None for a lean
     capture (see `LoadedModel.recompute`); head_outputs: per layer (B, H, n, d_v), the heads'
-    outputs z before W_O, or None when the architecture does not expose them."""
+    outputs z before W_O, or None when the architecture does not expose them. values (eager
+    capture with `inputs=True`): per layer, what its value projection W_V wrote, (B, n, G · d_v),
+    None for a layer whose W_V is not a layer the model runs once (a fused q, k, v layout)."""
 
     hidden: torch.Tensor
     attentions: tuple[torch.Tensor, ...] | None
@@ -35,6 +37,7 @@ class Capture:
     output: object
     layer_inputs: tuple[LayerInput, ...] | None = None
     attention_mask: torch.Tensor | None = None
+    values: tuple[torch.Tensor | None, ...] | None = None
 
 
 @dataclass
@@ -140,7 +143,8 @@ class LoadedModel:
         head_outputs: False (lean only) skips recording each head's output z, which at long n
         is as large as the recorded inputs (L × n × d_model floats).
         inputs: an eager capture records each attention layer's input too (a lean one always
-        does), for what is computed from them (`models.values.value_norms`).
+        does), and each layer's values as W_V wrote them, for what is computed from them
+        (`models.values.value_norms`, which then projects no values again).
         """
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
@@ -149,6 +153,10 @@ class LoadedModel:
         probs: list[torch.Tensor] = []
         zs: list[torch.Tensor] = []
         keep_z = _z_recorder(zs, self.num_heads)
+        w_vs = []  # each layer's W_V, its adapter built outside inference mode (a fused layout's
+        # copies of rows must stay ordinary tensors, whose versions the MHA reads)
+        if inputs and self.has_head_outputs:
+            w_vs = [self.layer_adapter(layer).mha.w_v for layer in range(self.num_layers)]
 
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
             hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in distinct(self.adapters)]
@@ -156,8 +164,9 @@ class LoadedModel:
             hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
                 [output_projection(m, fam) for m, fam in self.attention_modules])]
             layer_inputs: list[LayerInput] = []
+            written: dict[int, list[torch.Tensor]] = {}  # id(W_V) -> its outputs
             if inputs:
-                hooks += self._input_hooks(layer_inputs)
+                hooks += self._input_hooks(layer_inputs) + self._value_hooks(w_vs, written)
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
@@ -174,7 +183,10 @@ class LoadedModel:
             )
         head_outputs = tuple(zs) if len(zs) == self.num_layers else None
         recorded = tuple(layer_inputs) if len(layer_inputs) == self.num_layers else None
-        return Capture(out.hidden_states[-1], attentions, head_outputs, out, recorded, attention_mask)
+        kept = [written.get(id(w), []) for w in w_vs]  # W_V shared by layers (ALBERT) or never run: None
+        values = tuple(w[0] if len(w) == 1 else None for w in kept) if w_vs else None
+        return Capture(out.hidden_states[-1], attentions, head_outputs, out, recorded, attention_mask,
+                       values=values)
 
     def capture_seq2seq(self, source_ids: torch.Tensor, target_ids: torch.Tensor) -> Seq2SeqCapture:
         """Run an encoder–decoder once on source ids (B, n_src) and decoder input ids (B, n_tgt)
@@ -232,6 +244,14 @@ class LoadedModel:
             inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
         return [m.register_forward_pre_hook(keep_input, with_kwargs=True)
                 for m in distinct([m for m, _ in self.attention_modules])]
+
+    @staticmethod
+    def _value_hooks(w_vs: list[nn.Module], written: dict) -> list:
+        """Forward hooks that append what each W_V of `w_vs` (our adapters': the model's own layers,
+        unless a fused layout made them copies, which never run) writes to `written[id(W_V)]`."""
+        def keep(module, _args, out):
+            written.setdefault(id(module), []).append(out.detach())  # (B, n, G · d_v)
+        return [w.register_forward_hook(keep) for w in distinct(w_vs)]
 
     def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> Capture:
         if not self.attention_modules:

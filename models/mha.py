@@ -4,9 +4,9 @@ The module of Vaswani et al. (2017), done properly: separate W_Q, W_K, W_V, W_O;
 tensor axis; padding and causal masks; cross-attention (n_q != n_k); d_k independent of
 d_model / h; grouped-query attention (num_kv_heads dividing num_heads); optional rotary
 position embeddings (RoPE) applied to q and k before the scores. The steps are public methods
-(`project_self` for q, k, v with RoPE, or `project_q` and `project_kv`; `attend`; `merge`) so
-that adapters for pretrained models can put a KV cache between them and the teaching view can
-show each intermediate tensor.
+(`project_self` for q, k, v with RoPE, or `project_q`, `project_kv` and `project_v`; `attend`;
+`merge`) so that adapters for pretrained models can put a KV cache between them and the teaching
+view can show each intermediate tensor.
 """
 
 from __future__ import annotations
@@ -203,8 +203,12 @@ class MultiHeadAttention(nn.Module):
         """(B, n_k, d_kv_in) twice -> k (B, G, n_k, d_k), v (B, G, n_k, d_v)."""
         B, n_k, _ = key.shape
         k = self._normed(self.w_k(key).view(B, n_k, self.num_kv_heads, self.d_k), self.k_norm).transpose(1, 2)  # (B, G, n_k, d_k)
-        v = self.w_v(value).view(B, n_k, self.num_kv_heads, self.d_v).transpose(1, 2)  # (B, G, n_k, d_v)
-        return k, v
+        return k, self.project_v(value)
+
+    def project_v(self, value: torch.Tensor) -> torch.Tensor:
+        """(B, n_k, d_kv_in) -> v (B, G, n_k, d_v), the values alone (what the heads write: `models.values`)."""
+        B, n_k, _ = value.shape
+        return self.w_v(value).view(B, n_k, self.num_kv_heads, self.d_v).transpose(1, 2)  # (B, G, n_k, d_v)
 
     def attend(
         self,

@@ -5,9 +5,18 @@ the norms ‖f_h(x_j)‖ turn every attention pattern into contributions (`mha_v
 
 from __future__ import annotations
 
+import threading
+import weakref
+
 import torch
 
 from .loaded import Capture, LoadedModel
+from .mha import MultiHeadAttention
+
+# W_O[h] W_O[h]ᵀ of each MHA (an adapter's, so it goes with its model), made once: it depends on
+# the weights only. The lock guards the table, which sessions on different models share.
+_GRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GRAMS_LOCK = threading.Lock()
 
 
 def head_values(loaded: LoadedModel, capture: Capture, layer: int) -> torch.Tensor:
@@ -16,22 +25,49 @@ def head_values(loaded: LoadedModel, capture: Capture, layer: int) -> torch.Tens
     inp = capture.layer_inputs[layer]
     mha = loaded.layer_adapter(layer).mha
     with loaded.lock, torch.inference_mode():
-        _, v = mha.project_kv(inp.hidden, inp.hidden)  # (B, G, n, d_v), b_V included; RoPE never turns values
+        v = mha.project_v(inp.hidden)  # (B, G, n, d_v), b_V included; RoPE never turns values
         v = v.repeat_interleave(mha.num_heads // mha.num_kv_heads, dim=1)  # (B, H, n, d_v): query head h reads KV h // (H/G)
         w_o = mha.w_o.weight.T.reshape(mha.num_heads, mha.d_v, -1)  # (H, d_v, d_model): head h's rows of W_O
         return torch.einsum("bhnd,hdm->bhnm", v, w_o.to(v.dtype))
 
 
+def output_gram(mha: MultiHeadAttention, dtype: torch.dtype) -> torch.Tensor:
+    """W_O[h] W_O[h]ᵀ for every head, (H, d_v, d_v) in `dtype`, made in float64 and rounded once.
+    Kept until W_O changes (its storage or version), as the MHA keeps its stacked W_QKV."""
+    weight = mha.w_o.weight
+    # a weight made in inference mode has no version (and is changed by nothing mha-viz runs)
+    key = (weight.data_ptr(), None if weight.is_inference() else weight._version, dtype)
+    with _GRAMS_LOCK:
+        kept = _GRAMS.get(mha)
+        if kept is None or kept[0] != key:
+            with torch.inference_mode():
+                w_o = weight.detach().T.reshape(mha.num_heads, mha.d_v, -1).double()  # (H, d_v, d_model)
+                kept = (key, (w_o @ w_o.transpose(1, 2)).to(dtype))  # (H, d_v, d_v)
+            _GRAMS[mha] = kept
+        return kept[1]
+
+
+def _values(mha: MultiHeadAttention, capture: Capture, layer: int) -> torch.Tensor:
+    """v (B, G, n, d_v) of one layer: as its W_V wrote them during the capture, or projected again
+    from the layer's recorded input (the same product on the same input: the same numbers)."""
+    hidden = capture.layer_inputs[layer].hidden  # (B, n, d_model)
+    written = None if capture.values is None else capture.values[layer]  # (B, n, G · d_v) or None
+    B, n, _ = hidden.shape
+    if written is None or written.shape != (B, n, mha.num_kv_heads * mha.d_v):
+        return mha.project_v(hidden)
+    return written.view(B, n, mha.num_kv_heads, mha.d_v).transpose(1, 2)
+
+
 def value_norms(loaded: LoadedModel, capture: Capture, layer: int) -> torch.Tensor:
     """‖f_h(x_j)‖₂ for every head and key of one layer: (B, H, n). Computed as the quadratic form
-    v (W_O[h] W_O[h]ᵀ) vᵀ of the d_v-wide values (the Gram matrix made in float64): d_model / d_v
-    times cheaper than making f_h(x_j) (12 × for MiniLM), no (n, d_model) product in memory."""
-    inp = capture.layer_inputs[layer]
+    v (W_O[h] W_O[h]ᵀ) vᵀ of the d_v-wide values (`output_gram`, made once): d_model / d_v
+    times cheaper than making f_h(x_j) (12 × for MiniLM), no (n, d_model) product in memory.
+    The values are those the capture recorded where it did (`Capture.values`), else projected
+    from the layer's recorded input."""
     mha = loaded.layer_adapter(layer).mha
     with loaded.lock, torch.inference_mode():
-        _, v = mha.project_kv(inp.hidden, inp.hidden)  # (B, G, n, d_v)
-        w_o = mha.w_o.weight.T.reshape(mha.num_heads, mha.d_v, -1).double()  # (H, d_v, d_model), exact Gram
-        gram = (w_o @ w_o.transpose(1, 2)).to(v.dtype)  # (H, d_v, d_v): W_O[h] W_O[h]ᵀ
+        v = _values(mha, capture, layer)  # (B, G, n, d_v)
+        gram = output_gram(mha, v.dtype)  # (H, d_v, d_v)
         group = mha.num_heads // mha.num_kv_heads
         B, G, n, d_v = v.shape
         vg = v.reshape(B, G, 1, n, d_v)  # each KV head's values, for the `group` query heads that read them

@@ -72,9 +72,11 @@ def _box(cur) -> None:
         st.caption("Cross-attention: its table downloads from Head metrics, every chart from its camera button. "
                    "Pick Encoder or Decoder (sidebar, *Attention*) to download that run and a report.")
         return
-    stem = figure_style.safe_filename(f"{run.model_name.rsplit('/', 1)[-1]}-{run.n}-tokens")
+    stem = figure_style.safe_filename(f"{run.model_name.rsplit('/', 1)[-1]}-{run.n}-tokens"
+                                      + ("-contributions" if run.lens else ""))
     st.caption(f"This analysis ({state.plain(run.model_name)}, {run.n} tokens"
-               + (", as hidden in the sidebar" if run.hidden is not None else "") + ")")
+               + (", as hidden in the sidebar" if run.hidden is not None else "")
+               + (", as contributions (value-weighted)" if run.lens else "") + ")")
     half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=state.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
     st.download_button("Attention data (.npz)", data=lambda: run_file.to_bytes(run, float16=half),

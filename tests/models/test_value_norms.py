@@ -4,6 +4,8 @@ value norms are those of that decomposition, and the contributions are A times t
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -37,6 +39,23 @@ def test_the_heads_writes_add_up_to_the_attention_output(request, fixture):
         out = total + (bias if bias is not None else 0)
         torch.testing.assert_close(out, written[layer][0], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(run.value_norms[layer], f.norm(dim=-1).numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("fixture", "kept"), [("bert_dir", True), ("llama_dir", True), ("gpt2_dir", False)])
+def test_the_norms_read_the_values_the_capture_kept(request, fixture, kept):
+    """Where the model runs our W_V (its own layer), the capture keeps what it wrote and the norms
+    project nothing again, with the very numbers a projection from the layer's input gives. GPT-2's
+    fused c_attn makes our W_V a copy that never runs: nothing is kept, and the norms project."""
+    model = mha_viz.load_model(request.getfixturevalue(fixture), device="cpu")
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    assert model.capture(ids).values is None  # only a capture that records the inputs keeps them
+    cap = model.capture(ids, inputs=True)
+    assert [v is not None for v in cap.values] == [kept] * model.num_layers
+    projected = dataclasses.replace(cap, values=None)
+    for layer in range(model.num_layers):
+        assert torch.equal(values.value_norms(model, cap, layer), values.value_norms(model, projected, layer))
+    gram = values.output_gram(model.layer_adapter(0).mha, torch.float32)
+    assert values.output_gram(model.layer_adapter(0).mha, torch.float32) is gram  # made once
 
 
 @pytest.mark.parametrize("lean", [True, False])

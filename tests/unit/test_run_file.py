@@ -1,5 +1,6 @@
 """`AttentionRun.save` / `load` and `mha_viz.run_file`: a run survives the `.npz` round trip
-field by field, float16 halves it within 1e-3, and a bad or hostile file is a ValueError."""
+field by field (value norms included; a file without them loads without them), float16 halves
+it within 1e-3, and a bad or hostile file is a ValueError."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _run(n: int = 12, L: int = 3, H: int = 4) -> AttentionRun:
         raw_tokens=[f"raw{i}" for i in range(n)], special_mask=[i in (0, n - 1) for i in range(n)],
         word_ids=[i // 2 for i in range(n)], text="the cat <b>bold</b>\nline two\x00", num_input_tokens=n + 5,
         head_outputs=rng.standard_normal((L, H, n, 8)).astype(np.float32), layer_ids=[1, 3, 5],
-        model_layers=6)
+        model_layers=6, value_norms=(rng.random((L, H, n)) * 3 + 0.1).astype(np.float32))
 
 
 def _assert_same(a: AttentionRun, b: AttentionRun, atol: float = 0.0) -> None:
@@ -72,7 +73,7 @@ def test_float16_close_rows_still_sum_to_one_and_smaller():
     _assert_same(run, back, atol=1e-3)
     np.testing.assert_allclose(back.attentions.sum(-1), 1.0, atol=2e-3)
     with np.load(io.BytesIO(half)) as z:
-        assert z["attentions"].dtype == np.float16 and z["head_outputs"].dtype == np.float16
+        assert z["attentions"].dtype == z["head_outputs"].dtype == z["value_norms"].dtype == np.float16
     assert len(half) < 0.75 * len(full), (len(half), len(full))
 
 
@@ -81,6 +82,37 @@ def test_float16_keeps_float32_for_values_out_of_its_range():
     run.head_outputs[0, 0, 0, 0] = 1e6  # beyond float16's 65504: would turn into inf
     back = AttentionRun.load(run_file.to_bytes(run, float16=True))
     assert back.head_outputs[0, 0, 0, 0] == 1e6
+
+
+def test_value_norms_kept_exactly_in_float32_and_within_float16_rounding():
+    run = _run()
+    exact = AttentionRun.load(run_file.to_bytes(run)).value_norms
+    assert exact.dtype == np.float32 and np.array_equal(exact, run.value_norms)
+    half = AttentionRun.load(run_file.to_bytes(run, float16=True)).value_norms
+    assert half.dtype == np.float32 and not np.array_equal(half, run.value_norms)  # rounded, not lost
+    np.testing.assert_allclose(half, run.value_norms, rtol=2**-11, atol=0)  # float16: 11 significant bits
+
+
+def test_a_file_without_value_norms_loads_without_them():
+    """Files written before value norms were saved (or from a run whose value path cannot be read)."""
+    older = run_file.arrays(_run())
+    del older["value_norms"]
+    back = AttentionRun.load(_npz(**older))
+    assert back.value_norms is None and back.n == 12
+    np.testing.assert_array_equal(back.head_outputs, _run().head_outputs)
+
+
+def test_hidden_tokens_keep_their_value_norm_columns():
+    run = _run()
+    mask = np.zeros(run.n, dtype=bool)
+    mask[[0, 4, 5, 11]] = True  # not one block: each kept key must keep its own column
+    shown = run.drop_tokens(mask)
+    kept = [j for j in range(run.n) if not mask[j]]
+    assert shown.tokens == [run.tokens[j] for j in kept]
+    for col, j in enumerate(kept):
+        np.testing.assert_array_equal(shown.value_norms[:, :, col], run.value_norms[:, :, j])
+    back = AttentionRun.load(run_file.to_bytes(shown))
+    np.testing.assert_array_equal(back.value_norms, shown.value_norms)
 
 
 def test_file_object_paths():
@@ -168,6 +200,8 @@ def test_newer_format_refused():
     ("layer_ids", np.array([0, 1]), "layer_ids must have shape \\(3,\\)"),
     ("token_ids", np.arange(5), "token_ids must be empty or 12 ids"),
     ("head_outputs", np.zeros((3, 4, 11, 8), dtype=np.float32), "head_outputs must be floats"),
+    ("value_norms", np.ones((3, 4, 11), dtype=np.float32), "value_norms must be floats of shape \\(3, 4, 12\\)"),
+    ("value_norms", np.full((3, 4, 12), -1.0, dtype=np.float32), "value_norms must be finite and non-negative"),
     ("num_kv_heads", np.array(3), "must divide"),
     ("layer_ids", np.array([1, 3, 9]), "layer_ids must lie in 0..5"),
 ])
@@ -204,3 +238,13 @@ def test_a_forged_string_length_is_refused_not_allocated():
     np.savez_compressed(buf, **arrays)
     with pytest.raises(ValueError, match="tokens_len"):
         run_file.read(buf.getvalue())
+
+
+def test_a_run_saved_as_contributions_loads_as_contributions():
+    from mha_viz import attribution
+
+    shown = attribution.as_contributions(_run())
+    back = AttentionRun.load(run_file.to_bytes(shown))
+    assert back.lens == shown.lens == "value-weighted (‖α f(x)‖, row-normalised)"
+    assert np.array_equal(back.attentions, shown.attentions)
+    assert AttentionRun.load(run_file.to_bytes(_run())).lens == ""  # weights stay weights
