@@ -266,11 +266,12 @@ def _pair(model: LoadedModel, clean: str, corrupted: str, answer, wrong, positio
     ids_c, ids_x = torch.tensor([c.ids], device=model.device), torch.tensor([x.ids], device=model.device)
     cap_c, cap_x = model.capture(ids_c), model.capture(ids_x)
     a = int(cap_c.output.logits[0, -1].argmax()) if a is None else a
-    b = int(cap_x.output.logits[0, -1].argmax()) if b is None else b
+    if b is None:  # the corrupted run's prediction; the runner-up when both runs predict the answer
+        top2 = cap_x.output.logits[0, -1].topk(2).indices.tolist()
+        b = top2[1] if top2[0] == a else top2[0]
     if a == b:
         name = label_ids(model, [a]).display[0]
-        raise InputError(f"The answer and the wrong token are both {name!r} (both texts make the model predict it): "
-                         "give a different wrong token.")
+        raise InputError(f"The answer and the wrong token are both {name!r}: give a different wrong token.")
     m_clean = float(logit_difference(cap_c.output.logits.float(), a, b)[0])
     m_corr = float(logit_difference(cap_x.output.logits.float(), a, b)[0])
     if abs(m_clean - m_corr) < 1e-6:
@@ -285,8 +286,9 @@ def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wro
     The heads of one layer are patched in one batched forward (one sequence per head), so a
     model costs L forwards of H sequences, not L·H forwards. Raises InputError (nothing run) for
     texts of different token counts, an answer or wrong token that is not one token, equal
-    metrics on both texts, and encoders. progress(done, total): after each layer (a callback
-    that raises stops the work)."""
+    metrics on both texts, and encoders. answer and wrong default to each text's prediction (wrong:
+    the corrupted text's runner-up when it predicts the answer too). progress(done, total): after
+    each layer (a callback that raises stops the work)."""
     if mode not in ("denoise", "noise"):
         raise ValueError(f"mode must be 'denoise' or 'noise', not {mode!r}")
     p = _pair(model, clean, corrupted, answer, wrong, position, max_tokens)

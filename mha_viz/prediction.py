@@ -70,7 +70,8 @@ class Explanation:
 
 def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, *,
             max_tokens: int | None = None, progress=None) -> Explanation:
-    """Patch every head (denoising; answer and wrong default to each text's prediction), then the
+    """Patch every head (denoising; answer and wrong default to each text's prediction, wrong to the
+    corrupted text's runner-up when both predict the answer), then the
     clean run's direct logit attribution of logit(answer) − logit(wrong) and both texts' runs.
     InputError, before anything long runs, for what `attribution.patch_heads` refuses.
     progress(fraction, message) after each patched layer (a callback that raises stops it)."""

@@ -68,7 +68,9 @@ def prediction_view() -> None:
                                 placeholder="the clean run's prediction",
                                 help="One token, with its leading space where the model has one (“ Mary”).")
     wrong = cols[1].text_input("Wrong token", key=keys.PRED_WRONG, persist_state=state.KEEP,
-                               placeholder="the corrupted run's prediction")
+                               placeholder="the corrupted run's prediction",
+                               help="One token. Empty: what the corrupted run predicts (its runner-up when that is "
+                                    "the answer too).")
     key = PredKey(cur.model_key, cur.text, corrupted or "", answer or "", wrong or "", state.token_cap())
     _cancelled_notice()
     stored = st.session_state.get(keys.PRED_RESULT)

@@ -115,3 +115,24 @@ def test_over_the_memory_budget_is_refused_before_anything_runs(monkeypatch):
     at.button(key=keys.PRED_GO).click().run()
     assert not at.exception
     assert "use shorter texts" in _messages(at)
+
+
+def test_a_gpt2_family_folder_gets_both_grids(gpt2_dir):
+    """A random-init GPT-2 saved to a folder (the path GPT-2 weights take here): the page patches
+    it with the user's own pair, each token defaulting to each run's prediction."""
+    clean, corrupted = "one two three four five", "one two four three five"
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value(OTHER).run()
+    at.text_input(key=keys.MODEL_OTHER).input(str(gpt2_dir)).run()
+    at.text_area(key=keys.TEXT).input(clean).run()
+    open_page(at, "prediction")
+    assert [p.name for p in prediction.presets(mha_viz.load_model(gpt2_dir, device="cpu"))] == [
+        prediction.IOI.name, prediction.FACTUAL.name]
+    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
+    at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    model = mha_viz.load_model(gpt2_dir, device="cpu")
+    want = attribution.patch_heads(model, clean, corrupted)
+    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    dla = attribution.direct_logit(model, clean, want.answer, want.wrong)
+    np.testing.assert_allclose(_z(_titled(at, "Direct logit attribution")), dla.per_head, atol=1e-5)

@@ -95,3 +95,19 @@ def test_patching_by_position_equals_one_position_at_a_time(toy, mode):
     whole = attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", mode=mode)
     assert abs(whole.values[layer, head]) > 1e-3  # a head that moves the metric at all …
     assert np.abs(by_pos.values).max() > 1e-3  # … moves it at some position
+
+
+def test_gpt2_family_batched_patching_equals_one_forward_per_head(gpt2_dir):
+    """GPT-2's fused c_attn and Conv1D c_proj: the heads' slices of c_proj's input are patched."""
+    model = mha_viz.load_model(gpt2_dir, device="cpu")
+    clean, corrupted = "one two three four five", "one two four three five"
+    ids_c, ids_x = (torch.tensor([mha_viz.tokenize(model, t).ids]) for t in (clean, corrupted))
+    assert ids_c.shape == ids_x.shape
+    res = attribution.patch_heads(model, clean, corrupted)
+    cap_c = model.capture(ids_c)
+    for layer in range(model.num_layers):
+        for head in range(model.num_heads):
+            m = attribution.patched_metric(model, ids_x, layer, [head], cap_c.head_outputs[layer][0],
+                                            res.answer, res.wrong, None)
+            want = (float(m[0]) - res.m_corrupted) / (res.m_clean - res.m_corrupted)
+            assert res.restored[layer, head] == pytest.approx(want, abs=1e-5)
