@@ -58,3 +58,23 @@ def test_ioi_preset_on_smollm2_then_open_a_head(shared_app):
     assert any("promotes and suppresses" in t for t in titles), titles
     app.shot("head-23-3")
     app.assert_clean()
+
+
+def test_cancel_stops_patching_and_keeps_the_inputs(shared_app):
+    app = shared_app
+    app.choose_model("smollm2")
+    app.goto("Heads behind a prediction")
+    if app.page.locator(f"{MAIN} input[role=combobox][aria-label='Preset']").input_value() != prediction.IOI.name:
+        app.choose("Preset", prediction.IOI.name, scope=MAIN)
+    wrong = app.page.locator(f"{MAIN} input[aria-label='Wrong token']")
+    wrong.fill(" Bob")  # a new pair to patch (the preset's result may be kept from before)
+    app.rerun(lambda: wrong.press("Enter"))
+    app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True).click()
+    app.page.locator(f"{MAIN} [data-testid=stProgress]").filter(has_text="Patched layer").wait_for(timeout=120_000)
+    app.click(app.page.locator(MAIN).get_by_role("button", name="Cancel", exact=True))
+    app.page.locator("[data-testid=stAlertContentWarning]").filter(has_text="Patching was cancelled").wait_for()
+    app.wait_idle()
+    assert _chart(app, "Restored fraction") is None  # nothing was kept
+    assert wrong.input_value() == " Bob" and app.text_box.input_value() == prediction.IOI.clean
+    assert app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True).is_enabled()
+    app.assert_clean()
