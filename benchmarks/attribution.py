@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 import mha_viz  # noqa: E402
 from mha_viz import attribution, corpus  # noqa: E402
-from models import values  # noqa: E402
+from mha_viz_models import values  # noqa: E402
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"

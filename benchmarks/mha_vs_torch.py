@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from models import MultiHeadAttention  # noqa: E402
+from mha_viz_models import MultiHeadAttention  # noqa: E402
 
 
 def twins(d_model: int, heads: int) -> tuple[MultiHeadAttention, torch.nn.MultiheadAttention]:

@@ -10,8 +10,8 @@ Public API::
 Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
 
-from models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
-from models import random_twin as random_baseline
+from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
+from mha_viz_models import random_twin as random_baseline
 
 from .capture import AttentionRun, load_model
 from .comparison import Comparison, compare

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import LoadedModel
-from models.masking import head_mask
+from mha_viz_models import LoadedModel
+from mha_viz_models.masking import head_mask
 
 from . import ablation
 from .ablation import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs

@@ -11,16 +11,15 @@
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from models import LoadedModel, readout
-from models.families import output_projection
-from models.hooks import layer_pre_hooks
+from mha_viz_models import LoadedModel, readout
+from mha_viz_models.families import output_projection
+from mha_viz_models.hooks import layer_pre_hooks
 
 from .capture import AttentionRun
 from .tokenize import InputError, label_ids, tokenize
@@ -35,6 +34,8 @@ def value_weighted(run: AttentionRun, normalise: bool = False) -> np.ndarray:
     if run.value_norms is None:
         raise InputError(f"The value path of {run.model_name} cannot be read, so its attention cannot be weighted "
                          "by what each token writes: the weights are shown.")
+    if run.lens:
+        raise ValueError(f"this run already shows {run.lens}: weighting it again would count the norms twice")
     c = run.attentions * run.value_norms[:, :, None, :].astype(np.float32)
     if normalise:
         sums = c.sum(-1, keepdims=True)
@@ -51,9 +52,7 @@ def as_contributions(run: AttentionRun) -> AttentionRun:
     """`run` with its attentions replaced by the row-normalised contributions (`value_weighted`),
     its `lens` saying so: what every view draws under *Show attention as: contributions*. Made one
     layer at a time (no second full-size temporary); InputError as `value_weighted`."""
-    if run.lens:
-        raise ValueError(f"this run already shows {run.lens}")
-    if run.value_norms is None:
+    if run.value_norms is None or run.lens:
         value_weighted(run)  # raises the message
     out = np.zeros_like(run.attentions)
     for layer in range(run.num_layers):
@@ -130,13 +129,8 @@ def _writes(model: LoadedModel, text: str, position: int, max_tokens: int | None
     if not -n <= position < n:
         raise InputError(f"Position {position} is outside the text's {n} tokens.")
     p = position % n
-    me, seen = threading.get_ident(), []
-    hook = ro.norm.register_forward_hook(  # this thread's forward only: the model is shared
-        lambda _m, args, _out: seen.append(args[0].detach()) if threading.get_ident() == me else None)
-    try:
-        cap = model.capture(torch.tensor([toks.ids]))
-    finally:
-        hook.remove()
+    seen = []  # the final norm's input: the residual stream (this run's only: registered under the model's lock)
+    cap = model.capture(torch.tensor([toks.ids]), watch=[(ro.norm, lambda _m, args, _out: seen.append(args[0].detach()))])
     w_o = model.head_weights()["W_O"]  # (L, H, d_v, d)
     z = torch.stack([cap.head_outputs[l][0, :, p, :].float().cpu() for l in range(model.num_layers)])  # (L, H, d_v)
     writes = torch.einsum("lhd,lhdm->lhm", z, w_o)  # (L, H, d)
@@ -256,6 +250,10 @@ def _pair(model: LoadedModel, clean: str, corrupted: str, answer, wrong, positio
     """Both texts run once, after every refusal (section 3's list) has been checked."""
     _decoder(model, "patching")
     c, x = tokenize(model, clean, max_tokens), tokenize(model, corrupted, max_tokens)
+    for name, t in (("clean", c), ("corrupted", x)):
+        if t.truncated:  # patched at the cut, the metric would not be the text's next token
+            raise InputError(f"The {name} text has {t.total} tokens, more than the {t.n} allowed here: shorten it "
+                             "(or raise the token limit in the sidebar).")
     if c.n != x.n:
         raise InputError(f"The clean text has {c.n} tokens and the corrupted one {x.n}: patching compares the same "
                          "positions, so both must have the same number of tokens.")
@@ -321,6 +319,7 @@ def patch_positions(model: LoadedModel, clean: str, corrupted: str, layer: int, 
         raise InputError(f"{model.name} has no layer {layer}, head {head}.")
     p = _pair(model, clean, corrupted, answer, wrong, None, max_tokens)
     base, run_ids = (p.cap_c, p.ids_x) if mode == "denoise" else (p.cap_x, p.ids_c)
-    n = p.ids_c.shape[1]
-    m = patched_metric(model, run_ids, layer, [head] * n, base.head_outputs[layer][0], p.a, p.b, list(range(n)))
+    n, chunk = p.ids_c.shape[1], model.num_heads  # batches no larger than patch_heads' (its memory budget)
+    m = torch.cat([patched_metric(model, run_ids, layer, [head] * len(part), base.head_outputs[layer][0], p.a, p.b,
+                                  part) for part in (list(range(i, min(i + chunk, n))) for i in range(0, n, chunk))])
     return Patching(mode, _moved(m, p, mode).cpu().numpy().astype(np.float32), p.m_clean, p.m_corr, p.a, p.b, None)

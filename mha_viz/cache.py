@@ -11,8 +11,8 @@ import threading
 import time
 from typing import Callable
 
-import models
-from models import LoadedModel
+import mha_viz_models as models
+from mha_viz_models import LoadedModel
 
 Key = tuple[str, str, bool]
 log = logging.getLogger("mha_viz.cache")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-import models
-from models import LoadedModel, values
+import mha_viz_models as models
+from mha_viz_models import LoadedModel, values
 
 from . import run_file
 from .sinks import Hidden, drop_tokens

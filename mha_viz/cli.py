@@ -1,8 +1,10 @@
-"""The command line: `python -m mha_viz corpus …` runs head statistics over a corpus and saves them.
+"""The command line, `mha-viz` (an installed package) or `python -m mha_viz`:
 
-    python -m mha_viz corpus --model minilm --input sample --engine local --out stats/
+    mha-viz [app] [--port 8501] [--public]      start the web app (`mha_viz.launch`)
+    mha-viz corpus --model minilm --input sample --engine local --out stats/
         [--batch-size 16] [--max-tokens 128] [--no-importance] [--text-column text]
 
+`corpus` runs head statistics over a corpus and saves them.
 A progress bar (documents, documents/s, ETA) goes to stderr; the folder it saved and a short
 table of the top heads by a few corpus metrics go to stdout. A bad corpus or model is one line on
 stderr and exit code 2, never a traceback.
@@ -17,9 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from models import ModelLoadError
+from mha_viz_models import ModelLoadError
 
-from . import corpus
+from . import corpus, launch
 from .tokenize import InputError
 
 BAR = 30  # characters of the progress bar
@@ -29,9 +31,21 @@ SUMMARY = (("prev", "attention to the previous token", True), ("first", "attenti
            ("induction_score", "induction score", True), ("norm_entropy", "normalised entropy (lowest)", False))
 
 
+def _app_options(parser: argparse.ArgumentParser, default) -> None:
+    parser.add_argument("--port", type=int, default=default, help=f"the port to serve on ({launch.DEFAULT_PORT})")
+    parser.add_argument("--public", action="store_true", default=default,
+                        help="public mode (MHA_VIZ_PUBLIC=1: only the listed models, a capped token limit), "
+                             "served on every interface for a reverse proxy")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mha_viz", description="mha-viz from the command line.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="mha-viz", description="See what every attention head of a transformer does. With no command, "
+                                    "or `app`, start the web app.")
+    _app_options(parser, None)
+    sub = parser.add_subparsers(dest="command")
+    app = sub.add_parser("app", help="start the web app (the default)", description="Start the web app.")
+    _app_options(app, argparse.SUPPRESS)  # the top level's options, after `app` too
     run = sub.add_parser("corpus", help="head statistics over a corpus, saved to a folder",
                          description="Every head's statistics averaged over the documents of a corpus.")
     run.add_argument("--model", required=True, help="registry name (minilm, smollm2, toy-induction), hub id or folder")
@@ -112,6 +126,8 @@ def run_corpus(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2: bad input, with a one-line message)."""
     args = _parser().parse_args(argv)
+    if args.command in (None, "app"):
+        return launch.run_app(args.port or launch.DEFAULT_PORT, bool(args.public))
     if args.batch_size < 1 or args.max_tokens < 1:
         print("error: --batch-size and --max-tokens must be at least 1", file=sys.stderr)
         return 2

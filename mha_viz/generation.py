@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from . import settings
 from .ablation import NEXT_TOKEN, loss_kind

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from .detail import max_pool
 from .tokenize import tokenize

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from . import attribution
 from .capture import AttentionRun, analyze

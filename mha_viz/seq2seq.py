@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from . import capture, settings
 from .capture import AttentionRun, HeadArray

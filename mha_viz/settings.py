@@ -30,7 +30,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from models import BUNDLED
+from mha_viz_models import BUNDLED
 
 UNLIMITED = 0
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from .tokenize import tokenize
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from . import settings
 from .tokens import clean_tokens

@@ -134,7 +134,7 @@ class LoadedModel:
         return bool(self.attention_modules)
 
     def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-                lean: bool = False, head_outputs: bool = True, inputs: bool = False) -> Capture:
+                lean: bool = False, head_outputs: bool = True, inputs: bool = False, watch=()) -> Capture:
         """Run the model once, recording every layer's probabilities and every head's output z.
 
         lean: run the model with fused attention (PyTorch's SDPA) instead, record only each
@@ -145,6 +145,8 @@ class LoadedModel:
         inputs: an eager capture records each attention layer's input too (a lean one always
         does), and each layer's values as W_V wrote them, for what is computed from them
         (`models.values.value_norms`, which then projects no values again).
+        watch (eager): (module, hook) pairs registered as forward hooks for this run only, inside the lock
+        (another session's forward never sees them).
         """
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
@@ -160,6 +162,7 @@ class LoadedModel:
 
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
             hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in distinct(self.adapters)]
+            hooks += [module.register_forward_hook(hook) for module, hook in watch]
             # z from W_O's input, ours or the model's: one hook a module (ALBERT's is every layer's)
             hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
                 [output_projection(m, fam) for m, fam in self.attention_modules])]

@@ -60,14 +60,17 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     hooks.append(head.register_forward_pre_hook(lambda mod, args: read.append(args[0])))
     try:
         with torch.inference_mode():
-            hf_model(input_ids=probe)
+            logits = hf_model(input_ids=probe).logits.float()
     finally:
         for h in hooks:
             h.remove()
     unembed = head.weight.detach().float()
     unembed_bias = None if head.bias is None else head.bias.detach().float()
-    if not calls:  # no norm anywhere (an attention-only model): the head reads the residual itself
-        return Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias)
+    if not calls:  # no norm ran: the head reads the residual itself, unless a norm we do not know ran
+        if not read or any("norm" in type(m).__name__.lower() for m in hf_model.modules()):
+            return None
+        ro = Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias)
+        return ro if _reproduces(ro, read[-1].float(), logits) else None
     norm, r, out = calls[-1]  # the last norm before the LM head
     if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
         return None  # the head does not read that norm's output: something else lies between
@@ -83,6 +86,14 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
         ro = Readout(norm, kind, eps, scale, bias, unembed, unembed_bias)
         r32 = r.float()
         rebuilt = ro.frozen(r32, ro.sigma(r32)) + (0 if bias is None else bias)
-        if torch.allclose(rebuilt, out.float(), atol=1e-4, rtol=1e-4):
+        if torch.allclose(rebuilt, out.float(), atol=1e-4, rtol=1e-4) and _reproduces(ro, r32, logits):
             return ro
     return None
+
+
+def _reproduces(ro: Readout, r: torch.Tensor, logits: torch.Tensor) -> bool:
+    """Whether the read-out turns the residual r (B, n, d) into the model's own logits (B, n, vocab):
+    nothing after the head (a logit scale, soft-capping) that the reconstruction would miss."""
+    normed = ro.frozen(r, ro.sigma(r)) + (0 if ro.bias is None else ro.bias)
+    rebuilt = normed @ ro.unembed.T + (0 if ro.unembed_bias is None else ro.unembed_bias)
+    return rebuilt.shape == logits.shape and torch.allclose(rebuilt, logits, atol=1e-3, rtol=1e-3)

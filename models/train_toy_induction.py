@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from models.toy import FOLDER, LETTERS, SPECIALS, ToyConfig, ToyInductionModel, save  # noqa: E402
+from mha_viz_models.toy import FOLDER, LETTERS, SPECIALS, ToyConfig, ToyInductionModel, save  # noqa: E402
 
 FIRST_LETTER = len(SPECIALS)  # id of "a"
 BOS_ID = 0

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from models import LoadedModel, ModelLoadError
+from mha_viz_models import LoadedModel, ModelLoadError
 
 from .. import metrics
 from ..metrics import Weights

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from ..capture import AttentionRun
 from ..settings import from_env, size_text

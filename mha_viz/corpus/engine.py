@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from models import LoadedModel
+from mha_viz_models import LoadedModel
 
 from ..capture import load_model
 from .accumulate import Cancelled, Partial, batch_partial, model_weights

@@ -25,8 +25,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from models import LoadedModel
-from models.masking import head_mask
+from mha_viz_models import LoadedModel
+from mha_viz_models.masking import head_mask
 
 from .. import settings
 from ..ablation import EMBEDDING, NEXT_TOKEN, Inputs, check_gradient_budget, gradient_bytes, prepare

@@ -54,8 +54,8 @@ from pathlib import Path
 import ray  # heavy, optional (requirements-ray.txt): this module is imported only for engine="ray"
 import torch
 
-import models
-from models import LoadedModel, ModelLoadError
+import mha_viz_models as models
+from mha_viz_models import LoadedModel, ModelLoadError
 
 from . import ray_engine_pool
 from .accumulate import Cancelled, Partial

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import ray  # heavy, optional (requirements-ray.txt): this module is imported only for engine="ray"
 import torch
 
-from models import ModelLoadError
+from mha_viz_models import ModelLoadError
 
 from ..capture import load_model
 from ..tokenize import InputError

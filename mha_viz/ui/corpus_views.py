@@ -21,7 +21,7 @@ from mha_viz.corpus.store import ResultStore
 from mha_viz.ui import analysis, charts, export_views, keys, state, views
 from mha_viz.ui.generate_views import live_button
 from mha_viz.ui.keys import CorpusKey
-from models.gguf_cache import cache_root
+from mha_viz_models.gguf_cache import cache_root
 
 log = logging.getLogger("mha_viz.ui")
 

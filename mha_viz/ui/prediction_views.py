@@ -5,6 +5,8 @@ suppresses, and patching it position by position (`mha_viz.prediction`, `mha_viz
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import streamlit as st
 
@@ -81,11 +83,13 @@ def prediction_view() -> None:
         go = buttons[0].button("Find the heads", key=keys.PRED_GO, type="primary",
                                help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched "
                                     f"forward a layer ({model.num_layers} in all).")
-        live_button(buttons[1].empty(), "Cancel", keys.PRED_CANCEL, live=go, help="Stop patching; nothing is kept.")
+        cancel = buttons[1].empty()
+        live_button(cancel, "Cancel", keys.PRED_CANCEL, live=go, help="Stop patching; nothing is kept.")
         if not go:
             return
         expl = _compute(model, key)
-        if expl is None:
+        if expl is None:  # a message says why; nothing runs to cancel
+            live_button(cancel, "Cancel", keys.PRED_CANCEL, live=False, help="Stop patching; nothing is kept.")
             return
         box.empty()
     _results(cur, key, expl)
@@ -124,7 +128,8 @@ def _compute(model, key: PredKey):
         st.error(state.plain(error), icon="⚠️")
         return None
     st.session_state[keys.PRED_RESULT] = (key, expl)
-    st.session_state.pop(keys.PRED_EXTRA, None)
+    for old in (keys.PRED_EXTRA, keys.PRED_LAYER, keys.PRED_HEAD):  # a new pair opens on its own top head
+        st.session_state.pop(old, None)
     return expl
 
 
@@ -154,7 +159,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
     top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), shape)
     st.caption(f"Red helps the answer, blue the wrong token; 0 is white. Left: what each head's write at the last "
                "token adds to the logit difference. Right: the share of the gap between the runs that the corrupted "
-               "run regains when this one head's output is the clean run's. Largest restored fraction: layer {top[0]}, "
+               f"run regains when this one head's output is the clean run's. Largest restored fraction: layer {top[0]}, "
                f"head {top[1]} ({float(p.restored[top]):.2f}); largest direct effect: layer {top_dla[0]}, head "
                f"{top_dla[1]} ({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
@@ -171,7 +176,11 @@ def _extra(key: PredKey, what: str, layer: int, head: int, compute):
         def held():
             with state.slots().hold():  # counts as an analysis for the server's limit
                 return compute()
-        store[k] = state.one_at_a_time(held)
+        result, error = state.attempt(held, what="This head's panel", out_of_memory=(
+            "This head's panel ran out of memory: use shorter texts or a smaller model."))
+        if error:
+            raise mha_viz.InputError(error)
+        store[k] = result
     return store[k]
 
 
@@ -199,9 +208,11 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
                "the final norm and the unembedding (a logit lens of the write).")
     left, right = st.columns(2)
     if expl.clean.value_norms is not None:
-        weighted = attribution.as_contributions(expl.clean)
-        charts.show(figures.head_heatmap(weighted, layer, head), key="pred_weighted_head", where=left,
-                    name="clean-value-weighted")
+        run = expl.clean  # weighted one layer only: the panel draws one head
+        row = dataclasses.replace(run, attentions=run.attentions[layer:layer + 1], head_outputs=None,
+                                  value_norms=run.value_norms[layer:layer + 1], layer_ids=[run.layer_ids[layer]])
+        charts.show(figures.head_heatmap(attribution.as_contributions(row), 0, head), key="pred_weighted_head",
+                    where=left, name="clean-value-weighted")
     else:
         left.info(f"The value path of {state.plain(model.name)} cannot be read: no value-weighted attention.")
     answer, wrong = expl.patching.answer, expl.patching.wrong
@@ -214,7 +225,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         by_pos = _extra(key, "positions", layer, head, lambda: attribution.patch_positions(
             model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
     except mha_viz.InputError as exc:
-        st.info(state.plain(str(exc)), icon="ℹ️")
+        st.warning(state.plain(str(exc)), icon="⚠️")
         return
     charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
                                                   f"Layer {layer}, head {head} patched at one position at a time"),

@@ -47,7 +47,8 @@ failures: dict[str, str] = {}  # step -> error, for steps that failed (logged; t
 # Our own modules are all imported, except scripts (they run when imported).
 # not for the app: a training script, the command line (runs on import), and the Ray engine
 # (the app never imports Ray unless the Ray engine is chosen)
-_SKIP_PREFIXES = ("models.train_", "mha_viz.__main__", "mha_viz.cli", "mha_viz.corpus.ray_engine")
+_SKIP_PREFIXES = ("mha_viz_models.train_", "mha_viz.__main__", "mha_viz.cli", "mha_viz.corpus.ray_engine",
+                  "mha_viz.ui.serve")
 
 
 def warm() -> None:
@@ -218,7 +219,7 @@ def _gguf() -> None:
 
 def _ours() -> None:
     import mha_viz
-    import models
+    import mha_viz_models as models
 
     for package in (models, mha_viz):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):

@@ -317,7 +317,10 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
     key = AnalysisKey(model_key, text, cap, layers)
     run = one_at_a_time(lambda: _analyze(key, model))
     cur = Current()
-    return _lens(cur, *_hide_tokens(cur, run, key))
+    shown = _lens(cur, *_hide_tokens(cur, run, key))
+    if cur.lens_note:  # the sidebar's run is contributions; this one would be weights: not comparable
+        raise mha_viz.InputError(cur.lens_note + " Set the sidebar's *Show attention as* to weights to compare.")
+    return shown
 
 
 @st.cache_resource(show_spinner="Hiding tokens and renormalising…", max_entries=4)
@@ -354,7 +357,7 @@ def _hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey):
     return _dropped(key, run, mask.tobytes()), key
 
 
-@st.cache_resource(show_spinner="Weighting the attention by what each token writes…", max_entries=4)
+@st.cache_resource(show_spinner="Weighting the attention by what each token writes…", max_entries=2)
 def _contributions(key: AnalysisKey, _run: mha_viz.AttentionRun) -> mha_viz.AttentionRun:
     """The run as contributions, keyed by the AnalysisKey with its `lens`."""
     out = attribution.as_contributions(_run)

@@ -173,6 +173,8 @@ def _whole_text_overview(cur) -> None:
                             lambda: figures.grid_figure(ov.pooled, rescale=rescale, clickable=False))
         charts.show(fig, key="whole_grid", width="content")
         st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
+                   + (" Attention weights: the sidebar's contributions lens applies to the analysed tokens only."
+                      if cur.run is not None and cur.run.lens else "")
                    + (f" The head view shows the first {shown}." if shown else ""))
 
 

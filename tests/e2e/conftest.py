@@ -141,21 +141,26 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=20)
 
 
+def streamlit_command(port: int) -> list[str]:
+    """`streamlit run app.py` from the checkout, on `port` of the loopback interface."""
+    return [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+            "--server.headless", "true", "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none", "--server.address", "127.0.0.1"]
+
+
 @contextmanager
-def start_server(log_path: Path, **env: str):
-    """A new `streamlit run app.py` on a free loopback port, in its own process group, its output
-    in `log_path`, with `env` added to its environment; yields its base URL once it answers its
-    health check (no session has run the script yet; the server's start has imported the pages'
-    libraries and loaded the default model), and stops it (the whole group) on the way out."""
+def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **env: str):
+    """A new server (`command(port)`, by default `streamlit run app.py`) on a free loopback port,
+    started in `cwd`, in its own process group, its output in `log_path`, with `env` added to its
+    environment; yields its base URL once it answers its health check (no session has run the
+    script yet; the server's start has imported the pages' libraries and loaded the default
+    model), and stops it (the whole group) on the way out."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none", "--server.address", "127.0.0.1"]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+        proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + BOOT_TIMEOUT_S

@@ -12,8 +12,8 @@ import torch
 import mha_viz
 from mha_viz import ablation
 from mha_viz import ablation_outcome as outcome
-from models.families import output_projection
-from models.masking import head_mask
+from mha_viz_models.families import output_projection
+from mha_viz_models.masking import head_mask
 
 TEXT = "the cat sat on the mat and the dog sat on the log"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import models
-from models.families import FAMILIES, family_of, output_projection
+import mha_viz_models as models
+from mha_viz_models.families import FAMILIES, family_of, output_projection
 
 W_O = {"bert": lambda m: m.output.dense, "gpt2": lambda m: m.c_proj, "llama": lambda m: m.o_proj}
 

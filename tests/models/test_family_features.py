@@ -24,7 +24,7 @@ import torch
 
 import mha_viz
 from mha_viz import qk, teaching
-from models.families import output_projection
+from mha_viz_models.families import output_projection
 from tests.helpers import byte_bpe_tokenizer
 
 TEXT = "The cat sat on the mat. The dog sat on the log. A quick brown fox jumps over the lazy dog!"
@@ -222,7 +222,7 @@ def test_the_walkthrough_reads_the_captured_probabilities(folder):
 def test_switching_off_a_head_of_one_layer_of_a_shared_module_changes_that_layer_only(tmp_path):
     """ALBERT runs one attention module in every layer: switching heads off in the last layer
     leaves the earlier layers' outputs as they were, and changes the last one's."""
-    from models.masking import head_mask
+    from mha_viz_models.masking import head_mask
 
     hf = mha_viz.load_model(_build("albert", tmp_path), device="cpu")
     assert len(hf.attention_modules) == hf.num_layers == 3 and len({id(m) for m, _ in hf.attention_modules}) == 1

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mha_viz
-from models import ModelLoadError
+from mha_viz_models import ModelLoadError
 
 
 def test_random_gpt2_folder_loads_with_facts(gpt2_dir):

@@ -111,3 +111,9 @@ def test_gpt2_family_batched_patching_equals_one_forward_per_head(gpt2_dir):
                                             res.answer, res.wrong, None)
             want = (float(m[0]) - res.m_corrupted) / (res.m_clean - res.m_corrupted)
             assert res.restored[layer, head] == pytest.approx(want, abs=1e-5)
+
+
+def test_texts_over_the_token_cap_are_refused_not_cut(toy):
+    """Cut to the cap, both texts would patch the wrong last token: refused, with the counts."""
+    with pytest.raises(mha_viz.InputError, match="more than the 6 allowed"):
+        attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", max_tokens=6)

@@ -13,8 +13,8 @@ import torch
 
 import mha_viz
 from mha_viz import metrics
-from models import ModelLoadError, MultiHeadAttention
-from models.toy import FOLDER, LETTERS, ToyConfig, ToyInductionModel, load_toy
+from mha_viz_models import ModelLoadError, MultiHeadAttention
+from mha_viz_models.toy import FOLDER, LETTERS, ToyConfig, ToyInductionModel, load_toy
 
 TEXT = "q w e r t y u q w e r t y u"
 

@@ -14,7 +14,7 @@ import mha_viz
 def _random_bert(folder: Path, *, pickled: bool) -> Path:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from models.loading import BUNDLED
+    from mha_viz_models.loading import BUNDLED
 
     tok = AutoTokenizer.from_pretrained(BUNDLED["minilm"].locate())
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,
@@ -33,7 +33,7 @@ def test_pickled_weights_are_refused_unless_allowed_locally(tmp_path):
     assert (folder / "pytorch_model.bin").exists() and not (folder / "model.safetensors").exists()
     with pytest.raises(mha_viz.ModelLoadError, match="only pickled weights"):
         mha_viz.load_model(str(folder), device="cpu")
-    import models
+    import mha_viz_models as models
 
     model = models.load(str(folder), device="cpu", allow_pickle=True)  # the explicit local setting
     assert model.num_layers == 1

@@ -12,8 +12,8 @@ import torch
 
 import mha_viz
 from mha_viz import attribution
-from models import values
-from models.families import output_projection
+from mha_viz_models import values
+from mha_viz_models.families import output_projection
 
 TEXT = "The cat sat on the mat because it was tired."
 
@@ -115,7 +115,7 @@ def test_direct_logit_attribution_of_a_model_without_a_final_norm():
 
 def test_a_norm_the_head_does_not_read_is_not_taken_for_the_read_out(gpt2_dir):
     """The read-out is refused when something lies between the last norm and the LM head."""
-    from models import readout
+    from mha_viz_models import readout
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(gpt2_dir)
@@ -123,3 +123,25 @@ def test_a_norm_the_head_does_not_read_is_not_taken_for_the_read_out(gpt2_dir):
     assert readout.find(hf, probe) is not None
     hf.lm_head.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))  # a doubling between them
     assert readout.find(hf, probe) is None
+
+
+def test_a_norm_mha_viz_does_not_know_is_not_taken_for_no_norm():
+    """A model whose every norm is a class mha-viz does not recognise (OLMo's, Cohere's): no norm
+    seems to run, but the read-out is refused rather than taken for the residual itself."""
+    from torch import nn
+
+    from mha_viz_models import readout
+
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    probe = __import__("torch").tensor([[1, 2, 3]])
+    assert readout.find(toy.hf_model, probe).kind == readout.NONE
+
+    class OddNorm(nn.Module):  # a norm under a name that ends in neither LayerNorm nor RMSNorm
+        def forward(self, x):
+            return x / x.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt()
+    model = __import__("copy").deepcopy(toy.hf_model)
+    model.norm = OddNorm()
+    assert readout.find(model, probe) is None
+    scaled = __import__("copy").deepcopy(toy.hf_model)
+    scaled.unembed.register_forward_hook(lambda _m, _a, out: out * 0.5)  # a logit scale after the head
+    assert readout.find(scaled, probe) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from models.architectures import SUPPORTED, refusal
+from mha_viz_models.architectures import SUPPORTED, refusal
 
 
 def _config(**kw):

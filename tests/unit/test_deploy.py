@@ -14,7 +14,7 @@ import time
 import pytest
 
 import mha_viz
-from mha_viz import settings
+from mha_viz import launch, settings
 from tests.helpers import ROOT, shown
 
 
@@ -119,6 +119,23 @@ def test_streamlit_run_serves_the_st_app_of_app_py_with_its_flags_and_config():
     apps = [c for c in _calls(ast.parse((ROOT / "app.py").read_text())) if ast.unparse(c.func) == "st.App"]
     keywords = [{kw.arg: ast.unparse(kw.value) for kw in c.keywords} for c in apps]
     assert keywords == [{"lifespan": "preload.lifespan"}]
+    assert _served(["streamlit", "run", "app.py", "--server.port", "8599", "--server.address", "127.0.0.2"],
+                   ROOT) == ["app:app", "8599", "127.0.0.2", "50", "False"]
+
+
+def test_the_mha_viz_command_serves_the_packaged_script_with_the_same_settings(tmp_path):
+    """`mha-viz --port 8599` from a folder with no .streamlit/config.toml: the st.App of serve.py,
+    with the settings given as flags."""
+    apps = [c for c in _calls(ast.parse(launch.SCRIPT.read_text())) if ast.unparse(c.func) == "st.App"]
+    assert [{kw.arg: ast.unparse(kw.value) for kw in c.keywords} for c in apps] == [{"lifespan": "lifespan"}]
+    argv = ["streamlit", *launch.command(8599)[3:]]  # after `python -m streamlit`
+    assert _served(argv, tmp_path) == ["serve:app", "8599", "127.0.0.1", "50", "False"]
+    assert launch.command(8599, public=True)[-1] == "0.0.0.0"
+
+
+def _served(argv: list[str], cwd) -> list[str]:
+    """What `streamlit <argv>` would serve, started in `cwd`: the app's import string and some of
+    its options; no server starts (bootstrap's two entries are replaced)."""
     options = ("server.port", "server.address", "server.maxUploadSize", "runner.magicEnabled")
     code = ("import sys\n"
             "from streamlit import config\n"
@@ -126,11 +143,10 @@ def test_streamlit_run_serves_the_st_app_of_app_py_with_its_flags_and_config():
             "bootstrap.run_asgi_app = lambda path, app, args, flags: "
             f"print(app, *(config.get_option(o) for o in {options!r}))\n"
             "bootstrap.run = lambda *args, **kwargs: print('a script, no st.App')\n"
-            "sys.argv = ['streamlit', 'run', 'app.py', '--server.port', '8599',"
-            " '--server.address', '127.0.0.2']\n"
+            f"sys.argv = {argv!r}\n"
             "cli.main()\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.stdout.split() == ["app:app", "8599", "127.0.0.2", "50", "False"], done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return done.stdout.split() or [done.stderr[-2000:]]
 
 
 def test_a_slot_can_be_waited_for():

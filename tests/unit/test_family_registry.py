@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from models import MultiHeadAttention
-from models.adapters import Adapter
-from models.families import (
+from mha_viz_models import MultiHeadAttention
+from mha_viz_models.adapters import Adapter
+from mha_viz_models.families import (
     FAMILIES, Family, family_of, find_attention, install_local_attention, output_projection, register,
 )
 

@@ -12,7 +12,7 @@ import torch
 
 import mha_viz
 from mha_viz.cache import ModelCache
-from models import ModelLoadError
+from mha_viz_models import ModelLoadError
 
 
 def test_unknown_hub_id_offline_says_what_to_do():
@@ -56,7 +56,7 @@ def test_cuda_requested_without_cuda():
 
 
 def test_auto_device_picks_cpu_without_cuda():
-    from models import resolve_device
+    from mha_viz_models import resolve_device
 
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert resolve_device("auto").type == expected

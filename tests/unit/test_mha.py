@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from models import MultiHeadAttention, apply_rotary
+from mha_viz_models import MultiHeadAttention, apply_rotary
 
 
 def _set(lin: nn.Linear, weight, bias=None):

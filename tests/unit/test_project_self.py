@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models import MultiHeadAttention, apply_rotary
+from mha_viz_models import MultiHeadAttention, apply_rotary
 
 
 def _rope(n: int, d_k: int, batch: int | None = None):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 import mha_viz
-from models.toy import make_tokenizer
+from mha_viz_models.toy import make_tokenizer
 
 TEXT = " ".join("abcdefghijklmnopqrstuvwxyz" * 2)  # 52 letters: [BOS] + 52 = 53 tokens
 

@@ -1,0 +1,50 @@
+"""`mha-viz` / `mha-viz app`: start the web app from anywhere, as `make run` does from a checkout.
+
+The app is served with `streamlit run` on `mha_viz/ui/serve.py` and the settings of
+`mha_viz/streamlit.toml` (the same as the repository's `.streamlit/config.toml`, which Streamlit
+only reads from the folder it starts in) given as command-line flags, so that an installed
+mha-viz runs with them from any folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent / "ui" / "serve.py"
+CONFIG = Path(__file__).resolve().parent / "streamlit.toml"
+DEFAULT_PORT = 8501
+
+
+def flags(port: int, public: bool) -> list[str]:
+    """Streamlit's flags: every setting of CONFIG, the port, and the address (every interface in
+    public mode, for a server behind a proxy; else this machine only)."""
+    out = []
+    for section, values in tomllib.loads(CONFIG.read_text()).items():
+        for name, value in values.items():
+            out += [f"--{section}.{name}", str(value).lower() if isinstance(value, bool) else str(value)]
+    return out + ["--server.port", str(port), "--server.address", "0.0.0.0" if public else "127.0.0.1"]
+
+
+def command(port: int = DEFAULT_PORT, public: bool = False) -> list[str]:
+    """The `streamlit run` command line that serves the app."""
+    return [sys.executable, "-m", "streamlit", "run", str(SCRIPT), *flags(port, public)]
+
+
+def run_app(port: int = DEFAULT_PORT, public: bool = False) -> int:
+    """Serve the app until Ctrl+C; returns Streamlit's exit code. `public` sets MHA_VIZ_PUBLIC=1
+    (only the listed models, a capped token limit: README, *Deploying publicly*)."""
+    if not 1 <= port <= 65535:
+        print(f"error: --port must be between 1 and 65535, not {port}", file=sys.stderr)
+        return 2
+    env = dict(os.environ, **({"MHA_VIZ_PUBLIC": "1"} if public else {}))
+    where = f"http://localhost:{port}" + (" (public mode, every interface)" if public else "")
+    print(f"mha-viz starting: open {where} in your browser (Ctrl+C stops it); it answers once its "
+          "libraries and the default model are loaded (about 10 s)", flush=True)
+    try:
+        return subprocess.call(command(port, public), env=env)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,62 @@
+"""mha-viz: see what every attention head of a transformer does.
+
+The frame and router: page config, the shared sidebar (model, device, text), then the chosen
+view. Run with `mha-viz` (an installed package), `make run` or `streamlit run app.py`.
+
+Two scripts serve it: the repository's `app.py` and, from an installed package, `serve.py` (what
+the `mha-viz` command runs). Each is read twice: `streamlit run <script>` finds `app` (an
+`st.App`) in the script's source and serves it, the server importing the script as a module, and
+`preload.lifespan` imports what the pages use and loads the default model before the server
+answers anything, health check included. Each browser session then runs the script as `__main__`
+(AppTest too), which calls `main()` here.
+"""
+
+import logging
+
+import streamlit as st
+
+from mha_viz import session_cap
+from mha_viz.ui import export_views, keys, links, pages, preload, state
+
+_log = logging.getLogger("mha_viz")
+if not _log.handlers:  # once per server: model loads and failures go to the server's log
+    _handler = logging.StreamHandler()
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    _log.addHandler(_handler)
+    _log.setLevel(logging.INFO)
+
+
+def guarded(step, *args, what: str) -> None:
+    """`step(*args)`, an extra of the frame (links, export): if it fails, a notice and the log,
+    never a traceback; the sidebar and the page still draw."""
+    try:
+        step(*args)
+    except Exception:  # noqa: BLE001 - Streamlit's own reruns and stops are BaseExceptions: they pass
+        logging.getLogger("mha_viz.ui").exception("%s failed", what)
+        st.warning(f"{what} did not work this time; the rest of the app is unaffected.", icon="⚠️")
+
+
+def main() -> None:
+    """One run of the script: a session's page, drawn."""
+    preload.warm()  # done by the server's start; where it was not, other sessions wait here
+    st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
+    page = pages.navigation()
+    pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
+    # a session's first run: a shared link's model, text and options, before the sidebar draws them
+    guarded(links.read, what="Reading the link")
+    # No page can run a longer text than this session's cap (callbacks run before this line: they
+    # only record choices, they never compute)
+    with session_cap(state.token_cap()):
+        st.session_state[keys.CURRENT] = state.sidebar()
+        # the link's layer and head, once the model is known
+        guarded(links.apply_pending, st.session_state[keys.CURRENT], what="The link's layer and head")
+        guarded(export_views.sidebar_box, st.session_state[keys.CURRENT], what="The Export box")
+        try:
+            page.run()
+        except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
+            logging.getLogger("mha_viz.ui").exception("view failed")
+            st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
+                     + "Your text and choices are kept: try another input or view.")
+        # the URL follows the view; the sidebar's Share box
+        guarded(links.share, page, st.session_state[keys.CURRENT], what="The Share box")
+
