@@ -36,7 +36,7 @@ def command(port: int = DEFAULT_PORT, public: bool = False) -> list[str]:
 
 def run_app(port: int = DEFAULT_PORT, public: bool = False) -> int:
     """Serve the app until Ctrl+C; returns Streamlit's exit code. `public` sets MHA_VIZ_PUBLIC=1
-    (only the listed models, a capped token limit: README, *Deploying publicly*)."""
+    (only the listed models, a capped token limit: docs/deploying.md)."""
     if not 1 <= port <= 65535:
         print(f"error: --port must be between 1 and 65535, not {port}", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Deployment settings, read from environment variables (documented in the README).
+"""Deployment settings, read from environment variables (documented in docs/deploying.md).
 
 Local use needs none of them. A public server sets MHA_VIZ_PUBLIC=1, which closes the model
 picker to an allow-list and caps what one request may cost:
