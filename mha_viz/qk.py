@@ -6,9 +6,9 @@ uses it) and returns q_i, k_j, their element-wise product, its sum (the score q_
 score × scale (1/√d_k) and the softmax over query i's whole row, computed from the same q · k
 sums with the causal mask for decoders: that row equals the captured attention probabilities.
 
-`qk_map(q, k)` projects the n queries and n keys jointly to 2-D (PCA by default, exact t-SNE as
-an option). With `translate=True` it first applies AttentionViz's key translation and scaling,
-which change no attention weight:
+`qk_map(q, k)` projects the n queries and n keys jointly to 2-D (PCA by default, scikit-learn's
+exact t-SNE as an option). With `translate=True` it first applies AttentionViz's key translation
+and scaling, which change no attention weight:
   1. scaling: q ← α q, k ← k / α with α = √(mean‖k‖ / mean‖q‖), so queries and keys have the
      same mean norm (every product q · k is unchanged);
   2. translation: k ← k + (mean q − mean k), so the keys' mean equals the queries' mean (each
@@ -24,6 +24,10 @@ import numpy as np
 from .teaching import Walkthrough, walkthrough
 
 METHODS = ("pca", "tsne")
+# scikit-learn's exact t-SNE: its Barnes-Hut (the default) fitted the query/key map's 128 points
+# worse (KL 8 to 13 % higher) and, on two busy CPU cores, took 7 to 65 s where exact took 2 s
+# (benchmarks/embedding.py --barnes-hut)
+TSNE_METHOD = "exact"
 TSNE_MAX_POINTS = 1024  # exact t-SNE is O(N²) per iteration
 
 
@@ -120,64 +124,25 @@ def pca_2d(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _p_conditional(d2: np.ndarray, perplexity: float) -> np.ndarray:
-    """Row-wise Gaussian affinities with each row's entropy at log(perplexity) (binary search
-    on the precision β)."""
-    n = len(d2)
-    P = np.zeros((n, n))
-    target = np.log(perplexity)
-    for a in range(n):
-        d = np.delete(d2[a], a)
-        lo, hi, beta = 0.0, np.inf, 1.0
-        for _ in range(64):
-            e = np.exp(-(d - d.min()) * beta)
-            s = e.sum()
-            p = e / s
-            H = np.log(s) + beta * ((d - d.min()) * p).sum()
-            if abs(H - target) < 1e-5:
-                break
-            if H > target:
-                lo, beta = beta, beta * 2 if hi == np.inf else (beta + hi) / 2
-            else:
-                hi, beta = beta, (beta + lo) / 2
-        P[a, np.arange(n) != a] = p
-    return P
+def fit_tsne(x: np.ndarray, perplexity: float = 15.0, iterations: int = 1000, seed: int = 0):
+    """scikit-learn's t-SNE of the rows of x (N ≥ 4), fitted: its `embedding_` (N, 2),
+    `kl_divergence_` and `n_iter_`. Perplexity capped at (N − 1) / 3; started from the PCA layout
+    and seeded, so the same x gives the same map."""
+    from sklearn.manifold import TSNE  # seconds to import: only when a t-SNE is asked for
 
-
-def tsne_2d(x: np.ndarray, perplexity: float = 15.0, iterations: int = 500, seed: int = 0) -> np.ndarray:
-    """Exact t-SNE (van der Maaten & Hinton 2008) in numpy: Gaussian affinities at the given
-    perplexity (capped at (N − 1) / 3), symmetrised; Student-t similarities in 2-D; gradient
-    descent with momentum 0.5 → 0.8, gains, and early exaggeration 12 for the first 100 steps.
-    Starts from the PCA layout scaled to sd 1e-4 (deterministic; `seed` adds jitter ~1e-6 to
-    separate identical points). For at most TSNE_MAX_POINTS points: about 0.25 s for the page's
-    128 (64 queries, 64 keys), 40 s for 1,024 on two CPU cores."""
     x = np.asarray(x, dtype=np.float64)
-    N = len(x)
-    if N > TSNE_MAX_POINTS:
-        raise ValueError(f"exact t-SNE takes at most {TSNE_MAX_POINTS} points, got {N}")
-    if N < 4:
+    if len(x) > TSNE_MAX_POINTS:
+        raise ValueError(f"exact t-SNE takes at most {TSNE_MAX_POINTS} points, got {len(x)}")
+    return TSNE(perplexity=min(perplexity, (len(x) - 1) / 3), max_iter=iterations, init="pca",
+                method=TSNE_METHOD, random_state=seed).fit(x)
+
+
+def tsne_2d(x: np.ndarray, perplexity: float = 15.0, iterations: int = 1000, seed: int = 0) -> np.ndarray:
+    """The rows of x (N, d) as a t-SNE map (N, 2) (`fit_tsne`); fewer than 4 points: `pca_2d`."""
+    x = np.asarray(x, dtype=np.float64)
+    if len(x) < 4:
         return pca_2d(x)
-    sq = (x ** 2).sum(1)
-    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * x @ x.T, 0)
-    P = _p_conditional(d2, min(perplexity, (N - 1) / 3))
-    P = np.maximum((P + P.T) / (2 * N), 1e-12)
-    y = pca_2d(x)
-    sd = y[:, 0].std() or 1.0
-    y = y / sd * 1e-4 + np.random.default_rng(seed).normal(0, 1e-6, y.shape)
-    velocity, gains = np.zeros_like(y), np.ones_like(y)
-    for it in range(iterations):
-        exaggeration = 12.0 if it < 100 else 1.0
-        yy = (y ** 2).sum(1)
-        num = 1.0 / (1.0 + yy[:, None] + yy[None, :] - 2 * y @ y.T)
-        np.fill_diagonal(num, 0.0)
-        Q = np.maximum(num / num.sum(), 1e-12)
-        W = (exaggeration * P - Q) * num
-        grad = 4 * (np.diag(W.sum(1)) - W) @ y
-        gains = np.where(np.sign(grad) != np.sign(velocity), gains + 0.2, gains * 0.8).clip(0.01)
-        velocity = (0.5 if it < 250 else 0.8) * velocity - 200.0 * gains * grad
-        y = y + velocity
-        y -= y.mean(0)
-    return y
+    return fit_tsne(x, perplexity, iterations, seed).embedding_
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,9 @@ def decode_json(text: str):
 
 
 def shown(markdown: str) -> str:
-    """What a message written with `state.plain` reads as on screen (escapes removed)."""
-    return re.sub(r"\\(.)", r"\1", markdown)
+    """What a message written with `state.plain` reads as on screen (escapes and the invisible
+    word joiners that stop autolinks removed)."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
 
 
 def byte_bpe_tokenizer():

@@ -85,8 +85,8 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
               delta_color="inverse", help=ablation.LOSS_LABELS[kind])
     preds = ablation_outcome.prediction_pairs(base, off)
     if not preds and kind == ablation.MASKED_LM:
-        st.info(f"Type {model.tokenizer.mask_token} in the sentence where the model should fill in a word "
-                "to see its top-5 guesses before and after.", icon="✍️")
+        st.info(f"Type {state.plain(model.tokenizer.mask_token)} in the sentence where the model should fill "
+                "in a word to see its top-5 guesses before and after.", icon="✍️")
     for p in preds:
         st.markdown(f"**Top 5: {state.plain(p.position)}**")
         st.dataframe(pd.DataFrame({

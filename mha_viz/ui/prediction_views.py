@@ -62,7 +62,8 @@ def prediction_view() -> None:
     chosen = options.get(st.session_state.get(keys.PRED_PRESET))
     if chosen is not None:
         st.caption(state.plain(chosen.about))
-    st.markdown(f"**Clean text** (the sidebar's): {state.plain(cur.text)}")
+    st.markdown("**Clean text** (the sidebar's):")
+    st.text(cur.text)  # plain text: what was typed, no Markdown
     corrupted = st.text_area("Corrupted text", key=keys.PRED_CORRUPTED, persist_state=state.KEEP, height=80,
                              help="The same number of tokens as the clean text: patching compares positions.")
     cols = st.columns(2)

@@ -5,10 +5,18 @@ from __future__ import annotations
 import re
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~:=&])")  # &: "&amp;" would show as "&"
+# Where GitHub-flavoured Markdown would start a link in plain text: "://" (http://, https://),
+# "www." and an e-mail's "@". Its autolinks are found in the text left once the escapes are read
+# (remark-gfm's transform, which Streamlit runs), so a backslash cannot stop them: an invisible
+# word joiner (U+2060) inside each does.
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
+WORD_JOINER = "\u2060"
 
 
 def plain(text: object) -> str:
     """`text` shown as typed in Streamlit's Markdown (messages, captions, tables): every
-    Markdown, LaTeX ($), directive (:) and HTML character escaped, so that a model id, folder or
-    error that quotes user input cannot become a link, an image, a formula or markup."""
-    return _MARKDOWN.sub(r"\\\1", str(text))
+    Markdown, LaTeX ($), directive (:) and HTML character escaped, and a word joiner where a bare
+    URL or e-mail address would be linked, so that a model id, folder or error that quotes user
+    input cannot become a link, an image, a formula or markup. Where no Markdown is needed, a
+    plain-text element (`st.text`, `st.dataframe`) shows user text without this."""
+    return _MARKDOWN.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))

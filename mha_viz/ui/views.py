@@ -157,7 +157,8 @@ def _whole_text_overview(cur) -> None:
         try:
             def compute():
                 with state.slots().hold():  # counts as an analysis for the server's limit
-                    return mha_viz.overview(model, text, progress=lambda f, m: bar.progress(min(f, 1.0), text=m))
+                    return mha_viz.overview(model, text, progress=lambda f, m: bar.progress(
+                        min(f, 1.0), text=state.plain(m)))  # m names the model
             ov = state.one_at_a_time(compute)
         except Exception as exc:  # noqa: BLE001 - a message, and the rest of the page stays
             log.exception("whole-text overview failed")

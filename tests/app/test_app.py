@@ -120,6 +120,8 @@ def test_bad_model_gives_error_and_keeps_text_and_last_result(spec, needle, tmp_
     # the message quotes the id as typed: every Markdown / HTML character escaped
     assert any(spec[:60] in shown(e.value) and spec[:60] not in e.value for e in at.error) or \
         spec.startswith(("someone", "/"))
+    # nor a bare URL that Markdown would autolink once the escapes are read
+    assert not any("http://" in e.value.replace("\\", "") for e in at.error)
     assert at.text_area(key="text").value == "My own sentence."
     assert any("last successful result" in c.value for c in at.caption)
     assert charts(at)  # the last good overview is still drawn

@@ -43,6 +43,7 @@ def test_toy_induction_preset_finds_the_induction_heads():
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     assert at.text_area(key=keys.TEXT).value == prediction.INDUCTION.clean  # the sidebar's text is the clean one
     assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert [t.value for t in at.text] == [prediction.INDUCTION.clean]  # shown as plain text, as typed
     at.button(key=keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     toy = mha_viz.load_model("toy-induction", device="cpu")

@@ -457,6 +457,23 @@ def test_mds_reproduces_planar_distances():
     assert np.abs(got - d).max() < 1e-3
 
 
+def test_mds_separates_planted_clusters_the_same_way_every_time():
+    """Two groups of heads close within (0.1) and far apart (1.0) lie apart on the map: every
+    cross-group distance exceeds every within-group one; the map is centred and deterministic."""
+    rng = np.random.default_rng(16)
+    group = np.repeat([0, 1], 10)
+    d = np.where(group[:, None] == group[None], 0.1, 1.0) + rng.uniform(0, 0.02, (20, 20))
+    d = 0.5 * (d + d.T)
+    np.fill_diagonal(d, 0.0)
+    X = metrics.mds(d)
+    assert X.shape == (20, 2)
+    np.testing.assert_allclose(X.mean(0), 0.0, atol=1e-12)
+    dist = np.linalg.norm(X[:, None] - X[None], axis=-1)
+    same = group[:, None] == group[None]
+    assert dist[~same].min() > dist[same].max()
+    np.testing.assert_array_equal(X, metrics.mds(d))
+
+
 def test_cka_exact_when_outputs_have_a_large_constant_part():
     """A constant shift (1000× the spread) changes neither the true CKA nor ours (float32 safe)."""
     rng = np.random.default_rng(7)

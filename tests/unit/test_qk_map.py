@@ -1,6 +1,6 @@
 """The query/key map's projections on planted vectors (mha_viz.qk): PCA keeps a line a line,
 AttentionViz's key translation and scaling equalises means and norms without changing any
-attention weight, the exact t-SNE separates clusters."""
+attention weight, scikit-learn's t-SNE separates planted clusters, the same way every time."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ def test_tsne_separates_two_planted_clusters():
     q = rng.normal(size=(15, 10)) * 0.1
     k = rng.normal(size=(15, 10)) * 0.1 + 10
     m = qk.qk_map(q, k, method="tsne")
+    assert m.queries.shape == m.keys.shape == (15, 2) and m.explained is None
     gap = np.linalg.norm(m.queries.mean(0) - m.keys.mean(0))
     spread = max(np.linalg.norm(m.queries - m.queries.mean(0), axis=1).max(),
                  np.linalg.norm(m.keys - m.keys.mean(0), axis=1).max())
@@ -63,6 +64,8 @@ def test_tiny_and_bad_inputs():
     assert m.queries.shape == (1, 2) and np.isfinite(m.keys).all()
     with pytest.raises(ValueError):
         qk.qk_map(np.ones((2, 2)), np.ones((2, 2)), method="umap")
+    with pytest.raises(ValueError, match="at most 1024 points"):
+        qk.tsne_2d(np.zeros((qk.TSNE_MAX_POINTS + 1, 2)))
 
 
 def test_map_figure_draws_lines_to_the_strongest_keys():
