@@ -21,7 +21,7 @@ import torch
 
 import mha_viz
 from mha_viz import generation
-from mha_viz import generation_figures as gfig
+from mha_viz.figures import generation as gfig
 from mha_viz.ui import charts, keys, seq2seq_views, state
 from mha_viz.ui.keys import GenKey
 

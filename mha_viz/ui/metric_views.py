@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import detail, figure_style, figures, metric_figures, metrics
+from mha_viz import detail, metrics
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, keys, seq2seq_views, state
 from mha_viz.ui.views import head_heatmap, open_head, start
 
@@ -45,7 +48,7 @@ def _on_pick(widget_key: str, pick) -> None:
 
 
 def _grid_pick(points, run):
-    picked = figures.grid_pick(points, run.num_heads)
+    picked = head_figures.grid_pick(points, run.num_heads)
     return None if picked is None else picked[0] * run.num_heads + picked[1]
 
 
@@ -286,7 +289,7 @@ def _token_figure(matrix: np.ndarray, tokens: list[str], *, title: str):
     """Every cell a heatmap cell, or past detail.FULL_DETAIL_TOKENS tokens a pixel of an image."""
     if len(tokens) <= detail.FULL_DETAIL_TOKENS:
         return metric_figures.token_matrix(matrix, tokens, title=title)
-    return figures.token_image(matrix, tokens, title=title)
+    return head_figures.token_image(matrix, tokens, title=title)
 
 
 def _token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:

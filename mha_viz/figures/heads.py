@@ -1,7 +1,7 @@
 """Plotly figures of attention: one head's heatmap and the layers × heads overview.
 
 Plain functions from an `AttentionRun` to a `go.Figure`; nothing here knows Streamlit. Colours,
-titles and token labels come from `figure_style`.
+titles and token labels come from `style`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,17 @@ from functools import lru_cache
 import numpy as np
 import plotly.graph_objects as go
 
-from . import detail
-from .capture import AttentionRun
-from .figure_style import (
-    COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top, token_map_layout,
+from .. import detail
+from ..capture import AttentionRun
+from .style import (
+    COLORSCALE,
+    axis_labels,
+    colorbar,
+    margin,
+    plot_title,
+    run_title,
+    scale_top,
+    token_map_layout,
 )
 
 
@@ -133,7 +140,7 @@ def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, b
 
 def token_image(matrix: np.ndarray, tokens: list[str], *, title: str) -> go.Figure:
     """A long token-by-token matrix (rollout, flow), colours up to its maximum, as a
-    `matrix_image` (as a long head is drawn): `metric_figures.token_matrix`'s n² floats would be
+    `matrix_image` (as a long head is drawn): `metrics.token_matrix`'s n² floats would be
     1.4 MB at n = 512. Hover: blocks of tokens, their max and mean."""
     m = np.asarray(matrix, dtype=np.float32)
     return matrix_image(m, tokens, title=title, zmax=float(max(m.max(), 1e-12)), x_title="input token",

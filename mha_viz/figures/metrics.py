@@ -8,8 +8,15 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from .figure_style import (
-    COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound, token_map_layout,
+from .style import (
+    COLORSCALE,
+    DIVERGING,
+    axis_labels,
+    colorbar,
+    margin,
+    plot_title,
+    symmetric_bound,
+    token_map_layout,
 )
 
 # One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.

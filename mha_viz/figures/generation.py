@@ -15,7 +15,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .figure_style import COLORSCALE, axis_labels, colorbar, margin, plot_title
+from .style import COLORSCALE, axis_labels, colorbar, margin, plot_title
 
 GENERATED_COLOUR = "#d95f02"  # generated tokens on the axes and in the bars (prompt tokens stay black)
 CHOSEN_COLOUR, OTHER_COLOUR = "#d95f02", "#9ecae1"
@@ -40,7 +40,7 @@ def step_masses(attention: np.ndarray, num_prompt: int, num_steps: int) -> dict[
 
 def marked_labels(labels: list[str], num_prompt: int) -> list[str]:
     """Tick texts: prompt tokens as they are, generated ones (from num_prompt on) coloured and in
-    italics. `labels` are already escaped (`figure_style.axis_labels`)."""
+    italics. `labels` are already escaped (`style.axis_labels`)."""
     style = f"color:{GENERATED_COLOUR};font-style:italic"
     return [lab if i < num_prompt else f'<span style="{style}">{lab}</span>' for i, lab in enumerate(labels)]
 
