@@ -15,7 +15,7 @@ from mha_viz.ui import charts, keys, seq2seq_views, state, views
 
 log = logging.getLogger("mha_viz.ui")
 
-MAX_TOKENS = 128  # past this many tokens the view draws a window of them
+MAX_TOKENS = line_figures.MAX_TOKENS  # past this many tokens the view draws a window of them
 NO_FOCUS = -1
 SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "key (its lines in)"}
 

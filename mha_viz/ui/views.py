@@ -224,7 +224,7 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
     since every token of every pair would be n² cells to send and to see."""
     run = cur.run
     options = ([FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]) + [SUBSET]
-    default = FULL if run.n <= detail.FULL_DETAIL_TOKENS else BLOCKS
+    default = FULL if head_figures.default_level(run.n) == head_figures.TOKENS else BLOCKS
     this_run = (run.model_name, run.text, run.n)
     changed = st.session_state.get(keys.DETAIL_RUN) != this_run
     st.session_state[keys.DETAIL_RUN] = this_run

@@ -35,7 +35,7 @@ def test_long_rollout_image_decodes_to_the_matrix_with_the_heatmaps_labels():
     m[7, 250] = 2 * m.max()  # a single strong cell, found again in the image and in the hover
     tokens = [f"w{i}<i>" for i in range(n)]
     title = "Rollout to layer 5"
-    fig = metric_views._token_figure(m, tokens, title=title)
+    fig = metric_figures.token_figure(m, tokens, title=title)
     small = metric_figures.token_matrix(m[:40, :40], tokens[:40], title=title)  # the heatmap it replaces
     image, hover = fig.data
     assert image.type == "image" and hover.type == "heatmap"
@@ -59,7 +59,7 @@ def test_long_rollout_image_decodes_to_the_matrix_with_the_heatmaps_labels():
 def test_short_rollout_stays_a_heatmap_of_every_cell():
     m = _rollout(20)
     tokens = [f"t{i}" for i in range(20)]
-    fig = metric_views._token_figure(m, tokens, title="Flow to layer 1")
+    fig = metric_figures.token_figure(m, tokens, title="Flow to layer 1")
     assert fig.to_json() == metric_figures.token_matrix(m, tokens, title="Flow to layer 1").to_json()
 
 
