@@ -24,10 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 import mha_viz  # noqa: E402
-from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
-from mha_viz import detail, figures, metrics  # noqa: E402
+from mha_viz import detail, metrics  # noqa: E402
+from mha_viz.figures import heads as head_figures  # noqa: E402
 
 WORDS = ("the cat sat on the mat and the dog looked at it while rain fell on the old house by "
          "the river ").split()
@@ -96,8 +97,8 @@ def views_ready(model, text: str, n: int) -> None:
     table (metrics), the overview and the head detail it opens on."""
     run = mha_viz.analyze(model, text, max_tokens=n)
     metrics.head_table(run, model.head_weights())
-    figures.model_grid(run).to_json()
-    head = figures.head_heatmap if run.n <= detail.FULL_DETAIL_TOKENS else figures.head_pooled
+    head_figures.model_grid(run).to_json()
+    head = head_figures.head_heatmap if run.n <= detail.FULL_DETAIL_TOKENS else head_figures.head_pooled
     head(run, 0, 0).to_json()
 
 
@@ -120,7 +121,7 @@ def minilm_rows(lengths: list[int]) -> None:
         if bv:
             row("BertViz model view: HTML", f"{bv[0] / MB:,.1f} MB", "1")
             row("BertViz model view: build time", f"{bv[1]:,.2f} s", "1")
-        grid, t = timed(lambda: figures.model_grid(run).to_json())
+        grid, t = timed(lambda: head_figures.model_grid(run).to_json())
         share = len(grid) / bv[0] if bv else None
         row("ours: overview of all heads, figure JSON", f"{len(grid) / 1e3:,.0f} KB",
             f"{share:.5f}" if bv else "")
@@ -128,9 +129,9 @@ def minilm_rows(lengths: list[int]) -> None:
         verdict(f"overview ≤ 1.5 MB (minilm, n = {n})", f"{len(grid) / 1e3:,.0f} KB", len(grid) <= 1.5 * MB)
         if bv and n == 512:
             verdict("overview ≤ 3 % of BertViz's model view at n = 512", f"{share:.3%}", share <= 0.03)
-        for label, make in (("every token", lambda: figures.head_heatmap(run, 0, 0)),
-                            ("blocks", lambda: figures.head_pooled(run, 0, 0)),
-                            ("words", lambda: figures.head_words(run, 0, 0))):
+        for label, make in (("every token", lambda: head_figures.head_heatmap(run, 0, 0)),
+                            ("blocks", lambda: head_figures.head_pooled(run, 0, 0)),
+                            ("words", lambda: head_figures.head_words(run, 0, 0))):
             size = len(make().to_json())
             row(f"ours: one head in detail ({label}), figure JSON", f"{size / 1e3:,.0f} KB")
             if n == 512:
@@ -166,12 +167,12 @@ def smollm2_rows(n: int, context: int) -> None:
     row("one float32 copy of the attentions", f"{one_copy / 1e9:,.2f} GB", "1")
     verdict(f"capture at n = {run.n} (smollm2) holds at most one float32 copy",
             f"peak {peak / 1e9:.2f} GB, {peak / one_copy:.2f} copies", peak < 2 * one_copy)
-    grid, t = timed(lambda: figures.model_grid(run).to_json())
+    grid, t = timed(lambda: head_figures.model_grid(run).to_json())
     row("ours: overview of all heads, figure JSON", f"{len(grid) / 1e3:,.0f} KB")
     row("ours: overview build time", f"{t:,.2f} s")
     verdict(f"overview ≤ 1.5 MB (smollm2, n = {run.n})", f"{len(grid) / 1e3:,.0f} KB", len(grid) <= 1.5 * MB)
     row("ours: one head in detail (blocks), figure JSON",
-        f"{len(figures.head_pooled(run, 0, 0).to_json()) / 1e3:,.0f} KB")
+        f"{len(head_figures.head_pooled(run, 0, 0).to_json()) / 1e3:,.0f} KB")
     layers = [0, 1]
     sub, seconds, peak = peak_above(lambda: mha_viz.analyze(small, text, max_tokens=n, layers=layers))
     row(f"analyze layers {layers} only: time / peak above the model",
@@ -188,7 +189,7 @@ def smollm2_rows(n: int, context: int) -> None:
         fractions: list[float] = []
         ov, seconds, peak = peak_above(lambda: mha_viz.overview(
             small, text_of(context), progress=lambda f, _m: fractions.append(f)))
-        grid = figures.grid_figure(ov.pooled).to_json()
+        grid = head_figures.grid_figure(ov.pooled).to_json()
         head_matrix = ov.n * ov.n * 4
         row("tokens", f"{ov.n:,}")
         row("time (one forward, then one head at a time)", f"{seconds:,.0f} s")

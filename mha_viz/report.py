@@ -23,10 +23,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs_version
 
-from . import detail, figures
+from . import detail
 from .capture import AttentionRun
+from .figures import heads as head_figures
 
-POOL_ABOVE = 128  # longer inputs: a head as max-pooled blocks (figures.head_pooled), not every cell
+POOL_ABOVE = 128  # longer inputs: a head as max-pooled blocks (head_figures.head_pooled), not every cell
 GRID_THUMB = 48  # cells a side of each head in the overview, as in the app
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 
@@ -168,8 +169,8 @@ def _figure_html(fig: go.Figure, key: str, name: str) -> str:
 def head_figure(run: AttentionRun, layer: int, head: int) -> go.Figure:
     """One head's heatmap: every cell up to POOL_ABOVE tokens, max-pooled blocks beyond."""
     if run.n > POOL_ABOVE:
-        return figures.head_pooled(run, layer, head, size=POOL_ABOVE)
-    return figures.head_heatmap(run, layer, head)
+        return head_figures.head_pooled(run, layer, head, size=POOL_ABOVE)
+    return head_figures.head_heatmap(run, layer, head)
 
 
 def _checked_heads(run: AttentionRun, heads) -> list[tuple[int, int]]:
@@ -202,7 +203,7 @@ def html_report(run: AttentionRun, *, heads=((0, 0),), table: pd.DataFrame | Non
              "<h2>Text</h2>", f'<pre class="text">{_esc(run.text)}</pre>' if run.text else "<p>(no text)</p>",
              f"<h2>Tokens ({run.n})</h2>", _tokens_html(run)]
     if overview:
-        grid = figures.grid_figure(detail.max_pool(run.attentions, GRID_THUMB), thumb=GRID_THUMB,
+        grid = head_figures.grid_figure(detail.max_pool(run.attentions, GRID_THUMB), thumb=GRID_THUMB,
                                    clickable=False, layer_ids=run.layer_ids)
         parts += ["<h2>Every head: layers × heads</h2>",
                   "<p>Each tile is one head, scaled to its own maximum.</p>",

@@ -8,7 +8,9 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, ablation_outcome, metric_figures, teach_figures
+from mha_viz import ablation, ablation_outcome
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import teaching as teach_figures
 from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import start
 

@@ -9,7 +9,7 @@ from typing import Callable, Hashable
 import plotly.graph_objects as go
 import streamlit as st
 
-from mha_viz import figure_style
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
 
 

@@ -9,7 +9,9 @@ import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import compare_figures, figure_style, metrics
+from mha_viz import metrics
+from mha_viz.figures import comparison as compare_figures
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, export_views, keys, state, views
 
 SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"

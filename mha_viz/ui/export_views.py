@@ -11,7 +11,8 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from mha_viz import figure_style, metrics, report, run_file
+from mha_viz import metrics, report, run_file
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, keys, seq2seq_views, state
 
 log = logging.getLogger("mha_viz.ui")

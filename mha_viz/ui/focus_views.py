@@ -3,7 +3,7 @@ what attends to it, with (on demand) the mean and max over heads and over layers
 strongest head. Figures are made once per server for what they show (`charts.cached`).
 
 Reads the run the sidebar computed; the arrays come from `mha_viz.focus`, the figures from
-`mha_viz.focus_figures`.
+`mha_viz.figures.focus`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import dataclasses
 
 import streamlit as st
 
-from mha_viz import detail, focus, focus_figures
+from mha_viz import detail, focus
+from mha_viz.figures import focus as focus_figures
 from mha_viz.ui import charts, keys, seq2seq_views, state, views
 
 TOKENS, WORDS = "tokens", "words"

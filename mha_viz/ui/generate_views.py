@@ -11,7 +11,6 @@ pressed while the script runs interrupts it) leaves the tokens generated so far.
 
 from __future__ import annotations
 
-import html
 import logging
 import time
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ import torch
 
 import mha_viz
 from mha_viz import generation
-from mha_viz import generation_figures as gfig
+from mha_viz.figures import generation as gfig
 from mha_viz.ui import charts, keys, seq2seq_views, state
 from mha_viz.ui.keys import GenKey
 
@@ -296,21 +295,11 @@ def _steps(gen) -> None:
 
 def _draw(boxes: _Boxes, gen, t: int, layer: int, head: int, rescale: bool) -> None:
     """Step t (0-based) into the boxes."""
-    run, s, P, T = gen.run, gen.steps[t], gen.num_prompt_tokens, len(gen.steps)
-    q = gfig.query_row(P, t)
-    where = html.escape(run.tokens[q], quote=False)
-    layer_name = run.layer_ids[layer]
+    run, s, T = gen.run, gen.steps[t], len(gen.steps)
+    q = gfig.query_row(gen.num_prompt_tokens, t)
     boxes.header.markdown(
         f"**Step {t + 1} of {T}**: the model picked “{state.plain(s.token)}” with probability {s.prob:.3f} "
         f"(entropy {s.entropy:.2f} nats), reading from “{state.plain(run.tokens[q])}” at position {q}.")
-    charts.show(gfig.choice_bars(s.top, s.token, s.prob,
-                                             title=f"Step {t + 1}: the 10 most probable next tokens"), where=boxes.bars)
-    charts.show(gfig.heads_context(
-        run.attentions[layer, :, q, :q + 1], run.tokens[:q + 1], P, run.num_kv_heads, rescale=rescale,
-        title=f"Layer {layer_name}, step {t + 1}: every head from “{where}” (position {q})"), where=boxes.heads)
-    charts.show(gfig.causal_matrix(
-        run.attentions[layer, head], run.tokens, P, q, rescale=rescale,
-        title=f"Layer {layer_name}, head {head}: row {q} (step {t + 1}) framed"), where=boxes.matrix)
-    masses = gfig.step_masses(run.attentions[layer, head], P, T)
-    charts.show(gfig.mass_lines(
-        masses, current=t, title=f"Layer {layer_name}, head {head}: where each step's query looked"), where=boxes.lines)
+    figs = gfig.step_figures(gen, t, layer, head, rescale=rescale)
+    for view, where in zip(gfig.STEP_VIEWS, (boxes.bars, boxes.heads, boxes.matrix, boxes.lines)):
+        charts.show(figs[view], where=where)

@@ -29,7 +29,7 @@ LENS_WEIGHTS, LENS_CONTRIBUTIONS = "weights", "contributions"
 
 # --- export (export_views): the charts' download format and size
 EXPORT_FORMAT = "export_format"  # png or svg: what Plotly's camera button downloads
-EXPORT_SIZE = "export_size"  # a key of figure_style.DOWNLOAD_SIZES
+EXPORT_SIZE = "export_size"  # a key of mha_viz.figures.style.DOWNLOAD_SIZES
 EXPORT_HEADS = "export_heads"  # the heads the HTML report shows, as (layer row, head)
 EXPORT_HALF = "export_half"  # the .npz in float16
 

@@ -1,4 +1,4 @@
-"""The line view: BertViz's head view, drawn by `mha_viz.line_figures` — queries on the left,
+"""The line view: BertViz's head view, drawn by `mha_viz.figures.line_view` — queries on the left,
 keys on the right, a line per weight; one layer, any set of its heads in their own colours, a
 threshold, and a focus token (click one, or pick it) whose lines alone are drawn. The figure is
 made once per server for what it shows (`charts.cached`).
@@ -10,12 +10,12 @@ import logging
 
 import streamlit as st
 
-from mha_viz import line_figures
+from mha_viz.figures import line_view as line_figures
 from mha_viz.ui import charts, keys, seq2seq_views, state, views
 
 log = logging.getLogger("mha_viz.ui")
 
-MAX_TOKENS = 128  # past this many tokens the view draws a window of them
+MAX_TOKENS = line_figures.MAX_TOKENS  # past this many tokens the view draws a window of them
 NO_FOCUS = -1
 SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "key (its lines in)"}
 

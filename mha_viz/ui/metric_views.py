@@ -10,7 +10,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import detail, figure_style, figures, metric_figures, metrics
+from mha_viz import metrics
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, keys, seq2seq_views, state
 from mha_viz.ui.views import head_heatmap, open_head, start
 
@@ -45,7 +48,7 @@ def _on_pick(widget_key: str, pick) -> None:
 
 
 def _grid_pick(points, run):
-    picked = figures.grid_pick(points, run.num_heads)
+    picked = head_figures.grid_pick(points, run.num_heads)
     return None if picked is None else picked[0] * run.num_heads + picked[1]
 
 
@@ -69,10 +72,7 @@ def metrics_view() -> None:
     names = [c for c in metrics.METRICS if c in table.columns]
     choice = st.selectbox("Metric", names, key="metric_choice", format_func=lambda c: metrics.METRICS[c].label)
     _explain(metrics.METRICS[choice])
-    values = table[choice].to_numpy().reshape(run.num_layers, run.num_heads)
-    patterns = table["pattern"].to_numpy().reshape(run.num_layers, run.num_heads)
-    fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.metric_grid(
-        values, title=figure_style.run_title(run, f"{metrics.METRICS[choice].label}, every head"), patterns=patterns, layer_ids=run.layer_ids))
+    fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.table_grid(table, choice, run))
     charts.show(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
                     selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")
@@ -135,10 +135,8 @@ def similarity_view() -> None:
     sim = analysis.similarity(cur.key, kind, run, model)
     dis = metrics.as_dissimilarity(sim, kind)
     order = analysis.cluster_order(cur.key, kind, dis) if order_by == "clustered" else None
-    charts.show(charts.cached("sim_matrix", (cur.key, kind, order_by), lambda: metric_figures.similarity_matrix(
-        sim, run.layer_ids, run.num_heads, order=order, divergence=kind == "js",
-        signed=kind in ("qk", "ov", "residual"),
-        title=f"{measure.label}, {run.num_layers * run.num_heads} heads ({order_by})")), key="sim_matrix")
+    charts.show(charts.cached("sim_matrix", (cur.key, kind, order_by), lambda: metric_figures.similarity_figure(
+        sim, kind, run, order=order)), key="sim_matrix")
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
     st.download_button("Download this matrix (CSV)", lambda: _matrix_csv(sim, labels), key="dl_sim", on_click="ignore",
                        file_name=f"{figure_style.safe_filename(run.model_name)}-{kind}.csv", mime="text/csv")
@@ -148,9 +146,8 @@ def similarity_view() -> None:
                "behave alike. Click a point to open that head.")
     table = analysis.head_table(cur.key, run, model)
     xy = analysis.head_map(cur.key, kind, dis)
-    charts.show(charts.cached("head_map", (cur.key, kind, color_by), lambda: metric_figures.head_map(
-        xy, run.num_heads, color_by=color_by, patterns=table["pattern"].tolist(), layer_ids=run.layer_ids,
-        title=f"Heads placed by {measure.label}, coloured by {color_by}")),
+    charts.show(charts.cached("head_map", (cur.key, kind, color_by), lambda: metric_figures.map_figure(
+        xy, kind, run, patterns=table["pattern"].tolist(), color_by=color_by)),
                     key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
                     selection_mode="points", width="content")
 
@@ -246,13 +243,12 @@ def layers_view() -> None:
                    "averaged and the residual connection counted. High: the token's representation is "
                    "made of that input token; low: it is not.")
         matrix = analysis.rollout(cur.key, run)[layer]
-        title, head = f"Rollout to layer {layer}", None
+        head = None
     elif method == "rollout through one head":
-        head = st.number_input("Head", 0, run.num_heads - 1, 0, key="layers_head")
+        head = int(st.number_input("Head", 0, run.num_heads - 1, 0, key="layers_head"))
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
-        matrix = metrics.rollout_through_head(run, layer, int(head), rolled=analysis.rollout(cur.key, run))
-        title = f"Layer {layer}, head {int(head)}, rolled out to the input"
+        matrix = metrics.rollout_through_head(run, layer, head, rolled=analysis.rollout(cur.key, run))
     else:
         st.markdown("**Attention flow** (Abnar & Zuidema 2020) · max-flow from (layer, token i) to input "
                     "token j, capacities Â_l; rows normalised")
@@ -267,9 +263,10 @@ def layers_view() -> None:
             st.caption(f"This takes about {seconds:.0f} s on 2 CPU cores (a max-flow problem for every "
                        "pair of tokens); the result is kept for this text.")
         matrix = analysis.flow(cur.key, layer, run)
-        title, head = f"Flow to layer {layer}", None
-    fig = charts.cached("layers_matrix", (cur.key, method, layer, None if head is None else int(head)),
-                        lambda: _token_figure(matrix, run.tokens, title=title))
+        head = None
+    title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
+    fig = charts.cached("layers_matrix", (cur.key, method, layer, head),
+                        lambda: metric_figures.token_figure(matrix, run.tokens, title=title))
     charts.show(fig, key="layers_matrix")
     name = f"{figure_style.safe_filename(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv"
     st.download_button("Download this matrix (CSV)", lambda: _token_csv(matrix, run.tokens), key="dl_layers",
@@ -280,13 +277,6 @@ def _matrix_csv(sim: np.ndarray, labels: list[str]) -> bytes:
     """The heads × heads matrix with a header row and a first column of head labels."""
     return ("head," + ",".join(labels) + "\n" + "\n".join(
         labels[i] + "," + ",".join(f"{x:.6g}" for x in row) for i, row in enumerate(sim))).encode()
-
-
-def _token_figure(matrix: np.ndarray, tokens: list[str], *, title: str):
-    """Every cell a heatmap cell, or past detail.FULL_DETAIL_TOKENS tokens a pixel of an image."""
-    if len(tokens) <= detail.FULL_DETAIL_TOKENS:
-        return metric_figures.token_matrix(matrix, tokens, title=title)
-    return figures.token_image(matrix, tokens, title=title)
 
 
 def _token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:

@@ -11,7 +11,10 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz import attribution, attribution_figures, figure_style, figures, prediction
+from mha_viz import attribution, prediction
+from mha_viz.figures import attribution as attribution_figures
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import charts, export_views, keys, state
 from mha_viz.ui.generate_views import live_button
 from mha_viz.ui.keys import PredKey
@@ -136,7 +139,7 @@ def _compute(model, key: PredKey):
 
 def _on_grid(widget: str, shape: tuple[int, int]) -> None:
     event = st.session_state.get(widget) or {}
-    picked = figures.grid_pick((event.get("selection") or {}).get("points") or [], shape[1])
+    picked = head_figures.grid_pick((event.get("selection") or {}).get("points") or [], shape[1])
     if picked is not None and picked[0] < shape[0]:
         st.session_state[keys.PRED_LAYER], st.session_state[keys.PRED_HEAD] = picked
 
@@ -198,9 +201,9 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
     cols[2].caption(f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}; restored fraction "
                     f"{float(expl.patching.restored[layer, head]):.3f}.")
     left, right = st.columns(2)
-    charts.show(figures.head_heatmap(expl.clean, layer, head), key="pred_clean_head", where=left,
+    charts.show(head_figures.head_heatmap(expl.clean, layer, head), key="pred_clean_head", where=left,
                 name="clean-attention")
-    charts.show(figures.head_heatmap(expl.corrupted, layer, head), key="pred_corrupted_head", where=right,
+    charts.show(head_figures.head_heatmap(expl.corrupted, layer, head), key="pred_corrupted_head", where=right,
                 name="corrupted-attention")
     left.caption("Clean run.")
     right.caption("Corrupted run.")
@@ -212,7 +215,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         run = expl.clean  # weighted one layer only: the panel draws one head
         row = dataclasses.replace(run, attentions=run.attentions[layer:layer + 1], head_outputs=None,
                                   value_norms=run.value_norms[layer:layer + 1], layer_ids=[run.layer_ids[layer]])
-        charts.show(figures.head_heatmap(attribution.as_contributions(row), 0, head), key="pred_weighted_head",
+        charts.show(head_figures.head_heatmap(attribution.as_contributions(row), 0, head), key="pred_weighted_head",
                     where=left, name="clean-value-weighted")
     else:
         left.info(f"The value path of {state.plain(model.name)} cannot be read: no value-weighted attention.")

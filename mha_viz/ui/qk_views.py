@@ -8,7 +8,8 @@ import logging
 
 import streamlit as st
 
-from mha_viz import qk, qk_figures
+from mha_viz import qk
+from mha_viz.figures import qk as qk_figures
 from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import start
 

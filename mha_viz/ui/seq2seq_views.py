@@ -13,12 +13,16 @@ comparison) say that they take encoder-only and decoder-only models.
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 import mha_viz
-import html
-
-from mha_viz import cross_figures, cross_metrics, figure_style, focus, focus_figures, metric_figures
+from mha_viz import cross_metrics, focus
+from mha_viz.figures import cross as cross_figures
+from mha_viz.figures import focus as focus_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import charts, keys
 from mha_viz.ui.text import plain
 

@@ -2,14 +2,15 @@
 a range (or pick-list) of key tokens (e.g. the second sentence's queries over the first
 sentence's keys), with sentence presets.
 
-The subsetting itself is `mha_viz.detail.subset`; the figure `mha_viz.figures.head_heatmap(rows=, cols=)`.
+The subsetting itself is `mha_viz.detail.subset`; the figure `mha_viz.figures.heads.head_heatmap(rows=, cols=)`.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz import detail, figures
+from mha_viz import detail
+from mha_viz.figures import heads as head_figures
 from mha_viz.ui import keys
 
 MAX_AXIS = detail.FULL_DETAIL_TOKENS  # most tokens on either axis (every cell is sent)
@@ -111,4 +112,4 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
             rows = _pick("Queries (rows)", keys.SUBSET_QUERY_LIST, run.tokens, ranges[0])
         with cols[1]:
             keep = _pick("Keys (columns)", keys.SUBSET_KEY_LIST, run.tokens, ranges[1])
-    return figures.head_heatmap(run, layer, head, rescale=rescale, rows=rows, cols=keep)
+    return head_figures.head_heatmap(run, layer, head, rescale=rescale, rows=rows, cols=keep)

@@ -12,7 +12,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mha_viz
-from mha_viz import teach_figures, teaching
+from mha_viz import teaching
+from mha_viz.figures import teaching as teach_figures
 from mha_viz.ui import analysis, charts, keys, state
 from mha_viz.ui.views import start
 

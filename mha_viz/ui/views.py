@@ -11,7 +11,10 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz import detail, figure_style, figures, metric_figures
+from mha_viz import detail
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, export_views, keys, seq2seq_views, state, subset_views
 
 log = logging.getLogger("mha_viz.ui")
@@ -31,14 +34,14 @@ def open_head(layer: int, head: int) -> None:
 
 
 def clicked_head(widget_key: str) -> tuple[int, int] | None:
-    """(layer row, head) that a click on a layers × heads grid (`figures.grid_pick` layout) of the
+    """(layer row, head) that a click on a layers × heads grid (`head_figures.grid_pick` layout) of the
     current run selected, read from the chart's selection event; None when there is none or it
     cannot be read (logged, never a traceback)."""
     try:
         event = st.session_state.get(widget_key) or {}
         points = (event.get("selection") or {}).get("points") or []
         run = state.current().run
-        picked = figures.grid_pick(points, run.num_heads) if run is not None else None
+        picked = head_figures.grid_pick(points, run.num_heads) if run is not None else None
         return picked if picked is not None and picked[0] < run.num_layers else None
     except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
         log.exception("could not read the selection of %s", widget_key)
@@ -80,7 +83,7 @@ def model_view() -> None:
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
-    fig = charts.cached("model_grid", (cur.key, rescale), lambda: figures.model_grid(run, rescale=rescale))
+    fig = charts.cached("model_grid", (cur.key, rescale), lambda: head_figures.model_grid(run, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
     for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
@@ -171,7 +174,7 @@ def _whole_text_overview(cur) -> None:
         ov = store[key]
         rescale = st.session_state.get(keys.GRID_RESCALE, True)
         fig = charts.cached("whole_grid", (key, ov.n, rescale),
-                            lambda: figures.grid_figure(ov.pooled, rescale=rescale, clickable=False))
+                            lambda: head_figures.grid_figure(ov.pooled, rescale=rescale, clickable=False))
         charts.show(fig, key="whole_grid", width="content")
         st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
                    + (" Attention weights: the sidebar's contributions lens applies to the analysed tokens only."
@@ -212,9 +215,9 @@ SUBSET = "chosen queries and keys"  # subset_views: a range of queries over a ra
 
 
 def head_heatmap(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None = None):
-    """`figures.head_heatmap` of the current run, made once per server (`charts.cached`)."""
+    """`head_figures.head_heatmap` of the current run, made once per server (`charts.cached`)."""
     return charts.cached("head_heatmap", (cur.key, layer, head, rescale, window),
-                         lambda: figures.head_heatmap(cur.run, layer, head, rescale=rescale, window=window))
+                         lambda: head_figures.head_heatmap(cur.run, layer, head, rescale=rescale, window=window))
 
 
 def _head_figure(cur, layer: int, head: int, rescale: bool):
@@ -222,7 +225,7 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
     since every token of every pair would be n² cells to send and to see."""
     run = cur.run
     options = ([FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]) + [SUBSET]
-    default = FULL if run.n <= detail.FULL_DETAIL_TOKENS else BLOCKS
+    default = FULL if head_figures.default_level(run.n) == head_figures.TOKENS else BLOCKS
     this_run = (run.model_name, run.text, run.n)
     changed = st.session_state.get(keys.DETAIL_RUN) != this_run
     st.session_state[keys.DETAIL_RUN] = this_run
@@ -249,10 +252,10 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
         return subset_views.subset_figure(run, layer, head, rescale)
     if mode == BLOCKS:
         return charts.cached("head_pooled", (cur.key, layer, head, rescale),
-                             lambda: figures.head_pooled(run, layer, head, rescale=rescale))
+                             lambda: head_figures.head_pooled(run, layer, head, rescale=rescale))
     if mode == WORDS:
         return charts.cached("head_words", (cur.key, layer, head, rescale),
-                             lambda: figures.head_words(run, layer, head, rescale=rescale))
+                             lambda: head_figures.head_words(run, layer, head, rescale=rescale))
     return head_heatmap(cur, layer, head, rescale)
 
 

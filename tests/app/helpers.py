@@ -8,7 +8,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from mha_viz import figure_style
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
 from tests.helpers import ROOT, decode, shown
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import detail, figure_style
+from mha_viz import detail
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, open_with_text
 

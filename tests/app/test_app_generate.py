@@ -12,8 +12,8 @@ from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 import mha_viz
-from mha_viz import figure_style
-from mha_viz import generation_figures as gfig
+from mha_viz.figures import generation as gfig
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, shown, start_app
 

@@ -75,7 +75,7 @@ TICKS_PROBE = """(el, axis) =>
         const r = t.getBoundingClientRect();
         return [t.textContent, axis === 'x' ? r.x + r.width / 2 : r.y + r.height / 2];
     })"""
-ZW = "\u200b"  # figure_style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
+ZW = "\u200b"  # mha_viz.figures.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
 
 def _in_ci() -> bool:

@@ -12,7 +12,8 @@ import urllib.parse
 
 import pytest
 
-from mha_viz import figures, links
+from mha_viz import links
+from mha_viz.figures import heads as head_figures
 
 from .conftest import open_link
 
@@ -40,7 +41,7 @@ def test_a_link_opens_the_head_view_on_its_text_and_head(browser, server, run_of
         assert ui.heading() == "Head view"
         assert ui.wait_until(ui.ticks, run.tokens) == run.tokens
         assert ui.text_box.input_value() == TEXT
-        expected = figures.head_heatmap(run, 2, 3).layout.title.text  # the title names layer 2, head 3
+        expected = head_figures.head_heatmap(run, 2, 3).layout.title.text  # the title names layer 2, head 3
         assert expected.startswith("Layer 2, head 3")
         assert ui.chart_title() == expected
         assert not ui.alerts("Warning")

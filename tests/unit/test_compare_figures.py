@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import AttentionRun, compare_figures, figure_style
+from mha_viz import AttentionRun
+from mha_viz.figures import comparison as compare_figures
+from mha_viz.figures import style as figure_style
 
 
 def _random(L, H, n, seed):

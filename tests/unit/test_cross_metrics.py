@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import CrossAttention, cross_figures, cross_metrics
+from mha_viz import CrossAttention, cross_metrics
+from mha_viz.figures import cross as cross_figures
 
 
 def _planted(n_q: int = 4, n_k: int = 7) -> np.ndarray:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import AttentionRun, detail, figure_style, figures
+from mha_viz import AttentionRun, detail
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import style as figure_style
 
 
 def _softmax_rows(x):
@@ -55,7 +57,7 @@ def test_pooled_figure_payload_is_bounded_at_2048():
     rng = np.random.default_rng(1)
     a = _softmax_rows(rng.normal(size=(1, 1, n, n)).astype(np.float32))
     run = AttentionRun(tokens=[f"t{i}" for i in range(n)], attentions=a.astype(np.float32))
-    fig = figures.head_pooled(run, 0, 0)
+    fig = head_figures.head_pooled(run, 0, 0)
     size = len(fig.to_json())
     assert size < 400_000, size  # 128² blocks, max and mean: not n² numbers
     # each block is labelled by its token range: 2,048 tokens in 128 blocks of 16
@@ -67,7 +69,7 @@ def test_window_shows_only_its_tokens():
     n = 40
     a = np.tile(np.eye(n, dtype=np.float32), (1, 1, 1, 1))
     run = AttentionRun(tokens=[f"t{i}" for i in range(n)], attentions=a)
-    fig = figures.head_heatmap(run, 0, 0, window=(10, 20))
+    fig = head_figures.head_heatmap(run, 0, 0, window=(10, 20))
     assert [figure_style.label_text(x) for x in fig.data[0].x] == [f"t{i}" for i in range(10, 20)]
     assert "tokens 10–19 of 40" in fig.layout.title.text
 
@@ -78,7 +80,7 @@ def test_every_token_view_of_a_long_input_is_an_image_under_1mb():
     rng = np.random.default_rng(2)
     a = _softmax_rows(rng.normal(size=(1, 1, n, n)) * 3).astype(np.float32)
     run = AttentionRun(tokens=[f"t{i}" for i in range(n)], attentions=a)
-    fig = figures.head_heatmap(run, 0, 0)
+    fig = head_figures.head_heatmap(run, 0, 0)
     assert fig.data[0].type == "image" and fig.data[1].type == "heatmap"
     assert len(fig.to_json()) < 1_000_000
     top = np.asarray(fig.data[1].z)
@@ -91,7 +93,7 @@ def test_wide_window_image_is_labelled_with_text_positions():
     n = 400
     a = np.tile(np.eye(n, dtype=np.float32), (1, 1, 1, 1))
     run = AttentionRun(tokens=[f"t{i}" for i in range(n)], attentions=a)
-    fig = figures.head_heatmap(run, 0, 0, window=(100, 400))
+    fig = head_figures.head_heatmap(run, 0, 0, window=(100, 400))
     assert fig.data[0].type == "image" and fig.data[0].x0 == 100
     assert fig.layout.xaxis.ticktext[0].startswith("100: t100")
     assert min(fig.data[1].x) >= 100 and max(fig.data[1].x) < 400

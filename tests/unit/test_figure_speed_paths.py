@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mha_viz import AttentionRun, detail, figures, metric_figures
+from mha_viz import AttentionRun, detail
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
 from mha_viz.ui import charts, metric_views
 
 
@@ -33,12 +35,12 @@ def test_long_rollout_image_decodes_to_the_matrix_with_the_heatmaps_labels():
     m[7, 250] = 2 * m.max()  # a single strong cell, found again in the image and in the hover
     tokens = [f"w{i}<i>" for i in range(n)]
     title = "Rollout to layer 5"
-    fig = metric_views._token_figure(m, tokens, title=title)
+    fig = metric_figures.token_figure(m, tokens, title=title)
     small = metric_figures.token_matrix(m[:40, :40], tokens[:40], title=title)  # the heatmap it replaces
     image, hover = fig.data
     assert image.type == "image" and hover.type == "heatmap"
     # every cell is one pixel, coloured on 0..the matrix's maximum as token_matrix colours it
-    np.testing.assert_array_equal(_pixels(image.source), figures.colorize(m / m.max()))
+    np.testing.assert_array_equal(_pixels(image.source), head_figures.colorize(m / m.max()))
     assert (hover.zmin, hover.zmax) == (0.0, pytest.approx(float(m.max())))
     top, mean, _ = detail.pooled(m, 128)
     np.testing.assert_array_equal(np.asarray(hover.z), top)
@@ -57,7 +59,7 @@ def test_long_rollout_image_decodes_to_the_matrix_with_the_heatmaps_labels():
 def test_short_rollout_stays_a_heatmap_of_every_cell():
     m = _rollout(20)
     tokens = [f"t{i}" for i in range(20)]
-    fig = metric_views._token_figure(m, tokens, title="Flow to layer 1")
+    fig = metric_figures.token_figure(m, tokens, title="Flow to layer 1")
     assert fig.to_json() == metric_figures.token_matrix(m, tokens, title="Flow to layer 1").to_json()
 
 
@@ -65,14 +67,14 @@ def test_head_image_is_a_matrix_image_with_the_head_views_hover():
     n = 280
     a = _rollout(n, seed=3)
     run = AttentionRun.from_array(a[None, None], [f"t{i}" for i in range(n)])
-    fig = figures.head_heatmap(run, 0, 0, window=(10, 300))
+    fig = head_figures.head_heatmap(run, 0, 0, window=(10, 300))
     image, hover = fig.data
     assert image.x0 == image.y0 == 10 and min(hover.x) >= 10
     assert hover.hovertemplate.startswith("queries near %{y:.0f}, keys near %{x:.0f}")
     assert hover.hovertemplate.endswith("<extra>open a token window for exact cells</extra>")
     assert hover.colorbar.title.text == "weight"
     assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("key (attended to)", "query (attending)")
-    np.testing.assert_array_equal(_pixels(image.source), figures.colorize(a[10:, 10:]))  # 0..1: not rescaled
+    np.testing.assert_array_equal(_pixels(image.source), head_figures.colorize(a[10:, 10:]))  # 0..1: not rescaled
 
 
 def test_a_cached_figure_is_built_once_per_key_and_equals_a_fresh_one():

@@ -6,7 +6,10 @@ import json
 
 import numpy as np
 
-from mha_viz import AttentionRun, figure_style, figures, metric_figures
+from mha_viz import AttentionRun
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import style as figure_style
 from tests.helpers import decode_json
 
 
@@ -20,7 +23,7 @@ def _run(layers=2, heads=3, n=5, tokens=None):
 def test_head_heatmap_axes_are_the_tokens_even_when_repeated_or_html():
     tokens = ["the", "<b>", "the", "cat", "the"]
     run = _run(tokens=tokens)
-    fig = figures.head_heatmap(run, 1, 2)
+    fig = head_figures.head_heatmap(run, 1, 2)
     trace = fig.data[0]
     assert [figure_style.label_text(x) for x in trace.x] == tokens
     assert len(set(trace.x)) == len(tokens)  # repeated tokens stay separate columns
@@ -38,8 +41,8 @@ def test_labels_of_many_repeats_stay_short():
 
 def test_rescale_spans_zero_to_head_max():
     run = _run()
-    assert figures.head_heatmap(run, 0, 0).data[0].zmax == 1.0
-    assert figures.head_heatmap(run, 0, 0, rescale=True).data[0].zmax == float(run.head(0, 0).max())
+    assert head_figures.head_heatmap(run, 0, 0).data[0].zmax == 1.0
+    assert head_figures.head_heatmap(run, 0, 0, rescale=True).data[0].zmax == float(run.head(0, 0).max())
 
 
 def test_grid_canvas_places_each_head_in_its_tile():
@@ -47,7 +50,7 @@ def test_grid_canvas_places_each_head_in_its_tile():
     a = np.full((L, H, n, n), 1.0 / n, dtype=np.float32)
     a[2, 1] = np.eye(n)  # plant an identity head at layer 2, head 1
     run = AttentionRun.from_array(a, list("abcdef"))
-    canvas, t, gap = figures.grid_canvas(run, thumb=n, rescale=False)
+    canvas, t, gap = head_figures.grid_canvas(run, thumb=n, rescale=False)
     tile = canvas[2 * (t + gap):2 * (t + gap) + t, 1 * (t + gap):1 * (t + gap) + t]
     np.testing.assert_array_equal(tile, np.eye(n))
     other = canvas[0:t, 0:t]
@@ -61,13 +64,13 @@ def test_grid_keeps_a_single_strong_cell_when_downsampled():
     a[0, 0, 200, :] = 0.0
     a[0, 0, 200, 123] = 1.0
     run = AttentionRun.from_array(a, [str(i) for i in range(n)])
-    canvas, t, _ = figures.grid_canvas(run, thumb=48, rescale=False)
+    canvas, t, _ = head_figures.grid_canvas(run, thumb=48, rescale=False)
     assert t == 48 and canvas.max() == 1.0  # max-pooling kept the planted cell
 
 
 def test_model_grid_is_one_image_and_clicks_map_to_heads():
     run = _run(layers=6, heads=12, n=40)
-    fig = figures.model_grid(run)
+    fig = head_figures.model_grid(run)
     image, markers = fig.data
     assert image.type == "image" and image.source.startswith("data:image/png;base64,")
     assert len(markers.x) == 6 * 12
@@ -77,9 +80,9 @@ def test_model_grid_is_one_image_and_clicks_map_to_heads():
     # a click event as Streamlit reports it: the marker's index in the scatter trace
     i = 5 * 12 + 7
     assert tuple(markers.customdata[i]) == (5, 7) and (markers.x[i], markers.y[i]) != (markers.x[0], markers.y[0])
-    assert figures.grid_pick([{"curve_number": 1, "point_index": i}], 12) == (5, 7)
-    assert figures.grid_pick([{"curve_number": 0, "point_index": 3}], 12) is None
-    assert figures.grid_pick([], 12) is None
+    assert head_figures.grid_pick([{"curve_number": 1, "point_index": i}], 12) == (5, 7)
+    assert head_figures.grid_pick([{"curve_number": 0, "point_index": 3}], 12) is None
+    assert head_figures.grid_pick([], 12) is None
 
 
 def test_png_decodes_to_the_quantized_canvas():
@@ -89,13 +92,13 @@ def test_png_decodes_to_the_quantized_canvas():
     from PIL import Image
 
     values = np.array([[0.0, 0.5, 1.0], [np.nan, 0.25, 0.75]])
-    uri = figures.png_data_uri(values)
+    uri = head_figures.png_data_uri(values)
     img = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB")
-    np.testing.assert_array_equal(np.asarray(img), figures.colorize(values))
+    np.testing.assert_array_equal(np.asarray(img), head_figures.colorize(values))
 
 
 def test_colorize_maps_ends_of_the_scale():
-    rgb = figures.colorize(np.array([[0.0, 1.0, np.nan]]))
+    rgb = head_figures.colorize(np.array([[0.0, 1.0, np.nan]]))
     assert tuple(rgb[0, 0]) == (0xF7, 0xFB, 0xFF) and tuple(rgb[0, 1]) == (0x08, 0x30, 0x6B)
     assert tuple(rgb[0, 2]) == (255, 255, 255)
 
@@ -105,14 +108,14 @@ def test_figures_serialise():
     numbers and tokens: the matrix cell for cell, the labels token for token."""
     tokens = ["the", "<b>", "the", "日本", "café &amp;", "the"]
     run = _run(layers=2, heads=3, n=len(tokens), tokens=tokens)
-    spec = decode_json(figures.head_heatmap(run, 1, 2).to_json())
+    spec = decode_json(head_figures.head_heatmap(run, 1, 2).to_json())
     [trace] = spec["data"]
     assert trace["type"] == "heatmap"
     np.testing.assert_array_equal(np.asarray(trace["z"], dtype=np.float32), run.head(1, 2))
     assert [figure_style.label_text(x) for x in trace["x"]] == tokens
     assert trace["y"] == trace["x"] and len(set(trace["x"])) == len(tokens)
     assert spec["layout"]["title"]["text"].startswith("Layer 1, head 2")
-    grid = decode_json(figures.model_grid(run).to_json())
+    grid = decode_json(head_figures.model_grid(run).to_json())
     assert json.dumps(grid)  # every array decoded to plain JSON values
     assert len(grid["data"][1]["x"]) == 2 * 3  # one clickable point per head
 

@@ -9,7 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from mha_viz import AttentionRun, detail, figure_style, figures, focus, focus_figures
+from mha_viz import AttentionRun, detail, focus
+from mha_viz.figures import focus as focus_figures
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import style as figure_style
 from tests.helpers import decode_json
 
 
@@ -163,7 +166,7 @@ def test_subset_heatmap_shows_exactly_the_chosen_queries_and_keys():
     tokens = ["[CLS]", "the", "cat", "sat", ".", "the", "dog", "ran", ".", "[SEP]"]
     run = _run(n=10, tokens=tokens)
     rows, cols = [5, 6, 7, 8, 9], [1, 2, 3, 4]
-    fig = figures.head_heatmap(run, 1, 2, rows=rows, cols=cols)
+    fig = head_figures.head_heatmap(run, 1, 2, rows=rows, cols=cols)
     np.testing.assert_allclose(np.array(fig.data[0].z), run.head(1, 2)[rows][:, cols])
     assert [figure_style.label_text(y) for y in fig.data[0].y] == tokens[5:10]
     assert [figure_style.label_text(x) for x in fig.data[0].x] == tokens[1:5]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import figure_style
-from mha_viz import generation_figures as gfig
+from mha_viz.figures import generation as gfig
+from mha_viz.figures import style as figure_style
 
 
 def _causal(n: int, seed: int = 0) -> np.ndarray:

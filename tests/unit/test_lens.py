@@ -6,7 +6,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mha_viz import AttentionRun, attribution, figures, focus, focus_figures, line_figures
+from mha_viz import AttentionRun, attribution, focus
+from mha_viz.figures import focus as focus_figures
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import line_view as line_figures
 from mha_viz.tokenize import InputError
 
 LABEL = "value-weighted (‖α f(x)‖, row-normalised)"
@@ -105,13 +108,13 @@ def test_divergence_skips_empty_rows():
 def test_every_view_titles_the_lens():
     out = attribution.as_contributions(_run())
     titles = [
-        figures.head_heatmap(out, 0, 1).layout.title.text,
-        figures.head_pooled(out, 0, 1).layout.title.text,
-        figures.model_grid(out).layout.title.text,
+        head_figures.head_heatmap(out, 0, 1).layout.title.text,
+        head_figures.head_pooled(out, 0, 1).layout.title.text,
+        head_figures.model_grid(out).layout.title.text,
         line_figures.line_figure(out, 0, [0, 1]).layout.title.text,
         focus_figures.focus_grid(focus.focus(out, 2), focus.TO, out.layer_ids).layout.title.text,
     ]
     assert all(LABEL in t for t in titles), titles
     weights = _run()
-    assert LABEL not in figures.head_heatmap(weights, 0, 1).layout.title.text
-    assert figures.model_grid(weights).layout.title.text is None
+    assert LABEL not in head_figures.head_heatmap(weights, 0, 1).layout.title.text
+    assert head_figures.model_grid(weights).layout.title.text is None

@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from mha_viz import AttentionRun, figure_style
-from mha_viz import line_figures as lf
+from mha_viz import AttentionRun
+from mha_viz.figures import line_view as lf
+from mha_viz.figures import style as figure_style
 from tests.helpers import decode_json
 
 

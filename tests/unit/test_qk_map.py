@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import qk, qk_figures
+from mha_viz import qk
+from mha_viz.figures import qk as qk_figures
 from mha_viz.teaching import softmax_rows
 
 

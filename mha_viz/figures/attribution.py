@@ -9,8 +9,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .figure_style import axis_labels, margin, plot_title
-from .metric_figures import metric_grid
+from .metrics import metric_grid
+from .style import axis_labels, margin, plot_title
 
 POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # the ends of the grids' scale (RdBu_r): helps, hurts
 

@@ -1,7 +1,7 @@
-"""Plotly figures of attention: one head's heatmap and the layers × heads overview.
+"""Plotly figures of attention: one head at a level of detail and the layers × heads overview.
 
 Plain functions from an `AttentionRun` to a `go.Figure`; nothing here knows Streamlit. Colours,
-titles and token labels come from `figure_style`.
+titles and token labels come from `style`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,17 @@ from functools import lru_cache
 import numpy as np
 import plotly.graph_objects as go
 
-from . import detail
-from .capture import AttentionRun
-from .figure_style import (
-    COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top, token_map_layout,
+from .. import detail
+from ..capture import AttentionRun
+from .style import (
+    COLORSCALE,
+    axis_labels,
+    colorbar,
+    margin,
+    plot_title,
+    run_title,
+    scale_top,
+    token_map_layout,
 )
 
 
@@ -133,7 +140,7 @@ def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, b
 
 def token_image(matrix: np.ndarray, tokens: list[str], *, title: str) -> go.Figure:
     """A long token-by-token matrix (rollout, flow), colours up to its maximum, as a
-    `matrix_image` (as a long head is drawn): `metric_figures.token_matrix`'s n² floats would be
+    `matrix_image` (as a long head is drawn): `metrics.token_matrix`'s n² floats would be
     1.4 MB at n = 512. Hover: blocks of tokens, their max and mean."""
     m = np.asarray(matrix, dtype=np.float32)
     return matrix_image(m, tokens, title=title, zmax=float(max(m.max(), 1e-12)), x_title="input token",
@@ -165,6 +172,30 @@ def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fals
     return _square_heatmap(w, axis_labels(words), title=title,
                            zmax=zmax, hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
                            axis_titles=("key word", "query word"))
+
+
+TOKENS, BLOCKS, WORDS = "tokens", "blocks", "words"  # the levels of detail of one head
+
+
+def default_level(n: int) -> str:
+    """The level a head of n tokens opens on: every token up to `detail.FULL_DETAIL_TOKENS`, else
+    blocks (every token of every pair would be n² cells to send and to see)."""
+    return TOKENS if n <= detail.FULL_DETAIL_TOKENS else BLOCKS
+
+
+def head_figure(run: AttentionRun, layer: int, head: int, *, level: str | None = None, rescale: bool = False,
+                window: tuple[int, int] | None = None) -> go.Figure:
+    """One head at a level of detail: TOKENS (`head_heatmap`, `window` = (start, stop) keeping
+    those tokens), BLOCKS (`head_pooled`) or WORDS (`head_words`); None: `default_level`."""
+    if level is None:
+        level = TOKENS if window is not None else default_level(run.n)
+    if level == TOKENS:
+        return head_heatmap(run, layer, head, rescale=rescale, window=window)
+    if level == BLOCKS:
+        return head_pooled(run, layer, head, rescale=rescale)
+    if level == WORDS:
+        return head_words(run, layer, head, rescale=rescale)
+    raise ValueError(f"level {level!r}: choose {TOKENS!r}, {BLOCKS!r} or {WORDS!r}")
 
 
 @lru_cache(maxsize=1)

@@ -18,12 +18,13 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from .figure_style import axis_labels, margin, plot_title, run_title
+from .style import axis_labels, margin, plot_title, run_title
 
 QUERY, KEY = "query", "key"
 SIDES = (QUERY, KEY)
 BUCKETS = 8  # opacity levels; one shape per head and level
 MAX_LINES = 15_000  # at most this many lines drawn (the strongest): ~180 KB of path text
+MAX_TOKENS = 128  # past this many tokens a side the view draws a window of them (`first_window`)
 HEAD_COLORS = plotly.colors.qualitative.Dark24  # a qualitative palette, cycled past 24 heads
 X_QUERY, X_KEY = 0, 2  # the columns of the query and key markers (x of the data)
 ROW_PX = 18  # the chart's height per token
@@ -175,6 +176,12 @@ def line_figure(run, layer: int, heads: list[int] | None = None, *, threshold: f
     )
     labels = {QUERY: axis_labels(q_tokens[start:q_stop]), KEY: axis_labels(k_tokens[start:k_stop])}
     return go.Figure(data=legend + _token_traces(labels, start, local), layout=layout)
+
+
+def first_window(run) -> tuple[int, int] | None:
+    """(0, MAX_TOKENS) when a side of the run holds more tokens than the view draws, else None."""
+    q_tokens, k_tokens, _ = sides(run)
+    return (0, MAX_TOKENS) if max(len(q_tokens), len(k_tokens)) > MAX_TOKENS else None
 
 
 def drawn_lines(fig: go.Figure) -> int:

@@ -11,8 +11,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .figure_style import COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top
-from .focus import TO, Focus, Summary
+from ..focus import TO, Focus, Summary
+from .style import COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top
 
 MAX_TICK_LABELS = 160  # above this many positions, the token axis is unlabelled (hover still names them)
 

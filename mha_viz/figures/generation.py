@@ -1,8 +1,9 @@
 """Figures of a generation, step by step: the token the model chose among its 10 best, every
 head's attention from the query that chose it (a heads × context heatmap, grouped-query groups
 marked), one head's causal matrix with that row framed, and where a head's attention went over
-the steps (prompt, generated tokens, first token). Plain functions over arrays; nothing here
-knows Streamlit.
+the steps (prompt, generated tokens, first token). Plain functions over arrays, and
+`step_figures`, the four figures of one step of a `mha_viz.Generation` as the app shows them;
+nothing here knows Streamlit.
 
 Step t (0-based) of a generation was chosen by query row `num_prompt - 1 + t`: what the model
 looked at when it picked that token (`query_row`).
@@ -11,11 +12,15 @@ looked at when it picked that token (`query_row`).
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .figure_style import COLORSCALE, axis_labels, colorbar, margin, plot_title
+from .style import COLORSCALE, axis_labels, colorbar, margin, plot_title
+
+if TYPE_CHECKING:
+    from ..generation import Generation
 
 GENERATED_COLOUR = "#d95f02"  # generated tokens on the axes and in the bars (prompt tokens stay black)
 CHOSEN_COLOUR, OTHER_COLOUR = "#d95f02", "#9ecae1"
@@ -40,7 +45,7 @@ def step_masses(attention: np.ndarray, num_prompt: int, num_steps: int) -> dict[
 
 def marked_labels(labels: list[str], num_prompt: int) -> list[str]:
     """Tick texts: prompt tokens as they are, generated ones (from num_prompt on) coloured and in
-    italics. `labels` are already escaped (`figure_style.axis_labels`)."""
+    italics. `labels` are already escaped (`style.axis_labels`)."""
     style = f"color:{GENERATED_COLOUR};font-style:italic"
     return [lab if i < num_prompt else f'<span style="{style}">{lab}</span>' for i, lab in enumerate(labels)]
 
@@ -195,3 +200,34 @@ def mass_lines(masses: dict[str, np.ndarray], *, title: str, current: int | None
                       yaxis=dict(title=dict(text="attention mass"), range=[-0.02, 1.02]),
                       legend=dict(orientation="h", y=-0.3))
     return fig
+
+
+STEP_VIEWS = ("choices", "heads", "matrix", "masses")  # the figures of one step, as the app lays them out
+
+
+def step_figures(gen: Generation, step: int, layer: int = 0, head: int = 0, *, rescale: bool = False,
+                 views: tuple[str, ...] = STEP_VIEWS) -> dict[str, go.Figure]:
+    """The figures of step `step` (0-based) of a generation, by name: "choices" (the token picked
+    among the 10 most probable), "heads" (every head of row `layer` from the query that picked
+    it), "matrix" (head `head`'s causal matrix with that row framed) and "masses" (where that
+    head's query looked at each step). Only `views` are made."""
+    run, P, T = gen.run, gen.num_prompt_tokens, len(gen.steps)
+    if not 0 <= step < T:
+        raise IndexError(f"step {step}: this generation has steps 0 to {T - 1}")
+    unknown = set(views) - set(STEP_VIEWS)
+    if unknown:
+        raise ValueError(f"unknown view {sorted(unknown)}: choose from {', '.join(STEP_VIEWS)}")
+    s, q = gen.steps[step], query_row(P, step)
+    where, name = html.escape(run.tokens[q], quote=False), run.layer_ids[layer]
+    build = {
+        "choices": lambda: choice_bars(s.top, s.token, s.prob,
+                                       title=f"Step {step + 1}: the 10 most probable next tokens"),
+        "heads": lambda: heads_context(
+            run.attentions[layer, :, q, :q + 1], run.tokens[:q + 1], P, run.num_kv_heads, rescale=rescale,
+            title=f"Layer {name}, step {step + 1}: every head from “{where}” (position {q})"),
+        "matrix": lambda: causal_matrix(run.attentions[layer, head], run.tokens, P, q, rescale=rescale,
+                                        title=f"Layer {name}, head {head}: row {q} (step {step + 1}) framed"),
+        "masses": lambda: mass_lines(step_masses(run.attentions[layer, head], P, T), current=step,
+                                     title=f"Layer {name}, head {head}: where each step's query looked"),
+    }
+    return {v: build[v]() for v in views}

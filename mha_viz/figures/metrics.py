@@ -1,15 +1,29 @@
 """Plotly figures of head metrics and comparisons: a layers × heads metric grid, the
 all-heads similarity matrix, the 2-D map of heads, per-layer diversity and token-by-token
-matrices (rollout, flow). Plain functions over arrays; nothing here knows Streamlit.
+matrices (rollout, flow). Plain functions over arrays, and (`table_grid`, `similarity_figure`,
+`map_figure`, `token_figure`) the titles and options the app and `mha_viz.figures` draw a run's
+metrics with; nothing here knows Streamlit.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
-from .figure_style import (
-    COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound, token_map_layout,
+from .. import detail
+from ..metrics import METRICS, SIMILARITIES
+from .heads import token_image
+from .style import (
+    COLORSCALE,
+    DIVERGING,
+    axis_labels,
+    colorbar,
+    margin,
+    plot_title,
+    run_title,
+    symmetric_bound,
+    token_map_layout,
 )
 
 # One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.
@@ -32,7 +46,7 @@ def head_labels(layers: int | list[int], num_heads: int) -> list[str]:
 def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None = None,
                 diverging: bool = False, layer_ids: list[int] | None = None) -> go.Figure:
     """A metric as a layers × heads heatmap (layer rows, head columns). One invisible marker a
-    cell, laid out layer-major, makes a click select that head (`figures.grid_pick`).
+    cell, laid out layer-major, makes a click select that head (`heads.grid_pick`).
     layer_ids: the model's layer number of each row (default 0, 1, …)."""
     v = np.asarray(values, dtype=np.float64)
     L, H = v.shape
@@ -175,3 +189,50 @@ def token_matrix(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: flo
     ))
     fig.update_layout(title=plot_title(title), **token_map_layout(n, col_title, row_title), margin=margin())
     return fig
+
+
+def table_grid(table: pd.DataFrame, metric: str, run) -> go.Figure:
+    """Column `metric` of a run's head table (`mha_viz.metrics.head_table`) as its layers × heads
+    grid, each cell's hover naming the head's pattern class. ValueError for a column the table
+    does not hold."""
+    if metric not in table.columns or metric not in METRICS:
+        raise ValueError(f"{metric!r} is not a head metric of this table; choose from "
+                         f"{', '.join(c for c in METRICS if c in table.columns)}")
+    shape = (run.num_layers, run.num_heads)
+    return metric_grid(table[metric].to_numpy().reshape(shape),
+                       title=run_title(run, f"{METRICS[metric].label}, every head"),
+                       patterns=table["pattern"].to_numpy().reshape(shape), layer_ids=run.layer_ids)
+
+
+SIGNED = ("qk", "ov", "residual")  # similarity kinds that run from -1 to 1
+
+
+def similarity_figure(matrix: np.ndarray, kind: str, run, *, order: np.ndarray | None = None) -> go.Figure:
+    """A run's `metrics.head_similarity(run, kind)` as the every-pair matrix, in layer order or
+    (`order`, e.g. `metrics.cluster_order`) clustered."""
+    heads = run.num_layers * run.num_heads
+    return similarity_matrix(matrix, run.layer_ids, run.num_heads, order=order, divergence=kind == "js",
+                             signed=kind in SIGNED, title=f"{SIMILARITIES[kind].label}, {heads} heads "
+                             f"({'by layer' if order is None else 'clustered'})")
+
+
+def map_figure(xy: np.ndarray, kind: str, run, *, patterns: list[str], color_by: str = "layer") -> go.Figure:
+    """The heads of a run placed by `xy` (MDS of the `kind` dissimilarity), coloured by layer or
+    by pattern class (`patterns`: the head table's, layer-major)."""
+    return head_map(xy, run.num_heads, color_by=color_by, patterns=patterns, layer_ids=run.layer_ids,
+                    title=f"Heads placed by {SIMILARITIES[kind].label}, coloured by {color_by}")
+
+
+ACROSS_LAYERS = {  # the title of each token-by-token matrix across layers
+    "rollout": "Rollout to layer {layer}",
+    "rollout through one head": "Layer {layer}, head {head}, rolled out to the input",
+    "flow": "Flow to layer {layer}",
+}
+
+
+def token_figure(matrix: np.ndarray, tokens: list[str], *, title: str) -> go.Figure:
+    """An n × n token matrix (rollout, flow): every cell a heatmap cell, or past
+    `detail.FULL_DETAIL_TOKENS` tokens a pixel of an image."""
+    if len(tokens) <= detail.FULL_DETAIL_TOKENS:
+        return token_matrix(matrix, tokens, title=title)
+    return token_image(matrix, tokens, title=title)

@@ -1,0 +1,185 @@
+"""Every figure of mha-viz as a `plotly.graph_objects.Figure`: one module per family of views
+(`heads`, `line_view`, `focus`, `metrics`, `comparison`, `corpus`, `cross`, `generation`, `qk`,
+`teaching`, `attribution`), what they share in `style`. The app's pages and notebooks call the
+same functions; nothing here knows Streamlit.
+
+The functions below are the public surface: each takes what `mha_viz` computes (a run, a
+comparison, a generation, an explanation) and returns the figure the app's page draws of it::
+
+    import mha_viz
+    from mha_viz import figures
+
+    figures.notebook()                      # once: plotly.js from the installed package, no CDN
+    model = mha_viz.load_model("minilm")
+    run = mha_viz.analyze(model, "The cat sat on the mat.")
+    figures.head(run, 2, 3)                 # layer 2, head 3
+    figures.model_grid(run)
+    figures.lines(run, 2, heads=[3])
+    figures.metric_grid(run, "entropy")
+
+`layer` is always a row of the run: the model's layer number is `run.layer_ids[layer]` (the same
+unless the run holds some layers only), and every figure labels rows by it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from .. import focus as focus_arrays
+from .. import metrics as head_metrics
+from . import attribution as attribution_figures
+from . import comparison as compare_figures
+from . import focus as focus_figures
+from . import generation as generation_figures
+from . import heads as head_figures
+from . import line_view as line_figures
+from . import metrics as metric_figures
+from .offline import notebook
+
+if TYPE_CHECKING:
+    from ..capture import AttentionRun
+    from ..comparison import Comparison
+    from ..generation import Generation
+    from ..metrics import Weights
+    from ..prediction import Explanation
+
+__all__ = [
+    "head", "model_grid", "lines", "token_focus",
+    "metric_grid", "similarity", "head_map", "rollout",
+    "compare", "generation_step", "dla_grid", "restored_grid",
+    "notebook",
+]
+
+DIRECTIONS = {"to": focus_arrays.TO, "by": focus_arrays.BY}  # token_focus's short names
+
+
+def head(run: AttentionRun, layer: int = 0, head: int = 0, *, level: str | None = None, rescale: bool = False,
+         window: tuple[int, int] | None = None) -> go.Figure:
+    """One head's attention as the head view draws it: queries down, keys across, each row summing to 1.
+
+    level: "tokens" (every token; `window=(start, stop)` keeps tokens start..stop-1 on both axes),
+    "blocks" (the whole matrix max-pooled to at most 128 × 128 blocks, hover giving max and mean)
+    or "words" (word pieces merged); by default every token up to 256 tokens, blocks beyond.
+    rescale: colours span 0..this head's maximum instead of 0..1.
+    """
+    return head_figures.head_figure(run, layer, head, level=level, rescale=rescale, window=window)
+
+
+def model_grid(run: AttentionRun, *, rescale: bool = True) -> go.Figure:
+    """Every head at once, as the model view draws it: a layers × heads grid of thumbnails (each
+    head max-pooled to 48 × 48), sent as one image. rescale: each thumbnail to its own maximum."""
+    return head_figures.model_grid(run, rescale=rescale)
+
+
+def lines(run: AttentionRun, layer: int = 0, heads: list[int] | None = None, *, threshold: float = 0.0,
+          token: int | None = None, side: str = "query", window: tuple[int, int] | None = None) -> go.Figure:
+    """The line view (BertViz's head view): queries on the left, keys on the right, a line per
+    weight whose opacity is the weight, each of `heads` (default: all) of row `layer` in its colour.
+
+    threshold: lines weaker than this are hidden. token: only the lines from that query
+    (side="query") or to that key (side="key"). window: (start, stop), the tokens drawn on both
+    sides; by default the first 128 when the text is longer.
+    """
+    if side not in line_figures.SIDES:
+        raise ValueError(f"side {side!r}: choose {' or '.join(map(repr, line_figures.SIDES))}")
+    return line_figures.line_figure(run, layer, heads, threshold=threshold,
+                                    focus=None if token is None else (side, int(token)),
+                                    window=line_figures.first_window(run) if window is None else window)
+
+
+def token_focus(run: AttentionRun, index: int, *, direction: str = "to", words: bool = False,
+                rescale: bool = False) -> go.Figure:
+    """One token in every head, as the token focus page draws it: a row per head (layer by layer)
+    of what the token at position `index` attends to (direction="to") or of what attends to it
+    ("by"). words: `index` is a word, pieces merged as in the head view's words level."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction {direction!r}: choose 'to' or 'by'")
+    f = focus_arrays.focus(run, index, words=words)
+    return focus_figures.focus_grid(f, DIRECTIONS[direction], run.layer_ids, rescale=rescale)
+
+
+def metric_grid(run: AttentionRun, metric: str = "entropy", *, table: pd.DataFrame | None = None,
+                weights: Weights | None = None) -> go.Figure:
+    """A head metric as a layers × heads grid, hover naming each head's pattern class, as the head
+    metrics page draws it. metric: a column of `mha_viz.metrics.head_table(run)` listed in
+    `mha_viz.metrics.METRICS` (entropy, confidence, prev_token_score, induction_score, …).
+    table: that table when it is computed already; weights: `model.head_weights()`, for the
+    output-norm columns."""
+    table = head_metrics.head_table(run, weights) if table is None else table
+    return metric_figures.table_grid(table, metric, run)
+
+
+def similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | None = None,
+               clustered: bool = False) -> go.Figure:
+    """Every pair of heads compared (`mha_viz.metrics.head_similarity(run, kind)`), as the head
+    similarity page draws it: in layer order with lines between layers, or clustered (alike
+    heads side by side). kind: a key of `mha_viz.metrics.SIMILARITIES` ("js", "cosine", "cka",
+    …; "qk", "ov" and "residual" need weights=`model.head_weights()`)."""
+    sim = head_metrics.head_similarity(run, kind, weights=weights)
+    order = head_metrics.cluster_order(head_metrics.as_dissimilarity(sim, kind)) if clustered else None
+    return metric_figures.similarity_figure(sim, kind, run, order=order)
+
+
+def head_map(run: AttentionRun, kind: str = "js", *, weights: Weights | None = None, color_by: str = "layer",
+             table: pd.DataFrame | None = None) -> go.Figure:
+    """The map of heads: every head a point placed by metric MDS of the `kind` dissimilarity
+    (as `similarity`), so heads close together behave alike; coloured by "layer" or by "pattern"
+    class (from `table`, `mha_viz.metrics.head_table(run)`, computed when not given)."""
+    sim = head_metrics.head_similarity(run, kind, weights=weights)
+    xy = head_metrics.mds(head_metrics.as_dissimilarity(sim, kind))
+    table = head_metrics.head_table(run, weights) if table is None else table
+    return metric_figures.map_figure(xy, kind, run, patterns=table["pattern"].tolist(), color_by=color_by)
+
+
+def rollout(run: AttentionRun, layer: int = -1, *, head: int | None = None) -> go.Figure:
+    """Attention rollout (Abnar & Zuidema 2020) up to `layer` (default the last): row i, how much
+    token i after that layer draws on each input token, heads averaged and the residual counted.
+    head: rolled out through that one head of `layer` instead (A_{l,h} R_{l−1}). Needs a run
+    captured from the first layer."""
+    layer = range(run.num_layers)[layer]
+    rolled = head_metrics.rollout(run)
+    if head is None:
+        matrix, method = rolled[layer], "rollout"
+    else:
+        matrix = head_metrics.rollout_through_head(run, layer, head, rolled=rolled)
+        method = "rollout through one head"
+    title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
+    return metric_figures.token_figure(matrix, run.tokens, title=title)
+
+
+def compare(cmp: Comparison, layer: int | None = None, head: int | None = None, *, metric: str = "entropy",
+            rescale: bool = False) -> go.Figure:
+    """A comparison of two runs (`mha_viz.compare(run_a, run_b)`), as the Compare page draws it:
+    how much each head changed, a layers × heads grid; with `layer` and `head`, that head of both
+    runs side by side with A − B. When the two models differ in shape (no head pairs with
+    another), the spread of `metric` over the heads of each relative depth instead."""
+    if cmp.change is None:
+        return compare_figures.depth_distributions(cmp, metric)
+    if layer is None and head is None:
+        return compare_figures.change_grid(cmp)
+    return compare_figures.side_by_side(cmp, layer or 0, head or 0, rescale=rescale)
+
+
+def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0, view: str = "heads",
+                    rescale: bool = False) -> go.Figure:
+    """One step (0-based; -1 the last) of a generation (`mha_viz.generate`), as the Generate page
+    draws it. view: "heads" (every head of `layer` from the query that chose the token),
+    "matrix" (head `head`'s causal matrix, that query's row framed), "choices" (the token
+    picked among the 10 most probable) or "masses" (where that head's query looked, step by step)."""
+    step = range(len(gen.steps))[step]
+    return generation_figures.step_figures(gen, step, layer, head, rescale=rescale, views=(view,))[view]
+
+
+def dla_grid(expl: Explanation) -> go.Figure:
+    """Direct logit attribution of a prediction (`mha_viz.prediction.explain`): what each head's
+    write at the last token adds to logit(answer) − logit(wrong), a diverging layers × heads grid."""
+    return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text)
+
+
+def restored_grid(expl: Explanation) -> go.Figure:
+    """Activation patching of a prediction (`mha_viz.prediction.explain`): the share of the gap
+    between the clean and the corrupted run that patching one head's clean output restores."""
+    return attribution_figures.restored_grid(expl.patching.restored)

@@ -1,0 +1,168 @@
+"""The public figures (`mha_viz.figures`) on planted runs: each draws the arrays of what it is
+given (a run, a comparison, a generation, an explanation) as the app's page does, picks the level
+of detail and the window a long input needs, and refuses an option it does not know."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+import mha_viz
+from mha_viz import AttentionRun, figures, metrics
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+
+
+def _attention(L, H, n, seed=0, causal=False):
+    rng = np.random.default_rng(seed)
+    a = rng.random((L, H, n, n)) + 0.01
+    if causal:
+        a = np.tril(a)
+    return (a / a.sum(-1, keepdims=True)).astype(np.float32)
+
+
+def _run(L=2, H=3, n=6, seed=0, causal=False):
+    return AttentionRun.from_array(_attention(L, H, n, seed, causal), [f"t{i}" for i in range(n)],
+                                   is_causal=causal)
+
+
+def test_every_public_name_is_a_documented_function_returning_a_figure():
+    assert sorted(figures.__all__) == sorted([
+        "head", "model_grid", "lines", "token_focus", "metric_grid", "similarity", "head_map", "rollout",
+        "compare", "generation_step", "dla_grid", "restored_grid", "notebook"])
+    for name in figures.__all__:
+        fn = getattr(figures, name)
+        assert callable(fn) and fn.__doc__ and len(fn.__doc__) > 80, name
+        returns = ("None", None) if name == "notebook" else ("go.Figure", go.Figure)
+        assert fn.__annotations__["return"] in returns, name
+
+
+def test_head_opens_short_runs_on_every_token_and_long_ones_on_blocks():
+    short = _run(n=6)
+    fig = figures.head(short, 1, 2)
+    np.testing.assert_array_equal(np.asarray(fig.data[0].z), short.head(1, 2))
+    long = _run(L=1, H=1, n=300)
+    assert "blocks" in figures.head(long, 0, 0).layout.title.text
+    assert figures.head(long, 0, 0, window=(10, 20)).layout.title.text.endswith("tokens 10–19 of 300")
+    words = figures.head(short, 0, 0, level="words")
+    assert "by word" in words.layout.title.text
+    with pytest.raises(ValueError, match="'tokens', 'blocks' or 'words'"):
+        figures.head(short, 0, 0, level="pixels")
+
+
+def test_model_grid_is_the_model_views_figure():
+    run = _run()
+    assert figures.model_grid(run).to_json() == head_figures.model_grid(run).to_json()
+
+
+def test_lines_window_a_long_text_and_keep_only_a_focus_tokens_lines():
+    run = _run(L=1, H=2, n=200)
+    assert figures.lines(run, 0).layout.meta["tokens"] == 128  # the first 128 tokens only
+    a = np.zeros((1, 1, 4, 4), np.float32)
+    a[0, 0, :, 0] = 1.0  # every query on key 0 ...
+    a[0, 0, 2] = [0.0, 0.5, 0.5, 0.0]  # ... but query 2, on keys 1 and 2
+    planted = AttentionRun.from_array(a, list("abcd"))
+    assert figures.lines(planted, 0).layout.meta["lines"] == 5
+    assert figures.lines(planted, 0, token=2).layout.meta["lines"] == 2  # query 2's two lines
+    assert figures.lines(planted, 0, token=0, side="key").layout.meta["lines"] == 3  # queries 0, 1, 3
+    with pytest.raises(ValueError, match="side"):
+        figures.lines(planted, 0, token=0, side="value")
+
+
+def test_token_focus_rows_are_every_heads_row_or_column_of_the_token():
+    run = _run()
+    to = np.asarray(figures.token_focus(run, 4).data[0].z)
+    np.testing.assert_allclose(to, run.attentions[:, :, 4, :].reshape(-1, run.n))
+    by = np.asarray(figures.token_focus(run, 4, direction="by").data[0].z)
+    np.testing.assert_allclose(by, run.attentions[:, :, :, 4].reshape(-1, run.n))
+    with pytest.raises(ValueError, match="'to' or 'by'"):
+        figures.token_focus(run, 4, direction="from")
+
+
+def test_metric_grid_draws_the_head_tables_column_with_each_heads_pattern():
+    run = _run(L=3, H=2)
+    table = metrics.head_table(run)
+    fig = figures.metric_grid(run, "confidence")
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), table["confidence"].to_numpy().reshape(3, 2))
+    assert table["pattern"].iloc[3] in fig.data[1].text[3]  # layer 1, head 1
+    assert fig.layout.title.text == f"{metrics.METRICS['confidence'].label}, every head"
+    with pytest.raises(ValueError, match="entropy"):  # the message lists what can be drawn
+        figures.metric_grid(run, "nonsense", table=table)
+
+
+def test_similarity_and_head_map_draw_every_pair_and_every_head():
+    run = _run(L=2, H=3)
+    sim = metrics.head_similarity(run, "js")
+    fig = figures.similarity(run)
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), sim, atol=1e-6)
+    assert fig.layout.title.text.endswith("6 heads (by layer)")
+    clustered = figures.similarity(run, "cosine", clustered=True)
+    assert clustered.layout.title.text.endswith("(clustered)") and not clustered.layout.shapes
+    points = figures.head_map(run, color_by="pattern").data[0]
+    assert len(points.x) == 6 and points.text[4].startswith("layer 1, head 1")
+
+
+def test_rollout_is_the_last_layers_rollout_or_one_heads():
+    run = _run(L=3, H=2)
+    rolled = metrics.rollout(run)
+    fig = figures.rollout(run)
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), rolled[-1], atol=1e-6)
+    assert fig.layout.title.text == "Rollout to layer 2"
+    one = figures.rollout(run, 1, head=1)
+    np.testing.assert_allclose(np.asarray(one.data[0].z), metrics.rollout_through_head(run, 1, 1), atol=1e-6)
+    assert one.layout.title.text == "Layer 1, head 1, rolled out to the input"
+
+
+def test_compare_draws_the_change_a_head_side_by_side_or_the_depth_spread():
+    cmp = mha_viz.compare(_run(seed=0), _run(seed=1))
+    np.testing.assert_allclose(np.asarray(figures.compare(cmp).data[0].z), cmp.change)
+    a, b, diff, _, _ = cmp.pair(1, 2)
+    panels = figures.compare(cmp, 1, 2).data
+    np.testing.assert_allclose(np.asarray(panels[2].z), diff, atol=1e-6)
+    other = mha_viz.compare(_run(L=2, H=3), _run(L=3, H=3, seed=2))
+    assert other.change is None
+    assert all(isinstance(t, go.Box) for t in figures.compare(other, metric="entropy").data)
+
+
+def _generation(P=3, T=4, L=2, H=4, kv=2):
+    n = P + T
+    run = AttentionRun.from_array(_attention(L, H, n, causal=True), [f"w{i}" for i in range(n)],
+                                  is_causal=True, num_kv_heads=kv)
+    steps = [mha_viz.Step(token=f"w{P + t}", token_id=t, prob=0.5, top=[(f"w{P + t}", 0.5), ("x", 0.2)],
+                          entropy=1.0) for t in range(T)]
+    return mha_viz.Generation(run=run, num_prompt_tokens=P, steps=steps)
+
+
+def test_generation_step_draws_the_row_that_chose_the_token():
+    gen = _generation()
+    fig = figures.generation_step(gen, 1, layer=1)  # step 1 was chosen by row P - 1 + 1 = 3
+    np.testing.assert_allclose(np.asarray(fig.data[0].z), gen.run.attentions[1, :, 3, :4])
+    last = figures.generation_step(gen, -1, layer=0, head=2, view="matrix")
+    assert "row 5 (step 4) framed" in last.layout.title.text  # the last step: row P - 1 + 3
+    assert "w6" in str(figures.generation_step(gen, 3, view="choices").data[0].y)
+    with pytest.raises(IndexError):
+        figures.generation_step(gen, 4)
+    with pytest.raises(ValueError, match="choices, heads, matrix, masses"):
+        figures.generation_step(gen, 0, view="tokens")
+
+
+def test_the_attribution_grids_draw_the_explanations_arrays():
+    rng = np.random.default_rng(0)
+    per_head, restored = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
+    expl = SimpleNamespace(dla=SimpleNamespace(per_head=per_head), answer_text=" Mary", wrong_text=" <John>",
+                           patching=SimpleNamespace(restored=restored))
+    dla = figures.dla_grid(expl)
+    np.testing.assert_allclose(np.asarray(dla.data[0].z), per_head)
+    assert "&lt;John&gt;" in dla.layout.title.text  # the wrong token is user text: escaped
+    np.testing.assert_allclose(np.asarray(figures.restored_grid(expl).data[0].z), restored)
+
+
+def test_the_page_helpers_keep_the_titles_the_app_shows():
+    run = _run()
+    sim = metrics.head_similarity(run, "cosine")
+    assert metric_figures.similarity_figure(sim, "cosine", run).layout.title.text == \
+        f"{metrics.SIMILARITIES['cosine'].label}, 6 heads (by layer)"
+    assert metric_figures.ACROSS_LAYERS["flow"].format(layer=3, head=None) == "Flow to layer 3"
