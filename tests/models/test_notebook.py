@@ -14,7 +14,6 @@ from nbclient import NotebookClient
 from plotly.offline import get_plotlyjs
 
 from tests.helpers import ROOT
-from tests.models.test_package import installed  # noqa: F401 - the fixture: this checkout's wheel, installed
 
 NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"
 FIGURE = "Plotly.newPlot("
@@ -65,8 +64,8 @@ def test_the_notebook_runs_end_to_end_from_the_repository_root():
 
 
 @pytest.mark.model
-def test_the_notebook_runs_from_the_installed_package(installed, tmp_path):  # noqa: F811 - the fixture
-    _, target = installed  # the wheel of this checkout (test_package), in a folder of its own
+def test_the_notebook_runs_from_the_installed_package(installed, tmp_path):
+    _, target = installed  # the wheel of this checkout (tests/models/conftest.py), in a folder of its own
     where, code = _executed(tmp_path, env=dict(os.environ, PYTHONPATH=str(target), HF_HUB_OFFLINE="1"))
     assert where.startswith(str(target))
     _shows_its_figures(code)

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 
 import pytest
 
-from tests.helpers import ROOT
 
 pytestmark = pytest.mark.model
 
@@ -31,26 +29,6 @@ print(json.dumps({
     "user_models_imported": "models" in sys.modules,
 }))
 """
-
-
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """The wheel of this checkout, installed (without its dependencies, which this venv has) into a
-    folder of its own."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"  # a copy: building writes build/ and *.egg-info next to the sources
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "mha_viz", "models"):
-        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
-        copy(ROOT / name, source / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
-                                              if (ROOT / name).is_dir() else {}))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp / "dist"), str(source)],
-                   check=True, capture_output=True, text=True, timeout=600)
-    [wheel] = list((tmp / "dist").glob("mha_viz-*.whl"))
-    target = tmp / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True, text=True, timeout=600)
-    return wheel, target
 
 
 def test_the_wheel_holds_no_top_level_models_package(installed):
