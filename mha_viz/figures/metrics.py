@@ -70,14 +70,14 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
               zip(layers.ravel(), heads.ravel(), v.ravel(), np.asarray(text).ravel())],
         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
     ))
-    fig.update_layout(
-        title=plot_title(title),
+    fig.update_layout(  # the title at the top of the figure, above the top axis' title and ticks
+        title=plot_title(title) | dict(yref="container", y=1, yanchor="top", pad=dict(t=10)),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,
                    range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
         width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L),
-        margin=margin(t=85), dragmode=False, plot_bgcolor="white",  # the title above the top axis' ticks and title
+        margin=margin(t=95), dragmode=False, plot_bgcolor="white",
     )
     return fig
 
