@@ -169,9 +169,11 @@ def line_figure(run, layer: int, heads: list[int] | None = None, *, threshold: f
         title=plot_title(run_title(run, title)), shapes=_line_shapes(heads, hh, ii, jj, level, buckets),
         xaxis=dict(range=[-1.8, 3.8], visible=False, fixedrange=True),
         yaxis=dict(range=[n - 0.5, -0.5], visible=False, fixedrange=True),
-        height=int(max(300, ROW_PX * n + 90)), margin=margin(t=60), plot_bgcolor="white",
-        dragmode=False, clickmode="event+select", hovermode="closest",
-        legend=dict(title=dict(text="heads"), yanchor="top", y=1.0),  # on the right, one head a row
+        height=int(max(300, ROW_PX * n + 90) + 24 * (1 + len(heads) // 12)), margin=margin(t=60, b=10),
+        plot_bgcolor="white", dragmode=False, clickmode="event+select", hovermode="closest",
+        # below the tokens, heads side by side: every head shows, however many (a column on the
+        # right scrolled past ten)
+        legend=dict(title=dict(text="heads"), orientation="h", yanchor="top", y=0, x=0, xanchor="left"),
         meta=dict(lines=int(len(w)), total=int(total), tokens=n, start=start),
     )
     labels = {QUERY: axis_labels(q_tokens[start:q_stop]), KEY: axis_labels(k_tokens[start:k_stop])}
