@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,11 +100,17 @@ def _decoder(model: LoadedModel, what: str) -> None:
         raise InputError(f"The heads' outputs of {model.name} cannot be read by mha-viz: no {what}.")
 
 
+_READOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
+
+
 def _readout(model: LoadedModel) -> readout.Readout:
+    """The model's read-out, found on a probe once per model (under its lock: the probe's hooks
+    must see no other session's forward)."""
     _decoder(model, "direct logit attribution")
-    probe = torch.tensor([[0, 1]], device=model.device)
     with model.lock:
-        ro = readout.find(model.hf_model, probe)
+        if model.hf_model not in _READOUTS:
+            _READOUTS[model.hf_model] = readout.find(model.hf_model, torch.tensor([[0, 1]], device=model.device))
+        ro = _READOUTS[model.hf_model]
     if ro is None:
         raise InputError(f"The read-out of {model.name} cannot be reconstructed linearly (its final norm, or its "
                          "logit soft-capping): no direct attribution.")
