@@ -15,7 +15,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from typing import Callable
 from pathlib import Path
 
 from PIL import Image
+
+from mha_viz.launch import free_port, health
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGES = ROOT / "docs" / "images"
@@ -106,25 +107,11 @@ SHOTS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _health(base_url: str) -> str:
-    try:
-        with urllib.request.urlopen(base_url + "/_stcore/health", timeout=5) as r:
-            return r.read().decode().strip()
-    except OSError as exc:
-        return f"unreachable: {exc}"
-
-
 @contextmanager
 def app_server(log_path: Path):
     """`streamlit run app.py` from the checkout on a free loopback port, in its own process
     group; yields its base URL once it answers its health check, and stops the group after."""
-    port = _free_port()
+    port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                "--server.headless", "true", "--browser.gatherUsageStats", "false",
@@ -136,7 +123,7 @@ def app_server(log_path: Path):
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while _health(base_url) != "ok":
+        while health(base_url) != "ok":
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"the app did not start (log: {log_path})")
             time.sleep(0.5)

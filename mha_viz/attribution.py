@@ -30,18 +30,23 @@ LABEL = "value-weighted (‖α f(x)‖{})"
 
 def value_weighted(run: AttentionRun, normalise: bool = False) -> np.ndarray:
     """(layers, heads, n, n) contributions `A * value_norms[:, :, None, :]`; with `normalise`,
-    each row divided by its sum (a row with nothing to divide stays 0). Raises InputError when
-    the run has no value norms (a model whose value path mha-viz cannot read)."""
+    each row divided by its sum (a row with nothing to divide stays 0). Made one layer at a time
+    (no second full-size temporary). Raises InputError when the run has no value norms (a model
+    whose value path mha-viz cannot read), ValueError when it already shows contributions."""
     if run.value_norms is None:
         raise InputError(f"The value path of {run.model_name} cannot be read, so its attention cannot be weighted "
                          "by what each token writes: the weights are shown.")
     if run.lens:
         raise ValueError(f"this run already shows {run.lens}: weighting it again would count the norms twice")
-    c = run.attentions * run.value_norms[:, :, None, :].astype(np.float32)
-    if normalise:
-        sums = c.sum(-1, keepdims=True)
-        c = np.divide(c, sums, out=np.zeros_like(c), where=sums > 0)
-    return c
+    out = np.zeros_like(run.attentions, dtype=np.float32)
+    for layer in range(run.num_layers):
+        c = run.attentions[layer] * run.value_norms[layer, :, None, :].astype(np.float32)
+        if normalise:
+            sums = c.sum(-1, keepdims=True)
+            np.divide(c, sums, out=out[layer], where=sums > 0)  # an empty row stays 0
+        else:
+            out[layer] = c
+    return out
 
 
 def label(normalise: bool) -> str:
@@ -51,16 +56,8 @@ def label(normalise: bool) -> str:
 
 def as_contributions(run: AttentionRun) -> AttentionRun:
     """`run` with its attentions replaced by the row-normalised contributions (`value_weighted`),
-    its `lens` saying so: what every view draws under *Show attention as: contributions*. Made one
-    layer at a time (no second full-size temporary); InputError as `value_weighted`."""
-    if run.value_norms is None or run.lens:
-        value_weighted(run)  # raises the message
-    out = np.zeros_like(run.attentions)
-    for layer in range(run.num_layers):
-        c = run.attentions[layer] * run.value_norms[layer, :, None, :].astype(np.float32)
-        sums = c.sum(-1, keepdims=True)
-        np.divide(c, sums, out=out[layer], where=sums > 0)  # an empty row stays 0
-    return dataclasses.replace(run, attentions=out, lens=label(True))
+    its `lens` saying so: what every view draws under *Show attention as: contributions*."""
+    return dataclasses.replace(run, attentions=value_weighted(run, normalise=True), lens=label(True))
 
 
 def lens_divergence(weights: AttentionRun, contributions: AttentionRun) -> np.ndarray:

@@ -9,9 +9,11 @@ mha-viz runs with them from any folder.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tomllib
+import urllib.request
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent / "ui" / "serve.py"
@@ -32,6 +34,22 @@ def flags(port: int, public: bool) -> list[str]:
 def command(port: int = DEFAULT_PORT, public: bool = False) -> list[str]:
     """The `streamlit run` command line that serves the app."""
     return [sys.executable, "-m", "streamlit", "run", str(SCRIPT), *flags(port, public)]
+
+
+def free_port() -> int:
+    """A TCP port of the loopback interface that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def health(base_url: str) -> str:
+    """The server's health endpoint's answer ('ok' once the app serves), or the error instead."""
+    try:
+        with urllib.request.urlopen(base_url + "/_stcore/health", timeout=5) as r:
+            return r.read().decode().strip()
+    except OSError as exc:
+        return f"unreachable: {exc}"
 
 
 def run_app(port: int = DEFAULT_PORT, public: bool = False) -> int:

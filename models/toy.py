@@ -175,7 +175,7 @@ def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, f
     if not weights.exists() or not config_file.exists():
         raise ModelLoadError(
             f"The weights of '{NAME}' are missing from {folder}. Recreate them with "
-            "`.venv/bin/python models/train_toy_induction.py` (about a minute on a CPU)."
+            "`.venv/bin/python -m mha_viz_models.train_toy_induction` (about a minute on a CPU)."
         )
     try:
         config = ToyConfig.from_dict(json.loads(config_file.read_text()))
@@ -185,7 +185,7 @@ def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, f
         raise ModelLoadError(
             f"Cannot load the weights of '{NAME}' from {folder}: the file may be damaged "
             f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}). Recreate them with "
-            "`.venv/bin/python models/train_toy_induction.py`."
+            "`.venv/bin/python -m mha_viz_models.train_toy_induction`."
         ) from exc
     model.float().to(dev).eval()
     adapters = [layer.attn for layer in model.layers]

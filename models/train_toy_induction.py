@@ -1,4 +1,4 @@
-"""Train toy-induction: `.venv/bin/python models/train_toy_induction.py` (CPU, one thread, 1–2 min).
+"""Train toy-induction: `.venv/bin/python -m mha_viz_models.train_toy_induction` (CPU, one thread, 1–2 min).
 
 A 2-layer attention-only transformer (models/toy.py, our MultiHeadAttention; d_model 128, 4
 heads of d_k 32) learns next-letter prediction on [BOS] f1..fm x1..xk x1..xk: k distinct random
@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
-
-from mha_viz_models.toy import FOLDER, LETTERS, SPECIALS, ToyConfig, ToyInductionModel, save  # noqa: E402
+from .toy import FOLDER, LETTERS, SPECIALS, ToyConfig, ToyInductionModel, save
 
 FIRST_LETTER = len(SPECIALS)  # id of "a"
 BOS_ID = 0

@@ -13,7 +13,6 @@ import importlib.util
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from mha_viz.launch import free_port, health
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -101,21 +102,6 @@ def e2e_ready() -> None:
         pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def health(base_url: str) -> str:
-    """The server's health endpoint's answer ('ok'), or the error that came instead."""
-    try:
-        with urllib.request.urlopen(base_url + "/_stcore/health", timeout=5) as r:
-            return r.read().decode().strip()
-    except OSError as exc:
-        return f"unreachable: {exc}"
-
-
 def _log_tail(path: Path, n: int = 40) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
@@ -156,7 +142,7 @@ def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **
     script yet; the server's start has imported the pages' libraries and loaded the default
     model), and stops it (the whole group) on the way out."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     with open(log_path, "wb") as log:
