@@ -10,7 +10,7 @@ Public API::
 Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
 
-from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, LoadedModel, ModelLoadError
+from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError
 from mha_viz_models import random_twin as random_baseline
 
 from .capture import AttentionRun, load_model
@@ -23,7 +23,7 @@ from .sinks import Hidden, drop_tokens, hide_mask
 from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 
 __all__ = [
-    "BUNDLED", "HUB_SUGGESTIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel", "ModelLoadError",
+    "BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel", "ModelLoadError",
     "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step", "Tokens", "generate", "analyze", "html_report", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
     "token_limit", "tokenize", "unknown_tokens", "CrossAttention", "EncoderDecoderRun",
 ]

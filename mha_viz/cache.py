@@ -14,7 +14,7 @@ from typing import Callable
 import mha_viz_models as models
 from mha_viz_models import LoadedModel
 
-Key = tuple[str, str, bool]
+Key = tuple[str, str, bool, str]  # spec, device, our MHA, precision asked for
 log = logging.getLogger("mha_viz.cache")
 
 
@@ -34,8 +34,9 @@ class ModelCache:
     def __len__(self) -> int:
         return len(self._models)
 
-    def get(self, spec: str, device: str = "auto", local_attention: bool = False, *, progress=None) -> LoadedModel:
-        key = (spec.strip(), device, bool(local_attention))
+    def get(self, spec: str, device: str = "auto", local_attention: bool = False, *, dtype: str = "auto",
+            progress=None) -> LoadedModel:
+        key = (spec.strip(), device, bool(local_attention), dtype)
         with self._guard:
             if key in self._models:
                 self._models[key] = self._models.pop(key)  # most recently used last
@@ -46,9 +47,9 @@ class ModelCache:
                 return self._models[key]
             start = time.perf_counter()
             model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress,
-                                 allow_pickle=self._allow_pickle)
-            log.info("model loaded: %s (device %s, our MHA %s) in %.1f s", key[0], device, key[2],
-                     time.perf_counter() - start)
+                                 allow_pickle=self._allow_pickle, dtype=dtype)
+            log.info("model loaded: %s (device %s, our MHA %s, %s) in %.1f s", key[0], device, key[2],
+                     model.precision, time.perf_counter() - start)
             with self._guard:
                 self._models[key] = model
                 while len(self._models) > self._max:  # free the least recently used model

@@ -19,6 +19,7 @@ from mha_viz_models import LoadedModel, values
 from . import run_file
 from .sinks import Hidden, drop_tokens
 from .tokenize import InputError, tokenize
+from .transfer import HostCopier, to_host
 
 
 class HeadArray:
@@ -74,6 +75,9 @@ class AttentionRun(HeadArray):
     # (`models.values`); None where the value path cannot be read (`mha_viz.attribution`)
     value_norms: np.ndarray | None = None
     lens: str = ""  # see HeadArray.lens
+    # what the model computed in ("float32", "bfloat16", "float16"; "" when not known: an array,
+    # an old run file); the probabilities themselves are float32 whatever it is
+    precision: str = ""
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
@@ -161,9 +165,16 @@ class AttentionRun(HeadArray):
 LEAN_ABOVE_BYTES = 2**30  # SmolLM2 at 2,048 tokens: 4.5 GB once instead of 9 GB at the peak
 
 
-def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *, progress=None) -> LoadedModel:
-    """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `models.load`."""
-    return models.load(name, device=device, local_attention=local_attention, progress=progress)
+def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
+               dtype: str = "auto", max_memory: dict | None = None, progress=None) -> LoadedModel:
+    """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `models.load`.
+
+    dtype: "auto" (the checkpoint's own; the bundled models float32), "float32", "bfloat16" or
+    "float16": what the model computes in; probabilities are float32 in every precision.
+    max_memory: e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate spreads the model over the GPUs and
+    the CPU within those budgets (`device` is then ignored)."""
+    return models.load(name, device=device, local_attention=local_attention, progress=progress,
+                       dtype=dtype, max_memory=max_memory)
 
 
 def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
@@ -172,10 +183,13 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
 
     Texts longer than the model's limit (or `max_tokens`) are truncated; the run records how
     many tokens the whole text had (`num_input_tokens`). Raises InputError for blank text.
-    lean (default: when the probabilities take more than LEAN_ABOVE_BYTES): run the model
-    with fused attention and recompute each layer's probabilities into the run's array, so
-    one float32 copy exists instead of two (Hugging Face's tuple and the stacked array);
-    equal to eager capture within 1e-5 (tests/models/test_lean.py).
+    lean (default: on a GPU, or when the probabilities take more than LEAN_ABOVE_BYTES): run
+    the model with fused attention and recompute each layer's probabilities into the run's
+    array, so one float32 copy exists instead of two (Hugging Face's tuple and the stacked
+    array) and a GPU holds one layer's at a time; equal to eager capture within 1e-5
+    (tests/models/test_lean.py). From a GPU every layer goes to the host through pinned
+    buffers while the next one computes (`mha_viz.transfer`).
+    Whatever the model computes in, the probabilities are float32 rows that sum to 1.
     layers: capture only these layers (model layer numbers); the run's `layer_ids` says which
     row is which layer. Holds len(layers) / num_layers of the memory of a full capture.
     """
@@ -184,32 +198,38 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     chosen = list(range(model.num_layers)) if layers is None else sorted({int(l) for l in layers})
     if not chosen or chosen[0] < 0 or chosen[-1] >= model.num_layers:
         raise InputError(f"Choose layers between 0 and {model.num_layers - 1} to capture.")
-    if lean is None:  # measured: lean is 5-40 % slower for a full capture, but holds half the memory
+    if lean is None:  # measured: on the CPU lean is 5-40 % slower for a full capture, but holds half
+        # the memory; on a GPU it holds one layer's probabilities instead of every layer's
         lean = model.has_head_outputs and (
-            len(chosen) < model.num_layers
+            model.device.type == "cuda" or len(chosen) < model.num_layers
             or model.attention_bytes(len(ids), layers=len(chosen)) > LEAN_ABOVE_BYTES)
-    stacked = None
+    stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)  # (L, H, n, n)
+    cap = None
     if lean:  # fused forward, then each layer's probabilities straight into one array
         try:
             cap = model.capture(torch.tensor([ids]), lean=True)
-            stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)
-            for row, layer in enumerate(chosen):
-                stacked[row] = model.recompute(cap, layer)[0].float().cpu().numpy()
+            with HostCopier(stacked) as copier:
+                for row, layer in enumerate(chosen):
+                    copier.put(row, model.recompute(cap, layer)[0])
+        except torch.OutOfMemoryError:
+            raise
         except (RuntimeError, ValueError, KeyError):  # a layout lean capture cannot follow: go eager
-            stacked = None
-    if stacked is None:
+            cap = None
+    if cap is None:
         cap = model.capture(torch.tensor([ids]), inputs=model.has_head_outputs)
-        stacked = torch.stack([cap.attentions[l][0] for l in chosen]).float().cpu().numpy()  # (L, H, n, n)
+        with HostCopier(stacked) as copier:  # half precision: widened, rows renormalised
+            for row, layer in enumerate(chosen):
+                copier.put(row, models.as_probabilities(cap.attentions[layer][0]))
     outputs = None
     if cap.head_outputs is not None:
-        outputs = torch.stack([cap.head_outputs[l][0] for l in chosen]).float().cpu().numpy()  # (L, H, n, d_v)
+        outputs = to_host(cap.head_outputs[l][0] for l in chosen)  # (L, H, n, d_v)
     norms = None
     if cap.layer_inputs is not None:  # what each key writes through each head: one norm per key
-        norms = torch.stack([values.value_norms(model, cap, l)[0] for l in chosen]).float().cpu().numpy()
+        norms = to_host(values.value_norms(model, cap, l)[0] for l in chosen)  # (L, H, n)
     return AttentionRun(
         tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
         raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
         num_input_tokens=toks.total, head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
-        value_norms=norms,
+        value_norms=norms, precision=model.precision,
     )

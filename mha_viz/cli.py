@@ -1,8 +1,8 @@
 """The command line, `mha-viz` (an installed package) or `python -m mha_viz`:
 
-    mha-viz [app] [--port 8501] [--public]      start the web app (`mha_viz.launch`)
+    mha-viz [app] [--port 8501] [--public] [--dtype auto]      start the web app (`mha_viz.launch`)
     mha-viz corpus --model minilm --input sample --engine local --out stats/
-        [--batch-size 16] [--max-tokens 128] [--no-importance] [--text-column text]
+        [--batch-size 16] [--max-tokens 128] [--no-importance] [--text-column text] [--dtype auto]
 
 `corpus` runs head statistics over a corpus and saves them.
 A progress bar (documents, documents/s, ETA) goes to stderr; the folder it saved and a short
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mha_viz_models import ModelLoadError
+from mha_viz_models import PRECISIONS, ModelLoadError
 
 from . import corpus, launch
 from .tokenize import InputError
@@ -36,6 +36,8 @@ def _app_options(parser: argparse.ArgumentParser, default) -> None:
     parser.add_argument("--public", action="store_true", default=default,
                         help="public mode (MHA_VIZ_PUBLIC=1: only the listed models, a capped token limit), "
                              "served on every interface for a reverse proxy")
+    parser.add_argument("--dtype", choices=PRECISIONS, default=default,
+                        help="the sidebar's default Precision (MHA_VIZ_DTYPE): auto is the checkpoint's own")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-importance", dest="importance", action="store_false",
                      help="skip head importance (the slowest part)")
     run.add_argument("--text-column", default=None, help="the text column of a .jsonl / .csv file or dataset")
+    run.add_argument("--dtype", choices=PRECISIONS, default="auto",
+                     help="what the model computes in (auto: the checkpoint's own; the bundled models float32)")
     return parser
 
 
@@ -113,7 +117,8 @@ def run_corpus(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         stats = corpus.head_statistics(args.model, docs, engine=args.engine, batch_size=args.batch_size,
-                                       max_tokens=args.max_tokens, importance=args.importance, progress=bar)
+                                       max_tokens=args.max_tokens, importance=args.importance, progress=bar,
+                                       dtype=args.dtype)
     finally:
         bar.close()
     folder = stats.save(args.out)
@@ -127,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2: bad input, with a one-line message)."""
     args = _parser().parse_args(argv)
     if args.command in (None, "app"):
-        return launch.run_app(args.port or launch.DEFAULT_PORT, bool(args.public))
+        return launch.run_app(args.port or launch.DEFAULT_PORT, bool(args.public), args.dtype or "auto")
     if args.batch_size < 1 or args.max_tokens < 1:
         print("error: --batch-size and --max-tokens must be at least 1", file=sys.stderr)
         return 2

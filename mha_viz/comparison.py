@@ -63,6 +63,17 @@ class Comparison:
     tables: tuple[pd.DataFrame, pd.DataFrame]
     aligned: tuple[AttentionRun, AttentionRun]
 
+    @property
+    def precision_note(self) -> str | None:
+        """A sentence when the two runs were computed in different precisions (part of what
+        differs is then rounding: up to about 2e-2 per probability in bfloat16), else None."""
+        a, b = self.run_a.precision, self.run_b.precision
+        if not a or not b or a == b:
+            return None
+        return (f"A was computed in {a} and B in {b}: part of the difference between them is rounding "
+                "(bfloat16 and float16 move a probability by up to about 0.02). Pick one Precision in the "
+                "sidebar to compare like with like.")
+
     def ranked(self, k: int | None = None) -> list[tuple[int, int, float]]:
         """[(layer row, head, change), ...], the most changed head first (ties in layer-major
         order); the first k, or all. Empty when the shapes differ."""

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from mha_viz_models import LoadedModel
+from mha_viz_models import LoadedModel, as_probabilities
 
 from . import settings
 from .ablation import NEXT_TOKEN, loss_kind
@@ -163,7 +163,7 @@ def _write_row(row: np.ndarray, probs: torch.Tensor, name: str) -> None:
         raise GenerationError(f"{name} attended to {m} keys at position {n - 1}, more than the {n} tokens "
                               "written so far; its attention cannot be recorded step by step.")
     row[:, : n - m] = 0.0
-    row[:, n - m:] = probs.float().cpu().numpy()
+    row[:, n - m:] = as_probabilities(probs).cpu().numpy()  # half precision: float32 rows summing to 1
 
 
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
@@ -196,7 +196,8 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
         display, word_ids, raw, special = _display(model, ids[:n])
         run = AttentionRun(tokens=display, attentions=attn[:, :, :n, :n], is_causal=True,
                            num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=ids[:n],
-                           raw_tokens=raw, special_mask=special, word_ids=word_ids, num_input_tokens=n)
+                           raw_tokens=raw, special_mask=special, word_ids=word_ids, num_input_tokens=n,
+                           precision=model.precision)
         new = ids[n_prompt:n]
         text = model.tokenizer.decode(new, skip_special_tokens=True)
         full = model.tokenizer.decode(ids[:n], skip_special_tokens=True)
@@ -209,7 +210,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
             dev = model.device
             logits, probs, cache = rows(torch.tensor([ids], device=dev))
             for layer, p in enumerate(probs):  # the prompt's rows
-                attn[layer, :, :n_prompt, :n_prompt] = p[0].float().cpu().numpy()
+                attn[layer, :, :n_prompt, :n_prompt] = as_probabilities(p[0]).cpu().numpy()
             progress(0.0, f"Prompt read: {n_prompt} tokens")
             for t in range(int(max_new_tokens)):
                 if not torch.isfinite(logits).all():

@@ -52,13 +52,15 @@ def health(base_url: str) -> str:
         return f"unreachable: {exc}"
 
 
-def run_app(port: int = DEFAULT_PORT, public: bool = False) -> int:
+def run_app(port: int = DEFAULT_PORT, public: bool = False, dtype: str = "auto") -> int:
     """Serve the app until Ctrl+C; returns Streamlit's exit code. `public` sets MHA_VIZ_PUBLIC=1
-    (only the listed models, a capped token limit: docs/deploying.md)."""
+    (only the listed models, a capped token limit: docs/deploying.md); `dtype` other than "auto"
+    sets MHA_VIZ_DTYPE, the sidebar's default *Precision*."""
     if not 1 <= port <= 65535:
         print(f"error: --port must be between 1 and 65535, not {port}", file=sys.stderr)
         return 2
-    env = dict(os.environ, **({"MHA_VIZ_PUBLIC": "1"} if public else {}))
+    env = dict(os.environ, **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
+               **({"MHA_VIZ_DTYPE": dtype} if dtype != "auto" else {}))
     where = f"http://localhost:{port}" + (" (public mode, every interface)" if public else "")
     print(f"mha-viz starting: open {where} in your browser (Ctrl+C stops it); it answers once its "
           "libraries and the default model are loaded (about 10 s)", flush=True)

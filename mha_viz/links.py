@@ -17,6 +17,7 @@ The parameters (all optional):
 - ``hide``: ``special``, ``first`` or ``special,first``: the sidebar's *Hide tokens*.
 - ``mha``: ``ours`` computes with mha-viz's own multi-head attention (``hf``: the model's own).
 - ``show``: ``contributions`` (value-weighted attention) or ``weights``: the sidebar's *Show attention as*.
+- ``dtype``: ``float32``, ``bfloat16``, ``float16`` or ``auto``: the sidebar's *Precision*.
 
 On the *Compare texts or models* page, also run B:
 
@@ -40,7 +41,9 @@ HIDE = ("special", "first")
 MHA = {"ours": True, "hf": False}
 COMPARE = ("texts", "models")  # the Compare page's modes
 SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
-PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "compare", "text_b", "model_b", "mha_b")
+DTYPES = ("auto", "float32", "bfloat16", "float16")  # the sidebar's *Precision* (models.precision.CHOICES)
+PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "compare", "text_b", "model_b",
+          "mha_b")
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
 _SHOWN = 40  # characters of a bad value quoted back in a notice
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -60,6 +63,7 @@ class Link:
     hide: tuple[str, ...] = ()  # a part of HIDE, in HIDE's order
     ours: bool = False  # "Compute with our MHA"
     contributions: bool = False  # "Show attention as: contributions"
+    dtype: str | None = None  # "Precision", one of DTYPES
     compare: str | None = None  # the Compare page's mode, one of COMPARE
     text_b: str | None = None  # its sentence B
     model_b: str | None = None  # its model B
@@ -122,6 +126,15 @@ def _index(name: str, value: str) -> tuple[int | None, str | None]:
     return int(value), None
 
 
+def _slug(name: str, value: str, choices: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """One of `choices` (any case), or a notice naming them."""
+    slug = value.strip().lower()
+    if slug in choices:
+        return slug, None
+    named = (f"“{choices[0]}” or “{choices[1]}”" if len(choices) == 2 else f"one of {', '.join(choices)}")
+    return None, f"The link's {name} “{_quote(value)}” is not {named}: it was ignored."
+
+
 def _hide(value: str) -> tuple[tuple[str, ...], str | None]:
     parts = [p.strip().lower() for p in value.split(",") if p.strip()]
     bad = [p for p in parts if p not in HIDE]
@@ -178,19 +191,12 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
     if "mha" in values:
         take("ours", _mha("mha", values["mha"]))
     if "show" in values:
-        slug = values["show"].strip().lower()
-        if slug in SHOW:
-            fields["contributions"] = slug == "contributions"
-        else:
-            notices.append(f"The link's show “{_quote(values['show'])}” is not “weights” or “contributions”: "
-                           "it was ignored.")
+        take("contributions", _slug("show", values["show"], SHOW))
+        fields["contributions"] = fields.get("contributions") == "contributions"
+    if "dtype" in values:
+        take("dtype", _slug("dtype", values["dtype"], DTYPES))
     if "compare" in values:
-        slug = values["compare"].strip().lower()
-        if slug in COMPARE:
-            fields["compare"] = slug
-        else:
-            notices.append(f"The link's compare “{_quote(values['compare'])}” is not “texts” or “models”: "
-                           "it was ignored.")
+        take("compare", _slug("compare", values["compare"], COMPARE))
     if "text_b" in values:
         take("text_b", _text("sentence B", values["text_b"], max_text))
     if "model_b" in values:
@@ -243,6 +249,8 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["mha"] = "ours"
     if link.contributions:
         out["show"] = "contributions"
+    if link.dtype is not None and link.dtype != default.dtype:
+        out["dtype"] = link.dtype
     if link.compare is not None and link.compare != default.compare:
         out["compare"] = link.compare
     if link.text_b and link.text_b != default.text_b and text_fits(link.text_b, max_text):

@@ -140,6 +140,8 @@ def _facts_html(run: AttentionRun, facts: dict | None) -> str:
         facts = {"layers captured": run.num_layers, "layers in the model": run.model_layers,
                  "heads per layer": run.num_heads, "key/value heads": run.num_kv_heads,
                  "causal": "yes" if run.is_causal else "no"}
+        if getattr(run, "precision", ""):
+            facts["precision"] = run.precision
     shown = {"model": run.model_name, **facts}
     items = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in shown.items())
     return f'<dl class="facts">{items}</dl>'

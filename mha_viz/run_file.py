@@ -73,6 +73,8 @@ def arrays(run, *, float16: bool = False) -> dict[str, np.ndarray]:
         _strings([run.hidden.label], "hidden_label", out)
     if run.lens:  # the attentions hold contributions (the sidebar's lens), not weights: the run says so
         _strings([run.lens], "lens", out)
+    if getattr(run, "precision", ""):  # what the model computed in (the arrays are float32 or float16 as saved)
+        _strings([run.precision], "precision", out)
     return out
 
 
@@ -231,6 +233,8 @@ def read(source: Target | bytes, *, max_bytes: int | None = None) -> dict:
         fields["value_norms"] = np.asarray(z["value_norms"], dtype=np.float32)
     if "lens" in z and z["lens"].size:
         fields["lens"] = _read_strings(z, "lens")[0]
+    if "precision" in z and z["precision"].size:  # files written before precisions were chosen have none
+        fields["precision"] = _read_strings(z, "precision")[0]
     return fields
 
 

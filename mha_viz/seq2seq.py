@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from mha_viz_models import LoadedModel
+from mha_viz_models import LoadedModel, as_probabilities
 
 from . import capture, settings
 from .capture import AttentionRun, HeadArray
+from .transfer import to_host
 from .generation import TOP, Step
 from .tokenize import InputError, Tokens, label_ids, token_limit, tokenize
 
@@ -45,6 +46,7 @@ class CrossAttention(HeadArray):
     query_special: list[bool] = field(default_factory=list)
     key_special: list[bool] = field(default_factory=list)
     model_name: str = "array"
+    precision: str = ""  # what the model computed in (see AttentionRun.precision)
 
     def __post_init__(self) -> None:
         L, H, n_q, n_k = self.attentions.shape
@@ -97,7 +99,7 @@ def _run(tokens: Tokens, attentions: np.ndarray, model: LoadedModel, *, causal: 
     return AttentionRun(
         tokens=tokens.display, attentions=attentions, is_causal=causal, num_kv_heads=heads_kv,
         model_name=model.name, token_ids=tokens.ids, raw_tokens=tokens.raw, special_mask=tokens.special,
-        word_ids=tokens.word_ids, text=text, num_input_tokens=tokens.total)
+        word_ids=tokens.word_ids, text=text, num_input_tokens=tokens.total, precision=model.precision)
 
 
 def _target_ids(model: LoadedModel, target: str, limit: int) -> tuple[list[int], int]:
@@ -161,15 +163,15 @@ def same_tokens(model: LoadedModel, res: EncoderDecoderRun) -> EncoderDecoderRun
 def _capture(model: LoadedModel, src: Tokens, tgt: Tokens, source: str, text: str, written: bool) -> EncoderDecoderRun:
     cap = model.capture_seq2seq(torch.tensor([src.ids]), torch.tensor([tgt.ids]))
 
-    def stack(layers) -> np.ndarray:
-        return torch.stack([a[0] for a in layers]).float().cpu().numpy()
+    def stack(layers) -> np.ndarray:  # half precision: float32 rows summing to 1
+        return to_host(as_probabilities(a[0]) for a in layers)
     encoder = _run(src, stack(cap.encoder), model, causal=False, text=source, heads_kv=model.num_heads)
     decoder = _run(tgt, stack(cap.decoder), model, causal=True, text=text, heads_kv=model.decoder_heads)
     steps = _steps(model, cap.output.logits[0], tgt)
     cross = CrossAttention(
         stack(cap.cross), query_tokens=tgt.display, key_tokens=src.display, query_token_ids=tgt.ids,
         key_token_ids=src.ids, query_raw=tgt.raw, key_raw=src.raw, query_special=tgt.special,
-        key_special=src.special, model_name=model.name)
+        key_special=src.special, model_name=model.name, precision=model.precision)
     return EncoderDecoderRun(encoder, decoder, cross, source=source, target=text, written=written,
                              model_name=model.name, steps=steps)
 

@@ -16,6 +16,8 @@ picker to an allow-list and caps what one request may cost:
   with a notice (default 2 in public mode, unlimited otherwise).
 - MHA_VIZ_MAX_CORPUS_DOCS / MHA_VIZ_MAX_CORPUS_MB: the most documents, and MiB, a corpus
   uploaded to the Corpus page may have (public mode: 2,000 and 5; locally 100,000 and 200).
+- MHA_VIZ_DTYPE: the sidebar's default *Precision* (auto, float32, bfloat16, float16; default
+  auto: the checkpoint's own, the bundled models float32); `mha-viz --dtype` sets it.
 - MHA_VIZ_ALLOW_PICKLE: 1 = also load pickled `.bin` weights from a folder (local use only,
   ignored in public mode); by default only safetensors and GGUF are read.
 
@@ -30,7 +32,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from mha_viz_models import BUNDLED
+from mha_viz_models import BUNDLED, PRECISIONS
 
 UNLIMITED = 0
 
@@ -57,6 +59,7 @@ class Settings:
     allow_pickle: bool = False
     max_corpus_docs: int = 100_000
     max_corpus_mb: int = 200
+    dtype: str = "auto"  # the sidebar's default precision
 
     def allows(self, spec: str) -> bool:
         """Whether `spec` (a bundled name, hub id or folder) may be loaded."""
@@ -89,7 +92,14 @@ def from_env() -> Settings:
         allow_pickle=_flag("MHA_VIZ_ALLOW_PICKLE") and not public,
         max_corpus_docs=_int("MHA_VIZ_MAX_CORPUS_DOCS", 2_000 if public else 100_000, 1),
         max_corpus_mb=_int("MHA_VIZ_MAX_CORPUS_MB", 5 if public else 200, 1),
+        dtype=_choice("MHA_VIZ_DTYPE", PRECISIONS),
     )
+
+
+def _choice(name: str, choices: tuple[str, ...]) -> str:
+    """The variable's value when it is one of `choices` (any case), else the first choice."""
+    value = os.environ.get(name, "").strip().lower()
+    return value if value in choices else choices[0]
 
 
 def size_text(nbytes: float) -> str:

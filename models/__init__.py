@@ -8,10 +8,12 @@ from .errors import ModelLoadError
 from .loaded import LoadedModel
 from .loading import load, random_twin
 from .mha import MultiHeadAttention, apply_rotary
+from .precision import CHOICES as PRECISIONS
+from .precision import as_probabilities
 from .registry import BUNDLED, HUB_SUGGESTIONS
 from .resolve import resolve_device
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "LoadedModel", "ModelLoadError", "MultiHeadAttention",
-    "UnsupportedArchitecture", "apply_rotary", "install_local_attention", "load", "random_twin", "resolve_device",
+    "UnsupportedArchitecture", "PRECISIONS", "apply_rotary", "as_probabilities", "install_local_attention", "load", "random_twin", "resolve_device",
 ]

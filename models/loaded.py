@@ -1,4 +1,4 @@
-"""A loaded model ready for attention capture (`LoadedModel`) and what one capture records (`Capture`)."""
+"""A loaded model ready for attention capture (`LoadedModel`); what one capture records is in `models.records`."""
 
 from __future__ import annotations
 
@@ -11,53 +11,11 @@ from torch import nn
 from .adapters import Adapter, call_rotary
 from .families import make_adapter, output_projection
 from .hooks import distinct
+from .records import Capture, LayerInput, Seq2SeqCapture, z_recorder
+from .placement import resident_copy
+from .precision import dtype_name
 from .architectures import SUPPORTED
 from .errors import ModelLoadError
-
-
-@dataclass
-class LayerInput:
-    """What an attention layer received: hidden states (B, n, d_model) and RoPE (cos, sin)."""
-
-    hidden: torch.Tensor
-    position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None
-
-
-@dataclass
-class Capture:
-    """What one forward pass records. attentions: per layer (B, H, n, n), None for a lean
-    capture (see `LoadedModel.recompute`); head_outputs: per layer (B, H, n, d_v), the heads'
-    outputs z before W_O, or None when the architecture does not expose them. values (eager
-    capture with `inputs=True`): per layer, what its value projection W_V wrote, (B, n, G · d_v),
-    None for a layer whose W_V is not a layer the model runs once (a fused q, k, v layout)."""
-
-    hidden: torch.Tensor
-    attentions: tuple[torch.Tensor, ...] | None
-    head_outputs: tuple[torch.Tensor, ...] | None
-    output: object
-    layer_inputs: tuple[LayerInput, ...] | None = None
-    attention_mask: torch.Tensor | None = None
-    values: tuple[torch.Tensor | None, ...] | None = None
-
-
-@dataclass
-class Seq2SeqCapture:
-    """What one forward pass of an encoder–decoder records: per layer, the encoder's self-
-    attention (B, H, n_src, n_src), the decoder's (B, H_dec, n_tgt, n_tgt) and its cross-attention
-    (B, H_dec, n_tgt, n_src); and the model's output object (logits over the next target token)."""
-
-    encoder: tuple[torch.Tensor, ...]
-    decoder: tuple[torch.Tensor, ...]
-    cross: tuple[torch.Tensor, ...]
-    output: object
-
-
-def _z_recorder(zs: list, num_heads: int):
-    """A forward pre-hook for W_O: its input (B, n, H · d_v) is the heads' outputs side by side."""
-    def keep_z(_module, args):
-        x = args[0]
-        zs.append(x.detach().reshape(x.shape[0], x.shape[1], num_heads, -1).transpose(1, 2))  # (B, H, n, d_v)
-    return keep_z
 
 
 @dataclass
@@ -91,6 +49,10 @@ class LoadedModel:
     is_encoder_decoder: bool = False
     decoder_layers: int = 0
     decoder_heads: int = 0
+    # what the weights compute in (`models.precision`); probabilities are float32 whatever it is
+    dtype: torch.dtype = torch.float32
+    # the devices accelerate spread the model over ("cuda:0", "cpu", "disk"); empty: all on `device`
+    placement: tuple[str, ...] = ()
     # Derived once per instance (a `dataclasses.replace` copy starts afresh):
     _weights: dict | None = field(default=None, init=False, repr=False, compare=False)
     _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # layer -> Adapter
@@ -115,7 +77,8 @@ class LoadedModel:
             "model": self.name, "architecture": f"{self.model_type} ({kind})",
             "layers": self.num_layers, "attention heads per layer": self.num_heads, "key/value heads per layer": kv,
             "d_model": self.d_model, "d_k (per head)": self.d_k, "parameters": f"{self.num_params:,}",
-            "max positions": self.max_positions, "device": str(self.device),
+            "max positions": self.max_positions, "device": self.device_text,
+            "precision": self.precision,
             "attention implementation": self.implementation, "loaded from": self.source,
         }
         if self.is_encoder_decoder:  # the rows above are the encoder's
@@ -123,6 +86,18 @@ class LoadedModel:
             rows["decoder layers (self- and cross-attention)"] = self.decoder_layers
             rows["decoder attention heads per layer"] = self.decoder_heads
         return {k: str(v) for k, v in rows.items()}
+
+    @property
+    def precision(self) -> str:
+        """'float32', 'bfloat16' or 'float16': what the model computes in."""
+        return dtype_name(self.dtype)
+
+    @property
+    def device_text(self) -> str:
+        """The device, or where accelerate spread the layers ("cuda:0 + cpu (spread by accelerate)")."""
+        if self.placement and self.placement != (str(self.device),):
+            return f"{self.device} (layers on {' + '.join(self.placement)}, placed by accelerate)"
+        return str(self.device)
 
     @property
     def implementation(self) -> str:
@@ -154,7 +129,7 @@ class LoadedModel:
             return self._capture_lean(input_ids, attention_mask, head_outputs)
         probs: list[torch.Tensor] = []
         zs: list[torch.Tensor] = []
-        keep_z = _z_recorder(zs, self.num_heads)
+        keep_z = z_recorder(zs, self.num_heads)
         w_vs = []  # each layer's W_V, its adapter built outside inference mode (a fused layout's
         # copies of rows must stay ordinary tensors, whose versions the MHA reads)
         if inputs and self.has_head_outputs:
@@ -261,7 +236,7 @@ class LoadedModel:
             raise ModelLoadError(f"Lean capture needs attention layers mha-viz can read; '{self.name}' has none.")
         inputs: list[LayerInput] = []
         zs: list[torch.Tensor] = []
-        keep_z = _z_recorder(zs, self.num_heads)
+        keep_z = z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():
             hooks, fused = [], False
@@ -326,7 +301,8 @@ class LoadedModel:
                 view = self._views.get(layer)
                 if view is None:
                     module, family = self.attention_modules[layer]
-                    view = make_adapter(module, family, self.hf_model.config, causal=self.is_causal)
+                    # offloaded by accelerate: built over a copy whose weights are on its device
+                    view = make_adapter(resident_copy(module), family, self.hf_model.config, causal=self.is_causal)
                     self._views[layer] = view
         return view
 

@@ -1,7 +1,9 @@
 """Load a model by registry name, Hugging Face hub id or local folder, ready for attention capture.
 
 Every model is loaded with eager attention (the only kind that returns probabilities), never
-with remote code, in float32 on CPU. With `local_attention=True` each self-attention is
+with remote code, in the precision asked for (`models.precision`: by default the checkpoint's
+own, the bundled models float32), on one device or, given `max_memory`, spread by accelerate
+over the GPUs and the CPU (`models.placement`). With `local_attention=True` each self-attention is
 replaced by our MHA (`models.adapters`). Failures become `ModelLoadError`, whose message says
 what is missing and what to do: the UI shows it as it is.
 
@@ -16,6 +18,7 @@ import copy
 import dataclasses
 import logging
 import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -28,6 +31,8 @@ from .architectures import SUPPORTED, refusal
 from .errors import ModelLoadError, UnsupportedArchitecture
 from .families import find_attention, install_local_attention
 from .loaded import LoadedModel
+from .placement import devices_used, input_device, is_spread, normalise_max_memory
+from .precision import HALF, checkpoint_dtype, dtype_name, resolve_dtype
 from .registry import BUNDLED
 from .resolve import Progress, hub_error, resolve_device, resolve_spec
 from .toy import NAME as TOY_NAME
@@ -77,14 +82,25 @@ def load(
     *,
     progress: Progress | None = None,
     allow_pickle: bool = False,
+    dtype: str | torch.dtype = "auto",
+    max_memory: dict | None = None,
+    offload_folder: str | os.PathLike | None = None,
 ) -> LoadedModel:
     """Load `spec` (a name in BUNDLED, a hub id or a folder) for capture; see module doc.
     Weights are read from safetensors (or GGUF) only, unless `allow_pickle`; code that comes
-    with a model is never run."""
+    with a model is never run.
+
+    dtype: "auto" (the checkpoint's own, float32 where the device cannot run it; the bundled
+    models float32), "float32", "bfloat16" or "float16". The probabilities of every capture are
+    float32 whatever the model computes in.
+    max_memory: {GPU number | "cpu" | "disk": size}, e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate
+    places the layers (`device_map="auto"`) within those budgets; layers it keeps on the CPU or on
+    disk are loaded onto the GPU as they run. `device` is then ignored. "disk" offloads to
+    `offload_folder` (a temporary folder when none is given)."""
     progress = progress or (lambda _f, _m: None)
     spec = os.fspath(spec)  # a pathlib.Path to a folder is a folder
     if spec.strip() == TOY_NAME:  # built in code (models/toy.py), not a Hugging Face model
-        return load_toy(device, local_attention, progress)
+        return load_toy(device, local_attention, progress, dtype=resolve_dtype(dtype, resolve_device(device), fixed=True))
     # heavy (transformers): imported only when a Hugging Face model is loaded
     from transformers import AutoConfig, AutoTokenizer
 
@@ -107,11 +123,13 @@ def load(
         raise ModelLoadError(why)
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
     causal = not seq2seq and _is_causal(config)  # an encoder–decoder's encoder reads both ways
-    progress(0.4, f"Loading the weights of '{name}'…")
+    want = resolve_dtype(dtype, dev, saved=checkpoint_dtype(config), fixed=spec.strip() in BUNDLED)
+    placing = _placement(max_memory, offload_folder)
+    progress(0.4, f"Loading the weights of '{name}' in {dtype_name(want)}…")
     try:
         model = _model_class(config, causal).from_pretrained(
-            source, attn_implementation="eager", dtype=torch.float32,
-            use_safetensors=None if allow_pickle else True,
+            source, attn_implementation="eager", dtype=want,
+            use_safetensors=None if allow_pickle else True, **placing,
         )
         tokenizer = AutoTokenizer.from_pretrained(source)
     except OSError as exc:
@@ -119,6 +137,10 @@ def load(
             raise hub_error(spec, exc) from exc
         raise ModelLoadError(f"Cannot load the weights in '{spec}': {str(exc).splitlines()[0][:300]}") from exc
     except (ValueError, KeyError, RuntimeError) as exc:
+        if placing and "offload" in str(exc).lower():
+            raise ModelLoadError(
+                f"'{spec}' does not fit in the max_memory given ({placing['max_memory']}): add room on the CPU, "
+                "or 'disk' to offload the rest to disk.") from exc
         raise ModelLoadError(
             f"'{spec}' cannot be loaded for attention capture: {str(exc).splitlines()[0][:300]}"
         ) from exc
@@ -129,7 +151,11 @@ def load(
         ) from exc
     if tokenizer.pad_token is None:  # decoders often have none; padding is only for batches
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    model.to(dev).eval()
+    if is_spread(model):  # accelerate placed every layer; inputs go where the embeddings compute
+        dev = input_device(model)
+    else:
+        model.to(dev)
+    model.eval()
     ids = verify.probe(config.vocab_size, dev)
     reference = None
     if local_attention and not seq2seq:  # what the model's own attention gives, to compare ours with
@@ -153,6 +179,7 @@ def load(
         d_k=getattr(config, "head_dim", None) or d_model // num_heads,
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
         source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq,
+        dtype=want, placement=tuple(devices_used(model)),
         decoder_layers=(getattr(config, "decoder_layers", None) or getattr(config, "num_decoder_layers", None)
                         or config.num_hidden_layers) if seq2seq else 0,
         decoder_heads=(getattr(config, "decoder_attention_heads", None) or num_heads) if seq2seq else 0,
@@ -178,9 +205,14 @@ def load(
     except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
         raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but failed on a test input: "
                              f"{(str(exc).splitlines() or [''])[0][:300]}. {SUPPORTED}.") from exc
+    if want in HALF and eager is not None and not all(bool(torch.isfinite(a).all()) for a in eager):
+        raise ModelLoadError(
+            f"'{spec}' overflows in {dtype_name(want)}: its attention on a test input is not finite. "
+            "Choose bfloat16 (same range as float32) or float32.")
+    tolerance = verify.tolerance(want)
     if reference is not None:
         layer, gap = verify.worst_gap(reference, eager)
-        if gap > verify.TOLERANCE:
+        if gap > tolerance:
             raise ModelLoadError(
                 f"Our MHA does not reproduce the attention of '{spec}' ({config.model_type}): layer {layer} is "
                 f"{gap:.2g} away from the model's own on a test input (its rotary positions, masks or biases "
@@ -190,7 +222,7 @@ def load(
             layer, gap = verify.recompute_gap(loaded, ids, eager)
         except Exception:  # noqa: BLE001 - a layout the recompute cannot follow
             layer, gap = -1, float("inf")
-        if gap > verify.TOLERANCE:
+        if gap > tolerance:
             log.warning("'%s': recomputed attention is %.2g from the model's own (layer %d): per-head features off",
                         spec, gap, layer)
             loaded = dataclasses.replace(loaded, attention_modules=[])
@@ -215,6 +247,18 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         source=f"random initialisation of {loaded.source}", adapters=adapters,
         attention_modules=modules if loaded.attention_modules else [],
     )
+
+
+def _placement(max_memory: dict | None, offload_folder) -> dict:
+    """from_pretrained's placement arguments: none (the caller moves the model to one device), or
+    accelerate's device map within `max_memory`."""
+    if max_memory is None:
+        return {}
+    budget = normalise_max_memory(max_memory)
+    placing = {"device_map": "auto", "max_memory": budget}
+    if offload_folder is not None or "disk" in budget:
+        placing["offload_folder"] = os.fspath(offload_folder or tempfile.mkdtemp(prefix="mha-viz-offload-"))
+    return placing
 
 
 def _attention_layers(model: nn.Module, *, causal: bool, local_attention: bool, seq2seq: bool = False) -> tuple[

@@ -261,13 +261,13 @@ class MultiHeadAttention(nn.Module):
             # in place, as PyTorch's own MHA does: a fresh (n_q, n_k) buffer per call costs more
             # than the softmax itself at long n (page faults); autograd needs the copy
             probs = torch.ops.aten._softmax.out(scores, -1, False, out=scores)  # (B, h, n_q, n_k)
-        else:
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype)  # (B, h, n_q, n_k)
+        else:  # half precision (or autograd): the softmax in float32, and kept so, rows summing to 1
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32)  # (B, h, n_q, n_k)
         if blocked is not None or attn_mask is not None:  # a row with every key blocked is 0/0:
             # define it as no attention (a no-op on finite rows); in place unless autograd
             # needs softmax's output
             probs = probs.nan_to_num(0.0) if probs.requires_grad else probs.nan_to_num_(0.0)
-        z = torch.matmul(self.dropout(probs), v)  # (B, h, n_q, d_v)
+        z = torch.matmul(self.dropout(probs).to(v.dtype), v)  # (B, h, n_q, d_v), in the model's dtype
         return z, probs
 
     def scores(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:

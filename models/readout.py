@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .placement import resident_copy
+
 LAYER, RMS, RMS_PLUS_ONE, NONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)", "none"
 
 
@@ -64,13 +66,14 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     finally:
         for h in hooks:
             h.remove()
+    head = resident_copy(head)  # offloaded by accelerate: its weights, loaded
     unembed = head.weight.detach().float()
     unembed_bias = None if head.bias is None else head.bias.detach().float()
     if not calls:  # no norm ran: the head reads the residual itself, unless a norm we do not know ran
         if not read or any("norm" in type(m).__name__.lower() for m in hf_model.modules()):
             return None
         ro = Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias)
-        return ro if _reproduces(ro, read[-1].float(), logits) else None
+        return ro if _reproduces(ro, read[-1].float(), logits, 10 * _tolerance(read[-1].dtype)) else None
     norm, r, out = calls[-1]  # the last norm before the LM head
     if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
         return None  # the head does not read that norm's output: something else lies between
@@ -78,22 +81,29 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
         eps = _eps(norm)
     except ValueError:
         return None
-    weight = norm.weight.detach().float()
+    weight = resident_copy(norm).weight.detach().float()
+    tol = _tolerance(out.dtype)
     for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
         if kind == LAYER and not isinstance(norm, nn.LayerNorm):
             continue
-        bias = norm.bias.detach().float() if kind == LAYER and norm.bias is not None else None
+        bias = resident_copy(norm).bias.detach().float() if kind == LAYER and norm.bias is not None else None
         ro = Readout(norm, kind, eps, scale, bias, unembed, unembed_bias)
         r32 = r.float()
         rebuilt = ro.frozen(r32, ro.sigma(r32)) + (0 if bias is None else bias)
-        if torch.allclose(rebuilt, out.float(), atol=1e-4, rtol=1e-4) and _reproduces(ro, r32, logits):
+        if torch.allclose(rebuilt, out.float(), atol=tol, rtol=tol) and _reproduces(ro, r32, logits, 10 * tol):
             return ro
     return None
 
 
-def _reproduces(ro: Readout, r: torch.Tensor, logits: torch.Tensor) -> bool:
+def _tolerance(dtype: torch.dtype) -> float:
+    """How far a float32 rebuild may be from what the model computed in `dtype` (bfloat16 keeps 8
+    bits; a wrong kind of norm, or a logit scale, is off by far more)."""
+    return 1e-4 if dtype == torch.float32 else 2e-2
+
+
+def _reproduces(ro: Readout, r: torch.Tensor, logits: torch.Tensor, tol: float = 1e-3) -> bool:
     """Whether the read-out turns the residual r (B, n, d) into the model's own logits (B, n, vocab):
     nothing after the head (a logit scale, soft-capping) that the reconstruction would miss."""
     normed = ro.frozen(r, ro.sigma(r)) + (0 if ro.bias is None else ro.bias)
     rebuilt = normed @ ro.unembed.T + (0 if ro.unembed_bias is None else ro.unembed_bias)
-    return rebuilt.shape == logits.shape and torch.allclose(rebuilt, logits, atol=1e-3, rtol=1e-3)
+    return rebuilt.shape == logits.shape and torch.allclose(rebuilt, logits, atol=tol, rtol=tol)

@@ -165,7 +165,8 @@ def save(model: ToyInductionModel, folder: Path = FOLDER, extra: dict | None = N
     return folder / "model.safetensors"
 
 
-def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, folder: Path = FOLDER):
+def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, folder: Path = FOLDER, *,
+             dtype: torch.dtype = torch.float32):
     """The trained toy model as a `LoadedModel`. Its attention is always ours (`local_attention`
     is accepted for the loader's signature and has no other option to choose)."""
     progress = progress or (lambda _f, _m: None)
@@ -187,7 +188,7 @@ def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, f
             f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}). Recreate them with "
             "`.venv/bin/python -m mha_viz_models.train_toy_induction`."
         ) from exc
-    model.float().to(dev).eval()
+    model.to(device=dev, dtype=dtype).eval()
     adapters = [layer.attn for layer in model.layers]
     h, d = config.num_attention_heads, config.hidden_size
     loaded = LoadedModel(
@@ -195,7 +196,7 @@ def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, f
         is_causal=True, local_attention=True, model_type=NAME, num_layers=config.num_hidden_layers,
         num_heads=h, num_kv_heads=h, d_model=d, d_k=adapters[0].mha.d_k,
         num_params=sum(p.numel() for p in model.parameters()), max_positions=config.max_position_embeddings,
-        source=str(folder), adapters=adapters, attention_modules=[(a, "ours") for a in adapters],
+        source=str(folder), adapters=adapters, attention_modules=[(a, "ours") for a in adapters], dtype=dtype,
     )
     progress(0.9, "Checking that every layer's attention can be captured…")
     loaded.forward(torch.tensor([[0, 3, 4]]))  # [BOS] a b

@@ -10,7 +10,8 @@ import weakref
 
 import torch
 
-from .loaded import Capture, LoadedModel
+from .loaded import LoadedModel
+from .records import Capture
 from .mha import MultiHeadAttention
 
 # W_O[h] W_O[h]ᵀ of each MHA (an adapter's, so it goes with its model), made once: it depends on

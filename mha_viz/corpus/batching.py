@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from mha_viz_models import LoadedModel
+from mha_viz_models import LoadedModel, as_probabilities
 
 from ..capture import AttentionRun
 from ..settings import from_env, size_text
@@ -86,7 +86,7 @@ def _capture(model: LoadedModel, part: Sequence[tuple[str, Tokens]]) -> list[Att
         n = t.n
         att = np.empty((L, model.num_heads, n, n), dtype=np.float32)  # layer by layer: no stacked copy
         for layer in range(L):
-            att[layer] = cap.attentions[layer][b, :, :n, :n].float().cpu().numpy()
+            att[layer] = as_probabilities(cap.attentions[layer][b, :, :n, :n]).cpu().numpy()
         outputs = None
         if cap.head_outputs is not None:
             outputs = np.stack([cap.head_outputs[layer][b, :, :n].float().cpu().numpy() for layer in range(L)])

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from mha_viz_models import LoadedModel
 
 from ..capture import load_model
+from ..tokenize import InputError
 from .accumulate import Cancelled, Partial, batch_partial, model_weights
 from .batching import plan
 from .inputs import corpus_hash, read_texts
@@ -24,7 +25,7 @@ Progress = Callable[[int, int, float, float], "bool | None"]
 
 
 def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16, max_tokens: int | None = 128,
-                    importance: bool = True, progress: Progress | None = None) -> CorpusStats:
+                    importance: bool = True, progress: Progress | None = None, dtype: str = "auto") -> CorpusStats:
     """Every head's statistics averaged over the documents of `texts` (each document weighs
     the same); see `CorpusStats`.
 
@@ -34,6 +35,8 @@ def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16
     this many tokens (and to the model's and the session's caps, as everywhere).
     importance: also accumulate Michel et al.'s gradient importance (or the ablation effect
     for embedding-only models); when it cannot be computed, `importance` is None with the reason.
+    dtype: the precision a model given by name is loaded in (`load_model`); the Ray engine's actors
+    load theirs in the checkpoint's own ("auto") and refuse another.
     Raises CorpusError for an unreadable corpus, Cancelled when `progress` returns False.
     """
     if engine not in ENGINES:
@@ -41,12 +44,15 @@ def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}")
     if engine == "ray":
+        if dtype != "auto":
+            raise InputError("The Ray engine loads each model in its checkpoint's own precision: leave the "
+                             "precision at auto, or use the local engine.")
         # heavy optional (ray): imported only when the Ray engine is chosen
         from . import ray_engine
         return ray_engine.run(model, texts, batch_size=batch_size, max_tokens=max_tokens,
                               importance=importance, progress=progress)
     docs = read_texts(texts)
-    loaded = model if isinstance(model, LoadedModel) else load_model(str(model))
+    loaded = model if isinstance(model, LoadedModel) else load_model(str(model), dtype=dtype)
     return run_local(loaded, docs, batch_size=batch_size, max_tokens=max_tokens, importance=importance,
                      progress=progress)
 

@@ -59,7 +59,7 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
         st.info("Type the hub id or folder of model B.", icon="✍️")
         return None
     device = st.session_state.get(keys.DEVICE, "auto")
-    return state.load_model(spec, device, local), local
+    return state.load_model(spec, device, local, state.precision()), local
 
 
 def _run_b(cur):
@@ -108,6 +108,8 @@ def compare_view() -> None:
     st.caption(f"{state.plain(label_a)}: {cur.run.n} tokens, {cur.run.num_layers} × {cur.run.num_heads} heads · "
                f"{state.plain(label_b)}: {run_b.n} tokens, {run_b.num_layers} × {run_b.num_heads} heads.")
     st.info(state.plain(cmp.basis), icon="⚖️")
+    if cmp.precision_note:
+        st.warning(cmp.precision_note, icon="🎚️")
     if cmp.change is not None:
         _head_by_head(cmp, (cur.key, key_b), label_a, label_b)
     else:

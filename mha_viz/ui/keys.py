@@ -13,6 +13,7 @@ from typing import NamedTuple
 MODEL_CHOICE = "model_choice"
 MODEL_OTHER = "model_other"
 DEVICE = "device"
+PRECISION = "precision"  # what the model computes in: "auto", "float32", "bfloat16", "float16"
 LOCAL_ATTENTION = "local_attention"
 EXAMPLE = "example"
 TEXT = "text"
@@ -162,6 +163,7 @@ class ModelKey(NamedTuple):
     source: str
     device: str
     local_attention: bool
+    precision: str = "float32"  # what the loaded model computes in (LoadedModel.precision)
 
 
 class AnalysisKey(NamedTuple):

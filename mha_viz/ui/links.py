@@ -45,6 +45,8 @@ def read() -> None:
         ss[keys.LOCAL_ATTENTION] = True
     if link.contributions:
         ss[keys.LENS] = keys.LENS_CONTRIBUTIONS
+    if link.dtype is not None:
+        ss[keys.PRECISION] = link.dtype
     notices += _read_compare(link, options)
     if (link.layer, link.head, link.detail) != (None, None, None):
         ss[keys.LINK_PENDING] = link
@@ -136,14 +138,14 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     hide = tuple(h for h, key in (("special", keys.HIDE_SPECIAL), ("first", keys.HIDE_FIRST)) if ss.get(key))
     link = links.Link(model=_picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=ss.get(keys.TEXT) or None,
                       hide=hide, ours=bool(ss.get(keys.LOCAL_ATTENTION)),
-                      contributions=ss.get(keys.LENS) == keys.LENS_CONTRIBUTIONS)
-    default = links.Link(text=state.DEFAULT_TEXT)
+                      contributions=ss.get(keys.LENS) == keys.LENS_CONTRIBUTIONS, dtype=state.precision())
+    default = links.Link(text=state.DEFAULT_TEXT, dtype=state.default_precision())
     run = cur.run
     if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own
         return link, default
     row, head = int(ss.get(keys.SEL_LAYER, 0)), int(ss.get(keys.SEL_HEAD, 0))
     default = links.Link(text=state.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
-                         detail=_default_detail(run.n))
+                         detail=_default_detail(run.n), dtype=state.default_precision())
     fields = {}
     if 0 <= row < run.num_layers:
         fields["layer"] = run.layer_ids[row]

@@ -104,7 +104,8 @@ def _default_model() -> None:
     if spec not in mha_viz.BUNDLED:
         return
     try:
-        model = state.model_cache().get(spec, state.DEVICES[0], False)  # the key `state.load_model` asks for
+        # the key `state.load_model` asks for
+        model = state.model_cache().get(spec, state.DEVICES[0], False, dtype=state.default_precision())
         mha_viz.analyze(model, state.DEFAULT_TEXT)
     except Exception:  # noqa: BLE001 - the first session loads it instead, and shows any error
         log.warning("preloading the default model %s failed", spec, exc_info=True)

@@ -42,6 +42,7 @@ OTHER = "Other: hub id or folder…"
 # while the session's first run was still going: issue 20.)
 KEEP = keys.KEEP
 DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = mha_viz.PRECISIONS  # "auto", "float32", "bfloat16", "float16"
 
 
 
@@ -164,14 +165,25 @@ def _on_example() -> None:
         st.session_state[keys.TEXT] = EXAMPLES[choice]
 
 
-def load_model(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
+def default_precision() -> str:
+    """The sidebar's *Precision* before a user picks one: MHA_VIZ_DTYPE (`mha-viz --dtype`), else "auto"."""
+    return settings().dtype
+
+
+def precision() -> str:
+    """This session's *Precision* (the sidebar's), or the server's default before it is drawn."""
+    chosen = st.session_state.get(keys.PRECISION)
+    return chosen if chosen in PRECISIONS else default_precision()
+
+
+def load_model(spec: str, device: str, local: bool, dtype: str = "auto") -> mha_viz.LoadedModel:
     """The model `spec` from the server's model cache (loaded once, with progress, in a slot);
     ModelLoadError when this server does not offer it."""
     if not settings().allows(spec):
         raise mha_viz.ModelLoadError(f"This server offers only these models: {', '.join(settings().models)}.")
     cache = model_cache()
-    if (spec.strip(), device, local) in cache:
-        return cache.get(spec, device, local)
+    if (spec.strip(), device, local, dtype) in cache:
+        return cache.get(spec, device, local, dtype=dtype)
 
     def load() -> mha_viz.LoadedModel:
         with slots().hold(), st.status(f"Loading {plain(spec)}…", expanded=False) as status:
@@ -181,7 +193,7 @@ def load_model(spec: str, device: str, local: bool) -> mha_viz.LoadedModel:
                 bar.progress(min(max(fraction, 0.0), 1.0), text=plain(message))  # names the model
 
             try:
-                model = cache.get(spec, device, local, progress=progress)
+                model = cache.get(spec, device, local, dtype=dtype, progress=progress)
             except Exception:
                 status.update(label=f"Could not load {plain(spec)}", state="error")
                 raise
@@ -232,6 +244,11 @@ def _sidebar() -> Current:
                                  placeholder="e.g. gpt2, owner/model or /path/to/folder")
         device = st.radio("Device", DEVICES, key=keys.DEVICE, persist_state=KEEP, horizontal=True,
                           help="auto uses CUDA when a GPU is available, else the CPU.")
+        st.session_state.setdefault(keys.PRECISION, default_precision())
+        dtype = st.radio("Precision", PRECISIONS, key=keys.PRECISION, persist_state=KEEP, horizontal=True,
+                         help="What the model computes in. auto: the checkpoint's own (the bundled models: "
+                              "float32). bfloat16 and float16 halve the memory of the weights; the attention "
+                              "shown is float32 in every precision, with rows that sum to 1.")
         local = st.toggle("Compute with our MHA", key=keys.LOCAL_ATTENTION, persist_state=KEEP,
                           help="Replace every self-attention of the model with mha-viz's own "
                                "multi-head attention, carrying the same weights.")
@@ -265,8 +282,8 @@ def _sidebar() -> Current:
         cur.notice = "Type a sentence in the sidebar to see its attention."
         return _with_last_good(cur)
     try:
-        model = load_model(spec, device, local)
-        model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
+        model = load_model(spec, device, local, dtype)
+        model_key = model_key_of(model, local)
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = token_cap()
         target, part = seq2seq_views.sidebar() if model.is_encoder_decoder else (None, "")
@@ -297,6 +314,11 @@ def _sidebar() -> Current:
     return cur
 
 
+def model_key_of(model: mha_viz.LoadedModel, local: bool) -> ModelKey:
+    """The key every cached result of `model` is filed under."""
+    return ModelKey(model.name, model.source, str(model.device), bool(local), model.precision)
+
+
 def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
             layers: tuple[int, ...] | None = None) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
     """The sidebar's analysis of another text or model (the Compare page): the session's token
@@ -305,7 +327,7 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
     if model.is_encoder_decoder:
         raise mha_viz.InputError(f"{model.name} is an encoder–decoder: comparing runs takes encoder-only and decoder-only "
                                  "models. Its encoder, decoder and cross-attention are on the Look pages.")
-    model_key = ModelKey(model.name, model.source, str(model.device), bool(local))
+    model_key = model_key_of(model, local)
     cap = token_cap()
     n = mha_viz.tokenize(model, text, cap).n
     layers = tuple(l for l in layers if 0 <= l < model.num_layers) or None if layers else None

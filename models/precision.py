@@ -1,0 +1,78 @@
+"""The precision a model computes in: the user's choice ("auto", "float32", "bfloat16", "float16")
+turned into a torch dtype, and back into the name every page, report, run file and link states.
+
+Whatever the model computes in, a capture's probabilities come out as float32 rows that sum to 1:
+`as_probabilities` is where half-precision probabilities are widened and renormalised.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import ModelLoadError
+
+CHOICES = ("auto", "float32", "bfloat16", "float16")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+NAMES = {v: k for k, v in DTYPES.items()}
+HALF = (torch.bfloat16, torch.float16)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """'float32', 'bfloat16', 'float16' (another dtype by torch's own name, without 'torch.')."""
+    return NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def checkpoint_dtype(config) -> torch.dtype:
+    """The dtype a checkpoint's weights were saved in, as its config says (float32 when it says
+    none, or names one mha-viz does not run)."""
+    saved = getattr(config, "dtype", None)
+    if isinstance(saved, str):
+        saved = DTYPES.get(saved.removeprefix("torch."))
+    return saved if saved in NAMES else torch.float32
+
+
+def runs_on(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether `device` computes in `dtype`: every CUDA GPU runs float16, bfloat16 needs one that
+    supports it (Ampere or later); the CPU runs all three."""
+    if device.type == "cuda" and dtype == torch.bfloat16:
+        return bool(torch.cuda.is_bf16_supported())
+    return True
+
+
+def resolve_dtype(choice: str | torch.dtype | None, device: torch.device, *, saved: torch.dtype = torch.float32,
+                  fixed: bool = False) -> torch.dtype:
+    """The dtype to load in. `choice` "auto" (or None) is the checkpoint's own dtype `saved`,
+    float32 where the device cannot run it or where `fixed` (the bundled models stay float32);
+    an explicit choice is refused with a message where the device cannot run it."""
+    if isinstance(choice, torch.dtype):
+        choice = dtype_name(choice)
+    choice = (choice or "auto").strip().lower().removeprefix("torch.")
+    if choice in ("fp32", "float", "f32"):
+        choice = "float32"
+    elif choice in ("bf16",):
+        choice = "bfloat16"
+    elif choice in ("fp16", "half", "f16"):
+        choice = "float16"
+    if choice == "auto":
+        if fixed or not runs_on(saved, device):
+            return torch.float32
+        return saved
+    if choice not in DTYPES:
+        raise ModelLoadError(f"Unknown precision '{str(choice)[:40]}': choose one of {', '.join(CHOICES)}.")
+    dtype = DTYPES[choice]
+    if not runs_on(dtype, device):
+        raise ModelLoadError(f"This GPU ({torch.cuda.get_device_name(device)}) cannot compute in {choice}: "
+                             "choose float16 or float32.")
+    return dtype
+
+
+def as_probabilities(probs: torch.Tensor) -> torch.Tensor:
+    """Probabilities as float32 whose rows sum to 1: a half-precision softmax (Hugging Face's
+    eager attention rounds its float32 softmax back to the model's dtype) is widened and each
+    row divided by its sum; float32 is returned as it is. A row of zeros (a query that sees no
+    key) stays zeros."""
+    if probs.dtype == torch.float32:
+        return probs
+    wide = probs.float()
+    sums = wide.sum(-1, keepdim=True)
+    return wide.div_(torch.where(sums > 0, sums, torch.ones_like(sums)))
