@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from mha_viz_models import LoadedModel
 from mha_viz_models.masking import head_mask
 
-from . import settings
+from . import memory, settings
 from .tokenize import InputError, tokenize
 
 MASK_EVERY = 6
@@ -180,13 +180,19 @@ def gradient_bytes(model: LoadedModel, n: int) -> int:
 
 def check_gradient_budget(model: LoadedModel, n: int) -> None:
     """Raise InputError, with the figures, when a gradient pass over n tokens would hold more than
-    the memory budget (MHA_VIZ_MAX_CAPTURE_MB), before anything runs."""
-    need, budget = gradient_bytes(model, n), settings.from_env().max_capture_bytes
+    the memory budget (MHA_VIZ_MAX_CAPTURE_MB) or than the memory free where it runs (the GPU's,
+    or the host's: `memory.room`), before anything runs."""
+    need, room = gradient_bytes(model, n), memory.room(model.device)
+    budget, where = room.capture, "allowed here (MHA_VIZ_MAX_CAPTURE_MB)"
+    if room.device and room.gpu < budget:
+        budget, where = room.gpu, f"free on the GPU ({room.device})"
+    elif not room.device and room.host < budget:
+        budget, where = room.host, "available on this machine"
     if need > budget:
         raise InputError(
             f"Scoring the heads of {model.name} by their gradients over {n} tokens would hold about "
-            f"{settings.size_text(need)} (the limit here is {settings.size_text(budget)}, "
-            "MHA_VIZ_MAX_CAPTURE_MB). Lower the token limit in the sidebar, or use a shorter text.")
+            f"{settings.size_text(need)} ({settings.size_text(need - budget)} more than the "
+            f"{settings.size_text(budget)} {where}). Lower the token limit in the sidebar, or use a shorter text.")
 
 
 def head_gradients(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:

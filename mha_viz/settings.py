@@ -14,6 +14,8 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_MAX_CAPTURE_MB: most MiB of probabilities one analysis may hold (4096).
 - MHA_VIZ_MAX_CONCURRENT: analyses (model loads and captures) running at once; others wait
   with a notice (default 2 in public mode, unlimited otherwise).
+- MHA_VIZ_GPU_BUDGET_MB: most MiB of GPU memory the analyses running at once may share
+  (default 0: what is free on the card when none runs); see `mha_viz.admission`.
 - MHA_VIZ_MAX_CORPUS_DOCS / MHA_VIZ_MAX_CORPUS_MB: the most documents, and MiB, a corpus
   uploaded to the Corpus page may have (public mode: 2,000 and 5; locally 100,000 and 200).
 - MHA_VIZ_DTYPE: the sidebar's default *Precision* (auto, float32, bfloat16, float16; default
@@ -28,8 +30,6 @@ reaches raw HTML.
 from __future__ import annotations
 
 import os
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 from mha_viz_models import BUNDLED, PRECISIONS
@@ -56,6 +56,7 @@ class Settings:
     max_overview_tokens: int = 0  # 0: the model's whole context (local use)
     max_capture_mb: int = 4096
     max_concurrent: int = UNLIMITED
+    gpu_budget_mb: int = 0  # 0: what is free on the card when no analysis runs
     allow_pickle: bool = False
     max_corpus_docs: int = 100_000
     max_corpus_mb: int = 200
@@ -69,6 +70,11 @@ class Settings:
     def max_capture_bytes(self) -> int:
         """Most bytes one analysis (a capture, or a gradient pass) may hold."""
         return self.max_capture_mb * 2**20
+
+    @property
+    def gpu_budget_bytes(self) -> int:
+        """Most bytes of GPU memory the analyses running at once may share (0: no setting)."""
+        return self.gpu_budget_mb * 2**20
 
     @property
     def free_form_models(self) -> bool:
@@ -89,6 +95,7 @@ def from_env() -> Settings:
         max_overview_tokens=_int("MHA_VIZ_MAX_OVERVIEW_TOKENS", max_tokens, 2) if public else 0,
         max_capture_mb=_int("MHA_VIZ_MAX_CAPTURE_MB", 4096, 1),
         max_concurrent=_int("MHA_VIZ_MAX_CONCURRENT", 2 if public else UNLIMITED, 0),
+        gpu_budget_mb=_int("MHA_VIZ_GPU_BUDGET_MB", 0, 0),
         allow_pickle=_flag("MHA_VIZ_ALLOW_PICKLE") and not public,
         max_corpus_docs=_int("MHA_VIZ_MAX_CORPUS_DOCS", 2_000 if public else 100_000, 1),
         max_corpus_mb=_int("MHA_VIZ_MAX_CORPUS_MB", 5 if public else 200, 1),
@@ -108,42 +115,3 @@ def size_text(nbytes: float) -> str:
         if nbytes >= size:
             return f"{nbytes / size:.1f} {unit}"
     return f"{nbytes:.0f} B"
-
-
-class Busy(Exception):
-    """Every slot is taken; `Slots.wait` returns when one may be free."""
-
-
-class Slots:
-    """At most `limit` heavy computations at once across all sessions (0: no limit).
-
-    `hold()` takes a slot or raises Busy at once, so that a caller can show a notice and
-    `wait()` before trying again; `running` says how many are in progress.
-    """
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.running = 0
-        self._cond = threading.Condition()
-
-    @contextmanager
-    def hold(self, *, wait: bool = False):
-        """A slot for the duration of the block. Full: raise Busy at once, or with `wait` block
-        until one is free (work that has no page to show a notice on, e.g. a download's file)."""
-        with self._cond:
-            while self.limit and self.running >= self.limit:
-                if not wait:
-                    raise Busy(f"{self.running} analyses are running (at most {self.limit} at once)")
-                self._cond.wait()
-            self.running += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self.running -= 1
-                self._cond.notify_all()
-
-    def wait(self, timeout: float = 1.0) -> None:
-        """Block until a slot is free (or `timeout` seconds)."""
-        with self._cond:
-            self._cond.wait_for(lambda: not self.limit or self.running < self.limit, timeout=timeout)

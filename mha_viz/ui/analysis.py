@@ -157,7 +157,7 @@ def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model) -> 
 @st.cache_resource(show_spinner="Scoring every head…", max_entries=8)
 def importance(key: AnalysisKey, _model) -> np.ndarray:
     """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under.
-    Takes one of the server's analysis slots (raises deploy.Busy when none is free: call it
+    Takes one of the server's analysis slots (raises admission.Busy when none is free: call it
     through `state.one_at_a_time`)."""
     with state.slots().hold(), mha_viz.session_cap(key.cap):
         return _frozen(ablation.head_importance(_model, key.text, max_tokens=key.cap))

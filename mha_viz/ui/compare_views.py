@@ -5,11 +5,13 @@ much each head changed, any head side by side, and the head-table differences.""
 
 from __future__ import annotations
 
+import logging
+
 import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import metrics
+from mha_viz import memory, metrics
 from mha_viz.figures import comparison as compare_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, export_views, keys, state, views
@@ -26,6 +28,8 @@ PAIRS = {  # minimal pairs: (A, B)
 }
 DEFAULT_TEXT_B = PAIRS["Agreement: are / is"][1]
 TOP = 10  # heads listed as "changed most"
+OUT_OF_MEMORY = object()  # what run B is when it ran out of memory
+log = logging.getLogger("mha_viz.ui")
 
 
 def _on_pair() -> None:
@@ -99,7 +103,11 @@ def compare_view() -> None:
         st.error(state.plain(str(exc)), icon="⚠️")
         return
     except (MemoryError, torch.OutOfMemoryError):
-        st.error("Run B needs more memory than this machine has free: lower the token limit.", icon="⚠️")
+        log.exception("out of memory: run B")
+        got = OUT_OF_MEMORY
+    if got is OUT_OF_MEMORY:  # given back here, past the handler, whose frames held the tensors
+        memory.free_cache()
+        st.error(f"Run B needs more memory than this machine has free. {memory.OUT_OF_MEMORY_ADVICE}", icon="⚠️")
         return
     if got is None:
         return

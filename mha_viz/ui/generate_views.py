@@ -19,7 +19,7 @@ import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import generation
+from mha_viz import generation, memory
 from mha_viz.figures import generation as gfig
 from mha_viz.ui import charts, keys, seq2seq_views, state
 from mha_viz.ui.keys import GenKey
@@ -164,7 +164,7 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
     except (MemoryError, torch.OutOfMemoryError):
         log.exception("out of memory while generating")
         error = ("This generation needs more memory than this machine has free. Ask for fewer new tokens, "
-                 "lower the token limit in the sidebar, or pick a smaller model.")
+                 "lower the token limit in the sidebar, pick a lower precision or a smaller model.")
     except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
         log.exception("generation failed")
         error = f"The generation failed: {type(exc).__name__}: {str(exc)[:300]}"
@@ -172,6 +172,8 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
         ss[keys.GEN_LAST] = (key, gen, None)
         ss[keys.GEN_STEP] = 1
     ss.pop(keys.GEN_PARTIAL, None)  # (a stop raises past this line: the partial stays)
+    if error:  # out of memory among them: give it back, here past the handler, whose frames held the tensors
+        memory.free_cache()
     bar.empty()
     stream.empty()
     _stop_button(stop, live=False)

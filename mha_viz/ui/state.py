@@ -17,7 +17,7 @@ import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import attribution
+from mha_viz import admission, attribution, memory
 from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
 from mha_viz.ui import keys, notes, seq2seq_views
@@ -78,24 +78,24 @@ def model_cache() -> ModelCache:
 
 
 @st.cache_resource(show_spinner=False)
-def slots() -> deploy.Slots:
-    """The analyses running at once, shared by every session of this server."""
-    return deploy.Slots(settings().max_concurrent)
+def slots() -> admission.Admission:
+    """The analyses running at once and the memory they declared, shared by every session of
+    this server (`mha_viz.admission`)."""
+    return admission.Admission(settings().max_concurrent)
 
 
 def one_at_a_time(compute):
-    """compute() inside a slot of `slots()`; while the server is full, a notice says so and the
-    request waits its turn. compute may raise deploy.Busy itself (a cached function holding
-    the slot inside, so that cache hits need none)."""
+    """compute() once admitted by `slots()`; while the server is full (slots, or memory), a
+    notice says so and the request waits its turn. compute may raise admission.Busy itself (a
+    cached function holding the slot inside, so that cache hits need none)."""
     notice = st.empty()
     try:
         while True:
             try:
                 return compute()
-            except deploy.Busy:
-                notice.info(f"The server is busy: {slots().running} analyses are running (at most "
-                            f"{slots().limit} at once). Yours starts as soon as one finishes.", icon="⏳")
-                slots().wait()
+            except admission.Busy as busy:
+                notice.info(f"The server is busy: {busy}. Yours starts as soon as one finishes.", icon="⏳")
+                slots().wait(busy=busy)
     finally:
         notice.empty()
 
@@ -104,8 +104,16 @@ def one_at_a_time(compute):
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
 def _analyze(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
-    """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target)."""
-    with slots().hold():  # raises Busy when the server is full: nothing is cached, the caller waits
+    """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target),
+    admitted with the memory it needs (an encoder–decoder's by count only: its target's length
+    is not known before it runs)."""
+    need = None
+    if not _model.is_encoder_decoder:
+        n = mha_viz.tokenize(_model, key.text, key.cap).n
+        need = memory.analysis_need(_model, n, layers=None if key.layers is None else len(key.layers))
+    # raises Busy when the server is full (nothing is cached, the caller waits), OverBudget when
+    # the memory needed is more than the server ever has
+    with slots().hold(need=need):
         result = mha_viz.analyze(_model, key.text, key.target, max_tokens=key.cap,
                                  layers=None if key.layers is None else list(key.layers))
     runs = result.parts.values() if isinstance(result, mha_viz.EncoderDecoderRun) else [result]
@@ -145,18 +153,20 @@ class Current:
 
 def attempt(compute, *, what: str, out_of_memory: str):
     """(result, None) of `compute()` run in turn (`one_at_a_time`), or (None, a message for the
-    user) when it fails: an InputError's own words, `out_of_memory`, or "`what` failed: …" (the
-    traceback goes to the log). Streamlit's reruns and stops pass through."""
+    user) when it fails: an InputError's own words, `out_of_memory` (which says what to do; the
+    memory is given back: `memory.free_cache`), or "`what` failed: …" (the traceback goes to the
+    log). Streamlit's reruns and stops pass through."""
     try:
         return one_at_a_time(compute), None
     except mha_viz.InputError as exc:
         return None, str(exc)
     except (MemoryError, torch.OutOfMemoryError):
         log.exception("out of memory: %s", what)
-        return None, out_of_memory
     except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
         log.exception("%s failed", what)
         return None, f"{what} failed: {type(exc).__name__}: {str(exc)[:300]}"
+    memory.free_cache()  # here, past the handler: the failed frames, and their tensors, are gone
+    return None, out_of_memory
 
 
 def _on_example() -> None:
@@ -297,12 +307,13 @@ def _sidebar() -> Current:
         return _with_last_good(cur)
     except (MemoryError, torch.OutOfMemoryError):
         log.exception("out of memory")
-        cur.error = ("This input needs more memory than this machine has free. Lower the token limit "
-                     "in the sidebar, capture fewer layers, or pick a smaller model.")
-        return _with_last_good(cur)
+        cur.error = f"This input needs more memory than this machine has free. {memory.OUT_OF_MEMORY_ADVICE}"
     except Exception as exc:  # noqa: BLE001 - shown as a message; the traceback goes to the log
         log.exception("analysis failed")
         cur.error = f"The analysis failed: {type(exc).__name__}: {str(exc)[:300]}"
+        return _with_last_good(cur)
+    if cur.error:  # out of memory: given back here, past the handler, whose frames held the tensors
+        memory.free_cache()
         return _with_last_good(cur)
     cur.full_run = run
     run, key = _hide_tokens(cur, run, key)
@@ -331,11 +342,11 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
     cap = token_cap()
     n = mha_viz.tokenize(model, text, cap).n
     layers = tuple(l for l in layers if 0 <= l < model.num_layers) or None if layers else None
-    cost = model.attention_bytes(n, layers=None if layers is None else len(layers))
-    if cost > capture_budget():
-        raise mha_viz.InputError(
-            f"Every head of {model.name} at {n} tokens would hold {size_text(cost)} of attention (the limit here is "
-            f"{size_text(capture_budget())}): lower the token limit in the sidebar to compare.")
+    short = memory.shortfall(memory.analysis_need(model, n, layers=None if layers is None else len(layers)),
+                             slots().room(model.device))
+    if short:
+        raise mha_viz.InputError(f"Every head of {model.name} at {n} tokens would hold {short}: lower the token "
+                                 "limit in the sidebar to compare.")
     key = AnalysisKey(model_key, text, cap, layers)
     run = one_at_a_time(lambda: _analyze(key, model))
     cur = Current()
@@ -411,13 +422,13 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
     then, at most as many as fit); with none picked, an InputError that says what a full capture
     would cost and what fits."""
     n = mha_viz.tokenize(model, text, cap).n
-    per_layer = model.attention_bytes(n, layers=1)
-    cost, budget = model.attention_bytes(n), capture_budget()
-    if cost <= budget:
+    room = slots().room(model.device)  # what the server has for one analysis, whatever else runs now
+    short = memory.shortfall(memory.analysis_need(model, n), room)
+    if not short:
         return None
-    fit = min(budget // per_layer, model.num_layers - 1)
-    full = (f"Capturing every head of {model.name} at {n} tokens would hold {size_text(cost)} of attention "
-            f"(the limit here is {size_text(budget)}, MHA_VIZ_MAX_CAPTURE_MB).")
+    per_layer = model.attention_bytes(n, layers=1)
+    fit = min(memory.layers_that_fit(model, n, room), model.num_layers - 1)
+    full = f"Capturing every head of {model.name} at {n} tokens would hold {short}."
     if fit < 1:
         raise mha_viz.InputError(
             full + " Even one layer does not fit: lower the token limit in the sidebar; the Model "

@@ -102,3 +102,52 @@ def test_an_input_too_large_for_memory(monkeypatch):
     assert any("needs more memory than this machine has free" in shown(e.value) for e in at.error)
     assert any("last successful result" in c.value for c in at.caption) and charts(at)
     assert at.text_area(key="text").value == "Too much for this machine."
+
+
+def test_a_gpu_out_of_memory_error_during_an_analysis(monkeypatch):
+    """A CUDA out-of-memory error (simulated: no GPU here) becomes a message that says what to do;
+    the cache is given back, the sidebar's text and choices stay as they were, and the last good
+    result stays on screen."""
+    import torch
+
+    from mha_viz import memory
+
+    at = _after_a_good_run()
+    at.number_input(key="token_limit").set_value(64).run()
+    freed = []
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(mha_viz, "analyze", out_of_memory)
+    monkeypatch.setattr(memory, "free_cache", lambda: freed.append(True))
+    sidebar = {k: at.session_state[k] for k in ("model_choice", "device", "local_attention", "token_limit")}
+    at.text_area(key="text").input("Too much for this card.").run()
+    assert not at.exception
+    errors = [shown(e.value) for e in at.error]
+    assert any("needs more memory than this machine has free. Lower the token limit in the sidebar, capture "
+               "fewer layers, pick a lower precision or a smaller model." in e for e in errors), errors
+    assert not any("Tried to allocate" in e or "Traceback" in e for e in errors)
+    assert freed
+    assert at.text_area(key="text").value == "Too much for this card."
+    assert {k: at.session_state[k] for k in sidebar} == sidebar
+    assert at.number_input(key="token_limit").value == 64
+    assert any("last successful result" in c.value for c in at.caption) and charts(at)
+
+
+def test_a_capture_over_the_memory_this_machine_has_is_refused_before_it_runs(monkeypatch):
+    """With less memory available than the analysis needs (simulated), the message says which
+    memory is short and by how much, and nothing runs."""
+    from mha_viz import memory
+
+    at = _after_a_good_run()
+    monkeypatch.setattr(memory, "host_available", lambda: 2**20)
+    ran = []
+    monkeypatch.setattr(mha_viz, "analyze", lambda *a, **k: ran.append(True))
+    at.text_area(key="text").input("Too much for this machine.").run()
+    assert not at.exception and not ran
+    errors = [shown(e.value) for e in at.error]
+    assert any("of memory," in e and "more than the 1.0 MiB this machine has available" in e
+               and "Even one layer does not fit" in e for e in errors), errors
+    assert at.text_area(key="text").value == "Too much for this machine."
+    assert any("last successful result" in c.value for c in at.caption) and charts(at)

@@ -15,7 +15,7 @@ import time
 import pytest
 
 import mha_viz
-from mha_viz import launch, settings
+from mha_viz import admission, launch, settings
 from tests.helpers import ROOT, shown
 
 
@@ -36,7 +36,7 @@ def test_settings_from_the_environment(monkeypatch):
 
 
 def test_slots_cap_work_running_at_once():
-    slots = settings.Slots(2)
+    slots = admission.Admission(2)
     running, peak, done, lock = [0], [0], [], threading.Lock()
 
     def work(i):
@@ -51,7 +51,7 @@ def test_slots_cap_work_running_at_once():
                         running[0] -= 1
                     done.append(i)
                     return
-            except settings.Busy:
+            except admission.Busy:
                 slots.wait(0.2)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(7)]
@@ -176,7 +176,7 @@ def _served(argv: list[str], cwd) -> list[str]:
 
 def test_a_slot_can_be_waited_for():
     """hold(wait=True) (a download built on a click) blocks while the server is full, then runs."""
-    slots = settings.Slots(1)
+    slots = admission.Admission(1)
     order = []
     with slots.hold():
         def later():
