@@ -18,6 +18,7 @@ import torch
 from mha_viz_models import LoadedModel
 
 from . import settings
+from .transfer import IN_FLIGHT
 
 HOST = "host"  # the place of host memory in `Need.places` (a GPU's place is its device, "cuda:0")
 OUT_OF_MEMORY_ADVICE = ("Lower the token limit in the sidebar, capture fewer layers, pick a lower precision "
@@ -109,8 +110,9 @@ def analysis_need(model: LoadedModel, n: int, *, layers: int | None = None) -> N
     z (layers · H · n · d_k) and the value norms (layers · H · n). The device holds, besides the
     weights already loaded: the recorded layer inputs and head outputs of every layer
     (2 · L · n · d_model), one layer's working activations (q, k, v and the MLP's wider hidden
-    layer, about 8 · n · d_model), the logits (n · vocabulary), and the probabilities of one
-    layer at a time, copied to the host as the capture goes, or of every layer when the
+    layer, about 8 · n · d_model), the logits (n · vocabulary), and the probabilities of a few
+    layers at a time (`transfer.IN_FLIGHT`: one being made, one waiting, one on its way to the
+    host through pinned buffers), or of every layer when the
     architecture's attention is returned whole (no head outputs to read: an eager capture).
     A model on the CPU holds both parts in the host's memory.
     """
@@ -119,7 +121,7 @@ def analysis_need(model: LoadedModel, n: int, *, layers: int | None = None) -> N
     host = 4 * kept * H * (n * n + n * model.d_k + n)
     vocab = int(getattr(getattr(model.hf_model, "config", None), "vocab_size", 0) or 0)
     whole = not model.has_head_outputs
-    work = 4 * ((L if whole else 1) * H * n * n + 2 * L * n * d + 8 * n * d + n * vocab)
+    work = 4 * ((L if whole else min(L, IN_FLIGHT)) * H * n * n + 2 * L * n * d + 8 * n * d + n * vocab)
     place = cuda_place(model.device)
     attention = 4 * kept * H * n * n
     if place:

@@ -20,7 +20,9 @@ import torch
 
 CHUNK_BYTES = 32 * 2**20  # per staging buffer: long enough to amortise a chunk's bookkeeping
 BUFFERS = 2  # one filling from the GPU while the other drains to the host
-PENDING = 2  # tensors waiting for the copier at most: the GPU keeps no more of them alive
+PENDING = 1  # tensors waiting for the copier: with the one it copies and the one being made, a GPU
+# holds at most IN_FLIGHT of them (`mha_viz.memory` counts that many layers of probabilities)
+IN_FLIGHT = PENDING + 2
 
 
 class _Staging:

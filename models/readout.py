@@ -62,18 +62,19 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     hooks.append(head.register_forward_pre_hook(lambda mod, args: read.append(args[0])))
     try:
         with torch.inference_mode():
-            logits = hf_model(input_ids=probe).logits.float()
+            logits = hf_model(input_ids=probe).logits.float().cpu()
     finally:
         for h in hooks:
             h.remove()
     head = resident_copy(head)  # offloaded by accelerate: its weights, loaded
-    unembed = head.weight.detach().float()
-    unembed_bias = None if head.bias is None else head.bias.detach().float()
+    # on the CPU, where attribution computes (a model on a GPU, or spread over several devices)
+    unembed = head.weight.detach().float().cpu()
+    unembed_bias = None if head.bias is None else head.bias.detach().float().cpu()
     if not calls:  # no norm ran: the head reads the residual itself, unless a norm we do not know ran
         if not read or any("norm" in type(m).__name__.lower() for m in hf_model.modules()):
             return None
         ro = Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias)
-        return ro if _reproduces(ro, read[-1].float(), logits, 10 * _tolerance(read[-1].dtype)) else None
+        return ro if _reproduces(ro, read[-1].float().cpu(), logits, 10 * _tolerance(read[-1].dtype)) else None
     norm, r, out = calls[-1]  # the last norm before the LM head
     if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
         return None  # the head does not read that norm's output: something else lies between
@@ -81,16 +82,16 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
         eps = _eps(norm)
     except ValueError:
         return None
-    weight = resident_copy(norm).weight.detach().float()
+    weight = resident_copy(norm).weight.detach().float().cpu()
     tol = _tolerance(out.dtype)
     for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
         if kind == LAYER and not isinstance(norm, nn.LayerNorm):
             continue
-        bias = resident_copy(norm).bias.detach().float() if kind == LAYER and norm.bias is not None else None
+        bias = resident_copy(norm).bias.detach().float().cpu() if kind == LAYER and norm.bias is not None else None
         ro = Readout(norm, kind, eps, scale, bias, unembed, unembed_bias)
-        r32 = r.float()
+        r32 = r.float().cpu()
         rebuilt = ro.frozen(r32, ro.sigma(r32)) + (0 if bias is None else bias)
-        if torch.allclose(rebuilt, out.float(), atol=tol, rtol=tol) and _reproduces(ro, r32, logits, 10 * tol):
+        if torch.allclose(rebuilt, out.float().cpu(), atol=tol, rtol=tol) and _reproduces(ro, r32, logits, 10 * tol):
             return ro
     return None
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 import torch
 
 TOLERANCE = 1e-4  # float32 rounding stays below 1e-5 (tests); a wrong rotary or mask is far above
-HALF_TOLERANCE = 5e-2  # bfloat16 keeps 8 bits: scores rounded differently move probabilities by a few 1e-3
+# bfloat16 keeps 8 bits: two computations that round the scores differently move a probability by a
+# few 1e-3 on small models, and by up to 0.11 on the peaked heads of a random-init 8B shape (measured on
+# an H200); a wrong rotary layout or mask moves them by more (the families' tests check it in float32)
+HALF_TOLERANCE = 0.15
 PROBE_TOKENS = 16
 
 

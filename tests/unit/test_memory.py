@@ -26,13 +26,16 @@ def test_the_estimate_against_a_hand_computation(monkeypatch):
     n = 10
     # host: probabilities 2·4·10², head outputs 2·4·10·8, value norms 2·4·10 floats
     host = 4 * (800 + 640 + 80)
-    # device: one layer's probabilities 4·10², inputs and outputs 2·2·10·32, working 8·10·32, logits 10·100
-    work = 4 * (400 + 1280 + 2560 + 1000)
+    # device: the probabilities of the layers in flight (min(2 layers, transfer.IN_FLIGHT = 3): 2·4·10²),
+    # inputs and outputs 2·2·10·32, working 8·10·32, logits 10·100
+    assert memory.IN_FLIGHT == 3
+    work = 4 * (800 + 1280 + 2560 + 1000)
     assert memory.analysis_need(_model(), n) == memory.Need(host=host + work, attention=4 * 800)
     one = memory.analysis_need(_model(), n, layers=1)
     assert one.host == host // 2 + work and one.attention == 4 * 400
-    # an architecture whose attention comes back whole holds every layer's probabilities at once
-    assert memory.analysis_need(_model(heads_readable=False), n).host == host + work + 4 * 400
+    # an architecture whose attention comes back whole holds every layer's probabilities at once (here
+    # both layers, as many as are in flight anyway)
+    assert memory.analysis_need(_model(heads_readable=False), n).host == host + work
     # on a GPU the working part is the device's, the run's is the host's
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert memory.analysis_need(_model("cuda"), n) == memory.Need(host=host, gpu=work, device="cuda:0",

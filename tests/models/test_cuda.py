@@ -1,0 +1,72 @@
+"""The CUDA path, run where a GPU is (CI has none: every test here is skipped there with the
+reason). Host copies through pinned buffers equal PyTorch's own copy bit for bit; a capture on the
+GPU equals the CPU's; a model spread over the GPU and the CPU by `max_memory` captures, generates
+and attributes as the model loaded whole; bfloat16 on the GPU within 2e-2 of float32."""
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from mha_viz import attribution, transfer
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)")
+TEXT = "the quick brown fox jumps over the lazy dog, and the quick brown fox jumps again"
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (2, 1000, 4099), (4, 4, 700, 700)])
+def test_host_copier_equals_pytorchs_copy(shape):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    tensors = [torch.randn(shape[1:], device="cuda", generator=g) for _ in range(shape[0])]
+    half = [t.to(torch.bfloat16) for t in tensors]
+    out = transfer.to_host(tensors)
+    for i, t in enumerate(tensors):
+        assert np.array_equal(out[i], t.cpu().numpy())
+    assert np.array_equal(transfer.to_host(half)[-1], half[-1].float().cpu().numpy())
+
+
+def test_host_copier_chunks_across_buffers(monkeypatch):
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 4 * 1000)  # many chunks per tensor, and a partial last one
+    monkeypatch.setattr(transfer, "_POOL", {})
+    x = torch.arange(3 * 12345, dtype=torch.float32, device="cuda").view(3, 12345)
+    dest = np.zeros((3, 12345), np.float32)
+    with transfer.HostCopier(dest) as copier:
+        for i in range(3):
+            copier.put(i, x[i] * 2)  # a temporary the caller drops at once
+    assert np.array_equal(dest, (x * 2).cpu().numpy())
+
+
+@pytest.mark.parametrize("local", [False, True], ids=["hf", "ours"])
+def test_capture_on_the_gpu_equals_the_cpu(llama_dir, local):
+    cpu = mha_viz.load_model(llama_dir, device="cpu", local_attention=local)
+    gpu = mha_viz.load_model(llama_dir, device="cuda", local_attention=local)
+    a = mha_viz.analyze(cpu, TEXT)
+    for lean in (None, False, True):
+        b = mha_viz.analyze(gpu, TEXT, lean=lean)
+        np.testing.assert_allclose(b.attentions, a.attentions, atol=1e-5)
+        np.testing.assert_allclose(b.head_outputs, a.head_outputs, atol=1e-4)
+        np.testing.assert_allclose(b.value_norms, a.value_norms, rtol=1e-4, atol=1e-5)
+
+
+def test_bfloat16_on_the_gpu_within_fidelity(llama_dir):
+    full = mha_viz.analyze(mha_viz.load_model(llama_dir, device="cuda"), TEXT)
+    half = mha_viz.analyze(mha_viz.load_model(llama_dir, device="cuda", dtype="bfloat16"), TEXT)
+    assert half.precision == "bfloat16" and np.abs(half.attentions.sum(-1) - 1).max() < 1e-5
+    assert np.abs(half.attentions - full.attentions).max() < 2e-2
+
+
+def test_a_model_spread_over_the_gpu_and_the_cpu(llama_dir):
+    whole = mha_viz.load_model(llama_dir, device="cpu")
+    per_layer = sum(p.numel() * 4 for p in whole.hf_model.model.layers[0].parameters())
+    embed = whole.hf_model.get_input_embeddings().weight.numel() * 4
+    spread = mha_viz.load_model(llama_dir, max_memory={0: embed + int(1.5 * per_layer), "cpu": "2GiB"})
+    assert spread.placement[0] == "cuda:0" and "cpu" in spread.placement, spread.placement
+    assert spread.device.type == "cuda"
+    a, b = mha_viz.analyze(whole, TEXT), mha_viz.analyze(spread, TEXT)
+    np.testing.assert_allclose(b.attentions, a.attentions, atol=1e-5)
+    np.testing.assert_allclose(b.head_outputs, a.head_outputs, atol=1e-4)
+    g1 = mha_viz.generate(whole, "the quick", max_new_tokens=4, stop_at_eos=False)
+    g2 = mha_viz.generate(spread, "the quick", max_new_tokens=4, stop_at_eos=False)
+    assert g1.new_tokens == g2.new_tokens
+    d1, d2 = attribution.direct_logit(whole, TEXT), attribution.direct_logit(spread, TEXT)
+    np.testing.assert_allclose(d2.per_head, d1.per_head, rtol=1e-3, atol=1e-4)
