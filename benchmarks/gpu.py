@@ -138,6 +138,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--small", action="store_true", help="a small shape (the default without a GPU)")
     ap.add_argument("--skip-8b", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="where BERT-base's analysis spends its time (cProfile)")
     args = ap.parse_args()
     gpu = torch.cuda.is_available()
     small = args.small or not gpu
@@ -159,6 +160,9 @@ def main() -> None:
         fused, _ = best(lambda: full.fused_forward(ids), args.repeat)
         text = text_of(n)
         (t_an, run), peak_full = peak(lambda: best(lambda: mha_viz.analyze(full, text, max_tokens=n), args.repeat))
+        ways = {lean: best(lambda: mha_viz.analyze(full, text, max_tokens=n, lean=lean), args.repeat)[0]
+                for lean in (True, False) if lean or n <= 2048}  # eager holds every layer on the GPU
+        print(f"  n={n}: analyze lean {ways[True]:.3f} s, eager {ways.get(False, float('nan')):.3f} s", flush=True)
         hf = float("nan")
         if n <= 2048:  # HF's tuple and its host copies: 2 × 32 GiB at 4,096 tokens
             hf, _ = best(lambda: hf_capture_with_copy(full, ids), 1)
@@ -184,7 +188,21 @@ def main() -> None:
     fused, _ = best(lambda: bert.fused_forward(ids), args.repeat)
     text = text_of(n)
     t_an, _ = best(lambda: mha_viz.analyze(bert, text, max_tokens=n), args.repeat)
-    print(f"\nBERT-base at {n} tokens: fused forward {fused:.4f} s, analyze {t_an:.4f} s ({t_an / fused:.1f} ×)")
+    ways = {lean: best(lambda: mha_viz.analyze(bert, text, max_tokens=n, lean=lean), args.repeat)[0]
+            for lean in (True, False)}
+    t_tok, _ = best(lambda: mha_viz.tokenize(bert, text, max_tokens=n), args.repeat)
+    print(f"\nBERT-base at {n} tokens: fused forward {fused:.4f} s, analyze {t_an:.4f} s ({t_an / fused:.1f} ×; "
+          f"lean {ways[True]:.4f} s, eager {ways[False]:.4f} s; tokenize alone {t_tok:.4f} s)")
+    if args.profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        mha_viz.analyze(bert, text, max_tokens=n)
+        sync()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
     if not small:
         verdicts.append(("BERT-base analyze at 512 tokens ≤ 5 × the fused forward", f"{t_an / fused:.1f} ×",
                          t_an <= 5 * fused))
