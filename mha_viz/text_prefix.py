@@ -20,6 +20,8 @@ FIRST_CHARS_PER_TOKEN = 8  # the first prefix: 8 characters per token of the cap
 GROWTH = 4  # each prefix 4 × the last: the prefixes read add up to at most 4/3 of the last
 MARGIN_CHARS = 32  # tokens ending this close to the cut are not trusted
 DROPPED_WORDS = 2  # the words at the cut that are not trusted
+NO_WORD_CHARS = 65_536  # a prefix this long with nothing settled (one huge word): read the whole text
+SAMPLES, SAMPLE_CHARS = 16, 1024  # the estimate of a long text's count reads these besides the prefix
 
 
 @dataclass(frozen=True)
@@ -37,19 +39,28 @@ class Prefix:
     def covers_text(self) -> bool:
         return len(self.text) >= self.whole_chars
 
-    def estimate_total(self, specials: int) -> int:
-        """The whole text's tokens (with `specials` added), estimated from the prefix's tokens per
-        character, rounded to 3 significant digits; never fewer than are known to be there."""
-        rate = self.tokens / max(len(self.text), 1)
-        guess = round(rate * self.whole_chars) + specials
-        digits = max(len(str(guess)) - 3, 0)
-        return max(round(guess, -digits), self.settled + specials + 1)
+
+def estimate_total(tokenizer, text: str, cut: Prefix, specials: int) -> int:
+    """The tokens of the whole `text` (with `specials` added), estimated from the tokens per
+    character of the prefix `cut` and of SAMPLES pieces spread over the rest (a text's density
+    changes along it: prose, then a table, then code), rounded to 3 significant digits; never
+    fewer than are known to be there."""
+    rest = len(text) - len(cut.text)
+    pieces = [text[start:start + SAMPLE_CHARS]
+              for start in (len(cut.text) + i * rest // SAMPLES for i in range(SAMPLES))]
+    # one piece per call: a batch would start the tokenizer's thread pool in the app's process
+    counts = [len(tokenizer(piece, add_special_tokens=False)["input_ids"]) for piece in pieces]
+    rate = (cut.tokens + sum(counts)) / (len(cut.text) + sum(map(len, pieces)))
+    guess = round(rate * len(text)) + specials
+    digits = max(len(str(guess)) - 3, 0)
+    return max(round(guess, -digits), cut.settled + specials + 1)
 
 
 def read(tokenizer, text: str, limit: int, *, first_chars: int | None = None) -> Prefix:
     """The shortest prefix of `text` (first `first_chars` characters, default
     FIRST_CHARS_PER_TOKEN × `limit`, then GROWTH × more each time) whose first settled tokens
-    number more than `limit`; `text` itself when none shorter does."""
+    number more than `limit`; `text` itself when none shorter does, or when NO_WORD_CHARS
+    characters settle nothing."""
     size = max(int(first_chars or FIRST_CHARS_PER_TOKEN * limit), 1)
     if not getattr(tokenizer, "is_fast", False):  # no word boundaries to trust: read it all
         size = len(text)
@@ -58,6 +69,8 @@ def read(tokenizer, text: str, limit: int, *, first_chars: int | None = None) ->
         tokens, kept = settle(tokenizer, part)
         if kept > limit:
             return Prefix(part, kept, tokens, len(text))
+        if not kept and size >= NO_WORD_CHARS:  # no word ends here: more prefixes would only add to the whole
+            break
         size *= GROWTH
     return Prefix(text, 0, 0, len(text))
 

@@ -107,8 +107,8 @@ def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
     The ids are those of the whole text through the tokenizer's own truncation (closing special
     tokens such as [SEP] kept), but only a prefix long enough for the limit is read
     (`text_prefix.read`). `total` is exact for a text of up to EXACT_COUNT_CHARS characters or one
-    the prefix covers; for a longer one it is estimated from the prefix and `total_is_estimate`
-    says so. Raises InputError for blank text or a text that gives no tokens.
+    the prefix covers; for a longer one it is estimated from the prefix and samples of the rest,
+    and `total_is_estimate` says so. Raises InputError for blank text or a text that gives no tokens.
     """
     if text is None or not text.strip():
         raise InputError("Type a sentence to see its attention.")
@@ -125,7 +125,8 @@ def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
         if len(text) <= EXACT_COUNT_CHARS:
             total, estimate = count_tokens(model, text), False
         else:
-            total, estimate = cut.estimate_total(tokenizer.num_special_tokens_to_add(pair=False)), True
+            specials = tokenizer.num_special_tokens_to_add(pair=False)
+            total, estimate = text_prefix.estimate_total(tokenizer, text, cut, specials), True
     ids = ids[:limit]  # a tokenizer that ignores max_length still cannot pass the cap
     if not ids:
         raise InputError("The text produced no tokens for this model; type some words.")
