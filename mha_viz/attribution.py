@@ -23,7 +23,7 @@ from mha_viz_models.families import output_projection
 from mha_viz_models.hooks import layer_pre_hooks
 
 from .capture import AttentionRun
-from .tokenize import InputError, label_ids, tokenize
+from .tokenize import InputError, count_text, label_ids, tokenize
 
 LABEL = "value-weighted (‖α f(x)‖{})"
 
@@ -256,7 +256,7 @@ def _pair(model: LoadedModel, clean: str, corrupted: str, answer, wrong, positio
     c, x = tokenize(model, clean, max_tokens), tokenize(model, corrupted, max_tokens)
     for name, t in (("clean", c), ("corrupted", x)):
         if t.truncated:  # patched at the cut, the metric would not be the text's next token
-            raise InputError(f"The {name} text has {t.total} tokens, more than the {t.n} allowed here: shorten it "
+            raise InputError(f"The {name} text has {count_text(t.total, t.total_is_estimate)} tokens, more than the {t.n} allowed here: shorten it "
                              "(or raise the token limit in the sidebar).")
     if c.n != x.n:
         raise InputError(f"The clean text has {c.n} tokens and the corrupted one {x.n}: patching compares the same "

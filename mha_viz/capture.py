@@ -62,6 +62,7 @@ class AttentionRun(HeadArray):
     word_ids: list[int] = field(default_factory=list)
     text: str = ""
     num_input_tokens: int = 0  # tokens in the whole text, before truncation
+    num_input_tokens_is_estimate: bool = False  # a long text's total, estimated from the part read
     # float32 (layers, heads, n, d_v): each head's output z = A @ V before W_O; None when the
     # architecture does not expose it (the output-based metrics then say so)
     head_outputs: np.ndarray | None = None
@@ -230,6 +231,7 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
         tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
         raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
-        num_input_tokens=toks.total, head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
+        num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
+        head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
         value_norms=norms, precision=model.precision,
     )

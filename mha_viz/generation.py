@@ -26,7 +26,7 @@ from mha_viz_models import LoadedModel, as_probabilities
 from . import settings
 from .ablation import NEXT_TOKEN, loss_kind
 from .capture import AttentionRun
-from .tokenize import InputError, label_ids, token_limit, tokenize
+from .tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 
 TOP = 10  # alternatives kept per step
 
@@ -82,9 +82,10 @@ def check_decoder(model: LoadedModel) -> None:
                               "language-model head; try smollm2 (or toy-induction).")
 
 
-def _limits(model: LoadedModel, n_prompt: int, total: int, max_new: int, limit: int) -> None:
-    if total > limit:
-        raise GenerationError(f"The prompt has {total} tokens, more than the limit of {limit} for {model.name} "
+def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int) -> None:
+    n_prompt = prompt.n
+    if prompt.total > limit:
+        raise GenerationError(f"The prompt has {count_text(prompt.total, prompt.total_is_estimate)} tokens, more than the limit of {limit} for {model.name} "
                               "here: shorten it (or raise the token limit in the sidebar).")
     if n_prompt >= limit:
         raise GenerationError(f"The prompt already fills the limit of {limit} tokens: there is no room to "
@@ -181,7 +182,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     check_decoder(model)
     toks = tokenize(model, prompt, max_tokens)
     limit = token_limit(model, max_tokens)
-    _limits(model, toks.n, toks.total, int(max_new_tokens), limit)
+    _limits(model, toks, int(max_new_tokens), limit)
     progress = progress or (lambda _f, _m: None)
     n_prompt, size = toks.n, toks.n + int(max_new_tokens)
     L, H = model.num_layers, model.num_heads

@@ -30,6 +30,7 @@ class Overview:
     pooled: np.ndarray
     model_name: str
     num_input_tokens: int
+    num_input_tokens_is_estimate: bool = False  # a long text's total, estimated from the part read
 
     @property
     def n(self) -> int:
@@ -53,4 +54,5 @@ def overview(model: LoadedModel, text: str, *, thumb: int = 48, progress=None) -
         for head, probs in model.each_head(cap, layer):
             pooled[layer, head] = max_pool(probs[0].float().cpu().numpy(), thumb)
         progress((layer + 1) / model.num_layers, f"Layer {layer + 1} of {model.num_layers} done")
-    return Overview(tokens=toks.display, pooled=pooled, model_name=model.name, num_input_tokens=toks.total)
+    return Overview(tokens=toks.display, pooled=pooled, model_name=model.name, num_input_tokens=toks.total,
+                    num_input_tokens_is_estimate=toks.total_is_estimate)

@@ -26,6 +26,7 @@ from plotly.offline import get_plotlyjs_version
 from . import detail
 from .capture import AttentionRun
 from .figures import heads as head_figures
+from .tokenize import count_text
 
 POOL_ABOVE = 128  # longer inputs: a head as max-pooled blocks (head_figures.head_pooled), not every cell
 GRID_THUMB = 48  # cells a side of each head in the overview, as in the app
@@ -152,7 +153,8 @@ def _tokens_html(run: AttentionRun) -> str:
     for i, (tok, special) in enumerate(zip(run.tokens, run.special_mask)):
         cls = "tok special" if special else "tok"
         spans.append(f'<span class="{cls}"><sub>{i}</sub>{_esc(tok)}</span>')
-    note = (f"<p>The first {run.n} of the text's {run.num_input_tokens} tokens (the rest was cut off).</p>"
+    total = count_text(run.num_input_tokens, run.num_input_tokens_is_estimate)
+    note = (f"<p>The first {run.n} of the text's {total} tokens (the rest was cut off).</p>"
             if run.truncated else "")
     if run.hidden is not None:
         note += f"<p>{_esc(run.hidden.label)}</p>"

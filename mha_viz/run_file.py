@@ -59,6 +59,7 @@ def arrays(run, *, float16: bool = False) -> dict[str, np.ndarray]:
         "is_causal": np.array(bool(run.is_causal)),
         "num_kv_heads": np.array(int(run.num_kv_heads), dtype=np.int64),
         "num_input_tokens": np.array(int(run.num_input_tokens), dtype=np.int64),
+        "num_input_tokens_is_estimate": np.array(bool(run.num_input_tokens_is_estimate)),
         "model_layers": np.array(int(run.model_layers), dtype=np.int64),
     }
     for name in _STRING_LISTS:
@@ -218,6 +219,7 @@ def read(source: Target | bytes, *, max_bytes: int | None = None) -> dict:
         "is_causal": _scalar(z, "is_causal", bool, False),
         "num_kv_heads": _scalar(z, "num_kv_heads", int, 0),
         "num_input_tokens": _scalar(z, "num_input_tokens", int, 0),
+        "num_input_tokens_is_estimate": _scalar(z, "num_input_tokens_is_estimate", bool, False),  # newer files
         "model_layers": _scalar(z, "model_layers", int, 0),
         "text": _read_strings(z, "text")[0] if "text" in z and z["text"].size else "",
     }

@@ -99,7 +99,8 @@ def _run(tokens: Tokens, attentions: np.ndarray, model: LoadedModel, *, causal: 
     return AttentionRun(
         tokens=tokens.display, attentions=attentions, is_causal=causal, num_kv_heads=heads_kv,
         model_name=model.name, token_ids=tokens.ids, raw_tokens=tokens.raw, special_mask=tokens.special,
-        word_ids=tokens.word_ids, text=text, num_input_tokens=tokens.total, precision=model.precision)
+        word_ids=tokens.word_ids, text=text, num_input_tokens=tokens.total,
+        num_input_tokens_is_estimate=tokens.total_is_estimate, precision=model.precision)
 
 
 def _target_ids(model: LoadedModel, target: str, limit: int) -> tuple[list[int], int]:
@@ -155,7 +156,8 @@ def capture_bytes(model: LoadedModel, n_source: int, n_target: int) -> int:
 def same_tokens(model: LoadedModel, res: EncoderDecoderRun) -> EncoderDecoderRun:
     """`res`'s source and target token ids through another encoder–decoder of the same tokenizer
     (a random-init baseline): the same tokens on every axis."""
-    src = label_ids(model, res.encoder.token_ids, total=res.encoder.num_input_tokens)
+    src = label_ids(model, res.encoder.token_ids, total=res.encoder.num_input_tokens,
+                    total_is_estimate=res.encoder.num_input_tokens_is_estimate)
     tgt = label_ids(model, res.decoder.token_ids, total=res.decoder.num_input_tokens)
     return _capture(model, src, tgt, res.source, res.target, res.written)
 

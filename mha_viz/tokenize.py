@@ -17,8 +17,13 @@ from dataclasses import dataclass
 
 from mha_viz_models import LoadedModel
 
-from . import settings
+from . import settings, text_prefix
 from .tokens import clean_tokens
+
+
+# Up to this many characters a truncated text's total is counted exactly (about 20 ms on 2 cores);
+# past it, estimated from the prefix read.
+EXACT_COUNT_CHARS = 50_000
 
 
 class InputError(ValueError):
@@ -29,7 +34,8 @@ class InputError(ValueError):
 class Tokens:
     """One text as a model reads it, after the cap.
 
-    ids: the token ids the model runs on; total: how many the whole text has (before the cap);
+    ids: the token ids the model runs on; total: how many the whole text has (before the cap;
+    estimated from the part read when `total_is_estimate`, see `tokenize`);
     display: readable tokens (markers such as Ġ / ## / ▁ removed, invisible characters shown);
     word_ids: the word each token belongs to; raw: the tokenizer's own pieces;
     special: True for structural tokens ([CLS], [SEP], BOS…).
@@ -41,6 +47,7 @@ class Tokens:
     word_ids: list[int]
     raw: list[str]
     special: list[bool]
+    total_is_estimate: bool = False  # `total` estimated from the part read (a long text)
 
     @property
     def n(self) -> int:
@@ -82,8 +89,14 @@ def token_limit(model: LoadedModel, max_tokens: int | None = None, *, whole_text
     return max(1, min(limits))
 
 
+def count_text(n: int, estimate: bool = False) -> str:
+    """A text's token count as messages show it: "about 241,000" for an estimate, "602" otherwise."""
+    return f"about {n:,}" if estimate else str(n)
+
+
 def count_tokens(model: LoadedModel, text: str) -> int:
-    """How many tokens the whole of `text` has for this model (runs nothing but the tokenizer)."""
+    """How many tokens the whole of `text` has for this model (runs nothing but the tokenizer, over
+    the whole text: `tokenize(...).total` costs only the part the cap reads)."""
     return len(model.tokenizer(text or "", add_special_tokens=True)["input_ids"])
 
 
@@ -91,23 +104,36 @@ def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
              whole_text: bool = False) -> Tokens:
     """`text` as token ids for `model`, cut to `token_limit(model, max_tokens, whole_text=...)`.
 
-    Raises InputError for blank text or a text that gives no tokens.
+    The ids are those of the whole text through the tokenizer's own truncation (closing special
+    tokens such as [SEP] kept), but only a prefix long enough for the limit is read
+    (`text_prefix.read`). `total` is exact for a text of up to EXACT_COUNT_CHARS characters or one
+    the prefix covers; for a longer one it is estimated from the prefix and samples of the rest,
+    and `total_is_estimate` says so. Raises InputError for blank text or a text that gives no tokens.
     """
     if text is None or not text.strip():
         raise InputError("Type a sentence to see its attention.")
     limit = token_limit(model, max_tokens, whole_text=whole_text)
     tokenizer = model.tokenizer
-    full = tokenizer(text, add_special_tokens=True)["input_ids"]
-    ids = full
-    if len(full) > limit:  # truncation by the tokenizer keeps the closing special tokens ([SEP])
-        ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
-        ids = ids[:limit]  # a tokenizer that ignores max_length still cannot pass the cap
+    cut = text_prefix.read(tokenizer, text, limit)
+    if cut.covers_text:  # a short text: read whole, as it always was
+        full = tokenizer(text, add_special_tokens=True)["input_ids"]
+        ids, total, estimate = full, len(full), False
+        if len(full) > limit:  # truncation by the tokenizer keeps the closing special tokens ([SEP])
+            ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+    else:
+        ids = tokenizer(cut.text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+        if len(text) <= EXACT_COUNT_CHARS:
+            total, estimate = count_tokens(model, text), False
+        else:
+            specials = tokenizer.num_special_tokens_to_add(pair=False)
+            total, estimate = text_prefix.estimate_total(tokenizer, text, cut, specials), True
+    ids = ids[:limit]  # a tokenizer that ignores max_length still cannot pass the cap
     if not ids:
         raise InputError("The text produced no tokens for this model; type some words.")
-    return label_ids(model, ids, total=len(full))
+    return label_ids(model, ids, total=total, total_is_estimate=estimate)
 
 
-def label_ids(model: LoadedModel, ids, *, total: int | None = None) -> Tokens:
+def label_ids(model: LoadedModel, ids, *, total: int | None = None, total_is_estimate: bool = False) -> Tokens:
     """Token ids (a tokenized text, a generated sequence, a decoder's input) with their labels:
     readable tokens, words, the tokenizer's pieces and which are structural."""
     tokenizer = model.tokenizer
@@ -118,7 +144,7 @@ def label_ids(model: LoadedModel, ids, *, total: int | None = None) -> Tokens:
     raw = tokenizer.convert_ids_to_tokens(ids)
     display, word_ids = clean_tokens(tokenizer, raw, special)
     return Tokens(ids=ids, total=len(ids) if total is None else int(total), display=display, word_ids=word_ids,
-                  raw=list(raw), special=special)
+                  raw=list(raw), special=special, total_is_estimate=bool(total_is_estimate))
 
 
 UNKNOWN_SHARE = 0.2  # a run with at least this share of unknown tokens gets a notice in the app

@@ -94,7 +94,7 @@ def _capture(model: LoadedModel, part: Sequence[tuple[str, Tokens]]) -> list[Att
             tokens=t.display, attentions=att,
             is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,
             token_ids=list(t.ids), raw_tokens=t.raw, special_mask=t.special, word_ids=t.word_ids, text=text,
-            num_input_tokens=t.total, head_outputs=outputs,
+            num_input_tokens=t.total, num_input_tokens_is_estimate=t.total_is_estimate, head_outputs=outputs,
             layer_ids=list(range(L)), model_layers=L,
         ))
     return runs

@@ -21,6 +21,7 @@ import torch
 import mha_viz
 from mha_viz import generation, memory
 from mha_viz.figures import generation as gfig
+from mha_viz.tokenize import count_text
 from mha_viz.ui import charts, keys, seq2seq_views, state
 from mha_viz.ui.keys import GenKey
 
@@ -114,9 +115,13 @@ def _controls(cur):
                               "(nucleus sampling; when the temperature is above 0).")
     cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=keys.GEN_SEED, persist_state=state.KEEP,
                          help="The same seed gives the same sample.")
-    n = mha_viz.count_tokens(model, cur.text)
     limit = mha_viz.token_limit(model, state.token_cap())
-    st.caption(f"The prompt is the sidebar's text: {n} tokens for {state.plain(model.name)}. Prompt and "
+    try:  # reads only the part of a long text that the limit needs
+        prompt = mha_viz.tokenize(model, cur.text, limit)
+        n, count = prompt.total, count_text(prompt.total, prompt.total_is_estimate)
+    except mha_viz.InputError:  # no text yet
+        n, count = 0, "0"
+    st.caption(f"The prompt is the sidebar's text: {count} tokens for {state.plain(model.name)}. Prompt and "
                f"generation together stay within {limit} tokens (the token limit and the model's positions), "
                f"so up to {max(limit - n, 0)} new tokens fit.")
     buttons = st.columns([1, 1, 5])

@@ -20,6 +20,7 @@ import mha_viz
 from mha_viz import admission, attribution, memory
 from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
+from mha_viz.tokenize import count_text
 from mha_viz.ui import keys, notes, seq2seq_views
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 from mha_viz.ui.text import plain
@@ -480,7 +481,8 @@ def show_status(cur: Current) -> bool:
         limit = min(cur.model.max_positions, token_cap()) if cur.model else run.n
         why = ("the model's positions" if cur.model and cur.model.max_positions <= token_cap()
                else "the sidebar's *Token limit*")
-        st.warning(f"The text has {run.num_input_tokens} tokens; the first {run.n} were kept "
+        total = count_text(run.num_input_tokens, run.num_input_tokens_is_estimate)
+        st.warning(f"The text has {total} tokens; the first {run.n} were kept "
                    f"(at most {limit} tokens: {why}).", icon="✂️")
     notes.unknown_status(cur, run)
     notes.hidden_status(cur)

@@ -142,7 +142,10 @@ def _whole_text_overview(cur) -> None:
         return
     # the tokens the views use, before the sidebar's *Hide tokens*
     shown = (cur.full_run or cur.run).n if (cur.run is not None and not cur.stale) else 0
-    n = min(mha_viz.count_tokens(model, text), mha_viz.token_limit(model, whole_text=True))
+    try:  # reads only the part of a long text that the overview's limit needs
+        n = mha_viz.tokenize(model, text, whole_text=True).n
+    except mha_viz.InputError:
+        return
     if n <= shown or n <= 2:
         return
     st.subheader("The whole text")

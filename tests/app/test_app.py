@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 
@@ -68,6 +69,15 @@ def test_long_text_shows_truncation_note():
     at.text_area(key="text").input("word " * 600).run()
     assert not at.exception
     assert any("602 tokens" in w.value and "first 512" in w.value for w in at.warning)
+
+
+def test_a_long_paste_shows_its_count_as_an_estimate():
+    at = start_app()
+    at.text_area(key="text").input("word " * 12_000).run()  # 60,000 characters: 12,002 tokens, estimated
+    assert not at.exception
+    [said] = [m for w in at.warning if (m := re.search(r"The text has about ([\d,]+) tokens; the first 512 were kept",
+                                                        w.value))]
+    assert abs(int(said[1].replace(",", "")) - 12_002) <= 0.06 * 12_002  # tests/models/test_text_prefix.py's tolerance
 
 
 @pytest.mark.parametrize("text,pieces", [

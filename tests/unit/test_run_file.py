@@ -32,6 +32,7 @@ def _run(n: int = 12, L: int = 3, H: int = 4) -> AttentionRun:
         model_name="org/model-ß", token_ids=list(range(100, 100 + n)),
         raw_tokens=[f"raw{i}" for i in range(n)], special_mask=[i in (0, n - 1) for i in range(n)],
         word_ids=[i // 2 for i in range(n)], text="the cat <b>bold</b>\nline two\x00", num_input_tokens=n + 5,
+        num_input_tokens_is_estimate=True,
         head_outputs=rng.standard_normal((L, H, n, 8)).astype(np.float32), layer_ids=[1, 3, 5],
         model_layers=6, value_norms=(rng.random((L, H, n)) * 3 + 0.1).astype(np.float32))
 
@@ -100,6 +101,15 @@ def test_a_file_without_value_norms_loads_without_them():
     back = AttentionRun.load(_npz(**older))
     assert back.value_norms is None and back.n == 12
     np.testing.assert_array_equal(back.head_outputs, _run().head_outputs)
+
+
+def test_a_file_without_the_estimate_flag_reads_its_count_as_exact():
+    """Files written before long texts' counts were estimated: every count in them was exact."""
+    older = run_file.arrays(_run())
+    del older["num_input_tokens_is_estimate"]
+    back = AttentionRun.load(_npz(**older))
+    assert back.num_input_tokens == 17 and back.num_input_tokens_is_estimate is False
+    assert AttentionRun.load(run_file.to_bytes(_run())).num_input_tokens_is_estimate is True
 
 
 def test_hidden_tokens_keep_their_value_norm_columns():
