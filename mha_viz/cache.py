@@ -49,7 +49,7 @@ class ModelCache:
             model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress,
                                  allow_pickle=self._allow_pickle, dtype=dtype)
             log.info("model loaded: %s (device %s, our MHA %s, %s) in %.1f s", key[0], device, key[2],
-                     model.precision, time.perf_counter() - start)
+                     getattr(model, "precision", dtype), time.perf_counter() - start)
             with self._guard:
                 self._models[key] = model
                 while len(self._models) > self._max:  # free the least recently used model

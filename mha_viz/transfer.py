@@ -147,11 +147,21 @@ class HostCopier:
         dst.copy_(self._staging.buffers[b][:m])
 
 
+STACK_BYTES = 256 * 2**20  # up to this much, GPU tensors are stacked there and cross in one transfer
+
+
 def to_host(tensors, dest: np.ndarray | None = None) -> np.ndarray:
-    """Stack equal-shaped tensors (any device) into one float32 host array (or into `dest`)."""
+    """Stack equal-shaped tensors (any device) into one float32 host array (or into `dest`). A
+    small set on a GPU is stacked there first: one transfer instead of a hand-off per tensor to
+    the copying thread (BERT-base at 512 tokens: 12 layers of 12 MiB)."""
     tensors = list(tensors)
     if dest is None:
         dest = np.empty((len(tensors), *tensors[0].shape), dtype=np.float32)
+    if tensors and tensors[0].device.type == "cuda" and dest.nbytes <= STACK_BYTES:
+        whole = torch.stack([t.detach().to(torch.float32) for t in tensors])  # (len, ...) on the GPU
+        with HostCopier(dest[None]) as copier:
+            copier.put(0, whole)
+        return dest
     with HostCopier(dest) as copier:
         for i, t in enumerate(tensors):
             copier.put(i, t)

@@ -14,8 +14,10 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 TEXT = "the quick brown fox jumps over the lazy dog, and the quick brown fox jumps again"
 
 
+@pytest.mark.parametrize("stack_bytes", [transfer.STACK_BYTES, 0], ids=["stacked", "one-by-one"])
 @pytest.mark.parametrize("shape", [(3, 5), (2, 1000, 4099), (4, 4, 700, 700)])
-def test_host_copier_equals_pytorchs_copy(shape):
+def test_host_copier_equals_pytorchs_copy(shape, stack_bytes, monkeypatch):
+    monkeypatch.setattr(transfer, "STACK_BYTES", stack_bytes)
     g = torch.Generator(device="cuda").manual_seed(0)
     tensors = [torch.randn(shape[1:], device="cuda", generator=g) for _ in range(shape[0])]
     half = [t.to(torch.bfloat16) for t in tensors]

@@ -67,7 +67,7 @@ def test_auto_device_picks_cpu_without_cuda():
 def test_model_cache_loads_each_model_once_under_concurrency():
     calls = []
 
-    def slow_loader(spec, device, local_attention, progress=None, allow_pickle=False):
+    def slow_loader(spec, device, local_attention, progress=None, allow_pickle=False, dtype="auto"):
         calls.append(spec)
         time.sleep(0.1)
         return object()
@@ -83,4 +83,6 @@ def test_model_cache_loads_each_model_once_under_concurrency():
     cache.get("b", "cpu")
     cache.get("a", "cpu")  # a is now the most recent
     cache.get("c", "cpu")  # evicts b, the least recently used
-    assert ("a", "cpu", False) in cache and ("b", "cpu", False) not in cache and len(cache) == 2
+    assert ("a", "cpu", False, "auto") in cache and ("b", "cpu", False, "auto") not in cache and len(cache) == 2
+    cache.get("a", "cpu", dtype="bfloat16")  # another precision is another model
+    assert calls[-1] == "a" and calls.count("a") == 2
