@@ -188,3 +188,24 @@ def test_a_slot_can_be_waited_for():
         assert order == [] and slots.running == 1
     worker.join(5)
     assert order == ["waited"] and slots.running == 0
+
+
+def test_dtype_on_the_command_line_sets_the_sidebars_default_precision(monkeypatch):
+    """`mha-viz --dtype bfloat16` (and `mha-viz app --dtype …`) serves the app with MHA_VIZ_DTYPE,
+    which `settings` reads as the sidebar's default; an unknown value is refused by the parser and
+    an unreadable variable falls back to auto."""
+    from mha_viz import cli
+
+    served = []
+    monkeypatch.setattr(launch.subprocess, "call", lambda argv, env: served.append(env) or 0)
+    monkeypatch.delenv("MHA_VIZ_DTYPE", raising=False)
+    assert cli.main(["--dtype", "bfloat16", "--port", "8599"]) == 0
+    assert cli.main(["app", "--dtype", "float16"]) == 0
+    assert cli.main(["app"]) == 0
+    assert [e.get("MHA_VIZ_DTYPE") for e in served] == ["bfloat16", "float16", None]
+    with pytest.raises(SystemExit):
+        cli.main(["--dtype", "int8"])
+    monkeypatch.setenv("MHA_VIZ_DTYPE", "BFloat16")
+    assert settings.from_env().dtype == "bfloat16"
+    monkeypatch.setenv("MHA_VIZ_DTYPE", "fp8")
+    assert settings.from_env().dtype == "auto"
