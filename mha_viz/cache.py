@@ -52,6 +52,9 @@ class ModelCache:
                      getattr(model, "precision", dtype), time.perf_counter() - start)
             with self._guard:
                 self._models[key] = model
+                # "auto" resolved to a precision: asking for that one by name is the same model, not a second load
+                named = (*key[:3], getattr(model, "precision", dtype))
+                self._models.setdefault(named, model)
                 while len(self._models) > self._max:  # free the least recently used model
                     self._models.pop(next(iter(self._models)))
             return model

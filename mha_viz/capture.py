@@ -166,6 +166,17 @@ class AttentionRun(HeadArray):
 LEAN_ABOVE_BYTES = 2**30  # SmolLM2 at 2,048 tokens: 4.5 GB once instead of 9 GB at the peak
 
 
+def chooses_lean(model: LoadedModel, n: int, layers: int | None = None) -> bool:
+    """Whether `analyze` captures n tokens (`layers` of the model's layers; None: every layer) the
+    lean way by default: fused forward, each layer recomputed. Measured: on the CPU lean is 5-40 %
+    slower for a full capture, but holds half the memory; on a GPU it holds a few layers'
+    probabilities instead of every layer's (an H200: as fast as eager at 2,048 tokens, 1.4 × slower
+    for BERT-base at 512). `mha_viz.memory` estimates an analysis by the same rule."""
+    kept = model.num_layers if layers is None else layers
+    return model.has_head_outputs and (
+        kept < model.num_layers or model.attention_bytes(n, layers=kept) > LEAN_ABOVE_BYTES)
+
+
 def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
                dtype: str = "auto", max_memory: dict | None = None, progress=None) -> LoadedModel:
     """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `models.load`.
@@ -199,11 +210,8 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     chosen = list(range(model.num_layers)) if layers is None else sorted({int(l) for l in layers})
     if not chosen or chosen[0] < 0 or chosen[-1] >= model.num_layers:
         raise InputError(f"Choose layers between 0 and {model.num_layers - 1} to capture.")
-    if lean is None:  # measured: on the CPU lean is 5-40 % slower for a full capture, but holds half
-        # the memory; on a GPU it holds a few layers' probabilities instead of every layer's (an
-        # H200: as fast as eager at 2,048 tokens, 1.4 × slower for BERT-base at 512)
-        lean = model.has_head_outputs and (
-            len(chosen) < model.num_layers or model.attention_bytes(len(ids), layers=len(chosen)) > LEAN_ABOVE_BYTES)
+    if lean is None:
+        lean = chooses_lean(model, len(ids), len(chosen))
     stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)  # (L, H, n, n)
     cap = None
     if lean:  # fused forward, then each layer's probabilities straight into one array

@@ -33,6 +33,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from mha_viz_models import PRECISIONS
+
 MAX_TEXT_CHARS = 1500  # most characters of text a link carries (percent-encoded, up to ~18 KB of URL)
 MAX_MODEL_CHARS = 300
 MAX_INDEX = 9999  # a layer or head number past this is a malformed link, not a big model
@@ -41,7 +43,7 @@ HIDE = ("special", "first")
 MHA = {"ours": True, "hf": False}
 COMPARE = ("texts", "models")  # the Compare page's modes
 SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
-DTYPES = ("auto", "float32", "bfloat16", "float16")  # the sidebar's *Precision* (models.precision.CHOICES)
+DTYPES = PRECISIONS  # the sidebar's *Precision*: auto, float32, bfloat16, float16
 PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "compare", "text_b", "model_b",
           "mha_b")
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown

@@ -18,7 +18,8 @@ import torch
 from mha_viz_models import LoadedModel
 
 from . import settings
-from .transfer import IN_FLIGHT
+from .capture import chooses_lean
+from .transfer import IN_FLIGHT, STACK_BYTES
 
 HOST = "host"  # the place of host memory in `Need.places` (a GPU's place is its device, "cuda:0")
 OUT_OF_MEMORY_ADVICE = ("Lower the token limit in the sidebar, capture fewer layers, pick a lower precision "
@@ -110,20 +111,24 @@ def analysis_need(model: LoadedModel, n: int, *, layers: int | None = None) -> N
     z (layers · H · n · d_k) and the value norms (layers · H · n). The device holds, besides the
     weights already loaded: the recorded layer inputs and head outputs of every layer
     (2 · L · n · d_model), one layer's working activations (q, k, v and the MLP's wider hidden
-    layer, about 8 · n · d_model), the logits (n · vocabulary), and the probabilities of a few
-    layers at a time (`transfer.IN_FLIGHT`: one being made, one waiting, one on its way to the
-    host through pinned buffers), or of every layer when the
-    architecture's attention is returned whole (no head outputs to read: an eager capture).
+    layer, about 8 · n · d_model), the logits (n · vocabulary), and the probabilities: of a few
+    layers at a time in a lean capture (`transfer.IN_FLIGHT`: one being made, one waiting, one on
+    its way to the host through pinned buffers), of every layer in an eager one (the model returns
+    them whole; `capture.chooses_lean` decides, as `analyze` does), plus their stack on a GPU when
+    it is sent in one transfer (`transfer.STACK_BYTES`).
     A model on the CPU holds both parts in the host's memory.
     """
     L, H, d = model.num_layers, model.num_heads, model.d_model
     kept = L if layers is None else layers
     host = 4 * kept * H * (n * n + n * model.d_k + n)
     vocab = int(getattr(getattr(model.hf_model, "config", None), "vocab_size", 0) or 0)
-    whole = not model.has_head_outputs
-    work = 4 * ((L if whole else min(L, IN_FLIGHT)) * H * n * n + 2 * L * n * d + 8 * n * d + n * vocab)
-    place = cuda_place(model.device)
     attention = 4 * kept * H * n * n
+    place = cuda_place(model.device)
+    lean = chooses_lean(model, n, kept)
+    probs = 4 * min(L, IN_FLIGHT) * H * n * n if lean else 4 * L * H * n * n
+    if not lean and place and attention <= STACK_BYTES:
+        probs += attention  # stacked on the GPU for one transfer
+    work = probs + 4 * (2 * L * n * d + 8 * n * d + n * vocab)
     if place:
         return Need(host=host, gpu=work, device=place, attention=attention)
     return Need(host=host + work, attention=attention)

@@ -102,8 +102,8 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
         scaled = mha.scores(q[None, None], k[None, None])[0, 0]  # × scale (soft-capped when the head is)
         hidden = mha.hidden_keys(n, n, scaled.device, causal=model.is_causal)  # causal, a sliding window
         masked = scaled.clone() if hidden is None else scaled.masked_fill(hidden, float("-inf"))
-        probs = torch.softmax(masked, dim=-1)  # (n, n)
-        z = probs @ v  # (n, d_v)
+        probs = torch.softmax(masked, dim=-1, dtype=torch.float32)  # (n, n), float32 in every precision
+        z = probs.to(v.dtype) @ v  # (n, d_v)
         concat = cap.head_outputs[layer][0].transpose(0, 1).reshape(n, -1)  # (n, H · d_v)
         output = mha.w_o(concat)  # (n, d_model)
         weights = mha.head_weights()

@@ -33,7 +33,7 @@ class _Staging:
         self.stream = torch.cuda.Stream(device=device)
         n = CHUNK_BYTES // 4
         self.buffers = [torch.empty(n, dtype=torch.float32, pin_memory=True) for _ in range(BUFFERS)]
-        self.events = [torch.cuda.Event() for _ in range(BUFFERS)]
+        self.events = [torch.cuda.Event(blocking=True) for _ in range(BUFFERS)]  # a wait sleeps, not spins
 
 
 _POOL: dict[str, list[_Staging]] = {}  # device -> staging sets not in use
@@ -89,6 +89,8 @@ class HostCopier:
         src = tensor.detach().to(torch.float32).contiguous().view(-1)  # on the compute stream
         ready = torch.cuda.Event()
         ready.record(torch.cuda.current_stream(src.device))
+        if self._staging is not None and self._staging.device != src.device:  # a model spread over GPUs:
+            self.finish()  # this GPU's copies done, the next one's through a staging set of its own
         if self._worker is None:
             self._staging = _take(src.device)
         # read on the side stream: its memory is not reused before that read, whenever src is dropped
@@ -154,15 +156,18 @@ def to_host(tensors, dest: np.ndarray | None = None) -> np.ndarray:
     """Stack equal-shaped tensors (any device) into one float32 host array (or into `dest`). A
     small set on a GPU is stacked there first: one transfer instead of a hand-off per tensor to
     the copying thread (BERT-base at 512 tokens: 12 layers of 12 MiB)."""
-    tensors = list(tensors)
     if dest is None:
+        tensors = list(tensors)
         dest = np.empty((len(tensors), *tensors[0].shape), dtype=np.float32)
-    if tensors and tensors[0].device.type == "cuda" and dest.nbytes <= STACK_BYTES:
-        whole = torch.stack([t.detach().to(torch.float32) for t in tensors])  # (len, ...) on the GPU
-        with HostCopier(dest[None]) as copier:
-            copier.put(0, whole)
-        return dest
-    with HostCopier(dest) as copier:
+    if dest.nbytes <= STACK_BYTES:
+        tensors = list(tensors)
+        devices = {t.device for t in tensors}
+        if len(devices) == 1 and next(iter(devices)).type == "cuda":  # one GPU (a spread model's are not stacked)
+            whole = torch.stack([t.detach().to(torch.float32) for t in tensors])  # (len, ...) on the GPU
+            with HostCopier(dest[None]) as copier:
+                copier.put(0, whole)
+            return dest
+    with HostCopier(dest) as copier:  # one at a time: a generator's tensors are made as they are sent
         for i, t in enumerate(tensors):
             copier.put(i, t)
     return dest

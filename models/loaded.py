@@ -12,7 +12,7 @@ from .adapters import Adapter, call_rotary
 from .families import make_adapter, output_projection
 from .hooks import distinct
 from .records import Capture, LayerInput, Seq2SeqCapture, z_recorder
-from .placement import resident_copy
+from .placement import has_offloaded, resident_copy
 from .precision import dtype_name
 from .architectures import SUPPORTED
 from .errors import ModelLoadError
@@ -56,8 +56,9 @@ class LoadedModel:
     # Derived once per instance (a `dataclasses.replace` copy starts afresh):
     _weights: dict | None = field(default=None, init=False, repr=False, compare=False)
     _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # layer -> Adapter
-    # One forward at a time per model: the app shares one instance between sessions.
-    lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
+    # One forward at a time per model: the app shares one instance between sessions. Re-entrant:
+    # `head_weights` holds it while `layer_adapter` takes it to load an offloaded layer's weights.
+    lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
     # Builds the adapters of `layer_adapter` once even when sessions ask at the same moment (not
     # `lock`: head_weights holds that one while it asks)
     _views_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
@@ -132,8 +133,10 @@ class LoadedModel:
         keep_z = z_recorder(zs, self.num_heads)
         w_vs = []  # each layer's W_V, its adapter built outside inference mode (a fused layout's
         # copies of rows must stay ordinary tensors, whose versions the MHA reads)
-        if inputs and self.has_head_outputs:
-            w_vs = [self.layer_adapter(layer).mha.w_v for layer in range(self.num_layers)]
+        if inputs and self.has_head_outputs:  # (an offloaded layer's W_V never runs as such: its values
+            # are projected again from the recorded input)
+            w_vs = [None if has_offloaded(m) else self.layer_adapter(layer).mha.w_v
+                    for layer, (m, _) in enumerate(self.attention_modules)]
 
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
             hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in distinct(self.adapters)]
@@ -229,7 +232,7 @@ class LoadedModel:
         unless a fused layout made them copies, which never run) writes to `written[id(W_V)]`."""
         def keep(module, _args, out):
             written.setdefault(id(module), []).append(out.detach())  # (B, n, G · d_v)
-        return [w.register_forward_hook(keep) for w in distinct(w_vs)]
+        return [w.register_forward_hook(keep) for w in distinct([w for w in w_vs if w is not None])]
 
     def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> Capture:
         if not self.attention_modules:
@@ -295,14 +298,18 @@ class LoadedModel:
         """Our adapter over layer `layer`'s self-attention: the installed one (local attention,
         models built from our MHA), or one built over the original's weights (kept, made once, and
         only for the layers asked for). Its `.mha` computes that layer's attention step by step."""
+        module, family = self.attention_modules[layer]
+        if has_offloaded(module):  # accelerate keeps its weights off the device: a copy loaded for this use
+            # only (kept, every offloaded layer's would add up beyond max_memory), under the model's
+            # lock (loading them swaps the module's parameters, which another session's forward reads)
+            with self.lock:
+                return make_adapter(resident_copy(module), family, self.hf_model.config, causal=self.is_causal)
         view = self._views.get(layer)
         if view is None:
             with self._views_lock:  # built once even when sessions ask at the same moment
                 view = self._views.get(layer)
                 if view is None:
-                    module, family = self.attention_modules[layer]
-                    # offloaded by accelerate: built over a copy whose weights are on its device
-                    view = make_adapter(resident_copy(module), family, self.hf_model.config, causal=self.is_causal)
+                    view = make_adapter(module, family, self.hf_model.config, causal=self.is_causal)
                     self._views[layer] = view
         return view
 
@@ -366,6 +373,6 @@ class LoadedModel:
             with self.lock:
                 per_layer = [self.layer_adapter(layer).mha.head_weights()
                              for layer in range(len(self.attention_modules))]
-                self._weights = {k: torch.stack([w[k] for w in per_layer]).float().cpu()  # a new tensor
-                                 for k in per_layer[0]}
+                # on the CPU one layer at a time: a spread model's layers live on different devices
+                self._weights = {k: torch.stack([w[k].float().cpu() for w in per_layer]) for k in per_layer[0]}
         return self._weights

@@ -18,8 +18,10 @@ import copy
 import dataclasses
 import logging
 import os
+import shutil
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 import torch
@@ -153,6 +155,12 @@ def load(
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     if is_spread(model):  # accelerate placed every layer; inputs go where the embeddings compute
         dev = input_device(model)
+        if "offload_folder" in placing:  # the folder goes with the model
+            weakref.finalize(model, shutil.rmtree, placing["offload_folder"], True)
+        if local_attention and any(p.device.type == "meta" for p in model.parameters()):
+            raise ModelLoadError(
+                f"Our MHA cannot stand in for the layers of '{spec}' that accelerate keeps off the GPU (offloaded "
+                "to the CPU or to disk): use Hugging Face's attention, or give max_memory room for every layer.")
     else:
         model.to(dev)
     model.eval()
@@ -233,19 +241,23 @@ def load(
 def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     """The same architecture and tokenizer at random initialisation (the model's own init
     scheme, seeded): the baseline that gives head-diversity numbers their meaning."""
+    if len(loaded.placement) > 1 or "disk" in loaded.placement:
+        raise ModelLoadError(
+            f"{loaded.name} is spread over {' + '.join(loaded.placement)} by accelerate: a random-init twin of it "
+            "would need all of it on one device, so no random baseline is built.")
     with loaded.lock:  # a lean capture switches the shared config to SDPA while it holds the lock
         config = copy.deepcopy(loaded.hf_model.config)
     config._attn_implementation = "eager"  # the only kind that returns probabilities
     with _SEEDED, torch.random.fork_rng(devices=[]):  # one seeded build at a time: the generator is global
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)
-    model.to(loaded.device).eval()
+    model.to(device=loaded.device, dtype=loaded.dtype).eval()  # the same precision as the model it stands beside
     adapters, modules = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention,
                                           seq2seq=loaded.is_encoder_decoder)
     return dataclasses.replace(  # a fresh lock, and weights and adapters derived afresh
         loaded, name=f"{loaded.name} (random init, seed {seed})", hf_model=model,
         source=f"random initialisation of {loaded.source}", adapters=adapters,
-        attention_modules=modules if loaded.attention_modules else [],
+        attention_modules=modules if loaded.attention_modules else [], placement=(),  # all on `device`
     )
 
 

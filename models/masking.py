@@ -36,10 +36,10 @@ def head_mask(loaded, scale: torch.Tensor, means: torch.Tensor | None = None,
         def mask(_module, args):
             x = args[0]  # (B, n, H · d_v): the heads' outputs side by side
             z = x.reshape(*x.shape[:-1], H, -1)  # (B, n, H, d_v)
-            xi = scale[layer].to(z.dtype)[:, None]  # (H, 1)
+            xi = scale[layer].to(device=z.device, dtype=z.dtype)[:, None]  # (H, 1), on this layer's device
             out = z * xi
             if means is not None:
-                out = out + (1 - xi) * means[layer].to(z.dtype)  # (H, d_v) broadcast over tokens
+                out = out + (1 - xi) * means[layer].to(device=z.device, dtype=z.dtype)  # (H, d_v) over tokens
             if record is not None:
                 record.append((z, out))
             return (out.reshape(x.shape), *args[1:])

@@ -139,13 +139,13 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     link = links.Link(model=_picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=ss.get(keys.TEXT) or None,
                       hide=hide, ours=bool(ss.get(keys.LOCAL_ATTENTION)),
                       contributions=ss.get(keys.LENS) == keys.LENS_CONTRIBUTIONS, dtype=state.precision())
-    default = links.Link(text=state.DEFAULT_TEXT, dtype=state.default_precision())
+    default = links.Link(text=state.DEFAULT_TEXT, dtype="auto")  # a link states any other precision: servers differ
     run = cur.run
     if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own
         return link, default
     row, head = int(ss.get(keys.SEL_LAYER, 0)), int(ss.get(keys.SEL_HEAD, 0))
     default = links.Link(text=state.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
-                         detail=_default_detail(run.n), dtype=state.default_precision())
+                         detail=_default_detail(run.n), dtype="auto")
     fields = {}
     if 0 <= row < run.num_layers:
         fields["layer"] = run.layer_ids[row]

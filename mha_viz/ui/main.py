@@ -14,8 +14,9 @@ answers anything, health check included. Each browser session then runs the scri
 import logging
 
 import streamlit as st
+import torch
 
-from mha_viz import session_cap
+from mha_viz import memory, session_cap
 from mha_viz.ui import export_views, keys, links, pages, preload, state
 
 _log = logging.getLogger("mha_viz")
@@ -51,12 +52,20 @@ def main() -> None:
         # the link's layer and head, once the model is known
         guarded(links.apply_pending, st.session_state[keys.CURRENT], what="The link's layer and head")
         guarded(export_views.sidebar_box, st.session_state[keys.CURRENT], what="The Export box")
+        out_of_memory = False
         try:
             page.run()
+        except (MemoryError, torch.OutOfMemoryError):  # any page's heavy work: a message, memory given back
+            logging.getLogger("mha_viz.ui").exception("view ran out of memory")
+            out_of_memory = True
         except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
             logging.getLogger("mha_viz.ui").exception("view failed")
             st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
                      + "Your text and choices are kept: try another input or view.")
+        if out_of_memory:  # after the handler: the failed frames are gone, their memory can go back
+            memory.free_cache()
+            st.error("This view needs more memory than is free. " + memory.OUT_OF_MEMORY_ADVICE
+                     + " Your text and choices are kept.", icon="⚠️")
         # the URL follows the view; the sidebar's Share box
         guarded(links.share, page, st.session_state[keys.CURRENT], what="The Share box")
 

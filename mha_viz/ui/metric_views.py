@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import metrics
+from mha_viz import ModelLoadError, metrics
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
@@ -160,7 +160,10 @@ def similarity_view() -> None:
     st.session_state.setdefault("div_baseline", base_seconds < BASELINE_AUTO_S)  # a long input opens sooner
     base = None
     if st.toggle("Compute the random-initialisation baseline", key="div_baseline"):
-        base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model), kind)
+        try:
+            base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model), kind)
+        except ModelLoadError as exc:  # a model spread over devices has no baseline
+            st.info(state.plain(str(exc)), icon="ℹ️")
     else:
         st.caption(f"Off by default when it would take over {BASELINE_AUTO_S:.0f} s: the baseline builds the "
                    f"model at random initialisation, runs it on the text and compares its heads (about "

@@ -151,3 +151,30 @@ def test_a_capture_over_the_memory_this_machine_has_is_refused_before_it_runs(mo
                and "Even one layer does not fit" in e for e in errors), errors
     assert at.text_area(key="text").value == "Too much for this machine."
     assert any("last successful result" in c.value for c in at.caption) and charts(at)
+
+
+def test_a_gpu_out_of_memory_error_in_a_page_is_a_message(monkeypatch):
+    """Any page's heavy work (here the head table of Head metrics) that runs out of memory: the
+    advice, the cache given back, the text kept, no traceback; the next page works."""
+    import torch
+
+    from mha_viz import memory, metrics
+    from tests.app.helpers import open_page
+
+    at = _after_a_good_run()
+    freed = []
+
+    def out_of_memory(*_a, **_k):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+    monkeypatch.setattr(metrics, "head_table", out_of_memory)
+    monkeypatch.setattr(memory, "free_cache", lambda: freed.append(True))
+    at.session_state["_goto_page"] = "head_metrics"
+    at.run()
+    assert not at.exception
+    assert any("needs more memory than is free" in shown(e.value) and "lower precision" in shown(e.value)
+               for e in at.error), [e.value for e in at.error]
+    assert not any("Tried to allocate" in shown(e.value) for e in at.error)
+    assert freed and at.text_area(key="text").value == "A good sentence first."
+    monkeypatch.undo()
+    open_page(at, "model_view")
+    assert not at.exception and not at.error

@@ -72,3 +72,19 @@ def test_a_model_spread_over_the_gpu_and_the_cpu(llama_dir):
     assert g1.new_tokens == g2.new_tokens
     d1, d2 = attribution.direct_logit(whole, TEXT), attribution.direct_logit(spread, TEXT)
     np.testing.assert_allclose(d2.per_head, d1.per_head, rtol=1e-3, atol=1e-4)
+
+
+def test_an_error_in_the_copying_thread_reaches_the_caller(monkeypatch):
+    """The copying thread fails while the caller is still sending: `put` does not hang, and
+    `finish` raises the thread's error."""
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 4 * 1000)
+    monkeypatch.setattr(transfer, "_POOL", {})
+
+    def broken(self, *_a):
+        raise RuntimeError("the host copy failed")
+    monkeypatch.setattr(transfer.HostCopier, "_land", broken)
+    dest = np.zeros((6, 5000), np.float32)
+    with pytest.raises(RuntimeError, match="the host copy failed"):
+        with transfer.HostCopier(dest) as copier:  # as `analyze` uses it: the thread is always ended
+            for i in range(6):
+                copier.put(i, torch.ones(5000, device="cuda"))

@@ -61,3 +61,25 @@ def test_bad_max_memory_is_a_message(llama_dir):
         mha_viz.load_model(llama_dir, max_memory={"cpu": "lots"})
     with pytest.raises(ModelLoadError, match="GPU 3"):
         mha_viz.load_model(llama_dir, max_memory={3: "1GiB", "cpu": "1GiB"})
+
+
+def test_what_a_spread_model_cannot_do_is_a_message(llama_dir, whole_and_spread):
+    whole, spread = whole_and_spread
+    layer_bytes = sum(p.numel() * 4 for p in whole.hf_model.model.layers[0].parameters())
+    embed = whole.hf_model.get_input_embeddings().weight.numel() * 4
+    with pytest.raises(ModelLoadError, match="Our MHA cannot stand in for the layers .*offloaded to the CPU or to disk"):
+        mha_viz.load_model(llama_dir, local_attention=True,
+                           max_memory={"cpu": embed + int(1.5 * layer_bytes), "disk": "1GiB"})
+    with pytest.raises(ModelLoadError, match="spread over cpu \\+ disk.*no random baseline"):
+        mha_viz.random_baseline(spread)
+
+
+def test_offloaded_layers_are_not_kept_loaded(whole_and_spread):
+    """A layer accelerate keeps on disk is read through a copy made for that use: after an analysis
+    no copy stays behind (they would add up beyond max_memory), and the model still runs."""
+    _, spread = whole_and_spread
+    mha_viz.analyze(spread, TEXT, lean=True)
+    offloaded = [i for i, (m, _) in enumerate(spread.attention_modules)
+                 if any(p.device.type == "meta" for p in m.parameters())]
+    assert offloaded and not set(offloaded) & set(spread._views)
+    assert all(p.device.type == "meta" for i in offloaded for p in spread.attention_modules[i][0].parameters())

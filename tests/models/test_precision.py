@@ -93,3 +93,11 @@ def test_bundled_models_stay_float32():
     toy = mha_viz.load_model("toy-induction", device="cpu", dtype="bfloat16")
     run = mha_viz.analyze(toy, "a b c d a b c")
     assert run.precision == "bfloat16" and np.abs(run.attentions.sum(-1) - 1).max() < 1e-5
+
+
+def test_the_random_baseline_computes_in_the_models_precision(llama_dir):
+    half = mha_viz.load_model(llama_dir, device="cpu", dtype="bfloat16")
+    twin = mha_viz.random_baseline(half)
+    assert next(twin.hf_model.parameters()).dtype == torch.bfloat16 and twin.precision == "bfloat16"
+    run = mha_viz.analyze(twin, "the quick brown fox")
+    assert run.precision == "bfloat16" and np.abs(run.attentions.sum(-1) - 1).max() < 1e-5

@@ -86,3 +86,20 @@ def test_model_cache_loads_each_model_once_under_concurrency():
     assert ("a", "cpu", False, "auto") in cache and ("b", "cpu", False, "auto") not in cache and len(cache) == 2
     cache.get("a", "cpu", dtype="bfloat16")  # another precision is another model
     assert calls[-1] == "a" and calls.count("a") == 2
+
+
+def test_auto_and_the_precision_it_chose_are_one_model():
+    calls = []
+
+    class Model:
+        precision = "float32"
+
+    def loader(spec, device, local_attention, progress=None, allow_pickle=False, dtype="auto"):
+        calls.append(dtype)
+        return Model()
+
+    cache = ModelCache(loader=loader, max_models=4)
+    first = cache.get("m", "cpu")  # auto: the checkpoint's float32
+    assert cache.get("m", "cpu", dtype="float32") is first and calls == ["auto"]
+    cache.get("m", "cpu", dtype="bfloat16")
+    assert calls == ["auto", "bfloat16"]

@@ -17,29 +17,35 @@ MiB = 2**20
 
 
 def _model(device="cpu", heads_readable=True):
-    """What the estimate reads of a model: 2 layers, 4 heads of d_k 8 (d_model 32), vocabulary 100."""
-    return SimpleNamespace(num_layers=2, num_heads=4, d_model=32, d_k=8, device=torch.device(device),
-                           has_head_outputs=heads_readable, hf_model=SimpleNamespace(config=SimpleNamespace(vocab_size=100)))
+    """What the estimate reads of a model: 6 layers, 4 heads of d_k 8 (d_model 32), vocabulary 100."""
+    return SimpleNamespace(num_layers=6, num_heads=4, d_model=32, d_k=8, device=torch.device(device),
+                           has_head_outputs=heads_readable, hf_model=SimpleNamespace(config=SimpleNamespace(vocab_size=100)),
+                           attention_bytes=lambda n, layers=None, batch=1: (6 if layers is None else layers) * 4 * n * n * 4)
 
 
 def test_the_estimate_against_a_hand_computation(monkeypatch):
     n = 10
-    # host: probabilities 2·4·10², head outputs 2·4·10·8, value norms 2·4·10 floats
-    host = 4 * (800 + 640 + 80)
-    # device: the probabilities of the layers in flight (min(2 layers, transfer.IN_FLIGHT = 3): 2·4·10²),
-    # inputs and outputs 2·2·10·32, working 8·10·32, logits 10·100
+    # host: per layer kept, probabilities 4·10², head outputs 4·10·8, value norms 4·10 floats
+    per_layer_host = 4 * 4 * (100 + 80 + 10)
+    # device, besides the probabilities: inputs and outputs 2·6·10·32, working 8·10·32, logits 10·100
+    rest = 4 * (3840 + 2560 + 1000)
+    every, in_flight = 4 * 6 * 4 * 100, 4 * 3 * 4 * 100  # probabilities of all 6 layers / of IN_FLIGHT = 3
     assert memory.IN_FLIGHT == 3
-    work = 4 * (800 + 1280 + 2560 + 1000)
-    assert memory.analysis_need(_model(), n) == memory.Need(host=host + work, attention=4 * 800)
+    # a small full capture is eager (`capture.chooses_lean`): the model returns every layer at once
+    assert memory.analysis_need(_model(), n) == memory.Need(host=6 * per_layer_host + every + rest, attention=every)
+    # one layer is captured the lean way: three layers in flight at most
     one = memory.analysis_need(_model(), n, layers=1)
-    assert one.host == host // 2 + work and one.attention == 4 * 400
-    # an architecture whose attention comes back whole holds every layer's probabilities at once (here
-    # both layers, as many as are in flight anyway)
-    assert memory.analysis_need(_model(heads_readable=False), n).host == host + work
-    # on a GPU the working part is the device's, the run's is the host's
+    assert one == memory.Need(host=per_layer_host + in_flight + rest, attention=4 * 4 * 100)
+    # above LEAN_ABOVE_BYTES a full capture is lean too
+    monkeypatch.setattr(mha_viz.capture, "LEAN_ABOVE_BYTES", 0)
+    assert memory.analysis_need(_model(), n).host == 6 * per_layer_host + in_flight + rest
+    # an architecture whose heads cannot be read is always eager
+    assert memory.analysis_need(_model(heads_readable=False), n).host == 6 * per_layer_host + every + rest
+    monkeypatch.setattr(mha_viz.capture, "LEAN_ABOVE_BYTES", 2**30)
+    # on a GPU the working part is the device's, the run's the host's; eager adds the stack sent in one transfer
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert memory.analysis_need(_model("cuda"), n) == memory.Need(host=host, gpu=work, device="cuda:0",
-                                                                  attention=4 * 800)
+    assert memory.analysis_need(_model("cuda"), n) == memory.Need(
+        host=6 * per_layer_host, gpu=every + every + rest, device="cuda:0", attention=every)
 
 
 def test_the_shortfall_names_the_memory_that_is_short_and_by_how_much():
