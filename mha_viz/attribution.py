@@ -98,6 +98,25 @@ def _decoder(model: LoadedModel, what: str) -> None:
 
 
 _READOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
+_POST_NORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> each layer's post-attention norm
+
+
+def post_norms(model: LoadedModel) -> list[readout.Norm | None]:
+    """Each layer's norm between its attention output and the residual stream (None: none), found
+    on a probe once per model (under its lock, as the read-out)."""
+    with model.lock:
+        if model.hf_model not in _POST_NORMS:
+            try:
+                found = readout.post_norms(model.hf_model, [m for m, _ in model.attention_modules],
+                                           torch.tensor([[0, 1, 2, 3]], device=model.device))
+            except ValueError as exc:
+                found = exc
+            _POST_NORMS[model.hf_model] = found
+        found = _POST_NORMS[model.hf_model]
+    if isinstance(found, ValueError):
+        raise InputError(f"The heads' writes of {model.name} pass through a norm mha-viz cannot read ({found}): "
+                         "no direct attribution.")
+    return found
 
 
 def _readout(model: LoadedModel) -> readout.Readout:
@@ -133,11 +152,21 @@ def _writes(model: LoadedModel, text: str, position: int, max_tokens: int | None
     if not -n <= position < n:
         raise InputError(f"Position {position} is outside the text's {n} tokens.")
     p = position % n
+    posts = post_norms(model)
     seen = []  # the final norm's input: the residual stream (this run's only: registered under the model's lock)
-    cap = model.capture(torch.tensor([toks.ids]), watch=[(ro.norm, lambda _m, args, _out: seen.append(args[0].detach()))])
+    outs: list[torch.Tensor] = []  # each attention layer's output, where a post-attention norm reads it
+    watch = [(ro.norm, lambda _m, args, _out: seen.append(args[0].detach()))]
+    if any(posts):
+        watch += [(m, lambda _m, _a, out: outs.append((out[0] if isinstance(out, tuple) else out).detach()))
+                  for m in {id(m): m for m, _ in model.attention_modules}.values()]
+    cap = model.capture(torch.tensor([toks.ids]), watch=watch)
     w_o = model.head_weights()["W_O"]  # (L, H, d_v, d)
     z = torch.stack([cap.head_outputs[l][0, :, p, :].float().cpu() for l in range(model.num_layers)])  # (L, H, d_v)
     writes = torch.einsum("lhd,lhdm->lhm", z, w_o)  # (L, H, d)
+    for layer, post in enumerate(posts):  # through the layer's post-attention norm, its σ frozen at this
+        if post is not None:              # run's (what the whole attention output gave it)
+            o = outs[layer][0, p].float().cpu()  # (d,)
+            writes[layer] = post.frozen(writes[layer], post.sigma(o))
     return ro, writes, seen[-1][0, p].float().cpu(), cap.output.logits[0, p].float().cpu(), p, toks.display
 
 

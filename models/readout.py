@@ -1,6 +1,8 @@
 """A decoder's read-out: the final norm and the unembedding that turn the last residual stream
 into logits, found by watching a probe run (the last norm the model calls) and checked against
-what that norm computed, so that a read-out mha-viz would reconstruct wrongly is never used."""
+what that norm computed, so that a read-out mha-viz would reconstruct wrongly is never used.
+Also the norms that sit between an attention layer's output and the residual stream (Gemma 2
+and 3, OLMo 2: `post_norms`), which a head's write passes through on its way to the logits."""
 
 from __future__ import annotations
 
@@ -15,17 +17,15 @@ LAYER, RMS, RMS_PLUS_ONE, NONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)",
 
 
 @dataclass(frozen=True)
-class Readout:
-    """logits = unembed · norm(r) (+ unembed_bias), with norm(r) = (r − mean(r) if `kind` is
-    LayerNorm) / σ · scale (+ bias): σ = √(var(r) + eps) for LayerNorm, √(mean(r²) + eps) for RMSNorm."""
+class Norm:
+    """norm(r) = (r − mean(r) if `kind` is LayerNorm) / σ · scale (+ bias): σ = √(var(r) + eps)
+    for LayerNorm, √(mean(r²) + eps) for RMSNorm; its tensors on the CPU, in float32."""
 
-    norm: nn.Module  # the final norm itself (its input is the last residual stream); the LM head when `kind` is NONE
+    norm: nn.Module  # the norm module itself
     kind: str
     eps: float
     scale: torch.Tensor  # (d,) γ (Gemma's RMSNorm: 1 + its weight)
     bias: torch.Tensor | None  # (d,) β, LayerNorm only
-    unembed: torch.Tensor  # (vocab, d)
-    unembed_bias: torch.Tensor | None  # (vocab,)
 
     def sigma(self, r: torch.Tensor) -> torch.Tensor:
         """The norm's scale σ for residual vectors r (..., d)."""
@@ -40,6 +40,15 @@ class Readout:
         the normed stream."""
         centred = write - write.mean(-1, keepdim=True) if self.kind == LAYER else write
         return centred / sigma * self.scale
+
+
+@dataclass(frozen=True)
+class Readout(Norm):
+    """logits = unembed · norm(r) (+ unembed_bias): the final norm (`norm`: the LM head itself when
+    `kind` is NONE) and the unembedding."""
+
+    unembed: torch.Tensor  # (vocab, d)
+    unembed_bias: torch.Tensor | None  # (vocab,)
 
 
 def _eps(norm: nn.Module) -> float:
@@ -57,7 +66,7 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
         return None
     calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
     read: list[torch.Tensor] = []  # what the LM head read
-    norms = [m for m in hf_model.modules() if isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")]
+    norms = [m for m in hf_model.modules() if _is_norm(m)]
     hooks = [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out))) for m in norms]
     hooks.append(head.register_forward_pre_hook(lambda mod, args: read.append(args[0])))
     try:
@@ -78,22 +87,70 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     norm, r, out = calls[-1]  # the last norm before the LM head
     if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
         return None  # the head does not read that norm's output: something else lies between
+    tol = _tolerance(out.dtype)
+    for fit in _fits(norm, r, out):
+        ro = Readout(**vars(fit), unembed=unembed, unembed_bias=unembed_bias)
+        if _reproduces(ro, r.float().cpu(), logits, 10 * tol):
+            return ro
+    return None
+
+
+def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
+    """Each reading of `norm` (LayerNorm, RMSNorm, RMSNorm with 1 + weight) that turns its input r
+    into what it computed, out (within the rounding of out's dtype)."""
     try:
         eps = _eps(norm)
     except ValueError:
-        return None
+        return
     weight = resident_copy(norm).weight.detach().float().cpu()
     tol = _tolerance(out.dtype)
+    r32 = r.float().cpu()
     for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
         if kind == LAYER and not isinstance(norm, nn.LayerNorm):
             continue
         bias = resident_copy(norm).bias.detach().float().cpu() if kind == LAYER and norm.bias is not None else None
-        ro = Readout(norm, kind, eps, scale, bias, unembed, unembed_bias)
-        r32 = r.float().cpu()
-        rebuilt = ro.frozen(r32, ro.sigma(r32)) + (0 if bias is None else bias)
-        if torch.allclose(rebuilt, out.float().cpu(), atol=tol, rtol=tol) and _reproduces(ro, r32, logits, 10 * tol):
-            return ro
-    return None
+        fit = Norm(norm, kind, eps, scale, bias)
+        rebuilt = fit.frozen(r32, fit.sigma(r32)) + (0 if bias is None else bias)
+        if torch.allclose(rebuilt, out.float().cpu(), atol=tol, rtol=tol):
+            yield fit
+
+
+def _is_norm(module: nn.Module) -> bool:
+    return isinstance(module, nn.LayerNorm) or type(module).__name__.endswith("RMSNorm")
+
+
+def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Tensor) -> list[Norm | None]:
+    """For each layer's attention module (`attentions`, one a layer in call order), the norm that
+    reads its output before the residual stream does (Gemma 2 and 3's and OLMo 2's
+    post-attention norm), read off a probe run: the norm called on exactly the tensor the attention
+    module returned; None for a layer whose output goes straight into the residual stream (a
+    norm none of whose readings reproduces what it computed counts as one that cannot be read:
+    `ValueError`)."""
+    outputs: list[torch.Tensor] = []
+    calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+    distinct = list({id(m): m for m in attentions}.values())
+    hooks = [m.register_forward_hook(lambda _m, _a, out: outputs.append(out[0] if isinstance(out, tuple) else out))
+             for m in distinct]
+    hooks += [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out)))
+              for m in hf_model.modules() if _is_norm(m)]
+    try:
+        with torch.inference_mode():
+            hf_model(input_ids=probe)
+    finally:
+        for h in hooks:
+            h.remove()
+    found: list[Norm | None] = []
+    for o in outputs[: len(attentions)]:
+        reader = next(((mod, r, out) for mod, r, out in calls if r is o or (r.shape == o.shape and torch.equal(r, o))),
+                      None)
+        if reader is None:
+            found.append(None)
+            continue
+        fit = next(_fits(*reader), None)
+        if fit is None:
+            raise ValueError(f"the norm after attention layer {len(found)} ({type(reader[0]).__name__}) cannot be read")
+        found.append(fit)
+    return found
 
 
 def _tolerance(dtype: torch.dtype) -> float:
