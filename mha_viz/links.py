@@ -43,7 +43,6 @@ HIDE = ("special", "first")
 MHA = {"ours": True, "hf": False}
 COMPARE = ("texts", "models")  # the Compare page's modes
 SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
-DTYPES = PRECISIONS  # the sidebar's *Precision*: auto, float32, bfloat16, float16
 PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "compare", "text_b", "model_b",
           "mha_b")
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
@@ -65,7 +64,7 @@ class Link:
     hide: tuple[str, ...] = ()  # a part of HIDE, in HIDE's order
     ours: bool = False  # "Compute with our MHA"
     contributions: bool = False  # "Show attention as: contributions"
-    dtype: str | None = None  # "Precision", one of DTYPES
+    dtype: str | None = None  # "Precision", one of PRECISIONS
     compare: str | None = None  # the Compare page's mode, one of COMPARE
     text_b: str | None = None  # its sentence B
     model_b: str | None = None  # its model B
@@ -196,7 +195,7 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         take("contributions", _slug("show", values["show"], SHOW))
         fields["contributions"] = fields.get("contributions") == "contributions"
     if "dtype" in values:
-        take("dtype", _slug("dtype", values["dtype"], DTYPES))
+        take("dtype", _slug("dtype", values["dtype"], PRECISIONS))
     if "compare" in values:
         take("compare", _slug("compare", values["compare"], COMPARE))
     if "text_b" in values:

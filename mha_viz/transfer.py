@@ -93,12 +93,11 @@ class HostCopier:
             self.finish()  # this GPU's copies done, the next one's through a staging set of its own
         if self._worker is None:
             self._staging = _take(src.device)
-        # read on the side stream: its memory is not reused before that read, whenever src is dropped
-        src.record_stream(self._staging.stream)
-        if self._jobs is None:
             self._jobs = queue.Queue(maxsize=PENDING)
             self._worker = threading.Thread(target=self._drain, name="mha-viz-host-copy", daemon=True)
             self._worker.start()
+        # read on the side stream: its memory is not reused before that read, whenever src is dropped
+        src.record_stream(self._staging.stream)
         self._jobs.put((src, torch.from_numpy(target).view(-1), ready))
 
     def finish(self, raise_error: bool = True) -> None:
@@ -123,7 +122,7 @@ class HostCopier:
                 while (job := self._jobs.get()) is not None:
                     src, dst, ready = job
                     st.stream.wait_event(ready)
-                    step = st.buffers[0].numel()
+                    step = min(st.buffers[0].numel(), CHUNK_BYTES // 4)  # (a pooled set may be larger)
                     for start in range(0, src.numel(), step):
                         m = min(step, src.numel() - start)
                         b = turn % BUFFERS

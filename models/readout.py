@@ -102,13 +102,14 @@ def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
         eps = _eps(norm)
     except ValueError:
         return
-    weight = resident_copy(norm).weight.detach().float().cpu()
+    resident = resident_copy(norm)  # offloaded by accelerate: its weights, loaded once
+    weight = resident.weight.detach().float().cpu()
     tol = _tolerance(out.dtype)
     r32 = r.float().cpu()
     for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
         if kind == LAYER and not isinstance(norm, nn.LayerNorm):
             continue
-        bias = resident_copy(norm).bias.detach().float().cpu() if kind == LAYER and norm.bias is not None else None
+        bias = resident.bias.detach().float().cpu() if kind == LAYER and norm.bias is not None else None
         fit = Norm(norm, kind, eps, scale, bias)
         rebuilt = fit.frozen(r32, fit.sigma(r32)) + (0 if bias is None else bias)
         if torch.allclose(rebuilt, out.float().cpu(), atol=tol, rtol=tol):

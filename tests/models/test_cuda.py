@@ -29,7 +29,6 @@ def test_host_copier_equals_pytorchs_copy(shape, stack_bytes, monkeypatch):
 
 def test_host_copier_chunks_across_buffers(monkeypatch):
     monkeypatch.setattr(transfer, "CHUNK_BYTES", 4 * 1000)  # many chunks per tensor, and a partial last one
-    monkeypatch.setattr(transfer, "_POOL", {})
     x = torch.arange(3 * 12345, dtype=torch.float32, device="cuda").view(3, 12345)
     dest = np.zeros((3, 12345), np.float32)
     with transfer.HostCopier(dest) as copier:
@@ -78,7 +77,6 @@ def test_an_error_in_the_copying_thread_reaches_the_caller(monkeypatch):
     """The copying thread fails while the caller is still sending: `put` does not hang, and
     `finish` raises the thread's error."""
     monkeypatch.setattr(transfer, "CHUNK_BYTES", 4 * 1000)
-    monkeypatch.setattr(transfer, "_POOL", {})
 
     def broken(self, *_a):
         raise RuntimeError("the host copy failed")
