@@ -1,0 +1,101 @@
+"""Tiny random-init configurations of the architectures researchers bring in 2025–2026 whose
+attention differs from the families of `test_family_features`: DeBERTa-v2 (disentangled relative
+attention), OLMo 2 (q/k RMSNorm over every head at once, post-norm blocks), SmolLM3 (no RoPE on
+every fourth layer), GPT-OSS (learned per-head sink logits, sliding layers), Cohere 2 (interleaved
+rotary on sliding layers, none on its global ones), DeepSeek-V3 (multi-head latent attention),
+Llama 4 (chunked attention, no RoPE on every fourth layer) and the hybrid Qwen3-Next (gated
+softmax attention on every second layer, Gated DeltaNet between). Each is 4 layers (DeBERTa 2),
+4 heads of 16, saved with a byte-level BPE tokenizer by `build`; heads are peaked (q/k weights
+scaled up) so that a wrong scale, norm or mask cannot hide in near-uniform rows."""
+
+from __future__ import annotations
+
+import torch
+
+from tests.helpers import byte_bpe_tokenizer
+
+SHARP = 6.0
+WINDOW = 8  # sliding windows and Llama 4's chunks: the test text is longer
+SHARPENED = ("q_proj.weight", "k_proj.weight", "query_proj.weight", "key_proj.weight", "q_b_proj.weight",
+             "kv_b_proj.weight")
+
+
+def _common(**kw) -> dict:
+    base = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=16, max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
+                eos_token_id=2)
+    return {**base, **kw}
+
+
+def _olmo2():
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+    return Olmo2ForCausalLM, Olmo2Config(**_common())
+
+
+def _smollm3():
+    from transformers import SmolLM3Config, SmolLM3ForCausalLM
+    return SmolLM3ForCausalLM, SmolLM3Config(**_common(no_rope_layer_interval=2))  # layers 1 and 3: no RoPE
+
+
+def _gpt_oss():
+    from transformers import GptOssConfig, GptOssForCausalLM
+    return GptOssForCausalLM, GptOssConfig(**_common(num_local_experts=2, num_experts_per_tok=1, sliding_window=WINDOW))
+
+
+def _cohere2():
+    from transformers import Cohere2Config, Cohere2ForCausalLM
+    return Cohere2ForCausalLM, Cohere2Config(**_common(
+        sliding_window=WINDOW, layer_types=["sliding_attention"] * 3 + ["full_attention"]))
+
+
+def _deepseek_v3():
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+    return DeepseekV3ForCausalLM, DeepseekV3Config(**_common(
+        head_dim=8, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8,
+        v_head_dim=12, n_routed_experts=2, num_experts_per_tok=1, first_k_dense_replace=2, moe_intermediate_size=32,
+        n_group=1, topk_group=1))
+
+
+def _llama4():
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+    return Llama4ForCausalLM, Llama4TextConfig(**_common(
+        attention_chunk_size=WINDOW, num_local_experts=2, intermediate_size_mlp=128, no_rope_layers=None))
+
+
+def _deberta():
+    from transformers import DebertaV2Config, DebertaV2ForMaskedLM
+    return DebertaV2ForMaskedLM, DebertaV2Config(
+        vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=128, relative_attention=True, pos_att_type=["c2p", "p2c"], position_buckets=16,
+        pad_token_id=0)
+
+
+def _qwen3_next():
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    return Qwen3NextForCausalLM, Qwen3NextConfig(**_common(
+        full_attention_interval=2, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32,
+        shared_expert_intermediate_size=32, linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=8,
+        linear_value_head_dim=8))
+
+
+BUILDERS = {"olmo2": _olmo2, "smollm3": _smollm3, "gpt_oss": _gpt_oss, "cohere2": _cohere2,
+            "deepseek_v3": _deepseek_v3, "llama4": _llama4, "deberta": _deberta}
+HYBRIDS = {"qwen3_next": _qwen3_next}
+
+
+def build(name: str, out, *, sharp: float = SHARP) -> str:
+    """A random-init model `name` of BUILDERS or HYBRIDS with peaked heads, saved with its tokenizer to `out`."""
+    cls, config = {**BUILDERS, **HYBRIDS}[name]()
+    tok = byte_bpe_tokenizer()
+    config.vocab_size = len(tok)
+    torch.manual_seed(5)
+    model = cls(config)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith(SHARPENED):
+                p.mul_(sharp)
+            elif pname.endswith(("q_norm.weight", "k_norm.weight")):  # OLMo 2's norms undo a scaled projection
+                p.fill_(sharp)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
