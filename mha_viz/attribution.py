@@ -160,7 +160,7 @@ def _writes(model: LoadedModel, text: str, position: int, max_tokens: int | None
         watch += [(m, lambda _m, _a, out: outs.append((out[0] if isinstance(out, tuple) else out).detach()))
                   for m in {id(m): m for m, _ in model.attention_modules}.values()]
     cap = model.capture(torch.tensor([toks.ids]), watch=watch)
-    w_o = model.head_weights()["W_O"]  # (L, H, d_v, d)
+    w_o = model.head_weights()["W_O"][model.layer_ids]  # (L, H, d_v, d): a hybrid's softmax layers
     z = torch.stack([cap.head_outputs[l][0, :, p, :].float().cpu() for l in range(model.num_layers)])  # (L, H, d_v)
     writes = torch.einsum("lhd,lhdm->lhm", z, w_o)  # (L, H, d)
     for layer, post in enumerate(posts):  # through the layer's post-attention norm, its σ frozen at this

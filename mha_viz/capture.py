@@ -173,7 +173,7 @@ def chooses_lean(model: LoadedModel, n: int, layers: int | None = None) -> bool:
     probabilities instead of every layer's (an H200: as fast as eager at 2,048 tokens, 1.4 × slower
     for BERT-base at 512). `mha_viz.memory` estimates an analysis by the same rule."""
     kept = model.num_layers if layers is None else layers
-    return model.has_head_outputs and (
+    return model.can_recompute and (
         kept < model.num_layers or model.attention_bytes(n, layers=kept) > LEAN_ABOVE_BYTES)
 
 
@@ -203,13 +203,18 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     buffers while the next one computes (`mha_viz.transfer`).
     Whatever the model computes in, the probabilities are float32 rows that sum to 1.
     layers: capture only these layers (model layer numbers); the run's `layer_ids` says which
-    row is which layer. Holds len(layers) / num_layers of the memory of a full capture.
+    row is which layer. Holds len(layers) / num_layers of the memory of a full capture. A hybrid
+    (Qwen3-Next…) is captured on its softmax-attention layers, its `layer_ids` their numbers.
     """
     toks = tokenize(model, text, max_tokens)
     ids = toks.ids
-    chosen = list(range(model.num_layers)) if layers is None else sorted({int(l) for l in layers})
-    if not chosen or chosen[0] < 0 or chosen[-1] >= model.num_layers:
-        raise InputError(f"Choose layers between 0 and {model.num_layers - 1} to capture.")
+    numbers = model.layer_ids  # the model's number of each attention layer (a hybrid's softmax layers)
+    wanted = numbers if layers is None else sorted({int(l) for l in layers})
+    if not wanted or any(l not in numbers for l in wanted):
+        among = (f"among its softmax-attention layers {', '.join(map(str, numbers))}" if model.layer_numbers
+                 else f"between 0 and {model.num_layers - 1}")
+        raise InputError(f"Choose layers {among} to capture.")
+    chosen = [numbers.index(l) for l in wanted]  # positions among the attention layers
     if lean is None:
         lean = chooses_lean(model, len(ids), len(chosen))
     stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)  # (L, H, n, n)
@@ -232,13 +237,13 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     if cap.head_outputs is not None:
         outputs = to_host(cap.head_outputs[l][0] for l in chosen)  # (L, H, n, d_v)
     norms = None
-    if cap.layer_inputs is not None:  # what each key writes through each head: one norm per key
+    if values.can_read_values(model, cap):  # what each key writes through each head: one norm per key
         norms = to_host(values.value_norms(model, cap, l)[0] for l in chosen)  # (L, H, n)
     return AttentionRun(
         tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
         raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
         num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
-        head_outputs=outputs, layer_ids=chosen, model_layers=model.num_layers,
+        head_outputs=outputs, layer_ids=wanted, model_layers=model.total_layers,
         value_norms=norms, precision=model.precision,
     )

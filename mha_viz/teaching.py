@@ -73,15 +73,16 @@ class Recording:
 def record(model: LoadedModel, text: str, max_tokens: int = TEACH_TOKENS) -> Recording:
     """Run `text` (its first `max_tokens` tokens) through `model` once. Raises InputError for
     blank text and ValueError when the architecture's weights cannot be read."""
-    if not model.has_head_outputs:
-        raise ValueError(f"The weights of '{model.name}' cannot be read step by step.")
+    if not model.can_recompute:
+        raise ValueError(f"The attention of '{model.name}' cannot be recomputed step by step: {model.stand_in or model.unread}")
     toks = tokenize(model, text, max_tokens)
     return Recording(toks.display, model.capture(torch.tensor([toks.ids]), lean=True))
 
 
 def layer_probabilities(model: LoadedModel, recording: Recording, layer: int) -> np.ndarray:
-    """Every head's attention probabilities (H, n, n) of one layer over the recording's tokens."""
-    return model.recompute(recording.capture, layer)[0].float().cpu().numpy()
+    """Every head's attention probabilities (H, n, n) of one layer (the model's layer number) over the
+    recording's tokens."""
+    return model.recompute(recording.capture, model.layer_ids.index(layer))[0].float().cpu().numpy()
 
 
 def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
@@ -91,8 +92,9 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
     text and ValueError when the architecture's weights cannot be read."""
     rec = recording if recording is not None else record(model, text, max_tokens)
     display, cap, n = rec.tokens, rec.capture, len(rec.tokens)
-    mha = model.layer_adapter(layer).mha
-    inp = cap.layer_inputs[layer]
+    row = model.layer_ids.index(layer)  # `layer` is the model's number (a hybrid's softmax layers differ)
+    mha = model.layer_adapter(row).mha
+    inp = cap.layer_inputs[row]
     kv = head // (model.num_heads // model.num_kv_heads)
     with model.lock, torch.inference_mode():
         x = inp.hidden  # (1, n, d_model)

@@ -1,7 +1,8 @@
 """Which architectures mha-viz reads, and the message for one it cannot, decided from the
-configuration alone (before any weight is loaded): models whose layers are not all attention
-heads (state-space, recurrent and linear-attention layers), or that have no heads at all.
-Encoder–decoders are read (their own path: `LoadedModel.capture_seq2seq`)."""
+configuration alone (before any weight is loaded): models with no softmax-attention layer at all
+(state-space, recurrent and linear-attention models), or with no heads. Hybrids, whose layers mix
+softmax attention with other kinds (Qwen3-Next, Jamba, LFM2…), are read on their softmax layers
+(`hybrid_layers`). Encoder–decoders are read (their own path: `LoadedModel.capture_seq2seq`)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,39 @@ NOT_ATTENTION = {
 ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention"}
 
 
+def layer_kinds(config) -> list[str] | None:
+    """Each layer's kind, from the config's `layer_types` (Qwen3-Next, LFM2…) or `layers_block_type`
+    (Jamba), or None when the config does not list them."""
+    for name in ("layer_types", "layers_block_type"):
+        kinds = getattr(config, name, None)
+        if isinstance(kinds, (list, tuple)) and kinds and all(isinstance(k, str) for k in kinds):
+            return list(kinds)
+    return None
+
+
+def hybrid_layers(config) -> tuple[list[int], dict[str, list[int]]] | None:
+    """For a hybrid (some layers softmax attention, others not): (the softmax layers' numbers, the
+    other layers' numbers by kind); None for a model whose layers are all softmax attention, or
+    that has none."""
+    kinds = layer_kinds(config)
+    if kinds is None:
+        return None
+    softmax = [i for i, k in enumerate(kinds) if k in ATTENTION_LAYER_TYPES]
+    others: dict[str, list[int]] = {}
+    for i, k in enumerate(kinds):
+        if k not in ATTENTION_LAYER_TYPES:
+            others.setdefault(k, []).append(i)
+    return (softmax, others) if softmax and others else None
+
+
 def refusal(config, spec: str) -> str | None:
-    """Why `config` (of the model asked for as `spec`) cannot be read, or None when it can."""
+    """Why `config` (of the model asked for as `spec`) cannot be read, or None when it can (a hybrid
+    can: its softmax layers are read)."""
     model_type = getattr(config, "model_type", "") or "unknown"
     instead = NOT_ATTENTION.get(model_type)
-    if instead is None:
+    if hybrid_layers(config) is not None:
+        instead = None
+    elif instead is None:
         others = sorted({str(t) for t in (getattr(config, "layer_types", None) or ())
                          if isinstance(t, str) and t not in ATTENTION_LAYER_TYPES})
         if others:

@@ -23,10 +23,11 @@ from .adapters import (
     T5FamilyAttention, blocked_rows, grouped_rows, interleaved_rows, per_head_norm,
 )
 from .errors import UnsupportedArchitecture
+from .heads import ValuePath
 
 __all__ = [
     "FAMILIES", "Family", "UnsupportedArchitecture", "family_of", "find_attention", "install_local_attention",
-    "make_adapter", "output_projection", "register",
+    "make_adapter", "output_projection", "register", "stand_in_refusal", "value_path",
 ]
 
 
@@ -38,7 +39,11 @@ class Family:
     build(module, config, causal): our adapter over its weights.
     output_projection(module): the layer that applies W_O (its input is the heads' outputs z side by side).
     refuse(module, config): the features of this module or config our MHA does not compute
-        (a model with any is refused when its attention is to be replaced).
+        (a model with any is refused when its attention is to be replaced; with Hugging Face's
+        attention, every per-head feature that reads z still works).
+    values(module, config): where the module's values come out (`models.heads.ValuePath`), for
+        the families whose values are read off the model's own modules rather than our adapter's
+        (those our MHA may not stand in for); None where they are not read that way.
     """
 
     tag: str
@@ -46,6 +51,7 @@ class Family:
     build: Callable[[nn.Module, Any, bool], Adapter]
     output_projection: Callable[[nn.Module], nn.Module]
     refuse: Callable[[nn.Module, Any], list[str]] = lambda _module, _config: []
+    values: Callable[[nn.Module, Any], ValuePath | None] = lambda _module, _config: None
 
 
 FAMILIES: dict[str, Family] = {}  # by tag, in order of precedence: the first that recognises a module wins
@@ -85,7 +91,9 @@ _LLAMA_EXTRAS = ("sinks", "q_layernorm", "k_layernorm")
 
 
 def _llama_refuse(module: nn.Module, config) -> list[str]:
-    d_k = module.q_proj.out_features // config.num_attention_heads
+    d_k = getattr(module, "head_dim", None) or module.q_proj.out_features // config.num_attention_heads
+    if module.q_proj.out_features == 2 * config.num_attention_heads * d_k:  # q_proj writes each head's query and gate
+        return ["a sigmoid gate on each head's output (q_proj writes a query and a gate per head)"]
     norms = [f"{a} over every head at once" for a in ("q_norm", "k_norm")
              if getattr(module, a, None) is not None and per_head_norm(module, a, d_k) is None]
     return [a for a in _LLAMA_EXTRAS if hasattr(module, a)] + norms
@@ -105,11 +113,18 @@ register(Family(
     build=lambda m, config, _causal: GPT2FamilyAttention(m, config.num_attention_heads),
     output_projection=lambda m: m.c_proj,
 ))
+def _separate_values(w_v: nn.Module, w_o: nn.Module, config) -> ValuePath:
+    """Values from a separate W_V (B, n, G · d_v), d_v read off W_O's input (H · d_v)."""
+    d_v = w_o.in_features // config.num_attention_heads
+    return ValuePath(w_v, w_v.out_features // d_v, d_v)
+
+
 register(Family(
     "llama", recognise=_is_llama,
     build=lambda m, config, _causal: LlamaFamilyAttention(
         m, config.num_attention_heads, _kv_heads(config), config),
     output_projection=lambda m: m.o_proj, refuse=_llama_refuse,
+    values=lambda m, config: _separate_values(m.v_proj, m.o_proj, config),
 ))
 
 
@@ -198,11 +213,25 @@ def _modernbert(module: nn.Module, config) -> Adapter:
 
 
 def _is_deberta(module: nn.Module) -> bool:
-    return _has(module, ("query_proj", "key_proj", "value_proj")) and hasattr(module, "pos_att_type")
+    # DeBERTa-v2/v3's attention: `.self` the disentangled attention, `.output.dense` W_O
+    sa, out = getattr(module, "self", None), getattr(module, "output", None)
+    return sa is not None and _has(sa, ("query_proj", "key_proj", "value_proj")) and hasattr(sa, "pos_att_type") \
+        and isinstance(getattr(out, "dense", None), nn.Linear)
+
+
+def _is_mla(module: nn.Module) -> bool:
+    # DeepSeek-V2/V3's multi-head latent attention: keys and values from a shared latent
+    return _has(module, ("kv_a_proj_with_mqa", "kv_b_proj", "o_proj")) and all(
+        hasattr(module, a) for a in ("qk_nope_head_dim", "v_head_dim", "qk_rope_head_dim"))
+
+
+def _mla_values(module: nn.Module, config) -> ValuePath:
+    """kv_b_proj writes, for each head, [k_nope (qk_nope_head_dim) | v (v_head_dim)]."""
+    return ValuePath(module.kv_b_proj, config.num_attention_heads, module.v_head_dim, offset=module.qk_nope_head_dim)
 
 
 def _deberta_refuse(module: nn.Module, _config) -> list[str]:
-    terms = [t for t in module.pos_att_type if t in ("c2p", "p2c")]
+    terms = [t for t in module.self.pos_att_type if t in ("c2p", "p2c")]
     return ["DeBERTa's disentangled attention (content-to-position and position-to-content scores over "
             f"relative positions: {', '.join(terms) or 'none set'}, scale 1/√(d·{1 + len(terms)}))"]
 
@@ -234,8 +263,25 @@ register(Family(
     output_projection=lambda m: m.dense,
     refuse=lambda _m, config: ["ALiBi position biases"] if getattr(config, "alibi", False) else [],
 ))
-register(Family(  # recognised to be refused by name: every head's attention is still shown
-    "deberta", recognise=_is_deberta, build=_refused, output_projection=lambda m: None, refuse=_deberta_refuse,
+register(Family(  # our MHA refused by name; its heads' outputs and values are read off its own modules
+    "deberta", recognise=_is_deberta, build=_refused, output_projection=lambda m: m.output.dense,
+    refuse=_deberta_refuse, values=lambda m, config: _separate_values(m.self.value_proj, m.output.dense, config),
+))
+def _is_lfm2(module: nn.Module) -> bool:
+    # LFM2's attention layers (between its short convolutions): per-head q/k layer norms, out_proj
+    return _has(module, ("q_proj", "k_proj", "v_proj", "out_proj")) and all(
+        hasattr(module, a) for a in ("q_layernorm", "k_layernorm", "layer_idx"))
+
+
+register(Family(
+    "lfm2", recognise=_is_lfm2, build=_refused, output_projection=lambda m: m.out_proj,
+    values=lambda m, config: _separate_values(m.v_proj, m.out_proj, config),
+    refuse=lambda _m, _config: ["LFM2's attention (q_layernorm and k_layernorm, its own calling convention)"],
+))
+register(Family(
+    "mla", recognise=_is_mla, build=_refused, output_projection=lambda m: m.o_proj, values=_mla_values,
+    refuse=lambda _m, _config: ["multi-head latent attention (MLA: keys and values rebuilt from a shared latent, "
+                                "a rotary part shared by every head)"],
 ))
 register(Family(
     "modernbert", recognise=_is_modernbert, build=lambda m, config, _causal: _modernbert(m, config),
@@ -285,9 +331,7 @@ def family_of(module: nn.Module) -> str | None:
 def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
     """Every self-attention module of `model` in the order the model runs them (layer 0 first),
     as (parent, attribute name, module, family tag). Raises UnsupportedArchitecture when nothing
-    is recognised or the model uses an attention feature that our MHA does not compute (sinks,
-    a q/k norm over every head at once)."""
-    config = model.config
+    is recognised; whether our MHA can stand in for them is `stand_in_refusal`'s question."""
     found: list[tuple[nn.Module, str, nn.Module, str]] = []
     names: list[str] = []
     for name, module in model.named_modules():
@@ -299,19 +343,23 @@ def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, st
         names.append(name)
     if not found:
         raise UnsupportedArchitecture(
-            f"Our MHA cannot stand in for the attention of '{config.model_type}' models yet: it knows "
+            f"Our MHA cannot stand in for the attention of '{model.config.model_type}' models yet: it knows "
             f"{KNOWN}. Use Hugging Face's attention instead (every head's attention is still shown)."
         )
+    return found
+
+
+def stand_in_refusal(found: list[tuple[nn.Module, str, nn.Module, str]], config) -> str | None:
+    """Why our MHA cannot compute the attention modules `found` (by `find_attention`): the features
+    it does not compute, named; None when it can."""
     first = {}  # the first module of each family found
     for _, _, module, family in found:
         first.setdefault(family, module)
     extras = [e for family, module in first.items() for e in FAMILIES[family].refuse(module, config)]
-    if extras:
-        raise UnsupportedArchitecture(
-            f"'{config.model_type}' attention uses {', '.join(extras)}, which our MHA does not "
-            "compute. Use Hugging Face's attention for this model."
-        )
-    return found
+    if not extras:
+        return None
+    return (f"'{config.model_type}' attention uses {', '.join(extras)}, which our MHA does not compute. "
+            "Use Hugging Face's attention for this model (every per-head feature works with it).")
 
 
 def make_adapter(module: nn.Module, family: str, config, *, causal: bool) -> Adapter:
@@ -328,14 +376,24 @@ def output_projection(module: nn.Module, family: str) -> nn.Module:
     return FAMILIES[family].output_projection(module)
 
 
+def value_path(module: nn.Module, family: str, config) -> ValuePath | None:
+    """Where the values of an attention module of family `family` come out, read off the model's own
+    modules (`Family.values`), or None."""
+    return FAMILIES[family].values(module, config)
+
+
 def install_local_attention(model: nn.Module, *, causal: bool) -> list[Adapter]:
     """Replace every self-attention of `model` with an adapter around our MHA, in place.
 
     Returns the adapters in the order the model runs them (layer 0 first); raises
     UnsupportedArchitecture as `find_attention` does.
     """
+    found = find_attention(model)
+    why = stand_in_refusal(found, model.config)
+    if why is not None:
+        raise UnsupportedArchitecture(why)
     adapters: list[Adapter] = []
-    for parent, attr, module, family in find_attention(model):
+    for parent, attr, module, family in found:
         adapter = make_adapter(module, family, model.config, causal=causal)
         setattr(parent, attr, adapter)
         adapters.append(adapter)

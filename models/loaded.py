@@ -8,14 +8,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .adapters import Adapter, call_rotary
-from .families import make_adapter, output_projection
+from .adapters import Adapter
+from .families import make_adapter, output_projection, value_path
+from .heads import ValuePath, output_blocks
 from .hooks import distinct
-from .records import Capture, LayerInput, Seq2SeqCapture, z_recorder
+from .records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
 from .placement import has_offloaded, resident_copy
 from .precision import dtype_name
 from .architectures import SUPPORTED
 from .errors import ModelLoadError
+from .facts import describe
 
 
 @dataclass
@@ -41,9 +43,23 @@ class LoadedModel:
     source: str
     adapters: list[Adapter] = field(default_factory=list, repr=False)
     # (module, family tag) of each layer's self-attention as the model runs it (our adapters,
-    # tagged "ours", when local_attention); empty when the architecture is not one we can read
-    # weights from. The tags are those of `models.families.FAMILIES`.
+    # tagged "ours", when local_attention); empty when the heads' outputs z cannot be read off the
+    # input of the layer that applies W_O (`unread` says why). The tags are those of
+    # `models.families.FAMILIES`.
     attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
+    # Why our MHA cannot compute these layers (lean capture, the teaching walkthrough, queries and
+    # keys, W_Q, W_K and W_V need it): the features it lacks, named; None when it can
+    stand_in: str | None = None
+    # Why the heads' outputs (`attention_modules` empty) or their values (`reads_values` False)
+    # could not be read; None when they are
+    unread: str | None = None
+    # whether each head's values are read (the contributions lens's value norms)
+    reads_values: bool = True
+    # A hybrid (Qwen3-Next, Jamba, LFM2…): the model's number of each of its `num_layers` softmax-attention
+    # layers, and its other layers' numbers by kind ("linear_attention": [0, 1, 2, 4, …]); a run's
+    # `layer_ids` are these numbers. Empty for a model whose layers are all attention.
+    layer_numbers: tuple[int, ...] = ()
+    other_layers: dict[str, list[int]] = field(default_factory=dict)
     # An encoder–decoder (T5, BART, Marian…): num_layers, num_heads are the encoder's; the decoder's
     # self- and cross-attention have decoder_layers × decoder_heads (see `capture_seq2seq`).
     is_encoder_decoder: bool = False
@@ -69,24 +85,8 @@ class LoadedModel:
         return (self.num_layers if layers is None else layers) * batch * self.num_heads * n * n * 4
 
     def facts(self) -> dict[str, str]:
-        """What the model is, as plain strings (the Model facts page, the HTML report)."""
-        kv = f"{self.num_kv_heads}" + (
-            f" (grouped-query: {self.num_heads // self.num_kv_heads} query heads share each)"
-            if self.num_kv_heads != self.num_heads else " (plain multi-head attention)")
-        kind = "encoder–decoder" if self.is_encoder_decoder else "causal decoder" if self.is_causal else "bidirectional encoder"
-        rows = {
-            "model": self.name, "architecture": f"{self.model_type} ({kind})",
-            "layers": self.num_layers, "attention heads per layer": self.num_heads, "key/value heads per layer": kv,
-            "d_model": self.d_model, "d_k (per head)": self.d_k, "parameters": f"{self.num_params:,}",
-            "max positions": self.max_positions, "device": self.device_text,
-            "precision": self.precision,
-            "attention implementation": self.implementation, "loaded from": self.source,
-        }
-        if self.is_encoder_decoder:  # the rows above are the encoder's
-            rows = {("encoder " + k if k in ("layers", "attention heads per layer") else k): v for k, v in rows.items()}
-            rows["decoder layers (self- and cross-attention)"] = self.decoder_layers
-            rows["decoder attention heads per layer"] = self.decoder_heads
-        return {k: str(v) for k, v in rows.items()}
+        """What the model is, as plain strings (the Model facts page, the HTML report): `models.facts`."""
+        return describe(self)
 
     @property
     def precision(self) -> str:
@@ -105,9 +105,33 @@ class LoadedModel:
         return "ours (mha-viz MultiHeadAttention)" if self.local_attention else "Hugging Face eager"
 
     @property
+    def layer_ids(self) -> list[int]:
+        """The model's number of each attention layer that is captured (a hybrid's softmax layers)."""
+        return list(self.layer_numbers) if self.layer_numbers else list(range(self.num_layers))
+
+    @property
+    def total_layers(self) -> int:  # a hybrid's other layers included
+        return self.num_layers + sum(map(len, self.other_layers.values()))
+
+    @property
     def has_head_outputs(self) -> bool:
-        """Whether each head's output z (and the weights) can be read for this architecture."""
+        """Whether each head's output z and W_O can be read: head outputs, direct logit attribution,
+        patching, switching heads off, the metrics that need z."""
         return bool(self.attention_modules)
+
+    @property
+    def can_recompute(self) -> bool:
+        """Whether our MHA computes each layer's attention from the model's weights: lean capture,
+        the teaching walkthrough, queries and keys, W_Q, W_K and W_V."""
+        return bool(self.attention_modules) and self.stand_in is None
+
+    def value_path(self, layer: int) -> ValuePath | None:
+        """Where layer `layer`'s values come out of the model's own modules, for a model whose values
+        are not read through our MHA (`can_recompute` False); None otherwise, or when they cannot be read."""
+        if self.can_recompute or not self.reads_values or not self.attention_modules:
+            return None
+        module, family = self.attention_modules[layer]
+        return value_path(module, family, self.hf_model.config)
 
     def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
                 lean: bool = False, head_outputs: bool = True, inputs: bool = False, watch=()) -> Capture:
@@ -133,10 +157,13 @@ class LoadedModel:
         keep_z = z_recorder(zs, self.num_heads)
         w_vs = []  # each layer's W_V, its adapter built outside inference mode (a fused layout's
         # copies of rows must stay ordinary tensors, whose versions the MHA reads)
-        if inputs and self.has_head_outputs:  # (an offloaded layer's W_V never runs as such: its values
+        if inputs and self.can_recompute:  # (an offloaded layer's W_V never runs as such: its values
             # are projected again from the recorded input)
             w_vs = [None if has_offloaded(m) else self.layer_adapter(layer).mha.w_v
                     for layer, (m, _) in enumerate(self.attention_modules)]
+        elif inputs and self.has_head_outputs:  # values off the model's own modules (no input needed)
+            paths = [self.value_path(layer) for layer in range(len(self.attention_modules))]
+            w_vs = [None if p is None else p.module for p in paths]
 
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
             hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in distinct(self.adapters)]
@@ -147,7 +174,7 @@ class LoadedModel:
             layer_inputs: list[LayerInput] = []
             written: dict[int, list[torch.Tensor]] = {}  # id(W_V) -> its outputs
             if inputs:
-                hooks += self._input_hooks(layer_inputs) + self._value_hooks(w_vs, written)
+                hooks += value_hooks(w_vs, written) + (input_hooks(self.attention_modules, layer_inputs) if self.can_recompute else [])
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
@@ -217,26 +244,10 @@ class LoadedModel:
                 use_cache=self.decoder_layers == self.num_layers)
         return [int(i) for i in out[0]]
 
-    def _input_hooks(self, inputs: list) -> list:
-        """Pre-hooks (one a distinct module: a module shared by layers records each call) that
-        append each attention layer's input and RoPE to `inputs`, in the order the layers run."""
-        def keep_input(module, args, kwargs):
-            hidden = args[0] if args else kwargs["hidden_states"]
-            inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
-        return [m.register_forward_pre_hook(keep_input, with_kwargs=True)
-                for m in distinct([m for m, _ in self.attention_modules])]
-
-    @staticmethod
-    def _value_hooks(w_vs: list[nn.Module], written: dict) -> list:
-        """Forward hooks that append what each W_V of `w_vs` (our adapters': the model's own layers,
-        unless a fused layout made them copies, which never run) writes to `written[id(W_V)]`."""
-        def keep(module, _args, out):
-            written.setdefault(id(module), []).append(out.detach())  # (B, n, G · d_v)
-        return [w.register_forward_hook(keep) for w in distinct([w for w in w_vs if w is not None])]
-
     def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> Capture:
-        if not self.attention_modules:
-            raise ModelLoadError(f"Lean capture needs attention layers mha-viz can read; '{self.name}' has none.")
+        if not self.can_recompute:
+            raise ModelLoadError(f"Lean capture recomputes each layer with our MHA, which cannot compute the "
+                                 f"attention of '{self.name}': {self.stand_in or self.unread}")
         inputs: list[LayerInput] = []
         zs: list[torch.Tensor] = []
         keep_z = z_recorder(zs, self.num_heads)
@@ -244,7 +255,7 @@ class LoadedModel:
         with self.lock, torch.inference_mode():
             hooks, fused = [], False
             try:  # everything that changes the shared model is undone in `finally`, even on error
-                hooks += self._input_hooks(inputs)
+                hooks += input_hooks(self.attention_modules, inputs)
                 if head_outputs:
                     hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
                         [output_projection(m, fam) for m, fam in self.attention_modules])]
@@ -320,8 +331,7 @@ class LoadedModel:
             self._views = {}
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """Run the model; returns (last hidden states (B, n, d_model), per-layer probabilities
-        (B, h, n, n) as a tuple, the model's output object)."""
+        """(last hidden states (B, n, d_model), per-layer probabilities (B, h, n, n), the output object)."""
         c = self.capture(input_ids, attention_mask)
         return c.hidden, c.attentions, c.output
 
@@ -364,15 +374,26 @@ class LoadedModel:
     def head_weights(self) -> dict[str, torch.Tensor]:
         """Every head's weights, stacked over layers (x @ W convention, biases left out):
         W_Q (L, H, d_model, d_k), W_K (L, G, d_model, d_k), W_V (L, G, d_model, d_v),
-        W_O (L, H, d_v, d_model). Computed once per model. Raises ModelLoadError when the
-        architecture is not one we can read."""
+        W_O (L, H, d_v, d_model); only W_O where our MHA cannot compute the layers (`can_recompute`),
+        read off the layer that applies it. Rows are the model's layer numbers: a hybrid's other layers
+        hold zeros. Computed once per model. Raises ModelLoadError when the heads' outputs cannot be read."""
         if self._weights is None:
             if not self.attention_modules:
                 raise ModelLoadError(
-                    f"The per-head weights of '{self.name}' ({self.model_type}) cannot be read.")
+                    f"The per-head weights of '{self.name}' ({self.model_type}) cannot be read: {self.unread}")
             with self.lock:
-                per_layer = [self.layer_adapter(layer).mha.head_weights()
-                             for layer in range(len(self.attention_modules))]
+                if self.can_recompute:
+                    per_layer = [self.layer_adapter(layer).mha.head_weights()
+                                 for layer in range(len(self.attention_modules))]
+                else:  # W_O alone, off each layer's own output projection
+                    per_layer = [{"W_O": output_blocks(resident_copy(output_projection(m, fam)), self.num_heads)}
+                                 for m, fam in self.attention_modules]
                 # on the CPU one layer at a time: a spread model's layers live on different devices
-                self._weights = {k: torch.stack([w[k].float().cpu() for w in per_layer]) for k in per_layer[0]}
+                stacked = {k: torch.stack([w[k].float().cpu() for w in per_layer]) for k in per_layer[0]}
+                if self.layer_numbers:  # a hybrid: each softmax layer's row at its number
+                    full = {k: w.new_zeros((self.total_layers, *w.shape[1:])) for k, w in stacked.items()}
+                    for k, w in stacked.items():
+                        full[k][list(self.layer_numbers)] = w
+                    stacked = full
+                self._weights = stacked
         return self._weights

@@ -29,9 +29,9 @@ from torch import nn
 
 from . import verify
 from .adapters import Adapter
-from .architectures import SUPPORTED, refusal
+from .architectures import SUPPORTED, hybrid_layers, refusal
 from .errors import ModelLoadError, UnsupportedArchitecture
-from .families import find_attention, install_local_attention
+from .families import find_attention, install_local_attention, stand_in_refusal
 from .loaded import LoadedModel
 from .placement import devices_used, input_device, is_spread, normalise_max_memory
 from .precision import HALF, checkpoint_dtype, dtype_name, resolve_dtype
@@ -172,47 +172,53 @@ def load(
     if local_attention:
         progress(0.8, "Putting our multi-head attention in place of the model's…")
     try:
-        adapters, modules = _attention_layers(model, causal=causal, local_attention=local_attention, seq2seq=seq2seq)
+        adapters, modules, stand_in = _attention_layers(model, causal=causal, local_attention=local_attention,
+                                                        seq2seq=seq2seq)
     except UnsupportedArchitecture as exc:
         raise ModelLoadError(str(exc)) from exc
     num_heads = config.num_attention_heads
     d_model = config.hidden_size
+    hybrid = None if seq2seq else hybrid_layers(config)  # (softmax layers' numbers, the others' by kind)
     max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096)
     loaded = LoadedModel(
         name=name, hf_model=model, tokenizer=tokenizer, device=dev, is_causal=causal,
         local_attention=local_attention, model_type=config.model_type,
-        num_layers=config.num_hidden_layers, num_heads=num_heads,
+        num_layers=len(hybrid[0]) if hybrid else config.num_hidden_layers, num_heads=num_heads,
+        layer_numbers=tuple(hybrid[0]) if hybrid else (), other_layers=hybrid[1] if hybrid else {},
         num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
         d_k=getattr(config, "head_dim", None) or d_model // num_heads,
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
-        source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq,
+        source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq, stand_in=stand_in,
+        unread=None if modules or seq2seq else _UNREAD,
         dtype=want, placement=tuple(devices_used(model)),
         decoder_layers=(getattr(config, "decoder_layers", None) or getattr(config, "num_decoder_layers", None)
                         or config.num_hidden_layers) if seq2seq else 0,
         decoder_heads=(getattr(config, "decoder_attention_heads", None) or num_heads) if seq2seq else 0,
     )
-    if modules and not local_attention:
+    if loaded.can_recompute and not local_attention:
         try:  # read one layer's weights through our adapter: an unexpected layout shows here
             loaded.layer_adapter(0).mha.head_weights()
-        except Exception:  # noqa: BLE001 - attention is still shown; head outputs and weights are not
-            loaded = dataclasses.replace(loaded, attention_modules=[])
-    if loaded.attention_modules:  # key/value heads as the layers compute them (Falcon-7B: 1, not its config's)
+        except Exception:  # noqa: BLE001 - heads' outputs are still read; our MHA does not stand in
+            loaded = dataclasses.replace(loaded, stand_in=f"'{config.model_type}' attention lays out its weights "
+                                         "in a way our MHA does not read")
+    if loaded.can_recompute:  # key/value heads as the layers compute them (Falcon-7B: 1, not its config's)
         kv = loaded.layer_adapter(0).mha.num_kv_heads
         if kv != loaded.num_kv_heads:
             loaded = dataclasses.replace(loaded, num_kv_heads=kv)
     progress(0.9, "Checking that every layer's attention can be captured…")
     eager = None
-    try:  # the probe that every load runs; its probabilities are checked below
+    try:  # the probe that every load runs; its probabilities, heads' outputs and values are checked below
         if seq2seq:
             loaded.capture_seq2seq(ids, torch.tensor([[loaded.decoder_start()]]))
         else:
-            eager = [a.float() for a in loaded.capture(ids).attentions]
+            loaded, eager = verify.check_heads(loaded, ids, verify.tolerance(want))
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
-        raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but failed on a test input: "
-                             f"{(str(exc).splitlines() or [''])[0][:300]}. {SUPPORTED}.") from exc
+        log.warning("'%s' failed on the probe", spec, exc_info=True)
+        raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but could not run on a test input of "
+                             f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. {SUPPORTED}.") from exc
     if want in HALF and eager is not None and not all(bool(torch.isfinite(a).all()) for a in eager):
         raise ModelLoadError(
             f"'{spec}' overflows in {dtype_name(want)}: its attention on a test input is not finite. "
@@ -225,15 +231,18 @@ def load(
                 f"Our MHA does not reproduce the attention of '{spec}' ({config.model_type}): layer {layer} is "
                 f"{gap:.2g} away from the model's own on a test input (its rotary positions, masks or biases "
                 "differ from the families mha-viz knows). Use Hugging Face's attention for this model.")
-    elif loaded.attention_modules and eager is not None:  # the per-layer recompute must match, or its
-        try:                                                # per-head features are off
+    elif loaded.can_recompute and eager is not None:  # the per-layer recompute must match, or our MHA
+        try:                                              # does not stand in (heads' outputs are still read)
             layer, gap = verify.recompute_gap(loaded, ids, eager)
         except Exception:  # noqa: BLE001 - a layout the recompute cannot follow
             layer, gap = -1, float("inf")
         if gap > tolerance:
-            log.warning("'%s': recomputed attention is %.2g from the model's own (layer %d): per-head features off",
+            log.warning("'%s': recomputed attention is %.2g from the model's own (layer %d): our MHA does not stand in",
                         spec, gap, layer)
-            loaded = dataclasses.replace(loaded, attention_modules=[])
+            where = f"layer {layer} is {gap:.2g} away from the model's own" if layer >= 0 else "its layers do not run"
+            loaded = dataclasses.replace(loaded, stand_in=(
+                f"our MHA does not reproduce the attention of '{config.model_type}' ({where} on a test input: its "
+                "rotary positions, masks or biases differ from the families mha-viz knows)"))
     progress(1.0, f"'{name}' ready.")
     return loaded
 
@@ -252,8 +261,8 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)
     model.to(device=loaded.device, dtype=loaded.dtype).eval()  # the same precision as the model it stands beside
-    adapters, modules = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention,
-                                          seq2seq=loaded.is_encoder_decoder)
+    adapters, modules, _ = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention,
+                                             seq2seq=loaded.is_encoder_decoder)
     return dataclasses.replace(  # a fresh lock, and weights and adapters derived afresh
         loaded, name=f"{loaded.name} (random init, seed {seed})", hf_model=model,
         source=f"random initialisation of {loaded.source}", adapters=adapters,
@@ -273,29 +282,36 @@ def _placement(max_memory: dict | None, offload_folder) -> dict:
     return placing
 
 
+_UNREAD = ("mha-viz does not know where this architecture's heads' outputs meet W_O (no attention module of a "
+           "family it knows)")
+
+
 def _attention_layers(model: nn.Module, *, causal: bool, local_attention: bool, seq2seq: bool = False) -> tuple[
-        list[Adapter], list[tuple[nn.Module, str]]]:
-    """(adapters installed, [(module, family tag)] per layer). With local_attention every
-    self-attention is replaced by ours (UnsupportedArchitecture when it cannot be); otherwise
-    the originals are found, or none when their layout is unknown (attention is still shown,
-    head outputs and weights are not). An encoder–decoder's attentions are read by
-    `LoadedModel.capture_seq2seq`, not as layers: none are listed."""
+        list[Adapter], list[tuple[nn.Module, str]], str | None]:
+    """(adapters installed, [(module, family tag)] per layer, why our MHA cannot stand in or None).
+    With local_attention every self-attention is replaced by ours (UnsupportedArchitecture when it
+    cannot be); otherwise the originals are found (their heads' outputs are read whether or not our
+    MHA computes them), or none when no family knows them (attention is still shown). An
+    encoder–decoder's attentions are read by `LoadedModel.capture_seq2seq`, not as layers: none are listed."""
     if local_attention:
         adapters = install_local_attention(model, causal=causal)
-        return adapters, [] if seq2seq else _in_call_order(model, [(a, "ours") for a in adapters])
+        return adapters, [] if seq2seq else _in_call_order(model, [(a, "ours") for a in adapters]), None
     if seq2seq:
-        return [], []
+        return [], [], None
     try:
-        return [], _in_call_order(model, [(m, fam) for _, _, m, fam in find_attention(model)])
+        found = find_attention(model)
     except UnsupportedArchitecture:
-        return [], []
+        return [], [], None
+    return [], _in_call_order(model, [(m, fam) for _, _, m, fam in found]), stand_in_refusal(found, model.config)
 
 
 def _in_call_order(model: nn.Module, modules: list[tuple[nn.Module, str]]) -> list[tuple[nn.Module, str]]:
-    """One (module, family) per layer, in the order the model runs them: the modules themselves
-    when there is one per layer; where layers share one (ALBERT runs its one attention module
-    12 times), the order a two-token probe calls them in; none when that does not give one a layer."""
-    layers = model.config.num_hidden_layers
+    """One (module, family) per softmax-attention layer (a hybrid's other layers have none), in the
+    order the model runs them: the modules themselves when there is one per layer; where layers share
+    one (ALBERT runs its one attention module 12 times), the order a two-token probe calls them in;
+    none when that does not give one a layer."""
+    hybrid = hybrid_layers(model.config)
+    layers = len(hybrid[0]) if hybrid else model.config.num_hidden_layers
     if len(modules) == layers or not modules:
         return modules
     family = {id(m): fam for m, fam in modules}

@@ -77,8 +77,9 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
             h.remove()
     head = resident_copy(head)  # offloaded by accelerate: its weights, loaded
     # on the CPU, where attribution computes (a model on a GPU, or spread over several devices)
-    unembed = head.weight.detach().float().cpu()
-    unembed_bias = None if head.bias is None else head.bias.detach().float().cpu()
+    multiplier = logit_multiplier(hf_model.config)  # Cohere's logit_scale, Granite's logits_scaling
+    unembed = head.weight.detach().float().cpu() * multiplier
+    unembed_bias = None if head.bias is None else head.bias.detach().float().cpu() * multiplier
     if not calls:  # no norm ran: the head reads the residual itself, unless a norm we do not know ran
         if not read or any("norm" in type(m).__name__.lower() for m in hf_model.modules()):
             return None
@@ -95,6 +96,15 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     return None
 
 
+def logit_multiplier(config) -> float:
+    """What the model multiplies its LM head's output by: Cohere's `logit_scale`, 1 / Granite's
+    `logits_scaling`; 1 for the others (`_reproduces` checks the read-out either way)."""
+    scale = getattr(config, "logit_scale", None)
+    divisor = getattr(config, "logits_scaling", None)
+    return (float(scale) if isinstance(scale, (int, float)) else 1.0) / (
+        float(divisor) if isinstance(divisor, (int, float)) and divisor else 1.0)
+
+
 def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
     """Each reading of `norm` (LayerNorm, RMSNorm, RMSNorm with 1 + weight) that turns its input r
     into what it computed, out (within the rounding of out's dtype)."""
@@ -107,17 +117,23 @@ def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
     tol = _tolerance(out.dtype)
     r32 = r.float().cpu()
     for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
-        if kind == LAYER and not isinstance(norm, nn.LayerNorm):
+        if kind == LAYER and not _is_layer_norm(norm):
             continue
-        bias = resident.bias.detach().float().cpu() if kind == LAYER and norm.bias is not None else None
+        own_bias = getattr(resident, "bias", None)
+        bias = own_bias.detach().float().cpu() if kind == LAYER and own_bias is not None else None
         fit = Norm(norm, kind, eps, scale, bias)
         rebuilt = fit.frozen(r32, fit.sigma(r32)) + (0 if bias is None else bias)
         if torch.allclose(rebuilt, out.float().cpu(), atol=tol, rtol=tol):
             yield fit
 
 
+def _is_layer_norm(module: nn.Module) -> bool:
+    """PyTorch's LayerNorm, or a model's own that subtracts the mean (Cohere's, without a bias)."""
+    return isinstance(module, nn.LayerNorm) or type(module).__name__.endswith("LayerNorm")
+
+
 def _is_norm(module: nn.Module) -> bool:
-    return isinstance(module, nn.LayerNorm) or type(module).__name__.endswith("RMSNorm")
+    return _is_layer_norm(module) or type(module).__name__.endswith("RMSNorm")
 
 
 def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Tensor) -> list[Norm | None]:

@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch import nn
+
+from .adapters import call_rotary
+from .hooks import distinct
 
 
 @dataclass
@@ -52,3 +56,22 @@ def z_recorder(zs: list, num_heads: int):
         x = args[0]
         zs.append(x.detach().reshape(x.shape[0], x.shape[1], num_heads, -1).transpose(1, 2))  # (B, H, n, d_v)
     return keep_z
+
+
+def input_hooks(attention_modules: list[tuple[nn.Module, str]], inputs: list) -> list:
+    """Pre-hooks (one a distinct module: a module shared by layers records each call) that append
+    each attention layer's input and RoPE to `inputs`, in the order the layers run."""
+    def keep_input(module, args, kwargs):
+        hidden = args[0] if args else kwargs["hidden_states"]
+        inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
+    return [m.register_forward_pre_hook(keep_input, with_kwargs=True)
+            for m in distinct([m for m, _ in attention_modules])]
+
+
+def value_hooks(w_vs: list[nn.Module | None], written: dict) -> list:
+    """Forward hooks that append what each layer of `w_vs` that holds values (our adapters' W_V: the
+    model's own layers, unless a fused layout made them copies, which never run; or the model's own
+    value path, `models.heads.ValuePath`) writes to `written[id(module)]`."""
+    def keep(module, _args, out):
+        written.setdefault(id(module), []).append(out.detach())  # (B, n, G · d_v)
+    return [w.register_forward_hook(keep) for w in distinct([w for w in w_vs if w is not None])]

@@ -6,7 +6,14 @@ rotary, a bias we do not add) is caught here on a short probe, instead of showin
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
+
+from .families import output_projection
+from .heads import output_problem, values_problem
+from .hooks import distinct
+from .placement import resident_copy
 
 TOLERANCE = 1e-4  # float32 rounding stays below 1e-5 (tests); a wrong rotary or mask is far above
 # bfloat16 keeps 8 bits: two computations that round the scores differently move a probability by a
@@ -54,3 +61,35 @@ def recompute_gap(loaded, ids: torch.Tensor, eager: list[torch.Tensor]) -> tuple
         recomputed.append(loaded.recompute(lean, layer))
         loaded.forget_views()
     return worst_gap(eager, recomputed)
+
+
+def check_heads(loaded, ids: torch.Tensor, tol: float):
+    """Run the probe once (eager capture) and check what mha-viz reads off each layer
+    (`models.heads`): W_O applied to the recorded heads' outputs z must be what the W_O layer wrote,
+    and, where values are read off the model's own modules, each head's output must be its attention
+    over them. Returns (the model with what could not be read switched off and said, the probe's
+    probabilities per layer in float32)."""
+    written: list[torch.Tensor] = []
+    layers = loaded.attention_modules
+    watch = [(p, lambda _m, _i, out: written.append(out.detach()))
+             for p in distinct([output_projection(m, fam) for m, fam in layers])]
+    cap = loaded.capture(ids, inputs=True, watch=watch)
+    eager = [a.float() for a in cap.attentions]
+    if not layers:
+        return loaded, eager
+    if cap.head_outputs is None or len(written) != len(layers):
+        return dataclasses.replace(loaded, attention_modules=[], unread=(
+            "its heads' outputs could not be recorded at the input of each layer's output projection")), eager
+    for layer, (module, fam) in enumerate(layers):
+        why = output_problem(cap.head_outputs[layer], written[layer], resident_copy(output_projection(module, fam)), tol)
+        if why is not None:
+            return dataclasses.replace(loaded, attention_modules=[], unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager
+    for layer in range(len(layers)):
+        path = loaded.value_path(layer)
+        raw = None if cap.values is None else cap.values[layer]
+        if path is None or raw is None:
+            continue
+        why = values_problem(cap.head_outputs[layer], cap.attentions[layer], path.split(raw), tol)
+        if why is not None:
+            return dataclasses.replace(loaded, reads_values=False, unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager
+    return loaded, eager

@@ -58,3 +58,17 @@ def byte_bpe_tokenizer():
                             special_tokens=["<|endoftext|>"])
     return PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<|endoftext|>",
                                    eos_token="<|endoftext|>", unk_token="<|endoftext|>")
+
+
+def hidden_states(model, ids, scale=None):
+    """Every layer's hidden states of one plain forward of a loaded model, with the heads scaled by
+    `scale` (layers, heads) before W_O (`models.masking.head_mask`) when one is given."""
+    import torch
+
+    from mha_viz_models.masking import head_mask
+
+    with model.lock, torch.inference_mode():
+        if scale is None:
+            return model.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
+        with head_mask(model, scale):
+            return model.hf_model(input_ids=ids, output_hidden_states=True).hidden_states

@@ -95,6 +95,6 @@ def _capture(model: LoadedModel, part: Sequence[tuple[str, Tokens]]) -> list[Att
             is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,
             token_ids=list(t.ids), raw_tokens=t.raw, special_mask=t.special, word_ids=t.word_ids, text=text,
             num_input_tokens=t.total, num_input_tokens_is_estimate=t.total_is_estimate, head_outputs=outputs,
-            layer_ids=list(range(L)), model_layers=L,
+            layer_ids=model.layer_ids, model_layers=model.total_layers,  # a hybrid: its softmax layers
         ))
     return runs

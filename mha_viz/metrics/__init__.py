@@ -27,11 +27,11 @@ from .layout import cluster_order, mds
 from .measures import (
     BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, METRICS, PUNCTUATION, SIMILARITIES, VERTICAL_MASS, Measure,
 )
-from .similarity import as_dissimilarity, as_similarity, head_similarity, select_heads
+from .similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
 __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",
     "SIMILARITIES", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
-    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "rollout", "rollout_through_head", "select_heads",
+    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "missing_weights", "rollout", "rollout_through_head", "select_heads",
 ]

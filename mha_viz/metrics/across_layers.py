@@ -35,7 +35,8 @@ def rollout(run: AttentionRun, *, device: str | torch.device | None = None) -> n
 def _check_from_first(run: AttentionRun) -> None:
     if not run.from_first_layer:
         raise ValueError(f"rollout and flow follow every layer from the first; this run holds layers "
-                         f"{_layer_list(run.layer_ids)} only")
+                         f"{_layer_list(run.layer_ids)} of {run.model_layers} only (a layer subset, or a hybrid "
+                         "model's softmax-attention layers: its other layers have no attention pattern to follow)")
 
 
 def _residual_attention(run: AttentionRun, layers: int) -> np.ndarray:

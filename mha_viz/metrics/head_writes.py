@@ -19,7 +19,7 @@ def as_tensor(x) -> torch.Tensor:
 
 def run_weights(run: AttentionRun, weights: Weights | None) -> Weights | None:
     """The model's weights (L, …) cut to the layers the run holds (`run.layer_ids`)."""
-    if weights is None or len(weights["W_Q"]) == run.num_layers:
+    if weights is None or len(weights["W_O"]) == run.num_layers:
         return weights
     rows = torch.as_tensor(run.layer_ids)
     return {k: as_tensor(v)[rows] for k, v in weights.items()}

@@ -13,6 +13,15 @@ from .js import js_matrix
 from .measures import SIMILARITIES
 
 
+# the weights each weight-based kind reads: a model our MHA cannot compute has W_O only (`LoadedModel.head_weights`)
+WEIGHTS_NEEDED = {"qk": ("W_Q", "W_K"), "ov": ("W_V", "W_O"), "residual": ("W_O",)}
+
+
+def missing_weights(kind: str, weights: Weights) -> list[str]:
+    """The weights `kind` needs that `weights` does not hold."""
+    return [k for k in WEIGHTS_NEEDED.get(kind, ()) if k not in weights]
+
+
 def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | None = None,
                     device: str | torch.device | None = None) -> np.ndarray:
     """(L·H, L·H) comparison of every pair of heads; index = layer * H + head.
@@ -26,8 +35,9 @@ def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | N
     if kind not in _SIMILARITY:
         raise ValueError(f"unknown similarity kind {kind!r}; use one of {', '.join(SIMILARITIES)}")
     needs = SIMILARITIES[kind].needs
-    if "weights" in needs and weights is None:
-        raise ValueError(f"the {SIMILARITIES[kind].label} needs the model's weights (weights=model.head_weights())")
+    if "weights" in needs and (weights is None or missing_weights(kind, weights)):
+        raise ValueError(f"the {SIMILARITIES[kind].label} needs the model's "
+                         f"{', '.join(WEIGHTS_NEEDED[kind])} (weights=model.head_weights())")
     if "outputs" in needs and run.head_outputs is None:
         raise ValueError(f"the {SIMILARITIES[kind].label} needs each head's output, which this run does not have")
     if device is not None and kind in _ON_DEVICE:
@@ -187,8 +197,8 @@ def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = 
     if weights is None:
         return sub, None
     w = {k: as_tensor(v) for k, v in run_weights(run, weights).items()}
-    return sub, {"W_Q": w["W_Q"][layers, hs][None], "W_K": w["W_K"][layers, kv][None],
-                 "W_V": w["W_V"][layers, kv][None], "W_O": w["W_O"][layers, hs][None]}
+    rows = {"W_Q": hs, "W_K": kv, "W_V": kv, "W_O": hs}  # query heads' rows, or the KV heads they read
+    return sub, {k: w[k][layers, rows[k]][None] for k in w}
 
 
 def as_similarity(matrix: np.ndarray, kind: str) -> np.ndarray:

@@ -36,14 +36,16 @@ def ablation_view() -> None:
         return
     model = cur.model
     if not model.attention_modules:
-        st.info("The heads of this model cannot be switched off: mha-viz cannot find where their outputs "
-                "meet W_O. Pick a BERT-, GPT-2- or Llama-family model.", icon="ℹ️")
+        st.info(f"The heads of this model cannot be switched off: {model.unread}.", icon="ℹ️")
         return
     kind = ablation.loss_kind(model)
     on = _heads_on(cur)
     st.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
                f"what changes. Measured: {ablation.LOSS_LABELS[kind]}.")
-    grid = pd.DataFrame(on, index=[f"layer {l}" for l in range(model.num_layers)],
+    if model.other_layers:  # a hybrid
+        st.caption(f"{model.name} is a hybrid: only its softmax-attention layers ({', '.join(map(str, model.layer_ids))}) "
+                   "have heads to switch off; its other layers always run.")
+    grid = pd.DataFrame(on, index=[f"layer {l}" for l in model.layer_ids],
                         columns=[f"H{h}" for h in range(model.num_heads)])
     edited = st.data_editor(grid, key=f"heads_grid_{st.session_state.get(keys.HEADS_VERSION, 0)}",
                             column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in grid.columns})
@@ -53,7 +55,7 @@ def ablation_view() -> None:
     cols[0].button("All on", key="heads_all_on",
                    on_click=lambda: _set_heads(cur.key.model, np.ones_like(on)))
     cols[1].selectbox("Layer", list(range(model.num_layers)), key="heads_layer_pick",
-                      label_visibility="collapsed", format_func=lambda l: f"layer {l}")
+                      label_visibility="collapsed", format_func=lambda row: f"layer {model.layer_ids[row]}")
     cols[2].button("Switch off this whole layer", key="heads_layer_off",
                    on_click=_switch_off_layer, args=(cur.key.model, on))
     mode = st.radio("Switched-off heads are", ["zeroed (ξ = 0)", "replaced by their mean output on this text"],

@@ -112,8 +112,12 @@ def available(kind: str, run, model) -> str | None:
         return "the debiased CKA needs at least 4 tokens"
     if "outputs" in needs and run.head_outputs is None:
         return "this model's head outputs cannot be captured"
-    if "weights" in needs and weights(model) is None:
+    w = weights(model)
+    if "weights" in needs and w is None:
         return "this model's per-head weights cannot be read"
+    if "weights" in needs and metrics.missing_weights(kind, w):
+        return (f"its {', '.join(metrics.missing_weights(kind, w))} are read only where mha-viz's own MHA computes the "
+                f"model's attention, and it does not here ({model.stand_in})")
     return None
 
 

@@ -38,7 +38,7 @@ def _refusal(model) -> str | None:
                 "Pick a decoder in the sidebar (smollm2, toy-induction, a GPT-2 or Llama-family model); the "
                 "sidebar's *Show attention as: contributions* shows what this model's heads write.")
     if not model.has_head_outputs:
-        return f"The heads' outputs of {model.name} cannot be read by mha-viz: no attribution or patching."
+        return f"The heads' outputs of {model.name} cannot be read ({model.unread}): no attribution or patching."
     return None
 
 
@@ -196,7 +196,8 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
     state.settle(keys.PRED_HEAD, min(int(st.session_state[keys.PRED_HEAD]), run.num_heads - 1))
     st.subheader("One head")
     cols = st.columns([1, 1, 3])
-    layer = int(cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.PRED_LAYER))
+    layer = int(cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.PRED_LAYER,
+                                  format_func=lambda row: str(run.layer_ids[row])))  # rows shown by layer number
     head = int(cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.PRED_HEAD))
     cols[2].caption(f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}; restored fraction "
                     f"{float(expl.patching.restored[layer, head]):.3f}.")

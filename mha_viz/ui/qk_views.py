@@ -49,9 +49,9 @@ def qk_view() -> None:
     if cur is None:
         return
     run, model = cur.run, cur.model
-    if not model.has_head_outputs:
-        st.info("The weights of this model's attention cannot be read, so its queries and keys cannot be "
-                "shown; pick a BERT-, GPT-2- or Llama-family model.", icon="ℹ️")
+    if not model.can_recompute:
+        st.info(f"Queries and keys are recomputed with mha-viz's own MHA, which cannot compute {model.name}'s "
+                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon="ℹ️")
         return
     _clamp(keys.QK_LAYER, run.num_layers - 1)
     _clamp(keys.QK_HEAD, run.num_heads - 1)

@@ -54,9 +54,9 @@ def teaching_view() -> None:
     if TOY in mha_viz.BUNDLED and model.name != TOY:
         st.button("Start with toy-induction: two layers whose heads have known jobs (a previous-token "
                   "head and an induction head)", key="use_toy", on_click=_use_toy)
-    if not model.has_head_outputs:
-        st.info("The weights of this model's attention cannot be read step by step; pick a BERT-, "
-                "GPT-2- or Llama-family model.", icon="ℹ️")
+    if not model.can_recompute:
+        st.info(f"The walkthrough recomputes each step with mha-viz's own MHA, which cannot compute {model.name}'s "
+                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon="ℹ️")
         return
     _pick_known_head(cur)
     _, layer, head = _layer_head(run, keys.TEACH_LAYER, keys.TEACH_HEAD)

@@ -138,7 +138,7 @@ def _whole_text_overview(cur) -> None:
     session's token cap up to the model's context (on a public server, up to
     MHA_VIZ_MAX_OVERVIEW_TOKENS): `mha_viz.tokenize(..., whole_text=True)` decides."""
     model, text = cur.text_model, cur.text
-    if model is None or not model.has_head_outputs:
+    if model is None or not model.can_recompute:  # one head at a time: recomputed by our MHA
         return
     # the tokens the views use, before the sidebar's *Hide tokens*
     shown = (cur.full_run or cur.run).n if (cur.run is not None and not cur.stale) else 0

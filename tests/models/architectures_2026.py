@@ -3,8 +3,8 @@ attention differs from the families of `test_family_features`: DeBERTa-v2 (disen
 attention), OLMo 2 (q/k RMSNorm over every head at once, post-norm blocks), SmolLM3 (no RoPE on
 every fourth layer), GPT-OSS (learned per-head sink logits, sliding layers), Cohere 2 (interleaved
 rotary on sliding layers, none on its global ones), DeepSeek-V3 (multi-head latent attention),
-Llama 4 (chunked attention, no RoPE on every fourth layer) and the hybrid Qwen3-Next (gated
-softmax attention on every second layer, Gated DeltaNet between). Each is 4 layers (DeBERTa 2),
+Llama 4 (chunked attention, no RoPE on every fourth layer), and the hybrids Qwen3-Next (gated
+softmax attention, Gated DeltaNet between), Jamba (Mamba between) and LFM2 (short convolutions between). Each is 4 layers (DeBERTa 2),
 4 heads of 16, saved with a byte-level BPE tokenizer by `build`; heads are peaked (q/k weights
 scaled up) so that a wrong scale, norm or mask cannot hide in near-uniform rows."""
 
@@ -78,9 +78,20 @@ def _qwen3_next():
         linear_value_head_dim=8))
 
 
+def _jamba():
+    from transformers import JambaConfig, JambaForCausalLM
+    return JambaForCausalLM, JambaConfig(**_common(
+        attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, num_experts=2, mamba_d_state=8, mamba_expand=2))
+
+
+def _lfm2():
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+    return Lfm2ForCausalLM, Lfm2Config(**_common(layer_types=["conv", "full_attention"] * 2))
+
+
 BUILDERS = {"olmo2": _olmo2, "smollm3": _smollm3, "gpt_oss": _gpt_oss, "cohere2": _cohere2,
             "deepseek_v3": _deepseek_v3, "llama4": _llama4, "deberta": _deberta}
-HYBRIDS = {"qwen3_next": _qwen3_next}
+HYBRIDS = {"qwen3_next": _qwen3_next, "jamba": _jamba, "lfm2": _lfm2}  # softmax attention in layers 1 and 3
 
 
 def build(name: str, out, *, sharp: float = SHARP) -> str:

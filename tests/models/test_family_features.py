@@ -25,7 +25,7 @@ import torch
 import mha_viz
 from mha_viz import qk, teaching
 from mha_viz_models.families import output_projection
-from tests.helpers import byte_bpe_tokenizer
+from tests.helpers import byte_bpe_tokenizer, hidden_states
 
 TEXT = "The cat sat on the mat. The dog sat on the log. A quick brown fox jumps over the lazy dog!"
 WINDOW = 8
@@ -222,18 +222,12 @@ def test_the_walkthrough_reads_the_captured_probabilities(folder):
 def test_switching_off_a_head_of_one_layer_of_a_shared_module_changes_that_layer_only(tmp_path):
     """ALBERT runs one attention module in every layer: switching heads off in the last layer
     leaves the earlier layers' outputs as they were, and changes the last one's."""
-    from mha_viz_models.masking import head_mask
-
     hf = mha_viz.load_model(_build("albert", tmp_path), device="cpu")
     assert len(hf.attention_modules) == hf.num_layers == 3 and len({id(m) for m, _ in hf.attention_modules}) == 1
     ids = _ids(hf)
 
     def hidden(scale=None):
-        with hf.lock, torch.inference_mode():
-            if scale is None:
-                return hf.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
-            with head_mask(hf, scale):
-                return hf.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
+        return hidden_states(hf, ids, scale)
     scale = torch.ones(hf.num_layers, hf.num_heads)
     scale[2] = 0  # every head of the last layer off
     on, off = hidden(), hidden(scale)

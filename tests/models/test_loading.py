@@ -75,7 +75,8 @@ def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, gpt2_dir):
 def test_a_relative_whose_attention_we_do_not_reproduce_is_caught_at_load(tmp_path, gpt2_dir):
     """Cohere looks like Llama (q/k/v/o_proj, scaling) but turns q and k in interleaved pairs: the
     check at load sees our recompute disagree on a test input. Hugging Face's attention is still
-    captured, without the per-head features that would be wrong; our MHA is refused, saying why."""
+    captured with every head's output (read off o_proj's input), without what our MHA would
+    compute wrong (lean capture, the walkthrough); our MHA is refused, saying why."""
     from transformers import CohereConfig, CohereForCausalLM
 
     config = CohereConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -88,7 +89,9 @@ def test_a_relative_whose_attention_we_do_not_reproduce_is_caught_at_load(tmp_pa
                 p.mul_(12)
         model.save_pretrained(folder)
     hf = mha_viz.load_model(folder, device="cpu")
-    assert not hf.has_head_outputs and mha_viz.analyze(hf, "hello world again").attentions.shape[:2] == (2, 4)
+    run = mha_viz.analyze(hf, "hello world again")
+    assert run.attentions.shape[:2] == (2, 4) and run.head_outputs is not None and run.value_norms is not None
+    assert hf.has_head_outputs and not hf.can_recompute and "does not reproduce the attention" in hf.stand_in
     with pytest.raises(ModelLoadError, match="does not reproduce the attention") as refused:
         mha_viz.load_model(folder, device="cpu", local_attention=True)
     assert "cohere" in str(refused.value)

@@ -54,8 +54,9 @@ def test_the_norms_read_the_values_the_capture_kept(request, fixture, kept):
     projected = dataclasses.replace(cap, values=None)
     for layer in range(model.num_layers):
         assert torch.equal(values.value_norms(model, cap, layer), values.value_norms(model, projected, layer))
-    gram = values.output_gram(model.layer_adapter(0).mha, torch.float32)
-    assert values.output_gram(model.layer_adapter(0).mha, torch.float32) is gram  # made once
+    mha = model.layer_adapter(0).mha
+    gram = values.output_gram(mha.w_o, mha.num_heads, torch.float32)
+    assert values.output_gram(mha.w_o, mha.num_heads, torch.float32) is gram  # made once
 
 
 @pytest.mark.parametrize("lean", [True, False])

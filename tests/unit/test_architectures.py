@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from mha_viz_models.architectures import SUPPORTED, refusal
+from mha_viz_models.architectures import SUPPORTED, hybrid_layers, refusal
 
 
 def _config(**kw):
@@ -17,10 +17,20 @@ def test_a_plain_attention_config_is_read():
     assert refusal(_config(layer_types=["sliding_attention", "full_attention"]), "x") is None
 
 
-def test_linear_attention_layers_are_named():
-    why = refusal(_config(model_type="hybrid", layer_types=["linear_attention", "full_attention", "mamba"]), "me/m")
-    assert why.startswith("'me/m' is a hybrid model: it has layers of type linear_attention, mamba")
+def test_layers_without_attention_are_named():
+    why = refusal(_config(model_type="linear", layer_types=["linear_attention", "mamba"]), "me/m")
+    assert why.startswith("'me/m' is a linear model: it has layers of type linear_attention, mamba")
     assert why.endswith(SUPPORTED + ".")
+
+
+def test_a_hybrid_is_read_on_its_softmax_layers():
+    """Qwen3-Next lists its layers in `layer_types`, Jamba in `layers_block_type`: either is a hybrid."""
+    config = _config(model_type="qwen3_next", layer_types=["linear_attention", "full_attention", "mamba", "attention"])
+    assert refusal(config, "q") is None
+    assert hybrid_layers(config) == ([1, 3], {"linear_attention": [0], "mamba": [2]})
+    jamba = _config(model_type="jamba", layers_block_type=["mamba", "attention"])
+    assert refusal(jamba, "j") is None and hybrid_layers(jamba) == ([1], {"mamba": [0]})
+    assert hybrid_layers(_config(layer_types=["full_attention", "sliding_attention"])) is None  # all attention
 
 
 def test_a_known_non_attention_type_and_an_encoder_decoder():

@@ -1,0 +1,186 @@
+"""Every per-head feature with Hugging Face's own attention, for the architectures whose attention
+our MHA does not (all) compute: DeBERTa-v2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, DeepSeek-V3 (MLA)
+and Llama 4 (`architectures_2026`). The heads' outputs z are read at the input of the layer that
+applies W_O, the values off the model's own value path. Each is checked against a computation
+made here from the model's own modules:
+- z through W_O (and its bias) is what the model's W_O layer wrote;
+- each key's value norm ‖v_j W_O[h]‖ equals one made from values projected here (v_proj, DeBERTa's
+  value_proj, DeepSeek's latent through kv_b_proj);
+- direct logit attribution: taking one head's write alone out of the final residual stream, with
+  every norm's scale frozen at this run's value (OLMo 2's post-attention norm too), changes the
+  logit difference by exactly that head's attribution;
+- patching: a layer patched with the corrupted run's own z changes nothing, and the batched grid
+  equals one forward per head; switching heads off changes only what it should."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from mha_viz import attribution
+from mha_viz_models.families import output_projection
+from tests.helpers import hidden_states
+from tests.models.architectures_2026 import BUILDERS, build
+
+TEXT = "The cat sat on the mat. The dog sat on the log."
+DECODERS = [name for name in BUILDERS if name != "deberta"]
+
+
+@pytest.fixture(scope="module", params=list(BUILDERS))
+def loaded(request, tmp_path_factory):
+    name = request.param
+    return name, mha_viz.load_model(build(name, tmp_path_factory.mktemp(name)), device="cpu")
+
+
+def _ids(model) -> torch.Tensor:
+    return torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+
+
+def _layer_inputs(model, ids):
+    """Each attention module's input hidden states, and each W_O layer's output, from one plain forward."""
+    inputs, written = [], []
+    hooks = [m.register_forward_pre_hook(lambda _m, args, kwargs: inputs.append(
+        (args[0] if args else kwargs["hidden_states"]).detach()), with_kwargs=True) for m, _ in model.attention_modules]
+    hooks += [output_projection(m, fam).register_forward_hook(lambda _m, _i, out: written.append(out.detach()))
+              for m, fam in model.attention_modules]
+    try:
+        with torch.no_grad():
+            model.hf_model(input_ids=ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    return inputs, written
+
+
+def _values_by_hand(name: str, module, x: torch.Tensor) -> torch.Tensor:
+    """v (n, G, d_v) of one layer, projected here from its input x (1, n, d_model)."""
+    if name == "deberta":
+        v = module.self.value_proj(x)[0]
+        return v.view(v.shape[0], module.self.num_attention_heads, -1)
+    if name == "deepseek_v3":  # the latent, normed, then each head's [k_nope | v] block of kv_b_proj
+        latent = module.kv_a_proj_with_mqa(x)[0, :, :module.kv_lora_rank]
+        blocks = module.kv_b_proj(module.kv_a_layernorm(latent))
+        blocks = blocks.view(blocks.shape[0], -1, module.qk_nope_head_dim + module.v_head_dim)
+        return blocks[..., module.qk_nope_head_dim:]
+    v = module.v_proj(x)[0]
+    return v.view(v.shape[0], -1, module.head_dim)
+
+
+def test_heads_outputs_and_values_are_read_off_the_models_own_modules(loaded):
+    name, model = loaded
+    assert model.has_head_outputs and model.reads_values, (name, model.unread)
+    if not model.can_recompute:  # the feature our MHA lacks is named, not a Python exception
+        assert model.stand_in and "Error" not in model.stand_in and "Traceback" not in model.stand_in
+    ids = _ids(model)
+    run = mha_viz.analyze(model, TEXT, lean=False)
+    assert run.head_outputs is not None and run.value_norms is not None
+    inputs, written = _layer_inputs(model, ids)
+    w_o = model.head_weights()["W_O"].double()  # (L, H, d_v, d_model)
+    H = model.num_heads
+    for layer, (module, fam) in enumerate(model.attention_modules):
+        z = torch.as_tensor(run.head_outputs[layer]).double()  # (H, n, d_v)
+        proj = output_projection(module, fam)
+        bias = 0 if proj.bias is None else proj.bias.double()
+        torch.testing.assert_close(torch.einsum("hnd,hdm->nm", z, w_o[layer]) + bias, written[layer][0].double(),
+                                   atol=1e-5, rtol=1e-5)
+        with torch.no_grad():
+            v = _values_by_hand(name, module, inputs[layer]).double()  # (n, G, d_v)
+        v = v.repeat_interleave(H // v.shape[1], dim=1)  # (n, H, d_v): query head h reads KV head h // (H/G)
+        norms = torch.einsum("nhd,hdm->hnm", v, w_o[layer]).norm(dim=-1)  # (H, n): ‖v_j W_O[h]‖
+        np.testing.assert_allclose(run.value_norms[layer], norms.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _frozen_norm(norm, x: torch.Tensor):
+    """`norm` (RMSNorm, or Cohere's mean-subtracting LayerNorm) as a linear map with its scale frozen at
+    the value it takes on x (d_model,): checked to give norm(x) on x itself."""
+    centred = "LayerNorm" in type(norm).__name__
+    centre = (lambda r: r - r.mean()) if centred else (lambda r: r)
+    eps = getattr(norm, "variance_epsilon", None) or norm.eps
+    factor = torch.rsqrt(centre(x).pow(2).mean() + eps)
+    frozen = lambda r: norm.weight * centre(r) * factor  # noqa: E731
+    torch.testing.assert_close(frozen(x), norm(x[None])[0], atol=1e-5, rtol=1e-5)
+    return frozen
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_removing_one_heads_write_changes_the_logit_difference_by_its_attribution(name, tmp_path):
+    """OLMo 2 normalises the attention output before the residual stream (post-norm); the others add it."""
+    model = mha_viz.load_model(build(name, tmp_path / name), device="cpu")
+    hf, ids = model.hf_model, _ids(model)
+    p = ids.shape[1] - 1
+    with torch.no_grad():
+        logits = hf(input_ids=ids).logits[0, p]
+    target, wrong = [int(i) for i in logits.topk(2).indices]
+    d = attribution.direct_logit(model, TEXT, target=target, wrong=wrong)
+
+    layers = hf.model.layers
+    z, post_in, final = {}, {}, {}
+    hooks = [layer.self_attn.o_proj.register_forward_pre_hook(
+        lambda _m, args, i=i: z.__setitem__(i, args[0].detach())) for i, layer in enumerate(layers)]
+    if name == "olmo2":  # the post-attention norm's input: the attention output
+        hooks += [layer.post_attention_layernorm.register_forward_pre_hook(
+            lambda _m, args, i=i: post_in.__setitem__(i, args[0].detach())) for i, layer in enumerate(layers)]
+    hooks.append(hf.model.norm.register_forward_pre_hook(lambda _m, args: final.update(r=args[0].detach()[0, p])))
+    with torch.no_grad():
+        hf(input_ids=ids)
+    for h in hooks:
+        h.remove()
+    scale = float(getattr(hf.config, "logit_scale", None) or 1.0)  # Cohere multiplies its logits
+    final_norm = _frozen_norm(hf.model.norm, final["r"])
+
+    def difference(residual):
+        with torch.no_grad():
+            out = hf.lm_head(final_norm(residual)) * scale
+        return float(out[target] - out[wrong])
+    assert difference(final["r"]) == pytest.approx(float(logits[target] - logits[wrong]), abs=1e-4)
+
+    H = model.num_heads
+    for i, layer in enumerate(layers):
+        post = _frozen_norm(layer.post_attention_layernorm, post_in[i][0, p]) if name == "olmo2" else None
+        for h in range(H):
+            alone = z[i].clone().view(1, ids.shape[1], H, -1)
+            alone[:, :, [k for k in range(H) if k != h]] = 0  # head h's output only
+            with torch.no_grad():
+                write = layer.self_attn.o_proj(alone.view(1, ids.shape[1], -1))[0, p]
+                if layer.self_attn.o_proj.bias is not None:  # the bias belongs to no head
+                    write = write - layer.self_attn.o_proj.bias
+                write = post(write) if post is not None else write
+            change = difference(final["r"]) - difference(final["r"] - write)
+            assert change == pytest.approx(float(d.per_head[i, h]), rel=1e-3, abs=1e-4), (name, i, h)
+    assert float(d.per_head.sum() + d.rest) == pytest.approx(d.logit, rel=1e-4, abs=1e-4)
+
+
+CLEAN = "When Mary and John went to the store, John gave a drink to"
+CORRUPTED = "When Mary and John went to the store, Anna gave a drink to"
+
+
+@pytest.mark.parametrize("name", DECODERS)
+def test_patching_and_switching_heads_off(name, tmp_path):
+    model = mha_viz.load_model(build(name, tmp_path / name), device="cpu")
+    clean, corrupted = (mha_viz.tokenize(model, t).ids for t in (CLEAN, CORRUPTED))
+    if len(clean) != len(corrupted):
+        pytest.skip("the byte-level tokenizer splits the two names differently")
+    res = attribution.patch_heads(model, CLEAN, CORRUPTED)
+    assert res.restored.shape == (model.num_layers, model.num_heads) and np.isfinite(res.restored).all()
+    ids_x = torch.tensor([corrupted])
+    cap_c, cap_x = model.capture(torch.tensor([clean])), model.capture(ids_x)
+    last = model.num_layers - 1
+    same = attribution.patched_metric(model, ids_x, last, list(range(model.num_heads)), cap_x.head_outputs[last][0],
+                                      res.answer, res.wrong, None)
+    np.testing.assert_allclose(same.numpy(), res.m_corrupted, atol=1e-5)
+    for head in (0, model.num_heads - 1):  # the batched grid is one forward per head
+        m = attribution.patched_metric(model, ids_x, last, [head], cap_c.head_outputs[last][0], res.answer, res.wrong, None)
+        want = (float(m[0]) - res.m_corrupted) / (res.m_clean - res.m_corrupted)
+        assert res.restored[last, head] == pytest.approx(want, abs=1e-5)
+
+    def hidden(scale=None):
+        return hidden_states(model, ids_x, scale)
+    on = hidden()
+    scale = torch.ones(model.num_layers, model.num_heads)
+    torch.testing.assert_close(hidden(scale)[-1], on[-1], atol=0, rtol=0)  # every head on: nothing changes
+    scale[last] = 0  # every head of the last layer off
+    off = hidden(scale)
+    torch.testing.assert_close(off[last], on[last], atol=0, rtol=0)  # the layers before it are as they were
+    assert (off[-1] - on[-1]).abs().max() > 1e-4

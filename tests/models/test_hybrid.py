@@ -1,0 +1,83 @@
+"""Hybrid models (Qwen3-Next, Jamba, LFM2: softmax attention in layers 1 and 3, linear attention,
+Mamba or short convolutions in layers 0 and 2) load and are read on their softmax layers, under
+their own layer numbers, against Hugging Face's own eager attention."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from mha_viz import attribution
+from mha_viz_models.families import output_projection
+from tests.models.architectures_2026 import HYBRIDS, build
+
+TEXT = "The cat sat on the mat. The dog sat on the log."
+
+
+@pytest.fixture(scope="module", params=list(HYBRIDS))
+def hybrid(request, tmp_path_factory):
+    name = request.param
+    return name, mha_viz.load_model(build(name, tmp_path_factory.mktemp(name)), device="cpu")
+
+
+def test_the_softmax_layers_are_captured_under_their_own_numbers(hybrid):
+    name, model = hybrid
+    assert model.num_layers == 2 and model.layer_ids == [1, 3] and model.total_layers == 4
+    assert sorted(n for numbers in model.other_layers.values() for n in numbers) == [0, 2]
+    facts = model.facts()
+    assert "(1, 3) of 4" in facts["layers"] and ": 0, 2" in facts["other layers (no attention pattern)"]
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    with torch.no_grad():  # Hugging Face's own: one probability tensor per softmax layer
+        theirs = [a for a in model.hf_model(input_ids=ids, output_attentions=True).attentions if a is not None]
+    run = mha_viz.analyze(model, TEXT)
+    assert run.layer_ids == [1, 3] and run.model_layers == 4 and run.partial
+    for row in range(2):
+        np.testing.assert_allclose(run.attentions[row], theirs[row][0].numpy(), atol=1e-6)
+    one = mha_viz.analyze(model, TEXT, layers=[3])
+    assert one.layer_ids == [3]
+    np.testing.assert_allclose(one.attentions[0], run.attentions[1], atol=1e-6)
+    with pytest.raises(mha_viz.InputError, match="softmax-attention layers 1, 3"):
+        mha_viz.analyze(model, TEXT, layers=[0])
+    with pytest.raises(ValueError, match="hybrid"):  # rollout follows every layer: it says why it cannot
+        mha_viz.metrics.rollout(run)
+
+
+def test_every_per_head_feature_on_the_softmax_layers(hybrid):
+    name, model = hybrid
+    assert model.has_head_outputs, model.unread
+    run = mha_viz.analyze(model, TEXT)
+    assert run.head_outputs is not None
+    written = []
+    hooks = [output_projection(m, fam).register_forward_hook(lambda _m, _i, out: written.append(out.detach()))
+             for m, fam in model.attention_modules]
+    try:
+        with torch.no_grad():
+            model.hf_model(input_ids=torch.tensor([run.token_ids]))
+    finally:
+        for h in hooks:
+            h.remove()
+    w_o = model.head_weights()["W_O"]  # rows by the model's layer numbers
+    assert w_o.shape[0] == 4 and float(w_o[[0, 2]].abs().max()) == 0
+    for row, number in enumerate(run.layer_ids):  # z through W_O is what the model's W_O layer wrote
+        proj = output_projection(*model.attention_modules[row])
+        bias = 0 if proj.bias is None else proj.bias
+        through = torch.einsum("hnd,hdm->nm", torch.as_tensor(run.head_outputs[row]), w_o[number]) + bias
+        torch.testing.assert_close(through, written[row][0], atol=1e-5, rtol=1e-5)
+    table = mha_viz.metrics.head_table(run, model.head_weights())
+    assert sorted(set(table["layer"])) == [1, 3] and table["output_norm"].notna().all()
+    d = attribution.direct_logit(model, TEXT)
+    assert d.per_head.shape == (2, model.num_heads)
+    assert float(d.per_head.sum() + d.rest) == pytest.approx(d.logit, rel=1e-4, abs=1e-4)
+    if name == "qwen3_next":  # its gate multiplies each head's output after attention: no value norms
+        assert not model.reads_values and "gate" in model.unread and run.value_norms is None
+    else:
+        assert run.value_norms is not None
+
+
+def test_a_model_without_softmax_layers_is_still_refused():
+    from transformers import MambaConfig
+
+    from mha_viz_models.architectures import refusal
+    assert "state-space" in refusal(MambaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2), "m")
