@@ -6,11 +6,11 @@ softmax attention with other kinds (Qwen3-Next, Jamba, LFM2…), are read on the
 
 from __future__ import annotations
 
+from .families import supported_models
+
 SUPPORTED = (
-    "mha-viz reads transformers whose layers are softmax attention heads: encoders (BERT, RoBERTa, "
-    "XLM-R, ELECTRA, DistilBERT, ALBERT, DeBERTa-v2, ModernBERT) and decoders (GPT-2, GPT-NeoX/Pythia, "
-    "GPT-J, OPT, Falcon, Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Phi-3) and encoder–decoders "
-    "(T5, BART, Marian, mBART, Pegasus)"
+    f"mha-viz reads transformers whose layers are softmax attention heads: {supported_models()}; and hybrids "
+    "(softmax layers between linear-attention, state-space or convolution layers) on their softmax layers"
 )
 
 # model types whose layers are not (all) softmax attention: what they have instead

@@ -41,6 +41,9 @@ class Family:
     refuse(module, config): the features of this module or config our MHA does not compute
         (a model with any is refused when its attention is to be replaced; with Hugging Face's
         attention, every per-head feature that reads z still works).
+    names, kind: the models it covers as people know them, and whether they are encoders, decoders or
+        encoder–decoders: every list of supported models (messages, docs/using.md, docs/architecture.md)
+        is made from these (`supported_models`, `family_table`).
     values(module, config): where the module's values come out (`models.heads.ValuePath`), for
         the families whose values are read off the model's own modules rather than our adapter's
         (those our MHA may not stand in for); None where they are not read that way.
@@ -52,6 +55,9 @@ class Family:
     output_projection: Callable[[nn.Module], nn.Module]
     refuse: Callable[[nn.Module, Any], list[str]] = lambda _module, _config: []
     values: Callable[[nn.Module, Any], ValuePath | None] = lambda _module, _config: None
+    # the models people know it by, and what they are (the lists in messages and docs come from these)
+    names: str = ""
+    kind: str = "decoder"  # "encoder", "decoder" or "encoder–decoder"
 
 
 FAMILIES: dict[str, Family] = {}  # by tag, in order of precedence: the first that recognises a module wins
@@ -107,11 +113,13 @@ register(Family(
     "bert", recognise=_is_bert,
     build=lambda m, config, causal: BertFamilyAttention(m, config.num_attention_heads, causal),
     output_projection=lambda m: m.output.dense,
+    names="BERT, RoBERTa, XLM-R, ELECTRA", kind="encoder"
 ))
 register(Family(
     "gpt2", recognise=_is_gpt2,
     build=lambda m, config, _causal: GPT2FamilyAttention(m, config.num_attention_heads),
     output_projection=lambda m: m.c_proj,
+    names="GPT-2", kind="decoder"
 ))
 def _separate_values(w_v: nn.Module, w_o: nn.Module, config) -> ValuePath:
     """Values from a separate W_V (B, n, G · d_v), d_v read off W_O's input (H · d_v)."""
@@ -125,6 +133,8 @@ register(Family(
         m, config.num_attention_heads, _kv_heads(config), config),
     output_projection=lambda m: m.o_proj, refuse=_llama_refuse,
     values=lambda m, config: _separate_values(m.v_proj, m.o_proj, config),
+    names=("Llama, SmolLM2, SmolLM3, Mistral, Mixtral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Granite, OLMo 2, GPT-OSS, "
+           "Cohere 2, Llama 4, Jamba, Qwen3-Next"), kind="decoder"
 ))
 
 
@@ -249,12 +259,14 @@ register(Family(
     build=lambda m, config, _causal: FusedQKVAttention(
         m, m.query_key_value, m.dense, interleaved_rows, config.num_attention_heads, config.num_attention_heads, config),
     output_projection=lambda m: m.dense,
+    names="GPT-NeoX, Pythia", kind="decoder"
 ))
 register(Family(
     "phi3", recognise=_is_phi3,
     build=lambda m, config, _causal: FusedQKVAttention(
         m, m.qkv_proj, m.o_proj, blocked_rows, config.num_attention_heads, _kv_heads(config), config),
     output_projection=lambda m: m.o_proj,
+    names="Phi-3", kind="decoder"
 ))
 
 
@@ -262,10 +274,12 @@ register(Family(
     "falcon", recognise=_is_falcon, build=lambda m, config, _causal: _falcon(m, config),
     output_projection=lambda m: m.dense,
     refuse=lambda _m, config: ["ALiBi position biases"] if getattr(config, "alibi", False) else [],
+    names="Falcon", kind="decoder"
 ))
 register(Family(  # our MHA refused by name; its heads' outputs and values are read off its own modules
     "deberta", recognise=_is_deberta, build=_refused, output_projection=lambda m: m.output.dense,
     refuse=_deberta_refuse, values=lambda m, config: _separate_values(m.self.value_proj, m.output.dense, config),
+    names="DeBERTa-v2, DeBERTa-v3", kind="encoder"
 ))
 def _is_lfm2(module: nn.Module) -> bool:
     # LFM2's attention layers (between its short convolutions): per-head q/k layer norms, out_proj
@@ -277,50 +291,82 @@ register(Family(
     "lfm2", recognise=_is_lfm2, build=_refused, output_projection=lambda m: m.out_proj,
     values=lambda m, config: _separate_values(m.v_proj, m.out_proj, config),
     refuse=lambda _m, _config: ["LFM2's attention (q_layernorm and k_layernorm, its own calling convention)"],
+    names="LFM2", kind="decoder"
 ))
 register(Family(
     "mla", recognise=_is_mla, build=_refused, output_projection=lambda m: m.o_proj, values=_mla_values,
     refuse=lambda _m, _config: ["multi-head latent attention (MLA: keys and values rebuilt from a shared latent, "
                                 "a rotary part shared by every head)"],
+    names="DeepSeek-V2, DeepSeek-V3", kind="decoder"
 ))
 register(Family(
     "modernbert", recognise=_is_modernbert, build=lambda m, config, _causal: _modernbert(m, config),
     output_projection=lambda m: m.Wo,
+    names="ModernBERT", kind="encoder"
 ))
 register(Family(
     "albert", recognise=_is_albert,
     build=lambda m, config, causal: BertFamilyAttention(m, config.num_attention_heads, causal, flat=True),
     output_projection=lambda m: m.dense,
+    names="ALBERT", kind="encoder"
 ))
 register(Family(
     "gptj", recognise=_is_gptj, build=lambda m, config, _causal: GPTJFamilyAttention(m, config.num_attention_heads),
     output_projection=lambda m: m.out_proj,
+    names="GPT-J", kind="decoder"
 ))
 register(Family(
     "opt", recognise=_is_opt,
     build=lambda m, config, _causal: LlamaFamilyAttention(
         m, config.num_attention_heads, config.num_attention_heads, config, names=OPT_NAMES),
     output_projection=lambda m: m.out_proj,
+    names="OPT", kind="decoder"
 ))
 register(Family(
     "bart", recognise=_is_bart, build=lambda m, _config, _causal: Seq2SeqAttention(m),
     output_projection=lambda m: m.out_proj,
+    names="BART, Marian, mBART, Pegasus", kind="encoder–decoder"
 ))
 register(Family(
     "t5", recognise=_is_t5, build=lambda m, _config, _causal: T5FamilyAttention(m),
     output_projection=lambda m: m.o,
+    names="T5", kind="encoder–decoder"
 ))
 register(Family(
     "distilbert", recognise=_is_distilbert,
     build=lambda m, config, causal: LlamaFamilyAttention(
         m, config.num_attention_heads, config.num_attention_heads, config, names=DISTILBERT_NAMES, causal=causal),
     output_projection=lambda m: m.out_lin,
+    names="DistilBERT", kind="encoder"
 ))
 
 
-KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, ModernBERT, GPT-2, GPT-J, OPT, GPT-NeoX/Pythia, Phi-3, Falcon, Llama-family "
-         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and the encoder–decoders T5, BART, Marian, "
-         "mBART and Pegasus")
+
+KINDS = ("encoder", "decoder", "encoder–decoder")
+
+
+def supported_models() -> str:
+    """The models mha-viz knows, as people know them, by kind, from `FAMILIES` (every message that
+    lists them uses this)."""
+    by_kind = {kind: [n for fam in FAMILIES.values() if fam.kind == kind and fam.names
+                      for n in fam.names.split(", ")] for kind in KINDS}
+    return "; ".join(f"{kind}s ({', '.join(names)})" for kind, names in by_kind.items() if names)
+
+
+def family_table() -> str:
+    """The Markdown table of every family (docs/using.md and docs/architecture.md hold it, between
+    `<!-- families -->` markers; a test checks that they do)."""
+    rows = ["| family | models | kind | heads' outputs z, W_O and values: every per-head feature | our MHA stands in |",
+            "|---|---|---|---|---|"]
+    for tag, fam in FAMILIES.items():
+        if not fam.names:
+            continue
+        heads = ("not yet: encoder, decoder and cross-attention are shown" if fam.kind == "encoder–decoder"
+                 else "yes, checked at load")
+        ours = ("no: refused, naming the feature" if fam.build is _refused
+                else "yes, checked at load (a relative with a feature it lacks is refused, naming it)")
+        rows.append(f"| `{tag}` | {fam.names} | {fam.kind} | {heads} | {ours} |")
+    return "\n".join(rows)
 
 
 def family_of(module: nn.Module) -> str | None:
@@ -344,7 +390,7 @@ def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, st
     if not found:
         raise UnsupportedArchitecture(
             f"Our MHA cannot stand in for the attention of '{model.config.model_type}' models yet: it knows "
-            f"{KNOWN}. Use Hugging Face's attention instead (every head's attention is still shown)."
+            f"{supported_models()}. Use Hugging Face's attention instead (every head's attention is still shown)."
         )
     return found
 
