@@ -1,9 +1,9 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "falcon", "deberta", "modernbert", "albert", "gptj", "opt", "bart",
+"gpt2", "llama", "neox", "phi3", "falcon", "deberta", "mla", "modernbert", "albert", "gptj", "opt", "bart",
 "t5", "distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
-Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
+Mistral, Qwen2, Qwen3, Gemma, Gemma 2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, Llama 4…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
 Adding a family is one `Family` here (and, for a new layout, an adapter or a rows function),
@@ -20,9 +20,10 @@ from torch import nn
 from .adapters import (
     Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, GPTJFamilyAttention, LlamaFamilyAttention,
     Seq2SeqAttention,
-    T5FamilyAttention, blocked_rows, grouped_rows, interleaved_rows, per_head_norm,
+    T5FamilyAttention, blocked_rows, grouped_rows, interleaved_rows,
 )
 from .errors import UnsupportedArchitecture
+from .layer_features import llama_refusals
 
 __all__ = [
     "FAMILIES", "Family", "UnsupportedArchitecture", "family_of", "find_attention", "install_local_attention",
@@ -80,15 +81,9 @@ def _is_llama(module: nn.Module) -> bool:
     return all(hasattr(module, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "layer_idx"))
 
 
-# Features of Llama relatives that our MHA does not compute; a model with any of them is refused.
-_LLAMA_EXTRAS = ("sinks", "q_layernorm", "k_layernorm")
-
-
 def _llama_refuse(module: nn.Module, config) -> list[str]:
-    d_k = module.q_proj.out_features // config.num_attention_heads
-    norms = [f"{a} over every head at once" for a in ("q_norm", "k_norm")
-             if getattr(module, a, None) is not None and per_head_norm(module, a, d_k) is None]
-    return [a for a in _LLAMA_EXTRAS if hasattr(module, a)] + norms
+    # what our MHA does not compute of a Llama relative (`models.layer_features`)
+    return llama_refusals(module, config, module.q_proj.out_features // config.num_attention_heads)
 
 
 register(Family(  # ours already: models.toy's layers, or an adapter installed before
@@ -207,6 +202,15 @@ def _deberta_refuse(module: nn.Module, _config) -> list[str]:
             f"relative positions: {', '.join(terms) or 'none set'}, scale 1/√(d·{1 + len(terms)}))"]
 
 
+def _is_mla(module: nn.Module) -> bool:
+    # DeepSeek-V2/V3's multi-head latent attention: keys and values expanded from a latent
+    return _has(module, ("kv_a_proj_with_mqa", "kv_b_proj", "o_proj"))
+
+
+MLA = ("multi-head latent attention (MLA: each head's keys and values expanded from one shared latent, "
+       "with a rotary key part shared by every head)")
+
+
 def _refused(module: nn.Module, _config, _causal) -> Adapter:
     raise UnsupportedArchitecture(f"Our MHA cannot compute {type(module).__name__}.")
 
@@ -236,6 +240,10 @@ register(Family(
 ))
 register(Family(  # recognised to be refused by name: every head's attention is still shown
     "deberta", recognise=_is_deberta, build=_refused, output_projection=lambda m: None, refuse=_deberta_refuse,
+))
+register(Family(  # recognised to be refused by name
+    "mla", recognise=_is_mla, build=_refused, output_projection=lambda m: m.o_proj,
+    refuse=lambda _m, _config: [MLA],
 ))
 register(Family(
     "modernbert", recognise=_is_modernbert, build=lambda m, config, _causal: _modernbert(m, config),
@@ -273,8 +281,8 @@ register(Family(
 
 
 KNOWN = ("BERT, RoBERTa, XLM-R, ELECTRA, DistilBERT, ALBERT, ModernBERT, GPT-2, GPT-J, OPT, GPT-NeoX/Pythia, Phi-3, Falcon, Llama-family "
-         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2) and the encoder–decoders T5, BART, Marian, "
-         "mBART and Pegasus")
+         "attention (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, Llama 4) and the "
+         "encoder–decoders T5, BART, Marian, mBART and Pegasus")
 
 
 def family_of(module: nn.Module) -> str | None:
@@ -285,8 +293,8 @@ def family_of(module: nn.Module) -> str | None:
 def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, str]]:
     """Every self-attention module of `model` in the order the model runs them (layer 0 first),
     as (parent, attribute name, module, family tag). Raises UnsupportedArchitecture when nothing
-    is recognised or the model uses an attention feature that our MHA does not compute (sinks,
-    a q/k norm over every head at once)."""
+    is recognised or the model uses an attention feature that our MHA does not compute (DeBERTa's
+    disentangled attention, multi-head latent attention), each named."""
     config = model.config
     found: list[tuple[nn.Module, str, nn.Module, str]] = []
     names: list[str] = []
