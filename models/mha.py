@@ -246,7 +246,7 @@ class MultiHeadAttention(nn.Module):
         probabilities (B, h, n_q, n_k). A query row with no visible key gets zeros in both.
         With sinks, rows sum to less than 1: the rest is the sink's.
         """
-        if not need_weights and self.sinks is None:
+        if not need_weights:
             return self._attend_fused(q, k, v, attn_mask, key_padding_mask, is_causal), None
         group = q.shape[1] // k.shape[1]  # 1 when the caller already matched heads (a subset)
         if group > 1:  # query head i reads KV head i // group
@@ -309,8 +309,8 @@ class MultiHeadAttention(nn.Module):
 
     def _attend_fused(self, q, k, v, attn_mask, key_padding_mask, is_causal) -> torch.Tensor:
         """`attend` without probabilities, through F.scaled_dot_product_attention (which cannot
-        soft-cap: a soft-capped head is computed by `attend`)."""
-        if self.softcap is not None:
+        soft-cap nor add sink logits: such heads are computed by `attend`)."""
+        if self.softcap is not None or self.sinks is not None:
             return self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                is_causal=is_causal)[0]
         n_q, n_k = q.shape[-2], k.shape[-2]
