@@ -18,7 +18,7 @@ __all__ = ["ROPE_LAYOUTS", "llama_features", "llama_refusals", "norm_width"]
 ROPE_LAYOUTS = {"cohere": "pairs", "cohere2": "pairs", "gpt_oss": "halves_once"}
 NOPE_GLOBAL = ("cohere2",)  # model types whose full-attention (not sliding) layers have no RoPE
 # Llama relatives' features our MHA does not compute (a model with any is refused)
-EXTRAS = {"q_layernorm": "q_layernorm", "k_layernorm": "k_layernorm"}
+EXTRAS = ("q_layernorm", "k_layernorm")
 
 
 def norm_width(original: nn.Module, name: str) -> int | None:
@@ -70,7 +70,7 @@ def llama_features(original: nn.Module, config, d_k: int) -> dict:
 
 def llama_refusals(original: nn.Module, config, d_k: int) -> list[str]:
     """The features of this Llama-relative module that our MHA does not compute, each named."""
-    refused = [name for attr, name in EXTRAS.items() if hasattr(original, attr)]
+    refused = [attr for attr in EXTRAS if hasattr(original, attr)]
     if not _flat_norms(original, d_k):
         refused += [f"a {a} over {norm_width(original, a)} values (neither one head's {d_k} nor the "
                     "whole projection's)" for a in ("q_norm", "k_norm")
