@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .layer_features import llama_features
 from .mha import MultiHeadAttention
 
 __all__ = [
@@ -149,9 +150,11 @@ class RotaryAttention(Adapter):
 
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None,
                 past_key_values=None, layer_past=None, **kwargs):
-        # position_embeddings: RoPE's (cos, sin), (B, n, r) each, turned into q and k
-        q, k, v = self.mha.project_self(hidden_states, position_embeddings)  # (B, h|G|G, n, d_k)
+        # position_embeddings: RoPE's (cos, sin), (B, n, r) each (Llama 4: complex angles), turned
+        # into q and k unless the layer has no RoPE
         cache = past_key_values if past_key_values is not None else layer_past
+        past = cache.get_seq_length(self.layer_idx) if cache is not None and self.mha.temperature else 0
+        q, k, v = self.mha.project_self(hidden_states, position_embeddings, past=past)  # (B, h|G|G, n, d_k)
         k, v = _update_cache(cache, k, v, self.layer_idx)
         z, probs = self.mha.attend(q, k, v, attn_mask=attention_mask, need_weights=self.need_weights,
                                    is_causal=_is_causal_fallback(attention_mask, self.causal))
@@ -166,7 +169,9 @@ class LlamaFamilyAttention(RotaryAttention):
     by default; OPT's out_proj, DistilBERT's q_lin…out_lin), RoPE from `position_embeddings`
     when the model passes it, grouped-query attention, and what Llama's relatives add: per-head
     q/k norms (Qwen3), logit soft-capping and a query pre-attention scalar (Gemma 2), sliding
-    windows (Mistral, Gemma 2, Qwen2/3). `scaling` is the module's own (OPT scales q by it)."""
+    windows (Mistral, Gemma 2, Qwen2/3), and what `models.layer_features` reads: layers without
+    RoPE, other RoPE layouts, q/k norms over every head at once, sink logits, chunks. `scaling`
+    is the module's own (OPT scales q by it)."""
 
     def __init__(self, original: nn.Module, num_heads: int, num_kv_heads: int, config=None, *,
                  names: tuple[str, str, str, str] = LLAMA_NAMES, causal: bool = True) -> None:
@@ -174,13 +179,15 @@ class LlamaFamilyAttention(RotaryAttention):
         w_q, w_k, w_v, w_o = (getattr(original, name) for name in names)
         d_k = w_q.out_features // num_heads
         scale = getattr(original, "scaling", None)
+        features = llama_features(original, config, d_k)
+        norms = ((getattr(original, "q_norm"), getattr(original, "k_norm")) if features.get("norm_over_heads")
+                 else (per_head_norm(original, "q_norm", d_k), per_head_norm(original, "k_norm", d_k)))
         self.mha = MultiHeadAttention.from_linears(
             w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
             scale=float(scale) if scale is not None else None,
-            dropout=dropout_p(original),
-            q_norm=per_head_norm(original, "q_norm", d_k), k_norm=per_head_norm(original, "k_norm", d_k),
+            dropout=dropout_p(original), q_norm=norms[0], k_norm=norms[1],
             softcap=getattr(original, "attn_logit_softcapping", None),
-            window=layer_window(original, config),
+            window=layer_window(original, config), **features,
         )
         self.layer_idx = getattr(original, "layer_idx", None)
         self.causal = causal

@@ -1,9 +1,9 @@
 """Which attention modules mha-viz reads, and how: the family registry.
 
 `FAMILIES` is the registry, in order of precedence: each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "falcon", "deberta", "modernbert", "albert", "gptj", "opt", "bart",
+"gpt2", "llama", "neox", "phi3", "falcon", "deberta", "mla", "modernbert", "albert", "gptj", "opt", "bart",
 "t5", "distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
-Mistral, Qwen2, Qwen3, Gemma, Gemma 2…), a builder of its
+Mistral, Qwen2, Qwen3, Gemma, Gemma 2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, Llama 4…), a builder of its
 adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
 Adding a family is one `Family` here (and, for a new layout, an adapter or a rows function),
@@ -20,10 +20,11 @@ from torch import nn
 from .adapters import (
     Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, GPTJFamilyAttention, LlamaFamilyAttention,
     Seq2SeqAttention,
-    T5FamilyAttention, blocked_rows, grouped_rows, interleaved_rows, per_head_norm,
+    T5FamilyAttention, blocked_rows, grouped_rows, interleaved_rows,
 )
 from .errors import UnsupportedArchitecture
 from .heads import ValuePath
+from .layer_features import llama_refusals
 
 __all__ = [
     "FAMILIES", "Family", "UnsupportedArchitecture", "family_of", "find_attention", "install_local_attention",
@@ -92,17 +93,12 @@ def _is_llama(module: nn.Module) -> bool:
     return all(hasattr(module, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "layer_idx"))
 
 
-# Features of Llama relatives that our MHA does not compute; a model with any of them is refused.
-_LLAMA_EXTRAS = ("sinks", "q_layernorm", "k_layernorm")
-
-
 def _llama_refuse(module: nn.Module, config) -> list[str]:
     d_k = getattr(module, "head_dim", None) or module.q_proj.out_features // config.num_attention_heads
     if module.q_proj.out_features == 2 * config.num_attention_heads * d_k:  # q_proj writes each head's query and gate
         return ["a sigmoid gate on each head's output (q_proj writes a query and a gate per head)"]
-    norms = [f"{a} over every head at once" for a in ("q_norm", "k_norm")
-             if getattr(module, a, None) is not None and per_head_norm(module, a, d_k) is None]
-    return [a for a in _LLAMA_EXTRAS if hasattr(module, a)] + norms
+    # what our MHA does not compute of a Llama relative (`models.layer_features`)
+    return llama_refusals(module, config, module.q_proj.out_features // config.num_attention_heads)
 
 
 register(Family(  # ours already: models.toy's layers, or an adapter installed before
@@ -246,6 +242,10 @@ def _deberta_refuse(module: nn.Module, _config) -> list[str]:
             f"relative positions: {', '.join(terms) or 'none set'}, scale 1/√(d·{1 + len(terms)}))"]
 
 
+MLA = ("multi-head latent attention (MLA: each head's keys and values expanded from one shared latent, "
+       "with a rotary key part shared by every head)")
+
+
 def _refused(module: nn.Module, _config, _causal) -> Adapter:
     raise UnsupportedArchitecture(f"Our MHA cannot compute {type(module).__name__}.")
 
@@ -281,6 +281,8 @@ register(Family(  # our MHA refused by name; its heads' outputs and values are r
     refuse=_deberta_refuse, values=lambda m, config: _separate_values(m.self.value_proj, m.output.dense, config),
     names="DeBERTa-v2, DeBERTa-v3", kind="encoder"
 ))
+
+
 def _is_lfm2(module: nn.Module) -> bool:
     # LFM2's attention layers (between its short convolutions): per-head q/k layer norms, out_proj
     return _has(module, ("q_proj", "k_proj", "v_proj", "out_proj")) and all(
@@ -293,11 +295,9 @@ register(Family(
     refuse=lambda _m, _config: ["LFM2's attention (q_layernorm and k_layernorm, its own calling convention)"],
     names="LFM2", kind="decoder"
 ))
-register(Family(
+register(Family(  # our MHA refused by name; its heads' outputs and values are read off its own modules
     "mla", recognise=_is_mla, build=_refused, output_projection=lambda m: m.o_proj, values=_mla_values,
-    refuse=lambda _m, _config: ["multi-head latent attention (MLA: keys and values rebuilt from a shared latent, "
-                                "a rotary part shared by every head)"],
-    names="DeepSeek-V2, DeepSeek-V3", kind="decoder"
+    refuse=lambda _m, _config: [MLA], names="DeepSeek-V2, DeepSeek-V3", kind="decoder",
 ))
 register(Family(
     "modernbert", recognise=_is_modernbert, build=lambda m, config, _causal: _modernbert(m, config),

@@ -3,7 +3,8 @@
 The module of Vaswani et al. (2017), done properly: separate W_Q, W_K, W_V, W_O; heads as a
 tensor axis; padding and causal masks; cross-attention (n_q != n_k); d_k independent of
 d_model / h; grouped-query attention (num_kv_heads dividing num_heads); optional rotary
-position embeddings (RoPE) applied to q and k before the scores. The steps are public methods
+position embeddings (RoPE) applied to q and k before the scores, and what recent models add to
+q, k, the mask or the softmax (see the class's arguments). The steps are public methods
 (`project_self` for q, k, v with RoPE, or `project_q`, `project_kv` and `project_v`; `attend`;
 `merge`) so that adapters for pretrained models can put a KV cache between them and the teaching
 view can show each intermediate tensor.
@@ -17,31 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .rotary import LAYOUTS, apply_rotary, query_temperature, rotate_half, rotate_qk
+from .visibility import hidden_keys, sink_column
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """(..., d) -> (..., d): [x1, x2] -> [-x2, x1], the pairing used by Llama-family RoPE."""
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate q or k (B, h, n, d_k) by position; cos and sin are (B, n, r) or (n, r). r < d_k is
-    partial rotary (GPT-NeoX/Pythia, Phi): the first r dimensions turn, the others pass as they are."""
-    if cos.dim() == 3:
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # (B, 1, n, r), broadcast over heads
-    r = cos.shape[-1]
-    if r < x.shape[-1]:
-        turned, kept = x[..., :r], x[..., r:]
-        return torch.cat((turned * cos + rotate_half(turned) * sin, kept), dim=-1)
-    return x * cos + rotate_half(x) * sin
-
-
-def _rotate_qk(q: torch.Tensor, k: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None):
-    """q and k turned by RoPE's (cos, sin), or as they are when `rotary` is None."""
-    if rotary is None:
-        return q, k
-    cos, sin = rotary  # (B, n, d_k) or (n, d_k) each
-    return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+__all__ = ["MultiHeadAttention", "apply_rotary", "rotate_half"]
 
 
 class MultiHeadAttention(nn.Module):
@@ -65,6 +45,18 @@ class MultiHeadAttention(nn.Module):
         window: a sliding window (Mistral, Gemma 2's and Qwen's sliding layers): under the causal
             mask, query i also stops seeing keys j <= i - window; without it (an encoder's local
             layers, ModernBERT), query i sees keys |i - j| <= window only; None: none.
+        rope: the layout of the RoPE angles handed to the layer (`models.rotary.LAYOUTS`; complex
+            angles are told by their type), or None: a layer without RoPE (NoPE) that is handed
+            them all the same (SmolLM3's, Llama 4's, Cohere 2's global layers).
+        norm_over_heads: q_norm and k_norm normalise the whole projection, every head at once,
+            before it is split into heads (OLMo 2: RMSNorm over h·d_k).
+        rotated_norm: a norm of each head's q and k after RoPE (Llama 4's L2 norm); None: none.
+        temperature: (floor_scale, attn_scale) of Llama 4's query temperature on its NoPE layers
+            (`models.rotary.query_temperature`); None: none.
+        sinks: (h,) learned sink logits (GPT-OSS): one more key column per head in the softmax,
+            then dropped (rows sum to less than 1); None: none.
+        chunk: chunked attention (Llama 4): query i sees keys j of its own chunk only,
+            j // chunk == i // chunk; None: none.
     """
 
     def __init__(
@@ -83,6 +75,12 @@ class MultiHeadAttention(nn.Module):
         k_norm: nn.Module | None = None,
         softcap: float | None = None,
         window: int | None = None,
+        rope: str | None = "halves",
+        norm_over_heads: bool = False,
+        rotated_norm: nn.Module | None = None,
+        temperature: tuple[float, float] | None = None,
+        sinks: torch.Tensor | None = None,
+        chunk: int | None = None,
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
@@ -103,6 +101,11 @@ class MultiHeadAttention(nn.Module):
         self.q_norm, self.k_norm = q_norm, k_norm
         self.softcap = None if not softcap else float(softcap)
         self.window = None if not window else int(window)
+        if rope not in (*LAYOUTS, None):
+            raise ValueError(f"rope must be one of {LAYOUTS} or None; got {rope!r}")
+        self.rope, self.norm_over_heads, self.rotated_norm = rope, bool(norm_over_heads), rotated_norm
+        self.temperature = None if temperature is None else tuple(map(float, temperature))
+        self.sinks, self.chunk = sinks, None if not chunk else int(chunk)
         self._packed: tuple | None = None  # (parameter versions, W_QKV, b_QKV), see project_qkv
 
     @classmethod
@@ -119,18 +122,17 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         q_norm: nn.Module | None = None,
         k_norm: nn.Module | None = None,
-        softcap: float | None = None,
-        window: int | None = None,
+        **features,
     ) -> "MultiHeadAttention":
         """Wrap existing projection layers (the same parameters, not copies) of a trained model;
-        q_norm and k_norm too, when given."""
+        q_norm and k_norm too, when given. `features`: the constructor's softcap, window, rope,
+        norm_over_heads, rotated_norm, temperature, sinks (the model's own parameter) and chunk."""
         d_k = w_q.out_features // num_heads
         kv = num_heads if num_kv_heads is None else num_kv_heads
         with torch.device("meta"):  # placeholders only: the real layers are put in below
             mha = cls(
                 w_q.in_features, num_heads, d_k=d_k, d_v=w_v.out_features // kv, num_kv_heads=kv,
-                d_kv_in=w_k.in_features, bias=False, dropout=dropout, scale=scale,
-                softcap=softcap, window=window,
+                d_kv_in=w_k.in_features, bias=False, dropout=dropout, scale=scale, **features,
             )
         mha.q_norm, mha.k_norm = q_norm, k_norm
         mha.d_model = w_o.out_features
@@ -140,14 +142,16 @@ class MultiHeadAttention(nn.Module):
     # --- the steps ---------------------------------------------------------------------------
     def project_q(self, query: torch.Tensor) -> torch.Tensor:
         """(B, n_q, d_model) -> (B, h, n_q, d_k)."""
-        B, n_q, _ = query.shape
-        q = self.w_q(query).view(B, n_q, self.num_heads, self.d_k)  # (B, n_q, h, d_k)
-        return self._normed(q, self.q_norm).transpose(1, 2)  # (B, h, n_q, d_k)
+        return self._heads(self.w_q(query), self.num_heads, self.q_norm)  # (B, h, n_q, d_k)
 
-    @staticmethod
-    def _normed(x: torch.Tensor, norm: nn.Module | None) -> torch.Tensor:
-        """Each head's q or k, (B, n, heads, d_k), through the per-head norm (if any)."""
-        return x if norm is None else norm(x)
+    def _heads(self, x: torch.Tensor, heads: int, norm: nn.Module | None) -> torch.Tensor:
+        """A q or k projection (B, n, heads·d_k) split into heads, (B, heads, n, d_k), through its
+        norm (if any): over the whole projection before the split (`norm_over_heads`), else over
+        each head's d_k values."""
+        B, n, _ = x.shape
+        flat = norm is not None and self.norm_over_heads
+        x = (norm(x) if flat else x).view(B, n, heads, self.d_k)  # (B, n, heads, d_k)
+        return (x if norm is None or flat else norm(x)).transpose(1, 2)  # (B, heads, n, d_k)
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention's q, k, v from one matrix product with W_Q, W_K, W_V stacked, as
@@ -159,14 +163,16 @@ class MultiHeadAttention(nn.Module):
         qkv = F.linear(x, weight, bias)  # (B, n, h·d_k + G·d_k + G·d_v)
         h, g = self.num_heads, self.num_kv_heads
         q, k, v = qkv.split([h * self.d_k, g * self.d_k, g * self.d_v], dim=-1)
-        return (self._normed(q.view(B, n, h, self.d_k), self.q_norm).transpose(1, 2),  # (B, h, n, d_k)
-                self._normed(k.view(B, n, g, self.d_k), self.k_norm).transpose(1, 2),  # (B, G, n, d_k)
+        return (self._heads(q, h, self.q_norm),  # (B, h, n, d_k)
+                self._heads(k, g, self.k_norm),  # (B, G, n, d_k)
                 v.view(B, n, g, self.d_v).transpose(1, 2))  # (B, G, n, d_v)
 
-    def project_self(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor] | None = None, *,
-                     stacked: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Self-attention's q, k, v from one input, RoPE applied when `rotary` = (cos, sin) is given:
-        (B, n, d_model) -> q (B, h, n, d_k), k (B, G, n, d_k), v (B, G, n, d_v).
+    def project_self(self, x: torch.Tensor, rotary=None, *, stacked: bool = False,
+                     past: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention's q, k, v from one input, RoPE applied when `rotary` = (cos, sin) (or
+        complex angles) is given and the layer has RoPE, then the norm after RoPE and the query
+        temperature, if any: (B, n, d_model) -> q (B, h, n, d_k), k (B, G, n, d_k), v (B, G, n, d_v).
+        past: tokens already in the KV cache (the temperature depends on position).
 
         stacked: one product with W_Q, W_K, W_V stacked (`project_qkv`, faster; what `forward`
         uses) where the three projections allow it; otherwise three products (`project_q`,
@@ -179,7 +185,12 @@ class MultiHeadAttention(nn.Module):
         else:
             q = self.project_q(x)  # (B, h, n, d_k)
             k, v = self.project_kv(x, x)  # (B, G, n, d_k), (B, G, n, d_v)
-        q, k = _rotate_qk(q, k, rotary)
+        q, k = rotate_qk(q, k, rotary, self.rope)
+        if self.rotated_norm is not None:
+            q, k = self.rotated_norm(q), self.rotated_norm(k)
+        if self.temperature is not None:
+            scale = query_temperature(q.shape[-2], past, *self.temperature, device=q.device)  # (n, 1)
+            q = (q * scale).to(q.dtype)
         return q, k, v
 
     def _stacked(self) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -201,9 +212,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, n_k, d_kv_in) twice -> k (B, G, n_k, d_k), v (B, G, n_k, d_v)."""
-        B, n_k, _ = key.shape
-        k = self._normed(self.w_k(key).view(B, n_k, self.num_kv_heads, self.d_k), self.k_norm).transpose(1, 2)  # (B, G, n_k, d_k)
-        return k, self.project_v(value)
+        return self._heads(self.w_k(key), self.num_kv_heads, self.k_norm), self.project_v(value)  # (B, G, n_k, d_k), (B, G, n_k, d_v)
 
     def project_v(self, value: torch.Tensor) -> torch.Tensor:
         """(B, n_k, d_kv_in) -> v (B, G, n_k, d_v), the values alone (what the heads write: `models.values`)."""
@@ -220,6 +229,7 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: torch.Tensor | None = None,
         is_causal: bool = False,
         need_weights: bool = True,
+        heads: list[int] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Scores, masks, softmax and weighted sum for all heads at once.
 
@@ -231,8 +241,10 @@ class MultiHeadAttention(nn.Module):
         need_weights: False hands the same computation to PyTorch's fused
             `scaled_dot_product_attention` (no (n_q, n_k) matrix is kept) and returns None for
             the probabilities.
+        heads: which heads q holds, when only some (their sink logits are read); None: all.
         Returns z (B, h, n_q, d_v), the heads' outputs before concatenation, and the
         probabilities (B, h, n_q, n_k). A query row with no visible key gets zeros in both.
+        With sinks, rows sum to less than 1: the rest is the sink's.
         """
         if not need_weights:
             return self._attend_fused(q, k, v, attn_mask, key_padding_mask, is_causal), None
@@ -257,6 +269,8 @@ class MultiHeadAttention(nn.Module):
         if blocked is not None:
             scores = scores.masked_fill_(blocked, float("-inf")) if fits(blocked) else \
                 scores.masked_fill(blocked, float("-inf"))
+        if self.sinks is not None:  # their column joins the softmax, then is dropped
+            scores = torch.cat((scores, sink_column(self.sinks, scores, heads)), dim=-1)  # (B, h, n_q, n_k + 1)
         if scores.dtype == torch.float32 and not scores.requires_grad and scores.is_contiguous():
             # in place, as PyTorch's own MHA does: a fresh (n_q, n_k) buffer per call costs more
             # than the softmax itself at long n (page faults); autograd needs the copy
@@ -267,6 +281,8 @@ class MultiHeadAttention(nn.Module):
             # define it as no attention (a no-op on finite rows); in place unless autograd
             # needs softmax's output
             probs = probs.nan_to_num(0.0) if probs.requires_grad else probs.nan_to_num_(0.0)
+        if self.sinks is not None:
+            probs = probs[..., :-1]  # (B, h, n_q, n_k): the sinks' share is what the rows lack
         z = torch.matmul(self.dropout(probs).to(v.dtype), v)  # (B, h, n_q, d_v), in the model's dtype
         return z, probs
 
@@ -287,27 +303,19 @@ class MultiHeadAttention(nn.Module):
         return scores
 
     def hidden_keys(self, n_q: int, n_k: int, device=None, *, causal: bool = True) -> torch.Tensor | None:
-        """(n_q, n_k) bool, True where the causal mask (and the sliding window, if any) hides key j
-        from query i; the queries are the last n_q of the n_k positions. Not causal: where the
-        window hides the key (|i - j| > window), or None when nothing is hidden."""
-        offset = n_k - n_q
-        ones = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
-        if not causal:
-            return None if self.window is None else ones.triu(offset + self.window + 1) | ones.tril(offset - self.window - 1)
-        hidden = ones.triu(offset + 1)
-        if self.window is not None:  # query at position p sees keys p - window < j <= p
-            hidden |= ones.tril(offset - self.window)
-        return hidden
+        """(n_q, n_k) bool, True where the causal mask, this layer's sliding window or its chunk
+        hides key j from query i (`models.visibility.hidden_keys`); None when nothing is hidden."""
+        return hidden_keys(n_q, n_k, device, causal=causal, window=self.window, chunk=self.chunk)
 
     def _attend_fused(self, q, k, v, attn_mask, key_padding_mask, is_causal) -> torch.Tensor:
         """`attend` without probabilities, through F.scaled_dot_product_attention (which cannot
-        soft-cap: a soft-capped head is computed by `attend`)."""
-        if self.softcap is not None:
+        soft-cap nor add sink logits: such heads are computed by `attend`)."""
+        if self.softcap is not None or self.sinks is not None:
             return self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                is_causal=is_causal)[0]
         n_q, n_k = q.shape[-2], k.shape[-2]
         allowed = None  # bool, True where a query may see a key; float masks are added instead
-        if (is_causal and n_q != n_k) or self.window is not None:  # SDPA's is_causal aligns top-left; ours the ends
+        if (is_causal and n_q != n_k) or self.window is not None or self.chunk is not None:  # SDPA's is_causal aligns top-left; ours the ends
             allowed = ~self.hidden_keys(n_q, n_k, q.device, causal=is_causal)
             is_causal = False
         if key_padding_mask is not None:
@@ -380,7 +388,7 @@ class MultiHeadAttention(nn.Module):
             value = key if value is None else value
             q = self.project_q(query)  # (B, h, n_q, d_k)
             k, v = self.project_kv(key, value)  # (B, G, n_k, d_k), (B, G, n_k, d_v)
-            q, k = _rotate_qk(q, k, rotary)
+            q, k = rotate_qk(q, k, rotary, self.rope)
         z, probs = self.attend(q, k, v, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                is_causal=is_causal, need_weights=need_weights)
         return self.merge(z), probs

@@ -6,7 +6,12 @@ scaled inside the module, out_proj), DistilBERT (an encoder: q_lin … out_lin),
 adjacent pairs on part of each head, from the module's own table), ALBERT (one attention module
 shared by every layer, its residual and LayerNorm inside), Falcon (fused q, k, v in its three
 layouts: one key/value head, grouped per key/value head, interleaved per head), ModernBERT (an
-encoder: fused q, k, v, rotary, local layers that see a few tokens either side). Tiny random-init models with peaked heads
+encoder: fused q, k, v, rotary, local layers that see a few tokens either side), and the 2025–2026
+architectures of `architectures_2026`: OLMo 2 (q/k norms over every head at once), SmolLM3 (layers
+without RoPE), GPT-OSS (sink logits, RoPE's angles given once), Cohere 2 (RoPE in adjacent pairs on
+its sliding layers, none on its global one), Llama 4 (chunks, complex RoPE angles, an L2 q/k norm,
+a query temperature on its layer without RoPE); DeepSeek-V3's multi-head latent attention and
+DeBERTa's disentangled attention are refused by name. Tiny random-init models with peaked heads
 (q/k weights scaled up, so a wrong scale, norm or window cannot hide in near-uniform rows), and
 for each, against Hugging Face's own eager attention on the same ids:
 - our MHA in place of theirs: the same probabilities and logits (1e-5);
@@ -24,8 +29,10 @@ import torch
 
 import mha_viz
 from mha_viz import qk, teaching
+from mha_viz_models import ModelLoadError
 from mha_viz_models.families import output_projection
 from tests.helpers import byte_bpe_tokenizer, hidden_states
+from tests.models import architectures_2026
 
 TEXT = "The cat sat on the mat. The dog sat on the log. A quick brown fox jumps over the lazy dog!"
 WINDOW = 8
@@ -234,3 +241,83 @@ def test_switching_off_a_head_of_one_layer_of_a_shared_module_changes_that_layer
     for layer in (0, 1):  # hidden_states[layer + 1] is layer `layer`'s output
         torch.testing.assert_close(off[layer + 1], on[layer + 1], atol=0, rtol=0)
     assert (off[3] - on[3]).abs().max() > 1e-3
+
+
+# --- the 2025–2026 architectures (tests.models.architectures_2026) ----------------------------------
+STANDS_IN = ("olmo2", "smollm3", "gpt_oss", "cohere2", "llama4")  # our MHA computes them exactly
+REFUSED = {"deepseek_v3": "multi-head latent attention (MLA", "deberta": "disentangled attention"}
+# what a Python exception's text looks like in a message: a refusal names the feature instead
+EXCEPTION_TEXT = ("Traceback", "Error", "Exception", "has no attribute", "unpack", "NoneType", "object is not")
+
+
+@pytest.fixture(scope="module", params=STANDS_IN)
+def recent(request, tmp_path_factory):
+    return request.param, architectures_2026.build(request.param, tmp_path_factory.mktemp(request.param))
+
+
+def _features_show(family: str, probs: torch.Tensor) -> None:
+    """The feature under test is visible in Hugging Face's own probabilities (L, H, n, n)."""
+    chunk = architectures_2026.WINDOW
+    if family == "gpt_oss":  # the sinks take a share of every row
+        assert probs.sum(-1).min() < 0.99
+    if family == "llama4":  # layers 0-2 chunked (query 8 starts a chunk: key 7 is hidden), layer 3 global
+        assert probs[:3, :, chunk, :chunk].abs().max() == 0 and probs[3, :, chunk, :chunk].abs().max() > 0
+    if family == "cohere2":  # sliding layers 0-2, a global layer 3
+        assert torch.tril(probs[0], -chunk).abs().max() == 0 and torch.tril(probs[3], -chunk).abs().max() > 0
+
+
+def test_our_mha_stands_in_for_the_recent_architectures(recent):
+    """Our MHA in place of Hugging Face's: the same probabilities and logits; the per-layer
+    recompute (lean capture, the teaching view) on an eager run's inputs and on a lean run's."""
+    family, path = recent
+    hf = mha_viz.load_model(path, device="cpu")
+    ids = _ids(hf)
+    eager = hf.capture(ids, inputs=True)
+    probs = torch.stack([a[0] for a in eager.attentions])  # (L, H, n, n)
+    assert probs.amax(-1).mean() > 0.3, "heads are not peaked: the test could not see a wrong scale"
+    _features_show(family, probs)
+    ours = mha_viz.load_model(path, device="cpu", local_attention=True)
+    mine = ours.capture(ids)
+    for layer in range(hf.num_layers):
+        torch.testing.assert_close(mine.attentions[layer], eager.attentions[layer], atol=1e-5, rtol=0)
+    torch.testing.assert_close(mine.output.logits, eager.output.logits, atol=1e-5, rtol=1e-5)
+    lean = hf.capture(ids, lean=True)
+    for layer in range(hf.num_layers):
+        torch.testing.assert_close(hf.recompute(eager, layer), eager.attentions[layer], atol=1e-5, rtol=0)
+        torch.testing.assert_close(hf.recompute(lean, layer), eager.attentions[layer], atol=1e-5, rtol=0)
+    lean = ours.capture(ids, lean=True)  # ours, fused (SDPA, or `attend` where sinks need it)
+    for layer in range(ours.num_layers):
+        torch.testing.assert_close(ours.recompute(lean, layer), eager.attentions[layer], atol=1e-5, rtol=0)
+
+
+def test_sink_logits_follow_the_heads_asked_for(tmp_path):
+    """A subset of GPT-OSS's heads gets its own heads' sink logits: the same rows as all heads at once."""
+    hf = mha_viz.load_model(architectures_2026.build("gpt_oss", tmp_path), device="cpu")
+    cap = hf.capture(_ids(hf), inputs=True)
+    mha = hf.layer_adapter(1).mha
+    inp = cap.layer_inputs[1]
+    with torch.inference_mode():
+        q, k, v = mha.project_self(inp.hidden, inp.position_embeddings)  # (1, H|G|G, n, d)
+        _, every = mha.attend(q, k, v, is_causal=True)
+        heads = [3, 0]
+        group = hf.num_heads // hf.num_kv_heads
+        kv = [h // group for h in heads]
+        _, some = mha.attend(q[:, heads], k[:, kv], v[:, kv], is_causal=True, heads=heads)
+        torch.testing.assert_close(some, every[:, heads], atol=0, rtol=0)
+        with pytest.raises(ValueError, match="sink logit per head"):
+            mha.attend(q[:, heads], k[:, kv], v[:, kv], is_causal=True)
+
+
+@pytest.mark.parametrize("family", list(REFUSED))
+def test_what_our_mha_cannot_compute_is_refused_by_name(family, tmp_path):
+    """Our MHA in place is refused with the feature named (no Python exception's text); with
+    Hugging Face's attention every head's attention is still captured."""
+    path = architectures_2026.build(family, tmp_path)
+    with pytest.raises(ModelLoadError) as refused:
+        mha_viz.load_model(path, device="cpu", local_attention=True)
+    message = str(refused.value)
+    assert REFUSED[family] in message and "Hugging Face's attention" in message
+    assert not [t for t in EXCEPTION_TEXT if t in message], message
+    hf = mha_viz.load_model(path, device="cpu")
+    ids = torch.tensor([mha_viz.tokenize(hf, TEXT).ids])
+    assert len(hf.capture(ids).attentions) == hf.num_layers

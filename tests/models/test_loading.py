@@ -73,17 +73,18 @@ def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, gpt2_dir):
 
 
 def test_a_relative_whose_attention_we_do_not_reproduce_is_caught_at_load(tmp_path, gpt2_dir):
-    """Cohere looks like Llama (q/k/v/o_proj, scaling) but turns q and k in interleaved pairs: the
-    check at load sees our recompute disagree on a test input. Hugging Face's attention is still
-    captured with every head's output (read off o_proj's input), without what our MHA would
-    compute wrong (lean capture, the walkthrough); our MHA is refused, saying why."""
-    from transformers import CohereConfig, CohereForCausalLM
+    """OLMo looks like Llama (q/k/v/o_proj, scaling) but clips q, k and v (clip_qkv): the check at
+    load sees our recompute disagree on a test input. Hugging Face's attention is still captured
+    with every head's output (read off o_proj's input), without what our MHA would compute wrong
+    (lean capture, the walkthrough); our MHA is refused, saying why. (Cohere, this test's first
+    example, turns q and k in adjacent pairs: our MHA now does too.)"""
+    from transformers import OlmoConfig, OlmoForCausalLM
 
-    config = CohereConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    folder = _save(tmp_path / "cohere", CohereForCausalLM, config, gpt2_dir)
-    with torch.no_grad():  # peaked heads: a wrong rotary cannot hide in near-uniform rows
-        model = CohereForCausalLM.from_pretrained(folder)
+    config = OlmoConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, clip_qkv=0.5)
+    folder = _save(tmp_path / "olmo", OlmoForCausalLM, config, gpt2_dir)
+    with torch.no_grad():  # peaked heads: q and k well past the clip, which cannot hide in near-uniform rows
+        model = OlmoForCausalLM.from_pretrained(folder)
         for name, p in model.named_parameters():
             if name.endswith(("q_proj.weight", "k_proj.weight")):
                 p.mul_(12)
@@ -94,4 +95,4 @@ def test_a_relative_whose_attention_we_do_not_reproduce_is_caught_at_load(tmp_pa
     assert hf.has_head_outputs and not hf.can_recompute and "does not reproduce the attention" in hf.stand_in
     with pytest.raises(ModelLoadError, match="does not reproduce the attention") as refused:
         mha_viz.load_model(folder, device="cpu", local_attention=True)
-    assert "cohere" in str(refused.value)
+    assert "olmo" in str(refused.value)
