@@ -293,7 +293,8 @@ class LoadedModel:
         mha, q, k, v, padding = projections
         kv = [h // (self.num_heads // self.num_kv_heads) for h in heads]
         with self.lock, torch.inference_mode():
-            _, probs = mha.attend(q[:, heads], k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal)
+            _, probs = mha.attend(q[:, heads], k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal,
+                                  heads=heads)  # (each head's own sink logit, GPT-OSS)
         return probs
 
     def _projections(self, capture: Capture, layer: int):
