@@ -80,15 +80,11 @@ def neuron(source, i: int, j: int, *, text: str | None = None, layer: int = 0, h
     if w.softcap is not None:  # Gemma 2's logit soft-capping, as the model computes it
         row = np.tanh(row / w.softcap) * w.softcap
     scaled = float(row[j])  # q_i · k_j × scale (soft-capped), masked or not
-    keys = np.arange(n)
-    hidden = keys > i if w.is_causal else np.zeros(n, dtype=bool)
-    if w.window is not None and w.is_causal:  # a sliding window hides keys `window` or more back
-        hidden |= keys <= i - w.window
-    elif w.window is not None:  # an encoder's local layer: keys more than `window` away
-        hidden |= np.abs(keys - i) > w.window
+    hidden = np.isneginf(w.masked[i])  # the walkthrough's own mask: causal, a sliding window, a chunk
     row = np.where(hidden, -np.inf, row)
-    e = np.exp(row - row[~hidden].max())
-    probs = e / e.sum()
+    top = row[~hidden].max() if w.sink is None else max(row[~hidden].max(), w.sink)
+    e = np.exp(row - top)
+    probs = e / (e.sum() + (0.0 if w.sink is None else np.exp(w.sink - top)))  # GPT-OSS: the sink takes its share
     score = float(product.sum())
     return Neuron(tokens=list(w.tokens), layer=w.layer, head=w.head, kv_head=w.kv_head, i=i, j=j,
                   rope=w.rope, is_causal=w.is_causal, scale=float(w.scale), q=q, k=K[j].copy(),

@@ -73,6 +73,18 @@ def label(tokens: list[str], removed: np.ndarray) -> str:
     return f"renormalised without {shown}"
 
 
+SUMS_TO_ONE = 1e-3  # a row further than this from summing to 1 gave some attention to no token
+
+
+def learned_sink_share(run) -> np.ndarray | None:
+    """(layers, heads): the mean over queries of the attention each head gave no token, 1 − Σ_j A_ij,
+    for a model with learned sink logits (GPT-OSS: one more key column in each head's softmax, then
+    dropped); None when every row sums to 1."""
+    share = np.stack([1.0 - np.asarray(run.attentions[layer]).sum(-1, dtype=np.float64).mean(-1)
+                      for layer in range(run.num_layers)])  # (L, H)
+    return share.astype(np.float32) if float(np.abs(share).max()) > SUMS_TO_ONE else None
+
+
 def drop_tokens(run, mask) -> object:
     """A new run without the tokens where `mask` (bool, length n) is True, on both axes; each
     kept row divided by the attention it keeps over the kept keys. Rows keeping less than

@@ -44,7 +44,7 @@ class Walkthrough:
     V: np.ndarray  # (n, d_v)
     scores: np.ndarray  # (n, n) = Q Kᵀ
     scaled: np.ndarray  # (n, n) = Q Kᵀ · scale
-    masked: np.ndarray  # (n, n) with -inf where a query may not look (causal models)
+    masked: np.ndarray  # (n, n) with -inf where a query may not look (causal, a window, a chunk)
     probs: np.ndarray  # (n, n) = softmax over each row
     z: np.ndarray  # (n, d_v) = probs V
     concat: np.ndarray  # (n, H · d_v): every head's z side by side
@@ -54,6 +54,7 @@ class Walkthrough:
     window: int | None = None  # a sliding window: `masked` also hides keys `window` or more back
     # (an encoder's: keys more than `window` away on either side)
     q_norm: bool = False  # Qwen3: each head's q and k pass an RMSNorm before RoPE
+    sink: float | None = None  # GPT-OSS: the head's learned sink logit; each row of `probs` lacks its share
 
     @property
     def n(self) -> int:
@@ -104,7 +105,10 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
         scaled = mha.scores(q[None, None], k[None, None])[0, 0]  # × scale (soft-capped when the head is)
         hidden = mha.hidden_keys(n, n, scaled.device, causal=model.is_causal)  # causal, a sliding window
         masked = scaled.clone() if hidden is None else scaled.masked_fill(hidden, float("-inf"))
-        probs = torch.softmax(masked, dim=-1, dtype=torch.float32)  # (n, n), float32 in every precision
+        sink = None if mha.sinks is None else float(mha.sinks[head])  # GPT-OSS: a logit every query sees
+        # the sink's column joins the softmax and is dropped: each row's missing mass is the sink's share
+        full = masked if sink is None else torch.cat((masked, masked.new_full((n, 1), sink)), dim=-1)
+        probs = torch.softmax(full, dim=-1, dtype=torch.float32)[:, :n]  # (n, n), float32 in every precision
         z = probs.to(v.dtype) @ v  # (n, d_v)
         concat = cap.head_outputs[layer][0].transpose(0, 1).reshape(n, -1)  # (n, H · d_v)
         output = mha.w_o(concat)  # (n, d_model)
@@ -117,12 +121,12 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
     return Walkthrough(
         tokens=display, layer=layer, head=head, kv_head=kv, num_heads=model.num_heads,
         num_kv_heads=model.num_kv_heads, scale=float(mha.scale), is_causal=model.is_causal,
-        rope=inp.position_embeddings is not None, X=np32(x[0]), W_Q=np32(weights["W_Q"][head]),
+        rope=inp.position_embeddings is not None and mha.rope is not None, X=np32(x[0]), W_Q=np32(weights["W_Q"][head]),
         W_K=np32(weights["W_K"][kv]), W_V=np32(weights["W_V"][kv]), W_O=np32(w_o), Q=np32(q),
         K=np32(k), V=np32(v), scores=np32(scores), scaled=np32(scaled), masked=np32(masked),
         probs=np32(probs), z=np32(z), concat=np32(concat), output=np32(output),
         head_output=np32(head_output), softcap=mha.softcap, window=mha.window,
-        q_norm=mha.q_norm is not None,
+        q_norm=mha.q_norm is not None, sink=sink,
     )
 
 

@@ -70,9 +70,16 @@ def as_probabilities(probs: torch.Tensor) -> torch.Tensor:
     """Probabilities as float32 whose rows sum to 1: a half-precision softmax (Hugging Face's
     eager attention rounds its float32 softmax back to the model's dtype) is widened and each
     row divided by its sum; float32 is returned as it is. A row of zeros (a query that sees no
-    key) stays zeros."""
+    key) stays zeros, and so does a row whose sum is further from 1 than rounding moves it (GPT-OSS's
+    learned sinks take a share of each row: what the row lacks stays the sink's)."""
     if probs.dtype == torch.float32:
         return probs
     wide = probs.float()
     sums = wide.sum(-1, keepdim=True)
-    return wide.div_(torch.where(sums > 0, sums, torch.ones_like(sums)))
+    rounded = (sums - 1).abs() <= ROW_ROUNDING
+    return wide.div_(torch.where(rounded & (sums > 0), sums, torch.ones_like(sums)))
+
+
+# how far from 1 half precision's rounding moves a row's sum: each probability is rounded to 8 bits
+# (relative error ≤ 2⁻⁹), so the sum moves by at most 2⁻⁹ ≈ 0.002; a sink's share beyond 1 % is kept
+ROW_ROUNDING = 0.01

@@ -11,7 +11,7 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz import detail
+from mha_viz import detail, sinks
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
@@ -95,6 +95,7 @@ def model_view() -> None:
         int(st.session_state[keys.GRID_LAYER]), int(st.session_state[keys.GRID_HEAD])))
     _lens_change(cur)
     _sink_mass(run)
+    _learned_sinks(cur.full_run or run)
     _whole_text_overview(cur)
 
 
@@ -130,6 +131,19 @@ def _sink_mass(run) -> None:
                f"({state.plain(names)}), before renormalising. 1 means the head looked at nothing else. "
                f"Mean over heads {float(run.hidden.mass.mean()):.3f}; "
                f"highest {float(run.hidden.mass.max()):.3f}.")
+
+
+def _learned_sinks(run) -> None:
+    """A model with learned sink logits (GPT-OSS): how much of each row each head gave to no token."""
+    share = sinks.learned_sink_share(run)
+    if share is None:
+        return
+    st.subheader("Learned sinks")
+    charts.show(metric_figures.metric_grid(share, title="Attention given to the learned sink, every head",
+                                           layer_ids=run.layer_ids), key="learned_sink_grid", width="content")
+    st.caption("This model's heads each have a learned sink logit: one more key in the softmax that is no token. "
+               "Each cell: the mean over queries of what the sink took, 1 − Σ_j A_ij (each row's missing mass; the "
+               f"heatmaps show the rest). Mean over heads {float(share.mean()):.3f}; highest {float(share.max()):.3f}.")
 
 
 def _whole_text_overview(cur) -> None:

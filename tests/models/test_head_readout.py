@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution
+from mha_viz import attribution, qk, teaching
 from mha_viz_models.families import output_projection
 from tests.helpers import hidden_states
 from tests.models.architectures_2026 import BUILDERS, build
@@ -184,3 +184,20 @@ def test_patching_and_switching_heads_off(name, tmp_path):
     off = hidden(scale)
     torch.testing.assert_close(off[last], on[last], atol=0, rtol=0)  # the layers before it are as they were
     assert (off[-1] - on[-1]).abs().max() > 1e-4
+
+
+def test_the_walkthrough_and_queries_and_keys_read_the_captured_probabilities(loaded):
+    """Where our MHA stands in, the teaching steps recompute each head as the model does: GPT-OSS's
+    sink takes its share of every row, Llama 4's chunks and the windows hide their keys."""
+    name, model = loaded
+    if not model.can_recompute:
+        pytest.skip(f"our MHA does not stand in for {name}: {model.stand_in}")
+    run = mha_viz.analyze(model, TEXT, lean=False)
+    for row, layer in enumerate(run.layer_ids):
+        for head in (0, model.num_heads - 1):
+            w = teaching.walkthrough(model, TEXT, layer, head)
+            np.testing.assert_allclose(w.probs, run.attentions[row, head, :w.n, :w.n], atol=1e-5)
+            last = w.n - 1
+            np.testing.assert_allclose(qk.neuron(w, last, 0).row_probs, w.probs[last], atol=1e-5)
+    if name == "gpt_oss":
+        assert w.sink is not None and w.probs.sum(-1).max() < 1 - 1e-3
