@@ -138,7 +138,7 @@ def test_some_layers_equal_those_rows_of_a_full_capture(minilm):
     idx = np.r_[12:24, 48:60]  # layers 1 and 4
     np.testing.assert_allclose(metrics.head_similarity(part, "qk", weights=weights), qk_full[np.ix_(idx, idx)],
                                atol=1e-5)
-    with pytest.raises(ValueError, match="layers 1, 4 only"):
+    with pytest.raises(ValueError, match="layers 1, 4 of 6 only"):
         metrics.rollout(part)
     first = mha_viz.analyze(minilm, TEXT, layers=[0, 1, 2])
     np.testing.assert_allclose(metrics.rollout(first), metrics.rollout(full)[:3], atol=1e-5)
