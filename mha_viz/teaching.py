@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from mha_viz_models import LoadedModel
+from mha_viz_models.visibility import sink_column
 
 from .tokenize import tokenize
 
@@ -107,7 +108,7 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
         masked = scaled.clone() if hidden is None else scaled.masked_fill(hidden, float("-inf"))
         sink = None if mha.sinks is None else float(mha.sinks[head])  # GPT-OSS: a logit every query sees
         # the sink's column joins the softmax and is dropped: each row's missing mass is the sink's share
-        full = masked if sink is None else torch.cat((masked, masked.new_full((n, 1), sink)), dim=-1)
+        full = masked if sink is None else torch.cat((masked, sink_column(mha.sinks, masked[None, None], [head])[0, 0]), -1)
         probs = torch.softmax(full, dim=-1, dtype=torch.float32)[:, :n]  # (n, n), float32 in every precision
         z = probs.to(v.dtype) @ v  # (n, d_v)
         concat = cap.head_outputs[layer][0].transpose(0, 1).reshape(n, -1)  # (n, H · d_v)

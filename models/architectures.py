@@ -56,14 +56,10 @@ def refusal(config, spec: str) -> str | None:
     """Why `config` (of the model asked for as `spec`) cannot be read, or None when it can (a hybrid
     can: its softmax layers are read)."""
     model_type = getattr(config, "model_type", "") or "unknown"
-    instead = NOT_ATTENTION.get(model_type)
-    if hybrid_layers(config) is not None:
-        instead = None
-    elif instead is None:
-        others = sorted({str(t) for t in (getattr(config, "layer_types", None) or ())
-                         if isinstance(t, str) and t not in ATTENTION_LAYER_TYPES})
-        if others:
-            instead = "layers of type " + ", ".join(others)
+    instead = None if hybrid_layers(config) is not None else NOT_ATTENTION.get(model_type)
+    others = sorted({k for k in layer_kinds(config) or () if k not in ATTENTION_LAYER_TYPES})
+    if instead is None and others and hybrid_layers(config) is None:  # listed layers, none of them attention
+        instead = "layers of type " + ", ".join(others)
     if instead is not None:
         return (f"'{spec}' is a {model_type} model: it has {instead}, which have no attention "
                 f"probabilities to show. {SUPPORTED}.")

@@ -61,7 +61,7 @@ def _llama_refuse(module: nn.Module, config) -> list[str]:
     if module.q_proj.out_features == 2 * config.num_attention_heads * d_k:  # q_proj writes each head's query and gate
         return ["a sigmoid gate on each head's output (q_proj writes a query and a gate per head)"]
     # what our MHA does not compute of a Llama relative (`models.layer_features`)
-    return llama_refusals(module, config, module.q_proj.out_features // config.num_attention_heads)
+    return llama_refusals(module, config, d_k)
 
 
 register(Family(  # ours already: models.toy's layers, or an adapter installed before

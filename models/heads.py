@@ -41,11 +41,11 @@ def output_blocks(w_o: nn.Module, num_heads: int) -> torch.Tensor:
     """W_O of an output layer as each head's rows: (H, d_v, d_model). An nn.Linear's weight is
     (d_model, H · d_v); GPT-2's Conv1D computes x @ W with W (H · d_v, d_model)."""
     weight = w_o.weight.detach()
-    if not isinstance(w_o, nn.Linear):
-        if not hasattr(w_o, "nf"):  # Conv1D's output width
-            raise TypeError(f"{type(w_o).__name__} is not a linear layer mha-viz reads")
-        weight = weight.T  # as a Linear's
-    return weight.T.reshape(num_heads, weight.shape[1] // num_heads, weight.shape[0])
+    if isinstance(w_o, nn.Linear):
+        weight = weight.T  # (H · d_v, d_model): as x @ W
+    elif not hasattr(w_o, "nf"):  # Conv1D (its output width `nf`) is x @ W already
+        raise TypeError(f"{type(w_o).__name__} is not a linear layer mha-viz reads")
+    return weight.reshape(num_heads, weight.shape[0] // num_heads, weight.shape[1])
 
 
 def expand_kv(v: torch.Tensor, num_heads: int) -> torch.Tensor:

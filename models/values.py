@@ -9,12 +9,12 @@ import threading
 import weakref
 
 import torch
-
 from torch import nn
 
 from .families import output_projection
 from .heads import expand_kv, output_blocks
 from .loaded import LoadedModel
+from .mha import MultiHeadAttention
 from .placement import resident_copy
 from .records import Capture
 

@@ -72,3 +72,25 @@ def hidden_states(model, ids, scale=None):
             return model.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
         with head_mask(model, scale):
             return model.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
+
+
+def save_peaked(cls, config, out, *, sharpened: tuple[str, ...], scale: float, norm: float) -> str:
+    """A random-init `cls(config)` (seed 5, this module's byte-level tokenizer) with peaked heads:
+    parameters whose names end with one of `sharpened` multiplied by `scale`, q/k norm weights set
+    to `norm` (a norm undoes a scaled projection), so that a wrong scale, norm or mask cannot hide
+    in near-uniform rows; saved with its tokenizer to `out`."""
+    import torch
+
+    tok = byte_bpe_tokenizer()
+    config.vocab_size = len(tok)
+    torch.manual_seed(5)
+    model = cls(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith(sharpened):
+                p.mul_(scale)
+            elif name.endswith(("q_norm.weight", "k_norm.weight")):
+                p.fill_(norm)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)

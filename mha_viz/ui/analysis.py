@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, ablation_outcome, attribution, metrics, seq2seq, teaching
+from mha_viz import ablation, ablation_outcome, attribution, metrics, seq2seq, sinks, teaching
 from mha_viz.ui import state
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
@@ -40,6 +40,14 @@ def metric_device(_model) -> str | None:
 @st.cache_resource(show_spinner="Computing the head table…", max_entries=16)
 def head_table(key: AnalysisKey, _run, _model) -> pd.DataFrame:
     return metrics.head_table(_run, weights(_model), device=metric_device(_model))
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def learned_sink_share(key: AnalysisKey, _full_run) -> np.ndarray | None:
+    """Each head's share given to a learned sink (`sinks.learned_sink_share`) of the run before hiding
+    and the lens (key: that run's): a sum over every probability, once per analysis, not per rerun."""
+    share = sinks.learned_sink_share(_full_run)
+    return None if share is None else _frozen(share)
 
 
 @st.cache_resource(show_spinner="Comparing weights and contributions…", max_entries=8)

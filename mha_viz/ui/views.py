@@ -11,7 +11,7 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz import detail, sinks
+from mha_viz import detail
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
@@ -95,7 +95,7 @@ def model_view() -> None:
         int(st.session_state[keys.GRID_LAYER]), int(st.session_state[keys.GRID_HEAD])))
     _lens_change(cur)
     _sink_mass(run)
-    _learned_sinks(cur.full_run or run)
+    _learned_sinks(cur)
     _whole_text_overview(cur)
 
 
@@ -133,9 +133,11 @@ def _sink_mass(run) -> None:
                f"highest {float(run.hidden.mass.max()):.3f}.")
 
 
-def _learned_sinks(run) -> None:
-    """A model with learned sink logits (GPT-OSS): how much of each row each head gave to no token."""
-    share = sinks.learned_sink_share(run)
+def _learned_sinks(cur) -> None:
+    """A model with learned sink logits (GPT-OSS): how much of each row each head gave to no token,
+    from the run before hiding tokens and before the lens."""
+    run = cur.full_run or cur.run
+    share = analysis.learned_sink_share(cur.key._replace(hidden=(), lens=""), run)
     if share is None:
         return
     st.subheader("Learned sinks")

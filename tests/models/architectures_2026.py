@@ -10,9 +10,7 @@ scaled up) so that a wrong scale, norm or mask cannot hide in near-uniform rows.
 
 from __future__ import annotations
 
-import torch
-
-from tests.helpers import byte_bpe_tokenizer
+from tests.helpers import save_peaked
 
 SHARP = 6.0
 # OLMo 2's q/k norms undo a scaled projection: their weight sets how peaked its heads are. 1.75
@@ -102,16 +100,4 @@ HYBRIDS = {"qwen3_next": _qwen3_next, "jamba": _jamba, "lfm2": _lfm2}  # softmax
 def build(name: str, out, *, sharp: float = SHARP) -> str:
     """A random-init model `name` of BUILDERS or HYBRIDS with peaked heads, saved with its tokenizer to `out`."""
     cls, config = {**BUILDERS, **HYBRIDS}[name]()
-    tok = byte_bpe_tokenizer()
-    config.vocab_size = len(tok)
-    torch.manual_seed(5)
-    model = cls(config)
-    with torch.no_grad():
-        for pname, p in model.named_parameters():
-            if pname.endswith(SHARPENED):
-                p.mul_(sharp)
-            elif pname.endswith(("q_norm.weight", "k_norm.weight")):  # OLMo 2's norms undo a scaled projection
-                p.fill_(NORM_SHARP.get(name, sharp))
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
+    return save_peaked(cls, config, out, sharpened=SHARPENED, scale=sharp, norm=NORM_SHARP.get(name, sharp))

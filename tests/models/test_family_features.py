@@ -31,7 +31,7 @@ import mha_viz
 from mha_viz import qk, teaching
 from mha_viz_models import ModelLoadError
 from mha_viz_models.families import output_projection
-from tests.helpers import byte_bpe_tokenizer, hidden_states
+from tests.helpers import hidden_states, save_peaked
 from tests.models import architectures_2026
 
 TEXT = "The cat sat on the mat. The dog sat on the log. A quick brown fox jumps over the lazy dog!"
@@ -133,19 +133,7 @@ SHARPENED = ("q_proj.weight", "k_proj.weight", "query_key_value.weight", "qkv_pr
 def _build(family: str, out) -> str:
     """A random-init model of `family` with peaked heads, saved with its tokenizer to `out`."""
     cls, config = BUILDERS[family]()
-    tok = byte_bpe_tokenizer()
-    config.vocab_size = len(tok)
-    torch.manual_seed(5)
-    model = cls(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith(SHARPENED):
-                p.mul_(SHARP * EXTRA_SHARP.get(family, 1.0))
-            elif name.endswith(("q_norm.weight", "k_norm.weight")):
-                p.fill_(SHARP)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
+    return save_peaked(cls, config, out, sharpened=SHARPENED, scale=SHARP * EXTRA_SHARP.get(family, 1.0), norm=SHARP)
 
 
 @pytest.fixture(scope="module", params=list(BUILDERS))
