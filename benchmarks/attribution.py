@@ -5,14 +5,19 @@
    a layer as one batch: 30 forwards of 9 sequences) against the plain way (one forward per head
    with a hook that swaps that head's slice: 270 forwards), the same numbers within 1e-5.
    Target: batched at most 0.5 × plain.
-2. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs (and
+2. Attribution patching against real patching (issue 30): `attribution.estimate_heads` (one forward
+   on each text, one backward pass) against `attribution.patch_heads`, on SmolLM2's IOI pair and on
+   toy-induction's repeat: the time as a ratio, the Pearson and Spearman correlations over the
+   heads, the largest disagreement. Targets on SmolLM2: the estimate at most 1/5 of real
+   patching's time, a Pearson correlation of at least 0.9 on the IOI pair.
+3. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs (and
    what each W_V wrote) and computes ‖f_h(x_j)‖ for every layer, against the same capture
    without them. Target: at most 1.1 ×.
 
 Each timing is the median of `--repeat` rounds, both ways alternating. A GPU column is added
 when CUDA is available (`--device cuda`).
 
-Run: `.venv/bin/python benchmarks/attribution.py [--repeat 3] [--device cpu] [--only norms|patching]`.
+Run: `.venv/bin/python benchmarks/attribution.py [--repeat 3] [--device cpu] [--only norms|patching|estimate]`.
 """
 
 from __future__ import annotations
@@ -33,13 +38,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import mha_viz  # noqa: E402
-from mha_viz import attribution, corpus  # noqa: E402
+from mha_viz import attribution, corpus, prediction  # noqa: E402
 from mha_viz_models import values  # noqa: E402
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 PATCH_X, NORMS_X = 0.5, 1.1
+ESTIMATE_X, ESTIMATE_R = 0.2, 0.9
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
@@ -82,6 +88,40 @@ def patching(device: str, repeat: int) -> list[tuple[str, str, bool]]:
             (f"patching batched = plain within 1e-5 ({device})", f"{gap:.1e}", gap <= 1e-5)]
 
 
+def estimate(device: str, repeat: int) -> list[tuple[str, str, bool]]:
+    rows = []
+    for name, clean, corrupted, answer, wrong in (
+            ("smollm2", CLEAN, CORRUPTED, " Mary", " John"),
+            ("toy-induction", prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, None, None)):
+        model = mha_viz.load_model(name, device=device)
+        attribution.estimate_heads(model, clean, corrupted, answer, wrong)  # warm: the first backward pass
+        est_s, real_s = [], []
+        for _ in range(repeat):  # alternating, so that both see the same machine
+            est_t, est = timed(lambda: attribution.estimate_heads(model, clean, corrupted, answer, wrong), 1)
+            real_t, real = timed(lambda: attribution.patch_heads(model, clean, corrupted, answer, wrong), 1)
+            est_s.append(est_t)
+            real_s.append(real_t)
+        e_s, r_s = statistics.median(est_s), statistics.median(real_s)
+        agree = attribution.agreement(est.values, real.values)
+        ratio = e_s / r_s
+        heads = model.num_layers * model.num_heads
+        print(f"estimate, {name} on {device}, {heads} heads: estimate {e_s:.3f} s, real patching {r_s:.3f} s "
+              f"({ratio:.2f} ×); Pearson r {agree.pearson:.3f}, Spearman ρ {agree.spearman:.3f}; largest "
+              f"disagreement {agree.largest:.3f} at layer {agree.where[0]}, head {agree.where[1]}; "
+              f"{int(agree.differ.sum())} heads differ by > 0.1")
+        if name == "smollm2":
+            rows += [(f"estimate ≤ {ESTIMATE_X} × real patching, smollm2 IOI ({device})",
+                      f"{ratio:.2f} × ({e_s:.2f} / {r_s:.2f} s)", ratio <= ESTIMATE_X),
+                     (f"estimate vs real Pearson ≥ {ESTIMATE_R}, smollm2 IOI ({device})",
+                      f"r {agree.pearson:.3f}, ρ {agree.spearman:.3f}, largest gap {agree.largest:.2f}",
+                      agree.pearson >= ESTIMATE_R)]
+        else:  # no target: saturated induction heads are where the estimate is known to miss
+            rows.append((f"estimate vs real, toy-induction repeat ({device})",
+                         f"{ratio:.2f} ×; r {agree.pearson:.3f}, ρ {agree.spearman:.3f}, largest gap {agree.largest:.2f}",
+                         None))
+    return rows
+
+
 def norms(device: str, repeat: int) -> list[tuple[str, str, bool]]:
     model = mha_viz.load_model("minilm", device=device)
     text = " ".join(corpus.read_texts("sample")[:60])
@@ -112,15 +152,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="cpu (default), or cuda to add the GPU column")
-    parser.add_argument("--only", choices=["norms", "patching"], help="run one of the two measurements")
+    parser.add_argument("--only", choices=["norms", "patching", "estimate"], help="run one of the measurements")
     args = parser.parse_args()
     devices = [args.device] if args.device == "cpu" else ["cpu", args.device]
     verdicts = []
     for device in devices:
-        if args.only != "patching":
+        if args.only in (None, "norms"):
             verdicts += norms(device, args.repeat)
-        if args.only != "norms":
+        if args.only in (None, "patching"):
             verdicts += patching(device, args.repeat)
+        if args.only in (None, "estimate"):
+            verdicts += estimate(device, args.repeat)
     print_verdicts(verdicts, target_width=52, value_width=40,
                    where=f"{os.cpu_count()} CPUs; 1-minute load average {os.getloadavg()[0]:.1f}")
 

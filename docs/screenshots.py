@@ -87,10 +87,13 @@ def _focus_it(page) -> None:
 
 
 def _find_the_heads(page) -> None:
-    """Heads behind a prediction on smollm2: the IOI preset, then every head patched."""
+    """Heads behind a prediction on smollm2: the IOI preset, the estimate, then every head patched."""
     _choose(page, "Preset", "Indirect object (names swapped)")
     page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True).click()
     page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="m = logit").wait_for(
+        timeout=RUN_TIMEOUT_S * 1000)
+    page.locator(MAIN).get_by_role("button", name="Patch every head for real", exact=True).click()
+    page.locator("[data-testid=stAlertContentInfo]").filter(has_text="Estimate against real patching").wait_for(
         timeout=RUN_TIMEOUT_S * 1000)
 
 

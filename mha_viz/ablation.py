@@ -178,10 +178,10 @@ def gradient_bytes(model: LoadedModel, n: int) -> int:
     return 4 * (L * (H * n * n + 27 * n * d) + 3 * H * n * n + 3 * n * vocab)
 
 
-def check_gradient_budget(model: LoadedModel, n: int) -> None:
+def check_gradient_budget(model: LoadedModel, n: int, *, doing: str | None = None) -> None:
     """Raise InputError, with the figures, when a gradient pass over n tokens would hold more than
     the memory budget (MHA_VIZ_MAX_CAPTURE_MB) or than the memory free where it runs (the GPU's,
-    or the host's: `memory.room`), before anything runs."""
+    or the host's: `memory.room`), before anything runs. `doing`: what the message says the pass is."""
     need, room = gradient_bytes(model, n), memory.room(model.device)
     budget, where = room.capture, "allowed here (MHA_VIZ_MAX_CAPTURE_MB)"
     if room.device and room.gpu < budget:
@@ -190,7 +190,7 @@ def check_gradient_budget(model: LoadedModel, n: int) -> None:
         budget, where = room.host, "available on this machine"
     if need > budget:
         raise InputError(
-            f"Scoring the heads of {model.name} by their gradients over {n} tokens would hold about "
+            f"{doing or f'Scoring the heads of {model.name} by their gradients'} over {n} tokens would hold about "
             f"{settings.size_text(need)} ({settings.size_text(need - budget)} more than the "
             f"{settings.size_text(budget)} {where}). Lower the token limit in the sidebar, or use a shorter text.")
 

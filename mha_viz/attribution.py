@@ -6,6 +6,9 @@
 - Direct logit attribution: what each head's write at one position adds to a token's logit (or
   to a logit difference) through the final norm with its scale frozen at the real residual's,
   and the tokens one head's write promotes and suppresses most (a logit lens of that write).
+- Activation patching of heads (`mha_viz.patching`) and its first-order estimate, attribution
+  patching (`mha_viz.estimate`), re-exported here: `attribution.patch_heads`,
+  `attribution.estimate_heads`, `attribution.estimate_positions`.
 """
 
 from __future__ import annotations
@@ -19,11 +22,18 @@ import torch
 from scipy.spatial.distance import jensenshannon
 
 from mha_viz_models import LoadedModel, readout
-from mha_viz_models.families import output_projection
-from mha_viz_models.hooks import layer_pre_hooks
 
 from .capture import AttentionRun
-from .tokenize import InputError, count_text, label_ids, tokenize
+from .estimate import Agreement, agreement, by_head, estimate_heads, estimate_positions
+from .patching import (Patching, logit_difference, patch_heads, patch_positions, patched_metric, require_decoder,
+                       token_id)
+from .tokenize import InputError, label_ids, tokenize
+
+__all__ = [  # patching and its estimate live in their own modules; scripts reach them here too
+    "Agreement", "DirectLogit", "Patching", "agreement", "as_contributions", "by_head", "direct_logit",
+    "estimate_heads", "estimate_positions", "head_tokens", "label", "lens_divergence", "logit_difference",
+    "patch_heads", "patch_positions", "patched_metric", "post_norms", "value_weighted",
+]
 
 LABEL = "value-weighted (‖α f(x)‖{})"
 
@@ -88,15 +98,6 @@ class DirectLogit:
     tokens: list[str]  # the text's tokens
 
 
-def _decoder(model: LoadedModel, what: str) -> None:
-    """InputError unless `model` is a decoder whose heads' outputs mha-viz reads."""
-    if not model.is_causal or model.is_encoder_decoder:
-        raise InputError(f"{model.name} is not a decoder: {what} needs a language-model head that predicts the "
-                         "next token (an encoder's masked-LM head does not read the residual stream linearly).")
-    if not model.has_head_outputs:
-        raise InputError(f"The heads' outputs of {model.name} cannot be read by mha-viz: no {what}.")
-
-
 _READOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
 _POST_NORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> each layer's post-attention norm
 
@@ -122,7 +123,7 @@ def post_norms(model: LoadedModel) -> list[readout.Norm | None]:
 def _readout(model: LoadedModel) -> readout.Readout:
     """The model's read-out, found on a probe once per model (under its lock: the probe's hooks
     must see no other session's forward)."""
-    _decoder(model, "direct logit attribution")
+    require_decoder(model, "direct logit attribution")
     with model.lock:
         if model.hf_model not in _READOUTS:
             _READOUTS[model.hf_model] = readout.find(model.hf_model, torch.tensor([[0, 1]], device=model.device))
@@ -131,16 +132,6 @@ def _readout(model: LoadedModel) -> readout.Readout:
         raise InputError(f"The read-out of {model.name} cannot be reconstructed linearly (its final norm, or its "
                          "logit soft-capping): no direct attribution.")
     return ro
-
-
-def _token(model: LoadedModel, token) -> int:
-    """A token id from an id or a string that is exactly one token (" Mary")."""
-    if isinstance(token, (int, np.integer)):
-        return int(token)
-    ids = model.tokenizer(token, add_special_tokens=False)["input_ids"]
-    if len(ids) != 1:
-        raise InputError(f"{token!r} is {len(ids)} tokens for {model.name}: give a single token.")
-    return int(ids[0])
 
 
 def _writes(model: LoadedModel, text: str, position: int, max_tokens: int | None):
@@ -177,8 +168,8 @@ def direct_logit(model: LoadedModel, text: str, target=None, wrong=None, positio
     predicts there), minus that of `wrong` when given. `per_head.sum() + rest == logit` within
     1e-4 relative (`rest` is computed from the residual, independently)."""
     ro, writes, r, logits, p, tokens = _writes(model, text, position, max_tokens)
-    t = int(logits.argmax()) if target is None else _token(model, target)
-    b = None if wrong is None else _token(model, wrong)
+    t = int(logits.argmax()) if target is None else token_id(model, target)
+    b = None if wrong is None else token_id(model, wrong)
     u = ro.unembed[t] - (ro.unembed[b] if b is not None else 0)  # (d,)
     sigma = ro.sigma(r)
     per_head = ro.frozen(writes, sigma) @ u  # (L, H)
@@ -203,156 +194,3 @@ def head_tokens(model: LoadedModel, text: str, layer: int, head: int, k: int = 1
     return named(top.values, top.indices, 1), named(bottom.values, bottom.indices, -1)
 
 
-@dataclass
-class Patching:
-    """Per head, how much patching its output z moves the metric m = logit(answer) − logit(wrong)
-    at the last position: denoising (`restored`: the corrupted run with the head's clean z, as a
-    fraction of the gap) or noising (`damage`: the clean run with its corrupted z)."""
-
-    mode: str  # "denoise" | "noise"
-    values: np.ndarray  # (layers, heads): restored or damage; (n,) by position for `patch_positions`
-    m_clean: float
-    m_corrupted: float
-    answer: int
-    wrong: int
-    position: int | None  # the patched position, or None: every position
-
-    @property
-    def restored(self) -> np.ndarray:
-        if self.mode != "denoise":
-            raise AttributeError("a noising run has .damage, not .restored")
-        return self.values
-
-    @property
-    def damage(self) -> np.ndarray:
-        if self.mode != "noise":
-            raise AttributeError("a denoising run has .restored, not .damage")
-        return self.values
-
-
-def logit_difference(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
-    """m = logit(a) − logit(b) at the last position, for each sequence of a batch (B,)."""
-    return logits[:, -1, a] - logits[:, -1, b]
-
-
-def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: list[int], source: torch.Tensor,
-                   a: int, b: int, position: int | None | list) -> torch.Tensor:
-    """One forward of len(heads) copies of `ids`: copy k gets head heads[k]'s slice of layer
-    `layer`'s W_O input replaced by that head's z in `source` (H, n, d_v) at `position` (None:
-    every position; a list: copy k at position[k]). The m of each copy, (len(heads),)."""
-    H = model.num_heads
-    where = position if isinstance(position, list) else [position] * len(heads)
-    where = [slice(None) if p is None else slice(p, p + 1) for p in where]
-
-    def hook_for(row: int):
-        def swap(_module, args):
-            if row != layer:
-                return None
-            x = args[0]  # (B, n, H · d_v)
-            z = x.reshape(*x.shape[:-1], H, -1).clone()  # (B, n, H, d_v)
-            for k, h in enumerate(heads):
-                z[k, where[k], h] = source[h, where[k]].to(z.dtype)
-            return (z.reshape(x.shape), *args[1:])
-        return swap
-    batch = ids.repeat(len(heads), 1)
-    with model.lock, torch.inference_mode():
-        hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
-        try:
-            logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits
-        finally:
-            for h in hooks:
-                h.remove()
-    return logit_difference(logits.float(), a, b)
-
-
-@dataclass
-class _Pair:
-    """A clean and a corrupted text ready to patch: ids, captures, answer and wrong ids, metrics."""
-
-    ids_c: torch.Tensor
-    ids_x: torch.Tensor
-    cap_c: object
-    cap_x: object
-    a: int
-    b: int
-    m_clean: float
-    m_corr: float
-
-
-def _pair(model: LoadedModel, clean: str, corrupted: str, answer, wrong, position, max_tokens) -> _Pair:
-    """Both texts run once, after every refusal (section 3's list) has been checked."""
-    _decoder(model, "patching")
-    c, x = tokenize(model, clean, max_tokens), tokenize(model, corrupted, max_tokens)
-    for name, t in (("clean", c), ("corrupted", x)):
-        if t.truncated:  # patched at the cut, the metric would not be the text's next token
-            raise InputError(f"The {name} text has {count_text(t.total, t.total_is_estimate)} tokens, more than the {t.n} allowed here: shorten it "
-                             "(or raise the token limit in the sidebar).")
-    if c.n != x.n:
-        raise InputError(f"The clean text has {c.n} tokens and the corrupted one {x.n}: patching compares the same "
-                         "positions, so both must have the same number of tokens.")
-    if position is not None and not -c.n <= position < c.n:
-        raise InputError(f"Position {position} is outside the texts' {c.n} tokens.")
-    a = None if answer is None else _token(model, answer)
-    b = None if wrong is None else _token(model, wrong)
-    ids_c, ids_x = torch.tensor([c.ids], device=model.device), torch.tensor([x.ids], device=model.device)
-    cap_c, cap_x = model.capture(ids_c), model.capture(ids_x)
-    a = int(cap_c.output.logits[0, -1].argmax()) if a is None else a
-    if b is None:  # the corrupted run's prediction; the runner-up when both runs predict the answer
-        top2 = cap_x.output.logits[0, -1].topk(2).indices.tolist()
-        b = top2[1] if top2[0] == a else top2[0]
-    if a == b:
-        name = label_ids(model, [a]).display[0]
-        raise InputError(f"The answer and the wrong token are both {name!r}: give a different wrong token.")
-    m_clean = float(logit_difference(cap_c.output.logits.float(), a, b)[0])
-    m_corr = float(logit_difference(cap_x.output.logits.float(), a, b)[0])
-    if abs(m_clean - m_corr) < 1e-6:
-        raise InputError(f"The two texts give the same logit difference ({m_clean:.4g}) between the answer and the "
-                         "wrong token: there is nothing for a head to restore.")
-    return _Pair(ids_c, ids_x, cap_c, cap_x, a, b, m_clean, m_corr)
-
-
-def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, mode: str = "denoise",
-                position: int | None = None, *, max_tokens: int | None = None, progress=None) -> Patching:
-    """Activation patching of every head's output (`../shared/docs/attribution.md`, section 3).
-    The heads of one layer are patched in one batched forward (one sequence per head), so a
-    model costs L forwards of H sequences, not L·H forwards. Raises InputError (nothing run) for
-    texts of different token counts, an answer or wrong token that is not one token, equal
-    metrics on both texts, and encoders. answer and wrong default to each text's prediction (wrong:
-    the corrupted text's runner-up when it predicts the answer too). progress(done, total): after
-    each layer (a callback that raises stops the work)."""
-    if mode not in ("denoise", "noise"):
-        raise ValueError(f"mode must be 'denoise' or 'noise', not {mode!r}")
-    p = _pair(model, clean, corrupted, answer, wrong, position, max_tokens)
-    pos = None if position is None else position % p.ids_c.shape[1]
-    base, run_ids = (p.cap_c, p.ids_x) if mode == "denoise" else (p.cap_x, p.ids_c)
-    heads = list(range(model.num_heads))
-    out = np.zeros((model.num_layers, model.num_heads), dtype=np.float32)
-    for layer in range(model.num_layers):
-        source = base.head_outputs[layer][0]  # (H, n, d_v): every head's z in the other run
-        m = patched_metric(model, run_ids, layer, heads, source, p.a, p.b, pos)  # (H,)
-        out[layer] = _moved(m, p, mode).cpu().numpy()
-        if progress is not None:
-            progress(layer + 1, model.num_layers)
-    return Patching(mode, out, p.m_clean, p.m_corr, p.a, p.b, pos)
-
-
-def _moved(m: torch.Tensor, p: _Pair, mode: str) -> torch.Tensor:
-    """The restored fraction (denoise) or the damage (noise) of patched metrics m."""
-    return ((m - p.m_corr) if mode == "denoise" else (p.m_clean - m)) / (p.m_clean - p.m_corr)
-
-
-def patch_positions(model: LoadedModel, clean: str, corrupted: str, layer: int, head: int, answer=None, wrong=None,
-                    mode: str = "denoise", *, max_tokens: int | None = None) -> Patching:
-    """One head patched at one position at a time: `.values` (n,), the restored fraction (or the
-    damage) of patching head (layer, head)'s z at position i only, all n positions in one batched
-    forward. The refusals of `patch_heads`."""
-    if mode not in ("denoise", "noise"):
-        raise ValueError(f"mode must be 'denoise' or 'noise', not {mode!r}")
-    if not (0 <= layer < model.num_layers and 0 <= head < model.num_heads):
-        raise InputError(f"{model.name} has no layer {layer}, head {head}.")
-    p = _pair(model, clean, corrupted, answer, wrong, None, max_tokens)
-    base, run_ids = (p.cap_c, p.ids_x) if mode == "denoise" else (p.cap_x, p.ids_c)
-    n, chunk = p.ids_c.shape[1], model.num_heads  # batches no larger than patch_heads' (its memory budget)
-    m = torch.cat([patched_metric(model, run_ids, layer, [head] * len(part), base.head_outputs[layer][0], p.a, p.b,
-                                  part) for part in (list(range(i, min(i + chunk, n))) for i in range(0, n, chunk))])
-    return Patching(mode, _moved(m, p, mode).cpu().numpy().astype(np.float32), p.m_clean, p.m_corr, p.a, p.b, None)

@@ -1,9 +1,11 @@
 """Heads behind a prediction: a clean and a corrupted text, each head's direct logit attribution on
 the clean run and the fraction of the logit difference its clean output restores in the corrupted
-run (`mha_viz.attribution`), with the presets the page offers and the table it downloads."""
+run, estimated first (attribution patching, `mha_viz.estimate`) and patched for real on request
+(`mha_viz.patching`), with the presets the page offers and the tables it downloads."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,45 +52,86 @@ def presets(model: LoadedModel) -> list[Preset]:
 
 @dataclass
 class Explanation:
-    """What the page shows for one clean / corrupted pair."""
+    """What the page shows for one clean / corrupted pair: first the estimate, then, on request, real
+    patching beside it."""
 
     dla: attribution.DirectLogit  # on the clean run: answer − wrong
-    patching: attribution.Patching  # denoising: the restored fraction per head
+    estimate: attribution.Patching  # denoising, estimated: (layers, heads, n) by position (`mha_viz.estimate`)
     clean: AttentionRun  # both runs, with value norms (the one-head panel)
     corrupted: AttentionRun
     answer_text: str
     wrong_text: str
+    patching: attribution.Patching | None = None  # denoising, patched for real (layers, heads); None until asked
+
+    @property
+    def estimated(self) -> np.ndarray:
+        """(layers, heads): each head's estimated restored fraction, every position patched."""
+        return self.estimate.values.sum(-1)
+
+    def agreement(self) -> attribution.Agreement | None:
+        """The estimate against real patching; None before real patching ran."""
+        return None if self.patching is None else attribution.agreement(self.estimated, self.patching.restored)
 
     def table(self) -> pd.DataFrame:
-        """One row a head: layer, head, direct logit attribution, restored fraction."""
+        """One row a head: layer (the model's number), head, direct logit attribution, the estimated
+        restored fraction, and the real one once patched."""
         L, H = self.dla.per_head.shape
-        layers, heads = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
-        return pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel(),
-                             "direct_logit_attribution": self.dla.per_head.ravel().astype(float),
-                             "restored_fraction": self.patching.restored.ravel().astype(float)})
+        layers, heads = np.meshgrid(np.asarray(self.clean.layer_ids), np.arange(H), indexing="ij")
+        columns = {"layer": layers.ravel(), "head": heads.ravel(),
+                   "direct_logit_attribution": self.dla.per_head.ravel().astype(float),
+                   "estimated_fraction": self.estimated.ravel().astype(float)}
+        if self.patching is not None:
+            columns["restored_fraction"] = self.patching.restored.ravel().astype(float)
+        return pd.DataFrame(columns)
+
+    def position_table(self) -> pd.DataFrame:
+        """One row a (layer, head, position): the estimated restored fraction of patching that head
+        at that position only, with the corrupted text's token there."""
+        values = self.estimate.values  # (L, H, n)
+        L, H, n = values.shape
+        layers, heads, positions = np.meshgrid(np.asarray(self.clean.layer_ids), np.arange(H), np.arange(n),
+                                               indexing="ij")
+        return pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel(), "position": positions.ravel(),
+                             "token": np.tile(np.asarray(self.corrupted.tokens, dtype=object), L * H),
+                             "estimated_fraction": values.ravel().astype(float)})
+
+
+def _step(progress, fraction: float, message: str) -> None:
+    if progress is not None:
+        progress(fraction, message)
 
 
 def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, *,
             max_tokens: int | None = None, progress=None) -> Explanation:
-    """Patch every head (denoising; answer and wrong default to each text's prediction, wrong to the
-    corrupted text's runner-up when both predict the answer), then the
-    clean run's direct logit attribution of logit(answer) − logit(wrong) and both texts' runs.
-    InputError, before anything long runs, for what `attribution.patch_heads` refuses.
-    progress(fraction, message) after each patched layer (a callback that raises stops it)."""
+    """The estimate of every head at every position (attribution patching: one forward on each text,
+    one backward pass; answer and wrong default to each text's prediction, wrong to the corrupted
+    text's runner-up when both predict the answer), the clean run's direct logit attribution of
+    logit(answer) − logit(wrong) and both texts' runs. Real patching is `patch`'s. InputError, before
+    anything long runs, for what `attribution.patch_heads` refuses. progress(fraction, message)
+    between the steps (a callback that raises stops it)."""
     if not clean.strip() or not corrupted.strip():
         raise InputError("Type both a clean and a corrupted text.")
-
-    def layers_done(done: int, total: int) -> None:
-        if progress is not None:
-            progress(done / (total + 1), f"Patched layer {done} of {total}")
-    patching = attribution.patch_heads(model, clean, corrupted, answer, wrong, max_tokens=max_tokens,
-                                       progress=layers_done)
-    dla = attribution.direct_logit(model, clean, patching.answer, patching.wrong, max_tokens=max_tokens)
+    _step(progress, 0.0, "Estimating every head: one forward pass on each text, one backward pass…")
+    estimate = attribution.estimate_positions(model, clean, corrupted, answer, wrong, max_tokens=max_tokens)
+    _step(progress, 0.5, "Direct logit attribution…")
+    dla = attribution.direct_logit(model, clean, estimate.answer, estimate.wrong, max_tokens=max_tokens)
+    _step(progress, 0.7, "Capturing both texts' attention…")
     runs = [analyze(model, text, max_tokens=max_tokens) for text in (clean, corrupted)]
-    if progress is not None:
-        progress(1.0, "Done")
-    names = [model.tokenizer.decode([i]) for i in (patching.answer, patching.wrong)]  # " Mary": its space shown
-    return Explanation(dla, patching, runs[0], runs[1], names[0], names[1])
+    _step(progress, 1.0, "Done")
+    names = [model.tokenizer.decode([i]) for i in (estimate.answer, estimate.wrong)]  # " Mary": its space shown
+    return Explanation(dla, estimate, runs[0], runs[1], names[0], names[1])
+
+
+def patch(model: LoadedModel, expl: Explanation, clean: str, corrupted: str, *, max_tokens: int | None = None,
+          progress=None) -> Explanation:
+    """`expl` with real patching of every head (`attribution.patch_heads`, denoising) on the same
+    answer and wrong tokens. progress(fraction, message) after each patched layer (a callback that
+    raises stops it)."""
+    def layers_done(done: int, total: int) -> None:
+        _step(progress, done / total, f"Patched layer {done} of {total}")
+    patching = attribution.patch_heads(model, clean, corrupted, expl.estimate.answer, expl.estimate.wrong,
+                                       max_tokens=max_tokens, progress=layers_done)
+    return dataclasses.replace(expl, patching=patching)
 
 
 def check_budget(model: LoadedModel, clean: str, max_tokens: int | None, budget: int) -> None:

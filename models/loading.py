@@ -181,6 +181,7 @@ def load(
     hybrid = None if seq2seq else hybrid_layers(config)  # (softmax layers' numbers, the others' by kind)
     max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096)
+    model.requires_grad_(False)  # gradients are taken for activations only (attribution patching, importance)
     loaded = LoadedModel(
         name=name, hf_model=model, tokenizer=tokenizer, device=dev, is_causal=causal,
         local_attention=local_attention, model_type=config.model_type,
@@ -260,7 +261,7 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
     with _SEEDED, torch.random.fork_rng(devices=[]):  # one seeded build at a time: the generator is global
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)
-    model.to(device=loaded.device, dtype=loaded.dtype).eval()  # the same precision as the model it stands beside
+    model.to(device=loaded.device, dtype=loaded.dtype).eval().requires_grad_(False)  # the precision of the model beside
     adapters, modules, _ = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention,
                                              seq2seq=loaded.is_encoder_decoder)
     return dataclasses.replace(  # a fresh lock, and weights and adapters derived afresh

@@ -199,8 +199,8 @@ class MultiHeadAttention(nn.Module):
         if torch.is_grad_enabled() and any(t.requires_grad for t in params):
             return self._stack(layers)  # part of the graph: stacked afresh each call
         key = tuple((t.data_ptr(), t._version) for t in params)
-        if self._packed is None or self._packed[0] != key:
-            with torch.no_grad():
+        if self._packed is None or self._packed[0] != key:  # ordinary tensors even when made in inference
+            with torch.inference_mode(False), torch.no_grad():  # mode: a gradient pass saves them for backward
                 self._packed = (key, *self._stack(layers))
         return self._packed[1], self._packed[2]
 

@@ -188,7 +188,7 @@ def load_toy(device: str = "cpu", local_attention: bool = True, progress=None, f
             f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}). Recreate them with "
             "`.venv/bin/python -m mha_viz_models.train_toy_induction`."
         ) from exc
-    model.to(device=dev, dtype=dtype).eval()
+    model.to(device=dev, dtype=dtype).eval().requires_grad_(False)  # gradients for activations only
     adapters = [layer.attn for layer in model.layers]
     h, d = config.num_attention_heads, config.hidden_size
     loaded = LoadedModel(

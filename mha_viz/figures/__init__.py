@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "head", "model_grid", "lines", "token_focus",
     "metric_grid", "similarity", "head_map", "rollout",
-    "compare", "generation_step", "dla_grid", "restored_grid",
+    "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
     "notebook",
 ]
 
@@ -176,10 +176,36 @@ def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0
 def dla_grid(expl: Explanation) -> go.Figure:
     """Direct logit attribution of a prediction (`mha_viz.prediction.explain`): what each head's
     write at the last token adds to logit(answer) − logit(wrong), a diverging layers × heads grid."""
-    return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text)
+    return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text, expl.clean.layer_ids)
+
+
+def _differ(expl: Explanation):
+    agree = expl.agreement()
+    return None if agree is None else agree.differ
+
+
+def estimate_grid(expl: Explanation) -> go.Figure:
+    """The estimated restored fraction of each head (attribution patching, `prediction.explain`),
+    the heads where it differs from real patching by more than 0.1 ringed once that has run."""
+    return attribution_figures.estimate_grid(expl.estimated, expl.clean.layer_ids, _differ(expl))
+
+
+def _patched(expl: Explanation) -> None:
+    if expl.patching is None:
+        raise ValueError("this explanation holds the estimate only: patch it for real first "
+                         "(expl = prediction.patch(model, expl, clean, corrupted))")
 
 
 def restored_grid(expl: Explanation) -> go.Figure:
-    """Activation patching of a prediction (`mha_viz.prediction.explain`): the share of the gap
+    """Activation patching of a prediction (`mha_viz.prediction.patch`): the share of the gap
     between the clean and the corrupted run that patching one head's clean output restores."""
-    return attribution_figures.restored_grid(expl.patching.restored)
+    _patched(expl)
+    return attribution_figures.restored_grid(expl.patching.restored, expl.clean.layer_ids, _differ(expl))
+
+
+def estimate_scatter(expl: Explanation) -> go.Figure:
+    """The estimate against real patching, one point a head, with both correlations in the title."""
+    _patched(expl)
+    agree = expl.agreement()
+    return attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
+                                                 agree.spearman, expl.clean.layer_ids, agree.differ)

@@ -1,6 +1,8 @@
 """Figures of what heads do for a prediction (`mha_viz.prediction`): the layers × heads grids of direct
-logit attribution and of the restored fraction on a diverging scale centred at 0, one head's
-restored fraction by position, and the tokens one head's write promotes and suppresses."""
+logit attribution and of the restored fraction, estimated and real, on a diverging scale centred at
+0 (the heads where the two differ circled), the estimate against real patching head by head, one
+head's restored fraction by position, one layer's estimate by head and position, and the tokens
+one head's write promotes and suppresses."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .metrics import metric_grid
-from .style import axis_labels, margin, plot_title
+from .metrics import head_labels, metric_grid
+from .style import DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
 
 POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # the ends of the grids' scale (RdBu_r): helps, hurts
 
@@ -21,18 +23,89 @@ def dla_grid(per_head: np.ndarray, answer: str, wrong: str, layer_ids: list[int]
         f"Direct logit attribution to {answer!r} − {wrong!r}", quote=False))
 
 
-def restored_grid(restored: np.ndarray, layer_ids: list[int] | None = None) -> go.Figure:
+MARK = "estimate and real differ by more than 0.1"
+
+
+def _circled(fig: go.Figure, marked: np.ndarray | None) -> go.Figure:
+    """`fig` (a `metric_grid`) with a ring on each cell where `marked` (layers, heads) is True: a
+    trace after the grid's click markers, so that a click still opens the head under it."""
+    if marked is None or not np.any(marked):
+        return fig
+    layers, heads = np.nonzero(np.asarray(marked))
+    fig.add_trace(go.Scatter(x=heads, y=layers, mode="markers", name=MARK, hoverinfo="skip", showlegend=False,
+                             marker=dict(symbol="circle-open", size=16, color="black", line=dict(width=2))))
+    return fig
+
+
+def restored_grid(restored: np.ndarray, layer_ids: list[int] | None = None, marked: np.ndarray | None = None) -> go.Figure:
     """Each head's restored fraction: 1 when its clean output alone brings the metric back."""
-    return metric_grid(restored, diverging=True, layer_ids=layer_ids,
-                       title="Restored fraction (patching one head)")
+    return _circled(metric_grid(restored, diverging=True, layer_ids=layer_ids,
+                                title="Restored fraction (patching one head)"), marked)
 
 
-def position_bars(values: np.ndarray, tokens: list[str], title: str) -> go.Figure:
-    """One head's restored fraction when patched at one position only, a bar per position."""
+def estimate_grid(estimated: np.ndarray, layer_ids: list[int] | None = None, marked: np.ndarray | None = None) -> go.Figure:
+    """Each head's estimated restored fraction (attribution patching)."""
+    return _circled(metric_grid(estimated, diverging=True, layer_ids=layer_ids,
+                                title="Estimated restored fraction (attribution patching)"), marked)
+
+
+def agreement_scatter(estimated: np.ndarray, real: np.ndarray, pearson: float, spearman: float,
+                      layer_ids: list[int] | None = None, marked: np.ndarray | None = None) -> go.Figure:
+    """One point a head: real patching (x) against the estimate (y), the diagonal where they agree,
+    the heads where they differ by more than 0.1 ringed."""
+    e, r = np.asarray(estimated, dtype=float), np.asarray(real, dtype=float)
+    L, H = e.shape
+    names = head_labels(L if layer_ids is None else layer_ids, H)
+    lo, hi = float(min(e.min(), r.min(), 0.0)), float(max(e.max(), r.max(), 0.0))
+    fig = go.Figure(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="#999", dash="dot"),
+                               hoverinfo="skip", name="estimate = real"))
+    differ = np.zeros((L, H), dtype=bool) if marked is None else np.asarray(marked)
+    fig.add_trace(go.Scatter(x=r.ravel(), y=e.ravel(), mode="markers", text=names, name="a head",
+                             marker=dict(size=8, color=np.where(differ.ravel(), POSITIVE, "#4d4d4d"),
+                                         symbol=np.where(differ.ravel(), "circle-open", "circle"),
+                                         line=dict(width=2)),
+                             hovertemplate="%{text}: real %{x:.3f}, estimate %{y:.3f}<extra></extra>"))
+
+    def r_text(v: float) -> str:
+        return "undefined" if not np.isfinite(v) else f"{v:.3f}"
+    fig.update_layout(title=plot_title(f"Estimate against real patching: Pearson r = {r_text(pearson)}, "
+                                       f"Spearman ρ = {r_text(spearman)}"),
+                      height=420, margin=margin(t=60), showlegend=False,
+                      xaxis=dict(title=dict(text="restored fraction, patched for real"), zeroline=True),
+                      yaxis=dict(title=dict(text="estimated restored fraction"), zeroline=True))
+    return fig
+
+
+def position_grid(values: np.ndarray, tokens: list[str], layer: int) -> go.Figure:
+    """One layer's estimate (heads, n): patching head h at position i only, a cell each."""
+    v = np.asarray(values, dtype=float)
+    H, n = v.shape
+    bound = symmetric_bound(v)
+    fig = go.Figure(go.Heatmap(z=v, x=list(range(n)), y=list(range(H)), zmin=-bound, zmax=bound,
+                               colorscale=DIVERGING, colorbar=colorbar(), customdata=np.tile(
+                                   np.asarray(axis_labels(tokens), dtype=object), (H, 1)),
+                               hovertemplate="head %{y}, %{customdata} (position %{x}): %{z:.3f}<extra></extra>"))
+    fig.update_layout(title=plot_title(f"Layer {layer}: estimated restored fraction by head and patched position"),
+                      height=min(900, 160 + 26 * H), margin=margin(t=60),
+                      xaxis=dict(tickmode="array", tickvals=list(range(n)), ticktext=axis_labels(tokens),
+                                 tickangle=-60, title=dict(text="patched position")),
+                      yaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, autorange="reversed"))
+    return fig
+
+
+def position_bars(values: np.ndarray, tokens: list[str], title: str, estimate: np.ndarray | None = None) -> go.Figure:
+    """One head's restored fraction when patched at one position only, a bar per position; with
+    `estimate`, the first-order estimate of the same beside it."""
     v = np.asarray(values, dtype=float)
     fig = go.Figure(go.Bar(x=list(range(len(v))), y=v, marker_color=[POSITIVE if x >= 0 else NEGATIVE for x in v],
-                           customdata=axis_labels(tokens), hovertemplate="%{customdata}: %{y:.3f}<extra></extra>"))
+                           customdata=axis_labels(tokens), name="patched for real",
+                           hovertemplate="%{customdata}: %{y:.3f} patched<extra></extra>"))
+    if estimate is not None:
+        fig.add_trace(go.Bar(x=list(range(len(v))), y=np.asarray(estimate, dtype=float), name="estimate",
+                             marker=dict(color="rgba(0,0,0,0)", line=dict(color="#333", width=1.5)),
+                             customdata=axis_labels(tokens), hovertemplate="%{customdata}: %{y:.3f} estimated<extra></extra>"))
     fig.update_layout(title=plot_title(title), height=320, margin=margin(t=60), bargap=0.15,
+                      showlegend=estimate is not None, legend=dict(orientation="h", y=-0.45),
                       xaxis=dict(tickmode="array", tickvals=list(range(len(v))), ticktext=axis_labels(tokens),
                                  tickangle=-60, title=dict(text="patched position")),
                       yaxis=dict(title=dict(text="restored fraction"), zeroline=True, zerolinecolor="#888"))

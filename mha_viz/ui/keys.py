@@ -87,6 +87,10 @@ PRED_RUNNING = "_pred_running"  # set while patching runs: still here on the nex
 PRED_EXTRA = "_pred_extra"  # {(PredKey, layer, head, what): result} of the one-head panel
 PRED_LAYER, PRED_HEAD = "pred_layer", "pred_head"  # the head opened in the one-head panel
 PRED_DLA_GRID, PRED_RESTORED_GRID = "pred_dla_grid", "pred_restored_grid"  # the grids' selection events
+PRED_ESTIMATE_GRID = "pred_estimate_grid"
+PRED_REAL_GO, PRED_REAL_CANCEL = "pred_real_go", "pred_real_cancel"  # real patching, after the estimate
+PRED_REAL_RUNNING = "_pred_real_running"  # set while real patching runs (as PRED_RUNNING)
+PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
 
 # --- line view (line_views) --------------------------------------------------------------------
 LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"

@@ -1,7 +1,9 @@
 """The *Heads behind a prediction* page: a clean text (the sidebar's) and a corrupted one, each head's
-direct logit attribution and restored fraction as layers × heads grids, and one head opened side by
-side: its attention in both runs, its value-weighted attention, the tokens it promotes and
-suppresses, and patching it position by position (`mha_viz.prediction`, `mha_viz.attribution`)."""
+direct logit attribution and its restored fraction as layers × heads grids — estimated first
+(attribution patching: one backward pass), patched for real on request, then both side by side with
+a scatter and where they disagree — one layer's estimate by head and position, and one head opened:
+its attention in both runs, its value-weighted attention, the tokens it promotes and suppresses, and
+patching it position by position beside the estimate (`mha_viz.prediction`, `mha_viz.attribution`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz import attribution, prediction
+from mha_viz import attribution, estimate, prediction
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
@@ -57,7 +59,9 @@ def prediction_view() -> None:
     st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
                "at the last position adds to logit(answer) − logit(wrong). **Restored fraction**: the corrupted run "
-               "with one head's clean output, as a share of the gap between the runs (activation patching).")
+               "with one head's clean output, as a share of the gap between the runs (activation patching): "
+               "estimated first for every head and position in about the time of three forward passes, patched "
+               "for real on request.")
     options = {p.name: p for p in prediction.presets(model)}
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=state.KEEP,
                  on_change=_on_preset, args=(options,),
@@ -85,15 +89,16 @@ def prediction_view() -> None:
         box = st.empty()
         buttons = box.container().columns([2, 1, 3])
         go = buttons[0].button("Find the heads", key=keys.PRED_GO, type="primary",
-                               help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched "
-                                    f"forward a layer ({model.num_layers} in all).")
+                               help="Estimates every head at every position from one forward pass on each text "
+                                    "and one backward pass (attribution patching). Patching each of the "
+                                    f"{model.num_layers * model.num_heads} heads for real is offered next.")
         cancel = buttons[1].empty()
-        live_button(cancel, "Cancel", keys.PRED_CANCEL, live=go, help="Stop patching; nothing is kept.")
+        live_button(cancel, "Cancel", keys.PRED_CANCEL, live=go, help="Stop; nothing is kept.")
         if not go:
             return
         expl = _compute(model, key)
         if expl is None:  # a message says why; nothing runs to cancel
-            live_button(cancel, "Cancel", keys.PRED_CANCEL, live=False, help="Stop patching; nothing is kept.")
+            live_button(cancel, "Cancel", keys.PRED_CANCEL, live=False, help="Stop; nothing is kept.")
             return
         box.empty()
     _results(cur, key, expl)
@@ -101,20 +106,20 @@ def prediction_view() -> None:
 
 def _cancelled_notice() -> None:
     if st.session_state.pop(keys.PRED_RUNNING, None) is not None:
-        st.warning("Patching was cancelled; nothing was kept.", icon="⏹️")
+        st.warning("The estimate was cancelled; nothing was kept.", icon="⏹️")
+    if st.session_state.pop(keys.PRED_REAL_RUNNING, None) is not None:
+        st.warning("Patching was cancelled; the estimate is kept.", icon="⏹️")
 
 
 def _answer(text: str):
     return text if text else None
 
 
-def _compute(model, key: PredKey):
-    """The explanation of `key` with a progress bar, in a server slot; None after a message."""
-    if not key.corrupted.strip():
-        st.info("Type a corrupted text above, or pick a preset.", icon="✍️")
-        return None
-    bar = st.progress(0.0, text="Running both texts…")
-    st.session_state[keys.PRED_RUNNING] = key
+def _with_progress(model, key: PredKey, running: str, start: str, what: str, work):
+    """(result, None) of work(progress) under a progress bar, within the memory budget and a server
+    slot, or (None, a message). `running` stays in the session state only if the run is stopped."""
+    bar = st.progress(0.0, text=start)
+    st.session_state[running] = key
 
     def progress(fraction: float, message: str) -> None:  # each update lets Streamlit stop this run (Cancel)
         bar.progress(min(max(fraction, 0.0), 1.0), text=message)
@@ -122,17 +127,28 @@ def _compute(model, key: PredKey):
     def compute():
         prediction.check_budget(model, key.clean, key.cap, state.capture_budget())
         with state.slots().hold():  # counts as an analysis for the server's limit
-            return prediction.explain(model, key.clean, key.corrupted, _answer(key.answer), _answer(key.wrong),
-                                      max_tokens=key.cap, progress=progress)
-    expl, error = state.attempt(compute, what="Patching", out_of_memory=(
-        "Patching ran out of memory: use shorter texts or a smaller model."))
-    st.session_state.pop(keys.PRED_RUNNING, None)
+            return work(progress)
+    result, error = state.attempt(compute, what=what, out_of_memory=(
+        f"{what} ran out of memory: use shorter texts or a smaller model."))
+    st.session_state.pop(running, None)
     bar.empty()
+    return result, error
+
+
+def _compute(model, key: PredKey):
+    """The explanation of `key` with a progress bar, in a server slot; None after a message."""
+    if not key.corrupted.strip():
+        st.info("Type a corrupted text above, or pick a preset.", icon="✍️")
+        return None
+    expl, error = _with_progress(model, key, keys.PRED_RUNNING, "Estimating every head…", "The estimate",
+                                 lambda progress: prediction.explain(
+                                     model, key.clean, key.corrupted, _answer(key.answer), _answer(key.wrong),
+                                     max_tokens=key.cap, progress=progress))
     if error:
         st.error(state.plain(error), icon="⚠️")
         return None
     st.session_state[keys.PRED_RESULT] = (key, expl)
-    for old in (keys.PRED_EXTRA, keys.PRED_LAYER, keys.PRED_HEAD):  # a new pair opens on its own top head
+    for old in (keys.PRED_EXTRA, keys.PRED_LAYER, keys.PRED_HEAD, keys.PRED_POS_LAYER):  # a new pair: its own top head
         st.session_state.pop(old, None)
     return expl
 
@@ -145,31 +161,95 @@ def _on_grid(widget: str, shape: tuple[int, int]) -> None:
 
 
 def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
-    p, d = expl.patching, expl.dla
+    e, d = expl.estimate, expl.dla
     a, w = state.plain(repr(expl.answer_text)), state.plain(repr(expl.wrong_text))
-    st.success(f"m = logit({a}) − logit({w}) at the last token: **{p.m_clean:+.2f}** on the clean text, "
-               f"**{p.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes add "
+    st.success(f"m = logit({a}) − logit({w}) at the last token: **{e.m_clean:+.2f}** on the clean text, "
+               f"**{e.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes add "
                f"{float(d.per_head.sum()):+.2f} on the clean text; everything else (embeddings, MLPs, biases) "
                f"{d.rest:+.2f}.", icon="🎯")
-    shape = d.per_head.shape
+    st.caption(estimate.ABOUT)
+    if expl.patching is None:
+        expl = _real_patching(cur.model, key, expl)
+    agree = expl.agreement()
+    if agree is not None:
+        st.info(f"Estimate against real patching over the {expl.estimated.size} heads: Pearson r = "
+                f"{agree.pearson:.3f}, Spearman ρ = {agree.spearman:.3f}. {int(agree.differ.sum())} heads differ by "
+                f"more than {estimate.DISAGREE} of the gap (ringed on both grids); the largest difference is "
+                f"{agree.largest:.3f}, at layer {expl.clean.layer_ids[agree.where[0]]}, head {agree.where[1]}.",
+                icon="⚖️")
+    differ = None if agree is None else agree.differ
+    shape, ids = d.per_head.shape, expl.clean.layer_ids
     left, right = st.columns(2)
-    charts.show(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text), key=keys.PRED_DLA_GRID,
-                where=left, on_select=lambda: _on_grid(keys.PRED_DLA_GRID, shape), selection_mode="points",
-                name="direct-logit-attribution")
-    charts.show(attribution_figures.restored_grid(p.restored), key=keys.PRED_RESTORED_GRID, where=right,
-                on_select=lambda: _on_grid(keys.PRED_RESTORED_GRID, shape), selection_mode="points",
-                name="restored-fraction")
-    top = np.unravel_index(int(np.argmax(p.restored)), shape)
+    charts.show(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text, ids),
+                key=keys.PRED_DLA_GRID, where=left, on_select=lambda: _on_grid(keys.PRED_DLA_GRID, shape),
+                selection_mode="points", name="direct-logit-attribution")
+    charts.show(attribution_figures.estimate_grid(expl.estimated, ids, differ), key=keys.PRED_ESTIMATE_GRID,
+                where=right, on_select=lambda: _on_grid(keys.PRED_ESTIMATE_GRID, shape), selection_mode="points",
+                name="estimated-restored-fraction")
+    if expl.patching is not None:
+        left, right = st.columns(2)
+        charts.show(attribution_figures.restored_grid(expl.patching.restored, ids, differ),
+                    key=keys.PRED_RESTORED_GRID, where=left,
+                    on_select=lambda: _on_grid(keys.PRED_RESTORED_GRID, shape), selection_mode="points",
+                    name="restored-fraction")
+        charts.show(attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
+                                                          agree.spearman, ids, differ),
+                    key="pred_scatter", where=right, name="estimate-against-real")
+    top = np.unravel_index(int(np.argmax(expl.estimated)), shape)
     top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), shape)
-    st.caption(f"Red helps the answer, blue the wrong token; 0 is white. Left: what each head's write at the last "
-               "token adds to the logit difference. Right: the share of the gap between the runs that the corrupted "
-               f"run regains when this one head's output is the clean run's. Largest restored fraction: layer {top[0]}, "
-               f"head {top[1]} ({float(p.restored[top]):.2f}); largest direct effect: layer {top_dla[0]}, head "
+    st.caption(f"Red helps the answer, blue the wrong token; 0 is white. Direct logit attribution: what each "
+               "head's write at the last token adds to the logit difference. Restored fraction: the share of the "
+               "gap between the runs that the corrupted run regains when this one head's output is the clean "
+               f"run's. Largest estimated restored fraction: layer {ids[top[0]]}, head {top[1]} "
+               f"({float(expl.estimated[top]):.2f}); largest direct effect: layer {ids[top_dla[0]]}, head "
                f"{top_dla[1]} ({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
-    st.download_button("Download both grids (CSV)", export_views.table_csv(expl.table()), key="dl_pred",
-                       file_name=f"{stem}.csv", mime="text/csv")
+    cols = st.columns(2)
+    cols[0].download_button("Download the grids (CSV)", export_views.table_csv(expl.table()), key="dl_pred",
+                            file_name=f"{stem}.csv", mime="text/csv",
+                            help="A row a head: direct logit attribution, the estimate, and real patching once run.")
+    cols[1].download_button("Download the estimate by position (CSV)", export_views.table_csv(expl.position_table()),
+                            key="dl_pred_positions", file_name=f"{stem}-by-position.csv", mime="text/csv",
+                            help="A row a layer, head and position: the estimate of patching that head there only.")
+    _position_grid(expl)
     _one_head(cur, key, expl, top)
+
+
+def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:
+    """The button that patches every head for real, with progress and Cancel: `expl` with real
+    patching once it has run (kept for this pair), else `expl` as it was."""
+    box = st.empty()
+    buttons = box.container().columns([2, 1, 3])
+    go = buttons[0].button("Patch every head for real", key=keys.PRED_REAL_GO,
+                           help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched forward "
+                                f"a layer ({model.num_layers} in all). The estimate stays, and both are compared.")
+    cancel = buttons[1].empty()
+    live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=go, help="Stop patching; the estimate is kept.")
+    if not go:
+        return expl
+    done, error = _with_progress(model, key, keys.PRED_REAL_RUNNING, "Patching every head…", "Patching",
+                                 lambda progress: prediction.patch(model, expl, key.clean, key.corrupted,
+                                                                   max_tokens=key.cap, progress=progress))
+    if error:
+        live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False, help="Stop patching; the estimate is kept.")
+        st.error(state.plain(error), icon="⚠️")
+        return expl
+    st.session_state[keys.PRED_RESULT] = (key, done)
+    box.empty()
+    return done
+
+
+def _position_grid(expl: prediction.Explanation) -> None:
+    """The estimate of one layer by head and patched position (every layer's is in the CSV)."""
+    ids = expl.clean.layer_ids
+    st.subheader("Where each head reads it: the estimate by position")
+    state.settle(keys.PRED_POS_LAYER, min(int(st.session_state.get(keys.PRED_POS_LAYER, len(ids) - 1)), len(ids) - 1))
+    row = int(st.selectbox("Layer (by position)", list(range(len(ids))), key=keys.PRED_POS_LAYER,
+                           format_func=lambda r: str(ids[r]),
+                           help="Each cell: the estimated restored fraction of patching that head at that position "
+                                "only. Real patching by position is in the one-head panel below."))
+    charts.show(attribution_figures.position_grid(expl.estimate.values[row], expl.corrupted.tokens, ids[row]),
+                key="pred_position_grid", name="estimate-by-position")
 
 
 def _extra(key: PredKey, what: str, layer: int, head: int, compute):
@@ -199,8 +279,9 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
     layer = int(cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.PRED_LAYER,
                                   format_func=lambda row: str(run.layer_ids[row])))  # rows shown by layer number
     head = int(cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.PRED_HEAD))
-    cols[2].caption(f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}; restored fraction "
-                    f"{float(expl.patching.restored[layer, head]):.3f}.")
+    real = "" if expl.patching is None else f"; patched for real {float(expl.patching.restored[layer, head]):.3f}"
+    cols[2].caption(f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}; estimated restored "
+                    f"fraction {float(expl.estimated[layer, head]):.3f}{real}.")
     left, right = st.columns(2)
     charts.show(head_figures.head_heatmap(expl.clean, layer, head), key="pred_clean_head", where=left,
                 name="clean-attention")
@@ -220,7 +301,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
                     where=left, name="clean-value-weighted")
     else:
         left.info(f"The value path of {state.plain(model.name)} cannot be read: no value-weighted attention.")
-    answer, wrong = expl.patching.answer, expl.patching.wrong
+    answer, wrong = expl.estimate.answer, expl.estimate.wrong
     try:
         promoted, suppressed = _extra(key, "tokens", layer, head, lambda: attribution.head_tokens(
             model, key.clean, layer, head, k=8, max_tokens=key.cap))
@@ -233,7 +314,9 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         st.warning(state.plain(str(exc)), icon="⚠️")
         return
     charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
-                                                  f"Layer {layer}, head {head} patched at one position at a time"),
+                                                  f"Layer {layer}, head {head} patched at one position at a time",
+                                                  estimate=expl.estimate.values[layer, head]),
                 key="pred_positions", name="restored-by-position")
-    st.caption("Each bar: the corrupted run with this head's clean output at that position only. The positions "
-               "where the texts differ, and the last one (where the answer is read), usually carry it.")
+    st.caption("Each filled bar: the corrupted run with this head's clean output at that position only, patched for "
+               "real; each outlined bar: the estimate of the same. The positions where the texts differ, and the last "
+               "one (where the answer is read), usually carry it.")

@@ -10,6 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz import attribution, prediction
+from mha_viz.figures import attribution as attribution_figures
 from mha_viz.ui import keys, state
 from mha_viz.ui.state import OTHER
 from tests.app.helpers import charts, open_page, shown, start_app
@@ -17,8 +18,12 @@ from tests.app.helpers import charts, open_page, shown, start_app
 pytestmark = pytest.mark.model
 
 
+def _title(chart) -> str:
+    return chart["layout"].get("title", {}).get("text", "")
+
+
 def _titled(at, start: str) -> dict:
-    return next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith(start))
+    return next(c for c in charts(at) if _title(c).startswith(start))
 
 
 def _z(chart) -> np.ndarray:
@@ -47,30 +52,76 @@ def test_toy_induction_preset_finds_the_induction_heads():
     at.button(key=keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     toy = mha_viz.load_model("toy-induction", device="cpu")
-    want = attribution.patch_heads(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted)
-    dla = attribution.direct_logit(toy, prediction.INDUCTION.clean, want.answer, want.wrong)
-    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
+    est = attribution.estimate_positions(toy, clean, corrupted)
+    dla = attribution.direct_logit(toy, clean, est.answer, est.wrong)
+    # the estimate first: no real patching, no scatter, until asked for
+    np.testing.assert_allclose(_z(_titled(at, "Estimated restored fraction")), est.values.sum(-1), atol=1e-5)
     np.testing.assert_allclose(_z(_titled(at, "Direct logit attribution")), dla.per_head, atol=1e-5)
-    grid = _titled(at, "Restored fraction")["data"][0]
+    assert not any(_title(c).startswith(("Restored fraction", "Estimate against")) for c in charts(at))
+    assert "attribution patching" in shown(" ".join(c.value for c in at.caption))
+    grid = _titled(at, "Estimated restored fraction")["data"][0]
     assert grid["zmin"] == -grid["zmax"]  # diverging, centred at 0
-    # the panel opens on the head that restores most: an induction head of layer 1
+    # the panel opens on the head the estimate puts first: an induction head of layer 1
     layer, head = at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]
-    assert (layer, head) == np.unravel_index(int(np.argmax(want.restored)), want.restored.shape) and layer == 1
+    assert (layer, head) == np.unravel_index(int(np.argmax(est.values.sum(-1))), (2, toy.num_heads)) and layer == 1
+    # one layer's estimate by head and position
+    at.selectbox(key=keys.PRED_POS_LAYER).set_value(0).run()
+    np.testing.assert_allclose(_z(_titled(at, "Layer 0: estimated restored fraction by head and patched")),
+                               est.values[0], atol=1e-5)
+
+    at.button(key=keys.PRED_REAL_GO).click().run()  # real patching, beside the estimate
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    want = attribution.patch_heads(toy, clean, corrupted)
+    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    np.testing.assert_allclose(_z(_titled(at, "Estimated restored fraction")), est.values.sum(-1), atol=1e-5)
+    agree = attribution.agreement(est.values.sum(-1), want.restored)
+    scatter = _titled(at, "Estimate against real patching")
+    assert f"Pearson r = {agree.pearson:.3f}" in _title(scatter) and f"Spearman ρ = {agree.spearman:.3f}" in _title(scatter)
+    heads = next(d for d in scatter["data"] if d.get("mode") == "markers")
+    np.testing.assert_allclose(np.array(heads["x"], dtype=float), want.restored.ravel(), atol=1e-5)
+    np.testing.assert_allclose(np.array(heads["y"], dtype=float), est.values.sum(-1).ravel(), atol=1e-5)
+    assert agree.differ.any()  # the toy's saturated induction heads: the previous-token head is missed
+    for title in ("Restored fraction", "Estimated restored fraction"):  # the heads that differ, ringed on both
+        rings = [d for d in _titled(at, title)["data"] if d.get("name") == attribution_figures.MARK]
+        assert rings and sorted(zip(rings[0]["y"], rings[0]["x"])) == sorted(zip(*np.nonzero(agree.differ)))
+    assert f"{int(agree.differ.sum())} heads differ" in _messages(at)
+    assert at.session_state[keys.PRED_LAYER] == layer  # the opened head stays
     # another head, picked: its attention in both runs, value-weighted, its tokens, patching by position
     at.selectbox(key=keys.PRED_LAYER).set_value(0).run()
     at.selectbox(key=keys.PRED_HEAD).set_value(2).run()
     assert not at.exception and not at.error
-    titles = [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
+    titles = [_title(c) for c in charts(at)]
     assert sum(t.startswith("Layer 0, head 2") for t in titles) == 5, titles  # both runs, weighted, tokens, bars
     assert any("value-weighted" in t for t in titles)
     bars = _titled(at, "Layer 0, head 2 patched at one position")
-    by_pos = attribution.patch_positions(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, 0, 2)
+    by_pos = attribution.patch_positions(toy, clean, corrupted, 0, 2)
     np.testing.assert_allclose(np.array(bars["data"][0]["y"], dtype=float), by_pos.values, atol=1e-5)
-    assert any("both grids" in b.proto.label for b in at.get("download_button"))
-    csv = prediction.explain(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted).table()
-    assert list(csv.columns) == ["layer", "head", "direct_logit_attribution", "restored_fraction"]
+    np.testing.assert_allclose(np.array(bars["data"][1]["y"], dtype=float), est.values[0, 2], atol=1e-5)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Download the grids (CSV)" in labels and "Download the estimate by position (CSV)" in labels
+    expl = prediction.patch(toy, prediction.explain(toy, clean, corrupted), clean, corrupted)
+    csv = expl.table()
+    assert list(csv.columns) == ["layer", "head", "direct_logit_attribution", "estimated_fraction", "restored_fraction"]
     np.testing.assert_allclose(csv["restored_fraction"].to_numpy().reshape(want.restored.shape), want.restored,
                                atol=1e-5)
+    by_position = expl.position_table()
+    assert len(by_position) == est.values.size
+    np.testing.assert_allclose(by_position["estimated_fraction"].to_numpy().reshape(est.values.shape), est.values,
+                               atol=1e-6)
+    assert list(by_position.query("layer == 1 and head == 0")["token"]) == list(expl.corrupted.tokens)
+
+
+def test_cancelled_real_patching_keeps_the_estimate():
+    at = _page("toy-induction")
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.button(key=keys.PRED_GO).click().run()
+    at.session_state[keys.PRED_REAL_RUNNING] = "a run the Cancel button stopped"  # as a stopped run leaves it
+    at.run()
+    assert "Patching was cancelled; the estimate is kept" in _messages(at)
+    assert _titled(at, "Estimated restored fraction") and not any(
+        _title(c).startswith("Restored fraction") for c in charts(at))
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
 
 
 @pytest.mark.parametrize("corrupted, answer, wrong, says", [
@@ -91,7 +142,7 @@ def test_what_cannot_be_patched_is_a_message_and_the_inputs_stay(corrupted, answ
     assert says in _messages(at), _messages(at)
     assert at.text_area(key=keys.PRED_CORRUPTED).value == corrupted  # nothing the user typed is lost
     assert at.text_input(key=keys.PRED_ANSWER).value == answer
-    assert not any(c["layout"].get("title", {}).get("text", "").startswith("Restored") for c in charts(at))
+    assert not any(_title(c).startswith(("Restored", "Estimated")) for c in charts(at))
 
 
 def test_an_encoder_gets_a_message_not_a_grid():
@@ -131,6 +182,7 @@ def test_a_gpt2_family_folder_gets_both_grids(gpt2_dir):
         prediction.IOI.name, prediction.FACTUAL.name]
     at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
     at.button(key=keys.PRED_GO).click().run()
+    at.button(key=keys.PRED_REAL_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     model = mha_viz.load_model(gpt2_dir, device="cpu")
     want = attribution.patch_heads(model, clean, corrupted)

@@ -1,6 +1,7 @@
 """The *Heads behind a prediction* page in a real browser, on smollm2: the IOI preset (names swapped)
-patched in full, the logit difference the model really has (+6.1 for " Mary" over " John"), and a
-click on a head of the restored-fraction grid opening that head's panel."""
+estimated first, then patched in full on request, the logit difference the model really has (+6.1
+for " Mary" over " John"), the estimate against real patching, and a click on a head of the
+restored-fraction grid opening that head's panel."""
 
 from __future__ import annotations
 
@@ -42,8 +43,17 @@ def test_ioi_preset_on_smollm2_then_open_a_head(shared_app):
     corrupted = float(re.search(r"([+−-]\d+\.\d+) on the corrupted one", summary).group(1).replace("−", "-"))
     assert "' Mary'" in summary and "' John'" in summary
     assert clean == pytest.approx(6.1, abs=0.1) and corrupted == pytest.approx(-5.5, abs=0.1)
+    assert _chart(app, "Estimated restored fraction") is not None and _chart(app, "Direct logit attribution") is not None
+    assert _chart(app, "Restored fraction") is None  # real patching waits for its button
+    app.click(app.page.locator(MAIN).get_by_role("button", name="Patch every head for real", exact=True))
+    app.page.locator("[data-testid=stAlertContentInfo]").filter(has_text="Estimate against real patching").wait_for(
+        timeout=300_000)
+    app.wait_idle()
+    [versus] = [s for s in app.alerts("Info") if "Estimate against real patching" in s]
+    pearson = float(re.search(r"Pearson r = (-?\d\.\d+)", versus).group(1))
+    assert pearson >= 0.9  # the issue's target on this pair
     restored = _chart(app, "Restored fraction")
-    assert restored is not None and _chart(app, "Direct logit attribution") is not None
+    assert restored is not None and _chart(app, "Estimate against real patching") is not None
     app.shot("grids")
 
     restored.scroll_into_view_if_needed()
@@ -60,7 +70,7 @@ def test_ioi_preset_on_smollm2_then_open_a_head(shared_app):
     app.assert_clean()
 
 
-def test_cancel_stops_patching_and_keeps_the_inputs(shared_app):
+def test_cancel_stops_real_patching_and_keeps_the_estimate_and_the_inputs(shared_app):
     app = shared_app
     app.choose_model("smollm2")
     app.goto("Heads behind a prediction")
@@ -69,12 +79,16 @@ def test_cancel_stops_patching_and_keeps_the_inputs(shared_app):
     wrong = app.page.locator(f"{MAIN} input[aria-label='Wrong token']")
     wrong.fill(" Bob")  # a new pair to patch (the preset's result may be kept from before)
     app.rerun(lambda: wrong.press("Enter"))
-    app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True).click()
+    app.click(app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True))
+    app.page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="' Bob'").wait_for(timeout=300_000)
+    app.wait_idle()
+    app.page.locator(MAIN).get_by_role("button", name="Patch every head for real", exact=True).click()
     app.page.locator(f"{MAIN} [data-testid=stProgress]").filter(has_text="Patched layer").wait_for(timeout=120_000)
     app.click(app.page.locator(MAIN).get_by_role("button", name="Cancel", exact=True))
     app.page.locator("[data-testid=stAlertContentWarning]").filter(has_text="Patching was cancelled").wait_for()
     app.wait_idle()
-    assert _chart(app, "Restored fraction") is None  # nothing was kept
+    assert _chart(app, "Restored fraction") is None  # nothing of the real patching was kept …
+    assert _chart(app, "Estimated restored fraction") is not None  # … and the estimate stays
     assert wrong.input_value() == " Bob" and app.text_box.input_value() == prediction.IOI.clean
-    assert app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True).is_enabled()
+    assert app.page.locator(MAIN).get_by_role("button", name="Patch every head for real", exact=True).is_enabled()
     app.assert_clean()

@@ -32,7 +32,8 @@ def _run(L=2, H=3, n=6, seed=0, causal=False):
 def test_every_public_name_is_a_documented_function_returning_a_figure():
     assert sorted(figures.__all__) == sorted([
         "head", "model_grid", "lines", "token_focus", "metric_grid", "similarity", "head_map", "rollout",
-        "compare", "generation_step", "dla_grid", "restored_grid", "notebook"])
+        "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
+        "notebook"])
     for name in figures.__all__:
         fn = getattr(figures, name)
         assert callable(fn) and fn.__doc__ and len(fn.__doc__) > 80, name
@@ -150,14 +151,36 @@ def test_generation_step_draws_the_row_that_chose_the_token():
 
 
 def test_the_attribution_grids_draw_the_explanations_arrays():
+    from mha_viz.estimate import agreement
+    from mha_viz.figures.attribution import MARK
+
     rng = np.random.default_rng(0)
     per_head, restored = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
-    expl = SimpleNamespace(dla=SimpleNamespace(per_head=per_head), answer_text=" Mary", wrong_text=" <John>",
-                           patching=SimpleNamespace(restored=restored))
-    dla = figures.dla_grid(expl)
+    by_position = rng.normal(size=(2, 3, 4)) / 4
+    estimated = by_position.sum(-1)
+
+    def expl(patching):
+        return SimpleNamespace(dla=SimpleNamespace(per_head=per_head), answer_text=" Mary", wrong_text=" <John>",
+                               clean=SimpleNamespace(layer_ids=[0, 1]), estimated=estimated, patching=patching,
+                               agreement=lambda: None if patching is None else agreement(estimated, patching.restored))
+    first = expl(None)
+    dla = figures.dla_grid(first)
     np.testing.assert_allclose(np.asarray(dla.data[0].z), per_head)
     assert "&lt;John&gt;" in dla.layout.title.text  # the wrong token is user text: escaped
-    np.testing.assert_allclose(np.asarray(figures.restored_grid(expl).data[0].z), restored)
+    np.testing.assert_allclose(np.asarray(figures.estimate_grid(first).data[0].z), estimated)
+    assert len(figures.estimate_grid(first).data) == 2  # no rings before real patching
+    with pytest.raises(ValueError, match="patch it for real first"):
+        figures.restored_grid(first)
+    both = expl(SimpleNamespace(restored=restored))
+    np.testing.assert_allclose(np.asarray(figures.restored_grid(both).data[0].z), restored)
+    differ = np.abs(estimated - restored) > 0.1
+    rings = next(t for t in figures.restored_grid(both).data if t.name == MARK)
+    assert sorted(zip(rings.y, rings.x)) == sorted(zip(*np.nonzero(differ)))
+    scatter = figures.estimate_scatter(both)
+    np.testing.assert_allclose(np.asarray(scatter.data[1].x), restored.ravel())
+    np.testing.assert_allclose(np.asarray(scatter.data[1].y), estimated.ravel())
+    r = np.corrcoef(estimated.ravel(), restored.ravel())[0, 1]
+    assert f"Pearson r = {r:.3f}" in scatter.layout.title.text
 
 
 def test_the_page_helpers_keep_the_titles_the_app_shows():
