@@ -8,7 +8,7 @@
 2. Attribution patching against real patching (issue 30): `attribution.estimate_heads` (one forward
    on each text, one backward pass) against `attribution.patch_heads`, on SmolLM2's IOI pair and on
    toy-induction's repeat: the time as a ratio, the Pearson and Spearman correlations over the
-   heads, the largest disagreement. Targets on SmolLM2: the estimate at most 1/5 of real
+   heads, the largest disagreement, and the estimate's time in forward passes. Targets on SmolLM2: the estimate at most 1/5 of real
    patching's time, a Pearson correlation of at least 0.9 on the IOI pair.
 3. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs (and
    what each W_V wrote) and computes ‖f_h(x_j)‖ for every layer, against the same capture
@@ -110,6 +110,19 @@ def estimate(device: str, repeat: int) -> list[tuple[str, str, bool]]:
               f"disagreement {agree.largest:.3f} at layer {agree.where[0]}, head {agree.where[1]}; "
               f"{int(agree.differ.sum())} heads differ by > 0.1")
         if name == "smollm2":
+            ids = torch.tensor([mha_viz.tokenize(model, clean).ids], device=model.device)
+
+            def forward():
+                with torch.inference_mode():
+                    model.hf_model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
+            forward()
+            fwd_s = timed(forward, max(3, repeat))[0]
+            page_s = timed(lambda: prediction.explain(model, clean, corrupted, answer, wrong), max(1, repeat))[0]
+            print(f"one forward {fwd_s:.3f} s: the estimate is {e_s / fwd_s:.1f} forwards; the page's first step "
+                  f"(the estimate, direct logit attribution, both texts' runs for the one-head panel) "
+                  f"{page_s:.3f} s = {page_s / fwd_s:.1f} forwards")
+            rows.append((f"estimate in forward passes, smollm2 IOI ({device})",
+                         f"{e_s / fwd_s:.1f} (page's first step {page_s / fwd_s:.1f})", None))
             rows += [(f"estimate ≤ {ESTIMATE_X} × real patching, smollm2 IOI ({device})",
                       f"{ratio:.2f} × ({e_s:.2f} / {r_s:.2f} s)", ratio <= ESTIMATE_X),
                      (f"estimate vs real Pearson ≥ {ESTIMATE_R}, smollm2 IOI ({device})",

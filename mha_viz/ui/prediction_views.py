@@ -205,11 +205,12 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                f"{top_dla[1]} ({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
     cols = st.columns(2)
-    cols[0].download_button("Download the grids (CSV)", export_views.table_csv(expl.table()), key="dl_pred",
-                            file_name=f"{stem}.csv", mime="text/csv",
+    cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()), key="dl_pred",
+                            file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
                             help="A row a head: direct logit attribution, the estimate, and real patching once run.")
-    cols[1].download_button("Download the estimate by position (CSV)", export_views.table_csv(expl.position_table()),
-                            key="dl_pred_positions", file_name=f"{stem}-by-position.csv", mime="text/csv",
+    cols[1].download_button("Download the estimate by position (CSV)",  # made when clicked: L·H·n rows
+                            lambda: export_views.table_csv(expl.position_table()), key="dl_pred_positions",
+                            file_name=f"{stem}-by-position.csv", mime="text/csv", on_click="ignore",
                             help="A row a layer, head and position: the estimate of patching that head there only.")
     _position_grid(expl)
     _one_head(cur, key, expl, top)
