@@ -106,7 +106,7 @@ SHOTS = [
     # from the grids down: the summary above them starts with an emoji, a blank box in a Chromium
     # without an emoji font
     Shot("prediction", _link("prediction", model="smollm2"), anchor=f"{MAIN} [data-testid=stPlotlyChart]",
-         height=1400, prepare=_find_the_heads),
+         height=1900, prepare=_find_the_heads),
 ]
 
 

@@ -68,9 +68,9 @@ def agreement_scatter(estimated: np.ndarray, real: np.ndarray, pearson: float, s
 
     def r_text(v: float) -> str:
         return "undefined" if not np.isfinite(v) else f"{v:.3f}"
-    fig.update_layout(title=plot_title(f"Estimate against real patching: Pearson r = {r_text(pearson)}, "
-                                       f"Spearman ρ = {r_text(spearman)}"),
-                      height=420, margin=margin(t=60), showlegend=False,
+    fig.update_layout(title=plot_title(f"Estimate against real patching<br>Pearson r = {r_text(pearson)}, "
+                                       f"Spearman ρ = {r_text(spearman)}"),  # two lines: a half-width column
+                      height=440, margin=margin(t=80), showlegend=False,
                       xaxis=dict(title=dict(text="restored fraction, patched for real"), zeroline=True),
                       yaxis=dict(title=dict(text="estimated restored fraction"), zeroline=True))
     return fig

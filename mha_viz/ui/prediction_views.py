@@ -60,8 +60,8 @@ def prediction_view() -> None:
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
                "at the last position adds to logit(answer) − logit(wrong). **Restored fraction**: the corrupted run "
                "with one head's clean output, as a share of the gap between the runs (activation patching): "
-               "estimated first for every head and position in about the time of three forward passes, patched "
-               "for real on request.")
+               "estimated first for every head at every position from one backward pass, patched for real on "
+               "request.")
     options = {p.name: p for p in prediction.presets(model)}
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=state.KEEP,
                  on_change=_on_preset, args=(options,),
@@ -173,7 +173,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
     agree = expl.agreement()
     if agree is not None:
         st.info(f"Estimate against real patching over the {expl.estimated.size} heads: Pearson r = "
-                f"{agree.pearson:.3f}, Spearman ρ = {agree.spearman:.3f}. {int(agree.differ.sum())} heads differ by "
+                f"{agree.pearson:.3f}, Spearman ρ = {agree.spearman:.3f}. {_heads_differ(int(agree.differ.sum()))} by "
                 f"more than {estimate.DISAGREE} of the gap (ringed on both grids); the largest difference is "
                 f"{agree.largest:.3f}, at layer {expl.clean.layer_ids[agree.where[0]]}, head {agree.where[1]}.",
                 icon="⚖️")
@@ -214,6 +214,10 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                             help="A row a layer, head and position: the estimate of patching that head there only.")
     _position_grid(expl)
     _one_head(cur, key, expl, top)
+
+
+def _heads_differ(count: int) -> str:
+    return {0: "No head differs", 1: "1 head differs"}.get(count, f"{count} heads differ")
 
 
 def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:
