@@ -166,30 +166,38 @@ def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = Fa
             return float(_loss_under(model, inputs, scale, means, reference))
 
 
-def gradient_bytes(model: LoadedModel, n: int) -> int:
+def gradient_bytes(model: LoadedModel, n: int, *, logit_rows: int | None = None) -> int:
     """About how many bytes a gradient pass over n tokens holds at its peak (float32): for every
     layer the probabilities autograd keeps (H n²) and about 27 activations of width d_model per
     token (q, k, v, the MLP's wide hidden layer, norms, RoPE, residuals); the backward pass's own
     n × n buffers for one layer (3 H n²); the logits, their softmax and gradient (3 n × vocabulary).
     Measured peaks (RSS above the loaded model, SmolLM2 at n = 128…1,024, a random GPT-2 at
-    256…2,048): this estimate is 0.90–1.09 × the worst of several runs."""
+    256…2,048): this estimate is 0.90–1.09 × the worst of several runs. logit_rows: the positions
+    whose logits are made (default n; 1 where the model computes the last position's only)."""
     H, L, d = model.num_heads, model.num_layers, model.d_model
     vocab = int(getattr(getattr(model.hf_model, "config", None), "vocab_size", 0) or 0)
-    return 4 * (L * (H * n * n + 27 * n * d) + 3 * H * n * n + 3 * n * vocab)
+    rows = n if logit_rows is None else logit_rows
+    return 4 * (L * (H * n * n + 27 * n * d) + 3 * H * n * n + 3 * rows * vocab)
 
 
-def check_gradient_budget(model: LoadedModel, n: int, *, doing: str | None = None) -> None:
-    """Raise InputError, with the figures, when a gradient pass over n tokens would hold more than
+class GradientBudget(InputError):
+    """A gradient pass refused before it runs: it would not fit the memory there is."""
+
+
+def check_gradient_budget(model: LoadedModel, n: int, *, doing: str | None = None,
+                          logit_rows: int | None = None) -> None:
+    """Raise GradientBudget (an InputError), with the figures, when a gradient pass over n tokens would hold more than
     the memory budget (MHA_VIZ_MAX_CAPTURE_MB) or than the memory free where it runs (the GPU's,
-    or the host's: `memory.room`), before anything runs. `doing`: what the message says the pass is."""
-    need, room = gradient_bytes(model, n), memory.room(model.device)
+    or the host's: `memory.room`), before anything runs. `doing`: what the message says the pass is;
+    logit_rows as in `gradient_bytes`."""
+    need, room = gradient_bytes(model, n, logit_rows=logit_rows), memory.room(model.device)
     budget, where = room.capture, "allowed here (MHA_VIZ_MAX_CAPTURE_MB)"
     if room.device and room.gpu < budget:
         budget, where = room.gpu, f"free on the GPU ({room.device})"
     elif not room.device and room.host < budget:
         budget, where = room.host, "available on this machine"
     if need > budget:
-        raise InputError(
+        raise GradientBudget(
             f"{doing or f'Scoring the heads of {model.name} by their gradients'} over {n} tokens would hold about "
             f"{settings.size_text(need)} ({settings.size_text(need - budget)} more than the "
             f"{settings.size_text(budget)} {where}). Lower the token limit in the sidebar, or use a shorter text.")
@@ -212,8 +220,8 @@ def head_gradients(model: LoadedModel, text: str, *, max_tokens: int | None = No
         grads = torch.autograd.grad(loss, [scale, *outs])
     d_scale, d_outs = grads[0], grads[1:]
     n = inputs.ids.shape[1]
-    per_token = torch.stack([(z.detach() * g).sum(-1).abs().sum(dim=(0, 1)) / n  # (H,)
-                             for (z, _), g in zip(record, d_outs)])
+    per_token = torch.stack([((z.detach() * g).sum(-1).abs().sum(dim=(0, 1)) / n).cpu()  # (H,), from each
+                             for (z, _), g in zip(record, d_outs)])  # layer's device (a model spread over GPUs)
     return d_scale.detach().cpu().numpy(), per_token.cpu().numpy()
 
 

@@ -34,11 +34,16 @@ ABOUT = ("The estimate is attribution patching: one backward pass gives each hea
          "probability ≈ 1) and where effects cancel. Patching the heads for real settles it.")
 
 
+def _last_only(model: LoadedModel) -> bool:
+    """Whether the model's forward can make the last position's logits only (`logits_to_keep`)."""
+    return "logits_to_keep" in inspect.signature(model.hf_model.forward).parameters
+
+
 def _forward(model: LoadedModel, ids: torch.Tensor, scale: torch.Tensor, record: list) -> torch.Tensor:
     """Logits (1, k, vocab) of one forward of ids (1, n) with every head's z recorded through the
     head mask `scale` (`models.masking`); k = 1 where the model computes the last position's only."""
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
-    if "logits_to_keep" in inspect.signature(model.hf_model.forward).parameters:
+    if _last_only(model):
         kwargs["logits_to_keep"] = 1  # m reads the last position: no (n, vocab) product, forward or back
     with head_mask(model, scale, None, record):
         return model.hf_model(**kwargs).logits
@@ -54,7 +59,8 @@ def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=No
     backward pass would not fit the memory budget (`ablation.check_gradient_budget`)."""
     check_mode(mode)
     t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="attribution patching")
-    check_gradient_budget(model, t.n, doing=f"Estimating every head of {model.name} with one backward pass")
+    check_gradient_budget(model, t.n, doing=f"Estimating every head of {model.name} with one backward pass",
+                          logit_rows=1 if _last_only(model) else None)
     run_ids, source_ids = (t.ids_x, t.ids_c) if mode == "denoise" else (t.ids_c, t.ids_x)
     L, H = model.num_layers, model.num_heads
     with model.lock:
@@ -62,17 +68,20 @@ def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=No
         with torch.inference_mode():
             source_logits = _forward(model, source_ids, torch.ones(L, H, device=model.device), source)
         record: list = []
-        with torch.enable_grad():
+        with torch.inference_mode(False), torch.enable_grad():  # also when called inside inference mode
             scale = torch.ones(L, H, device=model.device, requires_grad=True)  # the graph starts at each z
             logits = _forward(model, run_ids, scale, record)
             e = ends(model, t, *((source_logits, logits.detach()) if mode == "denoise" else (logits.detach(), source_logits)))
             m = logit_difference(logits.float(), e.a, e.b)[0]
             grads = torch.autograd.grad(m, [out for _, out in record])
-    delta = torch.stack([(g[0].float() * (zs[0].float() - z.detach()[0].float())).sum(-1).T  # (H, n)
-                         for (z, _), (zs, _), g in zip(record, source, grads)])  # (L, H, n): Δm
+    if not len(record) == len(source) == L:
+        raise RuntimeError(f"{model.name}: the heads' outputs were recorded {len(record)} and {len(source)} times, "
+                           f"not once for each of its {L} attention layers")
+    delta = torch.stack([(g[0].float() * (zs[0].float() - z.detach()[0].float())).sum(-1).T.cpu()  # (H, n) from
+                         for (z, _), (zs, _), g in zip(record, source, grads)])  # each layer's device: (L, H, n), Δm
     gap = e.m_clean - e.m_corr
     values = (delta if mode == "denoise" else -delta) / gap
-    return e.result(mode, values.cpu().numpy().astype(np.float32), None, estimated=True)
+    return e.result(mode, values.numpy().astype(np.float32), None, estimated=True)
 
 
 def by_head(positions: Patching) -> Patching:

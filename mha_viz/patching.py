@@ -187,6 +187,12 @@ def _captured(model: LoadedModel, clean: str, corrupted: str, answer, wrong, pos
     return t, cap_c, cap_x, ends(model, t, cap_c.output.logits, cap_x.output.logits)
 
 
+def measured_ends(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, *,
+                  max_tokens: int | None = None) -> Ends:
+    """The metric's ends (`ends`) from one run of each text, after every refusal of `patch_heads`."""
+    return _captured(model, clean, corrupted, answer, wrong, None, max_tokens)[3]
+
+
 def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, mode: str = "denoise",
                 position: int | None = None, *, max_tokens: int | None = None, progress=None) -> Patching:
     """Activation patching of every head's output (`../shared/docs/attribution.md`, section 3).

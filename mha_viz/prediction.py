@@ -10,10 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import torch
 
 from mha_viz_models import LoadedModel
 
-from . import attribution
+from . import attribution, memory, patching, settings
+from .ablation import GradientBudget
 from .capture import AttentionRun, analyze
 from .tokenize import InputError, tokenize
 
@@ -56,37 +58,45 @@ class Explanation:
     patching beside it."""
 
     dla: attribution.DirectLogit  # on the clean run: answer − wrong
-    estimate: attribution.Patching  # denoising, estimated: (layers, heads, n) by position (`mha_viz.estimate`)
+    estimate: attribution.Patching | None  # denoising, estimated: (layers, heads, n) by position (`mha_viz.estimate`)
     clean: AttentionRun  # both runs, with value norms (the one-head panel)
     corrupted: AttentionRun
     answer_text: str
     wrong_text: str
+    m_clean: float  # m = logit(answer) − logit(wrong) at the last position of each text
+    m_corrupted: float
     patching: attribution.Patching | None = None  # denoising, patched for real (layers, heads); None until asked
+    no_estimate: str | None = None  # why there is no estimate (a backward pass that would not fit)
 
     @property
-    def estimated(self) -> np.ndarray:
+    def estimated(self) -> np.ndarray | None:
         """(layers, heads): each head's estimated restored fraction, every position patched."""
-        return self.estimate.values.sum(-1)
+        return None if self.estimate is None else self.estimate.values.sum(-1)
 
     def agreement(self) -> attribution.Agreement | None:
-        """The estimate against real patching; None before real patching ran."""
-        return None if self.patching is None else attribution.agreement(self.estimated, self.patching.restored)
+        """The estimate against real patching; None unless both exist."""
+        if self.patching is None or self.estimate is None:
+            return None
+        return attribution.agreement(self.estimated, self.patching.restored)
 
     def table(self) -> pd.DataFrame:
         """One row a head: layer (the model's number), head, direct logit attribution, the estimated
-        restored fraction, and the real one once patched."""
+        restored fraction (when there is an estimate), and the real one once patched."""
         L, H = self.dla.per_head.shape
         layers, heads = np.meshgrid(np.asarray(self.clean.layer_ids), np.arange(H), indexing="ij")
         columns = {"layer": layers.ravel(), "head": heads.ravel(),
-                   "direct_logit_attribution": self.dla.per_head.ravel().astype(float),
-                   "estimated_fraction": self.estimated.ravel().astype(float)}
+                   "direct_logit_attribution": self.dla.per_head.ravel().astype(float)}
+        if self.estimate is not None:
+            columns["estimated_fraction"] = self.estimated.ravel().astype(float)
         if self.patching is not None:
             columns["restored_fraction"] = self.patching.restored.ravel().astype(float)
         return pd.DataFrame(columns)
 
     def position_table(self) -> pd.DataFrame:
         """One row a (layer, head, position): the estimated restored fraction of patching that head
-        at that position only, with the corrupted text's token there."""
+        at that position only, with the corrupted text's token there. ValueError without an estimate."""
+        if self.estimate is None:
+            raise ValueError(f"there is no estimate: {self.no_estimate}")
         values = self.estimate.values  # (L, H, n)
         L, H, n = values.shape
         layers, heads, positions = np.meshgrid(np.asarray(self.clean.layer_ids), np.arange(H), np.arange(n),
@@ -107,19 +117,30 @@ def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=N
     one backward pass; answer and wrong default to each text's prediction, wrong to the corrupted
     text's runner-up when both predict the answer), the clean run's direct logit attribution of
     logit(answer) − logit(wrong) and both texts' runs. Real patching is `patch`'s. InputError, before
-    anything long runs, for what `attribution.patch_heads` refuses. progress(fraction, message)
-    between the steps (a callback that raises stops it)."""
+    anything long runs, for what `attribution.patch_heads` refuses. Where the backward pass would not
+    fit the memory there is (or runs out of it), the explanation has no estimate and says why in
+    `no_estimate`: real patching, which keeps no gradients, may still fit. progress(fraction,
+    message) between the steps (a callback that raises stops it)."""
     if not clean.strip() or not corrupted.strip():
         raise InputError("Type both a clean and a corrupted text.")
     _step(progress, 0.0, "Estimating every head: one forward pass on each text, one backward pass…")
-    estimate = attribution.estimate_positions(model, clean, corrupted, answer, wrong, max_tokens=max_tokens)
+    estimate, no_estimate = None, None
+    try:
+        estimate = attribution.estimate_positions(model, clean, corrupted, answer, wrong, max_tokens=max_tokens)
+        a, b, ends = estimate.answer, estimate.wrong, (estimate.m_clean, estimate.m_corrupted)
+    except (GradientBudget, torch.OutOfMemoryError, MemoryError) as exc:
+        no_estimate = str(exc) if isinstance(exc, GradientBudget) else (
+            "The backward pass of the estimate ran out of memory.")
+        memory.free_cache()
+        e = patching.measured_ends(model, clean, corrupted, answer, wrong, max_tokens=max_tokens)
+        a, b, ends = e.a, e.b, (e.m_clean, e.m_corr)
     _step(progress, 0.5, "Direct logit attribution…")
-    dla = attribution.direct_logit(model, clean, estimate.answer, estimate.wrong, max_tokens=max_tokens)
+    dla = attribution.direct_logit(model, clean, a, b, max_tokens=max_tokens)
     _step(progress, 0.7, "Capturing both texts' attention…")
     runs = [analyze(model, text, max_tokens=max_tokens) for text in (clean, corrupted)]
     _step(progress, 1.0, "Done")
-    names = [model.tokenizer.decode([i]) for i in (estimate.answer, estimate.wrong)]  # " Mary": its space shown
-    return Explanation(dla, estimate, runs[0], runs[1], names[0], names[1])
+    names = [model.tokenizer.decode([i]) for i in (a, b)]  # " Mary": its space shown
+    return Explanation(dla, estimate, runs[0], runs[1], names[0], names[1], *ends, no_estimate=no_estimate)
 
 
 def patch(model: LoadedModel, expl: Explanation, clean: str, corrupted: str, *, max_tokens: int | None = None,
@@ -129,16 +150,18 @@ def patch(model: LoadedModel, expl: Explanation, clean: str, corrupted: str, *, 
     raises stops it)."""
     def layers_done(done: int, total: int) -> None:
         _step(progress, done / total, f"Patched layer {done} of {total}")
-    patching = attribution.patch_heads(model, clean, corrupted, expl.estimate.answer, expl.estimate.wrong,
+    patching = attribution.patch_heads(model, clean, corrupted, expl.dla.target, expl.dla.wrong,
                                        max_tokens=max_tokens, progress=layers_done)
     return dataclasses.replace(expl, patching=patching)
 
 
-def check_budget(model: LoadedModel, clean: str, max_tokens: int | None, budget: int) -> None:
+def check_budget(model: LoadedModel, clean: str, max_tokens: int | None, budget: int, *, batch: bool = True) -> None:
     """InputError when the page's work would hold more than `budget` bytes: both texts' attention
-    (the one-head panel) and a batch of one sequence a head through the model."""
+    (the one-head panel) and, with `batch` (real patching), a batch of one sequence a head through
+    the model. The estimate's backward pass has its own check (`ablation.check_gradient_budget`)."""
     n = tokenize(model, clean, max_tokens).n
-    cost = model.attention_bytes(n) * (2 + model.num_heads / max(model.num_layers, 1))
+    cost = model.attention_bytes(n) * (2 + (model.num_heads / max(model.num_layers, 1) if batch else 0))
     if cost > budget:
-        raise InputError(f"Patching every head of {model.name} at {n} tokens would hold about "
-                         f"{cost / 2**20:,.0f} MB (the limit here is {budget / 2**20:,.0f} MB): use shorter texts.")
+        doing = "Patching every head" if batch else "Finding the heads"
+        raise InputError(f"{doing} of {model.name} at {n} tokens would hold about {settings.size_text(cost)} "
+                         f"(the limit here is {settings.size_text(budget)}): use shorter texts.")

@@ -186,7 +186,10 @@ def _differ(expl: Explanation):
 
 def estimate_grid(expl: Explanation) -> go.Figure:
     """The estimated restored fraction of each head (attribution patching, `prediction.explain`),
-    the heads where it differs from real patching by more than 0.1 ringed once that has run."""
+    the heads where it differs from real patching by more than `estimate.DISAGREE` ringed once that
+    has run. ValueError when the explanation has no estimate (`expl.no_estimate` says why)."""
+    if expl.estimate is None:
+        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
     return attribution_figures.estimate_grid(expl.estimated, expl.clean.layer_ids, _differ(expl))
 
 
@@ -207,5 +210,7 @@ def estimate_scatter(expl: Explanation) -> go.Figure:
     """The estimate against real patching, one point a head, with both correlations in the title."""
     _patched(expl)
     agree = expl.agreement()
+    if agree is None:
+        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
     return attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
                                                  agree.spearman, expl.clean.layer_ids, agree.differ)

@@ -11,6 +11,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
+from ..estimate import DISAGREE
 from .metrics import head_labels, metric_grid
 from .style import DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
 
@@ -23,7 +24,7 @@ def dla_grid(per_head: np.ndarray, answer: str, wrong: str, layer_ids: list[int]
         f"Direct logit attribution to {answer!r} − {wrong!r}", quote=False))
 
 
-MARK = "estimate and real differ by more than 0.1"
+MARK = f"estimate and real differ by more than {DISAGREE}"
 
 
 def _circled(fig: go.Figure, marked: np.ndarray | None) -> go.Figure:
@@ -52,7 +53,7 @@ def estimate_grid(estimated: np.ndarray, layer_ids: list[int] | None = None, mar
 def agreement_scatter(estimated: np.ndarray, real: np.ndarray, pearson: float, spearman: float,
                       layer_ids: list[int] | None = None, marked: np.ndarray | None = None) -> go.Figure:
     """One point a head: real patching (x) against the estimate (y), the diagonal where they agree,
-    the heads where they differ by more than 0.1 ringed."""
+    the heads `marked` (where they differ by more than DISAGREE) ringed."""
     e, r = np.asarray(estimated, dtype=float), np.asarray(real, dtype=float)
     L, H = e.shape
     names = head_labels(L if layer_ids is None else layer_ids, H)

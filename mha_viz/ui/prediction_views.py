@@ -82,7 +82,7 @@ def prediction_view() -> None:
                                help="One token. Empty: what the corrupted run predicts (its runner-up when that is "
                                     "the answer too).")
     key = PredKey(cur.model_key, cur.text, corrupted or "", answer or "", wrong or "", state.token_cap())
-    _cancelled_notice()
+    _cancelled_notice(key)
     stored = st.session_state.get(keys.PRED_RESULT)
     expl = stored[1] if stored is not None and stored[0] == key else None
     if expl is None:
@@ -104,28 +104,30 @@ def prediction_view() -> None:
     _results(cur, key, expl)
 
 
-def _cancelled_notice() -> None:
+def _cancelled_notice(key: PredKey) -> None:
+    """Say what a stopped run left: nothing of a stopped estimate; the estimate, when real patching of
+    this same pair stopped (a stop that came with new inputs needs no word)."""
     if st.session_state.pop(keys.PRED_RUNNING, None) is not None:
         st.warning("The estimate was cancelled; nothing was kept.", icon="⏹️")
-    if st.session_state.pop(keys.PRED_REAL_RUNNING, None) is not None:
-        st.warning("Patching was cancelled; the estimate is kept.", icon="⏹️")
+    if st.session_state.pop(keys.PRED_REAL_RUNNING, None) == key:
+        st.warning("Patching was cancelled; what was found before it is kept.", icon="⏹️")
 
 
 def _answer(text: str):
     return text if text else None
 
 
-def _with_progress(model, key: PredKey, running: str, start: str, what: str, work):
+def _with_progress(model, key: PredKey, running: str, first: str, what: str, work, *, batch: bool):
     """(result, None) of work(progress) under a progress bar, within the memory budget and a server
     slot, or (None, a message). `running` stays in the session state only if the run is stopped."""
-    bar = st.progress(0.0, text=start)
+    bar = st.progress(0.0, text=first)
     st.session_state[running] = key
 
     def progress(fraction: float, message: str) -> None:  # each update lets Streamlit stop this run (Cancel)
         bar.progress(min(max(fraction, 0.0), 1.0), text=message)
 
     def compute():
-        prediction.check_budget(model, key.clean, key.cap, state.capture_budget())
+        prediction.check_budget(model, key.clean, key.cap, state.capture_budget(), batch=batch)
         with state.slots().hold():  # counts as an analysis for the server's limit
             return work(progress)
     result, error = state.attempt(compute, what=what, out_of_memory=(
@@ -143,7 +145,7 @@ def _compute(model, key: PredKey):
     expl, error = _with_progress(model, key, keys.PRED_RUNNING, "Estimating every head…", "The estimate",
                                  lambda progress: prediction.explain(
                                      model, key.clean, key.corrupted, _answer(key.answer), _answer(key.wrong),
-                                     max_tokens=key.cap, progress=progress))
+                                     max_tokens=key.cap, progress=progress), batch=False)
     if error:
         st.error(state.plain(error), icon="⚠️")
         return None
@@ -160,64 +162,90 @@ def _on_grid(widget: str, shape: tuple[int, int]) -> None:
         st.session_state[keys.PRED_LAYER], st.session_state[keys.PRED_HEAD] = picked
 
 
+def _agreement_text(expl: prediction.Explanation, agree) -> str:
+    def value(v: float) -> str:
+        return f"{v:.3f}" if np.isfinite(v) else "undefined (one side is constant)"
+    count = int(agree.differ.sum())
+    differ = {0: "No head differs", 1: "1 head differs (ringed on both grids)"}.get(
+        count, f"{count} heads differ (ringed on both grids)")
+    return (f"Estimate against real patching over the {expl.estimated.size} heads: Pearson r = {value(agree.pearson)}, "
+            f"Spearman ρ = {value(agree.spearman)}. {differ} by more than {estimate.DISAGREE} of the gap; the largest "
+            f"difference is {agree.largest:.3f}, at layer {expl.clean.layer_ids[agree.where[0]]}, head {agree.where[1]}.")
+
+
+def _grids(expl: prediction.Explanation, agree) -> None:
+    """The layers × heads grids there are (direct logit attribution, the estimate, real patching)
+    and the scatter of the two, two to a row; a click on a grid opens that head."""
+    d, ids = expl.dla, expl.clean.layer_ids
+    shape, differ = d.per_head.shape, None if agree is None else agree.differ
+    shown = [(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text, ids), keys.PRED_DLA_GRID,
+              "direct-logit-attribution")]
+    if expl.estimate is not None:
+        shown.append((attribution_figures.estimate_grid(expl.estimated, ids, differ), keys.PRED_ESTIMATE_GRID,
+                      "estimated-restored-fraction"))
+    if expl.patching is not None:
+        shown.append((attribution_figures.restored_grid(expl.patching.restored, ids, differ), keys.PRED_RESTORED_GRID,
+                      "restored-fraction"))
+    if agree is not None:
+        shown.append((attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
+                                                            agree.spearman, ids, differ), None, "estimate-against-real"))
+    for i in range(0, len(shown), 2):
+        for (fig, key, name), where in zip(shown[i:i + 2], st.columns(2)):
+            if key is None:
+                charts.show(fig, key="pred_scatter", where=where, name=name)
+            else:
+                charts.show(fig, key=key, where=where, on_select=lambda k=key: _on_grid(k, shape),
+                            selection_mode="points", name=name)
+
+
+def _top(expl: prediction.Explanation) -> tuple[int, int]:
+    """The head the panel opens on: the largest estimated restored fraction, else the largest real
+    one, else the largest direct effect."""
+    grid = expl.estimated if expl.estimate is not None else (
+        expl.patching.restored if expl.patching is not None else np.abs(expl.dla.per_head))
+    at = np.unravel_index(int(np.argmax(grid)), grid.shape)
+    return int(at[0]), int(at[1])
+
+
 def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
-    e, d = expl.estimate, expl.dla
+    d = expl.dla
     a, w = state.plain(repr(expl.answer_text)), state.plain(repr(expl.wrong_text))
-    st.success(f"m = logit({a}) − logit({w}) at the last token: **{e.m_clean:+.2f}** on the clean text, "
-               f"**{e.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes add "
+    st.success(f"m = logit({a}) − logit({w}) at the last token: **{expl.m_clean:+.2f}** on the clean text, "
+               f"**{expl.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes add "
                f"{float(d.per_head.sum()):+.2f} on the clean text; everything else (embeddings, MLPs, biases) "
                f"{d.rest:+.2f}.", icon="🎯")
-    st.caption(estimate.ABOUT)
+    if expl.estimate is None:
+        st.info(state.plain(f"No estimate: {expl.no_estimate} Real patching keeps no gradients and may still fit."),
+                icon="ℹ️")
+    else:
+        st.caption(estimate.ABOUT)
     if expl.patching is None:
         expl = _real_patching(cur.model, key, expl)
     agree = expl.agreement()
     if agree is not None:
-        st.info(f"Estimate against real patching over the {expl.estimated.size} heads: Pearson r = "
-                f"{agree.pearson:.3f}, Spearman ρ = {agree.spearman:.3f}. {_heads_differ(int(agree.differ.sum()))} by "
-                f"more than {estimate.DISAGREE} of the gap (ringed on both grids); the largest difference is "
-                f"{agree.largest:.3f}, at layer {expl.clean.layer_ids[agree.where[0]]}, head {agree.where[1]}.",
-                icon="⚖️")
-    differ = None if agree is None else agree.differ
-    shape, ids = d.per_head.shape, expl.clean.layer_ids
-    left, right = st.columns(2)
-    charts.show(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text, ids),
-                key=keys.PRED_DLA_GRID, where=left, on_select=lambda: _on_grid(keys.PRED_DLA_GRID, shape),
-                selection_mode="points", name="direct-logit-attribution")
-    charts.show(attribution_figures.estimate_grid(expl.estimated, ids, differ), key=keys.PRED_ESTIMATE_GRID,
-                where=right, on_select=lambda: _on_grid(keys.PRED_ESTIMATE_GRID, shape), selection_mode="points",
-                name="estimated-restored-fraction")
-    if expl.patching is not None:
-        left, right = st.columns(2)
-        charts.show(attribution_figures.restored_grid(expl.patching.restored, ids, differ),
-                    key=keys.PRED_RESTORED_GRID, where=left,
-                    on_select=lambda: _on_grid(keys.PRED_RESTORED_GRID, shape), selection_mode="points",
-                    name="restored-fraction")
-        charts.show(attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
-                                                          agree.spearman, ids, differ),
-                    key="pred_scatter", where=right, name="estimate-against-real")
-    top = np.unravel_index(int(np.argmax(expl.estimated)), shape)
-    top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), shape)
+        st.info(_agreement_text(expl, agree), icon="⚖️")
+    _grids(expl, agree)
+    ids, top = expl.clean.layer_ids, _top(expl)
+    top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), d.per_head.shape)
+    best = "" if expl.estimate is None else (f"Largest estimated restored fraction: layer {ids[top[0]]}, head {top[1]} "
+                                             f"({float(expl.estimated[top]):.2f}); ")
     st.caption(f"Red helps the answer, blue the wrong token; 0 is white. Direct logit attribution: what each "
                "head's write at the last token adds to the logit difference. Restored fraction: the share of the "
                "gap between the runs that the corrupted run regains when this one head's output is the clean "
-               f"run's. Largest estimated restored fraction: layer {ids[top[0]]}, head {top[1]} "
-               f"({float(expl.estimated[top]):.2f}); largest direct effect: layer {ids[top_dla[0]]}, head "
-               f"{top_dla[1]} ({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
+               f"run's. {best}largest direct effect: layer {ids[top_dla[0]]}, head {top_dla[1]} "
+               f"({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
     cols = st.columns(2)
     cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()), key="dl_pred",
                             file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
                             help="A row a head: direct logit attribution, the estimate, and real patching once run.")
-    cols[1].download_button("Download the estimate by position (CSV)",  # made when clicked: L·H·n rows
-                            lambda: export_views.table_csv(expl.position_table()), key="dl_pred_positions",
-                            file_name=f"{stem}-by-position.csv", mime="text/csv", on_click="ignore",
-                            help="A row a layer, head and position: the estimate of patching that head there only.")
-    _position_grid(expl)
-    _one_head(cur, key, expl, top)
-
-
-def _heads_differ(count: int) -> str:
-    return {0: "No head differs", 1: "1 head differs"}.get(count, f"{count} heads differ")
+    if expl.estimate is not None:
+        cols[1].download_button("Download the estimate by position (CSV)",  # made when clicked: L·H·n rows
+                                lambda: export_views.table_csv(expl.position_table()), key="dl_pred_positions",
+                                file_name=f"{stem}-by-position.csv", mime="text/csv", on_click="ignore",
+                                help="A row a layer, head and position: the estimate of patching that head there only.")
+        _position_grid(expl)
+    _one_head(cur, key, expl, _top(expl))
 
 
 def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:
@@ -229,14 +257,15 @@ def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> predict
                            help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched forward "
                                 f"a layer ({model.num_layers} in all). The estimate stays, and both are compared.")
     cancel = buttons[1].empty()
-    live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=go, help="Stop patching; the estimate is kept.")
+    live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=go, help="Stop patching; what was found before is kept.")
     if not go:
         return expl
     done, error = _with_progress(model, key, keys.PRED_REAL_RUNNING, "Patching every head…", "Patching",
                                  lambda progress: prediction.patch(model, expl, key.clean, key.corrupted,
-                                                                   max_tokens=key.cap, progress=progress))
+                                                                   max_tokens=key.cap, progress=progress),
+                                 batch=True)
     if error:
-        live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False, help="Stop patching; the estimate is kept.")
+        live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False, help="Stop patching; what was found before is kept.")
         st.error(state.plain(error), icon="⚠️")
         return expl
     st.session_state[keys.PRED_RESULT] = (key, done)
@@ -284,9 +313,12 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
     layer = int(cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.PRED_LAYER,
                                   format_func=lambda row: str(run.layer_ids[row])))  # rows shown by layer number
     head = int(cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.PRED_HEAD))
-    real = "" if expl.patching is None else f"; patched for real {float(expl.patching.restored[layer, head]):.3f}"
-    cols[2].caption(f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}; estimated restored "
-                    f"fraction {float(expl.estimated[layer, head]):.3f}{real}.")
+    parts = [f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}"]
+    if expl.estimate is not None:
+        parts.append(f"estimated restored fraction {float(expl.estimated[layer, head]):.3f}")
+    if expl.patching is not None:
+        parts.append(f"patched for real {float(expl.patching.restored[layer, head]):.3f}")
+    cols[2].caption("; ".join(parts) + ".")
     left, right = st.columns(2)
     charts.show(head_figures.head_heatmap(expl.clean, layer, head), key="pred_clean_head", where=left,
                 name="clean-attention")
@@ -306,7 +338,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
                     where=left, name="clean-value-weighted")
     else:
         left.info(f"The value path of {state.plain(model.name)} cannot be read: no value-weighted attention.")
-    answer, wrong = expl.estimate.answer, expl.estimate.wrong
+    answer, wrong = expl.dla.target, expl.dla.wrong
     try:
         promoted, suppressed = _extra(key, "tokens", layer, head, lambda: attribution.head_tokens(
             model, key.clean, layer, head, k=8, max_tokens=key.cap))
@@ -320,7 +352,8 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         return
     charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
                                                   f"Layer {layer}, head {head} patched at one position at a time",
-                                                  estimate=expl.estimate.values[layer, head]),
+                                                  estimate=None if expl.estimate is None else
+                                                  expl.estimate.values[layer, head]),
                 key="pred_positions", name="restored-by-position")
     st.caption("Each filled bar: the corrupted run with this head's clean output at that position only, patched for "
                "real; each outlined bar: the estimate of the same. The positions where the texts differ, and the last "

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import attribution, prediction
+from mha_viz import ablation, attribution, prediction
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.ui import keys, state
 from mha_viz.ui.state import OTHER
@@ -117,12 +117,22 @@ def test_cancelled_real_patching_keeps_the_estimate():
     at = _page("toy-induction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     at.button(key=keys.PRED_GO).click().run()
-    at.session_state[keys.PRED_REAL_RUNNING] = "a run the Cancel button stopped"  # as a stopped run leaves it
+    key = at.session_state[keys.PRED_RESULT][0]
+    at.session_state[keys.PRED_REAL_RUNNING] = key  # as a run stopped by Cancel leaves it
     at.run()
-    assert "Patching was cancelled; the estimate is kept" in _messages(at)
+    assert "Patching was cancelled; what was found before it is kept" in _messages(at)
     assert _titled(at, "Estimated restored fraction") and not any(
         _title(c).startswith("Restored fraction") for c in charts(at))
     assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    # stopped because the user typed a new corrupted text: no word about a kept estimate, no old result
+    at.session_state[keys.PRED_REAL_RUNNING] = key
+    at.text_area(key=keys.PRED_CORRUPTED).input("z x c v b n m k l q w e r t y u i").run()
+    assert "Patching was cancelled" not in _messages(at)
+    assert not any(_title(c).startswith(("Estimated", "Restored", "Direct")) for c in charts(at))
+    assert at.button(key=keys.PRED_GO)  # a new pair waits for its own button
+    at.session_state[keys.PRED_RUNNING] = "a stopped estimate"
+    at.run()
+    assert "The estimate was cancelled; nothing was kept" in _messages(at)
 
 
 @pytest.mark.parametrize("corrupted, answer, wrong, says", [
@@ -161,13 +171,39 @@ def test_an_encoder_decoder_gets_the_pages_message(t5_dir):
 
 
 def test_over_the_memory_budget_is_refused_before_anything_runs(monkeypatch):
-    # the sidebar's capture of the 17 tokens (9 KB) fits; both runs and a batch of 4 sequences do not
-    monkeypatch.setattr(state, "capture_budget", lambda: 20_000)
+    # the sidebar's capture of the 18 tokens (10 KB) and both runs for the panel (21 KB) fit; a batch of
+    # 4 sequences more, for real patching (41 KB), does not
+    monkeypatch.setattr(state, "capture_budget", lambda: 30_000)
     at = _page("toy-induction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception and not at.error
+    assert _titled(at, "Estimated restored fraction")
+    at.button(key=keys.PRED_REAL_GO).click().run()
     assert not at.exception
-    assert "use shorter texts" in _messages(at)
+    assert "Patching every head of toy-induction" in _messages(at) and "use shorter texts" in _messages(at)
+    assert _titled(at, "Estimated restored fraction")  # what was found before stays
+    assert not any(_title(c).startswith("Restored fraction") for c in charts(at))
+
+
+def test_without_room_for_the_backward_pass_real_patching_is_still_offered(monkeypatch):
+    """The estimate's backward pass would not fit: the page says so, draws direct logit attribution,
+    and patches for real on request (it keeps no gradients)."""
+    monkeypatch.setattr(ablation, "gradient_bytes", lambda model, n, **_: 2**50)
+    at = _page("toy-induction")
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert "No estimate: Estimating every head of toy-induction" in _messages(at)
+    assert _titled(at, "Direct logit attribution")
+    assert not any(_title(c).startswith("Estimated") for c in charts(at))
+    at.button(key=keys.PRED_REAL_GO).click().run()
+    assert not at.exception and not at.error
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    want = attribution.patch_heads(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted)
+    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    assert not any(_title(c).startswith(("Estimated", "Estimate against")) for c in charts(at))
+    assert (at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]) == (1, int(np.argmax(want.restored[1])))
 
 
 def test_a_gpt2_family_folder_gets_both_grids(gpt2_dir):

@@ -127,7 +127,7 @@ def test_a_gradient_pass_over_the_memory_budget_is_refused_before_it_runs(tiny_g
     need = ablation.gradient_bytes(tiny_gpt2, n)
     assert ablation.gradient_bytes(tiny_gpt2, 2 * n) > 2 * need  # the n² terms show
     monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")
-    monkeypatch.setattr(ablation, "gradient_bytes", lambda model, n: 3 * 2**20)
+    monkeypatch.setattr(ablation, "gradient_bytes", lambda model, n, **_: 3 * 2**20)
     ran = []
     monkeypatch.setattr(ablation, "_loss_under", lambda *a, **k: ran.append(1))
     with pytest.raises(mha_viz.InputError, match=r"3\.0 MiB .*1\.0 MiB"):

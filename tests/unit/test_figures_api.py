@@ -162,6 +162,7 @@ def test_the_attribution_grids_draw_the_explanations_arrays():
     def expl(patching):
         return SimpleNamespace(dla=SimpleNamespace(per_head=per_head), answer_text=" Mary", wrong_text=" <John>",
                                clean=SimpleNamespace(layer_ids=[0, 1]), estimated=estimated, patching=patching,
+                               estimate=SimpleNamespace(values=by_position), no_estimate=None,
                                agreement=lambda: None if patching is None else agreement(estimated, patching.restored))
     first = expl(None)
     dla = figures.dla_grid(first)
@@ -174,8 +175,12 @@ def test_the_attribution_grids_draw_the_explanations_arrays():
     both = expl(SimpleNamespace(restored=restored))
     np.testing.assert_allclose(np.asarray(figures.restored_grid(both).data[0].z), restored)
     differ = np.abs(estimated - restored) > 0.1
-    rings = next(t for t in figures.restored_grid(both).data if t.name == MARK)
+    ringed = figures.restored_grid(both)
+    rings = next(t for t in ringed.data if t.name == MARK)
     assert sorted(zip(rings.y, rings.x)) == sorted(zip(*np.nonzero(differ)))
+    assert list(ringed.data).index(rings) == 2  # after the click markers: a click's curve 1 is still a head
+    assert len(ringed.data[1].x) == per_head.size
+    assert head_figures.grid_pick([{"curve_number": 1, "point_index": 4}], 3) == (1, 1)
     scatter = figures.estimate_scatter(both)
     np.testing.assert_allclose(np.asarray(scatter.data[1].x), restored.ravel())
     np.testing.assert_allclose(np.asarray(scatter.data[1].y), estimated.ravel())
