@@ -8,6 +8,10 @@ Public API::
                                    importance=True, progress=None)          # -> corpus.CorpusStats
     stats.table, stats.importance, stats.similarity
     stats.save(folder); corpus.CorpusStats.load(folder)
+    ex = corpus.head_examples(model, texts, top=10, per_decile=3, max_tokens=128)   # -> corpus.HeadExamples
+    ex.top(layer, head), ex.deciles(layer, head), ex.histogram(layer, head), ex.distances(layer, head)
+    ex.top_tokens(layer, head, "key"), ex.pattern(doc, layer, head), ex.tokens(doc)
+    # both in one pass: head_statistics(…, examples=corpus.ExampleOptions()) -> stats.examples
 
 Modules, one idea each (none imports streamlit; only `ray_engine` and `ray_engine_pool` import
 ray, and only the `engine="ray"` branch imports them):
@@ -17,6 +21,8 @@ ray, and only the `engine="ray"` branch imports them):
 - `accumulate`: `Partial`, per-head sums over documents (picklable, mergeable); `batch_partial`.
 - `stats`: `CorpusStats`, the result, and its save / load.
 - `importance`: corpus head importance (`batch_importance`).
+- `examples`: each head's top documents, decile samples and histograms, mergeable (`ExamplesPartial`);
+  `examples_result`: `HeadExamples`, the result, and its files.
 - `engine`: `head_statistics`, `Cancelled`.
 - `ray_engine`: the Ray engine (a job's batches on the kept actors); `ray_engine_pool`: the actors,
   one model loaded each, kept across jobs in the process and shut down at exit.
@@ -24,12 +30,14 @@ ray, and only the `engine="ray"` branch imports them):
 
 from .accumulate import PATTERN_ORDER, Cancelled, Partial, batch_partial, model_weights, pattern_class
 from .batching import capture_runs, plan
-from .engine import ENGINES, head_statistics, run_local
+from .engine import ENGINES, head_examples, head_statistics, run_local
+from .examples import ExampleOptions
+from .examples_result import HeadExamples
 from .inputs import SAMPLE, SAMPLE_PATH, SAMPLE_SOURCE, TEXT_COLUMNS, CorpusError, corpus_hash, read_texts, read_upload
 from .stats import CorpusStats
 
 __all__ = [
     "ENGINES", "PATTERN_ORDER", "SAMPLE", "SAMPLE_PATH", "SAMPLE_SOURCE", "TEXT_COLUMNS", "Cancelled", "CorpusError",
-    "CorpusStats", "Partial", "batch_partial", "capture_runs", "corpus_hash", "head_statistics", "model_weights",
+    "CorpusStats", "ExampleOptions", "HeadExamples", "Partial", "batch_partial", "head_examples", "capture_runs", "corpus_hash", "head_statistics", "model_weights",
     "pattern_class", "plan", "read_texts", "read_upload", "run_local",
 ]

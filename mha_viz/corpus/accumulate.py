@@ -23,6 +23,8 @@ from .. import metrics
 from ..metrics import Weights
 from . import importance as corpus_importance
 from .batching import capture_runs
+from .examples import ExampleOptions, ExamplesPartial
+from .examples_result import HeadExamples
 from .stats import CorpusStats
 
 # Ties in the majority vote go to the first of these (the most specific label first); a class
@@ -52,6 +54,7 @@ class Partial:
     importance_sum: np.ndarray | None = None  # (L, H) Σ_d importance before normalisation
     importance_note: str = ""  # why importance_sum is None (when n_docs > 0)
     model_name: str = ""
+    examples: ExamplesPartial | None = None  # each head's examples (`corpus.examples`), when asked for
 
     @classmethod
     def empty(cls, num_layers: int, num_heads: int, model_name: str = "") -> "Partial":
@@ -114,6 +117,7 @@ class Partial:
             counts=_add(self.counts, other.counts), patterns=_add(self.patterns, other.patterns),
             similarity_sum=_add_array(self.similarity_sum, other.similarity_sum),
             importance_sum=importance, importance_note=note, model_name=self.model_name or other.model_name,
+            examples=_merge_examples(self.examples, other.examples),
         )
 
     def finish(self, *, corpus_hash: str = "", max_tokens: int | None = None, seconds: float = 0.0) -> CorpusStats:
@@ -147,6 +151,7 @@ class Partial:
             table=table, importance=importance, importance_note=note if importance is None else "",
             similarity=self.similarity_sum / self.n_docs, model_name=self.model_name, n_docs=self.n_docs,
             n_tokens=self.n_tokens, corpus_hash=corpus_hash, max_tokens=max_tokens, seconds=float(seconds),
+            examples=None if self.examples is None else HeadExamples(self.examples, self.n_docs),
         )
 
 
@@ -170,11 +175,18 @@ def model_weights(model: LoadedModel) -> Weights | None:
 
 
 def batch_partial(model: LoadedModel, texts: Sequence[str], *, max_tokens: int | None = 128,
-                  importance: bool = True, weights: Weights | None = None) -> Partial:
+                  importance: bool = True, weights: Weights | None = None, examples: ExampleOptions | None = None,
+                  docs: Sequence[int] | None = None) -> Partial:
     """The sums over `texts`, run as one padded batch (plus, with `importance`, the batch's
-    summed gradient importance or, when that cannot be computed, the reason)."""
+    summed gradient importance or, when that cannot be computed, the reason; with `examples`,
+    each head's examples, the texts being documents `docs` of the corpus)."""
     part = Partial.empty(model.num_layers, model.num_heads, model.name)
     runs = capture_runs(model, texts, max_tokens=max_tokens)
+    if examples is not None:
+        if docs is None or len(docs) != len(texts):
+            raise ValueError("examples need each text's document index (docs)")
+        part.examples = ExamplesPartial(model.num_layers, model.num_heads, examples)
+        part.examples.add_runs(runs, docs)
     part.add_many([metrics.head_columns(r, weights) for r in runs],
                   [metrics.head_similarity(r, "cosine") for r in runs], [r.n for r in runs])
     del runs  # the batch's attentions: before the importance pass, which needs memory of its own
@@ -195,6 +207,12 @@ def _majority(patterns: dict[str, np.ndarray], L: int, H: int) -> list[str]:
     counts = np.stack([np.broadcast_to(patterns[c], (L, H)) for c in order])  # (C, L, H)
     winners = counts.argmax(0)  # argmax takes the first of equal counts
     return [order[i] for i in winners.ravel()]
+
+
+def _merge_examples(a: ExamplesPartial | None, b: ExamplesPartial | None) -> ExamplesPartial | None:
+    if a is None or b is None:
+        return b if a is None else a
+    return a.merge(b)
 
 
 def _add(a: dict, b: dict) -> dict:

@@ -27,11 +27,17 @@ SORT_WINDOW = 8  # batches sorted together: larger windows pad less but reorder 
 def plan(texts: Sequence[str], batch_size: int, *, window: int = SORT_WINDOW) -> Iterator[list[str]]:
     """The texts in batches of at most `batch_size`, sorted by length within each window of
     `window` batches (so nothing beyond one window is held or sorted)."""
+    for batch in plan_indexed(texts, batch_size, window=window):
+        yield [text for _, text in batch]
+
+
+def plan_indexed(texts: Sequence[str], batch_size: int, *, window: int = SORT_WINDOW) -> Iterator[list[tuple[int, str]]]:
+    """`plan`'s batches with each text's index in `texts`: (index, text) pairs."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}")
     span = batch_size * window
     for start in range(0, len(texts), span):
-        chunk = sorted(texts[start:start + span], key=len)
+        chunk = sorted(enumerate(texts[start:start + span], start), key=lambda it: len(it[1]))
         for b in range(0, len(chunk), batch_size):
             yield list(chunk[b:b + batch_size])
 

@@ -16,7 +16,9 @@ from mha_viz_models import LoadedModel
 from ..capture import load_model
 from ..tokenize import InputError
 from .accumulate import Cancelled, Partial, batch_partial, model_weights
-from .batching import plan
+from .batching import plan_indexed
+from .examples import ExampleOptions
+from .examples_result import HeadExamples
 from .inputs import corpus_hash, read_texts
 from .stats import CorpusStats
 
@@ -25,7 +27,8 @@ Progress = Callable[[int, int, float, float], "bool | None"]
 
 
 def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16, max_tokens: int | None = 128,
-                    importance: bool = True, progress: Progress | None = None, dtype: str = "auto") -> CorpusStats:
+                    importance: bool = True, progress: Progress | None = None, dtype: str = "auto",
+                    examples: ExampleOptions | None = None) -> CorpusStats:
     """Every head's statistics averaged over the documents of `texts` (each document weighs
     the same); see `CorpusStats`.
 
@@ -37,6 +40,8 @@ def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16
     for embedding-only models); when it cannot be computed, `importance` is None with the reason.
     dtype: the precision a model given by name is loaded in (`load_model`); the Ray engine's actors
     load theirs in the checkpoint's own ("auto") and refuse another.
+    examples: also keep each head's examples in the same pass (`CorpusStats.examples`,
+    `corpus.examples`), with these options.
     Raises CorpusError for an unreadable corpus, Cancelled when `progress` returns False.
     """
     if engine not in ENGINES:
@@ -50,22 +55,38 @@ def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16
         # heavy optional (ray): imported only when the Ray engine is chosen
         from . import ray_engine
         return ray_engine.run(model, texts, batch_size=batch_size, max_tokens=max_tokens,
-                              importance=importance, progress=progress)
+                              importance=importance, progress=progress, examples=examples)
     docs = read_texts(texts)
     loaded = model if isinstance(model, LoadedModel) else load_model(str(model), dtype=dtype)
     return run_local(loaded, docs, batch_size=batch_size, max_tokens=max_tokens, importance=importance,
-                     progress=progress)
+                     progress=progress, examples=examples)
+
+
+def head_examples(model, texts, *, top: int = 10, per_decile: int = 3, max_tokens: int | None = 128,
+                  engine: str = "local", batch_size: int = 16, progress: Progress | None = None,
+                  skip: str = "first", dtype: str = "auto") -> HeadExamples:
+    """Each head's examples over the documents of `texts` (`corpus.examples`): `.top(layer, head)`,
+    `.deciles`, `.histogram`, `.distances`, `.top_tokens`, `.pattern(doc, layer, head)`. Document
+    indices are positions in what `read_texts(texts)` yields. The same inputs and engines as
+    `head_statistics`, whose pass computes them (`head_statistics(…, examples=ExampleOptions(…))`
+    gives both at once); here without importance."""
+    options = ExampleOptions(top=top, per_decile=per_decile, skip=skip)
+    return head_statistics(model, texts, engine=engine, batch_size=batch_size, max_tokens=max_tokens,
+                           importance=False, progress=progress, dtype=dtype, examples=options).examples
 
 
 def run_local(model: LoadedModel, docs: list[str], *, batch_size: int = 16, max_tokens: int | None = 128,
-              importance: bool = True, progress: Progress | None = None) -> CorpusStats:
+              importance: bool = True, progress: Progress | None = None,
+              examples: ExampleOptions | None = None) -> CorpusStats:
     """The local engine on documents already read (`read_texts`)."""
     weights = model_weights(model)
     total, done = len(docs), 0
     start = time.perf_counter()
     acc = Partial.empty(model.num_layers, model.num_heads, model.name)
-    for batch in plan(docs, batch_size):
-        acc = acc.merge(batch_partial(model, batch, max_tokens=max_tokens, importance=importance, weights=weights))
+    for indexed in plan_indexed(docs, batch_size):
+        batch = [text for _, text in indexed]
+        acc = acc.merge(batch_partial(model, batch, max_tokens=max_tokens, importance=importance, weights=weights,
+                                      examples=examples, docs=[i for i, _ in indexed]))
         done += len(batch)
         if progress is not None:
             elapsed = max(time.perf_counter() - start, 1e-9)

@@ -59,7 +59,7 @@ from mha_viz_models import LoadedModel, ModelLoadError
 
 from . import ray_engine_pool
 from .accumulate import Cancelled, Partial
-from .batching import plan
+from .batching import plan_indexed
 from .inputs import corpus_hash, read_texts
 from .ray_engine_pool import HeadSums, Pool
 from .stats import CorpusStats
@@ -148,7 +148,7 @@ def actors() -> list[dict]:
 
 
 def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, importance: bool = True,
-        progress: Progress | None = None) -> CorpusStats:
+        progress: Progress | None = None, examples=None) -> CorpusStats:
     """`engine.head_statistics` on Ray: the same arguments and result. `model`: a registry name,
     hub id or folder (a `LoadedModel` stands for the name it was loaded by, with or without our
     MHA: each actor loads its own). Raises CorpusError, ModelLoadError or InputError as the local
@@ -160,8 +160,8 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
     pool = connect()
     with ray_engine_pool.borrow(spec, local, pool) as kept:
         try:
-            merged = _stream(kept.handles, plan(docs, batch_size), len(docs), start, progress,
-                             max_tokens=max_tokens, importance=importance)
+            merged = _stream(kept.handles, plan_indexed(docs, batch_size), len(docs), start, progress,
+                             max_tokens=max_tokens, importance=importance, examples=examples)
         except (ModelLoadError, ray.exceptions.RayError, TimeoutError):
             ray_engine_pool.retire(kept)  # actors without the model, or lost: the next job starts anew
             raise
@@ -169,8 +169,8 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
                          seconds=time.perf_counter() - start)
 
 
-def _stream(handles: list, batches: list[list[str]], total: int, start: float, progress: Progress | None, *,
-            max_tokens: int | None, importance: bool) -> Partial:
+def _stream(handles: list, batches, total: int, start: float, progress: Progress | None, *,
+            max_tokens: int | None, importance: bool, examples=None) -> Partial:
     """The batches through the actors, at most IN_FLIGHT each; their partials merged."""
     waiting = iter(batches)
     busy = [0] * len(handles)  # this job's calls in flight, per actor
@@ -180,7 +180,8 @@ def _stream(handles: list, batches: list[list[str]], total: int, start: float, p
         while True:
             while min(busy) < IN_FLIGHT and (batch := next(waiting, None)) is not None:
                 i = busy.index(min(busy))
-                pending[handles[i].partial.remote(batch, max_tokens, importance)] = (i, len(batch))
+                pending[handles[i].partial.remote([t for _, t in batch], max_tokens, importance, examples,
+                                                  [d for d, _ in batch])] = (i, len(batch))
                 busy[i] += 1
             if not pending:
                 return merged

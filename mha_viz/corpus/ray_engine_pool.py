@@ -65,13 +65,15 @@ class HeadSums:
         _loads += 1
         self.weights = model_weights(self.model)  # the output-norm columns, as the local engine
 
-    def partial(self, texts: Sequence[str], max_tokens: int | None, importance: bool) -> Partial | Exception:
-        """One batch's sums (`accumulate.batch_partial`), or the user's error."""
+    def partial(self, texts: Sequence[str], max_tokens: int | None, importance: bool, examples=None,
+                docs: Sequence[int] | None = None) -> Partial | Exception:
+        """One batch's sums (`accumulate.batch_partial`; with `examples`, each head's examples of
+        documents `docs`), or the user's error."""
         try:
             if self.error is not None:
                 raise self.error
             return batch_partial(self.model, list(texts), max_tokens=max_tokens, importance=importance,
-                                 weights=self.weights)
+                                 weights=self.weights, examples=examples, docs=docs)
         except (ModelLoadError, InputError) as exc:
             return exc
 

@@ -2,7 +2,8 @@
 
 A saved folder holds `table.csv` (one row per head), `arrays.npz` (similarity, and importance
 when there is one; read without unpickling) and `meta.json` (model, documents, tokens, corpus
-hash, token cap, seconds). `CorpusStats.load` checks that the three agree and raises ValueError
+hash, token cap, seconds), and, when the examples were computed, `examples.npz` and
+`examples.json` (`corpus.examples_result`). `CorpusStats.load` checks that the three agree and raises ValueError
 for a folder that is not one `save` wrote.
 """
 
@@ -14,6 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .examples_result import ARRAYS as EXAMPLE_ARRAYS
+from .examples_result import META as EXAMPLE_META
+from .examples_result import HeadExamples
 
 FORMAT = "mha-viz corpus stats"
 VERSION = 1
@@ -43,6 +48,7 @@ class CorpusStats:
     max_tokens: int | None = None
     seconds: float = 0.0
     importance_note: str = ""
+    examples: HeadExamples | None = None  # each head's examples (`corpus.head_examples`), when computed
 
     @property
     def num_layers(self) -> int:
@@ -75,6 +81,10 @@ class CorpusStats:
                 "max_tokens": None if self.max_tokens is None else int(self.max_tokens),
                 "seconds": float(self.seconds), "importance_note": self.importance_note}
         (folder / META).write_text(json.dumps(meta, indent=2) + "\n")
+        for name in (EXAMPLE_ARRAYS, EXAMPLE_META):  # a folder saved again without examples has none
+            (folder / name).unlink(missing_ok=True)
+        if self.examples is not None:
+            self.examples.save(folder)
         return folder
 
     @classmethod
@@ -103,10 +113,13 @@ class CorpusStats:
         if importance is not None and importance.shape != (L, H):
             raise ValueError(f"{folder}: importance has shape {importance.shape}, not {(L, H)}")
         table["pattern"] = table["pattern"].astype(str)
+        examples = HeadExamples.load(folder) if (folder / EXAMPLE_META).is_file() else None
+        if examples is not None and examples.shape != (L, H):
+            raise ValueError(f"{folder}: the head examples describe {examples.shape} heads, not {(L, H)}")
         return cls(table=table, importance=importance, similarity=arrays["similarity"],
                    model_name=meta["model_name"], n_docs=meta["n_docs"], n_tokens=meta["n_tokens"],
                    corpus_hash=meta["corpus_hash"], max_tokens=meta["max_tokens"], seconds=meta["seconds"],
-                   importance_note=meta["importance_note"])
+                   importance_note=meta["importance_note"], examples=examples)
 
 
 def _meta(path: Path) -> dict:

@@ -74,6 +74,15 @@ def test_ray_equals_local_and_reports_progress(ray_engine):
 
 
 @pytest.mark.model  # minilm, loaded by name in the actors
+def test_ray_keeps_the_same_head_examples_as_local(ray_engine):
+    from tests.models.test_head_examples import assert_same_examples
+
+    local = corpus.head_examples("minilm", DOCS, engine="local", max_tokens=OPTIONS["max_tokens"], batch_size=2)
+    remote = corpus.head_examples("minilm", DOCS, engine="ray", max_tokens=OPTIONS["max_tokens"], batch_size=3)
+    assert_same_examples(remote, local)
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors
 def test_a_model_that_does_not_load_is_a_model_load_error(ray_engine, tmp_path):
     with pytest.raises(ModelLoadError):
         corpus.head_statistics(str(tmp_path / "no-such-model"), DOCS[:2], engine="ray")

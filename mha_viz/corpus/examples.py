@@ -1,0 +1,256 @@
+"""What makes each head fire across a corpus (issue 31, after HeadVis): per head, the documents it
+attends to most strongly, samples from every score decile, the histogram of scores, the
+attention-weighted histogram of query–key distances and the tokens that carry its attention — in
+sums and bounded heaps that merge (`ExamplesPartial.merge`), so that batches, Ray actors and a whole
+corpus combine to the same result in any grouping, with memory fixed by the options, not by the
+number of documents.
+
+A document's **score** for a head is HeadVis's max activation: its largest attention weight with
+the first query row and the first key column left out (the first token's sink would otherwise
+win every time); `skip="special"` leaves out every special token's row and column as well.
+A document with no weight left (one token) gives the head no score.
+
+- **top**: the `top` best (score, document index) pairs, best first; equal scores keep the earlier
+  document.
+- **deciles**: the score range [0, 1] in ten equal parts (0–0.1, …, 0.9–1), `per_decile` documents
+  sampled from each, uniformly without replacement: each (document, head) gets a fixed
+  pseudo-random priority and each decile keeps the smallest. Value deciles, not HeadVis's quantile
+  deciles: those need their boundaries before the first document (a warm-up pass) and cannot be
+  merged exactly.
+- **histogram**: SCORE_BINS equal bins of the score over [0, 1].
+- **distances**: attention mass by |query − key| in log-spaced bins (0, 1, 2–3, 4–7, …), over the
+  same rows and columns as the score.
+- **tokens**: each token id's attention mass as a key (what it receives) and as a query (what its
+  row gives to the kept keys), summed over the corpus; `HeadExamples.top_tokens` gives the best.
+- **patterns**: for every document kept by a head, that head's attention as at most PATTERN_KEYS
+  keys per query row with weights ≥ PATTERN_MIN, and the document's tokens: enough to redraw it
+  without the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+SCORE_BINS = 50
+DECILES = 10
+DISTANCE_BINS = 17  # d = 0, 1, 2–3, …, 2^14–2^15−1 and beyond
+PATTERN_KEYS, PATTERN_MIN = 8, 0.005
+SKIPS = ("first", "special")
+EMPTY_DOC = np.iinfo(np.int64).max
+EMPTY_PRIORITY = np.iinfo(np.uint64).max
+
+
+@dataclass(frozen=True)
+class ExampleOptions:
+    top: int = 10
+    per_decile: int = 3
+    skip: str = "first"  # "first": row and column 0; "special": those and every special token's
+
+    def __post_init__(self) -> None:
+        if self.top < 1 or self.per_decile < 0:
+            raise ValueError(f"top must be at least 1 and per_decile at least 0; got {self.top}, {self.per_decile}")
+        if self.skip not in SKIPS:
+            raise ValueError(f"skip must be one of {', '.join(SKIPS)}; got {self.skip!r}")
+
+
+def distance_bin(d: np.ndarray) -> np.ndarray:
+    """The log-spaced bin of each distance: 0 → 0, 1 → 1, 2–3 → 2, 4–7 → 3, …"""
+    d = np.asarray(d, dtype=np.int64)
+    bins = np.zeros(d.shape, dtype=np.int64)
+    pos = d > 0
+    bins[pos] = np.floor(np.log2(d[pos])).astype(np.int64) + 1
+    return np.minimum(bins, DISTANCE_BINS - 1)
+
+
+def distance_labels() -> list[str]:
+    labels = ["0", "1"]
+    for b in range(2, DISTANCE_BINS):
+        lo, hi = 2 ** (b - 1), 2 ** b - 1
+        labels.append(f"{lo}–{hi}" if b < DISTANCE_BINS - 1 else f"≥{lo}")
+    return labels
+
+
+def priority(docs: np.ndarray, layer: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """A fixed pseudo-random uint64 per (document, layer, head) (SplitMix64 of the three): the
+    same wherever and in whatever order a document is seen."""
+    with np.errstate(over="ignore"):
+        x = (np.asarray(docs, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             + np.asarray(layer, dtype=np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+             + np.asarray(head, dtype=np.uint64) * np.uint64(0x94D049BB133111EB) + np.uint64(1))
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def kept_mask(n: int, special: list[bool], skip: str) -> np.ndarray:
+    """(n,) bool: the rows (and columns) that count."""
+    keep = np.ones(n, dtype=bool)
+    keep[:1] = False
+    if skip == "special":
+        keep &= ~np.asarray(special[:n], dtype=bool)
+    return keep
+
+
+def _best(scores: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best along the last axis: highest score first, the earlier document on ties."""
+    order = np.lexsort((docs, -scores), axis=-1)[..., :k]
+    return np.take_along_axis(scores, order, -1), np.take_along_axis(docs, order, -1)
+
+
+def _smallest(prio: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: int):
+    order = np.lexsort((docs, prio), axis=-1)[..., :k]
+    return (np.take_along_axis(prio, order, -1), np.take_along_axis(docs, order, -1),
+            np.take_along_axis(scores, order, -1))
+
+
+def _union_add(ids_a: np.ndarray, mass_a: np.ndarray, ids_b: np.ndarray, mass_b: np.ndarray):
+    """Token masses (rows, len(ids)) over two id sets, added over their union."""
+    ids = np.union1d(ids_a, ids_b)
+    out = np.zeros((max(mass_a.shape[0], mass_b.shape[0]), ids.size))
+    if ids_a.size:
+        out[:, np.searchsorted(ids, ids_a)] += mass_a
+    if ids_b.size:
+        out[:, np.searchsorted(ids, ids_b)] += mass_b
+    return ids, out
+
+
+@dataclass
+class ExamplesPartial:
+    """What some documents add up to, for an (L, H) model; `merge` combines two."""
+
+    num_layers: int
+    num_heads: int
+    options: ExampleOptions
+    top_score: np.ndarray = None  # (L, H, top) float64, -inf where empty
+    top_doc: np.ndarray = None  # (L, H, top) int64
+    dec_priority: np.ndarray = None  # (L, H, DECILES, per_decile) uint64, max where empty
+    dec_doc: np.ndarray = None
+    dec_score: np.ndarray = None
+    histogram: np.ndarray = None  # (L, H, SCORE_BINS) int64
+    distances: np.ndarray = None  # (L, H, DISTANCE_BINS) float64
+    key_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    key_mass: np.ndarray = None  # (L·H, len(key_ids))
+    query_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    query_mass: np.ndarray = None
+    vocab: dict = field(default_factory=dict)  # token id -> its display text
+    documents: dict = field(default_factory=dict)  # doc -> its display tokens (kept documents only)
+    patterns: dict = field(default_factory=dict)  # (doc, layer, head) -> (keys (n, K) int16, weights (n, K) float16)
+
+    def __post_init__(self) -> None:
+        L, H, o = self.num_layers, self.num_heads, self.options
+        if self.top_score is None:
+            self.top_score = np.full((L, H, o.top), -np.inf)
+            self.top_doc = np.full((L, H, o.top), EMPTY_DOC, dtype=np.int64)
+            self.dec_priority = np.full((L, H, DECILES, o.per_decile), EMPTY_PRIORITY, dtype=np.uint64)
+            self.dec_doc = np.full((L, H, DECILES, o.per_decile), EMPTY_DOC, dtype=np.int64)
+            self.dec_score = np.full((L, H, DECILES, o.per_decile), np.nan)
+            self.histogram = np.zeros((L, H, SCORE_BINS), dtype=np.int64)
+            self.distances = np.zeros((L, H, DISTANCE_BINS))
+            self.key_mass = np.zeros((L * H, 0))
+            self.query_mass = np.zeros((L * H, 0))
+
+    def add_runs(self, runs, docs) -> None:
+        """Add documents: their `AttentionRun`s and their indices in the corpus."""
+        L, H, o = self.num_layers, self.num_heads, self.options
+        scores = np.full((L, H, len(runs)), -np.inf)
+        kept_docs = np.asarray(list(docs), dtype=np.int64)
+        sparse = []
+        for i, (run, doc) in enumerate(zip(runs, kept_docs)):
+            n = run.n
+            keep = kept_mask(n, run.special_mask, o.skip)
+            a = run.attentions  # (L, H, n, n)
+            masked = a * keep[:, None] * keep[None, :]
+            if keep.any():
+                scores[:, :, i] = masked.reshape(L, H, -1).max(-1)
+            q, k = np.arange(n)[:, None], np.arange(n)[None, :]
+            onehot = np.eye(DISTANCE_BINS)[distance_bin(np.abs(q - k)).ravel()]  # (n², bins)
+            self.distances += (masked.reshape(L * H, -1) @ onehot).reshape(L, H, -1)
+            ids = np.asarray(run.token_ids[:n], dtype=np.int64)
+            for t, text in zip(ids.tolist(), run.tokens):
+                self.vocab.setdefault(t, text)
+            u, inverse = np.unique(ids, return_inverse=True)
+            where = np.eye(u.size)[inverse]  # (n, u)
+            self.key_ids, self.key_mass = _union_add(self.key_ids, self.key_mass, u,
+                                                     masked.sum(2).reshape(L * H, n) @ where)
+            self.query_ids, self.query_mass = _union_add(self.query_ids, self.query_mass, u,
+                                                         masked.sum(3).reshape(L * H, n) @ where)
+            top = np.argsort(-a, axis=-1, kind="stable")[..., :PATTERN_KEYS]  # (L, H, n, K)
+            sparse.append((doc, list(run.tokens), top.astype(np.int16),
+                           np.take_along_axis(a, top, -1).astype(np.float16)))
+        scored = np.isfinite(scores)
+        layer, head, col = np.nonzero(scored)
+        bins = np.minimum((scores[layer, head, col] * SCORE_BINS).astype(np.int64), SCORE_BINS - 1)
+        np.add.at(self.histogram, (layer, head, bins), 1)
+        docs_b = np.broadcast_to(kept_docs, scores.shape)
+        self.top_score, self.top_doc = _best(np.concatenate([self.top_score, scores], -1),
+                                             np.concatenate([self.top_doc, np.where(scored, docs_b, EMPTY_DOC)], -1),
+                                             o.top)
+        self._add_deciles(layer, head, kept_docs[col], scores[layer, head, col])
+        for doc, tokens, keys, weights in sparse:  # each kept (document, head) keeps its pattern
+            self.documents[int(doc)] = tokens
+            for l, h in zip(*np.nonzero(self._holds(int(doc)))):
+                w = weights[l, h]
+                self.patterns[(int(doc), int(l), int(h))] = (np.where(w >= PATTERN_MIN, keys[l, h], -1).astype(np.int16),
+                                                            np.where(w >= PATTERN_MIN, w, 0).astype(np.float16))
+        self._prune()
+
+    def _add_deciles(self, layer, head, docs, scores) -> None:
+        o = self.options
+        if o.per_decile == 0 or docs.size == 0:
+            return
+        L, H = self.num_layers, self.num_heads
+        decile = np.minimum((scores * DECILES).astype(np.int64), DECILES - 1)
+        prio = np.full((L, H, DECILES, docs.size), EMPTY_PRIORITY, dtype=np.uint64)
+        dd = np.full(prio.shape, EMPTY_DOC, dtype=np.int64)
+        ss = np.full(prio.shape, np.nan)
+        j = np.arange(docs.size)
+        prio[layer, head, decile, j] = priority(docs, layer, head)
+        dd[layer, head, decile, j], ss[layer, head, decile, j] = docs, scores
+        self.dec_priority, self.dec_doc, self.dec_score = _smallest(
+            np.concatenate([self.dec_priority, prio], -1), np.concatenate([self.dec_doc, dd], -1),
+            np.concatenate([self.dec_score, ss], -1), o.per_decile)
+
+    def _holds(self, doc: int) -> np.ndarray:
+        """(L, H) bool: the heads that keep document `doc` (top or a decile sample)."""
+        return (self.top_doc == doc).any(-1) | (self.dec_doc == doc).any((-1, -2))
+
+    def _prune(self) -> None:
+        """Forget the patterns and documents no head keeps any more (memory stays bounded)."""
+        kept = set(zip(*[a.tolist() for a in _kept_triples(self)]))
+        self.patterns = {k: v for k, v in self.patterns.items() if k in kept}
+        docs = {d for d, _, _ in self.patterns}
+        self.documents = {d: t for d, t in self.documents.items() if d in docs}
+
+    def merge(self, other: "ExamplesPartial") -> "ExamplesPartial":
+        """Both partials combined (a new one; neither changes): the result of adding their documents
+        in one pass, whatever the grouping."""
+        if (self.num_layers, self.num_heads, self.options) != (other.num_layers, other.num_heads, other.options):
+            raise ValueError("cannot merge examples of different shapes or options")
+        out = ExamplesPartial(self.num_layers, self.num_heads, self.options)
+        out.top_score, out.top_doc = _best(np.concatenate([self.top_score, other.top_score], -1),
+                                           np.concatenate([self.top_doc, other.top_doc], -1), self.options.top)
+        out.dec_priority, out.dec_doc, out.dec_score = _smallest(
+            np.concatenate([self.dec_priority, other.dec_priority], -1),
+            np.concatenate([self.dec_doc, other.dec_doc], -1), np.concatenate([self.dec_score, other.dec_score], -1),
+            self.options.per_decile)
+        out.histogram = self.histogram + other.histogram
+        out.distances = self.distances + other.distances
+        out.key_ids, out.key_mass = _union_add(self.key_ids, self.key_mass, other.key_ids, other.key_mass)
+        out.query_ids, out.query_mass = _union_add(self.query_ids, self.query_mass, other.query_ids, other.query_mass)
+        out.vocab = {**other.vocab, **self.vocab}
+        out.documents = {**other.documents, **self.documents}
+        out.patterns = {**other.patterns, **self.patterns}
+        out._prune()
+        return out
+
+
+def _kept_triples(part) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(docs, layers, heads) of every kept (document, head)."""
+    top = part.top_doc != EMPTY_DOC
+    dec = part.dec_doc != EMPTY_DOC
+    l1, h1, _ = np.nonzero(top)
+    l2, h2, _, _ = np.nonzero(dec)
+    docs = np.concatenate([part.top_doc[top], part.dec_doc[dec]])
+    return docs, np.concatenate([l1, l2]), np.concatenate([h1, h2])

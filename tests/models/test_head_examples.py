@@ -1,0 +1,153 @@
+"""Each head's examples over a corpus (`mha_viz.corpus.examples`): the top documents equal brute
+force (one `mha_viz.analyze` per document), merged partials equal one pass whatever the grouping,
+each decile keeps as many documents as it should, the kept patterns redraw the head's attention,
+the result saves and loads back equal, and memory does not grow with the corpus."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz import corpus
+from mha_viz.corpus import examples as ex_mod
+from mha_viz.corpus.batching import capture_runs
+
+pytestmark = pytest.mark.model
+TOKENS = 48
+HEADS = [(0, 0), (2, 3), (5, 11), (3, 7)]
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return corpus.read_texts("sample")[:200]
+
+
+@pytest.fixture(scope="module")
+def examples(minilm, docs):
+    return corpus.head_examples(minilm, docs, max_tokens=TOKENS, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def brute(minilm, docs):
+    """(docs, L, H) each document's score, from one analyze per document."""
+    out = np.full((len(docs), minilm.num_layers, minilm.num_heads), np.nan)
+    for i, text in enumerate(docs):
+        a = mha_viz.analyze(minilm, text, max_tokens=TOKENS).attentions.copy()
+        if a.shape[-1] > 1:
+            a[..., 0, :] = 0
+            a[..., :, 0] = 0
+            out[i] = a.reshape(*a.shape[:2], -1).max(-1)
+    return out
+
+
+def assert_same_examples(a: corpus.HeadExamples, b: corpus.HeadExamples, *, atol: float = 1e-5) -> None:
+    np.testing.assert_array_equal(a.part.top_doc, b.part.top_doc)
+    np.testing.assert_allclose(a.part.top_score, b.part.top_score, atol=atol)
+    np.testing.assert_array_equal(a.part.dec_doc, b.part.dec_doc)
+    np.testing.assert_array_equal(a.part.histogram, b.part.histogram)
+    np.testing.assert_allclose(a.part.distances, b.part.distances, rtol=1e-6, atol=atol)
+    np.testing.assert_array_equal(a.part.key_ids, b.part.key_ids)
+    np.testing.assert_allclose(a.part.key_mass, b.part.key_mass, rtol=1e-6, atol=atol)
+    np.testing.assert_allclose(a.part.query_mass, b.part.query_mass, rtol=1e-6, atol=atol)
+    assert sorted(a.part.patterns) == sorted(b.part.patterns)
+    assert a.part.documents == b.part.documents
+
+
+def test_the_top_documents_are_brute_forces(examples, brute):
+    for layer, head in HEADS:
+        scores = brute[:, layer, head]
+        order = sorted((i for i in range(len(scores)) if np.isfinite(scores[i])), key=lambda i: (-scores[i], i))[:10]
+        got = examples.top(layer, head)
+        assert [d for d, _ in got] == order, (layer, head)
+        np.testing.assert_allclose([s for _, s in got], scores[order], atol=1e-5)
+
+
+def test_the_histogram_and_the_deciles_count_what_brute_force_counts(examples, brute):
+    for layer, head in HEADS:
+        scores = brute[:, layer, head]
+        finite = scores[np.isfinite(scores)]
+        _, counts = examples.histogram(layer, head)
+        want = np.bincount(np.minimum((finite * ex_mod.SCORE_BINS).astype(int), ex_mod.SCORE_BINS - 1),
+                           minlength=ex_mod.SCORE_BINS)
+        np.testing.assert_array_equal(counts, want)
+        decile_of = np.minimum(np.floor(np.nan_to_num(scores, nan=-1) * 10), 9)
+        for d, kept in enumerate(examples.deciles(layer, head)):
+            members = {i for i in range(len(scores)) if np.isfinite(scores[i]) and decile_of[i] == d}
+            assert len(kept) == min(3, len(members)), (layer, head, d)
+            assert {doc for doc, _ in kept} <= members
+            for doc, score in kept:
+                assert score == pytest.approx(scores[doc], abs=1e-5)  # a padded batch against one text
+
+
+def test_partials_merge_to_one_pass_in_any_grouping(minilm, docs):
+    options = ex_mod.ExampleOptions()
+    runs = capture_runs(minilm, docs[:40], max_tokens=TOKENS)
+    one = ex_mod.ExamplesPartial(minilm.num_layers, minilm.num_heads, options)
+    one.add_runs(runs, range(40))
+    parts = []
+    for lo, hi in ((25, 40), (0, 7), (7, 25)):  # out of order, uneven
+        p = ex_mod.ExamplesPartial(minilm.num_layers, minilm.num_heads, options)
+        p.add_runs(runs[lo:hi], range(lo, hi))
+        parts.append(p)
+    merged = parts[0].merge(parts[1]).merge(parts[2])
+    other = parts[2].merge(parts[0].merge(parts[1]))
+    for m in (merged, other):
+        assert_same_examples(corpus.HeadExamples(m, 40), corpus.HeadExamples(one, 40))
+
+
+def test_a_kept_pattern_redraws_the_heads_attention(minilm, docs, examples):
+    layer, head = 2, 3
+    doc, _ = examples.top(layer, head)[0]
+    run = mha_viz.analyze(minilm, docs[doc], max_tokens=TOKENS)
+    assert examples.tokens(doc) == run.tokens
+    a = run.attentions[layer, head]
+    drawn = examples.pattern(doc, layer, head)
+    assert drawn.shape == a.shape
+    kept = drawn > 0
+    np.testing.assert_allclose(drawn[kept], a[kept], rtol=2e-3, atol=1e-4)  # float16
+    assert (kept.sum(1) <= ex_mod.PATTERN_KEYS).all()
+    top = np.sort(a, axis=1)[:, -ex_mod.PATTERN_KEYS:]  # the kept keys are each row's largest
+    want = np.where(top >= ex_mod.PATTERN_MIN, top, 0).sum(1)
+    np.testing.assert_allclose(drawn.sum(1), want, rtol=3e-3, atol=1e-3)
+
+
+def test_saved_examples_load_back_equal(minilm, docs, tmp_path):
+    stats = corpus.head_statistics(minilm, docs[:30], max_tokens=TOKENS, importance=False,
+                                   examples=corpus.ExampleOptions(top=5, per_decile=2))
+    stats.save(tmp_path / "stats")
+    back = corpus.CorpusStats.load(tmp_path / "stats")
+    assert back.examples is not None and back.examples.options == stats.examples.options
+    assert_same_examples(back.examples, stats.examples, atol=0)
+    assert back.examples.top_tokens(1, 1) == stats.examples.top_tokens(1, 1)
+    np.testing.assert_array_equal(back.examples.pattern(*[back.examples.top(1, 1)[0][0], 1, 1]),
+                                  stats.examples.pattern(stats.examples.top(1, 1)[0][0], 1, 1))
+    stats.examples = None  # saved again without: the examples' files go
+    stats.save(tmp_path / "stats")
+    assert corpus.CorpusStats.load(tmp_path / "stats").examples is None
+
+
+def test_memory_is_fixed_by_the_options_not_by_the_corpus(minilm, docs):
+    """What is kept after 40 and after 200 documents: the heaps and histograms are the same size, the
+    patterns at most (top + 10 · per_decile) a head, the token masses bounded by the vocabulary."""
+    small = corpus.head_examples(minilm, docs[:40], max_tokens=TOKENS)
+    large = corpus.head_examples(minilm, docs, max_tokens=TOKENS)
+    heads = minilm.num_layers * minilm.num_heads
+    for ex in (small, large):
+        assert len(ex.part.patterns) <= heads * (10 + 10 * 3)
+        assert ex.part.key_ids.size <= minilm.tokenizer.vocab_size
+        assert len(ex.part.documents) <= len({d for d, _, _ in ex.part.patterns})
+    fixed = ("top_doc", "dec_doc", "histogram", "distances")
+    assert all(getattr(small.part, f).nbytes == getattr(large.part, f).nbytes for f in fixed)
+
+
+def test_skipping_special_tokens_leaves_their_rows_and_columns_out(minilm, docs):
+    text = docs[3]
+    run = mha_viz.analyze(minilm, text, max_tokens=TOKENS)
+    ex = corpus.head_examples(minilm, [text], max_tokens=TOKENS, skip="special")
+    keep = ~np.asarray(run.special_mask)
+    keep[0] = False
+    a = run.attentions[:, :, keep][:, :, :, keep]
+    np.testing.assert_allclose(ex.part.top_score[..., 0], a.reshape(*a.shape[:2], -1).max(-1), atol=1e-6)
+    with pytest.raises(ValueError, match="skip"):
+        corpus.ExampleOptions(skip="none")
