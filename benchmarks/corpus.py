@@ -1,7 +1,7 @@
 """Head statistics over a corpus, side by side in one run: the corpus job against a bare batched
 forward, Ray against the local engine, and memory from 500 to 2,000 documents.
 
-Run: `.venv/bin/python benchmarks/corpus.py [--repeat 2] [--quick | --ray-only]` (about 5 minutes on
+Run: `.venv/bin/python benchmarks/corpus.py [--repeat 2] [--quick | --ray-only | --examples-only]` (about 5 minutes on
 2 idle CPU cores; `--quick`: the bundled sample only, one round, no Ray and no memory sweep;
 `--ray-only`: part 2 only).
 
@@ -24,6 +24,11 @@ On the bundled `minilm` (6 × 12 heads), `max_tokens=128`, batch size 16, `impor
 3. peak memory: a fresh process per size (500, 1,000, 2,000 documents) loads the model, runs the
    job and reports its peak resident size (VmHWM) above what it held after loading the model.
    Streaming holds one batch at a time, so this should not grow with the corpus.
+4. each head's examples (issue 31, `--examples-only` runs this part alone): the statistics with
+   the examples kept in the same pass (`examples=corpus.ExampleOptions()`) against the statistics
+   alone, on the sample and on 2,000 documents, alternating, best round of each (target at most
+   1.3 ×); and the peak memory of a job with examples at 500 and 5,000 documents (flat: the heaps,
+   histograms and kept patterns are fixed by the options).
 """
 
 from __future__ import annotations
@@ -69,9 +74,35 @@ def bare(model, docs: list[str]) -> None:
         model.fused_forward(ids, mask)
 
 
-def job(model, docs: list[str], engine: str = "local"):
+def job(model, docs: list[str], engine: str = "local", examples: bool = False):
     return corpus.head_statistics(model, docs, engine=engine, batch_size=BATCH, max_tokens=MAX_TOKENS,
-                                  importance=False)
+                                  importance=False, examples=corpus.ExampleOptions() if examples else None)
+
+
+def examples_cost(model, sets: dict, rounds: int) -> list[tuple[str, str, bool]]:
+    """Statistics with and without the examples, alternating, best round of each; peaks with examples."""
+    verdicts = []
+    for name, docs in sets.items():
+        alone = with_examples = float("inf")
+        for _ in range(max(rounds, 2)):
+            start = time.perf_counter()
+            job(model, docs)
+            alone = min(alone, time.perf_counter() - start)
+            start = time.perf_counter()
+            ex = job(model, docs, examples=True).examples
+            with_examples = min(with_examples, time.perf_counter() - start)
+        ratio = with_examples / alone
+        heads = model.num_layers * model.num_heads
+        print(f"{name:16s}: statistics {alone:.2f} s, with examples {with_examples:.2f} s ({ratio:.2f} ×); "
+              f"{ex.nbytes() / heads / 1024:.0f} KiB a head kept ({len(ex.part.patterns):,} patterns)")
+        verdicts.append((f"statistics + examples ≤ 1.3 × statistics ({name})",
+                         f"{ratio:.2f} × ({with_examples:.2f} / {alone:.2f} s)", ratio <= 1.3))
+    peaks = {n: peak(n, examples=True) for n in (500, 5000)}
+    print("peak memory with examples above the loaded model: " +
+          ", ".join(f"{n:,} docs {p:.0f} MiB" for n, p in peaks.items()))
+    verdicts.append(("peak memory with examples flat from 500 to 5,000 documents",
+                     f"{peaks[500]:.0f} → {peaks[5000]:.0f} MiB", peaks[5000] <= 1.2 * peaks[500] + 32))
+    return verdicts
 
 
 def best_rate(fn, n_docs: int, rounds: int) -> float:
@@ -139,13 +170,13 @@ def ray_against_local(model, docs: list[str], rounds: int) -> list[tuple[str, st
              f"{first_batch:.1f} s)", max(starts) < 1.0)]
 
 
-def peak_child(count: int) -> None:
+def peak_child(count: int, examples: bool = False) -> None:
     """In a fresh process: the peak resident size above the size after loading, as JSON."""
     model = mha_viz.load_model(MODEL, device="cpu")
     docs = documents(count)
     base = _rss_kib("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
-    job(model, docs)
+    job(model, docs, examples=examples)
     print(json.dumps({"docs": count, "peak_above_mib": (_rss_kib("VmHWM") - base) / 1024}))
 
 
@@ -156,9 +187,9 @@ def _rss_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def peak(count: int) -> float:
-    out = subprocess.run([sys.executable, __file__, "--peak-child", str(count)], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+def peak(count: int, examples: bool = False) -> float:
+    out = subprocess.run([sys.executable, __file__, "--peak-child", str(count)] + (["--examples"] if examples else []),
+                         capture_output=True, text=True, check=True, cwd=ROOT)
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_above_mib"]
 
 
@@ -167,10 +198,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--ray-only", action="store_true", help="part 2 only: Ray against local")
+    parser.add_argument("--examples-only", action="store_true", help="part 4 only: the cost of the head examples")
     parser.add_argument("--peak-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--examples", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.peak_child:
-        peak_child(args.peak_child)
+        peak_child(args.peak_child, examples=args.examples)
         return
     rounds = 1 if args.quick else args.repeat
     model = mha_viz.load_model(MODEL, device="cpu")
@@ -181,6 +214,9 @@ def main() -> None:
         print_verdicts(ray_against_local(model, documents(2000), rounds), where=f"{os.cpu_count()} CPUs")
         return
     sets = {"sample": corpus.read_texts("sample")} | ({} if args.quick else {"2,000 documents": documents(2000)})
+    if args.examples_only:
+        print_verdicts(examples_cost(model, sets, rounds), where=f"{os.cpu_count()} CPUs")
+        return
     for name, docs in sets.items():
         floor, ours = throughput(model, docs, rounds)
         print(f"{name:16s}: bare forward {floor:7.1f} docs/s, corpus statistics {ours:7.1f} docs/s, "
@@ -194,6 +230,7 @@ def main() -> None:
         flat = peaks[2000] <= 1.2 * peaks[500] + 32
         verdicts.append(("peak memory flat from 500 to 2,000 documents",
                          f"{peaks[500]:.0f} → {peaks[2000]:.0f} MiB", flat))
+        verdicts += examples_cost(model, sets, rounds)
     print_verdicts(verdicts, where=f"{os.cpu_count()} CPUs")
 
 

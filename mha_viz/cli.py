@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-importance", dest="importance", action="store_false",
                      help="skip head importance (the slowest part)")
     run.add_argument("--text-column", default=None, help="the text column of a .jsonl / .csv file or dataset")
+    run.add_argument("--examples", action="store_true",
+                     help="also keep each head's top documents, decile samples and histograms (saved with the "
+                          "statistics; the app's Head examples page reads them)")
     run.add_argument("--dtype", choices=PRECISIONS, default="auto",
                      help="what the model computes in (auto: the checkpoint's own; the bundled models float32)")
     return parser
@@ -118,13 +121,17 @@ def run_corpus(args: argparse.Namespace) -> int:
     try:
         stats = corpus.head_statistics(args.model, docs, engine=args.engine, batch_size=args.batch_size,
                                        max_tokens=args.max_tokens, importance=args.importance, progress=bar,
-                                       dtype=args.dtype)
+                                       dtype=args.dtype, examples=corpus.ExampleOptions() if args.examples else None)
     finally:
         bar.close()
     folder = stats.save(args.out)
     print(f"Saved the statistics of {stats.n_docs:,} documents to {folder}/ "
           f"({time.perf_counter() - start:.1f} s, engine {args.engine})")
     print(summary(stats))
+    if stats.examples is not None:
+        heads = stats.num_layers * stats.num_heads
+        print(f"  head examples: {len(stats.examples.part.patterns):,} kept patterns, "
+              f"{stats.examples.nbytes() / heads / 1024:.0f} KiB a head")
     return 0
 
 

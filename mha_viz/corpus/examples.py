@@ -93,6 +93,23 @@ def kept_mask(n: int, special: list[bool], skip: str) -> np.ndarray:
     return keep
 
 
+def sparse_pattern(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Attention (…, n, n) as each row's PATTERN_KEYS largest weights at least PATTERN_MIN:
+    (keys (…, n, K) int16, -1 where none; weights (…, n, K) float16, 0 there)."""
+    n = a.shape[-1]
+    k = min(PATTERN_KEYS, n)
+    keys = np.argpartition(-a, k - 1, axis=-1)[..., :k] if k < n else np.broadcast_to(np.arange(n), a.shape).copy()
+    weights = np.take_along_axis(a, keys, -1)
+    order = np.argsort(-weights, axis=-1, kind="stable")
+    keys, weights = np.take_along_axis(keys, order, -1), np.take_along_axis(weights, order, -1)
+    ok = weights >= PATTERN_MIN
+    out_k = np.full((*a.shape[:-1], PATTERN_KEYS), -1, dtype=np.int16)
+    out_w = np.zeros((*a.shape[:-1], PATTERN_KEYS), dtype=np.float16)
+    out_k[..., :k] = np.where(ok, keys, -1)
+    out_w[..., :k] = np.where(ok, weights, 0)
+    return out_k, out_w
+
+
 def _best(scores: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k best along the last axis: highest score first, the earlier document on ties."""
     order = np.lexsort((docs, -scores), axis=-1)[..., :k]
@@ -156,29 +173,32 @@ class ExamplesPartial:
         L, H, o = self.num_layers, self.num_heads, self.options
         scores = np.full((L, H, len(runs)), -np.inf)
         kept_docs = np.asarray(list(docs), dtype=np.int64)
-        sparse = []
-        for i, (run, doc) in enumerate(zip(runs, kept_docs)):
+        onehots: dict[int, np.ndarray] = {}  # n -> (n², bins): each cell's distance bin
+        ids, key_mass, query_mass = [], [], []
+        for i, run in enumerate(runs):
             n = run.n
             keep = kept_mask(n, run.special_mask, o.skip)
-            a = run.attentions  # (L, H, n, n)
-            masked = a * keep[:, None] * keep[None, :]
+            masked = run.attentions * (keep[:, None] & keep[None, :])  # (L, H, n, n)
             if keep.any():
                 scores[:, :, i] = masked.reshape(L, H, -1).max(-1)
-            q, k = np.arange(n)[:, None], np.arange(n)[None, :]
-            onehot = np.eye(DISTANCE_BINS)[distance_bin(np.abs(q - k)).ravel()]  # (n², bins)
-            self.distances += (masked.reshape(L * H, -1) @ onehot).reshape(L, H, -1)
-            ids = np.asarray(run.token_ids[:n], dtype=np.int64)
-            for t, text in zip(ids.tolist(), run.tokens):
+            if n not in onehots:
+                q, k = np.arange(n)[:, None], np.arange(n)[None, :]
+                onehots[n] = np.eye(DISTANCE_BINS)[distance_bin(np.abs(q - k)).ravel()]
+            self.distances += (masked.reshape(L * H, -1) @ onehots[n]).reshape(L, H, -1)
+            ids.append(np.asarray(run.token_ids[:n], dtype=np.int64))
+            for t, text in zip(ids[-1].tolist(), run.tokens):
                 self.vocab.setdefault(t, text)
-            u, inverse = np.unique(ids, return_inverse=True)
-            where = np.eye(u.size)[inverse]  # (n, u)
-            self.key_ids, self.key_mass = _union_add(self.key_ids, self.key_mass, u,
-                                                     masked.sum(2).reshape(L * H, n) @ where)
-            self.query_ids, self.query_mass = _union_add(self.query_ids, self.query_mass, u,
-                                                         masked.sum(3).reshape(L * H, n) @ where)
-            top = np.argsort(-a, axis=-1, kind="stable")[..., :PATTERN_KEYS]  # (L, H, n, K)
-            sparse.append((doc, list(run.tokens), top.astype(np.int16),
-                           np.take_along_axis(a, top, -1).astype(np.float16)))
+            key_mass.append(masked.sum(2).reshape(L * H, n))
+            query_mass.append(masked.sum(3).reshape(L * H, n))
+        if ids:  # the batch's tokens summed by id once, then added to the running total
+            u, inverse = np.unique(np.concatenate(ids), return_inverse=True)
+            for side, masses in (("key", key_mass), ("query", query_mass)):
+                summed = np.zeros((L * H, u.size))
+                np.add.at(summed.T, inverse, np.concatenate(masses, axis=1).T)
+                old_ids, old_mass = getattr(self, f"{side}_ids"), getattr(self, f"{side}_mass")
+                new_ids, new_mass = _union_add(old_ids, old_mass, u, summed)
+                setattr(self, f"{side}_ids", new_ids)
+                setattr(self, f"{side}_mass", new_mass)
         scored = np.isfinite(scores)
         layer, head, col = np.nonzero(scored)
         bins = np.minimum((scores[layer, head, col] * SCORE_BINS).astype(np.int64), SCORE_BINS - 1)
@@ -187,27 +207,29 @@ class ExamplesPartial:
         self.top_score, self.top_doc = _best(np.concatenate([self.top_score, scores], -1),
                                              np.concatenate([self.top_doc, np.where(scored, docs_b, EMPTY_DOC)], -1),
                                              o.top)
-        self._add_deciles(layer, head, kept_docs[col], scores[layer, head, col])
-        for doc, tokens, keys, weights in sparse:  # each kept (document, head) keeps its pattern
-            self.documents[int(doc)] = tokens
-            for l, h in zip(*np.nonzero(self._holds(int(doc)))):
-                w = weights[l, h]
-                self.patterns[(int(doc), int(l), int(h))] = (np.where(w >= PATTERN_MIN, keys[l, h], -1).astype(np.int16),
-                                                            np.where(w >= PATTERN_MIN, w, 0).astype(np.float16))
+        self._add_deciles(layer, head, col, kept_docs, scores[layer, head, col])
+        for run, doc in zip(runs, kept_docs.tolist()):  # each (document, head) kept now keeps its pattern
+            held = np.nonzero(self._holds(doc))
+            if not held[0].size:
+                continue
+            self.documents[doc] = list(run.tokens)
+            keys, weights = sparse_pattern(run.attentions[held])  # (kept heads, n, K): one call a document
+            for j, (l, h) in enumerate(zip(*held)):
+                self.patterns[(doc, int(l), int(h))] = (keys[j], weights[j])
         self._prune()
 
-    def _add_deciles(self, layer, head, docs, scores) -> None:
+    def _add_deciles(self, layer, head, col, docs, scores) -> None:
+        """Offer each scored (layer, head, document col of `docs`) to its decile's sample."""
         o = self.options
-        if o.per_decile == 0 or docs.size == 0:
+        if o.per_decile == 0 or col.size == 0:
             return
         L, H = self.num_layers, self.num_heads
         decile = np.minimum((scores * DECILES).astype(np.int64), DECILES - 1)
-        prio = np.full((L, H, DECILES, docs.size), EMPTY_PRIORITY, dtype=np.uint64)
+        prio = np.full((L, H, DECILES, docs.size), EMPTY_PRIORITY, dtype=np.uint64)  # a column a document
         dd = np.full(prio.shape, EMPTY_DOC, dtype=np.int64)
         ss = np.full(prio.shape, np.nan)
-        j = np.arange(docs.size)
-        prio[layer, head, decile, j] = priority(docs, layer, head)
-        dd[layer, head, decile, j], ss[layer, head, decile, j] = docs, scores
+        prio[layer, head, decile, col] = priority(docs[col], layer, head)
+        dd[layer, head, decile, col], ss[layer, head, decile, col] = docs[col], scores
         self.dec_priority, self.dec_doc, self.dec_score = _smallest(
             np.concatenate([self.dec_priority, prio], -1), np.concatenate([self.dec_doc, dd], -1),
             np.concatenate([self.dec_score, ss], -1), o.per_decile)

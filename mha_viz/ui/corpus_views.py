@@ -36,7 +36,7 @@ RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the n
 DOCS = "_corpus_docs"  # (source, Documents): the last corpus read by this session
 MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
 UPLOAD_CEILING_MB = 50  # .streamlit/config.toml's server.maxUploadSize: larger files by path (locally)
-CACHE_VERSION = 1  # bump when the statistics change: older folders are then never read
+CACHE_VERSION = 2  # bump when the statistics change: older folders are then never read (2: head examples kept)
 RANDOM_ORDERS = 3
 
 
@@ -126,11 +126,8 @@ def _documents(conf) -> tuple[Documents, str] | None:
 
 
 def corpus_view() -> None:
-    cur = views.start("Corpus", forward=True)
+    cur = views.start_on_model("Corpus", "The Corpus page uses the sidebar's model: fix the message above first.")
     if cur is None:
-        return
-    if cur.model is None or cur.stale:
-        st.info("The Corpus page uses the sidebar's model: fix the message above first.", icon="ℹ️")
         return
     conf = state.settings()
     st.caption(f"Every head of {state.plain(cur.model.name)} over many documents: each metric's mean and spread "
@@ -211,7 +208,8 @@ def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar
             # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
             return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
-                                          importance=key.importance, progress=progress)
+                                          importance=key.importance, progress=progress,
+                                          examples=corpus.ExampleOptions())  # the Head examples page's
     stats, error = state.attempt(compute, what="The corpus job", out_of_memory=(
         "The corpus job ran out of memory: lower the batch size or the tokens per document."))
     if error:
@@ -222,10 +220,12 @@ def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar
 
 
 def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
+    st.session_state[keys.CORPUS_LAST] = key  # the Head examples page shows these
     table = stats.table
     rate = stats.n_docs / stats.seconds if stats.seconds else 0.0
     st.success(f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens"
-               + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else "."), icon="📚")
+               + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else ".")
+               + " Each head's top documents and the head finder are on **Head examples**.", icon="📚")
     names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
     metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
     label = metrics.METRICS[metric].label

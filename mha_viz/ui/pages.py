@@ -13,7 +13,7 @@ from typing import Callable
 import streamlit as st
 
 from mha_viz.ui import (
-    ablation_views, compare_views, corpus_views, focus_views, generate_views, keys, line_views, metric_views,
+    ablation_views, compare_views, corpus_views, examples_views, focus_views, generate_views, keys, line_views, metric_views,
     prediction_views, qk_views, teach_views, views,
 )
 
@@ -39,6 +39,7 @@ PAGES = (
     PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", metric_views.metrics_view),
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
     PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_views.corpus_view),
+    PageSpec("examples", "Head examples", ":material/format_quote:", "Measure", examples_views.examples_view),
     PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_views.compare_view),
     PageSpec("prediction", "Heads behind a prediction", ":material/target:", "Measure",
              prediction_views.prediction_view),

@@ -70,6 +70,18 @@ def start(title: str, *, cross: bool = False, forward: bool = False):
     return cur
 
 
+def start_on_model(title: str, message: str):
+    """`start` for a page that runs the sidebar's model itself: None, after `message`, while the
+    model has not loaded or the sidebar's inputs are stale."""
+    cur = start(title, forward=True)
+    if cur is None:
+        return None
+    if cur.model is None or cur.stale:
+        st.info(message, icon="ℹ️")
+        return None
+    return cur
+
+
 def model_view() -> None:
     cur = start("Model view", cross=True)
     if cur is None:

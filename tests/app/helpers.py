@@ -25,6 +25,7 @@ HEADINGS = {  # each page's title, as drawn: how open_page knows the page really
     "lines": "Line view",
     "compare": "Compare texts or models",
     "corpus": "Corpus",
+    "examples": "Head examples",
     "prediction": "Heads behind a prediction",
 }
 PAGE_IDS = tuple(HEADINGS)

@@ -20,15 +20,6 @@ from tests.helpers import ROOT
 pytestmark = pytest.mark.model
 
 
-@pytest.fixture
-def fresh_cache(monkeypatch, tmp_path):
-    """Corpus results kept in an empty folder, none in memory."""
-    monkeypatch.setenv("MHA_VIZ_CACHE_DIR", str(tmp_path))
-    corpus_views._store.clear()
-    yield tmp_path
-    corpus_views._store.clear()
-
-
 def _setup(at, tokens: int, importance: bool):
     at.number_input(key=keys.CORPUS_TOKENS).set_value(tokens).run()
     at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(importance).run()

@@ -48,6 +48,22 @@ def test_cli_saves_what_head_statistics_computes(tmp_path):
     np.testing.assert_allclose(saved.similarity, here.similarity, rtol=1e-5, atol=1e-6)
 
 
+
+
+def test_cli_examples_are_saved_with_the_statistics(tmp_path):
+    source = tmp_path / "docs.txt"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    out = tmp_path / "stats"
+    done = _cli("--model", "minilm", "--input", str(source), "--out", str(out), "--batch-size", "4",
+                "--max-tokens", "32", "--no-importance", "--examples")
+    assert done.returncode == 0, done.stderr
+    assert "head examples:" in done.stdout and "KiB a head" in done.stdout
+    saved = corpus.CorpusStats.load(out).examples
+    here = corpus.head_examples("minilm", str(source), batch_size=4, max_tokens=32)
+    for layer, head in ((0, 0), (4, 7)):
+        assert [d for d, _ in saved.top(layer, head)] == [d for d, _ in here.top(layer, head)]
+
+
 @pytest.mark.parametrize("problem", ["missing", "binary", "model"])
 def test_bad_input_is_exit_2_with_one_line(tmp_path, problem):
     source = tmp_path / "docs.txt"

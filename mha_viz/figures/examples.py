@@ -1,0 +1,103 @@
+"""Figures of each head's examples over a corpus (`mha_viz.corpus.head_examples`): a document's tokens
+with the head's attention from one query drawn on them, the score histogram, the distance
+histogram, the top tokens, and the head finder (every head on two corpus metrics)."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from .style import axis_labels, margin, plot_title
+
+PATTERN_COLOURS = {"block": "#1b9e77", "vertical": "#d95f02", "diagonal": "#7570b3", "broad": "#e7298a",
+                   "heterogeneous": "#66a61e"}
+
+
+def strongest_query(pattern: np.ndarray) -> int:
+    """The query row that holds the pattern's largest weight (the score's row, past row 0)."""
+    p = np.asarray(pattern, dtype=np.float64).copy()
+    p[:1] = 0
+    p[:, :1] = 0
+    return int(np.unravel_index(int(np.argmax(p)), p.shape)[0])
+
+
+def document_html(tokens: list[str], pattern: np.ndarray, query: int | None = None) -> str:
+    """The document's tokens as HTML, each key shaded by the weight query `query` (default: the
+    strongest) gives it and the query boxed: escaped, so any text is safe to show."""
+    q = strongest_query(pattern) if query is None else int(query)
+    row = np.asarray(pattern[q], dtype=np.float64)
+    top = float(row.max()) or 1.0
+    spans = []
+    for i, tok in enumerate(tokens):
+        alpha = row[i] / top if i < row.size else 0.0
+        style = f"background: rgba(214, 39, 40, {alpha:.2f}); padding: 0 1px; border-radius: 2px;"
+        if i == q:
+            style += " outline: 2px solid #1f77b4;"
+        title = f"position {i}: {row[i]:.3f}" if i < row.size else f"position {i}"
+        spans.append(f'<span style="{style}" title="{html.escape(title)}">{html.escape(tok)}</span>')
+    return '<div style="line-height: 1.9; font-family: monospace; font-size: 0.85em;">' + " ".join(spans) + "</div>"
+
+
+def score_histogram(edges: np.ndarray, counts: np.ndarray, title: str) -> go.Figure:
+    centres = (edges[:-1] + edges[1:]) / 2
+    fig = go.Figure(go.Bar(x=centres, y=counts, width=np.diff(edges), marker_color="#4c78a8",
+                           hovertemplate="score %{x:.2f}: %{y} documents<extra></extra>"))
+    fig.update_layout(title=plot_title(title), height=300, margin=margin(t=60), bargap=0,
+                      xaxis=dict(title=dict(text="score (largest attention weight, first row and column left out)"),
+                                 range=[0, 1]),
+                      yaxis=dict(title=dict(text="documents")))
+    return fig
+
+
+def distance_histogram(labels: list[str], mass: np.ndarray, title: str) -> go.Figure:
+    last = int(np.max(np.nonzero(mass)[0])) + 1 if np.any(mass) else 2
+    share = mass[:last] / max(float(mass.sum()), 1e-300)
+    fig = go.Figure(go.Bar(x=labels[:last], y=share, marker_color="#72b7b2",
+                           hovertemplate="|query − key| %{x}: %{y:.1%} of the attention<extra></extra>"))
+    fig.update_layout(title=plot_title(title), height=300, margin=margin(t=60),
+                      xaxis=dict(title=dict(text="|query − key| (tokens)"), type="category"),
+                      yaxis=dict(title=dict(text="share of the attention"), tickformat=".0%"))
+    return fig
+
+
+def token_bars(pairs: list[tuple[str, float]], title: str) -> go.Figure:
+    names = axis_labels([t for t, _ in pairs][::-1])
+    labels = [str(i) for i in range(len(pairs))]
+    fig = go.Figure(go.Bar(y=labels, x=[v for _, v in pairs][::-1], orientation="h", customdata=names,
+                           marker_color="#9467bd", hovertemplate="%{customdata}: %{x:.2f}<extra></extra>"))
+    fig.update_layout(title=plot_title(title), height=int(120 + 18 * len(pairs)), margin=margin(t=60),
+                      yaxis=dict(tickmode="array", tickvals=labels, ticktext=names),
+                      xaxis=dict(title=dict(text="attention mass over the corpus")))
+    return fig
+
+
+def head_finder(table: pd.DataFrame, x: str, y: str, *, x_label: str, y_label: str) -> go.Figure:
+    """Every head a point on two corpus metrics, coloured by its pattern class; point i is row i of
+    `table` (layer-major), so a click's point index names the head (`finder_pick`)."""
+    classes = table["pattern"].astype(str).str.split(":").str[0]
+    colours = [PATTERN_COLOURS.get(c, "#7f7f7f") for c in classes]
+    names = [f"L{l}H{h} ({c})" for l, h, c in zip(table["layer"], table["head"], classes)]
+    fig = go.Figure(go.Scatter(x=table[x], y=table[y], mode="markers", text=names,
+                               marker=dict(size=9, color=colours, line=dict(width=0.5, color="#333")),
+                               hovertemplate="%{text}: %{x:.3g}, %{y:.3g}<extra>click to open</extra>"))
+    for c, colour in PATTERN_COLOURS.items():  # a legend of the classes present
+        if (classes == c).any():
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=c, marker=dict(size=9, color=colour)))
+    fig.update_layout(title=plot_title(f"Head finder: {y_label} against {x_label}"), height=460, margin=margin(t=60),
+                      xaxis=dict(title=dict(text=x_label)), yaxis=dict(title=dict(text=y_label)),
+                      legend=dict(title=dict(text="pattern")))
+    return fig
+
+
+def finder_pick(points: list[dict], num_heads: int) -> tuple[int, int] | None:
+    """(layer, head) of a click on `head_finder`'s points (curve 0)."""
+    for p in points or []:
+        if p.get("curve_number", 0) != 0:
+            continue
+        idx = p.get("point_index", p.get("pointIndex", p.get("point_number")))
+        if idx is not None:
+            return divmod(int(idx), num_heads)
+    return None

@@ -1,0 +1,135 @@
+"""The *Head examples* page: what makes one head fire across a corpus (`mha_viz.corpus.head_examples`,
+computed with the Corpus page's statistics): its top documents and samples from every score
+decile with its attention drawn on their tokens, its score and distance histograms, the tokens
+that carry its attention, and the head finder, every head on any two corpus metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from mha_viz import metrics
+from mha_viz.figures import examples as example_figures
+from mha_viz.ui import charts, corpus_views, keys, state, views
+
+RANKINGS = {"max_activation": "best score (max activation)", "top_mean": "mean of the top scores"}
+
+
+def _stats(cur):
+    """The session's last corpus statistics with examples for the sidebar's model, or None."""
+    key = st.session_state.get(keys.CORPUS_LAST)
+    if key is None or key.model != cur.model_key:
+        return None
+    stats = corpus_views.cached(key)
+    return stats if stats is not None and stats.examples is not None else None
+
+
+def finder_table(stats) -> pd.DataFrame:
+    """The corpus head table with the examples' rankings and the importance, one row a head (layer-major)."""
+    table = stats.table.sort_values(["layer", "head"]).reset_index(drop=True)
+    L, H = stats.num_layers, stats.num_heads
+    table["max_activation"] = stats.examples.ranking("max").ravel()
+    table["top_mean"] = stats.examples.ranking("top_mean").ravel()
+    if stats.importance is not None:
+        table["importance"] = np.asarray(stats.importance).reshape(L * H)
+    return table
+
+
+def _label(column: str) -> str:
+    if column in RANKINGS:
+        return RANKINGS[column]
+    if column == "importance":
+        return "corpus importance"
+    return metrics.METRICS[column].label if column in metrics.METRICS else column
+
+
+def _on_finder(num_heads: int) -> None:
+    event = st.session_state.get(keys.EXAMPLES_FINDER) or {}
+    picked = example_figures.finder_pick((event.get("selection") or {}).get("points") or [], num_heads)
+    if picked is not None:
+        st.session_state[keys.EXAMPLES_LAYER], st.session_state[keys.EXAMPLES_HEAD] = picked
+
+
+def examples_view() -> None:
+    cur = views.start_on_model("Head examples", "This page uses the sidebar's model: fix the message above first.")
+    if cur is None:
+        return
+    stats = _stats(cur)
+    if stats is None:
+        st.info(f"No corpus has been run for {state.plain(cur.model.name)} in this session yet. Run one on the "
+                "**Corpus** page (the bundled sample, a file or a dataset): each head's examples are kept with the "
+                "statistics, and this page shows them.", icon="📚")
+        if st.button("Open the Corpus page", key=keys.EXAMPLES_TO_CORPUS):
+            st.session_state[keys.GOTO] = "corpus"
+            st.rerun()
+        return
+    ex = stats.examples
+    L, H = ex.shape
+    st.caption(f"{stats.n_docs:,} documents of {stats.n_tokens:,} tokens. A document's score for a head is its "
+               "largest attention weight with the first query row and the first key column left out (HeadVis's "
+               "max activation: the first token's sink would otherwise win every time).")
+    table = finder_table(stats)
+    _finder(table, H)
+    ids = list(range(L))
+    state.settle(keys.EXAMPLES_LAYER, min(int(st.session_state.get(keys.EXAMPLES_LAYER, 0)), L - 1))
+    state.settle(keys.EXAMPLES_HEAD, min(int(st.session_state.get(keys.EXAMPLES_HEAD, 0)), H - 1))
+    cols = st.columns([1, 1, 4])
+    layer = int(cols[0].selectbox("Layer", ids, key=keys.EXAMPLES_LAYER))
+    head = int(cols[1].selectbox("Head", list(range(H)), key=keys.EXAMPLES_HEAD))
+    row = table.iloc[layer * H + head]
+    cols[2].caption(f"Layer {layer}, head {head}: pattern {row['pattern']}; best score {row['max_activation']:.3f}.")
+    _documents(ex, layer, head)
+    left, right = st.columns(2)
+    edges, counts = ex.histogram(layer, head)
+    charts.show(example_figures.score_histogram(edges, counts, f"Layer {layer}, head {head}: scores over the corpus"),
+                key="examples_scores", where=left, name="head-scores")
+    labels, mass = ex.distances(layer, head)
+    charts.show(example_figures.distance_histogram(labels, mass, f"Layer {layer}, head {head}: how far it looks"),
+                key="examples_distances", where=right, name="head-distances")
+    left, right = st.columns(2)
+    for side, where, what in (("query", left, "query tokens that give"), ("key", right, "key tokens that receive")):
+        pairs = ex.top_tokens(layer, head, side, k=20)
+        if pairs:
+            charts.show(example_figures.token_bars(pairs, f"The {what} the most attention"),
+                        key=f"examples_{side}_tokens", where=where, name=f"head-{side}-tokens")
+
+
+def _finder(table: pd.DataFrame, num_heads: int) -> None:
+    st.subheader("Head finder")
+    columns = [c for c in ("max_activation", "top_mean", "importance") if c in table.columns]
+    columns += [c for c in metrics.METRICS if c in table.columns]
+    cols = st.columns(3)
+    x = cols[0].selectbox("Across", columns, index=min(1, len(columns) - 1), key=keys.EXAMPLES_X,
+                          format_func=_label, persist_state=state.KEEP)
+    y = cols[1].selectbox("Up", columns, index=0, key=keys.EXAMPLES_Y, format_func=_label, persist_state=state.KEEP)
+    rank = cols[2].selectbox("Rank the heads by", columns, index=0, key=keys.EXAMPLES_RANK, format_func=_label,
+                             persist_state=state.KEEP)
+    charts.show(example_figures.head_finder(table, x, y, x_label=_label(x), y_label=_label(y)),
+                key=keys.EXAMPLES_FINDER, on_select=lambda: _on_finder(num_heads), selection_mode="points",
+                name="head-finder")
+    ranked = table.sort_values(rank, ascending=False, kind="stable")[["layer", "head", "pattern", rank]].head(10)
+    st.caption(f"The 10 heads with the highest {_label(rank)}: "
+               + ", ".join(f"L{int(r.layer)}H{int(r.head)} ({getattr(r, rank):.3g})" for r in ranked.itertuples())
+               + ". Click a point to open its head.")
+
+
+def _documents(ex, layer: int, head: int) -> None:
+    st.subheader("Top documents")
+    st.caption("Each key shaded by the weight the boxed query gives it (the query where the score was found); "
+               "hover a token for its weight.")
+    for doc, score in ex.top(layer, head):
+        _document(ex, doc, score, layer, head)
+    st.subheader("Samples from every decile")
+    for d, kept in enumerate(ex.deciles(layer, head)):
+        if not kept:
+            continue
+        with st.expander(f"Scores {d / 10:.1f}–{(d + 1) / 10:.1f}: {len(kept)} document(s)"):
+            for doc, score in kept:
+                _document(ex, doc, score, layer, head)
+
+
+def _document(ex, doc: int, score: float, layer: int, head: int) -> None:
+    pattern = ex.pattern(doc, layer, head)
+    st.html(f"<div><b>document {doc}</b> · score {score:.3f}</div>"
+            + example_figures.document_html(ex.tokens(doc), pattern))

@@ -1,0 +1,16 @@
+"""Fixtures of the app tier."""
+
+from __future__ import annotations
+
+import pytest
+
+from mha_viz.ui import corpus_views
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """Corpus results kept in an empty folder, none in memory."""
+    monkeypatch.setenv("MHA_VIZ_CACHE_DIR", str(tmp_path))
+    corpus_views._store.clear()
+    yield tmp_path
+    corpus_views._store.clear()

@@ -1,0 +1,70 @@
+"""The *Head examples* page through AppTest: without a corpus it says where to run one; after the
+Corpus page's job it draws the chosen head's top documents (the library's, with its attention on
+their tokens), its histograms, its top tokens and the head finder (a point a head, layer-major, so
+that a click names its head); for minilm and for toy-induction."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz import corpus
+from mha_viz.figures import examples as example_figures
+from mha_viz.ui import corpus_views, keys
+from tests.app.helpers import charts, open_page, open_with_text, shown
+
+pytestmark = pytest.mark.model
+
+
+def _title(chart) -> str:
+    return chart["layout"].get("title", {}).get("text", "")
+
+
+def _corpus(model: str, tokens: int):
+    at = open_with_text("corpus", "The cat sat on the mat.", model)
+    at.number_input(key=keys.CORPUS_TOKENS).set_value(tokens).run()
+    at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+    at.button(key=keys.CORPUS_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    return at
+
+
+def test_without_a_corpus_the_page_says_where_to_run_one(fresh_cache):
+    at = open_with_text("examples", "The cat sat on the mat.", "minilm")
+    assert not at.exception
+    assert "No corpus has been run for" in shown(" ".join(i.value for i in at.info))
+    assert not at.get("plotly_chart")
+    at.button(key=keys.EXAMPLES_TO_CORPUS).click().run()
+    assert at.title[0].value == "Corpus"
+
+
+@pytest.mark.parametrize("model, tokens", [("minilm", 32), ("toy-induction", 24)])
+def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_cache, model, tokens):
+    at = _corpus(model, tokens)
+    open_page(at, "examples")
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    loaded = mha_viz.load_model(model)
+    train, _ = corpus_views.split(corpus.read_texts("sample"))
+    want = corpus.head_examples(loaded, train, max_tokens=tokens)
+    top = want.top(0, 0)
+    htmls = [h.proto.body for h in at.get("html")]
+    assert len(htmls) >= len(top)
+    for (doc, score), body in zip(top, htmls):  # the top documents, in order, with their scores
+        assert f"document {doc}</b> · score {score:.3f}" in body
+    titles = [_title(c) for c in charts(at)]
+    assert any(t.startswith("Head finder") for t in titles) and any("scores over the corpus" in t for t in titles)
+    scores = next(c for c in charts(at) if "scores over the corpus" in _title(c))
+    np.testing.assert_array_equal(np.asarray(scores["data"][0]["y"]), want.histogram(0, 0)[1])
+    # another head, picked: its own top documents
+    at.selectbox(key=keys.EXAMPLES_LAYER).set_value(1).run()
+    at.selectbox(key=keys.EXAMPLES_HEAD).set_value(2).run()
+    assert not at.exception and not at.error
+    first = want.top(1, 2)[0]
+    assert f"document {first[0]}</b> · score {first[1]:.3f}" in at.get("html")[0].proto.body
+    # the finder: one point a head, layer-major, so that a click's point index names the head
+    finder = next(c for c in charts(at) if _title(c).startswith("Head finder"))
+    H = loaded.num_heads
+    assert len(finder["data"][0]["x"]) == loaded.num_layers * H
+    assert "L1H2" in finder["data"][0]["text"][H + 2]
+    assert example_figures.finder_pick([{"curve_number": 0, "point_index": H + 2}], H) == (1, 2)
