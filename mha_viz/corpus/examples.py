@@ -110,6 +110,19 @@ def sparse_pattern(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return out_k, out_w
 
 
+def _cells_by_bin(n: int, first_only: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flat indices of the counted cells of an (n, n) pattern — past row and column 0 when
+    `first_only`, else all — in distance-bin order; where each bin starts; the bins present)."""
+    q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    flat = (q * n + k).ravel()
+    if first_only:
+        flat = flat[((q > 0) & (k > 0)).ravel()]
+    bins = distance_bin(np.abs(flat // n - flat % n))
+    order = np.argsort(bins, kind="stable")
+    present, starts = np.unique(bins[order], return_index=True)
+    return flat[order], starts, present
+
+
 def _best(scores: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k best along the last axis: highest score first, the earlier document on ties."""
     order = np.lexsort((docs, -scores), axis=-1)[..., :k]
@@ -173,23 +186,34 @@ class ExamplesPartial:
         L, H, o = self.num_layers, self.num_heads, self.options
         scores = np.full((L, H, len(runs)), -np.inf)
         kept_docs = np.asarray(list(docs), dtype=np.int64)
-        onehots: dict[int, np.ndarray] = {}  # n -> (n², bins): each cell's distance bin
+        by_bin: dict[tuple[int, bool], tuple] = {}  # (n, first only) -> the cells in bin order, bins' starts
         ids, key_mass, query_mass = [], [], []
         for i, run in enumerate(runs):
             n = run.n
             keep = kept_mask(n, run.special_mask, o.skip)
-            masked = run.attentions * (keep[:, None] & keep[None, :])  # (L, H, n, n)
-            if keep.any():
-                scores[:, :, i] = masked.reshape(L, H, -1).max(-1)
-            if n not in onehots:
-                q, k = np.arange(n)[:, None], np.arange(n)[None, :]
-                onehots[n] = np.eye(DISTANCE_BINS)[distance_bin(np.abs(q - k)).ravel()]
-            self.distances += (masked.reshape(L * H, -1) @ onehots[n]).reshape(L, H, -1)
+            first_only = bool(keep[1:].all())  # HeadVis's case: read the attention itself, no masked copy
+            if (n, first_only) not in by_bin:
+                by_bin[(n, first_only)] = _cells_by_bin(n, first_only)
+            order, starts, present = by_bin[(n, first_only)]
+            a = run.attentions  # (L, H, n, n)
+            if first_only:
+                inner = a[:, :, 1:, 1:]  # a view
+                given, received = inner.sum(3), inner.sum(2)  # (L, H, n − 1): from each query, to each key
+                key_mass.append(np.concatenate([np.zeros((L, H, 1)), received], 2).reshape(L * H, n))
+                query_mass.append(np.concatenate([np.zeros((L, H, 1)), given], 2).reshape(L * H, n))
+                cells = a.reshape(L * H, -1)[:, order]  # the counted cells, in distance-bin order
+            else:
+                masked = a * (keep[:, None] & keep[None, :])
+                key_mass.append(masked.sum(2).reshape(L * H, n))
+                query_mass.append(masked.sum(3).reshape(L * H, n))
+                cells = masked.reshape(L * H, -1)[:, order]
+            if keep.any() and cells.shape[1]:
+                scores[:, :, i] = cells.max(1).reshape(L, H)
+                # sums by bin without BLAS, whose threads would spin beside torch's on a small machine
+                self.distances[:, :, present] += np.add.reduceat(cells, starts, axis=1).reshape(L, H, -1)
             ids.append(np.asarray(run.token_ids[:n], dtype=np.int64))
             for t, text in zip(ids[-1].tolist(), run.tokens):
                 self.vocab.setdefault(t, text)
-            key_mass.append(masked.sum(2).reshape(L * H, n))
-            query_mass.append(masked.sum(3).reshape(L * H, n))
         if ids:  # the batch's tokens summed by id once, then added to the running total
             u, inverse = np.unique(np.concatenate(ids), return_inverse=True)
             for side, masses in (("key", key_mass), ("query", query_mass)):

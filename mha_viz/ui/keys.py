@@ -124,11 +124,13 @@ CORPUS_ENGINE = "corpus_engine"
 CORPUS_METRIC = "corpus_metric"
 CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
 CORPUS_LAST = "_corpus_last"  # the CorpusKey of the last statistics this session saw (Head examples reads it)
+CORPUS_EXAMPLES_MODEL = "_corpus_examples_model"  # the ModelKey those statistics (with examples) are of
 # --- head examples (examples_views) -----------------------------------------------------------------
 EXAMPLES_LAYER, EXAMPLES_HEAD = "examples_layer", "examples_head"
 EXAMPLES_X, EXAMPLES_Y, EXAMPLES_RANK = "examples_x", "examples_y", "examples_rank"  # the finder's axes, ranking
 EXAMPLES_FINDER = "examples_finder"  # the finder's selection event
 EXAMPLES_TO_CORPUS = "examples_to_corpus"
+EXAMPLES_OPEN = "examples_open"  # a head view's button to that head's examples
 CORPUS_PRUNED = "_corpus_pruned"  # {CorpusKey: DataFrame}: pruning curves on the held-out documents
 
 # --- teaching and switching heads off -----------------------------------------------------------

@@ -33,6 +33,22 @@ def open_head(layer: int, head: int) -> None:
     st.session_state[keys.GOTO] = "head_view"
 
 
+def examples_link(cur, row: int, head: int, where=None) -> None:
+    """A button to this head's examples across the corpus (the Head examples page), once a corpus
+    with examples has been run for the sidebar's model in this session."""
+    if st.session_state.get(keys.CORPUS_EXAMPLES_MODEL) != cur.model_key or cur.run is None:
+        return
+    layer = cur.run.layer_ids[row]
+    if (where or st).button(f"Layer {layer}, head {head} across the corpus", key=keys.EXAMPLES_OPEN,
+                            help="Its top documents, samples from every score decile and its histograms, from the "
+                                 "corpus run on the Corpus page."):
+        # the examples' rows are the model's attention layers (a hybrid's softmax layers)
+        st.session_state[keys.EXAMPLES_LAYER] = cur.model.layer_ids.index(layer) if cur.model else row
+        st.session_state[keys.EXAMPLES_HEAD] = head
+        st.session_state[keys.GOTO] = "examples"
+        st.rerun()
+
+
 def clicked_head(widget_key: str) -> tuple[int, int] | None:
     """(layer row, head) that a click on a layers × heads grid (`head_figures.grid_pick` layout) of the
     current run selected, read from the chart's selection event; None when there is none or it
@@ -229,6 +245,7 @@ def head_view() -> None:
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
     charts.show(_head_figure(cur, layer, head, rescale), key="head_heatmap")
+    examples_link(cur, layer, head)
     a = run.head(layer, head)
     top = a.argmax(axis=1)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."

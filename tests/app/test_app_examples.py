@@ -68,3 +68,17 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     assert len(finder["data"][0]["x"]) == loaded.num_layers * H
     assert "L1H2" in finder["data"][0]["text"][H + 2]
     assert example_figures.finder_pick([{"curve_number": 0, "point_index": H + 2}], H) == (1, 2)
+
+
+def test_the_head_view_links_to_its_heads_examples_once_a_corpus_ran(fresh_cache):
+    at = open_with_text("head_view", "The cat sat on the mat.", "minilm")
+    assert keys.EXAMPLES_OPEN not in [b.key for b in at.button]  # no corpus yet: no link
+    open_page(at, "corpus")
+    at.number_input(key=keys.CORPUS_TOKENS).set_value(16).run()
+    at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+    at.button(key=keys.CORPUS_GO).click().run()
+    open_page(at, "head_view")
+    at.button(key=keys.EXAMPLES_OPEN).click().run()
+    assert not at.exception and at.title[0].value == "Head examples"
+    assert (at.selectbox(key=keys.EXAMPLES_LAYER).value, at.selectbox(key=keys.EXAMPLES_HEAD).value) == (
+        at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD])
