@@ -81,7 +81,7 @@ def head_finder(table: pd.DataFrame, x: str, y: str, *, x_label: str, y_label: s
     colours = [PATTERN_COLOURS.get(c, "#7f7f7f") for c in classes]
     names = [f"L{l}H{h} ({c})" for l, h, c in zip(table["layer"], table["head"], classes)]
     fig = go.Figure(go.Scatter(x=table[x], y=table[y], mode="markers", text=names,
-                               marker=dict(size=9, color=colours, line=dict(width=0.5, color="#333")),
+                               marker=dict(size=9, color=colours, line=dict(width=0.5, color="#333")), showlegend=False,
                                hovertemplate="%{text}: %{x:.3g}, %{y:.3g}<extra>click to open</extra>"))
     for c, colour in PATTERN_COLOURS.items():  # a legend of the classes present
         if (classes == c).any():

@@ -52,3 +52,42 @@ def test_cancel_stops_a_long_job(browser, server):
         ui.assert_clean()
     finally:
         ui.close()
+
+
+POINTS = """(el) => {
+    const gd = el.querySelector('.js-plotly-plot');
+    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), d = gd._fullData[0];
+    return Array.from(d.x).map((x, i) => [box.left + fl._size.l + fl.xaxis.l2p(x),
+                                         box.top + fl._size.t + fl.yaxis.l2p(d.y[i])]);
+}"""
+
+
+def test_head_examples_and_the_finder_after_a_corpus(browser, server):
+    """The corpus job keeps each head's examples; the Head examples page draws them, and a click on
+    the head finder opens the head under the pointer."""
+    ui = _open(browser, server, "corpus-examples", model="toy-induction", text="a b c a b c")
+    try:
+        if _compute(ui).count():
+            ui.click(_compute(ui))
+        ui.page.get_by_text(re.compile(r"documents/s\)|documents, \d")).first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
+        ui.wait_idle()
+        ui.goto("Head examples")
+        ui.page.get_by_text(re.compile(r"document \d+ · score")).first.wait_for(timeout=60_000)
+        finder = next(ui.charts().nth(i) for i in range(ui.charts().count())
+                      if ui.chart_title(i).startswith("Head finder"))
+        finder.scroll_into_view_if_needed()
+        heads = 4  # toy-induction: 2 layers × 4 heads
+        points = finder.evaluate(POINTS)  # each head's point on the screen, layer-major
+        x, y = points[heads + 2]  # layer 1, head 2
+        ui.rerun(lambda: ui.page.mouse.click(x, y))
+        layer = ui.page.locator("[data-testid=stMain] input[role=combobox][aria-label='Layer']")
+        head = ui.page.locator("[data-testid=stMain] input[role=combobox][aria-label='Head']")
+        # the head under the pointer: this one, or one drawn within a few pixels of it
+        under = {divmod(i, heads) for i, (px, py) in enumerate(points) if abs(px - x) <= 6 and abs(py - y) <= 6}
+        assert ui.wait_until(lambda: (int(layer.input_value()), int(head.input_value())) in under, True)
+        ui.wait_idle()
+        assert ui.page.get_by_text(re.compile(r"document \d+ · score")).count() >= 1
+        ui.assert_clean()
+        ui.shot("head-examples")
+    finally:
+        ui.close()
