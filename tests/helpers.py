@@ -94,3 +94,19 @@ def save_peaked(cls, config, out, *, sharpened: tuple[str, ...], scale: float, n
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return str(out)
+
+
+def assert_same_examples(a, b, *, atol: float = 1e-5) -> None:
+    """Two `corpus.HeadExamples` keep the same documents, scores, histograms, masses and patterns."""
+    import numpy as np
+
+    np.testing.assert_array_equal(a.part.top_doc, b.part.top_doc)
+    np.testing.assert_allclose(a.part.top_score, b.part.top_score, atol=atol)
+    np.testing.assert_array_equal(a.part.dec_doc, b.part.dec_doc)
+    np.testing.assert_array_equal(a.part.histogram, b.part.histogram)
+    np.testing.assert_allclose(a.part.distances, b.part.distances, rtol=1e-6, atol=atol)
+    np.testing.assert_array_equal(a.part.key_ids, b.part.key_ids)
+    np.testing.assert_allclose(a.part.key_mass, b.part.key_mass, rtol=1e-6, atol=atol)
+    np.testing.assert_allclose(a.part.query_mass, b.part.query_mass, rtol=1e-6, atol=atol)
+    assert sorted(a.part.patterns) == sorted(b.part.patterns)
+    assert a.part.documents == b.part.documents

@@ -4,8 +4,6 @@ histogram, the top tokens, and the head finder (every head on two corpus metrics
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -24,21 +22,33 @@ def strongest_query(pattern: np.ndarray) -> int:
     return int(np.unravel_index(int(np.argmax(p)), p.shape)[0])
 
 
-def document_html(tokens: list[str], pattern: np.ndarray, query: int | None = None) -> str:
-    """The document's tokens as HTML, each key shaded by the weight query `query` (default: the
-    strongest) gives it and the query boxed: escaped, so any text is safe to show."""
+def document_figure(tokens: list[str], pattern: np.ndarray, title: str, *, query: int | None = None,
+                    per_row: int = 16) -> go.Figure:
+    """The document's tokens in rows of `per_row`, each key shaded by the weight query `query`
+    (default: the strongest) gives it, relative to that row's largest, the query framed. Token
+    texts go through Plotly's labels (`axis_labels`), never raw HTML."""
     q = strongest_query(pattern) if query is None else int(query)
+    n = len(tokens)
+    weights = np.zeros(n)
     row = np.asarray(pattern[q], dtype=np.float64)
-    top = float(row.max()) or 1.0
-    spans = []
-    for i, tok in enumerate(tokens):
-        alpha = row[i] / top if i < row.size else 0.0
-        style = f"background: rgba(214, 39, 40, {alpha:.2f}); padding: 0 1px; border-radius: 2px;"
-        if i == q:
-            style += " outline: 2px solid #1f77b4;"
-        title = f"position {i}: {row[i]:.3f}" if i < row.size else f"position {i}"
-        spans.append(f'<span style="{style}" title="{html.escape(title)}">{html.escape(tok)}</span>')
-    return '<div style="line-height: 1.9; font-family: monospace; font-size: 0.85em;">' + " ".join(spans) + "</div>"
+    weights[:min(n, row.size)] = row[:n]
+    rows = max(1, -(-n // per_row))
+    z = np.full(rows * per_row, np.nan)
+    z[:n] = weights / (weights.max() or 1.0)
+    text = np.full(rows * per_row, "", dtype=object)
+    text[:n] = axis_labels(tokens)
+    custom = np.full(rows * per_row, np.nan)
+    custom[:n] = weights
+    fig = go.Figure(go.Heatmap(z=z.reshape(rows, per_row), text=text.reshape(rows, per_row),
+                               customdata=custom.reshape(rows, per_row), texttemplate="%{text}",
+                               colorscale=[[0, "#ffffff"], [1, "#d62728"]], zmin=0, zmax=1, showscale=False,
+                               xgap=2, ygap=2, hovertemplate="%{text}: %{customdata:.3f}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[q % per_row], y=[q // per_row], mode="markers", hoverinfo="skip", showlegend=False,
+                             marker=dict(symbol="square-open", size=30, color="#1f77b4", line=dict(width=2))))
+    fig.update_layout(title=plot_title(title), height=70 + 30 * rows, margin=margin(t=40, b=10, l=10, r=10),
+                      xaxis=dict(visible=False, range=[-0.5, per_row - 0.5]),
+                      yaxis=dict(visible=False, autorange="reversed"), plot_bgcolor="white")
+    return fig
 
 
 def score_histogram(edges: np.ndarray, counts: np.ndarray, title: str) -> go.Figure:

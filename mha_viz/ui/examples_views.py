@@ -116,20 +116,20 @@ def _finder(table: pd.DataFrame, num_heads: int) -> None:
 
 def _documents(ex, layer: int, head: int) -> None:
     st.subheader("Top documents")
-    st.caption("Each key shaded by the weight the boxed query gives it (the query where the score was found); "
+    st.caption("Each key shaded by the weight the framed query gives it (the query where the score was found); "
                "hover a token for its weight.")
-    for doc, score in ex.top(layer, head):
-        _document(ex, doc, score, layer, head)
+    for rank, (doc, score) in enumerate(ex.top(layer, head)):
+        _document(ex, doc, score, layer, head, f"examples_top_{rank}")
     st.subheader("Samples from every decile")
     for d, kept in enumerate(ex.deciles(layer, head)):
         if not kept:
             continue
         with st.expander(f"Scores {d / 10:.1f}–{(d + 1) / 10:.1f}: {len(kept)} document(s)"):
-            for doc, score in kept:
-                _document(ex, doc, score, layer, head)
+            for i, (doc, score) in enumerate(kept):
+                _document(ex, doc, score, layer, head, f"examples_decile_{d}_{i}")
 
 
-def _document(ex, doc: int, score: float, layer: int, head: int) -> None:
-    pattern = ex.pattern(doc, layer, head)
-    st.html(f"<div><b>document {doc}</b> · score {score:.3f}</div>"
-            + example_figures.document_html(ex.tokens(doc), pattern))
+def _document(ex, doc: int, score: float, layer: int, head: int, key: str) -> None:
+    fig = example_figures.document_figure(ex.tokens(doc), ex.pattern(doc, layer, head),
+                                          f"Document {doc} · score {score:.3f}")
+    charts.show(fig, key=key, name=f"head-{layer}-{head}-document-{doc}")

@@ -48,10 +48,13 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     train, _ = corpus_views.split(corpus.read_texts("sample"))
     want = corpus.head_examples(loaded, train, max_tokens=tokens)
     top = want.top(0, 0)
-    htmls = [h.proto.body for h in at.get("html")]
-    assert len(htmls) >= len(top)
-    for (doc, score), body in zip(top, htmls):  # the top documents, in order, with their scores
-        assert f"document {doc}</b> · score {score:.3f}" in body
+    documents = [_title(c) for c in charts(at) if _title(c).startswith("Document ")]
+    assert documents[:len(top)] == [f"Document {doc} · score {score:.3f}" for doc, score in top]  # in order
+    drawn = next(c for c in charts(at) if _title(c) == documents[0])
+    doc = top[0][0]
+    weights = np.asarray(drawn["data"][0]["customdata"], dtype=float).ravel()[:len(want.tokens(doc))]
+    pattern = want.pattern(doc, 0, 0)
+    np.testing.assert_allclose(weights, pattern[example_figures.strongest_query(pattern)], atol=1e-6)
     titles = [_title(c) for c in charts(at)]
     assert any(t.startswith("Head finder") for t in titles) and any("scores over the corpus" in t for t in titles)
     scores = next(c for c in charts(at) if "scores over the corpus" in _title(c))
@@ -61,7 +64,7 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     at.selectbox(key=keys.EXAMPLES_HEAD).set_value(2).run()
     assert not at.exception and not at.error
     first = want.top(1, 2)[0]
-    assert f"document {first[0]}</b> · score {first[1]:.3f}" in at.get("html")[0].proto.body
+    assert f"Document {first[0]} · score {first[1]:.3f}" in [_title(c) for c in charts(at)]
     # the finder: one point a head, layer-major, so that a click's point index names the head
     finder = next(c for c in charts(at) if _title(c).startswith("Head finder"))
     H = loaded.num_heads

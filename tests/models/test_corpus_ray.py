@@ -75,7 +75,7 @@ def test_ray_equals_local_and_reports_progress(ray_engine):
 
 @pytest.mark.model  # minilm, loaded by name in the actors
 def test_ray_keeps_the_same_head_examples_as_local(ray_engine):
-    from tests.models.test_head_examples import assert_same_examples
+    from tests.helpers import assert_same_examples
 
     local = corpus.head_examples("minilm", DOCS, engine="local", max_tokens=OPTIONS["max_tokens"], batch_size=2)
     remote = corpus.head_examples("minilm", DOCS, engine="ray", max_tokens=OPTIONS["max_tokens"], batch_size=3)

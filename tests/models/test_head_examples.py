@@ -12,6 +12,7 @@ import mha_viz
 from mha_viz import corpus
 from mha_viz.corpus import examples as ex_mod
 from mha_viz.corpus.batching import capture_runs
+from tests.helpers import assert_same_examples
 
 pytestmark = pytest.mark.model
 TOKENS = 48
@@ -39,19 +40,6 @@ def brute(minilm, docs):
             a[..., :, 0] = 0
             out[i] = a.reshape(*a.shape[:2], -1).max(-1)
     return out
-
-
-def assert_same_examples(a: corpus.HeadExamples, b: corpus.HeadExamples, *, atol: float = 1e-5) -> None:
-    np.testing.assert_array_equal(a.part.top_doc, b.part.top_doc)
-    np.testing.assert_allclose(a.part.top_score, b.part.top_score, atol=atol)
-    np.testing.assert_array_equal(a.part.dec_doc, b.part.dec_doc)
-    np.testing.assert_array_equal(a.part.histogram, b.part.histogram)
-    np.testing.assert_allclose(a.part.distances, b.part.distances, rtol=1e-6, atol=atol)
-    np.testing.assert_array_equal(a.part.key_ids, b.part.key_ids)
-    np.testing.assert_allclose(a.part.key_mass, b.part.key_mass, rtol=1e-6, atol=atol)
-    np.testing.assert_allclose(a.part.query_mass, b.part.query_mass, rtol=1e-6, atol=atol)
-    assert sorted(a.part.patterns) == sorted(b.part.patterns)
-    assert a.part.documents == b.part.documents
 
 
 def test_the_top_documents_are_brute_forces(examples, brute):
