@@ -79,9 +79,8 @@ def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=No
                            f"not once for each of its {L} attention layers")
     delta = torch.stack([(g[0].float() * (zs[0].float() - z.detach()[0].float())).sum(-1).T.cpu()  # (H, n) from
                          for (z, _), (zs, _), g in zip(record, source, grads)])  # each layer's device: (L, H, n), Δm
-    gap = e.m_clean - e.m_corr
-    values = (delta if mode == "denoise" else -delta) / gap
-    return e.result(mode, values.numpy().astype(np.float32), None, estimated=True)
+    m_run = e.m_corr if mode == "denoise" else e.m_clean  # the patched run's metric, moved by Δm
+    return e.result(mode, e.moved(m_run + delta.double(), mode).numpy().astype(np.float32), None, estimated=True)
 
 
 def by_head(positions: Patching) -> Patching:

@@ -264,7 +264,7 @@ class ExamplesPartial:
 
     def _prune(self) -> None:
         """Forget the patterns and documents no head keeps any more (memory stays bounded)."""
-        kept = set(zip(*[a.tolist() for a in _kept_triples(self)]))
+        kept = set(zip(*[a.tolist() for a in kept_triples(self)]))
         self.patterns = {k: v for k, v in self.patterns.items() if k in kept}
         docs = {d for d, _, _ in self.patterns}
         self.documents = {d: t for d, t in self.documents.items() if d in docs}
@@ -292,7 +292,7 @@ class ExamplesPartial:
         return out
 
 
-def _kept_triples(part) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def kept_triples(part) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(docs, layers, heads) of every kept (document, head)."""
     top = part.top_doc != EMPTY_DOC
     dec = part.dec_doc != EMPTY_DOC

@@ -15,6 +15,8 @@ from .examples import (DECILES, EMPTY_DOC, PATTERN_KEYS, SCORE_BINS, ExampleOpti
                        distance_labels)
 
 ARRAYS, META = "examples.npz", "examples.json"
+FIXED = ("top_score", "top_doc", "dec_priority", "dec_doc", "dec_score", "histogram", "distances")  # shaped by the options
+GROWING = ("key_ids", "key_mass", "query_ids", "query_mass")  # a column a token seen
 FORMAT, VERSION = "mha-viz head examples", 1
 
 
@@ -120,11 +122,8 @@ class HeadExamples:
         L, H = meta["shape"]
         o = ExampleOptions(**meta["options"])
         part = ExamplesPartial(L, H, o)
-        for name in ("top_score", "top_doc", "dec_priority", "dec_doc", "dec_score", "histogram", "distances",
-                     "key_ids", "key_mass", "query_ids", "query_mass"):
-            want = getattr(part, name)
-            if name not in a or (name not in ("key_ids", "key_mass", "query_ids", "query_mass")
-                                 and a[name].shape != want.shape):
+        for name in FIXED + GROWING:
+            if name not in a or (name in FIXED and a[name].shape != getattr(part, name).shape):
                 raise ValueError(f"{folder / ARRAYS}: {name} is missing or has the wrong shape")
             setattr(part, name, a[name])
         part.vocab = {int(k): v for k, v in meta["vocab"].items()}
@@ -141,10 +140,7 @@ def _arrays(part: ExamplesPartial) -> dict[str, np.ndarray]:
     keys = [part.patterns[i][0] for i in index]
     offsets = np.cumsum([0] + [k.shape[0] for k in keys]).astype(np.int64)
     return {
-        "top_score": part.top_score, "top_doc": part.top_doc, "dec_priority": part.dec_priority,
-        "dec_doc": part.dec_doc, "dec_score": part.dec_score, "histogram": part.histogram,
-        "distances": part.distances, "key_ids": part.key_ids, "key_mass": part.key_mass,
-        "query_ids": part.query_ids, "query_mass": part.query_mass,
+        **{name: getattr(part, name) for name in FIXED + GROWING},
         "pattern_index": np.asarray(index, dtype=np.int64).reshape(-1, 3), "pattern_offsets": offsets,
         "pattern_keys": np.concatenate(keys) if keys else np.zeros((0, PATTERN_KEYS), dtype=np.int16),
         "pattern_weights": (np.concatenate([part.patterns[i][1] for i in index]) if index

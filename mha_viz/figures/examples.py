@@ -86,7 +86,7 @@ def token_bars(pairs: list[tuple[str, float]], title: str) -> go.Figure:
 
 def head_finder(table: pd.DataFrame, x: str, y: str, *, x_label: str, y_label: str) -> go.Figure:
     """Every head a point on two corpus metrics, coloured by its pattern class; point i is row i of
-    `table` (layer-major), so a click's point index names the head (`finder_pick`)."""
+    `table` (layer-major), so a click's point index names the head (`heads.grid_pick(…, curve=0)`)."""
     classes = table["pattern"].astype(str).str.split(":").str[0]
     colours = [PATTERN_COLOURS.get(c, "#7f7f7f") for c in classes]
     names = [f"L{l}H{h} ({c})" for l, h, c in zip(table["layer"], table["head"], classes)]
@@ -100,14 +100,3 @@ def head_finder(table: pd.DataFrame, x: str, y: str, *, x_label: str, y_label: s
                       xaxis=dict(title=dict(text=x_label)), yaxis=dict(title=dict(text=y_label)),
                       legend=dict(title=dict(text="pattern")))
     return fig
-
-
-def finder_pick(points: list[dict], num_heads: int) -> tuple[int, int] | None:
-    """(layer, head) of a click on `head_finder`'s points (curve 0)."""
-    for p in points or []:
-        if p.get("curve_number", 0) != 0:
-            continue
-        idx = p.get("point_index", p.get("pointIndex", p.get("point_number")))
-        if idx is not None:
-            return divmod(int(idx), num_heads)
-    return None

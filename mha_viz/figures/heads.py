@@ -304,13 +304,14 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
     return fig
 
 
-def grid_pick(points: list[dict], num_heads: int) -> tuple[int, int] | None:
-    """(layer, head) of the first clicked marker of `model_grid`, from a selection event.
+def grid_pick(points: list[dict], num_heads: int, curve: int = 1) -> tuple[int, int] | None:
+    """(layer, head) of the first clicked marker of `model_grid` (its markers are curve 1), or of
+    any chart whose curve `curve` has one point a head, from a selection event.
 
     Markers are laid out layer-major, so a marker's point index is layer * num_heads + head.
     """
     for p in points or []:
-        if p.get("curve_number", 1) != 1:
+        if p.get("curve_number", curve) != curve:
             continue  # the image trace, not a marker
         idx = p.get("point_index", p.get("pointIndex", p.get("point_number")))
         if idx is not None:

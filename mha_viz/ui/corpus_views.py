@@ -220,9 +220,7 @@ def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar
 
 
 def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
-    st.session_state[keys.CORPUS_LAST] = key  # the Head examples page shows these
-    if stats.examples is not None:  # every head view links to them
-        st.session_state[keys.CORPUS_EXAMPLES_MODEL] = key.model
+    st.session_state[keys.CORPUS_LAST] = key  # the Head examples page shows these; the head view links to them
     table = stats.table
     rate = stats.n_docs / stats.seconds if stats.seconds else 0.0
     st.success(f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens"

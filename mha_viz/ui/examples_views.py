@@ -11,6 +11,7 @@ import streamlit as st
 
 from mha_viz import metrics
 from mha_viz.figures import examples as example_figures
+from mha_viz.figures import heads as head_figures
 from mha_viz.ui import charts, corpus_views, keys, state, views
 
 RANKINGS = {"max_activation": "best score (max activation)", "top_mean": "mean of the top scores"}
@@ -46,7 +47,7 @@ def _label(column: str) -> str:
 
 def _on_finder(num_heads: int) -> None:
     event = st.session_state.get(keys.EXAMPLES_FINDER) or {}
-    picked = example_figures.finder_pick((event.get("selection") or {}).get("points") or [], num_heads)
+    picked = head_figures.grid_pick((event.get("selection") or {}).get("points") or [], num_heads, curve=0)
     if picked is not None:
         st.session_state[keys.EXAMPLES_LAYER], st.session_state[keys.EXAMPLES_HEAD] = picked
 

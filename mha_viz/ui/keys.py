@@ -124,7 +124,6 @@ CORPUS_ENGINE = "corpus_engine"
 CORPUS_METRIC = "corpus_metric"
 CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
 CORPUS_LAST = "_corpus_last"  # the CorpusKey of the last statistics this session saw (Head examples reads it)
-CORPUS_EXAMPLES_MODEL = "_corpus_examples_model"  # the ModelKey those statistics (with examples) are of
 # --- head examples (examples_views) -----------------------------------------------------------------
 EXAMPLES_LAYER, EXAMPLES_HEAD = "examples_layer", "examples_head"
 EXAMPLES_X, EXAMPLES_Y, EXAMPLES_RANK = "examples_x", "examples_y", "examples_rank"  # the finder's axes, ranking

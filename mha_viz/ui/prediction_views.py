@@ -20,7 +20,7 @@ from mha_viz.figures import style as figure_style
 from mha_viz.ui import charts, export_views, keys, state
 from mha_viz.ui.generate_views import live_button
 from mha_viz.ui.keys import PredKey
-from mha_viz.ui.views import start
+from mha_viz.ui.views import start_on_model
 
 OWN = "— your own pair —"
 
@@ -45,13 +45,11 @@ def _refusal(model) -> str | None:
 
 
 def prediction_view() -> None:
-    cur = start("Heads behind a prediction", forward=True)
+    cur = start_on_model("Heads behind a prediction", "This page uses the sidebar's model and text: fix the message "
+                                                      "above first.")
     if cur is None:
         return
     model = cur.model
-    if model is None or cur.stale:
-        st.info("This page uses the sidebar's model and text: fix the message above first.", icon="ℹ️")
-        return
     why = _refusal(model)
     if why is not None:
         st.info(state.plain(why), icon="🧭")

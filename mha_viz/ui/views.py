@@ -36,7 +36,8 @@ def open_head(layer: int, head: int) -> None:
 def examples_link(cur, row: int, head: int, where=None) -> None:
     """A button to this head's examples across the corpus (the Head examples page), once a corpus
     with examples has been run for the sidebar's model in this session."""
-    if st.session_state.get(keys.CORPUS_EXAMPLES_MODEL) != cur.model_key or cur.run is None:
+    last = st.session_state.get(keys.CORPUS_LAST)  # every corpus job of the page keeps the examples
+    if last is None or last.model != cur.model_key or cur.run is None:
         return
     layer = cur.run.layer_ids[row]
     if (where or st).button(f"Layer {layer}, head {head} across the corpus", key=keys.EXAMPLES_OPEN,

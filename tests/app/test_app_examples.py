@@ -11,6 +11,7 @@ import pytest
 import mha_viz
 from mha_viz import corpus
 from mha_viz.figures import examples as example_figures
+from mha_viz.figures import heads as head_figures
 from mha_viz.ui import corpus_views, keys
 from tests.app.helpers import charts, open_page, open_with_text, shown
 
@@ -70,7 +71,7 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     H = loaded.num_heads
     assert len(finder["data"][0]["x"]) == loaded.num_layers * H
     assert "L1H2" in finder["data"][0]["text"][H + 2]
-    assert example_figures.finder_pick([{"curve_number": 0, "point_index": H + 2}], H) == (1, 2)
+    assert head_figures.grid_pick([{"curve_number": 0, "point_index": H + 2}], H, curve=0) == (1, 2)
 
 
 def test_the_head_view_links_to_its_heads_examples_once_a_corpus_ran(fresh_cache):
