@@ -18,7 +18,7 @@ The loss depends on what the model has (`loss_kind`):
   embedding (mean of the last hidden states over the tokens, as sentence-transformers pools)
   with the heads masked and without.
 
-Masking multiplies each head's output z_h by ξ_h before W_O (`models.masking`), so
+Masking multiplies each head's output z_h by ξ_h before W_O (`mha_viz_models.masking`), so
 `masked_loss` with every head of a layer masked equals that layer's attention output being W_O's
 bias alone.
 

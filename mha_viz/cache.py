@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Callable
 
-import mha_viz_models as models
+import mha_viz_models
 from mha_viz_models import LoadedModel
 
 Key = tuple[str, str, bool, str]  # spec, device, our MHA, precision asked for
@@ -19,7 +19,7 @@ log = logging.getLogger("mha_viz.cache")
 
 
 class ModelCache:
-    def __init__(self, loader: Callable[..., LoadedModel] = models.load, max_models: int = 3,
+    def __init__(self, loader: Callable[..., LoadedModel] = mha_viz_models.load, max_models: int = 3,
                  allow_pickle: bool = False) -> None:
         self._loader = loader
         self._allow_pickle = allow_pickle

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-import mha_viz_models as models
+import mha_viz_models
 from mha_viz_models import LoadedModel, values
 
 from . import run_file
@@ -73,7 +73,7 @@ class AttentionRun(HeadArray):
     # set by `drop_tokens`: what was hidden, the sink mass per head, rows left empty, the label
     hidden: Hidden | None = None
     # float32 (layers, heads, n): ‖f_h(x_j)‖, the norm of what key j writes through head h
-    # (`models.values`); None where the value path cannot be read (`mha_viz.attribution`)
+    # (`mha_viz_models.values`); None where the value path cannot be read (`mha_viz.attribution`)
     value_norms: np.ndarray | None = None
     lens: str = ""  # see HeadArray.lens
     # what the model computed in ("float32", "bfloat16", "float16"; "" when not known: an array,
@@ -179,13 +179,13 @@ def chooses_lean(model: LoadedModel, n: int, layers: int | None = None) -> bool:
 
 def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
                dtype: str = "auto", max_memory: dict | None = None, progress=None) -> LoadedModel:
-    """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `models.load`.
+    """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `mha_viz_models.load`.
 
     dtype: "auto" (the checkpoint's own; the bundled models float32), "float32", "bfloat16" or
     "float16": what the model computes in; probabilities are float32 in every precision.
     max_memory: e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate spreads the model over the GPUs and
     the CPU within those budgets (`device` is then ignored)."""
-    return models.load(name, device=device, local_attention=local_attention, progress=progress,
+    return mha_viz_models.load(name, device=device, local_attention=local_attention, progress=progress,
                        dtype=dtype, max_memory=max_memory)
 
 
@@ -232,7 +232,7 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     if cap is None:
         cap = model.capture(torch.tensor([ids]), inputs=model.has_head_outputs)
         # half precision: widened, rows renormalised
-        to_host((models.as_probabilities(cap.attentions[layer][0]) for layer in chosen), stacked)
+        to_host((mha_viz_models.as_probabilities(cap.attentions[layer][0]) for layer in chosen), stacked)
     outputs = None
     if cap.head_outputs is not None:
         outputs = to_host(cap.head_outputs[l][0] for l in chosen)  # (L, H, n, d_v)

@@ -41,7 +41,7 @@ def _last_only(model: LoadedModel) -> bool:
 
 def _forward(model: LoadedModel, ids: torch.Tensor, scale: torch.Tensor, record: list) -> torch.Tensor:
     """Logits (1, k, vocab) of one forward of ids (1, n) with every head's z recorded through the
-    head mask `scale` (`models.masking`); k = 1 where the model computes the last position's only."""
+    head mask `scale` (`mha_viz_models.masking`); k = 1 where the model computes the last position's only."""
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
     if _last_only(model):
         kwargs["logits_to_keep"] = 1  # m reads the last position: no (n, vocab) product, forward or back

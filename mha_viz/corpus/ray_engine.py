@@ -54,7 +54,7 @@ from pathlib import Path
 import ray  # heavy, optional (requirements-ray.txt): this module is imported only for engine="ray"
 import torch
 
-import mha_viz_models as models
+import mha_viz_models
 from mha_viz_models import LoadedModel, ModelLoadError
 
 from . import ray_engine_pool
@@ -116,7 +116,7 @@ def _init() -> None:
     global _started
     address = os.environ.get("RAY_ADDRESS")
     if address:
-        code = [str(Path(models.__file__).parent), str(Path(__file__).parents[1])]  # models/, mha_viz/
+        code = [str(Path(mha_viz_models.__file__).parent), str(Path(__file__).parents[1])]  # models/, mha_viz/
         ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code})
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing

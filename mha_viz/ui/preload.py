@@ -220,9 +220,9 @@ def _gguf() -> None:
 
 def _ours() -> None:
     import mha_viz
-    import mha_viz_models as models
+    import mha_viz_models
 
-    for package in (models, mha_viz):
+    for package in (mha_viz_models, mha_viz):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
             if not info.name.startswith(_SKIP_PREFIXES):
                 importlib.import_module(info.name)

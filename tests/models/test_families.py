@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import mha_viz_models as models
+import mha_viz_models
 from mha_viz_models.families import FAMILIES, family_of, output_projection
 
 W_O = {"bert": lambda m: m.output.dense, "gpt2": lambda m: m.c_proj, "llama": lambda m: m.o_proj}
@@ -16,7 +16,7 @@ W_O = {"bert": lambda m: m.output.dense, "gpt2": lambda m: m.c_proj, "llama": la
 @pytest.mark.parametrize("fixture, tag", [("bert_dir", "bert"), ("gpt2_dir", "gpt2"), ("llama_dir", "llama")])
 def test_each_family_is_recognised_with_its_output_projection(request, fixture, tag):
     folder = str(request.getfixturevalue(fixture))
-    hf = models.load(folder, device="cpu")
+    hf = mha_viz_models.load(folder, device="cpu")
     assert [fam for _, fam in hf.attention_modules] == [tag] * hf.num_layers
     for layer, (module, fam) in enumerate(hf.attention_modules):
         assert family_of(module) == tag
@@ -42,7 +42,7 @@ def test_each_family_is_recognised_with_its_output_projection(request, fixture, 
     z = cap.head_outputs[0]  # (1, H, n, d_v)
     torch.testing.assert_close(seen[0], z.transpose(1, 2).reshape(1, 4, -1), atol=0, rtol=0)
 
-    ours = models.load(folder, device="cpu", local_attention=True)
+    ours = mha_viz_models.load(folder, device="cpu", local_attention=True)
     assert [fam for _, fam in ours.attention_modules] == ["ours"] * ours.num_layers
     for layer, (module, fam) in enumerate(ours.attention_modules):
         assert family_of(module) == "ours" and module is ours.adapters[layer] is ours.layer_adapter(layer)
@@ -50,9 +50,9 @@ def test_each_family_is_recognised_with_its_output_projection(request, fixture, 
 
 
 def test_random_twin_derives_its_adapters_and_lock_afresh(gpt2_dir):
-    hf = models.load(str(gpt2_dir), device="cpu")
+    hf = mha_viz_models.load(str(gpt2_dir), device="cpu")
     hf.head_weights()
-    twin = models.random_twin(hf)
+    twin = mha_viz_models.random_twin(hf)
     assert twin.lock is not hf.lock
     assert twin.layer_adapter(0) is not hf.layer_adapter(0)
     assert not torch.equal(twin.head_weights()["W_Q"], hf.head_weights()["W_Q"])

@@ -33,9 +33,9 @@ def test_pickled_weights_are_refused_unless_allowed_locally(tmp_path):
     assert (folder / "pytorch_model.bin").exists() and not (folder / "model.safetensors").exists()
     with pytest.raises(mha_viz.ModelLoadError, match="only pickled weights"):
         mha_viz.load_model(str(folder), device="cpu")
-    import mha_viz_models as models
+    import mha_viz_models
 
-    model = models.load(str(folder), device="cpu", allow_pickle=True)  # the explicit local setting
+    model = mha_viz_models.load(str(folder), device="cpu", allow_pickle=True)  # the explicit local setting
     assert model.num_layers == 1
     safe = _random_bert(tmp_path / "safe", pickled=False)
     assert mha_viz.load_model(str(safe), device="cpu").num_layers == 1

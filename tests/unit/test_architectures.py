@@ -1,4 +1,4 @@
-"""Which configurations are refused at load, and what the message says (models.architectures)."""
+"""Which configurations are refused at load, and what the message says (mha_viz_models.architectures)."""
 
 from __future__ import annotations
 

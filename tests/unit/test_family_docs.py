@@ -1,4 +1,4 @@
-"""The lists of supported models come from the registry (`models.families.FAMILIES`): the message
+"""The lists of supported models come from the registry (`mha_viz_models.families.FAMILIES`): the message
 of a refused model names every family's models, and docs/using.md and docs/architecture.md hold
 the table `family_table()` makes."""
 

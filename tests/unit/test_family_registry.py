@@ -1,4 +1,4 @@
-"""`models.families.FAMILIES`: adding an attention family is one adapter class and one `Family`."""
+"""`mha_viz_models.families.FAMILIES`: adding an attention family is one adapter class and one `Family`."""
 
 from __future__ import annotations
 

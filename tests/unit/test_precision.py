@@ -1,4 +1,4 @@
-"""The precision choice (`models.precision`): names to dtypes, "auto", refusals, and half-precision
+"""The precision choice (`mha_viz_models.precision`): names to dtypes, "auto", refusals, and half-precision
 probabilities widened to float32 rows that sum to 1."""
 
 import pytest

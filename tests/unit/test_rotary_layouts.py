@@ -1,4 +1,4 @@
-"""`models.rotary` and `models.visibility` against independent computations: each RoPE layout is a
+"""`mha_viz_models.rotary` and `mha_viz_models.visibility` against independent computations: each RoPE layout is a
 rotation of its own pairs of dimensions by its own angle (written out pair by pair), Llama 4's
 complex angles are the same rotation, chunks and windows hide what their definitions hide, and a
 sink column takes a share of each row."""

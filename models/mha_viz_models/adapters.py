@@ -5,7 +5,7 @@ parameters where the layout allows, a copy where the original fuses them: GPT-2'
 GPT-NeoX's and Phi-3's fused q, k, v), accepts the arguments the surrounding Hugging Face layer
 passes, and returns `(output, probabilities)` as the original did. What the relatives add to q,
 k or the scores (per-head q/k norms, logit soft-capping, sliding windows, partial rotary) is our
-MHA's too. Which module is which family, and which adapter it gets: `models.families`.
+MHA's too. Which module is which family, and which adapter it gets: `mha_viz_models.families`.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ class LlamaFamilyAttention(RotaryAttention):
     by default; OPT's out_proj, DistilBERT's q_lin…out_lin), RoPE from `position_embeddings`
     when the model passes it, grouped-query attention, and what Llama's relatives add: per-head
     q/k norms (Qwen3), logit soft-capping and a query pre-attention scalar (Gemma 2), sliding
-    windows (Mistral, Gemma 2, Qwen2/3), and what `models.layer_features` reads: layers without
+    windows (Mistral, Gemma 2, Qwen2/3), and what `mha_viz_models.layer_features` reads: layers without
     RoPE, other RoPE layouts, q/k norms over every head at once, sink logits, chunks. `scaling`
     is the module's own (OPT scales q by it)."""
 

@@ -1,15 +1,15 @@
 """Load a model by registry name, Hugging Face hub id or local folder, ready for attention capture.
 
 Every model is loaded with eager attention (the only kind that returns probabilities), never
-with remote code, in the precision asked for (`models.precision`: by default the checkpoint's
+with remote code, in the precision asked for (`mha_viz_models.precision`: by default the checkpoint's
 own, the bundled models float32), on one device or, given `max_memory`, spread by accelerate
-over the GPUs and the CPU (`models.placement`). With `local_attention=True` each self-attention is
-replaced by our MHA (`models.adapters`). Failures become `ModelLoadError`, whose message says
+over the GPUs and the CPU (`mha_viz_models.placement`). With `local_attention=True` each self-attention is
+replaced by our MHA (`mha_viz_models.adapters`). Failures become `ModelLoadError`, whose message says
 what is missing and what to do: the UI shows it as it is.
 
-Where the rest lives: `models.registry` (the bundled models), `models.resolve` (what a name
-or folder means, the device), `models.gguf_cache` (GGUF conversion), `models.loaded`
-(`LoadedModel`, `Capture`) and `models.toy` (toy-induction, built in code).
+Where the rest lives: `mha_viz_models.registry` (the bundled models), `mha_viz_models.resolve` (what a name
+or folder means, the device), `mha_viz_models.gguf_cache` (GGUF conversion), `mha_viz_models.loaded`
+(`LoadedModel`, `Capture`) and `mha_viz_models.toy` (toy-induction, built in code).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def load(
     `offload_folder` (a temporary folder when none is given)."""
     progress = progress or (lambda _f, _m: None)
     spec = os.fspath(spec)  # a pathlib.Path to a folder is a folder
-    if spec.strip() == TOY_NAME:  # built in code (models/toy.py), not a Hugging Face model
+    if spec.strip() == TOY_NAME:  # built in code (models/mha_viz_models/toy.py), not a Hugging Face model
         return load_toy(device, local_attention, progress, dtype=resolve_dtype(dtype, resolve_device(device), fixed=True))
     # heavy (transformers): imported only when a Hugging Face model is loaded
     from transformers import AutoConfig, AutoTokenizer

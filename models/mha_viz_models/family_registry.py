@@ -1,7 +1,7 @@
 """The family registry: what a family of attention modules is (`Family`), the registry itself
 (`FAMILIES`, `register`) and what is asked of it (which module is which family, where its W_O and
 values are, whether our MHA can stand in, the lists of supported models). The families themselves
-are registered in `models.families`, which every caller imports (it re-exports these names)."""
+are registered in `mha_viz_models.families`, which every caller imports (it re-exports these names)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class Family:
     names, kind: the models it covers as people know them, and whether they are encoders, decoders or
         encoder–decoders: every list of supported models (messages, docs/using.md, docs/architecture.md)
         is made from these (`supported_models`, `family_table`).
-    values(module, config): where the module's values come out (`models.heads.ValuePath`), for
+    values(module, config): where the module's values come out (`mha_viz_models.heads.ValuePath`), for
         the families whose values are read off the model's own modules rather than our adapter's
         (those our MHA may not stand in for); None where they are not read that way.
     """

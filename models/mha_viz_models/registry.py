@@ -44,7 +44,7 @@ BUNDLED: dict[str, BundledModel] = {
     "toy-induction": BundledModel(
         "toy-induction",
         "toy-induction (2-layer attention-only, trained here: a previous-token and an induction head)",
-        "Letters a–z, space-separated. Built from our MHA and trained by models/train_toy_induction.py "
+        "Letters a–z, space-separated. Built from our MHA and trained by models/mha_viz_models/train_toy_induction.py "
         "on repeated random letters: layer 0 has a previous-token head, layer 1 an induction head.",
         lambda: Path(__file__).resolve().with_name("toy_induction"),
     ),

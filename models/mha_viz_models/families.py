@@ -1,9 +1,9 @@
 """Which attention modules mha-viz reads, and how: every family, registered in order of precedence
-in `FAMILIES` (`models.family_registry`, whose names this module re-exports). Each `Family` has a tag ("ours", "bert",
+in `FAMILIES` (`mha_viz_models.family_registry`, whose names this module re-exports). Each `Family` has a tag ("ours", "bert",
 "gpt2", "llama", "neox", "phi3", "falcon", "deberta", "mla", "modernbert", "albert", "gptj", "opt", "bart",
 "t5", "distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
 Mistral, Qwen2, Qwen3, Gemma, Gemma 2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, Llama 4…), a builder of its
-adapter (`models.adapters`), the accessor of the layer that applies W_O (whose input is the
+adapter (`mha_viz_models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
 Adding a family is one `Family` here (and, for a new layout, an adapter or a rows function),
 plus its test in tests/models/test_family_features.py.
@@ -60,11 +60,11 @@ def _llama_refuse(module: nn.Module, config) -> list[str]:
     d_k = getattr(module, "head_dim", None) or module.q_proj.out_features // config.num_attention_heads
     if module.q_proj.out_features == 2 * config.num_attention_heads * d_k:  # q_proj writes each head's query and gate
         return ["a sigmoid gate on each head's output (q_proj writes a query and a gate per head)"]
-    # what our MHA does not compute of a Llama relative (`models.layer_features`)
+    # what our MHA does not compute of a Llama relative (`mha_viz_models.layer_features`)
     return llama_refusals(module, config, d_k)
 
 
-register(Family(  # ours already: models.toy's layers, or an adapter installed before
+register(Family(  # ours already: mha_viz_models.toy's layers, or an adapter installed before
     "ours", recognise=lambda m: isinstance(m, Adapter) and hasattr(m, "mha"),
     build=lambda m, _config, _causal: m, output_projection=lambda m: m.mha.w_o,
 ))

@@ -45,14 +45,14 @@ class MultiHeadAttention(nn.Module):
         window: a sliding window (Mistral, Gemma 2's and Qwen's sliding layers): under the causal
             mask, query i also stops seeing keys j <= i - window; without it (an encoder's local
             layers, ModernBERT), query i sees keys |i - j| <= window only; None: none.
-        rope: the layout of the RoPE angles handed to the layer (`models.rotary.LAYOUTS`; complex
+        rope: the layout of the RoPE angles handed to the layer (`mha_viz_models.rotary.LAYOUTS`; complex
             angles are told by their type), or None: a layer without RoPE (NoPE) that is handed
             them all the same (SmolLM3's, Llama 4's, Cohere 2's global layers).
         norm_over_heads: q_norm and k_norm normalise the whole projection, every head at once,
             before it is split into heads (OLMo 2: RMSNorm over h·d_k).
         rotated_norm: a norm of each head's q and k after RoPE (Llama 4's L2 norm); None: none.
         temperature: (floor_scale, attn_scale) of Llama 4's query temperature on its NoPE layers
-            (`models.rotary.query_temperature`); None: none.
+            (`mha_viz_models.rotary.query_temperature`); None: none.
         sinks: (h,) learned sink logits (GPT-OSS): one more key column per head in the softmax,
             then dropped (rows sum to less than 1); None: none.
         chunk: chunked attention (Llama 4): query i sees keys j of its own chunk only,
@@ -215,7 +215,7 @@ class MultiHeadAttention(nn.Module):
         return self._heads(self.w_k(key), self.num_kv_heads, self.k_norm), self.project_v(value)  # (B, G, n_k, d_k), (B, G, n_k, d_v)
 
     def project_v(self, value: torch.Tensor) -> torch.Tensor:
-        """(B, n_k, d_kv_in) -> v (B, G, n_k, d_v), the values alone (what the heads write: `models.values`)."""
+        """(B, n_k, d_kv_in) -> v (B, G, n_k, d_v), the values alone (what the heads write: `mha_viz_models.values`)."""
         B, n_k, _ = value.shape
         return self.w_v(value).view(B, n_k, self.num_kv_heads, self.d_v).transpose(1, 2)  # (B, G, n_k, d_v)
 
@@ -304,7 +304,7 @@ class MultiHeadAttention(nn.Module):
 
     def hidden_keys(self, n_q: int, n_k: int, device=None, *, causal: bool = True) -> torch.Tensor | None:
         """(n_q, n_k) bool, True where the causal mask, this layer's sliding window or its chunk
-        hides key j from query i (`models.visibility.hidden_keys`); None when nothing is hidden."""
+        hides key j from query i (`mha_viz_models.visibility.hidden_keys`); None when nothing is hidden."""
         return hidden_keys(n_q, n_k, device, causal=causal, window=self.window, chunk=self.chunk)
 
     def _attend_fused(self, q, k, v, attn_mask, key_padding_mask, is_causal) -> torch.Tensor:

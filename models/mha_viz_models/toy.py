@@ -2,7 +2,7 @@
 
 Built from our `MultiHeadAttention` (no MLPs): token and learned absolute position embeddings,
 two causal attention layers added to the residual stream, an unembedding. Trained by
-`models/train_toy_induction.py` on distinct random letters repeated ([BOS] x1..xk x1..xk, often
+`models/mha_viz_models/train_toy_induction.py` on distinct random letters repeated ([BOS] x1..xk x1..xk, often
 after some filler letters), a task that needs a previous-token head in layer 0 and an induction
 head in layer 1 reading its output.
 Its tokens are the lowercase letters a–z, written space-separated ("a b c" -> [BOS] a b c);
@@ -109,7 +109,7 @@ class ToyInductionModel(nn.Module):
         self.unembed = nn.Linear(d, config.vocab_size, bias=False)
 
     def get_output_embeddings(self) -> nn.Linear:
-        """The unembedding, as Hugging Face models name it (`models.readout` finds it so)."""
+        """The unembedding, as Hugging Face models name it (`mha_viz_models.readout` finds it so)."""
         return self.unembed
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,

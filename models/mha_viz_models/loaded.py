@@ -1,4 +1,4 @@
-"""A loaded model ready for attention capture (`LoadedModel`); what one capture records is in `models.records`."""
+"""A loaded model ready for attention capture (`LoadedModel`); what one capture records is in `mha_viz_models.records`."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class LoadedModel:
     # (module, family tag) of each layer's self-attention as the model runs it (our adapters,
     # tagged "ours", when local_attention); empty when the heads' outputs z cannot be read off the
     # input of the layer that applies W_O (`unread` says why). The tags are those of
-    # `models.families.FAMILIES`.
+    # `mha_viz_models.families.FAMILIES`.
     attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
     # Why our MHA cannot compute these layers (lean capture, the teaching walkthrough, queries and
     # keys, W_Q, W_K and W_V need it): the features it lacks, named; None when it can
@@ -65,7 +65,7 @@ class LoadedModel:
     is_encoder_decoder: bool = False
     decoder_layers: int = 0
     decoder_heads: int = 0
-    # what the weights compute in (`models.precision`); probabilities are float32 whatever it is
+    # what the weights compute in (`mha_viz_models.precision`); probabilities are float32 whatever it is
     dtype: torch.dtype = torch.float32
     # the devices accelerate spread the model over ("cuda:0", "cpu", "disk"); empty: all on `device`
     placement: tuple[str, ...] = ()
@@ -85,7 +85,7 @@ class LoadedModel:
         return (self.num_layers if layers is None else layers) * batch * self.num_heads * n * n * 4
 
     def facts(self) -> dict[str, str]:
-        """What the model is, as plain strings (the Model facts page, the HTML report): `models.facts`."""
+        """What the model is, as plain strings (the Model facts page, the HTML report): `mha_viz_models.facts`."""
         return describe(self)
 
     @property
@@ -144,7 +144,7 @@ class LoadedModel:
         is as large as the recorded inputs (L × n × d_model floats).
         inputs: an eager capture records each attention layer's input too (a lean one always
         does), and each layer's values as W_V wrote them, for what is computed from them
-        (`models.values.value_norms`, which then projects no values again).
+        (`mha_viz_models.values.value_norms`, which then projects no values again).
         watch (eager): (module, hook) pairs registered as forward hooks for this run only, inside the lock
         (another session's forward never sees them).
         """

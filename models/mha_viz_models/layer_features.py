@@ -13,7 +13,7 @@ from torch import nn
 
 __all__ = ["ROPE_LAYOUTS", "llama_features", "llama_refusals", "norm_width"]
 
-# RoPE layouts other than Llama's halves (`models.rotary`), by model type; Llama 4's complex
+# RoPE layouts other than Llama's halves (`mha_viz_models.rotary`), by model type; Llama 4's complex
 # angles are told by their type
 ROPE_LAYOUTS = {"cohere": "pairs", "cohere2": "pairs", "gpt_oss": "halves_once"}
 NOPE_GLOBAL = ("cohere2",)  # model types whose full-attention (not sliding) layers have no RoPE

@@ -65,7 +65,7 @@ def recompute_gap(loaded, ids: torch.Tensor, eager: list[torch.Tensor]) -> tuple
 
 def check_heads(loaded, ids: torch.Tensor, tol: float):
     """Run the probe once (eager capture) and check what mha-viz reads off each layer
-    (`models.heads`): W_O applied to the recorded heads' outputs z must be what the W_O layer wrote,
+    (`mha_viz_models.heads`): W_O applied to the recorded heads' outputs z must be what the W_O layer wrote,
     and, where values are read off the model's own modules, each head's output must be its attention
     over them. Returns (the model with what could not be read switched off and said, the probe's
     probabilities per layer in float32)."""

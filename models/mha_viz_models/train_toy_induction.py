@@ -1,6 +1,6 @@
 """Train toy-induction: `.venv/bin/python -m mha_viz_models.train_toy_induction` (CPU, one thread, 1–2 min).
 
-A 2-layer attention-only transformer (models/toy.py, our MultiHeadAttention; d_model 128, 4
+A 2-layer attention-only transformer (models/mha_viz_models/toy.py, our MultiHeadAttention; d_model 128, 4
 heads of d_k 32) learns next-letter prediction on [BOS] f1..fm x1..xk x1..xk: k distinct random
 letters repeated, after m filler letters not among them (k and m drawn afresh for every batch).
 Only the repeat is predictable, and only by finding the earlier copy of the current letter and
@@ -16,7 +16,7 @@ with learned positions a head's rank-d_k QK map must send each position to the o
 (with d_k = 16 one head covered only about 20 positions).
 
 Deterministic: fixed seeds for the weights and the data, one thread. Writes
-models/toy_induction/{config.json, model.safetensors}, then prints the loss, the time, and the
+models/mha_viz_models/toy_induction/{config.json, model.safetensors}, then prints the loss, the time, and the
 previous-token and induction scores of each head on fresh sequences (the detector scores of
 mha_viz.metrics, computed here: models/ does not import mha_viz).
 """
@@ -123,7 +123,7 @@ def main() -> None:
         layer.attn.need_weights = True
 
     path = save(model, args.out, extra={"training": {
-        "script": "models/train_toy_induction.py", "steps": args.steps, "batch": args.batch, "lr": args.lr,
+        "script": "models/mha_viz_models/train_toy_induction.py", "steps": args.steps, "batch": args.batch, "lr": args.lr,
         "seed": args.seed, "optimizer": "AdamW, 100 warm-up steps, cosine decay",
         "task": "[BOS] + m filler letters + k distinct random letters twice (k in 2..26); "
                 "next-token loss on the repeat",
