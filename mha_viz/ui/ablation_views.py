@@ -11,13 +11,13 @@ import mha_viz
 from mha_viz import ablation, ablation_outcome
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, keys, state
+from mha_viz.ui import analysis, charts, keys, session, state
 from mha_viz.ui.views import start
 
 
 def _heads_on(cur) -> np.ndarray:
     """This model's on/off state (True = on), kept per model for the session."""
-    store = st.session_state.setdefault(keys.HEADS_ON, {})
+    store = session.setdefault(keys.HEADS_ON, {})
     shape = (cur.model.num_layers, cur.model.num_heads)
     on = store.get(cur.key.model)
     if on is None or on.shape != shape:
@@ -26,8 +26,8 @@ def _heads_on(cur) -> np.ndarray:
 
 
 def _set_heads(model_key, value: np.ndarray) -> None:
-    st.session_state[keys.HEADS_ON][model_key] = value
-    st.session_state[keys.HEADS_VERSION] = st.session_state.get(keys.HEADS_VERSION, 0) + 1
+    session.need(keys.HEADS_ON)[model_key] = value
+    session.put(keys.HEADS_VERSION, session.get(keys.HEADS_VERSION, 0) + 1)
 
 
 def ablation_view() -> None:
@@ -47,19 +47,19 @@ def ablation_view() -> None:
                    "have heads to switch off; its other layers always run.")
     grid = pd.DataFrame(on, index=[f"layer {l}" for l in model.layer_ids],
                         columns=[f"H{h}" for h in range(model.num_heads)])
-    edited = st.data_editor(grid, key=f"heads_grid_{st.session_state.get(keys.HEADS_VERSION, 0)}",
+    edited = st.data_editor(grid, key=f"{keys.HEADS_GRID_PREFIX}{session.get(keys.HEADS_VERSION, 0)}",
                             column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in grid.columns})
     on = edited.to_numpy(dtype=bool)
-    st.session_state[keys.HEADS_ON][cur.key.model] = on
+    session.need(keys.HEADS_ON)[cur.key.model] = on
     cols = st.columns([1, 2, 2])
-    cols[0].button("All on", key="heads_all_on",
+    cols[0].button("All on", key=keys.HEADS_ALL_ON,
                    on_click=lambda: _set_heads(cur.key.model, np.ones_like(on)))
-    cols[1].selectbox("Layer", list(range(model.num_layers)), key="heads_layer_pick",
+    cols[1].selectbox("Layer", list(range(model.num_layers)), key=keys.HEADS_LAYER_PICK,
                       label_visibility="collapsed", format_func=lambda row: f"layer {model.layer_ids[row]}")
-    cols[2].button("Switch off this whole layer", key="heads_layer_off",
+    cols[2].button("Switch off this whole layer", key=keys.HEADS_LAYER_OFF,
                    on_click=_switch_off_layer, args=(cur.key.model, on))
     mode = st.radio("Switched-off heads are", ["zeroed (ξ = 0)", "replaced by their mean output on this text"],
-                    key="ablate_mode", horizontal=True)
+                    key=keys.ABLATE_MODE, horizontal=True)
     mean_ablation = mode.startswith("replaced")
     off = int((~on).sum())
     st.markdown(f"**{off} of {on.size} heads off.**")
@@ -71,7 +71,7 @@ def _switch_off_layer(model_key, on: np.ndarray) -> None:
     """The button's callback: the layer is read at the click, so that a pick made in the same
     rerun counts."""
     out = on.copy()
-    out[st.session_state["heads_layer_pick"]] = False
+    out[session.need(keys.HEADS_LAYER_PICK)] = False
     _set_heads(model_key, out)
 
 
@@ -96,12 +96,12 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
         st.dataframe(pd.DataFrame({
             "every head on": [f"{t}  ({q:.1%})" for t, q in p.before],
             "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True,
-            key=f"preds_{p.position}")
+            key=f"{keys.ABLATION_PREDS_PREFIX}{p.position}")
 
 
 def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
     other = st.text_input("A second sentence to compare with", value="A cat is resting on a rug.",
-                          key="ablation_other")
+                          key=keys.ABLATION_OTHER)
     try:
         pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model))
                  for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
@@ -120,7 +120,7 @@ def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
 def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
     model = cur.model
     st.subheader("Which heads matter")
-    source = st.radio("Score the heads on", ["this text", "a bundled sample paragraph"], key="imp_source",
+    source = st.radio("Score the heads on", ["this text", "a bundled sample paragraph"], key=keys.IMP_SOURCE,
                       horizontal=True)
     text = cur.run.text if source == "this text" else ablation.SAMPLE_PARAGRAPH
     how = ("the change in 1 − cosine when each head alone is switched off (this model has no LM head, so the "
@@ -128,34 +128,34 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
            "Michel et al.'s gradient importance: Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, each layer's row divided by its L2 norm")
     st.caption(f"Importance: {how}.")
     key = cur.key.with_text(text)
-    if st.button("Compute head importance", key="imp_go") or key in st.session_state.get(keys.IMPORTANCE_DONE, set()):
-        st.session_state.setdefault(keys.IMPORTANCE_DONE, set()).add(key)
+    if st.button("Compute head importance", key=keys.IMP_GO) or key in session.get(keys.IMPORTANCE_DONE, set()):
+        session.setdefault(keys.IMPORTANCE_DONE, set()).add(key)
         try:
             imp = state.one_at_a_time(lambda: analysis.importance(key, model))
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
             st.error(state.plain(str(exc)), icon="⚠️")
             return
         charts.show(charts.cached("importance", key, lambda: metric_figures.metric_grid(
-            imp, title="Head importance (per-layer L2-normalised)")), key="imp_grid")
+            imp, title="Head importance (per-layer L2-normalised)")), key=keys.IMP_GRID)
         csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
         st.download_button("Download importance (CSV)", csv.encode(), file_name="head-importance.csv",
-                           mime="text/csv", key="dl_imp")
-        k = st.slider("Switch off the k least important heads", 0, imp.size - 1, 0, key="imp_k")
-        if k and st.button(f"Switch off these {k} heads above", key="imp_apply"):
+                           mime="text/csv", key=keys.DL_IMP)
+        k = st.slider("Switch off the k least important heads", 0, imp.size - 1, 0, key=keys.IMP_K)
+        if k and st.button(f"Switch off these {k} heads above", key=keys.IMP_APPLY):
             on = np.ones(imp.size, dtype=bool)
             on[np.argsort(imp.ravel())[:k]] = False
             _set_heads(cur.key.model, on.reshape(imp.shape))
             st.rerun()
         seconds = _pruning_seconds(model, len(text.split()))
         if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(ablation.PRUNE_FRACTIONS)} steps)",
-                     key="prune_go") or key in st.session_state.get(keys.PRUNING_DONE, set()):
-            st.session_state.setdefault(keys.PRUNING_DONE, set()).add(key)
+                     key=keys.PRUNE_GO) or key in session.get(keys.PRUNING_DONE, set()):
+            session.setdefault(keys.PRUNING_DONE, set()).add(key)
             curve = state.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
             charts.show(charts.cached("pruning", (key, mean_ablation), lambda: teach_figures.pruning_figure(
                 ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],
-                loss_label=ablation.LOSS_LABELS[kind].split(" (")[0])), key="prune_fig")
+                loss_label=ablation.LOSS_LABELS[kind].split(" (")[0])), key=keys.PRUNE_FIG)
             st.download_button("Download the pruning curve (CSV)", curve.to_csv(index=False).encode(),
-                               file_name="pruning-curve.csv", mime="text/csv", key="dl_prune")
+                               file_name="pruning-curve.csv", mime="text/csv", key=keys.DL_PRUNE)
 
 
 def _pruning_seconds(model, words: int) -> float:

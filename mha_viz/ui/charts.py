@@ -10,15 +10,15 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import keys
+from mha_viz.ui import keys, session
 
 
 def config(name: str) -> dict:
     """The Plotly config of a chart called `name` (its download file name, with the model's)."""
-    run = getattr(st.session_state.get(keys.CURRENT), "run", None)
+    run = getattr(session.get(keys.CURRENT), "run", None)
     model = run.model_name.rsplit("/", 1)[-1] if run is not None else ""
-    return figure_style.download_config(st.session_state.get(keys.EXPORT_FORMAT, "png"),
-                                        st.session_state.get(keys.EXPORT_SIZE, ""),
+    return figure_style.download_config(session.get(keys.EXPORT_FORMAT, "png"),
+                                        session.get(keys.EXPORT_SIZE, ""),
                                         f"{model}-{name}" if model else name)
 
 

@@ -14,7 +14,7 @@ import mha_viz
 from mha_viz import memory, metrics
 from mha_viz.figures import comparison as compare_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, export_views, keys, state, views
+from mha_viz.ui import analysis, charts, export_views, keys, session, state, views
 
 SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"
 MODES = {"texts": SENTENCES, "models": MODELS}  # by their slug in a link (links.COMPARE)
@@ -33,24 +33,24 @@ log = logging.getLogger("mha_viz.ui")
 
 
 def _on_pair() -> None:
-    pair = PAIRS.get(st.session_state.get(keys.CMP_PAIR))
+    pair = PAIRS.get(session.get(keys.CMP_PAIR))
     if pair:
-        st.session_state[keys.TEXT], st.session_state[keys.CMP_TEXT_B] = pair
+        session.put_all((keys.TEXT, keys.CMP_TEXT_B), pair)
 
 
 def _on_grid() -> None:
     picked = views.clicked_head(keys.CMP_GRID)
     if picked is not None:
-        st.session_state[keys.CMP_LAYER], st.session_state[keys.CMP_HEAD] = picked
+        session.put_all((keys.CMP_LAYER, keys.CMP_HEAD), picked)
 
 
 def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
     """Model B from the page's own picker (default: model A with the other attention implementation)."""
     options, titles = state.model_options()
-    a_choice = st.session_state.get(keys.MODEL_CHOICE, options[0])
-    if st.session_state.get(keys.CMP_MODEL_B) not in options:
-        st.session_state[keys.CMP_MODEL_B] = a_choice if a_choice in options else options[0]
-        st.session_state[keys.CMP_LOCAL_B] = not cur.model_key.local_attention if cur.model_key else False
+    a_choice = session.get(keys.MODEL_CHOICE, options[0])
+    if session.get(keys.CMP_MODEL_B) not in options:
+        session.put(keys.CMP_MODEL_B, a_choice if a_choice in options else options[0])
+        session.put(keys.CMP_LOCAL_B, not cur.model_key.local_attention if cur.model_key else False)
     cols = st.columns([3, 2])
     choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=state.KEEP, format_func=lambda k: titles.get(k, k))
     spec = choice
@@ -62,7 +62,7 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
     if not (spec or "").strip():
         st.info("Type the hub id or folder of model B.", icon="✍️")
         return None
-    device = st.session_state.get(keys.DEVICE, "auto")
+    device = session.get(keys.DEVICE, "auto")
     return state.load_model(spec, device, local, state.precision()), local
 
 
@@ -73,7 +73,7 @@ def _run_b(cur):
     if mode == SENTENCES:
         st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
-        st.session_state.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
+        session.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
         text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=state.KEEP, height=80)
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
@@ -133,20 +133,20 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     ranked = cmp.ranked(TOP)
     st.caption("Click a cell to show that head side by side below. Changed most: " + ", ".join(
         f"L{run.layer_ids[l]} H{h} ({v:.3g})" for l, h, v in ranked[:5]) + ".")
-    if ranked and st.session_state.get(keys.CMP_FOR) != this:  # a new comparison opens on its most changed head
-        st.session_state[keys.CMP_LAYER], st.session_state[keys.CMP_HEAD] = ranked[0][0], ranked[0][1]
-    st.session_state[keys.CMP_FOR] = this
-    state.settle(keys.CMP_LAYER, min(int(st.session_state.get(keys.CMP_LAYER, 0)), run.num_layers - 1))
-    state.settle(keys.CMP_HEAD, min(int(st.session_state.get(keys.CMP_HEAD, 0)), run.num_heads - 1))
+    if ranked and session.get(keys.CMP_FOR) != this:  # a new comparison opens on its most changed head
+        session.put_all((keys.CMP_LAYER, keys.CMP_HEAD), (ranked[0][0], ranked[0][1]))
+    session.put(keys.CMP_FOR, this)
+    session.settle(keys.CMP_LAYER, min(int(session.get(keys.CMP_LAYER, 0)), run.num_layers - 1))
+    session.settle(keys.CMP_HEAD, min(int(session.get(keys.CMP_HEAD, 0)), run.num_heads - 1))
     st.subheader("Head by head")
     cols = st.columns([1, 1, 2])
     layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER, persist_state=state.KEEP,
                               format_func=lambda row: str(run.layer_ids[row]))
     head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD, persist_state=state.KEEP)
-    rescale = cols[2].toggle("Rescale A and B to their maximum", key="cmp_rescale")
+    rescale = cols[2].toggle("Rescale A and B to their maximum", key=keys.CMP_RESCALE)
     fig = charts.cached("compare_side", (this, layer, head, rescale),
                         lambda: compare_figures.side_by_side(cmp, layer, head, rescale=rescale))
-    charts.show(fig, key="cmp_side", name=f"compare-L{run.layer_ids[layer]}-H{head}")
+    charts.show(fig, key=keys.CMP_SIDE, name=f"compare-L{run.layer_ids[layer]}-H{head}")
     st.caption(f"Left {state.plain(label_a)}, "
                + (f"middle {state.plain(label_b)}, right A − B (red: A attends more, blue: B attends more)."
                   if cmp.kind != "metrics" else f"right {state.plain(label_b)}."))
@@ -163,7 +163,7 @@ def _by_depth(cmp, this: tuple) -> None:
         return
     metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
     charts.show(charts.cached("compare_depth", (this, metric), lambda: compare_figures.depth_distributions(cmp, metric)),
-                key="cmp_depth", name=f"compare-depth-{metric}")
+                key=keys.CMP_DEPTH, name=f"compare-depth-{metric}")
 
 
 def _table(cmp) -> None:
@@ -171,9 +171,9 @@ def _table(cmp) -> None:
     table = cmp.table if cmp.same_shape else cmp.depth
     st.caption("One row per head, most changed first: each metric for A, for B, and B − A."
                if cmp.same_shape else "Every head of both models with its relative depth.")
-    st.dataframe(table, hide_index=True, key="cmp_table_df",
+    st.dataframe(table, hide_index=True, key=keys.CMP_TABLE_DF,
                  column_config={c: st.column_config.NumberColumn(format="%.4f")
                                 for c in table.columns if table[c].dtype.kind == "f"})
     stem = figure_style.safe_filename(f"compare-{cmp.run_a.model_name}-{cmp.run_b.model_name}")
     st.download_button("Download the differences (CSV)", lambda: export_views.table_csv(table), file_name=f"{stem}.csv",
-                       mime="text/csv", key="dl_cmp", on_click="ignore")
+                       mime="text/csv", key=keys.DL_CMP, on_click="ignore")

@@ -23,7 +23,7 @@ from mha_viz.figures import corpus as corpus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, export_views, keys, state, views
+from mha_viz.ui import analysis, charts, export_views, keys, session, state, views
 from mha_viz.ui.generate_views import live_button
 from mha_viz.ui.keys import CorpusKey
 
@@ -32,9 +32,6 @@ log = logging.getLogger("mha_viz.ui")
 SAMPLE, UPLOAD, PATH = "The bundled sample", "Upload a file", "A file on this machine"
 HOLD_EVERY, HOLD_MAX, HOLD_MIN_DOCS = 10, 64, 20
 LOCAL, RAY = "In this app", "On Ray (RAY_ADDRESS, or a local Ray)"
-RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
-DOCS = "_corpus_docs"  # (source, Documents): the last corpus read by this session
-MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
 UPLOAD_CEILING_MB = 50  # .streamlit/config.toml's server.maxUploadSize: larger files by path (locally)
 CACHE_VERSION = 2  # bump when the statistics change: older folders are then never read (2: head examples kept)
 RANDOM_ORDERS = 3
@@ -74,20 +71,20 @@ class Documents(NamedTuple):
 def _read_once(ident: tuple, read) -> Documents:
     """The documents of `ident` (the sample, an upload by its id, a path by size and time),
     read, split and hashed once per session and source, not on every rerun (a 50 MB upload)."""
-    kept = st.session_state.get(DOCS)
+    kept = session.get(keys.CORPUS_DOCS)
     if kept is not None and kept[0] == ident:
         return kept[1]
     texts = read()
     train, held = split(texts)
     docs = Documents(len(texts), train, held, corpus.corpus_hash(train))
-    st.session_state[DOCS] = (ident, docs)
+    session.put(keys.CORPUS_DOCS, (ident, docs))
     return docs
 
 
 def _documents(conf) -> tuple[Documents, str] | None:
     sources = [SAMPLE, UPLOAD] + ([] if conf.public else [PATH])
-    if st.session_state.get(keys.CORPUS_SOURCE) not in sources:
-        st.session_state[keys.CORPUS_SOURCE] = SAMPLE
+    if session.get(keys.CORPUS_SOURCE) not in sources:
+        session.put(keys.CORPUS_SOURCE, SAMPLE)
     source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, persist_state=state.KEEP, horizontal=True)
     limits = dict(max_docs=conf.max_corpus_docs, max_bytes=conf.max_corpus_mb * 2**20)
     try:
@@ -140,14 +137,14 @@ def corpus_view() -> None:
     train, held = docs.train, docs.held
     cols = st.columns(4)
     top = min(512, cur.model.max_positions, state.token_cap())
-    state.settle(keys.CORPUS_TOKENS, min(int(st.session_state.get(keys.CORPUS_TOKENS) or 128), top))
+    session.settle(keys.CORPUS_TOKENS, min(int(session.get(keys.CORPUS_TOKENS) or 128), top))
     max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, persist_state=state.KEEP, step=32,
                                       help="Longer documents are cut to this many tokens.")
     batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH, persist_state=state.KEEP)
     embedding = ablation.loss_kind(cur.model) == ablation.EMBEDDING
-    if st.session_state.get(MODEL_SEEN) != cur.model_key:  # a new model: its own default
-        st.session_state[MODEL_SEEN] = cur.model_key
-        st.session_state[keys.CORPUS_IMPORTANCE] = not embedding  # off where it costs a pass a head
+    if session.get(keys.CORPUS_MODEL_SEEN) != cur.model_key:  # a new model: its own default
+        session.put(keys.CORPUS_MODEL_SEEN, cur.model_key)
+        session.put(keys.CORPUS_IMPORTANCE, not embedding)  # off where it costs a pass a head
     importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE, persist_state=state.KEEP,
                                 help="Michel et al.'s gradient importance summed over the documents: one backward "
                                      "pass a batch. Embedding models (minilm) have no gradient signal, so each head "
@@ -175,7 +172,7 @@ def corpus_view() -> None:
 
 
 def _cancelled_notice() -> None:
-    if st.session_state.pop(RUNNING, None) is not None:
+    if session.pop(keys.CORPUS_RUNNING, None) is not None:
         st.warning("The corpus job was cancelled; nothing was kept.", icon="⏹️")
 
 
@@ -183,14 +180,14 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str):
     """Run the job with a progress bar (a press of Cancel, or any widget, interrupts it); when
     another session is running the same job, wait for its result instead."""
     bar = st.progress(0.0, text="Starting…")
-    st.session_state[RUNNING] = key  # still here on the next run when this one is interrupted
+    session.put(keys.CORPUS_RUNNING, key)  # still here on the next run when this one is interrupted
 
     def waiting() -> None:  # each update lets Streamlit stop this run (Cancel, any widget)
         bar.progress(0.0, text="Another visitor is computing these same statistics: they will be yours "
                                "too when that job finishes…")
 
     stats = _store().obtain(key, lambda: _run_job(cur, key, train, batch, engine, bar), tick=waiting)
-    st.session_state.pop(RUNNING, None)
+    session.pop(keys.CORPUS_RUNNING, None)
     bar.empty()
     return stats
 
@@ -220,7 +217,7 @@ def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar
 
 
 def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
-    st.session_state[keys.CORPUS_LAST] = key  # the Head examples page shows these; the head view links to them
+    session.put(keys.CORPUS_LAST, key)  # the Head examples page shows these; the head view links to them
     table = stats.table
     rate = stats.n_docs / stats.seconds if stats.seconds else 0.0
     st.success(f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens"
@@ -230,12 +227,12 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
     label = metrics.METRICS[metric].label
     left, right = st.columns(2)
-    charts.show(corpus_figures.mean_grid(table, metric, label=label), key="corpus_mean", where=left,
+    charts.show(corpus_figures.mean_grid(table, metric, label=label), key=keys.CORPUS_MEAN, where=left,
                 name=f"corpus-{metric}-mean")
-    charts.show(corpus_figures.spread_grid(table, metric, label=label), key="corpus_sd", where=right,
+    charts.show(corpus_figures.spread_grid(table, metric, label=label), key=keys.CORPUS_SD, where=right,
                 name=f"corpus-{metric}-sd")
     st.subheader("Head types")
-    charts.show(corpus_figures.pattern_map(table), key="corpus_patterns", name="corpus-head-types")
+    charts.show(corpus_figures.pattern_map(table), key=keys.CORPUS_PATTERNS, name="corpus-head-types")
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Most frequent class of each head over the documents. Heads per class: "
                + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
@@ -243,7 +240,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     _this_sentence(cur, table, metric, label)
     stem = figure_style.safe_filename(f"{cur.model.name}-corpus-{stats.n_docs}")
     st.download_button("Download the corpus head table (CSV)", export_views.table_csv(table),
-                       file_name=f"{stem}.csv", mime="text/csv", key="dl_corpus")
+                       file_name=f"{stem}.csv", mime="text/csv", key=keys.DL_CORPUS)
 
 
 def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
@@ -253,11 +250,11 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
         return
     charts.show(metric_figures.metric_grid(stats.importance, title="Head importance over the corpus "
                                            "(per-layer L2-normalised)", layer_ids=sorted(set(stats.table["layer"]))),
-                key="corpus_importance_grid", name="corpus-importance")
+                key=keys.CORPUS_IMPORTANCE_GRID, name="corpus-importance")
     if not held:
         st.caption(f"Under {HOLD_MIN_DOCS} documents nothing is held out, so there is no pruning check.")
         return
-    done = st.session_state.setdefault(keys.CORPUS_PRUNED, {})
+    done = session.setdefault(keys.CORPUS_PRUNED, {})
     if key not in done:
         if not st.button(f"Check the order on the {len(held)} held-out documents", key=keys.CORPUS_PRUNE,
                          help=f"Switch heads off least important first, and in {RANDOM_ORDERS} random orders: "
@@ -275,10 +272,10 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
     charts.show(teach_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
                                              curve["random mean"], curve["random sd"],
                                              loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),
-                key="corpus_pruning", name="corpus-pruning")
+                key=keys.CORPUS_PRUNING, name="corpus-pruning")
     st.caption(f"Mean loss over the {len(held)} held-out documents, which the importance never saw.")
     st.download_button("Download the pruning curve (CSV)", export_views.table_csv(curve),
-                       file_name="corpus-pruning-curve.csv", mime="text/csv", key="dl_corpus_prune")
+                       file_name="corpus-pruning-curve.csv", mime="text/csv", key=keys.DL_CORPUS_PRUNE)
 
 
 def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) -> pd.DataFrame:
@@ -304,9 +301,9 @@ def _this_sentence(cur, table: pd.DataFrame, metric: str, label: str) -> None:
         st.info("The sidebar's sentence has no value of this metric.", icon="ℹ️")
         return
     left, right = st.columns(2)
-    charts.show(corpus_figures.versus(table, here, metric, label=label), key="corpus_versus", where=left,
+    charts.show(corpus_figures.versus(table, here, metric, label=label), key=keys.CORPUS_VERSUS, where=left,
                 name=f"corpus-versus-{metric}")
-    charts.show(corpus_figures.deviation_grid(table, here, metric, label=label), key="corpus_deviation",
+    charts.show(corpus_figures.deviation_grid(table, here, metric, label=label), key=keys.CORPUS_DEVIATION,
                 where=right, name=f"corpus-deviation-{metric}")
     z = corpus_figures.deviation(table, here, metric)
     row, head = np.unravel_index(int(np.abs(z).argmax()), z.shape)

@@ -12,14 +12,14 @@ import streamlit as st
 from mha_viz import metrics
 from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import charts, corpus_views, keys, state, views
+from mha_viz.ui import charts, corpus_views, keys, session, state, views
 
 RANKINGS = {"max_activation": "best score (max activation)", "top_mean": "mean of the top scores"}
 
 
 def _stats(cur):
     """The session's last corpus statistics with examples for the sidebar's model, or None."""
-    key = st.session_state.get(keys.CORPUS_LAST)
+    key = session.get(keys.CORPUS_LAST)
     if key is None or key.model != cur.model_key:
         return None
     stats = corpus_views.cached(key)
@@ -46,10 +46,10 @@ def _label(column: str) -> str:
 
 
 def _on_finder(num_heads: int) -> None:
-    event = st.session_state.get(keys.EXAMPLES_FINDER) or {}
+    event = session.get(keys.EXAMPLES_FINDER) or {}
     picked = head_figures.grid_pick((event.get("selection") or {}).get("points") or [], num_heads, curve=0)
     if picked is not None:
-        st.session_state[keys.EXAMPLES_LAYER], st.session_state[keys.EXAMPLES_HEAD] = picked
+        session.put_all((keys.EXAMPLES_LAYER, keys.EXAMPLES_HEAD), picked)
 
 
 def examples_view() -> None:
@@ -62,7 +62,7 @@ def examples_view() -> None:
                 "**Corpus** page (the bundled sample, a file or a dataset): each head's examples are kept with the "
                 "statistics, and this page shows them.", icon="📚")
         if st.button("Open the Corpus page", key=keys.EXAMPLES_TO_CORPUS):
-            st.session_state[keys.GOTO] = "corpus"
+            session.put(keys.GOTO, "corpus")
             st.rerun()
         return
     ex = stats.examples
@@ -73,8 +73,8 @@ def examples_view() -> None:
     table = finder_table(stats)
     _finder(table, H)
     ids = list(range(L))
-    state.settle(keys.EXAMPLES_LAYER, min(int(st.session_state.get(keys.EXAMPLES_LAYER, 0)), L - 1))
-    state.settle(keys.EXAMPLES_HEAD, min(int(st.session_state.get(keys.EXAMPLES_HEAD, 0)), H - 1))
+    session.settle(keys.EXAMPLES_LAYER, min(int(session.get(keys.EXAMPLES_LAYER, 0)), L - 1))
+    session.settle(keys.EXAMPLES_HEAD, min(int(session.get(keys.EXAMPLES_HEAD, 0)), H - 1))
     cols = st.columns([1, 1, 4])
     layer = int(cols[0].selectbox("Layer", ids, key=keys.EXAMPLES_LAYER))
     head = int(cols[1].selectbox("Head", list(range(H)), key=keys.EXAMPLES_HEAD))
@@ -84,16 +84,16 @@ def examples_view() -> None:
     left, right = st.columns(2)
     edges, counts = ex.histogram(layer, head)
     charts.show(example_figures.score_histogram(edges, counts, f"Layer {layer}, head {head}: scores over the corpus"),
-                key="examples_scores", where=left, name="head-scores")
+                key=keys.EXAMPLES_SCORES, where=left, name="head-scores")
     labels, mass = ex.distances(layer, head)
     charts.show(example_figures.distance_histogram(labels, mass, f"Layer {layer}, head {head}: how far it looks"),
-                key="examples_distances", where=right, name="head-distances")
+                key=keys.EXAMPLES_DISTANCES, where=right, name="head-distances")
     left, right = st.columns(2)
     for side, where, what in (("query", left, "query tokens that give"), ("key", right, "key tokens that receive")):
         pairs = ex.top_tokens(layer, head, side, k=20)
         if pairs:
             charts.show(example_figures.token_bars(pairs, f"The {what} the most attention"),
-                        key=f"examples_{side}_tokens", where=where, name=f"head-{side}-tokens")
+                        key=f"{keys.EXAMPLES_TOKENS_PREFIX}{side}_tokens", where=where, name=f"head-{side}-tokens")
 
 
 def _finder(table: pd.DataFrame, num_heads: int) -> None:

@@ -13,7 +13,7 @@ import streamlit as st
 
 from mha_viz import metrics, report, run_file
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, keys, seq2seq_views, state
+from mha_viz.ui import analysis, keys, seq2seq_views, session, state
 
 log = logging.getLogger("mha_viz.ui")
 FORMATS = {"png": "PNG (image)", "svg": "SVG (vector, for papers)"}
@@ -82,16 +82,16 @@ def _box(cur) -> None:
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
     st.download_button("Attention data (.npz)", data=lambda: run_file.to_bytes(run, float16=half),
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
-                       key="dl_npz", icon=":material/data_array:",
+                       key=keys.DL_NPZ, icon=":material/data_array:",
                        help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")
     options = _head_options(run)
-    chosen = [h for h in st.session_state.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
-    selected = (int(st.session_state.get(keys.SEL_LAYER, 0)), int(st.session_state.get(keys.SEL_HEAD, 0)))
-    state.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
+    chosen = [h for h in session.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
+    selected = (int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0)))
+    session.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
     heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=state.KEEP, max_selections=MAX_REPORT_HEADS,
                            format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
     st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
-                       file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key="dl_report",
+                       file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key=keys.DL_REPORT,
                        icon=":material/description:",
                        help="One file that opens offline in any browser: the model, the text, the overview of "
                             "every head, these heads and the metrics table.")

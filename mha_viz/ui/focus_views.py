@@ -14,7 +14,7 @@ import streamlit as st
 
 from mha_viz import detail, focus
 from mha_viz.figures import focus as focus_figures
-from mha_viz.ui import charts, keys, seq2seq_views, state, views
+from mha_viz.ui import charts, keys, seq2seq_views, session, state, views
 
 TOKENS, WORDS = "tokens", "words"
 BOTH = "both"
@@ -24,9 +24,9 @@ SHOW = (BOTH, focus.TO, focus.BY)
 def _pick_position(labels: list[str]) -> int:
     """The token strip: a select box of `i: token`, kept valid when the text changes."""
     m = len(labels)
-    current = st.session_state.get(keys.FOCUS_TOKEN)
+    current = session.get(keys.FOCUS_TOKEN)
     if not isinstance(current, int) or not 0 <= current < m:
-        st.session_state[keys.FOCUS_TOKEN] = min(1, m - 1)  # past [CLS] / <s> when there is a next token
+        session.put(keys.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
     return st.selectbox("Token in focus", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=state.KEEP,
                         format_func=lambda i: f"{i}: {labels[i]}",
                         help="Type to search. Its row (what it attends to) and its column (what attends "
@@ -67,17 +67,17 @@ def focus_view() -> None:
         what = (cur.key, index, words, direction)  # everything the figures are drawn from
         grid = charts.cached("focus_grid", what + (rescale,),
                              lambda: focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale))
-        charts.show(grid, key=f"focus_grid_{direction}")
+        charts.show(grid, key=f"{keys.FOCUS_GRID_PREFIX}{direction}")
         _strongest(run, f, direction, s)
         if not with_summaries:
             continue
         left, right = st.columns([3, 2])
         charts.show(charts.cached("focus_summary", what,
                                   lambda: focus_figures.focus_summary(f, direction, s, run.layer_ids)),
-                    key=f"focus_summary_{direction}", where=left)
+                    key=f"{keys.FOCUS_SUMMARY_PREFIX}{direction}", where=left)
         heads = charts.cached("focus_heads", what,
                               lambda: focus_figures.head_max_map(s, run.layer_ids, direction))
-        charts.show(heads, key=f"focus_heads_{direction}", where=right)
+        charts.show(heads, key=f"{keys.FOCUS_HEADS_PREFIX}{direction}", where=right)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)

@@ -22,7 +22,7 @@ import mha_viz
 from mha_viz import generation, memory
 from mha_viz.figures import generation as gfig
 from mha_viz.tokenize import count_text
-from mha_viz.ui import charts, keys, seq2seq_views, state
+from mha_viz.ui import charts, keys, seq2seq_views, session, state
 from mha_viz.ui.keys import GenKey
 
 log = logging.getLogger("mha_viz.ui")
@@ -41,7 +41,7 @@ def generate_view() -> None:
     cur = state.current()
     model = cur.text_model
     _stopped_notice()
-    prompt = st.session_state.get(keys.TEXT) or ""
+    prompt = session.get(keys.TEXT) or ""
     if not prompt.strip():
         st.info("The prompt is empty: type one in the sidebar's Sentence box, and the model continues it.",
                 icon="✍️")
@@ -83,21 +83,20 @@ def _offer_decoders(reason: str) -> None:
 
 
 def _use_model(name: str) -> None:
-    st.session_state[keys.MODEL_CHOICE] = name
+    session.put(keys.MODEL_CHOICE, name)
 
 
 def _current_key(cur) -> GenKey:
-    ss = st.session_state
-    return GenKey(cur.model_key, cur.text, state.token_cap(), int(ss[keys.GEN_MAX_NEW]),
-                  float(ss[keys.GEN_TEMPERATURE]), int(ss[keys.GEN_TOP_K]), float(ss[keys.GEN_TOP_P]),
-                  int(ss[keys.GEN_SEED]))
+    return GenKey(cur.model_key, cur.text, state.token_cap(), int(session.need(keys.GEN_MAX_NEW)),
+                  float(session.need(keys.GEN_TEMPERATURE)), int(session.need(keys.GEN_TOP_K)), float(session.need(keys.GEN_TOP_P)),
+                  int(session.need(keys.GEN_SEED)))
 
 
 def _controls(cur):
     """The settings and the *Generate* / *Stop* buttons: (the key to generate when pressed, else
     None; the slot of *Stop*)."""
     for key, value in DEFAULTS.items():
-        st.session_state.setdefault(key, value)
+        session.setdefault(key, value)
     model = cur.text_model
     cols = st.columns(5)
     cols[0].number_input("Max new tokens", min_value=1, max_value=MAX_NEW_TOKENS, step=1,
@@ -144,13 +143,12 @@ def _stop_button(slot, *, live: bool) -> None:
 def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
     """Stream a generation for `key`; on success it becomes the last good one. `stop`: the
     slot of the *Stop* button, greyed out once done."""
-    ss = st.session_state
-    ss[keys.GEN_PARTIAL] = (key, None)  # still here on the next run: this run was stopped
+    session.put(keys.GEN_PARTIAL, (key, None))  # still here on the next run: this run was stopped
     bar = st.progress(0.0, text="Starting…")
     stream = st.empty()
 
     def on_step(gen) -> None:
-        ss[keys.GEN_PARTIAL] = (key, gen)  # first: the draw below is where a Stop interrupts
+        session.put(keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
         stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
 
     def progress(fraction: float, message: str) -> None:
@@ -174,9 +172,9 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
         log.exception("generation failed")
         error = f"The generation failed: {type(exc).__name__}: {str(exc)[:300]}"
     else:
-        ss[keys.GEN_LAST] = (key, gen, None)
-        ss[keys.GEN_STEP] = 1
-    ss.pop(keys.GEN_PARTIAL, None)  # (a stop raises past this line: the partial stays)
+        session.put(keys.GEN_LAST, (key, gen, None))
+        session.put(keys.GEN_STEP, 1)
+    session.pop(keys.GEN_PARTIAL, None)  # (a stop raises past this line: the partial stays)
     if error:  # out of memory among them: give it back, here past the handler, whose frames held the tensors
         memory.free_cache()
     bar.empty()
@@ -188,21 +186,21 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
 
 def _stopped_notice() -> None:
     """A generation that a Stop (or any other widget) interrupted: keep what it had produced."""
-    partial = st.session_state.pop(keys.GEN_PARTIAL, None)
+    partial = session.pop(keys.GEN_PARTIAL, None)
     if partial is None:
         return
     key, gen = partial
     if gen is not None and gen.steps:
         k = len(gen.steps)
-        st.session_state[keys.GEN_LAST] = (key, gen, f"stopped after {k} token{'s' * (k != 1)}")
-        st.session_state[keys.GEN_STEP] = 1
+        session.put(keys.GEN_LAST, (key, gen, f"stopped after {k} token{'s' * (k != 1)}"))
+        session.put(keys.GEN_STEP, 1)
         st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.", icon="⏹️")
     else:
         st.info("Stopped before the first token; the last generation (if any) is kept.", icon="⏹️")
 
 
 def _result(cur, wanted: GenKey | None) -> None:
-    last = st.session_state.get(keys.GEN_LAST)
+    last = session.get(keys.GEN_LAST)
     if last is None:
         if wanted is not None:
             st.caption("Press *Generate*: the tokens appear as the model writes them; then step through "
@@ -243,11 +241,10 @@ def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str
 
 
 def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen) -> None:
-    ss = st.session_state
-    ss[keys.TEXT] = sequence_text(model, key.prompt, gen, key.cap)
-    ss[keys.SEL_LAYER] = int(ss.get(keys.GEN_LAYER, 0))
-    ss[keys.SEL_HEAD] = int(ss.get(keys.GEN_HEAD, 0))
-    ss[keys.GOTO] = "head_view"
+    session.put(keys.TEXT, sequence_text(model, key.prompt, gen, key.cap))
+    session.put(keys.SEL_LAYER, int(session.get(keys.GEN_LAYER, 0)))
+    session.put(keys.SEL_HEAD, int(session.get(keys.GEN_HEAD, 0)))
+    session.put(keys.GOTO, "head_view")
 
 
 @dataclass
@@ -262,7 +259,7 @@ class _Boxes:
 
 
 def _clamp(key: str, low: int, high: int, default: int) -> None:
-    state.settle(key, min(max(int(st.session_state.get(key, default)), low), high))
+    session.settle(key, min(max(int(session.get(key, default)), low), high))
 
 
 def _steps(gen) -> None:
@@ -270,10 +267,9 @@ def _steps(gen) -> None:
     if T == 0:
         st.info("No token was generated: the model ended the text at once.", icon="ℹ️")
         return
-    ss = st.session_state
-    nxt = ss.pop(keys.GEN_STEP_NEXT, None)
-    if nxt is not None and ss.get(keys.GEN_STEP) == nxt[1]:  # Play reached nxt[0]; the slider was not moved
-        ss[keys.GEN_STEP] = nxt[0]
+    nxt = session.pop(keys.GEN_STEP_NEXT, None)
+    if nxt is not None and session.get(keys.GEN_STEP) == nxt[1]:  # Play reached nxt[0]; the slider was not moved
+        session.put(keys.GEN_STEP, nxt[0])
     _clamp(keys.GEN_STEP, 1, T, 1)
     _clamp(keys.GEN_LAYER, 0, run.num_layers - 1, 0)
     _clamp(keys.GEN_HEAD, 0, run.num_heads - 1, 0)
@@ -295,7 +291,7 @@ def _steps(gen) -> None:
         return
     for t in range(step if step < T else 0, T):  # from the next step (from the first at the end)
         _draw(boxes, gen, t, layer, head, rescale)
-        ss[keys.GEN_STEP_NEXT] = (t + 1, step)  # a Pause (any widget) interrupts: the slider stays here
+        session.put(keys.GEN_STEP_NEXT, (t + 1, step))  # a Pause (any widget) interrupts: the slider stays here
         time.sleep(PLAY_DELAY_S)
     st.rerun()  # the slider shows the last step
 

@@ -123,6 +123,9 @@ CORPUS_IMPORTANCE = "corpus_importance"
 CORPUS_ENGINE = "corpus_engine"
 CORPUS_METRIC = "corpus_metric"
 CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
+CORPUS_RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
+CORPUS_DOCS = "_corpus_docs"  # (source, Documents): the last corpus read by this session
+CORPUS_MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
 CORPUS_LAST = "_corpus_last"  # the CorpusKey of the last statistics this session saw (Head examples reads it)
 # --- head examples (examples_views) -----------------------------------------------------------------
 EXAMPLES_LAYER, EXAMPLES_HEAD = "examples_layer", "examples_head"
@@ -165,6 +168,120 @@ GEN_USE = "gen_use_"  # + a model name: the buttons that switch an encoder to a 
 GEN_LAST = "_gen_last"  # (GenKey, Generation, note or None): the last good generation
 GEN_PARTIAL = "_gen_partial"  # (GenKey, Generation so far or None) while one streams; left there if stopped
 GEN_STEP_NEXT = "_gen_step_next"  # (step *Play* reached, slider value it started from): for the next run
+
+
+# --- the pages' other widgets (charts' selection events, tables, toggles, downloads), by module -----
+# ablation_views
+ABLATE_MODE = "ablate_mode"
+ABLATION_OTHER = "ablation_other"
+ABLATION_PREDS_PREFIX = "preds_"
+DL_IMP = "dl_imp"
+DL_PRUNE = "dl_prune"
+HEADS_ALL_ON = "heads_all_on"
+HEADS_GRID_PREFIX = "heads_grid_"
+HEADS_LAYER_OFF = "heads_layer_off"
+HEADS_LAYER_PICK = "heads_layer_pick"
+IMP_APPLY = "imp_apply"
+IMP_GO = "imp_go"
+IMP_GRID = "imp_grid"
+IMP_K = "imp_k"
+IMP_SOURCE = "imp_source"
+PRUNE_FIG = "prune_fig"
+PRUNE_GO = "prune_go"
+# compare_views
+CMP_DEPTH = "cmp_depth"
+CMP_RESCALE = "cmp_rescale"
+CMP_SIDE = "cmp_side"
+CMP_TABLE_DF = "cmp_table_df"
+DL_CMP = "dl_cmp"
+# corpus_views
+CORPUS_DEVIATION = "corpus_deviation"
+CORPUS_IMPORTANCE_GRID = "corpus_importance_grid"
+CORPUS_MEAN = "corpus_mean"
+CORPUS_PATTERNS = "corpus_patterns"
+CORPUS_PRUNING = "corpus_pruning"
+CORPUS_SD = "corpus_sd"
+CORPUS_VERSUS = "corpus_versus"
+DL_CORPUS = "dl_corpus"
+DL_CORPUS_PRUNE = "dl_corpus_prune"
+# examples_views
+EXAMPLES_DISTANCES = "examples_distances"
+EXAMPLES_SCORES = "examples_scores"
+EXAMPLES_TOKENS_PREFIX = "examples_"
+# export_views
+DL_NPZ = "dl_npz"
+DL_REPORT = "dl_report"
+# focus_views
+FOCUS_GRID_PREFIX = "focus_grid_"
+FOCUS_HEADS_PREFIX = "focus_heads_"
+FOCUS_SUMMARY_PREFIX = "focus_summary_"
+# line_views
+LINE_CLEAR = "line_clear"
+# metric_views
+CMP_HEATMAP_PREFIX = "cmp_"
+CMP_PAIRS = "cmp_pairs"
+CMP_TABLE = "cmp_table"
+DIV_BASELINE = "div_baseline"
+DIV_CHART = "div_chart"
+DIV_TABLE = "div_table"
+DL_LAYERS = "dl_layers"
+DL_SIM = "dl_sim"
+DL_TABLE = "dl_table"
+HEAD_MAP = "head_map"
+HEAD_TABLE_DF = "head_table_df"
+LAYERS_HEAD = "layers_head"
+LAYERS_LAYER = "layers_layer"
+LAYERS_MATRIX = "layers_matrix"
+LAYERS_METHOD = "layers_method"
+MAP_COLOUR = "map_colour"
+METRIC_CHOICE = "metric_choice"
+METRIC_GRID = "metric_grid"
+SIM_MATRIX = "sim_matrix"
+SIM_ORDER = "sim_order"
+# prediction_views
+DL_PRED = "dl_pred"
+DL_PRED_POSITIONS = "dl_pred_positions"
+PRED_CLEAN_HEAD = "pred_clean_head"
+PRED_CORRUPTED_HEAD = "pred_corrupted_head"
+PRED_POSITIONS = "pred_positions"
+PRED_POSITION_GRID = "pred_position_grid"
+PRED_SCATTER = "pred_scatter"
+PRED_TOKENS = "pred_tokens"
+PRED_WEIGHTED_HEAD = "pred_weighted_head"
+# qk_views
+QK_NEURON = "qk_neuron"
+# seq2seq_views
+CROSS_FOCUS_GRID = "cross_focus_grid"
+CROSS_FOCUS_RESCALE = "cross_focus_rescale"
+CROSS_FOCUS_SIDE = "cross_focus_side"
+CROSS_FOCUS_TOKEN = "cross_focus_token"
+CROSS_HEATMAP = "cross_heatmap"
+CROSS_METRIC_CHOICE = "cross_metric_choice"
+CROSS_METRIC_GRID = "cross_metric_grid"
+CROSS_TABLE_DF = "cross_table_df"
+DL_CROSS_TABLE = "dl_cross_table"
+HEAD_RESCALE = "head_rescale"
+S2S_STEP = "s2s_step"
+S2S_STEP_PREFIX = "s2s_step_"
+# teach_views
+TEACH_COSTS = "teach_costs"
+TEACH_DEMO_HEAD_PREFIX = "demo_head_"
+TEACH_DEMO_MEAN = "demo_mean"
+TEACH_GQA = "teach_gqa"
+TEACH_ROW = "teach_row"
+TEACH_SOFTMAX_ROW = "teach_softmax_row"
+TEACH_STEP2_PREFIX = "step_2_"
+TEACH_STEP_PREFIX = "step_"
+TEACH_USE_TOY = "use_toy"
+# views
+DL_FACTS = "dl_facts"
+GRID_OPEN_HEAD = "open_head"
+HEAD_HEATMAP = "head_heatmap"
+LEARNED_SINK_GRID = "learned_sink_grid"
+LENS_JS_GRID = "lens_js_grid"
+SINK_MASS_GRID = "sink_mass_grid"
+WHOLE_GRID = "whole_grid"
+WHOLE_OVERVIEW = "whole_overview"
 
 
 class ModelKey(NamedTuple):

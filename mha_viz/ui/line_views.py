@@ -11,7 +11,7 @@ import logging
 import streamlit as st
 
 from mha_viz.figures import line_view as line_figures
-from mha_viz.ui import charts, keys, seq2seq_views, state, views
+from mha_viz.ui import charts, keys, seq2seq_views, session, state, views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -30,27 +30,27 @@ def line_view() -> None:
 def _on_pick() -> None:
     """A click on a token marker: focus it (a click on the focused token clears the focus)."""
     try:
-        event = st.session_state.get(keys.LINE_CHART) or {}
+        event = session.get(keys.LINE_CHART) or {}
         picked = line_figures.line_pick((event.get("selection") or {}).get("points") or [])
         if picked is None:
             return
         side, token = picked
-        same = (st.session_state.get(keys.LINE_SIDE) == side
-                and st.session_state.get(keys.LINE_TOKEN) == token)
-        st.session_state[keys.LINE_SIDE] = side
-        st.session_state[keys.LINE_TOKEN] = NO_FOCUS if same else token
+        same = (session.get(keys.LINE_SIDE) == side
+                and session.get(keys.LINE_TOKEN) == token)
+        session.put(keys.LINE_SIDE, side)
+        session.put(keys.LINE_TOKEN, NO_FOCUS if same else token)
     except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
         log.exception("could not read the line view's selection")
 
 
 def _clear_focus() -> None:
-    st.session_state[keys.LINE_TOKEN] = NO_FOCUS
+    session.put(keys.LINE_TOKEN, NO_FOCUS)
 
 
 def _valid(key: str, options: list, default) -> None:
     """Reset a widget's value that the current run does not offer (another model, a shorter text)."""
-    if st.session_state.get(key, default) not in options:
-        st.session_state[key] = default
+    if session.get(key, default) not in options:
+        session.put(key, default)
 
 
 def _window(run) -> tuple[int, int] | None:
@@ -59,9 +59,9 @@ def _window(run) -> tuple[int, int] | None:
     n = max(len(queries), len(keys_))
     if n <= MAX_TOKENS:
         return None
-    value = st.session_state.get(keys.LINE_WINDOW)
+    value = session.get(keys.LINE_WINDOW)
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] <= n):
-        st.session_state[keys.LINE_WINDOW] = (0, MAX_TOKENS)
+        session.put(keys.LINE_WINDOW, (0, MAX_TOKENS))
     st.info(f"The text has {n} tokens: the line view draws at most {MAX_TOKENS} at a time. "
             "Choose the window of tokens (the same on both sides) below.", icon="🪟")
     start, stop = st.slider("Token window", 0, n, key=keys.LINE_WINDOW, persist_state=state.KEEP,
@@ -75,11 +75,11 @@ def _window(run) -> tuple[int, int] | None:
 def _page(cur) -> None:
     run = cur.run
     layers = list(range(run.num_layers))
-    _valid(keys.LINE_LAYER, layers, min(int(st.session_state.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
+    _valid(keys.LINE_LAYER, layers, min(int(session.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
     heads_all = list(range(run.num_heads))
-    chosen = st.session_state.get(keys.LINE_HEADS)
+    chosen = session.get(keys.LINE_HEADS)
     if chosen is None or any(h not in heads_all for h in chosen):
-        st.session_state[keys.LINE_HEADS] = heads_all
+        session.put(keys.LINE_HEADS, heads_all)
     cols = st.columns([1, 3])
     layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=state.KEEP, format_func=lambda row: str(run.layer_ids[row]))
     heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS, persist_state=state.KEEP,
@@ -92,7 +92,7 @@ def _page(cur) -> None:
     window = _window(run)
     queries, keys_, _ = line_figures.sides(run)
     _valid(keys.LINE_SIDE, list(SIDE_LABELS), line_figures.QUERY)
-    side = st.session_state.get(keys.LINE_SIDE, line_figures.QUERY)
+    side = session.get(keys.LINE_SIDE, line_figures.QUERY)
     names = queries if side == line_figures.QUERY else keys_  # the focus token's side
     start, stop = window or (0, len(names))
     tokens = [NO_FOCUS] + list(range(start, min(stop, len(names))))
@@ -103,7 +103,7 @@ def _page(cur) -> None:
     token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN, persist_state=state.KEEP,
                               format_func=lambda t: "none: every line" if t == NO_FOCUS
                               else f"{t}: {names[t]}")
-    cols[2].button("Clear focus", key="line_clear", on_click=_clear_focus, disabled=token == NO_FOCUS)
+    cols[2].button("Clear focus", key=keys.LINE_CLEAR, on_click=_clear_focus, disabled=token == NO_FOCUS)
     focus = None if token == NO_FOCUS else (side, int(token))
 
     if not heads:

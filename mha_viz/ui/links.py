@@ -13,7 +13,7 @@ from dataclasses import replace
 import streamlit as st
 
 from mha_viz import detail, links
-from mha_viz.ui import compare_views, keys, pages, seq2seq_views, state, views
+from mha_viz.ui import compare_views, keys, pages, seq2seq_views, session, state, views
 
 # the head view's detail levels by their slug in a link (links.DETAILS), and back
 DETAIL_OPTIONS = {"tokens": views.FULL, "window": views.WINDOW, "blocks": views.BLOCKS, "words": views.WORDS,
@@ -27,10 +27,9 @@ def read() -> None:
     """On the session's first run, the URL's link: its model, text and options go into the
     sidebar's widget keys (call it before the sidebar draws them), its layer, head and detail wait
     for the model (`apply_pending`), and what was ignored waits to be shown."""
-    ss = st.session_state
-    if ss.get(keys.LINK_READ):
+    if session.get(keys.LINK_READ):
         return
-    ss[keys.LINK_READ] = True
+    session.put(keys.LINK_READ, True)
     conf = state.settings()
     link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public)
     options, _ = state.model_options()
@@ -38,46 +37,44 @@ def read() -> None:
         notices.append(f"This server does not offer the link's model “{link.model}”: "
                        "the default model is shown.")
     if link.text is not None:
-        ss[keys.TEXT] = link.text
+        session.put(keys.TEXT, link.text)
     if link.hide:
-        ss[keys.HIDE_SPECIAL], ss[keys.HIDE_FIRST] = "special" in link.hide, "first" in link.hide
+        session.put_all((keys.HIDE_SPECIAL, keys.HIDE_FIRST), ("special" in link.hide, "first" in link.hide))
     if link.ours:
-        ss[keys.LOCAL_ATTENTION] = True
+        session.put(keys.LOCAL_ATTENTION, True)
     if link.contributions:
-        ss[keys.LENS] = keys.LENS_CONTRIBUTIONS
+        session.put(keys.LENS, keys.LENS_CONTRIBUTIONS)
     if link.dtype is not None:
-        ss[keys.PRECISION] = link.dtype
+        session.put(keys.PRECISION, link.dtype)
     notices += _read_compare(link, options)
     if (link.layer, link.head, link.detail) != (None, None, None):
-        ss[keys.LINK_PENDING] = link
+        session.put(keys.LINK_PENDING, link)
     if notices:
-        ss[keys.LINK_NOTICES] = notices
+        session.put(keys.LINK_NOTICES, notices)
 
 
 def _read_compare(link: links.Link, options: list) -> list[str]:
     """The Compare page's mode and run B into its widget keys; notices for what does not apply."""
-    ss = st.session_state
     if link.compare is not None:
-        ss[keys.CMP_MODE] = compare_views.MODES[link.compare]
+        session.put(keys.CMP_MODE, compare_views.MODES[link.compare])
     if link.text_b is not None:
-        ss[keys.CMP_TEXT_B] = link.text_b
+        session.put(keys.CMP_TEXT_B, link.text_b)
     if not _put_model(link.model_b, options, keys.CMP_MODEL_B, keys.CMP_OTHER_B):
         return [f"This server does not offer the link's model B “{link.model_b}”: model B is the default."]
     if link.model_b is not None:
-        ss[keys.CMP_LOCAL_B] = link.ours_b
+        session.put(keys.CMP_LOCAL_B, link.ours_b)
     return []
 
 
 def _put_model(spec: str | None, options: list, choice_key: str, other_key: str) -> bool:
     """A link's model into a model picker (`choice_key`, and `other_key` for a hub id or folder
     typed in); False when the picker cannot take it (nothing asked: True)."""
-    ss = st.session_state
     if spec is None:
         return True
     if spec in options:
-        ss[choice_key] = spec
+        session.put(choice_key, spec)
     elif state.OTHER in options:
-        ss[choice_key], ss[other_key] = state.OTHER, spec
+        session.put_all((choice_key, other_key), (state.OTHER, spec))
     else:
         return False
     return True
@@ -85,9 +82,8 @@ def _put_model(spec: str | None, options: list, choice_key: str, other_key: str)
 
 def _picked_model(choice_key: str, other_key: str) -> str | None:
     """What a model picker holds: its choice, or the hub id or folder typed under *Other*."""
-    ss = st.session_state
-    choice = ss.get(choice_key)
-    model = (ss.get(other_key) or "") if choice == state.OTHER else (choice or "")
+    choice = session.get(choice_key)
+    model = (session.get(other_key) or "") if choice == state.OTHER else (choice or "")
     return model.strip() or None
 
 
@@ -95,9 +91,8 @@ def apply_pending(cur: state.Current) -> None:
     """The link's layer (a model layer number, made a row of the run), head and detail, checked
     against the run the sidebar just computed; then every notice about the link, once, above the
     page (escaped: they quote the link)."""
-    ss = st.session_state
-    link = ss.pop(keys.LINK_PENDING, None)
-    notices = list(ss.pop(keys.LINK_NOTICES, []))
+    link = session.pop(keys.LINK_PENDING, None)
+    notices = list(session.pop(keys.LINK_NOTICES, []))
     if link is not None:
         notices += _apply_head(link, cur)
     if notices:
@@ -111,18 +106,17 @@ def _apply_head(link: links.Link, cur: state.Current) -> list[str]:
     if seq2seq_views.is_cross(run):
         return ["The link's layer, head and detail apply to self-attention: pick Encoder or Decoder."]
     row, head, notices = links.resolve_head(link, run.layer_ids, run.num_heads)
-    ss = st.session_state
     if row is not None:
-        ss[keys.SEL_LAYER] = row
+        session.put(keys.SEL_LAYER, row)
     if head is not None:
-        ss[keys.SEL_HEAD] = head
+        session.put(keys.SEL_HEAD, head)
     if link.detail is not None:
         option = DETAIL_OPTIONS[link.detail]
         if option == views.FULL and run.n > detail.MAX_FULL_TOKENS:
             notices.append(f"The link's detail “{link.detail}” is not offered for {run.n} tokens "
                            f"(at most {detail.MAX_FULL_TOKENS}): the head view opens on its default.")
         else:
-            ss[keys.HEAD_DETAIL], ss[keys.DETAIL_LINKED] = option, True
+            session.put_all((keys.HEAD_DETAIL, keys.DETAIL_LINKED), (option, True))
     return notices
 
 
@@ -134,16 +128,15 @@ def _default_detail(n: int) -> str:
 def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     """(the view as a link, what opening the app with no parameters would give): from the
     sidebar's inputs, the chosen head of the current run, and on the head view its detail."""
-    ss = st.session_state
-    hide = tuple(h for h, key in (("special", keys.HIDE_SPECIAL), ("first", keys.HIDE_FIRST)) if ss.get(key))
-    link = links.Link(model=_picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=ss.get(keys.TEXT) or None,
-                      hide=hide, ours=bool(ss.get(keys.LOCAL_ATTENTION)),
-                      contributions=ss.get(keys.LENS) == keys.LENS_CONTRIBUTIONS, dtype=state.precision())
+    hide = tuple(h for h, key in (("special", keys.HIDE_SPECIAL), ("first", keys.HIDE_FIRST)) if session.get(key))
+    link = links.Link(model=_picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=session.get(keys.TEXT) or None,
+                      hide=hide, ours=bool(session.get(keys.LOCAL_ATTENTION)),
+                      contributions=session.get(keys.LENS) == keys.LENS_CONTRIBUTIONS, dtype=state.precision())
     default = links.Link(text=state.DEFAULT_TEXT, dtype="auto")  # a link states any other precision: servers differ
     run = cur.run
     if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own
         return link, default
-    row, head = int(ss.get(keys.SEL_LAYER, 0)), int(ss.get(keys.SEL_HEAD, 0))
+    row, head = int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0))
     default = links.Link(text=state.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
                          detail=_default_detail(run.n), dtype="auto")
     fields = {}
@@ -152,7 +145,7 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     if 0 <= head < run.num_heads:
         fields["head"] = head
     if page_id == HEAD_VIEW:
-        fields["detail"] = DETAIL_SLUGS.get(ss.get(keys.HEAD_DETAIL))
+        fields["detail"] = DETAIL_SLUGS.get(session.get(keys.HEAD_DETAIL))
     if page_id == COMPARE:
         fields.update(_compare_fields())
         default = replace(default, compare="texts", text_b=compare_views.DEFAULT_TEXT_B)
@@ -161,12 +154,11 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
 
 def _compare_fields() -> dict:
     """The Compare page's mode and run B as `links.Link` fields (what its widgets hold)."""
-    ss = st.session_state
-    slug = {mode: slug for slug, mode in compare_views.MODES.items()}.get(ss.get(keys.CMP_MODE), "texts")
+    slug = {mode: slug for slug, mode in compare_views.MODES.items()}.get(session.get(keys.CMP_MODE), "texts")
     if slug == "texts":
-        return {"compare": slug, "text_b": ss.get(keys.CMP_TEXT_B) or None}
+        return {"compare": slug, "text_b": session.get(keys.CMP_TEXT_B) or None}
     return {"compare": slug, "model_b": _picked_model(keys.CMP_MODEL_B, keys.CMP_OTHER_B),
-            "ours_b": bool(ss.get(keys.CMP_LOCAL_B))}
+            "ours_b": bool(session.get(keys.CMP_LOCAL_B))}
 
 
 def _base_url(url_path: str) -> str:

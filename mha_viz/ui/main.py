@@ -17,7 +17,7 @@ import streamlit as st
 import torch
 
 from mha_viz import memory, session_cap
-from mha_viz.ui import export_views, keys, links, pages, preload, state
+from mha_viz.ui import export_views, keys, links, pages, preload, session, state
 
 _log = logging.getLogger("mha_viz")
 if not _log.handlers:  # once per server: model loads and failures go to the server's log
@@ -48,10 +48,10 @@ def main() -> None:
     # No page can run a longer text than this session's cap (callbacks run before this line: they
     # only record choices, they never compute)
     with session_cap(state.token_cap()):
-        st.session_state[keys.CURRENT] = state.sidebar()
+        session.put(keys.CURRENT, state.sidebar())
         # the link's layer and head, once the model is known
-        guarded(links.apply_pending, st.session_state[keys.CURRENT], what="The link's layer and head")
-        guarded(export_views.sidebar_box, st.session_state[keys.CURRENT], what="The Export box")
+        guarded(links.apply_pending, session.need(keys.CURRENT), what="The link's layer and head")
+        guarded(export_views.sidebar_box, session.need(keys.CURRENT), what="The Export box")
         out_of_memory = False
         try:
             page.run()
@@ -67,5 +67,5 @@ def main() -> None:
             st.error("This view needs more memory than is free. " + memory.OUT_OF_MEMORY_ADVICE
                      + " Your text and choices are kept.", icon="⚠️")
         # the URL follows the view; the sidebar's Share box
-        guarded(links.share, page, st.session_state[keys.CURRENT], what="The Share box")
+        guarded(links.share, page, session.need(keys.CURRENT), what="The Share box")
 

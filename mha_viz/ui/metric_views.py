@@ -14,7 +14,7 @@ from mha_viz import ModelLoadError, metrics
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, keys, seq2seq_views, state
+from mha_viz.ui import analysis, charts, keys, seq2seq_views, session, state
 from mha_viz.ui.views import head_heatmap, open_head, start
 
 log = logging.getLogger("mha_viz.ui")
@@ -37,7 +37,7 @@ def _explain(measure: metrics.Measure) -> None:
 def _on_pick(widget_key: str, pick) -> None:
     """on_select callback factory body: open the head a click selected."""
     try:
-        event = st.session_state.get(widget_key) or {}
+        event = session.get(widget_key) or {}
         points = (event.get("selection") or {}).get("points") or []
         run = state.current().run
         head = pick(points, run)
@@ -70,10 +70,10 @@ def metrics_view() -> None:
                "Computed over every token (the sidebar's *Hide tokens* computes them with the sink or the special "
                "tokens excluded).")
     names = [c for c in metrics.METRICS if c in table.columns]
-    choice = st.selectbox("Metric", names, key="metric_choice", format_func=lambda c: metrics.METRICS[c].label)
+    choice = st.selectbox("Metric", names, key=keys.METRIC_CHOICE, format_func=lambda c: metrics.METRICS[c].label)
     _explain(metrics.METRICS[choice])
     fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.table_grid(table, choice, run))
-    charts.show(fig, key="metric_grid", on_select=lambda: _on_pick("metric_grid", _grid_pick),
+    charts.show(fig, key=keys.METRIC_GRID, on_select=lambda: _on_pick("metric_grid", _grid_pick),
                     selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")
     if "output_norm" not in table.columns:
@@ -82,9 +82,9 @@ def metrics_view() -> None:
     st.markdown(PATTERN_RULES)
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    st.dataframe(table, hide_index=True, key="head_table_df", column_config=_number_format(table))
+    st.dataframe(table, hide_index=True, key=keys.HEAD_TABLE_DF, column_config=_number_format(table))
     st.download_button("Download the head table (CSV)", lambda: table.to_csv(index=False).encode(), on_click="ignore",
-                       file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv", key="dl_table")
+                       file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv", key=keys.DL_TABLE)
 
 
 def _number_format(table) -> dict:
@@ -113,12 +113,12 @@ def similarity_view() -> None:
     missing = [metrics.SIMILARITIES[k].label + f" ({analysis.available(k, run, model)})"
                for k in metrics.SIMILARITIES if k not in options]
     js_seconds = _js_seconds(run)
-    if st.session_state.get(keys.SIM_KIND) not in options:  # first visit: JS unless it would be slow
-        st.session_state[keys.SIM_KIND] = "js" if js_seconds < 3 else "cosine"
+    if session.get(keys.SIM_KIND) not in options:  # first visit: JS unless it would be slow
+        session.put(keys.SIM_KIND, "js" if js_seconds < 3 else "cosine")
     cols = st.columns([3, 2, 2])
     kind = cols[0].selectbox("Compare heads by", list(options), key=keys.SIM_KIND, format_func=options.get)
-    order_by = cols[1].radio("Order", ["by layer", "clustered"], key="sim_order", horizontal=True)
-    color_by = cols[2].radio("Colour the map by", ["layer", "pattern"], key="map_colour", horizontal=True)
+    order_by = cols[1].radio("Order", ["by layer", "clustered"], key=keys.SIM_ORDER, horizontal=True)
+    color_by = cols[2].radio("Colour the map by", ["layer", "pattern"], key=keys.MAP_COLOUR, horizontal=True)
     measure = metrics.SIMILARITIES[kind]
     _explain(measure)
     if run.num_kv_heads != run.num_heads and kind in ("ov", "cka", "residual", "seed_r"):
@@ -136,9 +136,9 @@ def similarity_view() -> None:
     dis = metrics.as_dissimilarity(sim, kind)
     order = analysis.cluster_order(cur.key, kind, dis) if order_by == "clustered" else None
     charts.show(charts.cached("sim_matrix", (cur.key, kind, order_by), lambda: metric_figures.similarity_figure(
-        sim, kind, run, order=order)), key="sim_matrix")
+        sim, kind, run, order=order)), key=keys.SIM_MATRIX)
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
-    st.download_button("Download this matrix (CSV)", lambda: _matrix_csv(sim, labels), key="dl_sim", on_click="ignore",
+    st.download_button("Download this matrix (CSV)", lambda: _matrix_csv(sim, labels), key=keys.DL_SIM, on_click="ignore",
                        file_name=f"{figure_style.safe_filename(run.model_name)}-{kind}.csv", mime="text/csv")
 
     st.subheader("Map of heads")
@@ -148,7 +148,7 @@ def similarity_view() -> None:
     xy = analysis.head_map(cur.key, kind, dis)
     charts.show(charts.cached("head_map", (cur.key, kind, color_by), lambda: metric_figures.map_figure(
         xy, kind, run, patterns=table["pattern"].tolist(), color_by=color_by)),
-                    key="head_map", on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
+                    key=keys.HEAD_MAP, on_select=lambda: _on_pick("head_map", lambda p, _r: metric_figures.map_pick(p)),
                     selection_mode="points", width="content")
 
     st.subheader("Diversity per layer")
@@ -157,9 +157,9 @@ def similarity_view() -> None:
                "that gives the number its meaning." + (" JS is turned into a similarity as 1 − JS/ln 2."
                                                        if kind == "js" else ""))
     base_seconds = BASELINE_X * js_seconds  # measured: a random-init model's heads, made and compared
-    st.session_state.setdefault("div_baseline", base_seconds < BASELINE_AUTO_S)  # a long input opens sooner
+    session.setdefault(keys.DIV_BASELINE, base_seconds < BASELINE_AUTO_S)  # a long input opens sooner
     base = None
-    if st.toggle("Compute the random-initialisation baseline", key="div_baseline"):
+    if st.toggle("Compute the random-initialisation baseline", key=keys.DIV_BASELINE):
         try:
             base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model), kind)
         except ModelLoadError as exc:  # a model spread over devices has no baseline
@@ -171,8 +171,8 @@ def similarity_view() -> None:
     div = metrics.diversity_table(metrics.as_similarity(sim, kind), base, run.num_layers, run.num_heads,
                                   layer_ids=run.layer_ids)
     charts.show(charts.cached("div_chart", (cur.key, kind, base is not None),
-                              lambda: metric_figures.diversity_figure(div)), key="div_chart")
-    st.dataframe(div, hide_index=True, key="div_table")
+                              lambda: metric_figures.diversity_figure(div)), key=keys.DIV_CHART)
+    st.dataframe(div, hide_index=True, key=keys.DIV_TABLE)
 
 
 RESCALE_ABOVE = 64  # tokens: longer texts spread attention thin, and heads open rescaled
@@ -185,14 +185,14 @@ def compare_view() -> None:
     run, model = cur.run, cur.model
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
     default = [labels[0], labels[-1]]
-    state.settle(keys.COMPARE_HEADS, [h for h in st.session_state.get(keys.COMPARE_HEADS, default) if h in labels]
+    session.settle(keys.COMPARE_HEADS, [h for h in session.get(keys.COMPARE_HEADS, default) if h in labels]
                  or default)
     picked = st.multiselect("Heads to compare (any layers)", labels, key=keys.COMPARE_HEADS, max_selections=6)
     if len(picked) < 2:
         st.info("Pick two or more heads.", icon="✍️")
         return
     idx = [labels.index(h) for h in picked]
-    st.session_state.setdefault(keys.COMPARE_RESCALE, run.n > RESCALE_ABOVE)
+    session.setdefault(keys.COMPARE_RESCALE, run.n > RESCALE_ABOVE)
     rescale = st.toggle("Rescale each head to its own maximum", key=keys.COMPARE_RESCALE,
                         help="Off: every head on 0..1, so heads compare by colour. On: each head on 0..its "
                              "largest weight, so that spread-out heads of long texts are not nearly white "
@@ -200,10 +200,10 @@ def compare_view() -> None:
     for start_at in range(0, len(picked), 2):  # two heatmaps a row, read left to right
         for col, label, g in zip(st.columns(2), picked[start_at:start_at + 2], idx[start_at:start_at + 2]):
             layer, head = divmod(g, run.num_heads)
-            charts.show(head_heatmap(cur, layer, head, rescale), key=f"cmp_{label}", where=col)
+            charts.show(head_heatmap(cur, layer, head, rescale), key=f"{keys.CMP_HEATMAP_PREFIX}{label}", where=col)
     table = analysis.head_table(cur.key, run, model)
     st.subheader("Their metrics")
-    st.dataframe(table.iloc[idx], hide_index=True, key="cmp_table", column_config=_number_format(table))
+    st.dataframe(table.iloc[idx], hide_index=True, key=keys.CMP_TABLE, column_config=_number_format(table))
     st.subheader("Pairwise comparisons")
     rows = []
     kinds = _kind_options(run, model)
@@ -212,7 +212,7 @@ def compare_view() -> None:
         for b in range(a + 1, len(idx)):
             rows.append({"heads": f"{picked[a]} · {picked[b]}",
                          **{kinds[k]: round(float(s[a, b]), 4) for k, s in sims.items()}})
-    st.dataframe(rows, hide_index=True, key="cmp_pairs")
+    st.dataframe(rows, hide_index=True, key=keys.CMP_PAIRS)
     st.caption(" · ".join(f"{m.label}: {m.formula}" for k, m in metrics.SIMILARITIES.items() if k in kinds))
 
 
@@ -235,9 +235,9 @@ def layers_view() -> None:
                 "(fewer tokens, or layers 0 to k under *Layers to capture* in the sidebar) to see them.",
                 icon="ℹ️")
         return
-    method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key="layers_method",
+    method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key=keys.LAYERS_METHOD,
                       horizontal=True)
-    layer = st.slider("Up to layer", 0, run.num_layers - 1, value=run.num_layers - 1, key="layers_layer") \
+    layer = st.slider("Up to layer", 0, run.num_layers - 1, value=run.num_layers - 1, key=keys.LAYERS_LAYER) \
         if run.num_layers > 1 else 0
     if method == "rollout":
         st.markdown("**Attention rollout** (Abnar & Zuidema 2020) · `Â_l = ½·mean_h A_l + ½·I (rows "
@@ -248,7 +248,7 @@ def layers_view() -> None:
         matrix = analysis.rollout(cur.key, run)[layer]
         head = None
     elif method == "rollout through one head":
-        head = int(st.number_input("Head", 0, run.num_heads - 1, 0, key="layers_head"))
+        head = int(st.number_input("Head", 0, run.num_heads - 1, 0, key=keys.LAYERS_HEAD))
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
         matrix = metrics.rollout_through_head(run, layer, head, rolled=analysis.rollout(cur.key, run))
@@ -270,9 +270,9 @@ def layers_view() -> None:
     title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
     fig = charts.cached("layers_matrix", (cur.key, method, layer, head),
                         lambda: metric_figures.token_figure(matrix, run.tokens, title=title))
-    charts.show(fig, key="layers_matrix")
+    charts.show(fig, key=keys.LAYERS_MATRIX)
     name = f"{figure_style.safe_filename(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv"
-    st.download_button("Download this matrix (CSV)", lambda: _token_csv(matrix, run.tokens), key="dl_layers",
+    st.download_button("Download this matrix (CSV)", lambda: _token_csv(matrix, run.tokens), key=keys.DL_LAYERS,
                        on_click="ignore", file_name=name, mime="text/csv")  # the CSV is built on a click only
 
 

@@ -13,8 +13,7 @@ from typing import Callable
 import streamlit as st
 
 from mha_viz.ui import (
-    ablation_views, compare_views, corpus_views, examples_views, focus_views, generate_views, keys, line_views, metric_views,
-    prediction_views, qk_views, teach_views, views,
+    ablation_views, compare_views, corpus_views, examples_views, focus_views, generate_views, keys, line_views, metric_views, prediction_views, qk_views, session, teach_views, views,
 )
 
 
@@ -65,6 +64,6 @@ def navigation():
 
 def follow_goto() -> None:
     """Switch to the page a view asked for (`keys.GOTO`), if any."""
-    target = st.session_state.pop(keys.GOTO, None)
+    target = session.pop(keys.GOTO, None)
     if target in BY_ID:
         st.switch_page(_page(BY_ID[target]))

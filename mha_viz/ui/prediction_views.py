@@ -17,7 +17,7 @@ from mha_viz import attribution, estimate, prediction
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import charts, export_views, keys, state
+from mha_viz.ui import charts, export_views, keys, session, state
 from mha_viz.ui.generate_views import live_button
 from mha_viz.ui.keys import PredKey
 from mha_viz.ui.views import start_on_model
@@ -26,10 +26,10 @@ OWN = "— your own pair —"
 
 
 def _on_preset(options: dict) -> None:
-    preset = options.get(st.session_state.get(keys.PRED_PRESET))
+    preset = options.get(session.get(keys.PRED_PRESET))
     if preset is not None:  # the clean text is the sidebar's
-        st.session_state[keys.TEXT], st.session_state[keys.PRED_CORRUPTED] = preset.clean, preset.corrupted
-        st.session_state[keys.PRED_ANSWER] = st.session_state[keys.PRED_WRONG] = ""
+        session.put_all((keys.TEXT, keys.PRED_CORRUPTED), (preset.clean, preset.corrupted))
+        session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), ("", ""))
 
 
 def _refusal(model) -> str | None:
@@ -64,7 +64,7 @@ def prediction_view() -> None:
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=state.KEEP,
                  on_change=_on_preset, args=(options,),
                  help="Sets the sidebar's text (clean) and the corrupted text.")
-    chosen = options.get(st.session_state.get(keys.PRED_PRESET))
+    chosen = options.get(session.get(keys.PRED_PRESET))
     if chosen is not None:
         st.caption(state.plain(chosen.about))
     st.markdown("**Clean text** (the sidebar's):")
@@ -81,7 +81,7 @@ def prediction_view() -> None:
                                     "the answer too).")
     key = PredKey(cur.model_key, cur.text, corrupted or "", answer or "", wrong or "", state.token_cap())
     _cancelled_notice(key)
-    stored = st.session_state.get(keys.PRED_RESULT)
+    stored = session.get(keys.PRED_RESULT)
     expl = stored[1] if stored is not None and stored[0] == key else None
     if expl is None:
         box = st.empty()
@@ -105,9 +105,9 @@ def prediction_view() -> None:
 def _cancelled_notice(key: PredKey) -> None:
     """Say what a stopped run left: nothing of a stopped estimate; the estimate, when real patching of
     this same pair stopped (a stop that came with new inputs needs no word)."""
-    if st.session_state.pop(keys.PRED_RUNNING, None) is not None:
+    if session.pop(keys.PRED_RUNNING, None) is not None:
         st.warning("The estimate was cancelled; nothing was kept.", icon="⏹️")
-    if st.session_state.pop(keys.PRED_REAL_RUNNING, None) == key:
+    if session.pop(keys.PRED_REAL_RUNNING, None) == key:
         st.warning("Patching was cancelled; what was found before it is kept.", icon="⏹️")
 
 
@@ -119,7 +119,7 @@ def _with_progress(model, key: PredKey, running: str, first: str, what: str, wor
     """(result, None) of work(progress) under a progress bar, within the memory budget and a server
     slot, or (None, a message). `running` stays in the session state only if the run is stopped."""
     bar = st.progress(0.0, text=first)
-    st.session_state[running] = key
+    session.put(running, key)
 
     def progress(fraction: float, message: str) -> None:  # each update lets Streamlit stop this run (Cancel)
         bar.progress(min(max(fraction, 0.0), 1.0), text=message)
@@ -130,7 +130,7 @@ def _with_progress(model, key: PredKey, running: str, first: str, what: str, wor
             return work(progress)
     result, error = state.attempt(compute, what=what, out_of_memory=(
         f"{what} ran out of memory: use shorter texts or a smaller model."))
-    st.session_state.pop(running, None)
+    session.pop(running, None)
     bar.empty()
     return result, error
 
@@ -147,17 +147,17 @@ def _compute(model, key: PredKey):
     if error:
         st.error(state.plain(error), icon="⚠️")
         return None
-    st.session_state[keys.PRED_RESULT] = (key, expl)
+    session.put(keys.PRED_RESULT, (key, expl))
     for old in (keys.PRED_EXTRA, keys.PRED_LAYER, keys.PRED_HEAD, keys.PRED_POS_LAYER):  # a new pair: its own top head
-        st.session_state.pop(old, None)
+        session.pop(old, None)
     return expl
 
 
 def _on_grid(widget: str, shape: tuple[int, int]) -> None:
-    event = st.session_state.get(widget) or {}
+    event = session.get(widget) or {}
     picked = head_figures.grid_pick((event.get("selection") or {}).get("points") or [], shape[1])
     if picked is not None and picked[0] < shape[0]:
-        st.session_state[keys.PRED_LAYER], st.session_state[keys.PRED_HEAD] = picked
+        session.put_all((keys.PRED_LAYER, keys.PRED_HEAD), picked)
 
 
 def _agreement_text(expl: prediction.Explanation, agree) -> str:
@@ -190,7 +190,7 @@ def _grids(expl: prediction.Explanation, agree) -> None:
     for i in range(0, len(shown), 2):
         for (fig, key, name), where in zip(shown[i:i + 2], st.columns(2)):
             if key is None:
-                charts.show(fig, key="pred_scatter", where=where, name=name)
+                charts.show(fig, key=keys.PRED_SCATTER, where=where, name=name)
             else:
                 charts.show(fig, key=key, where=where, on_select=lambda k=key: _on_grid(k, shape),
                             selection_mode="points", name=name)
@@ -234,12 +234,12 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                f"({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
     cols = st.columns(2)
-    cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()), key="dl_pred",
+    cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()), key=keys.DL_PRED,
                             file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
                             help="A row a head: direct logit attribution, the estimate, and real patching once run.")
     if expl.estimate is not None:
         cols[1].download_button("Download the estimate by position (CSV)",  # made when clicked: L·H·n rows
-                                lambda: export_views.table_csv(expl.position_table()), key="dl_pred_positions",
+                                lambda: export_views.table_csv(expl.position_table()), key=keys.DL_PRED_POSITIONS,
                                 file_name=f"{stem}-by-position.csv", mime="text/csv", on_click="ignore",
                                 help="A row a layer, head and position: the estimate of patching that head there only.")
         _position_grid(expl)
@@ -266,7 +266,7 @@ def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> predict
         live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False, help="Stop patching; what was found before is kept.")
         st.error(state.plain(error), icon="⚠️")
         return expl
-    st.session_state[keys.PRED_RESULT] = (key, done)
+    session.put(keys.PRED_RESULT, (key, done))
     box.empty()
     return done
 
@@ -275,18 +275,18 @@ def _position_grid(expl: prediction.Explanation) -> None:
     """The estimate of one layer by head and patched position (every layer's is in the CSV)."""
     ids = expl.clean.layer_ids
     st.subheader("Where each head reads it: the estimate by position")
-    state.settle(keys.PRED_POS_LAYER, min(int(st.session_state.get(keys.PRED_POS_LAYER, len(ids) - 1)), len(ids) - 1))
+    session.settle(keys.PRED_POS_LAYER, min(int(session.get(keys.PRED_POS_LAYER, len(ids) - 1)), len(ids) - 1))
     row = int(st.selectbox("Layer (by position)", list(range(len(ids))), key=keys.PRED_POS_LAYER,
                            format_func=lambda r: str(ids[r]),
                            help="Each cell: the estimated restored fraction of patching that head at that position "
                                 "only. Real patching by position is in the one-head panel below."))
     charts.show(attribution_figures.position_grid(expl.estimate.values[row], expl.corrupted.tokens, ids[row]),
-                key="pred_position_grid", name="estimate-by-position")
+                key=keys.PRED_POSITION_GRID, name="estimate-by-position")
 
 
 def _extra(key: PredKey, what: str, layer: int, head: int, compute):
     """A result of the one-head panel, kept for this pair (each costs a forward)."""
-    store = st.session_state.setdefault(keys.PRED_EXTRA, {})
+    store = session.setdefault(keys.PRED_EXTRA, {})
     k = (key, layer, head, what)
     if k not in store:
         def held():
@@ -302,10 +302,10 @@ def _extra(key: PredKey, what: str, layer: int, head: int, compute):
 
 def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
     model, run = cur.model, expl.clean
-    st.session_state.setdefault(keys.PRED_LAYER, int(top[0]))
-    st.session_state.setdefault(keys.PRED_HEAD, int(top[1]))
-    state.settle(keys.PRED_LAYER, min(int(st.session_state[keys.PRED_LAYER]), run.num_layers - 1))
-    state.settle(keys.PRED_HEAD, min(int(st.session_state[keys.PRED_HEAD]), run.num_heads - 1))
+    session.setdefault(keys.PRED_LAYER, int(top[0]))
+    session.setdefault(keys.PRED_HEAD, int(top[1]))
+    session.settle(keys.PRED_LAYER, min(int(session.need(keys.PRED_LAYER)), run.num_layers - 1))
+    session.settle(keys.PRED_HEAD, min(int(session.need(keys.PRED_HEAD)), run.num_heads - 1))
     st.subheader("One head")
     cols = st.columns([1, 1, 3])
     layer = int(cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.PRED_LAYER,
@@ -318,9 +318,9 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         parts.append(f"patched for real {float(expl.patching.restored[layer, head]):.3f}")
     cols[2].caption("; ".join(parts) + ".")
     left, right = st.columns(2)
-    charts.show(head_figures.head_heatmap(expl.clean, layer, head), key="pred_clean_head", where=left,
+    charts.show(head_figures.head_heatmap(expl.clean, layer, head), key=keys.PRED_CLEAN_HEAD, where=left,
                 name="clean-attention")
-    charts.show(head_figures.head_heatmap(expl.corrupted, layer, head), key="pred_corrupted_head", where=right,
+    charts.show(head_figures.head_heatmap(expl.corrupted, layer, head), key=keys.PRED_CORRUPTED_HEAD, where=right,
                 name="corrupted-attention")
     left.caption("Clean run.")
     right.caption("Corrupted run.")
@@ -332,7 +332,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         run = expl.clean  # weighted one layer only: the panel draws one head
         row = dataclasses.replace(run, attentions=run.attentions[layer:layer + 1], head_outputs=None,
                                   value_norms=run.value_norms[layer:layer + 1], layer_ids=[run.layer_ids[layer]])
-        charts.show(head_figures.head_heatmap(attribution.as_contributions(row), 0, head), key="pred_weighted_head",
+        charts.show(head_figures.head_heatmap(attribution.as_contributions(row), 0, head), key=keys.PRED_WEIGHTED_HEAD,
                     where=left, name="clean-value-weighted")
     else:
         left.info(f"The value path of {state.plain(model.name)} cannot be read: no value-weighted attention.")
@@ -342,7 +342,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
             model, key.clean, layer, head, k=8, max_tokens=key.cap))
         charts.show(attribution_figures.token_bars(promoted, suppressed, f"Layer {layer}, head {head}: tokens its "
                                                    "write promotes and suppresses"),
-                    key="pred_tokens", where=right, name="head-tokens")
+                    key=keys.PRED_TOKENS, where=right, name="head-tokens")
         by_pos = _extra(key, "positions", layer, head, lambda: attribution.patch_positions(
             model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
     except mha_viz.InputError as exc:
@@ -352,7 +352,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
                                                   f"Layer {layer}, head {head} patched at one position at a time",
                                                   estimate=None if expl.estimate is None else
                                                   expl.estimate.values[layer, head]),
-                key="pred_positions", name="restored-by-position")
+                key=keys.PRED_POSITIONS, name="restored-by-position")
     st.caption("Each filled bar: the corrupted run with this head's clean output at that position only, patched for "
                "real; each outlined bar: the estimate of the same. The positions where the texts differ, and the last "
                "one (where the answer is read), usually carry it.")

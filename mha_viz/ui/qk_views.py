@@ -10,7 +10,7 @@ import streamlit as st
 
 from mha_viz import qk
 from mha_viz.figures import qk as qk_figures
-from mha_viz.ui import analysis, charts, keys, state
+from mha_viz.ui import analysis, charts, keys, session, state
 from mha_viz.ui.views import start
 
 log = logging.getLogger(__name__)
@@ -21,18 +21,18 @@ METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE"}
 
 def _clamp(key: str, top: int) -> None:
     """Keep a picker's value valid when the model or the text changed (before drawing it)."""
-    value = st.session_state.get(key)
+    value = session.get(key)
     if value is not None:
-        state.settle(key, max(0, min(int(value), top)))
+        session.settle(key, max(0, min(int(value), top)))
 
 
 def _on_map_select() -> None:
     """A click on a query in the map makes it the neuron view's query i."""
     try:
-        event = st.session_state.get(keys.QK_MAP) or {}
+        event = session.get(keys.QK_MAP) or {}
         picked = qk_figures.picked_query((event.get("selection") or {}).get("points") or [])
         if picked is not None:
-            st.session_state[keys.QK_I] = picked
+            session.put(keys.QK_I, picked)
     except Exception:  # noqa: BLE001 - an unreadable click is ignored, not a traceback
         log.exception("could not read the selection of the query/key map")
 
@@ -76,12 +76,12 @@ def qk_view() -> None:
     st.caption(state.plain(f"{model.name}, layer {layer} head {head}{kv}: {rope}."))
 
     st.subheader("Neuron view: query i against key j")
-    st.session_state.setdefault(keys.QK_I, min(n - 1, n // 2))
-    st.session_state.setdefault(keys.QK_J, 0)
-    st.session_state.setdefault(keys.QK_TOP, min(3, n))
+    session.setdefault(keys.QK_I, min(n - 1, n // 2))
+    session.setdefault(keys.QK_J, 0)
+    session.setdefault(keys.QK_TOP, min(3, n))
     for key in (keys.QK_I, keys.QK_J):
         _clamp(key, n - 1)
-    state.settle(keys.QK_TOP, max(1, min(int(st.session_state[keys.QK_TOP]), 10, n)))
+    session.settle(keys.QK_TOP, max(1, min(int(session.need(keys.QK_TOP)), 10, n)))
     label = lambda t: f"{t}: {tok[t]}"  # noqa: E731 - one-line format function
     cols = st.columns(2)
     i = cols[0].selectbox("Query token i", list(range(n)), key=keys.QK_I, format_func=label)
@@ -93,7 +93,7 @@ def qk_view() -> None:
     st.caption(f"Score {nv.score:.4g}; × {nv.scale:.4g} = {nv.scaled:.4g}; probability {nv.prob:.4g} "
                f"(the head's attention matrix holds {float(w.probs[i, j]):.4g}).{masked}")
     charts.show(charts.cached("qk_neuron", (cur.key, layer, head, i, j), lambda: qk_figures.neuron_figure(nv)),
-                key="qk_neuron")
+                key=keys.QK_NEURON)
 
     st.subheader("Query/key map")
     st.caption("Every query (●) and key (◆) vector of this head, projected together to 2-D and coloured "

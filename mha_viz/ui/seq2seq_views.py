@@ -23,7 +23,7 @@ from mha_viz.figures import cross as cross_figures
 from mha_viz.figures import focus as focus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import charts, keys
+from mha_viz.ui import charts, keys, session
 from mha_viz.ui.text import plain
 
 PARTS = {"Encoder": "encoder", "Decoder": "decoder", "Cross": "cross"}
@@ -43,7 +43,7 @@ def sidebar() -> tuple[str | None, str]:
             persist_state=keys.KEEP,
             help="Encoder: the source's self-attention. Decoder: the target's (causal) self-attention. "
                  "Cross: each target token over the source tokens.")
-    target = st.session_state.get(keys.TARGET) or ""
+    target = session.get(keys.TARGET) or ""
     return (target if target.strip() else None), PARTS.get(part or "Encoder", "encoder")
 
 
@@ -96,13 +96,13 @@ def cross_model_view(cur, on_select) -> None:
 def cross_head_view(cur) -> None:
     cross = cur.run
     cols = st.columns([2, 2, 3])
-    layer = cols[0].selectbox("Layer", list(range(cross.num_layers)), index=st.session_state[keys.SEL_LAYER])
-    head = cols[1].selectbox("Head", list(range(cross.num_heads)), index=st.session_state[keys.SEL_HEAD])
-    st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = layer, head
-    rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale")
+    layer = cols[0].selectbox("Layer", list(range(cross.num_layers)), index=session.need(keys.SEL_LAYER))
+    head = cols[1].selectbox("Head", list(range(cross.num_heads)), index=session.need(keys.SEL_HEAD))
+    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE)
     fig = charts.cached("cross_heatmap", (cur.key, layer, head, rescale),
                         lambda: cross_figures.cross_heatmap(cross, layer, head, rescale=rescale))
-    charts.show(fig, key="cross_heatmap")
+    charts.show(fig, key=keys.CROSS_HEATMAP)
     a = cross.head(layer, head)
     top = a.argmax(axis=1)
     st.caption("Row i: how target token i spreads its attention over the source tokens (each row sums to 1).")
@@ -115,7 +115,7 @@ def cross_metrics_view(cur) -> None:
     """The metrics defined for a rectangular pattern, every decoder head (`cross_metrics`)."""
     cross = cur.run
     table = charts.cached("cross_table", (cur.key,), lambda: cross_metrics.cross_table(cross))
-    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key="cross_metric_choice",
+    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key=keys.CROSS_METRIC_CHOICE,
                           format_func=lambda c: c.replace("_", " "))
     st.caption(cross_metrics.COLUMNS[choice].capitalize() + ". The other head metrics ("
                + ", ".join(cross_metrics.SELF_ONLY) + ") are about a text attending to itself: they apply to "
@@ -123,12 +123,12 @@ def cross_metrics_view(cur) -> None:
     values = table[choice].to_numpy().reshape(cross.num_layers, cross.num_heads)
     fig = charts.cached("cross_metric_grid", (cur.key, choice), lambda: metric_figures.metric_grid(
         values, title=f"Cross-attention {choice.replace('_', ' ')}, every decoder head"))
-    charts.show(fig, key="cross_metric_grid", width="content")
-    st.dataframe(table, hide_index=True, key="cross_table_df",
+    charts.show(fig, key=keys.CROSS_METRIC_GRID, width="content")
+    st.dataframe(table, hide_index=True, key=keys.CROSS_TABLE_DF,
                  column_config={c: st.column_config.NumberColumn(format="%.4f") for c in cross_metrics.COLUMNS})
     st.download_button("Download the cross-attention table (CSV)", lambda: table.to_csv(index=False).encode(),
                        on_click="ignore", file_name=f"{figure_style.safe_filename(cross.model_name)}-cross-table.csv",
-                       mime="text/csv", key="dl_cross_table")
+                       mime="text/csv", key=keys.DL_CROSS_TABLE)
 
 
 TARGET_SIDE, SOURCE_SIDE = "a target token: what it reads in the source", "a source token: which target tokens read it"
@@ -137,15 +137,15 @@ TARGET_SIDE, SOURCE_SIDE = "a target token: what it reads in the source", "a sou
 def cross_focus_view(cur) -> None:
     """One token of either side and its cross-attention in every decoder head."""
     cross = cur.run
-    side = st.radio("Focus on", (TARGET_SIDE, SOURCE_SIDE), key="cross_focus_side", persist_state=keys.KEEP,
+    side = st.radio("Focus on", (TARGET_SIDE, SOURCE_SIDE), key=keys.CROSS_FOCUS_SIDE, persist_state=keys.KEEP,
                     horizontal=True)
     target = side == TARGET_SIDE
     names, others = (cross.query_tokens, cross.key_tokens) if target else (cross.key_tokens, cross.query_tokens)
-    if st.session_state.get("cross_focus_token", 0) >= len(names):
-        st.session_state["cross_focus_token"] = 0
-    index = st.selectbox("Token", list(range(len(names))), key="cross_focus_token",
+    if session.get(keys.CROSS_FOCUS_TOKEN, 0) >= len(names):
+        session.put(keys.CROSS_FOCUS_TOKEN, 0)
+    index = st.selectbox("Token", list(range(len(names))), key=keys.CROSS_FOCUS_TOKEN,
                          format_func=lambda i: f"{i}: {names[i]}")
-    rescale = st.toggle("Rescale to the largest weight", key="cross_focus_rescale")
+    rescale = st.toggle("Rescale to the largest weight", key=keys.CROSS_FOCUS_RESCALE)
     values = cross.attentions[..., index, :] if target else cross.attentions[..., :, index]  # (L, H, m)
     f = focus.Focus(index, list(others), values, values)
     name = html.escape(names[index], quote=False)
@@ -154,7 +154,7 @@ def cross_focus_view(cur) -> None:
     fig = charts.cached("cross_focus", (cur.key, target, index, rescale), lambda: focus_figures.focus_grid(
         f, focus.TO if target else focus.BY, cross.layer_ids, rescale=rescale, what=what,
         x_title="source token" if target else "target token"))
-    charts.show(fig, key="cross_focus_grid")
+    charts.show(fig, key=keys.CROSS_FOCUS_GRID)
     s = focus.summarize(values, exclude=None)
     st.caption(f"Strongest: decoder layer {s.top_layer}, head {s.top_head} — {s.top_position}: "
                f"{plain(others[s.top_position])} ({s.top_weight:.3f}).")
@@ -180,9 +180,9 @@ def steps_view(cur) -> None:
     st.caption(f"An encoder–decoder writes its target from the source. This is the target the model {how}: "
                f"“{plain(res.target)}”. Step t's token was chosen at decoder row t − 1.")
     n = len(res.steps)
-    if st.session_state.get("s2s_step", 1) > n:
-        st.session_state["s2s_step"] = 1
-    t = st.slider("Step", 1, n, key="s2s_step") if n > 1 else 1
+    if session.get(keys.S2S_STEP, 1) > n:
+        session.put(keys.S2S_STEP, 1)
+    t = st.slider("Step", 1, n, key=keys.S2S_STEP) if n > 1 else 1
     step = res.steps[t - 1]
     others = ", ".join(f"{plain(tok)} ({p:.3f})" for tok, p in step.top[:5])
     st.markdown(f"**Step {t}: {plain(step.token)}** — probability {step.prob:.3f}, entropy {step.entropy:.2f} nats. "
@@ -196,4 +196,4 @@ def steps_view(cur) -> None:
         fig = charts.cached("s2s_step", (cur.key._replace(part=""), x_title, row), lambda: focus_figures.focus_grid(
             f, focus.TO, part.layer_ids,
             what=f"where step {t} looked {what} (decoder row {row})", x_title=x_title))
-        charts.show(fig, key=f"s2s_step_{x_title.split()[0]}")
+        charts.show(fig, key=f"{keys.S2S_STEP_PREFIX}{x_title.split()[0]}")

@@ -21,7 +21,7 @@ from mha_viz import admission, attribution, memory
 from mha_viz import settings as deploy
 from mha_viz.cache import ModelCache
 from mha_viz.tokenize import count_text
-from mha_viz.ui import keys, notes, seq2seq_views
+from mha_viz.ui import keys, notes, seq2seq_views, session
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 from mha_viz.ui.text import plain
 
@@ -69,7 +69,7 @@ size_text = deploy.size_text
 
 def token_cap() -> int:
     """This session's cap: the sidebar's *Token limit*, or the default before it is drawn."""
-    cap = int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens())
+    cap = int(session.get(keys.TOKEN_LIMIT) or max_tokens())
     return min(cap, max_tokens()) if settings().public else cap
 
 
@@ -171,9 +171,9 @@ def attempt(compute, *, what: str, out_of_memory: str):
 
 
 def _on_example() -> None:
-    choice = st.session_state.get(keys.EXAMPLE)
+    choice = session.get(keys.EXAMPLE)
     if choice in EXAMPLES:
-        st.session_state[keys.TEXT] = EXAMPLES[choice]
+        session.put(keys.TEXT, EXAMPLES[choice])
 
 
 def default_precision() -> str:
@@ -183,7 +183,7 @@ def default_precision() -> str:
 
 def precision() -> str:
     """This session's *Precision* (the sidebar's), or the server's default before it is drawn."""
-    chosen = st.session_state.get(keys.PRECISION)
+    chosen = session.get(keys.PRECISION)
     return chosen if chosen in PRECISIONS else default_precision()
 
 
@@ -227,25 +227,17 @@ def model_options() -> tuple[list[str], dict[str, str]]:
     return options, titles
 
 
-def settle(key: str, value) -> None:
-    """Give the widget `key` this value before it is drawn (a range or an option the run allows),
-    writing only when it differs: a value written by code replaces what the browser shows,
-    including what the user is typing."""
-    if st.session_state.get(key) != value:
-        st.session_state[key] = value
-
-
 def sidebar() -> Current:
     """Draw the sidebar and compute (or fetch) the run for its inputs."""
     return _sidebar()
 
 
 def _sidebar() -> Current:
-    st.session_state.setdefault(keys.TEXT, DEFAULT_TEXT)
+    session.setdefault(keys.TEXT, DEFAULT_TEXT)
     conf = settings()
     options, titles = model_options()
-    if st.session_state.get(keys.MODEL_CHOICE) not in options:
-        st.session_state.pop(keys.MODEL_CHOICE, None)
+    if session.get(keys.MODEL_CHOICE) not in options:
+        session.pop(keys.MODEL_CHOICE, None)
     with st.sidebar:
         st.header("Model")
         choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, persist_state=KEEP, format_func=lambda k: titles.get(k, k))
@@ -255,7 +247,7 @@ def _sidebar() -> Current:
                                  placeholder="e.g. gpt2, owner/model or /path/to/folder")
         device = st.radio("Device", DEVICES, key=keys.DEVICE, persist_state=KEEP, horizontal=True,
                           help="auto uses CUDA when a GPU is available, else the CPU.")
-        st.session_state.setdefault(keys.PRECISION, default_precision())
+        session.setdefault(keys.PRECISION, default_precision())
         dtype = st.radio("Precision", PRECISIONS, key=keys.PRECISION, persist_state=KEEP, horizontal=True,
                          help="What the model computes in. auto: the checkpoint's own (the bundled models: "
                               "float32). bfloat16 and float16 halve the memory of the weights; the attention "
@@ -267,7 +259,7 @@ def _sidebar() -> Current:
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=KEEP, on_change=_on_example)
         text = st.text_area("Sentence", key=keys.TEXT, persist_state=KEEP, height=120)
         top = max_tokens() if conf.public else 32768
-        settle(keys.TOKEN_LIMIT, min(int(st.session_state.get(keys.TOKEN_LIMIT) or max_tokens()), top))
+        session.settle(keys.TOKEN_LIMIT, min(int(session.get(keys.TOKEN_LIMIT) or max_tokens()), top))
         st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT, persist_state=KEEP,
                         help="Longer texts are cut to this many tokens (and to the model's own "
                              "limit). Every head's attention is held in memory: layers × heads × "
@@ -321,8 +313,8 @@ def _sidebar() -> Current:
     cur.weights_run = run
     run, key = _lens(cur, run, key)
     cur.run, cur.model, cur.key = run, model, key
-    st.session_state[keys.LAST_GOOD] = (run, model, key, cur.seq2seq)
-    st.session_state[keys.LAST_FULL] = cur.full_run
+    session.put(keys.LAST_GOOD, (run, model, key, cur.seq2seq))
+    session.put(keys.LAST_FULL, cur.full_run)
     return cur
 
 
@@ -371,7 +363,7 @@ def _hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey):
     """The sidebar's *Hide tokens* applied once, for every view: (run, key) without the hidden
     tokens (the key says which, so every cached result of the run is its own), or the full run
     with a note when nothing, or everything, would be hidden."""
-    special, first = bool(st.session_state.get(keys.HIDE_SPECIAL)), bool(st.session_state.get(keys.HIDE_FIRST))
+    special, first = bool(session.get(keys.HIDE_SPECIAL)), bool(session.get(keys.HIDE_FIRST))
     if not (special or first):
         return run, key
     if seq2seq_views.is_cross(run):
@@ -403,7 +395,7 @@ def _lens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey):
     """The sidebar's *Show attention as* applied once, for every view, after *Hide tokens*:
     (run, key) as contributions (the key's `lens` says so), or as weights with a note when the
     run has no value path to weigh by."""
-    if st.session_state.get(keys.LENS) != keys.LENS_CONTRIBUTIONS:
+    if session.get(keys.LENS) != keys.LENS_CONTRIBUTIONS:
         return run, key
     if seq2seq_views.is_cross(run):
         cur.lens_note = ("Contributions are shown for self-attention: cross-attention is shown as weights (the "
@@ -434,8 +426,8 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
         raise mha_viz.InputError(
             full + " Even one layer does not fit: lower the token limit in the sidebar; the Model "
             "view's whole-text overview shows every head of a long text one head at a time.")
-    kept = [l for l in st.session_state.get(keys.CAPTURE_LAYERS, []) if isinstance(l, int) and 0 <= l < model.num_layers]
-    settle(keys.CAPTURE_LAYERS, kept[:fit])
+    kept = [l for l in session.get(keys.CAPTURE_LAYERS, []) if isinstance(l, int) and 0 <= l < model.num_layers]
+    session.settle(keys.CAPTURE_LAYERS, kept[:fit])
     with st.sidebar:
         chosen = st.multiselect(
             "Layers to capture", list(range(model.num_layers)), key=keys.CAPTURE_LAYERS, persist_state=KEEP, max_selections=fit,
@@ -450,11 +442,11 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
 
 
 def _with_last_good(cur: Current) -> Current:
-    last = st.session_state.get(keys.LAST_GOOD)
+    last = session.get(keys.LAST_GOOD)
     if last is not None:
         cur.run, cur.model, cur.key = last[:3]
         cur.seq2seq = last[3] if len(last) > 3 else None  # a session older than encoder–decoders kept 3
-        cur.full_run = st.session_state.get(keys.LAST_FULL) or cur.run
+        cur.full_run = session.get(keys.LAST_FULL) or cur.run
         cur.weights_run = cur.run if not cur.run.lens else None
         cur.stale = True
     return cur
@@ -492,4 +484,4 @@ def show_status(cur: Current) -> bool:
 
 def current() -> Current:
     """The `Current` that app.py computed for this rerun."""
-    return st.session_state.get(keys.CURRENT) or Current(notice="Loading…")
+    return session.get(keys.CURRENT) or Current(notice="Loading…")

@@ -11,7 +11,7 @@ import streamlit as st
 
 from mha_viz import detail
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import keys
+from mha_viz.ui import keys, session
 
 MAX_AXIS = detail.FULL_DETAIL_TOKENS  # most tokens on either axis (every cell is sent)
 DEFAULT_SPAN = 96
@@ -36,16 +36,16 @@ def presets(tokens: list[str]) -> dict[str, tuple[tuple[int, int], tuple[int, in
 
 
 def _apply_preset(table: dict) -> None:
-    choice = st.session_state.get(keys.SUBSET_PRESET)
+    choice = session.get(keys.SUBSET_PRESET)
     if choice in table:
         queries, keys_ = table[choice]
-        st.session_state[keys.SUBSET_QUERIES], st.session_state[keys.SUBSET_KEYS] = queries, keys_
-        st.session_state[keys.SUBSET_QUERY_LIST] = list(range(*queries))[:MAX_AXIS]
-        st.session_state[keys.SUBSET_KEY_LIST] = list(range(*keys_))[:MAX_AXIS]
+        session.put_all((keys.SUBSET_QUERIES, keys.SUBSET_KEYS), (queries, keys_))
+        session.put(keys.SUBSET_QUERY_LIST, list(range(*queries))[:MAX_AXIS])
+        session.put(keys.SUBSET_KEY_LIST, list(range(*keys_))[:MAX_AXIS])
 
 
 def _to_custom() -> None:
-    st.session_state[keys.SUBSET_PRESET] = CUSTOM
+    session.put(keys.SUBSET_PRESET, CUSTOM)
 
 
 def _valid(span, n: int) -> bool:
@@ -67,9 +67,9 @@ def _axis(label: str, key: str, n: int) -> list[int]:
 def _pick(label: str, key: str, tokens: list[str], fallback: list[int]) -> list[int]:
     """A pick-list of `i: token` (at most MAX_AXIS); the positions in text order."""
     n = len(tokens)
-    picked = st.session_state.get(key)
+    picked = session.get(key)
     if not isinstance(picked, list) or not all(isinstance(i, int) and 0 <= i < n for i in picked):
-        st.session_state[key] = fallback
+        session.put(key, fallback)
     picked = st.multiselect(label, list(range(n)), key=key, format_func=lambda i: f"{i}: {tokens[i]}",
                             max_selections=MAX_AXIS, on_change=_to_custom, help="Type to search the tokens.")
     if not picked:
@@ -84,17 +84,17 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
     n = run.n
     this_run = (run.model_name, run.text, n)
     table = presets(run.tokens)
-    fresh = st.session_state.get(keys.SUBSET_RUN) != this_run
-    st.session_state[keys.SUBSET_RUN] = this_run
+    fresh = session.get(keys.SUBSET_RUN) != this_run
+    session.put(keys.SUBSET_RUN, this_run)
     default = (0, min(n, DEFAULT_SPAN))
     for key in (keys.SUBSET_QUERIES, keys.SUBSET_KEYS):
-        if fresh or not _valid(st.session_state.get(key), n):
-            st.session_state[key] = default
-    if fresh or st.session_state.get(keys.SUBSET_PRESET) not in (CUSTOM, *table):
-        st.session_state[keys.SUBSET_PRESET] = CUSTOM
+        if fresh or not _valid(session.get(key), n):
+            session.put(key, default)
+    if fresh or session.get(keys.SUBSET_PRESET) not in (CUSTOM, *table):
+        session.put(keys.SUBSET_PRESET, CUSTOM)
     if fresh:
-        st.session_state.pop(keys.SUBSET_QUERY_LIST, None)
-        st.session_state.pop(keys.SUBSET_KEY_LIST, None)
+        session.pop(keys.SUBSET_QUERY_LIST, None)
+        session.pop(keys.SUBSET_KEY_LIST, None)
     st.selectbox("Preset", [CUSTOM, *table], key=keys.SUBSET_PRESET, on_change=_apply_preset, args=(table,),
                  help="Sentences end after a token ending in . ! or ?")
     pick = st.toggle("Pick tokens one by one", key=keys.SUBSET_PICK,
@@ -106,7 +106,7 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
         with cols[1]:
             keep = _axis("Keys (columns)", keys.SUBSET_KEYS, n)
     else:
-        spans = [st.session_state.get(k) for k in (keys.SUBSET_QUERIES, keys.SUBSET_KEYS)]
+        spans = [session.get(k) for k in (keys.SUBSET_QUERIES, keys.SUBSET_KEYS)]
         ranges = [list(range(*s))[:MAX_AXIS] if _valid(s, n) else list(range(*default)) for s in spans]
         with cols[0]:
             rows = _pick("Queries (rows)", keys.SUBSET_QUERY_LIST, run.tokens, ranges[0])

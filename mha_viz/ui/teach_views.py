@@ -14,7 +14,7 @@ import streamlit as st
 import mha_viz
 from mha_viz import teaching
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, keys, state
+from mha_viz.ui import analysis, charts, keys, session, state
 from mha_viz.ui.views import start
 
 TOY = "toy-induction"
@@ -22,9 +22,9 @@ TOY_TEXT = "q w e r t y u i o q w e r t y u i o"
 
 
 def _use_toy() -> None:
-    st.session_state[keys.MODEL_CHOICE] = TOY
-    st.session_state[keys.TEXT] = TOY_TEXT
-    st.session_state[keys.TEACH_PICK] = "induction"
+    session.put(keys.MODEL_CHOICE, TOY)
+    session.put(keys.TEXT, TOY_TEXT)
+    session.put(keys.TEACH_PICK, "induction")
 
 
 def _layer_head(run, layer_key: str, head_key: str):
@@ -38,12 +38,12 @@ def _layer_head(run, layer_key: str, head_key: str):
 
 def _pick_known_head(cur) -> None:
     """For the toy model, open on its induction head (the best layer-1 induction score)."""
-    if st.session_state.pop(keys.TEACH_PICK, None) != "induction" or cur.model.name != TOY:
+    if session.pop(keys.TEACH_PICK, None) != "induction" or cur.model.name != TOY:
         return
     table = analysis.head_table(cur.key, cur.run, cur.model)
     best = table.loc[table["induction_score"].idxmax()]
-    st.session_state[keys.TEACH_LAYER] = cur.run.layer_ids.index(int(best["layer"]))
-    st.session_state[keys.TEACH_HEAD] = int(best["head"])
+    session.put(keys.TEACH_LAYER, cur.run.layer_ids.index(int(best["layer"])))
+    session.put(keys.TEACH_HEAD, int(best["head"]))
 
 
 def teaching_view() -> None:
@@ -53,7 +53,7 @@ def teaching_view() -> None:
     run, model = cur.run, cur.model
     if TOY in mha_viz.BUNDLED and model.name != TOY:
         st.button("Start with toy-induction: two layers whose heads have known jobs (a previous-token "
-                  "head and an induction head)", key="use_toy", on_click=_use_toy)
+                  "head and an induction head)", key=keys.TEACH_USE_TOY, on_click=_use_toy)
     if not model.can_recompute:
         st.info(f"The walkthrough recomputes each step with mha-viz's own MHA, which cannot compute {model.name}'s "
                 f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon="ℹ️")
@@ -118,7 +118,7 @@ def _step(number: int, title: str, formula: str, shape: str, figure=None, note: 
     if note:
         st.caption(note)
     if figure is not None:
-        charts.show(figure, key=f"step_{number}")
+        charts.show(figure, key=f"{keys.TEACH_STEP_PREFIX}{number}")
 
 
 def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
@@ -134,7 +134,7 @@ def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
           f"Q {n} × {d_k}, K {n} × {d_k}, V {n} × {d_v}; W_Q, W_K {d} × {d_k}, W_V {d} × {d_v}",
           note=f"This head's own projections{kv}.{rope}")
     for col, name in zip(st.columns(3), "QKV"):
-        charts.show(figs[name], key=f"step_2_{name}", where=col)
+        charts.show(figs[name], key=f"{keys.TEACH_STEP2_PREFIX}{name}", where=col)
 
 
 def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
@@ -190,9 +190,9 @@ STEP_DRAWERS = {STEPS_IN: _inputs, STEPS_SCORES: _scores, STEPS_OUT: _output}
 def _query_row(w: teaching.Walkthrough) -> None:
     """One query's scores and probabilities; moving the slider reruns only this part."""
     n, tok = w.n, w.tokens
-    i = st.slider("Query row to look at", 0, n - 1, value=min(n - 1, n // 2), key="teach_row") if n > 1 else 0
+    i = st.slider("Query row to look at", 0, n - 1, value=min(n - 1, n // 2), key=keys.TEACH_ROW) if n > 1 else 0
     charts.show(teach_figures.softmax_row(w.masked[i], w.probs[i], tok, title=f"Row {i} ({tok[i]!s}): "
-                                          "scores → probabilities"), key="teach_softmax_row")
+                                          "scores → probabilities"), key=keys.TEACH_SOFTMAX_ROW)
 
 
 def _costs(model, n: int, head: int) -> None:
@@ -204,7 +204,7 @@ def _costs(model, n: int, head: int) -> None:
                      "KV cache floats (one layer)": f"{c.kv:,}",
                      "probabilities stored (unless fused)": f"{c.probabilities:,}",
                      "memory, float32": state.size_text(4 * c.floats)})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="teach_costs")
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key=keys.TEACH_COSTS)
     st.caption(f"n = m = {n} tokens, d_model = {model.d_model}, h = {model.num_heads}, d_k = d_v = {model.d_k}. "
                "Multiply–adds: projections d_model·(h·n·d_k + G·m·d_k + G·m·d_v), scores h·n·m·d_k, weighted "
                "sum h·n·m·d_v, output h·n·d_v·d_model (spec section 5; the n² terms hold only for self-"
@@ -214,7 +214,7 @@ def _costs(model, n: int, head: int) -> None:
     if 1 < model.num_kv_heads < model.num_heads or model.num_kv_heads == 1:
         fig = charts.cached("teach_gqa", (model.num_heads, model.num_kv_heads, head),
                             lambda: teach_figures.kv_sharing(model.num_heads, model.num_kv_heads, highlight=head))
-        charts.show(fig, key="teach_gqa")
+        charts.show(fig, key=keys.TEACH_GQA)
 
 
 PROJECTIONS, HEADS, MASKS = "Why projections", "Why several heads", "Masks"
@@ -280,7 +280,7 @@ def _why_heads(cur, w: teaching.Walkthrough) -> None:
         maps |= {f"head {h}: {patterns[h]}": att[h] for h in range(run.num_heads)}
         return teach_figures.probability_maps(maps, w.tokens)
     figs = list(_figures("heads", (cur.key, w.layer), build).values())
-    charts.show(figs[0], key="demo_mean")
+    charts.show(figs[0], key=keys.TEACH_DEMO_MEAN)
     cols = st.columns(3)
     for h, fig in enumerate(figs[1:]):
-        charts.show(fig, key=f"demo_head_{h}", where=cols[h % 3])
+        charts.show(fig, key=f"{keys.TEACH_DEMO_HEAD_PREFIX}{h}", where=cols[h % 3])

@@ -15,7 +15,7 @@ from mha_viz import detail
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, export_views, keys, seq2seq_views, state, subset_views
+from mha_viz.ui import analysis, charts, export_views, keys, seq2seq_views, session, state, subset_views
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -23,20 +23,20 @@ log = logging.getLogger("mha_viz.ui")
 def _clamp_selection(run) -> None:
     """Keep the chosen layer and head valid when the model changes."""
     # Plain keys, not widget keys: Streamlit drops a widget's state on pages that do not draw it.
-    st.session_state[keys.SEL_LAYER] = min(int(st.session_state.get(keys.SEL_LAYER, 0)), run.num_layers - 1)
-    st.session_state[keys.SEL_HEAD] = min(int(st.session_state.get(keys.SEL_HEAD, 0)), run.num_heads - 1)
+    session.put(keys.SEL_LAYER, min(int(session.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
+    session.put(keys.SEL_HEAD, min(int(session.get(keys.SEL_HEAD, 0)), run.num_heads - 1))
 
 
 def open_head(layer: int, head: int) -> None:
     """Choose a head and open it in the head view (at the start of the next run)."""
-    st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = layer, head
-    st.session_state[keys.GOTO] = "head_view"
+    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
+    session.put(keys.GOTO, "head_view")
 
 
 def examples_link(cur, row: int, head: int, where=None) -> None:
     """A button to this head's examples across the corpus (the Head examples page), once a corpus
     with examples has been run for the sidebar's model in this session."""
-    last = st.session_state.get(keys.CORPUS_LAST)  # every corpus job of the page keeps the examples
+    last = session.get(keys.CORPUS_LAST)  # every corpus job of the page keeps the examples
     if last is None or last.model != cur.model_key or cur.run is None:
         return
     layer = cur.run.layer_ids[row]
@@ -44,9 +44,9 @@ def examples_link(cur, row: int, head: int, where=None) -> None:
                             help="Its top documents, samples from every score decile and its histograms, from the "
                                  "corpus run on the Corpus page."):
         # the examples' rows are the model's attention layers (a hybrid's softmax layers)
-        st.session_state[keys.EXAMPLES_LAYER] = cur.model.layer_ids.index(layer) if cur.model else row
-        st.session_state[keys.EXAMPLES_HEAD] = head
-        st.session_state[keys.GOTO] = "examples"
+        session.put(keys.EXAMPLES_LAYER, cur.model.layer_ids.index(layer) if cur.model else row)
+        session.put(keys.EXAMPLES_HEAD, head)
+        session.put(keys.GOTO, "examples")
         st.rerun()
 
 
@@ -55,7 +55,7 @@ def clicked_head(widget_key: str) -> tuple[int, int] | None:
     current run selected, read from the chart's selection event; None when there is none or it
     cannot be read (logged, never a traceback)."""
     try:
-        event = st.session_state.get(widget_key) or {}
+        event = session.get(widget_key) or {}
         points = (event.get("selection") or {}).get("points") or []
         run = state.current().run
         picked = head_figures.grid_pick(points, run.num_heads) if run is not None else None
@@ -116,12 +116,12 @@ def model_view() -> None:
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
     for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
-        state.settle(key, min(int(st.session_state.get(key, 0)), top))
+        session.settle(key, min(int(session.get(key, 0)), top))
     cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.GRID_LAYER,
                       format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
     cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
-    cols[2].button("Open in head view", key="open_head", type="primary", on_click=lambda: open_head(
-        int(st.session_state[keys.GRID_LAYER]), int(st.session_state[keys.GRID_HEAD])))
+    cols[2].button("Open in head view", key=keys.GRID_OPEN_HEAD, type="primary", on_click=lambda: open_head(
+        int(session.need(keys.GRID_LAYER)), int(session.need(keys.GRID_HEAD))))
     _lens_change(cur)
     _sink_mass(run)
     _learned_sinks(cur)
@@ -139,7 +139,7 @@ def _lens_change(cur) -> None:
     fig = charts.cached("lens_js", cur.key, lambda: metric_figures.metric_grid(
         js, title="JS divergence (base 2) between weights and contributions, mean over queries",
         layer_ids=run.layer_ids))
-    charts.show(fig, key="lens_js_grid", width="content")
+    charts.show(fig, key=keys.LENS_JS_GRID, width="content")
     layer, head = np.unravel_index(int(js.argmax()), js.shape)
     st.caption(f"0: the head's contributions draw the same picture as its weights; 1: they share nothing. "
                f"Mean over heads {float(js.mean()):.3f}; most changed: layer {run.layer_ids[layer]}, head {head} "
@@ -155,7 +155,7 @@ def _sink_mass(run) -> None:
     fig = metric_figures.metric_grid(run.hidden.mass, title="Attention to the hidden tokens, every head",
                                      layer_ids=run.layer_ids)
     charts.show(fig,
-                    key="sink_mass_grid", width="content")
+                    key=keys.SINK_MASS_GRID, width="content")
     st.caption(f"Each cell: the mean over the shown queries of the attention that went to the hidden tokens "
                f"({state.plain(names)}), before renormalising. 1 means the head looked at nothing else. "
                f"Mean over heads {float(run.hidden.mass.mean()):.3f}; "
@@ -171,7 +171,7 @@ def _learned_sinks(cur) -> None:
         return
     st.subheader("Learned sinks")
     charts.show(metric_figures.metric_grid(share, title="Attention given to the learned sink, every head",
-                                           layer_ids=run.layer_ids), key="learned_sink_grid", width="content")
+                                           layer_ids=run.layer_ids), key=keys.LEARNED_SINK_GRID, width="content")
     st.caption("This model's heads each have a learned sink logit: one more key in the softmax that is no token. "
                "Each cell: the mean over queries of what the sink took, 1 − Σ_j A_ij (each row's missing mass; the "
                f"heatmaps show the rest). Mean over heads {float(share.mean()):.3f}; highest {float(share.max()):.3f}.")
@@ -200,9 +200,9 @@ def _whole_text_overview(cur) -> None:
                f"tokens is computed one head at a time (holding all of them would take "
                f"{state.size_text(full_cost)}). On a CPU this can take minutes.")
     key = (cur.model_key, text)
-    store = st.session_state.setdefault(keys.OVERVIEWS, {})
+    store = session.setdefault(keys.OVERVIEWS, {})
     slot = st.empty()
-    if key not in store and slot.button(f"Compute the overview of all {n} tokens", key="whole_overview"):
+    if key not in store and slot.button(f"Compute the overview of all {n} tokens", key=keys.WHOLE_OVERVIEW):
         slot.empty()  # the button goes once it has done its work
         bar = st.progress(0.0)
         try:
@@ -220,10 +220,10 @@ def _whole_text_overview(cur) -> None:
         store[key] = ov
     if key in store:
         ov = store[key]
-        rescale = st.session_state.get(keys.GRID_RESCALE, True)
+        rescale = session.get(keys.GRID_RESCALE, True)
         fig = charts.cached("whole_grid", (key, ov.n, rescale),
                             lambda: head_figures.grid_figure(ov.pooled, rescale=rescale, clickable=False))
-        charts.show(fig, key="whole_grid", width="content")
+        charts.show(fig, key=keys.WHOLE_GRID, width="content")
         st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
                    + (" Attention weights: the sidebar's contributions lens applies to the analysed tokens only."
                       if cur.run is not None and cur.run.lens else "")
@@ -238,14 +238,14 @@ def head_view() -> None:
         return seq2seq_views.cross_head_view(cur)
     run = cur.run
     cols = st.columns([2, 2, 3])
-    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=st.session_state[keys.SEL_LAYER],
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=session.need(keys.SEL_LAYER),
                               format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), index=st.session_state[keys.SEL_HEAD])
-    st.session_state[keys.SEL_LAYER], st.session_state[keys.SEL_HEAD] = layer, head
-    rescale = cols[2].toggle("Rescale colours to this head's maximum", key="head_rescale",
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), index=session.need(keys.SEL_HEAD))
+    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE,
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
-    charts.show(_head_figure(cur, layer, head, rescale), key="head_heatmap")
+    charts.show(_head_figure(cur, layer, head, rescale), key=keys.HEAD_HEATMAP)
     examples_link(cur, layer, head)
     a = run.head(layer, head)
     top = a.argmax(axis=1)
@@ -276,24 +276,24 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
     options = ([FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]) + [SUBSET]
     default = FULL if head_figures.default_level(run.n) == head_figures.TOKENS else BLOCKS
     this_run = (run.model_name, run.text, run.n)
-    changed = st.session_state.get(keys.DETAIL_RUN) != this_run
-    st.session_state[keys.DETAIL_RUN] = this_run
-    forced = st.session_state.get(keys.DETAIL_FORCED, False)  # blocks chosen by the app, not the user
-    changed = changed and not st.session_state.pop(keys.DETAIL_LINKED, False)  # a shared link chose it
-    if st.session_state.get(keys.HEAD_DETAIL) not in options or (changed and (default == BLOCKS or forced)):
-        st.session_state[keys.HEAD_DETAIL] = default  # a new long input opens on the block view, and a
-        st.session_state[keys.DETAIL_FORCED] = default == BLOCKS  # short one after it on every token
+    changed = session.get(keys.DETAIL_RUN) != this_run
+    session.put(keys.DETAIL_RUN, this_run)
+    forced = session.get(keys.DETAIL_FORCED, False)  # blocks chosen by the app, not the user
+    changed = changed and not session.pop(keys.DETAIL_LINKED, False)  # a shared link chose it
+    if session.get(keys.HEAD_DETAIL) not in options or (changed and (default == BLOCKS or forced)):
+        session.put(keys.HEAD_DETAIL, default)  # a new long input opens on the block view, and a
+        session.put(keys.DETAIL_FORCED, default == BLOCKS)  # short one after it on every token
     mode = st.radio("Detail", options, key=keys.HEAD_DETAIL, horizontal=True,
-                    on_change=lambda: st.session_state.update({keys.DETAIL_FORCED: False}),
+                    on_change=lambda: session.put(keys.DETAIL_FORCED, False),
                     help="Blocks: the whole matrix downsampled; each block shows its largest weight, so a "
                          "single strong cell stays visible (hover for max and mean). Words: word pieces "
                          "merged (sum over a word's keys, mean over its queries).")
     if mode == WINDOW:
         width = min(run.n, 96)
-        st.session_state.setdefault(keys.HEAD_WINDOW, (0, width))
-        lo, hi = st.session_state[keys.HEAD_WINDOW]
+        session.setdefault(keys.HEAD_WINDOW, (0, width))
+        lo, hi = session.need(keys.HEAD_WINDOW)
         if hi > run.n or lo >= hi:
-            st.session_state[keys.HEAD_WINDOW] = (0, width)
+            session.put(keys.HEAD_WINDOW, (0, width))
         start, stop = st.slider("Tokens", 0, run.n, key=keys.HEAD_WINDOW,
                                 help="The tokens shown on both axes, at full resolution.")
         return head_heatmap(cur, layer, head, rescale, (int(start), int(max(stop, start + 1))))
@@ -315,5 +315,5 @@ def facts_view() -> None:
     facts = cur.model.facts()
     shown = facts | {k: state.plain(facts[k]) for k in ("model", "loaded from")}  # user-given names: as typed
     st.table({"fact": list(shown), "value": list(shown.values())})
-    st.download_button("Download these facts (CSV)", export_views.table_csv(facts), key="dl_facts",
+    st.download_button("Download these facts (CSV)", export_views.table_csv(facts), key=keys.DL_FACTS,
                        file_name=figure_style.safe_filename(f"{cur.model.name}-facts") + ".csv", mime="text/csv")
