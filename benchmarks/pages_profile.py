@@ -100,7 +100,7 @@ def short(file: str, line: int, func: str) -> str:
 def report(page_id: str, view: str, wall: float, profile_wall: float, stats: pstats.Stats, charts: tuple[int, int],
            top: int) -> None:
     view_s = cum(stats, "mha_viz", view)
-    sidebar = cum(stats, "mha_viz/ui/state.py", "sidebar")
+    sidebar = cum(stats, "mha_viz/ui/sidebar.py", "draw")
     plotly_chart = cum(stats, "streamlit/elements/plotly_chart.py", "plotly_chart")
     to_json = cum(stats, "plotly/io/_json.py", "to_json")
     print(f"\n## {page_id}: second visit {wall:.2f} s plain (AppTest run); profiled {profile_wall:.2f} s: "

@@ -29,15 +29,15 @@ def _seed():
 @pytest.fixture()
 def public(monkeypatch):
     """The app in public mode (allow-list, 32-token cap) with empty model cache and slots."""
-    from mha_viz.ui import state
+    from mha_viz.ui import resources
 
     monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
     monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", "32")
-    state.model_cache.clear()
-    state.slots.clear()
+    resources.model_cache.clear()
+    resources.slots.clear()
     yield
-    state.model_cache.clear()
-    state.slots.clear()
+    resources.model_cache.clear()
+    resources.slots.clear()
 
 
 def _bundled(name: str, local_attention: bool, fixture_name: str):

@@ -43,7 +43,7 @@ def decode_json(text: str):
 
 
 def shown(markdown: str) -> str:
-    """What a message written with `state.plain` reads as on screen (escapes and the invisible
+    """What a message written with `text.plain` reads as on screen (escapes and the invisible
     word joiners that stop autolinks removed)."""
     return re.sub(r"\\(.)", r"\1", markdown).replace("\u2060", "")
 
@@ -110,3 +110,18 @@ def assert_same_examples(a, b, *, atol: float = 1e-5) -> None:
     np.testing.assert_allclose(a.part.query_mass, b.part.query_mass, rtol=1e-6, atol=atol)
     assert sorted(a.part.patterns) == sorted(b.part.patterns)
     assert a.part.documents == b.part.documents
+
+
+# each page's title, as drawn: how tests/app's open_page knows the page really opened (and
+# tests/unit/test_pages.py, that every registered page has one)
+HEADINGS = {
+    "model_view": "Model view", "head_view": "Head view", "head_metrics": "Head metrics",
+    "similarity": "Head similarity", "compare_heads": "Compare heads", "across_layers": "Across layers",
+    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts", "focus": "Token focus", "generate": "Generate",
+    "qk": "Queries and keys",
+    "lines": "Line view",
+    "compare": "Compare texts or models",
+    "corpus": "Corpus",
+    "examples": "Head examples",
+    "prediction": "Heads behind a prediction",
+}

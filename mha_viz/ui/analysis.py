@@ -12,7 +12,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import ablation, ablation_outcome, attribution, metrics, seq2seq, sinks, teaching
-from mha_viz.ui import state
+from mha_viz.ui import resources, state
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
 
@@ -170,8 +170,8 @@ def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model) -> 
 def importance(key: AnalysisKey, _model) -> np.ndarray:
     """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under.
     Takes one of the server's analysis slots (raises admission.Busy when none is free: call it
-    through `state.one_at_a_time`)."""
-    with state.slots().hold(), mha_viz.session_cap(key.cap):
+    through `resources.one_at_a_time`)."""
+    with resources.slots().hold(), mha_viz.session_cap(key.cap):
         return _frozen(ablation.head_importance(_model, key.text, max_tokens=key.cap))
 
 
@@ -181,7 +181,7 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     imp = importance(key, _model)  # before taking a slot of its own: importance takes one
     order = np.argsort(imp.ravel())
     orders = [order] + [np.random.default_rng(seed).permutation(imp.size) for seed in range(5)]
-    with state.slots().hold(), mha_viz.session_cap(key.cap):
+    with resources.slots().hold(), mha_viz.session_cap(key.cap):
         curves = ablation.pruning_curves(_model, key.text, orders, fractions, mean_ablation=mean_ablation,
                                          max_tokens=key.cap)
     by_importance, randoms = curves[0], curves[1:]
@@ -196,5 +196,5 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
 def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.Comparison:
     """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
     raises Busy when the server is full, like an analysis)."""
-    with state.slots().hold():
+    with resources.slots().hold():
         return mha_viz.compare(_run_a, _run_b)

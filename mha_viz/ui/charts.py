@@ -4,13 +4,17 @@ the browser (Plotly renders the PNG or SVG itself): no server work, no internet.
 
 from __future__ import annotations
 
-from typing import Callable, Hashable
+import logging
+from typing import Callable, Hashable, TypeVar
 
 import plotly.graph_objects as go
 import streamlit as st
 
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys, session
+
+log = logging.getLogger("mha_viz.ui")
+T = TypeVar("T")
 
 
 def config(name: str) -> dict:
@@ -42,3 +46,15 @@ def cached(name: str, key: Hashable, build: Callable[[], go.Figure]) -> go.Figur
     head, the options), and nobody may change the figure afterwards (`show` does not: Streamlit
     serialises a copy). A second visit to a page then costs the figure's JSON, not its making."""
     return _cached_figure(name, key, build)
+
+
+def clicked(widget_key: str, read: Callable[[list], T | None]) -> T | None:
+    """What a click on the chart drawn under `widget_key` picked (call it from its on_select
+    callback): `read(points)` of its selection event's points ([] when nothing is selected), or
+    None when the event cannot be read (logged, never a traceback)."""
+    try:
+        event = session.get(widget_key) or {}
+        return read((event.get("selection") or {}).get("points") or [])
+    except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
+        log.exception("could not read the selection of %s", widget_key)
+        return None

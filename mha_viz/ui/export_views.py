@@ -13,7 +13,8 @@ import streamlit as st
 
 from mha_viz import metrics, report, run_file
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, keys, seq2seq_views, session, state
+from mha_viz.ui import analysis, keys, resources, seq2seq_views, session
+from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
 FORMATS = {"png": "PNG (image)", "svg": "SVG (vector, for papers)"}
@@ -35,7 +36,7 @@ def _report(run, model, heads):
     """The deferred download: the report is built on the click, from the run as it is shown (in
     a server slot, taken here: the click runs outside the script, where Streamlit's cache is not
     to be called)."""
-    slots = state.slots()
+    slots = resources.slots()
 
     def build() -> bytes:
         with slots.hold(wait=True):
@@ -60,10 +61,10 @@ def sidebar_box(cur) -> None:
 
 
 def _box(cur) -> None:
-    st.radio("Chart downloads", list(FORMATS), key=keys.EXPORT_FORMAT, persist_state=state.KEEP, format_func=FORMATS.get, horizontal=True,
+    st.radio("Chart downloads", list(FORMATS), key=keys.EXPORT_FORMAT, persist_state=keys.KEEP, format_func=FORMATS.get, horizontal=True,
              help="Every chart has a camera button (top right, when the pointer is over it): it downloads "
                   "the chart in this format, drawn by your browser.")
-    st.selectbox("Size", list(figure_style.DOWNLOAD_SIZES), key=keys.EXPORT_SIZE, persist_state=state.KEEP,
+    st.selectbox("Size", list(figure_style.DOWNLOAD_SIZES), key=keys.EXPORT_SIZE, persist_state=keys.KEEP,
                  help="Publication sizes: a PNG 'paper, full width' is 2,100 px wide, 7 inches at 300 dpi.")
     run = cur.run
     if run is None:
@@ -75,10 +76,10 @@ def _box(cur) -> None:
         return
     stem = figure_style.safe_filename(f"{run.model_name.rsplit('/', 1)[-1]}-{run.n}-tokens"
                                       + ("-contributions" if run.lens else ""))
-    st.caption(f"This analysis ({state.plain(run.model_name)}, {run.n} tokens"
+    st.caption(f"This analysis ({plain(run.model_name)}, {run.n} tokens"
                + (", as hidden in the sidebar" if run.hidden is not None else "")
                + (", as contributions (value-weighted)" if run.lens else "") + ")")
-    half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=state.KEEP,
+    half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=keys.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
     st.download_button("Attention data (.npz)", data=lambda: run_file.to_bytes(run, float16=half),
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
@@ -88,7 +89,7 @@ def _box(cur) -> None:
     chosen = [h for h in session.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
     selected = (int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0)))
     session.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
-    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=state.KEEP, max_selections=MAX_REPORT_HEADS,
+    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP, max_selections=MAX_REPORT_HEADS,
                            format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
     st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
                        file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key=keys.DL_REPORT,

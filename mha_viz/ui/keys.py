@@ -1,7 +1,7 @@
 """The names the UI finds things by: every `st.session_state` key, and the cache keys of an analysis.
 
 The widgets the user's choices live under keep their values across page switches (drawn with
-`persist_state=state.KEEP`); keys starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
+`persist_state=keys.KEEP`); keys starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
 computed from, so that no code reads a positional tuple by index.
 """
 
@@ -77,7 +77,7 @@ FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_RESCALE = "focus_rescale"
 FOCUS_SUMMARIES = "focus_summaries"  # the four summary panels and the strongest-head map (off: two grids)
 
-# --- heads behind a prediction (prediction_views) ----------------------------------------------
+# --- heads behind a prediction (prediction_page) ----------------------------------------------
 PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
 PRED_CORRUPTED = "pred_corrupted"
 PRED_ANSWER, PRED_WRONG = "pred_answer", "pred_wrong"  # token texts; empty: each run's prediction
@@ -92,7 +92,7 @@ PRED_REAL_GO, PRED_REAL_CANCEL = "pred_real_go", "pred_real_cancel"  # real patc
 PRED_REAL_RUNNING = "_pred_real_running"  # set while real patching runs (as PRED_RUNNING)
 PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
 
-# --- line view (line_views) --------------------------------------------------------------------
+# --- line view (lines_page) --------------------------------------------------------------------
 LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"
 LINE_SIDE, LINE_TOKEN, LINE_WINDOW = "line_side", "line_token", "line_window"  # LINE_TOKEN: -1 = no focus
 LINE_CHART = "line_chart"  # the line chart's selection event (a click on a token focuses it)
@@ -102,7 +102,7 @@ SIM_KIND = "sim_kind"
 COMPARE_HEADS = "compare_heads"
 COMPARE_RESCALE = "compare_rescale"  # Compare heads: each head on its own 0..max
 
-# --- compare (compare_views): two sentences on one model, or one sentence on two models ----------
+# --- compare (compare_page): two sentences on one model, or one sentence on two models ----------
 CMP_MODE = "cmp_mode"
 CMP_PAIR = "cmp_pair"  # a minimal-pair example: sets the sidebar's text and sentence B
 CMP_TEXT_B = "cmp_text_b"
@@ -112,7 +112,7 @@ CMP_METRIC = "cmp_metric"  # models of different shapes: the metric compared by 
 CMP_GRID = "cmp_grid"  # the change grid's selection event (a click picks the head)
 CMP_FOR = "_cmp_for"  # the (key A, key B) the head picked was for
 
-# --- corpus (corpus_views): head statistics over many documents --------------------------------
+# --- corpus (corpus_page): head statistics over many documents --------------------------------
 CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
 CORPUS_FILE = "corpus_file"  # the uploader
 CORPUS_PATH = "corpus_path"
@@ -127,7 +127,7 @@ CORPUS_RUNNING = "_corpus_running"  # the CorpusKey being computed: still here o
 CORPUS_DOCS = "_corpus_docs"  # (source, Documents): the last corpus read by this session
 CORPUS_MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
 CORPUS_LAST = "_corpus_last"  # the CorpusKey of the last statistics this session saw (Head examples reads it)
-# --- head examples (examples_views) -----------------------------------------------------------------
+# --- head examples (examples_page) -----------------------------------------------------------------
 EXAMPLES_LAYER, EXAMPLES_HEAD = "examples_layer", "examples_head"
 EXAMPLES_X, EXAMPLES_Y, EXAMPLES_RANK = "examples_x", "examples_y", "examples_rank"  # the finder's axes, ranking
 EXAMPLES_FINDER = "examples_finder"  # the finder's selection event
@@ -146,7 +146,7 @@ HEADS_VERSION = "_heads_version"  # bumped when the app changes the on/off grid 
 IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for
 PRUNING_DONE = "_prune_done"
 
-# --- queries and keys (qk_views) ---------------------------------------------------------------
+# --- queries and keys (qk_page) ---------------------------------------------------------------
 QK_LAYER, QK_HEAD = "qk_layer", "qk_head"
 QK_I, QK_J = "qk_i", "qk_j"  # query and key positions of the neuron view
 QK_METHOD, QK_TRANSLATE, QK_TOP = "qk_method", "qk_translate", "qk_top"
@@ -171,7 +171,7 @@ GEN_STEP_NEXT = "_gen_step_next"  # (step *Play* reached, slider value it starte
 
 
 # --- the pages' other widgets (charts' selection events, tables, toggles, downloads), by module -----
-# ablation_views
+# ablation_page
 ABLATE_MODE = "ablate_mode"
 ABLATION_OTHER = "ablation_other"
 ABLATION_PREDS_PREFIX = "preds_"
@@ -188,13 +188,13 @@ IMP_K = "imp_k"
 IMP_SOURCE = "imp_source"
 PRUNE_FIG = "prune_fig"
 PRUNE_GO = "prune_go"
-# compare_views
+# compare_page
 CMP_DEPTH = "cmp_depth"
 CMP_RESCALE = "cmp_rescale"
 CMP_SIDE = "cmp_side"
 CMP_TABLE_DF = "cmp_table_df"
 DL_CMP = "dl_cmp"
-# corpus_views
+# corpus_page
 CORPUS_DEVIATION = "corpus_deviation"
 CORPUS_IMPORTANCE_GRID = "corpus_importance_grid"
 CORPUS_MEAN = "corpus_mean"
@@ -204,20 +204,20 @@ CORPUS_SD = "corpus_sd"
 CORPUS_VERSUS = "corpus_versus"
 DL_CORPUS = "dl_corpus"
 DL_CORPUS_PRUNE = "dl_corpus_prune"
-# examples_views
+# examples_page
 EXAMPLES_DISTANCES = "examples_distances"
 EXAMPLES_SCORES = "examples_scores"
 EXAMPLES_TOKENS_PREFIX = "examples_"
 # export_views
 DL_NPZ = "dl_npz"
 DL_REPORT = "dl_report"
-# focus_views
+# focus_page
 FOCUS_GRID_PREFIX = "focus_grid_"
 FOCUS_HEADS_PREFIX = "focus_heads_"
 FOCUS_SUMMARY_PREFIX = "focus_summary_"
-# line_views
+# lines_page
 LINE_CLEAR = "line_clear"
-# metric_views
+# the metric pages
 CMP_HEATMAP_PREFIX = "cmp_"
 CMP_PAIRS = "cmp_pairs"
 CMP_TABLE = "cmp_table"
@@ -238,7 +238,7 @@ METRIC_CHOICE = "metric_choice"
 METRIC_GRID = "metric_grid"
 SIM_MATRIX = "sim_matrix"
 SIM_ORDER = "sim_order"
-# prediction_views
+# prediction_page
 DL_PRED = "dl_pred"
 DL_PRED_POSITIONS = "dl_pred_positions"
 PRED_CLEAN_HEAD = "pred_clean_head"
@@ -248,7 +248,7 @@ PRED_POSITION_GRID = "pred_position_grid"
 PRED_SCATTER = "pred_scatter"
 PRED_TOKENS = "pred_tokens"
 PRED_WEIGHTED_HEAD = "pred_weighted_head"
-# qk_views
+# qk_page
 QK_NEURON = "qk_neuron"
 # seq2seq_views
 CROSS_FOCUS_GRID = "cross_focus_grid"
@@ -263,7 +263,7 @@ DL_CROSS_TABLE = "dl_cross_table"
 HEAD_RESCALE = "head_rescale"
 S2S_STEP = "s2s_step"
 S2S_STEP_PREFIX = "s2s_step_"
-# teach_views
+# teaching_page
 TEACH_COSTS = "teach_costs"
 TEACH_DEMO_HEAD_PREFIX = "demo_head_"
 TEACH_DEMO_MEAN = "demo_mean"

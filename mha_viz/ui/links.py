@@ -13,11 +13,14 @@ from dataclasses import replace
 import streamlit as st
 
 from mha_viz import detail, links
-from mha_viz.ui import compare_views, keys, pages, seq2seq_views, session, state, views
+from mha_viz.ui import (
+    compare_page, head_view_page, keys, pages, resources, seq2seq_views, session, sidebar, state, view_helpers,
+)
+from mha_viz.ui.text import plain
 
 # the head view's detail levels by their slug in a link (links.DETAILS), and back
-DETAIL_OPTIONS = {"tokens": views.FULL, "window": views.WINDOW, "blocks": views.BLOCKS, "words": views.WORDS,
-                  "subset": views.SUBSET}
+DETAIL_OPTIONS = {"tokens": head_view_page.FULL, "window": head_view_page.WINDOW, "blocks": head_view_page.BLOCKS, "words": head_view_page.WORDS,
+                  "subset": head_view_page.SUBSET}
 DETAIL_SLUGS = {option: slug for slug, option in DETAIL_OPTIONS.items()}
 HEAD_VIEW = "head_view"  # the page whose detail level a link carries
 COMPARE = "compare"  # the page whose run B a link carries
@@ -25,66 +28,24 @@ COMPARE = "compare"  # the page whose run B a link carries
 
 def read() -> None:
     """On the session's first run, the URL's link: its model, text and options go into the
-    sidebar's widget keys (call it before the sidebar draws them), its layer, head and detail wait
-    for the model (`apply_pending`), and what was ignored waits to be shown."""
+    sidebar's inputs (`sidebar.choose`; call it before the sidebar draws them), its layer, head and
+    detail wait for the model (`apply_pending`), and what was ignored waits to be shown."""
     if session.get(keys.LINK_READ):
         return
     session.put(keys.LINK_READ, True)
-    conf = state.settings()
+    conf = resources.settings()
     link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public)
-    options, _ = state.model_options()
-    if not _put_model(link.model, options, keys.MODEL_CHOICE, keys.MODEL_OTHER):
+    offered = sidebar.choose(model=link.model, text=link.text, hide=link.hide or None, ours=link.ours or None,
+                             contributions=link.contributions or None, dtype=link.dtype)
+    if not offered:
         notices.append(f"This server does not offer the link's model “{link.model}”: "
                        "the default model is shown.")
-    if link.text is not None:
-        session.put(keys.TEXT, link.text)
-    if link.hide:
-        session.put_all((keys.HIDE_SPECIAL, keys.HIDE_FIRST), ("special" in link.hide, "first" in link.hide))
-    if link.ours:
-        session.put(keys.LOCAL_ATTENTION, True)
-    if link.contributions:
-        session.put(keys.LENS, keys.LENS_CONTRIBUTIONS)
-    if link.dtype is not None:
-        session.put(keys.PRECISION, link.dtype)
-    notices += _read_compare(link, options)
+    if not compare_page.choose_run_b(mode=link.compare, text_b=link.text_b, model_b=link.model_b, ours_b=link.ours_b):
+        notices.append(f"This server does not offer the link's model B “{link.model_b}”: model B is the default.")
     if (link.layer, link.head, link.detail) != (None, None, None):
         session.put(keys.LINK_PENDING, link)
     if notices:
         session.put(keys.LINK_NOTICES, notices)
-
-
-def _read_compare(link: links.Link, options: list) -> list[str]:
-    """The Compare page's mode and run B into its widget keys; notices for what does not apply."""
-    if link.compare is not None:
-        session.put(keys.CMP_MODE, compare_views.MODES[link.compare])
-    if link.text_b is not None:
-        session.put(keys.CMP_TEXT_B, link.text_b)
-    if not _put_model(link.model_b, options, keys.CMP_MODEL_B, keys.CMP_OTHER_B):
-        return [f"This server does not offer the link's model B “{link.model_b}”: model B is the default."]
-    if link.model_b is not None:
-        session.put(keys.CMP_LOCAL_B, link.ours_b)
-    return []
-
-
-def _put_model(spec: str | None, options: list, choice_key: str, other_key: str) -> bool:
-    """A link's model into a model picker (`choice_key`, and `other_key` for a hub id or folder
-    typed in); False when the picker cannot take it (nothing asked: True)."""
-    if spec is None:
-        return True
-    if spec in options:
-        session.put(choice_key, spec)
-    elif state.OTHER in options:
-        session.put_all((choice_key, other_key), (state.OTHER, spec))
-    else:
-        return False
-    return True
-
-
-def _picked_model(choice_key: str, other_key: str) -> str | None:
-    """What a model picker holds: its choice, or the hub id or folder typed under *Other*."""
-    choice = session.get(choice_key)
-    model = (session.get(other_key) or "") if choice == state.OTHER else (choice or "")
-    return model.strip() or None
 
 
 def apply_pending(cur: state.Current) -> None:
@@ -96,7 +57,7 @@ def apply_pending(cur: state.Current) -> None:
     if link is not None:
         notices += _apply_head(link, cur)
     if notices:
-        st.warning("\n\n".join(state.plain(n) for n in notices), icon=":material/link:")
+        st.warning("\n\n".join(plain(n) for n in notices), icon=":material/link:")
 
 
 def _apply_head(link: links.Link, cur: state.Current) -> list[str]:
@@ -106,38 +67,34 @@ def _apply_head(link: links.Link, cur: state.Current) -> list[str]:
     if seq2seq_views.is_cross(run):
         return ["The link's layer, head and detail apply to self-attention: pick Encoder or Decoder."]
     row, head, notices = links.resolve_head(link, run.layer_ids, run.num_heads)
-    if row is not None:
-        session.put(keys.SEL_LAYER, row)
-    if head is not None:
-        session.put(keys.SEL_HEAD, head)
+    view_helpers.choose_head(row, head)
     if link.detail is not None:
         option = DETAIL_OPTIONS[link.detail]
-        if option == views.FULL and run.n > detail.MAX_FULL_TOKENS:
+        if option == head_view_page.FULL and run.n > detail.MAX_FULL_TOKENS:
             notices.append(f"The link's detail “{link.detail}” is not offered for {run.n} tokens "
                            f"(at most {detail.MAX_FULL_TOKENS}): the head view opens on its default.")
         else:
-            session.put_all((keys.HEAD_DETAIL, keys.DETAIL_LINKED), (option, True))
+            head_view_page.choose_detail(option)
     return notices
 
 
 def _default_detail(n: int) -> str:
-    """The slug of the detail level the head view opens on for n tokens (views._head_figure)."""
-    return DETAIL_SLUGS[views.FULL if n <= detail.FULL_DETAIL_TOKENS else views.BLOCKS]
+    """The slug of the detail level the head view opens on for n tokens (head_view_page._head_figure)."""
+    return DETAIL_SLUGS[head_view_page.FULL if n <= detail.FULL_DETAIL_TOKENS else head_view_page.BLOCKS]
 
 
-def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
+def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     """(the view as a link, what opening the app with no parameters would give): from the
     sidebar's inputs, the chosen head of the current run, and on the head view its detail."""
-    hide = tuple(h for h, key in (("special", keys.HIDE_SPECIAL), ("first", keys.HIDE_FIRST)) if session.get(key))
-    link = links.Link(model=_picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=session.get(keys.TEXT) or None,
-                      hide=hide, ours=bool(session.get(keys.LOCAL_ATTENTION)),
-                      contributions=session.get(keys.LENS) == keys.LENS_CONTRIBUTIONS, dtype=state.precision())
-    default = links.Link(text=state.DEFAULT_TEXT, dtype="auto")  # a link states any other precision: servers differ
+    chosen = sidebar.choices()
+    link = links.Link(model=chosen.model, text=chosen.text, hide=chosen.hide, ours=chosen.ours,
+                      contributions=chosen.contributions, dtype=chosen.dtype)
+    default = links.Link(text=sidebar.DEFAULT_TEXT, dtype="auto")  # a link states any other precision: servers differ
     run = cur.run
     if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own
         return link, default
-    row, head = int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0))
-    default = links.Link(text=state.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
+    row, head = view_helpers.chosen_head()
+    default = links.Link(text=sidebar.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
                          detail=_default_detail(run.n), dtype="auto")
     fields = {}
     if 0 <= row < run.num_layers:
@@ -145,20 +102,11 @@ def current(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     if 0 <= head < run.num_heads:
         fields["head"] = head
     if page_id == HEAD_VIEW:
-        fields["detail"] = DETAIL_SLUGS.get(session.get(keys.HEAD_DETAIL))
+        fields["detail"] = DETAIL_SLUGS.get(head_view_page.detail_choice())
     if page_id == COMPARE:
-        fields.update(_compare_fields())
-        default = replace(default, compare="texts", text_b=compare_views.DEFAULT_TEXT_B)
+        fields.update(compare_page.run_b_choices())
+        default = replace(default, compare="texts", text_b=compare_page.DEFAULT_TEXT_B)
     return replace(link, **fields), default
-
-
-def _compare_fields() -> dict:
-    """The Compare page's mode and run B as `links.Link` fields (what its widgets hold)."""
-    slug = {mode: slug for slug, mode in compare_views.MODES.items()}.get(session.get(keys.CMP_MODE), "texts")
-    if slug == "texts":
-        return {"compare": slug, "text_b": session.get(keys.CMP_TEXT_B) or None}
-    return {"compare": slug, "model_b": _picked_model(keys.CMP_MODEL_B, keys.CMP_OTHER_B),
-            "ours_b": bool(session.get(keys.CMP_LOCAL_B))}
 
 
 def _base_url(url_path: str) -> str:
@@ -173,7 +121,7 @@ def share(page, cur: state.Current) -> None:
     """After the page has drawn: the URL's query parameters follow the view (defaults left out),
     and the sidebar's *Share* box shows the link with a *Copy link* button."""
     page_id = page.url_path or pages.DEFAULT  # the default page's own path is "" (st.Page)
-    link, default = current(page_id, cur)
+    link, default = view_link(page_id, cur)
     params = links.encode(link, default=default)
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)

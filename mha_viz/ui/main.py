@@ -17,7 +17,8 @@ import streamlit as st
 import torch
 
 from mha_viz import memory, session_cap
-from mha_viz.ui import export_views, keys, links, pages, preload, session, state
+from mha_viz.ui import export_views, links, pages, preload, resources, sidebar, state
+from mha_viz.ui.text import plain
 
 _log = logging.getLogger("mha_viz")
 if not _log.handlers:  # once per server: model loads and failures go to the server's log
@@ -47,11 +48,11 @@ def main() -> None:
     guarded(links.read, what="Reading the link")
     # No page can run a longer text than this session's cap (callbacks run before this line: they
     # only record choices, they never compute)
-    with session_cap(state.token_cap()):
-        session.put(keys.CURRENT, state.sidebar())
+    with session_cap(resources.token_cap()):
+        cur = state.publish(sidebar.draw())
         # the link's layer and head, once the model is known
-        guarded(links.apply_pending, session.need(keys.CURRENT), what="The link's layer and head")
-        guarded(export_views.sidebar_box, session.need(keys.CURRENT), what="The Export box")
+        guarded(links.apply_pending, cur, what="The link's layer and head")
+        guarded(export_views.sidebar_box, cur, what="The Export box")
         out_of_memory = False
         try:
             page.run()
@@ -60,12 +61,12 @@ def main() -> None:
             out_of_memory = True
         except Exception as exc:  # noqa: BLE001 - a view that fails shows a message, never a traceback
             logging.getLogger("mha_viz.ui").exception("view failed")
-            st.error(state.plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
+            st.error(plain(f"This view could not be drawn ({type(exc).__name__}: {str(exc)[:200]}). ")
                      + "Your text and choices are kept: try another input or view.")
         if out_of_memory:  # after the handler: the failed frames are gone, their memory can go back
             memory.free_cache()
             st.error("This view needs more memory than is free. " + memory.OUT_OF_MEMORY_ADVICE
                      + " Your text and choices are kept.", icon="⚠️")
         # the URL follows the view; the sidebar's Share box
-        guarded(links.share, page, session.need(keys.CURRENT), what="The Share box")
+        guarded(links.share, page, cur, what="The Share box")
 

@@ -1,7 +1,7 @@
 """The app's pages, registered once: id, title, icon, section and the view that draws it.
 
 `navigation()` turns the registry into `st.navigation`'s sections; a view asks for another page
-with `keys.GOTO` (e.g. `views.open_head`), and `follow_goto()` switches at the start of the
+with `keys.GOTO` (e.g. `view_helpers.open_head`), and `follow_goto()` switches at the start of the
 next run, so views never need to know where a page lives.
 """
 
@@ -13,7 +13,7 @@ from typing import Callable
 import streamlit as st
 
 from mha_viz.ui import (
-    ablation_views, compare_views, corpus_views, examples_views, focus_views, generate_views, keys, line_views, metric_views, prediction_views, qk_views, session, teach_views, views,
+    ablation_page, across_layers_page, compare_heads_page, compare_page, corpus_page, examples_page, focus_page, generate_page, head_metrics_page, head_view_page, keys, lines_page, model_facts_page, model_view_page, prediction_page, qk_page, session, similarity_page, teaching_page,
 )
 
 
@@ -23,29 +23,29 @@ class PageSpec:
     title: str
     icon: str
     section: str
-    view: Callable[[], None]  # its controls keep their values across visits (persist_state=state.KEEP)
+    view: Callable[[], None]  # its controls keep their values across visits (persist_state=keys.KEEP)
 
 
 SECTIONS = ("Look", "Measure", "Teach & test", "About")
 PAGES = (
-    PageSpec("model_view", "Model view", ":material/grid_view:", "Look", views.model_view),
-    PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", views.head_view),
-    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_views.focus_view),
-    PageSpec("lines", "Line view", ":material/share:", "Look", line_views.line_view),
-    PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", metric_views.compare_view),
-    PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look", metric_views.layers_view),
-    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_views.generate_view),
-    PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", metric_views.metrics_view),
-    PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", metric_views.similarity_view),
-    PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_views.corpus_view),
-    PageSpec("examples", "Head examples", ":material/format_quote:", "Measure", examples_views.examples_view),
-    PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_views.compare_view),
+    PageSpec("model_view", "Model view", ":material/grid_view:", "Look", model_view_page.model_view_page),
+    PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", head_view_page.head_view_page),
+    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_page.focus_page),
+    PageSpec("lines", "Line view", ":material/share:", "Look", lines_page.lines_page),
+    PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", compare_heads_page.compare_heads_page),
+    PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look", across_layers_page.across_layers_page),
+    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_page.generate_page),
+    PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", head_metrics_page.head_metrics_page),
+    PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", similarity_page.similarity_page),
+    PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_page.corpus_page),
+    PageSpec("examples", "Head examples", ":material/format_quote:", "Measure", examples_page.examples_page),
+    PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_page.compare_page),
     PageSpec("prediction", "Heads behind a prediction", ":material/target:", "Measure",
-             prediction_views.prediction_view),
-    PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teach_views.teaching_view),
-    PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", ablation_views.ablation_view),
-    PageSpec("qk", "Queries and keys", ":material/scatter_plot:", "Teach & test", qk_views.qk_view),
-    PageSpec("model_facts", "Model facts", ":material/info:", "About", views.facts_view),
+             prediction_page.prediction_page),
+    PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teaching_page.teaching_page),
+    PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", ablation_page.ablation_page),
+    PageSpec("qk", "Queries and keys", ":material/scatter_plot:", "Teach & test", qk_page.qk_page),
+    PageSpec("model_facts", "Model facts", ":material/info:", "About", model_facts_page.model_facts_page),
 )
 BY_ID = {p.id: p for p in PAGES}
 DEFAULT = "model_view"

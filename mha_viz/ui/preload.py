@@ -98,15 +98,15 @@ def _default_model() -> None:
     own attention), loaded into the app's model cache, when it is a bundled one (a hub id could
     go to the network, at every start), and run once (PyTorch sets itself up on a first pass)."""
     import mha_viz
-    from mha_viz.ui import state
+    from mha_viz.ui import resources, sidebar
 
-    spec = state.model_options()[0][0]
+    spec = sidebar.model_options()[0][0]
     if spec not in mha_viz.BUNDLED:
         return
     try:
-        # the key `state.load_model` asks for
-        model = state.model_cache().get(spec, state.DEVICES[0], False, dtype=state.default_precision())
-        mha_viz.analyze(model, state.DEFAULT_TEXT)
+        # the key `resources.load_model` asks for
+        model = resources.model_cache().get(spec, sidebar.DEVICES[0], False, dtype=sidebar.default_precision())
+        mha_viz.analyze(model, sidebar.DEFAULT_TEXT)
     except Exception:  # noqa: BLE001 - the first session loads it instead, and shows any error
         log.warning("preloading the default model %s failed", spec, exc_info=True)
 

@@ -29,7 +29,7 @@ from mha_viz.ui.text import plain
 PARTS = {"Encoder": "encoder", "Decoder": "decoder", "Cross": "cross"}
 
 
-def sidebar() -> tuple[str | None, str]:
+def target_inputs() -> tuple[str | None, str]:
     """The target box and the part picker, in the sidebar (an encoder–decoder is loaded);
     returns (target text or None: the model writes it, part: "encoder" | "decoder" | "cross")."""
     with st.sidebar:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mha_viz.ui import corpus_views
+from mha_viz.ui import corpus_page
 
 
 @pytest.fixture
 def fresh_cache(monkeypatch, tmp_path):
     """Corpus results kept in an empty folder, none in memory."""
     monkeypatch.setenv("MHA_VIZ_CACHE_DIR", str(tmp_path))
-    corpus_views._store.clear()
+    corpus_page._store.clear()
     yield tmp_path
-    corpus_views._store.clear()
+    corpus_page._store.clear()

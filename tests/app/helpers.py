@@ -10,25 +10,14 @@ from streamlit.testing.v1 import AppTest
 
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
-from tests.helpers import ROOT, decode, shown
+from tests.helpers import HEADINGS, ROOT, decode, shown
 
 __all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "charts", "frame", "heatmap_tokens",
            "open_page", "open_with_text", "shown", "start_app"]
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
-HEADINGS = {  # each page's title, as drawn: how open_page knows the page really opened
-    "model_view": "Model view", "head_view": "Head view", "head_metrics": "Head metrics",
-    "similarity": "Head similarity", "compare_heads": "Compare heads", "across_layers": "Across layers",
-    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts", "focus": "Token focus", "generate": "Generate",
-    "qk": "Queries and keys",
-    "lines": "Line view",
-    "compare": "Compare texts or models",
-    "corpus": "Corpus",
-    "examples": "Head examples",
-    "prediction": "Heads behind a prediction",
-}
-PAGE_IDS = tuple(HEADINGS)
+PAGE_IDS = tuple(HEADINGS)  # the pages' ids, in the order of HEADINGS (tests/helpers.py)
 
 
 def app_page_ids() -> list[str]:
@@ -53,7 +42,7 @@ def start_app() -> AppTest:
 def open_page(at: AppTest, page_id: str) -> AppTest:
     """Switch to the page `page_id` (one of PAGE_IDS) and run it; returns `at`."""
     assert page_id in PAGE_IDS, page_id
-    at.session_state[keys.GOTO] = page_id  # as a view asks for a page (views.open_head)
+    at.session_state[keys.GOTO] = page_id  # as a view asks for a page (view_helpers.open_head)
     at.run()
     assert at.title and at.title[0].value == HEADINGS[page_id], (page_id, [t.value for t in at.title])
     return at

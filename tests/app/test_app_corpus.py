@@ -13,7 +13,7 @@ import pytest
 
 import mha_viz
 from mha_viz import corpus
-from mha_viz.ui import corpus_views, keys
+from mha_viz.ui import corpus_page, keys
 from tests.app.helpers import charts, open_with_text
 from tests.helpers import ROOT
 
@@ -41,15 +41,15 @@ def test_the_sample_on_minilm_matches_the_library_and_is_kept_on_disk(fresh_cach
     assert any("documents" in s.value for s in at.success)
     assert keys.CORPUS_GO not in [b.key for b in at.button]  # done: the button went with the job
 
-    train, held = corpus_views.split(corpus.read_texts("sample"))
-    assert len(held) == min(corpus_views.HOLD_MAX, -(-(len(train) + len(held)) // corpus_views.HOLD_EVERY))
+    train, held = corpus_page.split(corpus.read_texts("sample"))
+    assert len(held) == min(corpus_page.HOLD_MAX, -(-(len(train) + len(held)) // corpus_page.HOLD_EVERY))
     want = corpus.head_statistics(mha_viz.load_model("minilm"), train, max_tokens=32, importance=False)
     metric = at.selectbox(key=keys.CORPUS_METRIC).value
     np.testing.assert_allclose(_grid(at, "mean over"), want.table[metric].to_numpy().reshape(6, 12), atol=1e-6)
     assert any("this sentence" in c["layout"]["title"]["text"] for c in charts(at))
     assert list((fresh_cache / "corpus").iterdir())  # kept on disk
 
-    corpus_views._store.clear()  # a new visitor, after a restart: read back from disk, no press
+    corpus_page._store.clear()  # a new visitor, after a restart: read back from disk, no press
     again = open_with_text("corpus", "Another sentence.", "minilm")
     _setup(again, 32, False)
     np.testing.assert_allclose(_grid(again, "mean over"), want.table[metric].to_numpy().reshape(6, 12), atol=1e-6)
@@ -73,7 +73,7 @@ def test_an_unreadable_file_gets_a_message_and_public_mode_offers_no_path(fresh_
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("caf\xe9 au lait\n".encode("latin-1"))
     at = open_with_text("corpus", "Keep this text.", "minilm")
-    at.radio(key=keys.CORPUS_SOURCE).set_value(corpus_views.PATH).run()
+    at.radio(key=keys.CORPUS_SOURCE).set_value(corpus_page.PATH).run()
     at.text_input(key=keys.CORPUS_PATH).input(str(bad)).run()
     assert not at.exception, at.exception
     assert at.error and "0xe9" in at.error[0].value and "UTF" in at.error[0].value
@@ -81,7 +81,7 @@ def test_an_unreadable_file_gets_a_message_and_public_mode_offers_no_path(fresh_
 
     monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
     public = open_with_text("corpus", "Keep this text.", "minilm")
-    assert corpus_views.PATH not in public.radio(key=keys.CORPUS_SOURCE).options
+    assert corpus_page.PATH not in public.radio(key=keys.CORPUS_SOURCE).options
 
 
 def test_the_app_never_imports_ray():

@@ -12,7 +12,7 @@ import mha_viz
 from mha_viz import corpus
 from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import corpus_views, keys
+from mha_viz.ui import corpus_page, keys
 from tests.app.helpers import charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model
@@ -46,7 +46,7 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     open_page(at, "examples")
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     loaded = mha_viz.load_model(model)
-    train, _ = corpus_views.split(corpus.read_texts("sample"))
+    train, _ = corpus_page.split(corpus.read_texts("sample"))
     want = corpus.head_examples(loaded, train, max_tokens=tokens)
     top = want.top(0, 0)
     documents = [_title(c) for c in charts(at) if _title(c).startswith("Document ")]

@@ -144,7 +144,7 @@ def test_focus_shows_hostile_tokens_as_text():
         text = title + "".join(map(str, spec["data"][0].get("x", [])))
         assert "<script" not in text and "<" not in text.replace("<br>", "")
     captions = " ".join(c.value for c in at.caption)
-    assert "](javascript" not in captions  # Markdown escaped by state.plain
+    assert "](javascript" not in captions  # Markdown escaped by text.plain
 
 
 def test_focus_choices_survive_a_visit_to_another_page():

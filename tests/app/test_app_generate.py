@@ -115,9 +115,9 @@ def test_generate_step_through_and_analyse_on_the_toy():
 
 
 def test_play_steps_through_to_the_end(monkeypatch):
-    from mha_viz.ui import generate_views
+    from mha_viz.ui import generate_page
 
-    monkeypatch.setattr(generate_views, "PLAY_DELAY_S", 0.0)
+    monkeypatch.setattr(generate_page, "PLAY_DELAY_S", 0.0)
     at = _generate(_on_generate())
     at.button(key=keys.GEN_PLAY).click().run()
     assert not at.exception, at.exception

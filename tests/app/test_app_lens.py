@@ -11,7 +11,7 @@ import pytest
 import mha_viz
 from mha_viz import attribution
 from mha_viz.ui import keys
-from mha_viz.ui.state import OTHER
+from mha_viz.ui.sidebar import OTHER
 from tests.app.helpers import charts, heatmap_tokens, open_page, shown, start_app
 
 pytestmark = pytest.mark.model

@@ -27,10 +27,10 @@ def test_public_mode_offers_only_the_allow_list_and_caps_tokens(public):
 def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
     """With one slot taken elsewhere, a new analysis waits (with a notice) and runs once the
     slot is given back: it starts after the release, and finishes without an error."""
-    from mha_viz.ui import state
+    from mha_viz.ui import resources
 
     monkeypatch.setenv("MHA_VIZ_MAX_CONCURRENT", "1")
-    state.slots.clear()
+    resources.slots.clear()
     started, released = [], []
     real = mha_viz.analyze
 
@@ -39,7 +39,7 @@ def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(mha_viz, "analyze", recording)
-    hold = state.slots().hold()
+    hold = resources.slots().hold()
 
     def release():
         time.sleep(1.0)
@@ -57,4 +57,4 @@ def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
         assert at.session_state["_current"].run.text == "Waiting for a free slot."
         assert started and released and started[-1] >= released[0]
     finally:
-        state.slots.clear()
+        resources.slots.clear()

@@ -15,7 +15,7 @@ from PIL import Image
 from mha_viz import AttentionRun, detail
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
-from mha_viz.ui import charts, metric_views
+from mha_viz.ui import across_layers_page, charts, similarity_page
 
 
 def _rollout(n: int, seed: int = 0) -> np.ndarray:
@@ -97,11 +97,11 @@ def test_a_cached_figure_is_built_once_per_key_and_equals_a_fresh_one():
 def test_csv_downloads_hold_the_matrix_and_its_labels():
     m = _rollout(6)
     tokens = ["[CLS]", "a,b", "the", "the", "\"q\"", "[SEP]"]
-    table = pd.read_csv(io.BytesIO(metric_views._token_csv(m, tokens)), index_col=0)
+    table = pd.read_csv(io.BytesIO(across_layers_page.token_csv(m, tokens)), index_col=0)
     assert list(table.columns) == [f"{i}:{t}" for i, t in enumerate(tokens)]
     np.testing.assert_allclose(table.to_numpy(), m, rtol=1e-6)
     sim = np.array([[1.0, 0.25], [0.25, 1.0]]) / 3
     labels = metric_figures.head_labels([0], 2)
-    sims = pd.read_csv(io.BytesIO(metric_views._matrix_csv(sim, labels)), index_col=0)
+    sims = pd.read_csv(io.BytesIO(similarity_page.matrix_csv(sim, labels)), index_col=0)
     assert list(sims.columns) == list(sims.index) == ["L0H0", "L0H1"]
     np.testing.assert_allclose(sims.to_numpy(), sim, rtol=1e-5)

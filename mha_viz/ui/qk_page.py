@@ -4,16 +4,15 @@ AttentionViz); a click on a query in the map picks it as query i."""
 
 from __future__ import annotations
 
-import logging
 
 import streamlit as st
 
 from mha_viz import qk
 from mha_viz.figures import qk as qk_figures
-from mha_viz.ui import analysis, charts, keys, session, state
-from mha_viz.ui.views import start
+from mha_viz.ui import analysis, charts, keys, session
+from mha_viz.ui.text import plain
+from mha_viz.ui.view_helpers import start
 
-log = logging.getLogger(__name__)
 
 TITLE = "Queries and keys"
 METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE"}
@@ -28,13 +27,9 @@ def _clamp(key: str, top: int) -> None:
 
 def _on_map_select() -> None:
     """A click on a query in the map makes it the neuron view's query i."""
-    try:
-        event = session.get(keys.QK_MAP) or {}
-        picked = qk_figures.picked_query((event.get("selection") or {}).get("points") or [])
-        if picked is not None:
-            session.put(keys.QK_I, picked)
-    except Exception:  # noqa: BLE001 - an unreadable click is ignored, not a traceback
-        log.exception("could not read the selection of the query/key map")
+    picked = charts.clicked(keys.QK_MAP, qk_figures.picked_query)
+    if picked is not None:
+        session.put(keys.QK_I, picked)
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -44,7 +39,7 @@ def _qk_map(key, layer: int, head: int, method: str, translate: bool, _w) -> qk.
     return qk.qk_map(_w.Q, _w.K, method=method, translate=translate)
 
 
-def qk_view() -> None:
+def qk_page() -> None:
     cur = start(TITLE, forward=True)
     if cur is None:
         return
@@ -63,7 +58,7 @@ def qk_view() -> None:
     try:
         w = analysis.walkthrough(cur.key, layer, head, model)
     except ValueError as exc:
-        st.info(state.plain(exc), icon="ℹ️")
+        st.info(plain(exc), icon="ℹ️")
         return
     n, tok = w.n, w.tokens
     total = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
@@ -73,7 +68,7 @@ def qk_view() -> None:
     kv = f", KV head {w.kv_head} (grouped-query attention)" if w.num_kv_heads != w.num_heads else ""
     rope = ("q and k are shown after rotary position embeddings (RoPE) turned them, as the scores use them"
             if w.rope else "this model uses no RoPE: q and k are the projections of the layer's input")
-    st.caption(state.plain(f"{model.name}, layer {layer} head {head}{kv}: {rope}."))
+    st.caption(plain(f"{model.name}, layer {layer} head {head}{kv}: {rope}."))
 
     st.subheader("Neuron view: query i against key j")
     session.setdefault(keys.QK_I, min(n - 1, n // 2))

@@ -11,8 +11,9 @@ import mha_viz
 from mha_viz import ablation, ablation_outcome
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, keys, session, state
-from mha_viz.ui.views import start
+from mha_viz.ui import analysis, charts, keys, resources, session
+from mha_viz.ui.text import plain
+from mha_viz.ui.view_helpers import start
 
 
 def _heads_on(cur) -> np.ndarray:
@@ -30,7 +31,7 @@ def _set_heads(model_key, value: np.ndarray) -> None:
     session.put(keys.HEADS_VERSION, session.get(keys.HEADS_VERSION, 0) + 1)
 
 
-def ablation_view() -> None:
+def ablation_page() -> None:
     cur = start("Switch heads off", forward=True)
     if cur is None:
         return
@@ -83,16 +84,16 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
     try:
         base, off = analysis.outcomes(cur.key, on, mean_ablation, model)
     except mha_viz.InputError as exc:  # e.g. a decoder's loss on a one-token text
-        st.error(state.plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon="⚠️")
         return
     st.metric(ablation.LOSS_LABELS[kind].split(" (")[0], f"{off.loss:.4f}", delta=f"{off.loss - base.loss:+.4f}",
               delta_color="inverse", help=ablation.LOSS_LABELS[kind])
     preds = ablation_outcome.prediction_pairs(base, off)
     if not preds and kind == ablation.MASKED_LM:
-        st.info(f"Type {state.plain(model.tokenizer.mask_token)} in the sentence where the model should fill "
+        st.info(f"Type {plain(model.tokenizer.mask_token)} in the sentence where the model should fill "
                 "in a word to see its top-5 guesses before and after.", icon="✍️")
     for p in preds:
-        st.markdown(f"**Top 5: {state.plain(p.position)}**")
+        st.markdown(f"**Top 5: {plain(p.position)}**")
         st.dataframe(pd.DataFrame({
             "every head on": [f"{t}  ({q:.1%})" for t, q in p.before],
             "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True,
@@ -106,7 +107,7 @@ def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
         pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model))
                  for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
     except mha_viz.InputError as exc:
-        st.error(state.plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon="⚠️")
         return
     change = ablation_outcome.compare_embeddings(*pairs)
     cols = st.columns(3)
@@ -131,9 +132,9 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
     if st.button("Compute head importance", key=keys.IMP_GO) or key in session.get(keys.IMPORTANCE_DONE, set()):
         session.setdefault(keys.IMPORTANCE_DONE, set()).add(key)
         try:
-            imp = state.one_at_a_time(lambda: analysis.importance(key, model))
+            imp = resources.one_at_a_time(lambda: analysis.importance(key, model))
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
-            st.error(state.plain(str(exc)), icon="⚠️")
+            st.error(plain(str(exc)), icon="⚠️")
             return
         charts.show(charts.cached("importance", key, lambda: metric_figures.metric_grid(
             imp, title="Head importance (per-layer L2-normalised)")), key=keys.IMP_GRID)
@@ -150,7 +151,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(ablation.PRUNE_FRACTIONS)} steps)",
                      key=keys.PRUNE_GO) or key in session.get(keys.PRUNING_DONE, set()):
             session.setdefault(keys.PRUNING_DONE, set()).add(key)
-            curve = state.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
+            curve = resources.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
             charts.show(charts.cached("pruning", (key, mean_ablation), lambda: teach_figures.pruning_figure(
                 ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],
                 loss_label=ablation.LOSS_LABELS[kind].split(" (")[0])), key=keys.PRUNE_FIG)

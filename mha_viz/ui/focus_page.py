@@ -14,7 +14,8 @@ import streamlit as st
 
 from mha_viz import detail, focus
 from mha_viz.figures import focus as focus_figures
-from mha_viz.ui import charts, keys, seq2seq_views, session, state, views
+from mha_viz.ui import charts, keys, seq2seq_views, session, view_helpers
+from mha_viz.ui.text import plain
 
 TOKENS, WORDS = "tokens", "words"
 BOTH = "both"
@@ -27,27 +28,27 @@ def _pick_position(labels: list[str]) -> int:
     current = session.get(keys.FOCUS_TOKEN)
     if not isinstance(current, int) or not 0 <= current < m:
         session.put(keys.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
-    return st.selectbox("Token in focus", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=state.KEEP,
+    return st.selectbox("Token in focus", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=keys.KEEP,
                         format_func=lambda i: f"{i}: {labels[i]}",
                         help="Type to search. Its row (what it attends to) and its column (what attends "
                              "to it) are shown for every head.")
 
 
-def focus_view() -> None:
+def focus_page() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
-    cur = views.start("Token focus", cross=True)
+    cur = view_helpers.start("Token focus", cross=True)
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):
         return seq2seq_views.cross_focus_view(cur)
     run = cur.run
     cols = st.columns([2, 3, 2])
-    level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, persist_state=state.KEEP, horizontal=True,
+    level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, persist_state=keys.KEEP, horizontal=True,
                           help="Words: pieces merged as in the head view (sum over a key word's pieces, "
                                "mean over a query word's pieces).")
-    show = cols[1].radio("Show", SHOW, key=keys.FOCUS_SHOW, persist_state=state.KEEP, horizontal=True)
-    rescale = cols[2].toggle("Rescale to the largest weight", key=keys.FOCUS_RESCALE, persist_state=state.KEEP)
-    with_summaries = cols[2].toggle("Summaries", key=keys.FOCUS_SUMMARIES, persist_state=state.KEEP,
+    show = cols[1].radio("Show", SHOW, key=keys.FOCUS_SHOW, persist_state=keys.KEEP, horizontal=True)
+    rescale = cols[2].toggle("Rescale to the largest weight", key=keys.FOCUS_RESCALE, persist_state=keys.KEEP)
+    with_summaries = cols[2].toggle("Summaries", key=keys.FOCUS_SUMMARIES, persist_state=keys.KEEP,
                                     help="Under each grid: the mean and max over heads and over layers, and "
                                          "each head's largest weight with the strongest head framed.")
     words = level == WORDS
@@ -56,7 +57,7 @@ def focus_view() -> None:
     f, summaries = _focus(cur.key, index, words, run)  # summaries: {direction: Summary}
     unit = "word" if words else "token"
     causal = " Causal model: a token attends only to itself and earlier tokens." if run.is_causal else ""
-    st.caption(f"{state.plain(run.model_name)}: {run.num_layers} layers × {run.num_heads} heads, "
+    st.caption(f"{plain(run.model_name)}: {run.num_layers} layers × {run.num_heads} heads, "
                f"{len(labels)} {unit}s. One row per head (layer by layer, lines between layers); "
                f"the {unit} in focus is framed.{causal}")
     for direction in (focus.TO, focus.BY):
@@ -93,7 +94,7 @@ def _focus(key, index: int, words: bool, _run) -> tuple[focus.Focus, dict[str, f
 
 def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary) -> None:
     """One sentence: which head attends most to / from the focused position (itself left out)."""
-    me, other = state.plain(f.labels[f.index]), state.plain(f.labels[s.top_position])
+    me, other = plain(f.labels[f.index]), plain(f.labels[s.top_position])
     where = f"layer {run.layer_ids[s.top_layer]}, head {s.top_head}"
     if len(f.labels) == 1:
         st.caption(f"A single {'word' if f.words else 'token'}: it can only attend to itself.")

@@ -22,7 +22,8 @@ import mha_viz
 from mha_viz import generation, memory
 from mha_viz.figures import generation as gfig
 from mha_viz.tokenize import count_text
-from mha_viz.ui import charts, keys, seq2seq_views, session, state
+from mha_viz.ui import charts, keys, resources, seq2seq_views, session, sidebar, state
+from mha_viz.ui.text import plain
 from mha_viz.ui.keys import GenKey
 
 log = logging.getLogger("mha_viz.ui")
@@ -35,7 +36,7 @@ DEFAULTS = {keys.GEN_MAX_NEW: 16, keys.GEN_TEMPERATURE: 0.0, keys.GEN_TOP_K: 50,
 ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new tokens reached", "stopped": "stopped"}
 
 
-def generate_view() -> None:
+def generate_page() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
     st.title("Generate")
     cur = state.current()
@@ -47,7 +48,7 @@ def generate_view() -> None:
                 icon="✍️")
     elif model is None:
         if cur.error:
-            st.error(state.plain(cur.error), icon="⚠️")
+            st.error(plain(cur.error), icon="⚠️")
         elif cur.notice:
             st.info(cur.notice, icon="✍️")
     elif model.is_encoder_decoder:  # it writes its target in the sidebar: step through it here
@@ -75,19 +76,19 @@ def _cannot_generate(model: mha_viz.LoadedModel) -> str | None:
 
 def _offer_decoders(reason: str) -> None:
     """The reason, and buttons that switch to a bundled decoder (nothing to press that would fail)."""
-    st.info(state.plain(reason) + " Pick a decoder in the sidebar's model picker: smollm2 (Llama family, "
+    st.info(plain(reason) + " Pick a decoder in the sidebar's model picker: smollm2 (Llama family, "
             "grouped-query attention) or toy-induction.", icon="ℹ️")
-    offered = [m for m in SUGGESTED if m in mha_viz.BUNDLED and state.settings().allows(m)]
+    offered = [m for m in SUGGESTED if m in mha_viz.BUNDLED and resources.settings().allows(m)]
     for col, name in zip(st.columns(max(len(offered), 1) + 2), offered):
         col.button(f"Use {name}", key=keys.GEN_USE + name, on_click=_use_model, args=(name,))
 
 
 def _use_model(name: str) -> None:
-    session.put(keys.MODEL_CHOICE, name)
+    sidebar.choose(model=name)
 
 
 def _current_key(cur) -> GenKey:
-    return GenKey(cur.model_key, cur.text, state.token_cap(), int(session.need(keys.GEN_MAX_NEW)),
+    return GenKey(cur.model_key, cur.text, resources.token_cap(), int(session.need(keys.GEN_MAX_NEW)),
                   float(session.need(keys.GEN_TEMPERATURE)), int(session.need(keys.GEN_TOP_K)), float(session.need(keys.GEN_TOP_P)),
                   int(session.need(keys.GEN_SEED)))
 
@@ -100,27 +101,27 @@ def _controls(cur):
     model = cur.text_model
     cols = st.columns(5)
     cols[0].number_input("Max new tokens", min_value=1, max_value=MAX_NEW_TOKENS, step=1,
-                         key=keys.GEN_MAX_NEW, persist_state=state.KEEP,
+                         key=keys.GEN_MAX_NEW, persist_state=keys.KEEP,
                          help="How many tokens to generate at most; prompt and new tokens together stay "
                               "within the sidebar's token limit.")
-    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=keys.GEN_TEMPERATURE, persist_state=state.KEEP,
+    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=keys.GEN_TEMPERATURE, persist_state=keys.KEEP,
                          help="0: greedy, always the most probable token. Above 0: sample; higher is "
                               "more random.")
-    cols[2].number_input("Top-k", min_value=1, max_value=1_000_000, step=1, key=keys.GEN_TOP_K, persist_state=state.KEEP,
+    cols[2].number_input("Top-k", min_value=1, max_value=1_000_000, step=1, key=keys.GEN_TOP_K, persist_state=keys.KEEP,
                          help="Sample only among the k most probable tokens (when the temperature is "
                               "above 0).")
-    cols[3].number_input("Top-p", min_value=0.01, max_value=1.0, step=0.05, key=keys.GEN_TOP_P, persist_state=state.KEEP,
+    cols[3].number_input("Top-p", min_value=0.01, max_value=1.0, step=0.05, key=keys.GEN_TOP_P, persist_state=keys.KEEP,
                          help="Sample only among the most probable tokens whose probabilities add up to p "
                               "(nucleus sampling; when the temperature is above 0).")
-    cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=keys.GEN_SEED, persist_state=state.KEEP,
+    cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=keys.GEN_SEED, persist_state=keys.KEEP,
                          help="The same seed gives the same sample.")
-    limit = mha_viz.token_limit(model, state.token_cap())
+    limit = mha_viz.token_limit(model, resources.token_cap())
     try:  # reads only the part of a long text that the limit needs
         prompt = mha_viz.tokenize(model, cur.text, limit)
         n, count = prompt.total, count_text(prompt.total, prompt.total_is_estimate)
     except mha_viz.InputError:  # no text yet
         n, count = 0, "0"
-    st.caption(f"The prompt is the sidebar's text: {count} tokens for {state.plain(model.name)}. Prompt and "
+    st.caption(f"The prompt is the sidebar's text: {count} tokens for {plain(model.name)}. Prompt and "
                f"generation together stay within {limit} tokens (the token limit and the model's positions), "
                f"so up to {max(limit - n, 0)} new tokens fit.")
     buttons = st.columns([1, 1, 5])
@@ -152,16 +153,16 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
         stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
 
     def progress(fraction: float, message: str) -> None:
-        bar.progress(min(max(float(fraction), 0.0), 1.0), text=state.plain(message))
+        bar.progress(min(max(float(fraction), 0.0), 1.0), text=plain(message))
 
     def compute():
-        with state.slots().hold():  # counts as an analysis for the server's limit
+        with resources.slots().hold():  # counts as an analysis for the server's limit
             return mha_viz.generate(model, key.prompt, key.max_new_tokens, temperature=key.temperature,
                                     top_k=key.top_k, top_p=key.top_p, seed=key.seed, max_tokens=key.cap,
                                     progress=progress, on_step=on_step)
     error = None
     try:
-        gen = state.one_at_a_time(compute)
+        gen = resources.one_at_a_time(compute)
     except mha_viz.InputError as exc:  # written for the user: empty prompt, no room, no LM head, NaN…
         error = str(exc)
     except (MemoryError, torch.OutOfMemoryError):
@@ -181,7 +182,7 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
     stream.empty()
     _stop_button(stop, live=False)
     if error:
-        st.error(state.plain(error) + " The last generation (if any) is kept below.", icon="⚠️")
+        st.error(plain(error) + " The last generation (if any) is kept below.", icon="⚠️")
 
 
 def _stopped_notice() -> None:
@@ -213,8 +214,8 @@ def _result(cur, wanted: GenKey | None) -> None:
     ended = note or ENDED.get(gen.stopped_by, str(gen.stopped_by))
     how = "greedy" if key.temperature == 0 else (
         f"sampled at temperature {key.temperature:g}, top-k {key.top_k}, top-p {key.top_p:g}, seed {key.seed}")
-    st.caption(f"{state.plain(key.model.name)}: {T} new token{'s' * (T != 1)} after a {P}-token prompt, "
-               f"{how}; ended: {state.plain(ended)}.")
+    st.caption(f"{plain(key.model.name)}: {T} new token{'s' * (T != 1)} after a {P}-token prompt, "
+               f"{how}; ended: {plain(ended)}.")
     if wanted != key:
         st.caption("Made from another prompt, model or settings than the current ones: press *Generate* for "
                    "these." if wanted is not None else "The last good generation.")
@@ -241,7 +242,7 @@ def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str
 
 
 def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen) -> None:
-    session.put(keys.TEXT, sequence_text(model, key.prompt, gen, key.cap))
+    sidebar.choose(text=sequence_text(model, key.prompt, gen, key.cap))
     session.put(keys.SEL_LAYER, int(session.get(keys.GEN_LAYER, 0)))
     session.put(keys.SEL_HEAD, int(session.get(keys.GEN_HEAD, 0)))
     session.put(keys.GOTO, "head_view")
@@ -275,13 +276,13 @@ def _steps(gen) -> None:
     _clamp(keys.GEN_HEAD, 0, run.num_heads - 1, 0)
     st.subheader("Step by step")
     cols = st.columns([4, 1, 1, 1])
-    step = cols[0].slider("Step", 1, T, key=keys.GEN_STEP, persist_state=state.KEEP) if T > 1 else 1
-    layer = cols[1].selectbox("Layer", list(range(run.num_layers)), key=keys.GEN_LAYER, persist_state=state.KEEP,
+    step = cols[0].slider("Step", 1, T, key=keys.GEN_STEP, persist_state=keys.KEEP) if T > 1 else 1
+    layer = cols[1].selectbox("Layer", list(range(run.num_layers)), key=keys.GEN_LAYER, persist_state=keys.KEEP,
                               format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[2].selectbox("Head", list(range(run.num_heads)), key=keys.GEN_HEAD, persist_state=state.KEEP)
+    head = cols[2].selectbox("Head", list(range(run.num_heads)), key=keys.GEN_HEAD, persist_state=keys.KEEP)
     play = live_button(cols[3], "Play", keys.GEN_PLAY, live=T > 1, help="Step through every token.")
     live_button(cols[3], "Pause", keys.GEN_PAUSE, live=play, help="Stop playing at this step.")
-    rescale = st.toggle("Rescale colours to the shown maximum", key=keys.GEN_RESCALE, persist_state=state.KEEP)
+    rescale = st.toggle("Rescale colours to the shown maximum", key=keys.GEN_RESCALE, persist_state=keys.KEEP)
     header = st.empty()
     top = st.columns([2, 3])
     bottom = st.columns([3, 2])
@@ -301,8 +302,8 @@ def _draw(boxes: _Boxes, gen, t: int, layer: int, head: int, rescale: bool) -> N
     run, s, T = gen.run, gen.steps[t], len(gen.steps)
     q = gfig.query_row(gen.num_prompt_tokens, t)
     boxes.header.markdown(
-        f"**Step {t + 1} of {T}**: the model picked “{state.plain(s.token)}” with probability {s.prob:.3f} "
-        f"(entropy {s.entropy:.2f} nats), reading from “{state.plain(run.tokens[q])}” at position {q}.")
+        f"**Step {t + 1} of {T}**: the model picked “{plain(s.token)}” with probability {s.prob:.3f} "
+        f"(entropy {s.entropy:.2f} nats), reading from “{plain(run.tokens[q])}” at position {q}.")
     figs = gfig.step_figures(gen, t, layer, head, rescale=rescale)
     for view, where in zip(gfig.STEP_VIEWS, (boxes.bars, boxes.heads, boxes.matrix, boxes.lines)):
         charts.show(figs[view], where=where)

@@ -6,41 +6,34 @@ made once per server for what it shows (`charts.cached`).
 
 from __future__ import annotations
 
-import logging
 
 import streamlit as st
 
 from mha_viz.figures import line_view as line_figures
-from mha_viz.ui import charts, keys, seq2seq_views, session, state, views
+from mha_viz.ui import charts, keys, seq2seq_views, session, view_helpers
 
-log = logging.getLogger("mha_viz.ui")
 
 MAX_TOKENS = line_figures.MAX_TOKENS  # past this many tokens the view draws a window of them
 NO_FOCUS = -1
 SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "key (its lines in)"}
 
 
-def line_view() -> None:
+def lines_page() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
-    cur = views.start("Line view", cross=True)
+    cur = view_helpers.start("Line view", cross=True)
     if cur is not None:
         _page(cur)
 
 
 def _on_pick() -> None:
     """A click on a token marker: focus it (a click on the focused token clears the focus)."""
-    try:
-        event = session.get(keys.LINE_CHART) or {}
-        picked = line_figures.line_pick((event.get("selection") or {}).get("points") or [])
-        if picked is None:
-            return
-        side, token = picked
-        same = (session.get(keys.LINE_SIDE) == side
-                and session.get(keys.LINE_TOKEN) == token)
-        session.put(keys.LINE_SIDE, side)
-        session.put(keys.LINE_TOKEN, NO_FOCUS if same else token)
-    except Exception:  # noqa: BLE001 - a click that cannot be read is ignored, not a traceback
-        log.exception("could not read the line view's selection")
+    picked = charts.clicked(keys.LINE_CHART, line_figures.line_pick)
+    if picked is None:
+        return
+    side, token = picked
+    same = session.get(keys.LINE_SIDE) == side and session.get(keys.LINE_TOKEN) == token
+    session.put(keys.LINE_SIDE, side)
+    session.put(keys.LINE_TOKEN, NO_FOCUS if same else token)
 
 
 def _clear_focus() -> None:
@@ -64,7 +57,7 @@ def _window(run) -> tuple[int, int] | None:
         session.put(keys.LINE_WINDOW, (0, MAX_TOKENS))
     st.info(f"The text has {n} tokens: the line view draws at most {MAX_TOKENS} at a time. "
             "Choose the window of tokens (the same on both sides) below.", icon="🪟")
-    start, stop = st.slider("Token window", 0, n, key=keys.LINE_WINDOW, persist_state=state.KEEP,
+    start, stop = st.slider("Token window", 0, n, key=keys.LINE_WINDOW, persist_state=keys.KEEP,
                             help=f"Tokens start … stop − 1 on both sides, at most {MAX_TOKENS}.")
     if stop - start > MAX_TOKENS:
         st.caption(f"Window narrowed to its first {MAX_TOKENS} tokens: {start}–{start + MAX_TOKENS - 1}.")
@@ -81,13 +74,13 @@ def _page(cur) -> None:
     if chosen is None or any(h not in heads_all for h in chosen):
         session.put(keys.LINE_HEADS, heads_all)
     cols = st.columns([1, 3])
-    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=state.KEEP, format_func=lambda row: str(run.layer_ids[row]))
-    heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS, persist_state=state.KEEP,
+    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=keys.KEEP, format_func=lambda row: str(run.layer_ids[row]))
+    heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS, persist_state=keys.KEEP,
                           format_func=lambda h: f"H{h}",
                           help="Each head draws its lines in its own colour (the chart's legend). "
                                "Click the legend to hide a head for a moment.")
     heads = sorted(heads or [])
-    threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD, persist_state=state.KEEP,
+    threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD, persist_state=keys.KEEP,
                           help="0 draws every line (the strongest ones when there are too many).")
     window = _window(run)
     queries, keys_, _ = line_figures.sides(run)
@@ -98,9 +91,9 @@ def _page(cur) -> None:
     tokens = [NO_FOCUS] + list(range(start, min(stop, len(names))))
     _valid(keys.LINE_TOKEN, tokens, NO_FOCUS)
     cols = st.columns([2, 3, 1])
-    side = cols[0].radio("Focus on a", list(SIDE_LABELS), key=keys.LINE_SIDE, persist_state=state.KEEP, horizontal=True,
+    side = cols[0].radio("Focus on a", list(SIDE_LABELS), key=keys.LINE_SIDE, persist_state=keys.KEEP, horizontal=True,
                          format_func=SIDE_LABELS.get)
-    token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN, persist_state=state.KEEP,
+    token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN, persist_state=keys.KEEP,
                               format_func=lambda t: "none: every line" if t == NO_FOCUS
                               else f"{t}: {names[t]}")
     cols[2].button("Clear focus", key=keys.LINE_CLEAR, on_click=_clear_focus, disabled=token == NO_FOCUS)

@@ -1,6 +1,6 @@
 """The Compare page: two sentences on one model (minimal pairs), or one sentence on two models
 (fine-tuned against base, our MHA against Hugging Face's). Run A is the sidebar's; the page
-computes run B the same way (`state.analyse`), compares them (`mha_viz.compare`) and draws how
+computes run B the same way (`sidebar.analyse`), compares them (`mha_viz.compare`) and draws how
 much each head changed, any head side by side, and the head-table differences."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import mha_viz
 from mha_viz import memory, metrics
 from mha_viz.figures import comparison as compare_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, export_views, keys, session, state, views
+from mha_viz.ui import analysis, charts, export_views, keys, resources, session, sidebar, view_helpers
+from mha_viz.ui.text import plain
 
 SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"
 MODES = {"texts": SENTENCES, "models": MODELS}  # by their slug in a link (links.COMPARE)
@@ -35,63 +36,88 @@ log = logging.getLogger("mha_viz.ui")
 def _on_pair() -> None:
     pair = PAIRS.get(session.get(keys.CMP_PAIR))
     if pair:
-        session.put_all((keys.TEXT, keys.CMP_TEXT_B), pair)
+        sidebar.choose(text=pair[0])
+        session.put(keys.CMP_TEXT_B, pair[1])
+
+
+def choose_run_b(*, mode: str | None = None, text_b: str | None = None, model_b: str | None = None,
+                 ours_b: bool = False) -> bool:
+    """Set the page's mode (a slug of MODES) and run B before it is drawn (a link); None leaves
+    one as it is. False when this server does not offer `model_b`."""
+    if mode is not None:
+        session.put(keys.CMP_MODE, MODES[mode])
+    if text_b is not None:
+        session.put(keys.CMP_TEXT_B, text_b)
+    if not sidebar.put_model(model_b, keys.CMP_MODEL_B, keys.CMP_OTHER_B):
+        return False
+    if model_b is not None:
+        session.put(keys.CMP_LOCAL_B, ours_b)
+    return True
+
+
+def run_b_choices() -> dict:
+    """The page's mode and run B as `mha_viz.links.Link` fields (what its widgets hold)."""
+    slug = {mode: slug for slug, mode in MODES.items()}.get(session.get(keys.CMP_MODE), "texts")
+    if slug == "texts":
+        return {"compare": slug, "text_b": session.get(keys.CMP_TEXT_B) or None}
+    return {"compare": slug, "model_b": sidebar.picked_model(keys.CMP_MODEL_B, keys.CMP_OTHER_B),
+            "ours_b": bool(session.get(keys.CMP_LOCAL_B))}
 
 
 def _on_grid() -> None:
-    picked = views.clicked_head(keys.CMP_GRID)
+    picked = view_helpers.clicked_head(keys.CMP_GRID)
     if picked is not None:
         session.put_all((keys.CMP_LAYER, keys.CMP_HEAD), picked)
 
 
 def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
     """Model B from the page's own picker (default: model A with the other attention implementation)."""
-    options, titles = state.model_options()
+    options, titles = sidebar.model_options()
     a_choice = session.get(keys.MODEL_CHOICE, options[0])
     if session.get(keys.CMP_MODEL_B) not in options:
         session.put(keys.CMP_MODEL_B, a_choice if a_choice in options else options[0])
         session.put(keys.CMP_LOCAL_B, not cur.model_key.local_attention if cur.model_key else False)
     cols = st.columns([3, 2])
-    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=state.KEEP, format_func=lambda k: titles.get(k, k))
+    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=keys.KEEP, format_func=lambda k: titles.get(k, k))
     spec = choice
-    if choice == state.OTHER:
-        spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B, persist_state=state.KEEP)
-    local = cols[1].toggle("B computes with our MHA", key=keys.CMP_LOCAL_B, persist_state=state.KEEP,
+    if choice == sidebar.OTHER:
+        spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B, persist_state=keys.KEEP)
+    local = cols[1].toggle("B computes with our MHA", key=keys.CMP_LOCAL_B, persist_state=keys.KEEP,
                            help="The same model with and without our MHA should give the same heads (a "
                                 "divergence near 0): a check of our implementation.")
     if not (spec or "").strip():
         st.info("Type the hub id or folder of model B.", icon="✍️")
         return None
     device = session.get(keys.DEVICE, "auto")
-    return state.load_model(spec, device, local, state.precision()), local
+    return resources.load_model(spec, device, local, sidebar.precision()), local
 
 
 def _run_b(cur):
     """(run B, its key, label A, label B) for the chosen mode, or None with a message drawn."""
-    mode = st.radio("Compare", (SENTENCES, MODELS), key=keys.CMP_MODE, persist_state=state.KEEP, horizontal=True)
+    mode = st.radio("Compare", (SENTENCES, MODELS), key=keys.CMP_MODE, persist_state=keys.KEEP, horizontal=True)
     local_a = bool(cur.model_key.local_attention) if cur.model_key else False
     if mode == SENTENCES:
         st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
         session.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
-        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=state.KEEP, height=80)
+        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=keys.KEEP, height=80)
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
             return None
-        run_b, key_b = state.analyse(cur.model, text_b, local_a, cur.key.layers)  # A's layers: heads pair up
+        run_b, key_b = sidebar.analyse(cur.model, text_b, local_a, cur.key.layers)  # A's layers: heads pair up
         return run_b, key_b, "A: the sidebar's sentence", "B: sentence B"
     picked = _model_b(cur)
     if picked is None:
         return None
     model_b, local_b = picked
     same_depth = model_b.num_layers == cur.model.num_layers  # a partial capture of A: the same layers of B
-    run_b, key_b = state.analyse(model_b, cur.run.text, local_b, cur.key.layers if same_depth else None)
+    run_b, key_b = sidebar.analyse(model_b, cur.run.text, local_b, cur.key.layers if same_depth else None)
     impl = {False: "", True: " (our MHA)"}
     return (run_b, key_b, f"A: {cur.run.model_name}{impl[local_a]}", f"B: {model_b.name}{impl[local_b]}")
 
 
-def compare_view() -> None:
-    cur = views.start("Compare texts or models", forward=True)
+def compare_page() -> None:
+    cur = view_helpers.start("Compare texts or models", forward=True)
     if cur is None:
         return
     if cur.stale or cur.model is None:
@@ -100,7 +126,7 @@ def compare_view() -> None:
     try:
         got = _run_b(cur)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
-        st.error(state.plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon="⚠️")
         return
     except (MemoryError, torch.OutOfMemoryError):
         log.exception("out of memory: run B")
@@ -112,10 +138,10 @@ def compare_view() -> None:
     if got is None:
         return
     run_b, key_b, label_a, label_b = got
-    cmp = state.one_at_a_time(lambda: analysis.comparison(cur.key, key_b, cur.run, run_b))
-    st.caption(f"{state.plain(label_a)}: {cur.run.n} tokens, {cur.run.num_layers} × {cur.run.num_heads} heads · "
-               f"{state.plain(label_b)}: {run_b.n} tokens, {run_b.num_layers} × {run_b.num_heads} heads.")
-    st.info(state.plain(cmp.basis), icon="⚖️")
+    cmp = resources.one_at_a_time(lambda: analysis.comparison(cur.key, key_b, cur.run, run_b))
+    st.caption(f"{plain(label_a)}: {cur.run.n} tokens, {cur.run.num_layers} × {cur.run.num_heads} heads · "
+               f"{plain(label_b)}: {run_b.n} tokens, {run_b.num_layers} × {run_b.num_heads} heads.")
+    st.info(plain(cmp.basis), icon="⚖️")
     if cmp.precision_note:
         st.warning(cmp.precision_note, icon="🎚️")
     if cmp.change is not None:
@@ -140,16 +166,16 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     session.settle(keys.CMP_HEAD, min(int(session.get(keys.CMP_HEAD, 0)), run.num_heads - 1))
     st.subheader("Head by head")
     cols = st.columns([1, 1, 2])
-    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER, persist_state=state.KEEP,
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER, persist_state=keys.KEEP,
                               format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD, persist_state=state.KEEP)
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD, persist_state=keys.KEEP)
     rescale = cols[2].toggle("Rescale A and B to their maximum", key=keys.CMP_RESCALE)
     fig = charts.cached("compare_side", (this, layer, head, rescale),
                         lambda: compare_figures.side_by_side(cmp, layer, head, rescale=rescale))
     charts.show(fig, key=keys.CMP_SIDE, name=f"compare-L{run.layer_ids[layer]}-H{head}")
-    st.caption(f"Left {state.plain(label_a)}, "
-               + (f"middle {state.plain(label_b)}, right A − B (red: A attends more, blue: B attends more)."
-                  if cmp.kind != "metrics" else f"right {state.plain(label_b)}."))
+    st.caption(f"Left {plain(label_a)}, "
+               + (f"middle {plain(label_b)}, right A − B (red: A attends more, blue: B attends more)."
+                  if cmp.kind != "metrics" else f"right {plain(label_b)}."))
 
 
 def _by_depth(cmp, this: tuple) -> None:
@@ -161,7 +187,7 @@ def _by_depth(cmp, this: tuple) -> None:
     if not names:
         st.info("No head metric is available for both models.")
         return
-    metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
+    metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, persist_state=keys.KEEP, format_func=lambda c: metrics.METRICS[c].label)
     charts.show(charts.cached("compare_depth", (this, metric), lambda: compare_figures.depth_distributions(cmp, metric)),
                 key=keys.CMP_DEPTH, name=f"compare-depth-{metric}")
 

@@ -23,8 +23,9 @@ from mha_viz.figures import corpus as corpus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, export_views, keys, session, state, views
-from mha_viz.ui.generate_views import live_button
+from mha_viz.ui import analysis, charts, export_views, keys, resources, session, view_helpers
+from mha_viz.ui.text import plain
+from mha_viz.ui.generate_page import live_button
 from mha_viz.ui.keys import CorpusKey
 
 log = logging.getLogger("mha_viz.ui")
@@ -44,7 +45,7 @@ def _store() -> ResultStore:
                        load=corpus.CorpusStats.load)
 
 
-def cached(key: CorpusKey) -> corpus.CorpusStats | None:
+def stored_statistics(key: CorpusKey) -> corpus.CorpusStats | None:
     """The statistics for `key` from memory, else from disk (a broken folder counts as none)."""
     return _store().get(key)
 
@@ -85,13 +86,13 @@ def _documents(conf) -> tuple[Documents, str] | None:
     sources = [SAMPLE, UPLOAD] + ([] if conf.public else [PATH])
     if session.get(keys.CORPUS_SOURCE) not in sources:
         session.put(keys.CORPUS_SOURCE, SAMPLE)
-    source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, persist_state=state.KEEP, horizontal=True)
+    source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, persist_state=keys.KEEP, horizontal=True)
     limits = dict(max_docs=conf.max_corpus_docs, max_bytes=conf.max_corpus_mb * 2**20)
     try:
         if source == SAMPLE:
             docs = _read_once(("sample",), lambda: corpus.read_texts("sample"))
             return docs, f"the bundled sample ({docs.count} sentences; {corpus.SAMPLE_SOURCE})"
-        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, persist_state=state.KEEP, placeholder="text",
+        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, persist_state=keys.KEEP, placeholder="text",
                                help="Left empty: the first of text, sentence, content, document.") or None
         if source == UPLOAD:
             upload = st.file_uploader(
@@ -104,8 +105,8 @@ def _documents(conf) -> tuple[Documents, str] | None:
                 return None
             docs = _read_once(("upload", upload.file_id, column), lambda: corpus.read_upload(
                 upload.getvalue(), upload.name, text_column=column, **limits))
-            return docs, f"{state.plain(upload.name)} ({docs.count:,} documents)"
-        path = st.text_input("Path", key=keys.CORPUS_PATH, persist_state=state.KEEP, placeholder="/data/sentences.txt")
+            return docs, f"{plain(upload.name)} ({docs.count:,} documents)"
+        path = st.text_input("Path", key=keys.CORPUS_PATH, persist_state=keys.KEEP, placeholder="/data/sentences.txt")
         if not path.strip():
             st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon="📄")
             return None
@@ -116,18 +117,18 @@ def _documents(conf) -> tuple[Documents, str] | None:
             stamp = None  # read_texts says what is wrong
         docs = _read_once(("path", path.strip(), stamp, column),
                           lambda: corpus.read_texts(path.strip(), text_column=column, **limits))
-        return docs, f"{state.plain(path.strip())} ({docs.count:,} documents)"
+        return docs, f"{plain(path.strip())} ({docs.count:,} documents)"
     except mha_viz.InputError as exc:  # CorpusError: a message written for the user
-        st.error(state.plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon="⚠️")
         return None
 
 
-def corpus_view() -> None:
-    cur = views.start_on_model("Corpus", "The Corpus page uses the sidebar's model: fix the message above first.")
+def corpus_page() -> None:
+    cur = view_helpers.start_on_model("Corpus", "The Corpus page uses the sidebar's model: fix the message above first.")
     if cur is None:
         return
-    conf = state.settings()
-    st.caption(f"Every head of {state.plain(cur.model.name)} over many documents: each metric's mean and spread "
+    conf = resources.settings()
+    st.caption(f"Every head of {plain(cur.model.name)} over many documents: each metric's mean and spread "
                "(every document weighs the same), each head's most frequent pattern class and the corpus "
                "importance. One sentence is a small sample; this says what a head does in general.")
     got = _documents(conf)
@@ -136,27 +137,27 @@ def corpus_view() -> None:
     docs, label = got
     train, held = docs.train, docs.held
     cols = st.columns(4)
-    top = min(512, cur.model.max_positions, state.token_cap())
+    top = min(512, cur.model.max_positions, resources.token_cap())
     session.settle(keys.CORPUS_TOKENS, min(int(session.get(keys.CORPUS_TOKENS) or 128), top))
-    max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, persist_state=state.KEEP, step=32,
+    max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, persist_state=keys.KEEP, step=32,
                                       help="Longer documents are cut to this many tokens.")
-    batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH, persist_state=state.KEEP)
+    batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH, persist_state=keys.KEEP)
     embedding = ablation.loss_kind(cur.model) == ablation.EMBEDDING
     if session.get(keys.CORPUS_MODEL_SEEN) != cur.model_key:  # a new model: its own default
         session.put(keys.CORPUS_MODEL_SEEN, cur.model_key)
         session.put(keys.CORPUS_IMPORTANCE, not embedding)  # off where it costs a pass a head
-    importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE, persist_state=state.KEEP,
+    importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE, persist_state=keys.KEEP,
                                 help="Michel et al.'s gradient importance summed over the documents: one backward "
                                      "pass a batch. Embedding models (minilm) have no gradient signal, so each head "
                                      f"is switched off in turn: {cur.model.num_layers * cur.model.num_heads} extra "
                                      "passes a batch, off by default.")
-    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE, persist_state=state.KEEP)
+    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE, persist_state=keys.KEEP)
     key = CorpusKey(cur.model_key, docs.digest, int(max_tokens), bool(importance), len(held))
     st.caption(f"Documents: {label}. " + (f"The statistics use {len(train):,} of them; {len(held)} (every "
                f"{HOLD_EVERY}th) are held out to test the importance order." if held else
                f"All {len(train):,} are used (under {HOLD_MIN_DOCS} documents, none is held out)."))
     _cancelled_notice()
-    stats = cached(key)
+    stats = stored_statistics(key)
     if stats is None:
         box = st.empty()  # the buttons go once the job is done
         buttons = box.container().columns([2, 1, 3])
@@ -201,17 +202,17 @@ def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar
         return True
 
     def compute():
-        with state.slots().hold():  # counts as an analysis for the server's limit
+        with resources.slots().hold():  # counts as an analysis for the server's limit
             # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
             return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
                                           importance=key.importance, progress=progress,
                                           examples=corpus.ExampleOptions())  # the Head examples page's
-    stats, error = state.attempt(compute, what="The corpus job", out_of_memory=(
+    stats, error = resources.attempt(compute, what="The corpus job", out_of_memory=(
         "The corpus job ran out of memory: lower the batch size or the tokens per document."))
     if error:
         bar.empty()
-        st.error(state.plain(error), icon="⚠️")
+        st.error(plain(error), icon="⚠️")
         return None
     return stats
 
@@ -224,7 +225,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
                + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else ".")
                + " Each head's top documents and the head finder are on **Head examples**.", icon="📚")
     names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
-    metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=state.KEEP, format_func=lambda c: metrics.METRICS[c].label)
+    metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=keys.KEEP, format_func=lambda c: metrics.METRICS[c].label)
     label = metrics.METRICS[metric].label
     left, right = st.columns(2)
     charts.show(corpus_figures.mean_grid(table, metric, label=label), key=keys.CORPUS_MEAN, where=left,
@@ -246,7 +247,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
 def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
     st.subheader("Corpus importance")
     if stats.importance is None:
-        st.info(state.plain(stats.importance_note or "Importance was not asked for."), icon="ℹ️")
+        st.info(plain(stats.importance_note or "Importance was not asked for."), icon="ℹ️")
         return
     charts.show(metric_figures.metric_grid(stats.importance, title="Head importance over the corpus "
                                            "(per-layer L2-normalised)", layer_ids=sorted(set(stats.table["layer"]))),
@@ -262,10 +263,10 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
             return
         try:
             done.clear()  # one curve at a time per session
-            done[key] = state.one_at_a_time(lambda: _pruning(cur.model, stats.importance, held, key.max_tokens))
+            done[key] = resources.one_at_a_time(lambda: _pruning(cur.model, stats.importance, held, key.max_tokens))
         except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
             log.exception("corpus pruning failed")
-            st.error(state.plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"), icon="⚠️")
+            st.error(plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"), icon="⚠️")
             return
     curve = done[key]
     kind = ablation.loss_kind(cur.model)
@@ -281,7 +282,7 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
 def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) -> pd.DataFrame:
     fractions = ablation.PRUNE_FRACTIONS
     order = np.argsort(np.asarray(importance).ravel())
-    with state.slots().hold():
+    with resources.slots().hold():
         by_importance = corpus_importance.pruning_curve(model, held, order, fractions, max_tokens=max_tokens)
         randoms = np.array([corpus_importance.pruning_curve(model, held, np.random.default_rng(seed).permutation(order.size),
                                                  fractions, max_tokens=max_tokens) for seed in range(RANDOM_ORDERS)])

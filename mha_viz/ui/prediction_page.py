@@ -17,10 +17,11 @@ from mha_viz import attribution, estimate, prediction
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import charts, export_views, keys, session, state
-from mha_viz.ui.generate_views import live_button
+from mha_viz.ui import charts, export_views, keys, resources, session, sidebar
+from mha_viz.ui.text import plain
+from mha_viz.ui.generate_page import live_button
 from mha_viz.ui.keys import PredKey
-from mha_viz.ui.views import start_on_model
+from mha_viz.ui.view_helpers import start_on_model
 
 OWN = "— your own pair —"
 
@@ -28,7 +29,8 @@ OWN = "— your own pair —"
 def _on_preset(options: dict) -> None:
     preset = options.get(session.get(keys.PRED_PRESET))
     if preset is not None:  # the clean text is the sidebar's
-        session.put_all((keys.TEXT, keys.PRED_CORRUPTED), (preset.clean, preset.corrupted))
+        sidebar.choose(text=preset.clean)
+        session.put(keys.PRED_CORRUPTED, preset.corrupted)
         session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), ("", ""))
 
 
@@ -44,7 +46,7 @@ def _refusal(model) -> str | None:
     return None
 
 
-def prediction_view() -> None:
+def prediction_page() -> None:
     cur = start_on_model("Heads behind a prediction", "This page uses the sidebar's model and text: fix the message "
                                                       "above first.")
     if cur is None:
@@ -52,7 +54,7 @@ def prediction_view() -> None:
     model = cur.model
     why = _refusal(model)
     if why is not None:
-        st.info(state.plain(why), icon="🧭")
+        st.info(plain(why), icon="🧭")
         return
     st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
@@ -61,25 +63,25 @@ def prediction_view() -> None:
                "estimated first for every head at every position from one backward pass, patched for real on "
                "request.")
     options = {p.name: p for p in prediction.presets(model)}
-    st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=state.KEEP,
+    st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=keys.KEEP,
                  on_change=_on_preset, args=(options,),
                  help="Sets the sidebar's text (clean) and the corrupted text.")
     chosen = options.get(session.get(keys.PRED_PRESET))
     if chosen is not None:
-        st.caption(state.plain(chosen.about))
+        st.caption(plain(chosen.about))
     st.markdown("**Clean text** (the sidebar's):")
     st.text(cur.text)  # plain text: what was typed, no Markdown
-    corrupted = st.text_area("Corrupted text", key=keys.PRED_CORRUPTED, persist_state=state.KEEP, height=80,
+    corrupted = st.text_area("Corrupted text", key=keys.PRED_CORRUPTED, persist_state=keys.KEEP, height=80,
                              help="The same number of tokens as the clean text: patching compares positions.")
     cols = st.columns(2)
-    answer = cols[0].text_input("Answer token", key=keys.PRED_ANSWER, persist_state=state.KEEP,
+    answer = cols[0].text_input("Answer token", key=keys.PRED_ANSWER, persist_state=keys.KEEP,
                                 placeholder="the clean run's prediction",
                                 help="One token, with its leading space where the model has one (“ Mary”).")
-    wrong = cols[1].text_input("Wrong token", key=keys.PRED_WRONG, persist_state=state.KEEP,
+    wrong = cols[1].text_input("Wrong token", key=keys.PRED_WRONG, persist_state=keys.KEEP,
                                placeholder="the corrupted run's prediction",
                                help="One token. Empty: what the corrupted run predicts (its runner-up when that is "
                                     "the answer too).")
-    key = PredKey(cur.model_key, cur.text, corrupted or "", answer or "", wrong or "", state.token_cap())
+    key = PredKey(cur.model_key, cur.text, corrupted or "", answer or "", wrong or "", resources.token_cap())
     _cancelled_notice(key)
     stored = session.get(keys.PRED_RESULT)
     expl = stored[1] if stored is not None and stored[0] == key else None
@@ -125,10 +127,10 @@ def _with_progress(model, key: PredKey, running: str, first: str, what: str, wor
         bar.progress(min(max(fraction, 0.0), 1.0), text=message)
 
     def compute():
-        prediction.check_budget(model, key.clean, key.cap, state.capture_budget(), batch=batch)
-        with state.slots().hold():  # counts as an analysis for the server's limit
+        prediction.check_budget(model, key.clean, key.cap, resources.capture_budget(), batch=batch)
+        with resources.slots().hold():  # counts as an analysis for the server's limit
             return work(progress)
-    result, error = state.attempt(compute, what=what, out_of_memory=(
+    result, error = resources.attempt(compute, what=what, out_of_memory=(
         f"{what} ran out of memory: use shorter texts or a smaller model."))
     session.pop(running, None)
     bar.empty()
@@ -145,7 +147,7 @@ def _compute(model, key: PredKey):
                                      model, key.clean, key.corrupted, _answer(key.answer), _answer(key.wrong),
                                      max_tokens=key.cap, progress=progress), batch=False)
     if error:
-        st.error(state.plain(error), icon="⚠️")
+        st.error(plain(error), icon="⚠️")
         return None
     session.put(keys.PRED_RESULT, (key, expl))
     for old in (keys.PRED_EXTRA, keys.PRED_LAYER, keys.PRED_HEAD, keys.PRED_POS_LAYER):  # a new pair: its own top head
@@ -154,8 +156,7 @@ def _compute(model, key: PredKey):
 
 
 def _on_grid(widget: str, shape: tuple[int, int]) -> None:
-    event = session.get(widget) or {}
-    picked = head_figures.grid_pick((event.get("selection") or {}).get("points") or [], shape[1])
+    picked = charts.clicked(widget, lambda points: head_figures.grid_pick(points, shape[1]))
     if picked is not None and picked[0] < shape[0]:
         session.put_all((keys.PRED_LAYER, keys.PRED_HEAD), picked)
 
@@ -207,13 +208,13 @@ def _top(expl: prediction.Explanation) -> tuple[int, int]:
 
 def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
     d = expl.dla
-    a, w = state.plain(repr(expl.answer_text)), state.plain(repr(expl.wrong_text))
+    a, w = plain(repr(expl.answer_text)), plain(repr(expl.wrong_text))
     st.success(f"m = logit({a}) − logit({w}) at the last token: **{expl.m_clean:+.2f}** on the clean text, "
                f"**{expl.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes add "
                f"{float(d.per_head.sum()):+.2f} on the clean text; everything else (embeddings, MLPs, biases) "
                f"{d.rest:+.2f}.", icon="🎯")
     if expl.estimate is None:
-        st.info(state.plain(f"No estimate: {expl.no_estimate} Real patching keeps no gradients and may still fit."),
+        st.info(plain(f"No estimate: {expl.no_estimate} Real patching keeps no gradients and may still fit."),
                 icon="ℹ️")
     else:
         st.caption(estimate.ABOUT)
@@ -264,7 +265,7 @@ def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> predict
                                  batch=True)
     if error:
         live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False, help="Stop patching; what was found before is kept.")
-        st.error(state.plain(error), icon="⚠️")
+        st.error(plain(error), icon="⚠️")
         return expl
     session.put(keys.PRED_RESULT, (key, done))
     box.empty()
@@ -290,9 +291,9 @@ def _extra(key: PredKey, what: str, layer: int, head: int, compute):
     k = (key, layer, head, what)
     if k not in store:
         def held():
-            with state.slots().hold():  # counts as an analysis for the server's limit
+            with resources.slots().hold():  # counts as an analysis for the server's limit
                 return compute()
-        result, error = state.attempt(held, what="This head's panel", out_of_memory=(
+        result, error = resources.attempt(held, what="This head's panel", out_of_memory=(
             "This head's panel ran out of memory: use shorter texts or a smaller model."))
         if error:
             raise mha_viz.InputError(error)
@@ -335,7 +336,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         charts.show(head_figures.head_heatmap(attribution.as_contributions(row), 0, head), key=keys.PRED_WEIGHTED_HEAD,
                     where=left, name="clean-value-weighted")
     else:
-        left.info(f"The value path of {state.plain(model.name)} cannot be read: no value-weighted attention.")
+        left.info(f"The value path of {plain(model.name)} cannot be read: no value-weighted attention.")
     answer, wrong = expl.dla.target, expl.dla.wrong
     try:
         promoted, suppressed = _extra(key, "tokens", layer, head, lambda: attribution.head_tokens(
@@ -346,7 +347,7 @@ def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
         by_pos = _extra(key, "positions", layer, head, lambda: attribution.patch_positions(
             model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
     except mha_viz.InputError as exc:
-        st.warning(state.plain(str(exc)), icon="⚠️")
+        st.warning(plain(str(exc)), icon="⚠️")
         return
     charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
                                                   f"Layer {layer}, head {head} patched at one position at a time",

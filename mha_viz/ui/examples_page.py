@@ -12,7 +12,8 @@ import streamlit as st
 from mha_viz import metrics
 from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import charts, corpus_views, keys, session, state, views
+from mha_viz.ui import charts, corpus_page, keys, session, view_helpers
+from mha_viz.ui.text import plain
 
 RANKINGS = {"max_activation": "best score (max activation)", "top_mean": "mean of the top scores"}
 
@@ -22,7 +23,7 @@ def _stats(cur):
     key = session.get(keys.CORPUS_LAST)
     if key is None or key.model != cur.model_key:
         return None
-    stats = corpus_views.cached(key)
+    stats = corpus_page.stored_statistics(key)
     return stats if stats is not None and stats.examples is not None else None
 
 
@@ -46,19 +47,18 @@ def _label(column: str) -> str:
 
 
 def _on_finder(num_heads: int) -> None:
-    event = session.get(keys.EXAMPLES_FINDER) or {}
-    picked = head_figures.grid_pick((event.get("selection") or {}).get("points") or [], num_heads, curve=0)
+    picked = charts.clicked(keys.EXAMPLES_FINDER, lambda points: head_figures.grid_pick(points, num_heads, curve=0))
     if picked is not None:
         session.put_all((keys.EXAMPLES_LAYER, keys.EXAMPLES_HEAD), picked)
 
 
-def examples_view() -> None:
-    cur = views.start_on_model("Head examples", "This page uses the sidebar's model: fix the message above first.")
+def examples_page() -> None:
+    cur = view_helpers.start_on_model("Head examples", "This page uses the sidebar's model: fix the message above first.")
     if cur is None:
         return
     stats = _stats(cur)
     if stats is None:
-        st.info(f"No corpus has been run for {state.plain(cur.model.name)} in this session yet. Run one on the "
+        st.info(f"No corpus has been run for {plain(cur.model.name)} in this session yet. Run one on the "
                 "**Corpus** page (the bundled sample, a file or a dataset): each head's examples are kept with the "
                 "statistics, and this page shows them.", icon="📚")
         if st.button("Open the Corpus page", key=keys.EXAMPLES_TO_CORPUS):
@@ -102,10 +102,10 @@ def _finder(table: pd.DataFrame, num_heads: int) -> None:
     columns += [c for c in metrics.METRICS if c in table.columns]
     cols = st.columns(3)
     x = cols[0].selectbox("Across", columns, index=min(1, len(columns) - 1), key=keys.EXAMPLES_X,
-                          format_func=_label, persist_state=state.KEEP)
-    y = cols[1].selectbox("Up", columns, index=0, key=keys.EXAMPLES_Y, format_func=_label, persist_state=state.KEEP)
+                          format_func=_label, persist_state=keys.KEEP)
+    y = cols[1].selectbox("Up", columns, index=0, key=keys.EXAMPLES_Y, format_func=_label, persist_state=keys.KEEP)
     rank = cols[2].selectbox("Rank the heads by", columns, index=0, key=keys.EXAMPLES_RANK, format_func=_label,
-                             persist_state=state.KEEP)
+                             persist_state=keys.KEEP)
     charts.show(example_figures.head_finder(table, x, y, x_label=_label(x), y_label=_label(y)),
                 key=keys.EXAMPLES_FINDER, on_select=lambda: _on_finder(num_heads), selection_mode="points",
                 name="head-finder")

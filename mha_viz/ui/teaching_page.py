@@ -1,5 +1,5 @@
 """The teaching view: attention step by step with the model's real numbers, costs, and three
-demonstrations (the ablation view is `ablation_views`). The page is in parts (three groups of
+demonstrations (the ablation view is `ablation_page`). The page is in parts (three groups of
 steps, the costs, the demonstrations), one on screen at a time: only that part is computed and
 drawn, so the page opens as fast as the others (the text's one recorded forward pass is shared)."""
 
@@ -14,16 +14,15 @@ import streamlit as st
 import mha_viz
 from mha_viz import teaching
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, keys, session, state
-from mha_viz.ui.views import start
+from mha_viz.ui import analysis, charts, keys, resources, session, sidebar
+from mha_viz.ui.view_helpers import start
 
 TOY = "toy-induction"
 TOY_TEXT = "q w e r t y u i o q w e r t y u i o"
 
 
 def _use_toy() -> None:
-    session.put(keys.MODEL_CHOICE, TOY)
-    session.put(keys.TEXT, TOY_TEXT)
+    sidebar.choose(model=TOY, text=TOY_TEXT)
     session.put(keys.TEACH_PICK, "induction")
 
 
@@ -46,7 +45,7 @@ def _pick_known_head(cur) -> None:
     session.put(keys.TEACH_HEAD, int(best["head"]))
 
 
-def teaching_view() -> None:
+def teaching_page() -> None:
     cur = start("Teaching: attention step by step", forward=True)
     if cur is None:
         return
@@ -74,7 +73,7 @@ def teaching_view() -> None:
         st.caption(f"The steps show the first {w.n} of {n} tokens, so that every cell stays readable.")
     st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
     part = st.segmented_control("Part", PARTS, default=PARTS[0], required=True, key=keys.TEACH_PART,
-                                persist_state=state.KEEP, label_visibility="collapsed")
+                                persist_state=keys.KEEP, label_visibility="collapsed")
     if part in STEP_GROUPS:  # only the part on screen is computed and drawn
         names = STEP_GROUPS[part]
         figs = _figures("steps", (text_key, layer, head, names), lambda: teach_figures.step_figures(w, names))
@@ -203,7 +202,7 @@ def _costs(model, n: int, head: int) -> None:
                      "of which scores + weighted sum": f"{c.scores + c.weighted_sum:,}",
                      "KV cache floats (one layer)": f"{c.kv:,}",
                      "probabilities stored (unless fused)": f"{c.probabilities:,}",
-                     "memory, float32": state.size_text(4 * c.floats)})
+                     "memory, float32": resources.size_text(4 * c.floats)})
     st.dataframe(pd.DataFrame(rows), hide_index=True, key=keys.TEACH_COSTS)
     st.caption(f"n = m = {n} tokens, d_model = {model.d_model}, h = {model.num_heads}, d_k = d_v = {model.d_k}. "
                "Multiply–adds: projections d_model·(h·n·d_k + G·m·d_k + G·m·d_v), scores h·n·m·d_k, weighted "
@@ -224,7 +223,7 @@ def _demonstrations(cur, w: teaching.Walkthrough) -> None:
     """One demonstration at a time, drawn once picked (the one picked is the only one computed
     and drawn; none until then: the steps above are what the page opens on)."""
     pick = st.segmented_control("Demonstration", (PROJECTIONS, HEADS, MASKS), default=None,
-                                key=keys.TEACH_DEMO, persist_state=state.KEEP, label_visibility="collapsed")
+                                key=keys.TEACH_DEMO, persist_state=keys.KEEP, label_visibility="collapsed")
     key = (cur.key.with_text(cur.key.text), w.layer, w.head)
     if pick is None:
         st.caption("Pick one: why Q and K need projections, why several heads, what the masks do.")

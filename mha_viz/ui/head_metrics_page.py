@@ -1,0 +1,52 @@
+"""The *Head metrics* page: every head's measures (`mha_viz.metrics`) as a grid and a table."""
+
+from __future__ import annotations
+
+
+import streamlit as st
+
+from mha_viz import metrics
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import style as figure_style
+from mha_viz.ui import analysis, charts, keys, seq2seq_views
+from mha_viz.ui import view_helpers
+from mha_viz.ui.text import plain
+
+
+PATTERN_RULES = (
+    f"Pattern classes (conventions after Clark et al. 2019 and Kovaleva et al. 2019, rules applied in "
+    f"order, later ones win): **heterogeneous** by default; **broad** if normalized entropy > "
+    f"{metrics.BROAD_NORM_ENTROPY}; **diagonal** if self, prev or next > {metrics.DIAGONAL_MASS}; "
+    f"**vertical** if first + sep + punct > {metrics.VERTICAL_MASS}; **block** (two-segment inputs) if "
+    f"every row keeps > {metrics.BLOCK_MASS} of its mass in its own segment."
+)
+
+
+def head_metrics_page() -> None:
+    cur = view_helpers.start("Head metrics", cross=True)
+    if cur is None:
+        return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_metrics_view(cur)
+    run, model = cur.run, cur.model
+    table = analysis.head_table(cur.key, run, model)
+    st.caption(f"Computed {plain(run.hidden.label)} (sidebar, *Hide tokens*): the first, [SEP] and other "
+               "token masses refer to the tokens shown." if run.hidden is not None else
+               "Computed over every token (the sidebar's *Hide tokens* computes them with the sink or the special "
+               "tokens excluded).")
+    names = [c for c in metrics.METRICS if c in table.columns]
+    choice = st.selectbox("Metric", names, key=keys.METRIC_CHOICE, format_func=lambda c: metrics.METRICS[c].label)
+    view_helpers.explain_measure(metrics.METRICS[choice])
+    fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.table_grid(table, choice, run))
+    charts.show(fig, key=keys.METRIC_GRID, on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_GRID, view_helpers.grid_index),
+                    selection_mode="points", width="content")
+    st.caption("Click a cell to open that head in the head view.")
+    if "output_norm" not in table.columns:
+        st.info("Importance (output norms) needs each head's output, which this model's architecture "
+                "does not expose to mha-viz.", icon="ℹ️")
+    st.markdown(PATTERN_RULES)
+    counts = table["pattern"].str.split(":").str[0].value_counts()
+    st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    st.dataframe(table, hide_index=True, key=keys.HEAD_TABLE_DF, column_config=view_helpers.number_format(table))
+    st.download_button("Download the head table (CSV)", lambda: table.to_csv(index=False).encode(), on_click="ignore",
+                       file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv", key=keys.DL_TABLE)

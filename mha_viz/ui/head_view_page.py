@@ -1,0 +1,96 @@
+"""The *Head view* page: one head's attention at the level of detail the input allows (every
+token, a window, blocks, words, or chosen queries and keys)."""
+
+from __future__ import annotations
+
+
+import streamlit as st
+
+from mha_viz import detail
+from mha_viz.figures import heads as head_figures
+from mha_viz.ui import charts, keys, seq2seq_views, session, subset_views
+from mha_viz.ui import view_helpers
+
+
+def head_view_page() -> None:
+    cur = view_helpers.start("Head view", cross=True)
+    if cur is None:
+        return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_head_view(cur)
+    run = cur.run
+    cols = st.columns([2, 2, 3])
+    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=session.need(keys.SEL_LAYER),
+                              format_func=lambda row: str(run.layer_ids[row]))
+    head = cols[1].selectbox("Head", list(range(run.num_heads)), index=session.need(keys.SEL_HEAD))
+    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE,
+                             help="Off: the colour scale spans 0..1 for every head, so heads compare. "
+                                  "On: it spans 0..this head's largest weight, to see weak patterns.")
+    charts.show(_head_figure(cur, layer, head, rescale), key=keys.HEAD_HEATMAP)
+    view_helpers.examples_link(cur, layer, head)
+    a = run.head(layer, head)
+    top = a.argmax(axis=1)
+    st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
+               + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
+    with st.expander("Strongest key for each query"):
+        st.dataframe(
+            {"query": run.tokens, "attends most to": [run.tokens[j] for j in top],
+             "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]},
+            hide_index=True,
+        )
+
+
+FULL, WINDOW, BLOCKS, WORDS = "every token", "a token window", "all tokens, in blocks", "words"
+
+
+SUBSET = "chosen queries and keys"  # subset_views: a range of queries over a range of keys
+
+
+def _head_figure(cur, layer: int, head: int, rescale: bool):
+    """The head at the level of detail the user picked; long inputs open on the block view,
+    since every token of every pair would be n² cells to send and to see."""
+    run = cur.run
+    options = ([FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]) + [SUBSET]
+    default = FULL if head_figures.default_level(run.n) == head_figures.TOKENS else BLOCKS
+    this_run = (run.model_name, run.text, run.n)
+    changed = session.get(keys.DETAIL_RUN) != this_run
+    session.put(keys.DETAIL_RUN, this_run)
+    forced = session.get(keys.DETAIL_FORCED, False)  # blocks chosen by the app, not the user
+    changed = changed and not session.pop(keys.DETAIL_LINKED, False)  # a shared link chose it
+    if session.get(keys.HEAD_DETAIL) not in options or (changed and (default == BLOCKS or forced)):
+        session.put(keys.HEAD_DETAIL, default)  # a new long input opens on the block view, and a
+        session.put(keys.DETAIL_FORCED, default == BLOCKS)  # short one after it on every token
+    mode = st.radio("Detail", options, key=keys.HEAD_DETAIL, horizontal=True,
+                    on_change=lambda: session.put(keys.DETAIL_FORCED, False),
+                    help="Blocks: the whole matrix downsampled; each block shows its largest weight, so a "
+                         "single strong cell stays visible (hover for max and mean). Words: word pieces "
+                         "merged (sum over a word's keys, mean over its queries).")
+    if mode == WINDOW:
+        width = min(run.n, 96)
+        session.setdefault(keys.HEAD_WINDOW, (0, width))
+        lo, hi = session.need(keys.HEAD_WINDOW)
+        if hi > run.n or lo >= hi:
+            session.put(keys.HEAD_WINDOW, (0, width))
+        start, stop = st.slider("Tokens", 0, run.n, key=keys.HEAD_WINDOW,
+                                help="The tokens shown on both axes, at full resolution.")
+        return view_helpers.head_heatmap(cur, layer, head, rescale, (int(start), int(max(stop, start + 1))))
+    if mode == SUBSET:
+        return subset_views.subset_figure(run, layer, head, rescale)
+    if mode == BLOCKS:
+        return charts.cached("head_pooled", (cur.key, layer, head, rescale),
+                             lambda: head_figures.head_pooled(run, layer, head, rescale=rescale))
+    if mode == WORDS:
+        return charts.cached("head_words", (cur.key, layer, head, rescale),
+                             lambda: head_figures.head_words(run, layer, head, rescale=rescale))
+    return view_helpers.head_heatmap(cur, layer, head, rescale)
+
+
+def choose_detail(option: str) -> None:
+    """Open the head view on this detail level (a link's), kept when the new run arrives."""
+    session.put_all((keys.HEAD_DETAIL, keys.DETAIL_LINKED), (option, True))
+
+
+def detail_choice() -> str | None:
+    """The detail level the head view shows (its radio's value), None before it is drawn."""
+    return session.get(keys.HEAD_DETAIL)

@@ -1,0 +1,22 @@
+"""The *Model facts* page: what the loaded model is, as a table."""
+
+from __future__ import annotations
+
+
+import streamlit as st
+
+from mha_viz.figures import style as figure_style
+from mha_viz.ui import export_views, keys
+from mha_viz.ui import view_helpers
+from mha_viz.ui.text import plain
+
+
+def model_facts_page() -> None:
+    cur = view_helpers.start("Model facts")
+    if cur is None or cur.model is None:
+        return
+    facts = cur.model.facts()
+    shown = facts | {k: plain(facts[k]) for k in ("model", "loaded from")}  # user-given names: as typed
+    st.table({"fact": list(shown), "value": list(shown.values())})
+    st.download_button("Download these facts (CSV)", export_views.table_csv(facts), key=keys.DL_FACTS,
+                       file_name=figure_style.safe_filename(f"{cur.model.name}-facts") + ".csv", mime="text/csv")

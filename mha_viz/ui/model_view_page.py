@@ -1,0 +1,155 @@
+"""The *Model view* page: every head of the run at once, as thumbnails on a layers × heads grid
+(a click opens one in the head view), and what the lens, the sinks and the whole text show."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import streamlit as st
+
+import mha_viz
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.ui import analysis, charts, keys, resources, seq2seq_views, session
+from mha_viz.ui import view_helpers
+from mha_viz.ui.text import plain
+
+log = logging.getLogger("mha_viz.ui")
+
+
+def _on_grid_select() -> None:
+    picked = view_helpers.clicked_head(keys.GRID)
+    if picked is not None:
+        view_helpers.open_head(*picked)
+
+
+def model_view_page() -> None:
+    cur = view_helpers.start("Model view", cross=True)
+    if cur is None:
+        return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_model_view(cur, _on_grid_select)
+    run = cur.run
+    layers = (f"layers {', '.join(map(str, run.layer_ids))} of {run.model_layers}" if run.partial
+              else f"{run.num_layers} layers")
+    st.caption(f"{plain(run.model_name)}: {layers} × {run.num_heads} heads, {run.n} tokens. "
+               "Rows are layers, columns heads; each thumbnail is that head's attention "
+               "(queries down, keys across). Click a thumbnail to open it in the head view.")
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
+    fig = charts.cached("model_grid", (cur.key, rescale), lambda: head_figures.model_grid(run, rescale=rescale))
+    charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
+    cols = st.columns([1, 1, 2])
+    for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
+        session.settle(key, min(int(session.get(key, 0)), top))
+    cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.GRID_LAYER,
+                      format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
+    cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
+    cols[2].button("Open in head view", key=keys.GRID_OPEN_HEAD, type="primary", on_click=lambda: view_helpers.open_head(
+        int(session.need(keys.GRID_LAYER)), int(session.need(keys.GRID_HEAD))))
+    _lens_change(cur)
+    _sink_mass(run)
+    _learned_sinks(cur)
+    _whole_text_overview(cur)
+
+
+def _lens_change(cur) -> None:
+    """With contributions shown (sidebar): how much each head's picture changed, as a grid of the
+    JS divergence between its weights and its contributions."""
+    run, weights = cur.run, cur.weights_run
+    if not run.lens or weights is None:
+        return
+    st.subheader("How much contributions change each head")
+    js = analysis.lens_divergence(cur.key, weights, run)
+    fig = charts.cached("lens_js", cur.key, lambda: metric_figures.metric_grid(
+        js, title="JS divergence (base 2) between weights and contributions, mean over queries",
+        layer_ids=run.layer_ids))
+    charts.show(fig, key=keys.LENS_JS_GRID, width="content")
+    layer, head = np.unravel_index(int(js.argmax()), js.shape)
+    st.caption(f"0: the head's contributions draw the same picture as its weights; 1: they share nothing. "
+               f"Mean over heads {float(js.mean()):.3f}; most changed: layer {run.layer_ids[layer]}, head {head} "
+               f"({float(js[layer, head]):.3f}), where the tokens it looks at write little through it.")
+
+
+def _sink_mass(run) -> None:
+    """With tokens hidden (sidebar): how much attention each head gave them, as a layers × heads grid."""
+    if run.hidden is None:
+        return
+    st.subheader("Hidden attention (sink mass)")
+    names = ", ".join(dict.fromkeys(run.hidden.removed_tokens))
+    fig = metric_figures.metric_grid(run.hidden.mass, title="Attention to the hidden tokens, every head",
+                                     layer_ids=run.layer_ids)
+    charts.show(fig,
+                    key=keys.SINK_MASS_GRID, width="content")
+    st.caption(f"Each cell: the mean over the shown queries of the attention that went to the hidden tokens "
+               f"({plain(names)}), before renormalising. 1 means the head looked at nothing else. "
+               f"Mean over heads {float(run.hidden.mass.mean()):.3f}; "
+               f"highest {float(run.hidden.mass.max()):.3f}.")
+
+
+def _learned_sinks(cur) -> None:
+    """A model with learned sink logits (GPT-OSS): how much of each row each head gave to no token,
+    from the run before hiding tokens and before the lens."""
+    run = cur.full_run or cur.run
+    share = analysis.learned_sink_share(cur.key._replace(hidden=(), lens=""), run)
+    if share is None:
+        return
+    st.subheader("Learned sinks")
+    charts.show(metric_figures.metric_grid(share, title="Attention given to the learned sink, every head",
+                                           layer_ids=run.layer_ids), key=keys.LEARNED_SINK_GRID, width="content")
+    st.caption("This model's heads each have a learned sink logit: one more key in the softmax that is no token. "
+               "Each cell: the mean over queries of what the sink took, 1 − Σ_j A_ij (each row's missing mass; the "
+               f"heatmaps show the rest). Mean over heads {float(share.mean()):.3f}; highest {float(share.max()):.3f}.")
+
+
+def _whole_text_overview(cur) -> None:
+    """For a text longer than the app's cap: every head over the model's whole context,
+    computed one head at a time (no layers × heads × n² array), on request. It reads past the
+    session's token cap up to the model's context (on a public server, up to
+    MHA_VIZ_MAX_OVERVIEW_TOKENS): `mha_viz.tokenize(..., whole_text=True)` decides."""
+    model, text = cur.text_model, cur.text
+    if model is None or not model.can_recompute:  # one head at a time: recomputed by our MHA
+        return
+    # the tokens the views use, before the sidebar's *Hide tokens*
+    shown = (cur.full_run or cur.run).n if (cur.run is not None and not cur.stale) else 0
+    try:  # reads only the part of a long text that the overview's limit needs
+        n = mha_viz.tokenize(model, text, whole_text=True).n
+    except mha_viz.InputError:
+        return
+    if n <= shown or n <= 2:
+        return
+    st.subheader("The whole text")
+    full_cost = model.attention_bytes(n)
+    st.caption((f"The views use the first {shown} tokens. " if shown else "")
+               + f"{plain(model.name)} reads up to {model.max_positions}: an overview of every head over {n} "
+               f"tokens is computed one head at a time (holding all of them would take "
+               f"{resources.size_text(full_cost)}). On a CPU this can take minutes.")
+    key = (cur.model_key, text)
+    store = session.setdefault(keys.OVERVIEWS, {})
+    slot = st.empty()
+    if key not in store and slot.button(f"Compute the overview of all {n} tokens", key=keys.WHOLE_OVERVIEW):
+        slot.empty()  # the button goes once it has done its work
+        bar = st.progress(0.0)
+        try:
+            def compute():
+                with resources.slots().hold():  # counts as an analysis for the server's limit
+                    return mha_viz.overview(model, text, progress=lambda f, m: bar.progress(
+                        min(f, 1.0), text=plain(m)))  # m names the model
+            ov = resources.one_at_a_time(compute)
+        except Exception as exc:  # noqa: BLE001 - a message, and the rest of the page stays
+            log.exception("whole-text overview failed")
+            st.error(plain(f"The overview could not be computed ({type(exc).__name__}: {str(exc)[:200]})."))
+            return
+        bar.empty()
+        store.clear()  # one at a time: each holds layers × heads thumbnails only, but texts add up
+        store[key] = ov
+    if key in store:
+        ov = store[key]
+        rescale = session.get(keys.GRID_RESCALE, True)
+        fig = charts.cached("whole_grid", (key, ov.n, rescale),
+                            lambda: head_figures.grid_figure(ov.pooled, rescale=rescale, clickable=False))
+        charts.show(fig, key=keys.WHOLE_GRID, width="content")
+        st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
+                   + (" Attention weights: the sidebar's contributions lens applies to the analysed tokens only."
+                      if cur.run is not None and cur.run.lens else "")
+                   + (f" The head view shows the first {shown}." if shown else ""))

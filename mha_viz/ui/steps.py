@@ -1,0 +1,108 @@
+"""The analysis steps behind every view: the model's run for an `AnalysisKey` (cached for the
+whole server, admitted by `resources.slots`), then *Hide tokens* and *Show attention as* applied
+once, each a cached result keyed by what it was made from. Every choice comes in as an argument:
+nothing here reads the session."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+import mha_viz
+from mha_viz import attribution, memory
+from mha_viz.ui import keys, resources, seq2seq_views
+from mha_viz.ui.keys import AnalysisKey, ModelKey
+from mha_viz.ui.state import Current
+
+
+# cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
+# on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _analyze(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+    """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target),
+    admitted with the memory it needs (an encoder–decoder's by count only: its target's length
+    is not known before it runs)."""
+    need = None
+    if not _model.is_encoder_decoder:
+        n = mha_viz.tokenize(_model, key.text, key.cap).n
+        need = memory.analysis_need(_model, n, layers=None if key.layers is None else len(key.layers))
+    # raises Busy when the server is full (nothing is cached, the caller waits), OverBudget when
+    # the memory needed is more than the server ever has
+    with resources.slots().hold(need=need):
+        result = mha_viz.analyze(_model, key.text, key.target, max_tokens=key.cap,
+                                 layers=None if key.layers is None else list(key.layers))
+    runs = result.parts.values() if isinstance(result, mha_viz.EncoderDecoderRun) else [result]
+    for run in runs:
+        run.attentions.setflags(write=False)
+        if getattr(run, "head_outputs", None) is not None:
+            run.head_outputs.setflags(write=False)
+    return result
+
+
+def analyze(key: AnalysisKey, model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+    """The run of `key`, computed once for the server, in turn (`resources.one_at_a_time`)."""
+    return resources.one_at_a_time(lambda: _analyze(key, model))
+
+
+def model_key_of(model: mha_viz.LoadedModel, local: bool) -> ModelKey:
+    """The key every cached result of `model` is filed under."""
+    return ModelKey(model.name, model.source, str(model.device), bool(local), model.precision)
+
+
+@st.cache_resource(show_spinner="Hiding tokens and renormalising…", max_entries=4)
+def _dropped(key: AnalysisKey, _run: mha_viz.AttentionRun, _mask_bytes: bytes) -> mha_viz.AttentionRun:
+    """The run without the hidden tokens, keyed by the AnalysisKey with its `hidden` choice."""
+    out = _run.drop_tokens(np.frombuffer(_mask_bytes, dtype=bool).copy())
+    for a in (out.attentions, out.head_outputs, out.hidden.mass, out.hidden.empty):
+        if a is not None:
+            a.setflags(write=False)
+    return out
+
+
+def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, special: bool, first: bool):
+    """*Hide tokens* (the sidebar's `special` and `first`) applied once, for every view: (run, key) without the hidden
+    tokens (the key says which, so every cached result of the run is its own), or the full run
+    with a note when nothing, or everything, would be hidden."""
+    if not (special or first):
+        return run, key
+    if seq2seq_views.is_cross(run):
+        cur.hide_note = "Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is shown whole."
+        return run, key
+    mask = mha_viz.hide_mask(run, special=special, first=first)
+    asked = " and ".join(w for w, on in (("the special tokens", special), ("the first token", first)) if on)
+    if mask.all():
+        cur.hide_note = (f"Hiding {asked} would leave no token of this text ({run.n} in all): every token "
+                         "is shown, nothing renormalised.")
+        return run, key
+    if not mask.any():
+        cur.hide_note = "This text has no special tokens: nothing is hidden."
+        return run, key
+    hidden = tuple(w for w, on in (("special", special), ("first", first)) if on)
+    key = key._replace(hidden=hidden)
+    return _dropped(key, run, mask.tobytes()), key
+
+
+@st.cache_resource(show_spinner="Weighting the attention by what each token writes…", max_entries=2)
+def _contributions(key: AnalysisKey, _run: mha_viz.AttentionRun) -> mha_viz.AttentionRun:
+    """The run as contributions, keyed by the AnalysisKey with its `lens`."""
+    out = attribution.as_contributions(_run)
+    out.attentions.setflags(write=False)
+    return out
+
+
+def lens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, contributions: bool):
+    """*Show attention as* (`contributions`: the sidebar's choice) applied once, for every view, after *Hide tokens*:
+    (run, key) as contributions (the key's `lens` says so), or as weights with a note when the
+    run has no value path to weigh by."""
+    if not contributions:
+        return run, key
+    if seq2seq_views.is_cross(run):
+        cur.lens_note = ("Contributions are shown for self-attention: cross-attention is shown as weights (the "
+                         "decoder's queries read the encoder's values through another projection).")
+        return run, key
+    if run.value_norms is None:
+        cur.lens_note = (f"The value path of {run.model_name} cannot be read here, so its attention cannot be "
+                         "weighted by what each token writes: the weights are shown.")
+        return run, key
+    key = key._replace(lens=keys.LENS_CONTRIBUTIONS)
+    return _contributions(key, run), key

@@ -1,0 +1,138 @@
+"""What every page shares: its start (title, messages, a valid head), opening a head in the head
+view or among its corpus examples, reading a click on a layers × heads grid, one head's heatmap,
+and the metric pages' explanations, choices and number formats."""
+
+from __future__ import annotations
+
+import logging
+
+import streamlit as st
+
+from mha_viz import metrics
+from mha_viz.figures import heads as head_figures
+from mha_viz.ui import analysis, charts, keys, seq2seq_views, session, state
+
+log = logging.getLogger("mha_viz.ui")
+
+
+def _clamp_selection(run) -> None:
+    """Keep the chosen layer and head valid when the model changes."""
+    # Plain keys, not widget keys: Streamlit drops a widget's state on pages that do not draw it.
+    session.put(keys.SEL_LAYER, min(int(session.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
+    session.put(keys.SEL_HEAD, min(int(session.get(keys.SEL_HEAD, 0)), run.num_heads - 1))
+
+
+def chosen_head() -> tuple[int, int]:
+    """(layer row, head) the pages share (default the first)."""
+    return int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0))
+
+
+def choose_head(row: int | None, head: int | None) -> None:
+    """Make this the head the pages share; None leaves that part as it is."""
+    if row is not None:
+        session.put(keys.SEL_LAYER, row)
+    if head is not None:
+        session.put(keys.SEL_HEAD, head)
+
+
+def open_head(layer: int, head: int) -> None:
+    """Choose a head and open it in the head view (at the start of the next run)."""
+    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
+    session.put(keys.GOTO, "head_view")
+
+
+def examples_link(cur, row: int, head: int, where=None) -> None:
+    """A button to this head's examples across the corpus (the Head examples page), once a corpus
+    with examples has been run for the sidebar's model in this session."""
+    last = session.get(keys.CORPUS_LAST)  # every corpus job of the page keeps the examples
+    if last is None or last.model != cur.model_key or cur.run is None:
+        return
+    layer = cur.run.layer_ids[row]
+    if (where or st).button(f"Layer {layer}, head {head} across the corpus", key=keys.EXAMPLES_OPEN,
+                            help="Its top documents, samples from every score decile and its histograms, from the "
+                                 "corpus run on the Corpus page."):
+        # the examples' rows are the model's attention layers (a hybrid's softmax layers)
+        session.put(keys.EXAMPLES_LAYER, cur.model.layer_ids.index(layer) if cur.model else row)
+        session.put(keys.EXAMPLES_HEAD, head)
+        session.put(keys.GOTO, "examples")
+        st.rerun()
+
+
+def clicked_head(widget_key: str) -> tuple[int, int] | None:
+    """(layer row, head) that a click on a layers × heads grid (`head_figures.grid_pick` layout) of the
+    current run selected, read from the chart's selection event; None when there is none or it
+    cannot be read (logged, never a traceback)."""
+    run = state.current().run
+    if run is None:
+        return None
+
+    def read(points):
+        picked = head_figures.grid_pick(points, run.num_heads)
+        return picked if picked is not None and picked[0] < run.num_layers else None
+    return charts.clicked(widget_key, read)
+
+
+def open_clicked_head(widget_key: str, pick) -> None:
+    """An on_select callback's body: open in the head view the head that a click on `widget_key`
+    picked, `pick(points, run)` giving its flat index (layer row × heads + head) or None."""
+    run = state.current().run
+    head = charts.clicked(widget_key, lambda points: pick(points, run)) if run is not None else None
+    if head is not None and 0 <= head < run.num_layers * run.num_heads:
+        open_head(*divmod(head, run.num_heads))
+
+
+def grid_index(points, run):
+    """The flat index (layer row × heads + head) a click on a layers × heads grid picked, or None."""
+    picked = head_figures.grid_pick(points, run.num_heads)
+    return None if picked is None else picked[0] * run.num_heads + picked[1]
+
+
+def start(title: str, *, cross: bool = False, forward: bool = False):
+    """Title, messages and a valid layer/head selection; returns the current state, or None
+    when there is nothing to draw. For an encoder–decoder (`seq2seq_views.gate`): `cross`, the
+    page draws cross-attention too; `forward`, the page runs the model itself."""
+    st.title(title)
+    cur = state.current()
+    if not state.show_status(cur):
+        return None
+    why = seq2seq_views.gate(cur, cross=cross, forward=forward)
+    if why is not None:
+        st.info(why, icon="🔀")
+        return None
+    _clamp_selection(cur.run)
+    return cur
+
+
+def start_on_model(title: str, message: str):
+    """`start` for a page that runs the sidebar's model itself: None, after `message`, while the
+    model has not loaded or the sidebar's inputs are stale."""
+    cur = start(title, forward=True)
+    if cur is None:
+        return None
+    if cur.model is None or cur.stale:
+        st.info(message, icon="ℹ️")
+        return None
+    return cur
+
+
+def head_heatmap(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None = None):
+    """`head_figures.head_heatmap` of the current run, made once per server (`charts.cached`)."""
+    return charts.cached("head_heatmap", (cur.key, layer, head, rescale, window),
+                         lambda: head_figures.head_heatmap(cur.run, layer, head, rescale=rescale, window=window))
+
+
+def explain_measure(measure: metrics.Measure) -> None:
+    st.markdown(f"**{measure.label}** · `{measure.formula}`")
+    lines = [f"High: {measure.high}."] + ([f"Low: {measure.low}."] if measure.low else [])
+    st.caption(" ".join(lines))
+
+
+def kind_options(run, model) -> dict[str, str]:
+    """Similarity kinds this run supports -> label (kinds it does not support are listed apart)."""
+    return {k: m.label for k, m in metrics.SIMILARITIES.items() if analysis.available(k, run, model) is None}
+
+
+def number_format(table) -> dict:
+    """Four significant decimals for every float column (tiny values would otherwise show 1e-9)."""
+    return {c: st.column_config.NumberColumn(format="%.4f") for c in table.columns
+            if table[c].dtype.kind == "f"}
