@@ -10,9 +10,27 @@ import numpy as np
 
 from .compiled import JIT, log32, run_all, split
 
-SUMS = ("entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first",
-        "sep", "punct", "in_segment", "total")  # the columns of `pattern_sums`' output, in order,
-# then one column per target: the head's attention summed over the target's (row, column) pairs
+# The columns of `pattern_sums`' output, named once: the head-table measures this pass computes
+# (in the catalogue's order, `measures.METRICS`), then the worst row's mass inside its segment
+# and the head's total mass; then one column per target (the head's attention summed over the
+# target's (row, column) pairs). The loop writes each column through the index named after it
+# below: module-level ints, which Numba compiles in as constants (this file's hash names the
+# cache folder, compiled.py, so a change here recompiles).
+MEASURED = ("entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first", "sep", "punct")
+SUMS = (*MEASURED, "in_segment", "total")
+ENTROPY = SUMS.index("entropy")
+NORM_ENTROPY = SUMS.index("norm_entropy")
+CONFIDENCE = SUMS.index("confidence")
+DISTANCE = SUMS.index("distance")
+SELF = SUMS.index("self")
+PREV = SUMS.index("prev")
+NEXT = SUMS.index("next")
+FIRST = SUMS.index("first")
+SEP = SUMS.index("sep")
+PUNCT = SUMS.index("punct")
+IN_SEGMENT = SUMS.index("in_segment")
+TOTAL = SUMS.index("total")
+TARGETS = len(SUMS)  # the first target's column
 _KEEP = np.float32(0.9999)  # smoothing of the entropy: 0.9999·A + 0.0001/k on the k visible keys
 _TINY = np.float32(1e-30)  # masked entries count 1e-30·ln(1e-30) ≈ −7e-29: nothing
 
@@ -91,23 +109,23 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out):
                 prev += att[h, r, r - 1]
             if r < n - 1:
                 nxt += att[h, r, r + 1]
-        out[h, 0] = ent / n
-        out[h, 1] = norm / norm_rows if norm_rows > 0 else np.nan
-        out[h, 2] = conf / n
-        out[h, 3] = dist / n
-        out[h, 4] = diag / n
-        out[h, 5] = prev / n
-        out[h, 6] = nxt / n
-        out[h, 7] = first / n
-        out[h, 8] = sep_mass / n
-        out[h, 9] = punct_mass / n
-        out[h, 10] = in_seg if segmented else 0.0
-        out[h, 11] = total
+        out[h, ENTROPY] = ent / n
+        out[h, NORM_ENTROPY] = norm / norm_rows if norm_rows > 0 else np.nan
+        out[h, CONFIDENCE] = conf / n
+        out[h, DISTANCE] = dist / n
+        out[h, SELF] = diag / n
+        out[h, PREV] = prev / n
+        out[h, NEXT] = nxt / n
+        out[h, FIRST] = first / n
+        out[h, SEP] = sep_mass / n
+        out[h, PUNCT] = punct_mass / n
+        out[h, IN_SEGMENT] = in_seg if segmented else 0.0
+        out[h, TOTAL] = total
         for target in range(starts.size - 1):
             hit = 0.0
             for k in range(starts[target], starts[target + 1]):
                 hit += att[h, rows[k], cols[k]]
-            out[h, 12 + target] = hit
+            out[h, TARGETS + target] = hit
 
 
 def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarray,
@@ -116,7 +134,7 @@ def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarr
     punct (n,) 0/1 masks of the key columns, seg (n,) segment indices or None, targets a list of
     (rows, cols) index arrays."""
     N = att.shape[0]
-    out = np.empty((N, len(SUMS) + len(targets)))
+    out = np.full((N, len(SUMS) + len(targets)), np.nan)  # a column the loop does not write stays NaN
     seg = np.empty(0, np.int64) if seg is None else np.ascontiguousarray(seg, dtype=np.int64)
     sep, punct = np.ascontiguousarray(sep, np.float32), np.ascontiguousarray(punct, np.float32)
     rows = np.concatenate([np.asarray(i, np.int64) for i, _ in targets] + [np.empty(0, np.int64)])

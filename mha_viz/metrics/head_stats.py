@@ -11,7 +11,7 @@ import torch
 
 from ..capture import AttentionRun
 from .compiled import thread_count
-from .head_kernels import SUMS, pattern_sums
+from .head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
 from .head_writes import Weights, as_tensor, flat_outputs, on_device
 from .measures import BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, PUNCTUATION, VERTICAL_MASS
 
@@ -31,6 +31,12 @@ def _ids(run: AttentionRun) -> np.ndarray:
     return inverse
 
 
+# TransformerLens' detector scores (`detection_patterns`), in the catalogue's order (`measures.METRICS`)
+DETECTORS = ("prev_token_score", "duplicate_score", "induction_score")
+# `pattern_stats`' columns: the compiled pass's measures, the detector scores, in_segment
+_NAMES = (*MEASURED, *DETECTORS, "in_segment")
+
+
 def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
     """The (n, n) target patterns P of TransformerLens' head detector.
 
@@ -44,7 +50,7 @@ def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
     dup = (ids[:, None] == ids[None, :]) & earlier
     induction = np.zeros((n, n))
     induction[:, 1:] = dup[:, :-1]
-    return {"prev_token_score": prev, "duplicate_score": dup.astype(float), "induction_score": induction}
+    return dict(zip(DETECTORS, (prev, dup.astype(float), induction)))
 
 
 def _segments(run: AttentionRun) -> np.ndarray | None:
@@ -91,9 +97,7 @@ def head_columns(run: AttentionRun, weights: Weights | None = None, *,
     rule_inputs = [data[k].tolist() for k in ("norm_entropy", "self", "prev", "next", "first", "sep", "punct")]
     data["pattern"] = [classify(*args) for args in zip(*rule_inputs, in_segment.ravel().tolist())]
     if weights is not None and run.head_outputs is not None:
-        norms = importance(run, weights, device=device)
-        for name in ("output_norm", "mean_output_norm"):
-            data[name] = norms[name].ravel()
+        data.update((name, values.ravel()) for name, values in importance(run, weights, device=device).items())
     return data
 
 
@@ -120,10 +124,6 @@ class _Setup:
                       same=None if self.same is None else self.same.to(device))
 
 
-_NAMES = ["entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first", "sep", "punct",
-          "prev_token_score", "duplicate_score", "induction_score", "in_segment"]
-
-
 def _target_pairs(run: AttentionRun) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The ones of `detection_patterns` as (rows, cols), in the same (row-major) order, without
     the dense matrices."""
@@ -131,8 +131,7 @@ def _target_pairs(run: AttentionRun) -> dict[str, tuple[np.ndarray, np.ndarray]]
     earlier = np.tril(np.ones((n, n), dtype=bool), -1)
     di, dj = np.nonzero((ids[:, None] == ids[None, :]) & earlier)
     shifted = dj < n - 1  # a duplicate in the last column has no column to its right
-    return {"prev_token_score": (np.arange(1, n), np.arange(n - 1)), "duplicate_score": (di, dj),
-            "induction_score": (di[shifted], dj[shifted] + 1)}
+    return dict(zip(DETECTORS, ((np.arange(1, n), np.arange(n - 1)), (di, dj), (di[shifted], dj[shifted] + 1))))
 
 
 def _targets(run: AttentionRun) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -187,11 +186,11 @@ def _compiled(run: AttentionRun) -> dict[str, np.ndarray]:
     att = np.ascontiguousarray(run.attentions.reshape(L * H, n, n), dtype=np.float32)
     targets = _target_pairs(run)
     sums = pattern_sums(att, run.is_causal, *_key_masks(run), _segments(run), list(targets.values()), thread_count())
-    sums[~np.isfinite(sums[:, SUMS.index("total")])] = np.nan  # a head with NaN or inf in it: no statistics
-    out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if name != "total"}
-    total = sums[:, SUMS.index("total")]
+    sums[~np.isfinite(sums[:, TOTAL])] = np.nan  # a head with NaN or inf in it: no statistics
+    out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if i != TOTAL}
+    total = sums[:, TOTAL]
     for k, name in enumerate(targets):
-        hit = sums[:, len(SUMS) + k]
+        hit = sums[:, TARGETS + k]
         out[name] = np.divide(hit, total, out=np.zeros_like(hit), where=total > 0).reshape(L, H)
     return {name: out[name] for name in _NAMES}
 

@@ -1,0 +1,74 @@
+"""The catalogue of measures (`mha_viz.metrics.measures`) against what is computed: the head table
+and both ways of computing its statistics give the catalogue's measures, in its order, and the
+compiled pass writes every column it names."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mha_viz import AttentionRun, metrics
+from mha_viz.metrics import head_kernels
+from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
+
+PATTERN_MEASURES = [name for name, m in metrics.METRICS.items() if m.needs == "attention"]
+
+
+def _random_run(seed: int, L=2, H=3, n=9, causal=False, d_v=4, d=10) -> tuple[AttentionRun, dict]:
+    """A run of random patterns over two segments ([CLS] … [SEP] … [SEP], repeated words and
+    punctuation), with head outputs, and random weights."""
+    rng = np.random.default_rng(seed)
+    a = rng.random((L, H, n, n)) ** 3 + 1e-3
+    if causal:
+        a = np.tril(a)
+    a /= a.sum(-1, keepdims=True)
+    tokens = ["[CLS]"] + [str(rng.choice(["a", "b", ".", ","])) for _ in range(n - 2)] + ["[SEP]"]
+    tokens[n // 2] = "[SEP]"
+    run = AttentionRun.from_array(a, tokens, is_causal=causal)
+    run.special_mask = [t.startswith("[") for t in tokens]
+    run.head_outputs = rng.normal(size=(L, H, n, d_v)).astype(np.float32)
+    weights = {"W_Q": torch.randn(L, H, d, d_v), "W_K": torch.randn(L, H, d, d_v),
+               "W_V": torch.randn(L, H, d, d_v), "W_O": torch.randn(L, H, d_v, d)}
+    return run, weights
+
+
+def test_both_paths_give_the_catalogues_pattern_measures_in_its_order():
+    run, _ = _random_run(0)
+    compiled, batched = pattern_stats(run, compiled=True), pattern_stats(run, compiled=False)
+    assert list(compiled) == list(batched) == [*PATTERN_MEASURES, "in_segment"]
+    detector_form = "Σ(A ⊙ P)/ΣA"  # TransformerLens' score
+    scores = [name for name in PATTERN_MEASURES if metrics.METRICS[name].formula.startswith(detector_form)]
+    assert list(DETECTORS) == scores
+    assert list(metrics.detection_patterns(run)) == list(DETECTORS)
+
+
+def test_the_head_table_has_every_measure_of_the_catalogue_in_its_order():
+    run, weights = _random_run(1)
+    table = metrics.head_table(run, weights)
+    shown = [c for c in table.columns if c in metrics.METRICS]
+    assert shown == list(metrics.METRICS)
+    assert "in_segment" not in table.columns and "total" not in table.columns
+
+
+def test_the_compiled_pass_writes_every_column_it_names():
+    """Every column of SUMS is written (the output starts as NaN), each where its name says:
+    the measures as head_stats reads them, the head's total mass and the worst row's mass in its
+    segment by hand, and a target's sum."""
+    run, _ = _random_run(2, L=1, H=4, n=8)
+    att = np.ascontiguousarray(run.attentions[0], dtype=np.float32)  # (4, 8, 8)
+    att[1] *= 0.5  # a head whose rows sum to 1/2: its total differs from n
+    seg = np.array([0] * 4 + [1] * 4)
+    sep, punct = np.zeros(8), np.zeros(8)
+    sep[[3, 7]] = 1.0
+    rows, cols = np.array([1, 5, 6]), np.array([0, 2, 6])
+    sums = head_kernels.pattern_sums(att, False, sep, punct, seg, [(rows, cols)], 1)
+    assert sums.shape == (4, len(head_kernels.SUMS) + 1) and np.isfinite(sums).all()
+    a = att.astype(np.float64)
+    at = head_kernels.SUMS.index
+    np.testing.assert_allclose(sums[:, at("total")], a.sum((1, 2)), rtol=1e-6)
+    same = seg[:, None] == seg[None, :]
+    np.testing.assert_allclose(sums[:, at("in_segment")], (a * same).sum(-1).min(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, at("first")], a[:, :, 0].mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, at("sep")], a[:, :, [3, 7]].sum(-1).mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, at("confidence")], a.max(-1).mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, head_kernels.TARGETS], a[:, rows, cols].sum(-1), rtol=1e-6)
