@@ -9,6 +9,7 @@ import numba
 import numpy as np
 
 from .compiled import JIT, log32, run_all, split
+from .measures import ENTROPY_SMOOTHING
 
 # The columns of `pattern_sums`' output, named once: the head-table measures this pass computes
 # (in the catalogue's order, `measures.METRICS`), then the worst row's mass inside its segment
@@ -31,15 +32,16 @@ PUNCT = SUMS.index("punct")
 IN_SEGMENT = SUMS.index("in_segment")
 TOTAL = SUMS.index("total")
 TARGETS = len(SUMS)  # the first target's column
-_KEEP = np.float32(0.9999)  # smoothing of the entropy: 0.9999·A + 0.0001/k on the k visible keys
 _TINY = np.float32(1e-30)  # masked entries count 1e-30·ln(1e-30) ≈ −7e-29: nothing
 
 
 @numba.njit(**JIT)
-def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out):
+def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, spread, out):
     """out[h] = the SUMS of head h for h in [h0, h1), att (N, n, n) float32; seg (n,) the
     segment of each token, or empty for one segment; then, for target t, the sum of
-    att[h, rows[k], cols[k]] over k in [starts[t], starts[t + 1])."""
+    att[h, rows[k], cols[k]] over k in [starts[t], starts[t + 1]). The entropy is that of
+    keep·A + spread/k on the k visible keys (float32; measures.ENTROPY_SMOOTHING, an argument
+    rather than a global: Numba's cache would not see a change in another file)."""
     n = att.shape[1]
     smooth = np.empty(n, np.float32)
     same = np.empty(n, np.float32)
@@ -60,9 +62,9 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out):
             if segmented:
                 for c in range(n):
                     same[c] = np.float32(1.0) if seg[c] == seg[r] else np.float32(0.0)
-            floor = np.float32(0.0001) / np.float32(k)
+            floor = spread / np.float32(k)
             for c in range(n):
-                x = _KEEP * att[h, r, c] + (floor if c < k else np.float32(0.0))
+                x = keep * att[h, r, c] + (floor if c < k else np.float32(0.0))
                 smooth[c] = x if x > _TINY else _TINY
             zero = np.float32(0.0)
             row_ent, d, s, p, t, g = zero, zero, zero, zero, zero, zero  # float32 within a row
@@ -140,7 +142,9 @@ def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarr
     rows = np.concatenate([np.asarray(i, np.int64) for i, _ in targets] + [np.empty(0, np.int64)])
     cols = np.concatenate([np.asarray(j, np.int64) for _, j in targets] + [np.empty(0, np.int64)])
     starts = np.cumsum([0] + [len(i) for i, _ in targets]).astype(np.int64)
-    run_all(_heads, [(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out) for h0, h1 in split(N, threads)])
+    keep, spread = np.float32(1 - ENTROPY_SMOOTHING), np.float32(ENTROPY_SMOOTHING)
+    run_all(_heads, [(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, spread, out)
+                     for h0, h1 in split(N, threads)])
     return out
 
 

@@ -13,7 +13,7 @@ from ..capture import AttentionRun
 from .compiled import thread_count
 from .head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
 from .head_writes import Weights, as_tensor, flat_outputs, on_device
-from .measures import BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, PUNCTUATION, VERTICAL_MASS
+from .measures import BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, ENTROPY_SMOOTHING, PUNCTUATION, VERTICAL_MASS
 
 
 def _valid(run: AttentionRun) -> np.ndarray:
@@ -153,8 +153,8 @@ def _setup(run: AttentionRun) -> _Setup:
     n = run.n
     valid = torch.from_numpy(_valid(run))
     k = valid.sum(1)  # (n,) keys each query sees
-    floor = (torch.where(valid, 0.0001 / k[:, None].float(), torch.zeros(())) if run.is_causal
-             else torch.tensor(0.0001 / n))
+    floor = (torch.where(valid, ENTROPY_SMOOTHING / k[:, None].float(), torch.zeros(())) if run.is_causal
+             else torch.tensor(ENTROPY_SMOOTHING / n))
     rows = k > 1
     idx = torch.arange(n)
     sep, punct = _key_masks(run)
@@ -207,7 +207,7 @@ def _batched(run: AttentionRun, s: _Setup, flat: torch.Tensor) -> dict[str, np.n
 def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:
     """The statistics of a (B, n, n) chunk of heads, each a (B,) tensor."""
     B = A.shape[0]
-    smooth = torch.add(s.floor, A, alpha=0.9999).clamp_min_(1e-30)
+    smooth = torch.add(s.floor, A, alpha=1 - ENTROPY_SMOOTHING).clamp_min_(1e-30)
     row_ent = -smooth.log().mul_(smooth).sum(-1, dtype=torch.float64)  # (B, n)
     del smooth
     sums = (A @ s.columns).sum(1, dtype=torch.float64)  # (B, 3)

@@ -17,8 +17,15 @@ class Measure:
     needs: str = "attention"  # "attention", "outputs" (z), "weights" or "outputs+weights"
 
 
+# The entropy's smoothing (spec section 1): Â = (1 − ENTROPY_SMOOTHING)·A + ENTROPY_SMOOTHING/k_i on
+# the k_i keys row i may see, so that no visible key has probability 0 (Clark et al. 2019's code).
+# The head table's two paths (head_kernels, head_stats) and the cross-attention metrics
+# (mha_viz.cross_metrics) all read it from here.
+ENTROPY_SMOOTHING = 1e-4
+
 METRICS: dict[str, Measure] = {
-    "entropy": Measure("Entropy (nats)", "mean_i −Σ_j Â_ij ln Â_ij,  Â = 0.9999·A + 0.0001/k_i",
+    "entropy": Measure("Entropy (nats)",
+                       f"mean_i −Σ_j Â_ij ln Â_ij,  Â = {1 - ENTROPY_SMOOTHING:g}·A + {ENTROPY_SMOOTHING:g}/k_i",
                        "attention spread over many tokens", "attention on one or two tokens"),
     "norm_entropy": Measure("Normalized entropy", "mean_i H(A_i) / ln k_i  (k_i = keys row i may see)",
                             "close to uniform over the visible keys (> 0.9: broad)", "sharp, one-hot rows"),

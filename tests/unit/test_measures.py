@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from mha_viz import AttentionRun, metrics
+from mha_viz.cross_metrics import cross_stats
 from mha_viz.metrics import head_kernels
 from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
 
@@ -72,3 +73,16 @@ def test_the_compiled_pass_writes_every_column_it_names():
     np.testing.assert_allclose(sums[:, at("sep")], a[:, :, [3, 7]].sum(-1).mean(-1), rtol=1e-6)
     np.testing.assert_allclose(sums[:, at("confidence")], a.max(-1).mean(-1), rtol=1e-6)
     np.testing.assert_allclose(sums[:, head_kernels.TARGETS], a[:, rows, cols].sum(-1), rtol=1e-6)
+
+
+def test_the_entropy_smoothing_is_the_specs_and_every_entropy_uses_it():
+    """The spec's Â = 0.9999·A + 0.0001/k: in the catalogue's formula, and the same entropies from
+    the head table's two paths and the cross-attention metrics on one square pattern (each
+    against the spec's constants written out here)."""
+    assert "Â = 0.9999·A + 0.0001/k_i" in metrics.METRICS["entropy"].formula
+    run, _ = _random_run(3, n=7)
+    smooth = 0.9999 * run.attentions.astype(np.float64) + 0.0001 / 7
+    by_hand = -(smooth * np.log(smooth)).sum(-1).mean(-1)  # (L, H)
+    for compiled in (True, False):
+        np.testing.assert_allclose(pattern_stats(run, compiled=compiled)["entropy"], by_hand, rtol=1e-6)
+    np.testing.assert_allclose(cross_stats(run.attentions)["entropy"], by_hand, rtol=1e-12)
