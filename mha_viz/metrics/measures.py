@@ -22,6 +22,9 @@ class Measure:
 # The head table's two paths (head_kernels, head_stats) and the cross-attention metrics
 # (mha_viz.cross_metrics) all read it from here.
 ENTROPY_SMOOTHING = 1e-4
+# The JS divergence's smoothing (spec section 2): Ã = (1 − JS_SMOOTHING)·A + JS_SMOOTHING/n over
+# all n keys, before two heads' rows are compared (metrics.js).
+JS_SMOOTHING = 1e-3
 
 METRICS: dict[str, Measure] = {
     "entropy": Measure("Entropy (nats)",
@@ -55,7 +58,8 @@ METRICS: dict[str, Measure] = {
 
 SIMILARITIES: dict[str, Measure] = {
     "js": Measure("JS divergence of patterns",
-                  "mean_i JS(Ã_h[i], Ã_h'[i]),  Ã = 0.999·A + 0.001/n,  natural log (0 .. ln 2)",
+                  f"mean_i JS(Ã_h[i], Ã_h'[i]),  Ã = {1 - JS_SMOOTHING:g}·A + {JS_SMOOTHING:g}/n,  "
+                  "natural log (0 .. ln 2)",
                   "different patterns (a divergence: high = unlike)", "the same pattern"),
     "cosine": Measure("Pattern cosine", "⟨A_h, A_h'⟩ / (‖A_h‖ ‖A_h'‖) over the flattened matrices",
                       "look at the same places", "look at different places"),

@@ -80,6 +80,8 @@ def test_the_entropy_smoothing_is_the_specs_and_every_entropy_uses_it():
     the head table's two paths and the cross-attention metrics on one square pattern (each
     against the spec's constants written out here)."""
     assert "Â = 0.9999·A + 0.0001/k_i" in metrics.METRICS["entropy"].formula
+    # the JS divergence's own smoothing (its values against the spec's: tests/unit/test_js_fast.py)
+    assert "Ã = 0.999·A + 0.001/n" in metrics.SIMILARITIES["js"].formula
     run, _ = _random_run(3, n=7)
     smooth = 0.9999 * run.attentions.astype(np.float64) + 0.0001 / 7
     by_hand = -(smooth * np.log(smooth)).sum(-1).mean(-1)  # (L, H)
