@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz import AttentionRun, metrics
+from mha_viz import AttentionRun, comparison, metrics
 from mha_viz.cross_metrics import cross_stats
 from mha_viz.metrics import head_kernels
 from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
@@ -23,8 +23,10 @@ def _random_run(seed: int, L=2, H=3, n=9, causal=False, d_v=4, d=10) -> tuple[At
     if causal:
         a = np.tril(a)
     a /= a.sum(-1, keepdims=True)
-    tokens = ["[CLS]"] + [str(rng.choice(["a", "b", ".", ","])) for _ in range(n - 2)] + ["[SEP]"]
-    tokens[n // 2] = "[SEP]"
+    tokens = [str(rng.choice(["a", "b", ".", ","])) for _ in range(n)]
+    tokens[0] = "[CLS]"
+    if n >= 2:
+        tokens[-1] = tokens[n // 2] = "[SEP]"
     run = AttentionRun.from_array(a, tokens, is_causal=causal)
     run.special_mask = [t.startswith("[") for t in tokens]
     run.head_outputs = rng.normal(size=(L, H, n, d_v)).astype(np.float32)
@@ -88,3 +90,56 @@ def test_the_entropy_smoothing_is_the_specs_and_every_entropy_uses_it():
     for compiled in (True, False):
         np.testing.assert_allclose(pattern_stats(run, compiled=compiled)["entropy"], by_hand, rtol=1e-6)
     np.testing.assert_allclose(cross_stats(run.attentions)["entropy"], by_hand, rtol=1e-12)
+
+
+# What comparison.CHANGE_COLUMNS was, written by hand, before the catalogue said which measures are bounded
+CHANGE_COLUMNS_BEFORE = ("norm_entropy", "confidence", "distance_norm", "self", "prev", "next", "first", "sep",
+                         "punct", "prev_token_score", "duplicate_score", "induction_score")
+
+
+def test_the_comparisons_columns_come_from_the_catalogue_and_are_what_they_were():
+    assert comparison.CHANGE_COLUMNS == CHANGE_COLUMNS_BEFORE
+    run, weights = _random_run(4)
+    table = metrics.head_table(run, weights)
+    assert set(comparison.CHANGE_COLUMNS) <= set(table.columns)  # metric_change skips a missing one silently
+    for name, m in metrics.METRICS.items():
+        assert not (m.bounded and m.bounded_form), name  # one or the other
+        assert not m.bounded_form or m.bounded_form in table.columns, name
+
+
+def _tables(seed: int) -> list:
+    """Head tables of random runs (peaked to flat, causal or not, 1 to 12 tokens, one or two
+    segments, large weights) and of planted heads (one-hot on the last key, uniform)."""
+    rng = np.random.default_rng(seed)
+    tables = []
+    for k in range(12):
+        n = int(rng.integers(1, 13))
+        run, weights = _random_run(seed * 100 + k, L=1, H=3, n=n, causal=bool(k % 2))
+        a = rng.random(run.attentions.shape) ** float(rng.choice([1.0, 4.0, 12.0]))
+        a = np.tril(a) if run.is_causal else a
+        run.attentions = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+        tables.append(metrics.head_table(run, {k: 3 * w for k, w in weights.items()}))
+    n = 10
+    far = np.zeros((n, n))
+    far[:, -1] = 1.0  # every query on the last key
+    planted, weights = _random_run(seed, L=1, H=2, n=n)
+    planted.attentions = np.stack([far, np.full((n, n), 1 / n)])[None].astype(np.float32)
+    tables.append(metrics.head_table(planted, weights))
+    return tables
+
+
+def test_each_measures_bounded_flag_matches_its_range_on_random_runs():
+    """A bounded measure (and a bounded form) stays in 0..1 on every run; one that is not goes
+    past 1 on some run (so the flag is not merely missing)."""
+    tables = _tables(5)
+    for name, m in metrics.METRICS.items():
+        for column, bounded in ((name, m.bounded), (m.bounded_form, True)):
+            if not column:
+                continue
+            values = np.concatenate([t[column].to_numpy(np.float64) for t in tables])
+            values = values[np.isfinite(values)]
+            assert values.size > 30, column
+            if bounded:
+                assert values.min() >= -1e-6 and values.max() <= 1 + 1e-6, (column, values.min(), values.max())
+            else:
+                assert values.max() > 1.5, (column, values.max())
