@@ -74,10 +74,11 @@ def head_table(run: AttentionRun, weights: Weights | None = None, *,
                device: str | torch.device | None = None) -> pd.DataFrame:
     """One row per (layer, head) with the statistics of spec section 1 and a pattern class.
 
-    Columns: layer, head, entropy (nats), norm_entropy, confidence, distance, distance_norm,
-    self, prev, next, first, sep, punct, prev_token_score, duplicate_score, induction_score,
-    pattern (one of diagonal / vertical / broad / block / heterogeneous, with details after ':').
-    With `weights` and a run that has head outputs, also output_norm and mean_output_norm.
+    Columns: layer, head, the measures of `measures.METRICS` that need only the attention, in its
+    order (entropy, norm_entropy, …, induction_score), distance_norm (distance / n), pattern (one
+    of diagonal / vertical / broad / block / heterogeneous, with details after ':'). With
+    `weights` and a run that has head outputs, also the output measures (output_norm,
+    mean_output_norm).
     `device`: where to compute (e.g. the model's "cuda"; default the CPU).
     """
     return pd.DataFrame(head_columns(run, weights, device=device))

@@ -1,5 +1,19 @@
 """The catalogue of measures: each metric's and similarity's formula and reading for the UI,
-and the pattern-class thresholds."""
+the smoothing constants and the pattern-class thresholds.
+
+Adding a head metric (a column of the head table):
+1. its `Measure` in METRICS, where the head table and the UI should list it: formula, readings,
+   `needs`, and `bounded` or `bounded_form`. The UI's metric lists and the comparison's columns
+   (`comparison.CHANGE_COLUMNS`) follow from it;
+2. its computation in `head_stats`. Read off the attention pattern: its name in
+   `head_kernels.MEASURED` with its column index and its sum in the compiled loop, and its tensor
+   form in `head_stats._chunk_stats`; a detector score: its name in `head_stats.DETECTORS` and its
+   pattern in `detection_patterns` and `_target_pairs`; from the heads' outputs: a key of `importance`.
+tests/unit/test_measures.py checks that both paths and the head table give exactly the
+catalogue's measures in its order and each `bounded` flag against the values, and
+tests/unit/test_head_stats_paths.py that the two paths agree; add a hand computation of the new
+one to tests/unit/test_metrics.py.
+"""
 
 from __future__ import annotations
 
