@@ -1,6 +1,8 @@
 """The catalogue of measures (`mha_viz.metrics.measures`) against what is computed: the head table
-and both ways of computing its statistics give the catalogue's measures, in its order, and the
-compiled pass writes every column it names."""
+and both ways of computing its statistics give the catalogue's measures, in its order; the
+compiled pass writes every column it names; every entropy uses the spec's smoothing; the
+comparison's columns come from the catalogue and are what they were; each `bounded` flag holds
+on random runs."""
 
 from __future__ import annotations
 
