@@ -20,15 +20,15 @@ import torch
 from . import detail
 from .arrays import tensor_view
 from .capture import AttentionRun
-from .metrics import head_table
+from .metrics import METRICS, head_table
 from .sinks import EMPTY_BELOW
 
 KINDS = ("tokens", "words", "metrics")
 # The head-table columns that lie in 0..1, averaged (absolute differences) into the "metrics"
-# change; entropy and distance are left out because they grow with n (their normalised forms
-# norm_entropy and distance_norm are in).
-CHANGE_COLUMNS = ("norm_entropy", "confidence", "distance_norm", "self", "prev", "next", "first", "sep",
-                  "punct", "prev_token_score", "duplicate_score", "induction_score")
+# change, in the catalogue's order (`Measure.bounded`): entropy and distance grow with n, so their
+# bounded forms norm_entropy and distance_norm stand in for them; the output norms are left out.
+CHANGE_COLUMNS = tuple(dict.fromkeys(name if m.bounded else m.bounded_form for name, m in METRICS.items()
+                                     if m.bounded or m.bounded_form))
 CHUNK_ENTRIES = 2**22  # float64 entries per block of heads in `pattern_divergence` (32 MB a temporary)
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-SMOOTH = 1e-4  # entropy's smoothing, as for self-attention (spec: Â = 0.9999·A + 0.0001/k)
+from .metrics.measures import ENTROPY_SMOOTHING  # as for self-attention
+
 COLUMNS = {  # column -> what it is, for the table's header help
     "entropy": "mean over target tokens of the row's entropy (nats), smoothed",
     "normalized_entropy": "entropy ÷ ln(source tokens): 1 uniform, ~0 one source token",
@@ -44,7 +45,7 @@ def cross_stats(attentions: np.ndarray, key_special: list[bool] | None = None) -
     """Every metric above for (L, H, n_q, n_k) probabilities: {column: (L, H)}."""
     a = np.asarray(attentions, dtype=np.float64)
     n_k = a.shape[-1]
-    smooth = (1 - SMOOTH) * a + SMOOTH / n_k
+    smooth = (1 - ENTROPY_SMOOTHING) * a + ENTROPY_SMOOTHING / n_k
     entropy = -(smooth * np.log(smooth)).sum(-1).mean(-1)
     special = np.asarray(key_special if key_special is not None else [False] * n_k, dtype=bool)
     return {

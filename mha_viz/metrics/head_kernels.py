@@ -9,19 +9,39 @@ import numba
 import numpy as np
 
 from .compiled import JIT, log32, run_all, split
+from .measures import ENTROPY_SMOOTHING
 
-SUMS = ("entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first",
-        "sep", "punct", "in_segment", "total")  # the columns of `pattern_sums`' output, in order,
-# then one column per target: the head's attention summed over the target's (row, column) pairs
-_KEEP = np.float32(0.9999)  # smoothing of the entropy: 0.9999·A + 0.0001/k on the k visible keys
+# The columns of `pattern_sums`' output, named once: the head-table measures this pass computes
+# (in the catalogue's order, `measures.METRICS`), then the worst row's mass inside its segment
+# and the head's total mass; then one column per target (the head's attention summed over the
+# target's (row, column) pairs). The loop writes each column through the index named after it
+# below: module-level ints, which Numba compiles in as constants (this file's hash names the
+# cache folder, compiled.py, so a change here recompiles).
+MEASURED = ("entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first", "sep", "punct")
+SUMS = (*MEASURED, "in_segment", "total")
+ENTROPY = SUMS.index("entropy")
+NORM_ENTROPY = SUMS.index("norm_entropy")
+CONFIDENCE = SUMS.index("confidence")
+DISTANCE = SUMS.index("distance")
+SELF = SUMS.index("self")
+PREV = SUMS.index("prev")
+NEXT = SUMS.index("next")
+FIRST = SUMS.index("first")
+SEP = SUMS.index("sep")
+PUNCT = SUMS.index("punct")
+IN_SEGMENT = SUMS.index("in_segment")
+TOTAL = SUMS.index("total")
+TARGETS = len(SUMS)  # the first target's column
 _TINY = np.float32(1e-30)  # masked entries count 1e-30·ln(1e-30) ≈ −7e-29: nothing
 
 
 @numba.njit(**JIT)
-def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out):
+def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, spread, out):
     """out[h] = the SUMS of head h for h in [h0, h1), att (N, n, n) float32; seg (n,) the
     segment of each token, or empty for one segment; then, for target t, the sum of
-    att[h, rows[k], cols[k]] over k in [starts[t], starts[t + 1])."""
+    att[h, rows[k], cols[k]] over k in [starts[t], starts[t + 1]). The entropy is that of
+    keep·A + spread/k on the k visible keys (float32; measures.ENTROPY_SMOOTHING, an argument
+    rather than a global: Numba's cache would not see a change in another file)."""
     n = att.shape[1]
     smooth = np.empty(n, np.float32)
     same = np.empty(n, np.float32)
@@ -42,9 +62,9 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out):
             if segmented:
                 for c in range(n):
                     same[c] = np.float32(1.0) if seg[c] == seg[r] else np.float32(0.0)
-            floor = np.float32(0.0001) / np.float32(k)
+            floor = spread / np.float32(k)
             for c in range(n):
-                x = _KEEP * att[h, r, c] + (floor if c < k else np.float32(0.0))
+                x = keep * att[h, r, c] + (floor if c < k else np.float32(0.0))
                 smooth[c] = x if x > _TINY else _TINY
             zero = np.float32(0.0)
             row_ent, d, s, p, t, g = zero, zero, zero, zero, zero, zero  # float32 within a row
@@ -91,23 +111,23 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out):
                 prev += att[h, r, r - 1]
             if r < n - 1:
                 nxt += att[h, r, r + 1]
-        out[h, 0] = ent / n
-        out[h, 1] = norm / norm_rows if norm_rows > 0 else np.nan
-        out[h, 2] = conf / n
-        out[h, 3] = dist / n
-        out[h, 4] = diag / n
-        out[h, 5] = prev / n
-        out[h, 6] = nxt / n
-        out[h, 7] = first / n
-        out[h, 8] = sep_mass / n
-        out[h, 9] = punct_mass / n
-        out[h, 10] = in_seg if segmented else 0.0
-        out[h, 11] = total
+        out[h, ENTROPY] = ent / n
+        out[h, NORM_ENTROPY] = norm / norm_rows if norm_rows > 0 else np.nan
+        out[h, CONFIDENCE] = conf / n
+        out[h, DISTANCE] = dist / n
+        out[h, SELF] = diag / n
+        out[h, PREV] = prev / n
+        out[h, NEXT] = nxt / n
+        out[h, FIRST] = first / n
+        out[h, SEP] = sep_mass / n
+        out[h, PUNCT] = punct_mass / n
+        out[h, IN_SEGMENT] = in_seg if segmented else 0.0
+        out[h, TOTAL] = total
         for target in range(starts.size - 1):
             hit = 0.0
             for k in range(starts[target], starts[target + 1]):
                 hit += att[h, rows[k], cols[k]]
-            out[h, 12 + target] = hit
+            out[h, TARGETS + target] = hit
 
 
 def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarray,
@@ -116,13 +136,15 @@ def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarr
     punct (n,) 0/1 masks of the key columns, seg (n,) segment indices or None, targets a list of
     (rows, cols) index arrays."""
     N = att.shape[0]
-    out = np.empty((N, len(SUMS) + len(targets)))
+    out = np.full((N, len(SUMS) + len(targets)), np.nan)  # a column the loop does not write stays NaN
     seg = np.empty(0, np.int64) if seg is None else np.ascontiguousarray(seg, dtype=np.int64)
     sep, punct = np.ascontiguousarray(sep, np.float32), np.ascontiguousarray(punct, np.float32)
     rows = np.concatenate([np.asarray(i, np.int64) for i, _ in targets] + [np.empty(0, np.int64)])
     cols = np.concatenate([np.asarray(j, np.int64) for _, j in targets] + [np.empty(0, np.int64)])
     starts = np.cumsum([0] + [len(i) for i, _ in targets]).astype(np.int64)
-    run_all(_heads, [(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, out) for h0, h1 in split(N, threads)])
+    keep, spread = np.float32(1 - ENTROPY_SMOOTHING), np.float32(ENTROPY_SMOOTHING)
+    run_all(_heads, [(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, spread, out)
+                     for h0, h1 in split(N, threads)])
     return out
 
 

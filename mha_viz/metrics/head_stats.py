@@ -11,9 +11,9 @@ import torch
 
 from ..capture import AttentionRun
 from .compiled import thread_count
-from .head_kernels import SUMS, pattern_sums
+from .head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
 from .head_writes import Weights, as_tensor, flat_outputs, on_device
-from .measures import BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, PUNCTUATION, VERTICAL_MASS
+from .measures import BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, ENTROPY_SMOOTHING, PUNCTUATION, VERTICAL_MASS
 
 
 def _valid(run: AttentionRun) -> np.ndarray:
@@ -31,6 +31,12 @@ def _ids(run: AttentionRun) -> np.ndarray:
     return inverse
 
 
+# TransformerLens' detector scores (`detection_patterns`), in the catalogue's order (`measures.METRICS`)
+DETECTORS = ("prev_token_score", "duplicate_score", "induction_score")
+# `pattern_stats`' columns: the compiled pass's measures, the detector scores, in_segment
+_NAMES = (*MEASURED, *DETECTORS, "in_segment")
+
+
 def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
     """The (n, n) target patterns P of TransformerLens' head detector.
 
@@ -44,7 +50,7 @@ def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
     dup = (ids[:, None] == ids[None, :]) & earlier
     induction = np.zeros((n, n))
     induction[:, 1:] = dup[:, :-1]
-    return {"prev_token_score": prev, "duplicate_score": dup.astype(float), "induction_score": induction}
+    return dict(zip(DETECTORS, (prev, dup.astype(float), induction)))
 
 
 def _segments(run: AttentionRun) -> np.ndarray | None:
@@ -68,10 +74,11 @@ def head_table(run: AttentionRun, weights: Weights | None = None, *,
                device: str | torch.device | None = None) -> pd.DataFrame:
     """One row per (layer, head) with the statistics of spec section 1 and a pattern class.
 
-    Columns: layer, head, entropy (nats), norm_entropy, confidence, distance, distance_norm,
-    self, prev, next, first, sep, punct, prev_token_score, duplicate_score, induction_score,
-    pattern (one of diagonal / vertical / broad / block / heterogeneous, with details after ':').
-    With `weights` and a run that has head outputs, also output_norm and mean_output_norm.
+    Columns: layer, head, the measures of `measures.METRICS` that need only the attention, in its
+    order (entropy, norm_entropy, …, induction_score), distance_norm (distance / n), pattern (one
+    of diagonal / vertical / broad / block / heterogeneous, with details after ':'). With
+    `weights` and a run that has head outputs, also the output measures (output_norm,
+    mean_output_norm).
     `device`: where to compute (e.g. the model's "cuda"; default the CPU).
     """
     return pd.DataFrame(head_columns(run, weights, device=device))
@@ -91,9 +98,7 @@ def head_columns(run: AttentionRun, weights: Weights | None = None, *,
     rule_inputs = [data[k].tolist() for k in ("norm_entropy", "self", "prev", "next", "first", "sep", "punct")]
     data["pattern"] = [classify(*args) for args in zip(*rule_inputs, in_segment.ravel().tolist())]
     if weights is not None and run.head_outputs is not None:
-        norms = importance(run, weights, device=device)
-        for name in ("output_norm", "mean_output_norm"):
-            data[name] = norms[name].ravel()
+        data.update((name, values.ravel()) for name, values in importance(run, weights, device=device).items())
     return data
 
 
@@ -120,10 +125,6 @@ class _Setup:
                       same=None if self.same is None else self.same.to(device))
 
 
-_NAMES = ["entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first", "sep", "punct",
-          "prev_token_score", "duplicate_score", "induction_score", "in_segment"]
-
-
 def _target_pairs(run: AttentionRun) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The ones of `detection_patterns` as (rows, cols), in the same (row-major) order, without
     the dense matrices."""
@@ -131,8 +132,7 @@ def _target_pairs(run: AttentionRun) -> dict[str, tuple[np.ndarray, np.ndarray]]
     earlier = np.tril(np.ones((n, n), dtype=bool), -1)
     di, dj = np.nonzero((ids[:, None] == ids[None, :]) & earlier)
     shifted = dj < n - 1  # a duplicate in the last column has no column to its right
-    return {"prev_token_score": (np.arange(1, n), np.arange(n - 1)), "duplicate_score": (di, dj),
-            "induction_score": (di[shifted], dj[shifted] + 1)}
+    return dict(zip(DETECTORS, ((np.arange(1, n), np.arange(n - 1)), (di, dj), (di[shifted], dj[shifted] + 1))))
 
 
 def _targets(run: AttentionRun) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -154,8 +154,8 @@ def _setup(run: AttentionRun) -> _Setup:
     n = run.n
     valid = torch.from_numpy(_valid(run))
     k = valid.sum(1)  # (n,) keys each query sees
-    floor = (torch.where(valid, 0.0001 / k[:, None].float(), torch.zeros(())) if run.is_causal
-             else torch.tensor(0.0001 / n))
+    floor = (torch.where(valid, ENTROPY_SMOOTHING / k[:, None].float(), torch.zeros(())) if run.is_causal
+             else torch.tensor(ENTROPY_SMOOTHING / n))
     rows = k > 1
     idx = torch.arange(n)
     sep, punct = _key_masks(run)
@@ -187,11 +187,11 @@ def _compiled(run: AttentionRun) -> dict[str, np.ndarray]:
     att = np.ascontiguousarray(run.attentions.reshape(L * H, n, n), dtype=np.float32)
     targets = _target_pairs(run)
     sums = pattern_sums(att, run.is_causal, *_key_masks(run), _segments(run), list(targets.values()), thread_count())
-    sums[~np.isfinite(sums[:, SUMS.index("total")])] = np.nan  # a head with NaN or inf in it: no statistics
-    out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if name != "total"}
-    total = sums[:, SUMS.index("total")]
+    sums[~np.isfinite(sums[:, TOTAL])] = np.nan  # a head with NaN or inf in it: no statistics
+    out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if i != TOTAL}
+    total = sums[:, TOTAL]
     for k, name in enumerate(targets):
-        hit = sums[:, len(SUMS) + k]
+        hit = sums[:, TARGETS + k]
         out[name] = np.divide(hit, total, out=np.zeros_like(hit), where=total > 0).reshape(L, H)
     return {name: out[name] for name in _NAMES}
 
@@ -208,7 +208,7 @@ def _batched(run: AttentionRun, s: _Setup, flat: torch.Tensor) -> dict[str, np.n
 def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:
     """The statistics of a (B, n, n) chunk of heads, each a (B,) tensor."""
     B = A.shape[0]
-    smooth = torch.add(s.floor, A, alpha=0.9999).clamp_min_(1e-30)
+    smooth = torch.add(s.floor, A, alpha=1 - ENTROPY_SMOOTHING).clamp_min_(1e-30)
     row_ent = -smooth.log().mul_(smooth).sum(-1, dtype=torch.float64)  # (B, n)
     del smooth
     sums = (A @ s.columns).sum(1, dtype=torch.float64)  # (B, 3)

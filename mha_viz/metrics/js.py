@@ -1,6 +1,6 @@
 """JS divergence of every pair of smoothed attention patterns, fast and with a proven error bound.
 
-For heads i, j and one entry e of the patterns (smoothed: p = 0.999·A + 0.001/n), the entry's
+For heads i, j and one entry e of the patterns (smoothed: p = (1 − s)·A + s/n, s = JS_SMOOTHING), the entry's
 share of n·JS is g(p, q) = ½ p ln p + ½ q ln q − m ln m with m = (p + q)/2; JS_ij is the sum of g
 over the n² entries divided by n (the mean over rows). Let c_e be the mean over heads of p at
 entry e and x = p/c_e − 1. Then g = c_e·G(x_i, x_j) with
@@ -47,10 +47,10 @@ import torch
 from .compiled import thread_count
 from .gram import gram_upper, symmetric
 from .js_kernels import KERNEL_DEGREE, band_pass, exact_pass
+from .measures import JS_SMOOTHING
 
 COMPILED_ON_CPU = True  # the compiled pass on the CPU; the tensor path does the same on any device (tests compare both)
 
-SMOOTH = 0.001  # p = (1 − SMOOTH)·A + SMOOTH/n: spec section 2
 RATIO = 2.0  # band: p / c_e in [1 / RATIO, RATIO]
 DEGREE = 10
 if KERNEL_DEGREE != DEGREE:  # the compiled pass writes its Horner steps out
@@ -124,11 +124,11 @@ FEATURE_BYTES = 64 << 20  # per column chunk of features: few chunks, because To
 
 
 def js_matrix(att: torch.Tensor, n: int) -> torch.Tensor:
-    """(N, N) float64 mean-over-rows JS of the smoothed patterns p = (1 − SMOOTH)·att + SMOOTH/n
+    """(N, N) float64 mean-over-rows JS of the smoothed patterns p = (1 − JS_SMOOTHING)·att + JS_SMOOTHING/n
     of att (N, M) float32, whose columns are the entries where heads may differ (entries that
     are 0 in every head add 0); each row of n entries of att sums to 1."""
     N, M = att.shape
-    smooth, floor = 1.0 - SMOOTH, SMOOTH / n
+    smooth, floor = 1.0 - JS_SMOOTHING, JS_SMOOTHING / n
     sample = att[:, ::max(1, M // 4096)] * smooth + floor  # decide on a sample of entries which way is cheaper
     ratio = sample / sample.mean(0)
     if ((ratio < 1.0 / RATIO) | (ratio > RATIO)).float().mean().item() > EXACT_ABOVE:
@@ -218,11 +218,11 @@ def _outside(p: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
 
 def exact_blocked(att: torch.Tensor, n: int) -> torch.Tensor:
     """Every pair exactly: Σ g = ½(Σ p ln p + Σ q ln q) − ½ Σ s ln s + ln 2·Σ m with s = p + q,
-    one log per pair and entry (N²M/2 logarithms), for p = (1 − SMOOTH)·att + SMOOTH/n: on
+    one log per pair and entry (N²M/2 logarithms), for p = (1 − JS_SMOOTHING)·att + JS_SMOOTHING/n: on
     the CPU by the compiled pass, elsewhere in tensor column blocks that stay in cache."""
     N, M = att.shape
     skipped = n * n - M  # entries equal in every head (the floor above a causal diagonal)
-    smooth, eps = 1.0 - SMOOTH, SMOOTH / n
+    smooth, eps = 1.0 - JS_SMOOTHING, JS_SMOOTHING / n
     if att.device.type == "cpu" and COMPILED_ON_CPU:
         sls, plogp, mass = (torch.from_numpy(x) for x in exact_pass(att.contiguous().numpy(), smooth, eps, thread_count()))
     else:

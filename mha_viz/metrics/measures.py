@@ -1,5 +1,19 @@
 """The catalogue of measures: each metric's and similarity's formula and reading for the UI,
-and the pattern-class thresholds."""
+the smoothing constants and the pattern-class thresholds.
+
+Adding a head metric (a column of the head table):
+1. its `Measure` in METRICS, where the head table and the UI should list it: formula, readings,
+   `needs`, and `bounded` or `bounded_form`. The UI's metric lists and the comparison's columns
+   (`comparison.CHANGE_COLUMNS`) follow from it;
+2. its computation in `head_stats`. Read off the attention pattern: its name in
+   `head_kernels.MEASURED` with its column index and its sum in the compiled loop, and its tensor
+   form in `head_stats._chunk_stats`; a detector score: its name in `head_stats.DETECTORS` and its
+   pattern in `detection_patterns` and `_target_pairs`; from the heads' outputs: a key of `importance`.
+tests/unit/test_measures.py checks that both paths and the head table give exactly the
+catalogue's measures in its order and each `bounded` flag against the values, and
+tests/unit/test_head_stats_paths.py that the two paths agree; add a hand computation of the new
+one to tests/unit/test_metrics.py.
+"""
 
 from __future__ import annotations
 
@@ -8,36 +22,63 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Measure:
-    """What the UI says about a measure: its formula in one line and how to read it."""
+    """What the UI says about a measure: its formula in one line and how to read it; for the head
+    table's measures (METRICS), also whether two runs' values compare as a plain difference.
+
+    bounded: the measure lies in 0..1 on any attention pattern, whatever the number of tokens, so
+        two runs compare by |b − a| (`comparison.CHANGE_COLUMNS` averages these).
+    bounded_form: for one that is not (it grows with n), the head-table column that is its form
+        in 0..1, compared in its place ("" when there is none).
+    """
 
     label: str
     formula: str
     high: str
     low: str
     needs: str = "attention"  # "attention", "outputs" (z), "weights" or "outputs+weights"
+    bounded: bool = False
+    bounded_form: str = ""
 
+
+# The entropy's smoothing (spec section 1): Â = (1 − ENTROPY_SMOOTHING)·A + ENTROPY_SMOOTHING/k_i on
+# the k_i keys row i may see, so that no visible key has probability 0 (Clark et al. 2019's code).
+# The head table's two paths (head_kernels, head_stats) and the cross-attention metrics
+# (mha_viz.cross_metrics) all read it from here.
+ENTROPY_SMOOTHING = 1e-4
+# The JS divergence's smoothing (spec section 2): Ã = (1 − JS_SMOOTHING)·A + JS_SMOOTHING/n over
+# all n keys, before two heads' rows are compared (metrics.js).
+JS_SMOOTHING = 1e-3
 
 METRICS: dict[str, Measure] = {
-    "entropy": Measure("Entropy (nats)", "mean_i −Σ_j Â_ij ln Â_ij,  Â = 0.9999·A + 0.0001/k_i",
-                       "attention spread over many tokens", "attention on one or two tokens"),
+    "entropy": Measure("Entropy (nats)",
+                       f"mean_i −Σ_j Â_ij ln Â_ij,  Â = {1 - ENTROPY_SMOOTHING:g}·A + {ENTROPY_SMOOTHING:g}/k_i",
+                       "attention spread over many tokens", "attention on one or two tokens",
+                       bounded_form="norm_entropy"),  # 0 .. ln n
     "norm_entropy": Measure("Normalized entropy", "mean_i H(A_i) / ln k_i  (k_i = keys row i may see)",
-                            "close to uniform over the visible keys (> 0.9: broad)", "sharp, one-hot rows"),
-    "confidence": Measure("Confidence", "mean_i max_j A_ij", "each query picks one key", "no key stands out"),
-    "distance": Measure("Mean distance", "mean_i Σ_j A_ij·|i − j|", "looks far away", "looks at itself or neighbours"),
-    "self": Measure("Self", "mean_i A_i,i", "attends to itself", "ignores itself"),
-    "prev": Measure("Previous token", "mean_i A_i,i−1", "attends to the previous token", "does not"),
-    "next": Measure("Next token", "mean_i A_i,i+1", "attends to the next token", "does not"),
-    "first": Measure("First token (sink)", "mean_i A_i,0", "parks attention on [CLS] / BOS", "does not"),
-    "sep": Measure("[SEP] tokens", "mean_i Σ_{j ∈ SEP} A_ij", "parks attention on separators", "does not"),
-    "punct": Measure("Punctuation", "mean_i Σ_{j ∈ {'.', ','}} A_ij", "attends to . and ,", "does not"),
+                            "close to uniform over the visible keys (> 0.9: broad)", "sharp, one-hot rows",
+                            bounded=True),
+    "confidence": Measure("Confidence", "mean_i max_j A_ij", "each query picks one key", "no key stands out",
+                          bounded=True),
+    "distance": Measure("Mean distance", "mean_i Σ_j A_ij·|i − j|", "looks far away", "looks at itself or neighbours",
+                        bounded_form="distance_norm"),  # 0 .. n − 1; distance_norm = distance / n
+    "self": Measure("Self", "mean_i A_i,i", "attends to itself", "ignores itself", bounded=True),
+    "prev": Measure("Previous token", "mean_i A_i,i−1", "attends to the previous token", "does not", bounded=True),
+    "next": Measure("Next token", "mean_i A_i,i+1", "attends to the next token", "does not", bounded=True),
+    "first": Measure("First token (sink)", "mean_i A_i,0", "parks attention on [CLS] / BOS", "does not",
+                     bounded=True),
+    "sep": Measure("[SEP] tokens", "mean_i Σ_{j ∈ SEP} A_ij", "parks attention on separators", "does not",
+                   bounded=True),
+    "punct": Measure("Punctuation", "mean_i Σ_{j ∈ {'.', ','}} A_ij", "attends to . and ,", "does not",
+                     bounded=True),
     "prev_token_score": Measure("Previous-token score (detector form of prev)", "Σ(A ⊙ P)/ΣA,  P[i, i−1] = 1",
                                 "a previous-token head (TransformerLens detector; equals prev when "
-                                "every row sums to 1)", "not one"),
+                                "every row sums to 1)", "not one", bounded=True),
     "duplicate_score": Measure("Duplicate-token score", "Σ(A ⊙ P)/ΣA,  P[i, j] = 1 if tok_j = tok_i, j < i",
-                               "looks back at earlier copies of the same token", "does not"),
+                               "looks back at earlier copies of the same token", "does not", bounded=True),
     "induction_score": Measure("Induction score", "Σ(A ⊙ P)/ΣA,  P[i, j+1] = 1 if tok_j = tok_i, j < i",
                                "looks at the token after an earlier copy (an induction head); "
-                               "a perfect one scores 0.5 on a sequence repeated twice", "not an induction head"),
+                               "a perfect one scores 0.5 on a sequence repeated twice", "not an induction head",
+                               bounded=True),
     "output_norm": Measure("Output norm", "mean_t ‖z_t W_O[h]‖₂  (Kobayashi 2020)",
                            "writes a lot into the residual stream", "writes little", "outputs+weights"),
     "mean_output_norm": Measure("Mean-output norm", "‖mean_t z_t W_O[h]‖₂  (I_i of the project's first notes)",
@@ -48,7 +89,8 @@ METRICS: dict[str, Measure] = {
 
 SIMILARITIES: dict[str, Measure] = {
     "js": Measure("JS divergence of patterns",
-                  "mean_i JS(Ã_h[i], Ã_h'[i]),  Ã = 0.999·A + 0.001/n,  natural log (0 .. ln 2)",
+                  f"mean_i JS(Ã_h[i], Ã_h'[i]),  Ã = {1 - JS_SMOOTHING:g}·A + {JS_SMOOTHING:g}/n,  "
+                  "natural log (0 .. ln 2)",
                   "different patterns (a divergence: high = unlike)", "the same pattern"),
     "cosine": Measure("Pattern cosine", "⟨A_h, A_h'⟩ / (‖A_h‖ ‖A_h'‖) over the flattened matrices",
                       "look at the same places", "look at different places"),

@@ -1,12 +1,14 @@
 """Which attention modules mha-viz reads, and how: every family, registered in order of precedence
-in `FAMILIES` (`mha_viz_models.family_registry`, whose names this module re-exports). Each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "falcon", "deberta", "mla", "modernbert", "albert", "gptj", "opt", "bart",
-"t5", "distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
-Mistral, Qwen2, Qwen3, Gemma, Gemma 2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, Llama 4…), a builder of its
-adapter (`mha_viz_models.adapters`), the accessor of the layer that applies W_O (whose input is the
-heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
+in `FAMILIES` (`mha_viz_models.family_registry`, whose names this module re-exports). Each `Family`
+has a tag ("ours" for our own layers, then "bert", "gpt2", "llama"…: the table in
+docs/architecture.md lists them all), a recogniser (by structure, not by class name, so that close
+relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, OLMo 2, SmolLM3,
+GPT-OSS, Cohere 2, Llama 4…), a builder of its adapter (`mha_viz_models.adapters`), the accessor of
+the layer that applies W_O (whose input is the heads' outputs z side by side: every per-head
+feature reads it) and the features it refuses.
 Adding a family is one `Family` here (and, for a new layout, an adapter or a rows function),
-plus its test in tests/models/test_family_features.py.
+plus its test in tests/models/test_family_features.py and the docs' table regenerated (the
+checklist: docs/architecture.md, "Adding a family").
 """
 
 from __future__ import annotations

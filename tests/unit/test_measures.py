@@ -1,0 +1,147 @@
+"""The catalogue of measures (`mha_viz.metrics.measures`) against what is computed: the head table
+and both ways of computing its statistics give the catalogue's measures, in its order; the
+compiled pass writes every column it names; every entropy uses the spec's smoothing; the
+comparison's columns come from the catalogue and are what they were; each `bounded` flag holds
+on random runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mha_viz import AttentionRun, comparison, metrics
+from mha_viz.cross_metrics import cross_stats
+from mha_viz.metrics import head_kernels
+from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
+
+PATTERN_MEASURES = [name for name, m in metrics.METRICS.items() if m.needs == "attention"]
+
+
+def _random_run(seed: int, L=2, H=3, n=9, causal=False, d_v=4, d=10) -> tuple[AttentionRun, dict]:
+    """A run of random patterns over two segments ([CLS] … [SEP] … [SEP], repeated words and
+    punctuation), with head outputs, and random weights."""
+    rng = np.random.default_rng(seed)
+    a = rng.random((L, H, n, n)) ** 3 + 1e-3
+    if causal:
+        a = np.tril(a)
+    a /= a.sum(-1, keepdims=True)
+    tokens = [str(rng.choice(["a", "b", ".", ","])) for _ in range(n)]
+    tokens[0] = "[CLS]"
+    if n >= 2:
+        tokens[-1] = tokens[n // 2] = "[SEP]"
+    run = AttentionRun.from_array(a, tokens, is_causal=causal)
+    run.special_mask = [t.startswith("[") for t in tokens]
+    run.head_outputs = rng.normal(size=(L, H, n, d_v)).astype(np.float32)
+    weights = {"W_Q": torch.randn(L, H, d, d_v), "W_K": torch.randn(L, H, d, d_v),
+               "W_V": torch.randn(L, H, d, d_v), "W_O": torch.randn(L, H, d_v, d)}
+    return run, weights
+
+
+def test_both_paths_give_the_catalogues_pattern_measures_in_its_order():
+    run, _ = _random_run(0)
+    compiled, batched = pattern_stats(run, compiled=True), pattern_stats(run, compiled=False)
+    assert list(compiled) == list(batched) == [*PATTERN_MEASURES, "in_segment"]
+    detector_form = "Σ(A ⊙ P)/ΣA"  # TransformerLens' score
+    scores = [name for name in PATTERN_MEASURES if metrics.METRICS[name].formula.startswith(detector_form)]
+    assert list(DETECTORS) == scores
+    assert list(metrics.detection_patterns(run)) == list(DETECTORS)
+
+
+def test_the_head_table_has_every_measure_of_the_catalogue_in_its_order():
+    run, weights = _random_run(1)
+    table = metrics.head_table(run, weights)
+    shown = [c for c in table.columns if c in metrics.METRICS]
+    assert shown == list(metrics.METRICS)
+    assert "in_segment" not in table.columns and "total" not in table.columns
+
+
+def test_the_compiled_pass_writes_every_column_it_names():
+    """Every column of SUMS is written (the output starts as NaN), each where its name says:
+    the measures as head_stats reads them, the head's total mass and the worst row's mass in its
+    segment by hand, and a target's sum."""
+    run, _ = _random_run(2, L=1, H=4, n=8)
+    att = np.ascontiguousarray(run.attentions[0], dtype=np.float32)  # (4, 8, 8)
+    att[1] *= 0.5  # a head whose rows sum to 1/2: its total differs from n
+    seg = np.array([0] * 4 + [1] * 4)
+    sep, punct = np.zeros(8), np.zeros(8)
+    sep[[3, 7]] = 1.0
+    rows, cols = np.array([1, 5, 6]), np.array([0, 2, 6])
+    sums = head_kernels.pattern_sums(att, False, sep, punct, seg, [(rows, cols)], 1)
+    assert sums.shape == (4, len(head_kernels.SUMS) + 1) and np.isfinite(sums).all()
+    a = att.astype(np.float64)
+    at = head_kernels.SUMS.index
+    np.testing.assert_allclose(sums[:, at("total")], a.sum((1, 2)), rtol=1e-6)
+    same = seg[:, None] == seg[None, :]
+    np.testing.assert_allclose(sums[:, at("in_segment")], (a * same).sum(-1).min(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, at("first")], a[:, :, 0].mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, at("sep")], a[:, :, [3, 7]].sum(-1).mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, at("confidence")], a.max(-1).mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, head_kernels.TARGETS], a[:, rows, cols].sum(-1), rtol=1e-6)
+
+
+def test_the_entropy_smoothing_is_the_specs_and_every_entropy_uses_it():
+    """The spec's Â = 0.9999·A + 0.0001/k: in the catalogue's formula, and the same entropies from
+    the head table's two paths and the cross-attention metrics on one square pattern (each
+    against the spec's constants written out here)."""
+    assert "Â = 0.9999·A + 0.0001/k_i" in metrics.METRICS["entropy"].formula
+    # the JS divergence's own smoothing (its values against the spec's: tests/unit/test_js_fast.py)
+    assert "Ã = 0.999·A + 0.001/n" in metrics.SIMILARITIES["js"].formula
+    run, _ = _random_run(3, n=7)
+    smooth = 0.9999 * run.attentions.astype(np.float64) + 0.0001 / 7
+    by_hand = -(smooth * np.log(smooth)).sum(-1).mean(-1)  # (L, H)
+    for compiled in (True, False):
+        np.testing.assert_allclose(pattern_stats(run, compiled=compiled)["entropy"], by_hand, rtol=1e-6)
+    np.testing.assert_allclose(cross_stats(run.attentions)["entropy"], by_hand, rtol=1e-12)
+
+
+# What comparison.CHANGE_COLUMNS was, written by hand, before the catalogue said which measures are bounded
+CHANGE_COLUMNS_BEFORE = ("norm_entropy", "confidence", "distance_norm", "self", "prev", "next", "first", "sep",
+                         "punct", "prev_token_score", "duplicate_score", "induction_score")
+
+
+def test_the_comparisons_columns_come_from_the_catalogue_and_are_what_they_were():
+    assert comparison.CHANGE_COLUMNS == CHANGE_COLUMNS_BEFORE
+    run, weights = _random_run(4)
+    table = metrics.head_table(run, weights)
+    assert set(comparison.CHANGE_COLUMNS) <= set(table.columns)  # metric_change skips a missing one silently
+    for name, m in metrics.METRICS.items():
+        assert not (m.bounded and m.bounded_form), name  # one or the other
+        assert not m.bounded_form or m.bounded_form in table.columns, name
+
+
+def _tables(seed: int) -> list:
+    """Head tables of random runs (peaked to flat, causal or not, 1 to 12 tokens, one or two
+    segments, large weights) and of planted heads (one-hot on the last key, uniform)."""
+    rng = np.random.default_rng(seed)
+    tables = []
+    for k in range(12):
+        n = int(rng.integers(1, 13))
+        run, weights = _random_run(seed * 100 + k, L=1, H=3, n=n, causal=bool(k % 2))
+        a = rng.random(run.attentions.shape) ** float(rng.choice([1.0, 4.0, 12.0]))
+        a = np.tril(a) if run.is_causal else a
+        run.attentions = (a / a.sum(-1, keepdims=True)).astype(np.float32)
+        tables.append(metrics.head_table(run, {k: 3 * w for k, w in weights.items()}))
+    n = 10
+    far = np.zeros((n, n))
+    far[:, -1] = 1.0  # every query on the last key
+    planted, weights = _random_run(seed, L=1, H=2, n=n)
+    planted.attentions = np.stack([far, np.full((n, n), 1 / n)])[None].astype(np.float32)
+    tables.append(metrics.head_table(planted, weights))
+    return tables
+
+
+def test_each_measures_bounded_flag_matches_its_range_on_random_runs():
+    """A bounded measure (and a bounded form) stays in 0..1 on every run; one that is not goes
+    past 1 on some run (so the flag is not merely missing)."""
+    tables = _tables(5)
+    for name, m in metrics.METRICS.items():
+        for column, bounded in ((name, m.bounded), (m.bounded_form, True)):
+            if not column:
+                continue
+            values = np.concatenate([t[column].to_numpy(np.float64) for t in tables])
+            values = values[np.isfinite(values)]
+            assert values.size > 30, column
+            if bounded:
+                assert values.min() >= -1e-6 and values.max() <= 1 + 1e-6, (column, values.min(), values.max())
+            else:
+                assert values.max() > 1.5, (column, values.max())
