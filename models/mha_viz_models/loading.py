@@ -45,8 +45,7 @@ from .toy import load_toy
 _SEEDED = threading.Lock()
 log = logging.getLogger("mha_viz.models")
 
-# BUNDLED, LoadedModel, ModelLoadError and resolve_device also stay reachable here, where they used to live.
-__all__ = ["BUNDLED", "LoadedModel", "ModelLoadError", "load", "random_twin", "resolve_device"]
+__all__ = ["load", "random_twin"]
 
 
 def _is_causal(config) -> bool:
