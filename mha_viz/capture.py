@@ -181,8 +181,10 @@ def load_model(name: str | os.PathLike, device: str = "auto", local_attention: b
                dtype: str = "auto", max_memory: dict | None = None, progress=None) -> LoadedModel:
     """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `mha_viz_models.load`.
 
-    dtype: "auto" (the checkpoint's own; the bundled models float32), "float32", "bfloat16" or
-    "float16": what the model computes in; probabilities are float32 in every precision.
+    device: "auto" (CUDA when there is a GPU, else the CPU), "cpu", "cuda" or "cuda:N".
+    dtype: "auto" (the checkpoint's own, float32 where the device cannot run it; the bundled
+    models float32), "float32", "bfloat16" or "float16": what the model computes in;
+    probabilities are float32 in every precision.
     max_memory: e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate spreads the model over the GPUs and
     the CPU within those budgets (`device` is then ignored)."""
     return mha_viz_models.load(name, device=device, local_attention=local_attention, progress=progress,
