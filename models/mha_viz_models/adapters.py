@@ -10,6 +10,8 @@ MHA's too. Which module is which family, and which adapter it gets: `mha_viz_mod
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
