@@ -1,8 +1,9 @@
 """Which attention modules mha-viz reads, and how: every family, registered in order of precedence
-in `FAMILIES` (`mha_viz_models.family_registry`, whose names this module re-exports). Each `Family` has a tag ("ours", "bert",
-"gpt2", "llama", "neox", "phi3", "falcon", "deberta", "mla", "modernbert", "albert", "gptj", "opt", "bart",
-"t5", "distilbert"), a recogniser (by structure, not by class name, so that close relatives work too: RoBERTa, ELECTRA,
-Mistral, Qwen2, Qwen3, Gemma, Gemma 2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, Llama 4…), a builder of its
+in `FAMILIES` (`mha_viz_models.family_registry`, whose names this module re-exports). Each `Family`
+has a tag ("ours", "bert", "gpt2", "llama", "neox", "phi3", "falcon", "deberta", "lfm2", "mla",
+"modernbert", "albert", "gptj", "opt", "bart", "t5", "distilbert"), a recogniser (by structure, not
+by class name, so that close relatives work too: RoBERTa, ELECTRA, Mistral, Qwen2, Qwen3, Gemma,
+Gemma 2, OLMo 2, SmolLM3, GPT-OSS, Cohere 2, Llama 4…), a builder of its
 adapter (`mha_viz_models.adapters`), the accessor of the layer that applies W_O (whose input is the
 heads' outputs z side by side: every per-head feature reads it) and the features it refuses.
 Adding a family is one `Family` here (and, for a new layout, an adapter or a rows function),
@@ -92,8 +93,8 @@ register(Family(
         m, config.num_attention_heads, _kv_heads(config), config),
     output_projection=lambda m: m.o_proj, refuse=_llama_refuse,
     values=lambda m, config: _separate_values(m.v_proj, m.o_proj, config),
-    names=("Llama, SmolLM2, SmolLM3, Mistral, Mixtral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Granite, OLMo 2, GPT-OSS, "
-           "Cohere 2, Llama 4, Jamba, Qwen3-Next"), kind="decoder"
+    names=("Llama, SmolLM2, SmolLM3, Mistral, Mixtral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Granite, OLMo 2, "
+           "GPT-OSS, Cohere 2, Llama 4, Jamba, Qwen3-Next"), kind="decoder"
 ))
 
 
@@ -124,12 +125,14 @@ def _is_gptj(module: nn.Module) -> bool:
 
 def _is_bart(module: nn.Module) -> bool:
     # BART, Marian, mBART, Pegasus: the same module in the encoder, the decoder and as cross-attention
-    return _has(module, OPT_NAMES) and all(hasattr(module, a) for a in ("scaling", "is_decoder", "is_causal", "num_heads"))
+    return _has(module, OPT_NAMES) and all(
+        hasattr(module, a) for a in ("scaling", "is_decoder", "is_causal", "num_heads"))
 
 
 def _is_t5(module: nn.Module) -> bool:
     return _has(module, ("q", "k", "v", "o")) and all(
-        hasattr(module, a) for a in ("n_heads", "has_relative_attention_bias", "compute_bias", "is_decoder", "is_causal"))
+        hasattr(module, a)
+        for a in ("n_heads", "has_relative_attention_bias", "compute_bias", "is_decoder", "is_causal"))
 
 
 def _is_distilbert(module: nn.Module) -> bool:
@@ -220,7 +223,8 @@ def _kv_heads(config) -> int:
 register(Family(
     "neox", recognise=_is_neox,
     build=lambda m, config, _causal: FusedQKVAttention(
-        m, m.query_key_value, m.dense, interleaved_rows, config.num_attention_heads, config.num_attention_heads, config),
+        m, m.query_key_value, m.dense, interleaved_rows, config.num_attention_heads, config.num_attention_heads,
+        config),
     output_projection=lambda m: m.dense,
     names="GPT-NeoX, Pythia", kind="decoder"
 ))

@@ -1,4 +1,5 @@
-"""A loaded model ready for attention capture (`LoadedModel`); what one capture records is in `mha_viz_models.records`."""
+"""A loaded model ready for attention capture (`LoadedModel`); what one capture records is in
+`mha_viz_models.records`."""
 
 from __future__ import annotations
 
@@ -174,7 +175,8 @@ class LoadedModel:
             layer_inputs: list[LayerInput] = []
             written: dict[int, list[torch.Tensor]] = {}  # id(W_V) -> its outputs
             if inputs:
-                hooks += value_hooks(w_vs, written) + (input_hooks(self.attention_modules, layer_inputs) if self.can_recompute else [])
+                hooks += value_hooks(w_vs, written) + (
+                    input_hooks(self.attention_modules, layer_inputs) if self.can_recompute else [])
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,

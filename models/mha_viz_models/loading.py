@@ -105,7 +105,8 @@ def load(
     progress = progress or (lambda _f, _m: None)
     spec = os.fspath(spec)  # a pathlib.Path to a folder is a folder
     if spec.strip() == TOY_NAME:  # built in code (models/mha_viz_models/toy.py), not a Hugging Face model
-        return load_toy(device, local_attention, progress, dtype=resolve_dtype(dtype, resolve_device(device), fixed=True))
+        return load_toy(device, local_attention, progress,
+                        dtype=resolve_dtype(dtype, resolve_device(device), fixed=True))
     # heavy (transformers): imported only when a Hugging Face model is loaded
     from transformers import AutoConfig, AutoTokenizer
 
@@ -222,7 +223,8 @@ def load(
     except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
         log.warning("'%s' failed on the probe", spec, exc_info=True)
         raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but could not run on a test input of "
-                             f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. {SUPPORTED}.") from exc
+                             f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. "
+                             f"{SUPPORTED}.") from exc
     if want in HALF and eager is not None and not all(bool(torch.isfinite(a).all()) for a in eager):
         raise ModelLoadError(
             f"'{spec}' overflows in {dtype_name(want)}: its attention on a test input is not finite. "
