@@ -13,7 +13,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
 PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
-MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir", "mistral_window_dir", "t5_dir"}  # none in the unit tier
+# none in the unit tier
+MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir", "mistral_window_dir", "t5_dir"}
 
 CORPUS = [
     "The cat sat on the mat. The dog sat on the log.",

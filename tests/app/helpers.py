@@ -20,7 +20,8 @@ TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
 HEADINGS = {  # each page's title, as drawn: how open_page knows the page really opened
     "model_view": "Model view", "head_view": "Head view", "head_metrics": "Head metrics",
     "similarity": "Head similarity", "compare_heads": "Compare heads", "across_layers": "Across layers",
-    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts", "focus": "Token focus", "generate": "Generate",
+    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts",
+    "focus": "Token focus", "generate": "Generate",
     "qk": "Queries and keys",
     "lines": "Line view",
     "compare": "Compare texts or models",

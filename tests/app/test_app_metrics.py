@@ -198,7 +198,8 @@ def test_whole_text_overview_past_the_cap(monkeypatch):
     assert not at.exception and not at.error
     grids = [c for c in charts(at) if c["data"][0]["type"] == "image"]
     assert len(grids) == 2  # the capped overview and the whole-text one
-    assert any(c.value.startswith("All ") and "max-pooled" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert any(c.value.startswith("All ") and "max-pooled" in c.value for c in at.caption), [
+        c.value for c in at.caption]
 
 
 def test_capture_over_the_memory_budget_is_refused_before_computing(monkeypatch):

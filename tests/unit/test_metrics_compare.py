@@ -397,7 +397,8 @@ def test_rollout_through_head():
 # --- 10. flow ---------------------------------------------------------------------------------
 
 def test_flow_identity_and_by_hand():
-    """Identity attention → identity flow; all-to-token-0 on 2 tokens: [[1,0],[.5,.5]] after 1 layer, [[1,0],[2/3,1/3]] after 2."""
+    """Identity attention → identity flow; all-to-token-0 on 2 tokens: [[1,0],[.5,.5]] after 1 layer,
+    [[1,0],[2/3,1/3]] after 2."""
     eye = np.eye(4)[None, None].repeat(3, 0).repeat(2, 1)
     np.testing.assert_allclose(metrics.flow(AttentionRun.from_array(eye, list("abcd"))), np.eye(4), atol=1e-6)
     first = np.array([[1.0, 0.0], [1.0, 0.0]])
