@@ -8,8 +8,9 @@
 2. Attribution patching against real patching (issue 30): `attribution.estimate_heads` (one forward
    on each text, one backward pass) against `attribution.patch_heads`, on SmolLM2's IOI pair and on
    toy-induction's repeat: the time as a ratio, the Pearson and Spearman correlations over the
-   heads, the largest disagreement, and the estimate's time in forward passes. Targets on SmolLM2: the estimate at most 1/5 of real
-   patching's time, a Pearson correlation of at least 0.9 on the IOI pair.
+   heads, the largest disagreement, and the estimate's time in forward passes. Targets on
+   SmolLM2: the estimate at most 1/5 of real patching's time, a Pearson correlation of at least
+   0.9 on the IOI pair.
 3. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs (and
    what each W_V wrote) and computes ‖f_h(x_j)‖ for every layer, against the same capture
    without them. Target: at most 1.1 ×.
@@ -130,7 +131,8 @@ def estimate(device: str, repeat: int) -> list[tuple[str, str, bool]]:
                       agree.pearson >= ESTIMATE_R)]
         else:  # no target: saturated induction heads are where the estimate is known to miss
             rows.append((f"estimate vs real, toy-induction repeat ({device})",
-                         f"{ratio:.2f} ×; r {agree.pearson:.3f}, ρ {agree.spearman:.3f}, largest gap {agree.largest:.2f}",
+                         f"{ratio:.2f} ×; r {agree.pearson:.3f}, ρ {agree.spearman:.3f}, "
+                         f"largest gap {agree.largest:.2f}",
                          None))
     return rows
 
@@ -157,8 +159,8 @@ def norms(device: str, repeat: int) -> list[tuple[str, str, bool]]:
     ratio = extra / base
     print(f"value norms, minilm on {device}, {ids.shape[1]} tokens: capture {base:.3f} s, with value norms "
           f"{extra:.3f} s ({ratio:.2f} ×)")
-    return [(f"capture with value norms ≤ {NORMS_X} × without ({device})", f"{ratio:.2f} × ({extra:.3f} / {base:.3f} s)",
-             ratio <= NORMS_X)]
+    return [(f"capture with value norms ≤ {NORMS_X} × without ({device})",
+             f"{ratio:.2f} × ({extra:.3f} / {base:.3f} s)", ratio <= NORMS_X)]
 
 
 def main() -> None:

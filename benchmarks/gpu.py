@@ -132,6 +132,95 @@ def largest_difference(a: np.ndarray, b: np.ndarray) -> float:
     return max(float(np.abs(a[i] - b[i]).max()) for i in range(a.shape[0]))  # a layer at a time
 
 
+def llama_rows(folder: Path, sizes: list[int], repeat: int, device: str, gpu: bool, small: bool,
+               verdicts: list[tuple[str, str, bool]]) -> None:
+    """Section 1: the Llama shape in float32 and bfloat16 (both models freed on return)."""
+    full = mha_viz.load_model(folder, device=device)
+    half = mha_viz.load_model(folder, device=device, dtype="bfloat16")
+    print("\n| tokens | fused forward s | analyze s | ÷ fused | HF eager + copy s | pageable GiB/s | pinned GiB/s "
+          "| bf16 analyze s | peak GiB f32 / bf16 | largest |Δp| bf16 |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        ids = ids_of(full, n)
+        fused, _ = best(lambda: full.fused_forward(ids), repeat)
+        text = text_of(n)
+        (t_an, run), peak_full = peak(lambda: best(lambda: mha_viz.analyze(full, text, max_tokens=n), repeat))
+        ways = {lean: best(lambda: mha_viz.analyze(full, text, max_tokens=n, lean=lean), repeat)[0]
+                for lean in (True, False) if lean or n <= 2048}  # eager holds every layer on the GPU
+        print(f"  n={n}: analyze lean {ways[True]:.3f} s, eager {ways.get(False, float('nan')):.3f} s", flush=True)
+        hf = float("nan")
+        if n <= 2048:  # HF's tuple and its host copies: 2 × 32 GiB at 4,096 tokens
+            hf, _ = best(lambda: hf_capture_with_copy(full, ids), 1)
+        pageable, pinned = copy_rates(full, ids) if gpu else (float("nan"), float("nan"))
+        (t_half, run_half), peak_half = peak(lambda: best(lambda: mha_viz.analyze(half, text, max_tokens=n),
+                                                          repeat))
+        gap = largest_difference(run.attentions, run_half.attentions)
+        del run_half
+        print(f"| {n:,} | {fused:.3f} | {t_an:.3f} | {t_an / fused:.1f} × | {hf:.3f} | {pageable:.1f} | {pinned:.1f} | "
+              f"{t_half:.3f} | {peak_full:.1f} / {peak_half:.1f} | {gap:.1e} |", flush=True)
+        if not small and n == 2048:
+            verdicts.append(("analyze at 2,048 tokens ≤ 3 × the fused forward (1B, f32)", f"{t_an / fused:.1f} ×",
+                             t_an <= 3 * fused))
+        if not small and n == 4096:
+            verdicts.append(("analyze at 4,096 tokens ≤ 3 s (1B, f32)", f"{t_an:.2f} s", t_an <= 3.0))
+        verdicts.append((f"bfloat16 within 2e-2 of float32 at {n:,} tokens", f"{gap:.1e}", gap <= 2e-2))
+        del run
+
+
+def bert_rows(folder: Path, repeat: int, device: str, small: bool, profile: bool,
+              verdicts: list[tuple[str, str, bool]]) -> None:
+    """Section 2: BERT-base's shape at 512 tokens (the model freed on return)."""
+    bert = mha_viz.load_model(folder, device=device)
+    n = 512
+    ids = ids_of(bert, n)
+    fused, _ = best(lambda: bert.fused_forward(ids), repeat)
+    text = text_of(n)
+    t_an, _ = best(lambda: mha_viz.analyze(bert, text, max_tokens=n), repeat)
+    ways = {lean: best(lambda: mha_viz.analyze(bert, text, max_tokens=n, lean=lean), repeat)[0]
+            for lean in (True, False)}
+    t_tok, _ = best(lambda: mha_viz.tokenize(bert, text, max_tokens=n), repeat)
+    print(f"\nBERT-base at {n} tokens: fused forward {fused:.4f} s, analyze {t_an:.4f} s ({t_an / fused:.1f} ×; "
+          f"lean {ways[True]:.4f} s, eager {ways[False]:.4f} s; tokenize alone {t_tok:.4f} s)")
+    if profile:
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        prof.enable()
+        mha_viz.analyze(bert, text, max_tokens=n)
+        sync()
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    if not small:
+        verdicts.append(("BERT-base analyze at 512 tokens ≤ 5 × the fused forward", f"{t_an / fused:.1f} ×",
+                         t_an <= 5 * fused))
+
+
+def llama_8b_rows(tmp: Path, device: str, verdicts: list[tuple[str, str, bool]]) -> None:
+    """Section 3: Llama-3.1-8B's shape in bfloat16 within a 24 GiB GPU budget."""
+    start = time.perf_counter()
+    folder = save_llama(LLAMA_8B, tmp / "llama8b", torch.bfloat16, device)
+    made = time.perf_counter() - start
+    torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    big = mha_viz.load_model(folder, dtype="bfloat16", max_memory={0: "24GiB", "cpu": "100GiB"})
+    loaded = time.perf_counter() - start
+    weights = torch.cuda.memory_allocated() / GiB
+    text = text_of(2048)
+    t_an, run = best(lambda: mha_viz.analyze(big, text, max_tokens=2048), 1)
+    top = torch.cuda.max_memory_allocated() / GiB
+    from mha_viz import figures
+
+    fig = figures.model_grid(run)
+    drawn = len(fig.to_json())
+    print(f"\nLlama-3.1-8B shape, bfloat16, max_memory 24 GiB on GPU 0: made and saved in {made:.0f} s, loaded in "
+          f"{loaded:.0f} s on {big.device_text}; weights on the GPU {weights:.1f} GiB; analyze at 2,048 tokens "
+          f"{t_an:.2f} s, peak GPU memory {top:.1f} GiB; Model view figure {drawn / 2**10:.0f} KiB of JSON")
+    verdicts.append(("8B shape in bf16 within a 24 GiB GPU budget, analyses 2,048 tokens, Model view draws",
+                     f"peak {top:.1f} GiB, {t_an:.1f} s, figure {drawn / 2**10:.0f} KiB",
+                     top <= 24 and drawn > 0 and run.n == 2048))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="512,2048,4096")
@@ -148,88 +237,12 @@ def main() -> None:
     print(f"device: {where}; torch {torch.__version__}; shape: {'small' if small else 'Llama-3.2-1B'}")
     tmp = Path(tempfile.mkdtemp(prefix="mha-viz-gpu-bench-"))
     verdicts: list[tuple[str, str, bool]] = []
-
-    folder = save_llama(SMALL if small else LLAMA_1B, tmp / "llama", torch.float32, device)
-    full = mha_viz.load_model(folder, device=device)
-    half = mha_viz.load_model(folder, device=device, dtype="bfloat16")
-    print("\n| tokens | fused forward s | analyze s | ÷ fused | HF eager + copy s | pageable GiB/s | pinned GiB/s "
-          "| bf16 analyze s | peak GiB f32 / bf16 | largest |Δp| bf16 |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in sizes:
-        ids = ids_of(full, n)
-        fused, _ = best(lambda: full.fused_forward(ids), args.repeat)
-        text = text_of(n)
-        (t_an, run), peak_full = peak(lambda: best(lambda: mha_viz.analyze(full, text, max_tokens=n), args.repeat))
-        ways = {lean: best(lambda: mha_viz.analyze(full, text, max_tokens=n, lean=lean), args.repeat)[0]
-                for lean in (True, False) if lean or n <= 2048}  # eager holds every layer on the GPU
-        print(f"  n={n}: analyze lean {ways[True]:.3f} s, eager {ways.get(False, float('nan')):.3f} s", flush=True)
-        hf = float("nan")
-        if n <= 2048:  # HF's tuple and its host copies: 2 × 32 GiB at 4,096 tokens
-            hf, _ = best(lambda: hf_capture_with_copy(full, ids), 1)
-        pageable, pinned = copy_rates(full, ids) if gpu else (float("nan"), float("nan"))
-        (t_half, run_half), peak_half = peak(lambda: best(lambda: mha_viz.analyze(half, text, max_tokens=n),
-                                                          args.repeat))
-        gap = largest_difference(run.attentions, run_half.attentions)
-        del run_half
-        print(f"| {n:,} | {fused:.3f} | {t_an:.3f} | {t_an / fused:.1f} × | {hf:.3f} | {pageable:.1f} | {pinned:.1f} | "
-              f"{t_half:.3f} | {peak_full:.1f} / {peak_half:.1f} | {gap:.1e} |", flush=True)
-        if not small and n == 2048:
-            verdicts.append(("analyze at 2,048 tokens ≤ 3 × the fused forward (1B, f32)", f"{t_an / fused:.1f} ×",
-                             t_an <= 3 * fused))
-        if not small and n == 4096:
-            verdicts.append(("analyze at 4,096 tokens ≤ 3 s (1B, f32)", f"{t_an:.2f} s", t_an <= 3.0))
-        verdicts.append((f"bfloat16 within 2e-2 of float32 at {n:,} tokens", f"{gap:.1e}", gap <= 2e-2))
-        del run
-    del full, half
-
-    bert = mha_viz.load_model(save_bert(tmp / "bert"), device=device)
-    n = 512
-    ids = ids_of(bert, n)
-    fused, _ = best(lambda: bert.fused_forward(ids), args.repeat)
-    text = text_of(n)
-    t_an, _ = best(lambda: mha_viz.analyze(bert, text, max_tokens=n), args.repeat)
-    ways = {lean: best(lambda: mha_viz.analyze(bert, text, max_tokens=n, lean=lean), args.repeat)[0]
-            for lean in (True, False)}
-    t_tok, _ = best(lambda: mha_viz.tokenize(bert, text, max_tokens=n), args.repeat)
-    print(f"\nBERT-base at {n} tokens: fused forward {fused:.4f} s, analyze {t_an:.4f} s ({t_an / fused:.1f} ×; "
-          f"lean {ways[True]:.4f} s, eager {ways[False]:.4f} s; tokenize alone {t_tok:.4f} s)")
-    if args.profile:
-        import cProfile
-        import pstats
-
-        prof = cProfile.Profile()
-        prof.enable()
-        mha_viz.analyze(bert, text, max_tokens=n)
-        sync()
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
-    if not small:
-        verdicts.append(("BERT-base analyze at 512 tokens ≤ 5 × the fused forward", f"{t_an / fused:.1f} ×",
-                         t_an <= 5 * fused))
-    del bert
-
+    # one section at a time: each one's models are freed when it returns, before the next loads its own
+    llama_rows(save_llama(SMALL if small else LLAMA_1B, tmp / "llama", torch.float32, device), sizes, args.repeat,
+               device, gpu, small, verdicts)
+    bert_rows(save_bert(tmp / "bert"), args.repeat, device, small, args.profile, verdicts)
     if gpu and not small and not args.skip_8b:
-        start = time.perf_counter()
-        folder = save_llama(LLAMA_8B, tmp / "llama8b", torch.bfloat16, device)
-        made = time.perf_counter() - start
-        torch.cuda.reset_peak_memory_stats()
-        start = time.perf_counter()
-        big = mha_viz.load_model(folder, dtype="bfloat16", max_memory={0: "24GiB", "cpu": "100GiB"})
-        loaded = time.perf_counter() - start
-        weights = torch.cuda.memory_allocated() / GiB
-        text = text_of(2048)
-        t_an, run = best(lambda: mha_viz.analyze(big, text, max_tokens=2048), 1)
-        top = torch.cuda.max_memory_allocated() / GiB
-        from mha_viz import figures
-
-        fig = figures.model_grid(run)
-        drawn = len(fig.to_json())
-        print(f"\nLlama-3.1-8B shape, bfloat16, max_memory 24 GiB on GPU 0: made and saved in {made:.0f} s, loaded in "
-              f"{loaded:.0f} s on {big.device_text}; weights on the GPU {weights:.1f} GiB; analyze at 2,048 tokens "
-              f"{t_an:.2f} s, peak GPU memory {top:.1f} GiB; Model view figure {drawn / 2**10:.0f} KiB of JSON")
-        verdicts.append(("8B shape in bf16 within a 24 GiB GPU budget, analyses 2,048 tokens, Model view draws",
-                         f"peak {top:.1f} GiB, {t_an:.1f} s, figure {drawn / 2**10:.0f} KiB",
-                         top <= 24 and drawn > 0 and run.n == 2048))
+        llama_8b_rows(tmp, device, verdicts)
     print_verdicts(verdicts, target_width=70, where=where)
 
 

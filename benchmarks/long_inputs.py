@@ -107,7 +107,7 @@ def bertviz_model_view(run):
         from bertviz import model_view
     except ImportError:
         return None
-    attention = tuple(torch.from_numpy(run.attentions[l][None]) for l in range(run.num_layers))
+    attention = tuple(torch.from_numpy(run.attentions[layer][None]) for layer in range(run.num_layers))
     html, seconds = timed(lambda: model_view(attention, run.tokens, html_action="return"))
     return len(html.data.encode()), seconds
 
@@ -115,49 +115,53 @@ def bertviz_model_view(run):
 def minilm_rows(lengths: list[int]) -> None:
     model = mha_viz.load_model("minilm", device="cpu")
     for n in lengths:
-        header(f"minilm (6 × 12 heads), n = {n}")
-        run = mha_viz.analyze(model, text_of(n), max_tokens=n)
-        bv = bertviz_model_view(run)
-        if bv:
-            row("BertViz model view: HTML", f"{bv[0] / MB:,.1f} MB", "1")
-            row("BertViz model view: build time", f"{bv[1]:,.2f} s", "1")
-        grid, t = timed(lambda: head_figures.model_grid(run).to_json())
-        share = len(grid) / bv[0] if bv else None
-        row("ours: overview of all heads, figure JSON", f"{len(grid) / 1e3:,.0f} KB",
-            f"{share:.5f}" if bv else "")
-        row("ours: overview build time", f"{t:,.2f} s", f"{t / bv[1]:.4f}" if bv else "")
-        verdict(f"overview ≤ 1.5 MB (minilm, n = {n})", f"{len(grid) / 1e3:,.0f} KB", len(grid) <= 1.5 * MB)
-        if bv and n == 512:
-            verdict("overview ≤ 3 % of BertViz's model view at n = 512", f"{share:.3%}", share <= 0.03)
-        for label, make in (("every token", lambda: head_figures.head_heatmap(run, 0, 0)),
-                            ("blocks", lambda: head_figures.head_pooled(run, 0, 0)),
-                            ("words", lambda: head_figures.head_words(run, 0, 0))):
-            size = len(make().to_json())
-            row(f"ours: one head in detail ({label}), figure JSON", f"{size / 1e3:,.0f} KB")
-            if n == 512:
-                verdict(f"head detail ({label}) ≤ 1 MB at n = 512", f"{size / 1e3:,.0f} KB", size <= MB)
-        ids = torch.tensor([run.token_ids])
-        plain = best(lambda: plain_forward(model, ids))
-        ready = best(lambda: views_ready(model, run.text, n))
-        row("plain eager forward (no capture)", f"{plain * 1e3:,.0f} ms", "1")
-        row("sentence → views ready (capture, table, overview, head)", f"{ready * 1e3:,.0f} ms",
-            f"{ready / plain:.2f}")
-        if n == 512:
-            limit = 1.5 * plain + 0.3
-            verdict("views ready ≤ 1.5 × plain forward + 0.3 s (minilm, n = 512)",
-                    f"{ready * 1e3:,.0f} ms ≤ {limit * 1e3:,.0f} ms", ready <= limit)
-        eager = best(lambda: model.capture(ids), 2)
-        lean = best(lambda: model.capture(ids, lean=True), 2)
-        row("eager capture (all probabilities)", f"{eager * 1e3:,.0f} ms", "1")
-        row("lean capture (fused attention, layer inputs kept)", f"{lean * 1e3:,.0f} ms", f"{lean / eager:.2f}")
-        if n == 512:
-            verdict("lean capture faster than eager capture (minilm, n = 512)", f"{eager / lean:.2f}× faster",
-                    lean < eager)
-        del run
+        minilm_length(model, n)  # its run is freed on return, before the next length's
 
 
-def smollm2_rows(n: int, context: int) -> None:
-    small = mha_viz.load_model("smollm2", device="cpu")
+def minilm_length(model, n: int) -> None:
+    header(f"minilm (6 × 12 heads), n = {n}")
+    run = mha_viz.analyze(model, text_of(n), max_tokens=n)
+    bv = bertviz_model_view(run)
+    if bv:
+        row("BertViz model view: HTML", f"{bv[0] / MB:,.1f} MB", "1")
+        row("BertViz model view: build time", f"{bv[1]:,.2f} s", "1")
+    grid, t = timed(lambda: head_figures.model_grid(run).to_json())
+    share = len(grid) / bv[0] if bv else None
+    row("ours: overview of all heads, figure JSON", f"{len(grid) / 1e3:,.0f} KB",
+        f"{share:.5f}" if bv else "")
+    row("ours: overview build time", f"{t:,.2f} s", f"{t / bv[1]:.4f}" if bv else "")
+    verdict(f"overview ≤ 1.5 MB (minilm, n = {n})", f"{len(grid) / 1e3:,.0f} KB", len(grid) <= 1.5 * MB)
+    if bv and n == 512:
+        verdict("overview ≤ 3 % of BertViz's model view at n = 512", f"{share:.3%}", share <= 0.03)
+    for label, make in (("every token", lambda: head_figures.head_heatmap(run, 0, 0)),
+                        ("blocks", lambda: head_figures.head_pooled(run, 0, 0)),
+                        ("words", lambda: head_figures.head_words(run, 0, 0))):
+        size = len(make().to_json())
+        row(f"ours: one head in detail ({label}), figure JSON", f"{size / 1e3:,.0f} KB")
+        if n == 512:
+            verdict(f"head detail ({label}) ≤ 1 MB at n = 512", f"{size / 1e3:,.0f} KB", size <= MB)
+    ids = torch.tensor([run.token_ids])
+    plain = best(lambda: plain_forward(model, ids))
+    ready = best(lambda: views_ready(model, run.text, n))
+    row("plain eager forward (no capture)", f"{plain * 1e3:,.0f} ms", "1")
+    row("sentence → views ready (capture, table, overview, head)", f"{ready * 1e3:,.0f} ms",
+        f"{ready / plain:.2f}")
+    if n == 512:
+        limit = 1.5 * plain + 0.3
+        verdict("views ready ≤ 1.5 × plain forward + 0.3 s (minilm, n = 512)",
+                f"{ready * 1e3:,.0f} ms ≤ {limit * 1e3:,.0f} ms", ready <= limit)
+    eager = best(lambda: model.capture(ids), 2)
+    lean = best(lambda: model.capture(ids, lean=True), 2)
+    row("eager capture (all probabilities)", f"{eager * 1e3:,.0f} ms", "1")
+    row("lean capture (fused attention, layer inputs kept)", f"{lean * 1e3:,.0f} ms", f"{lean / eager:.2f}")
+    if n == 512:
+        verdict("lean capture faster than eager capture (minilm, n = 512)", f"{eager / lean:.2f}× faster",
+                lean < eager)
+
+
+def smollm2_analyze(small, n: int) -> torch.Tensor:
+    """The analyses of smollm2 at n tokens (every layer, then two); returns the token ids. The runs
+    are freed on return, before the captures."""
     text = text_of(n)
     header(f"smollm2 (30 × 9 heads, GQA), n = {n}")
     run, seconds, peak = peak_above(lambda: mha_viz.analyze(small, text, max_tokens=n))
@@ -174,11 +178,15 @@ def smollm2_rows(n: int, context: int) -> None:
     row("ours: one head in detail (blocks), figure JSON",
         f"{len(head_figures.head_pooled(run, 0, 0).to_json()) / 1e3:,.0f} KB")
     layers = [0, 1]
-    sub, seconds, peak = peak_above(lambda: mha_viz.analyze(small, text, max_tokens=n, layers=layers))
+    _, seconds, peak = peak_above(lambda: mha_viz.analyze(small, text, max_tokens=n, layers=layers))
     row(f"analyze layers {layers} only: time / peak above the model",
         f"{seconds:,.1f} s / {peak / 1e9:,.2f} GB", f"{peak / one_copy:.2f}")
-    ids = torch.tensor([run.token_ids])
-    del run, sub
+    return torch.tensor([run.token_ids])
+
+
+def smollm2_rows(n: int, context: int) -> None:
+    small = mha_viz.load_model("smollm2", device="cpu")
+    ids = smollm2_analyze(small, n)
     eager = best(lambda: small.capture(ids), 1)
     lean = best(lambda: small.capture(ids, lean=True), 1)
     row("eager capture (all probabilities)", f"{eager:,.1f} s", "1")

@@ -155,7 +155,8 @@ def trained_row(repeat: int) -> None:
     ids = torch.tensor([run.token_ids])
     forward = best_of(lambda: model.capture(ids), repeat)
     t = best_of(lambda: metrics.head_similarity(run, "js"), repeat)
-    print(f"\nminilm (trained), {run.num_layers} × {run.num_heads} heads, n = {run.n}: forward pass with capture {forward * 1000:.0f} ms")
+    print(f"\nminilm (trained), {run.num_layers} × {run.num_heads} heads, n = {run.n}: "
+          f"forward pass with capture {forward * 1000:.0f} ms")
     print(f"| {'similarity js (exact pass)':40s} | {t * 1000:8.0f} | {t / forward:9.2f} |")
 
 

@@ -86,7 +86,8 @@ INIT_JS = BUSY_OBSERVER + """
 (() => {
   window.__clickAt = 0;
   document.addEventListener('click', (e) => {
-    if (e.target.closest && e.target.closest('[data-testid=stSidebarNav] a, [data-testid=stButtonGroup] button')) window.__clickAt = performance.now();
+    if (e.target.closest && e.target.closest('[data-testid=stSidebarNav] a, [data-testid=stButtonGroup] button'))
+      window.__clickAt = performance.now();
   }, true);
   window.__frames = [];
   const size = (d) => typeof d === 'string' ? d.length : (d.byteLength !== undefined ? d.byteLength : (d.size || 0));
@@ -333,7 +334,8 @@ def print_setup(r: dict, repeat: int) -> list[tuple[str, str, bool]]:
         verdict = "ok" if ok1 and ok2 else ", ".join(
             w for w, bad in (("2nd > 3×", not ok2), ("1st > 6×", not ok1)) if bad)
         print(f"| {title:26s} | {f['s']:7.2f} | {s['s']:8.2f} | {s['best']:6.2f} | {x1:10.1f} | {x2:10.1f} | "
-              f"{s['bytes'] / 1024:12,.0f} | {s['server']:14.2f} | {s['browser']:13.2f} | {s['reruns']:8d} | {verdict:7s} |")
+              f"{s['bytes'] / 1024:12,.0f} | {s['server']:14.2f} | {s['browser']:13.2f} | {s['reruns']:8d} | "
+              f"{verdict:7s} |")
         for p in f["problems"] + s["problems"]:
             print(f"|   ! {title}: {p[:160]}")
     parts_over1, parts_over2 = [], []
@@ -346,7 +348,8 @@ def print_setup(r: dict, repeat: int) -> list[tuple[str, str, bool]]:
         if x2 > SECOND_X:
             parts_over2.append(f"{label} {x2:.1f}×")
         ok = x1 <= FIRST_X and x2 <= SECOND_X
-        print(f"| {label:40s} | {f['s']:7.2f} | {s['s']:8.2f} | {x1:10.1f} | {x2:10.1f} | {'ok' if ok else 'over':7s} |")
+        print(f"| {label:40s} | {f['s']:7.2f} | {s['s']:8.2f} | {x1:10.1f} | {x2:10.1f} | "
+              f"{'ok' if ok else 'over':7s} |")
         for p in f["problems"] + s["problems"]:
             print(f"|   ! {label}: {p[:160]}")
     worst1 = max(r["links"], key=lambda link: first[link[0]]["s"])[0]

@@ -23,7 +23,6 @@ as the size.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import os
 import pstats
 import sys
@@ -107,14 +106,14 @@ def report(page_id: str, view: str, wall: float, profile_wall: float, stats: pst
           f"view {view_s:.2f} s, sidebar {sidebar:.2f} s, st.plotly_chart {plotly_chart:.2f} s "
           f"(plotly.io.to_json {to_json:.2f} s), view minus st.plotly_chart {view_s - plotly_chart:.2f} s; "
           f"{charts[0]} charts, {charts[1] / 1024:,.0f} KiB of chart JSON")
-    rows = [(ct, short(f, l, fn), nc) for (f, l, fn), (_, nc, _, ct, _) in stats.stats.items() if ours(f)]
+    rows = [(ct, short(f, line, fn), nc) for (f, line, fn), (_, nc, _, ct, _) in stats.stats.items() if ours(f)]
     rows.sort(reverse=True)
-    print(f"  mha_viz by cumulative time:")
+    print("  mha_viz by cumulative time:")
     for ct, name, nc in rows[:top]:
         print(f"    {ct:6.2f} s  {nc:6d} calls  {name}")
-    own = [(tt, short(f, l, fn), nc) for (f, l, fn), (_, nc, tt, _, _) in stats.stats.items()]
+    own = [(tt, short(f, line, fn), nc) for (f, line, fn), (_, nc, tt, _, _) in stats.stats.items()]
     own.sort(reverse=True)
-    print(f"  everything by own time:")
+    print("  everything by own time:")
     for tt, name, nc in own[:top]:
         print(f"    {tt:6.2f} s  {nc:6d} calls  {name}")
 

@@ -23,7 +23,8 @@ from .sinks import Hidden, drop_tokens, hide_mask
 from .tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 
 __all__ = [
-    "BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel", "ModelLoadError",
-    "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step", "Tokens", "generate", "analyze", "html_report", "count_tokens", "load_model", "overview", "random_baseline", "session_cap",
-    "token_limit", "tokenize", "unknown_tokens", "CrossAttention", "EncoderDecoderRun",
+    "BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel",
+    "ModelLoadError", "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step",
+    "Tokens", "generate", "analyze", "html_report", "count_tokens", "load_model", "overview", "random_baseline",
+    "session_cap", "token_limit", "tokenize", "unknown_tokens", "CrossAttention", "EncoderDecoderRun",
 ]

@@ -152,7 +152,8 @@ def _writes(model: LoadedModel, text: str, position: int, max_tokens: int | None
                   for m in {id(m): m for m, _ in model.attention_modules}.values()]
     cap = model.capture(torch.tensor([toks.ids]), watch=watch)
     w_o = model.head_weights()["W_O"][model.layer_ids]  # (L, H, d_v, d): a hybrid's softmax layers
-    z = torch.stack([cap.head_outputs[l][0, :, p, :].float().cpu() for l in range(model.num_layers)])  # (L, H, d_v)
+    z = torch.stack([cap.head_outputs[layer][0, :, p, :].float().cpu()
+                     for layer in range(model.num_layers)])  # (L, H, d_v)
     writes = torch.einsum("lhd,lhdm->lhm", z, w_o)  # (L, H, d)
     for layer, post in enumerate(posts):  # through the layer's post-attention norm, its σ frozen at this
         if post is not None:              # run's (what the whole attention output gave it)

@@ -87,7 +87,7 @@ class AttentionRun(HeadArray):
         self.special_mask = self.special_mask or [False] * n
         self.word_ids = self.word_ids or list(range(n))
         self.num_input_tokens = self.num_input_tokens or n
-        self.layer_ids = [int(l) for l in self.layer_ids] or list(range(self.num_layers))
+        self.layer_ids = [int(layer) for layer in self.layer_ids] or list(range(self.num_layers))
         self.model_layers = self.model_layers or self.num_layers
         if len(self.layer_ids) != self.num_layers:
             raise ValueError(f"{len(self.layer_ids)} layer ids for {self.num_layers} captured layers")
@@ -181,8 +181,10 @@ def load_model(name: str | os.PathLike, device: str = "auto", local_attention: b
                dtype: str = "auto", max_memory: dict | None = None, progress=None) -> LoadedModel:
     """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `mha_viz_models.load`.
 
-    dtype: "auto" (the checkpoint's own; the bundled models float32), "float32", "bfloat16" or
-    "float16": what the model computes in; probabilities are float32 in every precision.
+    device: "auto" (CUDA when there is a GPU, else the CPU), "cpu", "cuda" or "cuda:N".
+    dtype: "auto" (the checkpoint's own, float32 where the device cannot run it; the bundled
+    models float32), "float32", "bfloat16" or "float16": what the model computes in;
+    probabilities are float32 in every precision.
     max_memory: e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate spreads the model over the GPUs and
     the CPU within those budgets (`device` is then ignored)."""
     return mha_viz_models.load(name, device=device, local_attention=local_attention, progress=progress,
@@ -209,12 +211,12 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
     toks = tokenize(model, text, max_tokens)
     ids = toks.ids
     numbers = model.layer_ids  # the model's number of each attention layer (a hybrid's softmax layers)
-    wanted = numbers if layers is None else sorted({int(l) for l in layers})
-    if not wanted or any(l not in numbers for l in wanted):
+    wanted = numbers if layers is None else sorted({int(layer) for layer in layers})
+    if not wanted or any(layer not in numbers for layer in wanted):
         among = (f"among its softmax-attention layers {', '.join(map(str, numbers))}" if model.layer_numbers
                  else f"between 0 and {model.num_layers - 1}")
         raise InputError(f"Choose layers {among} to capture.")
-    chosen = [numbers.index(l) for l in wanted]  # positions among the attention layers
+    chosen = [numbers.index(layer) for layer in wanted]  # positions among the attention layers
     if lean is None:
         lean = chooses_lean(model, len(ids), len(chosen))
     stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)  # (L, H, n, n)
@@ -235,10 +237,10 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
         to_host((mha_viz_models.as_probabilities(cap.attentions[layer][0]) for layer in chosen), stacked)
     outputs = None
     if cap.head_outputs is not None:
-        outputs = to_host(cap.head_outputs[l][0] for l in chosen)  # (L, H, n, d_v)
+        outputs = to_host(cap.head_outputs[layer][0] for layer in chosen)  # (L, H, n, d_v)
     norms = None
     if values.can_read_values(model, cap):  # what each key writes through each head: one norm per key
-        norms = to_host(values.value_norms(model, cap, l)[0] for l in chosen)  # (L, H, n)
+        norms = to_host(values.value_norms(model, cap, layer)[0] for layer in chosen)  # (L, H, n)
     return AttentionRun(
         tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),

@@ -71,7 +71,8 @@ def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=No
         with torch.inference_mode(False), torch.enable_grad():  # also when called inside inference mode
             scale = torch.ones(L, H, device=model.device, requires_grad=True)  # the graph starts at each z
             logits = _forward(model, run_ids, scale, record)
-            e = ends(model, t, *((source_logits, logits.detach()) if mode == "denoise" else (logits.detach(), source_logits)))
+            e = ends(model, t, *((source_logits, logits.detach()) if mode == "denoise"
+                                 else (logits.detach(), source_logits)))
             m = logit_difference(logits.float(), e.a, e.b)[0]
             grads = torch.autograd.grad(m, [out for _, out in record])
     if not len(record) == len(source) == L:

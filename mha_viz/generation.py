@@ -85,8 +85,9 @@ def check_decoder(model: LoadedModel) -> None:
 def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int) -> None:
     n_prompt = prompt.n
     if prompt.total > limit:
-        raise GenerationError(f"The prompt has {count_text(prompt.total, prompt.total_is_estimate)} tokens, more than the limit of {limit} for {model.name} "
-                              "here: shorten it (or raise the token limit in the sidebar).")
+        raise GenerationError(f"The prompt has {count_text(prompt.total, prompt.total_is_estimate)} tokens, more "
+                              f"than the limit of {limit} for {model.name} here: shorten it (or raise the token "
+                              "limit in the sidebar).")
     if n_prompt >= limit:
         raise GenerationError(f"The prompt already fills the limit of {limit} tokens: there is no room to "
                               "generate. Shorten it, or raise the token limit in the sidebar.")

@@ -51,7 +51,8 @@ class Patching:
     fraction of the gap) or noising (`damage`: the clean run with its corrupted z)."""
 
     mode: str  # "denoise" | "noise"
-    values: np.ndarray  # (layers, heads): restored or damage; (n,) for `patch_positions`; (layers, heads, n) for `estimate_positions`
+    # (layers, heads): restored or damage; (n,) for `patch_positions`; (layers, heads, n) for `estimate_positions`
+    values: np.ndarray
     m_clean: float
     m_corrupted: float
     answer: int
@@ -148,8 +149,8 @@ def texts(model: LoadedModel, clean: str, corrupted: str, answer, wrong, positio
     c, x = tokenize(model, clean, max_tokens), tokenize(model, corrupted, max_tokens)
     for name, t in (("clean", c), ("corrupted", x)):
         if t.truncated:  # patched at the cut, the metric would not be the text's next token
-            raise InputError(f"The {name} text has {count_text(t.total, t.total_is_estimate)} tokens, more than the {t.n} allowed here: shorten it "
-                             "(or raise the token limit in the sidebar).")
+            raise InputError(f"The {name} text has {count_text(t.total, t.total_is_estimate)} tokens, more than "
+                             f"the {t.n} allowed here: shorten it (or raise the token limit in the sidebar).")
     if c.n != x.n:
         raise InputError(f"The clean text has {c.n} tokens and the corrupted one {x.n}: {what} compares the same "
                          "positions, so both must have the same number of tokens.")

@@ -76,11 +76,6 @@ class Settings:
         """Most bytes of GPU memory the analyses running at once may share (0: no setting)."""
         return self.gpu_budget_mb * 2**20
 
-    @property
-    def free_form_models(self) -> bool:
-        """Whether users may type a hub id or a folder."""
-        return not self.public
-
 
 def from_env() -> Settings:
     public = _flag("MHA_VIZ_PUBLIC")

@@ -123,4 +123,5 @@ def drop_tokens(run, mask) -> object:
     return dataclasses.replace(
         run, tokens=pick(run.tokens), attentions=att, token_ids=pick(run.token_ids),
         raw_tokens=pick(run.raw_tokens), special_mask=pick(run.special_mask), word_ids=pick(run.word_ids),
-        num_input_tokens=max(run.num_input_tokens - len(removed), m), head_outputs=outputs, hidden=hidden, value_norms=norms)
+        num_input_tokens=max(run.num_input_tokens - len(removed), m), head_outputs=outputs, hidden=hidden,
+        value_norms=norms)

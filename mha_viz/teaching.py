@@ -76,7 +76,8 @@ def record(model: LoadedModel, text: str, max_tokens: int = TEACH_TOKENS) -> Rec
     """Run `text` (its first `max_tokens` tokens) through `model` once. Raises InputError for
     blank text and ValueError when the architecture's weights cannot be read."""
     if not model.can_recompute:
-        raise ValueError(f"The attention of '{model.name}' cannot be recomputed step by step: {model.stand_in or model.unread}")
+        raise ValueError(f"The attention of '{model.name}' cannot be recomputed step by step: "
+                         f"{model.stand_in or model.unread}")
     toks = tokenize(model, text, max_tokens)
     return Recording(toks.display, model.capture(torch.tensor([toks.ids]), lean=True))
 
@@ -108,7 +109,8 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
         masked = scaled.clone() if hidden is None else scaled.masked_fill(hidden, float("-inf"))
         sink = None if mha.sinks is None else float(mha.sinks[head])  # GPT-OSS: a logit every query sees
         # the sink's column joins the softmax and is dropped: each row's missing mass is the sink's share
-        full = masked if sink is None else torch.cat((masked, sink_column(mha.sinks, masked[None, None], [head])[0, 0]), -1)
+        full = masked if sink is None else torch.cat(
+            (masked, sink_column(mha.sinks, masked[None, None], [head])[0, 0]), -1)
         probs = torch.softmax(full, dim=-1, dtype=torch.float32)[:, :n]  # (n, n), float32 in every precision
         z = probs.to(v.dtype) @ v  # (n, d_v)
         concat = cap.head_outputs[layer][0].transpose(0, 1).reshape(n, -1)  # (n, H · d_v)

@@ -13,7 +13,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
 PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
-MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir", "mistral_window_dir", "t5_dir"}  # none in the unit tier
+# none in the unit tier
+MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir", "mistral_window_dir", "t5_dir"}
 
 CORPUS = [
     "The cat sat on the mat. The dog sat on the log.",
@@ -117,7 +118,8 @@ def assert_same_examples(a, b, *, atol: float = 1e-5) -> None:
 HEADINGS = {
     "model_view": "Model view", "head_view": "Head view", "head_metrics": "Head metrics",
     "similarity": "Head similarity", "compare_heads": "Compare heads", "across_layers": "Across layers",
-    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts", "focus": "Token focus", "generate": "Generate",
+    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts",
+    "focus": "Token focus", "generate": "Generate",
     "qk": "Queries and keys",
     "lines": "Line view",
     "compare": "Compare texts or models",

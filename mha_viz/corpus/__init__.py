@@ -38,6 +38,7 @@ from .stats import CorpusStats
 
 __all__ = [
     "ENGINES", "PATTERN_ORDER", "SAMPLE", "SAMPLE_PATH", "SAMPLE_SOURCE", "TEXT_COLUMNS", "Cancelled", "CorpusError",
-    "CorpusStats", "ExampleOptions", "HeadExamples", "Partial", "batch_partial", "head_examples", "capture_runs", "corpus_hash", "head_statistics", "model_weights",
-    "pattern_class", "plan", "read_texts", "read_upload", "run_local",
+    "CorpusStats", "ExampleOptions", "HeadExamples", "Partial", "batch_partial", "head_examples", "capture_runs",
+    "corpus_hash", "head_statistics", "model_weights", "pattern_class", "plan", "read_texts", "read_upload",
+    "run_local",
 ]

@@ -31,7 +31,8 @@ def plan(texts: Sequence[str], batch_size: int, *, window: int = SORT_WINDOW) ->
         yield [text for _, text in batch]
 
 
-def plan_indexed(texts: Sequence[str], batch_size: int, *, window: int = SORT_WINDOW) -> Iterator[list[tuple[int, str]]]:
+def plan_indexed(texts: Sequence[str], batch_size: int, *,
+                 window: int = SORT_WINDOW) -> Iterator[list[tuple[int, str]]]:
     """`plan`'s batches with each text's index in `texts`: (index, text) pairs."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1; got {batch_size}")

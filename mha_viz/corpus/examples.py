@@ -238,8 +238,8 @@ class ExamplesPartial:
                 continue
             self.documents[doc] = list(run.tokens)
             keys, weights = sparse_pattern(run.attentions[held])  # (kept heads, n, K): one call a document
-            for j, (l, h) in enumerate(zip(*held)):
-                self.patterns[(doc, int(l), int(h))] = (keys[j], weights[j])
+            for j, (layer, h) in enumerate(zip(*held)):
+                self.patterns[(doc, int(layer), int(h))] = (keys[j], weights[j])
         self._prune()
 
     def _add_deciles(self, layer, head, col, docs, scores) -> None:

@@ -15,7 +15,8 @@ from .examples import (DECILES, EMPTY_DOC, PATTERN_KEYS, SCORE_BINS, ExampleOpti
                        distance_labels)
 
 ARRAYS, META = "examples.npz", "examples.json"
-FIXED = ("top_score", "top_doc", "dec_priority", "dec_doc", "dec_score", "histogram", "distances")  # shaped by the options
+# shaped by the options
+FIXED = ("top_score", "top_doc", "dec_priority", "dec_doc", "dec_score", "histogram", "distances")
 GROWING = ("key_ids", "key_mass", "query_ids", "query_mass")  # a column a token seen
 FORMAT, VERSION = "mha-viz head examples", 1
 
@@ -59,7 +60,8 @@ class HeadExamples:
         (what their rows give to the kept keys), with that mass summed over the corpus."""
         if side not in ("key", "query"):
             raise ValueError(f"side must be 'key' or 'query'; got {side!r}")
-        ids, mass = (self.part.key_ids, self.part.key_mass) if side == "key" else (self.part.query_ids, self.part.query_mass)
+        ids, mass = ((self.part.key_ids, self.part.key_mass) if side == "key"
+                     else (self.part.query_ids, self.part.query_mass))
         if not ids.size:
             return []
         row = mass[layer * self.part.num_heads + head]

@@ -38,13 +38,15 @@ def _circled(fig: go.Figure, marked: np.ndarray | None) -> go.Figure:
     return fig
 
 
-def restored_grid(restored: np.ndarray, layer_ids: list[int] | None = None, marked: np.ndarray | None = None) -> go.Figure:
+def restored_grid(restored: np.ndarray, layer_ids: list[int] | None = None,
+                  marked: np.ndarray | None = None) -> go.Figure:
     """Each head's restored fraction: 1 when its clean output alone brings the metric back."""
     return _circled(metric_grid(restored, diverging=True, layer_ids=layer_ids,
                                 title="Restored fraction (patching one head)"), marked)
 
 
-def estimate_grid(estimated: np.ndarray, layer_ids: list[int] | None = None, marked: np.ndarray | None = None) -> go.Figure:
+def estimate_grid(estimated: np.ndarray, layer_ids: list[int] | None = None,
+                  marked: np.ndarray | None = None) -> go.Figure:
     """Each head's estimated restored fraction (attribution patching)."""
     return _circled(metric_grid(estimated, diverging=True, layer_ids=layer_ids,
                                 title="Estimated restored fraction (attribution patching)"), marked)
@@ -104,7 +106,8 @@ def position_bars(values: np.ndarray, tokens: list[str], title: str, estimate: n
     if estimate is not None:
         fig.add_trace(go.Bar(x=list(range(len(v))), y=np.asarray(estimate, dtype=float), name="estimate",
                              marker=dict(color="rgba(0,0,0,0)", line=dict(color="#333", width=1.5)),
-                             customdata=axis_labels(tokens), hovertemplate="%{customdata}: %{y:.3f} estimated<extra></extra>"))
+                             customdata=axis_labels(tokens),
+                             hovertemplate="%{customdata}: %{y:.3f} estimated<extra></extra>"))
     fig.update_layout(title=plot_title(title), height=320, margin=margin(t=60), bargap=0.15,
                       showlegend=estimate is not None, legend=dict(orientation="h", y=-0.45),
                       xaxis=dict(tickmode="array", tickvals=list(range(len(v))), ticktext=axis_labels(tokens),

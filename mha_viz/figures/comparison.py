@@ -129,7 +129,7 @@ def depth_distributions(cmp: Comparison, metric: str, *, bins: int = 5) -> go.Fi
             x=depth_bins(part["relative_depth"].to_numpy(), bins), y=part[metric].to_numpy(),
             name=run_name(cmp, which), marker_color=RUN_COLOURS[which],
             boxpoints="all", jitter=0.4, pointpos=0,
-            text=[f"layer {l}, head {h}" for l, h in zip(part["layer"], part["head"])],
+            text=[f"layer {layer}, head {h}" for layer, h in zip(part["layer"], part["head"])],
             hovertemplate="%{text}: %{y:.4g}<extra>%{fullData.name}</extra>",
         ))
     fig.update_layout(

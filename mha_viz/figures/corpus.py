@@ -20,7 +20,7 @@ def _grid(table: pd.DataFrame, column: str) -> np.ndarray:
 
 
 def _layers(table: pd.DataFrame) -> list[int]:
-    return [int(l) for l in dict.fromkeys(table["layer"])]
+    return [int(layer) for layer in dict.fromkeys(table["layer"])]
 
 
 def mean_grid(table: pd.DataFrame, metric: str, *, label: str | None = None) -> go.Figure:
@@ -57,7 +57,7 @@ def pattern_map(table: pd.DataFrame) -> go.Figure:
         title=plot_title("Head types: each head's most frequent pattern class"),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top"),
         yaxis=dict(title=dict(text="layer"), autorange="reversed", tickvals=list(range(L)),
-                   ticktext=[str(l) for l in layer_numbers(layers)]),
+                   ticktext=[str(layer) for layer in layer_numbers(layers)]),
         width=min(1100, 260 + 40 * H), height=min(1400, 150 + 34 * L), margin=margin(t=85))
     return fig
 
@@ -68,7 +68,7 @@ def versus(table: pd.DataFrame, sentence: pd.DataFrame, metric: str, *, label: s
     merged = table.merge(sentence[["layer", "head", metric]], on=["layer", "head"], suffixes=("", "_here"))
     x, y, sd = merged[metric], merged[f"{metric}_here"], merged[f"{metric}_std"]
     lo, hi = float(min(x.min(), y.min())), float(max(x.max(), y.max()))
-    names = [f"L{l}H{h}" for l, h in zip(merged["layer"], merged["head"])]
+    names = [f"L{layer}H{h}" for layer, h in zip(merged["layer"], merged["head"])]
     fig = go.Figure(go.Scatter(
         x=x, y=y, mode="markers", error_x=dict(type="data", array=sd, thickness=1, color="#9ecae1"),
         marker=dict(color=merged["layer"], colorscale="Viridis", size=8, colorbar=colorbar("layer")),

@@ -89,7 +89,7 @@ def head_finder(table: pd.DataFrame, x: str, y: str, *, x_label: str, y_label: s
     `table` (layer-major), so a click's point index names the head (`heads.grid_pick(…, curve=0)`)."""
     classes = table["pattern"].astype(str).str.split(":").str[0]
     colours = [PATTERN_COLOURS.get(c, "#7f7f7f") for c in classes]
-    names = [f"L{l}H{h} ({c})" for l, h, c in zip(table["layer"], table["head"], classes)]
+    names = [f"L{layer}H{h} ({c})" for layer, h, c in zip(table["layer"], table["head"], classes)]
     fig = go.Figure(go.Scatter(x=table[x], y=table[y], mode="markers", text=names,
                                marker=dict(size=9, color=colours, line=dict(width=0.5, color="#333")), showlegend=False,
                                hovertemplate="%{text}: %{x:.3g}, %{y:.3g}<extra>click to open</extra>"))

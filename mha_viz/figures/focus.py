@@ -51,7 +51,8 @@ def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool 
                            line=dict(color="#d62728", width=1)))
     key_side = "key" if direction == TO else "query"
     fig.update_layout(
-        title=plot_title(run_title(f, f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else ""))),
+        title=plot_title(run_title(
+            f, f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else ""))),
         xaxis=dict(title=dict(text=x_title or f"{key_side} {'word' if f.words else 'token'}"), type="category",
                    tickangle=-60, showticklabels=m <= MAX_TICK_LABELS),
         yaxis=dict(title=dict(text="layer, head"), type="category", autorange="reversed",

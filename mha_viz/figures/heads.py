@@ -277,7 +277,7 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
     """`model_grid` from thumbnails already pooled (L, H, s, s), e.g. by `capture.overview`.
     layer_ids: the model's layer number of each row (default 0, 1, …); title: none by default."""
     L, H = pooled.shape[:2]
-    names = list(range(L)) if layer_ids is None else [int(l) for l in layer_ids]
+    names = list(range(L)) if layer_ids is None else [int(layer) for layer in layer_ids]
     canvas, t, gap = tile_canvas(pooled, thumb=thumb, rescale=rescale)
     centers = np.arange(max(L, H)) * (t + gap) + (t - 1) / 2
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
@@ -295,7 +295,7 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
     fig.update_layout(
         xaxis=dict(tickvals=centers[:H].tolist(), ticktext=[f"H{h}" for h in range(H)], side="top",
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
-        yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{l}" for l in names],
+        yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{layer}" for layer in names],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
         width=max(50 + H * cell_px, 560 if title else 0), height=40 + L * cell_px + (40 if title else 0),
         margin=margin(l=40, t=70 if title else 30), plot_bgcolor="white", dragmode=False,

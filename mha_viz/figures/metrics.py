@@ -34,13 +34,13 @@ PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "
 def layer_numbers(layers: int | list[int]) -> list[int]:
     """The model's layer number of each row: `layers` is a count (every layer) or a run's
     `layer_ids` (some layers only)."""
-    return list(range(layers)) if isinstance(layers, (int, np.integer)) else [int(l) for l in layers]
+    return list(range(layers)) if isinstance(layers, (int, np.integer)) else [int(layer) for layer in layers]
 
 
 def head_labels(layers: int | list[int], num_heads: int) -> list[str]:
     """'L{layer}H{head}' for every head, layer-major (index = row * H + head); `layers` as in
     `layer_numbers`."""
-    return [f"L{l}H{h}" for l in layer_numbers(layers) for h in range(num_heads)]
+    return [f"L{layer}H{h}" for layer in layer_numbers(layers) for h in range(num_heads)]
 
 
 def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None = None,
@@ -66,7 +66,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
     fig.add_trace(go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers",
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
-        text=[f"layer {names[l]}, head {h}: {val:.4g} {pat}" for l, h, val, pat in
+        text=[f"layer {names[row]}, head {h}: {val:.4g} {pat}" for row, h, val, pat in
               zip(layers.ravel(), heads.ravel(), v.ravel(), np.asarray(text).ravel())],
         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
     ))
@@ -133,8 +133,8 @@ def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
     rows, heads = np.divmod(np.arange(N), num_heads)
     layers = np.asarray(layer_numbers(N // num_heads if layer_ids is None else layer_ids))[rows]
     kinds = [p.split(":")[0] for p in patterns] if patterns is not None else ["?"] * N
-    hover = [f"layer {l}, head {h}" + (f" · {p}" if patterns is not None else "")
-             for l, h, p in zip(layers, heads, patterns or kinds)]
+    hover = [f"layer {layer}, head {h}" + (f" · {p}" if patterns is not None else "")
+             for layer, h, p in zip(layers, heads, patterns or kinds)]
     if color_by == "pattern" and patterns is not None:
         marker = dict(size=10, color=[PATTERN_COLOURS.get(k, "#000000") for k in kinds])
     else:

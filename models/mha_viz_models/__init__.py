@@ -15,5 +15,6 @@ from .resolve import resolve_device
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "LoadedModel", "ModelLoadError", "MultiHeadAttention",
-    "UnsupportedArchitecture", "PRECISIONS", "apply_rotary", "as_probabilities", "install_local_attention", "load", "random_twin", "resolve_device",
+    "UnsupportedArchitecture", "PRECISIONS", "apply_rotary", "as_probabilities", "install_local_attention", "load",
+    "random_twin", "resolve_device",
 ]

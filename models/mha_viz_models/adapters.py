@@ -10,6 +10,8 @@ MHA's too. Which module is which family, and which adapter it gets: `mha_viz_mod
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -18,7 +20,8 @@ from .mha import MultiHeadAttention
 
 __all__ = [
     "Adapter", "BertFamilyAttention", "FusedQKVAttention", "GPT2FamilyAttention", "LlamaFamilyAttention",
-    "GPTJFamilyAttention", "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "call_rotary", "every_two_rows", "grouped_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
+    "GPTJFamilyAttention", "RotaryAttention", "Seq2SeqAttention", "T5FamilyAttention", "blocked_rows", "call_rotary",
+    "every_two_rows", "grouped_rows", "interleaved_rows", "layer_window", "per_head_norm", "rows_linear",
 ]
 
 
@@ -311,7 +314,8 @@ class Seq2SeqAttention(Adapter):
     the target) or "cross" (target queries over the encoder's output, `key_value_states`). The
     KV cache follows Hugging Face's: the cross keys and values are computed once per source."""
 
-    def __init__(self, original: nn.Module, *, names: tuple[str, str, str, str] = ("q_proj", "k_proj", "v_proj", "out_proj"),
+    def __init__(self, original: nn.Module, *,
+                 names: tuple[str, str, str, str] = ("q_proj", "k_proj", "v_proj", "out_proj"),
                  num_heads: int | None = None, scale: float | None = None) -> None:
         super().__init__()
         w_q, w_k, w_v, w_o = (getattr(original, name) for name in names)

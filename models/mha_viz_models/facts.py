@@ -9,7 +9,8 @@ def describe(loaded) -> dict[str, str]:
     kv = f"{loaded.num_kv_heads}" + (
         f" (grouped-query: {loaded.num_heads // loaded.num_kv_heads} query heads share each)"
         if loaded.num_kv_heads != loaded.num_heads else " (plain multi-head attention)")
-    kind = "encoder–decoder" if loaded.is_encoder_decoder else "causal decoder" if loaded.is_causal else "bidirectional encoder"
+    kind = ("encoder–decoder" if loaded.is_encoder_decoder else "causal decoder" if loaded.is_causal
+            else "bidirectional encoder")
     rows = {
         "model": loaded.name, "architecture": f"{loaded.model_type} ({kind})",
         "layers": loaded.num_layers, "attention heads per layer": loaded.num_heads, "key/value heads per layer": kv,
@@ -19,8 +20,8 @@ def describe(loaded) -> dict[str, str]:
         "attention implementation": loaded.implementation, "loaded from": loaded.source,
     }
     if loaded.other_layers:  # a hybrid: its softmax layers are the ones shown
-        rows["layers"] = (f"{loaded.num_layers} softmax-attention layers ({', '.join(map(str, loaded.layer_numbers))}) of "
-                          f"{loaded.total_layers}")
+        rows["layers"] = (f"{loaded.num_layers} softmax-attention layers "
+                          f"({', '.join(map(str, loaded.layer_numbers))}) of {loaded.total_layers}")
         rows["other layers (no attention pattern)"] = "; ".join(
             f"{kind}: {', '.join(map(str, numbers))}" for kind, numbers in loaded.other_layers.items())
     if not loaded.is_encoder_decoder:
@@ -28,7 +29,8 @@ def describe(loaded) -> dict[str, str]:
             "read at the input of each layer's W_O (head outputs, attribution, patching, switching heads off)"
             if loaded.has_head_outputs else f"not read: {loaded.unread}")
         if loaded.has_head_outputs:
-            rows["heads' values"] = ("read (the contributions lens)" if loaded.reads_values else f"not read: {loaded.unread}")
+            rows["heads' values"] = ("read (the contributions lens)" if loaded.reads_values
+                                     else f"not read: {loaded.unread}")
             rows["our MHA"] = ("computes every layer (lean capture, the walkthrough, queries and keys, W_Q, W_K, W_V)"
                                if loaded.can_recompute else f"does not stand in: {loaded.stand_in}")
     if loaded.is_encoder_decoder:  # the rows above are the encoder's

@@ -94,8 +94,8 @@ register(Family(
         m, config.num_attention_heads, _kv_heads(config), config),
     output_projection=lambda m: m.o_proj, refuse=_llama_refuse,
     values=lambda m, config: _separate_values(m.v_proj, m.o_proj, config),
-    names=("Llama, SmolLM2, SmolLM3, Mistral, Mixtral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Granite, OLMo 2, GPT-OSS, "
-           "Cohere 2, Llama 4, Jamba, Qwen3-Next"), kind="decoder"
+    names=("Llama, SmolLM2, SmolLM3, Mistral, Mixtral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, Granite, OLMo 2, "
+           "GPT-OSS, Cohere 2, Llama 4, Jamba, Qwen3-Next"), kind="decoder"
 ))
 
 
@@ -126,12 +126,14 @@ def _is_gptj(module: nn.Module) -> bool:
 
 def _is_bart(module: nn.Module) -> bool:
     # BART, Marian, mBART, Pegasus: the same module in the encoder, the decoder and as cross-attention
-    return _has(module, OPT_NAMES) and all(hasattr(module, a) for a in ("scaling", "is_decoder", "is_causal", "num_heads"))
+    return _has(module, OPT_NAMES) and all(
+        hasattr(module, a) for a in ("scaling", "is_decoder", "is_causal", "num_heads"))
 
 
 def _is_t5(module: nn.Module) -> bool:
     return _has(module, ("q", "k", "v", "o")) and all(
-        hasattr(module, a) for a in ("n_heads", "has_relative_attention_bias", "compute_bias", "is_decoder", "is_causal"))
+        hasattr(module, a)
+        for a in ("n_heads", "has_relative_attention_bias", "compute_bias", "is_decoder", "is_causal"))
 
 
 def _is_distilbert(module: nn.Module) -> bool:
@@ -222,7 +224,8 @@ def _kv_heads(config) -> int:
 register(Family(
     "neox", recognise=_is_neox,
     build=lambda m, config, _causal: FusedQKVAttention(
-        m, m.query_key_value, m.dense, interleaved_rows, config.num_attention_heads, config.num_attention_heads, config),
+        m, m.query_key_value, m.dense, interleaved_rows, config.num_attention_heads, config.num_attention_heads,
+        config),
     output_projection=lambda m: m.dense,
     names="GPT-NeoX, Pythia", kind="decoder"
 ))

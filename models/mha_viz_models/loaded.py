@@ -1,4 +1,4 @@
-"""A loaded model ready for attention capture (`LoadedModel`); what one capture records is in `mha_viz_models.records`."""
+"""A loaded model ready for attention capture (`LoadedModel`); what a capture records: `mha_viz_models.records`."""
 
 from __future__ import annotations
 
@@ -174,7 +174,8 @@ class LoadedModel:
             layer_inputs: list[LayerInput] = []
             written: dict[int, list[torch.Tensor]] = {}  # id(W_V) -> its outputs
             if inputs:
-                hooks += value_hooks(w_vs, written) + (input_hooks(self.attention_modules, layer_inputs) if self.can_recompute else [])
+                hooks += value_hooks(w_vs, written) + (
+                    input_hooks(self.attention_modules, layer_inputs) if self.can_recompute else [])
             try:
                 out = self.hf_model(
                     input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
@@ -193,8 +194,7 @@ class LoadedModel:
         recorded = tuple(layer_inputs) if len(layer_inputs) == self.num_layers else None
         kept = [written.get(id(w), []) for w in w_vs]  # W_V shared by layers (ALBERT) or never run: None
         values = tuple(w[0] if len(w) == 1 else None for w in kept) if w_vs else None
-        return Capture(out.hidden_states[-1], attentions, head_outputs, out, recorded, attention_mask,
-                       values=values)
+        return Capture(out.hidden_states[-1], attentions, head_outputs, out, recorded, attention_mask, values=values)
 
     def capture_seq2seq(self, source_ids: torch.Tensor, target_ids: torch.Tensor) -> Seq2SeqCapture:
         """Run an encoder–decoder once on source ids (B, n_src) and decoder input ids (B, n_tgt)

@@ -1,15 +1,18 @@
 """Load a model by registry name, Hugging Face hub id or local folder, ready for attention capture.
 
 Every model is loaded with eager attention (the only kind that returns probabilities), never
-with remote code, in the precision asked for (`mha_viz_models.precision`: by default the checkpoint's
-own, the bundled models float32), on one device or, given `max_memory`, spread by accelerate
-over the GPUs and the CPU (`mha_viz_models.placement`). With `local_attention=True` each self-attention is
-replaced by our MHA (`mha_viz_models.adapters`). Failures become `ModelLoadError`, whose message says
-what is missing and what to do: the UI shows it as it is.
+with remote code, in the precision asked for (`mha_viz_models.precision`; by default "auto": the
+checkpoint's own dtype, float32 where the device cannot compute in it, the bundled models
+float32), on one device (`mha_viz_models.resolve`; by default "auto": CUDA when there is a GPU,
+else the CPU) or, given `max_memory`, spread by accelerate over the GPUs and the CPU
+(`mha_viz_models.placement`). With `local_attention=True` each self-attention is replaced by our
+MHA (`mha_viz_models.adapters`). Failures become `ModelLoadError`, whose message says what is
+missing and what to do: the UI shows it as it is.
 
-Where the rest lives: `mha_viz_models.registry` (the bundled models), `mha_viz_models.resolve` (what a name
-or folder means, the device), `mha_viz_models.gguf_cache` (GGUF conversion), `mha_viz_models.loaded`
-(`LoadedModel`, `Capture`) and `mha_viz_models.toy` (toy-induction, built in code).
+Where the rest lives: `mha_viz_models.registry` (the bundled models), `mha_viz_models.resolve`
+(what a name or folder means, the device), `mha_viz_models.gguf_cache` (GGUF conversion),
+`mha_viz_models.loaded` (`LoadedModel`, `Capture`) and `mha_viz_models.toy` (toy-induction, built
+in code).
 """
 
 from __future__ import annotations
@@ -45,8 +48,7 @@ from .toy import load_toy
 _SEEDED = threading.Lock()
 log = logging.getLogger("mha_viz.models")
 
-# BUNDLED, LoadedModel, ModelLoadError and resolve_device also stay reachable here, where they used to live.
-__all__ = ["BUNDLED", "LoadedModel", "ModelLoadError", "load", "random_twin", "resolve_device"]
+__all__ = ["load", "random_twin"]
 
 
 def _is_causal(config) -> bool:
@@ -92,6 +94,7 @@ def load(
     Weights are read from safetensors (or GGUF) only, unless `allow_pickle`; code that comes
     with a model is never run.
 
+    device: "auto" (CUDA when there is a GPU, else the CPU), "cpu", "cuda" or "cuda:N".
     dtype: "auto" (the checkpoint's own, float32 where the device cannot run it; the bundled
     models float32), "float32", "bfloat16" or "float16". The probabilities of every capture are
     float32 whatever the model computes in.
@@ -102,7 +105,8 @@ def load(
     progress = progress or (lambda _f, _m: None)
     spec = os.fspath(spec)  # a pathlib.Path to a folder is a folder
     if spec.strip() == TOY_NAME:  # built in code (models/mha_viz_models/toy.py), not a Hugging Face model
-        return load_toy(device, local_attention, progress, dtype=resolve_dtype(dtype, resolve_device(device), fixed=True))
+        return load_toy(device, local_attention, progress,
+                        dtype=resolve_dtype(dtype, resolve_device(device), fixed=True))
     # heavy (transformers): imported only when a Hugging Face model is loaded
     from transformers import AutoConfig, AutoTokenizer
 
@@ -219,7 +223,8 @@ def load(
     except Exception as exc:  # noqa: BLE001 - a model that cannot run is reported, not raised
         log.warning("'%s' failed on the probe", spec, exc_info=True)
         raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but could not run on a test input of "
-                             f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. {SUPPORTED}.") from exc
+                             f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. "
+                             f"{SUPPORTED}.") from exc
     if want in HALF and eager is not None and not all(bool(torch.isfinite(a).all()) for a in eager):
         raise ModelLoadError(
             f"'{spec}' overflows in {dtype_name(want)}: its attention on a test input is not finite. "

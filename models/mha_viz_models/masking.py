@@ -30,7 +30,8 @@ def head_mask(loaded, scale: torch.Tensor, means: torch.Tensor | None = None,
                          "where its heads' outputs meet W_O.")
     H = loaded.num_heads
     if tuple(scale.shape) != (len(loaded.attention_modules), H):
-        raise ValueError(f"the head mask must have shape {(len(loaded.attention_modules), H)}; got {tuple(scale.shape)}")
+        raise ValueError(f"the head mask must have shape {(len(loaded.attention_modules), H)}; "
+                         f"got {tuple(scale.shape)}")
 
     def hook_for(layer: int):
         def mask(_module, args):

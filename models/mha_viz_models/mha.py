@@ -212,7 +212,8 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(B, n_k, d_kv_in) twice -> k (B, G, n_k, d_k), v (B, G, n_k, d_v)."""
-        return self._heads(self.w_k(key), self.num_kv_heads, self.k_norm), self.project_v(value)  # (B, G, n_k, d_k), (B, G, n_k, d_v)
+        # (B, G, n_k, d_k), (B, G, n_k, d_v)
+        return self._heads(self.w_k(key), self.num_kv_heads, self.k_norm), self.project_v(value)
 
     def project_v(self, value: torch.Tensor) -> torch.Tensor:
         """(B, n_k, d_kv_in) -> v (B, G, n_k, d_v), the values alone (what the heads write: `mha_viz_models.values`)."""
@@ -315,7 +316,8 @@ class MultiHeadAttention(nn.Module):
                                is_causal=is_causal)[0]
         n_q, n_k = q.shape[-2], k.shape[-2]
         allowed = None  # bool, True where a query may see a key; float masks are added instead
-        if (is_causal and n_q != n_k) or self.window is not None or self.chunk is not None:  # SDPA's is_causal aligns top-left; ours the ends
+        # SDPA's is_causal aligns top-left; ours the ends
+        if (is_causal and n_q != n_k) or self.window is not None or self.chunk is not None:
             allowed = ~self.hidden_keys(n_q, n_k, q.device, causal=is_causal)
             is_causal = False
         if key_padding_mask is not None:

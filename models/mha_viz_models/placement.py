@@ -35,7 +35,8 @@ def normalise_max_memory(max_memory: dict) -> dict:
                                      f"{torch.cuda.device_count()} CUDA GPU(s).")
             key = index
         elif key not in ("cpu", "disk", "mps"):
-            raise ModelLoadError(f"max_memory names an unknown device '{str(dev)[:40]}': use GPU numbers, 'cpu' or 'disk'.")
+            raise ModelLoadError(f"max_memory names an unknown device '{str(dev)[:40]}': use GPU numbers, "
+                                 "'cpu' or 'disk'.")
         if isinstance(size, str):
             if not _SIZE.match(size):
                 raise ModelLoadError(f"max_memory's size '{size[:40]}' for {dev} is not a size such as '24GiB'.")
@@ -43,7 +44,8 @@ def normalise_max_memory(max_memory: dict) -> dict:
         elif isinstance(size, (int, float)) and size > 0:
             out[key] = int(size)
         else:
-            raise ModelLoadError(f"max_memory's size for {dev} must be a positive number of bytes or a size such as '24GiB'.")
+            raise ModelLoadError(f"max_memory's size for {dev} must be a positive number of bytes or a size "
+                                 "such as '24GiB'.")
     return out
 
 

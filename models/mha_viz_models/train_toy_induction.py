@@ -123,8 +123,8 @@ def main() -> None:
         layer.attn.need_weights = True
 
     path = save(model, args.out, extra={"training": {
-        "script": "models/mha_viz_models/train_toy_induction.py", "steps": args.steps, "batch": args.batch, "lr": args.lr,
-        "seed": args.seed, "optimizer": "AdamW, 100 warm-up steps, cosine decay",
+        "script": "models/mha_viz_models/train_toy_induction.py", "steps": args.steps, "batch": args.batch,
+        "lr": args.lr, "seed": args.seed, "optimizer": "AdamW, 100 warm-up steps, cosine decay",
         "task": "[BOS] + m filler letters + k distinct random letters twice (k in 2..26); "
                 "next-token loss on the repeat",
         "final_loss": round(final, 5), "seconds": round(elapsed, 1),

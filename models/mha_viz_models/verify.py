@@ -81,9 +81,11 @@ def check_heads(loaded, ids: torch.Tensor, tol: float):
         return dataclasses.replace(loaded, attention_modules=[], unread=(
             "its heads' outputs could not be recorded at the input of each layer's output projection")), eager
     for layer, (module, fam) in enumerate(layers):
-        why = output_problem(cap.head_outputs[layer], written[layer], resident_copy(output_projection(module, fam)), tol)
+        why = output_problem(cap.head_outputs[layer], written[layer], resident_copy(output_projection(module, fam)),
+                             tol)
         if why is not None:
-            return dataclasses.replace(loaded, attention_modules=[], unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager
+            return dataclasses.replace(loaded, attention_modules=[],
+                                       unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager
     for layer in range(len(layers)):
         path = loaded.value_path(layer)
         raw = None if cap.values is None else cap.values[layer]
@@ -91,5 +93,6 @@ def check_heads(loaded, ids: torch.Tensor, tol: float):
             continue
         why = values_problem(cap.head_outputs[layer], cap.attentions[layer], path.split(raw), tol)
         if why is not None:
-            return dataclasses.replace(loaded, reads_values=False, unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager
+            return dataclasses.replace(loaded, reads_values=False,
+                                       unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager
     return loaded, eager

@@ -39,8 +39,8 @@ def _check_focus(at, index: int, words: bool = False) -> None:
     a = run.attentions.astype(np.float64)
     labels = detail.word_labels(run.tokens, run.word_ids) if words else run.tokens
     if words:
-        wl = np.stack([[detail.word_level(a[l, h], run.word_ids) for h in range(run.num_heads)]
-                       for l in range(run.num_layers)])
+        wl = np.stack([[detail.word_level(a[layer, h], run.word_ids) for h in range(run.num_heads)]
+                       for layer in range(run.num_layers)])
         a = wl
     m = a.shape[-1]
     assert to.shape == by.shape == (run.num_layers * run.num_heads, m)

@@ -107,7 +107,8 @@ def test_compare_heads_across_layers(minilm_run):
     assert all(c["data"][0]["zmax"] == 1 for c in heatmaps)
     at.toggle(key="compare_rescale").set_value(True).run()
     tops = [c["data"][0]["zmax"] for c in charts(at) if c["data"][0]["type"] == "heatmap"]
-    assert tops == pytest.approx([float(run.attentions[l, h].max()) for l, h in ((0, 3), (2, 5), (5, 11))], rel=1e-5)
+    assert tops == pytest.approx([float(run.attentions[layer, h].max()) for layer, h in ((0, 3), (2, 5), (5, 11))],
+                                 rel=1e-5)
 
 
 def test_rollout_rows_sum_to_one_and_flow_for_short_text():
@@ -197,7 +198,8 @@ def test_whole_text_overview_past_the_cap(monkeypatch):
     assert not at.exception and not at.error
     grids = [c for c in charts(at) if c["data"][0]["type"] == "image"]
     assert len(grids) == 2  # the capped overview and the whole-text one
-    assert any(c.value.startswith("All ") and "max-pooled" in c.value for c in at.caption), [c.value for c in at.caption]
+    assert any(c.value.startswith("All ") and "max-pooled" in c.value for c in at.caption), [
+        c.value for c in at.caption]
 
 
 def test_capture_over_the_memory_budget_is_refused_before_computing(monkeypatch):
@@ -223,7 +225,7 @@ def test_over_the_budget_some_layers_can_be_captured(monkeypatch):
     at.text_area(key="text").input("The cat sat on the mat. " * 12).run()
     assert any("Pick up to 2 layers" in e.value for e in at.error), [e.value for e in at.error]
     picker = at.multiselect(key="capture_layers")
-    assert picker.options == [str(l) for l in range(6)] and picker.max_selections == 2
+    assert picker.options == [str(layer) for layer in range(6)] and picker.max_selections == 2
     picker.set_value([5, 2]).run()
     assert not at.exception and not at.error
     assert any("layers 2, 5 of 6" in c.value for c in at.caption), [c.value for c in at.caption]

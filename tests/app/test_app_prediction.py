@@ -77,7 +77,8 @@ def test_toy_induction_preset_finds_the_induction_heads():
     np.testing.assert_allclose(_z(_titled(at, "Estimated restored fraction")), est.values.sum(-1), atol=1e-5)
     agree = attribution.agreement(est.values.sum(-1), want.restored)
     scatter = _titled(at, "Estimate against real patching")
-    assert f"Pearson r = {agree.pearson:.3f}" in _title(scatter) and f"Spearman ρ = {agree.spearman:.3f}" in _title(scatter)
+    assert f"Pearson r = {agree.pearson:.3f}" in _title(scatter)
+    assert f"Spearman ρ = {agree.spearman:.3f}" in _title(scatter)
     heads = next(d for d in scatter["data"] if d.get("mode") == "markers")
     np.testing.assert_allclose(np.array(heads["x"], dtype=float), want.restored.ravel(), atol=1e-5)
     np.testing.assert_allclose(np.array(heads["y"], dtype=float), est.values.sum(-1).ravel(), atol=1e-5)
@@ -203,7 +204,8 @@ def test_without_room_for_the_backward_pass_real_patching_is_still_offered(monke
     want = attribution.patch_heads(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted)
     np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
     assert not any(_title(c).startswith(("Estimated", "Estimate against")) for c in charts(at))
-    assert (at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]) == (1, int(np.argmax(want.restored[1])))
+    assert (at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]) == (
+        1, int(np.argmax(want.restored[1])))
 
 
 def test_a_gpt2_family_folder_gets_both_grids(gpt2_dir):

@@ -76,4 +76,5 @@ def test_a_model_whose_weights_cannot_be_read_gets_a_message(tmp_path):
     at.text_input(key="model_other").input(str(tmp_path)).run()
     assert not at.exception and not at.error
     assert at.title[0].value == "Queries and keys"
-    assert any("Queries and keys are recomputed with mha-viz's own MHA, which cannot compute" in i.value for i in at.info)
+    assert any("Queries and keys are recomputed with mha-viz's own MHA, which cannot compute" in i.value
+               for i in at.info)

@@ -86,7 +86,8 @@ def test_switching_heads_and_layers_runs_no_model():
     at = open_with_text("teaching", TEXT, model="smollm2")
     first = _probs(at)
     # every forward pass of every model starts at its token embeddings
-    with mock.patch.object(torch.nn.Embedding, "forward", autospec=True, side_effect=torch.nn.Embedding.forward) as embed:
+    with mock.patch.object(torch.nn.Embedding, "forward", autospec=True,
+                           side_effect=torch.nn.Embedding.forward) as embed:
         at.selectbox(key="teach_head").set_value(4).run()
         at.selectbox(key="teach_layer").set_value(3).run()
     assert not at.exception and not at.error

@@ -89,7 +89,8 @@ def test_head_examples_and_the_finder_after_a_corpus(browser, server):
         assert any(ui.chart_title(i).startswith("Document ") for i in range(ui.charts().count()))
         ui.assert_clean()
         ui.shot("head-examples")
-        document = next(ui.charts().nth(i) for i in range(ui.charts().count()) if ui.chart_title(i).startswith("Document "))
+        document = next(ui.charts().nth(i) for i in range(ui.charts().count())
+                        if ui.chart_title(i).startswith("Document "))
         document.scroll_into_view_if_needed()
         ui.shot("head-examples-document")
     finally:

@@ -43,7 +43,8 @@ def test_ioi_preset_on_smollm2_then_open_a_head(shared_app):
     corrupted = float(re.search(r"([+−-]\d+\.\d+) on the corrupted one", summary).group(1).replace("−", "-"))
     assert "' Mary'" in summary and "' John'" in summary
     assert clean == pytest.approx(6.1, abs=0.1) and corrupted == pytest.approx(-5.5, abs=0.1)
-    assert _chart(app, "Estimated restored fraction") is not None and _chart(app, "Direct logit attribution") is not None
+    assert _chart(app, "Estimated restored fraction") is not None
+    assert _chart(app, "Direct logit attribution") is not None
     assert _chart(app, "Restored fraction") is None  # real patching waits for its button
     app.click(app.page.locator(MAIN).get_by_role("button", name="Patch every head for real", exact=True))
     app.page.locator("[data-testid=stAlertContentInfo]").filter(has_text="Estimate against real patching").wait_for(

@@ -7,8 +7,9 @@ tokens.
 rounds: on a warm server, and on servers that have just started (a new one each round, whose
 first script runs are these sessions'). Each session opens a link with a draft sentence of its own
 (a teacher's link; the student replaces the sentence at once), so that its first run has an
-analysis of its own to compute while the typing lands. The sessions are driven with playwright's async API, in a thread of their own, so that no
-session waits for another's typing; each reports how long after its box appeared it typed.
+analysis of its own to compute while the typing lands. The sessions are driven with playwright's
+async API, in a thread of their own, so that no session waits for another's typing; each reports
+how long after its box appeared it typed.
 
 Before the fix (the sidebar's inputs were put back from a copy before each run, and a value
 written by code wins over the browser's in Streamlit), a session lost its sentence in 1 of 24 on

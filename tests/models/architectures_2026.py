@@ -4,9 +4,10 @@ attention), OLMo 2 (q/k RMSNorm over every head at once, post-norm blocks), Smol
 every fourth layer), GPT-OSS (learned per-head sink logits, sliding layers), Cohere 2 (interleaved
 rotary on sliding layers, none on its global ones), DeepSeek-V3 (multi-head latent attention),
 Llama 4 (chunked attention, no RoPE on every fourth layer), and the hybrids Qwen3-Next (gated
-softmax attention, Gated DeltaNet between), Jamba (Mamba between) and LFM2 (short convolutions between). Each is 4 layers (DeBERTa 2),
-4 heads of 16, saved with a byte-level BPE tokenizer by `build`; heads are peaked (q/k weights
-scaled up) so that a wrong scale, norm or mask cannot hide in near-uniform rows."""
+softmax attention, Gated DeltaNet between), Jamba (Mamba between) and LFM2 (short convolutions
+between). Each is 4 layers (DeBERTa 2), 4 heads of 16, saved with a byte-level BPE tokenizer by
+`build`; heads are peaked (q/k weights scaled up) so that a wrong scale, norm or mask cannot hide
+in near-uniform rows."""
 
 from __future__ import annotations
 
@@ -84,7 +85,8 @@ def _qwen3_next():
 def _jamba():
     from transformers import JambaConfig, JambaForCausalLM
     return JambaForCausalLM, JambaConfig(**_common(
-        attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, num_experts=2, mamba_d_state=8, mamba_expand=2))
+        attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, num_experts=2, mamba_d_state=8,
+        mamba_expand=2))
 
 
 def _lfm2():

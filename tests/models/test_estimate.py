@@ -80,7 +80,8 @@ def test_the_estimate_equals_one_made_from_hooks_on_the_models_own_modules(folde
     heads = attribution.estimate_heads(model, CLEAN, CORRUPTED, mode=mode)
     np.testing.assert_allclose(heads.values * gap, want.sum(-1) * gap, atol=1e-4)
     real = attribution.patch_heads(model, CLEAN, CORRUPTED, mode=mode)
-    assert (heads.answer, heads.wrong, heads.m_clean) == (real.answer, real.wrong, pytest.approx(real.m_clean, abs=1e-5))
+    assert (heads.answer, heads.wrong, heads.m_clean) == (real.answer, real.wrong,
+                                                          pytest.approx(real.m_clean, abs=1e-5))
 
 
 @pytest.mark.parametrize("name", [n for n in BUILDERS if n != "deberta"] + list(HYBRIDS))
@@ -176,7 +177,8 @@ def test_our_mhas_weights_packed_in_inference_mode_serve_a_gradient_pass():
 def test_half_precision_gives_the_float32_estimate_roughly(dtype):
     clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
     full = attribution.estimate_positions(mha_viz.load_model("toy-induction", device="cpu"), clean, corrupted)
-    half = attribution.estimate_positions(mha_viz.load_model("toy-induction", device="cpu", dtype=dtype), clean, corrupted)
+    half = attribution.estimate_positions(mha_viz.load_model("toy-induction", device="cpu", dtype=dtype),
+                                          clean, corrupted)
     assert half.values.dtype == np.float32 and (half.answer, half.wrong) == (full.answer, full.wrong)
     assert np.corrcoef(full.values.ravel(), half.values.ravel())[0, 1] > 0.95
     np.testing.assert_allclose(half.values.sum(-1), full.values.sum(-1), atol=0.1)

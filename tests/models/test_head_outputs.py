@@ -87,7 +87,8 @@ def _check_z_rebuilds_projection(model, text: str, *, rtol: float = 1e-5, atol: 
 @pytest.mark.model
 @pytest.mark.parametrize("hf_name,ours_name", [("minilm", "minilm_ours"), ("smollm2", "smollm2_ours")])
 def test_head_outputs_of_bundled_models(request, hf_name, ours_name):
-    """Captured z has shape (L, H, n, d_k), HF and our attention agree, and Σ_h z_h W_O[h] + b is the projection's output."""
+    """Captured z has shape (L, H, n, d_k), HF and our attention agree, and Σ_h z_h W_O[h] + b is the
+    projection's output."""
     hf, ours = request.getfixturevalue(hf_name), request.getfixturevalue(ours_name)
     a = _check_z_rebuilds_projection(hf, TEXT)
     b = _check_z_rebuilds_projection(ours, TEXT)

@@ -171,7 +171,8 @@ def test_patching_and_switching_heads_off(name, tmp_path):
                                       res.answer, res.wrong, None)
     np.testing.assert_allclose(same.numpy(), res.m_corrupted, atol=1e-5)
     for head in (0, model.num_heads - 1):  # the batched grid is one forward per head
-        m = attribution.patched_metric(model, ids_x, last, [head], cap_c.head_outputs[last][0], res.answer, res.wrong, None)
+        m = attribution.patched_metric(model, ids_x, last, [head], cap_c.head_outputs[last][0], res.answer,
+                                       res.wrong, None)
         want = (float(m[0]) - res.m_corrupted) / (res.m_clean - res.m_corrupted)
         assert res.restored[last, head] == pytest.approx(want, abs=1e-5)
 

@@ -67,7 +67,8 @@ def test_what_a_spread_model_cannot_do_is_a_message(llama_dir, whole_and_spread)
     whole, spread = whole_and_spread
     layer_bytes = sum(p.numel() * 4 for p in whole.hf_model.model.layers[0].parameters())
     embed = whole.hf_model.get_input_embeddings().weight.numel() * 4
-    with pytest.raises(ModelLoadError, match="Our MHA cannot stand in for the layers .*offloaded to the CPU or to disk"):
+    with pytest.raises(ModelLoadError,
+                       match="Our MHA cannot stand in for the layers .*offloaded to the CPU or to disk"):
         mha_viz.load_model(llama_dir, local_attention=True,
                            max_memory={"cpu": embed + int(1.5 * layer_bytes), "disk": "1GiB"})
     with pytest.raises(ModelLoadError, match="spread over cpu \\+ disk.*no random baseline"):

@@ -106,7 +106,8 @@ def test_tokenize_gives_the_whole_texts_tokens_and_labels(request, name, case):
         toks = mha_viz.tokenize(model, text, limit)
         want = label_ids(model, reference(model.tokenizer, text, limit))
         assert toks.ids == want.ids
-        assert (toks.display, toks.word_ids, toks.raw, toks.special) == (want.display, want.word_ids, want.raw, want.special)
+        assert (toks.display, toks.word_ids, toks.raw, toks.special) == (
+            want.display, want.word_ids, want.raw, want.special)
         assert toks.total == len(model.tokenizer(text)["input_ids"]) and not toks.total_is_estimate
 
 
@@ -171,7 +172,8 @@ def test_a_long_texts_count_is_an_estimate_labelled_as_one(request, name, monkey
         assert toks.total_is_estimate and toks.truncated
         assert abs(toks.total - exact) <= ESTIMATE_TOLERANCE * exact, (limit, toks.total, exact)
     assert mha_viz.analyze(model, text, max_tokens=64).num_input_tokens_is_estimate
-    monkeypatch.setattr(importlib.import_module("mha_viz.tokenize"), "EXACT_COUNT_CHARS", len(text))  # up to here: counted
+    # up to here: counted
+    monkeypatch.setattr(importlib.import_module("mha_viz.tokenize"), "EXACT_COUNT_CHARS", len(text))
     toks = mha_viz.tokenize(model, text, 64)
     assert toks.total == exact and not toks.total_is_estimate
 

@@ -103,5 +103,6 @@ def test_depth_bins_put_each_edge_in_its_own_bin():
     """Six layers at depths 0, 0.2, …, 1 in five bins: one a bin, the last two in the last (a
     rounded edge once put depth 0.6 in the bin below)."""
     names = compare_figures.bin_names(5)
-    assert compare_figures.depth_bins(np.arange(6) / 5, 5) == [names[0], names[1], names[2], names[3], names[4], names[4]]
+    assert compare_figures.depth_bins(np.arange(6) / 5, 5) == [
+        names[0], names[1], names[2], names[3], names[4], names[4]]
     assert compare_figures.depth_bins(np.arange(30) / 29, 5).count(names[0]) == 6  # 0 … 5/29 < 0.2

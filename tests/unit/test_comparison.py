@@ -88,7 +88,7 @@ def test_planted_head_is_found_with_scipys_js(causal):
 
 def test_every_head_matches_scipy_and_blocking_changes_nothing(monkeypatch):
     a, b = _random(2, 3, 11, seed=2), _random(2, 3, 11, seed=3)
-    expected = np.array([[_scipy_js(a[l, h], b[l, h]) for h in range(3)] for l in range(2)])
+    expected = np.array([[_scipy_js(a[layer, h], b[layer, h]) for h in range(3)] for layer in range(2)])
     np.testing.assert_allclose(comparison.pattern_divergence(a, b), expected, atol=1e-6)
     monkeypatch.setattr(comparison, "CHUNK_ENTRIES", 11 * 11)  # one head a block
     np.testing.assert_allclose(comparison.pattern_divergence(a, b), expected, atol=1e-6)

@@ -49,7 +49,8 @@ def test_word_level_by_hand_and_rows_sum_to_one():
     # query word "playing" (rows 1, 2): mean over its rows of the sum over key word "playing" (cols 1, 2)
     assert w[1, 1] == pytest.approx(((a[1, 1] + a[1, 2]) + (a[2, 1] + a[2, 2])) / 2, rel=1e-6)
     assert w[0, 2] == pytest.approx(a[0, 3], rel=1e-6)
-    assert detail.word_labels(["[CLS]", "play", "ing", "ball", "[SEP]"], word_ids) == ["[CLS]", "playing", "ball", "[SEP]"]
+    assert detail.word_labels(["[CLS]", "play", "ing", "ball", "[SEP]"], word_ids) == [
+        "[CLS]", "playing", "ball", "[SEP]"]
 
 
 def test_pooled_figure_payload_is_bounded_at_2048():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -13,11 +14,6 @@ from mha_viz_models.adapters import Adapter
 from mha_viz_models.families import (
     FAMILIES, Family, family_of, find_attention, install_local_attention, output_projection, register,
 )
-
-
-def test_tags_in_order_of_precedence():
-    assert list(FAMILIES)[:6] == ["ours", "bert", "gpt2", "llama", "neox", "phi3"]
-    assert all(tag == fam.tag for tag, fam in FAMILIES.items())
 
 
 class PlainAttention(nn.Module):
@@ -85,3 +81,90 @@ def test_a_registered_family_is_found_and_replaced(plain_family):
 def test_unknown_layers_are_not_recognised():
     assert "plain" not in FAMILIES
     assert family_of(PlainAttention(8)) is None and family_of(nn.Linear(2, 2)) is None
+
+
+# --- precedence: when several families recognise a module, the first registered wins -----------
+@contextmanager
+def registered(*families: Family):
+    """The families added to FAMILIES (after the built-in ones) while the block runs."""
+    try:
+        for fam in families:
+            register(fam)
+        yield
+    finally:
+        for fam in families:
+            FAMILIES.pop(fam.tag, None)
+
+
+def _plain(tag: str) -> Family:
+    return Family(tag, recognise=lambda m: isinstance(m, PlainAttention),
+                  build=lambda m, _config, _causal: PlainFamilyAttention(m), output_projection=lambda m: m.wo)
+
+
+def _anything(tag: str) -> Family:
+    return Family(tag, recognise=lambda m: True, build=lambda m, _config, _causal: m,
+                  output_projection=lambda m: m)
+
+
+class LlamaLike(nn.Module):
+    """What the "llama" family looks for: q/k/v/o_proj, scaling and layer_idx."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (nn.Linear(d, d) for _ in range(4))
+        self.scaling, self.layer_idx = d ** -0.5, 0
+
+
+class OursLookingLikeLlama(Adapter):
+    """An adapter that keeps the attributes of the Llama layer it replaces."""
+
+    def __init__(self, original: LlamaLike) -> None:
+        super().__init__()
+        self.mha = MultiHeadAttention.from_linears(
+            original.q_proj, original.k_proj, original.v_proj, original.o_proj, num_heads=2)
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = (
+            original.q_proj, original.k_proj, original.v_proj, original.o_proj)
+        self.scaling, self.layer_idx = original.scaling, original.layer_idx
+
+
+class Wrapping(Adapter):
+    """An adapter that holds the layer it replaces as a submodule."""
+
+    def __init__(self, original: LlamaLike) -> None:
+        super().__init__()
+        self.mha = MultiHeadAttention.from_linears(
+            original.q_proj, original.k_proj, original.v_proj, original.o_proj, num_heads=2)
+        self.original = original
+
+
+def test_tags_are_the_families_own():
+    assert all(tag == fam.tag for tag, fam in FAMILIES.items())
+
+
+def test_of_two_families_that_recognise_a_module_the_first_registered_wins():
+    model = TwoLayers()
+    with registered(_plain("plain-a"), _plain("plain-b")):
+        assert family_of(model.layers[0]) == "plain-a"
+        assert [fam for *_, fam in find_attention(model)] == ["plain-a", "plain-a"]
+        del FAMILIES["plain-a"]  # the other one takes over
+        assert family_of(model.layers[0]) == "plain-b"
+    with registered(_plain("plain-b"), _plain("plain-a")):  # the other order: the other winner
+        assert family_of(model.layers[0]) == "plain-b"
+
+
+def test_a_family_registered_later_does_not_take_what_a_built_in_one_recognises():
+    llama = LlamaLike()
+    ours = OursLookingLikeLlama(llama)
+    assert FAMILIES["llama"].recognise(ours) and FAMILIES["ours"].recognise(ours)  # two candidates...
+    with registered(_anything("anything")):
+        assert family_of(llama) == "llama"
+        assert family_of(ours) == "ours"  # ...and ours wins: an adapter installed before is not replaced again
+        assert family_of(PlainAttention(8)) == "anything"  # what no built-in family knows
+
+
+def test_a_module_inside_an_attention_already_found_is_not_found_again():
+    model = TwoLayers()
+    model.layers = nn.ModuleList(Wrapping(LlamaLike()) for _ in range(2))
+    assert family_of(model.layers[0].original) == "llama"  # a family knows the inner module too...
+    found = find_attention(model)
+    assert [(attr, fam) for _, attr, _, fam in found] == [("0", "ours"), ("1", "ours")]  # ...the outer one wins

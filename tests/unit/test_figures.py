@@ -130,7 +130,7 @@ def test_similarity_matrix_lines_part_the_layers_unless_reordered():
     trace = fig.data[0]
     np.testing.assert_allclose(np.asarray(trace.z), sim, rtol=1e-6)
     assert np.asarray(trace.z).dtype == np.float32
-    assert list(trace.x) == list(trace.y) == [f"L{l}H{h}" for l in layers for h in range(heads)]
+    assert list(trace.x) == list(trace.y) == [f"L{layer}H{h}" for layer in layers for h in range(heads)]
     shapes = [(s.type, s.x0, s.x1, s.y0, s.y1) for s in fig.layout.shapes]
     assert shapes == [("line", 3.5, 3.5, -0.5, 11.5), ("line", -0.5, 11.5, 3.5, 3.5),
                       ("line", 7.5, 7.5, -0.5, 11.5), ("line", -0.5, 11.5, 7.5, 7.5)]

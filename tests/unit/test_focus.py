@@ -31,10 +31,10 @@ def test_focus_rows_and_columns_are_the_runs():
     for i in range(run.n):
         f = focus.focus(run, i)
         assert f.attends_to.shape == f.attended_by.shape == (2, 3, run.n)
-        for l in range(2):
+        for layer in range(2):
             for h in range(3):
-                np.testing.assert_array_equal(f.attends_to[l, h], run.head(l, h)[i])
-                np.testing.assert_array_equal(f.attended_by[l, h], run.head(l, h)[:, i])
+                np.testing.assert_array_equal(f.attends_to[layer, h], run.head(layer, h)[i])
+                np.testing.assert_array_equal(f.attended_by[layer, h], run.head(layer, h)[:, i])
     with pytest.raises(IndexError):
         focus.attends_to(run.attentions, run.n)
 
@@ -70,11 +70,11 @@ def test_words_level_is_the_word_level_matrix_row_and_column():
     for w in range(4):
         f = focus.focus(run, w, words=True)
         assert f.labels == ["[CLS]", "playing", "balls", "[SEP]"]
-        for l in range(2):
+        for layer in range(2):
             for h in range(3):
-                wl = detail.word_level(run.head(l, h), word_ids)
-                np.testing.assert_allclose(f.attends_to[l, h], wl[w], rtol=1e-5)
-                np.testing.assert_allclose(f.attended_by[l, h], wl[:, w], rtol=1e-5)
+                wl = detail.word_level(run.head(layer, h), word_ids)
+                np.testing.assert_allclose(f.attends_to[layer, h], wl[w], rtol=1e-5)
+                np.testing.assert_allclose(f.attended_by[layer, h], wl[:, w], rtol=1e-5)
         np.testing.assert_allclose(f.attends_to.sum(-1), 1.0, atol=1e-5)  # rows of word_level sum to 1
     # by hand: what "playing" (rows 1, 2) puts on "balls" (cols 3, 4): mean of the summed pieces
     a = run.head(1, 2)
@@ -134,6 +134,9 @@ def test_focus_summary_panels_are_the_runs_means_and_maxima():
     assert len(domains) == 4 and [t.showscale for t in fig.data] == [True, False, False, False]
     (x0, x1), (y0, y1) = fig.layout.xaxis.domain, fig.layout.yaxis.domain
     assert x1 < fig.layout.xaxis2.domain[0] and fig.layout.yaxis3.domain[1] < y0  # panels do not overlap
+    # two columns as wide as each other, from one edge of the figure to the other
+    assert x0 == 0 and fig.layout.xaxis2.domain[1] == 1
+    assert x1 - x0 == pytest.approx(np.diff(fig.layout.xaxis2.domain)[0])
     # rows as tall as their number of rows: 2 layers above, 3 heads below
     assert (y1 - y0) / np.diff(fig.layout.yaxis3.domain)[0] == pytest.approx(2 / 3)
     assert "<b>" not in fig.layout.title.text and "token 4 (d)" in fig.layout.title.text

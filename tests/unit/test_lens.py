@@ -30,9 +30,9 @@ def _run(norms=None, causal=False, seed=0):
 def test_contributions_by_hand():
     run = _run()
     out = attribution.as_contributions(run)
-    l, h, i = 1, 2, 3
-    row = run.attentions[l, h, i] * run.value_norms[l, h]
-    np.testing.assert_allclose(out.attentions[l, h, i], row / row.sum(), rtol=1e-6)
+    layer, h, i = 1, 2, 3
+    row = run.attentions[layer, h, i] * run.value_norms[layer, h]
+    np.testing.assert_allclose(out.attentions[layer, h, i], row / row.sum(), rtol=1e-6)
     np.testing.assert_allclose(out.attentions.sum(-1), 1.0, atol=1e-6)
     assert out.lens == LABEL and run.lens == ""  # the weights' run is untouched
     assert out.attentions is not run.attentions

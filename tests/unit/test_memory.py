@@ -19,8 +19,10 @@ MiB = 2**20
 def _model(device="cpu", heads_readable=True):
     """What the estimate reads of a model: 6 layers, 4 heads of d_k 8 (d_model 32), vocabulary 100."""
     return SimpleNamespace(num_layers=6, num_heads=4, d_model=32, d_k=8, device=torch.device(device),
-                           has_head_outputs=heads_readable, can_recompute=heads_readable, hf_model=SimpleNamespace(config=SimpleNamespace(vocab_size=100)),
-                           attention_bytes=lambda n, layers=None, batch=1: (6 if layers is None else layers) * 4 * n * n * 4)
+                           has_head_outputs=heads_readable, can_recompute=heads_readable,
+                           hf_model=SimpleNamespace(config=SimpleNamespace(vocab_size=100)),
+                           attention_bytes=lambda n, layers=None, batch=1: (
+                               (6 if layers is None else layers) * 4 * n * n * 4))
 
 
 def test_the_estimate_against_a_hand_computation(monkeypatch):

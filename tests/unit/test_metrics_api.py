@@ -21,7 +21,8 @@ EXPORTED_BEFORE_SPLIT = [
     "rollout", "rollout_through_head", "select_heads",
 ]
 
-ADDED_SINCE = ["head_columns", "missing_weights"]  # head_table's columns without the DataFrame (the corpus job); the weights a similarity lacks
+# head_table's columns without the DataFrame (the corpus job); the weights a similarity lacks
+ADDED_SINCE = ["head_columns", "missing_weights"]
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures")

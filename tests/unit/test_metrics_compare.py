@@ -37,7 +37,7 @@ def _qk_ref(weights) -> np.ndarray:
     """Cosines of the materialised W_Q[h] W_K[kv(h)]ᵀ (d_model × d_model) of every head."""
     q, k = _np(weights["W_Q"]), _np(weights["W_K"])
     L, H, G = q.shape[0], q.shape[1], k.shape[1]
-    mats = [q[l, h] @ k[l, _kv_index(h, H, G)].T for l in range(L) for h in range(H)]
+    mats = [q[layer, h] @ k[layer, _kv_index(h, H, G)].T for layer in range(L) for h in range(H)]
     return _cos_matrix(np.stack([m.ravel() for m in mats]))
 
 
@@ -45,7 +45,7 @@ def _ov_ref(weights) -> np.ndarray:
     """Cosines of the materialised W_V[kv(h)] W_O[h] (d_model × d_model) of every head."""
     v, o = _np(weights["W_V"]), _np(weights["W_O"])
     L, H, G = o.shape[0], o.shape[1], v.shape[1]
-    mats = [v[l, _kv_index(h, H, G)] @ o[l, h] for l in range(L) for h in range(H)]
+    mats = [v[layer, _kv_index(h, H, G)] @ o[layer, h] for layer in range(L) for h in range(H)]
     return _cos_matrix(np.stack([m.ravel() for m in mats]))
 
 
@@ -190,13 +190,13 @@ def test_qk_cosine_invariant_to_reparametrisation(seed, H, gqa):
     L, d, d_k = 2, 8, 4
     weights = _random_weights(rng, L=L, H=H, G=G, d=d, d_k=d_k)
     new = {k: v.copy() for k, v in weights.items()}
-    for l in range(L):
+    for layer in range(L):
         for g in range(G):
             R = _random_orthogonal(rng, d_k) @ np.diag(rng.uniform(0.5, 2.0, d_k))
-            new["W_K"][l, g] = weights["W_K"][l, g] @ np.linalg.inv(R).T
+            new["W_K"][layer, g] = weights["W_K"][layer, g] @ np.linalg.inv(R).T
             for h in range(H):
                 if _kv_index(h, H, G) == g:
-                    new["W_Q"][l, h] = weights["W_Q"][l, h] @ R
+                    new["W_Q"][layer, h] = weights["W_Q"][layer, h] @ R
     run = _random_run(rng, L, H, 4)
     before = metrics.head_similarity(run, "qk", weights=weights)
     after = metrics.head_similarity(run, "qk", weights=new)
@@ -371,8 +371,8 @@ def test_similarity_and_dissimilarity_conversions():
 def _rollout_ref(a: np.ndarray) -> np.ndarray:
     L, _, n, _ = a.shape
     out, acc = [], np.eye(n)
-    for l in range(L):
-        hat = 0.5 * a[l].mean(0) + 0.5 * np.eye(n)
+    for layer in range(L):
+        hat = 0.5 * a[layer].mean(0) + 0.5 * np.eye(n)
         hat /= hat.sum(-1, keepdims=True)
         acc = hat @ acc
         out.append(acc)
@@ -397,7 +397,8 @@ def test_rollout_through_head():
 # --- 10. flow ---------------------------------------------------------------------------------
 
 def test_flow_identity_and_by_hand():
-    """Identity attention → identity flow; all-to-token-0 on 2 tokens: [[1,0],[.5,.5]] after 1 layer, [[1,0],[2/3,1/3]] after 2."""
+    """Identity attention → identity flow; all-to-token-0 on 2 tokens: [[1,0],[.5,.5]] after 1 layer,
+    [[1,0],[2/3,1/3]] after 2."""
     eye = np.eye(4)[None, None].repeat(3, 0).repeat(2, 1)
     np.testing.assert_allclose(metrics.flow(AttentionRun.from_array(eye, list("abcd"))), np.eye(4), atol=1e-6)
     first = np.array([[1.0, 0.0], [1.0, 0.0]])

@@ -55,7 +55,8 @@ def _sent(fig) -> dict:
 def test_step_figures_carry_the_walkthroughs_arrays_under_the_tokens(causal):
     w = _walkthrough(causal)
     figs = teach_figures.step_figures(w)
-    expected = {"X", "Q", "K", "V", "scores", "scaled", "probs", "z", "concat", "output"} | ({"masked"} if causal else set())
+    expected = ({"X", "Q", "K", "V", "scores", "scaled", "probs", "z", "concat", "output"}
+                | ({"masked"} if causal else set()))
     assert set(figs) == expected
     labels = axis_labels(TOK)
     for name, fig in figs.items():
