@@ -35,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 from app_server import free_port, health, start_server, stop_server  # noqa: E402 - beside this script
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
+
 from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - the e2e tests' browser
+
 TARGET_S = 5.0  # health OK -> first Model view
 TIMEOUT_S = 240
 CHART = "[data-testid=stMain] [data-testid=stPlotlyChart]"

@@ -46,11 +46,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 import mha_viz  # noqa: E402
 from mha_viz import corpus  # noqa: E402
 from mha_viz.corpus.batching import pad_batch, plan  # noqa: E402
-from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 MODEL, MAX_TOKENS, BATCH = "minilm", 128, 16
 

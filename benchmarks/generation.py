@@ -43,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 import mha_viz  # noqa: E402
-from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 PARAGRAPH = ("The river wound slowly through the valley, past the old mill and the stone bridge where the "
              "children of the village used to gather on summer evenings to watch the swallows skim the "

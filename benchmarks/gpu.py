@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 import mha_viz  # noqa: E402
-from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 from tests.helpers import byte_bpe_tokenizer  # noqa: E402 - a tokenizer made here (no hub)
 
 GiB = 2**30

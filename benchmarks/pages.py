@@ -67,8 +67,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_server import free_port, health, start_server, stop_server  # noqa: E402 - beside this script
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
+
 from tests.e2e.conftest import (  # noqa: E402 - the e2e tests' page driver (set_text, choose…) and browser
-    BUSY_OBSERVER, CHROMIUM, CHROMIUM_ARGS, App,
+    BUSY_OBSERVER,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    App,
 )
 
 BOOT_TIMEOUT_S = 120

@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from tests.app.helpers import AppTest  # noqa: E402 - the app tier's harness (only ui code imports streamlit)
-
 from pages import SETUPS, long_text  # noqa: E402 - benchmarks/pages.py, beside this script
+
+from tests.app.helpers import AppTest  # noqa: E402 - the app tier's harness (only ui code imports streamlit)
 
 # app.py, run under a profiler the harness switches on (cProfile follows only its own thread:
 # AppTest runs the script in another one)

@@ -25,8 +25,15 @@ from mha_viz_models import LoadedModel, readout
 
 from .capture import AttentionRun
 from .estimate import Agreement, agreement, by_head, estimate_heads, estimate_positions
-from .patching import (Patching, logit_difference, patch_heads, patch_positions, patched_metric, require_decoder,
-                       token_id)
+from .patching import (
+    Patching,
+    logit_difference,
+    patch_heads,
+    patch_positions,
+    patched_metric,
+    require_decoder,
+    token_id,
+)
 from .tokenize import InputError, label_ids, tokenize
 
 __all__ = [  # patching and its estimate live in their own modules; scripts reach them here too

@@ -24,9 +24,9 @@ from mha_viz_models import LoadedModel, as_probabilities
 
 from . import capture, settings
 from .capture import AttentionRun, HeadArray
-from .transfer import to_host
 from .generation import TOP, Step
 from .tokenize import InputError, Tokens, label_ids, token_limit, tokenize
+from .transfer import to_host
 
 MAX_NEW_TOKENS = 32  # a written target's length, by default
 

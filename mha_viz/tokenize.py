@@ -20,7 +20,6 @@ from mha_viz_models import LoadedModel
 from . import settings, text_prefix
 from .tokens import clean_tokens
 
-
 # Up to this many characters a truncated text's total is counted exactly (about 20 ms on 2 cores);
 # past it, estimated from the prefix read.
 EXACT_COUNT_CHARS = 50_000

@@ -76,9 +76,9 @@ def gpt2_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def bert_dir(tmp_path_factory):
     """Random-init BertForMaskedLM with MiniLM's WordPiece vocabulary."""
-    import mha_viz  # noqa: F401 - makes sure the bundled package is importable
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
+    import mha_viz  # noqa: F401 - makes sure the bundled package is importable
     from mha_viz_models.registry import BUNDLED
 
     tok = AutoTokenizer.from_pretrained(BUNDLED["minilm"].locate())

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .examples import (DECILES, EMPTY_DOC, PATTERN_KEYS, SCORE_BINS, ExampleOptions, ExamplesPartial,
-                       distance_labels)
+from .examples import DECILES, EMPTY_DOC, PATTERN_KEYS, SCORE_BINS, ExampleOptions, ExamplesPartial, distance_labels
 
 ARRAYS, META = "examples.npz", "examples.json"
 # shaped by the options

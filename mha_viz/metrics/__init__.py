@@ -26,7 +26,14 @@ from .head_stats import classify, detection_patterns, head_columns, head_table, 
 from .head_writes import Weights
 from .layout import cluster_order, mds
 from .measures import (
-    BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, METRICS, PUNCTUATION, SIMILARITIES, VERTICAL_MASS, Measure,
+    BLOCK_MASS,
+    BROAD_NORM_ENTROPY,
+    DIAGONAL_MASS,
+    METRICS,
+    PUNCTUATION,
+    SIMILARITIES,
+    VERTICAL_MASS,
+    Measure,
 )
 from .similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 

@@ -7,11 +7,10 @@ import numpy as np
 import torch
 
 from ..capture import AttentionRun
-from .head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
 from .gram import gram_upper, symmetric_numpy
+from .head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
 from .js import js_matrix
 from .measures import SIMILARITIES
-
 
 # the weights each weight-based kind reads: a model our MHA cannot compute has W_O only (`LoadedModel.head_weights`)
 WEIGHTS_NEEDED = {"qk": ("W_Q", "W_K"), "ov": ("W_V", "W_O"), "residual": ("W_O",)}

@@ -3,7 +3,6 @@ traced across them."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -11,8 +10,7 @@ import streamlit as st
 from mha_viz import metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, keys
-from mha_viz.ui import view_helpers
+from mha_viz.ui import analysis, charts, keys, view_helpers
 
 
 def across_layers_page() -> None:

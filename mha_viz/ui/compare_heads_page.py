@@ -3,15 +3,12 @@ each pair is."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import streamlit as st
 
 from mha_viz import metrics
 from mha_viz.figures import metrics as metric_figures
-from mha_viz.ui import analysis, charts, keys, session
-from mha_viz.ui import view_helpers
-
+from mha_viz.ui import analysis, charts, keys, session, view_helpers
 
 RESCALE_ABOVE = 64  # tokens: longer texts spread attention thin, and heads open rescaled
 

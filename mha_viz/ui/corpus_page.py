@@ -13,7 +13,6 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 import streamlit as st
-from mha_viz_models.gguf_cache import cache_root
 
 import mha_viz
 from mha_viz import ablation, corpus, metrics
@@ -24,9 +23,10 @@ from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.ui import analysis, charts, export_views, keys, resources, session, view_helpers
-from mha_viz.ui.text import plain
 from mha_viz.ui.generate_page import live_button
 from mha_viz.ui.keys import CorpusKey
+from mha_viz.ui.text import plain
+from mha_viz_models.gguf_cache import cache_root
 
 log = logging.getLogger("mha_viz.ui")
 

@@ -23,8 +23,8 @@ from mha_viz import generation, memory
 from mha_viz.figures import generation as gfig
 from mha_viz.tokenize import count_text
 from mha_viz.ui import charts, keys, resources, seq2seq_views, session, sidebar, state
-from mha_viz.ui.text import plain
 from mha_viz.ui.keys import GenKey
+from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-
 import streamlit as st
 
 from mha_viz import metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, keys, seq2seq_views
-from mha_viz.ui import view_helpers
+from mha_viz.ui import analysis, charts, keys, seq2seq_views, view_helpers
 from mha_viz.ui.text import plain
-
 
 PATTERN_RULES = (
     f"Pattern classes (conventions after Clark et al. 2019 and Kovaleva et al. 2019, rules applied in "

@@ -3,13 +3,11 @@ token, a window, blocks, words, or chosen queries and keys)."""
 
 from __future__ import annotations
 
-
 import streamlit as st
 
 from mha_viz import detail
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import charts, keys, seq2seq_views, session, subset_views
-from mha_viz.ui import view_helpers
+from mha_viz.ui import charts, keys, seq2seq_views, session, subset_views, view_helpers
 
 
 def head_view_page() -> None:

@@ -6,12 +6,10 @@ made once per server for what it shows (`charts.cached`).
 
 from __future__ import annotations
 
-
 import streamlit as st
 
 from mha_viz.figures import line_view as line_figures
 from mha_viz.ui import charts, keys, seq2seq_views, session, view_helpers
-
 
 MAX_TOKENS = line_figures.MAX_TOKENS  # past this many tokens the view draws a window of them
 NO_FOCUS = -1

@@ -14,7 +14,16 @@ import streamlit as st
 
 from mha_viz import detail, links
 from mha_viz.ui import (
-    compare_page, head_view_page, keys, pages, resources, seq2seq_views, session, sidebar, state, view_helpers,
+    compare_page,
+    head_view_page,
+    keys,
+    pages,
+    resources,
+    seq2seq_views,
+    session,
+    sidebar,
+    state,
+    view_helpers,
 )
 from mha_viz.ui.text import plain
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-
 import streamlit as st
 
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import export_views, keys
-from mha_viz.ui import view_helpers
+from mha_viz.ui import export_views, keys, view_helpers
 from mha_viz.ui.text import plain
 
 

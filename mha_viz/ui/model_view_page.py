@@ -11,8 +11,7 @@ import streamlit as st
 import mha_viz
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
-from mha_viz.ui import analysis, charts, keys, resources, seq2seq_views, session
-from mha_viz.ui import view_helpers
+from mha_viz.ui import analysis, charts, keys, resources, seq2seq_views, session, view_helpers
 from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")

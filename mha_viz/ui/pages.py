@@ -13,7 +13,25 @@ from typing import Callable
 import streamlit as st
 
 from mha_viz.ui import (
-    ablation_page, across_layers_page, compare_heads_page, compare_page, corpus_page, examples_page, focus_page, generate_page, head_metrics_page, head_view_page, keys, lines_page, model_facts_page, model_view_page, prediction_page, qk_page, session, similarity_page, teaching_page,
+    ablation_page,
+    across_layers_page,
+    compare_heads_page,
+    compare_page,
+    corpus_page,
+    examples_page,
+    focus_page,
+    generate_page,
+    head_metrics_page,
+    head_view_page,
+    keys,
+    lines_page,
+    model_facts_page,
+    model_view_page,
+    prediction_page,
+    qk_page,
+    session,
+    similarity_page,
+    teaching_page,
 )
 
 

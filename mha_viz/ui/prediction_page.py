@@ -18,9 +18,9 @@ from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import charts, export_views, keys, resources, session, sidebar
-from mha_viz.ui.text import plain
 from mha_viz.ui.generate_page import live_button
 from mha_viz.ui.keys import PredKey
+from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start_on_model
 
 OWN = "— your own pair —"

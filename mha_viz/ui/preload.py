@@ -193,8 +193,13 @@ def _transformers() -> None:
     from tokenizers import Tokenizer, pre_tokenizers, processors  # noqa: F401
     from tokenizers.models import WordLevel  # noqa: F401
     from transformers import (  # noqa: F401 - lazy attributes of transformers: each imports its module
-        AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer,
-        PreTrainedModel, PreTrainedTokenizerFast,
+        AutoConfig,
+        AutoModel,
+        AutoModelForCausalLM,
+        AutoModelForMaskedLM,
+        AutoTokenizer,
+        PreTrainedModel,
+        PreTrainedTokenizerFast,
     )
     from transformers.models.auto import modeling_auto, tokenization_auto  # noqa: F401
 

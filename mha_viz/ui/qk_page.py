@@ -4,7 +4,6 @@ AttentionViz); a click on a query in the map picks it as query i."""
 
 from __future__ import annotations
 
-
 import streamlit as st
 
 from mha_viz import qk
@@ -12,7 +11,6 @@ from mha_viz.figures import qk as qk_figures
 from mha_viz.ui import analysis, charts, keys, session
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
-
 
 TITLE = "Queries and keys"
 METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE"}

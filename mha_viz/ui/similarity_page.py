@@ -3,15 +3,13 @@ against a random-initialisation baseline."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import streamlit as st
 
 from mha_viz import ModelLoadError, metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, keys, session
-from mha_viz.ui import view_helpers
+from mha_viz.ui import analysis, charts, keys, session, view_helpers
 from mha_viz.ui.text import plain
 
 

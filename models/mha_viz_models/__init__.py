@@ -3,8 +3,8 @@
 Nothing here imports `mha_viz`: this layer knows tensors and Hugging Face, not the app.
 """
 
-from .families import UnsupportedArchitecture, install_local_attention
 from .errors import ModelLoadError
+from .families import UnsupportedArchitecture, install_local_attention
 from .loaded import LoadedModel
 from .loading import load, random_twin
 from .mha import MultiHeadAttention, apply_rotary

@@ -16,14 +16,34 @@ from __future__ import annotations
 from torch import nn
 
 from .adapters import (
-    Adapter, BertFamilyAttention, FusedQKVAttention, GPT2FamilyAttention, GPTJFamilyAttention, LlamaFamilyAttention,
+    Adapter,
+    BertFamilyAttention,
+    FusedQKVAttention,
+    GPT2FamilyAttention,
+    GPTJFamilyAttention,
+    LlamaFamilyAttention,
     Seq2SeqAttention,
-    T5FamilyAttention, blocked_rows, grouped_rows, interleaved_rows,
+    T5FamilyAttention,
+    blocked_rows,
+    grouped_rows,
+    interleaved_rows,
 )
 from .errors import UnsupportedArchitecture
 from .family_registry import (
-    FAMILIES, KINDS, Family, family_of, family_table, find_attention, install_local_attention, make_adapter,
-    output_projection, refused, register, stand_in_refusal, supported_models, value_path,
+    FAMILIES,
+    KINDS,
+    Family,
+    family_of,
+    family_table,
+    find_attention,
+    install_local_attention,
+    make_adapter,
+    output_projection,
+    refused,
+    register,
+    stand_in_refusal,
+    supported_models,
+    value_path,
 )
 from .heads import ValuePath
 from .layer_features import llama_refusals

@@ -9,15 +9,15 @@ import torch
 from torch import nn
 
 from .adapters import Adapter
-from .families import make_adapter, output_projection, value_path
-from .heads import ValuePath, output_blocks
-from .hooks import distinct
-from .records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
-from .placement import has_offloaded, resident_copy
-from .precision import dtype_name
 from .architectures import SUPPORTED
 from .errors import ModelLoadError
 from .facts import describe
+from .families import make_adapter, output_projection, value_path
+from .heads import ValuePath, output_blocks
+from .hooks import distinct
+from .placement import has_offloaded, resident_copy
+from .precision import dtype_name
+from .records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
 
 
 @dataclass

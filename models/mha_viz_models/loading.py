@@ -59,7 +59,8 @@ def _is_causal(config) -> bool:
         return False
     # heavy (transformers): imported only when a model is loaded
     from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
     )
     return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and \
         config.model_type not in MODEL_FOR_MASKED_LM_MAPPING_NAMES

@@ -28,8 +28,17 @@ import urllib.parse
 
 import pytest
 
-from .conftest import (ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, IDLE_PROBE, RUN_TIMEOUT_S, TICKS_PROBE, ZW, open_app,
-                       start_server)
+from .conftest import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    IDLE_PROBE,
+    RUN_TIMEOUT_S,
+    TICKS_PROBE,
+    ZW,
+    open_app,
+    start_server,
+)
 
 pytestmark = pytest.mark.e2e
 SESSIONS = 8

@@ -13,7 +13,6 @@ import zipfile
 
 import pytest
 
-
 pytestmark = pytest.mark.model
 
 USER_CODE = """

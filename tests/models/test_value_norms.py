@@ -116,8 +116,9 @@ def test_direct_logit_attribution_of_a_model_without_a_final_norm():
 
 def test_a_norm_the_head_does_not_read_is_not_taken_for_the_read_out(gpt2_dir):
     """The read-out is refused when something lies between the last norm and the LM head."""
-    from mha_viz_models import readout
     from transformers import AutoModelForCausalLM
+
+    from mha_viz_models import readout
 
     hf = AutoModelForCausalLM.from_pretrained(gpt2_dir)
     probe = __import__("torch").tensor([[1, 2, 3]])

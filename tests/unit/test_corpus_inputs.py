@@ -12,7 +12,12 @@ import pytest
 
 from mha_viz import InputError
 from mha_viz.corpus import (
-    SAMPLE_PATH, SAMPLE_SOURCE, CorpusError, corpus_hash, read_texts, read_upload,
+    SAMPLE_PATH,
+    SAMPLE_SOURCE,
+    CorpusError,
+    corpus_hash,
+    read_texts,
+    read_upload,
 )
 from tests.helpers import ROOT
 

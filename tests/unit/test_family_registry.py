@@ -12,7 +12,13 @@ from torch import nn
 from mha_viz_models import MultiHeadAttention
 from mha_viz_models.adapters import Adapter
 from mha_viz_models.families import (
-    FAMILIES, Family, family_of, find_attention, install_local_attention, output_projection, register,
+    FAMILIES,
+    Family,
+    family_of,
+    find_attention,
+    install_local_attention,
+    output_projection,
+    register,
 )
 
 

@@ -11,8 +11,8 @@ import torch
 
 from mha_viz import metrics
 from mha_viz.capture import AttentionRun
-from mha_viz.metrics import js as fast_js
 from mha_viz.metrics import compiled
+from mha_viz.metrics import js as fast_js
 
 TOLERANCE = 1e-4  # nats, on every entry (issue 15)
 

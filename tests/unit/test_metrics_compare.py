@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from mha_viz import AttentionRun, metrics
 
-
 # --- independent reference implementations (float64 numpy, materialised matrices) ----------------
 
 def _cos_matrix(flat: np.ndarray) -> np.ndarray:
