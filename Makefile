@@ -1,18 +1,22 @@
 # One command to start the app, one to run the tests (test-fast: the unit tier only); all set
-# everything up on first use.
+# everything up on first use. `make test` runs the linter first (ruff, pinned in
+# requirements-dev.txt, rules in pyproject.toml) and stops on any finding.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8501
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test test-fast install clean
+.PHONY: run test test-fast lint install clean
 
 run: $(STAMP)
 	$(BIN)/mha-viz --port $(PORT)
 
-test: $(STAMP)
+test: lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest tests/unit

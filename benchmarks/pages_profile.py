@@ -10,7 +10,7 @@ it applies the model, limit and text on Model facts, then per page: opens it (fi
 to Model facts, and opens it again (second visit) twice: once plain (the wall time of the
 AppTest run: the server's Python for the switch, with AppTest's own overhead) and once under
 cProfile. Printed per page: the plain wall time, the profiled time split into the page's view
-(`PageSpec.view`), the sidebar (`state.sidebar`), `st.plotly_chart` (Streamlit turning the
+(`PageSpec.view`), the sidebar (`sidebar.draw`), `st.plotly_chart` (Streamlit turning the
 figures into JSON: `plotly.io.to_json` and its validation), the figure building (the view minus
 its st.plotly_chart calls, minus other Streamlit elements), the JSON size of every chart (the
 bulk of the websocket payload), and the top functions of mha_viz by cumulative time, then the

@@ -41,5 +41,6 @@ __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",
     "SIMILARITIES", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
-    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "missing_weights", "rollout", "rollout_through_head", "select_heads",
+    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "missing_weights", "rollout",
+    "rollout_through_head", "select_heads",
 ]

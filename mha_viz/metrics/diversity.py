@@ -20,7 +20,7 @@ def diversity(similarity: np.ndarray) -> float:
 def layer_diversity(similarity: np.ndarray, num_layers: int, num_heads: int) -> np.ndarray:
     """D within each layer's heads, (L,), from an (L·H, L·H) similarity in [-1, 1]."""
     s = np.asarray(similarity).reshape(num_layers, num_heads, num_layers, num_heads)
-    return np.array([diversity(s[l, :, l, :]) for l in range(num_layers)])
+    return np.array([diversity(s[layer, :, layer, :]) for layer in range(num_layers)])
 
 
 def diversity_table(similarity: np.ndarray, baseline: np.ndarray | None, num_layers: int,
@@ -29,7 +29,7 @@ def diversity_table(similarity: np.ndarray, baseline: np.ndarray | None, num_lay
     initialisation. Both matrices are similarities in [-1, 1] (see `as_similarity`).
     layer_ids: the model's layer number of each row (default 0, 1, …)."""
     names = list(range(num_layers)) if layer_ids is None else layer_ids
-    rows = [f"layer {l}" for l in names] + ["all heads"]
+    rows = [f"layer {layer}" for layer in names] + ["all heads"]
     table = pd.DataFrame({"heads": rows})
     for column, sim in (("D", similarity), ("D_random_init", baseline)):
         if sim is None:

@@ -252,7 +252,8 @@ def classify(norm_entropy, self_, prev, next_, first, sep, punct, in_segment=0.0
     return label
 
 
-def importance(run: AttentionRun, weights: Weights, *, device: str | torch.device | None = None) -> dict[str, np.ndarray]:
+def importance(run: AttentionRun, weights: Weights, *,
+               device: str | torch.device | None = None) -> dict[str, np.ndarray]:
     """Spec section 3, as (L, H) arrays: "output_norm" = mean_t ‖o_h,t‖₂ and the seed's
     "mean_output_norm" = ‖mean_t o_h,t‖₂, with o_h = z_h W_O[h] (W_O's bias is shared, left out).
 

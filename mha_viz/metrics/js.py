@@ -224,7 +224,8 @@ def exact_blocked(att: torch.Tensor, n: int) -> torch.Tensor:
     skipped = n * n - M  # entries equal in every head (the floor above a causal diagonal)
     smooth, eps = 1.0 - JS_SMOOTHING, JS_SMOOTHING / n
     if att.device.type == "cpu" and COMPILED_ON_CPU:
-        sls, plogp, mass = (torch.from_numpy(x) for x in exact_pass(att.contiguous().numpy(), smooth, eps, thread_count()))
+        sls, plogp, mass = (torch.from_numpy(x)
+                            for x in exact_pass(att.contiguous().numpy(), smooth, eps, thread_count()))
     else:
         sls, plogp, mass = _exact_sums(att * smooth + eps)
     plogp = plogp + skipped * eps * math.log(eps)  # (N,)

@@ -44,9 +44,9 @@ def ablation_page() -> None:
     st.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
                f"what changes. Measured: {ablation.LOSS_LABELS[kind]}.")
     if model.other_layers:  # a hybrid
-        st.caption(f"{model.name} is a hybrid: only its softmax-attention layers ({', '.join(map(str, model.layer_ids))}) "
-                   "have heads to switch off; its other layers always run.")
-    grid = pd.DataFrame(on, index=[f"layer {l}" for l in model.layer_ids],
+        st.caption(f"{model.name} is a hybrid: only its softmax-attention layers "
+                   f"({', '.join(map(str, model.layer_ids))}) have heads to switch off; its other layers always run.")
+    grid = pd.DataFrame(on, index=[f"layer {layer}" for layer in model.layer_ids],
                         columns=[f"H{h}" for h in range(model.num_heads)])
     edited = st.data_editor(grid, key=f"{keys.HEADS_GRID_PREFIX}{session.get(keys.HEADS_VERSION, 0)}",
                             column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in grid.columns})
@@ -60,7 +60,7 @@ def ablation_page() -> None:
     cols[2].button("Switch off this whole layer", key=keys.HEADS_LAYER_OFF,
                    on_click=_switch_off_layer, args=(cur.key.model, on))
     mode = st.radio("Switched-off heads are", ["zeroed (ξ = 0)", "replaced by their mean output on this text"],
-                    key=keys.ABLATE_MODE, horizontal=True)
+                    key=keys.ABLATE_MODE, persist_state=keys.KEEP, horizontal=True)
     mean_ablation = mode.startswith("replaced")
     off = int((~on).sum())
     st.markdown(f"**{off} of {on.size} heads off.**")
@@ -102,7 +102,7 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
 
 def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
     other = st.text_input("A second sentence to compare with", value="A cat is resting on a rug.",
-                          key=keys.ABLATION_OTHER)
+                          key=keys.ABLATION_OTHER, persist_state=keys.KEEP)
     try:
         pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model))
                  for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
@@ -122,11 +122,13 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
     model = cur.model
     st.subheader("Which heads matter")
     source = st.radio("Score the heads on", ["this text", "a bundled sample paragraph"], key=keys.IMP_SOURCE,
+                      persist_state=keys.KEEP,
                       horizontal=True)
     text = cur.run.text if source == "this text" else ablation.SAMPLE_PARAGRAPH
     how = ("the change in 1 − cosine when each head alone is switched off (this model has no LM head, so the "
            "gradient at ξ = 1 is zero)" if kind == ablation.EMBEDDING else
-           "Michel et al.'s gradient importance: Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, each layer's row divided by its L2 norm")
+           "Michel et al.'s gradient importance: Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, each layer's row divided by its "
+           "L2 norm")
     st.caption(f"Importance: {how}.")
     key = cur.key.with_text(text)
     if st.button("Compute head importance", key=keys.IMP_GO) or key in session.get(keys.IMPORTANCE_DONE, set()):

@@ -25,6 +25,7 @@ def across_layers_page() -> None:
                 icon="ℹ️")
         return
     method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key=keys.LAYERS_METHOD,
+                      persist_state=keys.KEEP,
                       horizontal=True)
     layer = st.slider("Up to layer", 0, run.num_layers - 1, value=run.num_layers - 1, key=keys.LAYERS_LAYER) \
         if run.num_layers > 1 else 0

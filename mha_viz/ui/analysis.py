@@ -12,7 +12,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import ablation, ablation_outcome, attribution, metrics, seq2seq, sinks, teaching
-from mha_viz.ui import resources, state
+from mha_viz.ui import resources
 from mha_viz.ui.keys import AnalysisKey, ModelKey
 
 
@@ -75,12 +75,14 @@ def baseline_model(model_key: ModelKey, _model) -> mha_viz.LoadedModel:
 
 
 @st.cache_resource(show_spinner="Running the random-init baseline…", max_entries=8)
-def baseline_similarity(key: AnalysisKey, kind: str, _run, _model) -> np.ndarray:
+def baseline_similarity(key: AnalysisKey, kind: str, _run, _model, _seq2seq=None) -> np.ndarray:
+    """The same similarity on the random-init twin of the model, on the same tokens (`_seq2seq`:
+    an encoder–decoder's whole result, whose part `key.part` is `_run`; the key says which)."""
     base = baseline_model(key.model, _model)
     if metrics.SIMILARITIES[kind].needs == "weights":  # no text involved: skip the forward pass
         return _frozen(metrics.head_similarity(_run, kind, weights=weights(base)))
     n = _run.n if _run.hidden is None else _run.hidden.n_before  # the tokens before *Hide tokens*
-    res = state.current().seq2seq
+    res = _seq2seq
     if base.is_encoder_decoder and res is not None:  # the same part, on the same source and target ids
         base_run = seq2seq.same_tokens(base, res).parts[key.part]
     else:

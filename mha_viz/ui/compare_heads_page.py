@@ -28,14 +28,15 @@ def compare_heads_page() -> None:
         return
     idx = [labels.index(h) for h in picked]
     session.setdefault(keys.COMPARE_RESCALE, run.n > RESCALE_ABOVE)
-    rescale = st.toggle("Rescale each head to its own maximum", key=keys.COMPARE_RESCALE,
+    rescale = st.toggle("Rescale each head to its own maximum", key=keys.COMPARE_RESCALE, persist_state=keys.KEEP,
                         help="Off: every head on 0..1, so heads compare by colour. On: each head on 0..its "
                              "largest weight, so that spread-out heads of long texts are not nearly white "
                              f"(on by default past {RESCALE_ABOVE} tokens).")
     for start_at in range(0, len(picked), 2):  # two heatmaps a row, read left to right
         for col, label, g in zip(st.columns(2), picked[start_at:start_at + 2], idx[start_at:start_at + 2]):
             layer, head = divmod(g, run.num_heads)
-            charts.show(view_helpers.head_heatmap(cur, layer, head, rescale), key=f"{keys.CMP_HEATMAP_PREFIX}{label}", where=col)
+            charts.show(view_helpers.head_heatmap(cur, layer, head, rescale), key=f"{keys.CMP_HEATMAP_PREFIX}{label}",
+                        where=col)
     table = analysis.head_table(cur.key, run, model)
     st.subheader("Their metrics")
     st.dataframe(table.iloc[idx], hide_index=True, key=keys.CMP_TABLE, column_config=view_helpers.number_format(table))

@@ -78,7 +78,8 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
         session.put(keys.CMP_MODEL_B, a_choice if a_choice in options else options[0])
         session.put(keys.CMP_LOCAL_B, not cur.model_key.local_attention if cur.model_key else False)
     cols = st.columns([3, 2])
-    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=keys.KEEP, format_func=lambda k: titles.get(k, k))
+    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=keys.KEEP,
+                               format_func=lambda k: titles.get(k, k))
     spec = choice
     if choice == sidebar.OTHER:
         spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B, persist_state=keys.KEEP)
@@ -100,7 +101,8 @@ def _run_b(cur):
         st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
         session.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
-        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=keys.KEEP, height=80)
+        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=keys.KEEP,
+                              height=80)
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
             return None
@@ -158,7 +160,7 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
                 name="compare-change", on_select=_on_grid, selection_mode="points", width="content")
     ranked = cmp.ranked(TOP)
     st.caption("Click a cell to show that head side by side below. Changed most: " + ", ".join(
-        f"L{run.layer_ids[l]} H{h} ({v:.3g})" for l, h, v in ranked[:5]) + ".")
+        f"L{run.layer_ids[row]} H{h} ({v:.3g})" for row, h, v in ranked[:5]) + ".")
     if ranked and session.get(keys.CMP_FOR) != this:  # a new comparison opens on its most changed head
         session.put_all((keys.CMP_LAYER, keys.CMP_HEAD), (ranked[0][0], ranked[0][1]))
     session.put(keys.CMP_FOR, this)
@@ -169,7 +171,7 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER, persist_state=keys.KEEP,
                               format_func=lambda row: str(run.layer_ids[row]))
     head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD, persist_state=keys.KEEP)
-    rescale = cols[2].toggle("Rescale A and B to their maximum", key=keys.CMP_RESCALE)
+    rescale = cols[2].toggle("Rescale A and B to their maximum", key=keys.CMP_RESCALE, persist_state=keys.KEEP)
     fig = charts.cached("compare_side", (this, layer, head, rescale),
                         lambda: compare_figures.side_by_side(cmp, layer, head, rescale=rescale))
     charts.show(fig, key=keys.CMP_SIDE, name=f"compare-L{run.layer_ids[layer]}-H{head}")
@@ -187,8 +189,10 @@ def _by_depth(cmp, this: tuple) -> None:
     if not names:
         st.info("No head metric is available for both models.")
         return
-    metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, persist_state=keys.KEEP, format_func=lambda c: metrics.METRICS[c].label)
-    charts.show(charts.cached("compare_depth", (this, metric), lambda: compare_figures.depth_distributions(cmp, metric)),
+    metric = st.selectbox("Metric", names, key=keys.CMP_METRIC, persist_state=keys.KEEP,
+                          format_func=lambda c: metrics.METRICS[c].label)
+    charts.show(charts.cached("compare_depth", (this, metric),
+                              lambda: compare_figures.depth_distributions(cmp, metric)),
                 key=keys.CMP_DEPTH, name=f"compare-depth-{metric}")
 
 

@@ -92,7 +92,8 @@ def _documents(conf) -> tuple[Documents, str] | None:
         if source == SAMPLE:
             docs = _read_once(("sample",), lambda: corpus.read_texts("sample"))
             return docs, f"the bundled sample ({docs.count} sentences; {corpus.SAMPLE_SOURCE})"
-        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, persist_state=keys.KEEP, placeholder="text",
+        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, persist_state=keys.KEEP,
+                               placeholder="text",
                                help="Left empty: the first of text, sentence, content, document.") or None
         if source == UPLOAD:
             upload = st.file_uploader(
@@ -124,7 +125,8 @@ def _documents(conf) -> tuple[Documents, str] | None:
 
 
 def corpus_page() -> None:
-    cur = view_helpers.start_on_model("Corpus", "The Corpus page uses the sidebar's model: fix the message above first.")
+    cur = view_helpers.start_on_model("Corpus",
+                                      "The Corpus page uses the sidebar's model: fix the message above first.")
     if cur is None:
         return
     conf = resources.settings()
@@ -139,7 +141,8 @@ def corpus_page() -> None:
     cols = st.columns(4)
     top = min(512, cur.model.max_positions, resources.token_cap())
     session.settle(keys.CORPUS_TOKENS, min(int(session.get(keys.CORPUS_TOKENS) or 128), top))
-    max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, persist_state=keys.KEEP, step=32,
+    max_tokens = cols[0].number_input("Tokens per document", 2, top, key=keys.CORPUS_TOKENS, persist_state=keys.KEEP,
+                                      step=32,
                                       help="Longer documents are cut to this many tokens.")
     batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH, persist_state=keys.KEEP)
     embedding = ablation.loss_kind(cur.model) == ablation.EMBEDDING
@@ -151,7 +154,8 @@ def corpus_page() -> None:
                                      "pass a batch. Embedding models (minilm) have no gradient signal, so each head "
                                      f"is switched off in turn: {cur.model.num_layers * cur.model.num_heads} extra "
                                      "passes a batch, off by default.")
-    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE, persist_state=keys.KEEP)
+    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE,
+                                                     persist_state=keys.KEEP)
     key = CorpusKey(cur.model_key, docs.digest, int(max_tokens), bool(importance), len(held))
     st.caption(f"Documents: {label}. " + (f"The statistics use {len(train):,} of them; {len(held)} (every "
                f"{HOLD_EVERY}th) are held out to test the importance order." if held else
@@ -225,7 +229,8 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
                + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else ".")
                + " Each head's top documents and the head finder are on **Head examples**.", icon="📚")
     names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
-    metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=keys.KEEP, format_func=lambda c: metrics.METRICS[c].label)
+    metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=keys.KEEP,
+                          format_func=lambda c: metrics.METRICS[c].label)
     label = metrics.METRICS[metric].label
     left, right = st.columns(2)
     charts.show(corpus_figures.mean_grid(table, metric, label=label), key=keys.CORPUS_MEAN, where=left,
@@ -284,8 +289,10 @@ def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) ->
     order = np.argsort(np.asarray(importance).ravel())
     with resources.slots().hold():
         by_importance = corpus_importance.pruning_curve(model, held, order, fractions, max_tokens=max_tokens)
-        randoms = np.array([corpus_importance.pruning_curve(model, held, np.random.default_rng(seed).permutation(order.size),
-                                                 fractions, max_tokens=max_tokens) for seed in range(RANDOM_ORDERS)])
+        randoms = np.array([corpus_importance.pruning_curve(model, held,
+                                                            np.random.default_rng(seed).permutation(order.size),
+                                                            fractions, max_tokens=max_tokens)
+                            for seed in range(RANDOM_ORDERS)])
     return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
                          "random mean": randoms.mean(0), "random sd": randoms.std(0)})
 

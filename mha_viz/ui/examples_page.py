@@ -53,7 +53,8 @@ def _on_finder(num_heads: int) -> None:
 
 
 def examples_page() -> None:
-    cur = view_helpers.start_on_model("Head examples", "This page uses the sidebar's model: fix the message above first.")
+    cur = view_helpers.start_on_model("Head examples",
+                                      "This page uses the sidebar's model: fix the message above first.")
     if cur is None:
         return
     stats = _stats(cur)

@@ -61,7 +61,8 @@ def sidebar_box(cur) -> None:
 
 
 def _box(cur) -> None:
-    st.radio("Chart downloads", list(FORMATS), key=keys.EXPORT_FORMAT, persist_state=keys.KEEP, format_func=FORMATS.get, horizontal=True,
+    st.radio("Chart downloads", list(FORMATS), key=keys.EXPORT_FORMAT, persist_state=keys.KEEP, format_func=FORMATS.get,
+             horizontal=True,
              help="Every chart has a camera button (top right, when the pointer is over it): it downloads "
                   "the chart in this format, drawn by your browser.")
     st.selectbox("Size", list(figure_style.DOWNLOAD_SIZES), key=keys.EXPORT_SIZE, persist_state=keys.KEEP,
@@ -89,7 +90,8 @@ def _box(cur) -> None:
     chosen = [h for h in session.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
     selected = (int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0)))
     session.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
-    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP, max_selections=MAX_REPORT_HEADS,
+    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP,
+                           max_selections=MAX_REPORT_HEADS,
                            format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
     st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
                        file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key=keys.DL_REPORT,

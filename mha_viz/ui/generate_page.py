@@ -89,8 +89,8 @@ def _use_model(name: str) -> None:
 
 def _current_key(cur) -> GenKey:
     return GenKey(cur.model_key, cur.text, resources.token_cap(), int(session.need(keys.GEN_MAX_NEW)),
-                  float(session.need(keys.GEN_TEMPERATURE)), int(session.need(keys.GEN_TOP_K)), float(session.need(keys.GEN_TOP_P)),
-                  int(session.need(keys.GEN_SEED)))
+                  float(session.need(keys.GEN_TEMPERATURE)), int(session.need(keys.GEN_TOP_K)),
+                  float(session.need(keys.GEN_TOP_P)), int(session.need(keys.GEN_SEED)))
 
 
 def _controls(cur):
@@ -104,7 +104,8 @@ def _controls(cur):
                          key=keys.GEN_MAX_NEW, persist_state=keys.KEEP,
                          help="How many tokens to generate at most; prompt and new tokens together stay "
                               "within the sidebar's token limit.")
-    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=keys.GEN_TEMPERATURE, persist_state=keys.KEEP,
+    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=keys.GEN_TEMPERATURE,
+                         persist_state=keys.KEEP,
                          help="0: greedy, always the most probable token. Above 0: sample; higher is "
                               "more random.")
     cols[2].number_input("Top-k", min_value=1, max_value=1_000_000, step=1, key=keys.GEN_TOP_K, persist_state=keys.KEEP,

@@ -32,11 +32,13 @@ def head_metrics_page() -> None:
                "Computed over every token (the sidebar's *Hide tokens* computes them with the sink or the special "
                "tokens excluded).")
     names = [c for c in metrics.METRICS if c in table.columns]
-    choice = st.selectbox("Metric", names, key=keys.METRIC_CHOICE, format_func=lambda c: metrics.METRICS[c].label)
+    choice = st.selectbox("Metric", names, key=keys.METRIC_CHOICE, persist_state=keys.KEEP,
+                          format_func=lambda c: metrics.METRICS[c].label)
     view_helpers.explain_measure(metrics.METRICS[choice])
     fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.table_grid(table, choice, run))
-    charts.show(fig, key=keys.METRIC_GRID, on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_GRID, view_helpers.grid_index),
-                    selection_mode="points", width="content")
+    charts.show(fig, key=keys.METRIC_GRID,
+                on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_GRID, view_helpers.grid_index),
+                selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")
     if "output_norm" not in table.columns:
         st.info("Importance (output norms) needs each head's output, which this model's architecture "
@@ -46,4 +48,5 @@ def head_metrics_page() -> None:
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     st.dataframe(table, hide_index=True, key=keys.HEAD_TABLE_DF, column_config=view_helpers.number_format(table))
     st.download_button("Download the head table (CSV)", lambda: table.to_csv(index=False).encode(), on_click="ignore",
-                       file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv", key=keys.DL_TABLE)
+                       file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv",
+                       key=keys.DL_TABLE)

@@ -22,7 +22,7 @@ def head_view_page() -> None:
                               format_func=lambda row: str(run.layer_ids[row]))
     head = cols[1].selectbox("Head", list(range(run.num_heads)), index=session.need(keys.SEL_HEAD))
     session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
-    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE,
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP,
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
     charts.show(_head_figure(cur, layer, head, rescale), key=keys.HEAD_HEATMAP)

@@ -1,7 +1,8 @@
 """The names the UI finds things by: every `st.session_state` key, and the cache keys of an analysis.
 
-The widgets the user's choices live under keep their values across page switches (drawn with
-`persist_state=keys.KEEP`); keys starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
+Only `ui/session.py` reads and writes them. The widgets the user's choices live under keep their
+values across page switches (drawn with `persist_state=KEEP`), except those in NOT_KEPT; keys
+starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
 computed from, so that no code reads a positional tuple by index.
 """
 
@@ -19,7 +20,10 @@ EXAMPLE = "example"
 TEXT = "text"
 TARGET = "target"  # an encoder–decoder's target text (empty: the model writes it)
 ATTN_PART = "attn_part"  # an encoder–decoder's attention shown: "Encoder", "Decoder" or "Cross"
-# Every input the user sets is a widget with persist_state=KEEP (see state.py)
+# Every input the user sets is a widget with persist_state=KEEP: Streamlit keeps its value when a
+# page does not draw it or a run ends early (st.switch_page), and the browser's latest value always
+# wins (values put back by the app before each run once overrode what a user typed: issue 20).
+# The exceptions are NOT_KEPT, below.
 KEEP = "session"
 TOKEN_LIMIT = "token_limit"
 CAPTURE_LAYERS = "capture_layers"
@@ -36,7 +40,7 @@ EXPORT_HALF = "export_half"  # the .npz in float16
 
 # --- what the app computed for this rerun, and the last good result -----------------------------
 CURRENT = "_current"  # state.Current of this rerun
-LAST_GOOD = "_last_good"  # (run, model, AnalysisKey) of the last successful analysis
+LAST_GOOD = "_last_good"  # (run, model, AnalysisKey, EncoderDecoderRun or None) of the last successful analysis
 LAST_FULL = "_last_full"  # that run before the sidebar's *Hide tokens* (state.Current.full_run)
 GOTO = "_goto_page"  # a page id to switch to at the start of the next run (pages.follow_goto)
 
@@ -283,6 +287,25 @@ SINK_MASS_GRID = "sink_mass_grid"
 WHOLE_GRID = "whole_grid"
 WHOLE_OVERVIEW = "whole_overview"
 
+
+# --- the input widgets drawn without persist_state=KEEP, and why (docs/architecture.md, "Session state";
+# tests/unit/test_ui_house.py checks that every other input widget keeps its value) --------------
+NOT_KEPT = frozenset({
+    # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
+    # and meant to start afresh with it; the head the pages share is the plain SEL_LAYER / SEL_HEAD
+    HEADS_LAYER_PICK, EXAMPLES_LAYER, EXAMPLES_HEAD, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, PRED_LAYER,
+    PRED_HEAD, QK_LAYER, QK_HEAD, QK_I, QK_J, CROSS_FOCUS_TOKEN, LAYERS_LAYER, LAYERS_HEAD, HEAD_WINDOW,
+    S2S_STEP, TEACH_ROW, TEACH_LAYER, TEACH_HEAD, IMP_K, COMPARE_HEADS, SUBSET_QUERIES, SUBSET_KEYS,
+    SUBSET_QUERY_LIST, SUBSET_KEY_LIST,
+    # chosen by the app for each new run (blocks for a long input), or by a link: HEAD_DETAIL
+    HEAD_DETAIL,
+    # presets that act once: their on_change sets other inputs, which are kept
+    CMP_PAIR, SUBSET_PRESET,
+    # the on/off grid, drawn under a new key whenever the app changes it (HEADS_ON keeps the heads)
+    HEADS_GRID_PREFIX,
+    # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
+    CORPUS_FILE,
+})
 
 class ModelKey(NamedTuple):
     """Which loaded model: the same name can come from two folders, devices or implementations."""

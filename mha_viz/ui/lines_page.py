@@ -72,13 +72,15 @@ def _page(cur) -> None:
     if chosen is None or any(h not in heads_all for h in chosen):
         session.put(keys.LINE_HEADS, heads_all)
     cols = st.columns([1, 3])
-    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=keys.KEEP, format_func=lambda row: str(run.layer_ids[row]))
+    layer = cols[0].selectbox("Layer", layers, key=keys.LINE_LAYER, persist_state=keys.KEEP,
+                              format_func=lambda row: str(run.layer_ids[row]))
     heads = cols[1].pills("Heads", heads_all, selection_mode="multi", key=keys.LINE_HEADS, persist_state=keys.KEEP,
                           format_func=lambda h: f"H{h}",
                           help="Each head draws its lines in its own colour (the chart's legend). "
                                "Click the legend to hide a head for a moment.")
     heads = sorted(heads or [])
-    threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD, persist_state=keys.KEEP,
+    threshold = st.slider("Threshold: hide lines weaker than", 0.0, 1.0, step=0.01, key=keys.LINE_THRESHOLD,
+                          persist_state=keys.KEEP,
                           help="0 draws every line (the strongest ones when there are too many).")
     window = _window(run)
     queries, keys_, _ = line_figures.sides(run)
@@ -91,7 +93,8 @@ def _page(cur) -> None:
     cols = st.columns([2, 3, 1])
     side = cols[0].radio("Focus on a", list(SIDE_LABELS), key=keys.LINE_SIDE, persist_state=keys.KEEP, horizontal=True,
                          format_func=SIDE_LABELS.get)
-    token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN, persist_state=keys.KEEP,
+    token = cols[1].selectbox("Focus token (or click a token in the chart)", tokens, key=keys.LINE_TOKEN,
+                              persist_state=keys.KEEP,
                               format_func=lambda t: "none: every line" if t == NO_FOCUS
                               else f"{t}: {names[t]}")
     cols[2].button("Clear focus", key=keys.LINE_CLEAR, on_click=_clear_focus, disabled=token == NO_FOCUS)

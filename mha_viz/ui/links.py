@@ -28,8 +28,8 @@ from mha_viz.ui import (
 from mha_viz.ui.text import plain
 
 # the head view's detail levels by their slug in a link (links.DETAILS), and back
-DETAIL_OPTIONS = {"tokens": head_view_page.FULL, "window": head_view_page.WINDOW, "blocks": head_view_page.BLOCKS, "words": head_view_page.WORDS,
-                  "subset": head_view_page.SUBSET}
+DETAIL_OPTIONS = {"tokens": head_view_page.FULL, "window": head_view_page.WINDOW, "blocks": head_view_page.BLOCKS,
+                  "words": head_view_page.WORDS, "subset": head_view_page.SUBSET}
 DETAIL_SLUGS = {option: slug for slug, option in DETAIL_OPTIONS.items()}
 HEAD_VIEW = "head_view"  # the page whose detail level a link carries
 COMPARE = "compare"  # the page whose run B a link carries

@@ -35,7 +35,8 @@ def model_view_page() -> None:
     st.caption(f"{plain(run.model_name)}: {layers} × {run.num_heads} heads, {run.n} tokens. "
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE,
+                        persist_state=keys.KEEP)
     fig = charts.cached("model_grid", (cur.key, rescale), lambda: head_figures.model_grid(run, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
@@ -44,8 +45,9 @@ def model_view_page() -> None:
     cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.GRID_LAYER,
                       format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
     cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
-    cols[2].button("Open in head view", key=keys.GRID_OPEN_HEAD, type="primary", on_click=lambda: view_helpers.open_head(
-        int(session.need(keys.GRID_LAYER)), int(session.need(keys.GRID_HEAD))))
+    cols[2].button("Open in head view", key=keys.GRID_OPEN_HEAD, type="primary",
+                   on_click=lambda: view_helpers.open_head(int(session.need(keys.GRID_LAYER)),
+                                                           int(session.need(keys.GRID_HEAD))))
     _lens_change(cur)
     _sink_mass(run)
     _learned_sinks(cur)

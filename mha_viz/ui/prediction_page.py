@@ -169,7 +169,8 @@ def _agreement_text(expl: prediction.Explanation, agree) -> str:
         count, f"{count} heads differ (ringed on both grids)")
     return (f"Estimate against real patching over the {expl.estimated.size} heads: Pearson r = {value(agree.pearson)}, "
             f"Spearman ρ = {value(agree.spearman)}. {differ} by more than {estimate.DISAGREE} of the gap; the largest "
-            f"difference is {agree.largest:.3f}, at layer {expl.clean.layer_ids[agree.where[0]]}, head {agree.where[1]}.")
+            f"difference is {agree.largest:.3f}, at layer {expl.clean.layer_ids[agree.where[0]]}, "
+            f"head {agree.where[1]}.")
 
 
 def _grids(expl: prediction.Explanation, agree) -> None:
@@ -187,7 +188,8 @@ def _grids(expl: prediction.Explanation, agree) -> None:
                       "restored-fraction"))
     if agree is not None:
         shown.append((attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
-                                                            agree.spearman, ids, differ), None, "estimate-against-real"))
+                                                            agree.spearman, ids, differ),
+                      None, "estimate-against-real"))
     for i in range(0, len(shown), 2):
         for (fig, key, name), where in zip(shown[i:i + 2], st.columns(2)):
             if key is None:
@@ -264,7 +266,8 @@ def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> predict
                                                                    max_tokens=key.cap, progress=progress),
                                  batch=True)
     if error:
-        live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False, help="Stop patching; what was found before is kept.")
+        live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False,
+                    help="Stop patching; what was found before is kept.")
         st.error(plain(error), icon="⚠️")
         return expl
     session.put(keys.PRED_RESULT, (key, done))

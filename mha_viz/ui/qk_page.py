@@ -93,13 +93,15 @@ def qk_page() -> None:
                "by position. Click a query: it becomes query i above, and lines join it to the keys it "
                "attends to most (width ∝ weight).")
     cols = st.columns([1, 2, 1])
-    method = cols[0].radio("Projection", qk.METHODS, key=keys.QK_METHOD, format_func=METHOD_LABELS.get,
+    method = cols[0].radio("Projection", qk.METHODS, key=keys.QK_METHOD, persist_state=keys.KEEP,
+                           format_func=METHOD_LABELS.get,
                            horizontal=True)
     translate = cols[1].toggle("Translate and scale the keys (AttentionViz)", key=keys.QK_TRANSLATE,
+                               persist_state=keys.KEEP,
                                help="Scales queries by α and keys by 1/α so both have the same mean norm, "
                                     "then shifts the keys so their mean equals the queries' mean. Neither "
                                     "step changes any attention weight.")
-    top = cols[2].number_input("Strongest keys", 1, max(1, min(10, n)), key=keys.QK_TOP)
+    top = cols[2].number_input("Strongest keys", 1, max(1, min(10, n)), key=keys.QK_TOP, persist_state=keys.KEEP)
     fig = charts.cached("qk_map", (cur.key, layer, head, method, translate, i, int(top)),
                         lambda: qk_figures.qk_map_figure(_qk_map(cur.key, layer, head, method, translate, w), tok,
                                                          probs=w.probs, selected_query=i, top_k=int(top)))

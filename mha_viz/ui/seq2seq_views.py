@@ -88,7 +88,8 @@ def cross_model_view(cur, on_select) -> None:
     st.caption(f"Cross-attention: {cross.num_layers} decoder layers × {cross.num_heads} heads, {cross.n_queries} "
                f"target tokens (queries, down) over {cross.n_keys} source tokens (keys, across). Click a "
                "thumbnail to open it in the head view.")
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE)
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE,
+                        persist_state=keys.KEEP)
     fig = charts.cached("cross_grid", (cur.key, rescale), lambda: cross_figures.cross_grid(cross, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=on_select, selection_mode="points", width="content")
 
@@ -99,7 +100,7 @@ def cross_head_view(cur) -> None:
     layer = cols[0].selectbox("Layer", list(range(cross.num_layers)), index=session.need(keys.SEL_LAYER))
     head = cols[1].selectbox("Head", list(range(cross.num_heads)), index=session.need(keys.SEL_HEAD))
     session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
-    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE)
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP)
     fig = charts.cached("cross_heatmap", (cur.key, layer, head, rescale),
                         lambda: cross_figures.cross_heatmap(cross, layer, head, rescale=rescale))
     charts.show(fig, key=keys.CROSS_HEATMAP)
@@ -115,7 +116,7 @@ def cross_metrics_view(cur) -> None:
     """The metrics defined for a rectangular pattern, every decoder head (`cross_metrics`)."""
     cross = cur.run
     table = charts.cached("cross_table", (cur.key,), lambda: cross_metrics.cross_table(cross))
-    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key=keys.CROSS_METRIC_CHOICE,
+    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key=keys.CROSS_METRIC_CHOICE, persist_state=keys.KEEP,
                           format_func=lambda c: c.replace("_", " "))
     st.caption(cross_metrics.COLUMNS[choice].capitalize() + ". The other head metrics ("
                + ", ".join(cross_metrics.SELF_ONLY) + ") are about a text attending to itself: they apply to "
@@ -145,7 +146,7 @@ def cross_focus_view(cur) -> None:
         session.put(keys.CROSS_FOCUS_TOKEN, 0)
     index = st.selectbox("Token", list(range(len(names))), key=keys.CROSS_FOCUS_TOKEN,
                          format_func=lambda i: f"{i}: {names[i]}")
-    rescale = st.toggle("Rescale to the largest weight", key=keys.CROSS_FOCUS_RESCALE)
+    rescale = st.toggle("Rescale to the largest weight", key=keys.CROSS_FOCUS_RESCALE, persist_state=keys.KEEP)
     values = cross.attentions[..., index, :] if target else cross.attentions[..., :, index]  # (L, H, m)
     f = focus.Focus(index, list(others), values, values)
     name = html.escape(names[index], quote=False)

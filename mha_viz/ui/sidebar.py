@@ -89,7 +89,8 @@ def draw() -> Current:
         session.pop(keys.MODEL_CHOICE, None)
     with st.sidebar:
         st.header("Model")
-        choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, persist_state=keys.KEEP, format_func=lambda k: titles.get(k, k))
+        choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, persist_state=keys.KEEP,
+                              format_func=lambda k: titles.get(k, k))
         spec = choice
         if choice == OTHER:
             spec = st.text_input("Hub id or local folder", key=keys.MODEL_OTHER, persist_state=keys.KEEP,
@@ -105,11 +106,13 @@ def draw() -> Current:
                           help="Replace every self-attention of the model with mha-viz's own "
                                "multi-head attention, carrying the same weights.")
         st.header("Text")
-        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP, on_change=_on_example)
+        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP,
+                     on_change=_on_example)
         text = st.text_area("Sentence", key=keys.TEXT, persist_state=keys.KEEP, height=120)
         top = resources.max_tokens() if conf.public else 32768
         session.settle(keys.TOKEN_LIMIT, min(int(session.get(keys.TOKEN_LIMIT) or resources.max_tokens()), top))
-        st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT, persist_state=keys.KEEP,
+        st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT,
+                        persist_state=keys.KEEP,
                         help="Longer texts are cut to this many tokens (and to the model's own "
                              "limit). Every head's attention is held in memory: layers × heads × "
                              "n² × 4 bytes.")
@@ -120,8 +123,8 @@ def draw() -> Current:
         st.checkbox("The first token (attention sink)", key=keys.HIDE_FIRST, persist_state=keys.KEEP,
                     help="Drop the first token, where decoders park unused attention, and renormalise "
                          "each row over the rest.")
-        st.radio("Show attention as", (keys.LENS_WEIGHTS, keys.LENS_CONTRIBUTIONS), key=keys.LENS, persist_state=keys.KEEP,
-                 horizontal=True,
+        st.radio("Show attention as", (keys.LENS_WEIGHTS, keys.LENS_CONTRIBUTIONS), key=keys.LENS,
+                 persist_state=keys.KEEP, horizontal=True,
                  help="Weights: where each head looks (α). Contributions: how much each key token moves the "
                       "head's output, α · ‖f(x)‖ with f(x) = (x W_V + b_V) W_O of that head, each row divided by "
                       "its sum (Kobayashi et al. 2020). A head can look hard at a token whose value it barely "
@@ -171,12 +174,12 @@ def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
     cap, `layers` (None: every layer; InputError when that is over the capture budget) and the
     sidebar's *Hide tokens* and *Show attention as*. Returns the run as shown and its key."""
     if model.is_encoder_decoder:
-        raise mha_viz.InputError(f"{model.name} is an encoder–decoder: comparing runs takes encoder-only and decoder-only "
-                                 "models. Its encoder, decoder and cross-attention are on the Look pages.")
+        raise mha_viz.InputError(f"{model.name} is an encoder–decoder: comparing runs takes encoder-only and "
+                                 "decoder-only models. Its encoder, decoder and cross-attention are on the Look pages.")
     model_key = steps.model_key_of(model, local)
     cap = resources.token_cap()
     n = mha_viz.tokenize(model, text, cap).n
-    layers = tuple(l for l in layers if 0 <= l < model.num_layers) or None if layers else None
+    layers = tuple(layer for layer in layers if 0 <= layer < model.num_layers) or None if layers else None
     short = memory.shortfall(memory.analysis_need(model, n, layers=None if layers is None else len(layers)),
                              resources.slots().room(model.device))
     if short:
@@ -208,18 +211,20 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
         raise mha_viz.InputError(
             full + " Even one layer does not fit: lower the token limit in the sidebar; the Model "
             "view's whole-text overview shows every head of a long text one head at a time.")
-    kept = [l for l in session.get(keys.CAPTURE_LAYERS, []) if isinstance(l, int) and 0 <= l < model.num_layers]
+    kept = [layer for layer in session.get(keys.CAPTURE_LAYERS, [])
+            if isinstance(layer, int) and 0 <= layer < model.num_layers]
     session.settle(keys.CAPTURE_LAYERS, kept[:fit])
     with st.sidebar:
         chosen = st.multiselect(
-            "Layers to capture", list(range(model.num_layers)), key=keys.CAPTURE_LAYERS, persist_state=keys.KEEP, max_selections=fit,
+            "Layers to capture", list(range(model.num_layers)), key=keys.CAPTURE_LAYERS, persist_state=keys.KEEP,
+            max_selections=fit,
             help=f"At {n} tokens one layer's heads hold {resources.size_text(per_layer)}: up to {fit} of the "
                  f"{model.num_layers} layers fit. The model still runs every layer.")
     if not chosen:
         raise mha_viz.InputError(
-            full + f" Pick up to {fit} layers under “Layers to capture” in the sidebar ({resources.size_text(per_layer)} "
-            "each), or lower the token limit; the Model view's whole-text overview shows every head "
-            "one head at a time.")
+            full + f" Pick up to {fit} layers under “Layers to capture” in the sidebar "
+            f"({resources.size_text(per_layer)} each), or lower the token limit; the Model view's whole-text "
+            "overview shows every head one head at a time.")
     return tuple(sorted(chosen))
 
 

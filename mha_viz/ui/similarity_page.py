@@ -38,9 +38,12 @@ def similarity_page() -> None:
     if session.get(keys.SIM_KIND) not in options:  # first visit: JS unless it would be slow
         session.put(keys.SIM_KIND, "js" if js_seconds < 3 else "cosine")
     cols = st.columns([3, 2, 2])
-    kind = cols[0].selectbox("Compare heads by", list(options), key=keys.SIM_KIND, format_func=options.get)
-    order_by = cols[1].radio("Order", ["by layer", "clustered"], key=keys.SIM_ORDER, horizontal=True)
-    color_by = cols[2].radio("Colour the map by", ["layer", "pattern"], key=keys.MAP_COLOUR, horizontal=True)
+    kind = cols[0].selectbox("Compare heads by", list(options), key=keys.SIM_KIND, persist_state=keys.KEEP,
+                             format_func=options.get)
+    order_by = cols[1].radio("Order", ["by layer", "clustered"], key=keys.SIM_ORDER, persist_state=keys.KEEP,
+                             horizontal=True)
+    color_by = cols[2].radio("Colour the map by", ["layer", "pattern"], key=keys.MAP_COLOUR, persist_state=keys.KEEP,
+                             horizontal=True)
     measure = metrics.SIMILARITIES[kind]
     view_helpers.explain_measure(measure)
     if run.num_kv_heads != run.num_heads and kind in ("ov", "cka", "residual", "seed_r"):
@@ -60,7 +63,8 @@ def similarity_page() -> None:
     charts.show(charts.cached("sim_matrix", (cur.key, kind, order_by), lambda: metric_figures.similarity_figure(
         sim, kind, run, order=order)), key=keys.SIM_MATRIX)
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
-    st.download_button("Download this matrix (CSV)", lambda: matrix_csv(sim, labels), key=keys.DL_SIM, on_click="ignore",
+    st.download_button("Download this matrix (CSV)", lambda: matrix_csv(sim, labels), key=keys.DL_SIM,
+                       on_click="ignore",
                        file_name=f"{figure_style.safe_filename(run.model_name)}-{kind}.csv", mime="text/csv")
 
     st.subheader("Map of heads")
@@ -70,7 +74,9 @@ def similarity_page() -> None:
     xy = analysis.head_map(cur.key, kind, dis)
     charts.show(charts.cached("head_map", (cur.key, kind, color_by), lambda: metric_figures.map_figure(
         xy, kind, run, patterns=table["pattern"].tolist(), color_by=color_by)),
-                    key=keys.HEAD_MAP, on_select=lambda: view_helpers.open_clicked_head(keys.HEAD_MAP, lambda p, _r: metric_figures.map_pick(p)),
+                    key=keys.HEAD_MAP,
+                    on_select=lambda: view_helpers.open_clicked_head(keys.HEAD_MAP,
+                                                                     lambda p, _r: metric_figures.map_pick(p)),
                     selection_mode="points", width="content")
 
     st.subheader("Diversity per layer")
@@ -81,9 +87,9 @@ def similarity_page() -> None:
     base_seconds = BASELINE_X * js_seconds  # measured: a random-init model's heads, made and compared
     session.setdefault(keys.DIV_BASELINE, base_seconds < BASELINE_AUTO_S)  # a long input opens sooner
     base = None
-    if st.toggle("Compute the random-initialisation baseline", key=keys.DIV_BASELINE):
+    if st.toggle("Compute the random-initialisation baseline", key=keys.DIV_BASELINE, persist_state=keys.KEEP):
         try:
-            base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model), kind)
+            base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model, cur.seq2seq), kind)
         except ModelLoadError as exc:  # a model spread over devices has no baseline
             st.info(plain(str(exc)), icon="ℹ️")
     else:

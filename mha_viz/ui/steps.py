@@ -66,7 +66,8 @@ def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, sp
     if not (special or first):
         return run, key
     if seq2seq_views.is_cross(run):
-        cur.hide_note = "Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is shown whole."
+        cur.hide_note = ("Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is "
+                         "shown whole.")
         return run, key
     mask = mha_viz.hide_mask(run, special=special, first=first)
     asked = " and ".join(w for w, on in (("the special tokens", special), ("the first token", first)) if on)

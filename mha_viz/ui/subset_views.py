@@ -97,7 +97,7 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
         session.pop(keys.SUBSET_KEY_LIST, None)
     st.selectbox("Preset", [CUSTOM, *table], key=keys.SUBSET_PRESET, on_change=_apply_preset, args=(table,),
                  help="Sentences end after a token ending in . ! or ?")
-    pick = st.toggle("Pick tokens one by one", key=keys.SUBSET_PICK,
+    pick = st.toggle("Pick tokens one by one", key=keys.SUBSET_PICK, persist_state=keys.KEEP,
                      help="Pick-lists of `i: token` on each axis instead of ranges.")
     cols = st.columns(2)
     if not pick:

@@ -66,7 +66,8 @@ def teaching_page() -> None:
                    f"induction score {r.induction_score:.2f}. Layer 0 has a head that looks one token back; "
                    "layer 1 has a head that looks at the token after the previous occurrence of the current "
                    "one, and so predicts the repeat.")
-    text_key = cur.key.with_text(cur.key.text)  # what the steps read: model, text, cap (not the layers or hidden tokens)
+    # what the steps read: model, text, cap (not the layers or hidden tokens)
+    text_key = cur.key.with_text(cur.key.text)
     w = _walkthrough(text_key, layer, head, model)
     n = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
     if n > w.n:

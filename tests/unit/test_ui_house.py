@@ -62,3 +62,46 @@ def test_no_two_key_names_share_a_value():
         by_value.setdefault(value, []).append(name)
     shared = {v: n for v, n in by_value.items() if len(n) > 1 and v not in (keys.KEEP,)}
     assert not shared, shared
+
+
+INPUTS = {"selectbox", "radio", "text_input", "text_area", "number_input", "slider", "select_slider", "checkbox",
+          "toggle", "multiselect", "pills", "segmented_control", "data_editor", "file_uploader"}
+# inputs whose key is a parameter (the caller passes a NOT_KEPT key) or that have none (their value
+# is the plain SEL_LAYER / SEL_HEAD key, given as index=): module -> how many
+UNKEYED = {"head_view_page": 2, "seq2seq_views": 2, "subset_views": 2, "teaching_page": 2}
+
+
+def _key_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.JoinedStr):
+        node = node.values[0].value
+    return node.attr if isinstance(node, ast.Attribute) and _is_key_name(node) else None
+
+
+def test_every_input_keeps_its_value_across_pages_or_is_listed_as_not_kept():
+    unkept, unkeyed, needless = [], {}, []
+    for path in SOURCES:
+        for node in ast.walk(_tree(path)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in INPUTS):
+                continue
+            kw = {k.arg: k.value for k in node.keywords}
+            kept = "persist_state" in kw and ast.unparse(kw["persist_state"]) == "keys.KEEP"
+            name = _key_name(kw["key"]) if "key" in kw else None
+            if name is None:
+                unkeyed[path.stem] = unkeyed.get(path.stem, 0) + 1
+            elif not kept and getattr(keys, name) not in keys.NOT_KEPT:
+                unkept.append(f"{path.name}:{node.lineno} {name}")
+            elif kept and getattr(keys, name) in keys.NOT_KEPT:
+                needless.append(f"{path.name}:{node.lineno} {name}")
+    assert not unkept, unkept  # keep it (persist_state=keys.KEEP), or list it in keys.NOT_KEPT with its reason
+    assert not needless, needless  # kept, yet listed as not kept
+    assert unkeyed == UNKEYED
+
+
+def test_server_wide_caches_read_no_session():
+    """analysis.py and steps.py hold caches shared by every session: what a result depends on comes
+    in as arguments, never from the session or this rerun's state."""
+    for name in ("analysis.py", "steps.py"):
+        reads = [f"{name}:{node.lineno} {ast.unparse(node)}" for node in ast.walk(_tree(ROOT / "mha_viz" / "ui" / name))
+                 if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                 and (node.value.id == "session" or (node.value.id == "state" and node.attr == "current"))]
+        assert not reads, reads
