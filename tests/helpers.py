@@ -127,3 +127,29 @@ HEADINGS = {
     "examples": "Head examples",
     "prediction": "Heads behind a prediction",
 }
+
+
+def segment_tokens(rng, n: int) -> list[str]:
+    """[CLS] w0 w1 … [SEP]: two special ends around repeated words (no draw from rng)."""
+    return ["[CLS]"] + [f"w{i % 4}" for i in range(n - 2)] + ["[SEP]"]
+
+
+def random_run(*, L=2, H=3, n=9, d_v=4, d=10, causal=False, seed=0, tokens=segment_tokens):
+    """(AttentionRun, weights): random peaked patterns (causal: lower-triangular), tokens(rng, n)
+    marked special where they start with "[", random head outputs, and random W_Q, W_K, W_V, W_O."""
+    import torch
+
+    from mha_viz import AttentionRun
+
+    rng = np.random.default_rng(seed)
+    a = rng.random((L, H, n, n)) ** 3 + 1e-3
+    if causal:
+        a = np.tril(a)
+    a /= a.sum(-1, keepdims=True)
+    names = tokens(rng, n)
+    run = AttentionRun.from_array(a, names, is_causal=causal)
+    run.special_mask = [t.startswith("[") for t in names]
+    run.head_outputs = rng.normal(size=(L, H, n, d_v)).astype(np.float32)
+    weights = {"W_Q": torch.randn(L, H, d, d_v), "W_K": torch.randn(L, H, d, d_v),
+               "W_V": torch.randn(L, H, d, d_v), "W_O": torch.randn(L, H, d_v, d)}
+    return run, weights

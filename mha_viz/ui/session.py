@@ -24,10 +24,6 @@ def need(key: str) -> Any:
     return st.session_state[key]
 
 
-def has(key: str) -> bool:
-    return key in st.session_state
-
-
 def put(key: str, value: Any) -> None:
     st.session_state[key] = value
 

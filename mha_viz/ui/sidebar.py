@@ -29,10 +29,6 @@ EXAMPLES = {
     "Repeated letters (for toy-induction)": "k d m x b f q z k d m x b f q z",
 }
 OTHER = "Other: hub id or folder…"
-# Every input the user sets is a widget with persist_state=keys.KEEP: Streamlit keeps its value when a
-# page does not draw it or a run ends early (st.switch_page), and the browser's latest value
-# always wins. (Values put back by the app before each run once overrode what a user typed
-# while the session's first run was still going: issue 20.)
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = mha_viz.PRECISIONS  # "auto", "float32", "bfloat16", "float16"
 
@@ -168,7 +164,7 @@ def draw() -> Current:
     return cur
 
 
-def analyse(model: mha_viz.LoadedModel, text: str, local: bool,
+def analyse_other(model: mha_viz.LoadedModel, text: str, local: bool,
             layers: tuple[int, ...] | None = None) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
     """The sidebar's analysis of another text or model (the Compare page): the session's token
     cap, `layers` (None: every layer; InputError when that is over the capture budget) and the

@@ -15,15 +15,9 @@ from mha_viz.ui import analysis, charts, keys, seq2seq_views, session, state
 log = logging.getLogger("mha_viz.ui")
 
 
-def _clamp_selection(run) -> None:
-    """Keep the chosen layer and head valid when the model changes."""
-    # Plain keys, not widget keys: Streamlit drops a widget's state on pages that do not draw it.
-    session.put(keys.SEL_LAYER, min(int(session.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
-    session.put(keys.SEL_HEAD, min(int(session.get(keys.SEL_HEAD, 0)), run.num_heads - 1))
-
-
 def chosen_head() -> tuple[int, int]:
-    """(layer row, head) the pages share (default the first)."""
+    """(layer row, head) the pages share (default the first): plain keys, not widget keys, since
+    Streamlit drops a widget's state on pages that do not draw it."""
     return int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0))
 
 
@@ -99,7 +93,8 @@ def start(title: str, *, cross: bool = False, forward: bool = False):
     if why is not None:
         st.info(why, icon="🔀")
         return None
-    _clamp_selection(cur.run)
+    row, head = chosen_head()  # kept valid when the model changes
+    choose_head(min(row, cur.run.num_layers - 1), min(head, cur.run.num_heads - 1))
     return cur
 
 

@@ -7,34 +7,28 @@ on random runs."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from mha_viz import AttentionRun, comparison, metrics
 from mha_viz.cross_metrics import cross_stats
 from mha_viz.metrics import head_kernels
 from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
+from tests.helpers import random_run
 
 PATTERN_MEASURES = [name for name, m in metrics.METRICS.items() if m.needs == "attention"]
 
 
-def _random_run(seed: int, L=2, H=3, n=9, causal=False, d_v=4, d=10) -> tuple[AttentionRun, dict]:
-    """A run of random patterns over two segments ([CLS] … [SEP] … [SEP], repeated words and
-    punctuation), with head outputs, and random weights."""
-    rng = np.random.default_rng(seed)
-    a = rng.random((L, H, n, n)) ** 3 + 1e-3
-    if causal:
-        a = np.tril(a)
-    a /= a.sum(-1, keepdims=True)
+def _two_segments(rng, n: int) -> list[str]:
+    """[CLS] … [SEP] … [SEP]: random words and punctuation between."""
     tokens = [str(rng.choice(["a", "b", ".", ","])) for _ in range(n)]
     tokens[0] = "[CLS]"
     if n >= 2:
         tokens[-1] = tokens[n // 2] = "[SEP]"
-    run = AttentionRun.from_array(a, tokens, is_causal=causal)
-    run.special_mask = [t.startswith("[") for t in tokens]
-    run.head_outputs = rng.normal(size=(L, H, n, d_v)).astype(np.float32)
-    weights = {"W_Q": torch.randn(L, H, d, d_v), "W_K": torch.randn(L, H, d, d_v),
-               "W_V": torch.randn(L, H, d, d_v), "W_O": torch.randn(L, H, d_v, d)}
-    return run, weights
+    return tokens
+
+
+def _random_run(seed: int, L=2, H=3, n=9, causal=False) -> tuple[AttentionRun, dict]:
+    """A run of random patterns over two segments, with head outputs, and random weights."""
+    return random_run(L=L, H=H, n=n, causal=causal, seed=seed, tokens=_two_segments)
 
 
 def test_both_paths_give_the_catalogues_pattern_measures_in_its_order():

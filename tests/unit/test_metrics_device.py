@@ -11,32 +11,18 @@ import pandas as pd
 import pytest
 import torch
 
-from mha_viz import AttentionRun, metrics
+from mha_viz import metrics
 from mha_viz.metrics import head_stats
 from mha_viz.metrics.gram import gram_upper, symmetric_numpy
+from tests.helpers import random_run
 
 KINDS = ["js", "cosine", "cka", "residual", "seed_r"]
-
-
-def _run_and_weights(L=2, H=3, n=9, d_v=4, d=10, causal=False, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.random((L, H, n, n)) ** 3 + 1e-3
-    if causal:
-        a = np.tril(a)
-    a /= a.sum(-1, keepdims=True)
-    tokens = ["[CLS]"] + [f"w{i % 4}" for i in range(n - 2)] + ["[SEP]"]
-    run = AttentionRun.from_array(a, tokens, is_causal=causal)
-    run.special_mask = [t.startswith("[") for t in tokens]
-    run.head_outputs = rng.normal(size=(L, H, n, d_v)).astype(np.float32)
-    weights = {"W_Q": torch.randn(L, H, d, d_v), "W_K": torch.randn(L, H, d, d_v),
-               "W_V": torch.randn(L, H, d, d_v), "W_O": torch.randn(L, H, d_v, d)}
-    return run, weights
 
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("n", [9, 300])
 def test_cpu_device_equals_default(causal, n):
-    run, w = _run_and_weights(n=n, causal=causal)
+    run, w = random_run(n=n, causal=causal)
     pd.testing.assert_frame_equal(metrics.head_table(run, w, device="cpu"), metrics.head_table(run, w))
     for kind in KINDS:
         np.testing.assert_array_equal(metrics.head_similarity(run, kind, weights=w, device="cpu"),
@@ -57,13 +43,13 @@ def _rollout_ref(a: np.ndarray) -> np.ndarray:
 
 def test_rollout_matches_float64_reference_on_a_long_run():
     """Heads summed in float32: within 1e-8 of the float64 computation at n = 300, 12 heads."""
-    run, _ = _run_and_weights(L=4, H=12, n=300)
+    run, _ = random_run(L=4, H=12, n=300)
     np.testing.assert_allclose(metrics.rollout(run), _rollout_ref(run.attentions), rtol=0, atol=1e-8)
 
 
 def test_importance_matches_materialised_writes():
     """‖z W_O‖ through the QR of W_O equals the norms of the materialised writes, zero head included."""
-    run, w = _run_and_weights(L=2, H=3, n=40, d_v=8, d=32)
+    run, w = random_run(L=2, H=3, n=40, d_v=8, d=32)
     w["W_O"][1, 2] = 0.0
     z = run.head_outputs.astype(np.float64)
     o = np.einsum("lhtv,lhvd->lhtd", z, w["W_O"].double().numpy())
@@ -83,7 +69,7 @@ def test_gram_blocks_equal_full_product(N):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_equals_cpu():
-    run, w = _run_and_weights(n=64, causal=True)
+    run, w = random_run(n=64, causal=True)
     cpu, gpu = metrics.head_table(run, w), metrics.head_table(run, w, device="cuda")
     numeric = cpu.columns.drop(["pattern"])
     np.testing.assert_allclose(gpu[numeric].to_numpy(float), cpu[numeric].to_numpy(float), rtol=1e-5, atol=1e-6)
