@@ -34,11 +34,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_viz import memory, settings
+from mha_viz.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.masking import head_mask
-
-from . import memory, settings
-from .tokenize import InputError, tokenize
 
 MASK_EVERY = 6
 # A bundled paragraph to score heads on when the user's sentence is short.

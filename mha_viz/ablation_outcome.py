@@ -23,11 +23,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_viz import ablation
+from mha_viz.ablation import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs
 from mha_viz_models import LoadedModel
 from mha_viz_models.masking import head_mask
-
-from . import ablation
-from .ablation import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs
 
 
 @dataclass

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from . import memory
-from .settings import size_text
-from .tokenize import InputError
+from mha_viz import memory
+from mha_viz.settings import size_text
+from mha_viz.tokenize import InputError
 
 
 class Busy(Exception):

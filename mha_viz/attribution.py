@@ -21,11 +21,9 @@ import numpy as np
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from mha_viz_models import LoadedModel, readout
-
-from .capture import AttentionRun
-from .estimate import Agreement, agreement, by_head, estimate_heads, estimate_positions
-from .patching import (
+from mha_viz.capture import AttentionRun
+from mha_viz.estimate import Agreement, agreement, by_head, estimate_heads, estimate_positions
+from mha_viz.patching import (
     Patching,
     logit_difference,
     patch_heads,
@@ -34,7 +32,8 @@ from .patching import (
     require_decoder,
     token_id,
 )
-from .tokenize import InputError, label_ids, tokenize
+from mha_viz.tokenize import InputError, label_ids, tokenize
+from mha_viz_models import LoadedModel, readout
 
 __all__ = [  # patching and its estimate live in their own modules; scripts reach them here too
     "Agreement", "DirectLogit", "Patching", "agreement", "as_contributions", "by_head", "direct_logit",

@@ -14,12 +14,11 @@ import numpy as np
 import torch
 
 import mha_viz_models
+from mha_viz import run_file
+from mha_viz.sinks import Hidden, drop_tokens
+from mha_viz.tokenize import InputError, tokenize
+from mha_viz.transfer import HostCopier, to_host
 from mha_viz_models import LoadedModel, values
-
-from . import run_file
-from .sinks import Hidden, drop_tokens
-from .tokenize import InputError, tokenize
-from .transfer import HostCopier, to_host
 
 
 class HeadArray:

@@ -19,10 +19,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mha_viz import corpus, launch
+from mha_viz.tokenize import InputError
 from mha_viz_models import PRECISIONS, ModelLoadError
-
-from . import corpus, launch
-from .tokenize import InputError
 
 BAR = 30  # characters of the progress bar
 TOP = 5  # heads listed per metric in the summary

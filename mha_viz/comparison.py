@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import detail
-from .arrays import tensor_view
-from .capture import AttentionRun
-from .metrics import METRICS, head_table
-from .sinks import EMPTY_BELOW
+from mha_viz import detail
+from mha_viz.arrays import tensor_view
+from mha_viz.capture import AttentionRun
+from mha_viz.metrics import METRICS, head_table
+from mha_viz.sinks import EMPTY_BELOW
 
 KINDS = ("tokens", "words", "metrics")
 # The head-table columns that lie in 0..1, averaged (absolute differences) into the "metrics"

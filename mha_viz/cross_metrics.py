@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics.measures import ENTROPY_SMOOTHING  # as for self-attention
+from mha_viz.metrics.measures import ENTROPY_SMOOTHING  # as for self-attention
 
 COLUMNS = {  # column -> what it is, for the table's header help
     "entropy": "mean over target tokens of the row's entropy (nats), smoothed",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .arrays import tensor_view
+from mha_viz.arrays import tensor_view
 
 FULL_DETAIL_TOKENS = 256  # above this, the head view opens on the downsampled view
 MAX_FULL_TOKENS = 512  # above this, every-token detail is offered only through a window

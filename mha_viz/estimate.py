@@ -21,11 +21,10 @@ import numpy as np
 import torch
 from scipy import stats
 
+from mha_viz.ablation import check_gradient_budget
+from mha_viz.patching import Patching, check_mode, ends, logit_difference, texts
 from mha_viz_models import LoadedModel
 from mha_viz_models.masking import head_mask
-
-from .ablation import check_gradient_budget
-from .patching import Patching, check_mode, ends, logit_difference, texts
 
 DISAGREE = 0.1  # |estimate − real| beyond this share of the gap marks a head where the two disagree
 ABOUT = ("The estimate is attribution patching: one backward pass gives each head's first-order effect, "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import detail
+from mha_viz import detail
 
 TO, BY = "attends to", "attended by"
 DIRECTIONS = (TO, BY)

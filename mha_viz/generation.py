@@ -21,12 +21,11 @@ from typing import Callable
 import numpy as np
 import torch
 
+from mha_viz import settings
+from mha_viz.ablation import NEXT_TOKEN, loss_kind
+from mha_viz.capture import AttentionRun
+from mha_viz.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
-
-from . import settings
-from .ablation import NEXT_TOKEN, loss_kind
-from .capture import AttentionRun
-from .tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 
 TOP = 10  # alternatives kept per step
 

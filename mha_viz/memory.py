@@ -15,11 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz import settings
+from mha_viz.capture import chooses_lean
+from mha_viz.transfer import IN_FLIGHT, STACK_BYTES
 from mha_viz_models import LoadedModel
-
-from . import settings
-from .capture import chooses_lean
-from .transfer import IN_FLIGHT, STACK_BYTES
 
 HOST = "host"  # the place of host memory in `Need.places` (a GPU's place is its device, "cuda:0")
 OUT_OF_MEMORY_ADVICE = ("Lower the token limit in the sidebar, capture fewer layers, pick a lower precision "

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.detail import max_pool
+from mha_viz.tokenize import tokenize
 from mha_viz_models import LoadedModel
-
-from .detail import max_pool
-from .tokenize import tokenize
 
 
 @dataclass

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.tokenize import InputError, count_text, label_ids, tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.families import output_projection
 from mha_viz_models.hooks import layer_pre_hooks
-
-from .tokenize import InputError, count_text, label_ids, tokenize
 
 MODES = ("denoise", "noise")
 

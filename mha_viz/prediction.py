@@ -12,12 +12,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mha_viz import attribution, memory, patching, settings
+from mha_viz.ablation import GradientBudget
+from mha_viz.capture import AttentionRun, analyze
+from mha_viz.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
-
-from . import attribution, memory, patching, settings
-from .ablation import GradientBudget
-from .capture import AttentionRun, analyze
-from .tokenize import InputError, tokenize
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .teaching import Walkthrough, walkthrough
+from mha_viz.teaching import Walkthrough, walkthrough
 
 METHODS = ("pca", "tsne")
 # scikit-learn's exact t-SNE: its Barnes-Hut (the default) fitted the query/key map's 128 points

@@ -23,10 +23,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs_version
 
-from . import detail
-from .capture import AttentionRun
-from .figures import heads as head_figures
-from .tokenize import count_text
+from mha_viz import detail
+from mha_viz.capture import AttentionRun
+from mha_viz.figures import heads as head_figures
+from mha_viz.tokenize import count_text
 
 POOL_ABOVE = 128  # longer inputs: a head as max-pooled blocks (head_figures.head_pooled), not every cell
 GRID_THUMB = 48  # cells a side of each head in the overview, as in the app

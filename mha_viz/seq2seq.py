@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from mha_viz import capture, settings
+from mha_viz.capture import AttentionRun, HeadArray
+from mha_viz.generation import TOP, Step
+from mha_viz.tokenize import InputError, Tokens, label_ids, token_limit, tokenize
+from mha_viz.transfer import to_host
 from mha_viz_models import LoadedModel, as_probabilities
-
-from . import capture, settings
-from .capture import AttentionRun, HeadArray
-from .generation import TOP, Step
-from .tokenize import InputError, Tokens, label_ids, token_limit, tokenize
-from .transfer import to_host
 
 MAX_NEW_TOKENS = 32  # a written target's length, by default
 

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.tokenize import tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.visibility import sink_column
-
-from .tokenize import tokenize
 
 TEACH_TOKENS = 64  # beyond this the step heatmaps stop being readable
 

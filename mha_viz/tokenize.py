@@ -15,10 +15,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from mha_viz import settings, text_prefix
+from mha_viz.tokens import clean_tokens
 from mha_viz_models import LoadedModel
-
-from . import settings, text_prefix
-from .tokens import clean_tokens
 
 # Up to this many characters a truncated text's total is counted exactly (about 20 ms on 2 cores);
 # past it, estimated from the prefix read.

@@ -28,13 +28,22 @@ ray, and only the `engine="ray"` branch imports them):
   one model loaded each, kept across jobs in the process and shut down at exit.
 """
 
-from .accumulate import PATTERN_ORDER, Cancelled, Partial, batch_partial, model_weights, pattern_class
-from .batching import capture_runs, plan
-from .engine import ENGINES, head_examples, head_statistics, run_local
-from .examples import ExampleOptions
-from .examples_result import HeadExamples
-from .inputs import SAMPLE, SAMPLE_PATH, SAMPLE_SOURCE, TEXT_COLUMNS, CorpusError, corpus_hash, read_texts, read_upload
-from .stats import CorpusStats
+from mha_viz.corpus.accumulate import PATTERN_ORDER, Cancelled, Partial, batch_partial, model_weights, pattern_class
+from mha_viz.corpus.batching import capture_runs, plan
+from mha_viz.corpus.engine import ENGINES, head_examples, head_statistics, run_local
+from mha_viz.corpus.examples import ExampleOptions
+from mha_viz.corpus.examples_result import HeadExamples
+from mha_viz.corpus.inputs import (
+    SAMPLE,
+    SAMPLE_PATH,
+    SAMPLE_SOURCE,
+    TEXT_COLUMNS,
+    CorpusError,
+    corpus_hash,
+    read_texts,
+    read_upload,
+)
+from mha_viz.corpus.stats import CorpusStats
 
 __all__ = [
     "ENGINES", "PATTERN_ORDER", "SAMPLE", "SAMPLE_PATH", "SAMPLE_SOURCE", "TEXT_COLUMNS", "Cancelled", "CorpusError",

@@ -17,15 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from mha_viz import metrics
+from mha_viz.corpus import importance as corpus_importance
+from mha_viz.corpus.batching import capture_runs
+from mha_viz.corpus.examples import ExampleOptions, ExamplesPartial
+from mha_viz.corpus.examples_result import HeadExamples
+from mha_viz.corpus.stats import CorpusStats
+from mha_viz.metrics import Weights
 from mha_viz_models import LoadedModel, ModelLoadError
-
-from .. import metrics
-from ..metrics import Weights
-from . import importance as corpus_importance
-from .batching import capture_runs
-from .examples import ExampleOptions, ExamplesPartial
-from .examples_result import HeadExamples
-from .stats import CorpusStats
 
 # Ties in the majority vote go to the first of these (the most specific label first); a class
 # not listed here sorts after them, alphabetically.

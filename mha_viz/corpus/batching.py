@@ -15,11 +15,10 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from mha_viz.capture import AttentionRun
+from mha_viz.settings import from_env, size_text
+from mha_viz.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
-
-from ..capture import AttentionRun
-from ..settings import from_env, size_text
-from ..tokenize import InputError, Tokens, tokenize
 
 SORT_WINDOW = 8  # batches sorted together: larger windows pad less but reorder more
 

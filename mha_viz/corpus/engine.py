@@ -11,16 +11,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from mha_viz.capture import load_model
+from mha_viz.corpus.accumulate import Cancelled, Partial, batch_partial, model_weights
+from mha_viz.corpus.batching import plan_indexed
+from mha_viz.corpus.examples import ExampleOptions
+from mha_viz.corpus.examples_result import HeadExamples
+from mha_viz.corpus.inputs import corpus_hash, read_texts
+from mha_viz.corpus.stats import CorpusStats
+from mha_viz.tokenize import InputError
 from mha_viz_models import LoadedModel
-
-from ..capture import load_model
-from ..tokenize import InputError
-from .accumulate import Cancelled, Partial, batch_partial, model_weights
-from .batching import plan_indexed
-from .examples import ExampleOptions
-from .examples_result import HeadExamples
-from .inputs import corpus_hash, read_texts
-from .stats import CorpusStats
 
 ENGINES = ("local", "ray")
 Progress = Callable[[int, int, float, float], "bool | None"]
@@ -53,7 +52,7 @@ def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16
             raise InputError("The Ray engine loads each model in its checkpoint's own precision: leave the "
                              "precision at auto, or use the local engine.")
         # heavy optional (ray): imported only when the Ray engine is chosen
-        from . import ray_engine
+        from mha_viz.corpus import ray_engine
         return ray_engine.run(model, texts, batch_size=batch_size, max_tokens=max_tokens,
                               importance=importance, progress=progress, examples=examples)
     docs = read_texts(texts)

@@ -11,7 +11,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .examples import DECILES, EMPTY_DOC, PATTERN_KEYS, SCORE_BINS, ExampleOptions, ExamplesPartial, distance_labels
+from mha_viz.corpus.examples import (
+    DECILES,
+    EMPTY_DOC,
+    PATTERN_KEYS,
+    SCORE_BINS,
+    ExampleOptions,
+    ExamplesPartial,
+    distance_labels,
+)
 
 ARRAYS, META = "examples.npz", "examples.json"
 # shaped by the options

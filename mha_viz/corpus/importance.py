@@ -25,12 +25,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_viz import settings
+from mha_viz.ablation import EMBEDDING, NEXT_TOKEN, Inputs, check_gradient_budget, gradient_bytes, prepare
+from mha_viz.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.masking import head_mask
-
-from .. import settings
-from ..ablation import EMBEDDING, NEXT_TOKEN, Inputs, check_gradient_budget, gradient_bytes, prepare
-from ..tokenize import InputError
 
 
 class Unavailable(Exception):

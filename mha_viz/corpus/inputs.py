@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..tokenize import InputError
+from mha_viz.tokenize import InputError
 
 SAMPLE = "sample"
 SAMPLE_PATH = Path(__file__).with_name("sample.txt")

@@ -55,14 +55,13 @@ import ray  # heavy, optional (requirements-ray.txt): this module is imported on
 import torch
 
 import mha_viz_models
+from mha_viz.corpus import ray_engine_pool
+from mha_viz.corpus.accumulate import Cancelled, Partial
+from mha_viz.corpus.batching import plan_indexed
+from mha_viz.corpus.inputs import corpus_hash, read_texts
+from mha_viz.corpus.ray_engine_pool import HeadSums, Pool
+from mha_viz.corpus.stats import CorpusStats
 from mha_viz_models import LoadedModel, ModelLoadError
-
-from . import ray_engine_pool
-from .accumulate import Cancelled, Partial
-from .batching import plan_indexed
-from .inputs import corpus_hash, read_texts
-from .ray_engine_pool import HeadSums, Pool
-from .stats import CorpusStats
 
 __all__ = ["HeadSums", "Pool", "actors", "connect", "machine_cpus", "plan_pool", "run", "shutdown"]
 log = logging.getLogger("mha_viz.corpus")

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .examples_result import ARRAYS as EXAMPLE_ARRAYS
-from .examples_result import META as EXAMPLE_META
-from .examples_result import HeadExamples
+from mha_viz.corpus.examples_result import ARRAYS as EXAMPLE_ARRAYS
+from mha_viz.corpus.examples_result import META as EXAMPLE_META
+from mha_viz.corpus.examples_result import HeadExamples
 
 FORMAT = "mha-viz corpus stats"
 VERSION = 1

@@ -28,23 +28,23 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import focus as focus_arrays
-from .. import metrics as head_metrics
-from . import attribution as attribution_figures
-from . import comparison as compare_figures
-from . import focus as focus_figures
-from . import generation as generation_figures
-from . import heads as head_figures
-from . import line_view as line_figures
-from . import metrics as metric_figures
-from .offline import notebook
+from mha_viz import focus as focus_arrays
+from mha_viz import metrics as head_metrics
+from mha_viz.figures import attribution as attribution_figures
+from mha_viz.figures import comparison as compare_figures
+from mha_viz.figures import focus as focus_figures
+from mha_viz.figures import generation as generation_figures
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import line_view as line_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures.offline import notebook
 
 if TYPE_CHECKING:
-    from ..capture import AttentionRun
-    from ..comparison import Comparison
-    from ..generation import Generation
-    from ..metrics import Weights
-    from ..prediction import Explanation
+    from mha_viz.capture import AttentionRun
+    from mha_viz.comparison import Comparison
+    from mha_viz.generation import Generation
+    from mha_viz.metrics import Weights
+    from mha_viz.prediction import Explanation
 
 __all__ = [
     "head", "model_grid", "lines", "token_focus",

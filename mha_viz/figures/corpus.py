@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .metrics import PATTERN_COLOURS, layer_numbers, metric_grid
-from .style import DIVERGING, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.figures.metrics import PATTERN_COLOURS, layer_numbers, metric_grid
+from mha_viz.figures.style import DIVERGING, colorbar, margin, plot_title, symmetric_bound
 
 
 def _grid(table: pd.DataFrame, column: str) -> np.ndarray:

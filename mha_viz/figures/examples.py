@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .style import axis_labels, margin, plot_title
+from mha_viz.figures.style import axis_labels, margin, plot_title
 
 PATTERN_COLOURS = {"block": "#1b9e77", "vertical": "#d95f02", "diagonal": "#7570b3", "broad": "#e7298a",
                    "heterogeneous": "#66a61e"}

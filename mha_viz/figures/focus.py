@@ -11,8 +11,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from ..focus import TO, Focus, Summary
-from .style import COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top
+from mha_viz.figures.style import COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top
+from mha_viz.focus import TO, Focus, Summary
 
 MAX_TICK_LABELS = 160  # above this many positions, the token axis is unlabelled (hover still names them)
 

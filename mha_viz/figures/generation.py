@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import COLORSCALE, axis_labels, colorbar, margin, plot_title
+from mha_viz.figures.style import COLORSCALE, axis_labels, colorbar, margin, plot_title
 
 if TYPE_CHECKING:
-    from ..generation import Generation
+    from mha_viz.generation import Generation
 
 GENERATED_COLOUR = "#d95f02"  # generated tokens on the axes and in the bars (prompt tokens stay black)
 CHOSEN_COLOUR, OTHER_COLOUR = "#d95f02", "#9ecae1"

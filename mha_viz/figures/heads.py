@@ -14,9 +14,9 @@ from functools import lru_cache
 import numpy as np
 import plotly.graph_objects as go
 
-from .. import detail
-from ..capture import AttentionRun
-from .style import (
+from mha_viz import detail
+from mha_viz.capture import AttentionRun
+from mha_viz.figures.style import (
     COLORSCALE,
     axis_labels,
     colorbar,

@@ -11,10 +11,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .. import detail
-from ..metrics import METRICS, SIMILARITIES
-from .heads import token_image
-from .style import (
+from mha_viz import detail
+from mha_viz.figures.heads import token_image
+from mha_viz.figures.style import (
     COLORSCALE,
     DIVERGING,
     axis_labels,
@@ -25,6 +24,7 @@ from .style import (
     symmetric_bound,
     token_map_layout,
 )
+from mha_viz.metrics import METRICS, SIMILARITIES
 
 # One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.
 PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",

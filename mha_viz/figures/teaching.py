@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from .style import COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.figures.style import COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
 
 if TYPE_CHECKING:
-    from ..teaching import Walkthrough
+    from mha_viz.teaching import Walkthrough
 
 MAX_COLUMNS = 48  # wider matrices (d_model 384, 576…) show their first columns and say so
 

@@ -20,12 +20,12 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 `LoadedModel.head_weights()`) and return plain numpy / pandas.
 """
 
-from .across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
-from .diversity import diversity, diversity_table, layer_diversity
-from .head_stats import classify, detection_patterns, head_columns, head_table, importance
-from .head_writes import Weights
-from .layout import cluster_order, mds
-from .measures import (
+from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
+from mha_viz.metrics.diversity import diversity, diversity_table, layer_diversity
+from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table, importance
+from mha_viz.metrics.head_writes import Weights
+from mha_viz.metrics.layout import cluster_order, mds
+from mha_viz.metrics.measures import (
     BLOCK_MASS,
     BROAD_NORM_ENTROPY,
     DIAGONAL_MASS,
@@ -35,7 +35,7 @@ from .measures import (
     VERTICAL_MASS,
     Measure,
 )
-from .similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
+from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
 __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..arrays import tensor_view
-from ..capture import AttentionRun
-from .head_writes import on_device
+from mha_viz.arrays import tensor_view
+from mha_viz.capture import AttentionRun
+from mha_viz.metrics.head_writes import on_device
 
 
 def _layer_list(layer_ids: list[int]) -> str:

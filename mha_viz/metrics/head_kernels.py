@@ -8,8 +8,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .compiled import JIT, log32, run_all, split
-from .measures import ENTROPY_SMOOTHING
+from mha_viz.metrics.compiled import JIT, log32, run_all, split
+from mha_viz.metrics.measures import ENTROPY_SMOOTHING
 
 # The columns of `pattern_sums`' output, named once: the head-table measures this pass computes
 # (in the catalogue's order, `measures.METRICS`), then the worst row's mass inside its segment

@@ -9,11 +9,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..capture import AttentionRun
-from .compiled import thread_count
-from .head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
-from .head_writes import Weights, as_tensor, flat_outputs, on_device
-from .measures import BLOCK_MASS, BROAD_NORM_ENTROPY, DIAGONAL_MASS, ENTROPY_SMOOTHING, PUNCTUATION, VERTICAL_MASS
+from mha_viz.capture import AttentionRun
+from mha_viz.metrics.compiled import thread_count
+from mha_viz.metrics.head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
+from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, on_device
+from mha_viz.metrics.measures import (
+    BLOCK_MASS,
+    BROAD_NORM_ENTROPY,
+    DIAGONAL_MASS,
+    ENTROPY_SMOOTHING,
+    PUNCTUATION,
+    VERTICAL_MASS,
+)
 
 
 def _valid(run: AttentionRun) -> np.ndarray:

@@ -44,10 +44,10 @@ import math
 import numpy as np
 import torch
 
-from .compiled import thread_count
-from .gram import gram_upper, symmetric
-from .js_kernels import KERNEL_DEGREE, band_pass, exact_pass
-from .measures import JS_SMOOTHING
+from mha_viz.metrics.compiled import thread_count
+from mha_viz.metrics.gram import gram_upper, symmetric
+from mha_viz.metrics.js_kernels import KERNEL_DEGREE, band_pass, exact_pass
+from mha_viz.metrics.measures import JS_SMOOTHING
 
 COMPILED_ON_CPU = True  # the compiled pass on the CPU; the tensor path does the same on any device (tests compare both)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..capture import AttentionRun
-from .gram import gram_upper, symmetric_numpy
-from .head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
-from .js import js_matrix
-from .measures import SIMILARITIES
+from mha_viz.capture import AttentionRun
+from mha_viz.metrics.gram import gram_upper, symmetric_numpy
+from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
+from mha_viz.metrics.js import js_matrix
+from mha_viz.metrics.measures import SIMILARITIES
 
 # the weights each weight-based kind reads: a model our MHA cannot compute has W_O only (`LoadedModel.head_weights`)
 WEIGHTS_NEEDED = {"qk": ("W_Q", "W_K"), "ov": ("W_V", "W_O"), "residual": ("W_O",)}

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .layer_features import llama_features
-from .mha import MultiHeadAttention
+from mha_viz_models.layer_features import llama_features
+from mha_viz_models.mha import MultiHeadAttention
 
 __all__ = [
     "Adapter", "BertFamilyAttention", "FusedQKVAttention", "GPT2FamilyAttention", "LlamaFamilyAttention",

@@ -6,7 +6,7 @@ softmax attention with other kinds (Qwen3-Next, Jamba, LFM2…), are read on the
 
 from __future__ import annotations
 
-from .families import supported_models
+from mha_viz_models.families import supported_models
 
 SUPPORTED = (
     f"mha-viz reads transformers whose layers are softmax attention heads: {supported_models()}; and hybrids "

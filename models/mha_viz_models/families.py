@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from .adapters import (
+from mha_viz_models.adapters import (
     Adapter,
     BertFamilyAttention,
     FusedQKVAttention,
@@ -28,8 +28,8 @@ from .adapters import (
     grouped_rows,
     interleaved_rows,
 )
-from .errors import UnsupportedArchitecture
-from .family_registry import (
+from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.family_registry import (
     FAMILIES,
     KINDS,
     Family,
@@ -45,8 +45,8 @@ from .family_registry import (
     supported_models,
     value_path,
 )
-from .heads import ValuePath
-from .layer_features import llama_refusals
+from mha_viz_models.heads import ValuePath
+from mha_viz_models.layer_features import llama_refusals
 
 __all__ = [
     "FAMILIES", "KINDS", "Family", "UnsupportedArchitecture", "family_of", "family_table", "find_attention",

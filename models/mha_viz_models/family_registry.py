@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 from torch import nn
 
-from .adapters import Adapter
-from .errors import UnsupportedArchitecture
-from .heads import ValuePath
+from mha_viz_models.adapters import Adapter
+from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.heads import ValuePath
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from .errors import ModelLoadError
+from mha_viz_models.errors import ModelLoadError
 
 
 def cache_root() -> Path:

@@ -8,16 +8,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .adapters import Adapter
-from .architectures import SUPPORTED
-from .errors import ModelLoadError
-from .facts import describe
-from .families import make_adapter, output_projection, value_path
-from .heads import ValuePath, output_blocks
-from .hooks import distinct
-from .placement import has_offloaded, resident_copy
-from .precision import dtype_name
-from .records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
+from mha_viz_models.adapters import Adapter
+from mha_viz_models.architectures import SUPPORTED
+from mha_viz_models.errors import ModelLoadError
+from mha_viz_models.facts import describe
+from mha_viz_models.families import make_adapter, output_projection, value_path
+from mha_viz_models.heads import ValuePath, output_blocks
+from mha_viz_models.hooks import distinct
+from mha_viz_models.placement import has_offloaded, resident_copy
+from mha_viz_models.precision import dtype_name
+from mha_viz_models.records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
 
 
 @dataclass

@@ -30,18 +30,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from . import verify
-from .adapters import Adapter
-from .architectures import SUPPORTED, hybrid_layers, refusal
-from .errors import ModelLoadError, UnsupportedArchitecture
-from .families import find_attention, install_local_attention, stand_in_refusal
-from .loaded import LoadedModel
-from .placement import devices_used, input_device, is_spread, normalise_max_memory
-from .precision import HALF, checkpoint_dtype, dtype_name, resolve_dtype
-from .registry import BUNDLED
-from .resolve import Progress, hub_error, resolve_device, resolve_spec
-from .toy import NAME as TOY_NAME
-from .toy import load_toy
+from mha_viz_models import verify
+from mha_viz_models.adapters import Adapter
+from mha_viz_models.architectures import SUPPORTED, hybrid_layers, refusal
+from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
+from mha_viz_models.families import find_attention, install_local_attention, stand_in_refusal
+from mha_viz_models.loaded import LoadedModel
+from mha_viz_models.placement import devices_used, input_device, is_spread, normalise_max_memory
+from mha_viz_models.precision import HALF, checkpoint_dtype, dtype_name, resolve_dtype
+from mha_viz_models.registry import BUNDLED
+from mha_viz_models.resolve import Progress, hub_error, resolve_device, resolve_spec
+from mha_viz_models.toy import NAME as TOY_NAME
+from mha_viz_models.toy import load_toy
 
 # Random-init twins are seeded through torch's process-wide generator: two sessions building one
 # at the same moment would interleave their draws, so they take turns.

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 
 import torch
 
-from .families import output_projection
-from .hooks import layer_pre_hooks
+from mha_viz_models.families import output_projection
+from mha_viz_models.hooks import layer_pre_hooks
 
 
 @contextmanager

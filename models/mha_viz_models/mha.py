@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .rotary import LAYOUTS, apply_rotary, query_temperature, rotate_half, rotate_qk
-from .visibility import hidden_keys, sink_column
+from mha_viz_models.rotary import LAYOUTS, apply_rotary, query_temperature, rotate_half, rotate_qk
+from mha_viz_models.visibility import hidden_keys, sink_column
 
 __all__ = ["MultiHeadAttention", "apply_rotary", "rotate_half"]
 

@@ -15,7 +15,7 @@ import re
 import torch
 from torch import nn
 
-from .errors import ModelLoadError
+from mha_viz_models.errors import ModelLoadError
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.IGNORECASE)
 

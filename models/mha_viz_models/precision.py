@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import ModelLoadError
+from mha_viz_models.errors import ModelLoadError
 
 CHOICES = ("auto", "float32", "bfloat16", "float16")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .placement import resident_copy
+from mha_viz_models.placement import resident_copy
 
 LAYER, RMS, RMS_PLUS_ONE, NONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)", "none"
 

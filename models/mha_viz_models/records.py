@@ -9,8 +9,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .adapters import call_rotary
-from .hooks import distinct
+from mha_viz_models.adapters import call_rotary
+from mha_viz_models.hooks import distinct
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from .errors import ModelLoadError
+from mha_viz_models.errors import ModelLoadError
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from typing import Callable
 
 import torch
 
-from .errors import ModelLoadError
-from .gguf_cache import gguf_cache
-from .registry import BUNDLED
+from mha_viz_models.errors import ModelLoadError
+from mha_viz_models.gguf_cache import gguf_cache
+from mha_viz_models.registry import BUNDLED
 
 Progress = Callable[[float, str], None]
 

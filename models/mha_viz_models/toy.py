@@ -24,11 +24,11 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from .adapters import Adapter
-from .errors import ModelLoadError
-from .loaded import LoadedModel
-from .mha import MultiHeadAttention
-from .resolve import resolve_device
+from mha_viz_models.adapters import Adapter
+from mha_viz_models.errors import ModelLoadError
+from mha_viz_models.loaded import LoadedModel
+from mha_viz_models.mha import MultiHeadAttention
+from mha_viz_models.resolve import resolve_device
 
 NAME = "toy-induction"
 FOLDER = Path(__file__).resolve().with_name("toy_induction")  # config.json, model.safetensors

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .toy import FOLDER, LETTERS, SPECIALS, ToyConfig, ToyInductionModel, save
+from mha_viz_models.toy import FOLDER, LETTERS, SPECIALS, ToyConfig, ToyInductionModel, save
 
 FIRST_LETTER = len(SPECIALS)  # id of "a"
 BOS_ID = 0

@@ -11,12 +11,12 @@ import weakref
 import torch
 from torch import nn
 
-from .families import output_projection
-from .heads import expand_kv, output_blocks
-from .loaded import LoadedModel
-from .mha import MultiHeadAttention
-from .placement import resident_copy
-from .records import Capture
+from mha_viz_models.families import output_projection
+from mha_viz_models.heads import expand_kv, output_blocks
+from mha_viz_models.loaded import LoadedModel
+from mha_viz_models.mha import MultiHeadAttention
+from mha_viz_models.placement import resident_copy
+from mha_viz_models.records import Capture
 
 # W_O[h] W_O[h]ᵀ of each MHA (an adapter's, so it goes with its model), made once: it depends on
 # the weights only. The lock guards the table, which sessions on different models share.

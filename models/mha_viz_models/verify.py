@@ -10,10 +10,10 @@ import dataclasses
 
 import torch
 
-from .families import output_projection
-from .heads import output_problem, values_problem
-from .hooks import distinct
-from .placement import resident_copy
+from mha_viz_models.families import output_projection
+from mha_viz_models.heads import output_problem, values_problem
+from mha_viz_models.hooks import distinct
+from mha_viz_models.placement import resident_copy
 
 TOLERANCE = 1e-4  # float32 rounding stays below 1e-5 (tests); a wrong rotary or mask is far above
 # bfloat16 keeps 8 bits: two computations that round the scores differently move a probability by a
