@@ -40,8 +40,9 @@ import torch  # noqa: E402
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 import mha_viz  # noqa: E402
-from mha_viz import attribution, corpus, prediction  # noqa: E402
-from mha_viz_models import values  # noqa: E402
+from mha_viz import corpus  # noqa: E402
+from mha_viz.interventions import attribution, prediction  # noqa: E402
+from mha_viz_models.reading import values  # noqa: E402
 
 CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"

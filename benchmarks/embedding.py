@@ -33,7 +33,8 @@ import numpy as np  # noqa: E402
 import sklearn  # noqa: E402
 
 import mha_viz  # noqa: E402
-from mha_viz import metrics, qk, teaching  # noqa: E402
+from mha_viz import metrics  # noqa: E402
+from mha_viz.views import qk, teaching  # noqa: E402
 
 TEXT = ("The old lighthouse keeper climbed the stairs every evening, lit the lamp, and watched the "
         "ships pass the rocks below. One stormy night a small boat lost its way in the fog, and the "
@@ -45,7 +46,7 @@ PERPLEXITY = 15.0
 FASTER_BY, BETTER_BY = 0.9, 0.99
 
 
-# ---- the hand-written versions, as removed from mha_viz/qk.py and mha_viz/metrics/layout.py ----
+# ---- the hand-written versions, as removed from mha_viz/views/qk.py and mha_viz/metrics/layout.py ----
 
 def conditional_p(d2: np.ndarray, perplexity: float) -> np.ndarray:
     """Row-wise Gaussian affinities with each row's entropy at log(perplexity) (binary search on
@@ -241,7 +242,7 @@ def main() -> None:
 
     print(f"\nOurs is kept only where, on every input, it takes under {FASTER_BY:.0%} of scikit-learn's time "
           f"and fits at least {1 - BETTER_BY:.0%} better (lower KL or stress):")
-    for family, where in (("t-SNE", "mha_viz.qk.tsne_2d"), ("MDS", "mha_viz.metrics.mds")):
+    for family, where in (("t-SNE", "mha_viz.views.qk.tsne_2d"), ("MDS", "mha_viz.metrics.mds")):
         rows = verdicts[family]
         faster = all(t < FASTER_BY for t, _ in rows)
         better = all(q < BETTER_BY for _, q in rows)

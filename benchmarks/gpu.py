@@ -111,12 +111,12 @@ def hf_capture_with_copy(model, ids) -> float:
 
 def copy_rates(model, ids) -> tuple[float, float]:
     """GiB/s of one layer's probabilities copied from the GPU to fresh pageable memory, and to
-    pinned memory through `mha_viz.transfer` (staging buffers kept)."""
+    pinned memory through `mha_viz.capture.transfer` (staging buffers kept)."""
     cap = model.capture(ids, lean=True)
     probs = model.recompute(cap, 0)[0].float()
     size = probs.numel() * 4 / GiB
     pageable, _ = best(lambda: probs.cpu(), 2)
-    pinned, _ = best(lambda: mha_viz.transfer.to_host([probs]), 2)
+    pinned, _ = best(lambda: mha_viz.capture.transfer.to_host([probs]), 2)
     return size / pageable, size / pinned
 
 

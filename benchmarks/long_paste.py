@@ -3,7 +3,7 @@
 Run: `.venv/bin/python benchmarks/long_paste.py` (about a minute on 2 cores). On minilm (CPU),
 `mha_viz.analyze` at max_tokens=512 on a text of about 512 tokens, then on 1 MB texts: varied
 English prose, the same prose with few spaces, and one 1 MB word (which has no word boundary to
-stop at, so it is read whole, as before). Also `mha_viz.tokenize` alone, and the whole-text
+stop at, so it is read whole, as before). Also `mha_viz.text.tokenize` alone, and the whole-text
 tokenization every analysis did before (the count, then the truncation when over the cap). Times are
 the best of a few runs in this one process.
 """

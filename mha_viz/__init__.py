@@ -10,14 +10,14 @@ Public API::
 Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
 
-from mha_viz.capture import AttentionRun, load_model
-from mha_viz.comparison import Comparison, compare
-from mha_viz.generation import Generation, GenerationError, Step, generate
-from mha_viz.overview import Overview, overview
-from mha_viz.report import html_report
-from mha_viz.seq2seq import CrossAttention, EncoderDecoderRun, analyze
-from mha_viz.sinks import Hidden, drop_tokens, hide_mask
-from mha_viz.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
+from mha_viz.capture.generation import Generation, GenerationError, Step, generate
+from mha_viz.capture.run import AttentionRun, load_model
+from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun, analyze
+from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
+from mha_viz.export.report import html_report
+from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
+from mha_viz.views.comparison import Comparison, compare
+from mha_viz.views.overview import Overview, overview
 from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError
 from mha_viz_models import random_twin as random_baseline
 

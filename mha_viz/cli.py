@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mha_viz import corpus, launch
-from mha_viz.tokenize import InputError
+from mha_viz.text.tokenize import InputError
 from mha_viz_models import PRECISIONS, ModelLoadError
 
 BAR = 30  # characters of the progress bar

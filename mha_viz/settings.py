@@ -7,7 +7,7 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_MODELS: comma-separated models offered (bundled names or hub ids). Public mode
   offers only these (default: the bundled models) and no free-form hub id or folder.
 - MHA_VIZ_MAX_TOKENS: default token limit (512); in public mode also the most a user may set,
-  on every page and button (`mha_viz.tokenize` enforces it).
+  on every page and button (`mha_viz.text.tokenize` enforces it).
 - MHA_VIZ_MAX_OVERVIEW_TOKENS: in public mode, the most tokens the whole-text overview reads
   (default: MHA_VIZ_MAX_TOKENS, so the overview goes no further than the views); locally the
   overview reads the model's whole context.
@@ -15,7 +15,7 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_MAX_CONCURRENT: analyses (model loads and captures) running at once; others wait
   with a notice (default 2 in public mode, unlimited otherwise).
 - MHA_VIZ_GPU_BUDGET_MB: most MiB of GPU memory the analyses running at once may share
-  (default 0: what is free on the card when none runs); see `mha_viz.admission`.
+  (default 0: what is free on the card when none runs); see `mha_viz.budget.admission`.
 - MHA_VIZ_MAX_CORPUS_DOCS / MHA_VIZ_MAX_CORPUS_MB: the most documents, and MiB, a corpus
   uploaded to the Corpus page may have (public mode: 2,000 and 5; locally 100,000 and 200).
 - MHA_VIZ_DTYPE: the sidebar's default *Precision* (auto, float32, bfloat16, float16; default

@@ -79,7 +79,7 @@ def bert_dir(tmp_path_factory):
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
     import mha_viz  # noqa: F401 - makes sure the bundled package is importable
-    from mha_viz_models.registry import BUNDLED
+    from mha_viz_models.loading.bundled import BUNDLED
 
     tok = AutoTokenizer.from_pretrained(BUNDLED["minilm"].locate())
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=64, num_hidden_layers=2,

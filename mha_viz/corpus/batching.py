@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
 from mha_viz.settings import from_env, size_text
-from mha_viz.tokenize import InputError, Tokens, tokenize
+from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
 
 SORT_WINDOW = 8  # batches sorted together: larger windows pad less but reorder more

@@ -1,4 +1,4 @@
-"""Head importance over many documents at once: the per-text scores of `mha_viz.ablation`, batched.
+"""Head importance over many documents at once: the per-text scores of `mha_viz.interventions.ablation`, batched.
 
 `batch_importance(model, texts)` is the SUM over the documents of each document's own importance
 before normalisation (the corpus engine adds batches and normalises once at the end):
@@ -26,10 +26,10 @@ import torch
 import torch.nn.functional as F
 
 from mha_viz import settings
-from mha_viz.ablation import EMBEDDING, NEXT_TOKEN, Inputs, check_gradient_budget, gradient_bytes, prepare
-from mha_viz.tokenize import InputError
+from mha_viz.interventions.ablation import EMBEDDING, NEXT_TOKEN, Inputs, check_gradient_budget, gradient_bytes, prepare
+from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
-from mha_viz_models.masking import head_mask
+from mha_viz_models.attention.masking import head_mask
 
 
 class Unavailable(Exception):

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from mha_viz.tokenize import InputError
+from mha_viz.text.tokenize import InputError
 
 SAMPLE = "sample"
 SAMPLE_PATH = Path(__file__).with_name("sample.txt")

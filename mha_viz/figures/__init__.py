@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz import focus as focus_arrays
 from mha_viz import metrics as head_metrics
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import comparison as compare_figures
@@ -38,13 +37,14 @@ from mha_viz.figures import heads as head_figures
 from mha_viz.figures import line_view as line_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures.offline import notebook
+from mha_viz.views import focus as focus_arrays
 
 if TYPE_CHECKING:
-    from mha_viz.capture import AttentionRun
-    from mha_viz.comparison import Comparison
-    from mha_viz.generation import Generation
+    from mha_viz.capture.generation import Generation
+    from mha_viz.capture.run import AttentionRun
+    from mha_viz.interventions.prediction import Explanation
     from mha_viz.metrics import Weights
-    from mha_viz.prediction import Explanation
+    from mha_viz.views.comparison import Comparison
 
 __all__ = [
     "head", "model_grid", "lines", "token_focus",
@@ -174,7 +174,7 @@ def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0
 
 
 def dla_grid(expl: Explanation) -> go.Figure:
-    """Direct logit attribution of a prediction (`mha_viz.prediction.explain`): what each head's
+    """Direct logit attribution of a prediction (`mha_viz.interventions.prediction.explain`): what each head's
     write at the last token adds to logit(answer) − logit(wrong), a diverging layers × heads grid."""
     return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text, expl.clean.layer_ids)
 
@@ -200,7 +200,7 @@ def _patched(expl: Explanation) -> None:
 
 
 def restored_grid(expl: Explanation) -> go.Figure:
-    """Activation patching of a prediction (`mha_viz.prediction.patch`): the share of the gap
+    """Activation patching of a prediction (`mha_viz.interventions.prediction.patch`): the share of the gap
     between the clean and the corrupted run that patching one head's clean output restores."""
     _patched(expl)
     return attribution_figures.restored_grid(expl.patching.restored, expl.clean.layer_ids, _differ(expl))

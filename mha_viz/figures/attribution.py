@@ -1,4 +1,4 @@
-"""Figures of what heads do for a prediction (`mha_viz.prediction`): the layers × heads grids of direct
+"""Figures of what heads do for a prediction (`mha_viz.interventions.prediction`): the layers × heads grids of direct
 logit attribution and of the restored fraction, estimated and real, on a diverging scale centred at
 0 (the heads where the two differ circled), the estimate against real patching head by head, one
 head's restored fraction by position, one layer's estimate by head and position, and the tokens
@@ -11,9 +11,9 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.estimate import DISAGREE
 from mha_viz.figures.metrics import head_labels, metric_grid
 from mha_viz.figures.style import DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.interventions.estimate import DISAGREE
 
 POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # the ends of the grids' scale (RdBu_r): helps, hurts
 

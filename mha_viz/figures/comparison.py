@@ -11,10 +11,10 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz import detail
-from mha_viz.comparison import Comparison, numeric_columns
 from mha_viz.figures.metrics import metric_grid
 from mha_viz.figures.style import COLORSCALE, DIVERGING, axis_labels, margin, plot_title, scale_top, symmetric_bound
+from mha_viz.views import detail
+from mha_viz.views.comparison import Comparison, numeric_columns
 
 POOL_ABOVE = 128  # side by side: larger matrices are shown as at most this many blocks a side
 LABELS_UP_TO = 64  # tick labels on the side-by-side panels up to this many rows

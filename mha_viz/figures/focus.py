@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.figures.style import COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top
-from mha_viz.focus import TO, Focus, Summary
+from mha_viz.views.focus import TO, Focus, Summary
 
 MAX_TICK_LABELS = 160  # above this many positions, the token axis is unlabelled (hover still names them)
 

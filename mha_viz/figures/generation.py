@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from mha_viz.figures.style import COLORSCALE, axis_labels, colorbar, margin, plot_title
 
 if TYPE_CHECKING:
-    from mha_viz.generation import Generation
+    from mha_viz.capture.generation import Generation
 
 GENERATED_COLOUR = "#d95f02"  # generated tokens on the axes and in the bars (prompt tokens stay black)
 CHOSEN_COLOUR, OTHER_COLOUR = "#d95f02", "#9ecae1"

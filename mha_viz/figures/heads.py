@@ -14,8 +14,7 @@ from functools import lru_cache
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz import detail
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
 from mha_viz.figures.style import (
     COLORSCALE,
     axis_labels,
@@ -26,6 +25,7 @@ from mha_viz.figures.style import (
     scale_top,
     token_map_layout,
 )
+from mha_viz.views import detail
 
 
 def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float,

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz import detail
 from mha_viz.figures.heads import token_image
 from mha_viz.figures.style import (
     COLORSCALE,
@@ -25,6 +24,7 @@ from mha_viz.figures.style import (
     token_map_layout,
 )
 from mha_viz.metrics import METRICS, SIMILARITIES
+from mha_viz.views import detail
 
 # One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.
 PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mha_viz.figures.style import axis_labels, margin, plot_title
-from mha_viz.qk import Neuron, QKMap, strongest_keys
+from mha_viz.views.qk import Neuron, QKMap, strongest_keys
 
 Q_COLOR, K_COLOR, PICK_COLOR = "#2171b5", "#e6550d", "#d62728"
 

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from mha_viz.figures.style import COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
 
 if TYPE_CHECKING:
-    from mha_viz.teaching import Walkthrough
+    from mha_viz.views.teaching import Walkthrough
 
 MAX_COLUMNS = 48  # wider matrices (d_model 384, 576…) show their first columns and say so
 

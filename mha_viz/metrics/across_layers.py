@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz.arrays import tensor_view
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.arrays import tensor_view
+from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics.head_writes import on_device
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics.compiled import thread_count
 from mha_viz.metrics.head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
 from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, on_device

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz.arrays import tensor_view
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.arrays import tensor_view
+from mha_viz.capture.run import AttentionRun
 
 Weights = dict  # "W_Q" (L, H, d, d_k), "W_K" (L, G, d, d_k), "W_V" (L, G, d, d_v), "W_O" (L, H, d_v, d)
 

@@ -43,7 +43,7 @@ class Measure:
 # The entropy's smoothing (spec section 1): Â = (1 − ENTROPY_SMOOTHING)·A + ENTROPY_SMOOTHING/k_i on
 # the k_i keys row i may see, so that no visible key has probability 0 (Clark et al. 2019's code).
 # The head table's two paths (head_kernels, head_stats) and the cross-attention metrics
-# (mha_viz.cross_metrics) all read it from here.
+# (mha_viz.metrics.cross_attention) all read it from here.
 ENTROPY_SMOOTHING = 1e-4
 # The JS divergence's smoothing (spec section 2): Ã = (1 − JS_SMOOTHING)·A + JS_SMOOTHING/n over
 # all n keys, before two heads' rows are compared (metrics.js).

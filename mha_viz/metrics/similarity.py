@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics.gram import gram_upper, symmetric_numpy
 from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
 from mha_viz.metrics.js import js_matrix

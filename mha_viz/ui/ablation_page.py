@@ -8,9 +8,9 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, ablation_outcome
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import teaching as teach_figures
+from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.ui import analysis, charts, keys, resources, session
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start

@@ -11,9 +11,12 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, ablation_outcome, attribution, metrics, seq2seq, sinks, teaching
+from mha_viz import metrics
+from mha_viz.capture import seq2seq, sinks
+from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui import resources
 from mha_viz.ui.keys import AnalysisKey, ModelKey
+from mha_viz.views import teaching
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:

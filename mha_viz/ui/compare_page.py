@@ -11,7 +11,8 @@ import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import memory, metrics
+from mha_viz import metrics
+from mha_viz.budget import memory
 from mha_viz.figures import comparison as compare_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, export_views, keys, resources, session, sidebar, view_helpers
@@ -56,7 +57,7 @@ def choose_run_b(*, mode: str | None = None, text_b: str | None = None, model_b:
 
 
 def run_b_choices() -> dict:
-    """The page's mode and run B as `mha_viz.links.Link` fields (what its widgets hold)."""
+    """The page's mode and run B as `mha_viz.export.link_params.Link` fields (what its widgets hold)."""
     slug = {mode: slug for slug, mode in MODES.items()}.get(session.get(keys.CMP_MODE), "texts")
     if slug == "texts":
         return {"compare": slug, "text_b": session.get(keys.CMP_TEXT_B) or None}

@@ -15,18 +15,19 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import ablation, corpus, metrics
+from mha_viz import corpus, metrics
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.store import ResultStore
 from mha_viz.figures import corpus as corpus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.figures import teaching as teach_figures
+from mha_viz.interventions import ablation
 from mha_viz.ui import analysis, charts, export_views, keys, resources, session, view_helpers
 from mha_viz.ui.generate_page import live_button
 from mha_viz.ui.keys import CorpusKey
 from mha_viz.ui.text import plain
-from mha_viz_models.gguf_cache import cache_root
+from mha_viz_models.loading.gguf_cache import cache_root
 
 log = logging.getLogger("mha_viz.ui")
 

@@ -11,7 +11,9 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from mha_viz import metrics, report, run_file
+from mha_viz import metrics
+from mha_viz.capture import run_file
+from mha_viz.export import report
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, keys, resources, seq2seq_views, session
 from mha_viz.ui.text import plain

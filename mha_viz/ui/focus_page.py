@@ -2,7 +2,7 @@
 what attends to it, with (on demand) the mean and max over heads and over layers and the
 strongest head. Figures are made once per server for what they show (`charts.cached`).
 
-Reads the run the sidebar computed; the arrays come from `mha_viz.focus`, the figures from
+Reads the run the sidebar computed; the arrays come from `mha_viz.views.focus`, the figures from
 `mha_viz.figures.focus`.
 """
 
@@ -12,10 +12,10 @@ import dataclasses
 
 import streamlit as st
 
-from mha_viz import detail, focus
 from mha_viz.figures import focus as focus_figures
 from mha_viz.ui import charts, keys, seq2seq_views, session, view_helpers
 from mha_viz.ui.text import plain
+from mha_viz.views import detail, focus
 
 TOKENS, WORDS = "tokens", "words"
 BOTH = "both"

@@ -19,9 +19,10 @@ import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import generation, memory
+from mha_viz.budget import memory
+from mha_viz.capture import generation
 from mha_viz.figures import generation as gfig
-from mha_viz.tokenize import count_text
+from mha_viz.text.tokenize import count_text
 from mha_viz.ui import charts, keys, resources, seq2seq_views, session, sidebar, state
 from mha_viz.ui.keys import GenKey
 from mha_viz.ui.text import plain

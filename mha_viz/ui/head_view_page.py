@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz import detail
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import charts, keys, seq2seq_views, session, subset_views, view_helpers
+from mha_viz.views import detail
 
 
 def head_view_page() -> None:

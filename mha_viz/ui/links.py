@@ -1,7 +1,7 @@
 """Share a view by link: a URL's query parameters open the app on that model, text and head, the
 URL follows the view after every run, and the sidebar's *Share* box shows the link to copy.
 
-The parameters and their checks are `mha_viz.links`'; this module reads them once per session
+The parameters and their checks are `mha_viz.export.link_params`'; this module reads them once per session
 (`read`, before the sidebar draws its inputs), applies the layer, head and detail once the model
 is loaded (`apply_pending`), and writes the view back (`share`, after the page has drawn).
 """
@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import streamlit as st
 
-from mha_viz import detail, links
+from mha_viz.export import link_params as links
 from mha_viz.ui import (
     compare_page,
     head_view_page,
@@ -26,6 +26,7 @@ from mha_viz.ui import (
     view_helpers,
 )
 from mha_viz.ui.text import plain
+from mha_viz.views import detail
 
 # the head view's detail levels by their slug in a link (links.DETAILS), and back
 DETAIL_OPTIONS = {"tokens": head_view_page.FULL, "window": head_view_page.WINDOW, "blocks": head_view_page.BLOCKS,

@@ -16,7 +16,8 @@ import logging
 import streamlit as st
 import torch
 
-from mha_viz import memory, session_cap
+from mha_viz import session_cap
+from mha_viz.budget import memory
 from mha_viz.ui import export_views, links, pages, preload, resources, sidebar, state
 from mha_viz.ui.text import plain
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 import mha_viz
-from mha_viz.tokenize import UNKNOWN_SHARE
+from mha_viz.text.tokenize import UNKNOWN_SHARE
 from mha_viz.ui.text import plain
 
 

@@ -3,7 +3,8 @@ direct logit attribution and its restored fraction as layers × heads grids — 
 (attribution patching: one backward pass), patched for real on request, then both side by side with
 a scatter and where they disagree — one layer's estimate by head and position, and one head opened:
 its attention in both runs, its value-weighted attention, the tokens it promotes and suppresses, and
-patching it position by position beside the estimate (`mha_viz.prediction`, `mha_viz.attribution`)."""
+patching it position by position beside the estimate (`mha_viz.interventions.prediction`,
+`mha_viz.interventions.attribution`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz import attribution, estimate, prediction
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
+from mha_viz.interventions import attribution, estimate, prediction
 from mha_viz.ui import charts, export_views, keys, resources, session, sidebar
 from mha_viz.ui.generate_page import live_button
 from mha_viz.ui.keys import PredKey

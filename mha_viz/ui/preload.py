@@ -13,7 +13,7 @@ Python's own import locks only protect `import` statements, not such look-ups.
 and, where a library sets itself up on first use, exercises it once with tiny inputs. It holds
 a lock: the first session does the work, every other session waits for it, and afterwards a
 call is one flag check. `warm()` never loads a model (models load once per server in
-`mha_viz.cache`). (The `import` statements that app.py runs before it are safe: a session
+`mha_viz.budget.model_cache`). (The `import` statements that app.py runs before it are safe: a session
 importing a module another session is importing waits for it to finish.)
 
 Call `warm()` from the script or the server, never while a module is being imported: a session

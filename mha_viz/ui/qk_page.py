@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz import qk
 from mha_viz.figures import qk as qk_figures
 from mha_viz.ui import analysis, charts, keys, session
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
+from mha_viz.views import qk
 
 TITLE = "Queries and keys"
 METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE"}

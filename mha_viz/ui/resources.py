@@ -1,5 +1,5 @@
 """The server's resources, shared by every session of one process: the deployment settings, the
-model cache, the analysis slots (`mha_viz.admission`), and the ways a page waits its turn and
+model cache, the analysis slots (`mha_viz.budget.admission`), and the ways a page waits its turn and
 turns a failure into a message. The token cap is the server's default narrowed by this session's
 *Token limit*."""
 
@@ -11,9 +11,9 @@ import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import admission, memory
 from mha_viz import settings as deploy
-from mha_viz.cache import ModelCache
+from mha_viz.budget import admission, memory
+from mha_viz.budget.model_cache import ModelCache
 from mha_viz.ui import keys, session
 from mha_viz.ui.text import plain
 
@@ -53,7 +53,7 @@ def model_cache() -> ModelCache:
 @st.cache_resource(show_spinner=False)
 def slots() -> admission.Admission:
     """The analyses running at once and the memory they declared, shared by every session of
-    this server (`mha_viz.admission`)."""
+    this server (`mha_viz.budget.admission`)."""
     return admission.Admission(settings().max_concurrent)
 
 

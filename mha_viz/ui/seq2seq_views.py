@@ -18,13 +18,14 @@ import html
 import streamlit as st
 
 import mha_viz
-from mha_viz import cross_metrics, focus
 from mha_viz.figures import cross as cross_figures
 from mha_viz.figures import focus as focus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
+from mha_viz.metrics import cross_attention as cross_metrics
 from mha_viz.ui import charts, keys, session
 from mha_viz.ui.text import plain
+from mha_viz.views import focus
 
 PARTS = {"Encoder": "encoder", "Decoder": "decoder", "Cross": "cross"}
 

@@ -12,7 +12,7 @@ import streamlit as st
 import torch
 
 import mha_viz
-from mha_viz import memory
+from mha_viz.budget import memory
 from mha_viz.ui import keys, resources, seq2seq_views, session, steps
 from mha_viz.ui.keys import AnalysisKey
 from mha_viz.ui.state import Current, with_last_good

@@ -2,16 +2,16 @@
 a range (or pick-list) of key tokens (e.g. the second sentence's queries over the first
 sentence's keys), with sentence presets.
 
-The subsetting itself is `mha_viz.detail.subset`; the figure `mha_viz.figures.heads.head_heatmap(rows=, cols=)`.
+The subsetting itself is `mha_viz.views.detail.subset`; the figure `mha_viz.figures.heads.head_heatmap(rows=, cols=)`.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz import detail
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import keys, session
+from mha_viz.views import detail
 
 MAX_AXIS = detail.FULL_DETAIL_TOKENS  # most tokens on either axis (every cell is sent)
 DEFAULT_SPAN = 96

@@ -12,10 +12,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mha_viz
-from mha_viz import teaching
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.ui import analysis, charts, keys, resources, session, sidebar
 from mha_viz.ui.view_helpers import start
+from mha_viz.views import teaching
 
 TOY = "toy-induction"
 TOY_TEXT = "q w e r t y u i o q w e r t y u i o"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import ablation
+from mha_viz.interventions import ablation
 from tests.app.helpers import frame, open_page, open_with_text, start_app
 
 pytestmark = pytest.mark.model

@@ -159,7 +159,7 @@ def test_bad_input_gives_a_message_and_keeps_the_last_generation(monkeypatch):
     assert "x b f" in _continuation(at)
     at.number_input(key=keys.TOKEN_LIMIT).set_value(512).run()
 
-    import mha_viz_models.toy as toy
+    import mha_viz_models.toy.model as toy
     real = toy.ToyInductionModel.forward
 
     def nan_logits(self, *args, **kwargs):  # the scores go bad while generating (not in capture)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import attribution
+from mha_viz.interventions import attribution
 from mha_viz.ui import keys
 from mha_viz.ui.sidebar import OTHER
 from tests.app.helpers import charts, heatmap_tokens, open_page, shown, start_app

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import ablation, attribution, prediction
 from mha_viz.figures import attribution as attribution_figures
+from mha_viz.interventions import ablation, attribution, prediction
 from mha_viz.ui import keys, resources
 from mha_viz.ui.sidebar import OTHER
 from tests.app.helpers import charts, open_page, shown, start_app

@@ -78,7 +78,7 @@ def test_a_typed_target_is_read_as_typed(t5_app):
 
 
 def test_cross_attention_metrics_are_the_rectangular_ones(t5_app):
-    from mha_viz import cross_metrics
+    from mha_viz.metrics import cross_attention as cross_metrics
 
     at = t5_app
     at.button_group(key="attn_part").set_value("Cross").run()

@@ -110,7 +110,7 @@ def test_a_gpu_out_of_memory_error_during_an_analysis(monkeypatch):
     result stays on screen."""
     import torch
 
-    from mha_viz import memory
+    from mha_viz.budget import memory
 
     at = _after_a_good_run()
     at.number_input(key="token_limit").set_value(64).run()
@@ -138,7 +138,7 @@ def test_a_gpu_out_of_memory_error_during_an_analysis(monkeypatch):
 def test_a_capture_over_the_memory_this_machine_has_is_refused_before_it_runs(monkeypatch):
     """With less memory available than the analysis needs (simulated), the message says which
     memory is short and by how much, and nothing runs."""
-    from mha_viz import memory
+    from mha_viz.budget import memory
 
     at = _after_a_good_run()
     monkeypatch.setattr(memory, "host_available", lambda: 2**20)
@@ -158,7 +158,8 @@ def test_a_gpu_out_of_memory_error_in_a_page_is_a_message(monkeypatch):
     advice, the cache given back, the text kept, no traceback; the next page works."""
     import torch
 
-    from mha_viz import memory, metrics
+    from mha_viz import metrics
+    from mha_viz.budget import memory
     from tests.app.helpers import open_page
 
     at = _after_a_good_run()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from mha_viz import links
+from mha_viz.export import link_params as links
 from mha_viz.ui import compare_page, keys
 from tests.app.helpers import app_test, charts, open_page
 

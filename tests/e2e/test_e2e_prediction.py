@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from mha_viz import prediction
+from mha_viz.interventions import prediction
 
 pytestmark = [pytest.mark.e2e, pytest.mark.model]
 MAIN = "[data-testid=stMain]"

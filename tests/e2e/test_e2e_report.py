@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import report
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
+from mha_viz.export import report
 from mha_viz.metrics.head_stats import head_table
 
 pytestmark = pytest.mark.e2e

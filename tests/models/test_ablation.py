@@ -1,5 +1,5 @@
-"""Switching heads off (mha_viz.ablation, mha_viz.ablation_outcome): gradient importance against
-finite differences, a fully masked layer against its output projection's bias, pruning by
+"""Switching heads off (mha_viz.interventions.ablation, mha_viz.interventions.ablation_outcome): gradient
+importance against finite differences, a fully masked layer against its output projection's bias, pruning by
 importance against random pruning on SmolLM2, and the live view's outcomes (loss, top-k,
 sentence embedding) against every row of the logits and the plain loss."""
 
@@ -10,10 +10,10 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import ablation
-from mha_viz import ablation_outcome as outcome
-from mha_viz_models.families import output_projection
-from mha_viz_models.masking import head_mask
+from mha_viz.interventions import ablation
+from mha_viz.interventions import ablation_outcome as outcome
+from mha_viz_models.attention.masking import head_mask
+from mha_viz_models.families.builtin import output_projection
 
 TEXT = "the cat sat on the mat and the dog sat on the log"
 

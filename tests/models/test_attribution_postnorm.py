@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution
+from mha_viz.interventions import attribution
 from tests.helpers import byte_bpe_tokenizer
 
 TEXT = "the quick brown fox jumps over the lazy"

@@ -89,7 +89,7 @@ def test_cached_gguf_reload_gives_same_weights(smollm2):
     """The second load reads the safetensors cache; it must hold the GGUF's weights."""
     from transformers import AutoModelForCausalLM
 
-    from mha_viz_models.registry import BUNDLED
+    from mha_viz_models.loading.bundled import BUNDLED
 
     folder = BUNDLED["smollm2"].locate()
     gguf = next(folder.glob("*.gguf"))

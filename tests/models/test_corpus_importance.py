@@ -1,5 +1,5 @@
 """Corpus head importance (mha_viz.corpus.importance): a padded batch of mixed-length documents
-gives the sum of the per-text scores of mha_viz.ablation, and the held-out pruning curve their
+gives the sum of the per-text scores of mha_viz.interventions.ablation, and the held-out pruning curve their
 mean, for a decoder (random GPT-2, toy-induction), a masked-LM encoder (random BERT) and an
 embedding-only encoder (minilm)."""
 
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import ablation
 from mha_viz.corpus import importance
+from mha_viz.interventions import ablation
 
 WORDS = [  # mixed lengths, one of them a single token for the byte-level GPT-2 tokenizer
     "the cat sat on the mat and the dog sat on the log",

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution, transfer
+from mha_viz.capture import transfer
+from mha_viz.interventions import attribution
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)")
 TEXT = "the quick brown fox jumps over the lazy dog, and the quick brown fox jumps again"

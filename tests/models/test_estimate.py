@@ -1,4 +1,4 @@
-"""Attribution patching (`mha_viz.estimate`): the estimate equals a first-order estimate made here
+"""Attribution patching (`mha_viz.interventions.estimate`): the estimate equals a first-order estimate made here
 from hooks on the Hugging Face modules themselves (Llama's o_proj, GPT-2's c_proj), equals real
 patching on a model with nothing nonlinear between z and the logits, keeps no gradient for the
 parameters, and refuses what patching refuses, with a message, before the backward pass."""
@@ -11,8 +11,8 @@ import torch
 from torch import nn
 
 import mha_viz
-from mha_viz import ablation, attribution, estimate, prediction
-from mha_viz_models.families import output_projection
+from mha_viz.interventions import ablation, attribution, estimate, prediction
+from mha_viz_models.families.builtin import output_projection
 from tests.helpers import byte_bpe_tokenizer
 from tests.models.architectures_2026 import BUILDERS, HYBRIDS, build
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import mha_viz_models
-from mha_viz_models.families import FAMILIES, family_of, output_projection
+from mha_viz_models.families.builtin import FAMILIES, family_of, output_projection
 
 W_O = {"bert": lambda m: m.output.dense, "gpt2": lambda m: m.c_proj, "llama": lambda m: m.o_proj}
 

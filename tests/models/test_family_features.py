@@ -28,9 +28,9 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import qk, teaching
+from mha_viz.views import qk, teaching
 from mha_viz_models import ModelLoadError
-from mha_viz_models.families import output_projection
+from mha_viz_models.families.builtin import output_projection
 from tests.helpers import hidden_states, save_peaked
 from tests.models import architectures_2026
 

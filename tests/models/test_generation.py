@@ -101,7 +101,7 @@ def test_each_step_reports_the_models_distribution(tiny_gpt2):
             logits = tiny_gpt2.hf_model(input_ids=torch.tensor([prefix])).logits[0, -1]
         p = torch.softmax(logits.float(), -1)
         assert step.token_id == int(p.argmax()) and step.prob == pytest.approx(float(p.max()), abs=1e-5)
-        assert len(step.top) == mha_viz.generation.TOP and step.top[0][1] == pytest.approx(step.prob, abs=1e-6)
+        assert len(step.top) == mha_viz.capture.generation.TOP and step.top[0][1] == pytest.approx(step.prob, abs=1e-6)
         assert step.entropy == pytest.approx(float(-(p * p.log()).sum()), abs=1e-4)
     assert gen.row_of(0) == gen.num_prompt_tokens - 1
 

@@ -19,8 +19,9 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution, qk, teaching
-from mha_viz_models.families import output_projection
+from mha_viz.interventions import attribution
+from mha_viz.views import qk, teaching
+from mha_viz_models.families.builtin import output_projection
 from tests.helpers import hidden_states
 from tests.models.architectures_2026 import BUILDERS, build
 

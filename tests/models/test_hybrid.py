@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution
-from mha_viz_models.families import output_projection
+from mha_viz.interventions import attribution
+from mha_viz_models.families.builtin import output_projection
 from tests.models.architectures_2026 import HYBRIDS, build
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
@@ -79,5 +79,5 @@ def test_every_per_head_feature_on_the_softmax_layers(hybrid):
 def test_a_model_without_softmax_layers_is_still_refused():
     from transformers import MambaConfig
 
-    from mha_viz_models.architectures import refusal
+    from mha_viz_models.families.architectures import refusal
     assert "state-space" in refusal(MambaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2), "m")

@@ -54,7 +54,7 @@ def test_random_models_with_right_padding(request, fixture, local):
 def test_overview_one_head_at_a_time_equals_pooled_eager_capture(request, name):
     """The long-text overview (lean capture, one head's matrix at a time) gives the same
     thumbnails as pooling the full eager capture."""
-    from mha_viz import detail
+    from mha_viz.views import detail
 
     model = request.getfixturevalue(name)
     text = "The keys to the old wooden cabinet in the hall are missing again. " * 12

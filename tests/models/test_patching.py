@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution
+from mha_viz.interventions import attribution
 
 CLEAN = "q w e r t y u i o q w e r t y u i"
 CORRUPTED = "a s d f g h j k l q w e r t y u i"  # the first half changed: no earlier occurrence to copy

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution
+from mha_viz.interventions import attribution
 from mha_viz_models import ModelLoadError
 
 TEXT = "the quick brown fox jumps over the lazy dog, the quick brown fox"

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution
+from mha_viz.interventions import attribution
 from mha_viz.metrics import head_table
 
 TEXT = "The keys to the old wooden cabinet in the hall are missing, said the man."

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import qk, teaching
+from mha_viz.views import qk, teaching
 
 TEXT = "The cat sat on the mat because it was warm."
 TOY_TEXT = "q w e r t y q w e r t y"

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import report, run_file
-from mha_viz.capture import AttentionRun
+from mha_viz.capture import run_file
+from mha_viz.capture.run import AttentionRun
+from mha_viz.export import report
 from mha_viz.metrics.head_stats import head_table
 
 BUDGET_BYTES = 5 * 10**6

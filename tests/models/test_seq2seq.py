@@ -116,7 +116,7 @@ def test_a_capture_over_the_memory_budget_is_refused_before_it_runs(seq2seq, mon
     _, model = seq2seq
     src = mha_viz.tokenize(model, SOURCE).n
     tgt = 1 + len(model.tokenizer(text_target=TARGET)["input_ids"])
-    need = mha_viz.seq2seq.capture_bytes(model, src, tgt)
+    need = mha_viz.capture.seq2seq.capture_bytes(model, src, tgt)
     L, H, Ld, Hd = model.num_layers, model.num_heads, model.decoder_layers, model.decoder_heads
     assert need == 4 * (L * H * src * src + Ld * Hd * tgt * tgt + Ld * Hd * tgt * src)  # by hand
     real = mha_viz.settings.from_env()

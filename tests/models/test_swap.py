@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz_models.adapters import BertFamilyAttention, GPT2FamilyAttention, LlamaFamilyAttention
+from mha_viz_models.families.adapters import BertFamilyAttention, GPT2FamilyAttention, LlamaFamilyAttention
 
 SENTENCES = [
     "The cat sat on the mat.",

@@ -1,4 +1,4 @@
-"""Only the part of a long text that the cap reads is tokenized (`mha_viz.text_prefix`): the ids,
+"""Only the part of a long text that the cap reads is tokenized (`mha_viz.text.prefix`): the ids,
 display tokens, word ids and special mask must be exactly those of the whole text through the
 tokenizer's own truncation, for MiniLM's WordPiece and SmolLM2's byte-level BPE, wherever the
 prefix happens to end (planted hard cases, then generated texts); the whole text's count is
@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import mha_viz
-from mha_viz import text_prefix
-from mha_viz.tokenize import label_ids
+from mha_viz.text import prefix as text_prefix
+from mha_viz.text.tokenize import label_ids
 from tests.helpers import ROOT
 
 pytestmark = pytest.mark.model
@@ -173,7 +173,7 @@ def test_a_long_texts_count_is_an_estimate_labelled_as_one(request, name, monkey
         assert abs(toks.total - exact) <= ESTIMATE_TOLERANCE * exact, (limit, toks.total, exact)
     assert mha_viz.analyze(model, text, max_tokens=64).num_input_tokens_is_estimate
     # up to here: counted
-    monkeypatch.setattr(importlib.import_module("mha_viz.tokenize"), "EXACT_COUNT_CHARS", len(text))
+    monkeypatch.setattr(importlib.import_module("mha_viz.text.tokenize"), "EXACT_COUNT_CHARS", len(text))
     toks = mha_viz.tokenize(model, text, 64)
     assert toks.total == exact and not toks.total_is_estimate
 

@@ -1,5 +1,5 @@
-"""toy-induction: the 2-layer attention-only model trained here (models/mha_viz_models/toy.py, weights committed
-in models/mha_viz_models/toy_induction/). Its heads have known jobs, found by mha-viz's own detectors; it loads
+"""toy-induction: the 2-layer attention-only model trained here (models/mha_viz_models/toy/model.py, weights committed
+in models/mha_viz_models/toy/toy_induction/). Its heads have known jobs, found by mha-viz's own detectors; it loads
 and captures like every other model. Its files and tokenizer: tests/unit/test_toy_files.py;
 every view of the app: tests/app/test_toy_pages.py."""
 
@@ -14,7 +14,7 @@ import torch
 import mha_viz
 from mha_viz import metrics
 from mha_viz_models import ModelLoadError, MultiHeadAttention
-from mha_viz_models.toy import FOLDER, LETTERS, ToyConfig, ToyInductionModel, load_toy
+from mha_viz_models.toy.model import FOLDER, LETTERS, ToyConfig, ToyInductionModel, load_toy
 
 TEXT = "q w e r t y u q w e r t y u"
 

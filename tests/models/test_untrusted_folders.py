@@ -14,7 +14,7 @@ import mha_viz
 def _random_bert(folder: Path, *, pickled: bool) -> Path:
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from mha_viz_models.registry import BUNDLED
+    from mha_viz_models.loading.bundled import BUNDLED
 
     tok = AutoTokenizer.from_pretrained(BUNDLED["minilm"].locate())
     config = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=1,

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz import attribution
-from mha_viz_models import values
-from mha_viz_models.families import output_projection
+from mha_viz.interventions import attribution
+from mha_viz_models.families.builtin import output_projection
+from mha_viz_models.reading import values
 
 TEXT = "The cat sat on the mat because it was tired."
 
@@ -118,7 +118,7 @@ def test_a_norm_the_head_does_not_read_is_not_taken_for_the_read_out(gpt2_dir):
     """The read-out is refused when something lies between the last norm and the LM head."""
     from transformers import AutoModelForCausalLM
 
-    from mha_viz_models import readout
+    from mha_viz_models.reading import readout
 
     hf = AutoModelForCausalLM.from_pretrained(gpt2_dir)
     probe = __import__("torch").tensor([[1, 2, 3]])
@@ -132,7 +132,7 @@ def test_a_norm_mha_viz_does_not_know_is_not_taken_for_no_norm():
     seems to run, but the read-out is refused rather than taken for the residual itself."""
     from torch import nn
 
-    from mha_viz_models import readout
+    from mha_viz_models.reading import readout
 
     toy = mha_viz.load_model("toy-induction", device="cpu")
     probe = __import__("torch").tensor([[1, 2, 3]])

@@ -1,10 +1,10 @@
-"""Which configurations are refused at load, and what the message says (mha_viz_models.architectures)."""
+"""Which configurations are refused at load, and what the message says (mha_viz_models.families.architectures)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from mha_viz_models.architectures import SUPPORTED, hybrid_layers, refusal
+from mha_viz_models.families.architectures import SUPPORTED, hybrid_layers, refusal
 
 
 def _config(**kw):

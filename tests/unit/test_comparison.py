@@ -13,7 +13,8 @@ import pytest
 from scipy.spatial.distance import jensenshannon
 
 import mha_viz
-from mha_viz import AttentionRun, comparison, metrics
+from mha_viz import AttentionRun, metrics
+from mha_viz.views import comparison
 
 
 def _random(L=2, H=3, n=6, *, causal=False, seed=0) -> np.ndarray:

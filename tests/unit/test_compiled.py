@@ -9,7 +9,7 @@ import threading
 import numpy as np
 
 from mha_viz import metrics
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics import compiled, head_stats
 
 

@@ -1,4 +1,4 @@
-"""Cross-attention metrics (mha_viz.cross_metrics) on planted rectangular patterns, each value
+"""Cross-attention metrics (mha_viz.metrics.cross_attention) on planted rectangular patterns, each value
 worked out by hand."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import CrossAttention, cross_metrics
+from mha_viz import CrossAttention
 from mha_viz.figures import cross as cross_figures
+from mha_viz.metrics import cross_attention as cross_metrics
 
 
 def _planted(n_q: int = 4, n_k: int = 7) -> np.ndarray:

@@ -15,7 +15,8 @@ import time
 import pytest
 
 import mha_viz
-from mha_viz import admission, launch, settings
+from mha_viz import launch, settings
+from mha_viz.budget import admission
 from tests.helpers import ROOT, shown
 
 

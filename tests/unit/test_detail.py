@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import AttentionRun, detail
+from mha_viz import AttentionRun
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
+from mha_viz.views import detail
 
 
 def _softmax_rows(x):

@@ -1,4 +1,4 @@
-"""The lists of supported models come from the registry (`mha_viz_models.families.FAMILIES`): the message
+"""The lists of supported models come from the registry (`mha_viz_models.families.builtin.FAMILIES`): the message
 of a refused model names every family's models, docs/using.md and docs/architecture.md hold
 the table `family_table()` makes, every list of families in them is the registry's, and
 docs/architecture.md says how to add a family."""
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from mha_viz_models.architectures import SUPPORTED
-from mha_viz_models.families import FAMILIES, family_table, supported_models
+from mha_viz_models.families.architectures import SUPPORTED
+from mha_viz_models.families.builtin import FAMILIES, family_table, supported_models
 from tests.helpers import ROOT
 
 BLOCK = re.compile(r"<!-- families:[^>]*-->\n(.*?)\n<!-- /families -->", re.S)
@@ -21,7 +21,8 @@ def test_the_docs_hold_the_registrys_table(doc):
     found = BLOCK.findall((ROOT / doc).read_text())
     assert found == [family_table()], (
         f"{doc}'s family table differs from the registry's: paste the output of "
-        "`python -c 'from mha_viz_models.families import family_table; print(family_table())'` between its markers")
+        "`python -c 'from mha_viz_models.families.builtin import family_table; print(family_table())'` "
+        "between its markers")
 
 
 def test_every_family_is_named_in_the_messages_and_the_table():
@@ -61,7 +62,7 @@ def test_the_architecture_page_says_how_to_add_a_family():
     """Its checklist names the files a family needs, each of which exists."""
     text = (ROOT / "docs/architecture.md").read_text()
     section = text[text.index("## Adding a family"):]
-    for path in ("models/mha_viz_models/adapters.py", "models/mha_viz_models/families.py",
+    for path in ("models/mha_viz_models/families/adapters.py", "models/mha_viz_models/families/builtin.py",
                  "tests/models/test_family_features.py", "tests/unit/test_family_docs.py"):
         assert path in section and (ROOT / path).exists(), path
     assert "family_table()" in section and "register(Family(" in section

@@ -1,4 +1,4 @@
-"""`mha_viz_models.families.FAMILIES`: adding an attention family is one adapter class and one `Family`."""
+"""`mha_viz_models.families.builtin.FAMILIES`: adding an attention family is one adapter class and one `Family`."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from mha_viz_models import MultiHeadAttention
-from mha_viz_models.adapters import Adapter
-from mha_viz_models.families import (
+from mha_viz_models.families.adapters import Adapter
+from mha_viz_models.families.builtin import (
     FAMILIES,
     Family,
     family_of,

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from mha_viz import AttentionRun, detail
+from mha_viz import AttentionRun
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.ui import across_layers_page, charts, similarity_page
+from mha_viz.views import detail
 
 
 def _rollout(n: int, seed: int = 0) -> np.ndarray:

@@ -151,8 +151,8 @@ def test_generation_step_draws_the_row_that_chose_the_token():
 
 
 def test_the_attribution_grids_draw_the_explanations_arrays():
-    from mha_viz.estimate import agreement
     from mha_viz.figures.attribution import MARK
+    from mha_viz.interventions.estimate import agreement
 
     rng = np.random.default_rng(0)
     per_head, restored = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics import head_stats
 from mha_viz.metrics.head_stats import classify, pattern_stats
 

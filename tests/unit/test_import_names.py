@@ -36,11 +36,12 @@ def test_models_folder_is_not_a_second_name_for_the_package():
 
 def test_every_module_of_the_package_imports_under_its_folder_name():
     folder = ROOT / "models" / "mha_viz_models"
-    names = sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "train_toy_induction"))
-    assert "mha" in names and "loading" in names
-    for name in names:
+    files = {".".join(p.relative_to(folder).with_suffix("").parts): p for p in folder.rglob("*.py")
+             if p.stem != "__init__" and p.relative_to(folder).as_posix() != "toy/train.py"}
+    assert "attention.mha" in files and "loading.loader" in files
+    for name, path in sorted(files.items()):
         module = importlib.import_module(f"mha_viz_models.{name}")
-        assert Path(module.__file__).resolve() == folder / f"{name}.py"
+        assert Path(module.__file__).resolve() == path
 
 
 def _imports(path: Path):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mha_viz import metrics
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics import compiled
 from mha_viz.metrics import js as fast_js
 

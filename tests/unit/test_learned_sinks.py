@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz import AttentionRun, sinks
+from mha_viz import AttentionRun
+from mha_viz.capture import sinks
 from mha_viz_models import as_probabilities
 
 

@@ -6,11 +6,13 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mha_viz import AttentionRun, attribution, focus
+from mha_viz import AttentionRun
 from mha_viz.figures import focus as focus_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import line_view as line_figures
-from mha_viz.tokenize import InputError
+from mha_viz.interventions import attribution
+from mha_viz.text.tokenize import InputError
+from mha_viz.views import focus
 
 LABEL = "value-weighted (‖α f(x)‖, row-normalised)"
 

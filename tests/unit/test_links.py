@@ -1,4 +1,4 @@
-"""A view as a link (mha_viz.links), without the app: parameters round-trip, every malformed part
+"""A view as a link (mha_viz.export.link_params), without the app: parameters round-trip, every malformed part
 is dropped with a notice a user can read (never an exception), the text limit and the allow-list
 hold, and the layer is a model layer number that becomes the right row of a partial capture."""
 
@@ -8,8 +8,8 @@ import urllib.parse
 
 import pytest
 
-from mha_viz import links
-from mha_viz.links import Link
+from mha_viz.export import link_params as links
+from mha_viz.export.link_params import Link
 
 BUNDLED = ("minilm", "smollm2", "toy-induction")
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz.cache import ModelCache
+from mha_viz.budget.model_cache import ModelCache
 from mha_viz_models import ModelLoadError
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_viz import AttentionRun, comparison, metrics
-from mha_viz.cross_metrics import cross_stats
+from mha_viz import AttentionRun, metrics
 from mha_viz.metrics import head_kernels
+from mha_viz.metrics.cross_attention import cross_stats
 from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
+from mha_viz.views import comparison
 from tests.helpers import random_run
 
 PATTERN_MEASURES = [name for name, m in metrics.METRICS.items() if m.needs == "attention"]

@@ -1,11 +1,11 @@
-"""The precision choice (`mha_viz_models.precision`): names to dtypes, "auto", refusals, and half-precision
+"""The precision choice (`mha_viz_models.loading.precision`): names to dtypes, "auto", refusals, and half-precision
 probabilities widened to float32 rows that sum to 1."""
 
 import pytest
 import torch
 
 from mha_viz_models import ModelLoadError, as_probabilities
-from mha_viz_models.precision import checkpoint_dtype, dtype_name, resolve_dtype
+from mha_viz_models.loading.precision import checkpoint_dtype, dtype_name, resolve_dtype
 
 CPU = torch.device("cpu")
 

@@ -1,4 +1,4 @@
-"""The query/key map's projections on planted vectors (mha_viz.qk): PCA keeps a line a line,
+"""The query/key map's projections on planted vectors (mha_viz.views.qk): PCA keeps a line a line,
 AttentionViz's key translation and scaling equalises means and norms without changing any
 attention weight, scikit-learn's t-SNE separates planted clusters, the same way every time."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import qk
 from mha_viz.figures import qk as qk_figures
-from mha_viz.teaching import softmax_rows
+from mha_viz.views import qk
+from mha_viz.views.teaching import softmax_rows
 
 
 def _line(n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

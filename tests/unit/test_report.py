@@ -1,4 +1,4 @@
-"""`mha_viz.report`: the HTML report fetches nothing, shows hostile tokens and text as text, carries
+"""`mha_viz.export.report`: the HTML report fetches nothing, shows hostile tokens and text as text, carries
 each figure's JSON and a plotly.js that unpacks to the package's own file."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mha_viz import report
-from mha_viz.capture import AttentionRun
+from mha_viz.capture.run import AttentionRun
+from mha_viz.export import report
 from mha_viz.metrics.head_stats import head_table
 
 TOKENS = ["[CLS]", "the", "<script>x</script>", "cat", "</script>", "sat", "&amp;", "on", "the", "\"mat\"",

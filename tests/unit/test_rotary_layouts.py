@@ -1,5 +1,5 @@
-"""`mha_viz_models.rotary` and `mha_viz_models.visibility` against independent computations: each RoPE layout is a
-rotation of its own pairs of dimensions by its own angle (written out pair by pair), Llama 4's
+"""`mha_viz_models.attention.rotary` and `mha_viz_models.attention.visibility` against independent computations:
+each RoPE layout is a rotation of its own pairs of dimensions by its own angle (written out pair by pair), Llama 4's
 complex angles are the same rotation, chunks and windows hide what their definitions hide, and a
 sink column takes a share of each row."""
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from mha_viz_models import MultiHeadAttention
-from mha_viz_models.rotary import apply_complex_rotary, apply_rotary, query_temperature
-from mha_viz_models.visibility import hidden_keys
+from mha_viz_models.attention.rotary import apply_complex_rotary, apply_rotary, query_temperature
+from mha_viz_models.attention.visibility import hidden_keys
 
 D, N = 8, 5
 

@@ -1,4 +1,4 @@
-"""`AttentionRun.save` / `load` and `mha_viz.run_file`: a run survives the `.npz` round trip
+"""`AttentionRun.save` / `load` and `mha_viz.capture.run_file`: a run survives the `.npz` round trip
 field by field (value norms included; a file without them loads without them), float16 halves
 it within 1e-3, and a bad or hostile file is a ValueError."""
 
@@ -11,8 +11,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from mha_viz import run_file
-from mha_viz.capture import AttentionRun
+from mha_viz.capture import run_file
+from mha_viz.capture.run import AttentionRun
 
 FIELDS = [f.name for f in dataclasses.fields(AttentionRun) if f.name != "hidden"]
 
@@ -251,7 +251,7 @@ def test_a_forged_string_length_is_refused_not_allocated():
 
 
 def test_a_run_saved_as_contributions_loads_as_contributions():
-    from mha_viz import attribution
+    from mha_viz.interventions import attribution
 
     shown = attribution.as_contributions(_run())
     back = AttentionRun.load(run_file.to_bytes(shown))

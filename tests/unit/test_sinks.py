@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz import AttentionRun, sinks
+from mha_viz import AttentionRun
+from mha_viz.capture import sinks
 
 
 def _random_run(L=2, H=3, n=6, causal=False, seed=0):

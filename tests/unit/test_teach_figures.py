@@ -10,9 +10,9 @@ import numpy as np
 import plotly.io as pio
 import pytest
 
-from mha_viz import teaching
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.figures.style import axis_labels, label_text
+from mha_viz.views import teaching
 from tests.helpers import decode
 
 TOK = ["[CLS]", "the", "cat", "sat", "on", "the", "mat", "[SEP]"]

@@ -1,4 +1,4 @@
-"""The one door from text to token ids: `mha_viz.tokenize` and the caps it applies (the model's
+"""The one door from text to token ids: `mha_viz.text.tokenize` and the caps it applies (the model's
 positions, the caller's, the session's, the public server's, the overview's own), on the toy
 model's letter tokenizer (no weights involved)."""
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 import mha_viz
-from mha_viz_models.toy import make_tokenizer
+from mha_viz_models.toy.model import make_tokenizer
 
 TEXT = " ".join("abcdefghijklmnopqrstuvwxyz" * 2)  # 52 letters: [BOS] + 52 = 53 tokens
 

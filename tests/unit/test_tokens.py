@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mha_viz.tokens import clean_tokens, visible
+from mha_viz.text.readable import clean_tokens, visible
 
 
 class _Fake:

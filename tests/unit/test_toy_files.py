@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mha_viz_models.toy import FOLDER, ToyConfig, make_tokenizer
+from mha_viz_models.toy.model import FOLDER, ToyConfig, make_tokenizer
 
 
 def test_weights_are_committed_safetensors_under_2_mb():

@@ -1,0 +1,60 @@
+"""A process-wide cache of loaded models: each (model, device, implementation) loads once.
+
+The app keeps one `ModelCache` for all sessions (through `st.cache_resource`); concurrent
+requests for the same model wait for the first load instead of loading it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+import mha_viz_models
+from mha_viz_models import LoadedModel
+
+Key = tuple[str, str, bool, str]  # spec, device, our MHA, precision asked for
+log = logging.getLogger("mha_viz.budget.model_cache")
+
+
+class ModelCache:
+    def __init__(self, loader: Callable[..., LoadedModel] = mha_viz_models.load, max_models: int = 3,
+                 allow_pickle: bool = False) -> None:
+        self._loader = loader
+        self._allow_pickle = allow_pickle
+        self._max = max_models
+        self._models: dict[Key, LoadedModel] = {}
+        self._locks: dict[Key, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def __contains__(self, key: Key) -> bool:
+        return key in self._models
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def get(self, spec: str, device: str = "auto", local_attention: bool = False, *, dtype: str = "auto",
+            progress=None) -> LoadedModel:
+        key = (spec.strip(), device, bool(local_attention), dtype)
+        with self._guard:
+            if key in self._models:
+                self._models[key] = self._models.pop(key)  # most recently used last
+                return self._models[key]
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key in self._models:  # loaded by another session while this one waited
+                return self._models[key]
+            start = time.perf_counter()
+            model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress,
+                                 allow_pickle=self._allow_pickle, dtype=dtype)
+            log.info("model loaded: %s (device %s, our MHA %s, %s) in %.1f s", key[0], device, key[2],
+                     getattr(model, "precision", dtype), time.perf_counter() - start)
+            with self._guard:
+                self._models[key] = model
+                # "auto" resolved to a precision: asking for that one by name is the same model, not a second load
+                named = (*key[:3], getattr(model, "precision", dtype))
+                self._models.setdefault(named, model)
+                while len(self._models) > self._max:  # free the least recently used model
+                    self._models.pop(next(iter(self._models)))
+            return model

@@ -1,0 +1,247 @@
+"""Watch attention while the model writes: generation step by step, captured incrementally.
+
+`generate(model, prompt, ...)` runs a decoder token by token with its KV cache: the prompt once,
+then one new position a step. With a KV cache a step's attention is one query row per head
+(1 × n), which is what the model computes anyway, so every head's row is recorded as it is made
+and written into one (layers, heads, n, n) array; earlier rows never change in a causal model.
+The result equals one eager forward over the final sequence (tests/models/test_generation.py).
+A model without a KV cache (toy-induction) reruns the whole sequence each step: it is 64 tokens
+at most. A sliding-window layer (Mistral, Gemma 2, Phi-3) caches only the last keys of its window:
+its row has zeros where the window hides earlier keys, as in one eager forward.
+
+Greedy decoding (temperature 0) picks the same tokens as Hugging Face's
+`generate(do_sample=False)`; sampling (temperature, top-k, top-p) is reproducible under `seed`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from mha_viz import settings
+from mha_viz.capture.run import AttentionRun
+from mha_viz.interventions.ablation import NEXT_TOKEN, loss_kind
+from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
+from mha_viz_models import LoadedModel, as_probabilities
+
+TOP = 10  # alternatives kept per step
+
+
+class GenerationError(InputError):
+    """Generation cannot start or go on; the message is written for the person who asked."""
+
+
+@dataclass
+class Step:
+    """One generated token: what was picked, how likely the model found it, what else it considered."""
+
+    token: str  # display form
+    token_id: int
+    prob: float  # the model's probability of this token (softmax of its logits, before sampling)
+    top: list[tuple[str, float]]  # the TOP most likely tokens and their probabilities
+    entropy: float  # of the model's distribution over the next token, in nats
+
+
+@dataclass
+class Generation:
+    """A prompt and its continuation, with every head's attention over the whole sequence.
+
+    run: causal AttentionRun over prompt + generated tokens. The row that chose step t's token is
+    query position `num_prompt_tokens - 1 + t` (`row_of(t)`). Every token has its own row, the
+    newest one's too (also in the snapshots `on_step` receives).
+    """
+
+    run: AttentionRun
+    num_prompt_tokens: int
+    steps: list[Step] = field(default_factory=list)
+    text: str = ""  # the continuation, decoded
+    full_text: str = ""  # prompt and continuation, decoded from the token ids
+    stopped_by: str = "length"  # "eos" | "length" (max_new_tokens reached) | "stopped" (by on_step)
+
+    @property
+    def new_tokens(self) -> list[str]:
+        return [s.token for s in self.steps]
+
+    def row_of(self, step: int) -> int:
+        """The query position whose attention chose step `step`'s token."""
+        return self.num_prompt_tokens - 1 + step
+
+
+def check_decoder(model: LoadedModel) -> None:
+    """GenerationError unless the model is a decoder with a language-model head."""
+    if model.is_encoder_decoder:
+        raise GenerationError(f"{model.name} is an encoder–decoder: leave the sidebar's Target text empty and it "
+                              "writes its target from the sentence (greedy), shown as its Decoder and Cross "
+                              "attention.")
+    if not model.is_causal or loss_kind(model) != NEXT_TOKEN:
+        raise GenerationError(f"{model.name} cannot write text: generation needs a decoder with a "
+                              "language-model head; try smollm2 (or toy-induction).")
+
+
+def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int) -> None:
+    n_prompt = prompt.n
+    if prompt.total > limit:
+        raise GenerationError(f"The prompt has {count_text(prompt.total, prompt.total_is_estimate)} tokens, more "
+                              f"than the limit of {limit} for {model.name} here: shorten it (or raise the token "
+                              "limit in the sidebar).")
+    if n_prompt >= limit:
+        raise GenerationError(f"The prompt already fills the limit of {limit} tokens: there is no room to "
+                              "generate. Shorten it, or raise the token limit in the sidebar.")
+    if max_new < 1:
+        raise GenerationError("Ask for at least one new token.")
+    if n_prompt + max_new > limit:
+        raise GenerationError(f"At most {limit - n_prompt} new tokens fit after this {n_prompt}-token prompt "
+                              f"(the limit is {limit} tokens): lower the number of new tokens.")
+    need = model.attention_bytes(n_prompt + max_new)  # float32 (L, H, n, n)
+    budget = settings.from_env().max_capture_bytes
+    if need > budget:
+        raise GenerationError(f"Capturing every head over {n_prompt + max_new} tokens would hold "
+                              f"{settings.size_text(need)} of attention (the limit here is "
+                              f"{settings.size_text(budget)}, MHA_VIZ_MAX_CAPTURE_MB): ask for fewer tokens.")
+
+
+def _pick(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, rng: torch.Generator) -> int:
+    """Greedy (temperature <= 0) or a sample from the tempered, top-k and top-p filtered distribution."""
+    if temperature <= 0:
+        return int(torch.argmax(logits))
+    scores = logits / temperature
+    if 0 < top_k < scores.numel():
+        kth = torch.topk(scores, top_k).values[-1]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    if top_p < 1.0:
+        order = torch.argsort(scores, descending=True)
+        cumulative = torch.softmax(scores[order], dim=-1).cumsum(-1)
+        drop = cumulative - torch.softmax(scores[order], dim=-1) >= top_p  # keep the smallest set reaching p
+        scores[order[drop]] = float("-inf")
+    return int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=rng))
+
+
+def _display(model: LoadedModel, ids: list[int]) -> tuple[list[str], list[int], list[str], list[bool]]:
+    t = label_ids(model, ids)
+    return t.display, t.word_ids, t.raw, t.special
+
+
+def _eos_ids(model: LoadedModel) -> set[int]:
+    ids = {model.tokenizer.eos_token_id}
+    configured = getattr(getattr(model.hf_model, "generation_config", None), "eos_token_id", None)
+    ids |= set(configured) if isinstance(configured, (list, tuple)) else {configured}
+    return {int(i) for i in ids if i is not None}
+
+
+class _Rows:
+    """Every layer's attention probabilities of one forward call, recorded as the model makes them."""
+
+    def __init__(self, model: LoadedModel) -> None:
+        self.model, self.probs = model, []
+        self.hooks = [a.register_forward_hook(lambda _m, _i, out: self.probs.append(out[1]))
+                      for a in model.adapters] if model.local_attention else []
+
+    def __call__(self, ids: torch.Tensor, cache=None):
+        """(logits of the last position (vocab,), per-layer probabilities (1, H, n_new, n), cache)."""
+        self.probs = []
+        out = self.model.hf_model(input_ids=ids, past_key_values=cache, use_cache=True,
+                                  output_attentions=not self.model.local_attention)
+        probs = self.probs if self.model.local_attention else list(out.attentions or ())
+        if len(probs) != self.model.num_layers or any(p is None for p in probs):
+            raise GenerationError(f"{self.model.name} did not return the attention of its layers while "
+                                  "generating; it cannot be watched step by step.")
+        return out.logits[0, -1].float(), probs, getattr(out, "past_key_values", None)
+
+    def close(self) -> None:
+        for h in self.hooks:
+            h.remove()
+
+
+def _write_row(row: np.ndarray, probs: torch.Tensor, name: str) -> None:
+    """Write one new token's attention (H, m) over the keys the model attended to into `row`
+    (H, n). A sliding-window layer's cache holds only the last m < n keys: they are the last m
+    positions, and the keys it no longer holds get 0, which is what the model computed."""
+    m, n = probs.shape[-1], row.shape[-1]
+    if m > n:
+        raise GenerationError(f"{name} attended to {m} keys at position {n - 1}, more than the {n} tokens "
+                              "written so far; its attention cannot be recorded step by step.")
+    row[:, : n - m] = 0.0
+    row[:, n - m:] = as_probabilities(probs).cpu().numpy()  # half precision: float32 rows summing to 1
+
+
+def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
+             top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
+             max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
+             on_step: Callable[[Generation], bool | None] | None = None) -> Generation:
+    """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention.
+
+    The prompt and the new tokens together stay within `token_limit(model, max_tokens)` (the
+    session's cap, the model's positions) and the memory budget; raises GenerationError (an
+    InputError) with a message for the user otherwise, for an encoder, and for non-finite logits.
+    `on_step(generation so far)` is called after each token; returning False stops there
+    (`stopped_by == "stopped"`). `progress(fraction, message)` likewise.
+    """
+    check_decoder(model)
+    toks = tokenize(model, prompt, max_tokens)
+    limit = token_limit(model, max_tokens)
+    _limits(model, toks, int(max_new_tokens), limit)
+    progress = progress or (lambda _f, _m: None)
+    n_prompt, size = toks.n, toks.n + int(max_new_tokens)
+    L, H = model.num_layers, model.num_heads
+    attn = np.zeros((L, H, size, size), dtype=np.float32)
+    ids = list(toks.ids)
+    steps: list[Step] = []
+    rng = torch.Generator().manual_seed(int(seed))
+    eos = _eos_ids(model) if stop_at_eos else set()
+    stopped_by = "length"
+
+    def snapshot(n: int) -> Generation:
+        display, word_ids, raw, special = _display(model, ids[:n])
+        run = AttentionRun(tokens=display, attentions=attn[:, :, :n, :n], is_causal=True,
+                           num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=ids[:n],
+                           raw_tokens=raw, special_mask=special, word_ids=word_ids, num_input_tokens=n,
+                           precision=model.precision)
+        new = ids[n_prompt:n]
+        text = model.tokenizer.decode(new, skip_special_tokens=True)
+        full = model.tokenizer.decode(ids[:n], skip_special_tokens=True)
+        run.text = full
+        return Generation(run, n_prompt, list(steps), text, full, stopped_by)
+
+    rows = _Rows(model)
+    try:
+        with model.lock, torch.inference_mode():
+            dev = model.device
+            logits, probs, cache = rows(torch.tensor([ids], device=dev))
+            for layer, p in enumerate(probs):  # the prompt's rows
+                attn[layer, :, :n_prompt, :n_prompt] = as_probabilities(p[0]).cpu().numpy()
+            progress(0.0, f"Prompt read: {n_prompt} tokens")
+            for t in range(int(max_new_tokens)):
+                if not torch.isfinite(logits).all():
+                    raise GenerationError(f"The model's scores for new token {t + 1} are not finite numbers "
+                                          "(NaN or infinity); generation stopped there.")
+                dist = torch.softmax(logits, dim=-1)
+                token_id = _pick(logits, temperature, top_k, top_p, rng)
+                top_p_, top_i = dist.topk(TOP)
+                top_names = _display(model, [int(i) for i in top_i])[0]
+                steps.append(Step(token=_display(model, [token_id])[0][0], token_id=token_id,
+                                  prob=float(dist[token_id]), top=list(zip(top_names, map(float, top_p_))),
+                                  entropy=float(-(dist * torch.log(dist.clamp_min(1e-30))).sum())))
+                ids.append(token_id)
+                n = len(ids)
+                # the new token's own row (and the logits for the next one): one position through the cache
+                if cache is not None:
+                    logits, probs, cache = rows(torch.tensor([[token_id]], device=dev), cache)
+                else:  # no KV cache (toy-induction): the whole sequence again, its last row kept
+                    logits, probs, _ = rows(torch.tensor([ids], device=dev))
+                for layer, p in enumerate(probs):
+                    _write_row(attn[layer, :, n - 1, :n], p[0, :, -1], model.name)
+                if token_id in eos:
+                    stopped_by = "eos"
+                progress((t + 1) / max_new_tokens, f"{t + 1} of {max_new_tokens} new tokens")
+                if on_step is not None and on_step(snapshot(n)) is False:
+                    stopped_by = "stopped"
+                if stopped_by in ("eos", "stopped"):
+                    break
+    finally:
+        rows.close()
+    gen = snapshot(len(ids))
+    gen.run.attentions = np.ascontiguousarray(gen.run.attentions)
+    return gen

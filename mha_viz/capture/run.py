@@ -1,0 +1,251 @@
+"""Capture every head's attention for one text: the `AttentionRun` that every view reads.
+
+`analyze` tokenizes, truncates to the model's limit (saying so), runs the model once and
+stacks the per-layer probabilities into one float32 array `(layers, heads, n, n)`, indexed
+`[layer, head, query, key]`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+import mha_viz_models
+from mha_viz.capture import run_file
+from mha_viz.capture.sinks import Hidden, drop_tokens
+from mha_viz.capture.transfer import HostCopier, to_host
+from mha_viz.text.tokenize import InputError, tokenize
+from mha_viz_models import LoadedModel
+from mha_viz_models.reading import values
+
+
+class HeadArray:
+    """What every capture of heads has: `attentions`, (layers, heads, queries, keys)."""
+
+    attentions: np.ndarray
+    # "" when `attentions` are the weights; else what they hold instead, as a figure titles it
+    # (the sidebar's lens: `mha_viz.interventions.attribution.as_contributions`)
+    lens = ""
+
+    @property
+    def num_layers(self) -> int:
+        return self.attentions.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.attentions.shape[1]
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """(queries, keys) probabilities of one head."""
+        return self.attentions[layer, head]
+
+
+@dataclass
+class AttentionRun(HeadArray):
+    """Attention probabilities of every head for one input, with its tokens.
+
+    attentions: float32 (layers, heads, n, n); row i is query token i, column j key token j;
+    rows sum to 1 and, for causal models, entries above the diagonal are exactly 0.
+    """
+
+    tokens: list[str]
+    attentions: np.ndarray
+    is_causal: bool = False
+    num_kv_heads: int = 0  # 0 means "as many as heads" and is replaced in __post_init__
+    model_name: str = "array"
+    token_ids: list[int] = field(default_factory=list)
+    raw_tokens: list[str] = field(default_factory=list)
+    special_mask: list[bool] = field(default_factory=list)
+    word_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    num_input_tokens: int = 0  # tokens in the whole text, before truncation
+    num_input_tokens_is_estimate: bool = False  # a long text's total, estimated from the part read
+    # float32 (layers, heads, n, d_v): each head's output z = A @ V before W_O; None when the
+    # architecture does not expose it (the output-based metrics then say so)
+    head_outputs: np.ndarray | None = None
+    # the model's layer number of each row of `attentions` (a capture of some layers only,
+    # `analyze(layers=...)`), and how many layers the model has; default: every layer
+    layer_ids: list[int] = field(default_factory=list)
+    model_layers: int = 0
+    # set by `drop_tokens`: what was hidden, the sink mass per head, rows left empty, the label
+    hidden: Hidden | None = None
+    # float32 (layers, heads, n): ‖f_h(x_j)‖, the norm of what key j writes through head h
+    # (`mha_viz_models.reading.values`); None where the value path cannot be read (`mha_viz.interventions.attribution`)
+    value_norms: np.ndarray | None = None
+    lens: str = ""  # see HeadArray.lens
+    # what the model computed in ("float32", "bfloat16", "float16"; "" when not known: an array,
+    # an old run file); the probabilities themselves are float32 whatever it is
+    precision: str = ""
+
+    def __post_init__(self) -> None:
+        n = len(self.tokens)
+        self.num_kv_heads = self.num_kv_heads or self.num_heads
+        self.raw_tokens = self.raw_tokens or list(self.tokens)
+        self.special_mask = self.special_mask or [False] * n
+        self.word_ids = self.word_ids or list(range(n))
+        self.num_input_tokens = self.num_input_tokens or n
+        self.layer_ids = [int(layer) for layer in self.layer_ids] or list(range(self.num_layers))
+        self.model_layers = self.model_layers or self.num_layers
+        if len(self.layer_ids) != self.num_layers:
+            raise ValueError(f"{len(self.layer_ids)} layer ids for {self.num_layers} captured layers")
+
+    @property
+    def partial(self) -> bool:
+        """Whether only some of the model's layers were captured."""
+        return self.num_layers < self.model_layers
+
+    @property
+    def from_first_layer(self) -> bool:
+        """Whether the rows are the model's layers 0, 1, …, in order (what rollout and flow need)."""
+        return self.layer_ids == list(range(self.num_layers))
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def truncated(self) -> bool:
+        return self.num_input_tokens > self.n
+
+    def drop_tokens(self, mask) -> "AttentionRun":
+        """This run without the tokens where `mask` is True (both axes), each row renormalised
+        over the kept keys; see `mha_viz.capture.sinks.drop_tokens`."""
+        return drop_tokens(self, mask)
+
+    def save(self, path, *, float16: bool = False) -> None:
+        """Write this run, as shown, to an `.npz` file (a path or a binary file object); float16
+        halves the size. What `drop_tokens` hid is not restorable; see `mha_viz.capture.run_file`."""
+        run_file.write(path, self, float16=float16)
+
+    @classmethod
+    def load(cls, path, *, max_bytes: int | None = None) -> "AttentionRun":
+        """A run saved by `save` (path, binary file object or bytes), arrays in float32; never
+        unpickles. Raises ValueError for a file that is not a run file."""
+        return cls(**run_file.read(path, max_bytes=max_bytes))
+
+    @classmethod
+    def from_array(
+        cls,
+        attentions,
+        tokens: list[str],
+        is_causal: bool = False,
+        *,
+        num_kv_heads: int | None = None,
+        model_name: str = "array",
+        atol: float = 1e-4,
+    ) -> "AttentionRun":
+        """A run from any (layers, heads, n, n) array of row-stochastic matrices.
+
+        Raises ValueError with what is wrong: shape, token count, negative entries, rows that
+        do not sum to 1, or non-zero entries above the diagonal of a causal run.
+        """
+        a = np.asarray(attentions, dtype=np.float32)
+        if a.ndim == 3:
+            a = a[None]  # one layer
+        if a.ndim != 4 or a.shape[-1] != a.shape[-2]:
+            raise ValueError(f"attentions must have shape (layers, heads, n, n); got {a.shape}")
+        if a.shape[-1] != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens for attention over {a.shape[-1]} positions")
+        if not np.isfinite(a).all() or (a < 0).any():
+            raise ValueError("attentions must be finite and non-negative")
+        sums = a.sum(-1)
+        if np.abs(sums - 1).max() > atol:
+            raise ValueError(f"every row must sum to 1; the worst sums to {sums.flat[np.abs(sums - 1).argmax()]:.4f}")
+        if is_causal and np.triu(a, 1).any():
+            raise ValueError("a causal run must have zeros above the diagonal")
+        kv = num_kv_heads or a.shape[1]
+        if a.shape[1] % kv:
+            raise ValueError(f"num_kv_heads ({kv}) must divide the number of heads ({a.shape[1]})")
+        return cls(tokens=list(tokens), attentions=a, is_causal=is_causal, num_kv_heads=kv,
+                   model_name=model_name)
+
+
+LEAN_ABOVE_BYTES = 2**30  # SmolLM2 at 2,048 tokens: 4.5 GB once instead of 9 GB at the peak
+
+
+def chooses_lean(model: LoadedModel, n: int, layers: int | None = None) -> bool:
+    """Whether `analyze` captures n tokens (`layers` of the model's layers; None: every layer) the
+    lean way by default: fused forward, each layer recomputed. Measured: on the CPU lean is 5-40 %
+    slower for a full capture, but holds half the memory; on a GPU it holds a few layers'
+    probabilities instead of every layer's (an H200: as fast as eager at 2,048 tokens, 1.4 × slower
+    for BERT-base at 512). `mha_viz.budget.memory` estimates an analysis by the same rule."""
+    kept = model.num_layers if layers is None else layers
+    return model.can_recompute and (
+        kept < model.num_layers or model.attention_bytes(n, layers=kept) > LEAN_ABOVE_BYTES)
+
+
+def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
+               dtype: str = "auto", max_memory: dict | None = None, progress=None) -> LoadedModel:
+    """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `mha_viz_models.load`.
+
+    device: "auto" (CUDA when there is a GPU, else the CPU), "cpu", "cuda" or "cuda:N".
+    dtype: "auto" (the checkpoint's own, float32 where the device cannot run it; the bundled
+    models float32), "float32", "bfloat16" or "float16": what the model computes in;
+    probabilities are float32 in every precision.
+    max_memory: e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate spreads the model over the GPUs and
+    the CPU within those budgets (`device` is then ignored)."""
+    return mha_viz_models.load(name, device=device, local_attention=local_attention, progress=progress,
+                       dtype=dtype, max_memory=max_memory)
+
+
+def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
+            lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun:
+    """Run `text` through `model` and capture the attention of every head.
+
+    Texts longer than the model's limit (or `max_tokens`) are truncated; the run records how
+    many tokens the whole text had (`num_input_tokens`). Raises InputError for blank text.
+    lean (default: when the probabilities take more than LEAN_ABOVE_BYTES): run the model
+    with fused attention and recompute each layer's probabilities into the run's array, so
+    one float32 copy exists instead of two (Hugging Face's tuple and the stacked array) and a
+    GPU holds a few layers' at a time (`transfer.IN_FLIGHT`); equal to eager capture within 1e-5
+    (tests/models/test_lean.py). From a GPU every layer goes to the host through pinned
+    buffers while the next one computes (`mha_viz.capture.transfer`).
+    Whatever the model computes in, the probabilities are float32 rows that sum to 1.
+    layers: capture only these layers (model layer numbers); the run's `layer_ids` says which
+    row is which layer. Holds len(layers) / num_layers of the memory of a full capture. A hybrid
+    (Qwen3-Next…) is captured on its softmax-attention layers, its `layer_ids` their numbers.
+    """
+    toks = tokenize(model, text, max_tokens)
+    ids = toks.ids
+    numbers = model.layer_ids  # the model's number of each attention layer (a hybrid's softmax layers)
+    wanted = numbers if layers is None else sorted({int(layer) for layer in layers})
+    if not wanted or any(layer not in numbers for layer in wanted):
+        among = (f"among its softmax-attention layers {', '.join(map(str, numbers))}" if model.layer_numbers
+                 else f"between 0 and {model.num_layers - 1}")
+        raise InputError(f"Choose layers {among} to capture.")
+    chosen = [numbers.index(layer) for layer in wanted]  # positions among the attention layers
+    if lean is None:
+        lean = chooses_lean(model, len(ids), len(chosen))
+    stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)  # (L, H, n, n)
+    cap = None
+    if lean:  # fused forward, then each layer's probabilities straight into one array
+        try:
+            cap = model.capture(torch.tensor([ids]), lean=True)
+            with HostCopier(stacked) as copier:
+                for row, layer in enumerate(chosen):
+                    copier.put(row, model.recompute(cap, layer)[0])
+        except torch.OutOfMemoryError:
+            raise
+        except (RuntimeError, ValueError, KeyError):  # a layout lean capture cannot follow: go eager
+            cap = None
+    if cap is None:
+        cap = model.capture(torch.tensor([ids]), inputs=model.has_head_outputs)
+        # half precision: widened, rows renormalised
+        to_host((mha_viz_models.as_probabilities(cap.attentions[layer][0]) for layer in chosen), stacked)
+    outputs = None
+    if cap.head_outputs is not None:
+        outputs = to_host(cap.head_outputs[layer][0] for layer in chosen)  # (L, H, n, d_v)
+    norms = None
+    if values.can_read_values(model, cap):  # what each key writes through each head: one norm per key
+        norms = to_host(values.value_norms(model, cap, layer)[0] for layer in chosen)  # (L, H, n)
+    return AttentionRun(
+        tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
+        num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
+        raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
+        num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
+        head_outputs=outputs, layer_ids=wanted, model_layers=model.total_layers,
+        value_norms=norms, precision=model.precision,
+    )

@@ -1,0 +1,302 @@
+"""Which heads matter: switch heads off and measure what changes (spec section 3).
+
+Public API::
+
+    from mha_viz import ablation
+    imp = ablation.head_importance(model, text)     # numpy (layers, heads), each layer's row L2-normalised
+    loss = ablation.masked_loss(model, text, keep)  # float; keep: bool (layers, heads), False = masked
+
+The loss depends on what the model has (`loss_kind`):
+
+- "next-token" (a decoder with a language-model head): mean cross-entropy of predicting each
+  token from the ones before it.
+- "masked-LM" (an encoder with an LM head): every MASK_EVERY-th word piece (the 3rd, 9th, 15th…
+  non-special token; the middle one when the text has fewer than 3) is replaced by the mask
+  token, and the loss is the mean cross-entropy of predicting the original pieces there. The
+  masking is fixed, so that every head set is scored on the same task.
+- "embedding" (an encoder without an LM head, such as minilm): 1 − cosine between the sentence
+  embedding (mean of the last hidden states over the tokens, as sentence-transformers pools)
+  with the heads masked and without.
+
+Masking multiplies each head's output z_h by ξ_h before W_O (`mha_viz_models.attention.masking`), so
+`masked_loss` with every head of a layer masked equals that layer's attention output being W_O's
+bias alone.
+
+What the live view shows with a set of heads off (the loss, the top-k predictions, the sentence
+embedding), from as few forward passes as possible, is in `ablation_outcome`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from mha_viz import settings
+from mha_viz.budget import memory
+from mha_viz.text.tokenize import InputError, tokenize
+from mha_viz_models import LoadedModel
+from mha_viz_models.attention.masking import head_mask
+
+MASK_EVERY = 6
+# A bundled paragraph to score heads on when the user's sentence is short.
+SAMPLE_PARAGRAPH = (
+    "The old lighthouse stood at the edge of the harbour for more than a hundred years. Every "
+    "night its keeper climbed the narrow stairs, lit the lamp and watched the ships come home. "
+    "When the storm came in the winter of that year, the keeper stayed awake until morning, and "
+    "the fishing boats followed the light back into the harbour one by one. The town still tells "
+    "the story: the keeper kept the light burning, and every boat came home."
+)
+PRUNE_FRACTIONS = [i / 10 for i in range(10)]  # the pruning curve's steps: 0 %, 10 %, … 90 % of heads off
+NEXT_TOKEN, MASKED_LM, EMBEDDING = "next-token", "masked-LM", "embedding"
+LOSS_LABELS = {
+    NEXT_TOKEN: "next-token loss (mean cross-entropy, nats)",
+    MASKED_LM: f"masked-LM loss (every {MASK_EVERY}th word piece masked, mean cross-entropy, nats)",
+    EMBEDDING: "1 − cosine to the unablated sentence embedding",
+}
+
+
+def loss_kind(model: LoadedModel) -> str:
+    """NEXT_TOKEN, MASKED_LM or EMBEDDING: what `masked_loss` measures for this model."""
+    if model.is_causal:  # decoders are loaded with their LM head (logits)
+        return NEXT_TOKEN
+    getter = getattr(model.hf_model, "get_output_embeddings", None)
+    has_head = getter is not None and getter() is not None
+    return MASKED_LM if has_head and getattr(model.tokenizer, "mask_token_id", None) is not None else EMBEDDING
+
+
+@dataclass
+class Inputs:
+    ids: torch.Tensor  # (1, n) what the model reads (mask tokens in place for masked-LM)
+    labels: torch.Tensor | None  # (1, n) targets, -100 where not scored; None for EMBEDDING
+    kind: str
+
+
+def masked_positions(special: list[bool]) -> list[int]:
+    """The positions the masked-LM loss masks: every MASK_EVERY-th non-special token, starting
+    with the third (index 2), or the middle non-special token of a shorter text."""
+    plain = [i for i, s in enumerate(special) if not s]
+    chosen = plain[2::MASK_EVERY]
+    return chosen or ([plain[len(plain) // 2]] if plain else [])
+
+
+def prepare(model: LoadedModel, text: str, max_tokens: int | None = None) -> Inputs:
+    """The token ids and targets of `text` for this model's loss (raises InputError)."""
+    toks = tokenize(model, text, max_tokens)
+    ids, special = toks.ids, toks.special
+    kind = loss_kind(model)
+    x = torch.tensor([ids])
+    if kind == EMBEDDING:
+        return Inputs(x, None, kind)
+    if kind == NEXT_TOKEN:
+        if len(ids) < 2:
+            raise InputError("The next-token loss needs at least two tokens; type a longer text.")
+        return Inputs(x, x.clone(), kind)  # Hugging Face shifts the labels inside the model
+    labels = torch.full_like(x, -100)
+    masked = x.clone()
+    for i in masked_positions(special):
+        labels[0, i] = x[0, i]
+        masked[0, i] = model.tokenizer.mask_token_id
+    return Inputs(masked, labels, kind)
+
+
+def _forward(model: LoadedModel, inputs: Inputs):
+    """(loss or None, last hidden states (1, n, d) or None) of one forward pass, under the
+    caller's grad mode. The losses are computed here from the logits (the same for every model);
+    inputs without labels (predictions) give no loss."""
+    if inputs.kind == EMBEDDING:
+        return None, last_hidden(model, inputs)
+    x = inputs.ids.to(model.device)
+    out = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+    if inputs.labels is None:
+        return None, None
+    logits, labels = out.logits.float(), inputs.labels.to(model.device)
+    if inputs.kind == NEXT_TOKEN:  # position t predicts token t + 1
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100), None
+
+
+def sentence_embedding(hidden: torch.Tensor) -> torch.Tensor:
+    """(d,): the mean of the last hidden states (1, n, d) over the tokens, as sentence-transformers pools."""
+    return hidden.mean(dim=1)[0]  # (d,): mean over the tokens
+
+
+def _loss_under(model: LoadedModel, inputs: Inputs, scale: torch.Tensor, means=None,
+                reference: torch.Tensor | None = None, record: list | None = None) -> torch.Tensor:
+    """The loss with head mask `scale` (a tensor, possibly requiring grad); for EMBEDDING,
+    `reference` is the unablated sentence embedding."""
+    with head_mask(model, scale, means, record):
+        loss, hidden = _forward(model, inputs)
+    if inputs.kind == EMBEDDING:
+        return 1 - F.cosine_similarity(sentence_embedding(hidden), reference, dim=0)
+    return loss
+
+
+def _reference(model: LoadedModel, inputs: Inputs) -> torch.Tensor | None:
+    if inputs.kind != EMBEDDING:
+        return None
+    with torch.no_grad():
+        return sentence_embedding(_forward(model, inputs)[1])
+
+
+def head_means(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
+    """μ (layers, heads, d_v): each head's output averaged over the text's tokens, unablated
+    (what mean-ablation puts in place of a head)."""
+    record: list = []
+    ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
+    with torch.no_grad():
+        with head_mask(model, ones, None, record):
+            _forward(model, inputs)
+    return torch.stack([z[0].mean(0) for z, _ in record])  # (L, H, d_v)
+
+
+def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = False,
+                max_tokens: int | None = None) -> float:
+    """The model's loss on `text` (see the module doc) with the heads where `keep` is False
+    switched off: zeroed, or with `mean_ablation` replaced by their mean output on this text."""
+    keep = np.array(keep, dtype=bool)
+    inputs = prepare(model, text, max_tokens)
+    with model.lock:
+        reference = _reference(model, inputs)
+        means = head_means(model, inputs) if mean_ablation and not keep.all() else None  # unused with every head on
+        scale = torch.as_tensor(keep, dtype=torch.float32, device=model.device)
+        with torch.no_grad():
+            return float(_loss_under(model, inputs, scale, means, reference))
+
+
+def gradient_bytes(model: LoadedModel, n: int, *, logit_rows: int | None = None) -> int:
+    """About how many bytes a gradient pass over n tokens holds at its peak (float32): for every
+    layer the probabilities autograd keeps (H n²) and about 27 activations of width d_model per
+    token (q, k, v, the MLP's wide hidden layer, norms, RoPE, residuals); the backward pass's own
+    n × n buffers for one layer (3 H n²); the logits, their softmax and gradient (3 n × vocabulary).
+    Measured peaks (RSS above the loaded model, SmolLM2 at n = 128…1,024, a random GPT-2 at
+    256…2,048): this estimate is 0.90–1.09 × the worst of several runs. logit_rows: the positions
+    whose logits are made (default n; 1 where the model computes the last position's only)."""
+    H, L, d = model.num_heads, model.num_layers, model.d_model
+    vocab = int(getattr(getattr(model.hf_model, "config", None), "vocab_size", 0) or 0)
+    rows = n if logit_rows is None else logit_rows
+    return 4 * (L * (H * n * n + 27 * n * d) + 3 * H * n * n + 3 * rows * vocab)
+
+
+class GradientBudget(InputError):
+    """A gradient pass refused before it runs: it would not fit the memory there is."""
+
+
+def check_gradient_budget(model: LoadedModel, n: int, *, doing: str | None = None,
+                          logit_rows: int | None = None) -> None:
+    """Raise GradientBudget (an InputError), with the figures, when a gradient pass over n tokens would hold more than
+    the memory budget (MHA_VIZ_MAX_CAPTURE_MB) or than the memory free where it runs (the GPU's,
+    or the host's: `memory.room`), before anything runs. `doing`: what the message says the pass is;
+    logit_rows as in `gradient_bytes`."""
+    need, room = gradient_bytes(model, n, logit_rows=logit_rows), memory.room(model.device)
+    budget, where = room.capture, "allowed here (MHA_VIZ_MAX_CAPTURE_MB)"
+    if room.device and room.gpu < budget:
+        budget, where = room.gpu, f"free on the GPU ({room.device})"
+    elif not room.device and room.host < budget:
+        budget, where = room.host, "available on this machine"
+    if need > budget:
+        raise GradientBudget(
+            f"{doing or f'Scoring the heads of {model.name} by their gradients'} over {n} tokens would hold about "
+            f"{settings.size_text(need)} ({settings.size_text(need - budget)} more than the "
+            f"{settings.size_text(budget)} {where}). Lower the token limit in the sidebar, or use a shorter text.")
+
+
+def head_gradients(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """At ξ = 1: (∂L/∂ξ (layers, heads), Michel et al.'s per-token importance (layers, heads)
+    = Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, before normalisation). Decoders and masked-LM encoders.
+    Raises InputError when the pass would not fit the memory budget (`check_gradient_budget`)."""
+    inputs = prepare(model, text, max_tokens)
+    if inputs.kind == EMBEDDING:
+        raise ValueError("an embedding-only model's 1 − cosine loss is at its minimum with every head on "
+                         "(zero gradient): use ablation importance (head_importance does)")
+    check_gradient_budget(model, inputs.ids.shape[1])
+    record: list = []
+    with model.lock, torch.enable_grad():
+        scale = torch.ones(model.num_layers, model.num_heads, device=model.device, requires_grad=True)
+        loss = _loss_under(model, inputs, scale, record=record)
+        outs = [out for _, out in record]
+        grads = torch.autograd.grad(loss, [scale, *outs])
+    d_scale, d_outs = grads[0], grads[1:]
+    n = inputs.ids.shape[1]
+    per_token = torch.stack([((z.detach() * g).sum(-1).abs().sum(dim=(0, 1)) / n).cpu()  # (H,), from each
+                             for (z, _), g in zip(record, d_outs)])  # layer's device (a model spread over GPUs)
+    return d_scale.detach().cpu().numpy(), per_token.cpu().numpy()
+
+
+def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = False,
+                     max_tokens: int | None = None, progress=None) -> np.ndarray:
+    """(layers, heads): the loss with head h alone switched off, minus the loss with every
+    head on — the ground truth that importance scores approximate. One forward pass a head."""
+    inputs = prepare(model, text, max_tokens)
+    progress = progress or (lambda _f, _m: None)
+    L, H = model.num_layers, model.num_heads
+    out = np.zeros((L, H))
+    with model.lock, torch.no_grad():
+        reference = _reference(model, inputs)
+        means = head_means(model, inputs) if mean_ablation else None
+        base = float(_loss_under(model, inputs, torch.ones(L, H, device=model.device), means, reference))
+        for layer in range(L):
+            for head in range(H):
+                scale = torch.ones(L, H, device=model.device)
+                scale[layer, head] = 0.0
+                out[layer, head] = float(_loss_under(model, inputs, scale, means, reference)) - base
+            progress((layer + 1) / L, f"Layer {layer + 1} of {L}")
+    return out
+
+
+def _normalise_rows(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return np.divide(x, norms, out=np.zeros_like(x, dtype=np.float64), where=norms > 0)
+
+
+def head_importance(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> np.ndarray:
+    """Michel et al.'s gradient importance (spec section 3) on `text`, each layer's row divided
+    by its L2 norm: numpy (layers, heads). For an embedding-only encoder, whose loss has zero
+    gradient with every head on, the ablation effect of each head alone (clipped at 0) instead."""
+    if loss_kind(model) == EMBEDDING:
+        return _normalise_rows(np.clip(ablation_effects(model, text, max_tokens=max_tokens), 0, None))
+    return _normalise_rows(head_gradients(model, text, max_tokens=max_tokens)[1])
+
+
+def pruning_curve(model: LoadedModel, text: str, order: np.ndarray, fractions, *,
+                  mean_ablation: bool = False, max_tokens: int | None = None) -> np.ndarray:
+    """The loss after masking the first ⌈f · L·H⌉ heads of `order` (flat indices layer · H + head),
+    for each fraction f."""
+    return pruning_curves(model, text, [order], fractions, mean_ablation=mean_ablation, max_tokens=max_tokens)[0]
+
+
+def pruning_curves(model: LoadedModel, text: str, orders, fractions, *, mean_ablation: bool = False,
+                   max_tokens: int | None = None) -> np.ndarray:
+    """(orders, fractions): `pruning_curve` for each order, sharing the reference, the means and the
+    passes that mask the same heads (every order's f = 0)."""
+    inputs = prepare(model, text, max_tokens)
+    L, H = model.num_layers, model.num_heads
+    seen: dict[bytes, float] = {}
+    losses = np.zeros((len(orders), len(fractions)))
+    with model.lock, torch.no_grad():
+        reference = _reference(model, inputs)
+        means = head_means(model, inputs) if mean_ablation else None
+        for i, order in enumerate(orders):
+            for j, f in enumerate(fractions):
+                scale = torch.ones(L * H, device=model.device)
+                scale[torch.as_tensor(np.asarray(order)[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
+                mask = scale.cpu().numpy().tobytes()
+                if mask not in seen:
+                    seen[mask] = float(_loss_under(model, inputs, scale.reshape(L, H), means, reference))
+                losses[i, j] = seen[mask]
+    return losses
+
+
+def prepare_ids(model: LoadedModel, text: str, max_tokens: int | None = None) -> torch.Tensor:
+    """(1, n): the token ids of `text` as typed (raises InputError)."""
+    return torch.tensor([tokenize(model, text, max_tokens).ids])
+
+
+def last_hidden(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
+    """Last hidden states (1, n, d) of any model (the base model's, for a model with a head)."""
+    x = inputs.ids.to(model.device)
+    net = getattr(model.hf_model, "base_model", None) or model.hf_model
+    out = net(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+    return out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out.hidden_states[-1]

@@ -1,0 +1,204 @@
+"""Multi-head attention step by step, with a model's real numbers (the teaching view).
+
+`walkthrough(model, text, layer, head)` returns every intermediate tensor of one head, in the
+order of the computation: X → Q, K, V → QKᵀ → ÷ √d_k → mask → softmax → × V → concatenation
+of all heads → × W_O. The tensors come from the model's own weights and the layer's actual
+input (recorded during one forward pass), so the probabilities are the ones every other view
+shows. `costs` gives FLOPs and memory of attention for MHA, GQA and MQA from the corrected
+formulas (spec section 5), and the demonstration helpers show why attention needs
+projections, several heads and masks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_viz.text.tokenize import tokenize
+from mha_viz_models import LoadedModel
+from mha_viz_models.attention.visibility import sink_column
+
+TEACH_TOKENS = 64  # beyond this the step heatmaps stop being readable
+
+
+@dataclass
+class Walkthrough:
+    tokens: list[str]
+    layer: int
+    head: int
+    kv_head: int
+    num_heads: int
+    num_kv_heads: int
+    scale: float
+    is_causal: bool
+    rope: bool  # whether rotary position embeddings turn q, k before the scores
+    X: np.ndarray  # (n, d_model): the layer's input (after the layer norm for pre-LN models)
+    W_Q: np.ndarray  # (d_model, d_k)
+    W_K: np.ndarray  # (d_model, d_k)
+    W_V: np.ndarray  # (d_model, d_v)
+    W_O: np.ndarray  # (d_v, d_model): the rows of W_O that read this head
+    Q: np.ndarray  # (n, d_k) = X W_Q + b_Q (then RoPE, when `rope`)
+    K: np.ndarray  # (n, d_k)
+    V: np.ndarray  # (n, d_v)
+    scores: np.ndarray  # (n, n) = Q Kᵀ
+    scaled: np.ndarray  # (n, n) = Q Kᵀ · scale
+    masked: np.ndarray  # (n, n) with -inf where a query may not look (causal, a window, a chunk)
+    probs: np.ndarray  # (n, n) = softmax over each row
+    z: np.ndarray  # (n, d_v) = probs V
+    concat: np.ndarray  # (n, H · d_v): every head's z side by side
+    output: np.ndarray  # (n, d_model) = concat W_O + b_O
+    head_output: np.ndarray  # (n, d_model) = z W_O[h]: this head's share of the output
+    softcap: float | None = None  # Gemma 2: `scaled` is softcap · tanh(Q Kᵀ · scale / softcap)
+    window: int | None = None  # a sliding window: `masked` also hides keys `window` or more back
+    # (an encoder's: keys more than `window` away on either side)
+    q_norm: bool = False  # Qwen3: each head's q and k pass an RMSNorm before RoPE
+    sink: float | None = None  # GPT-OSS: the head's learned sink logit; each row of `probs` lacks its share
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One forward pass over a text, kept so that every layer and head can be walked through
+    without running the model again: the tokens and a lean capture (each layer's input and
+    every head's output z)."""
+
+    tokens: list[str]
+    capture: object  # models' Capture
+
+
+def record(model: LoadedModel, text: str, max_tokens: int = TEACH_TOKENS) -> Recording:
+    """Run `text` (its first `max_tokens` tokens) through `model` once. Raises InputError for
+    blank text and ValueError when the architecture's weights cannot be read."""
+    if not model.can_recompute:
+        raise ValueError(f"The attention of '{model.name}' cannot be recomputed step by step: "
+                         f"{model.stand_in or model.unread}")
+    toks = tokenize(model, text, max_tokens)
+    return Recording(toks.display, model.capture(torch.tensor([toks.ids]), lean=True))
+
+
+def layer_probabilities(model: LoadedModel, recording: Recording, layer: int) -> np.ndarray:
+    """Every head's attention probabilities (H, n, n) of one layer (the model's layer number) over the
+    recording's tokens."""
+    return model.recompute(recording.capture, model.layer_ids.index(layer))[0].float().cpu().numpy()
+
+
+def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
+                max_tokens: int = TEACH_TOKENS, *, recording: Recording | None = None) -> Walkthrough:
+    """One head of one layer, step by step (see the module doc), from `recording` (that of
+    `record(model, text, max_tokens)`; made here when not given). Raises InputError for blank
+    text and ValueError when the architecture's weights cannot be read."""
+    rec = recording if recording is not None else record(model, text, max_tokens)
+    display, cap, n = rec.tokens, rec.capture, len(rec.tokens)
+    row = model.layer_ids.index(layer)  # `layer` is the model's number (a hybrid's softmax layers differ)
+    mha = model.layer_adapter(row).mha
+    inp = cap.layer_inputs[row]
+    kv = head // (model.num_heads // model.num_kv_heads)
+    with model.lock, torch.inference_mode():
+        x = inp.hidden  # (1, n, d_model)
+        q_all, k_all, v_all = mha.project_self(x, inp.position_embeddings)  # (1, H|G|G, n, d_k|d_k|d_v)
+        q, k, v = q_all[0, head], k_all[0, kv], v_all[0, kv]  # (n, d_k), (n, d_k), (n, d_v)
+        scores = q @ k.T  # (n, n)
+        scaled = mha.scores(q[None, None], k[None, None])[0, 0]  # × scale (soft-capped when the head is)
+        hidden = mha.hidden_keys(n, n, scaled.device, causal=model.is_causal)  # causal, a sliding window
+        masked = scaled.clone() if hidden is None else scaled.masked_fill(hidden, float("-inf"))
+        sink = None if mha.sinks is None else float(mha.sinks[head])  # GPT-OSS: a logit every query sees
+        # the sink's column joins the softmax and is dropped: each row's missing mass is the sink's share
+        full = masked if sink is None else torch.cat(
+            (masked, sink_column(mha.sinks, masked[None, None], [head])[0, 0]), -1)
+        probs = torch.softmax(full, dim=-1, dtype=torch.float32)[:, :n]  # (n, n), float32 in every precision
+        z = probs.to(v.dtype) @ v  # (n, d_v)
+        concat = cap.head_outputs[layer][0].transpose(0, 1).reshape(n, -1)  # (n, H · d_v)
+        output = mha.w_o(concat)  # (n, d_model)
+        weights = mha.head_weights()
+        w_o = weights["W_O"][head]  # (d_v, d_model)
+        head_output = z @ w_o
+
+    def np32(t: torch.Tensor) -> np.ndarray:
+        return t.detach().float().cpu().numpy()
+    return Walkthrough(
+        tokens=display, layer=layer, head=head, kv_head=kv, num_heads=model.num_heads,
+        num_kv_heads=model.num_kv_heads, scale=float(mha.scale), is_causal=model.is_causal,
+        rope=inp.position_embeddings is not None and mha.rope is not None, X=np32(x[0]), W_Q=np32(weights["W_Q"][head]),
+        W_K=np32(weights["W_K"][kv]), W_V=np32(weights["W_V"][kv]), W_O=np32(w_o), Q=np32(q),
+        K=np32(k), V=np32(v), scores=np32(scores), scaled=np32(scaled), masked=np32(masked),
+        probs=np32(probs), z=np32(z), concat=np32(concat), output=np32(output),
+        head_output=np32(head_output), softcap=mha.softcap, window=mha.window,
+        q_norm=mha.q_norm is not None, sink=sink,
+    )
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Multiply–adds and stored floats of one attention layer (spec section 5)."""
+
+    name: str
+    kv_heads: int
+    projections: int  # d_model · (H·n·d_k + G·m·d_k + G·m·d_v)
+    scores: int  # H · n · m · d_k
+    weighted_sum: int  # H · n · m · d_v
+    output: int  # H · n · d_v · d_model
+    q: int  # H · n · d_k
+    kv: int  # G · m · (d_k + d_v): the KV cache of one layer
+    probabilities: int  # H · n · m (fused kernels never store it)
+    z: int  # H · n · d_v
+
+    @property
+    def multiply_adds(self) -> int:
+        return self.projections + self.scores + self.weighted_sum + self.output
+
+    @property
+    def floats(self) -> int:
+        return self.q + self.kv + self.probabilities + self.z
+
+
+def cost(n: int, m: int, d_model: int, H: int, G: int, d_k: int, d_v: int, name: str = "") -> Cost:
+    """One layer, n queries and m keys, H query heads sharing G key/value heads."""
+    return Cost(
+        name=name or f"G = {G}", kv_heads=G,
+        projections=d_model * (H * n * d_k + G * m * d_k + G * m * d_v),
+        scores=H * n * m * d_k, weighted_sum=H * n * m * d_v, output=H * n * d_v * d_model,
+        q=H * n * d_k, kv=G * m * (d_k + d_v), probabilities=H * n * m, z=H * n * d_v,
+    )
+
+
+def costs(model: LoadedModel, n: int) -> list[Cost]:
+    """Self-attention (m = n) of one layer of this model's shape as MHA (G = H), the model's
+    own grouping when it is GQA (else G = H / 4 as an example), and MQA (G = 1)."""
+    H, d = model.num_heads, model.d_model
+    d_k = d_v = model.d_k
+    middle = model.num_kv_heads if 1 < model.num_kv_heads < H else max(1, H // 4)
+    label = "GQA (this model)" if 1 < model.num_kv_heads < H else f"GQA (G = {middle}, an example)"
+    return [cost(n, n, d, H, H, d_k, d_v, "MHA" + (" (this model)" if model.num_kv_heads == H else "")),
+            cost(n, n, d, H, middle, d_k, d_v, label),
+            cost(n, n, d, H, 1, d_k, d_v, "MQA" + (" (this model)" if model.num_kv_heads == 1 else ""))]
+
+
+def self_similarity(x: np.ndarray, normalise: bool) -> np.ndarray:
+    """softmax(X Xᵀ / √d) with Q = K = V = X (no projections), rows of X unit-normalised or not:
+    with unit rows every token attends most to itself (x·x = 1 ≥ x·y); raw, a longer vector
+    pointing the same way can win."""
+    x = np.asarray(x, dtype=np.float64)
+    if normalise:
+        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return softmax_rows(x @ x.T / np.sqrt(x.shape[1]))
+
+
+def softmax_rows(scores: np.ndarray, causal: bool = False) -> np.ndarray:
+    """Softmax of each row of a square score matrix, with the causal mask (j > i hidden) if
+    asked: the encoder and the decoder view of the same scores."""
+    s = np.asarray(scores, dtype=np.float64)
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape, dtype=bool), 1), -np.inf, s)
+    e = np.exp(s - s.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def longer_neighbour_example() -> tuple[list[str], np.ndarray]:
+    """Three 2-d vectors where, without normalisation, token "b" attends more to "c" (same
+    direction, three times longer) than to itself."""
+    return ["a", "b", "c"], np.array([[1.0, 0.0], [0.6, 0.8], [1.8, 2.4]])

@@ -1,0 +1,69 @@
+"""Which architectures mha-viz reads, and the message for one it cannot, decided from the
+configuration alone (before any weight is loaded): models with no softmax-attention layer at all
+(state-space, recurrent and linear-attention models), or with no heads. Hybrids, whose layers mix
+softmax attention with other kinds (Qwen3-Next, Jamba, LFM2…), are read on their softmax layers
+(`hybrid_layers`). Encoder–decoders are read (their own path: `LoadedModel.capture_seq2seq`)."""
+
+from __future__ import annotations
+
+from mha_viz_models.families.builtin import supported_models
+
+SUPPORTED = (
+    f"mha-viz reads transformers whose layers are softmax attention heads: {supported_models()}; and hybrids "
+    "(softmax layers between linear-attention, state-space or convolution layers) on their softmax layers"
+)
+
+# model types whose layers are not (all) softmax attention: what they have instead
+NOT_ATTENTION = {
+    "mamba": "state-space (Mamba) layers", "mamba2": "state-space (Mamba-2) layers",
+    "falcon_mamba": "state-space (Mamba) layers", "rwkv": "RWKV's recurrent linear attention",
+    "recurrent_gemma": "recurrent (Griffin) blocks", "xlstm": "xLSTM blocks",
+    "jamba": "Mamba layers between its attention layers", "bamba": "Mamba-2 layers",
+    "zamba": "Mamba layers", "zamba2": "Mamba-2 layers", "falcon_h1": "Mamba-2 heads beside attention",
+    "granitemoehybrid": "Mamba-2 layers", "nemotron_h": "Mamba-2 layers", "lfm2": "short convolution layers",
+    "qwen3_next": "linear attention (Gated DeltaNet) in most layers", "minimax": "lightning (linear) attention",
+}
+# entries of a config's layer_types that are softmax attention
+ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention"}
+
+
+def layer_kinds(config) -> list[str] | None:
+    """Each layer's kind, from the config's `layer_types` (Qwen3-Next, LFM2…) or `layers_block_type`
+    (Jamba), or None when the config does not list them."""
+    for name in ("layer_types", "layers_block_type"):
+        kinds = getattr(config, name, None)
+        if isinstance(kinds, (list, tuple)) and kinds and all(isinstance(k, str) for k in kinds):
+            return list(kinds)
+    return None
+
+
+def hybrid_layers(config) -> tuple[list[int], dict[str, list[int]]] | None:
+    """For a hybrid (some layers softmax attention, others not): (the softmax layers' numbers, the
+    other layers' numbers by kind); None for a model whose layers are all softmax attention, or
+    that has none."""
+    kinds = layer_kinds(config)
+    if kinds is None:
+        return None
+    softmax = [i for i, k in enumerate(kinds) if k in ATTENTION_LAYER_TYPES]
+    others: dict[str, list[int]] = {}
+    for i, k in enumerate(kinds):
+        if k not in ATTENTION_LAYER_TYPES:
+            others.setdefault(k, []).append(i)
+    return (softmax, others) if softmax and others else None
+
+
+def refusal(config, spec: str) -> str | None:
+    """Why `config` (of the model asked for as `spec`) cannot be read, or None when it can (a hybrid
+    can: its softmax layers are read)."""
+    model_type = getattr(config, "model_type", "") or "unknown"
+    instead = None if hybrid_layers(config) is not None else NOT_ATTENTION.get(model_type)
+    others = sorted({k for k in layer_kinds(config) or () if k not in ATTENTION_LAYER_TYPES})
+    if instead is None and others and hybrid_layers(config) is None:  # listed layers, none of them attention
+        instead = "layers of type " + ", ".join(others)
+    if instead is not None:
+        return (f"'{spec}' is a {model_type} model: it has {instead}, which have no attention "
+                f"probabilities to show. {SUPPORTED}.")
+    if not all(getattr(config, a, None) for a in ("num_attention_heads", "num_hidden_layers", "hidden_size")):
+        return (f"'{spec}' is a {model_type} model without the layers of self-attention heads that "
+                f"mha-viz captures. {SUPPORTED}.")
+    return None

@@ -1,0 +1,97 @@
+"""Turning what the user typed (bundled name, hub id, folder; device) into what gets loaded."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from mha_viz_models.errors import ModelLoadError
+from mha_viz_models.loading.bundled import BUNDLED
+from mha_viz_models.loading.gguf_cache import gguf_cache
+
+Progress = Callable[[float, str], None]
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
+_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' (CUDA when available), 'cpu' or 'cuda' (or 'cuda:N')."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ModelLoadError(
+                "CUDA was asked for, but this machine has no usable CUDA GPU (or PyTorch was "
+                "installed without CUDA). Choose the device 'cpu' or 'auto'."
+            )
+        return torch.device(device)
+    raise ModelLoadError(f"Unknown device '{device}': choose 'auto', 'cpu' or 'cuda'.")
+
+
+def resolve_spec(spec: str, progress: Progress, allow_pickle: bool = False) -> tuple[str, str]:
+    """Return (what from_pretrained reads: a folder or a hub id, a name to show). A GGUF
+    folder is converted (once) to a cached safetensors folder."""
+    spec = spec.strip()
+    if not spec:
+        raise ModelLoadError("No model given: pick a bundled model or type a hub id or a folder.")
+    if spec in BUNDLED:
+        folder, name = BUNDLED[spec].locate(), spec
+    else:
+        folder, name = Path(spec).expanduser(), spec
+        if "\x00" in spec:
+            raise ModelLoadError("The model name contains a NUL character; type it again.")
+        if not folder.exists():
+            if spec.startswith(("/", ".", "~")) or "\\" in spec:
+                raise ModelLoadError(f"There is no folder '{spec[:200]}' on this machine.")
+            if not _HUB_ID.match(spec):
+                raise ModelLoadError(
+                    f"'{spec[:80]}' is neither a folder on this machine nor a Hugging Face model "
+                    "id (like 'gpt2' or 'owner/model-name')."
+                )
+            return spec, spec
+        if not folder.is_dir():
+            raise ModelLoadError(f"'{spec[:200]}' is a file; give the folder that holds the model.")
+    ggufs = sorted(folder.glob("*.gguf"))
+    if (folder / "config.json").exists():
+        if not any((folder / f).exists() for f in _WEIGHT_FILES):
+            raise ModelLoadError(
+                f"The folder '{folder}' has a config.json but no weights (model.safetensors or "
+                "pytorch_model.bin). Copy the weights next to config.json."
+            )
+        safe = any((folder / f).exists() for f in _WEIGHT_FILES if "safetensors" in f)
+        if not safe and not allow_pickle:
+            raise ModelLoadError(
+                f"The folder '{folder}' has only pickled weights (pytorch_model.bin), which can run "
+                "code when they are read. mha-viz reads safetensors or GGUF: convert them with "
+                "save_pretrained(..., safe_serialization=True), or, on your own machine only, set "
+                "MHA_VIZ_ALLOW_PICKLE=1."
+            )
+        return str(folder), name
+    if ggufs:
+        return str(gguf_cache(folder, ggufs[0], progress)), name
+    raise ModelLoadError(
+        f"The folder '{folder}' holds no model: a model folder has a config.json with weights "
+        "(model.safetensors) and tokenizer files, or a .gguf file."
+    )
+
+
+def hub_error(spec: str, exc: Exception) -> ModelLoadError:
+    """The error to show when a hub id could not be fetched: offline, or not on the Hub."""
+    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or "offline" in str(exc).lower() \
+        or "connect" in str(exc).lower() or "resolve" in str(exc).lower()
+    if offline:
+        return ModelLoadError(
+            f"'{spec}' is not on this machine and the Hugging Face Hub cannot be reached. "
+            "Connect to the internet once so it can be downloaded (it is then cached), give the "
+            "path of a local folder holding it, or pick a bundled model (minilm, smollm2)."
+        )
+    return ModelLoadError(f"'{spec}' was not found on the Hugging Face Hub ({type(exc).__name__}). "
+                          "Check the spelling, or give a local folder.")

@@ -1,0 +1,184 @@
+"""A decoder's read-out: the final norm and the unembedding that turn the last residual stream
+into logits, found by watching a probe run (the last norm the model calls) and checked against
+what that norm computed, so that a read-out mha-viz would reconstruct wrongly is never used.
+Also the norms that sit between an attention layer's output and the residual stream (Gemma 2
+and 3, OLMo 2: `post_norms`), which a head's write passes through on its way to the logits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from mha_viz_models.loading.placement import resident_copy
+
+LAYER, RMS, RMS_PLUS_ONE, NONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)", "none"
+
+
+@dataclass(frozen=True)
+class Norm:
+    """norm(r) = (r − mean(r) if `kind` is LayerNorm) / σ · scale (+ bias): σ = √(var(r) + eps)
+    for LayerNorm, √(mean(r²) + eps) for RMSNorm; its tensors on the CPU, in float32."""
+
+    norm: nn.Module  # the norm module itself
+    kind: str
+    eps: float
+    scale: torch.Tensor  # (d,) γ (Gemma's RMSNorm: 1 + its weight)
+    bias: torch.Tensor | None  # (d,) β, LayerNorm only
+
+    def sigma(self, r: torch.Tensor) -> torch.Tensor:
+        """The norm's scale σ for residual vectors r (..., d)."""
+        if self.kind == LAYER:
+            return torch.sqrt(r.var(-1, unbiased=False, keepdim=True) + self.eps)
+        if self.kind == NONE:
+            return torch.ones_like(r[..., :1])
+        return torch.sqrt(r.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def frozen(self, write: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        """A write into the residual (..., d) through the norm with σ frozen (no bias): what it adds to
+        the normed stream."""
+        centred = write - write.mean(-1, keepdim=True) if self.kind == LAYER else write
+        return centred / sigma * self.scale
+
+
+@dataclass(frozen=True)
+class Readout(Norm):
+    """logits = unembed · norm(r) (+ unembed_bias): the final norm (`norm`: the LM head itself when
+    `kind` is NONE) and the unembedding."""
+
+    unembed: torch.Tensor  # (vocab, d)
+    unembed_bias: torch.Tensor | None  # (vocab,)
+
+
+def _eps(norm: nn.Module) -> float:
+    for name in ("eps", "variance_epsilon", "epsilon"):
+        if isinstance(getattr(norm, name, None), (int, float)):
+            return float(getattr(norm, name))
+    raise ValueError(f"no epsilon on {type(norm).__name__}")
+
+
+def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
+    """The read-out of a causal LM, or None when there is no linear one to reconstruct (no LM
+    head, logit soft-capping, a final norm whose output the reconstruction does not reproduce)."""
+    head = hf_model.get_output_embeddings() if hasattr(hf_model, "get_output_embeddings") else None
+    if not isinstance(head, nn.Linear) or getattr(hf_model.config, "final_logit_softcapping", None):
+        return None
+    calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+    read: list[torch.Tensor] = []  # what the LM head read
+    norms = [m for m in hf_model.modules() if _is_norm(m)]
+    hooks = [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out))) for m in norms]
+    hooks.append(head.register_forward_pre_hook(lambda mod, args: read.append(args[0])))
+    try:
+        with torch.inference_mode():
+            logits = hf_model(input_ids=probe).logits.float().cpu()
+    finally:
+        for h in hooks:
+            h.remove()
+    head = resident_copy(head)  # offloaded by accelerate: its weights, loaded
+    # on the CPU, where attribution computes (a model on a GPU, or spread over several devices)
+    multiplier = logit_multiplier(hf_model.config)  # Cohere's logit_scale, Granite's logits_scaling
+    unembed = head.weight.detach().float().cpu() * multiplier
+    unembed_bias = None if head.bias is None else head.bias.detach().float().cpu() * multiplier
+    if not calls:  # no norm ran: the head reads the residual itself, unless a norm we do not know ran
+        if not read or any("norm" in type(m).__name__.lower() for m in hf_model.modules()):
+            return None
+        ro = Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias)
+        return ro if _reproduces(ro, read[-1].float().cpu(), logits, 10 * _tolerance(read[-1].dtype)) else None
+    norm, r, out = calls[-1]  # the last norm before the LM head
+    if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
+        return None  # the head does not read that norm's output: something else lies between
+    tol = _tolerance(out.dtype)
+    for fit in _fits(norm, r, out):
+        ro = Readout(**vars(fit), unembed=unembed, unembed_bias=unembed_bias)
+        if _reproduces(ro, r.float().cpu(), logits, 10 * tol):
+            return ro
+    return None
+
+
+def logit_multiplier(config) -> float:
+    """What the model multiplies its LM head's output by: Cohere's `logit_scale`, 1 / Granite's
+    `logits_scaling`; 1 for the others (`_reproduces` checks the read-out either way)."""
+    scale = getattr(config, "logit_scale", None)
+    divisor = getattr(config, "logits_scaling", None)
+    return (float(scale) if isinstance(scale, (int, float)) else 1.0) / (
+        float(divisor) if isinstance(divisor, (int, float)) and divisor else 1.0)
+
+
+def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
+    """Each reading of `norm` (LayerNorm, RMSNorm, RMSNorm with 1 + weight) that turns its input r
+    into what it computed, out (within the rounding of out's dtype)."""
+    try:
+        eps = _eps(norm)
+    except ValueError:
+        return
+    resident = resident_copy(norm)  # offloaded by accelerate: its weights, loaded once
+    weight = resident.weight.detach().float().cpu()
+    tol = _tolerance(out.dtype)
+    r32 = r.float().cpu()
+    for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
+        if kind == LAYER and not _is_layer_norm(norm):
+            continue
+        own_bias = getattr(resident, "bias", None)
+        bias = own_bias.detach().float().cpu() if kind == LAYER and own_bias is not None else None
+        fit = Norm(norm, kind, eps, scale, bias)
+        rebuilt = fit.frozen(r32, fit.sigma(r32)) + (0 if bias is None else bias)
+        if torch.allclose(rebuilt, out.float().cpu(), atol=tol, rtol=tol):
+            yield fit
+
+
+def _is_layer_norm(module: nn.Module) -> bool:
+    """PyTorch's LayerNorm, or a model's own that subtracts the mean (Cohere's, without a bias)."""
+    return isinstance(module, nn.LayerNorm) or type(module).__name__.endswith("LayerNorm")
+
+
+def _is_norm(module: nn.Module) -> bool:
+    return _is_layer_norm(module) or type(module).__name__.endswith("RMSNorm")
+
+
+def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Tensor) -> list[Norm | None]:
+    """For each layer's attention module (`attentions`, one a layer in call order), the norm that
+    reads its output before the residual stream does (Gemma 2 and 3's and OLMo 2's
+    post-attention norm), read off a probe run: the norm called on exactly the tensor the attention
+    module returned; None for a layer whose output goes straight into the residual stream (a
+    norm none of whose readings reproduces what it computed counts as one that cannot be read:
+    `ValueError`)."""
+    outputs: list[torch.Tensor] = []
+    calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+    distinct = list({id(m): m for m in attentions}.values())
+    hooks = [m.register_forward_hook(lambda _m, _a, out: outputs.append(out[0] if isinstance(out, tuple) else out))
+             for m in distinct]
+    hooks += [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out)))
+              for m in hf_model.modules() if _is_norm(m)]
+    try:
+        with torch.inference_mode():
+            hf_model(input_ids=probe)
+    finally:
+        for h in hooks:
+            h.remove()
+    found: list[Norm | None] = []
+    for o in outputs[: len(attentions)]:
+        reader = next(((mod, r, out) for mod, r, out in calls if r is o or (r.shape == o.shape and torch.equal(r, o))),
+                      None)
+        if reader is None:
+            found.append(None)
+            continue
+        fit = next(_fits(*reader), None)
+        if fit is None:
+            raise ValueError(f"the norm after attention layer {len(found)} ({type(reader[0]).__name__}) cannot be read")
+        found.append(fit)
+    return found
+
+
+def _tolerance(dtype: torch.dtype) -> float:
+    """How far a float32 rebuild may be from what the model computed in `dtype` (bfloat16 keeps 8
+    bits; a wrong kind of norm, or a logit scale, is off by far more)."""
+    return 1e-4 if dtype == torch.float32 else 2e-2
+
+
+def _reproduces(ro: Readout, r: torch.Tensor, logits: torch.Tensor, tol: float = 1e-3) -> bool:
+    """Whether the read-out turns the residual r (B, n, d) into the model's own logits (B, n, vocab):
+    nothing after the head (a logit scale, soft-capping) that the reconstruction would miss."""
+    normed = ro.frozen(r, ro.sigma(r)) + (0 if ro.bias is None else ro.bias)
+    rebuilt = normed @ ro.unembed.T + (0 if ro.unembed_bias is None else ro.unembed_bias)
+    return rebuilt.shape == logits.shape and torch.allclose(rebuilt, logits, atol=tol, rtol=tol)
