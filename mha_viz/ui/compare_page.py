@@ -1,6 +1,6 @@
 """The Compare page: two sentences on one model (minimal pairs), or one sentence on two models
 (fine-tuned against base, our MHA against Hugging Face's). Run A is the sidebar's; the page
-computes run B the same way (`sidebar.analyse_other`), compares them (`mha_viz.compare`) and draws how
+computes run B the same way (`sidebar.run_to_compare`), compares them (`mha_viz.compare`) and draws how
 much each head changed, any head side by side, and the head-table differences."""
 
 from __future__ import annotations
@@ -107,14 +107,14 @@ def _run_b(cur):
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
             return None
-        run_b, key_b = sidebar.analyse_other(cur.model, text_b, local_a, cur.key.layers)  # A's layers: heads pair up
+        run_b, key_b = sidebar.run_to_compare(cur.model, text_b, local_a, cur.key.layers)  # A's layers: heads pair up
         return run_b, key_b, "A: the sidebar's sentence", "B: sentence B"
     picked = _model_b(cur)
     if picked is None:
         return None
     model_b, local_b = picked
     same_depth = model_b.num_layers == cur.model.num_layers  # a partial capture of A: the same layers of B
-    run_b, key_b = sidebar.analyse_other(model_b, cur.run.text, local_b, cur.key.layers if same_depth else None)
+    run_b, key_b = sidebar.run_to_compare(model_b, cur.run.text, local_b, cur.key.layers if same_depth else None)
     impl = {False: "", True: " (our MHA)"}
     return (run_b, key_b, f"A: {cur.run.model_name}{impl[local_a]}", f"B: {model_b.name}{impl[local_b]}")
 

@@ -140,7 +140,7 @@ def draw() -> Current:
         target, part = seq2seq_views.target_inputs() if model.is_encoder_decoder else (None, "")
         layers = None if model.is_encoder_decoder else _layers_to_capture(model, text, cap)
         key = AnalysisKey(model_key, text, cap, layers, target=target)
-        run = steps.analyze(key, model)
+        run = steps.cached_run(key, model)
         if isinstance(run, mha_viz.EncoderDecoderRun):
             cur.seq2seq, run, key = run, run.parts[part], key._replace(part=part)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
@@ -164,8 +164,8 @@ def draw() -> Current:
     return cur
 
 
-def analyse_other(model: mha_viz.LoadedModel, text: str, local: bool,
-            layers: tuple[int, ...] | None = None) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
+def run_to_compare(model: mha_viz.LoadedModel, text: str, local: bool,
+                   layers: tuple[int, ...] | None = None) -> tuple[mha_viz.AttentionRun, AnalysisKey]:
     """The sidebar's analysis of another text or model (the Compare page): the session's token
     cap, `layers` (None: every layer; InputError when that is over the capture budget) and the
     sidebar's *Hide tokens* and *Show attention as*. Returns the run as shown and its key."""
@@ -182,7 +182,7 @@ def analyse_other(model: mha_viz.LoadedModel, text: str, local: bool,
         raise mha_viz.InputError(f"Every head of {model.name} at {n} tokens would hold {short}: lower the token "
                                  "limit in the sidebar to compare.")
     key = AnalysisKey(model_key, text, cap, layers)
-    run = steps.analyze(key, model)
+    run = steps.cached_run(key, model)
     cur = Current()
     shown = steps.lens(cur, *steps.hide_tokens(cur, run, key, **_hidden()), contributions=_contributions())
     if cur.lens_note:  # the sidebar's run is contributions; this one would be weights: not comparable

@@ -19,7 +19,7 @@ from mha_viz.ui.state import Current
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _analyze(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
     """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target),
     admitted with the memory it needs (an encoder–decoder's by count only: its target's length
     is not known before it runs)."""
@@ -40,9 +40,9 @@ def _analyze(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.Attention
     return result
 
 
-def analyze(key: AnalysisKey, model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
     """The run of `key`, computed once for the server, in turn (`resources.one_at_a_time`)."""
-    return resources.one_at_a_time(lambda: _analyze(key, model))
+    return resources.one_at_a_time(lambda: _cached_run(key, model))
 
 
 def model_key_of(model: mha_viz.LoadedModel, local: bool) -> ModelKey:
