@@ -3,7 +3,7 @@
 Public API::
 
     model = mha_viz.load_model("minilm", device="auto", local_attention=False)
-    run = mha_viz.analyze(model, "The cat sat on the mat.")   # -> AttentionRun
+    run = mha_viz.analyze(model, "The cat sat on the mat.")   # -> AttentionRun (EncoderDecoderRun: encoder–decoders)
     run.tokens, run.attentions  # (layers, heads, n, n) float32
     toks = mha_viz.tokenize(model, text, max_tokens=128)  # the one door from text to token ids
 

@@ -89,7 +89,7 @@ def _pad(model: LoadedModel, items: list[Inputs]) -> Batch:
 
 def _embeddings(model: LoadedModel, batch: Batch) -> torch.Tensor:
     """(B, d): each document's mean last hidden state over its own tokens (sentence-transformers'
-    pooling, as `ablation._sentence_embedding` on one text)."""
+    pooling, as `mha_viz.interventions.ablation.sentence_embedding` on one text)."""
     net = getattr(model.hf_model, "base_model", None) or model.hf_model
     out = net(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False)
     hidden = out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out.hidden_states[-1]

@@ -9,9 +9,10 @@ teaching views do), another session building a heatmap finds the half-made modul
 with *AttributeError: partially initialized module 'pandas' has no attribute 'Series'*.
 Python's own import locks only protect `import` statements, not such look-ups.
 
-`warm()`, which `app.py` calls before anything is drawn, imports everything the pages need
-and, where a library sets itself up on first use, exercises it once with tiny inputs. It holds
-a lock: the first session does the work, every other session waits for it, and afterwards a
+`warm()`, which `mha_viz.ui.main.main` calls before anything is drawn (each session's run of
+app.py), imports everything the pages need and, where a library sets itself up on first use,
+exercises it once with tiny inputs.
+It holds a lock: the first session does the work, every other session waits for it, and afterwards a
 call is one flag check. `warm()` never loads a model (models load once per server in
 `mha_viz.budget.model_cache`). (The `import` statements that app.py runs before it are safe: a session
 importing a module another session is importing waits for it to finish.)
