@@ -27,7 +27,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from mha_viz_models.loading.gguf_cache import cache_root
+from mha_viz_models.cache_folder import cache_root
 
 LN2 = np.float32(math.log(2.0))
 SQRT2 = np.float32(math.sqrt(2.0))

@@ -11,12 +11,8 @@ from typing import Callable
 
 import torch
 
+from mha_viz_models.cache_folder import cache_root
 from mha_viz_models.errors import ModelLoadError
-
-
-def cache_root() -> Path:
-    """Where mha-viz keeps converted models: $MHA_VIZ_CACHE_DIR, else ~/.cache/mha-viz."""
-    return Path(os.environ.get("MHA_VIZ_CACHE_DIR") or Path.home() / ".cache" / "mha-viz")
 
 
 def gguf_cache(folder: Path, gguf: Path, progress: Callable[[float, str], None]) -> Path:
