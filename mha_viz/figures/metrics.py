@@ -26,7 +26,8 @@ from mha_viz.figures.style import (
 from mha_viz.metrics import METRICS, SIMILARITIES
 from mha_viz.views import detail
 
-# One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the spec's rules.
+# One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the classifying rules
+# (docs/head-metrics.md, section 1).
 PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",
                    "vertical": "#009E73", "block": "#CC79A7"}
 

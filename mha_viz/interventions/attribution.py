@@ -1,4 +1,4 @@
-"""What heads do, not only where they look (`../shared/docs/attribution.md`).
+"""What heads do, not only where they look (`docs/attribution.md`).
 
 - Value-weighted attention (Kobayashi et al. 2020): the contribution of key j to query i through
   head h is ‖A[h, i, j] f_h(x_j)‖ = A[h, i, j] · ‖f_h(x_j)‖, with f_h(x) = (x W_V + b_V) W_O[h]: the

@@ -1,6 +1,6 @@
 """Attribution patching (Nanda 2023; Syed et al. 2023): the first-order estimate of what patching
 each head's output z would do, for every head at every position, from one forward pass on each
-text and one backward pass (`../shared/docs/attribution.md`, section 3):
+text and one backward pass (`docs/attribution.md`, section 4):
 
     Δm ≈ ⟨∂m/∂z_h(run), z_h(source) − z_h(run)⟩
 

@@ -1,4 +1,4 @@
-"""Activation patching of heads (`../shared/docs/attribution.md`, section 3): a clean and a corrupted
+"""Activation patching of heads (`docs/attribution.md`, section 3): a clean and a corrupted
 text of the same length, the metric m = logit(answer) − logit(wrong) at the last position, and per
 head how much swapping its output z between the runs moves m (`patch_heads`, `patch_positions`).
 What every patching refuses, and the metric's two ends, are here too, for the first-order
@@ -195,7 +195,7 @@ def measured_ends(model: LoadedModel, clean: str, corrupted: str, answer=None, w
 
 def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, mode: str = "denoise",
                 position: int | None = None, *, max_tokens: int | None = None, progress=None) -> Patching:
-    """Activation patching of every head's output (`../shared/docs/attribution.md`, section 3).
+    """Activation patching of every head's output (`docs/attribution.md`, section 3).
     The heads of one layer are patched in one batched forward (one sequence per head), so a
     model costs L forwards of H sequences, not L·H forwards. Raises InputError (nothing run) for
     texts of different token counts, an answer or wrong token that is not one token, equal

@@ -1,4 +1,4 @@
-"""Head metrics, vectorized over all heads (the specification: `shared/docs/head-metrics.md`).
+"""Head metrics, vectorized over all heads (definitions: `docs/head-metrics.md`).
 
 One module an idea, every public name re-exported here (`from mha_viz import metrics;
 metrics.head_table(...)`):
@@ -6,7 +6,7 @@ metrics.head_table(...)`):
 - `measures`: `Measure`, `METRICS`, `SIMILARITIES` (each measure's one-line formula and what
   high and low values mean, for the UI), the smoothing constants and the pattern-class
   thresholds; its docstring says what adding a head metric takes.
-- `head_stats`: `head_table`, per-head pattern statistics and pattern classes (spec section 1),
+- `head_stats`: `head_table`, per-head pattern statistics and pattern classes (section 1),
   plus the importance norms of section 3 when the run has head outputs and the weights are given.
 - `similarity`: `head_similarity`, every pair of heads compared (section 2): JS divergence and
   cosine of patterns, output CKA (debiased), residual correlation, the seed's R_ij, QK / OV

@@ -1,4 +1,4 @@
-"""Attention followed across layers (spec section 4): rollout, rollout through one head, and
+"""Attention followed across layers (`docs/head-metrics.md`, section 4): rollout, rollout through one head, and
 attention flow."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Head metrics that are defined for a rectangular pattern (an encoder–decoder's cross-attention:
-target queries over source keys), per head, as in the metric specification: entropy (smoothed,
+target queries over source keys), per head (`docs/head-metrics.md`, section 6): entropy (smoothed,
 in nats) and its normalised form, confidence, the mass on the first source token and on the
 source's special tokens (sinks), and a monotonic-alignment score for translation: the mass
 within ±1 source token of the diagonal path from the first target token at the first source

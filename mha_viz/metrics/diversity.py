@@ -1,4 +1,4 @@
-"""The diversity D of sets of heads (spec section 2), per layer and overall, beside a baseline."""
+"""The diversity D of sets of heads (`docs/head-metrics.md`, section 2), per layer and overall, beside a baseline."""
 
 from __future__ import annotations
 

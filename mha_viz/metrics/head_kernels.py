@@ -1,4 +1,4 @@
-"""The head table's per-head sums (spec section 1) as one compiled pass over each head's
+"""The head table's per-head sums (`docs/head-metrics.md`, section 1) as one compiled pass over each head's
 (n, n) pattern: row entropies, row maxima, distance, diagonals, first column, [SEP]-like and
 punctuation mass, and the worst row's mass inside its segment. Heads go to threads in ranges
 (see compiled.py); `head_stats` turns the sums into the table's columns."""

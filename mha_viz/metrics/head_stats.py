@@ -1,5 +1,5 @@
-"""Per-head statistics of attention patterns and importance (spec sections 1 and 3): the head
-table, the detector patterns and the pattern classes."""
+"""Per-head statistics of attention patterns and importance (`docs/head-metrics.md`, sections 1
+and 3): the head table, the detector patterns and the pattern classes."""
 
 from __future__ import annotations
 
@@ -79,7 +79,8 @@ CHUNK_BYTES = 4 * 2**20
 
 def head_table(run: AttentionRun, weights: Weights | None = None, *,
                device: str | torch.device | None = None) -> pd.DataFrame:
-    """One row per (layer, head) with the statistics of spec section 1 and a pattern class.
+    """One row per (layer, head) with the statistics and the pattern class of `docs/head-metrics.md`,
+    section 1.
 
     Columns: layer, head, the measures of `measures.METRICS` that need only the attention, in its
     order (entropy, norm_entropy, …, induction_score), distance_norm (distance / n), pattern (one
@@ -176,8 +177,8 @@ def _setup(run: AttentionRun) -> _Setup:
 
 def pattern_stats(run: AttentionRun, *, compiled: bool | None = None,
                   device: str | torch.device | None = None) -> dict[str, np.ndarray]:
-    """The (L, H) statistics of spec section 1 (the head table's columns, and `in_segment`: the
-    worst row's mass inside its own segment). `compiled`: one compiled pass per head
+    """The (L, H) statistics of `docs/head-metrics.md`, section 1 (the head table's columns, and
+    `in_segment`: the worst row's mass inside its own segment). `compiled`: one compiled pass per head
     (head_kernels.py, the CPU's way), or tensor operations on all heads at once in chunks (any
     device's way); None picks the first on the CPU. Both agree within float32 rounding and give
     the same pattern classes. `device`: where to compute (default the CPU)."""
@@ -243,7 +244,8 @@ def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:
 
 
 def classify(norm_entropy, self_, prev, next_, first, sep, punct, in_segment=0.0) -> str:
-    """Pattern class by the spec's rules, in order, later rules overriding earlier ones."""
+    """Pattern class by the rules of `docs/head-metrics.md`, section 1, in order, later rules
+    overriding earlier ones."""
     label = "heterogeneous"
     if norm_entropy > BROAD_NORM_ENTROPY:
         label = "broad"
@@ -261,8 +263,9 @@ def classify(norm_entropy, self_, prev, next_, first, sep, punct, in_segment=0.0
 
 def importance(run: AttentionRun, weights: Weights, *,
                device: str | torch.device | None = None) -> dict[str, np.ndarray]:
-    """Spec section 3, as (L, H) arrays: "output_norm" = mean_t ‖o_h,t‖₂ and the seed's
-    "mean_output_norm" = ‖mean_t o_h,t‖₂, with o_h = z_h W_O[h] (W_O's bias is shared, left out).
+    """The output norms of `docs/head-metrics.md`, section 3, as (L, H) arrays: "output_norm" =
+    mean_t ‖o_h,t‖₂ and the seed's "mean_output_norm" = ‖mean_t o_h,t‖₂, with o_h = z_h W_O[h]
+    (W_O's bias is shared, left out).
 
     Without forming o: with W_O[h] W_O[h]ᵀ = F Fᵀ (float64 Cholesky, d_v × d_v; for a singular
     one, as a head with W_O = 0, F = V Λ^½ from its eigendecomposition), ‖z W_O[h]‖ = ‖z F‖ row

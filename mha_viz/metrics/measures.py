@@ -40,12 +40,12 @@ class Measure:
     bounded_form: str = ""
 
 
-# The entropy's smoothing (spec section 1): Â = (1 − ENTROPY_SMOOTHING)·A + ENTROPY_SMOOTHING/k_i on
+# The entropy's smoothing (docs/head-metrics.md, section 1): Â = (1 − ENTROPY_SMOOTHING)·A + ENTROPY_SMOOTHING/k_i on
 # the k_i keys row i may see, so that no visible key has probability 0 (Clark et al. 2019's code).
 # The head table's two paths (head_kernels, head_stats) and the cross-attention metrics
 # (mha_viz.metrics.cross_attention) all read it from here.
 ENTROPY_SMOOTHING = 1e-4
-# The JS divergence's smoothing (spec section 2): Ã = (1 − JS_SMOOTHING)·A + JS_SMOOTHING/n over
+# The JS divergence's smoothing (docs/head-metrics.md, section 2): Ã = (1 − JS_SMOOTHING)·A + JS_SMOOTHING/n over
 # all n keys, before two heads' rows are compared (metrics.js).
 JS_SMOOTHING = 1e-3
 

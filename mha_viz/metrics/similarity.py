@@ -1,4 +1,4 @@
-"""Every pair of heads compared (spec section 2): pattern JS divergence and cosine, output CKA,
+"""Every pair of heads compared (`docs/head-metrics.md`, section 2): pattern JS divergence and cosine, output CKA,
 residual correlation, the seed's R_ij and QK / OV weight cosines, on all heads or a few."""
 
 from __future__ import annotations

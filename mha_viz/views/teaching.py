@@ -5,7 +5,7 @@ order of the computation: X → Q, K, V → QKᵀ → ÷ √d_k → mask → sof
 of all heads → × W_O. The tensors come from the model's own weights and the layer's actual
 input (recorded during one forward pass), so the probabilities are the ones every other view
 shows. `costs` gives FLOPs and memory of attention for MHA, GQA and MQA from the corrected
-formulas (spec section 5), and the demonstration helpers show why attention needs
+formulas (`docs/head-metrics.md`, section 5), and the demonstration helpers show why attention needs
 projections, several heads and masks.
 """
 
@@ -134,7 +134,7 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
 
 @dataclass(frozen=True)
 class Cost:
-    """Multiply–adds and stored floats of one attention layer (spec section 5)."""
+    """Multiply–adds and stored floats of one attention layer (`docs/head-metrics.md`, section 5)."""
 
     name: str
     kv_heads: int

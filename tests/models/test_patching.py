@@ -1,4 +1,4 @@
-"""Activation patching per head (attribution.md, section 3): the batched computation equals one
+"""Activation patching per head (`docs/attribution.md`, section 3): the batched computation equals one
 forward per head, patching with the corrupted run's own z changes nothing, an induction head
 restores the toy model's repeat, and what cannot be patched gets a message before anything runs."""
 

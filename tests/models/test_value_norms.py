@@ -1,5 +1,5 @@
 """Value-weighted attention (issue 22, part 1): the decomposition of every attention module's
-output into what each key writes through each head is exact (attribution.md's check), the run's
+output into what each key writes through each head is exact (`docs/attribution.md`, section 1's check), the run's
 value norms are those of that decomposition, and the contributions are A times the norms."""
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ TOLERANCE = 1e-4  # nats, on every entry (issue 15)
 
 
 def reference_js(att: np.ndarray) -> np.ndarray:
-    """Spec section 2, written out: smooth, JS of every pair of rows with natural logs, mean over rows."""
+    """`docs/head-metrics.md`, section 2, written out: smooth, JS of every pair of rows with natural
+    logs, mean over rows."""
     L, H, n, _ = att.shape
     heads = att.reshape(L * H, n, n).astype(np.float64) * 0.999 + 0.001 / n
     out = np.zeros((L * H, L * H))

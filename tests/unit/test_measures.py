@@ -1,6 +1,6 @@
 """The catalogue of measures (`mha_viz.metrics.measures`) against what is computed: the head table
 and both ways of computing its statistics give the catalogue's measures, in its order; the
-compiled pass writes every column it names; every entropy uses the spec's smoothing; the
+compiled pass writes every column it names; every entropy uses the documented smoothing; the
 comparison's columns come from the catalogue and are what they were; each `bounded` flag holds
 on random runs."""
 
@@ -75,11 +75,11 @@ def test_the_compiled_pass_writes_every_column_it_names():
 
 
 def test_the_entropy_smoothing_is_the_specs_and_every_entropy_uses_it():
-    """The spec's Â = 0.9999·A + 0.0001/k: in the catalogue's formula, and the same entropies from
-    the head table's two paths and the cross-attention metrics on one square pattern (each
-    against the spec's constants written out here)."""
+    """The smoothing of `docs/head-metrics.md`, section 1, Â = 0.9999·A + 0.0001/k: in the
+    catalogue's formula, and the same entropies from the head table's two paths and the
+    cross-attention metrics on one square pattern (each against those constants written out here)."""
     assert "Â = 0.9999·A + 0.0001/k_i" in metrics.METRICS["entropy"].formula
-    # the JS divergence's own smoothing (its values against the spec's: tests/unit/test_js_fast.py)
+    # the JS divergence's own smoothing (its values against section 2's: tests/unit/test_js_fast.py)
     assert "Ã = 0.999·A + 0.001/n" in metrics.SIMILARITIES["js"].formula
     run, _ = _random_run(3, n=7)
     smooth = 0.9999 * run.attentions.astype(np.float64) + 0.0001 / 7

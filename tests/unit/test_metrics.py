@@ -1,4 +1,4 @@
-"""Head metrics against hand computations on planted patterns (spec: shared/docs/head-metrics.md)."""
+"""Head metrics against hand computations on planted patterns (`docs/head-metrics.md`, section 1)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Head-to-head comparisons, importance, diversity and cross-layer measures of `mha_viz.metrics`,
 each checked against an independent computation written out here in float64 numpy
-(spec: shared/docs/head-metrics.md, sections 2-4), on planted arrays and random weights (no model).
+(`docs/head-metrics.md`, sections 2-4), on planted arrays and random weights (no model).
 The same measures through real models: tests/models/test_head_outputs.py."""
 
 from __future__ import annotations
