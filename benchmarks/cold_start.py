@@ -15,7 +15,7 @@ Chromium started beforehand. It reports, per round:
 - idle: from that answer to the page idle (no *Running* status, nothing stale), chart drawn.
 
 With `--compare DIR` each round also starts DIR's app.py (another checkout, e.g. the code before
-a change, `git worktree add /tmp/orig HEAD`), alternating which goes first, so that both see the
+a change, `git worktree add ../orig HEAD`), alternating which goes first, so that both see the
 same load on a shared machine; the medians and their ratios come last. Nothing else may run in
 the servers meanwhile: the one browser tab is the only session.
 """

@@ -36,6 +36,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -352,8 +353,8 @@ def main() -> None:
                         help="concurrent browser sessions, one measurement per value (default: 4 8 16)")
     parser.add_argument("--seconds", type=float, default=60, help="timed window per N (default 60)")
     parser.add_argument("--model", choices=sorted(MODEL_QUERY), default="minilm", help="default minilm")
-    parser.add_argument("--log", type=Path, default=Path("/tmp/mha-viz-load-server.log"),
-                        help="the server's log (default /tmp/mha-viz-load-server.log)")
+    parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "mha-viz-load-server.log",
+                        help="the server's log (default: mha-viz-load-server.log in the temporary folder)")
     args = parser.parse_args()
     if not (os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         sys.exit(f"no Chromium at {CHROMIUM} (set MHA_VIZ_CHROMIUM)")

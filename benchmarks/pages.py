@@ -55,6 +55,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -377,8 +378,8 @@ def main() -> None:
     parser.add_argument("--setups", default="minilm,smollm2",
                         help="comma-separated, of: " + ", ".join(SETUPS) + " (default: both)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds of second visits; the median is reported")
-    parser.add_argument("--log", type=Path, default=Path("/tmp/mha-viz-pages-server.log"),
-                        help="the server's log (default /tmp/mha-viz-pages-server.log)")
+    parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "mha-viz-pages-server.log",
+                        help="the server's log (default: mha-viz-pages-server.log in the temporary folder)")
     args = parser.parse_args()
     setups = [s.strip() for s in args.setups.split(",") if s.strip()]
     unknown = [s for s in setups if s not in SETUPS]

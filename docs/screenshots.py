@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -214,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     IMAGES.mkdir(parents=True, exist_ok=True)
-    log = Path(os.environ.get("TMPDIR", "/tmp")) / "mha-viz-screenshots.log"
+    log = Path(tempfile.gettempdir()) / "mha-viz-screenshots.log"  # $TMPDIR where it is set
     with app_server(log) as base_url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:

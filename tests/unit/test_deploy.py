@@ -29,7 +29,7 @@ def test_settings_from_the_environment(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_ALLOW_PICKLE", "1")  # ignored in public mode
     public = settings.from_env()
     assert public.models == tuple(mha_viz.BUNDLED) and public.max_concurrent == 2 and not public.allow_pickle
-    assert public.allows("minilm") and not public.allows("gpt2") and not public.allows("/tmp")
+    assert public.allows("minilm") and not public.allows("gpt2") and not public.allows("/any/folder")
     monkeypatch.setenv("MHA_VIZ_MODELS", "smollm2, gpt2")
     monkeypatch.setenv("MHA_VIZ_MAX_CONCURRENT", "oops")  # unreadable: the default
     listed = settings.from_env()
