@@ -1,4 +1,4 @@
-"""Which heads matter: switch heads off and measure what changes (spec section 3).
+"""Which heads matter: switch heads off and measure what changes (`docs/head-metrics.md`, section 3).
 
 Public API::
 
@@ -252,7 +252,7 @@ def _normalise_rows(x: np.ndarray) -> np.ndarray:
 
 
 def head_importance(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> np.ndarray:
-    """Michel et al.'s gradient importance (spec section 3) on `text`, each layer's row divided
+    """Michel et al.'s gradient importance (`docs/head-metrics.md`, section 3) on `text`, each layer's row divided
     by its L2 norm: numpy (layers, heads). For an embedding-only encoder, whose loss has zero
     gradient with every head on, the ablation effect of each head alone (clipped at 0) instead."""
     if loss_kind(model) == EMBEDDING:
