@@ -5,7 +5,8 @@ metrics.head_table(...)`):
 
 - `measures`: `Measure`, `METRICS`, `SIMILARITIES` (each measure's one-line formula and what
   high and low values mean, for the UI), the smoothing constants and the pattern-class
-  thresholds; its docstring says what adding a head metric takes.
+  thresholds; `metrics_for` and `needing` (which measures a run gets, from each one's `needs`);
+  its docstring says what adding a head metric takes.
 - `head_stats`: `head_table`, per-head pattern statistics and pattern classes (section 1),
   plus the importance norms of section 3 when the run has head outputs and the weights are given.
 - `similarity`: `head_similarity`, every pair of heads compared (section 2): JS divergence and
@@ -34,6 +35,8 @@ from mha_viz.metrics.measures import (
     SIMILARITIES,
     VERTICAL_MASS,
     Measure,
+    metrics_for,
+    needing,
 )
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
@@ -41,6 +44,6 @@ __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",
     "SIMILARITIES", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
-    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "missing_weights", "rollout",
-    "rollout_through_head", "select_heads",
+    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "metrics_for", "missing_weights",
+    "needing", "rollout", "rollout_through_head", "select_heads",
 ]

@@ -15,7 +15,7 @@ from mha_viz.metrics.measures import ENTROPY_SMOOTHING  # as for self-attention
 
 COLUMNS = {  # column -> what it is, for the table's header help
     "entropy": "mean over target tokens of the row's entropy (nats), smoothed",
-    "normalized_entropy": "entropy ÷ ln(source tokens): 1 uniform, ~0 one source token",
+    "norm_entropy": "entropy ÷ ln(source tokens): 1 uniform, ~0 one source token",
     "confidence": "mean over target tokens of the row's largest weight",
     "first": "mean attention to the first source token",
     "special": "mean attention to the source's special tokens (</s>, <s>…): a sink",
@@ -50,7 +50,7 @@ def cross_stats(attentions: np.ndarray, key_special: list[bool] | None = None) -
     special = np.asarray(key_special if key_special is not None else [False] * n_k, dtype=bool)
     return {
         "entropy": entropy,
-        "normalized_entropy": entropy / np.log(n_k) if n_k > 1 else np.zeros_like(entropy),
+        "norm_entropy": entropy / np.log(n_k) if n_k > 1 else np.zeros_like(entropy),
         "confidence": a.max(-1).mean(-1),
         "first": a[..., 0].mean(-1),
         "special": a[..., special].sum(-1).mean(-1) if special.any() else np.zeros(a.shape[:2]),

@@ -20,6 +20,8 @@ from mha_viz.metrics.measures import (
     ENTROPY_SMOOTHING,
     PUNCTUATION,
     VERTICAL_MASS,
+    metrics_for,
+    needing,
 )
 
 
@@ -86,7 +88,7 @@ def head_table(run: AttentionRun, weights: Weights | None = None, *,
     order (entropy, norm_entropy, …, induction_score), distance_norm (distance / n), pattern (one
     of diagonal / vertical / broad / block / heterogeneous, with details after ':'). With
     `weights` and a run that has head outputs, also the output measures (output_norm,
-    mean_output_norm).
+    mean_output_norm): the catalogue's `needs` decides which measures a run gets (`measures.metrics_for`).
     `device`: where to compute (e.g. the model's "cuda"; default the CPU).
     """
     return pd.DataFrame(head_columns(run, weights, device=device))
@@ -105,8 +107,11 @@ def head_columns(run: AttentionRun, weights: Weights | None = None, *,
     data.update((name, np.asarray(values).ravel()) for name, values in cols.items())
     rule_inputs = [data[k].tolist() for k in ("norm_entropy", "self", "prev", "next", "first", "sep", "punct")]
     data["pattern"] = [classify(*args) for args in zip(*rule_inputs, in_segment.ravel().tolist())]
-    if weights is not None and run.head_outputs is not None:
-        data.update((name, values.ravel()) for name, values in importance(run, weights, device=device).items())
+    has = metrics_for(outputs=run.head_outputs is not None, weights=weights is not None)
+    from_outputs = [name for name in needing("outputs") if name in has]
+    if from_outputs:
+        values = importance(run, weights, device=device)
+        data.update((name, values[name].ravel()) for name in from_outputs)
     return data
 
 

@@ -3,12 +3,14 @@ the smoothing constants and the pattern-class thresholds.
 
 Adding a head metric (a column of the head table):
 1. its `Measure` in METRICS, where the head table and the UI should list it: formula, readings,
-   `needs`, and `bounded` or `bounded_form`. The UI's metric lists and the comparison's columns
-   (`comparison.CHANGE_COLUMNS`) follow from it;
+   `needs`, and `bounded` or `bounded_form`. The UI's metric lists, the comparison's columns
+   (`comparison.CHANGE_COLUMNS`) and which measures a run gets (`metrics_for`: a run without head
+   outputs or weights gets none of those that need them) follow from it;
 2. its computation in `head_stats`. Read off the attention pattern: its name in
    `head_kernels.MEASURED` with its column index and its sum in the compiled loop, and its tensor
    form in `head_stats._chunk_stats`; a detector score: its name in `head_stats.DETECTORS` and its
-   pattern in `detection_patterns` and `_target_pairs`; from the heads' outputs: a key of `importance`.
+   pattern in `detection_patterns` and `_target_pairs`; from the heads' outputs (`needs` names
+   "outputs"): a key of `importance`.
 tests/unit/test_measures.py checks that both paths and the head table give exactly the
 catalogue's measures in its order and each `bounded` flag against the values, and
 tests/unit/test_head_stats_paths.py that the two paths agree; add a hand computation of the new
@@ -29,13 +31,16 @@ class Measure:
         two runs compare by |b − a| (`comparison.CHANGE_COLUMNS` averages these).
     bounded_form: for one that is not (it grows with n), the head-table column that is its form
         in 0..1, compared in its place ("" when there is none).
+    needs: what a run must have for it, parts joined by "+": "attention" (every run has it),
+        "outputs" (each head's output z), "weights" (the model's per-head weights); a run without
+        one of them does not get the measure (`metrics_for`).
     """
 
     label: str
     formula: str
     high: str
     low: str
-    needs: str = "attention"  # "attention", "outputs" (z), "weights" or "outputs+weights"
+    needs: str = "attention"  # "attention", "outputs", "weights" or "outputs+weights"
     bounded: bool = False
     bounded_form: str = ""
 
@@ -86,6 +91,26 @@ METRICS: dict[str, Measure] = {
                                 "zero-mean output: may still be large, this only sees the constant part",
                                 "outputs+weights"),
 }
+
+
+
+def needs_met(needs: str, *, outputs: bool, weights: bool) -> bool:
+    """Whether a run has every part `needs` names ("attention" always; "outputs" with each head's
+    output, "weights" with the model's per-head weights)."""
+    have = {"attention"} | ({"outputs"} if outputs else set()) | ({"weights"} if weights else set())
+    return set(needs.split("+")) <= have
+
+
+def metrics_for(*, outputs: bool, weights: bool) -> list[str]:
+    """The METRICS a head table has for a run with (or without) head outputs and weights, in the
+    catalogue's order: those whose `needs` the run meets."""
+    return [name for name, m in METRICS.items() if needs_met(m.needs, outputs=outputs, weights=weights)]
+
+
+def needing(part: str) -> list[str]:
+    """The METRICS whose `needs` names `part` ("outputs" or "weights"), in the catalogue's order."""
+    return [name for name, m in METRICS.items() if part in m.needs.split("+")]
+
 
 SIMILARITIES: dict[str, Measure] = {
     "js": Measure("JS divergence of patterns",

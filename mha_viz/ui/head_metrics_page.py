@@ -40,7 +40,7 @@ def head_metrics_page() -> None:
                 on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_GRID, view_helpers.grid_index),
                 selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")
-    if "output_norm" not in table.columns:
+    if not set(metrics.needing("outputs")) & set(table.columns):  # the catalogue says which measures need z
         st.info("Importance (output norms) needs each head's output, which this model's architecture "
                 "does not expose to mha-viz.", icon="ℹ️")
     st.markdown(PATTERN_RULES)

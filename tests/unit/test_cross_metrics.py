@@ -1,14 +1,15 @@
 """Cross-attention metrics (mha_viz.metrics.cross_attention) on planted rectangular patterns, each value
-worked out by hand."""
+worked out by hand; the columns it shares with the head table carry the head table's names and values."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mha_viz import CrossAttention
+from mha_viz import CrossAttention, metrics
 from mha_viz.figures import cross as cross_figures
 from mha_viz.metrics import cross_attention as cross_metrics
+from tests.helpers import random_run
 
 
 def _planted(n_q: int = 4, n_k: int = 7) -> np.ndarray:
@@ -37,7 +38,7 @@ def test_planted_heads_score_as_worked_out_by_hand():
     np.testing.assert_allclose(s["first"], [0.25, 1 / n_k, 1, 0])  # the path starts at the first token
     np.testing.assert_allclose(s["special"], [0.25, 1 / n_k, 0, 1])  # and ends at the last
     np.testing.assert_allclose(s["entropy"][1], np.log(n_k), rtol=1e-9)  # uniform: ln n
-    np.testing.assert_allclose(s["normalized_entropy"][1], 1.0, rtol=1e-9)
+    np.testing.assert_allclose(s["norm_entropy"][1], 1.0, rtol=1e-9)
     # one-hot rows, smoothed: -(a ln a + (n-1) b ln b) with a = 0.9999 + 1e-4/n, b = 1e-4/n
     b = 1e-4 / n_k
     one_hot = -((1 - 1e-4 + b) * np.log(1 - 1e-4 + b) + (n_k - 1) * b * np.log(b))
@@ -61,3 +62,18 @@ def test_the_table_and_the_figures_of_a_cross_attention():
     assert thumbs.shape == (1, 4, 48, 48) and thumbs[0, 2, :, 0].min() == 1.0 and thumbs[0, 2, :, -1].max() == 0.0
     with pytest.raises(ValueError, match="query and"):
         CrossAttention(a, query_tokens=list("wx"), key_tokens=list("abcdefg"))
+
+
+def test_a_cross_column_named_like_a_head_table_column_is_that_measure():
+    """On a square pattern that sees every key (an encoder's), each cross-attention column that bears a name of
+    the head table (the catalogue's) has the head table's values; the others are the rectangular measures that
+    the head table does not have."""
+    run, _ = random_run(L=2, H=3, n=8, tokens=lambda rng, n: [f"w{i}" for i in range(n)])
+    table = metrics.head_table(run)
+    cross = cross_metrics.cross_stats(run.attentions)
+    shared = [c for c in cross_metrics.COLUMNS if c in metrics.METRICS]
+    assert shared == ["entropy", "norm_entropy", "confidence", "first"]
+    for column in shared:
+        np.testing.assert_allclose(cross[column].ravel(), table[column].to_numpy(), rtol=1e-5, err_msg=column)
+    assert set(cross_metrics.COLUMNS) - set(shared) == {"special", "alignment"}
+    assert not {"special", "alignment"} & set(table.columns)

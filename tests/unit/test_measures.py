@@ -2,14 +2,17 @@
 and both ways of computing its statistics give the catalogue's measures, in its order; the
 compiled pass writes every column it names; every entropy uses the documented smoothing; the
 comparison's columns come from the catalogue and are what they were; each `bounded` flag holds
-on random runs."""
+on random runs; each measure's `needs` decides whether a run gets it."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
+import pytest
 
 from mha_viz import AttentionRun, metrics
-from mha_viz.metrics import head_kernels
+from mha_viz.metrics import head_kernels, measures
 from mha_viz.metrics.cross_attention import cross_stats
 from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
 from mha_viz.views import comparison
@@ -140,3 +143,25 @@ def test_each_measures_bounded_flag_matches_its_range_on_random_runs():
                 assert values.min() >= -1e-6 and values.max() <= 1 + 1e-6, (column, values.min(), values.max())
             else:
                 assert values.max() > 1.5, (column, values.max())
+
+
+def test_needs_decides_which_measures_a_run_gets():
+    """A run gets the catalogue's measures whose `needs` it meets, in the catalogue's order: without head outputs
+    or without weights none of those that need them (written out here from each `needs`); and a measure whose
+    `needs` names a part no run has (planted in a copy of the catalogue) is left out of every table."""
+    run, weights = _random_run(6)
+    bare, _ = _random_run(6)
+    bare.head_outputs = None
+    for r, w, has in ((run, weights, {"outputs", "weights"}), (run, None, set()), (bare, weights, {"weights"}),
+                      (bare, None, set())):
+        table = metrics.head_table(r, w)
+        want = [name for name, m in metrics.METRICS.items() if set(m.needs.split("+")) - {"attention"} <= has]
+        assert [c for c in table.columns if c in metrics.METRICS] == want
+        assert metrics.metrics_for(outputs=r.head_outputs is not None, weights=w is not None) == want
+    assert metrics.needing("outputs") == ["output_norm", "mean_output_norm"]
+    planted = dict(metrics.METRICS, mean_output_norm=dataclasses.replace(
+        metrics.METRICS["mean_output_norm"], needs="outputs+weights+gradients"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(measures, "METRICS", planted)
+        table = metrics.head_table(run, weights)
+    assert "output_norm" in table.columns and "mean_output_norm" not in table.columns

@@ -21,8 +21,9 @@ EXPORTED_BEFORE_SPLIT = [
     "rollout", "rollout_through_head", "select_heads",
 ]
 
-# head_table's columns without the DataFrame (the corpus job); the weights a similarity lacks
-ADDED_SINCE = ["head_columns", "missing_weights"]
+# head_table's columns without the DataFrame (the corpus job); the weights a similarity lacks; which
+# measures a run gets and which need a part (from the catalogue's `needs`)
+ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing"]
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures")
