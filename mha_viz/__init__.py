@@ -1,29 +1,44 @@
 """mha-viz core: capture every head's attention and turn it into arrays and figures.
 
-Public API::
+Public API (docs/api.md lists every name of `__all__` once)::
 
     model = mha_viz.load_model("minilm", device="auto", local_attention=False)
-    run = mha_viz.analyze(model, "The cat sat on the mat.")   # -> AttentionRun (EncoderDecoderRun: encoder–decoders)
+    run = mha_viz.analyze(model, "The cat sat on the mat.")   # -> AttentionRun
     run.tokens, run.attentions  # (layers, heads, n, n) float32
     toks = mha_viz.tokenize(model, text, max_tokens=128)  # the one door from text to token ids
+    table = mha_viz.head_table(run)  # one row per head; mha_viz.metrics, mha_viz.figures, mha_viz.corpus: the rest
 
 Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
 
+from mha_viz.capture.analyze import analyze
+from mha_viz.capture.finite import NotFiniteError
 from mha_viz.capture.generation import Generation, GenerationError, Step, generate
-from mha_viz.capture.run import AttentionRun, load_model
-from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun, analyze
+from mha_viz.capture.run import AttentionRun
+from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
 from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
+from mha_viz.corpus.engine import head_examples, head_statistics
 from mha_viz.export.report import html_report
+from mha_viz.interventions.attribution import direct_logit, value_weighted
+from mha_viz.interventions.estimate import estimate_heads, estimate_positions
+from mha_viz.interventions.patching import patch_heads
+from mha_viz.metrics.head_stats import head_table
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 from mha_viz.views.comparison import Comparison, compare
 from mha_viz.views.overview import Overview, overview
 from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError
 from mha_viz_models import random_twin as random_baseline
+from mha_viz_models.loading.loader import load_model
 
 __all__ = [
-    "BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "AttentionRun", "Comparison", "compare", "InputError", "LoadedModel",
-    "ModelLoadError", "Generation", "GenerationError", "Hidden", "drop_tokens", "hide_mask", "Overview", "Step",
-    "Tokens", "generate", "analyze", "html_report", "count_tokens", "load_model", "overview", "random_baseline",
-    "session_cap", "token_limit", "tokenize", "unknown_tokens", "CrossAttention", "EncoderDecoderRun",
+    # models
+    "BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "LoadedModel", "ModelLoadError", "load_model", "random_baseline",
+    # text in
+    "InputError", "Tokens", "count_tokens", "session_cap", "token_limit", "tokenize", "unknown_tokens",
+    # a run captured
+    "analyze", "AttentionRun", "NotFiniteError", "CrossAttention", "EncoderDecoderRun", "Hidden", "drop_tokens",
+    "hide_mask", "generate", "Generation", "GenerationError", "Step",
+    # views, metrics, what heads write, a corpus, a report
+    "compare", "Comparison", "overview", "Overview", "head_table", "value_weighted", "direct_logit", "patch_heads",
+    "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
 ]

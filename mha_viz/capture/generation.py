@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from mha_viz import settings
+from mha_viz.capture.finite import FiniteCheck, NotFiniteError, message
 from mha_viz.capture.run import AttentionRun
 from mha_viz.interventions.ablation import NEXT_TOKEN, loss_kind
 from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
@@ -32,6 +33,10 @@ TOP = 10  # alternatives kept per step
 
 class GenerationError(InputError):
     """Generation cannot start or go on; the message is written for the person who asked."""
+
+
+class NotFiniteGeneration(GenerationError, NotFiniteError):
+    """Generation met NaN or infinity in the attention or the scores (`mha_viz.capture.finite`)."""
 
 
 @dataclass
@@ -175,7 +180,8 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
 
     The prompt and the new tokens together stay within `token_limit(model, max_tokens)` (the
     session's cap, the model's positions) and the memory budget; raises GenerationError (an
-    InputError) with a message for the user otherwise, for an encoder, and for non-finite logits.
+    InputError) with a message for the user otherwise, for an encoder, and for attention or logits that are
+    not finite (NotFiniteGeneration, also a NotFiniteError: the message names the precision and what to do).
     `on_step(generation so far)` is called after each token; returning False stops there
     (`stopped_by == "stopped"`). `progress(fraction, message)` likewise.
     """
@@ -206,17 +212,20 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
         return Generation(run, n_prompt, list(steps), text, full, stopped_by)
 
     rows = _Rows(model)
+    check = FiniteCheck(model, NotFiniteGeneration)  # each forward's attention, as it is made
     try:
         with model.lock, torch.inference_mode():
             dev = model.device
             logits, probs, cache = rows(torch.tensor([ids], device=dev))
             for layer, p in enumerate(probs):  # the prompt's rows
-                attn[layer, :, :n_prompt, :n_prompt] = as_probabilities(p[0]).cpu().numpy()
+                prompt_rows = check.see(as_probabilities(p[0]), f"attention in layer {layer}")
+                attn[layer, :, :n_prompt, :n_prompt] = prompt_rows.cpu().numpy()
+            check.verify()
             progress(0.0, f"Prompt read: {n_prompt} tokens")
             for t in range(int(max_new_tokens)):
                 if not torch.isfinite(logits).all():
-                    raise GenerationError(f"The model's scores for new token {t + 1} are not finite numbers "
-                                          "(NaN or infinity); generation stopped there.")
+                    raise NotFiniteGeneration(message(model, f"scores for new token {t + 1}") + " Generation "
+                                              "stopped there.")
                 dist = torch.softmax(logits, dim=-1)
                 token_id = _pick(logits, temperature, top_k, top_p, rng)
                 top_p_, top_i = dist.topk(TOP)
@@ -232,7 +241,9 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                 else:  # no KV cache (toy-induction): the whole sequence again, its last row kept
                     logits, probs, _ = rows(torch.tensor([ids], device=dev))
                 for layer, p in enumerate(probs):
-                    _write_row(attn[layer, :, n - 1, :n], p[0, :, -1], model.name)
+                    _write_row(attn[layer, :, n - 1, :n], check.see(p[0, :, -1], f"attention in layer {layer}"),
+                               model.name)
+                check.verify()
                 if token_id in eos:
                     stopped_by = "eos"
                 progress((t + 1) / max_new_tokens, f"{t + 1} of {max_new_tokens} new tokens")

@@ -1,13 +1,13 @@
 """Capture every head's attention for one text: the `AttentionRun` that every view reads.
 
-`analyze` tokenizes, truncates to the model's limit (saying so), runs the model once and
-stacks the per-layer probabilities into one float32 array `(layers, heads, n, n)`, indexed
-`[layer, head, query, key]`.
+`capture_text` (what `mha_viz.analyze` does for an encoder or a decoder) tokenizes, truncates to
+the model's limit (saying so), runs the model once and stacks the per-layer probabilities into
+one float32 array `(layers, heads, n, n)`, indexed `[layer, head, query, key]`, each layer
+checked for NaN and infinity (`mha_viz.capture.finite`).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +15,7 @@ import torch
 
 import mha_viz_models
 from mha_viz.capture import run_file
+from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.sinks import Hidden, drop_tokens
 from mha_viz.capture.transfer import HostCopier, to_host
 from mha_viz.text.tokenize import InputError, tokenize
@@ -167,7 +168,7 @@ LEAN_ABOVE_BYTES = 2**30  # SmolLM2 at 2,048 tokens: 4.5 GB once instead of 9 GB
 
 
 def chooses_lean(model: LoadedModel, n: int, layers: int | None = None) -> bool:
-    """Whether `analyze` captures n tokens (`layers` of the model's layers; None: every layer) the
+    """Whether `capture_text` captures n tokens (`layers` of the model's layers; None: every layer) the
     lean way by default: fused forward, each layer recomputed. Measured: on the CPU lean is 5-40 %
     slower for a full capture, but holds half the memory; on a GPU it holds a few layers'
     probabilities instead of every layer's (an H200: as fast as eager at 2,048 tokens, 1.4 × slower
@@ -177,26 +178,13 @@ def chooses_lean(model: LoadedModel, n: int, layers: int | None = None) -> bool:
         kept < model.num_layers or model.attention_bytes(n, layers=kept) > LEAN_ABOVE_BYTES)
 
 
-def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
-               dtype: str = "auto", max_memory: dict | None = None, progress=None) -> LoadedModel:
-    """Load a registry name ('minilm', 'smollm2'), hub id or folder; see `mha_viz_models.load`.
-
-    device: "auto" (CUDA when there is a GPU, else the CPU), "cpu", "cuda" or "cuda:N".
-    dtype: "auto" (the checkpoint's own, float32 where the device cannot run it; the bundled
-    models float32), "float32", "bfloat16" or "float16": what the model computes in;
-    probabilities are float32 in every precision.
-    max_memory: e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate spreads the model over the GPUs and
-    the CPU within those budgets (`device` is then ignored)."""
-    return mha_viz_models.load(name, device=device, local_attention=local_attention, progress=progress,
-                       dtype=dtype, max_memory=max_memory)
-
-
-def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
-            lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun:
-    """Run `text` through `model` and capture the attention of every head.
+def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None,
+                 lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun:
+    """Run `text` through `model` (an encoder or a decoder) and capture the attention of every head.
 
     Texts longer than the model's limit (or `max_tokens`) are truncated; the run records how
-    many tokens the whole text had (`num_input_tokens`). Raises InputError for blank text.
+    many tokens the whole text had (`num_input_tokens`). Raises InputError for blank text, and
+    NotFiniteError (an InputError) when a layer's probabilities hold NaN or infinity.
     lean (default: when the probabilities take more than LEAN_ABOVE_BYTES): run the model
     with fused attention and recompute each layer's probabilities into the run's array, so
     one float32 copy exists instead of two (Hugging Face's tuple and the stacked array) and a
@@ -221,20 +209,23 @@ def analyze(model: LoadedModel, text: str, *, max_tokens: int | None = None,
         lean = chooses_lean(model, len(ids), len(chosen))
     stacked = np.empty((len(chosen), model.num_heads, len(ids), len(ids)), dtype=np.float32)  # (L, H, n, n)
     cap = None
+    check = FiniteCheck(model)  # one sum a layer, on its device, before it leaves
     if lean:  # fused forward, then each layer's probabilities straight into one array
         try:
             cap = model.capture(torch.tensor([ids]), lean=True)
             with HostCopier(stacked) as copier:
                 for row, layer in enumerate(chosen):
-                    copier.put(row, model.recompute(cap, layer)[0])
+                    copier.put(row, check.see(model.recompute(cap, layer)[0], f"attention in layer {wanted[row]}"))
         except torch.OutOfMemoryError:
             raise
         except (RuntimeError, ValueError, KeyError):  # a layout lean capture cannot follow: go eager
-            cap = None
+            cap, check = None, FiniteCheck(model)
     if cap is None:
         cap = model.capture(torch.tensor([ids]), inputs=model.has_head_outputs)
         # half precision: widened, rows renormalised
-        to_host((mha_viz_models.as_probabilities(cap.attentions[layer][0]) for layer in chosen), stacked)
+        to_host((check.see(mha_viz_models.as_probabilities(cap.attentions[layer][0]), f"attention in layer {number}")
+                 for layer, number in zip(chosen, wanted)), stacked)
+    check.verify()
     outputs = None
     if cap.head_outputs is not None:
         outputs = to_host(cap.head_outputs[layer][0] for layer in chosen)  # (L, H, n, d_v)

@@ -1,5 +1,6 @@
 """Encoder–decoders (T5, BART, Marian, mBART, Pegasus): a source text and a target text, and the
-three attentions that connect them; and `analyze`, the one entry point for every model.
+three attentions that connect them (the one entry point for every model, `analyze`, is
+`mha_viz.capture.analyze`).
 
 `analyze_seq2seq(model, source, target)` (what `mha_viz.analyze` does for these models) runs the
 model once and returns an `EncoderDecoderRun`:
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from mha_viz import settings
-from mha_viz.capture import run as capture
+from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.generation import TOP, Step
 from mha_viz.capture.run import AttentionRun, HeadArray
 from mha_viz.capture.transfer import to_host
@@ -164,14 +165,19 @@ def same_tokens(model: LoadedModel, res: EncoderDecoderRun) -> EncoderDecoderRun
 
 def _capture(model: LoadedModel, src: Tokens, tgt: Tokens, source: str, text: str, written: bool) -> EncoderDecoderRun:
     cap = model.capture_seq2seq(torch.tensor([src.ids]), torch.tensor([tgt.ids]))
+    check = FiniteCheck(model)  # one sum a layer (and the scores), on the device
 
-    def stack(layers) -> np.ndarray:  # half precision: float32 rows summing to 1
-        return to_host(as_probabilities(a[0]) for a in layers)
-    encoder = _run(src, stack(cap.encoder), model, causal=False, text=source, heads_kv=model.num_heads)
-    decoder = _run(tgt, stack(cap.decoder), model, causal=True, text=text, heads_kv=model.decoder_heads)
+    def stack(layers, part: str) -> np.ndarray:  # half precision: float32 rows summing to 1
+        return to_host(check.see(as_probabilities(a[0]), f"{part} attention in layer {i}")
+                       for i, a in enumerate(layers))
+    encoder = _run(src, stack(cap.encoder, "encoder"), model, causal=False, text=source, heads_kv=model.num_heads)
+    decoder = _run(tgt, stack(cap.decoder, "decoder"), model, causal=True, text=text, heads_kv=model.decoder_heads)
+    crossed = stack(cap.cross, "cross")
+    check.see(cap.output.logits, "decoder's scores for the target tokens")
+    check.verify()
     steps = _steps(model, cap.output.logits[0], tgt)
     cross = CrossAttention(
-        stack(cap.cross), query_tokens=tgt.display, key_tokens=src.display, query_token_ids=tgt.ids,
+        crossed, query_tokens=tgt.display, key_tokens=src.display, query_token_ids=tgt.ids,
         key_token_ids=src.ids, query_raw=tgt.raw, key_raw=src.raw, query_special=tgt.special,
         key_special=src.special, model_name=model.name, precision=model.precision)
     return EncoderDecoderRun(encoder, decoder, cross, source=source, target=text, written=written,
@@ -192,17 +198,3 @@ def _steps(model: LoadedModel, logits: torch.Tensor, tgt: Tokens) -> list[Step]:
                         entropy=float(-(d * torch.log(d.clamp_min(1e-30))).sum())))
     return out
 
-
-def analyze(model: LoadedModel, text: str, target: str | None = None, *, max_tokens: int | None = None,
-            lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun | EncoderDecoderRun:
-    """Run `text` through `model` and capture the attention of every head: an `AttentionRun`
-    (`mha_viz.capture.run.analyze`: lean, layers), or for an encoder–decoder an `EncoderDecoderRun`
-    of `text` as the source and `target` (None: the model writes it; see `analyze_seq2seq`).
-    Raises InputError for blank text, and for a target given to a model that takes none."""
-    if model.is_encoder_decoder:
-        if layers is not None:
-            raise InputError("An encoder–decoder's layers are captured all at once; leave out layers=.")
-        return analyze_seq2seq(model, text, target, max_tokens=max_tokens)
-    if target is not None:
-        raise InputError(f"{model.name} reads one text: a target text is for encoder–decoders (T5, BART, Marian).")
-    return capture.analyze(model, text, max_tokens=max_tokens, lean=lean, layers=layers)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from mha_viz.capture.run import load_model
 from mha_viz.corpus.accumulate import Cancelled, Partial, batch_partial, model_weights
 from mha_viz.corpus.batching import plan_indexed
 from mha_viz.corpus.examples import ExampleOptions
@@ -20,6 +19,7 @@ from mha_viz.corpus.inputs import corpus_hash, read_texts
 from mha_viz.corpus.stats import CorpusStats
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
+from mha_viz_models.loading.loader import load_model
 
 ENGINES = ("local", "ray")
 Progress = Callable[[int, int, float, float], "bool | None"]

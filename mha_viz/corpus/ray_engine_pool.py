@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import ray  # heavy, optional (requirements-ray.txt): this module is imported only for engine="ray"
 import torch
 
-from mha_viz.capture.run import load_model
 from mha_viz.corpus.accumulate import Partial, batch_partial, model_weights
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import ModelLoadError
+from mha_viz_models.loading.loader import load_model
 
 _loads = 0  # models loaded in this process: 1 in an actor that was reused, whatever the jobs
 

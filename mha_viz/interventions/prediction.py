@@ -14,7 +14,7 @@ import torch
 
 from mha_viz import settings
 from mha_viz.budget import memory
-from mha_viz.capture.run import AttentionRun, analyze
+from mha_viz.capture.run import AttentionRun, capture_text
 from mha_viz.interventions import attribution, patching
 from mha_viz.interventions.ablation import GradientBudget
 from mha_viz.text.tokenize import InputError, tokenize
@@ -139,7 +139,7 @@ def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=N
     _step(progress, 0.5, "Direct logit attribution…")
     dla = attribution.direct_logit(model, clean, a, b, max_tokens=max_tokens)
     _step(progress, 0.7, "Capturing both texts' attention…")
-    runs = [analyze(model, text, max_tokens=max_tokens) for text in (clean, corrupted)]
+    runs = [capture_text(model, text, max_tokens=max_tokens) for text in (clean, corrupted)]
     _step(progress, 1.0, "Done")
     names = [model.tokenizer.decode([i]) for i in (a, b)]  # " Mary": its space shown
     return Explanation(dla, estimate, runs[0], runs[1], names[0], names[1], *ends, no_estimate=no_estimate)

@@ -37,7 +37,7 @@ from mha_viz_models.families.builtin import find_attention, install_local_attent
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.loaded import LoadedModel
 from mha_viz_models.loading.placement import devices_used, input_device, is_spread, normalise_max_memory
-from mha_viz_models.loading.precision import HALF, checkpoint_dtype, dtype_name, resolve_dtype
+from mha_viz_models.loading.precision import HALF, NOT_FINITE, checkpoint_dtype, dtype_name, resolve_dtype
 from mha_viz_models.loading.resolve import Progress, hub_error, resolve_device, resolve_spec
 from mha_viz_models.reading import verify
 from mha_viz_models.toy.model import NAME as TOY_NAME
@@ -48,7 +48,7 @@ from mha_viz_models.toy.model import load_toy
 _SEEDED = threading.Lock()
 log = logging.getLogger("mha_viz.models")
 
-__all__ = ["load", "random_twin"]
+__all__ = ["load", "load_model", "random_twin"]
 
 
 def _is_causal(config) -> bool:
@@ -227,9 +227,9 @@ def load(
                              f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. "
                              f"{SUPPORTED}.") from exc
     if want in HALF and eager is not None and not all(bool(torch.isfinite(a).all()) for a in eager):
-        raise ModelLoadError(
-            f"'{spec}' overflows in {dtype_name(want)}: its attention on a test input is not finite. "
-            "Choose bfloat16 (same range as float32) or float32.")
+        why, instead = NOT_FINITE[dtype_name(want)]
+        raise ModelLoadError(f"'{spec}' gives attention that is not finite (NaN or infinity) on a test input in "
+                             f"{dtype_name(want)}: {why}. Choose {instead}.")
     tolerance = verify.tolerance(want)
     if reference is not None:
         layer, gap = verify.worst_gap(reference, eager)
@@ -252,6 +252,20 @@ def load(
                 "rotary positions, masks or biases differ from the families mha-viz knows)"))
     progress(1.0, f"'{name}' ready.")
     return loaded
+
+
+def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
+               dtype: str = "auto", max_memory: dict | None = None, progress: Progress | None = None) -> LoadedModel:
+    """Load a registry name ('minilm', 'smollm2'), hub id or folder (`mha_viz.load_model`); see `load`.
+
+    device: "auto" (CUDA when there is a GPU, else the CPU), "cpu", "cuda" or "cuda:N".
+    dtype: "auto" (the checkpoint's own, float32 where the device cannot run it; the bundled
+    models float32), "float32", "bfloat16" or "float16": what the model computes in;
+    probabilities are float32 in every precision.
+    max_memory: e.g. {0: "24GiB", "cpu": "64GiB"}: accelerate spreads the model over the GPUs and
+    the CPU within those budgets (`device` is then ignored)."""
+    return load(name, device=device, local_attention=local_attention, progress=progress, dtype=dtype,
+                max_memory=max_memory)
 
 
 def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:

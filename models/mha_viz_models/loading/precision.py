@@ -83,3 +83,13 @@ def as_probabilities(probs: torch.Tensor) -> torch.Tensor:
 # how far from 1 half precision's rounding moves a row's sum: each probability is rounded to 8 bits
 # (relative error ≤ 2⁻⁹), so the sum moves by at most 2⁻⁹ ≈ 0.002; a sink's share beyond 1 % is kept
 ROW_ROUNDING = 0.01
+
+
+# Why a model computing in a half precision can give NaN or infinity, and what to choose instead: said by the
+# load-time probe (`mha_viz_models.loading.loader`) and by every live run's check (`mha_viz.capture.finite`).
+NOT_FINITE = {
+    "float16": ("float16 holds numbers up to 65,504 only, and this model's activations go past that",
+                "bfloat16 (float32's range) or float32"),
+    "bfloat16": ("bfloat16 has float32's range but rounds every number to about 3 significant digits, and this "
+                 "model's numbers go wrong at that", "float32"),
+}
