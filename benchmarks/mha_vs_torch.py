@@ -21,13 +21,14 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from mha_viz_models import MultiHeadAttention  # noqa: E402
+from mha_viz_models.attention.config import Shape  # noqa: E402
 
 
 def twins(d_model: int, heads: int) -> tuple[MultiHeadAttention, torch.nn.MultiheadAttention]:
     """Our module and PyTorch's with the same weights."""
     torch.manual_seed(0)
     ref = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).eval()
-    ours = MultiHeadAttention(d_model, heads).eval()
+    ours = MultiHeadAttention(Shape(d_model, heads)).eval()
     w_q, w_k, w_v = ref.in_proj_weight.chunk(3)
     b_q, b_k, b_v = ref.in_proj_bias.chunk(3)
     with torch.no_grad():

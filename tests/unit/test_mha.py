@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from mha_viz_models import MultiHeadAttention, apply_rotary
+from mha_viz_models.attention.config import Shape
 
 
 def _set(lin: nn.Linear, weight, bias=None):
@@ -23,7 +24,7 @@ def _set(lin: nn.Linear, weight, bias=None):
 
 def test_matches_hand_computation_on_tiny_input():
     # d_model 2, two heads of width 1, identity projections: head 0 reads coordinate 0.
-    mha = MultiHeadAttention(2, 2, bias=False)
+    mha = MultiHeadAttention(Shape(2, 2, bias=False))
     for lin in (mha.w_q, mha.w_k, mha.w_v, mha.w_o):
         _set(lin, np.eye(2))
     x = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]]])  # (1, 3, 2)
@@ -41,7 +42,7 @@ def test_matches_torch_multihead_attention_with_padding():
     torch.manual_seed(0)
     d, h = 16, 4
     ref = nn.MultiheadAttention(d, h, batch_first=True)
-    ours = MultiHeadAttention(d, h)
+    ours = MultiHeadAttention(Shape(d, h))
     wq, wk, wv = ref.in_proj_weight.detach().chunk(3)
     bq, bk, bv = ref.in_proj_bias.detach().chunk(3)
     _set(ours.w_q, wq, bq)
@@ -57,12 +58,36 @@ def test_matches_torch_multihead_attention_with_padding():
     assert probs[1, :, :, 3:].abs().max() == 0  # padded keys get exactly nothing
 
 
+def test_reference_path_matches_torch_multihead_attention_with_masks():
+    """`reference_forward`, the textbook path without speed tricks, against PyTorch's module:
+    causal and padding masks and an additive mask, weights and gradients."""
+    torch.manual_seed(4)
+    d, h, n = 12, 3, 6
+    ref = nn.MultiheadAttention(d, h, batch_first=True)
+    ours = MultiHeadAttention(Shape(d, h))
+    for lin, w, b in zip((ours.w_q, ours.w_k, ours.w_v), ref.in_proj_weight.detach().chunk(3),
+                         ref.in_proj_bias.detach().chunk(3)):
+        _set(lin, w, b)
+    _set(ours.w_o, ref.out_proj.weight.detach(), ref.out_proj.bias.detach())
+    x, bias = torch.randn(2, n, d), torch.randn(n, n)
+    pad = torch.tensor([[False] * n, [False] * 4 + [True] * 2])
+    causal = nn.Transformer.generate_square_subsequent_mask(n)
+    out, probs = ours.reference_forward(x, attn_mask=bias, key_padding_mask=pad, is_causal=True)
+    ref_out, ref_w = ref(x, x, x, attn_mask=causal + bias, need_weights=True, average_attn_weights=False,
+                         key_padding_mask=torch.zeros(2, n).masked_fill(pad, float("-inf")))
+    torch.testing.assert_close(probs, ref_w, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(out, ref_out, atol=1e-6, rtol=1e-5)
+    out.square().sum().backward()
+    ref_out.square().sum().backward()
+    torch.testing.assert_close(ours.w_v.weight.grad, ref.in_proj_weight.grad[2 * d:], atol=1e-5, rtol=1e-4)
+
+
 @pytest.mark.parametrize("d", [16, 12])  # d_k 4 (scale 1/2, q scaled first) and 3 (scores scaled)
 def test_gradients_match_torch_and_inference_matches_training_path(d):
     torch.manual_seed(1)
     h = 4
     ref = nn.MultiheadAttention(d, h, batch_first=True)
-    ours = MultiHeadAttention(d, h)
+    ours = MultiHeadAttention(Shape(d, h))
     for lin, w, b in zip((ours.w_q, ours.w_k, ours.w_v), ref.in_proj_weight.detach().chunk(3),
                          ref.in_proj_bias.detach().chunk(3)):
         _set(lin, w, b)
@@ -83,7 +108,7 @@ def test_gradients_match_torch_and_inference_matches_training_path(d):
 
 
 def test_causal_mask_gives_exact_zeros_and_first_row_one_hot():
-    mha = MultiHeadAttention(8, 2)
+    mha = MultiHeadAttention(Shape(8, 2))
     _, probs = mha(torch.randn(1, 6, 8), is_causal=True)
     assert torch.equal(probs.triu(1), torch.zeros_like(probs))
     assert torch.equal(probs[0, :, 0, 0], torch.ones(2))
@@ -91,7 +116,7 @@ def test_causal_mask_gives_exact_zeros_and_first_row_one_hot():
 
 
 def test_bool_and_additive_masks_agree():
-    mha = MultiHeadAttention(8, 2)
+    mha = MultiHeadAttention(Shape(8, 2))
     x = torch.randn(1, 4, 8)
     keep = torch.tensor([[True, True, False, True]] * 4)  # (n_q, n_k)
     additive = torch.zeros(4, 4).masked_fill(~keep, torch.finfo(torch.float32).min)
@@ -102,7 +127,7 @@ def test_bool_and_additive_masks_agree():
 
 
 def test_fully_masked_row_is_zero_not_nan():
-    mha = MultiHeadAttention(8, 2)
+    mha = MultiHeadAttention(Shape(8, 2))
     keep = torch.tensor([[False, False], [True, True]])
     out, probs = mha(torch.randn(1, 2, 8), attn_mask=keep)
     assert torch.isfinite(out).all()
@@ -111,7 +136,7 @@ def test_fully_masked_row_is_zero_not_nan():
 
 
 def test_cross_attention_and_custom_head_width():
-    mha = MultiHeadAttention(12, 3, d_k=5, d_v=7, d_kv_in=20, bias=False)
+    mha = MultiHeadAttention(Shape(12, 3, d_k=5, d_v=7, d_kv_in=20, bias=False))
     q, kv = torch.randn(2, 4, 12), torch.randn(2, 9, 20)
     out, probs = mha(q, kv)
     assert out.shape == (2, 4, 12) and probs.shape == (2, 3, 4, 9)
@@ -126,8 +151,8 @@ def test_cross_attention_and_custom_head_width():
 def test_grouped_query_attention_equals_mha_with_shared_kv():
     torch.manual_seed(1)
     d, h, g = 16, 4, 2
-    gqa = MultiHeadAttention(d, h, num_kv_heads=g)
-    mha = MultiHeadAttention(d, h)
+    gqa = MultiHeadAttention(Shape(d, h, num_kv_heads=g))
+    mha = MultiHeadAttention(Shape(d, h))
     d_k = d // h
     _set(mha.w_q, gqa.w_q.weight, gqa.w_q.bias)
     _set(mha.w_o, gqa.w_o.weight, gqa.w_o.bias)
@@ -145,7 +170,7 @@ def test_grouped_query_attention_equals_mha_with_shared_kv():
 
 def test_num_kv_heads_must_divide_heads():
     with pytest.raises(ValueError, match="must divide"):
-        MultiHeadAttention(12, 4, num_kv_heads=3)
+        MultiHeadAttention(Shape(12, 4, num_kv_heads=3))
 
 
 def test_rotary_scores_depend_only_on_relative_position():
@@ -171,7 +196,7 @@ def test_rotary_scores_depend_only_on_relative_position():
     kv=st.sampled_from([1, 2, 4]), causal=st.booleans(),
 )
 def test_property_rows_are_distributions(b, n_q, n_k, kv, causal):
-    mha = MultiHeadAttention(16, 4, num_kv_heads=kv)
+    mha = MultiHeadAttention(Shape(16, 4, num_kv_heads=kv))
     q, k = torch.randn(b, n_q, 16), torch.randn(b, n_k, 16)
     out, probs = mha(q, k, is_causal=causal)
     assert out.shape == (b, n_q, 16) and probs.shape == (b, 4, n_q, n_k)
@@ -190,7 +215,7 @@ def test_fused_path_equals_the_path_with_weights(case):
     torch.manual_seed(0)
     B, n, d = 2, 7, 16
     kw = dict(num_kv_heads=2) if case.startswith("gqa") else {}
-    mha = MultiHeadAttention(d, 4, **kw).eval()
+    mha = MultiHeadAttention(Shape(d, 4, **kw)).eval()
     x = torch.randn(B, n, d)
     key = torch.randn(B, 11, d) if case.startswith("cross") else None
     args: dict = {"is_causal": "causal" in case}
@@ -217,7 +242,7 @@ def test_stacked_projection_follows_weight_changes():
     """forward() projects q, k, v with one product of the stacked weights, kept between calls
     without autograd: it must notice in-place updates (an optimiser step, a copy_)."""
     torch.manual_seed(3)
-    mha = MultiHeadAttention(16, 4, num_kv_heads=2)
+    mha = MultiHeadAttention(Shape(16, 4, num_kv_heads=2))
     x = torch.randn(2, 5, 16)
 
     def separate():

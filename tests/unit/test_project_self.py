@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from mha_viz_models import MultiHeadAttention, apply_rotary
+from mha_viz_models.attention.config import Shape
 
 
 def _rope(n: int, d_k: int, batch: int | None = None):
@@ -22,7 +23,7 @@ def _rope(n: int, d_k: int, batch: int | None = None):
 def test_project_self_with_rotary_is_project_q_kv_then_apply_rotary(batched_rope):
     torch.manual_seed(0)
     B, n, d, h, g = 2, 5, 32, 8, 2
-    mha = MultiHeadAttention(d, h, num_kv_heads=g)
+    mha = MultiHeadAttention(Shape(d, h, num_kv_heads=g))
     x = torch.randn(B, n, d)
     cos, sin = _rope(n, mha.d_k, B if batched_rope else None)
     q, k, v = mha.project_self(x, (cos, sin))
@@ -36,7 +37,7 @@ def test_project_self_with_rotary_is_project_q_kv_then_apply_rotary(batched_rope
 
 def test_project_self_without_rotary_and_stacked():
     torch.manual_seed(1)
-    mha = MultiHeadAttention(16, 4, num_kv_heads=2)
+    mha = MultiHeadAttention(Shape(16, 4, num_kv_heads=2))
     x = torch.randn(3, 7, 16)
     q, k, v = mha.project_self(x)
     assert torch.equal(q, mha.project_q(x))
@@ -59,7 +60,7 @@ def test_stacked_falls_back_to_three_products_when_the_biases_differ():
 
 def test_forward_is_attend_and_merge_over_project_self():
     torch.manual_seed(3)
-    mha = MultiHeadAttention(32, 4, num_kv_heads=2).eval()
+    mha = MultiHeadAttention(Shape(32, 4, num_kv_heads=2)).eval()
     x = torch.randn(2, 6, 32)
     rope = _rope(6, mha.d_k)
     with torch.no_grad():

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from mha_viz_models import MultiHeadAttention
+from mha_viz_models.attention.config import Extras, Positions, Shape
 from mha_viz_models.attention.rotary import apply_complex_rotary, apply_rotary, query_temperature
 from mha_viz_models.attention.visibility import hidden_keys
 
@@ -52,7 +53,7 @@ def test_complex_angles_turn_adjacent_pairs():
 
 
 def test_a_layer_without_rope_ignores_the_angles_it_is_handed():
-    mha = MultiHeadAttention(16, 2, rope=None)
+    mha = MultiHeadAttention(Shape(16, 2), Positions(rope=None))
     x, theta = torch.randn(1, N, 16), torch.randn(N, 8)
     for a, b in zip(mha.project_self(x, (theta.cos(), theta.sin())), mha.project_self(x)):
         torch.testing.assert_close(a, b, atol=0, rtol=0)
@@ -78,7 +79,7 @@ def test_chunks_and_windows_hide_what_they_define(n_q):
 
 def test_sink_logits_take_a_share_of_each_row():
     """With sink logit s_h, a row is softmax over [scores, s_h] without its last entry."""
-    mha = MultiHeadAttention(16, 2, sinks=torch.tensor([0.5, -1.0]))
+    mha = MultiHeadAttention(Shape(16, 2), extras=Extras(sinks=torch.tensor([0.5, -1.0])))
     q, k, v = mha.project_self(torch.randn(1, N, 16))
     z, probs = mha.attend(q, k, v, is_causal=True)
     scores = mha.scores(q, k).masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))

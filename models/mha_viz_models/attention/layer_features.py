@@ -1,6 +1,7 @@
 """What a Llama relative's attention layer adds to q, k, the mask or the softmax, read from the
-Hugging Face module and its config: the keyword arguments of `MultiHeadAttention` that make our
-MHA compute that layer (`llama_features`), and the features it cannot compute (`llama_refusals`).
+Hugging Face module and its config: the settings of `MultiHeadAttention` (`Positions`,
+`Visibility`, `Extras`) that make our MHA compute that layer (`llama_features`), and the features
+it cannot compute (`llama_refusals`).
 
 Layers without RoPE (SmolLM3's and Llama 4's `no_rope_layers`, Cohere 2's global layers), the
 RoPE layouts of Cohere and GPT-OSS, q/k norms over every head at once (OLMo 2), learned sink
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 from torch import nn
 
-__all__ = ["ROPE_LAYOUTS", "llama_features", "llama_refusals", "norm_width"]
+from mha_viz_models.attention.config import Extras, Positions, Visibility
+
+__all__ = ["ROPE_LAYOUTS", "layer_window", "llama_features", "llama_refusals", "norm_width", "per_head_norm"]
 
 # RoPE layouts other than Llama's halves (`mha_viz_models.attention.rotary`), by model type; Llama 4's complex
 # angles are told by their type
@@ -47,25 +50,55 @@ def _is_llama4(config) -> bool:
     return config.model_type.startswith("llama4")
 
 
+def per_head_norm(original: nn.Module, name: str, d_k: int) -> nn.Module | None:
+    """The module's q_norm or k_norm when it normalises each head's d_k values (Qwen3, Gemma 3),
+    else None (a norm over other widths is refused by `llama_refusals`)."""
+    norm = getattr(original, name, None)
+    weight = getattr(norm, "weight", None)
+    return norm if norm is not None and weight is not None and weight.shape[-1] == d_k else None
+
+
+def layer_window(original: nn.Module, config) -> int | None:
+    """The sliding window of this attention layer, or None: the module's own `sliding_window`
+    (Qwen2, Qwen3, Gemma 2: None on full-attention layers), else the config's layer types, else
+    the config's `sliding_window` (Mistral, where every layer slides)."""
+    if hasattr(original, "sliding_window"):
+        return original.sliding_window or None
+    types, idx = getattr(config, "layer_types", None), getattr(original, "layer_idx", None)
+    if types is not None and idx is not None:
+        return getattr(config, "sliding_window", None) if types[idx] == "sliding_attention" else None
+    if getattr(config, "use_sliding_window", True) is False:
+        return None
+    return getattr(config, "sliding_window", None) or None
+
+
 def llama_features(original: nn.Module, config, d_k: int) -> dict:
-    """`MultiHeadAttention` keyword arguments for what this layer adds to Llama's attention:
-    rope (its layout, or None on a NoPE layer), norm_over_heads, rotated_norm, temperature,
-    sinks and chunk (per-head q/k norms, soft-capping and windows are read by the adapter)."""
+    """The settings of `MultiHeadAttention` for what this layer adds to Llama's attention, as the
+    keyword arguments `positions`, `visibility` and `extras` of `MultiHeadAttention.from_linears`:
+    RoPE's layout (None on a NoPE layer) and Llama 4's temperature; the sliding window and chunk;
+    q/k norms (per head, or over every head at once), Llama 4's norm after RoPE, soft-capping and
+    sink logits. Without a config: the per-head norms, soft-capping and window only."""
+    norms = [per_head_norm(original, name, d_k) for name in ("q_norm", "k_norm")]
+    extras = dict(q_norm=norms[0], k_norm=norms[1], softcap=getattr(original, "attn_logit_softcapping", None))
+    window = layer_window(original, config)
     if config is None:
-        return {}
+        return {"visibility": Visibility(window=window), "extras": Extras(**extras)}
     rope = ROPE_LAYOUTS.get(config.model_type, "halves") if _has_rope(original, config) else None
-    features: dict = {"rope": rope, "norm_over_heads": _flat_norms(original, d_k)}
+    temperature, chunk = None, None
+    if _flat_norms(original, d_k):  # over the whole projection (OLMo 2)
+        extras.update(q_norm=original.q_norm, k_norm=original.k_norm, norm_over_heads=True)
     if _is_llama4(config):
-        features["rotated_norm"] = getattr(original, "qk_norm", None)  # only on its RoPE layers
+        extras["rotated_norm"] = getattr(original, "qk_norm", None)  # only on its RoPE layers
         if rope is None and getattr(original, "attn_temperature_tuning", False):
-            features["temperature"] = (original.floor_scale, original.attn_scale)
+            temperature = (original.floor_scale, original.attn_scale)
     sinks = getattr(original, "sinks", None)
     if isinstance(sinks, nn.Parameter):
-        features["sinks"] = sinks  # the model's own parameter, (H,)
+        extras["sinks"] = sinks  # the model's own parameter, (H,)
     types, idx = getattr(config, "layer_types", None), getattr(original, "layer_idx", None)
     if types is not None and idx is not None and types[idx] == "chunked_attention":
-        features["chunk"] = config.attention_chunk_size
-    return features
+        chunk = config.attention_chunk_size
+    return {"positions": Positions(rope=rope, temperature=temperature),
+            "visibility": Visibility(window=window, chunk=chunk), "extras": Extras(**extras)}
 
 
 def llama_refusals(original: nn.Module, config, d_k: int) -> list[str]:

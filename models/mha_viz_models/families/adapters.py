@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from mha_viz_models.attention.layer_features import llama_features
+from mha_viz_models.attention.config import Visibility
+from mha_viz_models.attention.layer_features import layer_window, llama_features, per_head_norm
 from mha_viz_models.attention.mha import MultiHeadAttention
 
 __all__ = [
@@ -120,28 +121,6 @@ class GPT2FamilyAttention(Adapter):
         return self.resid_dropout(self.mha.merge(z)), probs
 
 
-def per_head_norm(original: nn.Module, name: str, d_k: int) -> nn.Module | None:
-    """The module's q_norm or k_norm when it normalises each head's d_k values (Qwen3, Gemma 3),
-    else None (checked by `_llama_refuse`: a norm over every head at once is refused)."""
-    norm = getattr(original, name, None)
-    weight = getattr(norm, "weight", None)
-    return norm if norm is not None and weight is not None and weight.shape[-1] == d_k else None
-
-
-def layer_window(original: nn.Module, config) -> int | None:
-    """The sliding window of this attention layer, or None: the module's own `sliding_window`
-    (Qwen2, Qwen3, Gemma 2: None on full-attention layers), else the config's layer types, else
-    the config's `sliding_window` (Mistral, where every layer slides)."""
-    if hasattr(original, "sliding_window"):
-        return original.sliding_window or None
-    types, idx = getattr(config, "layer_types", None), getattr(original, "layer_idx", None)
-    if types is not None and idx is not None:
-        return getattr(config, "sliding_window", None) if types[idx] == "sliding_attention" else None
-    if getattr(config, "use_sliding_window", True) is False:
-        return None
-    return getattr(config, "sliding_window", None) or None
-
-
 class RotaryAttention(Adapter):
     """A decoder self-attention computed by our MHA in the modern Hugging Face calling style:
     RoPE's (cos, sin) in `position_embeddings` (partial rotary when they are narrower than
@@ -182,15 +161,10 @@ class LlamaFamilyAttention(RotaryAttention):
         w_q, w_k, w_v, w_o = (getattr(original, name) for name in names)
         d_k = w_q.out_features // num_heads
         scale = getattr(original, "scaling", None)
-        features = llama_features(original, config, d_k)
-        norms = ((getattr(original, "q_norm"), getattr(original, "k_norm")) if features.get("norm_over_heads")
-                 else (per_head_norm(original, "q_norm", d_k), per_head_norm(original, "k_norm", d_k)))
         self.mha = MultiHeadAttention.from_linears(
             w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
-            scale=float(scale) if scale is not None else None,
-            dropout=dropout_p(original), q_norm=norms[0], k_norm=norms[1],
-            softcap=getattr(original, "attn_logit_softcapping", None),
-            window=layer_window(original, config), **features,
+            scale=float(scale) if scale is not None else None, dropout=dropout_p(original),
+            **llama_features(original, config, d_k),  # positions, visibility, extras
         )
         self.layer_idx = getattr(original, "layer_idx", None)
         self.causal = causal
@@ -301,7 +275,8 @@ class FusedQKVAttention(RotaryAttention):
         self.mha = MultiHeadAttention.from_linears(
             rows_linear(fused, q_rows), rows_linear(fused, k_rows), rows_linear(fused, v_rows), out,
             num_heads=num_heads, num_kv_heads=num_kv_heads, scale=original.scaling if scale is None else scale,
-            dropout=dropout_p(original), window=layer_window(original, config) if causal else window,
+            dropout=dropout_p(original),
+            visibility=Visibility(window=layer_window(original, config) if causal else window),
         )
         self.causal = causal
         self.layer_idx = original.layer_idx

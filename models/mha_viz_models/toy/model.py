@@ -24,6 +24,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from mha_viz_models.attention.config import Shape
 from mha_viz_models.attention.mha import MultiHeadAttention
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.families.adapters import Adapter
@@ -74,7 +75,7 @@ class ToyAttention(Adapter):
 
     def __init__(self, d_model: int, num_heads: int) -> None:
         super().__init__()
-        self.mha = MultiHeadAttention(d_model, num_heads, bias=False)
+        self.mha = MultiHeadAttention(Shape(d_model, num_heads, bias=False))
 
     def forward(self, hidden_states: torch.Tensor, key_padding_mask: torch.Tensor | None = None):
         return self.mha(hidden_states, key_padding_mask=key_padding_mask, is_causal=True,
