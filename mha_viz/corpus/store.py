@@ -5,10 +5,12 @@ second request for the same statistics waits for the first instead of computing 
 Thread-safe (Streamlit sessions are threads of one process). On disk each result is a folder
 named by a hash of (version, key), written to a temporary folder and renamed into place; a folder
 that cannot be read is removed and counts as missing; past `disk` folders the least recently used
-go (a read touches its folder)."""
+go (a read touches its folder). `statistics_store()` is the process's store of corpus statistics
+(`CorpusStats`), under the cache folder's `corpus/`."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -20,10 +22,14 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
+from mha_viz.corpus.stats import CorpusStats
+from mha_viz_models.cache_folder import cache_root
+
 log = logging.getLogger("mha_viz.corpus")
 
 TMP_PREFIX = ".tmp-"
 STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died while writing
+CACHE_VERSION = 2  # bump when the statistics change: older folders are then never read (2: head examples kept)
 
 
 class ResultStore:
@@ -142,3 +148,12 @@ class ResultStore:
             running = self._running.pop(key, None)
         if running is not None:
             running.set()
+
+
+@functools.cache
+def statistics_store() -> ResultStore:
+    """The store of corpus statistics shared by every session of this process, on disk under
+    `cache_root()/corpus` ($MHA_VIZ_CACHE_DIR, read at each use); `statistics_store.cache_clear()`
+    forgets what it holds in memory (a restart)."""
+    return ResultStore(lambda: cache_root() / "corpus", CACHE_VERSION, save=lambda stats, folder: stats.save(folder),
+                       load=CorpusStats.load)

@@ -15,7 +15,7 @@ from mha_viz import metrics
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui import resources
-from mha_viz.ui.keys import AnalysisKey, ModelKey
+from mha_viz.ui.analysis_key import AnalysisKey, ModelKey
 from mha_viz.views import teaching
 
 

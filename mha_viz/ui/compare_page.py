@@ -1,7 +1,8 @@
 """The Compare page: two sentences on one model (minimal pairs), or one sentence on two models
-(fine-tuned against base, our MHA against Hugging Face's). Run A is the sidebar's; the page
-computes run B the same way (`sidebar.run_to_compare`), compares them (`mha_viz.compare`) and draws how
-much each head changed, any head side by side, and the head-table differences."""
+(fine-tuned against base, our MHA against Hugging Face's; the choices: `compare_run_b`). Run A is
+the sidebar's; the page computes run B the same way (`sidebar.run_to_compare`), compares them
+(`mha_viz.compare`) and draws how much each head changed, any head side by side, and the
+head-table differences."""
 
 from __future__ import annotations
 
@@ -15,20 +16,10 @@ from mha_viz import metrics
 from mha_viz.budget import memory
 from mha_viz.figures import comparison as compare_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, export_views, keys, resources, session, sidebar, view_helpers
+from mha_viz.ui import analysis, charts, export_views, keys, resources, session, shared_head, sidebar, view_helpers
+from mha_viz.ui.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
 from mha_viz.ui.text import plain
 
-SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"
-MODES = {"texts": SENTENCES, "models": MODELS}  # by their slug in a link (links.COMPARE)
-PAIRS = {  # minimal pairs: (A, B)
-    "Agreement: are / is": ("The keys to the old wooden cabinet are missing.",
-                            "The keys to the old wooden cabinet is missing."),
-    "Coreference: tired / wide": ("The animal didn't cross the street because it was too tired.",
-                                  "The animal didn't cross the street because it was too wide."),
-    "Word order": ("The dog chased the cat across the yard.", "The cat chased the dog across the yard."),
-    "Repetition": ("Harry Potter went to Hogwarts.", "Harry Potter went to Hogwarts. Later, Harry Potter went home."),
-}
-DEFAULT_TEXT_B = PAIRS["Agreement: are / is"][1]
 TOP = 10  # heads listed as "changed most"
 OUT_OF_MEMORY = object()  # what run B is when it ran out of memory
 log = logging.getLogger("mha_viz.ui")
@@ -41,34 +32,10 @@ def _on_pair() -> None:
         session.put(keys.CMP_TEXT_B, pair[1])
 
 
-def choose_run_b(*, mode: str | None = None, text_b: str | None = None, model_b: str | None = None,
-                 ours_b: bool = False) -> bool:
-    """Set the page's mode (a slug of MODES) and run B before it is drawn (a link); None leaves
-    one as it is. False when this server does not offer `model_b`."""
-    if mode is not None:
-        session.put(keys.CMP_MODE, MODES[mode])
-    if text_b is not None:
-        session.put(keys.CMP_TEXT_B, text_b)
-    if not sidebar.put_model(model_b, keys.CMP_MODEL_B, keys.CMP_OTHER_B):
-        return False
-    if model_b is not None:
-        session.put(keys.CMP_LOCAL_B, ours_b)
-    return True
-
-
-def run_b_choices() -> dict:
-    """The page's mode and run B as `mha_viz.export.link_params.Link` fields (what its widgets hold)."""
-    slug = {mode: slug for slug, mode in MODES.items()}.get(session.get(keys.CMP_MODE), "texts")
-    if slug == "texts":
-        return {"compare": slug, "text_b": session.get(keys.CMP_TEXT_B) or None}
-    return {"compare": slug, "model_b": sidebar.picked_model(keys.CMP_MODEL_B, keys.CMP_OTHER_B),
-            "ours_b": bool(session.get(keys.CMP_LOCAL_B))}
-
-
 def _on_grid() -> None:
-    picked = view_helpers.clicked_head(keys.CMP_GRID)
+    picked = view_helpers.clicked_head(keys.CMP_GRID)  # a row of run A: the sidebar's run
     if picked is not None:
-        session.put_all((keys.CMP_LAYER, keys.CMP_HEAD), picked)
+        shared_head.choose_head(*picked)
 
 
 def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
@@ -162,16 +129,11 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
     ranked = cmp.ranked(TOP)
     st.caption("Click a cell to show that head side by side below. Changed most: " + ", ".join(
         f"L{run.layer_ids[row]} H{h} ({v:.3g})" for row, h, v in ranked[:5]) + ".")
-    if ranked and session.get(keys.CMP_FOR) != this:  # a new comparison opens on its most changed head
-        session.put_all((keys.CMP_LAYER, keys.CMP_HEAD), (ranked[0][0], ranked[0][1]))
-    session.put(keys.CMP_FOR, this)
-    session.settle(keys.CMP_LAYER, min(int(session.get(keys.CMP_LAYER, 0)), run.num_layers - 1))
-    session.settle(keys.CMP_HEAD, min(int(session.get(keys.CMP_HEAD, 0)), run.num_heads - 1))
     st.subheader("Head by head")
     cols = st.columns([1, 1, 2])
-    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.CMP_LAYER, persist_state=keys.KEEP,
-                              format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.CMP_HEAD, persist_state=keys.KEEP)
+    # until a head is chosen (here or on any page), the page opens on the head that changed most
+    layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.CMP_LAYER, keys.CMP_HEAD, where=cols[:2],
+                                        opening=(ranked[0][0], ranked[0][1]) if ranked else None)
     rescale = cols[2].toggle("Rescale A and B to their maximum", key=keys.CMP_RESCALE, persist_state=keys.KEEP)
     fig = charts.cached("compare_side", (this, layer, head, rescale),
                         lambda: compare_figures.side_by_side(cmp, layer, head, rescale=rescale))

@@ -1,8 +1,9 @@
 """The Corpus page: every head's statistics over many documents (`mha_viz.corpus`), for the
 sidebar's model. Documents come from the bundled sample, an upload or (locally) a path; the job
 shows its progress, can be cancelled, and its result is kept on disk by (model, documents,
-options), so a second visitor asking for the same gets it at once. Every tenth document (at most
-64) is held out of the statistics, to test the corpus importance order on text it never saw."""
+options), so a second visitor asking for the same gets it at once (`mha_viz.corpus.store`). Every
+tenth document (at most 64) is held out of the statistics, to test the corpus importance order on
+text it never saw (`mha_viz.corpus.split`)."""
 
 from __future__ import annotations
 
@@ -17,57 +18,35 @@ import streamlit as st
 import mha_viz
 from mha_viz import corpus, metrics
 from mha_viz.corpus import importance as corpus_importance
-from mha_viz.corpus.store import ResultStore
+from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
+from mha_viz.corpus.store import statistics_store
 from mha_viz.figures import corpus as corpus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.interventions import ablation
-from mha_viz.ui import analysis, charts, export_views, keys, resources, session, view_helpers
-from mha_viz.ui.generate_page import live_button
-from mha_viz.ui.keys import CorpusKey
+from mha_viz.ui import analysis, charts, export_views, jobs, keys, resources, session, view_helpers
+from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
-from mha_viz_models.cache_folder import cache_root
 
 log = logging.getLogger("mha_viz.ui")
 
 SAMPLE, UPLOAD, PATH = "The bundled sample", "Upload a file", "A file on this machine"
-HOLD_EVERY, HOLD_MAX, HOLD_MIN_DOCS = 10, 64, 20
 LOCAL, RAY = "In this app", "On Ray (RAY_ADDRESS, or a local Ray)"
 UPLOAD_CEILING_MB = 50  # .streamlit/config.toml's server.maxUploadSize: larger files by path (locally)
-CACHE_VERSION = 2  # bump when the statistics change: older folders are then never read (2: head examples kept)
 RANDOM_ORDERS = 3
 
 
-# --- results kept in memory and on disk for every session; identical jobs run once --------------
-@st.cache_resource(show_spinner=False)
-def _store() -> ResultStore:
-    return ResultStore(lambda: cache_root() / "corpus", CACHE_VERSION, save=lambda stats, folder: stats.save(folder),
-                       load=corpus.CorpusStats.load)
+class CorpusKey(NamedTuple):
+    """What one corpus computation was made from: the model, the documents (their hash), the
+    tokens per document, whether importance was asked for, and how many documents were held out.
+    The results are kept under it (`mha_viz.corpus.store.statistics_store`)."""
 
-
-def stored_statistics(key: CorpusKey) -> corpus.CorpusStats | None:
-    """The statistics for `key` from memory, else from disk (a broken folder counts as none)."""
-    return _store().get(key)
-
-
-# --- the page ------------------------------------------------------------------------------------
-def split(texts: list[str]) -> tuple[list[str], list[str]]:
-    """(documents for the statistics, held-out documents): every HOLD_EVERY-th held out, at most
-    HOLD_MAX, none for corpora under HOLD_MIN_DOCS."""
-    if len(texts) < HOLD_MIN_DOCS:
-        return list(texts), []
-    held = set(range(0, len(texts), HOLD_EVERY)[:HOLD_MAX])
-    return [t for i, t in enumerate(texts) if i not in held], [texts[i] for i in sorted(held)]
-
-
-class Documents(NamedTuple):
-    """A corpus as the page uses it: split, and the hash of the documents the statistics use."""
-
-    count: int
-    train: list[str]
-    held: list[str]
-    digest: str  # corpus.corpus_hash(train)
+    model: ModelKey
+    corpus: str  # corpus.corpus_hash of the documents the statistics were computed on
+    max_tokens: int
+    importance: bool
+    held_out: int
 
 
 def _read_once(ident: tuple, read) -> Documents:
@@ -76,9 +55,7 @@ def _read_once(ident: tuple, read) -> Documents:
     kept = session.get(keys.CORPUS_DOCS)
     if kept is not None and kept[0] == ident:
         return kept[1]
-    texts = read()
-    train, held = split(texts)
-    docs = Documents(len(texts), train, held, corpus.corpus_hash(train))
+    docs = documents(read())
     session.put(keys.CORPUS_DOCS, (ident, docs))
     return docs
 
@@ -161,49 +138,34 @@ def corpus_page() -> None:
     st.caption(f"Documents: {label}. " + (f"The statistics use {len(train):,} of them; {len(held)} (every "
                f"{HOLD_EVERY}th) are held out to test the importance order." if held else
                f"All {len(train):,} are used (under {HOLD_MIN_DOCS} documents, none is held out)."))
-    _cancelled_notice()
-    stats = stored_statistics(key)
+    if jobs.cancelled(keys.CORPUS_RUNNING) is not None:
+        st.warning("The corpus job was cancelled; nothing was kept.", icon="⏹️")
+    stats = statistics_store().get(key)
     if stats is None:
-        box = st.empty()  # the buttons go once the job is done
-        buttons = box.container().columns([2, 1, 3])
-        go = buttons[0].button(f"Compute over {len(train):,} documents", key=keys.CORPUS_GO, type="primary")
-        live_button(buttons[1].empty(), "Cancel", keys.CORPUS_CANCEL, live=go, help="Stop the job; nothing is kept.")
-        if not go:
+        buttons = jobs.buttons(f"Compute over {len(train):,} documents", keys.CORPUS_GO, cancel_key=keys.CORPUS_CANCEL,
+                               cancel_help="Stop the job; nothing is kept.")
+        if not buttons.pressed:
             return
-        stats = _compute(cur, key, train, int(batch), engine)
-        if stats is None:  # the message is below the buttons; any change draws them afresh
+        stats, error = jobs.run(keys.CORPUS_RUNNING, key, lambda progress: _compute(cur, key, train, int(batch), engine,
+                                                                                    progress),
+                                first="Starting…", what="The corpus job", out_of_memory=(
+                                    "The corpus job ran out of memory: lower the batch size or the tokens per "
+                                    "document."))
+        if error:  # the message is below the buttons; any change draws them afresh
+            buttons.idle()
+            st.error(plain(error), icon="⚠️")
             return
-        box.empty()
+        buttons.done()
     _results(cur, key, stats, held)
 
 
-def _cancelled_notice() -> None:
-    if session.pop(keys.CORPUS_RUNNING, None) is not None:
-        st.warning("The corpus job was cancelled; nothing was kept.", icon="⏹️")
+def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str, progress: jobs.Progress):
+    """The statistics of `key`: kept already, computed here with their progress on `progress`, or,
+    when another session is computing the same, its result once it is done."""
 
-
-def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str):
-    """Run the job with a progress bar (a press of Cancel, or any widget, interrupts it); when
-    another session is running the same job, wait for its result instead."""
-    bar = st.progress(0.0, text="Starting…")
-    session.put(keys.CORPUS_RUNNING, key)  # still here on the next run when this one is interrupted
-
-    def waiting() -> None:  # each update lets Streamlit stop this run (Cancel, any widget)
-        bar.progress(0.0, text="Another visitor is computing these same statistics: they will be yours "
-                               "too when that job finishes…")
-
-    stats = _store().obtain(key, lambda: _run_job(cur, key, train, batch, engine, bar), tick=waiting)
-    session.pop(keys.CORPUS_RUNNING, None)
-    bar.empty()
-    return stats
-
-
-def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar):
-    """The job itself, its progress on `bar`; None after showing why it failed."""
-
-    def progress(done: int, total: int, rate: float, eta: float) -> bool:
-        bar.progress(min(done / max(total, 1), 1.0),
-                     text=f"{done:,} of {total:,} documents · {rate:.1f} documents/s · about {eta:.0f} s left")
+    def counted(done: int, total: int, rate: float, eta: float) -> bool:
+        progress(done / max(total, 1), f"{done:,} of {total:,} documents · {rate:.1f} documents/s · "
+                                       f"about {eta:.0f} s left")
         return True
 
     def compute():
@@ -211,15 +173,13 @@ def _run_job(cur, key: CorpusKey, train: list[str], batch: int, engine: str, bar
             # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
             return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
-                                          importance=key.importance, progress=progress,
+                                          importance=key.importance, progress=counted,
                                           examples=corpus.ExampleOptions())  # the Head examples page's
-    stats, error = resources.attempt(compute, what="The corpus job", out_of_memory=(
-        "The corpus job ran out of memory: lower the batch size or the tokens per document."))
-    if error:
-        bar.empty()
-        st.error(plain(error), icon="⚠️")
-        return None
-    return stats
+
+    def waiting() -> None:  # each update lets Streamlit stop this run (Cancel, any widget)
+        progress(0.0, "Another visitor is computing these same statistics: they will be yours too when that job "
+                      "finishes…")
+    return statistics_store().obtain(key, compute, tick=waiting)
 
 
 def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:

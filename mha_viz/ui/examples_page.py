@@ -10,9 +10,10 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz import metrics
+from mha_viz.corpus.store import statistics_store
 from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import charts, corpus_page, keys, session, view_helpers
+from mha_viz.ui import charts, keys, session, shared_head, view_helpers
 from mha_viz.ui.text import plain
 
 RANKINGS = {"max_activation": "best score (max activation)", "top_mean": "mean of the top scores"}
@@ -23,7 +24,7 @@ def _stats(cur):
     key = session.get(keys.CORPUS_LAST)
     if key is None or key.model != cur.model_key:
         return None
-    stats = corpus_page.stored_statistics(key)
+    stats = statistics_store().get(key)  # the Corpus page's, by its CorpusKey
     return stats if stats is not None and stats.examples is not None else None
 
 
@@ -46,10 +47,10 @@ def _label(column: str) -> str:
     return metrics.METRICS[column].label if column in metrics.METRICS else column
 
 
-def _on_finder(num_heads: int) -> None:
+def _on_finder(layer_ids: list[int], num_heads: int) -> None:
     picked = charts.clicked(keys.EXAMPLES_FINDER, lambda points: head_figures.grid_pick(points, num_heads, curve=0))
-    if picked is not None:
-        session.put_all((keys.EXAMPLES_LAYER, keys.EXAMPLES_HEAD), picked)
+    if picked is not None and picked[0] < len(layer_ids):
+        shared_head.choose_head_in(layer_ids, *picked)
 
 
 def examples_page() -> None:
@@ -72,13 +73,10 @@ def examples_page() -> None:
                "largest attention weight with the first query row and the first key column left out (HeadVis's "
                "max activation: the first token's sink would otherwise win every time).")
     table = finder_table(stats)
-    _finder(table, H)
-    ids = list(range(L))
-    session.settle(keys.EXAMPLES_LAYER, min(int(session.get(keys.EXAMPLES_LAYER, 0)), L - 1))
-    session.settle(keys.EXAMPLES_HEAD, min(int(session.get(keys.EXAMPLES_HEAD, 0)), H - 1))
+    ids = list(cur.model.layer_ids)[:L]  # the examples' rows: the model's attention layers
+    _finder(table, ids, H)
     cols = st.columns([1, 1, 4])
-    layer = int(cols[0].selectbox("Layer", ids, key=keys.EXAMPLES_LAYER))
-    head = int(cols[1].selectbox("Head", list(range(H)), key=keys.EXAMPLES_HEAD))
+    layer, head = shared_head.pick_head(ids, H, keys.EXAMPLES_LAYER, keys.EXAMPLES_HEAD, where=cols[:2])
     row = table.iloc[layer * H + head]
     cols[2].caption(f"Layer {layer}, head {head}: pattern {row['pattern']}; best score {row['max_activation']:.3f}.")
     _documents(ex, layer, head)
@@ -97,7 +95,7 @@ def examples_page() -> None:
                         key=f"{keys.EXAMPLES_TOKENS_PREFIX}{side}_tokens", where=where, name=f"head-{side}-tokens")
 
 
-def _finder(table: pd.DataFrame, num_heads: int) -> None:
+def _finder(table: pd.DataFrame, layer_ids: list[int], num_heads: int) -> None:
     st.subheader("Head finder")
     columns = [c for c in ("max_activation", "top_mean", "importance") if c in table.columns]
     columns += [c for c in metrics.METRICS if c in table.columns]
@@ -108,7 +106,7 @@ def _finder(table: pd.DataFrame, num_heads: int) -> None:
     rank = cols[2].selectbox("Rank the heads by", columns, index=0, key=keys.EXAMPLES_RANK, format_func=_label,
                              persist_state=keys.KEEP)
     charts.show(example_figures.head_finder(table, x, y, x_label=_label(x), y_label=_label(y)),
-                key=keys.EXAMPLES_FINDER, on_select=lambda: _on_finder(num_heads), selection_mode="points",
+                key=keys.EXAMPLES_FINDER, on_select=lambda: _on_finder(layer_ids, num_heads), selection_mode="points",
                 name="head-finder")
     ranked = table.sort_values(rank, ascending=False, kind="stable")[["layer", "head", "pattern", rank]].head(10)
     st.caption(f"The 10 heads with the highest {_label(rank)}: "

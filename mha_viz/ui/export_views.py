@@ -15,7 +15,7 @@ from mha_viz import metrics
 from mha_viz.capture import run_file
 from mha_viz.export import report
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, keys, resources, seq2seq_views, session
+from mha_viz.ui import analysis, keys, resources, seq2seq_views, session, shared_head
 from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
@@ -90,7 +90,7 @@ def _box(cur) -> None:
                        help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")
     options = _head_options(run)
     chosen = [h for h in session.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
-    selected = (int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0)))
+    selected = shared_head.chosen_head()
     session.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
     heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP,
                            max_selections=MAX_REPORT_HEADS,

@@ -4,30 +4,27 @@ among the 10 best, every head's attention from the query that chose it, one head
 matrix with that row framed, and where that head looked over the steps. *Analyse prompt +
 generation* sends the whole sequence to every other page.
 
-The last good generation stays in session_state keyed by what produced it (`keys.GenKey`);
+The last good generation stays in session_state keyed by what produced it (`GenKey`);
 while one streams, each step is kept too (`keys.GEN_PARTIAL`), so that a *Stop* (any widget
 pressed while the script runs interrupts it) leaves the tokens generated so far.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import streamlit as st
-import torch
 
 import mha_viz
-from mha_viz.budget import memory
 from mha_viz.capture import generation
 from mha_viz.figures import generation as gfig
 from mha_viz.text.tokenize import count_text
-from mha_viz.ui import charts, keys, resources, seq2seq_views, session, sidebar, state
-from mha_viz.ui.keys import GenKey
+from mha_viz.ui import charts, jobs, keys, resources, seq2seq_views, session, shared_head, sidebar, state
+from mha_viz.ui.analysis_key import ModelKey
+from mha_viz.ui.jobs import live_button
 from mha_viz.ui.text import plain
-
-log = logging.getLogger("mha_viz.ui")
 
 MAX_NEW_TOKENS = 1024  # the widget's top; the token cap decides what fits (and says so)
 PLAY_DELAY_S = 0.6  # seconds between steps of *Play*
@@ -35,6 +32,20 @@ SUGGESTED = ("smollm2", "toy-induction")  # decoders to offer when the model can
 DEFAULTS = {keys.GEN_MAX_NEW: 16, keys.GEN_TEMPERATURE: 0.0, keys.GEN_TOP_K: 50, keys.GEN_TOP_P: 1.0,
             keys.GEN_SEED: 0}
 ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new tokens reached", "stopped": "stopped"}
+STOP_HELP = "Stop generating; the tokens so far are kept."
+
+
+class GenKey(NamedTuple):
+    """What one generation was computed from: the model, the prompt, the token cap and the settings."""
+
+    model: ModelKey
+    prompt: str
+    cap: int
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
 
 
 def generate_page() -> None:
@@ -58,9 +69,9 @@ def generate_page() -> None:
     elif (reason := _cannot_generate(model)) is not None:
         _offer_decoders(reason)
     else:
-        wanted, stop = _controls(cur)
+        wanted, buttons = _controls(cur)
         if wanted is not None:
-            _generate(model, wanted, stop)
+            _generate(model, wanted, buttons)
         _result(cur, _current_key(cur))
         return
     _result(cur, None)  # the last good generation stays on screen
@@ -96,7 +107,7 @@ def _current_key(cur) -> GenKey:
 
 def _controls(cur):
     """The settings and the *Generate* / *Stop* buttons: (the key to generate when pressed, else
-    None; the slot of *Stop*)."""
+    None; the buttons)."""
     for key, value in DEFAULTS.items():
         session.setdefault(key, value)
     model = cur.text_model
@@ -126,70 +137,41 @@ def _controls(cur):
     st.caption(f"The prompt is the sidebar's text: {count} tokens for {plain(model.name)}. Prompt and "
                f"generation together stay within {limit} tokens (the token limit and the model's positions), "
                f"so up to {max(limit - n, 0)} new tokens fit.")
-    buttons = st.columns([1, 1, 5])
-    pressed = buttons[0].button("Generate", key=keys.GEN_GO, type="primary")
-    stop = buttons[1].empty()
-    _stop_button(stop, live=pressed)
-    return (_current_key(cur) if pressed else None), stop
+    buttons = jobs.buttons("Generate", keys.GEN_GO, cancel_key=keys.GEN_STOP, cancel_label="Stop",
+                           cancel_help=STOP_HELP, widths=(1, 1, 5))
+    return (_current_key(cur) if buttons.pressed else None), buttons
 
 
-def live_button(slot, label: str, key: str, *, live: bool, help: str):
-    """A button pressable only while something runs (pressing any widget interrupts the run):
-    greyed out and keyless otherwise, so that it can replace the live one in the same run."""
-    return slot.button(label, key=key if live else None, disabled=not live, help=help)
-
-
-def _stop_button(slot, *, live: bool) -> None:
-    live_button(slot, "Stop", keys.GEN_STOP, live=live, help="Stop generating; the tokens so far are kept.")
-
-
-def _generate(model: mha_viz.LoadedModel, key: GenKey, stop) -> None:
-    """Stream a generation for `key`; on success it becomes the last good one. `stop`: the
-    slot of the *Stop* button, greyed out once done."""
-    session.put(keys.GEN_PARTIAL, (key, None))  # still here on the next run: this run was stopped
-    bar = st.progress(0.0, text="Starting…")
+def _generate(model: mha_viz.LoadedModel, key: GenKey, buttons: jobs.Buttons) -> None:
+    """Stream a generation for `key`; on success it becomes the last good one. `buttons`:
+    *Generate* and *Stop*, which is greyed out once done."""
     stream = st.empty()
 
-    def on_step(gen) -> None:
-        session.put(keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
-        stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
-
-    def progress(fraction: float, message: str) -> None:
-        bar.progress(min(max(float(fraction), 0.0), 1.0), text=plain(message))
-
-    def compute():
+    def work(progress: jobs.Progress):
+        def on_step(gen) -> None:
+            session.put(keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
+            stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
         with resources.slots().hold():  # counts as an analysis for the server's limit
             return mha_viz.generate(model, key.prompt, key.max_new_tokens, temperature=key.temperature,
                                     top_k=key.top_k, top_p=key.top_p, seed=key.seed, max_tokens=key.cap,
                                     progress=progress, on_step=on_step)
-    error = None
-    try:
-        gen = resources.one_at_a_time(compute)
-    except mha_viz.InputError as exc:  # written for the user: empty prompt, no room, no LM head, NaN…
-        error = str(exc)
-    except (MemoryError, torch.OutOfMemoryError):
-        log.exception("out of memory while generating")
-        error = ("This generation needs more memory than this machine has free. Ask for fewer new tokens, "
-                 "lower the token limit in the sidebar, pick a lower precision or a smaller model.")
-    except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
-        log.exception("generation failed")
-        error = f"The generation failed: {type(exc).__name__}: {str(exc)[:300]}"
-    else:
-        session.put(keys.GEN_LAST, (key, gen, None))
-        session.put(keys.GEN_STEP, 1)
-    session.pop(keys.GEN_PARTIAL, None)  # (a stop raises past this line: the partial stays)
-    if error:  # out of memory among them: give it back, here past the handler, whose frames held the tensors
-        memory.free_cache()
-    bar.empty()
+    # (key, None) stays under GEN_PARTIAL when this run is stopped, (key, the tokens so far) once one came
+    gen, error = jobs.run(keys.GEN_PARTIAL, (key, None), work, first="Starting…", what="The generation",
+                          out_of_memory="This generation needs more memory than this machine has free. Ask for "
+                                        "fewer new tokens, lower the token limit in the sidebar, pick a lower "
+                                        "precision or a smaller model.")
     stream.empty()
-    _stop_button(stop, live=False)
+    buttons.idle()
     if error:
         st.error(plain(error) + " The last generation (if any) is kept below.", icon="⚠️")
+        return
+    session.put(keys.GEN_LAST, (key, gen, None))
+    session.put(keys.GEN_STEP, 1)
 
 
 def _stopped_notice() -> None:
     """A generation that a Stop (or any other widget) interrupted: keep what it had produced."""
-    partial = session.pop(keys.GEN_PARTIAL, None)
+    partial = jobs.cancelled(keys.GEN_PARTIAL)
     if partial is None:
         return
     key, gen = partial
@@ -244,9 +226,7 @@ def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str
 
 
 def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen) -> None:
-    sidebar.choose(text=sequence_text(model, key.prompt, gen, key.cap))
-    session.put(keys.SEL_LAYER, int(session.get(keys.GEN_LAYER, 0)))
-    session.put(keys.SEL_HEAD, int(session.get(keys.GEN_HEAD, 0)))
+    sidebar.choose(text=sequence_text(model, key.prompt, gen, key.cap))  # the head view opens on the shared head
     session.put(keys.GOTO, "head_view")
 
 
@@ -274,14 +254,11 @@ def _steps(gen) -> None:
     if nxt is not None and session.get(keys.GEN_STEP) == nxt[1]:  # Play reached nxt[0]; the slider was not moved
         session.put(keys.GEN_STEP, nxt[0])
     _clamp(keys.GEN_STEP, 1, T, 1)
-    _clamp(keys.GEN_LAYER, 0, run.num_layers - 1, 0)
-    _clamp(keys.GEN_HEAD, 0, run.num_heads - 1, 0)
     st.subheader("Step by step")
     cols = st.columns([4, 1, 1, 1])
     step = cols[0].slider("Step", 1, T, key=keys.GEN_STEP, persist_state=keys.KEEP) if T > 1 else 1
-    layer = cols[1].selectbox("Layer", list(range(run.num_layers)), key=keys.GEN_LAYER, persist_state=keys.KEEP,
-                              format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[2].selectbox("Head", list(range(run.num_heads)), key=keys.GEN_HEAD, persist_state=keys.KEEP)
+    layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.GEN_LAYER, keys.GEN_HEAD,
+                                   where=(cols[1], cols[2]))
     play = live_button(cols[3], "Play", keys.GEN_PLAY, live=T > 1, help="Step through every token.")
     live_button(cols[3], "Pause", keys.GEN_PAUSE, live=play, help="Stop playing at this step.")
     rescale = st.toggle("Rescale colours to the shown maximum", key=keys.GEN_RESCALE, persist_state=keys.KEEP)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import charts, keys, seq2seq_views, session, subset_views, view_helpers
-from mha_viz.views import detail
+from mha_viz.ui import charts, head_detail, keys, seq2seq_views, session, shared_head, subset_views, view_helpers
+from mha_viz.ui.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
 
 
 def head_view_page() -> None:
@@ -18,10 +18,8 @@ def head_view_page() -> None:
         return seq2seq_views.cross_head_view(cur)
     run = cur.run
     cols = st.columns([2, 2, 3])
-    layer = cols[0].selectbox("Layer", list(range(run.num_layers)), index=session.need(keys.SEL_LAYER),
-                              format_func=lambda row: str(run.layer_ids[row]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), index=session.need(keys.SEL_HEAD))
-    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
+    layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD,
+                                   where=cols[:2])
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP,
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
@@ -39,18 +37,11 @@ def head_view_page() -> None:
         )
 
 
-FULL, WINDOW, BLOCKS, WORDS = "every token", "a token window", "all tokens, in blocks", "words"
-
-
-SUBSET = "chosen queries and keys"  # subset_views: a range of queries over a range of keys
-
-
 def _head_figure(cur, layer: int, head: int, rescale: bool):
     """The head at the level of detail the user picked; long inputs open on the block view,
     since every token of every pair would be n² cells to send and to see."""
     run = cur.run
-    options = ([FULL, WINDOW, BLOCKS, WORDS] if run.n <= detail.MAX_FULL_TOKENS else [WINDOW, BLOCKS, WORDS]) + [SUBSET]
-    default = FULL if head_figures.default_level(run.n) == head_figures.TOKENS else BLOCKS
+    options, default = head_detail.detail_options(run.n), head_detail.default_detail(run.n)
     this_run = (run.model_name, run.text, run.n)
     changed = session.get(keys.DETAIL_RUN) != this_run
     session.put(keys.DETAIL_RUN, this_run)
@@ -82,13 +73,3 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
         return charts.cached("head_words", (cur.key, layer, head, rescale),
                              lambda: head_figures.head_words(run, layer, head, rescale=rescale))
     return view_helpers.head_heatmap(cur, layer, head, rescale)
-
-
-def choose_detail(option: str) -> None:
-    """Open the head view on this detail level (a link's), kept when the new run arrives."""
-    session.put_all((keys.HEAD_DETAIL, keys.DETAIL_LINKED), (option, True))
-
-
-def detail_choice() -> str | None:
-    """The detail level the head view shows (its radio's value), None before it is drawn."""
-    return session.get(keys.HEAD_DETAIL)

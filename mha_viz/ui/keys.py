@@ -1,14 +1,12 @@
-"""The names the UI finds things by: every `st.session_state` key, and the cache keys of an analysis.
+"""The names the UI finds things by: every `st.session_state` key, and nothing else.
 
 Only `ui/session.py` reads and writes them. The widgets the user's choices live under keep their
 values across page switches (drawn with `persist_state=KEEP`), except those in NOT_KEPT; keys
-starting with "_" are the app's own bookkeeping. `AnalysisKey` names what a cached result was
-computed from, so that no code reads a positional tuple by index.
+starting with "_" are the app's own bookkeeping. What a cached result was computed from is a tuple
+where it is used (`analysis_key.AnalysisKey`, the pages' own keys of a result).
 """
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 # --- the sidebar's inputs (widget keys) ---------------------------------------------------------
 MODEL_CHOICE = "model_choice"
@@ -47,6 +45,9 @@ GOTO = "_goto_page"  # a page id to switch to at the start of the next run (page
 # --- the chosen head, shared by the views (plain keys: pages that do not draw a widget keep them)
 SEL_LAYER = "sel_layer"  # a row of the run (not the model's layer number when some are captured)
 SEL_HEAD = "sel_head"
+SEL_CHOSEN = "_sel_chosen"  # something chose the shared head (a picker, a click, a link, a result)
+# each page's pickers of it (shared_head.pick_head): set from SEL_LAYER / SEL_HEAD before they are drawn
+HEAD_VIEW_LAYER, HEAD_VIEW_HEAD = "head_view_layer", "head_view_head"
 
 # --- a view shared by link (ui.links) -----------------------------------------------------------
 LINK_READ = "_link_read"  # the session's first run has read the URL's query parameters
@@ -114,7 +115,6 @@ CMP_MODEL_B, CMP_OTHER_B, CMP_LOCAL_B = "cmp_model_b", "cmp_other_b", "cmp_local
 CMP_LAYER, CMP_HEAD = "cmp_layer", "cmp_head"  # the head shown side by side (a row of run A)
 CMP_METRIC = "cmp_metric"  # models of different shapes: the metric compared by depth
 CMP_GRID = "cmp_grid"  # the change grid's selection event (a click picks the head)
-CMP_FOR = "_cmp_for"  # the (key A, key B) the head picked was for
 
 # --- corpus (corpus_page): head statistics over many documents --------------------------------
 CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
@@ -291,11 +291,14 @@ WHOLE_OVERVIEW = "whole_overview"
 # --- the input widgets drawn without persist_state=KEEP, and why (docs/architecture.md, "Session state";
 # tests/unit/test_ui_house.py checks that every other input widget keeps its value) --------------
 NOT_KEPT = frozenset({
+    # the pickers of the head the pages share (shared_head.pick_head): each is set from the plain SEL_LAYER /
+    # SEL_HEAD, which are kept, before it is drawn, and writes them back when the user picks
+    HEAD_VIEW_LAYER, HEAD_VIEW_HEAD, EXAMPLES_LAYER, EXAMPLES_HEAD, PRED_LAYER, PRED_HEAD, QK_LAYER, QK_HEAD,
+    TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD,
     # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
-    # and meant to start afresh with it; the head the pages share is the plain SEL_LAYER / SEL_HEAD
-    HEADS_LAYER_PICK, EXAMPLES_LAYER, EXAMPLES_HEAD, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, PRED_LAYER,
-    PRED_HEAD, QK_LAYER, QK_HEAD, QK_I, QK_J, CROSS_FOCUS_TOKEN, LAYERS_LAYER, LAYERS_HEAD, HEAD_WINDOW,
-    S2S_STEP, TEACH_ROW, TEACH_LAYER, TEACH_HEAD, IMP_K, COMPARE_HEADS, SUBSET_QUERIES, SUBSET_KEYS,
+    # and meant to start afresh with it
+    HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, QK_I, QK_J, CROSS_FOCUS_TOKEN, LAYERS_LAYER,
+    LAYERS_HEAD, HEAD_WINDOW, S2S_STEP, TEACH_ROW, IMP_K, COMPARE_HEADS, SUBSET_QUERIES, SUBSET_KEYS,
     SUBSET_QUERY_LIST, SUBSET_KEY_LIST,
     # chosen by the app for each new run (blocks for a long input), or by a link: HEAD_DETAIL
     HEAD_DETAIL,
@@ -306,64 +309,3 @@ NOT_KEPT = frozenset({
     # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
     CORPUS_FILE,
 })
-
-class ModelKey(NamedTuple):
-    """Which loaded model: the same name can come from two folders, devices or implementations."""
-
-    name: str
-    source: str
-    device: str
-    local_attention: bool
-    precision: str = "float32"  # what the loaded model computes in (LoadedModel.precision)
-
-
-class AnalysisKey(NamedTuple):
-    """What one analysis was computed from; every cached result of a text is keyed by it."""
-
-    model: ModelKey
-    text: str
-    cap: int  # the session's token cap when it was computed
-    layers: tuple[int, ...] | None = None  # None: every layer
-    hidden: tuple[str, ...] = ()  # the tokens hidden from the run ("special", "first"); () none
-    target: str | None = None  # an encoder–decoder's target text; None: the model writes it
-    part: str = ""  # an encoder–decoder's attention shown: "encoder", "decoder", "cross"; "" for other models
-    lens: str = ""  # "" the weights; LENS_CONTRIBUTIONS: the value-weighted run (sidebar, *Show attention as*)
-
-    def with_text(self, text: str) -> "AnalysisKey":
-        """The same model and cap on another text (every layer): e.g. the bundled paragraph."""
-        return self._replace(text=text, layers=None, hidden=(), lens="")
-
-
-class PredKey(NamedTuple):
-    """What one *Heads behind a prediction* result was computed from."""
-
-    model: ModelKey
-    clean: str
-    corrupted: str
-    answer: str  # "" : the clean run's prediction
-    wrong: str  # "" : the corrupted run's prediction
-    cap: int
-
-
-class GenKey(NamedTuple):
-    """What one generation was computed from: the model, the prompt, the token cap and the settings."""
-
-    model: ModelKey
-    prompt: str
-    cap: int
-    max_new_tokens: int
-    temperature: float
-    top_k: int
-    top_p: float
-    seed: int
-
-
-class CorpusKey(NamedTuple):
-    """What one corpus computation was made from: the model, the documents (their hash), the
-    tokens per document, whether importance was asked for, and how many documents were held out."""
-
-    model: ModelKey
-    corpus: str  # corpus.corpus_hash of the documents the statistics were computed on
-    max_tokens: int
-    importance: bool
-    held_out: int

@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.figures import line_view as line_figures
-from mha_viz.ui import charts, keys, seq2seq_views, session, view_helpers
+from mha_viz.ui import charts, keys, seq2seq_views, session, shared_head, view_helpers
 
 MAX_TOKENS = line_figures.MAX_TOKENS  # past this many tokens the view draws a window of them
 NO_FOCUS = -1
@@ -66,7 +66,7 @@ def _window(run) -> tuple[int, int] | None:
 def _page(cur) -> None:
     run = cur.run
     layers = list(range(run.num_layers))
-    _valid(keys.LINE_LAYER, layers, min(int(session.get(keys.SEL_LAYER, 0)), run.num_layers - 1))
+    _valid(keys.LINE_LAYER, layers, min(shared_head.chosen_head()[0], run.num_layers - 1))
     heads_all = list(range(run.num_heads))
     chosen = session.get(keys.LINE_HEADS)
     if chosen is None or any(h not in heads_all for h in chosen):

@@ -14,23 +14,23 @@ import streamlit as st
 
 from mha_viz.export import link_params as links
 from mha_viz.ui import (
-    compare_page,
-    head_view_page,
+    compare_run_b,
+    head_detail,
     keys,
     pages,
     resources,
     seq2seq_views,
     session,
+    shared_head,
     sidebar,
     state,
-    view_helpers,
 )
 from mha_viz.ui.text import plain
 from mha_viz.views import detail
 
 # the head view's detail levels by their slug in a link (links.DETAILS), and back
-DETAIL_OPTIONS = {"tokens": head_view_page.FULL, "window": head_view_page.WINDOW, "blocks": head_view_page.BLOCKS,
-                  "words": head_view_page.WORDS, "subset": head_view_page.SUBSET}
+DETAIL_OPTIONS = {"tokens": head_detail.FULL, "window": head_detail.WINDOW, "blocks": head_detail.BLOCKS,
+                  "words": head_detail.WORDS, "subset": head_detail.SUBSET}
 DETAIL_SLUGS = {option: slug for slug, option in DETAIL_OPTIONS.items()}
 HEAD_VIEW = "head_view"  # the page whose detail level a link carries
 COMPARE = "compare"  # the page whose run B a link carries
@@ -50,7 +50,7 @@ def read() -> None:
     if not offered:
         notices.append(f"This server does not offer the link's model “{link.model}”: "
                        "the default model is shown.")
-    if not compare_page.choose_run_b(mode=link.compare, text_b=link.text_b, model_b=link.model_b, ours_b=link.ours_b):
+    if not compare_run_b.choose_run_b(mode=link.compare, text_b=link.text_b, model_b=link.model_b, ours_b=link.ours_b):
         notices.append(f"This server does not offer the link's model B “{link.model_b}”: model B is the default.")
     if (link.layer, link.head, link.detail) != (None, None, None):
         session.put(keys.LINK_PENDING, link)
@@ -77,20 +77,15 @@ def _apply_head(link: links.Link, cur: state.Current) -> list[str]:
     if seq2seq_views.is_cross(run):
         return ["The link's layer, head and detail apply to self-attention: pick Encoder or Decoder."]
     row, head, notices = links.resolve_head(link, run.layer_ids, run.num_heads)
-    view_helpers.choose_head(row, head)
+    shared_head.choose_head(row, head)
     if link.detail is not None:
         option = DETAIL_OPTIONS[link.detail]
-        if option == head_view_page.FULL and run.n > detail.MAX_FULL_TOKENS:
+        if option not in head_detail.detail_options(run.n):
             notices.append(f"The link's detail “{link.detail}” is not offered for {run.n} tokens "
                            f"(at most {detail.MAX_FULL_TOKENS}): the head view opens on its default.")
         else:
-            head_view_page.choose_detail(option)
+            head_detail.choose_detail(option)
     return notices
-
-
-def _default_detail(n: int) -> str:
-    """The slug of the detail level the head view opens on for n tokens (head_view_page._head_figure)."""
-    return DETAIL_SLUGS[head_view_page.FULL if n <= detail.FULL_DETAIL_TOKENS else head_view_page.BLOCKS]
 
 
 def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
@@ -103,19 +98,21 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
     run = cur.run
     if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own
         return link, default
-    row, head = view_helpers.chosen_head()
+    row, head = shared_head.chosen_head()
     default = links.Link(text=sidebar.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
-                         detail=_default_detail(run.n), dtype="auto")
+                         detail=DETAIL_SLUGS[head_detail.default_detail(run.n)], dtype="auto")
     fields = {}
     if 0 <= row < run.num_layers:
         fields["layer"] = run.layer_ids[row]
     if 0 <= head < run.num_heads:
         fields["head"] = head
     if page_id == HEAD_VIEW:
-        fields["detail"] = DETAIL_SLUGS.get(head_view_page.detail_choice())
+        fields["detail"] = DETAIL_SLUGS.get(head_detail.detail_choice())
     if page_id == COMPARE:
-        fields.update(compare_page.run_b_choices())
-        default = replace(default, compare="texts", text_b=compare_page.DEFAULT_TEXT_B)
+        fields.update(compare_run_b.run_b_choices())
+        default = replace(default, compare="texts", text_b=compare_run_b.DEFAULT_TEXT_B)
+        if shared_head.head_chosen():  # a link without a head opens Compare on the head that changed most
+            default = replace(default, layer=None, head=None)
     return replace(link, **fields), default
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 import mha_viz
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
-from mha_viz.ui import analysis, charts, keys, resources, seq2seq_views, session, view_helpers
+from mha_viz.ui import analysis, charts, keys, resources, seq2seq_views, session, shared_head, view_helpers
 from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
@@ -20,7 +20,7 @@ log = logging.getLogger("mha_viz.ui")
 def _on_grid_select() -> None:
     picked = view_helpers.clicked_head(keys.GRID)
     if picked is not None:
-        view_helpers.open_head(*picked)
+        shared_head.open_head(*picked)
 
 
 def model_view_page() -> None:
@@ -46,8 +46,8 @@ def model_view_page() -> None:
                       format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
     cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
     cols[2].button("Open in head view", key=keys.GRID_OPEN_HEAD, type="primary",
-                   on_click=lambda: view_helpers.open_head(int(session.need(keys.GRID_LAYER)),
-                                                           int(session.need(keys.GRID_HEAD))))
+                   on_click=lambda: shared_head.open_head(int(session.need(keys.GRID_LAYER)),
+                                                                  int(session.need(keys.GRID_HEAD))))
     _lens_change(cur)
     _sink_mass(run)
     _learned_sinks(cur)

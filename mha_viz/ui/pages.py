@@ -1,7 +1,7 @@
 """The app's pages, registered once: id, title, icon, section and the view that draws it.
 
 `navigation()` turns the registry into `st.navigation`'s sections; a view asks for another page
-with `keys.GOTO` (e.g. `view_helpers.open_head`), and `follow_goto()` switches at the start of the
+with `keys.GOTO` (e.g. `shared_head.open_head`), and `follow_goto()` switches at the start of the
 next run, so views never need to know where a page lives.
 """
 

@@ -1,30 +1,41 @@
 """The *Heads behind a prediction* page: a clean text (the sidebar's) and a corrupted one, each head's
 direct logit attribution and its restored fraction as layers × heads grids — estimated first
 (attribution patching: one backward pass), patched for real on request, then both side by side with
-a scatter and where they disagree — one layer's estimate by head and position, and one head opened:
-its attention in both runs, its value-weighted attention, the tokens it promotes and suppresses, and
-patching it position by position beside the estimate (`mha_viz.interventions.prediction`,
-`mha_viz.interventions.attribution`)."""
+a scatter and where they disagree — one layer's estimate by head and position, and the shared head
+opened (`prediction_head`): its attention in both runs, its value-weighted attention, the tokens it
+promotes and suppresses, and patching it position by position beside the estimate
+(`mha_viz.interventions.prediction`, `mha_viz.interventions.attribution`)."""
 
 from __future__ import annotations
 
-import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 import streamlit as st
 
-import mha_viz
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.interventions import attribution, estimate, prediction
-from mha_viz.ui import charts, export_views, keys, resources, session, sidebar
-from mha_viz.ui.generate_page import live_button
-from mha_viz.ui.keys import PredKey
+from mha_viz.interventions import estimate, prediction
+from mha_viz.ui import charts, export_views, jobs, keys, prediction_head, resources, session, shared_head, sidebar
+from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start_on_model
 
 OWN = "— your own pair —"
+CANCEL_HELP = "Stop; nothing is kept."
+CANCEL_REAL_HELP = "Stop patching; what was found before is kept."
+
+
+class PredKey(NamedTuple):
+    """What one *Heads behind a prediction* result was computed from."""
+
+    model: ModelKey
+    clean: str
+    corrupted: str
+    answer: str  # "" : the clean run's prediction
+    wrong: str  # "" : the corrupted run's prediction
+    cap: int
 
 
 def _on_preset(options: dict) -> None:
@@ -87,30 +98,26 @@ def prediction_page() -> None:
     stored = session.get(keys.PRED_RESULT)
     expl = stored[1] if stored is not None and stored[0] == key else None
     if expl is None:
-        box = st.empty()
-        buttons = box.container().columns([2, 1, 3])
-        go = buttons[0].button("Find the heads", key=keys.PRED_GO, type="primary",
+        buttons = jobs.buttons("Find the heads", keys.PRED_GO, cancel_key=keys.PRED_CANCEL, cancel_help=CANCEL_HELP,
                                help="Estimates every head at every position from one forward pass on each text "
                                     "and one backward pass (attribution patching). Patching each of the "
                                     f"{model.num_layers * model.num_heads} heads for real is offered next.")
-        cancel = buttons[1].empty()
-        live_button(cancel, "Cancel", keys.PRED_CANCEL, live=go, help="Stop; nothing is kept.")
-        if not go:
+        if not buttons.pressed:
             return
         expl = _compute(model, key)
         if expl is None:  # a message says why; nothing runs to cancel
-            live_button(cancel, "Cancel", keys.PRED_CANCEL, live=False, help="Stop; nothing is kept.")
+            buttons.idle()
             return
-        box.empty()
+        buttons.done()
     _results(cur, key, expl)
 
 
 def _cancelled_notice(key: PredKey) -> None:
     """Say what a stopped run left: nothing of a stopped estimate; the estimate, when real patching of
     this same pair stopped (a stop that came with new inputs needs no word)."""
-    if session.pop(keys.PRED_RUNNING, None) is not None:
+    if jobs.cancelled(keys.PRED_RUNNING) is not None:
         st.warning("The estimate was cancelled; nothing was kept.", icon="⏹️")
-    if session.pop(keys.PRED_REAL_RUNNING, None) == key:
+    if jobs.cancelled(keys.PRED_REAL_RUNNING) == key:
         st.warning("Patching was cancelled; what was found before it is kept.", icon="⏹️")
 
 
@@ -118,24 +125,15 @@ def _answer(text: str):
     return text if text else None
 
 
-def _with_progress(model, key: PredKey, running: str, first: str, what: str, work, *, batch: bool):
+def _job(model, key: PredKey, running: str, first: str, what: str, work, *, batch: bool):
     """(result, None) of work(progress) under a progress bar, within the memory budget and a server
-    slot, or (None, a message). `running` stays in the session state only if the run is stopped."""
-    bar = st.progress(0.0, text=first)
-    session.put(running, key)
-
-    def progress(fraction: float, message: str) -> None:  # each update lets Streamlit stop this run (Cancel)
-        bar.progress(min(max(fraction, 0.0), 1.0), text=message)
-
-    def compute():
+    slot, or (None, a message) (`jobs.run`)."""
+    def budgeted(progress):
         prediction.check_budget(model, key.clean, key.cap, resources.capture_budget(), batch=batch)
         with resources.slots().hold():  # counts as an analysis for the server's limit
             return work(progress)
-    result, error = resources.attempt(compute, what=what, out_of_memory=(
-        f"{what} ran out of memory: use shorter texts or a smaller model."))
-    session.pop(running, None)
-    bar.empty()
-    return result, error
+    return jobs.run(running, key, budgeted, first=first, what=what,
+                    out_of_memory=f"{what} ran out of memory: use shorter texts or a smaller model.")
 
 
 def _compute(model, key: PredKey):
@@ -143,23 +141,24 @@ def _compute(model, key: PredKey):
     if not key.corrupted.strip():
         st.info("Type a corrupted text above, or pick a preset.", icon="✍️")
         return None
-    expl, error = _with_progress(model, key, keys.PRED_RUNNING, "Estimating every head…", "The estimate",
-                                 lambda progress: prediction.explain(
-                                     model, key.clean, key.corrupted, _answer(key.answer), _answer(key.wrong),
-                                     max_tokens=key.cap, progress=progress), batch=False)
+    expl, error = _job(model, key, keys.PRED_RUNNING, "Estimating every head…", "The estimate",
+                       lambda progress: prediction.explain(model, key.clean, key.corrupted, _answer(key.answer),
+                                                           _answer(key.wrong), max_tokens=key.cap, progress=progress),
+                       batch=False)
     if error:
         st.error(plain(error), icon="⚠️")
         return None
     session.put(keys.PRED_RESULT, (key, expl))
-    for old in (keys.PRED_EXTRA, keys.PRED_LAYER, keys.PRED_HEAD, keys.PRED_POS_LAYER):  # a new pair: its own top head
+    for old in (keys.PRED_EXTRA, keys.PRED_POS_LAYER):
         session.pop(old, None)
+    shared_head.choose_head_in(expl.clean.layer_ids, *_top(expl))  # a new pair opens its top head
     return expl
 
 
-def _on_grid(widget: str, shape: tuple[int, int]) -> None:
-    picked = charts.clicked(widget, lambda points: head_figures.grid_pick(points, shape[1]))
-    if picked is not None and picked[0] < shape[0]:
-        session.put_all((keys.PRED_LAYER, keys.PRED_HEAD), picked)
+def _on_grid(widget: str, layer_ids: list[int], num_heads: int) -> None:
+    picked = charts.clicked(widget, lambda points: head_figures.grid_pick(points, num_heads))
+    if picked is not None and picked[0] < len(layer_ids):
+        shared_head.choose_head_in(layer_ids, *picked)  # the panel below opens it
 
 
 def _agreement_text(expl: prediction.Explanation, agree) -> str:
@@ -196,13 +195,13 @@ def _grids(expl: prediction.Explanation, agree) -> None:
             if key is None:
                 charts.show(fig, key=keys.PRED_SCATTER, where=where, name=name)
             else:
-                charts.show(fig, key=key, where=where, on_select=lambda k=key: _on_grid(k, shape),
+                charts.show(fig, key=key, where=where, on_select=lambda k=key: _on_grid(k, ids, shape[1]),
                             selection_mode="points", name=name)
 
 
 def _top(expl: prediction.Explanation) -> tuple[int, int]:
-    """The head the panel opens on: the largest estimated restored fraction, else the largest real
-    one, else the largest direct effect."""
+    """The head a new pair's panel opens on: the largest estimated restored fraction, else the largest
+    real one, else the largest direct effect."""
     grid = expl.estimated if expl.estimate is not None else (
         expl.patching.restored if expl.patching is not None else np.abs(expl.dla.per_head))
     at = np.unravel_index(int(np.argmax(grid)), grid.shape)
@@ -247,32 +246,28 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                                 file_name=f"{stem}-by-position.csv", mime="text/csv", on_click="ignore",
                                 help="A row a layer, head and position: the estimate of patching that head there only.")
         _position_grid(expl)
-    _one_head(cur, key, expl, _top(expl))
+    prediction_head.one_head(cur, key, expl)
 
 
 def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:
     """The button that patches every head for real, with progress and Cancel: `expl` with real
     patching once it has run (kept for this pair), else `expl` as it was."""
-    box = st.empty()
-    buttons = box.container().columns([2, 1, 3])
-    go = buttons[0].button("Patch every head for real", key=keys.PRED_REAL_GO,
-                           help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched forward "
-                                f"a layer ({model.num_layers} in all). The estimate stays, and both are compared.")
-    cancel = buttons[1].empty()
-    live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=go, help="Stop patching; what was found before is kept.")
-    if not go:
+    buttons = jobs.buttons("Patch every head for real", keys.PRED_REAL_GO, cancel_key=keys.PRED_REAL_CANCEL,
+                           cancel_help=CANCEL_REAL_HELP, primary=False,
+                           help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched "
+                                f"forward a layer ({model.num_layers} in all). The estimate stays, and both are "
+                                "compared.")
+    if not buttons.pressed:
         return expl
-    done, error = _with_progress(model, key, keys.PRED_REAL_RUNNING, "Patching every head…", "Patching",
-                                 lambda progress: prediction.patch(model, expl, key.clean, key.corrupted,
-                                                                   max_tokens=key.cap, progress=progress),
-                                 batch=True)
+    done, error = _job(model, key, keys.PRED_REAL_RUNNING, "Patching every head…", "Patching",
+                       lambda progress: prediction.patch(model, expl, key.clean, key.corrupted, max_tokens=key.cap,
+                                                         progress=progress), batch=True)
     if error:
-        live_button(cancel, "Cancel", keys.PRED_REAL_CANCEL, live=False,
-                    help="Stop patching; what was found before is kept.")
+        buttons.idle()
         st.error(plain(error), icon="⚠️")
         return expl
     session.put(keys.PRED_RESULT, (key, done))
-    box.empty()
+    buttons.done()
     return done
 
 
@@ -287,77 +282,3 @@ def _position_grid(expl: prediction.Explanation) -> None:
                                 "only. Real patching by position is in the one-head panel below."))
     charts.show(attribution_figures.position_grid(expl.estimate.values[row], expl.corrupted.tokens, ids[row]),
                 key=keys.PRED_POSITION_GRID, name="estimate-by-position")
-
-
-def _extra(key: PredKey, what: str, layer: int, head: int, compute):
-    """A result of the one-head panel, kept for this pair (each costs a forward)."""
-    store = session.setdefault(keys.PRED_EXTRA, {})
-    k = (key, layer, head, what)
-    if k not in store:
-        def held():
-            with resources.slots().hold():  # counts as an analysis for the server's limit
-                return compute()
-        result, error = resources.attempt(held, what="This head's panel", out_of_memory=(
-            "This head's panel ran out of memory: use shorter texts or a smaller model."))
-        if error:
-            raise mha_viz.InputError(error)
-        store[k] = result
-    return store[k]
-
-
-def _one_head(cur, key: PredKey, expl: prediction.Explanation, top) -> None:
-    model, run = cur.model, expl.clean
-    session.setdefault(keys.PRED_LAYER, int(top[0]))
-    session.setdefault(keys.PRED_HEAD, int(top[1]))
-    session.settle(keys.PRED_LAYER, min(int(session.need(keys.PRED_LAYER)), run.num_layers - 1))
-    session.settle(keys.PRED_HEAD, min(int(session.need(keys.PRED_HEAD)), run.num_heads - 1))
-    st.subheader("One head")
-    cols = st.columns([1, 1, 3])
-    layer = int(cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.PRED_LAYER,
-                                  format_func=lambda row: str(run.layer_ids[row])))  # rows shown by layer number
-    head = int(cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.PRED_HEAD))
-    parts = [f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}"]
-    if expl.estimate is not None:
-        parts.append(f"estimated restored fraction {float(expl.estimated[layer, head]):.3f}")
-    if expl.patching is not None:
-        parts.append(f"patched for real {float(expl.patching.restored[layer, head]):.3f}")
-    cols[2].caption("; ".join(parts) + ".")
-    left, right = st.columns(2)
-    charts.show(head_figures.head_heatmap(expl.clean, layer, head), key=keys.PRED_CLEAN_HEAD, where=left,
-                name="clean-attention")
-    charts.show(head_figures.head_heatmap(expl.corrupted, layer, head), key=keys.PRED_CORRUPTED_HEAD, where=right,
-                name="corrupted-attention")
-    left.caption("Clean run.")
-    right.caption("Corrupted run.")
-    st.caption("Below: the clean run's value-weighted attention (what each key moves through this head, each row "
-               "normalised), and the tokens this head's write at the last position promotes and suppresses through "
-               "the final norm and the unembedding (a logit lens of the write).")
-    left, right = st.columns(2)
-    if expl.clean.value_norms is not None:
-        run = expl.clean  # weighted one layer only: the panel draws one head
-        row = dataclasses.replace(run, attentions=run.attentions[layer:layer + 1], head_outputs=None,
-                                  value_norms=run.value_norms[layer:layer + 1], layer_ids=[run.layer_ids[layer]])
-        charts.show(head_figures.head_heatmap(attribution.as_contributions(row), 0, head), key=keys.PRED_WEIGHTED_HEAD,
-                    where=left, name="clean-value-weighted")
-    else:
-        left.info(f"The value path of {plain(model.name)} cannot be read: no value-weighted attention.")
-    answer, wrong = expl.dla.target, expl.dla.wrong
-    try:
-        promoted, suppressed = _extra(key, "tokens", layer, head, lambda: attribution.head_tokens(
-            model, key.clean, layer, head, k=8, max_tokens=key.cap))
-        charts.show(attribution_figures.token_bars(promoted, suppressed, f"Layer {layer}, head {head}: tokens its "
-                                                   "write promotes and suppresses"),
-                    key=keys.PRED_TOKENS, where=right, name="head-tokens")
-        by_pos = _extra(key, "positions", layer, head, lambda: attribution.patch_positions(
-            model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
-    except mha_viz.InputError as exc:
-        st.warning(plain(str(exc)), icon="⚠️")
-        return
-    charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
-                                                  f"Layer {layer}, head {head} patched at one position at a time",
-                                                  estimate=None if expl.estimate is None else
-                                                  expl.estimate.values[layer, head]),
-                key=keys.PRED_POSITIONS, name="restored-by-position")
-    st.caption("Each filled bar: the corrupted run with this head's clean output at that position only, patched for "
-               "real; each outlined bar: the estimate of the same. The positions where the texts differ, and the last "
-               "one (where the answer is read), usually carry it.")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.figures import qk as qk_figures
-from mha_viz.ui import analysis, charts, keys, session
+from mha_viz.ui import analysis, charts, keys, session, shared_head
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
 from mha_viz.views import qk
@@ -46,12 +46,7 @@ def qk_page() -> None:
         st.info(f"Queries and keys are recomputed with mha-viz's own MHA, which cannot compute {model.name}'s "
                 f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon="ℹ️")
         return
-    _clamp(keys.QK_LAYER, run.num_layers - 1)
-    _clamp(keys.QK_HEAD, run.num_heads - 1)
-    cols = st.columns(2)
-    row = cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.QK_LAYER,
-                            format_func=lambda r: str(run.layer_ids[r]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=keys.QK_HEAD)
+    row, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.QK_LAYER, keys.QK_HEAD)
     layer = run.layer_ids[row]
     try:
         w = analysis.walkthrough(cur.key, layer, head, model)

@@ -23,7 +23,7 @@ from mha_viz.figures import focus as focus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.metrics import cross_attention as cross_metrics
-from mha_viz.ui import charts, keys, session
+from mha_viz.ui import charts, keys, session, shared_head
 from mha_viz.ui.text import plain
 from mha_viz.views import focus
 
@@ -98,9 +98,8 @@ def cross_model_view(cur, on_select) -> None:
 def cross_head_view(cur) -> None:
     cross = cur.run
     cols = st.columns([2, 2, 3])
-    layer = cols[0].selectbox("Layer", list(range(cross.num_layers)), index=session.need(keys.SEL_LAYER))
-    head = cols[1].selectbox("Head", list(range(cross.num_heads)), index=session.need(keys.SEL_HEAD))
-    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
+    layer, head = shared_head.pick_head(cross.layer_ids, cross.num_heads, keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD,
+                                   where=cols[:2])
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP)
     fig = charts.cached("cross_heatmap", (cur.key, layer, head, rescale),
                         lambda: cross_figures.cross_heatmap(cross, layer, head, rescale=rescale))

@@ -14,7 +14,7 @@ import torch
 import mha_viz
 from mha_viz.budget import memory
 from mha_viz.ui import keys, resources, seq2seq_views, session, steps
-from mha_viz.ui.keys import AnalysisKey
+from mha_viz.ui.analysis_key import AnalysisKey
 from mha_viz.ui.state import Current, with_last_good
 
 log = logging.getLogger("mha_viz.ui")

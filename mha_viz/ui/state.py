@@ -11,7 +11,7 @@ import streamlit as st
 import mha_viz
 from mha_viz.text.tokenize import count_text
 from mha_viz.ui import keys, notes, resources, seq2seq_views, session
-from mha_viz.ui.keys import AnalysisKey, ModelKey
+from mha_viz.ui.analysis_key import AnalysisKey, ModelKey
 from mha_viz.ui.text import plain
 
 

@@ -12,7 +12,7 @@ import mha_viz
 from mha_viz.budget import memory
 from mha_viz.interventions import attribution
 from mha_viz.ui import keys, resources, seq2seq_views
-from mha_viz.ui.keys import AnalysisKey, ModelKey
+from mha_viz.ui.analysis_key import AnalysisKey, ModelKey
 from mha_viz.ui.state import Current
 
 

@@ -13,7 +13,8 @@ import streamlit as st
 
 import mha_viz
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, keys, resources, session, sidebar
+from mha_viz.ui import analysis, charts, keys, resources, session, shared_head, sidebar
+from mha_viz.ui.analysis_key import AnalysisKey
 from mha_viz.ui.view_helpers import start
 from mha_viz.views import teaching
 
@@ -26,23 +27,13 @@ def _use_toy() -> None:
     session.put(keys.TEACH_PICK, "induction")
 
 
-def _layer_head(run, layer_key: str, head_key: str):
-    """Layer (model numbering) and head pickers; returns (row of the run, model layer, head)."""
-    cols = st.columns(2)
-    rows = list(range(run.num_layers))
-    row = cols[0].selectbox("Layer", rows, key=layer_key, format_func=lambda r: str(run.layer_ids[r]))
-    head = cols[1].selectbox("Head", list(range(run.num_heads)), key=head_key)
-    return row, run.layer_ids[row], head
-
-
 def _pick_known_head(cur) -> None:
     """For the toy model, open on its induction head (the best layer-1 induction score)."""
     if session.pop(keys.TEACH_PICK, None) != "induction" or cur.model.name != TOY:
         return
     table = analysis.head_table(cur.key, cur.run, cur.model)
     best = table.loc[table["induction_score"].idxmax()]
-    session.put(keys.TEACH_LAYER, cur.run.layer_ids.index(int(best["layer"])))
-    session.put(keys.TEACH_HEAD, int(best["head"]))
+    shared_head.choose_head(cur.run.layer_ids.index(int(best["layer"])), int(best["head"]))
 
 
 def teaching_page() -> None:
@@ -58,7 +49,8 @@ def teaching_page() -> None:
                 f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon="ℹ️")
         return
     _pick_known_head(cur)
-    _, layer, head = _layer_head(run, keys.TEACH_LAYER, keys.TEACH_HEAD)
+    row, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.TEACH_LAYER, keys.TEACH_HEAD)
+    layer = run.layer_ids[row]
     if model.name == TOY:
         table = analysis.head_table(cur.key, run, model)
         r = table[(table["layer"] == layer) & (table["head"] == head)].iloc[0]
@@ -86,13 +78,13 @@ def teaching_page() -> None:
 
 
 @st.cache_resource(show_spinner="Running the text through the model…", max_entries=4)
-def _recording(key: keys.AnalysisKey, _model) -> teaching.Recording:
+def _recording(key: AnalysisKey, _model) -> teaching.Recording:
     with mha_viz.session_cap(key.cap):
         return teaching.record(_model, key.text, min(teaching.TEACH_TOKENS, key.cap))
 
 
 @st.cache_resource(show_spinner="Walking through the head…", max_entries=32)
-def _walkthrough(key: keys.AnalysisKey, layer: int, head: int, _model) -> teaching.Walkthrough:
+def _walkthrough(key: AnalysisKey, layer: int, head: int, _model) -> teaching.Walkthrough:
     """One head's steps, from the text's one forward pass (switching heads or layers reruns no model)."""
     return teaching.walkthrough(_model, key.text, layer, head, recording=_recording(key, _model))
 

@@ -1,6 +1,6 @@
-"""What every page shares: its start (title, messages, a valid head), opening a head in the head
-view or among its corpus examples, reading a click on a layers × heads grid, one head's heatmap,
-and the metric pages' explanations, choices and number formats."""
+"""What every page shares: its start (title, messages, a valid shared head: `shared_head`), opening
+a head in the head view or among its corpus examples, reading a click on a layers × heads grid, one
+head's heatmap, and the metric pages' explanations, choices and number formats."""
 
 from __future__ import annotations
 
@@ -10,34 +10,15 @@ import streamlit as st
 
 from mha_viz import metrics
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import analysis, charts, keys, seq2seq_views, session, state
+from mha_viz.ui import analysis, charts, keys, seq2seq_views, session, shared_head, state
 
 log = logging.getLogger("mha_viz.ui")
 
 
-def chosen_head() -> tuple[int, int]:
-    """(layer row, head) the pages share (default the first): plain keys, not widget keys, since
-    Streamlit drops a widget's state on pages that do not draw it."""
-    return int(session.get(keys.SEL_LAYER, 0)), int(session.get(keys.SEL_HEAD, 0))
-
-
-def choose_head(row: int | None, head: int | None) -> None:
-    """Make this the head the pages share; None leaves that part as it is."""
-    if row is not None:
-        session.put(keys.SEL_LAYER, row)
-    if head is not None:
-        session.put(keys.SEL_HEAD, head)
-
-
-def open_head(layer: int, head: int) -> None:
-    """Choose a head and open it in the head view (at the start of the next run)."""
-    session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (layer, head))
-    session.put(keys.GOTO, "head_view")
-
-
 def examples_link(cur, row: int, head: int, where=None) -> None:
-    """A button to this head's examples across the corpus (the Head examples page), once a corpus
-    with examples has been run for the sidebar's model in this session."""
+    """A button to this head (the shared one, shown on the page) among its examples across the corpus
+    (the Head examples page), once a corpus with examples has been run for the sidebar's model in this
+    session."""
     last = session.get(keys.CORPUS_LAST)  # every corpus job of the page keeps the examples
     if last is None or last.model != cur.model_key or cur.run is None:
         return
@@ -45,9 +26,7 @@ def examples_link(cur, row: int, head: int, where=None) -> None:
     if (where or st).button(f"Layer {layer}, head {head} across the corpus", key=keys.EXAMPLES_OPEN,
                             help="Its top documents, samples from every score decile and its histograms, from the "
                                  "corpus run on the Corpus page."):
-        # the examples' rows are the model's attention layers (a hybrid's softmax layers)
-        session.put(keys.EXAMPLES_LAYER, cur.model.layer_ids.index(layer) if cur.model else row)
-        session.put(keys.EXAMPLES_HEAD, head)
+        shared_head.choose_head(row, head)  # the page opens on it
         session.put(keys.GOTO, "examples")
         st.rerun()
 
@@ -72,7 +51,7 @@ def open_clicked_head(widget_key: str, pick) -> None:
     run = state.current().run
     head = charts.clicked(widget_key, lambda points: pick(points, run)) if run is not None else None
     if head is not None and 0 <= head < run.num_layers * run.num_heads:
-        open_head(*divmod(head, run.num_heads))
+        shared_head.open_head(*divmod(head, run.num_heads))
 
 
 def grid_index(points, run):
@@ -93,8 +72,7 @@ def start(title: str, *, cross: bool = False, forward: bool = False):
     if why is not None:
         st.info(why, icon="🔀")
         return None
-    row, head = chosen_head()  # kept valid when the model changes
-    choose_head(min(row, cur.run.num_layers - 1), min(head, cur.run.num_heads - 1))
+    shared_head.keep_head_valid(cur.run.num_layers, cur.run.num_heads)  # a new model may have fewer
     return cur
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from mha_viz.ui import corpus_page
+from mha_viz.corpus.store import statistics_store
 
 
 @pytest.fixture
 def fresh_cache(monkeypatch, tmp_path):
     """Corpus results kept in an empty folder, none in memory."""
     monkeypatch.setenv("MHA_VIZ_CACHE_DIR", str(tmp_path))
-    corpus_page._store.clear()
+    statistics_store.cache_clear()
     yield tmp_path
-    corpus_page._store.clear()
+    statistics_store.cache_clear()

@@ -42,7 +42,7 @@ def start_app() -> AppTest:
 def open_page(at: AppTest, page_id: str) -> AppTest:
     """Switch to the page `page_id` (one of PAGE_IDS) and run it; returns `at`."""
     assert page_id in PAGE_IDS, page_id
-    at.session_state[keys.GOTO] = page_id  # as a view asks for a page (view_helpers.open_head)
+    at.session_state[keys.GOTO] = page_id  # as a view asks for a page (shared_head.open_head)
     at.run()
     assert at.title and at.title[0].value == HEADINGS[page_id], (page_id, [t.value for t in at.title])
     return at

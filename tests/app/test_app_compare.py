@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from mha_viz.ui import compare_page, keys
+from mha_viz.ui import compare_run_b, keys, sidebar
 from tests.app.helpers import charts, open_page, open_with_text
 
 pytestmark = pytest.mark.model
@@ -27,7 +27,7 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
     at = open_with_text("compare", "The cat sat on the mat.", "minilm")
     at.selectbox(key=keys.CMP_PAIR).set_value("Agreement: are / is").run()
     assert not at.exception, at.exception
-    a, b = compare_page.PAIRS["Agreement: are / is"]
+    a, b = compare_run_b.PAIRS["Agreement: are / is"]
     assert at.text_area(key=keys.TEXT).value == a and at.text_area(key=keys.CMP_TEXT_B).value == b
     assert "token" in info_text(at).lower()  # same tokenizer, same length: token by token
     grid = charts(at)[0]
@@ -48,7 +48,7 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
 
 def test_same_model_with_and_without_our_mha_changes_nothing():
     at = open_with_text("compare", "The keys to the cabinet are missing.", "minilm")
-    at.radio(key=keys.CMP_MODE).set_value(compare_page.MODELS).run()
+    at.radio(key=keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
     assert not at.exception, at.exception
     assert at.toggle(key=keys.CMP_LOCAL_B).value is True  # default: the other implementation
     change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
@@ -57,7 +57,7 @@ def test_same_model_with_and_without_our_mha_changes_nothing():
 
 def test_models_of_different_shapes_compare_by_depth():
     at = open_with_text("compare", "k d m x b f k d m", "toy-induction")
-    at.radio(key=keys.CMP_MODE).set_value(compare_page.MODELS).run()
+    at.radio(key=keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
     at.selectbox(key=keys.CMP_MODEL_B).set_value("minilm").run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -70,8 +70,8 @@ def test_models_of_different_shapes_compare_by_depth():
 
 def test_model_b_that_cannot_load_says_so_and_keeps_everything():
     at = open_with_text("compare", "A sentence to keep.", "minilm")
-    at.radio(key=keys.CMP_MODE).set_value(compare_page.MODELS).run()
-    at.selectbox(key=keys.CMP_MODEL_B).set_value(compare_page.sidebar.OTHER).run()
+    at.radio(key=keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
+    at.selectbox(key=keys.CMP_MODEL_B).set_value(sidebar.OTHER).run()
     at.text_input(key=keys.CMP_OTHER_B).input("/no/such/folder").run()
     assert not at.exception, at.exception
     assert at.error and "folder" in at.error[0].value.lower()

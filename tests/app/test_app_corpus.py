@@ -13,6 +13,8 @@ import pytest
 
 import mha_viz
 from mha_viz import corpus
+from mha_viz.corpus import split
+from mha_viz.corpus.store import statistics_store
 from mha_viz.ui import corpus_page, keys
 from tests.app.helpers import charts, open_with_text
 from tests.helpers import ROOT
@@ -41,15 +43,15 @@ def test_the_sample_on_minilm_matches_the_library_and_is_kept_on_disk(fresh_cach
     assert any("documents" in s.value for s in at.success)
     assert keys.CORPUS_GO not in [b.key for b in at.button]  # done: the button went with the job
 
-    train, held = corpus_page.split(corpus.read_texts("sample"))
-    assert len(held) == min(corpus_page.HOLD_MAX, -(-(len(train) + len(held)) // corpus_page.HOLD_EVERY))
+    train, held = split.split(corpus.read_texts("sample"))
+    assert len(held) == min(split.HOLD_MAX, -(-(len(train) + len(held)) // split.HOLD_EVERY))
     want = corpus.head_statistics(mha_viz.load_model("minilm"), train, max_tokens=32, importance=False)
     metric = at.selectbox(key=keys.CORPUS_METRIC).value
     np.testing.assert_allclose(_grid(at, "mean over"), want.table[metric].to_numpy().reshape(6, 12), atol=1e-6)
     assert any("this sentence" in c["layout"]["title"]["text"] for c in charts(at))
     assert list((fresh_cache / "corpus").iterdir())  # kept on disk
 
-    corpus_page._store.clear()  # a new visitor, after a restart: read back from disk, no press
+    statistics_store.cache_clear()  # a new visitor, after a restart: read back from disk, no press
     again = open_with_text("corpus", "Another sentence.", "minilm")
     _setup(again, 32, False)
     np.testing.assert_allclose(_grid(again, "mean over"), want.table[metric].to_numpy().reshape(6, 12), atol=1e-6)

@@ -10,9 +10,10 @@ import pytest
 
 import mha_viz
 from mha_viz import corpus
+from mha_viz.corpus import split
 from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import corpus_page, keys
+from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model
@@ -46,7 +47,7 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     open_page(at, "examples")
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     loaded = mha_viz.load_model(model)
-    train, _ = corpus_page.split(corpus.read_texts("sample"))
+    train, _ = split.split(corpus.read_texts("sample"))
     want = corpus.head_examples(loaded, train, max_tokens=tokens)
     top = want.top(0, 0)
     documents = [_title(c) for c in charts(at) if _title(c).startswith("Document ")]

@@ -1,6 +1,7 @@
 """The UI's house rules, read from its source: only `ui/session.py` touches `st.session_state`,
-every key the app reads or writes is a name in `ui/keys.py` (no string literal as a key), and
-no two names there share a value."""
+every key the app reads or writes is a name in `ui/keys.py` (no string literal as a key), no two
+names there share a value, no page module imports another (what two pages share is a module of its
+own) and none is over 300 lines."""
 
 from __future__ import annotations
 
@@ -66,9 +67,8 @@ def test_no_two_key_names_share_a_value():
 
 INPUTS = {"selectbox", "radio", "text_input", "text_area", "number_input", "slider", "select_slider", "checkbox",
           "toggle", "multiselect", "pills", "segmented_control", "data_editor", "file_uploader"}
-# inputs whose key is a parameter (the caller passes a NOT_KEPT key) or that have none (their value
-# is the plain SEL_LAYER / SEL_HEAD key, given as index=): module -> how many
-UNKEYED = {"head_view_page": 2, "seq2seq_views": 2, "subset_views": 2, "teaching_page": 2}
+# inputs whose key is a parameter (the caller passes a NOT_KEPT key): module -> how many
+UNKEYED = {"shared_head": 2, "subset_views": 2}
 
 
 def _key_name(node: ast.AST) -> str | None:
@@ -95,6 +95,35 @@ def test_every_input_keeps_its_value_across_pages_or_is_listed_as_not_kept():
     assert not unkept, unkept  # keep it (persist_state=keys.KEEP), or list it in keys.NOT_KEPT with its reason
     assert not needless, needless  # kept, yet listed as not kept
     assert unkeyed == UNKEYED
+
+
+PAGES = sorted((ROOT / "mha_viz" / "ui").glob("*_page.py"))
+MAX_PAGE_LINES = 300
+
+
+def _imported_ui_modules(path: Path) -> set[str]:
+    """The `mha_viz.ui` modules `path` imports, function-local imports included."""
+    found = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Import):
+            found |= {a.name.rsplit(".", 1)[-1] for a in node.names if a.name.startswith("mha_viz.ui.")}
+        elif isinstance(node, ast.ImportFrom) and node.module == "mha_viz.ui":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mha_viz.ui."):
+            found.add(node.module.rsplit(".", 1)[-1])
+    return found
+
+
+def test_no_page_module_imports_another():
+    pages = {p.stem for p in PAGES}
+    assert len(pages) >= 15
+    imports = {p.stem: sorted(_imported_ui_modules(p) & (pages - {p.stem})) for p in PAGES}
+    assert not {page: others for page, others in imports.items() if others}, imports
+
+
+def test_no_page_module_is_over_300_lines():
+    sizes = {p.name: len(p.read_text().splitlines()) for p in PAGES}
+    assert not {name: n for name, n in sizes.items() if n > MAX_PAGE_LINES}, sizes
 
 
 def test_server_wide_caches_read_no_session():
