@@ -149,7 +149,7 @@ def test_gradients_flow_through_our_attention_alike_eager_and_fused():
 
 
 def test_missing_or_damaged_weights_say_how_to_recreate_them(tmp_path: Path):
-    with pytest.raises(ModelLoadError, match="train_toy_induction"):
+    with pytest.raises(ModelLoadError, match=r"mha_viz_models\.toy\.train"):
         load_toy("cpu", folder=tmp_path)
     (tmp_path / "config.json").write_text((FOLDER / "config.json").read_text())
     (tmp_path / "model.safetensors").write_bytes((FOLDER / "model.safetensors").read_bytes()[:1000])
