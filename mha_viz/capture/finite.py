@@ -6,6 +6,8 @@ layer's probabilities (and a decoder's scores) as they are made, on their own de
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from mha_viz.text.tokenize import InputError
@@ -35,24 +37,35 @@ def message(model: LoadedModel, where: str) -> str:
 
 
 class FiniteCheck:
-    """Whether every tensor `see`n is finite, each reduced to one number on its own device as it passes
-    (no wait for a GPU until `verify`). The test is the float32 sum of the tensor: NaN or infinity
-    anywhere makes it NaN or infinite, and a sum of finite probabilities or scores never overflows
-    float32. A sum reads each number once and allocates nothing (`isfinite(t).all()` writes a mask
-    as large as the tensor first, ten times slower on the CPU)."""
+    """Whether every tensor `see`n is finite, each reduced to two numbers on its own device as it passes
+    (no wait for a GPU until `verify`): the least and the largest of its rows' float32 sums. NaN
+    anywhere makes both NaN, infinity makes one infinite (a sum of finite probabilities or scores never
+    overflows float32), and a row of probabilities that sums to 0 is a NaN row that our MHA's softmax
+    zeroed (`nan_to_num`, meant for a query that sees no key: never one of a single unpadded text, which
+    sees itself at least). Summing reads each number once and allocates a row's worth
+    (`isfinite(t).all()` writes a mask as large as the tensor first, ten times slower on the CPU)."""
 
     def __init__(self, model: LoadedModel, error: type[NotFiniteError] = NotFiniteError) -> None:
         self.model, self.error = model, error
-        self._sums: list[tuple[str, torch.Tensor]] = []
+        self._sums: list[tuple[str, bool, torch.Tensor]] = []  # (where, probabilities, (least, largest))
 
-    def see(self, tensor: torch.Tensor, where: str) -> torch.Tensor:
-        """`tensor`, unchanged, its sum kept under `where` (how the message names it: "attention in layer 3")."""
-        self._sums.append((where, tensor.detach().sum(dtype=torch.float32)))
+    def see(self, tensor: torch.Tensor, where: str, *, probabilities: bool = True) -> torch.Tensor:
+        """`tensor`, unchanged, the least and largest sum of its rows (over the last axis) kept under
+        `where` (how the message names it: "attention in layer 3"); `probabilities`: a row summing to 0
+        counts as NaN too."""
+        least, largest = torch.aminmax(tensor.detach().sum(-1, dtype=torch.float32))
+        self._sums.append((where, probabilities, torch.stack([least, largest])))
         return tensor
 
     def verify(self) -> None:
         """`error` (NotFiniteError) naming the first tensor seen that holds NaN or infinity."""
         sums, self._sums = self._sums, []
-        for where, total in sums:
-            if not bool(torch.isfinite(total)):
+        values: list[list[float]] = [[]] * len(sums)
+        devices = {pair.device for _, _, pair in sums}
+        for device in devices:  # one copy to the host a device (a model spread by accelerate has several)
+            mine = [i for i, (_, _, pair) in enumerate(sums) if pair.device == device]
+            for i, pair in zip(mine, torch.stack([sums[i][2] for i in mine]).tolist()):
+                values[i] = pair
+        for (where, probabilities, _), (least, largest) in zip(sums, values):
+            if not (math.isfinite(least) and math.isfinite(largest)) or (probabilities and not least > 0):
                 raise self.error(message(self.model, where))

@@ -96,6 +96,8 @@ def compare_page() -> None:
     try:
         got = _run_b(cur)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
+        if isinstance(exc, mha_viz.NotFiniteError):  # NaN or infinity: the message says what to do, the log where
+            log.exception("run B not finite")
         st.error(plain(str(exc)), icon="⚠️")
         return
     except (MemoryError, torch.OutOfMemoryError):

@@ -144,6 +144,8 @@ def draw() -> Current:
         if isinstance(run, mha_viz.EncoderDecoderRun):
             cur.seq2seq, run, key = run, run.parts[part], key._replace(part=part)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
+        if isinstance(exc, mha_viz.NotFiniteError):  # NaN or infinity: the message says what to do, the log where
+            log.exception("analysis not finite")
         cur.error = str(exc)
         return with_last_good(cur)
     except (MemoryError, torch.OutOfMemoryError):

@@ -101,3 +101,41 @@ def test_the_random_baseline_computes_in_the_models_precision(llama_dir):
     assert next(twin.hf_model.parameters()).dtype == torch.bfloat16 and twin.precision == "bfloat16"
     run = mha_viz.analyze(twin, "the quick brown fox")
     assert run.precision == "bfloat16" and np.abs(run.attentions.sum(-1) - 1).max() < 1e-5
+
+
+def _gpt2_with(gpt2_dir, folder, value: float):
+    """The random GPT-2 saved again with `value` as the first bias of layer 0's first LayerNorm: every
+    token's attention input carries it."""
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(gpt2_dir)
+    with torch.no_grad():
+        model.transformer.h[0].ln_1.bias[0] = value
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(gpt2_dir).save_pretrained(folder)
+    return folder
+
+
+def test_a_float16_overflow_is_refused_with_the_precisions_that_hold_it(gpt2_dir, tmp_path):
+    """1e5 is past float16's largest number (65,504) and well within bfloat16's and float32's: the
+    checkpoint loads and runs in those two, and float16's refusal names them."""
+    assert torch.isinf(torch.tensor(1e5).half()) and torch.isfinite(torch.tensor(1e5).bfloat16())
+    folder = _gpt2_with(gpt2_dir, tmp_path / "big", 1e5)
+    for dtype in ("float32", "bfloat16"):
+        run = mha_viz.analyze(mha_viz.load_model(folder, device="cpu", dtype=dtype), "the quick brown fox")
+        assert np.isfinite(run.attentions).all() and np.abs(run.attentions.sum(-1) - 1).max() < 1e-5
+    with pytest.raises(mha_viz.ModelLoadError) as err:
+        mha_viz.load_model(folder, device="cpu", dtype="float16")
+    msg = str(err.value)
+    assert "not finite (NaN or infinity) on a test input in float16" in msg and "65,504" in msg, msg
+    assert msg.endswith("Choose bfloat16 (float32's range) or float32."), msg
+
+
+def test_bfloat16_that_is_not_finite_is_not_told_to_choose_bfloat16(gpt2_dir, tmp_path):
+    """A NaN planted in the checkpoint: in bfloat16 the load-time probe refuses it and says float32."""
+    folder = _gpt2_with(gpt2_dir, tmp_path / "nan", float("nan"))
+    with pytest.raises(mha_viz.ModelLoadError) as err:
+        mha_viz.load_model(folder, device="cpu", dtype="bfloat16")
+    msg = str(err.value)
+    assert "not finite (NaN or infinity) on a test input in bfloat16" in msg, msg
+    assert msg.endswith("Choose float32.") and "Choose bfloat16" not in msg, msg

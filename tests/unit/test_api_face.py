@@ -1,0 +1,133 @@
+"""The package's face (issue 38): docs/api.md lists every name of `mha_viz.__all__` exactly once, in
+its table of names (one row a name, no row for anything else; the code blocks may use a name as often
+as they need); every `mha_viz.…` reference and every import from mha_viz in its code blocks resolves,
+and so does every attribute the blocks read off a module they imported; the names issue 38 asks for
+are reachable as `mha_viz.NAME`; and one public function is called `analyze`."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+
+import pytest
+
+import mha_viz
+from tests.helpers import ROOT
+
+API = ROOT / "docs" / "api.md"
+FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+TABLE_TITLE = "## Every name of `mha_viz`"
+ROW = re.compile(r"^\| `mha_viz\.(\w+)` \|", re.M)
+# issue 38, item 3: what the API page documents is reachable as mha_viz.NAME
+ISSUE_NAMES = ("load_model", "analyze", "generate", "compare", "overview", "value_weighted", "direct_logit",
+               "patch_heads", "estimate_heads", "estimate_positions", "head_table", "head_statistics",
+               "head_examples")
+
+
+def _resolve(dotted: str):
+    """The object `dotted` names (a.b.c: attributes, importing modules on the way), or AttributeError."""
+    parts = dotted.split(".")
+    obj = importlib.import_module(parts[0])
+    for i, part in enumerate(parts[1:], start=1):
+        if not hasattr(obj, part):
+            try:  # a submodule that nothing imported yet
+                obj = importlib.import_module(".".join(parts[: i + 1]))
+                continue
+            except ModuleNotFoundError:
+                raise AttributeError(f"{dotted}: no {part} in {'.'.join(parts[:i])}") from None
+        obj = getattr(obj, part)
+    return obj
+
+
+def _blocks() -> list[str]:
+    return FENCE.findall(API.read_text())
+
+
+def _table_names() -> list[str]:
+    """The names of the table's rows, in order (the table runs from its heading to the next heading)."""
+    text = API.read_text()
+    assert TABLE_TITLE in text, f"docs/api.md has no section {TABLE_TITLE!r}"
+    section = text.split(TABLE_TITLE, 1)[1].split("\n#", 1)[0]
+    return ROW.findall(section)
+
+
+def _references(code: str) -> list[str]:
+    """Every dotted name a code block reads from mha_viz: `mha_viz.a.b` written out, the names its
+    `from mha_viz… import` lines import, and `alias.attr` for each module or class so imported."""
+    found = re.findall(r"\bmha_viz(?:\.\w+)+", code)
+    aliases: dict[str, str] = {}
+    for line in code.splitlines():  # each import line on its own: the blocks are fragments, not programs
+        try:
+            tree = ast.parse(line.strip())
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mha_viz":
+                for alias in node.names:
+                    found.append(f"{node.module}.{alias.name}")
+                    aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    for alias, dotted in aliases.items():
+        found += [dotted + attr for attr in re.findall(rf"(?<![\w.]){alias}((?:\.[A-Za-z_]\w*)+)", code)]
+    return found
+
+
+def test_every_name_of_the_package_has_exactly_one_row():
+    names = _table_names()
+    assert names, "the table of names is empty"
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    assert not doubled, f"listed more than once: {doubled}"
+    public = set(mha_viz.__all__)
+    assert len(public) == len(mha_viz.__all__), "__all__ names a name twice"
+    assert not public - set(names), f"in mha_viz.__all__ but not in docs/api.md's table: {sorted(public - set(names))}"
+    assert not set(names) - public, f"in the table but not in mha_viz.__all__: {sorted(set(names) - public)}"
+    for name in names:
+        getattr(mha_viz, name)
+
+
+def test_every_reference_in_the_code_blocks_resolves():
+    blocks = _blocks()
+    assert len(blocks) >= 5
+    refs = sorted({ref for block in blocks for ref in _references(block)})
+    assert "mha_viz.analyze" in refs and "mha_viz.metrics.head_similarity" in refs  # the parser reads both forms
+    broken = []
+    for ref in refs:
+        try:
+            _resolve(ref)
+        except (AttributeError, ImportError) as exc:
+            broken.append(f"{ref} ({exc})")
+    assert not broken, "docs/api.md names what does not exist:\n" + "\n".join(broken)
+
+
+def test_the_parser_finds_what_is_broken():
+    """Planted: a stale import, a stale attribute of an imported module, a stale top-level name."""
+    code = ("from mha_viz import cross_metrics\nfrom mha_viz.views import qk\nqk.neuron(w, 1, 2); qk.nothing_here(w)\n"
+            "mha_viz.not_a_name(run)\n")
+    refs = _references(code)
+    assert {"mha_viz.cross_metrics", "mha_viz.views.qk.neuron", "mha_viz.views.qk.nothing_here",
+            "mha_viz.not_a_name"} <= set(refs)
+    unresolved = set()
+    for ref in refs:
+        try:
+            _resolve(ref)
+        except (AttributeError, ImportError):
+            unresolved.add(ref)
+    assert unresolved == {"mha_viz.cross_metrics", "mha_viz.views.qk.nothing_here", "mha_viz.not_a_name"}
+
+
+@pytest.mark.parametrize("name", ISSUE_NAMES)
+def test_the_issues_names_are_the_packages(name):
+    assert name in mha_viz.__all__ and callable(getattr(mha_viz, name))
+    called = f"mha_viz.{name}(" in "\n".join(_blocks())
+    assert called, f"docs/api.md never calls mha_viz.{name}"
+
+
+def test_one_public_function_is_called_analyze():
+    """`analyze` is mha_viz.analyze alone: no other module of the package defines a public `analyze`."""
+    defined = []
+    for path in sorted((ROOT / "mha_viz").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        defined += [str(path.relative_to(ROOT)) for node in tree.body
+                    if isinstance(node, ast.FunctionDef) and node.name in ("analyze", "analyse")]
+    assert defined == ["mha_viz/capture/analyze.py"], defined
+    assert mha_viz.analyze.__module__ == "mha_viz.capture.analyze"
