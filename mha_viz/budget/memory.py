@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from mha_viz import settings
+from mha_viz.budget.capture_budget import capture_budget, over_budget
 from mha_viz.capture.run import chooses_lean
 from mha_viz.capture.transfer import IN_FLIGHT, STACK_BYTES
 from mha_viz_models import LoadedModel
@@ -98,7 +99,7 @@ def room(device, *, read=budget) -> Room:
     """Bytes one computation on `device` (a torch device or its name) may take: `read(place)`
     of each place (default: what is free now)."""
     place = cuda_place(device)
-    return Room(capture=settings.from_env().max_capture_bytes, host=read(HOST),
+    return Room(capture=capture_budget(), host=read(HOST),
                 gpu=read(place) if place else 0, device=place)
 
 
@@ -141,11 +142,10 @@ def fits(need: Need, room: Room) -> bool:
 def shortfall(need: Need, room: Room) -> str:
     """What `need` lacks in `room`, as what it "would hold": "about 5.0 GiB of GPU memory
     (cuda:0), 1.0 GiB more than the 4.0 GiB free there for analyses" ("" when it fits). The
-    setting is named first, then the GPU, then the host's memory."""
+    setting is named first (`capture_budget.over_budget`), then the GPU, then the host's memory."""
     size = settings.size_text
     if need.attention > room.capture:
-        return (f"{size(need.attention)} of attention, {size(need.attention - room.capture)} more than the limit "
-                f"here ({size(room.capture)}, MHA_VIZ_MAX_CAPTURE_MB)")
+        return over_budget(need.attention, room.capture)
     if need.device and need.gpu > room.gpu:
         return (f"about {size(need.gpu)} of GPU memory ({need.device}), {size(need.gpu - room.gpu)} more than "
                 f"the {size(room.gpu)} free there for analyses")

@@ -21,10 +21,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from mha_viz import settings
+from mha_viz.budget import capture_budget
 from mha_viz.capture.finite import FiniteCheck, NotFiniteError, message
 from mha_viz.capture.run import AttentionRun
-from mha_viz.interventions.ablation import NEXT_TOKEN, loss_kind
+from mha_viz.text.loss_inputs import NEXT_TOKEN, loss_kind
 from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
 
@@ -100,12 +100,9 @@ def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int) -> Non
     if n_prompt + max_new > limit:
         raise GenerationError(f"At most {limit - n_prompt} new tokens fit after this {n_prompt}-token prompt "
                               f"(the limit is {limit} tokens): lower the number of new tokens.")
-    need = model.attention_bytes(n_prompt + max_new)  # float32 (L, H, n, n)
-    budget = settings.from_env().max_capture_bytes
-    if need > budget:
-        raise GenerationError(f"Capturing every head over {n_prompt + max_new} tokens would hold "
-                              f"{settings.size_text(need)} of attention (the limit here is "
-                              f"{settings.size_text(budget)}, MHA_VIZ_MAX_CAPTURE_MB): ask for fewer tokens.")
+    capture_budget.check(model.attention_bytes(n_prompt + max_new),  # float32 (L, H, n, n)
+                         f"Capturing every head over {n_prompt + max_new} tokens", "ask for fewer tokens.",
+                         error=GenerationError)
 
 
 def _pick(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, rng: torch.Generator) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from mha_viz import settings
+from mha_viz.budget import capture_budget
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.generation import TOP, Step
 from mha_viz.capture.run import AttentionRun, HeadArray
@@ -136,12 +136,9 @@ def analyze_seq2seq(model: LoadedModel, source: str, target: str | None = None, 
             raise InputError("Type a target text, or leave it out and let the model write one.")
         ids, total = _target_ids(model, target, limit)
     tgt = label_ids(model, ids, total=total)
-    need = capture_bytes(model, src.n, tgt.n)
-    budget = settings.from_env().max_capture_bytes
-    if need > budget:
-        raise InputError(f"Every attention of {model.name} over {src.n} source and {tgt.n} target tokens would hold "
-                         f"{settings.size_text(need)} (the limit here is {settings.size_text(budget)}, "
-                         "MHA_VIZ_MAX_CAPTURE_MB): shorten the texts or lower the token limit.")
+    capture_budget.check(capture_bytes(model, src.n, tgt.n),
+                         f"Every attention of {model.name} over {src.n} source and {tgt.n} target tokens",
+                         "shorten the texts or lower the token limit.")
     text = model.tokenizer.decode(tgt.ids, skip_special_tokens=True) if written else target
     return _capture(model, src, tgt, source, text, written)
 

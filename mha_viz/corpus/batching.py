@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import torch
 
+from mha_viz.budget import capture_budget
 from mha_viz.capture.run import AttentionRun
-from mha_viz.settings import from_env, size_text
-from mha_viz.text.tokenize import InputError, Tokens, tokenize
+from mha_viz.text.tokenize import Tokens, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
 
 SORT_WINDOW = 8  # batches sorted together: larger windows pad less but reorder more
@@ -59,17 +59,16 @@ def pad_batch(model: LoadedModel, toks: Sequence[Tokens]) -> tuple[torch.Tensor,
 def capture_runs(model: LoadedModel, texts: Sequence[str], *, max_tokens: int | None = 128) -> list[AttentionRun]:
     """One `AttentionRun` per text (same fields as `analyze`), from padded forward passes: the
     batch is split so that the model's attentions and the documents' cuts together stay within
-    MHA_VIZ_MAX_CAPTURE_MB (`capture_bytes`). A document that alone does not fit raises InputError."""
+    MHA_VIZ_MAX_CAPTURE_MB (`capture_bytes`, `mha_viz.budget.capture_budget`). A document that alone does not
+    fit raises InputError."""
     toks = [tokenize(model, text, max_tokens) for text in texts]
-    budget = from_env().max_capture_bytes
+    budget = capture_budget.capture_budget()
     runs, part = [], []
     for text, t in zip(texts, toks):
-        if capture_bytes(model, 1, t.n) > budget:
-            raise InputError(
-                f"One document of {t.n} tokens would hold {size_text(capture_bytes(model, 1, t.n))} of attention on "
-                f"{model.name} (the limit here is {size_text(budget)}, MHA_VIZ_MAX_CAPTURE_MB): lower the tokens "
-                "per document.")
-        if part and capture_bytes(model, len(part) + 1, max(t.n, *(p[1].n for p in part))) > budget:
+        capture_budget.check(capture_bytes(model, 1, t.n), f"One document of {t.n} tokens on {model.name}",
+                             "lower the tokens per document.", budget=budget)
+        if part and not capture_budget.fits(capture_bytes(model, len(part) + 1, max(t.n, *(p[1].n for p in part))),
+                                            budget):
             runs += _capture(model, part)
             part = []
         part.append((text, t))

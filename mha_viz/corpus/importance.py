@@ -15,18 +15,20 @@ before normalisation (the corpus engine adds batches and normalises once at the 
 `ablation.pruning_curve`: the check that a corpus importance order holds on texts it was not
 computed on. Documents without a loss (a one-token text for a decoder; a masked-LM text with no
 word piece to mask) score nothing and are skipped by both.
+
+Each document's loss is `mha_viz.interventions.heads_off_loss.losses` on a padded batch
+(`mha_viz.text.loss_inputs.pad`): the function the per-text scores compute it with, one text at a time.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from mha_viz import settings
-from mha_viz.interventions.ablation import EMBEDDING, NEXT_TOKEN, Inputs, check_gradient_budget, gradient_bytes, prepare
+from mha_viz.budget import capture_budget
+from mha_viz.interventions import heads_off_loss
+from mha_viz.interventions.ablation import check_gradient_budget, gradient_bytes
+from mha_viz.text.loss_inputs import EMBEDDING, Batch, Inputs, pad, scorable
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.masking import head_mask
@@ -36,92 +38,22 @@ class Unavailable(Exception):
     """Head importance cannot be computed for this model; the message says why."""
 
 
-@dataclass
-class Batch:
-    """Documents padded on the right to one length N (the masks keep padding out of every score)."""
-
-    ids: torch.Tensor  # (B, N) what the model reads
-    mask: torch.Tensor  # (B, N) 1 for tokens, 0 for padding
-    labels: torch.Tensor | None  # (B, N) targets, -100 where not scored (padding included); None: embedding
-    n: torch.Tensor  # (B,) each document's token count
-    kind: str
-
-    def __len__(self) -> int:
-        return self.ids.shape[0]
-
-
 def _check_maskable(model: LoadedModel) -> None:
     if not model.attention_modules:
         raise Unavailable(f"The heads of '{model.name}' cannot be switched off: mha-viz cannot find where "
                           "their outputs meet W_O, so their importance cannot be measured.")
 
 
-def _prepared(model: LoadedModel, texts: list[str], max_tokens: int | None) -> list[Inputs]:
-    """Each scorable text as `ablation.prepare` makes it for one text (the same ids and targets)."""
-    out = []
-    for text in texts:
-        try:
-            inputs = prepare(model, text, max_tokens)
-        except InputError:  # a decoder's one-token text: nothing to predict
-            continue
-        if inputs.labels is not None and not bool((inputs.labels != -100).any()):
-            continue  # a masked-LM text with no word piece to mask
-        out.append(inputs)
-    return out
-
-
-def _pad(model: LoadedModel, items: list[Inputs]) -> Batch:
-    lengths = [x.ids.shape[1] for x in items]
-    B, N = len(items), max(lengths)
-    pad = getattr(model.tokenizer, "pad_token_id", None) or 0  # any id: masked out
-    ids = torch.full((B, N), int(pad), dtype=torch.long)
-    mask = torch.zeros((B, N), dtype=torch.long)
-    kind = items[0].kind
-    labels = None if kind == EMBEDDING else torch.full((B, N), -100, dtype=torch.long)
-    for b, (x, n) in enumerate(zip(items, lengths)):
-        ids[b, :n], mask[b, :n] = x.ids[0], 1
-        if labels is not None:
-            labels[b, :n] = x.labels[0]
-    dev = model.device
-    return Batch(ids.to(dev), mask.to(dev), None if labels is None else labels.to(dev),
-                 torch.tensor(lengths, device=dev), kind)
-
-
-def _embeddings(model: LoadedModel, batch: Batch) -> torch.Tensor:
-    """(B, d): each document's mean last hidden state over its own tokens (sentence-transformers'
-    pooling, as `mha_viz.interventions.ablation.sentence_embedding` on one text)."""
-    net = getattr(model.hf_model, "base_model", None) or model.hf_model
-    out = net(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False)
-    hidden = out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out.hidden_states[-1]
-    m = batch.mask[..., None].to(hidden.dtype)  # (B, N, 1)
-    return (hidden * m).sum(1) / m.sum(1)
-
-
-def _losses(model: LoadedModel, batch: Batch, reference: torch.Tensor | None = None) -> torch.Tensor:
-    """(B,): each document's own loss (`ablation`'s module doc), under the caller's head mask and
-    grad mode; `reference` (B, d): the unablated embeddings, for EMBEDDING."""
-    if batch.kind == EMBEDDING:
-        return 1 - F.cosine_similarity(_embeddings(model, batch), reference, dim=-1)
-    logits = model.hf_model(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False).logits.float()
-    labels = batch.labels
-    if batch.kind == NEXT_TOKEN:  # position t predicts token t + 1
-        logits, labels = logits[:, :-1], labels[:, 1:]
-    B, T, V = logits.shape
-    ce = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=-100, reduction="none")
-    scored = (labels != -100).sum(1)  # (B,)
-    return ce.view(B, T).sum(1) / scored
-
-
 def _chunks(model: LoadedModel, items: list[Inputs]):
     """Consecutive runs of `items` whose gradient pass fits the memory budget: B documents padded
     to N tokens hold about B × `gradient_bytes(N)`. A document that does not fit alone raises
     InputError (`check_gradient_budget`), as it does for one text."""
-    budget = settings.from_env().max_capture_bytes
+    budget = capture_budget.capture_budget()
     run: list[Inputs] = []
     for x in items:
         check_gradient_budget(model, x.ids.shape[1])
         longest = max([x.ids.shape[1]] + [y.ids.shape[1] for y in run])
-        if run and (len(run) + 1) * gradient_bytes(model, longest) > budget:
+        if run and not capture_budget.fits((len(run) + 1) * gradient_bytes(model, longest), budget):
             yield run
             run = []
         run.append(x)
@@ -135,7 +67,7 @@ def _gradient_importance(model: LoadedModel, batch: Batch) -> np.ndarray:
     with model.lock, torch.enable_grad():
         scale = torch.ones(model.num_layers, model.num_heads, device=model.device, requires_grad=True)
         with head_mask(model, scale, None, record):
-            total = _losses(model, batch).sum()
+            total = heads_off_loss.losses(model, batch).sum()
         grads = torch.autograd.grad(total, [out for _, out in record])
     real = batch.mask[..., None].to(torch.float32)  # (B, N, 1)
     per_layer = []
@@ -150,15 +82,15 @@ def _ablation_importance(model: LoadedModel, batch: Batch) -> np.ndarray:
     L, H = model.num_layers, model.num_heads
     out = np.zeros((L, H))
     with model.lock, torch.no_grad():
-        reference = _embeddings(model, batch)
+        reference = heads_off_loss.embeddings(model, batch)
         with head_mask(model, torch.ones(L, H, device=model.device)):
-            base = _losses(model, batch, reference)
+            base = heads_off_loss.losses(model, batch, reference)
         for layer in range(L):
             for head in range(H):
                 scale = torch.ones(L, H, device=model.device)
                 scale[layer, head] = 0.0
                 with head_mask(model, scale):
-                    effect = (_losses(model, batch, reference) - base).double().cpu().numpy()  # (B,)
+                    effect = (heads_off_loss.losses(model, batch, reference) - base).double().cpu().numpy()  # (B,)
                 out[layer, head] = np.clip(effect, 0, None).sum()
     return out
 
@@ -168,14 +100,14 @@ def batch_importance(model: LoadedModel, texts: list[str], *, max_tokens: int | 
     (see the module doc). Raises Unavailable when the heads cannot be masked, InputError when one
     document alone would not fit the gradient memory budget."""
     _check_maskable(model)
-    items = _prepared(model, list(texts), max_tokens)
+    items = scorable(model, list(texts), max_tokens)
     total = np.zeros((model.num_layers, model.num_heads))
     if not items:
         return total
     if items[0].kind == EMBEDDING:  # no gradient: L·H forward passes, whatever the batch holds
-        return total + _ablation_importance(model, _pad(model, items))
+        return total + _ablation_importance(model, pad(model, items))
     for run in _chunks(model, items):
-        total += _gradient_importance(model, _pad(model, run))
+        total += _gradient_importance(model, pad(model, run))
     return total
 
 
@@ -186,7 +118,7 @@ def pruning_curve(model: LoadedModel, texts: list[str], order, fractions, *, max
     over documents, computed `batch_size` documents at a time. Raises InputError when no text
     has a loss."""
     _check_maskable(model)
-    items = _prepared(model, list(texts), max_tokens)
+    items = scorable(model, list(texts), max_tokens)
     if not items:
         raise InputError("None of these documents has anything to score (each is too short); use longer texts.")
     L, H = model.num_layers, model.num_heads
@@ -194,11 +126,11 @@ def pruning_curve(model: LoadedModel, texts: list[str], order, fractions, *, max
     sums = np.zeros(len(fractions))
     with model.lock, torch.no_grad():
         for start in range(0, len(items), batch_size):
-            batch = _pad(model, items[start:start + batch_size])
-            reference = _embeddings(model, batch) if batch.kind == EMBEDDING else None
+            batch = pad(model, items[start:start + batch_size])
+            reference = heads_off_loss.embeddings(model, batch) if batch.kind == EMBEDDING else None
             for i, f in enumerate(fractions):
                 scale = torch.ones(L * H, device=model.device)
                 scale[torch.as_tensor(order[: int(np.ceil(f * L * H))])] = 0.0
                 with head_mask(model, scale.reshape(L, H)):
-                    sums[i] += float(_losses(model, batch, reference).double().sum())
+                    sums[i] += float(heads_off_loss.losses(model, batch, reference).double().sum())
     return sums / len(items)

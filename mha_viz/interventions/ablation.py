@@ -6,17 +6,9 @@ Public API::
     imp = ablation.head_importance(model, text)     # numpy (layers, heads), each layer's row L2-normalised
     loss = ablation.masked_loss(model, text, keep)  # float; keep: bool (layers, heads), False = masked
 
-The loss depends on what the model has (`loss_kind`):
-
-- "next-token" (a decoder with a language-model head): mean cross-entropy of predicting each
-  token from the ones before it.
-- "masked-LM" (an encoder with an LM head): every MASK_EVERY-th word piece (the 3rd, 9th, 15th…
-  non-special token; the middle one when the text has fewer than 3) is replaced by the mask
-  token, and the loss is the mean cross-entropy of predicting the original pieces there. The
-  masking is fixed, so that every head set is scored on the same task.
-- "embedding" (an encoder without an LM head, such as minilm): 1 − cosine between the sentence
-  embedding (mean of the last hidden states over the tokens, as sentence-transformers pools)
-  with the heads masked and without.
+The loss (`loss_kind`: next-token, masked-LM or 1 − cosine of the sentence embedding) and the
+ids and targets it reads are `mha_viz.text.loss_inputs`; the loss with heads switched off is
+computed by `mha_viz.interventions.heads_off_loss`, for one text here as a batch of one.
 
 Masking multiplies each head's output z_h by ξ_h before W_O (`mha_viz_models.attention.masking`), so
 `masked_loss` with every head of a layer masked equals that layer's attention output being W_O's
@@ -28,19 +20,17 @@ embedding), from as few forward passes as possible, is in `ablation_outcome`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from mha_viz import settings
 from mha_viz.budget import memory
-from mha_viz.text.tokenize import InputError, tokenize
+from mha_viz.interventions import heads_off_loss
+from mha_viz.text.loss_inputs import EMBEDDING, Inputs, loss_kind, pad, prepare
+from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.masking import head_mask
 
-MASK_EVERY = 6
 # A bundled paragraph to score heads on when the user's sentence is short.
 SAMPLE_PARAGRAPH = (
     "The old lighthouse stood at the edge of the harbour for more than a hundred years. Every "
@@ -50,95 +40,21 @@ SAMPLE_PARAGRAPH = (
     "the story: the keeper kept the light burning, and every boat came home."
 )
 PRUNE_FRACTIONS = [i / 10 for i in range(10)]  # the pruning curve's steps: 0 %, 10 %, … 90 % of heads off
-NEXT_TOKEN, MASKED_LM, EMBEDDING = "next-token", "masked-LM", "embedding"
-LOSS_LABELS = {
-    NEXT_TOKEN: "next-token loss (mean cross-entropy, nats)",
-    MASKED_LM: f"masked-LM loss (every {MASK_EVERY}th word piece masked, mean cross-entropy, nats)",
-    EMBEDDING: "1 − cosine to the unablated sentence embedding",
-}
-
-
-def loss_kind(model: LoadedModel) -> str:
-    """NEXT_TOKEN, MASKED_LM or EMBEDDING: what `masked_loss` measures for this model."""
-    if model.is_causal:  # decoders are loaded with their LM head (logits)
-        return NEXT_TOKEN
-    getter = getattr(model.hf_model, "get_output_embeddings", None)
-    has_head = getter is not None and getter() is not None
-    return MASKED_LM if has_head and getattr(model.tokenizer, "mask_token_id", None) is not None else EMBEDDING
-
-
-@dataclass
-class Inputs:
-    ids: torch.Tensor  # (1, n) what the model reads (mask tokens in place for masked-LM)
-    labels: torch.Tensor | None  # (1, n) targets, -100 where not scored; None for EMBEDDING
-    kind: str
-
-
-def masked_positions(special: list[bool]) -> list[int]:
-    """The positions the masked-LM loss masks: every MASK_EVERY-th non-special token, starting
-    with the third (index 2), or the middle non-special token of a shorter text."""
-    plain = [i for i, s in enumerate(special) if not s]
-    chosen = plain[2::MASK_EVERY]
-    return chosen or ([plain[len(plain) // 2]] if plain else [])
-
-
-def prepare(model: LoadedModel, text: str, max_tokens: int | None = None) -> Inputs:
-    """The token ids and targets of `text` for this model's loss (raises InputError)."""
-    toks = tokenize(model, text, max_tokens)
-    ids, special = toks.ids, toks.special
-    kind = loss_kind(model)
-    x = torch.tensor([ids])
-    if kind == EMBEDDING:
-        return Inputs(x, None, kind)
-    if kind == NEXT_TOKEN:
-        if len(ids) < 2:
-            raise InputError("The next-token loss needs at least two tokens; type a longer text.")
-        return Inputs(x, x.clone(), kind)  # Hugging Face shifts the labels inside the model
-    labels = torch.full_like(x, -100)
-    masked = x.clone()
-    for i in masked_positions(special):
-        labels[0, i] = x[0, i]
-        masked[0, i] = model.tokenizer.mask_token_id
-    return Inputs(masked, labels, kind)
-
-
-def _forward(model: LoadedModel, inputs: Inputs):
-    """(loss or None, last hidden states (1, n, d) or None) of one forward pass, under the
-    caller's grad mode. The losses are computed here from the logits (the same for every model);
-    inputs without labels (predictions) give no loss."""
-    if inputs.kind == EMBEDDING:
-        return None, last_hidden(model, inputs)
-    x = inputs.ids.to(model.device)
-    out = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
-    if inputs.labels is None:
-        return None, None
-    logits, labels = out.logits.float(), inputs.labels.to(model.device)
-    if inputs.kind == NEXT_TOKEN:  # position t predicts token t + 1
-        logits, labels = logits[:, :-1], labels[:, 1:]
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100), None
-
-
-def sentence_embedding(hidden: torch.Tensor) -> torch.Tensor:
-    """(d,): the mean of the last hidden states (1, n, d) over the tokens, as sentence-transformers pools."""
-    return hidden.mean(dim=1)[0]  # (d,): mean over the tokens
 
 
 def _loss_under(model: LoadedModel, inputs: Inputs, scale: torch.Tensor, means=None,
                 reference: torch.Tensor | None = None, record: list | None = None) -> torch.Tensor:
-    """The loss with head mask `scale` (a tensor, possibly requiring grad); for EMBEDDING,
-    `reference` is the unablated sentence embedding."""
+    """The loss of one text (a batch of one, `heads_off_loss.losses`) with head mask `scale` (a tensor,
+    possibly requiring grad); for EMBEDDING, `reference` (1, d) is the unablated sentence embedding."""
     with head_mask(model, scale, means, record):
-        loss, hidden = _forward(model, inputs)
-    if inputs.kind == EMBEDDING:
-        return 1 - F.cosine_similarity(sentence_embedding(hidden), reference, dim=0)
-    return loss
+        return heads_off_loss.losses(model, pad(model, [inputs]), reference)[0]
 
 
 def _reference(model: LoadedModel, inputs: Inputs) -> torch.Tensor | None:
     if inputs.kind != EMBEDDING:
         return None
     with torch.no_grad():
-        return sentence_embedding(_forward(model, inputs)[1])
+        return heads_off_loss.embeddings(model, pad(model, [inputs]))
 
 
 def head_means(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
@@ -148,13 +64,13 @@ def head_means(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
     ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
     with torch.no_grad():
         with head_mask(model, ones, None, record):
-            _forward(model, inputs)
+            heads_off_loss.last_hidden(model, pad(model, [inputs]))  # the heads' outputs are recorded on the way
     return torch.stack([z[0].mean(0) for z, _ in record])  # (L, H, d_v)
 
 
 def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = False,
                 max_tokens: int | None = None) -> float:
-    """The model's loss on `text` (see the module doc) with the heads where `keep` is False
+    """The model's loss on `text` (`mha_viz.text.loss_inputs`) with the heads where `keep` is False
     switched off: zeroed, or with `mean_ablation` replaced by their mean output on this text."""
     keep = np.array(keep, dtype=bool)
     inputs = prepare(model, text, max_tokens)
@@ -274,7 +190,7 @@ def pruning_curves(model: LoadedModel, text: str, orders, fractions, *, mean_abl
     inputs = prepare(model, text, max_tokens)
     L, H = model.num_layers, model.num_heads
     seen: dict[bytes, float] = {}
-    losses = np.zeros((len(orders), len(fractions)))
+    curves = np.zeros((len(orders), len(fractions)))
     with model.lock, torch.no_grad():
         reference = _reference(model, inputs)
         means = head_means(model, inputs) if mean_ablation else None
@@ -285,18 +201,5 @@ def pruning_curves(model: LoadedModel, text: str, orders, fractions, *, mean_abl
                 mask = scale.cpu().numpy().tobytes()
                 if mask not in seen:
                     seen[mask] = float(_loss_under(model, inputs, scale.reshape(L, H), means, reference))
-                losses[i, j] = seen[mask]
-    return losses
-
-
-def prepare_ids(model: LoadedModel, text: str, max_tokens: int | None = None) -> torch.Tensor:
-    """(1, n): the token ids of `text` as typed (raises InputError)."""
-    return torch.tensor([tokenize(model, text, max_tokens).ids])
-
-
-def last_hidden(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
-    """Last hidden states (1, n, d) of any model (the base model's, for a model with a head)."""
-    x = inputs.ids.to(model.device)
-    net = getattr(model.hf_model, "base_model", None) or model.hf_model
-    out = net(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
-    return out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out.hidden_states[-1]
+                curves[i, j] = seen[mask]
+    return curves

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mha_viz.interventions import ablation
-from mha_viz.interventions.ablation import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs
+from mha_viz.interventions import heads_off_loss
+from mha_viz.text.loss_inputs import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs, loss_kind, pad, prepare, prepare_ids
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.masking import head_mask
 
@@ -72,10 +72,10 @@ def _passes(model: LoadedModel, text: str, max_tokens: int | None) -> list[tuple
     """The forward passes an Outcome takes: (inputs, {position: label} to predict at). A decoder
     scores and predicts in one pass; a masked-LM encoder reads the text with its fixed masks for the
     loss, and as typed for the predictions (a second pass only when a mask token was typed)."""
-    scored = ablation.prepare(model, text, max_tokens)
+    scored = prepare(model, text, max_tokens)
     if scored.kind != MASKED_LM:
         return [(scored, _predicted(model, scored.ids[0].tolist(), scored.kind))]
-    typed = ablation.prepare_ids(model, text, max_tokens)
+    typed = prepare_ids(model, text, max_tokens)
     at = _predicted(model, typed[0].tolist(), MASKED_LM)
     return [(scored, {})] + ([(Inputs(typed, None, MASKED_LM), at)] if at else [])
 
@@ -103,7 +103,7 @@ def _run_pass(model: LoadedModel, inputs: Inputs, at: dict[int, str], k: int, sc
     `at`, the sentence embedding for EMBEDDING or None). The caller holds the lock, without grad."""
     if inputs.kind == EMBEDDING:
         with head_mask(model, scale, means, record):
-            return None, [], ablation.sentence_embedding(ablation.last_hidden(model, inputs))
+            return None, [], heads_off_loss.embeddings(model, pad(model, [inputs]))[0]
     if inputs.labels is None:
         rows = list(at)
     else:  # a decoder's loss reads every row; a masked-LM loss the masked positions only
@@ -114,12 +114,10 @@ def _run_pass(model: LoadedModel, inputs: Inputs, at: dict[int, str], k: int, sc
     if rows is not None and logits.shape[0] != len(rows):  # a head the hook did not reach made every row
         logits = logits[torch.tensor(rows, dtype=torch.long, device=logits.device)]
     loss = None
-    if inputs.labels is not None:
+    if inputs.labels is not None:  # the loss's cross-entropy, on the rows made (a masked-LM loss: the scored ones)
         labels = inputs.labels[0].to(model.device)
-        if inputs.kind == NEXT_TOKEN:  # position t predicts token t + 1
-            loss = float(F.cross_entropy(logits[:-1].float(), labels[1:]))
-        else:
-            loss = float(F.cross_entropy(logits.float(), labels[rows]))
+        scored = labels if rows is None else labels[rows]
+        loss = float(heads_off_loss.cross_entropy(logits[None], scored[None], inputs.kind)[0])
     row = {p: p for p in at} if rows is None else {p: i for i, p in enumerate(rows)}
     return loss, [(label, _top(model, logits[row[p]], k)) for p, label in at.items()], None
 
@@ -187,7 +185,7 @@ def predictions(model: LoadedModel, text: str, keep, *, k: int = 5, mean_ablatio
     """What the model predicts with every head on and with the heads where `keep` is False off:
     the next token after the text (decoders), or the token at each mask token the user typed
     (encoders with an LM head; none typed: an empty list). Embedding-only models: []."""
-    if ablation.loss_kind(model) == EMBEDDING:
+    if loss_kind(model) == EMBEDDING:
         return []
     base = unablated(model, text, k=k, max_tokens=max_tokens)
     return prediction_pairs(base, ablated(model, text, keep, mean_ablation=mean_ablation, base=base, k=k,
@@ -198,7 +196,7 @@ def embeddings(model: LoadedModel, text: str, keep, *, mean_ablation: bool = Fal
                max_tokens: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """For any model: (the sentence embedding (d,) with every head on, with the heads where `keep`
     is False off). One pass, which records the heads' means, and a second only when a head is off."""
-    inputs = Inputs(ablation.prepare_ids(model, text, max_tokens), None, EMBEDDING)
+    inputs = Inputs(prepare_ids(model, text, max_tokens), None, EMBEDDING)
     keep = np.array(keep, dtype=bool)
     ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
     record = _MeanRecord()

@@ -1,3 +1,3 @@
 """Text in: the one door from text to token ids (`tokenize`), readable tokens and word groups (`readable`), the
-prefix a token cap reads (`prefix`).
+prefix a token cap reads (`prefix`), the ids and targets of a model's loss (`loss_inputs`).
 """

@@ -11,6 +11,7 @@ import mha_viz
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.interventions import ablation, ablation_outcome
+from mha_viz.text import loss_inputs
 from mha_viz.ui import analysis, charts, keys, resources, session
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
@@ -39,10 +40,10 @@ def ablation_page() -> None:
     if not model.attention_modules:
         st.info(f"The heads of this model cannot be switched off: {model.unread}.", icon="ℹ️")
         return
-    kind = ablation.loss_kind(model)
+    kind = loss_inputs.loss_kind(model)
     on = _heads_on(cur)
     st.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
-               f"what changes. Measured: {ablation.LOSS_LABELS[kind]}.")
+               f"what changes. Measured: {loss_inputs.LOSS_LABELS[kind]}.")
     if model.other_layers:  # a hybrid
         st.caption(f"{model.name} is a hybrid: only its softmax-attention layers "
                    f"({', '.join(map(str, model.layer_ids))}) have heads to switch off; its other layers always run.")
@@ -78,7 +79,7 @@ def _switch_off_layer(model_key, on: np.ndarray) -> None:
 
 def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
     model = cur.model
-    if kind == ablation.EMBEDDING:
+    if kind == loss_inputs.EMBEDDING:
         _embedding_effects(cur, on, mean_ablation)
         return
     try:
@@ -86,10 +87,10 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
     except mha_viz.InputError as exc:  # e.g. a decoder's loss on a one-token text
         st.error(plain(str(exc)), icon="⚠️")
         return
-    st.metric(ablation.LOSS_LABELS[kind].split(" (")[0], f"{off.loss:.4f}", delta=f"{off.loss - base.loss:+.4f}",
-              delta_color="inverse", help=ablation.LOSS_LABELS[kind])
+    st.metric(loss_inputs.LOSS_LABELS[kind].split(" (")[0], f"{off.loss:.4f}", delta=f"{off.loss - base.loss:+.4f}",
+              delta_color="inverse", help=loss_inputs.LOSS_LABELS[kind])
     preds = ablation_outcome.prediction_pairs(base, off)
-    if not preds and kind == ablation.MASKED_LM:
+    if not preds and kind == loss_inputs.MASKED_LM:
         st.info(f"Type {plain(model.tokenizer.mask_token)} in the sentence where the model should fill "
                 "in a word to see its top-5 guesses before and after.", icon="✍️")
     for p in preds:
@@ -126,7 +127,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
                       horizontal=True)
     text = cur.run.text if source == "this text" else ablation.SAMPLE_PARAGRAPH
     how = ("the change in 1 − cosine when each head alone is switched off (this model has no LM head, so the "
-           "gradient at ξ = 1 is zero)" if kind == ablation.EMBEDDING else
+           "gradient at ξ = 1 is zero)" if kind == loss_inputs.EMBEDDING else
            "Michel et al.'s gradient importance: Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, each layer's row divided by its "
            "L2 norm")
     st.caption(f"Importance: {how}.")
@@ -156,7 +157,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
             curve = resources.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
             charts.show(charts.cached("pruning", (key, mean_ablation), lambda: teach_figures.pruning_figure(
                 ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],
-                loss_label=ablation.LOSS_LABELS[kind].split(" (")[0])), key=keys.PRUNE_FIG)
+                loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0])), key=keys.PRUNE_FIG)
             st.download_button("Download the pruning curve (CSV)", curve.to_csv(index=False).encode(),
                                file_name="pruning-curve.csv", mime="text/csv", key=keys.DL_PRUNE)
 

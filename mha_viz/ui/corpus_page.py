@@ -25,6 +25,7 @@ from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.interventions import ablation
+from mha_viz.text import loss_inputs
 from mha_viz.ui import analysis, charts, export_views, jobs, keys, resources, session, view_helpers
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
@@ -123,7 +124,7 @@ def corpus_page() -> None:
                                       step=32,
                                       help="Longer documents are cut to this many tokens.")
     batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=keys.CORPUS_BATCH, persist_state=keys.KEEP)
-    embedding = ablation.loss_kind(cur.model) == ablation.EMBEDDING
+    embedding = loss_inputs.loss_kind(cur.model) == loss_inputs.EMBEDDING
     if session.get(keys.CORPUS_MODEL_SEEN) != cur.model_key:  # a new model: its own default
         session.put(keys.CORPUS_MODEL_SEEN, cur.model_key)
         session.put(keys.CORPUS_IMPORTANCE, not embedding)  # off where it costs a pass a head
@@ -235,10 +236,10 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
             st.error(plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"), icon="⚠️")
             return
     curve = done[key]
-    kind = ablation.loss_kind(cur.model)
+    kind = loss_inputs.loss_kind(cur.model)
     charts.show(teach_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
                                              curve["random mean"], curve["random sd"],
-                                             loss_label=ablation.LOSS_LABELS[kind].split(" (")[0]),
+                                             loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0]),
                 key=keys.CORPUS_PRUNING, name="corpus-pruning")
     st.caption(f"Mean loss over the {len(held)} held-out documents, which the importance never saw.")
     st.download_button("Download the pruning curve (CSV)", export_views.table_csv(curve),

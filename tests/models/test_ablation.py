@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz.interventions import ablation
+from mha_viz.interventions import ablation, heads_off_loss
 from mha_viz.interventions import ablation_outcome as outcome
+from mha_viz.text import loss_inputs
 from mha_viz_models.attention.masking import head_mask
 from mha_viz_models.families.builtin import output_projection
 
@@ -27,7 +28,7 @@ def _loss_at(model, inputs, scale: torch.Tensor) -> float:
 def test_gradient_of_the_head_mask_matches_finite_differences(request, which):
     model = request.getfixturevalue(which)
     grad, per_token = ablation.head_gradients(model, TEXT)
-    inputs = ablation.prepare(model, TEXT)
+    inputs = loss_inputs.prepare(model, TEXT)
     L, H = model.num_layers, model.num_heads
     eps = 1e-2
     fd = np.zeros((L, H))
@@ -59,7 +60,7 @@ def test_importance_of_one_scored_token_is_the_normalised_gradient(tiny_gpt2):
 @pytest.mark.parametrize("which", ["tiny_gpt2", "tiny_bert"])
 def test_masking_every_head_of_a_layer_leaves_the_output_projection_bias(request, which):
     model = request.getfixturevalue(which)
-    inputs = ablation.prepare(model, TEXT)
+    inputs = loss_inputs.prepare(model, TEXT)
     layer = 1
     w_o = output_projection(*model.attention_modules[layer])
     seen = []
@@ -68,7 +69,7 @@ def test_masking_every_head_of_a_layer_leaves_the_output_projection_bias(request
     scale[layer] = 0.0
     try:
         with torch.no_grad(), head_mask(model, scale):
-            ablation._forward(model, inputs)
+            heads_off_loss.losses(model, loss_inputs.pad(model, [inputs]))
     finally:
         hook.remove()
     bias = w_o.bias.detach()
@@ -80,7 +81,7 @@ def test_masking_every_head_of_a_layer_leaves_the_output_projection_bias(request
 
 
 def test_masked_lm_masks_fixed_positions(tiny_bert):
-    inputs = ablation.prepare(tiny_bert, TEXT)
+    inputs = loss_inputs.prepare(tiny_bert, TEXT)
     scored = (inputs.labels[0] != -100).nonzero().ravel().tolist()
     assert scored == [3, 9]  # non-special positions 1..12: the 3rd and the 9th
     assert all(inputs.ids[0, i] == tiny_bert.tokenizer.mask_token_id for i in scored)
@@ -89,7 +90,7 @@ def test_masked_lm_masks_fixed_positions(tiny_bert):
 @pytest.mark.model
 def test_embedding_loss_is_zero_with_every_head_and_grows_when_heads_go(minilm):
     keep = np.ones((minilm.num_layers, minilm.num_heads), bool)
-    assert ablation.loss_kind(minilm) == ablation.EMBEDDING
+    assert loss_inputs.loss_kind(minilm) == loss_inputs.EMBEDDING
     assert abs(ablation.masked_loss(minilm, TEXT, keep)) < 1e-6
     keep[:, ::2] = False
     assert ablation.masked_loss(minilm, TEXT, keep) > 1e-3
@@ -141,12 +142,12 @@ MASKED = "the cat sat on the [MASK] and the dog sat on the [MASK]"
 def _top_from_every_row(model, text: str, keep: np.ndarray, mean_ablation: bool, k: int = 5) -> list:
     """The top-k at the predicted positions the plain way: every row of the logits under the head
     mask, the means from `ablation.head_means` on the text as typed."""
-    ids = ablation.prepare_ids(model, text)
-    inputs = ablation.Inputs(ids, None, ablation.loss_kind(model))
+    ids = loss_inputs.prepare_ids(model, text)
+    inputs = loss_inputs.Inputs(ids, None, loss_inputs.loss_kind(model))
     means = ablation.head_means(model, inputs) if mean_ablation else None
     with torch.no_grad(), head_mask(model, torch.as_tensor(keep, dtype=torch.float32), means):
         logits = model.hf_model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0]
-    if ablation.loss_kind(model) == ablation.NEXT_TOKEN:
+    if loss_inputs.loss_kind(model) == loss_inputs.NEXT_TOKEN:
         rows = [ids.shape[1] - 1]
     else:
         rows = (ids[0] == model.tokenizer.mask_token_id).nonzero().ravel().tolist()
@@ -184,7 +185,7 @@ def test_outcomes_match_the_plain_loss_and_every_row_of_the_logits(request, whic
 ])
 def test_each_head_set_runs_once_and_the_lm_head_projects_only_the_rows_read(request, which, text, passes):
     model = request.getfixturevalue(which)
-    n = ablation.prepare_ids(model, text).shape[1]
+    n = loss_inputs.prepare_ids(model, text).shape[1]
     rows: list[int] = []
     handle = model.hf_model.get_output_embeddings().register_forward_hook(
         lambda _m, _i, out: rows.append(out.shape[-2]))
@@ -211,12 +212,12 @@ def test_embedding_outcomes_match_the_plain_sentence_embedding(minilm, mean_abla
     for text in (TEXT, other):
         base = outcome.unablated(minilm, text)
         off = outcome.ablated(minilm, text, keep, mean_ablation=mean_ablation, base=base)
-        inputs = ablation.Inputs(ablation.prepare_ids(minilm, text), None, ablation.EMBEDDING)
+        inputs = loss_inputs.Inputs(loss_inputs.prepare_ids(minilm, text), None, loss_inputs.EMBEDDING)
         means = ablation.head_means(minilm, inputs) if mean_ablation else None
         with torch.no_grad(), head_mask(minilm, torch.as_tensor(keep, dtype=torch.float32), means):
-            plain_off = ablation.last_hidden(minilm, inputs)[0].mean(0)
+            plain_off = heads_off_loss.last_hidden(minilm, loss_inputs.pad(minilm, [inputs]))[0].mean(0)
         with torch.no_grad():
-            plain_on = ablation.last_hidden(minilm, inputs)[0].mean(0)
+            plain_on = heads_off_loss.last_hidden(minilm, loss_inputs.pad(minilm, [inputs]))[0].mean(0)
         torch.testing.assert_close(base.embedding, plain_on, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(off.embedding, plain_off, rtol=1e-5, atol=1e-6)
         assert off.loss == pytest.approx(ablation.masked_loss(minilm, text, keep, mean_ablation=mean_ablation),

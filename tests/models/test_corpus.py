@@ -221,6 +221,7 @@ def test_a_batch_over_the_capture_budget_is_split_and_a_document_over_it_refused
     """Batches hold at most MHA_VIZ_MAX_CAPTURE_MB of attention: a budget for about two documents
     splits a batch of ten into several captures with the same result; a budget below one
     document's attention refuses it with a message."""
+    from mha_viz.budget import capture_budget
     from mha_viz.corpus import batching
 
     whole = corpus.capture_runs(toy, LETTERS, max_tokens=MAX_TOKENS)
@@ -229,11 +230,11 @@ def test_a_batch_over_the_capture_budget_is_split_and_a_document_over_it_refused
     monkeypatch.setattr(toy, "capture", lambda ids, **kw: calls.append(ids.shape) or real(ids, **kw))
     n_max = max(r.n for r in whole)
     budget = batching.capture_bytes(toy, 2, n_max)  # two documents of the longest length
-    monkeypatch.setattr(batching, "from_env", lambda: type("S", (), {"max_capture_bytes": budget})())
+    monkeypatch.setattr(capture_budget, "capture_budget", lambda: budget)
     split = corpus.capture_runs(toy, LETTERS, max_tokens=MAX_TOKENS)
     assert len(calls) > 1 and all(batching.capture_bytes(toy, b, n) <= budget for b, n in calls)
     for a, b in zip(whole, split):
         np.testing.assert_allclose(a.attentions, b.attentions, atol=1e-6)
-    monkeypatch.setattr(batching, "from_env", lambda: type("S", (), {"max_capture_bytes": 10})())
+    monkeypatch.setattr(capture_budget, "capture_budget", lambda: 10)
     with pytest.raises(mha_viz.InputError, match="MHA_VIZ_MAX_CAPTURE_MB"):
         corpus.capture_runs(toy, LETTERS, max_tokens=MAX_TOKENS)

@@ -13,6 +13,7 @@ import pytest
 import mha_viz
 from mha_viz.corpus import importance
 from mha_viz.interventions import ablation
+from mha_viz.text import loss_inputs
 
 WORDS = [  # mixed lengths, one of them a single token for the byte-level GPT-2 tokenizer
     "the cat sat on the mat and the dog sat on the log",
@@ -33,7 +34,7 @@ def _per_text(model, texts) -> np.ndarray:
     """What the issue defines: each text's own importance before normalisation, summed."""
     total = np.zeros((model.num_layers, model.num_heads))
     for text in texts:
-        if ablation.loss_kind(model) == ablation.EMBEDDING:
+        if loss_inputs.loss_kind(model) == loss_inputs.EMBEDDING:
             total += np.clip(ablation.ablation_effects(model, text, max_tokens=128), 0, None)
             continue
         try:
@@ -45,7 +46,7 @@ def _per_text(model, texts) -> np.ndarray:
 
 def _has_loss(model, text) -> bool:
     try:
-        ablation.prepare(model, text)
+        loss_inputs.prepare(model, text)
     except mha_viz.InputError:
         return False
     return True

@@ -1,0 +1,52 @@
+"""The loss with heads switched off, computed in this one place: each text's loss in a padded batch
+(`losses`), under the caller's head mask (`mha_viz_models.attention.masking.head_mask`) and grad mode.
+
+One text is a batch of one (`ablation`), a corpus's documents a padded batch at a time
+(`corpus.importance`), and the live view's passes (`ablation_outcome`) read the same cross-entropy
+(`cross_entropy`) and sentence embedding (`embeddings`). What the loss is for each kind of model, and
+the ids and targets it reads: `mha_viz.text.loss_inputs`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from mha_viz.text.loss_inputs import EMBEDDING, IGNORED, NEXT_TOKEN, Batch
+from mha_viz_models import LoadedModel
+
+
+def last_hidden(model: LoadedModel, batch: Batch) -> torch.Tensor:
+    """Last hidden states (B, N, d) of any model (the base model's, for a model with a head)."""
+    net = getattr(model.hf_model, "base_model", None) or model.hf_model
+    out = net(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False)
+    return out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out.hidden_states[-1]
+
+
+def embeddings(model: LoadedModel, batch: Batch) -> torch.Tensor:
+    """(B, d): each text's sentence embedding, the mean of its last hidden states over its own
+    tokens (padding left out), as sentence-transformers pools."""
+    hidden = last_hidden(model, batch)
+    m = batch.mask[..., None].to(hidden.dtype)  # (B, N, 1)
+    return (hidden * m).sum(1) / m.sum(1)
+
+
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
+    """(B,): each text's mean cross-entropy (nats) over its scored positions (labels ≠ IGNORED),
+    from logits (B, T, V) and labels (B, T) on one device; for NEXT_TOKEN, position t predicts
+    token t + 1."""
+    logits = logits.float()
+    if kind == NEXT_TOKEN:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    B, T, V = logits.shape
+    ce = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=IGNORED, reduction="none")
+    return ce.view(B, T).sum(1) / (labels != IGNORED).sum(1)
+
+
+def losses(model: LoadedModel, batch: Batch, reference: torch.Tensor | None = None) -> torch.Tensor:
+    """(B,): each text's loss (`mha_viz.text.loss_inputs`), under the caller's head mask and grad
+    mode; `reference` (B, d): the unablated sentence embeddings, for EMBEDDING (1 − cosine to them)."""
+    if batch.kind == EMBEDDING:
+        return 1 - F.cosine_similarity(embeddings(model, batch), reference, dim=-1)
+    logits = model.hf_model(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False).logits
+    return cross_entropy(logits, batch.labels, batch.kind)
