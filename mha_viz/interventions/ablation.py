@@ -2,7 +2,7 @@
 
 Public API::
 
-    from mha_viz import ablation
+    from mha_viz.interventions import ablation
     imp = ablation.head_importance(model, text)     # numpy (layers, heads), each layer's row L2-normalised
     loss = ablation.masked_loss(model, text, keep)  # float; keep: bool (layers, heads), False = masked
 

@@ -4,7 +4,7 @@ forward passes as that takes.
 
 Public API::
 
-    from mha_viz import ablation_outcome as outcome
+    from mha_viz.interventions import ablation_outcome as outcome
     base = outcome.unablated(model, text)                 # every head on: one pass per input read
     off = outcome.ablated(model, text, keep, base=base)   # keep: bool (layers, heads), False = off
     off.loss, outcome.prediction_pairs(base, off)         # = ablation.masked_loss, predictions
