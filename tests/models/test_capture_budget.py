@@ -23,14 +23,19 @@ TARGET = "A quick brown fox."
 @pytest.fixture
 def tight(monkeypatch):
     """The deployment's settings with a capture budget of BUDGET bytes."""
+    _budget(monkeypatch, BUDGET)
+
+
+def _budget(monkeypatch, limit: int) -> None:
+    """The deployment's settings with a capture budget of `limit` bytes."""
     real = settings.from_env()
 
-    class Tight:
-        max_capture_bytes = BUDGET
+    class Limited:
+        max_capture_bytes = limit
 
         def __getattr__(self, name):
             return getattr(real, name)
-    monkeypatch.setattr(settings, "from_env", Tight)
+    monkeypatch.setattr(settings, "from_env", Limited)
 
 
 @pytest.fixture(scope="module")
@@ -92,14 +97,7 @@ def test_a_corpus_batch_is_cut_where_the_budget_says(tiny_gpt2, monkeypatch):
     """A budget of exactly two documents' attention: a batch of four equal documents runs as two captures."""
     n = mha_viz.tokenize(tiny_gpt2, TEXT).n
     two = 2 * 4 * tiny_gpt2.num_layers * 2 * tiny_gpt2.num_heads * n * n
-    real = settings.from_env()
-
-    class Two:
-        max_capture_bytes = two
-
-        def __getattr__(self, name):
-            return getattr(real, name)
-    monkeypatch.setattr(settings, "from_env", Two)
+    _budget(monkeypatch, two)
     shapes = []
     capture = tiny_gpt2.capture
     monkeypatch.setattr(tiny_gpt2, "capture", lambda ids, **k: shapes.append(tuple(ids.shape)) or capture(ids, **k))

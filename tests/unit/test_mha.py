@@ -22,6 +22,17 @@ def _set(lin: nn.Linear, weight, bias=None):
             lin.bias.copy_(torch.as_tensor(bias, dtype=torch.float32))
 
 
+def _torch_and_ours(d: int, h: int) -> tuple[nn.MultiheadAttention, MultiHeadAttention]:
+    """PyTorch's module (random init) and ours holding the same weights."""
+    ref = nn.MultiheadAttention(d, h, batch_first=True)
+    ours = MultiHeadAttention(Shape(d, h))
+    for lin, w, b in zip((ours.w_q, ours.w_k, ours.w_v), ref.in_proj_weight.detach().chunk(3),
+                         ref.in_proj_bias.detach().chunk(3)):
+        _set(lin, w, b)
+    _set(ours.w_o, ref.out_proj.weight.detach(), ref.out_proj.bias.detach())
+    return ref, ours
+
+
 def test_matches_hand_computation_on_tiny_input():
     # d_model 2, two heads of width 1, identity projections: head 0 reads coordinate 0.
     mha = MultiHeadAttention(Shape(2, 2, bias=False))
@@ -41,14 +52,7 @@ def test_matches_hand_computation_on_tiny_input():
 def test_matches_torch_multihead_attention_with_padding():
     torch.manual_seed(0)
     d, h = 16, 4
-    ref = nn.MultiheadAttention(d, h, batch_first=True)
-    ours = MultiHeadAttention(Shape(d, h))
-    wq, wk, wv = ref.in_proj_weight.detach().chunk(3)
-    bq, bk, bv = ref.in_proj_bias.detach().chunk(3)
-    _set(ours.w_q, wq, bq)
-    _set(ours.w_k, wk, bk)
-    _set(ours.w_v, wv, bv)
-    _set(ours.w_o, ref.out_proj.weight.detach(), ref.out_proj.bias.detach())
+    ref, ours = _torch_and_ours(d, h)
     x = torch.randn(2, 5, d)
     pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
     ref_out, ref_w = ref(x, x, x, key_padding_mask=pad, need_weights=True, average_attn_weights=False)
@@ -63,12 +67,7 @@ def test_reference_path_matches_torch_multihead_attention_with_masks():
     causal and padding masks and an additive mask, weights and gradients."""
     torch.manual_seed(4)
     d, h, n = 12, 3, 6
-    ref = nn.MultiheadAttention(d, h, batch_first=True)
-    ours = MultiHeadAttention(Shape(d, h))
-    for lin, w, b in zip((ours.w_q, ours.w_k, ours.w_v), ref.in_proj_weight.detach().chunk(3),
-                         ref.in_proj_bias.detach().chunk(3)):
-        _set(lin, w, b)
-    _set(ours.w_o, ref.out_proj.weight.detach(), ref.out_proj.bias.detach())
+    ref, ours = _torch_and_ours(d, h)
     x, bias = torch.randn(2, n, d), torch.randn(n, n)
     pad = torch.tensor([[False] * n, [False] * 4 + [True] * 2])
     causal = nn.Transformer.generate_square_subsequent_mask(n)
@@ -86,12 +85,7 @@ def test_reference_path_matches_torch_multihead_attention_with_masks():
 def test_gradients_match_torch_and_inference_matches_training_path(d):
     torch.manual_seed(1)
     h = 4
-    ref = nn.MultiheadAttention(d, h, batch_first=True)
-    ours = MultiHeadAttention(Shape(d, h))
-    for lin, w, b in zip((ours.w_q, ours.w_k, ours.w_v), ref.in_proj_weight.detach().chunk(3),
-                         ref.in_proj_bias.detach().chunk(3)):
-        _set(lin, w, b)
-    _set(ours.w_o, ref.out_proj.weight.detach(), ref.out_proj.bias.detach())
+    ref, ours = _torch_and_ours(d, h)
     x = torch.randn(2, 6, d)
     x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
     out, probs = ours(x_ours, is_causal=True)
