@@ -1,10 +1,13 @@
 # One command to start the app, one to run the tests (test-fast: the unit tier only); all set
 # everything up on first use. `make test` runs the linter first (ruff, pinned in
-# requirements-dev.txt, rules in pyproject.toml) and stops on any finding.
+# requirements-dev.txt, rules in pyproject.toml) and stops on any finding, then spreads the tests
+# over TEST_WORKERS processes (pytest-xdist; tests/conftest.py's _group keeps a file's tests, and
+# the browser tests that share one server, in one process). TEST_WORKERS=0 runs them in this one.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8501
+TEST_WORKERS ?= 2
 STAMP  := $(VENV)/.installed
 
 .PHONY: run test test-fast lint install clean
@@ -13,7 +16,7 @@ run: $(STAMP)
 	$(BIN)/mha-viz --port $(PORT)
 
 test: lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -141,10 +141,20 @@ def _fixtures(item: pytest.Item) -> set[str]:
     return names
 
 
+def _group(item: pytest.Item, tier: str) -> str:
+    """Which tests run in one process when `make test` spreads the suite over the cores (pytest-xdist,
+    `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once;
+    and every browser test that uses the shared server (tests/e2e/conftest.py's `server`) in one
+    process, so that one server and one browser serve them all."""
+    if tier == "e2e" and "server" in getattr(item, "fixturenames", ()):
+        return "e2e-shared-server"
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its tier (from its folder), and refuse a layout that breaks the rules:
-    every test lives in a tier folder, no unit test uses a model fixture, and every test that
-    uses a pretrained fixture carries the `model` marker."""
+    """Mark each test with its tier (from its folder) and its group (`_group`), and refuse a layout
+    that breaks the rules: every test lives in a tier folder, no unit test uses a model fixture,
+    and every test that uses a pretrained fixture carries the `model` marker."""
     problems = []
     for item in items:
         tier = _tier(item)
@@ -152,6 +162,7 @@ def pytest_collection_modifyitems(config, items):
             problems.append(f"{item.nodeid}: not in a tier folder ({', '.join(TIERS)})")
             continue
         item.add_marker(getattr(pytest.mark, tier))
+        item.add_marker(pytest.mark.xdist_group(_group(item, tier)))
         used = _fixtures(item)
         if tier == "unit" and used & MODEL_FIXTURES:
             problems.append(f"{item.nodeid}: a unit test uses {sorted(used & MODEL_FIXTURES)}")
