@@ -151,7 +151,7 @@ def _outcome(model: LoadedModel, text: str, scale: torch.Tensor, means: tuple, k
                 seen.append(_head_means(record))
     if embedding is not None:  # 1 − cosine to the unablated embedding (itself, unablated)
         reference = embedding if base is None else base.embedding
-        loss = float(1 - F.cosine_similarity(embedding, reference, dim=0))
+        loss = float(heads_off_loss.embedding_loss(embedding, reference))
     return Outcome(loss, tuple(tops), embedding, tuple(seen))
 
 

@@ -43,10 +43,15 @@ def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torc
     return ce.view(B, T).sum(1) / (labels != IGNORED).sum(1)
 
 
+def embedding_loss(embedding: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """1 − cosine of sentence embeddings to the unablated ones, over the last axis: (…, d) -> (…)."""
+    return 1 - F.cosine_similarity(embedding, reference, dim=-1)
+
+
 def losses(model: LoadedModel, batch: Batch, reference: torch.Tensor | None = None) -> torch.Tensor:
     """(B,): each text's loss (`mha_viz.text.loss_inputs`), under the caller's head mask and grad
     mode; `reference` (B, d): the unablated sentence embeddings, for EMBEDDING (1 − cosine to them)."""
     if batch.kind == EMBEDDING:
-        return 1 - F.cosine_similarity(embeddings(model, batch), reference, dim=-1)
+        return embedding_loss(embeddings(model, batch), reference)
     logits = model.hf_model(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False).logits
     return cross_entropy(logits, batch.labels, batch.kind)

@@ -91,3 +91,17 @@ def test_the_live_views_sentence_embedding_is_the_one_places(tiny_embedder, monk
     monkeypatch.setattr(heads_off_loss, "embeddings", lambda *a, **k: 2 * real(*a, **k))
     after = outcome.ablated(tiny_embedder, TEXT, keep).embedding
     torch.testing.assert_close(after, 2 * before)
+
+
+def test_the_embedding_loss_is_the_one_places(tiny_embedder, monkeypatch):
+    """`heads_off_loss.embedding_loss` made to answer its value + 1: the live view's loss and the one text's
+    loss (1 − cosine to the unablated embedding) both move by exactly 1."""
+    model = tiny_embedder
+    _, keep = _order_and_keep(model, 0.25)
+    before = (outcome.ablated(model, TEXT, keep, base=outcome.unablated(model, TEXT)).loss,
+              ablation.masked_loss(model, TEXT, keep))
+    real = heads_off_loss.embedding_loss
+    monkeypatch.setattr(heads_off_loss, "embedding_loss", lambda *a, **k: real(*a, **k) + 1.0)
+    after = (outcome.ablated(model, TEXT, keep, base=outcome.unablated(model, TEXT)).loss,
+             ablation.masked_loss(model, TEXT, keep))
+    np.testing.assert_allclose(np.subtract(after, before), 1.0, rtol=1e-5)
