@@ -129,7 +129,7 @@ def _job(model, key: PredKey, running: str, first: str, what: str, work, *, batc
     """(result, None) of work(progress) under a progress bar, within the memory budget and a server
     slot, or (None, a message) (`jobs.run`)."""
     def budgeted(progress):
-        prediction.check_budget(model, key.clean, key.cap, resources.capture_budget(), batch=batch)
+        prediction.check_budget(model, key.clean, key.cap, batch=batch)
         with resources.slots().hold():  # counts as an analysis for the server's limit
             return work(progress)
     return jobs.run(running, key, budgeted, first=first, what=what,

@@ -31,11 +31,6 @@ def max_tokens() -> int:
     return settings().max_tokens
 
 
-def capture_budget() -> int:
-    """Most bytes of float32 probabilities one analysis may hold: MHA_VIZ_MAX_CAPTURE_MB (4096)."""
-    return settings().max_capture_bytes
-
-
 size_text = deploy.size_text
 
 

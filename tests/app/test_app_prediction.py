@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.budget import capture_budget
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.interventions import ablation, attribution, prediction
-from mha_viz.ui import keys, resources
+from mha_viz.ui import keys
 from mha_viz.ui.sidebar import OTHER
 from tests.app.helpers import charts, open_page, shown, start_app
 
@@ -174,7 +175,7 @@ def test_an_encoder_decoder_gets_the_pages_message(t5_dir):
 def test_over_the_memory_budget_is_refused_before_anything_runs(monkeypatch):
     # the sidebar's capture of the 18 tokens (10 KB) and both runs for the panel (21 KB) fit; a batch of
     # 4 sequences more, for real patching (41 KB), does not
-    monkeypatch.setattr(resources, "capture_budget", lambda: 30_000)
+    monkeypatch.setattr(capture_budget, "capture_budget", lambda: 30_000)
     at = _page("toy-induction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     at.button(key=keys.PRED_GO).click().run()
