@@ -20,14 +20,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from mha_viz import corpus, launch
+from mha_viz.metrics.measures import METRICS
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import PRECISIONS, ModelLoadError
 
 BAR = 30  # characters of the progress bar
 TOP = 5  # heads listed per metric in the summary
-# (column, label, largest first): what the summary ranks heads by, when the table has the column
-SUMMARY = (("prev", "attention to the previous token", True), ("first", "attention to the first token", True),
-           ("induction_score", "induction score", True), ("norm_entropy", "normalised entropy (lowest)", False))
+# (head-table column, largest first): what the summary ranks heads by, when the table has the column; each
+# is labelled by the metric catalogue (`mha_viz.metrics.METRICS`)
+SUMMARY = (("prev", True), ("first", True), ("induction_score", True), ("norm_entropy", False))
 
 
 def _app_options(parser: argparse.ArgumentParser, default) -> None:
@@ -98,7 +99,8 @@ def summary(stats: corpus.CorpusStats) -> str:
     table = stats.table
     lines = [f"{stats.model_name}: {stats.n_docs:,} documents, {stats.n_tokens:,} tokens, "
              f"{stats.num_layers} layers × {stats.num_heads} heads"]
-    ranked = [(c, label, big) for c, label, big in SUMMARY if c in table.columns]
+    ranked = [(c, METRICS[c].label.lower() + ("" if big else " (lowest)"), big) for c, big in SUMMARY
+              if c in table.columns]
     if stats.importance is not None:
         table = table.assign(importance=stats.importance[table["layer"], table["head"]])
         ranked.append(("importance", "importance (per-layer normalised)", True))

@@ -137,6 +137,10 @@ def _whole_text_overview(cur) -> None:
                     return mha_viz.overview(model, text, progress=lambda f, m: bar.progress(
                         min(f, 1.0), text=plain(m)))  # m names the model
             ov = resources.one_at_a_time(compute)
+        except mha_viz.InputError as exc:  # NaN or infinity among them (NotFiniteError): its words say what to do
+            log.exception("whole-text overview refused")
+            st.error(plain(str(exc)))
+            return
         except Exception as exc:  # noqa: BLE001 - a message, and the rest of the page stays
             log.exception("whole-text overview failed")
             st.error(plain(f"The overview could not be computed ({type(exc).__name__}: {str(exc)[:200]})."))

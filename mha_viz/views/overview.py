@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.capture.finite import FiniteCheck
 from mha_viz.text.tokenize import tokenize
 from mha_viz.views.detail import max_pool
 from mha_viz_models import LoadedModel
@@ -42,6 +43,7 @@ def overview(model: LoadedModel, text: str, *, thumb: int = 48, progress=None) -
     The model runs once with fused attention (lean capture); then each head's probabilities
     are recomputed, pooled to `thumb` × `thumb` and dropped, so at most one head's n × n
     matrix exists at a time. `progress(fraction, message)` is called after each layer.
+    Raises NotFiniteError (`mha_viz.capture.finite`) when a head's probabilities hold NaN or infinity.
     """
     toks = tokenize(model, text, whole_text=True)
     progress = progress or (lambda _f, _m: None)
@@ -49,9 +51,12 @@ def overview(model: LoadedModel, text: str, *, thumb: int = 48, progress=None) -
     cap = model.capture(torch.tensor([toks.ids]), lean=True, head_outputs=False)
     s = min(thumb, toks.n)
     pooled = np.empty((model.num_layers, model.num_heads, s, s), dtype=np.float32)
+    check = FiniteCheck(model)  # a NaN would be pooled into a blank thumbnail
     for layer in range(model.num_layers):
         for head, probs in model.each_head(cap, layer):
-            pooled[layer, head] = max_pool(probs[0].float().cpu().numpy(), thumb)
+            pooled[layer, head] = max_pool(check.see(probs[0], f"attention in layer {layer}").float().cpu().numpy(),
+                                           thumb)
+        check.verify()
         progress((layer + 1) / model.num_layers, f"Layer {layer + 1} of {model.num_layers} done")
     return Overview(tokens=toks.display, pooled=pooled, model_name=model.name, num_input_tokens=toks.total,
                     num_input_tokens_is_estimate=toks.total_is_estimate)

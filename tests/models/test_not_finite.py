@@ -67,6 +67,16 @@ def test_a_decoder_in_bfloat16(gpt2_dir, lean):
     assert mha_viz.analyze(model, TEXT, lean=lean, layers=[0]).layer_ids == [0]
 
 
+def test_the_whole_text_overview_in_bfloat16(gpt2_dir):
+    """The Model view's overview of a long text recomputes each head: a NaN head is refused, not pooled
+    into a blank thumbnail."""
+    model = _planted(gpt2_dir, "bfloat16", lambda m: m.transformer.h[1].attn.c_attn.bias)
+    with pytest.raises(mha_viz.NotFiniteError) as err:
+        mha_viz.overview(model, TEXT)
+    assert "attention in layer 1 of" in str(err.value)
+    _says(str(err.value), "bfloat16", "float32")
+
+
 def test_an_encoder_decoder_in_float32(t5_dir):
     model = _planted(t5_dir, "float32", lambda m: m.decoder.block[1].layer[0].SelfAttention.q.weight)
     src, tgt = _ids(model, TEXT), torch.tensor([[model.decoder_start()] + mha_viz.tokenize(model, TARGET).ids])

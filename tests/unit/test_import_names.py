@@ -28,7 +28,7 @@ def test_each_import_name_is_the_folder_of_that_name(package, folder):
 
 
 def test_models_folder_is_not_a_second_name_for_the_package():
-    done = subprocess.run([sys.executable, "-c", "import models.mha_viz_models.mha"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-c", "import models.mha_viz_models.attention.mha"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "import mha_viz_models" in done.stderr, done.stderr[-2000:]
     assert "models" not in sys.modules  # nothing in the test session imported it either
