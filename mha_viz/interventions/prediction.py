@@ -156,13 +156,12 @@ def patch(model: LoadedModel, expl: Explanation, clean: str, corrupted: str, *, 
     return dataclasses.replace(expl, patching=patching)
 
 
-def check_budget(model: LoadedModel, clean: str, max_tokens: int | None, budget: int | None = None, *,
-                 batch: bool = True) -> None:
-    """InputError when the page's work would hold more than `budget` bytes (default: the capture budget,
-    `mha_viz.budget.capture_budget`, whose words the refusal uses): both texts' attention
+def check_budget(model: LoadedModel, clean: str, max_tokens: int | None, *, batch: bool = True) -> None:
+    """InputError when the page's work would hold more than the capture budget
+    (`mha_viz.budget.capture_budget`, whose words the refusal uses): both texts' attention
     (the one-head panel) and, with `batch` (real patching), a batch of one sequence a head through
     the model. The estimate's backward pass has its own check (`ablation.check_gradient_budget`)."""
     n = tokenize(model, clean, max_tokens).n
     cost = model.attention_bytes(n) * (2 + (model.num_heads / max(model.num_layers, 1) if batch else 0))
     doing = "Patching every head" if batch else "Finding the heads"
-    capture_budget.check(int(cost), f"{doing} of {model.name} at {n} tokens", "use shorter texts.", budget=budget)
+    capture_budget.check(int(cost), f"{doing} of {model.name} at {n} tokens", "use shorter texts.")
