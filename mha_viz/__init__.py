@@ -23,6 +23,8 @@ from mha_viz.interventions.attribution import direct_logit, value_weighted
 from mha_viz.interventions.estimate import estimate_heads, estimate_positions
 from mha_viz.interventions.patching import patch_heads
 from mha_viz.metrics.head_stats import head_table
+from mha_viz.scan.result import Scan
+from mha_viz.scan.run import scan
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 from mha_viz.views.comparison import Comparison, compare
 from mha_viz.views.overview import Overview, overview
@@ -39,6 +41,7 @@ __all__ = [
     "analyze", "AttentionRun", "NotFiniteError", "CrossAttention", "EncoderDecoderRun", "Hidden", "drop_tokens",
     "hide_mask", "generate", "Generation", "GenerationError", "Step",
     # views, metrics, what heads write, a corpus, a report
-    "compare", "Comparison", "overview", "Overview", "head_table", "value_weighted", "direct_logit", "patch_heads",
+    "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
+    "patch_heads",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
 ]

@@ -1,4 +1,4 @@
-"""What the compiled loops share (js_kernels.py, head_kernels.py): a vectorisable logarithm,
+"""What the compiled loops share (js_kernels.py, head_kernels.py, row_kernels.py): a vectorisable logarithm,
 the compiler's options, its cache folder and the threads that run the loops.
 
 Numba compiles the loops on first use (about a second; the app's preload does it before any
@@ -52,7 +52,7 @@ def _float(typingctx, b):
     return types.float32(types.int32), codegen
 
 
-KERNEL_FILES = ("compiled.py", "js_kernels.py", "head_kernels.py")
+KERNEL_FILES = ("compiled.py", "js_kernels.py", "head_kernels.py", "row_kernels.py")
 
 
 def source_hash() -> str:

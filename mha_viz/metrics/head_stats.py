@@ -32,18 +32,23 @@ def _valid(run: AttentionRun) -> np.ndarray:
     return np.tril(full) if run.is_causal else full
 
 
-def _ids(run: AttentionRun) -> np.ndarray:
-    """One integer per token for equality tests: token ids when known, else the display text."""
-    if run.token_ids:
-        return np.asarray(run.token_ids)
-    _, inverse = np.unique(np.asarray(run.tokens, dtype=object).astype(str), return_inverse=True)
+def token_keys(token_ids: list[int], tokens: list[str]) -> np.ndarray:
+    """One integer per token for equality tests (the duplicate and induction detectors): the token
+    ids when known, else the display text's."""
+    if token_ids:
+        return np.asarray(token_ids)
+    _, inverse = np.unique(np.asarray(tokens, dtype=object).astype(str), return_inverse=True)
     return inverse
+
+
+def _ids(run: AttentionRun) -> np.ndarray:
+    return token_keys(run.token_ids, run.tokens)
 
 
 # TransformerLens' detector scores (`detection_patterns`), in the catalogue's order (`measures.METRICS`)
 DETECTORS = ("prev_token_score", "duplicate_score", "induction_score")
 # `pattern_stats`' columns: the compiled pass's measures, the detector scores, in_segment
-_NAMES = (*MEASURED, *DETECTORS, "in_segment")
+STAT_NAMES = (*MEASURED, *DETECTORS, "in_segment")
 
 
 def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
@@ -62,13 +67,14 @@ def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
     return dict(zip(DETECTORS, (prev, dup.astype(float), induction)))
 
 
-def _segments(run: AttentionRun) -> np.ndarray | None:
+def segments(special_mask: list[bool]) -> np.ndarray | None:
     """Segment index per token for two-segment inputs ([CLS] a [SEP] b [SEP]), else None."""
-    special = np.asarray(run.special_mask, dtype=bool)
-    inner = [i for i in np.flatnonzero(special) if 0 < i < run.n - 1]
+    special = np.asarray(special_mask, dtype=bool)
+    n = len(special)
+    inner = [i for i in np.flatnonzero(special) if 0 < i < n - 1]
     if len(inner) != 1:
         return None
-    seg = np.zeros(run.n, dtype=int)
+    seg = np.zeros(n, dtype=int)
     seg[inner[0] + 1:] = 1
     return seg
 
@@ -98,20 +104,27 @@ def head_columns(run: AttentionRun, weights: Weights | None = None, *,
                  device: str | torch.device | None = None) -> dict:
     """`head_table`'s columns as a dict of flat (L·H,) arrays, layer-major (the pattern a list),
     without building a DataFrame: what a corpus job adds up document by document."""
-    H, n = run.num_heads, run.n
-    cols = pattern_stats(run, device=device)
-    cols["distance_norm"] = cols["distance"] / n
-    in_segment = cols.pop("in_segment")
-    layers, heads = np.meshgrid(np.asarray(run.layer_ids), np.arange(H), indexing="ij")
-    data = {"layer": layers.ravel(), "head": heads.ravel()}  # the model's layer numbers
-    data.update((name, np.asarray(values).ravel()) for name, values in cols.items())
-    rule_inputs = [data[k].tolist() for k in ("norm_entropy", "self", "prev", "next", "first", "sep", "punct")]
-    data["pattern"] = [classify(*args) for args in zip(*rule_inputs, in_segment.ravel().tolist())]
+    data = pattern_columns(pattern_stats(run, device=device), run.layer_ids, run.n)
     has = metrics_for(outputs=run.head_outputs is not None, weights=weights is not None)
     from_outputs = [name for name in needing("outputs") if name in has]
     if from_outputs:
         values = importance(run, weights, device=device)
         data.update((name, values[name].ravel()) for name in from_outputs)
+    return data
+
+
+def pattern_columns(stats: dict[str, np.ndarray], layer_ids: list[int], n: int) -> dict:
+    """The head table's pattern columns from `pattern_stats`' (L, H) arrays (or a long text's, `mha_viz.scan`):
+    layer, head, the measures, distance_norm and pattern, each flat (L·H,), layer-major."""
+    cols = dict(stats)
+    cols["distance_norm"] = cols["distance"] / n
+    in_segment = cols.pop("in_segment")
+    L, H = np.shape(in_segment)
+    layers, heads = np.meshgrid(np.asarray(layer_ids), np.arange(H), indexing="ij")
+    data = {"layer": layers.ravel(), "head": heads.ravel()}  # the model's layer numbers
+    data.update((name, np.asarray(values).ravel()) for name, values in cols.items())
+    rule_inputs = [data[k].tolist() for k in ("norm_entropy", "self", "prev", "next", "first", "sep", "punct")]
+    data["pattern"] = [classify(*args) for args in zip(*rule_inputs, np.ravel(in_segment).tolist())]
     return data
 
 
@@ -154,11 +167,11 @@ def _targets(run: AttentionRun) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
             for k, (i, j) in _target_pairs(run).items()}
 
 
-def _key_masks(run: AttentionRun) -> tuple[np.ndarray, np.ndarray]:
+def key_masks(tokens: list[str], special_mask: list[bool]) -> tuple[np.ndarray, np.ndarray]:
     """(n,) float32 0/1 masks of the keys: [SEP]-like tokens after the first, and punctuation."""
-    special = np.asarray(run.special_mask, dtype=bool)
-    sep = special & (np.arange(run.n) > 0)
-    punct = np.array([t in PUNCTUATION for t in run.tokens], dtype=bool)
+    special = np.asarray(special_mask, dtype=bool)
+    sep = special & (np.arange(len(tokens)) > 0)
+    punct = np.array([t in PUNCTUATION for t in tokens], dtype=bool)
     return sep.astype(np.float32), punct.astype(np.float32)
 
 
@@ -171,9 +184,9 @@ def _setup(run: AttentionRun) -> _Setup:
              else torch.tensor(ENTROPY_SMOOTHING / n))
     rows = k > 1
     idx = torch.arange(n)
-    sep, punct = _key_masks(run)
+    sep, punct = key_masks(run.tokens, run.special_mask)
     columns = torch.stack([torch.from_numpy(sep), torch.from_numpy(punct), torch.ones(n)], 1)
-    seg = _segments(run)
+    seg = segments(run.special_mask)
     return _Setup(floor=floor, rows=rows, log_k=torch.log(k[rows].double()),
                   dist=(idx[:, None] - idx[None, :]).abs().float().reshape(-1), columns=columns,
                   targets=_targets(run),
@@ -199,14 +212,15 @@ def _compiled(run: AttentionRun) -> dict[str, np.ndarray]:
     L, H, n = run.num_layers, run.num_heads, run.n
     att = np.ascontiguousarray(run.attentions.reshape(L * H, n, n), dtype=np.float32)
     targets = _target_pairs(run)
-    sums = pattern_sums(att, run.is_causal, *_key_masks(run), _segments(run), list(targets.values()), thread_count())
+    sums = pattern_sums(att, run.is_causal, *key_masks(run.tokens, run.special_mask), segments(run.special_mask),
+                        list(targets.values()), thread_count())
     sums[~np.isfinite(sums[:, TOTAL])] = np.nan  # a head with NaN or inf in it: no statistics
     out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if i != TOTAL}
     total = sums[:, TOTAL]
     for k, name in enumerate(targets):
         hit = sums[:, TARGETS + k]
         out[name] = np.divide(hit, total, out=np.zeros_like(hit), where=total > 0).reshape(L, H)
-    return {name: out[name] for name in _NAMES}
+    return {name: out[name] for name in STAT_NAMES}
 
 
 def _batched(run: AttentionRun, s: _Setup, flat: torch.Tensor) -> dict[str, np.ndarray]:
@@ -215,7 +229,7 @@ def _batched(run: AttentionRun, s: _Setup, flat: torch.Tensor) -> dict[str, np.n
     L, H, n = run.num_layers, run.num_heads, run.n
     step = max(1, CHUNK_BYTES // (4 * n * n))
     parts = [_chunk_stats(flat[h0:h0 + step], s, n) for h0 in range(0, L * H, step)]
-    return {name: torch.cat([p[name] for p in parts]).double().cpu().numpy().reshape(L, H) for name in _NAMES}
+    return {name: torch.cat([p[name] for p in parts]).double().cpu().numpy().reshape(L, H) for name in STAT_NAMES}
 
 
 def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:

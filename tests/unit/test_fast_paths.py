@@ -215,3 +215,16 @@ def test_each_trick_off_changes_nothing(trick, d_k, monkeypatch):
         torch.testing.assert_close(a, b, **tolerance)
     if trick == "weight stack":  # with the stack off, no trick is left that rounds apart
         assert torch.equal(off[0], reference[0]) and torch.equal(off[1], reference[1])
+
+
+@pytest.mark.parametrize("window,chunk", [(None, None), (3, None), (None, 4)])
+def test_masking_the_blocked_columns_only_is_the_whole_mask(window, chunk):
+    """A block of queries 5 … 9 of a 12-token text against keys 2 … 9: masking only the columns that hold
+    a blocked key gives the scores the whole mask gives, bit for bit."""
+    from mha_viz_models.attention.visibility import hidden_keys
+    torch.manual_seed(2)
+    scores = torch.randn(B, 3, 5, 8)
+    blocked = hidden_keys(5, 8, causal=True, window=window, chunk=chunk, first=5, key_start=2)
+    want = scores.masked_fill(blocked, float("-inf"))
+    assert torch.equal(fast_paths.masked_columns_in_place(scores.clone(), blocked), want)
+    assert fast_paths.masked_columns_in_place(scores.clone(), None).equal(scores)

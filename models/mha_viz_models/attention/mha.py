@@ -241,21 +241,48 @@ class MultiHeadAttention(nn.Module):
         if group > 1:  # query head i reads KV head i // group
             k = k.repeat_interleave(group, dim=1)  # (B, h, n_k, d_k)
             v = v.repeat_interleave(group, dim=1)  # (B, h, n_k, d_v)
-        scores = self.scores(q, k)  # (B, h, n_q, n_k), scaled (and soft-capped)
-        n_q, n_k = scores.shape[-2:]
+        n_q, n_k = q.shape[-2], k.shape[-2]
         blocked = self.blocked_keys(n_q, n_k, q.device, causal=is_causal, key_padding_mask=key_padding_mask,
                                     attn_mask=attn_mask)  # bool, broadcast to (B, h, n_q, n_k), or None
         additive = attn_mask if attn_mask is not None and attn_mask.dtype != torch.bool else None
-        scores = fast_paths.masked_in_place(scores, blocked, additive)
+        probs = self.probabilities(q, k, blocked, additive, heads=heads)  # (B, h, n_q, n_k), float32
+        z = torch.matmul(self.dropout(probs).to(v.dtype), v)  # (B, h, n_q, d_v), in the model's dtype
+        return z, probs
+
+    def probabilities(self, q: torch.Tensor, k: torch.Tensor, blocked: torch.Tensor | None,
+                      additive: torch.Tensor | None = None, *, heads: list[int] | None = None) -> torch.Tensor:
+        """`attend`'s probabilities (B, h, n_q, n_k), float32, of q (B, h, n_q, d_k) against k (B, h,
+        n_k, d_k) (one KV head a query head already): the scores, −inf where `blocked`, `additive`
+        added, then `normalized`."""
+        scores = fast_paths.masked_in_place(self.scores(q, k), blocked, additive)  # (B, h, n_q, n_k)
+        return self.normalized(scores, heads=heads, empty_rows=blocked is not None or additive is not None)
+
+    def normalized(self, scores: torch.Tensor, *, heads: list[int] | None = None,
+                   empty_rows: bool = True) -> torch.Tensor:
+        """Masked scores (B, h, n_q, n_k) to probabilities, float32, in their memory where it can be: the
+        sinks' column (of `heads`) joins the softmax and is dropped; with `empty_rows`, a row with no
+        visible key (0/0) becomes zeros."""
         if self.sinks is not None:  # their column joins the softmax, then is dropped
             scores = torch.cat((scores, sink_column(self.sinks, scores, heads)), dim=-1)  # (B, h, n_q, n_k + 1)
         probs = fast_paths.softmax_in_place(scores)  # (B, h, n_q, n_k[+1]), float32
-        if blocked is not None or attn_mask is not None:
+        if empty_rows:
             probs = fast_paths.zero_empty_rows(probs)
         if self.sinks is not None:
             probs = probs[..., :-1]  # (B, h, n_q, n_k): the sinks' share is what the rows lack
-        z = torch.matmul(self.dropout(probs).to(v.dtype), v)  # (B, h, n_q, d_v), in the model's dtype
-        return z, probs
+        return probs
+
+    def row_probabilities(self, q: torch.Tensor, k: torch.Tensor, *, first: int, key_start: int = 0,
+                          is_causal: bool, heads: list[int] | None = None) -> torch.Tensor:
+        """The probabilities (B, h, n_q, n_k) of a block of queries, q (B, h, n_q, d_k) at positions
+        first … first + n_q − 1, against keys k (B, h, n_k, d_k) at positions key_start … (every head's,
+        a KV head repeated for its query heads): what `attend` gives those rows of an unpadded text, when
+        the keys hold every key they may see (`visibility.visible_span`). For a long text, a block at a time.
+        heads: which heads q holds, when only some (their sink logits are read); None: all.
+        Every query sees its own key (no mask hides it), so no row is empty."""
+        blocked = hidden_keys(q.shape[-2], k.shape[-2], q.device, causal=is_causal, window=self.window,
+                              chunk=self.chunk, first=first, key_start=key_start)
+        scores = fast_paths.masked_columns_in_place(self.scores(q, k), blocked)  # (B, h, n_q, n_k)
+        return self.normalized(scores, heads=heads, empty_rows=False)
 
     def merge(self, z: torch.Tensor) -> torch.Tensor:
         """Concatenate the heads and apply W_O: (B, h, n_q, d_v) -> (B, n_q, d_model)."""

@@ -9,28 +9,46 @@ import torch
 
 
 def hidden_keys(n_q: int, n_k: int, device=None, *, causal: bool = True, window: int | None = None,
-                chunk: int | None = None) -> torch.Tensor | None:
-    """(n_q, n_k) bool, True where key j is hidden from query i; the queries are the last n_q of
-    the n_k positions (a KV cache holds the first n_k − n_q).
+                chunk: int | None = None, first: int | None = None, key_start: int = 0) -> torch.Tensor | None:
+    """(n_q, n_k) bool, True where key j is hidden from query i. The keys are the positions
+    key_start … key_start + n_k − 1; the queries are the n_q positions from `first`, by default the
+    last n_q of the keys' (a KV cache holds the first n_k − n_q); a long text's block of queries
+    names its own (`visible_span`).
 
     causal: query at position p sees keys j <= p, and with a window p − window < j <= p only;
     not causal (an encoder's local layers), the window shows keys |p − j| <= window.
     chunk: query at position p sees keys of its own chunk only, j // chunk == p // chunk.
     None when nothing is hidden."""
-    offset = n_k - n_q
-    ones = torch.ones(n_q, n_k, dtype=torch.bool, device=device)
+    first = key_start + n_k - n_q if first is None else first
+    p = torch.arange(first, first + n_q, device=device)[:, None]  # (n_q, 1): the queries' positions
+    j = torch.arange(key_start, key_start + n_k, device=device)[None, :]  # (1, n_k): the keys'
     hidden = None
     if causal:
-        hidden = ones.triu(offset + 1)
+        hidden = j > p
         if window is not None:
-            hidden |= ones.tril(offset - window)
+            hidden = hidden | (j <= p - window)
     elif window is not None:
-        hidden = ones.triu(offset + window + 1) | ones.tril(offset - window - 1)
+        hidden = (j - p).abs() > window
     if chunk is not None:
-        chunks = torch.arange(n_k, device=device) // chunk  # (n_k,): each position's chunk
-        apart = chunks[offset:, None] != chunks[None, :]  # (n_q, n_k)
+        apart = (j // chunk) != (p // chunk)  # (n_q, n_k)
         hidden = apart if hidden is None else hidden | apart
     return hidden
+
+
+def visible_span(start: int, stop: int, n: int, *, causal: bool = True, window: int | None = None,
+                 chunk: int | None = None) -> tuple[int, int]:
+    """(first, end): the keys first … end − 1 hold every key that queries start … stop − 1 of an n-token
+    text may see (`hidden_keys` hides the rest inside it), so a block of queries is scored against
+    those keys only: the causal mask cuts the keys after the block, a window or a chunk those long
+    before it."""
+    first, end = 0, (stop if causal else n)
+    if window is not None:
+        first = max(first, start - window + (1 if causal else 0))
+        end = end if causal else min(end, stop + window)
+    if chunk is not None:
+        first = max(first, (start // chunk) * chunk)
+        end = min(end, -(-stop // chunk) * chunk)
+    return first, end
 
 
 def sink_column(sinks: torch.Tensor, scores: torch.Tensor, heads: list[int] | None = None) -> torch.Tensor:

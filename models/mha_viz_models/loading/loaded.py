@@ -15,6 +15,7 @@ from mha_viz_models.families.builtin import make_adapter, output_projection, val
 from mha_viz_models.loading.facts import describe
 from mha_viz_models.loading.placement import has_offloaded, resident_copy
 from mha_viz_models.loading.precision import dtype_name
+from mha_viz_models.reading import records
 from mha_viz_models.reading.heads import ValuePath, output_blocks
 from mha_viz_models.reading.hooks import distinct
 from mha_viz_models.reading.records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
@@ -109,9 +110,7 @@ class LoadedModel:
         """The model's number of each attention layer that is captured (a hybrid's softmax layers)."""
         return list(self.layer_numbers) if self.layer_numbers else list(range(self.num_layers))
 
-    @property
-    def total_layers(self) -> int:  # a hybrid's other layers included
-        return self.num_layers + sum(map(len, self.other_layers.values()))
+    total_layers = property(lambda self: self.num_layers + sum(map(len, self.other_layers.values())))  # + a hybrid's
 
     @property
     def has_head_outputs(self) -> bool:
@@ -133,8 +132,8 @@ class LoadedModel:
         module, family = self.attention_modules[layer]
         return value_path(module, family, self.hf_model.config)
 
-    def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *,
-                lean: bool = False, head_outputs: bool = True, inputs: bool = False, watch=()) -> Capture:
+    def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, lean: bool = False,
+                head_outputs: bool = True, inputs: bool = False, watch=(), on_input=None) -> Capture:
         """Run the model once, recording every layer's probabilities and every head's output z.
 
         lean: run the model with fused attention (PyTorch's SDPA) instead, record only each
@@ -146,12 +145,13 @@ class LoadedModel:
         does), and each layer's values as W_V wrote them, for what is computed from them
         (`mha_viz_models.reading.values.value_norms`, which then projects no values again).
         watch (eager): (module, hook) pairs registered as forward hooks for this run only, inside the lock
-        (another session's forward never sees them).
+        (another session's forward never sees them). on_input (lean): `on_input(layer, LayerInput)` inside
+        the forward as each layer's input arrives, instead of keeping it (`layer_inputs` None).
         """
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
         if lean:
-            return self._capture_lean(input_ids, attention_mask, head_outputs)
+            return self._capture_lean(input_ids, attention_mask, head_outputs, on_input)
         probs: list[torch.Tensor] = []
         zs: list[torch.Tensor] = []
         keep_z = z_recorder(zs, self.num_heads)
@@ -244,11 +244,11 @@ class LoadedModel:
                 use_cache=self.decoder_layers == self.num_layers)
         return [int(i) for i in out[0]]
 
-    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool) -> Capture:
+    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool, on_input) -> Capture:
         if not self.can_recompute:
             raise ModelLoadError(f"Lean capture recomputes each layer with our MHA, which cannot compute the "
                                  f"attention of '{self.name}': {self.stand_in or self.unread}")
-        inputs: list[LayerInput] = []
+        inputs: list[LayerInput] | records.InputSink = [] if on_input is None else records.InputSink(on_input)
         zs: list[torch.Tensor] = []
         keep_z = z_recorder(zs, self.num_heads)
 
@@ -271,24 +271,25 @@ class LoadedModel:
                     h.remove()
                 self._use_eager(fused)
         last = out.last_hidden_state if net is not self.hf_model else out.hidden_states[-1]
-        return Capture(last, None, tuple(zs) if head_outputs else None, out, tuple(inputs), mask)
+        return Capture(last, None, tuple(zs) if head_outputs else None, out,
+                       tuple(inputs) if on_input is None else None, mask)
 
     def recompute(self, capture: Capture, layer: int, heads: list[int] | None = None) -> torch.Tensor:
         """Probabilities (B, len(heads), n, n) of one layer from a lean capture: our MHA's
         projections, RoPE and softmax on that layer's recorded input, with the same causal and
         padding masks. Equal to eager capture within float rounding."""
         heads = list(range(self.num_heads)) if heads is None else list(heads)
-        return self._heads_probs(self._projections(capture, layer), heads)
+        return self._heads_probs(self.projections(capture, layer), heads)
 
     def each_head(self, capture: Capture, layer: int):
         """Yield (head, probabilities (B, n, n)) of one layer of a lean capture, one head at a
         time, so that no more than one head's n × n matrix need exist (for long inputs)."""
-        projections = self._projections(capture, layer)  # once per layer, not per head
+        projections = self.projections(capture, layer)  # once per layer, not per head
         for h in range(self.num_heads):
             yield h, self._heads_probs(projections, [h])[:, 0]
 
     def _heads_probs(self, projections, heads: list[int]) -> torch.Tensor:
-        """Probabilities (B, len(heads), n, n) from `_projections`; query head h reads KV head
+        """Probabilities (B, len(heads), n, n) from `projections`; query head h reads KV head
         h // (H / G)."""
         mha, q, k, v, padding = projections
         kv = [h // (self.num_heads // self.num_kv_heads) for h in heads]
@@ -297,7 +298,7 @@ class LoadedModel:
                                   heads=heads)  # (each head's own sink logit, GPT-OSS)
         return probs
 
-    def _projections(self, capture: Capture, layer: int):
+    def projections(self, capture: Capture, layer: int):
         """q (B, H, n, d_k), k and v (B, G, n, d) of one layer, RoPE applied, and the padding mask."""
         inp = capture.layer_inputs[layer]
         mha = self.layer_adapter(layer).mha
@@ -333,8 +334,7 @@ class LoadedModel:
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
         """(last hidden states (B, n, d_model), per-layer probabilities (B, h, n, n), the output object)."""
-        c = self.capture(input_ids, attention_mask)
-        return c.hidden, c.attentions, c.output
+        return (c := self.capture(input_ids, attention_mask)).hidden, c.attentions, c.output
 
     def fused_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
         """Run the model once with fused attention (PyTorch's SDPA) and record nothing: the

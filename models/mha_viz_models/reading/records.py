@@ -58,6 +58,18 @@ def z_recorder(zs: list, num_heads: int):
     return keep_z
 
 
+class InputSink:
+    """Where `input_hooks` appends when each layer's input is handed on as it arrives instead of kept:
+    `call(layer, LayerInput)` in the order the layers run (a lean capture's `on_input`)."""
+
+    def __init__(self, call) -> None:
+        self.call, self.count = call, 0
+
+    def append(self, item: LayerInput) -> None:
+        self.call(self.count, item)
+        self.count += 1
+
+
 def input_hooks(attention_modules: list[tuple[nn.Module, str]], inputs: list) -> list:
     """Pre-hooks (one a distinct module: a module shared by layers records each call) that append
     each attention layer's input and RoPE to `inputs`, in the order the layers run."""

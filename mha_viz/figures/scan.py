@@ -1,0 +1,93 @@
+"""Figures of one head over a long text from what `mha_viz.scan` kept: the token strip (each query's
+heaviest key, its kept keys on hover), the heaviest links and the histogram of their distances."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from mha_viz.figures.style import COLORSCALE, colorbar, margin, plot_title
+
+STRIP = 400  # queries the token strip shows at a time
+
+
+def _token(tokens: list[str], i: int) -> str:
+    return html.escape(tokens[i][:16], quote=False) if i >= 0 else ""
+
+
+def token_strip(scan, layer: int, head: int, start: int, *, width: int = STRIP) -> go.Figure:
+    """Queries start … start + width − 1 as bars: height the query's heaviest kept weight, colour how
+    far back that key is; hover: the token and every kept key with its weight and distance."""
+    keys, weights = scan.top(layer, head)
+    stop = min(scan.n, start + width)
+    rows = np.arange(start, stop)
+    top_key = keys[rows, 0]
+    distance = np.where(top_key >= 0, np.abs(rows - top_key), 0)
+    hover = []
+    for i in rows:
+        kept = [f"{int(k)} “{_token(scan.tokens, int(k))}” {w:.3f} (distance {abs(int(i) - int(k))})"
+                for k, w in zip(keys[i], weights[i]) if k >= 0]
+        hover.append(f"query {i} “{_token(scan.tokens, int(i))}”<br>" + ("<br>".join(kept) or "no key ≥ "
+                     f"{scan.min_weight:g}") + f"<br>rest {scan.rest(layer, head)[i]:.3f}")
+    fig = go.Figure(go.Bar(
+        x=rows, y=weights[rows, 0], hovertext=hover, hoverinfo="text",
+        marker=dict(color=distance, colorscale=COLORSCALE, colorbar=colorbar("distance"), cmin=0),
+    ))
+    ticks = rows[:: max(1, len(rows) // 20)]
+    fig.update_layout(
+        title=plot_title(f"Layer {scan.layer_ids[layer]}, head {head}: queries {start} … {stop - 1}, "
+                         "each one's heaviest key (hover for every kept key)"),
+        xaxis=dict(title=dict(text="query"), tickvals=ticks.tolist(),
+                   ticktext=[f"{i}: {_token(scan.tokens, int(i))}" for i in ticks], tickangle=-60),
+        yaxis=dict(title=dict(text="heaviest weight"), range=[0, 1]),
+        height=360, margin=margin(), bargap=0.05, plot_bgcolor="white",
+    )
+    return fig
+
+
+def query_links(scan, layer: int, head: int, query: int) -> pd.DataFrame:
+    """One query's kept keys: key position, token, weight, distance (heaviest first)."""
+    keys, weights = scan.top(layer, head)
+    kept = keys[query] >= 0
+    k = keys[query][kept]
+    return pd.DataFrame({"key": k, "token": [scan.tokens[int(j)] for j in k], "weight": weights[query][kept],
+                         "distance": query - k})
+
+
+def heaviest_links(scan, layer: int, head: int, count: int = 20, *, skip_first: bool = False) -> pd.DataFrame:
+    """The head's `count` heaviest kept links over the whole text: query, key, their tokens, weight and
+    distance (query − key). skip_first: leave out links to the first token (a sink)."""
+    keys, weights = scan.top(layer, head)
+    w = np.where((keys >= 0) & ~((keys == 0) & skip_first), weights, -1.0).ravel()
+    count = min(count, int((w > 0).sum()))
+    best = np.argpartition(-w, count - 1)[:count] if count else np.empty(0, np.int64)
+    best = best[np.argsort(-w[best], kind="stable")]
+    q, slot = np.divmod(best, keys.shape[1])
+    k = keys[q, slot]
+    return pd.DataFrame({"query": q, "query token": [scan.tokens[int(i)] for i in q], "key": k,
+                         "key token": [scan.tokens[int(j)] for j in k], "weight": w[best], "distance": q - k})
+
+
+def distance_histogram(scan, layer: int, head: int, *, bins: int = 60) -> go.Figure:
+    """How far back (or ahead) the head's kept links reach, weighted by their weights, on a log scale
+    of distance + 1."""
+    keys, weights = scan.top(layer, head)
+    rows = np.broadcast_to(np.arange(scan.n)[:, None], keys.shape)
+    kept = keys >= 0
+    distance = np.abs(rows[kept] - keys[kept]).astype(np.float64)
+    edges = np.unique(np.round(np.geomspace(1, max(scan.n, 2), bins + 1))) - 1  # 0, 1, 2, … up to n − 1
+    mass, _ = np.histogram(distance, bins=edges, weights=weights[kept])
+    fig = go.Figure(go.Bar(
+        x=edges[:-1], y=mass / scan.n, width=np.diff(edges), offset=0,
+        hovertemplate="distance %{x:.0f} … %{customdata:.0f}: %{y:.4f} of each row on average<extra></extra>",
+        customdata=edges[1:] - 1, marker=dict(color="#4c78a8"),
+    ))
+    fig.update_layout(
+        title=plot_title(f"Layer {scan.layer_ids[layer]}, head {head}: how far its kept links reach"),
+        xaxis=dict(title=dict(text="distance |query − key| (tokens, log scale)"), type="log"),
+        yaxis=dict(title=dict(text="weight per row")), height=320, margin=margin(), plot_bgcolor="white",
+    )
+    return fig

@@ -1,0 +1,198 @@
+"""A long text's probabilities a block of query rows at a time, every head of a layer together, on
+the model's device, so that no head's n × n matrix is ever whole: recomputed by our MHA from each
+layer's input as the model runs (`lean_layers`, `recomputed_blocks`), or, for a family it cannot
+compute, taken from the model's own attention one layer at a time (`eager_layers`). `RowSource` gives
+one head's exact rows on demand (`Scan.rows`), from the inputs spilled to a file (`InputSpill`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Callable, Iterator
+
+import numpy as np
+import torch
+
+from mha_viz.budget import capture_budget
+from mha_viz.text.tokenize import InputError
+from mha_viz_models import LoadedModel
+from mha_viz_models.attention.visibility import visible_span
+from mha_viz_models.reading.records import Capture, LayerInput
+
+# Bytes of one block's float32 probabilities (every head of a layer × its rows × their keys): on the
+# CPU about the last-level cache, so each pass over a block stays in it; on a GPU large enough to
+# keep it busy.
+CPU_BLOCK_BYTES = 8 * 2**20
+GPU_BLOCK_BYTES = 512 * 2**20
+
+Block = tuple[int, int, torch.Tensor]  # (first row, first key, probabilities (H, b, w) float32)
+
+
+def rows_per_block(device, heads: int, n: int) -> int:
+    """How many query rows a block holds on `device` for `heads` heads over n keys."""
+    budget = CPU_BLOCK_BYTES if torch.device(device).type == "cpu" else GPU_BLOCK_BYTES
+    return max(1, min(n, budget // (4 * heads * n)))
+
+
+def encoder_net(model: LoadedModel):
+    """What runs the text: an encoder–decoder's encoder (its self-attention is what a scan reads), else
+    the model itself."""
+    return model.hf_model.get_encoder() if model.is_encoder_decoder else model.hf_model
+
+
+def recomputed_blocks(model: LoadedModel, capture, layer: int, *, heads: list[int] | None = None,
+                      start: int = 0, stop: int | None = None) -> Iterator[Block]:
+    """One layer's probabilities (of `heads`, default all) from a lean capture, rows `start` …
+    `stop` − 1 a block at a time: our MHA's projections once, then each block of queries against the
+    keys it may see (`visible_span`), under the model's lock."""
+    mha, q, k, _v, _padding = model.projections(capture, layer)  # (1, H, n, d_k), (1, G, n, d_k)
+    heads = list(range(model.num_heads)) if heads is None else list(heads)
+    group = model.num_heads // model.num_kv_heads
+    q, k = q[:, heads], k[:, [h // group for h in heads]]  # query head h reads KV head h // group
+    n = q.shape[-2]
+    stop = n if stop is None else stop
+    step = rows_per_block(q.device, len(heads), n)
+    for first in range(start, stop, step):
+        last = min(first + step, stop)
+        k0, k1 = visible_span(first, last, n, causal=model.is_causal, window=mha.window, chunk=mha.chunk)
+        with model.lock, torch.inference_mode():
+            probs = mha.row_probabilities(q[:, :, first:last], k[:, :, k0:k1], first=first, key_start=k0,
+                                          is_causal=model.is_causal, heads=heads)  # (1, h, b, w)
+        yield first, k0, probs[0]
+
+
+def _probabilities_in(out, n: int) -> int | None:
+    """Where an attention module's output tuple holds its probabilities (B, H, n, n): the last 4-D
+    tensor of that shape (Hugging Face's modules put them second, ours last)."""
+    found = None
+    for i, item in enumerate(out if isinstance(out, tuple) else ()):
+        if isinstance(item, torch.Tensor) and item.dim() == 4 and item.shape[-2:] == (n, n):
+            found = i
+    return found
+
+
+def check_eager(model: LoadedModel, n: int) -> None:
+    """Refuse a scan through the model's own attention when one layer's probabilities would not fit the
+    capture budget, naming the length that does."""
+    need = model.attention_bytes(n, layers=1)
+    if not capture_budget.fits(need):
+        fits = int((capture_budget.capture_budget() / (4 * model.num_heads)) ** 0.5)
+        capture_budget.check(need, f"Our MHA cannot compute '{model.name}' ({model.stand_in or model.unread}), so "
+                                   f"a scan of {n} tokens takes its own attention one layer at a time, which",
+                             f"scan at most {fits} tokens of this model (max_tokens), or raise the limit.")
+
+
+def eager_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[int, torch.Tensor], None],
+                 *, only: int | None = None) -> None:
+    """Run the model once with its own (eager) attention, calling `on_layer(layer, probabilities (H, n,
+    n))` inside each attention layer as it runs (or only layer `only`) and dropping the probabilities
+    from its output, so that no more than one layer's are ever held."""
+    if not model.attention_modules:
+        raise InputError(f"A scan reads each attention layer as it runs; those of '{model.name}' cannot be "
+                         f"read: {model.unread}")
+    ids = torch.tensor([token_ids], device=model.device)
+    n = ids.shape[1]
+    order = {id(m): i for i, (m, _) in enumerate(model.attention_modules)}
+    calls: dict[int, int] = {}
+
+    def hook(module, _args, out):
+        at = _probabilities_in(out, n)
+        if at is None:
+            return None
+        layer = order[id(module)] + calls.get(id(module), 0)  # a module shared by layers (ALBERT): in turn
+        calls[id(module)] = calls.get(id(module), 0) + 1
+        if only is None or layer == only:
+            on_layer(layer, out[at][0].float())
+        return out[:at] + (None,) + out[at + 1:]
+
+    with model.lock, torch.inference_mode():
+        hooks = [m.register_forward_hook(hook) for m in {id(m): m for m, _ in model.attention_modules}.values()]
+        try:
+            encoder_net(model)(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
+        except TypeError:  # an encoder that takes no cache argument
+            encoder_net(model)(input_ids=ids, attention_mask=torch.ones_like(ids))
+        finally:
+            for h in hooks:
+                h.remove()
+
+
+def split_rows(layer_probs: torch.Tensor, step: int) -> Iterator[Block]:
+    """A whole layer's probabilities (H, n, n) as blocks of `step` rows (all keys)."""
+    for first in range(0, layer_probs.shape[1], step):
+        yield first, 0, layer_probs[:, first:first + step]
+
+
+class InputSpill:
+    """Each layer's input (what its exact rows are recomputed from) written to an anonymous temporary file
+    as the model runs, and read back one layer at a time: a long text's layer inputs (SmolLM2 at 8,192
+    tokens: 540 MB; an 8B model at 32k: 8.6 GB) stay out of the process's and the GPU's memory. The file
+    goes when the spill does."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile(prefix="mha-viz-scan-")
+        self.where: dict[int, tuple[int, torch.dtype, tuple[int, ...]]] = {}  # layer -> (offset, dtype, shape)
+        self.rotary: dict[int, tuple | None] = {}  # layer -> RoPE (cos, sin): small, often one for every layer
+
+    def put(self, layer: int, inp: LayerInput) -> None:
+        hidden = inp.hidden.detach()
+        raw = hidden.cpu().contiguous().view(torch.uint8).numpy()  # the bytes, whatever the dtype (bfloat16)
+        self.file.seek(0, 2)
+        self.where[layer] = (self.file.tell(), hidden.dtype, tuple(hidden.shape))
+        self.file.write(raw.tobytes())
+        self.rotary[layer] = inp.position_embeddings
+
+    def get(self, layer: int, device) -> LayerInput:
+        offset, dtype, shape = self.where[layer]
+        size = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
+        self.file.seek(offset)
+        raw = bytearray(self.file.read(size))
+        hidden = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
+        return LayerInput(hidden, self.rotary[layer])
+
+    def capture(self, layer: int, device) -> Capture:
+        """A capture holding layer `layer`'s input only (what `LoadedModel.projections` reads)."""
+        return layer_capture(layer, self.get(layer, device))
+
+
+def layer_capture(layer: int, inp: LayerInput) -> Capture:
+    """A lean capture of one unpadded text that holds one layer's input (for `recomputed_blocks`)."""
+    return Capture(None, None, None, None, layer_inputs={layer: inp}, attention_mask=None)
+
+
+def lean_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[int, Capture], None] | None = None
+                ) -> InputSpill:
+    """Run the model once with fused attention; as each attention layer's input arrives, spill it and hand
+    `on_layer(layer, a capture of that layer)` the layer to reduce, inside the forward (one layer's input
+    and blocks in memory at a time). Returns the spill (`RowSource`)."""
+    spill = InputSpill()
+
+    def arrived(layer: int, inp: LayerInput) -> None:
+        spill.put(layer, inp)
+        if on_layer is not None:
+            on_layer(layer, layer_capture(layer, inp))
+    model.capture(torch.tensor([token_ids]), lean=True, head_outputs=False, on_input=arrived)
+    return spill
+
+
+class RowSource:
+    """One head's exact rows on demand (`Scan.rows`): from the layer inputs a scan spilled (spilled again
+    by one more run at the first call when not given: a reopened scan), or, for a family our MHA cannot
+    compute, from the model's own attention."""
+
+    def __init__(self, model: LoadedModel, token_ids: list[int], spill: InputSpill | None = None) -> None:
+        self.model, self.token_ids, self.spill = model, list(token_ids), spill
+
+    def __call__(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
+        model = self.model
+        if not model.can_recompute or model.is_encoder_decoder:
+            kept: list[torch.Tensor] = []
+            eager_layers(model, self.token_ids, lambda _layer, p: kept.append(p[head, start:stop].cpu()),
+                         only=layer)
+            return kept[0].numpy()
+        if self.spill is None:
+            self.spill = lean_layers(model, self.token_ids)
+        capture = self.spill.capture(layer, model.device)
+        out = np.zeros((stop - start, len(self.token_ids)), dtype=np.float32)
+        for first, k0, probs in recomputed_blocks(model, capture, layer, heads=[head], start=start, stop=stop):
+            out[first - start:first - start + probs.shape[1], k0:k0 + probs.shape[2]] = probs[0].float().cpu().numpy()
+        return out

@@ -1,0 +1,140 @@
+"""`scan`: every head of a long text in one pass, up to the model's whole context, without any head's
+n × n matrix: the model runs once with fused attention (lean capture); as each attention layer's
+input arrives, that layer's probabilities are recomputed a block of query rows at a time, all heads
+together on the model's device, and reduced to the head table's measures, each row's heaviest keys
+and the thumbnails (`row_stats`, `metrics.row_kernels`) as they pass; the input goes to a temporary
+file, from which `Scan.rows` recomputes exact rows.
+
+Memory: O(layers · heads · n · top_k) for the kept keys, plus the forward's own, one layer's input and
+one block (`rows.CPU_BLOCK_BYTES`, `rows.GPU_BLOCK_BYTES`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mha_viz.capture.finite import FiniteCheck
+from mha_viz.metrics.compiled import thread_count
+from mha_viz.metrics.head_stats import pattern_columns
+from mha_viz.metrics.row_kernels import BlockSums, measures_from_sums
+from mha_viz.scan.result import Scan
+from mha_viz.scan.row_stats import RowStats, TextFacts, Thumbnails, TopKeys
+from mha_viz.scan.rows import (
+    RowSource,
+    check_eager,
+    eager_layers,
+    lean_layers,
+    recomputed_blocks,
+    rows_per_block,
+    split_rows,
+)
+from mha_viz.text.tokenize import InputError, tokenize
+from mha_viz_models import LoadedModel
+
+
+class _Layer:
+    """What one layer's blocks are reduced to: by one compiled pass on the CPU (`row_kernels.BlockSums`),
+    by tensor operations elsewhere (`row_stats`). `out`: the scan's (keys, weights, rest) of this layer."""
+
+    def __init__(self, facts: TextFacts, heads: int, top_k: int, min_weight: float, thumb: int, device,
+                 compiled: bool, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self.compiled, self.out = compiled, out
+        if compiled:
+            cpu = lambda t: None if t is None else t.cpu().numpy()  # noqa: E731
+            self.sums = BlockSums(heads, facts.n, causal=facts.causal, sep=cpu(facts.columns[:, 0]),
+                                  punct=cpu(facts.columns[:, 1]), ids=cpu(facts.ids), before=cpu(facts.before),
+                                  seg=cpu(facts.segment), top_k=top_k, min_weight=min_weight, thumb=thumb,
+                                  threads=thread_count(), out=out)
+        else:
+            self.stats = RowStats(facts, heads, device)
+            self.top = TopKeys(heads, facts.n, top_k, min_weight, device)
+            self.thumbs = Thumbnails(heads, facts.n, thumb, device)
+
+    def add(self, first: int, key_start: int, probs: torch.Tensor, check: FiniteCheck, where: str) -> None:
+        probs = probs.float()
+        if self.compiled:  # NaN or infinity anywhere in a row reaches its sum: `finish` checks them
+            self.sums.add(np.ascontiguousarray(probs.cpu().numpy()), first, key_start)
+            return
+        row_sums = self.stats.add(probs, first, key_start)  # (H, b)
+        check.see(row_sums[..., None], where)
+        self.top.add(probs, first, key_start, row_sums)
+        self.thumbs.add(probs, first, key_start)
+
+    def finish(self, check: FiniteCheck, where: str) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(measures, cells (H, s, s)); the kept keys, weights and rest are in `out`."""
+        if self.compiled:
+            sums, cells = self.sums.finish()
+            keys, weights, rest = self.out
+            check.see(torch.from_numpy(weights.sum(-1) + rest)[..., None], where)  # each row's sum
+            return measures_from_sums(sums, self.sums.n), cells
+        for mine, theirs in zip((self.top.keys, self.top.weights, self.top.rest), self.out):
+            theirs[...] = mine.cpu().numpy()
+        return self.stats.finish(), self.thumbs.cells.cpu().numpy()
+
+
+def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
+         max_tokens: int | None = None, device=None, progress: Callable[[float, str], None] | None = None,
+         compiled: bool | None = None) -> Scan:
+    """Every head of `text` (up to the model's whole context; `max_tokens` caps it, and so does a
+    public server's MHA_VIZ_MAX_OVERVIEW_TOKENS): the head table's pattern measures, thumbnails
+    pooled to `thumb` × `thumb`, each row's `top_k` heaviest keys of weight ≥ `min_weight`, and exact
+    rows on demand (`Scan.rows`).
+
+    device: where to reduce the blocks (default the model's). compiled: reduce each block in one
+    compiled pass on the CPU (`metrics.row_kernels`), or by tensor operations on `device`; None: the
+    first on the CPU. Both give the same scan within float32 rounding. progress(fraction, message) is called
+    after each layer. A family our MHA cannot compute (DeBERTa, MLA, an encoder–decoder's encoder…) is
+    read through its own attention one layer at a time when one layer's probabilities fit the capture
+    budget (MHA_VIZ_MAX_CAPTURE_MB), else refused with the length that fits (InputError). Raises
+    NotFiniteError (`mha_viz.capture.finite`) for a head whose probabilities hold NaN or infinity.
+    """
+    if top_k < 1 or thumb < 1 or not 0 <= min_weight <= 1:
+        raise InputError(f"top_k and thumb must be at least 1 and min_weight within 0 … 1 "
+                         f"(got top_k={top_k}, thumb={thumb}, min_weight={min_weight}).")
+    toks = tokenize(model, text, max_tokens, whole_text=True)
+    progress = progress or (lambda _f, _m: None)
+    where = torch.device(device) if device is not None else model.device
+    facts = TextFacts.of(toks.display, toks.ids, toks.special, causal=model.is_causal, device=where)
+    L, H = model.num_layers, model.num_heads
+    compiled = where.type == "cpu" if compiled is None else compiled
+    keys = np.full((L, H, toks.n, top_k), -1, np.int32)  # written in place, layer by layer
+    weights, rest = np.zeros((L, H, toks.n, top_k), np.float32), np.zeros((L, H, toks.n), np.float32)
+    layers = [_Layer(facts, H, top_k, min_weight, thumb, where, compiled, (keys[i], weights[i], rest[i]))
+              for i in range(L)]
+    check = FiniteCheck(model)
+    names = [f"attention in layer {number}" for number in model.layer_ids]
+    finished = []
+    if model.can_recompute and not model.is_encoder_decoder:
+        progress(0.0, f"Running {model.name} on {toks.n} tokens with fused attention, each layer as it runs…")
+
+        def on_layer(layer: int, capture) -> None:  # inside the forward: one layer's input at a time
+            for first, k0, probs in recomputed_blocks(model, capture, layer):
+                layers[layer].add(first, k0, probs.to(where), check, names[layer])
+            finished.append(layers[layer].finish(check, names[layer]))
+            check.verify()
+            progress((layer + 1) / L, f"Layer {layer + 1} of {L} done")
+        source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_layer))
+    else:
+        check_eager(model, toks.n)
+        progress(0.0, f"Running {model.name} on {toks.n} tokens, one layer's attention at a time…")
+
+        def on_layer(layer: int, probs: torch.Tensor) -> None:
+            step = rows_per_block(probs.device, H, toks.n)
+            for first, k0, block in split_rows(probs, step):
+                layers[layer].add(first, k0, block.to(where), check, names[layer])
+            finished.append(layers[layer].finish(check, names[layer]))
+            progress((layer + 1) / L, f"Layer {layer + 1} of {L} done")
+        eager_layers(model, toks.ids, on_layer)
+        check.verify()
+        source = RowSource(model, toks.ids)
+    stats = {name: np.stack([f[0][name] for f in finished]) for name in finished[0][0]}
+    return Scan(tokens=toks.display, token_ids=list(toks.ids), special_mask=list(toks.special),
+                model_name=model.name, layer_ids=model.layer_ids, is_causal=model.is_causal,
+                table=pd.DataFrame(pattern_columns(stats, model.layer_ids, toks.n)),
+                pooled=np.stack([f[1] for f in finished]), keys=keys, weights=weights, rest_mass=rest,
+                top_k=top_k, min_weight=min_weight, num_input_tokens=toks.total,
+                num_input_tokens_is_estimate=toks.total_is_estimate, precision=model.precision, row_source=source)

@@ -1,0 +1,225 @@
+"""`mha_viz.scan` against the dense computation, on texts where that fits: the head table against
+`metrics.head_table` of `analyze`'s run; each row's kept keys, the rest and exact rows against the
+probabilities recomputed whole from the same lean capture (and `analyze`'s, within the rounding of
+its eager forward). Blocks are made small here, so that a text spans many blocks and a sliding
+window's or a chunk's key span leaves keys out of the blocks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import mha_viz
+from mha_viz.metrics import head_table
+from mha_viz.metrics.measures import METRICS
+from mha_viz.scan import rows as scan_rows
+from tests.helpers import save_peaked
+from tests.models import architectures_2026
+
+TEXT = ("The keys to the old wooden cabinet are missing again, said Mary. John looked in the hall. "
+        "The keys to the old wooden cabinet were in the hall, said John. ") * 3
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Blocks of a few rows: 7 rows of 4 heads over 256 keys."""
+    monkeypatch.setattr(scan_rows, "CPU_BLOCK_BYTES", 4 * 4 * 256 * 7)
+
+
+def _gemma3(out) -> str:
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    config = Gemma3TextConfig(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+                              sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+                              final_logit_softcapping=None, attn_logit_softcapping=None)
+    return save_peaked(Gemma3ForCausalLM, config, out, sharpened=architectures_2026.SHARPENED, scale=4.0, norm=4.0)
+
+
+@pytest.fixture(scope="module")
+def family(request, tmp_path_factory):
+    name = request.param
+    if name in ("minilm", "smollm2", "toy-induction"):
+        return mha_viz.load_model(name, device="cpu")
+    out = tmp_path_factory.mktemp(name)
+    folder = _gemma3(out) if name == "gemma3" else architectures_2026.build(name, out)
+    return mha_viz.load_model(folder, device="cpu")
+
+
+def _text(model) -> str:
+    if model.model_type == "toy-induction":
+        rng = np.random.default_rng(0)
+        half = "".join(rng.choice(list("abcdefghijklmnop"), 40))
+        return half + half
+    return TEXT
+
+
+MODELS = ["minilm", "smollm2", "toy-induction", "gemma3", "gpt_oss", "llama4"]
+
+
+def _compare_tables(scan_table: pd.DataFrame, dense: pd.DataFrame) -> None:
+    assert list(scan_table.columns) == [c for c in dense.columns if c in scan_table.columns]
+    for column in scan_table.columns:
+        if column == "pattern":
+            assert scan_table[column].tolist() == dense[column].tolist()
+            continue
+        ours, ref = scan_table[column].to_numpy(float), dense[column].to_numpy(float)
+        bounded = column in METRICS and METRICS[column].bounded
+        # unbounded measures (entropy in nats, distance in tokens): 1e-5 of their size
+        np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=0 if bounded else 1e-5, err_msg=column)
+
+
+def _dense_top(dense: np.ndarray, k: int, min_weight: float):
+    order = np.argsort(-dense, axis=-1, kind="stable")[..., :k]
+    weights = np.take_along_axis(dense, order, -1)
+    return np.where(weights >= min_weight, order, -1), np.where(weights >= min_weight, weights, 0)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("family", MODELS, indirect=True)
+def test_scan_equals_the_dense_computation(family):
+    model, text = family, _text(family)
+    scan = mha_viz.scan(model, text, top_k=5, min_weight=0.01, thumb=16)
+    run = mha_viz.analyze(model, text)
+    assert scan.n == run.n > 60 and scan.tokens == run.tokens
+    _compare_tables(scan.table, head_table(run))
+    lean = model.capture(torch.tensor([scan.token_ids]), lean=True, head_outputs=False)
+    for layer in range(model.num_layers):
+        dense = model.recompute(lean, layer)[0].float().numpy()  # (H, n, n), from the same layer inputs
+        np.testing.assert_allclose(dense, run.attentions[layer], atol=1e-5)  # lean recompute is the run
+        keys, weights = _dense_top(dense, 5, 0.01)
+        np.testing.assert_allclose(scan.weights[layer], weights, atol=1e-6)
+        same = scan.keys[layer] == keys
+        # a tie may list its keys in either order: then the weights at both keys are equal
+        swapped = ~same & (keys >= 0)
+        picked = np.take_along_axis(dense, np.maximum(scan.keys[layer], 0), -1)
+        np.testing.assert_allclose(picked[swapped], weights[swapped], atol=1e-6)
+        assert ((scan.keys[layer] >= 0) == (keys >= 0)).all()
+        for head in range(model.num_heads):
+            np.testing.assert_allclose(scan.rest(layer, head), dense[head].sum(-1) - weights[head].sum(-1), atol=1e-6)
+        head = layer % model.num_heads
+        np.testing.assert_allclose(scan.rows(layer, head, 3, 40), dense[head, 3:40], atol=1e-6)
+    from mha_viz.views.detail import max_pool
+    np.testing.assert_allclose(scan.pooled, max_pool(run.attentions, 16), atol=1e-5)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("family", ["smollm2", "gpt_oss", "gemma3", "minilm"], indirect=True)
+def test_the_tensor_path_equals_the_compiled_one(family):
+    """The GPU's way (tensor operations on the device) on the CPU, against the CPU's compiled pass."""
+    text = _text(family)
+    a = mha_viz.scan(family, text, compiled=True, top_k=4, thumb=12)
+    b = mha_viz.scan(family, text, compiled=False, top_k=4, thumb=12)
+    _compare_tables(b.table, a.table)
+    np.testing.assert_allclose(b.weights, a.weights, atol=1e-6)
+    np.testing.assert_allclose(b.rest_mass, a.rest_mass, atol=1e-6)
+    np.testing.assert_allclose(b.pooled, a.pooled, atol=0)
+    assert ((a.keys == b.keys) | (a.weights == b.weights)).all()
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("family", ["gpt_oss"], indirect=True)
+def test_sinks_rest_is_the_rows_own_sum_minus_the_kept(family):
+    scan = mha_viz.scan(family, TEXT)
+    keys, weights = scan.top(0, 1)
+    share = scan.sink_share(0, 1)
+    assert share.max() > 0.01  # the sink took a visible part of the rows
+    np.testing.assert_allclose(weights.sum(-1) + scan.rest(0, 1) + share, 1.0, atol=1e-5)
+    full = scan.rows(0, 1, 0, scan.n)
+    np.testing.assert_allclose(full.sum(-1) - weights.sum(-1), scan.rest(0, 1), atol=1e-6)
+
+
+@pytest.mark.model
+def test_the_npz_round_trip(smollm2, tmp_path):
+    scan = mha_viz.scan(smollm2, TEXT, top_k=3)
+    path = scan.save(tmp_path / "scan.npz")
+    again = mha_viz.Scan.load(path)
+    pd.testing.assert_frame_equal(again.table, scan.table)
+    for name in ("pooled", "keys", "weights", "rest_mass"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(scan, name))
+    assert (again.tokens, again.token_ids, again.layer_ids, again.top_k) == (
+        scan.tokens, scan.token_ids, scan.layer_ids, scan.top_k)
+    with pytest.raises(ValueError, match="attach"):
+        again.rows(0, 0, 0, 4)
+    np.testing.assert_array_equal(again.attach(smollm2).rows(5, 2, 10, 20), scan.rows(5, 2, 10, 20))
+    with np.load(path, allow_pickle=False) as data:  # nothing in it needs pickle
+        assert all(data[k].dtype != object for k in data.files)
+    with pytest.raises(ValueError, match="not a saved scan"):
+        np.savez(tmp_path / "other.npz", x=np.zeros(2))
+        mha_viz.Scan.load(tmp_path / "other.npz")
+
+
+@pytest.mark.model
+def test_a_long_text_never_holds_a_head_matrix(tmp_path, monkeypatch):
+    """8,192 tokens on a small random-init Llama with a long context: every block the scan computes
+    stays within the block budget (no head's n × n), and the process grows far less than one layer's
+    dense probabilities (4 heads × 8,192² float32 = 1 GiB)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    monkeypatch.setattr(scan_rows, "CPU_BLOCK_BYTES", 8 * 2**20)
+    n = 8192
+    config = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=16, max_position_embeddings=n)
+    folder = save_peaked(LlamaForCausalLM, config, tmp_path / "llama", sharpened=(), scale=1.0, norm=1.0)
+    model = mha_viz.load_model(folder, device="cpu")
+    text = " ".join(["one two three four five six seven eight nine ten"] * 1200)
+    largest = []
+    original = type(model.layer_adapter(0).mha).row_probabilities
+
+    def watched(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        largest.append(out.numel())
+        return out
+    monkeypatch.setattr(type(model.layer_adapter(0).mha), "row_probabilities", watched)
+    before = _peak_rss()
+    scan = mha_viz.scan(model, text, max_tokens=n)
+    assert scan.n == n and scan.keys.shape == (2, 4, n, 8)
+    assert max(largest) * 4 <= 8 * 2**20 and len(largest) > 100
+    assert _peak_rss() - before < 600 * 2**20  # the peak since the start of the process, in bytes
+
+
+def _peak_rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("family", ["deberta"], indirect=True)
+def test_a_family_our_mha_cannot_compute_is_read_one_layer_at_a_time(family):
+    assert not family.can_recompute
+    scan = mha_viz.scan(family, TEXT, thumb=16)
+    run = mha_viz.analyze(family, TEXT)
+    _compare_tables(scan.table, head_table(run))
+    np.testing.assert_allclose(scan.rows(1, 2, 0, 9), run.attentions[1, 2, :9], atol=1e-6)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("family", ["deberta"], indirect=True)
+def test_a_layer_over_the_budget_is_refused_with_the_length_that_fits(family, monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "0.01")
+    with pytest.raises(mha_viz.InputError, match=r"at most \d+ tokens"):
+        mha_viz.scan(family, TEXT)
+
+
+@pytest.mark.model
+def test_an_encoder_decoder_scans_its_encoder(t5_dir):
+    model = mha_viz.load_model(str(t5_dir), device="cpu")
+    scan = mha_viz.scan(model, TEXT)
+    toks = mha_viz.tokenize(model, TEXT, whole_text=True)
+    kept = []
+    scan_rows.eager_layers(model, toks.ids, lambda layer, p: kept.append(p.numpy()))
+    assert len(kept) == model.num_layers and scan.n == toks.n
+    np.testing.assert_allclose(scan.rows(1, 0, 0, scan.n), kept[1][0], atol=1e-6)
+    assert np.isfinite(scan.table["entropy"]).all()
+
+
+@pytest.mark.model
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the tensor path on the CPU is "
+                    "test_the_tensor_path_equals_the_compiled_one)")
+def test_on_a_gpu_the_scan_equals_the_cpus(tmp_path):
+    cpu = mha_viz.load_model("smollm2", device="cpu")
+    gpu = mha_viz.load_model("smollm2", device="cuda")
+    a, b = mha_viz.scan(cpu, TEXT), mha_viz.scan(gpu, TEXT)
+    _compare_tables(b.table, a.table)
+    np.testing.assert_allclose(b.weights, a.weights, atol=1e-5)
+    np.testing.assert_allclose(b.rows(3, 1, 0, 20), a.rows(3, 1, 0, 20), atol=1e-5)
