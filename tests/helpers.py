@@ -126,6 +126,7 @@ HEADINGS = {
     "corpus": "Corpus",
     "examples": "Head examples",
     "prediction": "Heads behind a prediction",
+    "whole_text": "Whole text",
 }
 
 

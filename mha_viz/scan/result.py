@@ -105,8 +105,9 @@ class Scan:
         self.row_source = RowSource(model, self.token_ids)
         return self
 
-    def save(self, path) -> Path:
-        """Write the scan to an `.npz` (no pickle: strings as unicode arrays, facts as JSON)."""
+    def save(self, path):
+        """Write the scan to an `.npz` (no pickle: strings as unicode arrays, facts as JSON) at `path`, or
+        into a binary file object (a download's buffer); returns the path (or the file object)."""
         table = {f"table.{c}": np.asarray(self.table[c].tolist() if c == "pattern" else self.table[c])
                  for c in self.table.columns}
         facts = dict(format=FORMAT, model_name=self.model_name, layer_ids=list(map(int, self.layer_ids)),
@@ -114,12 +115,16 @@ class Scan:
                      num_input_tokens=self.num_input_tokens, precision=self.precision,
                      num_input_tokens_is_estimate=self.num_input_tokens_is_estimate,
                      columns=list(self.table.columns))
+        arrays = dict(facts=np.asarray(json.dumps(facts)), tokens=np.asarray(self.tokens, dtype=str),
+                      token_ids=np.asarray(self.token_ids, dtype=np.int64),
+                      special_mask=np.asarray(self.special_mask, dtype=bool), pooled=self.pooled, keys=self.keys,
+                      weights=self.weights, rest_mass=self.rest_mass, **table)
+        if hasattr(path, "write"):
+            np.savez(path, **arrays)
+            return path
         path = Path(path)
         with open(path, "wb") as fh:  # a file object: np.savez would add ".npz" to another name
-            np.savez(fh, facts=np.asarray(json.dumps(facts)), tokens=np.asarray(self.tokens, dtype=str),
-                     token_ids=np.asarray(self.token_ids, dtype=np.int64),
-                     special_mask=np.asarray(self.special_mask, dtype=bool), pooled=self.pooled, keys=self.keys,
-                     weights=self.weights, rest_mass=self.rest_mass, **table)
+            np.savez(fh, **arrays)
         return path
 
     @classmethod
@@ -134,7 +139,6 @@ class Scan:
             if facts.get("format") != FORMAT:
                 raise ValueError(f"{path} is not a saved scan of this version ({facts.get('format')!r})")
             table = pd.DataFrame({c: data[f"table.{c}"] for c in facts["columns"]})
-            table["pattern"] = table["pattern"].astype(object)
             scan = cls(tokens=data["tokens"].tolist(), token_ids=data["token_ids"].tolist(),
                        special_mask=data["special_mask"].tolist(), model_name=facts["model_name"],
                        layer_ids=facts["layer_ids"], is_causal=facts["is_causal"], table=table,

@@ -61,6 +61,21 @@ def recomputed_blocks(model: LoadedModel, capture, layer: int, *, heads: list[in
         yield first, k0, probs[0]
 
 
+def attention_layers(model: LoadedModel) -> list:
+    """The modules whose outputs hold each attention layer's probabilities, in the order the layers run:
+    the model's attention layers, or an encoder–decoder's encoder self-attention (ours, or the innermost
+    modules named *Attention of its encoder)."""
+    if not model.is_encoder_decoder:
+        return [m for m, _ in model.attention_modules]
+    ours = [a for a in model.adapters if getattr(a, "role", "") == "encoder"]
+    if ours:
+        return ours
+
+    def named(m) -> bool:
+        return type(m).__name__.endswith("Attention")
+    return [m for m in encoder_net(model).modules() if named(m) and not any(named(c) for c in m.children())]
+
+
 def _probabilities_in(out, n: int) -> int | None:
     """Where an attention module's output tuple holds its probabilities (B, H, n, n): the last 4-D
     tensor of that shape (Hugging Face's modules put them second, ours last)."""
@@ -87,12 +102,13 @@ def eager_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[i
     """Run the model once with its own (eager) attention, calling `on_layer(layer, probabilities (H, n,
     n))` inside each attention layer as it runs (or only layer `only`) and dropping the probabilities
     from its output, so that no more than one layer's are ever held."""
-    if not model.attention_modules:
+    modules = attention_layers(model)
+    if not modules:
         raise InputError(f"A scan reads each attention layer as it runs; those of '{model.name}' cannot be "
                          f"read: {model.unread}")
     ids = torch.tensor([token_ids], device=model.device)
     n = ids.shape[1]
-    order = {id(m): i for i, (m, _) in enumerate(model.attention_modules)}
+    order = {id(m): i for i, m in enumerate(modules)}
     calls: dict[int, int] = {}
 
     def hook(module, _args, out):
@@ -106,11 +122,10 @@ def eager_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[i
         return out[:at] + (None,) + out[at + 1:]
 
     with model.lock, torch.inference_mode():
-        hooks = [m.register_forward_hook(hook) for m in {id(m): m for m, _ in model.attention_modules}.values()]
-        try:
-            encoder_net(model)(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
-        except TypeError:  # an encoder that takes no cache argument
-            encoder_net(model)(input_ids=ids, attention_mask=torch.ones_like(ids))
+        hooks = [m.register_forward_hook(hook) for m in {id(m): m for m in modules}.values()]
+        try:  # output_attentions: a module that computes its probabilities only when asked (DeBERTa) hands
+            # them to the hook, which takes them out of what the model collects
+            encoder_net(model)(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
         finally:
             for h in hooks:
                 h.remove()

@@ -130,6 +130,9 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
             progress((layer + 1) / L, f"Layer {layer + 1} of {L} done")
         eager_layers(model, toks.ids, on_layer)
         check.verify()
+        if len(finished) != L:
+            raise InputError(f"'{model.name}' handed over the attention of {len(finished)} of its {L} layers as it "
+                             f"ran, so it cannot be scanned.")
         source = RowSource(model, toks.ids)
     stats = {name: np.stack([f[0][name] for f in finished]) for name in finished[0][0]}
     return Scan(tokens=toks.display, token_ids=list(toks.ids), special_mask=list(toks.special),

@@ -60,7 +60,8 @@ GRID = "grid"  # the model grid's selection event
 GRID_RESCALE = "grid_rescale"
 GRID_LAYER = "grid_layer"
 GRID_HEAD = "grid_head"
-OVERVIEWS = "_overviews"  # {(ModelKey, text): Overview}, one at a time
+SCANS = "_scans"  # {(ModelKey, text, tokens): Scan}, one at a time (the Whole text page)
+SCAN_RUNNING = "_scan_running"  # what a scan in progress is for (jobs.run): a cancel leaves it
 
 # --- head view ----------------------------------------------------------------------------------
 HEAD_DETAIL = "head_detail"
@@ -284,8 +285,24 @@ HEAD_HEATMAP = "head_heatmap"
 LEARNED_SINK_GRID = "learned_sink_grid"
 LENS_JS_GRID = "lens_js_grid"
 SINK_MASS_GRID = "sink_mass_grid"
-WHOLE_GRID = "whole_grid"
-WHOLE_OVERVIEW = "whole_overview"
+WHOLE_TEXT_OPEN = "whole_text_open"
+# the Whole text page
+SCAN_GO = "scan_go"
+SCAN_CANCEL = "scan_cancel"
+SCAN_METRIC = "scan_metric"
+SCAN_MAP = "scan_map"
+SCAN_GRID = "scan_grid"
+SCAN_LAYER = "scan_layer"
+SCAN_HEAD = "scan_head"
+SCAN_STRIP = "scan_strip"
+SCAN_STRIP_CHART = "scan_strip_chart"
+SCAN_QUERY = "scan_query"
+SCAN_SKIP_FIRST = "scan_skip_first"
+SCAN_DISTANCES = "scan_distances"
+SCAN_WINDOW_AT = "scan_window_at"
+SCAN_WINDOW = "scan_window"
+SCAN_WINDOW_CHART = "scan_window_chart"
+SCAN_DOWNLOAD = "scan_download"
 
 
 # --- the input widgets drawn without persist_state=KEEP, and why (docs/architecture.md, "Session state";
@@ -294,7 +311,7 @@ NOT_KEPT = frozenset({
     # the pickers of the head the pages share (shared_head.pick_head): each is set from the plain SEL_LAYER /
     # SEL_HEAD, which are kept, before it is drawn, and writes them back when the user picks
     HEAD_VIEW_LAYER, HEAD_VIEW_HEAD, EXAMPLES_LAYER, EXAMPLES_HEAD, PRED_LAYER, PRED_HEAD, QK_LAYER, QK_HEAD,
-    TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD,
+    TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD, SCAN_LAYER, SCAN_HEAD,
     # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
     # and meant to start afresh with it
     HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, QK_I, QK_J, CROSS_FOCUS_TOKEN, LAYERS_LAYER,

@@ -104,57 +104,22 @@ def _learned_sinks(cur) -> None:
 
 
 def _whole_text_overview(cur) -> None:
-    """For a text longer than the app's cap: every head over the model's whole context,
-    computed one head at a time (no layers × heads × n² array), on request. It reads past the
-    session's token cap up to the model's context (on a public server, up to
-    MHA_VIZ_MAX_OVERVIEW_TOKENS): `mha_viz.tokenize(..., whole_text=True)` decides."""
+    """For a text longer than the views read: a pointer to the *Whole text* page, which scans every head
+    over the model's whole context (`mha_viz.scan`)."""
     model, text = cur.text_model, cur.text
-    if model is None or not model.can_recompute:  # one head at a time: recomputed by our MHA
+    if model is None:
         return
-    # the tokens the views use, before the sidebar's *Hide tokens*
     shown = (cur.full_run or cur.run).n if (cur.run is not None and not cur.stale) else 0
-    try:  # reads only the part of a long text that the overview's limit needs
+    try:  # reads only the part of a long text that the page's limit needs
         n = mha_viz.tokenize(model, text, whole_text=True).n
     except mha_viz.InputError:
         return
     if n <= shown or n <= 2:
         return
     st.subheader("The whole text")
-    full_cost = model.attention_bytes(n)
     st.caption((f"The views use the first {shown} tokens. " if shown else "")
-               + f"{plain(model.name)} reads up to {model.max_positions}: an overview of every head over {n} "
-               f"tokens is computed one head at a time (holding all of them would take "
-               f"{resources.size_text(full_cost)}). On a CPU this can take minutes.")
-    key = (cur.model_key, text)
-    store = session.setdefault(keys.OVERVIEWS, {})
-    slot = st.empty()
-    if key not in store and slot.button(f"Compute the overview of all {n} tokens", key=keys.WHOLE_OVERVIEW):
-        slot.empty()  # the button goes once it has done its work
-        bar = st.progress(0.0)
-        try:
-            def compute():
-                with resources.slots().hold():  # counts as an analysis for the server's limit
-                    return mha_viz.overview(model, text, progress=lambda f, m: bar.progress(
-                        min(f, 1.0), text=plain(m)))  # m names the model
-            ov = resources.one_at_a_time(compute)
-        except mha_viz.InputError as exc:  # NaN or infinity among them (NotFiniteError): its words say what to do
-            log.exception("whole-text overview refused")
-            st.error(plain(str(exc)))
-            return
-        except Exception as exc:  # noqa: BLE001 - a message, and the rest of the page stays
-            log.exception("whole-text overview failed")
-            st.error(plain(f"The overview could not be computed ({type(exc).__name__}: {str(exc)[:200]})."))
-            return
-        bar.empty()
-        store.clear()  # one at a time: each holds layers × heads thumbnails only, but texts add up
-        store[key] = ov
-    if key in store:
-        ov = store[key]
-        rescale = session.get(keys.GRID_RESCALE, True)
-        fig = charts.cached("whole_grid", (key, ov.n, rescale),
-                            lambda: head_figures.grid_figure(ov.pooled, rescale=rescale, clickable=False))
-        charts.show(fig, key=keys.WHOLE_GRID, width="content")
-        st.caption(f"All {ov.n} tokens, each head max-pooled to {ov.pooled.shape[-1]} × {ov.pooled.shape[-1]}."
-                   + (" Attention weights: the sidebar's contributions lens applies to the analysed tokens only."
-                      if cur.run is not None and cur.run.lens else "")
-                   + (f" The head view shows the first {shown}." if shown else ""))
+               + f"{plain(model.name)} reads up to {model.max_positions}: the *Whole text* page scans every head "
+               f"over all {n} tokens in one pass (its statistics, each query's heaviest keys and thumbnails), where "
+               f"holding every head's attention would take {resources.size_text(model.attention_bytes(n))}.")
+    st.button(f"Scan all {n} tokens on the Whole text page", key=keys.WHOLE_TEXT_OPEN, type="primary",
+              on_click=lambda: session.put(keys.GOTO, "whole_text"))

@@ -32,6 +32,7 @@ from mha_viz.ui import (
     session,
     similarity_page,
     teaching_page,
+    whole_text_page,
 )
 
 
@@ -54,6 +55,7 @@ PAGES = (
     PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look",
              across_layers_page.across_layers_page),
     PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_page.generate_page),
+    PageSpec("whole_text", "Whole text", ":material/article:", "Look", whole_text_page.whole_text_page),
     PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", head_metrics_page.head_metrics_page),
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", similarity_page.similarity_page),
     PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_page.corpus_page),

@@ -94,24 +94,26 @@ def test_no_page_or_button_reads_past_the_cap(public, spy, model):
 
 def test_the_sessions_token_limit_holds_locally_too(spy, monkeypatch):
     """Locally the cap is the sidebar's Token limit, which the app sets around every rerun; only
-    the whole-text overview reads past it, on purpose."""
+    the Whole text page's scan reads past it, on purpose."""
     for name in ("MHA_VIZ_PUBLIC", "MHA_VIZ_MAX_TOKENS", "MHA_VIZ_MODELS"):
         monkeypatch.delenv(name, raising=False)
     at = start_app()
     at.number_input(key="token_limit").set_value(24).run()
-    _visit_everything(at, "toy-induction", 24, skip=("whole_overview",))
+    _visit_everything(at, "toy-induction", 24, skip=("scan_go",))
     _assert_capped(spy, 24)
     spy.clear()
-    open_page(at, "model_view")
-    at.button(key="whole_overview").click().run()
+    open_page(at, "whole_text")
+    at.button(key="scan_go").click().run()
     assert not at.exception and max(spy) == 64  # toy-induction's whole context
 
 
-def test_the_overview_has_its_own_public_cap(public, spy, monkeypatch):
+def test_the_whole_text_scan_has_its_own_public_cap(public, spy, monkeypatch):
     monkeypatch.setenv("MHA_VIZ_MAX_OVERVIEW_TOKENS", "48")
     at = start_app()
     at.text_area(key="text").input(NOVEL).run()
-    button = next(b for b in at.button if b.key == "whole_overview")
+    assert "all 48 tokens" in at.button(key="whole_text_open").label
+    open_page(at, "whole_text")
+    button = at.button(key="scan_go")
     assert "all 48 tokens" in button.label
     spy.clear()
     button.click().run()

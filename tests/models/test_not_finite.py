@@ -77,6 +77,17 @@ def test_the_whole_text_overview_in_bfloat16(gpt2_dir):
     _says(str(err.value), "bfloat16", "float32")
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_whole_text_scan_in_bfloat16(gpt2_dir, compiled):
+    """The scan of a long text reduces each layer a block at a time (compiled on the CPU, tensor operations
+    on a GPU): a NaN head is refused, not counted as a head that looks nowhere."""
+    model = _planted(gpt2_dir, "bfloat16", lambda m: m.transformer.h[1].attn.c_attn.bias)
+    with pytest.raises(mha_viz.NotFiniteError) as err:
+        mha_viz.scan(model, TEXT, compiled=compiled)
+    assert "attention in layer 1 of" in str(err.value)
+    _says(str(err.value), "bfloat16", "float32")
+
+
 def test_an_encoder_decoder_in_float32(t5_dir):
     model = _planted(t5_dir, "float32", lambda m: m.decoder.block[1].layer[0].SelfAttention.q.weight)
     src, tgt = _ids(model, TEXT), torch.tensor([[model.decoder_start()] + mha_viz.tokenize(model, TARGET).ids])

@@ -1,0 +1,178 @@
+"""The *Whole text* page: every head over the sidebar's whole text, up to the model's context, from one
+scan (`mha_viz.scan`): the statistics of every head (the table, the head map by any measure, the ten
+highest), the thumbnails, and one head's links over the whole text (a token strip with each query's
+kept keys, the heaviest links, how far they reach, and exact rows for any window of queries)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import streamlit as st
+
+import mha_viz
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import scan as scan_figures
+from mha_viz.metrics import METRICS
+from mha_viz.text.tokenize import count_text
+from mha_viz.ui import charts, jobs, keys, resources, session, shared_head, state
+from mha_viz.ui.text import plain
+
+WINDOW_MAX = 256  # queries of the exact rows drawn at once
+CANCEL_HELP = "Stop the scan; the text, the model and this page's choices stay."
+
+
+def whole_text_page() -> None:
+    st.title("Whole text")
+    cur = state.current()
+    model, text = cur.text_model, cur.text
+    if model is None:
+        state.show_status(cur)
+        st.info("Load a model in the sidebar: this page scans its whole text with it.", icon="ℹ️")
+        return
+    try:  # reads only the part of a long text that the limit needs
+        toks = mha_viz.tokenize(model, text, whole_text=True)
+    except mha_viz.InputError as exc:
+        st.info(plain(str(exc)), icon="✍️")
+        return
+    total = count_text(toks.total, toks.total_is_estimate)
+    st.caption(f"Every head of {plain(model.name)} over the sidebar's whole text: {toks.n} tokens"
+               + (f" of {total} (the model reads {model.max_positions}"
+                  + (", this server's limit is lower" if toks.n < min(toks.total, model.max_positions) else "")
+                  + ")" if toks.truncated else "")
+               + f". One pass: the model runs once, and each layer's attention is reduced a block of queries at a "
+               f"time to each head's statistics, each query's heaviest keys and a thumbnail; holding every "
+               f"head's attention would take {resources.size_text(model.attention_bytes(toks.n))}. On a CPU a long "
+               "text takes minutes.")
+    key = (cur.model_key, text, toks.n)
+    store = session.setdefault(keys.SCANS, {})
+    if jobs.cancelled(keys.SCAN_RUNNING) is not None:
+        st.info("The scan was cancelled; press the button to start it again.", icon="⏹️")
+    if key not in store:
+        buttons = jobs.buttons(f"Scan all {toks.n} tokens", keys.SCAN_GO, cancel_key=keys.SCAN_CANCEL,
+                               cancel_help=CANCEL_HELP, widths=(2, 1, 4))
+        if not buttons.pressed:
+            return
+        scan, error = jobs.run(keys.SCAN_RUNNING, key, lambda progress: _scan(model, text, progress),
+                               first=f"Running {model.name}…", what="The scan",
+                               out_of_memory="This scan needs more memory than this machine has free: shorten the "
+                                             "text or pick a smaller model.")
+        if error:
+            buttons.idle()
+            st.error(plain(error), icon="⚠️")
+            return
+        buttons.done()
+        store.clear()  # one at a time: a long text's kept keys are tens of MB
+        store[key] = scan
+    scan = store[key]
+    _statistics(scan, key)
+    _thumbnails(scan, key)
+    _one_head(scan)
+    _download(scan)
+
+
+def _scan(model, text: str, progress):
+    with resources.slots().hold():  # counts as an analysis for the server's limit
+        return mha_viz.scan(model, text, progress=progress)
+
+
+def _pick(widget_key: str, scan) -> None:
+    """A click on a layers × heads chart of the scan makes that head the shared one."""
+    picked = charts.clicked(widget_key, lambda points: head_figures.grid_pick(points, scan.num_heads))
+    if picked is not None and picked[0] < scan.num_layers:
+        shared_head.choose_head_in(scan.layer_ids, *picked)
+
+
+def _measures(scan) -> list[str]:
+    return [c for c in scan.table.columns if c in METRICS or c == "distance_norm"]
+
+
+def _statistics(scan, key) -> None:
+    st.subheader("Every head over the whole text")
+    names = _measures(scan)
+    if session.get(keys.SCAN_METRIC) not in names:
+        session.settle(keys.SCAN_METRIC, names[0])
+    metric = st.selectbox("Colour the heads by", names, key=keys.SCAN_METRIC, persist_state=keys.KEEP,
+                          format_func=lambda c: METRICS[c].label if c in METRICS else "Mean distance / n")
+    if metric in METRICS:
+        st.caption(f"`{METRICS[metric].formula}`: high, {METRICS[metric].high}; low, {METRICS[metric].low}. "
+                   f"Over every query of the {scan.n} tokens.")
+    values = scan.table[metric].to_numpy(float).reshape(scan.num_layers, scan.num_heads)
+    patterns = scan.table["pattern"].to_numpy(object).reshape(scan.num_layers, scan.num_heads)
+    fig = charts.cached("scan_map", (key, metric), lambda: metric_figures.metric_grid(
+        values, title=f"{METRICS[metric].label if metric in METRICS else metric}, every head", patterns=patterns,
+        layer_ids=scan.layer_ids))
+    charts.show(fig, key=keys.SCAN_MAP, on_select=lambda: _pick(keys.SCAN_MAP, scan), selection_mode="points",
+                width="content")
+    top = scan.table.sort_values(metric, ascending=False, kind="stable").head(10)
+    st.markdown("**The 10 heads highest on it** (click a cell above, or pick below, to see a head's links)")
+    st.dataframe(top[["layer", "head", metric, "pattern"]], hide_index=True, width="content")
+    with st.expander("The whole table"):
+        st.dataframe(scan.table, hide_index=True)
+
+
+def _thumbnails(scan, key) -> None:
+    st.subheader("Thumbnails")
+    rescale = bool(session.get(keys.GRID_RESCALE, True))
+    fig = charts.cached("scan_grid", (key, rescale), lambda: head_figures.grid_figure(
+        scan.pooled, rescale=rescale, layer_ids=scan.layer_ids))
+    charts.show(fig, key=keys.SCAN_GRID, on_select=lambda: _pick(keys.SCAN_GRID, scan), selection_mode="points",
+                width="content")
+    s = scan.pooled.shape[-1]
+    st.caption(f"All {scan.n} tokens, each head max-pooled to {s} × {s} (queries down, keys across). Click one "
+               "to see its links below.")
+
+
+def _one_head(scan) -> None:
+    st.subheader("One head's links over the whole text")
+    row, head = shared_head.pick_head(scan.layer_ids, scan.num_heads, keys.SCAN_LAYER, keys.SCAN_HEAD)
+    for widget, default in ((keys.SCAN_STRIP, 0), (keys.SCAN_QUERY, scan.n - 1)):
+        session.settle(widget, min(int(session.get(widget, default)), scan.n - 1))
+    start = st.number_input("Token strip from query", 0, scan.n - 1, step=scan_figures.STRIP, key=keys.SCAN_STRIP,
+                            persist_state=keys.KEEP, help="The strip shows 400 queries at a time.")
+    charts.show(scan_figures.token_strip(scan, row, head, int(start)), key=keys.SCAN_STRIP_CHART, name="token-strip")
+    left, right = st.columns(2)
+    query = left.number_input("Query", 0, scan.n - 1, key=keys.SCAN_QUERY, persist_state=keys.KEEP,
+                              help="Any query of the text: its kept keys, heaviest first.")
+    links = scan_figures.query_links(scan, row, head, int(query))
+    left.markdown(f"Query {int(query)} “{plain(scan.tokens[int(query)])}” keeps {len(links)} key(s); "
+                  f"{scan.rest(row, head)[int(query)]:.3f} of its attention is elsewhere.")
+    left.dataframe(links, hide_index=True)
+    skip = right.toggle("Leave out links to the first token", key=keys.SCAN_SKIP_FIRST, persist_state=keys.KEEP,
+                        help="Many heads park attention on the first token (a sink).")
+    right.markdown("**The heaviest links of the whole text**")
+    right.dataframe(scan_figures.heaviest_links(scan, row, head, skip_first=skip), hide_index=True)
+    charts.show(scan_figures.distance_histogram(scan, row, head), key=keys.SCAN_DISTANCES, name="distances")
+    _exact_rows(scan, row, head)
+
+
+def _exact_rows(scan, row: int, head: int) -> None:
+    st.markdown("**Exact attention for a window of queries**, recomputed from what the scan kept")
+    left, right = st.columns(2)
+    session.settle(keys.SCAN_WINDOW_AT, min(int(session.get(keys.SCAN_WINDOW_AT, 0)), scan.n - 1))
+    session.setdefault(keys.SCAN_WINDOW, 64)
+    at = int(left.number_input("Window from query", 0, scan.n - 1, key=keys.SCAN_WINDOW_AT, persist_state=keys.KEEP))
+    size = int(right.number_input("Window size", 2, WINDOW_MAX, key=keys.SCAN_WINDOW, persist_state=keys.KEEP))
+    stop = min(scan.n, at + size)
+    try:
+        rows = resources.one_at_a_time(lambda: scan.rows(row, head, at, stop))
+    except (ValueError, mha_viz.InputError) as exc:
+        st.error(plain(str(exc)), icon="⚠️")
+        return
+    window = rows[:, at:stop]
+    title = f"Layer {scan.layer_ids[row]}, head {head}: queries and keys {at} … {stop - 1}"
+    fig = head_figures.matrix_image(np.ascontiguousarray(window), scan.tokens[at:stop], offset=at,
+                                    zmax=float(max(window.max(), 1e-12)), title=title)
+    charts.show(fig, key=keys.SCAN_WINDOW_CHART, name="window")
+    outside = rows.sum(-1) - window.sum(-1)
+    st.caption(f"Each row is exact; on average {float(outside.mean()):.3f} of a row's attention goes to keys "
+               f"outside the window (most: query {at + int(outside.argmax())}, {float(outside.max()):.3f}).")
+
+
+def _download(scan) -> None:
+    buffer = io.BytesIO()
+    scan.save(buffer)
+    st.download_button("Download the scan (.npz)", buffer.getvalue(), file_name="scan.npz", key=keys.SCAN_DOWNLOAD,
+                       help="Reopen it in a notebook with mha_viz.Scan.load(path) (no pickle); attach the model "
+                            "(scan.attach(model)) for exact rows.")

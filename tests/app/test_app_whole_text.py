@@ -1,0 +1,84 @@
+"""The Whole text page (AppTest): the scan of the sidebar's whole text on request, its statistics against
+the head table of the dense run, one head's kept keys against the dense attention's heaviest keys,
+exact rows for a window, and messages (no traceback) for a blank text or a cancelled scan."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.metrics import head_table
+from mha_viz.ui import keys
+from tests.app.helpers import charts, frame, open_page, open_with_text
+
+pytestmark = pytest.mark.model
+TEXT = ("The keys to the old wooden cabinet are missing again, said Mary. John looked in the hall, "
+        "and the keys to the old wooden cabinet were there. ") * 2
+
+
+@pytest.fixture(scope="module")
+def dense():
+    model = mha_viz.load_model("minilm", device="cpu")
+    run = mha_viz.analyze(model, TEXT)
+    return run, head_table(run)
+
+
+@pytest.fixture(scope="module")
+def scanned():
+    at = open_with_text("whole_text", TEXT)
+    assert "Scan all" in at.button(key=keys.SCAN_GO).label
+    at.button(key=keys.SCAN_GO).click().run()
+    assert not at.exception and not at.error
+    return at
+
+
+def test_the_statistics_are_the_dense_runs(scanned, dense):
+    run, table = dense
+    at = scanned
+    top = frame(at, "pattern")
+    metric = top.columns[2]
+    want = table.sort_values(metric, ascending=False, kind="stable").head(10)
+    assert len(top) == 10 and top["layer"].tolist() == want["layer"].tolist()
+    np.testing.assert_allclose(top[metric].to_numpy(float), want[metric].to_numpy(float), atol=1e-5)
+    at.selectbox(key=keys.SCAN_METRIC).set_value("prev").run()
+    top = frame(at, "pattern")
+    assert top.columns[2] == "prev"
+    np.testing.assert_allclose(top["prev"].to_numpy(float), np.sort(table["prev"].to_numpy(float))[::-1][:10],
+                               atol=1e-5)
+    kinds = [c["data"][0]["type"] for c in charts(at)]
+    assert kinds.count("heatmap") >= 1 and kinds.count("image") >= 2 and kinds.count("bar") >= 2, kinds
+
+
+def test_one_heads_kept_keys_are_the_dense_heaviest(scanned, dense):
+    run, _ = dense
+    at = scanned
+    at.selectbox(key=keys.SCAN_LAYER).set_value(3).run()
+    at.selectbox(key=keys.SCAN_HEAD).set_value(5).run()
+    at.number_input(key=keys.SCAN_QUERY).set_value(12).run()
+    assert not at.exception
+    links = frame(at, "weight")  # the query's kept keys (the heaviest links of the text come after)
+    row = run.attentions[3, 5, 12]
+    heaviest = np.sort(row)[::-1][:len(links)]
+    np.testing.assert_allclose(links["weight"].to_numpy(float), heaviest, atol=1e-5)
+    assert links["key"].tolist()[0] == int(row.argmax())
+    assert (links["distance"] == 12 - links["key"]).all()
+    assert at.session_state[keys.SEL_HEAD] == 5  # the head the pages share
+
+
+def test_a_window_of_exact_rows(scanned, dense):
+    at = scanned
+    at.number_input(key=keys.SCAN_WINDOW_AT).set_value(10).run()
+    at.number_input(key=keys.SCAN_WINDOW).set_value(20).run()
+    assert not at.exception and not at.error
+    assert any("queries and keys 10 … 29" in str(c["layout"]["title"]) for c in charts(at))
+
+
+def test_a_blank_text_and_a_cancelled_scan_get_messages():
+    at = open_with_text("whole_text", TEXT)
+    at.session_state[keys.SCAN_RUNNING] = ("stopped",)  # what a run stopped by Cancel leaves
+    open_page(at, "whole_text")
+    assert any("cancelled" in i.value for i in at.info)
+    at.text_area(key="text").input("   ").run()
+    open_page(at, "whole_text")
+    assert not at.exception and at.info
