@@ -164,8 +164,8 @@ def main() -> None:
     result, took, peak = best(lambda: mha_viz.scan(model, text, max_tokens=args.n), args.device, args.repeat)
     if not args.device.startswith("cuda"):
         fused_peak, peak = peak_child("fused", args), peak_child("scan", args)
-    print(f"fused forward:    {fused:8.1f} s   peak {fused_peak / GB:6.2f} GiB above the model")
-    print(f"scan:             {took:8.1f} s   peak {peak / GB:6.2f} GiB   ({took / fused:.2f} × fused)")
+    print(f"fused forward:    {fused:8.1f} s   peak {fused_peak / GB:6.2f} GiB above the model", flush=True)
+    print(f"scan:             {took:8.1f} s   peak {peak / GB:6.2f} GiB   ({took / fused:.2f} × fused)", flush=True)
     verdicts.append((f"scan ≤ {args.target:g} × the fused forward ({model.name}, n = {toks.n}, {args.device})",
                      f"{took:.1f} s, {took / fused:.2f} ×", took <= args.target * fused))
     verdicts.append((f"scan ≤ {args.budget_gb:g} GB above the model", f"{peak / 1e9:.2f} GB",
@@ -178,12 +178,12 @@ def main() -> None:
     need = model.attention_bytes(toks.n)
     if need <= 8 * GB:
         _, an, an_peak = best(lambda: mha_viz.analyze(model, text, max_tokens=args.n), args.device, 1)
-        print(f"analyze (dense):  {an:8.1f} s   peak {an_peak / GB:6.2f} GiB   ({an / fused:.2f} × fused)")
+        print(f"analyze (dense):  {an:8.1f} s   peak {an_peak / GB:6.2f} GiB   ({an / fused:.2f} × fused)", flush=True)
     else:
-        print(f"analyze (dense):  does not fit ({need / GB:.0f} GiB of probabilities)")
+        print(f"analyze (dense):  does not fit ({need / GB:.0f} GiB of probabilities)", flush=True)
     if toks.n <= 8192:
         worst = dense_difference(model, result, text)
-        print(f"largest difference from the dense probabilities: {worst:.2e}")
+        print(f"largest difference from the dense probabilities: {worst:.2e}", flush=True)
         verdicts.append(("scan's kept weights and rows equal the dense ones within 1e-6", f"{worst:.1e}",
                          worst <= 1e-6))
     print_verdicts(verdicts)

@@ -12,17 +12,18 @@ pytestmark = pytest.mark.e2e
 
 TEXT = ("The keys to the old wooden cabinet are missing again, said Mary. John looked in the hall, "
         "and the keys to the old wooden cabinet were there. ") * 3
-# the screen position of point `index` of the chart's marker trace (curve 1: one marker a head, layer-major)
+# the screen position of point `index` of the chart's marker trace (curve 1: one marker a head, layer-major;
+# plotly.js decodes the typed arrays into _fullData)
 POINT = """(el, index) => {
     const gd = el.querySelector('.js-plotly-plot');
-    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd.data[1];
+    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd._fullData[1];
     return [box.left + fl._size.l + fl.xaxis.l2p(trace.x[index]),
             box.top + fl._size.t + fl.yaxis.l2p(trace.y[index])];
 }"""
 # the screen position of the middle of bar `index` of the chart's first trace
 BAR = """(el, index) => {
     const gd = el.querySelector('.js-plotly-plot');
-    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd.data[0];
+    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd._fullData[0];
     return [box.left + fl._size.l + fl.xaxis.l2p(trace.x[index]),
             box.top + fl._size.t + fl.yaxis.l2p(trace.y[index] / 2)];
 }"""
@@ -50,5 +51,6 @@ def test_a_click_on_a_thumbnail_opens_that_heads_links(shared_app):
     app.page.mouse.move(bx, by)
     hover = app.page.locator(".hoverlayer .hovertext").first
     hover.wait_for(timeout=10_000)
-    assert re.search(r"query 20 ", hover.inner_text()) and "distance" in hover.inner_text()
+    shown = hover.text_content()  # SVG text: each line of the label a tspan
+    assert re.search(r"query 20 ", shown) and "distance" in shown and "rest" in shown, shown
     app.assert_clean()
