@@ -46,9 +46,10 @@ def recomputed_blocks(model: LoadedModel, capture, layer: int, *, heads: list[in
     `stop` − 1 a block at a time: our MHA's projections once, then each block of queries against the
     keys it may see (`visible_span`), under the model's lock."""
     mha, q, k, _v, _padding = model.projections(capture, layer)  # (1, H, n, d_k), (1, G, n, d_k)
-    heads = list(range(model.num_heads)) if heads is None else list(heads)
     group = model.num_heads // model.num_kv_heads
-    q, k = q[:, heads], k[:, [h // group for h in heads]]  # query head h reads KV head h // group
+    if heads is not None:  # query head h reads KV head h // group
+        q, k = q[:, list(heads)], k[:, [h // group for h in heads]]
+    heads = list(range(model.num_heads)) if heads is None else list(heads)
     n = q.shape[-2]
     stop = n if stop is None else stop
     step = rows_per_block(q.device, len(heads), n)

@@ -274,15 +274,17 @@ class MultiHeadAttention(nn.Module):
     def row_probabilities(self, q: torch.Tensor, k: torch.Tensor, *, first: int, key_start: int = 0,
                           is_causal: bool, heads: list[int] | None = None) -> torch.Tensor:
         """The probabilities (B, h, n_q, n_k) of a block of queries, q (B, h, n_q, d_k) at positions
-        first … first + n_q − 1, against keys k (B, h, n_k, d_k) at positions key_start … (every head's,
-        a KV head repeated for its query heads): what `attend` gives those rows of an unpadded text, when
-        the keys hold every key they may see (`visibility.visible_span`). For a long text, a block at a time.
+        first … first + n_q − 1, against keys k (B, G, n_k, d_k) at positions key_start …, G dividing h
+        (query head i reads KV head i // (h / G)): what `attend` gives those rows of an unpadded text, when
+        the keys hold every key they may see (`visibility.visible_span`). For a long text, a block at a time:
+        the query heads of a KV head are scored in one product, which reads their keys once.
         heads: which heads q holds, when only some (their sink logits are read); None: all.
         Every query sees its own key (no mask hides it), so no row is empty."""
-        blocked = hidden_keys(q.shape[-2], k.shape[-2], q.device, causal=is_causal, window=self.window,
-                              chunk=self.chunk, first=first, key_start=key_start)
-        scores = fast_paths.masked_columns_in_place(self.scores(q, k), blocked)  # (B, h, n_q, n_k)
-        return self.normalized(scores, heads=heads, empty_rows=False)
+        (B, h, n_q, d), (g, n_k) = q.shape, (k.shape[1], k.shape[2])
+        blocked = hidden_keys(n_q, n_k, q.device, causal=is_causal, window=self.window, chunk=self.chunk,
+                              first=first, key_start=key_start)
+        scores = self.scores(q.reshape(B, g, (h // g) * n_q, d), k).view(B, h, n_q, n_k)  # (B, h, n_q, n_k)
+        return self.normalized(fast_paths.masked_columns_in_place(scores, blocked), heads=heads, empty_rows=False)
 
     def merge(self, z: torch.Tensor) -> torch.Tensor:
         """Concatenate the heads and apply W_O: (B, h, n_q, d_v) -> (B, n_q, d_model)."""
