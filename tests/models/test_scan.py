@@ -2,8 +2,9 @@
 `metrics.head_table` of `analyze`'s run; each row's kept keys, the rest and exact rows against the
 probabilities recomputed whole from the same layer inputs (and `analyze`'s, within the rounding of
 its eager forward). A block's scores are a matrix product of another shape than the whole matrix's,
-which sums in another order: probabilities agree within 1e-6 and 2e-6 of their size (EXACT). Blocks are made small here, so that a text spans many blocks and a sliding
-window's or a chunk's key span leaves keys out of the blocks."""
+which sums in another order: probabilities agree within 1e-6 and 2e-6 of their size (EXACT). Blocks
+are made small here, so that a text spans many blocks and a sliding window's or a chunk's key span
+leaves keys out of the blocks."""
 
 from __future__ import annotations
 
