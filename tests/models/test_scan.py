@@ -188,7 +188,7 @@ def _peak_rss() -> int:
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("family", ["deberta"], indirect=True)
+@pytest.mark.parametrize("family", ["deberta", "deepseek_v3", "lfm2", "qwen3_next"], indirect=True)
 def test_a_family_our_mha_cannot_compute_is_read_one_layer_at_a_time(family):
     assert not family.can_recompute
     scan = mha_viz.scan(family, TEXT, thumb=16)
