@@ -73,7 +73,7 @@ def heaviest_links(scan, layer: int, head: int, count: int = 20, *, skip_first: 
 
 def distance_histogram(scan, layer: int, head: int, *, bins: int = 60) -> go.Figure:
     """How far back (or ahead) the head's kept links reach, weighted by their weights, on a log scale
-    of distance + 1."""
+    of 1 + distance (a link to itself, distance 0, is the first bar)."""
     keys, weights = scan.top(layer, head)
     rows = np.broadcast_to(np.arange(scan.n)[:, None], keys.shape)
     kept = keys >= 0
@@ -81,13 +81,14 @@ def distance_histogram(scan, layer: int, head: int, *, bins: int = 60) -> go.Fig
     edges = np.unique(np.round(np.geomspace(1, max(scan.n, 2), bins + 1))) - 1  # 0, 1, 2, … up to n − 1
     mass, _ = np.histogram(distance, bins=edges, weights=weights[kept])
     fig = go.Figure(go.Bar(
-        x=edges[:-1], y=mass / scan.n, width=np.diff(edges), offset=0,
-        hovertemplate="distance %{x:.0f} … %{customdata:.0f}: %{y:.4f} of each row on average<extra></extra>",
-        customdata=edges[1:] - 1, marker=dict(color="#4c78a8"),
+        x=edges[:-1] + 1, y=mass / scan.n, width=np.diff(edges), offset=0,  # 1 + distance: 0 on a log axis
+        hovertemplate="distance %{customdata[0]:.0f} … %{customdata[1]:.0f}: %{y:.4f} of each row on "
+                      "average<extra></extra>",
+        customdata=np.stack([edges[:-1], edges[1:] - 1], 1), marker=dict(color="#4c78a8"),
     ))
     fig.update_layout(
         title=plot_title(f"Layer {scan.layer_ids[layer]}, head {head}: how far its kept links reach"),
-        xaxis=dict(title=dict(text="distance |query − key| (tokens, log scale)"), type="log"),
+        xaxis=dict(title=dict(text="1 + distance |query − key| (tokens, log scale)"), type="log"),
         yaxis=dict(title=dict(text="weight per row")), height=320, margin=margin(), plot_bgcolor="white",
     )
     return fig

@@ -22,13 +22,13 @@ _TINY = np.float32(1e-30)
 
 
 @numba.njit(**JIT)
-def _rows(A, r0, r1, start, key_start, n, causal, sep, punct, ids, before, seg, keep, spread, min_weight,
+def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, sep, punct, ids, before, seg, keep, spread, min_weight,
           row_cells, cell_start, cell_stop, sums, cells, keys, weights, rest):
-    """Rows r0 … r1 − 1 of block A (H, b, w): add to sums (H, 15) and cells (H, s, s); write keys,
+    """Heads h0 … h1 − 1, rows r0 … r1 − 1 of block A (H, b, w): add to sums (H, 15) and cells (H, s, s); write keys,
     weights (H, n, k) and rest (H, n) at the rows' positions. Three loops a row: the sums (vectorised),
     each cell's maximum (16 lanes: a max-reduction loop does not vectorise, this does), and the kept
     keys, read only in the cells whose maximum could enter them."""
-    H, _, w = A.shape
+    w = A.shape[2]
     k_top = keys.shape[2]
     s = cells.shape[1]
     segmented = seg.size == n
@@ -39,7 +39,7 @@ def _rows(A, r0, r1, start, key_start, n, causal, sep, punct, ids, before, seg, 
     tk = np.empty(k_top, np.int32)
     sep_w, punct_w = sep[key_start:key_start + w], punct[key_start:key_start + w]
     ids_w, before_w = ids[key_start:key_start + w], before[key_start:key_start + w]
-    for h in range(H):
+    for h in range(h0, h1):
         for r in range(r0, r1):
             row = A[h, r]
             i = start + r
@@ -169,11 +169,13 @@ class BlockSums:
 
     def add(self, A: np.ndarray, start: int, key_start: int) -> None:
         """Add block A (H, b, w) float32, C-contiguous: rows start … start + b − 1, keys key_start …"""
-        b = A.shape[1]
-        parts = split(b, self.threads)
-        run_all(_rows, [(A, r0, r1, start, key_start, self.n, self.causal, *self.text, self.keep, self.spread,
+        H, b = A.shape[:2]
+        # rows to threads; a block of few rows (many heads at long n) goes to threads by heads instead
+        parts = ([(0, H, r0, r1) for r0, r1 in split(b, self.threads)] if b >= 4 * self.threads
+                 else [(h0, h1, 0, b) for h0, h1 in split(H, self.threads)])
+        run_all(_rows, [(A, h0, h1, r0, r1, start, key_start, self.n, self.causal, *self.text, self.keep, self.spread,
                          self.min_weight, self.row_cells, self.cell_start, self.cell_stop, self.sums[t], self.cells[t],
-                         self.keys, self.weights, self.rest) for t, (r0, r1) in enumerate(parts)])
+                         self.keys, self.weights, self.rest) for t, (h0, h1, r0, r1) in enumerate(parts)])
 
     def finish(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """({name of ROW_SUMS: (H,) float64}, the cells (H, s, s)): the threads' parts added up."""

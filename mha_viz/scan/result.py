@@ -17,7 +17,7 @@ from mha_viz.scan.rows import RowSource
 FORMAT = "mha-viz scan 1"  # what `save` writes under "format"; `load` refuses another
 
 
-@dataclass
+@dataclass(eq=False)  # arrays and a table: compared by identity
 class Scan:
     """Every head of one text, from one pass (`mha_viz.scan`).
 
@@ -100,8 +100,12 @@ class Scan:
     def attach(self, model) -> "Scan":
         """Recompute rows with `model` (the one the scan was computed with; its run is made again,
         once, at the first `rows`). Returns the scan."""
-        if model.name != self.model_name:
-            raise ValueError(f"This scan was computed with '{self.model_name}', not '{model.name}'.")
+        theirs = (model.name, list(model.layer_ids), model.num_heads, model.precision)
+        ours = (self.model_name, list(self.layer_ids), self.num_heads, self.precision or model.precision)
+        if theirs != ours:
+            raise ValueError(f"This scan was computed with '{self.model_name}' ({len(self.layer_ids)} layers × "
+                             f"{self.num_heads} heads, {self.precision}), not '{model.name}' ({len(model.layer_ids)} "
+                             f"× {model.num_heads}, {model.precision}): its rows would not be this scan's.")
         self.row_source = RowSource(model, self.token_ids)
         return self
 
@@ -131,11 +135,12 @@ class Scan:
     def load(cls, path, model=None) -> "Scan":
         """A scan saved by `save`; with `model`, attached for `rows`. Raises ValueError for a file
         that is not one."""
-        with np.load(path, allow_pickle=False) as data:
-            try:
-                facts = json.loads(str(data["facts"]))
-            except KeyError:
-                raise ValueError(f"{path} is not a saved scan (it has no 'facts')") from None
+        try:
+            data = np.load(path, allow_pickle=False)
+            facts = json.loads(str(data["facts"]))
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, OSError) as exc:
+            raise ValueError(f"{path} is not a saved scan ({type(exc).__name__}: {exc})") from None
+        with data:
             if facts.get("format") != FORMAT:
                 raise ValueError(f"{path} is not a saved scan of this version ({facts.get('format')!r})")
             table = pd.DataFrame({c: data[f"table.{c}"] for c in facts["columns"]})

@@ -7,7 +7,9 @@ one head's exact rows on demand (`Scan.rows`), from the inputs spilled to a file
 
 from __future__ import annotations
 
+import os
 import tempfile
+import threading
 from typing import Callable, Iterator
 
 import numpy as np
@@ -36,8 +38,10 @@ def rows_per_block(device, heads: int, n: int) -> int:
 
 def encoder_net(model: LoadedModel):
     """What runs the text: an encoder–decoder's encoder (its self-attention is what a scan reads), else
-    the model itself."""
-    return model.hf_model.get_encoder() if model.is_encoder_decoder else model.hf_model
+    the base model without its head (a decoder's logits alone would be n × vocabulary floats)."""
+    if model.is_encoder_decoder:
+        return model.hf_model.get_encoder()
+    return getattr(model.hf_model, "base_model", None) or model.hf_model
 
 
 def recomputed_blocks(model: LoadedModel, capture, layer: int, *, heads: list[int] | None = None,
@@ -109,7 +113,9 @@ def eager_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[i
                          f"read: {model.unread}")
     ids = torch.tensor([token_ids], device=model.device)
     n = ids.shape[1]
-    order = {id(m): i for i, m in enumerate(modules)}
+    order: dict[int, int] = {}
+    for i, m in enumerate(modules):  # a module shared by layers (ALBERT) is their first, then called in turn
+        order.setdefault(id(m), i)
     calls: dict[int, int] = {}
 
     def hook(module, _args, out):
@@ -126,7 +132,11 @@ def eager_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[i
         hooks = [m.register_forward_hook(hook) for m in {id(m): m for m in modules}.values()]
         try:  # output_attentions: a module that computes its probabilities only when asked (DeBERTa) hands
             # them to the hook, which takes them out of what the model collects
-            encoder_net(model)(input_ids=ids, attention_mask=torch.ones_like(ids), output_attentions=True)
+            net, mask = encoder_net(model), torch.ones_like(ids)
+            try:  # a decoder's cache would hold every layer's keys and values: none
+                net(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False)
+            except TypeError:  # an encoder, which takes no cache argument
+                net(input_ids=ids, attention_mask=mask, output_attentions=True)
         finally:
             for h in hooks:
                 h.remove()
@@ -146,22 +156,22 @@ class InputSpill:
 
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile(prefix="mha-viz-scan-")
+        self.end = 0  # where the next layer's bytes go (reads use os.pread: no shared file position)
         self.where: dict[int, tuple[int, torch.dtype, tuple[int, ...]]] = {}  # layer -> (offset, dtype, shape)
         self.rotary: dict[int, tuple | None] = {}  # layer -> RoPE (cos, sin): small, often one for every layer
 
     def put(self, layer: int, inp: LayerInput) -> None:
         hidden = inp.hidden.detach()
         raw = hidden.cpu().contiguous().view(torch.uint8).numpy()  # the bytes, whatever the dtype (bfloat16)
-        self.file.seek(0, 2)
-        self.where[layer] = (self.file.tell(), hidden.dtype, tuple(hidden.shape))
-        self.file.write(raw.tobytes())
+        os.pwrite(self.file.fileno(), raw.tobytes(), self.end)
+        self.where[layer] = (self.end, hidden.dtype, tuple(hidden.shape))
+        self.end += raw.nbytes
         self.rotary[layer] = inp.position_embeddings
 
     def get(self, layer: int, device) -> LayerInput:
         offset, dtype, shape = self.where[layer]
         size = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-        self.file.seek(offset)
-        raw = bytearray(self.file.read(size))
+        raw = bytearray(os.pread(self.file.fileno(), size, offset))  # safe from several threads at once
         hidden = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
         return LayerInput(hidden, self.rotary[layer])
 
@@ -197,6 +207,7 @@ class RowSource:
 
     def __init__(self, model: LoadedModel, token_ids: list[int], spill: InputSpill | None = None) -> None:
         self.model, self.token_ids, self.spill = model, list(token_ids), spill
+        self._making = threading.Lock()  # one run makes the spill, however many threads ask at once
 
     def __call__(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
         model = self.model
@@ -205,8 +216,9 @@ class RowSource:
             eager_layers(model, self.token_ids, lambda _layer, p: kept.append(p[head, start:stop].cpu()),
                          only=layer)
             return kept[0].numpy()
-        if self.spill is None:
-            self.spill = lean_layers(model, self.token_ids)
+        with self._making:
+            if self.spill is None:
+                self.spill = lean_layers(model, self.token_ids)
         capture = self.spill.capture(layer, model.device)
         out = np.zeros((stop - start, len(self.token_ids)), dtype=np.float32)
         for first, k0, probs in recomputed_blocks(model, capture, layer, heads=[head], start=start, stop=stop):

@@ -103,37 +103,40 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     compiled = where.type == "cpu" if compiled is None else compiled
     keys = np.full((L, H, toks.n, top_k), -1, np.int32)  # written in place, layer by layer
     weights, rest = np.zeros((L, H, toks.n, top_k), np.float32), np.zeros((L, H, toks.n), np.float32)
-    layers = [_Layer(facts, H, top_k, min_weight, thumb, where, compiled, (keys[i], weights[i], rest[i]))
-              for i in range(L)]
     check = FiniteCheck(model)
     names = [f"attention in layer {number}" for number in model.layer_ids]
     finished = []
+
+    def reduce(layer: int, blocks) -> None:
+        """One layer's blocks, by a reducer made now and dropped after (its scratch and, on a GPU, its
+        kept keys are one layer's)."""
+        if layer != len(finished):
+            raise InputError(f"'{model.name}' ran its attention layers out of order (layer {layer} after "
+                             f"{len(finished)} others), so it cannot be scanned.")
+        out = (keys[layer], weights[layer], rest[layer])
+        reducer = _Layer(facts, H, top_k, min_weight, thumb, where, compiled, out)
+        for first, k0, probs in blocks:
+            reducer.add(first, k0, probs.to(where), check, names[layer])
+        finished.append(reducer.finish(check, names[layer]))
+        progress((layer + 1) / L, f"Layer {layer + 1} of {L} done")
+
     if model.can_recompute and not model.is_encoder_decoder:
         progress(0.0, f"Running {model.name} on {toks.n} tokens with fused attention, each layer as it runs…")
 
-        def on_layer(layer: int, capture) -> None:  # inside the forward: one layer's input at a time
-            for first, k0, probs in recomputed_blocks(model, capture, layer):
-                layers[layer].add(first, k0, probs.to(where), check, names[layer])
-            finished.append(layers[layer].finish(check, names[layer]))
+        def on_input(layer: int, capture) -> None:  # inside the forward: one layer's input at a time
+            reduce(layer, recomputed_blocks(model, capture, layer))
             check.verify()
-            progress((layer + 1) / L, f"Layer {layer + 1} of {L} done")
-        source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_layer))
+        source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input))
     else:
         check_eager(model, toks.n)
         progress(0.0, f"Running {model.name} on {toks.n} tokens, one layer's attention at a time…")
-
-        def on_layer(layer: int, probs: torch.Tensor) -> None:
-            step = rows_per_block(probs.device, H, toks.n)
-            for first, k0, block in split_rows(probs, step):
-                layers[layer].add(first, k0, block.to(where), check, names[layer])
-            finished.append(layers[layer].finish(check, names[layer]))
-            progress((layer + 1) / L, f"Layer {layer + 1} of {L} done")
-        eager_layers(model, toks.ids, on_layer)
+        eager_layers(model, toks.ids, lambda layer, probs: reduce(
+            layer, split_rows(probs, rows_per_block(probs.device, H, toks.n))))
         check.verify()
-        if len(finished) != L:
-            raise InputError(f"'{model.name}' handed over the attention of {len(finished)} of its {L} layers as it "
-                             f"ran, so it cannot be scanned.")
         source = RowSource(model, toks.ids)
+    if len(finished) != L:
+        raise InputError(f"'{model.name}' handed over the attention of {len(finished)} of its {L} layers as it "
+                         f"ran, so it cannot be scanned.")
     stats = {name: np.stack([f[0][name] for f in finished]) for name in finished[0][0]}
     return Scan(tokens=toks.display, token_ids=list(toks.ids), special_mask=list(toks.special),
                 model_name=model.name, layer_ids=model.layer_ids, is_causal=model.is_causal,

@@ -36,6 +36,9 @@ def whole_text_page() -> None:
     except mha_viz.InputError as exc:
         st.info(plain(str(exc)), icon="✍️")
         return
+    if model.is_encoder_decoder:
+        st.info("This model is an encoder–decoder: the scan reads its encoder's self-attention over the sidebar's "
+                "text (the source).", icon="🔀")
     total = count_text(toks.total, toks.total_is_estimate)
     st.caption(f"Every head of {plain(model.name)} over the sidebar's whole text: {toks.n} tokens"
                + (f" of {total} (the model reads {model.max_positions}"
@@ -54,6 +57,7 @@ def whole_text_page() -> None:
                                cancel_help=CANCEL_HELP, widths=(2, 1, 4))
         if not buttons.pressed:
             return
+        store.clear()  # one at a time: the last scan (its kept keys, its spilled inputs) goes first
         scan, error = jobs.run(keys.SCAN_RUNNING, key, lambda progress: _scan(model, text, progress),
                                first=f"Running {model.name}…", what="The scan",
                                out_of_memory="This scan needs more memory than this machine has free: shorten the "
@@ -63,7 +67,6 @@ def whole_text_page() -> None:
             st.error(plain(error), icon="⚠️")
             return
         buttons.done()
-        store.clear()  # one at a time: a long text's kept keys are tens of MB
         store[key] = scan
     scan = store[key]
     _statistics(scan, key)
@@ -155,10 +158,11 @@ def _exact_rows(scan, row: int, head: int) -> None:
     at = int(left.number_input("Window from query", 0, scan.n - 1, key=keys.SCAN_WINDOW_AT, persist_state=keys.KEEP))
     size = int(right.number_input("Window size", 2, WINDOW_MAX, key=keys.SCAN_WINDOW, persist_state=keys.KEEP))
     stop = min(scan.n, at + size)
-    try:
-        rows = resources.one_at_a_time(lambda: scan.rows(row, head, at, stop))
-    except (ValueError, mha_viz.InputError) as exc:
-        st.error(plain(str(exc)), icon="⚠️")
+    rows, error = resources.attempt(lambda: scan.rows(row, head, at, stop), what="Recomputing the rows",
+                                    out_of_memory="Recomputing these rows needs more memory than is free: "
+                                                  "pick a smaller window.")
+    if error:
+        st.error(plain(error), icon="⚠️")
         return
     window = rows[:, at:stop]
     title = f"Layer {scan.layer_ids[row]}, head {head}: queries and keys {at} … {stop - 1}"
@@ -170,9 +174,14 @@ def _exact_rows(scan, row: int, head: int) -> None:
                f"outside the window (most: query {at + int(outside.argmax())}, {float(outside.max()):.3f}).")
 
 
-def _download(scan) -> None:
+def _npz(scan) -> bytes:
     buffer = io.BytesIO()
     scan.save(buffer)
-    st.download_button("Download the scan (.npz)", buffer.getvalue(), file_name="scan.npz", key=keys.SCAN_DOWNLOAD,
+    return buffer.getvalue()
+
+
+def _download(scan) -> None:
+    # written when pressed (a callable), not on every rerun of the page: 150 MB at SmolLM2's 8,192 tokens
+    st.download_button("Download the scan (.npz)", lambda: _npz(scan), file_name="scan.npz", key=keys.SCAN_DOWNLOAD,
                        help="Reopen it in a notebook with mha_viz.Scan.load(path) (no pickle); attach the model "
                             "(scan.attach(model)) for exact rows.")
