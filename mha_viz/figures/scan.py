@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import COLORSCALE, colorbar, margin, plot_title
+from mha_viz.figures.style import colorbar, margin, plot_title
 
 STRIP = 400  # queries the token strip shows at a time
 
@@ -25,7 +25,7 @@ def token_strip(scan, layer: int, head: int, start: int, *, width: int = STRIP) 
     stop = min(scan.n, start + width)
     rows = np.arange(start, stop)
     top_key = keys[rows, 0]
-    distance = np.where(top_key >= 0, np.abs(rows - top_key), 0)
+    distance = np.where(top_key >= 0, np.abs(rows - top_key), 0).astype(np.float64)
     hover = []
     for i in rows:
         kept = [f"{int(k)} “{_token(scan.tokens, int(k))}” {w:.3f} (distance {abs(int(i) - int(k))})"
@@ -34,7 +34,9 @@ def token_strip(scan, layer: int, head: int, start: int, *, width: int = STRIP) 
                      f"{scan.min_weight:g}") + f"<br>rest {scan.rest(layer, head)[i]:.3f}")
     fig = go.Figure(go.Bar(
         x=rows, y=weights[rows, 0], hovertext=hover, hoverinfo="text",
-        marker=dict(color=distance, colorscale=COLORSCALE, colorbar=colorbar("distance"), cmin=0),
+        # a dark-to-light scale: a previous-token head's distance-1 bars must show on white
+        marker=dict(color=distance, colorscale="Viridis", colorbar=colorbar("distance"), cmin=0,
+                    cmax=max(float(distance.max()), 1.0)),
     ))
     ticks = rows[:: max(1, len(rows) // 20)]
     fig.update_layout(
@@ -88,7 +90,8 @@ def distance_histogram(scan, layer: int, head: int, *, bins: int = 60) -> go.Fig
     ))
     fig.update_layout(
         title=plot_title(f"Layer {scan.layer_ids[layer]}, head {head}: how far its kept links reach"),
-        xaxis=dict(title=dict(text="1 + distance |query − key| (tokens, log scale)"), type="log"),
+        xaxis=dict(title=dict(text="1 + distance |query − key| (tokens, log scale)"), type="log",
+                   range=[0, np.log10(edges[-1] + 1)]),
         yaxis=dict(title=dict(text="weight per row")), height=320, margin=margin(), plot_bgcolor="white",
     )
     return fig

@@ -27,9 +27,11 @@ def whole_text_page() -> None:
     st.title("Whole text")
     cur = state.current()
     model, text = cur.text_model, cur.text
-    if model is None:
-        state.show_status(cur)
-        st.info("Load a model in the sidebar: this page scans its whole text with it.", icon="ℹ️")
+    if model is None:  # no text yet, or the model did not load: the sidebar's own message
+        if cur.notice or cur.error:
+            (st.info if cur.notice else st.error)(plain(cur.notice or cur.error), icon="ℹ️")
+        else:
+            st.info("Load a model in the sidebar: this page scans its whole text with it.", icon="ℹ️")
         return
     try:  # reads only the part of a long text that the limit needs
         toks = mha_viz.tokenize(model, text, whole_text=True)
@@ -53,8 +55,9 @@ def whole_text_page() -> None:
     if jobs.cancelled(keys.SCAN_RUNNING) is not None:
         st.info("The scan was cancelled; press the button to start it again.", icon="⏹️")
     if key not in store:
-        buttons = jobs.buttons(f"Scan all {toks.n} tokens", keys.SCAN_GO, cancel_key=keys.SCAN_CANCEL,
-                               cancel_help=CANCEL_HELP, widths=(2, 1, 4))
+        label = f"Scan all {toks.n} token{'s' * (toks.n != 1)}"
+        buttons = jobs.buttons(label, keys.SCAN_GO, cancel_key=keys.SCAN_CANCEL, cancel_help=CANCEL_HELP,
+                               widths=(1, 1, 4))
         if not buttons.pressed:
             return
         store.clear()  # one at a time: the last scan (its kept keys, its spilled inputs) goes first
@@ -98,18 +101,21 @@ def _statistics(scan, key) -> None:
         session.settle(keys.SCAN_METRIC, names[0])
     metric = st.selectbox("Colour the heads by", names, key=keys.SCAN_METRIC, persist_state=keys.KEEP,
                           format_func=lambda c: METRICS[c].label if c in METRICS else "Mean distance / n")
-    if metric in METRICS:
-        st.caption(f"`{METRICS[metric].formula}`: high, {METRICS[metric].high}; low, {METRICS[metric].low}. "
-                   f"Over every query of the {scan.n} tokens.")
+    measure = METRICS[metric] if metric in METRICS else None
+    label = measure.label if measure else "Mean distance / n"
+    st.caption((f"`{measure.formula}`: high, {measure.high}; low, {measure.low}. " if measure else
+                "The mean distance divided by the number of tokens, 0 … 1: how far back a head looks, whatever "
+                "the text's length. ") + f"Over every query of the {scan.n} tokens.")
     values = scan.table[metric].to_numpy(float).reshape(scan.num_layers, scan.num_heads)
     patterns = scan.table["pattern"].to_numpy(object).reshape(scan.num_layers, scan.num_heads)
     fig = charts.cached("scan_map", (key, metric), lambda: metric_figures.metric_grid(
-        values, title=f"{METRICS[metric].label if metric in METRICS else metric}, every head", patterns=patterns,
+        values, title=f"{label}, every head", patterns=patterns,
         layer_ids=scan.layer_ids))
     charts.show(fig, key=keys.SCAN_MAP, on_select=lambda: _pick(keys.SCAN_MAP, scan), selection_mode="points",
                 width="content")
     top = scan.table.sort_values(metric, ascending=False, kind="stable").head(10)
-    st.markdown("**The 10 heads highest on it** (click a cell above, or pick below, to see a head's links)")
+    st.markdown("**The 10 heads highest on it.** Click a cell of the map (or a thumbnail) to see that head's links "
+                "below.")
     st.dataframe(top[["layer", "head", metric, "pattern"]], hide_index=True, width="content")
     with st.expander("The whole table"):
         st.dataframe(scan.table, hide_index=True)
@@ -130,8 +136,9 @@ def _thumbnails(scan, key) -> None:
 def _one_head(scan) -> None:
     st.subheader("One head's links over the whole text")
     row, head = shared_head.pick_head(scan.layer_ids, scan.num_heads, keys.SCAN_LAYER, keys.SCAN_HEAD)
-    for widget, default in ((keys.SCAN_STRIP, 0), (keys.SCAN_QUERY, scan.n - 1)):
-        session.settle(widget, min(int(session.get(widget, default)), scan.n - 1))
+    # kept from a longer text: the strip's last page and the last query at most
+    session.settle(keys.SCAN_STRIP, min(int(session.get(keys.SCAN_STRIP, 0)), max(0, scan.n - scan_figures.STRIP)))
+    session.settle(keys.SCAN_QUERY, min(int(session.get(keys.SCAN_QUERY, scan.n - 1)), scan.n - 1))
     start = st.number_input("Token strip from query", 0, scan.n - 1, step=scan_figures.STRIP, key=keys.SCAN_STRIP,
                             persist_state=keys.KEEP, help="The strip shows 400 queries at a time.")
     charts.show(scan_figures.token_strip(scan, row, head, int(start)), key=keys.SCAN_STRIP_CHART, name="token-strip")
@@ -139,8 +146,9 @@ def _one_head(scan) -> None:
     query = left.number_input("Query", 0, scan.n - 1, key=keys.SCAN_QUERY, persist_state=keys.KEEP,
                               help="Any query of the text: its kept keys, heaviest first.")
     links = scan_figures.query_links(scan, row, head, int(query))
+    elsewhere = max(0.0, float(scan.rest(row, head)[int(query)]))  # (a rounding's −0.000 is 0)
     left.markdown(f"Query {int(query)} “{plain(scan.tokens[int(query)])}” keeps {len(links)} key(s); "
-                  f"{scan.rest(row, head)[int(query)]:.3f} of its attention is elsewhere.")
+                  f"{elsewhere:.3f} of its attention is elsewhere.")
     left.dataframe(links, hide_index=True)
     skip = right.toggle("Leave out links to the first token", key=keys.SCAN_SKIP_FIRST, persist_state=keys.KEEP,
                         help="Many heads park attention on the first token (a sink).")
@@ -153,7 +161,7 @@ def _one_head(scan) -> None:
 def _exact_rows(scan, row: int, head: int) -> None:
     st.markdown("**Exact attention for a window of queries**, recomputed from what the scan kept")
     left, right = st.columns(2)
-    session.settle(keys.SCAN_WINDOW_AT, min(int(session.get(keys.SCAN_WINDOW_AT, 0)), scan.n - 1))
+    session.settle(keys.SCAN_WINDOW_AT, min(int(session.get(keys.SCAN_WINDOW_AT, 0)), max(0, scan.n - 2)))
     session.setdefault(keys.SCAN_WINDOW, 64)
     at = int(left.number_input("Window from query", 0, scan.n - 1, key=keys.SCAN_WINDOW_AT, persist_state=keys.KEEP))
     size = int(right.number_input("Window size", 2, WINDOW_MAX, key=keys.SCAN_WINDOW, persist_state=keys.KEEP))
