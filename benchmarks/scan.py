@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from long_inputs import peak_above, rss  # noqa: E402 - benchmarks/long_inputs.py, beside this script
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 import mha_viz  # noqa: E402
@@ -42,37 +42,18 @@ def text_of(n: int) -> str:
     return " ".join(WORDS[i % len(WORDS)] for i in range(n))
 
 
-def rss() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def measured(fn, device: str):
-    """(result, seconds, peak bytes above the start) of fn()."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-        t0 = time.perf_counter()
-        out = fn()
-        torch.cuda.synchronize()
-        return out, time.perf_counter() - t0, torch.cuda.max_memory_allocated() - base
-    start, peak, done = rss(), [0], threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], rss())
-            time.sleep(0.01)
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
-        t0 = time.perf_counter()
-        out = fn()
-        seconds = time.perf_counter() - t0
-    finally:
-        done.set()
-        sampler.join()
-    return out, seconds, max(peak[0], rss()) - start
+    """(result, seconds, peak bytes above the start) of fn(): on a GPU torch's allocation peak, on the CPU
+    the resident size sampled by `long_inputs.peak_above`."""
+    if not device.startswith("cuda"):
+        return peak_above(fn)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    out = fn()
+    torch.cuda.synchronize()
+    return out, time.perf_counter() - t0, torch.cuda.max_memory_allocated() - base
 
 
 def peak_child(step: str, args) -> int:

@@ -208,8 +208,18 @@ class RowSource:
     def __init__(self, model: LoadedModel, token_ids: list[int], spill: InputSpill | None = None) -> None:
         self.model, self.token_ids, self.spill = model, list(token_ids), spill
         self._making = threading.Lock()  # one run makes the spill, however many threads ask at once
+        self._last: tuple | None = None  # (layer, head, start, stop, rows): a page asks again on each rerun
 
     def __call__(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
+        last = self._last
+        if last is not None and last[:4] == (layer, head, start, stop):
+            return last[4]
+        rows = self._rows(layer, head, start, stop)
+        rows.flags.writeable = False  # shared by the calls that ask for it again
+        self._last = (layer, head, start, stop, rows)
+        return rows
+
+    def _rows(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
         model = self.model
         if not model.can_recompute or model.is_encoder_decoder:
             kept: list[torch.Tensor] = []
