@@ -66,7 +66,7 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
         return None
     calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
     read: list[torch.Tensor] = []  # what the LM head read
-    norms = [m for m in hf_model.modules() if _is_norm(m)]
+    norms = [m for m in hf_model.modules() if is_norm(m)]
     hooks = [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out))) for m in norms]
     hooks.append(head.register_forward_pre_hook(lambda mod, args: read.append(args[0])))
     try:
@@ -89,8 +89,8 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
         return None  # the head does not read that norm's output: something else lies between
     tol = _tolerance(out.dtype)
-    for fit in _fits(norm, r, out):
-        ro = Readout(**vars(fit), unembed=unembed, unembed_bias=unembed_bias)
+    for fitted in _fits(norm, r, out):
+        ro = Readout(**vars(fitted), unembed=unembed, unembed_bias=unembed_bias)
         if _reproduces(ro, r.float().cpu(), logits, 10 * tol):
             return ro
     return None
@@ -103,6 +103,12 @@ def logit_multiplier(config) -> float:
     divisor = getattr(config, "logits_scaling", None)
     return (float(scale) if isinstance(scale, (int, float)) else 1.0) / (
         float(divisor) if isinstance(divisor, (int, float)) and divisor else 1.0)
+
+
+def fit(norm: nn.Module, r: torch.Tensor, out: torch.Tensor) -> Norm | None:
+    """The first reading of `norm` (LayerNorm, RMSNorm, RMSNorm with 1 + weight) that turns its input r
+    into what it computed, out; None when none does."""
+    return next(_fits(norm, r, out), None)
 
 
 def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
@@ -121,10 +127,10 @@ def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
             continue
         own_bias = getattr(resident, "bias", None)
         bias = own_bias.detach().float().cpu() if kind == LAYER and own_bias is not None else None
-        fit = Norm(norm, kind, eps, scale, bias)
-        rebuilt = fit.frozen(r32, fit.sigma(r32)) + (0 if bias is None else bias)
+        cand = Norm(norm, kind, eps, scale, bias)
+        rebuilt = cand.frozen(r32, cand.sigma(r32)) + (0 if bias is None else bias)
         if torch.allclose(rebuilt, out.float().cpu(), atol=tol, rtol=tol):
-            yield fit
+            yield cand
 
 
 def _is_layer_norm(module: nn.Module) -> bool:
@@ -132,7 +138,7 @@ def _is_layer_norm(module: nn.Module) -> bool:
     return isinstance(module, nn.LayerNorm) or type(module).__name__.endswith("LayerNorm")
 
 
-def _is_norm(module: nn.Module) -> bool:
+def is_norm(module: nn.Module) -> bool:
     return _is_layer_norm(module) or type(module).__name__.endswith("RMSNorm")
 
 
@@ -149,7 +155,7 @@ def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Te
     hooks = [m.register_forward_hook(lambda _m, _a, out: outputs.append(out[0] if isinstance(out, tuple) else out))
              for m in distinct]
     hooks += [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out)))
-              for m in hf_model.modules() if _is_norm(m)]
+              for m in hf_model.modules() if is_norm(m)]
     try:
         with torch.inference_mode():
             hf_model(input_ids=probe)
@@ -163,10 +169,10 @@ def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Te
         if reader is None:
             found.append(None)
             continue
-        fit = next(_fits(*reader), None)
-        if fit is None:
+        fitted = fit(*reader)
+        if fitted is None:
             raise ValueError(f"the norm after attention layer {len(found)} ({type(reader[0]).__name__}) cannot be read")
-        found.append(fit)
+        found.append(fitted)
     return found
 
 
