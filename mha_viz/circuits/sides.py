@@ -148,7 +148,7 @@ def _chain(layouts, rec: StreamRecord, layer: int, positions: torch.Tensor):
             writes.append((f"L{at} MLP", len(chain), o_in - _rows(a_out, positions)))
             chain.append((lay.out_norm, _sigma(lay.out_norm, o_in)))
             _bias_part(writes, f"L{at} MLP norm bias", lay.out_norm, len(chain), len(positions))
-        else:
+        elif lay.mlp is not None:
             writes.append((f"L{at} MLP", len(chain), _rows(rec.mlp[at], positions)))
     return chain, writes
 
