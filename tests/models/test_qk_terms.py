@@ -131,7 +131,7 @@ def _check_sum(model, layer: int, head: int, i: int, j: int) -> None:
     assert t.score == pytest.approx(reference, rel=1e-4, abs=1e-4)
     assert t.error < 1e-4
     # every earlier head is a part of its own, on both sides
-    assert {f"L{l}H{h}" for l in range(layer) for h in range(model.num_heads)} <= set(t.query_parts)
+    assert {f"L{a}H{h}" for a in range(layer) for h in range(model.num_heads)} <= set(t.query_parts)
     assert t.query_parts[0] == "embed" and t.query_parts[-1] == "bias"
 
 
