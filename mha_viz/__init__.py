@@ -17,6 +17,7 @@ from mha_viz.capture.generation import Generation, GenerationError, Step, genera
 from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
 from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
+from mha_viz.circuits.qk_terms import QKTerms, qk_pattern_terms, qk_terms
 from mha_viz.corpus.engine import head_examples, head_statistics
 from mha_viz.export.report import html_report
 from mha_viz.interventions.attribution import direct_logit, value_weighted
@@ -44,4 +45,6 @@ __all__ = [
     "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
     "patch_heads",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
+    # why a head looks where it looks, how heads compose
+    "qk_terms", "qk_pattern_terms", "QKTerms",
 ]

@@ -20,6 +20,7 @@ from mha_viz_models.attention import fast_paths
 from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.reading import stream
 
+PATTERN_TOKENS = 1024  # the whole head's terms hold every part at every position, on each side
 FROZEN = ("Every norm before W_Q and W_K (the layer norms, the q/k norms) is frozen at the scale it had in this "
           "run, so the terms add up to the score.")
 
@@ -88,7 +89,8 @@ def _fold(m: np.ndarray, keep: list[int], axis: int) -> np.ndarray:
     return np.concatenate([kept, np.take(m, rest, axis=axis).sum(axis=axis, keepdims=True)], axis=axis)
 
 
-def _prepare(model, text: str, layer: int, head: int, max_tokens: int | None):
+def _prepare(model, text: str, layer: int, head: int, max_tokens: int | None, pair: tuple[int, int] | None = None):
+    """The layouts, the record (at the pair's two positions, or every position) and the tokens."""
     if model.is_encoder_decoder:
         raise InputError(f"The scores of {model.name} cannot be split: an encoder–decoder's stream is read by "
                          "cross-attention too.")
@@ -100,7 +102,16 @@ def _prepare(model, text: str, layer: int, head: int, max_tokens: int | None):
     except UnsupportedArchitecture as exc:
         raise InputError(str(exc)) from exc
     toks = tokenize(model, text, max_tokens)
-    rec = stream.record(model, torch.tensor([toks.ids]), layer)
+    n = toks.n
+    if pair is None and n > PATTERN_TOKENS:
+        raise InputError(f"The whole head's terms read every pair of tokens: at most {PATTERN_TOKENS:,} tokens, and "
+                         f"this text has {n:,}. Split one query–key pair instead, or use a shorter text.")
+    positions = None
+    if pair is not None:
+        if not (-n <= pair[0] < n and -n <= pair[1] < n):
+            raise InputError(f"Positions ({pair[0]}, {pair[1]}) are outside the text's {n} tokens.")
+        positions = torch.tensor(sorted({pair[0] % n, pair[1] % n}))
+    rec = stream.record(model, torch.tensor([toks.ids]), layer, positions)
     return layouts, rec, toks
 
 
@@ -128,16 +139,15 @@ def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
     attn norm bias" and "L{l} MLP norm bias", and "bias" (W_Q's or W_K's bias, with the input norm's β).
     Every norm before W_Q and W_K is frozen at this run's scale (module docstring). Raises InputError for
     positions outside the text, or a model whose stream cannot be split (the reason named)."""
-    layouts, rec, toks = _prepare(model, text, layer, head, max_tokens)
+    layouts, rec, toks = _prepare(model, text, layer, head, max_tokens, (query, key))
     n = toks.n
-    if not (-n <= query < n and -n <= key < n):
-        raise InputError(f"Positions ({query}, {key}) are outside the text's {n} tokens.")
     i, j = query % n, key % n
     q_side = side(model, layouts, rec, layer, head, "q", torch.tensor([i]))
     k_side = side(model, layouts, rec, layer, _kv(model, head), "k", torch.tensor([j]))
-    q, k, mha = _real_qk(model, rec, layer, head)
+    q, k, mha = _real_qk(model, rec, layer, head)  # at the record's rows
+    a, b = (int(r) for r in rec.local(torch.tensor([i, j])))
     with torch.inference_mode():
-        score = float(fast_paths.scaled_scores(q[None, None, i:i + 1], k[None, None, j:j + 1], mha.scale))
+        score = float(fast_paths.scaled_scores(q[None, None, a:a + 1], k[None, None, b:b + 1], mha.scale))
     terms = (q_side.parts[:, 0] @ k_side.parts[:, 0].T * mha.scale).numpy()  # (Pq, Pk)
     hidden = mha.hidden_keys(n, n, causal=model.is_causal)
     visible = hidden is None or not bool(hidden[i, j])
@@ -148,7 +158,7 @@ def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
 def qk_pattern_terms(model, text: str, layer: int, head: int, *, max_tokens: int | None = None) -> QKTerms:
     """What drives head (`layer`, `head`)'s pattern on `text`: the parts of `qk_terms`, each term weighted by
     the head's own attention, Σ_i Σ_j A_ij · T_ij / n (n: the text's tokens); `score` is Σ_i Σ_j A_ij s_ij / n
-    and `pattern` True."""
+    and `pattern` True. Up to PATTERN_TOKENS tokens (InputError beyond)."""
     layouts, rec, toks = _prepare(model, text, layer, head, max_tokens)
     n = toks.n
     every = torch.arange(n)

@@ -66,6 +66,7 @@ class _Reader:
 def side(loaded, layouts: list[LayerLayout], rec: StreamRecord, layer: int, head: int, which: str,
          positions: torch.Tensor) -> Side:
     """The query (`which` "q", head `head`) or key ("k", KV head `head`) of `layer` at `positions`, split."""
+    positions = rec.local(positions)  # the record's rows of those positions
     lay, mha = layouts[layer], loaded.layer_adapter(layer).mha
     linear, norm, heads = (mha.w_q, mha.q_norm, mha.num_heads) if which == "q" else (mha.w_k, mha.k_norm,
                                                                                        mha.num_kv_heads)

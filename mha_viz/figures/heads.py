@@ -48,11 +48,15 @@ def _head_title(run: AttentionRun, layer: int, head: int) -> str:
     return run_title(run, f"Layer {run.layer_ids[layer]}, head {head}{kv}")  # the model's layer number of row `layer`
 
 
+CLICKABLE_TOKENS = 96  # a head heatmap this small gets a marker a cell, which a click selects (`cell_pick`)
+
+
 def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = False,
-                 window: tuple[int, int] | None = None, rows=None, cols=None) -> go.Figure:
+                 window: tuple[int, int] | None = None, rows=None, cols=None, clickable: bool = False) -> go.Figure:
     """One head's probabilities: queries on rows (top to bottom), keys on columns, at full
     resolution; `window` = (start, stop) keeps tokens start..stop-1 on both axes; `rows` and
-    `cols` (token positions) keep only those queries and those keys (`detail.subset`).
+    `cols` (token positions) keep only those queries and those keys (`detail.subset`). `clickable`
+    (up to CLICKABLE_TOKENS shown): a transparent marker on each cell, read back by `cell_pick`.
 
     The colour scale spans 0..1, or 0..the shown part's maximum when `rescale` is set.
     """
@@ -71,8 +75,29 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
     if len(labels) > detail.FULL_DETAIL_TOKENS:
         first = 0 if window is None else start
         return _head_image(a, run.tokens[first:first + len(labels)], title=title, zmax=zmax, offset=first)
-    return _square_heatmap(a, labels, title=title, zmax=zmax,
-                           hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>")
+    fig = _square_heatmap(a, labels, title=title, zmax=zmax,
+                          hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>")
+    if clickable and len(labels) <= CLICKABLE_TOKENS:
+        n = len(labels)
+        queries, keys = np.divmod(np.arange(n * n), n)
+        fig.add_trace(go.Scatter(
+            x=np.asarray(labels)[keys], y=np.asarray(labels)[queries], mode="markers", showlegend=False,
+            marker=dict(symbol="square", size=max(4, min(18, 600 // max(n, 1))), color="rgba(0,0,0,0)"),
+            customdata=a.ravel(), hovertemplate="%{y} → %{x}: %{customdata:.3f}<extra>click: why here?</extra>"))
+    return fig
+
+
+def cell_pick(points: list[dict], n: int, offset: int = 0) -> tuple[int, int] | None:
+    """(query, key) positions of the first clicked cell marker of a clickable `head_heatmap` showing n tokens
+    from position `offset` on, from a selection event's points; None when none is one."""
+    for p in points or []:
+        if p.get("curve_number", 1) != 1:
+            continue
+        idx = p.get("point_index", p.get("pointIndex", p.get("point_number")))
+        if idx is not None and 0 <= int(idx) < n * n:
+            i, j = divmod(int(idx), n)
+            return i + offset, j + offset
+    return None
 
 
 def head_subset(run: AttentionRun, layer: int, head: int, rows, cols, *, rescale: bool = False) -> go.Figure:

@@ -13,6 +13,7 @@ import streamlit as st
 import mha_viz
 from mha_viz import metrics
 from mha_viz.capture import seq2seq, sinks
+from mha_viz.circuits import qk_terms as circuits
 from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui import resources
 from mha_viz.ui.analysis_key import AnalysisKey, ModelKey
@@ -138,6 +139,20 @@ def available(kind: str, run, model) -> str | None:
 def walkthrough(key: AnalysisKey, layer: int, head: int, _model):
     with mha_viz.session_cap(key.cap):
         return teaching.walkthrough(_model, key.text, layer, head, max_tokens=min(teaching.TEACH_TOKENS, key.cap))
+
+
+@st.cache_resource(show_spinner="Splitting the score into what wrote it…", max_entries=32)
+def qk_terms(key: AnalysisKey, layer: int, head: int, query: int, key_pos: int, _model) -> circuits.QKTerms:
+    """`mha_viz.qk_terms` of the key's text (key: its text key), under its cap."""
+    with mha_viz.session_cap(key.cap):
+        return circuits.qk_terms(_model, key.text, layer, head, query, key_pos, max_tokens=key.cap)
+
+
+@st.cache_resource(show_spinner="Splitting every score of the head…", max_entries=16)
+def qk_pattern_terms(key: AnalysisKey, layer: int, head: int, _model) -> circuits.QKTerms:
+    """`mha_viz.qk_pattern_terms` of the key's text (key: its text key), under its cap."""
+    with mha_viz.session_cap(key.cap):
+        return circuits.qk_pattern_terms(_model, key.text, layer, head, max_tokens=key.cap)
 
 
 def _text_key(key: AnalysisKey) -> AnalysisKey:

@@ -6,7 +6,17 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import charts, head_detail, keys, seq2seq_views, session, shared_head, subset_views, view_helpers
+from mha_viz.ui import (
+    charts,
+    head_detail,
+    keys,
+    seq2seq_views,
+    session,
+    shared_head,
+    subset_views,
+    view_helpers,
+    why_here,
+)
 from mha_viz.ui.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
 
 
@@ -23,7 +33,12 @@ def head_view_page() -> None:
     rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP,
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
-    charts.show(_head_figure(cur, layer, head, rescale), key=keys.HEAD_HEATMAP)
+    fig, shown = _head_figure(cur, layer, head, rescale)
+    if shown is None:
+        charts.show(fig, key=keys.HEAD_HEATMAP)
+    else:  # every cell a marker: a click asks *Why here?* below
+        charts.show(fig, key=keys.HEAD_HEATMAP, selection_mode="points",
+                    on_select=lambda: why_here.on_cell(run, *shown))
     view_helpers.examples_link(cur, layer, head)
     a = run.head(layer, head)
     top = a.argmax(axis=1)
@@ -35,11 +50,13 @@ def head_view_page() -> None:
              "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]},
             hide_index=True,
         )
+    why_here.why_here(cur, layer, head)
 
 
 def _head_figure(cur, layer: int, head: int, rescale: bool):
-    """The head at the level of detail the user picked; long inputs open on the block view,
-    since every token of every pair would be n² cells to send and to see."""
+    """The head at the level of detail the user picked, and (offset, tokens shown) when its cells can be
+    clicked (every token, up to `head_figures.CLICKABLE_TOKENS`), else None; long inputs open on the block
+    view, since every token of every pair would be n² cells to send and to see."""
     run = cur.run
     options, default = head_detail.detail_options(run.n), head_detail.default_detail(run.n)
     this_run = (run.model_name, run.text, run.n)
@@ -63,13 +80,21 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
             session.put(keys.HEAD_WINDOW, (0, width))
         start, stop = st.slider("Tokens", 0, run.n, key=keys.HEAD_WINDOW,
                                 help="The tokens shown on both axes, at full resolution.")
-        return view_helpers.head_heatmap(cur, layer, head, rescale, (int(start), int(max(stop, start + 1))))
+        window = (int(start), int(max(stop, start + 1)))
+        return _clickable(cur, layer, head, rescale, window)
     if mode == SUBSET:
-        return subset_views.subset_figure(run, layer, head, rescale)
+        return subset_views.subset_figure(run, layer, head, rescale), None
     if mode == BLOCKS:
         return charts.cached("head_pooled", (cur.key, layer, head, rescale),
-                             lambda: head_figures.head_pooled(run, layer, head, rescale=rescale))
+                             lambda: head_figures.head_pooled(run, layer, head, rescale=rescale)), None
     if mode == WORDS:
         return charts.cached("head_words", (cur.key, layer, head, rescale),
-                             lambda: head_figures.head_words(run, layer, head, rescale=rescale))
-    return view_helpers.head_heatmap(cur, layer, head, rescale)
+                             lambda: head_figures.head_words(run, layer, head, rescale=rescale)), None
+    return _clickable(cur, layer, head, rescale, None)
+
+
+def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None):
+    start, stop = window or (0, cur.run.n)
+    shown = min(stop, cur.run.n) - start
+    fig = view_helpers.head_heatmap(cur, layer, head, rescale, window, clickable=True)
+    return fig, ((start, shown) if shown <= head_figures.CLICKABLE_TOKENS else None)

@@ -155,6 +155,9 @@ PRUNING_DONE = "_prune_done"
 QK_LAYER, QK_HEAD = "qk_layer", "qk_head"
 QK_I, QK_J = "qk_i", "qk_j"  # query and key positions of the neuron view
 QK_METHOD, QK_TRANSLATE, QK_TOP = "qk_method", "qk_translate", "qk_top"
+WHY_QUERY, WHY_KEY, WHY_SECOND = "why_query", "why_key", "why_second"  # Head view's *Why here?*: positions
+WHY_PATTERN = "why_pattern"  # *Why here?*: the whole head's pattern-weighted terms instead of one cell
+WHY_TERMS, WHY_BARS = "why_terms", "why_bars"  # its two charts
 QK_MAP = "qk_map"  # the query/key map's selection event (a click on a query sets QK_I)
 
 # --- generate -----------------------------------------------------------------------------------
@@ -314,7 +317,8 @@ NOT_KEPT = frozenset({
     TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD, SCAN_LAYER, SCAN_HEAD,
     # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
     # and meant to start afresh with it
-    HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, QK_I, QK_J, CROSS_FOCUS_TOKEN, LAYERS_LAYER,
+    HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, QK_I, QK_J, WHY_QUERY, WHY_KEY, WHY_SECOND,
+    CROSS_FOCUS_TOKEN, LAYERS_LAYER,
     LAYERS_HEAD, HEAD_WINDOW, S2S_STEP, TEACH_ROW, IMP_K, COMPARE_HEADS, SUBSET_QUERIES, SUBSET_KEYS,
     SUBSET_QUERY_LIST, SUBSET_KEY_LIST,
     # chosen by the app for each new run (blocks for a long input), or by a link: HEAD_DETAIL

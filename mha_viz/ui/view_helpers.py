@@ -88,10 +88,12 @@ def start_on_model(title: str, message: str):
     return cur
 
 
-def head_heatmap(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None = None):
+def head_heatmap(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None = None, *,
+                 clickable: bool = False):
     """`head_figures.head_heatmap` of the current run, made once per server (`charts.cached`)."""
-    return charts.cached("head_heatmap", (cur.key, layer, head, rescale, window),
-                         lambda: head_figures.head_heatmap(cur.run, layer, head, rescale=rescale, window=window))
+    return charts.cached("head_heatmap", (cur.key, layer, head, rescale, window, clickable),
+                         lambda: head_figures.head_heatmap(cur.run, layer, head, rescale=rescale, window=window,
+                                                           clickable=clickable))
 
 
 def explain_measure(measure: metrics.Measure) -> None:

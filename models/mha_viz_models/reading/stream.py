@@ -1,6 +1,7 @@
 """The residual stream read as a sum of writes: where each layer's attention reads the stream, what
 its heads and the rest of its layer write back, and through which norms (`layout`, found once a model
-on a short probe and checked there), and what one run of a text records for splitting it (`record`).
+on a short probe and checked there), and what one run of a text records for splitting it (`record`), at
+the positions asked for.
 
 Two layouts are read:
 - additive (GPT-2, Llama and its relatives, Qwen3, Gemma 2 and 3, OLMo 2): a layer adds its attention's
@@ -24,7 +25,7 @@ from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.families.builtin import output_projection
 from mha_viz_models.reading.hooks import distinct
 from mha_viz_models.reading.readout import Norm, fit, is_norm
-from mha_viz_models.reading.records import input_hooks
+from mha_viz_models.reading.records import LayerInput, input_hooks
 from mha_viz_models.reading.verify import probe
 
 __all__ = ["LayerLayout", "StreamRecord", "layout", "record"]
@@ -71,6 +72,11 @@ class StreamRecord:
     attn_out: list[torch.Tensor]
     mlp: list[torch.Tensor | None]
     norm_io: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict)
+    positions: torch.Tensor | None = None  # the positions kept, ascending (None: every position)
+
+    def local(self, positions: torch.Tensor) -> torch.Tensor:
+        """The rows of this record's tensors that hold `positions` of the text."""
+        return positions if self.positions is None else torch.searchsorted(self.positions, positions)
 
 
 _LAYOUTS: dict[int, tuple[weakref.ref, list[LayerLayout]]] = {}
@@ -231,27 +237,46 @@ def _unsplit(loaded, layer: int, why: str) -> UnsupportedArchitecture:
                                    f"{layer}: {why}.")
 
 
-def record(loaded, input_ids: torch.Tensor, upto: int) -> StreamRecord:
+def _slice_rotary(pe, positions: torch.Tensor | None):
+    """RoPE's angles (cos, sin) ((B, n, r) or (n, r) each), or complex ones, at `positions` only."""
+    if pe is None or positions is None:
+        return pe
+
+    def cut(t):
+        return t[:, positions.to(t.device)] if t.dim() == 3 else t[positions.to(t.device)]
+    return cut(pe) if torch.is_tensor(pe) else tuple(cut(t) for t in pe)
+
+
+def record(loaded, input_ids: torch.Tensor, upto: int, positions: torch.Tensor | None = None) -> StreamRecord:
     """Run `input_ids` (1, n) once (fused attention, lean capture) recording what splitting the stream
-    entering layers 0 … `upto` needs."""
+    entering layers 0 … `upto` needs, at `positions` only (ascending; None: every position): a pair of
+    tokens of a long text keeps two rows a layer, not n."""
     layers = layout(loaded)[: upto + 1]
-    stream, attn_out, mlp = [], [], {}
+    stream, attn_out, mlp, inputs = [], [], {}, []
     norm_io: dict[tuple[int, str], torch.Tensor] = {}
+    at = None if positions is None else positions.to(loaded.device)
+
+    def rows(t: torch.Tensor) -> torch.Tensor:
+        t = t[0].detach()
+        return t if at is None else t[at]
 
     def keep(store, key):
-        return lambda _m, _a, out: store.__setitem__(key, _first(out)[0].detach())
+        return lambda _m, _a, out: store.__setitem__(key, rows(_first(out)))
 
     def keep_io(layer, tag):
         def hook(_m, args, out):
-            norm_io[(layer, tag + " in")] = args[0][0].detach()
-            norm_io[(layer, tag + " out")] = out[0].detach()
+            norm_io[(layer, tag + " in")], norm_io[(layer, tag + " out")] = rows(args[0]), rows(out)
         return hook
+
+    def keep_input(layer, item: LayerInput) -> None:
+        if layer <= upto:
+            inputs.append(LayerInput(rows(item.hidden)[None], _slice_rotary(item.position_embeddings, at)))
 
     with loaded.lock:  # re-entered by capture: the hooks exist for this run only
         hooks = [lay.block.register_forward_pre_hook(
-            lambda _m, args, kwargs: stream.append((args[0] if args else kwargs["hidden_states"])[0].detach()),
+            lambda _m, args, kwargs: stream.append(rows(args[0] if args else kwargs["hidden_states"])),
             with_kwargs=True) for lay in layers]
-        hooks += [lay.w_o.register_forward_hook(lambda _m, _a, out: attn_out.append(out[0].detach())) for lay in layers]
+        hooks += [lay.w_o.register_forward_hook(lambda _m, _a, out: attn_out.append(rows(out))) for lay in layers]
         for lay in layers[:upto]:
             if lay.mlp is not None:
                 hooks.append(lay.mlp.register_forward_hook(keep(mlp, lay.layer)))
@@ -259,10 +284,11 @@ def record(loaded, input_ids: torch.Tensor, upto: int) -> StreamRecord:
                 hooks.append(lay.attn_norm.norm.register_forward_hook(keep_io(lay.layer, "attn_norm")))
                 hooks.append(lay.out_norm.norm.register_forward_hook(keep_io(lay.layer, "out_norm")))
         try:
-            cap = loaded.capture(input_ids, lean=True)
+            cap = loaded.capture(input_ids, lean=True, on_input=keep_input)
         finally:
             for h in hooks:
                 h.remove()
     n = len(layers)
-    return StreamRecord(stream[:n], list(cap.layer_inputs[:n]), [z[0] for z in cap.head_outputs[:n]], attn_out[:n],
-                        [mlp.get(i) for i in range(n)], norm_io)
+    zs = [z[0] if at is None else z[0][:, at] for z in cap.head_outputs[:n]]  # (H, p, d_v) each
+    return StreamRecord(stream[:n], inputs[:n], zs, attn_out[:n], [mlp.get(i) for i in range(n)], norm_io,
+                        None if positions is None else positions.cpu())

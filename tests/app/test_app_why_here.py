@@ -1,0 +1,85 @@
+"""The Head view's *Why here?* (AppTest): a cell picked (what a click on the heatmap sets: its query and
+key) draws that score's terms, equal to `mha_viz.qk_terms` computed here; the toy's induction head shows
+its key written by the previous-token head; a second key draws the difference; *Whole head* draws the
+pattern-weighted terms; the clickable heatmap's markers map back to the model's positions, with tokens
+hidden too."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.figures import heads as head_figures
+from mha_viz.ui import keys
+from tests.app.helpers import charts, open_page, start_app
+
+pytestmark = pytest.mark.model
+TEXT = "q w e r t y u i q w e r t y u i"
+
+
+def _terms_chart(at) -> dict:
+    return next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Layer 1, head")
+                and c["data"][0]["type"] == "heatmap" and "term" in str(c["data"][0].get("colorbar")))
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return mha_viz.load_model("toy-induction", device="cpu")
+
+
+@pytest.fixture(scope="module")
+def opened():
+    at = start_app()
+    at.selectbox(key="model_choice").set_value("toy-induction").run()
+    at.text_area(key="text").input(TEXT).run()
+    open_page(at, "head_view")
+    at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
+    at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(1).run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    return at
+
+
+def test_a_picked_cell_draws_its_terms(opened, toy):
+    at = opened
+    at.selectbox(key=keys.WHY_QUERY).set_value(10).run()
+    at.selectbox(key=keys.WHY_KEY).set_value(3).run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    want = mha_viz.qk_terms(toy, TEXT, 1, 1, 10, 3)
+    rows, cols, small = want.top(15)
+    chart = _terms_chart(at)["data"][0]
+    assert list(chart["y"]) == rows and list(chart["x"]) == cols
+    np.testing.assert_allclose(np.array(chart["z"], dtype=float), small, atol=1e-6)
+    bars = next(c for c in charts(at) if c["data"][0]["type"] == "bar" and "share of the score" in
+                c["layout"]["title"]["text"])
+    key_bars = bars["data"][1]
+    assert key_bars["y"][-1] == "L0H1"  # the largest key part, drawn on top: the previous-token head
+    assert f"{want.score:+.4f}" in " ".join(m.value for m in at.markdown)
+    assert any("K-composition" in i.value for i in at.info)  # the toy's teaching text
+
+
+def test_a_second_key_and_the_whole_head(opened, toy):
+    at = opened
+    at.selectbox(key=keys.WHY_QUERY).set_value(10).run()
+    at.selectbox(key=keys.WHY_KEY).set_value(3).run()
+    at.selectbox(key=keys.WHY_SECOND).set_value(4).run()
+    assert not at.exception and not at.error
+    diff = mha_viz.qk_terms(toy, TEXT, 1, 1, 10, 3).minus(mha_viz.qk_terms(toy, TEXT, 1, 1, 10, 4))
+    np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), diff.top(15)[2], atol=1e-6)
+    assert "s(key) − s(second key)" in " ".join(m.value for m in at.markdown)
+    at.toggle(key=keys.WHY_PATTERN).set_value(True).run()
+    assert not at.exception and not at.error
+    whole = mha_viz.qk_pattern_terms(toy, TEXT, 1, 1)
+    np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), whole.top(15)[2], atol=1e-6)
+    at.toggle(key=keys.WHY_PATTERN).set_value(False).run()
+
+
+def test_the_heatmap_cells_can_be_clicked(opened):
+    at = opened
+    heat = next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")
+    markers = heat["data"][1]
+    n = len(heat["data"][0]["x"])
+    assert markers["type"] == "scatter" and len(markers["x"]) == n * n
+    assert head_figures.cell_pick([{"curve_number": 1, "point_index": 10 * n + 3}], n) == (10, 3)
+    assert head_figures.cell_pick([{"curve_number": 1, "point_index": 2}], n, offset=5) == (5, 7)
+    assert head_figures.cell_pick([{"curve_number": 0, "point_index": 2}], n) is None
