@@ -18,6 +18,7 @@ import mha_viz
 from mha_viz.circuits.qk_terms import qk_pattern_terms, qk_terms
 from mha_viz.text.tokenize import InputError
 from tests.helpers import byte_bpe_tokenizer
+from tests.models import architectures_2026
 
 TEXT = "The cat sat on the mat. The dog sat on the log, and the cat saw the dog."
 
@@ -59,7 +60,16 @@ def _qwen3():
                                          max_position_embeddings=128)
 
 
-BUILDERS = {"gpt2": _gpt2, "bert": _bert, "llama": _llama, "gemma3": _gemma3, "olmo2": _olmo2, "qwen3": _qwen3}
+def _gemma2():  # soft-capped scores: the terms split the score before the cap
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    return Gemma2ForCausalLM, Gemma2Config(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, max_position_embeddings=128, sliding_window=8, query_pre_attn_scalar=24,
+        attn_logit_softcapping=5.0)
+
+
+BUILDERS = {"gpt2": _gpt2, "bert": _bert, "llama": _llama, "gemma2": _gemma2, "gemma3": _gemma3, "olmo2": _olmo2,
+            "qwen3": _qwen3}
 
 
 def _save(family: str, out) -> str:
@@ -142,6 +152,8 @@ def test_terms_sum_to_the_score_hugging_face_computes(random_model):
     for head in (0, model.num_heads - 1):
         _check_sum(model, last, head, n - 1, 3)
     _check_sum(model, 1, 1, n // 2, n // 2 - 1)
+    if family == "gemma2":  # the cap is said, and the score is the one before it
+        assert qk_terms(model, TEXT, last, 0, 2, 1).softcap == 5.0
     if family == "bert":  # a post-norm model's norms are parts of their own
         t = qk_terms(model, TEXT, last, 0, 2, 5)
         assert "L0 attn norm bias" in t.query_parts and "L0 MLP norm bias" in t.key_parts
@@ -274,6 +286,14 @@ def test_the_induction_heads_key_comes_from_the_previous_token_head(toy):
     assert t.query_parts[int(np.argmax(t.query_totals()))] == "embed"
     why = t.minus(qk_terms(toy, text, 1, induction, query, key + 1))  # why that key and not the next one
     assert why.key_parts[int(np.argmax(why.key_totals()))] == f"L0H{previous}"
+
+
+@pytest.mark.parametrize(("family", "reason"), [("deepseek_v3", "multi-head latent attention"),
+                                               ("qwen3_next", "sigmoid gate")])
+def test_what_cannot_be_split_exactly_is_refused_by_name(family, reason, tmp_path):
+    model = mha_viz.load_model(architectures_2026.build(family, tmp_path), device="cpu", local_attention=False)
+    with pytest.raises(InputError, match=reason):
+        qk_terms(model, TEXT, model.num_layers - 1, 0, 5, 2)
 
 
 def test_bad_positions_and_refused_models_get_a_message(random_model):
