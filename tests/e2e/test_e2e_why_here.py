@@ -1,0 +1,40 @@
+"""The Head view's *Why here?* in a real browser: a click on a cell of the head's heatmap splits that cell's
+score, and the terms chart names that query and that key."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+TEXT = "The cat sat on the mat because the cat was tired."
+# the screen position of marker `index` of the heatmap's cell markers (curve 1, query-major: i · n + j);
+# its axes are categories (the token labels)
+CELL = """(el, index) => {
+    const gd = el.querySelector('.js-plotly-plot');
+    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd._fullData[1];
+    return [box.left + fl._size.l + fl.xaxis.l2p(fl.xaxis.d2l(trace.x[index])),
+            box.top + fl._size.t + fl.yaxis.l2p(fl.yaxis.d2l(trace.y[index]))];
+}"""
+CELLS = "el => el.querySelector('.js-plotly-plot')._fullData[0].x.length"
+
+
+def test_a_click_on_a_cell_splits_its_score(shared_app):
+    app = shared_app
+    if not app.model_title().startswith("all-MiniLM"):
+        app.choose_model("minilm")
+    app.set_text(TEXT)
+    app.goto("Head view")
+    assert app.heading() == "Head view"
+    heat = app.charts().nth(0)
+    heat.scroll_into_view_if_needed()
+    n = heat.evaluate(CELLS)
+    query, key = 6, 2  # "mat" and "cat" ([CLS] first)
+    x, y = heat.evaluate(CELL, query * n + key)
+    app.rerun(lambda: app.page.mouse.click(x, y))
+    found = app.wait_until(lambda: any(f"query {query} " in app.chart_title(c) and f"key {key} " in app.chart_title(c)
+                                       for c in range(1, app.charts().count())), True, timeout_s=60)
+    assert found, [app.chart_title(c) for c in range(app.charts().count())]
+    body = app.page.locator("section.main, [data-testid='stMain']").first.inner_text()
+    assert "relative error" in body and "Σ terms" in " ".join(app.chart_title(c) for c in range(app.charts().count()))
+    app.assert_clean()
