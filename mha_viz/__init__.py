@@ -17,6 +17,7 @@ from mha_viz.capture.generation import Generation, GenerationError, Step, genera
 from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
 from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
+from mha_viz.circuits.composition import composition_baseline, composition_scores, copying_scores
 from mha_viz.circuits.qk_terms import QKTerms, qk_pattern_terms, qk_terms
 from mha_viz.corpus.engine import head_examples, head_statistics
 from mha_viz.export.report import html_report
@@ -46,5 +47,5 @@ __all__ = [
     "patch_heads",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
     # why a head looks where it looks, how heads compose
-    "qk_terms", "qk_pattern_terms", "QKTerms",
+    "qk_terms", "qk_pattern_terms", "QKTerms", "composition_scores", "composition_baseline", "copying_scores",
 ]

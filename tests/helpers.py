@@ -117,7 +117,8 @@ def assert_same_examples(a, b, *, atol: float = 1e-5) -> None:
 # tests/unit/test_pages.py, that every registered page has one)
 HEADINGS = {
     "model_view": "Model view", "head_view": "Head view", "head_metrics": "Head metrics",
-    "similarity": "Head similarity", "compare_heads": "Compare heads", "across_layers": "Across layers",
+    "similarity": "Head similarity", "composition": "Head composition", "compare_heads": "Compare heads",
+    "across_layers": "Across layers",
     "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts",
     "focus": "Token focus", "generate": "Generate",
     "qk": "Queries and keys",

@@ -15,10 +15,11 @@ import torch
 
 from mha_viz_models.attention.rotary import rotate_qk
 from mha_viz_models.reading.heads import output_blocks
-from mha_viz_models.reading.readout import LAYER, Norm
+from mha_viz_models.reading.readout import Norm
 from mha_viz_models.reading.stream import LayerLayout, StreamRecord
 
 F64 = torch.float64
+ONE = torch.ones((), dtype=F64)  # a frozen σ of 1: a norm applied to weights, not to a position
 
 
 @dataclass(frozen=True)
@@ -27,17 +28,6 @@ class Side:
 
     names: list[str]
     parts: torch.Tensor
-
-
-def read_through(norm: Norm, m: torch.Tensor) -> torch.Tensor:
-    """The matrix x ↦ frozen(x) @ m with σ = 1: diag(γ) m, centred over its rows for a LayerNorm."""
-    out = norm.scale.to(F64)[:, None] * m  # (d, k)
-    return out - out.mean(0, keepdim=True) if norm.kind == LAYER else out
-
-
-def write_through(norm: Norm, w: torch.Tensor) -> torch.Tensor:
-    """Writes w (..., d) through a norm with σ = 1 (centred for a LayerNorm, times γ), no bias."""
-    return norm.frozen(w.to(F64), torch.ones((), dtype=F64)).to(F64)
 
 
 def _rows(t: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -56,7 +46,7 @@ class _Reader:
     def __init__(self, end: torch.Tensor, end_div: torch.Tensor, chain: list[tuple[Norm, torch.Tensor]]) -> None:
         self.mats, self.divs = [end], [end_div]
         for norm, sigma in reversed(chain):
-            self.mats.insert(0, read_through(norm, self.mats[0]))
+            self.mats.insert(0, norm.reading(self.mats[0]))
             self.divs.insert(0, sigma * self.divs[0])
 
     def at(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -88,7 +78,7 @@ def side(loaded, layouts: list[LayerLayout], rec: StreamRecord, layer: int, head
         end_div = end_div * _sigma(lay.input_fit, _rows(rec.stream[layer], positions))
         if lay.input_fit.bias is not None:
             const = const + (lay.input_fit.bias.to(F64) @ w * gamma / qk_div[:, None])
-        end = read_through(lay.input_fit, end)
+        end = lay.input_fit.reading(end)
     if b is not None:
         const = const + b * gamma / qk_div[:, None]
     chain, writes = _chain(layouts, rec, layer, positions)
@@ -133,13 +123,13 @@ def _chain(layouts, rec: StreamRecord, layer: int, positions: torch.Tensor):
         bias = getattr(w_o_layer, "bias", None)
         if lay.post_norm is not None:
             post_sigma = _sigma(lay.post_norm, attn_out)
-            w_o = write_through(lay.post_norm, w_o)
+            w_o = lay.post_norm.frozen(w_o, ONE)
         else:
             post_sigma = torch.ones(len(positions), dtype=F64)
         writes.append((f"L{at}", len(chain), (z, w_o, post_sigma)))
         if bias is not None:
             b = bias.detach().to(F64).cpu()
-            b = write_through(lay.post_norm, b) if lay.post_norm is not None else b
+            b = lay.post_norm.frozen(b, ONE) if lay.post_norm is not None else b
             writes.append((f"L{at} attn bias", len(chain), b[None, :] / post_sigma[:, None]))
         if lay.post_ln:
             a_in, a_out = _rows(rec.norm_io[(at, "attn_norm in")], positions), rec.norm_io[(at, "attn_norm out")]

@@ -11,9 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mha_viz.circuits.qk_terms import QKTerms
-from mha_viz.figures.style import margin, plot_title
-
-DIVERGING = "RdBu"
+from mha_viz.figures.style import DIVERGING, margin, plot_title
 
 
 def _what(t: QKTerms) -> str:

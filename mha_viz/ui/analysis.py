@@ -13,6 +13,7 @@ import streamlit as st
 import mha_viz
 from mha_viz import metrics
 from mha_viz.capture import seq2seq, sinks
+from mha_viz.circuits import composition as compose
 from mha_viz.circuits import qk_terms as circuits
 from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui import resources
@@ -153,6 +154,29 @@ def qk_pattern_terms(key: AnalysisKey, layer: int, head: int, _model) -> circuit
     """`mha_viz.qk_pattern_terms` of the key's text (key: its text key), under its cap."""
     with mha_viz.session_cap(key.cap):
         return circuits.qk_pattern_terms(_model, key.text, layer, head, max_tokens=key.cap)
+
+
+_COMPOSED: set = set()  # the model keys whose composition scores are in the cache below
+
+
+def composition_cached(model_key: ModelKey) -> bool:
+    """Whether `composition` has computed this model's scores (kept by this server)."""
+    return model_key in _COMPOSED
+
+
+@st.cache_resource(show_spinner="Reading how the heads compose…", max_entries=4)
+def composition(model_key: ModelKey, _model) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """`composition_scores` (on the model's GPU when it is on one) and their random baseline: the weights
+    alone, once per model."""
+    scores = compose.composition_scores(_model, device=metric_device(_model))
+    _COMPOSED.add(model_key)
+    return {k: _frozen(v) for k, v in scores.items()}, compose.composition_baseline(_model)
+
+
+@st.cache_resource(show_spinner="Reading each head's OV circuit…", max_entries=4)
+def copying(model_key: ModelKey, _model) -> np.ndarray:
+    """`copying_scores`, once per model."""
+    return _frozen(compose.copying_scores(_model))
 
 
 def _text_key(key: AnalysisKey) -> AnalysisKey:

@@ -158,6 +158,9 @@ QK_METHOD, QK_TRANSLATE, QK_TOP = "qk_method", "qk_translate", "qk_top"
 WHY_QUERY, WHY_KEY, WHY_SECOND = "why_query", "why_key", "why_second"  # Head view's *Why here?*: positions
 WHY_PATTERN = "why_pattern"  # *Why here?*: the whole head's pattern-weighted terms instead of one cell
 WHY_TERMS, WHY_BARS = "why_terms", "why_bars"  # its two charts
+COMP_KIND, COMP_ABOVE = "comp_kind", "comp_above"  # Head composition: Q, K or V; shown above × the baseline
+COMP_MATRIX, COMP_TABLE, COMP_COPYING = "comp_matrix", "comp_table", "comp_copying"  # its charts and table
+COMP_GO = "comp_go"  # Head composition: compute a large model's scores
 QK_MAP = "qk_map"  # the query/key map's selection event (a click on a query sets QK_I)
 
 # --- generate -----------------------------------------------------------------------------------

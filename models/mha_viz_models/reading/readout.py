@@ -39,7 +39,13 @@ class Norm:
         """A write into the residual (..., d) through the norm with σ frozen (no bias): what it adds to
         the normed stream."""
         centred = write - write.mean(-1, keepdim=True) if self.kind == LAYER else write
-        return centred / sigma * self.scale
+        return centred / sigma * self.scale.to(write)
+
+    def reading(self, m: torch.Tensor) -> torch.Tensor:
+        """Matrices m (..., d, k) that read the norm's output, its scale folded in (σ = 1, no bias):
+        C diag(γ) m, C = I − 11ᵀ/d a LayerNorm's centring over the d rows, so x ↦ frozen(x, 1) @ m."""
+        m = self.scale.to(m)[:, None] * m
+        return m - m.mean(-2, keepdim=True) if self.kind == LAYER else m
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,196 @@
+"""How much each head's weights compose with every later head's (Q-, K- and V-composition) and copy their input
+tokens (copying), after Elhage et al. 2021, "A Mathematical Framework for Transformer Circuits"."""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+import torch
+from torch import nn
+
+from mha_viz.text.tokenize import InputError
+from mha_viz_models import LoadedModel
+from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.reading import readout
+from mha_viz_models.reading.readout import LAYER, Norm
+from mha_viz_models.reading.stream import LayerLayout, layout
+
+KINDS = ("q", "k", "v")
+F64 = torch.float64
+BLOCK = 2**25  # elements of one block of the pairwise product (256 MB in float64)
+
+_READOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
+
+
+def _read(norm: Norm | None, w: torch.Tensor) -> torch.Tensor:
+    """Matrices w (..., d, k) that read the stream through `norm`, its scale folded in (`Norm.reading`)."""
+    return w if norm is None else norm.reading(w)
+
+
+def _write(norm: Norm | None, w: torch.Tensor) -> torch.Tensor:
+    """Matrices w (..., k, d) whose rows are written into the stream through `norm`: w C diag(γ)."""
+    return w if norm is None else norm.frozen(w, torch.ones((), dtype=w.dtype))
+
+
+def _qk_norm(norm: Norm | None, w: torch.Tensor, lay: LayerLayout) -> torch.Tensor:
+    """W_Q or W_K (heads, d, d_k) with its q/k norm's scale folded into the columns (the norm's σ is a
+    scalar a position): per head (Qwen3, Gemma 3), or a slice each of one over all heads (OLMo 2)."""
+    if norm is None or norm.kind == readout.NONE:
+        return w
+    heads, _, d_k = w.shape
+    scale = norm.scale.to(w)
+    if scale.numel() == d_k:
+        return (w - w.mean(-1, keepdim=True) if norm.kind == LAYER else w) * scale
+    if norm.kind == LAYER or scale.numel() != heads * d_k:
+        raise UnsupportedArchitecture(f"Layer {lay.layer}'s q/k norm ({norm.kind} over {scale.numel()} values) "
+                                      "cannot be folded into each head's weights.")
+    return w * scale.reshape(heads, 1, d_k)
+
+
+def folded_weights(model: LoadedModel) -> list[dict[str, torch.Tensor]]:
+    """Each attention layer's per-head weights, float64 on the CPU, with every norm's scale folded in as
+    TransformerLens's `fold_ln` does: the input norm's into W_Q, W_K, W_V (centred too for a LayerNorm),
+    the q/k norms' into W_Q's and W_K's columns, a post-attention norm's into W_O (Gemma 2 and 3, OLMo 2).
+    W_Q (H, d, d_k), W_K (G, d, d_k), W_V (G, d, d_v), W_O (H, d_v, d). Biases and RoPE are left out.
+    A post-norm model (BERT) reads the stream directly: its weights are the raw ones.
+    Raises UnsupportedArchitecture (from `stream.layout`) where the stream cannot be read so."""
+    lays = layout(model)
+    w = model.head_weights()
+    found = []
+    for lay in lays:
+        i, fit = lay.layer, lay.input_fit
+        q = _qk_norm(lay.q_norm, _read(fit, w["W_Q"][i].to(F64)), lay)
+        k = _qk_norm(lay.k_norm, _read(fit, w["W_K"][i].to(F64)), lay)
+        found.append({"W_Q": q, "W_K": k, "W_V": _read(fit, w["W_V"][i].to(F64)),
+                      "W_O": _write(lay.post_norm, w["W_O"][i].to(F64))})
+    return found
+
+
+def _r(m: torch.Tensor) -> torch.Tensor:
+    """R of m = U R (m (..., d, r), U orthonormal): ‖x mᵀ‖_F = ‖x Rᵀ‖_F for any x (..., r, d)."""
+    return torch.linalg.qr(m, mode="r").R  # (..., r, r)
+
+
+def _factors(w: dict[str, torch.Tensor]) -> dict[str, tuple]:
+    """One layer's small factors: with W_OV = W_V W_O and W_QK = W_Q W_Kᵀ, each divided by the head's
+    own ‖W_OV‖_F or ‖W_QK‖_F (NaN for a head whose matrix is 0), ‖W_OV Y‖ = ‖left Y‖ (left (H, d_v, d))
+    and, for kind "q", "k", "v", ‖X W_QK‖, ‖X W_QKᵀ‖, ‖X W_OV‖ = ‖X base[kv] post‖: base (B, d, r), one
+    per query head (B = H) or per K/V head (B = G), kv (H,) the base of each query head, post (H, r, r)."""
+    h, g = len(w["W_Q"]), len(w["W_K"])
+    kv = torch.arange(h) // (h // g)  # query head h reads K/V head h // (H / G)
+    q, k, v, o = w["W_Q"], w["W_K"], w["W_V"], w["W_O"]  # (H, d, d_k), (G, d, d_k), (G, d, d_v), (H, d_v, d)
+    r_q, r_k, r_v, r_o = _r(q), _r(k)[kv], _r(v)[kv], _r(o.transpose(1, 2))  # (H, r, r), r = d_k | d_k | d_v | d_v
+    ov = torch.linalg.matrix_norm(r_v @ r_o.transpose(1, 2))  # (H,) ‖W_V W_O‖_F
+    qk = torch.linalg.matrix_norm(r_q @ r_k.transpose(1, 2))  # (H,) ‖W_Q W_Kᵀ‖_F
+    ov, qk = ov.where(ov > 0, torch.nan)[:, None, None], qk.where(qk > 0, torch.nan)[:, None, None]
+    return {"left": r_v @ o / ov,
+            "q": (q @ r_k.transpose(1, 2) / qk, torch.arange(h), None),
+            "k": (k, kv, r_q.transpose(1, 2) / qk),
+            "v": (v, kv, r_o.transpose(1, 2) / ov)}
+
+
+def _pair_scores(lefts: torch.Tensor, rights: list[dict[str, tuple]], device) -> dict[str, np.ndarray]:
+    """scores[kind][l1, h1, l2, h2] = ‖lefts[l1, h1] right[l2][kind][h2]‖_F for l1 < l2, NaN elsewhere;
+    lefts (L, H, d_v, d)."""
+    L, H, d_v, d = lefts.shape
+    out = {kind: torch.full((L, H, L, H), torch.nan, dtype=F64) for kind in KINDS}
+    for l2 in range(1, L):
+        right = [tuple(None if t is None else t.to(device) for t in rights[l2][kind]) for kind in KINDS]
+        cols = torch.cat([base.permute(1, 0, 2).reshape(d, -1) for base, _, _ in right], 1)  # (d, Σ B·r)
+        widths = [base.shape[0] * base.shape[2] for base, _, _ in right]
+        step = max(1, BLOCK // (H * d_v * cols.shape[1]))
+        for l0 in range(0, l2, step):
+            rows = lefts[l0:min(l0 + step, l2)].to(device)  # (n, H, d_v, d)
+            n = len(rows)
+            block = rows.reshape(-1, d) @ cols  # (n·H·d_v, Σ B·r): the one large product
+            for kind, part, (base, kv, post) in zip(KINDS, block.split(widths, 1), right):
+                y = part.reshape(-1, base.shape[0], base.shape[2])[:, kv].transpose(0, 1)  # (H2, n·H·d_v, r)
+                y = y if post is None else y @ post  # (H2, n·H·d_v, r)
+                sq = torch.linalg.vector_norm(y.reshape(H, n, H, -1), dim=-1)  # (H2, n, H1): d_v·r summed
+                out[kind][l0:l0 + n, :, l2] = sq.permute(1, 2, 0).cpu()
+    return {kind: s.numpy().astype(np.float32) for kind, s in out.items()}
+
+
+def composition_scores(model: LoadedModel, *, device: str | torch.device | None = None) -> dict[str, np.ndarray]:
+    """Every pair of heads' composition scores from the weights, norms folded in (`folded_weights`):
+    {"q", "k", "v"} → float32 (layers, heads, layers, heads), [l1, h1, l2, h2] for head (l1, h1) writing
+    into head (l2, h2), l1 < l2 (NaN elsewhere, and for a head whose matrix is 0):
+    Q: ‖W_OV¹ W_QK²‖_F / (‖W_OV¹‖_F ‖W_QK²‖_F), K: the same with W_QK²ᵀ, V: with W_OV² (W_OV = W_V W_O,
+    W_QK = W_Q W_Kᵀ, x @ W convention). Computed in float64 through d_head-wide factors, never a d × d
+    matrix a pair: one (H·d_v × d) by (d × (H + 2G)·d_head) product a pair of layers (SmolLM2: 3·10¹¹
+    flops in all, seconds on a CPU; a 32-layer model with d = 4096: 10¹⁴, for a GPU: `device`, default
+    the CPU). Compare with `composition_baseline`: random matrices of the same shapes do not score 0."""
+    parts = [_factors(w) for w in folded_weights(model)]
+    return _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"))
+
+
+def composition_baseline(model: LoadedModel, *, seed: int = 0, samples: int = 64) -> dict[str, float]:
+    """The mean composition score ("q", "k", "v") of `samples` pairs of heads with Gaussian weights of the
+    model's shapes (W_Q, W_K: d × d_k; W_V: d × d_v; W_O: d_v × d): what shapes alone give, the level a
+    score must clear to mean anything. The score is scale-invariant, so the random matrices need not be
+    scaled to the model's own norms. Seeded: the same numbers every call."""
+    w = model.head_weights()
+    if "W_Q" not in w:
+        raise UnsupportedArchitecture(f"The W_Q, W_K and W_V of '{model.name}' cannot be read: no composition.")
+    d, d_k, d_v = w["W_Q"].shape[-2], w["W_Q"].shape[-1], w["W_V"].shape[-1]
+    gen = torch.Generator().manual_seed(seed)
+    sums = dict.fromkeys(KINDS, 0.0)
+    for start in range(0, samples, 16):
+        n = min(16, samples - start)
+
+        def draw(*shape):
+            return torch.randn(n, *shape, generator=gen, dtype=F64)
+        first = _factors({"W_Q": draw(d, d_k), "W_K": draw(d, d_k), "W_V": draw(d, d_v), "W_O": draw(d_v, d)})
+        second = _factors({"W_Q": draw(d, d_k), "W_K": draw(d, d_k), "W_V": draw(d, d_v), "W_O": draw(d_v, d)})
+        for kind in KINDS:
+            base, kv, post = second[kind]
+            right = base[kv] if post is None else base[kv] @ post  # (n, d, r)
+            sums[kind] += float(torch.linalg.matrix_norm(first["left"] @ right).sum())
+    return {kind: sums[kind] / samples for kind in KINDS}
+
+
+def _unembedding(model: LoadedModel) -> torch.Tensor:
+    """W_U (d, vocab) float64, read from the residual stream: a decoder's LM head with its final norm's
+    scale folded in (`readout.find`, once per model); an encoder's masked-LM decoder as it is (its
+    transform, a dense layer, activation and norm before it, is not linear and is left out, as
+    TransformerLens's HookedEncoder does)."""
+    hf = model.hf_model
+    if model.is_encoder_decoder:
+        raise InputError(f"{model.name} is an encoder–decoder: copying scores need one stream from the "
+                         "embeddings to the unembedding.")
+    if not model.is_causal:
+        head = hf.get_output_embeddings() if hasattr(hf, "get_output_embeddings") else None
+        if not isinstance(head, nn.Linear):
+            raise InputError(f"{model.name} has no unembedding (no masked-LM head): copying scores need one.")
+        return head.weight.detach().to("cpu", F64).T
+    with model.lock:  # the probe's hooks must see no other session's forward
+        if hf not in _READOUTS:
+            _READOUTS[hf] = readout.find(hf, torch.tensor([[0, 1]], device=model.device))
+        ro = _READOUTS[hf]
+    if ro is None:
+        raise InputError(f"{model.name} has no linear unembedding (its final norm or its logit soft-capping cannot "
+                         "be read as one): copying scores need one.")
+    return _read(ro, ro.unembed.to(F64).T)
+
+
+def copying_scores(model: LoadedModel) -> np.ndarray:
+    """Each head's copying score, float32 (layers, heads): Σλ / Σ|λ| over the eigenvalues λ of its full OV
+    circuit W_E W_V W_O W_U (vocab × vocab), from those of W_O (W_U W_E) W_V (d_v × d_v, the same nonzero
+    ones), norms folded in (`folded_weights`, and a decoder's final norm into W_U). 1: the head copies the
+    tokens it attends to into the logits (a positive circuit); −1: it suppresses them; NaN for a head that
+    writes nothing. Decoders, and encoders with a masked-LM head; InputError for any other model."""
+    W_U = _unembedding(model)  # (d, vocab)
+    W_E = model.hf_model.get_input_embeddings().weight.detach().to("cpu", F64)  # (vocab, d)
+    if W_U.shape[0] != model.d_model or W_E.shape[1] != model.d_model or W_U.shape[1] != W_E.shape[0]:
+        raise InputError(f"The embeddings of {model.name} ({tuple(W_E.shape)}) and its unembedding "
+                         f"({tuple(W_U.T.shape)}) do not meet its {model.d_model}-wide stream: no copying scores.")
+    G = W_U @ W_E  # (d, d), once per model
+    scores = []
+    for w in folded_weights(model):
+        h, g = len(w["W_O"]), len(w["W_V"])
+        v = w["W_V"][torch.arange(h) // (h // g)]  # (H, d, d_v)
+        eig = torch.linalg.eigvals(w["W_O"] @ G @ v)  # (H, d_v) complex
+        total = eig.abs().sum(-1)
+        scores.append(eig.real.sum(-1) / total.where(total > 0, torch.nan))
+    return torch.stack(scores).numpy().astype(np.float32)

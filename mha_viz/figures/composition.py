@@ -1,0 +1,79 @@
+"""Figures of how heads compose, from the weights (`mha_viz.circuits.composition`): one kind's scores as a
+heatmap of earlier heads (rows) by later heads (columns), the scores under a threshold left blank, a marker
+on each shown cell that a click selects (`pair_pick`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_viz.figures.metrics import head_labels
+from mha_viz.figures.style import COLORSCALE, colorbar, margin, plot_title
+
+NAMES = {"q": "Q-composition", "k": "K-composition", "v": "V-composition"}
+MARKERS = 4000  # at most this many cells get a marker (the largest shown): a click on the others reads nothing
+
+
+def composition_figure(scores: np.ndarray, kind: str, *, baseline: float, above: float = 1.0,
+                       layer_ids: list[int] | None = None) -> go.Figure:
+    """scores (L, H, L, H), NaN where the first head is not earlier; cells under `above` × `baseline` left
+    blank. Rows: the earlier head (it writes), columns: the later head (it reads)."""
+    L, H = scores.shape[:2]
+    flat = np.asarray(scores, dtype=np.float64).reshape(L * H, L * H)
+    shown = np.where(flat >= above * baseline, flat, np.nan)
+    labels = head_labels(L if layer_ids is None else layer_ids, H)
+    finite = flat[np.isfinite(flat)]
+    top = float(finite.max()) if finite.size else 1.0
+    fig = go.Figure(go.Heatmap(
+        z=shown.astype(np.float32), x=labels, y=labels, zmin=0.0, zmax=top, colorscale=COLORSCALE,
+        colorbar=colorbar("score"), hovertemplate="%{y} → %{x}: %{z:.4f}<extra></extra>"))
+    rows, cols = np.nonzero(np.isfinite(shown))
+    if rows.size:
+        keep = np.argsort(-shown[rows, cols], kind="stable")[:MARKERS]
+        rows, cols = rows[keep], cols[keep]
+        fig.add_trace(go.Scatter(
+            x=[labels[c] for c in cols], y=[labels[r] for r in rows], mode="markers", showlegend=False,
+            marker=dict(symbol="square", size=max(3, min(14, 700 // (L * H))), color="rgba(0,0,0,0)"),
+            customdata=np.stack([rows, cols, shown[rows, cols]], axis=1),
+            hovertemplate="%{y} → %{x}: %{customdata[2]:.4f}<extra>click: both heads</extra>"))
+    line = dict(color="#bbbbbb", width=1)
+    shapes = [s for b in range(1, L) for s in (
+        dict(type="line", x0=b * H - 0.5, x1=b * H - 0.5, y0=-0.5, y1=L * H - 0.5, line=line),
+        dict(type="line", y0=b * H - 0.5, y1=b * H - 0.5, x0=-0.5, x1=L * H - 0.5, line=line))] if L <= 48 else []
+    show_ticks = L * H <= 96
+    fig.update_layout(
+        title=plot_title(f"{NAMES[kind]}: how much each earlier head's output feeds each later head's "
+                         f"{ {'q': 'queries', 'k': 'keys', 'v': 'values'}[kind]} (random baseline {baseline:.3f}; "
+                         f"shown ≥ {above:g} × it)"),
+        xaxis=dict(type="category", title="later head (reads)", showticklabels=show_ticks, tickangle=-90),
+        yaxis=dict(type="category", title="earlier head (writes)", showticklabels=show_ticks, autorange="reversed"),
+        height=760, margin=margin(), shapes=shapes, plot_bgcolor="white")
+    return fig
+
+
+def pair_pick(points: list[dict]) -> tuple[int, int] | None:
+    """(earlier, later) flat head indices (layer row × heads + head) of the first clicked cell marker of
+    `composition_figure`, or None."""
+    for p in points or []:
+        if p.get("curve_number", 1) != 1:
+            continue
+        data = p.get("customdata")
+        if data is not None and len(data) >= 2:
+            return int(data[0]), int(data[1])
+    return None
+
+
+def strongest(scores: np.ndarray, baseline: float, k: int = 15, *, layer_ids: list[int] | None = None) -> list[dict]:
+    """The k largest scores as rows: earlier head, later head, score, × the baseline."""
+    L, H = scores.shape[:2]
+    flat = np.nan_to_num(np.asarray(scores, dtype=np.float64).reshape(L * H, L * H), nan=-np.inf)
+    labels = head_labels(L if layer_ids is None else layer_ids, H)
+    order = np.argsort(-flat, axis=None, kind="stable")[:k]
+    rows = []
+    for idx in order:
+        a, b = divmod(int(idx), L * H)
+        if not np.isfinite(flat[a, b]):
+            break
+        rows.append({"earlier head": labels[a], "later head": labels[b], "score": round(float(flat[a, b]), 4),
+                     "× baseline": round(float(flat[a, b] / baseline), 2) if baseline > 0 else None})
+    return rows

@@ -1,0 +1,121 @@
+"""The *Head composition* page: how heads compose, read off the weights (Elhage et al. 2021): the Q-, K- and
+V-composition scores of every earlier head into every later head beside a random baseline, a click opening
+both heads side by side, and each head's copying score."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from mha_viz.figures import composition as composition_figures
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import metrics as metric_figures
+from mha_viz.ui import analysis, charts, keys, resources, session, shared_head, view_helpers
+from mha_viz.ui.text import plain
+
+KINDS = {"q": "Q: into its queries", "k": "K: into its keys", "v": "V: into its values"}
+EXPLAIN = {
+    "q": "The earlier head's output (W_V W_O) read by the later head's queries (W_Q W_Kᵀ): ‖W_OV¹ W_QK²‖_F / "
+         "(‖W_OV¹‖_F ‖W_QK²‖_F).",
+    "k": "The earlier head's output read by the later head's keys: ‖W_OV¹ W_QK²ᵀ‖_F / (‖W_OV¹‖_F ‖W_QK²‖_F). An "
+         "induction head reads a previous-token head this way.",
+    "v": "The earlier head's output read by the later head's values: ‖W_OV¹ W_OV²‖_F / (‖W_OV¹‖_F ‖W_OV²‖_F).",
+}
+
+
+def _on_pair(layer_ids: list[int], num_heads: int) -> None:
+    """A click on a cell: both heads side by side on *Compare heads*."""
+    picked = charts.clicked(keys.COMP_MATRIX, composition_figures.pair_pick)
+    if picked is None:
+        return
+    labels = metric_figures.head_labels(layer_ids, num_heads)
+    if all(0 <= p < len(labels) for p in picked):
+        session.put(keys.COMPARE_HEADS, [labels[picked[0]], labels[picked[1]]])
+        session.put(keys.GOTO, "compare_heads")
+
+
+AUTO_S = 20.0  # computed on arrival when it takes less than this
+CPU_RATE, GPU_RATE = 4.5e10, 3e12  # multiply-adds a second: measured on 2 cores (SmolLM2: 5.5 s); an H100, roughly
+
+
+def _on_gpu(model) -> bool:
+    return getattr(model.device, "type", "cpu") == "cuda"
+
+
+def _seconds(model) -> float:
+    """How long `composition_scores` takes: three kinds × every pair of layers × every pair of heads × one
+    d_v × d_model × d_k product (measured on SmolLM2; about 37 minutes on 2 cores for an 8B model)."""
+    L, H, d, d_k = model.num_layers, model.num_heads, model.d_model, model.d_k
+    work = 3 * L * (L - 1) / 2 * H * H * d * d_k * d_k
+    return work / (GPU_RATE if _on_gpu(model) else CPU_RATE)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} minutes"
+
+
+def _attempt(compute, what: str, say):
+    """compute()'s result, or None after `say` (st.warning, st.info) gave the message."""
+    result, error = resources.attempt(compute, what=what, out_of_memory=f"{what} ran out of memory.")
+    if error:
+        say(plain(error), icon="⚠️" if say is st.warning else "ℹ️")
+    return result
+
+
+def composition_page() -> None:
+    cur = view_helpers.start("Head composition")
+    if cur is None:
+        return
+    model = cur.model
+    if model is None or cur.model_key is None:
+        st.info("Load a model to see how its heads compose.", icon="ℹ️")
+        return
+    st.caption("Read off the weights alone, not the text: how much each head's output can feed each later head, "
+               "with every norm's weight folded into the matrices that read it. Each score is a cosine-like ratio "
+               "in 0..1; the random baseline is the mean score of Gaussian matrices of the same shapes.")
+    seconds = _seconds(model)
+    if seconds > AUTO_S and not analysis.composition_cached(cur.model_key) and not st.button(
+            f"Compute the composition scores (about {_duration(seconds)} here)", key=keys.COMP_GO):
+        st.info(f"{plain(model.name)} has {model.num_layers} layers of {model.num_heads} heads: every pair of heads "
+                f"costs a d_v × d_model × d_k product, about {_duration(seconds)} on this machine "
+                f"({'its GPU' if _on_gpu(model) else 'the CPU'}). The result is kept for the model.", icon="⏱️")
+        return
+    result = _attempt(lambda: analysis.composition(cur.model_key, model), "Head composition", st.warning)
+    if result is None:
+        return
+    scores, baseline = result
+    L, H = scores["q"].shape[:2]
+    layer_ids = list(range(L))
+    cols = st.columns([3, 3])
+    kind = cols[0].radio("Composition", list(KINDS), key=keys.COMP_KIND, persist_state=keys.KEEP, horizontal=True,
+                         format_func=KINDS.get)
+    session.setdefault(keys.COMP_ABOVE, 1.0)
+    above = cols[1].slider("Show scores above this many × the random baseline", 0.0, 5.0, step=0.25,
+                           key=keys.COMP_ABOVE, persist_state=keys.KEEP)
+    st.caption(EXPLAIN[kind] + " Click a cell to open both heads side by side.")
+    fig = charts.cached("composition", (cur.model_key, kind, above), lambda: composition_figures.composition_figure(
+        scores[kind], kind, baseline=baseline[kind], above=above, layer_ids=layer_ids))
+    charts.show(fig, key=keys.COMP_MATRIX, name=f"{kind}-composition", selection_mode="points",
+                on_select=lambda: _on_pair(layer_ids, H))
+    st.subheader("The strongest")
+    st.dataframe(composition_figures.strongest(scores[kind], baseline[kind], layer_ids=layer_ids), hide_index=True,
+                 key=keys.COMP_TABLE)
+    st.subheader("Copying")
+    st.caption("Σλ / Σ|λ| over the eigenvalues λ of each head's full OV circuit W_E W_V W_O W_U: near 1 when what a "
+               "head moves raises the logit of the same token (a copying head), near 0 for a random head, negative "
+               "when it lowers it. Click a head to open it.")
+    copying = _attempt(lambda: analysis.copying(cur.model_key, model), "Copying scores", st.info)
+    if copying is None:
+        return
+    charts.show(metric_figures.metric_grid(np.asarray(copying), title="Copying score of each head", diverging=True,
+                                           layer_ids=layer_ids),
+                key=keys.COMP_COPYING, name="copying", selection_mode="points",
+                on_select=lambda: _on_head(layer_ids, H))
+
+
+def _on_head(layer_ids: list[int], num_heads: int) -> None:
+    """A click on the copying grid (every layer of the model): that head in the Head view."""
+    picked = charts.clicked(keys.COMP_COPYING, lambda points: head_figures.grid_pick(points, num_heads))
+    if picked is not None and picked[0] < len(layer_ids):
+        shared_head.choose_head_in(layer_ids, *picked)
+        session.put(keys.GOTO, "head_view")

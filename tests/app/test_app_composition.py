@@ -1,0 +1,56 @@
+"""The *Head composition* page (AppTest): its Q, K and V heatmaps are `composition_scores` computed here
+(earlier heads by later heads), the slider leaves the scores under k × the random baseline blank, the
+table lists the strongest pairs, a cell's marker names both heads, and the copying grid is
+`copying_scores` (refused with a message for a model without an unembedding)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.circuits import composition
+from mha_viz.figures import composition as composition_figures
+from mha_viz.ui import keys
+from tests.app.helpers import charts, open_with_text
+
+pytestmark = pytest.mark.model
+TEXT = "The cat sat on the mat."
+
+
+def _matrix(at) -> dict:
+    return next(c for c in charts(at) if "composition" in c["layout"]["title"]["text"])
+
+
+def test_the_heatmaps_are_the_scores_and_the_slider_hides_the_weak():
+    at = open_with_text("composition", TEXT, model="smollm2")
+    model = mha_viz.load_model("smollm2", device="cpu")
+    scores, baseline = composition.composition_scores(model), composition.composition_baseline(model)
+    L, H = scores["q"].shape[:2]
+    for kind in ("q", "k", "v"):
+        at.radio(key=keys.COMP_KIND).set_value(kind).run()
+        at.slider(key=keys.COMP_ABOVE).set_value(0.0).run()
+        assert not at.exception and not at.error
+        z = np.array(_matrix(at)["data"][0]["z"], dtype=float)
+        want = scores[kind].reshape(L * H, L * H)
+        np.testing.assert_allclose(z, want, atol=1e-5)  # NaN where the first head is not earlier, both
+        at.slider(key=keys.COMP_ABOVE).set_value(2.0).run()
+        z = np.array(_matrix(at)["data"][0]["z"], dtype=float)
+        assert np.array_equal(np.isnan(z), ~(want >= 2.0 * baseline[kind]))
+        markers = _matrix(at)["data"][1]
+        first = markers["customdata"][0]
+        picked = composition_figures.pair_pick([{"curve_number": 1, "customdata": first}])
+        assert picked is not None and picked[0] // H < picked[1] // H  # earlier head, later head
+    table = at.dataframe[0].value
+    best = np.nanmax(scores["v"])
+    assert float(table["score"].iloc[0]) == pytest.approx(best, abs=1e-4)
+    grid = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Copying"))
+    np.testing.assert_allclose(np.array(grid["data"][0]["z"], dtype=float), composition.copying_scores(model),
+                               atol=1e-5)
+
+
+def test_a_model_without_an_unembedding_says_so():
+    at = open_with_text("composition", TEXT)  # MiniLM: no masked-LM head
+    assert not at.exception and not at.error
+    assert _matrix(at)["data"][0]["type"] == "heatmap"
+    assert any("copying" in i.value for i in at.info)
