@@ -174,14 +174,61 @@ def _unembedding(model: LoadedModel) -> torch.Tensor:
     return _read(ro, ro.unembed.to(F64).T)
 
 
+_COPYING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its copying scores (or the refusal)
+COPYING_WORK = 5e10  # multiply-adds (W_U W_E: d² · vocab) a head table spends on copying scores unasked (SmolLM2:
+# 1.6e10, under a second on 2 cores; an 8B model's 2e12 take minutes: the Head composition page computes them on
+# request, and every head table has them from then on)
+
+
+def table_weights(model: LoadedModel) -> dict | None:
+    """The per-head weights a head table reads (`model.head_weights()`), with each head's copying score under
+    "copying" (the copying measure) where the model has one and it is cheap or known already; None when
+    the architecture does not expose its heads' weights (those columns are then absent)."""
+    if not model.has_head_outputs:
+        return None
+    try:
+        w = model.head_weights()
+    except Exception:  # noqa: BLE001 - ModelLoadError, or weights that cannot be read: no weight measures
+        return None
+    vocab = getattr(model.hf_model.config, "vocab_size", 0) or 0
+    if not copying_known(model) and model.d_model ** 2 * vocab > COPYING_WORK:
+        return w
+    try:
+        return {**w, "copying": torch.as_tensor(copying_scores(model))}
+    except (InputError, ValueError):  # no unembedding, a stream that cannot be split: the column stays empty
+        return w
+
+
+def copying_known(model: LoadedModel) -> bool:
+    """Whether `copying_scores` has run for this model already (its result, or its refusal, is kept)."""
+    return model.hf_model in _COPYING
+
+
 def copying_scores(model: LoadedModel) -> np.ndarray:
     """Each head's copying score, float32 (layers, heads): Σλ / Σ|λ| over the eigenvalues λ of its full OV
     circuit W_E W_V W_O W_U (vocab × vocab), from those of W_O (W_U W_E) W_V (d_v × d_v, the same nonzero
     ones), norms folded in (`folded_weights`, and a decoder's final norm into W_U). 1: the head copies the
     tokens it attends to into the logits (a positive circuit); −1: it suppresses them; NaN for a head that
-    writes nothing. Decoders, and encoders with a masked-LM head; InputError for any other model."""
+    writes nothing. Decoders, and encoders with a masked-LM head; InputError for any other model. Computed
+    once per model (kept while it lives)."""
+    found = _COPYING.get(model.hf_model)
+    if found is None:
+        try:
+            found = _copying(model)
+        except (InputError, UnsupportedArchitecture) as exc:
+            found = exc
+        _COPYING[model.hf_model] = found
+    if isinstance(found, Exception):
+        raise found
+    return found.copy()
+
+
+def _copying(model: LoadedModel) -> np.ndarray:
     W_U = _unembedding(model)  # (d, vocab)
-    W_E = model.hf_model.get_input_embeddings().weight.detach().to("cpu", F64)  # (vocab, d)
+    embeddings = getattr(model.hf_model, "get_input_embeddings", lambda: None)()
+    if not isinstance(embeddings, nn.Embedding):
+        raise InputError(f"The token embeddings of {model.name} cannot be read: no copying scores.")
+    W_E = embeddings.weight.detach().to("cpu", F64)  # (vocab, d)
     if W_U.shape[0] != model.d_model or W_E.shape[1] != model.d_model or W_U.shape[1] != W_E.shape[0]:
         raise InputError(f"The embeddings of {model.name} ({tuple(W_E.shape)}) and its unembedding "
                          f"({tuple(W_U.T.shape)}) do not meet its {model.d_model}-wide stream: no copying scores.")

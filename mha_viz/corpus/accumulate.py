@@ -18,13 +18,14 @@ import numpy as np
 import pandas as pd
 
 from mha_viz import metrics
+from mha_viz.circuits.composition import table_weights
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.batching import capture_runs
 from mha_viz.corpus.examples import ExampleOptions, ExamplesPartial
 from mha_viz.corpus.examples_result import HeadExamples
 from mha_viz.corpus.stats import CorpusStats
 from mha_viz.metrics import Weights
-from mha_viz_models import LoadedModel, ModelLoadError
+from mha_viz_models import LoadedModel
 
 # Ties in the majority vote go to the first of these (the most specific label first); a class
 # not listed here sorts after them, alphabetically.
@@ -163,14 +164,9 @@ class Cancelled(Exception):
 
 
 def model_weights(model: LoadedModel) -> Weights | None:
-    """The per-head weights the head table's output norms need, or None when the architecture
-    does not expose them (those columns are then absent, as in the app)."""
-    if not model.has_head_outputs:
-        return None
-    try:
-        return model.head_weights()
-    except ModelLoadError:
-        return None
+    """The per-head weights the head table's output norms and copying scores need (`table_weights`), or None
+    when the architecture does not expose them (those columns are then absent, as in the app)."""
+    return table_weights(model)
 
 
 def batch_partial(model: LoadedModel, texts: Sequence[str], *, max_tokens: int | None = 128,

@@ -12,7 +12,7 @@ import torch
 from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics.compiled import thread_count
 from mha_viz.metrics.head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
-from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, on_device
+from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, on_device, run_weights
 from mha_viz.metrics.measures import (
     BLOCK_MASS,
     BROAD_NORM_ENTROPY,
@@ -110,6 +110,10 @@ def head_columns(run: AttentionRun, weights: Weights | None = None, *,
     if from_outputs:
         values = importance(run, weights, device=device)
         data.update((name, values[name].ravel()) for name in from_outputs)
+    if "copying" in has:  # the weights' own (`mha_viz.copying_scores`, added by whoever has the model); NaN without
+        copying = run_weights(run, weights).get("copying")
+        data["copying"] = (np.full(run.num_layers * run.num_heads, np.nan, dtype=np.float32) if copying is None
+                           else as_tensor(copying).float().numpy().ravel())
     return data
 
 

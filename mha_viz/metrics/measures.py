@@ -31,6 +31,7 @@ class Measure:
         two runs compare by |b − a| (`comparison.CHANGE_COLUMNS` averages these).
     bounded_form: for one that is not (it grows with n), the head-table column that is its form
         in 0..1, compared in its place ("" when there is none).
+    signed: the measure lies in −1..1 (the copying score), neither bounded in 0..1 nor growing.
     needs: what a run must have for it, parts joined by "+": "attention" (every run has it),
         "outputs" (each head's output z), "weights" (the model's per-head weights); a run without
         one of them does not get the measure (`metrics_for`).
@@ -43,6 +44,7 @@ class Measure:
     needs: str = "attention"  # "attention", "outputs", "weights" or "outputs+weights"
     bounded: bool = False
     bounded_form: str = ""
+    signed: bool = False
 
 
 # The entropy's smoothing (docs/head-metrics.md, section 1): Â = (1 − ENTROPY_SMOOTHING)·A + ENTROPY_SMOOTHING/k_i on
@@ -90,6 +92,9 @@ METRICS: dict[str, Measure] = {
                                 "a large constant part in what it writes",
                                 "zero-mean output: may still be large, this only sees the constant part",
                                 "outputs+weights"),
+    "copying": Measure("Copying score", "Σλ / Σ|λ|,  λ: eigenvalues of W_E W_V W_O[h] W_U  (Elhage et al. 2021)",
+                       "what it moves raises the same token's logit (a copying head; 1 at most)",
+                       "about 0: neither; negative: it lowers that token's logit", "weights", signed=True),
 }
 
 

@@ -196,7 +196,7 @@ def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = 
     if weights is None:
         return sub, None
     w = {k: as_tensor(v) for k, v in run_weights(run, weights).items()}
-    rows = {"W_Q": hs, "W_K": kv, "W_V": kv, "W_O": hs}  # query heads' rows, or the KV heads they read
+    rows = {"W_Q": hs, "W_K": kv, "W_V": kv, "W_O": hs, "copying": hs}  # query heads' rows, or the KV heads they read
     return sub, {k: w[k][layers, rows[k]][None] for k in w}
 
 

@@ -27,13 +27,9 @@ def _frozen(a: np.ndarray) -> np.ndarray:
 
 
 def weights(_model: mha_viz.LoadedModel):
-    """The model's per-head weights, or None when its architecture does not expose them."""
-    if _model is None or not _model.has_head_outputs:
-        return None
-    try:
-        return _model.head_weights()
-    except Exception:  # noqa: BLE001 - weight-based measures are then listed as unavailable
-        return None
+    """The model's per-head weights with each head's copying score (`composition.table_weights`), or None when
+    its architecture does not expose them."""
+    return None if _model is None else compose.table_weights(_model)
 
 
 def metric_device(_model) -> str | None:

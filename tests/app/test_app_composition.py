@@ -12,7 +12,7 @@ import mha_viz
 from mha_viz.circuits import composition
 from mha_viz.figures import composition as composition_figures
 from mha_viz.ui import keys
-from tests.app.helpers import charts, open_with_text
+from tests.app.helpers import charts, frame, open_with_text
 
 pytestmark = pytest.mark.model
 TEXT = "The cat sat on the mat."
@@ -54,3 +54,16 @@ def test_a_model_without_an_unembedding_says_so():
     assert not at.exception and not at.error
     assert _matrix(at)["data"][0]["type"] == "heatmap"
     assert any("copying" in i.value for i in at.info)
+
+
+def test_the_head_table_has_each_heads_copying_score():
+    """Copying is a head-table measure (needs the weights): the Head metrics page's table has it, equal to
+    `copying_scores`; MiniLM, with no unembedding, has the column empty."""
+    at = open_with_text("head_metrics", TEXT, model="smollm2")
+    table = frame(at, "copying")
+    model = mha_viz.load_model("smollm2", device="cpu")
+    want = composition.copying_scores(model)
+    got = table.sort_values(["layer", "head"])["copying"].to_numpy(float)
+    np.testing.assert_allclose(got, want.ravel(), atol=1e-4)
+    at = open_with_text("head_metrics", TEXT)
+    assert frame(at, "copying")["copying"].isna().all()

@@ -265,3 +265,18 @@ def test_models_without_one_stream_are_refused(t5_dir):
         composition.copying_scores(model)
     with pytest.raises(UnsupportedArchitecture, match="encoder–decoder"):
         composition.composition_scores(model)
+
+
+def test_the_toys_induction_heads_read_the_previous_token_head_by_k_composition():
+    """toy-induction, trained: each layer-1 head's strongest K-composition comes from the layer-0
+    previous-token head (found from its attention), above the random baseline; its layer-1 heads copy."""
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    run = mha_viz.analyze(toy, "q w e r t y u i q w e r t y u i")
+    a = run.attentions
+    previous = int(np.argmax([np.mean([a[0, h, p, p - 1] for p in range(1, a.shape[-1])])
+                              for h in range(toy.num_heads)]))
+    k = composition.composition_scores(toy)["k"]
+    base = composition.composition_baseline(toy)["k"]
+    assert all(int(np.argmax(k[0, :, 1, h])) == previous for h in range(toy.num_heads))
+    assert k[0, previous, 1].min() > 1.5 * base
+    assert composition.copying_scores(toy)[1].min() > 0.9

@@ -113,6 +113,10 @@ class ToyInductionModel(nn.Module):
         """The unembedding, as Hugging Face models name it (`mha_viz_models.reading.readout` finds it so)."""
         return self.unembed
 
+    def get_input_embeddings(self) -> nn.Embedding:
+        """The token embeddings, as Hugging Face models name them (copying scores read them)."""
+        return self.embed
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 output_hidden_states: bool = False, output_attentions: bool = False,
                 use_cache: bool = False, **kwargs) -> ToyOutput:
