@@ -97,6 +97,10 @@ def composition_page() -> None:
         scores[kind], kind, baseline=baseline[kind], above=above, layer_ids=layer_ids))
     charts.show(fig, key=keys.COMP_MATRIX, name=f"{kind}-composition", selection_mode="points",
                 on_select=lambda: _on_pair(layer_ids, H))
+    if model.name == "toy-induction":
+        st.info("On toy-induction, K-composition shows the induction circuit in the weights: every layer-1 head's "
+                "keys read the layer-0 previous-token head (its row stands out), and the layer-1 heads' copying "
+                "scores are near 1: they copy the token they find into the prediction.", icon="🎓")
     st.subheader("The strongest")
     st.dataframe(composition_figures.strongest(scores[kind], baseline[kind], layer_ids=layer_ids), hide_index=True,
                  key=keys.COMP_TABLE)
