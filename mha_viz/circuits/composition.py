@@ -219,7 +219,7 @@ def copying_scores(model: LoadedModel) -> np.ndarray:
             found = exc
         _COPYING[model.hf_model] = found
     if isinstance(found, Exception):
-        raise found
+        raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise
     return found.copy()
 
 

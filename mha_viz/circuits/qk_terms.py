@@ -17,6 +17,7 @@ import torch
 from mha_viz.circuits.sides import side
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models.attention import fast_paths
+from mha_viz_models.attention.visibility import hidden_keys
 from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.reading import stream
 
@@ -46,6 +47,7 @@ class QKTerms:
     softcap: float | None = None
     visible: bool = True
     pattern: bool = False
+    other_key: int = -1  # `minus`: the key subtracted (−1: none)
 
     def query_totals(self) -> np.ndarray:
         """Each query part's row sum: how the score changes when that part's write is taken out of the query."""
@@ -64,7 +66,7 @@ class QKTerms:
             raise ValueError("the two splits must have the same parts")
         return QKTerms(self.layer, self.head, self.query, self.key, self.tokens, self.score - other.score,
                        self.query_parts, self.key_parts, self.terms - other.terms, max(self.error, other.error),
-                       self.softcap, self.visible and other.visible)
+                       self.softcap, self.visible and other.visible, other_key=other.key)
 
     def top(self, k: int = 15) -> tuple[list[str], list[str], np.ndarray]:
         """The k largest query parts by the k largest key parts (by |row sum|, |column sum|) and an "other"
@@ -149,8 +151,8 @@ def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
     with torch.inference_mode():
         score = float(fast_paths.scaled_scores(q[None, None, a:a + 1], k[None, None, b:b + 1], mha.scale))
     terms = (q_side.parts[:, 0] @ k_side.parts[:, 0].T * mha.scale).numpy()  # (Pq, Pk)
-    hidden = mha.hidden_keys(n, n, causal=model.is_causal)
-    visible = hidden is None or not bool(hidden[i, j])
+    hidden = hidden_keys(1, 1, causal=model.is_causal, window=mha.window, chunk=mha.chunk, first=i, key_start=j)
+    visible = hidden is None or not bool(hidden[0, 0])  # one cell of the mask, not n × n
     return QKTerms(layer, head, i, j, list(toks.display), score, q_side.names, k_side.names, terms,
                    _error(terms, score), mha.softcap, visible)
 
@@ -174,6 +176,15 @@ def qk_pattern_terms(model, text: str, layer: int, head: int, *, max_tokens: int
     terms = (torch.einsum("aid,bid->ab", q_side.parts, weighted_keys) * mha.scale / n).numpy()
     return QKTerms(layer, head, -1, -1, list(toks.display), score, q_side.names, k_side.names, terms,
                    _error(terms, score), mha.softcap, True, pattern=True)
+
+
+def need_bytes(model, n: int, *, pattern: bool) -> int:
+    """Host bytes a split holds at its peak, about: the lean forward's layer inputs and activations (one
+    d_model row a position a layer, a few times), and for the whole head its parts at every position
+    (every part, n, d_k, float64, on each side, and the weighted keys)."""
+    parts = model.num_layers * (model.num_heads + 3) + 2
+    forward = 4 * model.num_layers * n * model.d_model * 4
+    return forward + (3 * parts * n * model.d_k * 8 if pattern else 0)
 
 
 def _error(terms: np.ndarray, score: float) -> float:

@@ -98,7 +98,7 @@ def side(loaded, layouts: list[LayerLayout], rec: StreamRecord, layer: int, head
     parts.append(const)
     stacked = torch.stack(parts)  # (P, p, d_k)
     rotary = _rotary_at(rec.inputs[layer].position_embeddings, positions)
-    turned = rotate_qk(stacked[:, None], stacked[:, None], rotary, mha.rope)[0][:, 0]  # (P, p, d_k)
+    turned = rotate_qk(stacked[:, None], stacked[:0, None], rotary, mha.rope)[0][:, 0]  # (P, p, d_k): q only
     return Side(names, turned.to(F64))
 
 

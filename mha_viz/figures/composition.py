@@ -11,7 +11,8 @@ from mha_viz.figures.metrics import head_labels
 from mha_viz.figures.style import COLORSCALE, colorbar, margin, plot_title
 
 NAMES = {"q": "Q-composition", "k": "K-composition", "v": "V-composition"}
-MARKERS = 4000  # at most this many cells get a marker (the largest shown): a click on the others reads nothing
+MARKERS = 5000  # cells shown up to which each gets a marker that a click selects; past it none (a click on a cell
+# without one would snap to a neighbour's)
 
 
 def composition_figure(scores: np.ndarray, kind: str, *, baseline: float, above: float = 1.0,
@@ -28,9 +29,7 @@ def composition_figure(scores: np.ndarray, kind: str, *, baseline: float, above:
         z=shown.astype(np.float32), x=labels, y=labels, zmin=0.0, zmax=top, colorscale=COLORSCALE,
         colorbar=colorbar("score"), hovertemplate="%{y} → %{x}: %{z:.4f}<extra></extra>"))
     rows, cols = np.nonzero(np.isfinite(shown))
-    if rows.size:
-        keep = np.argsort(-shown[rows, cols], kind="stable")[:MARKERS]
-        rows, cols = rows[keep], cols[keep]
+    if 0 < rows.size <= MARKERS:
         fig.add_trace(go.Scatter(
             x=[labels[c] for c in cols], y=[labels[r] for r in rows], mode="markers", showlegend=False,
             marker=dict(symbol="square", size=max(3, min(14, 700 // (L * H))), color="rgba(0,0,0,0)"),
@@ -47,19 +46,27 @@ def composition_figure(scores: np.ndarray, kind: str, *, baseline: float, above:
                          f"shown ≥ {above:g} × it)"),
         xaxis=dict(type="category", title="later head (reads)", showticklabels=show_ticks, tickangle=-90),
         yaxis=dict(type="category", title="earlier head (writes)", showticklabels=show_ticks, autorange="reversed"),
-        height=760, margin=margin(), shapes=shapes, plot_bgcolor="white")
+        height=760, margin=margin(), shapes=shapes, plot_bgcolor="white",
+        hoverdistance=max(2, 350 // (L * H)))  # about half a cell: a click picks the cell under it
     return fig
 
 
-def pair_pick(points: list[dict]) -> tuple[int, int] | None:
+def clickable(scores: np.ndarray, baseline: float, above: float) -> bool:
+    """Whether `composition_figure` gives each shown cell a marker (at most MARKERS shown)."""
+    flat = np.asarray(scores, dtype=np.float64)
+    return 0 < int(np.count_nonzero(np.nan_to_num(flat, nan=-np.inf) >= above * baseline)) <= MARKERS
+
+
+def pair_pick(points: list[dict], labels: list[str]) -> tuple[int, int] | None:
     """(earlier, later) flat head indices (layer row × heads + head) of the first clicked cell marker of
-    `composition_figure`, or None."""
+    `composition_figure`, read from its axes' labels (`labels`: `head_labels` of the figure), or None."""
+    index = {label: i for i, label in enumerate(labels)}
     for p in points or []:
         if p.get("curve_number", 1) != 1:
             continue
-        data = p.get("customdata")
-        if data is not None and len(data) >= 2:
-            return int(data[0]), int(data[1])
+        earlier, later = index.get(str(p.get("y"))), index.get(str(p.get("x")))
+        if earlier is not None and later is not None:
+            return earlier, later
     return None
 
 

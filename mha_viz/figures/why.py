@@ -18,7 +18,10 @@ def _what(t: QKTerms) -> str:
     if t.pattern:
         return f"Layer {t.layer}, head {t.head}: what drives its pattern (terms weighted by its attention)"
     tok = [html.escape(str(x), quote=False) for x in t.tokens]
-    return (f"Layer {t.layer}, head {t.head}: query {t.query} ({tok[t.query]}) · key {t.key} ({tok[t.key]})")
+    what = f"Layer {t.layer}, head {t.head}: query {t.query} ({tok[t.query]}) · key {t.key} ({tok[t.key]})"
+    if t.other_key >= 0:
+        what += f" minus key {t.other_key} ({tok[t.other_key]})"
+    return what
 
 
 def terms_heatmap(t: QKTerms, k: int = 15, *, title: str | None = None) -> go.Figure:
@@ -33,7 +36,8 @@ def terms_heatmap(t: QKTerms, k: int = 15, *, title: str | None = None) -> go.Fi
         colorbar={"title": {"text": "term"}},
         hovertemplate="query part %{y} · key part %{x}: %{z:+.4f}<extra></extra>"))
     fig.update_layout(
-        title=plot_title(title or f"{_what(t)} — score {t.score:+.3f} = Σ terms"), margin=margin(),
+        title=plot_title(title or f"{_what(t)} — {'difference' if t.other_key >= 0 else 'score'} {t.score:+.3f} = "
+                                  "Σ terms"), margin=margin(),
         xaxis={"title": "key-side part (what wrote the key)", "type": "category", "side": "bottom"},
         yaxis={"title": "query-side part (what wrote the query)", "type": "category", "autorange": "reversed"},
         height=max(360, 26 * len(rows) + 160))
@@ -45,13 +49,15 @@ def terms_bars(t: QKTerms, k: int = 15) -> go.Figure:
     by size): how much the score changes when that part's write is taken out of that side."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("query side: Σ over key parts",
                                                         "key side: Σ over query parts"), horizontal_spacing=0.25)
+    for note in fig.layout.annotations:  # the subplots' titles under the figure's, not on it
+        note.update(y=1.0, yanchor="bottom", font={"size": 12})
     for col, (names, totals) in enumerate(((t.query_parts, t.query_totals()), (t.key_parts, t.key_totals())), 1):
         order = np.argsort(-np.abs(totals), kind="stable")[:k][::-1]
         values = totals[order]
         fig.add_trace(go.Bar(x=values, y=[names[i] for i in order], orientation="h",
                              marker_color=["#b2182b" if v > 0 else "#2166ac" for v in values],
                              hovertemplate="%{y}: %{x:+.4f}<extra></extra>", showlegend=False), row=1, col=col)
-    fig.update_layout(title=plot_title(f"{_what(t)}: each part's share of the score"), margin=margin(),
+    fig.update_layout(title=plot_title(f"{_what(t)}: each part's share of the score"), margin=margin(t=90),
                       height=max(320, 22 * min(k, max(len(t.query_parts), len(t.key_parts))) + 140))
     fig.update_yaxes(type="category")
     return fig

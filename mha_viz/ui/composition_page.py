@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from mha_viz.circuits import composition as compose
 from mha_viz.figures import composition as composition_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
@@ -23,15 +24,20 @@ EXPLAIN = {
 }
 
 
+def _captured() -> list[int]:
+    """The model layers the sidebar's run holds (Compare heads and the Head view show those only)."""
+    run = getattr(session.get(keys.CURRENT), "run", None)
+    return [] if run is None else [int(layer) for layer in run.layer_ids]
+
+
 def _on_pair(layer_ids: list[int], num_heads: int) -> None:
-    """A click on a cell: both heads side by side on *Compare heads*."""
-    picked = charts.clicked(keys.COMP_MATRIX, composition_figures.pair_pick)
-    if picked is None:
-        return
+    """A click on a cell: both heads side by side on *Compare heads* (when the run holds both layers)."""
     labels = metric_figures.head_labels(layer_ids, num_heads)
-    if all(0 <= p < len(labels) for p in picked):
-        session.put(keys.COMPARE_HEADS, [labels[picked[0]], labels[picked[1]]])
-        session.put(keys.GOTO, "compare_heads")
+    picked = charts.clicked(keys.COMP_MATRIX, lambda points: composition_figures.pair_pick(points, labels))
+    if picked is None or any(layer_ids[p // num_heads] not in _captured() for p in picked):
+        return
+    session.put(keys.COMPARE_HEADS, [labels[picked[0]], labels[picked[1]]])
+    session.put(keys.GOTO, "compare_heads")
 
 
 AUTO_S = 20.0  # computed on arrival when it takes less than this
@@ -52,6 +58,14 @@ def _seconds(model) -> float:
 
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} minutes"
+
+
+def _held(compute, known: bool):
+    """compute() in one of the server's analysis slots (minutes for a large model), unless its result is kept."""
+    if known:
+        return compute()
+    with resources.slots().hold():
+        return compute()
 
 
 def _attempt(compute, what: str, say):
@@ -80,7 +94,8 @@ def composition_page() -> None:
                 f"costs a d_v × d_model × d_k product, about {_duration(seconds)} on this machine "
                 f"({'its GPU' if _on_gpu(model) else 'the CPU'}). The result is kept for the model.", icon="⏱️")
         return
-    result = _attempt(lambda: analysis.composition(cur.model_key, model), "Head composition", st.warning)
+    result = _attempt(lambda: _held(lambda: analysis.composition(cur.model_key, model),
+                                    analysis.composition_cached(cur.model_key)), "Head composition", st.warning)
     if result is None:
         return
     scores, baseline = result
@@ -89,10 +104,17 @@ def composition_page() -> None:
     cols = st.columns([3, 3])
     kind = cols[0].radio("Composition", list(KINDS), key=keys.COMP_KIND, persist_state=keys.KEEP, horizontal=True,
                          format_func=KINDS.get)
-    session.setdefault(keys.COMP_ABOVE, 1.0)
+    session.setdefault(keys.COMP_ABOVE, 2.0)
     above = cols[1].slider("Show scores above this many × the random baseline", 0.0, 5.0, step=0.25,
                            key=keys.COMP_ABOVE, persist_state=keys.KEEP)
-    st.caption(EXPLAIN[kind] + " Click a cell to open both heads side by side.")
+    click = ("Click a cell to open both heads side by side." if composition_figures.clickable(
+        scores[kind], baseline[kind], above) else f"Over {composition_figures.MARKERS:,} cells are shown: raise the "
+        "threshold to click one (or read the table below).")
+    missing = sorted(set(layer_ids) - set(_captured()))
+    if missing:
+        click += (" The sidebar's run holds only some layers: a click opens heads of those layers only (*Capture "
+                  "layers*).")
+    st.caption(EXPLAIN[kind] + " " + click)
     fig = charts.cached("composition", (cur.model_key, kind, above), lambda: composition_figures.composition_figure(
         scores[kind], kind, baseline=baseline[kind], above=above, layer_ids=layer_ids))
     charts.show(fig, key=keys.COMP_MATRIX, name=f"{kind}-composition", selection_mode="points",
@@ -108,7 +130,8 @@ def composition_page() -> None:
     st.caption("Σλ / Σ|λ| over the eigenvalues λ of each head's full OV circuit W_E W_V W_O W_U: near 1 when what a "
                "head moves raises the logit of the same token (a copying head), near 0 for a random head, negative "
                "when it lowers it. Click a head to open it.")
-    copying = _attempt(lambda: analysis.copying(cur.model_key, model), "Copying scores", st.info)
+    copying = _attempt(lambda: _held(lambda: analysis.copying(cur.model_key, model), compose.copying_known(model)),
+                       "Copying scores", st.info)
     if copying is None:
         return
     charts.show(metric_figures.metric_grid(np.asarray(copying), title="Copying score of each head", diverging=True,
@@ -120,6 +143,6 @@ def composition_page() -> None:
 def _on_head(layer_ids: list[int], num_heads: int) -> None:
     """A click on the copying grid (every layer of the model): that head in the Head view."""
     picked = charts.clicked(keys.COMP_COPYING, lambda points: head_figures.grid_pick(points, num_heads))
-    if picked is not None and picked[0] < len(layer_ids):
+    if picked is not None and picked[0] < len(layer_ids) and layer_ids[picked[0]] in _captured():
         shared_head.choose_head_in(layer_ids, *picked)
         session.put(keys.GOTO, "head_view")

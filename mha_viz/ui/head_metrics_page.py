@@ -31,7 +31,11 @@ def head_metrics_page() -> None:
                "token masses refer to the tokens shown." if run.hidden is not None else
                "Computed over every token (the sidebar's *Hide tokens* computes them with the sink or the special "
                "tokens excluded).")
-    names = [c for c in metrics.METRICS if c in table.columns]
+    names = [c for c in metrics.METRICS if c in table.columns and not table[c].isna().all()]
+    if "copying" in table.columns and table["copying"].isna().all():  # no unembedding, or not computed yet
+        st.caption(f"No copying scores for {plain(run.model_name)}: they need a linear unembedding (a decoder's LM "
+                   "head, an encoder's masked-LM head), and for a large model the *Head composition* page computes "
+                   "them first.")
     choice = st.selectbox("Metric", names, key=keys.METRIC_CHOICE, persist_state=keys.KEEP,
                           format_func=lambda c: metrics.METRICS[c].label)
     view_helpers.explain_measure(metrics.METRICS[choice])

@@ -50,7 +50,7 @@ def head_view_page() -> None:
              "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]},
             hide_index=True,
         )
-    why_here.why_here(cur, layer, head)
+    why_here.why_here(cur, layer, head, clickable=shown is not None)
 
 
 def _head_figure(cur, layer: int, head: int, rescale: bool):

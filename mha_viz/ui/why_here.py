@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.budget import memory
 from mha_viz.circuits import qk_terms as circuits
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import why as why_figures
@@ -32,16 +33,16 @@ def on_cell(run, offset: int, shown: int) -> None:
         session.put(keys.WHY_PATTERN, False)
 
 
-def _compute(what: str, build):
-    def held():
-        with resources.slots().hold():  # counts as an analysis for the server's limit
+def _compute(what: str, build, need: int):
+    def held():  # counts as an analysis for the server's limit, with the host bytes it holds at its peak
+        with resources.slots().hold(need=memory.Need(host=need)):
             return build()
     return resources.attempt(held, what=what, out_of_memory=(
         "Splitting the score ran out of memory: use a shorter text or a smaller model."))
 
 
-def why_here(cur, layer: int, head: int) -> None:
-    """The section, under the head's heatmap; `layer` is the run's row."""
+def why_here(cur, layer: int, head: int, clickable: bool = True) -> None:
+    """The section, under the head's heatmap; `layer` is the run's row; `clickable`: the heatmap's cells are."""
     run = cur.run
     st.subheader("Why here?")
     model = cur.model
@@ -58,9 +59,11 @@ def why_here(cur, layer: int, head: int) -> None:
         if session.get(name_, fallback) not in allowed:
             session.settle(name_, fallback)
         session.setdefault(name_, fallback)
-    st.caption("Click a cell of the heatmap (up to 96 tokens shown), or pick a query and a key. A score q·k splits "
-               "into terms: what wrote the query (the embeddings, each earlier head, each MLP, the biases) × what "
-               "wrote the key. " + circuits.FROZEN)
+    how = ("Click a cell of the heatmap, or pick a query and a key." if clickable else
+           "Pick a query and a key (cells can be clicked with *Detail: every token* or a window, up to "
+           f"{head_figures.CLICKABLE_TOKENS} tokens shown).")
+    st.caption(how + " A score q·k splits into terms: what wrote the query (the embeddings, each earlier head, "
+               "each MLP, the biases) × what wrote the key. " + circuits.FROZEN)
 
     def name(i: int) -> str:
         return f"{i}: {tokens[i]}" if 0 <= i < n else "none"
@@ -73,13 +76,18 @@ def why_here(cur, layer: int, head: int) -> None:
     second = cols[2].selectbox("…and not this key", [NONE, *where], key=keys.WHY_SECOND, format_func=name,
                                disabled=whole, help="Why this key and not that one: the difference of the two "
                                                     "keys' terms, which is what the softmax compares.")
+    need = circuits.need_bytes(model, n, pattern=whole)
     if whole:
-        t, error = _compute("Why here?", lambda: analysis.qk_pattern_terms(text_key, model_layer, head, model))
+        t, error = _compute("Why here?", lambda: analysis.qk_pattern_terms(text_key, model_layer, head, model), need)
+        st.caption("Each term summed over every query–key pair, weighted by the head's attention. A part that "
+                   "adds the same to every key of a query (a bias, often) moves no weight: the softmax of a row "
+                   "ignores what its scores share.")
     else:
-        t, error = _compute("Why here?", lambda: analysis.qk_terms(text_key, model_layer, head, query, key, model))
+        t, error = _compute("Why here?", lambda: analysis.qk_terms(text_key, model_layer, head, query, key, model),
+                            need)
         if t is not None and second != NONE:
             other, error = _compute("Why here?", lambda: analysis.qk_terms(text_key, model_layer, head, query,
-                                                                             second, model))
+                                                                             second, model), need)
             t = None if other is None else t.minus(other)
     if error:
         st.warning(plain(error), icon="⚠️")
@@ -95,7 +103,8 @@ def _show(t: circuits.QKTerms, model, second: int) -> None:
     if t.softcap is not None:
         notes.append(f"This model caps scores after this: tanh(s / {t.softcap:g}) · {t.softcap:g}.")
     if not t.visible:
-        notes.append("The mask hides this key from this query: the softmax never sees this score.")
+        notes.append("The mask hides " + ("one of the two keys" if second != NONE else "this key") +
+                     " from this query: the softmax never sees its score.")
     st.markdown(" ".join(notes))
     charts.show(why_figures.terms_heatmap(t), key=keys.WHY_TERMS, name="why-terms")
     charts.show(why_figures.terms_bars(t), key=keys.WHY_BARS, name="why-parts")

@@ -37,10 +37,13 @@ def test_the_heatmaps_are_the_scores_and_the_slider_hides_the_weak():
         at.slider(key=keys.COMP_ABOVE).set_value(2.0).run()
         z = np.array(_matrix(at)["data"][0]["z"], dtype=float)
         assert np.array_equal(np.isnan(z), ~(want >= 2.0 * baseline[kind]))
-        markers = _matrix(at)["data"][1]
-        first = markers["customdata"][0]
-        picked = composition_figures.pair_pick([{"curve_number": 1, "customdata": first}])
+        markers = _matrix(at)["data"][1]  # a marker on each shown cell, at its labels
+        assert len(markers["x"]) == np.count_nonzero(~np.isnan(z))
+        labels = list(_matrix(at)["data"][0]["x"])
+        point = {"curve_number": 1, "x": markers["x"][0], "y": markers["y"][0]}
+        picked = composition_figures.pair_pick([point], labels)
         assert picked is not None and picked[0] // H < picked[1] // H  # earlier head, later head
+        assert want[picked] >= 2.0 * baseline[kind]
     table = at.dataframe[0].value
     best = np.nanmax(scores["v"])
     assert float(table["score"].iloc[0]) == pytest.approx(best, abs=1e-4)

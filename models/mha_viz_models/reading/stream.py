@@ -224,9 +224,10 @@ def _qk_norms(loaded, layer: int, x: torch.Tensor) -> dict:
                                           ("k_norm", mha.w_k, mha.k_norm, mha.num_kv_heads)):
             if norm is None:
                 continue
-            r = linear(x)  # (B, n, heads · d_k)
-            r = r if mha.norm_over_heads else r.view(*r.shape[:-1], heads, mha.d_k)
-            found[name] = fit(norm, r, norm(r))
+            with loaded.lock:  # the model's own norm module: another session's hooks may sit on it
+                r = linear(x)  # (B, n, heads · d_k)
+                r = r if mha.norm_over_heads else r.view(*r.shape[:-1], heads, mha.d_k)
+                found[name] = fit(norm, r, norm(r))
             if found[name] is None:
                 raise _unsplit(loaded, layer, f"its {name} ({type(norm).__name__}) cannot be read")
     return found
@@ -272,8 +273,15 @@ def record(loaded, input_ids: torch.Tensor, upto: int, positions: torch.Tensor |
         if layer <= upto:
             inputs.append(LayerInput(rows(item.hidden)[None], _slice_rotary(item.position_embeddings, at)))
 
+    zs: list[torch.Tensor] = []
+
+    def keep_z(_m, args):  # W_O's input, the heads side by side: (p, H · d_v) -> (H, p, d_v)
+        x = rows(args[0])
+        zs.append(x.reshape(x.shape[0], loaded.num_heads, -1).transpose(0, 1))
+
     with loaded.lock:  # re-entered by capture: the hooks exist for this run only
-        hooks = [lay.block.register_forward_pre_hook(
+        hooks = [lay.w_o.register_forward_pre_hook(keep_z) for lay in layers]
+        hooks += [lay.block.register_forward_pre_hook(
             lambda _m, args, kwargs: stream.append(rows(args[0] if args else kwargs["hidden_states"])),
             with_kwargs=True) for lay in layers]
         hooks += [lay.w_o.register_forward_hook(lambda _m, _a, out: attn_out.append(rows(out))) for lay in layers]
@@ -284,11 +292,10 @@ def record(loaded, input_ids: torch.Tensor, upto: int, positions: torch.Tensor |
                 hooks.append(lay.attn_norm.norm.register_forward_hook(keep_io(lay.layer, "attn_norm")))
                 hooks.append(lay.out_norm.norm.register_forward_hook(keep_io(lay.layer, "out_norm")))
         try:
-            cap = loaded.capture(input_ids, lean=True, on_input=keep_input)
+            loaded.capture(input_ids, lean=True, head_outputs=False, on_input=keep_input)
         finally:
             for h in hooks:
                 h.remove()
     n = len(layers)
-    zs = [z[0] if at is None else z[0][:, at] for z in cap.head_outputs[:n]]  # (H, p, d_v) each
     return StreamRecord(stream[:n], inputs[:n], zs, attn_out[:n], [mlp.get(i) for i in range(n)], norm_io,
                         None if positions is None else positions.cpu())
