@@ -183,9 +183,10 @@ def _discover(loaded) -> list[LayerLayout]:
             if parts["post_norm"] is None:
                 raise _unsplit(loaded, layer, f"the norm after its attention ({type(post[0]).__name__}) cannot be read")
             write = post[2]
+        qk = _qk_norms(loaded, layer, inputs[layer].hidden)  # before the rest: a refused q/k path is the reason
         if layer + 1 < len(blocks):
             parts.update(_rest(loaded, layer, block, s, write, hidden[layer + 1][0], children, mine))
-        found.append(LayerLayout(**parts, **_qk_norms(loaded, layer, inputs[layer].hidden)))
+        found.append(LayerLayout(**parts, **qk))
     return found
 
 
@@ -238,6 +239,14 @@ def _unsplit(loaded, layer: int, why: str) -> UnsupportedArchitecture:
                                    f"{layer}: {why}.")
 
 
+class _Enough(Exception):
+    """Raised inside the forward once every layer `record` reads has run: the rest is never computed."""
+
+
+def _stop(_module, _args):
+    raise _Enough
+
+
 def _slice_rotary(pe, positions: torch.Tensor | None):
     """RoPE's angles (cos, sin) ((B, n, r) or (n, r) each), or complex ones, at `positions` only."""
     if pe is None or positions is None:
@@ -252,7 +261,8 @@ def record(loaded, input_ids: torch.Tensor, upto: int, positions: torch.Tensor |
     """Run `input_ids` (1, n) once (fused attention, lean capture) recording what splitting the stream
     entering layers 0 … `upto` needs, at `positions` only (ascending; None: every position): a pair of
     tokens of a long text keeps two rows a layer, not n."""
-    layers = layout(loaded)[: upto + 1]
+    all_layers = layout(loaded)
+    layers = all_layers[: upto + 1]
     stream, attn_out, mlp, inputs = [], [], {}, []
     norm_io: dict[tuple[int, str], torch.Tensor] = {}
     at = None if positions is None else positions.to(loaded.device)
@@ -291,8 +301,12 @@ def record(loaded, input_ids: torch.Tensor, upto: int, positions: torch.Tensor |
             if lay.post_ln:
                 hooks.append(lay.attn_norm.norm.register_forward_hook(keep_io(lay.layer, "attn_norm")))
                 hooks.append(lay.out_norm.norm.register_forward_hook(keep_io(lay.layer, "out_norm")))
+        if upto + 1 < len(all_layers):  # nothing after layer `upto` is read: the forward stops at the next block
+            hooks.append(all_layers[upto + 1].block.register_forward_pre_hook(_stop))
         try:
             loaded.capture(input_ids, lean=True, head_outputs=False, on_input=keep_input)
+        except _Enough:
+            pass
         finally:
             for h in hooks:
                 h.remove()
