@@ -75,23 +75,27 @@ def hidden_states(model, ids, scale=None):
             return model.hf_model(input_ids=ids, output_hidden_states=True).hidden_states
 
 
-def save_peaked(cls, config, out, *, sharpened: tuple[str, ...], scale: float, norm: float) -> str:
-    """A random-init `cls(config)` (seed 5, this module's byte-level tokenizer) with peaked heads:
+def save_peaked(cls, config, out, *, sharpened: tuple[str, ...] = (), scale: float = 1.0, norm: float | None = None,
+                jitter_norms: float = 0.0, seed: int = 5) -> str:
+    """A random-init `cls(config)` (seeded, this module's byte-level tokenizer) with peaked heads:
     parameters whose names end with one of `sharpened` multiplied by `scale`, q/k norm weights set
     to `norm` (a norm undoes a scaled projection), so that a wrong scale, norm or mask cannot hide
-    in near-uniform rows; saved with its tokenizer to `out`."""
+    in near-uniform rows; with `jitter_norms`, every norm's weight (and bias) moved by that much Gaussian
+    noise, so that a norm folded wrongly cannot hide behind γ = 1; saved with its tokenizer to `out`."""
     import torch
 
     tok = byte_bpe_tokenizer()
     config.vocab_size = len(tok)
-    torch.manual_seed(5)
+    torch.manual_seed(seed)
     model = cls(config)
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith(sharpened):
                 p.mul_(scale)
-            elif name.endswith(("q_norm.weight", "k_norm.weight")):
+            elif norm is not None and name.endswith(("q_norm.weight", "k_norm.weight")):
                 p.fill_(norm)
+            if jitter_norms and ("norm" in name.lower() or ".ln_" in name or name.startswith("transformer.ln_f")):
+                p.add_(jitter_norms * torch.randn_like(p))
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return str(out)

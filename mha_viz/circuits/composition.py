@@ -20,7 +20,6 @@ KINDS = ("q", "k", "v")
 F64 = torch.float64
 BLOCK = 2**25  # elements of one block of the pairwise product (256 MB in float64)
 
-_READOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
 
 
 def _read(norm: Norm | None, w: torch.Tensor) -> torch.Tensor:
@@ -112,6 +111,9 @@ def _pair_scores(lefts: torch.Tensor, rights: list[dict[str, tuple]], device) ->
     return {kind: s.numpy().astype(np.float32) for kind, s in out.items()}
 
 
+_COMPOSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its composition scores
+
+
 def composition_scores(model: LoadedModel, *, device: str | torch.device | None = None) -> dict[str, np.ndarray]:
     """Every pair of heads' composition scores from the weights, norms folded in (`folded_weights`):
     {"q", "k", "v"} → float32 (layers, heads, layers, heads), [l1, h1, l2, h2] for head (l1, h1) writing
@@ -120,9 +122,19 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     W_QK = W_Q W_Kᵀ, x @ W convention). Computed in float64 through d_head-wide factors, never a d × d
     matrix a pair: one (H·d_v × d) by (d × (H + 2G)·d_head) product a pair of layers (SmolLM2: 3·10¹¹
     flops in all, seconds on a CPU; a 32-layer model with d = 4096: 10¹⁴, for a GPU: `device`, default
-    the CPU). Compare with `composition_baseline`: random matrices of the same shapes do not score 0."""
-    parts = [_factors(w) for w in folded_weights(model)]
-    return _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"))
+    the CPU). Compare with `composition_baseline`: random matrices of the same shapes do not score 0. Computed
+    once per model (kept while it lives)."""
+    found = _COMPOSED.get(model.hf_model)
+    if found is None:
+        parts = [_factors(w) for w in folded_weights(model)]
+        found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"))
+        _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
+    return {kind: s.copy() for kind, s in found.items()}
+
+
+def composition_known(model: LoadedModel) -> bool:
+    """Whether `composition_scores` has run for this model already (its scores are kept)."""
+    return model.hf_model in _COMPOSED
 
 
 def composition_baseline(model: LoadedModel, *, seed: int = 0, samples: int = 64) -> dict[str, float]:
@@ -164,10 +176,7 @@ def _unembedding(model: LoadedModel) -> torch.Tensor:
         if not isinstance(head, nn.Linear):
             raise InputError(f"{model.name} has no unembedding (no masked-LM head): copying scores need one.")
         return head.weight.detach().to("cpu", F64).T
-    with model.lock:  # the probe's hooks must see no other session's forward
-        if hf not in _READOUTS:
-            _READOUTS[hf] = readout.find(hf, torch.tensor([[0, 1]], device=model.device))
-        ro = _READOUTS[hf]
+    ro = readout.of(model)
     if ro is None:
         raise InputError(f"{model.name} has no linear unembedding (its final norm or its logit soft-capping cannot "
                          "be read as one): copying scores need one.")
@@ -176,8 +185,8 @@ def _unembedding(model: LoadedModel) -> torch.Tensor:
 
 _COPYING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its copying scores (or the refusal)
 COPYING_WORK = 5e10  # multiply-adds (W_U W_E: d² · vocab) a head table spends on copying scores unasked (SmolLM2:
-# 1.6e10, under a second on 2 cores; an 8B model's 2e12 take minutes: the Head composition page computes them on
-# request, and every head table has them from then on)
+# 1.6e10, 0.67 s on 2 cores; an 8B model's 2e12 are 130 times the work, not timed: the Head composition
+# page computes them on request, and every head table has them from then on)
 
 
 def table_weights(model: LoadedModel) -> dict | None:

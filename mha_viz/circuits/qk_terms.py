@@ -93,9 +93,6 @@ def _fold(m: np.ndarray, keep: list[int], axis: int) -> np.ndarray:
 
 def _prepare(model, text: str, layer: int, head: int, max_tokens: int | None, pair: tuple[int, int] | None = None):
     """The layouts, the record (at the pair's two positions, or every position) and the tokens."""
-    if model.is_encoder_decoder:
-        raise InputError(f"The scores of {model.name} cannot be split: an encoder–decoder's stream is read by "
-                         "cross-attention too.")
     if not 0 <= layer < model.num_layers or not 0 <= head < model.num_heads:
         raise InputError(f"Head ({layer}, {head}) does not exist: {model.name} has {model.num_layers} layers of "
                          f"{model.num_heads} heads.")

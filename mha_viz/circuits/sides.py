@@ -16,7 +16,7 @@ import torch
 from mha_viz_models.attention.rotary import rotate_qk
 from mha_viz_models.reading.heads import output_blocks
 from mha_viz_models.reading.readout import Norm
-from mha_viz_models.reading.stream import LayerLayout, StreamRecord
+from mha_viz_models.reading.stream import LayerLayout, StreamRecord, slice_rotary
 
 F64 = torch.float64
 ONE = torch.ones((), dtype=F64)  # a frozen σ of 1: a norm applied to weights, not to a position
@@ -58,8 +58,7 @@ def side(loaded, layouts: list[LayerLayout], rec: StreamRecord, layer: int, head
     """The query (`which` "q", head `head`) or key ("k", KV head `head`) of `layer` at `positions`, split."""
     positions = rec.local(positions)  # the record's rows of those positions
     lay, mha = layouts[layer], loaded.layer_adapter(layer).mha
-    linear, norm, heads = (mha.w_q, mha.q_norm, mha.num_heads) if which == "q" else (mha.w_k, mha.k_norm,
-                                                                                       mha.num_kv_heads)
+    linear, heads = (mha.w_q, mha.num_heads) if which == "q" else (mha.w_k, mha.num_kv_heads)
     d_k, cols = mha.d_k, slice(head * mha.d_k, (head + 1) * mha.d_k)
     w = linear.weight.detach()[cols].to(F64).cpu().T  # (d, d_k)
     b = None if linear.bias is None else linear.bias.detach()[cols].to(F64).cpu()
@@ -97,17 +96,16 @@ def side(loaded, layouts: list[LayerLayout], rec: StreamRecord, layer: int, head
     names.append("bias")
     parts.append(const)
     stacked = torch.stack(parts)  # (P, p, d_k)
-    rotary = _rotary_at(rec.inputs[layer].position_embeddings, positions)
+    rotary = _exact(slice_rotary(rec.inputs[layer].position_embeddings, positions))
     turned = rotate_qk(stacked[:, None], stacked[:0, None], rotary, mha.rope)[0][:, 0]  # (P, p, d_k): q only
     return Side(names, turned.to(F64))
 
 
-def _rotary_at(pe, positions: torch.Tensor):
-    if pe is None:
-        return None
-    if torch.is_tensor(pe):  # Llama 4's complex angles
-        return (pe[0] if pe.dim() == 3 else pe)[positions.to(pe.device)].cpu().to(torch.complex128)
-    return tuple((t[0] if t.dim() == 3 else t)[positions.to(t.device)].to(F64).cpu() for t in pe)
+def _exact(rotary):
+    """RoPE's angles on the CPU in float64 (complex128 for Llama 4's complex ones), as the parts are."""
+    if rotary is None or torch.is_tensor(rotary):
+        return None if rotary is None else rotary.cpu().to(torch.complex128)
+    return tuple(t.to(F64).cpu() for t in rotary)
 
 
 def _chain(layouts, rec: StreamRecord, layer: int, positions: torch.Tensor):

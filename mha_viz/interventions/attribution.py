@@ -105,7 +105,6 @@ class DirectLogit:
     tokens: list[str]  # the text's tokens
 
 
-_READOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
 _POST_NORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> each layer's post-attention norm
 
 
@@ -131,10 +130,7 @@ def _readout(model: LoadedModel) -> readout.Readout:
     """The model's read-out, found on a probe once per model (under its lock: the probe's hooks
     must see no other session's forward)."""
     require_decoder(model, "direct logit attribution")
-    with model.lock:
-        if model.hf_model not in _READOUTS:
-            _READOUTS[model.hf_model] = readout.find(model.hf_model, torch.tensor([[0, 1]], device=model.device))
-        ro = _READOUTS[model.hf_model]
+    ro = readout.of(model)
     if ro is None:
         raise InputError(f"The read-out of {model.name} cannot be reconstructed linearly (its final norm, or its "
                          "logit soft-capping): no direct attribution.")

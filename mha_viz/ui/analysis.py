@@ -152,20 +152,11 @@ def qk_pattern_terms(key: AnalysisKey, layer: int, head: int, _model) -> circuit
         return circuits.qk_pattern_terms(_model, key.text, layer, head, max_tokens=key.cap)
 
 
-_COMPOSED: set = set()  # the model keys whose composition scores are in the cache below
-
-
-def composition_cached(model_key: ModelKey) -> bool:
-    """Whether `composition` has computed this model's scores (kept by this server)."""
-    return model_key in _COMPOSED
-
-
 @st.cache_resource(show_spinner="Reading how the heads compose…", max_entries=4)
 def composition(model_key: ModelKey, _model) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """`composition_scores` (on the model's GPU when it is on one) and their random baseline: the weights
     alone, once per model."""
     scores = compose.composition_scores(_model, device=metric_device(_model))
-    _COMPOSED.add(model_key)
     return {k: _frozen(v) for k, v in scores.items()}, compose.composition_baseline(_model)
 
 

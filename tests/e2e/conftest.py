@@ -76,6 +76,14 @@ TICKS_PROBE = """(el, axis) =>
         const r = t.getBoundingClientRect();
         return [t.textContent, axis === 'x' ? r.x + r.width / 2 : r.y + r.height / 2];
     })"""
+# the screen position of point `index` of a chart's trace `curve` (plotly.js decodes the typed arrays into
+# _fullData; d2l reads a category axis's label or a linear axis's number alike)
+CURVE_POINT = """(el, [index, curve]) => {
+    const gd = el.querySelector('.js-plotly-plot');
+    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd._fullData[curve];
+    return [box.left + fl._size.l + fl.xaxis.l2p(fl.xaxis.d2l(trace.x[index])),
+            box.top + fl._size.t + fl.yaxis.l2p(fl.yaxis.d2l(trace.y[index]))];
+}"""
 ZW = "\u200b"  # mha_viz.figures.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
 
@@ -419,6 +427,11 @@ class App:
         bottom), without the invisible suffix that tells repeated tokens apart."""
         labels = self.charts().nth(chart).evaluate(TICKS_PROBE, axis)
         return [text.split(ZW, 1)[0] for text, _ in sorted(labels, key=lambda item: item[1])]
+
+    def point(self, chart, index: int, curve: int = 1) -> tuple[float, float]:
+        """The screen position of point `index` of trace `curve` of `chart` (a locator from `charts()`): what
+        a click on that marker clicks."""
+        return tuple(chart.evaluate(CURVE_POINT, [index, curve]))
 
     def chart_title(self, chart: int = 0) -> str:
         title = self.charts().nth(chart).locator(".gtitle")

@@ -12,14 +12,6 @@ pytestmark = pytest.mark.e2e
 
 TEXT = ("The keys to the old wooden cabinet are missing again, said Mary. John looked in the hall, "
         "and the keys to the old wooden cabinet were there. ") * 3
-# the screen position of point `index` of the chart's marker trace (curve 1: one marker a head, layer-major;
-# plotly.js decodes the typed arrays into _fullData)
-POINT = """(el, index) => {
-    const gd = el.querySelector('.js-plotly-plot');
-    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd._fullData[1];
-    return [box.left + fl._size.l + fl.xaxis.l2p(trace.x[index]),
-            box.top + fl._size.t + fl.yaxis.l2p(trace.y[index])];
-}"""
 # the screen position of the middle of bar `index` of the chart's first trace
 BAR = """(el, index) => {
     const gd = el.querySelector('.js-plotly-plot');
@@ -41,7 +33,7 @@ def test_a_click_on_a_thumbnail_opens_that_heads_links(shared_app):
     assert app.wait_until(lambda: app.charts().count() >= 5, True, timeout_s=90), "the scan drew no charts"
     grid = app.charts().nth(1)  # the head map first, then the thumbnails
     grid.scroll_into_view_if_needed()
-    x, y = grid.evaluate(POINT, LAYER * HEADS + HEAD)
+    x, y = app.point(grid, LAYER * HEADS + HEAD)
     app.rerun(lambda: app.page.mouse.click(x, y))
     title = app.wait_until(lambda: f"Layer {LAYER}, head {HEAD}:" in app.chart_title(2), True)
     assert title, app.chart_title(2)

@@ -8,14 +8,6 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 TEXT = "The cat sat on the mat because the cat was tired."
-# the screen position of marker `index` of the heatmap's cell markers (curve 1, query-major: i · n + j);
-# its axes are categories (the token labels)
-CELL = """(el, index) => {
-    const gd = el.querySelector('.js-plotly-plot');
-    const fl = gd._fullLayout, box = gd.getBoundingClientRect(), trace = gd._fullData[1];
-    return [box.left + fl._size.l + fl.xaxis.l2p(fl.xaxis.d2l(trace.x[index])),
-            box.top + fl._size.t + fl.yaxis.l2p(fl.yaxis.d2l(trace.y[index]))];
-}"""
 CELLS = "el => el.querySelector('.js-plotly-plot')._fullData[0].x.length"
 
 
@@ -30,7 +22,7 @@ def test_a_click_on_a_cell_splits_its_score(shared_app):
     heat.scroll_into_view_if_needed()
     n = heat.evaluate(CELLS)
     query, key = 6, 2  # "mat" and "cat" ([CLS] first)
-    x, y = heat.evaluate(CELL, query * n + key)
+    x, y = app.point(heat, query * n + key)  # the cell markers, query-major: i · n + j
     app.rerun(lambda: app.page.mouse.click(x, y))
     found = app.wait_until(lambda: any(f"query {query} " in app.chart_title(c) and f"key {key} " in app.chart_title(c)
                                        for c in range(1, app.charts().count())), True, timeout_s=60)
@@ -38,10 +30,6 @@ def test_a_click_on_a_cell_splits_its_score(shared_app):
     body = app.page.locator("section.main, [data-testid='stMain']").first.inner_text()
     assert "relative error" in body and "Σ terms" in " ".join(app.chart_title(c) for c in range(app.charts().count()))
     app.assert_clean()
-
-
-# the screen position of marker `index` of a chart's curve 1 (category axes)
-MARKER = CELL
 
 
 def test_a_click_on_a_composition_cell_opens_both_heads(shared_app):
@@ -57,7 +45,7 @@ def test_a_click_on_a_composition_cell_opens_both_heads(shared_app):
     heat.scroll_into_view_if_needed()
     pair = heat.evaluate("el => { const t = el.querySelector('.js-plotly-plot')._fullData[1]; "
                          "return [t.y[0], t.x[0]]; }")  # the strongest shown cell: earlier head, later head
-    x, y = heat.evaluate(MARKER, 0)
+    x, y = app.point(heat, 0)
     app.rerun(lambda: app.page.mouse.click(x, y))
     assert app.wait_until(lambda: app.heading(), "Compare heads", timeout_s=60), app.heading()
     want = [f"Layer {label[1:].split('H')[0]}, head {label.split('H')[1]}" for label in pair]

@@ -17,7 +17,7 @@ import torch
 import mha_viz
 from mha_viz.circuits.qk_terms import qk_pattern_terms, qk_terms
 from mha_viz.text.tokenize import InputError
-from tests.helpers import byte_bpe_tokenizer
+from tests.helpers import save_peaked
 from tests.models import architectures_2026
 
 TEXT = "The cat sat on the mat. The dog sat on the log, and the cat saw the dog."
@@ -74,18 +74,7 @@ BUILDERS = {"gpt2": _gpt2, "bert": _bert, "llama": _llama, "gemma2": _gemma2, "g
 
 def _save(family: str, out) -> str:
     """A random-init model whose norms have random weights (and biases) around their init."""
-    cls, config = BUILDERS[family]()
-    tok = byte_bpe_tokenizer()
-    config.vocab_size = len(tok)
-    torch.manual_seed(11)
-    model = cls(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "norm" in name.lower() or ".ln_" in name or name.startswith("transformer.ln_f"):
-                p.add_(0.5 * torch.randn_like(p))
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return str(out)
+    return save_peaked(*BUILDERS[family](), out, jitter_norms=0.5, seed=11)
 
 
 @pytest.fixture(scope="module", params=list(BUILDERS))

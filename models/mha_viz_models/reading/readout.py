@@ -6,6 +6,7 @@ and 3, OLMo 2: `post_norms`), which a head's write passes through on its way to 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -100,6 +101,18 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
         if _reproduces(ro, r.float().cpu(), logits, 10 * tol):
             return ro
     return None
+
+
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
+
+
+def of(loaded) -> Readout | None:
+    """`find` for a loaded model, on a two-token probe, once per model (kept while it lives), under its lock:
+    the probe's hooks must see no other session's forward."""
+    with loaded.lock:
+        if loaded.hf_model not in _FOUND:
+            _FOUND[loaded.hf_model] = find(loaded.hf_model, torch.tensor([[0, 1]], device=loaded.device))
+        return _FOUND[loaded.hf_model]
 
 
 def logit_multiplier(config) -> float:

@@ -28,14 +28,14 @@ from mha_viz_models.reading.readout import Norm, fit, is_norm
 from mha_viz_models.reading.records import LayerInput, input_hooks
 from mha_viz_models.reading.verify import probe
 
-__all__ = ["LayerLayout", "StreamRecord", "layout", "record"]
+__all__ = ["LayerLayout", "StreamRecord", "layout", "record", "slice_rotary"]
 
 
 @dataclass(frozen=True)
 class LayerLayout:
     """How layer `layer` (an index into `LoadedModel.attention_modules`) reads and writes the stream.
 
-    input_norm: the norm between the stream and the attention's input (None: it reads the stream);
+    input_fit: the norm between the stream and the attention's input (None: it reads the stream);
     post_norm: the norm between the attention's output and the stream (Gemma 2 and 3, OLMo 2);
     mlp: the module whose output is the rest of an additive layer's write (None: the last layer's,
     never read, or a post-norm layer); attn_norm, out_norm: a post-norm layer's two norms;
@@ -44,7 +44,6 @@ class LayerLayout:
     layer: int
     block: nn.Module
     w_o: nn.Module
-    input_norm: nn.Module | None = None
     input_fit: Norm | None = None
     post_norm: Norm | None = None
     mlp: nn.Module | None = None
@@ -79,7 +78,7 @@ class StreamRecord:
         return positions if self.positions is None else torch.searchsorted(self.positions, positions)
 
 
-_LAYOUTS: dict[int, tuple[weakref.ref, list[LayerLayout]]] = {}
+_LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its layers' layouts
 _LOCK = threading.Lock()
 
 
@@ -109,15 +108,15 @@ def layout(loaded) -> list[LayerLayout]:
     """Each layer's `LayerLayout`, found once per model on a short probe (and kept while the model
     lives). Raises UnsupportedArchitecture naming why a model's stream cannot be split exactly."""
     with _LOCK:
-        kept = _LAYOUTS.get(id(loaded))
-        if kept is not None and kept[0]() is loaded:
-            return kept[1]
+        kept = _LAYOUTS.get(loaded.hf_model)
+    if kept is not None:
+        return kept
     reason = _refusal(loaded)
     if reason:
         raise UnsupportedArchitecture(f"The scores of '{loaded.name}' cannot be split into what wrote them: {reason}.")
     found = _discover(loaded)
     with _LOCK:
-        _LAYOUTS[id(loaded)] = (weakref.ref(loaded), found)
+        _LAYOUTS[loaded.hf_model] = found
     return found
 
 
@@ -131,9 +130,14 @@ def _gap(a: torch.Tensor, b: torch.Tensor, scale: torch.Tensor | None = None) ->
     return float(((a - b).abs() / (1 + size)).amax())
 
 
+def _tolerance(dtype: torch.dtype) -> float:
+    """The largest `_gap` that is still the rounding of `dtype`."""
+    return 1e-4 if dtype == torch.float32 else 3e-2
+
+
 def _close(a: torch.Tensor, b: torch.Tensor, dtype: torch.dtype, scale: torch.Tensor | None = None) -> bool:
     """Equal within the rounding of `dtype` (`_gap`)."""
-    return _gap(a, b, scale) <= (1e-4 if dtype == torch.float32 else 3e-2)
+    return _gap(a, b, scale) <= _tolerance(dtype)
 
 
 def _norm_calls(blocks: list[nn.Module], calls: list):
@@ -175,7 +179,7 @@ def _discover(loaded) -> list[LayerLayout]:
             norm = None if reader is None else fit(*reader)
             if norm is None:
                 raise _unsplit(loaded, layer, "its attention reads the stream through something other than one norm")
-            parts.update(input_norm=reader[0], input_fit=norm)
+            parts["input_fit"] = norm
         post = next(((m, r, out) for m, r, out in mine if r.shape == o.shape and _close(r, o, dtype)), None)
         write = o
         if post is not None:
@@ -202,7 +206,7 @@ def _rest(loaded, layer, block, s, write, nxt, children, mine) -> dict:
         return {}
     gaps = [(_gap(out[0], rest, scale=nxt), i, child) for i, child in enumerate(block.children())
             if torch.is_tensor(out := children.get(id(child)))]
-    if gaps and (best := min(gaps, key=lambda g: g[:2]))[0] <= (1e-4 if dtype == torch.float32 else 3e-2):
+    if gaps and (best := min(gaps, key=lambda g: g[:2]))[0] <= _tolerance(dtype):
         return {"mlp": best[2]}  # the closest: a small write could be within rounding of another module's
     attn = next(((m, r, out) for m, r, out in mine if _close(r, (s.float() + write.float()).to(r.dtype), dtype)), None)
     last = next(((m, r, out) for m, r, out in mine if _close(out, nxt, dtype)), None)
@@ -247,7 +251,7 @@ def _stop(_module, _args):
     raise _Enough
 
 
-def _slice_rotary(pe, positions: torch.Tensor | None):
+def slice_rotary(pe, positions: torch.Tensor | None):
     """RoPE's angles (cos, sin) ((B, n, r) or (n, r) each), or complex ones, at `positions` only."""
     if pe is None or positions is None:
         return pe
@@ -281,7 +285,7 @@ def record(loaded, input_ids: torch.Tensor, upto: int, positions: torch.Tensor |
 
     def keep_input(layer, item: LayerInput) -> None:
         if layer <= upto:
-            inputs.append(LayerInput(rows(item.hidden)[None], _slice_rotary(item.position_embeddings, at)))
+            inputs.append(LayerInput(rows(item.hidden)[None], slice_rotary(item.position_embeddings, at)))
 
     zs: list[torch.Tensor] = []
 
