@@ -18,6 +18,8 @@ from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
 from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
 from mha_viz.circuits.composition import composition_baseline, composition_scores, copying_scores
+from mha_viz.circuits.edges import Edges, edge_attribution
+from mha_viz.circuits.path_patching import Circuit, circuit, faithfulness_curve, path_patch, path_patch_many
 from mha_viz.circuits.qk_terms import QKTerms, qk_pattern_terms, qk_terms
 from mha_viz.corpus.engine import head_examples, head_statistics
 from mha_viz.export.report import html_report
@@ -48,4 +50,6 @@ __all__ = [
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
     # why a head looks where it looks, how heads compose
     "qk_terms", "qk_pattern_terms", "QKTerms", "composition_scores", "composition_baseline", "copying_scores",
+    # circuits of heads
+    "edge_attribution", "Edges", "path_patch", "path_patch_many", "circuit", "Circuit", "faithfulness_curve",
 ]

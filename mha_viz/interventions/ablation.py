@@ -101,12 +101,13 @@ class GradientBudget(InputError):
 
 
 def check_gradient_budget(model: LoadedModel, n: int, *, doing: str | None = None,
-                          logit_rows: int | None = None) -> None:
+                          logit_rows: int | None = None, rows: int = 1, extra: int = 0) -> None:
     """Raise GradientBudget (an InputError), with the figures, when a gradient pass over n tokens would hold more than
     the memory budget (MHA_VIZ_MAX_CAPTURE_MB) or than the memory free where it runs (the GPU's,
     or the host's: `memory.room`), before anything runs. `doing`: what the message says the pass is;
-    logit_rows as in `gradient_bytes`."""
-    need, room = gradient_bytes(model, n, logit_rows=logit_rows), memory.room(model.device)
+    logit_rows as in `gradient_bytes`; rows: passes side by side (a batch); extra: bytes the pass holds
+    besides (a circuit's per-receiver inputs)."""
+    need, room = rows * gradient_bytes(model, n, logit_rows=logit_rows) + extra, memory.room(model.device)
     budget, where = room.capture, "allowed here (MHA_VIZ_MAX_CAPTURE_MB)"
     if room.device and room.gpu < budget:
         budget, where = room.gpu, f"free on the GPU ({room.device})"

@@ -1,0 +1,203 @@
+"""Every edge of a decoder's circuit estimated at once (`edge_attribution`): edge attribution patching
+(EAP, Syed et al. 2023) and its integrated-gradients form (EAP-IG, Hanna et al. 2024), on a clean and a
+corrupted text and the metric m = logit(answer) − logit(wrong) of `patch_heads`.
+
+An edge runs from a sender (the embedding, a head's z_h W_O[h], an MLP) to a receiver that reads the
+stream after it (a head's q, a KV head's k or v, an MLP's input, the logits). Its score estimates what
+putting the sender's corrupted write into that receiver's input alone, in the clean run, does to m:
+
+    score(s → r) = Σ_positions (a_s(corrupted) − a_s(clean)) · ∂m/∂(r's input)
+
+with the gradient taken on the clean run (EAP), or averaged over `steps` runs whose input embeddings
+lie on the straight line from the corrupted text's to the clean one's (EAP-IG). Each receiver reads
+its own copy of its input (`mha_viz_models.reading.split_run`), so one backward pass gives every
+receiver's gradient; `mha_viz.circuits.path_patching` measures the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mha_viz.interventions.ablation import check_gradient_budget
+from mha_viz.interventions.patching import Ends, Texts, ends, logit_difference, texts
+from mha_viz.text.tokenize import InputError
+from mha_viz_models import LoadedModel
+from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.reading import split_run
+from mha_viz_models.reading.edge_graph import EdgeGraph
+
+METHODS = ("eap", "eap-ig")
+COLUMNS = ["sender", "receiver", "input", "score"]
+
+
+@dataclass
+class Edges:
+    """Every edge's estimated effect on m: `scores` (sender, receiver, input, score), with the ends of
+    the metric and how it was computed."""
+
+    scores: pd.DataFrame
+    method: str
+    steps: int
+    m_clean: float
+    m_corrupted: float
+    answer: int
+    wrong: int
+    model: str
+    tokens: int
+    answer_text: str = ""
+    wrong_text: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def top(self, k: int) -> pd.DataFrame:
+        """The k edges of largest |score|, largest first."""
+        order = np.argsort(-self.scores["score"].abs().to_numpy(), kind="stable")[: max(int(k), 0)]
+        return self.scores.iloc[order].reset_index(drop=True)
+
+    def to_json(self, **extra) -> str:
+        """The edges, their scores and what they were computed on, as JSON (`from_json` reads it back)."""
+        meta = {key: getattr(self, key) for key in ("method", "steps", "m_clean", "m_corrupted", "answer", "wrong",
+                                                    "model", "tokens", "answer_text", "wrong_text")}
+        rows = self.scores[COLUMNS].to_dict(orient="split")["data"]
+        return json.dumps({**meta, **self.extra, **extra, "edges": rows})
+
+    @classmethod
+    def from_json(cls, text: str) -> "Edges":
+        """Edges saved by `to_json`; ValueError for a file that is not one."""
+        try:
+            data = json.loads(text)
+            frame = pd.DataFrame(data.pop("edges"), columns=COLUMNS)
+            meta = {key: data.pop(key) for key in ("method", "steps", "m_clean", "m_corrupted", "answer", "wrong",
+                                                   "model", "tokens", "answer_text", "wrong_text")}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a circuit saved by mha-viz ({exc})") from None
+        frame["score"] = frame["score"].astype(float)
+        return cls(frame, **meta, extra=data)
+
+
+def graph(model: LoadedModel) -> EdgeGraph:
+    """The model's senders and receivers (`split_run.graph_of`); InputError naming why a family is refused."""
+    try:
+        return split_run.graph_of(model)
+    except UnsupportedArchitecture as exc:
+        raise InputError(str(exc)) from None
+
+
+def receiver_bytes(model: LoadedModel, g: EdgeGraph, n: int, rows: int = 1) -> int:
+    """About the bytes a split run holds beyond a plain forward: each layer's per-receiver inputs, normed
+    copies and their gradients (3 × (H + 2G + 1) n d) and every sender's write on both texts (2 S n d)."""
+    width = 2 if model.dtype != torch.float32 else 4
+    per_layer = g.num_heads + 2 * g.num_kv_heads + 1
+    return int(width * n * model.d_model * (rows * 3 * per_layer * len(g.layers) + 2 * len(g.senders)))
+
+
+def check_budget(model: LoadedModel, g: EdgeGraph, n: int, rows: int, doing: str) -> None:
+    """GradientBudget (an InputError) when `rows` gradient passes side by side over n tokens with every
+    receiver's own input would not fit (`ablation.check_gradient_budget`)."""
+    check_gradient_budget(model, n, doing=doing, logit_rows=1, rows=rows,
+                          extra=receiver_bytes(model, g, n, rows))
+
+
+@dataclass
+class Runs:
+    """Both texts run once with every write recorded: (S, n, d) each, and the metric's ends."""
+
+    t: Texts
+    g: EdgeGraph
+    clean: torch.Tensor
+    corrupted: torch.Tensor
+    e: Ends
+
+
+def recorded(model: LoadedModel, t: Texts, g: EdgeGraph) -> Runs:
+    """Both checked texts (`patching.texts`) run side by side in one batch recording every sender's
+    write, and the ends."""
+    with model.lock, torch.inference_mode():
+        rec = split_run.Recorder()
+        logits = split_run.run(model, g, rec, input_ids=torch.cat([t.ids_c, t.ids_x]))
+    writes = rec.writes()
+    return Runs(t, g, writes[0], writes[1], ends(model, t, logits[:1], logits[1:]))
+
+
+def _eap(model: LoadedModel, t: Texts, g: EdgeGraph) -> tuple[Runs, torch.Tensor]:
+    """The corrupted run recorded, then the clean one with a gradient leaf a receiver (its writes recorded
+    too): both runs and ∂m/∂(each receiver's input) (R, n, d)."""
+    with model.lock:
+        with torch.inference_mode():
+            rx = split_run.Recorder()
+            logits_x = split_run.run(model, g, rx, input_ids=t.ids_x)
+        with torch.inference_mode(False), torch.enable_grad():
+            leaves = split_run.Leaves((1, t.n, model.d_model), model.dtype, record=True)
+            logits = split_run.run(model, g, leaves, input_ids=t.ids_c)
+            e = ends(model, t, logits.detach(), logits_x)
+            grads = leaves.grads(logit_difference(logits.float(), e.a, e.b).sum())[0]
+    return Runs(t, g, leaves.writes()[0], rx.writes()[0], e), grads
+
+
+def _integrated(model: LoadedModel, runs: Runs, steps: int) -> torch.Tensor:
+    """∂m/∂(each receiver's input) (R, n, d) averaged over `steps` runs whose input embeddings go from the
+    corrupted text's to the clean one's (α = 1/steps … 1), in one batch."""
+    t, e, g = runs.t, runs.e, runs.g
+    embed = model.hf_model.get_input_embeddings()
+    with model.lock, torch.inference_mode(False), torch.enable_grad():
+        with torch.inference_mode():
+            clean, corrupt = embed(t.ids_c), embed(t.ids_x)
+        alpha = (torch.arange(1, steps + 1, dtype=torch.float32, device=clean.device) / steps)[:, None, None]
+        points = (corrupt.float() + alpha * (clean.float() - corrupt.float())).to(clean.dtype)  # (steps, n, d)
+        leaves = split_run.Leaves((steps, t.n, model.d_model), model.dtype, record=False)
+        hook = embed.register_forward_hook(lambda _m, _a, _out: points)  # the token embeddings, interpolated
+        try:
+            logits = split_run.run(model, g, leaves, input_ids=t.ids_c.expand(steps, -1))
+        finally:
+            hook.remove()
+        return leaves.grads(logit_difference(logits.float(), e.a, e.b).sum()).mean(0)
+
+
+def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, *,
+                     method: str = "eap", steps: int = 5, max_tokens: int | None = None, progress=None) -> Edges:
+    """Every edge's estimated effect on m (`Edges.scores`: sender, receiver, input, score), by EAP (one
+    forward on each text, one backward) or EAP-IG (`steps` more forwards and backwards, batched). The
+    defaults and refusals of `patch_heads`; InputError for a family whose heads' writes cannot be split,
+    and before anything runs when the backward pass would not fit the memory. progress(fraction, message)
+    between the steps (a callback that raises stops it)."""
+    if method not in METHODS:
+        raise ValueError(f"method must be 'eap' or 'eap-ig', not {method!r}")
+    if int(steps) < 1:
+        raise ValueError("steps must be at least 1")
+    steps = int(steps)
+    t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="edge attribution")
+    g = graph(model)
+    check_budget(model, g, t.n, 1 if method == "eap" else steps,
+                 f"Attributing every edge of {model.name} ({method.upper()})")
+    if method == "eap":
+        _step(progress, 0.1, "One backward pass through every receiver…")
+        runs, grads = _eap(model, t, g)
+    else:
+        runs = recorded(model, t, g)
+        _step(progress, 0.3, f"{steps} backward passes on the path between the texts…")
+        grads = _integrated(model, runs, steps)
+    _step(progress, 0.9, "Scoring every edge…")
+    delta = (runs.corrupted.float() - runs.clean.float()).to(grads.device)  # (S, n, d)
+    scores = torch.einsum("snd,rnd->sr", delta, grads).cpu().numpy().astype(np.float64)
+    frame = table(g, scores)
+    names = [model.tokenizer.decode([i]) for i in (runs.e.a, runs.e.b)]
+    _step(progress, 1.0, "Done")
+    return Edges(frame, method, steps if method == "eap-ig" else 1, runs.e.m_clean, runs.e.m_corr, runs.e.a,
+                 runs.e.b, model.name, t.n, *names)
+
+
+def table(g: EdgeGraph, scores: np.ndarray) -> pd.DataFrame:
+    """(S, R) scores of the allowed edges as rows: sender, receiver, input, score."""
+    s, r = np.nonzero(g.allowed)
+    senders, receivers = np.asarray(g.senders, dtype=object), g.receivers
+    return pd.DataFrame({"sender": senders[s], "receiver": [receivers[i].name for i in r],
+                         "input": [receivers[i].input for i in r], "score": scores[s, r]})
+
+
+def _step(progress, fraction: float, message: str) -> None:
+    if progress is not None:
+        progress(fraction, message)

@@ -1,0 +1,161 @@
+"""The real thing behind `edge_attribution`'s estimates: path patching one edge (`path_patch`, many in
+batched forwards with `path_patch_many`) and running a circuit (`circuit`, `faithfulness_curve`).
+
+- Path patching s → r: the clean run, with receiver r's input given s's corrupted write in place of its
+  clean one and everything else clean; the change in m.
+- A circuit: the clean text run with only the circuit's edges carrying the run's own writes and every
+  other edge carrying the corrupted run's (the convention of the EAP and ACDC papers). Its faithfulness
+  is (m_circuit − m_corrupted) / (m_clean − m_corrupted): 1 with every edge, 0 with none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mha_viz.budget import capture_budget
+from mha_viz.circuits.edges import Edges, Runs, graph, receiver_bytes, recorded
+from mha_viz.interventions.patching import logit_difference, texts
+from mha_viz.text.tokenize import InputError
+from mha_viz_models import LoadedModel
+from mha_viz_models.reading import split_run
+
+BATCH_BYTES = 256 * 2**20  # a batch of patched runs holds about this much beyond the model (CPU or GPU)
+
+
+def _runs(model: LoadedModel, clean: str, corrupted: str, answer, wrong, max_tokens, what: str) -> Runs:
+    t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what=what)
+    return recorded(model, t, graph(model))
+
+
+def _pairs(edges) -> list[tuple[str, str]]:
+    """(sender, receiver) pairs from a DataFrame with those columns, `Edges`, or an iterable of pairs."""
+    if isinstance(edges, Edges):
+        edges = edges.scores
+    if isinstance(edges, pd.DataFrame):
+        return list(zip(edges["sender"], edges["receiver"]))
+    return [(str(s), str(r)) for s, r in edges]
+
+
+def _indices(runs: Runs, pairs: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
+    g = runs.g
+    try:
+        s = np.asarray([g.sender_index(a) for a, _ in pairs], dtype=int)
+        r = np.asarray([g.receiver_index(b) for _, b in pairs], dtype=int)
+    except KeyError as exc:
+        raise InputError(str(exc.args[0])) from None
+    later = g.sender_order[s] < g.receiver_order[r]
+    if not later.all():
+        a, b = pairs[int(np.argmin(later))]
+        raise InputError(f"{a} does not write before {b} reads: there is no edge {a} → {b}.")
+    return s, r
+
+
+def _rows(model: LoadedModel, runs: Runs, per_row: int) -> int:
+    """How many patched runs go in one batch: BATCH_BYTES (or the capture budget, if smaller) over a row's bytes."""
+    row = model.attention_bytes(runs.t.n) // max(model.num_layers, 1) * 4 + per_row
+    budget = min(BATCH_BYTES, capture_budget.capture_budget())
+    return max(1, int(budget // max(row, 1)))
+
+
+def path_patch_many(model: LoadedModel, clean: str, corrupted: str, edges, answer=None, wrong=None, *,
+                    max_tokens: int | None = None, progress=None) -> np.ndarray:
+    """The real change in m of path patching each edge (sender, receiver), in batched forwards of the
+    clean text (one row an edge): (len(edges),) float64. The refusals of `patch_heads`; InputError
+    for a name that is not a sender or a receiver, or a sender that does not write before the receiver
+    reads. progress(done, total) after each batch (a callback that raises stops it)."""
+    pairs = _pairs(edges)
+    runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "path patching")
+    return _patched(model, runs, pairs, progress)
+
+
+def _patched(model: LoadedModel, runs: Runs, pairs, progress=None) -> np.ndarray:
+    s, r = _indices(runs, pairs)
+    n, d = runs.t.n, model.d_model
+    delta = runs.corrupted - runs.clean  # (S, n, d)
+    chunk = _rows(model, runs, 4 * n * d * (model.num_heads + 2 * model.num_kv_heads + 2))
+    out = np.zeros(len(pairs))
+    with model.lock, torch.inference_mode():
+        for start in range(0, len(pairs), chunk):
+            stop = min(start + chunk, len(pairs))
+            provider = split_run.Fixed(r[start:stop].tolist(), delta[torch.as_tensor(s[start:stop])])
+            logits = split_run.run(model, runs.g, provider, input_ids=runs.t.ids_c.expand(stop - start, -1))
+            out[start:stop] = logit_difference(logits.float(), runs.e.a, runs.e.b).double().cpu().numpy()
+            if progress is not None:
+                progress(stop, len(pairs))
+    return out - runs.e.m_clean
+
+
+def path_patch(model: LoadedModel, clean: str, corrupted: str, sender: str, receiver: str, answer=None,
+               wrong=None, *, max_tokens: int | None = None) -> float:
+    """The real change in m when `receiver` (a receiver name: "L5H1.k", "L3 MLP", "logits") reads
+    `sender`'s corrupted write in place of its clean one in the clean run, all else clean."""
+    return float(path_patch_many(model, clean, corrupted, [(sender, receiver)], answer, wrong,
+                                 max_tokens=max_tokens)[0])
+
+
+@dataclass
+class Circuit:
+    """A circuit run for real: its edges, m with only them clean, and its faithfulness."""
+
+    edges: list[tuple[str, str]]
+    m_circuit: float
+    m_clean: float
+    m_corrupted: float
+
+    @property
+    def faithfulness(self) -> float:
+        return (self.m_circuit - self.m_corrupted) / (self.m_clean - self.m_corrupted)
+
+
+def _circuits(model: LoadedModel, runs: Runs, circuits: list[list[tuple[str, str]]], progress=None) -> np.ndarray:
+    """m of the clean text run with each circuit's edges only carrying the run's writes, batched."""
+    g, n, d = runs.g, runs.t.n, model.d_model
+    S, R = len(g.senders), len(g.receivers)
+    chunk = _rows(model, runs, 4 * (S * R + R * n * d + 2 * S * n * d) + receiver_bytes(model, g, n) // 3)
+    out = np.zeros(len(circuits))
+    with model.lock, torch.inference_mode():
+        for start in range(0, len(circuits), chunk):
+            part = circuits[start:start + chunk]
+            weights = torch.ones(len(part), S, R, device=runs.clean.device)  # 1: the corrupted write
+            for row, pairs in enumerate(part):
+                if pairs:
+                    s, r = _indices(runs, pairs)
+                    weights[row, torch.as_tensor(s), torch.as_tensor(r)] = 0.0
+            provider = split_run.Mixed(g, weights, runs.corrupted)
+            logits = split_run.run(model, g, provider, input_ids=runs.t.ids_c.expand(len(part), -1))
+            out[start:start + len(part)] = logit_difference(logits.float(), runs.e.a, runs.e.b).double().cpu().numpy()
+            if progress is not None:
+                progress(start + len(part), len(circuits))
+    return out
+
+
+def circuit(model: LoadedModel, clean: str, corrupted: str, edges, answer=None, wrong=None, *,
+            max_tokens: int | None = None) -> Circuit:
+    """The clean text run with only `edges` ((sender, receiver) pairs, a DataFrame or `Edges`) carrying
+    clean writes and every other edge the corrupted ones: m and the faithfulness."""
+    pairs = _pairs(edges)
+    runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "a circuit")
+    m = _circuits(model, runs, [pairs])[0]
+    return Circuit(pairs, float(m), runs.e.m_clean, runs.e.m_corr)
+
+
+def faithfulness_curve(model: LoadedModel, clean: str, corrupted: str, edges_df, sizes, answer=None, wrong=None, *,
+                       max_tokens: int | None = None, progress=None) -> pd.DataFrame:
+    """For each k in `sizes`, the circuit of the k edges of largest |score| in `edges_df` (a DataFrame
+    with sender, receiver and score, or `Edges`, whose answer and wrong tokens are then the defaults),
+    run for real in batches: a DataFrame with k, faithfulness and m."""
+    if isinstance(edges_df, Edges):
+        answer = edges_df.answer if answer is None else answer
+        wrong = edges_df.wrong if wrong is None else wrong
+        edges_df = edges_df.scores
+    order = np.argsort(-edges_df["score"].abs().to_numpy(), kind="stable")
+    ranked = list(zip(edges_df["sender"].to_numpy()[order], edges_df["receiver"].to_numpy()[order]))
+    ks = [max(0, min(int(k), len(ranked))) for k in sizes]
+    runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "a circuit")
+    m = _circuits(model, runs, [ranked[:k] for k in ks], progress)
+    gap = runs.e.m_clean - runs.e.m_corr
+    return pd.DataFrame({"k": ks, "faithfulness": (m - runs.e.m_corr) / gap, "m": m})
