@@ -186,8 +186,10 @@ def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None
     frame = table(g, scores)
     names = [model.tokenizer.decode([i]) for i in (runs.e.a, runs.e.b)]
     _step(progress, 1.0, "Done")
+    shape = {"layers": len(g.layers), "heads": g.num_heads, "kv_heads": g.num_kv_heads,
+             "parallel": any(p.parallel for p in g.layers), "clean": clean, "corrupted": corrupted}
     return Edges(frame, method, steps if method == "eap-ig" else 1, runs.e.m_clean, runs.e.m_corr, runs.e.a,
-                 runs.e.b, model.name, t.n, *names)
+                 runs.e.b, model.name, t.n, *names, extra=shape)
 
 
 def table(g: EdgeGraph, scores: np.ndarray) -> pd.DataFrame:

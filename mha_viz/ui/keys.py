@@ -311,6 +311,23 @@ SCAN_WINDOW_CHART = "scan_window_chart"
 SCAN_DOWNLOAD = "scan_download"
 
 
+# --- the Circuit section of Heads behind a prediction (circuit_section) ------------------------------
+CIRC_METHOD = "circ_method"  # "EAP" or "EAP-IG"
+CIRC_K = "circ_k"  # edges drawn
+CIRC_GO, CIRC_CANCEL = "circ_go", "circ_cancel"
+CIRC_RUNNING = "_circ_running"  # set while the edges are estimated (jobs.run)
+CIRC_RESULTS = "_circ_results"  # {(PredKey, method): Edges} of the pair on screen
+CIRC_GRAPH = "circ_graph"  # the graph's selection events
+CIRC_PICKED = "_circ_picked"  # (PredKey, method, sender, receiver): the edge clicked last
+CIRC_REAL = "_circ_real"  # {(PredKey, ...): a value run for real}: edges clicked, the chosen k, the top 20
+CIRC_TOP_GO, CIRC_TOP_CANCEL = "circ_top_go", "circ_top_cancel"
+CIRC_TOP_RUNNING = "_circ_top_running"
+CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
+CIRC_PENDING = "_circ_pending"  # a saved circuit waiting for its pair to be on the page
+CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair on the page
+DL_CIRC_CSV, DL_CIRC_JSON = "dl_circ_csv", "dl_circ_json"
+
+
 # --- the input widgets drawn without persist_state=KEEP, and why (docs/architecture.md, "Session state";
 # tests/unit/test_ui_house.py checks that every other input widget keeps its value) --------------
 NOT_KEPT = frozenset({
@@ -331,5 +348,6 @@ NOT_KEPT = frozenset({
     # the on/off grid, drawn under a new key whenever the app changes it (HEADS_ON keeps the heads)
     HEADS_GRID_PREFIX,
     # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
-    CORPUS_FILE,
+    CORPUS_FILE, CIRC_FILE,
 })
+

@@ -17,7 +17,18 @@ from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.interventions import estimate, prediction
-from mha_viz.ui import charts, export_views, jobs, keys, prediction_head, resources, session, shared_head, sidebar
+from mha_viz.ui import (
+    charts,
+    circuit_section,
+    export_views,
+    jobs,
+    keys,
+    prediction_head,
+    resources,
+    session,
+    shared_head,
+    sidebar,
+)
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start_on_model
@@ -247,6 +258,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                                 help="A row a layer, head and position: the estimate of patching that head there only.")
         _position_grid(expl)
     prediction_head.one_head(cur, key, expl)
+    circuit_section.circuit_section(cur, key, d.target, d.wrong)
 
 
 def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:

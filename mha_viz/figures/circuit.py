@@ -1,0 +1,162 @@
+"""Figures of a circuit of heads (`mha_viz.circuits`): the graph of its strongest edges (layers left to
+right: the embedding, each layer's heads and MLP, the logits; width by size, colour by sign, a marker
+in the middle of each edge to hover and click), the faithfulness curve over the number of edges kept,
+and the scatter of estimated against real path patching."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from mha_viz.figures import style
+
+POSITIVE, NEGATIVE = "#c0392b", "#2e6fba"  # an edge whose corrupted write raises m / lowers it
+WIDTHS = (1.0, 2.0, 3.5, 5.5, 8.0)  # line widths, by |score| as a share of the largest drawn
+_HEAD = re.compile(r"L(\d+)(H|KV)(\d+)(?:\.([qkv]))?$")
+_MLP = re.compile(r"L(\d+) MLP$")
+INPUT_DY = {"q": 0.22, "k": 0.0, "v": -0.22}  # where each input of a head meets it
+MIDPOINTS = "edges"  # the name of the clickable trace
+
+
+def _place(name: str, heads: int, kv: int, parallel: bool) -> tuple[float, float]:
+    """(x, y) of a node or a receiver's input: the embedding at x = 0, layer l's heads at 3l + 1 (head 0 on
+    top), its KV heads just left of them, its MLP below at 3l + 2 (3l + 1 when parallel), the logits last."""
+    mid = (heads - 1) / 2
+    if name == "embed":
+        return 0.0, mid
+    if (m := _MLP.match(name)) is not None:
+        layer = int(m.group(1))
+        return 3 * layer + (1.0 if parallel else 2.0), -1.5
+    if (m := _HEAD.match(name)) is not None:
+        layer, kind, index, read = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
+        x = 3 * layer + 1.0
+        if kind == "KV":  # the query heads it serves share it: drawn beside their middle
+            group = heads // kv
+            y = heads - 1 - (index * group + (group - 1) / 2)
+            return x - 0.55, y + (0.12 if read == "k" else -0.12)
+        y = heads - 1 - index
+        return (x - 0.18, y + INPUT_DY[read]) if read else (x, y)
+    raise ValueError(f"not a node of a circuit: {name!r}")
+
+
+def logits_place(layers: int, heads: int) -> tuple[float, float]:
+    return 3 * layers + 1.0, (heads - 1) / 2
+
+
+def _where(name: str, layers: int, heads: int, kv: int, parallel: bool) -> tuple[float, float]:
+    return logits_place(layers, heads) if name == "logits" else _place(name, heads, kv, parallel)
+
+
+def _node(receiver: str) -> str:
+    """The node a receiver belongs to: "L5H1.q" → "L5H1", "L5KV0.k" → "L5KV0"."""
+    return receiver.split(".")[0]
+
+
+def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, parallel: bool = False,
+                 title: str = "") -> go.Figure:
+    """The edges of `top` (sender, receiver, input, score; the strongest first) as a graph. Nodes with no
+    edge drawn are hidden. The last trace holds a marker in the middle of each edge, in `top`'s order
+    (`edge_pick` reads a click on it)."""
+    fig = go.Figure()
+    scores = top["score"].to_numpy(dtype=float)
+    largest = float(np.abs(scores).max()) if len(scores) else 1.0
+    places = [(_where(s, layers, heads, kv_heads, parallel), _where(r, layers, heads, kv_heads, parallel))
+              for s, r in zip(top["sender"], top["receiver"])]
+    bins = np.minimum((np.abs(scores) / (largest or 1.0) * len(WIDTHS)).astype(int), len(WIDTHS) - 1)
+    for sign, colour, label in ((1, POSITIVE, "raises m when corrupted"), (-1, NEGATIVE, "lowers m when corrupted")):
+        for b, width in enumerate(WIDTHS):
+            rows = [i for i in range(len(scores)) if bins[i] == b and (scores[i] >= 0) == (sign > 0)]
+            if not rows:
+                continue
+            xs, ys = [], []
+            for i in rows:
+                (x0, y0), (x1, y1) = places[i]
+                xs += [x0, x1, None]
+                ys += [y0, y1, None]
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=width), opacity=0.7,
+                                     hoverinfo="skip", showlegend=False, legendgroup=label))
+    used = set(top["sender"]) | {_node(r) for r in top["receiver"]}
+    names = [n for n in _all_nodes(layers, heads, kv_heads) if n in used]
+    node_xy = [_where(n, layers, heads, kv_heads, parallel) for n in names]
+    fig.add_trace(go.Scatter(
+        x=[p[0] for p in node_xy], y=[p[1] for p in node_xy], mode="markers+text", text=names,
+        textposition="top center", textfont=dict(size=10), hovertext=names, hoverinfo="text", showlegend=False,
+        marker=dict(size=[9 if "KV" in n else 14 for n in names], color="#f7f7f7", line=dict(color="#444", width=1.5),
+                    symbol=["diamond" if "KV" in n else ("square" if n in ("embed", "logits") or "MLP" in n
+                                                         else "circle") for n in names])))
+    mids = [((x0 + x1) / 2, (y0 + y1) / 2) for (x0, y0), (x1, y1) in places]
+    fig.add_trace(go.Scatter(
+        x=[m[0] for m in mids], y=[m[1] for m in mids], mode="markers", name=MIDPOINTS, showlegend=False,
+        marker=dict(size=9, color=[POSITIVE if s >= 0 else NEGATIVE for s in scores], line=dict(color="white",
+                                                                                                width=1)),
+        hovertext=[f"{s} → {r} ({i}): {v:+.4g}" for s, r, i, v in
+                   zip(top["sender"], top["receiver"], top["input"], scores)],
+        hoverinfo="text"))
+    fig.update_layout(title=style.plot_title(title), height=max(420, 46 * (heads + 3)), margin=style.margin(l=20),
+                      xaxis=dict(visible=False), yaxis=dict(visible=False), clickmode="event+select",
+                      dragmode=False, plot_bgcolor="white")
+    return fig
+
+
+def _all_nodes(layers: int, heads: int, kv_heads: int) -> list[str]:
+    """Every node name in drawing order (KV heads only where grouped-query attention has them)."""
+    names = ["embed"]
+    for layer in range(layers):
+        names += [f"L{layer}H{h}" for h in range(heads)]
+        if kv_heads != heads:
+            names += [f"L{layer}KV{g}" for g in range(kv_heads)]
+        names.append(f"L{layer} MLP")
+    return names + ["logits"]
+
+
+def edge_pick(points: list[dict], curve: int) -> int | None:
+    """The index (in the drawn order) of the first clicked edge marker of `graph_figure`, whose marker
+    trace is number `curve`; None when the click was elsewhere."""
+    for p in points or []:
+        if p.get("curve_number") != curve:
+            continue
+        index = p.get("point_index", p.get("point_number"))
+        if index is not None:
+            return int(index)
+    return None
+
+
+def curve_figure(curve: pd.DataFrame, total: int, *, chosen: int | None = None, real: float | None = None,
+                 method: str = "") -> go.Figure:
+    """Faithfulness (1: the clean run's m, 0: the corrupted run's) of the circuit of the top k edges, over k
+    (log axis), with the chosen k's value when it was run."""
+    fig = go.Figure()
+    shown = curve[curve["k"] > 0]
+    fig.add_trace(go.Scatter(x=shown["k"], y=shown["faithfulness"], mode="lines+markers", name="top k edges",
+                             hovertemplate="k = %{x}<br>faithfulness %{y:.3f}<extra></extra>"))
+    if chosen is not None and real is not None:
+        fig.add_trace(go.Scatter(x=[max(chosen, 1)], y=[real], mode="markers", name=f"k = {chosen} (the graph's)",
+                                 marker=dict(size=13, symbol="star", color=POSITIVE),
+                                 hovertemplate="k = %{x}<br>faithfulness %{y:.3f}<extra></extra>"))
+    fig.add_hline(y=1.0, line=dict(dash="dot", color="#888"))
+    fig.add_hline(y=0.0, line=dict(dash="dot", color="#888"))
+    fig.update_layout(title=style.plot_title(f"Faithfulness of the top k edges ({method.upper()}) of {total:,}"),
+                      xaxis=dict(type="log", title="k, edges kept (by |score|)"),
+                      yaxis=dict(title="(m_circuit − m_corrupted) / (m_clean − m_corrupted)"), height=360,
+                      margin=style.margin(), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def real_scatter(estimate: np.ndarray, real: np.ndarray, labels: list[str], pearson: float) -> go.Figure:
+    """Estimated against real path patching of some edges, with the diagonal."""
+    e, r = np.asarray(estimate, dtype=float), np.asarray(real, dtype=float)
+    bound = float(max(np.abs(e).max(initial=0), np.abs(r).max(initial=0), 1e-9)) * 1.08
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[-bound, bound], y=[-bound, bound], mode="lines", line=dict(dash="dot", color="#888"),
+                             hoverinfo="skip", showlegend=False))
+    fig.add_trace(go.Scatter(x=e, y=r, mode="markers", text=labels, showlegend=False,
+                             marker=dict(size=9, color=[POSITIVE if v >= 0 else NEGATIVE for v in r]),
+                             hovertemplate="%{text}<br>estimate %{x:+.4g}<br>real %{y:+.4g}<extra></extra>"))
+    corr = f"Pearson r = {pearson:.3f}" if np.isfinite(pearson) else "Pearson r undefined (a constant side)"
+    fig.update_layout(title=style.plot_title(f"Estimate against real path patching, {len(e)} edges: {corr}"),
+                      xaxis=dict(title="estimated change in m"), yaxis=dict(title="real change in m"),
+                      height=400, margin=style.margin())
+    return fig

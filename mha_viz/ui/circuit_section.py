@@ -1,0 +1,267 @@
+"""The *Circuit* section of *Heads behind a prediction*: every edge between the model's components
+estimated on the page's pair (EAP or EAP-IG, `mha_viz.circuits.edges`), the graph of the top k edges,
+the faithfulness curve with the chosen k run for real, an edge clicked path-patched for real beside its
+estimate, the top 20 edges patched for real against their estimates, and the circuit saved (CSV, JSON)
+and opened again (`mha_viz.circuits.path_patching`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from mha_viz.circuits import edges as circuit_edges
+from mha_viz.circuits import path_patching
+from mha_viz.figures import circuit as circuit_figures
+from mha_viz.figures import style as figure_style
+from mha_viz.ui import charts, export_views, jobs, keys, resources, session, sidebar
+from mha_viz.ui.text import plain
+
+METHODS = {"EAP-IG": "eap-ig", "EAP": "eap"}
+SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # the curve's k, as shares of the edges
+MAX_DRAWN, DEFAULT_DRAWN, TOP_REAL = 300, 30, 20
+ABOUT = ("An **edge** runs from a component that writes the residual stream (the embedding, a head, an MLP) to "
+         "one that reads it later (a head's query, key or value input, an MLP, the logits). Its **score** "
+         "estimates how much m changes when that one reader gets the sender's write from the corrupted run, "
+         "everything else clean: (a_sender(corrupted) − a_sender(clean)) · ∂m/∂(reader's input). **EAP** takes "
+         "the gradient on the clean run (one backward pass); **EAP-IG** averages it over 5 runs between the two "
+         "texts, which is slower and closer to the truth where attention saturates. Negative edges carry what the "
+         "clean prediction needs.")
+
+
+def sizes(total: int) -> list[int]:
+    """The k of the faithfulness curve: 0, then shares of the `total` edges, at least 1 edge, each once."""
+    return sorted({0, *(max(1, int(round(share * total))) for share in SHARES)})
+
+
+def _ask(key, method: str) -> tuple:
+    return key, method
+
+
+def _results() -> dict:
+    return session.setdefault(keys.CIRC_RESULTS, {})
+
+
+def _real() -> dict:
+    return session.setdefault(keys.CIRC_REAL, {})
+
+
+def _keep_only(key) -> None:
+    """Results of other pairs go: a session holds one pair's circuits."""
+    for store in (_results(), _real()):
+        for old in [k for k in store if k[0] != key]:
+            store.pop(old)
+
+
+def circuit_section(cur, key, answer: int, wrong: int) -> None:
+    """The section, for the page's pair `key` (a PredKey: clean, corrupted, cap) and its answer and wrong ids."""
+    model = cur.model
+    st.subheader("Circuit: how the heads connect")
+    st.caption(ABOUT)
+    _keep_only(key)
+    _apply_pending(key)
+    label = st.radio("Estimate", list(METHODS), key=keys.CIRC_METHOD, persist_state=keys.KEEP, horizontal=True,
+                     help="EAP-IG: 5 gradient passes between the corrupted and the clean text (integrated "
+                          "gradients). EAP: one, on the clean text.")
+    method = METHODS.get(label, "eap-ig")
+    ask = _ask(key, method)
+    if jobs.cancelled(keys.CIRC_RUNNING) is not None:
+        st.warning("Finding the circuit was cancelled; nothing was kept.", icon="⏹️")
+    edges = _results().get(ask)
+    if edges is None:
+        buttons = jobs.buttons("Find the circuit", keys.CIRC_GO, cancel_key=keys.CIRC_CANCEL,
+                               cancel_help="Stop; nothing is kept.",
+                               help="Scores every edge, then runs the circuits of the top edges for real for the "
+                                    "faithfulness curve.")
+        if buttons.pressed:
+            edges = _find(model, key, method, answer, wrong)
+            if edges is None:
+                buttons.idle()
+            else:
+                buttons.done()
+        if edges is None:
+            _opener(cur, key)
+            return
+    _show(cur, key, ask, edges)
+
+
+def _find(model, key, method: str, answer: int, wrong: int):
+    def work(progress):
+        with resources.slots().hold():
+            edges = circuit_edges.edge_attribution(model, key.clean, key.corrupted, answer, wrong, method=method,
+                                                   max_tokens=key.cap,
+                                                   progress=lambda f, m: progress(0.6 * f, m))
+            ks = sizes(len(edges.scores))
+            curve = path_patching.faithfulness_curve(
+                model, key.clean, key.corrupted, edges, ks, max_tokens=key.cap,
+                progress=lambda d, t: progress(0.6 + 0.4 * d / t, f"Running the top-k circuits for real: {d} of {t}"))
+            edges.extra["curve"] = curve.to_dict(orient="list")
+            return edges
+    edges, error = jobs.run(keys.CIRC_RUNNING, _ask(key, method), work, first="Scoring every edge…",
+                            what="The circuit", out_of_memory="The circuit ran out of memory: use shorter texts or "
+                                                              "a smaller model.")
+    if error:
+        st.error(plain(error), icon="⚠️")
+        return None
+    _results()[_ask(key, method)] = edges
+    return edges
+
+
+def _curve(edges) -> pd.DataFrame:
+    return pd.DataFrame(edges.extra.get("curve") or {"k": [], "faithfulness": [], "m": []})
+
+
+def _run_real(key, what: str, compute):
+    """A value run for real, kept for this pair under (key, what); None after a message."""
+    store = _real()
+    if (key, what) not in store:
+        def work(progress):
+            with resources.slots().hold():
+                return compute(progress)
+        value, error = jobs.run(keys.CIRC_TOP_RUNNING, (key, what), work, first="Running it for real…",
+                                what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
+                                                                    "texts or a smaller model.")
+        if error:
+            st.error(plain(error), icon="⚠️")
+            return None
+        store[(key, what)] = value
+    return store[(key, what)]
+
+
+def _show(cur, key, ask, edges) -> None:
+    model, method = cur.model, ask[1]
+    total = len(edges.scores)
+    extra = edges.extra
+    a, w = plain(repr(edges.answer_text)), plain(repr(edges.wrong_text))
+    st.caption(f"{total:,} edges scored by {method.upper()} on m = logit({a}) − logit({w}): "
+               f"{edges.m_clean:+.2f} clean, {edges.m_corrupted:+.2f} corrupted.")
+    top_k = min(MAX_DRAWN, total)
+    session.settle(keys.CIRC_K, max(1, min(int(session.get(keys.CIRC_K, DEFAULT_DRAWN)), top_k)))
+    k = int(st.slider("Edges drawn (k, by |score|)", 1, max(top_k, 2), key=keys.CIRC_K, persist_state=keys.KEEP,
+                      help=f"The graph draws the k strongest edges (at most {MAX_DRAWN}); the star on the curve "
+                           "below is this circuit run for real."))
+    top = edges.top(k)
+    fig = circuit_figures.graph_figure(top, extra.get("layers", model.num_layers), extra.get("heads", model.num_heads),
+                                       extra.get("kv_heads", model.num_kv_heads),
+                                       parallel=bool(extra.get("parallel")),
+                                       title=f"The top {k} edges ({method.upper()}): red raises m when corrupted, "
+                                             "blue lowers it")
+    curve_number = len(fig.data) - 1
+    charts.show(fig, key=keys.CIRC_GRAPH, name="circuit-graph", selection_mode="points",
+                on_select=lambda: _on_edge(ask, top, curve_number))
+    st.caption("Layers run left to right: the embedding, each layer's heads (head 0 on top) and MLP, the logits. "
+               "An edge ends at its reader's input: a head's query (upper), key (middle) or value (lower); with "
+               "grouped-query attention keys and values go to the KV head (◆). Click an edge's dot to path-patch it "
+               "for real.")
+    _picked_edge(model, key, ask, edges)
+    real_k = _run_real(key, ("k", method, k), lambda progress: path_patching.circuit(
+        model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap).faithfulness)
+    curve = _curve(edges)
+    charts.show(circuit_figures.curve_figure(curve, total, chosen=k, real=real_k, method=method),
+                key=None, name="circuit-faithfulness")
+    if real_k is not None:
+        st.caption(f"The circuit of the top {k} edges, run for real (only they carry the clean run's writes, every "
+                   f"other edge the corrupted run's): faithfulness **{real_k:.3f}** (1: the clean m, 0: the "
+                   "corrupted m).")
+    _top_real(model, key, ask, edges)
+    _downloads(cur, edges, k, real_k, curve)
+
+
+def _on_edge(ask, top, curve_number: int) -> None:
+    picked = charts.clicked(keys.CIRC_GRAPH, lambda points: circuit_figures.edge_pick(points, curve_number))
+    if picked is not None and 0 <= picked < len(top):
+        session.put(keys.CIRC_PICKED, (*ask, str(top["sender"][picked]), str(top["receiver"][picked])))
+
+
+def _picked_edge(model, key, ask, edges) -> None:
+    picked = session.get(keys.CIRC_PICKED)
+    if picked is None or tuple(picked[:2]) != tuple(ask):
+        return
+    sender, receiver = picked[2], picked[3]
+    row = edges.scores[(edges.scores["sender"] == sender) & (edges.scores["receiver"] == receiver)]
+    estimate = float(row["score"].iloc[0]) if len(row) else float("nan")
+    real = _run_real(key, ("edge", sender, receiver), lambda progress: path_patching.path_patch(
+        model, key.clean, key.corrupted, sender, receiver, edges.answer, edges.wrong, max_tokens=key.cap))
+    if real is not None:
+        st.info(f"**{sender} → {receiver}**: estimated change in m {estimate:+.4f}; path-patched for real "
+                f"**{real:+.4f}** (the clean run with only {receiver}'s input given {sender}'s corrupted write).",
+                icon="🔬")
+
+
+def _top_real(model, key, ask, edges) -> None:
+    what = ("top", ask[1], TOP_REAL)
+    done = _real().get((key, what))
+    if done is None:
+        buttons = jobs.buttons(f"Patch the top {TOP_REAL} edges for real", keys.CIRC_TOP_GO,
+                               cancel_key=keys.CIRC_TOP_CANCEL, cancel_help="Stop; nothing is kept.", primary=False,
+                               help="Path-patches each of them in batched forwards of the clean text and draws "
+                                    "the estimate against the real change.")
+        if not buttons.pressed:
+            return
+        top = edges.top(TOP_REAL)
+        done = _run_real(key, what, lambda progress: (top, path_patching.path_patch_many(
+            model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap,
+            progress=lambda d, t: progress(d / t, f"Patched {d} of {t} edges"))))
+        if done is None:
+            buttons.idle()
+            return
+        buttons.done()
+    top, real = done
+    estimate = top["score"].to_numpy(dtype=float)
+    pearson = float(np.corrcoef(estimate, real)[0, 1]) if len(real) > 1 and np.ptp(real) and np.ptp(estimate) \
+        else float("nan")
+    labels = [f"{s} → {r}" for s, r in zip(top["sender"], top["receiver"])]
+    charts.show(circuit_figures.real_scatter(estimate, real, labels, pearson), key=None, name="circuit-estimate-real")
+
+
+def _downloads(cur, edges, k: int, real_k, curve) -> None:
+    stem = figure_style.safe_filename(f"{cur.model.name}-circuit-{edges.method}")
+    cols = st.columns(2)
+    cols[0].download_button("Download the edges (CSV)", lambda: export_views.table_csv(edges.scores),
+                            key=keys.DL_CIRC_CSV, file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
+                            help="A row an edge: sender, receiver, input and score.")
+    top = edges.top(k)
+    nodes = sorted(set(top["sender"]) | {r.split(".")[0] for r in top["receiver"]})
+    cols[1].download_button("Download the circuit (JSON)", lambda: edges.to_json(
+        k=k, nodes=nodes, faithfulness=real_k, curve=curve.to_dict(orient="list")), key=keys.DL_CIRC_JSON,
+        file_name=f"{stem}.json", mime="application/json", on_click="ignore",
+        help="Every edge with its score, the texts, the drawn k and its nodes, and the faithfulness: opens again "
+             "on this page.")
+
+
+def _opener(cur, key) -> None:
+    """Open a saved circuit: shown at once when it was found on this pair, else its pair offered."""
+    upload = st.file_uploader("Or open a saved circuit (JSON)", key=keys.CIRC_FILE, type=["json"],
+                              max_upload_size=64, help="A circuit downloaded from this section.")
+    if upload is None:
+        return
+    try:
+        edges = circuit_edges.Edges.from_json(upload.getvalue().decode("utf-8", errors="replace"))
+    except ValueError as exc:
+        st.error(plain(f"This file is not a circuit saved by mha-viz: {exc}"), icon="⚠️")
+        return
+    if edges.model != cur.model.name:
+        st.error(plain(f"This circuit was found on {edges.model}, not on {cur.model.name}: pick that model in the "
+                       "sidebar first."), icon="⚠️")
+        return
+    clean, corrupted = edges.extra.get("clean"), edges.extra.get("corrupted")
+    if (clean, corrupted) == (key.clean, key.corrupted):
+        session.put(keys.CIRC_PENDING, edges)  # shown from the next run on, its method chosen
+        st.rerun()
+    st.warning(plain(f"This circuit was found on another pair: clean “{clean}”, corrupted “{corrupted}”."),
+               icon="🔀")
+    if st.button("Put its pair on the page", key=keys.CIRC_OPEN_PAIR):
+        sidebar.choose(text=clean)
+        session.put(keys.PRED_CORRUPTED, corrupted)
+        session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), (edges.answer_text, edges.wrong_text))
+        session.put(keys.CIRC_PENDING, edges)
+        st.rerun()
+
+
+def _apply_pending(key) -> None:
+    """A saved circuit whose pair was just put on the page: shown once the page's pair is its pair."""
+    edges = session.get(keys.CIRC_PENDING)
+    if edges is not None and (edges.extra.get("clean"), edges.extra.get("corrupted")) == (key.clean, key.corrupted):
+        session.pop(keys.CIRC_PENDING)
+        _results()[_ask(key, edges.method)] = edges
+        session.put(keys.CIRC_METHOD, next(k for k, v in METHODS.items() if v == edges.method))

@@ -1,0 +1,114 @@
+"""The *Circuit* section of *Heads behind a prediction* through AppTest, on toy-induction's preset: the
+graph draws the top k edges of `edge_attribution` computed here (its edge markers in score order, coloured
+by sign, nodes without an edge hidden), the star on the faithfulness curve is `circuit` run here, a
+clicked edge shows `path_patch`'s value, the top 20 are patched for real, the JSON download opens again,
+and a refusal is a message with the inputs kept."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.figures import circuit as circuit_figures
+from mha_viz.interventions import prediction
+from mha_viz.ui import circuit_section, keys
+from tests.app.helpers import charts, open_page, shown, start_app
+
+pytestmark = pytest.mark.model
+
+
+def _title(chart) -> str:
+    return chart["layout"].get("title", {}).get("text", "")
+
+
+def _titled(at, start: str) -> dict:
+    return next(c for c in charts(at) if _title(c).startswith(start))
+
+
+def _page():
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
+    open_page(at, "prediction")
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    return at
+
+
+def _edge_markers(chart) -> dict:
+    return next(d for d in chart["data"] if d.get("name") == circuit_figures.MIDPOINTS)
+
+
+def test_circuit_graph_curve_and_real_values_match_the_api():
+    at = _page()
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
+    at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
+    at.button(key=keys.CIRC_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    want = mha_viz.edge_attribution(toy, clean, corrupted, method="eap")
+    k = 12
+    at.slider(key=keys.CIRC_K).set_value(k).run()
+    graph = _titled(at, f"The top {k} edges (EAP)")
+    markers = _edge_markers(graph)
+    top = want.top(k)
+    assert len(markers["x"]) == k
+    for text, (s, r, v) in zip(markers["hovertext"], zip(top["sender"], top["receiver"], top["score"])):
+        assert text.startswith(f"{s} → {r}") and f"{v:+.4g}" in text
+    colours = markers["marker"]["color"]
+    assert [c == circuit_figures.POSITIVE for c in colours] == [v >= 0 for v in top["score"]]
+    nodes = next(d for d in graph["data"] if d.get("mode") == "markers+text")["text"]
+    assert set(nodes) == set(top["sender"]) | {r.split(".")[0] for r in top["receiver"]}  # only nodes with an edge
+    # the star: the top k circuit run for real
+    curve = _titled(at, "Faithfulness of the top k edges")
+    star = curve["data"][1]
+    real = mha_viz.circuit(toy, clean, corrupted, top).faithfulness
+    assert star["x"] == [k] and star["y"][0] == pytest.approx(real, abs=1e-5)
+    points = want.scores.shape[0]
+    assert curve["data"][0]["x"][-1] == points and curve["data"][0]["y"][-1] == pytest.approx(1.0, abs=1e-4)
+    # a clicked edge: its estimate beside path patching for real
+    # (AppTest cannot click a chart: the pick a click makes is read by edge_pick, and put here; the e2e test clicks)
+    curve_number = len(graph["data"]) - 1
+    assert circuit_figures.edge_pick([{"curve_number": curve_number, "point_index": 2}], curve_number) == 2
+    assert circuit_figures.edge_pick([{"curve_number": 0, "point_index": 2}], curve_number) is None
+    picked = (top["sender"][2], top["receiver"][2])
+    key = next(iter(at.session_state[keys.CIRC_RESULTS]))
+    at.session_state[keys.CIRC_PICKED] = (*key, *picked)
+    at.run()
+    info = shown(" ".join(i.value for i in at.info))
+    value = mha_viz.path_patch(toy, clean, corrupted, *picked)
+    assert f"{picked[0]} → {picked[1]}" in info and f"{value:+.4f}" in info
+    # the top 20 for real
+    at.button(key=keys.CIRC_TOP_GO).click().run()
+    assert not at.exception and not at.error
+    scatter = _titled(at, "Estimate against real path patching, 20 edges")
+    top20 = want.top(20)
+    np.testing.assert_allclose(scatter["data"][1]["y"], mha_viz.path_patch_many(toy, clean, corrupted, top20),
+                               atol=1e-5)
+    r = np.corrcoef(top20["score"], scatter["data"][1]["y"])[0, 1]
+    assert f"Pearson r = {r:.3f}" in _title(scatter)
+
+
+def test_saved_circuit_opens_again_and_bad_files_are_messages():
+    at = _page()
+    at.button(key=keys.CIRC_GO).click().run()  # EAP-IG, the default
+    assert not at.exception and not at.error
+    key, method = next(iter(at.session_state[keys.CIRC_RESULTS]))
+    edges = at.session_state[keys.CIRC_RESULTS][(key, method)]
+    saved = edges.to_json(k=5)
+    data = json.loads(saved)
+    assert data["method"] == "eap-ig" and data["clean"] == prediction.INDUCTION.clean and len(data["edges"]) == len(
+        edges.scores)
+    opened = mha_viz.Edges.from_json(saved)
+    np.testing.assert_allclose(opened.scores["score"], edges.scores["score"])
+    assert list(opened.scores["receiver"]) == list(edges.scores["receiver"])
+    with pytest.raises(ValueError):
+        mha_viz.Edges.from_json("{\"edges\": 3}")
+
+
+def test_sizes_of_the_curve():
+    assert circuit_section.sizes(81) == sorted({0, 1, 2, 4, 8, 16, 40, 81})
+    assert circuit_section.sizes(3)[0] == 0 and circuit_section.sizes(3)[-1] == 3
