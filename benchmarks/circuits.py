@@ -147,20 +147,23 @@ def case(name: str, device: str, repeat: int) -> list[tuple[str, str, bool | Non
 
     where = f"{name}, {pair} ({device})"
     timed = name == "smollm2"  # the targets are SmolLM2's; the toy model's forward is too short to divide by
-    rows = [(f"edges, {where}", f"{n_edges:,} ({len(g.senders)} senders × {len(g.receivers)} receivers)", None),
-            (f"EAP ≤ {EAP_X:g} × forward, {where}", f"{x['eap']:.2f} × ({took(t['eap'])} / {took(fwd)})",
+    eap_t = f"≤ {EAP_X:g} × forward" if timed else "÷ forward"
+    ig_t = f"≤ {IG_X:g} × forward" if timed else "÷ forward"
+    r_t = f", Pearson ≥ {IG_R:g}" if pair == "IOI" else ""
+    f_t = f" ≥ {FAITH_5:g}" if timed else ""
+    return [(f"edges, {where}", f"{n_edges:,} ({len(g.senders)} senders × {len(g.receivers)} receivers)", None),
+            (f"EAP {eap_t}, {where}", f"{x['eap']:.2f} × ({took(t['eap'])} / {took(fwd)})",
              x["eap"] <= EAP_X if timed else None),
-            (f"EAP-IG ({STEPS} steps) ≤ {IG_X:g} × forward, {where}",
-             f"{x['eap-ig']:.2f} × ({took(t['eap-ig'])} / {took(fwd)})", x["eap-ig"] <= IG_X if timed else None),
+            (f"EAP-IG ({STEPS} steps) {ig_t}, {where}", f"{x['eap-ig']:.2f} × ({took(t['eap-ig'])} / {took(fwd)})",
+             x["eap-ig"] <= IG_X if timed else None),
             (f"path patching top {len(pairs)}, batched, {where}", f"{x['patch']:.1f} × ({took(t['patch'])})", None),
-            (f"EAP-IG vs real, top {len(pairs)} by EAP-IG, Pearson ≥ {IG_R:g}, {where}",
-             f"r {r_ig[0]:.3f}, ρ {r_ig[1]:.3f}", r_ig[0] >= IG_R if pair == "IOI" else None),
+            (f"EAP-IG vs real over its top {len(pairs)}{r_t}, {where}", f"r {r_ig[0]:.3f}, ρ {r_ig[1]:.3f}",
+             r_ig[0] >= IG_R if pair == "IOI" else None),
             (f"EAP vs real, same {len(pairs)} edges, {where}",
              f"r {r_eap[0]:.3f}, ρ {r_eap[1]:.3f} (r {r_eap_rest[0]:.3f} without 1)", None),
             (f"faithfulness curve ({len(ks)} circuits), {where}", f"{x['curve']:.1f} × ({took(t['curve'])})", None),
-            (f"top 5 % circuit faithfulness ≥ {FAITH_5:g}, {where}", f"{f5:.3f} ({ks[2]:,} edges)",
+            (f"top 5 % circuit's faithfulness{f_t}, {where}", f"{f5:.3f} ({ks[2]:,} edges)",
              f5 >= FAITH_5 if timed else None)]
-    return rows
 
 
 def main() -> None:

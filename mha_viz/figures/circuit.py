@@ -19,6 +19,7 @@ _HEAD = re.compile(r"L(\d+)(H|KV)(\d+)(?:\.([qkv]))?$")
 _MLP = re.compile(r"L(\d+) MLP$")
 INPUT_DY = {"q": 0.22, "k": 0.0, "v": -0.22}  # where each input of a head meets it
 MIDPOINTS = "edges"  # the name of the clickable trace
+_SAME = dict(marker=dict(opacity=1), textfont=dict(color="#222"))  # a click selects an edge: nothing fades
 
 
 def _place(name: str, heads: int, kv: int, parallel: bool) -> tuple[float, float]:
@@ -83,13 +84,15 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
     node_xy = [_where(n, layers, heads, kv_heads, parallel) for n in names]
     fig.add_trace(go.Scatter(
         x=[p[0] for p in node_xy], y=[p[1] for p in node_xy], mode="markers+text", text=names,
-        textposition="top center", textfont=dict(size=10), hovertext=names, hoverinfo="text", showlegend=False,
+        textposition="top center", textfont=dict(size=10, color="#222"), hovertext=names, hoverinfo="text",
+        showlegend=False, selected=_SAME, unselected=_SAME,
         marker=dict(size=[9 if "KV" in n else 14 for n in names], color="#f7f7f7", line=dict(color="#444", width=1.5),
                     symbol=["diamond" if "KV" in n else ("square" if n in ("embed", "logits") or "MLP" in n
                                                          else "circle") for n in names])))
     mids = [((x0 + x1) / 2, (y0 + y1) / 2) for (x0, y0), (x1, y1) in places]
     fig.add_trace(go.Scatter(
         x=[m[0] for m in mids], y=[m[1] for m in mids], mode="markers", name=MIDPOINTS, showlegend=False,
+        selected=dict(marker=dict(size=14, opacity=1)), unselected=_SAME,
         marker=dict(size=9, color=[POSITIVE if s >= 0 else NEGATIVE for s in scores], line=dict(color="white",
                                                                                                 width=1)),
         hovertext=[f"{s} → {r} ({i}): {v:+.4g}" for s, r, i, v in

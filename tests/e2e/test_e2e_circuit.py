@@ -50,4 +50,6 @@ def test_a_click_on_an_edge_patches_it_for_real(shared_app):
     shown = float(re.search(r"for real ([+−-]\d+\.\d+)", text).group(1).replace("−", "-"))
     assert shown == pytest.approx(want, abs=1e-3)
     assert _chart(app, "Faithfulness of the top k edges") is not None
+    graph.scroll_into_view_if_needed()
+    app.shot("circuit")
     app.assert_clean()
