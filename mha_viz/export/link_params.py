@@ -24,6 +24,13 @@ On the *Compare texts or models* page, also run B:
 - ``compare``: ``texts`` (two sentences, one model) or ``models`` (one sentence, two models).
 - ``text_b``: sentence B (texts), at most `MAX_TEXT_CHARS` characters like ``text``.
 - ``model_b``: model B (models), checked like ``model``; ``mha_b``: ``ours`` or ``hf`` for B.
+
+On the *Heads behind a prediction* page, the pair and its circuit:
+
+- ``corrupted``: the corrupted text (the clean one is ``text``), at most `MAX_TEXT_CHARS` characters.
+- ``answer``, ``wrong``: the answer and wrong tokens as typed (at most `MAX_TOKEN_CHARS` characters each).
+- ``circuit``: ``eap`` or ``eap-ig``: the page finds the heads and the circuit by that estimate on opening.
+- ``k``: the edges the circuit's graph draws.
 """
 
 from __future__ import annotations
@@ -44,7 +51,9 @@ MHA = {"ours": True, "hf": False}
 COMPARE = ("texts", "models")  # the Compare page's modes
 SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
 PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "compare", "text_b", "model_b",
-          "mha_b")
+          "mha_b", "corrupted", "answer", "wrong", "circuit", "k")
+CIRCUIT = ("eap", "eap-ig")  # the circuit's estimates
+MAX_TOKEN_CHARS = 100
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
 _SHOWN = 40  # characters of a bad value quoted back in a notice
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -69,6 +78,11 @@ class Link:
     text_b: str | None = None  # its sentence B
     model_b: str | None = None  # its model B
     ours_b: bool = False  # B computes with our MHA
+    corrupted: str | None = None  # Heads behind a prediction: the corrupted text
+    answer: str | None = None  # its answer and wrong tokens, as typed
+    wrong: str | None = None
+    circuit: str | None = None  # the circuit's estimate, one of CIRCUIT: found on opening
+    k: int | None = None  # the edges its graph draws
 
 
 def _quote(value: str) -> str:
@@ -204,6 +218,15 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         take("model_b", _model(values["model_b"], allowed_models, public, "model B"))
     if "mha_b" in values:
         take("ours_b", _mha("mha_b", values["mha_b"]))
+    if "corrupted" in values:
+        take("corrupted", _text("corrupted text", values["corrupted"], max_text))
+    for name in ("answer", "wrong"):
+        if name in values:
+            take(name, _text(f"{name} token", values[name], MAX_TOKEN_CHARS))
+    if "circuit" in values:
+        take("circuit", _slug("circuit", values["circuit"], CIRCUIT))
+    if "k" in values:
+        take("k", _index("k", values["k"]))
     return Link(**fields), notices
 
 
@@ -260,6 +283,15 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["model_b"] = link.model_b
     if link.ours_b:
         out["mha_b"] = "ours"
+    if link.corrupted and text_fits(link.corrupted, max_text):
+        out["corrupted"] = link.corrupted
+    for name in ("answer", "wrong"):
+        if getattr(link, name) and text_fits(getattr(link, name), MAX_TOKEN_CHARS):
+            out[name] = getattr(link, name)
+    if link.circuit is not None:
+        out["circuit"] = link.circuit
+    if link.k is not None:
+        out["k"] = str(link.k)
     return out
 
 

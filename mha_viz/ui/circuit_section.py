@@ -18,6 +18,7 @@ from mha_viz.ui import charts, export_views, jobs, keys, resources, session, sid
 from mha_viz.ui.text import plain
 
 METHODS = {"EAP-IG": "eap-ig", "EAP": "eap"}
+LABELS = {method: label for label, method in METHODS.items()}
 SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # the curve's k, as shares of the edges
 MAX_DRAWN, DEFAULT_DRAWN, TOP_REAL = 300, 30, 20
 ABOUT = ("An **edge** runs from a component that writes the residual stream (the embedding, a head, an MLP) to "
@@ -70,10 +71,10 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
     edges = _results().get(ask)
     if edges is None:
         buttons = jobs.buttons("Find the circuit", keys.CIRC_GO, cancel_key=keys.CIRC_CANCEL,
-                               cancel_help="Stop; nothing is kept.",
+                               cancel_help="Stop finding the circuit; nothing is kept.",
                                help="Scores every edge, then runs the circuits of the top edges for real for the "
                                     "faithfulness curve.")
-        if buttons.pressed:
+        if buttons.pressed or session.pop(keys.CIRC_AUTO, False):
             edges = _find(model, key, method, answer, wrong)
             if edges is None:
                 buttons.idle()
@@ -193,7 +194,8 @@ def _top_real(model, key, ask, edges) -> None:
     done = _real().get((key, what))
     if done is None:
         buttons = jobs.buttons(f"Patch the top {TOP_REAL} edges for real", keys.CIRC_TOP_GO,
-                               cancel_key=keys.CIRC_TOP_CANCEL, cancel_help="Stop; nothing is kept.", primary=False,
+                               cancel_key=keys.CIRC_TOP_CANCEL, cancel_help="Stop patching the edges; nothing is kept.",
+                               primary=False,
                                help="Path-patches each of them in batched forwards of the clean text and draws "
                                     "the estimate against the real change.")
         if not buttons.pressed:
@@ -265,3 +267,14 @@ def _apply_pending(key) -> None:
         session.pop(keys.CIRC_PENDING)
         _results()[_ask(key, edges.method)] = edges
         session.put(keys.CIRC_METHOD, next(k for k, v in METHODS.items() if v == edges.method))
+
+
+def link_fields() -> dict:
+    """What a link to *Heads behind a prediction* carries: the pair's inputs, and the circuit on screen
+    (its estimate and the edges drawn) when there is one."""
+    fields = {name: session.get(key) or None for name, key in (
+        ("corrupted", keys.PRED_CORRUPTED), ("answer", keys.PRED_ANSWER), ("wrong", keys.PRED_WRONG))}
+    method = METHODS.get(session.get(keys.CIRC_METHOD))
+    if method is not None and any(ask[1] == method for ask in _results()):
+        fields.update(circuit=method, k=int(session.get(keys.CIRC_K, DEFAULT_DRAWN)))
+    return fields

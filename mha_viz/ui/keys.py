@@ -326,6 +326,8 @@ CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
 CIRC_PENDING = "_circ_pending"  # a saved circuit waiting for its pair to be on the page
 CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair on the page
 DL_CIRC_CSV, DL_CIRC_JSON = "dl_circ_csv", "dl_circ_json"
+PRED_AUTO = "_pred_auto"  # a link asked for a circuit: the heads, then the circuit, are found once on opening
+CIRC_AUTO = "_circ_auto"
 
 
 # --- the input widgets drawn without persist_state=KEEP, and why (docs/architecture.md, "Session state";

@@ -14,6 +14,7 @@ import streamlit as st
 
 from mha_viz.export import link_params as links
 from mha_viz.ui import (
+    circuit_section,
     compare_run_b,
     head_detail,
     keys,
@@ -34,6 +35,7 @@ DETAIL_OPTIONS = {"tokens": head_detail.FULL, "window": head_detail.WINDOW, "blo
 DETAIL_SLUGS = {option: slug for slug, option in DETAIL_OPTIONS.items()}
 HEAD_VIEW = "head_view"  # the page whose detail level a link carries
 COMPARE = "compare"  # the page whose run B a link carries
+PREDICTION = "prediction"  # the page whose pair and circuit a link carries
 
 
 def read() -> None:
@@ -52,10 +54,26 @@ def read() -> None:
                        "the default model is shown.")
     if not compare_run_b.choose_run_b(mode=link.compare, text_b=link.text_b, model_b=link.model_b, ours_b=link.ours_b):
         notices.append(f"This server does not offer the link's model B “{link.model_b}”: model B is the default.")
+    _prediction_inputs(link)
     if (link.layer, link.head, link.detail) != (None, None, None):
         session.put(keys.LINK_PENDING, link)
     if notices:
         session.put(keys.LINK_NOTICES, notices)
+
+
+def _prediction_inputs(link: links.Link) -> None:
+    """*Heads behind a prediction*'s pair and circuit from a link: its inputs set, and with a circuit the
+    heads and the circuit found once on opening (`keys.PRED_AUTO`)."""
+    if link.corrupted is not None:
+        session.put(keys.PRED_CORRUPTED, link.corrupted)
+    for name, key in (("answer", keys.PRED_ANSWER), ("wrong", keys.PRED_WRONG)):
+        if getattr(link, name) is not None:
+            session.put(key, getattr(link, name))
+    if link.k is not None:
+        session.put(keys.CIRC_K, max(1, link.k))
+    if link.circuit is not None:
+        session.put(keys.CIRC_METHOD, circuit_section.LABELS[link.circuit])
+        session.put(keys.PRED_AUTO, True)
 
 
 def apply_pending(cur: state.Current) -> None:
@@ -108,6 +126,8 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
         fields["head"] = head
     if page_id == HEAD_VIEW:
         fields["detail"] = DETAIL_SLUGS.get(head_detail.detail_choice())
+    if page_id == PREDICTION:
+        fields.update(circuit_section.link_fields())
     if page_id == COMPARE:
         fields.update(compare_run_b.run_b_choices())
         default = replace(default, compare="texts", text_b=compare_run_b.DEFAULT_TEXT_B)

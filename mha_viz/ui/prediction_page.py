@@ -113,8 +113,11 @@ def prediction_page() -> None:
                                help="Estimates every head at every position from one forward pass on each text "
                                     "and one backward pass (attribution patching). Patching each of the "
                                     f"{model.num_layers * model.num_heads} heads for real is offered next.")
-        if not buttons.pressed:
+        auto = session.pop(keys.PRED_AUTO, False)  # a link with a circuit: found on opening, once
+        if not (buttons.pressed or auto):
             return
+        if auto:
+            session.put(keys.CIRC_AUTO, True)
         expl = _compute(model, key)
         if expl is None:  # a message says why; nothing runs to cancel
             buttons.idle()

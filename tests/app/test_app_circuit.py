@@ -15,7 +15,7 @@ import mha_viz
 from mha_viz.figures import circuit as circuit_figures
 from mha_viz.interventions import prediction
 from mha_viz.ui import circuit_section, keys
-from tests.app.helpers import charts, open_page, shown, start_app
+from tests.app.helpers import app_test, charts, open_page, shown, start_app
 
 pytestmark = pytest.mark.model
 
@@ -112,3 +112,25 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
 def test_sizes_of_the_curve():
     assert circuit_section.sizes(81) == sorted({0, 1, 2, 4, 8, 16, 40, 81})
     assert circuit_section.sizes(3)[0] == 0 and circuit_section.sizes(3)[-1] == 3
+
+
+def test_a_link_reopens_the_circuit():
+    """The URL of a page with a circuit carries the pair, the estimate and k; opening it finds the heads and the
+    circuit at once and draws the same k edges."""
+    at = _page()
+    at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
+    at.button(key=keys.CIRC_GO).click().run()
+    at.slider(key=keys.CIRC_K).set_value(9).run()
+    assert not at.exception and not at.error
+    params = dict(at.query_params)
+    assert params["circuit"] == "eap" and params["k"] == "9" and params["corrupted"] == prediction.INDUCTION.corrupted
+    again = app_test()
+    again.query_params.update({**params, "layer": params.get("layer", "1")})
+    again.run()
+    open_page(again, "prediction")
+    assert not again.exception and not again.error, [e.value for e in again.error]
+    graph = _titled(again, "The top 9 edges (EAP)")
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    top = mha_viz.edge_attribution(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, method="eap").top(9)
+    assert [t.split(" (")[0] for t in _edge_markers(graph)["hovertext"]] == [
+        f"{s} → {r}" for s, r in zip(top["sender"], top["receiver"])]

@@ -168,6 +168,15 @@ def _ids(model, text: str) -> torch.Tensor:
     return torch.tensor([mha_viz.tokenize(model, text).ids])
 
 
+def _ends(model) -> tuple[int, int]:
+    """The answer and wrong token whose logit difference the corrupted text moves most (a random-init
+    model's own predictions barely differ between the texts): the largest signal for float32."""
+    with torch.no_grad():
+        diff = (model.hf_model(input_ids=_ids(model, CLEAN)).logits[0, -1]
+                - model.hf_model(input_ids=_ids(model, CORRUPTED)).logits[0, -1])
+    return int(diff.argmax()), int(diff.argmin())
+
+
 def _receivers(model) -> list[str]:
     """A spread of receivers of every input kind: every layer's first and last q, k, v, each MLP, the logits."""
     kv = "KV" if model.num_kv_heads != model.num_heads else "H"
@@ -201,7 +210,7 @@ def toy():
 @pytest.mark.parametrize("name", ["llama", "gpt2"])
 def test_eap_equals_a_first_order_estimate_made_from_hooks_on_hugging_faces_modules(name, request):
     model = request.getfixturevalue(name)
-    edges = mha_viz.edge_attribution(model, CLEAN, CORRUPTED, method="eap")
+    edges = mha_viz.edge_attribution(model, CLEAN, CORRUPTED, *_ends(model), method="eap")
     ref = _HF(model)
     ids_c, ids_x = _ids(model, CLEAN), _ids(model, CORRUPTED)
     a, b = edges.answer, edges.wrong
@@ -222,6 +231,7 @@ def test_eap_equals_a_first_order_estimate_made_from_hooks_on_hugging_faces_modu
     want, got = np.asarray(want), np.asarray(got)
     scale = np.abs(want).max()
     assert scale > 1e-3 and (np.abs(want) > 1e-3 * scale).mean() > 0.5  # the edges move m at all
+    print("ERR", name, scale, np.abs(got - want).max())
     np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, scale))
     # the senders' writes and the receivers' gradients: not one edge of the graph is left out
     g = split_run.graph_of(model)
@@ -316,7 +326,7 @@ def test_path_patching_an_edge_equals_that_receiver_given_that_senders_write_by_
     clean, corrupt = ref.writes(ids_c), ref.writes(ids_x)
     pairs = []
     for receiver in _receivers(model):
-        layer = _parse(receiver)[1]
+        layer = _parse(receiver)[1] if receiver != "logits" else model.num_layers
         pairs.append(("embed", receiver))
         if layer != 0:
             pairs.append((f"L{layer - 1}H1", receiver))
@@ -324,13 +334,13 @@ def test_path_patching_an_edge_equals_that_receiver_given_that_senders_write_by_
             pairs.append((f"L{layer}H2", receiver))
         if receiver == "logits":
             pairs += [(f"L{model.num_layers - 1}H0", receiver), (f"L{model.num_layers - 1} MLP", receiver)]
-    edges = mha_viz.edge_attribution(model, CLEAN, CORRUPTED)  # only for its answer and wrong token
-    a, b = edges.answer, edges.wrong
+    a, b = _ends(model)
     got = mha_viz.path_patch_many(model, CLEAN, CORRUPTED, pairs, a, b)
     with torch.no_grad():
         m_clean = float(ref.m(ids_c, a, b))
         want = np.array([float(ref.m(ids_c, a, b, r, corrupt[s] - clean[s])) - m_clean for s, r in pairs])
-    assert np.abs(want).max() > 1e-2
+    assert np.abs(want).max() > 1e-3
+    print("ERR", name, np.abs(want).max(), np.abs(got - want).max())
     np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, np.abs(want).max()))
     one = mha_viz.path_patch(model, CLEAN, CORRUPTED, *pairs[-1], a, b)
     assert one == pytest.approx(want[-1], abs=1e-4)
@@ -345,7 +355,7 @@ def test_the_edges_into_a_receiver_patched_together_are_its_whole_input_patched(
     ref = _HF(model)
     ids_c, ids_x = _ids(model, CLEAN), _ids(model, CORRUPTED)
     stream_c, stream_x = ref.streams(ids_c), ref.streams(ids_x)
-    edges = mha_viz.edge_attribution(model, CLEAN, CORRUPTED)
+    edges = mha_viz.edge_attribution(model, CLEAN, CORRUPTED, *_ends(model))
     a, b = edges.answer, edges.wrong
     scores = edges.scores
     got, want = [], []
@@ -357,7 +367,8 @@ def test_the_edges_into_a_receiver_patched_together_are_its_whole_input_patched(
         with torch.no_grad():
             want.append(float(ref.m(ids_c, a, b, receiver, stream_x[key] - stream_c[key])))
     got, want = np.asarray(got), np.asarray(want)
-    assert np.abs(want - edges.m_clean).max() > 1e-2
+    assert np.abs(want - edges.m_clean).max() > 1e-3
+    print("ERR", name, np.abs(want - edges.m_clean).max(), np.abs(got - want).max())
     np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, np.abs(want).max()))
     assert want[-1] == pytest.approx(edges.m_corrupted, abs=1e-4)  # the logits read the corrupted stream: m_corr
 
@@ -369,9 +380,10 @@ def test_the_edges_into_a_receiver_patched_together_are_its_whole_input_patched(
 def test_every_edge_is_faithful_and_no_edge_is_not(name, request):
     model = request.getfixturevalue(name)
     clean, corrupted = (TOY_CLEAN, TOY_CORRUPTED) if name == "toy" else (CLEAN, CORRUPTED)
-    edges = mha_viz.edge_attribution(model, clean, corrupted)
-    full = mha_viz.circuit(model, clean, corrupted, edges.scores)
-    empty = mha_viz.circuit(model, clean, corrupted, [])
+    edges = mha_viz.edge_attribution(model, clean, corrupted, *(_ends(model) if name == "llama" else ()))
+    print("GAP", name, edges.m_clean - edges.m_corrupted)
+    full = mha_viz.circuit(model, clean, corrupted, edges.scores, edges.answer, edges.wrong)
+    empty = mha_viz.circuit(model, clean, corrupted, [], edges.answer, edges.wrong)
     assert full.faithfulness == pytest.approx(1.0, abs=1e-4) and empty.faithfulness == pytest.approx(0.0, abs=1e-4)
     assert full.m_circuit == pytest.approx(edges.m_clean, abs=1e-4)
     assert empty.m_circuit == pytest.approx(edges.m_corrupted, abs=1e-4)
@@ -463,7 +475,7 @@ def test_edges_saved_as_json_read_back_the_same(llama):
     for key in ("method", "steps", "m_clean", "m_corrupted", "answer", "wrong", "model", "tokens", "answer_text",
                 "wrong_text"):
         assert getattr(back, key) == getattr(edges, key), key
-    assert back.extra == {"note": "kept"} and (back.method, back.steps) == ("eap-ig", 3)
+    assert back.extra == {**edges.extra, "note": "kept"} and (back.method, back.steps) == ("eap-ig", 3)
     pd.testing.assert_frame_equal(back.top(5), edges.top(5))
     with pytest.raises(ValueError, match="not a circuit saved by mha-viz"):
         Edges.from_json('{"edges": 3}')
