@@ -13,6 +13,7 @@ the stream, and are refused by name (`UnsupportedArchitecture`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from dataclasses import dataclass
@@ -210,10 +211,21 @@ def graph(loaded, check) -> EdgeGraph:
     return found
 
 
+def _weighted_mlp(lay):
+    """The layout with its MLP, not a dropout after it: the layout takes the first child whose output is the
+    rest of the layer's write, which in GPT-NeoX is `post_mlp_dropout` (the same tensor in eval mode)."""
+    if lay.mlp is None or any(True for _ in lay.mlp.parameters()):
+        return lay
+    found = next((c for n, c in lay.block.named_children() if any(k in n for k in ("mlp", "feed_forward", "ffn"))
+                  and any(True for _ in c.parameters())), None)
+    return lay if found is None else dataclasses.replace(lay, mlp=found)
+
+
 def _parts(loaded, lays) -> list[LayerParts]:
     """Each layer's modules: the attention's input norm from the stream layout, the MLP (the last
     layer's by the name the others' have) and the norm in front of it, the one among the block's norms
     that is not the attention's (a parallel block may share one: found by the probe check)."""
+    lays = [_weighted_mlp(lay) for lay in lays]
     names = [next((n for n, c in lay.block.named_children() if c is lay.mlp), None) for lay in lays]
     mlp_name = next((n for n in names if n is not None), None)
     parts = []
