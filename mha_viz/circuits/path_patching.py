@@ -40,6 +40,13 @@ def _pairs(edges) -> list[tuple[str, str]]:
     return [(str(s), str(r)) for s, r in edges]
 
 
+def _ends_of(edges, answer, wrong):
+    """answer and wrong, defaulting to those an `Edges` was computed on (its m, not each run's prediction)."""
+    if isinstance(edges, Edges):
+        return (edges.answer if answer is None else answer), (edges.wrong if wrong is None else wrong)
+    return answer, wrong
+
+
 def _indices(runs: Runs, pairs: list[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
     g = runs.g
     try:
@@ -66,8 +73,10 @@ def path_patch_many(model: LoadedModel, clean: str, corrupted: str, edges, answe
     """The real change in m of path patching each edge (sender, receiver), in batched forwards of the
     clean text (one row an edge): (len(edges),) float64. The refusals of `patch_heads`; InputError
     for a name that is not a sender or a receiver, or a sender that does not write before the receiver
-    reads. progress(done, total) after each batch (a callback that raises stops it)."""
+    reads. Given `Edges`, answer and wrong default to its own. progress(done, total) after each batch (a
+    callback that raises stops it)."""
     pairs = _pairs(edges)
+    answer, wrong = _ends_of(edges, answer, wrong)
     runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "path patching")
     return _patched(model, runs, pairs, progress)
 
@@ -135,9 +144,11 @@ def _circuits(model: LoadedModel, runs: Runs, circuits: list[list[tuple[str, str
 
 def circuit(model: LoadedModel, clean: str, corrupted: str, edges, answer=None, wrong=None, *,
             max_tokens: int | None = None) -> Circuit:
-    """The clean text run with only `edges` ((sender, receiver) pairs, a DataFrame or `Edges`) carrying
-    clean writes and every other edge the corrupted ones: m and the faithfulness."""
+    """The clean text run with only `edges` ((sender, receiver) pairs, a DataFrame or `Edges`, whose answer
+    and wrong tokens are then the defaults) carrying clean writes and every other edge the corrupted ones:
+    m and the faithfulness."""
     pairs = _pairs(edges)
+    answer, wrong = _ends_of(edges, answer, wrong)
     runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "a circuit")
     m = _circuits(model, runs, [pairs])[0]
     return Circuit(pairs, float(m), runs.e.m_clean, runs.e.m_corr)
@@ -148,9 +159,8 @@ def faithfulness_curve(model: LoadedModel, clean: str, corrupted: str, edges_df,
     """For each k in `sizes`, the circuit of the k edges of largest |score| in `edges_df` (a DataFrame
     with sender, receiver and score, or `Edges`, whose answer and wrong tokens are then the defaults),
     run for real in batches: a DataFrame with k, faithfulness and m."""
+    answer, wrong = _ends_of(edges_df, answer, wrong)
     if isinstance(edges_df, Edges):
-        answer = edges_df.answer if answer is None else answer
-        wrong = edges_df.wrong if wrong is None else wrong
         edges_df = edges_df.scores
     order = np.argsort(-edges_df["score"].abs().to_numpy(), kind="stable")
     ranked = list(zip(edges_df["sender"].to_numpy()[order], edges_df["receiver"].to_numpy()[order]))

@@ -218,7 +218,7 @@ def test_eap_equals_a_first_order_estimate_made_from_hooks_on_hugging_faces_modu
     assert float(ref.m(ids_x, a, b)) == pytest.approx(edges.m_corrupted, abs=1e-4)
     clean, corrupt = ref.writes(ids_c), ref.writes(ids_x)
     scores = edges.scores.set_index(["sender", "receiver"])["score"]
-    want, got, kinds = [], [], {}
+    want, got, kinds = [], [], []
     for receiver in _receivers(model):
         grad = ref.gradient(ids_c, a, b, receiver)
         senders = edges.scores.loc[edges.scores.receiver == receiver, "sender"]
@@ -226,13 +226,13 @@ def test_eap_equals_a_first_order_estimate_made_from_hooks_on_hugging_faces_modu
         for sender in senders:
             want.append(float(((corrupt[sender] - clean[sender]) * grad).sum()))
             got.append(float(scores[(sender, receiver)]))
-            kinds[_parse(receiver)[0]] = kinds.get(_parse(receiver)[0], 0) + 1
-    assert min(kinds.values()) >= 6 and set(kinds) == {"q", "k", "v", "mlp", "logits"}
-    want, got = np.asarray(want), np.asarray(got)
+            kinds.append(_parse(receiver)[0])
+    want, got, kinds = np.asarray(want), np.asarray(got), np.asarray(kinds)
     scale = np.abs(want).max()
-    assert scale > 1e-3 and (np.abs(want) > 1e-3 * scale).mean() > 0.5  # the edges move m at all
-    print("ERR", name, scale, np.abs(got - want).max())
-    np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, scale))
+    tol = 1e-4 * scale  # float32: the scores of a random-init model are small (its heads barely move m)
+    for kind in ("q", "k", "v", "mlp", "logits"):  # a dozen or more edges of each input, each kind moving m
+        assert (kinds == kind).sum() >= 12 and np.abs(want[kinds == kind]).max() > 10 * tol, kind
+    np.testing.assert_allclose(got, want, atol=tol)
     # the senders' writes and the receivers' gradients: not one edge of the graph is left out
     g = split_run.graph_of(model)
     assert len(edges.scores) == g.allowed.sum() == g.edge_count
@@ -292,7 +292,7 @@ def test_on_a_linear_model_eap_is_path_patching_for_every_edge(tmp_path):
         est = edges.scores["score"].to_numpy()
         moved = np.abs(real) > 1e-3 * np.abs(real).max()
         assert np.abs(real).max() > 1e-2 and set(edges.scores.input[moved]) == {"v", "mlp", "logits"}
-        np.testing.assert_allclose(est, real, atol=1e-4 * max(1.0, np.abs(real).max()))
+        np.testing.assert_allclose(est, real, atol=1e-5)
         # q and k read nothing here (the patterns are fixed): no score, no effect
         qk = edges.scores.input.isin(["q", "k"]).to_numpy()
         assert qk.any() and np.abs(est[qk]).max() < 1e-6 and np.abs(real[qk]).max() < 1e-6
@@ -339,9 +339,8 @@ def test_path_patching_an_edge_equals_that_receiver_given_that_senders_write_by_
     with torch.no_grad():
         m_clean = float(ref.m(ids_c, a, b))
         want = np.array([float(ref.m(ids_c, a, b, r, corrupt[s] - clean[s])) - m_clean for s, r in pairs])
-    assert np.abs(want).max() > 1e-3
-    print("ERR", name, np.abs(want).max(), np.abs(got - want).max())
-    np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, np.abs(want).max()))
+    assert np.abs(want).max() > 1e-3  # a random-init model's edges move m by little: compared to 1e-5
+    np.testing.assert_allclose(got, want, atol=1e-5)
     one = mha_viz.path_patch(model, CLEAN, CORRUPTED, *pairs[-1], a, b)
     assert one == pytest.approx(want[-1], abs=1e-4)
 
@@ -368,8 +367,7 @@ def test_the_edges_into_a_receiver_patched_together_are_its_whole_input_patched(
             want.append(float(ref.m(ids_c, a, b, receiver, stream_x[key] - stream_c[key])))
     got, want = np.asarray(got), np.asarray(want)
     assert np.abs(want - edges.m_clean).max() > 1e-3
-    print("ERR", name, np.abs(want - edges.m_clean).max(), np.abs(got - want).max())
-    np.testing.assert_allclose(got, want, atol=1e-4 * max(1.0, np.abs(want).max()))
+    np.testing.assert_allclose(got, want, atol=1e-5)
     assert want[-1] == pytest.approx(edges.m_corrupted, abs=1e-4)  # the logits read the corrupted stream: m_corr
 
 
@@ -381,7 +379,6 @@ def test_every_edge_is_faithful_and_no_edge_is_not(name, request):
     model = request.getfixturevalue(name)
     clean, corrupted = (TOY_CLEAN, TOY_CORRUPTED) if name == "toy" else (CLEAN, CORRUPTED)
     edges = mha_viz.edge_attribution(model, clean, corrupted, *(_ends(model) if name == "llama" else ()))
-    print("GAP", name, edges.m_clean - edges.m_corrupted)
     full = mha_viz.circuit(model, clean, corrupted, edges.scores, edges.answer, edges.wrong)
     empty = mha_viz.circuit(model, clean, corrupted, [], edges.answer, edges.wrong)
     assert full.faithfulness == pytest.approx(1.0, abs=1e-4) and empty.faithfulness == pytest.approx(0.0, abs=1e-4)
@@ -415,7 +412,7 @@ def test_the_toy_models_induction_circuit_is_found(toy):
     heads = [h for h in range(toy.num_heads) if induction(h) > 0.5]
     assert heads
     edges = mha_viz.edge_attribution(toy, TOY_CLEAN, TOY_CORRUPTED, method="eap-ig")
-    assert (edges.answer_text, edges.m_clean > 5 > -5 > edges.m_corrupted) == ("o", True)
+    assert edges.answer_text == "o" and edges.m_clean > 5 and edges.m_corrupted < -5  # copied, and not
     s = edges.scores
 
     def top_into(receiver):
@@ -442,7 +439,7 @@ def _gemma2(folder) -> str:
     return str(folder)
 
 
-def test_what_cannot_be_split_is_refused_with_a_reason(llama, bert_dir, tmp_path):
+def test_what_cannot_be_split_is_refused_with_a_reason(llama, bert_dir, t5_dir, tmp_path):
     olmo2 = mha_viz.load_model(build("olmo2", tmp_path / "olmo2"), device="cpu")
     gemma2 = mha_viz.load_model(_gemma2(tmp_path / "gemma2"), device="cpu")
     for model in (olmo2, gemma2):  # a norm over all the heads' output before the stream
@@ -450,8 +447,9 @@ def test_what_cannot_be_split_is_refused_with_a_reason(llama, bert_dir, tmp_path
             mha_viz.edge_attribution(model, CLEAN, CORRUPTED)
         with pytest.raises(mha_viz.InputError, match="no head has a write of its own"):
             mha_viz.circuit(model, CLEAN, CORRUPTED, [])
-    with pytest.raises(mha_viz.InputError, match="not a decoder"):
-        mha_viz.edge_attribution(mha_viz.load_model(bert_dir, device="cpu"), "a b", "c d")
+    for folder in (bert_dir, t5_dir):  # an encoder, an encoder–decoder
+        with pytest.raises(mha_viz.InputError, match="not a decoder"):
+            mha_viz.edge_attribution(mha_viz.load_model(folder, device="cpu"), "a b", "c d")
     with pytest.raises(ValueError, match="method"):
         mha_viz.edge_attribution(llama, CLEAN, CORRUPTED, method="foo")
     with pytest.raises(mha_viz.InputError, match="no sender 'L7H0'"):

@@ -40,7 +40,8 @@ class Recorder:
         if self.record:
             self._kept.append(writes().detach())
 
-    def inputs(self, sl: slice) -> torch.Tensor | None:
+    def inputs(self, sl: slice, like: torch.Tensor) -> torch.Tensor | None:
+        """The corrections of receivers `sl`, (B, R_sl, n, d), for a stream like `like`; None: none."""
         return None
 
     def writes(self) -> torch.Tensor:
@@ -55,16 +56,17 @@ class Leaves(Recorder):
         super().__init__(record)
         self.shape, self.dtype, self._leaves = shape, dtype, []
 
-    def inputs(self, sl: slice) -> torch.Tensor:
+    def inputs(self, sl: slice, like: torch.Tensor) -> torch.Tensor:
         B, n, d = self.shape
-        leaf = torch.zeros(B, sl.stop - sl.start, n, d, dtype=self.dtype, requires_grad=True)
+        leaf = torch.zeros(B, sl.stop - sl.start, n, d, dtype=self.dtype, device=like.device, requires_grad=True)
         self._leaves.append(leaf)
         return leaf
 
     def grads(self, m: torch.Tensor) -> torch.Tensor:
         found = torch.autograd.grad(m, self._leaves, allow_unused=True)
-        return torch.cat([torch.zeros_like(leaf) if g is None else g for leaf, g in zip(self._leaves, found)],
-                         dim=1).float()
+        device = self._leaves[0].device
+        return torch.cat([(torch.zeros_like(leaf) if g is None else g).to(device)
+                          for leaf, g in zip(self._leaves, found)], dim=1).float()
 
 
 class Fixed(Recorder):
@@ -74,7 +76,7 @@ class Fixed(Recorder):
         super().__init__(record=False)
         self.receivers, self.deltas = np.asarray(receivers), deltas
 
-    def inputs(self, sl: slice) -> torch.Tensor | None:
+    def inputs(self, sl: slice, like: torch.Tensor) -> torch.Tensor | None:
         rows = np.flatnonzero((self.receivers >= sl.start) & (self.receivers < sl.stop))
         if rows.size == 0:
             return None
@@ -99,9 +101,10 @@ class Mixed(Recorder):
         stop = start + w.shape[1]
         first = int(np.argmax(self.g.receiver_order > self.g.sender_order[start]))  # later receivers: a suffix
         diff = self.given[start:stop].to(w) - w
-        self.acc[:, first:] += torch.einsum("bsnd,bsr->brnd", diff, self.weights[:, start:stop, first:].to(w))
+        self.acc[:, first:] += torch.einsum("bsnd,bsr->brnd", diff,
+                                            self.weights[:, start:stop, first:].to(w)).to(self.acc)
 
-    def inputs(self, sl: slice) -> torch.Tensor:
+    def inputs(self, sl: slice, like: torch.Tensor) -> torch.Tensor:
         return self.acc[:, sl]
 
 
@@ -158,7 +161,7 @@ def run(loaded, g: EdgeGraph, provider, *, input_ids: torch.Tensor | None = None
 
         def forward(*args, **kwargs):
             hidden = args[0] if args else kwargs["hidden_states"]
-            delta = provider.inputs(g.attention_receivers(layer))
+            delta = provider.inputs(g.attention_receivers(layer), state[layer])
             rotary = adapter.rotary(kwargs)
             if delta is None:
                 q, k, v = mha.project_self(hidden, rotary)
@@ -175,10 +178,10 @@ def run(loaded, g: EdgeGraph, provider, *, input_ids: torch.Tensor | None = None
     def mlp_pre(parts):
         def hook(_m, args, kwargs):
             i = g.mlp_receiver(parts.layer)
-            delta = provider.inputs(slice(i, i + 1))
+            x = state[parts.layer]
+            delta = provider.inputs(slice(i, i + 1), x)
             if delta is None:
                 return None
-            x = state[parts.layer]
             read = (x if parts.parallel else x + state[("attn", parts.layer)]) + delta[:, 0].to(x)
             new = parts.mlp_norm(read) if parts.mlp_norm is not None else read
             if args:
@@ -193,10 +196,10 @@ def run(loaded, g: EdgeGraph, provider, *, input_ids: torch.Tensor | None = None
 
     def final_pre(_m, args):
         i = g.logits_receiver
-        delta = provider.inputs(slice(i, i + 1))
+        x = args[0]
+        delta = provider.inputs(slice(i, i + 1), x)
         if delta is None:
             return None
-        x = args[0]
         return (x + delta[:, 0, -x.shape[1]:].to(x), *args[1:])
 
     hooks, swapped = [], []
@@ -263,8 +266,8 @@ class _Zeros(Recorder):
         super().__init__(record=True)
         self.n, self.d, self.dtype, self.device = n, d, dtype, device
 
-    def inputs(self, sl: slice) -> torch.Tensor:
-        return torch.zeros(1, sl.stop - sl.start, self.n, self.d, dtype=self.dtype, device=self.device)
+    def inputs(self, sl: slice, like: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(1, sl.stop - sl.start, self.n, self.d, dtype=self.dtype, device=like.device)
 
 
 def graph_of(loaded) -> EdgeGraph:
