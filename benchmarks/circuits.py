@@ -12,7 +12,8 @@
 
 Targets (SmolLM2, 2-core CPU): EAP at most 5 forward passes' time, EAP-IG at most 15; EAP-IG's Pearson
 correlation with real path patching over the top 50 edges at least 0.8 on the IOI pair; the circuit of the
-top 5 % of the edges recovers at least 70 % of m (faithfulness ≥ 0.7). toy-induction's rows are for the record.
+top 5 % of the edges recovers at least 70 % of m (faithfulness ≥ 0.7); and every score and every m of every call
+(warm-up included) finite. toy-induction's rows are for the record (its forward, under 1 ms, is mostly overhead).
 
 Each timing is the median of `--repeat` rounds, the ways alternating within each round, after one warm-up
 round (the first backward pass, the split run's layout).
@@ -89,11 +90,22 @@ def case(name: str, device: str, repeat: int) -> list[tuple[str, str, bool | Non
         with torch.inference_mode():
             model.hf_model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
 
+    calls: dict[str, int] = {}
+    bad: dict[str, int] = {}  # non-finite scores or m, counted over every call (warm-up included)
+
+    def count(key: str, values) -> None:
+        calls[key] = calls.get(key, 0) + 1
+        bad[key] = bad.get(key, 0) + int((~np.isfinite(np.asarray(values, dtype=np.float64))).sum())
+
     def eap():
-        return mha_viz.edge_attribution(model, clean, corrupted, answer, wrong, method="eap")
+        e = mha_viz.edge_attribution(model, clean, corrupted, answer, wrong, method="eap")
+        count("EAP", e.scores["score"])
+        return e
 
     def ig():
-        return mha_viz.edge_attribution(model, clean, corrupted, answer, wrong, method="eap-ig", steps=STEPS)
+        e = mha_viz.edge_attribution(model, clean, corrupted, answer, wrong, method="eap-ig", steps=STEPS)
+        count("EAP-IG", e.scores["score"])
+        return e
 
     ig_edges = ig()  # warm: the first backward pass, the split run's layout (and the edges to patch)
     eap_edges = eap()
@@ -103,10 +115,14 @@ def case(name: str, device: str, repeat: int) -> list[tuple[str, str, bool | Non
     ks = [max(1, round(f * n_edges)) for f in FRACTIONS]
 
     def patch():
-        return mha_viz.path_patch_many(model, clean, corrupted, pairs, answer, wrong)
+        real = mha_viz.path_patch_many(model, clean, corrupted, pairs, answer, wrong)
+        count("path patching", real)
+        return real
 
     def curve():
-        return mha_viz.faithfulness_curve(model, clean, corrupted, ig_edges, ks)
+        faith = mha_viz.faithfulness_curve(model, clean, corrupted, ig_edges, ks)
+        count("curve", faith["m"])
+        return faith
 
     patch(), curve()  # warm
     t, out = rounds({"forward": forward, "eap": eap, "eap-ig": ig, "patch": patch, "curve": curve}, repeat)
@@ -144,6 +160,9 @@ def case(name: str, device: str, repeat: int) -> list[tuple[str, str, bool | Non
         print(f"    top {f * 100:5.1f} % = {int(row['k']):>6,} edges: faithfulness {row['faithfulness']:.3f} "
               f"(m {row['m']:.3f})")
     f5 = float(faith["faithfulness"].iloc[FRACTIONS.index(0.05)])
+    finite = not any(bad.values())
+    print("  every score and m finite in every call" if finite else
+          "  NON-FINITE values: " + ", ".join(f"{key} {bad[key]:,} in {calls[key]} calls" for key in bad if bad[key]))
 
     where = f"{name}, {pair} ({device})"
     timed = name == "smollm2"  # the targets are SmolLM2's; the toy model's forward is too short to divide by
@@ -152,6 +171,8 @@ def case(name: str, device: str, repeat: int) -> list[tuple[str, str, bool | Non
     r_t = f", Pearson ≥ {IG_R:g}" if pair == "IOI" else ""
     f_t = f" ≥ {FAITH_5:g}" if timed else ""
     return [(f"edges, {where}", f"{n_edges:,} ({len(g.senders)} senders × {len(g.receivers)} receivers)", None),
+            (f"every score and m finite, {where}",
+             f"{sum(calls.values())} calls" + ("" if finite else f", {sum(bad.values()):,} non-finite"), finite),
             (f"EAP {eap_t}, {where}", f"{x['eap']:.2f} × ({took(t['eap'])} / {took(fwd)})",
              x["eap"] <= EAP_X if timed else None),
             (f"EAP-IG ({STEPS} steps) {ig_t}, {where}", f"{x['eap-ig']:.2f} × ({took(t['eap-ig'])} / {took(fwd)})",

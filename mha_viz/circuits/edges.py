@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mha_viz.capture import finite
 from mha_viz.interventions.ablation import check_gradient_budget
 from mha_viz.interventions.patching import Ends, Texts, ends, logit_difference, texts
 from mha_viz.text.tokenize import InputError
@@ -183,6 +184,8 @@ def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None
     _step(progress, 0.9, "Scoring every edge…")
     delta = (runs.corrupted.float() - runs.clean.float()).to(grads.device)  # (S, n, d)
     scores = torch.einsum("snd,rnd->sr", delta, grads).cpu().numpy().astype(np.float64)
+    if not np.isfinite(scores[g.allowed]).all():  # half precision can overflow in the backward pass
+        raise finite.NotFiniteError(finite.message(model, f"edge scores ({method.upper()})"))
     frame = table(g, scores)
     names = [model.tokenizer.decode([i]) for i in (runs.e.a, runs.e.b)]
     _step(progress, 1.0, "Done")
