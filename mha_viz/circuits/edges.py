@@ -16,6 +16,7 @@ receiver's gradient; `mha_viz.circuits.path_patching` measures the real thing.
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import dataclass, field
 
@@ -34,6 +35,8 @@ from mha_viz_models.reading.edge_graph import EdgeGraph
 
 METHODS = ("eap", "eap-ig")
 COLUMNS = ["sender", "receiver", "input", "score"]
+SHAPE = ("layers", "heads", "kv_heads")  # what a saved circuit's graph is drawn on
+NODE = r"embed|logits|L\d{1,4}(?:H\d{1,4}(?:\.[qkv])?|KV\d{1,4}\.[kv]| MLP)"  # a sender's or a receiver's name
 
 
 @dataclass
@@ -68,15 +71,30 @@ class Edges:
 
     @classmethod
     def from_json(cls, text: str) -> "Edges":
-        """Edges saved by `to_json`; ValueError for a file that is not one."""
+        """Edges saved by `to_json`; ValueError, saying what is wrong, for a file that is not one."""
         try:
             data = json.loads(text)
             frame = pd.DataFrame(data.pop("edges"), columns=COLUMNS)
             meta = {key: data.pop(key) for key in ("method", "steps", "m_clean", "m_corrupted", "answer", "wrong",
                                                    "model", "tokens", "answer_text", "wrong_text")}
+            frame["score"] = frame["score"].astype(float)
+            for key in ("steps", "answer", "wrong", "tokens", *SHAPE):
+                if key in meta or key in data:
+                    value = meta[key] if key in meta else data[key]
+                    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                        raise ValueError(f"{key} is not a count")
+            for key in ("m_clean", "m_corrupted"):
+                meta[key] = float(meta[key])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"not a circuit saved by mha-viz ({exc})") from None
-        frame["score"] = frame["score"].astype(float)
+        if meta["method"] not in METHODS:
+            raise ValueError(f"not a circuit saved by mha-viz (its method is {str(meta['method'])[:20]!r})")
+        names = pd.concat([frame["sender"], frame["receiver"]]).astype(str)
+        bad = names[~names.str.fullmatch(NODE)]
+        if len(bad):
+            raise ValueError(f"not a circuit saved by mha-viz ({str(bad.iloc[0])[:30]!r} is not a node)")
+        if "curve" in data and not (isinstance(data["curve"], dict) and {"k", "faithfulness"} <= set(data["curve"])):
+            data.pop("curve")  # a curve that cannot be drawn is left out, not a reason to refuse the edges
         return cls(frame, **meta, extra=data)
 
 
@@ -99,7 +117,8 @@ def receiver_bytes(model: LoadedModel, g: EdgeGraph, n: int, rows: int = 1) -> i
 def check_budget(model: LoadedModel, g: EdgeGraph, n: int, rows: int, doing: str) -> None:
     """GradientBudget (an InputError) when `rows` gradient passes side by side over n tokens with every
     receiver's own input would not fit (`ablation.check_gradient_budget`)."""
-    check_gradient_budget(model, n, doing=doing, logit_rows=1, rows=rows,
+    last = "logits_to_keep" in inspect.signature(model.hf_model.forward).parameters  # else n rows of logits
+    check_gradient_budget(model, n, doing=doing, logit_rows=1 if last else None, rows=rows,
                           extra=receiver_bytes(model, g, n, rows))
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from mha_viz.budget import capture_budget
-from mha_viz.circuits.edges import Edges, Runs, graph, receiver_bytes, recorded
+from mha_viz.circuits.edges import Edges, Runs, check_budget, graph, receiver_bytes, recorded
 from mha_viz.interventions.patching import logit_difference, texts
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
@@ -27,8 +27,11 @@ BATCH_BYTES = 256 * 2**20  # a batch of patched runs holds about this much beyon
 
 
 def _runs(model: LoadedModel, clean: str, corrupted: str, answer, wrong, max_tokens, what: str) -> Runs:
+    """Both texts checked, within the memory budget, and run once each recording every write."""
     t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what=what)
-    return recorded(model, t, graph(model))
+    g = graph(model)
+    check_budget(model, g, t.n, 1, f"{what[0].upper()}{what[1:]} on {model.name}")
+    return recorded(model, t, g)
 
 
 def _pairs(edges) -> list[tuple[str, str]]:
@@ -84,18 +87,20 @@ def path_patch_many(model: LoadedModel, clean: str, corrupted: str, edges, answe
 def _patched(model: LoadedModel, runs: Runs, pairs, progress=None) -> np.ndarray:
     s, r = _indices(runs, pairs)
     n, d = runs.t.n, model.d_model
-    delta = runs.corrupted - runs.clean  # (S, n, d)
+    delta = torch.cat([torch.zeros(1, n, d, device=runs.clean.device),  # row 0: nothing patched, the baseline
+                       (runs.corrupted.float() - runs.clean.float())[torch.as_tensor(s)]])  # float32: no cancelling
+    receivers = [0, *r.tolist()]
     chunk = _rows(model, runs, 4 * n * d * (model.num_heads + 2 * model.num_kv_heads + 2))
-    out = np.zeros(len(pairs))
+    out = np.zeros(len(receivers))
     with model.lock, torch.inference_mode():
-        for start in range(0, len(pairs), chunk):
-            stop = min(start + chunk, len(pairs))
-            provider = split_run.Fixed(r[start:stop].tolist(), delta[torch.as_tensor(s[start:stop])])
+        for start in range(0, len(receivers), chunk):
+            stop = min(start + chunk, len(receivers))
+            provider = split_run.Fixed(receivers[start:stop], delta[start:stop])
             logits = split_run.run(model, runs.g, provider, input_ids=runs.t.ids_c.expand(stop - start, -1))
             out[start:stop] = logit_difference(logits.float(), runs.e.a, runs.e.b).double().cpu().numpy()
             if progress is not None:
-                progress(stop, len(pairs))
-    return out - runs.e.m_clean
+                progress(max(stop - 1, 0), len(pairs))
+    return out[1:] - out[0]  # the unpatched row took the same path: an edge that changes nothing reads 0
 
 
 def path_patch(model: LoadedModel, clean: str, corrupted: str, sender: str, receiver: str, answer=None,

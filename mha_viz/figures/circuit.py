@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures import style
+from mha_viz.figures.style import margin, plot_title
 
 POSITIVE, NEGATIVE = "#c0392b", "#2e6fba"  # an edge whose corrupted write raises m / lowers it
 WIDTHS = (1.0, 2.0, 3.5, 5.5, 8.0)  # line widths, by |score| as a share of the largest drawn
@@ -98,7 +98,7 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
         hovertext=[f"{s} → {r} ({i}): {v:+.4g}" for s, r, i, v in
                    zip(top["sender"], top["receiver"], top["input"], scores)],
         hoverinfo="text"))
-    fig.update_layout(title=style.plot_title(title), height=max(420, 46 * (heads + 3)), margin=style.margin(l=20),
+    fig.update_layout(title=plot_title(title), height=max(420, 46 * (heads + 3)), margin=margin(l=20),
                       xaxis=dict(visible=False), yaxis=dict(visible=False), clickmode="event+select",
                       dragmode=False, plot_bgcolor="white")
     return fig
@@ -141,10 +141,10 @@ def curve_figure(curve: pd.DataFrame, total: int, *, chosen: int | None = None, 
                                  hovertemplate="k = %{x}<br>faithfulness %{y:.3f}<extra></extra>"))
     fig.add_hline(y=1.0, line=dict(dash="dot", color="#888"))
     fig.add_hline(y=0.0, line=dict(dash="dot", color="#888"))
-    fig.update_layout(title=style.plot_title(f"Faithfulness of the top k edges ({method.upper()}) of {total:,}"),
+    fig.update_layout(title=plot_title(f"Faithfulness of the top k edges ({method.upper()}) of {total:,}"),
                       xaxis=dict(type="log", title="k, edges kept (by |score|)"),
                       yaxis=dict(title="(m_circuit − m_corrupted) / (m_clean − m_corrupted)"), height=360,
-                      margin=style.margin(), legend=dict(orientation="h", y=-0.25))
+                      margin=margin(), legend=dict(orientation="h", y=-0.25))
     return fig
 
 
@@ -159,7 +159,7 @@ def real_scatter(estimate: np.ndarray, real: np.ndarray, labels: list[str], pear
                              marker=dict(size=9, color=[POSITIVE if v >= 0 else NEGATIVE for v in r]),
                              hovertemplate="%{text}<br>estimate %{x:+.4g}<br>real %{y:+.4g}<extra></extra>"))
     corr = f"Pearson r = {pearson:.3f}" if np.isfinite(pearson) else "Pearson r undefined (a constant side)"
-    fig.update_layout(title=style.plot_title(f"Estimate against real path patching, {len(e)} edges: {corr}"),
+    fig.update_layout(title=plot_title(f"Estimate against real path patching, {len(e)} edges: {corr}"),
                       xaxis=dict(title="estimated change in m"), yaxis=dict(title="real change in m"),
-                      height=400, margin=style.margin())
+                      height=400, margin=margin())
     return fig

@@ -35,6 +35,20 @@ def sizes(total: int) -> list[int]:
     return sorted({0, *(max(1, int(round(share * total))) for share in SHARES)})
 
 
+def asked_by_link(buttons: jobs.Buttons) -> bool:
+    """Whether a link asked for the heads and the circuit (once); its Cancel made live when it did."""
+    auto = bool(session.pop(keys.PRED_AUTO, False))
+    if auto:
+        buttons.live()
+    return auto
+
+
+def heads_found(key, auto: bool) -> None:
+    """The heads of `key` were found; when a link asked, its circuit is found next (this pair's only)."""
+    if auto:
+        session.put(keys.CIRC_AUTO, key)
+
+
 def _ask(key, method: str) -> tuple:
     return key, method
 
@@ -66,24 +80,27 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
                           "gradients). EAP: one, on the clean text.")
     method = METHODS.get(label, "eap-ig")
     ask = _ask(key, method)
+    auto = session.pop(keys.CIRC_AUTO, None) == key  # a link asked for this pair's circuit
     if jobs.cancelled(keys.CIRC_RUNNING) is not None:
         st.warning("Finding the circuit was cancelled; nothing was kept.", icon="⏹️")
+    _stopped_notice()
     edges = _results().get(ask)
     if edges is None:
         buttons = jobs.buttons("Find the circuit", keys.CIRC_GO, cancel_key=keys.CIRC_CANCEL,
                                cancel_help="Stop finding the circuit; nothing is kept.",
                                help="Scores every edge, then runs the circuits of the top edges for real for the "
                                     "faithfulness curve.")
-        if buttons.pressed or session.pop(keys.CIRC_AUTO, False):
+        if buttons.pressed or auto:
+            if auto:
+                buttons.live()
             edges = _find(model, key, method, answer, wrong)
             if edges is None:
                 buttons.idle()
             else:
                 buttons.done()
-        if edges is None:
-            _opener(cur, key)
-            return
-    _show(cur, key, ask, edges)
+    if edges is not None:
+        _show(cur, key, ask, edges)
+    _opener(cur, key)
 
 
 def _find(model, key, method: str, answer: int, wrong: int):
@@ -112,21 +129,43 @@ def _curve(edges) -> pd.DataFrame:
     return pd.DataFrame(edges.extra.get("curve") or {"k": [], "faithfulness": [], "m": []})
 
 
-def _run_real(key, what: str, compute):
-    """A value run for real, kept for this pair under (key, what); None after a message."""
+def _stopped() -> set:
+    return session.setdefault(keys.CIRC_STOPPED, set())
+
+
+def _stopped_notice() -> None:
+    """A real run that was cancelled: said once, and not started again by itself (its button offers it)."""
+    stopped = jobs.cancelled(keys.CIRC_REAL_RUNNING)
+    if stopped is not None:
+        _stopped().add(stopped)
+        st.warning("Running it for real was cancelled; nothing was kept.", icon="⏹️")
+
+
+def _run_real(key, what: tuple, compute, again: str | None):
+    """A value run for real, kept for this pair under (key, what), with a progress bar and Cancel; None
+    after a message, or after a Cancel until its button (`again`; None: the caller's button asked) asks."""
     store = _real()
-    if (key, what) not in store:
-        def work(progress):
-            with resources.slots().hold():
-                return compute(progress)
-        value, error = jobs.run(keys.CIRC_TOP_RUNNING, (key, what), work, first="Running it for real…",
-                                what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
-                                                                    "texts or a smaller model.")
-        if error:
-            st.error(plain(error), icon="⚠️")
-            return None
-        store[(key, what)] = value
-    return store[(key, what)]
+    if (key, what) in store:
+        return store[(key, what)]
+    if again is not None and (key, what) in _stopped() and not st.button(
+            again, key=keys.CIRC_AGAIN_K if what[0] == "k" else keys.CIRC_AGAIN_EDGE):
+        return None
+    slot = st.empty()
+    jobs.live_button(slot, "Cancel", keys.CIRC_REAL_CANCEL, live=True, help="Stop running it; nothing is kept.")
+
+    def work(progress):
+        with resources.slots().hold():
+            return compute(progress)
+    value, error = jobs.run(keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
+                            what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
+                                                                "texts or a smaller model.")
+    slot.empty()
+    _stopped().discard((key, what))
+    if error:
+        st.error(plain(error), icon="⚠️")
+        return None
+    store[(key, what)] = value
+    return value
 
 
 def _show(cur, key, ask, edges) -> None:
@@ -156,7 +195,8 @@ def _show(cur, key, ask, edges) -> None:
                "for real.")
     _picked_edge(model, key, ask, edges)
     real_k = _run_real(key, ("k", method, k), lambda progress: path_patching.circuit(
-        model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap).faithfulness)
+        model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap).faithfulness,
+        f"Run the top {k} edges for real")
     curve = _curve(edges)
     charts.show(circuit_figures.curve_figure(curve, total, chosen=k, real=real_k, method=method),
                 key=None, name="circuit-faithfulness")
@@ -182,7 +222,8 @@ def _picked_edge(model, key, ask, edges) -> None:
     row = edges.scores[(edges.scores["sender"] == sender) & (edges.scores["receiver"] == receiver)]
     estimate = float(row["score"].iloc[0]) if len(row) else float("nan")
     real = _run_real(key, ("edge", sender, receiver), lambda progress: path_patching.path_patch(
-        model, key.clean, key.corrupted, sender, receiver, edges.answer, edges.wrong, max_tokens=key.cap))
+        model, key.clean, key.corrupted, sender, receiver, edges.answer, edges.wrong, max_tokens=key.cap),
+        f"Path-patch {sender} → {receiver} for real")
     if real is not None:
         st.info(f"**{sender} → {receiver}**: estimated change in m {estimate:+.4f}; path-patched for real "
                 f"**{real:+.4f}** (the clean run with only {receiver}'s input given {sender}'s corrupted write).",
@@ -193,21 +234,16 @@ def _top_real(model, key, ask, edges) -> None:
     what = ("top", ask[1], TOP_REAL)
     done = _real().get((key, what))
     if done is None:
-        buttons = jobs.buttons(f"Patch the top {TOP_REAL} edges for real", keys.CIRC_TOP_GO,
-                               cancel_key=keys.CIRC_TOP_CANCEL, cancel_help="Stop patching the edges; nothing is kept.",
-                               primary=False,
-                               help="Path-patches each of them in batched forwards of the clean text and draws "
-                                    "the estimate against the real change.")
-        if not buttons.pressed:
+        if not st.button(f"Patch the top {TOP_REAL} edges for real", key=keys.CIRC_TOP_GO,
+                         help="Path-patches each of them in batched forwards of the clean text and draws the "
+                              "estimate against the real change."):
             return
         top = edges.top(TOP_REAL)
         done = _run_real(key, what, lambda progress: (top, path_patching.path_patch_many(
             model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap,
-            progress=lambda d, t: progress(d / t, f"Patched {d} of {t} edges"))))
+            progress=lambda d, t: progress(d / t, f"Patched {d} of {t} edges"))), None)
         if done is None:
-            buttons.idle()
             return
-        buttons.done()
     top, real = done
     estimate = top["score"].to_numpy(dtype=float)
     pearson = float(np.corrcoef(estimate, real)[0, 1]) if len(real) > 1 and np.ptp(real) and np.ptp(estimate) \
@@ -232,8 +268,9 @@ def _downloads(cur, edges, k: int, real_k, curve) -> None:
 
 
 def _opener(cur, key) -> None:
-    """Open a saved circuit: shown at once when it was found on this pair, else its pair offered."""
-    upload = st.file_uploader("Or open a saved circuit (JSON)", key=keys.CIRC_FILE, type=["json"],
+    """Open a saved circuit: shown at once when it was found on this pair (once a file), else its pair
+    offered. Every file that is not one gets a message."""
+    upload = st.file_uploader("Open a saved circuit (JSON)", key=keys.CIRC_FILE, type=["json"],
                               max_upload_size=64, help="A circuit downloaded from this section.")
     if upload is None:
         return
@@ -242,22 +279,32 @@ def _opener(cur, key) -> None:
     except ValueError as exc:
         st.error(plain(f"This file is not a circuit saved by mha-viz: {exc}"), icon="⚠️")
         return
+    clean, corrupted = edges.extra.get("clean"), edges.extra.get("corrupted")
     if edges.model != cur.model.name:
         st.error(plain(f"This circuit was found on {edges.model}, not on {cur.model.name}: pick that model in the "
                        "sidebar first."), icon="⚠️")
-        return
-    clean, corrupted = edges.extra.get("clean"), edges.extra.get("corrupted")
-    if (clean, corrupted) == (key.clean, key.corrupted):
-        session.put(keys.CIRC_PENDING, edges)  # shown from the next run on, its method chosen
-        st.rerun()
-    st.warning(plain(f"This circuit was found on another pair: clean “{clean}”, corrupted “{corrupted}”."),
-               icon="🔀")
-    if st.button("Put its pair on the page", key=keys.CIRC_OPEN_PAIR):
-        sidebar.choose(text=clean)
-        session.put(keys.PRED_CORRUPTED, corrupted)
-        session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), (edges.answer_text, edges.wrong_text))
-        session.put(keys.CIRC_PENDING, edges)
-        st.rerun()
+    elif not isinstance(clean, str) or not isinstance(corrupted, str):
+        st.error("This circuit does not say which texts it was found on.", icon="⚠️")
+    elif (clean, corrupted) == (key.clean, key.corrupted):
+        if session.get(keys.CIRC_OPENED) != upload.file_id:  # once a file: then it is this pair's circuit
+            session.put(keys.CIRC_OPENED, upload.file_id)
+            session.put(keys.CIRC_PENDING, edges)  # shown from the next run on, its method chosen
+            st.rerun()
+    else:
+        st.warning(plain(f"This circuit was found on another pair: clean “{clean}”, corrupted “{corrupted}”."),
+                   icon="🔀")
+        st.button("Put its pair on the page", key=keys.CIRC_OPEN_PAIR, on_click=put_pair, args=(edges,),
+                  help="Sets the sidebar's text (clean), the corrupted text and the answer and wrong tokens to "
+                       "the circuit's; it shows once the heads of that pair are found.")
+
+
+def put_pair(edges) -> None:
+    """The button's callback (before the page's inputs are drawn): the saved circuit's pair in them, the
+    circuit waiting for it."""
+    sidebar.choose(text=edges.extra.get("clean"))
+    session.put(keys.PRED_CORRUPTED, edges.extra.get("corrupted"))
+    session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), (edges.answer_text, edges.wrong_text))
+    session.put(keys.CIRC_PENDING, edges)
 
 
 def _apply_pending(key) -> None:

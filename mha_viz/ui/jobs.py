@@ -38,6 +38,10 @@ class Buttons:
     key: str
     help: str
 
+    def live(self) -> None:
+        """Cancel made live for a job that starts without its button (a link asked for it)."""
+        live_button(self.stop, self.label, self.key, live=True, help=self.help)
+
     def idle(self) -> None:
         """Cancel greyed out: the job ended without a result (its message is below)."""
         live_button(self.stop, self.label, self.key, live=False, help=self.help)

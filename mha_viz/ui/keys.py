@@ -320,9 +320,13 @@ CIRC_RESULTS = "_circ_results"  # {(PredKey, method): Edges} of the pair on scre
 CIRC_GRAPH = "circ_graph"  # the graph's selection events
 CIRC_PICKED = "_circ_picked"  # (PredKey, method, sender, receiver): the edge clicked last
 CIRC_REAL = "_circ_real"  # {(PredKey, ...): a value run for real}: edges clicked, the chosen k, the top 20
-CIRC_TOP_GO, CIRC_TOP_CANCEL = "circ_top_go", "circ_top_cancel"
-CIRC_TOP_RUNNING = "_circ_top_running"
+CIRC_TOP_GO = "circ_top_go"  # patch the top 20 edges for real
+CIRC_REAL_CANCEL = "circ_real_cancel"  # Cancel while something runs for real
+CIRC_REAL_RUNNING = "_circ_real_running"  # set while it runs (jobs.run)
+CIRC_STOPPED = "_circ_stopped"  # {(PredKey, what)} cancelled: run again only when asked
+CIRC_AGAIN_K, CIRC_AGAIN_EDGE = "circ_again_k", "circ_again_edge"  # run a cancelled one again
 CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
+CIRC_OPENED = "_circ_opened"  # the file id of the saved circuit opened last (opened once)
 CIRC_PENDING = "_circ_pending"  # a saved circuit waiting for its pair to be on the page
 CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair on the page
 DL_CIRC_CSV, DL_CIRC_JSON = "dl_circ_csv", "dl_circ_json"
@@ -352,4 +356,3 @@ NOT_KEPT = frozenset({
     # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
     CORPUS_FILE, CIRC_FILE,
 })
-

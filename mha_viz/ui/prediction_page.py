@@ -113,15 +113,14 @@ def prediction_page() -> None:
                                help="Estimates every head at every position from one forward pass on each text "
                                     "and one backward pass (attribution patching). Patching each of the "
                                     f"{model.num_layers * model.num_heads} heads for real is offered next.")
-        auto = session.pop(keys.PRED_AUTO, False)  # a link with a circuit: found on opening, once
+        auto = circuit_section.asked_by_link(buttons)  # a link with a circuit: the heads found on opening
         if not (buttons.pressed or auto):
             return
-        if auto:
-            session.put(keys.CIRC_AUTO, True)
         expl = _compute(model, key)
         if expl is None:  # a message says why; nothing runs to cancel
             buttons.idle()
             return
+        circuit_section.heads_found(key, auto)
         buttons.done()
     _results(cur, key, expl)
 

@@ -96,8 +96,7 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
     at = _page()
     at.button(key=keys.CIRC_GO).click().run()  # EAP-IG, the default
     assert not at.exception and not at.error
-    key, method = next(iter(at.session_state[keys.CIRC_RESULTS]))
-    edges = at.session_state[keys.CIRC_RESULTS][(key, method)]
+    (key, method), edges = next(iter(at.session_state[keys.CIRC_RESULTS].items()))
     saved = edges.to_json(k=5)
     data = json.loads(saved)
     assert data["method"] == "eap-ig" and data["clean"] == prediction.INDUCTION.clean and len(data["edges"]) == len(
@@ -105,8 +104,38 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
     opened = mha_viz.Edges.from_json(saved)
     np.testing.assert_allclose(opened.scores["score"], edges.scores["score"])
     assert list(opened.scores["receiver"]) == list(edges.scores["receiver"])
-    with pytest.raises(ValueError):
-        mha_viz.Edges.from_json("{\"edges\": 3}")
+    for bad in ('{"edges": 3}', saved.replace('"eap-ig"', '"magic"'), saved.replace('"L1H1.v"', '"L1H1.z"')):
+        with pytest.raises(ValueError, match="not a circuit saved by mha-viz"):
+            mha_viz.Edges.from_json(bad)
+
+    # a fresh session on the same pair: the file opens the circuit without finding it again
+    again = _page()
+    assert again.radio(key=keys.CIRC_METHOD).value == "EAP-IG"
+    eap = mha_viz.Edges.from_json(saved)
+    eap.method = "eap"  # saved by EAP: the section switches to it
+    again.file_uploader(key=keys.CIRC_FILE).set_value(("circuit.json", eap.to_json().encode(), "application/json"))
+    again.run()
+    assert not again.exception and not again.error, [e.value for e in again.error]
+    assert again.radio(key=keys.CIRC_METHOD).value == "EAP"
+    graph = _titled(again, "The top 30 edges (EAP)")
+    assert len(_edge_markers(graph)["x"]) == 30
+    # not a circuit: a message, the page and its inputs as they were
+    again.file_uploader(key=keys.CIRC_FILE).set_value(("circuit.json", b"{ not json", "application/json"))
+    again.run()
+    assert not again.exception
+    assert "not a circuit saved by mha-viz" in shown(" ".join(e.value for e in again.error))
+    assert again.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    # another pair's circuit: offered, and its pair put on the page by the button
+    other = json.loads(saved)
+    other.update(clean="a b c d e f g h a b c d e f g", corrupted="m n o p q r s t m n o p q r s")
+    again.file_uploader(key=keys.CIRC_FILE).set_value(("other.json", json.dumps(other).encode(), "application/json"))
+    again.run()
+    assert not again.exception and "found on another pair" in shown(" ".join(w.value for w in again.warning))
+    again.button(key=keys.CIRC_OPEN_PAIR).click().run()
+    assert not again.exception, again.exception
+    assert again.text_area(key=keys.TEXT).value == other["clean"]
+    assert again.text_area(key=keys.PRED_CORRUPTED).value == other["corrupted"]
+    assert again.session_state[keys.CIRC_PENDING] is not None  # shown once that pair's heads are found
 
 
 def test_sizes_of_the_curve():

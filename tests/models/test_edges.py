@@ -239,6 +239,41 @@ def test_eap_equals_a_first_order_estimate_made_from_hooks_on_hugging_faces_modu
     assert set(edges.scores.sender) == set(clean)
 
 
+def test_eap_ig_averages_the_gradient_at_the_interpolated_embeddings(llama):
+    """EAP-IG with 2 steps is the mean of the gradients at embeddings ½ and all the way from the corrupted
+    text's to the clean one's, each taken from Hugging Face's modules with the embedding replaced by hand;
+    with 1 step it is EAP."""
+    a, b = _ends(llama)
+    ig = mha_viz.edge_attribution(llama, CLEAN, CORRUPTED, a, b, method="eap-ig", steps=2)
+    eap = mha_viz.edge_attribution(llama, CLEAN, CORRUPTED, a, b, method="eap")
+    one = mha_viz.edge_attribution(llama, CLEAN, CORRUPTED, a, b, method="eap-ig", steps=1)
+    np.testing.assert_allclose(one.scores["score"], eap.scores["score"], atol=1e-6 * np.abs(eap.scores["score"]).max())
+    ref, embed = _HF(llama), llama.hf_model.get_input_embeddings()
+    ids_c, ids_x = _ids(llama, CLEAN), _ids(llama, CORRUPTED)
+    with torch.no_grad():
+        e_c, e_x = embed(ids_c), embed(ids_x)
+    clean, corrupt = ref.writes(ids_c), ref.writes(ids_x)
+    scores = ig.scores.set_index(["sender", "receiver"])["score"]
+    want, got = [], []
+    for receiver in ("L1H0.q", "L1KV1.k", "L1KV0.v", "L0 MLP", "logits"):
+        grads = []
+        for alpha in (0.5, 1.0):
+            point = e_x + alpha * (e_c - e_x)
+            hook = embed.register_forward_hook(lambda _m, _a, _o, point=point: point)
+            try:
+                grads.append(ref.gradient(ids_c, a, b, receiver))
+            finally:
+                hook.remove()
+        grad = (grads[0] + grads[1]) / 2
+        for sender in ig.scores.loc[ig.scores.receiver == receiver, "sender"]:
+            want.append(float(((corrupt[sender] - clean[sender]) * grad).sum()))
+            got.append(float(scores[(sender, receiver)]))
+    want, got = np.asarray(want), np.asarray(got)
+    np.testing.assert_allclose(got, want, atol=1e-4 * np.abs(want).max())
+    # the two differ: the gradient at the half-way point is another one
+    assert not np.allclose(ig.scores["score"], eap.scores["score"], atol=1e-3 * np.abs(eap.scores["score"]).max())
+
+
 # --- 2. on a linear model, EAP is path patching -------------------------------------------------
 
 

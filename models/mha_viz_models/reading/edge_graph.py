@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.loading.placement import has_offloaded
 from mha_viz_models.reading import readout, stream
 from mha_viz_models.reading.readout import is_norm
 from mha_viz_models.reading.verify import probe
@@ -181,6 +182,9 @@ def graph(loaded, check) -> EdgeGraph:
         return kept
     if not loaded.is_causal or loaded.is_encoder_decoder:
         raise refuse(loaded, "it is not a decoder")
+    if any(has_offloaded(m) for m, _ in loaded.attention_modules):
+        raise refuse(loaded, "some of its weights are offloaded to the CPU or disk (load it on one device, or "
+                             "give it more memory)")
     try:
         lays = stream.layout(loaded)
     except UnsupportedArchitecture as exc:
@@ -278,7 +282,8 @@ def _find_mlp_norms(loaded, parts: list[LayerParts]) -> None:
     for p in parts:
         if p.mlp is None:
             continue
-        mlp_in, x, a = seen.get(("mlp", p.layer)), seen[("x", p.layer)], seen[("attn", p.layer)]
+        mlp_in, a = seen.get(("mlp", p.layer)), seen[("attn", p.layer)]
+        x = seen[("x", p.layer)].to(a.device)  # a model spread over devices: the block's input moves in it
         if mlp_in is None:
             raise refuse(loaded, f"layer {p.layer}'s MLP takes no tensor input")
         read = mlp_in
