@@ -163,3 +163,36 @@ def test_a_link_reopens_the_circuit():
     top = mha_viz.edge_attribution(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, method="eap").top(9)
     assert [t.split(" (")[0] for t in _edge_markers(graph)["hovertext"]] == [
         f"{s} → {r}" for s, r in zip(top["sender"], top["receiver"])]
+
+
+def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path):
+    """A random OLMo 2 (its heads write through one norm over all of them): the heads are found, the circuit
+    is refused with the reason, and the texts and the estimate chosen stay."""
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+
+    from mha_viz.ui.sidebar import OTHER
+    from tests.helpers import byte_bpe_tokenizer
+
+    tok = byte_bpe_tokenizer()
+    Olmo2ForCausalLM(Olmo2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2,
+                                 max_position_embeddings=128)).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    clean, corrupted = "the cat sat on the mat and the cat", "the cat sat on the mat and the dog"
+    assert len(tok(clean)["input_ids"]) == len(tok(corrupted)["input_ids"])
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value(OTHER).run()
+    at.text_input(key=keys.MODEL_OTHER).input(str(tmp_path)).run()
+    at.text_area(key=keys.TEXT).input(clean).run()
+    open_page(at, "prediction")
+    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
+    at.button(key=keys.PRED_GO).click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
+    at.button(key=keys.CIRC_GO).click().run()
+    assert not at.exception
+    message = shown(" ".join(e.value for e in at.error))
+    assert "cannot be split" in message and "one norm over all of them" in message
+    assert at.text_area(key=keys.TEXT).value == clean and at.text_area(key=keys.PRED_CORRUPTED).value == corrupted
+    assert at.radio(key=keys.CIRC_METHOD).value == "EAP"
+    assert not any(_title(c).startswith("The top") for c in charts(at))
