@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from mha_viz.capture import finite
-from mha_viz.interventions.ablation import check_gradient_budget
+from mha_viz.interventions.ablation import GradientBudget, check_gradient_budget
 from mha_viz.interventions.patching import Ends, Texts, ends, logit_difference, texts
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
@@ -158,30 +158,48 @@ def _eap(model: LoadedModel, t: Texts, g: EdgeGraph) -> tuple[Runs, torch.Tensor
     return Runs(t, g, leaves.writes()[0], rx.writes()[0], e), grads
 
 
-def _integrated(model: LoadedModel, runs: Runs, steps: int) -> torch.Tensor:
+def _integrated(model: LoadedModel, runs: Runs, steps: int, batch: int, progress=None) -> torch.Tensor:
     """∂m/∂(each receiver's input) (R, n, d) averaged over `steps` runs whose input embeddings go from the
-    corrupted text's to the clean one's (α = 1/steps … 1), in one batch."""
+    corrupted text's to the clean one's (α = 1/steps … 1), `batch` of them side by side."""
     t, e, g = runs.t, runs.e, runs.g
     embed = model.hf_model.get_input_embeddings()
-    with model.lock, torch.inference_mode(False), torch.enable_grad():
-        with torch.inference_mode():
-            clean, corrupt = embed(t.ids_c), embed(t.ids_x)
-        alpha = (torch.arange(1, steps + 1, dtype=torch.float32, device=clean.device) / steps)[:, None, None]
-        points = (corrupt.float() + alpha * (clean.float() - corrupt.float())).to(clean.dtype)  # (steps, n, d)
-        leaves = split_run.Leaves((steps, t.n, model.d_model), model.dtype, record=False)
-        hook = embed.register_forward_hook(lambda _m, _a, _out: points)  # the token embeddings, interpolated
+    with torch.inference_mode():
+        clean, corrupt = embed(t.ids_c).float(), embed(t.ids_x).float()
+    total = None
+    for start in range(0, steps, batch):
+        rows = min(batch, steps - start)
+        alpha = (torch.arange(start + 1, start + rows + 1, dtype=torch.float32, device=clean.device) / steps)
+        points = (corrupt + alpha[:, None, None] * (clean - corrupt)).to(model.dtype)  # (rows, n, d)
+        with model.lock, torch.inference_mode(False), torch.enable_grad():
+            leaves = split_run.Leaves((rows, t.n, model.d_model), model.dtype, record=False)
+            hook = embed.register_forward_hook(lambda _m, _a, _out, points=points: points)  # interpolated
+            try:
+                logits = split_run.run(model, g, leaves, input_ids=t.ids_c.expand(rows, -1))
+            finally:
+                hook.remove()
+            part = leaves.grads(logit_difference(logits.float(), e.a, e.b).sum()).sum(0)
+        total = part if total is None else total + part
+        _step(progress, 0.3 + 0.6 * (start + rows) / steps, f"Gradient at {start + rows} of {steps} points")
+    return total / steps
+
+
+def fitting_rows(model: LoadedModel, g: EdgeGraph, n: int, steps: int) -> int:
+    """How many of EAP-IG's `steps` gradient runs fit side by side in the memory budget (at least 1:
+    `check_budget` refuses a text that one does not fit)."""
+    for rows in range(steps, 1, -1):
         try:
-            logits = split_run.run(model, g, leaves, input_ids=t.ids_c.expand(steps, -1))
-        finally:
-            hook.remove()
-        return leaves.grads(logit_difference(logits.float(), e.a, e.b).sum()).mean(0)
+            check_budget(model, g, n, rows, "")
+            return rows
+        except GradientBudget:
+            continue
+    return 1
 
 
 def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, *,
                      method: str = "eap", steps: int = 5, max_tokens: int | None = None, progress=None) -> Edges:
     """Every edge's estimated effect on m (`Edges.scores`: sender, receiver, input, score), by EAP (one
-    forward on each text, one backward) or EAP-IG (`steps` more forwards and backwards, batched). The
-    defaults and refusals of `patch_heads`; InputError for a family whose heads' writes cannot be split,
+    forward on each text, one backward) or EAP-IG (`steps` more forwards and backwards, side by side as far
+    as the memory budget allows). The defaults and refusals of `patch_heads`; InputError for a family whose heads' writes cannot be split,
     and before anything runs when the backward pass would not fit the memory. progress(fraction, message)
     between the steps (a callback that raises stops it)."""
     if method not in METHODS:
@@ -191,15 +209,14 @@ def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None
     steps = int(steps)
     t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="edge attribution")
     g = graph(model)
-    check_budget(model, g, t.n, 1 if method == "eap" else steps,
-                 f"Attributing every edge of {model.name} ({method.upper()})")
+    check_budget(model, g, t.n, 1, f"Attributing every edge of {model.name} ({method.upper()})")
     if method == "eap":
         _step(progress, 0.1, "One backward pass through every receiver…")
         runs, grads = _eap(model, t, g)
     else:
         runs = recorded(model, t, g)
         _step(progress, 0.3, f"{steps} backward passes on the path between the texts…")
-        grads = _integrated(model, runs, steps)
+        grads = _integrated(model, runs, steps, fitting_rows(model, g, t.n, steps), progress)
     _step(progress, 0.9, "Scoring every edge…")
     delta = (runs.corrupted.float() - runs.clean.float()).to(grads.device)  # (S, n, d)
     scores = torch.einsum("snd,rnd->sr", delta, grads).cpu().numpy().astype(np.float64)
