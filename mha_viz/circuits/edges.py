@@ -199,9 +199,9 @@ def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None
                      method: str = "eap", steps: int = 5, max_tokens: int | None = None, progress=None) -> Edges:
     """Every edge's estimated effect on m (`Edges.scores`: sender, receiver, input, score), by EAP (one
     forward on each text, one backward) or EAP-IG (`steps` more forwards and backwards, side by side as far
-    as the memory budget allows). The defaults and refusals of `patch_heads`; InputError for a family whose heads' writes cannot be split,
-    and before anything runs when the backward pass would not fit the memory. progress(fraction, message)
-    between the steps (a callback that raises stops it)."""
+    as the memory budget allows). The defaults and refusals of `patch_heads`; InputError for a family whose
+    heads' writes cannot be split, and before anything runs when the backward pass would not fit the memory.
+    progress(fraction, message) between the steps (a callback that raises stops it)."""
     if method not in METHODS:
         raise ValueError(f"method must be 'eap' or 'eap-ig', not {method!r}")
     if int(steps) < 1:
