@@ -84,7 +84,8 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
     node_xy = [_where(n, layers, heads, kv_heads, parallel) for n in names]
     fig.add_trace(go.Scatter(
         x=[p[0] for p in node_xy], y=[p[1] for p in node_xy], mode="markers+text", text=names,
-        textposition="top center", textfont=dict(size=10, color="#222"), hovertext=names, hoverinfo="text",
+        textposition=["bottom center" if "MLP" in n and i % 2 else "top center" for i, n in enumerate(names)],
+        textfont=dict(size=10, color="#222"), hovertext=names, hoverinfo="text",
         showlegend=False, selected=_SAME, unselected=_SAME,
         marker=dict(size=[9 if "KV" in n else 14 for n in names], color="#f7f7f7", line=dict(color="#444", width=1.5),
                     symbol=["diamond" if "KV" in n else ("square" if n in ("embed", "logits") or "MLP" in n
@@ -98,9 +99,12 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
         hovertext=[f"{s} → {r} ({i}): {v:+.4g}" for s, r, i, v in
                    zip(top["sender"], top["receiver"], top["input"], scores)],
         hoverinfo="text"))
+    shown_layers = sorted({int(m.group(1)) for n in names if (m := re.match(r"L(\d+)", n))})
     fig.update_layout(title=plot_title(title), height=max(420, 46 * (heads + 3)), margin=margin(l=20),
-                      xaxis=dict(visible=False), yaxis=dict(visible=False), clickmode="event+select",
-                      dragmode=False, plot_bgcolor="white")
+                      xaxis=dict(tickvals=[3 * layer + 1.5 for layer in shown_layers], showgrid=False, zeroline=False,
+                                 ticktext=[str(layer) for layer in shown_layers], tickangle=0,
+                                 title=dict(text="layer", standoff=4)),
+                      yaxis=dict(visible=False), clickmode="event+select", dragmode=False, plot_bgcolor="white")
     return fig
 
 
