@@ -74,6 +74,9 @@ class Edges:
         """Edges saved by `to_json`; ValueError, saying what is wrong, for a file that is not one."""
         try:
             data = json.loads(text)
+        except ValueError:
+            raise ValueError("not a circuit saved by mha-viz: it is not JSON") from None
+        try:
             frame = pd.DataFrame(data.pop("edges"), columns=COLUMNS)
             meta = {key: data.pop(key) for key in ("method", "steps", "m_clean", "m_corrupted", "answer", "wrong",
                                                    "model", "tokens", "answer_text", "wrong_text")}
@@ -82,17 +85,19 @@ class Edges:
                 if key in meta or key in data:
                     value = meta[key] if key in meta else data[key]
                     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                        raise ValueError(f"{key} is not a count")
+                        raise ValueError
             for key in ("m_clean", "m_corrupted"):
                 meta[key] = float(meta[key])
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ValueError(f"not a circuit saved by mha-viz ({exc})") from None
+        except KeyError as exc:
+            raise ValueError(f"not a circuit saved by mha-viz: it has no {exc.args[0]!r}") from None
+        except (ValueError, TypeError, AttributeError, AssertionError):
+            raise ValueError("not a circuit saved by mha-viz: its edges or counts are not what it writes") from None
         if meta["method"] not in METHODS:
-            raise ValueError(f"not a circuit saved by mha-viz (its method is {str(meta['method'])[:20]!r})")
+            raise ValueError(f"not a circuit saved by mha-viz: its method is {str(meta['method'])[:20]!r}")
         names = pd.concat([frame["sender"], frame["receiver"]]).astype(str)
         bad = names[~names.str.fullmatch(NODE)]
         if len(bad):
-            raise ValueError(f"not a circuit saved by mha-viz ({str(bad.iloc[0])[:30]!r} is not a node)")
+            raise ValueError(f"not a circuit saved by mha-viz: {str(bad.iloc[0])[:30]!r} is not a node")
         if "curve" in data and not (isinstance(data["curve"], dict) and {"k", "faithfulness"} <= set(data["curve"])):
             data.pop("curve")  # a curve that cannot be drawn is left out, not a reason to refuse the edges
         return cls(frame, **meta, extra=data)

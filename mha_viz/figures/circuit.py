@@ -13,13 +13,19 @@ import plotly.graph_objects as go
 
 from mha_viz.figures.style import margin, plot_title
 
-POSITIVE, NEGATIVE = "#c0392b", "#2e6fba"  # an edge whose corrupted write raises m / lowers it
+NEEDED, AGAINST = "#c0392b", "#2e6fba"  # red: the clean prediction needs the edge (corrupting it lowers m); blue: not
 WIDTHS = (1.0, 2.0, 3.5, 5.5, 8.0)  # line widths, by |score| as a share of the largest drawn
 _HEAD = re.compile(r"L(\d+)(H|KV)(\d+)(?:\.([qkv]))?$")
 _MLP = re.compile(r"L(\d+) MLP$")
 INPUT_DY = {"q": 0.22, "k": 0.0, "v": -0.22}  # where each input of a head meets it
 MIDPOINTS = "edges"  # the name of the clickable trace
+MAX_LABELS = 40  # nodes named on the graph; beyond, on hover
 _SAME = dict(marker=dict(opacity=1), textfont=dict(color="#222"))  # a click selects an edge: nothing fades
+
+
+def colour_of(score: float) -> str:
+    """Red where corrupting the edge lowers m (the clean prediction needs it), blue where it raises m."""
+    return NEEDED if score < 0 else AGAINST
 
 
 def _place(name: str, heads: int, kv: int, parallel: bool) -> tuple[float, float]:
@@ -67,9 +73,9 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
     places = [(_where(s, layers, heads, kv_heads, parallel), _where(r, layers, heads, kv_heads, parallel))
               for s, r in zip(top["sender"], top["receiver"])]
     bins = np.minimum((np.abs(scores) / (largest or 1.0) * len(WIDTHS)).astype(int), len(WIDTHS) - 1)
-    for sign, colour, label in ((1, POSITIVE, "raises m when corrupted"), (-1, NEGATIVE, "lowers m when corrupted")):
+    for needed, colour in ((True, NEEDED), (False, AGAINST)):
         for b, width in enumerate(WIDTHS):
-            rows = [i for i in range(len(scores)) if bins[i] == b and (scores[i] >= 0) == (sign > 0)]
+            rows = [i for i in range(len(scores)) if bins[i] == b and (scores[i] < 0) == needed]
             if not rows:
                 continue
             xs, ys = [], []
@@ -78,12 +84,14 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
                 xs += [x0, x1, None]
                 ys += [y0, y1, None]
             fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=dict(color=colour, width=width), opacity=0.7,
-                                     hoverinfo="skip", showlegend=False, legendgroup=label))
+                                     hoverinfo="skip", showlegend=False))
     used = set(top["sender"]) | {_node(r) for r in top["receiver"]}
     names = [n for n in _all_nodes(layers, heads, kv_heads) if n in used]
+    labelled = len(names) <= MAX_LABELS  # more: names on hover only, not overprinted
     node_xy = [_where(n, layers, heads, kv_heads, parallel) for n in names]
     fig.add_trace(go.Scatter(
-        x=[p[0] for p in node_xy], y=[p[1] for p in node_xy], mode="markers+text", text=names,
+        x=[p[0] for p in node_xy], y=[p[1] for p in node_xy], mode="markers+text" if labelled else "markers",
+        text=names if labelled else None,
         textposition=["bottom center" if "MLP" in n and i % 2 else "top center" for i, n in enumerate(names)],
         textfont=dict(size=10, color="#222"), hovertext=names, hoverinfo="text",
         showlegend=False, selected=_SAME, unselected=_SAME,
@@ -94,14 +102,14 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
     fig.add_trace(go.Scatter(
         x=[m[0] for m in mids], y=[m[1] for m in mids], mode="markers", name=MIDPOINTS, showlegend=False,
         selected=dict(marker=dict(size=14, opacity=1)), unselected=_SAME,
-        marker=dict(size=9, color=[POSITIVE if s >= 0 else NEGATIVE for s in scores], line=dict(color="white",
-                                                                                                width=1)),
-        hovertext=[f"{s} → {r} ({i}): {v:+.4g}" for s, r, i, v in
-                   zip(top["sender"], top["receiver"], top["input"], scores)],
+        marker=dict(size=9, color=[colour_of(v) for v in scores], line=dict(color="white", width=1)),
+        hovertext=[f"{s} → {r} — corrupted, it would move m by {v:+.4g} (estimate)" for s, r, v in
+                   zip(top["sender"], top["receiver"], scores)],
         hoverinfo="text"))
     shown_layers = sorted({int(m.group(1)) for n in names if (m := re.match(r"L(\d+)", n))})
     fig.update_layout(title=plot_title(title), height=max(420, 46 * (heads + 3)), margin=margin(l=20),
-                      xaxis=dict(tickvals=[3 * layer + 1.5 for layer in shown_layers], showgrid=False, zeroline=False,
+                      xaxis=dict(tickvals=[3 * layer + 1 for layer in shown_layers], showgrid=False, zeroline=False,
+                                 range=[-0.6, 3 * layers + 1.6],
                                  ticktext=[str(layer) for layer in shown_layers], tickangle=0,
                                  title=dict(text="layer", standoff=4)),
                       yaxis=dict(visible=False), clickmode="event+select", dragmode=False, plot_bgcolor="white")
@@ -141,13 +149,13 @@ def curve_figure(curve: pd.DataFrame, total: int, *, chosen: int | None = None, 
                              hovertemplate="k = %{x}<br>faithfulness %{y:.3f}<extra></extra>"))
     if chosen is not None and real is not None:
         fig.add_trace(go.Scatter(x=[max(chosen, 1)], y=[real], mode="markers", name=f"k = {chosen} (the graph's)",
-                                 marker=dict(size=13, symbol="star", color=POSITIVE),
+                                 marker=dict(size=13, symbol="star", color=NEEDED),
                                  hovertemplate="k = %{x}<br>faithfulness %{y:.3f}<extra></extra>"))
     fig.add_hline(y=1.0, line=dict(dash="dot", color="#888"))
     fig.add_hline(y=0.0, line=dict(dash="dot", color="#888"))
     fig.update_layout(title=plot_title(f"Faithfulness of the top k edges ({method.upper()}) of {total:,}"),
-                      xaxis=dict(type="log", title="k, edges kept (by |score|)"),
-                      yaxis=dict(title="(m_circuit − m_corrupted) / (m_clean − m_corrupted)"), height=360,
+                      xaxis=dict(type="log", dtick=1, title="k, edges kept (by |score|)"),
+                      yaxis=dict(title="faithfulness"), height=360,
                       margin=margin(), legend=dict(orientation="h", y=-0.25))
     return fig
 
@@ -160,7 +168,7 @@ def real_scatter(estimate: np.ndarray, real: np.ndarray, labels: list[str], pear
     fig.add_trace(go.Scatter(x=[-bound, bound], y=[-bound, bound], mode="lines", line=dict(dash="dot", color="#888"),
                              hoverinfo="skip", showlegend=False))
     fig.add_trace(go.Scatter(x=e, y=r, mode="markers", text=labels, showlegend=False,
-                             marker=dict(size=9, color=[POSITIVE if v >= 0 else NEGATIVE for v in r]),
+                             marker=dict(size=9, color=[colour_of(v) for v in r]),
                              hovertemplate="%{text}<br>estimate %{x:+.4g}<br>real %{y:+.4g}<extra></extra>"))
     corr = f"Pearson r = {pearson:.3f}" if np.isfinite(pearson) else "Pearson r undefined (a constant side)"
     fig.update_layout(title=plot_title(f"Estimate against real path patching, {len(e)} edges: {corr}"),

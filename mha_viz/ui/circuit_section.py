@@ -184,16 +184,17 @@ def _show(cur, key, ask, edges) -> None:
     fig = circuit_figures.graph_figure(top, extra.get("layers", model.num_layers), extra.get("heads", model.num_heads),
                                        extra.get("kv_heads", model.num_kv_heads),
                                        parallel=bool(extra.get("parallel")),
-                                       title=f"The top {k} edges ({method.upper()}): red raises m when corrupted, "
-                                             "blue lowers it")
+                                       title=f"The top {k} edge{'s' if k != 1 else ''} ({method.upper()}): red "
+                                             "where the clean prediction needs it, blue where it works against")
     curve_number = len(fig.data) - 1
     charts.show(fig, key=keys.CIRC_GRAPH, name="circuit-graph", selection_mode="points",
                 on_select=lambda: _on_edge(ask, top, curve_number))
-    st.caption("Layers run left to right: the embedding, each layer's heads (head 0 on top) and MLP, the logits. "
-               "An edge ends at its reader's input: a head's query (upper), key (middle) or value (lower); with "
-               "grouped-query attention keys and values go to the KV head (◆). Click an edge's dot to path-patch it "
-               "for real.")
     _picked_edge(model, key, ask, edges)
+    mlp = " and MLP (below)" if any("MLP" in str(n) for n in edges.scores["sender"].head(2000)) else ""
+    st.caption(f"Layers run left to right: the embedding, each layer's heads (head 0 on top){mlp}, the logits. An "
+               "edge ends at its reader's input: just left of a head, its query (upper), key (middle) or value "
+               "(lower); with grouped-query attention keys and values go to the KV head (◆). Width: |score|. "
+               "Click an edge's dot to path-patch it for real.")
     real_k = _run_real(key, ("k", method, k), lambda progress: path_patching.circuit(
         model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap).faithfulness,
         f"Run the top {k} edges for real")
@@ -226,7 +227,7 @@ def _picked_edge(model, key, ask, edges) -> None:
         f"Path-patch {sender} → {receiver} for real")
     if real is not None:
         st.info(f"**{sender} → {receiver}**: estimated change in m {estimate:+.4f}; path-patched for real "
-                f"**{real:+.4f}** (the clean run with only {receiver}'s input given {sender}'s corrupted write).",
+                f"**{real:+.4f}** (the clean run with only the input of {receiver} given {sender}'s corrupted write).",
                 icon="🔬")
 
 
@@ -255,9 +256,10 @@ def _top_real(model, key, ask, edges) -> None:
 def _downloads(cur, edges, k: int, real_k, curve) -> None:
     stem = figure_style.safe_filename(f"{cur.model.name}-circuit-{edges.method}")
     cols = st.columns(2)
-    cols[0].download_button("Download the edges (CSV)", lambda: export_views.table_csv(edges.scores),
+    cols[0].download_button("Download the edges (CSV)", lambda: export_views.table_csv(
+        edges.top(len(edges.scores)).rename_axis("rank").reset_index().assign(rank=lambda t: t["rank"] + 1)),
                             key=keys.DL_CIRC_CSV, file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
-                            help="A row an edge: sender, receiver, input and score.")
+                            help="A row an edge, strongest first: rank, sender, receiver, input and score.")
     top = edges.top(k)
     nodes = sorted(set(top["sender"]) | {r.split(".")[0] for r in top["receiver"]})
     cols[1].download_button("Download the circuit (JSON)", lambda: edges.to_json(
@@ -277,7 +279,7 @@ def _opener(cur, key) -> None:
     try:
         edges = circuit_edges.Edges.from_json(upload.getvalue().decode("utf-8", errors="replace"))
     except ValueError as exc:
-        st.error(plain(f"This file is not a circuit saved by mha-viz: {exc}"), icon="⚠️")
+        st.error(plain(f"This file cannot be opened: {exc}."), icon="⚠️")
         return
     clean, corrupted = edges.extra.get("clean"), edges.extra.get("corrupted")
     if edges.model != cur.model.name:

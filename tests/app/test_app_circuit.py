@@ -59,7 +59,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     for text, (s, r, v) in zip(markers["hovertext"], zip(top["sender"], top["receiver"], top["score"])):
         assert text.startswith(f"{s} → {r}") and f"{v:+.4g}" in text
     colours = markers["marker"]["color"]
-    assert [c == circuit_figures.POSITIVE for c in colours] == [v >= 0 for v in top["score"]]
+    assert [c == circuit_figures.NEEDED for c in colours] == [v < 0 for v in top["score"]]  # red: needed
     nodes = next(d for d in graph["data"] if d.get("mode") == "markers+text")["text"]
     assert set(nodes) == set(top["sender"]) | {r.split(".")[0] for r in top["receiver"]}  # only nodes with an edge
     # the star: the top k circuit run for real
@@ -67,6 +67,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     star = curve["data"][1]
     real = mha_viz.circuit(toy, clean, corrupted, top).faithfulness
     assert star["x"] == [k] and star["y"][0] == pytest.approx(real, abs=1e-5)
+    assert f"faithfulness **{real:.3f}**" in " ".join(c.value for c in at.caption)
     points = want.scores.shape[0]
     assert curve["data"][0]["x"][-1] == points and curve["data"][0]["y"][-1] == pytest.approx(1.0, abs=1e-4)
     # a clicked edge: its estimate beside path patching for real
@@ -161,7 +162,7 @@ def test_a_link_reopens_the_circuit():
     graph = _titled(again, "The top 9 edges (EAP)")
     toy = mha_viz.load_model("toy-induction", device="cpu")
     top = mha_viz.edge_attribution(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, method="eap").top(9)
-    assert [t.split(" (")[0] for t in _edge_markers(graph)["hovertext"]] == [
+    assert [t.split(" — ")[0] for t in _edge_markers(graph)["hovertext"]] == [
         f"{s} → {r}" for s, r in zip(top["sender"], top["receiver"])]
 
 
