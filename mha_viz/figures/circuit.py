@@ -63,10 +63,10 @@ def _node(receiver: str) -> str:
 
 
 def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, parallel: bool = False,
-                 title: str = "") -> go.Figure:
+                 title: str = "", picked: int | None = None) -> go.Figure:
     """The edges of `top` (sender, receiver, input, score; the strongest first) as a graph. Nodes with no
-    edge drawn are hidden. The last trace holds a marker in the middle of each edge, in `top`'s order
-    (`edge_pick` reads a click on it)."""
+    edge drawn are hidden; edge `picked` (an index into `top`) is outlined in black. The last trace holds a
+    marker in the middle of each edge, in `top`'s order (`edge_pick` reads a click on it)."""
     fig = go.Figure()
     scores = top["score"].to_numpy(dtype=float)
     largest = float(np.abs(scores).max()) if len(scores) else 1.0
@@ -98,6 +98,10 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
         marker=dict(size=[9 if "KV" in n else 14 for n in names], color="#f7f7f7", line=dict(color="#444", width=1.5),
                     symbol=["diamond" if "KV" in n else ("square" if n in ("embed", "logits") or "MLP" in n
                                                          else "circle") for n in names])))
+    if picked is not None and 0 <= picked < len(places):
+        (x0, y0), (x1, y1) = places[picked]
+        fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip", showlegend=False,
+                                 line=dict(color="black", width=WIDTHS[bins[picked]] + 3), opacity=0.45))
     mids = [((x0 + x1) / 2, (y0 + y1) / 2) for (x0, y0), (x1, y1) in places]
     fig.add_trace(go.Scatter(
         x=[m[0] for m in mids], y=[m[1] for m in mids], mode="markers", name=MIDPOINTS, showlegend=False,

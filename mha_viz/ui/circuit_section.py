@@ -185,7 +185,8 @@ def _show(cur, key, ask, edges) -> None:
                                        extra.get("kv_heads", model.num_kv_heads),
                                        parallel=bool(extra.get("parallel")),
                                        title=f"The top {k} edge{'s' if k != 1 else ''} ({method.upper()}): red "
-                                             "where the clean prediction needs it, blue where it works against")
+                                             "where the clean prediction needs it, blue where it works against",
+                                       picked=_picked_index(ask, top))
     curve_number = len(fig.data) - 1
     charts.show(fig, key=keys.CIRC_GRAPH, name="circuit-graph", selection_mode="points",
                 on_select=lambda: _on_edge(ask, top, curve_number))
@@ -213,6 +214,15 @@ def _on_edge(ask, top, curve_number: int) -> None:
     picked = charts.clicked(keys.CIRC_GRAPH, lambda points: circuit_figures.edge_pick(points, curve_number))
     if picked is not None and 0 <= picked < len(top):
         session.put(keys.CIRC_PICKED, (*ask, str(top["sender"][picked]), str(top["receiver"][picked])))
+
+
+def _picked_index(ask, top) -> int | None:
+    """Where the edge clicked last is among the drawn ones (None: not drawn, or none clicked)."""
+    picked = session.get(keys.CIRC_PICKED)
+    if picked is None or tuple(picked[:2]) != tuple(ask):
+        return None
+    hit = (top["sender"] == picked[2]) & (top["receiver"] == picked[3])
+    return int(hit.to_numpy().argmax()) if hit.any() else None
 
 
 def _picked_edge(model, key, ask, edges) -> None:

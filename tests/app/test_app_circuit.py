@@ -82,6 +82,12 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     info = shown(" ".join(i.value for i in at.info))
     value = mha_viz.path_patch(toy, clean, corrupted, *picked)
     assert f"{picked[0]} → {picked[1]}" in info and f"{value:+.4f}" in info
+    graph = _titled(at, f"The top {k} edges (EAP)")
+    outlined = [d for d in graph["data"] if d.get("line", {}).get("color") == "black"]
+    markers = _edge_markers(graph)
+    assert len(outlined) == 1 and graph["data"][-1] is markers  # the clicked edge outlined, the dots still last
+    assert [(outlined[0]["x"][0] + outlined[0]["x"][1]) / 2, (outlined[0]["y"][0] + outlined[0]["y"][1]) / 2] == [
+        markers["x"][2], markers["y"][2]]
     # the top 20 for real
     at.button(key=keys.CIRC_TOP_GO).click().run()
     assert not at.exception and not at.error
