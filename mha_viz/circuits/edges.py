@@ -16,7 +16,6 @@ receiver's gradient; `mha_viz.circuits.path_patching` measures the real thing.
 
 from __future__ import annotations
 
-import inspect
 import json
 from dataclasses import dataclass, field
 
@@ -30,7 +29,7 @@ from mha_viz.interventions.patching import Ends, Texts, ends, logit_difference, 
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
-from mha_viz_models.reading import split_run
+from mha_viz_models.reading import readout, split_run
 from mha_viz_models.reading.edge_graph import EdgeGraph
 
 METHODS = ("eap", "eap-ig")
@@ -122,8 +121,8 @@ def receiver_bytes(model: LoadedModel, g: EdgeGraph, n: int, rows: int = 1) -> i
 def check_budget(model: LoadedModel, g: EdgeGraph, n: int, rows: int, doing: str) -> None:
     """GradientBudget (an InputError) when `rows` gradient passes side by side over n tokens with every
     receiver's own input would not fit (`ablation.check_gradient_budget`)."""
-    last = "logits_to_keep" in inspect.signature(model.hf_model.forward).parameters  # else n rows of logits
-    check_gradient_budget(model, n, doing=doing, logit_rows=1 if last else None, rows=rows,
+    rows_of_logits = 1 if readout.keeps_last_logits(model.hf_model) else None
+    check_gradient_budget(model, n, doing=doing, logit_rows=rows_of_logits, rows=rows,
                           extra=receiver_bytes(model, g, n, rows))
 
 

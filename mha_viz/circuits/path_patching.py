@@ -125,8 +125,10 @@ class Circuit:
         return (self.m_circuit - self.m_corrupted) / (self.m_clean - self.m_corrupted)
 
 
-def _circuits(model: LoadedModel, runs: Runs, circuits: list[list[tuple[str, str]]], progress=None) -> np.ndarray:
-    """m of the clean text run with each circuit's edges only carrying the run's writes, batched."""
+def _circuits(model: LoadedModel, runs: Runs, circuits: list[tuple[np.ndarray, np.ndarray]],
+              progress=None) -> np.ndarray:
+    """m of the clean text run with each circuit's edges only ((sender, receiver) indices, `_indices`)
+    carrying the run's writes, batched."""
     g, n, d = runs.g, runs.t.n, model.d_model
     S, R = len(g.senders), len(g.receivers)
     chunk = _rows(model, runs, 4 * (S * R + R * n * d + 2 * S * n * d) + receiver_bytes(model, g, n) // 3)
@@ -135,10 +137,8 @@ def _circuits(model: LoadedModel, runs: Runs, circuits: list[list[tuple[str, str
         for start in range(0, len(circuits), chunk):
             part = circuits[start:start + chunk]
             weights = torch.ones(len(part), S, R, device=runs.clean.device)  # 1: the corrupted write
-            for row, pairs in enumerate(part):
-                if pairs:
-                    s, r = _indices(runs, pairs)
-                    weights[row, torch.as_tensor(s), torch.as_tensor(r)] = 0.0
+            for row, (s, r) in enumerate(part):
+                weights[row, torch.as_tensor(s, dtype=torch.long), torch.as_tensor(r, dtype=torch.long)] = 0.0
             provider = split_run.Mixed(g, weights, runs.corrupted)
             logits = split_run.run(model, g, provider, input_ids=runs.t.ids_c.expand(len(part), -1))
             out[start:start + len(part)] = logit_difference(logits.float(), runs.e.a, runs.e.b).double().cpu().numpy()
@@ -155,7 +155,7 @@ def circuit(model: LoadedModel, clean: str, corrupted: str, edges, answer=None, 
     pairs = _pairs(edges)
     answer, wrong = _ends_of(edges, answer, wrong)
     runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "a circuit")
-    m = _circuits(model, runs, [pairs])[0]
+    m = _circuits(model, runs, [_indices(runs, pairs)])[0]
     return Circuit(pairs, float(m), runs.e.m_clean, runs.e.m_corr)
 
 
@@ -171,6 +171,7 @@ def faithfulness_curve(model: LoadedModel, clean: str, corrupted: str, edges_df,
     ranked = list(zip(edges_df["sender"].to_numpy()[order], edges_df["receiver"].to_numpy()[order]))
     ks = [max(0, min(int(k), len(ranked))) for k in sizes]
     runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "a circuit")
-    m = _circuits(model, runs, [ranked[:k] for k in ks], progress)
+    s, r = _indices(runs, ranked)  # once: each circuit is a prefix of the ranking
+    m = _circuits(model, runs, [(s[:k], r[:k]) for k in ks], progress)
     gap = runs.e.m_clean - runs.e.m_corr
     return pd.DataFrame({"k": ks, "faithfulness": (m - runs.e.m_corr) / gap, "m": m})

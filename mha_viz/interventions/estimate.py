@@ -14,7 +14,6 @@ settles it. `agreement` compares the two."""
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +24,7 @@ from mha_viz.interventions.ablation import check_gradient_budget
 from mha_viz.interventions.patching import Patching, check_mode, ends, logit_difference, texts
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.masking import head_mask
+from mha_viz_models.reading import readout
 
 DISAGREE = 0.1  # |estimate − real| beyond this share of the gap marks a head where the two disagree
 ABOUT = ("The estimate is attribution patching: one backward pass gives each head's first-order effect, "
@@ -33,16 +33,11 @@ ABOUT = ("The estimate is attribution patching: one backward pass gives each hea
          "probability ≈ 1) and where effects cancel. Patching the heads for real settles it.")
 
 
-def _last_only(model: LoadedModel) -> bool:
-    """Whether the model's forward can make the last position's logits only (`logits_to_keep`)."""
-    return "logits_to_keep" in inspect.signature(model.hf_model.forward).parameters
-
-
 def _forward(model: LoadedModel, ids: torch.Tensor, scale: torch.Tensor, record: list) -> torch.Tensor:
     """Logits (1, k, vocab) of one forward of ids (1, n) with every head's z recorded through the
     head mask `scale` (`mha_viz_models.attention.masking`); k = 1 where the model computes the last position's only."""
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
-    if _last_only(model):
+    if readout.keeps_last_logits(model.hf_model):
         kwargs["logits_to_keep"] = 1  # m reads the last position: no (n, vocab) product, forward or back
     with head_mask(model, scale, None, record):
         return model.hf_model(**kwargs).logits
@@ -59,7 +54,7 @@ def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=No
     check_mode(mode)
     t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="attribution patching")
     check_gradient_budget(model, t.n, doing=f"Estimating every head of {model.name} with one backward pass",
-                          logit_rows=1 if _last_only(model) else None)
+                          logit_rows=1 if readout.keeps_last_logits(model.hf_model) else None)
     run_ids, source_ids = (t.ids_x, t.ids_c) if mode == "denoise" else (t.ids_c, t.ids_x)
     L, H = model.num_layers, model.num_heads
     with model.lock:

@@ -49,10 +49,6 @@ def heads_found(key, auto: bool) -> None:
         session.put(keys.CIRC_AUTO, key)
 
 
-def _ask(key, method: str) -> tuple:
-    return key, method
-
-
 def _results() -> dict:
     return session.setdefault(keys.CIRC_RESULTS, {})
 
@@ -79,7 +75,7 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
                      help="EAP-IG: 5 gradient passes between the corrupted and the clean text (integrated "
                           "gradients). EAP: one, on the clean text.")
     method = METHODS.get(label, "eap-ig")
-    ask = _ask(key, method)
+    ask = (key, method)
     auto = session.pop(keys.CIRC_AUTO, None) == key  # a link asked for this pair's circuit
     if jobs.cancelled(keys.CIRC_RUNNING) is not None:
         st.warning("Finding the circuit was cancelled; nothing was kept.", icon="⏹️")
@@ -115,13 +111,13 @@ def _find(model, key, method: str, answer: int, wrong: int):
                 progress=lambda d, t: progress(0.6 + 0.4 * d / t, f"Running the top-k circuits for real: {d} of {t}"))
             edges.extra["curve"] = curve.to_dict(orient="list")
             return edges
-    edges, error = jobs.run(keys.CIRC_RUNNING, _ask(key, method), work, first="Scoring every edge…",
+    edges, error = jobs.run(keys.CIRC_RUNNING, (key, method), work, first="Scoring every edge…",
                             what="The circuit", out_of_memory="The circuit ran out of memory: use shorter texts or "
                                                               "a smaller model.")
     if error:
         st.error(plain(error), icon="⚠️")
         return None
-    _results()[_ask(key, method)] = edges
+    _results()[(key, method)] = edges
     return edges
 
 
@@ -191,7 +187,7 @@ def _show(cur, key, ask, edges) -> None:
     charts.show(fig, key=keys.CIRC_GRAPH, name="circuit-graph", selection_mode="points",
                 on_select=lambda: _on_edge(ask, top, curve_number))
     _picked_edge(model, key, ask, edges)
-    mlp = " and MLP (below)" if any("MLP" in str(n) for n in edges.scores["sender"].head(2000)) else ""
+    mlp = " and MLP (below)" if (edges.scores["input"] == "mlp").any() else ""
     st.caption(f"Layers run left to right: the embedding, each layer's heads (head 0 on top){mlp}, the logits. An "
                "edge ends at its reader's input: just left of a head, its query (upper), key (middle) or value "
                "(lower); with grouped-query attention keys and values go to the KV head (◆). Width: |score|. "
@@ -216,20 +212,26 @@ def _on_edge(ask, top, curve_number: int) -> None:
         session.put(keys.CIRC_PICKED, (*ask, str(top["sender"][picked]), str(top["receiver"][picked])))
 
 
+def _picked(ask) -> tuple[str, str] | None:
+    """(sender, receiver) of the edge clicked last on this pair's circuit by this estimate, or None."""
+    picked = session.get(keys.CIRC_PICKED)
+    return None if picked is None or tuple(picked[:2]) != tuple(ask) else (picked[2], picked[3])
+
+
 def _picked_index(ask, top) -> int | None:
     """Where the edge clicked last is among the drawn ones (None: not drawn, or none clicked)."""
-    picked = session.get(keys.CIRC_PICKED)
-    if picked is None or tuple(picked[:2]) != tuple(ask):
+    picked = _picked(ask)
+    if picked is None:
         return None
-    hit = (top["sender"] == picked[2]) & (top["receiver"] == picked[3])
+    hit = (top["sender"] == picked[0]) & (top["receiver"] == picked[1])
     return int(hit.to_numpy().argmax()) if hit.any() else None
 
 
 def _picked_edge(model, key, ask, edges) -> None:
-    picked = session.get(keys.CIRC_PICKED)
-    if picked is None or tuple(picked[:2]) != tuple(ask):
+    picked = _picked(ask)
+    if picked is None:
         return
-    sender, receiver = picked[2], picked[3]
+    sender, receiver = picked
     row = edges.scores[(edges.scores["sender"] == sender) & (edges.scores["receiver"] == receiver)]
     estimate = float(row["score"].iloc[0]) if len(row) else float("nan")
     real = _run_real(key, ("edge", sender, receiver), lambda progress: path_patching.path_patch(
@@ -324,8 +326,8 @@ def _apply_pending(key) -> None:
     edges = session.get(keys.CIRC_PENDING)
     if edges is not None and (edges.extra.get("clean"), edges.extra.get("corrupted")) == (key.clean, key.corrupted):
         session.pop(keys.CIRC_PENDING)
-        _results()[_ask(key, edges.method)] = edges
-        session.put(keys.CIRC_METHOD, next(k for k, v in METHODS.items() if v == edges.method))
+        _results()[(key, edges.method)] = edges
+        session.put(keys.CIRC_METHOD, LABELS[edges.method])
 
 
 def link_fields() -> dict:

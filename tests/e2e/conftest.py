@@ -437,6 +437,13 @@ class App:
         title = self.charts().nth(chart).locator(".gtitle")
         return title.first.text_content() if title.count() else ""
 
+    def titled(self, start: str):
+        """The first chart whose title starts with `start` (a locator), or None."""
+        for i in range(self.charts().count()):
+            if self.chart_title(i).startswith(start):
+                return self.charts().nth(i)
+        return None
+
     def facts(self) -> dict[str, str]:
         """The Model facts page's table as {fact: value}."""
         rows = self.page.locator("[data-testid=stMain] [data-testid=stTable]").evaluate(

@@ -17,12 +17,6 @@ EDGES = ("el => { const d = el.querySelector('.js-plotly-plot')._fullData; "
          "return [d.length - 1, d[d.length - 1].hovertext]; }")
 
 
-def _chart(app, start: str):
-    for i in range(app.charts().count()):
-        if app.chart_title(i).startswith(start):
-            return app.charts().nth(i)
-    return None
-
 
 def test_a_click_on_an_edge_patches_it_for_real(shared_app):
     app = shared_app
@@ -33,8 +27,8 @@ def test_a_click_on_an_edge_patches_it_for_real(shared_app):
     app.page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="m = logit").wait_for(timeout=120_000)
     app.wait_idle()
     app.click(app.page.locator(MAIN).get_by_role("button", name="Find the circuit", exact=True))
-    assert app.wait_until(lambda: _chart(app, "The top 30 edges (EAP-IG)") is not None, True, timeout_s=120)
-    graph = _chart(app, "The top 30 edges (EAP-IG)")
+    assert app.wait_until(lambda: app.titled("The top 30 edges (EAP-IG)") is not None, True, timeout_s=120)
+    graph = app.titled("The top 30 edges (EAP-IG)")
     graph.scroll_into_view_if_needed()
     curve, labels = graph.evaluate(EDGES)
     index = 1  # the second strongest edge
@@ -49,7 +43,7 @@ def test_a_click_on_an_edge_patches_it_for_real(shared_app):
     want = mha_viz.path_patch(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, sender, receiver)
     shown = float(re.search(r"for real ([+−-]\d+\.\d+)", text).group(1).replace("−", "-"))
     assert shown == pytest.approx(want, abs=1e-3)
-    assert _chart(app, "Faithfulness of the top k edges") is not None
+    assert app.titled("Faithfulness of the top k edges") is not None
     graph.scroll_into_view_if_needed()
     app.shot("circuit")
     app.assert_clean()

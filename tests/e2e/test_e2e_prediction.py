@@ -21,12 +21,6 @@ CELL = """(el, [x, y]) => {
 }"""
 
 
-def _chart(app, start: str):
-    for i in range(app.charts().count()):
-        if app.chart_title(i).startswith(start):
-            return app.charts().nth(i)
-    return None
-
 
 def test_ioi_preset_on_smollm2_then_open_a_head(shared_app):
     app = shared_app
@@ -43,9 +37,9 @@ def test_ioi_preset_on_smollm2_then_open_a_head(shared_app):
     corrupted = float(re.search(r"([+−-]\d+\.\d+) on the corrupted one", summary).group(1).replace("−", "-"))
     assert "' Mary'" in summary and "' John'" in summary
     assert clean == pytest.approx(6.1, abs=0.1) and corrupted == pytest.approx(-5.5, abs=0.1)
-    assert _chart(app, "Estimated restored fraction") is not None
-    assert _chart(app, "Direct logit attribution") is not None
-    assert _chart(app, "Restored fraction") is None  # real patching waits for its button
+    assert app.titled("Estimated restored fraction") is not None
+    assert app.titled("Direct logit attribution") is not None
+    assert app.titled("Restored fraction") is None  # real patching waits for its button
     app.click(app.page.locator(MAIN).get_by_role("button", name="Patch every head for real", exact=True))
     app.page.locator("[data-testid=stAlertContentInfo]").filter(has_text="Estimate against real patching").wait_for(
         timeout=300_000)
@@ -53,8 +47,8 @@ def test_ioi_preset_on_smollm2_then_open_a_head(shared_app):
     [versus] = [s for s in app.alerts("Info") if "Estimate against real patching" in s]
     pearson = float(re.search(r"Pearson r = (-?\d\.\d+)", versus).group(1))
     assert pearson >= 0.9  # the issue's target on this pair
-    restored = _chart(app, "Restored fraction")
-    assert restored is not None and _chart(app, "Estimate against real patching") is not None
+    restored = app.titled("Restored fraction")
+    assert restored is not None and app.titled("Estimate against real patching") is not None
     app.shot("grids")
 
     restored.scroll_into_view_if_needed()
@@ -90,8 +84,8 @@ def test_cancel_stops_real_patching_and_keeps_the_estimate_and_the_inputs(shared
         app.page.locator("button:not([disabled])")))
     app.page.locator("[data-testid=stAlertContentWarning]").filter(has_text="Patching was cancelled").wait_for()
     app.wait_idle()
-    assert _chart(app, "Restored fraction") is None  # nothing of the real patching was kept …
-    assert _chart(app, "Estimated restored fraction") is not None  # … and the estimate stays
+    assert app.titled("Restored fraction") is None  # nothing of the real patching was kept …
+    assert app.titled("Estimated restored fraction") is not None  # … and the estimate stays
     assert wrong.input_value() == " Bob" and app.text_box.input_value() == prediction.IOI.clean
     assert app.page.locator(MAIN).get_by_role("button", name="Patch every head for real", exact=True).is_enabled()
     app.assert_clean()

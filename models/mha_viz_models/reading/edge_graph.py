@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -28,9 +29,7 @@ from mha_viz_models.reading import readout, stream
 from mha_viz_models.reading.readout import is_norm
 from mha_viz_models.reading.verify import probe
 
-__all__ = ["EdgeGraph", "LayerParts", "Receiver", "graph", "receiver_name"]
-
-INPUTS = ("q", "k", "v", "mlp", "logits")
+__all__ = ["EdgeGraph", "LayerParts", "Receiver", "graph"]
 
 
 @dataclass(frozen=True)
@@ -59,18 +58,22 @@ class LayerParts:
 
 @dataclass
 class EdgeGraph:
-    """Senders and receivers in the order a forward meets them, and which sender reaches which."""
+    """Senders and receivers in the order a forward meets them, and which sender reaches which; where each
+    layer's senders and receivers start in those lists is recorded as they are made (`_nodes`)."""
 
     model_name: str
     num_heads: int
     num_kv_heads: int
     layers: list[LayerParts]
-    final: nn.Module  # the final norm (or the LM head itself, `final_is_head`)
-    final_is_head: bool
+    final: nn.Module  # the final norm (or the LM head itself, where there is no final norm)
     senders: list[str]
     receivers: list[Receiver]
     sender_order: np.ndarray  # (S,) the step each sender writes at
     receiver_order: np.ndarray  # (R,) the step each receiver reads at
+    head_start: dict[int, int] = field(default_factory=dict)  # layer -> index of its first head sender
+    mlp_sender_at: dict[int, int] = field(default_factory=dict)  # layer -> index of its MLP sender
+    attention_start: dict[int, int] = field(default_factory=dict)  # layer -> index of its first q receiver
+    mlp_receiver_at: dict[int, int] = field(default_factory=dict)  # layer -> index of its MLP receiver
 
     @property
     def allowed(self) -> np.ndarray:
@@ -82,86 +85,71 @@ class EdgeGraph:
         return int(self.allowed.sum())
 
     def head_senders(self, layer: int) -> slice:
-        start = self._sender_start[layer]
+        start = self.head_start[layer]
         return slice(start, start + self.num_heads)
 
     def mlp_sender(self, layer: int) -> int | None:
-        return self._mlp_sender.get(layer)
+        return self.mlp_sender_at.get(layer)
 
     def attention_receivers(self, layer: int) -> slice:
         """The receivers of layer `layer`'s attention: H q, then G k, then G v."""
-        start = self._receiver_start[layer]
+        start = self.attention_start[layer]
         return slice(start, start + self.num_heads + 2 * self.num_kv_heads)
 
     def mlp_receiver(self, layer: int) -> int | None:
-        return self._mlp_receiver.get(layer)
+        return self.mlp_receiver_at.get(layer)
 
     @property
     def logits_receiver(self) -> int:
         return len(self.receivers) - 1
 
-    @property
-    def has_mlp(self) -> bool:
-        return any(p.mlp is not None for p in self.layers)
+    @cached_property
+    def _sender_of(self) -> dict[str, int]:
+        return {name: i for i, name in enumerate(self.senders)}
+
+    @cached_property
+    def _receiver_of(self) -> dict[str, int]:
+        return {r.name: i for i, r in enumerate(self.receivers)}
 
     def sender_index(self, name: str) -> int:
         try:
-            return self.senders.index(name)
-        except ValueError:
+            return self._sender_of[name]
+        except KeyError:
             raise KeyError(f"{self.model_name} has no sender {name!r}: senders are 'embed', 'L{{l}}H{{h}}' "
                            f"and 'L{{l}} MLP'") from None
 
     def receiver_index(self, name: str) -> int:
-        found = self._receiver_by_name.get(name)
+        found = self._receiver_of.get(name)
         if found is None:
             kv = "'L{l}KV{g}.k' or '.v'" if self.num_kv_heads != self.num_heads else "'L{l}H{h}.k' or '.v'"
             raise KeyError(f"{self.model_name} has no receiver {name!r}: receivers are 'L{{l}}H{{h}}.q', {kv}, "
                            "'L{l} MLP' and 'logits'")
         return found
 
-    def __post_init__(self) -> None:
-        self._receiver_by_name = {r.name: i for i, r in enumerate(self.receivers)}
-        self._sender_start, self._mlp_sender, self._receiver_start, self._mlp_receiver = {}, {}, {}, {}
-        for i, name in enumerate(self.senders):
-            if name.endswith("H0") and name.startswith("L"):
-                self._sender_start[int(name[1:-2])] = i
-            elif name.endswith(" MLP"):
-                self._mlp_sender[int(name[1:-4])] = i
-        for i, r in enumerate(self.receivers):
-            if r.input == "q" and r.index == 0:
-                self._receiver_start[r.layer] = i
-            elif r.input == "mlp":
-                self._mlp_receiver[r.layer] = i
 
-
-def receiver_name(layer: int, kind: str, index: int, grouped: bool) -> str:
-    """"L5H1.q", "L5H1.k" (or "L5KV0.k" with grouped-query attention), "L5 MLP", "logits"."""
-    if kind == "mlp":
-        return f"L{layer} MLP"
-    if kind == "logits":
-        return "logits"
-    return f"L{layer}{'KV' if grouped and kind != 'q' else 'H'}{index}.{kind}"
-
-
-def _nodes(name: str, parts: list[LayerParts], H: int, G: int, final: nn.Module, final_is_head: bool) -> EdgeGraph:
-    senders, s_order, receivers, r_order = ["embed"], [0], [], []
-    grouped = G != H
+def _nodes(name: str, parts: list[LayerParts], H: int, G: int, final: nn.Module) -> EdgeGraph:
+    g = EdgeGraph(name, H, G, parts, final, ["embed"], [], np.zeros(0), np.zeros(0))
+    s_order, r_order = [0], []
     for p in parts:
         layer, step = p.layer, 2 * p.layer + 1  # the attention reads at 2l + 1; its heads write at 2l + 1
+        g.attention_start[layer] = len(g.receivers)
         for kind, count in (("q", H), ("k", G), ("v", G)):
-            receivers += [Receiver(receiver_name(layer, kind, i, grouped), layer, kind, i) for i in range(count)]
+            head = "KV" if G != H and kind != "q" else "H"  # k and v of grouped-query attention: the KV head's
+            g.receivers += [Receiver(f"L{layer}{head}{i}.{kind}", layer, kind, i) for i in range(count)]
             r_order += [step] * count
-        senders += [f"L{layer}H{h}" for h in range(H)]
+        g.head_start[layer] = len(g.senders)
+        g.senders += [f"L{layer}H{h}" for h in range(H)]
         s_order += [step] * H
         if p.mlp is not None:  # a sequential MLP reads after the heads wrote (2l + 2), a parallel one with them
-            receivers.append(Receiver(f"L{layer} MLP", layer, "mlp"))
+            g.mlp_receiver_at[layer], g.mlp_sender_at[layer] = len(g.receivers), len(g.senders)
+            g.receivers.append(Receiver(f"L{layer} MLP", layer, "mlp"))
             r_order.append(step if p.parallel else step + 1)
-            senders.append(f"L{layer} MLP")
+            g.senders.append(f"L{layer} MLP")
             s_order.append(step + 1)
-    receivers.append(Receiver("logits", len(parts), "logits"))
+    g.receivers.append(Receiver("logits", len(parts), "logits"))
     r_order.append(2 * len(parts) + 2)
-    return EdgeGraph(name, H, G, parts, final, final_is_head, senders, receivers, np.asarray(s_order),
-                     np.asarray(r_order))
+    g.sender_order, g.receiver_order = np.asarray(s_order), np.asarray(r_order)
+    return g
 
 
 _GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its EdgeGraph
@@ -206,7 +194,7 @@ def graph(loaded, check) -> EdgeGraph:
         raise refuse(loaded, "its logits are not read off the last stream through one norm and a linear head")
     parts = _parts(loaded, lays)
     _find_mlp_norms(loaded, parts)
-    found = _nodes(loaded.name, parts, loaded.num_heads, loaded.num_kv_heads, ro.norm, ro.kind == readout.NONE)
+    found = _nodes(loaded.name, parts, loaded.num_heads, loaded.num_kv_heads, ro.norm)
     problem = check(loaded, found)
     if problem:
         raise refuse(loaded, problem)

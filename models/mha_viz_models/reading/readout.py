@@ -6,6 +6,7 @@ and 3, OLMo 2: `post_norms`), which a head's write passes through on its way to 
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from dataclasses import dataclass
 
@@ -113,6 +114,11 @@ def of(loaded) -> Readout | None:
         if loaded.hf_model not in _FOUND:
             _FOUND[loaded.hf_model] = find(loaded.hf_model, torch.tensor([[0, 1]], device=loaded.device))
         return _FOUND[loaded.hf_model]
+
+
+def keeps_last_logits(hf_model: nn.Module) -> bool:
+    """Whether the model's forward can make the last position's logits only (`logits_to_keep`)."""
+    return "logits_to_keep" in inspect.signature(hf_model.forward).parameters
 
 
 def logit_multiplier(config) -> float:

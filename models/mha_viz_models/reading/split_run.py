@@ -17,13 +17,12 @@ attention (`check`, run once a model on a probe, compares the logits and the wri
 
 from __future__ import annotations
 
-import inspect
 from typing import Callable
 
 import numpy as np
 import torch
 
-from mha_viz_models.reading import edge_graph
+from mha_viz_models.reading import edge_graph, readout
 from mha_viz_models.reading.edge_graph import EdgeGraph
 from mha_viz_models.reading.verify import probe
 
@@ -73,8 +72,8 @@ class Fixed(Recorder):
     """Batch row b adds `deltas[b]` (n, d) to what receiver `receivers[b]` reads; nothing else changes.
     Every receiver takes its own input path (zero where nothing is added), so that rows round alike."""
 
-    def __init__(self, receivers: list[int], deltas: torch.Tensor) -> None:
-        super().__init__(record=False)
+    def __init__(self, receivers: list[int], deltas: torch.Tensor, record: bool = False) -> None:
+        super().__init__(record)
         self.receivers, self.deltas = np.asarray(receivers), deltas
 
     def inputs(self, sl: slice, like: torch.Tensor) -> torch.Tensor:
@@ -214,7 +213,7 @@ def run(loaded, g: EdgeGraph, provider, *, input_ids: torch.Tensor, last_only: b
                 hooks.append(p.mlp.register_forward_hook(mlp_post(p)))
         hooks.append(g.final.register_forward_pre_hook(final_pre))
         kwargs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), use_cache=False)
-        if last_only and "logits_to_keep" in _parameters(loaded.hf_model):
+        if last_only and readout.keeps_last_logits(loaded.hf_model):
             kwargs["logits_to_keep"] = 1
         return loaded.hf_model(**kwargs).logits
     finally:
@@ -225,10 +224,6 @@ def run(loaded, g: EdgeGraph, provider, *, input_ids: torch.Tensor, last_only: b
                 del module.forward  # the class's forward again
             else:
                 module.forward = before
-
-
-def _parameters(model) -> set[str]:
-    return set(inspect.signature(model.forward).parameters)
 
 
 def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -244,7 +239,7 @@ def check(loaded, g: EdgeGraph) -> str | None:
     last: list = []
     with loaded.lock, torch.inference_mode():
         plain = loaded.hf_model(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False).logits[:, -1:]
-        zeros = _Zeros(ids.shape[1], loaded.d_model, loaded.dtype, loaded.device)
+        zeros = Fixed([-1], torch.zeros(1, ids.shape[1], loaded.d_model, dtype=loaded.dtype), record=True)
         hook = g.final.register_forward_pre_hook(lambda _m, args: last.append(args[0].detach()))
         try:
             split = run(loaded, g, zeros, input_ids=ids)[:, -1:]
@@ -263,17 +258,6 @@ def check(loaded, g: EdgeGraph) -> str | None:
     if _gap(total + biases, last[0]) > tol:
         return "its stream is not the sum of the embedding's, the heads' and the MLPs' writes"
     return None
-
-
-class _Zeros(Recorder):
-    """Zero corrections (every receiver's own input path is taken) and the writes recorded."""
-
-    def __init__(self, n: int, d: int, dtype, device) -> None:
-        super().__init__(record=True)
-        self.n, self.d, self.dtype, self.device = n, d, dtype, device
-
-    def inputs(self, sl: slice, like: torch.Tensor) -> torch.Tensor:
-        return torch.zeros(1, sl.stop - sl.start, self.n, self.d, dtype=self.dtype, device=like.device)
 
 
 def graph_of(loaded) -> EdgeGraph:
