@@ -143,10 +143,6 @@ class Wrapping(Adapter):
         self.original = original
 
 
-def test_tags_are_the_families_own():
-    assert all(tag == fam.tag for tag, fam in FAMILIES.items())
-
-
 def test_of_two_families_that_recognise_a_module_the_first_registered_wins():
     model = TwoLayers()
     with registered(_plain("plain-a"), _plain("plain-b")):

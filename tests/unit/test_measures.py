@@ -1,7 +1,7 @@
 """The catalogue of measures (`mha_viz.metrics.measures`) against what is computed: the head table
 and both ways of computing its statistics give the catalogue's measures, in its order; the
 compiled pass writes every column it names; every entropy uses the documented smoothing; the
-comparison's columns come from the catalogue and are what they were; each `bounded` flag holds
+comparison's columns are in every table and lie in 0..1; each `bounded` flag holds
 on random runs; each measure's `needs` decides whether a run gets it."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from mha_viz import AttentionRun, metrics
@@ -92,19 +93,19 @@ def test_the_entropy_smoothing_is_the_specs_and_every_entropy_uses_it():
     np.testing.assert_allclose(cross_stats(run.attentions)["entropy"], by_hand, rtol=1e-12)
 
 
-# What comparison.CHANGE_COLUMNS was, written by hand, before the catalogue said which measures are bounded
-CHANGE_COLUMNS_BEFORE = ("norm_entropy", "confidence", "distance_norm", "self", "prev", "next", "first", "sep",
-                         "punct", "prev_token_score", "duplicate_score", "induction_score")
-
-
-def test_the_comparisons_columns_come_from_the_catalogue_and_are_what_they_were():
-    assert comparison.CHANGE_COLUMNS == CHANGE_COLUMNS_BEFORE
-    run, weights = _random_run(4)
-    table = metrics.head_table(run, weights)
-    assert set(comparison.CHANGE_COLUMNS) <= set(table.columns)  # metric_change skips a missing one silently
+def test_the_comparisons_columns_are_in_every_table_and_lie_in_0_to_1():
+    """The "metrics" change averages CHANGE_COLUMNS as differences within 0..1: each is a column of
+    the head table (metric_change skips a missing one silently) and never leaves 0..1 on random and
+    planted heads; an unbounded measure (entropy, distance, output norms) stands in by its bounded form."""
+    tables = _tables(7)
+    for table in tables:
+        assert set(comparison.CHANGE_COLUMNS) <= set(table.columns)
+    values = pd.concat([t[list(comparison.CHANGE_COLUMNS)] for t in tables])
+    assert ((values >= -1e-6) & (values <= 1 + 1e-6) | values.isna()).all().all(), values.describe()
     for name, m in metrics.METRICS.items():
         assert not (m.bounded and m.bounded_form), name  # one or the other
-        assert not m.bounded_form or m.bounded_form in table.columns, name
+        assert not m.bounded_form or m.bounded_form in tables[0].columns, name
+        assert (name in comparison.CHANGE_COLUMNS) == m.bounded, name
 
 
 def _tables(seed: int) -> list:

@@ -1,7 +1,7 @@
 """Figures in a notebook need no network: after `mha_viz.figures.notebook()` a figure's HTML, as
 the notebook shows it, loads no script from outside (no CDN for plotly.js, none for MathJax), in
-Jupyter (plotly.js once in the page) and in Colab (plotly.js in every figure), and so does
-`fig.to_html(include_plotlyjs=True)`."""
+Jupyter (plotly.js once in the page) and in Colab (plotly.js in every figure). (The HTML report's
+own page is checked in test_report.py.)"""
 
 from __future__ import annotations
 
@@ -66,15 +66,3 @@ def test_in_colab_every_figure_carries_plotly_js(page, fig, monkeypatch):
     html = _shown(fig)
     assert PLOTLY_JS in html and "Plotly.newPlot" in html
     _no_outside_source(html)
-
-
-def test_a_standalone_html_file_loads_nothing_from_outside(fig):
-    html = fig.to_html(include_plotlyjs=True)
-    assert PLOTLY_JS in html
-    _no_outside_source(html)
-
-
-def test_plotlys_own_notebook_renderer_is_what_this_replaces(fig):
-    """Why the renderer is ours: Plotly's "notebook" and "colab" renderers write a script from a CDN."""
-    for name in ("notebook", "colab"):
-        assert OUTSIDE.search(pio.renderers[name].to_mimebundle(fig.to_dict())["text/html"]), name

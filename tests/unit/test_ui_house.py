@@ -55,13 +55,27 @@ def test_every_session_key_and_widget_key_is_a_name_in_keys():
     assert not literal, literal
 
 
-def test_no_two_key_names_share_a_value():
-    names = {n: v for n, v in vars(keys).items() if n.isupper() and isinstance(v, str)}
-    assert len(names) > 150
-    by_value = {}
+def _shared_values(names: dict[str, str]) -> dict[str, list[str]]:
+    """value -> the names that share it (keys.KEEP may be shared: it is a prefix, not a key)."""
+    by_value: dict[str, list[str]] = {}
     for name, value in names.items():
         by_value.setdefault(value, []).append(name)
-    shared = {v: n for v, n in by_value.items() if len(n) > 1 and v not in (keys.KEEP,)}
+    return {v: n for v, n in by_value.items() if len(n) > 1 and v not in (keys.KEEP,)}
+
+
+def _used_key_names() -> set[str]:
+    """Every `keys.NAME` the UI sources read."""
+    return {node.attr for path in SOURCES for node in ast.walk(_tree(path))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "keys"
+            and node.attr.isupper()}
+
+
+def test_no_two_key_names_share_a_value():
+    names = {n: v for n, v in vars(keys).items() if n.isupper() and isinstance(v, str)}
+    used = {n for n in _used_key_names() if isinstance(getattr(keys, n), str)}
+    assert used and used <= set(names)  # the check sees every key a page reads
+    assert _shared_values({"A": "x", "B": "x", "C": "y"}) == {"x": ["A", "B"]}  # a planted clash is seen
+    shared = _shared_values(names)
     assert not shared, shared
 
 
@@ -116,7 +130,8 @@ def _imported_ui_modules(path: Path) -> set[str]:
 
 def test_no_page_module_imports_another():
     pages = {p.stem for p in PAGES}
-    assert len(pages) >= 15
+    registered = {m for m in _imported_ui_modules(ROOT / "mha_viz" / "ui" / "pages.py") if m.endswith("_page")}
+    assert pages == registered  # every page the app registers is checked, and no page file is orphaned
     imports = {p.stem: sorted(_imported_ui_modules(p) & (pages - {p.stem})) for p in PAGES}
     assert not {page: others for page, others in imports.items() if others}, imports
 
