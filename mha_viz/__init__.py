@@ -32,13 +32,14 @@ from mha_viz.scan.run import scan
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 from mha_viz.views.comparison import Comparison, compare
 from mha_viz.views.overview import Overview, overview
-from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError
+from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError, emulated_note
 from mha_viz_models import random_twin as random_baseline
 from mha_viz_models.loading.loader import load_model
 
 __all__ = [
     # models
     "BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "LoadedModel", "ModelLoadError", "load_model", "random_baseline",
+    "emulated_note",
     # text in
     "InputError", "Tokens", "count_tokens", "session_cap", "token_limit", "tokenize", "unknown_tokens",
     # a run captured

@@ -107,7 +107,9 @@ def assert_same_examples(a, b, *, atol: float = 1e-5) -> None:
 
     np.testing.assert_array_equal(a.part.top_doc, b.part.top_doc)
     np.testing.assert_allclose(a.part.top_score, b.part.top_score, atol=atol)
+    np.testing.assert_array_equal(a.part.top_query, b.part.top_query)
     np.testing.assert_array_equal(a.part.dec_doc, b.part.dec_doc)
+    np.testing.assert_array_equal(a.part.dec_query, b.part.dec_query)
     np.testing.assert_array_equal(a.part.histogram, b.part.histogram)
     np.testing.assert_allclose(a.part.distances, b.part.distances, rtol=1e-6, atol=atol)
     np.testing.assert_array_equal(a.part.key_ids, b.part.key_ids)

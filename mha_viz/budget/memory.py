@@ -103,6 +103,22 @@ def room(device, *, read=budget) -> Room:
                 gpu=read(place) if place else 0, device=place)
 
 
+def logits_width(model: LoadedModel) -> int:
+    """How many logits a forward pass makes a position: the vocabulary's size, or 0 for a model
+    without a language-model head (an embedding model such as MiniLM makes none)."""
+    hf = getattr(model, "hf_model", None)
+    vocab = int(getattr(getattr(hf, "config", None), "vocab_size", 0) or 0)
+    head = getattr(hf, "get_output_embeddings", None)
+    return vocab if head is None or head() is not None else 0
+
+
+def run_bytes(model: LoadedModel, n: int, *, layers: int | None = None) -> int:
+    """Bytes an analysis's run of n tokens keeps (float32): its probabilities, each head's output z
+    and the value norms of `layers` layers (default: every layer)."""
+    kept = model.num_layers if layers is None else layers
+    return 4 * kept * model.num_heads * (n * n + n * model.d_k + n)
+
+
 def analysis_need(model: LoadedModel, n: int, *, layers: int | None = None) -> Need:
     """Bytes one analysis (`mha_viz.analyze`) of n tokens capturing `layers` layers (default:
     every layer) holds at its peak, all in float32 (a lower precision needs less).
@@ -111,24 +127,28 @@ def analysis_need(model: LoadedModel, n: int, *, layers: int | None = None) -> N
     z (layers · H · n · d_k) and the value norms (layers · H · n). The device holds, besides the
     weights already loaded: the recorded layer inputs and head outputs of every layer
     (2 · L · n · d_model), one layer's working activations (q, k, v and the MLP's wider hidden
-    layer, about 8 · n · d_model), the logits (n · vocabulary), and the probabilities: of a few
+    layer, about 8 · n · d_model), the logits (n · `logits_width`), and the probabilities: of a few
     layers at a time in a lean capture (`transfer.IN_FLIGHT`: one being made, one waiting, one on
     its way to the host through pinned buffers), of every layer in an eager one (the model returns
     them whole; `capture.chooses_lean` decides, as `analyze` does), plus their stack on a GPU when
-    it is sent in one transfer (`transfer.STACK_BYTES`).
-    A model on the CPU holds both parts in the host's memory.
+    it is sent in one transfer (`transfer.STACK_BYTES`). An eager capture also holds every layer's
+    hidden state and values (2 · L · n · d_model more) and, in the layer running, its scores on
+    their way to the softmax (3 · H · n²).
+    A model on the CPU holds both parts in the host's memory. Measured against the peak resident
+    size (tests/models/test_memory_peak.py; `benchmarks/memory_peak.py` prints more sizes).
     """
     L, H, d = model.num_layers, model.num_heads, model.d_model
     kept = L if layers is None else layers
-    host = 4 * kept * H * (n * n + n * model.d_k + n)
-    vocab = int(getattr(getattr(model.hf_model, "config", None), "vocab_size", 0) or 0)
+    host = run_bytes(model, n, layers=layers)
     attention = 4 * kept * H * n * n
     place = cuda_place(model.device)
     lean = chooses_lean(model, n, kept)
     probs = 4 * min(L, IN_FLIGHT) * H * n * n if lean else 4 * L * H * n * n
+    if not lean:
+        probs += 4 * (2 * L * n * d + 3 * H * n * n)  # hidden states and values; the running layer's scores
     if not lean and place and attention <= STACK_BYTES:
         probs += attention  # stacked on the GPU for one transfer
-    work = probs + 4 * (2 * L * n * d + 8 * n * d + n * vocab)
+    work = probs + 4 * (2 * L * n * d + 8 * n * d + n * logits_width(model))
     if place:
         return Need(host=host, gpu=work, device=place, attention=attention)
     return Need(host=host + work, attention=attention)

@@ -25,8 +25,11 @@ PENDING = 1  # tensors waiting for the copier: with the one it copies and the on
 IN_FLIGHT = PENDING + 2
 
 
-class _Staging:
-    """Pinned buffers, their events and a copy stream for one device; used by one copy at a time."""
+class Staging:
+    """Everything of a copy that needs CUDA, for one device: pinned buffers, their events and a
+    copy stream; used by one copy at a time. `HostCopier` reaches CUDA only through these methods,
+    so its chunking, buffer rotation and error handling run with another class of the same methods
+    (tests/unit/test_transfer.py's, on the CPU)."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -35,22 +38,57 @@ class _Staging:
         self.buffers = [torch.empty(n, dtype=torch.float32, pin_memory=True) for _ in range(BUFFERS)]
         self.events = [torch.cuda.Event(blocking=True) for _ in range(BUFFERS)]  # a wait sleeps, not spins
 
+    @staticmethod
+    def stages(device: torch.device) -> bool:
+        """Whether a tensor on `device` goes through staging (else it is copied straight)."""
+        return device.type == "cuda"
 
-_POOL: dict[str, list[_Staging]] = {}  # device -> staging sets not in use
+    @staticmethod
+    def ready(src: torch.Tensor):
+        """A mark that `src` has been computed, recorded on the stream computing it."""
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(src.device))
+        return event
+
+    @classmethod
+    def take(cls, device: torch.device) -> "Staging":
+        """A set for `device` from the pool (pinned once, kept: later copies reuse it)."""
+        with _POOL_LOCK:
+            free = _POOL.setdefault(str(device), [])
+            if free:
+                return free.pop()
+        return cls(device)
+
+    def give_back(self) -> None:
+        with _POOL_LOCK:
+            _POOL.setdefault(str(self.device), []).append(self)
+
+    def keep(self, src: torch.Tensor) -> None:
+        """`src`'s memory is not reused before the copy stream has read it, whenever it is dropped."""
+        src.record_stream(self.stream)
+
+    def scope(self):
+        """The context the copying thread runs in."""
+        return torch.cuda.device(self.device)
+
+    def wait(self, ready) -> None:
+        """Sends after this wait for the mark `ready` (`Staging.ready`)."""
+        self.stream.wait_event(ready)
+
+    def send(self, b: int, chunk: torch.Tensor) -> None:
+        """Start copying `chunk` into buffer b on the copy stream (returns at once)."""
+        with torch.cuda.stream(self.stream):
+            self.buffers[b][:chunk.numel()].copy_(chunk, non_blocking=True)
+            self.events[b].record(self.stream)
+
+    def receive(self, b: int, dst: torch.Tensor) -> None:
+        """Buffer b, once its chunk has arrived, into the host slice `dst` (as long as the chunk)."""
+        self.events[b].synchronize()
+        dst.copy_(self.buffers[b][:dst.numel()])
+
+
+_POOL: dict[str, list[Staging]] = {}  # device -> staging sets not in use
 _POOL_LOCK = threading.Lock()  # sessions are threads of one process: each copy takes its own set
-
-
-def _take(device: torch.device) -> _Staging:
-    with _POOL_LOCK:
-        free = _POOL.setdefault(str(device), [])
-        if free:
-            return free.pop()
-    return _Staging(device)  # pinned once, kept: later copies reuse it
-
-
-def _give_back(staging: _Staging) -> None:
-    with _POOL_LOCK:
-        _POOL.setdefault(str(staging.device), []).append(staging)
 
 
 class HostCopier:
@@ -58,17 +96,19 @@ class HostCopier:
 
     Use as a context manager, or call `finish()`: only then is every copy complete. `put` returns
     at once for a GPU tensor (after at most PENDING tensors wait) and the tensor may be dropped by
-    the caller; the copier keeps it until its bytes have left the GPU.
+    the caller; the copier keeps it until its bytes have left the GPU. `staging`: the class of
+    the staging sets (`Staging`, CUDA's; another one runs the copier's logic without a GPU).
     """
 
-    def __init__(self, dest: np.ndarray) -> None:
+    def __init__(self, dest: np.ndarray, staging: type[Staging] = Staging) -> None:
         if dest.dtype != np.float32 or not dest.flags.c_contiguous:
             raise ValueError("HostCopier writes into a C-contiguous float32 array")
         self.dest = dest
+        self._kind = staging
         self._jobs: queue.Queue | None = None
         self._worker: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._staging: _Staging | None = None
+        self._staging: Staging | None = None
 
     def __enter__(self) -> "HostCopier":
         return self
@@ -81,23 +121,21 @@ class HostCopier:
         target = self.dest[index]
         if tuple(target.shape) != tuple(tensor.shape) or not target.flags.c_contiguous:
             raise ValueError(f"a tensor of shape {tuple(tensor.shape)} for a slice of shape {target.shape}")
-        if tensor.device.type != "cuda":
+        if not self._kind.stages(tensor.device):
             torch.from_numpy(target).copy_(tensor.detach())  # a view: writes dest
             return
         if self._error is not None:
             raise self._error
         src = tensor.detach().to(torch.float32).contiguous().view(-1)  # on the compute stream
-        ready = torch.cuda.Event()
-        ready.record(torch.cuda.current_stream(src.device))
+        ready = self._kind.ready(src)
         if self._staging is not None and self._staging.device != src.device:  # a model spread over GPUs:
             self.finish()  # this GPU's copies done, the next one's through a staging set of its own
         if self._worker is None:
-            self._staging = _take(src.device)
+            self._staging = self._kind.take(src.device)
             self._jobs = queue.Queue(maxsize=PENDING)
             self._worker = threading.Thread(target=self._drain, name="mha-viz-host-copy", daemon=True)
             self._worker.start()
-        # read on the side stream: its memory is not reused before that read, whenever src is dropped
-        src.record_stream(self._staging.stream)
+        self._staging.keep(src)  # read on the side stream: not reused before that read
         self._jobs.put((src, torch.from_numpy(target).view(-1), ready))
 
     def finish(self, raise_error: bool = True) -> None:
@@ -106,7 +144,7 @@ class HostCopier:
             self._jobs.put(None)
             self._worker.join()
             self._worker, self._jobs = None, None
-            _give_back(self._staging)
+            self._staging.give_back()
             self._staging = None
         if self._error is not None and raise_error:
             raise self._error
@@ -115,24 +153,22 @@ class HostCopier:
         """The copying thread: chunk i goes GPU → pinned buffer i % 2 on the side stream while
         chunk i - 1 goes pinned → host here; a buffer is refilled only after it was drained."""
         st = self._staging
-        pending = None  # (buffer, host slice, elements) of the chunk on its way to the host
+        pending = None  # (buffer, host slice) of the chunk on its way to the host
         turn, done = 0, False
         try:
-            with torch.cuda.device(st.device):
+            with st.scope():
                 while (job := self._jobs.get()) is not None:
                     src, dst, ready = job
-                    st.stream.wait_event(ready)
+                    st.wait(ready)
                     step = min(st.buffers[0].numel(), CHUNK_BYTES // 4)  # (a pooled set may be larger)
                     for start in range(0, src.numel(), step):
                         m = min(step, src.numel() - start)
-                        b = turn % BUFFERS
+                        b = turn % len(st.buffers)
                         turn += 1
-                        with torch.cuda.stream(st.stream):
-                            st.buffers[b][:m].copy_(src[start:start + m], non_blocking=True)
-                            st.events[b].record(st.stream)
+                        st.send(b, src[start:start + m])
                         if pending is not None:
                             self._land(*pending)
-                        pending = (b, dst[start:start + m], m)
+                        pending = (b, dst[start:start + m])
                     del src, job  # record_stream keeps its memory until the side stream has read it
                 done = True
                 if pending is not None:
@@ -142,10 +178,9 @@ class HostCopier:
             while not done and self._jobs.get() is not None:  # let put() return until finish()'s None
                 pass
 
-    def _land(self, b: int, dst: torch.Tensor, m: int) -> None:
-        """Pinned buffer b, once its chunk has arrived, into its host slice."""
-        self._staging.events[b].synchronize()
-        dst.copy_(self._staging.buffers[b][:m])
+    def _land(self, b: int, dst: torch.Tensor) -> None:
+        """Pinned buffer b, once its chunk has arrived, into its host slice `dst`."""
+        self._staging.receive(b, dst)
 
 
 STACK_BYTES = 256 * 2**20  # up to this much, GPU tensors are stacked there and cross in one transfer

@@ -5,13 +5,18 @@ sums and bounded heaps that merge (`ExamplesPartial.merge`), so that batches, Ra
 corpus combine to the same result in any grouping, with memory fixed by the options, not by the
 number of documents.
 
-A document's **score** for a head is HeadVis's max activation: its largest attention weight with
-the first query row and the first key column left out (the first token's sink would otherwise
-win every time); `skip="special"` leaves out every special token's row and column as well.
-A document with no weight left (one token) gives the head no score.
+A document's **score** for a head (docs/head-metrics.md, "Head examples"): the first query row and
+the first key column are left out (the first token's sink would otherwise win every time;
+`skip="special"` leaves out every special token's row and column as well), and so is every row
+that sees fewer than MIN_KEYS of the keys left (in a causal model the first rows: the second token
+sees only itself there, and its weight on itself would win by construction). A row's score is its
+largest weight on a kept key; the document's is the mean of its TOP_ROWS best rows' scores, so
+that one row does not decide it (and it reaches 1 only when TOP_ROWS rows each put all their
+weight on one kept key). A document with fewer than TOP_ROWS such rows gives the head no score.
+The **query** of a (document, head) is its best row (the earliest on ties): where it fires most.
 
-- **top**: the `top` best (score, document index) pairs, best first; equal scores keep the earlier
-  document.
+- **top**: the `top` best (score, document index, query) triples, best first; equal scores keep the
+  earlier document.
 - **deciles**: the score range [0, 1] in ten equal parts (0–0.1, …, 0.9–1), `per_decile` documents
   sampled from each, uniformly without replacement: each (document, head) gets a fixed
   pseudo-random priority and each decile keeps the smallest. Value deciles, not HeadVis's quantile
@@ -19,7 +24,7 @@ A document with no weight left (one token) gives the head no score.
   merged exactly.
 - **histogram**: SCORE_BINS equal bins of the score over [0, 1].
 - **distances**: attention mass by |query − key| in log-spaced bins (0, 1, 2–3, 4–7, …), over the
-  same rows and columns as the score.
+  kept rows and columns (every row past the first, however few keys it sees).
 - **tokens**: each token id's attention mass as a key (what it receives) and as a query (what its
   row gives to the kept keys), summed over the corpus; `HeadExamples.top_tokens` gives the best.
 - **patterns**: for every document kept by a head, that head's attention as at most PATTERN_KEYS
@@ -38,6 +43,8 @@ DECILES = 10
 DISTANCE_BINS = 17  # d = 0, 1, 2–3, …, 2^14–2^15−1 and beyond
 PATTERN_KEYS, PATTERN_MIN = 8, 0.005
 SKIPS = ("first", "special")
+MIN_KEYS = 4  # a counted row sees at least this many kept keys: with one its weight is 1 − sink, with two ≥ half of it
+TOP_ROWS = 3  # a document's score: the mean of its best rows' scores
 EMPTY_DOC = np.iinfo(np.int64).max
 EMPTY_PRIORITY = np.iinfo(np.uint64).max
 
@@ -93,6 +100,25 @@ def kept_mask(n: int, special: list[bool], skip: str) -> np.ndarray:
     return keep
 
 
+def scored_rows(keep: np.ndarray, causal: bool) -> np.ndarray:
+    """(n,) bool: the kept rows that see at least MIN_KEYS kept keys (a causal row sees the keys up
+    to itself, an encoder's every key)."""
+    keep = np.asarray(keep, dtype=bool)
+    seen = np.cumsum(keep) if causal else np.full(keep.size, keep.sum())
+    return keep & (seen >= MIN_KEYS)
+
+
+def document_scores(row_scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(…, n) row scores and the (n,) rows that count -> each head's document score (the mean of
+    its TOP_ROWS best counted rows; NaN with fewer rows) and its best counted row (-1 then)."""
+    counted = np.flatnonzero(rows)
+    if counted.size < TOP_ROWS:
+        return np.full(row_scores.shape[:-1], np.nan), np.full(row_scores.shape[:-1], -1, dtype=np.int64)
+    r = row_scores[..., counted]
+    best = -np.partition(-r, TOP_ROWS - 1, axis=-1)[..., :TOP_ROWS]
+    return best.mean(-1, dtype=np.float64), counted[np.argmax(r, axis=-1)]
+
+
 def sparse_pattern(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Attention (…, n, n) as each row's PATTERN_KEYS largest weights at least PATTERN_MIN:
     (keys (…, n, K) int16, -1 where none; weights (…, n, K) float16, 0 there)."""
@@ -123,16 +149,16 @@ def _cells_by_bin(n: int, first_only: bool) -> tuple[np.ndarray, np.ndarray, np.
     return flat[order], starts, present
 
 
-def _best(scores: np.ndarray, docs: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best along the last axis: highest score first, the earlier document on ties."""
+def _best(scores: np.ndarray, docs: np.ndarray, k: int, *carried: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The k best along the last axis: highest score first, the earlier document on ties; the
+    `carried` arrays (the queries) follow their documents."""
     order = np.lexsort((docs, -scores), axis=-1)[..., :k]
-    return np.take_along_axis(scores, order, -1), np.take_along_axis(docs, order, -1)
+    return tuple(np.take_along_axis(a, order, -1) for a in (scores, docs, *carried))
 
 
-def _smallest(prio: np.ndarray, docs: np.ndarray, scores: np.ndarray, k: int):
+def _smallest(prio: np.ndarray, docs: np.ndarray, k: int, *carried: np.ndarray) -> tuple[np.ndarray, ...]:
     order = np.lexsort((docs, prio), axis=-1)[..., :k]
-    return (np.take_along_axis(prio, order, -1), np.take_along_axis(docs, order, -1),
-            np.take_along_axis(scores, order, -1))
+    return tuple(np.take_along_axis(a, order, -1) for a in (prio, docs, *carried))
 
 
 def _union_add(ids_a: np.ndarray, mass_a: np.ndarray, ids_b: np.ndarray, mass_b: np.ndarray):
@@ -155,9 +181,11 @@ class ExamplesPartial:
     options: ExampleOptions
     top_score: np.ndarray = None  # (L, H, top) float64, -inf where empty
     top_doc: np.ndarray = None  # (L, H, top) int64
+    top_query: np.ndarray = None  # (L, H, top) int64: the document's best counted row, -1 where empty
     dec_priority: np.ndarray = None  # (L, H, DECILES, per_decile) uint64, max where empty
     dec_doc: np.ndarray = None
     dec_score: np.ndarray = None
+    dec_query: np.ndarray = None
     histogram: np.ndarray = None  # (L, H, SCORE_BINS) int64
     distances: np.ndarray = None  # (L, H, DISTANCE_BINS) float64
     key_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -173,9 +201,11 @@ class ExamplesPartial:
         if self.top_score is None:
             self.top_score = np.full((L, H, o.top), -np.inf)
             self.top_doc = np.full((L, H, o.top), EMPTY_DOC, dtype=np.int64)
+            self.top_query = np.full((L, H, o.top), -1, dtype=np.int64)
             self.dec_priority = np.full((L, H, DECILES, o.per_decile), EMPTY_PRIORITY, dtype=np.uint64)
             self.dec_doc = np.full((L, H, DECILES, o.per_decile), EMPTY_DOC, dtype=np.int64)
             self.dec_score = np.full((L, H, DECILES, o.per_decile), np.nan)
+            self.dec_query = np.full((L, H, DECILES, o.per_decile), -1, dtype=np.int64)
             self.histogram = np.zeros((L, H, SCORE_BINS), dtype=np.int64)
             self.distances = np.zeros((L, H, DISTANCE_BINS))
             self.key_mass = np.zeros((L * H, 0))
@@ -185,6 +215,7 @@ class ExamplesPartial:
         """Add documents: their `AttentionRun`s and their indices in the corpus."""
         L, H, o = self.num_layers, self.num_heads, self.options
         scores = np.full((L, H, len(runs)), -np.inf)
+        queries = np.full((L, H, len(runs)), -1, dtype=np.int64)
         kept_docs = np.asarray(list(docs), dtype=np.int64)
         by_bin: dict[tuple[int, bool], tuple] = {}  # (n, first only) -> the cells in bin order, bins' starts
         ids, key_mass, query_mass = [], [], []
@@ -196,19 +227,25 @@ class ExamplesPartial:
                 by_bin[(n, first_only)] = _cells_by_bin(n, first_only)
             order, starts, present = by_bin[(n, first_only)]
             a = run.attentions  # (L, H, n, n)
+            row_scores = np.zeros((L, H, n), dtype=a.dtype)
             if first_only:
                 inner = a[:, :, 1:, 1:]  # a view
                 given, received = inner.sum(3), inner.sum(2)  # (L, H, n − 1): from each query, to each key
                 key_mass.append(np.concatenate([np.zeros((L, H, 1)), received], 2).reshape(L * H, n))
                 query_mass.append(np.concatenate([np.zeros((L, H, 1)), given], 2).reshape(L * H, n))
                 cells = a.reshape(L * H, -1)[:, order]  # the counted cells, in distance-bin order
+                if n > 1:
+                    row_scores[:, :, 1:] = inner.max(3)
             else:
                 masked = a * (keep[:, None] & keep[None, :])
                 key_mass.append(masked.sum(2).reshape(L * H, n))
                 query_mass.append(masked.sum(3).reshape(L * H, n))
                 cells = masked.reshape(L * H, -1)[:, order]
+                row_scores = masked.max(3)
+            doc_score, query = document_scores(row_scores, scored_rows(keep, run.is_causal))
+            scores[:, :, i] = np.where(np.isnan(doc_score), -np.inf, doc_score)
+            queries[:, :, i] = query
             if keep.any() and cells.shape[1]:
-                scores[:, :, i] = cells.max(1).reshape(L, H)
                 # sums by bin without BLAS, whose threads would spin beside torch's on a small machine
                 self.distances[:, :, present] += np.add.reduceat(cells, starts, axis=1).reshape(L, H, -1)
             ids.append(np.asarray(run.token_ids[:n], dtype=np.int64))
@@ -228,10 +265,11 @@ class ExamplesPartial:
         bins = np.minimum((scores[layer, head, col] * SCORE_BINS).astype(np.int64), SCORE_BINS - 1)
         np.add.at(self.histogram, (layer, head, bins), 1)
         docs_b = np.broadcast_to(kept_docs, scores.shape)
-        self.top_score, self.top_doc = _best(np.concatenate([self.top_score, scores], -1),
-                                             np.concatenate([self.top_doc, np.where(scored, docs_b, EMPTY_DOC)], -1),
-                                             o.top)
-        self._add_deciles(layer, head, col, kept_docs, scores[layer, head, col])
+        self.top_score, self.top_doc, self.top_query = _best(
+            np.concatenate([self.top_score, scores], -1),
+            np.concatenate([self.top_doc, np.where(scored, docs_b, EMPTY_DOC)], -1), o.top,
+            np.concatenate([self.top_query, queries], -1))
+        self._add_deciles(layer, head, col, kept_docs, scores[layer, head, col], queries[layer, head, col])
         for run, doc in zip(runs, kept_docs.tolist()):  # each (document, head) kept now keeps its pattern
             held = np.nonzero(self._holds(doc))
             if not held[0].size:
@@ -242,7 +280,7 @@ class ExamplesPartial:
                 self.patterns[(doc, int(layer), int(h))] = (keys[j], weights[j])
         self._prune()
 
-    def _add_deciles(self, layer, head, col, docs, scores) -> None:
+    def _add_deciles(self, layer, head, col, docs, scores, queries) -> None:
         """Offer each scored (layer, head, document col of `docs`) to its decile's sample."""
         o = self.options
         if o.per_decile == 0 or col.size == 0:
@@ -252,11 +290,13 @@ class ExamplesPartial:
         prio = np.full((L, H, DECILES, docs.size), EMPTY_PRIORITY, dtype=np.uint64)  # a column a document
         dd = np.full(prio.shape, EMPTY_DOC, dtype=np.int64)
         ss = np.full(prio.shape, np.nan)
+        qq = np.full(prio.shape, -1, dtype=np.int64)
         prio[layer, head, decile, col] = priority(docs[col], layer, head)
         dd[layer, head, decile, col], ss[layer, head, decile, col] = docs[col], scores
-        self.dec_priority, self.dec_doc, self.dec_score = _smallest(
-            np.concatenate([self.dec_priority, prio], -1), np.concatenate([self.dec_doc, dd], -1),
-            np.concatenate([self.dec_score, ss], -1), o.per_decile)
+        qq[layer, head, decile, col] = queries
+        self.dec_priority, self.dec_doc, self.dec_score, self.dec_query = _smallest(
+            np.concatenate([self.dec_priority, prio], -1), np.concatenate([self.dec_doc, dd], -1), o.per_decile,
+            np.concatenate([self.dec_score, ss], -1), np.concatenate([self.dec_query, qq], -1))
 
     def _holds(self, doc: int) -> np.ndarray:
         """(L, H) bool: the heads that keep document `doc` (top or a decile sample)."""
@@ -275,12 +315,13 @@ class ExamplesPartial:
         if (self.num_layers, self.num_heads, self.options) != (other.num_layers, other.num_heads, other.options):
             raise ValueError("cannot merge examples of different shapes or options")
         out = ExamplesPartial(self.num_layers, self.num_heads, self.options)
-        out.top_score, out.top_doc = _best(np.concatenate([self.top_score, other.top_score], -1),
-                                           np.concatenate([self.top_doc, other.top_doc], -1), self.options.top)
-        out.dec_priority, out.dec_doc, out.dec_score = _smallest(
-            np.concatenate([self.dec_priority, other.dec_priority], -1),
-            np.concatenate([self.dec_doc, other.dec_doc], -1), np.concatenate([self.dec_score, other.dec_score], -1),
-            self.options.per_decile)
+        def both(name: str) -> np.ndarray:
+            return np.concatenate([getattr(self, name), getattr(other, name)], -1)
+
+        out.top_score, out.top_doc, out.top_query = _best(both("top_score"), both("top_doc"), self.options.top,
+                                                          both("top_query"))
+        out.dec_priority, out.dec_doc, out.dec_score, out.dec_query = _smallest(
+            both("dec_priority"), both("dec_doc"), self.options.per_decile, both("dec_score"), both("dec_query"))
         out.histogram = self.histogram + other.histogram
         out.distances = self.distances + other.distances
         out.key_ids, out.key_mass = _union_add(self.key_ids, self.key_mass, other.key_ids, other.key_mass)

@@ -23,9 +23,10 @@ from mha_viz.corpus.examples import (
 
 ARRAYS, META = "examples.npz", "examples.json"
 # shaped by the options
-FIXED = ("top_score", "top_doc", "dec_priority", "dec_doc", "dec_score", "histogram", "distances")
+FIXED = ("top_score", "top_doc", "top_query", "dec_priority", "dec_doc", "dec_score", "dec_query", "histogram",
+         "distances")
 GROWING = ("key_ids", "key_mass", "query_ids", "query_mass")  # a column a token seen
-FORMAT, VERSION = "mha-viz head examples", 1
+FORMAT, VERSION = "mha-viz head examples", 2  # 2: the score over rows that see MIN_KEYS keys, and its query
 
 
 @dataclass
@@ -45,6 +46,16 @@ class HeadExamples:
         """(document index, score) pairs, best first; equal scores keep the earlier document."""
         docs, scores = self.part.top_doc[layer, head], self.part.top_score[layer, head]
         return [(int(d), float(s)) for d, s in zip(docs, scores) if d != EMPTY_DOC]
+
+    def query(self, doc: int, layer: int, head: int) -> int:
+        """The query row where the head fires most on a document it keeps (its best counted row, the
+        one the score starts from); KeyError for a document the head does not keep."""
+        for docs, queries in ((self.part.top_doc[layer, head], self.part.top_query[layer, head]),
+                              (self.part.dec_doc[layer, head].ravel(), self.part.dec_query[layer, head].ravel())):
+            hit = np.flatnonzero(docs == doc)
+            if hit.size:
+                return int(queries[hit[0]])
+        raise KeyError(f"layer {layer}, head {head} keeps no document {doc}")
 
     def deciles(self, layer: int, head: int) -> list[list[tuple[int, float]]]:
         """For each tenth of the score range (0–0.1 first), the sampled (document, score) pairs."""
@@ -90,8 +101,9 @@ class HeadExamples:
         out[rows[ok], k[ok]] = w[ok]
         return out
 
-    def ranking(self, statistic: str = "max") -> np.ndarray:
-        """(L, H): the best score of each head ("max") or the mean of its top scores ("top_mean")."""
+    def ranking(self, statistic: str = "top_mean") -> np.ndarray:
+        """(L, H): the mean of each head's top scores ("top_mean", the default: the best one alone
+        ties between heads far more often) or its best score ("max")."""
         scores = np.where(np.isfinite(self.part.top_score), self.part.top_score, np.nan)
         if statistic == "max":
             return np.nan_to_num(scores[..., 0], nan=0.0)
@@ -99,6 +111,14 @@ class HeadExamples:
             with np.errstate(invalid="ignore"):
                 return np.nan_to_num(np.nanmean(scores, -1), nan=0.0)
         raise ValueError(f"statistic must be 'max' or 'top_mean'; got {statistic!r}")
+
+    def best_heads(self, statistic: str = "top_mean", k: int = 10) -> list[tuple[int, int]]:
+        """The k heads with the highest `ranking(statistic)`, (layer, head) best first; ties go to the
+        higher mean of the top scores, then to the higher best score, then layer-major."""
+        primary, mean, best = self.ranking(statistic).ravel(), self.ranking("top_mean").ravel(), self.ranking("max").ravel()
+        order = np.lexsort((np.arange(primary.size), -best, -mean, -primary))[:k]
+        H = self.part.num_heads
+        return [(int(i) // H, int(i) % H) for i in order]
 
     def nbytes(self) -> int:
         """Bytes the saved arrays take (their size in memory, before compression)."""
@@ -126,8 +146,11 @@ class HeadExamples:
                 a = {k: data[k] for k in data.files}
         except (OSError, ValueError) as exc:
             raise ValueError(f"cannot read the head examples in {folder}: {exc}") from exc
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise ValueError(f"{folder / META} is not head examples this mha-viz reads")
+        if meta.get("version") != VERSION:
+            raise ValueError(f"{folder / META} holds head examples scored by another version of mha-viz "
+                             f"(format {meta.get('version')}, this one reads {VERSION}): run the corpus again")
         L, H = meta["shape"]
         o = ExampleOptions(**meta["options"])
         part = ExamplesPartial(L, H, o)

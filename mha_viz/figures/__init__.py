@@ -176,7 +176,8 @@ def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0
 def dla_grid(expl: Explanation) -> go.Figure:
     """Direct logit attribution of a prediction (`mha_viz.interventions.prediction.explain`): what each head's
     write at the last token adds to logit(answer) − logit(wrong), a diverging layers × heads grid."""
-    return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text, expl.clean.layer_ids)
+    return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text, expl.clean.layer_ids,
+                                        expl.dla.label)
 
 
 def _differ(expl: Explanation):

@@ -18,10 +18,12 @@ from mha_viz.interventions.estimate import DISAGREE
 POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # the ends of the grids' scale (RdBu_r): helps, hurts
 
 
-def dla_grid(per_head: np.ndarray, answer: str, wrong: str, layer_ids: list[int] | None = None) -> go.Figure:
-    """Each head's direct logit attribution: what its write adds to logit(answer) − logit(wrong)."""
+def dla_grid(per_head: np.ndarray, answer: str, wrong: str, layer_ids: list[int] | None = None,
+             label: str = "Direct logit attribution") -> go.Figure:
+    """Each head's direct logit attribution: what its write adds to logit(answer) − logit(wrong), titled
+    `label` (`DirectLogit.label`: it says where the attribution is linearised through soft-capping)."""
     return metric_grid(per_head, diverging=True, layer_ids=layer_ids, title=html.escape(
-        f"Direct logit attribution to {answer!r} − {wrong!r}", quote=False))
+        f"{label} to {answer!r} − {wrong!r}", quote=False))
 
 
 MARK = f"estimate and real differ by more than {DISAGREE}"

@@ -15,7 +15,8 @@ PATTERN_COLOURS = {"block": "#1b9e77", "vertical": "#d95f02", "diagonal": "#7570
 
 
 def strongest_query(pattern: np.ndarray) -> int:
-    """The query row that holds the pattern's largest weight (the score's row, past row 0)."""
+    """The query row that holds the pattern's largest weight past row and column 0 (a fallback where
+    the score's own row, `HeadExamples.query`, is not known)."""
     p = np.asarray(pattern, dtype=np.float64).copy()
     p[:1] = 0
     p[:, :1] = 0
@@ -25,7 +26,7 @@ def strongest_query(pattern: np.ndarray) -> int:
 def document_figure(tokens: list[str], pattern: np.ndarray, title: str, *, query: int | None = None,
                     per_row: int = 16) -> go.Figure:
     """The document's tokens in rows of `per_row`, each key shaded by the weight query `query`
-    (default: the strongest) gives it, relative to that row's largest, the query framed. Token
+    (the score's row, `HeadExamples.query`; default: the strongest) gives it, relative to that row's largest, the query framed. Token
     texts go through Plotly's labels (`axis_labels`), never raw HTML."""
     q = strongest_query(pattern) if query is None else int(query)
     n = len(tokens)
@@ -56,7 +57,7 @@ def score_histogram(edges: np.ndarray, counts: np.ndarray, title: str) -> go.Fig
     fig = go.Figure(go.Bar(x=centres, y=counts, width=np.diff(edges), marker_color="#4c78a8",
                            hovertemplate="score %{x:.2f}: %{y} documents<extra></extra>"))
     fig.update_layout(title=plot_title(title), height=300, margin=margin(t=60), bargap=0,
-                      xaxis=dict(title=dict(text="score (largest attention weight, first row and column left out)"),
+                      xaxis=dict(title=dict(text="score (mean of the strongest rows' largest weights, first row and column left out)"),
                                  range=[0, 1]),
                       yaxis=dict(title=dict(text="documents")))
     return fig

@@ -84,16 +84,17 @@ def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = Fa
 
 def gradient_bytes(model: LoadedModel, n: int, *, logit_rows: int | None = None) -> int:
     """About how many bytes a gradient pass over n tokens holds at its peak (float32): for every
-    layer the probabilities autograd keeps (H n²) and about 27 activations of width d_model per
+    layer the probabilities autograd keeps (H n²) and about 24 activations of width d_model per
     token (q, k, v, the MLP's wide hidden layer, norms, RoPE, residuals); the backward pass's own
-    n × n buffers for one layer (3 H n²); the logits, their softmax and gradient (3 n × vocabulary).
-    Measured peaks (RSS above the loaded model, SmolLM2 at n = 128…1,024, a random GPT-2 at
-    256…2,048): this estimate is 0.90–1.09 × the worst of several runs. logit_rows: the positions
-    whose logits are made (default n; 1 where the model computes the last position's only)."""
+    n × n buffers for one layer (3 H n²); the logits, their softmax and gradient (3 n ×
+    `memory.logits_width`: none for an embedding model). Measured against the peak resident size
+    above the loaded model (tests/models/test_memory_peak.py, `benchmarks/memory_peak.py`: SmolLM2 at
+    n = 128…1,024, MiniLM at 128…512): 0.9–1.3 × (the same pass peaks up to 20 % apart from run to
+    run). logit_rows: the positions whose logits are made (default n; 1 where the model computes the
+    last position's only)."""
     H, L, d = model.num_heads, model.num_layers, model.d_model
-    vocab = int(getattr(getattr(model.hf_model, "config", None), "vocab_size", 0) or 0)
     rows = n if logit_rows is None else logit_rows
-    return 4 * (L * (H * n * n + 27 * n * d) + 3 * H * n * n + 3 * rows * vocab)
+    return 4 * (L * (H * n * n + 24 * n * d) + 3 * H * n * n + 3 * rows * memory.logits_width(model))
 
 
 class GradientBudget(InputError):

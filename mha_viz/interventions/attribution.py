@@ -6,6 +6,8 @@
 - Direct logit attribution: what each head's write at one position adds to a token's logit (or
   to a logit difference) through the final norm with its scale frozen at the real residual's,
   and the tokens one head's write promotes and suppresses most (a logit lens of that write).
+  Where the model soft-caps its logits (Gemma 2), both are linearised through the cap at this
+  run's logits.
 - Activation patching of heads (`mha_viz.interventions.patching`) and its first-order estimate, attribution
   patching (`mha_viz.interventions.estimate`), re-exported here: `attribution.patch_heads`,
   `attribution.estimate_heads`, `attribution.estimate_positions`.
@@ -43,6 +45,7 @@ __all__ = [  # patching and its estimate live in their own modules; scripts reac
 ]
 
 LABEL = "value-weighted (‖α f(x)‖{})"
+LINEARISED = "linearised through soft-capping"
 
 
 def value_weighted(run: AttentionRun, normalise: bool = False) -> np.ndarray:
@@ -94,15 +97,35 @@ def lens_divergence(weights: AttentionRun, contributions: AttentionRun) -> np.nd
 
 @dataclass
 class DirectLogit:
-    """Each head's direct effect on one logit (or logit difference) at one position."""
+    """Each head's direct effect on one logit (or logit difference) at one position. Where the model
+    soft-caps its logits (`softcap` is c), each token's part is linearised through the cap at this
+    run's logit x of that token: multiplied by the cap's derivative there, 1 − tanh²(x / c)
+    (`slopes`), so that `per_head.sum() + rest` is the tangent's total, not `logit`."""
 
     per_head: np.ndarray  # (layers, heads)
     target: int  # token id (default: what the model predicts there)
     wrong: int | None  # the other token of a logit difference, or None
-    logit: float  # the model's own logit (difference)
-    rest: float  # everything that is not a head: embeddings, MLPs, biases (per_head.sum() + rest = logit)
+    logit: float  # the model's own logit (difference), capped where the model caps
+    rest: float  # every write that is not a head's: embeddings, MLPs, biases (per_head.sum() + rest = logit, uncapped)
     position: int
     tokens: list[str]  # the text's tokens
+    softcap: float | None = None  # the model's logit cap c (Gemma 2's final_logit_softcapping), None: none
+    slopes: tuple[float, ...] = (1.0,)  # the cap's derivative at the target's (and the wrong token's) logit
+
+    @property
+    def linearised(self) -> bool:
+        """Whether the attribution is the linear term through the model's logit soft-capping."""
+        return self.softcap is not None
+
+    @property
+    def caveat(self) -> str:
+        """What the label adds where the attribution is linearised: " (linearised through soft-capping)"; else empty."""
+        return f" ({LINEARISED})" if self.linearised else ""
+
+    @property
+    def label(self) -> str:
+        """How a page titles it: "Direct logit attribution", with the caveat where it applies."""
+        return "Direct logit attribution" + self.caveat
 
 
 _POST_NORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> each layer's post-attention norm
@@ -130,10 +153,10 @@ def _readout(model: LoadedModel) -> readout.Readout:
     """The model's read-out, found on a probe once per model (under its lock: the probe's hooks
     must see no other session's forward)."""
     require_decoder(model, "direct logit attribution")
-    ro = readout.of(model)
+    ro = readout.of(model, through_cap=True)  # a logit cap is linearised at the run's logits
     if ro is None:
-        raise InputError(f"The read-out of {model.name} cannot be reconstructed linearly (its final norm, or its "
-                         "logit soft-capping): no direct attribution.")
+        raise InputError(f"The read-out of {model.name} cannot be reconstructed linearly (its final norm, or what "
+                         "follows its LM head): no direct attribution.")
     return ro
 
 
@@ -170,27 +193,36 @@ def direct_logit(model: LoadedModel, text: str, target=None, wrong=None, positio
     """Each head's write at `position` (default: the last) through the final norm, its scale frozen
     at the real residual's, onto the unembedding of `target` (default: the token the model
     predicts there), minus that of `wrong` when given. `per_head.sum() + rest == logit` within
-    1e-4 relative (`rest` is computed from the residual, independently)."""
+    1e-4 relative (`rest` is computed from the residual, independently). Where the model soft-caps
+    its logits, each token's part is multiplied by the cap's derivative at its logit in this run
+    (`DirectLogit.linearised`)."""
     ro, writes, r, logits, p, tokens = _writes(model, text, position, max_tokens)
     t = int(logits.argmax()) if target is None else token_id(model, target)
     b = None if wrong is None else token_id(model, wrong)
-    u = ro.unembed[t] - (ro.unembed[b] if b is not None else 0)  # (d,)
+    rows = torch.tensor([t] if b is None else [t, b])
+    slopes = ro.slope(ro.uncapped(r, rows))  # (1 or 2,): 1 where nothing caps
+    weights = slopes * torch.tensor([1.0, -1.0][:len(rows)])  # target minus wrong, each through the cap
+    u = weights @ ro.unembed[rows]  # (d,)
     sigma = ro.sigma(r)
     per_head = ro.frozen(writes, sigma) @ u  # (L, H)
     others = r - writes.sum((0, 1))  # embeddings, MLPs, W_O biases: every other write into the residual
     rest = ro.frozen(others, sigma) @ u + (0 if ro.bias is None else ro.bias @ u)
     if ro.unembed_bias is not None:
-        rest = rest + ro.unembed_bias[t] - (ro.unembed_bias[b] if b is not None else 0)
+        rest = rest + weights @ ro.unembed_bias[rows]
     logit = logits[t] - (logits[b] if b is not None else 0)
-    return DirectLogit(per_head.numpy(), t, b, float(logit), float(rest), p, list(tokens))
+    return DirectLogit(per_head.numpy(), t, b, float(logit), float(rest), p, list(tokens), ro.softcap,
+                       tuple(float(s) for s in slopes))
 
 
 def head_tokens(model: LoadedModel, text: str, layer: int, head: int, k: int = 10, position: int = -1, *,
                 max_tokens: int | None = None) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
     """The k tokens head (layer, head)'s write at `position` promotes most and suppresses most:
-    the top and bottom of its frozen-norm write on the unembedding (a logit lens of one head)."""
+    the top and bottom of its frozen-norm write on the unembedding (a logit lens of one head), each
+    token's linearised through the model's logit cap at its logit in this run where there is one."""
     ro, writes, r, _logits, _p, _tokens = _writes(model, text, position, max_tokens)
     scores = ro.frozen(writes[layer, head], ro.sigma(r)) @ ro.unembed.T  # (vocab,)
+    if ro.softcap is not None:
+        scores = scores * ro.slope(ro.uncapped(r))
     top, bottom = scores.topk(k), (-scores).topk(k)
 
     def named(values, ids, sign):

@@ -1,6 +1,7 @@
 """The head table's per-head sums (`docs/head-metrics.md`, section 1) as one compiled pass over each head's
 (n, n) pattern: row entropies, row maxima, distance, diagonals, first column, [SEP]-like and
-punctuation mass, and the worst row's mass inside its segment. Heads go to threads in ranges
+punctuation mass, the sink mass, the same measures beyond the sink (each row without the sink's
+keys, renormalised) and the worst such row's mass inside its segment. Heads go to threads in ranges
 (see compiled.py); `head_stats` turns the sums into the table's columns."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import numba
 import numpy as np
 
 from mha_viz.metrics.compiled import JIT, log32, run_all, split
+from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.measures import ENTROPY_SMOOTHING
 
 # The columns of `pattern_sums`' output, named once: the head-table measures this pass computes
@@ -18,7 +20,8 @@ from mha_viz.metrics.measures import ENTROPY_SMOOTHING
 # below: module-level ints, which Numba compiles in as constants (this file's hash names the
 # cache folder, compiled.py, so a change here recompiles).
 MEASURED = ("entropy", "norm_entropy", "confidence", "distance", "self", "prev", "next", "first", "sep", "punct")
-SUMS = (*MEASURED, "in_segment", "total")
+BEYOND = ("sink", "beyond_norm_entropy", "beyond_self", "beyond_prev", "beyond_next", "beyond_sep", "beyond_punct")
+SUMS = (*MEASURED, *BEYOND, "in_segment", "total")
 ENTROPY = SUMS.index("entropy")
 NORM_ENTROPY = SUMS.index("norm_entropy")
 CONFIDENCE = SUMS.index("confidence")
@@ -29,6 +32,13 @@ NEXT = SUMS.index("next")
 FIRST = SUMS.index("first")
 SEP = SUMS.index("sep")
 PUNCT = SUMS.index("punct")
+SINK = SUMS.index("sink")
+B_NORM = SUMS.index("beyond_norm_entropy")
+B_SELF = SUMS.index("beyond_self")
+B_PREV = SUMS.index("beyond_prev")
+B_NEXT = SUMS.index("beyond_next")
+B_SEP = SUMS.index("beyond_sep")
+B_PUNCT = SUMS.index("beyond_punct")
 IN_SEGMENT = SUMS.index("in_segment")
 TOTAL = SUMS.index("total")
 TARGETS = len(SUMS)  # the first target's column
@@ -36,12 +46,17 @@ _TINY = np.float32(1e-30)  # masked entries count 1e-30·ln(1e-30) ≈ −7e-29:
 
 
 @numba.njit(**JIT)
-def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, spread, out):
+def _heads(att, h0, h1, causal, skip, empty, sep, punct, seg, rows, cols, starts, keep, spread, out):
     """out[h] = the SUMS of head h for h in [h0, h1), att (N, n, n) float32; seg (n,) the
     segment of each token, or empty for one segment; then, for target t, the sum of
     att[h, rows[k], cols[k]] over k in [starts[t], starts[t + 1]). The entropy is that of
     keep·A + spread/k on the k visible keys (float32; measures.ENTROPY_SMOOTHING, an argument
-    rather than a global: Numba's cache would not see a change in another file)."""
+    rather than a global: Numba's cache would not see a change in another file).
+
+    Beyond the sink: `skip` (1, or 0 for a run whose first token is hidden) leading keys are the
+    sink; row i ≥ skip is kept when it keeps at least `empty` beyond them, and divided by that
+    mass (B_i); the beyond measures are means over the kept rows (NaN with none), the beyond
+    entropy that of keep·B + spread/(k − skip) on the k − skip visible keys after the sink."""
     n = att.shape[1]
     smooth = np.empty(n, np.float32)
     same = np.empty(n, np.float32)
@@ -57,6 +72,11 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, sprea
         punct_mass = 0.0
         total = 0.0
         in_seg = np.inf
+        sink = 0.0
+        b_norm = 0.0
+        b_norm_rows = 0
+        b_self, b_prev, b_next, b_sep, b_punct = 0.0, 0.0, 0.0, 0.0, 0.0
+        b_rows = 0
         for r in range(n):
             k = r + 1 if causal else n  # keys row r may see
             if segmented:
@@ -75,9 +95,6 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, sprea
                 s += a * sep[c]
                 p += a * punct[c]
                 t += a
-            if segmented:
-                for c in range(n):
-                    g += att[h, r, c] * same[c]
             # the row's maximum in 16 lanes: a max-reduction loop does not vectorise, this does
             lanes[:] = att[h, r, 0]
             whole = n - n % 16
@@ -99,7 +116,44 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, sprea
             sep_mass += s
             punct_mass += p
             total += t
-            in_seg = min(in_seg, g)
+            # the sink: the first key's mass (when it is the sink) and what the row gave no key (a
+            # learned sink); an empty row (all zeros, after hiding tokens) gave nothing to either
+            lost = np.float32(1.0) - t if t > zero else zero
+            sink += (att[h, r, 0] if skip > 0 else zero) + (lost if lost > zero else zero)
+            # beyond the sink: the row without its first `skip` keys, renormalised
+            kb = k - skip
+            if r < skip or kb < 1:
+                continue
+            beyond = zero
+            for c in range(skip, n):
+                beyond += att[h, r, c]
+            if beyond < empty:
+                continue
+            inv = np.float32(1.0) / beyond
+            floor_b = spread / np.float32(kb)
+            e_b, s_b, p_b, g_b = zero, zero, zero, zero
+            for c in range(skip, n):
+                a = att[h, r, c]
+                x = keep * a * inv + (floor_b if c < k else zero)
+                x = x if x > _TINY else _TINY
+                e_b -= x * log32(x)
+                s_b += a * sep[c]
+                p_b += a * punct[c]
+            if segmented:
+                for c in range(skip, n):
+                    g_b += att[h, r, c] * same[c]
+                in_seg = min(in_seg, g_b * inv)
+            b_rows += 1
+            if kb > 1:
+                b_norm += e_b / np.log(kb)
+                b_norm_rows += 1
+            b_sep += s_b * inv
+            b_punct += p_b * inv
+            b_self += att[h, r, r] * inv
+            if r - 1 >= skip:
+                b_prev += att[h, r, r - 1] * inv
+            if r + 1 < n:
+                b_next += att[h, r, r + 1] * inv
         diag = 0.0
         prev = 0.0
         nxt = 0.0
@@ -121,7 +175,15 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, sprea
         out[h, FIRST] = first / n
         out[h, SEP] = sep_mass / n
         out[h, PUNCT] = punct_mass / n
-        out[h, IN_SEGMENT] = in_seg if segmented else 0.0
+        out[h, SINK] = sink / n
+        kept = np.float64(b_rows) if b_rows > 0 else np.nan  # no row beyond the sink: NaN
+        out[h, B_NORM] = b_norm / b_norm_rows if b_norm_rows > 0 else np.nan
+        out[h, B_SELF] = b_self / kept
+        out[h, B_PREV] = b_prev / kept
+        out[h, B_NEXT] = b_next / kept
+        out[h, B_SEP] = b_sep / kept
+        out[h, B_PUNCT] = b_punct / kept
+        out[h, IN_SEGMENT] = in_seg if segmented and b_rows > 0 else 0.0
         out[h, TOTAL] = total
         for target in range(starts.size - 1):
             hit = 0.0
@@ -131,10 +193,10 @@ def _heads(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, sprea
 
 
 def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarray,
-                 seg: np.ndarray | None, targets: list, threads: int) -> np.ndarray:
+                 seg: np.ndarray | None, targets: list, threads: int, *, skip: int = 1) -> np.ndarray:
     """(N, len(SUMS) + len(targets)) float64 for att (N, n, n) float32 C-contiguous; sep and
     punct (n,) 0/1 masks of the key columns, seg (n,) segment indices or None, targets a list of
-    (rows, cols) index arrays."""
+    (rows, cols) index arrays; skip: 1 when the first key is the sink, 0 when there is none."""
     N = att.shape[0]
     out = np.full((N, len(SUMS) + len(targets)), np.nan)  # a column the loop does not write stays NaN
     seg = np.empty(0, np.int64) if seg is None else np.ascontiguousarray(seg, dtype=np.int64)
@@ -143,7 +205,8 @@ def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarr
     cols = np.concatenate([np.asarray(j, np.int64) for _, j in targets] + [np.empty(0, np.int64)])
     starts = np.cumsum([0] + [len(i) for i, _ in targets]).astype(np.int64)
     keep, spread = np.float32(1 - ENTROPY_SMOOTHING), np.float32(ENTROPY_SMOOTHING)
-    run_all(_heads, [(att, h0, h1, causal, sep, punct, seg, rows, cols, starts, keep, spread, out)
+    empty = np.float32(EMPTY_BELOW)
+    run_all(_heads, [(att, h0, h1, causal, int(skip), empty, sep, punct, seg, rows, cols, starts, keep, spread, out)
                      for h0, h1 in split(N, threads)])
     return out
 
@@ -153,4 +216,4 @@ def compile_now() -> None:
     att = np.full((1, 2, 2), 0.5, np.float32)
     target = (np.array([1]), np.array([0]))
     pattern_sums(att, False, np.zeros(2), np.zeros(2), np.zeros(2), [target], 1)
-    pattern_sums(att, True, np.zeros(2), np.zeros(2), None, [], 1)
+    pattern_sums(att, True, np.zeros(2), np.zeros(2), None, [], 1, skip=0)

@@ -10,15 +10,19 @@ import pandas as pd
 import torch
 
 from mha_viz.capture.run import AttentionRun
+from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.compiled import thread_count
-from mha_viz.metrics.head_kernels import MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
+from mha_viz.metrics.head_kernels import BEYOND, MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
 from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, on_device, run_weights
 from mha_viz.metrics.measures import (
     BLOCK_MASS,
     BROAD_NORM_ENTROPY,
     DIAGONAL_MASS,
     ENTROPY_SMOOTHING,
+    MIXED_MASS,
+    MIXED_PART,
     PUNCTUATION,
+    SINK_MASS,
     VERTICAL_MASS,
     metrics_for,
     needing,
@@ -47,8 +51,15 @@ def _ids(run: AttentionRun) -> np.ndarray:
 
 # TransformerLens' detector scores (`detection_patterns`), in the catalogue's order (`measures.METRICS`)
 DETECTORS = ("prev_token_score", "duplicate_score", "induction_score")
-# `pattern_stats`' columns: the compiled pass's measures, the detector scores, in_segment
-STAT_NAMES = (*MEASURED, *DETECTORS, "in_segment")
+# `pattern_stats`' columns, in the catalogue's order: the compiled pass's measures, the detector scores,
+# the sink mass and the measures beyond the sink, then in_segment (beyond the sink, for the block rule)
+STAT_NAMES = (*MEASURED, *DETECTORS, *BEYOND, "in_segment")
+
+
+def first_is_sink(run) -> bool:
+    """Whether the run's first key is its sink: its first token is the text's first (not hidden by
+    `drop_tokens`; a run with the first token hidden has no sink left but a learned one)."""
+    return run.n > 0 and (run.hidden is None or int(run.hidden.kept[0]) == 0)
 
 
 def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
@@ -127,8 +138,9 @@ def pattern_columns(stats: dict[str, np.ndarray], layer_ids: list[int], n: int) 
     layers, heads = np.meshgrid(np.asarray(layer_ids), np.arange(H), indexing="ij")
     data = {"layer": layers.ravel(), "head": heads.ravel()}  # the model's layer numbers
     data.update((name, np.asarray(values).ravel()) for name, values in cols.items())
-    rule_inputs = [data[k].tolist() for k in ("norm_entropy", "self", "prev", "next", "first", "sep", "punct")]
-    data["pattern"] = [classify(*args) for args in zip(*rule_inputs, np.ravel(in_segment).tolist())]
+    rule = {name: data[name].tolist() for name in RULE_INPUTS if name != "in_segment"}
+    rule["in_segment"] = np.ravel(in_segment).tolist()
+    data["pattern"] = [classify(dict(zip(rule, values))) for values in zip(*rule.values())]
     return data
 
 
@@ -144,6 +156,11 @@ class _Setup:
     columns: torch.Tensor  # (n, 3): [SEP]-like, punctuation, ones (one product: sep, punct, total)
     targets: dict  # detector name -> (rows, cols) index tensors of its pattern's ones
     same: torch.Tensor | None  # (n, n) float32: 1 inside a segment, for two-segment inputs
+    skip: int  # leading keys that are the sink: 1, or 0 for a run whose first token is hidden
+    floor_b: torch.Tensor  # the smoothing mass on each visible key beyond the sink: scalar, or (n, n − skip)
+    rows_b: torch.Tensor  # (n,) bool: rows that see a key beyond the sink
+    log_kb: torch.Tensor  # (n,) float64: ln(k_i − skip) where that is > 0, else NaN (no entropy to normalise)
+    prev_b: torch.Tensor  # (n − 1,) float32: 1 where row i's previous key i − 1 lies beyond the sink
 
     def to(self, device: torch.device) -> "_Setup":
         """The same tensors on `device` (itself on the CPU)."""
@@ -152,7 +169,9 @@ class _Setup:
         return _Setup(floor=self.floor.to(device), rows=self.rows.to(device), log_k=self.log_k.to(device),
                       dist=self.dist.to(device), columns=self.columns.to(device),
                       targets={k: (i.to(device), j.to(device)) for k, (i, j) in self.targets.items()},
-                      same=None if self.same is None else self.same.to(device))
+                      same=None if self.same is None else self.same.to(device), skip=self.skip,
+                      floor_b=self.floor_b.to(device), rows_b=self.rows_b.to(device), log_kb=self.log_kb.to(device),
+                      prev_b=self.prev_b.to(device))
 
 
 def _target_pairs(run: AttentionRun) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -191,10 +210,17 @@ def _setup(run: AttentionRun) -> _Setup:
     sep, punct = key_masks(run.tokens, run.special_mask)
     columns = torch.stack([torch.from_numpy(sep), torch.from_numpy(punct), torch.ones(n)], 1)
     seg = segments(run.special_mask)
+    skip = int(first_is_sink(run))
+    kb = k - skip  # keys beyond the sink each row may see
+    floor_b = (torch.where(valid[:, skip:], ENTROPY_SMOOTHING / kb.clamp_min(1)[:, None].float(), torch.zeros(()))
+               if run.is_causal else torch.tensor(ENTROPY_SMOOTHING / max(n - skip, 1)))
+    log_kb = torch.where(kb > 1, torch.log(kb.clamp_min(1).double()), torch.full((), float("nan"), dtype=torch.float64))
     return _Setup(floor=floor, rows=rows, log_k=torch.log(k[rows].double()),
                   dist=(idx[:, None] - idx[None, :]).abs().float().reshape(-1), columns=columns,
                   targets=_targets(run),
-                  same=None if seg is None else torch.from_numpy(seg[:, None] == seg[None, :]).float())
+                  same=None if seg is None else torch.from_numpy(seg[:, None] == seg[None, :]).float(),
+                  skip=skip, floor_b=floor_b, rows_b=(idx >= skip) & (kb >= 1), log_kb=log_kb,
+                  prev_b=(idx[1:] - 1 >= skip).float())
 
 
 def pattern_stats(run: AttentionRun, *, compiled: bool | None = None,
@@ -217,7 +243,7 @@ def _compiled(run: AttentionRun) -> dict[str, np.ndarray]:
     att = np.ascontiguousarray(run.attentions.reshape(L * H, n, n), dtype=np.float32)
     targets = _target_pairs(run)
     sums = pattern_sums(att, run.is_causal, *key_masks(run.tokens, run.special_mask), segments(run.special_mask),
-                        list(targets.values()), thread_count())
+                        list(targets.values()), thread_count(), skip=int(first_is_sink(run)))
     sums[~np.isfinite(sums[:, TOTAL])] = np.nan  # a head with NaN or inf in it: no statistics
     out = {name: sums[:, i].reshape(L, H) for i, name in enumerate(SUMS) if i != TOTAL}
     total = sums[:, TOTAL]
@@ -242,7 +268,8 @@ def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:
     smooth = torch.add(s.floor, A, alpha=1 - ENTROPY_SMOOTHING).clamp_min_(1e-30)
     row_ent = -smooth.log().mul_(smooth).sum(-1, dtype=torch.float64)  # (B, n)
     del smooth
-    sums = (A @ s.columns).sum(1, dtype=torch.float64)  # (B, 3)
+    per_row = A @ s.columns  # (B, n, 3): [SEP]-like, punctuation and all the row's mass
+    sums = per_row.sum(1, dtype=torch.float64)  # (B, 3)
     total = sums[:, 2]
     values = {
         "entropy": row_ent.mean(-1),
@@ -256,8 +283,8 @@ def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:
         "next": torch.diagonal(A, 1, 1, 2).sum(-1, dtype=torch.float64) / n,
         "first": A[:, :, 0].sum(-1, dtype=torch.float64) / n,
         "sep": sums[:, 0] / n, "punct": sums[:, 1] / n,
-        "in_segment": ((A * s.same).sum(-1).amin(-1) if s.same is not None else torch.zeros(B, device=A.device)),
     }
+    values.update(_beyond(A, s, per_row[..., 2], n))
     safe = torch.where(total > 0, total, torch.ones(()))
     for name, (ii, jj) in s.targets.items():
         hit = (A[:, ii, jj].sum(-1, dtype=torch.float64) if len(ii)
@@ -266,21 +293,75 @@ def _chunk_stats(A: torch.Tensor, s: _Setup, n: int) -> dict[str, torch.Tensor]:
     return values
 
 
-def classify(norm_entropy, self_, prev, next_, first, sep, punct, in_segment=0.0) -> str:
-    """Pattern class by the rules of `docs/head-metrics.md`, section 1, in order, later rules
-    overriding earlier ones."""
+def _beyond(A: torch.Tensor, s: _Setup, mass: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
+    """The sink mass and the measures beyond the sink of a (B, n, n) chunk, each (B,), as the compiled
+    pass computes them; `mass` (B, n) each row's sum."""
+    B, skip = A.shape[0], s.skip
+    lost = torch.where(mass > 0, (1 - mass).clamp_min(0), torch.zeros(()))  # a learned sink's share
+    on_first = A[:, :, 0] if skip else torch.zeros_like(mass)
+    values = {"sink": (on_first + lost).sum(-1, dtype=torch.float64) / n}
+    after = A[:, :, skip:]  # (B, n, n − skip): the keys beyond the sink
+    beyond = after.sum(-1)  # (B, n) float32, as the compiled pass adds it
+    kept = (beyond >= EMPTY_BELOW) & s.rows_b
+    inv = torch.where(kept, 1 / torch.where(kept, beyond, torch.ones(())), torch.zeros(()))  # (B, n) float32
+    rows = kept.sum(-1).double()
+    rows = torch.where(rows > 0, rows, torch.full((), float("nan"), dtype=torch.float64))  # none: NaN
+    smooth = torch.add(s.floor_b, after * inv[..., None], alpha=1 - ENTROPY_SMOOTHING).clamp_min_(1e-30)
+    row_ent = -smooth.log().mul_(smooth).sum(-1, dtype=torch.float64)  # (B, n)
+    del smooth
+    wide = kept & torch.isfinite(s.log_kb)
+    norm_rows = wide.sum(-1).double()
+    values["beyond_norm_entropy"] = torch.where(
+        norm_rows > 0, torch.where(wide, row_ent / s.log_kb, torch.zeros((), dtype=torch.float64)).sum(-1)
+        / norm_rows.clamp_min(1), torch.full((), float("nan"), dtype=torch.float64))
+    values["beyond_self"] = (torch.diagonal(A, 0, 1, 2) * inv).sum(-1, dtype=torch.float64) / rows
+    values["beyond_prev"] = (torch.diagonal(A, -1, 1, 2) * inv[:, 1:] * s.prev_b).sum(-1, dtype=torch.float64) / rows
+    values["beyond_next"] = (torch.diagonal(A, 1, 1, 2) * inv[:, :-1]).sum(-1, dtype=torch.float64) / rows
+    marks = (after @ s.columns[skip:, :2]) * inv[..., None]  # (B, n, 2)
+    values["beyond_sep"] = marks[..., 0].sum(-1, dtype=torch.float64) / rows
+    values["beyond_punct"] = marks[..., 1].sum(-1, dtype=torch.float64) / rows
+    if s.same is None:
+        values["in_segment"] = torch.zeros(B, dtype=torch.float64, device=A.device)
+    else:
+        own = (after * s.same[:, skip:]).sum(-1) * inv  # (B, n)
+        worst = torch.where(kept, own, torch.full((), float("inf"), device=A.device)).amin(-1).double()
+        values["in_segment"] = torch.where(torch.isfinite(worst), worst, torch.zeros((), dtype=torch.float64))
+    return values
+
+
+# What `classify` reads of a head (`pattern_stats`' names): the measures beyond the sink, the sink
+# mass, and the shares of the whole attention that name a mixed head (MIXED_SHARES)
+MIXED_SHARES = {"sink": "sink", "self": "self", "prev": "prev", "next": "next", "sep": "sep", "punct": "punct",
+                "duplicate": "duplicate_score", "induction": "induction_score"}
+RULE_INPUTS = ("beyond_norm_entropy", "beyond_self", "beyond_prev", "beyond_next", "beyond_sep", "beyond_punct",
+               "in_segment", *dict.fromkeys(MIXED_SHARES.values()))
+
+
+def classify(head) -> str:
+    """Pattern class of one head by the rules of `docs/head-metrics.md`, section 1, in order, later
+    rules overriding earlier ones. `head`: a mapping with the names of RULE_INPUTS (a row of the head
+    table, or `pattern_stats`' values of one head). The type reads the attention beyond the sink;
+    "sink" is a head mostly on the sink with no clear type beyond it; "mixed:a+b" a heterogeneous head
+    whose two largest shares of its attention (MIXED_SHARES) say what it does."""
     label = "heterogeneous"
-    if norm_entropy > BROAD_NORM_ENTROPY:
+    if head["beyond_norm_entropy"] > BROAD_NORM_ENTROPY:
         label = "broad"
-    diag = {"self": self_, "prev": prev, "next": next_}
+    diag = {"self": head["beyond_self"], "prev": head["beyond_prev"], "next": head["beyond_next"]}
     best = max(diag, key=diag.get)
     if diag[best] > DIAGONAL_MASS:
         label = f"diagonal:{best}"
-    vert = {"first": first, "sep": sep, "punct": punct}
+    vert = {"sep": head["beyond_sep"], "punct": head["beyond_punct"]}
     if sum(vert.values()) > VERTICAL_MASS:
         label = f"vertical:{max(vert, key=vert.get)}"
-    if in_segment > BLOCK_MASS:
+    if head["in_segment"] > BLOCK_MASS:
         label = "block"
+    if label in ("heterogeneous", "broad") and head["sink"] > SINK_MASS:
+        label = "sink"
+    if label == "heterogeneous":
+        shares = {name: head[column] for name, column in MIXED_SHARES.items()}
+        top = sorted(shares, key=lambda name: -shares[name] if np.isfinite(shares[name]) else np.inf)[:2]
+        if shares[top[1]] >= MIXED_PART and shares[top[0]] + shares[top[1]] >= MIXED_MASS:
+            label = f"mixed:{top[0]}+{top[1]}"
     return label
 
 

@@ -86,6 +86,24 @@ METRICS: dict[str, Measure] = {
                                "looks at the token after an earlier copy (an induction head); "
                                "a perfect one scores 0.5 on a sequence repeated twice", "not an induction head",
                                bounded=True),
+    # beyond the sink (docs/head-metrics.md, section 1): the pattern class reads these
+    "sink": Measure("Sink mass (left out of the type)", "mean_i (A_i,0 + 1 − Σ_j A_ij)  (first token + learned sink)",
+                    "parks attention on the first token or a learned sink: that much of the head is left out "
+                    "of its type", "the type sees the whole head", bounded=True),
+    "beyond_norm_entropy": Measure("Normalized entropy beyond the sink",
+                                   "norm_entropy of B_i = A_i,j≥1 / Σ_j≥1 A_ij  (rows 1 …, each renormalised)",
+                                   "spread over the tokens after the sink (> 0.9: broad)", "sharp beyond the sink",
+                                   bounded=True),
+    "beyond_self": Measure("Self beyond the sink", "mean_i B_i,i", "attends to itself once the sink is left out",
+                           "does not", bounded=True),
+    "beyond_prev": Measure("Previous token beyond the sink", "mean_i B_i,i−1",
+                           "attends to the previous token once the sink is left out", "does not", bounded=True),
+    "beyond_next": Measure("Next token beyond the sink", "mean_i B_i,i+1",
+                           "attends to the next token once the sink is left out", "does not", bounded=True),
+    "beyond_sep": Measure("[SEP] tokens beyond the sink", "mean_i Σ_{j ∈ SEP} B_ij",
+                          "parks its attention beyond the sink on separators", "does not", bounded=True),
+    "beyond_punct": Measure("Punctuation beyond the sink", "mean_i Σ_{j ∈ {'.', ','}} B_ij",
+                            "attends to . and , once the sink is left out", "does not", bounded=True),
     "output_norm": Measure("Output norm", "mean_t ‖z_t W_O[h]‖₂  (Kobayashi 2020)",
                            "writes a lot into the residual stream", "writes little", "outputs+weights"),
     "mean_output_norm": Measure("Mean-output norm", "‖mean_t z_t W_O[h]‖₂  (I_i of the project's first notes)",
@@ -147,4 +165,7 @@ BROAD_NORM_ENTROPY = 0.9
 DIAGONAL_MASS = 0.5
 VERTICAL_MASS = 0.6
 BLOCK_MASS = 0.8
+SINK_MASS = 0.6  # "sink": this much on the sink, and no clear type beyond it
+MIXED_MASS = 0.5  # "mixed:a+b": the two strongest shares of a heterogeneous head cover this much …
+MIXED_PART = 0.1  # … and the weaker of them at least this much
 PUNCTUATION = frozenset({".", ","})

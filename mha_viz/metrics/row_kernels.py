@@ -10,24 +10,78 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.compiled import JIT, log32, run_all, split
 from mha_viz.metrics.head_stats import STAT_NAMES
 from mha_viz.metrics.measures import ENTROPY_SMOOTHING
 
 # The columns of the sums, in the order the loop writes them (module-level ints: compiled in)
 ROW_SUMS = ("entropy", "norm_entropy", "norm_rows", "confidence", "distance", "self", "prev", "next", "first",
-            "sep", "punct", "total", "duplicate_score", "induction_score", "in_segment")
-ENT, NORM, NORM_ROWS, CONF, DIST, SELF, PREV, NEXT, FIRST, SEP, PUNCT, TOTAL, DUP, IND, IN_SEG = range(15)
+            "sep", "punct", "total", "duplicate_score", "induction_score", "in_segment",
+            # beyond the sink (the first key, and a learned sink's share): head_kernels' BEYOND, and the rows kept
+            "sink", "beyond_norm_entropy", "beyond_norm_rows", "beyond_self", "beyond_prev", "beyond_next",
+            "beyond_sep", "beyond_punct", "beyond_rows")
+(ENT, NORM, NORM_ROWS, CONF, DIST, SELF, PREV, NEXT, FIRST, SEP, PUNCT, TOTAL, DUP, IND, IN_SEG,
+ SINK, B_NORM, B_NORM_ROWS, B_SELF, B_PREV, B_NEXT, B_SEP, B_PUNCT, B_ROWS) = range(24)
 _TINY = np.float32(1e-30)
+
+
+@numba.njit(inline="always", **JIT)
+def _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, sep_w, punct_w, seg,
+                segmented, sums):
+    """Add row i (its keys key_start … in `row`, `t` their sum) to the sink mass and, when it keeps at
+    least `empty` after the first key, to the measures beyond the sink: the row without that key,
+    renormalised (head_kernels.py's definitions; the sink is the first key, present in a scan)."""
+    zero = np.float32(0.0)
+    w = row.shape[0]
+    lost = np.float32(1.0) - t if t > zero else zero  # a learned sink's share; an empty row gave none
+    sums[SINK] += (row[0] if key_start == 0 else zero) + (lost if lost > zero else zero)
+    kb = seen - 1  # keys beyond the sink row i may see
+    if i < 1 or kb < 1:
+        return
+    c0 = 1 if key_start == 0 else 0  # the block's first key after the sink
+    beyond = zero
+    for c in range(c0, w):
+        beyond += row[c]
+    if beyond < empty:
+        return
+    inv = np.float32(1.0) / beyond
+    floor = spread / np.float32(kb)
+    e, sp, pu, g = zero, zero, zero, zero
+    for c in range(c0, w):
+        a = row[c]
+        x = keep * a * inv + (floor if c <= last_valid else zero)
+        x = x if x > _TINY else _TINY
+        e -= x * log32(x)
+        sp += a * sep_w[c]
+        pu += a * punct_w[c]
+    if segmented:
+        for c in range(c0, w):
+            g += row[c] if seg[key_start + c] == seg[i] else zero
+        sums[IN_SEG] = min(sums[IN_SEG], g * inv)
+    # visible keys beyond the sink outside the block (A = 0, B̂ = floor): the sink is one of them when outside
+    hidden = outside - (1 if key_start > 0 else 0)
+    row_ent = np.float64(e) - hidden * np.float64(floor) * np.log(np.float64(floor))
+    sums[B_ROWS] += 1.0
+    if kb > 1:
+        sums[B_NORM] += row_ent / np.log(kb)
+        sums[B_NORM_ROWS] += 1.0
+    sums[B_SEP] += sp * inv
+    sums[B_PUNCT] += pu * inv
+    for column, shift in ((B_SELF, 0), (B_PREV, -1), (B_NEXT, 1)):
+        c = i + shift - key_start
+        if i + shift >= 1 and 0 <= c < w and i + shift < n:
+            sums[column] += row[c] * inv
 
 
 @numba.njit(**JIT)
 def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, sep, punct, ids, before, seg, keep, spread, min_weight,
-          row_cells, cell_start, cell_stop, sums, cells, keys, weights, rest):
-    """Heads h0 … h1 − 1, rows r0 … r1 − 1 of block A (H, b, w): add to sums (H, 15) and cells (H, s, s); write keys,
+          empty, row_cells, cell_start, cell_stop, sums, cells, keys, weights, rest):
+    """Heads h0 … h1 − 1, rows r0 … r1 − 1 of block A (H, b, w): add to sums (H, 24) and cells (H, s, s); write keys,
     weights (H, n, k) and rest (H, n) at the rows' positions. Three loops a row: the sums (vectorised),
     each cell's maximum (16 lanes: a max-reduction loop does not vectorise, this does), and the kept
-    keys, read only in the cells whose maximum could enter them."""
+    keys, read only in the cells whose maximum could enter them; and, for a row that keeps at least `empty`
+    beyond the first key (the sink), a fourth over the keys after it (head_kernels' measures beyond the sink)."""
     w = A.shape[2]
     k_top = keys.shape[2]
     s = cells.shape[1]
@@ -59,12 +113,9 @@ def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, sep, punct, ids, befor
                 pu += a * punct_w[c]
                 dup += a if (ids_w[c] == me and c < i - key_start) else zero
                 ind += a if (before_w[c] == me and c <= i - key_start) else zero
-            if segmented:
-                g = zero
-                for c in range(w):
-                    g += row[c] if seg[key_start + c] == seg[i] else zero
-                sums[h, IN_SEG] = min(sums[h, IN_SEG], g)
             outside = key_start if causal else n - w  # visible keys outside the block: A = 0, Â = floor
+            _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, sep_w, punct_w,
+                        seg, segmented, sums[h])
             row_ent = np.float64(ent) - outside * np.float64(floor) * np.log(np.float64(floor))
             sums[h, ENT] += row_ent
             if seen > 1:
@@ -166,6 +217,7 @@ class BlockSums:
         self.keys, self.weights, self.rest = out
         self.keep, self.spread = np.float32(1 - ENTROPY_SMOOTHING), np.float32(ENTROPY_SMOOTHING)
         self.min_weight = np.float32(min_weight)
+        self.empty = np.float32(EMPTY_BELOW)
 
     def add(self, A: np.ndarray, start: int, key_start: int) -> None:
         """Add block A (H, b, w) float32, C-contiguous: rows start … start + b − 1, keys key_start …"""
@@ -174,7 +226,7 @@ class BlockSums:
         parts = ([(0, H, r0, r1) for r0, r1 in split(b, self.threads)] if b >= 4 * self.threads
                  else [(h0, h1, 0, b) for h0, h1 in split(H, self.threads)])
         run_all(_rows, [(A, h0, h1, r0, r1, start, key_start, self.n, self.causal, *self.text, self.keep, self.spread,
-                         self.min_weight, self.row_cells, self.cell_start, self.cell_stop, self.sums[t], self.cells[t],
+                         self.min_weight, self.empty, self.row_cells, self.cell_start, self.cell_stop, self.sums[t], self.cells[t],
                          self.keys, self.weights, self.rest) for t, (h0, h1, r0, r1) in enumerate(parts)])
 
     def finish(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -195,7 +247,8 @@ def compile_now() -> None:
 def measures_from_sums(sums: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
     """The head table's pattern measures (`head_stats.STAT_NAMES`, (H,) each) from the ROW_SUMS of all n
     rows: the means over the rows; the detector scores as shares of the whole attention (the
-    previous-token target is the prev diagonal); in_segment the worst row's (0 for one segment)."""
+    previous-token target is the prev diagonal); in_segment the worst kept row's beyond the sink (0 for one
+    segment); the measures beyond the sink as means over the rows kept (NaN with none)."""
     out = {name: sums[name] / n for name in ("entropy", "confidence", "distance", "self", "prev", "next", "first",
                                              "sep", "punct")}
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -205,4 +258,11 @@ def measures_from_sums(sums: dict[str, np.ndarray], n: int) -> dict[str, np.ndar
                           ("induction_score", "induction_score")):
             out[name] = np.where(total > 0, sums[hit] / np.where(total > 0, total, 1.0), 0.0)
     out["in_segment"] = np.where(np.isfinite(sums["in_segment"]), sums["in_segment"], 0.0)
+    out["sink"] = sums["sink"] / n
+    with np.errstate(invalid="ignore", divide="ignore"):  # no row beyond the sink: NaN
+        rows = np.where(sums["beyond_rows"] > 0, sums["beyond_rows"], np.nan)
+        for name in ("beyond_self", "beyond_prev", "beyond_next", "beyond_sep", "beyond_punct"):
+            out[name] = sums[name] / rows
+        out["beyond_norm_entropy"] = np.where(sums["beyond_norm_rows"] > 0,
+                                              sums["beyond_norm_entropy"] / sums["beyond_norm_rows"], np.nan)
     return {name: out[name] for name in STAT_NAMES}

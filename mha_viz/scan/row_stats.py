@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.head_stats import key_masks, segments, token_keys
 from mha_viz.metrics.measures import ENTROPY_SMOOTHING
 from mha_viz.metrics.row_kernels import ROW_SUMS, measures_from_sums
@@ -109,10 +110,48 @@ class RowStats:
                                  & allowed, as_tuple=True)
             if len(r):
                 s[name] += A[:, r, c].sum(-1, dtype=torch.float64)
-        if f.segment is not None:
-            same = (f.segment[start:start + b, None] == f.segment[None, key_start:key_start + w]).float()
-            s["in_segment"] = torch.minimum(s["in_segment"], (A * same).sum(-1).amin(-1).double())
+        self._beyond(A, start, key_start, rows, seen, valid, outside, sums[..., 2])
         return sums[..., 2]
+
+    def _beyond(self, A: torch.Tensor, start: int, key_start: int, rows: torch.Tensor, seen: torch.Tensor,
+                valid: torch.Tensor | None, outside: int, mass: torch.Tensor) -> None:
+        """Add the block's rows to the sink mass and the measures beyond the sink (`head_stats`' definitions:
+        the first key is the sink; a row keeping at least EMPTY_BELOW after it is renormalised)."""
+        f, s = self.facts, self.sums
+        lost = torch.where(mass > 0, (1 - mass).clamp_min(0), torch.zeros((), device=A.device))  # a learned sink
+        s["sink"] += ((A[:, :, 0] if key_start == 0 else 0) + lost).sum(-1, dtype=torch.float64)
+        c0 = 1 if key_start == 0 else 0  # the block's first key after the sink
+        after = A[:, :, c0:]  # (H, b, w − c0)
+        beyond = after.sum(-1)  # (H, b) float32
+        kb = seen - 1  # keys beyond the sink each row may see
+        kept = (beyond >= EMPTY_BELOW) & (rows >= 1) & (kb >= 1)
+        inv = torch.where(kept, 1 / torch.where(kept, beyond, torch.ones((), device=A.device)),
+                          torch.zeros((), device=A.device))
+        floor = ENTROPY_SMOOTHING / kb.clamp_min(1)  # (b,) float64
+        smooth = self._scratch(0, after.numel()).view(after.shape)
+        base = floor[:, None].float() * valid[:, c0:] if valid is not None else floor[:, None].float()
+        torch.add(base, after * inv[..., None], alpha=1 - ENTROPY_SMOOTHING, out=smooth).clamp_min_(1e-30)
+        logs = self._scratch(1, after.numel()).view(after.shape)
+        entropy = -torch.log(smooth, out=logs).mul_(smooth).sum(-1).double()  # (H, b)
+        hidden = outside - (1 if key_start > 0 else 0)  # visible keys after the sink outside the block
+        entropy -= hidden * floor * torch.log(floor)
+        wide = kept & (kb > 1)
+        s["beyond_norm_entropy"] += torch.where(wide, entropy / torch.log(kb.clamp_min(2)),
+                                                torch.zeros((), dtype=torch.float64, device=A.device)).sum(-1)
+        s["beyond_norm_rows"] += wide.sum(-1)
+        s["beyond_rows"] += kept.sum(-1)
+        r = torch.arange(A.shape[1], device=A.device)
+        for name, shift in (("beyond_self", 0), ("beyond_prev", -1), ("beyond_next", 1)):
+            c = rows + shift - key_start  # (b,) the key's place in the block
+            ok = (c >= 0) & (c < A.shape[2]) & (rows + shift >= 1) & (rows + shift < f.n)
+            s[name] += (A[:, r[ok], c[ok]] * inv[:, r[ok]]).sum(-1, dtype=torch.float64)
+        marks = (after @ f.columns[key_start + c0:key_start + A.shape[2], :2]) * inv[..., None]  # (H, b, 2)
+        s["beyond_sep"] += marks[..., 0].sum(-1, dtype=torch.float64)
+        s["beyond_punct"] += marks[..., 1].sum(-1, dtype=torch.float64)
+        if f.segment is not None:
+            same = (f.segment[rows, None] == f.segment[None, key_start + c0:key_start + A.shape[2]]).float()
+            own = torch.where(kept, (after * same).sum(-1) * inv, torch.full((), float("inf"), device=A.device))
+            s["in_segment"] = torch.minimum(s["in_segment"], own.amin(-1).double())
 
     def finish(self) -> dict[str, np.ndarray]:
         """(H,) float64 arrays under `head_stats.STAT_NAMES` (`row_kernels.measures_from_sums`)."""

@@ -12,6 +12,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import metrics
+from mha_viz.budget import needs
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import composition as compose
 from mha_viz.circuits import qk_terms as circuits
@@ -202,7 +203,8 @@ def importance(key: AnalysisKey, _model) -> np.ndarray:
     """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under.
     Takes one of the server's analysis slots (raises admission.Busy when none is free: call it
     through `resources.one_at_a_time`)."""
-    with resources.slots().hold(), mha_viz.session_cap(key.cap):
+    with resources.slots().hold(need=needs.gradient(_model, needs.tokens(_model, key.text, key.cap))), \
+            mha_viz.session_cap(key.cap):
         return _frozen(ablation.head_importance(_model, key.text, max_tokens=key.cap))
 
 
@@ -212,7 +214,8 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     imp = importance(key, _model)  # before taking a slot of its own: importance takes one
     order = np.argsort(imp.ravel())
     orders = [order] + [np.random.default_rng(seed).permutation(imp.size) for seed in range(5)]
-    with resources.slots().hold(), mha_viz.session_cap(key.cap):
+    with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
+            mha_viz.session_cap(key.cap):
         curves = ablation.pruning_curves(_model, key.text, orders, fractions, mean_ablation=mean_ablation,
                                          max_tokens=key.cap)
     by_importance, randoms = curves[0], curves[1:]
@@ -227,5 +230,5 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
 def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.Comparison:
     """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
     raises Busy when the server is full, like an analysis)."""
-    with resources.slots().hold():
+    with resources.slots().hold(need=needs.comparison(_run_a, _run_b)):
         return mha_viz.compare(_run_a, _run_b)

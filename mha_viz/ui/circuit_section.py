@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from mha_viz.budget import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import path_patching
 from mha_viz.figures import circuit as circuit_figures
@@ -101,7 +102,8 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
 
 def _find(model, key, method: str, answer: int, wrong: int):
     def work(progress):
-        with resources.slots().hold():
+        need = needs.circuit(model, needs.tokens(model, key.clean, key.cap), method=method)
+        with resources.slots().hold(need=need):
             edges = circuit_edges.edge_attribution(model, key.clean, key.corrupted, answer, wrong, method=method,
                                                    max_tokens=key.cap,
                                                    progress=lambda f, m: progress(0.6 * f, m))
@@ -137,7 +139,7 @@ def _stopped_notice() -> None:
         st.warning("Running it for real was cancelled; nothing was kept.", icon="⏹️")
 
 
-def _run_real(key, what: tuple, compute, again: str | None):
+def _run_real(model, key, what: tuple, compute, again: str | None):
     """A value run for real, kept for this pair under (key, what), with a progress bar and Cancel; None
     after a message, or after a Cancel until its button (`again`; None: the caller's button asked) asks."""
     store = _real()
@@ -150,7 +152,7 @@ def _run_real(key, what: tuple, compute, again: str | None):
     jobs.live_button(slot, "Cancel", keys.CIRC_REAL_CANCEL, live=True, help="Stop running it; nothing is kept.")
 
     def work(progress):
-        with resources.slots().hold():
+        with resources.slots().hold(need=needs.path_patched(model, needs.tokens(model, key.clean, key.cap))):
             return compute(progress)
     value, error = jobs.run(keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
                             what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
@@ -192,7 +194,7 @@ def _show(cur, key, ask, edges) -> None:
                "edge ends at its reader's input: just left of a head, its query (upper), key (middle) or value "
                "(lower); with grouped-query attention keys and values go to the KV head (◆). Width: |score|. "
                "Click an edge's dot to path-patch it for real.")
-    real_k = _run_real(key, ("k", method, k), lambda progress: path_patching.circuit(
+    real_k = _run_real(model, key, ("k", method, k), lambda progress: path_patching.circuit(
         model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap).faithfulness,
         f"Run the top {k} edges for real")
     curve = _curve(edges)
@@ -234,7 +236,7 @@ def _picked_edge(model, key, ask, edges) -> None:
     sender, receiver = picked
     row = edges.scores[(edges.scores["sender"] == sender) & (edges.scores["receiver"] == receiver)]
     estimate = float(row["score"].iloc[0]) if len(row) else float("nan")
-    real = _run_real(key, ("edge", sender, receiver), lambda progress: path_patching.path_patch(
+    real = _run_real(model, key, ("edge", sender, receiver), lambda progress: path_patching.path_patch(
         model, key.clean, key.corrupted, sender, receiver, edges.answer, edges.wrong, max_tokens=key.cap),
         f"Path-patch {sender} → {receiver} for real")
     if real is not None:
@@ -252,7 +254,7 @@ def _top_real(model, key, ask, edges) -> None:
                               "estimate against the real change."):
             return
         top = edges.top(TOP_REAL)
-        done = _run_real(key, what, lambda progress: (top, path_patching.path_patch_many(
+        done = _run_real(model, key, what, lambda progress: (top, path_patching.path_patch_many(
             model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap,
             progress=lambda d, t: progress(d / t, f"Patched {d} of {t} edges"))), None)
         if done is None:

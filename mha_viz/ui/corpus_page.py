@@ -17,6 +17,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import corpus, metrics
+from mha_viz.budget import needs
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
@@ -170,7 +171,7 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str, pro
         return True
 
     def compute():
-        with resources.slots().hold():  # counts as an analysis for the server's limit
+        with resources.slots().hold(need=needs.corpus(cur.model, batch, key.max_tokens, importance=key.importance)):
             # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
             return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
@@ -249,7 +250,7 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
 def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) -> pd.DataFrame:
     fractions = ablation.PRUNE_FRACTIONS
     order = np.argsort(np.asarray(importance).ravel())
-    with resources.slots().hold():
+    with resources.slots().hold(need=needs.pruning(model, len(held), max_tokens)):
         by_importance = corpus_importance.pruning_curve(model, held, order, fractions, max_tokens=max_tokens)
         randoms = np.array([corpus_importance.pruning_curve(model, held,
                                                             np.random.default_rng(seed).permutation(order.size),

@@ -10,13 +10,14 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz import metrics
+from mha_viz.corpus.examples import MIN_KEYS, TOP_ROWS
 from mha_viz.corpus.store import statistics_store
 from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import charts, keys, session, shared_head, view_helpers
 from mha_viz.ui.text import plain
 
-RANKINGS = {"max_activation": "best score (max activation)", "top_mean": "mean of the top scores"}
+RANKINGS = {"top_mean": "mean of the top document scores", "max_activation": "best document score"}
 
 
 def _stats(cur):
@@ -32,8 +33,8 @@ def finder_table(stats) -> pd.DataFrame:
     """The corpus head table with the examples' rankings and the importance, one row a head (layer-major)."""
     table = stats.table.sort_values(["layer", "head"]).reset_index(drop=True)
     L, H = stats.num_layers, stats.num_heads
-    table["max_activation"] = stats.examples.ranking("max").ravel()
     table["top_mean"] = stats.examples.ranking("top_mean").ravel()
+    table["max_activation"] = stats.examples.ranking("max").ravel()
     if stats.importance is not None:
         table["importance"] = np.asarray(stats.importance).reshape(L * H)
     return table
@@ -69,16 +70,19 @@ def examples_page() -> None:
         return
     ex = stats.examples
     L, H = ex.shape
-    st.caption(f"{stats.n_docs:,} documents of {stats.n_tokens:,} tokens. A document's score for a head is its "
-               "largest attention weight with the first query row and the first key column left out (HeadVis's "
-               "max activation: the first token's sink would otherwise win every time).")
+    st.caption(f"{stats.n_docs:,} documents of {stats.n_tokens:,} tokens. A document's score for a head is the mean "
+               f"of its {TOP_ROWS} strongest query rows, a row's strength its largest attention weight. The first "
+               f"query row and key column are left out (the first token's sink would otherwise win every time), and "
+               f"so are rows that see fewer than {MIN_KEYS} keys beyond it (the second token, seeing only itself, "
+               "would win by construction).")
     table = finder_table(stats)
     ids = list(cur.model.layer_ids)[:L]  # the examples' rows: the model's attention layers
     _finder(table, ids, H)
     cols = st.columns([1, 1, 4])
     layer, head = shared_head.pick_head(ids, H, keys.EXAMPLES_LAYER, keys.EXAMPLES_HEAD, where=cols[:2])
     row = table.iloc[layer * H + head]
-    cols[2].caption(f"Layer {layer}, head {head}: pattern {row['pattern']}; best score {row['max_activation']:.3f}.")
+    cols[2].caption(f"Layer {layer}, head {head}: pattern {row['pattern']}; best score {row['max_activation']:.3f}, "
+                    f"mean of the top scores {row['top_mean']:.3f}.")
     _documents(ex, layer, head)
     left, right = st.columns(2)
     edges, counts = ex.histogram(layer, head)
@@ -97,7 +101,7 @@ def examples_page() -> None:
 
 def _finder(table: pd.DataFrame, layer_ids: list[int], num_heads: int) -> None:
     st.subheader("Head finder")
-    columns = [c for c in ("max_activation", "top_mean", "importance") if c in table.columns]
+    columns = [c for c in ("top_mean", "max_activation", "importance") if c in table.columns]
     columns += [c for c in metrics.METRICS if c in table.columns]
     cols = st.columns(3)
     x = cols[0].selectbox("Across", columns, index=min(1, len(columns) - 1), key=keys.EXAMPLES_X,
@@ -108,7 +112,8 @@ def _finder(table: pd.DataFrame, layer_ids: list[int], num_heads: int) -> None:
     charts.show(example_figures.head_finder(table, x, y, x_label=_label(x), y_label=_label(y)),
                 key=keys.EXAMPLES_FINDER, on_select=lambda: _on_finder(layer_ids, num_heads), selection_mode="points",
                 name="head-finder")
-    ranked = table.sort_values(rank, ascending=False, kind="stable")[["layer", "head", "pattern", rank]].head(10)
+    by = [rank] + [c for c in RANKINGS if c != rank]  # ties (a saturated best score) go to the mean of the top scores
+    ranked = table.sort_values(by, ascending=False, kind="stable")[["layer", "head", "pattern", rank]].head(10)
     st.caption(f"The 10 heads with the highest {_label(rank)}: "
                + ", ".join(f"L{int(r.layer)}H{int(r.head)} ({getattr(r, rank):.3g})" for r in ranked.itertuples())
                + ". Click a point to open its head.")
@@ -131,5 +136,5 @@ def _documents(ex, layer: int, head: int) -> None:
 
 def _document(ex, doc: int, score: float, layer: int, head: int, key: str) -> None:
     fig = example_figures.document_figure(ex.tokens(doc), ex.pattern(doc, layer, head),
-                                          f"Document {doc} · score {score:.3f}")
+                                          f"Document {doc} · score {score:.3f}", query=ex.query(doc, layer, head))
     charts.show(fig, key=key, name=f"head-{layer}-{head}-document-{doc}")

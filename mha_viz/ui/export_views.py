@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz import metrics
+from mha_viz.budget import needs
 from mha_viz.capture import run_file
 from mha_viz.export import report
 from mha_viz.figures import style as figure_style
@@ -41,7 +42,7 @@ def _report(run, model, heads):
     slots = resources.slots()
 
     def build() -> bytes:
-        with slots.hold(wait=True):
+        with slots.hold(wait=True, need=needs.report(run, len(heads))):
             return _build()
 
     def _build() -> bytes:
@@ -54,6 +55,12 @@ def _report(run, model, heads):
         facts.pop("loaded from", None)  # a report is shared: this server's folders mean nothing to its readers
         return report.report_bytes(run, heads=heads, table=table, facts=facts)
     return build
+
+
+def _npz(run, half: bool) -> bytes:
+    """The deferred download of the run's .npz, made in a server slot with the bytes it holds."""
+    with resources.slots().hold(wait=True, need=needs.export(run, float16=half)):
+        return run_file.to_bytes(run, float16=half)
 
 
 def sidebar_box(cur) -> None:
@@ -84,7 +91,7 @@ def _box(cur) -> None:
                + (", as contributions (value-weighted)" if run.lens else "") + ")")
     half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=keys.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
-    st.download_button("Attention data (.npz)", data=lambda: run_file.to_bytes(run, float16=half),
+    st.download_button("Attention data (.npz)", data=lambda: _npz(run, half),
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
                        key=keys.DL_NPZ, icon=":material/data_array:",
                        help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")

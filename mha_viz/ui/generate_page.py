@@ -18,6 +18,7 @@ from typing import NamedTuple
 import streamlit as st
 
 import mha_viz
+from mha_viz.budget import needs
 from mha_viz.capture import generation
 from mha_viz.figures import generation as gfig
 from mha_viz.text.tokenize import count_text
@@ -151,7 +152,8 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, buttons: jobs.Buttons) ->
         def on_step(gen) -> None:
             session.put(keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
             stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
-        with resources.slots().hold():  # counts as an analysis for the server's limit
+        need = needs.generation(model, needs.tokens(model, key.prompt, key.cap) + key.max_new_tokens)
+        with resources.slots().hold(need=need):
             return mha_viz.generate(model, key.prompt, key.max_new_tokens, temperature=key.temperature,
                                     top_k=key.top_k, top_p=key.top_p, seed=key.seed, max_tokens=key.cap,
                                     progress=progress, on_step=on_step)

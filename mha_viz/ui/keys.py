@@ -86,6 +86,8 @@ FOCUS_SUMMARIES = "focus_summaries"  # the four summary panels and the strongest
 # --- heads behind a prediction (prediction_page) ----------------------------------------------
 PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
 PRED_CORRUPTED = "pred_corrupted"
+PRED_UNDO = "_pred_undo"  # preset_undo.Held: the texts a preset replaced, while the boxes still hold the preset's
+PRED_UNDO_GO = "pred_undo_go"  # the button that puts them back
 PRED_ANSWER, PRED_WRONG = "pred_answer", "pred_wrong"  # token texts; empty: each run's prediction
 PRED_GO, PRED_CANCEL = "pred_go", "pred_cancel"
 PRED_RESULT = "_pred_result"  # (PredKey, prediction.Explanation) of the last result

@@ -11,6 +11,7 @@ from typing import Hashable
 import streamlit as st
 
 import mha_viz
+from mha_viz.budget import needs
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.interventions import attribution, prediction
@@ -18,13 +19,13 @@ from mha_viz.ui import charts, keys, resources, session, shared_head
 from mha_viz.ui.text import plain
 
 
-def _extra(key: Hashable, what: str, layer: int, head: int, compute):
+def _extra(model, key: Hashable, what: str, layer: int, head: int, compute):
     """A result of the one-head panel, kept for this pair (each costs a forward)."""
     store = session.setdefault(keys.PRED_EXTRA, {})
     k = (key, layer, head, what)
     if k not in store:
         def held():
-            with resources.slots().hold():  # counts as an analysis for the server's limit
+            with resources.slots().hold(need=needs.patching(model, needs.tokens(model, key.clean, key.cap))):
                 return compute()
         result, error = resources.attempt(held, what="This head's panel", out_of_memory=(
             "This head's panel ran out of memory: use shorter texts or a smaller model."))
@@ -42,7 +43,7 @@ def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
     st.subheader("One head")
     cols = st.columns([1, 1, 3])
     layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.PRED_LAYER, keys.PRED_HEAD, where=cols[:2])
-    parts = [f"Direct logit attribution {float(expl.dla.per_head[layer, head]):+.3f}"]
+    parts = [f"{expl.dla.label} {float(expl.dla.per_head[layer, head]):+.3f}"]
     if expl.estimate is not None:
         parts.append(f"estimated restored fraction {float(expl.estimated[layer, head]):.3f}")
     if expl.patching is not None:
@@ -69,12 +70,12 @@ def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
         left.info(f"The value path of {plain(model.name)} cannot be read: no value-weighted attention.")
     answer, wrong = expl.dla.target, expl.dla.wrong
     try:
-        promoted, suppressed = _extra(key, "tokens", layer, head, lambda: attribution.head_tokens(
+        promoted, suppressed = _extra(model, key, "tokens", layer, head, lambda: attribution.head_tokens(
             model, key.clean, layer, head, k=8, max_tokens=key.cap))
         charts.show(attribution_figures.token_bars(promoted, suppressed, f"Layer {layer}, head {head}: tokens its "
                                                    "write promotes and suppresses"),
                     key=keys.PRED_TOKENS, where=right, name="head-tokens")
-        by_pos = _extra(key, "positions", layer, head, lambda: attribution.patch_positions(
+        by_pos = _extra(model, key, "positions", layer, head, lambda: attribution.patch_positions(
             model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
     except mha_viz.InputError as exc:
         st.warning(plain(str(exc)), icon="⚠️")

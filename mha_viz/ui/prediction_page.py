@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import streamlit as st
 
+from mha_viz.budget import needs
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
@@ -24,10 +25,10 @@ from mha_viz.ui import (
     jobs,
     keys,
     prediction_head,
+    preset_undo,
     resources,
     session,
     shared_head,
-    sidebar,
 )
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
@@ -51,10 +52,8 @@ class PredKey(NamedTuple):
 
 def _on_preset(options: dict) -> None:
     preset = options.get(session.get(keys.PRED_PRESET))
-    if preset is not None:  # the clean text is the sidebar's
-        sidebar.choose(text=preset.clean)
-        session.put(keys.PRED_CORRUPTED, preset.corrupted)
-        session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), ("", ""))
+    if preset is not None:  # the clean text is the sidebar's; what the user typed is kept for Undo
+        preset_undo.apply(preset)
 
 
 def _refusal(model) -> str | None:
@@ -89,6 +88,7 @@ def prediction_page() -> None:
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=keys.KEEP,
                  on_change=_on_preset, args=(options,),
                  help="Sets the sidebar's text (clean) and the corrupted text.")
+    preset_undo.offer(OWN)
     chosen = options.get(session.get(keys.PRED_PRESET))
     if chosen is not None:
         st.caption(plain(chosen.about))
@@ -143,7 +143,7 @@ def _job(model, key: PredKey, running: str, first: str, what: str, work, *, batc
     slot, or (None, a message) (`jobs.run`)."""
     def budgeted(progress):
         prediction.check_budget(model, key.clean, key.cap, batch=batch)
-        with resources.slots().hold():  # counts as an analysis for the server's limit
+        with resources.slots().hold(need=needs.prediction(model, key.clean, key.cap, batch=batch)):
             return work(progress)
     return jobs.run(running, key, budgeted, first=first, what=what,
                     out_of_memory=f"{what} ran out of memory: use shorter texts or a smaller model.")
@@ -191,8 +191,8 @@ def _grids(expl: prediction.Explanation, agree) -> None:
     and the scatter of the two, two to a row; a click on a grid opens that head."""
     d, ids = expl.dla, expl.clean.layer_ids
     shape, differ = d.per_head.shape, None if agree is None else agree.differ
-    shown = [(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text, ids), keys.PRED_DLA_GRID,
-              "direct-logit-attribution")]
+    shown = [(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text, ids, d.label),
+              keys.PRED_DLA_GRID, "direct-logit-attribution")]
     if expl.estimate is not None:
         shown.append((attribution_figures.estimate_grid(expl.estimated, ids, differ), keys.PRED_ESTIMATE_GRID,
                       "estimated-restored-fraction"))
@@ -225,7 +225,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
     d = expl.dla
     a, w = plain(repr(expl.answer_text)), plain(repr(expl.wrong_text))
     st.success(f"m = logit({a}) − logit({w}) at the last token: **{expl.m_clean:+.2f}** on the clean text, "
-               f"**{expl.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes add "
+               f"**{expl.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes{d.caveat} add "
                f"{float(d.per_head.sum()):+.2f} on the clean text; everything else (embeddings, MLPs, biases) "
                f"{d.rest:+.2f}.", icon="🎯")
     if expl.estimate is None:
@@ -243,7 +243,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
     top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), d.per_head.shape)
     best = "" if expl.estimate is None else (f"Largest estimated restored fraction: layer {ids[top[0]]}, head {top[1]} "
                                              f"({float(expl.estimated[top]):.2f}); ")
-    st.caption(f"Red helps the answer, blue the wrong token; 0 is white. Direct logit attribution: what each "
+    st.caption(f"Red helps the answer, blue the wrong token; 0 is white. {d.label}: what each "
                "head's write at the last token adds to the logit difference. Restored fraction: the share of the "
                "gap between the runs that the corrupted run regains when this one head's output is the clean "
                f"run's. {best}largest direct effect: layer {ids[top_dla[0]]}, head {top_dla[1]} "

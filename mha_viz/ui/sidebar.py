@@ -98,6 +98,7 @@ def draw() -> Current:
                          help="What the model computes in. auto: the checkpoint's own (the bundled models: "
                               "float32). bfloat16 and float16 halve the memory of the weights; the attention "
                               "shown is float32 in every precision, with rows that sum to 1.")
+        emulated = st.empty()  # filled once the model is loaded: its precision without native support there
         local = st.toggle("Compute with our MHA", key=keys.LOCAL_ATTENTION, persist_state=keys.KEEP,
                           help="Replace every self-attention of the model with mha-viz's own "
                                "multi-head attention, carrying the same weights.")
@@ -134,6 +135,8 @@ def draw() -> Current:
         return with_last_good(cur)
     try:
         model = resources.load_model(spec, device, local, dtype)
+        if note := mha_viz.emulated_note(model.dtype, model.device):
+            emulated.caption(note)
         model_key = steps.model_key_of(model, local)
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = resources.token_cap()

@@ -11,6 +11,7 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
+from mha_viz.budget import needs
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import scan as scan_figures
@@ -79,7 +80,7 @@ def whole_text_page() -> None:
 
 
 def _scan(model, text: str, progress):
-    with resources.slots().hold():  # counts as an analysis for the server's limit
+    with resources.slots().hold(need=needs.scan(model, needs.tokens(model, text, whole_text=True))):
         return mha_viz.scan(model, text, progress=progress)
 
 

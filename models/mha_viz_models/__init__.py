@@ -10,11 +10,12 @@ from mha_viz_models.loading.bundled import BUNDLED, HUB_SUGGESTIONS
 from mha_viz_models.loading.loaded import LoadedModel
 from mha_viz_models.loading.loader import load, random_twin
 from mha_viz_models.loading.precision import CHOICES as PRECISIONS
-from mha_viz_models.loading.precision import as_probabilities
+from mha_viz_models.loading.precision import as_probabilities, emulated_note
 from mha_viz_models.loading.resolve import resolve_device
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "LoadedModel", "ModelLoadError", "MultiHeadAttention",
-    "UnsupportedArchitecture", "PRECISIONS", "apply_rotary", "as_probabilities", "install_local_attention", "load",
+    "UnsupportedArchitecture", "PRECISIONS", "apply_rotary", "as_probabilities", "emulated_note",
+    "install_local_attention", "load",
     "random_twin", "resolve_device",
 ]

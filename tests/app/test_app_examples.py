@@ -11,7 +11,6 @@ import pytest
 import mha_viz
 from mha_viz import corpus
 from mha_viz.corpus import split
-from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, open_with_text, shown
@@ -56,7 +55,10 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     doc = top[0][0]
     weights = np.asarray(drawn["data"][0]["customdata"], dtype=float).ravel()[:len(want.tokens(doc))]
     pattern = want.pattern(doc, 0, 0)
-    np.testing.assert_allclose(weights, pattern[example_figures.strongest_query(pattern)], atol=1e-6)
+    query = want.query(doc, 0, 0)
+    np.testing.assert_allclose(weights, pattern[query], atol=1e-6)  # shaded from the score's own row
+    per_row = len(drawn["data"][0]["z"][0])
+    assert (drawn["data"][1]["x"][0], drawn["data"][1]["y"][0]) == (query % per_row, query // per_row)  # and framed
     titles = [_title(c) for c in charts(at)]
     assert any(t.startswith("Head finder") for t in titles) and any("scores over the corpus" in t for t in titles)
     scores = next(c for c in charts(at) if "scores over the corpus" in _title(c))

@@ -59,3 +59,34 @@ def test_comparing_runs_of_two_precisions_says_so():
     note = compare(a, b).precision_note
     assert note and "float32" in note and "bfloat16" in note
     assert compare(a, a).precision_note is None
+
+
+def _emulated(at) -> list[str]:
+    return [c.value for c in at.sidebar.caption if "has no native support" in c.value]
+
+
+def _cpu_without_half(monkeypatch, bf16: bool) -> None:
+    """The CPU as torch reports it: with AVX512-BF16 (`bf16`) or with no native half precision at all."""
+    import torch
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: bf16)
+    for check in ("_is_amx_tile_supported", "_is_amx_fp16_supported"):
+        monkeypatch.setattr(torch.cpu, check, lambda: False)
+    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+
+
+def test_a_precision_the_cpu_does_not_compute_natively_is_said_where_it_is_chosen(monkeypatch):
+    """On a CPU without native bfloat16 the sidebar says so under *Precision* once the model computes in it;
+    float32 never gets the note, and a CPU with AVX512-BF16 does not get it for bfloat16."""
+    _cpu_without_half(monkeypatch, bf16=False)
+    at = start_app()
+    assert at.session_state[keys.CURRENT].model.precision == "float32" and not _emulated(at)
+    at.radio(key=keys.PRECISION).set_value("bfloat16").run()
+    assert not at.exception and at.session_state[keys.CURRENT].model.device.type == "cpu"
+    [note] = _emulated(at)
+    assert note.startswith("bfloat16 has no native support on this CPU") and "much slower than float32" in note
+    at.radio(key=keys.PRECISION).set_value("float32").run()
+    assert not _emulated(at)
+    _cpu_without_half(monkeypatch, bf16=True)
+    at.radio(key=keys.PRECISION).set_value("bfloat16").run()
+    assert at.session_state[keys.CURRENT].model.precision == "bfloat16" and not _emulated(at)

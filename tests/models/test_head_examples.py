@@ -29,17 +29,20 @@ def examples(minilm, docs):
     return corpus.head_examples(minilm, docs, max_tokens=TOKENS, batch_size=16)
 
 
+def encoder_score(a: np.ndarray) -> np.ndarray:
+    """(L, H) the documented score of an encoder's (L, H, n, n) attention: every row past the first
+    sees the n − 1 keys past the first, so all count once n − 1 ≥ MIN_KEYS; each row's largest
+    weight past the first key, the mean of the TOP_ROWS best rows; NaN with fewer rows."""
+    rows = a[:, :, 1:, 1:].max(-1)  # (L, H, n − 1)
+    if a.shape[-1] - 1 < max(ex_mod.MIN_KEYS, ex_mod.TOP_ROWS):
+        return np.full(a.shape[:2], np.nan)
+    return np.sort(rows, -1)[..., ::-1][..., :ex_mod.TOP_ROWS].mean(-1)
+
+
 @pytest.fixture(scope="module")
 def brute(minilm, docs):
     """(docs, L, H) each document's score, from one analyze per document."""
-    out = np.full((len(docs), minilm.num_layers, minilm.num_heads), np.nan)
-    for i, text in enumerate(docs):
-        a = mha_viz.analyze(minilm, text, max_tokens=TOKENS).attentions.copy()
-        if a.shape[-1] > 1:
-            a[..., 0, :] = 0
-            a[..., :, 0] = 0
-            out[i] = a.reshape(*a.shape[:2], -1).max(-1)
-    return out
+    return np.stack([encoder_score(mha_viz.analyze(minilm, text, max_tokens=TOKENS).attentions) for text in docs])
 
 
 def test_the_top_documents_are_brute_forces(examples, brute):
@@ -135,7 +138,10 @@ def test_skipping_special_tokens_leaves_their_rows_and_columns_out(minilm, docs)
     ex = corpus.head_examples(minilm, [text], max_tokens=TOKENS, skip="special")
     keep = ~np.asarray(run.special_mask)
     keep[0] = False
-    a = run.attentions[:, :, keep][:, :, :, keep]
-    np.testing.assert_allclose(ex.part.top_score[..., 0], a.reshape(*a.shape[:2], -1).max(-1), atol=1e-6)
+    a = run.attentions[:, :, keep][:, :, :, keep]  # then the first row and column of this go too: pad one
+    padded = np.zeros((*a.shape[:2], a.shape[-1] + 1, a.shape[-1] + 1), dtype=a.dtype)
+    padded[:, :, 1:, 1:] = a
+    np.testing.assert_allclose(ex.part.top_score[..., 0], encoder_score(padded), atol=1e-6)
+    assert not np.allclose(ex.part.top_score[..., 0], encoder_score(run.attentions), atol=1e-3)  # [SEP] counted
     with pytest.raises(ValueError, match="skip"):
         corpus.ExampleOptions(skip="none")

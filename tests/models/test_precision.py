@@ -17,7 +17,17 @@ FIDELITY = 2e-2  # the issue's bound: bfloat16 against float32 on the same weigh
 def _pair(spec, **kw):
     full = mha_viz.load_model(spec, device="cpu", **kw)
     half = mha_viz.load_model(spec, device="cpu", dtype="bfloat16", **kw)
+    _computes_in(full, torch.float32)
+    _computes_in(half, torch.bfloat16)
     return full, half
+
+
+def _computes_in(model, dtype: torch.dtype) -> None:
+    """The weights really are `dtype` (not a float32 model that says so), the attention's and the embeddings'."""
+    assert model.dtype == dtype and model.precision == {torch.float32: "float32", torch.bfloat16: "bfloat16",
+                                                         torch.float16: "float16"}[dtype]
+    assert model.hf_model.get_input_embeddings().weight.dtype == dtype
+    assert {p.dtype for m, _ in model.attention_modules for p in m.parameters()} == {dtype}
 
 
 @pytest.mark.model
@@ -52,13 +62,14 @@ def test_llama_gqa_bfloat16_within_fidelity(llama_dir, local):
 def test_gpt2_float16_and_lean_capture(gpt2_dir):
     full, half = _pair(gpt2_dir)
     f16 = mha_viz.load_model(gpt2_dir, device="cpu", dtype="float16")
+    _computes_in(f16, torch.float16)
     text = "hello world, hello again world"
     ref = mha_viz.analyze(full, text)
     for m in (half, f16):
         for lean in (False, True):
             r = mha_viz.analyze(m, text, lean=lean)
             assert r.attentions.dtype == np.float32 and np.abs(r.attentions.sum(-1) - 1).max() < 1e-5
-            assert np.abs(r.attentions - ref.attentions).max() < FIDELITY, (m.precision, lean)
+            assert 0 < np.abs(r.attentions - ref.attentions).max() < FIDELITY, (m.precision, lean)
 
 
 def test_attribution_and_generation_in_bfloat16(llama_dir):

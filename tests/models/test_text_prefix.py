@@ -150,7 +150,7 @@ def test_a_text_that_fits_reads_whole_and_counts_exactly(minilm):
     assert not toks.truncated and not toks.total_is_estimate
 
 
-def _prose(chars: int) -> str:
+def docs_prose(chars: int) -> str:
     """Real prose: this project's documentation, paragraph after paragraph, to `chars` characters."""
     paragraphs = [p for f in sorted((ROOT / "docs").glob("*.md")) for p in f.read_text().split("\n\n")
                   if len(p) > 200 and not p.startswith(("|", "```", "#"))]
@@ -164,7 +164,7 @@ def _prose(chars: int) -> str:
 @pytest.mark.parametrize("name", MODELS)
 def test_a_long_texts_count_is_an_estimate_labelled_as_one(request, name, monkeypatch):
     model = _model(request, name)
-    text = _prose(200_000)
+    text = docs_prose(200_000)
     exact = len(model.tokenizer(text)["input_ids"])
     for limit in (64, 512):
         toks = mha_viz.tokenize(model, text, limit)
@@ -179,7 +179,7 @@ def test_a_long_texts_count_is_an_estimate_labelled_as_one(request, name, monkey
 
 
 def test_an_estimate_reads_about_in_the_report(minilm):
-    run = mha_viz.analyze(minilm, _prose(120_000), max_tokens=16)
+    run = mha_viz.analyze(minilm, docs_prose(120_000), max_tokens=16)
     assert run.num_input_tokens_is_estimate
     html = mha_viz.html_report(run)
     assert f"The first 16 of the text's about {run.num_input_tokens:,} tokens" in html

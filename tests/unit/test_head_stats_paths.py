@@ -13,13 +13,12 @@ from hypothesis import strategies as st
 
 from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics import head_stats
-from mha_viz.metrics.head_stats import classify, pattern_stats
-
-RULE_INPUTS = ("norm_entropy", "self", "prev", "next", "first", "sep", "punct", "in_segment")
+from mha_viz.metrics.head_stats import RULE_INPUTS, classify, pattern_stats
 
 
 def _labels(stats: dict) -> list[str]:
-    return [classify(*args) for args in zip(*(stats[k].ravel().tolist() for k in RULE_INPUTS))]
+    return [classify(dict(zip(RULE_INPUTS, values))) for values in zip(*(stats[k].ravel().tolist()
+                                                                          for k in RULE_INPUTS))]
 
 
 def _assert_paths_agree(run: AttentionRun) -> dict:
@@ -54,10 +53,17 @@ def _tokens(rng, n, two_segments=False) -> tuple[list[str], list[bool]]:
 
 @settings(max_examples=60, deadline=None)
 @given(L=st.integers(1, 3), H=st.integers(1, 4), n=st.integers(1, 14), causal=st.booleans(),
-       two=st.booleans(), empty=st.sampled_from(["none", "rows", "head"]), seed=st.integers(0, 2**16))
-def test_paths_agree_on_random_runs(L, H, n, causal, two, empty, seed):
+       two=st.booleans(), empty=st.sampled_from(["none", "rows", "head"]), seed=st.integers(0, 2**16),
+       learned=st.booleans(), sink=st.floats(0.0, 50.0))
+def test_paths_agree_on_random_runs(L, H, n, causal, two, empty, seed, learned, sink):
+    """learned: rows keeping 0.05 … 1 (a learned sink took the rest); sink: weight added on the first key
+    before normalising (a sink head, whose rows keep little beyond it)."""
     rng = np.random.default_rng(seed)
     a = _random(rng, L, H, n, causal, power=float(rng.choice([1.0, 4.0, 12.0])))
+    a[..., 0] += sink * rng.random((L, H, 1)).astype(np.float32)
+    a /= a.sum(-1, keepdims=True)
+    if learned:
+        a *= rng.uniform(0.05, 1.0, (L, H, n, 1)).astype(np.float32)
     if empty == "rows":  # rows left empty after hiding tokens
         a[..., rng.random(n) < 0.3, :] = 0.0
     elif empty == "head":
@@ -79,7 +85,9 @@ def test_paths_agree_on_the_shortest_runs(n, causal):
 
 def test_paths_agree_on_planted_patterns():
     """Identity, previous token, all-to-first, all-to-[SEP], uniform, block and induction heads
-    and a head with no attention left: each path gives each its class, in one segment and two."""
+    and a head with no attention left: each path gives each its class, in one segment and two. The
+    all-to-first head is a sink; so is the induction head, whose 7 of 9 rows rest on the first token
+    (beyond it, its two looking-up rows have no clear type)."""
     tokens = ["[CLS]", "x", "y", ".", "z", "x", "y", ",", "[SEP]"]
     n = len(tokens)
     seg = np.array([0] * 5 + [1] * 4)
@@ -98,8 +106,8 @@ def test_paths_agree_on_planted_patterns():
     run = AttentionRun(tokens=tokens, attentions=heads[None].astype(np.float32),
                        special_mask=[t.startswith("[") for t in tokens])
     stats = _assert_paths_agree(run)
-    assert _labels(stats) == ["diagonal:self", "diagonal:prev", "vertical:first", "vertical:sep", "broad",
-                              "heterogeneous", "vertical:first", "heterogeneous"]
+    assert _labels(stats) == ["diagonal:self", "diagonal:prev", "sink", "vertical:sep", "broad",
+                              "heterogeneous", "sink", "heterogeneous"]
     for name in ("prev_token_score", "duplicate_score", "induction_score"):
         assert stats[name][0, -1] == 0.0  # the empty head: no division by its zero total
     assert stats["prev_token_score"][0, 1] > 0.85 and stats["induction_score"][0, 6] > 0.2
@@ -107,7 +115,7 @@ def test_paths_agree_on_planted_patterns():
     stats = _assert_paths_agree(AttentionRun(tokens=two, attentions=run.attentions,
                                              special_mask=[t.startswith("[") for t in two]))
     labels = _labels(stats)
-    assert labels[0] == labels[5] == "block" and labels[2] == "vertical:first"
+    assert labels[0] == labels[5] == "block" and labels[2] == "sink"
     assert stats["in_segment"][0, 5] == 1.0 and stats["in_segment"][0, 2] == 0.0
 
 

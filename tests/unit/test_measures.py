@@ -71,7 +71,11 @@ def test_the_compiled_pass_writes_every_column_it_names():
     at = head_kernels.SUMS.index
     np.testing.assert_allclose(sums[:, at("total")], a.sum((1, 2)), rtol=1e-6)
     same = seg[:, None] == seg[None, :]
-    np.testing.assert_allclose(sums[:, at("in_segment")], (a * same).sum(-1).min(-1), rtol=1e-6)
+    beyond = a[:, 1:, 1:] / a[:, 1:, 1:].sum(-1, keepdims=True)  # rows and keys after the sink, renormalised
+    np.testing.assert_allclose(sums[:, at("in_segment")], (beyond * same[1:, 1:]).sum(-1).min(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums[:, at("beyond_sep")], beyond[:, :, [2, 6]].sum(-1).mean(-1), rtol=1e-6)
+    # the sink: the first key's mass and, for head 1, the half each row gave no key (a learned sink's share)
+    np.testing.assert_allclose(sums[:, at("sink")], a[:, :, 0].mean(-1) + [0, 0.5, 0, 0], rtol=1e-6)
     np.testing.assert_allclose(sums[:, at("first")], a[:, :, 0].mean(-1), rtol=1e-6)
     np.testing.assert_allclose(sums[:, at("sep")], a[:, :, [3, 7]].sum(-1).mean(-1), rtol=1e-6)
     np.testing.assert_allclose(sums[:, at("confidence")], a.max(-1).mean(-1), rtol=1e-6)

@@ -32,9 +32,12 @@ def test_the_estimate_against_a_hand_computation(monkeypatch):
     # device, besides the probabilities: inputs and outputs 2·6·10·32, working 8·10·32, logits 10·100
     rest = 4 * (3840 + 2560 + 1000)
     every, in_flight = 4 * 6 * 4 * 100, 4 * 3 * 4 * 100  # probabilities of all 6 layers / of IN_FLIGHT = 3
+    # eager only: every layer's hidden state and values 2·6·10·32, the running layer's scores 3·4·10²
+    eager = 4 * (3840 + 1200)
     assert memory.IN_FLIGHT == 3
     # a small full capture is eager (`capture.chooses_lean`): the model returns every layer at once
-    assert memory.analysis_need(_model(), n) == memory.Need(host=6 * per_layer_host + every + rest, attention=every)
+    assert memory.analysis_need(_model(), n) == memory.Need(host=6 * per_layer_host + every + eager + rest,
+                                                            attention=every)
     # one layer is captured the lean way: three layers in flight at most
     one = memory.analysis_need(_model(), n, layers=1)
     assert one == memory.Need(host=per_layer_host + in_flight + rest, attention=4 * 4 * 100)
@@ -42,12 +45,17 @@ def test_the_estimate_against_a_hand_computation(monkeypatch):
     monkeypatch.setattr(mha_viz.capture.run, "LEAN_ABOVE_BYTES", 0)
     assert memory.analysis_need(_model(), n).host == 6 * per_layer_host + in_flight + rest
     # an architecture whose heads cannot be read is always eager
-    assert memory.analysis_need(_model(heads_readable=False), n).host == 6 * per_layer_host + every + rest
+    assert memory.analysis_need(_model(heads_readable=False), n).host == 6 * per_layer_host + every + eager + rest
     monkeypatch.setattr(mha_viz.capture.run, "LEAN_ABOVE_BYTES", 2**30)
     # on a GPU the working part is the device's, the run's the host's; eager adds the stack sent in one transfer
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert memory.analysis_need(_model("cuda"), n) == memory.Need(
-        host=6 * per_layer_host, gpu=every + every + rest, device="cuda:0", attention=every)
+        host=6 * per_layer_host, gpu=every + every + eager + rest, device="cuda:0", attention=every)
+    # a model without a language-model head makes no logits
+    headless = _model()
+    headless.hf_model.get_output_embeddings = lambda: None
+    assert memory.logits_width(headless) == 0 and memory.logits_width(_model()) == 100
+    assert memory.analysis_need(headless, n).host == 6 * per_layer_host + every + eager + rest - 4 * 1000
 
 
 def test_the_shortfall_names_the_memory_that_is_short_and_by_how_much():
@@ -95,13 +103,14 @@ def _gpu(mb: int) -> memory.Need:
     return memory.Need(host=MiB, gpu=mb * MiB, device=GPU)
 
 
-def _held(slots: admission.Admission, mb: int, order: list) -> tuple[threading.Event, threading.Thread]:
-    """A thread holding `mb` MiB of the GPU until the returned event is set (it is admitted
-    when this returns); it writes "first done" to `order` before it gives the memory back."""
+def _held(slots: admission.Admission, mb: int, order: list, *,
+          host: int = MiB) -> tuple[threading.Event, threading.Thread]:
+    """A thread holding `mb` MiB of the GPU (and `host` bytes of the host) until the returned event is set (it
+    is admitted when this returns); it writes "first done" to `order` before it gives the memory back."""
     admitted, release = threading.Event(), threading.Event()
 
     def first():
-        with slots.hold(need=_gpu(mb)):
+        with slots.hold(need=memory.Need(host=host, gpu=mb * MiB, device=GPU)):
             admitted.set()
             release.wait(10)
             order.append("first done")
@@ -150,14 +159,24 @@ def test_two_requests_over_the_budget_together_are_not_both_admitted():
 
 
 def test_a_waiting_hold_is_admitted_after_the_other_finishes():
-    slots = _admission(100)
-    order = []
-    release, worker = _held(slots, 80, order)
-    threading.Timer(0, release.set).start()  # the first finishes while the second blocks
+    """The second hold blocks, and only then does the first finish: the first is told to finish from
+    inside the second's admission check (its reading of the host's budget, which nothing else holds),
+    and it can give its memory back only once the second waits (both need the admission's lock)."""
+    order, release = [], None
+
+    def read(place):
+        if place == memory.HOST and release is not None:  # the second asks, holding the lock
+            order.append("second checks")
+            release.set()
+        return 100 * MiB if place == GPU else 2**40
+
+    slots = admission.Admission(0, budget=read)
+    release, worker = _held(slots, 80, order, host=0)  # the GPU only: the host's budget is read at each check
     with slots.hold(wait=True, need=_gpu(80)):
         order.append("second runs")
     worker.join(10)
-    assert order == ["first done", "second runs"]
+    assert order[0] == "second checks" and order[1:].count("first done") == 1
+    assert order[-1] == "second runs" and order.index("first done") < order.index("second runs")
 
 
 def test_a_request_over_the_whole_budget_is_refused_at_once_even_when_it_would_wait():

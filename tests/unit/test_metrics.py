@@ -80,7 +80,9 @@ def test_all_to_first_and_sep_and_punct():
     assert table["first"].tolist() == [1.0, 0.0, 0.0]
     assert table["sep"].tolist() == [0.0, 1.0, 0.0]
     assert table["punct"].tolist() == [0.0, 0.0, 1.0]
-    assert table["pattern"].tolist() == ["vertical:first", "vertical:sep", "vertical:punct"]
+    # all on the first token: the sink, and nothing beyond it (`vertical:first` before sinks were left out)
+    assert table["pattern"].tolist() == ["sink", "vertical:sep", "vertical:punct"]
+    assert table["sink"].tolist() == [1.0, 0.0, 0.0]
 
 
 def test_block_pattern_for_two_segments():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mha_viz_models.loading.precision import emulated_note
+
 
 def describe(loaded) -> dict[str, str]:
     """The facts of a `LoadedModel`: its architecture, shape, precision, device, which attention
@@ -19,6 +21,8 @@ def describe(loaded) -> dict[str, str]:
         "precision": loaded.precision,
         "attention implementation": loaded.implementation, "loaded from": loaded.source,
     }
+    if (note := emulated_note(loaded.dtype, loaded.device)) is not None:  # float16 on most CPUs
+        rows["precision on this device"] = note
     if loaded.other_layers:  # a hybrid: its softmax layers are the ones shown
         rows["layers"] = (f"{loaded.num_layers} softmax-attention layers "
                           f"({', '.join(map(str, loaded.layer_numbers))}) of {loaded.total_layers}")
@@ -33,6 +37,9 @@ def describe(loaded) -> dict[str, str]:
                                      else f"not read: {loaded.unread}")
             rows["our MHA"] = ("computes every layer (lean capture, the walkthrough, queries and keys, W_Q, W_K, W_V)"
                                if loaded.can_recompute else f"does not stand in: {loaded.stand_in}")
+            if loaded.can_recompute and loaded.precision != "float32":  # what "computes" means in half precision
+                rows["our MHA"] += (f"; in {loaded.precision} each layer is checked against the model's own within "
+                                    "the rounding a float32 copy of that layer shows")
     if loaded.is_encoder_decoder:  # the rows above are the encoder's
         rows = {("encoder " + k if k in ("layers", "attention heads per layer") else k): v for k, v in rows.items()}
         rows["decoder layers (self- and cross-attention)"] = loaded.decoder_layers

@@ -7,6 +7,8 @@ Whatever the model computes in, a capture's probabilities come out as float32 ro
 
 from __future__ import annotations
 
+import platform
+
 import torch
 
 from mha_viz_models.errors import ModelLoadError
@@ -37,6 +39,48 @@ def runs_on(dtype: torch.dtype, device: torch.device) -> bool:
     if device.type == "cuda" and dtype == torch.bfloat16:
         return bool(torch.cuda.is_bf16_supported())
     return True
+
+
+def native(dtype: torch.dtype, device) -> bool:
+    """Whether `device`'s hardware computes in `dtype` (float32 always). A CUDA GPU: float16, and bfloat16 on
+    those that support it without emulation (Ampere or later). The CPU: bfloat16 with AVX512-BF16 or AMX (on
+    ARM, its BF16 extension), float16 with AVX512-FP16 or AMX-FP16, as torch reports them; elsewhere PyTorch
+    emulates their matrix products, much slower than float32's. Where torch cannot say, not native."""
+    device = torch.device(device)
+    if dtype == torch.float32 or device.type not in ("cpu", "cuda"):
+        return True
+    if device.type == "cuda":
+        if dtype != torch.bfloat16:
+            return True
+        try:
+            return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # an older torch, which does not count emulation
+            return bool(torch.cuda.is_bf16_supported())
+    if dtype == torch.bfloat16:
+        if platform.machine().lower() in ("arm64", "aarch64"):
+            return _reports(torch.ops.mkldnn, "_is_mkldnn_bf16_supported")  # the ARM BF16 extension
+        return _reports(torch.cpu, "_is_avx512_bf16_supported") or _reports(torch.cpu, "_is_amx_tile_supported")
+    if dtype == torch.float16:  # oneDNN's float16 needs AVX512-FP16 or AMX-FP16 (ARM: its FP16 arithmetic)
+        return _reports(torch.cpu, "_is_amx_fp16_supported") or _reports(torch.ops.mkldnn, "_is_mkldnn_fp16_supported")
+    return False
+
+
+def emulated_note(dtype: torch.dtype, device) -> str | None:
+    """What to tell a user whose model computes in `dtype` on a `device` without native support for it
+    (`native`); None where it has it."""
+    if native(dtype, device):
+        return None
+    where = "this CPU" if torch.device(device).type == "cpu" else "this GPU"
+    return (f"{dtype_name(dtype)} has no native support on {where}: PyTorch emulates its matrix products, which is "
+            "much slower than float32 and may round differently from hardware that computes in it.")
+
+
+def _reports(namespace, name: str) -> bool:
+    """What torch's check `namespace.name()` says, False where this torch has no such check."""
+    try:
+        return bool(getattr(namespace, name)())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def resolve_dtype(choice: str | torch.dtype | None, device: torch.device, *, saved: torch.dtype = torch.float32,

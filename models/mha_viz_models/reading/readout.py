@@ -53,10 +53,27 @@ class Norm:
 @dataclass(frozen=True)
 class Readout(Norm):
     """logits = unembed · norm(r) (+ unembed_bias): the final norm (`norm`: the LM head itself when
-    `kind` is NONE) and the unembedding."""
+    `kind` is NONE) and the unembedding; then, where `softcap` is c (Gemma 2's
+    final_logit_softcapping), capped: c · tanh(logits / c)."""
 
     unembed: torch.Tensor  # (vocab, d)
     unembed_bias: torch.Tensor | None  # (vocab,)
+    softcap: float | None = None
+
+    def uncapped(self, r: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The logits before any cap for residual vectors r (..., d): of the vocabulary's `rows` only when given."""
+        u = self.unembed if rows is None else self.unembed[rows]
+        normed = self.frozen(r, self.sigma(r)) + (0 if self.bias is None else self.bias)
+        bias = self.unembed_bias if rows is None or self.unembed_bias is None else self.unembed_bias[rows]
+        return normed @ u.T + (0 if bias is None else bias)
+
+    def capped(self, logits: torch.Tensor) -> torch.Tensor:
+        """What the model makes of uncapped logits: c · tanh(logits / c), or the logits themselves."""
+        return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
+
+    def slope(self, logits: torch.Tensor) -> torch.Tensor:
+        """The cap's derivative at uncapped logits, 1 − tanh²(logits / c) (1 where nothing caps)."""
+        return torch.ones_like(logits) if self.softcap is None else 1 - torch.tanh(logits / self.softcap) ** 2
 
 
 def _eps(norm: nn.Module) -> float:
@@ -66,12 +83,15 @@ def _eps(norm: nn.Module) -> float:
     raise ValueError(f"no epsilon on {type(norm).__name__}")
 
 
-def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
+def find(hf_model: nn.Module, probe: torch.Tensor, *, through_cap: bool = False) -> Readout | None:
     """The read-out of a causal LM, or None when there is no linear one to reconstruct (no LM
-    head, logit soft-capping, a final norm whose output the reconstruction does not reproduce)."""
+    head, a final norm whose output the reconstruction does not reproduce, logit soft-capping
+    unless `through_cap`: then the read-out carries the cap, checked like the rest)."""
     head = hf_model.get_output_embeddings() if hasattr(hf_model, "get_output_embeddings") else None
-    if not isinstance(head, nn.Linear) or getattr(hf_model.config, "final_logit_softcapping", None):
+    cap = getattr(hf_model.config, "final_logit_softcapping", None)
+    if not isinstance(head, nn.Linear) or (cap and not through_cap):
         return None
+    softcap = float(cap) if cap else None
     calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
     read: list[torch.Tensor] = []  # what the LM head read
     norms = [m for m in hf_model.modules() if is_norm(m)]
@@ -91,29 +111,31 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Readout | None:
     if not calls:  # no norm ran: the head reads the residual itself, unless a norm we do not know ran
         if not read or any("norm" in type(m).__name__.lower() for m in hf_model.modules()):
             return None
-        ro = Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias)
+        ro = Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias, softcap)
         return ro if _reproduces(ro, read[-1].float().cpu(), logits, 10 * _tolerance(read[-1].dtype)) else None
     norm, r, out = calls[-1]  # the last norm before the LM head
     if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
         return None  # the head does not read that norm's output: something else lies between
     tol = _tolerance(out.dtype)
     for fitted in _fits(norm, r, out):
-        ro = Readout(**vars(fitted), unembed=unembed, unembed_bias=unembed_bias)
+        ro = Readout(**vars(fitted), unembed=unembed, unembed_bias=unembed_bias, softcap=softcap)
         if _reproduces(ro, r.float().cpu(), logits, 10 * tol):
             return ro
     return None
 
 
-_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its read-out (or None)
+_FOUND: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> {through_cap: read-out or None}
 
 
-def of(loaded) -> Readout | None:
+def of(loaded, *, through_cap: bool = False) -> Readout | None:
     """`find` for a loaded model, on a two-token probe, once per model (kept while it lives), under its lock:
     the probe's hooks must see no other session's forward."""
     with loaded.lock:
-        if loaded.hf_model not in _FOUND:
-            _FOUND[loaded.hf_model] = find(loaded.hf_model, torch.tensor([[0, 1]], device=loaded.device))
-        return _FOUND[loaded.hf_model]
+        found = _FOUND.setdefault(loaded.hf_model, {})
+        if through_cap not in found:
+            found[through_cap] = find(loaded.hf_model, torch.tensor([[0, 1]], device=loaded.device),
+                                      through_cap=through_cap)
+        return found[through_cap]
 
 
 def keeps_last_logits(hf_model: nn.Module) -> bool:
@@ -209,7 +231,6 @@ def _tolerance(dtype: torch.dtype) -> float:
 
 def _reproduces(ro: Readout, r: torch.Tensor, logits: torch.Tensor, tol: float = 1e-3) -> bool:
     """Whether the read-out turns the residual r (B, n, d) into the model's own logits (B, n, vocab):
-    nothing after the head (a logit scale, soft-capping) that the reconstruction would miss."""
-    normed = ro.frozen(r, ro.sigma(r)) + (0 if ro.bias is None else ro.bias)
-    rebuilt = normed @ ro.unembed.T + (0 if ro.unembed_bias is None else ro.unembed_bias)
+    nothing after the head (a logit scale, a cap the read-out does not carry) that the reconstruction would miss."""
+    rebuilt = ro.capped(ro.uncapped(r))
     return rebuilt.shape == logits.shape and torch.allclose(rebuilt, logits, atol=tol, rtol=tol)

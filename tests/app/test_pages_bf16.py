@@ -1,0 +1,229 @@
+"""The pages a half-precision model reaches beyond the head grid, through AppTest, in bfloat16 against
+float32: Head view, Teaching (every part), Queries and keys, Heads behind a prediction (the
+estimate, attribution and real patching), Head examples (after a corpus job) and Compare, on
+toy-induction and on SmolLM2. Each page opens in bfloat16 with no exception and no error element,
+and every number of its figures is within bfloat16's rounding of float32's.
+
+One AppTest per model and precision visits every page once with the same inputs (`visit`,
+cached), and one test per page compares what the two drew: the same figures (titles with their
+numbers as placeholders; the numbers themselves compared as below), the same traces and the same
+array shapes, and each numeric array within TOLERANCE × max(1, its largest float32 magnitude)
+of float32's. For a probability (at most 1) that is 0.05 absolute: bfloat16 keeps 8 bits of
+mantissa (a relative step of 2⁻⁸ ≈ 0.004 per rounding), and the load check itself allows a
+layer's probabilities 2e-2 of float32's (tests/app/test_precision_app.py); for activations, scores,
+logits and attributions it is 5 % of the figure's own scale (a wrong precision path, a dropped
+scale, a wrong head shows tens of percent). The head is chosen once on the Head view and shared
+by every page, so no page picks its head by an argmax that rounding could move. The queries-and-
+keys map's PCA coordinates are left out: its two axes may flip sign or turn when rounding moves
+two close variances (15 % and 13 % on toy-induction), so only its shape is compared.
+
+SmolLM2 is slow on 2 CPU cores in bfloat16 (no native support): its texts are short, its corpus
+is 8 documents of 12 tokens, and its patching runs on the IOI preset. The file takes about
+4 minutes on 2 loaded cores."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import tempfile
+
+import numpy as np
+import pytest
+
+from mha_viz.corpus.store import statistics_store
+from mha_viz.interventions import prediction
+from mha_viz.ui import keys
+from tests.app.helpers import app_test, charts, open_page
+
+pytestmark = pytest.mark.model
+TOLERANCE = 0.05  # × max(1, the float32 array's largest magnitude): see the module doc
+MODELS = {  # model: (text, sentence B of Compare, the head chosen, preset of the prediction page)
+    "toy-induction": ("a b c d e f a b c d e", "a b c d e f a b c d f", (1, 2), prediction.INDUCTION),
+    "smollm2": ("The cat sat on the mat. The cat", "The dog sat on the mat. The dog", (3, 4), prediction.IOI),
+}
+CORPUS = [  # the corpus of Head examples: letters for the toy, short sentences for SmolLM2
+    "q w e r t y q w e r t y", "a s d f a s d f g h", "z x c v b n z x c v", "p o i u y t p o i u",
+    "m n b v c x m n b v", "l k j h g f l k j h", "q a z w s x q a z w", "e d c r f v e d c r",
+]
+SENTENCES = [
+    "The lamp was lit before the boats came home.", "She read the letter twice and put it away.",
+    "Rain fell on the old mill all night long.", "The keeper climbed the narrow stairs again.",
+    "Two otters drifted past the bridge at dawn.", "He counted the coins and then counted them again.",
+    "The market opened early on the first warm day.", "A small dog waited by the gate for its owner.",
+]
+PAGES = ("head_view", "teaching", "qk", "compare", "examples", "prediction")
+UNSTABLE = {"Queries (●) and keys (◆)"}  # figures whose coordinates are compared by shape only (module doc)
+
+
+def _outcome(at) -> dict:
+    """What a page run shows that this file compares: exceptions, errors and figures."""
+    return {"exception": [str(e.value) for e in at.exception], "error": [e.value for e in at.error],
+            "figures": charts(at)}
+
+
+@functools.cache
+def visit(model: str, dtype: str) -> dict[str, list[dict]]:
+    """Open every page of PAGES on `model` in `dtype`, one AppTest for all: {page: [outcome of
+    each state of the page drawn]}. Corpus results go to a folder of their own."""
+    text, text_b, (layer, head), preset = MODELS[model]
+    shown: dict[str, list[dict]] = {page: [] for page in PAGES}
+    with tempfile.TemporaryDirectory() as cache, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MHA_VIZ_CACHE_DIR", cache)
+        statistics_store.cache_clear()
+        at = app_test()
+        at.query_params.update({"model": model, "dtype": dtype})  # loaded in this precision from the start
+        at.run()
+        assert not at.exception, at.exception
+        assert at.session_state[keys.CURRENT].model.precision == dtype
+        at.text_area(key=keys.TEXT).input(text).run()
+
+        open_page(at, "head_view")
+        at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(layer)
+        at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(head).run()  # chosen: every page opens on it
+        shown["head_view"].append(_outcome(at))
+
+        open_page(at, "teaching")
+        for part in at.button_group(key=keys.TEACH_PART).options:
+            at.button_group(key=keys.TEACH_PART).set_value(part).run()
+            shown["teaching"].append(_outcome(at))
+
+        open_page(at, "qk")
+        shown["qk"].append(_outcome(at))
+
+        open_page(at, "compare")
+        at.text_area(key=keys.CMP_TEXT_B).input(text_b).run()
+        shown["compare"].append(_outcome(at))
+
+        documents = os.path.join(cache, "documents.txt")
+        with open(documents, "w", encoding="utf-8") as f:
+            f.write("\n".join(CORPUS if model == "toy-induction" else SENTENCES) + "\n")
+        open_page(at, "corpus")
+        at.radio(key=keys.CORPUS_SOURCE).set_value(at.radio(key=keys.CORPUS_SOURCE).options[-1]).run()  # a path
+        at.text_input(key=keys.CORPUS_PATH).input(documents).run()
+        at.number_input(key=keys.CORPUS_TOKENS).set_value(12).run()
+        at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+        at.button(key=keys.CORPUS_GO).click().run()
+        assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+        open_page(at, "examples")
+        shown["examples"].append(_outcome(at))
+
+        open_page(at, "prediction")
+        at.selectbox(key=keys.PRED_PRESET).set_value(preset.name).run()
+        at.button(key=keys.PRED_GO).click().run()  # the estimate and direct logit attribution
+        at.selectbox(key=keys.PRED_LAYER).set_value(layer)  # the panel opened on the top head: back to ours
+        at.selectbox(key=keys.PRED_HEAD).set_value(head).run()
+        shown["prediction"].append(_outcome(at))
+        at.button(key=keys.PRED_REAL_GO).click().run()  # real patching
+        shown["prediction"].append(_outcome(at))
+        statistics_store.cache_clear()
+    return shown
+
+
+NUMBER = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+")
+DOCUMENT = re.compile(r"Document (\d+) · ")  # Head examples: one figure per top document
+
+
+def _title(figure: dict) -> str:
+    return figure["layout"].get("title", {}).get("text", "")
+
+
+def _numbers(values) -> np.ndarray | None:
+    """`values` as a float array, or None when it is not numeric (labels, colours)."""
+    try:
+        out = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return out
+
+
+def _close(full, half, where: str) -> float | None:
+    """Assert `half` is within the tolerance of `full` (the same, when they are labels); returns
+    the largest gap (None for labels)."""
+    a, b = _numbers(full), _numbers(half)
+    if a is None or b is None:
+        assert (a is None) == (b is None) and full == half, where  # labels: the same
+        return None
+    assert a.shape == b.shape, (where, a.shape, b.shape)
+    if not a.size:
+        return 0.0
+    assert np.array_equal(np.isnan(a), np.isnan(b)), where
+    a, b = np.nan_to_num(a), np.nan_to_num(b)
+    bound = TOLERANCE * max(1.0, float(np.abs(a).max()))
+    gap = float(np.abs(a - b).max())
+    assert gap <= bound, f"{where}: bfloat16 is {gap:.3g} from float32 (bound {bound:.3g})"
+    return gap
+
+
+def _document(figure: dict) -> int | None:
+    found = DOCUMENT.match(_title(figure))
+    return int(found[1]) if found else None
+
+
+def _runs(figures: list[dict]) -> list[list[dict]]:
+    """The figures in runs: each run of top documents' figures one, every other figure one."""
+    runs: list[list[dict]] = []
+    for f in figures:
+        if runs and _document(f) is not None and _document(runs[-1][-1]) is not None:
+            runs[-1].append(f)
+        else:
+            runs.append([f])
+    return runs
+
+
+def _by_document(full: list[dict], half: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Head examples' top documents paired by document: rounding may swap two documents of all but
+    equal score, or move one past the last place shown. Those shown in one precision only are left
+    out, at most a quarter of a run."""
+    runs_f, runs_h = _runs(full), _runs(half)
+    if len(runs_f) != len(runs_h):
+        return full, half  # the title check says what differs
+    paired_f, paired_h = [], []
+    for a, b in zip(runs_f, runs_h):
+        if _document(a[0]) is None or _document(b[0]) is None:
+            paired_f += a
+            paired_h += b
+            continue
+        in_b = {_document(f): f for f in b}
+        both = [f for f in a if _document(f) in in_b]
+        assert len(both) >= 0.75 * len(a), ([_title(f) for f in a], [_title(f) for f in b])
+        paired_f += both
+        paired_h += [in_b[_document(f)] for f in both]
+    return paired_f, paired_h
+
+
+def compare_figures(full: list[dict], half: list[dict], where: str) -> list[float]:
+    """Assert the figures agree (module doc); returns the largest gap of each numeric array."""
+    full, half = _by_document(full, half)
+    assert [NUMBER.sub("#", _title(f)) for f in full] == [NUMBER.sub("#", _title(f)) for f in half], where
+    gaps = []
+    for f, h in zip(full, half):
+        title = _title(f)
+        here = f"{where} · {title!r}"
+        _close([float(x) for x in NUMBER.findall(title)], [float(x) for x in NUMBER.findall(_title(h))],
+               here + " (title)")
+        assert [t["type"] for t in f["data"]] == [t["type"] for t in h["data"]], here
+        for i, (tf, th) in enumerate(zip(f["data"], h["data"])):
+            for axis in ("x", "y", "z"):
+                if axis not in tf:
+                    continue
+                if any(title.startswith(u) for u in UNSTABLE) and _numbers(tf[axis]) is not None:
+                    assert np.shape(tf[axis]) == np.shape(th[axis]), here
+                    continue
+                gap = _close(tf[axis], th[axis], f"{here} trace {i} {axis}")
+                gaps += [] if gap is None else [gap]
+    return gaps
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("model", list(MODELS))
+def test_the_page_in_bfloat16_draws_float32s_figures(model, page):
+    full, half = visit(model, "float32")[page], visit(model, "bfloat16")[page]
+    assert half and len(half) == len(full)
+    gaps = []
+    for step, (f, h) in enumerate(zip(full, half)):
+        assert not h["exception"] and not h["error"], (page, step, h["exception"], h["error"])
+        assert not f["exception"] and not f["error"], (page, step, f["exception"], f["error"])
+        gaps += compare_figures(f["figures"], h["figures"], f"{model} {page} step {step}")
+    assert gaps, "no numbers compared"
+    assert max(gaps) > 0, "bfloat16 drew float32's numbers exactly: it did not compute in bfloat16"

@@ -1,0 +1,125 @@
+"""One measured peak, in a process of its own: `python -m tests.models.memory_probe MODEL PATH N` prints
+{"n", "estimate", "peak"} as JSON, the bytes the estimate declares and the peak resident size the
+computation reached above what the process held just before it (the model loaded and the same
+computation run once on a few tokens).
+
+PATH: "analysis", `mha_viz.analyze` as the app runs it (`memory.analysis_need`); "gradient", one
+gradient pass of the heads' mask through the model's loss, as `ablation.head_gradients` runs it
+(`ablation.gradient_bytes`; for an embedding-only encoder, whose 1 − cosine loss the app never
+differentiates, the same pass against a sentence embedding of another text). The peak is VmHWM after
+`echo 5 > /proc/self/clear_refs` (freed memory handed back with malloc_trim first, so that the
+computation cannot hide in pages the warm-up left behind), or ru_maxrss where clear_refs cannot be
+written (then the loading's own peak may hide part of it). `measure` runs it from a test or a
+benchmark: one fresh process a measurement, so that no peak mixes with another's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+PATHS = ("analysis", "gradient")
+ROOT = Path(__file__).resolve().parents[2]
+PARAGRAPH = ("The old lighthouse stood at the edge of the harbour for more than a hundred years, and every night "
+             "its keeper climbed the narrow stairs to light the lamp for the ships coming home. ")
+
+
+def measure(model: str, path: str, n: int, *, timeout: float = 300) -> dict:
+    """{"n", "estimate", "peak"} of `path` on `model` at n tokens, measured in a fresh process."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MHA_VIZ_MAX_CAPTURE_MB": "1000000", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-m", "tests.models.memory_probe", model, path, str(n)], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the probe of {model} {path} at {n} tokens failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _status(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _resident() -> int:
+    try:
+        return _status("VmRSS")
+    except (OSError, KeyError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _peak(reset: bool) -> int:
+    return _status("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _computation(model, path: str, text: str, n: int):
+    """(the computation of `path` on `text` cut to n tokens, the bytes its estimate declares)."""
+    import torch
+
+    import mha_viz
+    from mha_viz.budget import memory
+    from mha_viz.interventions import ablation, heads_off_loss
+    from mha_viz.text.loss_inputs import EMBEDDING, pad, prepare
+    from mha_viz_models.attention.masking import head_mask
+
+    if path == "analysis":
+        tokens = mha_viz.tokenize(model, text, n).n
+        return (lambda: mha_viz.analyze(model, text, max_tokens=n)), memory.analysis_need(model, tokens).host
+    inputs = prepare(model, text, n)
+    if inputs.kind != EMBEDDING:
+        return (lambda: ablation.head_gradients(model, text, max_tokens=n)), ablation.gradient_bytes(
+            model, inputs.ids.shape[1])
+    with torch.no_grad():  # another text's embedding: a loss whose gradient is not zero
+        reference = heads_off_loss.embeddings(model, pad(model, [prepare(model, text[::-1], n)]))
+
+    def gradient():
+        scale = torch.ones(model.num_layers, model.num_heads, requires_grad=True)
+        with torch.enable_grad(), head_mask(model, scale, None, []):
+            loss = heads_off_loss.losses(model, pad(model, [inputs]), reference)[0]
+            return torch.autograd.grad(loss, [scale])[0]
+    return gradient, ablation.gradient_bytes(model, inputs.ids.shape[1])
+
+
+def main(spec: str, path: str, n: int) -> dict:
+    import torch
+
+    import mha_viz
+
+    torch.set_num_threads(1)
+    model = mha_viz.load_model(spec, device="cpu")
+    text = PARAGRAPH * (4 + n // 16)
+    warm, _ = _computation(model, path, text, 8)
+    warm()  # lazy initialisations (kernels, tokenizer caches) are not the computation's
+    run, estimate = _computation(model, path, text, n)
+    libc = ctypes.CDLL("libc.so.6") if sys.platform.startswith("linux") else None
+    gc.collect()
+    if libc is not None:
+        libc.malloc_trim(0)
+    start = _resident()
+    reset = _reset_peak()
+    result = run()
+    peak = _peak(reset) - start
+    del result
+    return {"n": n, "estimate": int(estimate), "peak": int(peak), "method": "VmHWM" if reset else "ru_maxrss"}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4 or sys.argv[2] not in PATHS:
+        sys.exit(f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)} N")
+    print(json.dumps(main(sys.argv[1], sys.argv[2], int(sys.argv[3]))))

@@ -1,0 +1,125 @@
+"""What each heavy path declares to the admission (`mha_viz.budget.needs`), against a hand computation
+or the estimate it reuses, on a stand-in model (6 layers, 4 heads of d_k 8, d_model 32, vocabulary
+100): no model is loaded. The circuit's needs, which read a model's graph, are in
+tests/models/test_needs_models.py."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz.budget import admission, memory, needs
+from mha_viz.interventions import ablation
+from mha_viz.scan import rows
+
+MiB = 2**20
+L, H, D, DK, V = 6, 4, 32, 8, 100
+
+
+def _model(device="cpu", recompute=True):
+    hf = SimpleNamespace(config=SimpleNamespace(vocab_size=V), forward=lambda input_ids, logits_to_keep=0: None)
+    return SimpleNamespace(num_layers=L, num_heads=H, d_model=D, d_k=DK, device=torch.device(device),
+                           has_head_outputs=True, can_recompute=recompute, hf_model=hf,
+                           attention_bytes=lambda n, layers=None, batch=1: (L if layers is None else layers) * batch
+                           * H * n * n * 4)
+
+
+@pytest.fixture(autouse=True)
+def _budget(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")  # 1 MiB: what batches are cut to
+
+
+def test_working_memory_goes_where_the_model_runs(monkeypatch):
+    assert needs.on_device(_model(), 10, kept=3) == memory.Need(host=13)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert needs.on_device(_model("cuda"), 10, kept=3) == memory.Need(host=3, gpu=10, device="cuda:0")
+    both = needs.larger(memory.Need(host=5, gpu=1, device="cuda:0"), memory.Need(host=2, gpu=9, device="cuda:0"))
+    assert both == memory.Need(host=5, gpu=9, device="cuda:0")
+
+
+def test_a_forward_and_a_gradient_pass():
+    n = 10
+    # per sequence: scores 3·4·10², 12 activations 12·10·32, logits 10·100 floats
+    assert needs.forward(_model(), n, rows=2).host == 2 * 4 * (1200 + 3840 + 1000)
+    assert needs.gradient(_model(), n, rows=3).host == 3 * ablation.gradient_bytes(_model(), n)
+    # by hand: 6·(4·10² + 24·10·32) + 3·4·10² + 3·10·100 floats
+    assert needs.gradient(_model(), n).host == 4 * (6 * (400 + 7680) + 1200 + 3000)
+
+
+def test_the_estimate_is_its_backward_pass_or_both_texts_runs_whichever_is_larger(monkeypatch):
+    n = 10
+    # the stand-in's forward takes logits_to_keep: the backward pass makes the last position's logits only
+    backward = ablation.gradient_bytes(_model(), n, logit_rows=1)
+    assert backward == 4 * (6 * (400 + 7680) + 1200 + 3 * 100)
+    runs = memory.analysis_need(_model(), n).host + memory.run_bytes(_model(), n)
+    assert memory.run_bytes(_model(), n) == 4 * L * H * (100 + 80 + 10)
+    assert needs.estimate(_model(), n).host == max(backward, runs)
+    monkeypatch.setattr(ablation, "gradient_bytes", lambda *a, **k: 10**9)
+    assert needs.estimate(_model(), n).host == 10**9
+
+
+def test_patching_is_a_batch_of_one_sequence_a_head():
+    assert needs.patching(_model(), 10).host == H * needs.forward_bytes(_model(), 10)
+
+
+def test_a_generation_holds_what_an_analysis_of_prompt_and_new_tokens_holds():
+    assert needs.generation(_model(), 12) == memory.analysis_need(_model(), 12)
+
+
+def test_a_corpus_job_is_its_batch_or_its_gradient_passes_within_the_capture_budget():
+    n = 10
+    capture = 2 * L * H * n * n * 4  # `batching.capture_bytes` of one document: 19,200 bytes
+    assert needs.corpus(_model(), 4, n, importance=False).host == 4 * capture
+    one = ablation.gradient_bytes(_model(), n)
+    assert needs.corpus(_model(), 4, n, importance=True).host == max(4 * capture, 4 * one)
+    # batches are cut to the capture budget (1 MiB), never below one document
+    assert needs.corpus(_model(), 1000, n, importance=True).host == MiB
+    assert needs.corpus(_model(), 1000, 200, importance=False).host == 2 * L * H * 200 * 200 * 4
+
+
+def test_the_pruning_curve_runs_as_many_documents_as_fit():
+    one = needs.forward_bytes(_model(), 10)
+    assert needs.pruning(_model(), 3, 10).host == 3 * one
+    assert needs.pruning(_model(), 10**6, 10).host == MiB
+
+
+def test_the_whole_text_overview():
+    n, top_k, thumb = 50, 8, 48
+    kept = 4 * L * H * (n * (2 * top_k + 1) + thumb * thumb)  # top keys and weights, the rest, thumbnails
+    block = 4 * H * n * rows.rows_per_block("cpu", H, n)
+    forward = 4 * (12 * n * D + n * V)
+    assert needs.scan(_model(), n).host == kept + block + forward
+    # a family read through its own attention holds one layer's probabilities (twice) besides
+    assert needs.scan(_model(recompute=False), n).host == kept + block + forward + 2 * H * n * n * 4
+
+
+def _run(n=10, heads=True):
+    return SimpleNamespace(attentions=np.zeros((L, H, n, n), np.float32), num_layers=L, n=n,
+                           head_outputs=np.zeros((L, H, n, DK), np.float32) if heads else None,
+                           value_norms=np.zeros((L, H, n), np.float32))
+
+
+def test_exports_and_comparison_are_counted_from_the_run():
+    run = _run()
+    attention, rest = L * H * 100 * 4, L * H * 10 * (DK + 1) * 4
+    assert needs.export(run).host == 3 * (attention + rest)
+    assert needs.export(run, float16=True).host == 3 * (attention // 2 + rest)
+    assert needs.report(run, 2).host == 4 * H * 100 * 4 + 16 * 2 * 100
+    assert needs.comparison(run, _run(20, heads=False)).host == attention + L * H * 400 * 4
+
+
+def test_a_path_larger_than_the_budget_is_refused_with_its_figures():
+    """A generation of 2,000 tokens on the stand-in needs 4·6·4·2,000² bytes of attention alone (384 MB):
+    an admission with 100 MiB of host memory refuses it at once, naming the memory and the advice."""
+    need = needs.generation(_model(), 2000)
+    slots = admission.Admission(0, budget=lambda place: 100 * MiB)
+    with pytest.raises(admission.OverBudget) as refused:
+        with slots.hold(need=need):
+            pass
+    assert str(refused.value).startswith(
+        f"This analysis needs about {memory.settings.size_text(need.host)} of memory, "
+        f"{memory.settings.size_text(need.host - 100 * MiB)} more than the 100.0 MiB this server has for analyses.")
+    assert slots.running == 0

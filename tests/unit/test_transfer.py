@@ -1,0 +1,197 @@
+"""The host copier's own logic on the CPU (`mha_viz.capture.transfer.HostCopier`), with the CUDA
+part (`transfer.Staging`: pinned buffers, events, a copy stream) replaced by `CpuStaging`, which
+copies at once and writes down what it was asked. A tensor larger than a buffer goes in chunks
+that rotate over the buffers, each chunk sent into a buffer only once that buffer was received,
+chunk i + 1 sent before chunk i is received (the overlap), the host array equal to the source bit
+for bit; an error in the copying thread reaches the caller and leaves no thread behind.
+tests/models/test_cuda.py runs the real copy where a GPU is."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz.capture import transfer
+
+CHUNK = 1000  # elements per chunk (CHUNK_BYTES is set to 4 × this): tensors of 12,345 make 13 chunks
+THREAD = "mha-viz-host-copy"  # the copying thread's name
+
+
+class CpuStaging:
+    """A staging set on the CPU: `send` copies into a buffer at once, `receive` from it. It refuses
+    to fill a buffer that was not received since, or to receive one that was not filled, and keeps
+    a log of ("wait", mark) / ("send", buffer, first value, length) / ("receive", buffer, first
+    value, length); sources are aranges, so a chunk's first value is where it starts."""
+
+    buffers_per_set = transfer.BUFFERS
+    fail_at: int | None = None  # the call (send or receive, counted from 0) that raises, if any
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.buffers = [torch.full((CHUNK,), float("nan")) for _ in range(self.buffers_per_set)]
+        self.full = [False] * self.buffers_per_set
+        self.log: list[tuple] = []
+        self.calls = itertools.count()
+        self.given_back = False
+
+    @staticmethod
+    def stages(device: torch.device) -> bool:
+        return True  # every tensor goes through the staging path
+
+    @staticmethod
+    def ready(src: torch.Tensor):
+        return ("computed", float(src[0]))
+
+    @classmethod
+    def take(cls, device: torch.device) -> "CpuStaging":
+        cls.sets.append(cls(device))
+        return cls.sets[-1]
+
+    def give_back(self) -> None:
+        self.given_back = True
+
+    def keep(self, src: torch.Tensor) -> None:
+        pass
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def wait(self, ready) -> None:
+        self.log.append(("wait", ready))
+
+    def _call(self) -> None:
+        if next(self.calls) == self.fail_at:
+            raise RuntimeError("the device copy failed")
+
+    def send(self, b: int, chunk: torch.Tensor) -> None:
+        self._call()
+        assert not self.full[b], f"buffer {b} refilled before it was received"
+        assert chunk.numel() <= self.buffers[b].numel()
+        self.buffers[b][:chunk.numel()].copy_(chunk)
+        self.full[b] = True
+        self.log.append(("send", b, float(chunk[0]), chunk.numel()))
+
+    def receive(self, b: int, dst: torch.Tensor) -> None:
+        self._call()
+        assert self.full[b], f"buffer {b} received before it was filled"
+        dst.copy_(self.buffers[b][:dst.numel()])
+        self.full[b] = False
+        self.log.append(("receive", b, float(dst[0]), dst.numel()))
+
+
+@pytest.fixture
+def staging(monkeypatch):
+    """A fresh CpuStaging class (its own list of sets taken), CHUNK elements per chunk."""
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 4 * CHUNK)
+    return type("Staging", (CpuStaging,), {"sets": []})
+
+
+def _copier_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == THREAD]
+
+
+def _chunks(n: int, offset: int) -> list[tuple[float, int]]:
+    """(first value, length) of each chunk of a tensor of n elements holding offset, offset + 1, …"""
+    return [(float(offset + s), min(CHUNK, n - s)) for s in range(0, n, CHUNK)]
+
+
+@pytest.mark.parametrize("buffers", [2, 3])
+@pytest.mark.parametrize("shape", [(3, 12345), (2, 7, 2001), (4, 1000), (5, 3)],
+                         ids=["partial-last-chunk", "3d", "whole-chunks", "smaller-than-a-chunk"])
+def test_chunks_rotate_over_the_buffers_and_land_exactly(staging, shape, buffers):
+    staging.buffers_per_set = buffers
+    n = int(np.prod(shape[1:]))
+    source = torch.arange(shape[0] * n, dtype=torch.float32).view(shape)
+    dest = np.full(shape, np.nan, np.float32)
+    with transfer.HostCopier(dest, staging=staging) as copier:
+        for i in range(shape[0]):
+            copier.put(i, source[i] * 1)  # a temporary the caller drops at once
+    assert np.array_equal(dest, source.numpy())
+    assert not _copier_threads()
+    [st] = staging.sets  # one set for the whole copy, given back at the end
+    assert st.given_back and not any(st.full)
+
+    sends = [e for e in st.log if e[0] == "send"]
+    receives = [e for e in st.log if e[0] == "receive"]
+    want = [c for i in range(shape[0]) for c in _chunks(n, i * n)]
+    assert [e[2:] for e in sends] == want  # every chunk, in order, none twice
+    assert [e[2:] for e in receives] == want
+    assert [e[1] for e in sends] == [k % buffers for k in range(len(want))]  # rotation, across tensors
+    assert [e[1] for e in receives] == [e[1] for e in sends]
+    order = {e: k for k, e in enumerate(st.log)}
+    for k in range(1, len(want)):  # chunk k is on its way while chunk k - 1 drains
+        assert order[sends[k]] < order[receives[k - 1]] < order[receives[k]]
+    waits = [k for k, e in enumerate(st.log) if e[0] == "wait"]
+    assert [st.log[k][1] for k in waits] == [("computed", float(i * n)) for i in range(shape[0])]
+    for i, k in enumerate(waits):  # each tensor's sends wait for the mark that it was computed
+        assert order[sends[i * len(_chunks(n, 0))]] > k
+
+
+def test_half_precision_is_widened_on_its_way(staging):
+    source = torch.randn(2, 2500, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    dest = np.zeros((2, 2500), np.float32)
+    with transfer.HostCopier(dest, staging=staging) as copier:
+        for i in range(2):
+            copier.put(i, source[i])
+    assert np.array_equal(dest, source.float().numpy())
+
+
+def test_tensors_that_need_no_staging_are_copied_straight():
+    """CUDA's staging on a CPU tensor: copied in place, no thread, no CUDA call."""
+    source = torch.randn(3, 4, 5)
+    dest = np.zeros((3, 4, 5), np.float32)
+    with transfer.HostCopier(dest) as copier:
+        for i in range(3):
+            copier.put(i, source[i])
+            assert not _copier_threads()
+    assert np.array_equal(dest, source.numpy())
+
+
+def _run_or_hang(body, seconds: float = 120.0) -> BaseException | None:
+    """Run `body` in a thread of its own; its exception, or a failure if it has not returned after
+    `seconds` (a copier that hangs on an error)."""
+    caught: list[BaseException] = []
+
+    def target():
+        try:
+            body()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            caught.append(exc)
+
+    runner = threading.Thread(target=target, daemon=True)
+    runner.start()
+    runner.join(seconds)
+    assert not runner.is_alive(), "the caller hangs after an error in the copying thread"
+    return caught[0] if caught else None
+
+
+# 6 tensors of 5 chunks: 30 sends and 30 receives, 60 calls; the first, one mid-way, the last
+@pytest.mark.parametrize("fail_at", [0, 17, 59], ids=["first-send", "mid-way", "last-receive"])
+@pytest.mark.parametrize("closing", ["with", "finish"])
+def test_an_error_in_the_copying_thread_reaches_the_caller(staging, fail_at, closing):
+    staging.fail_at = fail_at
+    dest = np.zeros((6, 5 * CHUNK), np.float32)
+
+    def body():
+        if closing == "with":  # as `analyze` uses it: the thread is always ended
+            with transfer.HostCopier(dest, staging=staging) as copier:
+                for i in range(6):
+                    copier.put(i, torch.ones(5 * CHUNK))
+        else:
+            copier = transfer.HostCopier(dest, staging=staging)
+            try:
+                for i in range(6):
+                    copier.put(i, torch.ones(5 * CHUNK))
+            finally:
+                copier.finish()
+
+    error = _run_or_hang(body)
+    assert isinstance(error, RuntimeError) and "the device copy failed" in str(error)
+    assert not _copier_threads()
+    assert all(st.given_back for st in staging.sets)
+
