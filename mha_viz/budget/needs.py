@@ -58,13 +58,18 @@ def gradient(model: LoadedModel, n: int, rows: int = 1) -> Need:
 def estimate(model: LoadedModel, n: int) -> Need:
     """*Heads behind a prediction*'s estimate (`prediction.explain`) of two texts of n tokens: its backward
     pass (the last position's logits only where the model makes those alone), then both texts'
-    analyses, the first one's run kept while the second runs."""
+    analyses, the first one's run kept while the second runs. A backward pass that would not fit
+    (`ablation.check_gradient_budget`) is not run (the explanation says so, and real patching is still
+    offered): then the analyses alone."""
     rows = 1 if readout.keeps_last_logits(model.hf_model) else None
-    backward = on_device(model, ablation.gradient_bytes(model, n, logit_rows=rows))
     one = memory.analysis_need(model, n)
     kept = memory.run_bytes(model, n)
     both = Need(host=one.host + kept, gpu=one.gpu, device=one.device, attention=2 * one.attention)
-    return larger(backward, both)
+    try:
+        ablation.check_gradient_budget(model, n, logit_rows=rows)
+    except ablation.GradientBudget:
+        return both
+    return larger(on_device(model, ablation.gradient_bytes(model, n, logit_rows=rows)), both)
 
 
 def prediction(model: LoadedModel, clean: str, max_tokens: int | None, *, batch: bool) -> Need:

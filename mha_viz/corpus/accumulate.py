@@ -29,7 +29,7 @@ from mha_viz_models import LoadedModel
 
 # Ties in the majority vote go to the first of these (the most specific label first); a class
 # not listed here sorts after them, alphabetically.
-PATTERN_ORDER = ("block", "vertical", "diagonal", "broad", "heterogeneous")
+PATTERN_ORDER = ("block", "vertical", "diagonal", "sink", "broad", "mixed", "heterogeneous")
 KEYS = ("layer", "head", "pattern")  # head table columns that are not statistics
 
 

@@ -115,7 +115,7 @@ class HeadExamples:
     def best_heads(self, statistic: str = "top_mean", k: int = 10) -> list[tuple[int, int]]:
         """The k heads with the highest `ranking(statistic)`, (layer, head) best first; ties go to the
         higher mean of the top scores, then to the higher best score, then layer-major."""
-        primary, mean, best = self.ranking(statistic).ravel(), self.ranking("top_mean").ravel(), self.ranking("max").ravel()
+        primary, mean, best = (self.ranking(s).ravel() for s in (statistic, "top_mean", "max"))
         order = np.lexsort((np.arange(primary.size), -best, -mean, -primary))[:k]
         H = self.part.num_heads
         return [(int(i) // H, int(i) % H) for i in order]

@@ -8,10 +8,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from mha_viz.corpus.examples import TOP_ROWS
 from mha_viz.figures.style import axis_labels, margin, plot_title
 
 PATTERN_COLOURS = {"block": "#1b9e77", "vertical": "#d95f02", "diagonal": "#7570b3", "broad": "#e7298a",
-                   "heterogeneous": "#66a61e"}
+                   "heterogeneous": "#66a61e", "sink": "#a6761d", "mixed": "#e6ab02"}
 
 
 def strongest_query(pattern: np.ndarray) -> int:
@@ -25,9 +26,9 @@ def strongest_query(pattern: np.ndarray) -> int:
 
 def document_figure(tokens: list[str], pattern: np.ndarray, title: str, *, query: int | None = None,
                     per_row: int = 16) -> go.Figure:
-    """The document's tokens in rows of `per_row`, each key shaded by the weight query `query`
-    (the score's row, `HeadExamples.query`; default: the strongest) gives it, relative to that row's largest, the query framed. Token
-    texts go through Plotly's labels (`axis_labels`), never raw HTML."""
+    """The document's tokens in rows of `per_row`, each key shaded by the weight query `query` (the
+    score's row, `HeadExamples.query`; default: the strongest) gives it, relative to that row's
+    largest, the query framed. Token texts go through Plotly's labels (`axis_labels`), never raw HTML."""
     q = strongest_query(pattern) if query is None else int(query)
     n = len(tokens)
     weights = np.zeros(n)
@@ -57,7 +58,7 @@ def score_histogram(edges: np.ndarray, counts: np.ndarray, title: str) -> go.Fig
     fig = go.Figure(go.Bar(x=centres, y=counts, width=np.diff(edges), marker_color="#4c78a8",
                            hovertemplate="score %{x:.2f}: %{y} documents<extra></extra>"))
     fig.update_layout(title=plot_title(title), height=300, margin=margin(t=60), bargap=0,
-                      xaxis=dict(title=dict(text="score (mean of the strongest rows' largest weights, first row and column left out)"),
+                      xaxis=dict(title=dict(text=f"score (mean of the {TOP_ROWS} strongest rows' largest weight)"),
                                  range=[0, 1]),
                       yaxis=dict(title=dict(text="documents")))
     return fig

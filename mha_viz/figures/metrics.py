@@ -29,7 +29,7 @@ from mha_viz.views import detail
 # One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the classifying rules
 # (docs/head-metrics.md, section 1).
 PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",
-                   "vertical": "#009E73", "block": "#CC79A7"}
+                   "vertical": "#009E73", "block": "#CC79A7", "sink": "#0072B2", "mixed": "#D55E00"}
 
 
 def layer_numbers(layers: int | list[int]) -> list[int]:

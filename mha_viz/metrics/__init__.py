@@ -31,8 +31,11 @@ from mha_viz.metrics.measures import (
     BROAD_NORM_ENTROPY,
     DIAGONAL_MASS,
     METRICS,
+    MIXED_MASS,
+    MIXED_PART,
     PUNCTUATION,
     SIMILARITIES,
+    SINK_MASS,
     VERTICAL_MASS,
     Measure,
     metrics_for,
@@ -41,8 +44,8 @@ from mha_viz.metrics.measures import (
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
 __all__ = [
-    "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "PUNCTUATION",
-    "SIMILARITIES", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
+    "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "MIXED_MASS", "MIXED_PART",
+    "PUNCTUATION", "SIMILARITIES", "SINK_MASS", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
     "head_similarity", "head_table", "importance", "layer_diversity", "mds", "metrics_for", "missing_weights",
     "needing", "rollout", "rollout_through_head", "select_heads",

@@ -57,10 +57,15 @@ def _report(run, model, heads):
     return build
 
 
-def _npz(run, half: bool) -> bytes:
-    """The deferred download of the run's .npz, made in a server slot with the bytes it holds."""
-    with resources.slots().hold(wait=True, need=needs.export(run, float16=half)):
-        return run_file.to_bytes(run, float16=half)
+def _npz(run, half: bool):
+    """The deferred download of the run's .npz, made on the click in a server slot (taken here, as the
+    report's) with the bytes it holds."""
+    slots = resources.slots()
+
+    def build() -> bytes:
+        with slots.hold(wait=True, need=needs.export(run, float16=half)):
+            return run_file.to_bytes(run, float16=half)
+    return build
 
 
 def sidebar_box(cur) -> None:
@@ -91,7 +96,7 @@ def _box(cur) -> None:
                + (", as contributions (value-weighted)" if run.lens else "") + ")")
     half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=keys.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
-    st.download_button("Attention data (.npz)", data=lambda: _npz(run, half),
+    st.download_button("Attention data (.npz)", data=_npz(run, half),
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
                        key=keys.DL_NPZ, icon=":material/data_array:",
                        help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")

@@ -12,10 +12,14 @@ from mha_viz.ui.text import plain
 
 PATTERN_RULES = (
     f"Pattern classes (conventions after Clark et al. 2019 and Kovaleva et al. 2019, rules applied in "
-    f"order, later ones win): **heterogeneous** by default; **broad** if normalized entropy > "
-    f"{metrics.BROAD_NORM_ENTROPY}; **diagonal** if self, prev or next > {metrics.DIAGONAL_MASS}; "
-    f"**vertical** if first + sep + punct > {metrics.VERTICAL_MASS}; **block** (two-segment inputs) if "
-    f"every row keeps > {metrics.BLOCK_MASS} of its mass in its own segment."
+    f"order, later ones win), read **beyond the sink**: the first token and a learned sink left out, each row "
+    f"renormalised (the *sink* column says how much was left out). **heterogeneous** by default; **broad** if "
+    f"normalized entropy > {metrics.BROAD_NORM_ENTROPY}; **diagonal** if self, prev or next > "
+    f"{metrics.DIAGONAL_MASS}; **vertical** if sep + punct > {metrics.VERTICAL_MASS}; **block** (two-segment "
+    f"inputs) if every row keeps > {metrics.BLOCK_MASS} of its mass in its own segment; **sink** if the sink "
+    f"holds > {metrics.SINK_MASS} of the attention and the head is broad or heterogeneous beyond it; "
+    f"**mixed:a+b** for a heterogeneous head whose two largest shares of its whole attention (sink, self, prev, "
+    f"next, sep, punct, duplicate, induction) hold ≥ {metrics.MIXED_MASS}, the smaller ≥ {metrics.MIXED_PART}."
 )
 
 

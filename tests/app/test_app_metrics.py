@@ -86,7 +86,7 @@ def test_map_coloured_by_pattern_has_a_legend():
     assert not at.exception
     head_map = charts(at)[1]
     names = {t.get("name") for t in head_map["data"][1:]}
-    assert names and names <= {"heterogeneous", "broad", "diagonal", "vertical", "block"}
+    assert names and names <= {"heterogeneous", "broad", "diagonal", "vertical", "block", "sink", "mixed"}
 
 
 def test_compare_heads_across_layers(minilm_run):

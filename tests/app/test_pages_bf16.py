@@ -37,7 +37,8 @@ from mha_viz.ui import keys
 from tests.app.helpers import app_test, charts, open_page
 
 pytestmark = pytest.mark.model
-TOLERANCE = 0.05  # × max(1, the float32 array's largest magnitude): see the module doc
+PROBABILITY_TOLERANCE = 0.05  # an array of values in [0, 1] (probabilities, shares): absolute
+TOLERANCE = 0.1  # any other array: × its largest float32 magnitude (at least 1); see the module doc
 MODELS = {  # model: (text, sentence B of Compare, the head chosen, preset of the prediction page)
     "toy-induction": ("a b c d e f a b c d e", "a b c d e f a b c d f", (1, 2), prediction.INDUCTION),
     "smollm2": ("The cat sat on the mat. The cat", "The dog sat on the mat. The dog", (3, 4), prediction.IOI),
@@ -53,7 +54,10 @@ SENTENCES = [
     "The market opened early on the first warm day.", "A small dog waited by the gate for its owner.",
 ]
 PAGES = ("head_view", "teaching", "qk", "compare", "examples", "prediction")
-UNSTABLE = {"Queries (●) and keys (◆)"}  # figures whose coordinates are compared by shape only (module doc)
+SHAPE_ONLY = {  # figures (by the start of their title) whose arrays, or title, are compared by shape only
+    "Queries (●) and keys (◆)": ("x", "y", "title"),  # PCA axes: see the module doc
+    "Document ": ("z",),  # each row scaled to its largest weight for colour; customdata holds the weights
+}
 
 
 def _outcome(at) -> dict:
@@ -122,6 +126,7 @@ def visit(model: str, dtype: str) -> dict[str, list[dict]]:
 
 NUMBER = re.compile(r"[-+]?\d*\.\d+|[-+]?\d+")
 DOCUMENT = re.compile(r"Document (\d+) · ")  # Head examples: one figure per top document
+RANKS = re.compile(r"Spearman ρ = [-+]?\d*\.\d+")  # a rank correlation: left out of the title's numbers
 
 
 def _title(figure: dict) -> str:
@@ -130,29 +135,88 @@ def _title(figure: dict) -> str:
 
 def _numbers(values) -> np.ndarray | None:
     """`values` as a float array, or None when it is not numeric (labels, colours)."""
+    if values is None:
+        return None
     try:
-        out = np.asarray(values, dtype=float)
+        return np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         return None
-    return out
 
 
-def _close(full, half, where: str) -> float | None:
-    """Assert `half` is within the tolerance of `full` (the same, when they are labels); returns
-    the largest gap (None for labels)."""
-    a, b = _numbers(full), _numbers(half)
-    if a is None or b is None:
-        assert (a is None) == (b is None) and full == half, where  # labels: the same
-        return None
+def _close(full, half, where: str) -> float:
+    """Assert the numbers `half` are within the tolerance of `full`; returns the largest gap."""
+    a, b = np.asarray(full, dtype=float), np.asarray(half, dtype=float)
     assert a.shape == b.shape, (where, a.shape, b.shape)
     if not a.size:
         return 0.0
     assert np.array_equal(np.isnan(a), np.isnan(b)), where
     a, b = np.nan_to_num(a), np.nan_to_num(b)
-    bound = TOLERANCE * max(1.0, float(np.abs(a).max()))
+    if a.min() >= 0 and a.max() <= 1:
+        bound = PROBABILITY_TOLERANCE
+    else:
+        bound = TOLERANCE * max(1.0, float(np.abs(a).max()))
     gap = float(np.abs(a - b).max())
     assert gap <= bound, f"{where}: bfloat16 is {gap:.3g} from float32 (bound {bound:.3g})"
     return gap
+
+
+def _title_numbers(full: str, half: str, where: str) -> list[float]:
+    """The titles' numbers: whole numbers (a layer, a token, a document) equal, the others within
+    the tolerance of each; a rank correlation left out (rounding reorders values near 0)."""
+    a, b = NUMBER.findall(RANKS.sub("", full)), NUMBER.findall(RANKS.sub("", half))
+    assert len(a) == len(b), where
+    gaps = []
+    for x, y in zip(a, b):
+        if "." in x:
+            gaps.append(_close([float(x)], [float(y)], f"{where} (title: {x} against {y})"))
+        else:
+            assert x == y, f"{where} (title: {x} against {y})"
+    return gaps
+
+
+def _labelled(values, labels, where: str, other_values, other_labels) -> float:
+    """Bars with a label each (sorted by value: rounding may swap two near-equal ones, or move one
+    past the last place shown) compared label by label; at least three quarters in both."""
+    mine, theirs = dict(zip(labels, values)), dict(zip(other_labels, other_values))
+    both = [k for k in mine if k in theirs]
+    assert len(both) >= 0.75 * len(mine), (where, labels, other_labels)
+    return _close([mine[k] for k in both], [theirs[k] for k in both], where)
+
+
+def _histogram(tf: dict, th: dict, where: str) -> float | None:
+    """A histogram's counts (a bar trace of whole numbers over evenly spaced bins): a value that
+    rounding moves over a bin edge moves a count, so the number of values and their mean are compared."""
+    x, yf, yh = _numbers(tf.get("x")), _numbers(tf.get("y")), _numbers(th.get("y"))
+    if tf["type"] != "bar" or x is None or yf is None or yh is None or x.ndim != 1 or len(x) < 3:
+        return None
+    if not (np.all(yf == np.round(yf)) and np.all(yh == np.round(yh)) and np.allclose(np.diff(x), x[1] - x[0])):
+        return None
+    assert yf.sum() == yh.sum() and yf.sum() > 0, where
+    return _close([x @ yf / yf.sum()], [x @ yh / yh.sum()], where + " (histogram's mean)")
+
+
+def _trace(tf: dict, th: dict, where: str, shape_only: tuple[str, ...]) -> list[float]:
+    """One trace of float32 (tf) against bfloat16's (th); the gaps of its numeric arrays."""
+    assert tf["type"] == th["type"], where
+    hist = _histogram(tf, th, where)
+    if hist is not None:
+        return [hist]
+    gaps = []
+    axes = [a for a in ("x", "y", "z", "customdata") if a in tf]
+    numeric = {a: _numbers(tf[a]) is not None and _numbers(th.get(a)) is not None for a in axes}
+    for axis in axes:
+        here = f"{where} {axis}"
+        if axis in shape_only:
+            assert np.shape(tf[axis]) == np.shape(th[axis]), here
+        elif numeric[axis]:
+            labels = next((a for a in ("y", "x") if a != axis and a in tf and not numeric[a]), None)
+            if tf["type"] == "bar" and labels and tf[labels] != th[labels]:  # bars sorted by value
+                gaps.append(_labelled(tf[axis], tf[labels], here, th[axis], th[labels]))
+            else:
+                gaps.append(_close(tf[axis], th[axis], here))
+        elif axis != "customdata" and not (tf["type"] == "bar" and any(numeric.values())):
+            assert tf[axis] == th[axis], here  # labels: the same (a bar's, paired above)
+    return gaps
 
 
 def _document(figure: dict) -> int | None:
@@ -200,18 +264,12 @@ def compare_figures(full: list[dict], half: list[dict], where: str) -> list[floa
     for f, h in zip(full, half):
         title = _title(f)
         here = f"{where} · {title!r}"
-        _close([float(x) for x in NUMBER.findall(title)], [float(x) for x in NUMBER.findall(_title(h))],
-               here + " (title)")
-        assert [t["type"] for t in f["data"]] == [t["type"] for t in h["data"]], here
+        shape_only = next((axes for start, axes in SHAPE_ONLY.items() if title.startswith(start)), ())
+        if "title" not in shape_only:
+            gaps += _title_numbers(title, _title(h), here)
+        assert len(f["data"]) == len(h["data"]), here
         for i, (tf, th) in enumerate(zip(f["data"], h["data"])):
-            for axis in ("x", "y", "z"):
-                if axis not in tf:
-                    continue
-                if any(title.startswith(u) for u in UNSTABLE) and _numbers(tf[axis]) is not None:
-                    assert np.shape(tf[axis]) == np.shape(th[axis]), here
-                    continue
-                gap = _close(tf[axis], th[axis], f"{here} trace {i} {axis}")
-                gaps += [] if gap is None else [gap]
+            gaps += _trace(tf, th, f"{here} trace {i}", shape_only)
     return gaps
 
 

@@ -1,10 +1,11 @@
 """Head examples on SmolLM2, a causal model with grouped-query attention (9 query heads share 3
 key/value heads), against brute force for every one of its 270 heads on 20 documents: each
 document run alone through Hugging Face's own eager forward (`output_attentions=True`, the
-weights loaded again here by `AutoModelForCausalLM`, not mha-viz's model), and the score of docs/head-metrics.md ("Head examples") applied by
-hand in numpy. The finder (batched, padded, through mha-viz's capture) must keep the same top
-documents in the same order, with the same scores and the same query rows, up to ties within the
-float tolerance of a padded batch against a document alone."""
+weights loaded again here by `AutoModelForCausalLM`, not mha-viz's model), and the score of
+docs/head-metrics.md ("Head examples") applied by hand in numpy. The finder (batched, padded,
+through mha-viz's capture) must keep the same top documents in the same order, with the same
+scores and the same query rows, up to ties within the float tolerance of a padded batch against
+a document alone."""
 
 from __future__ import annotations
 

@@ -149,3 +149,20 @@ def test_a_partial_merge_keeps_each_documents_query(examples):
         assert merged.top(0, head) == examples.top(0, head)
         assert [merged.query(d, 0, head) for d, _ in merged.top(0, head)] == [
             by_hand(runs[d].attentions[0, head])[1] for d, _ in merged.top(0, head)]
+
+
+def test_examples_saved_under_the_old_score_are_refused_with_a_reason(examples, tmp_path):
+    """Files of the first format hold max-activation scores and no queries: read as they are, their
+    documents would be ranked by another score; loading says to run the corpus again."""
+    import json
+
+    from mha_viz.corpus import examples_result
+
+    folder = examples.save(tmp_path / "ex")
+    back = HeadExamples.load(folder)
+    assert back.top(0, 0) == examples.top(0, 0) and back.query(PREVIOUS, 0, 0) == N - 1
+    meta = json.loads((folder / examples_result.META).read_text(encoding="utf-8"))
+    meta["version"] = 1
+    (folder / examples_result.META).write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(ValueError, match="another version of mha-viz.*run the corpus again"):
+        HeadExamples.load(folder)

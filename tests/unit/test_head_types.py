@@ -7,11 +7,12 @@ first token hidden (`drop_tokens`, which renormalises on its own)."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from mha_viz import AttentionRun, metrics
 from mha_viz.capture import sinks
-from mha_viz.metrics.head_stats import pattern_stats
+from mha_viz.metrics.head_stats import pattern_columns, pattern_stats
 
 BEYOND = ("norm_entropy", "self", "prev", "next", "sep", "punct")
 
@@ -21,12 +22,8 @@ def _table(*heads, tokens=None, causal=False, special=None, compiled=True):
     n = a.shape[-1]
     run = AttentionRun(tokens=tokens or [f"w{i}" for i in range(n)], attentions=a, is_causal=causal,
                        special_mask=special or [])
-    stats = pattern_stats(run, compiled=compiled)
-    return metrics.head_table(run), stats
-
-
-def _rows(n, causal=False):
-    return np.zeros((n, n)), (np.tril(np.ones((n, n))) if causal else np.ones((n, n)))
+    stats = pattern_stats(run, compiled=compiled)  # the head table's columns, by the path asked for
+    return pd.DataFrame(pattern_columns(stats, run.layer_ids, n)), stats
 
 
 def _sink_beside_prev(n):
@@ -74,7 +71,7 @@ def test_a_learned_sinks_share_is_left_out_and_counted(compiled):
     n = 9
     prev = np.eye(n, k=-1) * 0.3
     prev[0, 0] = 0.3
-    _, ones = _rows(n, causal=True)
+    ones = np.tril(np.ones((n, n)))
     spread = ones / ones.sum(-1, keepdims=True) * 0.2
     table, _ = _table(prev, spread, causal=True, compiled=compiled)
     assert table["pattern"].tolist() == ["diagonal:prev", "sink"]

@@ -23,7 +23,8 @@ EXPORTED_BEFORE_SPLIT = [
 
 # head_table's columns without the DataFrame (the corpus job); the weights a similarity lacks; which
 # measures a run gets and which need a part (from the catalogue's `needs`)
-ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing"]
+ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing",
+               "MIXED_MASS", "MIXED_PART", "SINK_MASS"]  # the thresholds of the types beyond the sink
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures")

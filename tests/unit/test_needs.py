@@ -21,7 +21,7 @@ L, H, D, DK, V = 6, 4, 32, 8, 100
 
 def _model(device="cpu", recompute=True):
     hf = SimpleNamespace(config=SimpleNamespace(vocab_size=V), forward=lambda input_ids, logits_to_keep=0: None)
-    return SimpleNamespace(num_layers=L, num_heads=H, d_model=D, d_k=DK, device=torch.device(device),
+    return SimpleNamespace(name="stand-in", num_layers=L, num_heads=H, d_model=D, d_k=DK, device=torch.device(device),
                            has_head_outputs=True, can_recompute=recompute, hf_model=hf,
                            attention_bytes=lambda n, layers=None, batch=1: (L if layers is None else layers) * batch
                            * H * n * n * 4)
@@ -57,8 +57,13 @@ def test_the_estimate_is_its_backward_pass_or_both_texts_runs_whichever_is_large
     runs = memory.analysis_need(_model(), n).host + memory.run_bytes(_model(), n)
     assert memory.run_bytes(_model(), n) == 4 * L * H * (100 + 80 + 10)
     assert needs.estimate(_model(), n).host == max(backward, runs)
+    monkeypatch.setattr(memory, "host_available", lambda: 2**40)
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "2000")
     monkeypatch.setattr(ablation, "gradient_bytes", lambda *a, **k: 10**9)
     assert needs.estimate(_model(), n).host == 10**9
+    # a backward pass over the memory there is is not run (`explain` goes on without it): not declared
+    monkeypatch.setattr(ablation, "gradient_bytes", lambda *a, **k: 2**50)
+    assert needs.estimate(_model(), n).host == runs
 
 
 def test_patching_is_a_batch_of_one_sequence_a_head():
