@@ -23,7 +23,7 @@ def _table(*heads, tokens=None, causal=False, special=None, compiled=True):
     run = AttentionRun(tokens=tokens or [f"w{i}" for i in range(n)], attentions=a, is_causal=causal,
                        special_mask=special or [])
     stats = pattern_stats(run, compiled=compiled)  # the head table's columns, by the path asked for
-    return pd.DataFrame(pattern_columns(stats, run.layer_ids, n)), stats
+    return pd.DataFrame(pattern_columns(stats, run.layer_ids, n))
 
 
 def _sink_beside_prev(n):
@@ -40,7 +40,7 @@ def test_a_sink_head_beside_a_previous_token_head(compiled):
     """Not "vertical:first" twice: the sink head is "sink", the other "diagonal:prev". The sink column is
     the attention the type left out: all of head 0; head 1's rows 0 and 1, whose key is the first token."""
     n = 8
-    table, _ = _table(*_sink_beside_prev(n), causal=True, compiled=compiled)
+    table = _table(*_sink_beside_prev(n), causal=True, compiled=compiled)
     assert table["pattern"].tolist() == ["sink", "diagonal:prev"]
     assert table["sink"].tolist() == pytest.approx([1.0, 2 / n])
     assert np.isnan(table.loc[0, "beyond_prev"])  # no row keeps anything beyond the sink
@@ -56,7 +56,7 @@ def test_a_head_mostly_on_the_sink_is_typed_by_what_it_does_beyond_it():
     a[:, 0] = 0.9
     a[np.arange(1, n), np.arange(n - 1)] += 0.1
     a[0, 0] = 1.0
-    table, _ = _table(a, causal=True)
+    table = _table(a, causal=True)
     row = table.iloc[0]
     assert row.pattern == "diagonal:prev"
     assert row.sink == pytest.approx((1.0 + 1.0 + 0.9 * (n - 2)) / n)  # row 1's previous token is the first
@@ -73,7 +73,7 @@ def test_a_learned_sinks_share_is_left_out_and_counted(compiled):
     prev[0, 0] = 0.3
     ones = np.tril(np.ones((n, n)))
     spread = ones / ones.sum(-1, keepdims=True) * 0.2
-    table, _ = _table(prev, spread, causal=True, compiled=compiled)
+    table = _table(prev, spread, causal=True, compiled=compiled)
     assert table["pattern"].tolist() == ["diagonal:prev", "sink"]
     assert table.loc[0, "sink"] == pytest.approx(0.7 + 2 * 0.3 / n, rel=1e-6)  # rows 0, 1: their 0.3 on the first
     assert table.loc[1, "sink"] == pytest.approx(0.8 + 0.2 * np.mean(1 / np.arange(1, n + 1)), rel=1e-6)
@@ -100,7 +100,7 @@ def test_a_planted_head_of_every_class():
     block[0, 1] = 1.0
     two = [*tokens[:5], "[SEP]", *tokens[6:]]
     for compiled in (True, False):
-        table, _ = _table(block / block.sum(-1, keepdims=True), np.eye(n), tokens=two,
+        table = _table(block / block.sum(-1, keepdims=True), np.eye(n), tokens=two,
                           special=[t.startswith("[") for t in two], compiled=compiled)
         assert table["pattern"].tolist() == ["block", "block"]
     heads["broad"] = np.ones((n, n))
@@ -118,7 +118,7 @@ def test_a_planted_head_of_every_class():
     heads["heterogeneous"] = far
     a = np.stack([h / h.sum(-1, keepdims=True) for h in heads.values()])
     for compiled in (True, False):
-        table, _ = _table(*a, tokens=tokens, special=special, compiled=compiled)
+        table = _table(*a, tokens=tokens, special=special, compiled=compiled)
         assert table["pattern"].tolist() == list(heads), compiled
 
 
