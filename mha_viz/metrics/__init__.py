@@ -45,7 +45,8 @@ from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_sim
 
 __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "MIXED_MASS", "MIXED_PART",
-    "PUNCTUATION", "SIMILARITIES", "SINK_MASS", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity", "as_similarity", "classify",
+    "PUNCTUATION", "SIMILARITIES", "SINK_MASS", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity",
+    "as_similarity", "classify",
     "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
     "head_similarity", "head_table", "importance", "layer_diversity", "mds", "metrics_for", "missing_weights",
     "needing", "rollout", "rollout_through_head", "select_heads",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from mha_viz.metrics.compiled import JIT, log32, run_all, split
 from mha_viz.capture.sinks import EMPTY_BELOW
-from mha_viz.metrics.measures import ENTROPY_SMOOTHING
+from mha_viz.metrics.compiled import JIT, log32, run_all, split
+from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
 
 # The columns of `pattern_sums`' output, named once: the head-table measures this pass computes
 # (in the catalogue's order, `measures.METRICS`), then the worst row's mass inside its segment
@@ -46,7 +46,7 @@ _TINY = np.float32(1e-30)  # masked entries count 1e-30·ln(1e-30) ≈ −7e-29:
 
 
 @numba.njit(**JIT)
-def _heads(att, h0, h1, causal, skip, empty, sep, punct, seg, rows, cols, starts, keep, spread, out):
+def _heads(att, h0, h1, causal, skip, choice, empty, sep, punct, seg, rows, cols, starts, keep, spread, out):
     """out[h] = the SUMS of head h for h in [h0, h1), att (N, n, n) float32; seg (n,) the
     segment of each token, or empty for one segment; then, for target t, the sum of
     att[h, rows[k], cols[k]] over k in [starts[t], starts[t + 1]). The entropy is that of
@@ -54,7 +54,8 @@ def _heads(att, h0, h1, causal, skip, empty, sep, punct, seg, rows, cols, starts
     rather than a global: Numba's cache would not see a change in another file).
 
     Beyond the sink: `skip` (1, or 0 for a run whose first token is hidden) leading keys are the
-    sink; row i ≥ skip is kept when it keeps at least `empty` beyond them, and divided by that
+    sink; row i ≥ skip is kept when it sees at least `choice` keys beyond them and keeps at least
+    `empty` there, and divided by that
     mass (B_i); the beyond measures are means over the kept rows (NaN with none), the beyond
     entropy that of keep·B + spread/(k − skip) on the k − skip visible keys after the sink."""
     n = att.shape[1]
@@ -87,7 +88,7 @@ def _heads(att, h0, h1, causal, skip, empty, sep, punct, seg, rows, cols, starts
                 x = keep * att[h, r, c] + (floor if c < k else np.float32(0.0))
                 smooth[c] = x if x > _TINY else _TINY
             zero = np.float32(0.0)
-            row_ent, d, s, p, t, g = zero, zero, zero, zero, zero, zero  # float32 within a row
+            row_ent, d, s, p, t = zero, zero, zero, zero, zero  # float32 within a row
             for c in range(n):
                 a = att[h, r, c]
                 row_ent -= smooth[c] * log32(smooth[c])
@@ -122,7 +123,7 @@ def _heads(att, h0, h1, causal, skip, empty, sep, punct, seg, rows, cols, starts
             sink += (att[h, r, 0] if skip > 0 else zero) + (lost if lost > zero else zero)
             # beyond the sink: the row without its first `skip` keys, renormalised
             kb = k - skip
-            if r < skip or kb < 1:
+            if r < skip or kb < choice:
                 continue
             beyond = zero
             for c in range(skip, n):
@@ -206,8 +207,8 @@ def pattern_sums(att: np.ndarray, causal: bool, sep: np.ndarray, punct: np.ndarr
     starts = np.cumsum([0] + [len(i) for i, _ in targets]).astype(np.int64)
     keep, spread = np.float32(1 - ENTROPY_SMOOTHING), np.float32(ENTROPY_SMOOTHING)
     empty = np.float32(EMPTY_BELOW)
-    run_all(_heads, [(att, h0, h1, causal, int(skip), empty, sep, punct, seg, rows, cols, starts, keep, spread, out)
-                     for h0, h1 in split(N, threads)])
+    run_all(_heads, [(att, h0, h1, causal, int(skip), CHOICE_KEYS, empty, sep, punct, seg, rows, cols, starts, keep,
+                      spread, out) for h0, h1 in split(N, threads)])
     return out
 
 

@@ -17,6 +17,7 @@ from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, on_dev
 from mha_viz.metrics.measures import (
     BLOCK_MASS,
     BROAD_NORM_ENTROPY,
+    CHOICE_KEYS,
     DIAGONAL_MASS,
     ENTROPY_SMOOTHING,
     MIXED_MASS,
@@ -158,7 +159,7 @@ class _Setup:
     same: torch.Tensor | None  # (n, n) float32: 1 inside a segment, for two-segment inputs
     skip: int  # leading keys that are the sink: 1, or 0 for a run whose first token is hidden
     floor_b: torch.Tensor  # the smoothing mass on each visible key beyond the sink: scalar, or (n, n − skip)
-    rows_b: torch.Tensor  # (n,) bool: rows that see a key beyond the sink
+    rows_b: torch.Tensor  # (n,) bool: rows that see at least CHOICE_KEYS keys beyond the sink
     log_kb: torch.Tensor  # (n,) float64: ln(k_i − skip) where that is > 0, else NaN (no entropy to normalise)
     prev_b: torch.Tensor  # (n − 1,) float32: 1 where row i's previous key i − 1 lies beyond the sink
 
@@ -219,7 +220,7 @@ def _setup(run: AttentionRun) -> _Setup:
                   dist=(idx[:, None] - idx[None, :]).abs().float().reshape(-1), columns=columns,
                   targets=_targets(run),
                   same=None if seg is None else torch.from_numpy(seg[:, None] == seg[None, :]).float(),
-                  skip=skip, floor_b=floor_b, rows_b=(idx >= skip) & (kb >= 1), log_kb=log_kb,
+                  skip=skip, floor_b=floor_b, rows_b=(idx >= skip) & (kb >= CHOICE_KEYS), log_kb=log_kb,
                   prev_b=(idx[1:] - 1 >= skip).float())
 
 

@@ -165,6 +165,8 @@ BROAD_NORM_ENTROPY = 0.9
 DIAGONAL_MASS = 0.5
 VERTICAL_MASS = 0.6
 BLOCK_MASS = 0.8
+# a row counts beyond the sink when it sees at least this many keys after it (with one it has no choice)
+CHOICE_KEYS = 2
 SINK_MASS = 0.6  # "sink": this much on the sink, and no clear type beyond it
 MIXED_MASS = 0.5  # "mixed:a+b": the two strongest shares of a heterogeneous head cover this much …
 MIXED_PART = 0.1  # … and the weaker of them at least this much

@@ -13,7 +13,7 @@ import numpy as np
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.compiled import JIT, log32, run_all, split
 from mha_viz.metrics.head_stats import STAT_NAMES
-from mha_viz.metrics.measures import ENTROPY_SMOOTHING
+from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
 
 # The columns of the sums, in the order the loop writes them (module-level ints: compiled in)
 ROW_SUMS = ("entropy", "norm_entropy", "norm_rows", "confidence", "distance", "self", "prev", "next", "first",
@@ -27,17 +27,18 @@ _TINY = np.float32(1e-30)
 
 
 @numba.njit(inline="always", **JIT)
-def _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, sep_w, punct_w, seg,
-                segmented, sums):
-    """Add row i (its keys key_start … in `row`, `t` their sum) to the sink mass and, when it keeps at
-    least `empty` after the first key, to the measures beyond the sink: the row without that key,
-    renormalised (head_kernels.py's definitions; the sink is the first key, present in a scan)."""
+def _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, choice, sep_w, punct_w,
+                seg, segmented, sums):
+    """Add row i (its keys key_start … in `row`, `t` their sum) to the sink mass and, when it sees at least
+    `choice` keys after the first key and keeps at least `empty` there, to the measures beyond the sink: the
+    row without that key, renormalised (head_kernels.py's definitions; the sink is the first key, present in
+    a scan)."""
     zero = np.float32(0.0)
     w = row.shape[0]
     lost = np.float32(1.0) - t if t > zero else zero  # a learned sink's share; an empty row gave none
     sums[SINK] += (row[0] if key_start == 0 else zero) + (lost if lost > zero else zero)
     kb = seen - 1  # keys beyond the sink row i may see
-    if i < 1 or kb < 1:
+    if i < 1 or kb < choice:
         return
     c0 = 1 if key_start == 0 else 0  # the block's first key after the sink
     beyond = zero
@@ -76,7 +77,7 @@ def _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread
 
 @numba.njit(**JIT)
 def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, sep, punct, ids, before, seg, keep, spread, min_weight,
-          empty, row_cells, cell_start, cell_stop, sums, cells, keys, weights, rest):
+          empty, choice, row_cells, cell_start, cell_stop, sums, cells, keys, weights, rest):
     """Heads h0 … h1 − 1, rows r0 … r1 − 1 of block A (H, b, w): add to sums (H, 24) and cells (H, s, s); write keys,
     weights (H, n, k) and rest (H, n) at the rows' positions. Three loops a row: the sums (vectorised),
     each cell's maximum (16 lanes: a max-reduction loop does not vectorise, this does), and the kept
@@ -114,8 +115,8 @@ def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, sep, punct, ids, befor
                 dup += a if (ids_w[c] == me and c < i - key_start) else zero
                 ind += a if (before_w[c] == me and c <= i - key_start) else zero
             outside = key_start if causal else n - w  # visible keys outside the block: A = 0, Â = floor
-            _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, sep_w, punct_w,
-                        seg, segmented, sums[h])
+            _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, choice, sep_w,
+                        punct_w, seg, segmented, sums[h])
             row_ent = np.float64(ent) - outside * np.float64(floor) * np.log(np.float64(floor))
             sums[h, ENT] += row_ent
             if seen > 1:
@@ -226,7 +227,8 @@ class BlockSums:
         parts = ([(0, H, r0, r1) for r0, r1 in split(b, self.threads)] if b >= 4 * self.threads
                  else [(h0, h1, 0, b) for h0, h1 in split(H, self.threads)])
         run_all(_rows, [(A, h0, h1, r0, r1, start, key_start, self.n, self.causal, *self.text, self.keep, self.spread,
-                         self.min_weight, self.empty, self.row_cells, self.cell_start, self.cell_stop, self.sums[t], self.cells[t],
+                         self.min_weight, self.empty, CHOICE_KEYS,
+                         self.row_cells, self.cell_start, self.cell_stop, self.sums[t], self.cells[t],
                          self.keys, self.weights, self.rest) for t, (h0, h1, r0, r1) in enumerate(parts)])
 
     def finish(self) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -17,7 +17,7 @@ import torch
 
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.head_stats import key_masks, segments, token_keys
-from mha_viz.metrics.measures import ENTROPY_SMOOTHING
+from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
 from mha_viz.metrics.row_kernels import ROW_SUMS, measures_from_sums
 
 
@@ -124,7 +124,7 @@ class RowStats:
         after = A[:, :, c0:]  # (H, b, w − c0)
         beyond = after.sum(-1)  # (H, b) float32
         kb = seen - 1  # keys beyond the sink each row may see
-        kept = (beyond >= EMPTY_BELOW) & (rows >= 1) & (kb >= 1)
+        kept = (beyond >= EMPTY_BELOW) & (rows >= 1) & (kb >= CHOICE_KEYS)
         inv = torch.where(kept, 1 / torch.where(kept, beyond, torch.ones((), device=A.device)),
                           torch.zeros((), device=A.device))
         floor = ENTROPY_SMOOTHING / kb.clamp_min(1)  # (b,) float64

@@ -10,11 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mha_viz import AttentionRun, metrics
+from mha_viz import AttentionRun
 from mha_viz.capture import sinks
 from mha_viz.metrics.head_stats import pattern_columns, pattern_stats
-
-BEYOND = ("norm_entropy", "self", "prev", "next", "sep", "punct")
 
 
 def _table(*heads, tokens=None, causal=False, special=None, compiled=True):
@@ -124,14 +122,13 @@ def test_a_planted_head_of_every_class():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_the_measures_beyond_the_sink_are_those_of_the_run_with_its_first_token_hidden(causal):
-    """`drop_tokens` takes the first token out of both axes and renormalises each row: its head table's
-    measures are the full run's beyond the sink, on both paths; and a run whose first token is hidden has
-    no sink left to leave out (its beyond measures are its own)."""
+    """`drop_tokens` takes the first token out of both axes and renormalises each row (D): the full run's
+    measures beyond the sink are D's, on both paths, over D's rows that see two keys or more (a causal
+    D's row 0 sees one: no choice, left out; its normalised entropy already leaves it out). A run whose
+    first token is hidden has no sink left to leave out: its beyond measures are D's too."""
     rng = np.random.default_rng(4)
     n = 12
     a = rng.random((2, 3, n, n)) ** 6 + 1e-3
-    if causal:
-        a = np.tril(a)
     a[:, :, :, 0] += 3.0 * rng.random((2, 3, 1))  # sinks of different strengths
     if causal:
         a = np.tril(a)
@@ -140,12 +137,20 @@ def test_the_measures_beyond_the_sink_are_those_of_the_run_with_its_first_token_
     run = AttentionRun(tokens=tokens, attentions=a, is_causal=causal, special_mask=[t[0] == "[" for t in tokens])
     hidden = run.drop_tokens(sinks.hide_mask(run, first=True))
     assert hidden.hidden.num_empty == 0
-    dropped = pattern_stats(hidden, compiled=True)
+    d = hidden.attentions.astype(np.float64)  # (2, 3, m, m)
+    m = n - 1
+    rows = np.arange(1 if causal else 0, m)  # D's rows with a choice
+    marks = [np.array([t == "[SEP]" for t in hidden.tokens]), np.array([t in ".," for t in hidden.tokens])]
+    want = {"self": d[..., rows, rows].mean(-1), "prev": d[..., rows[rows > 0], rows[rows > 0] - 1].sum(-1) / len(rows),
+            "next": d[..., rows[rows < m - 1], rows[rows < m - 1] + 1].sum(-1) / len(rows),
+            "sep": d[..., rows, :][..., marks[0]].sum(-1).mean(-1),
+            "punct": d[..., rows, :][..., marks[1]].sum(-1).mean(-1),
+            "norm_entropy": pattern_stats(hidden, compiled=True)["norm_entropy"]}
     for compiled in (True, False):
         full, own = pattern_stats(run, compiled=compiled), pattern_stats(hidden, compiled=compiled)
-        for name in BEYOND:
-            np.testing.assert_allclose(full[f"beyond_{name}"], dropped[name], rtol=2e-6, atol=1e-7, err_msg=name)
-            np.testing.assert_allclose(own[f"beyond_{name}"], dropped[name], rtol=2e-6, atol=1e-7, err_msg=name)
+        for name, value in want.items():
+            np.testing.assert_allclose(full[f"beyond_{name}"], value, rtol=2e-6, atol=1e-7, err_msg=name)
+            np.testing.assert_allclose(own[f"beyond_{name}"], value, rtol=2e-6, atol=1e-7, err_msg=name)
         np.testing.assert_allclose(full["sink"], a[..., 0].mean(-1), rtol=1e-6)
         np.testing.assert_allclose(own["sink"], 0.0, atol=1e-6)  # renormalised rows: no sink left
-    assert (full["beyond_prev"] != full["prev"]).all()  # the sink mattered
+        assert (full["beyond_prev"] != full["prev"]).all()  # the sink mattered
