@@ -16,6 +16,7 @@ from mha_viz.budget import memory
 from mha_viz.ui import keys, resources, seq2seq_views, session, steps
 from mha_viz.ui.analysis_key import AnalysisKey
 from mha_viz.ui.state import Current, with_last_good
+from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -46,9 +47,28 @@ class Choices:
 
 
 def _on_example() -> None:
+    """Put the chosen example in the box, keeping a text the user wrote for Undo (`_undo_example`)."""
     choice = session.get(keys.EXAMPLE)
     if choice in EXAMPLES:
+        own = session.get(keys.TEXT) or ""
+        session.put(keys.EXAMPLE_UNDO, own if own.strip() and own not in EXAMPLES.values() else None)
         session.put(keys.TEXT, EXAMPLES[choice])
+
+
+def _restore_text() -> None:
+    own = session.pop(keys.EXAMPLE_UNDO)
+    if own is not None:
+        session.put_all((keys.TEXT, keys.EXAMPLE), (own, "—"))
+
+
+def _undo_example() -> None:
+    """While the box still holds the example, one click puts back the text it replaced."""
+    own = session.get(keys.EXAMPLE_UNDO)
+    if own is None or session.get(keys.TEXT) not in EXAMPLES.values():  # edited since: nothing to undo
+        session.pop(keys.EXAMPLE_UNDO)
+        return
+    st.button("Undo: back to your text", key=keys.EXAMPLE_UNDO_GO, icon=":material/undo:", on_click=_restore_text,
+              help=f"The example replaced your text (“{plain(own[:80])}{'…' if len(own) > 80 else ''}”).")
 
 
 def default_precision() -> str:
@@ -105,6 +125,7 @@ def draw() -> Current:
         st.header("Text")
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP,
                      on_change=_on_example)
+        _undo_example()
         text = st.text_area("Sentence", key=keys.TEXT, persist_state=keys.KEEP, height=120)
         top = resources.max_tokens() if conf.public else 32768
         session.settle(keys.TOKEN_LIMIT, min(int(session.get(keys.TOKEN_LIMIT) or resources.max_tokens()), top))
