@@ -9,7 +9,8 @@ keeps a prefix's tokens up to the last two words and at least MARGIN_CHARS (or t
 added token) before the cut, and grows the prefix until more than the cap are kept that way.
 Tokenizers that do not report words (slow tokenizers) and texts the cap reads whole are read
 whole. `tests/models/test_text_prefix.py` checks the ids against the whole text's, on planted
-cuts and generated texts, for a WordPiece and a byte-level BPE tokenizer.
+cuts and generated texts, for a WordPiece and a byte-level BPE tokenizer;
+`tests/models/test_text_prefix_slow.py` for a slow (Python) WordPiece tokenizer.
 """
 
 from __future__ import annotations
