@@ -29,8 +29,6 @@ sampling every 5 ms where clear_refs cannot be written. On CUDA also the peak of
 from __future__ import annotations
 
 import argparse
-import ctypes
-import gc
 import os
 import statistics
 import sys
@@ -46,6 +44,7 @@ import torch  # noqa: E402
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
 import mha_viz  # noqa: E402
+from mha_viz.budget import resident  # noqa: E402
 
 PARAGRAPH = ("The river wound slowly through the valley, past the old mill and the stone bridge where the "
              "children of the village used to gather on summer evenings to watch the swallows skim the "
@@ -55,55 +54,29 @@ TARGET = 1.3  # ours ≤ TARGET × Hugging Face generate
 MB = 2**20
 VERDICTS: list[tuple[str, str, bool]] = []
 
-try:
-    _LIBC = ctypes.CDLL("libc.so.6")
-except OSError:  # not glibc
-    _LIBC = None
-
-
 # --- memory -------------------------------------------------------------------------------------
 
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
-def _can_reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-RESET_HWM = _can_reset_hwm()
+RESET_HWM = resident.reset_peak()
 MEMORY_METHOD = (("VmHWM after clear_refs" if RESET_HWM else "RSS sampled every 5 ms")
                  + " (above RSS before the call)")
 
 
 def measured(fn, device: torch.device):
     """(result, seconds, peak resident bytes above the start, peak CUDA bytes above the start or None)."""
-    gc.collect()
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
+    resident.trim()
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         cuda_start = torch.cuda.memory_allocated()
-    start = _status("VmRSS")
+    start = resident.status("VmRSS")
     peak, done, sampler = [start], threading.Event(), None
     if RESET_HWM:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
+        resident.reset_peak()
     else:
         def sample():
             while not done.is_set():
-                peak[0] = max(peak[0], _status("VmRSS"))
+                peak[0] = max(peak[0], resident.status("VmRSS"))
                 time.sleep(0.005)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -117,7 +90,7 @@ def measured(fn, device: torch.device):
         done.set()
         if sampler is not None:
             sampler.join()
-    top = _status("VmHWM") if RESET_HWM else max(peak[0], _status("VmRSS"))
+    top = resident.status("VmHWM") if RESET_HWM else max(peak[0], resident.status("VmRSS"))
     gpu = torch.cuda.max_memory_allocated() - cuda_start if cuda else None
     return out, seconds, top - start, gpu
 

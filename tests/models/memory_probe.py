@@ -15,14 +15,13 @@ benchmark: one fresh process a measurement, so that no peak mixes with another's
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import json
 import os
-import resource
 import subprocess
 import sys
 from pathlib import Path
+
+from mha_viz.budget import resident
 
 PATHS = ("analysis", "gradient")
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,34 +37,6 @@ def measure(model: str, path: str, n: int, *, timeout: float = 300) -> dict:
     if done.returncode != 0:
         raise RuntimeError(f"the probe of {model} {path} at {n} tokens failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _status(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
-def _reset_peak() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _resident() -> int:
-    try:
-        return _status("VmRSS")
-    except (OSError, KeyError):
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _peak(reset: bool) -> int:
-    return _status("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _computation(model, path: str, text: str, n: int):
@@ -107,14 +78,11 @@ def main(spec: str, path: str, n: int) -> dict:
     warm, _ = _computation(model, path, text, 8)
     warm()  # lazy initialisations (kernels, tokenizer caches) are not the computation's
     run, estimate = _computation(model, path, text, n)
-    libc = ctypes.CDLL("libc.so.6") if sys.platform.startswith("linux") else None
-    gc.collect()
-    if libc is not None:
-        libc.malloc_trim(0)
-    start = _resident()
-    reset = _reset_peak()
+    resident.trim()
+    start = resident.resident()
+    reset = resident.reset_peak()
     result = run()
-    peak = _peak(reset) - start
+    peak = resident.peak(reset) - start
     del result
     return {"n": n, "estimate": int(estimate), "peak": int(peak), "method": "VmHWM" if reset else "ru_maxrss"}
 
