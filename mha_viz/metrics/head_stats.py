@@ -103,8 +103,9 @@ def head_table(run: AttentionRun, weights: Weights | None = None, *,
     section 1.
 
     Columns: layer, head, the measures of `measures.METRICS` that need only the attention, in its
-    order (entropy, norm_entropy, …, induction_score), distance_norm (distance / n), pattern (one
-    of diagonal / vertical / broad / block / heterogeneous, with details after ':'). With
+    order (entropy, norm_entropy, …, induction_score, sink, beyond_norm_entropy, …, beyond_punct), distance_norm
+    (distance / n), pattern (one
+    of diagonal / vertical / broad / block / sink / mixed / heterogeneous, with details after ':'). With
     `weights` and a run that has head outputs, also the output measures (output_norm,
     mean_output_norm): the catalogue's `needs` decides which measures a run gets (`measures.metrics_for`).
     `device`: where to compute (e.g. the model's "cuda"; default the CPU).
