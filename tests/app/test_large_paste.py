@@ -11,7 +11,7 @@ import pytest
 
 from mha_viz.ui import keys
 from tests.app.helpers import heatmap_tokens, open_page, start_app
-from tests.models.test_text_prefix import ESTIMATE_TOLERANCE, docs_prose
+from tests.text_samples import ESTIMATE_TOLERANCE, docs_prose
 
 pytestmark = pytest.mark.model
 MB = 1_000_000

@@ -25,7 +25,7 @@ from mha_viz.interventions import attribution
 from mha_viz_models.reading import readout
 from tests.helpers import save_peaked
 from tests.models import architectures_2026 as arch
-from tests.models.test_qk_terms import BUILDERS as QK_BUILDERS
+from tests.models.small_families import BUILDERS as QK_BUILDERS
 
 TEXT = "The cat sat on the mat. The dog"
 JITTER = 0.3  # every norm's weight moved off its init: a norm read wrongly cannot hide behind γ = 1

@@ -19,57 +19,9 @@ from mha_viz.circuits.qk_terms import qk_pattern_terms, qk_terms
 from mha_viz.text.tokenize import InputError
 from tests.helpers import save_peaked
 from tests.models import architectures_2026
+from tests.models.small_families import BUILDERS
 
 TEXT = "The cat sat on the mat. The dog sat on the log, and the cat saw the dog."
-
-
-def _gpt2():
-    from transformers import GPT2Config, GPT2LMHeadModel
-    return GPT2LMHeadModel, GPT2Config(n_positions=64, n_embd=64, n_layer=3, n_head=4)
-
-
-def _bert():
-    from transformers import BertConfig, BertForMaskedLM
-    return BertForMaskedLM, BertConfig(hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-                                       intermediate_size=128, max_position_embeddings=64)
-
-
-def _llama():
-    from transformers import LlamaConfig, LlamaForCausalLM
-    return LlamaForCausalLM, LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                         num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128)
-
-
-def _gemma3():
-    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-    return Gemma3ForCausalLM, Gemma3TextConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, max_position_embeddings=128, sliding_window=8, query_pre_attn_scalar=16)
-
-
-def _olmo2():
-    from transformers import Olmo2Config, Olmo2ForCausalLM
-    return Olmo2ForCausalLM, Olmo2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-
-
-def _qwen3():
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-    return Qwen3ForCausalLM, Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                         num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                                         max_position_embeddings=128)
-
-
-def _gemma2():  # soft-capped scores: the terms split the score before the cap
-    from transformers import Gemma2Config, Gemma2ForCausalLM
-    return Gemma2ForCausalLM, Gemma2Config(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2,
-        head_dim=16, max_position_embeddings=128, sliding_window=8, query_pre_attn_scalar=24,
-        attn_logit_softcapping=5.0)
-
-
-BUILDERS = {"gpt2": _gpt2, "bert": _bert, "llama": _llama, "gemma2": _gemma2, "gemma3": _gemma3, "olmo2": _olmo2,
-            "qwen3": _qwen3}
 
 
 def _save(family: str, out) -> str:

@@ -15,7 +15,7 @@ from transformers import BertTokenizerLegacy
 import mha_viz
 from mha_viz.text import prefix as text_prefix
 from mha_viz_models.loading.bundled import BUNDLED
-from tests.models.test_text_prefix import HARD, PROSE, docs_prose
+from tests.text_samples import HARD, PROSE, docs_prose
 
 pytestmark = pytest.mark.model
 

@@ -160,7 +160,7 @@ def test_the_attribution_grids_draw_the_explanations_arrays():
     estimated = by_position.sum(-1)
 
     def expl(patching):
-        return SimpleNamespace(dla=SimpleNamespace(per_head=per_head), answer_text=" Mary", wrong_text=" <John>",
+        return SimpleNamespace(dla=SimpleNamespace(per_head=per_head, label="DLA (linearised)"), answer_text=" Mary", wrong_text=" <John>",
                                clean=SimpleNamespace(layer_ids=[0, 1]), estimated=estimated, patching=patching,
                                estimate=SimpleNamespace(values=by_position), no_estimate=None,
                                agreement=lambda: None if patching is None else agreement(estimated, patching.restored))
@@ -168,6 +168,7 @@ def test_the_attribution_grids_draw_the_explanations_arrays():
     dla = figures.dla_grid(first)
     np.testing.assert_allclose(np.asarray(dla.data[0].z), per_head)
     assert "&lt;John&gt;" in dla.layout.title.text  # the wrong token is user text: escaped
+    assert dla.layout.title.text.startswith("DLA (linearised) to")  # the attribution's own label
     np.testing.assert_allclose(np.asarray(figures.estimate_grid(first).data[0].z), estimated)
     assert len(figures.estimate_grid(first).data) == 2  # no rings before real patching
     with pytest.raises(ValueError, match="patch it for real first"):
