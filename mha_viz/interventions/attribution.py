@@ -106,7 +106,7 @@ class DirectLogit:
     target: int  # token id (default: what the model predicts there)
     wrong: int | None  # the other token of a logit difference, or None
     logit: float  # the model's own logit (difference), capped where the model caps
-    rest: float  # every write that is not a head's: embeddings, MLPs, biases (per_head.sum() + rest = logit, uncapped)
+    rest: float  # every non-head write: embeddings, MLPs, biases (+ per_head.sum(): logit; capped: its tangent)
     position: int
     tokens: list[str]  # the text's tokens
     softcap: float | None = None  # the model's logit cap c (Gemma 2's final_logit_softcapping), None: none
@@ -193,8 +193,8 @@ def direct_logit(model: LoadedModel, text: str, target=None, wrong=None, positio
     """Each head's write at `position` (default: the last) through the final norm, its scale frozen
     at the real residual's, onto the unembedding of `target` (default: the token the model
     predicts there), minus that of `wrong` when given. `per_head.sum() + rest == logit` within
-    1e-4 relative (`rest` is computed from the residual, independently). Where the model soft-caps
-    its logits, each token's part is multiplied by the cap's derivative at its logit in this run
+    1e-4 relative where nothing caps (`rest` is computed from the residual, independently). Where the
+    model soft-caps its logits, each token's part is multiplied by the cap's derivative at its logit in this run
     (`DirectLogit.linearised`)."""
     ro, writes, r, logits, p, tokens = _writes(model, text, position, max_tokens)
     t = int(logits.argmax()) if target is None else token_id(model, target)

@@ -154,7 +154,13 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(ablation.PRUNE_FRACTIONS)} steps)",
                      key=keys.PRUNE_GO) or key in session.get(keys.PRUNING_DONE, set()):
             session.setdefault(keys.PRUNING_DONE, set()).add(key)
-            curve = resources.one_at_a_time(lambda: analysis.pruning(key, mean_ablation, model))
+            curve, why = resources.attempt(lambda: analysis.pruning(key, mean_ablation, model),
+                                           what="The pruning curve",
+                                           out_of_memory="The pruning curve needs more memory than is free: use "
+                                                         "a shorter text.")
+            if curve is None:
+                st.error(plain(why), icon="⚠️")
+                return
             charts.show(charts.cached("pruning", (key, mean_ablation), lambda: teach_figures.pruning_figure(
                 ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],
                 loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0])), key=keys.PRUNE_FIG)

@@ -110,7 +110,12 @@ def compare_page() -> None:
     if got is None:
         return
     run_b, key_b, label_a, label_b = got
-    cmp = resources.one_at_a_time(lambda: analysis.comparison(cur.key, key_b, cur.run, run_b))
+    cmp, why = resources.attempt(lambda: analysis.comparison(cur.key, key_b, cur.run, run_b), what="The comparison",
+                                 out_of_memory=f"The comparison needs more memory than is free. "
+                                               f"{memory.OUT_OF_MEMORY_ADVICE}")
+    if cmp is None:
+        st.error(plain(why), icon="⚠️")
+        return
     st.caption(f"{plain(label_a)}: {cur.run.n} tokens, {cur.run.num_layers} × {cur.run.num_heads} heads · "
                f"{plain(label_b)}: {run_b.n} tokens, {run_b.num_layers} × {run_b.num_heads} heads.")
     st.info(plain(cmp.basis), icon="⚖️")

@@ -16,6 +16,7 @@ from mha_viz.budget import needs
 from mha_viz.capture import run_file
 from mha_viz.export import report
 from mha_viz.figures import style as figure_style
+from mha_viz.settings import size_text
 from mha_viz.ui import analysis, keys, resources, seq2seq_views, session, shared_head
 from mha_viz.ui.text import plain
 
@@ -33,6 +34,18 @@ def table_csv(table) -> bytes:
 
 def _head_options(run) -> list[tuple[int, int]]:
     return [(row, h) for row in range(run.num_layers) for h in range(run.num_heads)]
+
+
+def _too_large(need) -> str | None:
+    """Why a download that declares `need` could never be made on this server (more than a whole
+    budget: its click would fail in the browser with no word), or None. Checked when the button is
+    drawn, so that the sidebar says it instead."""
+    slots = resources.slots()
+    for place, nbytes in need.places().items():
+        whole = slots.budget(place)
+        if nbytes > whole:
+            return f"needs about {size_text(nbytes)}, more than the {size_text(whole)} this server has for analyses"
+    return None
 
 
 def _report(run, model, heads):
@@ -96,9 +109,12 @@ def _box(cur) -> None:
                + (", as contributions (value-weighted)" if run.lens else "") + ")")
     half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=keys.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
+    too_large = _too_large(needs.export(run, float16=half))
+    if too_large:
+        st.caption(f"The .npz file {too_large}: lower the token limit to download it.")
     st.download_button("Attention data (.npz)", data=_npz(run, half),
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
-                       key=keys.DL_NPZ, icon=":material/data_array:",
+                       key=keys.DL_NPZ, icon=":material/data_array:", disabled=bool(too_large),
                        help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")
     options = _head_options(run)
     chosen = [h for h in session.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
@@ -107,8 +123,11 @@ def _box(cur) -> None:
     heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP,
                            max_selections=MAX_REPORT_HEADS,
                            format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
+    too_large = _too_large(needs.report(run, len(heads)))
+    if too_large:
+        st.caption(f"The report {too_large}: lower the token limit to download it.")
     st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
                        file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key=keys.DL_REPORT,
-                       icon=":material/description:",
+                       icon=":material/description:", disabled=bool(too_large),
                        help="One file that opens offline in any browser: the model, the text, the overview of "
                             "every head, these heads and the metrics table.")

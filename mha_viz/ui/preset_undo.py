@@ -33,8 +33,10 @@ def _now() -> tuple[str, ...]:
 
 def apply(preset) -> None:
     """Set `preset`'s texts (a `prediction` preset: .name, .clean, .corrupted), keeping the user's
-    for Undo when they differ from the preset's."""
-    before = _now()
+    for Undo when they differ from the preset's (one preset over another, unedited: still the user's)."""
+    before, held = _now(), session.get(keys.PRED_UNDO)
+    if held is not None and before[:2] == (held.clean, held.corrupted):  # the boxes hold the last preset's texts
+        before = held.before
     if before[:2] != (preset.clean, preset.corrupted):
         session.put(keys.PRED_UNDO, Held(preset.name, preset.clean, preset.corrupted, before))
     else:  # nothing of the user's is lost: no undo to offer (an older one would now restore the wrong texts)

@@ -51,7 +51,8 @@ def _on_example() -> None:
     choice = session.get(keys.EXAMPLE)
     if choice in EXAMPLES:
         own = session.get(keys.TEXT) or ""
-        session.put(keys.EXAMPLE_UNDO, own if own.strip() and own not in EXAMPLES.values() else None)
+        if own not in EXAMPLES.values():  # one example over another keeps the way back to the user's text
+            session.put(keys.EXAMPLE_UNDO, own if own.strip() else None)
         session.put(keys.TEXT, EXAMPLES[choice])
 
 

@@ -43,3 +43,17 @@ def test_an_example_over_another_example_or_an_edit_after_it_offers_nothing():
     at.text_area(key=keys.TEXT).input(EXAMPLES[FIRST] + " edited").run()
     assert not _offered(at)  # undoing now would lose the edit
     assert at.text_area(key=keys.TEXT).value == EXAMPLES[FIRST] + " edited"
+
+
+def test_a_second_example_keeps_the_way_back_to_the_users_text():
+    """The user's text, then one example, then another: Undo still puts back the user's text (not the
+    first example, and not nothing)."""
+    at = start_app()
+    at.text_area(key=keys.TEXT).input(MINE).run()
+    at.selectbox(key=keys.EXAMPLE).set_value(FIRST).run()
+    at.selectbox(key=keys.EXAMPLE).set_value(SECOND).run()
+    assert at.text_area(key=keys.TEXT).value == EXAMPLES[SECOND]
+    assert _offered(at)
+    at.button(key=keys.EXAMPLE_UNDO_GO).click().run()
+    assert not at.exception, at.exception
+    assert at.text_area(key=keys.TEXT).value == MINE

@@ -72,3 +72,19 @@ def test_an_edit_after_the_preset_withdraws_the_undo():
     at.text_area(key=keys.PRED_CORRUPTED).input(edited).run()
     assert not at.exception and not _undo_offered(at)
     assert at.text_area(key=keys.PRED_CORRUPTED).value == edited  # the edit stays
+
+
+def test_a_second_preset_keeps_the_way_back_to_the_users_texts():
+    """The user's pair, then the IOI preset, then another preset: Undo puts back the user's pair, not IOI's."""
+    at = _page_with(MINE, MINE_CORRUPTED, " her")
+    at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
+    other = next(o for o in at.selectbox(key=keys.PRED_PRESET).options if o not in (OWN, IOI.name))
+    at.selectbox(key=keys.PRED_PRESET).set_value(other).run()
+    assert not at.exception and not at.error
+    assert at.text_area(key=keys.TEXT).value not in (MINE, IOI.clean)
+    assert _undo_offered(at) and f"replaced your sentence “{MINE}”" in _notices(at)
+    at.button(key=keys.PRED_UNDO_GO).click().run()
+    assert not at.exception and not at.error
+    assert at.text_area(key=keys.TEXT).value == MINE
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == MINE_CORRUPTED
+    assert at.text_input(key=keys.PRED_ANSWER).value == " her"

@@ -23,7 +23,8 @@ SHARPENED = ("q_proj.weight", "k_proj.weight", "query_proj.weight", "key_proj.we
              "kv_b_proj.weight")
 
 
-def _common(**kw) -> dict:
+def common(**kw) -> dict:
+    """The small shape every config here shares (4 layers, 4 heads, 2 KV heads, d_model 64), `kw` on top."""
     base = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
                 num_key_value_heads=2, head_dim=16, max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
                 eos_token_id=2)
@@ -32,28 +33,28 @@ def _common(**kw) -> dict:
 
 def _olmo2():
     from transformers import Olmo2Config, Olmo2ForCausalLM
-    return Olmo2ForCausalLM, Olmo2Config(**_common())
+    return Olmo2ForCausalLM, Olmo2Config(**common())
 
 
 def _smollm3():
     from transformers import SmolLM3Config, SmolLM3ForCausalLM
-    return SmolLM3ForCausalLM, SmolLM3Config(**_common(no_rope_layer_interval=2))  # layers 1 and 3: no RoPE
+    return SmolLM3ForCausalLM, SmolLM3Config(**common(no_rope_layer_interval=2))  # layers 1 and 3: no RoPE
 
 
 def _gpt_oss():
     from transformers import GptOssConfig, GptOssForCausalLM
-    return GptOssForCausalLM, GptOssConfig(**_common(num_local_experts=2, num_experts_per_tok=1, sliding_window=WINDOW))
+    return GptOssForCausalLM, GptOssConfig(**common(num_local_experts=2, num_experts_per_tok=1, sliding_window=WINDOW))
 
 
 def _cohere2():
     from transformers import Cohere2Config, Cohere2ForCausalLM
-    return Cohere2ForCausalLM, Cohere2Config(**_common(
+    return Cohere2ForCausalLM, Cohere2Config(**common(
         sliding_window=WINDOW, layer_types=["sliding_attention"] * 3 + ["full_attention"]))
 
 
 def _deepseek_v3():
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
-    return DeepseekV3ForCausalLM, DeepseekV3Config(**_common(
+    return DeepseekV3ForCausalLM, DeepseekV3Config(**common(
         head_dim=8, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8, qk_nope_head_dim=8,
         v_head_dim=12, n_routed_experts=2, num_experts_per_tok=1, first_k_dense_replace=2, moe_intermediate_size=32,
         n_group=1, topk_group=1))
@@ -61,7 +62,7 @@ def _deepseek_v3():
 
 def _llama4():
     from transformers import Llama4ForCausalLM, Llama4TextConfig
-    return Llama4ForCausalLM, Llama4TextConfig(**_common(
+    return Llama4ForCausalLM, Llama4TextConfig(**common(
         attention_chunk_size=WINDOW, num_local_experts=2, intermediate_size_mlp=128, no_rope_layers=None,
         floor_scale=4, attn_scale=0.5))  # the query temperature of its NoPE layer grows within the test text
 
@@ -76,7 +77,7 @@ def _deberta():
 
 def _qwen3_next():
     from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
-    return Qwen3NextForCausalLM, Qwen3NextConfig(**_common(
+    return Qwen3NextForCausalLM, Qwen3NextConfig(**common(
         full_attention_interval=2, num_experts=2, num_experts_per_tok=1, moe_intermediate_size=32,
         shared_expert_intermediate_size=32, linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=8,
         linear_value_head_dim=8))
@@ -84,14 +85,14 @@ def _qwen3_next():
 
 def _jamba():
     from transformers import JambaConfig, JambaForCausalLM
-    return JambaForCausalLM, JambaConfig(**_common(
+    return JambaForCausalLM, JambaConfig(**common(
         attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, num_experts=2, mamba_d_state=8,
         mamba_expand=2))
 
 
 def _lfm2():
     from transformers import Lfm2Config, Lfm2ForCausalLM
-    return Lfm2ForCausalLM, Lfm2Config(**_common(layer_types=["conv", "full_attention"] * 2))
+    return Lfm2ForCausalLM, Lfm2Config(**common(layer_types=["conv", "full_attention"] * 2))
 
 
 BUILDERS = {"olmo2": _olmo2, "smollm3": _smollm3, "gpt_oss": _gpt_oss, "cohere2": _cohere2,

@@ -30,16 +30,16 @@ HALVES = ("bfloat16", "float16")
 
 def _llama():
     from transformers import LlamaConfig, LlamaForCausalLM
-    return LlamaForCausalLM, LlamaConfig(**architectures_2026._common())
+    return LlamaForCausalLM, LlamaConfig(**architectures_2026.common())
 
 
 def _gemma3():
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
-    return Gemma3ForCausalLM, Gemma3TextConfig(**architectures_2026._common(
+    return Gemma3ForCausalLM, Gemma3TextConfig(**architectures_2026.common(
         sliding_window=architectures_2026.WINDOW, query_pre_attn_scalar=16))
 
 
-BUILDERS = {"llama": _llama, "gemma3": _gemma3, "gpt_oss": architectures_2026._gpt_oss}
+BUILDERS = {"llama": _llama, "gemma3": _gemma3, "gpt_oss": architectures_2026.BUILDERS["gpt_oss"]}
 
 
 def _build(family: str, out) -> str:

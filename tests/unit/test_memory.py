@@ -112,12 +112,12 @@ def _held(slots: admission.Admission, mb: int, order: list, *,
     def first():
         with slots.hold(need=memory.Need(host=host, gpu=mb * MiB, device=GPU)):
             admitted.set()
-            release.wait(10)
+            release.wait(60)
             order.append("first done")
 
     worker = threading.Thread(target=first)
     worker.start()
-    assert admitted.wait(10)
+    assert admitted.wait(60)
     return release, worker
 
 
@@ -152,7 +152,7 @@ def test_two_requests_over_the_budget_together_are_not_both_admitted():
     waiting.start()
     first_may_finish.set()
     worker.join(10)
-    assert second_in.wait(10)
+    assert second_in.wait(60)
     waiting.join(10)
     assert order == ["first done", "second runs"]
     assert slots.running == 0 and slots.admitted[GPU] == 0
