@@ -160,7 +160,8 @@ def test_the_attribution_grids_draw_the_explanations_arrays():
     estimated = by_position.sum(-1)
 
     def expl(patching):
-        return SimpleNamespace(dla=SimpleNamespace(per_head=per_head, label="DLA (linearised)"), answer_text=" Mary", wrong_text=" <John>",
+        return SimpleNamespace(dla=SimpleNamespace(per_head=per_head, label="DLA (linearised)"), answer_text=" Mary",
+                               wrong_text=" <John>",
                                clean=SimpleNamespace(layer_ids=[0, 1]), estimated=estimated, patching=patching,
                                estimate=SimpleNamespace(values=by_position), no_estimate=None,
                                agreement=lambda: None if patching is None else agreement(estimated, patching.restored))
