@@ -22,7 +22,7 @@ from mha_viz_models.attention.mha import MultiHeadAttention
 from mha_viz_models.loading.precision import DTYPES
 from mha_viz_models.reading import verify
 from tests.helpers import save_peaked
-from tests.models import architectures_2026
+from tests.models import architectures_2026, small_families
 
 SHARP = 12.0  # q/k projections (Gemma 3: its q/k norms' weights) scaled up: peaked rows, where a wrong layout shows
 HALVES = ("bfloat16", "float16")
@@ -203,3 +203,28 @@ def test_smollm2_in_bfloat16_is_within_every_layers_bound():
     assert len(checks) == 30 and all(c.ok for c in checks)
     assert max(c.gap32 for c in checks) < 1e-5 and 0 < min(c.gap for c in checks)
     assert max(c.bound for c in checks) < 0.1
+
+
+EVERY_FAMILY = {**{f"small-{k}": v for k, v in small_families.BUILDERS.items()}, **architectures_2026.BUILDERS,
+                **architectures_2026.HYBRIDS}
+
+
+def _verdict(folder: str, dtype: str, local: bool) -> str:
+    """What the load says of our MHA: "stands in", or the refusal / the reason it does not, its numbers cut
+    (they differ between precisions)."""
+    try:
+        loaded = mha_viz.load_model(folder, device="cpu", local_attention=local, dtype=dtype)
+    except ModelLoadError as exc:
+        return "refused: " + str(exc).split(":")[0]
+    return "stands in" if loaded.can_recompute else "does not stand in: " + str(loaded.stand_in).split("(")[0]
+
+
+@pytest.mark.parametrize("family", sorted(EVERY_FAMILY))
+def test_every_family_gets_the_same_verdict_in_bfloat16_as_in_float32(family, tmp_path):
+    """The per-layer check runs on every family's own layer arguments (T5-style biases aside: encoder-decoders
+    are not swapped): a family our MHA computes in float32 is not refused in bfloat16 by the check itself."""
+    cls, config = EVERY_FAMILY[family]()
+    folder = save_peaked(cls, config, tmp_path / family, sharpened=architectures_2026.SHARPENED, scale=3.0)
+    for local in (False, True):
+        f32 = _verdict(folder, "float32", local)
+        assert _verdict(folder, "bfloat16", local) == f32, (family, local, f32)
