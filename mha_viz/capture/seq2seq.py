@@ -26,6 +26,7 @@ from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.generation import TOP, Step
 from mha_viz.capture.run import AttentionRun, HeadArray
 from mha_viz.capture.transfer import to_host
+from mha_viz.text.encode import encode
 from mha_viz.text.tokenize import InputError, Tokens, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
 
@@ -109,9 +110,9 @@ def _target_ids(model: LoadedModel, target: str, limit: int) -> tuple[list[int],
     tokenizer writes a target: `text_target`), cut to `limit` in all; and the uncut length."""
     tok = model.tokenizer
     try:
-        ids = tok(text_target=target, add_special_tokens=True)["input_ids"]
+        ids = encode(tok, None, text_target=target, add_special_tokens=True)["input_ids"]
     except (TypeError, ValueError):  # a tokenizer without a target side
-        ids = tok(target, add_special_tokens=True)["input_ids"]
+        ids = encode(tok, target, add_special_tokens=True)["input_ids"]
     ids = [model.decoder_start()] + [int(i) for i in ids]
     return ids[:limit], len(ids)
 

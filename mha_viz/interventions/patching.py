@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.text.encode import encode
 from mha_viz.text.tokenize import InputError, count_text, label_ids, tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.families.builtin import output_projection
@@ -32,7 +33,7 @@ def token_id(model: LoadedModel, token) -> int:
     """A token id from an id or a string that is exactly one token (" Mary")."""
     if isinstance(token, (int, np.integer)):
         return int(token)
-    ids = model.tokenizer(token, add_special_tokens=False)["input_ids"]
+    ids = encode(model.tokenizer, token, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
         raise InputError(f"{token!r} is {len(ids)} tokens for {model.name}: give a single token.")
     return int(ids[0])

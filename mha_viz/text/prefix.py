@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mha_viz.text.encode import encode
+
 FIRST_CHARS_PER_TOKEN = 8  # the first prefix: 8 characters per token of the cap (English: 4-5)
 GROWTH = 4  # each prefix 4 × the last: the prefixes read add up to at most 4/3 of the last
 MARGIN_CHARS = 32  # tokens ending this close to the cut are not trusted
@@ -50,7 +52,7 @@ def estimate_total(tokenizer, text: str, cut: Prefix, specials: int) -> int:
     pieces = [text[start:start + SAMPLE_CHARS]
               for start in (len(cut.text) + i * rest // SAMPLES for i in range(SAMPLES))]
     # one piece per call: a batch would start the tokenizer's thread pool in the app's process
-    counts = [len(tokenizer(piece, add_special_tokens=False)["input_ids"]) for piece in pieces]
+    counts = [len(encode(tokenizer, piece, add_special_tokens=False)["input_ids"]) for piece in pieces]
     rate = (cut.tokens + sum(counts)) / (len(cut.text) + sum(map(len, pieces)))
     guess = round(rate * len(text)) + specials
     digits = max(len(str(guess)) - 3, 0)
@@ -79,7 +81,7 @@ def read(tokenizer, text: str, limit: int, *, first_chars: int | None = None) ->
 def settle(tokenizer, part: str) -> tuple[int, int]:
     """(how many tokens `part` has without special tokens, how many of the first are those of
     any text that starts with `part`). Needs a fast tokenizer (word ids and offsets)."""
-    enc = tokenizer(part, add_special_tokens=False, return_offsets_mapping=True)
+    enc = encode(tokenizer, part, add_special_tokens=False, return_offsets_mapping=True)
     added = getattr(tokenizer, "added_tokens_decoder", {}).values()
     margin = max([MARGIN_CHARS] + [len(str(t)) for t in added])  # a special token's text cut short
     return len(enc["input_ids"]), _settled(enc.word_ids(), enc["offset_mapping"], len(part) - margin)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from mha_viz import settings
 from mha_viz.text import prefix as text_prefix
+from mha_viz.text.encode import encode
 from mha_viz.text.readable import clean_tokens
 from mha_viz_models import LoadedModel
 
@@ -96,7 +97,7 @@ def count_text(n: int, estimate: bool = False) -> str:
 def count_tokens(model: LoadedModel, text: str) -> int:
     """How many tokens the whole of `text` has for this model (runs nothing but the tokenizer, over
     the whole text: `tokenize(...).total` costs only the part the cap reads)."""
-    return len(model.tokenizer(text or "", add_special_tokens=True)["input_ids"])
+    return len(encode(model.tokenizer, text or "", add_special_tokens=True)["input_ids"])
 
 
 def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
@@ -115,12 +116,12 @@ def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
     tokenizer = model.tokenizer
     cut = text_prefix.read(tokenizer, text, limit)
     if cut.covers_text:  # a short text: read whole, as it always was
-        full = tokenizer(text, add_special_tokens=True)["input_ids"]
+        full = encode(tokenizer, text, add_special_tokens=True)["input_ids"]
         ids, total, estimate = full, len(full), False
         if len(full) > limit:  # truncation by the tokenizer keeps the closing special tokens ([SEP])
-            ids = tokenizer(text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+            ids = encode(tokenizer, text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
     else:
-        ids = tokenizer(cut.text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
+        ids = encode(tokenizer, cut.text, add_special_tokens=True, truncation=True, max_length=limit)["input_ids"]
         if len(text) <= EXACT_COUNT_CHARS:
             total, estimate = count_tokens(model, text), False
         else:
