@@ -43,6 +43,74 @@ IN_SEGMENT = SUMS.index("in_segment")
 TOTAL = SUMS.index("total")
 TARGETS = len(SUMS)  # the first target's column
 _TINY = np.float32(1e-30)  # masked entries count 1e-30·ln(1e-30) ≈ −7e-29: nothing
+# What `beyond_row` adds up over a head's rows, at these indices of its `acc` (row_kernels' ROW_SUMS ends with
+# them): the worst kept row's mass inside its segment (a minimum: start it at inf), then sums over the rows
+ROW_BEYOND = ("in_segment", "sink", "beyond_norm_entropy", "beyond_norm_rows", "beyond_self", "beyond_prev",
+              "beyond_next", "beyond_sep", "beyond_punct", "beyond_rows")
+R_IN_SEG, R_SINK, R_NORM, R_NORM_ROWS, R_SELF, R_PREV, R_NEXT, R_SEP, R_PUNCT, R_ROWS = range(len(ROW_BEYOND))
+# the measures beyond the sink that are means over the kept rows: (column of SUMS, index in ROW_BEYOND)
+_MEANS = tuple((SUMS.index(name), ROW_BEYOND.index(name)) for name in ROW_BEYOND[R_SELF:R_ROWS])
+
+
+@numba.njit(inline="always", **JIT)
+def beyond_row(row, i, key_start, n, skip, seen, last_valid, outside, t, keep, spread, empty, choice, sep_w,
+               punct_w, seg, segmented, acc):
+    """Add query row i to acc (ROW_BEYOND's sums). `row` holds its keys key_start … key_start + w − 1 (t their
+    sum; those up to last_valid visible, `outside` more visible keys elsewhere, where A = 0); sep_w, punct_w
+    those keys' masks; seg (n,) each token's segment (used when `segmented`). The sink: the first `skip` keys
+    (1, or 0 when the first token is hidden; in `row` when key_start is 0, else before it) and what the row
+    gave no key (a learned sink's share; an empty row gave none). Row i ≥ skip is kept when it sees at least
+    `choice` keys after the sink and keeps at least `empty` there, and divided by that mass (B); its entropy
+    is that of keep·B + spread/(seen − skip) on the seen − skip visible keys after the sink (float32 within
+    the row). Only the visible keys are read: the others are 0 (and would add 1e-30·ln(1e-30) each)."""
+    zero = np.float32(0.0)
+    w = row.shape[0]
+    # the first key of `row` after the sink, 0 or 1 as literals: a start that the compiler cannot tell is not
+    # negative makes each `row[c]` wrap around, and the loops below gather (2-3 times slower)
+    c0 = 1 if key_start == 0 and skip > 0 else 0
+    stop = min(w, last_valid + 1)
+    inside = min(c0, w)  # the sink's keys in `row`
+    first = zero
+    for c in range(inside):
+        first += row[c]
+    lost = np.float32(1.0) - t if t > zero else zero
+    acc[R_SINK] += first + (lost if lost > zero else zero)
+    kb = seen - skip  # keys after the sink row i may see
+    if i < skip or kb < choice:
+        return
+    beyond = zero
+    for c in range(c0, stop):
+        beyond += row[c]
+    if beyond < empty:
+        return
+    inv = np.float32(1.0) / beyond
+    floor = spread / np.float32(kb)
+    e, sp, pu, g = zero, zero, zero, zero
+    for c in range(c0, stop):
+        a = row[c]
+        x = keep * a * inv + floor
+        x = x if x > _TINY else _TINY
+        e -= x * log32(x)
+        sp += a * sep_w[c]
+        pu += a * punct_w[c]
+    if segmented:
+        for c in range(c0, stop):
+            g += row[c] if seg[key_start + c] == seg[i] else zero
+        acc[R_IN_SEG] = min(acc[R_IN_SEG], g * inv)
+    row_ent = np.float64(e)
+    hidden = outside - (skip - inside)  # visible keys after the sink outside `row` (B = 0, B̂ = floor)
+    if hidden > 0:
+        row_ent -= hidden * np.float64(floor) * np.log(np.float64(floor))
+    acc[R_ROWS] += 1.0
+    if kb > 1:
+        acc[R_NORM] += row_ent / np.log(kb)
+        acc[R_NORM_ROWS] += 1.0
+    acc[R_SEP] += sp * inv
+    acc[R_PUNCT] += pu * inv
+    for column, shift in ((R_SELF, 0), (R_PREV, -1), (R_NEXT, 1)):
+        c = i + shift - key_start
+        if i + shift >= skip and 0 <= c < w and i + shift < n:
+            acc[column] += row[c] * inv
 
 
 @numba.njit(**JIT)
@@ -53,15 +121,12 @@ def _heads(att, h0, h1, causal, skip, choice, empty, sep, punct, seg, rows, cols
     keep·A + spread/k on the k visible keys (float32; measures.ENTROPY_SMOOTHING, an argument
     rather than a global: Numba's cache would not see a change in another file).
 
-    Beyond the sink: `skip` (1, or 0 for a run whose first token is hidden) leading keys are the
-    sink; row i ≥ skip is kept when it sees at least `choice` keys beyond them and keeps at least
-    `empty` there, and divided by that
-    mass (B_i); the beyond measures are means over the kept rows (NaN with none), the beyond
-    entropy that of keep·B + spread/(k − skip) on the k − skip visible keys after the sink."""
+    Beyond the sink (`beyond_row`): `skip` (1, or 0 for a run whose first token is hidden) leading
+    keys are the sink; the beyond measures are means over the kept rows (NaN with none)."""
     n = att.shape[1]
     smooth = np.empty(n, np.float32)
-    same = np.empty(n, np.float32)
     lanes = np.empty(16, np.float32)
+    acc = np.empty(len(ROW_BEYOND))
     segmented = seg.size == n
     for h in range(h0, h1):
         ent = 0.0
@@ -72,33 +137,26 @@ def _heads(att, h0, h1, causal, skip, choice, empty, sep, punct, seg, rows, cols
         sep_mass = 0.0
         punct_mass = 0.0
         total = 0.0
-        in_seg = np.inf
-        sink = 0.0
-        b_norm = 0.0
-        b_norm_rows = 0
-        b_self, b_prev, b_next, b_sep, b_punct = 0.0, 0.0, 0.0, 0.0, 0.0
-        b_rows = 0
+        acc[:] = 0.0
+        acc[R_IN_SEG] = np.inf
         for r in range(n):
             k = r + 1 if causal else n  # keys row r may see
-            if segmented:
-                for c in range(n):
-                    same[c] = np.float32(1.0) if seg[c] == seg[r] else np.float32(0.0)
             floor = spread / np.float32(k)
-            for c in range(n):
-                x = keep * att[h, r, c] + (floor if c < k else np.float32(0.0))
+            for c in range(k):  # the visible keys (a causal row's others are 0 and add nothing)
+                x = keep * att[h, r, c] + floor
                 smooth[c] = x if x > _TINY else _TINY
             zero = np.float32(0.0)
             row_ent, d, s, p, t = zero, zero, zero, zero, zero  # float32 within a row
-            for c in range(n):
+            for c in range(k):
                 a = att[h, r, c]
                 row_ent -= smooth[c] * log32(smooth[c])
                 d += a * np.float32(abs(r - c))
                 s += a * sep[c]
                 p += a * punct[c]
                 t += a
-            # the row's maximum in 16 lanes: a max-reduction loop does not vectorise, this does
+            # the row's maximum over its visible keys in 16 lanes: a max-reduction loop does not vectorise, this does
             lanes[:] = att[h, r, 0]
-            whole = n - n % 16
+            whole = k - k % 16
             for c0 in range(0, whole, 16):
                 for lane in range(16):
                     a = att[h, r, c0 + lane]
@@ -106,7 +164,7 @@ def _heads(att, h0, h1, causal, skip, choice, empty, sep, punct, seg, rows, cols
             top = lanes[0]
             for lane in range(16):
                 top = lanes[lane] if lanes[lane] > top else top
-            for c in range(whole, n):
+            for c in range(whole, k):
                 top = att[h, r, c] if att[h, r, c] > top else top
             ent += row_ent
             if k > 1:
@@ -117,44 +175,8 @@ def _heads(att, h0, h1, causal, skip, choice, empty, sep, punct, seg, rows, cols
             sep_mass += s
             punct_mass += p
             total += t
-            # the sink: the first key's mass (when it is the sink) and what the row gave no key (a
-            # learned sink); an empty row (all zeros, after hiding tokens) gave nothing to either
-            lost = np.float32(1.0) - t if t > zero else zero
-            sink += (att[h, r, 0] if skip > 0 else zero) + (lost if lost > zero else zero)
-            # beyond the sink: the row without its first `skip` keys, renormalised
-            kb = k - skip
-            if r < skip or kb < choice:
-                continue
-            beyond = zero
-            for c in range(skip, n):
-                beyond += att[h, r, c]
-            if beyond < empty:
-                continue
-            inv = np.float32(1.0) / beyond
-            floor_b = spread / np.float32(kb)
-            e_b, s_b, p_b, g_b = zero, zero, zero, zero
-            for c in range(skip, n):
-                a = att[h, r, c]
-                x = keep * a * inv + (floor_b if c < k else zero)
-                x = x if x > _TINY else _TINY
-                e_b -= x * log32(x)
-                s_b += a * sep[c]
-                p_b += a * punct[c]
-            if segmented:
-                for c in range(skip, n):
-                    g_b += att[h, r, c] * same[c]
-                in_seg = min(in_seg, g_b * inv)
-            b_rows += 1
-            if kb > 1:
-                b_norm += e_b / np.log(kb)
-                b_norm_rows += 1
-            b_sep += s_b * inv
-            b_punct += p_b * inv
-            b_self += att[h, r, r] * inv
-            if r - 1 >= skip:
-                b_prev += att[h, r, r - 1] * inv
-            if r + 1 < n:
-                b_next += att[h, r, r + 1] * inv
+            beyond_row(att[h, r], r, 0, n, skip, k, k - 1, 0, t, keep, spread, empty, choice, sep, punct, seg,
+                       segmented, acc)
         diag = 0.0
         prev = 0.0
         nxt = 0.0
@@ -176,15 +198,12 @@ def _heads(att, h0, h1, causal, skip, choice, empty, sep, punct, seg, rows, cols
         out[h, FIRST] = first / n
         out[h, SEP] = sep_mass / n
         out[h, PUNCT] = punct_mass / n
-        out[h, SINK] = sink / n
-        kept = np.float64(b_rows) if b_rows > 0 else np.nan  # no row beyond the sink: NaN
-        out[h, B_NORM] = b_norm / b_norm_rows if b_norm_rows > 0 else np.nan
-        out[h, B_SELF] = b_self / kept
-        out[h, B_PREV] = b_prev / kept
-        out[h, B_NEXT] = b_next / kept
-        out[h, B_SEP] = b_sep / kept
-        out[h, B_PUNCT] = b_punct / kept
-        out[h, IN_SEGMENT] = in_seg if segmented and b_rows > 0 else 0.0
+        out[h, SINK] = acc[R_SINK] / n
+        kept = acc[R_ROWS] if acc[R_ROWS] > 0 else np.nan  # no row beyond the sink: NaN
+        out[h, B_NORM] = acc[R_NORM] / acc[R_NORM_ROWS] if acc[R_NORM_ROWS] > 0 else np.nan
+        for column, j in _MEANS:
+            out[h, column] = acc[j] / kept
+        out[h, IN_SEGMENT] = acc[R_IN_SEG] if segmented and acc[R_ROWS] > 0 else 0.0
         out[h, TOTAL] = total
         for target in range(starts.size - 1):
             hit = 0.0

@@ -12,67 +12,17 @@ import numpy as np
 
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.compiled import JIT, log32, run_all, split
+from mha_viz.metrics.head_kernels import R_IN_SEG, ROW_BEYOND, beyond_row
 from mha_viz.metrics.head_stats import STAT_NAMES
 from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
 
-# The columns of the sums, in the order the loop writes them (module-level ints: compiled in)
+# The columns of the sums, in the order the loop writes them (module-level ints: compiled in); the sums
+# beyond the sink (the first key, and a learned sink's share) are head_kernels' `beyond_row`'s, from BEYOND_AT on
 ROW_SUMS = ("entropy", "norm_entropy", "norm_rows", "confidence", "distance", "self", "prev", "next", "first",
-            "sep", "punct", "total", "duplicate_score", "induction_score", "in_segment",
-            # beyond the sink (the first key, and a learned sink's share): head_kernels' BEYOND, and the rows kept
-            "sink", "beyond_norm_entropy", "beyond_norm_rows", "beyond_self", "beyond_prev", "beyond_next",
-            "beyond_sep", "beyond_punct", "beyond_rows")
-(ENT, NORM, NORM_ROWS, CONF, DIST, SELF, PREV, NEXT, FIRST, SEP, PUNCT, TOTAL, DUP, IND, IN_SEG,
- SINK, B_NORM, B_NORM_ROWS, B_SELF, B_PREV, B_NEXT, B_SEP, B_PUNCT, B_ROWS) = range(24)
+            "sep", "punct", "total", "duplicate_score", "induction_score", *ROW_BEYOND)
+ENT, NORM, NORM_ROWS, CONF, DIST, SELF, PREV, NEXT, FIRST, SEP, PUNCT, TOTAL, DUP, IND, BEYOND_AT = range(15)
+IN_SEG = BEYOND_AT + R_IN_SEG
 _TINY = np.float32(1e-30)
-
-
-@numba.njit(inline="always", **JIT)
-def _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, choice, sep_w, punct_w,
-                seg, segmented, sums):
-    """Add row i (its keys key_start … in `row`, `t` their sum) to the sink mass and, when it sees at least
-    `choice` keys after the first key and keeps at least `empty` there, to the measures beyond the sink: the
-    row without that key, renormalised (head_kernels.py's definitions; the sink is the first key, present in
-    a scan)."""
-    zero = np.float32(0.0)
-    w = row.shape[0]
-    lost = np.float32(1.0) - t if t > zero else zero  # a learned sink's share; an empty row gave none
-    sums[SINK] += (row[0] if key_start == 0 else zero) + (lost if lost > zero else zero)
-    kb = seen - 1  # keys beyond the sink row i may see
-    if i < 1 or kb < choice:
-        return
-    c0 = 1 if key_start == 0 else 0  # the block's first key after the sink
-    beyond = zero
-    for c in range(c0, w):
-        beyond += row[c]
-    if beyond < empty:
-        return
-    inv = np.float32(1.0) / beyond
-    floor = spread / np.float32(kb)
-    e, sp, pu, g = zero, zero, zero, zero
-    for c in range(c0, w):
-        a = row[c]
-        x = keep * a * inv + (floor if c <= last_valid else zero)
-        x = x if x > _TINY else _TINY
-        e -= x * log32(x)
-        sp += a * sep_w[c]
-        pu += a * punct_w[c]
-    if segmented:
-        for c in range(c0, w):
-            g += row[c] if seg[key_start + c] == seg[i] else zero
-        sums[IN_SEG] = min(sums[IN_SEG], g * inv)
-    # visible keys beyond the sink outside the block (A = 0, B̂ = floor): the sink is one of them when outside
-    hidden = outside - (1 if key_start > 0 else 0)
-    row_ent = np.float64(e) - hidden * np.float64(floor) * np.log(np.float64(floor))
-    sums[B_ROWS] += 1.0
-    if kb > 1:
-        sums[B_NORM] += row_ent / np.log(kb)
-        sums[B_NORM_ROWS] += 1.0
-    sums[B_SEP] += sp * inv
-    sums[B_PUNCT] += pu * inv
-    for column, shift in ((B_SELF, 0), (B_PREV, -1), (B_NEXT, 1)):
-        c = i + shift - key_start
-        if i + shift >= 1 and 0 <= c < w and i + shift < n:
-            sums[column] += row[c] * inv
 
 
 @numba.njit(**JIT)
@@ -95,6 +45,7 @@ def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, sep, punct, ids, befor
     sep_w, punct_w = sep[key_start:key_start + w], punct[key_start:key_start + w]
     ids_w, before_w = ids[key_start:key_start + w], before[key_start:key_start + w]
     for h in range(h0, h1):
+        beyond = sums[h, BEYOND_AT:]
         for r in range(r0, r1):
             row = A[h, r]
             i = start + r
@@ -115,8 +66,8 @@ def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, sep, punct, ids, befor
                 dup += a if (ids_w[c] == me and c < i - key_start) else zero
                 ind += a if (before_w[c] == me and c <= i - key_start) else zero
             outside = key_start if causal else n - w  # visible keys outside the block: A = 0, Â = floor
-            _beyond_row(row, i, key_start, n, seen, last_valid, outside, t, keep, spread, empty, choice, sep_w,
-                        punct_w, seg, segmented, sums[h])
+            beyond_row(row, i, key_start, n, 1, seen, last_valid, outside, t, keep, spread, empty, choice, sep_w,
+                       punct_w, seg, segmented, beyond)
             row_ent = np.float64(ent) - outside * np.float64(floor) * np.log(np.float64(floor))
             sums[h, ENT] += row_ent
             if seen > 1:

@@ -17,15 +17,22 @@ def _offered(at) -> bool:
     return keys.EXAMPLE_UNDO_GO in [b.key for b in at.button]
 
 
-def test_an_example_over_the_users_text_offers_undo_and_undo_puts_it_back():
+def _undone_after(*examples: str):
+    """The user's text, then `examples` one after another: Undo is offered, and puts the user's text back."""
     at = start_app()
     at.text_area(key=keys.TEXT).input(MINE).run()
-    at.selectbox(key=keys.EXAMPLE).set_value(FIRST).run()
-    assert at.text_area(key=keys.TEXT).value == EXAMPLES[FIRST]
+    for name in examples:
+        at.selectbox(key=keys.EXAMPLE).set_value(name).run()
+    assert at.text_area(key=keys.TEXT).value == EXAMPLES[examples[-1]]
     assert _offered(at)
     at.button(key=keys.EXAMPLE_UNDO_GO).click().run()
     assert not at.exception, at.exception
     assert at.text_area(key=keys.TEXT).value == MINE
+    return at
+
+
+def test_an_example_over_the_users_text_offers_undo_and_undo_puts_it_back():
+    at = _undone_after(FIRST)
     assert at.selectbox(key=keys.EXAMPLE).value == "—"
     assert not _offered(at)
 
@@ -48,12 +55,4 @@ def test_an_example_over_another_example_or_an_edit_after_it_offers_nothing():
 def test_a_second_example_keeps_the_way_back_to_the_users_text():
     """The user's text, then one example, then another: Undo still puts back the user's text (not the
     first example, and not nothing)."""
-    at = start_app()
-    at.text_area(key=keys.TEXT).input(MINE).run()
-    at.selectbox(key=keys.EXAMPLE).set_value(FIRST).run()
-    at.selectbox(key=keys.EXAMPLE).set_value(SECOND).run()
-    assert at.text_area(key=keys.TEXT).value == EXAMPLES[SECOND]
-    assert _offered(at)
-    at.button(key=keys.EXAMPLE_UNDO_GO).click().run()
-    assert not at.exception, at.exception
-    assert at.text_area(key=keys.TEXT).value == MINE
+    _undone_after(FIRST, SECOND)
