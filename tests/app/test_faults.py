@@ -141,13 +141,13 @@ def test_a_capture_over_the_memory_this_machine_has_is_refused_before_it_runs(mo
     from mha_viz.budget import memory
 
     at = _after_a_good_run()
-    monkeypatch.setattr(memory, "host_available", lambda: 2**20)
+    monkeypatch.setattr(memory, "host_available", lambda: 2**15)  # MiniLM at 8 tokens holds about 0.5 MB
     ran = []
     monkeypatch.setattr(mha_viz, "analyze", lambda *a, **k: ran.append(True))
     at.text_area(key="text").input("Too much for this machine.").run()
     assert not at.exception and not ran
     errors = [shown(e.value) for e in at.error]
-    assert any("of memory," in e and "more than the 1.0 MiB this machine has available" in e
+    assert any("of memory," in e and "more than the 32.0 KiB this machine has available" in e
                and "Even one layer does not fit" in e for e in errors), errors
     assert at.text_area(key="text").value == "Too much for this machine."
     assert any("last successful result" in c.value for c in at.caption) and charts(at)

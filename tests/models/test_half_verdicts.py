@@ -209,7 +209,7 @@ EVERY_FAMILY = {**{f"small-{k}": v for k, v in small_families.BUILDERS.items()},
                 **architectures_2026.HYBRIDS}
 
 
-def _verdict(folder: str, dtype: str, local: bool) -> str:
+def _family_verdict(folder: str, dtype: str, local: bool) -> str:
     """What the load says of our MHA: "stands in", or the refusal / the reason it does not, its numbers cut
     (they differ between precisions)."""
     try:
@@ -226,5 +226,5 @@ def test_every_family_gets_the_same_verdict_in_bfloat16_as_in_float32(family, tm
     cls, config = EVERY_FAMILY[family]()
     folder = save_peaked(cls, config, tmp_path / family, sharpened=architectures_2026.SHARPENED, scale=3.0)
     for local in (False, True):
-        f32 = _verdict(folder, "float32", local)
-        assert _verdict(folder, "bfloat16", local) == f32, (family, local, f32)
+        f32 = _family_verdict(folder, "float32", local)
+        assert _family_verdict(folder, "bfloat16", local) == f32, (family, local, f32)
