@@ -112,8 +112,7 @@ def worst_gap(reference: list[torch.Tensor], other: list[torch.Tensor]) -> tuple
     infinite gap when they do not even have the same layers or shapes."""
     if len(reference) != len(other) or not reference:
         return -1, float("inf")
-    gaps = [float((a.float() - b.float()).abs().max()) if a.shape == b.shape else float("inf")
-            for a, b in zip(reference, other)]
+    gaps = [gap(a, b) for a, b in zip(reference, other)]
     layer = max(range(len(gaps)), key=gaps.__getitem__)
     return layer, gaps[layer]
 
@@ -218,7 +217,7 @@ def adapter_checks(loaded, calls: list[Call]) -> list[LayerCheck]:
         with torch.inference_mode():
             ours = returned_probabilities(adapter(*call.args, **call.kwargs))
         ours32 = _run(float32_copy(adapter), call)
-        checks.append(LayerCheck(_gap(ours, call.probs), _gap(ours32, call.probs32), _gap(call.probs, call.probs32)))
+        checks.append(LayerCheck(gap(ours, call.probs), gap(ours32, call.probs32), gap(call.probs, call.probs32)))
     return checks
 
 
@@ -244,7 +243,7 @@ def recompute_checks(loaded, ids: torch.Tensor) -> list[LayerCheck]:
             q, k, v = mha.project_self(inp.hidden, inp.position_embeddings)
             _, ours32 = mha.attend(q, k, v, is_causal=loaded.is_causal)
         del wide, mha
-        checks.append(LayerCheck(_gap(ours, call.probs), _gap(ours32, hf32), _gap(call.probs, hf32)))
+        checks.append(LayerCheck(gap(ours, call.probs), gap(ours32, hf32), gap(call.probs, hf32)))
     return checks
 
 
@@ -321,5 +320,6 @@ def _input(module: nn.Module, args: tuple, kwargs: dict) -> LayerInput:
     return LayerInput(hidden, call_rotary(module, {**kwargs, "_hidden": hidden}))
 
 
-def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
+def gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest absolute difference between two probability tensors; infinite when their shapes differ."""
     return float((a.float() - b.float()).abs().max()) if a.shape == b.shape else float("inf")
