@@ -20,6 +20,9 @@ picker to an allow-list and caps what one request may cost:
   uploaded to the Corpus page may have (public mode: 2,000 and 5; locally 100,000 and 200).
 - MHA_VIZ_DTYPE: the sidebar's default *Precision* (auto, float32, bfloat16, float16; default
   auto: the checkpoint's own, the bundled models float32); `mha-viz --dtype` sets it.
+- MHA_VIZ_LESSON: the path of a lesson file (`mha_viz.export.lesson`) or the name of a bundled
+  lesson: every session opens on its first step. With MHA_VIZ_PUBLIC=1 the server is a workshop:
+  it offers only the lesson's models and pages.
 - MHA_VIZ_ALLOW_PICKLE: 1 = also load pickled `.bin` weights from a folder (local use only,
   ignored in public mode); by default only safetensors and GGUF are read.
 
@@ -61,6 +64,7 @@ class Settings:
     max_corpus_docs: int = 100_000
     max_corpus_mb: int = 200
     dtype: str = "auto"  # the sidebar's default precision
+    lesson: str = ""  # a lesson file's path or a bundled lesson's name: every session opens on it
 
     def allows(self, spec: str) -> bool:
         """Whether `spec` (a bundled name, hub id or folder) may be loaded."""
@@ -95,6 +99,7 @@ def from_env() -> Settings:
         max_corpus_docs=_int("MHA_VIZ_MAX_CORPUS_DOCS", 2_000 if public else 100_000, 1),
         max_corpus_mb=_int("MHA_VIZ_MAX_CORPUS_MB", 5 if public else 200, 1),
         dtype=_choice("MHA_VIZ_DTYPE", PRECISIONS),
+        lesson=os.environ.get("MHA_VIZ_LESSON", "").strip(),
     )
 
 

@@ -31,6 +31,9 @@ On the *Heads behind a prediction* page, the pair and its circuit:
 - ``answer``, ``wrong``: the answer and wrong tokens as typed (at most `MAX_TOKEN_CHARS` characters each).
 - ``circuit``: ``eap`` or ``eap-ig``: the page finds the heads and the circuit by that estimate on opening.
 - ``k``: the edges the circuit's graph draws.
+
+A lesson (`mha_viz.export.lesson`) is read from ``lesson`` (a bundled lesson's name, or a whole lesson
+packed by `lesson.pack`) and ``step`` (from 1), before the view; `parse` lets them pass.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dt
 CIRCUIT = ("eap", "eap-ig")  # the circuit's estimates
 MAX_TOKEN_CHARS = 100
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
+LESSON = ("lesson", "step")  # a lesson and its step (`mha_viz.export.lesson`): read before the view
 _SHOWN = 40  # characters of a bad value quoted back in a notice
 _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 _NUMBER = re.compile(r"[0-9]{1,%d}" % len(str(MAX_INDEX)))  # bounded: int() of 5,000 digits raises
@@ -170,7 +174,7 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
     """
     values = {str(k): _last(v) for k, v in params.items()}
     notices: list[str] = []
-    unknown = [k for k in values if k not in PARAMS and k.lower() not in EMBED]
+    unknown = [k for k in values if k not in PARAMS + LESSON and k.lower() not in EMBED]
     if unknown:
         shown = ", ".join(_quote(k) for k in unknown[:5])
         shown += f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""

@@ -36,6 +36,8 @@ from mha_viz.figures import generation as generation_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import line_view as line_figures
 from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import teaching as teach_figures
+from mha_viz.figures import type_grid
 from mha_viz.figures.offline import notebook
 from mha_viz.views import focus as focus_arrays
 
@@ -44,12 +46,15 @@ if TYPE_CHECKING:
     from mha_viz.capture.run import AttentionRun
     from mha_viz.interventions.prediction import Explanation
     from mha_viz.metrics import Weights
+    from mha_viz.views.teaching import Walkthrough
     from mha_viz.views.comparison import Comparison
 
 __all__ = [
     "head", "model_grid", "lines", "token_focus",
-    "metric_grid", "similarity", "head_map", "rollout",
+    "metric_grid", "head_types", "similarity", "head_map", "rollout",
     "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
+    "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
+    "probability_maps", "pruning_curve",
     "notebook",
 ]
 
@@ -110,6 +115,15 @@ def metric_grid(run: AttentionRun, metric: str = "entropy", *, table: pd.DataFra
     output-norm columns."""
     table = head_metrics.head_table(run, weights) if table is None else table
     return metric_figures.table_grid(table, metric, run)
+
+
+def head_types(run: AttentionRun, *, table: pd.DataFrame | None = None, weights: Weights | None = None) -> go.Figure:
+    """Every head's type, as the head metrics page draws it: a layers × heads grid of the pattern
+    classes (`mha_viz.metrics.classify`: broad, diagonal, vertical, block, sink, mixed, heterogeneous),
+    one colour a class with a legend, each cell's hover naming its full label ("diagonal:prev").
+    table: `mha_viz.metrics.head_table(run)` when it is computed already; weights as `metric_grid`'s."""
+    table = head_metrics.head_table(run, weights) if table is None else table
+    return type_grid.table_types(table, run)
 
 
 def similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | None = None,
@@ -185,13 +199,20 @@ def _differ(expl: Explanation):
     return None if agree is None else agree.differ
 
 
+def _bound(expl: Explanation) -> float:
+    """One colour scale for the estimate's and the real grid, as the page draws them side by side."""
+    return attribution_figures.fraction_bound(None if expl.estimate is None else expl.estimated,
+                                              None if expl.patching is None else expl.patching.restored)
+
+
 def estimate_grid(expl: Explanation) -> go.Figure:
     """The estimated restored fraction of each head (attribution patching, `prediction.explain`),
     the heads where it differs from real patching by more than `estimate.DISAGREE` ringed once that
-    has run. ValueError when the explanation has no estimate (`expl.no_estimate` says why)."""
+    has run, on one colour scale with `restored_grid`. ValueError when the explanation has no estimate
+    (`expl.no_estimate` says why)."""
     if expl.estimate is None:
         raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
-    return attribution_figures.estimate_grid(expl.estimated, expl.clean.layer_ids, _differ(expl))
+    return attribution_figures.estimate_grid(expl.estimated, expl.clean.layer_ids, _differ(expl), _bound(expl))
 
 
 def _patched(expl: Explanation) -> None:
@@ -202,9 +223,10 @@ def _patched(expl: Explanation) -> None:
 
 def restored_grid(expl: Explanation) -> go.Figure:
     """Activation patching of a prediction (`mha_viz.interventions.prediction.patch`): the share of the gap
-    between the clean and the corrupted run that patching one head's clean output restores."""
+    between the clean and the corrupted run that patching one head's clean output restores (the
+    estimate's colour scale, when there is one: the same colour is the same fraction on both)."""
     _patched(expl)
-    return attribution_figures.restored_grid(expl.patching.restored, expl.clean.layer_ids, _differ(expl))
+    return attribution_figures.restored_grid(expl.patching.restored, expl.clean.layer_ids, _differ(expl), _bound(expl))
 
 
 def estimate_scatter(expl: Explanation) -> go.Figure:
@@ -215,3 +237,66 @@ def estimate_scatter(expl: Explanation) -> go.Figure:
         raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
     return attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
                                                  agree.spearman, expl.clean.layer_ids, agree.differ)
+
+
+def grid(values, *, title: str, layer_ids: list[int] | None = None) -> go.Figure:
+    """Any (layers, heads) array as a layers × heads grid, as the app draws head importance, the attention
+    hidden tokens took (`run.hidden.mass`), how much contributions changed each head and learned sinks.
+    layer_ids: the model's layer number of each row (a run's `layer_ids`; default 0, 1, …)."""
+    return metric_figures.metric_grid(values, title=title, layer_ids=layer_ids)
+
+
+def position_grid(expl: Explanation, layer: int) -> go.Figure:
+    """The estimate of one layer (a row of `expl.clean`) by head and patched position, as *Heads behind a
+    prediction* draws it under "Where each head reads it"."""
+    if expl.estimate is None:
+        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
+    return attribution_figures.position_grid(expl.estimate.values[layer], expl.corrupted.tokens,
+                                             expl.clean.layer_ids[layer])
+
+
+def head_tokens(promoted, suppressed, layer: int, head: int) -> go.Figure:
+    """The tokens one head's write promotes and suppresses (`attribution.head_tokens(model, text, layer, head)`),
+    as bars."""
+    return attribution_figures.token_bars(promoted, suppressed,
+                                          f"Layer {layer}, head {head}: tokens its write promotes and suppresses")
+
+
+def patched_positions(patched, expl: Explanation, layer: int, head: int) -> go.Figure:
+    """One head patched at one position at a time (`attribution.patch_positions(…)`, its `.values`), beside
+    the estimate of the same from `expl` when it has one."""
+    values = getattr(patched, "values", patched)
+    return attribution_figures.position_bars(values, expl.corrupted.tokens,
+                                             f"Layer {layer}, head {head} patched at one position at a time",
+                                             estimate=None if expl.estimate is None else
+                                             expl.estimate.values[layer, head])
+
+
+def walkthrough(w: Walkthrough, steps: tuple[str, ...] | None = None) -> dict[str, go.Figure]:
+    """The matrices of a head's walkthrough (`mha_viz.views.teaching.walkthrough`) by step name: X, Q, K, V,
+    scores, scaled, masked (causal or local layers only), probs, z, concat, output; `steps` picks some."""
+    return teach_figures.step_figures(w, teach_figures.STEPS if steps is None else tuple(steps))
+
+
+def softmax_row(w: Walkthrough, row: int) -> go.Figure:
+    """One query row of a walkthrough: its scaled scores and the probabilities softmax makes of them."""
+    return teach_figures.softmax_row(w.masked[row], w.probs[row], w.tokens,
+                                     title=f"Row {row} ({w.tokens[row]!s}): scores → probabilities")
+
+
+def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = None) -> go.Figure:
+    """Which key/value head each query head reads under grouped- and multi-query attention: query head i
+    reads KV head i // (H / G); `highlight`, a query head whose group is drawn dark."""
+    return teach_figures.kv_sharing(num_heads, num_kv_heads, highlight=highlight)
+
+
+def probability_maps(maps: dict, tokens: list[str]) -> dict[str, go.Figure]:
+    """One token × token probability map per title (the teaching page's demonstrations)."""
+    return teach_figures.probability_maps(maps, tokens)
+
+
+def pruning_curve(curve: pd.DataFrame, *, loss_label: str = "loss") -> go.Figure:
+    """A pruning curve: a table with "fraction of heads off", "importance order", "random mean" and "random sd"
+    columns, as *Switch heads off* draws it."""
+    return teach_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
+                                        curve["random mean"], curve["random sd"], loss_label=loss_label)

@@ -40,17 +40,25 @@ def _circled(fig: go.Figure, marked: np.ndarray | None) -> go.Figure:
     return fig
 
 
+def fraction_bound(*grids: np.ndarray | None) -> float:
+    """The largest |value| of the restored-fraction grids given (None skipped): the estimate's and
+    the real grid drawn with it on one colour scale, so that one colour means one fraction on both."""
+    shown = [np.asarray(g, dtype=np.float64).ravel() for g in grids if g is not None]
+    return symmetric_bound(np.concatenate(shown)) if shown else 1.0
+
+
 def restored_grid(restored: np.ndarray, layer_ids: list[int] | None = None,
-                  marked: np.ndarray | None = None) -> go.Figure:
-    """Each head's restored fraction: 1 when its clean output alone brings the metric back."""
-    return _circled(metric_grid(restored, diverging=True, layer_ids=layer_ids,
+                  marked: np.ndarray | None = None, bound: float | None = None) -> go.Figure:
+    """Each head's restored fraction: 1 when its clean output alone brings the metric back.
+    bound: the colour scale spans ± this (`fraction_bound`; default this grid's largest |value|)."""
+    return _circled(metric_grid(restored, diverging=True, layer_ids=layer_ids, bound=bound,
                                 title="Restored fraction (patching one head)"), marked)
 
 
 def estimate_grid(estimated: np.ndarray, layer_ids: list[int] | None = None,
-                  marked: np.ndarray | None = None) -> go.Figure:
-    """Each head's estimated restored fraction (attribution patching)."""
-    return _circled(metric_grid(estimated, diverging=True, layer_ids=layer_ids,
+                  marked: np.ndarray | None = None, bound: float | None = None) -> go.Figure:
+    """Each head's estimated restored fraction (attribution patching); `bound` as `restored_grid`'s."""
+    return _circled(metric_grid(estimated, diverging=True, layer_ids=layer_ids, bound=bound,
                                 title="Estimated restored fraction (attribution patching)"), marked)
 
 

@@ -45,17 +45,19 @@ def head_labels(layers: int | list[int], num_heads: int) -> list[str]:
 
 
 def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None = None,
-                diverging: bool = False, layer_ids: list[int] | None = None) -> go.Figure:
+                diverging: bool = False, layer_ids: list[int] | None = None,
+                bound: float | None = None) -> go.Figure:
     """A metric as a layers × heads heatmap (layer rows, head columns). One invisible marker a
     cell, laid out layer-major, makes a click select that head (`heads.grid_pick`).
-    layer_ids: the model's layer number of each row (default 0, 1, …)."""
+    layer_ids: the model's layer number of each row (default 0, 1, …). bound: a diverging scale
+    spans ± this (default: the largest |value|; grids drawn side by side pass one bound)."""
     v = np.asarray(values, dtype=np.float64)
     L, H = v.shape
     names = layer_numbers(L if layer_ids is None else layer_ids)
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
     finite = v[np.isfinite(v)]
     if diverging:
-        bound = symmetric_bound(v)
+        bound = symmetric_bound(v) if bound is None else float(bound)
         zmin, zmax, scale = -bound, bound, DIVERGING
     else:
         zmin = float(finite.min()) if finite.size else 0.0

@@ -38,7 +38,7 @@ def ablation_page() -> None:
         return
     model = cur.model
     if not model.attention_modules:
-        st.info(f"The heads of this model cannot be switched off: {model.unread}.", icon="ℹ️")
+        st.info(f"The heads of this model cannot be switched off: {model.unread}.", icon=":material/info:")
         return
     kind = loss_inputs.loss_kind(model)
     on = _heads_on(cur)
@@ -85,14 +85,14 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
     try:
         base, off = analysis.outcomes(cur.key, on, mean_ablation, model)
     except mha_viz.InputError as exc:  # e.g. a decoder's loss on a one-token text
-        st.error(plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon=":material/warning:")
         return
     st.metric(loss_inputs.LOSS_LABELS[kind].split(" (")[0], f"{off.loss:.4f}", delta=f"{off.loss - base.loss:+.4f}",
               delta_color="inverse", help=loss_inputs.LOSS_LABELS[kind])
     preds = ablation_outcome.prediction_pairs(base, off)
     if not preds and kind == loss_inputs.MASKED_LM:
         st.info(f"Type {plain(model.tokenizer.mask_token)} in the sentence where the model should fill "
-                "in a word to see its top-5 guesses before and after.", icon="✍️")
+                "in a word to see its top-5 guesses before and after.", icon=":material/edit:")
     for p in preds:
         st.markdown(f"**Top 5: {plain(p.position)}**")
         st.dataframe(pd.DataFrame({
@@ -108,7 +108,7 @@ def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
         pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model))
                  for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
     except mha_viz.InputError as exc:
-        st.error(plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon=":material/warning:")
         return
     change = ablation_outcome.compare_embeddings(*pairs)
     cols = st.columns(3)
@@ -137,7 +137,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         try:
             imp = resources.one_at_a_time(lambda: analysis.importance(key, model))
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
-            st.error(plain(str(exc)), icon="⚠️")
+            st.error(plain(str(exc)), icon=":material/warning:")
             return
         charts.show(charts.cached("importance", key, lambda: metric_figures.metric_grid(
             imp, title="Head importance (per-layer L2-normalised)")), key=keys.IMP_GRID)
@@ -159,7 +159,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
                                            out_of_memory="The pruning curve needs more memory than is free: use "
                                                          "a shorter text.")
             if curve is None:
-                st.error(plain(why), icon="⚠️")
+                st.error(plain(why), icon=":material/warning:")
                 return
             charts.show(charts.cached("pruning", (key, mean_ablation), lambda: teach_figures.pruning_figure(
                 ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],

@@ -22,7 +22,7 @@ def across_layers_page() -> None:
         st.info(f"Rollout and flow follow every layer from the first; this capture holds layers "
                 f"{', '.join(map(str, run.layer_ids))} of {run.model_layers} only. Capture from layer 0 "
                 "(fewer tokens, or layers 0 to k under *Layers to capture* in the sidebar) to see them.",
-                icon="ℹ️")
+                icon=":material/info:")
         return
     method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key=keys.LAYERS_METHOD,
                       persist_state=keys.KEEP,
@@ -48,7 +48,7 @@ def across_layers_page() -> None:
         if run.n > metrics.FLOW_MAX_TOKENS:
             st.warning(f"Flow solves a max-flow problem for every pair of tokens over L·n² edges (cost "
                        f"grows like n⁴), so it is offered for inputs of at most {metrics.FLOW_MAX_TOKENS} "
-                       f"tokens; this one has {run.n}. Rollout works at any length.", icon="⏱️")
+                       f"tokens; this one has {run.n}. Rollout works at any length.", icon=":material/timer:")
             return
         # measured on 2 CPU cores: about 5 s for 6 layers at 64 tokens; cost grows like layers · n⁴
         seconds = 5.0 * (layer + 1) / 6 * (run.n / 64) ** 4

@@ -79,7 +79,7 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
     ask = (key, method)
     auto = session.pop(keys.CIRC_AUTO, None) == key  # a link asked for this pair's circuit
     if jobs.cancelled(keys.CIRC_RUNNING) is not None:
-        st.warning("Finding the circuit was cancelled; nothing was kept.", icon="⏹️")
+        st.warning("Finding the circuit was cancelled; nothing was kept.", icon=":material/stop_circle:")
     _stopped_notice()
     edges = _results().get(ask)
     if edges is None:
@@ -117,7 +117,7 @@ def _find(model, key, method: str, answer: int, wrong: int):
                             what="The circuit", out_of_memory="The circuit ran out of memory: use shorter texts or "
                                                               "a smaller model.")
     if error:
-        st.error(plain(error), icon="⚠️")
+        st.error(plain(error), icon=":material/warning:")
         return None
     _results()[(key, method)] = edges
     return edges
@@ -136,7 +136,7 @@ def _stopped_notice() -> None:
     stopped = jobs.cancelled(keys.CIRC_REAL_RUNNING)
     if stopped is not None:
         _stopped().add(stopped)
-        st.warning("Running it for real was cancelled; nothing was kept.", icon="⏹️")
+        st.warning("Running it for real was cancelled; nothing was kept.", icon=":material/stop_circle:")
 
 
 def _run_real(model, key, what: tuple, compute, again: str | None):
@@ -160,7 +160,7 @@ def _run_real(model, key, what: tuple, compute, again: str | None):
     slot.empty()
     _stopped().discard((key, what))
     if error:
-        st.error(plain(error), icon="⚠️")
+        st.error(plain(error), icon=":material/warning:")
         return None
     store[(key, what)] = value
     return value
@@ -242,7 +242,7 @@ def _picked_edge(model, key, ask, edges) -> None:
     if real is not None:
         st.info(f"**{sender} → {receiver}**: estimated change in m {estimate:+.4f}; path-patched for real "
                 f"**{real:+.4f}** (the clean run with only the input of {receiver} given {sender}'s corrupted write).",
-                icon="🔬")
+                icon=":material/biotech:")
 
 
 def _top_real(model, key, ask, edges) -> None:
@@ -293,14 +293,14 @@ def _opener(cur, key) -> None:
     try:
         edges = circuit_edges.Edges.from_json(upload.getvalue().decode("utf-8", errors="replace"))
     except ValueError as exc:
-        st.error(plain(f"This file cannot be opened: {exc}."), icon="⚠️")
+        st.error(plain(f"This file cannot be opened: {exc}."), icon=":material/warning:")
         return
     clean, corrupted = edges.extra.get("clean"), edges.extra.get("corrupted")
     if edges.model != cur.model.name:
         st.error(plain(f"This circuit was found on {edges.model}, not on {cur.model.name}: pick that model in the "
-                       "sidebar first."), icon="⚠️")
+                       "sidebar first."), icon=":material/warning:")
     elif not isinstance(clean, str) or not isinstance(corrupted, str):
-        st.error("This circuit does not say which texts it was found on.", icon="⚠️")
+        st.error("This circuit does not say which texts it was found on.", icon=":material/warning:")
     elif (clean, corrupted) == (key.clean, key.corrupted):
         if session.get(keys.CIRC_OPENED) != upload.file_id:  # once a file: then it is this pair's circuit
             session.put(keys.CIRC_OPENED, upload.file_id)
@@ -308,7 +308,7 @@ def _opener(cur, key) -> None:
             st.rerun()
     else:
         st.warning(plain(f"This circuit was found on another pair: clean “{clean}”, corrupted “{corrupted}”."),
-                   icon="🔀")
+                   icon=":material/alt_route:")
         st.button("Put its pair on the page", key=keys.CIRC_OPEN_PAIR, on_click=put_pair, args=(edges,),
                   help="Sets the sidebar's text (clean), the corrupted text and the answer and wrong tokens to "
                        "the circuit's; it shows once the heads of that pair are found.")

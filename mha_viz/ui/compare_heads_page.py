@@ -24,7 +24,7 @@ def compare_heads_page() -> None:
                  or default)
     picked = st.multiselect("Heads to compare (any layers)", labels, key=keys.COMPARE_HEADS, max_selections=6)
     if len(picked) < 2:
-        st.info("Pick two or more heads.", icon="✍️")
+        st.info("Pick two or more heads.", icon=":material/edit:")
         return
     idx = [labels.index(h) for h in picked]
     session.setdefault(keys.COMPARE_RESCALE, run.n > RESCALE_ABOVE)

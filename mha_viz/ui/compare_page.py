@@ -55,7 +55,7 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
                            help="The same model with and without our MHA should give the same heads (a "
                                 "divergence near 0): a check of our implementation.")
     if not (spec or "").strip():
-        st.info("Type the hub id or folder of model B.", icon="✍️")
+        st.info("Type the hub id or folder of model B.", icon=":material/edit:")
         return None
     device = session.get(keys.DEVICE, "auto")
     return resources.load_model(spec, device, local, sidebar.precision()), local
@@ -72,7 +72,7 @@ def _run_b(cur):
         text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=keys.KEEP,
                               height=80)
         if not text_b.strip():
-            st.info("Type sentence B to compare it with the sidebar's sentence.", icon="✍️")
+            st.info("Type sentence B to compare it with the sidebar's sentence.", icon=":material/edit:")
             return None
         run_b, key_b = sidebar.run_to_compare(cur.model, text_b, local_a, cur.key.layers)  # A's layers: heads pair up
         return run_b, key_b, "A: the sidebar's sentence", "B: sentence B"
@@ -91,21 +91,21 @@ def compare_page() -> None:
     if cur is None:
         return
     if cur.stale or cur.model is None:
-        st.info("Compare works on the sidebar's current text and model: fix the message above first.", icon="ℹ️")
+        st.info("Compare works on the sidebar's current text and model: fix the message above first.", icon=":material/info:")
         return
     try:
         got = _run_b(cur)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
         if isinstance(exc, mha_viz.NotFiniteError):  # NaN or infinity: the message says what to do, the log where
             log.exception("run B not finite")
-        st.error(plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon=":material/warning:")
         return
     except (MemoryError, torch.OutOfMemoryError):
         log.exception("out of memory: run B")
         got = OUT_OF_MEMORY
     if got is OUT_OF_MEMORY:  # given back here, past the handler, whose frames held the tensors
         memory.free_cache()
-        st.error(f"Run B needs more memory than this machine has free. {memory.OUT_OF_MEMORY_ADVICE}", icon="⚠️")
+        st.error(f"Run B needs more memory than this machine has free. {memory.OUT_OF_MEMORY_ADVICE}", icon=":material/warning:")
         return
     if got is None:
         return
@@ -114,13 +114,13 @@ def compare_page() -> None:
                                  out_of_memory=f"The comparison needs more memory than is free. "
                                                f"{memory.OUT_OF_MEMORY_ADVICE}")
     if cmp is None:
-        st.error(plain(why), icon="⚠️")
+        st.error(plain(why), icon=":material/warning:")
         return
     st.caption(f"{plain(label_a)}: {cur.run.n} tokens, {cur.run.num_layers} × {cur.run.num_heads} heads · "
                f"{plain(label_b)}: {run_b.n} tokens, {run_b.num_layers} × {run_b.num_heads} heads.")
-    st.info(plain(cmp.basis), icon="⚖️")
+    st.info(plain(cmp.basis), icon=":material/balance:")
     if cmp.precision_note:
-        st.warning(cmp.precision_note, icon="🎚️")
+        st.warning(cmp.precision_note, icon=":material/tune:")
     if cmp.change is not None:
         _head_by_head(cmp, (cur.key, key_b), label_a, label_b)
     else:

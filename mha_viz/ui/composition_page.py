@@ -74,7 +74,7 @@ def _attempt(compute, what: str, say):
     """compute()'s result, or None after `say` (st.warning, st.info) gave the message."""
     result, error = resources.attempt(compute, what=what, out_of_memory=f"{what} ran out of memory.")
     if error:
-        say(plain(error), icon="⚠️" if say is st.warning else "ℹ️")
+        say(plain(error), icon=":material/warning:" if say is st.warning else ":material/info:")
     return result
 
 
@@ -84,7 +84,7 @@ def composition_page() -> None:
         return
     model = cur.model
     if model is None or cur.model_key is None:
-        st.info("Load a model to see how its heads compose.", icon="ℹ️")
+        st.info("Load a model to see how its heads compose.", icon=":material/info:")
         return
     st.caption("Read off the weights alone, not the text: how much each head's output can feed each later head, "
                "with every norm's weight folded into the matrices that read it. Each score is a cosine-like ratio "
@@ -94,7 +94,7 @@ def composition_page() -> None:
             f"Compute the composition scores (about {_duration(seconds)} here)", key=keys.COMP_GO):
         st.info(f"{plain(model.name)} has {model.num_layers} layers of {model.num_heads} heads: every pair of heads "
                 f"costs a d_v × d_model × d_k product, about {_duration(seconds)} on this machine "
-                f"({'its GPU' if _on_gpu(model) else 'the CPU'}). The result is kept for the model.", icon="⏱️")
+                f"({'its GPU' if _on_gpu(model) else 'the CPU'}). The result is kept for the model.", icon=":material/timer:")
         return
     result = _attempt(lambda: _held(lambda: analysis.composition(cur.model_key, model),
                                     compose.composition_known(model)), "Head composition", st.warning)
@@ -124,7 +124,7 @@ def composition_page() -> None:
     if model.name == "toy-induction":
         st.info("On toy-induction, K-composition shows the induction circuit in the weights: every layer-1 head's "
                 "keys read the layer-0 previous-token head (its row stands out), and the layer-1 heads' copying "
-                "scores are near 1: they copy the token they find into the prediction.", icon="🎓")
+                "scores are near 1: they copy the token they find into the prediction.", icon=":material/school:")
     st.subheader("The strongest")
     st.dataframe(composition_figures.strongest(scores[kind], baseline[kind], layer_ids=layer_ids), hide_index=True,
                  key=keys.COMP_TABLE)

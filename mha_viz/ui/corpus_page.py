@@ -82,14 +82,14 @@ def _documents(conf) -> tuple[Documents, str] | None:
                 help=f"At most {conf.max_corpus_docs:,} documents and "
                      f"{min(conf.max_corpus_mb, UPLOAD_CEILING_MB)} MB here.")
             if upload is None:
-                st.info("Choose a file to compute its statistics.", icon="📄")
+                st.info("Choose a file to compute its statistics.", icon=":material/description:")
                 return None
             docs = _read_once(("upload", upload.file_id, column), lambda: corpus.read_upload(
                 upload.getvalue(), upload.name, text_column=column, **limits))
             return docs, f"{plain(upload.name)} ({docs.count:,} documents)"
         path = st.text_input("Path", key=keys.CORPUS_PATH, persist_state=keys.KEEP, placeholder="/data/sentences.txt")
         if not path.strip():
-            st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon="📄")
+            st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon=":material/description:")
             return None
         try:
             stat = Path(path.strip()).stat()
@@ -100,7 +100,7 @@ def _documents(conf) -> tuple[Documents, str] | None:
                           lambda: corpus.read_texts(path.strip(), text_column=column, **limits))
         return docs, f"{plain(path.strip())} ({docs.count:,} documents)"
     except mha_viz.InputError as exc:  # CorpusError: a message written for the user
-        st.error(plain(str(exc)), icon="⚠️")
+        st.error(plain(str(exc)), icon=":material/warning:")
         return None
 
 
@@ -141,7 +141,7 @@ def corpus_page() -> None:
                f"{HOLD_EVERY}th) are held out to test the importance order." if held else
                f"All {len(train):,} are used (under {HOLD_MIN_DOCS} documents, none is held out)."))
     if jobs.cancelled(keys.CORPUS_RUNNING) is not None:
-        st.warning("The corpus job was cancelled; nothing was kept.", icon="⏹️")
+        st.warning("The corpus job was cancelled; nothing was kept.", icon=":material/stop_circle:")
     stats = statistics_store().get(key)
     if stats is None:
         buttons = jobs.buttons(f"Compute over {len(train):,} documents", keys.CORPUS_GO, cancel_key=keys.CORPUS_CANCEL,
@@ -155,7 +155,7 @@ def corpus_page() -> None:
                                     "document."))
         if error:  # the message is below the buttons; any change draws them afresh
             buttons.idle()
-            st.error(plain(error), icon="⚠️")
+            st.error(plain(error), icon=":material/warning:")
             return
         buttons.done()
     _results(cur, key, stats, held)
@@ -190,7 +190,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     rate = stats.n_docs / stats.seconds if stats.seconds else 0.0
     st.success(f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens"
                + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else ".")
-               + " Each head's top documents and the head finder are on **Head examples**.", icon="📚")
+               + " Each head's top documents and the head finder are on **Head examples**.", icon=":material/library_books:")
     names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
     metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=keys.KEEP,
                           format_func=lambda c: metrics.METRICS[c].label)
@@ -215,7 +215,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
 def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
     st.subheader("Corpus importance")
     if stats.importance is None:
-        st.info(plain(stats.importance_note or "Importance was not asked for."), icon="ℹ️")
+        st.info(plain(stats.importance_note or "Importance was not asked for."), icon=":material/info:")
         return
     charts.show(metric_figures.metric_grid(stats.importance, title="Head importance over the corpus "
                                            "(per-layer L2-normalised)", layer_ids=sorted(set(stats.table["layer"]))),
@@ -234,7 +234,7 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
             done[key] = resources.one_at_a_time(lambda: _pruning(cur.model, stats.importance, held, key.max_tokens))
         except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
             log.exception("corpus pruning failed")
-            st.error(plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"), icon="⚠️")
+            st.error(plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"), icon=":material/warning:")
             return
     curve = done[key]
     kind = loss_inputs.loss_kind(cur.model)
@@ -265,11 +265,11 @@ def _this_sentence(cur, table: pd.DataFrame, metric: str, label: str) -> None:
     run = cur.full_run or cur.run
     if run.partial:
         st.info("The sidebar's sentence was captured for some layers only (see the sidebar): lower the token "
-                "limit to compare every head with the corpus.", icon="ℹ️")
+                "limit to compare every head with the corpus.", icon=":material/info:")
         return
     here = analysis.head_table(cur.key._replace(hidden=()), run, cur.model)
     if metric not in here.columns:
-        st.info("The sidebar's sentence has no value of this metric.", icon="ℹ️")
+        st.info("The sidebar's sentence has no value of this metric.", icon=":material/info:")
         return
     left, right = st.columns(2)
     charts.show(corpus_figures.versus(table, here, metric, label=label), key=keys.CORPUS_VERSUS, where=left,

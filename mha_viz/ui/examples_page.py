@@ -63,7 +63,7 @@ def examples_page() -> None:
     if stats is None:
         st.info(f"No corpus has been run for {plain(cur.model.name)} in this session yet. Run one on the "
                 "**Corpus** page (the bundled sample, a file or a dataset): each head's examples are kept with the "
-                "statistics, and this page shows them.", icon="📚")
+                "statistics, and this page shows them.", icon=":material/library_books:")
         if st.button("Open the Corpus page", key=keys.EXAMPLES_TO_CORPUS):
             session.put(keys.GOTO, "corpus")
             st.rerun()

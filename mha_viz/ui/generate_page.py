@@ -58,12 +58,12 @@ def generate_page() -> None:
     prompt = session.get(keys.TEXT) or ""
     if not prompt.strip():
         st.info("The prompt is empty: type one in the sidebar's Sentence box, and the model continues it.",
-                icon="✍️")
+                icon=":material/edit:")
     elif model is None:
         if cur.error:
-            st.error(plain(cur.error), icon="⚠️")
+            st.error(plain(cur.error), icon=":material/warning:")
         elif cur.notice:
-            st.info(cur.notice, icon="✍️")
+            st.info(cur.notice, icon=":material/edit:")
     elif model.is_encoder_decoder:  # it writes its target in the sidebar: step through it here
         seq2seq_views.steps_view(cur)
         return
@@ -90,7 +90,7 @@ def _cannot_generate(model: mha_viz.LoadedModel) -> str | None:
 def _offer_decoders(reason: str) -> None:
     """The reason, and buttons that switch to a bundled decoder (nothing to press that would fail)."""
     st.info(plain(reason) + " Pick a decoder in the sidebar's model picker: smollm2 (Llama family, "
-            "grouped-query attention) or toy-induction.", icon="ℹ️")
+            "grouped-query attention) or toy-induction.", icon=":material/info:")
     offered = [m for m in SUGGESTED if m in mha_viz.BUNDLED and resources.settings().allows(m)]
     for col, name in zip(st.columns(max(len(offered), 1) + 2), offered):
         col.button(f"Use {name}", key=keys.GEN_USE + name, on_click=_use_model, args=(name,))
@@ -165,7 +165,7 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, buttons: jobs.Buttons) ->
     stream.empty()
     buttons.idle()
     if error:
-        st.error(plain(error) + " The last generation (if any) is kept below.", icon="⚠️")
+        st.error(plain(error) + " The last generation (if any) is kept below.", icon=":material/warning:")
         return
     session.put(keys.GEN_LAST, (key, gen, None))
     session.put(keys.GEN_STEP, 1)
@@ -181,9 +181,9 @@ def _stopped_notice() -> None:
         k = len(gen.steps)
         session.put(keys.GEN_LAST, (key, gen, f"stopped after {k} token{'s' * (k != 1)}"))
         session.put(keys.GEN_STEP, 1)
-        st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.", icon="⏹️")
+        st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.", icon=":material/stop_circle:")
     else:
-        st.info("Stopped before the first token; the last generation (if any) is kept.", icon="⏹️")
+        st.info("Stopped before the first token; the last generation (if any) is kept.", icon=":material/stop_circle:")
 
 
 def _result(cur, wanted: GenKey | None) -> None:
@@ -250,7 +250,7 @@ def _clamp(key: str, low: int, high: int, default: int) -> None:
 def _steps(gen) -> None:
     run, T = gen.run, len(gen.steps)
     if T == 0:
-        st.info("No token was generated: the model ended the text at once.", icon="ℹ️")
+        st.info("No token was generated: the model ended the text at once.", icon=":material/info:")
         return
     nxt = session.pop(keys.GEN_STEP_NEXT, None)
     if nxt is not None and session.get(keys.GEN_STEP) == nxt[1]:  # Play reached nxt[0]; the slider was not moved

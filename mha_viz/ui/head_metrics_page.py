@@ -7,6 +7,7 @@ import streamlit as st
 from mha_viz import metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
+from mha_viz.figures import type_grid
 from mha_viz.ui import analysis, charts, keys, seq2seq_views, view_helpers
 from mha_viz.ui.text import plain
 
@@ -50,8 +51,11 @@ def head_metrics_page() -> None:
     st.caption("Click a cell to open that head in the head view.")
     if not set(metrics.needing("outputs")) & set(table.columns):  # the catalogue says which measures need z
         st.info("Importance (output norms) needs each head's output, which this model's architecture "
-                "does not expose to mha-viz.", icon="ℹ️")
+                "does not expose to mha-viz.", icon=":material/info:")
     st.markdown(PATTERN_RULES)
+    types = charts.cached("head_types", (cur.key,), lambda: type_grid.table_types(table, run))
+    charts.show(types, key=keys.METRIC_TYPES, name="head-types", selection_mode="points", width="content",
+                on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_TYPES, view_helpers.grid_index))
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     st.dataframe(table, hide_index=True, key=keys.HEAD_TABLE_DF, column_config=view_helpers.number_format(table))

@@ -57,6 +57,24 @@ LINK_PENDING = "_link_pending"  # the link (links.Link) whose layer, head and de
 LINK_NOTICES = "_link_notices"  # what the link asked for that was ignored, shown once above the page
 DETAIL_LINKED = "_detail_linked"  # a link chose the head view's detail: a new run keeps it (views)
 
+# --- a lesson followed (ui.lesson_flow) and built (ui.lesson_panel) -----------------------------
+LESSON = "_lesson"  # the mha_viz.export.lesson.Lesson this session follows
+LESSON_STEP = "_lesson_step"  # its step on screen, from 0
+LESSON_SOURCE = "_lesson_source"  # what a link's `lesson` says to open it again (a name, a packed lesson) or None
+LESSON_READ = "_lesson_read"  # the session's first run has looked for a lesson (link, MHA_VIZ_LESSON)
+LESSON_MESSAGE = "_lesson_message"  # why a lesson could not be opened, shown once above the page
+LESSON_BACK, LESSON_NEXT, LESSON_RESTORE, LESSON_LEAVE = "lesson_back", "lesson_next", "lesson_restore", "lesson_leave"
+LESSON_NOTE_BOX = "lesson_note_box"  # the container of the step's note above the view
+LESSON_DRAFT = "_lesson_draft"  # the Lesson being built in the panel
+LESSON_TITLE = "lesson_title"  # its title
+LESSON_NOTE = "lesson_note"  # the note of the view to add (or of the step being edited)
+LESSON_EDIT = "_lesson_edit"  # the step whose note the box edits, or absent
+LESSON_ADD = "lesson_add"
+LESSON_ROW = "lesson_row_"  # + "up_3", "down_3", "edit_3", "delete_3": a step's buttons
+LESSON_DOWNLOAD, LESSON_FOLLOW, LESSON_BUNDLED = "lesson_download", "lesson_follow", "lesson_bundled"
+LESSON_FILE = "lesson_file"  # a lesson file to open
+LESSON_PANEL_MESSAGE = "_lesson_panel_message"  # why the panel could not do what was asked, shown once
+
 # --- model view ---------------------------------------------------------------------------------
 GRID = "grid"  # the model grid's selection event
 GRID_RESCALE = "grid_rescale"
@@ -101,6 +119,7 @@ PRED_ESTIMATE_GRID = "pred_estimate_grid"
 PRED_REAL_GO, PRED_REAL_CANCEL = "pred_real_go", "pred_real_cancel"  # real patching, after the estimate
 PRED_REAL_RUNNING = "_pred_real_running"  # set while real patching runs (as PRED_RUNNING)
 PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
+PRED_POS_FOLLOWS = "_pred_pos_follows"  # the chosen head's row PRED_POS_LAYER was last set to (it follows the head)
 
 # --- line view (lines_page) --------------------------------------------------------------------
 LINE_LAYER, LINE_HEADS, LINE_THRESHOLD = "line_layer", "line_heads", "line_threshold"
@@ -251,6 +270,7 @@ LAYERS_METHOD = "layers_method"
 MAP_COLOUR = "map_colour"
 METRIC_CHOICE = "metric_choice"
 METRIC_GRID = "metric_grid"
+METRIC_TYPES = "metric_types"  # the grid of head types (its selection events)
 SIM_MATRIX = "sim_matrix"
 SIM_ORDER = "sim_order"
 # prediction_page
@@ -358,5 +378,5 @@ NOT_KEPT = frozenset({
     # the on/off grid, drawn under a new key whenever the app changes it (HEADS_ON keeps the heads)
     HEADS_GRID_PREFIX,
     # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
-    CORPUS_FILE, CIRC_FILE,
+    CORPUS_FILE, CIRC_FILE, LESSON_FILE,
 })

@@ -54,7 +54,7 @@ def _window(run) -> tuple[int, int] | None:
     if not (isinstance(value, (tuple, list)) and len(value) == 2 and 0 <= value[0] < value[1] <= n):
         session.put(keys.LINE_WINDOW, (0, MAX_TOKENS))
     st.info(f"The text has {n} tokens: the line view draws at most {MAX_TOKENS} at a time. "
-            "Choose the window of tokens (the same on both sides) below.", icon="🪟")
+            "Choose the window of tokens (the same on both sides) below.", icon=":material/select_all:")
     start, stop = st.slider("Token window", 0, n, key=keys.LINE_WINDOW, persist_state=keys.KEEP,
                             help=f"Tokens start … stop − 1 on both sides, at most {MAX_TOKENS}.")
     if stop - start > MAX_TOKENS:
@@ -101,7 +101,7 @@ def _page(cur) -> None:
     focus = None if token == NO_FOCUS else (side, int(token))
 
     if not heads:
-        st.info("Pick at least one head above to draw its lines.", icon="👆")
+        st.info("Pick at least one head above to draw its lines.", icon=":material/touch_app:")
         return
     fig = charts.cached("lines", (cur.key, layer, tuple(heads), threshold, focus, window),
                         lambda: line_figures.line_figure(run, layer, heads, threshold=threshold, focus=focus,
@@ -109,7 +109,7 @@ def _page(cur) -> None:
     drawn = line_figures.drawn_lines(fig)
     if drawn == 0:
         st.info(f"No line has a weight of at least {threshold:.2f} in the heads picked"
-                + (" for this focus token" if focus else "") + ": lower the threshold.", icon="🫥")
+                + (" for this focus token" if focus else "") + ": lower the threshold.", icon=":material/visibility_off:")
     meta = fig.layout.meta
     where = ("Target tokens (queries) on the left, source tokens (keys) on the right" if seq2seq_views.is_cross(run)
              else "Queries (attending) on the left, keys (attended to) on the right")

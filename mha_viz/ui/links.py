@@ -45,17 +45,38 @@ def read() -> None:
     if session.get(keys.LINK_READ):
         return
     session.put(keys.LINK_READ, True)
+    if not has_view():  # a lesson's step (`lesson_flow`), or the defaults
+        return
     conf = resources.settings()
     link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public)
-    offered = sidebar.choose(model=link.model, text=link.text, hide=link.hide or None, ours=link.ours or None,
-                             contributions=link.contributions or None, dtype=link.dtype)
+    open_view(link, notices)
+
+
+def has_view() -> bool:
+    """Whether the URL carries a view of its own (more than a lesson and its step)."""
+    return bool(set(st.query_params.to_dict()) - set(links.LESSON) - set(links.EMBED))
+
+
+def open_view(link: links.Link, notices: list[str] | None = None, *, exact: bool = False) -> None:
+    """Put `link`'s view in the inputs (before the sidebar draws them) and its layer, head and detail
+    in wait for the model; `notices` (what a link ignored) wait to be shown with what this adds.
+    `exact` (a lesson's step): what the link leaves out goes back to the app's default, so the view
+    opens the same whatever the session had chosen."""
+    notices = list(notices or [])
+    if exact:
+        offered = sidebar.choose(model=link.model, text=link.text or sidebar.DEFAULT_TEXT, hide=link.hide,
+                                 ours=link.ours, contributions=link.contributions,
+                                 dtype=link.dtype or sidebar.default_precision())
+    else:
+        offered = sidebar.choose(model=link.model, text=link.text, hide=link.hide or None, ours=link.ours or None,
+                                 contributions=link.contributions or None, dtype=link.dtype)
     if not offered:
         notices.append(f"This server does not offer the link's model “{link.model}”: "
                        "the default model is shown.")
     if not compare_run_b.choose_run_b(mode=link.compare, text_b=link.text_b, model_b=link.model_b, ours_b=link.ours_b):
         notices.append(f"This server does not offer the link's model B “{link.model_b}”: model B is the default.")
     _prediction_inputs(link)
-    if (link.layer, link.head, link.detail) != (None, None, None):
+    if exact or (link.layer, link.head, link.detail) != (None, None, None):
         session.put(keys.LINK_PENDING, link)
     if notices:
         session.put(keys.LINK_NOTICES, notices)
@@ -136,7 +157,7 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
     return replace(link, **fields), default
 
 
-def _base_url(url_path: str) -> str:
+def base_url(url_path: str) -> str:
     """The app's address without the page (st.context.url holds the current page's path), or ""
     when the browser did not say (the link is then relative to the server)."""
     here = (st.context.url or "").rstrip("/")
@@ -144,19 +165,20 @@ def _base_url(url_path: str) -> str:
     return here[: -len(suffix)] if suffix and here.endswith(suffix) else here
 
 
-def share(page, cur: state.Current) -> None:
-    """After the page has drawn: the URL's query parameters follow the view (defaults left out),
-    and the sidebar's *Share* box shows the link with a *Copy link* button."""
+def share(page, cur: state.Current, lesson: dict[str, str] | None = None) -> None:
+    """After the page has drawn: the URL's query parameters follow the view (defaults left out)
+    and `lesson`'s (the lesson followed and its step), and the sidebar's *Share* box shows the link
+    with a *Copy link* button."""
     page_id = page.url_path or pages.DEFAULT  # the default page's own path is "" (st.Page)
     link, default = view_link(page_id, cur)
-    params = links.encode(link, default=default)
+    params = links.encode(link, default=default) | (lesson or {})
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
     with st.sidebar:
         st.header("Share")
         st.caption("**Copy link**: the button at the right of the box copies the link to this view "
                    "(page, model, text, head and options; on Compare, also run B).")
-        st.code(links.url(_base_url(page.url_path), page.url_path, params), language=None, wrap_lines=True)
+        st.code(links.url(base_url(page.url_path), page.url_path, params), language=None, wrap_lines=True)
         if link.text and not links.text_fits(link.text):
             st.caption(f"The text is too long to share by link ({len(link.text):,} characters, at most "
                        f"{links.MAX_TEXT_CHARS:,}): the link opens on the default text.")

@@ -18,7 +18,7 @@ import torch
 
 from mha_viz import session_cap
 from mha_viz.budget import memory
-from mha_viz.ui import export_views, links, pages, preload, resources, sidebar, state
+from mha_viz.ui import export_views, lesson_flow, lesson_panel, links, pages, preload, resources, sidebar, state
 from mha_viz.ui.text import plain
 
 _log = logging.getLogger("mha_viz")
@@ -36,24 +36,28 @@ def guarded(step, *args, what: str) -> None:
         step(*args)
     except Exception:  # noqa: BLE001 - Streamlit's own reruns and stops are BaseExceptions: they pass
         logging.getLogger("mha_viz.ui").exception("%s failed", what)
-        st.warning(f"{what} did not work this time; the rest of the app is unaffected.", icon="⚠️")
+        st.warning(f"{what} did not work this time; the rest of the app is unaffected.", icon=":material/warning:")
 
 
 def main() -> None:
     """One run of the script: a session's page, drawn."""
     preload.warm()  # done by the server's start; where it was not, other sessions wait here
-    st.set_page_config(page_title="mha-viz: attention heads", page_icon="🔎", layout="wide")
+    st.set_page_config(page_title="mha-viz: attention heads", page_icon=":material/search:", layout="wide")
     page = pages.navigation()
-    pages.follow_goto()  # a view asked for another page (e.g. "Open in head view")
-    # a session's first run: a shared link's model, text and options, before the sidebar draws them
+    # a session's first run: a lesson (the link's or the server's) and a shared link's model, text and
+    # options, before the sidebar draws them
+    guarded(lesson_flow.read_link, what="Opening the lesson")
     guarded(links.read, what="Reading the link")
+    pages.follow_goto()  # a view (e.g. "Open in head view") or a lesson's step asked for another page
     # No page can run a longer text than this session's cap (callbacks run before this line: they
     # only record choices, they never compute)
     with session_cap(resources.token_cap()):
+        guarded(lesson_flow.bar, what="The lesson's steps")  # above the model: Step k of N, Back, Next
         cur = state.publish(sidebar.draw())
         # the link's layer and head, once the model is known
         guarded(links.apply_pending, cur, what="The link's layer and head")
         guarded(export_views.sidebar_box, cur, what="The Export box")
+        guarded(lesson_flow.note, what="The lesson's note")  # the step's note above the view
         out_of_memory = False
         try:
             page.run()
@@ -67,7 +71,8 @@ def main() -> None:
         if out_of_memory:  # after the handler: the failed frames are gone, their memory can go back
             memory.free_cache()
             st.error("This view needs more memory than is free. " + memory.OUT_OF_MEMORY_ADVICE
-                     + " Your text and choices are kept.", icon="⚠️")
+                     + " Your text and choices are kept.", icon=":material/warning:")
         # the URL follows the view; the sidebar's Share box
-        guarded(links.share, page, cur, what="The Share box")
+        guarded(links.share, page, cur, lesson_flow.url_params(), what="The Share box")
+        guarded(lesson_panel.panel, page, cur, what="The Lesson panel")
 

@@ -22,13 +22,13 @@ def unknown_status(cur, run) -> None:
     reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
     st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
                f"({plain(unk or 'unknown')}): it cannot read this text, so its heads have little to show."
-               f"{plain(reads)}", icon="❓")
+               f"{plain(reads)}", icon=":material/help:")
 
 
 def lens_status(cur) -> None:
     """What the sidebar's *Show attention as* did: the run's lens, or why the weights stay."""
     if cur.lens_note:
-        st.info(plain(cur.lens_note), icon="⚖️")
+        st.info(plain(cur.lens_note), icon=":material/balance:")
     if cur.run is not None and cur.run.lens:
         st.caption(f"Showing contributions: {cur.run.lens} (sidebar, *Show attention as*). Each cell is how much "
                    "of what the query receives comes from that key, the weight times the size of the key's "
@@ -38,7 +38,7 @@ def lens_status(cur) -> None:
 def hidden_status(cur) -> None:
     """What the sidebar's *Hide tokens* did: the label, and the rows left with no attention."""
     if cur.hide_note:
-        st.info(plain(cur.hide_note), icon="🙈")
+        st.info(plain(cur.hide_note), icon=":material/visibility_off:")
     hidden = cur.run.hidden
     if hidden is None:
         return
@@ -48,4 +48,4 @@ def hidden_status(cur) -> None:
         st.warning(f"{hidden.num_empty} query rows in {hidden.heads_with_empty_rows} heads gave (almost) all "
                    "their attention to the hidden tokens: nothing is left to renormalise, so they are shown "
                    "as zeros.",
-                   icon="🕳️")
+                   icon=":material/do_not_disturb_on:")

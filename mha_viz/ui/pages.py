@@ -30,6 +30,7 @@ from mha_viz.ui import (
     model_view_page,
     prediction_page,
     qk_page,
+    resources,
     session,
     similarity_page,
     teaching_page,
@@ -75,19 +76,29 @@ BY_ID = {p.id: p for p in PAGES}
 DEFAULT = "model_view"
 
 
-def _page(spec: PageSpec):
-    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == DEFAULT)
+def offered() -> tuple[PageSpec, ...]:
+    """The pages this server offers: every page, or in a workshop (`resources.workshop`) the lesson's."""
+    lesson = resources.workshop()
+    return PAGES if lesson is None else tuple(p for p in PAGES if p.id in lesson.pages)
+
+
+def _page(spec: PageSpec, shown: tuple[PageSpec, ...]):
+    """`spec` as an st.Page; the default page is DEFAULT, or the first page offered without it."""
+    default = DEFAULT if any(p.id == DEFAULT for p in shown) else shown[0].id
+    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == default)
 
 
 def navigation():
-    """`st.navigation` over every page, grouped by section (st.Page needs a running script, so
-    the page objects are made on each run from the one registry)."""
-    return st.navigation({section: [_page(p) for p in PAGES if p.section == section] for section in SECTIONS},
-                         expanded=True)
+    """`st.navigation` over the pages offered, grouped by section (st.Page needs a running script,
+    so the page objects are made on each run from the one registry)."""
+    shown = offered()
+    return st.navigation({section: [_page(p, shown) for p in shown if p.section == section]
+                          for section in SECTIONS if any(p.section == section for p in shown)}, expanded=True)
 
 
 def follow_goto() -> None:
-    """Switch to the page a view asked for (`keys.GOTO`), if any."""
+    """Switch to the page a view asked for (`keys.GOTO`), if the server offers it."""
     target = session.pop(keys.GOTO, None)
-    if target in BY_ID:
-        st.switch_page(_page(BY_ID[target]))
+    shown = offered()
+    if target in {p.id for p in shown}:
+        st.switch_page(_page(BY_ID[target], shown))

@@ -78,7 +78,7 @@ def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
         by_pos = _extra(model, key, "positions", layer, head, lambda: attribution.patch_positions(
             model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
     except mha_viz.InputError as exc:
-        st.warning(plain(str(exc)), icon="⚠️")
+        st.warning(plain(str(exc)), icon=":material/warning:")
         return
     charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
                                                   f"Layer {layer}, head {head} patched at one position at a time",

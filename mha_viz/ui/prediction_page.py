@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 import streamlit as st
 
 from mha_viz.budget import needs
 from mha_viz.figures import attribution as attribution_figures
-from mha_viz.figures import heads as head_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.interventions import estimate, prediction
 from mha_viz.ui import (
@@ -24,6 +22,7 @@ from mha_viz.ui import (
     export_views,
     jobs,
     keys,
+    prediction_grids,
     prediction_head,
     preset_undo,
     resources,
@@ -76,7 +75,7 @@ def prediction_page() -> None:
     model = cur.model
     why = _refusal(model)
     if why is not None:
-        st.info(plain(why), icon="🧭")
+        st.info(plain(why), icon=":material/explore:")
         return
     st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
@@ -85,6 +84,7 @@ def prediction_page() -> None:
                "estimated first for every head at every position from one backward pass, patched for real on "
                "request.")
     options = {p.name: p for p in prediction.presets(model)}
+    preset_undo.drop_if_edited(options, OWN)  # texts edited since: the user's own pair, no preset's blurb
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=keys.KEEP,
                  on_change=_on_preset, args=(options,),
                  help="Sets the sidebar's text (clean) and the corrupted text.")
@@ -129,9 +129,9 @@ def _cancelled_notice(key: PredKey) -> None:
     """Say what a stopped run left: nothing of a stopped estimate; the estimate, when real patching of
     this same pair stopped (a stop that came with new inputs needs no word)."""
     if jobs.cancelled(keys.PRED_RUNNING) is not None:
-        st.warning("The estimate was cancelled; nothing was kept.", icon="⏹️")
+        st.warning("The estimate was cancelled; nothing was kept.", icon=":material/stop_circle:")
     if jobs.cancelled(keys.PRED_REAL_RUNNING) == key:
-        st.warning("Patching was cancelled; what was found before it is kept.", icon="⏹️")
+        st.warning("Patching was cancelled; what was found before it is kept.", icon=":material/stop_circle:")
 
 
 def _answer(text: str):
@@ -152,73 +152,20 @@ def _job(model, key: PredKey, running: str, first: str, what: str, work, *, batc
 def _compute(model, key: PredKey):
     """The explanation of `key` with a progress bar, in a server slot; None after a message."""
     if not key.corrupted.strip():
-        st.info("Type a corrupted text above, or pick a preset.", icon="✍️")
+        st.info("Type a corrupted text above, or pick a preset.", icon=":material/edit:")
         return None
     expl, error = _job(model, key, keys.PRED_RUNNING, "Estimating every head…", "The estimate",
                        lambda progress: prediction.explain(model, key.clean, key.corrupted, _answer(key.answer),
                                                            _answer(key.wrong), max_tokens=key.cap, progress=progress),
                        batch=False)
     if error:
-        st.error(plain(error), icon="⚠️")
+        st.error(plain(error), icon=":material/warning:")
         return None
     session.put(keys.PRED_RESULT, (key, expl))
-    for old in (keys.PRED_EXTRA, keys.PRED_POS_LAYER):
+    for old in (keys.PRED_EXTRA, keys.PRED_POS_LAYER, keys.PRED_POS_FOLLOWS):
         session.pop(old, None)
-    shared_head.choose_head_in(expl.clean.layer_ids, *_top(expl))  # a new pair opens its top head
+    shared_head.choose_head_in(expl.clean.layer_ids, *prediction_grids.top_head(expl))  # a new pair opens its top head
     return expl
-
-
-def _on_grid(widget: str, layer_ids: list[int], num_heads: int) -> None:
-    picked = charts.clicked(widget, lambda points: head_figures.grid_pick(points, num_heads))
-    if picked is not None and picked[0] < len(layer_ids):
-        shared_head.choose_head_in(layer_ids, *picked)  # the panel below opens it
-
-
-def _agreement_text(expl: prediction.Explanation, agree) -> str:
-    def value(v: float) -> str:
-        return f"{v:.3f}" if np.isfinite(v) else "undefined (one side is constant)"
-    count = int(agree.differ.sum())
-    differ = {0: "No head differs", 1: "1 head differs (ringed on both grids)"}.get(
-        count, f"{count} heads differ (ringed on both grids)")
-    return (f"Estimate against real patching over the {expl.estimated.size} heads: Pearson r = {value(agree.pearson)}, "
-            f"Spearman ρ = {value(agree.spearman)}. {differ} by more than {estimate.DISAGREE} of the gap; the largest "
-            f"difference is {agree.largest:.3f}, at layer {expl.clean.layer_ids[agree.where[0]]}, "
-            f"head {agree.where[1]}.")
-
-
-def _grids(expl: prediction.Explanation, agree) -> None:
-    """The layers × heads grids there are (direct logit attribution, the estimate, real patching)
-    and the scatter of the two, two to a row; a click on a grid opens that head."""
-    d, ids = expl.dla, expl.clean.layer_ids
-    shape, differ = d.per_head.shape, None if agree is None else agree.differ
-    shown = [(attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text, ids, d.label),
-              keys.PRED_DLA_GRID, "direct-logit-attribution")]
-    if expl.estimate is not None:
-        shown.append((attribution_figures.estimate_grid(expl.estimated, ids, differ), keys.PRED_ESTIMATE_GRID,
-                      "estimated-restored-fraction"))
-    if expl.patching is not None:
-        shown.append((attribution_figures.restored_grid(expl.patching.restored, ids, differ), keys.PRED_RESTORED_GRID,
-                      "restored-fraction"))
-    if agree is not None:
-        shown.append((attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
-                                                            agree.spearman, ids, differ),
-                      None, "estimate-against-real"))
-    for i in range(0, len(shown), 2):
-        for (fig, key, name), where in zip(shown[i:i + 2], st.columns(2)):
-            if key is None:
-                charts.show(fig, key=keys.PRED_SCATTER, where=where, name=name)
-            else:
-                charts.show(fig, key=key, where=where, on_select=lambda k=key: _on_grid(k, ids, shape[1]),
-                            selection_mode="points", name=name)
-
-
-def _top(expl: prediction.Explanation) -> tuple[int, int]:
-    """The head a new pair's panel opens on: the largest estimated restored fraction, else the largest
-    real one, else the largest direct effect."""
-    grid = expl.estimated if expl.estimate is not None else (
-        expl.patching.restored if expl.patching is not None else np.abs(expl.dla.per_head))
-    at = np.unravel_index(int(np.argmax(grid)), grid.shape)
-    return int(at[0]), int(at[1])
 
 
 def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
@@ -227,27 +174,15 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
     st.success(f"m = logit({a}) − logit({w}) at the last token: **{expl.m_clean:+.2f}** on the clean text, "
                f"**{expl.m_corrupted:+.2f}** on the corrupted one. The heads' direct writes{d.caveat} add "
                f"{float(d.per_head.sum()):+.2f} on the clean text; everything else (embeddings, MLPs, biases) "
-               f"{d.rest:+.2f}.", icon="🎯")
+               f"{d.rest:+.2f}.", icon=":material/target:")
     if expl.estimate is None:
         st.info(plain(f"No estimate: {expl.no_estimate} Real patching keeps no gradients and may still fit."),
-                icon="ℹ️")
+                icon=":material/info:")
     else:
         st.caption(estimate.ABOUT)
     if expl.patching is None:
         expl = _real_patching(cur.model, key, expl)
-    agree = expl.agreement()
-    if agree is not None:
-        st.info(_agreement_text(expl, agree), icon="⚖️")
-    _grids(expl, agree)
-    ids, top = expl.clean.layer_ids, _top(expl)
-    top_dla = np.unravel_index(int(np.argmax(np.abs(d.per_head))), d.per_head.shape)
-    best = "" if expl.estimate is None else (f"Largest estimated restored fraction: layer {ids[top[0]]}, head {top[1]} "
-                                             f"({float(expl.estimated[top]):.2f}); ")
-    st.caption(f"Red helps the answer, blue the wrong token; 0 is white. {d.label}: what each "
-               "head's write at the last token adds to the logit difference. Restored fraction: the share of the "
-               "gap between the runs that the corrupted run regains when this one head's output is the clean "
-               f"run's. {best}largest direct effect: layer {ids[top_dla[0]]}, head {top_dla[1]} "
-               f"({float(d.per_head[top_dla]):+.2f}). Click a cell to open that head below.")
+    prediction_grids.show(expl)
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
     cols = st.columns(2)
     cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()), key=keys.DL_PRED,
@@ -278,7 +213,7 @@ def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> predict
                                                          progress=progress), batch=True)
     if error:
         buttons.idle()
-        st.error(plain(error), icon="⚠️")
+        st.error(plain(error), icon=":material/warning:")
         return expl
     session.put(keys.PRED_RESULT, (key, done))
     buttons.done()
@@ -289,10 +224,15 @@ def _position_grid(expl: prediction.Explanation) -> None:
     """The estimate of one layer by head and patched position (every layer's is in the CSV)."""
     ids = expl.clean.layer_ids
     st.subheader("Where each head reads it: the estimate by position")
-    session.settle(keys.PRED_POS_LAYER, min(int(session.get(keys.PRED_POS_LAYER, len(ids) - 1)), len(ids) - 1))
+    follows = shared_head.head_in_run(ids, expl.clean.num_heads)[0]  # the chosen head's layer
+    if session.get(keys.PRED_POS_FOLLOWS) != follows:  # opened, or another head chosen since: its layer
+        session.put(keys.PRED_POS_FOLLOWS, follows)
+        session.pop(keys.PRED_POS_LAYER)
+    session.settle(keys.PRED_POS_LAYER, min(int(session.get(keys.PRED_POS_LAYER, follows)), len(ids) - 1))
     row = int(st.selectbox("Layer (by position)", list(range(len(ids))), key=keys.PRED_POS_LAYER,
                            format_func=lambda r: str(ids[r]),
                            help="Each cell: the estimated restored fraction of patching that head at that position "
-                                "only. Real patching by position is in the one-head panel below."))
+                                "only. Opens on the chosen head's layer. Real patching by position is in the one-head "
+                                "panel below."))
     charts.show(attribution_figures.position_grid(expl.estimate.values[row], expl.corrupted.tokens, ids[row]),
                 key=keys.PRED_POSITION_GRID, name="estimate-by-position")

@@ -3,7 +3,8 @@ choosing one sets the sidebar's text (clean), the corrupted text and empties the
 tokens; when the texts there before differed from the preset's, a notice under the preset offers
 **Undo**, one click that puts them all back and returns the picker to the user's own pair. The
 offer lasts while the boxes still hold the preset's texts: once the user edits them, undoing would
-throw away the new edit, so it goes."""
+throw away the new edit, so it goes, and the picker returns to the user's own pair (its label and
+blurb no longer describe the texts: `drop_if_edited`)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,15 @@ def apply(preset) -> None:
     session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), ("", ""))
 
 
+def drop_if_edited(options: dict, own: str) -> None:
+    """Return the picker to `own` (before it is drawn) once the sidebar's sentence or the corrupted
+    text differs from the chosen preset's: its label and its blurb no longer describe the pair on
+    screen. `options`: the presets by name."""
+    preset = options.get(session.get(keys.PRED_PRESET))
+    if preset is not None and _now()[:2] != (preset.clean, preset.corrupted):
+        session.put(keys.PRED_PRESET, own)
+
+
 def _undo(own: str) -> None:
     held = session.pop(keys.PRED_UNDO)
     if held is not None:
@@ -66,7 +76,7 @@ def offer(own: str) -> None:
     quoted = text if len(text) <= SHOWN else text[:SHOWN] + "…"
     what = f"your sentence “{plain(quoted)}”" if text.strip() else "the empty sentence"
     st.info(f"The preset *{plain(held.preset)}* replaced {what} and your corrupted text. **Undo** puts them back.",
-            icon="↩️")
+            icon=":material/undo:")
     st.button("Undo", key=keys.PRED_UNDO_GO, on_click=_undo, args=(own,),
               help="Restores the sidebar's sentence, the corrupted text and the answer and wrong tokens as they were "
                    "before the preset.")

@@ -44,14 +44,14 @@ def qk_page() -> None:
     run, model = cur.run, cur.model
     if not model.can_recompute:
         st.info(f"Queries and keys are recomputed with mha-viz's own MHA, which cannot compute {model.name}'s "
-                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon="ℹ️")
+                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon=":material/info:")
         return
     row, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.QK_LAYER, keys.QK_HEAD)
     layer = run.layer_ids[row]
     try:
         w = analysis.walkthrough(cur.key, layer, head, model)
     except ValueError as exc:
-        st.info(plain(exc), icon="ℹ️")
+        st.info(plain(exc), icon=":material/info:")
         return
     n, tok = w.n, w.tokens
     total = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not

@@ -6,6 +6,8 @@ turns a failure into a message. The token cap is the server's default narrowed b
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from pathlib import Path
 
 import streamlit as st
 import torch
@@ -14,15 +16,50 @@ import mha_viz
 from mha_viz import settings as deploy
 from mha_viz.budget import admission, memory
 from mha_viz.budget.model_cache import ModelCache
-from mha_viz.ui import keys, session
+from mha_viz.export import lesson as lessons
+from mha_viz.ui import keys, page_ids, session
 from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
 
 
 def settings() -> deploy.Settings:
-    """The deployment settings (environment variables; see `mha_viz.settings`)."""
-    return deploy.from_env()
+    """The deployment settings (environment variables; see `mha_viz.settings`); in a workshop (a
+    public server with a lesson) the models offered are the lesson's."""
+    conf = deploy.from_env()
+    if conf.public and conf.lesson:
+        lesson, _ = _server_lesson(conf.lesson, conf.models)
+        if lesson is not None:
+            conf = replace(conf, models=lesson.models)
+    return conf
+
+
+def server_lesson() -> tuple[lessons.Lesson | None, str | None]:
+    """(the lesson every session opens on, why it could not be read): MHA_VIZ_LESSON, a lesson
+    file's path or a bundled lesson's name; (None, None) when none is set."""
+    conf = deploy.from_env()
+    return _server_lesson(conf.lesson, conf.models if conf.public else ()) if conf.lesson else (None, None)
+
+
+def workshop() -> lessons.Lesson | None:
+    """The lesson that closes this server to its models and pages: public mode with a lesson."""
+    conf = deploy.from_env()
+    return server_lesson()[0] if conf.public and conf.lesson else None
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _server_lesson(spec: str, models: tuple[str, ...]) -> tuple[lessons.Lesson | None, str | None]:
+    """Read once per server (and setting): a bundled name, or a file checked against the app."""
+    try:
+        bundled = lessons.bundled()
+        data = bundled[spec] if spec in bundled else Path(spec).read_bytes()
+        return lessons.read_lesson(data, pages=page_ids.IDS, allowed_models=models, public=bool(models)), None
+    except OSError as exc:
+        why = f"the file {spec} could not be read ({exc.strerror or type(exc).__name__})"
+    except lessons.LessonError as exc:
+        why = str(exc)
+    log.error("MHA_VIZ_LESSON: %s", why)
+    return None, f"The server's lesson could not be opened: {why}"
 
 
 def max_tokens() -> int:
@@ -62,7 +99,7 @@ def one_at_a_time(compute):
             try:
                 return compute()
             except admission.Busy as busy:
-                notice.info(f"The server is busy: {busy}. Yours starts as soon as one finishes.", icon="⏳")
+                notice.info(f"The server is busy: {busy}. Yours starts as soon as one finishes.", icon=":material/hourglass_top:")
                 slots().wait(busy=busy)
     finally:
         notice.empty()

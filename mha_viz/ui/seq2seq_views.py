@@ -168,13 +168,13 @@ def steps_view(cur) -> None:
     res = cur.seq2seq
     if cur.stale or res is None or res.model_name != cur.text_model.name:
         if cur.error:
-            st.error(plain(cur.error), icon="⚠️")
+            st.error(plain(cur.error), icon=":material/warning:")
         st.info("An encoder–decoder writes its target from the sidebar's sentence (leave its Target box empty); "
-                "once it is analysed, its steps show here.", icon="✍️")
+                "once it is analysed, its steps show here.", icon=":material/edit:")
         return
     if not res.steps:
         st.info("The target has no token after the decoder's start: type a longer target, or leave the Target "
-                "box empty and the model writes one.", icon="✍️")
+                "box empty and the model writes one.", icon=":material/edit:")
         return
     how = ("wrote, greedily (the sidebar's Target box is empty)" if res.written
            else "was given (the sidebar's Target box); each step shows how likely it found the typed token")

@@ -91,7 +91,7 @@ def similarity_page() -> None:
         try:
             base = metrics.as_similarity(analysis.baseline_similarity(cur.key, kind, run, model, cur.seq2seq), kind)
         except ModelLoadError as exc:  # a model spread over devices has no baseline
-            st.info(plain(str(exc)), icon="ℹ️")
+            st.info(plain(str(exc)), icon=":material/info:")
     else:
         st.caption(f"Off by default when it would take over {BASELINE_AUTO_S:.0f} s: the baseline builds the "
                    f"model at random initialisation, runs it on the text and compares its heads (about "

@@ -66,9 +66,9 @@ def with_last_good(cur: Current) -> Current:
 def show_status(cur: Current) -> bool:
     """Messages above a view; returns whether there is a run to draw."""
     if cur.error:
-        st.error(plain(cur.error), icon="⚠️")
+        st.error(plain(cur.error), icon=":material/warning:")
     if cur.notice:
-        st.info(cur.notice, icon="✍️")
+        st.info(cur.notice, icon=":material/edit:")
     if cur.run is None:
         return False
     if cur.stale:
@@ -76,7 +76,7 @@ def show_status(cur: Current) -> bool:
     seq2seq_views.status(cur)
     if seq2seq_views.is_cross(cur.run):
         if cur.hide_note:
-            st.info(plain(cur.hide_note), icon="🙈")
+            st.info(plain(cur.hide_note), icon=":material/visibility_off:")
         notes.lens_status(cur)
         return True
     run = cur.full_run or cur.run
@@ -86,7 +86,7 @@ def show_status(cur: Current) -> bool:
                else "the sidebar's *Token limit*")
         total = count_text(run.num_input_tokens, run.num_input_tokens_is_estimate)
         st.warning(f"The text has {total} tokens; the first {run.n} were kept "
-                   f"(at most {limit} tokens: {why}).", icon="✂️")
+                   f"(at most {limit} tokens: {why}).", icon=":material/content_cut:")
     notes.unknown_status(cur, run)
     notes.hidden_status(cur)
     notes.lens_status(cur)

@@ -46,7 +46,7 @@ def teaching_page() -> None:
                   "head and an induction head)", key=keys.TEACH_USE_TOY, on_click=_use_toy)
     if not model.can_recompute:
         st.info(f"The walkthrough recomputes each step with mha-viz's own MHA, which cannot compute {model.name}'s "
-                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon="ℹ️")
+                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon=":material/info:")
         return
     _pick_known_head(cur)
     row, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.TEACH_LAYER, keys.TEACH_HEAD)

@@ -70,7 +70,7 @@ def start(title: str, *, cross: bool = False, forward: bool = False):
         return None
     why = seq2seq_views.gate(cur, cross=cross, forward=forward)
     if why is not None:
-        st.info(why, icon="🔀")
+        st.info(why, icon=":material/alt_route:")
         return None
     shared_head.keep_head_valid(cur.run.num_layers, cur.run.num_heads)  # a new model may have fewer
     return cur
@@ -83,7 +83,7 @@ def start_on_model(title: str, message: str):
     if cur is None:
         return None
     if cur.model is None or cur.stale:
-        st.info(message, icon="ℹ️")
+        st.info(message, icon=":material/info:")
         return None
     return cur
 

@@ -30,18 +30,18 @@ def whole_text_page() -> None:
     model, text = cur.text_model, cur.text
     if model is None:  # no text yet, or the model did not load: the sidebar's own message
         if cur.notice or cur.error:
-            (st.info if cur.notice else st.error)(plain(cur.notice or cur.error), icon="ℹ️")
+            (st.info if cur.notice else st.error)(plain(cur.notice or cur.error), icon=":material/info:")
         else:
-            st.info("Load a model in the sidebar: this page scans its whole text with it.", icon="ℹ️")
+            st.info("Load a model in the sidebar: this page scans its whole text with it.", icon=":material/info:")
         return
     try:  # reads only the part of a long text that the limit needs
         toks = mha_viz.tokenize(model, text, whole_text=True)
     except mha_viz.InputError as exc:
-        st.info(plain(str(exc)), icon="✍️")
+        st.info(plain(str(exc)), icon=":material/edit:")
         return
     if model.is_encoder_decoder:
         st.info("This model is an encoder–decoder: the scan reads its encoder's self-attention over the sidebar's "
-                "text (the source).", icon="🔀")
+                "text (the source).", icon=":material/alt_route:")
     total = count_text(toks.total, toks.total_is_estimate)
     st.caption(f"Every head of {plain(model.name)} over the sidebar's whole text: {toks.n} tokens"
                + (f" of {total} (the model reads {model.max_positions}"
@@ -54,7 +54,7 @@ def whole_text_page() -> None:
     key = (cur.model_key, text, toks.n)
     store = session.setdefault(keys.SCANS, {})
     if jobs.cancelled(keys.SCAN_RUNNING) is not None:
-        st.info("The scan was cancelled; press the button to start it again.", icon="⏹️")
+        st.info("The scan was cancelled; press the button to start it again.", icon=":material/stop_circle:")
     if key not in store:
         label = f"Scan all {toks.n} token{'s' * (toks.n != 1)}"
         buttons = jobs.buttons(label, keys.SCAN_GO, cancel_key=keys.SCAN_CANCEL, cancel_help=CANCEL_HELP,
@@ -68,7 +68,7 @@ def whole_text_page() -> None:
                                              "text or pick a smaller model.")
         if error:
             buttons.idle()
-            st.error(plain(error), icon="⚠️")
+            st.error(plain(error), icon=":material/warning:")
             return
         buttons.done()
         store[key] = scan
@@ -171,7 +171,7 @@ def _exact_rows(scan, row: int, head: int) -> None:
                                     out_of_memory="Recomputing these rows needs more memory than is free: "
                                                   "pick a smaller window.")
     if error:
-        st.error(plain(error), icon="⚠️")
+        st.error(plain(error), icon=":material/warning:")
         return
     window = rows[:, at:stop]
     title = f"Layer {scan.layer_ids[row]}, head {head}: queries and keys {at} … {stop - 1}"

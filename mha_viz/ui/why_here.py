@@ -47,7 +47,7 @@ def why_here(cur, layer: int, head: int, clickable: bool = True) -> None:
     st.subheader("Why here?")
     model = cur.model
     if model is None or cur.stale or cur.key is None:
-        st.info("Run the model on the current text to see why this head looks where it looks.", icon="ℹ️")
+        st.info("Run the model on the current text to see why this head looks where it looks.", icon=":material/info:")
         return
     text_key = cur.key.with_text(cur.key.text)
     model_layer = int(run.layer_ids[layer])
@@ -90,7 +90,7 @@ def why_here(cur, layer: int, head: int, clickable: bool = True) -> None:
                                                                              second, model), need)
             t = None if other is None else t.minus(other)
     if error:
-        st.warning(plain(error), icon="⚠️")
+        st.warning(plain(error), icon=":material/warning:")
         return
     _show(t, model, second if not whole else NONE)
 
@@ -112,4 +112,4 @@ def _show(t: circuits.QKTerms, model, second: int) -> None:
         st.info("On toy-induction, pick the induction head of layer 1, a repeated letter as the query and the token "
                 "after that letter's first occurrence as the key: the key's largest part is the layer-0 "
                 "previous-token head (it wrote 'the token before me was …' into that position), and the query's "
-                "is the embeddings (the current letter). That is K-composition.", icon="🎓")
+                "is the embeddings (the current letter). That is K-composition.", icon=":material/school:")

@@ -33,11 +33,13 @@ def test_every_public_name_is_a_documented_function_returning_a_figure():
     assert sorted(figures.__all__) == sorted([
         "head", "model_grid", "lines", "token_focus", "metric_grid", "similarity", "head_map", "rollout",
         "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
-        "notebook"])
+        "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
+        "probability_maps", "pruning_curve", "notebook"])
     for name in figures.__all__:
         fn = getattr(figures, name)
         assert callable(fn) and fn.__doc__ and len(fn.__doc__) > 80, name
-        returns = ("None", None) if name == "notebook" else ("go.Figure", go.Figure)
+        returns = {"notebook": ("None", None), "walkthrough": ("dict[str, go.Figure]",),
+                   "probability_maps": ("dict[str, go.Figure]",)}.get(name, ("go.Figure", go.Figure))
         assert fn.__annotations__["return"] in returns, name
 
 

@@ -1,0 +1,226 @@
+"""A lesson: an ordered list of steps, each one view of the app (the state a link holds) with a
+note in Markdown, saved as a small JSON file that a teacher writes and a class follows.
+
+The file::
+
+    {"format": "mha-viz lesson", "version": 1, "title": "Attention, head by head",
+     "steps": [{"page": "head_view", "view": {"model": "toy-induction", "text": "k d m x k d m x",
+                "layer": "1", "head": "0"}, "note": "This head looks one token back…"}]}
+
+`view` holds a link's query parameters (`mha_viz.export.link_params`), every one spelled out so
+that a step opens the same whatever the server's defaults. `read_lesson` refuses a file that is not
+one, with a message that says what is wrong and where: it never raises anything else and never
+trusts a note (raw HTML is shown escaped by the app; a note with script is refused outright).
+`pack` and `unpack` carry a lesson in a link's ``lesson`` parameter. Nothing here imports streamlit.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Collection, Mapping
+
+from mha_viz.export import link_params
+
+FORMAT = "mha-viz lesson"
+VERSION = 1
+MAX_BYTES = 256 * 1024  # a lesson file larger than this is refused before it is parsed
+MAX_STEPS = 100
+MAX_NOTE_CHARS = 6000
+MAX_TITLE_CHARS = 200
+MAX_PACKED_CHARS = 8000  # most characters of a lesson carried in a link (`pack`)
+PACKED = "z1-"  # the prefix of a packed lesson; anything else in ``lesson`` names a lesson
+_FIELDS = {"format", "version", "title", "description", "steps"}
+_STEP_FIELDS = {"page", "view", "note"}
+# what a note may not hold: markup that runs code, wherever a renderer might let it through
+_SCRIPT = re.compile(r"<\s*/?\s*(script|iframe|object|embed|style|link|meta|base|form|svg|math)\b"
+                     r"|\bon[a-z]+\s*=|javascript\s*:|vbscript\s*:|data\s*:\s*text/html", re.IGNORECASE)
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,60}")
+BUNDLED_DIR = "lessons"  # the lessons shipped with the package (mha_viz/export/lessons/NAME.json)
+
+
+class LessonError(ValueError):
+    """A lesson file that is not one: the message says what is wrong, in words for the user."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step: the page `page` (a page id, also its URL path) showing `view` (a link's query
+    parameters, as (name, value) pairs in the order written), with `note` (Markdown) above it."""
+
+    page: str
+    view: tuple[tuple[str, str], ...]
+    note: str = ""
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The view as a link's query parameters."""
+        return dict(self.view)
+
+    @property
+    def link(self) -> link_params.Link:
+        """The view as a `Link` (parsed without an allow-list: `read_lesson` checked it)."""
+        return link_params.parse(self.params)[0]
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """An ordered list of steps under a title."""
+
+    title: str
+    steps: tuple[Step, ...]
+    description: str = ""
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """Every model a step loads (its model, and model B on Compare), in order of first use."""
+        seen: dict[str, None] = {}
+        for step in self.steps:
+            for name in ("model", "model_b"):
+                if step.params.get(name):
+                    seen.setdefault(step.params[name], None)
+        return tuple(seen)
+
+    @property
+    def pages(self) -> tuple[str, ...]:
+        """Every page a step shows, in order of first use."""
+        return tuple(dict.fromkeys(step.page for step in self.steps))
+
+
+def step(page: str, params: Mapping[str, str], note: str = "") -> Step:
+    """A `Step` from a page id, a link's query parameters and a note."""
+    return Step(page=page, view=tuple((str(k), str(v)) for k, v in params.items()), note=note)
+
+
+def to_dict(lesson: Lesson) -> dict:
+    """The lesson as the JSON object its file holds."""
+    out = {"format": FORMAT, "version": VERSION, "title": lesson.title}
+    if lesson.description:
+        out["description"] = lesson.description
+    out["steps"] = [{"page": s.page, "view": s.params, "note": s.note} for s in lesson.steps]
+    return out
+
+
+def lesson_json(lesson: Lesson) -> str:
+    """The lesson's file: JSON, indented, non-ASCII kept (a note in any language reads as written)."""
+    return json.dumps(to_dict(lesson), indent=2, ensure_ascii=False) + "\n"
+
+
+def script_in(note: str) -> str | None:
+    """The first piece of `note` that could run code in a browser (a script tag, an event handler,
+    a javascript: address…), or None."""
+    found = _SCRIPT.search(note)
+    return found.group(0) if found else None
+
+
+def _text(value, what: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise LessonError(f"{what} is not text.")
+    if len(value) > limit:
+        raise LessonError(f"{what} has {len(value):,} characters, more than {limit:,}.")
+    return value
+
+
+def _step(k: int, raw, pages: Collection[str], allowed_models: Collection[str], public: bool) -> Step:
+    where = f"Step {k}"
+    if not isinstance(raw, dict):
+        raise LessonError(f"{where} is not an object with a page, a view and a note.")
+    unknown = sorted(set(raw) - _STEP_FIELDS)
+    if unknown:
+        raise LessonError(f"{where} has fields a lesson does not have: {', '.join(map(str, unknown[:5]))}.")
+    page = raw.get("page")
+    if not isinstance(page, str) or page not in pages:
+        shown = page if isinstance(page, str) else type(page).__name__
+        raise LessonError(f"{where} names the page “{shown[:60]}”, which this app does not have "
+                          f"(it has {', '.join(pages)}).")
+    view = raw.get("view", {})
+    if not isinstance(view, dict) or not all(isinstance(v, (str, int)) and not isinstance(v, bool)
+                                             for v in view.values()):
+        raise LessonError(f"{where}'s view is not a set of link parameters (names and text values).")
+    params = {str(k): str(v) for k, v in view.items()}
+    if not params.get("model"):
+        raise LessonError(f"{where}'s view names no model.")
+    _, notices = link_params.parse(params, allowed_models=tuple(allowed_models), public=public)
+    if notices:
+        raise LessonError(f"{where}'s view: {notices[0]}")
+    note = _text(raw.get("note", ""), f"{where}'s note", MAX_NOTE_CHARS)
+    if bad := script_in(note):
+        raise LessonError(f"{where}'s note holds “{bad[:40]}”, which could run code in a browser: a note is "
+                          "Markdown, and this lesson was refused.")
+    return step(page, params, note)
+
+
+def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Collection[str] = (),
+                public: bool = False) -> Lesson:
+    """The lesson in a file's bytes (or text), checked against this app: every step's `page` one of
+    `pages`, its view a valid link whose models are in `allowed_models` (empty: any; on a `public`
+    server no folder), every note free of script. Raises `LessonError`, whose message says what is
+    wrong and where, for anything else; never another exception."""
+    if len(data) > MAX_BYTES:
+        raise LessonError(f"The lesson file has {len(data):,} bytes, more than the {MAX_BYTES:,} a lesson may have.")
+    try:
+        raw = json.loads(data)
+    except UnicodeDecodeError:
+        raise LessonError("The lesson file is not text (UTF-8).") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
+        detail = f" (line {exc.lineno}, column {exc.colno}: {exc.msg})" if isinstance(exc, json.JSONDecodeError) else ""
+        raise LessonError(f"The lesson file is not JSON{detail}.") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise LessonError(f"The file is not an mha-viz lesson (its “format” is not “{FORMAT}”).")
+    if raw.get("version") != VERSION:
+        raise LessonError(f"The lesson's version {str(raw.get('version'))[:20]} is not one this app reads "
+                          f"(it reads version {VERSION}).")
+    unknown = sorted(set(raw) - _FIELDS)
+    if unknown:
+        raise LessonError(f"The lesson has fields a lesson does not have: {', '.join(map(str, unknown[:5]))}.")
+    title = _text(raw.get("title", ""), "The lesson's title", MAX_TITLE_CHARS).strip() or "A lesson"
+    description = _text(raw.get("description", ""), "The lesson's description", MAX_NOTE_CHARS)
+    for what, text in (("title", title), ("description", description)):
+        if bad := script_in(text):
+            raise LessonError(f"The lesson's {what} holds “{bad[:40]}”, which could run code in a browser.")
+    steps = raw.get("steps")
+    if not isinstance(steps, list) or not steps:
+        raise LessonError("The lesson has no steps.")
+    if len(steps) > MAX_STEPS:
+        raise LessonError(f"The lesson has {len(steps)} steps, more than the {MAX_STEPS} a lesson may have.")
+    return Lesson(title=title, description=description,
+                  steps=tuple(_step(k, s, pages, allowed_models, public) for k, s in enumerate(steps, 1)))
+
+
+def pack(lesson: Lesson) -> str | None:
+    """The lesson as a link's ``lesson`` value (compressed, URL-safe), or None when it is longer
+    than `MAX_PACKED_CHARS` (share the file, or serve it with MHA_VIZ_LESSON)."""
+    body = json.dumps(to_dict(lesson), separators=(",", ":"), ensure_ascii=False).encode()
+    packed = PACKED + base64.urlsafe_b64encode(zlib.compress(body, 9)).decode().rstrip("=")
+    return packed if len(packed) <= MAX_PACKED_CHARS else None
+
+
+def unpack(value: str) -> bytes:
+    """The lesson file a `pack`ed value holds; LessonError when it holds none."""
+    if not value.startswith(PACKED) or len(value) > MAX_PACKED_CHARS:
+        raise LessonError("The link's lesson is not one this app wrote.")
+    body = value[len(PACKED):]
+    try:
+        decoder = zlib.decompressobj()
+        data = decoder.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)), MAX_BYTES + 1)
+    except (ValueError, zlib.error):
+        raise LessonError("The link's lesson is damaged (it may have been cut when it was copied).") from None
+    if decoder.unconsumed_tail or not decoder.eof:
+        raise LessonError("The link's lesson is damaged or too large.")
+    return data
+
+
+def is_name(value: str) -> bool:
+    """Whether a link's ``lesson`` value names a lesson (a bundled one) rather than carrying one."""
+    return bool(_NAME.fullmatch(value))
+
+
+def bundled() -> dict[str, str]:
+    """The lessons shipped with mha-viz: name -> the file's text."""
+    folder = resources.files("mha_viz.export").joinpath(BUNDLED_DIR)
+    return {f.name.removesuffix(".json"): f.read_text(encoding="utf-8")
+            for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")}

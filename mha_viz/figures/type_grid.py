@@ -1,0 +1,75 @@
+"""The head types of a run as a layers × heads grid: each head's pattern class (`mha_viz.metrics.classify`,
+the head table's `pattern` column) in one categorical colour a class, with a legend of the classes
+present and each cell's hover naming its head and its full label ("diagonal:prev"). Nothing here
+knows Streamlit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from mha_viz.figures.metrics import PATTERN_COLOURS, layer_numbers
+from mha_viz.figures.style import margin, plot_title, run_title
+
+TITLE = "Head types: each head's pattern class"
+OTHER = "#7f7f7f"  # a class outside PATTERN_COLOURS (none today): grey, still named in the legend
+
+
+def type_class(label: str) -> str:
+    """The class of a pattern label: "diagonal:prev" -> "diagonal", "mixed:sink+prev" -> "mixed"."""
+    return str(label).split(":", 1)[0]
+
+
+def table_types(table: pd.DataFrame, run) -> go.Figure:
+    """A run's head table (`mha_viz.metrics.head_table`) as its grid of head types, titled for the
+    run (`run_title`: what the attentions hold when they are not the weights)."""
+    labels = table["pattern"].astype(str).to_numpy().reshape(run.num_layers, run.num_heads)
+    return head_type_grid(labels, run.layer_ids, title=run_title(run, TITLE))
+
+
+def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
+                   title: str = TITLE) -> go.Figure:
+    """The (layers, heads) pattern labels `patterns` (or a head table with layer, head and pattern
+    columns, layer-major) as a grid of categorical colours, one a class (`PATTERN_COLOURS`), a
+    legend entry for each class present. The heatmap's z is each class's index in the legend's
+    order; one invisible marker a cell, layer-major (curve 1), carries the hover and makes a click
+    select that head (`heads.grid_pick`), as on `metric_grid`. layer_ids: the model's layer number
+    of each row (default 0, 1, …; a table's own layer column when `patterns` is one)."""
+    if isinstance(patterns, pd.DataFrame):
+        table = patterns.sort_values(["layer", "head"])
+        L, H = table["layer"].nunique(), table["head"].nunique()
+        layer_ids = layer_ids if layer_ids is not None else list(dict.fromkeys(int(x) for x in table["layer"]))
+        labels = table["pattern"].astype(str).to_numpy().reshape(L, H)
+    else:
+        labels = np.asarray(patterns, dtype=object).astype(str)
+        L, H = labels.shape
+    names = layer_numbers(L if layer_ids is None else layer_ids)
+    classes = np.vectorize(type_class, otypes=[object])(labels)
+    present = [c for c in PATTERN_COLOURS if (classes == c).any()]
+    present += sorted(set(classes.ravel()) - set(PATTERN_COLOURS))
+    codes = np.vectorize(present.index, otypes=[float])(classes)
+    k = len(present)
+    colour = {c: PATTERN_COLOURS.get(c, OTHER) for c in present}
+    scale = [[pos, colour[c]] for i, c in enumerate(present) for pos in (i / k, (i + 1) / k)]
+    heads, layers = np.meshgrid(np.arange(H), np.arange(L))
+    fig = go.Figure(go.Heatmap(z=codes, x=list(range(H)), y=list(range(L)), zmin=-0.5, zmax=k - 0.5,
+                               colorscale=scale, showscale=False, hoverinfo="skip", xgap=1, ygap=1))
+    fig.add_trace(go.Scatter(
+        x=heads.ravel(), y=layers.ravel(), mode="markers", showlegend=False,
+        marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
+        text=[f"layer {names[row]}, head {h}: {labels[row, h]}" for row, h in zip(layers.ravel(), heads.ravel())],
+        customdata=classes.ravel(), hovertemplate="%{text}<extra>%{customdata} · click to open</extra>"))
+    for c in present:  # the legend: one entry a class present, in PATTERN_COLOURS' order
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=c, hoverinfo="skip",
+                                 marker=dict(symbol="square", size=12, color=colour[c])))
+    fig.update_layout(
+        title=plot_title(title) | dict(yref="container", y=1, yanchor="top", pad=dict(t=10)),
+        xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
+                   zeroline=False, range=[-0.5, H - 0.5]),
+        yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,
+                   range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
+        legend=dict(title=dict(text="type"), orientation="v", x=1.02, y=1, yanchor="top"),
+        width=min(1240, 320 + 40 * H), height=min(1400, 150 + 34 * L), margin=margin(t=95),
+        dragmode=False, plot_bgcolor="white")
+    return fig

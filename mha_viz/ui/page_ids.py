@@ -1,0 +1,7 @@
+"""The pages' ids, which are also their URL paths, in the order the sidebar lists them: what links
+and lessons name. `pages.PAGES` registers a page under each (tests/unit/test_lesson.py checks that
+the two agree); this module imports nothing, so that what checks a lesson need not import the pages."""
+
+IDS = ("model_view", "head_view", "focus", "lines", "compare_heads", "across_layers", "generate", "whole_text",
+       "head_metrics", "similarity", "composition", "corpus", "examples", "compare", "prediction", "teaching",
+       "ablation", "qk", "model_facts")
