@@ -106,6 +106,9 @@ SHOTS = [
     Shot("head-metrics", _link("head_metrics", model="minilm", text=TEXT), height=790),
     # from the grids down: the summary above them starts with an emoji, a blank box in a Chromium
     # without an emoji font
+    # a student following the bundled lesson: Step k of N in the sidebar, the note above the view
+    Shot("lesson", "/?" + urllib.parse.urlencode({"lesson": "attention-head-by-head", "step": "3"}), height=900,
+         with_sidebar=True),
     Shot("prediction", _link("prediction", model="smollm2"), anchor=f"{MAIN} [data-testid=stPlotlyChart]",
          height=1900, prepare=_find_the_heads),
 ]

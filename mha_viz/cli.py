@@ -1,6 +1,6 @@
 """The command line, `mha-viz` (an installed package) or `python -m mha_viz`:
 
-    mha-viz [app] [--port 8501] [--public] [--dtype auto]      start the web app (`mha_viz.launch`)
+    mha-viz [app] [--port 8501] [--public] [--dtype auto] [--lesson FILE]   start the web app (`mha_viz.launch`)
     mha-viz corpus --model minilm --input sample --engine local --out stats/
         [--batch-size 16] [--max-tokens 128] [--no-importance] [--text-column text] [--dtype auto]
 
@@ -38,6 +38,9 @@ def _app_options(parser: argparse.ArgumentParser, default) -> None:
                              "served on every interface for a reverse proxy")
     parser.add_argument("--dtype", choices=PRECISIONS, default=default,
                         help="the sidebar's default Precision (MHA_VIZ_DTYPE): auto is the checkpoint's own")
+    parser.add_argument("--lesson", default=default, metavar="FILE_OR_NAME",
+                        help="a lesson every session opens on (MHA_VIZ_LESSON): a lesson file, or a bundled "
+                             "lesson's name (attention-head-by-head); with --public, a workshop")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,12 +63,25 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-importance", dest="importance", action="store_false",
                      help="skip head importance (the slowest part)")
     run.add_argument("--text-column", default=None, help="the text column of a .jsonl / .csv file or dataset")
+    run.add_argument("--first", type=_count, default=None, metavar="N",
+                     help="use the corpus's first N documents only (default: all of them)")
     run.add_argument("--examples", action="store_true",
                      help="also keep each head's top documents, decile samples and histograms (saved with the "
                           "statistics; the app's Head examples page reads them)")
     run.add_argument("--dtype", choices=PRECISIONS, default="auto",
                      help="what the model computes in (auto: the checkpoint's own; the bundled models float32)")
     return parser
+
+
+def _count(text: str) -> int:
+    """A positive whole number (`--first`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
 
 
 def _clock(seconds: float) -> str:
@@ -117,6 +133,7 @@ def summary(stats: corpus.CorpusStats) -> str:
 
 def run_corpus(args: argparse.Namespace) -> int:
     docs = corpus.read_texts(args.input, text_column=args.text_column)
+    docs = docs if args.first is None else docs[:args.first]
     bar = ProgressBar()
     start = time.perf_counter()
     try:
@@ -140,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2: bad input, with a one-line message)."""
     args = _parser().parse_args(argv)
     if args.command in (None, "app"):
-        return launch.run_app(args.port or launch.DEFAULT_PORT, bool(args.public), args.dtype or "auto")
+        return launch.run_app(args.port or launch.DEFAULT_PORT, bool(args.public), args.dtype or "auto",
+                              lesson=args.lesson or "")
     if args.batch_size < 1 or args.max_tokens < 1:
         print("error: --batch-size and --max-tokens must be at least 1", file=sys.stderr)
         return 2

@@ -16,6 +16,8 @@ import tomllib
 import urllib.request
 from pathlib import Path
 
+from mha_viz.export import lesson as lessons
+
 SCRIPT = Path(__file__).resolve().parent / "ui" / "serve.py"
 CONFIG = Path(__file__).resolve().parent / "streamlit.toml"
 DEFAULT_PORT = 8501
@@ -52,15 +54,22 @@ def health(base_url: str) -> str:
         return f"unreachable: {exc}"
 
 
-def run_app(port: int = DEFAULT_PORT, public: bool = False, dtype: str = "auto") -> int:
+def run_app(port: int = DEFAULT_PORT, public: bool = False, dtype: str = "auto", lesson: str = "") -> int:
     """Serve the app until Ctrl+C; returns Streamlit's exit code. `public` sets MHA_VIZ_PUBLIC=1
     (only the listed models, a capped token limit: docs/deploying.md); `dtype` other than "auto"
-    sets MHA_VIZ_DTYPE, the sidebar's default *Precision*."""
+    sets MHA_VIZ_DTYPE, the sidebar's default *Precision*; `lesson` (a lesson file or a bundled
+    lesson's name) sets MHA_VIZ_LESSON, the lesson every session opens on."""
     if not 1 <= port <= 65535:
         print(f"error: --port must be between 1 and 65535, not {port}", file=sys.stderr)
         return 2
+    if lesson and lesson not in lessons.bundled() and not Path(lesson).is_file():
+        print(f"error: --lesson {lesson} is neither a file nor a bundled lesson ({', '.join(lessons.bundled())})",
+              file=sys.stderr)
+        return 2
     env = dict(os.environ, **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
-               **({"MHA_VIZ_DTYPE": dtype} if dtype != "auto" else {}))
+               **({"MHA_VIZ_DTYPE": dtype} if dtype != "auto" else {}),
+               **({"MHA_VIZ_LESSON": str(Path(lesson).resolve()) if Path(lesson).is_file() else lesson}
+                  if lesson else {}))
     where = f"http://localhost:{port}" + (" (public mode, every interface)" if public else "")
     print(f"mha-viz starting: open {where} in your browser (Ctrl+C stops it); it answers once its "
           "libraries and the default model are loaded (about 10 s)", flush=True)

@@ -6,7 +6,8 @@ Public API::
     from mha_viz import corpus
     stats = corpus.head_statistics(model, texts, *, engine="local", batch_size=16, max_tokens=128,
                                    importance=True, progress=None)          # -> corpus.CorpusStats
-    stats.table, stats.importance, stats.similarity
+    stats.table, stats.importance, stats.similarity, stats.lengths     # lengths: documents by token count
+    corpus.length_check(stats.lengths, n, "entropy", z).explains       # z: a sentence's deviations in sd
     stats.save(folder); corpus.CorpusStats.load(folder)
     ex = corpus.head_examples(model, texts, top=10, per_decile=3, max_tokens=128)   # -> corpus.HeadExamples
     ex.top(layer, head), ex.deciles(layer, head), ex.histogram(layer, head), ex.distances(layer, head)
@@ -24,6 +25,8 @@ ray, and only the `engine="ray"` branch imports them):
 - `examples`: each head's top documents, decile samples and histograms, mergeable (`ExamplesPartial`);
   `examples_result`: `HeadExamples`, the result, and its files.
 - `engine`: `head_statistics`, `Cancelled`.
+- `length`: whether a length difference explains one sentence's deviations from the corpus
+  (`length_check`, its rule in the module's docstring; `CorpusStats.lengths` counts the documents by length).
 - `ray_engine`: the Ray engine (a job's batches on the kept actors); `ray_engine_pool`: the actors,
   one model loaded each, kept across jobs in the process and shut down at exit.
 """
@@ -43,11 +46,13 @@ from mha_viz.corpus.inputs import (
     read_texts,
     read_upload,
 )
+from mha_viz.corpus.length import LengthCheck
+from mha_viz.corpus.length import check as length_check
 from mha_viz.corpus.stats import CorpusStats
 
 __all__ = [
     "ENGINES", "PATTERN_ORDER", "SAMPLE", "SAMPLE_PATH", "SAMPLE_SOURCE", "TEXT_COLUMNS", "Cancelled", "CorpusError",
-    "CorpusStats", "ExampleOptions", "HeadExamples", "Partial", "batch_partial", "head_examples", "capture_runs",
-    "corpus_hash", "head_statistics", "model_weights", "pattern_class", "plan", "read_texts", "read_upload",
-    "run_local",
+    "CorpusStats", "ExampleOptions", "HeadExamples", "LengthCheck", "Partial", "batch_partial", "head_examples",
+    "capture_runs", "corpus_hash", "head_statistics", "length_check", "model_weights", "pattern_class", "plan",
+    "read_texts", "read_upload", "run_local",
 ]

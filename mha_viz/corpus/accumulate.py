@@ -55,6 +55,7 @@ class Partial:
     importance_note: str = ""  # why importance_sum is None (when n_docs > 0)
     model_name: str = ""
     examples: ExamplesPartial | None = None  # each head's examples (`corpus.examples`), when asked for
+    lengths: np.ndarray | None = None  # (longest + 1,) documents by token count (`CorpusStats.lengths`)
 
     @classmethod
     def empty(cls, num_layers: int, num_heads: int, model_name: str = "") -> "Partial":
@@ -95,6 +96,7 @@ class Partial:
         self.similarity_sum = sim if self.similarity_sum is None else self.similarity_sum + sim
         self.n_docs += len(tables)
         self.n_tokens += int(sum(n_tokens))
+        self.lengths = _add_array(self.lengths, np.bincount(np.asarray(n_tokens, dtype=np.int64)))
 
     def merge(self, other: "Partial") -> "Partial":
         """The sums of both (a new Partial; neither is changed). Associative and, up to float
@@ -118,6 +120,7 @@ class Partial:
             similarity_sum=_add_array(self.similarity_sum, other.similarity_sum),
             importance_sum=importance, importance_note=note, model_name=self.model_name or other.model_name,
             examples=_merge_examples(self.examples, other.examples),
+            lengths=_add_array(self.lengths, other.lengths),
         )
 
     def finish(self, *, corpus_hash: str = "", max_tokens: int | None = None, seconds: float = 0.0) -> CorpusStats:
@@ -152,6 +155,7 @@ class Partial:
             similarity=self.similarity_sum / self.n_docs, model_name=self.model_name, n_docs=self.n_docs,
             n_tokens=self.n_tokens, corpus_hash=corpus_hash, max_tokens=max_tokens, seconds=float(seconds),
             examples=None if self.examples is None else HeadExamples(self.examples, self.n_docs),
+            lengths=self.lengths,
         )
 
 
@@ -215,6 +219,9 @@ def _add(a: dict, b: dict) -> dict:
 
 
 def _add_array(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+    """a + b; None is nothing; a 1-D pair of different lengths (counts by token count) padded with 0."""
     if a is None or b is None:
         return b if a is None else a
+    if a.ndim == 1 and a.shape != b.shape:
+        a, b = (np.pad(x, (0, max(a.size, b.size) - x.size)) for x in (a, b))
     return a + b

@@ -58,11 +58,13 @@ class HeadExamples:
         raise KeyError(f"layer {layer}, head {head} keeps no document {doc}")
 
     def deciles(self, layer: int, head: int) -> list[list[tuple[int, float]]]:
-        """For each tenth of the score range (0–0.1 first), the sampled (document, score) pairs."""
+        """For each tenth of the score range (0–0.1 first), the sampled (document, score) pairs, the
+        highest score first (equal scores: the earlier document first)."""
         out = []
         for d in range(DECILES):
             docs, scores = self.part.dec_doc[layer, head, d], self.part.dec_score[layer, head, d]
-            out.append(sorted((int(x), float(s)) for x, s in zip(docs, scores) if x != EMPTY_DOC))
+            kept = [(int(x), float(s)) for x, s in zip(docs, scores) if x != EMPTY_DOC]
+            out.append(sorted(kept, key=lambda pair: (-pair[1], pair[0])))
         return out
 
     def histogram(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:

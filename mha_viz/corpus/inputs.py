@@ -203,7 +203,7 @@ def _hub_dataset(spec: str, wanted: str | None, max_docs: int | None) -> list[st
         # heavy optional (datasets): imported only when a dataset id is given
         import datasets
     except ImportError as exc:
-        raise CorpusError(f"Reading the dataset '{name}' needs the `datasets` package, which is not "
+        raise CorpusError(f"Reading the dataset '{name}' needs the datasets package, which is not "
                           "installed (pip install datasets). Or save the texts as .txt, .jsonl or .csv.") from exc
     try:
         data = datasets.load_dataset(name, split=split or "train")

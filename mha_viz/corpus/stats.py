@@ -35,7 +35,8 @@ class CorpusStats:
     (the class most documents gave) and n_docs.
     importance: (L, H) accumulated importance with each layer's row L2-normalised, or None
     (`importance_note` says why). similarity: (L·H, L·H) pattern cosine averaged over documents,
-    index layer * H + head.
+    index layer * H + head. lengths: how many documents had each token count (index), as read (after
+    `max_tokens`), or None for statistics saved before they were recorded.
     """
 
     table: pd.DataFrame
@@ -49,6 +50,7 @@ class CorpusStats:
     seconds: float = 0.0
     importance_note: str = ""
     examples: HeadExamples | None = None  # each head's examples (`corpus.head_examples`), when computed
+    lengths: np.ndarray | None = None  # (longest + 1,): documents by token count (after the cut); None: not recorded
 
     @property
     def num_layers(self) -> int:
@@ -75,6 +77,8 @@ class CorpusStats:
         arrays = {"similarity": np.asarray(self.similarity, dtype=np.float64)}
         if self.importance is not None:
             arrays["importance"] = np.asarray(self.importance, dtype=np.float64)
+        if self.lengths is not None:
+            arrays["lengths"] = np.asarray(self.lengths, dtype=np.int64)
         np.savez(folder / ARRAYS, **arrays)
         meta = {"format": FORMAT, "version": VERSION, "model_name": self.model_name, "n_docs": int(self.n_docs),
                 "n_tokens": int(self.n_tokens), "corpus_hash": self.corpus_hash,
@@ -112,6 +116,10 @@ class CorpusStats:
         importance = arrays.get("importance")
         if importance is not None and importance.shape != (L, H):
             raise ValueError(f"{folder}: importance has shape {importance.shape}, not {(L, H)}")
+        lengths = arrays.get("lengths")  # absent from folders saved before it was recorded
+        if lengths is not None and (lengths.ndim != 1 or int(lengths.sum()) != meta["n_docs"]):
+            raise ValueError(f"{folder}: the document lengths count {int(lengths.sum())} documents, not "
+                             f"{meta['n_docs']}")
         table["pattern"] = table["pattern"].astype(str)
         examples = HeadExamples.load(folder) if (folder / EXAMPLE_META).is_file() else None
         if examples is not None and examples.shape != (L, H):
@@ -119,7 +127,7 @@ class CorpusStats:
         return cls(table=table, importance=importance, similarity=arrays["similarity"],
                    model_name=meta["model_name"], n_docs=meta["n_docs"], n_tokens=meta["n_tokens"],
                    corpus_hash=meta["corpus_hash"], max_tokens=meta["max_tokens"], seconds=meta["seconds"],
-                   importance_note=meta["importance_note"], examples=examples)
+                   importance_note=meta["importance_note"], examples=examples, lengths=lengths)
 
 
 def _meta(path: Path) -> dict:

@@ -163,7 +163,7 @@ def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Co
     if len(data) > MAX_BYTES:
         raise LessonError(f"The lesson file has {len(data):,} bytes, more than the {MAX_BYTES:,} a lesson may have.")
     try:
-        raw = json.loads(data)
+        raw = json.loads(data.decode("utf-8-sig") if isinstance(data, bytes) else data)
     except UnicodeDecodeError:
         raise LessonError("The lesson file is not text (UTF-8).") from None
     except (json.JSONDecodeError, RecursionError) as exc:

@@ -63,7 +63,7 @@ def literal(value: Any) -> str:
     raise TypeError(f"a notebook cell cannot carry a {type(value).__name__}")
 
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]#|~$])")
 
 
 def markdown_text(text: str) -> str:

@@ -46,8 +46,8 @@ if TYPE_CHECKING:
     from mha_viz.capture.run import AttentionRun
     from mha_viz.interventions.prediction import Explanation
     from mha_viz.metrics import Weights
-    from mha_viz.views.teaching import Walkthrough
     from mha_viz.views.comparison import Comparison
+    from mha_viz.views.teaching import Walkthrough
 
 __all__ = [
     "head", "model_grid", "lines", "token_focus",

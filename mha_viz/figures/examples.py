@@ -24,30 +24,53 @@ def strongest_query(pattern: np.ndarray) -> int:
     return int(np.unravel_index(int(np.argmax(p)), p.shape)[0])
 
 
+WINDOW = 128  # tokens of a long document drawn: 8 rows of 16 around the query, each row 30 px high
+ROW_PX, FONT_PX = 30, 12  # a row's height and its tokens' font: the same, readable size at any length
+
+
+def document_window(n: int, query: int, per_row: int = 16, window: int | None = WINDOW) -> tuple[int, int]:
+    """(start, stop): the tokens of an n-token document that `document_figure` draws: all of them up to
+    `window` tokens; beyond, whole rows of `per_row` around the query's row (centred where the document
+    allows), `window` tokens at most (None: every token)."""
+    if window is None or n <= window:
+        return 0, n
+    rows, total = max(1, window // per_row), -(-n // per_row)
+    first = max(0, min(query // per_row - (rows - 1) // 2, total - rows))
+    return first * per_row, min(n, (first + rows) * per_row)
+
+
 def document_figure(tokens: list[str], pattern: np.ndarray, title: str, *, query: int | None = None,
-                    per_row: int = 16) -> go.Figure:
+                    per_row: int = 16, window: int | None = WINDOW) -> go.Figure:
     """The document's tokens in rows of `per_row`, each key shaded by the weight query `query` (the
     score's row, `HeadExamples.query`; default: the strongest) gives it, relative to that row's
-    largest, the query framed. Token texts go through Plotly's labels (`axis_labels`), never raw HTML."""
+    largest, the query framed. A document longer than `window` tokens is drawn at the same size, cut
+    to the rows around the query (`document_window`), the title saying which tokens. Token texts go
+    through Plotly's labels (`axis_labels`), never raw HTML."""
     q = strongest_query(pattern) if query is None else int(query)
     n = len(tokens)
     weights = np.zeros(n)
     row = np.asarray(pattern[q], dtype=np.float64)
     weights[:min(n, row.size)] = row[:n]
-    rows = max(1, -(-n // per_row))
+    start, stop = document_window(n, q, per_row, window)
+    shown = stop - start
+    rows = max(1, -(-shown // per_row))
     z = np.full(rows * per_row, np.nan)
-    z[:n] = weights / (weights.max() or 1.0)
+    z[:shown] = weights[start:stop] / (weights.max() or 1.0)
     text = np.full(rows * per_row, "", dtype=object)
-    text[:n] = axis_labels(tokens)
+    text[:shown] = axis_labels(tokens)[start:stop]
     custom = np.full(rows * per_row, np.nan)
-    custom[:n] = weights
+    custom[:shown] = weights[start:stop]
+    if shown < n:
+        title = f"{title} · tokens {start}–{stop - 1} of {n}, around the query"
     fig = go.Figure(go.Heatmap(z=z.reshape(rows, per_row), text=text.reshape(rows, per_row),
                                customdata=custom.reshape(rows, per_row), texttemplate="%{text}",
+                               textfont=dict(size=FONT_PX),
                                colorscale=[[0, "#ffffff"], [1, "#d62728"]], zmin=0, zmax=1, showscale=False,
                                xgap=2, ygap=2, hovertemplate="%{text}: %{customdata:.3f}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[q % per_row], y=[q // per_row], mode="markers", hoverinfo="skip", showlegend=False,
-                             marker=dict(symbol="square-open", size=30, color="#1f77b4", line=dict(width=2))))
-    fig.update_layout(title=plot_title(title), height=70 + 30 * rows, margin=margin(t=40, b=10, l=10, r=10),
+    fig.add_trace(go.Scatter(x=[(q - start) % per_row], y=[(q - start) // per_row], mode="markers", hoverinfo="skip",
+                             showlegend=False,
+                             marker=dict(symbol="square-open", size=ROW_PX, color="#1f77b4", line=dict(width=2))))
+    fig.update_layout(title=plot_title(title), height=70 + ROW_PX * rows, margin=margin(t=40, b=10, l=10, r=10),
                       xaxis=dict(visible=False, range=[-0.5, per_row - 0.5]),
                       yaxis=dict(visible=False, autorange="reversed"), plot_bgcolor="white")
     return fig

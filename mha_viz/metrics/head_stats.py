@@ -28,6 +28,7 @@ from mha_viz.metrics.measures import (
     metrics_for,
     needing,
 )
+from mha_viz.text.readable import bare
 
 
 def _valid(run: AttentionRun) -> np.ndarray:
@@ -196,7 +197,7 @@ def key_masks(tokens: list[str], special_mask: list[bool]) -> tuple[np.ndarray, 
     """(n,) float32 0/1 masks of the keys: [SEP]-like tokens after the first, and punctuation."""
     special = np.asarray(special_mask, dtype=bool)
     sep = special & (np.arange(len(tokens)) > 0)
-    punct = np.array([t in PUNCTUATION for t in tokens], dtype=bool)
+    punct = np.array([bare(t) in PUNCTUATION for t in tokens], dtype=bool)  # "␣," is a comma
     return sep.astype(np.float32), punct.astype(np.float32)
 
 

@@ -94,7 +94,7 @@ class Scan:
             raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
         if self.row_source is None:
             raise ValueError("This scan was reopened from a file: attach the model it was computed with "
-                             "(`scan.attach(model)`) to recompute its rows.")
+                             "(scan.attach(model)) to recompute its rows.")
         return self.row_source(layer, head, start, stop)
 
     def attach(self, model) -> "Scan":

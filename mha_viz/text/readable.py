@@ -3,7 +3,8 @@
 Three marker schemes exist: byte-level BPE (GPT-2, Llama 3, SmolLM2: 'Ġ' is a space and each
 character stands for a byte), WordPiece (BERT: '##' continues a word) and SentencePiece
 ('▁' starts a word, '<0x0A>' is a byte). Invisible or direction-changing characters are shown
-as visible codes so a label can never hide or reorder its neighbours.
+as visible codes so a label can never hide or reorder its neighbours. A token's leading space is
+shown as '␣' (SPACE): " Mary" and "Mary" are two tokens, and their labels differ ("␣Mary", "Mary").
 """
 
 from __future__ import annotations
@@ -26,7 +27,20 @@ def _byte_decoder() -> dict[str, int]:
     return {c: b for b, c in chars.items()}
 
 
-_VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
+SPACE = "␣"  # a space, shown
+_VISIBLE = {" ": SPACE, "\n": "⏎", "\t": "⇥", "\r": "␍"}
+
+
+def spaced(text: str) -> str:
+    """`text` with its leading spaces shown as SPACE ("  Mary" -> "␣␣Mary")."""
+    rest = text.lstrip(" ")
+    return SPACE * (len(text) - len(rest)) + rest
+
+
+def bare(token: str) -> str:
+    """A display token without the marks of its leading space ("␣Mary" -> "Mary"; "␣" stays): the
+    word, for what reads the words (punctuation, word-by-word comparison) rather than shows them."""
+    return token.lstrip(SPACE) or token
 
 
 def visible(text: str) -> str:
@@ -71,10 +85,9 @@ def _clean_bytelevel(piece: str) -> tuple[str, bool]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:  # part of a multi-byte character (emoji, CJK): show its bytes
         head = raw.lstrip(b" ")
-        text = "⟨" + " ".join(f"{b:02x}" for b in head) + "⟩"
+        text = SPACE * (len(raw) - len(head)) + "⟨" + " ".join(f"{b:02x}" for b in head) + "⟩"
         return text, starts
-    stripped = text.lstrip(" ")
-    return (stripped if stripped else text), starts
+    return spaced(text), starts
 
 
 def _clean_sentencepiece(piece: str) -> tuple[str, bool]:
@@ -82,9 +95,7 @@ def _clean_sentencepiece(piece: str) -> tuple[str, bool]:
         value = int(piece[3:5], 16)
         return (chr(value) if value < 128 else f"⟨{value:02x}⟩"), False
     starts = piece.startswith("▁")
-    text = piece.replace("▁", " ")
-    stripped = text.lstrip(" ")
-    return (stripped if stripped else text), starts
+    return spaced(piece.replace("▁", " ")), starts
 
 
 def clean_tokens(tokenizer, pieces: list[str], special: list[bool]) -> tuple[list[str], list[int]]:

@@ -12,7 +12,7 @@ from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.text import loss_inputs
-from mha_viz.ui import analysis, charts, keys, resources, session
+from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
 
@@ -66,6 +66,8 @@ def ablation_page() -> None:
     off = int((~on).sum())
     st.markdown(f"**{off} of {on.size} heads off.**")
     _effects(cur, kind, on, mean_ablation)
+    notebook_button.record(keep=on.tolist(), mean_ablation=mean_ablation, kind=kind,
+                           other=session.get(keys.ABLATION_OTHER))
     _importance_and_pruning(cur, kind, mean_ablation)
 
 
@@ -139,6 +141,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
             st.error(plain(str(exc)), icon=":material/warning:")
             return
+        notebook_button.record(importance=source)
         charts.show(charts.cached("importance", key, lambda: metric_figures.metric_grid(
             imp, title="Head importance (per-layer L2-normalised)")), key=keys.IMP_GRID)
         csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
@@ -161,6 +164,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
             if curve is None:
                 st.error(plain(why), icon=":material/warning:")
                 return
+            notebook_button.record(pruning=True)
             charts.show(charts.cached("pruning", (key, mean_ablation), lambda: teach_figures.pruning_figure(
                 ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],
                 loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0])), key=keys.PRUNE_FIG)

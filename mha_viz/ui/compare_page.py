@@ -91,7 +91,8 @@ def compare_page() -> None:
     if cur is None:
         return
     if cur.stale or cur.model is None:
-        st.info("Compare works on the sidebar's current text and model: fix the message above first.", icon=":material/info:")
+        st.info("Compare works on the sidebar's current text and model: fix the message above first.",
+                icon=":material/info:")
         return
     try:
         got = _run_b(cur)
@@ -105,7 +106,8 @@ def compare_page() -> None:
         got = OUT_OF_MEMORY
     if got is OUT_OF_MEMORY:  # given back here, past the handler, whose frames held the tensors
         memory.free_cache()
-        st.error(f"Run B needs more memory than this machine has free. {memory.OUT_OF_MEMORY_ADVICE}", icon=":material/warning:")
+        st.error(f"Run B needs more memory than this machine has free. {memory.OUT_OF_MEMORY_ADVICE}",
+                 icon=":material/warning:")
         return
     if got is None:
         return

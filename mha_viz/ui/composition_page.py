@@ -94,7 +94,8 @@ def composition_page() -> None:
             f"Compute the composition scores (about {_duration(seconds)} here)", key=keys.COMP_GO):
         st.info(f"{plain(model.name)} has {model.num_layers} layers of {model.num_heads} heads: every pair of heads "
                 f"costs a d_v × d_model × d_k product, about {_duration(seconds)} on this machine "
-                f"({'its GPU' if _on_gpu(model) else 'the CPU'}). The result is kept for the model.", icon=":material/timer:")
+                f"({'its GPU' if _on_gpu(model) else 'the CPU'}). The result is kept for the model.",
+                icon=":material/timer:")
         return
     result = _attempt(lambda: _held(lambda: analysis.composition(cur.model_key, model),
                                     compose.composition_known(model)), "Head composition", st.warning)

@@ -37,6 +37,8 @@ SAMPLE, UPLOAD, PATH = "The bundled sample", "Upload a file", "A file on this ma
 LOCAL, RAY = "In this app", "On Ray (RAY_ADDRESS, or a local Ray)"
 UPLOAD_CEILING_MB = 50  # .streamlit/config.toml's server.maxUploadSize: larger files by path (locally)
 RANDOM_ORDERS = 3
+FIRST_HELP = ("Cut the corpus to its first documents, in the file's order, before every tenth is held out: a quick "
+              "first look at a large corpus. The statistics are kept under what was cut.")
 
 
 class CorpusKey(NamedTuple):
@@ -51,14 +53,16 @@ class CorpusKey(NamedTuple):
     held_out: int
 
 
-def _read_once(ident: tuple, read) -> Documents:
-    """The documents of `ident` (the sample, an upload by its id, a path by size and time),
-    read, split and hashed once per session and source, not on every rerun (a 50 MB upload)."""
+def _read_once(ident: tuple, read, first: int) -> Documents:
+    """The documents of `ident` (the sample, an upload by its id, a path by size and time), cut to
+    the `first` (0: all), read, split and hashed once per session, source and cut, not on every
+    rerun (a 50 MB upload). The cut comes before the split: its hash is the statistics' key."""
     kept = session.get(keys.CORPUS_DOCS)
-    if kept is not None and kept[0] == ident:
+    if kept is not None and kept[0] == (ident, first):
         return kept[1]
-    docs = documents(read())
-    session.put(keys.CORPUS_DOCS, (ident, docs))
+    texts = read()
+    docs = documents(texts[:first] if first else texts)
+    session.put(keys.CORPUS_DOCS, ((ident, first), docs))
     return docs
 
 
@@ -67,11 +71,16 @@ def _documents(conf) -> tuple[Documents, str] | None:
     if session.get(keys.CORPUS_SOURCE) not in sources:
         session.put(keys.CORPUS_SOURCE, SAMPLE)
     source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, persist_state=keys.KEEP, horizontal=True)
+    first = int(st.number_input("Use the first … documents (0: all)", 0, conf.max_corpus_docs, step=50,
+                                key=keys.CORPUS_FIRST, persist_state=keys.KEEP, help=FIRST_HELP))
+
+    def cut(docs: Documents) -> str:  # a corpus shorter than the cut is whole
+        return f"; its first {first:,} only" if first and docs.count == first else ""
     limits = dict(max_docs=conf.max_corpus_docs, max_bytes=conf.max_corpus_mb * 2**20)
     try:
         if source == SAMPLE:
-            docs = _read_once(("sample",), lambda: corpus.read_texts("sample"))
-            return docs, f"the bundled sample ({docs.count} sentences; {corpus.SAMPLE_SOURCE})"
+            docs = _read_once(("sample",), lambda: corpus.read_texts("sample"), first)
+            return docs, f"the bundled sample ({docs.count} sentences{cut(docs)}; {corpus.SAMPLE_SOURCE})"
         column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, persist_state=keys.KEEP,
                                placeholder="text",
                                help="Left empty: the first of text, sentence, content, document.") or None
@@ -85,8 +94,8 @@ def _documents(conf) -> tuple[Documents, str] | None:
                 st.info("Choose a file to compute its statistics.", icon=":material/description:")
                 return None
             docs = _read_once(("upload", upload.file_id, column), lambda: corpus.read_upload(
-                upload.getvalue(), upload.name, text_column=column, **limits))
-            return docs, f"{plain(upload.name)} ({docs.count:,} documents)"
+                upload.getvalue(), upload.name, text_column=column, **limits), first)
+            return docs, f"{plain(upload.name)} ({docs.count:,} documents{cut(docs)})"
         path = st.text_input("Path", key=keys.CORPUS_PATH, persist_state=keys.KEEP, placeholder="/data/sentences.txt")
         if not path.strip():
             st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon=":material/description:")
@@ -97,8 +106,8 @@ def _documents(conf) -> tuple[Documents, str] | None:
         except OSError:
             stamp = None  # read_texts says what is wrong
         docs = _read_once(("path", path.strip(), stamp, column),
-                          lambda: corpus.read_texts(path.strip(), text_column=column, **limits))
-        return docs, f"{plain(path.strip())} ({docs.count:,} documents)"
+                          lambda: corpus.read_texts(path.strip(), text_column=column, **limits), first)
+        return docs, f"{plain(path.strip())} ({docs.count:,} documents{cut(docs)})"
     except mha_viz.InputError as exc:  # CorpusError: a message written for the user
         st.error(plain(str(exc)), icon=":material/warning:")
         return None
@@ -190,7 +199,8 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     rate = stats.n_docs / stats.seconds if stats.seconds else 0.0
     st.success(f"{stats.n_docs:,} documents, {stats.n_tokens:,} tokens"
                + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else ".")
-               + " Each head's top documents and the head finder are on **Head examples**.", icon=":material/library_books:")
+               + " Each head's top documents and the head finder are on **Head examples**.",
+               icon=":material/library_books:")
     names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
     metric = st.selectbox("Metric", names, key=keys.CORPUS_METRIC, persist_state=keys.KEEP,
                           format_func=lambda c: metrics.METRICS[c].label)
@@ -206,7 +216,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     st.caption("Most frequent class of each head over the documents. Heads per class: "
                + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
     _importance(cur, key, stats, held)
-    _this_sentence(cur, table, metric, label)
+    _this_sentence(cur, table, metric, label, stats.lengths)
     stem = figure_style.safe_filename(f"{cur.model.name}-corpus-{stats.n_docs}")
     st.download_button("Download the corpus head table (CSV)", export_views.table_csv(table),
                        file_name=f"{stem}.csv", mime="text/csv", key=keys.DL_CORPUS)
@@ -234,7 +244,8 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
             done[key] = resources.one_at_a_time(lambda: _pruning(cur.model, stats.importance, held, key.max_tokens))
         except Exception as exc:  # noqa: BLE001 - a message; the traceback goes to the log
             log.exception("corpus pruning failed")
-            st.error(plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"), icon=":material/warning:")
+            st.error(plain(f"The pruning check failed: {type(exc).__name__}: {str(exc)[:300]}"),
+                     icon=":material/warning:")
             return
     curve = done[key]
     kind = loss_inputs.loss_kind(cur.model)
@@ -260,7 +271,7 @@ def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) ->
                          "random mean": randoms.mean(0), "random sd": randoms.std(0)})
 
 
-def _this_sentence(cur, table: pd.DataFrame, metric: str, label: str) -> None:
+def _this_sentence(cur, table: pd.DataFrame, metric: str, label: str, lengths) -> None:
     st.subheader("This sentence against the corpus")
     run = cur.full_run or cur.run
     if run.partial:
@@ -280,3 +291,6 @@ def _this_sentence(cur, table: pd.DataFrame, metric: str, label: str) -> None:
     row, head = np.unravel_index(int(np.abs(z).argmax()), z.shape)
     st.caption(f"The sidebar's sentence ({run.n} tokens) against the corpus mean of every head. Most unusual here: "
                f"layer {sorted(set(table['layer']))[row]}, head {head} ({z[row, head]:+.1f} sd).")
+    check = None if lengths is None else corpus.length_check(lengths, run.n, metric, z)  # the rule: corpus/length.py
+    if check is not None and check.explains:
+        st.info(check.message(), icon=":material/straighten:")

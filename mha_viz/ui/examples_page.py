@@ -122,11 +122,13 @@ def _finder(table: pd.DataFrame, layer_ids: list[int], num_heads: int) -> None:
 def _documents(ex, layer: int, head: int) -> None:
     st.subheader("Top documents")
     st.caption("Each key shaded by the weight the framed query gives it (the query where the score was found); "
-               "hover a token for its weight.")
+               f"hover a token for its weight. A document over {example_figures.WINDOW} tokens shows the "
+               f"{example_figures.WINDOW} around that query.")
     for rank, (doc, score) in enumerate(ex.top(layer, head)):
         _document(ex, doc, score, layer, head, f"examples_top_{rank}")
     st.subheader("Samples from every decile")
-    for d, kept in enumerate(ex.deciles(layer, head)):
+    st.caption("The highest scores first: the deciles from the top down, each one's samples by score.")
+    for d, kept in reversed(list(enumerate(ex.deciles(layer, head)))):
         if not kept:
             continue
         with st.expander(f"Scores {d / 10:.1f}–{(d + 1) / 10:.1f}: {len(kept)} document(s)"):

@@ -181,7 +181,8 @@ def _stopped_notice() -> None:
         k = len(gen.steps)
         session.put(keys.GEN_LAST, (key, gen, f"stopped after {k} token{'s' * (k != 1)}"))
         session.put(keys.GEN_STEP, 1)
-        st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.", icon=":material/stop_circle:")
+        st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.",
+                   icon=":material/stop_circle:")
     else:
         st.info("Stopped before the first token; the last generation (if any) is kept.", icon=":material/stop_circle:")
 

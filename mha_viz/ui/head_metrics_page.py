@@ -8,7 +8,7 @@ from mha_viz import metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.figures import type_grid
-from mha_viz.ui import analysis, charts, keys, seq2seq_views, view_helpers
+from mha_viz.ui import analysis, charts, keys, notebook_button, seq2seq_views, view_helpers
 from mha_viz.ui.text import plain
 
 PATTERN_RULES = (
@@ -44,6 +44,7 @@ def head_metrics_page() -> None:
     choice = st.selectbox("Metric", names, key=keys.METRIC_CHOICE, persist_state=keys.KEEP,
                           format_func=lambda c: metrics.METRICS[c].label)
     view_helpers.explain_measure(metrics.METRICS[choice])
+    notebook_button.record(metric=choice)
     fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.table_grid(table, choice, run))
     charts.show(fig, key=keys.METRIC_GRID,
                 on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_GRID, view_helpers.grid_index),

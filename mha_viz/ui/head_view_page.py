@@ -10,6 +10,7 @@ from mha_viz.ui import (
     charts,
     head_detail,
     keys,
+    notebook_button,
     seq2seq_views,
     session,
     shared_head,
@@ -34,6 +35,8 @@ def head_view_page() -> None:
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
     fig, shown = _head_figure(cur, layer, head, rescale)
+    notebook_button.record(layer=layer, head=head, detail=session.get(keys.HEAD_DETAIL), rescale=rescale,
+                           window=session.get(keys.HEAD_WINDOW))
     if shown is None:
         charts.show(fig, key=keys.HEAD_HEATMAP)
     else:  # every cell a marker: a click asks *Why here?* below

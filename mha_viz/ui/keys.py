@@ -146,6 +146,7 @@ CORPUS_FILE = "corpus_file"  # the uploader
 CORPUS_PATH = "corpus_path"
 CORPUS_COLUMN = "corpus_column"  # the text column of a .jsonl / .csv
 CORPUS_TOKENS = "corpus_tokens"  # tokens per document
+CORPUS_FIRST = "corpus_first"  # use the corpus's first N documents only (0: all)
 CORPUS_BATCH = "corpus_batch"
 CORPUS_IMPORTANCE = "corpus_importance"
 CORPUS_ENGINE = "corpus_engine"
@@ -356,6 +357,10 @@ CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair
 DL_CIRC_CSV, DL_CIRC_JSON = "dl_circ_csv", "dl_circ_json"
 PRED_AUTO = "_pred_auto"  # a link asked for a circuit: the heads, then the circuit, are found once on opening
 CIRC_AUTO = "_circ_auto"
+
+# --- *Open as notebook* (notebook_button): what the page drawn in this rerun chose, and its download
+NOTEBOOK_OPTIONS = "_notebook_options"  # {option: value} a page recorded for its notebook this rerun
+DL_NOTEBOOK = "dl_notebook"
 
 
 # --- the input widgets drawn without persist_state=KEEP, and why (docs/architecture.md, "Session state";

@@ -109,7 +109,8 @@ def _page(cur) -> None:
     drawn = line_figures.drawn_lines(fig)
     if drawn == 0:
         st.info(f"No line has a weight of at least {threshold:.2f} in the heads picked"
-                + (" for this focus token" if focus else "") + ": lower the threshold.", icon=":material/visibility_off:")
+                + (" for this focus token" if focus else "") + ": lower the threshold.",
+                icon=":material/visibility_off:")
     meta = fig.layout.meta
     where = ("Target tokens (queries) on the left, source tokens (keys) on the right" if seq2seq_views.is_cross(run)
              else "Queries (attending) on the left, keys (attended to) on the right")

@@ -18,7 +18,18 @@ import torch
 
 from mha_viz import session_cap
 from mha_viz.budget import memory
-from mha_viz.ui import export_views, lesson_flow, lesson_panel, links, pages, preload, resources, sidebar, state
+from mha_viz.ui import (
+    export_views,
+    lesson_flow,
+    lesson_panel,
+    links,
+    notebook_button,
+    pages,
+    preload,
+    resources,
+    sidebar,
+    state,
+)
 from mha_viz.ui.text import plain
 
 _log = logging.getLogger("mha_viz")
@@ -61,6 +72,7 @@ def main() -> None:
         out_of_memory = False
         try:
             page.run()
+            guarded(notebook_button.offer, pages.page_id(page), page.title, cur, what="Open as notebook")
         except (MemoryError, torch.OutOfMemoryError):  # any page's heavy work: a message, memory given back
             logging.getLogger("mha_viz.ui").exception("view ran out of memory")
             out_of_memory = True

@@ -11,7 +11,17 @@ import streamlit as st
 import mha_viz
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
-from mha_viz.ui import analysis, charts, keys, resources, seq2seq_views, session, shared_head, view_helpers
+from mha_viz.ui import (
+    analysis,
+    charts,
+    keys,
+    notebook_button,
+    resources,
+    seq2seq_views,
+    session,
+    shared_head,
+    view_helpers,
+)
 from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
@@ -37,6 +47,7 @@ def model_view_page() -> None:
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE,
                         persist_state=keys.KEEP)
+    notebook_button.record(rescale=rescale)
     fig = charts.cached("model_grid", (cur.key, rescale), lambda: head_figures.model_grid(run, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])

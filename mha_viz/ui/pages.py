@@ -96,6 +96,11 @@ def navigation():
                           for section in SECTIONS if any(p.section == section for p in shown)}, expanded=True)
 
 
+def page_id(page) -> str:
+    """The id of the page `navigation()` returned (the default page's url_path is empty)."""
+    return page.url_path or next((p.id for p in offered() if p.title == page.title), DEFAULT)
+
+
 def follow_goto() -> None:
     """Switch to the page a view asked for (`keys.GOTO`), if the server offers it."""
     target = session.pop(keys.GOTO, None)

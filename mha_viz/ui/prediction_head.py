@@ -15,7 +15,7 @@ from mha_viz.budget import needs
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.interventions import attribution, prediction
-from mha_viz.ui import charts, keys, resources, session, shared_head
+from mha_viz.ui import charts, keys, notebook_button, resources, session, shared_head
 from mha_viz.ui.text import plain
 
 
@@ -43,6 +43,8 @@ def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
     st.subheader("One head")
     cols = st.columns([1, 1, 3])
     layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.PRED_LAYER, keys.PRED_HEAD, where=cols[:2])
+    notebook_button.record(layer=layer, head=head, corrupted=key.corrupted, answer=key.answer, wrong=key.wrong,
+                           patched=expl.patching is not None, position_layer=session.get(keys.PRED_POS_LAYER))
     parts = [f"{expl.dla.label} {float(expl.dla.per_head[layer, head]):+.3f}"]
     if expl.estimate is not None:
         parts.append(f"estimated restored fraction {float(expl.estimated[layer, head]):.3f}")

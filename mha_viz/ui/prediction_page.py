@@ -56,14 +56,15 @@ def _on_preset(options: dict) -> None:
 
 
 def _refusal(model) -> str | None:
-    """Why this model has no direct attribution or patching (None: it has)."""
+    """Why this model has no direct attribution or patching, in Markdown (None: it has)."""
     if not model.is_causal:
-        return (f"{model.name} is an encoder: with no language-model head reading the residual stream linearly, "
+        return (f"{plain(model.name)} is an encoder: with no language-model head reading the residual stream linearly, "
                 "direct logit attribution is not defined, and there is no next-token prediction to patch. "
                 "Pick a decoder in the sidebar (smollm2, toy-induction, a GPT-2 or Llama-family model); the "
                 "sidebar's *Show attention as: contributions* shows what this model's heads write.")
     if not model.has_head_outputs:
-        return f"The heads' outputs of {model.name} cannot be read ({model.unread}): no attribution or patching."
+        return (f"The heads' outputs of {plain(model.name)} cannot be read ({plain(model.unread)}): no attribution "
+                "or patching.")
     return None
 
 
@@ -75,7 +76,7 @@ def prediction_page() -> None:
     model = cur.model
     why = _refusal(model)
     if why is not None:
-        st.info(plain(why), icon=":material/explore:")
+        st.info(why, icon=":material/explore:")  # Markdown: the model's name is escaped in it
         return
     st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "

@@ -90,8 +90,19 @@ async def lifespan(_app) -> AsyncIterator[None]:
 def _server_start() -> None:
     start = time.perf_counter()
     warm()
+    _server_lesson()
     _default_model()
     log.info("server ready in %.1f s", time.perf_counter() - start)
+
+
+def _server_lesson() -> None:
+    """MHA_VIZ_LESSON read at the start: a lesson that cannot be opened is in the log before anyone
+    arrives (`resources.server_lesson` logs why), and in a workshop the default model is its first."""
+    from mha_viz.ui import resources
+
+    lesson, _ = resources.server_lesson()
+    if lesson is not None:
+        log.info("lesson %r: %d steps on %s", lesson.title, len(lesson.steps), ", ".join(lesson.models))
 
 
 def _default_model() -> None:

@@ -44,7 +44,8 @@ def qk_page() -> None:
     run, model = cur.run, cur.model
     if not model.can_recompute:
         st.info(f"Queries and keys are recomputed with mha-viz's own MHA, which cannot compute {model.name}'s "
-                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon=":material/info:")
+                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.",
+                icon=":material/info:")
         return
     row, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.QK_LAYER, keys.QK_HEAD)
     layer = run.layer_ids[row]

@@ -99,7 +99,8 @@ def one_at_a_time(compute):
             try:
                 return compute()
             except admission.Busy as busy:
-                notice.info(f"The server is busy: {busy}. Yours starts as soon as one finishes.", icon=":material/hourglass_top:")
+                notice.info(f"The server is busy: {busy}. Yours starts as soon as one finishes.",
+                            icon=":material/hourglass_top:")
                 slots().wait(busy=busy)
     finally:
         notice.empty()

@@ -58,10 +58,10 @@ def gate(cur, *, cross: bool, forward: bool) -> str | None:
     if cur.seq2seq is None:
         return None
     if forward:
-        return (f"{cur.model.name if cur.model else 'This model'} is an encoder–decoder: this page runs encoder-only "
-                "and decoder-only models. Its encoder, decoder and cross-attention are on the Model view and "
-                "Head view (and the encoder's and decoder's on every page under Look and Measure): pick one under "
-                "*Attention* in the sidebar.")
+        return (f"{plain(cur.model.name) if cur.model else 'This model'} is an encoder–decoder: this page runs "
+                "encoder-only and decoder-only models. Its encoder, decoder and cross-attention are on the Model "
+                "view and Head view (and the encoder's and decoder's on every page under Look and Measure): pick "
+                "one under *Attention* in the sidebar.")
     if is_cross(cur.run) and not cross:
         return ("This page reads self-attention: pick Encoder or Decoder under *Attention* in the sidebar. "
                 "Cross-attention (target over source) is drawn in the Model view, the Head view, the Line view, "

@@ -213,7 +213,7 @@ def run_to_compare(model: mha_viz.LoadedModel, text: str, local: bool,
     cur = Current()
     shown = steps.lens(cur, *steps.hide_tokens(cur, run, key, **_hidden()), contributions=_contributions())
     if cur.lens_note:  # the sidebar's run is contributions; this one would be weights: not comparable
-        raise mha_viz.InputError(cur.lens_note + " Set the sidebar's *Show attention as* to weights to compare.")
+        raise mha_viz.InputError(cur.lens_note + " Set the sidebar's “Show attention as” to weights to compare.")
     return shown
 
 

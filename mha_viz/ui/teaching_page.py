@@ -13,7 +13,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, keys, resources, session, shared_head, sidebar
+from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session, shared_head, sidebar
 from mha_viz.ui.analysis_key import AnalysisKey
 from mha_viz.ui.view_helpers import start
 from mha_viz.views import teaching
@@ -46,7 +46,8 @@ def teaching_page() -> None:
                   "head and an induction head)", key=keys.TEACH_USE_TOY, on_click=_use_toy)
     if not model.can_recompute:
         st.info(f"The walkthrough recomputes each step with mha-viz's own MHA, which cannot compute {model.name}'s "
-                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.", icon=":material/info:")
+                f"attention: {model.stand_in or model.unread}. Every other page shows its heads.",
+                icon=":material/info:")
         return
     _pick_known_head(cur)
     row, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.TEACH_LAYER, keys.TEACH_HEAD)
@@ -67,6 +68,8 @@ def teaching_page() -> None:
     st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
     part = st.segmented_control("Part", PARTS, default=PARTS[0], required=True, key=keys.TEACH_PART,
                                 persist_state=keys.KEEP, label_visibility="collapsed")
+    notebook_button.record(layer=row, head=head, part=part, row=session.get(keys.TEACH_ROW),
+                           demo=session.get(keys.TEACH_DEMO))
     if part in STEP_GROUPS:  # only the part on screen is computed and drawn
         names = STEP_GROUPS[part]
         figs = _figures("steps", (text_key, layer, head, names), lambda: teach_figures.step_figures(w, names))

@@ -21,6 +21,7 @@ from mha_viz.capture.arrays import tensor_view
 from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics import METRICS, head_table
+from mha_viz.text.readable import bare
 from mha_viz.views import detail
 
 KINDS = ("tokens", "words", "metrics")
@@ -207,7 +208,7 @@ def choose_basis(run_a: AttentionRun, run_b: AttentionRun) -> tuple[str, str, tu
                  for i in np.flatnonzero(np.asarray(run.special_mask, dtype=bool))]
         aligned, hidden = plain, f" once the special tokens ({', '.join(dict.fromkeys(names))}) were hidden"
     count = len(detail.word_groups(aligned[0].word_ids))
-    texts = [[w.strip().lower() for w in detail.word_labels(r.tokens, r.word_ids)] for r in aligned]
+    texts = [[bare(w).strip().lower() for w in detail.word_labels(r.tokens, r.word_ids)] for r in aligned]
     if texts[0] == texts[1]:
         basis = (f"Compared word by word: the runs split the same {count} words into different "
                  f"tokens{hidden}, so every head was merged to word level (summed over a word's key pieces, "

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from mha_viz.capture.arrays import tensor_view
+from mha_viz.text.readable import bare
 
 FULL_DETAIL_TOKENS = 256  # above this, the head view opens on the downsampled view
 MAX_FULL_TOKENS = 512  # above this, every-token detail is offered only through a window
@@ -75,7 +76,7 @@ def word_labels(tokens: list[str], word_ids: list[int], *, joiner: str = "") -> 
 
 def range_label(tokens: list[str], start: int, stop: int, width: int = 24) -> str:
     """'12–15: the cat sat' for the tokens start..stop-1, shortened to about `width` characters."""
-    text = " ".join(tokens[start:stop])
+    text = " ".join(bare(t) for t in tokens[start:stop])
     if len(text) > width:
         text = text[:width - 1] + "…"
     span = f"{start}" if stop - start == 1 else f"{start}–{stop - 1}"

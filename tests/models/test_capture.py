@@ -44,7 +44,7 @@ def test_analyze_smollm2_is_exactly_causal(smollm2):
     upper = np.triu(np.ones((run.n, run.n), dtype=bool), 1)
     assert (run.attentions[:, :, upper] == 0).all()  # exactly zero, not merely small
     assert (run.attentions[:, :, 0, 0] == 1).all()
-    assert run.tokens[:3] == ["The", "cat", "sat"]
+    assert run.tokens[:3] == ["The", "␣cat", "␣sat"]  # a leading space shown: "␣cat"
 
 
 @pytest.mark.model

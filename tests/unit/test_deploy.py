@@ -210,3 +210,23 @@ def test_dtype_on_the_command_line_sets_the_sidebars_default_precision(monkeypat
     assert settings.from_env().dtype == "bfloat16"
     monkeypatch.setenv("MHA_VIZ_DTYPE", "fp8")
     assert settings.from_env().dtype == "auto"
+
+
+def test_lesson_on_the_command_line_sets_the_server_lesson(monkeypatch, tmp_path, capsys):
+    """`mha-viz --lesson FILE` serves the app with MHA_VIZ_LESSON (the file's absolute path, or a bundled
+    lesson's name), which `settings` reads; a lesson that is neither is refused before the server starts."""
+    from mha_viz import cli
+
+    served = []
+    monkeypatch.setattr(launch.subprocess, "call", lambda argv, env: served.append(env) or 0)
+    monkeypatch.delenv("MHA_VIZ_LESSON", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "week3.json").write_text("{}")
+    assert cli.main(["--lesson", "week3.json"]) == 0
+    assert cli.main(["app", "--lesson", "attention-head-by-head", "--public"]) == 0
+    assert cli.main(["app"]) == 0
+    assert [e.get("MHA_VIZ_LESSON") for e in served] == [str(tmp_path / "week3.json"), "attention-head-by-head", None]
+    assert cli.main(["--lesson", "no-such.json"]) == 2 and len(served) == 3
+    assert "neither a file nor a bundled lesson" in capsys.readouterr().err
+    monkeypatch.setenv("MHA_VIZ_LESSON", " week3.json ")
+    assert settings.from_env().lesson == "week3.json"

@@ -1,0 +1,52 @@
+"""A student follows a lesson in a real browser: the teacher's link opens the bundled lesson on its
+first step; Next goes through three steps, each with its note above the view, its page, its text
+in the box and "Step k of N" in the sidebar, and the address names the step (a reload stays there)."""
+
+from __future__ import annotations
+
+import urllib.parse
+
+import pytest
+
+from mha_viz.export import lesson as lessons
+from mha_viz.ui import page_ids
+from tests.helpers import HEADINGS
+
+from .conftest import open_link
+
+pytestmark = pytest.mark.e2e
+
+BUNDLED = "attention-head-by-head"
+
+
+def _first_words(note: str, n: int = 6) -> str:
+    """The note's first words as the browser shows them (Markdown's emphasis and code marks dropped)."""
+    plain = note.replace("*", "").replace("`", "").replace("_", "").split("$")[0]
+    return " ".join(plain.split()[:n])
+
+
+def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
+    lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=page_ids.IDS)
+    ui = open_link(browser, server, "lesson", f"/?lesson={BUNDLED}", ready=".st-key-lesson_note_box")
+    try:
+        sidebar = ui.page.locator("[data-testid=stSidebar]")
+        note_box = ui.page.locator(".st-key-lesson_note_box")
+        for k, step in enumerate(lesson.steps[:3]):
+            assert ui.wait_until(ui.heading, HEADINGS[step.page]) == HEADINGS[step.page]
+            assert _first_words(step.note) in note_box.inner_text().replace("\n", " ")
+            assert f"Step {k + 1} of {len(lesson.steps)}" in sidebar.inner_text()
+            assert ui.text_box.input_value() == step.link.text
+            query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(ui.page.url).query))
+            assert (query.get("lesson"), query.get("step")) == (BUNDLED, str(k + 1))
+            assert query.get("model") == step.link.model
+            ui.assert_clean()
+            ui.shot(f"step-{k + 1}")
+            if k < 2:
+                ui.click(sidebar.get_by_role("button", name="Next"))
+        ui.page.reload(wait_until="domcontentloaded")  # a new session on the address: the same step
+        note_box.wait_for()
+        ui.wait_idle()
+        assert ui.wait_until(ui.heading, HEADINGS[lesson.steps[2].page]) == HEADINGS[lesson.steps[2].page]
+        assert "Step 3 of" in sidebar.inner_text()
+    finally:
+        ui.close()
