@@ -23,6 +23,8 @@ from mha_viz.circuits.path_patching import Circuit, circuit, faithfulness_curve,
 from mha_viz.circuits.qk_terms import QKTerms, qk_pattern_terms, qk_terms
 from mha_viz.corpus.engine import head_examples, head_statistics
 from mha_viz.export.lesson import Lesson, LessonError, lesson_json, read_lesson
+from mha_viz.export.notebook import view_notebook
+from mha_viz.export.notebook_view import NotebookView
 from mha_viz.export.report import html_report
 from mha_viz.interventions.attribution import direct_logit, value_weighted
 from mha_viz.interventions.estimate import estimate_heads, estimate_positions
@@ -50,6 +52,7 @@ __all__ = [
     "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
     "patch_heads",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
+    "view_notebook", "NotebookView",
     # lessons a class follows
     "Lesson", "LessonError", "read_lesson", "lesson_json",
     # why a head looks where it looks, how heads compose

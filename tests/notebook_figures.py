@@ -96,6 +96,7 @@ def title(fig: dict) -> str:
 def same_figures(page: list[dict], notebook: list[dict], what: str) -> None:
     """The notebook drew the page's figures, in its order: each trace's every field (its arrays
     compared to float32 precision) and each title."""
-    assert [title(f) for f in notebook] == [title(f) for f in page], what
+    titles = [title(f) for f in notebook], [title(f) for f in page]
+    assert titles[0] == titles[1], f"{what}: the notebook's {titles[0]} against the page's {titles[1]}"
     for i, (p, n) in enumerate(zip(page, notebook)):
         _same(_clicks_removed(p), _clicks_removed(n), f"{what}, figure {i} ({title(p)[:60]})")

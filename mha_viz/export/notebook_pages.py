@@ -41,7 +41,32 @@ a = run.head(LAYER, HEAD)
 top = a.argmax(axis=1)  # the strongest key of each query
 pd.DataFrame({"query": run.tokens, "attends most to": [run.tokens[j] for j in top],
               "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]})"""))
-    return cells
+    return cells + _why_here(v)
+
+
+def _why_here(v: NotebookView) -> list[Cell]:
+    """*Why here?*: one score (or the whole head's) split into what wrote the query × what wrote the key."""
+    second = v.option("second")
+    query, key = v.option("query"), v.option("key")
+    if v.option("whole"):
+        split = "t = mha_viz.qk_pattern_terms(model, TEXT, run.layer_ids[LAYER], HEAD, max_tokens=CAP)"
+    else:
+        split = (f"QUERY, KEY = {literal(query) if query is not None else 'full_run.n - 1'}, "
+                 f"{literal(key) if key is not None else 0}  # positions in the text (every token)\n"
+                 "t = mha_viz.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, QUERY, KEY, max_tokens=CAP)")
+        if second is not None and second >= 0:
+            split += (f"\nt = t.minus(mha_viz.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, QUERY, "
+                      f"{literal(second)}, max_tokens=CAP))  # why this key and not that one")
+    return [md("### Why here?\n\nA score q·k splits into terms: what wrote the query × what wrote the key."),
+            code(f"""
+try:
+    {split.replace(chr(10), chr(10) + '    ')}
+except mha_viz.InputError as exc:  # a family whose scores cannot be split: the page says so too
+    print(exc)
+else:
+    print(f"score {{t.score:+.4f}}; the terms sum to {{t.terms.sum():+.4f}} (relative error {{t.error:.1e}})")
+    figures.score_terms(t).show()
+    figures.score_parts(t).show()""")]
 
 
 def model_view(v: NotebookView) -> list[Cell]:
@@ -218,8 +243,11 @@ print(f"m = logit({{e.answer_text!r}}) - logit({{e.wrong_text!r}}) at the last t
 if e.estimate is not None and e.patching is not None:
     grids = [figures.estimate_grid(e), figures.restored_grid(e), figures.dla_grid(e), figures.estimate_scatter(e)]
 else:
-    grids = [figures.dla_grid(e)] + [figures.estimate_grid(e)] * (e.estimate is not None) \\
-        + [figures.restored_grid(e)] * (e.patching is not None)
+    grids = [figures.dla_grid(e)]
+    if e.estimate is not None:
+        grids.append(figures.estimate_grid(e))
+    if e.patching is not None:
+        grids.append(figures.restored_grid(e))
 for fig in grids:
     fig.show()"""),
             md("### Where each head reads it: the estimate by position"),

@@ -38,6 +38,7 @@ from mha_viz.figures import line_view as line_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.figures import type_grid
+from mha_viz.figures import why as why_figures
 from mha_viz.figures.offline import notebook
 from mha_viz.views import focus as focus_arrays
 
@@ -54,7 +55,7 @@ __all__ = [
     "metric_grid", "head_types", "similarity", "head_map", "rollout",
     "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
     "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
-    "probability_maps", "pruning_curve",
+    "probability_maps", "pruning_curve", "score_terms", "score_parts",
     "notebook",
 ]
 
@@ -300,3 +301,16 @@ def pruning_curve(curve: pd.DataFrame, *, loss_label: str = "loss") -> go.Figure
     columns, as *Switch heads off* draws it."""
     return teach_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
                                         curve["random mean"], curve["random sd"], loss_label=loss_label)
+
+
+def score_terms(t, k: int = 15) -> go.Figure:
+    """One attention score split into what wrote the query × what wrote the key (`mha_viz.qk_terms`, or a
+    whole head's `mha_viz.qk_pattern_terms`), as the Head view's *Why here?* draws it: the k largest parts
+    a side and "other", the cells summing to the score."""
+    return why_figures.terms_heatmap(t, k)
+
+
+def score_parts(t, k: int = 15) -> go.Figure:
+    """Each part's share of a split score (`mha_viz.qk_terms`): the query side's row sums and the key side's
+    column sums, the k largest of each, as *Why here?* draws them beside `score_terms`."""
+    return why_figures.terms_bars(t, k)

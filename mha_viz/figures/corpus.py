@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.figures.metrics import PATTERN_COLOURS, layer_numbers, metric_grid
-from mha_viz.figures.style import DIVERGING, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.figures.style import DIVERGING, colorbar, margin, plot_title, symmetric_bound, top_title
 
 
 def _grid(table: pd.DataFrame, column: str) -> np.ndarray:
@@ -54,7 +54,7 @@ def pattern_map(table: pd.DataFrame) -> go.Figure:
         customdata=np.repeat(np.array(layers)[:, None], H, axis=1),
         colorbar=colorbar() | dict(tickvals=list(range(k)), ticktext=classes)))
     fig.update_layout(
-        title=plot_title("Head types: each head's most frequent pattern class"),
+        title=top_title("Head types: each head's most frequent pattern class"),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top"),
         yaxis=dict(title=dict(text="layer"), autorange="reversed", tickvals=list(range(L)),
                    ticktext=[str(layer) for layer in layer_numbers(layers)]),

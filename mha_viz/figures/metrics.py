@@ -22,6 +22,7 @@ from mha_viz.figures.style import (
     run_title,
     symmetric_bound,
     token_map_layout,
+    top_title,
 )
 from mha_viz.metrics import METRICS, SIMILARITIES
 from mha_viz.views import detail
@@ -74,7 +75,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
     ))
     fig.update_layout(  # the title at the top of the figure, above the top axis' title and ticks
-        title=plot_title(title) | dict(yref="container", y=1, yanchor="top", pad=dict(t=10)),
+        title=top_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,

@@ -3,11 +3,17 @@ token labels on axes.
 
 Token labels are HTML-escaped (Plotly renders a subset of HTML in text) and made unique
 (Plotly merges equal category labels) with zero-width suffixes that do not show.
+
+Plotly's toolbar (its modebar: the camera, zoom and pan buttons) shows over a chart's top right
+corner when the pointer is on the chart. Every figure keeps a band of TOOLBAR_PX free for it at
+its top (`margin`, `plot_title`, `top_title`), so it never covers a title or the column labels,
+and a long title wraps (`wrap_title`) rather than run past the chart's edge.
 """
 
 from __future__ import annotations
 
 import html
+import re
 
 import numpy as np
 
@@ -43,9 +49,47 @@ def label_text(label: str) -> str:
     return html.unescape(label.split(_ZW, 1)[0])
 
 
+TOOLBAR_PX = 36  # the band at the top of every figure kept for Plotly's toolbar (28 px high, 2 px from the top)
+TITLE_CHARS = 48  # a title line's most characters: 17-px text across a chart in half of the main area (~420 px)
+_OUTSIDE_TAGS = re.compile(r" (?![^<>]*>)")  # a space that is not inside an HTML tag (<span style="…">)
+_PHRASE_END = re.compile(r"(?<=[·,:;]) (?![^<>]*>)| (?=\()")  # a space after · , : ; or before "("
+
+
+def _shown_length(text: str) -> int:
+    return len(html.unescape(re.sub(r"<[^>]*>", "", text)))
+
+
+def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
+    """`text` with a line break (<br>) where a line would pass `width` shown characters (tags and
+    entities count as what they show): at the end of its last phrase (after · , : ; or before a
+    parenthesis) in its second half, else at its last space; its own breaks kept."""
+    lines = []
+    for line in str(text).split("<br>"):
+        current = ""
+        for word in _OUTSIDE_TAGS.split(line):
+            if current and _shown_length(f"{current} {word}") > width:
+                ends = [m.start() for m in _PHRASE_END.finditer(current)
+                        if _shown_length(current[:m.start()]) > width // 2]
+                cut = ends[-1] if ends else len(current)
+                lines.append(current[:cut])
+                current = (current[cut + 1:] + " " + word).strip() if cut < len(current) else word
+            else:
+                current = f"{current} {word}" if current else word
+        lines.append(current)
+    return "<br>".join(lines)
+
+
 def plot_title(text: str) -> dict:
-    """A title above the plot that pushes the margin, so rotated tick labels never overlap it."""
-    return dict(text=text, automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left")
+    """A title above the plot that pushes the margin, so rotated tick labels never overlap it, wrapped
+    to the width of a half-width chart, with the toolbar's band kept free above it."""
+    return dict(text=wrap_title(text), automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left",
+                pad=dict(t=TOOLBAR_PX))
+
+
+def top_title(text: str) -> dict:
+    """A title at the top of the figure, under the toolbar's band: for a figure with labels above its
+    plot (a top axis), which `margin(t=…)` leaves room for below the title."""
+    return plot_title(text) | dict(yref="container", y=1, yanchor="top")
 
 
 def run_title(run, text: str) -> str:
@@ -56,8 +100,11 @@ def run_title(run, text: str) -> str:
 
 
 def margin(**changes: int) -> dict:
-    """The figures' margins (room for the title on top), with `changes` to some sides."""
-    return dict(l=10, r=10, t=40, b=10) | changes
+    """The figures' margins (room for the title on top), with `changes` to some sides; the top one
+    (`t`: the room for a title and top labels) gets the toolbar's band (TOOLBAR_PX) added."""
+    out = dict(l=10, r=10, t=40, b=10) | changes
+    out["t"] += TOOLBAR_PX
+    return out
 
 
 def colorbar(title: str | None = None, *, thickness: int = 12) -> dict:

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.figures.metrics import PATTERN_COLOURS, layer_numbers
-from mha_viz.figures.style import margin, plot_title, run_title
+from mha_viz.figures.style import margin, run_title, top_title
 
 TITLE = "Head types: each head's pattern class"
 OTHER = "#7f7f7f"  # a class outside PATTERN_COLOURS (none today): grey, still named in the legend
@@ -64,7 +64,7 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=c, hoverinfo="skip",
                                  marker=dict(symbol="square", size=12, color=colour[c])))
     fig.update_layout(
-        title=plot_title(title) | dict(yref="container", y=1, yanchor="top", pad=dict(t=10)),
+        title=top_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,

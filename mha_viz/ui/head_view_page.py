@@ -54,6 +54,8 @@ def head_view_page() -> None:
             hide_index=True,
         )
     why_here.why_here(cur, layer, head, clickable=shown is not None)
+    notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
+                           second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
 
 
 def _head_figure(cur, layer: int, head: int, rescale: bool):

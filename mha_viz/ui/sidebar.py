@@ -92,9 +92,21 @@ def model_options() -> tuple[list[str], dict[str, str]]:
         options = [m for m in options if m in conf.models] + [m for m in conf.models if m not in options]
     else:
         options.append(OTHER)
-    titles = {k: m.title for k, m in mha_viz.BUNDLED.items()}
-    titles.update({k: f"{k} (Hugging Face Hub, needs internet once)" for k in mha_viz.HUB_SUGGESTIONS})
-    return options, titles
+    return options, {k: model_title(k) for k in options}
+
+
+def model_title(key: str) -> str:
+    """A model's title in the pickers, short enough for the sidebar's width (the rest: `model_detail`)."""
+    if key in mha_viz.BUNDLED:
+        return mha_viz.BUNDLED[key].title.partition(" (")[0]
+    return f"{key} (Hub)" if key in mha_viz.HUB_SUGGESTIONS else key
+
+
+def model_detail(key: str) -> str:
+    """What a model's short title (`model_title`) leaves out, shown under the picker ("" for none)."""
+    if key in mha_viz.BUNDLED:
+        return mha_viz.BUNDLED[key].title.partition(" (")[2].removesuffix(")")
+    return "From the Hugging Face Hub: needs internet once." if key in mha_viz.HUB_SUGGESTIONS else ""
 
 
 def draw() -> Current:
@@ -108,6 +120,8 @@ def draw() -> Current:
         st.header("Model")
         choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, persist_state=keys.KEEP,
                               format_func=lambda k: titles.get(k, k))
+        if model_detail(choice):
+            st.caption(model_detail(choice))
         spec = choice
         if choice == OTHER:
             spec = st.text_input("Hub id or local folder", key=keys.MODEL_OTHER, persist_state=keys.KEEP,

@@ -49,3 +49,15 @@ def test_a_token_with_a_leading_space_reads_apart_from_the_same_word_without():
     assert list(table["query"]) == tokens
     picker = next(s for s in at.selectbox if any(str(o).endswith(": ␣Mary") for o in s.options))
     assert "0: Mary" in picker.options, picker.options
+
+
+def test_the_model_picker_names_each_model_briefly_and_says_the_rest_below():
+    at = start_app()
+    picker = at.selectbox(key=keys.MODEL_CHOICE)
+    titles = list(picker.options)
+    assert titles[:3] == ["all-MiniLM-L6-v2", "SmolLM2-135M-Instruct", "toy-induction"], titles
+    assert max(map(len, titles)) <= 24, titles  # what the sidebar shows whole (the e2e tier measures it)
+    picker.set_value("toy-induction").run()
+    assert not at.exception
+    below = [c.value for c in at.sidebar.caption]
+    assert any("a previous-token and an induction head" in c for c in below), below

@@ -344,7 +344,7 @@ class App:
     # -- widgets -------------------------------------------------------------------------------
     @property
     def text_box(self):
-        return self.page.locator("[data-testid=stSidebar] [data-testid=stTextArea] textarea")
+        return self.page.locator("[data-testid=stSidebar] textarea[aria-label=Sentence]")
 
     def set_text(self, text: str) -> None:
         """Put `text` in the sidebar's Sentence box and apply it (st.text_area: Ctrl+Enter)."""
@@ -414,9 +414,9 @@ class App:
                 for text in self.page.locator("[data-testid=stSidebarNav] a").all_inner_texts()]
 
     def choose_model(self, key: str) -> None:
-        import mha_viz
+        from mha_viz.ui import sidebar
 
-        self.choose("Model", mha_viz.BUNDLED[key].title, scope="[data-testid=stSidebar]")
+        self.choose("Model", sidebar.model_title(key), scope="[data-testid=stSidebar]")
 
     # -- reading -------------------------------------------------------------------------------
     def charts(self):

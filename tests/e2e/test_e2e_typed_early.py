@@ -44,7 +44,7 @@ pytestmark = pytest.mark.e2e
 SESSIONS = 8
 ROUNDS = 3
 SETTLE_S = 60  # how long a view still on the draft is looked at again (see _one_session)
-BOX = "[data-testid=stSidebar] [data-testid=stTextArea] textarea"
+BOX = "[data-testid=stSidebar] textarea[aria-label=Sentence]"
 # notes (performance.now()) the moment the sidebar's text box first appears
 BOX_OBSERVER = """
 (() => {

@@ -31,10 +31,10 @@ def _run(L=2, H=3, n=6, seed=0, causal=False):
 
 def test_every_public_name_is_a_documented_function_returning_a_figure():
     assert sorted(figures.__all__) == sorted([
-        "head", "model_grid", "lines", "token_focus", "metric_grid", "similarity", "head_map", "rollout",
+        "head", "model_grid", "lines", "token_focus", "metric_grid", "head_types", "similarity", "head_map", "rollout",
         "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
         "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
-        "probability_maps", "pruning_curve", "notebook"])
+        "probability_maps", "pruning_curve", "score_terms", "score_parts", "notebook"])
     for name in figures.__all__:
         fn = getattr(figures, name)
         assert callable(fn) and fn.__doc__ and len(fn.__doc__) > 80, name

@@ -1,0 +1,71 @@
+"""A view as a notebook (`mha_viz.view_notebook`), without a model: valid nbformat 4 whose every code
+cell parses, any text a user typed (quotes, backslashes, newlines, triple quotes) arriving in the code
+exactly, nothing a user typed turning into HTML or Markdown in the prose, and the version that made it
+in the first cell. (That each page's notebook runs and draws the page's figures: tests/app.)"""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import nbformat
+import pytest
+
+import mha_viz
+from mha_viz.export import notebook, notebook_pages
+from mha_viz.export.notebook_view import literal
+
+HOSTILE = 'He said "hi" and \'bye\'\n\\n is not a newline, \\ alone; """ and \'\'\' end nothing {TEXT} $x$ <b>'
+
+
+def _cells(view) -> list[dict]:
+    nb = json.loads(mha_viz.view_notebook(view))
+    nbformat.validate(nbformat.from_dict(nb))
+    return nb["cells"]
+
+
+def _assigned(cells: list[dict], name: str):
+    """The value the notebook's code gives `name`, read from its source without running it."""
+    for cell in cells:
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse(cell["source"])):
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return ast.literal_eval(node.value)
+    raise AssertionError(f"no {name} in the notebook")
+
+
+@pytest.mark.parametrize("page", sorted(notebook_pages.PAGES))
+def test_every_pages_cells_parse_and_carry_the_text_exactly(page):
+    view = mha_viz.NotebookView(page=page, model="./my models/it's \"here\"", text=HOSTILE, title=f"A <script> {page}",
+                                hide=("special", "first"), contributions=True, layers=(0, 1),
+                                options={"corrupted": HOSTILE[::-1], "answer": " M\"a'ry", "wrong": "",
+                                         "keep": [[True]], "importance": "this text", "pruning": True,
+                                         "file": "notes <b>.txt"})
+    cells = _cells(view)
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            ast.parse(cell["source"])  # raises on a cell that a quote broke
+    assert _assigned(cells, "TEXT") == HOSTILE
+    assert _assigned(cells, "MODEL") == "./my models/it's \"here\""
+    if page == "prediction":
+        assert _assigned(cells, "CORRUPTED") == HOSTILE[::-1]
+    prose = "\n".join(c["source"] for c in cells if c["cell_type"] == "markdown")
+    assert "<script>" not in prose and "<b>" not in prose and "&lt;script&gt;" in prose
+
+
+def test_the_first_cell_names_the_version_and_nothing_is_installed():
+    cells = _cells(mha_viz.NotebookView(page="head_view", model="minilm", text="The cat."))
+    assert cells[0]["cell_type"] == "markdown" and f"mha-viz {notebook.version()}" in cells[0]["source"]
+    assert notebook.version()[0].isdigit()
+    code = "\n".join(c["source"] for c in cells if c["cell_type"] == "code")
+    assert "pip" not in code and "!" not in code.replace("!=", "")
+    assert "figures.notebook()" in code
+
+
+def test_literal_round_trips_plain_values_and_refuses_objects():
+    values = [HOSTILE, 0, -3, 1.5e-7, True, None, (1,), [[True, False]], {"a": (1, "b")}]
+    for value in values:
+        assert ast.literal_eval(literal(value)) == value
+    with pytest.raises(TypeError):
+        literal(object())
