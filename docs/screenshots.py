@@ -98,6 +98,12 @@ def _find_the_heads(page) -> None:
         timeout=RUN_TIMEOUT_S * 1000)
 
 
+def _sidebar_at_lesson(page) -> None:
+    """The sidebar scrolled to its *Lesson* controls (Step k of N, Back, Next), below the pages' list."""
+    page.locator("[data-testid=stSidebar] h2").filter(has_text="Lesson").first.evaluate(
+        "el => el.scrollIntoView({block: 'start'})")
+
+
 SHOTS = [
     Shot("model-view", "/?" + urllib.parse.urlencode({"model": "minilm", "text": TEXT}), with_sidebar=True),
     Shot("head-view", _link("head_view", model="minilm", text=TEXT, layer="3", head="1"), height=880),
@@ -108,7 +114,7 @@ SHOTS = [
     # without an emoji font
     # a student following the bundled lesson: Step k of N in the sidebar, the note above the view
     Shot("lesson", "/?" + urllib.parse.urlencode({"lesson": "attention-head-by-head", "step": "3"}), height=900,
-         with_sidebar=True),
+         anchor=".st-key-lesson_note_box", with_sidebar=True, prepare=_sidebar_at_lesson),
     Shot("prediction", _link("prediction", model="smollm2"), anchor=f"{MAIN} [data-testid=stPlotlyChart]",
          height=1900, prepare=_find_the_heads),
 ]

@@ -155,7 +155,14 @@ def download_config(fmt: str = "png", size: str = "as shown, 2× pixels", filena
     options = {"format": fmt, "filename": safe_filename(filename), "scale": scale if fmt == "png" else 1}
     if width is not None:
         options |= {"width": width, "height": height}
-    return {"displaylogo": False, "toImageButtonOptions": options}
+    return {"displaylogo": False, "toImageButtonOptions": options, "modeBarButtonsToRemove": list(TOOLBAR_REMOVED)}
+
+
+# The toolbar keeps the camera, zoom, pan and reset: short enough for one row over a narrow chart (a
+# 260-px layers × heads grid), where Plotly's full toolbar would wrap into rows below the band. No
+# chart selects by box or lasso (a click selects a point).
+TOOLBAR_REMOVED = ("select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines",
+                   "hoverClosestCartesian", "hoverCompareCartesian")
 
 
 def safe_filename(name: str, default: str = "mha-viz") -> str:

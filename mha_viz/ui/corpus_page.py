@@ -27,7 +27,7 @@ from mha_viz.figures import style as figure_style
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.interventions import ablation
 from mha_viz.text import loss_inputs
-from mha_viz.ui import analysis, charts, export_views, jobs, keys, resources, session, view_helpers
+from mha_viz.ui import analysis, charts, export_views, jobs, keys, notebook_button, resources, session, view_helpers
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
 
@@ -95,6 +95,7 @@ def _documents(conf) -> tuple[Documents, str] | None:
                 return None
             docs = _read_once(("upload", upload.file_id, column), lambda: corpus.read_upload(
                 upload.getvalue(), upload.name, text_column=column, **limits), first)
+            notebook_button.record(file=upload.name)  # its notebook names the file
             return docs, f"{plain(upload.name)} ({docs.count:,} documents{cut(docs)})"
         path = st.text_input("Path", key=keys.CORPUS_PATH, persist_state=keys.KEEP, placeholder="/data/sentences.txt")
         if not path.strip():

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.model
 
 
 def _title(chart) -> str:
-    return chart["layout"].get("title", {}).get("text", "")
+    """The chart's title on one line (a long title is wrapped with <br>)."""
+    return chart["layout"].get("title", {}).get("text", "").replace("<br>", " ")
 
 
 def _documents(at) -> list[tuple[int, float, dict]]:

@@ -25,7 +25,8 @@ OWN_CLEAN, OWN_CORRUPTED = "m n o p m n o p m n o", "m n o p m n o p x y z"
 
 
 def _title(chart) -> str:
-    return chart["layout"].get("title", {}).get("text", "")
+    """The chart's title on one line (a long title is wrapped with <br>)."""
+    return chart["layout"].get("title", {}).get("text", "").replace("<br>", " ")
 
 
 def _heat(chart) -> dict:

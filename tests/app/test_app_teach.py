@@ -14,7 +14,8 @@ pytestmark = pytest.mark.model
 
 
 def _titles(at) -> list[str]:
-    return [c["layout"]["title"]["text"] for c in charts(at)]
+    """The charts' titles, read as one line (a long one wraps: `figures.style.wrap_title`)."""
+    return [c["layout"]["title"]["text"].replace("<br>", " ") for c in charts(at)]
 
 
 def _steps_shown(at) -> list[int]:

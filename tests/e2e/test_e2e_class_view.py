@@ -10,6 +10,7 @@ from mha_viz.interventions import prediction
 
 pytestmark = [pytest.mark.e2e, pytest.mark.model]
 MAIN = "[data-testid=stMain]"
+LAPTOP = {"width": 1280, "height": 900}  # a classroom's laptop or projector (a half-page chart: ~400 px)
 # a chart's boxes in screen pixels: its toolbar, its figure, and each text of its title, axis titles,
 # tick labels and annotations, as [left, top, right, bottom]
 BOXES = """el => {
@@ -52,6 +53,7 @@ def _check_charts(app, page: str) -> int:
 
 def test_the_toolbar_covers_no_title_or_label_and_no_title_is_cut(shared_app):
     app = shared_app
+    app.page.set_viewport_size(LAPTOP)
     if not app.model_title().startswith("all-MiniLM"):
         app.choose_model("minilm")
     checked = 0
@@ -72,8 +74,12 @@ def test_the_toolbar_covers_no_title_or_label_and_no_title_is_cut(shared_app):
 
 def test_the_model_picker_shows_every_title_whole(shared_app):
     app = shared_app
+    app.page.set_viewport_size(LAPTOP)
     picker = app.page.locator('[data-testid=stSidebar] input[role=combobox][aria-label="Model"]')
+    app.wait_idle()
     picker.click()
+    if not app.page.locator("[role=option]").count():
+        picker.press("ArrowDown")  # opens the list when the click only focused the box
     app.page.locator("[role=option]").first.wait_for()
     options = app.page.evaluate(OPTIONS)
     app.page.keyboard.press("Escape")

@@ -49,7 +49,8 @@ def emoji_strings(source: str, name: str = "<source>") -> list[tuple[int, str]]:
 
 
 def test_the_checks_see_a_planted_emoji():
-    planted = 'st.info("x", icon="ℹ️")\nst.set_page_config(page_icon="🔎")\nst.warning("y", icon="⚠" if a else ":material/info:")'
+    planted = ('st.info("x", icon="ℹ️")\nst.set_page_config(page_icon="🔎")\n'
+               'st.warning("y", icon="⚠" if a else ":material/info:")')
     icons = icon_strings(planted)
     assert [text for _, text in icons] == ["ℹ️", "🔎", "⚠", ":material/info:"]
     assert [material(text) for _, text in icons] == [False, False, False, True]
