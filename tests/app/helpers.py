@@ -12,8 +12,8 @@ from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
 from tests.helpers import HEADINGS, ROOT, decode, shown
 
-__all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "charts", "frame", "heatmap_tokens",
-           "open_page", "open_with_text", "shown", "start_app"]
+__all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "chart_title", "chart_titles", "charts", "frame",
+           "heatmap_tokens", "open_page", "open_with_text", "shown", "start_app", "titled"]
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
@@ -74,3 +74,18 @@ def heatmap_tokens(at: AppTest) -> list[str]:
 def frame(at: AppTest, column: str):
     """The first table on the page with this column (dataframes carry no widget key)."""
     return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def chart_title(chart: dict) -> str:
+    """A chart's title read as one line (a long one wraps with <br>: `mha_viz.figures.style.wrap_title`)."""
+    return chart["layout"].get("title", {}).get("text", "").replace("<br>", " ")
+
+
+def titled(at: AppTest, start: str) -> dict:
+    """The first chart whose title, read as one line, starts with `start`."""
+    return next(c for c in charts(at) if chart_title(c).startswith(start))
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    """Every chart's title, each read as one line, in page order."""
+    return [chart_title(c) for c in charts(at)]

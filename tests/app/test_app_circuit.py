@@ -15,17 +15,11 @@ import mha_viz
 from mha_viz.figures import circuit as circuit_figures
 from mha_viz.interventions import prediction
 from mha_viz.ui import circuit_section, keys
-from tests.app.helpers import app_test, charts, open_page, shown, start_app
+from tests.app.helpers import app_test, chart_title, charts, open_page, shown, start_app, titled
 
 pytestmark = pytest.mark.model
 
 
-def _title(chart) -> str:
-    return chart["layout"].get("title", {}).get("text", "")
-
-
-def _titled(at, start: str) -> dict:
-    return next(c for c in charts(at) if _title(c).startswith(start))
 
 
 def _page():
@@ -52,7 +46,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     want = mha_viz.edge_attribution(toy, clean, corrupted, method="eap")
     k = 12
     at.slider(key=keys.CIRC_K).set_value(k).run()
-    graph = _titled(at, f"The top {k} edges (EAP)")
+    graph = titled(at, f"The top {k} edges (EAP)")
     markers = _edge_markers(graph)
     top = want.top(k)
     assert len(markers["x"]) == k
@@ -63,7 +57,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     nodes = next(d for d in graph["data"] if d.get("mode") == "markers+text")["text"]
     assert set(nodes) == set(top["sender"]) | {r.split(".")[0] for r in top["receiver"]}  # only nodes with an edge
     # the star: the top k circuit run for real
-    curve = _titled(at, "Faithfulness of the top k edges")
+    curve = titled(at, "Faithfulness of the top k edges")
     star = curve["data"][1]
     real = mha_viz.circuit(toy, clean, corrupted, top).faithfulness
     assert star["x"] == [k] and star["y"][0] == pytest.approx(real, abs=1e-5)
@@ -82,7 +76,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     info = shown(" ".join(i.value for i in at.info))
     value = mha_viz.path_patch(toy, clean, corrupted, *picked)
     assert f"{picked[0]} → {picked[1]}" in info and f"{value:+.4f}" in info
-    graph = _titled(at, f"The top {k} edges (EAP)")
+    graph = titled(at, f"The top {k} edges (EAP)")
     outlined = [d for d in graph["data"] if d.get("line", {}).get("color") == "black"]
     markers = _edge_markers(graph)
     assert len(outlined) == 1 and graph["data"][-1] is markers  # the clicked edge outlined, the dots still last
@@ -91,12 +85,12 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     # the top 20 for real
     at.button(key=keys.CIRC_TOP_GO).click().run()
     assert not at.exception and not at.error
-    scatter = _titled(at, "Estimate against real path patching, 20 edges")
+    scatter = titled(at, "Estimate against real path patching, 20 edges")
     top20 = want.top(20)
     np.testing.assert_allclose(scatter["data"][1]["y"], mha_viz.path_patch_many(toy, clean, corrupted, top20),
                                atol=1e-5)
     r = np.corrcoef(top20["score"], scatter["data"][1]["y"])[0, 1]
-    assert f"Pearson r = {r:.3f}" in _title(scatter)
+    assert f"Pearson r = {r:.3f}" in chart_title(scatter)
 
 
 def test_saved_circuit_opens_again_and_bad_files_are_messages():
@@ -124,7 +118,7 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
     again.run()
     assert not again.exception and not again.error, [e.value for e in again.error]
     assert again.radio(key=keys.CIRC_METHOD).value == "EAP"
-    graph = _titled(again, "The top 30 edges (EAP)")
+    graph = titled(again, "The top 30 edges (EAP)")
     assert len(_edge_markers(graph)["x"]) == 30
     # not a circuit: a message, the page and its inputs as they were
     again.file_uploader(key=keys.CIRC_FILE).set_value(("circuit.json", b"{ not json", "application/json"))
@@ -165,7 +159,7 @@ def test_a_link_reopens_the_circuit():
     again.run()
     open_page(again, "prediction")
     assert not again.exception and not again.error, [e.value for e in again.error]
-    graph = _titled(again, "The top 9 edges (EAP)")
+    graph = titled(again, "The top 9 edges (EAP)")
     toy = mha_viz.load_model("toy-induction", device="cpu")
     top = mha_viz.edge_attribution(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, method="eap").top(9)
     assert [t.split(" — ")[0] for t in _edge_markers(graph)["hovertext"]] == [
@@ -202,4 +196,4 @@ def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path
     assert "cannot be split" in message and "one norm over all of them" in message
     assert at.text_area(key=keys.TEXT).value == clean and at.text_area(key=keys.PRED_CORRUPTED).value == corrupted
     assert at.radio(key=keys.CIRC_METHOD).value == "EAP"
-    assert not any(_title(c).startswith("The top") for c in charts(at))
+    assert not any(chart_title(c).startswith("The top") for c in charts(at))

@@ -16,22 +16,18 @@ from mha_viz.corpus.inputs import corpus_hash
 from mha_viz.figures import examples as example_figures
 from mha_viz.metrics import METRICS
 from mha_viz.ui import keys
-from tests.app.helpers import charts, open_page, open_with_text, shown
+from tests.app.helpers import chart_title, charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model
 
-
-def _title(chart) -> str:
-    """The chart's title on one line (a long title is wrapped with <br>)."""
-    return chart["layout"].get("title", {}).get("text", "").replace("<br>", " ")
 
 
 def _documents(at) -> list[tuple[int, float, dict]]:
     """(document, score, chart) of every document drawn, in page order."""
     out = []
     for chart in charts(at):
-        if _title(chart).startswith("Document "):
-            doc, score = _title(chart)[len("Document "):].split(" · ")[:2]
+        if chart_title(chart).startswith("Document "):
+            doc, score = chart_title(chart)[len("Document "):].split(" · ")[:2]
             out.append((int(doc), float(score.split()[1]), chart))
     return out
 
@@ -58,7 +54,7 @@ def test_a_corpus_cut_to_its_first_documents_and_the_length_that_explains_a_sent
     lengths = sorted(mha_viz.analyze(model, t, max_tokens=16).n for t in train)  # each document as read alone
     n = mha_viz.analyze(model, "Hi.").n
     median = float(np.median(lengths))
-    deviation = next(c for c in charts(at) if "this sentence − corpus mean" in _title(c))
+    deviation = next(c for c in charts(at) if "this sentence − corpus mean" in chart_title(c))
     z = np.asarray(deviation["data"][0]["z"], dtype=float)
     far = np.abs(z) >= 2
     with_length = int((far & (z < 0 if n < median else z > 0)).sum())
@@ -111,7 +107,7 @@ def test_a_long_document_is_drawn_as_a_window_around_its_query(fresh_cache, tmp_
         n, query = len(want.tokens(doc)), want.query(doc, layer, head)
         assert n == 256
         start, stop = example_figures.document_window(n, query)
-        assert f"tokens {start}–{stop - 1} of {n}, around the query" in _title(chart)
+        assert f"tokens {start}–{stop - 1} of {n}, around the query" in chart_title(chart)
         assert stop - start <= example_figures.WINDOW and start <= query < stop
         per_row = len(chart["data"][0]["z"][0])
         weights = np.asarray(chart["data"][0]["customdata"], dtype=float).ravel()[:stop - start]

@@ -10,7 +10,7 @@ import pytest
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
 from mha_viz.views import detail
-from tests.app.helpers import charts, open_page, open_with_text
+from tests.app.helpers import charts, open_page, open_with_text, titled
 
 pytestmark = pytest.mark.model
 
@@ -157,10 +157,6 @@ def test_focus_choices_survive_a_visit_to_another_page():
     assert at.selectbox(key=keys.FOCUS_TOKEN).value == 3 and at.radio(key=keys.FOCUS_LEVEL).value == "words"
 
 
-def _titled(at, start: str) -> dict:
-    """The chart whose title starts with `start`."""
-    return next(spec for spec in charts(at) if spec["layout"]["title"]["text"].startswith(start))
-
 
 def test_summaries_on_demand_are_the_runs_means_and_maxima():
     """By default each direction draws its grid only; the Summaries toggle adds the four
@@ -174,14 +170,14 @@ def test_summaries_on_demand_are_the_runs_means_and_maxima():
     at.selectbox(key=keys.FOCUS_TOKEN).set_value(3).run()
     run = at.session_state[keys.CURRENT].run
     assert len(charts(at)) == 6
-    summary = _titled(at, "Summaries: what attends to")
+    summary = titled(at, "Summaries: what attends to")
     cols = run.attentions[:, :, :, 3].astype(np.float64)  # (layers, heads, n): what attends to token 3
     for trace, z in zip(summary["data"], (cols.mean(1), cols.max(1), cols.mean(0), cols.max(0))):
         np.testing.assert_allclose(np.array(trace["z"], dtype=float), z, atol=1e-6)
         assert [figure_style.label_text(x) for x in trace["x"]] == run.tokens
     assert [a["text"] for a in summary["layout"]["annotations"]] == [
         "mean over heads", "max over heads", "mean over layers", "max over layers"]
-    heads = _titled(at, "Largest weight per head (attended by)")
+    heads = titled(at, "Largest weight per head (attended by)")
     others = np.delete(cols, 3, axis=-1).max(-1)
     np.testing.assert_allclose(np.array(heads["data"][0]["z"], dtype=float), others, atol=1e-6)
     layer, head = np.unravel_index(np.argmax(others), others.shape)

@@ -12,7 +12,7 @@ import mha_viz
 from mha_viz.interventions import attribution
 from mha_viz.ui import keys
 from mha_viz.ui.sidebar import OTHER
-from tests.app.helpers import charts, heatmap_tokens, open_page, shown, start_app
+from tests.app.helpers import chart_titles, charts, heatmap_tokens, open_page, shown, start_app
 
 pytestmark = pytest.mark.model
 
@@ -24,9 +24,6 @@ def _ok(at):
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
 
-
-def _titles(at) -> list[str]:
-    return [c["layout"].get("title", {}).get("text", "") for c in charts(at)]
 
 
 def _head_z(at) -> np.ndarray:
@@ -46,7 +43,7 @@ def test_every_view_of_minilm_shows_contributions():
     weights = _expected(TEXT)
     contrib = attribution.as_contributions(weights)
     # the model view: its thumbnails are titled, and the JS grid equals the divergence computed here
-    assert any(LABEL in t for t in _titles(at))
+    assert any(LABEL in t for t in chart_titles(at))
     grid = next(c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("JS divergence"))
     z = np.array(next(d["z"] for d in grid["data"] if d.get("type") == "heatmap"), dtype=float)
     np.testing.assert_allclose(z, attribution.lens_divergence(weights, contrib), atol=1e-5)
@@ -56,11 +53,11 @@ def test_every_view_of_minilm_shows_contributions():
     layer, head = at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]
     np.testing.assert_allclose(_head_z(at), contrib.attentions[layer, head], atol=1e-4)
     assert not np.allclose(_head_z(at), weights.attentions[layer, head], atol=1e-3)
-    assert LABEL in _titles(at)[0]
+    assert LABEL in chart_titles(at)[0]
     for page in ("lines", "focus", "compare_heads", "head_metrics"):
         open_page(at, page)
         _ok(at)
-        assert any(LABEL in t for t in _titles(at)), (page, _titles(at))
+        assert any(LABEL in t for t in chart_titles(at)), (page, chart_titles(at))
     for page in ("across_layers", "similarity", "model_facts"):  # pages without the label draw all the same
         open_page(at, page)
         _ok(at)
@@ -68,7 +65,7 @@ def test_every_view_of_minilm_shows_contributions():
     at.radio(key=keys.LENS).set_value(keys.LENS_WEIGHTS).run()
     open_page(at, "head_view")
     np.testing.assert_allclose(_head_z(at), weights.attentions[layer, head], atol=1e-4)
-    assert not any(LABEL in t for t in _titles(at))
+    assert not any(LABEL in t for t in chart_titles(at))
 
 
 def test_contributions_with_special_tokens_hidden():
@@ -108,7 +105,7 @@ def test_cross_attention_keeps_its_weights_and_says_why(t5_dir):
     _ok(at)
     notes = shown(" ".join(i.value for i in at.info))
     assert "cross-attention is shown as weights" in notes
-    assert not any(LABEL in t for t in _titles(at))
+    assert not any(LABEL in t for t in chart_titles(at))
     at.button_group(key=keys.ATTN_PART).set_value("Encoder").run()
     _ok(at)
     assert "cannot be weighted" in shown(" ".join(i.value for i in at.info))

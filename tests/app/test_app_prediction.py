@@ -14,17 +14,11 @@ from mha_viz.figures import attribution as attribution_figures
 from mha_viz.interventions import ablation, attribution, prediction
 from mha_viz.ui import keys
 from mha_viz.ui.sidebar import OTHER
-from tests.app.helpers import charts, open_page, shown, start_app
+from tests.app.helpers import chart_title, charts, open_page, shown, start_app, titled
 
 pytestmark = pytest.mark.model
 
 
-def _title(chart) -> str:
-    return chart["layout"].get("title", {}).get("text", "")
-
-
-def _titled(at, start: str) -> dict:
-    return next(c for c in charts(at) if _title(c).startswith(start))
 
 
 def _z(chart) -> np.ndarray:
@@ -57,35 +51,35 @@ def test_toy_induction_preset_finds_the_induction_heads():
     est = attribution.estimate_positions(toy, clean, corrupted)
     dla = attribution.direct_logit(toy, clean, est.answer, est.wrong)
     # the estimate first: no real patching, no scatter, until asked for
-    np.testing.assert_allclose(_z(_titled(at, "Estimated restored fraction")), est.values.sum(-1), atol=1e-5)
-    np.testing.assert_allclose(_z(_titled(at, "Direct logit attribution")), dla.per_head, atol=1e-5)
-    assert not any(_title(c).startswith(("Restored fraction", "Estimate against")) for c in charts(at))
+    np.testing.assert_allclose(_z(titled(at, "Estimated restored fraction")), est.values.sum(-1), atol=1e-5)
+    np.testing.assert_allclose(_z(titled(at, "Direct logit attribution")), dla.per_head, atol=1e-5)
+    assert not any(chart_title(c).startswith(("Restored fraction", "Estimate against")) for c in charts(at))
     assert "attribution patching" in shown(" ".join(c.value for c in at.caption))
-    grid = _titled(at, "Estimated restored fraction")["data"][0]
+    grid = titled(at, "Estimated restored fraction")["data"][0]
     assert grid["zmin"] == -grid["zmax"]  # diverging, centred at 0
     # the panel opens on the head the estimate puts first: an induction head of layer 1
     layer, head = at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]
     assert (layer, head) == np.unravel_index(int(np.argmax(est.values.sum(-1))), (2, toy.num_heads)) and layer == 1
     # one layer's estimate by head and position
     at.selectbox(key=keys.PRED_POS_LAYER).set_value(0).run()
-    np.testing.assert_allclose(_z(_titled(at, "Layer 0: estimated restored fraction by head and patched")),
+    np.testing.assert_allclose(_z(titled(at, "Layer 0: estimated restored fraction by head and patched")),
                                est.values[0], atol=1e-5)
 
     at.button(key=keys.PRED_REAL_GO).click().run()  # real patching, beside the estimate
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     want = attribution.patch_heads(toy, clean, corrupted)
-    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
-    np.testing.assert_allclose(_z(_titled(at, "Estimated restored fraction")), est.values.sum(-1), atol=1e-5)
+    np.testing.assert_allclose(_z(titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    np.testing.assert_allclose(_z(titled(at, "Estimated restored fraction")), est.values.sum(-1), atol=1e-5)
     agree = attribution.agreement(est.values.sum(-1), want.restored)
-    scatter = _titled(at, "Estimate against real patching")
-    assert f"Pearson r = {agree.pearson:.3f}" in _title(scatter)
-    assert f"Spearman ρ = {agree.spearman:.3f}" in _title(scatter)
+    scatter = titled(at, "Estimate against real patching")
+    assert f"Pearson r = {agree.pearson:.3f}" in chart_title(scatter)
+    assert f"Spearman ρ = {agree.spearman:.3f}" in chart_title(scatter)
     heads = next(d for d in scatter["data"] if d.get("mode") == "markers")
     np.testing.assert_allclose(np.array(heads["x"], dtype=float), want.restored.ravel(), atol=1e-5)
     np.testing.assert_allclose(np.array(heads["y"], dtype=float), est.values.sum(-1).ravel(), atol=1e-5)
     assert agree.differ.any()  # the toy's saturated induction heads: the previous-token head is missed
     for title in ("Restored fraction", "Estimated restored fraction"):  # the heads that differ, ringed on both
-        rings = [d for d in _titled(at, title)["data"] if d.get("name") == attribution_figures.MARK]
+        rings = [d for d in titled(at, title)["data"] if d.get("name") == attribution_figures.MARK]
         assert rings and sorted(zip(rings[0]["y"], rings[0]["x"])) == sorted(zip(*np.nonzero(agree.differ)))
     count = int(agree.differ.sum())
     assert (f"{count} heads differ" if count > 1 else "1 head differs") in _messages(at)
@@ -94,10 +88,10 @@ def test_toy_induction_preset_finds_the_induction_heads():
     at.selectbox(key=keys.PRED_LAYER).set_value(0).run()
     at.selectbox(key=keys.PRED_HEAD).set_value(2).run()
     assert not at.exception and not at.error
-    titles = [_title(c) for c in charts(at)]
+    titles = [chart_title(c) for c in charts(at)]
     assert sum(t.startswith("Layer 0, head 2") for t in titles) == 5, titles  # both runs, weighted, tokens, bars
     assert any("value-weighted" in t for t in titles)
-    bars = _titled(at, "Layer 0, head 2 patched at one position")
+    bars = titled(at, "Layer 0, head 2 patched at one position")
     by_pos = attribution.patch_positions(toy, clean, corrupted, 0, 2)
     np.testing.assert_allclose(np.array(bars["data"][0]["y"], dtype=float), by_pos.values, atol=1e-5)
     np.testing.assert_allclose(np.array(bars["data"][1]["y"], dtype=float), est.values[0, 2], atol=1e-5)
@@ -123,14 +117,14 @@ def test_cancelled_real_patching_keeps_the_estimate():
     at.session_state[keys.PRED_REAL_RUNNING] = key  # as a run stopped by Cancel leaves it
     at.run()
     assert "Patching was cancelled; what was found before it is kept" in _messages(at)
-    assert _titled(at, "Estimated restored fraction") and not any(
-        _title(c).startswith("Restored fraction") for c in charts(at))
+    assert titled(at, "Estimated restored fraction") and not any(
+        chart_title(c).startswith("Restored fraction") for c in charts(at))
     assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     # stopped because the user typed a new corrupted text: no word about a kept estimate, no old result
     at.session_state[keys.PRED_REAL_RUNNING] = key
     at.text_area(key=keys.PRED_CORRUPTED).input("z x c v b n m k l q w e r t y u i").run()
     assert "Patching was cancelled" not in _messages(at)
-    assert not any(_title(c).startswith(("Estimated", "Restored", "Direct")) for c in charts(at))
+    assert not any(chart_title(c).startswith(("Estimated", "Restored", "Direct")) for c in charts(at))
     assert at.button(key=keys.PRED_GO)  # a new pair waits for its own button
     at.session_state[keys.PRED_RUNNING] = "a stopped estimate"
     at.run()
@@ -155,7 +149,7 @@ def test_what_cannot_be_patched_is_a_message_and_the_inputs_stay(corrupted, answ
     assert says in _messages(at), _messages(at)
     assert at.text_area(key=keys.PRED_CORRUPTED).value == corrupted  # nothing the user typed is lost
     assert at.text_input(key=keys.PRED_ANSWER).value == answer
-    assert not any(_title(c).startswith(("Restored", "Estimated")) for c in charts(at))
+    assert not any(chart_title(c).startswith(("Restored", "Estimated")) for c in charts(at))
 
 
 def test_an_encoder_gets_a_message_not_a_grid():
@@ -180,12 +174,12 @@ def test_over_the_memory_budget_is_refused_before_anything_runs(monkeypatch):
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     at.button(key=keys.PRED_GO).click().run()
     assert not at.exception and not at.error
-    assert _titled(at, "Estimated restored fraction")
+    assert titled(at, "Estimated restored fraction")
     at.button(key=keys.PRED_REAL_GO).click().run()
     assert not at.exception
     assert "Patching every head of toy-induction" in _messages(at) and "use shorter texts" in _messages(at)
-    assert _titled(at, "Estimated restored fraction")  # what was found before stays
-    assert not any(_title(c).startswith("Restored fraction") for c in charts(at))
+    assert titled(at, "Estimated restored fraction")  # what was found before stays
+    assert not any(chart_title(c).startswith("Restored fraction") for c in charts(at))
 
 
 def test_without_room_for_the_backward_pass_real_patching_is_still_offered(monkeypatch):
@@ -197,14 +191,14 @@ def test_without_room_for_the_backward_pass_real_patching_is_still_offered(monke
     at.button(key=keys.PRED_GO).click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "No estimate: Estimating every head of toy-induction" in _messages(at)
-    assert _titled(at, "Direct logit attribution")
-    assert not any(_title(c).startswith("Estimated") for c in charts(at))
+    assert titled(at, "Direct logit attribution")
+    assert not any(chart_title(c).startswith("Estimated") for c in charts(at))
     at.button(key=keys.PRED_REAL_GO).click().run()
     assert not at.exception and not at.error
     toy = mha_viz.load_model("toy-induction", device="cpu")
     want = attribution.patch_heads(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted)
-    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
-    assert not any(_title(c).startswith(("Estimated", "Estimate against")) for c in charts(at))
+    np.testing.assert_allclose(_z(titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    assert not any(chart_title(c).startswith(("Estimated", "Estimate against")) for c in charts(at))
     assert (at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]) == (
         1, int(np.argmax(want.restored[1])))
 
@@ -226,6 +220,6 @@ def test_a_gpt2_family_folder_gets_both_grids(gpt2_dir):
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     model = mha_viz.load_model(gpt2_dir, device="cpu")
     want = attribution.patch_heads(model, clean, corrupted)
-    np.testing.assert_allclose(_z(_titled(at, "Restored fraction")), want.restored, atol=1e-5)
+    np.testing.assert_allclose(_z(titled(at, "Restored fraction")), want.restored, atol=1e-5)
     dla = attribution.direct_logit(model, clean, want.answer, want.wrong)
-    np.testing.assert_allclose(_z(_titled(at, "Direct logit attribution")), dla.per_head, atol=1e-5)
+    np.testing.assert_allclose(_z(titled(at, "Direct logit attribution")), dla.per_head, atol=1e-5)

@@ -15,7 +15,7 @@ import mha_viz
 from mha_viz.interventions import attribution, prediction
 from mha_viz.ui import keys
 from mha_viz.ui.prediction_page import OWN
-from tests.app.helpers import charts, open_page, shown, start_app
+from tests.app.helpers import chart_title, charts, open_page, shown, start_app
 from tests.helpers import decode
 
 pytestmark = pytest.mark.model
@@ -23,10 +23,6 @@ CLEAN, CORRUPTED = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
 # a pair of the user's own where the estimate overshoots (0.84 at most, real patching 0.61): two scales would differ
 OWN_CLEAN, OWN_CORRUPTED = "m n o p m n o p m n o", "m n o p m n o p x y z"
 
-
-def _title(chart) -> str:
-    """The chart's title on one line (a long title is wrapped with <br>)."""
-    return chart["layout"].get("title", {}).get("text", "").replace("<br>", " ")
 
 
 def _heat(chart) -> dict:
@@ -78,7 +74,7 @@ def test_the_estimate_beside_real_patching_on_one_scale_and_the_caption_names_bo
     # side by side: the first row of the page's columns holds the estimate and the real grid, in that order
     row = next(i for i, c in enumerate(at.columns) if c.get("plotly_chart"))
     pair = _charts_in(at.columns[row]) + _charts_in(at.columns[row + 1])
-    assert [_title(c).split(" (")[0] for c in pair] == ["Estimated restored fraction", "Restored fraction"]
+    assert [chart_title(c).split(" (")[0] for c in pair] == ["Estimated restored fraction", "Restored fraction"]
     bound = max(np.abs(est).max(), np.abs(real).max())  # one colour scale: the larger of the two
     for chart in pair:
         heat = _heat(chart)
@@ -94,7 +90,7 @@ def test_the_estimate_by_position_opens_on_the_chosen_heads_layer_and_follows_it
     assert at.selectbox(key=keys.PRED_POS_LAYER).value == top[0]  # the top head opens, its layer with it
 
     def layer_grid() -> np.ndarray:
-        return np.array(_heat(next(c for c in charts(at) if "by head and patched position" in _title(c)))["z"],
+        return np.array(_heat(next(c for c in charts(at) if "by head and patched position" in chart_title(c)))["z"],
                         dtype=float)
     other = 1 - top[0]
     at.selectbox(key=keys.PRED_LAYER).set_value(other).run()  # another head, in the other layer

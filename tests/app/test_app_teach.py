@@ -8,14 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from tests.app.helpers import charts, frame, open_with_text
+from tests.app.helpers import chart_titles, charts, frame, open_with_text
 
 pytestmark = pytest.mark.model
 
-
-def _titles(at) -> list[str]:
-    """The charts' titles, read as one line (a long one wraps: `figures.style.wrap_title`)."""
-    return [c["layout"]["title"]["text"].replace("<br>", " ") for c in charts(at)]
 
 
 def _steps_shown(at) -> list[int]:
@@ -29,7 +25,7 @@ def test_teaching_steps_use_the_captured_probabilities_one_part_at_a_time():
     assert not at.exception and not at.error
     # the page opens on steps 1-2: X, Q, K, V and nothing else is drawn
     assert _steps_shown(at) == [1, 2]
-    titles = _titles(at)
+    titles = chart_titles(at)
     assert len(titles) == 4 and titles[0] == "X: one row per token (first 48 of 384 columns)"
     assert not at.dataframe  # the costs are another part
     at.button_group(key="teach_part").set_value("3–6 · Scores to probabilities").run()
@@ -38,10 +34,10 @@ def test_teaching_steps_use_the_captured_probabilities_one_part_at_a_time():
     probs = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("A: attention probabilities"))
     shown = np.array(probs["data"][0]["z"], dtype=float)
     np.testing.assert_allclose(shown, run.attentions[2, 5], atol=1e-5)
-    assert not any(t.startswith(("X:", "z = A V")) for t in _titles(at))
+    assert not any(t.startswith(("X:", "z = A V")) for t in chart_titles(at))
     at.button_group(key="teach_part").set_value("7–9 · Output").run()
     assert _steps_shown(at) == [7, 8, 9]
-    assert _titles(at) == ["z = A V", "every head's z side by side (this head framed) (first 48 of 384 columns)",
+    assert chart_titles(at) == ["z = A V", "every head's z side by side (this head framed) (first 48 of 384 columns)",
                            "the layer's attention output (first 48 of 384 columns)"]
     at.button_group(key="teach_part").set_value("What it costs").run()
     assert frame(at, "variant")["variant"].tolist()[0] == "MHA (this model)"
@@ -51,9 +47,9 @@ def test_teaching_steps_use_the_captured_probabilities_one_part_at_a_time():
 def test_teaching_on_a_gqa_decoder_draws_the_kv_sharing_and_the_causal_mask():
     at = open_with_text("teaching", "One two three four.", model="smollm2")
     at.button_group(key="teach_part").set_value("3–6 · Scores to probabilities").run()
-    assert any(t.startswith("masked scores") for t in _titles(at))
+    assert any(t.startswith("masked scores") for t in chart_titles(at))
     at.button_group(key="teach_part").set_value("What it costs").run()
-    assert any("9 query heads share 3 key/value heads" in t for t in _titles(at))
+    assert any("9 query heads share 3 key/value heads" in t for t in chart_titles(at))
     assert frame(at, "variant")["variant"].tolist()[1] == "GQA (this model)"
 
 
