@@ -17,6 +17,7 @@ trusts a note (raw HTML is shown escaped by the app; a note with script is refus
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 import zlib
@@ -221,6 +222,12 @@ def is_name(value: str) -> bool:
 
 def bundled() -> dict[str, str]:
     """The lessons shipped with mha-viz: name -> the file's text."""
+    return dict(_bundled())
+
+
+@functools.cache
+def _bundled() -> tuple[tuple[str, str], ...]:
+    """Read once per process: the package's files do not change while it runs."""
     folder = resources.files("mha_viz.export").joinpath(BUNDLED_DIR)
-    return {f.name.removesuffix(".json"): f.read_text(encoding="utf-8")
-            for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json")}
+    return tuple((f.name.removesuffix(".json"), f.read_text(encoding="utf-8"))
+                 for f in sorted(folder.iterdir(), key=lambda f: f.name) if f.name.endswith(".json"))

@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from mha_viz.capture.run import AttentionRun
 from mha_viz.figures.style import (
     COLORSCALE,
+    TOOLBAR_PX,
     axis_labels,
     colorbar,
     margin,
@@ -322,7 +323,9 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
         yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{layer}" for layer in names],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
-        width=max(50 + H * cell_px, 560 if title else 0), height=40 + L * cell_px + (40 if title else 0),
+        # the plot keeps cell_px a head: a click's marker (cell_px - 4 wide) then never overlaps its
+        # neighbour's, whose point Plotly would pick on a tie; the top margin holds the toolbar's band
+        width=max(50 + H * cell_px, 560 if title else 0), height=40 + TOOLBAR_PX + L * cell_px + (40 if title else 0),
         margin=margin(l=40, t=70 if title else 30), plot_bgcolor="white", dragmode=False,
         title=plot_title(title) if title else None,
     )

@@ -28,7 +28,7 @@ def index() -> int:
     return int(session.get(keys.LESSON_STEP) or 0)
 
 
-def start(lesson: lessons.Lesson, source: str | None, at: int = 0, *, open_step: bool = True) -> None:
+def follow(lesson: lessons.Lesson, source: str | None, at: int = 0, *, open_step: bool = True) -> None:
     """Follow `lesson` (`source`: what a link's ``lesson`` says to open it again, None when a link
     cannot), on step `at` (clamped), whose view opens unless `open_step` is False."""
     session.put_all((keys.LESSON, keys.LESSON_SOURCE), (lesson, source))
@@ -97,7 +97,7 @@ def read_link() -> None:
     if why:
         session.put(keys.LESSON_MESSAGE, why)
     if lesson is not None:
-        start(lesson, source, _step_number(params.get("step")), open_step=not links.has_view())
+        follow(lesson, source, _step_number(params.get("step")), open_step=not links.has_view())
 
 
 def url_params() -> dict[str, str]:

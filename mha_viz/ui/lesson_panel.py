@@ -83,7 +83,7 @@ def _edit(i: int) -> None:
 
 def _follow() -> None:
     if draft().steps:
-        lesson_flow.start(draft(), lessons.pack(draft()))
+        lesson_flow.follow(draft(), lessons.pack(draft()))
 
 
 def _open_bundled() -> None:
@@ -94,7 +94,7 @@ def _open_bundled() -> None:
         session.put(keys.LESSON_PANEL_MESSAGE, f"This server cannot open the bundled lesson: {exc}")
         return
     session.put_all((keys.LESSON_DRAFT, keys.LESSON_TITLE), (lesson, lesson.title))
-    lesson_flow.start(lesson, BUNDLED)
+    lesson_flow.follow(lesson, BUNDLED)
 
 
 def _open_upload() -> None:
@@ -111,7 +111,7 @@ def _open_upload() -> None:
         session.put(keys.LESSON_PANEL_MESSAGE, f"{upload.name} was not opened: {exc}")
         return
     session.put_all((keys.LESSON_DRAFT, keys.LESSON_TITLE), (lesson, lesson.title))
-    lesson_flow.start(lesson, lessons.pack(lesson))
+    lesson_flow.follow(lesson, lessons.pack(lesson))
 
 
 def _steps(lesson: lessons.Lesson) -> None:

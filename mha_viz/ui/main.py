@@ -72,7 +72,7 @@ def main() -> None:
         out_of_memory = False
         try:
             page.run()
-            guarded(notebook_button.offer, pages.page_id(page), page.title, cur, what="Open as notebook")
+            guarded(notebook_button.offer_notebook, pages.page_id(page), page.title, cur, what="Open as notebook")
         except (MemoryError, torch.OutOfMemoryError):  # any page's heavy work: a message, memory given back
             logging.getLogger("mha_viz.ui").exception("view ran out of memory")
             out_of_memory = True

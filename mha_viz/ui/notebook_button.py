@@ -2,7 +2,7 @@
 options, computes what the page computed and draws the same figures (`mha_viz.export.notebook`).
 
 A page records what it chose beyond the sidebar and the shared head (`record`, while it draws); the
-frame offers the button once the page has drawn (`offer`). The notebook is written when the user
+frame offers the button once the page has drawn (`offer_notebook`). The notebook is written when the user
 clicks (Streamlit's deferred download data), never on a rerun."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def view(page_id: str, title: str, cur) -> notebook.NotebookView:
         hide=chosen.hide, contributions=chosen.contributions, layer=int(row), head=int(head), options=options)
 
 
-def offer(page_id: str, title: str, cur) -> None:
+def offer_notebook(page_id: str, title: str, cur) -> None:
     """The *Open as notebook* button under the sidebar's *Export* box, for a page drawn from the current run."""
     if cur.run is None or cur.stale or cur.model is None or cur.key is None:
         session.pop(keys.NOTEBOOK_OPTIONS, None)

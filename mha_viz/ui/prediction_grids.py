@@ -100,7 +100,7 @@ def top_heads_text(expl: prediction.Explanation) -> str:
     return text[0].upper() + text[1:]
 
 
-def show(expl: prediction.Explanation) -> None:
+def show_grids(expl: prediction.Explanation) -> None:
     """The agreement of the estimate with real patching (once both exist), the grids and their caption."""
     agree = expl.agreement()
     if agree is not None:

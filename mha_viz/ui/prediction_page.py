@@ -183,7 +183,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
         st.caption(estimate.ABOUT)
     if expl.patching is None:
         expl = _real_patching(cur.model, key, expl)
-    prediction_grids.show(expl)
+    prediction_grids.show_grids(expl)
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
     cols = st.columns(2)
     cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()), key=keys.DL_PRED,

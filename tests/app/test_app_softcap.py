@@ -13,7 +13,7 @@ import mha_viz
 from mha_viz.interventions import attribution
 from mha_viz.ui import keys
 from mha_viz.ui.sidebar import OTHER
-from tests.app.helpers import charts, open_page, shown, start_app
+from tests.app.helpers import chart_title, charts, open_page, shown, start_app
 from tests.helpers import save_peaked
 
 pytestmark = pytest.mark.model
@@ -44,7 +44,7 @@ def test_a_soft_capped_model_is_attributed_and_the_page_says_it_is_linearised(tm
     dla = attribution.direct_logit(model, CLEAN, want.answer, want.wrong)
     assert dla.linearised
     title = "Direct logit attribution (linearised through soft-capping) to"
-    [grid] = [c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith(title)]
+    [grid] = [c for c in charts(at) if chart_title(c).startswith(title)]
     z = next(d["z"] for d in grid["data"] if d.get("type") == "heatmap")
     np.testing.assert_allclose(np.array(z, dtype=float), dla.per_head, atol=1e-5)
     said = shown(" ".join(m.value for m in [*at.success, *at.caption]))

@@ -281,6 +281,12 @@ def shared_app(request, server, browser, _module_app):
             _module_app.pop("ui").close()
 
 
+# a Plotly title's text, its lines (tspan.line, one per <br>) joined by a space
+TITLE_LINES = """el => {
+    const lines = Array.from(el.querySelectorAll('tspan.line'));
+    return lines.length ? lines.map(t => t.textContent).join(' ') : el.textContent;
+}"""
+
 class App:
     """The app in one browser tab: waiting for reruns, driving widgets, reading charts."""
 
@@ -434,8 +440,9 @@ class App:
         return tuple(chart.evaluate(CURVE_POINT, [index, curve]))
 
     def chart_title(self, chart: int = 0) -> str:
+        """The chart's title read as one line (Plotly draws each line of a wrapped title as a tspan)."""
         title = self.charts().nth(chart).locator(".gtitle")
-        return title.first.text_content() if title.count() else ""
+        return title.first.evaluate(TITLE_LINES) if title.count() else ""
 
     def titled(self, start: str):
         """The first chart whose title starts with `start` (a locator), or None."""

@@ -116,7 +116,7 @@ def test_every_view_titles_the_lens():
         line_figures.line_figure(out, 0, [0, 1]).layout.title.text,
         focus_figures.focus_grid(focus.focus(out, 2), focus.TO, out.layer_ids).layout.title.text,
     ]
-    assert all(LABEL in t for t in titles), titles
+    assert all(LABEL in t.replace("<br>", " ") for t in titles), titles  # a long title wraps at a phrase
     weights = _run()
     assert LABEL not in head_figures.head_heatmap(weights, 0, 1).layout.title.text
     assert head_figures.model_grid(weights).layout.title.text is None
