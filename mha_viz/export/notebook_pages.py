@@ -87,14 +87,14 @@ if run.hidden is not None:  # tokens hidden: how much attention each head gave t
 
 def head_metrics(v: NotebookView) -> list[Cell]:
     metric = v.option("metric", "entropy")
-    copying = ("\nweights = {**weights, \"copying\": torch.as_tensor(mha_viz.copying_scores(model))}"
+    copying = ("\nif weights is not None:  # the copying measure: each head's copying score (a decoder's unembedding)"
+               "\n    weights = {**weights, \"copying\": torch.as_tensor(mha_viz.copying_scores(model))}"
                if metric == "copying" else "")
+    imports = "import torch\n\n" if copying else ""
     return [
         md("## Head metrics\n\nEvery head's measures (`mha_viz.head_table`), one as a layers × heads grid."),
         code(f"""
-import torch
-
-weights = model.head_weights() if model.has_head_outputs else None  # for the output-norm measures{copying}
+{imports}weights = model.head_weights() if model.has_head_outputs else None  # for the output-norm measures{copying}
 table = mha_viz.head_table(run, weights)
 METRIC = {literal(metric)}
 figures.metric_grid(run, METRIC, table=table)"""),

@@ -202,8 +202,7 @@ def _differ(expl: Explanation):
 
 def _bound(expl: Explanation) -> float:
     """One colour scale for the estimate's and the real grid, as the page draws them side by side."""
-    return attribution_figures.fraction_bound(None if expl.estimate is None else expl.estimated,
-                                              None if expl.patching is None else expl.patching.restored)
+    return attribution_figures.fraction_bound(expl.estimated, None if expl.patching is None else expl.patching.restored)
 
 
 def estimate_grid(expl: Explanation) -> go.Figure:

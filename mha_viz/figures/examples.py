@@ -70,7 +70,8 @@ def document_figure(tokens: list[str], pattern: np.ndarray, title: str, *, query
     fig.add_trace(go.Scatter(x=[(q - start) % per_row], y=[(q - start) // per_row], mode="markers", hoverinfo="skip",
                              showlegend=False,
                              marker=dict(symbol="square-open", size=ROW_PX, color="#1f77b4", line=dict(width=2))))
-    fig.update_layout(title=plot_title(title), height=70 + ROW_PX * rows, margin=margin(t=40, b=10, l=10, r=10),
+    box = margin()  # the plot keeps ROW_PX a row (+20) whatever the title and toolbar take above it
+    fig.update_layout(title=plot_title(title), height=box["t"] + box["b"] + 20 + ROW_PX * rows, margin=box,
                       xaxis=dict(visible=False, range=[-0.5, per_row - 0.5]),
                       yaxis=dict(visible=False, autorange="reversed"), plot_bgcolor="white")
     return fig

@@ -17,7 +17,6 @@ import plotly.graph_objects as go
 from mha_viz.capture.run import AttentionRun
 from mha_viz.figures.style import (
     COLORSCALE,
-    TOOLBAR_PX,
     axis_labels,
     colorbar,
     margin,
@@ -318,15 +317,16 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
                       + ("click to open" if clickable else "") + "</extra>",
         showlegend=False,
     ))
+    box = margin(l=40, t=70 if title else 30)
     fig.update_layout(
         xaxis=dict(tickvals=centers[:H].tolist(), ticktext=[f"H{h}" for h in range(H)], side="top",
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
         yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{layer}" for layer in names],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
         # the plot keeps cell_px a head: a click's marker (cell_px - 4 wide) then never overlaps its
-        # neighbour's, whose point Plotly would pick on a tie; the top margin holds the toolbar's band
-        width=max(50 + H * cell_px, 560 if title else 0), height=40 + TOOLBAR_PX + L * cell_px + (40 if title else 0),
-        margin=margin(l=40, t=70 if title else 30), plot_bgcolor="white", dragmode=False,
+        # neighbour's, whose point Plotly would pick on a tie
+        width=max(box["l"] + box["r"] + H * cell_px, 560 if title else 0), height=box["t"] + box["b"] + L * cell_px,
+        margin=box, plot_bgcolor="white", dragmode=False,
         title=plot_title(title) if title else None,
     )
     return fig

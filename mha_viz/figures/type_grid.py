@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from mha_viz.corpus.accumulate import pattern_class
 from mha_viz.figures.metrics import PATTERN_COLOURS, layer_numbers
 from mha_viz.figures.style import margin, run_title, top_title
 
@@ -16,16 +17,10 @@ TITLE = "Head types: each head's pattern class"
 OTHER = "#7f7f7f"  # a class outside PATTERN_COLOURS (none today): grey, still named in the legend
 
 
-def type_class(label: str) -> str:
-    """The class of a pattern label: "diagonal:prev" -> "diagonal", "mixed:sink+prev" -> "mixed"."""
-    return str(label).split(":", 1)[0]
-
-
 def table_types(table: pd.DataFrame, run) -> go.Figure:
     """A run's head table (`mha_viz.metrics.head_table`) as its grid of head types, titled for the
     run (`run_title`: what the attentions hold when they are not the weights)."""
-    labels = table["pattern"].astype(str).to_numpy().reshape(run.num_layers, run.num_heads)
-    return head_type_grid(labels, run.layer_ids, title=run_title(run, TITLE))
+    return head_type_grid(table, run.layer_ids, title=run_title(run, TITLE))
 
 
 def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
@@ -45,7 +40,7 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
         labels = np.asarray(patterns, dtype=object).astype(str)
         L, H = labels.shape
     names = layer_numbers(L if layer_ids is None else layer_ids)
-    classes = np.vectorize(type_class, otypes=[object])(labels)
+    classes = np.vectorize(pattern_class, otypes=[object])(labels)
     present = [c for c in PATTERN_COLOURS if (classes == c).any()]
     present += sorted(set(classes.ravel()) - set(PATTERN_COLOURS))
     codes = np.vectorize(present.index, otypes=[float])(classes)

@@ -85,8 +85,7 @@ def _clean_bytelevel(piece: str) -> tuple[str, bool]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:  # part of a multi-byte character (emoji, CJK): show its bytes
         head = raw.lstrip(b" ")
-        text = SPACE * (len(raw) - len(head)) + "⟨" + " ".join(f"{b:02x}" for b in head) + "⟩"
-        return text, starts
+        text = " " * (len(raw) - len(head)) + "⟨" + " ".join(f"{b:02x}" for b in head) + "⟩"
     return spaced(text), starts
 
 

@@ -40,14 +40,14 @@ def _on_grid() -> None:
 
 def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
     """Model B from the page's own picker (default: model A with the other attention implementation)."""
-    options, titles = sidebar.model_options()
+    options = sidebar.model_options()
     a_choice = session.get(keys.MODEL_CHOICE, options[0])
     if session.get(keys.CMP_MODEL_B) not in options:
         session.put(keys.CMP_MODEL_B, a_choice if a_choice in options else options[0])
         session.put(keys.CMP_LOCAL_B, not cur.model_key.local_attention if cur.model_key else False)
     cols = st.columns([3, 2])
     choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=keys.KEEP,
-                               format_func=lambda k: titles.get(k, k))
+                               format_func=sidebar.model_title)
     spec = choice
     if choice == sidebar.OTHER:
         spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B, persist_state=keys.KEEP)

@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import corpus, metrics
+from mha_viz import corpus, figures, metrics
 from mha_viz.budget import needs
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
@@ -24,7 +24,6 @@ from mha_viz.corpus.store import statistics_store
 from mha_viz.figures import corpus as corpus_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.figures import teaching as teach_figures
 from mha_viz.interventions import ablation
 from mha_viz.text import loss_inputs
 from mha_viz.ui import analysis, charts, export_views, jobs, keys, notebook_button, resources, session, view_helpers
@@ -56,13 +55,14 @@ class CorpusKey(NamedTuple):
 def _read_once(ident: tuple, read, first: int) -> Documents:
     """The documents of `ident` (the sample, an upload by its id, a path by size and time), cut to
     the `first` (0: all), read, split and hashed once per session, source and cut, not on every
-    rerun (a 50 MB upload). The cut comes before the split: its hash is the statistics' key."""
+    rerun (a 50 MB upload); another cut of the same source cuts the texts read, without reading them
+    again. The cut comes before the split: its hash is the statistics' key."""
     kept = session.get(keys.CORPUS_DOCS)
-    if kept is not None and kept[0] == (ident, first):
-        return kept[1]
-    texts = read()
+    if kept is not None and kept[0] == ident and kept[2] == first:
+        return kept[3]
+    texts = kept[1] if kept is not None and kept[0] == ident else read()
     docs = documents(texts[:first] if first else texts)
-    session.put(keys.CORPUS_DOCS, ((ident, first), docs))
+    session.put(keys.CORPUS_DOCS, (ident, texts, first, docs))
     return docs
 
 
@@ -250,9 +250,7 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
             return
     curve = done[key]
     kind = loss_inputs.loss_kind(cur.model)
-    charts.show(teach_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
-                                             curve["random mean"], curve["random sd"],
-                                             loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0]),
+    charts.show(figures.pruning_curve(curve, loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0]),
                 key=keys.CORPUS_PRUNING, name="corpus-pruning")
     st.caption(f"Mean loss over the {len(held)} held-out documents, which the importance never saw.")
     st.download_button("Download the pruning curve (CSV)", export_views.table_csv(curve),

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz import metrics
+from mha_viz import figures, metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.figures import type_grid
 from mha_viz.ui import analysis, charts, keys, notebook_button, seq2seq_views, view_helpers
 from mha_viz.ui.text import plain
 
@@ -54,7 +53,7 @@ def head_metrics_page() -> None:
         st.info("Importance (output norms) needs each head's output, which this model's architecture "
                 "does not expose to mha-viz.", icon=":material/info:")
     st.markdown(PATTERN_RULES)
-    types = charts.cached("head_types", (cur.key,), lambda: type_grid.table_types(table, run))
+    types = charts.cached("head_types", (cur.key,), lambda: figures.head_types(run, table=table))
     charts.show(types, key=keys.METRIC_TYPES, name="head-types", selection_mode="points", width="content",
                 on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_TYPES, view_helpers.grid_index))
     counts = table["pattern"].str.split(":").str[0].value_counts()

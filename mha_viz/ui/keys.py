@@ -153,7 +153,7 @@ CORPUS_ENGINE = "corpus_engine"
 CORPUS_METRIC = "corpus_metric"
 CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
 CORPUS_RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
-CORPUS_DOCS = "_corpus_docs"  # (source, Documents): the last corpus read by this session
+CORPUS_DOCS = "_corpus_docs"  # (source, its texts, the cut, Documents): the last corpus read by this session
 CORPUS_MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
 CORPUS_LAST = "_corpus_last"  # the CorpusKey of the last statistics this session saw (Head examples reads it)
 # --- head examples (examples_page) -----------------------------------------------------------------

@@ -51,11 +51,10 @@ def _add(page_id: str, params: dict[str, str]) -> None:
         return
     steps = list(draft().steps)
     editing = session.pop(keys.LESSON_EDIT, None)
-    new = lessons.step(page_id, params, note)
-    if editing is not None and 0 <= editing < len(steps):
+    if editing is not None and 0 <= editing < len(steps):  # the step keeps its view, takes the note
         steps[editing] = lessons.step(steps[editing].page, steps[editing].params, note)
     else:
-        steps.append(new)
+        steps.append(lessons.step(page_id, params, note))
     _put(tuple(steps))
     session.put(keys.LESSON_NOTE, "")
 
@@ -133,7 +132,7 @@ def _steps(lesson: lessons.Lesson) -> None:
 
 def panel(page, cur: state.Current) -> None:
     """The *Lesson* panel in the sidebar, after the page has drawn (it saves the view on screen)."""
-    page_id = page.url_path or pages.DEFAULT
+    page_id = pages.page_id(page)
     lesson = draft()
     with st.sidebar, st.expander("Lesson", expanded=bool(lesson.steps), icon=":material/school:"):
         if message := session.pop(keys.LESSON_PANEL_MESSAGE, None):
@@ -155,7 +154,7 @@ def panel(page, cur: state.Current) -> None:
                       on_click=_add, args=(page_id, params))
         _steps(lesson)
         if lesson.steps:
-            st.download_button("Download the lesson (.json)", lessons.lesson_json(lesson).encode(),
+            st.download_button("Download the lesson (.json)", lambda: lessons.lesson_json(lesson).encode(),
                                file_name="lesson.json", mime="application/json", on_click="ignore",
                                key=keys.LESSON_DOWNLOAD, icon=":material/download:")
             st.button("Follow this lesson", key=keys.LESSON_FOLLOW, icon=":material/play_arrow:", on_click=_follow)

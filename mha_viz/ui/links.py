@@ -169,7 +169,7 @@ def share(page, cur: state.Current, lesson: dict[str, str] | None = None) -> Non
     """After the page has drawn: the URL's query parameters follow the view (defaults left out)
     and `lesson`'s (the lesson followed and its step), and the sidebar's *Share* box shows the link
     with a *Copy link* button."""
-    page_id = page.url_path or pages.DEFAULT  # the default page's own path is "" (st.Page)
+    page_id = pages.page_id(page)
     link, default = view_link(page_id, cur)
     params = links.encode(link, default=default) | (lesson or {})
     if st.query_params.to_dict() != params:

@@ -21,10 +21,10 @@ def record(**options) -> None:
     session.setdefault(keys.NOTEBOOK_OPTIONS, {}).update(options)
 
 
-def view(page_id: str, title: str, cur) -> notebook.NotebookView:
+def view(page_id: str, title: str, cur, options: dict) -> notebook.NotebookView:
     """The view on screen: the sidebar's choices as the user gave them, the shared head and what the page
-    recorded in this rerun."""
-    options = dict(session.pop(keys.NOTEBOOK_OPTIONS, None) or {})
+    recorded in this rerun (`options`)."""
+    options = dict(options)
     row, head = shared_head.chosen_head()
     row, head = options.pop("layer", row), options.pop("head", head)
     chosen = sidebar.choices()
@@ -38,14 +38,13 @@ def view(page_id: str, title: str, cur) -> notebook.NotebookView:
 
 def offer_notebook(page_id: str, title: str, cur) -> None:
     """The *Open as notebook* button under the sidebar's *Export* box, for a page drawn from the current run."""
+    options = session.pop(keys.NOTEBOOK_OPTIONS, None) or {}  # this rerun's, whatever is drawn
     if cur.run is None or cur.stale or cur.model is None or cur.key is None:
-        session.pop(keys.NOTEBOOK_OPTIONS, None)
         return
     if isinstance(cur.seq2seq, mha_viz.EncoderDecoderRun) or seq2seq_views.is_cross(cur.run):
-        session.pop(keys.NOTEBOOK_OPTIONS, None)
         st.sidebar.caption("Open as notebook: for encoder-only and decoder-only models.")
         return
-    shown = view(page_id, title, cur)
+    shown = view(page_id, title, cur, options)
     stem = figure_style.safe_filename(f"{shown.model.rsplit('/', 1)[-1]}-{shown.page}")
     st.sidebar.download_button(
         "Open as notebook", data=lambda: notebook.view_notebook(shown), file_name=f"{stem}.ipynb",

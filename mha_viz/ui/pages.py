@@ -82,9 +82,12 @@ def offered() -> tuple[PageSpec, ...]:
     return PAGES if lesson is None else tuple(p for p in PAGES if p.id in lesson.pages)
 
 
-def _page(spec: PageSpec, shown: tuple[PageSpec, ...]):
-    """`spec` as an st.Page; the default page is DEFAULT, or the first page offered without it."""
-    default = DEFAULT if any(p.id == DEFAULT for p in shown) else shown[0].id
+def _default(shown: tuple[PageSpec, ...]) -> str:
+    """The default page's id: DEFAULT, or the first page offered without it (a workshop)."""
+    return DEFAULT if any(p.id == DEFAULT for p in shown) else shown[0].id
+
+
+def _page(spec: PageSpec, default: str):
     return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == default)
 
 
@@ -92,13 +95,14 @@ def navigation():
     """`st.navigation` over the pages offered, grouped by section (st.Page needs a running script,
     so the page objects are made on each run from the one registry)."""
     shown = offered()
-    return st.navigation({section: [_page(p, shown) for p in shown if p.section == section]
+    default = _default(shown)
+    return st.navigation({section: [_page(p, default) for p in shown if p.section == section]
                           for section in SECTIONS if any(p.section == section for p in shown)}, expanded=True)
 
 
 def page_id(page) -> str:
     """The id of the page `navigation()` returned (the default page's url_path is empty)."""
-    return page.url_path or next((p.id for p in offered() if p.title == page.title), DEFAULT)
+    return page.url_path or _default(offered())
 
 
 def follow_goto() -> None:
@@ -106,4 +110,4 @@ def follow_goto() -> None:
     target = session.pop(keys.GOTO, None)
     shown = offered()
     if target in {p.id for p in shown}:
-        st.switch_page(_page(BY_ID[target], shown))
+        st.switch_page(_page(BY_ID[target], _default(shown)))

@@ -1,6 +1,6 @@
 """*Heads behind a prediction*'s layers × heads grids: direct logit attribution, the estimated
 restored fraction and, once run, real patching, with the scatter of the two. The estimate's grid
-and the real one stand side by side on one colour scale (`attribution_figures.fraction_bound`),
+and the real one stand side by side on one colour scale (`mha_viz.figures.estimate_grid`, `restored_grid`),
 and the caption names the top head of each; a click on a grid makes its head the shared one."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from mha_viz.figures import attribution as attribution_figures
+from mha_viz import figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.interventions import estimate, prediction
 from mha_viz.ui import charts, keys, shared_head
@@ -49,23 +49,15 @@ def _grids(expl: prediction.Explanation, agree) -> None:
     """The grids there are and the scatter, two to a row: the estimate beside real patching once
     both exist (one colour scale), direct logit attribution beside the scatter below them."""
     d, ids = expl.dla, expl.clean.layer_ids
-    differ = None if agree is None else agree.differ
-    estimated = None if expl.estimate is None else expl.estimated
-    restored = None if expl.patching is None else expl.patching.restored
-    bound = attribution_figures.fraction_bound(estimated, restored)
-    dla = (attribution_figures.dla_grid(d.per_head, expl.answer_text, expl.wrong_text, ids, d.label),
-           keys.PRED_DLA_GRID, "direct-logit-attribution")
+    dla = (figures.dla_grid(expl), keys.PRED_DLA_GRID, "direct-logit-attribution")
     fractions = []
-    if estimated is not None:
-        fractions.append((attribution_figures.estimate_grid(estimated, ids, differ, bound), keys.PRED_ESTIMATE_GRID,
-                          "estimated-restored-fraction"))
-    if restored is not None:
-        fractions.append((attribution_figures.restored_grid(restored, ids, differ, bound), keys.PRED_RESTORED_GRID,
-                          "restored-fraction"))
+    if expl.estimate is not None:
+        fractions.append((figures.estimate_grid(expl), keys.PRED_ESTIMATE_GRID, "estimated-restored-fraction"))
+    if expl.patching is not None:
+        fractions.append((figures.restored_grid(expl), keys.PRED_RESTORED_GRID, "restored-fraction"))
     shown = fractions + [dla] if len(fractions) == 2 else [dla] + fractions
     if agree is not None:
-        shown.append((attribution_figures.agreement_scatter(estimated, restored, agree.pearson, agree.spearman, ids,
-                                                            differ), None, "estimate-against-real"))
+        shown.append((figures.estimate_scatter(expl), None, "estimate-against-real"))
     for i in range(0, len(shown), 2):
         for (fig, key, name), where in zip(shown[i:i + 2], st.columns(2)):
             if key is None:
@@ -83,18 +75,18 @@ def top_heads_text(expl: prediction.Explanation) -> str:
     def named(what: str, at: tuple[int, int], value: str) -> str:
         return f"{what}: layer {ids[at[0]]}, head {at[1]} ({value})"
     parts = []
-    if expl.estimate is not None:
-        at = _argmax(expl.estimated)
-        parts.append(named("Largest estimated restored fraction", at, f"{float(expl.estimated[at]):.2f}"))
+    est_at = None if expl.estimate is None else _argmax(expl.estimated)
+    if est_at is not None:
+        parts.append(named("Largest estimated restored fraction", est_at, f"{float(expl.estimated[est_at]):.2f}"))
     if expl.patching is not None:
         at = _argmax(expl.patching.restored)
         real = named("largest patched for real", at, f"{float(expl.patching.restored[at]):.2f}")
-        if expl.estimate is not None and at == _argmax(expl.estimated):
+        if at == est_at:
             real += ", the same head"
         parts.append(real)
-    elif expl.estimate is not None:
+    elif est_at is not None:
         parts.append("real patching has not run yet")
-    at = np.unravel_index(int(np.argmax(np.abs(d.per_head))), d.per_head.shape)
+    at = _argmax(np.abs(d.per_head))
     parts.append(named("largest direct effect", at, f"{float(d.per_head[at]):+.2f}"))
     text = "; ".join(parts) + "."
     return text[0].upper() + text[1:]

@@ -163,7 +163,7 @@ def _compute(model, key: PredKey):
         st.error(plain(error), icon=":material/warning:")
         return None
     session.put(keys.PRED_RESULT, (key, expl))
-    for old in (keys.PRED_EXTRA, keys.PRED_POS_LAYER, keys.PRED_POS_FOLLOWS):
+    for old in (keys.PRED_EXTRA, keys.PRED_POS_LAYER):
         session.pop(old, None)
     shared_head.choose_head_in(expl.clean.layer_ids, *prediction_grids.top_head(expl))  # a new pair opens its top head
     return expl

@@ -112,7 +112,7 @@ def _default_model() -> None:
     import mha_viz
     from mha_viz.ui import resources, sidebar
 
-    spec = sidebar.model_options()[0][0]
+    spec = sidebar.model_options()[0]
     if spec not in mha_viz.BUNDLED:
         return
     try:

@@ -28,7 +28,7 @@ def settings() -> deploy.Settings:
     public server with a lesson) the models offered are the lesson's."""
     conf = deploy.from_env()
     if conf.public and conf.lesson:
-        lesson, _ = _server_lesson(conf.lesson, conf.models)
+        lesson, _ = _server_lesson(conf.lesson, conf.models, conf.public)
         if lesson is not None:
             conf = replace(conf, models=lesson.models)
     return conf
@@ -38,7 +38,7 @@ def server_lesson() -> tuple[lessons.Lesson | None, str | None]:
     """(the lesson every session opens on, why it could not be read): MHA_VIZ_LESSON, a lesson
     file's path or a bundled lesson's name; (None, None) when none is set."""
     conf = deploy.from_env()
-    return _server_lesson(conf.lesson, conf.models if conf.public else ()) if conf.lesson else (None, None)
+    return _server_lesson(conf.lesson, conf.models, conf.public) if conf.lesson else (None, None)
 
 
 def workshop() -> lessons.Lesson | None:
@@ -48,12 +48,13 @@ def workshop() -> lessons.Lesson | None:
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _server_lesson(spec: str, models: tuple[str, ...]) -> tuple[lessons.Lesson | None, str | None]:
-    """Read once per server (and setting): a bundled name, or a file checked against the app."""
+def _server_lesson(spec: str, models: tuple[str, ...], public: bool) -> tuple[lessons.Lesson | None, str | None]:
+    """Read once per server (and setting): a bundled name, or a file checked against the app and its
+    allow-list `models` (empty: any)."""
     try:
         bundled = lessons.bundled()
         data = bundled[spec] if spec in bundled else Path(spec).read_bytes()
-        return lessons.read_lesson(data, pages=page_ids.IDS, allowed_models=models, public=bool(models)), None
+        return lessons.read_lesson(data, pages=page_ids.IDS, allowed_models=models, public=public), None
     except OSError as exc:
         why = f"the file {spec} could not be read ({exc.strerror or type(exc).__name__})"
     except lessons.LessonError as exc:

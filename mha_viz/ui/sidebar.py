@@ -83,16 +83,16 @@ def precision() -> str:
     return chosen if chosen in PRECISIONS else default_precision()
 
 
-def model_options() -> tuple[list[str], dict[str, str]]:
+def model_options() -> list[str]:
     """The models a session may pick (the allow-list in public mode, else the bundled ones, the
-    hub suggestions and OTHER: a free-form hub id or folder) and their titles."""
+    hub suggestions and OTHER: a free-form hub id or folder); a picker shows each as `model_title`."""
     conf = resources.settings()
     options = list(mha_viz.BUNDLED) + list(mha_viz.HUB_SUGGESTIONS)
     if conf.models:  # an allow-list: only those, and no free-form id or folder
         options = [m for m in options if m in conf.models] + [m for m in conf.models if m not in options]
     else:
         options.append(OTHER)
-    return options, {k: model_title(k) for k in options}
+    return options
 
 
 def model_title(key: str) -> str:
@@ -113,13 +113,13 @@ def draw() -> Current:
     """Draw the sidebar and compute (or fetch) the run for its inputs."""
     session.setdefault(keys.TEXT, DEFAULT_TEXT)
     conf = resources.settings()
-    options, titles = model_options()
+    options = model_options()
     if session.get(keys.MODEL_CHOICE) not in options:
         session.pop(keys.MODEL_CHOICE, None)
     with st.sidebar:
         st.header("Model")
         choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, persist_state=keys.KEEP,
-                              format_func=lambda k: titles.get(k, k))
+                              format_func=model_title)
         if model_detail(choice):
             st.caption(model_detail(choice))
         spec = choice
@@ -287,7 +287,7 @@ def put_model(spec: str | None, choice_key: str, other_key: str) -> bool:
     before it is drawn; False when this server's picker cannot take it (nothing asked: True)."""
     if spec is None:
         return True
-    options, _ = model_options()
+    options = model_options()
     if spec in options:
         session.put(choice_key, spec)
     elif OTHER in options:

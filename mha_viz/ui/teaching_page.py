@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mha_viz
+from mha_viz import figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session, shared_head, sidebar
 from mha_viz.ui.analysis_key import AnalysisKey
@@ -184,10 +185,9 @@ STEP_DRAWERS = {STEPS_IN: _inputs, STEPS_SCORES: _scores, STEPS_OUT: _output}
 @st.fragment
 def _query_row(w: teaching.Walkthrough) -> None:
     """One query's scores and probabilities; moving the slider reruns only this part."""
-    n, tok = w.n, w.tokens
+    n = w.n
     i = st.slider("Query row to look at", 0, n - 1, value=min(n - 1, n // 2), key=keys.TEACH_ROW) if n > 1 else 0
-    charts.show(teach_figures.softmax_row(w.masked[i], w.probs[i], tok, title=f"Row {i} ({tok[i]!s}): "
-                                          "scores → probabilities"), key=keys.TEACH_SOFTMAX_ROW)
+    charts.show(figures.softmax_row(w, i), key=keys.TEACH_SOFTMAX_ROW)
 
 
 def _costs(model, n: int, head: int) -> None:

@@ -13,13 +13,9 @@ from mha_viz import corpus
 from mha_viz.corpus import split
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import keys
-from tests.app.helpers import charts, open_page, open_with_text, shown
+from tests.app.helpers import chart_title, charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model
-
-
-def _title(chart) -> str:
-    return chart["layout"].get("title", {}).get("text", "")
 
 
 def _corpus(model: str, tokens: int):
@@ -49,9 +45,9 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     train, _ = split.split(corpus.read_texts("sample"))
     want = corpus.head_examples(loaded, train, max_tokens=tokens)
     top = want.top(0, 0)
-    documents = [_title(c) for c in charts(at) if _title(c).startswith("Document ")]
+    documents = [chart_title(c) for c in charts(at) if chart_title(c).startswith("Document ")]
     assert documents[:len(top)] == [f"Document {doc} · score {score:.3f}" for doc, score in top]  # in order
-    drawn = next(c for c in charts(at) if _title(c) == documents[0])
+    drawn = next(c for c in charts(at) if chart_title(c) == documents[0])
     doc = top[0][0]
     weights = np.asarray(drawn["data"][0]["customdata"], dtype=float).ravel()[:len(want.tokens(doc))]
     pattern = want.pattern(doc, 0, 0)
@@ -59,18 +55,18 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     np.testing.assert_allclose(weights, pattern[query], atol=1e-6)  # shaded from the score's own row
     per_row = len(drawn["data"][0]["z"][0])
     assert (drawn["data"][1]["x"][0], drawn["data"][1]["y"][0]) == (query % per_row, query // per_row)  # and framed
-    titles = [_title(c) for c in charts(at)]
+    titles = [chart_title(c) for c in charts(at)]
     assert any(t.startswith("Head finder") for t in titles) and any("scores over the corpus" in t for t in titles)
-    scores = next(c for c in charts(at) if "scores over the corpus" in _title(c))
+    scores = next(c for c in charts(at) if "scores over the corpus" in chart_title(c))
     np.testing.assert_array_equal(np.asarray(scores["data"][0]["y"]), want.histogram(0, 0)[1])
     # another head, picked: its own top documents
     at.selectbox(key=keys.EXAMPLES_LAYER).set_value(1).run()
     at.selectbox(key=keys.EXAMPLES_HEAD).set_value(2).run()
     assert not at.exception and not at.error
     first = want.top(1, 2)[0]
-    assert f"Document {first[0]} · score {first[1]:.3f}" in [_title(c) for c in charts(at)]
+    assert f"Document {first[0]} · score {first[1]:.3f}" in [chart_title(c) for c in charts(at)]
     # the finder: one point a head, layer-major, so that a click's point index names the head
-    finder = next(c for c in charts(at) if _title(c).startswith("Head finder"))
+    finder = next(c for c in charts(at) if chart_title(c).startswith("Head finder"))
     H = loaded.num_heads
     assert len(finder["data"][0]["x"]) == loaded.num_layers * H
     assert "L1H2" in finder["data"][0]["text"][H + 2]

@@ -11,7 +11,7 @@ import pytest
 import mha_viz
 from mha_viz import figures, metrics
 from mha_viz.figures.metrics import PATTERN_COLOURS
-from tests.app.helpers import charts, open_with_text
+from tests.app.helpers import open_with_text, titled
 
 pytestmark = pytest.mark.model
 TEXT = "The keys that the old gardener left on the table are missing, said Mary to John."
@@ -19,7 +19,7 @@ TEXT = "The keys that the old gardener left on the table are missing, said Mary 
 
 def test_the_head_types_grid_colours_every_head_by_its_class():
     at = open_with_text("head_metrics", TEXT, "minilm")
-    grid = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Head types"))
+    grid = titled(at, "Head types")
     model = mha_viz.load_model("minilm")
     run = mha_viz.analyze(model, TEXT, max_tokens=512)
     labels = metrics.head_table(run)["pattern"].to_numpy().reshape(run.num_layers, run.num_heads)

@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz import metrics
-from tests.app.helpers import charts, frame, open_page, open_with_text, shown, start_app
+from tests.app.helpers import chart_title, charts, frame, open_page, open_with_text, shown, start_app
 
 pytestmark = pytest.mark.model
 TEXT = "The keys to the old cabinet are missing. They were here."
@@ -32,7 +32,7 @@ def test_metric_grid_shows_the_chosen_metric_of_every_head(minilm_run):
     at.selectbox(key="metric_choice").set_value("prev_token_score").run()
     assert not at.exception
     grid, types = charts(at)  # the metric's grid, then the head types' (tests/app/test_app_head_types.py)
-    assert types["layout"]["title"]["text"].startswith("Head types")
+    assert chart_title(types).startswith("Head types")
     z = np.array(grid["data"][0]["z"], dtype=float)
     expected = metrics.head_table(run)["prev_token_score"].to_numpy().reshape(6, 12)
     np.testing.assert_allclose(z, expected, atol=1e-6)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from streamlit.runtime import media_file_manager
 
+from mha_viz.export import notebook_pages
 from mha_viz.interventions import prediction
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, start_app
@@ -55,6 +56,10 @@ def _setup(at, page: str, model: str) -> None:
 
 
 PAGES = ("model_view", "head_view", "head_metrics", "teaching", "ablation", "prediction")  # the preset's text last
+
+
+def test_every_page_said_to_be_exact_is_checked_here():
+    assert set(PAGES) == set(notebook_pages.EXACT)
 
 
 @pytest.mark.parametrize("model", list(TEXTS))

@@ -19,14 +19,6 @@ def _shown(line: str) -> str:
     return html.unescape(re.sub(r"<[^>]*>", "", line))
 
 
-def test_the_top_margin_and_the_title_keep_the_toolbars_band():
-    assert style.margin()["t"] == 40 + style.TOOLBAR_PX and style.margin(t=95)["t"] == 95 + style.TOOLBAR_PX
-    assert style.margin(l=3)["l"] == 3
-    for title in (style.plot_title("x"), style.top_title("x")):
-        assert title["pad"]["t"] == style.TOOLBAR_PX and title["automargin"]
-    assert style.top_title("x")["yref"] == "container" and style.top_title("x")["yanchor"] == "top"
-
-
 def test_a_drawn_figure_has_the_band_above_its_title():
     run, _ = random_run(L=2, H=3, n=9)
     fig = head_figures.head_heatmap(run, 1, 2)
