@@ -24,7 +24,10 @@ What rounding legitimately changes is not compared value by value: the head is c
 view, and again on the prediction page, which opens on its top head) so no page picks its head by
 an argmax; bars sorted by value are paired by label, and Head examples' top documents by document
 (two of all but equal score may swap, or one move past the last place shown: at most a quarter);
-a histogram's counts (a value may cross a bin edge) by their number and mean; the colour of a top
+a histogram's counts (a value may cross a bin edge) by their number and mean; the heads ringed
+where the estimate and real patching differ by more than DISAGREE (each precision must ring what its
+own grids say) up to the heads whose float32 difference lies within bfloat16's tolerance of DISAGREE
+(on a CPU without native bfloat16 SmolLM2 rang 2 heads where float32 rang 1); the colour of a top
 document's figure (each row scaled to its largest weight) by shape, its weights compared; the
 queries-and-keys map's PCA coordinates by shape (its axes flip or turn when two variances are
 close); the rank correlation in a title (Spearman's ρ over SmolLM2's 270 heads went from 0.945
@@ -45,9 +48,12 @@ import numpy as np
 import pytest
 
 from mha_viz.corpus.store import statistics_store
+from mha_viz.figures.attribution import MARK
 from mha_viz.interventions import prediction
+from mha_viz.interventions.estimate import DISAGREE
 from mha_viz.ui import keys
 from tests.app.helpers import app_test, charts, open_page
+from tests.tolerance import assert_same_above
 
 pytestmark = pytest.mark.model
 PROBABILITY_TOLERANCE = 0.05  # an array of values in [0, 1] (probabilities, shares): absolute
@@ -67,6 +73,7 @@ SENTENCES = [
     "The market opened early on the first warm day.", "A small dog waited by the gate for its owner.",
 ]
 PAGES = ("head_view", "teaching", "qk", "compare", "examples", "prediction")
+GRIDS = ("Estimated restored fraction", "Restored fraction (patching")  # the grids whose |difference| rings heads
 SHAPE_ONLY = {  # figures (by the start of their title) whose arrays, or title, are compared by shape only
     "Queries (●) and keys (◆)": ("x", "y", "title"),  # PCA axes: see the module doc
     "Document ": ("z",),  # each row scaled to its largest weight for colour; customdata holds the weights
@@ -156,6 +163,14 @@ def _numbers(values) -> np.ndarray | None:
         return None
 
 
+def _bound(full: np.ndarray) -> float:
+    """How far half precision may move the values of the float32 array `full` (module doc)."""
+    full = np.nan_to_num(np.asarray(full, dtype=float))
+    if full.size and full.min() >= 0 and full.max() <= 1:
+        return PROBABILITY_TOLERANCE
+    return TOLERANCE * max(1.0, float(np.abs(full).max()))
+
+
 def _close(full, half, where: str) -> float:
     """Assert the numbers `half` are within the tolerance of `full`; returns the largest gap."""
     a, b = np.asarray(full, dtype=float), np.asarray(half, dtype=float)
@@ -164,10 +179,7 @@ def _close(full, half, where: str) -> float:
         return 0.0
     assert np.array_equal(np.isnan(a), np.isnan(b)), where
     a, b = np.nan_to_num(a), np.nan_to_num(b)
-    if a.min() >= 0 and a.max() <= 1:
-        bound = PROBABILITY_TOLERANCE
-    else:
-        bound = TOLERANCE * max(1.0, float(np.abs(a).max()))
+    bound = _bound(a)
     gap = float(np.abs(a - b).max())
     assert gap <= bound, f"{where}: bfloat16 is {gap:.3g} from float32 (bound {bound:.3g})"
     return gap
@@ -269,9 +281,35 @@ def _by_document(full: list[dict], half: list[dict]) -> tuple[list[dict], list[d
     return paired_f, paired_h
 
 
+def _grids(figures: list[dict]) -> list[np.ndarray] | None:
+    """The estimate's and real patching's grids (layers, heads) when both are drawn, else None."""
+    found = [next((np.asarray(f["data"][0]["z"], dtype=float) for f in figures if _title(f).startswith(start)), None)
+             for start in GRIDS]
+    return None if any(g is None for g in found) else found
+
+
+def _ringed(trace: dict, shape: tuple[int, int]) -> np.ndarray:
+    """The heads a ring trace (`MARK`) circles, as a (layers, heads) mask."""
+    mask = np.zeros(shape, dtype=bool)
+    mask[np.asarray(trace["y"], dtype=int), np.asarray(trace["x"], dtype=int)] = True
+    return mask
+
+
+def _rings(tf: dict, th: dict, full: list[np.ndarray], half: list[np.ndarray], where: str) -> None:
+    """The heads ringed where |estimate − real| > DISAGREE: each precision rings what its own grids
+    say, and the two agree on every head whose float32 difference lies beyond bfloat16's tolerance
+    of DISAGREE (the sum of the two grids' tolerances); a head within it may be ringed in one only."""
+    score = np.abs(full[0] - full[1])
+    for trace, (e, r) in ((tf, full), (th, half)):
+        np.testing.assert_array_equal(_ringed(trace, score.shape), np.abs(e - r) > DISAGREE, where)
+    assert_same_above(_ringed(tf, score.shape), _ringed(th, score.shape), score, DISAGREE,
+                      _bound(full[0]) + _bound(full[1]), where)
+
+
 def compare_figures(full: list[dict], half: list[dict], where: str) -> list[float]:
     """Assert the figures agree (module doc); returns the largest gap of each numeric array."""
     full, half = _by_document(full, half)
+    grids = _grids(full), _grids(half)
     assert [NUMBER.sub("#", _title(f)) for f in full] == [NUMBER.sub("#", _title(f)) for f in half], where
     gaps = []
     for f, h in zip(full, half):
@@ -280,8 +318,14 @@ def compare_figures(full: list[dict], half: list[dict], where: str) -> list[floa
         shape_only = next((axes for start, axes in SHAPE_ONLY.items() if title.startswith(start)), ())
         if "title" not in shape_only:
             gaps += _title_numbers(title, _title(h), here)
-        assert len(f["data"]) == len(h["data"]), here
-        for i, (tf, th) in enumerate(zip(f["data"], h["data"])):
+        rings = [[t for t in fig["data"] if t.get("name") == MARK] for fig in (f, h)]
+        assert bool(rings[0]) == bool(rings[1]) or None not in grids, here  # with both grids, either may ring none
+        if rings[0] or rings[1]:
+            empty = {"x": [], "y": []}
+            _rings((rings[0] or [empty])[0], (rings[1] or [empty])[0], *grids, f"{here} ringed heads")
+        plain = [[t for t in fig["data"] if t.get("name") != MARK] for fig in (f, h)]
+        assert len(plain[0]) == len(plain[1]), here
+        for i, (tf, th) in enumerate(zip(*plain)):
             gaps += _trace(tf, th, f"{here} trace {i}", shape_only)
     return gaps
 
