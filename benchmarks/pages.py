@@ -91,7 +91,7 @@ INIT_JS = BUSY_OBSERVER + """
 (() => {
   window.__clickAt = 0;
   document.addEventListener('click', (e) => {
-    if (e.target.closest && e.target.closest('[data-testid=stSidebarNav] a, [data-testid=stButtonGroup] button'))
+    if (e.target.closest && e.target.closest('[data-testid=stTopNavDropdownLink], [data-testid=stButtonGroup] button'))
       window.__clickAt = performance.now();
   }, true);
   window.__frames = [];
@@ -173,15 +173,9 @@ def new_app(browser, base_url: str, name: str) -> App:
 
 
 def nav_links(ui: App) -> list[tuple[str, str]]:
-    """(title, url path) of every page in the sidebar's navigation, in order."""
-    links = ui.page.locator("[data-testid=stSidebarNav] a")
-    out = []
-    for i in range(links.count()):
-        link = links.nth(i)
-        title = link.inner_text().strip().splitlines()[-1].strip()
-        href = link.get_attribute("href") or ""
-        out.append((title, urllib.parse.urlsplit(urllib.parse.urljoin(ui.page.url, href)).path.rstrip("/")))
-    return out
+    """(title, url path) of every page in the navigation, in order."""
+    return [(title, urllib.parse.urlsplit(urllib.parse.urljoin(ui.page.url, href)).path.rstrip("/"))
+            for title, href in ui.nav_pages()]
 
 
 def switch(ui: App, title: str, path: str) -> dict:
@@ -192,8 +186,7 @@ def switch(ui: App, title: str, path: str) -> dict:
     (`framereceived`, timed here, on this script's clock, which is mapped onto the page's clock
     just before the click). "browser" is the idle time minus the arrival of the last message on
     the network side: what the page spends after the server has sent everything."""
-    link = ui.page.locator("[data-testid=stSidebarNav] a").filter(has=ui.page.get_by_text(title, exact=True))
-    link.wait_for()
+    link = ui.nav_link(title)
     seen = ui.reruns_seen()
     title_before = ui.heading()
     before = time.perf_counter()

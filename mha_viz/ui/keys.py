@@ -65,6 +65,7 @@ LESSON_READ = "_lesson_read"  # the session's first run has looked for a lesson 
 LESSON_MESSAGE = "_lesson_message"  # why a lesson could not be opened, shown once above the page
 LESSON_BACK, LESSON_NEXT, LESSON_RESTORE, LESSON_LEAVE = "lesson_back", "lesson_next", "lesson_restore", "lesson_leave"
 LESSON_NOTE_BOX = "lesson_note_box"  # the container of the step's note above the view
+LESSON_BAR = "lesson_bar"  # the container of the lesson's controls above the view (Step k of N, Back, Next)
 LESSON_DRAFT = "_lesson_draft"  # the Lesson being built in the panel
 LESSON_TITLE = "lesson_title"  # its title
 LESSON_NOTE = "lesson_note"  # the note of the view to add (or of the step being edited)

@@ -110,25 +110,25 @@ def url_params() -> dict[str, str]:
 
 
 def bar() -> None:
-    """The sidebar's lesson controls, above the model: title, "Step k of N", Back, Next, "Back to
-    the step" and "Leave the lesson"; nothing when no lesson is followed."""
+    """The lesson's controls above the view, in sight before any scrolling: title, "Step k of N",
+    Back, Next, "Back to the step" and "Leave the lesson"; nothing when no lesson is followed."""
     lesson = following()
     if lesson is None:
         return
     at, total = index(), len(lesson.steps)
-    with st.sidebar:
-        st.header("Lesson")
-        st.markdown(f"**{plain(lesson.title)}**  \nStep {at + 1} of {total}")
-        back, forward = st.columns(2)
+    with st.container(key=keys.LESSON_BAR):
+        where, back, forward, restore, leave_it = st.columns((3, 1, 1, 1.4, 1.4), vertical_alignment="center")
+        where.markdown(f"**{plain(lesson.title)}** · Step {at + 1} of {total}")
         back.button("Back", key=keys.LESSON_BACK, icon=":material/arrow_back:", disabled=at == 0,
                     on_click=go, args=(at - 1,), width="stretch")
         forward.button("Next", key=keys.LESSON_NEXT, icon=":material/arrow_forward:", disabled=at + 1 >= total,
-                       on_click=go, args=(at + 1,), width="stretch")
-        st.button("Back to the step", key=keys.LESSON_RESTORE, icon=":material/restart_alt:", on_click=go,
-                  args=(at,), help="Open this step's view again, as the lesson set it (page, model, text, head "
-                                   "and options), after exploring from it.")
-        st.button("Leave the lesson", key=keys.LESSON_LEAVE, icon=":material/logout:", on_click=leave,
-                  help="Stop following the lesson; the view stays as it is.")
+                       on_click=go, args=(at + 1,), width="stretch", type="primary")
+        restore.button("Back to the step", key=keys.LESSON_RESTORE, icon=":material/restart_alt:", on_click=go,
+                       args=(at,), width="stretch",
+                       help="Open this step's view again, as the lesson set it (page, model, text, head "
+                            "and options), after exploring from it.")
+        leave_it.button("Leave the lesson", key=keys.LESSON_LEAVE, icon=":material/logout:", on_click=leave,
+                        width="stretch", help="Stop following the lesson; the view stays as it is.")
 
 
 def note() -> None:

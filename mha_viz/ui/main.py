@@ -63,7 +63,7 @@ def main() -> None:
     # No page can run a longer text than this session's cap (callbacks run before this line: they
     # only record choices, they never compute)
     with session_cap(resources.token_cap()):
-        guarded(lesson_flow.bar, what="The lesson's steps")  # above the model: Step k of N, Back, Next
+        guarded(lesson_flow.bar, what="The lesson's steps")  # above the view: Step k of N, Back, Next
         cur = state.publish(sidebar.draw())
         # the link's layer and head, once the model is known
         guarded(links.apply_pending, cur, what="The link's layer and head")

@@ -33,8 +33,12 @@ def _on_grid_select() -> None:
         shared_head.open_head(*picked)
 
 
+FIRST_STEP = (":material/arrow_back: **Start here:** type or paste a sentence in the *Sentence* box at the top left "
+              "(or pick an example under it), then click any head below to open it.")
+
+
 def model_view_page() -> None:
-    cur = view_helpers.start("Model view", cross=True)
+    cur = view_helpers.start("Model view", cross=True, lead=FIRST_STEP)
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):

@@ -92,12 +92,13 @@ def _page(spec: PageSpec, default: str):
 
 
 def navigation():
-    """`st.navigation` over the pages offered, grouped by section (st.Page needs a running script,
-    so the page objects are made on each run from the one registry)."""
+    """`st.navigation` over the pages offered, grouped by section, at the top of the page: the
+    sidebar starts with the model and the sentence box, where a person starts (st.Page needs a
+    running script, so the page objects are made on each run from the one registry)."""
     shown = offered()
     default = _default(shown)
     return st.navigation({section: [_page(p, default) for p in shown if p.section == section]
-                          for section in SECTIONS if any(p.section == section for p in shown)}, expanded=True)
+                          for section in SECTIONS if any(p.section == section for p in shown)}, position="top")
 
 
 def page_id(page) -> str:

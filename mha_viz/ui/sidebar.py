@@ -116,8 +116,7 @@ def draw() -> Current:
     options = model_options()
     if session.get(keys.MODEL_CHOICE) not in options:
         session.pop(keys.MODEL_CHOICE, None)
-    with st.sidebar:
-        st.header("Model")
+    with st.sidebar:  # what a person does first comes first: the model, then the sentence (in sight at 1366 × 768)
         choice = st.selectbox("Model", options, key=keys.MODEL_CHOICE, persist_state=keys.KEEP,
                               format_func=model_title)
         if model_detail(choice):
@@ -126,6 +125,19 @@ def draw() -> Current:
         if choice == OTHER:
             spec = st.text_input("Hub id or local folder", key=keys.MODEL_OTHER, persist_state=keys.KEEP,
                                  placeholder="e.g. gpt2, owner/model or /path/to/folder")
+        text = st.text_area("Sentence", key=keys.TEXT, persist_state=keys.KEEP, height=120,
+                            placeholder="Type or paste a sentence, then press Ctrl+Enter")
+        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP,
+                     on_change=_on_example)
+        _undo_example()
+        top = resources.max_tokens() if conf.public else 32768
+        session.settle(keys.TOKEN_LIMIT, min(int(session.get(keys.TOKEN_LIMIT) or resources.max_tokens()), top))
+        st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT,
+                        persist_state=keys.KEEP,
+                        help="Longer texts are cut to this many tokens (and to the model's own "
+                             "limit). Every head's attention is held in memory: layers × heads × "
+                             "n² × 4 bytes.")
+        st.subheader("How the model runs")
         device = st.radio("Device", DEVICES, key=keys.DEVICE, persist_state=keys.KEEP, horizontal=True,
                           help="auto uses CUDA when a GPU is available, else the CPU.")
         session.setdefault(keys.PRECISION, default_precision())
@@ -137,18 +149,6 @@ def draw() -> Current:
         local = st.toggle("Compute with our MHA", key=keys.LOCAL_ATTENTION, persist_state=keys.KEEP,
                           help="Replace every self-attention of the model with mha-viz's own "
                                "multi-head attention, carrying the same weights.")
-        st.header("Text")
-        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP,
-                     on_change=_on_example)
-        _undo_example()
-        text = st.text_area("Sentence", key=keys.TEXT, persist_state=keys.KEEP, height=120)
-        top = resources.max_tokens() if conf.public else 32768
-        session.settle(keys.TOKEN_LIMIT, min(int(session.get(keys.TOKEN_LIMIT) or resources.max_tokens()), top))
-        st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT,
-                        persist_state=keys.KEEP,
-                        help="Longer texts are cut to this many tokens (and to the model's own "
-                             "limit). Every head's attention is held in memory: layers × heads × "
-                             "n² × 4 bytes.")
         st.caption("Hide tokens (every view, renormalised)")
         st.checkbox("Special tokens ([CLS], [SEP], <s>…)", key=keys.HIDE_SPECIAL, persist_state=keys.KEEP,
                     help="Drop the special tokens from both axes of every head and divide each row by "

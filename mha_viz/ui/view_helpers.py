@@ -60,11 +60,14 @@ def grid_index(points, run):
     return None if picked is None else picked[0] * run.num_heads + picked[1]
 
 
-def start(title: str, *, cross: bool = False, forward: bool = False):
+def start(title: str, *, cross: bool = False, forward: bool = False, lead: str = ""):
     """Title, messages and a valid layer/head selection; returns the current state, or None
     when there is nothing to draw. For an encoder–decoder (`seq2seq_views.gate`): `cross`, the
-    page draws cross-attention too; `forward`, the page runs the model itself."""
+    page draws cross-attention too; `forward`, the page runs the model itself. `lead`: one line
+    under the title, drawn whatever the state (the landing page's first step)."""
     st.title(title)
+    if lead:
+        st.markdown(lead)
     cur = state.current()
     if not state.show_status(cur):
         return None

@@ -84,6 +84,7 @@ CURVE_POINT = """(el, [index, curve]) => {
     return [box.left + fl._size.l + fl.xaxis.l2p(fl.xaxis.d2l(trace.x[index])),
             box.top + fl._size.t + fl.yaxis.l2p(fl.yaxis.d2l(trace.y[index]))];
 }"""
+NAV_LINK = "[data-testid=stTopNavDropdownLink]"  # a page's link in a section's menu of the top navigation
 ZW = "\u200b"  # mha_viz.figures.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
 
@@ -365,10 +366,36 @@ class App:
 
         self.rerun(apply)
 
+    def nav_link(self, title: str):
+        """The top navigation's link to the page `title`, its section's menu opened (a link of a
+        menu exists only while the menu is open)."""
+        from mha_viz.ui.pages import PAGES
+
+        link = self.page.locator(NAV_LINK).filter(has=self.page.get_by_text(title, exact=True))
+        if not link.count():
+            section = next(p.section for p in PAGES if p.title == title)
+            self.page.locator("[data-testid=stTopNavSection]").filter(has_text=section).click()
+            link.wait_for()
+        return link
+
+    def nav_pages(self) -> list[tuple[str, str]]:
+        """(title, href) of every page the top navigation offers, in order: each section's menu
+        opened in turn."""
+        out = []
+        sections = self.page.locator("[data-testid=stTopNavSection]")
+        for i in range(sections.count()):
+            sections.nth(i).click()
+            links = self.page.locator(NAV_LINK)
+            links.first.wait_for()
+            out += [(text.strip().splitlines()[-1].strip(), links.nth(j).get_attribute("href") or "")
+                    for j, text in enumerate(links.all_inner_texts())]
+            self.page.keyboard.press("Escape")
+            links.first.wait_for(state="detached")
+        return out
+
     def goto(self, title: str) -> None:
-        """Open a page through the sidebar navigation (the session, and its text, stay)."""
-        link = self.page.locator("[data-testid=stSidebarNav] a").filter(
-            has=self.page.get_by_text(title, exact=True))
+        """Open a page through the top navigation (the session, and its text, stay)."""
+        link = self.nav_link(title)
         url = urllib.parse.urljoin(self.page.url, link.get_attribute("href"))
         self.rerun(link.click)
         path = urllib.parse.urlsplit(url).path  # the query follows the view (links): match the page's path
@@ -415,9 +442,8 @@ class App:
         return self.page.locator(f"[data-testid=stSidebar] input[role=switch][aria-label={_css_str(label)}]")
 
     def nav_titles(self) -> list[str]:
-        """The pages the sidebar's navigation offers, in order."""
-        return [text.strip().splitlines()[-1].strip()
-                for text in self.page.locator("[data-testid=stSidebarNav] a").all_inner_texts()]
+        """The pages the navigation offers, in order."""
+        return [title for title, _ in self.nav_pages()]
 
     def choose_model(self, key: str) -> None:
         from mha_viz.ui import sidebar

@@ -1,6 +1,7 @@
 """A student follows a lesson in a real browser: the teacher's link opens the bundled lesson on its
 first step; Next goes through three steps, each with its note above the view, its page, its text
-in the box and "Step k of N" in the sidebar, and the address names the step (a reload stays there)."""
+in the box and "Step k of N" in the lesson's bar above the view, and the address names the step (a
+reload stays there)."""
 
 from __future__ import annotations
 
@@ -29,12 +30,12 @@ def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
     lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=page_ids.IDS)
     ui = open_link(browser, server, "lesson", f"/?lesson={BUNDLED}", ready=".st-key-lesson_note_box")
     try:
-        sidebar = ui.page.locator("[data-testid=stSidebar]")
+        bar = ui.page.locator(".st-key-lesson_bar")
         note_box = ui.page.locator(".st-key-lesson_note_box")
         for k, step in enumerate(lesson.steps[:3]):
             assert ui.wait_until(ui.heading, HEADINGS[step.page]) == HEADINGS[step.page]
             assert _first_words(step.note) in note_box.inner_text().replace("\n", " ")
-            assert f"Step {k + 1} of {len(lesson.steps)}" in sidebar.inner_text()
+            assert f"Step {k + 1} of {len(lesson.steps)}" in bar.inner_text()
             assert ui.text_box.input_value() == step.link.text
             query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(ui.page.url).query))
             assert (query.get("lesson"), query.get("step")) == (BUNDLED, str(k + 1))
@@ -42,11 +43,11 @@ def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
             ui.assert_clean()
             ui.shot(f"step-{k + 1}")
             if k < 2:
-                ui.click(sidebar.get_by_role("button", name="Next"))
+                ui.click(bar.get_by_role("button", name="Next"))
         ui.page.reload(wait_until="domcontentloaded")  # a new session on the address: the same step
         note_box.wait_for()
         ui.wait_idle()
         assert ui.wait_until(ui.heading, HEADINGS[lesson.steps[2].page]) == HEADINGS[lesson.steps[2].page]
-        assert "Step 3 of" in sidebar.inner_text()
+        assert "Step 3 of" in bar.inner_text()
     finally:
         ui.close()

@@ -61,8 +61,7 @@ def test_a_link_opens_the_head_view_on_its_text_and_head(browser, server, run_of
         assert ui.wait_until(lambda: _query(ui).get("head"), "7") == "7"
         assert ui.wait_until(ui.chart_title, "Layer 2, head 7") == "Layer 2, head 7"
         # another page (the navigation clears the query; the app writes it back): the same view's link
-        nav = ui.page.locator("[data-testid=stSidebarNav] a").filter(
-            has=ui.page.get_by_text("Model view", exact=True))
+        nav = ui.nav_link("Model view")
         ui.rerun(nav.click)
         ui.page.wait_for_url(lambda u: urllib.parse.urlsplit(u).path == "/" and "model=" in u)
         assert _query(ui) == {**params, "head": "7"}
