@@ -124,6 +124,16 @@ def assert_same_examples(a, b, *, atol: float = 1e-5) -> None:
     assert a.part.documents == b.part.documents
 
 
+def class_inputs(run, **kw) -> dict:
+    """What `head_stats.classify` reads of each head of `run` ((L, H) arrays by name), as the head table
+    computes it (`pattern_stats`; the table itself leaves `in_segment` out): the reference of
+    `tests.tolerance.assert_same_class` and `assert_same_vote`."""
+    from mha_viz.metrics.head_stats import RULE_INPUTS, pattern_stats
+
+    stats = pattern_stats(run, **kw)
+    return {k: stats[k] for k in RULE_INPUTS}
+
+
 # each page's title, as drawn: how tests/app's open_page knows the page really opened (and
 # tests/unit/test_pages.py, that every registered page has one)
 HEADINGS = {

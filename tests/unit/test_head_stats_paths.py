@@ -1,8 +1,8 @@
 """The two ways `head_stats.pattern_stats` computes the head table's statistics, the compiled
 pass over each head (the CPU's) and tensor operations on all heads at once in chunks (any
-device's), agree: every column within 1e-6 and the same pattern
-classes, on random and planted runs (causal, two segments, special tokens and punctuation,
-empty rows, a head with no attention at all, n = 1 and 2)."""
+device's), agree: every column within 1e-6 and the same pattern classes (up to the heads whose
+statistics lie within 1e-6 of a rule's threshold), on random and planted runs (causal, two segments,
+special tokens and punctuation, empty rows, a head with no attention at all, n = 1 and 2)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics import head_stats
 from mha_viz.metrics.head_stats import RULE_INPUTS, classify, pattern_stats
+from tests.tolerance import assert_same_class
 
 
 def _labels(stats: dict) -> list[str]:
@@ -29,7 +30,9 @@ def _assert_paths_agree(run: AttentionRun) -> dict:
         assert one[name].shape == many[name].shape == (run.num_layers, run.num_heads), name
         assert one[name].dtype == many[name].dtype == np.float64, name
         np.testing.assert_allclose(many[name], one[name], rtol=1e-6, atol=1e-6, equal_nan=True, err_msg=name)
-    assert _labels(one) == _labels(many)
+    inputs = {k: one[k] for k in RULE_INPUTS}
+    assert_same_class(_labels(one), _labels(many), inputs, classify,
+                      {k: 1e-6 + 1e-6 * np.abs(v) for k, v in inputs.items()}, "compiled against tensor")
     return many
 
 
