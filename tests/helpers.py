@@ -134,6 +134,18 @@ def class_inputs(run, **kw) -> dict:
     return {k: stats[k] for k in RULE_INPUTS}
 
 
+def next_token_probs(model, prompt_ids):
+    """The `scores_after` of `tests.tolerance.assert_same_tokens` for a decoder: its next-token
+    probabilities after `prompt_ids` and the tokens picked so far, from one plain forward."""
+    import torch
+
+    def after(prefix) -> np.ndarray:
+        with torch.no_grad():
+            logits = model.hf_model(input_ids=torch.tensor([[*prompt_ids, *prefix]])).logits[0, -1]
+        return torch.softmax(logits.float(), -1).numpy()
+    return after
+
+
 # each page's title, as drawn: how tests/app's open_page knows the page really opened (and
 # tests/unit/test_pages.py, that every registered page has one)
 HEADINGS = {

@@ -82,15 +82,16 @@ def assert_same_tokens(tokens, other, scores_after, tolerance: float, where: str
     the argmax of its scores (greedy decoding); `scores_after(prefix)` is the reference's scores for the
     token after `prefix` (the tokens picked so far). They agree up to the first step where they differ;
     there both picks are within `tolerance` of the reference's best (`assert_same_argmax`), and what
-    follows continues two different texts: it is not compared. Returns that step (the length when none)."""
+    follows continues two different texts: it is not compared (one may stop before the other, at its end
+    token). Returns that step (the length when none)."""
     a, b = [int(t) for t in tokens], [int(t) for t in other]
-    assert len(a) == len(b), (where, a, b)
     for step, (x, y) in enumerate(zip(a, b)):
         if x != y:
             scores = np.asarray(scores_after(a[:step]), np.float64)
             for pick in (x, y):
                 assert_same_argmax(pick, scores, tolerance, f"{where} step {step}")
             return step
+    assert len(a) == len(b), (f"{where}: the same tokens, then one stops", a, b)
     return len(a)
 
 

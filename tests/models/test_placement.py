@@ -9,6 +9,8 @@ import torch
 import mha_viz
 from mha_viz.interventions import attribution
 from mha_viz_models import ModelLoadError
+from tests.helpers import next_token_probs
+from tests.tolerance import assert_same_argmax, assert_same_tokens
 
 TEXT = "the quick brown fox jumps over the lazy dog, the quick brown fox"
 
@@ -47,10 +49,17 @@ def test_generation_and_attribution_of_a_spread_model(whole_and_spread):
     whole, spread = whole_and_spread
     g1 = mha_viz.generate(whole, "the quick", max_new_tokens=4, stop_at_eos=False)
     g2 = mha_viz.generate(spread, "the quick", max_new_tokens=4, stop_at_eos=False)
-    assert g1.new_tokens == g2.new_tokens
-    np.testing.assert_allclose(g2.run.attentions, g1.run.attentions, atol=1e-6)
-    d1, d2 = attribution.direct_logit(whole, TEXT), attribution.direct_logit(spread, TEXT)
-    assert d1.target == d2.target
+    # probabilities within 1e-6, as the attention's: two tokens may trade the first place within twice that
+    # (there the two texts part: what follows is not compared)
+    near = 2e-6
+    agree = assert_same_tokens([s.token_id for s in g1.steps], [s.token_id for s in g2.steps],
+                               next_token_probs(whole, g1.run.token_ids[:g1.num_prompt_tokens]), near, "spread")
+    n = g1.num_prompt_tokens + agree
+    np.testing.assert_allclose(g2.run.attentions[..., :n, :n], g1.run.attentions[..., :n, :n], atol=1e-6)
+    d1 = attribution.direct_logit(whole, TEXT)
+    assert_same_argmax(attribution.direct_logit(spread, TEXT).target,  # the spread model's own prediction
+                       next_token_probs(whole, mha_viz.tokenize(whole, TEXT).ids)([]), near, "target")
+    d2 = attribution.direct_logit(spread, TEXT, target=d1.target)
     np.testing.assert_allclose(d2.per_head, d1.per_head, rtol=1e-4, atol=1e-5)
 
 

@@ -77,6 +77,8 @@ def test_tokens():
         assert_same_tokens([0, 1, 2], [1, 1, 2], scores_after, TOL)
     with pytest.raises(AssertionError, match="step 2"):
         assert_same_tokens([0, 1, 2], [0, 1, 0], scores_after, TOL)
+    with pytest.raises(AssertionError, match="the same tokens, then one stops"):
+        assert_same_tokens([0, 1, 2], [0, 1], scores_after, TOL)
 
 
 def test_counts():
