@@ -11,10 +11,11 @@ import torch
 from torch import nn
 
 import mha_viz
-from mha_viz.interventions import ablation, attribution, estimate, prediction
+from mha_viz.interventions import ablation, attribution, estimate, patching, prediction
 from mha_viz_models.families.builtin import output_projection
 from tests.helpers import byte_bpe_tokenizer
 from tests.models.architectures_2026 import BUILDERS, HYBRIDS, build
+from tests.tolerance import assert_same_argmax
 
 CLEAN, CORRUPTED = "one two three four five", "one two four three five"  # the same token count
 
@@ -175,13 +176,24 @@ def test_our_mhas_weights_packed_in_inference_mode_serve_a_gradient_pass():
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_gives_the_float32_estimate_roughly(dtype):
+    """The same metric (float32's answer and wrong token) estimated in half precision; the half model's
+    own ends are float32's up to tokens whose float32 logits lie within half precision's rounding of the
+    best: 0.1 of the largest logit (the bound tests/models/test_precision.py holds bfloat16's logit
+    attribution to), twice that between two logits."""
     clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
-    full = attribution.estimate_positions(mha_viz.load_model("toy-induction", device="cpu"), clean, corrupted)
-    half = attribution.estimate_positions(mha_viz.load_model("toy-induction", device="cpu", dtype=dtype),
-                                          clean, corrupted)
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    toy_half = mha_viz.load_model("toy-induction", device="cpu", dtype=dtype)
+    full = attribution.estimate_positions(toy, clean, corrupted)
+    half = attribution.estimate_positions(toy_half, clean, corrupted, full.answer, full.wrong)
     assert half.values.dtype == np.float32 and (half.answer, half.wrong) == (full.answer, full.wrong)
     assert np.corrcoef(full.values.ravel(), half.values.ravel())[0, 1] > 0.95
     np.testing.assert_allclose(half.values.sum(-1), full.values.sum(-1), atol=0.1)
+    own = patching.measured_ends(toy_half, clean, corrupted)
+    logits_c, logits_x = (toy.capture(torch.tensor([mha_viz.tokenize(toy, t).ids])).output.logits[0, -1].numpy()
+                          for t in (clean, corrupted))
+    assert_same_argmax(own.a, logits_c, 2 * 0.1 * max(1.0, np.abs(logits_c).max()), "answer")
+    others = np.where(np.arange(logits_x.size) == own.a, -np.inf, logits_x)  # the corrupted run's best but it
+    assert_same_argmax(own.b, others, 2 * 0.1 * max(1.0, np.abs(logits_x).max()), "wrong token")
 
 
 def test_what_patching_refuses_the_estimate_refuses(llama_dir, bert_dir, monkeypatch):
