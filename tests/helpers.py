@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
@@ -122,6 +123,88 @@ def assert_same_examples(a, b, *, atol: float = 1e-5) -> None:
     np.testing.assert_allclose(a.part.query_mass, b.part.query_mass, rtol=1e-6, atol=atol)
     assert sorted(a.part.patterns) == sorted(b.part.patterns)
     assert a.part.documents == b.part.documents
+
+
+def encoder_rows(a: np.ndarray) -> np.ndarray:
+    """(L, H, n) each query row's score of an encoder's (L, H, n, n) attention, as docs/head-metrics.md
+    ("Head examples") counts it: its largest weight past the first key; NaN for row 0 (left out), and for
+    every row when fewer than MIN_KEYS keys lie past the first (then no row counts)."""
+    from mha_viz.corpus import examples as ex_mod
+
+    rows = np.full(a.shape[:3], np.nan)
+    if a.shape[-1] - 1 >= ex_mod.MIN_KEYS:
+        rows[:, :, 1:] = a[:, :, 1:, 1:].max(-1)
+    return rows
+
+
+def document_scores(rows: np.ndarray) -> np.ndarray:
+    """(L, H) a document's score from its counted rows' scores (L, H, n), NaN where a row does not count:
+    the mean of the TOP_ROWS best; NaN with fewer counted rows."""
+    from mha_viz.corpus import examples as ex_mod
+
+    counted = np.sort(np.where(np.isnan(rows), -np.inf, rows), -1)[..., ::-1][..., :ex_mod.TOP_ROWS]
+    if counted.shape[-1] < ex_mod.TOP_ROWS or not np.isfinite(counted[..., -1]).all():
+        return np.full(rows.shape[:2], np.nan)
+    return counted.mean(-1)
+
+
+def assert_examples_match(examples, rows: list, tol: float, heads=None) -> None:
+    """`examples` (`corpus.HeadExamples`) against each document computed alone: `rows` its counted rows'
+    scores ((L, H, n) a document, NaN where a row does not count). For each head (`heads`, or every one):
+    the top documents are the best scores in order (equal ones: the earlier document), each with its score;
+    the histogram counts the scores; each decile keeps its share of the documents in it; each kept
+    document's query is its best row. The batched computation rounds each score by up to `tol`: a document
+    within `tol` of a bin's edge may fall on either side, and two within twice `tol` of each other (or two
+    rows) in either order."""
+    import itertools
+
+    from mha_viz.corpus import examples as ex_mod
+    from tests.tolerance import assert_same_counts, assert_same_ranking
+
+    scores = np.stack([document_scores(r) for r in rows])  # (docs, L, H)
+    L, H = scores.shape[1:]
+    per = examples.options.per_decile
+    for layer, head in heads or itertools.product(range(L), range(H)):
+        where = f"L{layer}H{head}"
+        s = scores[:, layer, head]
+        finite = np.isfinite(s)
+        want = sorted(np.flatnonzero(finite), key=lambda d: (-s[d], d))[:examples.options.top]
+        got = examples.top(layer, head)
+        assert len(got) == len(want), where
+        assert_same_ranking([d for d, _ in got], want, np.where(finite, s, -np.inf), 2 * tol, where)
+        np.testing.assert_allclose([x for _, x in got], s[want], atol=tol, err_msg=where)  # rank by rank
+        for doc, x in got:
+            assert x == pytest.approx(s[doc], abs=tol), (where, doc)
+            r = rows[doc][layer, head]
+            assert r[examples.query(doc, layer, head)] >= np.nanmax(r) - 2 * tol, (where, doc)  # the best row
+        _, counts = examples.histogram(layer, head)
+        assert_same_counts(counts, s[finite], np.arange(1, ex_mod.SCORE_BINS) / ex_mod.SCORE_BINS, tol, where)
+        for d, kept in enumerate(examples.deciles(layer, head)):
+            lo, hi = (-np.inf if d == 0 else d / 10), (np.inf if d == ex_mod.DECILES - 1 else (d + 1) / 10)
+            surely = finite & (s >= lo + tol) & (s < hi - tol)  # in this decile whatever the rounding
+            maybe = finite & (s >= lo - tol) & (s < hi + tol)
+            assert min(per, surely.sum()) <= len(kept) <= min(per, maybe.sum()), (where, d)
+            for doc, x in kept:
+                assert maybe[doc] and x == pytest.approx(s[doc], abs=tol), (where, d, doc)
+
+
+def corpus_voters(model, texts, max_tokens: int) -> list[dict]:
+    """Each text's `class_inputs`, from `analyze` alone: the reference a corpus's pattern classes (the
+    majority of each document's) are held to by `assert_corpus_patterns`."""
+    import mha_viz
+
+    return [class_inputs(mha_viz.analyze(model, t, max_tokens=max_tokens)) for t in texts]
+
+
+def assert_corpus_patterns(patterns, voters: list[dict], tol: float, where: str = "") -> None:
+    """A corpus's pattern column (each head's majority class over the documents, ties to the first in
+    PATTERN_ORDER) against `corpus_voters`: a document whose statistics lie within `tol` of a rule's
+    threshold may vote either way (`tests.tolerance.assert_same_vote`)."""
+    from mha_viz import corpus
+    from mha_viz.metrics.head_stats import classify
+    from tests.tolerance import assert_same_vote
+
+    assert_same_vote(list(patterns), voters, classify, tol, corpus.PATTERN_ORDER, corpus.pattern_class, where)
 
 
 def class_inputs(run, **kw) -> dict:
