@@ -12,7 +12,17 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mha_viz.figures.metrics import metric_grid
-from mha_viz.figures.style import COLORSCALE, DIVERGING, axis_labels, margin, plot_title, scale_top, symmetric_bound
+from mha_viz.figures.style import (
+    COLORSCALE,
+    DIVERGING,
+    PLOT_WIDTH_PX,
+    TICK_CHAR_PX,
+    axis_labels,
+    margin,
+    plot_title,
+    scale_top,
+    symmetric_bound,
+)
 from mha_viz.views import detail
 from mha_viz.views.comparison import Comparison, numeric_columns
 
@@ -58,6 +68,9 @@ def _shown(matrix: np.ndarray, labels: list[str], *, signed: bool = False):
     return top, axis_labels(names)
 
 
+GAP_PX = 40  # between a panel and the next one's tick labels
+
+
 def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = False) -> go.Figure:
     """One head of both runs on the comparison's basis: A | B | A − B (the difference on a
     diverging scale symmetric around 0), or A | B when there is no difference ("metrics").
@@ -69,8 +82,10 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
         panels.append((*_shown(diff, labels_a, signed=True), "A − B"))
     zmax = scale_top(np.concatenate([panels[0][0].ravel(), panels[1][0].ravel()]), rescale)
     # panel names go under the panels: subplot titles would sit where the figure's title sits
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.07)
     unit = "word" if cmp.kind == "words" else "token"
+    longest = max((len(label) for _, labels, _ in panels[1:] for label in labels), default=0)
+    gap = GAP_PX + (TICK_CHAR_PX * longest if max(len(p[1]) for p in panels) <= LABELS_UP_TO else 0)
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=min(0.2, gap / PLOT_WIDTH_PX))
     for col, (z, labels, name) in enumerate(panels, start=1):
         signed = col == 3
         fig.add_trace(go.Heatmap(

@@ -11,7 +11,20 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import COLORSCALE, axis_labels, colorbar, margin, plot_title, run_title, scale_top
+from mha_viz.figures.style import (
+    COLORSCALE,
+    NOTE_ROW_PX,
+    PLOT_WIDTH_PX,
+    TICK_CHAR_PX,
+    axis_labels,
+    colorbar,
+    margin,
+    plot_title,
+    run_title,
+    scale_top,
+    title_room,
+    top_title,
+)
 from mha_viz.views.focus import TO, Focus, Summary
 
 MAX_TICK_LABELS = 160  # above this many positions, the token axis is unlabelled (hover still names them)
@@ -68,7 +81,7 @@ def _line(x0: float, x1: float, y0: float, y1: float) -> dict:
 
 
 SUMMARY_PANELS = ("mean over heads", "max over heads", "mean over layers", "max over layers")
-_H_GAP, _V_GAP = 0.08, 0.18  # between the panels, as fractions of the plotting area
+COLUMN_GAP_PX = 80  # between the two columns of panels: the right column's row labels (L23, H11) and a gap
 
 
 def focus_summary(f: Focus, direction: str, s: Summary, layer_ids: list[int]) -> go.Figure:
@@ -79,12 +92,20 @@ def focus_summary(f: Focus, direction: str, s: Summary, layer_ids: list[int]) ->
     layer_labels = [f"L{layer}" for layer in layer_ids]
     head_labels = [f"H{h}" for h in range(heads)]
     panels = (s.mean_over_heads, s.max_over_heads, s.mean_over_layers, s.max_over_layers)
-    # the axes' domains (what make_subplots would compute, at a fraction of its cost)
-    width = (1 - _H_GAP) / 2
-    top = (1 - _V_GAP) * layers / (layers + heads)
-    cols = ([0.0, width], [1 - width, 1.0])
-    rows = ([1 - top, 1.0], [0.0, 1 - _V_GAP - top])
     m = len(xs)
+    labelled = m <= MAX_TICK_LABELS // 2
+    title = run_title(f, f"Summaries: {_what(f, direction)}")
+    height, top_px = int(min(1100, max(420, 14 * (layers + heads) + 300))), title_room(title, NOTE_ROW_PX)
+    # the gaps in pixels, as fractions of the plotting area: between the rows, the top row's token labels
+    # (turned 60°: sin 60° of their length) and the bottom row's titles; between the columns, row labels
+    under = (0.87 * TICK_CHAR_PX * max(map(len, f.labels), default=0) + 14) if labelled else 0
+    v_gap = min(0.45, (under + NOTE_ROW_PX + 8) / max(1, height - top_px - margin()["t"] - 10))
+    h_gap = min(0.25, COLUMN_GAP_PX / PLOT_WIDTH_PX)
+    # the axes' domains (what make_subplots would compute, at a fraction of its cost)
+    width = (1 - h_gap) / 2
+    top = (1 - v_gap) * layers / (layers + heads)
+    cols = ([0.0, width], [1 - width, 1.0])
+    rows = ([1 - top, 1.0], [0.0, 1 - v_gap - top])
     traces, axes, titles = [], {}, []
     for k, (z, name) in enumerate(zip(panels, SUMMARY_PANELS)):
         row, col = divmod(k, 2)
@@ -94,15 +115,13 @@ def focus_summary(f: Focus, direction: str, s: Summary, layer_ids: list[int]) ->
                                  colorbar=colorbar("weight"), showscale=k == 0,
                                  hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"))
         axes[f"xaxis{suffix}"] = dict(domain=cols[col], anchor=f"y{suffix}", type="category", tickangle=-60,
-                                      showticklabels=m <= MAX_TICK_LABELS // 2)
+                                      showticklabels=labelled)
         axes[f"yaxis{suffix}"] = dict(domain=rows[row], anchor=f"x{suffix}", type="category",
                                       autorange="reversed")
         titles.append(dict(text=name, x=sum(cols[col]) / 2, y=rows[row][1], xref="paper", yref="paper",
-                           xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=16)))
+                           xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=13)))
     fig = go.Figure(traces)
-    fig.update_layout(title=plot_title(run_title(f, f"Summaries: {_what(f, direction)}")), margin=margin(t=60),
-                      height=int(min(1100, max(420, 14 * (layers + heads) + 300))), annotations=titles,
-                      **axes)
+    fig.update_layout(title=top_title(title), margin=margin(t=top_px), height=height, annotations=titles, **axes)
     return fig
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz.figures.style import axis_labels, margin, plot_title
+from mha_viz.figures.style import NOTE_ROW_PX, axis_labels, margin, plot_title, title_room, top_title
 from mha_viz.views.qk import Neuron, QKMap, strongest_keys
 
 Q_COLOR, K_COLOR, PICK_COLOR = "#2171b5", "#e6550d", "#d62728"
@@ -27,7 +27,7 @@ def neuron_figure(nv: Neuron) -> go.Figure:
     rope = "after RoPE (rotary positions applied)" if nv.rope else "no RoPE in this model"
     title = (f"Layer {nv.layer} head {nv.head}: query {nv.i} ({_tok(nv.tokens[nv.i])}) · key {nv.j} "
              f"({_tok(nv.tokens[nv.j])}) — q, k {rope}")
-    fig = make_subplots(rows=3, cols=1, vertical_spacing=0.12, subplot_titles=(
+    fig = make_subplots(rows=3, cols=1, vertical_spacing=0.17, subplot_titles=(  # room: ticks, axis title, next title
         f"q_i and k_j ({d_k} dimensions)",
         f"q_i ⊙ k_j: sum = score = {nv.score:.4g}; × {nv.scale:.4g} (÷ √d_k) = {nv.scaled:.4g}",
         f"softmax over row {nv.i}: key {nv.j} gets {nv.prob:.4g}"
@@ -51,7 +51,8 @@ def neuron_figure(nv: Neuron) -> go.Figure:
     fig.update_xaxes(title_text="dimension", row=2, col=1)
     fig.update_xaxes(type="category", tickangle=-60, showticklabels=n <= 80, row=3, col=1)
     fig.update_yaxes(title_text="probability", range=[0, 1], row=3, col=1)
-    fig.update_layout(title=plot_title(title), barmode="group", height=760, margin=margin(t=70),
+    fig.update_layout(title=top_title(title), barmode="group", height=820,
+                      margin=margin(t=title_room(title, NOTE_ROW_PX)),
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"))
     return fig
 

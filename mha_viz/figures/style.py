@@ -79,11 +79,27 @@ def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
     return "<br>".join(lines)
 
 
+TITLE_GAP_PX = 20  # under a title: its text box reaches ~6 px below the pad, a tick label at the plot's top ~8 px above it
+
+
 def plot_title(text: str) -> dict:
     """A title above the plot that pushes the margin, so rotated tick labels never overlap it, wrapped
-    to the width of a half-width chart, with the toolbar's band kept free above it."""
+    to the width of a half-width chart, with the toolbar's band kept free above it (`margin`) and a gap
+    below it (pad.b: Plotly applies the pad of the side the title is anchored by)."""
     return dict(text=wrap_title(text), automargin=True, yref="paper", y=1, yanchor="bottom", x=0, xanchor="left",
-                pad=dict(t=TOOLBAR_PX))
+                pad=dict(t=TOOLBAR_PX, b=TITLE_GAP_PX))
+
+
+TITLE_LINE_PX = 22  # one line of a figure's title (17-px text)
+PLOT_WIDTH_PX = 720  # a full-width chart's plotting area in the main area of a 1280-px window
+TICK_CHAR_PX = 7  # a character of a tick label (12-px text)
+NOTE_ROW_PX = 24  # a row of subplot titles (12-px annotations) and the gap under it
+
+
+def title_room(text: str, below: int = 0) -> int:
+    """The top margin (before `margin` adds the toolbar's band) that a `top_title` of `text` needs:
+    its wrapped lines, the gap under them, and `below` px more (e.g. NOTE_ROW_PX for subplot titles)."""
+    return TITLE_LINE_PX * (wrap_title(text).count("<br>") + 1) + TITLE_GAP_PX + below
 
 
 def top_title(text: str) -> dict:

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mha_viz.circuits.qk_terms import QKTerms
-from mha_viz.figures.style import DIVERGING, margin, plot_title
+from mha_viz.figures.style import DIVERGING, NOTE_ROW_PX, margin, plot_title, title_room, top_title
 
 
 def _what(t: QKTerms) -> str:
@@ -39,7 +39,7 @@ def terms_heatmap(t: QKTerms, k: int = 15, *, title: str | None = None) -> go.Fi
         title=plot_title(title or f"{_what(t)} — {'difference' if t.other_key >= 0 else 'score'} {t.score:+.3f} = "
                                   "Σ terms"), margin=margin(),
         xaxis={"title": "key-side part (what wrote the key)", "type": "category", "side": "bottom"},
-        yaxis={"title": "query-side part (what wrote the query)", "type": "category", "autorange": "reversed"},
+        yaxis={"title": "query-side part<br>(what wrote the query)", "type": "category", "autorange": "reversed"},
         height=max(360, 26 * len(rows) + 160))
     return fig
 
@@ -57,7 +57,8 @@ def terms_bars(t: QKTerms, k: int = 15) -> go.Figure:
         fig.add_trace(go.Bar(x=values, y=[names[i] for i in order], orientation="h",
                              marker_color=["#b2182b" if v > 0 else "#2166ac" for v in values],
                              hovertemplate="%{y}: %{x:+.4f}<extra></extra>", showlegend=False), row=1, col=col)
-    fig.update_layout(title=plot_title(f"{_what(t)}: each part's share of the score"), margin=margin(t=90),
+    title = f"{_what(t)}: each part's share of the score"  # at the top, the subplots' titles under it
+    fig.update_layout(title=top_title(title), margin=margin(t=title_room(title, NOTE_ROW_PX)),
                       height=max(320, 22 * min(k, max(len(t.query_parts), len(t.key_parts))) + 140))
     fig.update_yaxes(type="category")
     return fig
