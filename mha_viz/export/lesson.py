@@ -8,9 +8,13 @@ The file::
                 "layer": "1", "head": "0"}, "note": "This head looks one token back…"}]}
 
 `view` holds a link's query parameters (`mha_viz.export.link_params`), every one spelled out so
-that a step opens the same whatever the server's defaults. `read_lesson` refuses a file that is not
-one, with a message that says what is wrong and where: it never raises anything else and never
-trusts a note (raw HTML is shown escaped by the app; a note with script is refused outright).
+that a step opens the same whatever the server's defaults, the page's own controls included (the
+token in focus, the metric…: `mha_viz.export.view_params`, declared by the app). `read_lesson`
+refuses a file that is not one, with a message that says what is wrong and where: it never raises
+anything else and never trusts a note (raw HTML is shown escaped by the app; a note with script is
+refused outright), and refuses a model this machine cannot load, found cheaply (`check_spec`: a
+bundled name, a folder that holds a model, a hub id, cached when the Hub is unreachable), so that a
+class never lands on a model that fails.
 `pack` and `unpack` carry a lesson in a link's ``lesson`` parameter. Nothing here imports streamlit.
 """
 
@@ -21,11 +25,14 @@ import functools
 import json
 import re
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Collection, Mapping
 
 from mha_viz.export import link_params
+from mha_viz.export.view_params import Control
+from mha_viz_models.errors import ModelLoadError
+from mha_viz_models.loading.resolve import check_spec
 
 FORMAT = "mha-viz lesson"
 VERSION = 1
@@ -64,8 +71,10 @@ class Step:
 
     @property
     def link(self) -> link_params.Link:
-        """The view as a `Link` (parsed without an allow-list: `read_lesson` checked it)."""
-        return link_params.parse(self.params)[0]
+        """The view as a `Link` (parsed without an allow-list: `read_lesson` checked it), the page's
+        own controls as written (the app checks each against its control and the run)."""
+        known = link_params.PARAMS + link_params.LESSON
+        return replace(link_params.parse(self.params)[0], page=tuple((k, v) for k, v in self.view if k not in known))
 
 
 @dataclass(frozen=True)
@@ -126,7 +135,33 @@ def _text(value, what: str, limit: int) -> str:
     return value
 
 
-def _step(k: int, raw, pages: Collection[str], allowed_models: Collection[str], public: bool) -> Step:
+@dataclass(frozen=True)
+class _Checks:
+    """What a step is checked against: the app's pages, its models and its pages' controls."""
+
+    pages: Collection[str]
+    allowed_models: Collection[str]
+    public: bool
+    controls: Mapping[str, Control]
+    check_models: bool
+    allow_pickle: bool
+    loadable: dict  # {model: why it cannot be loaded, or None}: each model checked once a file
+
+
+def _model_refused(where: str, name: str, spec: str, checks: _Checks) -> None:
+    if not checks.check_models:
+        return
+    if spec not in checks.loadable:
+        try:
+            check_spec(spec, checks.allow_pickle)
+            checks.loadable[spec] = None
+        except ModelLoadError as exc:
+            checks.loadable[spec] = str(exc)
+    if checks.loadable[spec]:
+        raise LessonError(f"{where}'s {name} “{spec[:80]}” cannot be opened on this server: {checks.loadable[spec]}")
+
+
+def _step(k: int, raw, checks: _Checks) -> Step:
     where = f"Step {k}"
     if not isinstance(raw, dict):
         raise LessonError(f"{where} is not an object with a page, a view and a note.")
@@ -134,10 +169,10 @@ def _step(k: int, raw, pages: Collection[str], allowed_models: Collection[str], 
     if unknown:
         raise LessonError(f"{where} has fields a lesson does not have: {', '.join(map(str, unknown[:5]))}.")
     page = raw.get("page")
-    if not isinstance(page, str) or page not in pages:
+    if not isinstance(page, str) or page not in checks.pages:
         shown = page if isinstance(page, str) else type(page).__name__
         raise LessonError(f"{where} names the page “{shown[:60]}”, which this app does not have "
-                          f"(it has {', '.join(pages)}).")
+                          f"(it has {', '.join(checks.pages)}).")
     view = raw.get("view", {})
     if not isinstance(view, dict) or not all(isinstance(v, (str, int)) and not isinstance(v, bool)
                                              for v in view.values()):
@@ -145,9 +180,13 @@ def _step(k: int, raw, pages: Collection[str], allowed_models: Collection[str], 
     params = {str(k): str(v) for k, v in view.items()}
     if not params.get("model"):
         raise LessonError(f"{where}'s view names no model.")
-    _, notices = link_params.parse(params, allowed_models=tuple(allowed_models), public=public)
+    link, notices = link_params.parse(params, allowed_models=tuple(checks.allowed_models), public=checks.public,
+                                      controls=checks.controls)
     if notices:
         raise LessonError(f"{where}'s view: {notices[0]}")
+    for name, spec in (("model", link.model), ("model B", link.model_b)):
+        if spec:
+            _model_refused(where, name, spec, checks)
     note = _text(raw.get("note", ""), f"{where}'s note", MAX_NOTE_CHARS)
     if bad := script_in(note):
         raise LessonError(f"{where}'s note holds “{bad[:40]}”, which could run code in a browser: a note is "
@@ -156,11 +195,15 @@ def _step(k: int, raw, pages: Collection[str], allowed_models: Collection[str], 
 
 
 def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Collection[str] = (),
-                public: bool = False) -> Lesson:
+                public: bool = False, controls: Mapping[str, Control] | None = None, check_models: bool = True,
+                allow_pickle: bool = False) -> Lesson:
     """The lesson in a file's bytes (or text), checked against this app: every step's `page` one of
     `pages`, its view a valid link whose models are in `allowed_models` (empty: any; on a `public`
-    server no folder), every note free of script. Raises `LessonError`, whose message says what is
-    wrong and where, for anything else; never another exception."""
+    server no folder) and, with `check_models`, can be loaded here (`check_spec`; pickled weights
+    only with `allow_pickle`), its page's own parameters among `controls` (by name: the app's are
+    `mha_viz.ui.page_controls.CONTROLS`; none: a step carries none), every note free of script.
+    Raises `LessonError`, whose message says what is wrong and where, for anything else; never
+    another exception."""
     if len(data) > MAX_BYTES:
         raise LessonError(f"The lesson file has {len(data):,} bytes, more than the {MAX_BYTES:,} a lesson may have.")
     try:
@@ -188,8 +231,9 @@ def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Co
         raise LessonError("The lesson has no steps.")
     if len(steps) > MAX_STEPS:
         raise LessonError(f"The lesson has {len(steps)} steps, more than the {MAX_STEPS} a lesson may have.")
+    checks = _Checks(pages, allowed_models, public, controls or {}, check_models, allow_pickle, {})
     return Lesson(title=title, description=description,
-                  steps=tuple(_step(k, s, pages, allowed_models, public) for k, s in enumerate(steps, 1)))
+                  steps=tuple(_step(k, s, checks) for k, s in enumerate(steps, 1)))
 
 
 def pack(lesson: Lesson) -> str | None:

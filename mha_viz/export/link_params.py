@@ -32,6 +32,10 @@ On the *Heads behind a prediction* page, the pair and its circuit:
 - ``circuit``: ``eap`` or ``eap-ig``: the page finds the heads and the circuit by that estimate on opening.
 - ``k``: the edges the circuit's graph draws.
 
+A page's own controls (the token in focus, the metric, the window…: `mha_viz.export.view_params`) are
+parameters too, named after the widget each sets; `parse` reads those the caller declares
+(``controls``) and keeps them, checked and written canonically, in `Link.page`.
+
 A lesson (`mha_viz.export.lesson`) is read from ``lesson`` (a bundled lesson's name, or a whole lesson
 packed by `lesson.pack`) and ``step`` (from 1), before the view; `parse` lets them pass.
 """
@@ -43,6 +47,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from mha_viz.export.view_params import Control
 from mha_viz_models import PRECISIONS
 
 MAX_TEXT_CHARS = 1500  # most characters of text a link carries (percent-encoded, up to ~18 KB of URL)
@@ -87,6 +92,7 @@ class Link:
     wrong: str | None = None
     circuit: str | None = None  # the circuit's estimate, one of CIRCUIT: found on opening
     k: int | None = None  # the edges its graph draws
+    page: tuple[tuple[str, str], ...] = ()  # the page's own controls: (name, value as written), in link order
 
 
 def _quote(value: str) -> str:
@@ -162,19 +168,37 @@ def _hide(value: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(h for h in HIDE if h in parts), notice
 
 
+def _page(values: Mapping[str, str], controls: Mapping[str, Control], notices: list[str]) -> tuple:
+    """The page's controls among `values`, each checked by its control and written back canonically."""
+    page = []
+    for name, value in values.items():
+        if name in controls and name not in PARAMS + LESSON:
+            try:
+                written = controls[name].write(controls[name].read(value))
+            except ValueError as exc:
+                notices.append(f"The link's {_quote(name)} “{_quote(value)}” {exc}: it was ignored.")
+                continue
+            if written is not None:
+                page.append((name, written))
+    return tuple(page)
+
+
 def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence[str] = (),
-          public: bool = False, max_text: int = MAX_TEXT_CHARS) -> tuple[Link, list[str]]:
+          public: bool = False, max_text: int = MAX_TEXT_CHARS,
+          controls: Mapping[str, Control] | None = None) -> tuple[Link, list[str]]:
     """The `Link` in a URL's query parameters, and one notice per part ignored.
 
     Never raises on what a link holds: an unknown parameter, a malformed number, a model outside
     `allowed_models` (empty: any), a folder on a `public` server, or a text over `max_text`
     characters is left out with a notice, and the rest applies. Notices quote the link's values
     raw (shortened): escape them for Markdown before showing them. Layer and head are checked
-    against the model by `resolve_head`, once it is loaded.
+    against the model by `resolve_head`, once it is loaded; the page's `controls` (by parameter
+    name) against the run by the app.
     """
     values = {str(k): _last(v) for k, v in params.items()}
+    controls = controls or {}
     notices: list[str] = []
-    unknown = [k for k in values if k not in PARAMS + LESSON and k.lower() not in EMBED]
+    unknown = [k for k in values if k not in PARAMS + LESSON and k not in controls and k.lower() not in EMBED]
     if unknown:
         shown = ", ".join(_quote(k) for k in unknown[:5])
         shown += f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
@@ -231,6 +255,8 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         take("circuit", _slug("circuit", values["circuit"], CIRCUIT))
     if "k" in values:
         take("k", _index("k", values["k"]))
+    if page := _page(values, controls, notices):
+        fields["page"] = page
     return Link(**fields), notices
 
 
@@ -296,6 +322,9 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["circuit"] = link.circuit
     if link.k is not None:
         out["k"] = str(link.k)
+    for name, value in link.page:
+        if (name, value) not in default.page and name not in out:
+            out[name] = value
     return out
 
 

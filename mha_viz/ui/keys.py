@@ -56,6 +56,7 @@ LINK_READ = "_link_read"  # the session's first run has read the URL's query par
 LINK_PENDING = "_link_pending"  # the link (links.Link) whose layer, head and detail wait for the model
 LINK_NOTICES = "_link_notices"  # what the link asked for that was ignored, shown once above the page
 DETAIL_LINKED = "_detail_linked"  # a link chose the head view's detail: a new run keeps it (views)
+PAGE_RESTORED = "_page_restored"  # the page controls a link just restored (page_controls.just_restored)
 
 # --- a lesson followed (ui.lesson_flow) and built (ui.lesson_panel) -----------------------------
 LESSON = "_lesson"  # the mha_viz.export.lesson.Lesson this session follows

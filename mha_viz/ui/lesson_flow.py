@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.export import lesson as lessons
-from mha_viz.ui import keys, links, pages, resources, session
+from mha_viz.ui import keys, links, page_controls, pages, resources, session
 from mha_viz.ui.text import plain
 
 
@@ -75,7 +75,8 @@ def _from_link(value: str) -> tuple[lessons.Lesson | None, str | None]:
         else:
             data = lessons.unpack(value)
         return lessons.read_lesson(data, pages=[p.id for p in pages.offered()], allowed_models=conf.models,
-                                   public=conf.public), None
+                                   public=conf.public, controls=page_controls.CONTROLS,
+                                   allow_pickle=conf.allow_pickle), None
     except lessons.LessonError as exc:
         return None, f"The link's lesson could not be opened: {exc}"
 

@@ -12,7 +12,7 @@ import streamlit as st
 
 from mha_viz.export import lesson as lessons
 from mha_viz.export import link_params
-from mha_viz.ui import keys, lesson_flow, links, pages, resources, session, state
+from mha_viz.ui import keys, lesson_flow, links, page_controls, pages, resources, session, state
 from mha_viz.ui.text import plain
 
 BUNDLED = "attention-head-by-head"  # the lesson the panel offers to open
@@ -88,7 +88,7 @@ def _follow() -> None:
 def _open_bundled() -> None:
     try:
         lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=[p.id for p in pages.offered()],
-                                     allowed_models=resources.settings().models)
+                                     allowed_models=resources.settings().models, controls=page_controls.CONTROLS)
     except lessons.LessonError as exc:  # a workshop of another lesson: its pages or models are not offered
         session.put(keys.LESSON_PANEL_MESSAGE, f"This server cannot open the bundled lesson: {exc}")
         return
@@ -105,7 +105,8 @@ def _open_upload() -> None:
     conf = resources.settings()
     try:
         lesson = lessons.read_lesson(upload.getvalue(), pages=[p.id for p in pages.offered()],
-                                     allowed_models=conf.models, public=conf.public)
+                                     allowed_models=conf.models, public=conf.public, controls=page_controls.CONTROLS,
+                                     allow_pickle=conf.allow_pickle)
     except lessons.LessonError as exc:
         session.put(keys.LESSON_PANEL_MESSAGE, f"{upload.name} was not opened: {exc}")
         return
@@ -138,7 +139,7 @@ def panel(page, cur: state.Current) -> None:
         if message := session.pop(keys.LESSON_PANEL_MESSAGE, None):
             st.error(plain(message), icon=":material/error:")
         st.caption("Build a lesson for a class: each step is a view (this page, model, text, head and options) "
-                   "with a note in Markdown ($…$ for formulas).")
+                   "with a note in Markdown (\\$…\\$ for formulas).")
         session.setdefault(keys.LESSON_TITLE, lesson.title)
         st.text_input("Lesson title", key=keys.LESSON_TITLE, persist_state=keys.KEEP, max_chars=lessons.MAX_TITLE_CHARS,
                       on_change=lambda: _put(draft().steps))

@@ -2,8 +2,9 @@
 URL follows the view after every run, and the sidebar's *Share* box shows the link to copy.
 
 The parameters and their checks are `mha_viz.export.link_params`'; this module reads them once per session
-(`read`, before the sidebar draws its inputs), applies the layer, head and detail once the model
-is loaded (`apply_pending`), and writes the view back (`share`, after the page has drawn).
+(`read`, before the sidebar draws its inputs), applies the layer, head, detail and the page's own
+controls (`page_controls`) once the model is loaded (`apply_pending`), and writes the view back
+(`share`, after the page has drawn).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mha_viz.ui import (
     compare_run_b,
     head_detail,
     keys,
+    page_controls,
     pages,
     resources,
     seq2seq_views,
@@ -48,7 +50,8 @@ def read() -> None:
     if not has_view():  # a lesson's step (`lesson_flow`), or the defaults
         return
     conf = resources.settings()
-    link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public)
+    link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public,
+                                controls=page_controls.CONTROLS)
     open_view(link, notices)
 
 
@@ -58,12 +61,13 @@ def has_view() -> bool:
 
 
 def open_view(link: links.Link, notices: list[str] | None = None, *, exact: bool = False) -> None:
-    """Put `link`'s view in the inputs (before the sidebar draws them) and its layer, head and detail
-    in wait for the model; `notices` (what a link ignored) wait to be shown with what this adds.
-    `exact` (a lesson's step): what the link leaves out goes back to the app's default, so the view
-    opens the same whatever the session had chosen."""
+    """Put `link`'s view in the inputs (before the sidebar draws them) and its layer, head, detail and
+    page controls in wait for the model; `notices` (what a link ignored) wait to be shown with what
+    this adds. `exact` (a lesson's step): what the link leaves out goes back to the app's default,
+    the pages' own controls included, so the view opens the same whatever the session had chosen."""
     notices = list(notices or [])
     if exact:
+        page_controls.reset()
         offered = sidebar.choose(model=link.model, text=link.text or sidebar.DEFAULT_TEXT, hide=link.hide,
                                  ours=link.ours, contributions=link.contributions,
                                  dtype=link.dtype or sidebar.default_precision())
@@ -76,7 +80,7 @@ def open_view(link: links.Link, notices: list[str] | None = None, *, exact: bool
     if not compare_run_b.choose_run_b(mode=link.compare, text_b=link.text_b, model_b=link.model_b, ours_b=link.ours_b):
         notices.append(f"This server does not offer the link's model B “{link.model_b}”: model B is the default.")
     _prediction_inputs(link)
-    if exact or (link.layer, link.head, link.detail) != (None, None, None):
+    if exact or (link.layer, link.head, link.detail) != (None, None, None) or link.page:
         session.put(keys.LINK_PENDING, link)
     if notices:
         session.put(keys.LINK_NOTICES, notices)
@@ -104,7 +108,9 @@ def apply_pending(cur: state.Current) -> None:
     link = session.pop(keys.LINK_PENDING, None)
     notices = list(session.pop(keys.LINK_NOTICES, []))
     if link is not None:
-        notices += _apply_head(link, cur)
+        if (link.layer, link.head, link.detail) != (None, None, None) or not link.page:
+            notices += _apply_head(link, cur)
+        notices += page_controls.restore(link, cur)
     if notices:
         st.warning("\n\n".join(plain(n) for n in notices), icon=":material/link:")
 
@@ -129,7 +135,8 @@ def _apply_head(link: links.Link, cur: state.Current) -> list[str]:
 
 def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]:
     """(the view as a link, what opening the app with no parameters would give): from the
-    sidebar's inputs, the chosen head of the current run, and on the head view its detail."""
+    sidebar's inputs, the chosen head of the current run, on the head view its detail, and the
+    page's own controls (`page_controls`)."""
     chosen = sidebar.choices()
     link = links.Link(model=chosen.model, text=chosen.text, hide=chosen.hide, ours=chosen.ours,
                       contributions=chosen.contributions, dtype=chosen.dtype)
@@ -154,7 +161,8 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
         default = replace(default, compare="texts", text_b=compare_run_b.DEFAULT_TEXT_B)
         if shared_head.head_chosen():  # a link without a head opens Compare on the head that changed most
             default = replace(default, layer=None, head=None)
-    return replace(link, **fields), default
+    fields["page"], default_page = page_controls.written(page_id, cur)
+    return replace(link, **fields), replace(default, page=default_page)
 
 
 def base_url(url_path: str) -> str:

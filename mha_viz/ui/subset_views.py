@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import keys, session
+from mha_viz.ui import keys, page_controls, session
 from mha_viz.views import detail
 
 MAX_AXIS = detail.FULL_DETAIL_TOKENS  # most tokens on either axis (every cell is sent)
@@ -87,14 +87,14 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
     fresh = session.get(keys.SUBSET_RUN) != this_run
     session.put(keys.SUBSET_RUN, this_run)
     default = (0, min(n, DEFAULT_SPAN))
-    for key in (keys.SUBSET_QUERIES, keys.SUBSET_KEYS):
-        if fresh or not _valid(session.get(key), n):
+    for key in (keys.SUBSET_QUERIES, keys.SUBSET_KEYS):  # a new run starts afresh, unless a link set them
+        if (fresh and not page_controls.just_restored(key)) or not _valid(session.get(key), n):
             session.put(key, default)
     if fresh or session.get(keys.SUBSET_PRESET) not in (CUSTOM, *table):
         session.put(keys.SUBSET_PRESET, CUSTOM)
-    if fresh:
-        session.pop(keys.SUBSET_QUERY_LIST, None)
-        session.pop(keys.SUBSET_KEY_LIST, None)
+    for key in (keys.SUBSET_QUERY_LIST, keys.SUBSET_KEY_LIST):
+        if fresh and not page_controls.just_restored(key):
+            session.pop(key, None)
     st.selectbox("Preset", [CUSTOM, *table], key=keys.SUBSET_PRESET, on_change=_apply_preset, args=(table,),
                  help="Sentences end after a token ending in . ! or ?")
     pick = st.toggle("Pick tokens one by one", key=keys.SUBSET_PICK, persist_state=keys.KEEP,

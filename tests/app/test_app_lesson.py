@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mha_viz.export import lesson as lessons
-from mha_viz.ui import keys, page_ids
+from mha_viz.ui import keys, page_controls, page_ids
 from tests.app.helpers import app_test, open_page, start_app
 from tests.helpers import HEADINGS, shown
 
@@ -113,7 +113,7 @@ def test_a_lesson_built_in_the_panel_is_followed_and_reads_back_from_its_file():
     draft = at.session_state[keys.LESSON_DRAFT]
     assert [(s.page, s.note) for s in draft.steps] == [("head_view", "An induction head."),
                                                         ("model_view", "The model view.")]
-    assert lessons.read_lesson(lessons.lesson_json(draft), pages=page_ids.IDS) == draft
+    assert lessons.read_lesson(lessons.lesson_json(draft), pages=page_ids.IDS, controls=page_controls.CONTROLS) == draft
     at.button(key=f"{keys.LESSON_ROW}delete_1").click().run()
     assert len(at.session_state[keys.LESSON_DRAFT].steps) == 1
     # follow it: step 1 opens, on toy-induction's head view

@@ -101,8 +101,9 @@ def test_a_hostile_file_is_refused_with_a_message_that_says_why(name):
     assert says in str(refused.value), str(refused.value)
 
 
-def test_a_model_outside_the_allow_list_or_a_folder_on_a_public_server_is_refused():
+def test_a_model_outside_the_allow_list_or_a_folder_on_a_public_server_is_refused(monkeypatch):
     raw = _raw(view={"model": "gpt2", "text": "a"})
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # the Hub reachable: a hub id is loaded from it
     assert _read(raw).models == ("gpt2",)  # a local server offers any model
     with pytest.raises(lessons.LessonError, match="does not offer the link's model “gpt2”"):
         _read(raw, allowed_models=BUNDLED_MODELS, public=True)
@@ -161,3 +162,51 @@ def test_the_bundled_lesson_is_a_lesson_of_8_to_12_steps_on_the_bundled_models()
 def test_the_page_ids_a_lesson_is_checked_against_are_the_pages_the_app_registers():
     from mha_viz.ui import pages
     assert tuple(p.id for p in pages.PAGES) == page_ids.IDS
+
+
+def _model_step(model: str, **view) -> dict:
+    return _raw(view={"model": model, "text": "a b", "layer": "0", "head": "0", **view})
+
+
+def test_a_model_this_machine_cannot_load_is_refused_naming_it(tmp_path, monkeypatch):
+    """Checked cheaply when the lesson is read (no model is loaded): a folder that holds no model, a
+    path that is not there, a hub id while the Hub cannot be reached and it is not cached, model B too."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    empty, missing = tmp_path / "notes", tmp_path / "gone"
+    empty.mkdir()
+    for spec, says in ((str(empty), "holds no model"), (str(missing), "There is no folder"),
+                       ("someone/never-downloaded-model", "the Hugging Face Hub cannot be reached")):
+        with pytest.raises(lessons.LessonError) as refused:
+            _read(_model_step(spec))
+        message = str(refused.value)
+        assert message.startswith(f"Step 1's model “{spec}” cannot be opened on this server:"), message
+        assert says in message, message
+    with pytest.raises(lessons.LessonError, match="Step 1's model B “someone/never-downloaded-model”"):
+        _read(_raw(page="compare", view={"model": "minilm", "text": "a", "compare": "models",
+                                         "model_b": "someone/never-downloaded-model"}))
+    assert _read(_model_step(str(empty)), check_models=False).models == (str(empty),)  # the caller's choice
+
+
+def test_a_folder_with_a_model_a_bundled_name_and_a_reachable_hub_id_are_accepted(tmp_path, monkeypatch):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"")
+    steps = [_model_step(m)["steps"][0] for m in (str(folder), "toy-induction", "someone/a-model")]
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    lesson = _read(_raw() | {"steps": steps})
+    assert lesson.models == (str(folder), "toy-induction", "someone/a-model")
+    # pickled weights only where the server allows them
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(lessons.LessonError, match="only pickled weights"):
+        _read(_raw() | {"steps": steps})
+    assert _read(_raw() | {"steps": steps}, allow_pickle=True).models[0] == str(folder)
+
+
+def test_each_model_is_checked_once_a_lesson(monkeypatch):
+    checked = []
+    monkeypatch.setattr(lessons, "check_spec", lambda spec, allow_pickle=False: checked.append(spec))
+    steps = [_model_step(m)["steps"][0] for m in ("minilm", "toy-induction", "minilm", "toy-induction")]
+    _read(_raw() | {"steps": steps})
+    assert checked == ["minilm", "toy-induction"]

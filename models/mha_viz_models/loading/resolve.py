@@ -40,6 +40,45 @@ def resolve_spec(spec: str, progress: Progress, allow_pickle: bool = False) -> t
     """Return (what from_pretrained reads: a folder or a hub id, a name to show). A GGUF
     folder is converted (once) to a cached safetensors folder."""
     spec = spec.strip()
+    folder, name, gguf = _located(spec, allow_pickle)
+    if folder is None:
+        return spec, spec
+    return (str(gguf_cache(folder, gguf, progress)) if gguf is not None else str(folder)), name
+
+
+def check_spec(spec: str, allow_pickle: bool = False) -> None:
+    """Whether `spec` can be loaded here, found without loading it: ModelLoadError, with the
+    message loading would give, for a bundled model whose package is missing, a folder that holds
+    no model (or only pickled weights, unless `allow_pickle`), a path that is not there, a name
+    that is neither, and a hub id that is not cached on this machine while the Hub is unreachable
+    (HF_HUB_OFFLINE). A hub id is not looked up online: whether the Hub has it is known at load."""
+    spec = spec.strip()
+    if spec in BUNDLED:
+        BUNDLED[spec].locate()
+        return
+    folder, _, _ = _located(spec, allow_pickle)
+    if folder is None and hub_offline() and not _cached(spec):
+        raise hub_error(spec, OSError("offline"))
+
+
+def _cached(repo_id: str) -> bool:
+    """Whether the Hugging Face cache of this machine holds `repo_id`'s config."""
+    from huggingface_hub import try_to_load_from_cache  # heavy: only a hub id checked offline needs it
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except (ValueError, OSError):  # not a valid repo id for the cache
+        return False
+
+
+def hub_offline() -> bool:
+    """Whether this process was told the Hugging Face Hub cannot be reached (HF_HUB_OFFLINE)."""
+    return os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+
+
+def _located(spec: str, allow_pickle: bool) -> tuple[Path | None, str, Path | None]:
+    """(the model's folder, or None for a hub id; the name to show; the GGUF file to convert, or
+    None), every check of the folder done; ModelLoadError for what cannot be loaded."""
     if not spec:
         raise ModelLoadError("No model given: pick a bundled model or type a hub id or a folder.")
     if spec in BUNDLED:
@@ -56,7 +95,7 @@ def resolve_spec(spec: str, progress: Progress, allow_pickle: bool = False) -> t
                     f"'{spec[:80]}' is neither a folder on this machine nor a Hugging Face model "
                     "id (like 'gpt2' or 'owner/model-name')."
                 )
-            return spec, spec
+            return None, spec, None
         if not folder.is_dir():
             raise ModelLoadError(f"'{spec[:200]}' is a file; give the folder that holds the model.")
     ggufs = sorted(folder.glob("*.gguf"))
@@ -74,9 +113,9 @@ def resolve_spec(spec: str, progress: Progress, allow_pickle: bool = False) -> t
                 "save_pretrained(..., safe_serialization=True), or, on your own machine only, set "
                 "MHA_VIZ_ALLOW_PICKLE=1."
             )
-        return str(folder), name
+        return folder, name, None
     if ggufs:
-        return str(gguf_cache(folder, ggufs[0], progress)), name
+        return folder, name, ggufs[0]
     raise ModelLoadError(
         f"The folder '{folder}' holds no model: a model folder has a config.json with weights "
         "(model.safetensors) and tokenizer files, or a .gguf file."
@@ -85,13 +124,13 @@ def resolve_spec(spec: str, progress: Progress, allow_pickle: bool = False) -> t
 
 def hub_error(spec: str, exc: Exception) -> ModelLoadError:
     """The error to show when a hub id could not be fetched: offline, or not on the Hub."""
-    offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0") or "offline" in str(exc).lower() \
+    offline = hub_offline() or "offline" in str(exc).lower() \
         or "connect" in str(exc).lower() or "resolve" in str(exc).lower()
     if offline:
         return ModelLoadError(
             f"'{spec}' is not on this machine and the Hugging Face Hub cannot be reached. "
             "Connect to the internet once so it can be downloaded (it is then cached), give the "
-            "path of a local folder holding it, or pick a bundled model (minilm, smollm2)."
+            f"path of a local folder holding it, or pick a bundled model ({', '.join(BUNDLED)})."
         )
     return ModelLoadError(f"'{spec}' was not found on the Hugging Face Hub ({type(exc).__name__}). "
                           "Check the spelling, or give a local folder.")

@@ -1,0 +1,221 @@
+"""The controls that shape each page's view, declared once, page by page: what a shared link and a
+lesson step carry besides the sidebar's inputs and the shared head (the token in focus, the metric,
+the window, the page's toggles…), each a widget key of `keys` and the link parameter of that name.
+
+`written` reads a page's controls for its link (`links.view_link`), `reset` puts every control
+back to its page's default before a lesson step opens, and `restore` checks a link's values (the
+control's `read`, the run's bounds) and puts them in the widgets once the run exists
+(`links.apply_pending`), with a notice for each value it leaves out. A page adding a control that
+shapes its view adds it here; `tests/app/test_app_lesson_choices.py` walks a lesson built on every
+page with a choice of each page's own controls.
+
+What is left out, and why: the heads switched off (`HEADS_ON`, a grid per model), the importance's
+k (computed on demand), Generate's generation and Whole text's scan (made by a button: a step
+keeps their settings), a corpus' documents, and the pickers of the shared head (the link's
+``layer`` and ``head``). This module imports no page: the lesson readers (`resources` among them)
+use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mha_viz.export import link_params
+from mha_viz.export import view_params as vp
+from mha_viz.metrics.measures import METRICS, SIMILARITIES
+from mha_viz.ui import keys, session
+from mha_viz.views import focus, qk
+
+_FIRST_METRIC = next(iter(METRICS))
+
+
+def _tokens(cur) -> int:
+    """Every token of the run on screen, hidden ones included (positions are the model's)."""
+    return (cur.full_run or cur.run).n
+
+
+def _last_shown(cur) -> int:
+    hidden = getattr(cur.run, "hidden", None)
+    return int(hidden.kept[-1]) if hidden is not None else cur.run.n - 1
+
+
+def _first_shown(cur) -> int:
+    hidden = getattr(cur.run, "hidden", None)
+    return int(hidden.kept[0]) if hidden is not None else 0
+
+
+BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
+    "model_view": (vp.flag(keys.GRID_RESCALE, default=True),),
+    "head_view": (
+        vp.flag(keys.HEAD_RESCALE),
+        vp.span(keys.HEAD_WINDOW, default=lambda cur: (0, min(cur.run.n, 96))),
+        vp.flag(keys.SUBSET_PICK),
+        vp.span(keys.SUBSET_QUERIES, default=lambda cur: (0, min(cur.run.n, 96))),
+        vp.span(keys.SUBSET_KEYS, default=lambda cur: (0, min(cur.run.n, 96))),
+        vp.picks(keys.SUBSET_QUERY_LIST, upto=vp.TOKENS),
+        vp.picks(keys.SUBSET_KEY_LIST, upto=vp.TOKENS),
+        vp.flag(keys.WHY_PATTERN),
+        vp.number(keys.WHY_QUERY, 0, upto=vp.TOKENS, default=_last_shown),
+        vp.number(keys.WHY_KEY, 0, upto=vp.TOKENS, default=_first_shown),
+        vp.number(keys.WHY_SECOND, -1, upto=vp.TOKENS, default=-1),
+    ),
+    "focus": (
+        vp.number(keys.FOCUS_TOKEN, 0, upto=vp.TOKENS, default=lambda cur: min(1, cur.run.n - 1)),
+        vp.choice(keys.FOCUS_LEVEL, ("tokens", "words"), default="tokens"),
+        vp.choice(keys.FOCUS_SHOW, ("both", focus.TO, focus.BY), default="both"),
+        vp.flag(keys.FOCUS_RESCALE),
+        vp.flag(keys.FOCUS_SUMMARIES),
+    ),
+    "lines": (
+        vp.number(keys.LINE_LAYER, 0, upto=vp.LAYERS),
+        vp.picks(keys.LINE_HEADS, upto=vp.HEADS, default=lambda cur: list(range(cur.run.num_heads))),
+        vp.number(keys.LINE_THRESHOLD, 0, 1, integer=False, default=0.0),
+        vp.choice(keys.LINE_SIDE, ("query", "key"), default="query"),
+        vp.number(keys.LINE_TOKEN, -1, upto=vp.TOKENS, default=-1),
+        vp.span(keys.LINE_WINDOW, default=(0, 128)),
+    ),
+    "compare_heads": (vp.picks(keys.COMPARE_HEADS, text=True), vp.flag(keys.COMPARE_RESCALE, default=None)),
+    "across_layers": (
+        vp.choice(keys.LAYERS_METHOD, ("rollout", "rollout through one head", "flow"), default="rollout"),
+        vp.number(keys.LAYERS_LAYER, 0, upto=vp.LAYERS, default=lambda cur: cur.run.num_layers - 1),
+        vp.number(keys.LAYERS_HEAD, 0, upto=vp.HEADS, default=0),
+    ),
+    "generate": (
+        vp.number(keys.GEN_MAX_NEW, 1, 1024, default=16),
+        vp.number(keys.GEN_TEMPERATURE, 0, 5, integer=False, default=0.0),
+        vp.number(keys.GEN_TOP_K, 1, 1_000_000, default=50),
+        vp.number(keys.GEN_TOP_P, 0.01, 1, integer=False, default=1.0),
+        vp.number(keys.GEN_SEED, 0, 2**31 - 1, default=0),
+        vp.number(keys.GEN_STEP, 1, 1_000_000),
+        vp.flag(keys.GEN_RESCALE),
+    ),
+    "whole_text": (
+        vp.choice(keys.SCAN_METRIC),
+        vp.number(keys.SCAN_STRIP, 0, default=0),
+        vp.number(keys.SCAN_QUERY, 0),
+        vp.flag(keys.SCAN_SKIP_FIRST),
+        vp.number(keys.SCAN_WINDOW_AT, 0, default=0),
+        vp.number(keys.SCAN_WINDOW, 2, 256, default=64),
+    ),
+    "head_metrics": (vp.choice(keys.METRIC_CHOICE, tuple(METRICS), default=_FIRST_METRIC),),
+    "similarity": (
+        vp.choice(keys.SIM_KIND, tuple(SIMILARITIES)),
+        vp.choice(keys.SIM_ORDER, ("by layer", "clustered"), default="by layer"),
+        vp.choice(keys.MAP_COLOUR, ("layer", "pattern"), default="layer"),
+        vp.flag(keys.DIV_BASELINE, default=None),
+    ),
+    "composition": (
+        vp.choice(keys.COMP_KIND, ("q", "k", "v"), default="q"),
+        vp.number(keys.COMP_ABOVE, 0, 5, integer=False, default=2.0),
+    ),
+    "corpus": (
+        vp.choice(keys.CORPUS_METRIC, tuple(METRICS), default=_FIRST_METRIC),
+        vp.number(keys.CORPUS_TOKENS, 2, 512, default=128),
+        vp.number(keys.CORPUS_FIRST, 0, default=0),
+        vp.choice(keys.CORPUS_BATCH, (8, 16, 32), default=16),
+    ),
+    "examples": tuple(vp.choice(key) for key in (keys.EXAMPLES_X, keys.EXAMPLES_Y, keys.EXAMPLES_RANK)),
+    "compare": (vp.flag(keys.CMP_RESCALE), vp.choice(keys.CMP_METRIC, tuple(METRICS), default=_FIRST_METRIC)),
+    "prediction": (),  # its pair and circuit are the link's own parameters (corrupted, answer, wrong, circuit, k)
+    "teaching": (
+        vp.choice(keys.TEACH_PART, ("1–2 · Input, Q, K, V", "3–6 · Scores to probabilities", "7–9 · Output",
+                                    "What it costs", "Demonstrations"), default="1–2 · Input, Q, K, V"),
+        vp.choice(keys.TEACH_DEMO, ("Why projections", "Why several heads", "Masks")),
+        vp.number(keys.TEACH_ROW, 0, 63, upto=vp.TOKENS, default=lambda cur: min(_tokens(cur), 64) // 2),
+    ),
+    "ablation": (
+        vp.choice(keys.ABLATE_MODE, ("zeroed (ξ = 0)", "replaced by their mean output on this text"),
+                  default="zeroed (ξ = 0)"),
+        vp.choice(keys.ABLATION_OTHER, default="A cat is resting on a rug."),
+        vp.choice(keys.IMP_SOURCE, ("this text", "a bundled sample paragraph"), default="this text"),
+    ),
+    "qk": (
+        vp.number(keys.QK_I, 0, upto=vp.TOKENS, default=lambda cur: min(_tokens(cur), 64) // 2),
+        vp.number(keys.QK_J, 0, upto=vp.TOKENS, default=0),
+        vp.choice(keys.QK_METHOD, qk.METHODS, default=qk.METHODS[0]),
+        vp.flag(keys.QK_TRANSLATE),
+        vp.number(keys.QK_TOP, 1, 10, default=lambda cur: min(3, _tokens(cur))),
+    ),
+    "model_facts": (),
+}
+CONTROLS: dict[str, vp.Control] = {c.name: c for controls in BY_PAGE.values() for c in controls}
+
+
+def _size(control: vp.Control, cur) -> int | None:
+    """The run's count that bounds `control` (its `upto`), or None when there is no run to bound it."""
+    run = getattr(cur, "run", None)
+    if run is None or getattr(cur, "stale", False):
+        return None
+    try:
+        return {vp.TOKENS: _tokens(cur), vp.LAYERS: run.num_layers, vp.HEADS: run.num_heads}[control.upto]
+    except (AttributeError, KeyError):  # a part of an encoder–decoder without one axis
+        return None
+
+
+def _default(control: vp.Control, cur) -> str | None:
+    value: Any = control.default
+    if callable(value):
+        try:
+            value = value(cur)
+        except (AttributeError, TypeError, IndexError):  # no run: no default to leave out
+            return None
+    return None if value is None else control.write(value)
+
+
+def written(page_id: str, cur) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(page `page_id`'s controls as a link's (name, value) pairs, what the page opens on): each
+    control that holds a value of its kind, in declaration order."""
+    values, defaults = [], []
+    for control in BY_PAGE.get(page_id, ()):
+        text = control.write(session.get(control.name))
+        if text is not None:
+            values.append((control.name, text))
+            if (default := _default(control, cur)) is not None:
+                defaults.append((control.name, default))
+    return tuple(values), tuple(defaults)
+
+
+def reset() -> None:
+    """Every page's controls back to their defaults (a lesson step opens the same whatever the
+    student chose before): each page puts its default in when it draws."""
+    for name in CONTROLS:
+        session.pop(name, None)
+
+
+def restore(link: link_params.Link, cur) -> list[str]:
+    """Put `link`'s page values in the widgets of the run on screen `cur`; a notice for each value
+    its control does not take, or the run cannot show (the page then opens on its default)."""
+    notices, restored = [], set()
+    for name, text in link.page:
+        control = CONTROLS.get(name)
+        if control is None:
+            notices.append(f"The link's {name} is not a control of this app: it was ignored.")
+            continue
+        try:
+            value = control.read(text)
+        except ValueError as exc:
+            notices.append(f"The link's {name} “{text[:40]}” {exc}: it was ignored.")
+            continue
+        if control.upto is not None:
+            size = _size(control, cur)
+            if size is None:
+                notices.append(f"The link's {name} was not applied: its text could not be analysed.")
+                continue
+            if not control.within(value, size):
+                notices.append(f"The link's {name} “{text[:40]}” is past this run's {size} {control.upto}: "
+                               "the page opens on its default.")
+                continue
+        session.put(name, value)
+        restored.add(name)
+    session.put(keys.PAGE_RESTORED, restored)
+    return notices
+
+
+def just_restored(name: str) -> bool:
+    """Whether a link has just put this control's value (once: a page that starts a control afresh
+    with a new run keeps the link's value instead, the first time)."""
+    restored = session.get(keys.PAGE_RESTORED) or set()
+    if name in restored:
+        restored.discard(name)
+        return True
+    return False

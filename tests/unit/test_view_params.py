@@ -1,0 +1,117 @@
+"""A page's own controls as link parameters (mha_viz.export.view_params), and the app's declaration of
+them (mha_viz.ui.page_controls): every kind round-trips through a link, every tampered value is refused
+with words a user can read (never another exception), the old parameters keep their names, and every
+page's controls are widget keys of keys.py."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mha_viz.export import lesson as lessons
+from mha_viz.export import link_params
+from mha_viz.export import view_params as vp
+from mha_viz.ui import keys, page_controls, page_ids
+
+CONTROLS = {
+    "flag": vp.flag("f"),
+    "choice": vp.choice("c", ("tokens", "words")),
+    "ints": vp.choice("b", (8, 16, 32)),
+    "text": vp.choice("t"),
+    "number": vp.number("n", 0, 10),
+    "float": vp.number("x", 0, 1, integer=False),
+    "position": vp.number("p", -1, upto=vp.TOKENS),
+    "span": vp.span("s"),
+    "picks": vp.picks("k", upto=vp.HEADS),
+    "labels": vp.picks("l", text=True),
+}
+VALUES = {"flag": (True, "1"), "choice": ("words", "words"), "ints": (16, "16"), "text": ("A cat sat.", "A cat sat."),
+          "number": (7, "7"), "float": (0.25, "0.25"), "position": (-1, "-1"), "span": ((2, 9), "2-9"),
+          "picks": ([1, 3], "1,3"), "labels": (["L0H1", "L1H2"], "L0H1,L1H2")}
+TAMPERED = {"flag": ("maybe", "is not 1 (on) or 0 (off)"), "choice": ("lines", "is not one of tokens, words"),
+            "ints": ("12", "is not one of 8, 16, 32"), "number": ("11", "is not between 0 and 10"),
+            "float": ("1e9", "is not a number"), "position": ("x", "is not a whole number"),
+            "span": ("9-2", "start below stop"), "picks": ("1,two", "is not a whole number"),
+            "text": ("a\x00b", "is not a value this control takes")}
+
+
+@pytest.mark.parametrize("kind", CONTROLS)
+def test_every_kind_round_trips_through_its_text(kind):
+    control, (value, text) = CONTROLS[kind], VALUES[kind]
+    assert control.write(value) == text
+    assert control.read(text) == (list(value) if kind in ("picks", "labels") else value)
+    assert control.write(None) is None  # nothing chosen: nothing written
+
+
+@pytest.mark.parametrize("kind", TAMPERED)
+def test_a_tampered_value_is_refused_with_words(kind):
+    text, says = TAMPERED[kind]
+    with pytest.raises(ValueError) as refused:
+        CONTROLS[kind].read(text)
+    assert says in str(refused.value), str(refused.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(list(CONTROLS)), st.text(max_size=300))
+def test_any_text_is_a_value_or_a_value_error(kind, text):
+    control = CONTROLS[kind]
+    try:
+        value = control.read(text)
+    except ValueError as exc:
+        assert str(exc)
+        return
+    assert control.read(control.write(value)) == value  # what is read is written back the same
+
+
+def test_run_bounds_are_checked_by_within():
+    assert vp.span("s").within((2, 9), 9) and not vp.span("s").within((2, 10), 9)
+    assert CONTROLS["position"].within(-1, 4) and CONTROLS["position"].within(3, 4)
+    assert not CONTROLS["position"].within(4, 4)
+    assert CONTROLS["picks"].within([0, 3], 4) and not CONTROLS["picks"].within([0, 4], 4)
+    assert CONTROLS["number"].within(99, 1)  # no run bound
+
+
+def test_a_link_carries_the_declared_controls_and_refuses_the_rest():
+    params = {"model": "minilm", "layer": "2", "focus_token": "10", "focus_show": "attends to", "evil": "1"}
+    link, notices = link_params.parse(params, controls=page_controls.CONTROLS)
+    assert link.layer == 2 and link.page == (("focus_token", "10"), ("focus_show", "attends to"))
+    assert notices == ["The link has parameters this app does not know, ignored: evil."]
+    assert link_params.encode(link) == {k: v for k, v in params.items() if k != "evil"}
+    # a tampered value is left out with a notice; the rest of the link applies
+    link, notices = link_params.parse({"model": "minilm", "focus_token": "ten"}, controls=page_controls.CONTROLS)
+    assert link.model == "minilm" and link.page == ()
+    assert notices == ["The link's focus_token “ten” is not a whole number: it was ignored."]
+    # without the app's controls a page parameter is unknown, as before
+    assert "does not know" in link_params.parse({"focus_token": "1"})[1][0]
+    # a shared link leaves out a control at its page's default
+    view = link_params.Link(model="minilm", page=(("focus_token", "10"), ("focus_show", "both")))
+    default = link_params.Link(page=(("focus_token", "1"), ("focus_show", "both")))
+    assert link_params.encode(view, default=default) == {"model": "minilm", "focus_token": "10"}
+
+
+def test_every_page_declares_its_controls_once_under_widget_keys_that_keep_the_old_names_free():
+    assert tuple(page_controls.BY_PAGE) == page_ids.IDS  # every page, in the app's order
+    names = [c.name for controls in page_controls.BY_PAGE.values() for c in controls]
+    assert len(names) == len(set(names)), "a control is declared on two pages"
+    key_values = {v for k, v in vars(keys).items() if k.isupper() and isinstance(v, str)}
+    assert set(names) <= key_values, set(names) - key_values
+    assert not set(names) & set(link_params.PARAMS + link_params.LESSON + link_params.EMBED)
+    assert all(not n.startswith("_") for n in names)  # widgets the user sets, not the app's bookkeeping
+
+
+def test_a_lesson_step_keeps_its_page_controls_through_its_file_and_a_link():
+    view = {"model": "minilm", "text": "The cat sat.", "layer": "0", "head": "1", "dtype": "auto",
+            "focus_token": "3", "focus_level": "words"}
+    lesson = lessons.Lesson(title="T", steps=(lessons.step("focus", view, "The row of *sat*."),))
+    read = lessons.read_lesson(lessons.lesson_json(lesson), pages=page_ids.IDS, controls=page_controls.CONTROLS)
+    assert read == lesson and read.steps[0].link.page == (("focus_token", "3"), ("focus_level", "words"))
+    assert lessons.read_lesson(lessons.unpack(lessons.pack(lesson)), pages=page_ids.IDS,
+                               controls=page_controls.CONTROLS) == lesson
+    tampered = lessons.lesson_json(lesson).replace('"focus_level": "words"', '"focus_level": "lines"')
+    with pytest.raises(lessons.LessonError, match="Step 1's view: The link's focus_level “lines” is not one of"):
+        lessons.read_lesson(tampered, pages=page_ids.IDS, controls=page_controls.CONTROLS)
+    # a version-1 lesson without page controls reads as before
+    bundled = lessons.read_lesson(lessons.bundled()["attention-head-by-head"], pages=page_ids.IDS,
+                                  controls=page_controls.CONTROLS)
+    assert all(step.link.page == () for step in bundled.steps)
