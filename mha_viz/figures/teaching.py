@@ -29,16 +29,20 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
            probabilities: bool = False, highlight: tuple[int, int] | None = None) -> go.Figure:
     """Any (r, c) matrix with labelled rows (tokens). Probabilities use 0..1 and the sequential
     scale; other values a diverging scale centred on 0; -inf (masked) cells are left blank.
-    Past MAX_COLUMNS columns only the first ones are drawn (the title says how many).
-    highlight: (start, stop) columns framed (one head's block of the concatenation).
+    Past MAX_COLUMNS columns only MAX_COLUMNS are drawn, the title says which: the first ones, or with
+    `highlight` (start, stop), a window around those columns, which are framed (one head's block of the
+    concatenation).
     float32 values stay float32 (half the bytes sent to the browser)."""
     v = np.asarray(values)
     if not np.issubdtype(v.dtype, np.floating):
         v = v.astype(np.float64)
     r, c = v.shape
     shown = min(c, MAX_COLUMNS)
-    cols = axis_labels(columns[:shown]) if columns is not None else [str(j) for j in range(shown)]
-    part = np.where(np.isneginf(v[:, :shown]), np.nan, v[:, :shown])
+    first = 0 if highlight is None else min(max(0, highlight[0] - (shown - (highlight[1] - highlight[0])) // 2),
+                                            c - shown)  # the framed block in the middle of the window
+    window = slice(first, first + shown)
+    cols = axis_labels(columns[window]) if columns is not None else [str(j) for j in range(first, first + shown)]
+    part = np.where(np.isneginf(v[:, window]), np.nan, v[:, window])
     if probabilities:
         extra = dict(zmin=0.0, zmax=1.0, colorscale=COLORSCALE)
     else:
@@ -46,12 +50,13 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
         extra = dict(zmin=-bound, zmax=bound, colorscale=DIVERGING)
     heat = dict(type="heatmap", z=part, x=cols, y=axis_labels(rows), colorbar=colorbar(thickness=10),
                 hovertemplate="%{y} · %{x}: %{z:.4f}<extra></extra>", **extra)
-    more = f" (first {shown} of {c} columns)" if shown < c else ""
+    more = "" if shown == c else (f" (first {shown} of {c} columns)" if first == 0
+                                  else f" (columns {first}–{first + shown - 1} of {c})")
     layout = dict(title=plot_title(title + more), height=int(min(520, max(220, 18 * r + 110))), margin=margin(),
                   xaxis=dict(type="category", side="bottom", tickangle=-60, showticklabels=len(cols) <= 64),
                   yaxis=dict(type="category", autorange="reversed"))
-    if highlight is not None and highlight[0] < shown:
-        layout["shapes"] = [dict(type="rect", x0=highlight[0] - 0.5, x1=min(highlight[1], shown) - 0.5,
+    if highlight is not None:
+        layout["shapes"] = [dict(type="rect", x0=highlight[0] - first - 0.5, x1=min(highlight[1] - first, shown) - 0.5,
                                  y0=-0.5, y1=r - 0.5, line=dict(color="black", width=2))]
     return _figure([heat], layout)
 

@@ -1,7 +1,8 @@
 """The first minute, in Chromium at 1366 × 768 (issue 54): a teacher types a sentence without
 scrolling, and a student in a lesson reaches Back and Next without scrolling, on every page.
 
-The landing page says what to do first and its sentence box is in sight; then a student opens the
+The landing page says what to do first and its sentence box is in sight (and the Lesson panel's
+hint shows "$…$" as typed); then a student opens the
 bundled lesson from its link and visits every page the navigation offers: on each, the sentence box,
 "Step k of N", Back and Next lie inside the window as it first draws (nothing is scrolled)."""
 
@@ -31,6 +32,8 @@ def test_the_landing_page_says_what_to_do_first_with_the_box_in_sight(browser, s
         ui.page.set_viewport_size(WINDOW)
         assert "Start here" in ui.page.locator("[data-testid=stMain]").inner_text()
         assert not _outside(ui.text_box), _outside(ui.text_box)
+        # the Lesson panel's hint shows its dollar signs (as $…$ KaTeX drew "…" alone)
+        assert "Markdown ($…$ for formulas)" in ui.page.locator("[data-testid=stSidebar]").text_content()
         ui.assert_clean()
     finally:
         ui.close()

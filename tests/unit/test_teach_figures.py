@@ -138,3 +138,23 @@ def test_kv_sharing_joins_each_query_head_to_its_group():
     dark = [i for i, t in enumerate(lines) if t["line"]["color"] == "#08306b"]
     assert dark == [3, 4, 5]  # head 4 reads KV head 1, shared with heads 3 and 5
     assert [t["x"][1] for t in lines] == [1.0] * 3 + [4.0] * 3 + [7.0] * 3  # the centre of each group
+
+
+@pytest.mark.parametrize("head", [0, 7, 15])
+def test_the_concatenation_shows_the_chosen_heads_columns_framed(head):
+    """Past MAX_COLUMNS columns (16 heads of 5 here: 80), step 8 draws a window that holds the chosen
+    head's block, framed where its z lies, and its title says which columns it shows."""
+    rng = np.random.default_rng(head)
+    n, d_k, H = len(TOK), 5, 16
+    concat = rng.standard_normal((n, d_k * H)).astype(np.float32)
+    start, stop = head * d_k, (head + 1) * d_k
+    fig = _sent(teach_figures.matrix(concat, TOK, title="every head's z", highlight=(start, stop)))
+    heat, frame = fig["data"][0], fig["layout"]["shapes"][0]
+    first = int(heat["x"][0])
+    assert [int(x) for x in heat["x"]] == list(range(first, first + teach_figures.MAX_COLUMNS))
+    np.testing.assert_array_equal(np.array(heat["z"], dtype=float), concat[:, first:first + 48].astype(float))
+    left, right = int(frame["x0"] + 0.5), int(frame["x1"] + 0.5)  # the frame's columns, in the window
+    assert 0 <= left and right <= teach_figures.MAX_COLUMNS and right - left == d_k
+    np.testing.assert_array_equal(np.array(heat["z"], dtype=float)[:, left:right], concat[:, start:stop].astype(float))
+    title = fig["layout"]["title"]["text"]
+    assert title.endswith("(first 48 of 80 columns)" if first == 0 else f"(columns {first}–{first + 47} of 80)")
