@@ -185,7 +185,7 @@ def share(page, cur: state.Current, lesson: dict[str, str] | None = None) -> Non
     with st.sidebar:
         st.header("Share")
         st.caption("**Copy link**: the button at the right of the box copies the link to this view "
-                   "(page, model, text, head and options; on Compare, also run B).")
+                   "(page, model, text, head, options and this page's own choices; on Compare, also run B).")
         st.code(links.url(base_url(page.url_path), page.url_path, params), language=None, wrap_lines=True)
         if link.text and not links.text_fits(link.text):
             st.caption(f"The text is too long to share by link ({len(link.text):,} characters, at most "

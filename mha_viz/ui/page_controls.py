@@ -185,7 +185,7 @@ def reset() -> None:
 def restore(link: link_params.Link, cur) -> list[str]:
     """Put `link`'s page values in the widgets of the run on screen `cur`; a notice for each value
     its control does not take, or the run cannot show (the page then opens on its default)."""
-    notices, restored = [], set()
+    notices, restored, waiting = [], set(), []
     for name, text in link.page:
         control = CONTROLS.get(name)
         if control is None:
@@ -199,7 +199,7 @@ def restore(link: link_params.Link, cur) -> list[str]:
         if control.upto is not None:
             size = _size(control, cur)
             if size is None:
-                notices.append(f"The link's {name} was not applied: its text could not be analysed.")
+                waiting.append(name)
                 continue
             if not control.within(value, size):
                 notices.append(f"The link's {name} “{text[:40]}” is past this run's {size} {control.upto}: "
@@ -207,6 +207,9 @@ def restore(link: link_params.Link, cur) -> list[str]:
                 continue
         session.put(name, value)
         restored.add(name)
+    if waiting:
+        notices.append(f"The link's {', '.join(waiting)} {'was' if len(waiting) == 1 else 'were'} not applied: "
+                       "its text could not be analysed.")
     session.put(keys.PAGE_RESTORED, restored)
     return notices
 
