@@ -39,16 +39,36 @@ def composition_figure(scores: np.ndarray, kind: str, *, baseline: float, above:
     shapes = [s for b in range(1, L) for s in (
         dict(type="line", x0=b * H - 0.5, x1=b * H - 0.5, y0=-0.5, y1=L * H - 0.5, line=line),
         dict(type="line", y0=b * H - 0.5, y1=b * H - 0.5, x0=-0.5, x1=L * H - 0.5, line=line))] if L <= 48 else []
-    show_ticks = L * H <= 96
+    # every other layer a light band across the matrix (seen where cells are blank), under the heatmap
+    band = dict(type="rect", layer="below", line=dict(width=0), fillcolor="rgba(0,0,0,0.045)")
+    shapes += [s for b in range(1, L, 2) for s in (
+        dict(band, x0=b * H - 0.5, x1=(b + 1) * H - 0.5, y0=-0.5, y1=L * H - 0.5),
+        dict(band, y0=b * H - 0.5, y1=(b + 1) * H - 0.5, x0=-0.5, x1=L * H - 0.5))]
+    ticks = _ticks(labels, L if layer_ids is None else layer_ids, H)
     fig.update_layout(
         title=plot_title(f"{NAMES[kind]}: how much each earlier head's output feeds each later head's "
                          f"{ {'q': 'queries', 'k': 'keys', 'v': 'values'}[kind]} (random baseline {baseline:.3f}; "
                          f"shown ≥ {above:g} × it)"),
-        xaxis=dict(type="category", title="later head (reads)", showticklabels=show_ticks, tickangle=-90),
-        yaxis=dict(type="category", title="earlier head (writes)", showticklabels=show_ticks, autorange="reversed"),
+        xaxis=dict(type="category", title="later head (reads)", tickangle=-90, **ticks),
+        yaxis=dict(type="category", title="earlier head (writes)", autorange="reversed", **ticks),
         height=760, margin=margin(), shapes=shapes, plot_bgcolor="white",
         hoverdistance=max(2, 350 // (L * H)))  # about half a cell: a click picks the cell under it
     return fig
+
+
+HEAD_TICKS, LAYER_TICKS = 96, 48  # the most heads labelled one by one; past it, the most layers labelled
+
+
+def _ticks(labels: list[str], layers: int | list[int], num_heads: int) -> dict:
+    """Each head's label while at most HEAD_TICKS heads; past that, each layer's number ("L12") at the
+    middle of its block of heads (every k-th layer past LAYER_TICKS layers)."""
+    if len(labels) <= HEAD_TICKS:
+        return dict(tickmode="array", tickvals=labels, ticktext=labels)
+    ids = list(range(layers)) if isinstance(layers, int) else list(layers)
+    step = -(-len(ids) // LAYER_TICKS)
+    kept = range(0, len(ids), step)
+    return dict(tickmode="array", tickvals=[labels[b * num_heads + num_heads // 2] for b in kept],
+                ticktext=[f"L{ids[b]}" for b in kept])
 
 
 def clickable(scores: np.ndarray, baseline: float, above: float) -> bool:

@@ -12,7 +12,7 @@ import mha_viz
 from mha_viz.circuits import composition
 from mha_viz.figures import composition as composition_figures
 from mha_viz.ui import keys
-from tests.app.helpers import charts, frame, open_with_text
+from tests.app.helpers import charts, frame, open_page, open_with_text
 
 pytestmark = pytest.mark.model
 TEXT = "The cat sat on the mat."
@@ -70,3 +70,29 @@ def test_the_head_table_has_each_heads_copying_score():
     np.testing.assert_allclose(got, want.ravel(), atol=1e-4)
     at = open_with_text("head_metrics", TEXT)
     assert frame(at, "copying")["copying"].isna().all()
+
+
+def test_a_large_matrix_names_every_layer_bands_them_and_opens_from_the_cache_again(monkeypatch):
+    """SmolLM2's 270 × 270 matrix: too many heads to label one by one, so each of the 30 layers is
+    labelled by a tick on one of its own heads, every other layer is a band under the cells; the scores
+    are computed once: a second visit, and another session, read them from the cache."""
+    from mha_viz.ui import analysis
+
+    calls = []
+    real = composition.composition_scores
+    monkeypatch.setattr(composition, "composition_scores", lambda *a, **k: calls.append(1) or real(*a, **k))
+    analysis.composition.clear()
+    at = open_with_text("composition", TEXT, model="smollm2")
+    layout = _matrix(at)["layout"]
+    for axis in ("xaxis", "yaxis"):
+        texts, values = layout[axis]["ticktext"], layout[axis]["tickvals"]
+        assert texts == [f"L{layer}" for layer in range(30)], axis
+        assert all(value.startswith(text + "H") for text, value in zip(texts, values)), axis  # a head of that layer
+    bands = [s for s in layout["shapes"] if s["type"] == "rect"]
+    rows = {(round(s["y0"] + 0.5), round(s["y1"] + 0.5)) for s in bands if s["x1"] - s["x0"] > 9 * 29}
+    assert rows == {(9 * b, 9 * (b + 1)) for b in range(1, 30, 2)}  # the odd layers' nine rows each
+    assert len(calls) == 1
+    open_page(at, "model_view")
+    open_page(at, "composition")
+    other = open_with_text("composition", TEXT, model="smollm2")
+    assert not other.exception and len(calls) == 1
