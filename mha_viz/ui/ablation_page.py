@@ -12,24 +12,9 @@ from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.text import loss_inputs
-from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session
+from mha_viz.ui import analysis, charts, heads_off, keys, notebook_button, resources, session
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
-
-
-def _heads_on(cur) -> np.ndarray:
-    """This model's on/off state (True = on), kept per model for the session."""
-    store = session.setdefault(keys.HEADS_ON, {})
-    shape = (cur.model.num_layers, cur.model.num_heads)
-    on = store.get(cur.key.model)
-    if on is None or on.shape != shape:
-        on = store[cur.key.model] = np.ones(shape, dtype=bool)
-    return on
-
-
-def _set_heads(model_key, value: np.ndarray) -> None:
-    session.need(keys.HEADS_ON)[model_key] = value
-    session.put(keys.HEADS_VERSION, session.get(keys.HEADS_VERSION, 0) + 1)
 
 
 def ablation_page() -> None:
@@ -41,7 +26,7 @@ def ablation_page() -> None:
         st.info(f"The heads of this model cannot be switched off: {model.unread}.", icon=":material/info:")
         return
     kind = loss_inputs.loss_kind(model)
-    on = _heads_on(cur)
+    on = heads_off.grid(cur.key.model, (model.num_layers, model.num_heads))
     st.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
                f"what changes. Measured: {loss_inputs.LOSS_LABELS[kind]}.")
     if model.other_layers:  # a hybrid
@@ -55,7 +40,7 @@ def ablation_page() -> None:
     session.need(keys.HEADS_ON)[cur.key.model] = on
     cols = st.columns([1, 2, 2])
     cols[0].button("All on", key=keys.HEADS_ALL_ON,
-                   on_click=lambda: _set_heads(cur.key.model, np.ones_like(on)))
+                   on_click=lambda: heads_off.set_grid(cur.key.model, np.ones_like(on)))
     cols[1].selectbox("Layer", list(range(model.num_layers)), key=keys.HEADS_LAYER_PICK,
                       label_visibility="collapsed", format_func=lambda row: f"layer {model.layer_ids[row]}")
     cols[2].button("Switch off this whole layer", key=keys.HEADS_LAYER_OFF,
@@ -76,7 +61,7 @@ def _switch_off_layer(model_key, on: np.ndarray) -> None:
     rerun counts."""
     out = on.copy()
     out[session.need(keys.HEADS_LAYER_PICK)] = False
-    _set_heads(model_key, out)
+    heads_off.set_grid(model_key, out)
 
 
 def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
@@ -151,7 +136,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
         if k and st.button(f"Switch off these {k} heads above", key=keys.IMP_APPLY):
             on = np.ones(imp.size, dtype=bool)
             on[np.argsort(imp.ravel())[:k]] = False
-            _set_heads(cur.key.model, on.reshape(imp.shape))
+            heads_off.set_grid(cur.key.model, on.reshape(imp.shape))
             st.rerun()
         seconds = _pruning_seconds(model, len(text.split()))
         if st.button(f"Pruning curve (about {seconds:.0f} s: 6 orders × {len(ablation.PRUNE_FRACTIONS)} steps)",

@@ -9,21 +9,21 @@ control's `read`, the run's bounds) and puts them in the widgets once the run ex
 shapes its view adds it here; `tests/app/test_app_lesson_choices.py` walks a lesson built on every
 page with a choice of each page's own controls.
 
-What is left out, and why: the heads switched off (`HEADS_ON`, a grid per model), the importance's
-k (computed on demand), Generate's generation and Whole text's scan (made by a button: a step
-keeps their settings), a corpus' documents, and the pickers of the shared head (the link's
-``layer`` and ``head``). This module imports no page: the lesson readers (`resources` among them)
-use it.
+The heads switched off on *Switch heads off* are a control whose value is no widget's (`DERIVED`:
+`heads_off`). What is left out, and why: the importance's k (computed on demand), Generate's
+generation and Whole text's scan (made by a button: a step keeps their settings), a corpus'
+documents, and the pickers of the shared head (the link's ``layer`` and ``head``). This module
+imports no page: the lesson readers (`resources` among them) use it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from mha_viz.export import link_params
 from mha_viz.export import view_params as vp
 from mha_viz.metrics.measures import METRICS, SIMILARITIES
-from mha_viz.ui import keys, session
+from mha_viz.ui import heads_off, keys, session
 from mha_viz.views import focus, qk
 
 _FIRST_METRIC = next(iter(METRICS))
@@ -128,6 +128,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
                   default="zeroed (ξ = 0)"),
         vp.choice(keys.ABLATION_OTHER, default="A cat is resting on a rug."),
         vp.choice(keys.IMP_SOURCE, ("this text", "a bundled sample paragraph"), default="this text"),
+        vp.picks(heads_off.PARAM, text=True, default=[]),
     ),
     "qk": (
         vp.number(keys.QK_I, 0, upto=vp.TOKENS, default=lambda cur: min(_tokens(cur), 64) // 2),
@@ -139,6 +140,10 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
     "model_facts": (),
 }
 CONTROLS: dict[str, vp.Control] = {c.name: c for controls in BY_PAGE.values() for c in controls}
+# the controls whose value lives elsewhere than under their name: (read it for the app's current state,
+# put a link's value in for the model on screen (a notice or None), put every default back)
+DERIVED: dict[str, tuple[Callable, Callable, Callable]] = {
+    heads_off.PARAM: (heads_off.off_labels, heads_off.apply_labels, heads_off.all_on)}
 
 
 def _size(control: vp.Control, cur) -> int | None:
@@ -167,7 +172,7 @@ def written(page_id: str, cur) -> tuple[tuple[tuple[str, str], ...], tuple[tuple
     control that holds a value of its kind, in declaration order."""
     values, defaults = [], []
     for control in BY_PAGE.get(page_id, ()):
-        text = control.write(session.get(control.name))
+        text = control.write(DERIVED[control.name][0](cur) if control.name in DERIVED else session.get(control.name))
         if text is not None:
             values.append((control.name, text))
             if (default := _default(control, cur)) is not None:
@@ -179,7 +184,10 @@ def reset() -> None:
     """Every page's controls back to their defaults (a lesson step opens the same whatever the
     student chose before): each page puts its default in when it draws."""
     for name in CONTROLS:
-        session.pop(name, None)
+        if name in DERIVED:
+            DERIVED[name][2]()
+        else:
+            session.pop(name, None)
 
 
 def restore(link: link_params.Link, cur) -> list[str]:
@@ -205,6 +213,12 @@ def restore(link: link_params.Link, cur) -> list[str]:
                 notices.append(f"The link's {name} “{text[:40]}” is past this run's {size} {control.upto}: "
                                "the page opens on its default.")
                 continue
+        if name in DERIVED:
+            if getattr(cur, "model", None) is None or getattr(cur, "stale", False):
+                waiting.append(name)
+            elif notice := DERIVED[name][1](cur, value):
+                notices.append(notice)
+            continue
         session.put(name, value)
         restored.add(name)
     if waiting:

@@ -44,6 +44,16 @@ CHOICES: dict[str, dict[str, object]] = {
 }
 
 
+OFF = ["L1H0", "L1H1", "L1H2", "L1H3"]  # Switch heads off: layer 1 switched off (its own choice, not a widget's)
+
+
+def _heads_off(at) -> list[str]:
+    """The heads off for the model on screen, by label (the toy's rows are its layers)."""
+    on = (at.session_state[keys.HEADS_ON] if keys.HEADS_ON in at.session_state else {}).get(
+        at.session_state[keys.CURRENT].key.model)
+    return [] if on is None else [f"L{layer}H{head}" for layer, head in zip(*(~on).nonzero())]
+
+
 def _value(at, key):
     value = at.session_state[key] if key in at.session_state else None
     return list(value) if isinstance(value, tuple) else value
@@ -63,6 +73,10 @@ def _build() -> lessons.Lesson:
         for key, value in CHOICES[page].items():
             at.session_state[key] = value
         at.run()
+        if page == "ablation":
+            at.selectbox(key=keys.HEADS_LAYER_PICK).set_value(1).run()
+            at.button(key=keys.HEADS_LAYER_OFF).click().run()
+            assert _heads_off(at) == OFF
         assert not at.exception, (page, at.exception)
         for key, value in CHOICES[page].items():  # the page took the choice (a valid one, not reset)
             assert _value(at, key) == _expected(value), (page, key, _value(at, key))
@@ -86,6 +100,7 @@ def test_a_lesson_built_on_every_page_opens_each_step_on_its_choices():
         assert not at.warning, (step.page, [w.value for w in at.warning])  # nothing of the step was refused
         for key, value in CHOICES[step.page].items():
             assert _value(at, key) == _expected(value), (step.page, key, _value(at, key))
+        assert _heads_off(at) == (OFF if step.page == "ablation" else []), step.page
         if k + 1 < len(lesson.steps):
             at.button(key=keys.LESSON_NEXT).click().run()
 
@@ -119,13 +134,15 @@ def test_a_shared_link_reopens_the_pages_choices():
 def test_a_tampered_choice_falls_back_to_the_default_with_a_notice():
     at = app_test()
     at.query_params.update({"model": MODEL, "text": TEXT, "focus_token": "99", "focus_show": "sideways",
-                            "line_window": "3-2", "layer": "1"})
+                            "line_window": "3-2", "heads_off": "L9H0,L0H1", "layer": "1"})
     at.run()
     assert not at.exception, at.exception
     notices = shown(" ".join(w.value for w in at.warning))
     assert "focus_token “99” is past this run's" in notices, notices
     assert "focus_show “sideways” is not one of both, attends to, attended by" in notices, notices
     assert "line_window “3-2” is not a span start-stop with start below stop" in notices, notices
+    assert "heads_off names heads toy-induction does not have (L9H0): they were left on" in notices, notices
+    assert _heads_off(at) == ["L0H1"]
     assert at.session_state[keys.SEL_LAYER] == 1  # the rest of the link applies
     open_page(at, "focus")
     assert not at.exception and not at.error

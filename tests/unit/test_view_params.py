@@ -95,7 +95,7 @@ def test_every_page_declares_its_controls_once_under_widget_keys_that_keep_the_o
     names = [c.name for controls in page_controls.BY_PAGE.values() for c in controls]
     assert len(names) == len(set(names)), "a control is declared on two pages"
     key_values = {v for k, v in vars(keys).items() if k.isupper() and isinstance(v, str)}
-    assert set(names) <= key_values, set(names) - key_values
+    assert set(names) <= key_values | set(page_controls.DERIVED), set(names) - key_values
     assert not set(names) & set(link_params.PARAMS + link_params.LESSON + link_params.EMBED)
     assert all(not n.startswith("_") for n in names)  # widgets the user sets, not the app's bookkeeping
 
