@@ -138,15 +138,17 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
     sidebar's inputs, the chosen head of the current run, on the head view its detail, and the
     page's own controls (`page_controls`)."""
     chosen = sidebar.choices()
+    page, default_page = page_controls.written(page_id, cur)  # what the page's own inputs hold, whatever the run
     link = links.Link(model=chosen.model, text=chosen.text, hide=chosen.hide, ours=chosen.ours,
-                      contributions=chosen.contributions, dtype=chosen.dtype)
-    default = links.Link(text=sidebar.DEFAULT_TEXT, dtype="auto")  # a link states any other precision: servers differ
+                      contributions=chosen.contributions, dtype=chosen.dtype, page=page)
+    default = links.Link(text=sidebar.DEFAULT_TEXT, dtype="auto",  # a link states any other precision: servers differ
+                         page=default_page)
     run = cur.run
     if run is None or cur.stale or seq2seq_views.is_cross(run):  # another input's run, or no token axis of its own
         return link, default
     row, head = shared_head.chosen_head()
     default = links.Link(text=sidebar.DEFAULT_TEXT, layer=run.layer_ids[0], head=0,
-                         detail=DETAIL_SLUGS[head_detail.default_detail(run.n)], dtype="auto")
+                         detail=DETAIL_SLUGS[head_detail.default_detail(run.n)], dtype="auto", page=default_page)
     fields = {}
     if 0 <= row < run.num_layers:
         fields["layer"] = run.layer_ids[row]
@@ -161,8 +163,7 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
         default = replace(default, compare="texts", text_b=compare_run_b.DEFAULT_TEXT_B)
         if shared_head.head_chosen():  # a link without a head opens Compare on the head that changed most
             default = replace(default, layer=None, head=None)
-    fields["page"], default_page = page_controls.written(page_id, cur)
-    return replace(link, **fields), replace(default, page=default_page)
+    return replace(link, **fields), default
 
 
 def base_url(url_path: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from mha_viz.export import link_params
 from mha_viz.export import view_params as vp
+from mha_viz.metrics.cross_attention import COLUMNS as CROSS_COLUMNS
 from mha_viz.metrics.measures import METRICS, SIMILARITIES
 from mha_viz.ui import heads_off, keys, session
 from mha_viz.views import focus, qk
@@ -65,6 +66,10 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.choice(keys.FOCUS_SHOW, ("both", focus.TO, focus.BY), default="both"),
         vp.flag(keys.FOCUS_RESCALE),
         vp.flag(keys.FOCUS_SUMMARIES),
+        # an encoder–decoder's cross-attention (the sidebar's part *Cross*)
+        vp.choice(keys.CROSS_FOCUS_SIDE),
+        vp.number(keys.CROSS_FOCUS_TOKEN, 0, default=0),
+        vp.flag(keys.CROSS_FOCUS_RESCALE),
     ),
     "lines": (
         vp.number(keys.LINE_LAYER, 0, upto=vp.LAYERS),
@@ -88,6 +93,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.GEN_SEED, 0, 2**31 - 1, default=0),
         vp.number(keys.GEN_STEP, 1, 1_000_000),
         vp.flag(keys.GEN_RESCALE),
+        vp.number(keys.S2S_STEP, 1, 1_000_000, default=1),  # an encoder–decoder's steps
     ),
     "whole_text": (
         vp.choice(keys.SCAN_METRIC),
@@ -97,7 +103,8 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.SCAN_WINDOW_AT, 0, default=0),
         vp.number(keys.SCAN_WINDOW, 2, 256, default=64),
     ),
-    "head_metrics": (vp.choice(keys.METRIC_CHOICE, tuple(METRICS), default=_FIRST_METRIC),),
+    "head_metrics": (vp.choice(keys.METRIC_CHOICE, tuple(METRICS), default=_FIRST_METRIC),
+                     vp.choice(keys.CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS)))),
     "similarity": (
         vp.choice(keys.SIM_KIND, tuple(SIMILARITIES)),
         vp.choice(keys.SIM_ORDER, ("by layer", "clustered"), default="by layer"),
@@ -140,6 +147,28 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
     "model_facts": (),
 }
 CONTROLS: dict[str, vp.Control] = {c.name: c for controls in BY_PAGE.values() for c in controls}
+# the pages' input widgets that no link carries as a page control, and why (tests/unit/test_view_params.py
+# checks that every input widget of the UI is declared in BY_PAGE or here)
+NOT_CARRIED = frozenset({
+    # the sidebar's inputs: the link's own parameters (model, text, hide, mha, show, dtype), or the session's
+    keys.MODEL_CHOICE, keys.MODEL_OTHER, keys.TEXT, keys.EXAMPLE, keys.TOKEN_LIMIT, keys.DEVICE, keys.PRECISION,
+    keys.LOCAL_ATTENTION, keys.HIDE_SPECIAL, keys.HIDE_FIRST, keys.LENS, keys.CAPTURE_LAYERS,
+    # an encoder–decoder's target and part, the sidebar's too: not in links yet (a link opens its encoder)
+    keys.TARGET, keys.ATTN_PART,
+    # the link's own parameters: the head view's detail, Compare's run B, the prediction's pair and circuit
+    keys.HEAD_DETAIL, keys.CMP_MODE, keys.CMP_TEXT_B, keys.CMP_MODEL_B, keys.CMP_OTHER_B, keys.CMP_LOCAL_B,
+    keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG, keys.CIRC_METHOD, keys.CIRC_K,
+    # presets that act once (they set other inputs); a head a button opens or switches off
+    keys.CMP_PAIR, keys.PRED_PRESET, keys.SUBSET_PRESET, keys.GRID_LAYER, keys.GRID_HEAD, keys.HEADS_LAYER_PICK,
+    # the layer of the estimate by position follows the chosen head; the importance's k waits for the importance
+    keys.PRED_POS_LAYER, keys.IMP_K,
+    # a corpus' documents and how its statistics are computed (importance: set afresh for each model, by its cost)
+    keys.CORPUS_SOURCE, keys.CORPUS_PATH, keys.CORPUS_COLUMN, keys.CORPUS_FILE, keys.CORPUS_ENGINE,
+    keys.CORPUS_IMPORTANCE,
+    # uploads, the downloads' settings, the Lesson panel itself
+    keys.CIRC_FILE, keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT, keys.EXPORT_SIZE,
+    keys.EXPORT_HALF, keys.EXPORT_HEADS,
+})
 # the controls whose value lives elsewhere than under their name: (read it for the app's current state,
 # put a link's value in for the model on screen (a notice or None), put every default back)
 DERIVED: dict[str, tuple[Callable, Callable, Callable]] = {

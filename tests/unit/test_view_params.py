@@ -5,6 +5,9 @@ page's controls are widget keys of keys.py."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -115,3 +118,26 @@ def test_a_lesson_step_keeps_its_page_controls_through_its_file_and_a_link():
     bundled = lessons.read_lesson(lessons.bundled()["attention-head-by-head"], pages=page_ids.IDS,
                                   controls=page_controls.CONTROLS)
     assert all(step.link.page == () for step in bundled.steps)
+
+
+INPUTS = {"selectbox", "radio", "toggle", "checkbox", "slider", "select_slider", "number_input", "multiselect", "pills",
+          "segmented_control", "text_input", "text_area", "file_uploader", "color_picker", "date_input", "time_input"}
+
+
+def test_every_input_of_the_ui_is_a_page_control_or_left_out_with_a_reason():
+    """A page's new input that shapes its view is declared in page_controls.BY_PAGE (links and lessons then
+    carry it), or listed in page_controls.NOT_CARRIED with why not."""
+    ui = Path(page_controls.__file__).parent
+    drawn = {}
+    for path in sorted(ui.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in INPUTS:
+                for kw in node.keywords:
+                    if kw.arg == "key" and isinstance(kw.value, ast.Attribute) and getattr(kw.value.value, "id",
+                                                                                         None) == "keys":
+                        drawn[getattr(keys, kw.value.attr)] = f"{path.name}: keys.{kw.value.attr}"
+    assert len(drawn) > 50
+    missing = sorted(where for value, where in drawn.items()
+                     if value not in page_controls.CONTROLS and value not in page_controls.NOT_CARRIED)
+    assert not missing, f"declare these in page_controls.BY_PAGE, or in NOT_CARRIED with why: {missing}"
+    assert not page_controls.NOT_CARRIED & set(page_controls.CONTROLS)
