@@ -1,6 +1,6 @@
 """Figures of a circuit of heads (`mha_viz.circuits`): the graph of its strongest edges (layers left to
 right: the embedding, each layer's heads and MLP, the logits; width by size, colour by sign, a marker
-in the middle of each edge to hover and click), the faithfulness curve over the number of edges kept,
+on each edge to hover and click), the faithfulness curve over the number of edges kept,
 and the scatter of estimated against real path patching."""
 
 from __future__ import annotations
@@ -11,15 +11,19 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import margin, plot_title
+from mha_viz.figures.style import PLOT_WIDTH_PX, margin, plot_title
 
 NEEDED, AGAINST = "#c0392b", "#2e6fba"  # red: the clean prediction needs the edge (corrupting it lowers m); blue: not
 WIDTHS = (1.0, 2.0, 3.5, 5.5, 8.0)  # line widths, by |score| as a share of the largest drawn
 _HEAD = re.compile(r"L(\d+)(H|KV)(\d+)(?:\.([qkv]))?$")
 _MLP = re.compile(r"L(\d+) MLP$")
 INPUT_DY = {"q": 0.22, "k": 0.0, "v": -0.22}  # where each input of a head meets it
+ALONG = {"q": 0.38, "k": 0.5, "v": 0.62}  # where on its edge each input's marker sits: one sender's edges into
+# the q, k and v of one head run all but together, so their markers stand apart along them
 MIDPOINTS = "edges"  # the name of the clickable trace
 MAX_LABELS = 40  # nodes named on the graph; beyond, on hover
+LABEL_CHAR_PX, LABEL_HIGH_PX, NODE_PX = 6.2, 14.0, 14.0  # a 10-px label's character and line; a node's marker
+PLACES = ("top center", "bottom center", "middle right", "middle left")  # where a label may go, in this order
 _SAME = dict(marker=dict(opacity=1), textfont=dict(color="#222"))  # a click selects an edge: nothing fades
 
 
@@ -57,6 +61,38 @@ def _where(name: str, layers: int, heads: int, kv: int, parallel: bool) -> tuple
     return logits_place(layers, heads) if name == "logits" else _place(name, heads, kv, parallel)
 
 
+def _label_box(x: float, y: float, text: str, place: str) -> tuple[float, float, float, float]:
+    """The box (pixels: left, bottom, right, top; y up) of `text` set at `place` beside a node at (x, y)."""
+    w, h, gap = LABEL_CHAR_PX * len(text), LABEL_HIGH_PX, NODE_PX / 2
+    if place == "top center":
+        return x - w / 2, y + gap, x + w / 2, y + gap + h
+    if place == "bottom center":
+        return x - w / 2, y - gap - h, x + w / 2, y - gap
+    if place == "middle right":
+        return x + gap, y - h / 2, x + gap + w, y + h / 2
+    return x - gap - w, y - h / 2, x - gap, y + h / 2
+
+
+def label_places(names: list[str], xy: list[tuple[float, float]], order: list[int], *, bounds: tuple,
+                 dots: list[tuple[float, float]] = ()) -> list:
+    """Where each node's label goes (a PLACES entry, or None: named on hover only), in pixels: the nodes in
+    `order` (the most important first) each take the first place where the label stays inside `bounds`
+    (left, bottom, right, top) and meets no label placed before it, no node's marker and none of `dots`
+    (the edges' markers, drawn over the labels)."""
+    half = NODE_PX / 2
+    taken = [(x - half, y - half, x + half, y + half) for x, y in [*xy, *dots]]
+    out: list[str | None] = [None] * len(names)
+    for i in order:
+        for place in PLACES:
+            box = _label_box(*xy[i], names[i], place)
+            inside = bounds[0] <= box[0] and box[2] <= bounds[2] and bounds[1] <= box[1] and box[3] <= bounds[3]
+            if inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in taken):
+                taken.append(box)
+                out[i] = place
+                break
+    return out
+
+
 def _node(receiver: str) -> str:
     """The node a receiver belongs to: "L5H1.q" → "L5H1", "L5KV0.k" → "L5KV0"."""
     return receiver.split(".")[0]
@@ -66,7 +102,8 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
                  title: str = "", picked: int | None = None) -> go.Figure:
     """The edges of `top` (sender, receiver, input, score; the strongest first) as a graph. Nodes with no
     edge drawn are hidden; edge `picked` (an index into `top`) is outlined in black. The last trace holds a
-    marker in the middle of each edge, in `top`'s order (`edge_pick` reads a click on it)."""
+    marker on each edge (its middle; a head's q, k and v inputs at ALONG), in `top`'s order (`edge_pick` reads
+    a click on it). Node labels go where they meet nothing (`label_places`); the rest are named on hover."""
     fig = go.Figure()
     scores = top["score"].to_numpy(dtype=float)
     largest = float(np.abs(scores).max()) if len(scores) else 1.0
@@ -87,12 +124,28 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
                                      hoverinfo="skip", showlegend=False))
     used = set(top["sender"]) | {_node(r) for r in top["receiver"]}
     names = [n for n in _all_nodes(layers, heads, kv_heads) if n in used]
-    labelled = len(names) <= MAX_LABELS  # more: names on hover only, not overprinted
     node_xy = [_where(n, layers, heads, kv_heads, parallel) for n in names]
+    height = max(420, 46 * (heads + 3))
+    # the axes' ranges, wide enough for the end nodes' labels, and their pixels (a full-width chart)
+    span = 3 * layers + 1.0
+    pad = 0.6 + (LABEL_CHAR_PX * 3.5 + NODE_PX) * (span + 1.2) / (PLOT_WIDTH_PX - 2 * LABEL_CHAR_PX * 3.5)
+    x_range, y_range = [-pad, span + pad], [-2.4, heads - 1 + 0.9]
+    x_px = PLOT_WIDTH_PX / (x_range[1] - x_range[0])
+    y_px = (height - margin()["t"] - 60) / (y_range[1] - y_range[0])  # 60: the layer axis under the plot
+    weight = {n: 0.0 for n in names} | {"embed": np.inf, "logits": np.inf}
+    for sender, receiver, v in zip(top["sender"], top["receiver"], np.abs(scores)):
+        weight[sender] += v
+        weight[_node(receiver)] += v
+    order = sorted(range(len(names)), key=lambda i: -weight[names[i]])[:MAX_LABELS]
+    along = [ALONG.get(r.rpartition(".")[2] if "." in r else "", 0.5) for r in top["receiver"]]
+    mids = [(x0 + t * (x1 - x0), y0 + t * (y1 - y0)) for t, ((x0, y0), (x1, y1)) in zip(along, places)]
+    spots = label_places(names, [(x * x_px, y * y_px) for x, y in node_xy], order,
+                         bounds=(x_range[0] * x_px, y_range[0] * y_px, x_range[1] * x_px, y_range[1] * y_px),
+                         dots=[(x * x_px, y * y_px) for x, y in mids])
     fig.add_trace(go.Scatter(
-        x=[p[0] for p in node_xy], y=[p[1] for p in node_xy], mode="markers+text" if labelled else "markers",
-        text=names if labelled else None,
-        textposition=["bottom center" if "MLP" in n and i % 2 else "top center" for i, n in enumerate(names)],
+        x=[p[0] for p in node_xy], y=[p[1] for p in node_xy], mode="markers+text",
+        text=[n if at else "" for n, at in zip(names, spots)],  # a label with no room: on hover only
+        textposition=[at or "top center" for at in spots],
         textfont=dict(size=10, color="#222"), hovertext=names, hoverinfo="text",
         showlegend=False, selected=_SAME, unselected=_SAME,
         marker=dict(size=[9 if "KV" in n else 14 for n in names], color="#f7f7f7", line=dict(color="#444", width=1.5),
@@ -102,7 +155,6 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
         (x0, y0), (x1, y1) = places[picked]
         fig.add_trace(go.Scatter(x=[x0, x1], y=[y0, y1], mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(color="black", width=WIDTHS[bins[picked]] + 3), opacity=0.45))
-    mids = [((x0 + x1) / 2, (y0 + y1) / 2) for (x0, y0), (x1, y1) in places]
     fig.add_trace(go.Scatter(
         x=[m[0] for m in mids], y=[m[1] for m in mids], mode="markers", name=MIDPOINTS, showlegend=False,
         selected=dict(marker=dict(size=14, opacity=1)), unselected=_SAME,
@@ -111,12 +163,13 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
                    zip(top["sender"], top["receiver"], scores)],
         hoverinfo="text"))
     shown_layers = sorted({int(m.group(1)) for n in names if (m := re.match(r"L(\d+)", n))})
-    fig.update_layout(title=plot_title(title), height=max(420, 46 * (heads + 3)), margin=margin(l=20),
+    fig.update_layout(title=plot_title(title), height=height, margin=margin(l=20),
                       xaxis=dict(tickvals=[3 * layer + 1 for layer in shown_layers], showgrid=False, zeroline=False,
-                                 range=[-0.6, 3 * layers + 1.6],
+                                 range=x_range,
                                  ticktext=[str(layer) for layer in shown_layers], tickangle=0,
                                  title=dict(text="layer", standoff=4)),
-                      yaxis=dict(visible=False), clickmode="event+select", dragmode=False, plot_bgcolor="white")
+                      yaxis=dict(visible=False, range=y_range), clickmode="event+select", dragmode=False,
+                      plot_bgcolor="white")
     return fig
 
 

@@ -80,8 +80,9 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     outlined = [d for d in graph["data"] if d.get("line", {}).get("color") == "black"]
     markers = _edge_markers(graph)
     assert len(outlined) == 1 and graph["data"][-1] is markers  # the clicked edge outlined, the dots still last
-    assert [(outlined[0]["x"][0] + outlined[0]["x"][1]) / 2, (outlined[0]["y"][0] + outlined[0]["y"][1]) / 2] == [
-        markers["x"][2], markers["y"][2]]
+    (x0, x1), (y0, y1) = outlined[0]["x"], outlined[0]["y"]  # the clicked edge's dot lies on the outlined edge
+    t = ((markers["x"][2] - x0) * (x1 - x0) + (markers["y"][2] - y0) * (y1 - y0)) / ((x1 - x0) ** 2 + (y1 - y0) ** 2)
+    assert 0 < t < 1 and [markers["x"][2], markers["y"][2]] == pytest.approx([x0 + t * (x1 - x0), y0 + t * (y1 - y0)])
     # the top 20 for real
     at.button(key=keys.CIRC_TOP_GO).click().run()
     assert not at.exception and not at.error

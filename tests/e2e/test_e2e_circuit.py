@@ -47,3 +47,41 @@ def test_a_click_on_an_edge_patches_it_for_real(shared_app):
     graph.scroll_into_view_if_needed()
     app.shot("circuit")
     app.assert_clean()
+
+
+# the circuit graph's node labels, and its plot area, in screen pixels [left, top, right, bottom]
+LABELS = """el => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    return {plot: box(el.querySelector('.draglayer .nsewdrag')),
+            texts: Array.from(el.querySelectorAll('.textpoint text')).filter(t => t.textContent.trim())
+                .map(t => [t.textContent, ...box(t)])};
+}"""
+
+
+def test_the_graph_of_smollm2s_ioi_circuit_keeps_its_labels_inside_and_apart(shared_app):
+    """SmolLM2's IOI circuit (30 layers, KV heads beside their query heads): at 1280 and 1366 wide, no
+    node label is cut by the plot's edge ("embed" read "nbed") and no two labels meet (L19KV0, L20KV0
+    and L19H2 overlapped)."""
+    app = shared_app
+    app.choose_model("smollm2")
+    app.goto("Heads behind a prediction")
+    app.choose("Preset", prediction.IOI.name, scope=MAIN)
+    app.click(app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True))
+    app.page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="m = logit").wait_for(timeout=300_000)
+    app.wait_idle()
+    app.click(app.page.locator(MAIN).get_by_role("button", name="Find the circuit", exact=True))
+    assert app.wait_until(lambda: app.titled("The top 30 edges") is not None, True, timeout_s=300)
+    for width in (1280, 1366):
+        app.page.set_viewport_size({"width": width, "height": 900})
+        app.wait_idle()
+        graph = app.titled("The top 30 edges")
+        graph.scroll_into_view_if_needed()
+        found = graph.evaluate(LABELS)
+        texts, (left, top, right, bottom) = found["texts"], found["plot"]
+        assert {"embed", "logits"} <= {t[0] for t in texts} and len(texts) >= 15, texts
+        cut = [t[0] for t in texts if t[1] < left - 1 or t[3] > right + 1 or t[2] < top - 1 or t[4] > bottom + 1]
+        assert not cut, f"at {width}: labels cut by the plot's edge: {cut}"
+        meet = [(a[0], b[0]) for i, a in enumerate(texts) for b in texts[i + 1:]
+                if a[1] < b[3] - 1 and b[1] < a[3] - 1 and a[2] < b[4] - 1 and b[2] < a[4] - 1]
+        assert not meet, f"at {width}: labels that meet: {meet}"
+    app.assert_clean()
