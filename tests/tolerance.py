@@ -113,10 +113,6 @@ def assert_same_counts(counts: np.ndarray, scores: np.ndarray, edges: np.ndarray
                            f"scores within {tolerance:.3g} of them")
 
 
-class _Undecided(Exception):
-    """A comparison whose answer is not the same over the whole band."""
-
-
 class _Band:
     """A value known up to ± its tolerance, for `settled`: a comparison the whole band answers alike is
     answered; any other is asked of `choose` (each way in turn, see `settled`). NaN compares false, as a

@@ -77,21 +77,22 @@ def _compare_tables(scan_table: pd.DataFrame, dense: pd.DataFrame, run) -> None:
         np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=0 if bounded else 1e-5, err_msg=column)
 
 
-def _check_kept(keys: np.ndarray, weights: np.ndarray, dense: np.ndarray, min_weight: float) -> None:
+def _check_kept(keys: np.ndarray, weights: np.ndarray, dense: np.ndarray, min_weight: float,
+                atol: float = EXACT["atol"], rtol: float = EXACT["rtol"]) -> None:
     """A scan's kept keys and weights (H, n, k) of each row: its k heaviest keys of weight ≥ `min_weight`,
-    heaviest first, against the dense probabilities (H, n, n) of the same rows. The scan's weight at a key
-    is the dense one within EXACT; at each rank its key's dense weight is the dense k-th heaviest's, within
-    twice EXACT (two weights, each moved by up to EXACT: a near tie may list its keys in either order);
-    a rank is kept where the dense weight there is ≥ `min_weight`, up to the weights within EXACT of it."""
+    heaviest first, against the dense probabilities (H, n, n) of the same rows, which the scan's computation
+    rounds apart by up to `atol` + `rtol` of a weight (EXACT). The scan's weight at a key is the dense one
+    within that; at each rank its key's dense weight is the dense k-th heaviest's, within twice that (two
+    weights, each moved: a near tie may list its keys in either order); a rank is kept where the dense
+    weight there is ≥ `min_weight`, up to the weights within the rounding of it."""
     k = keys.shape[-1]
     heaviest = -np.sort(-dense, axis=-1)[..., :k]  # each rank's dense weight
     kept = keys >= 0
-    assert_same_above(kept, heaviest >= min_weight, heaviest, min_weight, EXACT["atol"] + EXACT["rtol"] * min_weight,
-                      "kept keys")
+    assert_same_above(kept, heaviest >= min_weight, heaviest, min_weight, atol + rtol * min_weight, "kept keys")
     picked = np.take_along_axis(dense, np.maximum(keys, 0), -1)  # the dense weight at each kept key
-    np.testing.assert_allclose(weights[kept], picked[kept], **EXACT)
+    np.testing.assert_allclose(weights[kept], picked[kept], atol=atol, rtol=rtol)
     assert (weights[~kept] == 0).all()
-    band = 2 * (EXACT["atol"] + EXACT["rtol"] * heaviest[kept])
+    band = 2 * (atol + rtol * heaviest[kept])
     far = np.abs(picked[kept] - heaviest[kept]) > band
     assert not far.any(), f"kept keys out of rank order: {picked[kept][far]} against {heaviest[kept][far]}"
 
@@ -212,7 +213,7 @@ def test_a_family_our_mha_cannot_compute_is_read_one_layer_at_a_time(family):
     assert not family.can_recompute
     scan = mha_viz.scan(family, TEXT, thumb=16)
     run = mha_viz.analyze(family, TEXT)
-    _compare_tables(scan.table, head_table(run))
+    _compare_tables(scan.table, head_table(run), run)
     np.testing.assert_allclose(scan.rows(1, 2, 0, 9), run.attentions[1, 2, :9], atol=1e-6)
 
 
@@ -246,6 +247,8 @@ def test_on_a_gpu_the_scan_equals_the_cpus(tmp_path):
     cpu = mha_viz.load_model("smollm2", device="cpu")
     gpu = mha_viz.load_model("smollm2", device="cuda")
     a, b = mha_viz.scan(cpu, TEXT), mha_viz.scan(gpu, TEXT)
-    _compare_tables(b.table, a.table)
-    np.testing.assert_allclose(b.weights, a.weights, atol=1e-5)
+    run = mha_viz.analyze(cpu, TEXT)
+    _compare_tables(b.table, a.table, run)
+    for layer in range(cpu.num_layers):  # the GPU's kept keys against the CPU's dense rows, within 1e-5
+        _check_kept(b.keys[layer], b.weights[layer], run.attentions[layer], b.min_weight, atol=1e-5, rtol=0.0)
     np.testing.assert_allclose(b.rows(3, 1, 0, 20), a.rows(3, 1, 0, 20), atol=1e-5)
