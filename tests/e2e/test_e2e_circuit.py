@@ -18,17 +18,23 @@ EDGES = ("el => { const d = el.querySelector('.js-plotly-plot')._fullData; "
 
 
 
-def test_a_click_on_an_edge_patches_it_for_real(shared_app):
-    app = shared_app
-    app.choose_model("toy-induction")
+def _circuit(app, model: str, preset: prediction.Preset, timeout_s: int):
+    """The prediction page on `model` and `preset`: the heads found, then the circuit; its graph (a locator)."""
+    app.choose_model(model)
     app.goto("Heads behind a prediction")
-    app.choose("Preset", prediction.INDUCTION.name, scope=MAIN)
+    app.choose("Preset", preset.name, scope=MAIN)
     app.click(app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True))
-    app.page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="m = logit").wait_for(timeout=120_000)
+    app.page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="m = logit").wait_for(
+        timeout=timeout_s * 1000)
     app.wait_idle()
     app.click(app.page.locator(MAIN).get_by_role("button", name="Find the circuit", exact=True))
-    assert app.wait_until(lambda: app.titled("The top 30 edges (EAP-IG)") is not None, True, timeout_s=120)
-    graph = app.titled("The top 30 edges (EAP-IG)")
+    assert app.wait_until(lambda: app.titled("The top 30 edges (EAP-IG)") is not None, True, timeout_s=timeout_s)
+    return app.titled("The top 30 edges (EAP-IG)")
+
+
+def test_a_click_on_an_edge_patches_it_for_real(shared_app):
+    app = shared_app
+    graph = _circuit(app, "toy-induction", prediction.INDUCTION, 120)
     graph.scroll_into_view_if_needed()
     curve, labels = graph.evaluate(EDGES)
     index = 1  # the second strongest edge
@@ -63,18 +69,11 @@ def test_the_graph_of_smollm2s_ioi_circuit_keeps_its_labels_inside_and_apart(sha
     node label is cut by the plot's edge ("embed" read "nbed") and no two labels meet (L19KV0, L20KV0
     and L19H2 overlapped)."""
     app = shared_app
-    app.choose_model("smollm2")
-    app.goto("Heads behind a prediction")
-    app.choose("Preset", prediction.IOI.name, scope=MAIN)
-    app.click(app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True))
-    app.page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="m = logit").wait_for(timeout=300_000)
-    app.wait_idle()
-    app.click(app.page.locator(MAIN).get_by_role("button", name="Find the circuit", exact=True))
-    assert app.wait_until(lambda: app.titled("The top 30 edges") is not None, True, timeout_s=300)
+    _circuit(app, "smollm2", prediction.IOI, 300)
     for width in (1280, 1366):
         app.page.set_viewport_size({"width": width, "height": 900})
         app.wait_idle()
-        graph = app.titled("The top 30 edges")
+        graph = app.titled("The top 30 edges (EAP-IG)")
         graph.scroll_into_view_if_needed()
         found = graph.evaluate(LABELS)
         texts, (left, top, right, bottom) = found["texts"], found["plot"]
