@@ -35,6 +35,7 @@ from mha_viz.scan.run import scan
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 from mha_viz.views.comparison import Comparison, compare
 from mha_viz.views.overview import Overview, overview
+from mha_viz.views.token_pair import heads_from_tokens
 from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError, emulated_note
 from mha_viz_models import random_twin as random_baseline
 from mha_viz_models.loading.loader import load_model
@@ -50,7 +51,7 @@ __all__ = [
     "hide_mask", "generate", "Generation", "GenerationError", "Step",
     # views, metrics, what heads write, a corpus, a report
     "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
-    "patch_heads",
+    "patch_heads", "heads_from_tokens",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
     "view_notebook", "NotebookView",
     # lessons a class follows

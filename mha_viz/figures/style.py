@@ -13,6 +13,7 @@ and a long title wraps (`wrap_title`) rather than run past the chart's edge.
 from __future__ import annotations
 
 import html
+import math
 import re
 
 import numpy as np
@@ -79,7 +80,8 @@ def wrap_title(text: str, width: int = TITLE_CHARS) -> str:
     return "<br>".join(lines)
 
 
-TITLE_GAP_PX = 20  # under a title: its text box reaches ~6 px below the pad, a tick label at the plot's top ~8 px above it
+# under a title: its text box reaches ~6 px below the pad, a tick label at the plot's top ~8 px above it
+TITLE_GAP_PX = 20
 
 
 def plot_title(text: str) -> dict:
@@ -94,6 +96,28 @@ TITLE_LINE_PX = 22  # one line of a figure's title (17-px text)
 PLOT_WIDTH_PX = 720  # a full-width chart's plotting area in the main area of a 1280-px window
 TICK_CHAR_PX = 7  # a character of a tick label (12-px text)
 NOTE_ROW_PX = 24  # a row of subplot titles (12-px annotations) and the gap under it
+TICK_LINE_PX = 16  # along an axis, what a 12-px tick label needs so the next one never meets it (its box)
+TURNED_PX = TICK_LINE_PX / 0.87  # along the x axis, what a label turned 60° needs (its line over sin 60°)
+
+
+def tick_step(count: int, room_px: float, each_px: float = TICK_LINE_PX) -> int:
+    """Every how many of `count` labels one is shown along `room_px` pixels of an axis when each needs
+    `each_px`: 1 (every label) where they fit, else the fewest skipped."""
+    if count <= 1 or room_px <= 0:
+        return 1
+    return max(1, math.ceil(count * each_px / room_px - 1e-9))
+
+
+def spaced_ticks(labels: list[str], step: int = 1) -> dict:
+    """A category axis's ticks: every `step`-th of its `labels` (from the first), set outright, so Plotly
+    never drops one it would find too close."""
+    shown = list(labels)[::max(1, step)]
+    return dict(tickmode="array", tickvals=shown, ticktext=shown)
+
+
+def turned_room(labels: list[str]) -> int:
+    """The px under a plot that its x labels, turned 60°, take (sin 60° of the longest shown text, and a gap)."""
+    return int(0.87 * TICK_CHAR_PX * max((len(label_text(x)) for x in labels), default=0)) + 14
 
 
 def title_room(text: str, below: int = 0) -> int:

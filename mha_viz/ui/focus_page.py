@@ -13,25 +13,25 @@ import dataclasses
 import streamlit as st
 
 from mha_viz.figures import focus as focus_figures
-from mha_viz.ui import charts, keys, seq2seq_views, session, view_helpers
+from mha_viz.ui import charts, focus_pair, keys, seq2seq_views, session, view_helpers
+from mha_viz.ui.focus_pair import TOKENS, WORDS
 from mha_viz.ui.text import plain
-from mha_viz.views import detail, focus
+from mha_viz.views import detail, focus, token_pair
 
-TOKENS, WORDS = "tokens", "words"
 BOTH = "both"
 SHOW = (BOTH, focus.TO, focus.BY)
 
 
-def _pick_position(labels: list[str]) -> int:
-    """The token strip: a select box of `i: token`, kept valid when the text changes."""
+def _pick_position(labels: list[str], where) -> int:
+    """The token strip: a select box of `i: token` in `where`, kept valid when the text changes."""
     m = len(labels)
     current = session.get(keys.FOCUS_TOKEN)
     if not isinstance(current, int) or not 0 <= current < m:
         session.put(keys.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
-    return st.selectbox("Token in focus", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=keys.KEEP,
-                        format_func=lambda i: f"{i}: {labels[i]}",
-                        help="Type to search. Its row (what it attends to) and its column (what attends "
-                             "to it) are shown for every head.")
+    return where.selectbox("Token in focus (query)", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=keys.KEEP,
+                           format_func=lambda i: f"{i}: {labels[i]}",
+                           help="Type to search. Its row (what it attends to) and its column (what attends "
+                                "to it) are shown for every head.")
 
 
 def focus_page() -> None:
@@ -53,13 +53,16 @@ def focus_page() -> None:
                                          "each head's largest weight with the strongest head framed.")
     words = level == WORDS
     labels = detail.word_labels(run.tokens, run.word_ids) if words else list(run.tokens)
-    index = _pick_position(labels)
+    picks = st.columns(2)
+    index = _pick_position(labels, picks[0])
     f, summaries = _focus(cur.key, index, words, run)  # summaries: {direction: Summary}
+    key = focus_pair.pick_key(labels, summaries[focus.TO].top_position, picks[1])
+    focus_pair.ranking(cur, f, key)
     unit = "word" if words else "token"
     causal = " Causal model: a token attends only to itself and earlier tokens." if run.is_causal else ""
     st.caption(f"{plain(run.model_name)}: {run.num_layers} layers × {run.num_heads} heads, "
                f"{len(labels)} {unit}s. One row per head (layer by layer, lines between layers); "
-               f"the {unit} in focus is framed.{causal}")
+               f"the {unit} in focus is framed. Click a cell to rank the heads by it.{causal}")
     for direction in (focus.TO, focus.BY):
         if show not in (BOTH, direction):
             continue
@@ -67,18 +70,20 @@ def focus_page() -> None:
         s = summaries[direction]
         what = (cur.key, index, words, direction)  # everything the figures are drawn from
         grid = charts.cached("focus_grid", what + (rescale,),
-                             lambda: focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale))
-        charts.show(grid, key=f"{keys.FOCUS_GRID_PREFIX}{direction}")
-        _strongest(run, f, direction, s)
+                             lambda: focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale,
+                                                              clickable=True))
+        widget = f"{keys.FOCUS_GRID_PREFIX}{direction}"
+        charts.show(grid, key=widget, selection_mode="points",
+                    on_select=lambda w=widget, d=direction: focus_pair.on_grid_cell(w, d, index, len(labels)))
+        _strongest(run, f, direction, s, key)
         if not with_summaries:
             continue
-        left, right = st.columns([3, 2])
         charts.show(charts.cached("focus_summary", what,
                                   lambda: focus_figures.focus_summary(f, direction, s, run.layer_ids)),
-                    key=f"{keys.FOCUS_SUMMARY_PREFIX}{direction}", where=left)
+                    key=f"{keys.FOCUS_SUMMARY_PREFIX}{direction}")
         heads = charts.cached("focus_heads", what,
                               lambda: focus_figures.head_max_map(s, run.layer_ids, direction))
-        charts.show(heads, key=f"{keys.FOCUS_HEADS_PREFIX}{direction}", where=right)
+        charts.show(heads, key=f"{keys.FOCUS_HEADS_PREFIX}{direction}")
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -92,15 +97,21 @@ def _focus(key, index: int, words: bool, _run) -> tuple[focus.Focus, dict[str, f
     return f, {d: focus.summarize(f.values(d), exclude=index) for d in focus.DIRECTIONS}
 
 
-def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary) -> None:
-    """One sentence: which head attends most to / from the focused position (itself left out)."""
-    me, other = plain(f.labels[f.index]), plain(f.labels[s.top_position])
-    where = f"layer {run.layer_ids[s.top_layer]}, head {s.top_head}"
+def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary, key: int) -> None:
+    """One sentence: which head attends most to / from the focused position (itself left out), the
+    first head of the ranking of that pair (`token_pair.heads_from_tokens`), named as the grids name
+    heads; under *attends to*, the first head of the chosen pair's ranking too when its key is another."""
+    def name(i: int) -> str:
+        return f"{i}: {plain(f.labels[i])}"
     if len(f.labels) == 1:
         st.caption(f"A single {'word' if f.words else 'token'}: it can only attend to itself.")
-    elif direction == focus.TO:
-        st.caption(f"Strongest: {where} — {s.top_position}: {other} gets {s.top_weight:.3f} of "
-                   f"{f.index}: {me}'s attention (itself left out).")
-    else:
-        st.caption(f"Strongest: {where} — {s.top_position}: {other} puts {s.top_weight:.3f} of its "
-                   f"attention on {f.index}: {me} (itself left out).")
+        return
+    query, target = (f.index, s.top_position) if direction == focus.TO else (s.top_position, f.index)
+    best = token_pair.heads_from_tokens(run, query, target, words=f.words, top=1)[0]
+    text = (f"Strongest: {focus_pair.head_name(run.layer_ids, best.layer, best.head)}, where {name(query)} puts "
+            f"{best.weight:.3f} of its attention on {name(target)} ({name(f.index)} itself left out).")
+    if direction == focus.TO and key != s.top_position and not (run.is_causal and key > f.index):
+        chosen = token_pair.heads_from_tokens(run, f.index, key, words=f.words, top=1)[0]
+        text += (f" On {name(key)}: {focus_pair.head_name(run.layer_ids, chosen.layer, chosen.head)}, "
+                 f"{chosen.weight:.3f}, the first of the ranking above.")
+    st.caption(text)

@@ -8,6 +8,7 @@ import streamlit as st
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import (
     charts,
+    focus_pair,
     head_detail,
     keys,
     notebook_button,
@@ -42,6 +43,7 @@ def head_view_page() -> None:
     else:  # every cell a marker: a click asks *Why here?* below
         charts.show(fig, key=keys.HEAD_HEATMAP, selection_mode="points",
                     on_select=lambda: why_here.on_cell(run, *shown))
+    focus_pair.find_heads_button(run)
     view_helpers.examples_link(cur, layer, head)
     a = run.head(layer, head)
     top = a.argmax(axis=1)

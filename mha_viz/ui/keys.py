@@ -387,3 +387,10 @@ NOT_KEPT = frozenset({
     # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
     CORPUS_FILE, CIRC_FILE, LESSON_FILE,
 })
+
+# --- Token focus: heads found from two tokens (issue 54) --------------------------------------------
+FOCUS_KEY = "focus_key"  # the key the token in focus looks at: every head ranked by that weight (focus_pair)
+FOCUS_KEY_AUTO = "_focus_key_auto"  # the key the page chose (the strongest), which follows the token in focus
+FOCUS_RANKED = "focus_ranked"  # the bars of the top heads (a click opens one)
+FOCUS_OPEN_TOP = "focus_open_top"  # the button that opens the strongest of them in the Head view
+HEAD_FIND_HEADS = "head_find_heads"  # the Head view's button: Token focus on the query and key of a cell

@@ -66,6 +66,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.choice(keys.FOCUS_SHOW, ("both", focus.TO, focus.BY), default="both"),
         vp.flag(keys.FOCUS_RESCALE),
         vp.flag(keys.FOCUS_SUMMARIES),
+        vp.number(keys.FOCUS_KEY, 0, upto=vp.TOKENS),
         # an encoder–decoder's cross-attention (the sidebar's part *Cross*)
         vp.choice(keys.CROSS_FOCUS_SIDE),
         vp.number(keys.CROSS_FOCUS_TOKEN, 0, default=0),

@@ -164,12 +164,13 @@ def test_summaries_on_demand_are_the_runs_means_and_maxima():
     across a visit to another page."""
     at = open_with_text("focus", "The cat sat on the mat. The dog ran!")
     titles = [spec["layout"]["title"]["text"] for spec in charts(at)]
-    assert len(titles) == 2 and all(t.startswith("Every head") for t in titles), titles
+    assert len(titles) == 3 and titles[0].startswith("Heads where"), titles  # the ranking of heads (issue 54)
+    assert all(t.startswith("Every head") for t in titles[1:]), titles
     at.toggle(key=keys.FOCUS_SUMMARIES).set_value(True).run()
     assert not at.exception and not at.error
     at.selectbox(key=keys.FOCUS_TOKEN).set_value(3).run()
     run = at.session_state[keys.CURRENT].run
-    assert len(charts(at)) == 6
+    assert len(charts(at)) == 7
     summary = titled(at, "Summaries: what attends to")
     cols = run.attentions[:, :, :, 3].astype(np.float64)  # (layers, heads, n): what attends to token 3
     for trace, z in zip(summary["data"], (cols.mean(1), cols.max(1), cols.mean(0), cols.max(0))):
@@ -187,7 +188,7 @@ def test_summaries_on_demand_are_the_runs_means_and_maxima():
     open_page(at, "model_facts")
     open_page(at, "focus")
     assert not at.exception and at.toggle(key=keys.FOCUS_SUMMARIES).value is True
-    assert len(charts(at)) == 6
+    assert len(charts(at)) == 7
 
 
 def test_focus_and_subsets_on_smollm2_and_our_mha():

@@ -1,0 +1,51 @@
+"""Heads found from two tokens: every head of a run ranked by the weight one query token puts on one
+key token, A[layer, head, query, key] ("which heads look from *it* to *animal*?"). Plain numpy over
+the run's (layers, heads, n, n) probabilities; Token focus draws the top of the ranking
+(`mha_viz.figures.focus.ranked_heads`) and its *Strongest* line names the ranking's first head.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from mha_viz.views import detail
+from mha_viz.views.focus import word_attends_to
+
+
+class HeadWeight(NamedTuple):
+    """One head of a ranking: `layer` a row of the run (the model's layer number is
+    `run.layer_ids[layer]`), `head`, and the weight the query puts on the key there."""
+
+    layer: int
+    head: int
+    weight: float
+
+
+def pair_weights(run, query: int, key: int, *, words: bool = False) -> np.ndarray:
+    """(layers, heads): the weight position `query` puts on position `key` in every head of an
+    AttentionRun; with `words`, positions are words and the weights those of the head view's words
+    level (mean over the query word's pieces, sum over the key word's pieces)."""
+    size = len(detail.word_groups(run.word_ids)) if words else run.n
+    for name, position in (("query", query), ("key", key)):
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)):
+            raise TypeError(f"{name} must be a position (an int), not {position!r}")
+        if not 0 <= position < size:
+            raise IndexError(f"{name} {position} is out of range for {size} {'words' if words else 'tokens'}")
+    if words:
+        return np.asarray(word_attends_to(run.attentions, run.word_ids, int(query))[..., int(key)], dtype=np.float32)
+    return np.asarray(run.attentions[:, :, int(query), int(key)], dtype=np.float32)
+
+
+def heads_from_tokens(run, query: int, key: int, *, words: bool = False, top: int | None = None) -> list[HeadWeight]:
+    """Every head of an AttentionRun ranked by the weight token `query` puts on token `key`, largest
+    first (equal weights in layer, then head, order): [HeadWeight(layer, head, weight), …], `top` of
+    them (None: all). `words`: `query` and `key` are words (`pair_weights`). IndexError for a
+    position past the run, ValueError for a `top` below 1."""
+    if top is not None and (isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 1):
+        raise ValueError(f"top must be a whole number of heads from 1 up, or None, not {top!r}")
+    w = pair_weights(run, query, key, words=words)
+    order = np.argsort(-w.ravel(), kind="stable")[:top]
+    heads = w.shape[1]
+    return [HeadWeight(int(i) // heads, int(i) % heads, float(w.flat[i])) for i in order]
