@@ -37,8 +37,13 @@ def test_teaching_steps_use_the_captured_probabilities_one_part_at_a_time():
     assert not any(t.startswith(("X:", "z = A V")) for t in chart_titles(at))
     at.button_group(key="teach_part").set_value("7–9 · Output").run()
     assert _steps_shown(at) == [7, 8, 9]
-    assert chart_titles(at) == ["z = A V", "every head's z side by side (this head framed) (first 48 of 384 columns)",
+    # head 5's block of the concatenation (columns 160–191 of 6 × 12 heads of 32) in the middle of the window
+    assert chart_titles(at) == ["z = A V", "every head's z side by side (this head framed) (columns 152–199 of 384)",
                            "the layer's attention output (first 48 of 384 columns)"]
+    concat = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("every head's z"))
+    box = concat["layout"]["shapes"][0]
+    columns = [int(x) for x in concat["data"][0]["x"]]
+    assert columns[round(box["x0"] + 0.5):round(box["x1"] + 0.5)] == list(range(160, 192))
     at.button_group(key="teach_part").set_value("What it costs").run()
     assert frame(at, "variant")["variant"].tolist()[0] == "MHA (this model)"
     assert not _steps_shown(at) and not charts(at)  # an MHA model has no KV-sharing drawing
