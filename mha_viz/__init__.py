@@ -30,6 +30,7 @@ from mha_viz.interventions.attribution import direct_logit, value_weighted
 from mha_viz.interventions.estimate import estimate_heads, estimate_positions
 from mha_viz.interventions.patching import patch_heads
 from mha_viz.metrics.head_stats import head_table
+from mha_viz.package_version import version as _version  # `__version__`
 from mha_viz.scan.result import Scan
 from mha_viz.scan.run import scan
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
@@ -39,6 +40,8 @@ from mha_viz.views.token_pair import heads_from_tokens
 from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError, emulated_note
 from mha_viz_models import random_twin as random_baseline
 from mha_viz_models.loading.loader import load_model
+
+__version__ = _version()  # the repository's version when run from a clone, else the installed one
 
 __all__ = [
     # models

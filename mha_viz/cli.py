@@ -22,7 +22,7 @@ import numpy as np
 from mha_viz import corpus, launch
 from mha_viz.metrics.measures import METRICS
 from mha_viz.text.tokenize import InputError
-from mha_viz_models import PRECISIONS, ModelLoadError
+from mha_viz_models import BUNDLED, PRECISIONS, ModelLoadError
 
 BAR = 30  # characters of the progress bar
 TOP = 5  # heads listed per metric in the summary
@@ -53,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     _app_options(app, argparse.SUPPRESS)  # the top level's options, after `app` too
     run = sub.add_parser("corpus", help="head statistics over a corpus, saved to a folder",
                          description="Every head's statistics averaged over the documents of a corpus.")
-    run.add_argument("--model", required=True, help="registry name (minilm, smollm2, toy-induction), hub id or folder")
+    run.add_argument("--model", required=True, help=f"registry name ({', '.join(BUNDLED)}), hub id or folder")
     run.add_argument("--input", required=True,
                      help='"sample" (the bundled corpus), a .txt / .jsonl / .csv file or a Hugging Face dataset id')
     run.add_argument("--engine", choices=corpus.ENGINES, default="local")

@@ -3,7 +3,8 @@ machine (engine="local") or on Ray actors kept across jobs (engine="ray", `mha_v
 
 The local engine holds one batch's attentions at a time: each batch becomes a `Partial` of
 per-head sums, added to the running total and dropped. After each batch `progress(done_docs,
-total_docs, docs_per_s, eta_s)` is called; returning False stops the run with `Cancelled`.
+total_docs, docs_per_s, eta_s)` is called (eta_s from the pace of the work done after the first batch,
+`budget.time_left`: NaN until there is one); returning False stops the run with `Cancelled`.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from mha_viz.budget.time_left import TimeLeft
 from mha_viz.corpus.accumulate import Cancelled, Partial, batch_partial, model_weights
-from mha_viz.corpus.batching import plan_indexed
+from mha_viz.corpus.batching import plan_indexed, work
 from mha_viz.corpus.examples import ExampleOptions
 from mha_viz.corpus.examples_result import HeadExamples
 from mha_viz.corpus.inputs import corpus_hash, read_texts
@@ -81,15 +83,17 @@ def run_local(model: LoadedModel, docs: list[str], *, batch_size: int = 16, max_
     weights = model_weights(model)
     total, done = len(docs), 0
     start = time.perf_counter()
+    batches = list(plan_indexed(docs, batch_size))
+    left = TimeLeft(sum(work([text for _, text in indexed], max_tokens) for indexed in batches))
     acc = Partial.empty(model.num_layers, model.num_heads, model.name)
-    for indexed in plan_indexed(docs, batch_size):
+    for indexed in batches:
         batch = [text for _, text in indexed]
         acc = acc.merge(batch_partial(model, batch, max_tokens=max_tokens, importance=importance, weights=weights,
                                       examples=examples, docs=[i for i, _ in indexed]))
         done += len(batch)
+        eta = left.step(work(batch, max_tokens))
         if progress is not None:
-            elapsed = max(time.perf_counter() - start, 1e-9)
-            rate = done / elapsed
-            if progress(done, total, rate, (total - done) / rate) is False:
+            rate = done / max(time.perf_counter() - start, 1e-9)
+            if progress(done, total, rate, float("nan") if eta is None else eta) is False:
                 raise Cancelled(done, total)
     return acc.finish(corpus_hash=corpus_hash(docs), max_tokens=max_tokens, seconds=time.perf_counter() - start)

@@ -55,12 +55,14 @@ import ray  # heavy, optional (requirements-ray.txt): this module is imported on
 import torch
 
 import mha_viz_models
+from mha_viz.budget.time_left import TimeLeft
 from mha_viz.corpus import ray_engine_pool
 from mha_viz.corpus.accumulate import Cancelled, Partial
-from mha_viz.corpus.batching import plan_indexed
+from mha_viz.corpus.batching import plan_indexed, work
 from mha_viz.corpus.inputs import corpus_hash, read_texts
 from mha_viz.corpus.ray_engine_pool import HeadSums, Pool
 from mha_viz.corpus.stats import CorpusStats
+from mha_viz.text.wording import plural
 from mha_viz_models import LoadedModel, ModelLoadError
 
 __all__ = ["HeadSums", "Pool", "actors", "connect", "machine_cpus", "plan_pool", "run", "shutdown"]
@@ -159,8 +161,10 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
     pool = connect()
     with ray_engine_pool.borrow(spec, local, pool) as kept:
         try:
-            merged = _stream(kept.handles, plan_indexed(docs, batch_size), len(docs), start, progress,
-                             max_tokens=max_tokens, importance=importance, examples=examples)
+            batches = list(plan_indexed(docs, batch_size))
+            left = TimeLeft(sum(work([t for _, t in batch], max_tokens) for batch in batches))
+            merged = _stream(kept.handles, batches, len(docs), start, progress, left, max_tokens=max_tokens,
+                             importance=importance, examples=examples)
         except (ModelLoadError, ray.exceptions.RayError, TimeoutError):
             ray_engine_pool.retire(kept)  # actors without the model, or lost: the next job starts anew
             raise
@@ -168,9 +172,10 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
                          seconds=time.perf_counter() - start)
 
 
-def _stream(handles: list, batches, total: int, start: float, progress: Progress | None, *,
+def _stream(handles: list, batches, total: int, start: float, progress: Progress | None, left: TimeLeft, *,
             max_tokens: int | None, importance: bool, examples=None) -> Partial:
-    """The batches through the actors, at most IN_FLIGHT each; their partials merged."""
+    """The batches through the actors, at most IN_FLIGHT each; their partials merged. `left`: the time left,
+    stepped by each batch's work as it comes back (the first, with the actors' start, is not timed)."""
     waiting = iter(batches)
     busy = [0] * len(handles)  # this job's calls in flight, per actor
     pending = {}  # ObjectRef -> (actor index, documents)
@@ -180,25 +185,26 @@ def _stream(handles: list, batches, total: int, start: float, progress: Progress
             while min(busy) < IN_FLIGHT and (batch := next(waiting, None)) is not None:
                 i = busy.index(min(busy))
                 pending[handles[i].partial.remote([t for _, t in batch], max_tokens, importance, examples,
-                                                  [d for d, _ in batch])] = (i, len(batch))
+                                                  [d for d, _ in batch])] = (i, batch)
                 busy[i] += 1
             if not pending:
                 return merged
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=HEARTBEAT_S)
             if ready:
-                i, n = pending.pop(ready[0])
+                i, batch = pending.pop(ready[0])
                 busy[i] -= 1
                 part = ray.get(ready[0])
                 if isinstance(part, Exception):  # the user's error, raised in an actor
                     raise part
                 merged = part if merged is None else merged.merge(part)
-                done, last = done + n, time.perf_counter()
+                done, last = done + len(batch), time.perf_counter()
+                left.step(work([t for _, t in batch], max_tokens))
             elif time.perf_counter() - last > ACTOR_WAIT_S:
                 raise TimeoutError(f"no batch came back from Ray in {ACTOR_WAIT_S} s: can the cluster place "
-                                   f"{len(handles)} actor(s) with the CPUs / GPUs this job asks for?")
+                                   f"{plural(len(handles), 'actor')} with the CPUs / GPUs this job asks for?")
             if progress is not None:
-                rate = done / max(time.perf_counter() - start, 1e-9)
-                if progress(done, total, rate, (total - done) / rate if rate else float("inf")) is False:
+                rate, eta = done / max(time.perf_counter() - start, 1e-9), left.seconds()
+                if progress(done, total, rate, float("nan") if eta is None else eta) is False:
                     raise Cancelled(done, total)
     finally:
         for ref in pending:  # a stopped job's queued calls do not run (a running one finishes)

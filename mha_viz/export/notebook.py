@@ -9,20 +9,12 @@ User text only ever enters a code cell through `notebook_view.literal` and a Mar
 from __future__ import annotations
 
 import json
-from importlib import metadata
 
 from mha_viz.export import notebook_pages
 from mha_viz.export.notebook_view import NotebookView, literal, markdown_text
+from mha_viz.package_version import version
 
 KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
-
-
-def version() -> str:
-    """The installed mha-viz's version (what made the notebook)."""
-    try:
-        return metadata.version("mha-viz")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed)"
 
 
 def _heading(v: NotebookView) -> str:

@@ -1,5 +1,6 @@
 """Figures of one head over a long text from what `mha_viz.scan` kept: the token strip (each query's
-heaviest key, its kept keys on hover), the heaviest links and the histogram of their distances."""
+heaviest key, its kept keys on hover), the heaviest links, the histogram of their distances, and one query's
+exact row over every key at a level of detail (`exact_row`)."""
 
 from __future__ import annotations
 
@@ -93,5 +94,33 @@ def distance_histogram(scan, layer: int, head: int, *, bins: int = 60) -> go.Fig
         xaxis=dict(title=dict(text="1 + distance |query − key| (tokens, log scale)"), type="log",
                    range=[0, np.log10(edges[-1] + 1)]),
         yaxis=dict(title=dict(text="weight per row")), height=320, margin=margin(), plot_bgcolor="white",
+    )
+    return fig
+
+
+def exact_row(scan, layer: int, head: int, query: int, detail) -> go.Figure:
+    """One query's exact row over keys `detail.starts[0]` … (a `scan.row_detail.RowDetail`): a bar per run of
+    neighbouring keys, as high as the heaviest of them (one key a bar when they fit); hover: the keys, the
+    heaviest with its token, and the bar's sum."""
+    first, last = int(detail.starts[0]), int(detail.stops[-1]) - 1
+    per = detail.keys_per_bar
+    hover = [f"keys {a} … {b - 1}" if b - a > 1 else f"key {a}" for a, b in zip(detail.starts, detail.stops)]
+    fig = go.Figure(go.Bar(
+        x=detail.starts, y=detail.peak, width=detail.stops - detail.starts, offset=0,
+        customdata=np.stack([detail.peak_key, detail.mass], 1),
+        hovertext=[f"{h}<br>heaviest: {int(k)} “{_token(scan.tokens, int(k))}”"
+                   for h, k in zip(hover, detail.peak_key)],
+        hovertemplate="%{hovertext}, %{y:.4f}<br>sum of the bar %{customdata[1]:.4f}<extra></extra>",
+        marker=dict(color="#4c78a8", line=dict(width=0)),
+    ))
+    if first <= query <= last:  # where the query itself sits (a causal head sees no key after it)
+        fig.add_vline(x=query + 0.5, line=dict(color="#e45756", width=1, dash="dot"))
+    what = "each key" if per == 1 else f"up to {per} keys a bar, the heaviest of each"
+    fig.update_layout(
+        title=plot_title(f"Layer {scan.layer_ids[layer]}, head {head}: query {query} “{_token(scan.tokens, query)}”, "
+                         f"exact weights on keys {first} … {last} ({what})"),
+        xaxis=dict(title=dict(text="key"), range=[first, last + 1]),
+        yaxis=dict(title=dict(text="weight"), rangemode="tozero"),
+        height=320, margin=margin(), bargap=0, plot_bgcolor="white",
     )
     return fig

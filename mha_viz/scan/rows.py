@@ -27,6 +27,7 @@ from mha_viz_models.reading.records import Capture, LayerInput
 CPU_BLOCK_BYTES = 8 * 2**20
 GPU_BLOCK_BYTES = 512 * 2**20
 
+KEPT = 2  # the last results `RowSource` keeps: a page asks for a window and a whole row on each rerun
 Block = tuple[int, int, torch.Tensor]  # (first row, first key, probabilities (H, b, w) float32)
 
 
@@ -208,15 +209,17 @@ class RowSource:
     def __init__(self, model: LoadedModel, token_ids: list[int], spill: InputSpill | None = None) -> None:
         self.model, self.token_ids, self.spill = model, list(token_ids), spill
         self._making = threading.Lock()  # one run makes the spill, however many threads ask at once
-        self._last: tuple | None = None  # (layer, head, start, stop, rows): a page asks again on each rerun
+        # (layer, head, start, stop) -> rows, the last KEPT asked, oldest first
+        self._last: dict[tuple[int, int, int, int], np.ndarray] = {}
 
     def __call__(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
-        last = self._last
-        if last is not None and last[:4] == (layer, head, start, stop):
-            return last[4]
-        rows = self._rows(layer, head, start, stop)
-        rows.flags.writeable = False  # shared by the calls that ask for it again
-        self._last = (layer, head, start, stop, rows)
+        asked = (layer, head, start, stop)
+        rows = self._last.get(asked)
+        if rows is None:
+            rows = self._rows(layer, head, start, stop)
+            rows.flags.writeable = False  # shared by the calls that ask for it again
+        last = {k: v for k, v in self._last.items() if k != asked}  # a new dict: other threads read the old one
+        self._last = dict(list(last.items())[-(KEPT - 1):] + [(asked, rows)])
         return rows
 
     def _rows(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:

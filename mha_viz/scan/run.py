@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from mha_viz.budget.time_left import TimeLeft, say
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.metrics.compiled import thread_count
 from mha_viz.metrics.head_stats import pattern_columns
@@ -87,9 +88,10 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     device: where to reduce the blocks (default the model's). compiled: reduce each block in one
     compiled pass on the CPU (`metrics.row_kernels`), or by tensor operations on `device`; None: the
     first on the CPU. Both give the same scan within float32 rounding. progress(fraction, message) is called
-    after each layer. A family our MHA cannot compute (DeBERTa, MLA, an encoder–decoder's encoder…) is
-    read through its own attention one layer at a time when one layer's probabilities fit the capture
-    budget (MHA_VIZ_MAX_CAPTURE_MB), else refused with the length that fits (InputError). Raises
+    after each layer, the message with the time left from the pace of the layers done (`budget.time_left`).
+    A family our MHA cannot compute (DeBERTa, MLA, an encoder–decoder's encoder…) is read through its own
+    attention one layer at a time when one layer's probabilities fit the capture budget
+    (MHA_VIZ_MAX_CAPTURE_MB), else refused with the length that fits (InputError). Raises
     NotFiniteError (`mha_viz.capture.finite`) for a head whose probabilities hold NaN or infinity.
     """
     if top_k < 1 or thumb < 1 or not 0 <= min_weight <= 1:
@@ -106,6 +108,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     check = FiniteCheck(model)
     names = [f"attention in layer {number}" for number in model.layer_ids]
     finished = []
+    clock = TimeLeft(L)  # the layers cost about the same; the first holds the forward's start
 
     def reduce(layer: int, blocks) -> None:
         """One layer's blocks, by a reducer made now and dropped after (its scratch and, on a GPU, its
@@ -118,7 +121,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
         for first, k0, probs in blocks:
             reducer.add(first, k0, probs.to(where), check, names[layer])
         finished.append(reducer.finish(check, names[layer]))
-        progress((layer + 1) / L, f"Layer {layer + 1} of {L} done")
+        progress((layer + 1) / L, f"Layer {layer + 1} of {L} done · {say(clock.step())}")
 
     if model.can_recompute and not model.is_encoder_decoder:
         progress(0.0, f"Running {model.name} on {toks.n} tokens with fused attention, each layer as it runs…")

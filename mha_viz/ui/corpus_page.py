@@ -17,7 +17,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import corpus, figures, metrics
-from mha_viz.budget import needs
+from mha_viz.budget import needs, time_left
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
@@ -177,7 +177,7 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str, pro
 
     def counted(done: int, total: int, rate: float, eta: float) -> bool:
         progress(done / max(total, 1), f"{done:,} of {total:,} documents · {rate:.1f} documents/s · "
-                                       f"about {eta:.0f} s left")
+                                       f"{time_left.say(eta)}")
         return True
 
     def compute():

@@ -14,6 +14,7 @@ from mha_viz.corpus.examples import MIN_KEYS, TOP_ROWS
 from mha_viz.corpus.store import statistics_store
 from mha_viz.figures import examples as example_figures
 from mha_viz.figures import heads as head_figures
+from mha_viz.text.wording import plural
 from mha_viz.ui import charts, keys, session, shared_head, view_helpers
 from mha_viz.ui.text import plain
 
@@ -131,7 +132,7 @@ def _documents(ex, layer: int, head: int) -> None:
     for d, kept in reversed(list(enumerate(ex.deciles(layer, head)))):
         if not kept:
             continue
-        with st.expander(f"Scores {d / 10:.1f}–{(d + 1) / 10:.1f}: {len(kept)} document(s)"):
+        with st.expander(f"Scores {d / 10:.1f}–{(d + 1) / 10:.1f}: {plural(len(kept), 'document')}"):
             for i, (doc, score) in enumerate(kept):
                 _document(ex, doc, score, layer, head, f"examples_decile_{d}_{i}")
 

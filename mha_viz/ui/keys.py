@@ -388,6 +388,12 @@ NOT_KEPT = frozenset({
     CORPUS_FILE, CIRC_FILE, LESSON_FILE,
 })
 
+# --- the Whole text page, continued (issue 54) ------------------------------------------------------
+SCAN_START = "_scan_start"  # set by the Model view's button: the Whole text page starts its scan on opening
+SCAN_QUERY_DEFAULT = "_scan_query_default"  # the query the page last chose for the pane (a query that keeps keys)
+SCAN_ROW_KEYS = "scan_row_keys"  # the keys the exact row shows (a range; the whole row by default)
+SCAN_ROW_CHART = "scan_row_chart"
+
 # --- Token focus: heads found from two tokens (issue 54) --------------------------------------------
 FOCUS_KEY = "focus_key"  # the key the token in focus looks at: every head ranked by that weight (focus_pair)
 FOCUS_KEY_AUTO = "_focus_key_auto"  # the key the page chose (the strongest), which follows the token in focus

@@ -137,4 +137,10 @@ def _whole_text_overview(cur) -> None:
                f"over all {n} tokens in one pass (its statistics, each query's heaviest keys and thumbnails), where "
                f"holding every head's attention would take {resources.size_text(model.attention_bytes(n))}.")
     st.button(f"Scan all {n} tokens on the Whole text page", key=keys.WHOLE_TEXT_OPEN, type="primary",
-              on_click=lambda: session.put(keys.GOTO, "whole_text"))
+              on_click=_scan_whole_text)
+
+
+def _scan_whole_text() -> None:
+    """The button's click: open the Whole text page, which starts its scan at once (one click)."""
+    session.put(keys.SCAN_START, True)
+    session.put(keys.GOTO, "whole_text")

@@ -7,6 +7,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz.text.tokenize import UNKNOWN_SHARE
+from mha_viz.text.wording import plural
 from mha_viz.ui.text import plain
 
 
@@ -45,7 +46,10 @@ def hidden_status(cur) -> None:
     st.caption(f"Attention {plain(hidden.label)}: {len(hidden.removed)} of {hidden.n_before} tokens hidden "
                "(sidebar, *Hide tokens*); each row is divided by the attention it keeps.")
     if hidden.num_empty:
-        st.warning(f"{hidden.num_empty} query rows in {hidden.heads_with_empty_rows} heads gave (almost) all "
-                   "their attention to the hidden tokens: nothing is left to renormalise, so they are shown "
-                   "as zeros.",
-                   icon=":material/do_not_disturb_on:")
+        st.warning(empty_rows_text(hidden.num_empty, hidden.heads_with_empty_rows), icon=":material/do_not_disturb_on:")
+
+
+def empty_rows_text(rows: int, heads: int) -> str:
+    """The warning for query rows that hiding tokens left with nothing to renormalise."""
+    return (f"{plural(rows, 'query row')} in {plural(heads, 'head')} gave (almost) all their attention to the hidden "
+            "tokens: nothing is left to renormalise, so they are shown as zeros.")

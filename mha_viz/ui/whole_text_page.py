@@ -1,13 +1,14 @@
 """The *Whole text* page: every head over the sidebar's whole text, up to the model's context, from one
 scan (`mha_viz.scan`): the statistics of every head (the table, the head map by any measure, the ten
 highest), the thumbnails, and one head's links over the whole text (a token strip with each query's
-kept keys, the heaviest links, how far they reach, and exact rows for any window of queries)."""
+kept keys, the heaviest links, how far they reach, one query's exact row over every key and exact rows for any
+window of queries: `scan_rows`). The Model view's button opens it with the scan started (`keys.SCAN_START`); the
+progress says the time left; the pane opens on a head and query that keep keys (`mha_viz.scan.opening`)."""
 
 from __future__ import annotations
 
 import io
 
-import numpy as np
 import streamlit as st
 
 import mha_viz
@@ -16,16 +17,18 @@ from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import scan as scan_figures
 from mha_viz.metrics import METRICS
+from mha_viz.scan import opening
 from mha_viz.text.tokenize import count_text
-from mha_viz.ui import charts, jobs, keys, resources, session, shared_head, state
+from mha_viz.text.wording import plural
+from mha_viz.ui import charts, jobs, keys, resources, scan_rows, session, shared_head, state
 from mha_viz.ui.text import plain
 
-WINDOW_MAX = 256  # queries of the exact rows drawn at once
 CANCEL_HELP = "Stop the scan; the text, the model and this page's choices stay."
 
 
 def whole_text_page() -> None:
     st.title("Whole text")
+    asked = bool(session.pop(keys.SCAN_START, False))  # the Model view's button: open this page and scan (once)
     cur = state.current()
     model, text = cur.text_model, cur.text
     if model is None:  # no text yet, or the model did not load: the sidebar's own message
@@ -56,11 +59,12 @@ def whole_text_page() -> None:
     if jobs.cancelled(keys.SCAN_RUNNING) is not None:
         st.info("The scan was cancelled; press the button to start it again.", icon=":material/stop_circle:")
     if key not in store:
-        label = f"Scan all {toks.n} token{'s' * (toks.n != 1)}"
-        buttons = jobs.buttons(label, keys.SCAN_GO, cancel_key=keys.SCAN_CANCEL, cancel_help=CANCEL_HELP,
-                               widths=(1, 1, 4))
-        if not buttons.pressed:
+        buttons = jobs.buttons(f"Scan all {plural(toks.n, 'token')}", keys.SCAN_GO, cancel_key=keys.SCAN_CANCEL,
+                               cancel_help=CANCEL_HELP, widths=(1, 1, 4))
+        if not (buttons.pressed or asked):
             return
+        if not buttons.pressed:
+            buttons.live()  # started by the Model view's button: Cancel works all the same
         store.clear()  # one at a time: the last scan (its kept keys, its spilled inputs) goes first
         scan, error = jobs.run(keys.SCAN_RUNNING, key, lambda progress: _scan(model, text, progress),
                                first=f"Running {model.name}…", what="The scan",
@@ -134,12 +138,25 @@ def _thumbnails(scan, key) -> None:
                "to see its links below.")
 
 
+def _query_for(scan, row: int, head: int) -> None:
+    """The pane's query: while nobody has picked one (it is still the one this page chose), the last query of
+    the head that keeps keys (`scan.opening`), so the pane never opens on an empty table; a query picked by
+    the user, a link or a lesson stays (within the text)."""
+    now, chosen = session.get(keys.SCAN_QUERY), session.get(keys.SCAN_QUERY_DEFAULT)
+    if now is None or now == chosen or not 0 <= int(now) < scan.n:
+        query = opening.opening_query(scan, row, head)
+        session.settle(keys.SCAN_QUERY, query)
+        session.put(keys.SCAN_QUERY_DEFAULT, query)
+
+
 def _one_head(scan) -> None:
     st.subheader("One head's links over the whole text")
-    row, head = shared_head.pick_head(scan.layer_ids, scan.num_heads, keys.SCAN_LAYER, keys.SCAN_HEAD)
-    # kept from a longer text: the strip's last page and the last query at most
+    first = None if shared_head.head_chosen() else opening.opening_head(scan)  # used while no head is chosen
+    row, head = shared_head.pick_head(scan.layer_ids, scan.num_heads, keys.SCAN_LAYER, keys.SCAN_HEAD,
+                                      opening=first)
+    # kept from a longer text: the strip's last page at most
     session.settle(keys.SCAN_STRIP, min(int(session.get(keys.SCAN_STRIP, 0)), max(0, scan.n - scan_figures.STRIP)))
-    session.settle(keys.SCAN_QUERY, min(int(session.get(keys.SCAN_QUERY, scan.n - 1)), scan.n - 1))
+    _query_for(scan, row, head)
     start = st.number_input("Token strip from query", 0, scan.n - 1, step=scan_figures.STRIP, key=keys.SCAN_STRIP,
                             persist_state=keys.KEEP, help="The strip shows 400 queries at a time.")
     charts.show(scan_figures.token_strip(scan, row, head, int(start)), key=keys.SCAN_STRIP_CHART, name="token-strip")
@@ -148,39 +165,20 @@ def _one_head(scan) -> None:
                               help="Any query of the text: its kept keys, heaviest first.")
     links = scan_figures.query_links(scan, row, head, int(query))
     elsewhere = max(0.0, float(scan.rest(row, head)[int(query)]))  # (a rounding's −0.000 is 0)
-    left.markdown(f"Query {int(query)} “{plain(scan.tokens[int(query)])}” keeps {len(links)} key(s); "
+    left.markdown(f"Query {int(query)} “{plain(scan.tokens[int(query)])}” keeps {plural(len(links), 'key')}; "
                   f"{elsewhere:.3f} of its attention is elsewhere.")
-    left.dataframe(links, hide_index=True)
+    if len(links):
+        left.dataframe(links, hide_index=True)
+    else:  # a user's pick: the page opens on a query that keeps keys
+        left.caption(f"No key of this query reaches {scan.min_weight:g}: its attention is spread thin. Its exact "
+                     "row over every key is below.")
     skip = right.toggle("Leave out links to the first token", key=keys.SCAN_SKIP_FIRST, persist_state=keys.KEEP,
                         help="Many heads park attention on the first token (a sink).")
     right.markdown("**The heaviest links of the whole text**")
     right.dataframe(scan_figures.heaviest_links(scan, row, head, skip_first=skip), hide_index=True)
     charts.show(scan_figures.distance_histogram(scan, row, head), key=keys.SCAN_DISTANCES, name="distances")
-    _exact_rows(scan, row, head)
-
-
-def _exact_rows(scan, row: int, head: int) -> None:
-    st.markdown("**Exact attention for a window of queries**, recomputed from what the scan kept")
-    left, right = st.columns(2)
-    session.settle(keys.SCAN_WINDOW_AT, min(int(session.get(keys.SCAN_WINDOW_AT, 0)), max(0, scan.n - 2)))
-    session.setdefault(keys.SCAN_WINDOW, 64)
-    at = int(left.number_input("Window from query", 0, scan.n - 1, key=keys.SCAN_WINDOW_AT, persist_state=keys.KEEP))
-    size = int(right.number_input("Window size", 2, WINDOW_MAX, key=keys.SCAN_WINDOW, persist_state=keys.KEEP))
-    stop = min(scan.n, at + size)
-    rows, error = resources.attempt(lambda: scan.rows(row, head, at, stop), what="Recomputing the rows",
-                                    out_of_memory="Recomputing these rows needs more memory than is free: "
-                                                  "pick a smaller window.")
-    if error:
-        st.error(plain(error), icon=":material/warning:")
-        return
-    window = rows[:, at:stop]
-    title = f"Layer {scan.layer_ids[row]}, head {head}: queries and keys {at} … {stop - 1}"
-    fig = head_figures.matrix_image(np.ascontiguousarray(window), scan.tokens[at:stop], offset=at,
-                                    zmax=float(max(window.max(), 1e-12)), title=title)
-    charts.show(fig, key=keys.SCAN_WINDOW_CHART, name="window")
-    outside = rows.sum(-1) - window.sum(-1)
-    st.caption(f"Each row is exact; on average {float(outside.mean()):.3f} of a row's attention goes to keys "
-               f"outside the window (most: query {at + int(outside.argmax())}, {float(outside.max()):.3f}).")
+    scan_rows.whole_row(scan, row, head, int(query))
+    scan_rows.window(scan, row, head)
 
 
 def _npz(scan) -> bytes:

@@ -99,11 +99,11 @@ def test_the_sessions_token_limit_holds_locally_too(spy, monkeypatch):
         monkeypatch.delenv(name, raising=False)
     at = start_app()
     at.number_input(key="token_limit").set_value(24).run()
-    _visit_everything(at, "toy-induction", 24, skip=("scan_go",))
+    _visit_everything(at, "toy-induction", 24, skip=("scan_go", "whole_text_open"))  # both scan, on purpose
     _assert_capped(spy, 24)
     spy.clear()
-    open_page(at, "whole_text")
-    at.button(key="scan_go").click().run()
+    open_page(at, "model_view")
+    at.button(key="whole_text_open").click().run()  # opens the Whole text page with its scan started
     assert not at.exception and max(spy) == 64  # toy-induction's whole context
 
 

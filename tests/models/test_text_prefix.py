@@ -148,6 +148,19 @@ def test_a_long_texts_count_is_an_estimate_labelled_as_one(request, name, monkey
     assert toks.total == exact and not toks.total_is_estimate
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_one_estimate_whatever_cap_read_the_text(request, name):
+    """The same long text is "about N tokens" on every page: the views' cap and the Whole text page's
+    (whole_text) read different prefixes, and the estimate must not depend on which."""
+    model = _model(request, name)
+    text = docs_prose(200_000)
+    totals = {limit: mha_viz.tokenize(model, text, limit).total for limit in (16, 128, 512)}
+    totals["whole text"] = mha_viz.tokenize(model, text, whole_text=True).total
+    assert len(set(totals.values())) == 1, totals
+    exact = len(model.tokenizer(text)["input_ids"])
+    assert abs(totals[16] - exact) <= ESTIMATE_TOLERANCE * exact, (totals, exact)
+
+
 def test_an_estimate_reads_about_in_the_report(minilm):
     run = mha_viz.analyze(minilm, docs_prose(120_000), max_tokens=16)
     assert run.num_input_tokens_is_estimate

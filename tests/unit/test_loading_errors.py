@@ -19,7 +19,9 @@ def test_unknown_hub_id_offline_says_what_to_do():
     with pytest.raises(ModelLoadError) as err:
         mha_viz.load_model("someone/no-such-model-xyz", device="cpu")
     msg = str(err.value)
-    assert "someone/no-such-model-xyz" in msg and "internet" in msg and "minilm" in msg
+    assert "someone/no-such-model-xyz" in msg and "internet" in msg
+    # every bundled model, from the registry (a hand-written list named two of three)
+    assert all(name in msg for name in mha_viz.BUNDLED) and "toy-induction" in msg, msg
 
 
 @pytest.mark.parametrize("spec,needle", [
