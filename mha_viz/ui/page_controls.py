@@ -103,6 +103,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.flag(keys.SCAN_SKIP_FIRST),
         vp.number(keys.SCAN_WINDOW_AT, 0, default=0),
         vp.number(keys.SCAN_WINDOW, 2, 256, default=64),
+        vp.span(keys.SCAN_ROW_KEYS, upto=None),  # the exact row's keys shown (the scan's, not the run's, count)
     ),
     "head_metrics": (vp.choice(keys.METRIC_CHOICE, tuple(METRICS), default=_FIRST_METRIC),
                      vp.choice(keys.CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS)))),
