@@ -12,6 +12,10 @@ picker to an allow-list and caps what one request may cost:
   (default: MHA_VIZ_MAX_TOKENS, so the overview goes no further than the views); locally the
   overview reads the model's whole context.
 - MHA_VIZ_MAX_CAPTURE_MB: most MiB of probabilities one analysis may hold (4096).
+- MHA_VIZ_DENSE_MB: the largest every-head array (layers × heads × n × n float32s, in MiB) an
+  analysis builds at once (1024); above it the run keeps each layer's input and recomputes the
+  rows a view draws (`AttentionRun.rows`), and the whole array is built only when asked for
+  (`AttentionRun.attentions`), within MHA_VIZ_MAX_CAPTURE_MB.
 - MHA_VIZ_MAX_CONCURRENT: analyses (model loads and captures) running at once; others wait
   with a notice (default 2 in public mode, unlimited otherwise).
 - MHA_VIZ_GPU_BUDGET_MB: most MiB of GPU memory the analyses running at once may share
@@ -58,6 +62,7 @@ class Settings:
     max_tokens: int = 512
     max_overview_tokens: int = 0  # 0: the model's whole context (local use)
     max_capture_mb: int = 4096
+    dense_mb: int = 1024
     max_concurrent: int = UNLIMITED
     gpu_budget_mb: int = 0  # 0: what is free on the card when no analysis runs
     allow_pickle: bool = False
@@ -74,6 +79,11 @@ class Settings:
     def max_capture_bytes(self) -> int:
         """Most bytes one analysis (a capture, or a gradient pass) may hold."""
         return self.max_capture_mb * 2**20
+
+    @property
+    def dense_bytes(self) -> int:
+        """Most bytes of every head's probabilities an analysis builds at once (`AttentionRun.rows`)."""
+        return self.dense_mb * 2**20
 
     @property
     def gpu_budget_bytes(self) -> int:
@@ -93,6 +103,7 @@ def from_env() -> Settings:
         max_tokens=max_tokens,
         max_overview_tokens=_int("MHA_VIZ_MAX_OVERVIEW_TOKENS", max_tokens, 2) if public else 0,
         max_capture_mb=_int("MHA_VIZ_MAX_CAPTURE_MB", 4096, 1),
+        dense_mb=_int("MHA_VIZ_DENSE_MB", 1024, 0),
         max_concurrent=_int("MHA_VIZ_MAX_CONCURRENT", 2 if public else UNLIMITED, 0),
         gpu_budget_mb=_int("MHA_VIZ_GPU_BUDGET_MB", 0, 0),
         allow_pickle=_flag("MHA_VIZ_ALLOW_PICKLE") and not public,

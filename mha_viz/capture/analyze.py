@@ -4,17 +4,25 @@ encoder's or a decoder's `AttentionRun` (`mha_viz.capture.run.capture_text`), an
 
 from __future__ import annotations
 
+from mha_viz.capture.head_rows import held_densely
 from mha_viz.capture.run import AttentionRun, capture_text
 from mha_viz.capture.seq2seq import EncoderDecoderRun, analyze_seq2seq
-from mha_viz.text.tokenize import InputError
+from mha_viz.scan.long_run import long_run
+from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
 
 
 def analyze(model: LoadedModel, text: str, target: str | None = None, *, max_tokens: int | None = None,
-            lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun | EncoderDecoderRun:
+            lean: bool | None = None, layers: list[int] | None = None, dense: bool | None = None,
+            progress=None) -> AttentionRun | EncoderDecoderRun:
     """Run `text` through `model` and capture the attention of every head: an `AttentionRun`
     (`capture_text`: lean, layers), or for an encoder–decoder an `EncoderDecoderRun` of `text` as
     the source and `target` (None: the model writes it; see `analyze_seq2seq`).
+    dense: hold every head's (layers, heads, n, n) array (True), or keep each layer's input and
+    recompute the rows a view asks for (False: a long run, `mha_viz.scan.long_run`, with the head table,
+    thumbnails and kept keys of one scan; `AttentionRun.rows`); None: dense up to MHA_VIZ_DENSE_MB
+    (1 GiB) and whenever `layers` picks some, long above. progress(fraction, message): a long run's
+    layers as they pass.
     Raises InputError for blank text, and for a target given to a model that takes none; NotFiniteError
     (an InputError, `mha_viz.capture.finite`) when the model computes NaN or infinity."""
     if model.is_encoder_decoder:
@@ -23,4 +31,10 @@ def analyze(model: LoadedModel, text: str, target: str | None = None, *, max_tok
         return analyze_seq2seq(model, text, target, max_tokens=max_tokens)
     if target is not None:
         raise InputError(f"{model.name} reads one text: a target text is for encoder–decoders (T5, BART, Marian).")
+    if dense is False and layers is not None:
+        raise InputError("A long run (dense=False) keeps every layer; leave out layers=.")
+    if layers is None and dense is not True:
+        toks = tokenize(model, text, max_tokens)
+        if dense is False or not held_densely(model.num_layers, model.num_heads, toks.n):
+            return long_run(model, toks, text, progress=progress)
     return capture_text(model, text, max_tokens=max_tokens, lean=lean, layers=layers)

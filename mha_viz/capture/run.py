@@ -9,12 +9,13 @@ checked for NaN and infinity (`mha_viz.capture.finite`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 
 import mha_viz_models
-from mha_viz.capture import run_file
+from mha_viz.capture import head_rows, run_file
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.sinks import Hidden, drop_tokens
 from mha_viz.capture.transfer import HostCopier, to_host
@@ -44,16 +45,20 @@ class HeadArray:
         return self.attentions[layer, head]
 
 
-@dataclass
+@dataclass(eq=False, repr=False)  # arrays: compared by identity
 class AttentionRun(HeadArray):
     """Attention probabilities of every head for one input, with its tokens.
 
     attentions: float32 (layers, heads, n, n); row i is query token i, column j key token j;
-    rows sum to 1 and, for causal models, entries above the diagonal are exactly 0.
+    rows sum to 1 and, for causal models, entries above the diagonal are exactly 0. A long run
+    (`analyze` above MHA_VIZ_DENSE_MB: `is_dense` False) holds no such array: it keeps the scan's
+    summaries (`summary`: the head table, thumbnails, each row's heaviest keys) and each layer's
+    input, and recomputes the rows a view asks for (`rows`, `column`, `pooled_head`, `head`);
+    `attentions` then builds every head, admitted by its bytes (`head_rows.check_dense`).
     """
 
     tokens: list[str]
-    attentions: np.ndarray
+    attentions: np.ndarray  # a property below: the dense array, held or built when asked for
     is_causal: bool = False
     num_kv_heads: int = 0  # 0 means "as many as heads" and is replaced in __post_init__
     model_name: str = "array"
@@ -80,9 +85,47 @@ class AttentionRun(HeadArray):
     # what the model computed in ("float32", "bfloat16", "float16"; "" when not known: an array,
     # an old run file); the probabilities themselves are float32 whatever it is
     precision: str = ""
+    # a long run's rows, (layer, head, start, stop) -> blocks (`head_rows.Blocks`), and its shape
+    # (layers, heads); None for a dense run, whose rows are its array's
+    source: head_rows.Blocks | None = None
+    shape: tuple[int, int] = (0, 0)
+    summary: Any = None  # a long run's `mha_viz.Scan`: head table, thumbnails (`pooled`), kept keys
+
+    @property
+    def attentions(self) -> np.ndarray:
+        if self._dense is None:  # a long run: every head built once, admitted by its bytes
+            head_rows.check_dense(self.num_layers, self.num_heads, self.n, self.model_name)
+            built = np.empty((self.num_layers, self.num_heads, self.n, self.n), dtype=np.float32)
+            for layer in range(self.num_layers):
+                for head in range(self.num_heads):
+                    built[layer, head] = self.rows(layer, head)
+            built.setflags(write=False)
+            self._dense = built
+        return self._dense
+
+    @attentions.setter
+    def attentions(self, value) -> None:
+        self._dense = None if isinstance(value, property) else value  # a property: none given
+
+    @property
+    def is_dense(self) -> bool:
+        """Whether every head's array is held (a long run holds it only once asked for)."""
+        return self._dense is not None
+
+    @property
+    def num_layers(self) -> int:
+        return self._dense.shape[0] if self._dense is not None else self.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self._dense.shape[1] if self._dense is not None else self.shape[1]
 
     def __post_init__(self) -> None:
         n = len(self.tokens)
+        if self._dense is None and self.source is None:
+            raise ValueError("a run needs its attentions, or (for a long run) a source of rows")
+        if self._dense is not None:
+            self.source = head_rows.dense_blocks(self._dense)
         self.num_kv_heads = self.num_kv_heads or self.num_heads
         self.raw_tokens = self.raw_tokens or list(self.tokens)
         self.special_mask = self.special_mask or [False] * n
@@ -92,6 +135,45 @@ class AttentionRun(HeadArray):
         self.model_layers = self.model_layers or self.num_layers
         if len(self.layer_ids) != self.num_layers:
             raise ValueError(f"{len(self.layer_ids)} layer ids for {self.num_layers} captured layers")
+
+    def __repr__(self) -> str:
+        kind = "dense" if self.is_dense else "long"
+        return (f"AttentionRun({self.model_name!r}, {self.n} tokens, {self.num_layers} layers × "
+                f"{self.num_heads} heads, {kind})")
+
+    def _check(self, layer: int, head: int) -> None:
+        if not (0 <= layer < self.num_layers and 0 <= head < self.num_heads):
+            raise IndexError(f"no head ({layer}, {head}): this run has {self.num_layers} layers (rows 0 … "
+                             f"{self.num_layers - 1}) × {self.num_heads} heads")
+
+    def rows(self, layer: int, head: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """float32 (stop − start, n): the exact probabilities of query rows start … stop − 1 (default
+        every row) of one head (`layer` is the run's row, as in `attentions[layer, head]`); a dense
+        run's are a view of its array, a long run's recomputed."""
+        self._check(layer, head)
+        stop = self.n if stop is None else stop
+        if not 0 <= start < stop <= self.n:
+            raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
+        if self._dense is not None:
+            return self._dense[layer, head, start:stop]
+        return head_rows.gather(self.source, layer, head, start, stop, self.n)
+
+    def head(self, layer: int, head: int) -> np.ndarray:
+        """(queries, keys) probabilities of one head (a long run's recomputed: n² floats)."""
+        return self.rows(layer, head)
+
+    def column(self, layer: int, head: int, key: int) -> np.ndarray:
+        """float32 (n,): the weight every query gives to `key`, streamed a block of rows at a time."""
+        self._check(layer, head)
+        if self._dense is not None:
+            return self._dense[layer, head, :, key]
+        return head_rows.column(self.source, layer, head, key, self.n, causal=self.is_causal)
+
+    def pooled_head(self, layer: int, head: int, edges) -> tuple[np.ndarray, np.ndarray]:
+        """(block max, block mean) of one head over the query and key blocks that `edges` bound
+        (`views.detail.block_edges`), streamed a block of rows at a time."""
+        self._check(layer, head)
+        return head_rows.pooled_head(self.source, layer, head, edges)
 
     @property
     def partial(self) -> bool:

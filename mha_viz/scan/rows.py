@@ -216,24 +216,29 @@ class RowSource:
         asked = (layer, head, start, stop)
         rows = self._last.get(asked)
         if rows is None:
-            rows = self._rows(layer, head, start, stop)
+            rows = np.zeros((stop - start, len(self.token_ids)), dtype=np.float32)
+            for first, block in self.blocks(layer, head, start, stop):
+                rows[first - start:first - start + block.shape[0]] = block
             rows.flags.writeable = False  # shared by the calls that ask for it again
         last = {k: v for k, v in self._last.items() if k != asked}  # a new dict: other threads read the old one
         self._last = dict(list(last.items())[-(KEPT - 1):] + [(asked, rows)])
         return rows
 
-    def _rows(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
-        model = self.model
+    def blocks(self, layer: int, head: int, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+        """Rows start … stop − 1 of one head as (first row, float32 (b, n)) blocks, every key of each row,
+        from one projection of the layer's input: a whole head streams through without its n × n."""
+        model, n = self.model, len(self.token_ids)
         if not model.can_recompute or model.is_encoder_decoder:
             kept: list[torch.Tensor] = []
             eager_layers(model, self.token_ids, lambda _layer, p: kept.append(p[head, start:stop].cpu()),
                          only=layer)
-            return kept[0].numpy()
+            yield start, kept[0].numpy()
+            return
         with self._making:
             if self.spill is None:
                 self.spill = lean_layers(model, self.token_ids)
         capture = self.spill.capture(layer, model.device)
-        out = np.zeros((stop - start, len(self.token_ids)), dtype=np.float32)
         for first, k0, probs in recomputed_blocks(model, capture, layer, heads=[head], start=start, stop=stop):
-            out[first - start:first - start + probs.shape[1], k0:k0 + probs.shape[2]] = probs[0].float().cpu().numpy()
-        return out
+            block = np.zeros((probs.shape[1], n), dtype=np.float32)
+            block[:, k0:k0 + probs.shape[2]] = probs[0].float().cpu().numpy()
+            yield first, block

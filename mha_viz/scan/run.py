@@ -33,7 +33,7 @@ from mha_viz.scan.rows import (
     rows_per_block,
     split_rows,
 )
-from mha_viz.text.tokenize import InputError, tokenize
+from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel
 
 
@@ -79,7 +79,7 @@ class _Layer:
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
          max_tokens: int | None = None, device=None, progress: Callable[[float, str], None] | None = None,
-         compiled: bool | None = None) -> Scan:
+         compiled: bool | None = None, tokens: Tokens | None = None) -> Scan:
     """Every head of `text` (up to the model's whole context; `max_tokens` caps it, and so does a
     public server's MHA_VIZ_MAX_OVERVIEW_TOKENS): the head table's pattern measures, thumbnails
     pooled to `thumb` × `thumb`, each row's `top_k` heaviest keys of weight ≥ `min_weight`, and exact
@@ -87,7 +87,9 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
 
     device: where to reduce the blocks (default the model's). compiled: reduce each block in one
     compiled pass on the CPU (`metrics.row_kernels`), or by tensor operations on `device`; None: the
-    first on the CPU. Both give the same scan within float32 rounding. progress(fraction, message) is called
+    first on the CPU. Both give the same scan within float32 rounding. tokens: the text already tokenized
+    (`tokenize`; an analysis's, cut to its own limit), instead of `text` up to the model's whole context.
+    progress(fraction, message) is called
     after each layer, the message with the time left from the pace of the layers done (`budget.time_left`).
     A family our MHA cannot compute (DeBERTa, MLA, an encoder–decoder's encoder…) is read through its own
     attention one layer at a time when one layer's probabilities fit the capture budget
@@ -97,7 +99,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     if top_k < 1 or thumb < 1 or not 0 <= min_weight <= 1:
         raise InputError(f"top_k and thumb must be at least 1 and min_weight within 0 … 1 "
                          f"(got top_k={top_k}, thumb={thumb}, min_weight={min_weight}).")
-    toks = tokenize(model, text, max_tokens, whole_text=True)
+    toks = tokens or tokenize(model, text, max_tokens, whole_text=True)
     progress = progress or (lambda _f, _m: None)
     where = torch.device(device) if device is not None else model.device
     facts = TextFacts.of(toks.display, toks.ids, toks.special, causal=model.is_causal, device=where)

@@ -18,6 +18,7 @@ import torch
 
 from mha_viz import session_cap
 from mha_viz.budget import memory
+from mha_viz.capture.head_rows import DenseRefused
 from mha_viz.ui import (
     export_views,
     lesson_flow,
@@ -73,6 +74,8 @@ def main() -> None:
         try:
             page.run()
             guarded(notebook_button.offer_notebook, pages.page_id(page), page.title, cur, what="Open as notebook")
+        except DenseRefused as exc:  # a long run's every head asked for where it would not fit: what fits
+            st.warning(plain(str(exc)), icon=":material/straighten:")
         except (MemoryError, torch.OutOfMemoryError):  # any page's heavy work: a message, memory given back
             logging.getLogger("mha_viz.ui").exception("view ran out of memory")
             out_of_memory = True

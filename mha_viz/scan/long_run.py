@@ -1,0 +1,26 @@
+"""A long run: `analyze` of a text whose every-head array would pass MHA_VIZ_DENSE_MB. One pass of the scan
+(`mha_viz.scan`) keeps the head table, the thumbnails and each row's heaviest keys, and each layer's input;
+the run it gives (`AttentionRun` without a dense array, `is_dense` False) recomputes the rows a view asks
+for (`AttentionRun.rows`, `column`, `pooled_head`) from those inputs."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from mha_viz.capture.run import AttentionRun
+from mha_viz.scan.run import scan
+from mha_viz.text.tokenize import Tokens
+from mha_viz_models import LoadedModel
+
+
+def long_run(model: LoadedModel, toks: Tokens, text: str = "", *,
+             progress: Callable[[float, str], None] | None = None) -> AttentionRun:
+    """The run of `toks` (the text tokenized and cut, `tokenize`) without every head's array: the scan's
+    summaries (`summary`) and rows on demand. Raises what `scan` raises."""
+    found = scan(model, text, tokens=toks, progress=progress)
+    return AttentionRun(
+        tokens=toks.display, source=found.row_source.blocks, shape=(model.num_layers, model.num_heads),
+        summary=found, is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,
+        token_ids=list(toks.ids), raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids,
+        text=text, num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
+        layer_ids=model.layer_ids, model_layers=model.total_layers, precision=model.precision)
