@@ -3,8 +3,9 @@ array) or recomputes the rows it is asked for (a long run, `mha_viz.scan.rows.Ro
 `AttentionRun.rows`, `column`, `pooled_head` and `attentions` read, so that a view of a long text draws
 one head without the n × n of every head ever being whole.
 
-A `Blocks` reader is `(layer, head, start, stop) -> iterator of (first row, float32 (b, n))`, the rows
-start … stop − 1 of one head in order, every key of each row.
+A `Blocks` reader is `(layer, heads, start, stop) -> iterator of (first row, float32 (h, b, n))`: the rows
+start … stop − 1 of `heads` (a list of the layer's heads; None: every head) in order, every key of each
+row. One call of a long run's reader projects the layer's input once, however many blocks it yields.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mha_viz import settings
 from mha_viz.budget import capture_budget
 from mha_viz.text.tokenize import InputError
 
-Blocks = Callable[[int, int, int, int], Iterator[tuple[int, np.ndarray]]]
+Blocks = Callable[[int, list[int] | None, int, int], Iterator[tuple[int, np.ndarray]]]
 
 BLOCK_BYTES = 16 * 2**20  # the rows of one head a dense reader hands over at a time
 
@@ -33,9 +34,11 @@ def dense_blocks(attentions: np.ndarray) -> Blocks:
     """A `Blocks` reader over a dense (layers, heads, n, n) array: views, nothing copied."""
     step = max(1, BLOCK_BYTES // (4 * max(1, attentions.shape[-1])))
 
-    def blocks(layer: int, head: int, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
-        for first in range(start, stop, step):
-            yield first, attentions[layer, head, first:min(first + step, stop)]
+    def blocks(layer: int, heads: list[int] | None, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
+        pick = slice(None) if heads is None else list(heads)
+        rows = max(1, step // (attentions.shape[1] if heads is None else max(1, len(heads))))
+        for first in range(start, stop, rows):
+            yield first, attentions[layer, pick, first:min(first + rows, stop)]
     return blocks
 
 
@@ -79,11 +82,12 @@ def check_dense(layers: int, heads: int, n: int, model_name: str) -> None:
         "read only the rows they draw, at any length.", error=DenseRefused)
 
 
-def gather(blocks: Blocks, layer: int, head: int, start: int, stop: int, n: int) -> np.ndarray:
-    """float32 (stop − start, n): the rows start … stop − 1 of one head, from `blocks`."""
-    out = np.empty((stop - start, n), dtype=np.float32)
-    for first, rows in blocks(layer, head, start, stop):
-        out[first - start:first - start + rows.shape[0]] = rows
+def gather(blocks: Blocks, layer: int, heads: list[int] | None, start: int, stop: int, n: int,
+           num_heads: int) -> np.ndarray:
+    """float32 (h, stop − start, n): the rows start … stop − 1 of `heads` (None: all `num_heads`)."""
+    out = np.empty((num_heads if heads is None else len(heads), stop - start, n), dtype=np.float32)
+    for first, rows in blocks(layer, heads, start, stop):
+        out[:, first - start:first - start + rows.shape[1]] = rows
     return out
 
 
@@ -91,8 +95,8 @@ def column(blocks: Blocks, layer: int, head: int, key: int, n: int, *, causal: b
     """float32 (n,): the weight every query gives to `key` (0 for the queries a causal model hides it
     from), streamed a block of rows at a time."""
     out = np.zeros(n, dtype=np.float32)
-    for first, rows in blocks(layer, head, key if causal else 0, n):
-        out[first:first + rows.shape[0]] = rows[:, key]
+    for first, rows in blocks(layer, [head], key if causal else 0, n):
+        out[first:first + rows.shape[1]] = rows[0, :, key]
     return out
 
 
@@ -105,7 +109,8 @@ def pooled_head(blocks: Blocks, layer: int, head: int, edges: np.ndarray) -> tup
     starts, widths = edges[:-1], np.diff(edges)
     top = np.zeros((size, size), dtype=np.float32)
     total = np.zeros((size, size), dtype=np.float64)
-    for first, rows in blocks(layer, head, 0, n):
+    for first, rows in blocks(layer, [head], 0, n):
+        rows = rows[0]
         last = first + rows.shape[0]
         by_key_max = np.maximum.reduceat(rows, starts, axis=1)  # (b, B)
         by_key_sum = np.add.reduceat(rows.astype(np.float64), starts, axis=1)

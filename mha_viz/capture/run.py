@@ -156,7 +156,18 @@ class AttentionRun(HeadArray):
             raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
         if self._dense is not None:
             return self._dense[layer, head, start:stop]
-        return head_rows.gather(self.source, layer, head, start, stop, self.n)
+        return head_rows.gather(self.source, layer, [head], start, stop, self.n, self.num_heads)[0]
+
+    def layer_rows(self, layer: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """float32 (heads, stop − start, n): rows start … stop − 1 of every head of one layer (a long run's
+        from one projection of the layer's input: cheaper than each head's `rows` in turn)."""
+        self._check(layer, 0)
+        stop = self.n if stop is None else stop
+        if not 0 <= start < stop <= self.n:
+            raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
+        if self._dense is not None:
+            return self._dense[layer, :, start:stop]
+        return head_rows.gather(self.source, layer, None, start, stop, self.n, self.num_heads)
 
     def head(self, layer: int, head: int) -> np.ndarray:
         """(queries, keys) probabilities of one head (a long run's recomputed: n² floats)."""

@@ -217,20 +217,23 @@ class RowSource:
         rows = self._last.get(asked)
         if rows is None:
             rows = np.zeros((stop - start, len(self.token_ids)), dtype=np.float32)
-            for first, block in self.blocks(layer, head, start, stop):
-                rows[first - start:first - start + block.shape[0]] = block
+            for first, block in self.blocks(layer, [head], start, stop):
+                rows[first - start:first - start + block.shape[1]] = block[0]
             rows.flags.writeable = False  # shared by the calls that ask for it again
         last = {k: v for k, v in self._last.items() if k != asked}  # a new dict: other threads read the old one
         self._last = dict(list(last.items())[-(KEPT - 1):] + [(asked, rows)])
         return rows
 
-    def blocks(self, layer: int, head: int, start: int, stop: int) -> Iterator[tuple[int, np.ndarray]]:
-        """Rows start … stop − 1 of one head as (first row, float32 (b, n)) blocks, every key of each row,
-        from one projection of the layer's input: a whole head streams through without its n × n."""
+    def blocks(self, layer: int, heads: list[int] | None, start: int, stop: int
+               ) -> Iterator[tuple[int, np.ndarray]]:
+        """Rows start … stop − 1 of `heads` (None: every head) of one layer as (first row, float32
+        (h, b, n)) blocks, every key of each row, from one projection of the layer's input: a whole head
+        (or layer) streams through without its n × n."""
         model, n = self.model, len(self.token_ids)
         if not model.can_recompute or model.is_encoder_decoder:
             kept: list[torch.Tensor] = []
-            eager_layers(model, self.token_ids, lambda _layer, p: kept.append(p[head, start:stop].cpu()),
+            pick = slice(None) if heads is None else list(heads)
+            eager_layers(model, self.token_ids, lambda _layer, p: kept.append(p[pick, start:stop].cpu()),
                          only=layer)
             yield start, kept[0].numpy()
             return
@@ -238,7 +241,7 @@ class RowSource:
             if self.spill is None:
                 self.spill = lean_layers(model, self.token_ids)
         capture = self.spill.capture(layer, model.device)
-        for first, k0, probs in recomputed_blocks(model, capture, layer, heads=[head], start=start, stop=stop):
-            block = np.zeros((probs.shape[1], n), dtype=np.float32)
-            block[:, k0:k0 + probs.shape[2]] = probs[0].float().cpu().numpy()
+        for first, k0, probs in recomputed_blocks(model, capture, layer, heads=heads, start=start, stop=stop):
+            block = np.zeros((probs.shape[0], probs.shape[1], n), dtype=np.float32)
+            block[:, :, k0:k0 + probs.shape[2]] = probs.float().cpu().numpy()
             yield first, block

@@ -237,6 +237,8 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
     then, at most as many as fit); with none picked, an InputError that says what a full capture
     would cost and what fits."""
     n = mha_viz.tokenize(model, text, cap).n
+    if steps.is_long(model, n):  # a long run keeps no head's n × n: every layer, the rows drawn recomputed
+        return None
     room = resources.slots().room(model.device)  # what the server has for one analysis, whatever else runs now
     short = memory.shortfall(memory.analysis_need(model, n), room)
     if not short:

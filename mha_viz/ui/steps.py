@@ -9,7 +9,8 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz.budget import memory
+from mha_viz.budget import memory, needs
+from mha_viz.capture.head_rows import held_densely
 from mha_viz.interventions import attribution
 from mha_viz.ui import keys, resources, seq2seq_views
 from mha_viz.ui.analysis_key import AnalysisKey, ModelKey
@@ -26,7 +27,8 @@ def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.Attent
     need = None
     if not _model.is_encoder_decoder:
         n = mha_viz.tokenize(_model, key.text, key.cap).n
-        need = memory.analysis_need(_model, n, layers=None if key.layers is None else len(key.layers))
+        need = (needs.scan(_model, n) if is_long(_model, n, key.layers)
+                else memory.analysis_need(_model, n, layers=None if key.layers is None else len(key.layers)))
     # raises Busy when the server is full (nothing is cached, the caller waits), OverBudget when
     # the memory needed is more than the server ever has
     with resources.slots().hold(need=need):
@@ -34,10 +36,19 @@ def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.Attent
                                  layers=None if key.layers is None else list(key.layers))
     runs = result.parts.values() if isinstance(result, mha_viz.EncoderDecoderRun) else [result]
     for run in runs:
+        if not getattr(run, "is_dense", True):  # a long run: rows recomputed on demand, nothing to freeze
+            continue
         run.attentions.setflags(write=False)
         if getattr(run, "head_outputs", None) is not None:
             run.head_outputs.setflags(write=False)
     return result
+
+
+def is_long(model: mha_viz.LoadedModel, n: int, layers: tuple[int, ...] | None = None) -> bool:
+    """Whether the analysis of n tokens (every layer, or `layers`) is a long run, `analyze`'s rule: every
+    head's array over MHA_VIZ_DENSE_MB, so the pages read the rows they draw (`AttentionRun.rows`)."""
+    return (layers is None and not model.is_encoder_decoder
+            and not held_densely(model.num_layers, model.num_heads, n))
 
 
 def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
@@ -65,6 +76,10 @@ def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, sp
     tokens (the key says which, so every cached result of the run is its own), or the full run
     with a note when nothing, or everything, would be hidden."""
     if not (special or first):
+        return run, key
+    if not getattr(run, "is_dense", True):
+        cur.hide_note = (f"Hide tokens renormalises every head's rows, which a run of {run.n} tokens does not hold "
+                         "at once: every token is shown. Lower the token limit in the sidebar to hide tokens.")
         return run, key
     if seq2seq_views.is_cross(run):
         cur.hide_note = ("Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is "
@@ -97,6 +112,10 @@ def lens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, contribut
     (run, key) as contributions (the key's `lens` says so), or as weights with a note when the
     run has no value path to weigh by."""
     if not contributions:
+        return run, key
+    if not getattr(run, "is_dense", True):
+        cur.lens_note = (f"Contributions weigh every head's rows, which a run of {run.n} tokens does not hold at "
+                         "once: the weights are shown. Lower the token limit in the sidebar to see contributions.")
         return run, key
     if seq2seq_views.is_cross(run):
         cur.lens_note = ("Contributions are shown for self-attention: cross-attention is shown as weights (the "
