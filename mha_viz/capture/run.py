@@ -96,9 +96,8 @@ class AttentionRun(HeadArray):
         if self._dense is None:  # a long run: every head built once, admitted by its bytes
             head_rows.check_dense(self.num_layers, self.num_heads, self.n, self.model_name)
             built = np.empty((self.num_layers, self.num_heads, self.n, self.n), dtype=np.float32)
-            for layer in range(self.num_layers):
-                for head in range(self.num_heads):
-                    built[layer, head] = self.rows(layer, head)
+            for layer in range(self.num_layers):  # one projection of each layer's input
+                built[layer] = self.layer_rows(layer)
             built.setflags(write=False)
             self._dense = built
         return self._dense

@@ -1,0 +1,119 @@
+"""A long run (`analyze` above MHA_VIZ_DENSE_MB: no every-head array, rows recomputed on demand) against the
+dense run of the same text, where that fits: its rows, a layer's rows, a column, a head's blocks, its head
+table and every head built on demand equal the dense ones within 1e-5 (issue 52's fidelity, at 600–700
+tokens), for a family our MHA recomputes and for one read through its own attention one layer at a time.
+Every head's array is built only when asked for, refused over the capture budget with the length that
+fits, and never under `forbid_dense`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.capture import head_rows
+from mha_viz.metrics import head_table
+from mha_viz.metrics.measures import METRICS
+from mha_viz.views import detail
+from tests.helpers import ROOT
+from tests.models import architectures_2026
+
+pytestmark = pytest.mark.model
+TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
+N = 640
+
+
+@pytest.fixture(scope="module", params=["minilm", "smollm2", "deberta"])
+def runs(request, tmp_path_factory):
+    """(model, dense run, long run) of the same N tokens."""
+    name = request.param
+    if name == "deberta":  # our MHA cannot compute it: its rows come from its own attention, a layer at a time
+        model = mha_viz.load_model(architectures_2026.build(name, tmp_path_factory.mktemp(name)), device="cpu")
+    else:
+        model = mha_viz.load_model(name, device="cpu")
+    cap = min(N, model.max_positions)
+    return model, mha_viz.analyze(model, TEXT, max_tokens=cap, dense=True), mha_viz.analyze(
+        model, TEXT, max_tokens=cap, dense=False)
+
+
+def test_a_long_runs_rows_are_the_dense_runs(runs):
+    model, dense, long = runs
+    assert dense.is_dense and not long.is_dense and long.summary is not None
+    assert long.tokens == dense.tokens and long.token_ids == dense.token_ids and long.n == dense.n > 100
+    assert (long.num_layers, long.num_heads, long.layer_ids) == (dense.num_layers, dense.num_heads, dense.layer_ids)
+    n, edges = dense.n, detail.block_edges(dense.n, 48)
+    for layer in {0, model.num_layers // 2, model.num_layers - 1}:
+        head = (3 * layer + 1) % model.num_heads
+        a = dense.attentions[layer, head]
+        np.testing.assert_allclose(long.rows(layer, head, 5, 77), a[5:77], atol=1e-5)
+        np.testing.assert_allclose(long.rows(layer, head, n - 1, n), a[n - 1:], atol=1e-5)
+        np.testing.assert_allclose(long.layer_rows(layer, n // 6, n // 2), dense.attentions[layer, :, n // 6:n // 2],
+                                   atol=1e-5)
+        np.testing.assert_allclose(long.head(layer, head), a, atol=1e-5)
+        for key in (0, n // 3, n - 1):
+            np.testing.assert_allclose(long.column(layer, head, key), a[:, key], atol=1e-5)
+        top, mean, _ = detail.pooled(a, 48)  # the whole head pooled at once, by the other code
+        pooled_top, pooled_mean = long.pooled_head(layer, head, edges)
+        np.testing.assert_allclose(pooled_top, top, atol=1e-5)
+        np.testing.assert_allclose(pooled_mean, mean, atol=1e-6)
+
+
+def test_a_dense_runs_rows_are_views_of_its_array(runs):
+    _model, dense, _long = runs
+    assert np.shares_memory(dense.rows(1, 2, 3, 9), dense.attentions)
+    np.testing.assert_array_equal(dense.layer_rows(1, 3, 9), dense.attentions[1, :, 3:9])
+    np.testing.assert_array_equal(dense.column(1, 2, 4), dense.attentions[1, 2, :, 4])
+
+
+def test_a_long_runs_head_table_is_the_dense_runs(runs):
+    _model, dense, long = runs
+    ours, ref = long.summary.table, head_table(dense)
+    numeric = [c for c in ours.columns if c not in ("layer", "head", "pattern")]
+    assert len(numeric) >= 10 and set(numeric) <= set(ref.columns)
+    for column in numeric:
+        bounded = column in METRICS and METRICS[column].bounded  # entropy in nats, distance in tokens: relative
+        np.testing.assert_allclose(ours[column].to_numpy(float), ref[column].to_numpy(float), atol=1e-5,
+                                   rtol=0 if bounded else 1e-5, err_msg=column)
+
+
+def test_every_head_is_built_only_when_asked_for(runs, monkeypatch):
+    _model, dense, long = runs
+    fresh = mha_viz.AttentionRun(tokens=long.tokens, source=long.source, shape=(long.num_layers, long.num_heads),
+                                 is_causal=long.is_causal, model_name=long.model_name)
+    with head_rows.forbid_dense(), pytest.raises(AssertionError, match="forbid_dense"):
+        fresh.attentions
+    L, H, n = fresh.num_layers, fresh.num_heads, fresh.n
+    budget = 4 * L * H * 100 * 100  # every head of 100 tokens
+    monkeypatch.setattr("mha_viz.budget.capture_budget.capture_budget", lambda: budget)
+    with pytest.raises(head_rows.DenseRefused, match="at most 100 tokens of this model"):
+        fresh.attentions
+    assert not fresh.is_dense
+    monkeypatch.undo()
+    np.testing.assert_allclose(fresh.attentions, dense.attentions, atol=1e-5)
+    assert fresh.is_dense and not fresh.attentions.flags.writeable
+
+
+def test_analyze_keeps_rows_above_the_setting(monkeypatch):
+    model = mha_viz.load_model("toy-induction")
+    text = "a b c d e f a b c d e f"
+    n = mha_viz.tokenize(model, text).n
+    whole = head_rows.every_head_bytes(model.num_layers, model.num_heads, n)
+    monkeypatch.setattr("mha_viz.settings.Settings.dense_bytes", property(lambda self: whole - 1))
+    assert not mha_viz.analyze(model, text).is_dense
+    assert mha_viz.analyze(model, text, layers=[0]).is_dense  # some layers: always dense
+    assert mha_viz.analyze(model, text, dense=True).is_dense
+    monkeypatch.setattr("mha_viz.settings.Settings.dense_bytes", property(lambda self: whole))
+    assert mha_viz.analyze(model, text).is_dense
+    assert not mha_viz.analyze(model, text, dense=False).is_dense
+    with pytest.raises(mha_viz.InputError, match="keeps every layer"):
+        mha_viz.analyze(model, text, dense=False, layers=[0])
+
+
+def test_a_long_run_saves_as_a_dense_file_and_reopens(runs, tmp_path):
+    _model, dense, long = runs
+    if long.num_layers * long.num_heads * long.n ** 2 > 2**26:
+        pytest.skip("every head of this run is large")
+    long.save(tmp_path / "run.npz")
+    back = mha_viz.AttentionRun.load(tmp_path / "run.npz")
+    assert back.is_dense and back.tokens == dense.tokens
+    np.testing.assert_allclose(back.attentions, dense.attentions, atol=1e-5)
