@@ -82,7 +82,7 @@ def test_every_head_is_built_only_when_asked_for(runs, monkeypatch):
                                  is_causal=long.is_causal, model_name=long.model_name)
     with head_rows.forbid_dense(), pytest.raises(AssertionError, match="forbid_dense"):
         fresh.attentions
-    L, H, n = fresh.num_layers, fresh.num_heads, fresh.n
+    L, H = fresh.num_layers, fresh.num_heads
     budget = 4 * L * H * 100 * 100  # every head of 100 tokens
     monkeypatch.setattr("mha_viz.budget.capture_budget.capture_budget", lambda: budget)
     with pytest.raises(head_rows.DenseRefused, match="at most 100 tokens of this model"):
