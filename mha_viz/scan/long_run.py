@@ -1,7 +1,7 @@
 """A long run: `analyze` of a text whose every-head array would pass MHA_VIZ_DENSE_MB. One pass of the scan
-(`mha_viz.scan`) keeps the head table, the thumbnails and each row's heaviest keys, and each layer's input;
+(`mha_viz.scan`) keeps the head table, the thumbnails and each row's heaviest keys, and each layer's queries and keys;
 the run it gives (`AttentionRun` without a dense array, `is_dense` False) recomputes the rows a view asks
-for (`AttentionRun.rows`, `column`, `pooled_head`) from those inputs."""
+for (`AttentionRun.rows`, `column`, `pooled_head`) from them."""
 
 from __future__ import annotations
 

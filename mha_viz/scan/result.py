@@ -88,7 +88,7 @@ class Scan:
 
     def rows(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
         """float32 (stop − start, n): the exact probabilities of query rows start … stop − 1,
-        recomputed from what the scan kept (each layer's input). A reopened scan needs `attach`."""
+        recomputed from what the scan kept (each layer's queries and keys). A reopened scan needs `attach`."""
         self._check(layer, head)
         if not 0 <= start < stop <= self.n:
             raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")

@@ -1,8 +1,8 @@
 """A long text's probabilities a block of query rows at a time, every head of a layer together, on
 the model's device, so that no head's n × n matrix is ever whole: recomputed by our MHA from each
-layer's input as the model runs (`lean_layers`, `recomputed_blocks`), or, for a family it cannot
+layer's queries and keys as the model runs (`lean_layers`, `recomputed_blocks`), or, for a family it cannot
 compute, taken from the model's own attention one layer at a time (`eager_layers`). `RowSource` gives
-one head's exact rows on demand (`Scan.rows`), from the inputs spilled to a file (`InputSpill`).
+one head's exact rows on demand (`Scan.rows`), from the queries and keys spilled to a file (`QKSpill`).
 """
 
 from __future__ import annotations
@@ -45,12 +45,22 @@ def encoder_net(model: LoadedModel):
     return getattr(model.hf_model, "base_model", None) or model.hf_model
 
 
-def recomputed_blocks(model: LoadedModel, capture, layer: int, *, heads: list[int] | None = None,
-                      start: int = 0, stop: int | None = None) -> Iterator[Block]:
-    """One layer's probabilities (of `heads`, default all) from a lean capture, rows `start` …
-    `stop` − 1 a block at a time: our MHA's projections once, then each block of queries against the
-    keys it may see (`visible_span`), under the model's lock."""
+Projected = tuple  # (our MHA of the layer, q (1, H, n, d_k), k (1, G, n, d_k)), RoPE and any norm after it applied
+
+
+def projected(model: LoadedModel, capture, layer: int) -> Projected:
+    """One layer's queries and keys from a lean capture of its input (`LoadedModel.projections`), and the
+    MHA that computes its probabilities from them."""
     mha, q, k, _v, _padding = model.projections(capture, layer)  # (1, H, n, d_k), (1, G, n, d_k)
+    return mha, q, k
+
+
+def recomputed_blocks(model: LoadedModel, proj: Projected, *, heads: list[int] | None = None,
+                      start: int = 0, stop: int | None = None) -> Iterator[Block]:
+    """One layer's probabilities (of `heads`, default all) from its queries and keys (`projected`), rows
+    `start` … `stop` − 1 a block at a time: each block of queries against the keys it may see
+    (`visible_span`), under the model's lock."""
+    mha, q, k = proj
     group = model.num_heads // model.num_kv_heads
     if heads is not None:  # query head h reads KV head h // group
         q, k = q[:, list(heads)], k[:, [h // group for h in heads]]
@@ -149,54 +159,58 @@ def split_rows(layer_probs: torch.Tensor, step: int) -> Iterator[Block]:
         yield first, 0, layer_probs[:, first:first + step]
 
 
-class InputSpill:
-    """Each layer's input (what its exact rows are recomputed from) written to an anonymous temporary file
-    as the model runs, and read back one layer at a time: a long text's layer inputs (SmolLM2 at 8,192
-    tokens: 540 MB; an 8B model at 32k: 8.6 GB) stay out of the process's and the GPU's memory. The file
-    goes when the spill does."""
+class QKSpill:
+    """Each layer's queries and keys (RoPE applied: what its exact rows are recomputed from, `projected`)
+    written to an anonymous temporary file as the model runs, and read back one layer at a time: a long
+    text's (SmolLM2 at 8,192 tokens: 25 MB a layer, 755 MB in all; an 8B model at 32k in bfloat16: 335 MB a
+    layer) stay out of the process's and the GPU's memory, and a view's rows cost no projection. The
+    file goes when the spill does."""
 
     def __init__(self) -> None:
         self.file = tempfile.TemporaryFile(prefix="mha-viz-scan-")
-        self.end = 0  # where the next layer's bytes go (reads use os.pread: no shared file position)
-        self.where: dict[int, tuple[int, torch.dtype, tuple[int, ...]]] = {}  # layer -> (offset, dtype, shape)
-        self.rotary: dict[int, tuple | None] = {}  # layer -> RoPE (cos, sin): small, often one for every layer
+        self.end = 0  # where the next bytes go (reads use os.pread: no shared file position)
+        self.where: dict[int, list[tuple[int, torch.dtype, tuple[int, ...]]]] = {}  # layer -> q's and k's place
 
-    def put(self, layer: int, inp: LayerInput) -> None:
-        hidden = inp.hidden.detach()
-        raw = hidden.cpu().contiguous().view(torch.uint8).numpy()  # the bytes, whatever the dtype (bfloat16)
+    def _write(self, t: torch.Tensor) -> tuple[int, torch.dtype, tuple[int, ...]]:
+        t = t.detach()
+        raw = t.cpu().contiguous().view(torch.uint8).numpy()  # the bytes, whatever the dtype (bfloat16)
         os.pwrite(self.file.fileno(), raw.tobytes(), self.end)
-        self.where[layer] = (self.end, hidden.dtype, tuple(hidden.shape))
+        place = (self.end, t.dtype, tuple(t.shape))
         self.end += raw.nbytes
-        self.rotary[layer] = inp.position_embeddings
+        return place
 
-    def get(self, layer: int, device) -> LayerInput:
-        offset, dtype, shape = self.where[layer]
+    def _read(self, place: tuple[int, torch.dtype, tuple[int, ...]], device) -> torch.Tensor:
+        offset, dtype, shape = place
         size = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
         raw = bytearray(os.pread(self.file.fileno(), size, offset))  # safe from several threads at once
-        hidden = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
-        return LayerInput(hidden, self.rotary[layer])
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
 
-    def capture(self, layer: int, device) -> Capture:
-        """A capture holding layer `layer`'s input only (what `LoadedModel.projections` reads)."""
-        return layer_capture(layer, self.get(layer, device))
+    def put(self, layer: int, q: torch.Tensor, k: torch.Tensor) -> None:
+        self.where[layer] = [self._write(q), self._write(k)]
+
+    def get(self, layer: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(q, k) of layer `layer`, on `device`."""
+        q, k = self.where[layer]
+        return self._read(q, device), self._read(k, device)
 
 
 def layer_capture(layer: int, inp: LayerInput) -> Capture:
-    """A lean capture of one unpadded text that holds one layer's input (for `recomputed_blocks`)."""
+    """A lean capture of one unpadded text that holds one layer's input (for `projected`)."""
     return Capture(None, None, None, None, layer_inputs={layer: inp}, attention_mask=None)
 
 
-def lean_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[int, Capture], None] | None = None
-                ) -> InputSpill:
-    """Run the model once with fused attention; as each attention layer's input arrives, spill it and hand
-    `on_layer(layer, a capture of that layer)` the layer to reduce, inside the forward (one layer's input
-    and blocks in memory at a time). Returns the spill (`RowSource`)."""
-    spill = InputSpill()
+def lean_layers(model: LoadedModel, token_ids: list[int],
+                on_layer: Callable[[int, Projected], None] | None = None) -> QKSpill:
+    """Run the model once with fused attention; as each attention layer's input arrives, project its queries
+    and keys, spill them and hand `on_layer(layer, projected)` the layer to reduce, inside the forward (one
+    layer's in memory at a time). Returns the spill (`RowSource`)."""
+    spill = QKSpill()
 
     def arrived(layer: int, inp: LayerInput) -> None:
-        spill.put(layer, inp)
+        proj = projected(model, layer_capture(layer, inp), layer)
+        spill.put(layer, proj[1], proj[2])
         if on_layer is not None:
-            on_layer(layer, layer_capture(layer, inp))
+            on_layer(layer, proj)
     model.capture(torch.tensor([token_ids]), lean=True, head_outputs=False, on_input=arrived)
     return spill
 
@@ -206,7 +220,7 @@ class RowSource:
     by one more run at the first call when not given: a reopened scan), or, for a family our MHA cannot
     compute, from the model's own attention."""
 
-    def __init__(self, model: LoadedModel, token_ids: list[int], spill: InputSpill | None = None) -> None:
+    def __init__(self, model: LoadedModel, token_ids: list[int], spill: QKSpill | None = None) -> None:
         self.model, self.token_ids, self.spill = model, list(token_ids), spill
         self._making = threading.Lock()  # one run makes the spill, however many threads ask at once
         # (layer, head, start, stop) -> rows, the last KEPT asked, oldest first
@@ -227,7 +241,7 @@ class RowSource:
     def blocks(self, layer: int, heads: list[int] | None, start: int, stop: int
                ) -> Iterator[tuple[int, np.ndarray]]:
         """Rows start … stop − 1 of `heads` (None: every head) of one layer as (first row, float32
-        (h, b, n)) blocks, every key of each row, from one projection of the layer's input: a whole head
+        (h, b, n)) blocks, every key of each row, from the layer's spilled queries and keys: a whole head
         (or layer) streams through without its n × n."""
         model, n = self.model, len(self.token_ids)
         if not model.can_recompute or model.is_encoder_decoder:
@@ -240,8 +254,8 @@ class RowSource:
         with self._making:
             if self.spill is None:
                 self.spill = lean_layers(model, self.token_ids)
-        capture = self.spill.capture(layer, model.device)
-        for first, k0, probs in recomputed_blocks(model, capture, layer, heads=heads, start=start, stop=stop):
+        proj = (model.layer_adapter(layer).mha, *self.spill.get(layer, model.device))
+        for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop):
             block = np.zeros((probs.shape[0], probs.shape[1], n), dtype=np.float32)
             block[:, :, k0:k0 + probs.shape[2]] = probs.float().cpu().numpy()
             yield first, block

@@ -2,11 +2,11 @@
 n × n matrix: the model runs once with fused attention (lean capture); as each attention layer's
 input arrives, that layer's probabilities are recomputed a block of query rows at a time, all heads
 together on the model's device, and reduced to the head table's measures, each row's heaviest keys
-and the thumbnails (`row_stats`, `metrics.row_kernels`) as they pass; the input goes to a temporary
-file, from which `Scan.rows` recomputes exact rows.
+and the thumbnails (`row_stats`, `metrics.row_kernels`) as they pass; its queries and keys go to a
+temporary file, from which `Scan.rows` recomputes exact rows.
 
-Memory: O(layers · heads · n · top_k) for the kept keys, plus the forward's own, one layer's input and
-one block (`rows.CPU_BLOCK_BYTES`, `rows.GPU_BLOCK_BYTES`).
+Memory: O(layers · heads · n · top_k) for the kept keys, plus the forward's own, one layer's queries and
+keys and one block (`rows.CPU_BLOCK_BYTES`, `rows.GPU_BLOCK_BYTES`).
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     if model.can_recompute and not model.is_encoder_decoder:
         progress(0.0, f"Running {model.name} on {toks.n} tokens with fused attention, each layer as it runs…")
 
-        def on_input(layer: int, capture) -> None:  # inside the forward: one layer's input at a time
-            reduce(layer, recomputed_blocks(model, capture, layer))
+        def on_input(layer: int, proj) -> None:  # inside the forward: one layer's queries and keys at a time
+            reduce(layer, recomputed_blocks(model, proj))
             check.verify()
         source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input))
     else:
