@@ -18,7 +18,6 @@ Clicks are timed cold: each asks for a head or token no earlier click asked for.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -31,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from long_inputs import rss  # noqa: E402 - benchmarks/long_inputs.py, beside this script
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
-from scan import random_llama, text_of  # noqa: E402 - benchmarks/scan.py, beside this script
+from scan import model_of, model_parser, text_of  # noqa: E402 - benchmarks/scan.py, beside this script
 
 import mha_viz  # noqa: E402
 from mha_viz.figures import heads as head_figures  # noqa: E402
@@ -73,19 +72,13 @@ def clicks(run, device: str) -> list[tuple[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=8192, help="tokens (SmolLM2's context: 8,192)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--shape", choices=["smollm2", "1b", "8b"], default="smollm2")
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--repeat", type=int, default=1)
+    parser = model_parser(__doc__.splitlines()[0])
     parser.add_argument("--first-target", type=float, default=2.0, help="first page ≤ target × the fused forward")
     parser.add_argument("--click-target", type=float, default=1.0, help="each later click ≤ seconds")
     parser.add_argument("--budget-gb", type=float, default=1.5, help="the session's resident memory above the model")
     args = parser.parse_args()
 
-    model = (mha_viz.load_model("smollm2", device=args.device, dtype=args.dtype) if args.shape == "smollm2"
-             else random_llama(args.shape, args.dtype, args.device, args.n))
+    model = model_of(args)
     text = text_of(args.n * 2)
     toks = mha_viz.tokenize(model, text, args.n)
     ids = torch.tensor([toks.ids])

@@ -110,21 +110,32 @@ def dense_difference(model, scan, text: str) -> float:
     return worst
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def model_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments that pick the model and the text: --n, --device, --shape, --dtype, --repeat."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--n", type=int, default=8192, help="tokens (SmolLM2's context: 8,192)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--shape", choices=["smollm2", "1b", "8b"], default="smollm2")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--repeat", type=int, default=1)
+    return parser
+
+
+def model_of(args):
+    """SmolLM2, or a random-init Llama of the shape `args` name."""
+    return (mha_viz.load_model("smollm2", device=args.device, dtype=args.dtype) if args.shape == "smollm2"
+            else random_llama(args.shape, args.dtype, args.device, args.n))
+
+
+def main() -> None:
+    parser = model_parser(__doc__.splitlines()[0])
     parser.add_argument("--skip-overview", action="store_true")
     parser.add_argument("--target", type=float, default=2.0, help="scan ≤ target × the fused forward")
     parser.add_argument("--budget-gb", type=float, default=1.0, help="scan's peak memory above the model")
     parser.add_argument("--peak-of", choices=["fused", "scan"], help=argparse.SUPPRESS)  # peak_child's run
     args = parser.parse_args()
 
-    model = (mha_viz.load_model("smollm2", device=args.device, dtype=args.dtype) if args.shape == "smollm2"
-             else random_llama(args.shape, args.dtype, args.device, args.n))
+    model = model_of(args)
     text = text_of(args.n * 2)
     toks = mha_viz.tokenize(model, text, args.n, whole_text=True)
     ids = torch.tensor([toks.ids])
