@@ -25,7 +25,7 @@ from mha_viz.figures.style import (
     scale_top,
     token_map_layout,
 )
-from mha_viz.views import detail
+from mha_viz.views import detail, head_reads
 
 
 def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float,
@@ -55,21 +55,23 @@ def head_heatmap(run: AttentionRun, layer: int, head: int, *, rescale: bool = Fa
                  window: tuple[int, int] | None = None, rows=None, cols=None, clickable: bool = False) -> go.Figure:
     """One head's probabilities: queries on rows (top to bottom), keys on columns, at full
     resolution; `window` = (start, stop) keeps tokens start..stop-1 on both axes; `rows` and
-    `cols` (token positions) keep only those queries and those keys (`detail.subset`). `clickable`
-    (up to CLICKABLE_TOKENS shown): a transparent marker on each cell, read back by `cell_pick`.
+    `cols` (token positions) keep only those queries and those keys (`detail.subset`). Only the rows drawn
+    are read (`head_reads`: a long run recomputes them), over the keys drawn. `clickable` (up to
+    CLICKABLE_TOKENS shown): a transparent marker on each cell, read back by `cell_pick`.
 
     The colour scale spans 0..1, or 0..the shown part's maximum when `rescale` is set.
     """
     if rows is not None or cols is not None:
         return head_subset(run, layer, head, range(run.n) if rows is None else rows,
                            range(run.n) if cols is None else cols, rescale=rescale)
-    a = run.head(layer, head)
     labels = axis_labels(run.tokens)
     title = _head_title(run, layer, head)
+    start, stop = 0, run.n
     if window is not None:
         start, stop = max(0, window[0]), min(run.n, window[1])
-        a, labels = a[start:stop, start:stop], labels[start:stop]
+        labels = labels[start:stop]
         title += f", tokens {start}–{stop - 1} of {run.n}"
+    a = head_reads.window(run, layer, head, start, stop)  # only the rows drawn, over the keys drawn
     zmax = scale_top(a, rescale)
     title += " (rescaled to max)" if rescale else ""
     if len(labels) > detail.FULL_DETAIL_TOKENS:
@@ -104,7 +106,7 @@ def head_subset(run: AttentionRun, layer: int, head: int, rows, cols, *, rescale
     """The queries `rows` over the keys `cols` of one head, every cell, labelled by their tokens
     (labels made unique over the whole text, so a repeated token stays one row)."""
     rows, cols = list(rows), list(cols)
-    a = detail.subset(run.head(layer, head), rows, cols)
+    a = head_reads.cells(run, layer, head, rows, cols)
     labels = axis_labels(run.tokens)
     zmax = scale_top(a, rescale)
     title = (f"{_head_title(run, layer, head)}, {len(rows)} queries × {len(cols)} keys of {run.n}"
@@ -177,7 +179,8 @@ def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
                 rescale: bool = False) -> go.Figure:
     """The whole head downsampled to at most size × size blocks: colour = the block's maximum
     (a single strong cell stays visible), hover = token ranges, max and mean."""
-    top, mean, edges = detail.pooled(run.head(layer, head), size)
+    edges = detail.block_edges(run.n, size)
+    top, mean = run.pooled_head(layer, head, edges)  # streamed: never the head's n × n at once
     labels = axis_labels([detail.range_label(run.tokens, a, b) for a, b in zip(edges[:-1], edges[1:])])
     zmax = scale_top(top, rescale)
     title = f"{_head_title(run, layer, head)}: all {run.n} tokens in {len(labels)} × {len(labels)} blocks (block max)"
@@ -188,7 +191,7 @@ def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
 
 def head_words(run: AttentionRun, layer: int, head: int, *, rescale: bool = False) -> go.Figure:
     """Word-to-word attention: pieces merged (sum over a word's keys, mean over its queries)."""
-    w = detail.word_level(run.head(layer, head), run.word_ids)
+    w = head_reads.word_level(run, layer, head)
     words = detail.word_labels(run.tokens, run.word_ids)
     zmax = scale_top(w, rescale)
     title = f"{_head_title(run, layer, head)}, by word ({len(words)} words)"

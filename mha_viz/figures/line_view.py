@@ -124,6 +124,16 @@ def sides(run) -> tuple[list[str], list[str], str]:
     return list(run.tokens), list(run.tokens), "Layer"
 
 
+def _window_rows(run, layer: int, heads: list[int], start: int, stop: int) -> np.ndarray:
+    """(len(heads), stop − start, keys): the query rows start … stop − 1 of `heads`, every key. An
+    `AttentionRun` reads those rows only (`layer_rows`: one projection of a long run's layer); a
+    cross-attention holds its array."""
+    if hasattr(run, "layer_rows"):
+        rows = run.layer_rows(layer, start, stop)
+        return rows if heads == list(range(run.num_heads)) else rows[heads]
+    return run.attentions[layer][heads][:, start:stop]
+
+
 def line_figure(run, layer: int, heads: list[int] | None = None, *, threshold: float = 0.0,
                 focus: tuple[str, int] | None = None, window: tuple[int, int] | None = None,
                 max_lines: int = MAX_LINES, buckets: int = BUCKETS) -> go.Figure:
@@ -141,7 +151,7 @@ def line_figure(run, layer: int, heads: list[int] | None = None, *, threshold: f
     start, stop = (0, longest) if window is None else (max(0, window[0]), min(longest, window[1]))
     q_stop, k_stop = min(stop, len(q_tokens)), min(stop, len(k_tokens))
     n = stop - start
-    a = run.attentions[layer][heads][:, start:q_stop, start:k_stop] if heads else \
+    a = _window_rows(run, layer, heads, start, q_stop)[:, :, start:k_stop] if heads and q_stop > start else \
         np.zeros((0, max(0, q_stop - start), max(0, k_stop - start)), np.float32)
     local = None
     if focus is not None and start <= focus[1] < stop:

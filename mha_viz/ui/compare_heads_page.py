@@ -9,6 +9,7 @@ import streamlit as st
 from mha_viz import metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.ui import analysis, charts, keys, session, view_helpers
+from mha_viz.views import detail
 
 RESCALE_ABOVE = 64  # tokens: longer texts spread attention thin, and heads open rescaled
 
@@ -32,11 +33,15 @@ def compare_heads_page() -> None:
                         help="Off: every head on 0..1, so heads compare by colour. On: each head on 0..its "
                              "largest weight, so that spread-out heads of long texts are not nearly white "
                              f"(on by default past {RESCALE_ABOVE} tokens).")
+    blocks = run.n > detail.MAX_FULL_TOKENS  # every token of a long text: n² cells a head to send and to see
+    if blocks:
+        st.caption(f"{run.n:,} tokens: each head is shown whole in blocks (each block's largest weight); the Head "
+                   "view opens a window of tokens at full resolution.")
     for start_at in range(0, len(picked), 2):  # two heatmaps a row, read left to right
         for col, label, g in zip(st.columns(2), picked[start_at:start_at + 2], idx[start_at:start_at + 2]):
             layer, head = divmod(g, run.num_heads)
-            charts.show(view_helpers.head_heatmap(cur, layer, head, rescale), key=f"{keys.CMP_HEATMAP_PREFIX}{label}",
-                        where=col)
+            fig = (view_helpers.head_pooled if blocks else view_helpers.head_heatmap)(cur, layer, head, rescale)
+            charts.show(fig, key=f"{keys.CMP_HEATMAP_PREFIX}{label}", where=col)
     table = analysis.head_table(cur.key, run, model)
     st.subheader("Their metrics")
     st.dataframe(table.iloc[idx], hide_index=True, key=keys.CMP_TABLE, column_config=view_helpers.number_format(table))

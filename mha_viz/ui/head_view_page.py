@@ -20,6 +20,7 @@ from mha_viz.ui import (
     why_here,
 )
 from mha_viz.ui.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
+from mha_viz.views import head_reads
 
 
 def head_view_page() -> None:
@@ -45,16 +46,10 @@ def head_view_page() -> None:
                     on_select=lambda: why_here.on_cell(run, *shown))
     focus_pair.find_heads_button(run)
     view_helpers.examples_link(cur, layer, head)
-    a = run.head(layer, head)
-    top = a.argmax(axis=1)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
                + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
     with st.expander("Strongest key for each query"):
-        st.dataframe(
-            {"query": run.tokens, "attends most to": [run.tokens[j] for j in top],
-             "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]},
-            hide_index=True,
-        )
+        _strongest(run, layer, head)
     why_here.why_here(cur, layer, head, clickable=shown is not None)
     notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
                            second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
@@ -92,8 +87,7 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
     if mode == SUBSET:
         return subset_views.subset_figure(run, layer, head, rescale), None
     if mode == BLOCKS:
-        return charts.cached("head_pooled", (cur.key, layer, head, rescale),
-                             lambda: head_figures.head_pooled(run, layer, head, rescale=rescale)), None
+        return view_helpers.head_pooled(cur, layer, head, rescale), None
     if mode == WORDS:
         return charts.cached("head_words", (cur.key, layer, head, rescale),
                              lambda: head_figures.head_words(run, layer, head, rescale=rescale)), None
@@ -105,3 +99,16 @@ def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int
     shown = min(stop, cur.run.n) - start
     fig = view_helpers.head_heatmap(cur, layer, head, rescale, window, clickable=True)
     return fig, ((start, shown) if shown <= head_figures.CLICKABLE_TOKENS else None)
+
+
+TABLE_ROWS = 1000  # the strongest-key table shows at most this many queries (the first)
+
+
+def _strongest(run, layer: int, head: int) -> None:
+    """Each query's heaviest key, for the first TABLE_ROWS queries: only those rows are read."""
+    shown = min(run.n, TABLE_ROWS)
+    best, weight = head_reads.strongest_keys(run, layer, head, shown)
+    if shown < run.n:
+        st.caption(f"The first {shown:,} of the {run.n:,} queries.")
+    st.dataframe({"query": run.tokens[:shown], "attends most to": [run.tokens[j] for j in best],
+                  "weight": [round(float(w), 4) for w in weight]}, hide_index=True)

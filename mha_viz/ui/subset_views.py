@@ -2,7 +2,8 @@
 a range (or pick-list) of key tokens (e.g. the second sentence's queries over the first
 sentence's keys), with sentence presets.
 
-The subsetting itself is `mha_viz.views.detail.subset`; the figure `mha_viz.figures.heads.head_heatmap(rows=, cols=)`.
+Only the chosen rows are read (`mha_viz.views.head_reads.cells`, equal to `detail.subset` of the dense
+head); the figure is `mha_viz.figures.heads.head_heatmap(rows=, cols=)`.
 """
 
 from __future__ import annotations

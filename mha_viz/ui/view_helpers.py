@@ -99,6 +99,12 @@ def head_heatmap(cur, layer: int, head: int, rescale: bool, window: tuple[int, i
                                                            clickable=clickable))
 
 
+def head_pooled(cur, layer: int, head: int, rescale: bool):
+    """`head_figures.head_pooled` of the current run (every token in blocks, streamed), made once per server."""
+    return charts.cached("head_pooled", (cur.key, layer, head, rescale),
+                         lambda: head_figures.head_pooled(cur.run, layer, head, rescale=rescale))
+
+
 def explain_measure(measure: metrics.Measure) -> None:
     st.markdown(f"**{measure.label}** · `{measure.formula}`")
     lines = [f"High: {measure.high}."] + ([f"Low: {measure.low}."] if measure.low else [])

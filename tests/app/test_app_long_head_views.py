@@ -1,0 +1,72 @@
+"""The Head view (every level of detail), the Line view and Compare heads on a long run (MHA_VIZ_DENSE_MB=0:
+every analysis keeps its rows to recompute, no every-head array) through AppTest, under `forbid_dense`: no
+exception, no error, and the Head view's strongest keys are the head's own (its rows' argmax)."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import numpy as np
+import pytest
+
+from mha_viz.capture.head_rows import forbid_dense
+from mha_viz.ui import head_detail, head_view_page, keys
+from tests.app.helpers import charts, frame, open_page, start_app
+
+pytestmark = pytest.mark.model
+SAMPLE = resources.files("mha_viz.corpus").joinpath("sample.txt").read_text(encoding="utf-8")
+SHOWN = 100  # the strongest-key table's rows, made fewer than the text's tokens
+TEXT = "Read once more, slowly: " + SAMPLE[:1300]  # about 300 tokens: past every-token's 256, the lines' 128
+
+
+def clean(at) -> None:
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.mark.parametrize("model", ["minilm", "smollm2"])
+def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    monkeypatch.setattr(head_view_page, "TABLE_ROWS", SHOWN)
+    with forbid_dense():
+        at = start_app()
+        at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
+        at.text_area(key=keys.TEXT).input(TEXT).run()
+        clean(at)
+        run = at.session_state[keys.CURRENT].run
+        assert not run.is_dense and run.n > 256
+
+        open_page(at, "head_view")
+        clean(at)
+        options = at.radio(key=keys.HEAD_DETAIL).options
+        assert set(options) == {head_detail.FULL, head_detail.WINDOW, head_detail.BLOCKS, head_detail.WORDS,
+                                head_detail.SUBSET}
+        for option in options:
+            at.radio(key=keys.HEAD_DETAIL).set_value(option).run()
+            clean(at)
+            assert charts(at), option
+        at.radio(key=keys.HEAD_DETAIL).set_value(head_detail.WINDOW).run()
+        at.slider(key=keys.HEAD_WINDOW).set_value((run.n - 40, run.n)).run()
+        clean(at)
+        at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
+        at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(2).run()
+        clean(at)
+        table = frame(at, "attends most to")
+        a = run.head(1, 2)  # one head, rebuilt from its rows: allowed under the guard
+        best = a.argmax(axis=1)[:SHOWN]
+        assert list(table["query"]) == run.tokens[:SHOWN]  # the first SHOWN queries only, said so
+        assert f"The first {SHOWN} of the {run.n} queries." in [c.value for c in at.caption]
+        np.testing.assert_allclose(table["weight"].to_numpy(), np.round(a[np.arange(SHOWN), best], 4), atol=2e-4)
+        assert list(table["attends most to"]) == [run.tokens[j] for j in best]
+
+        open_page(at, "lines")
+        clean(at)
+        assert charts(at)[0]["layout"]["meta"]["tokens"] == 128  # a window of the text
+        at.slider(key=keys.LINE_WINDOW).set_value((run.n - 30, run.n)).run()
+        clean(at)
+        assert charts(at)[0]["layout"]["meta"]["start"] == run.n - 30
+
+        open_page(at, "compare_heads")
+        clean(at)
+        assert len(charts(at)) >= 2
+    assert not run.is_dense
