@@ -58,6 +58,9 @@ def whole_text_page() -> None:
     store = session.setdefault(keys.SCANS, {})
     if jobs.cancelled(keys.SCAN_RUNNING) is not None:
         st.info("The scan was cancelled; press the button to start it again.", icon=":material/stop_circle:")
+    if key not in store and (summary := _sidebars_scan(cur.full_run, toks)) is not None:
+        store.clear()
+        store[key] = summary  # the sidebar's run is long over these very tokens: its scan, no second pass
     if key not in store:
         buttons = jobs.buttons(f"Scan all {plural(toks.n, 'token')}", keys.SCAN_GO, cancel_key=keys.SCAN_CANCEL,
                                cancel_help=CANCEL_HELP, widths=(1, 1, 4))
@@ -81,6 +84,12 @@ def whole_text_page() -> None:
     _thumbnails(scan, key)
     _one_head(scan)
     _download(scan)
+
+
+def _sidebars_scan(run, toks):
+    """The scan of the sidebar's run when it is a long run (`AttentionRun.summary`) of these very tokens."""
+    summary = getattr(run, "summary", None)
+    return summary if summary is not None and list(summary.token_ids) == list(toks.ids) else None
 
 
 def _scan(model, text: str, progress):
