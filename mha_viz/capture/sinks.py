@@ -79,9 +79,14 @@ SUMS_TO_ONE = 1e-3  # a row further than this from summing to 1 gave some attent
 def learned_sink_share(run) -> np.ndarray | None:
     """(layers, heads): the mean over queries of the attention each head gave no token, 1 − Σ_j A_ij,
     for a model with learned sink logits (GPT-OSS: one more key column in each head's softmax, then
-    dropped); None when every row sums to 1."""
-    share = np.stack([1.0 - np.asarray(run.attentions[layer]).sum(-1, dtype=np.float64).mean(-1)
-                      for layer in range(run.num_layers)])  # (L, H)
+    dropped); None when every row sums to 1. A long run's from its scan: each row's kept weights plus
+    the rest (`Scan.rest`) are the row's sum."""
+    scan = None if run.is_dense else run.summary
+    if scan is not None:
+        share = 1.0 - (scan.weights.sum(-1, dtype=np.float64) + scan.rest_mass).mean(-1)  # (L, H)
+    else:
+        share = np.stack([1.0 - np.asarray(run.attentions[layer]).sum(-1, dtype=np.float64).mean(-1)
+                          for layer in range(run.num_layers)])  # (L, H)
     return share.astype(np.float32) if float(np.abs(share).max()) > SUMS_TO_ONE else None
 
 

@@ -26,10 +26,10 @@ from plotly.offline import get_plotlyjs_version
 from mha_viz.capture.run import AttentionRun
 from mha_viz.figures import heads as head_figures
 from mha_viz.text.tokenize import count_text
-from mha_viz.views import detail
+from mha_viz.views.thumbnails import THUMB, thumbnails
 
 POOL_ABOVE = 128  # longer inputs: a head as max-pooled blocks (head_figures.head_pooled), not every cell
-GRID_THUMB = 48  # cells a side of each head in the overview, as in the app
+GRID_THUMB = THUMB  # cells a side of each head in the overview, as in the app
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"}
 
 _STYLE = """
@@ -207,8 +207,8 @@ def html_report(run: AttentionRun, *, heads=((0, 0),), table: pd.DataFrame | Non
              "<h2>Text</h2>", f'<pre class="text">{_esc(run.text)}</pre>' if run.text else "<p>(no text)</p>",
              f"<h2>Tokens ({run.n})</h2>", _tokens_html(run)]
     if overview:
-        grid = head_figures.grid_figure(detail.max_pool(run.attentions, GRID_THUMB), thumb=GRID_THUMB,
-                                   clickable=False, layer_ids=run.layer_ids)
+        grid = head_figures.grid_figure(thumbnails(run, GRID_THUMB), thumb=GRID_THUMB,  # a long run's: its scan's
+                                        clickable=False, layer_ids=run.layer_ids)
         parts += ["<h2>Every head: layers × heads</h2>",
                   "<p>Each tile is one head, scaled to its own maximum.</p>",
                   _figure_html(grid, "fig-overview", "overview")]

@@ -92,9 +92,8 @@ def segments(special_mask: list[bool]) -> np.ndarray | None:
     return seg
 
 
-# Heads per chunk in the batched path: each float32 (chunk, n, n) temporary stays under 4 MB
-# (about the CPU's L2). Measured at n = 128-256: 4 MB as fast as 8 MB and up to 2x faster than
-# 32 MB (whole-run temporaries of 14 MB at n = 224 ran at 17 ms vs 7 ms).
+# Heads per chunk in the batched path: each float32 (chunk, n, n) temporary stays under 4 MB (about the CPU's
+# L2). Measured at n = 128-256: 4 MB as fast as 8 MB, up to 2x faster than 32 MB (14 MB at n = 224: 17 ms vs 7).
 CHUNK_BYTES = 4 * 2**20
 
 
@@ -105,8 +104,7 @@ def head_table(run: AttentionRun, weights: Weights | None = None, *,
 
     Columns: layer, head, the measures of `measures.METRICS` that need only the attention, in its
     order (entropy, norm_entropy, …, induction_score, sink, beyond_norm_entropy, …, beyond_punct), distance_norm
-    (distance / n), pattern (one
-    of diagonal / vertical / broad / block / sink / mixed / heterogeneous, with details after ':'). With
+    (distance / n), pattern (diagonal / vertical / broad / block / sink / mixed / heterogeneous: `classify`). With
     `weights` and a run that has head outputs, also the output measures (output_norm,
     mean_output_norm): the catalogue's `needs` decides which measures a run gets (`measures.metrics_for`).
     `device`: where to compute (e.g. the model's "cuda"; default the CPU).
@@ -117,8 +115,11 @@ def head_table(run: AttentionRun, weights: Weights | None = None, *,
 def head_columns(run: AttentionRun, weights: Weights | None = None, *,
                  device: str | torch.device | None = None) -> dict:
     """`head_table`'s columns as a dict of flat (L·H,) arrays, layer-major (the pattern a list),
-    without building a DataFrame: what a corpus job adds up document by document."""
-    data = pattern_columns(pattern_stats(run, device=device), run.layer_ids, run.n)
+    without building a DataFrame: what a corpus job adds up document by document. A long run's pattern
+    columns are its scan's (`run.summary.table`: the same columns and definitions), made with the run."""
+    table = None if run.is_dense or run.summary is None else run.summary.table
+    data = (pattern_columns(pattern_stats(run, device=device), run.layer_ids, run.n) if table is None else
+            {c: table[c].tolist() if c == "pattern" else table[c].to_numpy() for c in table.columns})
     has = metrics_for(outputs=run.head_outputs is not None, weights=weights is not None)
     from_outputs = [name for name in needing("outputs") if name in has]
     if from_outputs:

@@ -1,11 +1,15 @@
 """The sidebar's *Export* box: how charts download (format and size of Plotly's camera button),
 and downloads of the current analysis: the run as `.npz` and a self-contained HTML report.
 
-Files are made when the user clicks (Streamlit's deferred download data), never on a rerun.
+Files are made when the user clicks (Streamlit's deferred download data), never on a rerun. A long run
+(`AttentionRun.is_dense` False) holds no every-head array to save: it offers its scan's own file instead
+(`Scan.save`: the head table, thumbnails and each row's kept keys), and its report reads its thumbnails,
+its table and the chosen heads only, never every head.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 
 import pandas as pd
@@ -13,7 +17,7 @@ import streamlit as st
 
 from mha_viz import metrics
 from mha_viz.budget import needs
-from mha_viz.capture import run_file
+from mha_viz.capture import head_rows, run_file
 from mha_viz.export import report
 from mha_viz.figures import style as figure_style
 from mha_viz.settings import size_text
@@ -70,6 +74,29 @@ def _report(run, model, heads):
     return build
 
 
+def _long_report_need(run, heads: int) -> needs.Need:
+    """A long run's report (`needs.report`'s estimate reads every head's size): its thumbnails and table are
+    its scan's; each chosen head is recomputed whole (float32) and pooled (a float64 copy), one at a time,
+    then drawn as at most POOL_ABOVE² numbers and text (about 16 bytes a weight)."""
+    side = min(run.n, report.POOL_ABOVE)
+    return needs.Need(host=int(12 * run.n * run.n + 16 * heads * side * side))
+
+
+def _scan_need(scan) -> needs.Need:
+    """The scan's `.npz` (`Scan.save`): its arrays, and the file's copy handed out."""
+    return needs.Need(host=int(2 * sum(a.nbytes for a in (scan.pooled, scan.keys, scan.weights, scan.rest_mass))))
+
+
+def _scan_npz(run):
+    """The deferred download of a long run's scan (`Scan.save`), made on the click in a server slot."""
+    slots = resources.slots()
+
+    def build() -> bytes:
+        with slots.hold(wait=True, need=_scan_need(run.summary)):
+            return run.summary.save(io.BytesIO()).getvalue()
+    return build
+
+
 def _npz(run, half: bool):
     """The deferred download of the run's .npz, made on the click in a server slot (taken here, as the
     report's) with the bytes it holds."""
@@ -107,6 +134,29 @@ def _box(cur) -> None:
     st.caption(f"This analysis ({plain(run.model_name)}, {run.n} tokens"
                + (", as hidden in the sidebar" if run.hidden is not None else "")
                + (", as contributions (value-weighted)" if run.lens else "") + ")")
+    if run.is_dense:
+        _run_file(run, stem)
+    else:
+        _scan_file(run, stem)
+    options = _head_options(run)
+    chosen = [h for h in session.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
+    selected = shared_head.chosen_head()
+    session.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
+    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP,
+                           max_selections=MAX_REPORT_HEADS,
+                           format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
+    too_large = _too_large(needs.report(run, len(heads)) if run.is_dense else _long_report_need(run, len(heads)))
+    if too_large:
+        st.caption(f"The report {too_large}: lower the token limit to download it.")
+    st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
+                       file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key=keys.DL_REPORT,
+                       icon=":material/description:", disabled=bool(too_large),
+                       help="One file that opens offline in any browser: the model, the text, the overview of "
+                            "every head, these heads and the metrics table.")
+
+
+def _run_file(run, stem: str) -> None:
+    """The dense run's `.npz` (`AttentionRun.save`): every head's attention, float16 when asked."""
     half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=keys.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
     too_large = _too_large(needs.export(run, float16=half))
@@ -116,18 +166,20 @@ def _box(cur) -> None:
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
                        key=keys.DL_NPZ, icon=":material/data_array:", disabled=bool(too_large),
                        help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")
-    options = _head_options(run)
-    chosen = [h for h in session.get(keys.EXPORT_HEADS, []) if tuple(h) in options]
-    selected = shared_head.chosen_head()
-    session.settle(keys.EXPORT_HEADS, [tuple(h) for h in chosen] or [selected if selected in options else (0, 0)])
-    heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP,
-                           max_selections=MAX_REPORT_HEADS,
-                           format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
-    too_large = _too_large(needs.report(run, len(heads)))
+
+
+def _scan_file(run, stem: str) -> None:
+    """A long run's `.npz`: its scan (`Scan.save`), since every head's attention would take too much."""
+    scan = run.summary
+    st.caption(f"Every head's attention at {run.n} tokens would take "
+               f"{size_text(head_rows.every_head_bytes(run.num_layers, run.num_heads, run.n))}: the data file holds "
+               f"what the analysis kept instead (the head table, the thumbnails, each query's {scan.top_k} heaviest "
+               f"keys of at least {scan.min_weight:g} and the rest of its weight).")
+    too_large = _too_large(_scan_need(scan))
     if too_large:
-        st.caption(f"The report {too_large}: lower the token limit to download it.")
-    st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
-                       file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key=keys.DL_REPORT,
-                       icon=":material/description:", disabled=bool(too_large),
-                       help="One file that opens offline in any browser: the model, the text, the overview of "
-                            "every head, these heads and the metrics table.")
+        st.caption(f"That file {too_large}: lower the token limit to download it.")
+    st.download_button("Analysis data (.npz)", data=_scan_npz(run), file_name=f"{stem}-scan.npz",
+                       mime="application/octet-stream", on_click="ignore", key=keys.DL_NPZ,
+                       icon=":material/data_array:", disabled=bool(too_large),
+                       help="Open with mha_viz.Scan.load(path, model) (the model recomputes exact rows), or "
+                            "numpy.load(path).")

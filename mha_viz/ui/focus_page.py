@@ -68,6 +68,8 @@ def focus_page() -> None:
             continue
         st.subheader(f"What it {'attends to' if direction == focus.TO else 'is attended by'}")
         s = summaries[direction]
+        if direction == focus.BY and not f.by_exact:
+            _kept_note(run, f)
         what = (cur.key, index, words, direction)  # everything the figures are drawn from
         grid = charts.cached("focus_grid", what + (rescale,),
                              lambda: focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale,
@@ -90,7 +92,8 @@ def focus_page() -> None:
 def _focus(key, index: int, words: bool, _run) -> tuple[focus.Focus, dict[str, focus.Summary]]:
     """The Focus of position `index` of the run `key` names and the Summary of each direction (the
     position itself left out of the strongest weight), made once per server: the words level
-    reads the whole run, and a second visit should not."""
+    reads the whole run (a long run: a row a layer, and the strongest head's column), and a second visit
+    should not."""
     f = focus.focus(_run, index, words=words)
     # copies, not views: a view would keep the run's whole (layers, heads, n, n) array in the cache
     f = dataclasses.replace(f, attends_to=f.attends_to.copy(), attended_by=f.attended_by.copy())
@@ -99,19 +102,30 @@ def _focus(key, index: int, words: bool, _run) -> tuple[focus.Focus, dict[str, f
 
 def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary, key: int) -> None:
     """One sentence: which head attends most to / from the focused position (itself left out), the
-    first head of the ranking of that pair (`token_pair.heads_from_tokens`), named as the grids name
-    heads; under *attends to*, the first head of the chosen pair's ranking too when its key is another."""
+    first head of the ranking of that pair (`token_pair.rank_heads` of the focus's own weights), named as the
+    grids name heads; under *attends to*, the first head of the chosen pair's ranking too when its key is another."""
     def name(i: int) -> str:
         return f"{i}: {plain(f.labels[i])}"
     if len(f.labels) == 1:
         st.caption(f"A single {'word' if f.words else 'token'}: it can only attend to itself.")
         return
     query, target = (f.index, s.top_position) if direction == focus.TO else (s.top_position, f.index)
-    best = token_pair.heads_from_tokens(run, query, target, words=f.words, top=1)[0]
+    best = token_pair.rank_heads(f.values(direction)[..., s.top_position], 1)[0]  # the weights read already
     text = (f"Strongest: {focus_pair.head_name(run.layer_ids, best.layer, best.head)}, where {name(query)} puts "
             f"{best.weight:.3f} of its attention on {name(target)} ({name(f.index)} itself left out).")
     if direction == focus.TO and key != s.top_position and not (run.is_causal and key > f.index):
-        chosen = token_pair.heads_from_tokens(run, f.index, key, words=f.words, top=1)[0]
+        chosen = token_pair.rank_heads(f.attends_to[..., key], 1)[0]
         text += (f" On {name(key)}: {focus_pair.head_name(run.layer_ids, chosen.layer, chosen.head)}, "
                  f"{chosen.weight:.3f}, the first of the ranking above.")
     st.caption(text)
+
+
+def _kept_note(run, f: focus.Focus) -> None:
+    """Why a long run's *attended by* grid is its scan's kept keys, and which head's column is exact."""
+    scan = run.summary
+    layer, head = f.exact_head
+    st.caption(f"At {run.n} tokens every head's column would mean recomputing every row of every head (a whole "
+               f"scan), so this grid shows, for each query, its weight on the {'word' if f.words else 'token'} in "
+               f"focus only where that is one of the query's {scan.top_k} heaviest keys of at least "
+               f"{scan.min_weight:g} (its exact weight); smaller weights count as 0. The row of "
+               f"{focus_pair.head_name(run.layer_ids, layer, head)}, the strongest, is exact (every query).")

@@ -57,7 +57,7 @@ def ranking(cur, f: focus.Focus, key: int) -> None:
                 f"earlier ones, so {plain(_name(f, query))} puts no weight on {plain(_name(f, key))} in any head. "
                 "Pick a key at or before the token in focus.", icon=":material/info:")
         return
-    ranked = token_pair.heads_from_tokens(run, query, key, words=f.words)
+    ranked = token_pair.rank_heads(f.attends_to[..., key])  # query's rows: f's
     top = ranked[:TOP]
     st.caption(f"All {len(ranked)} heads ranked by the weight {plain(_name(f, query))} puts on "
                f"{plain(_name(f, key))}" + (" (words: mean over the query's pieces, sum over the key's)" if f.words

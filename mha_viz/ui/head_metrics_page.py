@@ -50,8 +50,10 @@ def head_metrics_page() -> None:
                 selection_mode="points", width="content")
     st.caption("Click a cell to open that head in the head view.")
     if not set(metrics.needing("outputs")) & set(table.columns):  # the catalogue says which measures need z
-        st.info("Importance (output norms) needs each head's output, which this model's architecture "
-                "does not expose to mha-viz.", icon=":material/info:")
+        st.info("Importance (output norms) needs each head's output, which " + (
+            "this model's architecture does not expose to mha-viz." if run.is_dense else
+            f"an analysis of {run.n} tokens does not keep (it keeps each layer's input and recomputes the rows a "
+            "view draws): lower the token limit in the sidebar to see it."), icon=":material/info:")
     st.markdown(PATTERN_RULES)
     types = charts.cached("head_types", (cur.key,), lambda: figures.head_types(run, table=table))
     charts.show(types, key=keys.METRIC_TYPES, name="head-types", selection_mode="points", width="content",

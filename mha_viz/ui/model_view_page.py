@@ -11,6 +11,7 @@ import streamlit as st
 import mha_viz
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import style as figure_style
 from mha_viz.ui import (
     analysis,
     charts,
@@ -23,6 +24,7 @@ from mha_viz.ui import (
     view_helpers,
 )
 from mha_viz.ui.text import plain
+from mha_viz.views import thumbnails
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -52,7 +54,7 @@ def model_view_page() -> None:
     rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE,
                         persist_state=keys.KEEP)
     notebook_button.record(rescale=rescale)
-    fig = charts.cached("model_grid", (cur.key, rescale), lambda: head_figures.model_grid(run, rescale=rescale))
+    fig = charts.cached("model_grid", (cur.key, rescale), lambda: _grid(run, rescale))
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
     for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
@@ -67,6 +69,14 @@ def model_view_page() -> None:
     _sink_mass(run)
     _learned_sinks(cur)
     _whole_text_overview(cur)
+
+
+def _grid(run, rescale: bool):
+    """The thumbnails grid: a long run's from its scan's thumbnails (`views.thumbnails`), every head
+    read once when the run was made; a run of contributions titled as such."""
+    return head_figures.grid_figure(thumbnails.thumbnails(run), thumb=thumbnails.THUMB, rescale=rescale,
+                                    layer_ids=run.layer_ids,
+                                    title=figure_style.run_title(run, "Every head") if run.lens else None)
 
 
 def _lens_change(cur) -> None:

@@ -1,11 +1,17 @@
 """Token focus: for one token (or word) of a run, what it attends to and what attends to it,
-in every head, with summaries over heads and over layers. Plain numpy over the run's
-(layers, heads, n, n) probabilities; the figures are in `mha_viz.figures.focus`.
+in every head, with summaries over heads and over layers. Plain numpy; the figures are in
+`mha_viz.figures.focus`.
 
 `attends_to[l, h, j]` is row i of head (l, h): the weight query i puts on key j.
 `attended_by[l, h, j]` is column i: the weight query j puts on key i.
 On the words level (`word_ids`), rows and columns are those of `detail.word_level`: sum over a
 key word's pieces, mean over a query word's pieces.
+
+Every run (`focus`): the rows are read a layer at a time (`AttentionRun.layer_rows`: one projection of a
+long run's layer). A column is every row of every head, which a long run would recompute whole (at 8,192
+tokens on SmolLM2 a full scan, tens of seconds): a long run's *attended by* is the scan's kept keys
+(`Scan.top`: each query's heaviest keys of weight ≥ its `min_weight`, exact weights), smaller weights
+counted as 0, except the strongest head's column, read exactly (`AttentionRun.column`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ class Focus:
     attended_by: np.ndarray
     words: bool = False
     lens: str = ""  # the run's (`HeadArray.lens`): what the weights are when not attention weights
+    # whether `attended_by` is exact in every head; a long run's counts only each query's kept keys
+    # (`run_columns`) but in `exact_head` (layer row, head), read exactly
+    by_exact: bool = True
+    exact_head: tuple[int, int] | None = None
 
     def values(self, direction: str) -> np.ndarray:
         if direction not in DIRECTIONS:
@@ -52,33 +62,79 @@ def attended_by(attentions: np.ndarray, i: int) -> np.ndarray:
     return a[..., :, i]
 
 
-def word_attends_to(attentions: np.ndarray, word_ids: list[int], w: int) -> np.ndarray:
-    """(layers, heads, W): row w of every head's `detail.word_level` matrix, without building it."""
-    groups = detail.word_groups(word_ids)
-    _check_index(w, len(groups))
-    rows = np.asarray(attentions)[..., groups[w], :].astype(np.float64).mean(axis=-2)  # (L, H, n): the rows first
-    starts = np.array([g[0] for g in groups])
-    return np.add.reduceat(rows, starts, axis=-1).astype(np.float32)
+def _positions(run, index: int, words: bool) -> tuple[list[str], list[np.ndarray]]:
+    """(labels, groups): the positions' labels and each one's token positions (one token a group on
+    the tokens level); IndexError for an index past them."""
+    if words:
+        labels, groups = detail.word_labels(run.tokens, run.word_ids), detail.word_groups(run.word_ids)
+    else:
+        labels, groups = list(run.tokens), [np.array([i]) for i in range(run.n)]
+    _check_index(index, len(groups))
+    return labels, groups
 
 
-def word_attended_by(attentions: np.ndarray, word_ids: list[int], w: int) -> np.ndarray:
-    """(layers, heads, W): column w of every head's `detail.word_level` matrix."""
-    groups = detail.word_groups(word_ids)
-    _check_index(w, len(groups))
-    cols = np.asarray(attentions)[..., :, groups[w]].astype(np.float64).sum(axis=-1)  # (L, H, n): the columns first
+def _by_groups(values: np.ndarray, groups: list[np.ndarray], words: bool) -> np.ndarray:
+    """(…, n) per-token values -> (…, m): the mean over each group's tokens (the words level's query
+    pieces), or the values themselves on the tokens level."""
+    if not words:
+        return np.asarray(values, dtype=np.float32)
     starts = np.array([g[0] for g in groups])
     sizes = np.array([len(g) for g in groups])
-    return (np.add.reduceat(cols, starts, axis=-1) / sizes).astype(np.float32)
+    return (np.add.reduceat(np.asarray(values, dtype=np.float64), starts, axis=-1) / sizes).astype(np.float32)
+
+
+def run_rows(run, index: int, *, words: bool = False) -> np.ndarray:
+    """(layers, heads, m): what token (or word) `index` attends to in every head, from its rows only
+    (`layer_rows`, one call a layer): row `index` of every head, or on the words level the word's rows
+    averaged and its keys summed by word."""
+    _labels, groups = _positions(run, index, words)
+    rows = groups[index]
+    per_token = np.stack([run.layer_rows(layer, int(rows[0]), int(rows[-1]) + 1).mean(axis=1, dtype=np.float64)
+                          for layer in range(run.num_layers)])  # (L, H, n): the rows first
+    if not words:
+        return per_token.astype(np.float32)
+    return np.add.reduceat(per_token, np.array([g[0] for g in groups]), axis=-1).astype(np.float32)
+
+
+def kept_columns(summary, keys: np.ndarray) -> np.ndarray:
+    """float64 (layers, heads, n): the weight each query of a scan (`mha_viz.Scan`) puts on `keys`, summed,
+    counting only its kept keys (its `top_k` heaviest of weight ≥ `min_weight`; the others as 0)."""
+    keys = np.asarray(keys)
+    hit = summary.keys == int(keys[0]) if len(keys) == 1 else np.isin(summary.keys, keys)
+    return np.where(hit, summary.weights, 0.0).sum(-1, dtype=np.float64)
+
+
+def _exact_column(run, layer: int, head: int, keys: np.ndarray) -> np.ndarray:
+    """float64 (n,): the weight each query of one head puts on `keys`, summed, read exactly."""
+    return np.sum([run.column(layer, head, int(k)) for k in keys], axis=0, dtype=np.float64)
+
+
+def run_columns(run, index: int, *, words: bool = False) -> tuple[np.ndarray, tuple[int, int] | None]:
+    """((layers, heads, m), exact head): what attends to token (or word) `index` in every head. A dense
+    run's exact columns (exact head None); a long run's from its scan's kept keys (`kept_columns`), except
+    the head where the strongest of them lies (the position itself left out), whose column is read exactly
+    (`run.column`) and which is returned as (layer row, head)."""
+    _labels, groups = _positions(run, index, words)
+    keys = groups[index]
+    if run.is_dense or run.summary is None:
+        a = run.attentions
+        return _by_groups(a[..., :, keys].sum(axis=-1, dtype=np.float64), groups, words), None
+    by = _by_groups(kept_columns(run.summary, keys), groups, words)
+    ranked = by.copy()
+    if ranked.shape[-1] > 1:
+        ranked[..., index] = -np.inf
+    layer, head = np.unravel_index(int(np.argmax(ranked.max(axis=-1))), ranked.shape[:2])
+    by[layer, head] = _by_groups(_exact_column(run, int(layer), int(head), keys), groups, words)
+    return by, (int(layer), int(head))
 
 
 def focus(run, index: int, *, words: bool = False) -> Focus:
-    """The Focus of token `index` of an AttentionRun, or of word `index` when `words` is set."""
-    if words:
-        labels = detail.word_labels(run.tokens, run.word_ids)
-        return Focus(index, labels, word_attends_to(run.attentions, run.word_ids, index),
-                     word_attended_by(run.attentions, run.word_ids, index), words=True, lens=run.lens)
-    a = run.attentions
-    return Focus(index, list(run.tokens), attends_to(a, index), attended_by(a, index), lens=run.lens)
+    """The Focus of token `index` of an AttentionRun, or of word `index` when `words` is set (see
+    `run_rows`, `run_columns`: a long run's *attended by* counts its kept keys only, `Focus.by_exact`)."""
+    labels, _groups = _positions(run, index, words)
+    by, exact = run_columns(run, index, words=words)
+    return Focus(index, labels, run_rows(run, index, words=words), by, words=words, lens=run.lens,
+                 by_exact=exact is None, exact_head=exact)
 
 
 @dataclass(frozen=True)
