@@ -97,10 +97,11 @@ def run_rows(run, index: int, *, words: bool = False) -> np.ndarray:
 
 
 def kept_columns(summary, keys: np.ndarray) -> np.ndarray:
-    """float64 (layers, heads, n): the weight each query of a scan (`mha_viz.Scan`) puts on `keys`, summed,
+    """float64 (layers, heads, n): the weight each query of a scan (`mha_viz.Scan`) puts on `keys` (contiguous
+    positions), summed,
     counting only its kept keys (its `top_k` heaviest of weight ≥ `min_weight`; the others as 0)."""
-    keys = np.asarray(keys)
-    hit = summary.keys == int(keys[0]) if len(keys) == 1 else np.isin(summary.keys, keys)
+    lo, hi = int(np.min(keys)), int(np.max(keys))  # a token, or a word's pieces: contiguous
+    hit = summary.keys == lo if lo == hi else (summary.keys >= lo) & (summary.keys <= hi)
     return np.where(hit, summary.weights, 0.0).sum(-1, dtype=np.float64)
 
 

@@ -14,10 +14,12 @@ import mha_viz
 from mha_viz import figures
 from mha_viz.capture import head_rows, sinks
 from mha_viz.circuits.composition import table_weights
+from mha_viz.export import report
 from mha_viz.metrics import head_table
 from mha_viz.metrics.measures import METRICS, needing
 from mha_viz.views import detail, focus, thumbnails, token_pair
-from tests.helpers import ROOT
+from tests.helpers import ROOT, decode
+from tests.models import architectures_2026
 from tests.tolerance import assert_same_ranking
 
 pytestmark = pytest.mark.model
@@ -97,7 +99,9 @@ def test_token_focus_reads_rows_and_a_column_exactly_and_kept_keys_otherwise(run
         _check_columns(f, dense, index)
     words = np.array([[detail.word_level(a[layer, head], dense.word_ids) for head in range(dense.num_heads)]
                       for layer in range(dense.num_layers)])  # (L, H, W, W): each head's words level
-    for w in (1, words.shape[-1] // 2):
+    pieces = [w for w, group in enumerate(detail.word_groups(dense.word_ids)) if len(group) > 1]
+    assert pieces  # a word of several tokens: its pieces' kept weights summed
+    for w in (1, words.shape[-1] // 2, pieces[0], pieces[-1]):
         with head_rows.forbid_dense():
             f = focus.focus(long, w, words=True)
         assert f.labels == detail.word_labels(dense.tokens, dense.word_ids)
@@ -128,3 +132,26 @@ def test_heads_from_tokens_rank_as_the_dense_run(runs):
         assert_same_ranking(flat, np.argsort(-scores.ravel(), kind="stable"), scores, TOL,
                             f"{query} -> {key}, words={words}")
         np.testing.assert_allclose([h.weight for h in ours], scores.ravel()[flat], atol=TOL)
+
+
+def test_the_report_of_a_long_run_draws_the_scans_overview_and_table(runs):
+    _model, dense, long = runs
+    with head_rows.forbid_dense():  # the thumbnails and the table are the scan's, one head recomputed
+        page = report.html_report(long, heads=[(1, 2)], table=head_table(long))
+    assert report.embedded_json(page, "fig-overview")["data"][0]["source"].startswith("data:image/png")
+    ours = decode(report.embedded_json(page, "fig-head-0"))["data"][0]["z"]
+    theirs = decode(report.embedded_json(report.html_report(dense, heads=[(1, 2)]), "fig-head-0"))["data"][0]["z"]
+    np.testing.assert_allclose(np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float), atol=TOL)
+    assert f"Head metrics ({dense.num_layers * dense.num_heads} rows)" in page
+
+
+def test_a_learned_sinks_share_on_a_long_run_is_the_dense_runs(tmp_path):
+    model = mha_viz.load_model(str(architectures_2026.build("gpt_oss", tmp_path / "gpt_oss")), device="cpu")
+    text = TEXT[:1500]
+    dense = mha_viz.analyze(model, text, dense=True)
+    long = mha_viz.analyze(model, text, dense=False)
+    reference = sinks.learned_sink_share(dense)
+    with head_rows.forbid_dense():
+        ours = sinks.learned_sink_share(long)
+    assert reference is not None and ours is not None and float(reference.max()) > 0.01
+    np.testing.assert_allclose(ours, reference, atol=TOL)
