@@ -20,7 +20,7 @@ from mha_viz.ui import (
     why_here,
 )
 from mha_viz.ui.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
-from mha_viz.views import head_reads
+from mha_viz.views import detail, head_reads
 
 
 def head_view_page() -> None:
@@ -82,8 +82,12 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
             session.put(keys.HEAD_WINDOW, (0, width))
         start, stop = st.slider("Tokens", 0, run.n, key=keys.HEAD_WINDOW,
                                 help="The tokens shown on both axes, at full resolution.")
-        window = (int(start), int(max(stop, start + 1)))
-        return _clickable(cur, layer, head, rescale, window)
+        stop = max(stop, start + 1)
+        if stop - start > WINDOW_MAX:  # every cell is a pixel: a window of the whole of a long text is n² of them
+            stop = start + WINDOW_MAX
+            st.caption(f"Window narrowed to its first {WINDOW_MAX:,} tokens: {start}–{stop - 1}. The block view "
+                       "shows the whole text.")
+        return _clickable(cur, layer, head, rescale, (int(start), int(stop)))
     if mode == SUBSET:
         return subset_views.subset_figure(run, layer, head, rescale), None
     if mode == BLOCKS:
@@ -101,6 +105,7 @@ def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int
     return fig, ((start, shown) if shown <= head_figures.CLICKABLE_TOKENS else None)
 
 
+WINDOW_MAX = 4 * detail.MAX_FULL_TOKENS  # the widest token window drawn (2,048: about 0.2 s for one head)
 TABLE_ROWS = 1000  # the strongest-key table shows at most this many queries (the first)
 
 

@@ -11,11 +11,12 @@ import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
 from mha_viz.ui import head_detail, head_view_page, keys
-from tests.app.helpers import charts, frame, open_page, start_app
+from tests.app.helpers import chart_title, charts, frame, open_page, start_app
 
 pytestmark = pytest.mark.model
 SAMPLE = resources.files("mha_viz.corpus").joinpath("sample.txt").read_text(encoding="utf-8")
 SHOWN = 100  # the strongest-key table's rows, made fewer than the text's tokens
+WIDEST = 120  # the widest token window, made narrower than the text
 TEXT = "Read once more, slowly: " + SAMPLE[:1300]  # about 300 tokens: past every-token's 256, the lines' 128
 
 
@@ -28,6 +29,7 @@ def clean(at) -> None:
 def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeypatch):
     monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
     monkeypatch.setattr(head_view_page, "TABLE_ROWS", SHOWN)
+    monkeypatch.setattr(head_view_page, "WINDOW_MAX", WIDEST)
     with forbid_dense():
         at = start_app()
         at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
@@ -48,6 +50,12 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
         at.radio(key=keys.HEAD_DETAIL).set_value(head_detail.WINDOW).run()
         at.slider(key=keys.HEAD_WINDOW).set_value((run.n - 40, run.n)).run()
         clean(at)
+        assert f"tokens {run.n - 40}–{run.n - 1} of {run.n}" in chart_title(charts(at)[0])
+        at.slider(key=keys.HEAD_WINDOW).set_value((10, run.n)).run()  # wider than the widest window drawn
+        clean(at)
+        assert f"tokens 10–{10 + WIDEST - 1} of {run.n}" in chart_title(charts(at)[0])
+        assert f"Window narrowed to its first {WIDEST:,} tokens: 10–{10 + WIDEST - 1}." in " ".join(
+            c.value for c in at.caption)
         at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
         at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(2).run()
         clean(at)
