@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz.capture.arrays import tensor_view
+from mha_viz.budget import capture_budget
 from mha_viz.capture.run import AttentionRun
-from mha_viz.metrics.head_writes import on_device
+from mha_viz.metrics.row_blocks import head_mean
 
 
 def _layer_list(layer_ids: list[int]) -> str:
@@ -19,17 +19,43 @@ def rollout(run: AttentionRun, *, device: str | torch.device | None = None) -> n
     """Attention rollout (Abnar & Zuidema 2020): (layers, n, n), row i of layer l says how much
     token i at layer l draws on each input token. Â_l = rows-renormalised 0.5·mean_h A_l + 0.5·I;
     R_1 = Â_1, R_l = Â_l R_{l-1}. Rows sum to 1. `device`: where to compute (e.g. the model's
-    "cuda"; default the CPU); the result is a float64 numpy array either way."""
+    "cuda"; default the CPU); the result is a float64 numpy array either way.
+
+    Each layer's head mean is read a block of rows at a time (`row_blocks.head_mean`), so no head's
+    array of every layer is built; what rollout holds (its result, L·n² float64, and one layer's Â) is
+    admitted by the capture budget (`check_rollout`), else refused with the length that fits."""
     _check_from_first(run)
-    # heads summed in float32 (within ~1e-8 of a float64 sum, and 7× faster at n = 512), then float64
-    A_hat = on_device(run.attentions, device).sum(1).double().div_(run.num_heads)  # (L, n, n)
-    A_hat.mul_(0.5).diagonal(dim1=1, dim2=2).add_(0.5)
-    A_hat.div_(A_hat.sum(-1, keepdim=True))
-    out = torch.empty_like(A_hat)
-    out[0] = A_hat[0]
-    for layer in range(1, run.num_layers):
-        torch.matmul(A_hat[layer], out[layer - 1], out=out[layer])
+    check_rollout(run)
+    out = torch.empty((run.num_layers, run.n, run.n), dtype=torch.float64, device=device or "cpu")
+    for layer in range(run.num_layers):
+        A_hat = _hat(torch.from_numpy(head_mean(run, layer)).to(out.device))
+        if layer == 0:
+            out[0] = A_hat
+        else:
+            torch.matmul(A_hat, out[layer - 1], out=out[layer])
     return out.cpu().numpy()
+
+
+def _hat(mean: torch.Tensor) -> torch.Tensor:
+    """Â = rows-renormalised ½·mean + ½·I, in place (float64 (n, n))."""
+    mean.mul_(0.5).diagonal().add_(0.5)
+    return mean.div_(mean.sum(-1, keepdim=True))
+
+
+def rollout_bytes(layers: int, n: int) -> int:
+    """What rollout holds: its float64 result (layers, n, n) and one layer's Â beside it."""
+    return 8 * (layers + 1) * n * n
+
+
+def check_rollout(run: AttentionRun) -> None:
+    """Refuse rollout (and what reads it) when it would not fit the capture budget, naming the length
+    that does (an InputError, before anything runs)."""
+    L = run.num_layers
+    fits = int((capture_budget.capture_budget() / (8 * (L + 1))) ** 0.5)
+    capture_budget.check(
+        rollout_bytes(L, run.n), f"Rollout of {run.model_name} at {run.n} tokens ({L} layers of n × n "
+        "in float64)", f"it takes at most {fits} tokens of this model here: lower the token limit in the "
+        "sidebar (or max_tokens), or raise the limit.")
 
 
 def _check_from_first(run: AttentionRun) -> None:
@@ -41,19 +67,17 @@ def _check_from_first(run: AttentionRun) -> None:
 
 def _residual_attention(run: AttentionRun, layers: int) -> np.ndarray:
     """Â_l = rows-renormalised ½·mean_h A_l + ½·I for the first `layers` layers, float64
-    (layers, n, n), from a float64 mean of the heads: the graph flow walks (rollout computes
-    the same in torch)."""
+    (layers, n, n), each layer's head mean read a block of rows at a time: the graph flow walks
+    (rollout computes the same in torch)."""
     _check_from_first(run)
-    A = tensor_view(run.attentions[:layers]).mean(1, dtype=torch.float64).numpy()  # (l, n, n), a new array
-    A_hat = 0.5 * A + 0.5 * np.eye(run.n)
-    return A_hat / A_hat.sum(-1, keepdims=True)
+    return np.stack([_hat(torch.from_numpy(head_mean(run, layer))).numpy() for layer in range(layers)])
 
 
 def rollout_through_head(run: AttentionRun, layer: int, head: int,
                          rolled: np.ndarray | None = None) -> np.ndarray:
     """The per-head variant of rollout: A_{l,h} R_{l-1} (n, n), with R_{-1} = I (rows sum to 1).
     `rolled`: `rollout(run)` when the caller has it already."""
-    A = run.attentions[layer, head].astype(np.float64)
+    A = run.head(layer, head).astype(np.float64)
     if layer == 0:
         return A
     return A @ (rollout(run) if rolled is None else rolled)[layer - 1]

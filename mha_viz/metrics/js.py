@@ -127,17 +127,32 @@ def js_matrix(att: torch.Tensor, n: int) -> torch.Tensor:
     """(N, N) float64 mean-over-rows JS of the smoothed patterns p = (1 − JS_SMOOTHING)·att + JS_SMOOTHING/n
     of att (N, M) float32, whose columns are the entries where heads may differ (entries that
     are 0 in every head add 0); each row of n entries of att sums to 1."""
+    return js_finish(js_sum(att, n), n)
+
+
+def js_sum(att: torch.Tensor, n: int) -> torch.Tensor:
+    """(N, N) float64 symmetric: Σ g(p_ie, p_je) over the columns e of att (N, M) float32, the patterns
+    smoothed as in `js_matrix` for rows of n entries; the diagonal is not meaningful. The sum is over
+    entries, so the columns can come a block of query rows at a time (`metrics.row_blocks`): the sums of
+    the blocks, then `js_finish`, are `js_matrix` of them all (each block chooses its own way, within
+    ERROR_BOUND of the exact sum either way)."""
     N, M = att.shape
     smooth, floor = 1.0 - JS_SMOOTHING, JS_SMOOTHING / n
     sample = att[:, ::max(1, M // 4096)] * smooth + floor  # decide on a sample of entries which way is cheaper
     ratio = sample / sample.mean(0)
     if ((ratio < 1.0 / RATIO) | (ratio > RATIO)).float().mean().item() > EXACT_ABOVE:
-        return exact_blocked(att, n)
+        return _exact_sum(att, n)
     if att.device.type == "cpu" and COMPILED_ON_CPU:
         total = _band_compiled(att, smooth, floor)
     else:
         total = _band_tensor(att * smooth + floor)
-    total = 0.5 * (total + total.T)
+    return 0.5 * (total + total.T)
+
+
+def js_finish(total: torch.Tensor, n: int) -> torch.Tensor:
+    """The JS matrix from the sums `js_sum` (added over every block of entries): mean over the n rows,
+    0 on the diagonal, never below 0."""
+    total = total.clone()
     total.fill_diagonal_(0.0)
     return (total / n).clamp_min(0)
 
@@ -217,24 +232,25 @@ def _outside(p: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
 
 
 def exact_blocked(att: torch.Tensor, n: int) -> torch.Tensor:
-    """Every pair exactly: Σ g = ½(Σ p ln p + Σ q ln q) − ½ Σ s ln s + ln 2·Σ m with s = p + q,
+    """Every pair exactly: `js_matrix` with no polynomial (see `_exact_sum`)."""
+    return js_finish(_exact_sum(att, n), n)
+
+
+def _exact_sum(att: torch.Tensor, n: int) -> torch.Tensor:
+    """`js_sum` exactly: Σ g = ½(Σ p ln p + Σ q ln q) − ½ Σ s ln s + ln 2·Σ m with s = p + q,
     one log per pair and entry (N²M/2 logarithms), for p = (1 − JS_SMOOTHING)·att + JS_SMOOTHING/n: on
-    the CPU by the compiled pass, elsewhere in tensor column blocks that stay in cache."""
-    N, M = att.shape
-    skipped = n * n - M  # entries equal in every head (the floor above a causal diagonal)
+    the CPU by the compiled pass, elsewhere in tensor column blocks that stay in cache. (Entries left out,
+    equal in every head, add exactly 0.)"""
     smooth, eps = 1.0 - JS_SMOOTHING, JS_SMOOTHING / n
     if att.device.type == "cpu" and COMPILED_ON_CPU:
         sls, plogp, mass = (torch.from_numpy(x)
                             for x in exact_pass(att.contiguous().numpy(), smooth, eps, thread_count()))
     else:
         sls, plogp, mass = _exact_sums(att * smooth + eps)
-    plogp = plogp + skipped * eps * math.log(eps)  # (N,)
-    mass = mass + skipped * eps
-    sls = sls + skipped * 2 * eps * math.log(2 * eps)
     m_mass = 0.5 * (mass[:, None] + mass[None, :])
     js = 0.5 * (plogp[:, None] + plogp[None, :]) - (0.5 * sls - math.log(2) * m_mass)
     js = torch.triu(js, 1)
-    return ((js + js.T) / n).clamp_min(0)
+    return js + js.T
 
 
 def _exact_sums(p: torch.Tensor):

@@ -9,8 +9,9 @@ import torch
 from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics.gram import gram_upper, symmetric_numpy
 from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
-from mha_viz.metrics.js import js_matrix
+from mha_viz.metrics.js import js_finish, js_sum
 from mha_viz.metrics.measures import SIMILARITIES
+from mha_viz.metrics.row_blocks import every_layer
 
 # the weights each weight-based kind reads: a model our MHA cannot compute has W_O only (`LoadedModel.head_weights`)
 WEIGHTS_NEEDED = {"qk": ("W_Q", "W_K"), "ov": ("W_V", "W_O"), "residual": ("W_O",)}
@@ -45,12 +46,16 @@ def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | N
 
 
 def _pattern_cosine(run: AttentionRun, _weights=None, device=None) -> np.ndarray:
-    x = on_device(run.attentions.reshape(run.num_layers * run.num_heads, -1), device)  # (N, n²) float32
-    return _cosine_from_inner(symmetric_numpy(gram_upper(x)))
+    """Cosine of the flattened patterns: their Gram matrix summed block by block over query rows."""
+    inner = None
+    for _first, flat in pattern_blocks(run, device):
+        inner = gram_upper(flat, inner)
+    return _cosine_from_inner(symmetric_numpy(inner))
 
 
 def _js(run: AttentionRun, _weights=None, device=None) -> np.ndarray:
-    """Mean-over-rows JS divergence of every pair of smoothed patterns (see metrics/js.py).
+    """Mean-over-rows JS divergence of every pair of smoothed patterns (see metrics/js.py), its sums
+    added block by block over query rows (`js.js_sum`).
 
     Entries that are the smoothing floor in every head (above the diagonal of a causal run)
     add 0 and are dropped. Where both heads sit within a factor 2 of the entry's mean over
@@ -61,12 +66,27 @@ def _js(run: AttentionRun, _weights=None, device=None) -> np.ndarray:
     exact pass is cheaper, N²n²/2 logarithms: 0.65 s for 144 heads, 0.18 s for MiniLM's 72, at
     n = 512.
     """
-    n, N = run.n, run.num_layers * run.num_heads
-    flat = on_device(run.attentions.reshape(N, n * n), device)  # a view of the run's array on the CPU
-    if run.is_causal:
-        rows, cols = np.tril_indices(n)
-        flat = flat[:, torch.from_numpy(rows * n + cols).to(flat.device)]  # (N, n(n+1)/2)
-    return js_matrix(flat, n).cpu().numpy()
+    total = None
+    for _first, flat in pattern_blocks(run, device):
+        part = js_sum(flat, run.n)
+        total = part if total is None else total.add_(part)
+    return js_finish(total, run.n).cpu().numpy()
+
+
+def pattern_blocks(run: AttentionRun, device=None):
+    """(first row, float32 (L·H, M) on `device`): every head's entries of a block of query rows side by
+    side (`row_blocks.every_layer`), as the pairwise pattern measures sum them: a causal run's entries
+    above the diagonal (0 in every head) left out."""
+    N, n = run.num_layers * run.num_heads, run.n
+    for first, rows in every_layer(run):
+        b = rows.shape[1]
+        if run.is_causal:  # row first + i sees keys 0 … first + i
+            last = first + b
+            keep = (np.arange(last)[None, :] <= np.arange(first, last)[:, None]).ravel()
+            flat = rows[:, :, :last].reshape(N, b * last)[:, keep]
+        else:
+            flat = rows.reshape(N, b * n)
+        yield first, on_device(flat, device)
 
 
 def _expand_kv(w: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -184,11 +204,13 @@ _ON_DEVICE = {"js", "cosine", "cka", "residual", "seed_r"}  # kinds that take `d
 def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = None):
     """A run (and weights) holding only `heads` (indices layer * H + head), as one layer of
     len(heads) heads each with its own KV head, so that pairwise measures of a few heads cost
-    what a few heads cost. Returns (run, weights or None); pairwise values are unchanged."""
+    what a few heads cost (each head read alone: `run.head`, never every head's array). Returns (run,
+    weights or None); pairwise values are unchanged."""
     layers, hs = np.divmod(np.asarray(heads), run.num_heads)
     kv = hs // (run.num_heads // run.num_kv_heads)
     sub = AttentionRun(
-        tokens=run.tokens, attentions=run.attentions[layers, hs][None], is_causal=run.is_causal,
+        tokens=run.tokens, attentions=np.stack([run.head(int(a), int(b)) for a, b in zip(layers, hs)])[None],
+        is_causal=run.is_causal,
         num_kv_heads=len(heads), model_name=run.model_name, token_ids=run.token_ids,
         special_mask=run.special_mask, text=run.text,
         head_outputs=None if run.head_outputs is None else run.head_outputs[layers, hs][None],

@@ -7,10 +7,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import metrics
+from mha_viz import InputError, metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
+from mha_viz.metrics.across_layers import check_rollout
 from mha_viz.ui import analysis, charts, keys, view_helpers
+from mha_viz.ui.text import plain
 
 
 def across_layers_page() -> None:
@@ -23,6 +25,11 @@ def across_layers_page() -> None:
                 f"{', '.join(map(str, run.layer_ids))} of {run.model_layers} only. Capture from layer 0 "
                 "(fewer tokens, or layers 0 to k under *Layers to capture* in the sidebar) to see them.",
                 icon=":material/info:")
+        return
+    try:  # rollout holds every layer's n × n (float64): refused where it does not fit, with the length that does
+        check_rollout(run)
+    except InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/memory:")
         return
     method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key=keys.LAYERS_METHOD,
                       persist_state=keys.KEEP,

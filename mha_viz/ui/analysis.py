@@ -123,6 +123,9 @@ def available(kind: str, run, model) -> str | None:
     if kind == "cka" and run.n < 4:
         return "the debiased CKA needs at least 4 tokens"
     if "outputs" in needs and run.head_outputs is None:
+        if getattr(run, "summary", None) is not None:  # a long run: rows recomputed, no head outputs kept
+            return (f"a run of {run.n} tokens this long keeps no head outputs (it recomputes only the attention "
+                    "rows a view draws): lower the token limit in the sidebar to compare them")
         return "this model's head outputs cannot be captured"
     w = weights(model)
     if "weights" in needs and w is None:

@@ -18,6 +18,7 @@ from mha_viz.figures import comparison as compare_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, export_views, keys, resources, session, shared_head, sidebar, view_helpers
 from mha_viz.ui.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
+from mha_viz.ui.similarity_page import accepted, read_note, read_seconds
 from mha_viz.ui.text import plain
 
 TOP = 10  # heads listed as "changed most"
@@ -112,6 +113,11 @@ def compare_page() -> None:
     if got is None:
         return
     run_b, key_b, label_a, label_b = got
+    seconds = read_seconds(cur.run) + read_seconds(run_b)
+    said = (f"Comparing the two runs head by head reads every head's probabilities of both ({cur.run.n} and "
+            f"{run_b.n} tokens){read_note(cur.run if not cur.run.is_dense else run_b)}.")
+    if not accepted(("compare", cur.key, key_b), seconds, said, keys.CMP_START):
+        return
     cmp, why = resources.attempt(lambda: analysis.comparison(cur.key, key_b, cur.run, run_b), what="The comparison",
                                  out_of_memory=f"The comparison needs more memory than is free. "
                                                f"{memory.OUT_OF_MEMORY_ADVICE}")

@@ -400,3 +400,8 @@ FOCUS_KEY_AUTO = "_focus_key_auto"  # the key the page chose (the strongest), wh
 FOCUS_RANKED = "focus_ranked"  # the bars of the top heads (a click opens one)
 FOCUS_OPEN_TOP = "focus_open_top"  # the button that opens the strongest of them in the Head view
 HEAD_FIND_HEADS = "head_find_heads"  # the Head view's button: Token focus on the query and key of a cell
+
+# --- Head similarity at length (issue 52) ------------------------------------------------------------
+SIM_START = "sim_start"  # the button that starts a comparison of every pair of heads whose cost was stated
+CMP_START = "cmp_start"  # the button that starts comparing two long runs head by head, its cost stated
+COST_ACCEPTED = "_cost_accepted"  # what the user accepted to wait for in this session (similarity_page.accepted)

@@ -13,17 +13,68 @@ from mha_viz.ui import analysis, charts, keys, session, view_helpers
 from mha_viz.ui.text import plain
 
 
+def _entries(run) -> float:
+    """Probabilities of every head that a causal run can make non-zero (all of them otherwise)."""
+    return run.num_layers * run.num_heads * run.n * run.n * (0.5 if run.is_causal else 1.0)
+
+
 def _js_seconds(run) -> float:
     """Measured: 144 heads at 512 tokens take about 4 s on 2 CPU cores (half for causal runs)."""
     N = run.num_layers * run.num_heads
-    entries = N * N / 2 * run.n * run.n * (0.5 if run.is_causal else 1.0)
-    return 4.0 * entries / (144 * 144 / 2 * 512 * 512)
+    return 4.0 * N * N / 2 * _entries(run) / run.num_layers / run.num_heads / (144 * 144 / 2 * 512 * 512)
+
+
+# measured on 2 busy CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads): every head's rows read again
+# (each layer's rows recomputed, a block at a time) 44 s, the Gram of every pair of heads 20 s more (cosine), JS
+# 100 s more (as `_js_seconds` says); at 8,192 tokens about 16 × that: cosine about 17 min, JS about 42 min
+COSINE_S = 20.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
+READ_S = 44.0 / (30 * 9 * 2048 * 2048 / 2)
+
+
+def similarity_seconds(run, kind: str) -> float:
+    """About how long comparing every pair of heads by a pattern measure takes here: the pairwise sums,
+    and for a long run (rows recomputed, `is_dense` False) every head's rows read once more."""
+    N = run.num_layers * run.num_heads
+    pairs = _js_seconds(run) if kind == "js" else COSINE_S * N * N * _entries(run)
+    return pairs + read_seconds(run)
+
+
+def read_seconds(run) -> float:
+    """About how long reading every head's rows once more takes: 0 for a run that holds them."""
+    return 0.0 if run.is_dense else READ_S * _entries(run)
+
+
+PATTERN_KINDS = ("js", "cosine")  # the kinds that read every head's probabilities
+ASK_ABOVE_S = 20.0  # a comparison that takes longer waits for a click that accepts its stated cost
+
+
+def accepted(what, seconds: float, said: str, button_key: str) -> bool:
+    """Whether a long computation (`what`: a hashable name of it) may run now: quick, or its cost `said`
+    (a sentence) and accepted with a click, once a session."""
+    if seconds < ASK_ABOVE_S:
+        return True
+    done = session.get(keys.COST_ACCEPTED) or ()
+    if what in done:
+        return True
+    st.info(f"{said} It takes about {_duration(seconds)} on 2 CPU cores; the result is kept for this text.",
+            icon=":material/timer:")
+    if st.button(f"Start (about {_duration(seconds)})", key=button_key, type="primary"):
+        session.put(keys.COST_ACCEPTED, tuple(done) + (what,))
+        return True
+    return False
+
+
+def read_note(run) -> str:
+    """What reading every head costs this run, as a clause."""
+    return "" if run.is_dense else " (a text this long keeps no head's n × n: every head's rows are recomputed once)"
 
 
 BASELINE_X = 5  # measured: the baseline takes about 5× the JS of the text (model, forward, near-uniform JS)
-
-
 BASELINE_AUTO_S = 2.0  # the baseline is on by default when it takes less than this
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def similarity_page() -> None:
@@ -34,7 +85,7 @@ def similarity_page() -> None:
     options = view_helpers.kind_options(run, model)
     missing = [metrics.SIMILARITIES[k].label + f" ({analysis.available(k, run, model)})"
                for k in metrics.SIMILARITIES if k not in options]
-    js_seconds = _js_seconds(run)
+    js_seconds = similarity_seconds(run, "js")
     if session.get(keys.SIM_KIND) not in options:  # first visit: JS unless it would be slow
         session.put(keys.SIM_KIND, "js" if js_seconds < 3 else "cosine")
     cols = st.columns([3, 2, 2])
@@ -53,7 +104,12 @@ def similarity_page() -> None:
                    "attend to.")
     if missing:
         st.caption("Not available for this model: " + "; ".join(missing) + ".")
-    if kind == "js" and js_seconds >= 3:
+    seconds = similarity_seconds(run, kind) if kind in PATTERN_KINDS else 0.0
+    said = (f"Comparing every pair of the {run.num_layers * run.num_heads} heads by {measure.label} at {run.n} "
+            f"tokens reads every head's probabilities{read_note(run)}.")
+    if not accepted(("similarity", cur.key, kind), seconds, said, keys.SIM_START):
+        return
+    if kind == "js" and 3 <= js_seconds < ASK_ABOVE_S:
         st.caption(f"The JS divergence of {run.num_layers * run.num_heads} heads at {run.n} tokens takes "
                    f"about {js_seconds:.0f} s on 2 CPU cores (a logarithm for every entry of every pair); "
                    "the result is kept for this text.")

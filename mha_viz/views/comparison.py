@@ -10,7 +10,6 @@ by relative depth instead (`Comparison.depth`).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +20,7 @@ from mha_viz.capture.arrays import tensor_view
 from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics import METRICS, head_table
+from mha_viz.metrics.row_blocks import aligned, kept_source
 from mha_viz.text.readable import bare
 from mha_viz.views import detail
 
@@ -124,9 +124,9 @@ def compare(run_a: AttentionRun, run_b: AttentionRun) -> Comparison:
     kind, basis, aligned = choose_basis(run_a, run_b)
     divergence = None
     if kind == "tokens":
-        divergence = pattern_divergence(run_a.attentions, run_b.attentions)
+        divergence = run_divergence(run_a, run_b)
     elif kind == "words":
-        divergence = pattern_divergence(word_patterns(aligned[0]), word_patterns(aligned[1]))
+        divergence = word_divergence(*aligned)
     change = divergence if divergence is not None else metric_change(*tables, run_a.num_heads)
     table = diff_table(run_a, run_b, tables, change, divergence)
     return Comparison(run_a, run_b, kind, basis, True, divergence, change, table, depth, tables, aligned)
@@ -147,33 +147,72 @@ def pattern_divergence(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                          f"got {a.shape} and {b.shape}")
     L, H, n, _ = a.shape
     flat_a, flat_b = a.reshape(L * H, n, n), b.reshape(L * H, n, n)
-    out = np.zeros(L * H)
+    total, count = np.zeros(L * H), np.zeros(L * H)
     step = max(1, CHUNK_ENTRIES // max(n * n, 1))
     for i0 in range(0, L * H, step):
-        # a copy: p is scaled in place below, and the runs' arrays are shared read-only
-        p = tensor_view(np.ascontiguousarray(flat_a[i0:i0 + step])).to(torch.float64, copy=True)  # (c, n, n)
-        q = tensor_view(np.ascontiguousarray(flat_b[i0:i0 + step])).double()
-        sp, sq = p.sum(-1), q.sum(-1)  # (c, n)
-        valid = (sp > EMPTY_BELOW) & (sq > EMPTY_BELOW)
-        sp, sq = torch.where(valid, sp, 1.0), torch.where(valid, sq, 1.0)
-        # Σ p' ln p' of the normalised row p' = p / s is Σ p ln p / s − ln s: no scaled copy of p
-        hp = torch.xlogy(p, p).sum(-1) / sp - sp.log()
-        hq = torch.xlogy(q, q).sum(-1) / sq - sq.log()
-        m = torch.addcmul(p.mul_((0.5 / sp)[..., None]), q, (0.5 / sq)[..., None])  # (c, n, n)
-        row = 0.5 * (hp + hq) - torch.xlogy(m, m).sum(-1)
-        row = torch.where(valid, row.clamp_min(0.0), 0.0)  # (c, n)
-        out[i0:i0 + step] = (row.sum(-1) / valid.sum(-1).clamp_min(1)).numpy()
-    return out.reshape(L, H)
+        total[i0:i0 + step], count[i0:i0 + step] = row_divergence(flat_a[i0:i0 + step], flat_b[i0:i0 + step])
+    return (total / np.maximum(count, 1)).reshape(L, H)
+
+
+def row_divergence(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ over rows of JS, rows counted), each (h,), of the rows of a and b (h, rows, n) as
+    `pattern_divergence` defines them (rows normalised, all-zero rows left out), in float64."""
+    # a copy: p is scaled in place below, and the runs' arrays are shared read-only
+    p = tensor_view(np.ascontiguousarray(a)).to(torch.float64, copy=True)  # (h, b, n)
+    q = tensor_view(np.ascontiguousarray(b)).double()
+    sp, sq = p.sum(-1), q.sum(-1)  # (h, b)
+    valid = (sp > EMPTY_BELOW) & (sq > EMPTY_BELOW)
+    sp, sq = torch.where(valid, sp, 1.0), torch.where(valid, sq, 1.0)
+    # Σ p' ln p' of the normalised row p' = p / s is Σ p ln p / s − ln s: no scaled copy of p
+    hp = torch.xlogy(p, p).sum(-1) / sp - sp.log()
+    hq = torch.xlogy(q, q).sum(-1) / sq - sq.log()
+    m = torch.addcmul(p.mul_((0.5 / sp)[..., None]), q, (0.5 / sq)[..., None])  # (h, b, n)
+    row = 0.5 * (hp + hq) - torch.xlogy(m, m).sum(-1)
+    row = torch.where(valid, row.clamp_min(0.0), 0.0)
+    return row.sum(-1).numpy(), valid.sum(-1).double().numpy()
+
+
+def run_divergence(run_a: AttentionRun, run_b: AttentionRun) -> np.ndarray:
+    """`pattern_divergence` of two runs of one shape on the same tokens, each layer's rows read from
+    both a block at a time (`row_blocks.aligned`): never every head's array of either run."""
+    L, H, n = run_a.num_layers, run_a.num_heads, run_a.n
+    total, count = np.zeros((L, H)), np.zeros((L, H))
+    rows = max(1, CHUNK_ENTRIES // max(H * n, 1))
+    for layer in range(L):
+        readers = [run_a.source(layer, None, 0, n), run_b.source(layer, None, 0, n)]
+        for _first, (a, b) in aligned(readers, 0, n, rows):
+            t, c = row_divergence(a, b)
+            total[layer] += t
+            count[layer] += c
+    return total / np.maximum(count, 1)
+
+
+def word_divergence(run_a: AttentionRun, run_b: AttentionRun) -> np.ndarray:
+    """`pattern_divergence` of every head at word level (`word_layer`), a layer of each run at a time."""
+    L, H = run_a.num_layers, run_a.num_heads
+    return np.concatenate([pattern_divergence(word_layer(run_a, layer)[None], word_layer(run_b, layer)[None])
+                           for layer in range(L)]).reshape(L, H)
 
 
 def word_patterns(run: AttentionRun) -> np.ndarray:
     """(L, H, W, W) float32: every head at word level (`detail.word_level`)."""
-    W = len(detail.word_groups(run.word_ids))
-    out = np.empty((run.num_layers, run.num_heads, W, W), dtype=np.float32)
-    for layer in range(run.num_layers):
-        for head in range(run.num_heads):
-            out[layer, head] = detail.word_level(run.head(layer, head), run.word_ids)
-    return out
+    return np.stack([word_layer(run, layer) for layer in range(run.num_layers)])
+
+
+def word_layer(run: AttentionRun, layer: int) -> np.ndarray:
+    """(H, W, W) float32: every head of one layer at word level, equal to `detail.word_level` of each head,
+    from the layer's rows a block at a time (its n × n never whole)."""
+    groups = detail.word_groups(run.word_ids)
+    starts = np.array([g[0] for g in groups])
+    sizes = np.array([len(g) for g in groups])
+    word_of = np.repeat(np.arange(len(groups)), sizes)
+    out = np.zeros((run.num_heads, len(groups), len(groups)))
+    for first, block in run.source(layer, None, 0, run.n):
+        keys = np.add.reduceat(block.astype(np.float64), starts, axis=2)  # (H, b, W): key pieces summed
+        which = word_of[first:first + block.shape[1]]
+        cuts = np.flatnonzero(np.r_[True, np.diff(which) != 0])  # the block's rows of each query word
+        out[:, which[cuts]] += np.add.reduceat(keys, cuts, axis=1)
+    return (out / sizes[:, None]).astype(np.float32)
 
 
 JS_CHANGE = "each head's change is the mean Jensen–Shannon divergence (nats) of its"
@@ -245,19 +284,27 @@ def word_flags(run: AttentionRun) -> list[bool]:
 
 
 def without_special(run: AttentionRun) -> AttentionRun | None:
-    """The run without its special tokens (rows renormalised, `sinks.drop_tokens`) and with its
-    word ids renumbered 0, 1, … over the words left; the run itself when it has none, None when
-    every token is special."""
+    """The run without its special tokens (rows renormalised as `sinks.drop_tokens` does, read a block at a
+    time from the run's rows: `row_blocks.kept_source`) and with its word ids renumbered 0, 1, … over the
+    words left; the run itself when it has none, None when every token is special."""
     mask = np.asarray(run.special_mask, dtype=bool)
     if not mask.any():
         return run
     if mask.all():
         return None
-    out = run.drop_tokens(mask)
-    ids = np.empty(out.n, dtype=int)
-    for word, group in enumerate(detail.word_groups(out.word_ids)):
+    kept = np.flatnonzero(~mask)
+    ids = np.empty(len(kept), dtype=int)
+    for word, group in enumerate(detail.word_groups([run.word_ids[i] for i in kept])):
         ids[group] = word
-    return dataclasses.replace(out, word_ids=ids.tolist())
+
+    def pick(values):
+        return [values[i] for i in kept] if len(values) == run.n else list(values)
+    return AttentionRun(
+        tokens=pick(run.tokens), source=kept_source(run, kept, EMPTY_BELOW), shape=(run.num_layers, run.num_heads),
+        is_causal=run.is_causal, num_kv_heads=run.num_kv_heads, model_name=run.model_name,
+        token_ids=pick(run.token_ids), raw_tokens=pick(run.raw_tokens), special_mask=pick(run.special_mask),
+        word_ids=ids.tolist(), text=run.text, num_input_tokens=max(run.num_input_tokens - int(mask.sum()), len(kept)),
+        layer_ids=run.layer_ids, model_layers=run.model_layers, precision=run.precision, lens=run.lens)
 
 
 def numeric_columns(table: pd.DataFrame) -> list[str]:

@@ -1,0 +1,90 @@
+"""Head similarity, Across layers and Compare on a long run (MHA_VIZ_DENSE_MB=0: every analysis keeps each layer's
+input and recomputes rows) open without an error while building every head's array is forbidden (`forbid_dense`):
+JS and cosine between heads and rollout are summed a block of rows at a time, two runs compared a layer's block at
+a time. Under a tiny capture budget, Across layers refuses rollout with the token count that fits, as a message."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from mha_viz import metrics
+from mha_viz.capture import head_rows
+from mha_viz.ui import keys, similarity_page
+from tests.app.helpers import charts, open_page, start_app
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.model
+TEXT = "The animal didn't cross the street because it was too tired. It slept there all day long."
+
+
+def _clean(at, page: str) -> None:
+    assert not at.exception, (page, at.exception)
+    assert not at.error, (page, [e.value for e in at.error])
+
+
+def test_similarity_across_layers_and_compare_open_on_a_long_run_without_every_head(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    with head_rows.forbid_dense():
+        at = start_app()
+        at.text_area(key="text").input(TEXT).run()
+        run = at.session_state[keys.CURRENT].run
+        assert not run.is_dense and run.summary is not None
+        for page in ("similarity", "across_layers", "compare"):
+            open_page(at, page)
+            _clean(at, page)
+        # Compare: the sidebar's sentence against sentence B, token by token when both have as many tokens
+        at.text_area(key=keys.CMP_TEXT_B).input(TEXT.replace("tired", "wide")).run()
+        _clean(at, "compare")
+        change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
+        assert change.shape == (run.num_layers, run.num_heads) and change.max() > 1e-3
+        open_page(at, "similarity")
+        at.selectbox(key=keys.SIM_KIND).set_value("cosine").run()
+        _clean(at, "similarity")
+        assert not run.is_dense
+    matrix = next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")
+    shown = np.asarray(matrix["data"][0]["z"], dtype=float)
+    # every head whole, layer by layer (not `run.attentions`, which would keep them in the app's cached run)
+    flat = np.concatenate([run.layer_rows(layer) for layer in range(run.num_layers)]).reshape(
+        run.num_layers * run.num_heads, -1).astype(np.float64)
+    inner = flat @ flat.T
+    norms = np.sqrt(np.diag(inner))
+    np.testing.assert_allclose(shown, inner / norms[:, None] / norms[None, :], atol=1e-5)
+
+
+def test_rollout_over_the_capture_budget_says_the_length_that_fits(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")
+    text = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()[:2500]
+    with head_rows.forbid_dense():
+        at = start_app()
+        at.text_area(key="text").input(text).run()
+        run = at.session_state[keys.CURRENT].run
+        open_page(at, "across_layers")
+        _clean(at, "across_layers")
+    said = [w.value for w in at.warning if "Rollout" in w.value]
+    assert len(said) == 1, [w.value for w in at.warning]
+    fits = re.search(r"at most (\d+) tokens", said[0])
+    assert fits, said
+    assert 0 < int(fits.group(1)) < run.n
+    assert metrics.across_layers.rollout_bytes(run.num_layers, int(fits.group(1))) <= 2**20
+
+
+def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    monkeypatch.setattr(similarity_page, "ASK_ABOVE_S", 0.0)  # every comparison counts as slow
+    with head_rows.forbid_dense():
+        at = start_app()
+        at.text_area(key="text").input(TEXT).run()
+        open_page(at, "similarity")
+        _clean(at, "similarity")
+        said = " ".join(i.value for i in at.info)
+        assert "every pair of the 72 heads" in said and "recomputed once" in said and "takes about" in said, said
+        assert not [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]  # nothing computed yet
+        at.button(key=keys.SIM_START).click().run()
+        _clean(at, "similarity")
+        assert [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]
+        at.selectbox(key=keys.SIM_KIND).set_value("cosine").run()
+        assert at.button(key=keys.SIM_START)  # another measure: asked again
