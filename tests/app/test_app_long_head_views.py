@@ -11,6 +11,7 @@ import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
 from mha_viz.ui import head_detail, head_view_page, keys
+from mha_viz.views import detail
 from tests.app.helpers import chart_title, charts, frame, open_page, start_app
 
 pytestmark = pytest.mark.model
@@ -76,5 +77,9 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
 
         open_page(at, "compare_heads")
         clean(at)
-        assert len(charts(at)) >= 2
+        assert len(charts(at)) >= 2 and all(f"{run.n} × {run.n} pixels" in chart_title(c) for c in charts(at))
+        monkeypatch.setattr(detail, "MAX_FULL_TOKENS", 200)  # past it, each head whole in blocks
+        at.run()
+        clean(at)
+        assert len(charts(at)) >= 2 and all(f"all {run.n} tokens in" in chart_title(c) for c in charts(at))
     assert not run.is_dense
