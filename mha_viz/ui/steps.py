@@ -5,6 +5,8 @@ nothing here reads the session."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import streamlit as st
 
@@ -20,11 +22,10 @@ from mha_viz.ui.state import Current
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel,
-                _progress=None) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
     """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target),
     admitted with the memory it needs (an encoder–decoder's by count only: its target's length
-    is not known before it runs). _progress(fraction, message): a long run's layers as they pass."""
+    is not known before it runs)."""
     need = None
     if not _model.is_encoder_decoder:
         n = mha_viz.tokenize(_model, key.text, key.cap).n
@@ -34,7 +35,7 @@ def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel,
     # the memory needed is more than the server ever has
     with resources.slots().hold(need=need):
         result = mha_viz.analyze(_model, key.text, key.target, max_tokens=key.cap,
-                                 layers=None if key.layers is None else list(key.layers), progress=_progress)
+                                 layers=None if key.layers is None else list(key.layers))
     runs = result.parts.values() if isinstance(result, mha_viz.EncoderDecoderRun) else [result]
     for run in runs:
         if not getattr(run, "is_dense", True):  # a long run: rows recomputed on demand, nothing to freeze
@@ -53,16 +54,16 @@ def is_long(model: mha_viz.LoadedModel, n: int, layers: tuple[int, ...] | None =
 
 
 def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
-    """The run of `key`, computed once for the server, in turn (`resources.one_at_a_time`); a long run's
-    progress (its layers, the time left) in a bar while it computes."""
-    box = st.empty()
-
-    def progress(fraction: float, message: str) -> None:
-        box.progress(min(max(fraction, 0.0), 1.0), text=message)
-    try:
-        return resources.one_at_a_time(lambda: _cached_run(key, model, progress))
-    finally:
-        box.empty()
+    """The run of `key`, computed once for the server, in turn (`resources.one_at_a_time`); a long run says
+    what it does while it computes (a cached function may not draw on the page: no bar of its layers)."""
+    message = None
+    if not model.is_encoder_decoder:
+        n = mha_viz.tokenize(model, key.text, key.cap).n
+        if is_long(model, n, key.layers):
+            message = (f"Reading every head of {model.name} over {n:,} tokens in one pass (each layer's rows are "
+                       "recomputed later, as a page draws them); on a CPU this takes a minute or more…")
+    with st.spinner(message) if message else contextlib.nullcontext():
+        return resources.one_at_a_time(lambda: _cached_run(key, model))
 
 
 def model_key_of(model: mha_viz.LoadedModel, local: bool) -> ModelKey:
