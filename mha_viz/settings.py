@@ -6,7 +6,8 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_PUBLIC: 1 = public mode (default 0).
 - MHA_VIZ_MODELS: comma-separated models offered (bundled names or hub ids). Public mode
   offers only these (default: the bundled models) and no free-form hub id or folder.
-- MHA_VIZ_MAX_TOKENS: default token limit (512); in public mode also the most a user may set,
+- MHA_VIZ_MAX_TOKENS: default token limit (locally the model's whole context, up to 32,768; in public
+  mode 512); in public mode also the most a user may set,
   on every page and button (`mha_viz.text.tokenize` enforces it).
 - MHA_VIZ_MAX_OVERVIEW_TOKENS: in public mode, the most tokens the whole-text overview reads
   (default: MHA_VIZ_MAX_TOKENS, so the overview goes no further than the views); locally the
@@ -55,6 +56,10 @@ def _int(name: str, default: int, low: int) -> int:
         return default
 
 
+WHOLE_CONTEXT = 32768  # the local default token limit: every model reads its whole context (the sidebar's most)
+PUBLIC_TOKENS = 512  # a public server's default
+
+
 @dataclass(frozen=True)
 class Settings:
     public: bool = False
@@ -96,7 +101,7 @@ def from_env() -> Settings:
     listed = tuple(m.strip() for m in os.environ.get("MHA_VIZ_MODELS", "").split(",") if m.strip())
     if public and not listed:
         listed = tuple(BUNDLED)
-    max_tokens = _int("MHA_VIZ_MAX_TOKENS", 512, 2)
+    max_tokens = _int("MHA_VIZ_MAX_TOKENS", PUBLIC_TOKENS if public else WHOLE_CONTEXT, 2)
     return Settings(
         public=public,
         models=listed,

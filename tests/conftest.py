@@ -17,6 +17,9 @@ import torch
 from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# the suite reads its texts at the limit it was written for: locally the default is the model's whole
+# context (tests/unit/test_deploy.py), which would make every long text a long run of SmolLM2's 8,192 tokens
+os.environ.setdefault("MHA_VIZ_MAX_TOKENS", "512")
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import streamlit as st
 import torch
 
 import mha_viz
+from mha_viz import settings as deploy
 from mha_viz.budget import memory
 from mha_viz.ui import keys, resources, seq2seq_views, session, steps
 from mha_viz.ui.analysis_key import AnalysisKey
@@ -130,13 +131,15 @@ def draw() -> Current:
         st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP,
                      on_change=_on_example)
         _undo_example()
-        top = resources.max_tokens() if conf.public else 32768
+        top = resources.max_tokens() if conf.public else deploy.WHOLE_CONTEXT
         session.settle(keys.TOKEN_LIMIT, min(int(session.get(keys.TOKEN_LIMIT) or resources.max_tokens()), top))
         st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT,
                         persist_state=keys.KEEP,
                         help="Longer texts are cut to this many tokens (and to the model's own "
-                             "limit). Every head's attention is held in memory: layers × heads × "
-                             "n² × 4 bytes.")
+                             "limit: MiniLM reads 512, SmolLM2 8,192). Up to 1 GiB of every head's attention "
+                             "(layers × heads × n² × 4 bytes, MHA_VIZ_DENSE_MB) is held at once; past it the "
+                             "model runs once, each layer's queries and keys are kept, and every page "
+                             "recomputes the rows it draws.")
         st.subheader("How the model runs")
         device = st.radio("Device", DEVICES, key=keys.DEVICE, persist_state=keys.KEEP, horizontal=True,
                           help="auto uses CUDA when a GPU is available, else the CPU.")

@@ -36,6 +36,18 @@ def test_settings_from_the_environment(monkeypatch):
     assert listed.models == ("smollm2", "gpt2") and not listed.allows("minilm") and listed.max_concurrent == 2
 
 
+def test_the_token_limit_is_the_models_context_locally_and_capped_in_public(monkeypatch):
+    for name in ("MHA_VIZ_PUBLIC", "MHA_VIZ_MAX_TOKENS"):
+        monkeypatch.delenv(name, raising=False)
+    assert settings.from_env().max_tokens == 32768  # SmolLM2 then reads its whole 8,192-token context
+    smollm2 = type("Model", (), {"max_positions": 8192})()
+    assert mha_viz.token_limit(smollm2, settings.from_env().max_tokens) == 8192
+    monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
+    assert settings.from_env().max_tokens == 512
+    monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", "64")
+    assert settings.from_env().max_tokens == 64 and mha_viz.token_limit(smollm2) == 64
+
+
 def test_slots_cap_work_running_at_once():
     slots = admission.Admission(2)
     running, peak, done, lock = [0], [0], [], threading.Lock()
