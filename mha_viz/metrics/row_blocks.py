@@ -10,13 +10,18 @@ from __future__ import annotations
 from typing import Iterator
 
 import numpy as np
+import torch
 
-BLOCK_BYTES = 64 * 2**20  # float32 rows of every head read side by side per block
+from mha_viz.capture.arrays import tensor_view
+
+# float32 rows of every head read side by side per block: large enough that each block's pairwise pass (JS's
+# compiled loops start their threads per call) costs little beside its work; measured on SmolLM2 at 512 tokens
+BLOCK_BYTES = 128 * 2**20
 
 
-def block_rows(heads: int, n: int, block_bytes: int = BLOCK_BYTES) -> int:
-    """Query rows per block so that `heads` heads' rows over n keys take about `block_bytes`."""
-    return max(1, min(n, block_bytes // (4 * max(1, heads) * max(1, n))))
+def block_rows(heads: int, n: int, block_bytes: int | None = None) -> int:
+    """Query rows per block so that `heads` heads' rows over n keys take about `block_bytes` (BLOCK_BYTES)."""
+    return max(1, min(n, (block_bytes or BLOCK_BYTES) // (4 * max(1, heads) * max(1, n))))
 
 
 def aligned(readers: list[Iterator[tuple[int, np.ndarray]]], start: int, stop: int,
@@ -44,26 +49,25 @@ def aligned(readers: list[Iterator[tuple[int, np.ndarray]]], start: int, stop: i
         first += want
 
 
-def every_layer(run, rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """(first row, float32 (layers · heads, b, n)): every head of every layer (index layer · H + head) on
-    the same query rows, a block at a time (`block_rows` of them all by default). A long run projects
-    each layer's input once for the whole pass (every layer's reader stays open)."""
-    N, n = run.num_layers * run.num_heads, run.n
-    rows = block_rows(N, n) if rows is None else rows
+def every_layer(run, rows: int | None = None) -> Iterator[tuple[int, list[np.ndarray]]]:
+    """(first row, [float32 (heads, b, n) of each layer]): every head of every layer on the same query rows, a
+    block at a time (`block_rows` of them all by default, the rows split evenly between the blocks). A long run
+    projects each layer's input once for the whole pass (every layer's reader stays open)."""
+    n = run.n
+    rows = block_rows(run.num_layers * run.num_heads, n) if rows is None else rows
+    rows = -(-n // -(-n // rows))  # as many blocks, of even sizes: each block's pass has a cost of its own
     readers = [run.source(layer, None, 0, n) for layer in range(run.num_layers)]
-    for first, blocks in aligned(readers, 0, n, rows):
-        yield first, np.concatenate(blocks, axis=0) if len(blocks) > 1 else blocks[0]
+    yield from aligned(readers, 0, n, rows)
 
 
 def head_mean(run, layer: int) -> np.ndarray:
     """float64 (n, n): the mean over heads of one layer's probabilities, a block of rows at a time (heads
     summed in float32, within ~1e-8 of a float64 sum)."""
     n = run.n
-    out = np.empty((n, n), dtype=np.float64)
+    out = torch.empty((n, n), dtype=torch.float64)
     for first, block in run.source(layer, None, 0, n):
-        out[first:first + block.shape[1]] = block.sum(0)
-    out /= run.num_heads
-    return out
+        out[first:first + block.shape[1]] = tensor_view(block).sum(0)
+    return out.div_(run.num_heads).numpy()
 
 
 def kept_source(run, kept: np.ndarray, empty_below: float):

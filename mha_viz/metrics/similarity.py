@@ -48,7 +48,7 @@ def head_similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | N
 def _pattern_cosine(run: AttentionRun, _weights=None, device=None) -> np.ndarray:
     """Cosine of the flattened patterns: their Gram matrix summed block by block over query rows."""
     inner = None
-    for _first, flat in pattern_blocks(run, device):
+    for _first, flat in pattern_blocks(run, device, triangle=False):  # zeros add nothing to inner products
         inner = gram_upper(flat, inner)
     return _cosine_from_inner(symmetric_numpy(inner))
 
@@ -73,19 +73,21 @@ def _js(run: AttentionRun, _weights=None, device=None) -> np.ndarray:
     return js_finish(total, run.n).cpu().numpy()
 
 
-def pattern_blocks(run: AttentionRun, device=None):
+def pattern_blocks(run: AttentionRun, device=None, *, triangle: bool = True):
     """(first row, float32 (L·H, M) on `device`): every head's entries of a block of query rows side by
-    side (`row_blocks.every_layer`), as the pairwise pattern measures sum them: a causal run's entries
-    above the diagonal (0 in every head) left out."""
-    N, n = run.num_layers * run.num_heads, run.n
-    for first, rows in every_layer(run):
-        b = rows.shape[1]
-        if run.is_causal:  # row first + i sees keys 0 … first + i
-            last = first + b
+    side (`row_blocks.every_layer`), as the pairwise pattern measures sum them: a causal run's keys after
+    the block's last row left out (0 in every head), and with `triangle` every entry above the diagonal."""
+    H, n = run.num_heads, run.n
+    for first, layers in every_layer(run):
+        b = layers[0].shape[1]
+        last = first + b if run.is_causal else n  # row first + i of a causal run sees keys 0 … first + i
+        keep = None
+        if run.is_causal and triangle:
             keep = (np.arange(last)[None, :] <= np.arange(first, last)[:, None]).ravel()
-            flat = rows[:, :, :last].reshape(N, b * last)[:, keep]
-        else:
-            flat = rows.reshape(N, b * n)
+        flat = np.empty((run.num_layers * H, b * last if keep is None else int(keep.sum())), dtype=np.float32)
+        for layer, rows in enumerate(layers):
+            part = rows[:, :, :last].reshape(H, b * last)
+            flat[layer * H:(layer + 1) * H] = part if keep is None else part[:, keep]
         yield first, on_device(flat, device)
 
 
