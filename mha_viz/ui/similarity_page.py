@@ -24,19 +24,19 @@ def _js_seconds(run) -> float:
     return 4.0 * N * N / 2 * _entries(run) / run.num_layers / run.num_heads / (144 * 144 / 2 * 512 * 512)
 
 
-# measured on 2 busy CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads): every head's rows read again
-# (each layer's rows recomputed, a block at a time) 44 s, the Gram of every pair of heads 20 s more (cosine), JS
-# 100 s more (as `_js_seconds` says); at 8,192 tokens about 16 × that: cosine about 17 min, JS about 42 min
-COSINE_S = 20.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
-READ_S = 44.0 / (30 * 9 * 2048 * 2048 / 2)
+# measured on 2 quiet CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads): every head's rows read again
+# (each layer's rows recomputed, a block at a time) 6.6 s, cosine 19.5 s in all, JS 40 s in all; at 8,192 tokens
+# about 16 × that: cosine about 5 min, JS about 11 min (on 2 cores shared with other work, 2.5-3.5 × longer)
+READ_S = 6.6 / (30 * 9 * 2048 * 2048 / 2)
+COSINE_S = 13.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
+JS_S = 34.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
 
 
 def similarity_seconds(run, kind: str) -> float:
     """About how long comparing every pair of heads by a pattern measure takes here: the pairwise sums,
     and for a long run (rows recomputed, `is_dense` False) every head's rows read once more."""
     N = run.num_layers * run.num_heads
-    pairs = _js_seconds(run) if kind == "js" else COSINE_S * N * N * _entries(run)
-    return pairs + read_seconds(run)
+    return (JS_S if kind == "js" else COSINE_S) * N * N * _entries(run) + read_seconds(run)
 
 
 def read_seconds(run) -> float:
@@ -85,7 +85,7 @@ def similarity_page() -> None:
     options = view_helpers.kind_options(run, model)
     missing = [metrics.SIMILARITIES[k].label + f" ({analysis.available(k, run, model)})"
                for k in metrics.SIMILARITIES if k not in options]
-    js_seconds = similarity_seconds(run, "js")
+    js_seconds = _js_seconds(run) + read_seconds(run)
     if session.get(keys.SIM_KIND) not in options:  # first visit: JS unless it would be slow
         session.put(keys.SIM_KIND, "js" if js_seconds < 3 else "cosine")
     cols = st.columns([3, 2, 2])
