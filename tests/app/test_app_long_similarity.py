@@ -88,3 +88,14 @@ def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):
         assert [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]
         at.selectbox(key=keys.SIM_KIND).set_value("cosine").run()
         assert at.button(key=keys.SIM_START)  # another measure: asked again
+        open_page(at, "compare")  # two long runs compared head by head: asked first too
+        _clean(at, "compare")
+        assert "Comparing the two runs head by head" in " ".join(i.value for i in at.info)
+        assert not charts(at)
+        at.button(key=keys.CMP_START).click().run()
+        _clean(at, "compare")
+        assert charts(at) and not run_is_dense(at)
+
+
+def run_is_dense(at) -> bool:
+    return at.session_state[keys.CURRENT].run.is_dense
