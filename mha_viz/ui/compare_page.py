@@ -18,7 +18,7 @@ from mha_viz.figures import comparison as compare_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, export_views, keys, resources, session, shared_head, sidebar, view_helpers
 from mha_viz.ui.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
-from mha_viz.ui.similarity_page import accepted, read_note, read_seconds
+from mha_viz.ui.cost_prompt import accepted, read_note, read_seconds
 from mha_viz.ui.text import plain
 
 TOP = 10  # heads listed as "changed most"

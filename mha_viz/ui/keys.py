@@ -404,4 +404,4 @@ HEAD_FIND_HEADS = "head_find_heads"  # the Head view's button: Token focus on th
 # --- Head similarity at length (issue 52) ------------------------------------------------------------
 SIM_START = "sim_start"  # the button that starts a comparison of every pair of heads whose cost was stated
 CMP_START = "cmp_start"  # the button that starts comparing two long runs head by head, its cost stated
-COST_ACCEPTED = "_cost_accepted"  # what the user accepted to wait for in this session (similarity_page.accepted)
+COST_ACCEPTED = "_cost_accepted"  # what the user accepted to wait for in this session (cost_prompt.accepted)

@@ -10,24 +10,19 @@ from mha_viz import ModelLoadError, metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import analysis, charts, keys, session, view_helpers
+from mha_viz.ui.cost_prompt import ASK_ABOVE_S, accepted, entries, read_note, read_seconds
 from mha_viz.ui.text import plain
-
-
-def _entries(run) -> float:
-    """Probabilities of every head that a causal run can make non-zero (all of them otherwise)."""
-    return run.num_layers * run.num_heads * run.n * run.n * (0.5 if run.is_causal else 1.0)
 
 
 def _js_seconds(run) -> float:
     """Measured: 144 heads at 512 tokens take about 4 s on 2 CPU cores (half for causal runs)."""
     N = run.num_layers * run.num_heads
-    return 4.0 * N * N / 2 * _entries(run) / run.num_layers / run.num_heads / (144 * 144 / 2 * 512 * 512)
+    return 4.0 * N * N / 2 * entries(run) / run.num_layers / run.num_heads / (144 * 144 / 2 * 512 * 512)
 
 
-# measured on 2 quiet CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads): every head's rows read again
-# (each layer's rows recomputed, a block at a time) 6.6 s, cosine 19.5 s in all, JS 40 s in all; at 8,192 tokens
-# about 16 × that: cosine about 5 min, JS about 11 min (on 2 cores shared with other work, 2.5-3.5 × longer)
-READ_S = 6.6 / (30 * 9 * 2048 * 2048 / 2)
+# measured on 2 quiet CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads): cosine 19.5 s in all, JS 40 s
+# in all, of which 6.6 s reading every head's rows (`cost_prompt.read_seconds`); at 8,192 tokens about 16 × that:
+# cosine about 5 min, JS about 11 min (on 2 cores shared with other work, 2.5-3.5 × longer)
 COSINE_S = 13.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
 JS_S = 34.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
 
@@ -36,45 +31,14 @@ def similarity_seconds(run, kind: str) -> float:
     """About how long comparing every pair of heads by a pattern measure takes here: the pairwise sums,
     and for a long run (rows recomputed, `is_dense` False) every head's rows read once more."""
     N = run.num_layers * run.num_heads
-    return (JS_S if kind == "js" else COSINE_S) * N * N * _entries(run) + read_seconds(run)
-
-
-def read_seconds(run) -> float:
-    """About how long reading every head's rows once more takes: 0 for a run that holds them."""
-    return 0.0 if run.is_dense else READ_S * _entries(run)
+    return (JS_S if kind == "js" else COSINE_S) * N * N * entries(run) + read_seconds(run)
 
 
 PATTERN_KINDS = ("js", "cosine")  # the kinds that read every head's probabilities
-ASK_ABOVE_S = 20.0  # a comparison that takes longer waits for a click that accepts its stated cost
-
-
-def accepted(what, seconds: float, said: str, button_key: str) -> bool:
-    """Whether a long computation (`what`: a hashable name of it) may run now: quick, or its cost `said`
-    (a sentence) and accepted with a click, once a session."""
-    if seconds < ASK_ABOVE_S:
-        return True
-    done = session.get(keys.COST_ACCEPTED) or ()
-    if what in done:
-        return True
-    st.info(f"{said} It takes about {_duration(seconds)} on 2 CPU cores; the result is kept for this text.",
-            icon=":material/timer:")
-    if st.button(f"Start (about {_duration(seconds)})", key=button_key, type="primary"):
-        session.put(keys.COST_ACCEPTED, tuple(done) + (what,))
-        return True
-    return False
-
-
-def read_note(run) -> str:
-    """What reading every head costs this run, as a clause."""
-    return "" if run.is_dense else " (a text this long keeps no head's n × n: every head's rows are recomputed once)"
 
 
 BASELINE_X = 5  # measured: the baseline takes about 5× the JS of the text (model, forward, near-uniform JS)
 BASELINE_AUTO_S = 2.0  # the baseline is on by default when it takes less than this
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def similarity_page() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from mha_viz import metrics
 from mha_viz.capture import head_rows
-from mha_viz.ui import keys, similarity_page
+from mha_viz.ui import cost_prompt, keys, similarity_page
 from tests.app.helpers import charts, open_page, start_app
 from tests.helpers import ROOT
 
@@ -74,7 +74,8 @@ def test_rollout_over_the_capture_budget_says_the_length_that_fits(monkeypatch):
 
 def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
-    monkeypatch.setattr(similarity_page, "ASK_ABOVE_S", 0.0)  # every comparison counts as slow
+    for module in (similarity_page, cost_prompt):  # every comparison counts as slow
+        monkeypatch.setattr(module, "ASK_ABOVE_S", 0.0)
     with head_rows.forbid_dense():
         at = start_app()
         at.text_area(key="text").input(TEXT).run()

@@ -50,8 +50,10 @@ def _computation(model, path: str, text: str, n: int):
     from mha_viz_models.attention.masking import head_mask
 
     if path == "analysis":
+        # a dense analysis: what analysis_need estimates (a long run is the scan's need)
         tokens = mha_viz.tokenize(model, text, n).n
-        return (lambda: mha_viz.analyze(model, text, max_tokens=n)), memory.analysis_need(model, tokens).host
+        need = memory.analysis_need(model, tokens).host
+        return (lambda: mha_viz.analyze(model, text, max_tokens=n, dense=True)), need
     inputs = prepare(model, text, n)
     if inputs.kind != EMBEDDING:
         return (lambda: ablation.head_gradients(model, text, max_tokens=n)), ablation.gradient_bytes(
