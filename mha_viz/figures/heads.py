@@ -26,6 +26,7 @@ from mha_viz.figures.style import (
     token_map_layout,
 )
 from mha_viz.views import detail, head_reads
+from mha_viz.views.thumbnails import thumbnails
 
 
 def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float,
@@ -270,7 +271,7 @@ def grid_canvas(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> 
     divided by its own maximum so weak heads still show their shape. Returns the canvas, the
     tile size t and the gap.
     """
-    return tile_canvas(detail.max_pool(run.attentions, thumb), thumb=thumb, rescale=rescale)
+    return tile_canvas(thumbnails(run, thumb), thumb=thumb, rescale=rescale)
 
 
 def tile_canvas(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True) -> tuple[np.ndarray, int, int]:
@@ -296,7 +297,7 @@ def model_grid(run: AttentionRun, *, thumb: int = 48, rescale: bool = True) -> g
     One invisible marker per head carries the hover text and makes a click select that head
     (see `grid_pick`); the payload grows with layers × heads, not with n².
     """
-    return grid_figure(detail.max_pool(run.attentions, thumb), thumb=thumb, rescale=rescale,
+    return grid_figure(thumbnails(run, thumb), thumb=thumb, rescale=rescale,
                        layer_ids=run.layer_ids, title=run_title(run, "Every head") if run.lens else None)
 
 

@@ -117,3 +117,13 @@ def test_a_long_run_saves_as_a_dense_file_and_reopens(runs, tmp_path):
     back = mha_viz.AttentionRun.load(tmp_path / "run.npz")
     assert back.is_dense and back.tokens == dense.tokens
     np.testing.assert_allclose(back.attentions, dense.attentions, atol=1e-5)
+
+
+def test_the_public_grid_of_a_long_run_is_the_dense_runs(runs):
+    from mha_viz.figures import heads as head_figures
+    _model, dense, long = runs
+    with head_rows.forbid_dense():
+        canvas, t, gap = head_figures.grid_canvas(long)
+    ref, t_ref, gap_ref = head_figures.grid_canvas(dense)
+    assert (t, gap) == (t_ref, gap_ref)
+    np.testing.assert_allclose(canvas, ref, atol=1e-5)  # NaN between tiles in both
