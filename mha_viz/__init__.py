@@ -11,7 +11,7 @@ Public API (docs/api.md lists every name of `__all__` once)::
 Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
 
-from mha_viz.capture.analyze import analyze
+from mha_viz.analyze_text import analyze
 from mha_viz.capture.finite import NotFiniteError
 from mha_viz.capture.generation import Generation, GenerationError, Step, generate
 from mha_viz.capture.run import AttentionRun

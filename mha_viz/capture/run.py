@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 import mha_viz_models
+from mha_viz.budget.memory import chooses_lean
 from mha_viz.capture import head_rows, run_file
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.sinks import Hidden, drop_tokens
@@ -256,20 +257,6 @@ class AttentionRun(HeadArray):
                    model_name=model_name)
 
 
-LEAN_ABOVE_BYTES = 2**30  # SmolLM2 at 2,048 tokens: 4.5 GB once instead of 9 GB at the peak
-
-
-def chooses_lean(model: LoadedModel, n: int, layers: int | None = None) -> bool:
-    """Whether `capture_text` captures n tokens (`layers` of the model's layers; None: every layer) the
-    lean way by default: fused forward, each layer recomputed. Measured: on the CPU lean is 5-40 %
-    slower for a full capture, but holds half the memory; on a GPU it holds a few layers'
-    probabilities instead of every layer's (an H200: as fast as eager at 2,048 tokens, 1.4 × slower
-    for BERT-base at 512). `mha_viz.budget.memory` estimates an analysis by the same rule."""
-    kept = model.num_layers if layers is None else layers
-    return model.can_recompute and (
-        kept < model.num_layers or model.attention_bytes(n, layers=kept) > LEAN_ABOVE_BYTES)
-
-
 def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None,
                  lean: bool | None = None, layers: list[int] | None = None) -> AttentionRun:
     """Run `text` through `model` (an encoder or a decoder) and capture the attention of every head.
@@ -280,7 +267,7 @@ def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None
     lean (default: when the probabilities take more than LEAN_ABOVE_BYTES): run the model
     with fused attention and recompute each layer's probabilities into the run's array, so
     one float32 copy exists instead of two (Hugging Face's tuple and the stacked array) and a
-    GPU holds a few layers' at a time (`transfer.IN_FLIGHT`); equal to eager capture within 1e-5
+    GPU holds a few layers' at a time (`budget.memory.IN_FLIGHT`); equal to eager capture within 1e-5
     (tests/models/test_lean.py). From a GPU every layer goes to the host through pinned
     buffers while the next one computes (`mha_viz.capture.transfer`).
     Whatever the model computes in, the probabilities are float32 rows that sum to 1.

@@ -1,6 +1,6 @@
 """Encoder–decoders (T5, BART, Marian, mBART, Pegasus): a source text and a target text, and the
 three attentions that connect them (the one entry point for every model, `analyze`, is
-`mha_viz.capture.analyze`).
+`mha_viz.analyze_text`).
 
 `analyze_seq2seq(model, source, target)` (what `mha_viz.analyze` does for these models) runs the
 model once and returns an `EncoderDecoderRun`:

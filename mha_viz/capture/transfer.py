@@ -18,11 +18,10 @@ import threading
 import numpy as np
 import torch
 
+from mha_viz.budget.memory import PENDING, STACK_BYTES
+
 CHUNK_BYTES = 32 * 2**20  # per staging buffer: long enough to amortise a chunk's bookkeeping
 BUFFERS = 2  # one filling from the GPU while the other drains to the host
-PENDING = 1  # tensors waiting for the copier: with the one it copies and the one being made, a GPU
-# holds at most IN_FLIGHT of them (`mha_viz.budget.memory` counts that many layers of probabilities)
-IN_FLIGHT = PENDING + 2
 
 
 class Staging:
@@ -181,9 +180,6 @@ class HostCopier:
     def _land(self, b: int, dst: torch.Tensor) -> None:
         """Pinned buffer b, once its chunk has arrived, into its host slice `dst`."""
         self._staging.receive(b, dst)
-
-
-STACK_BYTES = 256 * 2**20  # up to this much, GPU tensors are stacked there and cross in one transfer
 
 
 def to_host(tensors, dest: np.ndarray | None = None) -> np.ndarray:

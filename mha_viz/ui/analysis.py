@@ -11,8 +11,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import metrics
-from mha_viz.budget import needs
+from mha_viz import metrics, needs
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import composition as compose
 from mha_viz.circuits import qk_terms as circuits

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz.budget import needs
+from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import path_patching
 from mha_viz.figures import circuit as circuit_figures

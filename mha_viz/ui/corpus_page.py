@@ -16,8 +16,8 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import corpus, figures, metrics
-from mha_viz.budget import needs, time_left
+from mha_viz import corpus, figures, metrics, needs
+from mha_viz.budget import time_left
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store

@@ -15,8 +15,7 @@ import logging
 import pandas as pd
 import streamlit as st
 
-from mha_viz import metrics
-from mha_viz.budget import needs
+from mha_viz import metrics, needs
 from mha_viz.capture import head_rows, run_file
 from mha_viz.export import report
 from mha_viz.figures import style as figure_style

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import streamlit as st
 
 import mha_viz
-from mha_viz.budget import needs
+from mha_viz import needs
 from mha_viz.capture import generation
 from mha_viz.figures import generation as gfig
 from mha_viz.text.tokenize import count_text

@@ -11,7 +11,7 @@ from typing import Hashable
 import streamlit as st
 
 import mha_viz
-from mha_viz.budget import needs
+from mha_viz import needs
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.interventions import attribution, prediction

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from mha_viz.budget import needs
+from mha_viz import needs
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.interventions import estimate, prediction

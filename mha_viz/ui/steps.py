@@ -11,7 +11,8 @@ import numpy as np
 import streamlit as st
 
 import mha_viz
-from mha_viz.budget import memory, needs
+from mha_viz import needs
+from mha_viz.budget import memory
 from mha_viz.capture.head_rows import held_densely
 from mha_viz.interventions import attribution
 from mha_viz.ui import keys, resources, seq2seq_views

@@ -12,7 +12,7 @@ import io
 import streamlit as st
 
 import mha_viz
-from mha_viz.budget import needs
+from mha_viz import needs
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import scan as scan_figures

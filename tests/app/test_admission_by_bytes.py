@@ -10,7 +10,8 @@ import threading
 import pytest
 
 import mha_viz
-from mha_viz.budget import admission, memory, needs
+from mha_viz import needs
+from mha_viz.budget import admission, memory
 from mha_viz.ui import keys, resources
 from tests.app.helpers import frame, open_with_text
 

@@ -4,7 +4,8 @@ of patched runs, whichever is larger."""
 
 from __future__ import annotations
 
-from mha_viz.budget import capture_budget, needs
+from mha_viz import needs
+from mha_viz.budget import capture_budget
 from mha_viz.circuits import edges, path_patching
 from mha_viz.interventions import ablation
 from mha_viz_models.reading import readout

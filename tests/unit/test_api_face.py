@@ -129,5 +129,5 @@ def test_one_public_function_is_called_analyze():
         tree = ast.parse(path.read_text())
         defined += [str(path.relative_to(ROOT)) for node in tree.body
                     if isinstance(node, ast.FunctionDef) and node.name in ("analyze", "analyse")]
-    assert defined == ["mha_viz/capture/analyze.py"], defined
-    assert mha_viz.analyze.__module__ == "mha_viz.capture.analyze"
+    assert defined == ["mha_viz/analyze_text.py"], defined
+    assert mha_viz.analyze.__module__ == "mha_viz.analyze_text"

@@ -42,11 +42,11 @@ def test_the_estimate_against_a_hand_computation(monkeypatch):
     one = memory.analysis_need(_model(), n, layers=1)
     assert one == memory.Need(host=per_layer_host + in_flight + rest, attention=4 * 4 * 100)
     # above LEAN_ABOVE_BYTES a full capture is lean too
-    monkeypatch.setattr(mha_viz.capture.run, "LEAN_ABOVE_BYTES", 0)
+    monkeypatch.setattr(mha_viz.budget.memory, "LEAN_ABOVE_BYTES", 0)
     assert memory.analysis_need(_model(), n).host == 6 * per_layer_host + in_flight + rest
     # an architecture whose heads cannot be read is always eager
     assert memory.analysis_need(_model(heads_readable=False), n).host == 6 * per_layer_host + every + eager + rest
-    monkeypatch.setattr(mha_viz.capture.run, "LEAN_ABOVE_BYTES", 2**30)
+    monkeypatch.setattr(mha_viz.budget.memory, "LEAN_ABOVE_BYTES", 2**30)
     # on a GPU the working part is the device's, the run's the host's; eager adds the stack sent in one transfer
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert memory.analysis_need(_model("cuda"), n) == memory.Need(

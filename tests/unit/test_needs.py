@@ -1,4 +1,4 @@
-"""What each heavy path declares to the admission (`mha_viz.budget.needs`), against a hand computation
+"""What each heavy path declares to the admission (`mha_viz.needs`), against a hand computation
 or the estimate it reuses, on a stand-in model (6 layers, 4 heads of d_k 8, d_model 32, vocabulary
 100): no model is loaded. The circuit's needs, which read a model's graph, are in
 tests/models/test_needs_models.py."""
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from mha_viz.budget import admission, memory, needs
+from mha_viz import needs
+from mha_viz.budget import admission, memory
 from mha_viz.interventions import ablation
 from mha_viz.scan import rows
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from mha_viz.budget import needs
+from mha_viz import needs
 
 
 def _run(n, *, model="m", special=False, words=None, layers=30, heads=9):
