@@ -64,10 +64,10 @@ def byte_bpe_tokenizer():
 
 def hidden_states(model, ids, scale=None):
     """Every layer's hidden states of one plain forward of a loaded model, with the heads scaled by
-    `scale` (layers, heads) before W_O (`mha_viz_models.attention.masking.head_mask`) when one is given."""
+    `scale` (layers, heads) before W_O (`mha_viz_models.reading.masking.head_mask`) when one is given."""
     import torch
 
-    from mha_viz_models.attention.masking import head_mask
+    from mha_viz_models.reading.masking import head_mask
 
     with model.lock, torch.inference_mode():
         if scale is None:

@@ -12,7 +12,7 @@ import torch
 
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
-from mha_viz_models.loading.precision import NOT_FINITE
+from mha_viz_models.device.precision import NOT_FINITE
 
 IN_FLOAT32 = ("in float32 the precision is not the cause: the model's weights, or this text, drive its numbers out "
               "of range. Try another text, or check the model's weights")

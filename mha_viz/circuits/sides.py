@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from mha_viz_models.attention.heads import output_blocks
 from mha_viz_models.attention.rotary import rotate_qk
-from mha_viz_models.reading.heads import output_blocks
 from mha_viz_models.reading.readout import Norm
 from mha_viz_models.reading.stream import LayerLayout, StreamRecord, slice_rotary
 

@@ -31,7 +31,7 @@ from mha_viz.interventions.ablation import check_gradient_budget, gradient_bytes
 from mha_viz.text.loss_inputs import EMBEDDING, Batch, Inputs, pad, scorable
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
-from mha_viz_models.attention.masking import head_mask
+from mha_viz_models.reading.masking import head_mask
 
 
 class Unavailable(Exception):

@@ -10,7 +10,7 @@ The loss (`loss_kind`: next-token, masked-LM or 1 − cosine of the sentence emb
 ids and targets it reads are `mha_viz.text.loss_inputs`; the loss with heads switched off is
 computed by `mha_viz.interventions.heads_off_loss`, for one text here as a batch of one.
 
-Masking multiplies each head's output z_h by ξ_h before W_O (`mha_viz_models.attention.masking`), so
+Masking multiplies each head's output z_h by ξ_h before W_O (`mha_viz_models.reading.masking`), so
 `masked_loss` with every head of a layer masked equals that layer's attention output being W_O's
 bias alone.
 
@@ -29,7 +29,7 @@ from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, Inputs, loss_kind, pad, prepare
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
-from mha_viz_models.attention.masking import head_mask
+from mha_viz_models.reading.masking import head_mask
 
 # A bundled paragraph to score heads on when the user's sentence is short.
 SAMPLE_PARAGRAPH = (

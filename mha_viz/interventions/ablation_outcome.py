@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs, loss_kind, pad, prepare, prepare_ids
 from mha_viz_models import LoadedModel
-from mha_viz_models.attention.masking import head_mask
+from mha_viz_models.reading.masking import head_mask
 
 
 @dataclass

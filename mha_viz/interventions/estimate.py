@@ -23,8 +23,8 @@ from scipy import stats
 from mha_viz.interventions.ablation import check_gradient_budget
 from mha_viz.interventions.patching import Patching, check_mode, ends, logit_difference, texts
 from mha_viz_models import LoadedModel
-from mha_viz_models.attention.masking import head_mask
 from mha_viz_models.reading import readout
+from mha_viz_models.reading.masking import head_mask
 
 DISAGREE = 0.1  # |estimate − real| beyond this share of the gap marks a head where the two disagree
 ABOUT = ("The estimate is attribution patching: one backward pass gives each head's first-order effect, "
@@ -35,7 +35,7 @@ ABOUT = ("The estimate is attribution patching: one backward pass gives each hea
 
 def _forward(model: LoadedModel, ids: torch.Tensor, scale: torch.Tensor, record: list) -> torch.Tensor:
     """Logits (1, k, vocab) of one forward of ids (1, n) with every head's z recorded through the
-    head mask `scale` (`mha_viz_models.attention.masking`); k = 1 where the model computes the last position's only."""
+    head mask `scale` (`mha_viz_models.reading.masking`); k = 1 where the model computes the last position's only."""
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
     if readout.keeps_last_logits(model.hf_model):
         kwargs["logits_to_keep"] = 1  # m reads the last position: no (n, vocab) product, forward or back

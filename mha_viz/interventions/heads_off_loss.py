@@ -1,5 +1,5 @@
 """The loss with heads switched off, computed in this one place: each text's loss in a padded batch
-(`losses`), under the caller's head mask (`mha_viz_models.attention.masking.head_mask`) and grad mode.
+(`losses`), under the caller's head mask (`mha_viz_models.reading.masking.head_mask`) and grad mode.
 
 One text is a batch of one (`ablation`), a corpus's documents a padded batch at a time
 (`corpus.importance`), and the live view's passes (`ablation_outcome`) read the same cross-entropy

@@ -47,7 +47,7 @@ def _computation(model, path: str, text: str, n: int):
     from mha_viz.budget import memory
     from mha_viz.interventions import ablation, heads_off_loss
     from mha_viz.text.loss_inputs import EMBEDDING, pad, prepare
-    from mha_viz_models.attention.masking import head_mask
+    from mha_viz_models.reading.masking import head_mask
 
     if path == "analysis":
         # a dense analysis: what analysis_need estimates (a long run is the scan's need)

@@ -13,8 +13,8 @@ import mha_viz
 from mha_viz.interventions import ablation, heads_off_loss
 from mha_viz.interventions import ablation_outcome as outcome
 from mha_viz.text import loss_inputs
-from mha_viz_models.attention.masking import head_mask
 from mha_viz_models.families.builtin import output_projection
+from mha_viz_models.reading.masking import head_mask
 from tests.tolerance import assert_same_ranking
 
 TEXT = "the cat sat on the mat and the dog sat on the log"

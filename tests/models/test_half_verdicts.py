@@ -19,7 +19,7 @@ from mha_viz_models import ModelLoadError
 from mha_viz_models.attention import fast_paths, rotary
 from mha_viz_models.attention import mha as mha_module
 from mha_viz_models.attention.mha import MultiHeadAttention
-from mha_viz_models.loading.precision import DTYPES
+from mha_viz_models.device.precision import DTYPES
 from mha_viz_models.reading import verify
 from tests.helpers import save_peaked
 from tests.models import architectures_2026, small_families

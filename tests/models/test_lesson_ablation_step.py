@@ -15,7 +15,7 @@ import mha_viz
 from mha_viz.export import lesson
 from mha_viz.interventions import ablation_outcome as outcome
 from mha_viz.text.loss_inputs import prepare
-from mha_viz_models.attention.masking import head_mask
+from mha_viz_models.reading.masking import head_mask
 
 pytestmark = pytest.mark.model
 UNPREDICTABLE = 10  # the first nine letters and the q that starts the second round: nothing repeated yet

@@ -14,7 +14,8 @@ import torch
 import mha_viz
 from mha_viz import metrics
 from mha_viz_models import ModelLoadError, MultiHeadAttention
-from mha_viz_models.toy.model import FOLDER, LETTERS, ToyConfig, ToyInductionModel, load_toy
+from mha_viz_models.loading.toy_loader import load_toy
+from mha_viz_models.toy.model import FOLDER, LETTERS, ToyConfig, ToyInductionModel
 
 TEXT = "q w e r t y u q w e r t y u"
 

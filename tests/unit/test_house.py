@@ -139,6 +139,46 @@ def test_a_planted_cycle_through_a_function_local_import_is_found():
     assert cycles(import_graph(sources)) == [["pkg.c", "pkg.d"]]
 
 
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The import graph between folders one level under each package (mha_viz.capture,
+    mha_viz_models.attention; a module at a package's top is its own node, the package faces are
+    left out): folder A → folder B when a module of A imports one of B."""
+    def folder(module: str) -> str | None:
+        parts = module.split(".")
+        return ".".join(parts[:2]) if len(parts) >= 2 else None
+
+    folders: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if (source := folder(module)) is None:
+            continue
+        folders.setdefault(source, set()).update(
+            t for t in map(folder, targets) if t is not None and t != source)
+    return folders
+
+
+def test_no_folder_cycles():
+    found = cycles(folder_graph(import_graph(_sources())))
+    assert not found, "folder cycles:\n" + "\n".join(" ↔ ".join(c) for c in found)
+
+
+def test_a_planted_folder_cycle_is_found_though_no_module_cycle_is():
+    sources = {
+        "pkg": ("", True),
+        "pkg.low": ("", True),
+        "pkg.low.a": ("def f():\n    return 1\n", False),
+        "pkg.low.b": ("from pkg.high.c import g\n", False),  # low imports high ...
+        "pkg.high": ("", True),
+        "pkg.high.c": ("def g():\n    return 2\n", False),
+        "pkg.high.d": ("from pkg.low.a import f\n", False),  # ... and high imports low
+        "pkg.top": ("from pkg.high import d\n", False),
+    }
+    graph = import_graph(sources)
+    assert cycles(graph) == []
+    assert cycles(folder_graph(graph)) == [["pkg.high", "pkg.low"]]
+    sources["pkg.low.b"] = ("def h():\n    return 3\n", False)
+    assert cycles(folder_graph(import_graph(sources))) == []
+
+
 def oversized(sources: dict[str, str], limit: int = MAX_CORE_LINES) -> list[str]:
     """The core modules (not the UI) longer than `limit` lines, with their length."""
     return [f"{name} ({n} lines)" for name, text in sorted(sources.items())
@@ -184,10 +224,10 @@ def test_planted_layer_breaches_are_found():
         "app.py": "import streamlit as st\n",
         "mha_viz/ui/sidebar.py": "import streamlit as st\n",
         "mha_viz/views/detail.py": "def draw():\n    import streamlit.components.v1\n",
-        "models/mha_viz_models/reading/heads.py": "def f():\n    from mha_viz.metrics import head_table\n",
+        "models/mha_viz_models/attention/heads.py": "def f():\n    from mha_viz.metrics import head_table\n",
         "models/mha_viz_models/loading/loader.py": "import mha_viz_models.errors\n",
     }
     assert layer_breaches(files) == [
         "mha_viz/views/detail.py imports streamlit (only app.py and mha_viz/ui may)",
-        "models/mha_viz_models/reading/heads.py imports mha_viz (mha_viz_models must stand alone)",
+        "models/mha_viz_models/attention/heads.py imports mha_viz (mha_viz_models must stand alone)",
     ]

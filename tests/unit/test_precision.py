@@ -1,11 +1,11 @@
-"""The precision choice (`mha_viz_models.loading.precision`): names to dtypes, "auto", refusals, and half-precision
+"""The precision choice (`mha_viz_models.device.precision`): names to dtypes, "auto", refusals, and half-precision
 probabilities widened to float32 rows that sum to 1."""
 
 import pytest
 import torch
 
 from mha_viz_models import ModelLoadError, as_probabilities
-from mha_viz_models.loading.precision import checkpoint_dtype, dtype_name, resolve_dtype
+from mha_viz_models.device.precision import checkpoint_dtype, dtype_name, resolve_dtype
 
 CPU = torch.device("cpu")
 
@@ -76,7 +76,7 @@ def _cpu(monkeypatch, *, bf16=False, amx=False, fp16=False, machine="x86_64"):
 
 
 def test_native_precision_on_the_cpu_follows_what_torch_reports(monkeypatch):
-    from mha_viz_models.loading.precision import emulated_note, native
+    from mha_viz_models.device.precision import emulated_note, native
 
     _cpu(monkeypatch)
     assert native(torch.float32, "cpu") and emulated_note(torch.float32, CPU) is None
@@ -93,7 +93,7 @@ def test_native_precision_on_the_cpu_follows_what_torch_reports(monkeypatch):
 
 
 def test_native_precision_on_cuda(monkeypatch):
-    from mha_viz_models.loading.precision import native
+    from mha_viz_models.device.precision import native
 
     seen = {}
 

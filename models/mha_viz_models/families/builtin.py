@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from mha_viz_models.attention.heads import ValuePath
 from mha_viz_models.attention.layer_features import llama_refusals
 from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.families.adapters import (
@@ -46,7 +47,6 @@ from mha_viz_models.families.registry import (
     supported_models,
     value_path,
 )
-from mha_viz_models.reading.heads import ValuePath
 
 __all__ = [
     "FAMILIES", "KINDS", "Family", "UnsupportedArchitecture", "family_of", "family_table", "find_attention",

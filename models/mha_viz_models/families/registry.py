@@ -10,9 +10,9 @@ from typing import Any, Callable
 
 from torch import nn
 
+from mha_viz_models.attention.heads import ValuePath
 from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.families.adapters import Adapter
-from mha_viz_models.reading.heads import ValuePath
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Family:
     names, kind: the models it covers as people know them, and whether they are encoders, decoders or
         encoder–decoders: every list of supported models (messages, docs/using.md, docs/architecture.md)
         is made from these (`supported_models`, `family_table`).
-    values(module, config): where the module's values come out (`mha_viz_models.reading.heads.ValuePath`), for
+    values(module, config): where the module's values come out (`mha_viz_models.attention.heads.ValuePath`), for
         the families whose values are read off the model's own modules rather than our adapter's
         (those our MHA may not stand in for); None where they are not read that way.
     """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mha_viz_models.loading.precision import emulated_note
+from mha_viz_models.device.precision import emulated_note
 
 
 def describe(loaded) -> dict[str, str]:

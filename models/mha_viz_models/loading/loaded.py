@@ -8,15 +8,15 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from mha_viz_models.attention.heads import ValuePath, output_blocks
+from mha_viz_models.device.placement import has_offloaded, resident_copy
+from mha_viz_models.device.precision import dtype_name
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.families.adapters import Adapter
 from mha_viz_models.families.architectures import SUPPORTED
 from mha_viz_models.families.builtin import make_adapter, output_projection, value_path
 from mha_viz_models.loading.facts import describe
-from mha_viz_models.loading.placement import has_offloaded, resident_copy
-from mha_viz_models.loading.precision import dtype_name
 from mha_viz_models.reading import records
-from mha_viz_models.reading.heads import ValuePath, output_blocks
 from mha_viz_models.reading.hooks import distinct
 from mha_viz_models.reading.records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
 
@@ -66,7 +66,7 @@ class LoadedModel:
     is_encoder_decoder: bool = False
     decoder_layers: int = 0
     decoder_heads: int = 0
-    # what the weights compute in (`mha_viz_models.loading.precision`); probabilities are float32 whatever it is
+    # what the weights compute in (`mha_viz_models.device.precision`); probabilities are float32 whatever it is
     dtype: torch.dtype = torch.float32
     # the devices accelerate spread the model over ("cuda:0", "cpu", "disk"); empty: all on `device`
     placement: tuple[str, ...] = ()

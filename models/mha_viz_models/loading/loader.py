@@ -1,11 +1,11 @@
 """Load a model by registry name, Hugging Face hub id or local folder, ready for attention capture.
 
 Every model is loaded with eager attention (the only kind that returns probabilities), never
-with remote code, in the precision asked for (`mha_viz_models.loading.precision`; by default "auto": the
+with remote code, in the precision asked for (`mha_viz_models.device.precision`; by default "auto": the
 checkpoint's own dtype, float32 where the device cannot compute in it, the bundled models
 float32), on one device (`mha_viz_models.loading.resolve`; by default "auto": CUDA when there is a GPU,
 else the CPU) or, given `max_memory`, spread by accelerate over the GPUs and the CPU
-(`mha_viz_models.loading.placement`). With `local_attention=True` each self-attention is replaced by our
+(`mha_viz_models.device.placement`). With `local_attention=True` each self-attention is replaced by our
 MHA (`mha_viz_models.families.adapters`). Failures become `ModelLoadError`, whose message says what is
 missing and what to do: the UI shows it as it is.
 
@@ -30,18 +30,18 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mha_viz_models.device.placement import devices_used, input_device, is_spread, normalise_max_memory, resolve_device
+from mha_viz_models.device.precision import HALF, NOT_FINITE, checkpoint_dtype, dtype_name, resolve_dtype
 from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import Adapter
 from mha_viz_models.families.architectures import SUPPORTED, hybrid_layers, refusal
 from mha_viz_models.families.builtin import find_attention, install_local_attention, stand_in_refusal
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.loaded import LoadedModel
-from mha_viz_models.loading.placement import devices_used, input_device, is_spread, normalise_max_memory
-from mha_viz_models.loading.precision import HALF, NOT_FINITE, checkpoint_dtype, dtype_name, resolve_dtype
-from mha_viz_models.loading.resolve import Progress, hub_error, resolve_device, resolve_spec
+from mha_viz_models.loading.resolve import Progress, hub_error, resolve_spec
+from mha_viz_models.loading.toy_loader import load_toy
 from mha_viz_models.reading import verify
 from mha_viz_models.toy.model import NAME as TOY_NAME
-from mha_viz_models.toy.model import load_toy
 
 # Random-init twins are seeded through torch's process-wide generator: two sessions building one
 # at the same moment would interleave their draws, so they take turns.

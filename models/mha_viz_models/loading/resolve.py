@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 from typing import Callable
 
-import torch
-
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.gguf_cache import gguf_cache
@@ -18,22 +16,6 @@ Progress = Callable[[float, str], None]
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
-
-
-def resolve_device(device: str) -> torch.device:
-    """'auto' (CUDA when available), 'cpu' or 'cuda' (or 'cuda:N')."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise ModelLoadError(
-                "CUDA was asked for, but this machine has no usable CUDA GPU (or PyTorch was "
-                "installed without CUDA). Choose the device 'cpu' or 'auto'."
-            )
-        return torch.device(device)
-    raise ModelLoadError(f"Unknown device '{device}': choose 'auto', 'cpu' or 'cuda'.")
 
 
 def resolve_spec(spec: str, progress: Progress, allow_pickle: bool = False) -> tuple[str, str]:

@@ -23,8 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from mha_viz_models.device.placement import has_offloaded
 from mha_viz_models.errors import UnsupportedArchitecture
-from mha_viz_models.loading.placement import has_offloaded
 from mha_viz_models.reading import readout, stream
 from mha_viz_models.reading.readout import is_norm
 from mha_viz_models.reading.verify import probe

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mha_viz_models.loading.placement import resident_copy
+from mha_viz_models.device.placement import resident_copy
 
 LAYER, RMS, RMS_PLUS_ONE, NONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)", "none"
 

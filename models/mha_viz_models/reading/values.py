@@ -11,11 +11,10 @@ import weakref
 import torch
 from torch import nn
 
+from mha_viz_models.attention.heads import expand_kv, output_blocks
 from mha_viz_models.attention.mha import MultiHeadAttention
+from mha_viz_models.device.placement import resident_copy
 from mha_viz_models.families.builtin import output_projection
-from mha_viz_models.loading.loaded import LoadedModel
-from mha_viz_models.loading.placement import resident_copy
-from mha_viz_models.reading.heads import expand_kv, output_blocks
 from mha_viz_models.reading.records import Capture
 
 # W_O[h] W_O[h]ᵀ of each MHA (an adapter's, so it goes with its model), made once: it depends on
@@ -24,7 +23,7 @@ _GRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _GRAMS_LOCK = threading.Lock()
 
 
-def head_values(loaded: LoadedModel, capture: Capture, layer: int) -> torch.Tensor:
+def head_values(loaded, capture: Capture, layer: int) -> torch.Tensor:
     """f_h(x_j) for every head and key of one layer: (B, H, n, d_model), from the layer's
     recorded input (a lean capture, or an eager one with `inputs=True`)."""
     inp = capture.layer_inputs[layer]
@@ -64,7 +63,7 @@ def _values(mha: MultiHeadAttention, capture: Capture, layer: int) -> torch.Tens
     return written.view(B, n, mha.num_kv_heads, mha.d_v).transpose(1, 2)
 
 
-def value_norms(loaded: LoadedModel, capture: Capture, layer: int) -> torch.Tensor:
+def value_norms(loaded, capture: Capture, layer: int) -> torch.Tensor:
     """‖f_h(x_j)‖₂ for every head and key of one layer: (B, H, n). Computed as the quadratic form
     v (W_O[h] W_O[h]ᵀ) vᵀ of the d_v-wide values (`output_gram`, made once): d_model / d_v
     times cheaper than making f_h(x_j) (12 × for MiniLM), no (n, d_model) product in memory.
@@ -89,7 +88,7 @@ def value_norms(loaded: LoadedModel, capture: Capture, layer: int) -> torch.Tens
         return squared.reshape(B, H, n).clamp_min(0).sqrt()
 
 
-def can_read_values(loaded: LoadedModel, capture: Capture) -> bool:
+def can_read_values(loaded, capture: Capture) -> bool:
     """Whether `value_norms` can be computed from `capture`: its layers' inputs (our MHA projects the
     values), or the values the model's own value path wrote for every layer."""
     if capture.layer_inputs is not None:

@@ -23,12 +23,12 @@ import logging
 import torch
 from torch import nn
 
+from mha_viz_models.attention.heads import output_problem, values_problem
+from mha_viz_models.device.placement import resident_copy
+from mha_viz_models.device.precision import as_probabilities
 from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import call_rotary
 from mha_viz_models.families.builtin import find_attention, make_adapter, output_projection
-from mha_viz_models.loading.placement import resident_copy
-from mha_viz_models.loading.precision import as_probabilities
-from mha_viz_models.reading.heads import output_problem, values_problem
 from mha_viz_models.reading.hooks import distinct
 from mha_viz_models.reading.records import Capture, LayerInput
 
@@ -131,7 +131,7 @@ def recompute_gap(loaded, ids: torch.Tensor, eager: list[torch.Tensor]) -> tuple
 
 def check_heads(loaded, ids: torch.Tensor, tol: float):
     """Run the probe once (eager capture) and check what mha-viz reads off each layer
-    (`mha_viz_models.reading.heads`): W_O applied to the recorded heads' outputs z must be what the W_O layer wrote,
+    (`mha_viz_models.attention.heads`): W_O applied to the recorded heads' outputs z must be what the W_O layer wrote,
     and, where values are read off the model's own modules, each head's output must be its attention
     over them. Returns (the model with what could not be read switched off and said, the probe's
     probabilities per layer in float32)."""

@@ -107,3 +107,19 @@ def resident_copy(module: nn.Module) -> nn.Module:
         for attr in ("_hf_hook", "_old_forward", "forward"):
             m.__dict__.pop(attr, None)
     return kept
+
+
+def resolve_device(device: str) -> torch.device:
+    """'auto' (CUDA when available), 'cpu' or 'cuda' (or 'cuda:N')."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ModelLoadError(
+                "CUDA was asked for, but this machine has no usable CUDA GPU (or PyTorch was "
+                "installed without CUDA). Choose the device 'cpu' or 'auto'."
+            )
+        return torch.device(device)
+    raise ModelLoadError(f"Unknown device '{device}': choose 'auto', 'cpu' or 'cuda'.")
