@@ -25,11 +25,12 @@ from mha_viz.corpus.examples import ExampleOptions, ExamplesPartial
 from mha_viz.corpus.examples_result import HeadExamples
 from mha_viz.corpus.stats import CorpusStats
 from mha_viz.metrics import Weights
+from mha_viz.metrics.measures import PATTERN_CLASSES
 from mha_viz_models import LoadedModel
 
 # Ties in the majority vote go to the first of these (the most specific label first); a class
 # not listed here sorts after them, alphabetically.
-PATTERN_ORDER = ("block", "vertical", "diagonal", "sink", "broad", "mixed", "heterogeneous")
+PATTERN_ORDER = PATTERN_CLASSES
 KEYS = ("layer", "head", "pattern")  # head table columns that are not statistics
 
 

@@ -9,10 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.corpus.examples import TOP_ROWS
-from mha_viz.figures.style import axis_labels, margin, plot_title
-
-PATTERN_COLOURS = {"block": "#1b9e77", "vertical": "#d95f02", "diagonal": "#7570b3", "broad": "#e7298a",
-                   "heterogeneous": "#66a61e", "sink": "#a6761d", "mixed": "#e6ab02"}
+from mha_viz.figures.style import PATTERN_COLOURS, axis_labels, margin, plot_title
 
 
 def strongest_query(pattern: np.ndarray) -> int:

@@ -15,6 +15,7 @@ from mha_viz.figures.heads import token_image
 from mha_viz.figures.style import (
     COLORSCALE,
     DIVERGING,
+    PATTERN_COLOURS,
     axis_labels,
     colorbar,
     margin,
@@ -26,11 +27,6 @@ from mha_viz.figures.style import (
 )
 from mha_viz.metrics import METRICS, SIMILARITIES
 from mha_viz.views import detail
-
-# One colour per pattern class (colour-blind-safe Okabe–Ito), in the order of the classifying rules
-# (docs/head-metrics.md, section 1).
-PATTERN_COLOURS = {"heterogeneous": "#999999", "broad": "#56B4E9", "diagonal": "#E69F00",
-                   "vertical": "#009E73", "block": "#CC79A7", "sink": "#0072B2", "mixed": "#D55E00"}
 
 
 def layer_numbers(layers: int | list[int]) -> list[int]:

@@ -18,12 +18,17 @@ import re
 
 import numpy as np
 
+from mha_viz.metrics.measures import PATTERN_CLASSES
+
 # Light (no attention) to dark blue (all attention): ColorBrewer Blues.
 COLORSCALE = [
     [0.0, "#f7fbff"], [0.125, "#deebf7"], [0.25, "#c6dbef"], [0.375, "#9ecae1"], [0.5, "#6baed6"],
     [0.625, "#4292c6"], [0.75, "#2171b5"], [0.875, "#08519c"], [1.0, "#08306b"],
 ]
 DIVERGING = "RdBu_r"  # signed values, centred on 0
+# One colour per pattern class (colour-blind-safe Okabe–Ito), every figure's, in PATTERN_CLASSES' order.
+PATTERN_COLOURS = dict(zip(PATTERN_CLASSES, ("#CC79A7", "#009E73", "#E69F00", "#0072B2", "#56B4E9", "#D55E00",
+                                             "#999999")))
 
 _ZW = "\u200b"  # starts a suffix; then the occurrence number in binary as U+200C (0) / U+200D (1)
 _BITS = {"0": "\u200c", "1": "\u200d"}

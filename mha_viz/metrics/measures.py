@@ -171,3 +171,6 @@ SINK_MASS = 0.6  # "sink": this much on the sink, and no clear type beyond it
 MIXED_MASS = 0.5  # "mixed:a+b": the two strongest shares of a heterogeneous head cover this much …
 MIXED_PART = 0.1  # … and the weaker of them at least this much
 PUNCTUATION = frozenset({".", ","})
+# Every class `head_stats.classify` gives (before its ":detail"), the most specific first: a majority vote's
+# tie goes to the first (`corpus.pattern_class`), and figures list them in this order with `PATTERN_COLOURS`.
+PATTERN_CLASSES = ("block", "vertical", "diagonal", "sink", "broad", "mixed", "heterogeneous")

@@ -10,7 +10,7 @@ import pandas as pd
 
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import type_grid
-from mha_viz.figures.metrics import PATTERN_COLOURS
+from mha_viz.figures.style import PATTERN_COLOURS
 
 PLANTED = np.array([["diagonal:prev", "sink", "broad"],
                     ["mixed:sink+prev", "diagonal:self", "sink"]])
