@@ -40,10 +40,17 @@ def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(mha_viz, "analyze", recording)
-    hold = resources.slots().hold()
+    slots = resources.slots()
+    hold, refused, real_wait = slots.hold(), threading.Event(), slots.wait
 
-    def release():
-        time.sleep(1.0)
+    def waiting(*args, **kwargs):  # the app was refused a slot and waits for one
+        refused.set()
+        return real_wait(*args, **kwargs)
+
+    monkeypatch.setattr(slots, "wait", waiting)
+
+    def release():  # only once the analysis is waiting for the slot: no sleep
+        assert refused.wait(240), "the analysis never waited for the slot"
         released.append(time.monotonic())
         hold.__exit__(None, None, None)
 
@@ -53,8 +60,8 @@ def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
         releaser = threading.Thread(target=release)
         releaser.start()
         at.text_area(key="text").input("Waiting for a free slot.").run()
-        releaser.join()
-        assert not at.exception and not at.error
+        releaser.join(240)
+        assert refused.is_set() and not at.exception and not at.error
         assert at.session_state["_current"].run.text == "Waiting for a free slot."
         assert started and released and started[-1] >= released[0]
     finally:

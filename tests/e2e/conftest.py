@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from mha_viz.launch import free_port, health
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -158,14 +159,14 @@ def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **
         proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while health(base_url) != "ok":
+        def healthy() -> bool:
             if proc.poll() is not None:
                 pytest.fail(f"streamlit exited with {proc.returncode}:\n{_log_tail(log_path)}", pytrace=False)
-            if time.monotonic() > deadline:
-                pytest.fail(f"streamlit did not answer {base_url}/_stcore/health within "
-                            f"{BOOT_TIMEOUT_S} s:\n{_log_tail(log_path)}", pytrace=False)
-            time.sleep(0.25)
+            return health(base_url) == "ok"
+
+        if not wait_until(healthy, BOOT_TIMEOUT_S, interval_s=0.25):
+            pytest.fail(f"streamlit did not answer {base_url}/_stcore/health within "
+                        f"{BOOT_TIMEOUT_S} s:\n{_log_tail(log_path)}", pytrace=False)
         yield base_url
     finally:
         _stop(proc)

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import pytest
 
 from mha_viz import ModelLoadError, corpus
 from tests.helpers import ROOT, assert_corpus_patterns, assert_examples_match, corpus_voters, encoder_rows
+from tests.waiting import wait_until
 
 DOCS = corpus.read_texts("sample")[:20]
 OPTIONS = {"batch_size": 8, "max_tokens": 32}
@@ -40,16 +40,13 @@ def assert_same_stats(remote, local, model, texts) -> None:
 
 def gone(pid: int, wait_s: float = 30.0) -> bool:
     """Whether process `pid` has ended (or is a zombie no one reaped), waiting up to `wait_s`."""
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
+    def ended() -> bool:
         try:
-            state = Path(f"/proc/{pid}/status").read_text()
+            return "\nState:\tZ" in Path(f"/proc/{pid}/status").read_text()
         except FileNotFoundError:
             return True
-        if "\nState:\tZ" in state:
-            return True
-        time.sleep(0.2)
-    return False
+
+    return bool(wait_until(ended, wait_s, interval_s=0.2))
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import torch
 
 from mha_viz import launch
 from tests.helpers import ROOT
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.model
 SOURCES = ("mha_viz", "models/mha_viz_models")  # the source tree's packages: (folder, as the wheel names it)
@@ -169,11 +169,11 @@ def test_the_installed_app_serves_its_first_page(installed):
                                 env=installed["env"], stdin=subprocess.DEVNULL, stdout=sink,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + BOOT_S
-        while launch.health(base) != "ok":
+        def healthy() -> bool:
             assert proc.poll() is None, f"mha-viz app exited with {proc.returncode}:\n{log.read_text()[-3000:]}"
-            assert time.monotonic() < deadline, f"no health within {BOOT_S} s:\n{log.read_text()[-3000:]}"
-            time.sleep(0.25)
+            return launch.health(base) == "ok"
+
+        assert wait_until(healthy, BOOT_S, interval_s=0.25), f"no health within {BOOT_S} s:\n{log.read_text()[-3000:]}"
         with urllib.request.urlopen(base + "/", timeout=10) as page:
             assert page.status == 200 and '<div id="root">' in page.read().decode()
     finally:

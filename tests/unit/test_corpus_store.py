@@ -12,6 +12,7 @@ import time
 import pytest
 
 from mha_viz.corpus.store import STALE_TMP_S, TMP_PREFIX, ResultStore
+from tests.waiting import wait_until
 
 
 def _store(root, **kw) -> ResultStore:
@@ -72,11 +73,18 @@ def test_identical_jobs_at_once_run_once(tmp_path):
         gate.wait(5)
         return {"sum": 42}
 
-    threads = [threading.Thread(target=lambda: results.append(store.obtain("job", compute, interval=0.01)))
+    waiting = set()  # the threads seen waiting for the job under way (obtain's tick)
+
+    def tick():
+        waiting.add(threading.get_ident())
+
+    threads = [threading.Thread(target=lambda: results.append(store.obtain("job", compute, tick=tick,
+                                                                           interval=0.01)))
                for _ in range(6)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    # the job ends only once the 5 others are all waiting for it (not merely started)
+    assert wait_until(lambda: len(waiting) == 5, 30), f"{len(waiting)} of 5 threads waited for the job"
     gate.set()
     for t in threads:
         t.join(5)
@@ -93,11 +101,11 @@ def test_a_failed_or_cancelled_job_lets_the_next_caller_compute(tmp_path):
     class Stop(BaseException):  # as Streamlit stops a run
         pass
 
-    started, ticks = threading.Event(), []
+    started, waited, ticks = threading.Event(), threading.Event(), []
 
     def cancelled():
         started.set()
-        time.sleep(0.1)
+        assert waited.wait(30)  # stopped only once the second caller is waiting for this job
         raise Stop
 
     def first():
@@ -107,7 +115,7 @@ def test_a_failed_or_cancelled_job_lets_the_next_caller_compute(tmp_path):
     leader = threading.Thread(target=first)
     leader.start()
     started.wait(5)
-    got = store.obtain("k", lambda: "mine", tick=lambda: ticks.append(1), interval=0.01)
+    got = store.obtain("k", lambda: "mine", tick=lambda: ticks.append(1) or waited.set(), interval=0.01)
     leader.join(5)
     assert got == "mine" and ticks  # it waited for the leader, then computed itself
     assert store.get("k") == "mine"

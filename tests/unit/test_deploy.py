@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ import mha_viz
 from mha_viz import launch, settings
 from mha_viz.budget import admission
 from tests.helpers import ROOT, shown
+from tests.waiting import blocked_in, wait_until
 
 
 def test_settings_from_the_environment(monkeypatch):
@@ -49,30 +49,36 @@ def test_the_token_limit_is_the_models_context_locally_and_capped_in_public(monk
 
 
 def test_slots_cap_work_running_at_once():
+    """7 workers on 2 slots: the first two to get in stay until a third has been refused while
+    both hold theirs (no sleep: they wait for it on a condition), so the cap is tried for sure."""
     slots = admission.Admission(2)
-    running, peak, done, lock = [0], [0], [], threading.Lock()
+    running, peak, done, refused = [0], [0], [], [0]
+    state = threading.Condition()
 
     def work(i):
         while True:
             try:
                 with slots.hold():
-                    with lock:
+                    with state:
                         running[0] += 1
                         peak[0] = max(peak[0], running[0])
-                    time.sleep(0.05)
-                    with lock:
+                        state.notify_all()
+                        assert state.wait_for(lambda: (peak[0] >= 2 and refused[0]) or len(done) == 6, 30)
                         running[0] -= 1
-                    done.append(i)
+                        done.append(i)
                     return
             except admission.Busy:
+                with state:
+                    refused[0] += 1
+                    state.notify_all()
                 slots.wait(0.2)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(7)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
-    assert sorted(done) == list(range(7)) and peak[0] == 2 and slots.running == 0
+        t.join(60)
+    assert sorted(done) == list(range(7)) and peak[0] == 2 and refused[0] and slots.running == 0
 
 
 def test_public_mode_refuses_a_model_outside_the_list_even_if_asked_directly(public):
@@ -197,8 +203,8 @@ def test_a_slot_can_be_waited_for():
                 order.append("waited")
         worker = threading.Thread(target=later)
         worker.start()
-        time.sleep(0.2)
-        assert order == [] and slots.running == 1
+        assert wait_until(lambda: blocked_in(worker, "hold") or order, 30), "the worker never reached hold"
+        assert order == [] and slots.running == 1  # blocked inside hold, not through it
     worker.join(5)
     assert order == ["waited"] and slots.running == 0
 

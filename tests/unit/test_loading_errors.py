@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import pytest
 import torch
@@ -13,6 +12,7 @@ import torch
 import mha_viz
 from mha_viz.budget.model_cache import ModelCache
 from mha_viz_models import ModelLoadError
+from tests.waiting import blocked_in, wait_until
 
 
 def test_unknown_hub_id_offline_says_what_to_do():
@@ -67,20 +67,25 @@ def test_auto_device_picks_cpu_without_cuda():
 
 
 def test_model_cache_loads_each_model_once_under_concurrency():
+    """8 sessions ask for one model at once: the first loads it while the 7 others are inside
+    `get`, waiting for it (the loader returns only once they all are: no sleep), and all get it."""
     calls = []
+    threads: list[threading.Thread] = []
 
     def slow_loader(spec, device, local_attention, progress=None, allow_pickle=False, dtype="auto"):
         calls.append(spec)
-        time.sleep(0.1)
+        if len(calls) == 1:  # the first load: the others arrive meanwhile
+            others = [t for t in threads if t is not threading.current_thread()]
+            assert wait_until(lambda: all(blocked_in(t, "get") for t in others), 30), "not all waited"
         return object()
 
     cache = ModelCache(loader=slow_loader, max_models=2)
     results = []
-    threads = [threading.Thread(target=lambda: results.append(cache.get("a", "cpu"))) for _ in range(8)]
+    threads += [threading.Thread(target=lambda: results.append(cache.get("a", "cpu"))) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
+        t.join(60)
     assert calls == ["a"] and len({id(r) for r in results}) == 1
     cache.get("b", "cpu")
     cache.get("a", "cpu")  # a is now the most recent
