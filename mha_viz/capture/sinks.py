@@ -90,43 +90,62 @@ def learned_sink_share(run) -> np.ndarray | None:
     return share.astype(np.float32) if float(np.abs(share).max()) > SUMS_TO_ONE else None
 
 
+def kept_rows(rows: np.ndarray, kept: np.ndarray, removed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Kept query rows (h, b, n) over the kept keys: (float32 (h, b, m) each row divided by what it keeps
+    there, float64 (h, b) what it gave the removed keys, bool (h, b) the rows keeping less than EMPTY_BELOW,
+    left zeros). What `drop_tokens` does to every head, and a long run's hidden tokens to a block of rows
+    (`mha_viz.derived`)."""
+    lost = (rows[..., removed].sum(-1, dtype=np.float64) if len(removed)
+            else np.zeros(rows.shape[:-1], dtype=np.float64))
+    block = rows[..., kept]
+    total = block.sum(-1, dtype=np.float64)
+    gone = total < EMPTY_BELOW
+    scale = np.where(gone, 0.0, 1.0 / np.where(gone, 1.0, total)).astype(np.float32)
+    return block * scale[..., None], lost, gone
+
+
+def hidden_of(run, kept: np.ndarray, removed: np.ndarray, mass: np.ndarray, empty: np.ndarray) -> Hidden:
+    """What hiding the tokens `removed` of `run` (keeping `kept`) cost: mass (L, H) and empty (L, H, m) measured."""
+    return Hidden(kept=kept, removed=removed, removed_tokens=tuple(run.tokens[i] for i in removed),
+                  n_before=run.n, mass=mass, empty=empty, label=label(run.tokens, removed))
+
+
+def split(run, mask) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, removed) positions of `mask` (bool, length n: True hides). Raises ValueError when the mask is
+    not n booleans or would remove every token."""
+    mask = np.asarray(mask)
+    if mask.shape != (run.n,) or mask.dtype != bool:
+        raise ValueError(f"the mask must be {run.n} booleans (one per token); got {mask.dtype} {mask.shape}")
+    kept = np.flatnonzero(~mask)
+    if not len(kept):
+        raise ValueError("the mask would hide every token; at least one must stay")
+    return kept, np.flatnonzero(mask)
+
+
+def kept_fields(run, kept: np.ndarray, removed: np.ndarray) -> dict:
+    """The per-token fields of a run without the tokens `removed` (tokens, ids, masks, word ids, count)."""
+    def pick(values):
+        return [values[i] for i in kept] if len(values) == run.n else list(values)
+    return dict(tokens=pick(run.tokens), token_ids=pick(run.token_ids), raw_tokens=pick(run.raw_tokens),
+                special_mask=pick(run.special_mask), word_ids=pick(run.word_ids),
+                num_input_tokens=max(run.num_input_tokens - len(removed), len(kept)))
+
+
 def drop_tokens(run, mask) -> object:
     """A new run without the tokens where `mask` (bool, length n) is True, on both axes; each
     kept row divided by the attention it keeps over the kept keys. Rows keeping less than
     EMPTY_BELOW stay zeros and are listed in `.hidden.empty`. The new run's `hidden` says what
     was removed, the sink mass per head and the label. Raises ValueError when the mask is not
     n booleans or would remove every token."""
-    mask = np.asarray(mask)
-    if mask.shape != (run.n,) or mask.dtype != bool:
-        raise ValueError(f"the mask must be {run.n} booleans (one per token); got {mask.dtype} {mask.shape}")
-    kept = np.flatnonzero(~mask)
-    removed = np.flatnonzero(mask)
-    if not len(kept):
-        raise ValueError("the mask would hide every token; at least one must stay")
+    kept, removed = split(run, mask)
     L, H, m = run.num_layers, run.num_heads, len(kept)
     att = np.empty((L, H, m, m), dtype=np.float32)
     mass = np.zeros((L, H), dtype=np.float32)
     empty = np.zeros((L, H, m), dtype=bool)
     for layer in range(L):  # one layer at a time: no second full-size temporary
-        rows = np.asarray(run.attentions[layer])[:, kept]  # (H, m, n): kept queries
-        lost = rows[..., removed].sum(-1, dtype=np.float64) if len(removed) else np.zeros((H, m))
+        att[layer], lost, empty[layer] = kept_rows(np.asarray(run.attentions[layer])[:, kept], kept, removed)
         mass[layer] = lost.mean(-1)
-        block = rows[..., kept]
-        total = block.sum(-1, dtype=np.float64)
-        gone = total < EMPTY_BELOW
-        empty[layer] = gone
-        scale = np.where(gone, 0.0, 1.0 / np.where(gone, 1.0, total)).astype(np.float32)
-        att[layer] = block * scale[..., None]
     outputs = None if run.head_outputs is None else np.ascontiguousarray(run.head_outputs[:, :, kept])
     norms = None if run.value_norms is None else np.ascontiguousarray(run.value_norms[:, :, kept])
-
-    def pick(values):
-        return [values[i] for i in kept] if len(values) == run.n else list(values)
-
-    hidden = Hidden(kept=kept, removed=removed, removed_tokens=tuple(run.tokens[i] for i in removed),
-                    n_before=run.n, mass=mass, empty=empty, label=label(run.tokens, removed))
-    return dataclasses.replace(
-        run, tokens=pick(run.tokens), attentions=att, token_ids=pick(run.token_ids),
-        raw_tokens=pick(run.raw_tokens), special_mask=pick(run.special_mask), word_ids=pick(run.word_ids),
-        num_input_tokens=max(run.num_input_tokens - len(removed), m), head_outputs=outputs, hidden=hidden,
-        value_norms=norms)
+    return dataclasses.replace(run, attentions=att, head_outputs=outputs, value_norms=norms,
+                               hidden=hidden_of(run, kept, removed, mass, empty), **kept_fields(run, kept, removed))

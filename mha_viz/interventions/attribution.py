@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from scipy.spatial.distance import jensenshannon
 
+from mha_viz.capture.contributions import weighed
 from mha_viz.capture.run import AttentionRun
 from mha_viz.interventions.estimate import Agreement, agreement, by_head, estimate_heads, estimate_positions
 from mha_viz.interventions.patching import (
@@ -34,6 +35,7 @@ from mha_viz.interventions.patching import (
     require_decoder,
     token_id,
 )
+from mha_viz.metrics.row_blocks import aligned, block_rows
 from mha_viz.text.tokenize import InputError, label_ids, tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.reading import readout
@@ -60,12 +62,10 @@ def value_weighted(run: AttentionRun, normalise: bool = False) -> np.ndarray:
         raise ValueError(f"this run already shows {run.lens}: weighting it again would count the norms twice")
     out = np.zeros_like(run.attentions, dtype=np.float32)
     for layer in range(run.num_layers):
-        c = run.attentions[layer] * run.value_norms[layer, :, None, :].astype(np.float32)
-        if normalise:
-            sums = c.sum(-1, keepdims=True)
-            np.divide(c, sums, out=out[layer], where=sums > 0)  # an empty row stays 0
+        if normalise:  # an empty row stays 0
+            out[layer] = weighed(run.attentions[layer], run.value_norms[layer])
         else:
-            out[layer] = c
+            out[layer] = run.attentions[layer] * run.value_norms[layer, :, None, :].astype(np.float32)
     return out
 
 
@@ -83,15 +83,21 @@ def as_contributions(run: AttentionRun) -> AttentionRun:
 def lens_divergence(weights: AttentionRun, contributions: AttentionRun) -> np.ndarray:
     """(layers, heads): how much the lens changes each head's picture, the Jensen–Shannon
     divergence (base 2, in [0, 1]) between a query's weights and its normalised contributions,
-    averaged over the queries whose rows are not empty in either."""
+    averaged over the queries whose rows are not empty in either. Both runs read side by side a block
+    of query rows at a time (`row_blocks.aligned`): a long run's rows are recomputed, none held whole."""
     out = np.zeros((weights.num_layers, weights.num_heads), dtype=np.float32)
+    n, heads = weights.n, weights.num_heads
     for layer in range(weights.num_layers):
-        p, q = weights.attentions[layer].astype(np.float64), contributions.attentions[layer].astype(np.float64)
-        rows = (p.sum(-1) > 0) & (q.sum(-1) > 0)  # (H, n)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            js = jensenshannon(p, q, axis=-1, base=2) ** 2
-        js = np.where(rows, np.nan_to_num(js), 0.0)
-        out[layer] = js.sum(-1) / np.maximum(rows.sum(-1), 1)
+        readers = [weights.source(layer, None, 0, n), contributions.source(layer, None, 0, n)]
+        js_sum, counted = np.zeros(heads), np.zeros(heads)
+        for _first, (p, q) in aligned(readers, 0, n, block_rows(2 * heads, n, 32 * 2**20)):
+            p, q = p.astype(np.float64), q.astype(np.float64)
+            rows = (p.sum(-1) > 0) & (q.sum(-1) > 0)  # (H, b)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                js = jensenshannon(p, q, axis=-1, base=2) ** 2
+            js_sum += np.where(rows, np.nan_to_num(js), 0.0).sum(-1)
+            counted += rows.sum(-1)
+        out[layer] = js_sum / np.maximum(counted, 1)
     return out
 
 

@@ -203,7 +203,7 @@ def draw() -> Current:
     cur.full_run = run
     run, key = steps.hide_tokens(cur, run, key, **_hidden())
     cur.weights_run = run
-    run, key = steps.lens(cur, run, key, contributions=_contributions())
+    run, key = steps.lens(cur, run, key, contributions=_contributions(), model=model, full=cur.full_run)
     cur.run, cur.model, cur.key = run, model, key
     return cur
 
@@ -228,7 +228,8 @@ def run_to_compare(model: mha_viz.LoadedModel, text: str, local: bool,
     key = AnalysisKey(model_key, text, cap, layers)
     run = steps.cached_run(key, model)
     cur = Current()
-    shown = steps.lens(cur, *steps.hide_tokens(cur, run, key, **_hidden()), contributions=_contributions())
+    shown = steps.lens(cur, *steps.hide_tokens(cur, run, key, **_hidden()), contributions=_contributions(),
+                       model=model, full=run)
     if cur.lens_note:  # the sidebar's run is contributions; this one would be weights: not comparable
         raise mha_viz.InputError(cur.lens_note + " Set the sidebar's “Show attention as” to weights to compare.")
     return shown

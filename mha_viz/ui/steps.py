@@ -13,9 +13,12 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.budget import memory
+from mha_viz.capture import contributions as lens_values
+from mha_viz.capture import head_rows
 from mha_viz.capture.head_rows import held_densely
+from mha_viz.derived import run as derived
 from mha_viz.interventions import attribution
-from mha_viz.ui import keys, resources, seq2seq_views
+from mha_viz.ui import cost_prompt, keys, resources, seq2seq_views
 from mha_viz.ui.analysis_key import AnalysisKey, ModelKey
 from mha_viz.ui.state import Current
 
@@ -88,10 +91,6 @@ def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, sp
     with a note when nothing, or everything, would be hidden."""
     if not (special or first):
         return run, key
-    if not getattr(run, "is_dense", True):
-        cur.hide_note = (f"Hide tokens renormalises every head's rows, which a run of {run.n} tokens does not hold "
-                         "at once: every token is shown. Lower the token limit in the sidebar to hide tokens.")
-        return run, key
     if seq2seq_views.is_cross(run):
         cur.hide_note = ("Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is "
                          "shown whole.")
@@ -107,6 +106,8 @@ def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, sp
         return run, key
     hidden = tuple(w for w, on in (("special", special), ("first", first)) if on)
     key = key._replace(hidden=hidden)
+    if not getattr(run, "is_dense", True):
+        return _derived(key, run, "hide", mask, f"Hiding {asked}"), key
     return _dropped(key, run, mask.tobytes()), key
 
 
@@ -118,23 +119,72 @@ def _contributions(key: AnalysisKey, _run: mha_viz.AttentionRun) -> mha_viz.Atte
     return out
 
 
-def lens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, contributions: bool):
+def lens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, contributions: bool,
+         model: mha_viz.LoadedModel | None = None, full: mha_viz.AttentionRun | None = None):
     """*Show attention as* (`contributions`: the sidebar's choice) applied once, for every view, after *Hide tokens*:
     (run, key) as contributions (the key's `lens` says so), or as weights with a note when the
-    run has no value path to weigh by."""
+    run has no value path to weigh by. A long run's value norms are read with `model` from the run before
+    *Hide tokens* (`full`; default `run`) the first time, and its contributions made block by block
+    (`mha_viz.derived`)."""
     if not contributions:
-        return run, key
-    if not getattr(run, "is_dense", True):
-        cur.lens_note = (f"Contributions weigh every head's rows, which a run of {run.n} tokens does not hold at "
-                         "once: the weights are shown. Lower the token limit in the sidebar to see contributions.")
         return run, key
     if seq2seq_views.is_cross(run):
         cur.lens_note = ("Contributions are shown for self-attention: cross-attention is shown as weights (the "
                          "decoder's queries read the encoder's values through another projection).")
         return run, key
-    if run.value_norms is None:
+    long = not getattr(run, "is_dense", True)
+    norms = _long_norms(key, run, model, full) if long else run.value_norms
+    if norms is None:
         cur.lens_note = (f"The value path of {run.model_name} cannot be read here, so its attention cannot be "
                          "weighted by what each token writes: the weights are shown.")
         return run, key
     key = key._replace(lens=keys.LENS_CONTRIBUTIONS)
+    if long:
+        return _derived(key, run, "lens", norms, "Weighting the attention by what each token writes"), key
     return _contributions(key, run), key
+
+
+def _long_norms(key: AnalysisKey, run: mha_viz.AttentionRun, model: mha_viz.LoadedModel | None,
+                full: mha_viz.AttentionRun | None):
+    """A long run's value norms (of its kept tokens where some are hidden): those of the run before *Hide
+    tokens* (`full`), made by one forward the first time (`contributions.value_norms_of`: kept on that run),
+    admitted like an analysis; None where they cannot be read here."""
+    base = full if full is not None else run
+    if model is None or base.hidden is not None or (run.hidden is not None and base is run):
+        return None
+    if base.value_norms is None:
+        if not lens_values.can_read(model):
+            return None
+        with st.spinner(f"Reading what each of the {base.n:,} tokens writes through every head (one forward pass "
+                        "of the model, once for this text)…"):
+            resources.one_at_a_time(lambda: _norms_admitted(base, model))
+    norms = base.value_norms
+    return norms if run.hidden is None else np.ascontiguousarray(norms[:, :, run.hidden.kept])
+
+
+def _norms_admitted(base: mha_viz.AttentionRun, model: mha_viz.LoadedModel) -> None:
+    with resources.slots().hold(need=needs.scan(model, base.n)):
+        lens_values.value_norms_of(base, model)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _derived_cached(key: AnalysisKey, _run: mha_viz.AttentionRun, what: str, _data: np.ndarray) -> mha_viz.AttentionRun:
+    """A long run's hidden tokens (`what` "hide": `_data` the mask) or contributions ("lens": the value
+    norms), keyed by the AnalysisKey with its `hidden` and `lens`: one pass over every head's rows, admitted
+    by what its summary keeps."""
+    L, H = _run.num_layers, _run.num_heads
+    kept = 4 * L * H * _run.n * (2 * _run.summary.top_k + 2)  # the summary's keys, weights, rest, and the norms
+    with resources.slots().hold(need=memory.Need(host=kept + 3 * head_rows.BLOCK_BYTES)):
+        if what == "hide":
+            return derived.hide_tokens(_run, _data)
+        return derived.contributions(_run, _data)
+
+
+def _derived(key: AnalysisKey, run: mha_viz.AttentionRun, what: str, data: np.ndarray,
+             doing: str) -> mha_viz.AttentionRun:
+    """`_derived_cached` in turn (`resources.one_at_a_time`), saying what it costs while it computes."""
+    seconds = 3 * cost_prompt.read_seconds(run)  # the rows recomputed, then reduced as the scan reduces them
+    with st.spinner(f"{doing} in every head of this {run.n:,}-token run: every head's rows are read once and its "
+                    f"head table, thumbnails and strongest keys made again (about {max(1, round(seconds)):,} s on "
+                    "2 CPU cores; once for this text)…"):
+        return resources.one_at_a_time(lambda: _derived_cached(key, run, what, data))

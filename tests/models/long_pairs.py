@@ -3,7 +3,11 @@ dense run's, where that fits): one place that loads a bundled model and analyses
 
 from __future__ import annotations
 
+import numpy as np
+
 import mha_viz
+from mha_viz.metrics.measures import METRICS
+from mha_viz.views import detail
 from tests.helpers import ROOT
 
 TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
@@ -17,3 +21,34 @@ def dense_and_long(name: str, n: int = 600, text: str = TEXT):
     long = mha_viz.analyze(model, text, max_tokens=cap, dense=False)
     assert dense.is_dense and not long.is_dense and long.tokens == dense.tokens
     return model, dense, long
+
+
+def assert_same_rows(ours, ref, atol: float = 1e-5) -> None:
+    """`ours` (a long run) answers rows, layer_rows, head, column and pooled_head as the dense run `ref` holds
+    them, within `atol`, on three layers (a head each) and three keys."""
+    n, edges = ref.n, detail.block_edges(ref.n, 48)
+    for layer in sorted({0, ref.num_layers // 2, ref.num_layers - 1}):
+        head = (3 * layer + 1) % ref.num_heads
+        a = ref.attentions[layer, head]
+        np.testing.assert_allclose(ours.rows(layer, head, 5, 77), a[5:77], atol=atol)
+        np.testing.assert_allclose(ours.rows(layer, head, n - 1, n), a[n - 1:], atol=atol)
+        np.testing.assert_allclose(ours.layer_rows(layer, n // 6, n // 2), ref.attentions[layer, :, n // 6:n // 2],
+                                   atol=atol)
+        np.testing.assert_allclose(ours.head(layer, head), a, atol=atol)
+        for key in (0, n // 3, n - 1):
+            np.testing.assert_allclose(ours.column(layer, head, key), a[:, key], atol=atol)
+        top, mean, _ = detail.pooled(a, 48)  # the whole head pooled at once, by the other code
+        pooled_top, pooled_mean = ours.pooled_head(layer, head, edges)
+        np.testing.assert_allclose(pooled_top, top, atol=atol)
+        np.testing.assert_allclose(pooled_mean, mean, atol=1e-6)
+
+
+def assert_same_table(ours, ref) -> None:
+    """A long run's head table `ours` (its scan's pattern columns) equals the dense run's `ref` within 1e-5
+    (relative for the unbounded measures: entropy in nats, distance in tokens)."""
+    numeric = [c for c in ours.columns if c not in ("layer", "head", "pattern")]
+    assert len(numeric) >= 10 and set(numeric) <= set(ref.columns)
+    for column in numeric:
+        bounded = column in METRICS and METRICS[column].bounded
+        np.testing.assert_allclose(ours[column].to_numpy(float), ref[column].to_numpy(float), atol=1e-5,
+                                   rtol=0 if bounded else 1e-5, err_msg=column)

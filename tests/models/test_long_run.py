@@ -13,10 +13,9 @@ import pytest
 import mha_viz
 from mha_viz.capture import head_rows
 from mha_viz.metrics import head_table
-from mha_viz.metrics.measures import METRICS
-from mha_viz.views import detail
 from tests.helpers import ROOT
 from tests.models import architectures_2026
+from tests.models.long_pairs import assert_same_rows, assert_same_table
 
 pytestmark = pytest.mark.model
 TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
@@ -41,21 +40,7 @@ def test_a_long_runs_rows_are_the_dense_runs(runs):
     assert dense.is_dense and not long.is_dense and long.summary is not None
     assert long.tokens == dense.tokens and long.token_ids == dense.token_ids and long.n == dense.n > 100
     assert (long.num_layers, long.num_heads, long.layer_ids) == (dense.num_layers, dense.num_heads, dense.layer_ids)
-    n, edges = dense.n, detail.block_edges(dense.n, 48)
-    for layer in {0, model.num_layers // 2, model.num_layers - 1}:
-        head = (3 * layer + 1) % model.num_heads
-        a = dense.attentions[layer, head]
-        np.testing.assert_allclose(long.rows(layer, head, 5, 77), a[5:77], atol=1e-5)
-        np.testing.assert_allclose(long.rows(layer, head, n - 1, n), a[n - 1:], atol=1e-5)
-        np.testing.assert_allclose(long.layer_rows(layer, n // 6, n // 2), dense.attentions[layer, :, n // 6:n // 2],
-                                   atol=1e-5)
-        np.testing.assert_allclose(long.head(layer, head), a, atol=1e-5)
-        for key in (0, n // 3, n - 1):
-            np.testing.assert_allclose(long.column(layer, head, key), a[:, key], atol=1e-5)
-        top, mean, _ = detail.pooled(a, 48)  # the whole head pooled at once, by the other code
-        pooled_top, pooled_mean = long.pooled_head(layer, head, edges)
-        np.testing.assert_allclose(pooled_top, top, atol=1e-5)
-        np.testing.assert_allclose(pooled_mean, mean, atol=1e-6)
+    assert_same_rows(long, dense)
 
 
 def test_a_dense_runs_rows_are_views_of_its_array(runs):
@@ -67,13 +52,7 @@ def test_a_dense_runs_rows_are_views_of_its_array(runs):
 
 def test_a_long_runs_head_table_is_the_dense_runs(runs):
     _model, dense, long = runs
-    ours, ref = long.summary.table, head_table(dense)
-    numeric = [c for c in ours.columns if c not in ("layer", "head", "pattern")]
-    assert len(numeric) >= 10 and set(numeric) <= set(ref.columns)
-    for column in numeric:
-        bounded = column in METRICS and METRICS[column].bounded  # entropy in nats, distance in tokens: relative
-        np.testing.assert_allclose(ours[column].to_numpy(float), ref[column].to_numpy(float), atol=1e-5,
-                                   rtol=0 if bounded else 1e-5, err_msg=column)
+    assert_same_table(long.summary.table, head_table(dense))
 
 
 def test_every_head_is_built_only_when_asked_for(runs, monkeypatch):
