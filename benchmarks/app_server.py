@@ -28,10 +28,12 @@ def health(base_url: str, timeout: float = 10) -> str:
         return f"unreachable: {exc}"
 
 
-def start_server(port: int, log_path: Path, root: Path = ROOT) -> subprocess.Popen:
-    """`root`'s app.py served on `port` (another checkout's for a side-by-side run)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+def start_server(port: int, log_path: Path, root: Path = ROOT, script: str = "app.py",
+                 **env_vars: str) -> subprocess.Popen:
+    """`root`'s `script` (app.py: another checkout's for a side-by-side run) served on `port`, with
+    the environment variables `env_vars` added."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env_vars}
+    cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
            "--server.address", "127.0.0.1", "--server.port", str(port)]
     with open(log_path, "wb") as log:

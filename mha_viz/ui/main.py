@@ -28,6 +28,7 @@ from mha_viz.ui import (
     pages,
     preload,
     resources,
+    run_trace,
     sidebar,
     state,
 )
@@ -51,6 +52,7 @@ def guarded(step, *args, what: str) -> None:
         st.warning(f"{what} did not work this time; the rest of the app is unaffected.", icon=":material/warning:")
 
 
+@run_trace.traced  # off unless MHA_VIZ_RUN_TRACE names a file (benchmarks/pages.py)
 def main() -> None:
     """One run of the script: a session's page, drawn."""
     preload.warm()  # done by the server's start; where it was not, other sessions wait here
