@@ -13,7 +13,7 @@ Nothing in this package imports Streamlit except `mha_viz.ui`.
 
 from mha_viz.analyze_text import analyze
 from mha_viz.capture.finite import NotFiniteError
-from mha_viz.capture.generation import Generation, GenerationError, Step, generate
+from mha_viz.capture.generation import Generation, GenerationError, Step
 from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
 from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
@@ -26,6 +26,7 @@ from mha_viz.export.lesson import Lesson, LessonError, lesson_json, read_lesson
 from mha_viz.export.notebook import view_notebook
 from mha_viz.export.notebook_view import NotebookView
 from mha_viz.export.report import html_report
+from mha_viz.generate_text import generate
 from mha_viz.interventions.attribution import direct_logit, value_weighted
 from mha_viz.interventions.estimate import estimate_heads, estimate_positions
 from mha_viz.interventions.patching import patch_heads

@@ -14,6 +14,7 @@ import numpy as np
 
 from mha_viz.budget import capture_budget, memory
 from mha_viz.capture import head_rows
+from mha_viz.capture.grown_rows import recorded_bytes
 from mha_viz.circuits import edges, path_patching
 from mha_viz.corpus.batching import capture_bytes
 from mha_viz.interventions import ablation
@@ -100,10 +101,16 @@ def patching(model: LoadedModel, n: int) -> Need:
     return on_device(model, forward_bytes(model, n, rows=model.num_heads))
 
 
-def generation(model: LoadedModel, n: int) -> Need:
-    """A generation whose prompt and new tokens come to n: every head's attention recorded into one
-    (L, H, n, n) array, with the prompt's forward and the KV cache: about what an analysis of n tokens holds."""
-    return memory.analysis_need(model, n)
+def generation(model: LoadedModel, n: int, new: int = 0) -> Need:
+    """A generation whose prompt and `new` tokens come to n: every head's attention recorded into one
+    (L, H, n, n) array, with the prompt's forward and the KV cache: about what an analysis of n tokens holds.
+    A long one (past MHA_VIZ_DENSE_MB, `capture.generation`): the prompt's fused forward, then one scan of n
+    tokens (the larger), beside the new tokens' rows it keeps (`grown_rows.recorded_bytes`)."""
+    L, H = model.num_layers, model.num_heads
+    if head_rows.held_densely(L, H, n):
+        return memory.analysis_need(model, n)
+    work = larger(forward(model, n), scan(model, n))
+    return Need(host=work.host + recorded_bytes(L, H, n - new, new), gpu=work.gpu, device=work.device)
 
 
 def corpus(model: LoadedModel, batch: int, n: int, *, importance: bool) -> Need:

@@ -9,6 +9,17 @@ A model without a KV cache (toy-induction) reruns the whole sequence each step: 
 at most. A sliding-window layer (Mistral, Gemma 2, Phi-3) caches only the last keys of its window:
 its row has zeros where the window hides earlier keys, as in one eager forward.
 
+A **long generation** (the final sequence's every-head array past MHA_VIZ_DENSE_MB, as `analyze`
+decides, or dense=False) never holds n × n of every head: the prompt but its last token is read with
+fused attention (`LoadedModel.fused_forward`, keeping the KV cache, recording nothing), then each
+position's rows, from the last prompt token's on, are recorded one (H, n) row a layer as the cache
+computes them and kept ragged (`grown_rows.Recorded`). Once it ends, one scan of the final sequence
+(`long_run`, what `mha_viz.generate` passes: `mha_viz.scan.long_run`) gives the run its summary
+(head table, thumbnails, kept keys) and the earlier rows; its rows of the new tokens equal the recorded
+ones within float rounding (tests/models/test_generation_long.py). The scan costs about 1.8 fused forwards
+of the final sequence (docs/speed.md). A snapshot streamed to `on_step` reads its earlier rows from a scan
+of the prompt, made only if something asks for them (a generation stopped from the app).
+
 Greedy decoding (temperature 0) picks the same tokens as Hugging Face's
 `generate(do_sample=False)`; sampling (temperature, top-k, top-p) is reproducible under `seed`.
 """
@@ -23,10 +34,16 @@ import torch
 
 from mha_viz.budget import capture_budget
 from mha_viz.capture.finite import FiniteCheck, NotFiniteError, message
+from mha_viz.capture.grown_rows import Earlier, GrownRows, Recorded, recorded_bytes
+from mha_viz.capture.head_rows import held_densely
 from mha_viz.capture.run import AttentionRun
 from mha_viz.text.loss_inputs import NEXT_TOKEN, loss_kind
 from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
+from mha_viz_models.reading.readout import keeps_last_logits
+
+# the long run of a tokenized sequence, `(model, tokens, text, progress=) -> AttentionRun`: mha_viz.scan's
+LongRun = Callable[..., AttentionRun]
 
 TOP = 10  # alternatives kept per step
 
@@ -54,7 +71,8 @@ class Step:
 class Generation:
     """A prompt and its continuation, with every head's attention over the whole sequence.
 
-    run: causal AttentionRun over prompt + generated tokens. The row that chose step t's token is
+    run: causal AttentionRun over prompt + generated tokens, dense or long (`run.is_dense`; read it with
+    `run.rows`, `layer_rows`, `column`: they work on both). The row that chose step t's token is
     query position `num_prompt_tokens - 1 + t` (`row_of(t)`). Every token has its own row, the
     newest one's too (also in the snapshots `on_step` receives).
     """
@@ -86,7 +104,7 @@ def check_decoder(model: LoadedModel) -> None:
                               "language-model head; try smollm2 (or toy-induction).")
 
 
-def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int) -> None:
+def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int, long: bool) -> None:
     n_prompt = prompt.n
     if prompt.total > limit:
         raise GenerationError(f"The prompt has {count_text(prompt.total, prompt.total_is_estimate)} tokens, more "
@@ -100,6 +118,11 @@ def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int) -> Non
     if n_prompt + max_new > limit:
         raise GenerationError(f"At most {limit - n_prompt} new tokens fit after this {n_prompt}-token prompt "
                               f"(the limit is {limit} tokens): lower the number of new tokens.")
+    if long:  # the rows kept; the scan's own need is the admission's (`mha_viz.needs.generation`)
+        capture_budget.check(recorded_bytes(model.num_layers, model.num_heads, n_prompt, max_new),
+                             f"Keeping every head's row of {max_new} new tokens over {n_prompt + max_new} tokens",
+                             "ask for fewer new tokens.", error=GenerationError)
+        return
     capture_budget.check(model.attention_bytes(n_prompt + max_new),  # float32 (L, H, n, n)
                          f"Capturing every head over {n_prompt + max_new} tokens", "ask for fewer tokens.",
                          error=GenerationError)
@@ -169,10 +192,24 @@ def _write_row(row: np.ndarray, probs: torch.Tensor, name: str) -> None:
     row[:, n - m:] = as_probabilities(probs).cpu().numpy()  # half precision: float32 rows summing to 1
 
 
+def _read_prompt(model: LoadedModel, ids: list[int]):
+    """The KV cache of `ids` from one forward with fused attention, no probabilities recorded (None when
+    there is nothing to read or the model keeps no cache)."""
+    if not ids:
+        return None
+    extra = {"logits_to_keep": 1} if keeps_last_logits(model.hf_model) else {}  # not n × vocab logits
+    return getattr(model.fused_forward(torch.tensor([ids]), use_cache=True, **extra), "past_key_values", None)
+
+
+def _long_run(model: LoadedModel, ids: list[int], text: str, build: LongRun, progress=None) -> AttentionRun:
+    return build(model, label_ids(model, ids), text, progress=progress)
+
+
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
              top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
              max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
-             on_step: Callable[[Generation], bool | None] | None = None) -> Generation:
+             on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None,
+             long_run: LongRun | None = None) -> Generation:
     """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention.
 
     The prompt and the new tokens together stay within `token_limit(model, max_tokens)` (the
@@ -181,43 +218,69 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     not finite (NotFiniteGeneration, also a NotFiniteError: the message names the precision and what to do).
     `on_step(generation so far)` is called after each token; returning False stops there
     (`stopped_by == "stopped"`). `progress(fraction, message)` likewise.
+    dense: hold every head's (L, H, n, n) array (True) or make a long generation (False, see above);
+    None: as `analyze` decides (`head_rows.held_densely` of the final length). long_run: what makes a
+    long generation's run (`mha_viz.generate` passes the scan's); needed for a long generation.
     """
     check_decoder(model)
     toks = tokenize(model, prompt, max_tokens)
     limit = token_limit(model, max_tokens)
-    _limits(model, toks, int(max_new_tokens), limit)
+    L, H = model.num_layers, model.num_heads
+    long = (not dense) if dense is not None else not held_densely(L, H, toks.n + int(max_new_tokens))
+    if long and long_run is None:
+        raise ValueError("a long generation needs long_run= (mha_viz.generate passes mha_viz.scan's)")
+    _limits(model, toks, int(max_new_tokens), limit, long)
     progress = progress or (lambda _f, _m: None)
     n_prompt, size = toks.n, toks.n + int(max_new_tokens)
-    L, H = model.num_layers, model.num_heads
-    attn = np.zeros((L, H, size, size), dtype=np.float32)
+    attn = None if long else np.zeros((L, H, size, size), dtype=np.float32)
+    recorded = Recorded(n_prompt - 1)  # a long generation's rows
     ids = list(toks.ids)
+    earlier = Earlier(lambda: _long_run(model, ids[:n_prompt - 1], "", long_run).source)  # rows before
     steps: list[Step] = []
     rng = torch.Generator().manual_seed(int(seed))
     eos = _eos_ids(model) if stop_at_eos else set()
     stopped_by = "length"
 
-    def snapshot(n: int) -> Generation:
+    def snapshot(n: int, run: AttentionRun | None = None) -> Generation:
         display, word_ids, raw, special = _display(model, ids[:n])
-        run = AttentionRun(tokens=display, attentions=attn[:, :, :n, :n], is_causal=True,
-                           num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=ids[:n],
-                           raw_tokens=raw, special_mask=special, word_ids=word_ids, num_input_tokens=n,
-                           precision=model.precision)
+        if run is None:
+            held = (dict(attentions=attn[:, :, :n, :n]) if attn is not None
+                    else dict(source=GrownRows(recorded, n, earlier), shape=(L, H)))
+            run = AttentionRun(tokens=display, **held, is_causal=True, num_kv_heads=model.num_kv_heads,
+                               model_name=model.name, token_ids=ids[:n], raw_tokens=raw, special_mask=special,
+                               word_ids=word_ids, num_input_tokens=n, precision=model.precision,
+                               layer_ids=model.layer_ids, model_layers=model.total_layers)
         new = ids[n_prompt:n]
         text = model.tokenizer.decode(new, skip_special_tokens=True)
         full = model.tokenizer.decode(ids[:n], skip_special_tokens=True)
         run.text = full
         return Generation(run, n_prompt, list(steps), text, full, stopped_by)
 
+    def record(n: int, probs) -> None:
+        """Every layer's row of position n − 1, the last of each forward's probabilities."""
+        row = np.zeros((L, H, n), np.float32) if long else None
+        for layer, p in enumerate(probs):
+            _write_row(row[layer] if long else attn[layer, :, n - 1, :n],
+                       check.see(p[0, :, -1], f"attention in layer {layer}"), model.name)
+        check.verify()
+        if long:
+            recorded.add(row)
+
     rows = _Rows(model)
     check = FiniteCheck(model, NotFiniteGeneration)  # each forward's attention, as it is made
     try:
         with model.lock, torch.inference_mode():
             dev = model.device
-            logits, probs, cache = rows(torch.tensor([ids], device=dev))
-            for layer, p in enumerate(probs):  # the prompt's rows
-                prompt_rows = check.see(as_probabilities(p[0]), f"attention in layer {layer}")
-                attn[layer, :, :n_prompt, :n_prompt] = prompt_rows.cpu().numpy()
-            check.verify()
+            if long:  # the prompt but its last token without probabilities; the last one's row through the cache
+                cache = _read_prompt(model, ids[:-1])
+                logits, probs, cache = rows(torch.tensor([ids[-1:] if cache is not None else ids], device=dev), cache)
+                record(n_prompt, probs)
+            else:
+                logits, probs, cache = rows(torch.tensor([ids], device=dev))
+                for layer, p in enumerate(probs):  # the prompt's rows
+                    prompt_rows = check.see(as_probabilities(p[0]), f"attention in layer {layer}")
+                    attn[layer, :, :n_prompt, :n_prompt] = prompt_rows.cpu().numpy()
+                check.verify()
             progress(0.0, f"Prompt read: {n_prompt} tokens")
             for t in range(int(max_new_tokens)):
                 if not torch.isfinite(logits).all():
@@ -237,10 +300,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                     logits, probs, cache = rows(torch.tensor([[token_id]], device=dev), cache)
                 else:  # no KV cache (toy-induction): the whole sequence again, its last row kept
                     logits, probs, _ = rows(torch.tensor([ids], device=dev))
-                for layer, p in enumerate(probs):
-                    _write_row(attn[layer, :, n - 1, :n], check.see(p[0, :, -1], f"attention in layer {layer}"),
-                               model.name)
-                check.verify()
+                record(n, probs)
                 if token_id in eos:
                     stopped_by = "eos"
                 progress((t + 1) / max_new_tokens, f"{t + 1} of {max_new_tokens} new tokens")
@@ -250,6 +310,12 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                     break
     finally:
         rows.close()
-    gen = snapshot(len(ids))
-    gen.run.attentions = np.ascontiguousarray(gen.run.attentions)
-    return gen
+    if not long:
+        gen = snapshot(len(ids))
+        gen.run.attentions = np.ascontiguousarray(gen.run.attentions)
+        return gen
+    # one scan of the final sequence: the summary and the rows before the recorded ones
+    whole = _long_run(model, ids, "", long_run, lambda f, m: progress(f, f"Every head over the {len(ids)} "
+                                                                          f"tokens, for the views: {m}"))
+    whole.source = GrownRows(recorded, len(ids), lambda scanned=whole.source: scanned)
+    return snapshot(len(ids), whole)

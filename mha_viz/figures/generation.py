@@ -6,7 +6,9 @@ the steps (prompt, generated tokens, first token). Plain functions over arrays, 
 nothing here knows Streamlit.
 
 Step t (0-based) of a generation was chosen by query row `num_prompt - 1 + t`: what the model
-looked at when it picked that token (`query_row`).
+looked at when it picked that token (`query_row`). `step_figures` reads only the rows it draws
+(`run.layer_rows`, `run.rows`: one row of every head, at most MAX_MATRIX rows of one, one row a step),
+never every head's array, so a long generation's steps draw as a dense one's do.
 """
 
 from __future__ import annotations
@@ -38,7 +40,12 @@ def step_masses(attention: np.ndarray, num_prompt: int, num_steps: int) -> dict[
     the token on the prompt, on the tokens generated before it, and on the first token (the
     sink). Arrays of length num_steps; prompt + generated = 1 for each step."""
     a = np.asarray(attention, dtype=np.float64)
-    rows = a[[query_row(num_prompt, t) for t in range(num_steps)]] if num_steps else np.zeros((0, a.shape[1]))
+    return row_masses(a[query_row(num_prompt, 0):query_row(num_prompt, num_steps)], num_prompt)
+
+
+def row_masses(rows: np.ndarray, num_prompt: int) -> dict[str, np.ndarray]:
+    """`step_masses` from the rows (steps, n) of the queries that chose each step's token."""
+    rows = np.asarray(rows, dtype=np.float64)
     prompt = rows[:, :num_prompt].sum(axis=1)
     return {"prompt": prompt, "generated": rows[:, num_prompt:].sum(axis=1), "first": rows[:, 0].copy()}
 
@@ -157,9 +164,15 @@ def causal_matrix(attention: np.ndarray, tokens: list[str], num_prompt: int, row
     """One head's (n, n) causal matrix, queries down and keys across, generated tokens marked on
     both axes and the query row `row` framed. Past max_tokens a side, a window around the row."""
     a = np.asarray(attention, dtype=np.float32)
-    n = a.shape[0]
-    start, stop = matrix_window(n, row, max_tokens)
-    z = a[start:stop, start:stop]
+    start, stop = matrix_window(a.shape[0], row, max_tokens)
+    return causal_window(a[start:stop, start:stop], start, tokens, num_prompt, row, title=title, rescale=rescale)
+
+
+def causal_window(z: np.ndarray, start: int, tokens: list[str], num_prompt: int, row: int, *, title: str,
+                  rescale: bool = False) -> go.Figure:
+    """`causal_matrix` of the window of queries and keys start … start + m − 1 (z: (m, m)) of a head over
+    len(tokens) tokens: what `step_figures` reads of a run, `run.rows` of those queries."""
+    n, stop = len(tokens), start + z.shape[0]
     labels = axis_labels(tokens)[start:stop]
     local_prompt, local_row = num_prompt - start, row - start
     m = stop - start
@@ -219,15 +232,17 @@ def step_figures(gen: Generation, step: int, layer: int = 0, head: int = 0, *, r
         raise ValueError(f"unknown view {sorted(unknown)}: choose from {', '.join(STEP_VIEWS)}")
     s, q = gen.steps[step], query_row(P, step)
     where, name = html.escape(run.tokens[q], quote=False), run.layer_ids[layer]
+    start, stop = matrix_window(run.n, q)
     build = {
         "choices": lambda: choice_bars(s.top, s.token, s.prob,
                                        title=f"Step {step + 1}: the 10 most probable next tokens"),
         "heads": lambda: heads_context(
-            run.attentions[layer, :, q, :q + 1], run.tokens[:q + 1], P, run.num_kv_heads, rescale=rescale,
+            run.layer_rows(layer, q, q + 1)[:, 0, :q + 1], run.tokens[:q + 1], P, run.num_kv_heads, rescale=rescale,
             title=f"Layer {name}, step {step + 1}: every head from “{where}” (position {q})"),
-        "matrix": lambda: causal_matrix(run.attentions[layer, head], run.tokens, P, q, rescale=rescale,
+        "matrix": lambda: causal_window(run.rows(layer, head, start, stop)[:, start:stop], start, run.tokens, P, q,
+                                        rescale=rescale,
                                         title=f"Layer {name}, head {head}: row {q} (step {step + 1}) framed"),
-        "masses": lambda: mass_lines(step_masses(run.attentions[layer, head], P, T), current=step,
-                                     title=f"Layer {name}, head {head}: where each step's query looked"),
+        "masses": lambda: mass_lines(row_masses(run.rows(layer, head, query_row(P, 0), query_row(P, T)), P),
+                                     current=step, title=f"Layer {name}, head {head}: where each step's query looked"),
     }
     return {v: build[v]() for v in views}

@@ -99,7 +99,6 @@ def _offer_decoders(reason: str) -> None:
 def _use_model(name: str) -> None:
     sidebar.choose(model=name)
 
-
 def _current_key(cur) -> GenKey:
     return GenKey(cur.model_key, cur.text, resources.token_cap(), int(session.need(keys.GEN_MAX_NEW)),
                   float(session.need(keys.GEN_TEMPERATURE)), int(session.need(keys.GEN_TOP_K)),
@@ -152,7 +151,8 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, buttons: jobs.Buttons) ->
         def on_step(gen) -> None:
             session.put(keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
             stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
-        need = needs.generation(model, needs.tokens(model, key.prompt, key.cap) + key.max_new_tokens)
+        need = needs.generation(model, needs.tokens(model, key.prompt, key.cap) + key.max_new_tokens,
+                                key.max_new_tokens)
         with resources.slots().hold(need=need):
             return mha_viz.generate(model, key.prompt, key.max_new_tokens, temperature=key.temperature,
                                     top_k=key.top_k, top_p=key.top_p, seed=key.seed, max_tokens=key.cap,
@@ -179,6 +179,12 @@ def _stopped_notice() -> None:
     key, gen = partial
     if gen is not None and gen.steps:
         k = len(gen.steps)
+        try:  # a long generation's prompt rows: one scan of the prompt, made once, now
+            with st.spinner("Reading the prompt's rows for the views (one scan of the prompt)…"):
+                gen.run.rows(0, 0, 0, 1)
+        except mha_viz.InputError as exc:
+            st.error(plain(str(exc)) + " The last generation (if any) is kept below.", icon=":material/warning:")
+            return
         session.put(keys.GEN_LAST, (key, gen, f"stopped after {k} token{'s' * (k != 1)}"))
         session.put(keys.GEN_STEP, 1)
         st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.",
@@ -258,6 +264,8 @@ def _steps(gen) -> None:
         session.put(keys.GEN_STEP, nxt[0])
     _clamp(keys.GEN_STEP, 1, T, 1)
     st.subheader("Step by step")
+    if not run.is_dense:
+        st.caption(f"{run.n} tokens: each view reads only the rows it draws, the matrix {gfig.MAX_MATRIX} at most.")
     cols = st.columns([4, 1, 1, 1])
     step = cols[0].slider("Step", 1, T, key=keys.GEN_STEP, persist_state=keys.KEEP) if T > 1 else 1
     layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.GEN_LAYER, keys.GEN_HEAD,

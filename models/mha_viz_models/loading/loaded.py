@@ -336,17 +336,17 @@ class LoadedModel:
         """(last hidden states (B, n, d_model), per-layer probabilities (B, h, n, n), the output object)."""
         return (c := self.capture(input_ids, attention_mask)).hidden, c.attentions, c.output
 
-    def fused_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None):
-        """Run the model once with fused attention (PyTorch's SDPA) and record nothing: the
-        baseline that capture's cost is measured against (benchmarks). Returns the model's
-        output object; the shared model is back on eager attention afterwards."""
+    def fused_forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **extra):
+        """Run the model once with fused attention (PyTorch's SDPA) and record nothing: the baseline
+        capture's cost is measured against (benchmarks), a long generation's prompt read (`extra`: more
+        arguments of the forward, use_cache=True). Returns its output; the model is eager again after."""
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
         with self.lock, torch.inference_mode():
             fused = False
             try:
                 fused = self._use_fused()
-                return self.hf_model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+                return self.hf_model(input_ids=input_ids, attention_mask=attention_mask, **{"use_cache": False} | extra)
             finally:
                 self._use_eager(fused)
 
