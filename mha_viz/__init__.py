@@ -22,6 +22,7 @@ from mha_viz.circuits.edges import Edges, edge_attribution
 from mha_viz.circuits.path_patching import Circuit, circuit, faithfulness_curve, path_patch, path_patch_many
 from mha_viz.circuits.qk_terms import QKTerms, qk_pattern_terms, qk_terms
 from mha_viz.corpus.engine import head_examples, head_statistics
+from mha_viz.effective import EffectiveAttention, effective_attention
 from mha_viz.export.lesson import Lesson, LessonError, lesson_json, read_lesson
 from mha_viz.export.notebook import view_notebook
 from mha_viz.export.notebook_view import NotebookView
@@ -55,7 +56,7 @@ __all__ = [
     "hide_mask", "generate", "Generation", "GenerationError", "Step",
     # views, metrics, what heads write, a corpus, a report
     "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
-    "patch_heads", "heads_from_tokens",
+    "patch_heads", "heads_from_tokens", "effective_attention", "EffectiveAttention",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
     "view_notebook", "NotebookView",
     # lessons a class follows

@@ -49,7 +49,8 @@ def _local(target: str) -> bool:
 def test_the_pages_are_the_readme_and_the_guide():
     names = {p.relative_to(ROOT).as_posix() for p in PAGES}
     assert names == {"README.md", "docs/using.md", "docs/deploying.md", "docs/speed.md", "docs/api.md",
-                     "docs/architecture.md", "docs/head-metrics.md", "docs/attribution.md"}
+                     "docs/architecture.md", "docs/head-metrics.md", "docs/attribution.md",
+                     "docs/effective-attention.md"}
 
 
 def test_every_relative_link_reaches_a_file_and_its_heading():

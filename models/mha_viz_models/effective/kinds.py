@@ -1,0 +1,70 @@
+"""Which layers of a model mix tokens without softmax, which kind each is, and one forward that
+reads them all (`effective_layers`)."""
+
+from __future__ import annotations
+
+import torch
+
+from mha_viz_models.effective import delta, kda, lightning, rglru, selective, short_conv, ssd
+from mha_viz_models.effective.layer import EffectiveLayer, NotExact, Taps, layer_number
+
+# the first kind whose `matches` accepts a module reads it
+KINDS = (ssd, delta, kda, short_conv, selective, lightning, rglru)
+# token-mixing layers mha-viz knows but cannot make exact yet, by class name: the reason
+REFUSED = {
+    "ZambaMambaMixer": "Zamba's multi-head Mamba-1 (its x_proj and dt_proj as raw weights) is not computed exactly "
+                       "by mha-viz yet",
+}
+
+
+def mixing_layers(model: torch.nn.Module) -> list[tuple[int, str, torch.nn.Module, object]]:
+    """(layer number, module name, module, kind module) of every token-mixing layer read here, in layer order."""
+    found = []
+    for name, module in model.named_modules():
+        kind = next((k for k in KINDS if k.matches(module)), None)
+        if kind is not None:
+            found.append((layer_number(name), name, module, kind))
+        elif type(module).__name__ in REFUSED:
+            found.append((layer_number(name), name, module, None))
+    return sorted(found, key=lambda f: f[0])
+
+
+def effective_layers(model: torch.nn.Module, input_ids, layers=None) -> list[EffectiveLayer]:
+    """Every (or the chosen `layers`') non-softmax token-mixing layer's effective attention, from one
+    forward of `model` on `input_ids` (one sequence). Raises NotExact for a layer that cannot be made exact."""
+    found = mixing_layers(model)
+    if layers is not None:
+        wanted = {int(n) for n in layers}
+        known = {f[0] for f in found}
+        if not wanted <= known:
+            raise NotExact(f"Layer {', '.join(map(str, sorted(wanted - known)))} is not a non-softmax token-mixing "
+                           f"layer; those are: {', '.join(map(str, sorted(known))) or 'none'}.")
+        found = [f for f in found if f[0] in wanted]
+    for number, name, module, kind in found:
+        if kind is None:
+            raise NotExact(f"Layer {number} ({type(module).__name__}): {REFUSED[type(module).__name__]}; "
+                           "choose other layers with `layers=`.")
+    spec = {f"{name}|{tap}": where for _n, name, module, kind in found for tap, where in kind.taps(module).items()}
+    ids = torch.as_tensor(input_ids).reshape(1, -1)
+    with Taps(spec) as taps, torch.no_grad():
+        model(input_ids=ids.to(_device(model)), use_cache=False)
+    return [kind.compute(module, _Prefixed(taps, name), number, name) for number, name, module, kind in found]
+
+
+def reconstruct(layer: EffectiveLayer) -> torch.Tensor:
+    """The layer's output (n, hidden) from its matrix, values and separate parts (its kind's formula)."""
+    return next(k for k in KINDS if k.KIND == layer.kind).reconstruct(layer)
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+class _Prefixed:
+    """One layer's view of the taps: got['in_proj'] is that layer's 'name|in_proj'."""
+
+    def __init__(self, taps: Taps, name: str):
+        self.taps, self.name = taps, name
+
+    def __getitem__(self, tap: str):
+        return self.taps[f"{self.name}|{tap}"]

@@ -1,0 +1,90 @@
+"""Mamba-1's selective scan (Mamba, Falcon-Mamba, Jamba): one matrix per channel, exact, and their
+mean over blocks of channels (the aggregation Ali et al. use to show a layer's hidden attention).
+
+Per channel c of the d_inner channels, with a state of N numbers, a = −exp(A_log[c]) (N,),
+Δ_t[c] = softplus(dt_proj.weight · dt_t + dt_proj.bias) and B_t, C_t (N,) shared by the channels:
+
+    h_t[c] = exp(Δ_t[c] a) ⊙ h_{t−1}[c] + Δ_t[c] B_t x_t[c]        y_t[c] = C_t · h_t[c] + D[c] x_t[c]
+
+so A[c, t, s] = Σ_k C_t[k] B_s[k] exp(Σ_{r = s+1..t} Δ_r[c] a_k) · Δ_s[c]. Folded into A: Δ, a, B and C
+(read after x_proj, and after Jamba's and Falcon-Mamba's norms on Δ, B and C, each by a hook). The
+value-like vector is x after the short convolution and SiLU (x_proj's input), one number per channel.
+Outside the mixing: the D skip, the gate silu(z) and out_proj: output_t = W_out (silu(z_t) ⊙ y_t)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, weight_parts
+
+KIND = "mamba1"
+BLOCKS = 8  # the aggregated view: the mean over each of 8 blocks of consecutive channels
+_NORMS = ("dt_layernorm", "b_layernorm", "c_layernorm")
+
+
+def matches(module) -> bool:
+    return all(hasattr(module, a) for a in ("x_proj", "dt_proj", "A_log", "D", "in_proj", "out_proj")) and \
+        isinstance(module.x_proj, torch.nn.Linear)
+
+
+def taps(module) -> dict:
+    spec = {"in_proj": (module.in_proj, "out"), "x_in": (module.x_proj, "in"), "x_out": (module.x_proj, "out")}
+    for norm in _NORMS:
+        if isinstance(getattr(module, norm, None), torch.nn.Module):
+            spec[norm] = (getattr(module, norm), "out")
+    return spec
+
+
+def selective_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
+                     block: int = 16) -> torch.Tensor:
+    """A[c, t, s] for C, B: (n, N), dt: (n, channels), a: (channels, N): (channels, n, n) float32.
+    The cumulative sums are float64 (a long text's exponents keep their differences exact)."""
+    n, channels = dt.shape
+    keep = torch.ones(n, n, dtype=torch.bool).tril()
+    cb = (C.double()[:, None, :] * B.double()[None, :, :]).permute(2, 0, 1)  # (N, t, s): C_t[k] B_s[k]
+    out = torch.empty(channels, n, n)
+    for c0 in range(0, channels, block):
+        c1 = min(c0 + block, channels)
+        cum = torch.cumsum(dt[:, c0:c1].double()[:, :, None] * a[c0:c1].double()[None], dim=0)  # (n, c, N)
+        cum = cum.permute(1, 2, 0)  # (c, N, n)
+        seg = (cum[..., :, None] - cum[..., None, :]).masked_fill(~keep, float("-inf"))
+        out[c0:c1] = (torch.einsum("kts,ckts->cts", cb, torch.exp(seg))
+                      * dt[:, c0:c1].double().t()[:, None, :]).float()
+    return out
+
+
+def block_mean(matrix: torch.Tensor, blocks: int = BLOCKS) -> torch.Tensor:
+    """The mean of the per-channel matrices over each of `blocks` runs of consecutive channels."""
+    channels = matrix.shape[0]
+    blocks = max(1, min(blocks, channels))
+    edges = [round(i * channels / blocks) for i in range(blocks + 1)]
+    return torch.stack([matrix[a:b].mean(0) for a, b in zip(edges, edges[1:])])
+
+
+def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+    d_inner, state, rank = module.intermediate_size, module.ssm_state_size, module.time_step_rank
+    z = got["in_proj"].chunk(2, dim=-1)[1]
+    x = got["x_in"]
+    dt_low, B, C = got["x_out"].split([rank, state, state], dim=-1)
+    if "dt_layernorm" in taps(module):
+        dt_low, B, C = got["dt_layernorm"], got["b_layernorm"], got["c_layernorm"]
+    dt = F.softplus(dt_low @ module.dt_proj.weight.detach().float().t() + module.dt_proj.bias.detach().float())
+    a = -torch.exp(module.A_log.detach().float())
+    matrix = selective_matrix(C, B, dt, a)
+    parts = {"D": as_np(module.D), "gate": as_np(F.silu(z)), **weight_parts("out_proj", module.out_proj)}
+    blocks = max(1, min(BLOCKS, d_inner))
+    return EffectiveLayer(
+        layer=layer, module=name, kind=KIND, label="Mamba-1 (selective scan): semiseparable, one matrix per channel",
+        structure="semiseparable", grouping="channel",
+        folded="C_t·(exp(Σ Δ_r a) ⊙ B_s) between s and t, Δ_s; the convolution and SiLU in x",
+        value_name="x (after the short convolution and SiLU)",
+        matrix=as_np(matrix), values=as_np(x[:, :, None]), parts=parts,
+        aggregated=as_np(block_mean(matrix, blocks)),
+        aggregation=f"mean over each of {blocks} blocks of {d_inner // blocks} consecutive channels")
+
+
+def reconstruct(layer: EffectiveLayer) -> torch.Tensor:
+    x = torch.as_tensor(layer.values)[..., 0]
+    y = torch.as_tensor(layer.mixed())[..., 0] + torch.as_tensor(layer.parts["D"]) * x
+    return linear(y * torch.as_tensor(layer.parts["gate"]), layer.parts, "out_proj")

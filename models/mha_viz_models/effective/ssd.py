@@ -1,0 +1,116 @@
+"""Mamba-2 (state-space duality, SSD): one semiseparable matrix per head.
+
+The layers (Mamba2Mixer, and the copies in Bamba, Falcon-H1, Granite 4 hybrid, Nemotron-H, Zamba2)
+compute, per head h, with x, B, C read after the short convolution and its SiLU:
+
+    state_t = exp(Δ_t a_h) · state_{t-1} + Δ_t · B_t x_tᵀ        y_t = C_tᵀ state_t + D_h · x_t
+
+so y_t = Σ_{s ≤ t} A[h, t, s] · x_s + D_h · x_t with
+
+    A[h, t, s] = (C_t · B_s) · exp(Σ_{r = s+1..t} Δ_r a_h) · Δ_s
+
+Folded into A: Δ (softplus of its projection plus dt_bias, clamped to the layer's limit), a = -exp(A_log),
+B and C (after the convolution and SiLU; a group's B and C serve its heads). The value-like vector
+is x after the convolution and SiLU. Outside the mixing, as separate parts: the D skip, the gate
+silu(z), the gated RMSNorm's per-token scale (read from the norm's input in the forward) and its
+weight, and the output projection: output_t = W_out (w ⊙ r_t ⊙ silu(z_t) ⊙ y_t).
+
+The convolution is applied by the layers with `F.conv1d` on `conv1d.weight` (its module never
+runs, so a hook on it never fires): it is recomputed from in_proj's output, whose hook fires."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, causal_conv, linear, silu_of, weight_parts
+
+KIND = "mamba2"
+_NEEDS = ("A_log", "D", "dt_bias", "conv1d", "in_proj", "out_proj", "n_groups", "head_dim", "ssm_state_size",
+          "intermediate_size", "conv_dim", "num_heads")
+
+
+def matches(module: torch.nn.Module) -> bool:
+    return all(hasattr(module, a) for a in _NEEDS) and not hasattr(module, "x_proj")
+
+
+def _has_norm(module) -> bool:
+    return getattr(module, "mamba_rms_norm", True) and not isinstance(module.norm, torch.nn.Identity)
+
+
+def taps(module) -> dict:
+    spec = {"in_proj": (module.in_proj, "out"), "out_proj": (module.out_proj, "in")}
+    if _has_norm(module):
+        spec["norm"] = (module.norm, "args")
+    return spec
+
+
+def ssd_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """A[h, t, s] = (C_t · B_s) exp(Σ_{r=s+1..t} Δ_r a_h) Δ_s for s ≤ t, else 0: (heads, n, n) float32.
+
+    C, B: (n, groups, state); dt: (n, heads); a: (heads,). The cumulative sums are float64 so that a
+    long text's decay exponents keep float32's precision in their differences (each difference is
+    then float32, as the layer's own chunked exponents are)."""
+    n, heads = dt.shape
+    per_group = heads // C.shape[1]
+    cb = torch.einsum("tgk,sgk->gts", C.float(), B.float())
+    cum = torch.cumsum((dt.float() * a.float()).double(), dim=0).t()  # (heads, n)
+    keep = torch.ones(n, n, dtype=torch.bool).tril()
+    out = torch.empty(heads, n, n)
+    for h in range(heads):  # one head at a time: the float64 differences are n × n
+        seg = (cum[h][:, None] - cum[h][None, :]).masked_fill(~keep, float("-inf"))
+        out[h] = cb[h // per_group] * torch.exp(seg.float()) * dt[:, h].float()[None, :]
+    return out
+
+
+def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+    proj = got["in_proj"]
+    if hasattr(module, "mup_vector"):  # Falcon-H1 scales in_proj's output by its μP vector
+        proj = proj * module.mup_vector.detach().float().reshape(-1)
+    d_inner, heads, p = module.intermediate_size, module.num_heads, module.head_dim
+    gate, xbc, dt = proj.split([d_inner, module.conv_dim, heads], dim=-1)
+    xbc = causal_conv(xbc, module.conv1d, silu_of(module, layer))
+    gs = module.n_groups * module.ssm_state_size
+    x, B, C = xbc.split([d_inner, gs, gs], dim=-1)
+    lo, hi = getattr(module, "time_step_limit", (0.0, float("inf")))
+    dt = torch.clamp(F.softplus(dt + module.dt_bias.detach().float()), min=lo, max=hi)
+    a = -torch.exp(module.A_log.detach().float())
+    n = x.shape[0]
+    B = B.reshape(n, module.n_groups, module.ssm_state_size)
+    C = C.reshape(n, module.n_groups, module.ssm_state_size)
+    parts = {"D": as_np(module.D), "gate": as_np(F.silu(gate))}
+    if _has_norm(module):
+        y_in, z = got["norm"][:2]
+        before = bool(getattr(module.norm, "norm_before_gate", False))
+        scaled = y_in if before else y_in * F.silu(z)
+        groups = getattr(module.norm, "n_groups", None) or d_inner // module.norm.group_size
+        var = scaled.reshape(n, groups, -1).pow(2).mean(-1)
+        parts["norm.scale"] = as_np(torch.rsqrt(var + module.norm.variance_epsilon))
+        parts["norm.weight"] = as_np(module.norm.weight)
+    parts.update(weight_parts("out_proj", module.out_proj))
+    return EffectiveLayer(
+        layer=layer, module=name, kind=KIND, label="Mamba-2 (SSD): semiseparable, one matrix per head",
+        structure="semiseparable", grouping="head",
+        folded="C_t·B_s, exp(Σ Δ_r a) between s and t, Δ_s; the convolution and SiLU in x, B, C",
+        value_name="x (after the short convolution and SiLU)",
+        matrix=as_np(ssd_matrix(C, B, dt, a)), values=as_np(x.reshape(n, heads, p)), parts=parts)
+
+
+def scan_output(layer: EffectiveLayer) -> torch.Tensor:
+    """y = Σ_s A · x_s + D · x_t, (n, d_inner): the scan's output before the gate and norm."""
+    mixed = torch.as_tensor(layer.mixed())
+    skip = torch.as_tensor(layer.parts["D"])[None, :, None] * torch.as_tensor(layer.values)
+    return (mixed + skip).reshape(layer.n, -1)
+
+
+def reconstruct(layer: EffectiveLayer) -> torch.Tensor:
+    """The layer's output from A, x and the separate parts: W_out (w ⊙ r_t ⊙ silu(z_t) ⊙ y_t)."""
+    y = scan_output(layer)
+    gate = torch.as_tensor(layer.parts["gate"])
+    if "norm.scale" in layer.parts:
+        r = torch.as_tensor(layer.parts["norm.scale"])
+        y = (y * gate).reshape(layer.n, r.shape[1], -1) * r[..., None]
+        y = torch.as_tensor(layer.parts["norm.weight"]) * y.reshape(layer.n, -1)
+    else:
+        y = y * gate
+    return linear(y, layer.parts, "out_proj")

@@ -1,0 +1,341 @@
+"""The exact effective attention of non-softmax token-mixing layers (mha_viz_models.effective):
+for every hybrid family transformers ships whose layer kind is read, on a random-init config saved
+to a folder and loaded as a user's model, Σ_s A[t, s] · v_s plus the separate parts reproduces the
+layer's own output (a hook on the layer) within 1e-5 relative in float32, and A is causal. Mamba-2's
+matrix is also checked against Ali et al.'s formula written out by a naive loop in float64, and the
+chunked delta rule against the naive product over r of α_r (I − β_r k_r k_rᵀ)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mha_viz
+from mha_viz_models.effective import NotExact, delta, effective_layers, mixing_layers, reconstruct, ssd
+from tests.helpers import byte_bpe_tokenizer
+
+BASE = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+SSM = dict(mamba_n_heads=8, mamba_d_head=16, mamba_n_groups=2, mamba_d_state=16, mamba_expand=2, mamba_chunk_size=16)
+GDN = dict(linear_num_value_heads=4, linear_num_key_heads=2, linear_key_head_dim=8, linear_value_head_dim=8)
+N = 150  # tokens: three chunks of the delta rule's 64, ten of the SSD layers' 16
+
+
+def _mamba2():
+    from transformers import Mamba2Config, Mamba2ForCausalLM
+    return Mamba2ForCausalLM, Mamba2Config(vocab_size=400, hidden_size=64, num_hidden_layers=2, num_heads=8,
+                                           head_dim=16, expand=2, n_groups=2, state_size=16, chunk_size=16,
+                                           pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def _bamba():
+    from transformers import BambaConfig, BambaForCausalLM
+    return BambaForCausalLM, BambaConfig(**BASE, **SSM, attn_layer_indices=[1])
+
+
+def _falcon_h1():  # its μP multipliers on in_proj's output, and its gated norm after the gate
+    from transformers import FalconH1Config, FalconH1ForCausalLM
+    return FalconH1ForCausalLM, FalconH1Config(**BASE, **SSM, head_dim=16, mamba_d_ssm=128, mamba_rms_norm=True,
+                                               ssm_multipliers=[0.5, 1.5, 0.7, 1.2, 0.9])
+
+
+def _granitemoehybrid():
+    from transformers import GraniteMoeHybridConfig, GraniteMoeHybridForCausalLM
+    return GraniteMoeHybridForCausalLM, GraniteMoeHybridConfig(**BASE, **SSM, layer_types=["mamba", "attention"],
+                                                               num_local_experts=2, num_experts_per_tok=1)
+
+
+def _nemotron_h():
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+    base = {k: v for k, v in BASE.items() if k != "num_hidden_layers"}
+    return NemotronHForCausalLM, NemotronHConfig(**base, layers_block_type=["mamba", "attention"], mamba_num_heads=8,
+                                                 mamba_head_dim=16, n_groups=2, ssm_state_size=16, chunk_size=16,
+                                                 head_dim=16)
+
+
+def _zamba2():
+    from transformers import Zamba2Config, Zamba2ForCausalLM
+    return Zamba2ForCausalLM, Zamba2Config(**BASE, mamba_d_state=16, mamba_headdim=16, mamba_ngroups=2, n_mamba_heads=8,
+                                           chunk_size=16, layers_block_type=["mamba", "hybrid"])
+
+
+def _qwen3_next():
+    from transformers import Qwen3NextConfig, Qwen3NextForCausalLM
+    return Qwen3NextForCausalLM, Qwen3NextConfig(**BASE, **GDN, head_dim=16, full_attention_interval=2, num_experts=2,
+                                                 num_experts_per_tok=1, moe_intermediate_size=32,
+                                                 shared_expert_intermediate_size=32)
+
+
+def _qwen3_5():
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+    return Qwen3_5ForCausalLM, Qwen3_5TextConfig(**BASE, **GDN, head_dim=16, full_attention_interval=2)
+
+
+def _kimi_linear():
+    from transformers import KimiLinearConfig, KimiLinearForCausalLM
+    return KimiLinearForCausalLM, KimiLinearConfig(
+        **{**BASE, "num_key_value_heads": 4}, moe_intermediate_size=32, kv_lora_rank=16, qk_rope_head_dim=8,
+        qk_nope_head_dim=8, v_head_dim=8, num_experts=2, num_experts_per_tok=1, linear_head_dim=8, linear_num_heads=4,
+        layer_types=["linear_attention", "full_attention"], mlp_layer_types=["dense", "dense"])
+
+
+def _mamba():
+    from transformers import MambaConfig, MambaForCausalLM
+    return MambaForCausalLM, MambaConfig(vocab_size=400, hidden_size=32, num_hidden_layers=2, state_size=8, expand=2,
+                                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def _falcon_mamba():  # weightless RMSNorms on Δ, B and C
+    from transformers import FalconMambaConfig, FalconMambaForCausalLM
+    return FalconMambaForCausalLM, FalconMambaConfig(vocab_size=400, hidden_size=32, num_hidden_layers=2, state_size=8,
+                                                     expand=2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def _jamba():  # RMSNorms with weights on Δ, B and C
+    from transformers import JambaConfig, JambaForCausalLM
+    return JambaForCausalLM, JambaConfig(**{**BASE, "hidden_size": 32}, attn_layer_period=2, attn_layer_offset=1,
+                                         expert_layer_period=2, num_experts=2, mamba_d_state=8, mamba_expand=2)
+
+
+def _minimax():
+    from transformers import MiniMaxConfig, MiniMaxForCausalLM
+    return MiniMaxForCausalLM, MiniMaxConfig(**BASE, head_dim=16, num_local_experts=2, num_experts_per_tok=1,
+                                             block_size=32, layer_types=["linear_attention", "full_attention"])
+
+
+def _recurrent_gemma():
+    from transformers import RecurrentGemmaConfig, RecurrentGemmaForCausalLM
+    return RecurrentGemmaForCausalLM, RecurrentGemmaConfig(**{**BASE, "num_key_value_heads": 4}, lru_width=64,
+                                                           block_types=["recurrent", "attention"],
+                                                           attention_window_size=32)
+
+
+def _lfm2():
+    from transformers import Lfm2Config, Lfm2ForCausalLM
+    return Lfm2ForCausalLM, Lfm2Config(**BASE, layer_types=["conv", "full_attention"], conv_bias=True)
+
+
+FAMILIES = {"mamba2": _mamba2, "bamba": _bamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
+            "nemotron_h": _nemotron_h, "zamba2": _zamba2, "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5,
+            "kimi_linear": _kimi_linear, "lfm2": _lfm2, "mamba": _mamba, "falcon_mamba": _falcon_mamba, "jamba": _jamba,
+            "minimax": _minimax, "recurrent_gemma": _recurrent_gemma}
+KIND = {"qwen3_next": "gated_deltanet", "qwen3_5": "gated_deltanet", "kimi_linear": "kda", "lfm2": "short_conv",
+        "mamba": "mamba1", "falcon_mamba": "mamba1", "jamba": "mamba1", "minimax": "lightning",
+        "recurrent_gemma": "rg_lru"}
+# the loader refuses these (no softmax layer, or Mamba-2 heads inside every layer): loaded with transformers
+LOADER_REFUSES = {"mamba2", "falcon_h1", "zamba2", "mamba", "falcon_mamba", "minimax"}
+
+
+def save_random(name: str, out) -> str:
+    """A seeded random-init model of `name` with this suite's tokenizer, every weight moved by Gaussian
+    noise (zero-initialised output projections and unit norms would hide a wrong factor) and the SSD
+    layers' Δ brought to ≈ 0.13 (their init makes Δ large, so that A is nearly diagonal)."""
+    cls, config = FAMILIES[name]()
+    tok = byte_bpe_tokenizer()
+    config.vocab_size = len(tok)
+    torch.manual_seed(5)
+    model = cls(config)
+    with torch.no_grad():
+        for pname, p in model.named_parameters():
+            if pname.endswith("dt_bias") and not name.startswith(("qwen", "kimi")):
+                p.copy_(-2.0 + 0.3 * torch.randn_like(p))
+            elif not pname.endswith(("A_log", "dt_bias", ".D")):
+                p.add_(0.05 * torch.randn_like(p))
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return str(out)
+
+
+def load(name: str, path: str):
+    """The HF model of `path` through mha-viz's loader as a user's folder, or, for the families the
+    loader refuses (checked), through transformers."""
+    if name not in LOADER_REFUSES:
+        return mha_viz.load_model(path, device="cpu").hf_model
+    with pytest.raises(mha_viz.ModelLoadError):
+        mha_viz.load_model(path, device="cpu")
+    cls, _ = FAMILIES[name]()
+    return cls.from_pretrained(path).eval()
+
+
+@pytest.fixture(scope="module", params=list(FAMILIES))
+def family(request, tmp_path_factory):
+    name = request.param
+    model = load(name, save_random(name, tmp_path_factory.mktemp(name)))
+    ids = torch.randint(3, 300, (1, N), generator=torch.Generator().manual_seed(1))
+    outputs, handles = {}, []
+    for number, _name, module, _kind in mixing_layers(model):
+        handles.append(module.register_forward_hook(
+            lambda _m, _a, out, number=number: outputs.__setitem__(number, _first(out)[0].detach())))
+    try:
+        layers = effective_layers(model, ids)
+    finally:
+        for h in handles:
+            h.remove()
+    return name, model, ids, layers, outputs
+
+
+def _first(out):
+    """A layer's output: MiniMax's and RecurrentGemma's layers return (output, state)."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+def close(ours: torch.Tensor, theirs: torch.Tensor, rel: float = 1e-5) -> None:
+    """Within `rel` of the reference's largest magnitude, element by element."""
+    torch.testing.assert_close(ours.float(), theirs.float(), rtol=rel, atol=rel * float(theirs.abs().max()))
+
+
+def test_the_matrices_and_parts_reproduce_each_layer_output(family):
+    name, _model, _ids, layers, outputs = family
+    assert layers and sorted(outputs) == [la.layer for la in layers]
+    for la in layers:
+        assert la.kind == KIND.get(name, "mamba2") and la.matrix.dtype == "float32"
+        assert la.matrix.shape[1:] == (N, N) and la.values.shape[:2] == (N, la.matrix.shape[0])
+        ref = outputs[la.layer]
+        assert float(ref.abs().max()) > 1e-3  # a layer that writes nothing would pass any reconstruction
+        close(reconstruct(la), ref)
+
+
+def test_the_matrices_are_causal(family):
+    *_, layers, _outputs = family
+    for la in layers:
+        upper = torch.ones(N, N, dtype=torch.bool).triu(1)
+        assert float(abs(torch.as_tensor(la.matrix)[:, upper]).max()) == 0.0
+        assert float(abs(la.matrix).max()) > 0
+
+
+def _read_with_input(name: str, tmp_path, layer: int):
+    """Layer `layer` of a random-init `name` read at n = 12: our EffectiveLayer, the mixer, its input
+    (float64) and its parameters (float64), for a formula written out by hand."""
+    model = load(name, save_random(name, tmp_path / name))
+    mixer = model.backbone.layers[layer].mixer
+    ids = torch.randint(3, 300, (1, 12), generator=torch.Generator().manual_seed(2))
+    seen = {}
+    handle = mixer.register_forward_hook(lambda _m, args, _o: seen.__setitem__("x", args[0][0].detach()))
+    try:
+        ours = effective_layers(model, ids, layers=[layer])[0]
+    finally:
+        handle.remove()
+    return ours, mixer, seen["x"].double(), {k: v.detach().double() for k, v in mixer.named_parameters()}
+
+
+def _causal_conv(u: torch.Tensor, p: dict) -> torch.Tensor:
+    """The depthwise causal convolution, one output at a time, float64."""
+    w, k = p["conv1d.weight"][:, 0], p["conv1d.weight"].shape[-1]
+    return torch.stack([sum(w[:, j] * u[t - (k - 1) + j] for j in range(k) if t - (k - 1) + j >= 0)
+                        for t in range(u.shape[0])]) + p["conv1d.bias"]
+
+
+def test_mamba2_against_the_hidden_attention_formula_by_a_naive_loop(tmp_path):
+    """Ali et al. (arXiv 2403.01590): α[t, s] = C_t · (Π_{r=s+1..t} exp(Δ_r a)) · Δ_s B_s, written here
+    from the layer's own parameters and its input, in float64, one (t, s) at a time, at n = 12."""
+    ours, mixer, u, p = _read_with_input("mamba2", tmp_path, 0)
+    d_in, heads, groups, state = mixer.intermediate_size, mixer.num_heads, mixer.n_groups, mixer.ssm_state_size
+    _z, xbc, dt_raw = (u @ p["in_proj.weight"].t()).split([d_in, mixer.conv_dim, heads], dim=-1)
+    _x, B, C = F.silu(_causal_conv(xbc, p)).split([d_in, groups * state, groups * state], dim=-1)
+    dt = F.softplus(dt_raw + p["dt_bias"])
+    a = -torch.exp(p["A_log"])
+    expected = torch.zeros(heads, 12, 12, dtype=torch.float64)
+    for h in range(heads):
+        g = h // (heads // groups)
+        for t in range(12):
+            for s in range(t + 1):
+                decay = math.prod(math.exp(float(dt[r, h] * a[h])) for r in range(s + 1, t + 1))
+                cb = float(C[t, g * state:(g + 1) * state] @ B[s, g * state:(g + 1) * state])
+                expected[h, t, s] = cb * decay * float(dt[s, h])
+    close(torch.as_tensor(ours.matrix), expected.float())
+
+
+def test_mamba1_against_the_hidden_attention_formula_by_a_naive_loop(tmp_path):
+    """Ali et al.: α[c, t, s] = C_t · ((Π_{r=s+1..t} exp(Δ_r[c] A_c)) ⊙ B_s) Δ_s[c], written from the
+    layer's own parameters and its input, float64, one (t, s) at a time, at n = 12; the block means too."""
+    ours, mixer, u, p = _read_with_input("mamba", tmp_path, 1)
+    d_in, state, rank = mixer.intermediate_size, mixer.ssm_state_size, mixer.time_step_rank
+    x = F.silu(_causal_conv((u @ p["in_proj.weight"].t())[:, :d_in], p))
+    dt_low, B, C = (x @ p["x_proj.weight"].t()).split([rank, state, state], dim=-1)
+    dt = F.softplus(dt_low @ p["dt_proj.weight"].t() + p["dt_proj.bias"])
+    a = -torch.exp(p["A_log"])
+    expected = torch.zeros(d_in, 12, 12, dtype=torch.float64)
+    for t in range(12):
+        for s in range(t + 1):
+            decay = torch.ones(d_in, state, dtype=torch.float64)
+            for r in range(s + 1, t + 1):
+                decay = decay * torch.exp(dt[r][:, None] * a)
+            expected[:, t, s] = (decay * B[s][None, :]) @ C[t] * dt[s]
+    close(torch.as_tensor(ours.matrix), expected.float())
+    blocks = ours.aggregated.shape[0]
+    assert "mean over each of" in ours.aggregation
+    close(torch.as_tensor(ours.aggregated), expected.reshape(blocks, -1, 12, 12).mean(1).float())
+
+
+def _naive_delta(q, k, beta, g):
+    """A[t, s] = q_tᵀ Π_{r=t..s+1} ((I − β_r k_r k_rᵀ) Diag(α_r)) β_s k_s, float64, the product built over r
+    (decay, then the removal term: the layers' order, which matters when α is per channel)."""
+    heads, n, dk = k.shape
+    out = torch.zeros(heads, n, n, dtype=torch.float64)
+    for h in range(heads):
+        for s in range(n):
+            vec = beta[h, s] * k[h, s]  # what source s writes into the state, as a key-side vector
+            for t in range(s, n):
+                if t > s:
+                    vec = torch.exp(g[h, t]) * vec
+                    vec = vec - beta[h, t] * k[h, t] * (k[h, t] @ vec)
+                out[h, t, s] = q[h, t] @ vec
+    return out
+
+
+@pytest.mark.parametrize("per_channel", [False, True], ids=["gated DeltaNet", "KDA"])
+def test_the_chunked_delta_rule_is_the_naive_product(per_channel):
+    """The WY form by chunks of 8 over 30 tokens (inside a chunk, across chunks, a short last chunk)
+    equals the naive product, removal terms kept."""
+    gen = torch.Generator().manual_seed(3)
+    heads, n, dk = 2, 30, 6
+    q = delta.l2norm(torch.randn(heads, n, dk, generator=gen, dtype=torch.float64)) * dk ** -0.5
+    k = delta.l2norm(torch.randn(heads, n, dk, generator=gen, dtype=torch.float64))
+    beta = torch.rand(heads, n, generator=gen, dtype=torch.float64) * 0.9 + 0.1
+    g = -torch.rand(heads, n, dk if per_channel else 1, generator=gen, dtype=torch.float64) * 0.5
+    chunked = delta.delta_matrix(q.float(), k.float(), beta.float(), (g if per_channel else g[..., 0]).float(), chunk=8)
+    close(chunked, _naive_delta(q, k, beta, g.expand(heads, n, dk)).float())
+
+
+def test_the_ssd_matrix_reproduces_the_scan_before_gate_and_norm(tmp_path):
+    """y = Σ_s A · x_s + D · x_t is what the layer hands its gated norm (a hook on the norm)."""
+    model = load("bamba", save_random("bamba", tmp_path / "b"))
+    mixer = model.model.layers[0].mamba
+    seen = {}
+    handle = mixer.norm.register_forward_hook(lambda _m, args, _o: seen.__setitem__("y", args[0][0].detach()))
+    try:
+        (la,) = effective_layers(model, torch.randint(3, 300, (1, 40), generator=torch.Generator().manual_seed(4)))
+    finally:
+        handle.remove()
+    close(ssd.scan_output(la), seen["y"])
+
+
+def test_the_public_entry_reads_a_loaded_hybrid(tmp_path):
+    model = mha_viz.load_model(save_random("qwen3_next", tmp_path / "q"), device="cpu")
+    run = mha_viz.effective_attention(model, "The cat sat on the mat. The dog sat on the log.")
+    assert run.layer_ids == [0] and run.layers[0].kind == "gated_deltanet" and len(run.tokens) == run.layers[0].n
+    written = []
+    handle = model.hf_model.model.layers[0].linear_attn.register_forward_hook(
+        lambda _m, _a, out: written.append(out[0].detach()))
+    try:
+        with torch.no_grad():
+            model.hf_model(input_ids=torch.tensor([run.token_ids]), use_cache=False)
+    finally:
+        handle.remove()
+    close(torch.as_tensor(run.output(0)), written[0])
+    with pytest.raises(NotExact, match="those are: 0"):
+        mha_viz.effective_attention(model, "The cat sat.", layers=[1])
+
+
+def test_a_layer_kind_not_made_exact_is_refused_with_its_reason():
+    from transformers import ZambaConfig, ZambaForCausalLM
+    config = ZambaConfig(**{**BASE, "num_hidden_layers": 3}, n_mamba_heads=2, mamba_d_state=8,
+                         layers_block_type=["mamba", "hybrid", "hybrid"])  # its shared block ties two hybrids
+    torch.manual_seed(0)
+    model = ZambaForCausalLM(config).eval()
+    assert [kind for _n, _name, _m, kind in mixing_layers(model)][:1] == [None]
+    with pytest.raises(NotExact, match="Layer 0 .*Zamba's multi-head Mamba-1"):
+        effective_layers(model, torch.tensor([[5, 6, 7]]))
