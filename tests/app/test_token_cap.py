@@ -1,14 +1,15 @@
 """One token cap on every path: in public mode (MHA_VIZ_MAX_TOKENS=32) a 300-word text is opened on
 every page, every button is pressed and every text-reading choice is tried, with a spy on the
 models' token embeddings (every forward pass of every model starts there, gradient passes and
-lean capture included). No forward pass may read more than 32 tokens."""
+lean capture included). No forward pass may read more than 32 tokens. The local sweep (toy-induction)
+also checks that every page renders for the toy without an error (it was tests/app/test_toy_pages.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from tests.app.helpers import PAGE_IDS, open_page, open_with_text, start_app
+from tests.app.helpers import PAGE_IDS, app_page_ids, open_page, open_with_text, shown, start_app
 
 pytestmark = pytest.mark.model
 CAP = 32
@@ -68,12 +69,15 @@ def _press_everything(at, page: str, skip: tuple[str, ...] = ()) -> None:
     assert not at.exception, (page, at.exception)
 
 
-def _visit_everything(at, model: str, cap: int, skip: tuple[str, ...] = ()) -> None:
+def _visit_everything(at, model: str, cap: int, skip: tuple[str, ...] = (), clean: bool = False) -> None:
+    """Open every page with `model` on its text and press everything; `clean`: each page also opens
+    without an error (every page renders for the model)."""
     at.selectbox(key="model_choice").set_value(model).run()
     at.text_area(key="text").input(TEXTS[model]).run()
     assert any(f"first {cap}" in w.value for w in at.warning)  # the text is longer than the cap
     for page in PAGE_IDS:
         open_page(at, page)
+        assert not (clean and at.error), (page, [e.value for e in at.error])
         _press_everything(at, page, skip)
         at.selectbox(key="model_choice").set_value(model).run()  # "Start with toy-induction" switches
         at.text_area(key="text").input(TEXTS[model]).run()
@@ -93,32 +97,21 @@ def test_no_page_or_button_reads_past_the_cap(public, spy, model):
 
 
 def test_the_sessions_token_limit_holds_locally_too(spy, monkeypatch):
-    """Locally the cap is the sidebar's Token limit, which the app sets around every rerun; only
-    the Whole text page's scan reads past it, on purpose."""
+    """Locally the cap is the sidebar's Token limit, which the app sets around every rerun: no page reads
+    past it (the Whole text page, which scanned past it on purpose, is retired). The same sweep checks that
+    every page of the app renders for toy-induction (no exception, no error) and its Model facts."""
     for name in ("MHA_VIZ_PUBLIC", "MHA_VIZ_MAX_TOKENS", "MHA_VIZ_MODELS"):
         monkeypatch.delenv(name, raising=False)
+    assert len(PAGE_IDS) >= 7 and set(PAGE_IDS) == set(app_page_ids())  # the sweep is every page of the app
     at = start_app()
     at.number_input(key="token_limit").set_value(24).run()
-    _visit_everything(at, "toy-induction", 24, skip=("scan_go", "whole_text_open"))  # both scan, on purpose
+    _visit_everything(at, "toy-induction", 24, clean=True)
     _assert_capped(spy, 24)
-    spy.clear()
-    open_page(at, "model_view")
-    at.button(key="whole_text_open").click().run()  # opens the Whole text page with its scan started
-    assert not at.exception and max(spy) == 64  # toy-induction's whole context
-
-
-def test_the_whole_text_scan_has_its_own_public_cap(public, spy, monkeypatch):
-    monkeypatch.setenv("MHA_VIZ_MAX_OVERVIEW_TOKENS", "48")
-    at = start_app()
-    at.text_area(key="text").input(NOVEL).run()
-    assert "all 48 tokens" in at.button(key="whole_text_open").label
-    open_page(at, "whole_text")
-    button = at.button(key="scan_go")
-    assert "all 48 tokens" in button.label
-    spy.clear()
-    button.click().run()
-    assert not at.exception and not at.error
-    assert max(spy) == 48
+    open_page(at, "model_facts")
+    facts = dict(zip(at.table[0].value["fact"], at.table[0].value["value"]))
+    assert shown(facts["model"]) == "toy-induction"
+    assert facts["layers"] == "2" and facts["attention heads per layer"] == "4"
+    assert facts["attention implementation"].startswith("ours")
 
 
 def test_a_text_the_model_cannot_read_gets_a_notice():

@@ -1,7 +1,7 @@
 """toy-induction: the 2-layer attention-only model trained here (models/mha_viz_models/toy/model.py, weights committed
 in models/mha_viz_models/toy/toy_induction/). Its heads have known jobs, found by mha-viz's own detectors; it loads
 and captures like every other model. Its files and tokenizer: tests/unit/test_toy_files.py;
-every view of the app: tests/app/test_toy_pages.py."""
+every view of the app: tests/app/test_token_cap.py (its local sweep)."""
 
 from __future__ import annotations
 
