@@ -243,7 +243,6 @@ HEADINGS = {
     "corpus": "Corpus",
     "examples": "Head examples",
     "prediction": "Heads behind a prediction",
-    "whole_text": "Whole text",
 }
 
 

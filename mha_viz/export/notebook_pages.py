@@ -295,7 +295,6 @@ PAGES: dict[str, Callable[[NotebookView], list[Cell]]] = {
     "lines": _simple("Line view", "figures.lines(run, LAYER, heads=[HEAD])"),
     "compare_heads": _simple("Compare heads", "figures.head(run, LAYER, HEAD)"),
     "across_layers": _simple("Across layers", "figures.rollout(run)"),
-    "whole_text": _simple("Whole text", "scan = mha_viz.scan(model, TEXT)\nscan.table"),
     "similarity": _simple("Head similarity", "figures.similarity(run, \"js\")"),
     "composition": _simple("Head composition", "scores = mha_viz.composition_scores(model)  # q, k, v\n"
                                                "figures.grid(mha_viz.copying_scores(model), "

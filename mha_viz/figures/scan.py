@@ -1,6 +1,7 @@
-"""Figures of one head over a long text from what `mha_viz.scan` kept: the token strip (each query's
-heaviest key, its kept keys on hover), the heaviest links, the histogram of their distances, and one query's
-exact row over every key at a level of detail (`exact_row`)."""
+"""Figures of one head's links (`views.head_links`: each query's kept keys, a long run's from its scan, a dense
+run's by the same rule): the token strip (each query's heaviest key, its kept keys on hover), the heaviest
+links, the histogram of their distances, and one query's exact row over every key at a level of detail
+(`exact_row`). Each takes a run, a `Scan` or the head's `HeadLinks`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.figures.style import colorbar, margin, plot_title
+from mha_viz.views.head_links import links as head_links
 
 STRIP = 400  # queries the token strip shows at a time
 
@@ -19,10 +21,11 @@ def _token(tokens: list[str], i: int) -> str:
     return html.escape(tokens[i][:16], quote=False) if i >= 0 else ""
 
 
-def token_strip(scan, layer: int, head: int, start: int, *, width: int = STRIP) -> go.Figure:
+def token_strip(source, layer: int, head: int, start: int, *, width: int = STRIP) -> go.Figure:
     """Queries start … start + width − 1 as bars: height the query's heaviest kept weight, colour how
     far back that key is; hover: the token and every kept key with its weight and distance."""
-    keys, weights = scan.top(layer, head)
+    scan = head_links(source, layer, head)
+    keys, weights = scan.keys, scan.weights
     stop = min(scan.n, start + width)
     rows = np.arange(start, stop)
     top_key = keys[rows, 0]
@@ -32,7 +35,7 @@ def token_strip(scan, layer: int, head: int, start: int, *, width: int = STRIP) 
         kept = [f"{int(k)} “{_token(scan.tokens, int(k))}” {w:.3f} (distance {abs(int(i) - int(k))})"
                 for k, w in zip(keys[i], weights[i]) if k >= 0]
         hover.append(f"query {i} “{_token(scan.tokens, int(i))}”<br>" + ("<br>".join(kept) or "no key ≥ "
-                     f"{scan.min_weight:g}") + f"<br>rest {scan.rest(layer, head)[i]:.3f}")
+                     f"{scan.min_weight:g}") + f"<br>rest {scan.rest[i]:.3f}")
     fig = go.Figure(go.Bar(
         x=rows, y=weights[rows, 0], hovertext=hover, hoverinfo="text",
         # a dark-to-light scale: a previous-token head's distance-1 bars must show on white
@@ -41,7 +44,7 @@ def token_strip(scan, layer: int, head: int, start: int, *, width: int = STRIP) 
     ))
     ticks = rows[:: max(1, len(rows) // 20)]
     fig.update_layout(
-        title=plot_title(f"Layer {scan.layer_ids[layer]}, head {head}: queries {start} … {stop - 1}, "
+        title=plot_title(f"Layer {scan.layer_name}, head {head}: queries {start} … {stop - 1}, "
                          "each one's heaviest key (hover for every kept key)"),
         xaxis=dict(title=dict(text="query"), tickvals=ticks.tolist(),
                    ticktext=[f"{i}: {_token(scan.tokens, int(i))}" for i in ticks], tickangle=-60),
@@ -51,33 +54,36 @@ def token_strip(scan, layer: int, head: int, start: int, *, width: int = STRIP) 
     return fig
 
 
-def query_links(scan, layer: int, head: int, query: int) -> pd.DataFrame:
+def query_links(source, layer: int, head: int, query: int) -> pd.DataFrame:
     """One query's kept keys: key position, token, weight, distance (heaviest first)."""
-    keys, weights = scan.top(layer, head)
+    scan = head_links(source, layer, head)
+    keys, weights = scan.keys, scan.weights
     kept = keys[query] >= 0
     k = keys[query][kept]
     return pd.DataFrame({"key": k, "token": [scan.tokens[int(j)] for j in k], "weight": weights[query][kept],
                          "distance": query - k})
 
 
-def heaviest_links(scan, layer: int, head: int, count: int = 20, *, skip_first: bool = False) -> pd.DataFrame:
+def heaviest_links(source, layer: int, head: int, count: int = 20, *, skip_first: bool = False) -> pd.DataFrame:
     """The head's `count` heaviest kept links over the whole text: query, key, their tokens, weight and
-    distance (query − key). skip_first: leave out links to the first token (a sink)."""
-    keys, weights = scan.top(layer, head)
+    distance (query − key), the lower query first on a tie. skip_first: leave out links to the first token
+    (a sink)."""
+    scan = head_links(source, layer, head)
+    keys, weights = scan.keys, scan.weights
     w = np.where((keys >= 0) & ~((keys == 0) & skip_first), weights, -1.0).ravel()
     count = min(count, int((w > 0).sum()))
-    best = np.argpartition(-w, count - 1)[:count] if count else np.empty(0, np.int64)
-    best = best[np.argsort(-w[best], kind="stable")]
+    best = np.argsort(-w, kind="stable")[:count]  # (n · top_k: a sort of every kept link is quick)
     q, slot = np.divmod(best, keys.shape[1])
     k = keys[q, slot]
     return pd.DataFrame({"query": q, "query token": [scan.tokens[int(i)] for i in q], "key": k,
                          "key token": [scan.tokens[int(j)] for j in k], "weight": w[best], "distance": q - k})
 
 
-def distance_histogram(scan, layer: int, head: int, *, bins: int = 60) -> go.Figure:
+def distance_histogram(source, layer: int, head: int, *, bins: int = 60) -> go.Figure:
     """How far back (or ahead) the head's kept links reach, weighted by their weights, on a log scale
     of 1 + distance (a link to itself, distance 0, is the first bar)."""
-    keys, weights = scan.top(layer, head)
+    scan = head_links(source, layer, head)
+    keys, weights = scan.keys, scan.weights
     rows = np.broadcast_to(np.arange(scan.n)[:, None], keys.shape)
     kept = keys >= 0
     distance = np.abs(rows[kept] - keys[kept]).astype(np.float64)
@@ -90,7 +96,7 @@ def distance_histogram(scan, layer: int, head: int, *, bins: int = 60) -> go.Fig
         customdata=np.stack([edges[:-1], edges[1:] - 1], 1), marker=dict(color="#4c78a8"),
     ))
     fig.update_layout(
-        title=plot_title(f"Layer {scan.layer_ids[layer]}, head {head}: how far its kept links reach"),
+        title=plot_title(f"Layer {scan.layer_name}, head {head}: how far its kept links reach"),
         xaxis=dict(title=dict(text="1 + distance |query − key| (tokens, log scale)"), type="log",
                    range=[0, np.log10(edges[-1] + 1)]),
         yaxis=dict(title=dict(text="weight per row")), height=320, margin=margin(), plot_bgcolor="white",

@@ -64,3 +64,6 @@ def head_metrics_page() -> None:
     st.download_button("Download the head table (CSV)", lambda: table.to_csv(index=False).encode(), on_click="ignore",
                        file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv",
                        key=keys.DL_TABLE)
+    with st.expander(f"The 10 heads highest on {metrics.METRICS[choice].label}"):
+        top = table.sort_values(choice, ascending=False, kind="stable").head(10)
+        st.dataframe(top[["layer", "head", choice, "pattern"]], hide_index=True, width="content")

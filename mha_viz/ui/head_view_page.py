@@ -1,5 +1,6 @@
 """The *Head view* page: one head's attention at the level of detail the input allows (every
-token, a window, blocks, words, or chosen queries and keys)."""
+token, a window, blocks, words, or chosen queries and keys), and its links over the whole text
+(`head_links_view`: the token strip, the heaviest links, how far they reach, one query's exact row)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from mha_viz.ui import (
     charts,
     focus_pair,
     head_detail,
+    head_links_view,
     keys,
     notebook_button,
     seq2seq_views,
@@ -50,6 +52,7 @@ def head_view_page() -> None:
                + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
     with st.expander("Strongest key for each query"):
         _strongest(run, layer, head)
+    head_links_view.links_section(cur, layer, head)
     why_here.why_here(cur, layer, head, clickable=shown is not None)
     notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
                            second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))

@@ -82,8 +82,6 @@ GRID = "grid"  # the model grid's selection event
 GRID_RESCALE = "grid_rescale"
 GRID_LAYER = "grid_layer"
 GRID_HEAD = "grid_head"
-SCANS = "_scans"  # {(ModelKey, text, tokens): Scan}, one at a time (the Whole text page)
-SCAN_RUNNING = "_scan_running"  # what a scan in progress is for (jobs.run): a cancel leaves it
 
 # --- head view ----------------------------------------------------------------------------------
 HEAD_DETAIL = "head_detail"
@@ -318,24 +316,6 @@ HEAD_HEATMAP = "head_heatmap"
 LEARNED_SINK_GRID = "learned_sink_grid"
 LENS_JS_GRID = "lens_js_grid"
 SINK_MASS_GRID = "sink_mass_grid"
-WHOLE_TEXT_OPEN = "whole_text_open"
-# the Whole text page
-SCAN_GO = "scan_go"
-SCAN_CANCEL = "scan_cancel"
-SCAN_METRIC = "scan_metric"
-SCAN_MAP = "scan_map"
-SCAN_GRID = "scan_grid"
-SCAN_LAYER = "scan_layer"
-SCAN_HEAD = "scan_head"
-SCAN_STRIP = "scan_strip"
-SCAN_STRIP_CHART = "scan_strip_chart"
-SCAN_QUERY = "scan_query"
-SCAN_SKIP_FIRST = "scan_skip_first"
-SCAN_DISTANCES = "scan_distances"
-SCAN_WINDOW_AT = "scan_window_at"
-SCAN_WINDOW = "scan_window"
-SCAN_WINDOW_CHART = "scan_window_chart"
-SCAN_DOWNLOAD = "scan_download"
 
 
 # --- the Circuit section of Heads behind a prediction (circuit_section) ------------------------------
@@ -371,7 +351,7 @@ NOT_KEPT = frozenset({
     # the pickers of the head the pages share (shared_head.pick_head): each is set from the plain SEL_LAYER /
     # SEL_HEAD, which are kept, before it is drawn, and writes them back when the user picks
     HEAD_VIEW_LAYER, HEAD_VIEW_HEAD, EXAMPLES_LAYER, EXAMPLES_HEAD, PRED_LAYER, PRED_HEAD, QK_LAYER, QK_HEAD,
-    TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD, SCAN_LAYER, SCAN_HEAD,
+    TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD,
     # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
     # and meant to start afresh with it
     HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, QK_I, QK_J, WHY_QUERY, WHY_KEY, WHY_SECOND,
@@ -388,12 +368,6 @@ NOT_KEPT = frozenset({
     CORPUS_FILE, CIRC_FILE, LESSON_FILE,
 })
 
-# --- the Whole text page, continued (issue 54) ------------------------------------------------------
-SCAN_START = "_scan_start"  # set by the Model view's button: the Whole text page starts its scan on opening
-SCAN_QUERY_DEFAULT = "_scan_query_default"  # the query the page last chose for the pane (a query that keeps keys)
-SCAN_ROW_KEYS = "scan_row_keys"  # the keys the exact row shows (a range; the whole row by default)
-SCAN_ROW_CHART = "scan_row_chart"
-
 # --- Token focus: heads found from two tokens (issue 54) --------------------------------------------
 FOCUS_KEY = "focus_key"  # the key the token in focus looks at: every head ranked by that weight (focus_pair)
 FOCUS_KEY_AUTO = "_focus_key_auto"  # the key the page chose (the strongest), which follows the token in focus
@@ -405,3 +379,13 @@ HEAD_FIND_HEADS = "head_find_heads"  # the Head view's button: Token focus on th
 SIM_START = "sim_start"  # the button that starts a comparison of every pair of heads whose cost was stated
 CMP_START = "cmp_start"  # the button that starts comparing two long runs head by head, its cost stated
 COST_ACCEPTED = "_cost_accepted"  # what the user accepted to wait for in this session (cost_prompt.accepted)
+
+# --- the Head view's *Links* section (head_links_view; issue 52: what the Whole text page showed) -----------
+LINKS_STRIP = "links_strip"  # the token strip's first query
+LINKS_STRIP_CHART = "links_strip_chart"
+LINKS_QUERY = "links_query"  # the query whose kept keys and exact row are shown
+LINKS_QUERY_DEFAULT = "_links_query_default"  # the query the section last chose (one that keeps keys)
+LINKS_SKIP_FIRST = "links_skip_first"  # leave out links to the first token
+LINKS_DISTANCES = "links_distances"
+LINKS_ROW_KEYS = "links_row_keys"  # the keys the exact row shows (a range; the whole row by default)
+LINKS_ROW_CHART = "links_row_chart"

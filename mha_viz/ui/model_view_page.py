@@ -1,5 +1,6 @@
 """The *Model view* page: every head of the run at once, as thumbnails on a layers × heads grid
-(a click opens one in the head view), and what the lens, the sinks and the whole text show."""
+(a click opens one in the head view), and what the lens and the sinks show. A long run's thumbnails are
+its scan's (`views.thumbnails`), over every token the sidebar's limit keeps."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import logging
 import numpy as np
 import streamlit as st
 
-import mha_viz
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
@@ -17,7 +17,6 @@ from mha_viz.ui import (
     charts,
     keys,
     notebook_button,
-    resources,
     seq2seq_views,
     session,
     shared_head,
@@ -68,7 +67,6 @@ def model_view_page() -> None:
     _lens_change(cur)
     _sink_mass(run)
     _learned_sinks(cur)
-    _whole_text_overview(cur)
 
 
 def _grid(run, rescale: bool):
@@ -126,31 +124,3 @@ def _learned_sinks(cur) -> None:
     st.caption("This model's heads each have a learned sink logit: one more key in the softmax that is no token. "
                "Each cell: the mean over queries of what the sink took, 1 − Σ_j A_ij (each row's missing mass; the "
                f"heatmaps show the rest). Mean over heads {float(share.mean()):.3f}; highest {float(share.max()):.3f}.")
-
-
-def _whole_text_overview(cur) -> None:
-    """For a text longer than the views read: a pointer to the *Whole text* page, which scans every head
-    over the model's whole context (`mha_viz.scan`)."""
-    model, text = cur.text_model, cur.text
-    if model is None:
-        return
-    shown = (cur.full_run or cur.run).n if (cur.run is not None and not cur.stale) else 0
-    try:  # reads only the part of a long text that the page's limit needs
-        n = mha_viz.tokenize(model, text, whole_text=True).n
-    except mha_viz.InputError:
-        return
-    if n <= shown or n <= 2:
-        return
-    st.subheader("The whole text")
-    st.caption((f"The views use the first {shown} tokens. " if shown else "")
-               + f"{plain(model.name)} reads up to {model.max_positions}: the *Whole text* page scans every head "
-               f"over all {n} tokens in one pass (its statistics, each query's heaviest keys and thumbnails), where "
-               f"holding every head's attention would take {resources.size_text(model.attention_bytes(n))}.")
-    st.button(f"Scan all {n} tokens on the Whole text page", key=keys.WHOLE_TEXT_OPEN, type="primary",
-              on_click=_scan_whole_text)
-
-
-def _scan_whole_text() -> None:
-    """The button's click: open the Whole text page, which starts its scan at once (one click)."""
-    session.put(keys.SCAN_START, True)
-    session.put(keys.GOTO, "whole_text")

@@ -11,9 +11,9 @@ page with a choice of each page's own controls.
 
 The heads switched off on *Switch heads off* are a control whose value is no widget's (`DERIVED`:
 `heads_off`). What is left out, and why: the importance's k (computed on demand), Generate's
-generation and Whole text's scan (made by a button: a step keeps their settings), a corpus'
-documents, and the pickers of the shared head (the link's ``layer`` and ``head``). This module
-imports no page: the lesson readers (`resources` among them) use it.
+generation (made by a button: a step keeps its settings), a corpus' documents, and the pickers
+of the shared head (the link's ``layer`` and ``head``). This module imports no page: the lesson
+readers (`resources` among them) use it.
 """
 
 from __future__ import annotations
@@ -59,6 +59,11 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.WHY_QUERY, 0, upto=vp.TOKENS, default=_last_shown),
         vp.number(keys.WHY_KEY, 0, upto=vp.TOKENS, default=_first_shown),
         vp.number(keys.WHY_SECOND, -1, upto=vp.TOKENS, default=-1),
+        # the Links section (head_links_view): positions of the run on screen, clamped by the section
+        vp.number(keys.LINKS_STRIP, 0, default=0),
+        vp.number(keys.LINKS_QUERY, 0),
+        vp.flag(keys.LINKS_SKIP_FIRST),
+        vp.span(keys.LINKS_ROW_KEYS, upto=None),
     ),
     "focus": (
         vp.number(keys.FOCUS_TOKEN, 0, upto=vp.TOKENS, default=lambda cur: min(1, cur.run.n - 1)),
@@ -95,15 +100,6 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.GEN_STEP, 1, 1_000_000),
         vp.flag(keys.GEN_RESCALE),
         vp.number(keys.S2S_STEP, 1, 1_000_000, default=1),  # an encoder–decoder's steps
-    ),
-    "whole_text": (
-        vp.choice(keys.SCAN_METRIC),
-        vp.number(keys.SCAN_STRIP, 0, default=0),
-        vp.number(keys.SCAN_QUERY, 0),
-        vp.flag(keys.SCAN_SKIP_FIRST),
-        vp.number(keys.SCAN_WINDOW_AT, 0, default=0),
-        vp.number(keys.SCAN_WINDOW, 2, 256, default=64),
-        vp.span(keys.SCAN_ROW_KEYS, upto=None),  # the exact row's keys shown (the scan's, not the run's, count)
     ),
     "head_metrics": (vp.choice(keys.METRIC_CHOICE, tuple(METRICS), default=_FIRST_METRIC),
                      vp.choice(keys.CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS)))),

@@ -2,6 +2,8 @@
 and lessons name. `pages.PAGES` registers a page under each (tests/unit/test_lesson.py checks that
 the two agree); this module imports nothing, so that what checks a lesson need not import the pages."""
 
-IDS = ("model_view", "head_view", "focus", "lines", "compare_heads", "across_layers", "generate", "whole_text",
+IDS = ("model_view", "head_view", "focus", "lines", "compare_heads", "across_layers", "generate",
        "head_metrics", "similarity", "composition", "corpus", "examples", "compare", "prediction", "teaching",
        "ablation", "qk", "model_facts")
+# pages retired, and the page an old link or lesson step naming one opens instead (its parts moved there)
+RETIRED = {"whole_text": "head_view"}

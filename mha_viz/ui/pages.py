@@ -2,7 +2,8 @@
 
 `navigation()` turns the registry into `st.navigation`'s sections; a view asks for another page
 with `keys.GOTO` (e.g. `shared_head.open_head`), and `follow_goto()` switches at the start of the
-next run, so views never need to know where a page lives.
+next run, so views never need to know where a page lives. A retired page's id (`page_ids.RETIRED`: an
+old link's path, a lesson's step) opens the page its parts moved to.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from mha_viz.ui import (
     session,
     similarity_page,
     teaching_page,
-    whole_text_page,
 )
+from mha_viz.ui.page_ids import RETIRED
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,6 @@ PAGES = (
     PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look",
              across_layers_page.across_layers_page),
     PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_page.generate_page),
-    PageSpec("whole_text", "Whole text", ":material/article:", "Look", whole_text_page.whole_text_page),
     PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", head_metrics_page.head_metrics_page),
     PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", similarity_page.similarity_page),
     PageSpec("composition", "Head composition", ":material/account_tree:", "Measure",
@@ -97,8 +97,20 @@ def navigation():
     running script, so the page objects are made on each run from the one registry)."""
     shown = offered()
     default = _default(shown)
-    return st.navigation({section: [_page(p, default) for p in shown if p.section == section]
+    ids = {p.id for p in shown}
+    moved = [(old, BY_ID[new]) for old, new in RETIRED.items() if new in ids]
+    page = st.navigation({section: [_page(p, default) for p in shown if p.section == section]
+                          + [_retired(old, spec) for old, spec in moved if spec.section == section]
                           for section in SECTIONS if any(p.section == section for p in shown)}, position="top")
+    if page.url_path in RETIRED:  # an old link: the page its parts moved to, with the link's parameters
+        st.switch_page(_page(BY_ID[RETIRED[page.url_path]], default),
+                       query_params={k: v for k, v in st.query_params.to_dict().items() if not k.startswith("embed")})
+    return page
+
+
+def _retired(old: str, spec: PageSpec):
+    """A hidden page at a retired page's path (an old link), which `navigation` leaves for `spec`'s at once."""
+    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=old, visibility="hidden")
 
 
 def page_id(page) -> str:
@@ -109,6 +121,7 @@ def page_id(page) -> str:
 def follow_goto() -> None:
     """Switch to the page a view asked for (`keys.GOTO`), if the server offers it."""
     target = session.pop(keys.GOTO, None)
+    target = RETIRED.get(target, target)
     shown = offered()
     if target in {p.id for p in shown}:
         st.switch_page(_page(BY_ID[target], _default(shown)))

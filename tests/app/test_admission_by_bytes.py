@@ -1,7 +1,8 @@
-"""Two sessions on one simulated memory budget (AppTest): session A's whole-text overview holds most of
-the budget; session B's, which would not fit beside it, shows "The server is busy" with the figures and
-waits; when A's finishes, B's runs and shows its result. Threads ordered by events, no timers: A's scan
-waits inside its admission until B has been told to wait."""
+"""Two sessions on one simulated memory budget (AppTest): session A's analysis of a long text (a long run:
+MHA_VIZ_DENSE_MB=0, admitted by its scan's bytes) holds most of the budget; session B's, which would not fit
+beside it, shows "The server is busy" with the figures and waits; when A's finishes, B's runs and shows its
+result. Threads ordered by events, no timers: A's scan waits inside its admission until B has been told to
+wait."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 import mha_viz
 from mha_viz import needs
 from mha_viz.budget import admission, memory
+from mha_viz.scan import long_run
 from mha_viz.ui import keys, resources
-from tests.app.helpers import frame, open_with_text
+from tests.app.helpers import start_app
 
 pytestmark = pytest.mark.model
 TEXT_A = "The keys to the old wooden cabinet are missing again, said Mary, and John looked in the hall. " * 3
@@ -61,8 +63,10 @@ def test_a_request_that_does_not_fit_beside_another_waits_with_a_notice_then_run
     monkeypatch.setattr(resources, "slots", lambda: planted)
     notices = Notices(resources.st)
     monkeypatch.setattr(resources, "st", notices)
+    sessions = {"A": start_app(), "B": start_app()}  # on the default text, before every analysis is a long run
     log, a_in, a_go = [], threading.Event(), threading.Event()
-    real = mha_viz.scan
+    real = long_run.scan
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")  # every analysis a long run: one scan each
 
     def scan(model, text, **kwargs):
         log.append(("start", text[:5]))
@@ -72,15 +76,15 @@ def test_a_request_that_does_not_fit_beside_another_waits_with_a_notice_then_run
         out = real(model, text, **kwargs)
         log.append(("end", text[:5]))
         return out
-    monkeypatch.setattr(mha_viz, "scan", scan)
+    monkeypatch.setattr(long_run, "scan", scan)
 
-    sessions = {"A": open_with_text("whole_text", TEXT_A), "B": open_with_text("whole_text", TEXT_B)}
+    texts = {"A": TEXT_A, "B": TEXT_B}
     model = mha_viz.load_model("minilm", device="cpu")
-    need_a, need_b = (needs.scan(model, needs.tokens(model, t, whole_text=True)).host for t in (TEXT_A, TEXT_B))
+    need_a, need_b = (needs.scan(model, needs.tokens(model, t)).host for t in (TEXT_A, TEXT_B))
     planted.host = max(need_a, need_b) + min(need_a, need_b) // 2  # either fits alone, not both at once
 
     def click(name):
-        sessions[name].button(key=keys.SCAN_GO).click().run()
+        sessions[name].text_area(key=keys.TEXT).input(texts[name]).run()
 
     runners = {name: threading.Thread(target=click, args=(name,), daemon=True) for name in sessions}
     try:
@@ -102,5 +106,7 @@ def test_a_request_that_does_not_fit_beside_another_waits_with_a_notice_then_run
     assert log == [("start", TEXT_A[:5]), ("end", TEXT_A[:5]), ("start", TEXT_B[:5]), ("end", TEXT_B[:5])]
     for at in sessions.values():
         assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-        assert len(frame(at, "pattern")) == 10  # the scan's top heads, each session its own
+    for name, at in sessions.items():  # each session its own long run, of its own text
+        run = at.session_state[keys.CURRENT].run
+        assert not run.is_dense and run.summary is not None and run.text == texts[name]
     assert planted.running == 0 and planted.admitted == {memory.HOST: 0}

@@ -189,32 +189,15 @@ def test_head_view_switches_to_blocks_when_the_text_becomes_long():
     assert at.radio(key="head_detail").value == "all tokens, in blocks"
 
 
-def test_whole_text_past_the_cap(monkeypatch):
-    """With the cap below the text's length, the model view points to the Whole text page, which scans
-    every head over the whole text (up to the model's positions): its button opens the page with the scan
-    started, one click."""
-    monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", "64")
-    at = _page("model_view", text="The cat sat on the mat. " * 30)
-    assert any("first 64" in w.value for w in at.warning)
-    at.button(key="whole_text_open").click().run()
-    assert not at.exception and not at.error
-    assert not [b for b in at.button if b.key == "scan_go"]  # no second click
-    grids = [c for c in charts(at) if c["data"][0]["type"] == "image"]
-    assert grids  # the thumbnails of the whole text
-    assert any(c.value.startswith("All ") and "max-pooled" in c.value for c in at.caption), [
-        c.value for c in at.caption]
-
-
 def test_capture_over_the_memory_budget_is_refused_before_computing(monkeypatch):
-    """A capture larger than the budget gets a message with its cost; the text stays, the
-    token limit can be lowered, and the whole-text scan is offered instead."""
+    """A capture larger than the budget gets a message with its cost; the text stays and the
+    token limit can be lowered."""
     monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")  # 1 MiB: MiniLM at 86 tokens needs 6·12·86²·4 B
     text = "The cat sat on the mat. " * 12
     at = start_app()
     at.text_area(key="text").input(text).run()
     assert any("at 86 tokens would hold 2.0 MiB" in shown(e.value) for e in at.error), [e.value for e in at.error]
     assert at.text_area(key="text").value == text
-    assert at.button(key="whole_text_open")  # offered for the refused text
     at.number_input(key="token_limit").set_value(32).run()
     assert not at.exception and not at.error
     assert any("first 32" in w.value for w in at.warning)

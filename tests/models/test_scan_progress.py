@@ -1,4 +1,4 @@
-"""What the Whole text page shows of a scan beyond its statistics: the progress says the time left after
+"""What a long run's scan shows beyond its statistics: the progress says the time left after
 each layer (a fake clock: 2 s a layer), and one query's exact row (`Scan.rows`) at a level of detail
 (`scan.row_detail`) covers every key: its bars' sums are the row's, which sums to 1 like the dense run's."""
 

@@ -1,7 +1,8 @@
-"""Where the Whole text page opens on a scan (`mha_viz.scan.opening`) and one row at a level of detail
-(`mha_viz.scan.row_detail`), on planted data: a head whose last query keeps no key (a long text spreads a
-broad head thin) opens on a query that keeps one, the head opened on is the one whose kept links past the
-first token weigh most, and bars of neighbouring keys keep each run's heaviest key and the row's sum."""
+"""Where a view of a scan opens (`mha_viz.scan.opening`: the Head view's *Links* section) and one row at a
+level of detail (`mha_viz.scan.row_detail`), on planted data: a head whose last query keeps no key (a long
+text spreads a broad head thin) opens on a query that keeps one, the head opened on is the one whose kept
+links past the first token weigh most, and bars of neighbouring keys keep each run's heaviest key and the
+row's sum."""
 
 from __future__ import annotations
 
