@@ -74,7 +74,7 @@ def _from_link(value: str) -> tuple[lessons.Lesson | None, str | None]:
             data = bundled[value]
         else:
             data = lessons.unpack(value)
-        return lessons.read_lesson(data, pages=[p.id for p in pages.offered()], allowed_models=conf.models,
+        return lessons.read_lesson(data, pages=pages.lesson_ids(), allowed_models=conf.models,
                                    public=conf.public, controls=page_controls.CONTROLS,
                                    allow_pickle=conf.allow_pickle), None
     except lessons.LessonError as exc:

@@ -87,7 +87,7 @@ def _follow() -> None:
 
 def _open_bundled() -> None:
     try:
-        lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=[p.id for p in pages.offered()],
+        lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=pages.lesson_ids(),
                                      allowed_models=resources.settings().models, controls=page_controls.CONTROLS)
     except lessons.LessonError as exc:  # a workshop of another lesson: its pages or models are not offered
         session.put(keys.LESSON_PANEL_MESSAGE, f"This server cannot open the bundled lesson: {exc}")
@@ -104,7 +104,7 @@ def _open_upload() -> None:
         return
     conf = resources.settings()
     try:
-        lesson = lessons.read_lesson(upload.getvalue(), pages=[p.id for p in pages.offered()],
+        lesson = lessons.read_lesson(upload.getvalue(), pages=pages.lesson_ids(),
                                      allowed_models=conf.models, public=conf.public, controls=page_controls.CONTROLS,
                                      allow_pickle=conf.allow_pickle)
     except lessons.LessonError as exc:

@@ -36,7 +36,7 @@ from mha_viz.ui import (
     similarity_page,
     teaching_page,
 )
-from mha_viz.ui.page_ids import RETIRED
+from mha_viz.ui.page_ids import RETIRED, with_retired
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,11 @@ def offered() -> tuple[PageSpec, ...]:
     """The pages this server offers: every page, or in a workshop (`resources.workshop`) the lesson's."""
     lesson = resources.workshop()
     return PAGES if lesson is None else tuple(p for p in PAGES if p.id in lesson.pages)
+
+
+def lesson_ids() -> list[str]:
+    """What a lesson's steps may name here: the pages offered, and the retired ones that open on one of them."""
+    return with_retired(p.id for p in offered())
 
 
 def _default(shown: tuple[PageSpec, ...]) -> str:

@@ -54,8 +54,9 @@ def _server_lesson(spec: str, models: tuple[str, ...], public: bool) -> tuple[le
     try:
         bundled = lessons.bundled()
         data = bundled[spec] if spec in bundled else Path(spec).read_bytes()
-        return lessons.read_lesson(data, pages=page_ids.IDS, allowed_models=models, public=public,
-                                   controls=page_controls.CONTROLS, allow_pickle=deploy.from_env().allow_pickle), None
+        return lessons.read_lesson(data, pages=page_ids.with_retired(page_ids.IDS), allowed_models=models,
+                                   public=public, controls=page_controls.CONTROLS,
+                                   allow_pickle=deploy.from_env().allow_pickle), None
     except OSError as exc:
         why = f"the file {spec} could not be read ({exc.strerror or type(exc).__name__})"
     except lessons.LessonError as exc:

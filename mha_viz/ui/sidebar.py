@@ -252,8 +252,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
     full = f"Capturing every head of {model.name} at {n} tokens would hold {short}."
     if fit < 1:
         raise mha_viz.InputError(
-            full + " Even one layer does not fit: lower the token limit in the sidebar; the Whole text "
-            "page scans every head of a long text without holding them.")
+            full + " Even one layer does not fit: lower the token limit in the sidebar.")
     kept = [layer for layer in session.get(keys.CAPTURE_LAYERS, [])
             if isinstance(layer, int) and 0 <= layer < model.num_layers]
     session.settle(keys.CAPTURE_LAYERS, kept[:fit])
@@ -266,8 +265,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
     if not chosen:
         raise mha_viz.InputError(
             full + f" Pick up to {fit} layers under “Layers to capture” in the sidebar "
-            f"({resources.size_text(per_layer)} each), or lower the token limit; the Whole text page scans "
-            "every head without holding them.")
+            f"({resources.size_text(per_layer)} each), or lower the token limit.")
     return tuple(sorted(chosen))
 
 

@@ -164,6 +164,17 @@ def test_the_page_ids_a_lesson_is_checked_against_are_the_pages_the_app_register
     assert tuple(p.id for p in pages.PAGES) == page_ids.IDS
 
 
+def test_a_step_on_a_retired_page_reads_where_its_successor_is_offered_and_is_refused_where_not():
+    raw = _raw(page="whole_text")
+    assert "whole_text" in page_ids.with_retired(page_ids.IDS)
+    lesson = lessons.read_lesson(json.dumps(raw), pages=page_ids.with_retired(page_ids.IDS))
+    assert lesson.steps[0].page == "whole_text"  # opened on page_ids.RETIRED's successor, the Head view
+    offered = [i for i in page_ids.IDS if i != page_ids.RETIRED["whole_text"]]
+    assert "whole_text" not in page_ids.with_retired(offered)
+    with pytest.raises(lessons.LessonError):
+        lessons.read_lesson(json.dumps(raw), pages=page_ids.with_retired(offered))
+
+
 def _model_step(model: str, **view) -> dict:
     return _raw(view={"model": model, "text": "a b", "layer": "0", "head": "0", **view})
 
