@@ -12,8 +12,11 @@ Rows:
 - each later click, as the pages compute it: another head in the Head view (its block view, streamed), a
   window of 96 rows of it, a token in Token focus (one row of every head, one head's column), the line view's
   rows of a layer, and another head's whole matrix;
-- the resident memory of the whole session above the loaded model (the process's high-water mark).
-Clicks are timed cold: each asks for a head or token no earlier click asked for.
+- the resident memory of the whole session above the loaded model: the process's high-water mark from the end
+  of the baseline's forward, less the resident size after loading (that forward's logits, n × 49,152 floats,
+  1.6 GB at 8,192 tokens, are the benchmark's, not the session's: a long run's forward leaves out the LM head).
+Clicks are timed cold: each asks for a head or token no earlier click asked for. The load average (other
+processes on the machine) is printed before and after: trust the ratios, measured in one run, over the times.
 """
 
 from __future__ import annotations
@@ -43,6 +46,12 @@ GB = 2**30
 def high_water() -> int:
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM"))
+
+
+def reset_high_water() -> None:
+    """The process's high-water mark from now (Linux: clear_refs 5)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
 
 
 def timed(fn, device: str):
@@ -83,14 +92,14 @@ def main() -> None:
     toks = mha_viz.tokenize(model, text, args.n)
     ids = torch.tensor([toks.ids])
     row_kernels.compile_now()  # as the app's preload does
-    with open("/proc/self/clear_refs", "w") as f:  # the high-water mark from here: not the model's loading
-        f.write("5")
-    base = rss()
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    base = rss()  # the loaded model's
     print(f"{model.name} ({model.num_layers} layers × {model.num_heads} heads, {model.precision}) on {args.device}, "
           f"n = {toks.n}, {torch.get_num_threads()} threads; every head whole would be "
           f"{model.attention_bytes(toks.n) / GB:.1f} GiB", flush=True)
     fused = min(timed(lambda: model.fused_forward(ids), args.device)[1] for _ in range(args.repeat))
     print(f"fused forward:                 {fused:7.2f} s", flush=True)
+    reset_high_water()  # the session's peak from here (above `base`): not the baseline's logits
     run, analysis = timed(lambda: mha_viz.analyze(model, text, max_tokens=args.n), args.device)
     _, grid = timed(lambda: head_figures.grid_figure(run.summary.pooled, layer_ids=run.layer_ids), args.device)
     first = analysis + grid
@@ -109,6 +118,7 @@ def main() -> None:
     else:
         peak = torch.cuda.max_memory_allocated()
         verdicts.append(("GPU memory allocated at the peak", f"{peak / GB:.1f} GiB", None))
+    print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
     print_verdicts(verdicts)
 
 

@@ -171,16 +171,25 @@ class BlockSums:
         self.min_weight = np.float32(min_weight)
         self.empty = np.float32(EMPTY_BELOW)
 
-    def add(self, A: np.ndarray, start: int, key_start: int) -> None:
-        """Add block A (H, b, w) float32, C-contiguous: rows start … start + b − 1, keys key_start …"""
+    def add(self, A: np.ndarray, start: int, key_start: int, part: int | None = None) -> None:
+        """Add block A (H, b, w) float32, C-contiguous: rows start … start + b − 1, keys key_start … part: reduce
+        the whole block on the calling thread into sums and cells of its own, number `part` < `threads` (each
+        of `threads` workers adding whole blocks at once, `scan.run`); None: the block split over `threads`
+        threads."""
         H, b = A.shape[:2]
+        if part is not None:
+            _rows(*self._arguments(A, start, key_start, part, 0, H, 0, b))
+            return
         # rows to threads; a block of few rows (many heads at long n) goes to threads by heads instead
         parts = ([(0, H, r0, r1) for r0, r1 in split(b, self.threads)] if b >= 4 * self.threads
                  else [(h0, h1, 0, b) for h0, h1 in split(H, self.threads)])
-        run_all(_rows, [(A, h0, h1, r0, r1, start, key_start, self.n, self.causal, *self.text, self.keep, self.spread,
-                         self.min_weight, self.empty, CHOICE_KEYS,
-                         self.row_cells, self.cell_start, self.cell_stop, self.sums[t], self.cells[t],
-                         self.keys, self.weights, self.rest) for t, (h0, h1, r0, r1) in enumerate(parts)])
+        run_all(_rows, [self._arguments(A, start, key_start, t, *ranges) for t, ranges in enumerate(parts)])
+
+    def _arguments(self, A: np.ndarray, start: int, key_start: int, t: int, h0: int, h1: int, r0: int, r1: int
+                   ) -> tuple:
+        return (A, h0, h1, r0, r1, start, key_start, self.n, self.causal, *self.text, self.keep, self.spread,
+                self.min_weight, self.empty, CHOICE_KEYS, self.row_cells, self.cell_start, self.cell_stop,
+                self.sums[t], self.cells[t], self.keys, self.weights, self.rest)
 
     def finish(self) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """({name of ROW_SUMS: (H,) float64}, the cells (H, s, s)): the threads' parts added up."""

@@ -55,6 +55,34 @@ def projected(model: LoadedModel, capture, layer: int) -> Projected:
     return mha, q, k
 
 
+def block_spans(model: LoadedModel, mha, n: int, heads: int, start: int = 0, stop: int | None = None, *,
+                device=None) -> list[tuple[int, int, int, int]]:
+    """(first row, last row + 1, first key, last key + 1) of each block of rows `start` … `stop` − 1 of a layer
+    (`mha`) of `heads` heads over n keys on `device` (default the model's): each block's queries against the keys
+    they may see (`visible_span`)."""
+    stop = n if stop is None else stop
+    step = rows_per_block(model.device if device is None else device, heads, n)
+    spans = []
+    for first in range(start, stop, step):
+        last = min(first + step, stop)
+        spans.append((first, last, *visible_span(first, last, n, causal=model.is_causal, window=mha.window,
+                                                 chunk=mha.chunk)))
+    return spans
+
+
+def block_probabilities(model: LoadedModel, proj: Projected, span: tuple[int, int, int, int], *,
+                        heads: list[int] | None = None) -> Block:
+    """One block (`block_spans`) of a layer's probabilities from its queries and keys (`projected`; of `heads`
+    when q and k hold only theirs, default every head): (first row, first key, (h, b, w)), without the model's
+    lock: the caller holds it, or another thread that waits for this one does (the scan's forward)."""
+    mha, q, k = proj
+    first, last, k0, k1 = span
+    with torch.inference_mode():
+        probs = mha.row_probabilities(q[:, :, first:last], k[:, :, k0:k1], first=first, key_start=k0,
+                                      is_causal=model.is_causal, heads=heads)  # (1, h, b, w)
+    return first, k0, probs[0]
+
+
 def recomputed_blocks(model: LoadedModel, proj: Projected, *, heads: list[int] | None = None,
                       start: int = 0, stop: int | None = None) -> Iterator[Block]:
     """One layer's probabilities (of `heads`, default all) from its queries and keys (`projected`), rows
@@ -65,16 +93,10 @@ def recomputed_blocks(model: LoadedModel, proj: Projected, *, heads: list[int] |
     if heads is not None:  # query head h reads KV head h // group
         q, k = q[:, list(heads)], k[:, [h // group for h in heads]]
     heads = list(range(model.num_heads)) if heads is None else list(heads)
-    n = q.shape[-2]
-    stop = n if stop is None else stop
-    step = rows_per_block(q.device, len(heads), n)
-    for first in range(start, stop, step):
-        last = min(first + step, stop)
-        k0, k1 = visible_span(first, last, n, causal=model.is_causal, window=mha.window, chunk=mha.chunk)
-        with model.lock, torch.inference_mode():
-            probs = mha.row_probabilities(q[:, :, first:last], k[:, :, k0:k1], first=first, key_start=k0,
-                                          is_causal=model.is_causal, heads=heads)  # (1, h, b, w)
-        yield first, k0, probs[0]
+    for span in block_spans(model, mha, q.shape[-2], len(heads), start, stop, device=q.device):
+        with model.lock:
+            made = [block_probabilities(model, (mha, q, k), span, heads=heads)]
+        yield made.pop()  # this frame keeps no block while the caller holds it
 
 
 def attention_layers(model: LoadedModel) -> list:
@@ -258,4 +280,5 @@ class RowSource:
         for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop):
             block = np.zeros((probs.shape[0], probs.shape[1], n), dtype=np.float32)
             block[:, :, k0:k0 + probs.shape[2]] = probs.float().cpu().numpy()
+            del probs  # not kept while the caller holds the block
             yield first, block

@@ -11,7 +11,9 @@ keys and one block (`rows.CPU_BLOCK_BYTES`, `rows.GPU_BLOCK_BYTES`).
 
 from __future__ import annotations
 
-from typing import Callable
+import threading
+from functools import partial
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,17 +21,19 @@ import torch
 
 from mha_viz.budget.time_left import TimeLeft, say
 from mha_viz.capture.finite import FiniteCheck
-from mha_viz.metrics.compiled import thread_count
+from mha_viz.metrics.compiled import run_all, thread_count
 from mha_viz.metrics.head_stats import pattern_columns
 from mha_viz.metrics.row_kernels import BlockSums, measures_from_sums
 from mha_viz.scan.result import Scan
 from mha_viz.scan.row_stats import RowStats, TextFacts, Thumbnails, TopKeys
 from mha_viz.scan.rows import (
+    Block,
     RowSource,
+    block_probabilities,
+    block_spans,
     check_eager,
     eager_layers,
     lean_layers,
-    recomputed_blocks,
     rows_per_block,
     split_rows,
 )
@@ -55,6 +59,16 @@ class _Layer:
             self.top = TopKeys(heads, facts.n, top_k, min_weight, device)
             self.thumbs = Thumbnails(heads, facts.n, thumb, device)
 
+    def add_all(self, jobs: Sequence[Callable[[], Block]], device, check: FiniteCheck, where: str) -> None:
+        """Each block that `jobs` make (a call each), computed and reduced: on the CPU by `reduce_blocks`' workers,
+        elsewhere one after the other on `device`."""
+        if self.compiled:
+            reduce_blocks(jobs, self.sums)
+            return
+        for job in jobs:
+            first, key_start, probs = job()
+            self.add(first, key_start, probs.to(device), check, where)
+
     def add(self, first: int, key_start: int, probs: torch.Tensor, check: FiniteCheck, where: str) -> None:
         probs = probs.float()
         if self.compiled:  # NaN or infinity anywhere in a row reaches its sum: `finish` checks them
@@ -75,6 +89,49 @@ class _Layer:
         for mine, theirs in zip((self.top.keys, self.top.weights, self.top.rest), self.out):
             theirs[...] = mine.cpu().numpy()
         return self.stats.finish(), self.thumbs.cells.cpu().numpy()
+
+
+def _given(block: Block) -> Block:
+    return block
+
+
+def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
+    """Make each block of `jobs` (a call each: (first row, first key, probabilities (H, b, w))) and add it to
+    `sums`, on `sums.threads` workers at once (`compiled.run_all`): each takes the next job, computes it with
+    one PyTorch thread (`_on_one_torch_thread`) and reduces it whole on its own thread into a part of `sums` of its
+    own. The block's
+    product, softmax and reduction of one worker overlap the others', with no thread waiting for another
+    between them (PyTorch forking each operation over the cores, then the compiled loop's threads, left each
+    core idle at every hand-over). The caller holds what the jobs need (the model's lock)."""
+    pending, take, failed = iter(jobs), threading.Lock(), threading.Event()
+
+    def work(part: int) -> None:
+        while not failed.is_set():
+            with take:
+                job = next(pending, None)
+            if job is None:
+                return
+            try:
+                first, key_start, probs = job()
+                sums.add(np.ascontiguousarray(probs.float().cpu().numpy()), first, key_start, part)
+            except BaseException:
+                failed.set()
+                raise
+    if sums.threads == 1:
+        work(0)
+    else:
+        run_all(partial(_on_one_torch_thread, work), [(part,) for part in range(sums.threads)])
+
+
+def _on_one_torch_thread(fn: Callable[[int], None], part: int) -> None:
+    """fn(part) with PyTorch's intra-op threads set to 1 on this thread only (OpenMP's and MKL's count is each
+    thread's own: the caller's forward keeps its threads), and set back after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fn(part)
+    finally:
+        torch.set_num_threads(before)
 
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
@@ -112,16 +169,15 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     finished = []
     clock = TimeLeft(L)  # the layers cost about the same; the first holds the forward's start
 
-    def reduce(layer: int, blocks) -> None:
-        """One layer's blocks, by a reducer made now and dropped after (its scratch and, on a GPU, its
-        kept keys are one layer's)."""
+    def reduce(layer: int, jobs: list[Callable[[], Block]]) -> None:
+        """One layer's blocks (`jobs` make them), by a reducer made now and dropped after (its scratch and, on a
+        GPU, its kept keys are one layer's)."""
         if layer != len(finished):
             raise InputError(f"'{model.name}' ran its attention layers out of order (layer {layer} after "
                              f"{len(finished)} others), so it cannot be scanned.")
         out = (keys[layer], weights[layer], rest[layer])
         reducer = _Layer(facts, H, top_k, min_weight, thumb, where, compiled, out)
-        for first, k0, probs in blocks:
-            reducer.add(first, k0, probs.to(where), check, names[layer])
+        reducer.add_all(jobs, where, check, names[layer])
         finished.append(reducer.finish(check, names[layer]))
         progress((layer + 1) / L, f"Layer {layer + 1} of {L} done · {say(clock.step())}")
 
@@ -129,14 +185,15 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
         progress(0.0, f"Running {model.name} on {toks.n} tokens with fused attention, each layer as it runs…")
 
         def on_input(layer: int, proj) -> None:  # inside the forward: one layer's queries and keys at a time
-            reduce(layer, recomputed_blocks(model, proj))
+            reduce(layer, [partial(block_probabilities, model, proj, span)
+                           for span in block_spans(model, proj[0], toks.n, H)])
             check.verify()
         source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input))
     else:
         check_eager(model, toks.n)
         progress(0.0, f"Running {model.name} on {toks.n} tokens, one layer's attention at a time…")
         eager_layers(model, toks.ids, lambda layer, probs: reduce(
-            layer, split_rows(probs, rows_per_block(probs.device, H, toks.n))))
+            layer, [partial(_given, block) for block in split_rows(probs, rows_per_block(probs.device, H, toks.n))]))
         check.verify()
         source = RowSource(model, toks.ids)
     if len(finished) != L:

@@ -1,0 +1,82 @@
+"""`scan.run.reduce_blocks` (each worker computes whole blocks with one PyTorch thread and reduces them into a part
+of the sums of its own) against the plain computation: the same blocks added one after the other by
+`BlockSums.add`, split over threads within each block. Sums, cells, kept keys, weights and rests must agree (the
+sums within float64 rounding: the parts add up in another order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz.metrics.compiled import run_all
+from mha_viz.metrics.row_kernels import BlockSums
+from mha_viz.scan.run import reduce_blocks
+
+N, H = 97, 3
+
+
+def _blocks(step: int = 7) -> list[tuple[int, int, torch.Tensor]]:
+    """A causal text's probabilities (H, N, N) cut in blocks of `step` rows, each against the keys it may see."""
+    g = torch.Generator().manual_seed(0)
+    scores = torch.randn(H, N, N, generator=g) * 3
+    scores = scores.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    probs = scores.softmax(-1)
+    return [(first, 0, probs[:, first:first + step, :first + step].contiguous()) for first in range(0, N, step)]
+
+
+def _sums(threads: int) -> BlockSums:
+    rng = np.random.default_rng(1)
+    ids = rng.integers(0, 5, N)
+    before = np.concatenate([[-1], ids[:-1]])
+    return BlockSums(H, N, causal=True, sep=(ids == 0).astype(np.float32), punct=(ids == 1).astype(np.float32),
+                     ids=ids, before=before, seg=None, top_k=4, min_weight=0.01, thumb=12, threads=threads)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_workers_reduce_as_the_blocks_added_one_by_one(threads):
+    blocks = _blocks()
+    plain = _sums(threads)
+    for first, key_start, probs in blocks:
+        plain.add(probs.numpy(), first, key_start)
+    ours = _sums(threads)
+    seen_threads = []
+
+    def job(block):
+        seen_threads.append(torch.get_num_threads())
+        return block
+    reduce_blocks([lambda b=b: job(b) for b in blocks], ours)
+    (a, cells_a), (b, cells_b) = plain.finish(), ours.finish()
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], rtol=1e-12, atol=1e-12, err_msg=name)
+    np.testing.assert_array_equal(cells_b, cells_a)
+    np.testing.assert_array_equal(ours.keys, plain.keys)
+    np.testing.assert_array_equal(ours.weights, plain.weights)
+    np.testing.assert_array_equal(ours.rest, plain.rest)
+    assert len(seen_threads) == len(blocks)
+    if threads > 1:
+        assert set(seen_threads) == {1}  # each worker computes with one PyTorch thread
+
+
+def test_an_error_in_a_job_is_raised_and_the_thread_count_comes_back():
+    before = torch.get_num_threads()
+    blocks = _blocks()
+
+    def broken():
+        raise ValueError("planted")
+    with pytest.raises(ValueError, match="planted"):
+        reduce_blocks([lambda b=b: b for b in blocks[:3]] + [broken] + [lambda b=b: b for b in blocks[3:]], _sums(2))
+    assert torch.get_num_threads() == before
+
+
+def test_the_workers_set_back_their_thread_count_and_leave_the_callers():
+    """Each worker computes with one PyTorch thread on its own thread and sets its count back after; the caller's
+    count (the forward's) never changes."""
+    def counts() -> list[int]:
+        seen: list[int] = []
+        run_all(lambda _: seen.append(torch.get_num_threads()), [(i,) for i in range(2)])
+        return seen
+    caller, workers = torch.get_num_threads(), counts()
+    reduce_blocks([lambda b=b: b for b in _blocks()], _sums(2))
+    assert torch.get_num_threads() == caller
+    assert counts() == workers
