@@ -5,7 +5,7 @@ redraws its charts with other data: the twin of an in-page choice.
 
 Its pages are read on every run from the JSON file $BARE_TWIN_SPEC names (timeline.write_spec):
 {"pages": [{"title", "section", "charts": [{"top", "width", "height", "traces": [{"type", "mode",
-"z", "n"}]}]}]}; charts at the same height on the page share a row (st.columns). With
+"z", "n", "w", "h"}]}]}]}; charts at the same height on the page share a row (st.columns). With
 $MHA_VIZ_RUN_TRACE set it writes its runs as mha_viz.ui.run_trace does.
 
 Run: `BARE_TWIN_SPEC=spec.json streamlit run benchmarks/bare_app.py` (pages.py does).
@@ -13,6 +13,8 @@ Run: `BARE_TWIN_SPEC=spec.json streamlit run benchmarks/bare_app.py` (pages.py d
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import re
@@ -35,10 +37,22 @@ def spec() -> list[dict]:
         return []
 
 
+def png(rng: np.random.Generator, w: int, h: int) -> str:
+    """A PNG data URI of w × h random pixels of 16 colours (at 512 × 512, about the app's size)."""
+    from PIL import Image
+
+    pixels = rng.integers(0, 16, size=(h, w), dtype=np.uint8) * 16
+    out = io.BytesIO()
+    Image.fromarray(np.stack([pixels, 255 - pixels, np.full_like(pixels, 200)], axis=-1)).save(out, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+
+
 def figure(chart: dict, rng: np.random.Generator) -> go.Figure:
     fig = go.Figure()
     for t in chart["traces"]:
-        if t.get("z"):
+        if t["type"] == "image" and t.get("w") and t.get("h"):  # a PNG of as many pixels
+            fig.add_trace(go.Image(source=png(rng, int(t["w"]), int(t["h"])), hoverinfo="skip"))
+        elif t.get("z"):
             shape = t["z"] if len(t["z"]) == 2 else [t["z"][0], 1]
             fig.add_trace(go.Heatmap(z=rng.random(shape, dtype=np.float32), colorscale="Blues")
                           if t["type"] not in HEATMAPS[1:] else {"type": t["type"], "z": rng.random(shape)})

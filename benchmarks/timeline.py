@@ -19,7 +19,8 @@ from tests.e2e.conftest import BUSY_OBSERVER, App
 
 PAGE_TIMEOUT_S = 180  # one click
 POLL_MS = 20
-DRAWN_QUIET_MS = 300  # after idle, how long no chart may draw before the click counts as done
+DRAWN_QUIET_MS = 1000  # after idle, how long no chart may draw before the click counts as done (an image
+# trace draws once its PNG is decoded: seconds late on a busy machine)
 
 # The e2e tests' busy counter; the last trusted click; each websocket message the page receives; each
 # chart's `plotly_afterplot` (plotly.js sets `gd.emit` on each chart's div when it first draws it: a
@@ -88,14 +89,26 @@ async ([seenBefore, titleBefore, path, timeoutMs, pollMs, quietMs]) => {
 # What each chart of the main area holds (for the bare twin): its row on the page, its size, its traces.
 CHARTS_JS = """
 () => {
-  const dims = (a) => !a ? null : (a.shape ? Array.from(a.shape).map(Number)
-      : (a.length !== undefined ? (a[0] && a[0].length !== undefined && typeof a[0] !== 'string'
-                                   ? [a.length, a[0].length] : [a.length]) : null));
+  // plotly.py sends numpy arrays as typed-array specs {dtype, bdata, shape: "r, c"}; lists as arrays
+  const size = {f8: 8, f4: 4, i4: 4, u4: 4, i2: 2, u2: 2, i1: 1, u1: 1, u1c: 1};
+  const dims = (a) => {
+    if (!a) return null;
+    if (a.bdata !== undefined) {
+      if (a.shape) return String(a.shape).split(',').map(Number);
+      return [Math.round(atob(a.bdata).length / (size[a.dtype] || 8))];
+    }
+    if (a.length === undefined) return null;
+    return a[0] && typeof a[0] !== 'string' && a[0].length !== undefined ? [a.length, a[0].length] : [a.length];
+  };
   return Array.from(document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')).map(gd => {
     const r = gd.getBoundingClientRect();
     return {top: Math.round(r.top + window.scrollY), width: Math.round(r.width), height: Math.round(r.height),
-            traces: (gd.data || []).map(t => ({type: t.type || 'scatter', mode: t.mode || '', z: dims(t.z),
-                                                 n: (dims(t.x) || dims(t.y) || [0])[0]}))};
+            traces: (gd.data || []).map((t, k) => {
+              const cd = gd.calcdata && gd.calcdata[k] && gd.calcdata[k][0];  // an image's pixels: w × h
+              return {type: t.type || 'scatter', mode: t.mode || '', z: dims(t.z),
+                      n: (dims(t.x) || dims(t.y) || [0])[0], source: t.source ? t.source.length : 0,
+                      w: cd && cd.w ? cd.w : 0, h: cd && cd.h ? cd.h : 0};
+            })};
   });
 }
 """
