@@ -4,14 +4,22 @@ sequence (`mha_viz.scan.long_run`). At the top, as `analyze` is: capture does no
 
 from __future__ import annotations
 
+from typing import Callable
+
 from mha_viz.capture import generation
 from mha_viz.capture.generation import Generation
 from mha_viz.scan.long_run import long_run
 from mha_viz_models import LoadedModel
 
 
-def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, **settings) -> Generation:
-    """Continue `prompt`, recording every head's attention: see `mha_viz.capture.generation.generate`
-    (temperature, top_k, top_p, seed, stop_at_eos, max_tokens, progress, on_step, dense)."""
-    return generation.generate(model, prompt, max_new_tokens, long_run=long_run, **settings)
-
+def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
+             top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
+             max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
+             on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None) -> Generation:
+    """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention (greedy at
+    temperature 0; sampling with temperature, top_k, top_p, reproducible under seed). `dense`: None decides
+    as `analyze` does, True holds every head's array, False keeps only the rows the cache computes and takes
+    the run from one scan. See `mha_viz.capture.generation.generate`."""
+    return generation.generate(model, prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                               seed=seed, stop_at_eos=stop_at_eos, max_tokens=max_tokens, progress=progress,
+                               on_step=on_step, dense=dense, long_run=long_run)
