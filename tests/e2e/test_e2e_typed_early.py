@@ -4,9 +4,9 @@ over anything the app sets before a run: the box keeps the sentence, and the hea
 tokens.
 
 8 fresh sessions at once, each typing its sentence as soon as its text box takes input, in 3
-rounds: on a warm server, and on servers that have just started (a new one each round, whose
-first script runs are these sessions'). Each session opens a link with a draft sentence of its own
-(a teacher's link; the student replaces the sentence at once), so that its first run has an
+rounds: on a warm server (the suite's shared one, `server`), and on servers that have just started
+(a new one each round, whose first script runs are these sessions'). Each session opens a link with a
+draft sentence of its own (a teacher's link; the student replaces the sentence at once), so that its first run has an
 analysis of its own to compute while the typing lands. The sessions are driven with playwright's
 async API, in a thread of their own, so that no session waits for another's typing; each reports
 how long after its box appeared it typed.
@@ -149,12 +149,12 @@ def _round(base_url: str, rep: int, run_of, label: str) -> list[str]:
     return problems
 
 
-def test_sentences_typed_at_once_on_a_warm_server_are_kept(e2e_ready, browser, run_of):
-    with start_server(ARTIFACTS / "server-typed-early-warm.log") as base_url:
-        open_app(browser, base_url, "warm-up").close()  # the server's script has run: warm
-        problems = []
-        for rep in range(ROUNDS):
-            problems += _round(base_url, rep, lambda: run_of, f"warm server, round {rep}")
+def test_sentences_typed_at_once_on_a_warm_server_are_kept(server, browser, run_of):
+    """On the shared server (tests/e2e/conftest.py's `server`): warm, and loaded by the other tests' sessions."""
+    open_app(browser, server, "warm-up").close()  # the server's script has run: warm
+    problems = []
+    for rep in range(ROUNDS):
+        problems += _round(server, rep, lambda: run_of, f"warm server, round {rep}")
     assert not problems, "typed sentences were lost:\n" + "\n".join(problems)
 
 
