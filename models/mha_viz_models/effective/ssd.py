@@ -55,11 +55,12 @@ def ssd_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tens
     per_group = heads // C.shape[1]
     cb = torch.einsum("tgk,sgk->gts", C.float(), B.float())
     cum = torch.cumsum((dt.float() * a.float()).double(), dim=0).t()  # (heads, n)
-    keep = torch.ones(n, n, dtype=torch.bool).tril()
     out = torch.empty(heads, n, n)
-    for h in range(heads):  # one head at a time: the float64 differences are n × n
-        seg = (cum[h][:, None] - cum[h][None, :]).masked_fill(~keep, float("-inf"))
-        out[h] = cb[h // per_group] * torch.exp(seg.float()) * dt[:, h].float()[None, :]
+    for h in range(heads):  # in place, one head at a time
+        o = out[h]
+        torch.sub(cum[h][:, None], cum[h][None, :], out=o)  # the float64 difference, rounded once to float32
+        o.clamp_(max=0.0).exp_().mul_(cb[h // per_group]).mul_(dt[:, h].float()[None, :])
+        o.tril_()  # causal: zero above the diagonal
     return out
 
 
