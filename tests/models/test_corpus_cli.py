@@ -28,43 +28,40 @@ def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    """One CLI run for this module's checks of what it saves (statistics, importance and examples):
-    (the source file, the output folder, the finished process)."""
-    folder = tmp_path_factory.mktemp("corpus-cli")
-    source = folder / "docs.txt"
+def test_cli_saves_what_head_statistics_computes(tmp_path):
+    source = tmp_path / "docs.txt"
     source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    out = folder / "stats"
+    out = tmp_path / "stats"
     done = _cli("--model", "minilm", "--input", str(source), "--engine", "local", "--out", str(out),
-                "--batch-size", "4", "--max-tokens", "32", "--examples", timeout=600)  # both parts: minutes when busy
-    return source, out, done
-
-
-def test_cli_saves_what_head_statistics_computes(saved):
-    source, out, done = saved
+                "--batch-size", "4", "--max-tokens", "32")
     assert done.returncode == 0, done.stderr
     assert "10/10 docs" in done.stderr and "docs/s" in done.stderr and "ETA" in done.stderr
     assert str(out) in done.stdout and "importance" in done.stdout
-    saved_stats = corpus.CorpusStats.load(out)
+    saved = corpus.CorpusStats.load(out)
     here = corpus.head_statistics("minilm", str(source), batch_size=4, max_tokens=32)
-    assert saved_stats.n_docs == here.n_docs == 10 and saved_stats.corpus_hash == here.corpus_hash
+    assert saved.n_docs == here.n_docs == 10 and saved.corpus_hash == here.corpus_hash
     numeric = [c for c in here.table.columns if c != "pattern"]
-    np.testing.assert_allclose(saved_stats.table[numeric].to_numpy(float), here.table[numeric].to_numpy(float),
+    np.testing.assert_allclose(saved.table[numeric].to_numpy(float), here.table[numeric].to_numpy(float),
                                rtol=1e-5, atol=1e-6)
-    assert (saved_stats.table["pattern"] == here.table["pattern"]).all()
-    np.testing.assert_allclose(saved_stats.importance, here.importance, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(saved_stats.similarity, here.similarity, rtol=1e-5, atol=1e-6)
+    assert (saved.table["pattern"] == here.table["pattern"]).all()
+    np.testing.assert_allclose(saved.importance, here.importance, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(saved.similarity, here.similarity, rtol=1e-5, atol=1e-6)
 
 
-def test_cli_examples_are_saved_with_the_statistics(saved):
-    source, out, done = saved
+
+
+def test_cli_examples_are_saved_with_the_statistics(tmp_path):
+    source = tmp_path / "docs.txt"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    out = tmp_path / "stats"
+    done = _cli("--model", "minilm", "--input", str(source), "--out", str(out), "--batch-size", "4",
+                "--max-tokens", "32", "--no-importance", "--examples")
     assert done.returncode == 0, done.stderr
     assert "head examples:" in done.stdout and "KiB a head" in done.stdout
-    kept = corpus.CorpusStats.load(out).examples
+    saved = corpus.CorpusStats.load(out).examples
     here = corpus.head_examples("minilm", str(source), batch_size=4, max_tokens=32)
     for layer, head in ((0, 0), (4, 7)):
-        assert [d for d, _ in kept.top(layer, head)] == [d for d, _ in here.top(layer, head)]
+        assert [d for d, _ in saved.top(layer, head)] == [d for d, _ in here.top(layer, head)]
 
 
 @pytest.mark.parametrize("problem", ["missing", "binary", "model"])
