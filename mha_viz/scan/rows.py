@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from mha_viz.budget import capture_budget
+from mha_viz.capture.transfer import HostCopier, Staging
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.visibility import visible_span
@@ -25,6 +26,7 @@ from mha_viz_models.reading.records import Capture, LayerInput
 # CPU about the last-level cache, so each pass over a block stays in it; on a GPU large enough to
 # keep it busy.
 CPU_BLOCK_BYTES = 8 * 2**20
+DEVICE_RESERVE = 2 * 2**30  # of a GPU's free memory, left to the views' blocks and other sessions
 GPU_BLOCK_BYTES = 512 * 2**20
 
 KEPT = 2  # the last results `RowSource` keeps: a page asks for a window and a whole row on each rerun
@@ -181,17 +183,32 @@ def split_rows(layer_probs: torch.Tensor, step: int) -> Iterator[Block]:
         yield first, 0, layer_probs[:, first:first + step]
 
 
-class QKSpill:
-    """Each layer's queries and keys (RoPE applied: what its exact rows are recomputed from, `projected`)
-    written to an anonymous temporary file as the model runs, and read back one layer at a time: a long
-    text's (SmolLM2 at 8,192 tokens: 25 MB a layer, 755 MB in all; an 8B model at 32k in bfloat16: 335 MB a
-    layer) stay out of the process's and the GPU's memory, and a view's rows cost no projection. The
-    file goes when the spill does."""
+def device_room(device) -> int:
+    """How many bytes of a long run's queries and keys may stay where they were computed: on a GPU, its
+    free memory now less a reserve (DEVICE_RESERVE, or a tenth of the GPU, for the views' blocks and other
+    sessions); on the CPU none (they go to a file: the process's memory is every session's)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return 0
+    free, total = torch.cuda.mem_get_info(device)
+    return max(0, free - max(DEVICE_RESERVE, total // 10))
 
-    def __init__(self) -> None:
+
+class QKSpill:
+    """Each layer's queries and keys (RoPE applied: what its exact rows are recomputed from, `projected`),
+    kept as the model runs. Up to `keep_bytes` (`device_room`: a GPU's free memory) they stay on the device
+    that computed them, so a view's rows are recomputed there with no copy; the rest are written to an
+    anonymous temporary file and read back one layer at a time: a long text's (SmolLM2 at 8,192 tokens: 25 MB
+    a layer, 755 MB in all; an 8B model at 32k in bfloat16: 335 MB a layer) stay out of the process's memory,
+    and a view's rows cost no projection. The file goes when the spill does."""
+
+    def __init__(self, keep_bytes: int = 0) -> None:
         self.file = tempfile.TemporaryFile(prefix="mha-viz-scan-")
         self.end = 0  # where the next bytes go (reads use os.pread: no shared file position)
         self.where: dict[int, list[tuple[int, torch.dtype, tuple[int, ...]]]] = {}  # layer -> q's and k's place
+        self.keep_bytes = int(keep_bytes)
+        self.kept: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> (q, k) where they were made
+        self.kept_bytes = 0
 
     def _write(self, t: torch.Tensor) -> tuple[int, torch.dtype, tuple[int, ...]]:
         t = t.detach()
@@ -208,10 +225,18 @@ class QKSpill:
         return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
 
     def put(self, layer: int, q: torch.Tensor, k: torch.Tensor) -> None:
-        self.where[layer] = [self._write(q), self._write(k)]
+        size = q.numel() * q.element_size() + k.numel() * k.element_size()
+        if self.kept_bytes + size <= self.keep_bytes:
+            self.kept[layer] = (q.detach(), k.detach())
+            self.kept_bytes += size
+        else:
+            self.where[layer] = [self._write(q), self._write(k)]
 
     def get(self, layer: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """(q, k) of layer `layer`, on `device`."""
+        """(q, k) of layer `layer`, on `device` (no copy when they stayed there)."""
+        if layer in self.kept:
+            q, k = self.kept[layer]
+            return q.to(device), k.to(device)
         q, k = self.where[layer]
         return self._read(q, device), self._read(k, device)
 
@@ -226,7 +251,7 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
     """Run the model once with fused attention; as each attention layer's input arrives, project its queries
     and keys, spill them and hand `on_layer(layer, projected)` the layer to reduce, inside the forward (one
     layer's in memory at a time). Returns the spill (`RowSource`)."""
-    spill = QKSpill()
+    spill = QKSpill(keep_bytes=device_room(model.device))
 
     def arrived(layer: int, inp: LayerInput) -> None:
         proj = projected(model, layer_capture(layer, inp), layer)
@@ -237,13 +262,30 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
     return spill
 
 
+def host_block(probs: torch.Tensor, n: int, k0: int, staging: type[Staging] = Staging) -> np.ndarray:
+    """A block of rows (h, b, m) over keys k0 … k0 + m − 1, wherever it was computed, as float32 (h, b, n)
+    on the host: from a GPU through the pinned copier (`capture.transfer`; `staging` stands in for CUDA's in
+    tests), so only the rows a view draws ever cross."""
+    h, b, m = probs.shape
+    part = np.empty((1, h, b, m), dtype=np.float32)
+    with HostCopier(part, staging) as copier:
+        copier.put(0, probs)
+    if k0 == 0 and m == n:
+        return part[0]
+    block = np.zeros((h, b, n), dtype=np.float32)
+    block[:, :, k0:k0 + m] = part[0]
+    return block
+
+
 class RowSource:
     """One head's exact rows on demand (`Scan.rows`): from the layer inputs a scan spilled (spilled again
     by one more run at the first call when not given: a reopened scan), or, for a family our MHA cannot
     compute, from the model's own attention."""
 
-    def __init__(self, model: LoadedModel, token_ids: list[int], spill: QKSpill | None = None) -> None:
+    def __init__(self, model: LoadedModel, token_ids: list[int], spill: QKSpill | None = None,
+                 staging: type[Staging] = Staging) -> None:
         self.model, self.token_ids, self.spill = model, list(token_ids), spill
+        self.staging = staging  # how a block leaves a GPU (`host_block`)
         self._making = threading.Lock()  # one run makes the spill, however many threads ask at once
         # (layer, head, start, stop) -> rows, the last KEPT asked, oldest first
         self._last: dict[tuple[int, int, int, int], np.ndarray] = {}
@@ -278,7 +320,6 @@ class RowSource:
                 self.spill = lean_layers(model, self.token_ids)
         proj = (model.layer_adapter(layer).mha, *self.spill.get(layer, model.device))
         for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop):
-            block = np.zeros((probs.shape[0], probs.shape[1], n), dtype=np.float32)
-            block[:, :, k0:k0 + probs.shape[2]] = probs.float().cpu().numpy()
+            block = host_block(probs, n, k0, self.staging)
             del probs  # not kept while the caller holds the block
             yield first, block
