@@ -138,7 +138,7 @@ def timed(ui: App, action, *, path: str = "", title_before: str = "", trace: Pat
     plots = [(t / 1000 - click, int(chart)) for t, chart in result["plots"]]
     done = max([idle] + [click + t for t, _ in plots])
     msgs = [(t - click, n) for t, n in ui.frames if click <= t <= done]
-    runs = [{**r, "start": r["start"] - click, "end": r["end"] - click} for r in run_trace.read(trace)
+    runs = [{**r, "start": r["start"] - click, "end": r["end"] - click} for r in run_trace.read_trace(trace)
             if click - 0.05 <= r["start"] <= done] if trace else []
     return {"s": done - click, "idle": idle - click, "plots": plots, "msgs": msgs, "runs": runs,
             "bytes": sum(n for _, n in msgs), "busy": result["reruns"], "charts": ui.page.evaluate(CHARTS_JS),

@@ -271,3 +271,17 @@ def random_run(*, L=2, H=3, n=9, d_v=4, d=10, causal=False, seed=0, tokens=segme
                "W_V": torch.randn(L, H, d, d_v), "W_O": torch.randn(L, H, d_v, d),
                "copying": torch.rand(L, H) * 2 - 1}  # what `mha_viz.copying_scores` adds, −1..1
     return run, weights
+
+
+def capture_budget_of(monkeypatch, limit: int) -> None:
+    """The deployment's settings with a capture budget of `limit` bytes."""
+    from mha_viz import settings
+
+    real = settings.from_env()
+
+    class Limited:
+        max_capture_bytes = limit
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+    monkeypatch.setattr(settings, "from_env", Limited)

@@ -49,7 +49,7 @@ def traced(run):
     return wrapper
 
 
-def read(path) -> list[dict]:
+def read_trace(path) -> list[dict]:
     """The runs a trace file holds: [{start, end, session, page, how}] in the order they ended."""
     try:
         with open(path, encoding="utf-8") as f:

@@ -89,3 +89,32 @@ def titled(at: AppTest, start: str) -> dict:
 def chart_titles(at: AppTest) -> list[str]:
     """Every chart's title, each read as one line, in page order."""
     return [chart_title(c) for c in charts(at)]
+
+
+def on_generate(text: str, model: str = "toy-induction"):
+    """The Generate page open on `model` with the sidebar's text `text`."""
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
+    at.text_area(key=keys.TEXT).input(text).run()
+    open_page(at, "generate")
+    assert not at.exception, at.exception
+    return at
+
+
+def run_generation(at, new_tokens: int = 3):
+    """Press *Generate* for `new_tokens` new tokens."""
+    at.number_input(key=keys.GEN_MAX_NEW).set_value(new_tokens).run()
+    at.button(key=keys.GEN_GO).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def generation_figures(at) -> dict[str, dict]:
+    """The step's four figures by kind: bars, heads (× context), matrix, lines."""
+    specs = charts(at)
+    bars = next(s for s in specs if s["data"][0]["type"] == "bar")
+    heat = [s for s in specs if s["data"][0]["type"] == "heatmap"]
+    heads = next(s for s in heat if str(s["data"][0]["y"][0]).startswith("H"))
+    matrix = next(s for s in heat if s is not heads)
+    lines = next(s for s in specs if s["data"][0]["type"] == "scatter")
+    return {"bars": bars, "heads": heads, "matrix": matrix, "lines": lines}

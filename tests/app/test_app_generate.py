@@ -15,39 +15,14 @@ import mha_viz
 from mha_viz.figures import generation as gfig
 from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
-from tests.app.helpers import charts, open_page, shown, start_app
+from tests.app.helpers import generation_figures as _figures
+from tests.app.helpers import on_generate, open_page, shown, start_app
+from tests.app.helpers import run_generation as _generate
 
 pytestmark = pytest.mark.model
 TOY, PROMPT = "toy-induction", "k d m x b f k d m"
 PROMPT_TOKENS = ["<bos>", *PROMPT.split()]  # toy-induction reads a [BOS] first
 P = len(PROMPT_TOKENS)
-
-
-def _on_generate(text: str = PROMPT, model: str = TOY):
-    at = start_app()
-    at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
-    at.text_area(key=keys.TEXT).input(text).run()
-    open_page(at, "generate")
-    assert not at.exception, at.exception
-    return at
-
-
-def _generate(at, new_tokens: int = 3):
-    at.number_input(key=keys.GEN_MAX_NEW).set_value(new_tokens).run()
-    at.button(key=keys.GEN_GO).click().run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _figures(at) -> dict[str, dict]:
-    """The step's four figures by kind: bars, heads (× context), matrix, lines."""
-    specs = charts(at)
-    bars = next(s for s in specs if s["data"][0]["type"] == "bar")
-    heat = [s for s in specs if s["data"][0]["type"] == "heatmap"]
-    heads = next(s for s in heat if str(s["data"][0]["y"][0]).startswith("H"))
-    matrix = next(s for s in heat if s is not heads)
-    lines = next(s for s in specs if s["data"][0]["type"] == "scatter")
-    return {"bars": bars, "heads": heads, "matrix": matrix, "lines": lines}
 
 
 def _tokens(axis_values) -> list[str]:
@@ -65,7 +40,7 @@ def _chosen(bars: dict) -> str:
 
 
 def test_generate_step_through_and_analyse_on_the_toy():
-    at = _generate(_on_generate())
+    at = _generate(on_generate(PROMPT))
     assert not at.error, [e.value for e in at.error]
     assert "x b f" in _continuation(at)  # the induction heads continue the pattern
     slider = at.slider(key=keys.GEN_STEP)
@@ -118,7 +93,7 @@ def test_play_steps_through_to_the_end(monkeypatch):
     from mha_viz.ui import generate_page
 
     monkeypatch.setattr(generate_page, "PLAY_DELAY_S", 0.0)
-    at = _generate(_on_generate())
+    at = _generate(on_generate(PROMPT))
     at.button(key=keys.GEN_PLAY).click().run()
     assert not at.exception, at.exception
     assert at.slider(key=keys.GEN_STEP).value == 3
@@ -138,7 +113,7 @@ def test_an_encoder_says_try_smollm2_and_offers_nothing_that_fails():
 
 
 def test_bad_input_gives_a_message_and_keeps_the_last_generation(monkeypatch):
-    at = _generate(_on_generate())
+    at = _generate(on_generate(PROMPT))
     assert "x b f" in _continuation(at)
 
     _generate(at, 100)  # toy-induction reads 64 positions: 54 new tokens at most
@@ -180,7 +155,7 @@ def test_bad_input_gives_a_message_and_keeps_the_last_generation(monkeypatch):
 def test_a_stop_keeps_the_tokens_generated_so_far(monkeypatch):
     """Streamlit stops a running script by raising RerunException at its next element (a widget
     pressed while it runs): here after the second token."""
-    at = _generate(_on_generate(), 3)  # a good generation first
+    at = _generate(on_generate(PROMPT), 3)  # a good generation first
     real = mha_viz.generate
 
     def interrupted(*args, on_step=None, **kwargs):

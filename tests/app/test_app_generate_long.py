@@ -12,7 +12,9 @@ import mha_viz
 from mha_viz.capture import head_rows
 from mha_viz.figures import generation as gfig
 from mha_viz.ui import keys
-from tests.app.test_app_generate import _figures, _generate, _on_generate
+from tests.app.helpers import generation_figures as _figures
+from tests.app.helpers import on_generate as _on_generate
+from tests.app.helpers import run_generation as _generate
 
 pytestmark = pytest.mark.model
 PROMPT, NEW = "k d m x b f k d m", 3

@@ -33,13 +33,13 @@ def test_each_page_switch_runs_the_script_once(trace):
     at = start_app()
     at.text_area(key=keys.TEXT).input(TEXT).run()
     assert not at.exception, at.exception
-    assert len(run_trace.read(trace)) == 2  # the first run and the text's: one each
+    assert len(run_trace.read_trace(trace)) == 2  # the first run and the text's: one each
     for page_id in PAGES:
-        before = len(run_trace.read(trace))
+        before = len(run_trace.read_trace(trace))
         switch(at, page_id)
         assert not at.exception, (page_id, at.exception)
         assert at.title and at.title[0].value == HEADINGS[page_id], (page_id, [t.value for t in at.title])
-        runs = run_trace.read(trace)[before:]
+        runs = run_trace.read_trace(trace)[before:]
         assert [r["how"] for r in runs] == ["done"], (page_id, runs)
         assert runs[0]["page"] in (page_id, "default") and runs[0]["start"] <= runs[0]["end"]
 

@@ -13,7 +13,7 @@ import torch
 import mha_viz
 from mha_viz import corpus, settings
 from mha_viz.budget import memory
-from tests.helpers import ROOT
+from tests.helpers import ROOT, capture_budget_of
 
 BUDGET = 1000  # bytes: less than any of these inputs holds
 TEXT = "the cat sat on the mat and the dog sat on the log"
@@ -23,19 +23,7 @@ TARGET = "A quick brown fox."
 @pytest.fixture
 def tight(monkeypatch):
     """The deployment's settings with a capture budget of BUDGET bytes."""
-    _budget(monkeypatch, BUDGET)
-
-
-def _budget(monkeypatch, limit: int) -> None:
-    """The deployment's settings with a capture budget of `limit` bytes."""
-    real = settings.from_env()
-
-    class Limited:
-        max_capture_bytes = limit
-
-        def __getattr__(self, name):
-            return getattr(real, name)
-    monkeypatch.setattr(settings, "from_env", Limited)
+    capture_budget_of(monkeypatch, BUDGET)
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +85,7 @@ def test_a_corpus_batch_is_cut_where_the_budget_says(tiny_gpt2, monkeypatch):
     """A budget of exactly two documents' attention: a batch of four equal documents runs as two captures."""
     n = mha_viz.tokenize(tiny_gpt2, TEXT).n
     two = 2 * 4 * tiny_gpt2.num_layers * 2 * tiny_gpt2.num_heads * n * n
-    _budget(monkeypatch, two)
+    capture_budget_of(monkeypatch, two)
     shapes = []
     capture = tiny_gpt2.capture
     monkeypatch.setattr(tiny_gpt2, "capture", lambda ids, **k: shapes.append(tuple(ids.shape)) or capture(ids, **k))

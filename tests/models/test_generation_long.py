@@ -14,8 +14,7 @@ import torch
 
 import mha_viz
 from mha_viz.capture import head_rows
-from tests.helpers import ROOT, next_token_probs
-from tests.models.test_capture_budget import _budget
+from tests.helpers import ROOT, capture_budget_of, next_token_probs
 from tests.tolerance import assert_same_tokens
 
 PROMPT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()[:1300]  # about 300 SmolLM2 tokens
@@ -124,10 +123,10 @@ def test_a_stopped_long_generation_reads_its_prompt_from_a_scan(request, monkeyp
 def test_the_dense_budget_does_not_refuse_a_long_generation(tiny_gpt2, monkeypatch):
     n = mha_viz.tokenize(tiny_gpt2, "The cat sat").n + 6
     L, H = tiny_gpt2.num_layers, tiny_gpt2.num_heads
-    _budget(monkeypatch, 4 * L * H * n * n - 1)  # every head's array over n tokens is one byte over
+    capture_budget_of(monkeypatch, 4 * L * H * n * n - 1)  # every head's array over n tokens is one byte over
     with pytest.raises(mha_viz.GenerationError, match="Capturing every head over"):
         mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=True)
     assert len(mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=False, stop_at_eos=False).steps) == 6
-    _budget(monkeypatch, 4 * L * H * n)  # not even one row a head for each new token
+    capture_budget_of(monkeypatch, 4 * L * H * n)  # not even one row a head for each new token
     with pytest.raises(mha_viz.GenerationError, match="ask for fewer new tokens"):
         mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=False)

@@ -12,7 +12,7 @@ import pytest
 import mha_viz
 from mha_viz.scan import rows as scan_rows
 from tests.helpers import ROOT
-from tests.unit.test_transfer import CpuStaging
+from tests.staging import CHUNK, CpuStaging
 
 pytestmark = pytest.mark.model
 TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
@@ -67,7 +67,7 @@ def torch_equal(a, b) -> bool:
 def test_a_views_rows_cross_through_the_staging_and_equal_the_dense_runs(model, ids, monkeypatch):
     from mha_viz.capture import transfer
 
-    monkeypatch.setattr(transfer, "CHUNK_BYTES", 4 * 1000)  # the stand-in's buffers hold 1,000 floats
+    monkeypatch.setattr(transfer, "CHUNK_BYTES", 4 * CHUNK)  # the stand-in's buffers hold CHUNK floats
     staging = type("Staging", (CpuStaging,), {"sets": []})
     monkeypatch.setattr(scan_rows, "device_room", lambda _device: 2**40)
     source = scan_rows.RowSource(model, ids, scan_rows.lean_layers(model, ids), staging=staging)
