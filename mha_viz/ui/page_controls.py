@@ -61,9 +61,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.WHY_SECOND, -1, upto=vp.TOKENS, default=-1),
         # the Links section (head_links_view): positions of the run on screen, clamped by the section
         vp.number(keys.LINKS_STRIP, 0, default=0),
-        vp.number(keys.LINKS_QUERY, 0),
         vp.flag(keys.LINKS_SKIP_FIRST),
-        vp.span(keys.LINKS_ROW_KEYS, upto=None),
     ),
     "focus": (
         vp.number(keys.FOCUS_TOKEN, 0, upto=vp.TOKENS, default=lambda cur: min(1, cur.run.n - 1)),
@@ -160,6 +158,8 @@ NOT_CARRIED = frozenset({
     keys.CMP_PAIR, keys.PRED_PRESET, keys.SUBSET_PRESET, keys.GRID_LAYER, keys.GRID_HEAD, keys.HEADS_LAYER_PICK,
     # the layer of the estimate by position follows the chosen head; the importance's k waits for the importance
     keys.PRED_POS_LAYER, keys.IMP_K,
+    # the Links section's query opens on one of this head's that keeps keys, and its row's keys follow the query
+    keys.LINKS_QUERY, keys.LINKS_ROW_KEYS,
     # a corpus' documents and how its statistics are computed (importance: set afresh for each model, by its cost)
     keys.CORPUS_SOURCE, keys.CORPUS_PATH, keys.CORPUS_COLUMN, keys.CORPUS_FILE, keys.CORPUS_ENGINE,
     keys.CORPUS_IMPORTANCE,
