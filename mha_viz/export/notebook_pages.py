@@ -41,7 +41,23 @@ a = run.head(LAYER, HEAD)
 top = a.argmax(axis=1)  # the strongest key of each query
 pd.DataFrame({"query": run.tokens, "attends most to": [run.tokens[j] for j in top],
               "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]})"""))
-    return cells + _why_here(v)
+    return cells + _links(v) + _why_here(v)
+
+
+def _links(v: NotebookView) -> list[Cell]:
+    """The *Links* section: the token strip, how far the links reach and one query's exact row, as the page
+    drew them (its strip's start, its query, the keys its row showed)."""
+    if v.option("links_query") is None:  # the page drew no links section
+        return []
+    cells = [md("### Links over the whole text\n\nEach query's heaviest keys (a long run's from its scan), how "
+                "far they reach, and one query's exact row over every key."),
+             code(f"figures.links_strip(run, LAYER, HEAD, {literal(int(v.option('links_start', 0)))})"),
+             code("figures.link_distances(run, LAYER, HEAD)")]
+    shown = v.option("links_keys")
+    if shown is not None:
+        cells.append(code(f"figures.exact_row(run, LAYER, HEAD, {literal(int(v.option('links_query')))}, "
+                          f"keys={literal(tuple(int(k) for k in shown))})"))
+    return cells
 
 
 def _why_here(v: NotebookView) -> list[Cell]:
@@ -100,6 +116,9 @@ METRIC = {literal(metric)}
 figures.metric_grid(run, METRIC, table=table)"""),
         md("Every head's type (its pattern class), and the table."),
         code("figures.head_types(run, table=table)"),
+        md("Every head on two measures, coloured by a third (`\"layer\"`, `\"pattern\"` or a measure)."),
+        code(f"figures.head_scatter(table, {literal(v.option('scatter_x', 'entropy'))}, "
+             f"{literal(v.option('scatter_y', 'prev_token_score'))}, {literal(v.option('scatter_colour', 'layer'))})"),
         code("table"),
     ]
 

@@ -1,5 +1,5 @@
 """Every figure of mha-viz as a `plotly.graph_objects.Figure`: one module per family of views
-(`heads`, `line_view`, `focus`, `metrics`, `comparison`, `corpus`, `cross`, `generation`, `qk`,
+(`heads`, `line_view`, `focus`, `metrics`, `scatter`, `comparison`, `corpus`, `cross`, `generation`, `qk`,
 `teaching`, `attribution`), what they share in `style`. The app's pages and notebooks call the
 same functions; nothing here knows Streamlit.
 
@@ -36,11 +36,16 @@ from mha_viz.figures import generation as generation_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import line_view as line_figures
 from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import scan as scan_figures
+from mha_viz.figures import scatter as scatter_figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.figures import type_grid
 from mha_viz.figures import why as why_figures
 from mha_viz.figures.offline import notebook
+from mha_viz.scan import opening
+from mha_viz.scan.row_detail import row_detail
 from mha_viz.views import focus as focus_arrays
+from mha_viz.views import head_links
 
 if TYPE_CHECKING:
     from mha_viz.capture.generation import Generation
@@ -51,8 +56,8 @@ if TYPE_CHECKING:
     from mha_viz.views.teaching import Walkthrough
 
 __all__ = [
-    "head", "model_grid", "lines", "token_focus",
-    "metric_grid", "head_types", "similarity", "head_map", "rollout",
+    "head", "model_grid", "lines", "token_focus", "links_strip", "link_distances", "exact_row",
+    "metric_grid", "head_types", "head_scatter", "similarity", "head_map", "rollout",
     "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
     "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
     "probability_maps", "pruning_curve", "score_terms", "score_parts",
@@ -107,6 +112,29 @@ def token_focus(run: AttentionRun, index: int, *, direction: str = "to", words: 
     return focus_figures.focus_grid(f, DIRECTIONS[direction], run.layer_ids, rescale=rescale)
 
 
+def links_strip(run: AttentionRun, layer: int = 0, head: int = 0, start: int = 0) -> go.Figure:
+    """The head view's *Links* section's token strip: queries `start` … of one head, each one's heaviest kept
+    key (`mha_viz.views.head_links`: a long run's from its scan, a dense run's by the same rule)."""
+    return scan_figures.token_strip(head_links.links(run, layer, head), layer, head, start)
+
+
+def link_distances(run: AttentionRun, layer: int = 0, head: int = 0) -> go.Figure:
+    """How far one head's kept links reach (query − key), as the *Links* section draws it."""
+    return scan_figures.distance_histogram(head_links.links(run, layer, head), layer, head)
+
+
+def exact_row(run: AttentionRun, layer: int = 0, head: int = 0, query: int | None = None,
+              keys: tuple[int, int] | None = None) -> go.Figure:
+    """One query's exact row over every key (or keys first … last), as the *Links* section draws it: a bar
+    per run of keys where there are more keys than bars, each the heaviest of its run. query: default the
+    section's opening one (the last that keeps keys)."""
+    if query is None:
+        query = opening.opening_query(head_links.links(run, layer, head), layer, head)
+    first, last = keys if keys is not None else (0, run.n - 1)
+    detail = row_detail(run.rows(layer, head, query, query + 1)[0], int(first), int(last) + 1)
+    return scan_figures.exact_row(run, layer, head, query, detail)
+
+
 def metric_grid(run: AttentionRun, metric: str = "entropy", *, table: pd.DataFrame | None = None,
                 weights: Weights | None = None) -> go.Figure:
     """A head metric as a layers × heads grid, hover naming each head's pattern class, as the head
@@ -125,6 +153,18 @@ def head_types(run: AttentionRun, *, table: pd.DataFrame | None = None, weights:
     table: `mha_viz.metrics.head_table(run)` when it is computed already; weights as `metric_grid`'s."""
     table = head_metrics.head_table(run, weights) if table is None else table
     return type_grid.table_types(table, run)
+
+
+def head_scatter(run: AttentionRun | pd.DataFrame, x: str = scatter_figures.DEFAULT_X,
+                 y: str = scatter_figures.DEFAULT_Y, colour: str = scatter_figures.LAYER, *,
+                 weights: Weights | None = None) -> go.Figure:
+    """Every head on two measures, as the head metrics and corpus pages draw it: `x` and `y` columns of
+    `mha_viz.metrics.METRICS`, coloured by a third measure, "layer" or "pattern" (the class). run: a run
+    (its `head_table`, weights as `metric_grid`'s) or a table already computed, one row per head (a run's
+    head table, a corpus' `CorpusStats.table`). One point a head, layer-major: the point index of a click
+    or a lasso is the table's row (`figures.scatter.picked_heads`)."""
+    table = run if isinstance(run, pd.DataFrame) else head_metrics.head_table(run, weights)
+    return scatter_figures.measure_scatter(table, x, y, colour)
 
 
 def similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | None = None,

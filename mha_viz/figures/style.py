@@ -205,7 +205,7 @@ def download_config(fmt: str = "png", size: str = "as shown, 2× pixels", filena
 
 # The toolbar keeps the camera, zoom, pan and reset: short enough for one row over a narrow chart (a
 # 260-px layers × heads grid), where Plotly's full toolbar would wrap into rows below the band. No
-# chart selects by box or lasso (a click selects a point).
+# chart selects by box or lasso unless it asks to (`ui.charts.show`: the heads scatter); a click selects a point.
 TOOLBAR_REMOVED = ("select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d", "toggleSpikelines",
                    "hoverClosestCartesian", "hoverCompareCartesian")
 

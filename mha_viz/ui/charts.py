@@ -29,7 +29,15 @@ def config(name: str) -> dict:
 def show(fig, *, key: str | None = None, where=None, name: str | None = None, **kwargs):
     """Draw `fig` in `where` (default: the main area) with the download settings; `name` names
     the downloaded file (default: the chart's key). Returns what st.plotly_chart returns."""
-    return (where or st).plotly_chart(fig, key=key, config=config(name or key or "chart"), **kwargs)
+    settings = config(name or key or "chart")
+    modes = kwargs.get("selection_mode") or ()
+    tools = {SELECT_TOOLS[m] for m in ((modes,) if isinstance(modes, str) else modes) if m in SELECT_TOOLS}
+    if tools:  # a chart that selects by box or lasso keeps those buttons
+        settings["modeBarButtonsToRemove"] = [b for b in settings["modeBarButtonsToRemove"] if b not in tools]
+    return (where or st).plotly_chart(fig, key=key, config=settings, **kwargs)
+
+
+SELECT_TOOLS = {"box": "select2d", "lasso": "lasso2d"}  # Plotly's toolbar button of each selection mode
 
 
 FIGURES_KEPT = 128  # figures the server keeps (shared by every session; a figure is read-only once made)

@@ -14,7 +14,7 @@ from mha_viz.figures import scan as link_figures
 from mha_viz.scan import opening
 from mha_viz.scan.row_detail import BARS, row_detail, top_keys
 from mha_viz.text.wording import plural
-from mha_viz.ui import charts, keys, resources, session
+from mha_viz.ui import charts, keys, notebook_button, resources, session
 from mha_viz.ui.text import plain
 from mha_viz.views import head_links
 
@@ -58,6 +58,7 @@ def links_section(cur, layer: int, head: int) -> None:
         left, right = st.columns(2)
         query = int(left.number_input("Query", 0, links.n - 1, key=keys.LINKS_QUERY, persist_state=keys.KEEP,
                                       help="Any query of the text: its kept keys, heaviest first."))
+        notebook_button.record(links_start=int(start), links_query=query)
         kept = link_figures.query_links(links, layer, head, query)
         elsewhere = max(0.0, float(links.rest[query]))  # (a rounding's −0.000 is 0)
         left.markdown(f"Query {query} “{plain(links.tokens[query])}” keeps {plural(len(kept), 'key')}; "
@@ -96,6 +97,7 @@ def whole_row(run, links: head_links.HeadLinks, query: int) -> None:
         st.error(plain(error), icon=":material/warning:")
         return
     weights = rows[0]
+    notebook_button.record(links_keys=[int(first), int(final)])
     detail = row_detail(weights, int(first), int(final) + 1)
     charts.show(link_figures.exact_row(run, layer, head, query, detail), key=keys.LINKS_ROW_CHART, name="exact-row")
     kept = links.weights[query].sum()

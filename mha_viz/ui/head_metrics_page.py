@@ -1,4 +1,5 @@
-"""The *Head metrics* page: every head's measures (`mha_viz.metrics`) as a grid and a table."""
+"""The *Head metrics* page: every head's measures (`mha_viz.metrics`) as a grid, on any two measures
+(`head_scatter_view`) and as a table."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import streamlit as st
 from mha_viz import figures, metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, keys, notebook_button, seq2seq_views, view_helpers
+from mha_viz.ui import analysis, charts, head_scatter_view, keys, notebook_button, seq2seq_views, view_helpers
 from mha_viz.ui.text import plain
 
 PATTERN_RULES = (
@@ -60,6 +61,7 @@ def head_metrics_page() -> None:
                 on_select=lambda: view_helpers.open_clicked_head(keys.METRIC_TYPES, view_helpers.grid_index))
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    head_scatter_view.section(table, head_scatter_view.ON_METRICS, record=notebook_button.record, cache_key=cur.key)
     st.dataframe(table, hide_index=True, key=keys.HEAD_TABLE_DF, column_config=view_helpers.number_format(table))
     st.download_button("Download the head table (CSV)", lambda: table.to_csv(index=False).encode(), on_click="ignore",
                        file_name=f"{figure_style.safe_filename(run.model_name)}-head-table.csv", mime="text/csv",

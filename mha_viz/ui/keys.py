@@ -151,6 +151,9 @@ CORPUS_BATCH = "corpus_batch"
 CORPUS_IMPORTANCE = "corpus_importance"
 CORPUS_ENGINE = "corpus_engine"
 CORPUS_METRIC = "corpus_metric"
+CORPUS_SCATTER_X, CORPUS_SCATTER_Y = "corpus_scatter_x", "corpus_scatter_y"  # every head on two measures
+CORPUS_SCATTER_COLOUR, CORPUS_SCATTER_CHART = "corpus_scatter_colour", "corpus_scatter_chart"
+CORPUS_SCATTER_PICKED, CORPUS_SCATTER_COMPARE = "_corpus_scatter_picked", "corpus_scatter_compare"
 CORPUS_GO, CORPUS_CANCEL, CORPUS_PRUNE = "corpus_go", "corpus_cancel", "corpus_prune"  # buttons
 CORPUS_RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
 CORPUS_DOCS = "_corpus_docs"  # (source, its texts, the cut, Documents): the last corpus read by this session
@@ -272,6 +275,10 @@ MAP_COLOUR = "map_colour"
 METRIC_CHOICE = "metric_choice"
 METRIC_GRID = "metric_grid"
 METRIC_TYPES = "metric_types"  # the grid of head types (its selection events)
+# every head on two measures (head_scatter_view): the axes, the colour, the chart (its selection events), the
+# heads a box or lasso picked, and the button that compares them
+SCATTER_X, SCATTER_Y, SCATTER_COLOUR = "scatter_x", "scatter_y", "scatter_colour"
+SCATTER_CHART, SCATTER_PICKED, SCATTER_COMPARE = "scatter_chart", "_scatter_picked", "scatter_compare"
 SIM_MATRIX = "sim_matrix"
 SIM_ORDER = "sim_order"
 # prediction_page

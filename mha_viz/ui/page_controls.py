@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from mha_viz.export import link_params
 from mha_viz.export import view_params as vp
+from mha_viz.figures.scatter import COLOURS, DEFAULT_X, DEFAULT_Y, LAYER
 from mha_viz.metrics.cross_attention import COLUMNS as CROSS_COLUMNS
 from mha_viz.metrics.measures import METRICS, SIMILARITIES
 from mha_viz.ui import heads_off, keys, session
@@ -43,6 +44,12 @@ def _last_shown(cur) -> int:
 def _first_shown(cur) -> int:
     hidden = getattr(cur.run, "hidden", None)
     return int(hidden.kept[0]) if hidden is not None else 0
+
+
+def _scatter(x: str, y: str, colour: str) -> tuple[vp.Control, ...]:
+    """The choices of a page's heads on two measures (`ui.head_scatter_view`)."""
+    return (vp.choice(x, tuple(METRICS), default=DEFAULT_X), vp.choice(y, tuple(METRICS), default=DEFAULT_Y),
+            vp.choice(colour, COLOURS, default=LAYER))
 
 
 BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
@@ -100,7 +107,8 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.S2S_STEP, 1, 1_000_000, default=1),  # an encoder–decoder's steps
     ),
     "head_metrics": (vp.choice(keys.METRIC_CHOICE, tuple(METRICS), default=_FIRST_METRIC),
-                     vp.choice(keys.CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS)))),
+                     vp.choice(keys.CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS))),
+                     *_scatter(keys.SCATTER_X, keys.SCATTER_Y, keys.SCATTER_COLOUR)),
     "similarity": (
         vp.choice(keys.SIM_KIND, tuple(SIMILARITIES)),
         vp.choice(keys.SIM_ORDER, ("by layer", "clustered"), default="by layer"),
@@ -116,6 +124,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.CORPUS_TOKENS, 2, 512, default=128),
         vp.number(keys.CORPUS_FIRST, 0, default=0),
         vp.choice(keys.CORPUS_BATCH, (8, 16, 32), default=16),
+        *_scatter(keys.CORPUS_SCATTER_X, keys.CORPUS_SCATTER_Y, keys.CORPUS_SCATTER_COLOUR),
     ),
     "examples": tuple(vp.choice(key) for key in (keys.EXAMPLES_X, keys.EXAMPLES_Y, keys.EXAMPLES_RANK)),
     "compare": (vp.flag(keys.CMP_RESCALE), vp.choice(keys.CMP_METRIC, tuple(METRICS), default=_FIRST_METRIC)),

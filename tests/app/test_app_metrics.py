@@ -31,7 +31,7 @@ def test_metric_grid_shows_the_chosen_metric_of_every_head(minilm_run):
     at = _page("head_metrics")
     at.selectbox(key="metric_choice").set_value("prev_token_score").run()
     assert not at.exception
-    grid, types = charts(at)  # the metric's grid, then the head types' (tests/app/test_app_head_types.py)
+    grid, types, _scatter = charts(at)  # the metric's grid, the head types' (test_app_head_types.py), the scatter
     assert chart_title(types).startswith("Head types")
     z = np.array(grid["data"][0]["z"], dtype=float)
     expected = metrics.head_table(run)["prev_token_score"].to_numpy().reshape(6, 12)

@@ -47,7 +47,7 @@ def test_a_click_on_a_composition_cell_opens_both_heads(shared_app):
                          "return [t.y[0], t.x[0]]; }")  # the strongest shown cell: earlier head, later head
     x, y = app.point(heat, 0)
     app.rerun(lambda: app.page.mouse.click(x, y))
-    assert app.wait_until(lambda: app.heading(), "Compare heads", timeout_s=60), app.heading()
+    assert app.wait_until(lambda: app.heading(), "Compare heads", timeout_s=60) == "Compare heads", app.heading()
     want = [f"Layer {label[1:].split('H')[0]}, head {label.split('H')[1]}" for label in pair]
 
     def titles():

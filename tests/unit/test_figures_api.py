@@ -32,6 +32,7 @@ def _run(L=2, H=3, n=6, seed=0, causal=False):
 def test_every_public_name_is_a_documented_function_returning_a_figure():
     assert sorted(figures.__all__) == sorted([
         "head", "model_grid", "lines", "token_focus", "metric_grid", "head_types", "similarity", "head_map", "rollout",
+        "links_strip", "link_distances", "exact_row", "head_scatter",
         "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
         "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
         "probability_maps", "pruning_curve", "score_terms", "score_parts", "notebook"])
@@ -41,6 +42,18 @@ def test_every_public_name_is_a_documented_function_returning_a_figure():
         returns = {"notebook": ("None", None), "walkthrough": ("dict[str, go.Figure]",),
                    "probability_maps": ("dict[str, go.Figure]",)}.get(name, ("go.Figure", go.Figure))
         assert fn.__annotations__["return"] in returns, name
+
+
+def test_the_links_figures_draw_the_heads_own_rows():
+    run = _run(n=6)
+    row = figures.exact_row(run, 1, 2, query=4)
+    np.testing.assert_allclose(np.asarray(row.data[0].y, dtype=float), run.head(1, 2)[4], atol=1e-7)  # a key a bar
+    part = figures.exact_row(run, 1, 2, query=4, keys=(2, 4))
+    np.testing.assert_allclose(np.asarray(part.data[0].y, dtype=float), run.head(1, 2)[4, 2:5], atol=1e-7)
+    opened = figures.exact_row(run, 1, 2)  # the section's opening query: the last that keeps keys
+    np.testing.assert_allclose(np.asarray(opened.data[0].y, dtype=float), run.head(1, 2)[5], atol=1e-7)
+    assert "Layer 1, head 2" in figures.links_strip(run, 1, 2).layout.title.text
+    assert isinstance(figures.link_distances(run, 1, 2), go.Figure)
 
 
 def test_head_opens_short_runs_on_every_token_and_long_ones_on_blocks():
