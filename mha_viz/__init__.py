@@ -30,11 +30,12 @@ from mha_viz.export.report import html_report
 from mha_viz.generate_text import generate
 from mha_viz.interventions.attribution import direct_logit, value_weighted
 from mha_viz.interventions.estimate import estimate_heads, estimate_positions
-from mha_viz.interventions.patching import patch_heads
 from mha_viz.metrics.head_stats import head_table
 from mha_viz.package_version import version as _version  # `__version__`
 from mha_viz.scan.result import Scan
 from mha_viz.scan.run import scan
+from mha_viz.tasks.patching_set import TaskPatching, patch_heads
+from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 from mha_viz.views.comparison import Comparison, compare
 from mha_viz.views.overview import Overview, overview
@@ -56,7 +57,7 @@ __all__ = [
     "hide_mask", "generate", "Generation", "GenerationError", "Step",
     # views, metrics, what heads write, a corpus, a report
     "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
-    "patch_heads", "heads_from_tokens", "effective_attention", "EffectiveAttention",
+    "patch_heads", "PromptSet", "TaskPatching", "heads_from_tokens", "effective_attention", "EffectiveAttention",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
     "view_notebook", "NotebookView",
     # lessons a class follows

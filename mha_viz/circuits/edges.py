@@ -147,19 +147,30 @@ def recorded(model: LoadedModel, t: Texts, g: EdgeGraph) -> Runs:
     return Runs(t, g, writes[0], writes[1], ends(model, t, logits[:1], logits[1:]))
 
 
-def _eap(model: LoadedModel, t: Texts, g: EdgeGraph) -> tuple[Runs, torch.Tensor]:
-    """The corrupted run recorded, then the clean one with a gradient leaf a receiver (its writes recorded
-    too): both runs and ∂m/∂(each receiver's input) (R, n, d)."""
+def gradients(model: LoadedModel, g: EdgeGraph, ids_c: torch.Tensor, ids_x: torch.Tensor, metric):
+    """EAP's runs of a batch of text pairs (B, n) each: the corrupted texts recorded, then the clean ones with a
+    gradient leaf a receiver (their writes recorded too). metric(logits_c, logits_x) -> (m (B,), anything): what
+    each row's gradient is of. Returns (clean writes (B, S, n, d), corrupted writes, ∂m_b/∂(each receiver's
+    input of row b) (B, R, n, d), metric's anything); rows never mix (m's sum has row b's gradient in row b)."""
     with model.lock:
         with torch.inference_mode():
             rx = split_run.Recorder()
-            logits_x = split_run.run(model, g, rx, input_ids=t.ids_x)
+            logits_x = split_run.run(model, g, rx, input_ids=ids_x)
         with torch.inference_mode(False), torch.enable_grad():
-            leaves = split_run.Leaves((1, t.n, model.d_model), model.dtype, record=True)
-            logits = split_run.run(model, g, leaves, input_ids=t.ids_c)
-            e = ends(model, t, logits.detach(), logits_x)
-            grads = leaves.grads(logit_difference(logits.float(), e.a, e.b).sum())[0]
-    return Runs(t, g, leaves.writes()[0], rx.writes()[0], e), grads
+            leaves = split_run.Leaves((ids_c.shape[0], ids_c.shape[1], model.d_model), model.dtype, record=True)
+            logits = split_run.run(model, g, leaves, input_ids=ids_c)
+            m, what = metric(logits, logits_x)
+            grads = leaves.grads(m.sum())
+    return leaves.writes(), rx.writes(), grads, what
+
+
+def _eap(model: LoadedModel, t: Texts, g: EdgeGraph) -> tuple[Runs, torch.Tensor]:
+    """One pair's EAP runs (`gradients`): both runs and ∂m/∂(each receiver's input) (R, n, d)."""
+    def metric(logits, logits_x):
+        e = ends(model, t, logits.detach(), logits_x)
+        return logit_difference(logits.float(), e.a, e.b), e
+    clean, corrupted, grads, e = gradients(model, g, t.ids_c, t.ids_x, metric)
+    return Runs(t, g, clean[0], corrupted[0], e), grads[0]
 
 
 def _integrated(model: LoadedModel, runs: Runs, steps: int, batch: int, progress=None) -> torch.Tensor:

@@ -1,0 +1,80 @@
+"""The standard tasks as prompt sets, each from a documented template and a seed (the same seed, the same set):
+
+- `ioi`: indirect object identification (Wang et al. 2022). Clean: "When Mary and John went to the store, John
+  gave a drink to" (the subject named twice, in either order); corrupted: the second mention replaced by a third
+  name ("…, Alice gave a drink to"); answer: the indirect object (" Mary"), wrong: the subject (" John").
+- `greater_than` (Hanna et al. 2023): clean "The war lasted from the year 17YY to the year 17", corrupted with
+  the year 1701 (the paper's "01" corruption); answer the year's next two digits YY + 1, wrong YY − 1: a pair's
+  stand-in for the paper's probability of every later year against every earlier one.
+- `induction`: k random words, then the same words again up to a point; the answer is the word that came next
+  the first time, the wrong one a word of the vocabulary not in the prompt; corrupted: the repeat replaced by
+  other random words, so that no earlier occurrence says what comes next.
+
+Words and names are common English ones that are single tokens in GPT-2's and Llama's vocabularies, with their
+leading space; a model whose tokenizer splits one leaves that pair out (`prompt_set.check` counts them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mha_viz.tasks.prompt_set import Pair, PromptSet
+
+NAMES = ("Mary", "John", "Alice", "Bob", "Tom", "Anna", "James", "Sarah", "David", "Emma", "Paul", "Kate", "Mark",
+         "Lisa", "Peter", "Laura", "Mike", "Jane", "Chris", "Amy")
+PLACES = ("store", "park", "school", "house", "garden", "hospital", "station", "office", "restaurant", "beach")
+OBJECTS = ("drink", "book", "ball", "letter", "gift", "key", "bag", "card", "ring", "cake")
+IOI_TEMPLATES = (
+    "When {io} and {s} went to the {place}, {s2} gave a {thing} to",
+    "When {s} and {io} went to the {place}, {s2} gave a {thing} to",
+    "After {io} and {s} went to the {place}, {s2} handed a {thing} to",
+    "Then, {s} and {io} had a long day at the {place}. {s2} gave a {thing} to",
+)
+WORDS = ("apple", "river", "chair", "green", "money", "house", "water", "light", "music", "paper", "stone", "table",
+         "glass", "night", "horse", "bread", "field", "plant", "cloud", "train", "sugar", "metal", "dream", "smile",
+         "north", "south", "heart", "voice", "bird", "fish", "door", "road", "tree", "ship", "milk", "fire", "rain",
+         "snow", "wind", "gold")
+
+
+def ioi(n: int = 100, *, seed: int = 0) -> PromptSet:
+    """`n` IOI pairs (the module's template); the first `n` of the seed's draws, so a smaller set is a prefix."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        io, s, third = (NAMES[i] for i in rng.choice(len(NAMES), 3, replace=False))
+        template = IOI_TEMPLATES[rng.integers(len(IOI_TEMPLATES))]
+        fill = dict(io=io, s=s, place=PLACES[rng.integers(len(PLACES))], thing=OBJECTS[rng.integers(len(OBJECTS))])
+        pairs.append(Pair(template.format(s2=s, **fill), template.format(s2=third, **fill), f" {io}", f" {s}"))
+    return PromptSet(tuple(pairs), f"ioi(n={n}, seed={seed})")
+
+
+def greater_than(n: int = 100, *, seed: int = 0) -> PromptSet:
+    """`n` greater-than pairs, the start year 1702 … 1797 drawn with the seed."""
+    rng = np.random.default_rng(seed)
+    template = "The war lasted from the year 17{yy} to the year 17"
+    pairs = []
+    for _ in range(n):
+        yy = int(rng.integers(2, 98))
+        pairs.append(Pair(template.format(yy=f"{yy:02d}"), template.format(yy="01"), f"{yy + 1:02d}", f"{yy - 1:02d}"))
+    return PromptSet(tuple(pairs), f"greater_than(n={n}, seed={seed})")
+
+
+def induction(n: int = 100, *, seed: int = 0, length: int = 8) -> PromptSet:
+    """`n` induction pairs: `length` random words (2 ≤ length ≤ 20), then the first 1 … length − 1 of them
+    again (drawn with the seed)."""
+    if not 2 <= length <= len(WORDS) // 2:
+        raise ValueError(f"length must lie in 2 … {len(WORDS) // 2}, not {length}")
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        order = rng.permutation(len(WORDS))
+        first, other, spare = order[:length], order[length:2 * length], order[2 * length]
+        again = int(rng.integers(1, length))
+        words = lambda idx: " ".join(WORDS[i] for i in idx)  # noqa: E731
+        clean = f"{words(first)} {words(first[:again])}"
+        corrupted = f"{words(first)} {words(other[:again])}"
+        pairs.append(Pair(clean, corrupted, f" {WORDS[first[again]]}", f" {WORDS[spare]}"))
+    return PromptSet(tuple(pairs), f"induction(n={n}, seed={seed}, length={length})")
+
+
+GENERATORS = {"ioi": ioi, "greater_than": greater_than, "induction": induction}

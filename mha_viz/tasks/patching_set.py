@@ -1,0 +1,170 @@
+"""Activation patching of every head over a task (`PromptSet`): per pair the same restored fraction (or damage)
+as `interventions.patching.patch_heads` gives for that pair alone, then the mean over the pairs with its
+bootstrap interval and a sign-flip p-value per head (`tasks.uncertainty`).
+
+Batching: pairs of the same length run together. For each layer one forward holds `pairs × heads` sequences
+(sequence p·H + h: pair p with head h's output z from the other run), so a set of P pairs costs about
+P / batch × L forwards instead of P × L. `batch` pairs at a time (default: as many as keep one forward within
+`TOKENS_PER_FORWARD` tokens)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mha_viz.interventions import patching
+from mha_viz.interventions.patching import check_mode, require_decoder
+from mha_viz.tasks.prompt_set import Checked, PromptSet, check
+from mha_viz.tasks.uncertainty import bootstrap_interval, sign_flip_p
+from mha_viz.text.tokenize import InputError
+from mha_viz_models import LoadedModel
+from mha_viz_models.families.builtin import output_projection
+from mha_viz_models.reading.hooks import layer_pre_hooks
+
+TOKENS_PER_FORWARD = 16_384  # pairs × heads × n of one patched forward, by default
+METRICS = ("normalised", "raw")
+
+
+@dataclass
+class TaskPatching:
+    """Patching over a task. per_pair (pairs, layers, heads): each kept pair's restored fraction (denoise) or
+    damage (noise), or with metric="raw" the logit difference moved, unnormalised; mean, low, high (layers,
+    heads): the mean over the pairs and its bootstrap interval; p_value: the sign-flip p-value of mean ≠ 0."""
+    mode: str
+    metric: str
+    per_pair: np.ndarray
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    p_value: np.ndarray
+    m_clean: np.ndarray  # (pairs,)
+    m_corrupted: np.ndarray
+    kept: list[int]  # the pairs of the set that ran (indices)
+    left_out: dict[str, int]
+    source: str
+    level: float
+    resamples: int
+    seed: int
+
+    @property
+    def crosses_zero(self) -> np.ndarray:
+        """(layers, heads): True where the interval holds 0 (the head's effect is not told apart from none)."""
+        return (self.low <= 0) & (self.high >= 0)
+
+
+def _patched(model: LoadedModel, run_ids: torch.Tensor, layer: int, source: torch.Tensor, a: torch.Tensor,
+             b: torch.Tensor, position: int | None) -> torch.Tensor:
+    """m of every (pair, head) of one layer: run_ids (P, n) each repeated H times, copy p·H + h with head h's z
+    at layer `layer` from source[p, h] (P, H, n, d_v); (P, H)."""
+    P, H = run_ids.shape[0], model.num_heads
+    where = slice(None) if position is None else slice(position, position + 1)
+    rows = torch.arange(P * H)
+    heads = rows % H
+
+    def hook_for(row: int):
+        def swap(_module, args):
+            if row != layer:
+                return None
+            x = args[0]  # (P · H, n, H · d_v)
+            z = x.reshape(*x.shape[:-1], H, -1).clone()
+            z[rows, where, heads] = source[rows // H, heads, where].to(z.dtype)  # both (P · H, positions, d_v)
+            return (z.reshape(x.shape), *args[1:])
+        return swap
+    batch = run_ids.repeat_interleave(H, dim=0)
+    with model.lock, torch.inference_mode():
+        hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
+        try:
+            logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits
+        finally:
+            for h in hooks:
+                h.remove()
+    return _ends(logits, rows, a.repeat_interleave(H), b.repeat_interleave(H)).reshape(P, H)
+
+
+def _ends(logits: torch.Tensor, rows: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """m = logit(a_p) − logit(b_p) at the last position of each pair p of a batch."""
+    last = logits[:, -1].float()
+    return last[rows, a] - last[rows, b]
+
+
+def _groups(checked: Checked, batch: int) -> list[list[int]]:
+    """Positions in `checked` of pairs of one length, `batch` at a time."""
+    by_length = defaultdict(list)
+    for i, ids in enumerate(checked.clean_ids):
+        by_length[len(ids)].append(i)
+    return [same[k:k + batch] for same in by_length.values() for k in range(0, len(same), batch)]
+
+
+def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", position: int | None = None, *,
+              metric: str = "normalised", batch: int | None = None, resamples: int = 1000, level: float = 0.95,
+              seed: int = 0, max_tokens: int | None = None, progress=None) -> TaskPatching:
+    """Every head patched on every pair of `prompts` (see the module). Pairs a model cannot run (answer or wrong
+    not one token, texts of different lengths, no gap between the two ends) are left out and counted; InputError
+    when none is left. progress(done, total): after each layer of each batch (a callback that raises stops it)."""
+    check_mode(mode)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
+    require_decoder(model, "patching")
+    checked = check(model, prompts, max_tokens)
+    L, H = model.num_layers, model.num_heads
+    longest = max(len(ids) for ids in checked.clean_ids)
+    batch = batch or max(1, TOKENS_PER_FORWARD // (H * longest))
+    groups = _groups(checked, batch)
+    values = np.zeros((len(checked.kept), L, H), np.float64)
+    ends = np.zeros((len(checked.kept), 2), np.float64)
+    done, total = 0, len(groups) * L
+    for group in groups:
+        ids_c = torch.tensor([checked.clean_ids[i] for i in group], device=model.device)
+        ids_x = torch.tensor([checked.corrupted_ids[i] for i in group], device=model.device)
+        n = ids_c.shape[1]
+        if position is not None and not -n <= position < n:
+            raise InputError(f"Position {position} is outside the texts' {n} tokens.")
+        a = torch.tensor([checked.answers[i] for i in group], device=model.device)
+        b = torch.tensor([checked.wrongs[i] for i in group], device=model.device)
+        cap_c, cap_x = model.capture(ids_c), model.capture(ids_x)
+        rows = torch.arange(len(group), device=model.device)
+        m_clean, m_corr = (_ends(cap.output.logits, rows, a, b) for cap in (cap_c, cap_x))
+        ends[group] = torch.stack([m_clean, m_corr], 1).cpu().numpy()
+        base, run_ids = (cap_c, ids_x) if mode == "denoise" else (cap_x, ids_c)
+        pos = None if position is None else position % n
+        for layer in range(L):
+            m = _patched(model, run_ids, layer, base.head_outputs[layer], a, b, pos).double()  # (P, H)
+            mc, mx = m_clean.double()[:, None], m_corr.double()[:, None]
+            moved = (m - mx) if mode == "denoise" else (mc - m)
+            values[group, layer] = (moved / (mc - mx) if metric == "normalised" else moved).cpu().numpy()
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    gap = np.abs(ends[:, 0] - ends[:, 1]) >= 1e-6  # a pair with no gap restores nothing: left out
+    left_out = dict(checked.left_out)
+    if not gap.all():
+        left_out["no gap between the clean and the corrupted logit difference"] = int((~gap).sum())
+    if not gap.any():
+        raise InputError(f"No pair of {prompts.source!r} moves the logit difference between its two prompts.")
+    values, ends = values[gap], ends[gap]
+    low, high = bootstrap_interval(values, resamples=resamples, level=level, seed=seed)
+    return TaskPatching(mode, metric, values.astype(np.float32), values.mean(0).astype(np.float32),
+                        low.astype(np.float32), high.astype(np.float32),
+                        sign_flip_p(values, resamples=resamples, seed=seed).astype(np.float32),
+                        ends[:, 0].astype(np.float32), ends[:, 1].astype(np.float32),
+                        [k for k, g in zip(checked.kept, gap) if g], left_out, prompts.source, level, resamples, seed)
+
+
+def patch_heads(model: LoadedModel, clean, corrupted: str | None = None, answer=None, wrong=None,
+                mode: str = "denoise", position: int | None = None, *, max_tokens: int | None = None, progress=None,
+                **over_a_set):
+    """Activation patching of every head: of one prompt pair (`interventions.patching.patch_heads`: a
+    `Patching`), or, when `clean` is a `PromptSet`, of a task (`patch_set`: a `TaskPatching` with each pair's
+    values, their mean, its bootstrap interval and a p-value; `over_a_set`: metric, batch, resamples, level,
+    seed)."""
+    if isinstance(clean, PromptSet):
+        return patch_set(model, clean, mode, position, max_tokens=max_tokens, progress=progress, **over_a_set)
+    if corrupted is None:
+        raise InputError("patch_heads needs a corrupted text beside the clean one (or a PromptSet).")
+    if over_a_set:
+        raise TypeError(f"{', '.join(over_a_set)}: options of a PromptSet, not of one pair")
+    return patching.patch_heads(model, clean, corrupted, answer, wrong, mode, position, max_tokens=max_tokens,
+                                progress=progress)
