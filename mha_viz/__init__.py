@@ -18,7 +18,7 @@ from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
 from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
 from mha_viz.circuits.composition import composition_baseline, composition_scores, copying_scores
-from mha_viz.circuits.edges import Edges, edge_attribution
+from mha_viz.circuits.edges import Edges
 from mha_viz.circuits.path_patching import Circuit, circuit, faithfulness_curve, path_patch, path_patch_many
 from mha_viz.circuits.qk_terms import QKTerms, qk_pattern_terms, qk_terms
 from mha_viz.corpus.engine import head_examples, head_statistics
@@ -34,6 +34,7 @@ from mha_viz.metrics.head_stats import head_table
 from mha_viz.package_version import version as _version  # `__version__`
 from mha_viz.scan.result import Scan
 from mha_viz.scan.run import scan
+from mha_viz.tasks.edges_set import TaskEdges, edge_attribution
 from mha_viz.tasks.patching_set import TaskPatching, patch_heads
 from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
@@ -65,5 +66,6 @@ __all__ = [
     # why a head looks where it looks, how heads compose
     "qk_terms", "qk_pattern_terms", "QKTerms", "composition_scores", "composition_baseline", "copying_scores",
     # circuits of heads
-    "edge_attribution", "Edges", "path_patch", "path_patch_many", "circuit", "Circuit", "faithfulness_curve",
+    "edge_attribution", "Edges", "TaskEdges", "path_patch", "path_patch_many", "circuit", "Circuit",
+    "faithfulness_curve",
 ]

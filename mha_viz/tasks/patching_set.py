@@ -17,7 +17,7 @@ import torch
 
 from mha_viz.interventions import patching
 from mha_viz.interventions.patching import check_mode, require_decoder
-from mha_viz.tasks.prompt_set import Checked, PromptSet, check
+from mha_viz.tasks.prompt_set import Checked, PromptSet, check, is_task
 from mha_viz.tasks.uncertainty import bootstrap_interval, sign_flip_p
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
@@ -90,7 +90,7 @@ def _ends(logits: torch.Tensor, rows: torch.Tensor, a: torch.Tensor, b: torch.Te
     return last[rows, a] - last[rows, b]
 
 
-def _groups(checked: Checked, batch: int) -> list[list[int]]:
+def length_groups(checked: Checked, batch: int) -> list[list[int]]:
     """Positions in `checked` of pairs of one length, `batch` at a time."""
     by_length = defaultdict(list)
     for i, ids in enumerate(checked.clean_ids):
@@ -112,7 +112,7 @@ def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", pos
     L, H = model.num_layers, model.num_heads
     longest = max(len(ids) for ids in checked.clean_ids)
     batch = batch or max(1, TOKENS_PER_FORWARD // (H * longest))
-    groups = _groups(checked, batch)
+    groups = length_groups(checked, batch)
     values = np.zeros((len(checked.kept), L, H), np.float64)
     ends = np.zeros((len(checked.kept), 2), np.float64)
     done, total = 0, len(groups) * L
@@ -160,11 +160,7 @@ def patch_heads(model: LoadedModel, clean, corrupted: str | None = None, answer=
     `Patching`), or, when `clean` is a `PromptSet`, of a task (`patch_set`: a `TaskPatching` with each pair's
     values, their mean, its bootstrap interval and a p-value; `over_a_set`: metric, batch, resamples, level,
     seed)."""
-    if isinstance(clean, PromptSet):
+    if is_task(clean, corrupted, over_a_set, "patch_heads"):
         return patch_set(model, clean, mode, position, max_tokens=max_tokens, progress=progress, **over_a_set)
-    if corrupted is None:
-        raise InputError("patch_heads needs a corrupted text beside the clean one (or a PromptSet).")
-    if over_a_set:
-        raise TypeError(f"{', '.join(over_a_set)}: options of a PromptSet, not of one pair")
     return patching.patch_heads(model, clean, corrupted, answer, wrong, mode, position, max_tokens=max_tokens,
                                 progress=progress)

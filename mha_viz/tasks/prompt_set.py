@@ -128,3 +128,15 @@ def check(model: LoadedModel, prompts: PromptSet, max_tokens: int | None = None)
     if not out.kept:
         raise InputError(f"No pair of {prompts.source!r} can run on {model.name}: {out.report()}.")
     return out
+
+
+def is_task(clean, corrupted, options: dict, what: str) -> bool:
+    """Whether a method was given a task (`clean` a PromptSet) rather than one pair; for a pair, InputError
+    without a corrupted text and TypeError for options only a set takes (resamples, seed, …)."""
+    if isinstance(clean, PromptSet):
+        return True
+    if corrupted is None:
+        raise InputError(f"{what} needs a corrupted text beside the clean one (or a PromptSet).")
+    if options:
+        raise TypeError(f"{', '.join(options)}: options of a PromptSet, not of one pair")
+    return False

@@ -12,27 +12,9 @@ import mha_viz
 from mha_viz.interventions import patching
 from mha_viz.tasks.prompt_set import Pair, PromptSet
 from mha_viz.text.tokenize import InputError
+from tests.models.task_pairs import letter_pairs
 
 pytestmark = pytest.mark.model
-LETTERS = "qwertyuiopasdfghjklzxcvbnm"
-
-
-def _letter_pairs(n: int, seed: int, words=tuple(LETTERS)) -> PromptSet:
-    """Induction pairs over `words` (each one token: the toy's letters, a BPE's whole words): k words then the
-    first `again` of them; corrupted: the first half changed (nothing to copy). Two lengths, so two groups."""
-    rng = np.random.default_rng(seed)
-    pairs = []
-    for i in range(n):
-        k = 5 + i % 2
-        order = [words[j] for j in rng.permutation(len(words))]
-        first, other = order[:k], order[k:2 * k]
-        again = int(rng.integers(1, k))
-        clean = " ".join(first + first[:again])
-        corrupted = " ".join(other + first[:again])
-        pairs.append(Pair(clean, corrupted, f" {first[again]}", f" {order[-1]}"))
-    return PromptSet(tuple(pairs), f"letters(n={n}, seed={seed})")
-
-
 def _alone(model, prompts, kept, mode="denoise"):
     return np.stack([patching.patch_heads(model, p.clean, p.corrupted, p.answer, p.wrong, mode).values
                      for p in (prompts.pairs[k] for k in kept)])
@@ -41,7 +23,7 @@ def _alone(model, prompts, kept, mode="denoise"):
 @pytest.mark.parametrize("batch", [2, None])
 def test_each_pair_is_patching_that_pair_alone_on_toy_induction(batch):
     toy = mha_viz.load_model("toy-induction", device="cpu")
-    prompts = _letter_pairs(7, seed=1)
+    prompts = letter_pairs(7, seed=1)
     task = mha_viz.patch_heads(toy, prompts, batch=batch, resamples=300, seed=3)
     assert task.kept == list(range(7)) and not task.left_out
     alone = _alone(toy, prompts, task.kept)
@@ -58,7 +40,7 @@ def test_noise_raw_metric_and_gqa(llama_dir):
     assert model.num_kv_heads < model.num_heads
     vocab = model.tokenizer.convert_ids_to_tokens(list(range(len(model.tokenizer))))
     words = sorted({t[1:] for t in vocab if t.startswith("Ġ") and t[1:].isalpha() and len(t) > 2})[:30]
-    prompts = _letter_pairs(6, seed=2, words=words)
+    prompts = letter_pairs(6, seed=2, words=words)
     task = mha_viz.patch_heads(model, prompts, mode="noise", metric="raw", batch=4, resamples=200)
     assert len(task.kept) >= 3 and len(task.kept) + sum(task.left_out.values()) == 6  # (a first word may split)
     assert task.per_pair.shape == (len(task.kept), model.num_layers, model.num_heads)
@@ -69,7 +51,7 @@ def test_noise_raw_metric_and_gqa(llama_dir):
 
 def test_pairs_a_model_cannot_run_are_counted_and_left_out():
     toy = mha_viz.load_model("toy-induction", device="cpu")
-    good = _letter_pairs(3, seed=4).pairs
+    good = letter_pairs(3, seed=4).pairs
     bad = (Pair("q w e r q w", "a s d f q w", " e r", " z"),  # the answer is two tokens
            Pair("q w e r q w", "a s d q w", " e", " z"),  # one token shorter
            Pair("q w e r q w", "a s d f q w", " e", " e"))  # the answer is the wrong token
