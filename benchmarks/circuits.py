@@ -18,7 +18,11 @@ top 5 % of the edges recovers at least 70 % of m (faithfulness ≥ 0.7); and eve
 Each timing is the median of `--repeat` rounds, the ways alternating within each round, after one warm-up
 round (the first backward pass, the split run's layout).
 
-Run: `.venv/bin/python benchmarks/circuits.py [--repeat 3] [--device cpu] [--only smollm2|toy-induction]`.
+5. With `--task N`: EAP over N generated IOI pairs on SmolLM2, batched, against the same pairs one by one
+   (`benchmarks/task_eap.py`; issue 56's target: at most 0.5 ×).
+
+Run: `.venv/bin/python benchmarks/circuits.py [--repeat 3] [--device cpu] [--only smollm2|toy-induction]
+[--task 100]`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 from scipy import stats  # noqa: E402
+from task_eap import task_rows  # noqa: E402 - beside this script
 
 import mha_viz  # noqa: E402
 from mha_viz.circuits.edges import graph  # noqa: E402
@@ -192,11 +197,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--only", choices=list(CASES), help="run one model")
+    parser.add_argument("--task", type=int, default=0, metavar="N",
+                        help="also EAP over N generated IOI pairs, batched against one by one (benchmarks/task_eap.py)")
     args = parser.parse_args()
     verdicts = []
     for name in CASES:
         if args.only in (None, name):
             verdicts += case(name, args.device, args.repeat)
+    if args.task:
+        verdicts += task_rows(mha_viz.load_model("smollm2", device=args.device), args.task)
     print_verdicts(verdicts, target_width=64, value_width=44,
                    where=f"{os.cpu_count()} CPUs; 1-minute load average {os.getloadavg()[0]:.1f}")
 
