@@ -12,6 +12,7 @@ keys and one block (`rows.CPU_BLOCK_BYTES`, `rows.GPU_BLOCK_BYTES`).
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from functools import partial
 from typing import Callable, Sequence
 
@@ -98,11 +99,10 @@ def _given(block: Block) -> Block:
 def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
     """Make each block of `jobs` (a call each: (first row, first key, probabilities (H, b, w))) and add it to
     `sums`, on `sums.threads` workers at once (`compiled.run_all`): each takes the next job, computes it with
-    one PyTorch thread (`_on_one_torch_thread`) and reduces it whole on its own thread into a part of `sums` of its
-    own. The block's
-    product, softmax and reduction of one worker overlap the others', with no thread waiting for another
-    between them (PyTorch forking each operation over the cores, then the compiled loop's threads, left each
-    core idle at every hand-over). The caller holds what the jobs need (the model's lock)."""
+    one PyTorch thread (`one_torch_thread_each`) and reduces it whole on its own thread into a part of `sums` of
+    its own. The block's product, softmax and reduction of one worker overlap the others', with no thread
+    waiting for another between them (PyTorch forking each operation over the cores, then the compiled loop's
+    threads, left each core idle at every hand-over). The caller holds what the jobs need (the model's lock)."""
     pending, take, failed = iter(jobs), threading.Lock(), threading.Event()
 
     def work(part: int) -> None:
@@ -119,19 +119,41 @@ def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
                 raise
     if sums.threads == 1:
         work(0)
-    else:
+        return
+    with one_torch_thread_each():
         run_all(partial(_on_one_torch_thread, work), [(part,) for part in range(sums.threads)])
 
 
-def _on_one_torch_thread(fn: Callable[[int], None], part: int) -> None:
-    """fn(part) with PyTorch's intra-op threads set to 1 on this thread only (OpenMP's and MKL's count is each
-    thread's own: the caller's forward keeps its threads), and set back after."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
+_THREADS = threading.Lock()
+_inside = 0  # reductions under way (`one_torch_thread_each`), and PyTorch's thread count before the first
+_before = 0
+
+
+@contextmanager
+def one_torch_thread_each():
+    """While workers each set PyTorch's threads to 1 (`_on_one_torch_thread`): PyTorch's count is the process's,
+    not a thread's, so no worker may set it back (a worker that started after another had set 1 would restore
+    1 for good: every later forward and scan of the server on one core). The count before the first of any
+    overlapping reductions is restored when the last of them ends."""
+    global _inside, _before
+    with _THREADS:
+        if _inside == 0:
+            _before = torch.get_num_threads()
+        _inside += 1
     try:
-        fn(part)
+        yield
     finally:
-        torch.set_num_threads(before)
+        with _THREADS:
+            _inside -= 1
+            if _inside == 0:
+                torch.set_num_threads(_before)
+
+
+def _on_one_torch_thread(fn: Callable[[int], None], part: int) -> None:
+    """fn(part) with PyTorch's intra-op threads at 1 on this worker (OpenMP's and MKL's count is each thread's
+    own; PyTorch's, read by the caller's next forward, is set back by `one_torch_thread_each`)."""
+    torch.set_num_threads(1)
+    fn(part)
 
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
