@@ -46,7 +46,7 @@ def test_in_a_lesson_the_box_back_and_next_are_in_sight_on_every_page(browser, s
         ui.page.set_viewport_size(WINDOW)
         bar = ui.page.locator(".st-key-lesson_bar")
         titles = ui.nav_titles()
-        assert len(titles) >= 19, titles
+        assert len(titles) >= 18, titles  # every page (Whole text is now the Head view's Links section)
         for title in titles:
             ui.goto(title)
             assert "Step 1 of 10" in bar.inner_text(), title
