@@ -37,6 +37,7 @@ from mha_viz.scan.run import scan
 from mha_viz.tasks.edges_set import TaskEdges, edge_attribution
 from mha_viz.tasks.patching_set import TaskPatching, patch_heads
 from mha_viz.tasks.prompt_set import PromptSet
+from mha_viz.tasks.retrieval import retrieval_scores
 from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
 from mha_viz.views.comparison import Comparison, compare
 from mha_viz.views.overview import Overview, overview
@@ -58,7 +59,8 @@ __all__ = [
     "hide_mask", "generate", "Generation", "GenerationError", "Step",
     # views, metrics, what heads write, a corpus, a report
     "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
-    "patch_heads", "PromptSet", "TaskPatching", "heads_from_tokens", "effective_attention", "EffectiveAttention",
+    "patch_heads", "PromptSet", "TaskPatching", "retrieval_scores", "heads_from_tokens", "effective_attention",
+    "EffectiveAttention",
     "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
     "view_notebook", "NotebookView",
     # lessons a class follows

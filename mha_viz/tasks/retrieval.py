@@ -1,0 +1,121 @@
+"""Retrieval heads (Wu et al. 2024, "Retrieval Head Mechanistically Explains Long-Context Factuality", arXiv
+2404.15574): the heads that copy a needle from far back. A needle sentence is planted at several depths of a
+long text (the haystack: the bundled corpus sample, repeated as far as the length needs), a question after it,
+and the model answers greedily (`mha_viz.generate`, whose run is dense or long as `analyze` decides, so 8,192
+tokens read on a CPU). At each generated token w that is a token of the needle, a head copies it when its
+heaviest key is a position of the needle holding w. A head's retrieval score is the number of needle tokens it
+copied over the needle's length, averaged over every (length, depth, needle) trial: 1 for a head that copies
+every token of every needle the model reproduces, 0 for one that never does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from mha_viz.corpus.inputs import SAMPLE, read_texts
+from mha_viz.generate_text import generate
+from mha_viz.text.tokenize import InputError, token_limit
+from mha_viz_models import LoadedModel
+
+NEEDLE = ("The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day.",
+          "What is the best thing to do in San Francisco? Answer:")
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One planted needle: the prompt's token ids, where the needle's tokens lie in it, and the question."""
+    ids: list[int]
+    needle: tuple[int, int]  # [start, stop) positions of the needle in the prompt
+    length: int
+    depth: float
+
+
+def copy_hits(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated: list[int], row_of,
+              num_layers: int) -> np.ndarray:
+    """(layers, heads): how many of the generated tokens each head copied from the needle. rows_at(layer, row)
+    gives every head's attention (heads, keys) of one query row; row_of(t) the row that chose step t's token."""
+    start, stop = needle
+    needle_ids = np.asarray(prompt_ids[start:stop])
+    hits = None
+    for t, w in enumerate(generated):
+        where = start + np.flatnonzero(needle_ids == w)
+        if not len(where):  # not a token of the needle: nothing copied
+            continue
+        for layer in range(num_layers):
+            top = np.asarray(rows_at(layer, row_of(t))).argmax(axis=-1)  # (heads,)
+            hits = np.zeros((num_layers, len(top)), np.int64) if hits is None else hits
+            hits[layer] += np.isin(top, where)
+    return hits
+
+
+def _haystack_ids(model: LoadedModel, haystack, length: int) -> list[int]:
+    texts = read_texts(SAMPLE if haystack is None else haystack)
+    ids = model.tokenizer(" ".join(texts), add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise InputError("The haystack holds no text.")
+    return (ids * (length // len(ids) + 1))[:length]
+
+
+def plant(model: LoadedModel, needle: tuple[str, str], length: int, depth: float, haystack=None) -> Trial:
+    """A prompt of about `length` tokens: the haystack with the needle sentence at `depth` (0 = its start,
+    1 = its end), then the question."""
+    fact = model.tokenizer(" " + needle[0].strip(), add_special_tokens=False)["input_ids"]
+    ask = model.tokenizer("\n" + needle[1].strip(), add_special_tokens=False)["input_ids"]
+    bos = model.tokenizer("", add_special_tokens=True)["input_ids"]  # the special tokens a text starts with
+    room = length - len(fact) - len(ask) - len(bos)
+    if room < 1:
+        raise InputError(f"{length} tokens leave no room for a haystack around a needle of {len(fact)} tokens.")
+    hay = _haystack_ids(model, haystack, room)
+    cut = int(round(depth * room))
+    ids = bos + hay[:cut] + fact + hay[cut:] + ask
+    start = len(bos) + cut
+    return Trial(ids, (start, start + len(fact)), length, depth)
+
+
+def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[str, str]] | None = None,
+                     lengths=(1024,), depths=(0.1, 0.5, 0.9), max_new_tokens: int | None = None,
+                     progress=None) -> pd.DataFrame:
+    """Every head's retrieval score (the module): one row per head (layer, head, score), averaged over every
+    needle (a (sentence, question) pair; default `NEEDLE`), length (tokens, up to the model's context) and depth.
+    haystack: what `corpus.read_texts` reads (default the bundled sample). The table's attrs say how many needle
+    tokens the model reproduced in all ("copied") out of how many ("needle_tokens")."""
+    needles = list(needles or [NEEDLE])
+    trials = [(n, length, depth) for n in needles for length in lengths for depth in depths]
+    total, copied, needle_tokens = None, 0, 0
+    for done, (needle, length, depth) in enumerate(trials):
+        trial = plant(model, needle, int(length), float(depth), haystack)
+        size = trial.needle[1] - trial.needle[0]
+        prompt = model.tokenizer.decode(trial.ids, skip_special_tokens=True)
+        room = token_limit(model, None) - len(trial.ids)
+        if room < 1:
+            raise InputError(f"A {length}-token prompt leaves no room to answer within {model.name}'s "
+                             f"{token_limit(model, None)} tokens: choose shorter lengths.")
+        gen = generate(model, prompt, min(max_new_tokens or size + 4, room), stop_at_eos=True)
+        prompt_ids = gen.run.token_ids[:gen.num_prompt_tokens]
+        found = _locate(prompt_ids, trial.ids[trial.needle[0]:trial.needle[1]])
+        new = gen.run.token_ids[gen.num_prompt_tokens:]
+        hits = copy_hits(lambda layer, row: gen.run.layer_rows(layer, row, row + 1)[:, 0], prompt_ids, found, new,
+                         gen.row_of, model.num_layers)
+        hits = np.zeros((model.num_layers, model.num_heads)) if hits is None else hits
+        total = hits / size if total is None else total + hits / size
+        needle_ids = set(prompt_ids[found[0]:found[1]])
+        copied += sum(1 for w in new if w in needle_ids)
+        needle_tokens += size
+        if progress is not None:
+            progress((done + 1) / len(trials), f"Needle {done + 1} of {len(trials)}")
+    score = total / len(trials)
+    L, H = score.shape
+    table = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
+                          "score": score.reshape(-1)})
+    table.attrs.update(copied=copied, needle_tokens=needle_tokens, trials=len(trials))
+    return table
+
+
+def _locate(ids: list[int], needle: list[int]) -> tuple[int, int]:
+    """[start, stop) of `needle` in `ids` (the prompt as the model read it again from its text)."""
+    for start in range(len(ids) - len(needle) + 1):
+        if ids[start:start + len(needle)] == needle:
+            return start, start + len(needle)
+    raise InputError("The needle does not read back as the same tokens inside the prompt; choose another needle.")
