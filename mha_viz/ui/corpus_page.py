@@ -26,18 +26,8 @@ from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.interventions import ablation
 from mha_viz.text import loss_inputs
-from mha_viz.ui import (
-    analysis,
-    charts,
-    export_views,
-    head_scatter_view,
-    jobs,
-    keys,
-    notebook_button,
-    resources,
-    session,
-    view_helpers,
-)
+from mha_viz.ui import analysis, charts, export_views, jobs, keys, notebook_button, resources, session, view_helpers
+from mha_viz.ui import head_scatter_view as scatter_view
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
 
@@ -227,8 +217,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Most frequent class of each head over the documents. Heads per class: "
                + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
-    head_scatter_view.section(table, head_scatter_view.ON_CORPUS, about=f"means over {stats.n_docs:,} documents",
-                              cache_key=key)
+    scatter_view.section(table, scatter_view.ON_CORPUS, about=f"means over {stats.n_docs:,} documents", cache_key=key)
     _importance(cur, key, stats, held)
     _this_sentence(cur, table, metric, label, stats.lengths)
     stem = figure_style.safe_filename(f"{cur.model.name}-corpus-{stats.n_docs}")
