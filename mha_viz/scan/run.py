@@ -120,8 +120,8 @@ def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
     if sums.threads == 1:
         work(0)
         return
-    with one_torch_thread_each():
-        run_all(partial(_on_one_torch_thread, work), [(part,) for part in range(sums.threads)])
+    with one_torch_thread_each() as count:
+        run_all(partial(_on_one_torch_thread, work), [(part, count) for part in range(sums.threads)])
 
 
 _THREADS = threading.Lock()
@@ -131,17 +131,19 @@ _before = 0
 
 @contextmanager
 def one_torch_thread_each():
-    """While workers each set PyTorch's threads to 1 (`_on_one_torch_thread`): PyTorch's count is the process's,
-    not a thread's, so no worker may set it back (a worker that started after another had set 1 would restore
-    1 for good: every later forward and scan of the server on one core). The count before the first of any
-    overlapping reductions is restored when the last of them ends."""
+    """While workers each set PyTorch's threads to 1 (`_on_one_torch_thread`), yielding the count to set them back
+    to. Setting a thread's count also sets the process's default, which a thread that never set its own reads
+    (every new Streamlit run's), so a worker that started after another had set 1 read 1 and set 1 back, for
+    good: every later forward and scan of the server on one core. The count of before the first of any
+    overlapping reductions is what workers set back and what the caller sets back when the last ends."""
     global _inside, _before
     with _THREADS:
         if _inside == 0:
             _before = torch.get_num_threads()
         _inside += 1
+        count = _before
     try:
-        yield
+        yield count
     finally:
         with _THREADS:
             _inside -= 1
@@ -149,11 +151,14 @@ def one_torch_thread_each():
                 torch.set_num_threads(_before)
 
 
-def _on_one_torch_thread(fn: Callable[[int], None], part: int) -> None:
-    """fn(part) with PyTorch's intra-op threads at 1 on this worker (OpenMP's and MKL's count is each thread's
-    own; PyTorch's, read by the caller's next forward, is set back by `one_torch_thread_each`)."""
+def _on_one_torch_thread(fn: Callable[[int], None], part: int, after: int) -> None:
+    """fn(part) with PyTorch's intra-op threads at 1 on this worker, then `after` (the caller's count: what the
+    worker read itself may already be another worker's 1)."""
     torch.set_num_threads(1)
-    fn(part)
+    try:
+        fn(part)
+    finally:
+        torch.set_num_threads(after)
 
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
