@@ -8,7 +8,7 @@ Needs PyPI's `playwright` and a Chromium at /usr/bin/chromium (or $MHA_VIZ_CHROM
 `playwright install` is never used.
 
 It starts its own `streamlit run app.py` (with MHA_VIZ_RUN_TRACE: each run of the script is written
-to a trace file, mha_viz.ui.run_trace) and `streamlit run benchmarks/bare_app.py` (the bare twin: no
+to a trace file, mha_viz.ui.run_trace) and `streamlit run` of a copy of benchmarks/bare_app.py.txt (the bare twin: no
 mha_viz, `st.navigation`, a sidebar text area) on free loopback ports, and one headless Chromium.
 
 1. cold start: from the server first answering /_stcore/health to the first chart of the default
@@ -289,7 +289,10 @@ def main() -> None:
         base_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
         bare_log = args.log.with_name(args.log.stem + "-bare" + args.log.suffix)
         proc = start_server(port, args.log, MHA_VIZ_RUN_TRACE=str(trace))
-        bare = start_server(bare_port, bare_log, script="benchmarks/bare_app.py", MHA_VIZ_RUN_TRACE=str(bare_trace),
+        # the twin's script is kept as text (only app.py and mha_viz/ui may use Streamlit), run from a copy
+        twin = spec.with_name("bare_app.py")
+        twin.write_text((Path(__file__).with_name("bare_app.py.txt")).read_text())
+        bare = start_server(bare_port, bare_log, script=str(twin), MHA_VIZ_RUN_TRACE=str(bare_trace),
                             BARE_TWIN_SPEC=str(spec))
         try:
             boot, drawn, idle = cold_start(browser, base_url, proc, args.log)

@@ -78,33 +78,41 @@ def logit_difference(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
     return logits[:, -1, a] - logits[:, -1, b]
 
 
+def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap) -> torch.Tensor:
+    """The logits of one forward of `batch` (B, n) in which layer `layer`'s W_O input, as every head's z
+    (B, n, H, d_v), is first handed to swap(z), which changes the copy it is given in place."""
+    H = model.num_heads
+
+    def hook_for(row: int):
+        def swapped(_module, args):
+            if row != layer:
+                return None
+            x = args[0]  # (B, n, H · d_v)
+            z = x.reshape(*x.shape[:-1], H, -1).clone()  # (B, n, H, d_v)
+            swap(z)
+            return (z.reshape(x.shape), *args[1:])
+        return swapped
+    with model.lock, torch.inference_mode():
+        hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
+        try:
+            return model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits
+        finally:
+            for h in hooks:
+                h.remove()
+
+
 def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: list[int], source: torch.Tensor,
                    a: int, b: int, position: int | None | list) -> torch.Tensor:
     """One forward of len(heads) copies of `ids`: copy k gets head heads[k]'s slice of layer
     `layer`'s W_O input replaced by that head's z in `source` (H, n, d_v) at `position` (None:
     every position; a list: copy k at position[k]). The m of each copy, (len(heads),)."""
-    H = model.num_heads
     where = position if isinstance(position, list) else [position] * len(heads)
     where = [slice(None) if p is None else slice(p, p + 1) for p in where]
 
-    def hook_for(row: int):
-        def swap(_module, args):
-            if row != layer:
-                return None
-            x = args[0]  # (B, n, H · d_v)
-            z = x.reshape(*x.shape[:-1], H, -1).clone()  # (B, n, H, d_v)
-            for k, h in enumerate(heads):
-                z[k, where[k], h] = source[h, where[k]].to(z.dtype)
-            return (z.reshape(x.shape), *args[1:])
-        return swap
-    batch = ids.repeat(len(heads), 1)
-    with model.lock, torch.inference_mode():
-        hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
-        try:
-            logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits
-        finally:
-            for h in hooks:
-                h.remove()
+    def swap(z: torch.Tensor) -> None:
+        for k, h in enumerate(heads):
+            z[k, where[k], h] = source[h, where[k]].to(z.dtype)
+    logits = swapped_forward(model, ids.repeat(len(heads), 1), layer, swap)
     return logit_difference(logits.float(), a, b)
 
 

@@ -18,7 +18,6 @@ import torch
 
 from mha_viz.capture import finite
 from mha_viz.circuits import edges
-from mha_viz.interventions.ablation import GradientBudget
 from mha_viz.interventions.patching import require_decoder
 from mha_viz.tasks.patching_set import METRICS, length_groups
 from mha_viz.tasks.prompt_set import PromptSet, check, is_task
@@ -51,16 +50,10 @@ class TaskEdges:
 
 
 def _fitting_pairs(model: LoadedModel, g, n: int, most: int) -> int:
-    """How many pairs of n tokens fit one EAP batch in the memory budget (at least 1: `check_budget` refuses one
-    that does not)."""
+    """How many pairs of n tokens fit one EAP batch in the memory budget (`edges.fitting_rows`, rows = pairs);
+    GradientBudget when one does not."""
     edges.check_budget(model, g, n, 1, f"Attributing every edge of {model.name} (EAP)")
-    for rows in range(most, 1, -1):
-        try:
-            edges.check_budget(model, g, n, rows, "")
-            return rows
-        except GradientBudget:
-            continue
-    return 1
+    return edges.fitting_rows(model, g, n, most)
 
 
 def _eap_batch(model: LoadedModel, g, ids_c, ids_x, a, b) -> tuple[np.ndarray, np.ndarray]:

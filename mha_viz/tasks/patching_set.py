@@ -21,8 +21,6 @@ from mha_viz.tasks.prompt_set import Checked, PromptSet, check, is_task
 from mha_viz.tasks.uncertainty import bootstrap_interval, sign_flip_p
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
-from mha_viz_models.families.builtin import output_projection
-from mha_viz_models.reading.hooks import layer_pre_hooks
 
 TOKENS_PER_FORWARD = 16_384  # pairs × heads × n of one patched forward, by default
 METRICS = ("normalised", "raw")
@@ -64,23 +62,9 @@ def _patched(model: LoadedModel, run_ids: torch.Tensor, layer: int, source: torc
     rows = torch.arange(P * H)
     heads = rows % H
 
-    def hook_for(row: int):
-        def swap(_module, args):
-            if row != layer:
-                return None
-            x = args[0]  # (P · H, n, H · d_v)
-            z = x.reshape(*x.shape[:-1], H, -1).clone()
-            z[rows, where, heads] = source[rows // H, heads, where].to(z.dtype)  # both (P · H, positions, d_v)
-            return (z.reshape(x.shape), *args[1:])
-        return swap
-    batch = run_ids.repeat_interleave(H, dim=0)
-    with model.lock, torch.inference_mode():
-        hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
-        try:
-            logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits
-        finally:
-            for h in hooks:
-                h.remove()
+    def swap(z: torch.Tensor) -> None:
+        z[rows, where, heads] = source[rows // H, heads, where].to(z.dtype)  # both (P · H, positions, d_v)
+    logits = patching.swapped_forward(model, run_ids.repeat_interleave(H, dim=0), layer, swap)
     return _ends(logits, rows, a.repeat_interleave(H), b.repeat_interleave(H)).reshape(P, H)
 
 

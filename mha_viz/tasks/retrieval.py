@@ -50,24 +50,25 @@ def copy_hits(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated
     return hits
 
 
-def _haystack_ids(model: LoadedModel, haystack, length: int) -> list[int]:
-    texts = read_texts(SAMPLE if haystack is None else haystack)
-    ids = model.tokenizer(" ".join(texts), add_special_tokens=False)["input_ids"]
+def haystack_ids(model: LoadedModel, haystack=None) -> list[int]:
+    """The haystack's token ids: what `corpus.read_texts` reads of it (default the bundled sample), joined."""
+    ids = model.tokenizer(" ".join(read_texts(SAMPLE if haystack is None else haystack)),
+                          add_special_tokens=False)["input_ids"]
     if not ids:
         raise InputError("The haystack holds no text.")
-    return (ids * (length // len(ids) + 1))[:length]
+    return ids
 
 
-def plant(model: LoadedModel, needle: tuple[str, str], length: int, depth: float, haystack=None) -> Trial:
-    """A prompt of about `length` tokens: the haystack with the needle sentence at `depth` (0 = its start,
-    1 = its end), then the question."""
+def plant(model: LoadedModel, needle: tuple[str, str], length: int, depth: float, hay: list[int]) -> Trial:
+    """A prompt of about `length` tokens: the haystack's ids `hay` (repeated as far as needed) with the needle
+    sentence at `depth` (0 = its start, 1 = its end), then the question."""
     fact = model.tokenizer(" " + needle[0].strip(), add_special_tokens=False)["input_ids"]
     ask = model.tokenizer("\n" + needle[1].strip(), add_special_tokens=False)["input_ids"]
     bos = model.tokenizer("", add_special_tokens=True)["input_ids"]  # the special tokens a text starts with
     room = length - len(fact) - len(ask) - len(bos)
     if room < 1:
         raise InputError(f"{length} tokens leave no room for a haystack around a needle of {len(fact)} tokens.")
-    hay = _haystack_ids(model, haystack, room)
+    hay = (hay * (room // len(hay) + 1))[:room]
     cut = int(round(depth * room))
     ids = bos + hay[:cut] + fact + hay[cut:] + ask
     start = len(bos) + cut
@@ -84,8 +85,9 @@ def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[s
     needles = list(needles or [NEEDLE])
     trials = [(n, length, depth) for n in needles for length in lengths for depth in depths]
     total, copied, needle_tokens = None, 0, 0
+    hay = haystack_ids(model, haystack)  # read and tokenized once for every trial
     for done, (needle, length, depth) in enumerate(trials):
-        trial = plant(model, needle, int(length), float(depth), haystack)
+        trial = plant(model, needle, int(length), float(depth), hay)
         size = trial.needle[1] - trial.needle[0]
         prompt = model.tokenizer.decode(trial.ids, skip_special_tokens=True)
         room = token_limit(model, None) - len(trial.ids)
