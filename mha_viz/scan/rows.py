@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+from functools import partial
 from typing import Callable, Iterator
 
 import numpy as np
@@ -83,6 +84,43 @@ def block_probabilities(model: LoadedModel, proj: Projected, span: tuple[int, in
         probs = mha.row_probabilities(q[:, :, first:last], k[:, :, k0:k1], first=first, key_start=k0,
                                       is_causal=model.is_causal, heads=heads)  # (1, h, b, w)
     return first, k0, probs[0]
+
+
+def with_output(job: Callable[[], Block], values: torch.Tensor, out: torch.Tensor) -> Block:
+    """The block `job` makes, after writing its rows of the layer's attention output: `out` (1, H, n, d_v) gets
+    probabilities (H, b, w) times the values (1, G, n, d_v) of their keys, query head h reading KV head
+    h // (H / G). Blocks write disjoint rows, so workers may run them at once."""
+    first, key_start, probs = job()
+    heads, b, w = probs.shape
+    groups, d = values.shape[1], values.shape[-1]
+    with torch.inference_mode():  # a worker's thread is not in the forward's mode
+        mixed = probs.float().view(groups, heads // groups, b, w) @ values[0, :, None, key_start:key_start + w]
+        out[0, :, first:first + b] = mixed.view(heads, b, d)
+    return first, key_start, probs
+
+
+def block_jobs(model: LoadedModel, proj: Projected, values: torch.Tensor | None, n: int
+               ) -> tuple[list[Callable[[], Block]], torch.Tensor | None]:
+    """Every block of a layer's probabilities (`block_spans`) as a job (a call makes it) and, given the layer's
+    `values`, its attention output (1, H, n, d_v) float32, which the jobs fill as they run (`with_output`)."""
+    jobs = [partial(block_probabilities, model, proj, span)
+            for span in block_spans(model, proj[0], n, model.num_heads)]
+    if values is None:
+        return jobs, None
+    out = torch.empty((1, model.num_heads, n, values.shape[-1]), dtype=torch.float32, device=values.device)
+    return [partial(with_output, job, values.float(), out) for job in jobs], out
+
+
+def _outputs_only(model: LoadedModel, n: int):
+    """`lean_layers`' on_layer that only makes each layer's output, as a scan's forward did (the same blocks, so the
+    same numbers): a reopened scan's queries and keys are its first forward's."""
+    def on_layer(_layer: int, proj: Projected, values: torch.Tensor | None) -> torch.Tensor | None:
+        jobs, out = block_jobs(model, proj, values, n)
+        if out is not None:
+            for job in jobs:
+                job()
+        return out
+    return on_layer
 
 
 def recomputed_blocks(model: LoadedModel, proj: Projected, *, heads: list[int] | None = None,
@@ -247,18 +285,24 @@ def layer_capture(layer: int, inp: LayerInput) -> Capture:
 
 
 def lean_layers(model: LoadedModel, token_ids: list[int],
-                on_layer: Callable[[int, Projected], None] | None = None) -> QKSpill:
-    """Run the model once with fused attention; as each attention layer's input arrives, project its queries
-    and keys, spill them and hand `on_layer(layer, projected)` the layer to reduce, inside the forward (one
-    layer's in memory at a time). Returns the spill (`RowSource`)."""
+                on_layer: Callable[[int, Projected, torch.Tensor | None], torch.Tensor | None] | None = None
+                ) -> QKSpill:
+    """Run the model once; as each attention layer's input arrives, project its queries and keys, spill them and
+    hand `on_layer(layer, projected, values)` the layer to reduce, inside the forward (one layer's in memory at a
+    time). Where the model takes given outputs (`LoadedModel.takes_outputs`), `values` (1, G, n, d_v) are the
+    layer's and `on_layer` returns its attention output (1, H, n, d_v), which the layer uses instead of computing
+    its attention again; elsewhere `values` is None and the model runs its fused attention. Returns the spill
+    (`RowSource`)."""
     spill = QKSpill(keep_bytes=device_room(model.device))
+    gives = on_layer is not None and model.takes_outputs
 
-    def arrived(layer: int, inp: LayerInput) -> None:
-        proj = projected(model, layer_capture(layer, inp), layer)
-        spill.put(layer, proj[1], proj[2])
-        if on_layer is not None:
-            on_layer(layer, proj)
-    model.capture(torch.tensor([token_ids]), lean=True, head_outputs=False, on_input=arrived)
+    def arrived(layer: int, inp: LayerInput) -> torch.Tensor | None:
+        mha, q, k, v, _padding = model.projections(layer_capture(layer, inp), layer)
+        spill.put(layer, q, k)
+        if on_layer is None:
+            return None
+        return on_layer(layer, (mha, q, k), v if gives else None)
+    model.capture(torch.tensor([token_ids]), lean=True, head_outputs=False, on_input=arrived, gives_outputs=gives)
     return spill
 
 
@@ -317,7 +361,7 @@ class RowSource:
             return
         with self._making:
             if self.spill is None:
-                self.spill = lean_layers(model, self.token_ids)
+                self.spill = lean_layers(model, self.token_ids, _outputs_only(model, n))
         proj = (model.layer_adapter(layer).mha, *self.spill.get(layer, model.device))
         for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop):
             block = host_block(probs, n, k0, self.staging)

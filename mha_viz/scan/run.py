@@ -30,8 +30,7 @@ from mha_viz.scan.row_stats import RowStats, TextFacts, Thumbnails, TopKeys
 from mha_viz.scan.rows import (
     Block,
     RowSource,
-    block_probabilities,
-    block_spans,
+    block_jobs,
     check_eager,
     eager_layers,
     lean_layers,
@@ -211,10 +210,13 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     if model.can_recompute and not model.is_encoder_decoder:
         progress(0.0, f"Running {model.name} on {toks.n} tokens with fused attention, each layer as it runs…")
 
-        def on_input(layer: int, proj) -> None:  # inside the forward: one layer's queries and keys at a time
-            reduce(layer, [partial(block_probabilities, model, proj, span)
-                           for span in block_spans(model, proj[0], toks.n, H)])
+        def on_input(layer: int, proj, values: torch.Tensor | None) -> torch.Tensor | None:
+            """Inside the forward, one layer's queries and keys at a time; with `values`, each block's product
+            with them too: the layer's output, which the model then takes (`lean_layers`)."""
+            jobs, out = block_jobs(model, proj, values, toks.n)
+            reduce(layer, jobs)
             check.verify()
+            return out
         source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input))
     else:
         check_eager(model, toks.n)

@@ -15,8 +15,9 @@ from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.families.adapters import Adapter
 from mha_viz_models.families.architectures import SUPPORTED
 from mha_viz_models.families.builtin import make_adapter, output_projection, value_path
+from mha_viz_models.loading import switch
 from mha_viz_models.loading.facts import describe
-from mha_viz_models.reading import records
+from mha_viz_models.reading import given, records
 from mha_viz_models.reading.hooks import distinct
 from mha_viz_models.reading.records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
 
@@ -133,7 +134,8 @@ class LoadedModel:
         return value_path(module, family, self.hf_model.config)
 
     def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, lean: bool = False,
-                head_outputs: bool = True, inputs: bool = False, watch=(), on_input=None) -> Capture:
+                head_outputs: bool = True, inputs: bool = False, watch=(), on_input=None,
+                gives_outputs: bool = False) -> Capture:
         """Run the model once, recording every layer's probabilities and every head's output z.
 
         lean: run the model with fused attention (PyTorch's SDPA) instead, record only each
@@ -147,11 +149,14 @@ class LoadedModel:
         watch (eager): (module, hook) pairs registered as forward hooks for this run only, inside the lock
         (another session's forward never sees them). on_input (lean): `on_input(layer, LayerInput)` inside
         the forward as each layer's input arrives, instead of keeping it (`layer_inputs` None).
+        gives_outputs (lean, with on_input, where `takes_outputs`): `on_input` returns that layer's attention
+        output before W_O, (B, H, n, d_v), which the layer uses instead of computing its attention
+        (`reading.given`).
         """
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
         if lean:
-            return self._capture_lean(input_ids, attention_mask, head_outputs, on_input)
+            return self._capture_lean(input_ids, attention_mask, head_outputs, on_input, gives_outputs)
         probs: list[torch.Tensor] = []
         zs: list[torch.Tensor] = []
         keep_z = z_recorder(zs, self.num_heads)
@@ -244,7 +249,11 @@ class LoadedModel:
                 use_cache=self.decoder_layers == self.num_layers)
         return [int(i) for i in out[0]]
 
-    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool, on_input) -> Capture:
+    def _capture_lean(self, input_ids: torch.Tensor, mask: torch.Tensor, head_outputs: bool, on_input,
+                      gives_outputs: bool) -> Capture:
+        if gives_outputs and (on_input is None or not self.takes_outputs):
+            raise ValueError(f"'{self.name}' cannot take given attention outputs (takes_outputs), or no on_input "
+                             f"gives them.")
         if not self.can_recompute:
             raise ModelLoadError(f"Lean capture recomputes each layer with our MHA, which cannot compute the "
                                  f"attention of '{self.name}': {self.stand_in or self.unread}")
@@ -259,7 +268,7 @@ class LoadedModel:
                 if head_outputs:
                     hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
                         [output_projection(m, fam) for m, fam in self.attention_modules])]
-                fused = self._use_fused()
+                fused = switch.use_given(self) if gives_outputs else switch.use_fused(self)
                 # the base model, without the LM head: SmolLM2's logits alone would be
                 # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need
                 # them; nor every layer's hidden states (its last_hidden_state is the last one)
@@ -269,7 +278,8 @@ class LoadedModel:
             finally:
                 for h in hooks:
                     h.remove()
-                self._use_eager(fused)
+                given.forget()
+                switch.use_eager(self, fused)
         last = out.last_hidden_state if net is not self.hf_model else out.hidden_states[-1]
         return Capture(last, None, tuple(zs) if head_outputs else None, out,
                        tuple(inputs) if on_input is None else None, mask)
@@ -345,32 +355,17 @@ class LoadedModel:
         with self.lock, torch.inference_mode():
             fused = False
             try:
-                fused = self._use_fused()
+                fused = switch.use_fused(self)
                 return self.hf_model(input_ids=input_ids, attention_mask=attention_mask, **{"use_cache": False} | extra)
             finally:
-                self._use_eager(fused)
+                switch.use_eager(self, fused)
 
-    def _use_fused(self) -> bool:
-        """Switch the shared model to fused attention (our adapters: no probabilities; Hugging
-        Face's: SDPA) for a run that needs no probabilities; the caller holds `lock` and calls
-        `_use_eager` with the result afterwards. A model whose Hugging Face code has no SDPA
-        path (Gemma 2: soft-capping) stays on eager, which computes the same (returns False)."""
-        for a in self.adapters:
-            a.need_weights = False
-        if self.local_attention:
-            return False
-        try:
-            self.hf_model.set_attn_implementation("sdpa")
-        except (ValueError, ImportError):  # e.g. "does not support … scaled_dot_product_attention"
-            return False
-        return True
-
-    def _use_eager(self, switched: bool) -> None:
-        """Undo `_use_fused` (`switched`: what it returned)."""
-        for a in self.adapters:
-            a.need_weights = True
-        if switched:
-            self.hf_model.set_attn_implementation("eager")
+    @property
+    def takes_outputs(self) -> bool:
+        """Whether a lean capture's `on_input` may hand each layer its attention output (`reading.given`): the
+        model's own attention modules, each computing through transformers' attention interface."""
+        return self.can_recompute and not self.local_attention and given.takes_outputs(
+            [m for m, _ in self.attention_modules])
 
     def head_weights(self) -> dict[str, torch.Tensor]:
         """Every head's weights, stacked over layers (x @ W convention, biases left out):

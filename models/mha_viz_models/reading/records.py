@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from mha_viz_models.families.adapters import call_rotary
+from mha_viz_models.reading import given
 from mha_viz_models.reading.hooks import distinct
 
 
@@ -60,22 +61,27 @@ def z_recorder(zs: list, num_heads: int):
 
 class InputSink:
     """Where `input_hooks` appends when each layer's input is handed on as it arrives instead of kept:
-    `call(layer, LayerInput)` in the order the layers run (a lean capture's `on_input`)."""
+    `call(layer, LayerInput)` in the order the layers run (a lean capture's `on_input`). What the call returns, a
+    layer's attention output or None, `append` returns."""
 
     def __init__(self, call) -> None:
         self.call, self.count = call, 0
 
-    def append(self, item: LayerInput) -> None:
-        self.call(self.count, item)
+    def append(self, item: LayerInput) -> torch.Tensor | None:
+        made = self.call(self.count, item)
         self.count += 1
+        return made
 
 
 def input_hooks(attention_modules: list[tuple[nn.Module, str]], inputs: list) -> list:
     """Pre-hooks (one a distinct module: a module shared by layers records each call) that append
-    each attention layer's input and RoPE to `inputs`, in the order the layers run."""
+    each attention layer's input and RoPE to `inputs`, in the order the layers run; an attention output that
+    `inputs.append` returns (an `InputSink`'s call) is handed to that call of the module (`given.hand`)."""
     def keep_input(module, args, kwargs):
         hidden = args[0] if args else kwargs["hidden_states"]
-        inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
+        made = inputs.append(LayerInput(hidden.detach(), call_rotary(module, {**kwargs, "_hidden": hidden})))
+        if made is not None:
+            given.hand(made)
     return [m.register_forward_pre_hook(keep_input, with_kwargs=True)
             for m in distinct([m for m, _ in attention_modules])]
 
