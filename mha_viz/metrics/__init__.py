@@ -23,7 +23,7 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 
 from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
 from mha_viz.metrics.diversity import diversity, diversity_table, layer_diversity
-from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table, importance
+from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
 from mha_viz.metrics.layout import cluster_order, mds
 from mha_viz.metrics.measures import (
@@ -41,6 +41,7 @@ from mha_viz.metrics.measures import (
     metrics_for,
     needing,
 )
+from mha_viz.metrics.output_norms import importance
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
 __all__ = [

@@ -13,7 +13,7 @@ from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.compiled import thread_count
 from mha_viz.metrics.head_kernels import BEYOND, MEASURED, SUMS, TARGETS, TOTAL, pattern_sums
-from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, on_device, run_weights
+from mha_viz.metrics.head_writes import Weights, as_tensor, on_device, run_weights
 from mha_viz.metrics.measures import (
     BLOCK_MASS,
     BROAD_NORM_ENTROPY,
@@ -28,6 +28,7 @@ from mha_viz.metrics.measures import (
     metrics_for,
     needing,
 )
+from mha_viz.metrics.output_norms import importance
 from mha_viz.text.readable import bare
 
 
@@ -368,33 +369,3 @@ def classify(head) -> str:
             label = f"mixed:{top[0]}+{top[1]}"
     return label
 
-
-def importance(run: AttentionRun, weights: Weights, *,
-               device: str | torch.device | None = None) -> dict[str, np.ndarray]:
-    """The output norms of `docs/head-metrics.md`, section 3, as (L, H) arrays: "output_norm" =
-    mean_t ‖o_h,t‖₂ and the seed's "mean_output_norm" = ‖mean_t o_h,t‖₂, with o_h = z_h W_O[h]
-    (W_O's bias is shared, left out).
-
-    Without forming o: with W_O[h] W_O[h]ᵀ = F Fᵀ (float64 Cholesky, d_v × d_v; for a singular
-    one, as a head with W_O = 0, F = V Λ^½ from its eigendecomposition), ‖z W_O[h]‖ = ‖z F‖ row
-    by row: a d_v-wide product instead of a d_model-wide one (12× fewer operations on BERT-base),
-    still a norm of a product, not a difference of squares."""
-    if run.head_outputs is None:
-        raise ValueError("importance needs each head's output, which this run does not have")
-    w_o = as_tensor(weights["W_O"])  # only W_O: `run_weights` would also cut W_Q, W_K and W_V
-    if len(w_o) != run.num_layers:
-        w_o = w_o[torch.as_tensor(run.layer_ids)]  # a run of some layers only
-    z = flat_outputs(run, device)  # (N, n, d_v)
-    w_o = w_o.to(z.device).double().reshape(-1, *w_o.shape[2:])  # (N, d_v, d_model)
-    gram = w_o @ w_o.transpose(1, 2)  # (N, d_v, d_v)
-    factor, info = torch.linalg.cholesky_ex(gram)  # 2 ms for 144 heads; eigh takes 150
-    bad = info != 0
-    if bool(bad.any()):
-        vals, vecs = torch.linalg.eigh(gram[bad])
-        factor[bad] = vecs * vals.clamp_min(0).sqrt()[:, None, :]
-    r_t = factor.float()  # (N, d_v, d_v): F
-    norms = (z @ r_t).norm(dim=-1)  # (N, n)
-    mean = z.mean(1, keepdim=True) @ r_t  # (N, 1, d_v)
-    shape = (run.num_layers, run.num_heads)
-    return {"output_norm": norms.mean(1).reshape(shape).cpu().numpy(),
-            "mean_output_norm": mean[:, 0].norm(dim=-1).reshape(shape).cpu().numpy()}

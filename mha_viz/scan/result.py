@@ -22,7 +22,8 @@ class Scan:
     """Every head of one text, from one pass (`mha_viz.scan`).
 
     table: one row per (layer, head), the pattern measures of `metrics.head_table` (same columns, same
-        definitions) over every query row of the text.
+        definitions) over every query row of the text; where the scan's forward took each layer's output from
+        its blocks (`LoadedModel.takes_outputs`), the output measures too (output_norm, mean_output_norm).
     pooled: float32 (layers, heads, s, s), each head max-pooled to at most s × s cells (`thumb`).
     keys, weights: int32 and float32 (layers, heads, n, top_k): `top` of every head.
     rest_mass: float32 (layers, heads, n): `rest` of every head.

@@ -1,8 +1,10 @@
 """`scan`: every head of a long text in one pass, up to the model's whole context, without any head's
-n × n matrix: the model runs once with fused attention (lean capture); as each attention layer's
-input arrives, that layer's probabilities are recomputed a block of query rows at a time, all heads
-together on the model's device, and reduced to the head table's measures, each row's heaviest keys
-and the thumbnails (`row_stats`, `metrics.row_kernels`) as they pass; its queries and keys go to a
+n × n matrix: the model runs once (lean capture); as each attention layer's input arrives, that layer's
+probabilities are computed a block of query rows at a time, all heads together on the model's device, and
+reduced to the head table's measures, each row's heaviest keys and the thumbnails (`row_stats`,
+`metrics.row_kernels`) as they pass; where the model takes given outputs, each block's product with the values
+makes the layer's output, which the model uses instead of computing its attention a second time
+(`mha_viz_models.reading.given`), and what each head writes is measured from it. The queries and keys go to a
 temporary file, from which `Scan.rows` recomputes exact rows.
 
 Memory: O(layers · heads · n · top_k) for the kept keys, plus the forward's own, one layer's queries and
@@ -24,6 +26,7 @@ from mha_viz.budget.time_left import TimeLeft, say
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.metrics.compiled import run_all, thread_count
 from mha_viz.metrics.head_stats import pattern_columns
+from mha_viz.metrics.output_norms import output_norms
 from mha_viz.metrics.row_kernels import BlockSums, measures_from_sums
 from mha_viz.scan.result import Scan
 from mha_viz.scan.row_stats import RowStats, TextFacts, Thumbnails, TopKeys
@@ -192,7 +195,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     weights, rest = np.zeros((L, H, toks.n, top_k), np.float32), np.zeros((L, H, toks.n), np.float32)
     check = FiniteCheck(model)
     names = [f"attention in layer {number}" for number in model.layer_ids]
-    finished = []
+    finished, written = [], []  # each layer's (measures, thumbnails), and its heads' output norms where made
     clock = TimeLeft(L)  # the layers cost about the same; the first holds the forward's start
 
     def reduce(layer: int, jobs: list[Callable[[], Block]]) -> None:
@@ -216,6 +219,8 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
             jobs, out = block_jobs(model, proj, values, toks.n)
             reduce(layer, jobs)
             check.verify()
+            if out is not None:  # what each head writes, from the outputs just made (the table's output measures)
+                written.append(output_norms(out[0], proj[0].head_weights()["W_O"]))
             return out
         source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input))
     else:
@@ -229,9 +234,12 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
         raise InputError(f"'{model.name}' handed over the attention of {len(finished)} of its {L} layers as it "
                          f"ran, so it cannot be scanned.")
     stats = {name: np.stack([f[0][name] for f in finished]) for name in finished[0][0]}
+    table = pd.DataFrame(pattern_columns(stats, model.layer_ids, toks.n))
+    if len(written) == L:
+        for name in written[0]:
+            table[name] = np.concatenate([w[name] for w in written])
     return Scan(tokens=toks.display, token_ids=list(toks.ids), special_mask=list(toks.special),
-                model_name=model.name, layer_ids=model.layer_ids, is_causal=model.is_causal,
-                table=pd.DataFrame(pattern_columns(stats, model.layer_ids, toks.n)),
+                model_name=model.name, layer_ids=model.layer_ids, is_causal=model.is_causal, table=table,
                 pooled=np.stack([f[1] for f in finished]), keys=keys, weights=weights, rest_mass=rest,
                 top_k=top_k, min_weight=min_weight, num_input_tokens=toks.total,
                 num_input_tokens_is_estimate=toks.total_is_estimate, precision=model.precision, row_source=source)

@@ -121,7 +121,9 @@ def test_scan_equals_the_dense_computation(family):
     scan = mha_viz.scan(model, text, top_k=5, min_weight=0.01, thumb=16)
     run = mha_viz.analyze(model, text)
     assert scan.n == run.n > 50 and scan.tokens == run.tokens
-    _compare_tables(scan.table, head_table(run), run)
+    # with the weights, the dense table has the output measures; a scan whose forward took its own outputs has them too
+    _compare_tables(scan.table, head_table(run, model.head_weights() if model.has_head_outputs else None), run)
+    assert ({"output_norm", "mean_output_norm"} <= set(scan.table.columns)) == model.takes_outputs
     for layer in range(model.num_layers):
         dense = _whole(model, scan, layer)  # (H, n, n), from the scan's own queries and keys
         np.testing.assert_allclose(dense, run.attentions[layer], atol=1e-5)  # and the model's own eager forward
