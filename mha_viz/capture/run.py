@@ -169,6 +169,21 @@ class AttentionRun(HeadArray):
             return self._dense[layer, :, start:stop]
         return head_rows.gather(self.source, layer, None, start, stop, self.n, self.num_heads)
 
+    def outputs(self, layer: int, head: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """float32 (stop − start, d_v): one head's output z (probabilities × values, before W_O) at query rows
+        start … stop − 1; a dense run's from `head_outputs`, a long run's recomputed from its scan's spilled
+        queries, keys and values. Raises ValueError where the run has none."""
+        self._check(layer, head)
+        stop = self.n if stop is None else stop
+        if not 0 <= start < stop <= self.n:
+            raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
+        if self.head_outputs is not None:
+            return self.head_outputs[layer, head, start:stop]
+        source = getattr(self.summary, "row_source", None)
+        if self._dense is not None or source is None or not hasattr(source, "outputs"):
+            raise ValueError("this run holds no head outputs (the model's are not read, or it was saved without)")
+        return source.outputs(layer, head, start, stop)
+
     def head(self, layer: int, head: int) -> np.ndarray:
         """(queries, keys) probabilities of one head (a long run's recomputed: n² floats)."""
         return self.rows(layer, head)

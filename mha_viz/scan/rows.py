@@ -94,7 +94,9 @@ def with_output(job: Callable[[], Block], values: torch.Tensor, out: torch.Tenso
     heads, b, w = probs.shape
     groups, d = values.shape[1], values.shape[-1]
     with torch.inference_mode():  # a worker's thread is not in the forward's mode
-        mixed = probs.float().view(groups, heads // groups, b, w) @ values[0, :, None, key_start:key_start + w]
+        # (G, group · b, w) @ (G, w, d): one product a KV head, its query heads' rows stacked (a broadcast
+        # over the query heads would copy the values once a block)
+        mixed = torch.bmm(probs.float().reshape(groups, heads // groups * b, w), values[0, :, key_start:key_start + w])
         out[0, :, first:first + b] = mixed.view(heads, b, d)
     return first, key_start, probs
 
@@ -108,7 +110,8 @@ def block_jobs(model: LoadedModel, proj: Projected, values: torch.Tensor | None,
     if values is None:
         return jobs, None
     out = torch.empty((1, model.num_heads, n, values.shape[-1]), dtype=torch.float32, device=values.device)
-    return [partial(with_output, job, values.float(), out) for job in jobs], out
+    values = values.float().contiguous()  # a projection's transposed view: each block's product would gather it
+    return [partial(with_output, job, values, out) for job in jobs], out
 
 
 def _outputs_only(model: LoadedModel, n: int):
@@ -262,21 +265,29 @@ class QKSpill:
         raw = bytearray(os.pread(self.file.fileno(), size, offset))  # safe from several threads at once
         return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
 
-    def put(self, layer: int, q: torch.Tensor, k: torch.Tensor) -> None:
-        size = q.numel() * q.element_size() + k.numel() * k.element_size()
+    def put(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None = None) -> None:
+        """Keep layer `layer`'s q and k and, given, its values v (1, G, n, d_v): what its heads' outputs are
+        recomputed from (`RowSource.outputs`)."""
+        parts = (q, k) if v is None else (q, k, v)
+        size = sum(t.numel() * t.element_size() for t in parts)
         if self.kept_bytes + size <= self.keep_bytes:
-            self.kept[layer] = (q.detach(), k.detach())
+            self.kept[layer] = tuple(t.detach() for t in parts)
             self.kept_bytes += size
         else:
-            self.where[layer] = [self._write(q), self._write(k)]
+            self.where[layer] = [self._write(t) for t in parts]
 
     def get(self, layer: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         """(q, k) of layer `layer`, on `device` (no copy when they stayed there)."""
         if layer in self.kept:
-            q, k = self.kept[layer]
-            return q.to(device), k.to(device)
-        q, k = self.where[layer]
-        return self._read(q, device), self._read(k, device)
+            return tuple(t.to(device) for t in self.kept[layer][:2])
+        return tuple(self._read(place, device) for place in self.where[layer][:2])
+
+    def values(self, layer: int, device) -> torch.Tensor | None:
+        """Layer `layer`'s values (1, G, n, d_v) on `device`, or None where they were not kept."""
+        parts = self.kept[layer] if layer in self.kept else self.where[layer]
+        if len(parts) < 3:
+            return None
+        return parts[2].to(device) if layer in self.kept else self._read(parts[2], device)
 
 
 def layer_capture(layer: int, inp: LayerInput) -> Capture:
@@ -298,7 +309,7 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
 
     def arrived(layer: int, inp: LayerInput) -> torch.Tensor | None:
         mha, q, k, v, _padding = model.projections(layer_capture(layer, inp), layer)
-        spill.put(layer, q, k)
+        spill.put(layer, q, k, v)
         if on_layer is None:
             return None
         return on_layer(layer, (mha, q, k), v if gives else None)
@@ -345,6 +356,26 @@ class RowSource:
         last = {k: v for k, v in self._last.items() if k != asked}  # a new dict: other threads read the old one
         self._last = dict(list(last.items())[-(KEPT - 1):] + [(asked, rows)])
         return rows
+
+    def outputs(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
+        """float32 (stop − start, d_v): head `head`'s output z = probabilities × values of query rows
+        start … stop − 1 of one layer, from its spilled queries, keys and values, a block of rows at a time."""
+        model = self.model
+        if not model.can_recompute or model.is_encoder_decoder:
+            raise ValueError(f"The heads' outputs of a long run of '{model.name}' are not kept: our MHA cannot "
+                             f"compute its attention ({model.stand_in or model.unread}).")
+        with self._making:
+            if self.spill is None:
+                self.spill = lean_layers(model, self.token_ids, _outputs_only(model, len(self.token_ids)))
+        values = self.spill.values(layer, model.device)
+        proj = (model.layer_adapter(layer).mha, *self.spill.get(layer, model.device))
+        kv = head // (model.num_heads // model.num_kv_heads)
+        z = np.empty((stop - start, values.shape[-1]), dtype=np.float32)
+        for first, k0, probs in recomputed_blocks(model, proj, heads=[head], start=start, stop=stop):
+            with torch.inference_mode():
+                rows = probs[0].float() @ values[0, kv, k0:k0 + probs.shape[-1]].float()  # (b, d_v)
+            z[first - start:first - start + rows.shape[0]] = rows.cpu().numpy()
+        return z
 
     def blocks(self, layer: int, heads: list[int] | None, start: int, stop: int
                ) -> Iterator[tuple[int, np.ndarray]]:

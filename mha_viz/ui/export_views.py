@@ -108,9 +108,12 @@ def _npz(run, half: bool):
 
 
 def sidebar_box(cur) -> None:
-    """The *Export* expander at the bottom of the sidebar."""
-    with st.sidebar.expander("Export", icon=":material/download:"):
-        _box(cur)
+    """The *Export* expander at the bottom of the sidebar: its inputs, files and head list are built and sent
+    only while it is open (a run with it closed sends its label alone; its choices stay, `keys.KEEP`)."""
+    box = st.sidebar.expander("Export", icon=":material/download:", key=keys.EXPORT_OPEN, on_change="rerun")
+    if box.open:
+        with box:
+            _box(cur)
 
 
 def _box(cur) -> None:

@@ -37,6 +37,7 @@ EXPORT_FORMAT = "export_format"  # png or svg: what Plotly's camera button downl
 EXPORT_SIZE = "export_size"  # a key of mha_viz.figures.style.DOWNLOAD_SIZES
 EXPORT_HEADS = "export_heads"  # the heads the HTML report shows, as (layer row, head)
 EXPORT_HALF = "export_half"  # the .npz in float16
+EXPORT_OPEN = "export_open"  # whether the sidebar's Export box is open: its content is built only then
 
 # --- what the app computed for this rerun, and the last good result -----------------------------
 CURRENT = "_current"  # state.Current of this rerun

@@ -12,8 +12,8 @@ from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys
 from tests.helpers import HEADINGS, ROOT, decode, shown
 
-__all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "chart_title", "chart_titles", "charts", "frame",
-           "heatmap_tokens", "open_page", "open_with_text", "shown", "start_app", "titled"]
+__all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "chart_title", "chart_titles", "charts",
+           "export_box", "frame", "heatmap_tokens", "open_page", "open_with_text", "shown", "start_app", "titled"]
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
@@ -45,6 +45,14 @@ def open_page(at: AppTest, page_id: str) -> AppTest:
     at.session_state[keys.GOTO] = page_id  # as a view asks for a page (shared_head.open_head)
     at.run()
     assert at.title and at.title[0].value == HEADINGS[page_id], (page_id, [t.value for t in at.title])
+    return at
+
+
+def export_box(at: AppTest, open_: bool = True) -> AppTest:
+    """Open (or close) the sidebar's Export box, as a click on its label does, and run; returns `at`."""
+    at.session_state[keys.EXPORT_OPEN] = open_
+    at.run()
+    assert not at.exception, at.exception
     return at
 
 

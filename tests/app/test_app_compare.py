@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mha_viz.ui import compare_run_b, keys, sidebar
-from tests.app.helpers import charts, open_page, open_with_text
+from tests.app.helpers import charts, export_box, open_page, open_with_text
 
 pytestmark = pytest.mark.model
 
@@ -82,6 +82,9 @@ def test_model_b_that_cannot_load_says_so_and_keeps_everything():
 
 def test_chart_downloads_follow_the_export_settings():
     at = open_with_text("head_view", "The cat sat on the mat.", "minilm")
+    closed = [b.label for b in at.get("download_button")], [r.key for r in at.radio]
+    assert "Attention data (.npz)" not in closed[0] and keys.EXPORT_FORMAT not in closed[1]  # the closed box: a label
+    export_box(at)
     at.radio(key=keys.EXPORT_FORMAT).set_value("svg").run()
     at.selectbox(key=keys.EXPORT_SIZE).set_value("paper, full width (7 in at 300 dpi)").run()
     assert not at.exception, at.exception
@@ -92,5 +95,9 @@ def test_chart_downloads_follow_the_export_settings():
     labels = [b.label for b in at.get("download_button")]
     assert "Attention data (.npz)" in labels and "HTML report" in labels
     open_page(at, "model_view")  # the choice stays on another page
+    config = json.loads(at.get("plotly_chart")[0].proto.config)
+    assert config["toImageButtonOptions"]["format"] == "svg"
+    export_box(at, False)  # and with the box closed (its inputs not drawn)
+    assert keys.EXPORT_FORMAT not in [r.key for r in at.radio]
     config = json.loads(at.get("plotly_chart")[0].proto.config)
     assert config["toImageButtonOptions"]["format"] == "svg"

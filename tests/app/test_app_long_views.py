@@ -11,7 +11,7 @@ import pytest
 from mha_viz.capture import head_rows
 from mha_viz.ui import keys
 from mha_viz.views import detail
-from tests.app.helpers import charts, open_page, open_with_text
+from tests.app.helpers import charts, export_box, open_page, open_with_text
 
 pytestmark = pytest.mark.model
 TEXT = "The animal didn't cross the street because it was too tired. It slept there all day long."
@@ -24,7 +24,7 @@ def _downloads(at) -> dict[str, bool]:
 def test_the_overview_pages_open_on_a_long_run_without_every_head(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
     with head_rows.forbid_dense():
-        at = open_with_text("model_view", TEXT)  # no exception, no error
+        at = export_box(open_with_text("model_view", TEXT))  # no exception, no error; the Export box open
         run = at.session_state[keys.CURRENT].run
         assert run.summary is not None and not run.is_dense
         for page in ("model_view", "head_metrics", "focus"):

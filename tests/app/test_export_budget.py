@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from mha_viz.budget import admission
 from mha_viz.ui import resources
-from tests.app.helpers import open_with_text
+from tests.app.helpers import export_box, open_with_text
 
 
 class Planted(admission.Admission):
@@ -23,8 +23,7 @@ def _downloads(at) -> dict[str, bool]:
 def test_a_download_larger_than_the_servers_budget_is_off_and_says_why(monkeypatch):
     planted = Planted()
     monkeypatch.setattr(resources, "slots", lambda: planted)
-    at = open_with_text("model_view", "The cat sat on the mat because it was tired.")
-    assert not at.exception
+    at = export_box(open_with_text("model_view", "The cat sat on the mat because it was tired."))
     shown = _downloads(at)
     assert shown["Attention data (.npz)"] is False and shown["HTML report"] is False
     planted.host = 1000  # smaller than either file

@@ -7,7 +7,7 @@ from __future__ import annotations
 from mha_viz.figures import line_view as line_figures
 from mha_viz.ui import keys
 
-from .helpers import open_page, start_app
+from .helpers import export_box, open_page, start_app
 
 TEXT = "Seven quiet otters drifted past the old mill at dawn."
 
@@ -17,7 +17,8 @@ def test_sidebar_page_controls_and_export_survive_page_switches():
     at.text_area(key=keys.TEXT).input(TEXT).run()
     at.number_input(key=keys.TOKEN_LIMIT).set_value(40).run()
     at.checkbox(key=keys.HIDE_SPECIAL).check().run()
-    at.radio(key=keys.EXPORT_FORMAT).set_value("svg").run()
+    export_box(at).radio(key=keys.EXPORT_FORMAT).set_value("svg").run()
+    export_box(at, False)  # closed, its inputs are not drawn: their values stay
     open_page(at, "lines")
     at.slider(key=keys.LINE_THRESHOLD).set_value(0.35).run()
     at.radio(key=keys.LINE_SIDE).set_value(line_figures.KEY).run()
@@ -29,7 +30,7 @@ def test_sidebar_page_controls_and_export_survive_page_switches():
     assert at.text_area(key=keys.TEXT).value == TEXT
     assert at.number_input(key=keys.TOKEN_LIMIT).value == 40
     assert at.checkbox(key=keys.HIDE_SPECIAL).value is True
-    assert at.radio(key=keys.EXPORT_FORMAT).value == "svg"
+    assert export_box(at).radio(key=keys.EXPORT_FORMAT).value == "svg"
     assert at.slider(key=keys.LINE_THRESHOLD).value == 0.35
     assert at.radio(key=keys.LINE_SIDE).value == line_figures.KEY
     open_page(at, "focus")

@@ -51,8 +51,23 @@ def test_a_dense_runs_rows_are_views_of_its_array(runs):
 
 
 def test_a_long_runs_head_table_is_the_dense_runs(runs):
-    _model, dense, long = runs
-    assert_same_table(long.summary.table, head_table(dense))
+    model, dense, long = runs  # the output measures too, where the scan made each layer's output
+    assert_same_table(long.summary.table, head_table(dense, model.head_weights() if model.has_head_outputs else None))
+
+
+def test_a_long_runs_head_outputs_are_the_dense_runs(runs):
+    """z of a window of rows, recomputed from the long run's spilled queries, keys and values, against the eager
+    forward's own (read at W_O's input); a family read through its own attention keeps none, and says so."""
+    model, dense, long = runs
+    if not model.can_recompute:
+        with pytest.raises(ValueError, match="not kept"):
+            long.outputs(1, 1, 0, 4)
+        return
+    for layer, head, start, stop in ((0, 0, 0, 40), (1, model.num_heads - 1, 300, 420), (long.num_layers - 1, 2,
+                                                                                         long.n - 7, long.n)):
+        np.testing.assert_allclose(long.outputs(layer, head, start, stop), dense.head_outputs[layer, head, start:stop],
+                                   atol=1e-5, rtol=1e-4, err_msg=f"({layer}, {head})")
+    np.testing.assert_array_equal(dense.outputs(1, 2, 5, 9), dense.head_outputs[1, 2, 5:9])
 
 
 def test_every_head_is_built_only_when_asked_for(runs, monkeypatch):
