@@ -20,7 +20,7 @@ from mha_viz.capture import head_rows, run_file
 from mha_viz.export import report
 from mha_viz.figures import style as figure_style
 from mha_viz.settings import size_text
-from mha_viz.ui import analysis, keys, resources, seq2seq_views, session, shared_head
+from mha_viz.ui import analysis, boxes, keys, resources, seq2seq_views, session, shared_head
 from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
@@ -110,7 +110,7 @@ def _npz(run, half: bool):
 def sidebar_box(cur) -> None:
     """The *Export* expander at the bottom of the sidebar: its inputs, files and head list are built and sent
     only while it is open (a run with it closed sends its label alone; its choices stay, `keys.KEEP`)."""
-    box = st.sidebar.expander("Export", icon=":material/download:", key=keys.EXPORT_OPEN, on_change="rerun")
+    box = boxes.lazy_box(st.sidebar, "Export", keys.EXPORT_OPEN, keys.EXPORT_WAS_OPEN, icon=":material/download:")
     if box.open:
         with box:
             _box(cur)

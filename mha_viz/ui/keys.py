@@ -38,6 +38,7 @@ EXPORT_SIZE = "export_size"  # a key of mha_viz.figures.style.DOWNLOAD_SIZES
 EXPORT_HEADS = "export_heads"  # the heads the HTML report shows, as (layer row, head)
 EXPORT_HALF = "export_half"  # the .npz in float16
 EXPORT_OPEN = "export_open"  # whether the sidebar's Export box is open: its content is built only then
+EXPORT_WAS_OPEN = "_export_open"  # what it was last (boxes.lazy_box), and the two below likewise
 
 # --- what the app computed for this rerun, and the last good result -----------------------------
 CURRENT = "_current"  # state.Current of this rerun
@@ -77,6 +78,9 @@ LESSON_ROW = "lesson_row_"  # + "up_3", "down_3", "edit_3", "delete_3": a step's
 LESSON_DOWNLOAD, LESSON_FOLLOW, LESSON_BUNDLED = "lesson_download", "lesson_follow", "lesson_bundled"
 LESSON_FILE = "lesson_file"  # a lesson file to open
 LESSON_PANEL_MESSAGE = "_lesson_panel_message"  # why the panel could not do what was asked, shown once
+LESSON_OPEN = "lesson_open"  # whether the sidebar's Lesson panel is open: its content is built only then
+SHARE_OPEN = "share_open"  # whether the sidebar's Share box is open: its link is built only then
+LESSON_WAS_OPEN, SHARE_WAS_OPEN = "_lesson_open", "_share_open"
 
 # --- model view ---------------------------------------------------------------------------------
 GRID = "grid"  # the model grid's selection event

@@ -12,7 +12,7 @@ import streamlit as st
 
 from mha_viz.export import lesson as lessons
 from mha_viz.export import link_params
-from mha_viz.ui import keys, lesson_flow, links, page_controls, pages, resources, session, state
+from mha_viz.ui import boxes, keys, lesson_flow, links, page_controls, pages, resources, session, state
 from mha_viz.ui.text import plain
 
 BUNDLED = "attention-head-by-head"  # the lesson the panel offers to open
@@ -135,7 +135,11 @@ def panel(page, cur: state.Current) -> None:
     """The *Lesson* panel in the sidebar, after the page has drawn (it saves the view on screen)."""
     page_id = pages.page_id(page)
     lesson = draft()
-    with st.sidebar, st.expander("Lesson", expanded=bool(lesson.steps), icon=":material/school:"):
+    box = boxes.lazy_box(st.sidebar, "Lesson", keys.LESSON_OPEN, keys.LESSON_WAS_OPEN, icon=":material/school:",
+                         expanded=bool(lesson.steps))  # its inputs and buttons built and sent only while open
+    if not box.open:
+        return
+    with box:
         if message := session.pop(keys.LESSON_PANEL_MESSAGE, None):
             st.error(plain(message), icon=":material/error:")
         st.caption("Build a lesson for a class: each step is a view (this page, model, text, head and options) "

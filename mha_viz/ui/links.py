@@ -15,6 +15,7 @@ import streamlit as st
 
 from mha_viz.export import link_params as links
 from mha_viz.ui import (
+    boxes,
     circuit_section,
     compare_run_b,
     head_detail,
@@ -183,10 +184,13 @@ def share(page, cur: state.Current, lesson: dict[str, str] | None = None) -> Non
     params = links.encode(link, default=default) | (lesson or {})
     if st.query_params.to_dict() != params:
         st.query_params.from_dict(params)
-    with st.sidebar:
-        st.header("Share")
+    box = boxes.lazy_box(st.sidebar, "Share", keys.SHARE_OPEN, keys.SHARE_WAS_OPEN, icon=":material/share:")
+    if not box.open:  # the link (with the whole text in it) is built and sent only while the box is open
+        return
+    with box:
         st.caption("**Copy link**: the button at the right of the box copies the link to this view "
-                   "(page, model, text, head, options and this page's own choices; on Compare, also run B).")
+                   "(page, model, text, head, options and this page's own choices; on Compare, also run B). "
+                   "The address bar holds the same link.")
         st.code(links.url(base_url(page.url_path), page.url_path, params), language=None, wrap_lines=True)
         if link.text and not links.text_fits(link.text):
             st.caption(f"The text is too long to share by link ({len(link.text):,} characters, at most "

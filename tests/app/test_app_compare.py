@@ -94,9 +94,10 @@ def test_chart_downloads_follow_the_export_settings():
     assert "minilm" in opts["filename"].lower()
     labels = [b.label for b in at.get("download_button")]
     assert "Attention data (.npz)" in labels and "HTML report" in labels
-    open_page(at, "model_view")  # the choice stays on another page
+    open_page(at, "model_view")  # the choice stays on another page, and the box stays open (a run ended early)
     config = json.loads(at.get("plotly_chart")[0].proto.config)
     assert config["toImageButtonOptions"]["format"] == "svg"
+    assert keys.EXPORT_FORMAT in [r.key for r in at.radio]
     export_box(at, False)  # and with the box closed (its inputs not drawn)
     assert keys.EXPORT_FORMAT not in [r.key for r in at.radio]
     config = json.loads(at.get("plotly_chart")[0].proto.config)

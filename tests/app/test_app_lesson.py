@@ -10,7 +10,7 @@ import pytest
 
 from mha_viz.export import lesson as lessons
 from mha_viz.ui import keys, page_controls, page_ids
-from tests.app.helpers import app_test, open_page, start_app
+from tests.app.helpers import app_test, lesson_panel, open_page, start_app
 from tests.helpers import HEADINGS, shown
 
 BUNDLED = "attention-head-by-head"
@@ -91,7 +91,7 @@ def test_a_step_link_opens_on_that_step_and_a_bad_step_number_on_the_first():
 
 
 def test_a_lesson_built_in_the_panel_is_followed_and_reads_back_from_its_file():
-    at = start_app()  # the model view, MiniLM, the default text
+    at = lesson_panel(start_app())  # the model view, MiniLM, the default text; the panel opened
     at.text_area(key=keys.LESSON_NOTE).input("Every head at once: **6 × 12**, $\\alpha$ in each cell.").run()
     at.button(key=keys.LESSON_ADD).click().run()
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
@@ -136,7 +136,7 @@ def _hostile_files() -> dict[str, bytes]:
 
 @pytest.mark.parametrize("name", list(_hostile_files()))
 def test_a_hostile_lesson_upload_gives_a_message_and_loses_nothing(name):
-    at = start_app()
+    at = lesson_panel(start_app())
     at.text_area(key=keys.TEXT).input("The text I was working on.").run()
     at.file_uploader(key=keys.LESSON_FILE).set_value((name, _hostile_files()[name], "application/json")).run()
     assert not at.exception, at.exception

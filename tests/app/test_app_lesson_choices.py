@@ -11,7 +11,7 @@ import pytest
 from mha_viz.export import lesson as lessons
 from mha_viz.ui import keys
 from mha_viz.views import focus
-from tests.app.helpers import app_page_ids, app_test, open_page, shown, start_app
+from tests.app.helpers import app_page_ids, app_test, lesson_panel, open_page, shown, start_app
 from tests.helpers import HEADINGS
 
 pytestmark = pytest.mark.model
@@ -64,7 +64,7 @@ def _expected(value):
 
 def _build() -> lessons.Lesson:
     """A teacher's lesson: every page, each with its choices, one step each."""
-    at = start_app()
+    at = lesson_panel(start_app())
     at.selectbox(key=keys.MODEL_CHOICE).set_value(MODEL).run()
     at.text_area(key=keys.TEXT).input(TEXT).run()
     for page in app_page_ids():
@@ -150,7 +150,7 @@ def test_a_tampered_choice_falls_back_to_the_default_with_a_notice():
 
 
 def test_a_step_restores_its_choices_after_exploring_and_a_step_without_them_opens_on_the_defaults():
-    at = _focus_page(10)
+    at = lesson_panel(_focus_page(10))
     at.button(key=keys.LESSON_ADD).click().run()
     at.button(key=keys.LESSON_FOLLOW).click().run()
     assert at.selectbox(key=keys.FOCUS_TOKEN).value == 10
@@ -185,7 +185,7 @@ def _kept(at, text: str) -> None:
 def test_an_uploaded_lesson_on_a_model_that_cannot_load_is_refused_naming_it(tmp_path):
     empty = tmp_path / "notes"  # a folder, but no model in it
     empty.mkdir()
-    at = start_app()
+    at = lesson_panel(start_app())
     at.text_area(key=keys.TEXT).input("The text I was working on.").run()
     at.file_uploader(key=keys.LESSON_FILE).set_value(
         ("class.json", lessons.lesson_json(_lesson_on(str(empty))).encode(), "application/json")).run()

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from mha_viz.export import link_params as links
 from mha_viz.ui import compare_run_b, keys
-from tests.app.helpers import app_test, charts, open_page
+from tests.app.helpers import app_test, charts, open_page, share_box, sidebar_box
 
 pytestmark = pytest.mark.model
 
@@ -39,7 +39,10 @@ def _title(at) -> str:
 
 
 def _share(at) -> str:
-    [code] = at.sidebar.code
+    """The link in the Share box, opened, then closed again (closed, the box sends no link)."""
+    assert not at.sidebar.code
+    [code] = share_box(at).sidebar.code
+    sidebar_box(at, keys.SHARE_OPEN, False)
     return code.value
 
 
@@ -132,7 +135,7 @@ def test_text_too_long_for_a_link():
     assert at.text_area(key=keys.TEXT).value != long and at.session_state[keys.SEL_HEAD] == 4
     at.text_area(key=keys.TEXT).input(long).run()
     assert "text" not in at.query_params and at.query_params["head"] == "4"
-    assert any("too long to share by link" in c.value for c in at.sidebar.caption)
+    assert any("too long to share by link" in c.value for c in share_box(at).sidebar.caption)
 
 
 def test_public_mode_refuses_a_model_outside_the_allow_list(public):

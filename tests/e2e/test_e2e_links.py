@@ -48,8 +48,11 @@ def test_a_link_opens_the_head_view_on_its_text_and_head(browser, server, run_of
         assert ui.page.url.startswith(server + "/head_view?") and _query(ui) == params
         ui.shot("head")
 
-        # the Share box's Copy link: the link to this view, the server's own address first
+        # the Share box's Copy link, once the box is opened: the link to this view, the server's own address first
         share = ui.page.locator("[data-testid=stSidebar] [data-testid=stCode]")
+        assert share.count() == 0  # closed, the box sends no link
+        ui.page.locator("[data-testid=stSidebar] summary").filter(has_text="Share").click()
+        share.wait_for()
         link = share.locator("code").inner_text().strip()
         assert link == links.url(server, "head_view", params)
         share.hover()
