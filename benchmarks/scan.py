@@ -96,11 +96,18 @@ def random_llama(shape: str, dtype: str, device: str, context: int):
 
 def dense_difference(model, scan, text: str) -> float:
     """The largest difference of `scan`'s kept weights and a window of rows from the dense
-    probabilities recomputed whole from the same lean capture."""
-    cap = model.capture(torch.tensor([scan.token_ids]), lean=True, head_outputs=False)
+    probabilities computed whole, by our MHA's own attention, from the queries and keys of the scan's forward
+    (its spill: where the model took the scan's outputs, its forward is not a fused one's bit for bit)."""
+    heads, group = list(range(model.num_heads)), model.num_heads // model.num_kv_heads
     worst = 0.0
     for layer in (0, model.num_layers // 2, model.num_layers - 1):
-        dense = model.recompute(cap, layer)[0].float().cpu().numpy()  # (H, n, n)
+        q, k = scan.row_source.spill.get(layer, model.device)
+        k = k[:, [h // group for h in heads]]
+        with torch.inference_mode():
+            _, probs = model.layer_adapter(layer).mha.attend(q, k, k, key_padding_mask=None,
+                                                             is_causal=model.is_causal, heads=heads)
+        dense = probs[0].float().cpu().numpy()  # (H, n, n)
+        del probs
         top = -np.sort(-dense, -1)[..., :scan.top_k]
         kept = np.where(top >= scan.min_weight, top, 0)
         worst = max(worst, float(np.abs(kept - scan.weights[layer]).max()))
@@ -158,6 +165,11 @@ def main() -> None:
         fused_peak, peak = peak_child("fused", args), peak_child("scan", args)
     print(f"fused forward:    {fused:8.1f} s   peak {fused_peak / GB:6.2f} GiB above the model", flush=True)
     print(f"scan:             {took:8.1f} s   peak {peak / GB:6.2f} GiB   ({took / fused:.2f} × fused)", flush=True)
+    if model.takes_outputs:  # the way before: the model's fused attention, the scan's blocks computed beside it
+        _, beside, _ = best(lambda: mha_viz.scan(model, text, max_tokens=args.n, own_attention=True), args.device,
+                            args.repeat)
+        print(f"scan beside the model's fused attention (before): {beside:.1f} s ({beside / fused:.2f} × fused; "
+              f"the scan's outputs taken: {took / beside:.2f} × that)", flush=True)
     verdicts.append((f"scan ≤ {args.target:g} × the fused forward ({model.name}, n = {toks.n}, {args.device})",
                      f"{took:.1f} s, {took / fused:.2f} ×", took <= args.target * fused))
     verdicts.append((f"scan ≤ {args.budget_gb:g} GB above the model", f"{peak / 1e9:.2f} GB",

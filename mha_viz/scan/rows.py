@@ -296,16 +296,16 @@ def layer_capture(layer: int, inp: LayerInput) -> Capture:
 
 
 def lean_layers(model: LoadedModel, token_ids: list[int],
-                on_layer: Callable[[int, Projected, torch.Tensor | None], torch.Tensor | None] | None = None
-                ) -> QKSpill:
+                on_layer: Callable[[int, Projected, torch.Tensor | None], torch.Tensor | None] | None = None,
+                *, outputs: bool = True) -> QKSpill:
     """Run the model once; as each attention layer's input arrives, project its queries and keys, spill them and
     hand `on_layer(layer, projected, values)` the layer to reduce, inside the forward (one layer's in memory at a
     time). Where the model takes given outputs (`LoadedModel.takes_outputs`), `values` (1, G, n, d_v) are the
     layer's and `on_layer` returns its attention output (1, H, n, d_v), which the layer uses instead of computing
-    its attention again; elsewhere `values` is None and the model runs its fused attention. Returns the spill
-    (`RowSource`)."""
+    its attention again; elsewhere (or with `outputs` False) `values` is None and the model runs its fused
+    attention. Returns the spill (`RowSource`)."""
     spill = QKSpill(keep_bytes=device_room(model.device))
-    gives = on_layer is not None and model.takes_outputs
+    gives = on_layer is not None and model.takes_outputs and outputs
 
     def arrived(layer: int, inp: LayerInput) -> torch.Tensor | None:
         mha, q, k, v, _padding = model.projections(layer_capture(layer, inp), layer)

@@ -165,7 +165,7 @@ def _on_one_torch_thread(fn: Callable[[int], None], part: int, after: int) -> No
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
          max_tokens: int | None = None, device=None, progress: Callable[[float, str], None] | None = None,
-         compiled: bool | None = None, tokens: Tokens | None = None) -> Scan:
+         compiled: bool | None = None, tokens: Tokens | None = None, own_attention: bool = False) -> Scan:
     """Every head of `text` (up to the model's whole context; `max_tokens` caps it, and so does a
     public server's MHA_VIZ_MAX_OVERVIEW_TOKENS): the head table's pattern measures, thumbnails
     pooled to `thumb` × `thumb`, each row's `top_k` heaviest keys of weight ≥ `min_weight`, and exact
@@ -175,6 +175,9 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     compiled pass on the CPU (`metrics.row_kernels`), or by tensor operations on `device`; None: the
     first on the CPU. Both give the same scan within float32 rounding. tokens: the text already tokenized
     (`tokenize`; an analysis's, cut to its own limit), instead of `text` up to the model's whole context.
+    own_attention: the model computes its own fused attention and the blocks are computed beside it, instead of
+    the model taking each layer's output from them (`LoadedModel.takes_outputs`): the way before, a benchmark's
+    baseline (the output measures are then left out of the table).
     progress(fraction, message) is called
     after each layer, the message with the time left from the pace of the layers done (`budget.time_left`).
     A family our MHA cannot compute (DeBERTa, MLA, an encoder–decoder's encoder…) is read through its own
@@ -222,7 +225,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
             if out is not None:  # what each head writes, from the outputs just made (the table's output measures)
                 written.append(output_norms(out[0], proj[0].head_weights()["W_O"]))
             return out
-        source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input))
+        source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input, outputs=not own_attention))
     else:
         check_eager(model, toks.n)
         progress(0.0, f"Running {model.name} on {toks.n} tokens, one layer's attention at a time…")
