@@ -1,5 +1,6 @@
 """Expanders whose content is built and sent only while they are open (Streamlit's `on_change="rerun"` and
-`.open`): the sidebar's Export, Share and Lesson boxes, which every other click would otherwise send again.
+`.open`): the sidebar's Export, Share and Lesson boxes and the Head view's Links section and strongest-key table,
+which every other click would otherwise compute (the section) and send again.
 
 An expander's own open state is lost when a run ends early (`st.switch_page`, a view opening another page), so
 each box also keeps what it was last (`was_open`), which its next drawing starts from.

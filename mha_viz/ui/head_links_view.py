@@ -14,7 +14,7 @@ from mha_viz.figures import scan as link_figures
 from mha_viz.scan import opening
 from mha_viz.scan.row_detail import BARS, row_detail, top_keys
 from mha_viz.text.wording import plural
-from mha_viz.ui import charts, keys, notebook_button, resources, session
+from mha_viz.ui import boxes, charts, keys, notebook_button, resources, session
 from mha_viz.ui.text import plain
 from mha_viz.views import head_links
 
@@ -39,9 +39,13 @@ def _query_for(links: head_links.HeadLinks) -> None:
 
 
 def links_section(cur, layer: int, head: int) -> None:
-    """The section, in an expander under the head's heatmap."""
+    """The section, in an expander under the head's heatmap: computed, drawn and sent only while open."""
     run = cur.run
-    with st.expander("Links over the whole text: each query's heaviest keys, how far they reach"):
+    box = boxes.lazy_box(st, "Links over the whole text: each query's heaviest keys, how far they reach",
+                         keys.LINKS_OPEN, keys.LINKS_WAS_OPEN)
+    if not box.open:
+        return
+    with box:
         links = _links(cur.key, layer, head, run)
         st.caption(f"Each query's {links.top_k} heaviest keys of weight ≥ {links.min_weight:g}"
                    + (" (what the analysis kept of this long text)." if not run.is_dense else ".")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import (
+    boxes,
     charts,
     focus_pair,
     head_detail,
@@ -50,8 +51,10 @@ def head_view_page() -> None:
     view_helpers.examples_link(cur, layer, head)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
                + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
-    with st.expander("Strongest key for each query"):
-        _strongest(run, layer, head)
+    strongest = boxes.lazy_box(st, "Strongest key for each query", keys.STRONGEST_OPEN, keys.STRONGEST_WAS_OPEN)
+    if strongest.open:  # built and sent only while open
+        with strongest:
+            _strongest(run, layer, head)
     head_links_view.links_section(cur, layer, head)
     why_here.why_here(cur, layer, head, clickable=shown is not None)
     notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),

@@ -81,6 +81,8 @@ LESSON_PANEL_MESSAGE = "_lesson_panel_message"  # why the panel could not do wha
 LESSON_OPEN = "lesson_open"  # whether the sidebar's Lesson panel is open: its content is built only then
 SHARE_OPEN = "share_open"  # whether the sidebar's Share box is open: its link is built only then
 LESSON_WAS_OPEN, SHARE_WAS_OPEN = "_lesson_open", "_share_open"
+LINKS_OPEN, LINKS_WAS_OPEN = "links_open", "_links_open"  # the Head view's Links section (boxes.lazy_box)
+STRONGEST_OPEN, STRONGEST_WAS_OPEN = "strongest_open", "_strongest_open"  # its strongest-key table
 
 # --- model view ---------------------------------------------------------------------------------
 GRID = "grid"  # the model grid's selection event

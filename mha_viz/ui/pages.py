@@ -108,9 +108,20 @@ def navigation():
                           + [_retired(old, spec) for old, spec in moved if spec.section == section]
                           for section in SECTIONS if any(p.section == section for p in shown)}, position="top")
     if page.url_path in RETIRED:  # an old link: the page its parts moved to, with the link's parameters
+        _open_parts(page.url_path)
         st.switch_page(_page(BY_ID[RETIRED[page.url_path]], default),
                        query_params={k: v for k, v in st.query_params.to_dict().items() if not k.startswith("embed")})
     return page
+
+
+# the box a retired page's parts moved into (`boxes.lazy_box`: its key, what it was last), opened when an old link
+# or a lesson step names the page
+RETIRED_BOX = {"whole_text": (keys.LINKS_OPEN, keys.LINKS_WAS_OPEN)}
+
+
+def _open_parts(old: str) -> None:
+    for key in RETIRED_BOX.get(old, ()):
+        session.put(key, True)
 
 
 def _retired(old: str, spec: PageSpec):
@@ -126,6 +137,8 @@ def page_id(page) -> str:
 def follow_goto() -> None:
     """Switch to the page a view asked for (`keys.GOTO`), if the server offers it."""
     target = session.pop(keys.GOTO, None)
+    if target in RETIRED:
+        _open_parts(target)
     target = RETIRED.get(target, target)
     shown = offered()
     if target in {p.id for p in shown}:

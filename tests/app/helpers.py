@@ -14,7 +14,7 @@ from tests.helpers import HEADINGS, ROOT, decode, shown
 
 __all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "chart_title", "chart_titles", "charts",
            "export_box", "frame", "heatmap_tokens", "lesson_panel", "open_page", "open_with_text", "share_box", "shown",
-           "sidebar_box", "start_app", "titled"]
+           "open_box", "start_app", "titled"]
 
 APP = str(ROOT / "app.py")
 TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
@@ -49,9 +49,9 @@ def open_page(at: AppTest, page_id: str) -> AppTest:
     return at
 
 
-def sidebar_box(at: AppTest, key: str, open_: bool = True) -> AppTest:
-    """Open (or close) the sidebar's box of expander key `key` (its content is built only while open), as a
-    click on its label does, and run; returns `at`."""
+def open_box(at: AppTest, key: str, open_: bool = True) -> AppTest:
+    """Open (or close) the box of expander key `key` (`ui.boxes.lazy_box`: its content is built only while open),
+    as a click on its label does, and run; returns `at`."""
     at.session_state[key] = open_
     at.run()
     assert not at.exception, at.exception
@@ -59,18 +59,18 @@ def sidebar_box(at: AppTest, key: str, open_: bool = True) -> AppTest:
 
 
 def export_box(at: AppTest, open_: bool = True) -> AppTest:
-    """The sidebar's Export box opened (or closed): `sidebar_box`."""
-    return sidebar_box(at, keys.EXPORT_OPEN, open_)
+    """The sidebar's Export box opened (or closed): `open_box`."""
+    return open_box(at, keys.EXPORT_OPEN, open_)
 
 
 def lesson_panel(at: AppTest) -> AppTest:
-    """The sidebar's Lesson panel opened: `sidebar_box`."""
-    return sidebar_box(at, keys.LESSON_OPEN)
+    """The sidebar's Lesson panel opened: `open_box`."""
+    return open_box(at, keys.LESSON_OPEN)
 
 
 def share_box(at: AppTest) -> AppTest:
-    """The sidebar's Share box opened: `sidebar_box`."""
-    return sidebar_box(at, keys.SHARE_OPEN)
+    """The sidebar's Share box opened: `open_box`."""
+    return open_box(at, keys.SHARE_OPEN)
 
 
 def open_with_text(page_id: str, text: str, model: str | None = None) -> AppTest:

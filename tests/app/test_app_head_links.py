@@ -19,7 +19,7 @@ from mha_viz.metrics import head_table
 from mha_viz.scan.opening import kept_counts, opening_query
 from mha_viz.ui import keys
 from mha_viz.views import head_links
-from tests.app.helpers import chart_title, charts, open_page, start_app
+from tests.app.helpers import chart_title, charts, open_box, open_page, start_app
 from tests.helpers import HEADINGS
 
 pytestmark = pytest.mark.model
@@ -44,6 +44,8 @@ def head_view(model: str, text: str, cap: int, layer: int, head: int, query: int
     at.number_input(key=keys.TOKEN_LIMIT).set_value(cap).run()
     at.text_area(key=keys.TEXT).input(text).run()
     open_page(at, "head_view")
+    assert keys.LINKS_QUERY not in [n.key for n in at.number_input]  # closed, the section is neither computed nor sent
+    open_box(at, keys.LINKS_OPEN)
     at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(layer).run()
     at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(head).run()
     if query is not None:

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from mha_viz.export import link_params as links
 from mha_viz.ui import compare_run_b, keys
-from tests.app.helpers import app_test, charts, open_page, share_box, sidebar_box
+from tests.app.helpers import app_test, charts, open_box, open_page, share_box
 
 pytestmark = pytest.mark.model
 
@@ -42,7 +42,7 @@ def _share(at) -> str:
     """The link in the Share box, opened, then closed again (closed, the box sends no link)."""
     assert not at.sidebar.code
     [code] = share_box(at).sidebar.code
-    sidebar_box(at, keys.SHARE_OPEN, False)
+    open_box(at, keys.SHARE_OPEN, False)
     return code.value
 
 
