@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from tests.app.helpers import charts, frame, heatmap_tokens, open_page, shown, start_app
+from mha_viz.ui import keys
+from tests.app.helpers import charts, frame, heatmap_tokens, open_box, open_page, shown, start_app
 
 pytestmark = pytest.mark.model
 
@@ -107,6 +108,7 @@ def test_hostile_or_odd_text_is_shown_as_text(text, pieces):
     assert raw == [html.escape(t, quote=False) for t in tokens]  # what Plotly gets: escaped, not marked up
     labels = "".join(raw)
     assert "<script" not in labels and "<img" not in labels and "<" not in labels and ">" not in labels
+    open_box(at, keys.STRONGEST_OPEN)  # the table of each query's strongest key, built only while open
     assert frame(at, "query")["query"].tolist() == tokens  # the table shows the same pieces as plain text
 
 

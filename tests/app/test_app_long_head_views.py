@@ -12,7 +12,7 @@ import pytest
 from mha_viz.capture.head_rows import forbid_dense
 from mha_viz.ui import head_detail, head_view_page, keys
 from mha_viz.views import detail
-from tests.app.helpers import chart_title, charts, frame, open_page, start_app
+from tests.app.helpers import chart_title, charts, frame, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model
 SAMPLE = resources.files("mha_viz.corpus").joinpath("sample.txt").read_text(encoding="utf-8")
@@ -60,7 +60,7 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
         at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
         at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(2).run()
         clean(at)
-        table = frame(at, "attends most to")
+        table = frame(open_box(at, keys.STRONGEST_OPEN), "attends most to")  # built only while open
         a = run.head(1, 2)  # one head, rebuilt from its rows: allowed under the guard
         best = a.argmax(axis=1)[:SHOWN]
         assert list(table["query"]) == run.tokens[:SHOWN]  # the first SHOWN queries only, said so

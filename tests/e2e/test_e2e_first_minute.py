@@ -32,8 +32,13 @@ def test_the_landing_page_says_what_to_do_first_with_the_box_in_sight(browser, s
         ui.page.set_viewport_size(WINDOW)
         assert "Start here" in ui.page.locator("[data-testid=stMain]").inner_text()
         assert not _outside(ui.text_box), _outside(ui.text_box)
-        # the Lesson panel's hint shows its dollar signs (as $…$ KaTeX drew "…" alone)
-        assert "Markdown ($…$ for formulas)" in ui.page.locator("[data-testid=stSidebar]").text_content()
+        # the Lesson panel's hint, once it is opened (closed, it sends nothing), shows its dollar signs (as $…$
+        # KaTeX drew "…" alone)
+        sidebar = ui.page.locator("[data-testid=stSidebar]")
+        ui.rerun(sidebar.locator("summary").filter(has_text="Lesson").click)
+        hint = sidebar.get_by_text("for formulas")
+        hint.wait_for()
+        assert "Markdown ($…$ for formulas)" in sidebar.text_content()
         ui.assert_clean()
     finally:
         ui.close()
