@@ -30,7 +30,9 @@ def ids(model):
 
 
 def _layer_bytes(spill: scan_rows.QKSpill, layer: int) -> int:
-    return sum(t.numel() * t.element_size() for t in spill.get(layer, "cpu"))
+    """What one layer's spill holds: its queries, keys and values."""
+    parts = [*spill.get(layer, "cpu"), spill.values(layer, "cpu")]
+    return sum(t.numel() * t.element_size() for t in parts if t is not None)
 
 
 def _all_rows(source: scan_rows.RowSource, layers) -> dict[int, np.ndarray]:
