@@ -146,14 +146,19 @@ class AttentionRun(HeadArray):
             raise IndexError(f"no head ({layer}, {head}): this run has {self.num_layers} layers (rows 0 … "
                              f"{self.num_layers - 1}) × {self.num_heads} heads")
 
-    def rows(self, layer: int, head: int, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """float32 (stop − start, n): the exact probabilities of query rows start … stop − 1 (default
-        every row) of one head (`layer` is the run's row, as in `attentions[layer, head]`); a dense
-        run's are a view of its array, a long run's recomputed."""
+    def _rows_in(self, layer: int, head: int, start: int, stop: int | None) -> int:
+        """The end of query rows start … stop − 1 of head (layer, head) (None: the last row), checked."""
         self._check(layer, head)
         stop = self.n if stop is None else stop
         if not 0 <= start < stop <= self.n:
             raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
+        return stop
+
+    def rows(self, layer: int, head: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """float32 (stop − start, n): the exact probabilities of query rows start … stop − 1 (default
+        every row) of one head (`layer` is the run's row, as in `attentions[layer, head]`); a dense
+        run's are a view of its array, a long run's recomputed."""
+        stop = self._rows_in(layer, head, start, stop)
         if self._dense is not None:
             return self._dense[layer, head, start:stop]
         return head_rows.gather(self.source, layer, [head], start, stop, self.n, self.num_heads)[0]
@@ -161,10 +166,7 @@ class AttentionRun(HeadArray):
     def layer_rows(self, layer: int, start: int = 0, stop: int | None = None) -> np.ndarray:
         """float32 (heads, stop − start, n): rows start … stop − 1 of every head of one layer (a long run's
         from one projection of the layer's input: cheaper than each head's `rows` in turn)."""
-        self._check(layer, 0)
-        stop = self.n if stop is None else stop
-        if not 0 <= start < stop <= self.n:
-            raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
+        stop = self._rows_in(layer, 0, start, stop)
         if self._dense is not None:
             return self._dense[layer, :, start:stop]
         return head_rows.gather(self.source, layer, None, start, stop, self.n, self.num_heads)
@@ -173,10 +175,7 @@ class AttentionRun(HeadArray):
         """float32 (stop − start, d_v): one head's output z (probabilities × values, before W_O) at query rows
         start … stop − 1; a dense run's from `head_outputs`, a long run's recomputed from its scan's spilled
         queries, keys and values. Raises ValueError where the run has none."""
-        self._check(layer, head)
-        stop = self.n if stop is None else stop
-        if not 0 <= start < stop <= self.n:
-            raise IndexError(f"rows {start} … {stop - 1} are not within the text's {self.n} tokens")
+        stop = self._rows_in(layer, head, start, stop)
         if self.head_outputs is not None:
             return self.head_outputs[layer, head, start:stop]
         source = getattr(self.summary, "row_source", None)

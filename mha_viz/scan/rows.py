@@ -115,13 +115,11 @@ def block_jobs(model: LoadedModel, proj: Projected, values: torch.Tensor | None,
 
 
 def _outputs_only(model: LoadedModel, n: int):
-    """`lean_layers`' on_layer that only makes each layer's output, as a scan's forward did (the same blocks, so the
-    same numbers): a reopened scan's queries and keys are its first forward's."""
+    """`lean_layers`' on_layer making each layer's output as a scan's forward did (same blocks, same numbers)."""
     def on_layer(_layer: int, proj: Projected, values: torch.Tensor | None) -> torch.Tensor | None:
         jobs, out = block_jobs(model, proj, values, n)
-        if out is not None:
-            for job in jobs:
-                job()
+        for job in jobs if out is not None else ():
+            job()
         return out
     return on_layer
 
@@ -357,6 +355,13 @@ class RowSource:
         self._last = dict(list(last.items())[-(KEPT - 1):] + [(asked, rows)])
         return rows
 
+    def _spilled(self) -> QKSpill:
+        """The spill; a reopened scan's made by one more run (its own blocks), once however many threads ask."""
+        with self._making:
+            if self.spill is None:
+                self.spill = lean_layers(self.model, self.token_ids, _outputs_only(self.model, len(self.token_ids)))
+        return self.spill
+
     def outputs(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
         """float32 (stop − start, d_v): head `head`'s output z = probabilities × values of query rows
         start … stop − 1 of one layer, from its spilled queries, keys and values, a block of rows at a time."""
@@ -364,11 +369,9 @@ class RowSource:
         if not model.can_recompute or model.is_encoder_decoder:
             raise ValueError(f"The heads' outputs of a long run of '{model.name}' are not kept: our MHA cannot "
                              f"compute its attention ({model.stand_in or model.unread}).")
-        with self._making:
-            if self.spill is None:
-                self.spill = lean_layers(model, self.token_ids, _outputs_only(model, len(self.token_ids)))
-        values = self.spill.values(layer, model.device)
-        proj = (model.layer_adapter(layer).mha, *self.spill.get(layer, model.device))
+        spill = self._spilled()
+        values = spill.values(layer, model.device)
+        proj = (model.layer_adapter(layer).mha, *spill.get(layer, model.device))
         kv = head // (model.num_heads // model.num_kv_heads)
         z = np.empty((stop - start, values.shape[-1]), dtype=np.float32)
         for first, k0, probs in recomputed_blocks(model, proj, heads=[head], start=start, stop=stop):
@@ -390,10 +393,7 @@ class RowSource:
                          only=layer)
             yield start, kept[0].numpy()
             return
-        with self._making:
-            if self.spill is None:
-                self.spill = lean_layers(model, self.token_ids, _outputs_only(model, n))
-        proj = (model.layer_adapter(layer).mha, *self.spill.get(layer, model.device))
+        proj = (model.layer_adapter(layer).mha, *self._spilled().get(layer, model.device))
         for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop):
             block = host_block(probs, n, k0, self.staging)
             del probs  # not kept while the caller holds the block
