@@ -179,14 +179,18 @@ PART_STEPS = {"1–2 · Input, Q, K, V": ("X", "Q", "K", "V"), "3–6 · Scores 
 
 def teaching(v: NotebookView) -> list[Cell]:
     part = v.option("part", "1–2 · Input, Q, K, V")
+    start = int(v.option("start", 0) or 0)
     cells = [md("## Teaching: attention step by step\n\nOne head's computation with the model's own numbers, "
-                "from the text's first tokens (`teaching.TEACH_TOKENS` at most)."),
-             code("""
+                "over a window of the text's tokens (`teaching.TEACH_TOKENS`); each row's keys outside the "
+                "window are one more column, so every softmax is exact."),
+             code(f"""
 from mha_viz.views import teaching
 
-recording = teaching.record(model, TEXT, min(teaching.TEACH_TOKENS, CAP))  # one forward pass, every layer kept
-w = teaching.walkthrough(model, TEXT, run.layer_ids[LAYER], HEAD, recording=recording)
-print(f"Layer {w.layer}, head {w.head}: {w.n} tokens")""")]
+# every layer's queries, keys, values and input: a long run's own, else one more forward pass
+recording = teaching.recording_of(run) or teaching.record(model, TEXT, CAP)
+START = {start}  # the window's first token
+w = teaching.walkthrough(model, TEXT, run.layer_ids[LAYER], HEAD, recording=recording, start=START)
+print(f"Layer {{w.layer}}, head {{w.head}}: tokens {{w.start}}–{{w.start + w.n - 1}} of {{w.total}}")""")]
     if part in PART_STEPS:
         cells.append(md(f"### Steps {markdown_text(part)}"))
         cells.append(code(f"for fig in figures.walkthrough(w, {literal(PART_STEPS[part])}).values():\n    fig.show()"))
@@ -226,7 +230,7 @@ for fig in figures.probability_maps(maps, names).values():
     if demo == "Why several heads":
         return [code("""
 patterns = mha_viz.head_table(run).query("layer == @w.layer")["pattern"].tolist()
-att = teaching.layer_probabilities(model, recording, w.layer)  # (heads, n, n)
+att = teaching.layer_probabilities(model, recording, w.layer, w.start)  # (heads, n, n): the window
 maps = {"the layer's heads averaged": att.mean(0)} | {f"head {h}: {patterns[h]}": att[h] for h in range(len(att))}
 for fig in figures.probability_maps(maps, w.tokens).values():
     fig.show()""")]

@@ -320,8 +320,10 @@ def walkthrough(w: Walkthrough, steps: tuple[str, ...] | None = None) -> dict[st
 
 def softmax_row(w: Walkthrough, row: int) -> go.Figure:
     """One query row of a walkthrough: its scaled scores and the probabilities softmax makes of them."""
-    return teach_figures.softmax_row(w.masked[row], w.probs[row], w.tokens,
-                                     title=f"Row {row} ({w.tokens[row]!s}): scores → probabilities")
+    scores, keys = teach_figures.with_outside(w, "masked")
+    probs, _ = teach_figures.with_outside(w, "probs")
+    return teach_figures.softmax_row(scores[row], probs[row], keys,
+                                     title=f"Row {w.start + row} ({w.tokens[row]!s}): scores → probabilities")
 
 
 def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = None) -> go.Figure:

@@ -25,12 +25,13 @@ def neuron_figure(nv: Neuron) -> go.Figure:
     d_k = len(nv.q)
     dims = np.arange(d_k)
     rope = "after RoPE (rotary positions applied)" if nv.rope else "no RoPE in this model"
-    title = (f"Layer {nv.layer} head {nv.head}: query {nv.i} ({_tok(nv.tokens[nv.i])}) · key {nv.j} "
+    i, j = nv.start + nv.i, nv.start + nv.j  # positions in the text
+    title = (f"Layer {nv.layer} head {nv.head}: query {i} ({_tok(nv.tokens[nv.i])}) · key {j} "
              f"({_tok(nv.tokens[nv.j])}) — q, k {rope}")
     fig = make_subplots(rows=3, cols=1, vertical_spacing=0.17, subplot_titles=(  # room: ticks, axis title, next title
         f"q_i and k_j ({d_k} dimensions)",
         f"q_i ⊙ k_j: sum = score = {nv.score:.4g}; × {nv.scale:.4g} (÷ √d_k) = {nv.scaled:.4g}",
-        f"softmax over row {nv.i}: key {nv.j} gets {nv.prob:.4g}"
+        f"softmax over row {i}: key {j} gets {nv.prob:.4g}"
         + (" (masked: a later token)" if nv.masked else "")))
     fig.add_trace(go.Bar(x=dims, y=nv.q, name=f"q_{nv.i}", marker_color=Q_COLOR,
                          hovertemplate="dim %{x}: q = %{y:.4g}<extra></extra>"), row=1, col=1)

@@ -26,10 +26,11 @@ def _figure(data: list[dict], layout: dict) -> go.Figure:
 
 
 def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str] | None = None,
-           probabilities: bool = False, highlight: tuple[int, int] | None = None) -> go.Figure:
+           probabilities: bool = False, highlight: tuple[int, int] | None = None,
+           max_columns: int = MAX_COLUMNS) -> go.Figure:
     """Any (r, c) matrix with labelled rows (tokens). Probabilities use 0..1 and the sequential
     scale; other values a diverging scale centred on 0; -inf (masked) cells are left blank.
-    Past MAX_COLUMNS columns only MAX_COLUMNS are drawn, the title says which: the first ones, or with
+    Past `max_columns` columns only `max_columns` are drawn, the title says which: the first ones, or with
     `highlight` (start, stop), a window around those columns, which are framed (one head's block of the
     concatenation).
     float32 values stay float32 (half the bytes sent to the browser)."""
@@ -37,7 +38,7 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
     if not np.issubdtype(v.dtype, np.floating):
         v = v.astype(np.float64)
     r, c = v.shape
-    shown = min(c, MAX_COLUMNS)
+    shown = min(c, max_columns)
     first = 0 if highlight is None else min(max(0, highlight[0] - (shown - (highlight[1] - highlight[0])) // 2),
                                             c - shown)  # the framed block in the middle of the window
     window = slice(first, first + shown)
@@ -73,21 +74,37 @@ def step_figures(w: Walkthrough, names: tuple[str, ...] = STEPS) -> dict[str, go
     start = w.head * w.V.shape[1]
     titles = {"X": "X: one row per token", "Q": "Q", "K": "K", "V": "V", "z": "z = A V",
               "output": "the layer's attention output"}
-    square = {"scores": "Q Kᵀ", "scaled": "Q Kᵀ / √d_k", "masked": "masked scores (blank: −∞)"}
+    square = {"scores": "Q Kᵀ", "scaled": "Q Kᵀ / √d_k", "masked": "masked scores (blank: −∞)",
+              "probs": "A: attention probabilities"}
     figs = {}
     for name in names:
         if name in titles:
             figs[name] = matrix(getattr(w, name), tok, title=titles[name])
         elif name in square and (name != "masked" or w.is_causal or w.window is not None):
-            figs[name] = matrix(getattr(w, name), tok, title=square[name], columns=tok)
-        elif name == "probs":
-            figs[name] = matrix(w.probs, tok, title="A: attention probabilities", columns=tok, probabilities=True)
+            values, columns = with_outside(w, name)
+            figs[name] = matrix(values, tok, title=square[name], columns=columns, probabilities=name == "probs",
+                                max_columns=len(columns))
         elif name == "concat":
             figs[name] = matrix(w.concat, tok, title="every head's z side by side (this head framed)",
                                 highlight=(start, start + w.V.shape[1]))
         elif name != "masked":
             raise ValueError(f"no step called {name!r}; the steps are {', '.join(STEPS)}")
     return figs
+
+
+def outside_label(w: Walkthrough) -> str:
+    """The column that stands for the keys outside a walkthrough's window."""
+    return f"⟨{w.outside:,} keys outside⟩"
+
+
+def with_outside(w: Walkthrough, name: str) -> tuple[np.ndarray, list[str]]:
+    """A square step of a walkthrough ("scores", "scaled", "masked" or "probs") and its columns' labels, the keys
+    outside its window first as one column (`Walkthrough.outside_*`) when there are any."""
+    values, columns = getattr(w, name), list(w.tokens)
+    folded = getattr(w, f"outside_{name}")
+    if folded is None:
+        return values, columns
+    return np.column_stack([folded, values]).astype(values.dtype), [outside_label(w)] + columns
 
 
 def probability_maps(maps: dict[str, np.ndarray], tokens: list[str]) -> dict[str, go.Figure]:

@@ -7,8 +7,6 @@ one head's exact rows on demand (`Scan.rows`), from the queries and keys spilled
 
 from __future__ import annotations
 
-import os
-import tempfile
 import threading
 from functools import partial
 from typing import Callable, Iterator
@@ -18,6 +16,7 @@ import torch
 
 from mha_viz.budget import capture_budget
 from mha_viz.capture.transfer import HostCopier, Staging
+from mha_viz.scan.spill import QKSpill
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.visibility import visible_span
@@ -233,61 +232,6 @@ def device_room(device) -> int:
     return max(0, free - max(DEVICE_RESERVE, total // 10))
 
 
-class QKSpill:
-    """Each layer's queries and keys (RoPE applied: what its exact rows are recomputed from, `projected`),
-    kept as the model runs. Up to `keep_bytes` (`device_room`: a GPU's free memory) they stay on the device
-    that computed them, so a view's rows are recomputed there with no copy; the rest are written to an
-    anonymous temporary file and read back one layer at a time: a long text's (SmolLM2 at 8,192 tokens: 25 MB
-    a layer, 755 MB in all; an 8B model at 32k in bfloat16: 335 MB a layer) stay out of the process's memory,
-    and a view's rows cost no projection. The file goes when the spill does."""
-
-    def __init__(self, keep_bytes: int = 0) -> None:
-        self.file = tempfile.TemporaryFile(prefix="mha-viz-scan-")
-        self.end = 0  # where the next bytes go (reads use os.pread: no shared file position)
-        self.where: dict[int, list[tuple[int, torch.dtype, tuple[int, ...]]]] = {}  # layer -> q's and k's place
-        self.keep_bytes = int(keep_bytes)
-        self.kept: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # layer -> (q, k) where they were made
-        self.kept_bytes = 0
-
-    def _write(self, t: torch.Tensor) -> tuple[int, torch.dtype, tuple[int, ...]]:
-        t = t.detach()
-        raw = t.cpu().contiguous().view(torch.uint8).numpy()  # the bytes, whatever the dtype (bfloat16)
-        os.pwrite(self.file.fileno(), raw.tobytes(), self.end)
-        place = (self.end, t.dtype, tuple(t.shape))
-        self.end += raw.nbytes
-        return place
-
-    def _read(self, place: tuple[int, torch.dtype, tuple[int, ...]], device) -> torch.Tensor:
-        offset, dtype, shape = place
-        size = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-        raw = bytearray(os.pread(self.file.fileno(), size, offset))  # safe from several threads at once
-        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
-
-    def put(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None = None) -> None:
-        """Keep layer `layer`'s q and k and, given, its values v (1, G, n, d_v): what its heads' outputs are
-        recomputed from (`RowSource.outputs`)."""
-        parts = (q, k) if v is None else (q, k, v)
-        size = sum(t.numel() * t.element_size() for t in parts)
-        if self.kept_bytes + size <= self.keep_bytes:
-            self.kept[layer] = tuple(t.detach() for t in parts)
-            self.kept_bytes += size
-        else:
-            self.where[layer] = [self._write(t) for t in parts]
-
-    def get(self, layer: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """(q, k) of layer `layer`, on `device` (no copy when they stayed there)."""
-        if layer in self.kept:
-            return tuple(t.to(device) for t in self.kept[layer][:2])
-        return tuple(self._read(place, device) for place in self.where[layer][:2])
-
-    def values(self, layer: int, device) -> torch.Tensor | None:
-        """Layer `layer`'s values (1, G, n, d_v) on `device`, or None where they were not kept."""
-        parts = self.kept[layer] if layer in self.kept else self.where[layer]
-        if len(parts) < 3:
-            return None
-        return parts[2].to(device) if layer in self.kept else self._read(parts[2], device)
-
-
 def layer_capture(layer: int, inp: LayerInput) -> Capture:
     """A lean capture of one unpadded text that holds one layer's input (for `projected`)."""
     return Capture(None, None, None, None, layer_inputs={layer: inp}, attention_mask=None)
@@ -307,7 +251,9 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
 
     def arrived(layer: int, inp: LayerInput) -> torch.Tensor | None:
         mha, q, k, v, _padding = model.projections(layer_capture(layer, inp), layer)
-        spill.put(layer, q, k, v)
+        spill.put(layer, q, k, v, inp.hidden)
+        if inp.position_embeddings is not None:
+            spill.rotated.add(layer)
         if on_layer is None:
             return None
         return on_layer(layer, (mha, q, k), v if gives else None)
@@ -355,7 +301,7 @@ class RowSource:
         self._last = dict(list(last.items())[-(KEPT - 1):] + [(asked, rows)])
         return rows
 
-    def _spilled(self) -> QKSpill:
+    def spilled(self) -> QKSpill:
         """The spill; a reopened scan's made by one more run (its own blocks), once however many threads ask."""
         with self._making:
             if self.spill is None:
@@ -369,7 +315,7 @@ class RowSource:
         if not model.can_recompute or model.is_encoder_decoder:
             raise ValueError(f"The heads' outputs of a long run of '{model.name}' are not kept: our MHA cannot "
                              f"compute its attention ({model.stand_in or model.unread}).")
-        spill = self._spilled()
+        spill = self.spilled()
         values = spill.values(layer, model.device)
         proj = (model.layer_adapter(layer).mha, *spill.get(layer, model.device))
         kv = head // (model.num_heads // model.num_kv_heads)
@@ -393,7 +339,7 @@ class RowSource:
                          only=layer)
             yield start, kept[0].numpy()
             return
-        proj = (model.layer_adapter(layer).mha, *self._spilled().get(layer, model.device))
+        proj = (model.layer_adapter(layer).mha, *self.spilled().get(layer, model.device))
         for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop):
             block = host_block(probs, n, k0, self.staging)
             del probs  # not kept while the caller holds the block

@@ -135,10 +135,28 @@ def available(kind: str, run, model) -> str | None:
     return None
 
 
-@st.cache_resource(show_spinner="Walking through the head…", max_entries=16)
-def walkthrough(key: AnalysisKey, layer: int, head: int, _model):
+@st.cache_resource(show_spinner="Running the text through the model…", max_entries=4)
+def recording(key: AnalysisKey, _model, _full_run) -> teaching.Recording:
+    """What the walkthrough reads (key: the text's, `AnalysisKey.with_text`; `_full_run`: its run with every token):
+    a long run's own spill of each layer (`teaching.recording_of`: no second pass), else one pass over the text."""
+    own = teaching.recording_of(_full_run)
+    if own is not None:
+        return own
     with mha_viz.session_cap(key.cap):
-        return teaching.walkthrough(_model, key.text, layer, head, max_tokens=min(teaching.TEACH_TOKENS, key.cap))
+        return teaching.record(_model, key.text, key.cap)
+
+
+@st.cache_resource(show_spinner="Walking through the head…", max_entries=32)
+def walkthrough(key: AnalysisKey, layer: int, head: int, start: int, _model, _full_run) -> teaching.Walkthrough:
+    """One head's steps over the window from `start` (the Teaching and Queries and keys pages share them), from the
+    text's one recording: switching heads, layers or windows runs no model."""
+    return teaching.walkthrough(_model, key.text, layer, head, recording=recording(key, _model, _full_run),
+                                start=start)
+
+
+def layer_probabilities(key: AnalysisKey, layer: int, start: int, _model, _full_run) -> np.ndarray:
+    """Every head's probabilities (H, n, n) of one layer over the walkthrough's window (`walkthrough`'s key)."""
+    return teaching.layer_probabilities(_model, recording(key, _model, _full_run), layer, start)
 
 
 @st.cache_resource(show_spinner="Splitting the score into what wrote it…", max_entries=32)

@@ -180,6 +180,7 @@ TEACH_LAYER = "teach_layer"
 TEACH_HEAD = "teach_head"
 TEACH_PART = "teach_part"  # which part of the page is drawn: a group of steps, the costs, the demonstrations
 TEACH_DEMO = "teach_demo"
+TEACH_START = "teach_start"  # the walkthrough's window: its first token (Teaching and Queries and keys share it)
 HEADS_ON = "_heads_on"  # {ModelKey: bool (layers, heads)}
 HEADS_VERSION = "_heads_version"  # bumped when the app changes the on/off grid (a fresh editor)
 IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for

@@ -52,6 +52,9 @@ def _scatter(x: str, y: str, colour: str) -> tuple[vp.Control, ...]:
             vp.choice(colour, COLOURS, default=LAYER))
 
 
+# the walkthrough's window (`walk_window`): the Teaching and Queries and keys pages share it
+WALK_START = vp.number(keys.TEACH_START, 0, upto=vp.TOKENS, default=0)
+
 BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
     "model_view": (vp.flag(keys.GRID_RESCALE, default=True),),
     "head_view": (
@@ -134,6 +137,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
                                     "What it costs", "Demonstrations"), default="1–2 · Input, Q, K, V"),
         vp.choice(keys.TEACH_DEMO, ("Why projections", "Why several heads", "Masks")),
         vp.number(keys.TEACH_ROW, 0, 63, upto=vp.TOKENS, default=lambda cur: min(_tokens(cur), 64) // 2),
+        WALK_START,
     ),
     "ablation": (
         vp.choice(keys.ABLATE_MODE, ("zeroed (ξ = 0)", "replaced by their mean output on this text"),
@@ -148,6 +152,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.choice(keys.QK_METHOD, qk.METHODS, default=qk.METHODS[0]),
         vp.flag(keys.QK_TRANSLATE),
         vp.number(keys.QK_TOP, 1, 10, default=lambda cur: min(3, _tokens(cur))),
+        WALK_START,
     ),
     "model_facts": (),
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.figures import qk as qk_figures
-from mha_viz.ui import analysis, charts, keys, session, shared_head
+from mha_viz.ui import analysis, charts, keys, session, shared_head, walk_window
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
 from mha_viz.views import qk
@@ -49,16 +49,16 @@ def qk_page() -> None:
         return
     row, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.QK_LAYER, keys.QK_HEAD)
     layer = run.layer_ids[row]
+    full = cur.full_run or run  # the walkthrough reads every token, hidden or not
+    first = walk_window.window_start(full.n)  # the same window as the teaching view's
     try:
-        w = analysis.walkthrough(cur.key, layer, head, model)
+        w = analysis.walkthrough(cur.key.with_text(cur.key.text), layer, head, first, model, full)
     except ValueError as exc:
         st.info(plain(exc), icon=":material/info:")
         return
     n, tok = w.n, w.tokens
-    total = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
-    if total > w.n:
-        st.caption(f"This page reads the first {w.n} of {total} tokens (the step-by-step walkthrough it "
-                   "shares with the teaching view stops at 64), so that every bar and point stays readable.")
+    if full.n > w.n:
+        st.caption(walk_window.caption(w.start, w.n, w.total) + " The map shows the window's queries and keys.")
     kv = f", KV head {w.kv_head} (grouped-query attention)" if w.num_kv_heads != w.num_heads else ""
     rope = ("q and k are shown after rotary position embeddings (RoPE) turned them, as the scores use them"
             if w.rope else "this model uses no RoPE: q and k are the projections of the layer's input")
@@ -71,7 +71,7 @@ def qk_page() -> None:
     for key in (keys.QK_I, keys.QK_J):
         _clamp(key, n - 1)
     session.settle(keys.QK_TOP, max(1, min(int(session.need(keys.QK_TOP)), 10, n)))
-    label = lambda t: f"{t}: {tok[t]}"  # noqa: E731 - one-line format function
+    label = lambda t: f"{w.start + t}: {tok[t]}"  # noqa: E731 - one-line format function
     cols = st.columns(2)
     i = cols[0].selectbox("Query token i", list(range(n)), key=keys.QK_I, format_func=label)
     j = cols[1].selectbox("Key token j", list(range(n)), key=keys.QK_J, format_func=label)
@@ -81,7 +81,7 @@ def qk_page() -> None:
     masked = " Key j comes after query i: the causal mask hides it (probability 0)." if nv.masked else ""
     st.caption(f"Score {nv.score:.4g}; × {nv.scale:.4g} = {nv.scaled:.4g}; probability {nv.prob:.4g} "
                f"(the head's attention matrix holds {float(w.probs[i, j]):.4g}).{masked}")
-    charts.show(charts.cached("qk_neuron", (cur.key, layer, head, i, j), lambda: qk_figures.neuron_figure(nv)),
+    charts.show(charts.cached("qk_neuron", (cur.key, layer, head, w.start, i, j), lambda: qk_figures.neuron_figure(nv)),
                 key=keys.QK_NEURON)
 
     st.subheader("Query/key map")
@@ -98,7 +98,8 @@ def qk_page() -> None:
                                     "then shifts the keys so their mean equals the queries' mean. Neither "
                                     "step changes any attention weight.")
     top = cols[2].number_input("Strongest keys", 1, max(1, min(10, n)), key=keys.QK_TOP, persist_state=keys.KEEP)
-    fig = charts.cached("qk_map", (cur.key, layer, head, method, translate, i, int(top)),
-                        lambda: qk_figures.qk_map_figure(_qk_map(cur.key, layer, head, method, translate, w), tok,
+    at = (cur.key, w.start)  # the window's
+    fig = charts.cached("qk_map", (*at, layer, head, method, translate, i, int(top)),
+                        lambda: qk_figures.qk_map_figure(_qk_map(at, layer, head, method, translate, w), tok,
                                                          probs=w.probs, selected_query=i, top_k=int(top)))
     charts.show(fig, key=keys.QK_MAP, on_select=_on_map_select, selection_mode="points")

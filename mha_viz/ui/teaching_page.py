@@ -14,8 +14,7 @@ import streamlit as st
 import mha_viz
 from mha_viz import figures
 from mha_viz.figures import teaching as teach_figures
-from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session, shared_head, sidebar
-from mha_viz.ui.analysis_key import AnalysisKey
+from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session, shared_head, sidebar, walk_window
 from mha_viz.ui.view_helpers import start
 from mha_viz.views import teaching
 
@@ -60,37 +59,25 @@ def teaching_page() -> None:
                    f"induction score {r.induction_score:.2f}. Layer 0 has a head that looks one token back; "
                    "layer 1 has a head that looks at the token after the previous occurrence of the current "
                    "one, and so predicts the repeat.")
-    # what the steps read: model, text, cap (not the layers or hidden tokens)
-    text_key = cur.key.with_text(cur.key.text)
-    w = _walkthrough(text_key, layer, head, model)
-    n = (cur.full_run or run).n  # the walkthrough reads every token, hidden or not
-    if n > w.n:
-        st.caption(f"The steps show the first {w.n} of {n} tokens, so that every cell stays readable.")
+    # what the steps read: model, text, cap (not the layers or hidden tokens), every token, hidden or not
+    text_key, full = cur.key.with_text(cur.key.text), cur.full_run or run
+    first = walk_window.window_start(full.n)
+    w = analysis.walkthrough(text_key, layer, head, first, model, full)
+    if full.n > w.n:
+        st.caption(walk_window.caption(w.start, w.n, w.total))
     st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
     part = st.segmented_control("Part", PARTS, default=PARTS[0], required=True, key=keys.TEACH_PART,
                                 persist_state=keys.KEEP, label_visibility="collapsed")
     notebook_button.record(layer=row, head=head, part=part, row=session.get(keys.TEACH_ROW),
-                           demo=session.get(keys.TEACH_DEMO))
+                           demo=session.get(keys.TEACH_DEMO), start=w.start)
     if part in STEP_GROUPS:  # only the part on screen is computed and drawn
         names = STEP_GROUPS[part]
-        figs = _figures("steps", (text_key, layer, head, names), lambda: teach_figures.step_figures(w, names))
+        figs = _figures("steps", (text_key, layer, head, w.start, names), lambda: teach_figures.step_figures(w, names))
         STEP_DRAWERS[part](w, figs)
     elif part == COSTS:
         _costs(model, run.n, head)
     else:
         _demonstrations(cur, w)
-
-
-@st.cache_resource(show_spinner="Running the text through the model…", max_entries=4)
-def _recording(key: AnalysisKey, _model) -> teaching.Recording:
-    with mha_viz.session_cap(key.cap):
-        return teaching.record(_model, key.text, min(teaching.TEACH_TOKENS, key.cap))
-
-
-@st.cache_resource(show_spinner="Walking through the head…", max_entries=32)
-def _walkthrough(key: AnalysisKey, layer: int, head: int, _model) -> teaching.Walkthrough:
-    """One head's steps, from the text's one forward pass (switching heads or layers reruns no model)."""
-    return teaching.walkthrough(_model, key.text, layer, head, recording=_recording(key, _model))
 
 
 FIGURES_KEPT = 24  # sets of figures (one head's steps, one demonstration) the server keeps
@@ -221,7 +208,11 @@ def _demonstrations(cur, w: teaching.Walkthrough) -> None:
     and drawn; none until then: the steps above are what the page opens on)."""
     pick = st.segmented_control("Demonstration", (PROJECTIONS, HEADS, MASKS), default=None,
                                 key=keys.TEACH_DEMO, persist_state=keys.KEEP, label_visibility="collapsed")
-    key = (cur.key.with_text(cur.key.text), w.layer, w.head)
+    key = (cur.key.with_text(cur.key.text), w.layer, w.head, w.start)
+    if pick is not None and w.outside:
+        st.caption(f"The maps use the window's {w.n} keys: Why projections and Why several heads show the model's "
+                   f"probabilities on them (the {w.outside:,} keys outside take the rest of each row); Masks "
+                   "softmaxes the window's scores alone, as if the text were these tokens.")
     if pick is None:
         st.caption("Pick one: why Q and K need projections, why several heads, what the masks do.")
     elif pick == HEADS:
@@ -271,11 +262,11 @@ def _why_heads(cur, w: teaching.Walkthrough) -> None:
         table = analysis.head_table(cur.key, run, model)
         patterns = table[table["layer"] == w.layer]["pattern"].tolist()
         text_key = cur.key.with_text(cur.key.text)
-        att = teaching.layer_probabilities(model, _recording(text_key, model), w.layer)  # (H, n, n): the steps' tokens
+        att = analysis.layer_probabilities(text_key, w.layer, w.start, model, cur.full_run or run)  # (H, n, n)
         maps = {"the layer's heads averaged": att.mean(0)}
         maps |= {f"head {h}: {patterns[h]}": att[h] for h in range(run.num_heads)}
         return teach_figures.probability_maps(maps, w.tokens)
-    figs = list(_figures("heads", (cur.key, w.layer), build).values())
+    figs = list(_figures("heads", (cur.key, w.layer, w.start), build).values())
     charts.show(figs[0], key=keys.TEACH_DEMO_MEAN)
     cols = st.columns(3)
     for h, fig in enumerate(figs[1:]):

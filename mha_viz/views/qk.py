@@ -4,7 +4,8 @@ the head in one 2-D map (AttentionViz).
 `neuron(w, i, j)` takes a `teaching.Walkthrough` (the head's real q, k after RoPE where the model
 uses it) and returns q_i, k_j, their element-wise product, its sum (the score q_i · k_j), the
 score × scale (1/√d_k) and the softmax over query i's whole row, computed from the same q · k
-sums with the causal mask for decoders: that row equals the captured attention probabilities.
+sums with the causal mask for decoders (and, past the walkthrough's window, the keys outside it as
+one term): that row equals the captured attention probabilities.
 
 `qk_map(q, k)` projects the n queries and n keys jointly to 2-D (PCA by default, scikit-learn's
 exact t-SNE as an option). With `translate=True` it first applies AttentionViz's key translation
@@ -52,6 +53,7 @@ class Neuron:
     row_scaled: np.ndarray  # (n,) q_i · k_t × scale for every key t (-inf where masked)
     row_probs: np.ndarray  # (n,) softmax of row_scaled: the attention of query i
     masked: bool  # key j is hidden from query i (causal, j > i; or outside a sliding window): probability 0
+    start: int = 0  # the walkthrough window's first token: i and j are positions start + i, start + j of the text
 
     @property
     def prob(self) -> float:
@@ -82,14 +84,17 @@ def neuron(source, i: int, j: int, *, text: str | None = None, layer: int = 0, h
     scaled = float(row[j])  # q_i · k_j × scale (soft-capped), masked or not
     hidden = np.isneginf(w.masked[i])  # the walkthrough's own mask: causal, a sliding window, a chunk
     row = np.where(hidden, -np.inf, row)
-    top = row[~hidden].max() if w.sink is None else max(row[~hidden].max(), w.sink)
+    # terms of the softmax outside the window's keys: GPT-OSS's sink, and the keys outside the window folded
+    extra = [float(t) for t in (w.sink, None if w.outside_masked is None else w.outside_masked[i])
+             if t is not None and np.isfinite(t)]
+    top = max([row[~hidden].max(), *extra])
     e = np.exp(row - top)
-    probs = e / (e.sum() + (0.0 if w.sink is None else np.exp(w.sink - top)))  # GPT-OSS: the sink takes its share
+    probs = e / (e.sum() + sum(np.exp(t - top) for t in extra))  # each extra term takes its share
     score = float(product.sum())
     return Neuron(tokens=list(w.tokens), layer=w.layer, head=w.head, kv_head=w.kv_head, i=i, j=j,
                   rope=w.rope, is_causal=w.is_causal, scale=float(w.scale), q=q, k=K[j].copy(),
                   product=product, score=score, scaled=scaled, row_scaled=row, row_probs=probs,
-                  masked=bool(hidden[j]))
+                  masked=bool(hidden[j]), start=w.start)
 
 
 def align_keys(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

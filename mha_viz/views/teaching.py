@@ -16,16 +16,23 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.scan.rows import lean_layers
+from mha_viz.scan.spill import QKSpill
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
-from mha_viz_models.attention.visibility import sink_column
+from mha_viz_models.attention.visibility import hidden_keys, sink_column
 
-TEACH_TOKENS = 64  # beyond this the step heatmaps stop being readable
+TEACH_TOKENS = 64  # the window of queries (and keys) the steps show: beyond this the heatmaps stop being readable
 
 
 @dataclass
 class Walkthrough:
-    tokens: list[str]
+    """One head's steps over a window of the text: queries `start` … `start` + n − 1 against the keys of the same
+    window, each row's keys outside it (earlier ones, and later ones in an encoder) folded into one more term
+    (`outside_*`) so that every row's softmax is exact: the window's probabilities are the model's, and
+    `outside_probs` is what the other keys take together."""
+
+    tokens: list[str]  # the window's tokens
     layer: int
     head: int
     kv_head: int
@@ -45,8 +52,8 @@ class Walkthrough:
     scores: np.ndarray  # (n, n) = Q Kᵀ
     scaled: np.ndarray  # (n, n) = Q Kᵀ · scale
     masked: np.ndarray  # (n, n) with -inf where a query may not look (causal, a window, a chunk)
-    probs: np.ndarray  # (n, n) = softmax over each row
-    z: np.ndarray  # (n, d_v) = probs V
+    probs: np.ndarray  # (n, n) = softmax over each row (with the keys outside the window in its sum)
+    z: np.ndarray  # (n, d_v) = probs V over every key of the text
     concat: np.ndarray  # (n, H · d_v): every head's z side by side
     output: np.ndarray  # (n, d_model) = concat W_O + b_O
     head_output: np.ndarray  # (n, d_model) = z W_O[h]: this head's share of the output
@@ -55,80 +62,149 @@ class Walkthrough:
     # (an encoder's: keys more than `window` away on either side)
     q_norm: bool = False  # Qwen3: each head's q and k pass an RMSNorm before RoPE
     sink: float | None = None  # GPT-OSS: the head's learned sink logit; each row of `probs` lacks its share
+    start: int = 0  # the window's first token in the text
+    total: int = 0  # the text's tokens (0: the window's)
+    # (n,) each, None when the window holds every key: log Σ e^s over the keys outside the window of each row's
+    # scores, scaled scores and masked scores (−inf where none is visible), so that softmax over a row's window
+    # and this one term gives the window's probabilities exactly, and the share every other key takes together
+    outside_scores: np.ndarray | None = None
+    outside_scaled: np.ndarray | None = None
+    outside_masked: np.ndarray | None = None
+    outside_probs: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        self.total = self.total or len(self.tokens)
 
     @property
     def n(self) -> int:
         return len(self.tokens)
 
+    @property
+    def outside(self) -> int:
+        """How many of the text's keys lie outside the window (folded into one term of each row)."""
+        return self.total - self.n
+
 
 @dataclass(frozen=True)
 class Recording:
     """One forward pass over a text, kept so that every layer and head can be walked through
-    without running the model again: the tokens and a lean capture (each layer's input and
-    every head's output z)."""
+    without running the model again: the tokens and each attention layer's queries, keys, values
+    and input (a spill: a long run's own, `recording_of`, or one made by `record`)."""
 
     tokens: list[str]
-    capture: object  # models' Capture
+    spill: QKSpill
 
 
-def record(model: LoadedModel, text: str, max_tokens: int = TEACH_TOKENS) -> Recording:
-    """Run `text` (its first `max_tokens` tokens) through `model` once. Raises InputError for
-    blank text and ValueError when the architecture's weights cannot be read."""
+def record(model: LoadedModel, text: str, max_tokens: int | None = None) -> Recording:
+    """Run `text` (its first `max_tokens` tokens, default the model's limit) through `model` once. Raises
+    InputError for blank text and ValueError when the architecture's weights cannot be read."""
     if not model.can_recompute:
         raise ValueError(f"The attention of '{model.name}' cannot be recomputed step by step: "
                          f"{model.stand_in or model.unread}")
     toks = tokenize(model, text, max_tokens)
-    return Recording(toks.display, model.capture(torch.tensor([toks.ids]), lean=True))
+    return Recording(toks.display, lean_layers(model, toks.ids))
 
 
-def layer_probabilities(model: LoadedModel, recording: Recording, layer: int) -> np.ndarray:
-    """Every head's attention probabilities (H, n, n) of one layer (the model's layer number) over the
-    recording's tokens."""
-    return model.recompute(recording.capture, model.layer_ids.index(layer))[0].float().cpu().numpy()
+def recording_of(run) -> Recording | None:
+    """A long run's own recording: its scan kept each layer's queries, keys, values and input as it ran (no
+    second pass), for every token, hidden or not. None for a run that holds its probabilities (`record`)."""
+    source = getattr(getattr(run, "summary", None), "row_source", None)
+    if source is None:
+        return None
+    return Recording(list(run.tokens), source.spilled())
 
 
-def walkthrough(model: LoadedModel, text: str, layer: int, head: int,
-                max_tokens: int = TEACH_TOKENS, *, recording: Recording | None = None) -> Walkthrough:
-    """One head of one layer, step by step (see the module doc), from `recording` (that of
-    `record(model, text, max_tokens)`; made here when not given). Raises InputError for blank
-    text and ValueError when the architecture's weights cannot be read."""
-    rec = recording if recording is not None else record(model, text, max_tokens)
-    display, cap, n = rec.tokens, rec.capture, len(rec.tokens)
+def window(total: int, start: int, size: int = TEACH_TOKENS) -> tuple[int, int]:
+    """(start, stop) of a window of `size` tokens that starts at `start`, moved inside the text's `total`."""
+    start = max(0, min(int(start), total - size))
+    return start, min(total, start + size)
+
+
+def _layer(model: LoadedModel, rec: Recording, layer: int):
+    """(row, our MHA, q, k, v, x) of a layer (the model's number) from a recording."""
     row = model.layer_ids.index(layer)  # `layer` is the model's number (a hybrid's softmax layers differ)
-    mha = model.layer_adapter(row).mha
-    inp = cap.layer_inputs[row]
-    kv = head // (model.num_heads // model.num_kv_heads)
+    parts = [rec.spill.part(row, name, model.device) for name in ("q", "k", "v", "x")]
+    return (row, model.layer_adapter(row).mha, *parts)
+
+
+def _head_steps(model: LoadedModel, mha, q: torch.Tensor, k: torch.Tensor, head: int, first: int):
+    """One head's rows for queries q (b, d_k) at positions first … first + b − 1 against every key k (N, d_k):
+    (scores, scaled, masked, probabilities float32), each (b, N)."""
+    b, N = q.shape[0], k.shape[0]
+    scores = q @ k.T
+    scaled = mha.scores(q[None, None], k[None, None])[0, 0]  # × scale (soft-capped when the head is)
+    hidden = hidden_keys(b, N, scaled.device, causal=model.is_causal, window=mha.window, chunk=mha.chunk,
+                         first=first)
+    masked = scaled if hidden is None else scaled.masked_fill(hidden, float("-inf"))
+    # GPT-OSS: the sink's column joins the softmax and is dropped: each row's missing mass is the sink's share
+    full = masked if mha.sinks is None else torch.cat(
+        (masked, sink_column(mha.sinks, masked[None, None], [head])[0, 0]), -1)
+    return scores, scaled, masked, torch.softmax(full, dim=-1, dtype=torch.float32)[:, :N]
+
+
+def layer_probabilities(model: LoadedModel, recording: Recording, layer: int, start: int = 0,
+                        size: int = TEACH_TOKENS) -> np.ndarray:
+    """Every head's attention probabilities (H, n, n) of one layer (the model's number) over the window
+    `window(total, start, size)` of the recording's tokens: its queries against its keys (exact; a row's keys
+    outside the window take the rest of its mass)."""
+    start, stop = window(len(recording.tokens), start, size)
+    _row, mha, q_all, k_all, _v, _x = _layer(model, recording, layer)
+    group = model.num_heads // model.num_kv_heads
     with model.lock, torch.inference_mode():
-        x = inp.hidden  # (1, n, d_model)
-        q_all, k_all, v_all = mha.project_self(x, inp.position_embeddings)  # (1, H|G|G, n, d_k|d_k|d_v)
-        q, k, v = q_all[0, head], k_all[0, kv], v_all[0, kv]  # (n, d_k), (n, d_k), (n, d_v)
-        scores = q @ k.T  # (n, n)
-        scaled = mha.scores(q[None, None], k[None, None])[0, 0]  # × scale (soft-capped when the head is)
-        hidden = mha.hidden_keys(n, n, scaled.device, causal=model.is_causal)  # causal, a sliding window
-        masked = scaled.clone() if hidden is None else scaled.masked_fill(hidden, float("-inf"))
-        sink = None if mha.sinks is None else float(mha.sinks[head])  # GPT-OSS: a logit every query sees
-        # the sink's column joins the softmax and is dropped: each row's missing mass is the sink's share
-        full = masked if sink is None else torch.cat(
-            (masked, sink_column(mha.sinks, masked[None, None], [head])[0, 0]), -1)
-        probs = torch.softmax(full, dim=-1, dtype=torch.float32)[:, :n]  # (n, n), float32 in every precision
-        z = probs.to(v.dtype) @ v  # (n, d_v)
-        concat = cap.head_outputs[layer][0].transpose(0, 1).reshape(n, -1)  # (n, H · d_v)
+        rows = [_head_steps(model, mha, q_all[0, h, start:stop], k_all[0, h // group], h, start)[3][:, start:stop]
+                for h in range(model.num_heads)]
+    return torch.stack(rows).float().cpu().numpy()
+
+
+def _fold(a: torch.Tensor, outside: torch.Tensor) -> np.ndarray:
+    """log Σ e^a over the columns `outside` of each row (−inf where all are −inf)."""
+    return torch.logsumexp(a[:, outside].double(), dim=-1).cpu().numpy()
+
+
+def walkthrough(model: LoadedModel, text: str, layer: int, head: int, max_tokens: int | None = None, *,
+                recording: Recording | None = None, start: int = 0, size: int = TEACH_TOKENS) -> Walkthrough:
+    """One head of one layer, step by step (see the module doc), over the window of `size` tokens from `start`
+    (`window`), from `recording` (that of `record(model, text, max_tokens)`; made here when not given). Raises
+    InputError for blank text and ValueError when the architecture's weights cannot be read."""
+    rec = recording if recording is not None else record(model, text, max_tokens)
+    total = len(rec.tokens)
+    start, stop = window(total, start, size)
+    row, mha, q_all, k_all, v_all, x_all = _layer(model, rec, layer)
+    group = model.num_heads // model.num_kv_heads
+    kv = head // group
+    with model.lock, torch.inference_mode():
+        steps, zs = None, []
+        for h in range(model.num_heads):  # every head's z of the window: the concatenation and the output
+            made = _head_steps(model, mha, q_all[0, h, start:stop], k_all[0, h // group], h, start)
+            zs.append(made[3].to(v_all.dtype) @ v_all[0, h // group])  # (n, d_v) over every key
+            steps = made if h == head else steps
+        scores, scaled, masked, probs = steps
+        z = zs[head]
+        concat = torch.cat(zs, -1)  # (n, H · d_v)
         output = mha.w_o(concat)  # (n, d_model)
         weights = mha.head_weights()
         w_o = weights["W_O"][head]  # (d_v, d_model)
         head_output = z @ w_o
+        outside = torch.ones(total, dtype=torch.bool, device=scores.device)
+        outside[start:stop] = False
+        folded = ([_fold(a, outside) for a in (scores, scaled, masked)] + [probs[:, outside].sum(-1).cpu().numpy()]
+                  if total > stop - start else [None] * 4)
 
     def np32(t: torch.Tensor) -> np.ndarray:
         return t.detach().float().cpu().numpy()
+    inside = slice(start, stop)
     return Walkthrough(
-        tokens=display, layer=layer, head=head, kv_head=kv, num_heads=model.num_heads,
+        tokens=rec.tokens[inside], layer=layer, head=head, kv_head=kv, num_heads=model.num_heads,
         num_kv_heads=model.num_kv_heads, scale=float(mha.scale), is_causal=model.is_causal,
-        rope=inp.position_embeddings is not None and mha.rope is not None, X=np32(x[0]), W_Q=np32(weights["W_Q"][head]),
-        W_K=np32(weights["W_K"][kv]), W_V=np32(weights["W_V"][kv]), W_O=np32(w_o), Q=np32(q),
-        K=np32(k), V=np32(v), scores=np32(scores), scaled=np32(scaled), masked=np32(masked),
-        probs=np32(probs), z=np32(z), concat=np32(concat), output=np32(output),
+        rope=mha.rope is not None and row in rec.spill.rotated, X=np32(x_all[0, inside]),
+        W_Q=np32(weights["W_Q"][head]), W_K=np32(weights["W_K"][kv]), W_V=np32(weights["W_V"][kv]), W_O=np32(w_o),
+        Q=np32(q_all[0, head, inside]), K=np32(k_all[0, kv, inside]), V=np32(v_all[0, kv, inside]),
+        scores=np32(scores[:, inside]), scaled=np32(scaled[:, inside]), masked=np32(masked[:, inside]),
+        probs=np32(probs[:, inside]), z=np32(z), concat=np32(concat), output=np32(output),
         head_output=np32(head_output), softcap=mha.softcap, window=mha.window,
-        q_norm=mha.q_norm is not None, sink=sink,
+        q_norm=mha.q_norm is not None, sink=None if mha.sinks is None else float(mha.sinks[head]),
+        start=start, total=total, outside_scores=folded[0], outside_scaled=folded[1], outside_masked=folded[2],
+        outside_probs=folded[3],
     )
 
 

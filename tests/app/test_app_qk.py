@@ -51,13 +51,18 @@ def test_one_token_on_a_rope_decoder():
     assert not at.exception and not at.error
 
 
-def test_a_long_text_reads_the_first_64_tokens_and_says_so():
+def test_a_long_text_reads_a_window_of_64_tokens_that_the_slider_moves():
     at = open_with_text("qk", LONG)
     run = at.session_state["_current"].run
     assert run.n > 128
-    assert any(f"first 64 of {run.n} tokens" in c.value for c in at.caption)
+    assert any(f"Tokens 0–63 of {run.n}" in c.value for c in at.caption)
     qmap = _figure(at, "Queries")
     assert len(qmap["data"][0]["x"]) == 64 and len(qmap["data"][1]["x"]) == 64
+    at.slider(key="teach_start").set_value(run.n - 64).run()  # the last 64 tokens
+    assert not at.exception and not at.error
+    assert any(f"Tokens {run.n - 64}–{run.n - 1} of {run.n}" in c.value for c in at.caption)
+    assert at.selectbox(key="qk_i").format_func(63).startswith(f"{run.n - 1}: ")
+    assert len(_figure(at, "Queries")["data"][0]["x"]) == 64
 
 
 def test_a_model_whose_weights_cannot_be_read_gets_a_message(tmp_path):

@@ -141,3 +141,26 @@ def test_the_walkthrough_and_queries_and_keys_read_the_captured_probabilities(lo
             np.testing.assert_allclose(qk.neuron(w, last, 0).row_probs, w.probs[last], atol=1e-5)
     if name == "gpt_oss":
         assert w.sink is not None and w.probs.sum(-1).max() < 1 - 1e-3
+
+
+def test_a_window_of_the_walkthrough_reads_the_captured_probabilities(loaded):
+    """A window in the middle of the text (6 tokens from the 5th): its probabilities are the captured ones, the
+    keys outside it take the rest of each row (less GPT-OSS's sink), the neuron view's row counts them, z reads
+    every key, and X is the attention module's own input."""
+    name, model = loaded
+    if not model.can_recompute:
+        pytest.skip(f"our MHA does not stand in for {name}: {model.stand_in}")
+    run = mha_viz.analyze(model, TEXT, lean=False)
+    inputs, _ = _layer_inputs(model, _ids(model))
+    rec = teaching.record(model, TEXT)
+    start, stop = 5, 11
+    for row, layer in enumerate(run.layer_ids):
+        head = (row * 3) % model.num_heads
+        w = teaching.walkthrough(model, TEXT, layer, head, recording=rec, start=start, size=stop - start)
+        assert (w.start, w.n, w.total, w.outside) == (start, stop - start, run.n, run.n - (stop - start))
+        rows = run.attentions[row, head, start:stop]
+        np.testing.assert_allclose(w.probs, rows[:, start:stop], atol=1e-5)
+        np.testing.assert_allclose(w.outside_probs, rows.sum(-1) - rows[:, start:stop].sum(-1), atol=1e-5)
+        np.testing.assert_allclose(qk.neuron(w, 3, 1).row_probs, w.probs[3], atol=1e-5)
+        np.testing.assert_allclose(w.z, run.head_outputs[row, head, start:stop], atol=1e-4)
+        torch.testing.assert_close(torch.from_numpy(w.X), inputs[model.layer_ids.index(layer)][0, start:stop].float())

@@ -30,8 +30,8 @@ def ids(model):
 
 
 def _layer_bytes(spill: scan_rows.QKSpill, layer: int) -> int:
-    """What one layer's spill holds: its queries, keys and values."""
-    parts = [*spill.get(layer, "cpu"), spill.values(layer, "cpu")]
+    """What one layer's spill holds: its queries, keys, values and input."""
+    parts = [spill.part(layer, name, "cpu") for name in ("q", "k", "v", "x")]
     return sum(t.numel() * t.element_size() for t in parts if t is not None)
 
 

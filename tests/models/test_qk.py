@@ -65,3 +65,20 @@ def test_neuron_from_a_model_and_bad_positions(toy):
     assert not nv.rope and nv.tokens[3] == "e"
     with pytest.raises(IndexError):
         qk.neuron(toy, 99, 0, text=TOY_TEXT, layer=1, head=0)
+
+
+@pytest.mark.model
+def test_a_window_of_an_encoder_folds_the_keys_on_both_sides(minilm):
+    """An encoder's query sees keys before and after a window: they are one term of its softmax, whose score is the
+    log-sum-exp of theirs (computed here by hand from the walkthrough's own q and k over the whole text)."""
+    run = mha_viz.analyze(minilm, TEXT)
+    whole = teaching.walkthrough(minilm, TEXT, 2, 7, size=run.n)
+    w = teaching.walkthrough(minilm, TEXT, 2, 7, start=4, size=5)
+    assert (w.start, w.n, w.total) == (4, 5, run.n) and whole.outside_scaled is None
+    outside = np.r_[0:4, 9:run.n]
+    np.testing.assert_allclose(w.outside_scaled, np.log(np.exp(whole.scaled[4:9][:, outside].astype(float)).sum(1)),
+                               rtol=1e-5)
+    np.testing.assert_allclose(w.probs, run.attentions[2, 7, 4:9, 4:9], atol=1e-6)
+    np.testing.assert_allclose(w.outside_probs, run.attentions[2, 7, 4:9][:, outside].sum(1), atol=1e-6)
+    for i in range(w.n):
+        np.testing.assert_allclose(qk.neuron(w, i, 0).row_probs, run.attentions[2, 7, 4 + i, 4:9], atol=1e-6)

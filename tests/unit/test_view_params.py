@@ -95,8 +95,13 @@ def test_a_link_carries_the_declared_controls_and_refuses_the_rest():
 
 def test_every_page_declares_its_controls_once_under_widget_keys_that_keep_the_old_names_free():
     assert tuple(page_controls.BY_PAGE) == page_ids.IDS  # every page, in the app's order
-    names = [c.name for controls in page_controls.BY_PAGE.values() for c in controls]
-    assert len(names) == len(set(names)), "a control is declared on two pages"
+    declared: dict[str, vp.Control] = {}
+    for controls in page_controls.BY_PAGE.values():
+        assert len({c.name for c in controls}) == len(controls), "a control is declared twice on one page"
+        for c in controls:  # pages that share a control (the walkthrough's window) share its one declaration
+            assert declared.setdefault(c.name, c) is c, f"{c.name} is declared twice, differently"
+    assert page_controls.WALK_START in page_controls.BY_PAGE["teaching"] + page_controls.BY_PAGE["qk"]
+    names = list(declared)
     key_values = {v for k, v in vars(keys).items() if k.isupper() and isinstance(v, str)}
     assert set(names) <= key_values | set(page_controls.DERIVED), set(names) - key_values
     assert not set(names) & set(link_params.PARAMS + link_params.LESSON + link_params.EMBED)

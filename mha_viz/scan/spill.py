@@ -1,0 +1,78 @@
+"""Each attention layer's queries, keys, values and input, kept as a long text runs through the model
+(`QKSpill`): what a view's exact rows, a head's outputs and the teaching walkthrough are recomputed from,
+with no second forward pass."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+import torch
+
+Place = tuple[int, torch.dtype, tuple[int, ...]]  # (offset in the file, dtype, shape)
+PARTS = ("q", "k", "v", "x")  # queries, keys (RoPE applied), values, the layer's input
+
+
+class QKSpill:
+    """Each layer's queries and keys (RoPE applied: what its exact rows are recomputed from), and where given its
+    values and its input, kept as the model runs. Up to `keep_bytes` (a GPU's free memory: `rows.device_room`)
+    they stay on the device that computed them, so a view's rows are recomputed there with no copy; the rest are
+    written to an anonymous temporary file and read back one layer at a time: a long text's (SmolLM2 at 8,192
+    tokens: 44 MB a layer with its values and input) stay out of the process's memory, and a view's rows cost no
+    projection. The file goes when the spill does."""
+
+    def __init__(self, keep_bytes: int = 0) -> None:
+        self.file = tempfile.TemporaryFile(prefix="mha-viz-scan-")
+        self.end = 0  # where the next bytes go (reads use os.pread: no shared file position)
+        self.where: dict[int, dict[str, Place]] = {}  # layer -> each part's place in the file
+        self.keep_bytes = int(keep_bytes)
+        self.kept: dict[int, dict[str, torch.Tensor]] = {}  # layer -> its parts, where they were made
+        self.kept_bytes = 0
+        self.rotated: set[int] = set()  # the layers whose q and k were handed RoPE's angles
+
+    def _write(self, t: torch.Tensor) -> Place:
+        t = t.detach()
+        raw = memoryview(t.cpu().contiguous().view(torch.uint8).numpy().reshape(-1))  # the bytes, any dtype
+        done = 0
+        while done < len(raw):  # a write may take fewer bytes than given (2 GiB at most on Linux)
+            done += os.pwrite(self.file.fileno(), raw[done:], self.end + done)
+        place = (self.end, t.dtype, tuple(t.shape))
+        self.end += len(raw)
+        return place
+
+    def _read(self, place: Place, device) -> torch.Tensor:
+        offset, dtype, shape = place
+        size = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
+        raw = bytearray(os.pread(self.file.fileno(), size, offset))  # safe from several threads at once
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
+
+    def put(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None = None,
+            x: torch.Tensor | None = None) -> None:
+        """Keep layer `layer`'s q (1, H, n, d_k) and k (1, G, n, d_k) and, given, its values v (1, G, n, d_v): what
+        its heads' outputs are recomputed from (`RowSource.outputs`), and its input x (1, n, d_model) (after the
+        layer norm of a pre-LN model: what the projections read; the teaching walkthrough's first step)."""
+        parts = {name: t.detach() for name, t in zip(PARTS, (q, k, v, x)) if t is not None}
+        size = sum(t.numel() * t.element_size() for t in parts.values())
+        if self.kept_bytes + size <= self.keep_bytes:
+            self.kept[layer] = parts
+            self.kept_bytes += size
+        else:
+            self.where[layer] = {name: self._write(t) for name, t in parts.items()}
+
+    def part(self, layer: int, name: str, device) -> torch.Tensor | None:
+        """One part ("q", "k", "v" or "x") of layer `layer` on `device` (no copy when it stayed there), or None
+        where it was not kept."""
+        if layer in self.kept:
+            t = self.kept[layer].get(name)
+            return None if t is None else t.to(device)
+        place = self.where[layer].get(name)
+        return None if place is None else self._read(place, device)
+
+    def get(self, layer: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(q, k) of layer `layer`, on `device`."""
+        return self.part(layer, "q", device), self.part(layer, "k", device)
+
+    def values(self, layer: int, device) -> torch.Tensor | None:
+        """Layer `layer`'s values (1, G, n, d_v) on `device`, or None where they were not kept."""
+        return self.part(layer, "v", device)
