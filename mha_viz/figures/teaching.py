@@ -94,7 +94,7 @@ def step_figures(w: Walkthrough, names: tuple[str, ...] = STEPS) -> dict[str, go
 
 def outside_label(w: Walkthrough) -> str:
     """The column that stands for the keys outside a walkthrough's window."""
-    return f"⟨{w.outside:,} keys outside⟩"
+    return f"⟨{w.outside:,} earlier keys⟩" if w.is_causal else f"⟨{w.outside:,} keys outside⟩"
 
 
 def with_outside(w: Walkthrough, name: str) -> tuple[np.ndarray, list[str]]:

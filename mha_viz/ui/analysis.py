@@ -136,27 +136,36 @@ def available(kind: str, run, model) -> str | None:
 
 
 @st.cache_resource(show_spinner="Running the text through the model…", max_entries=4)
-def recording(key: AnalysisKey, _model, _full_run) -> teaching.Recording:
+def recording(key: AnalysisKey, upto: int | None, _model, _full_run) -> teaching.Recording:
     """What the walkthrough reads (key: the text's, `AnalysisKey.with_text`; `_full_run`: its run with every token):
-    a long run's own spill of each layer (`teaching.recording_of`: no second pass), else one pass over the text."""
+    a long run's own spill of each layer (`teaching.recording_of`: no second pass), else one pass over the text's
+    first `upto` tokens (None: all)."""
     own = teaching.recording_of(_full_run)
     if own is not None:
         return own
     with mha_viz.session_cap(key.cap):
-        return teaching.record(_model, key.text, key.cap)
+        return teaching.record(_model, key.text, min(key.cap, upto or key.cap))
+
+
+def _recording_for(key: AnalysisKey, start: int, _model, _full_run) -> teaching.Recording:
+    """The recording a window from `start` reads: a decoder's window sees no later token, so a text that is not a
+    long run is run up to the window's end only (at the text's start, its first 64 tokens: no more than before
+    the walkthrough read anywhere); an encoder's reads the whole text."""
+    _start, stop = teaching.window(_full_run.n, start)
+    return recording(key, stop if _model.is_causal else None, _model, _full_run)
 
 
 @st.cache_resource(show_spinner="Walking through the head…", max_entries=32)
 def walkthrough(key: AnalysisKey, layer: int, head: int, start: int, _model, _full_run) -> teaching.Walkthrough:
     """One head's steps over the window from `start` (the Teaching and Queries and keys pages share them), from the
-    text's one recording: switching heads, layers or windows runs no model."""
-    return teaching.walkthrough(_model, key.text, layer, head, recording=recording(key, _model, _full_run),
+    text's recording: switching heads or layers runs no model."""
+    return teaching.walkthrough(_model, key.text, layer, head, recording=_recording_for(key, start, _model, _full_run),
                                 start=start)
 
 
 def layer_probabilities(key: AnalysisKey, layer: int, start: int, _model, _full_run) -> np.ndarray:
     """Every head's probabilities (H, n, n) of one layer over the walkthrough's window (`walkthrough`'s key)."""
-    return teaching.layer_probabilities(_model, recording(key, _model, _full_run), layer, start)
+    return teaching.layer_probabilities(_model, _recording_for(key, start, _model, _full_run), layer, start)
 
 
 @st.cache_resource(show_spinner="Splitting the score into what wrote it…", max_entries=32)

@@ -58,7 +58,7 @@ def qk_page() -> None:
         return
     n, tok = w.n, w.tokens
     if full.n > w.n:
-        st.caption(walk_window.caption(w.start, w.n, w.total) + " The map shows the window's queries and keys.")
+        st.caption(walk_window.caption(w, full.n) + " The map shows the window's queries and keys.")
     kv = f", KV head {w.kv_head} (grouped-query attention)" if w.num_kv_heads != w.num_heads else ""
     rope = ("q and k are shown after rotary position embeddings (RoPE) turned them, as the scores use them"
             if w.rope else "this model uses no RoPE: q and k are the projections of the layer's input")

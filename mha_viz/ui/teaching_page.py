@@ -64,7 +64,7 @@ def teaching_page() -> None:
     first = walk_window.window_start(full.n)
     w = analysis.walkthrough(text_key, layer, head, first, model, full)
     if full.n > w.n:
-        st.caption(walk_window.caption(w.start, w.n, w.total))
+        st.caption(walk_window.caption(w, full.n))
     st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
     part = st.segmented_control("Part", PARTS, default=PARTS[0], required=True, key=keys.TEACH_PART,
                                 persist_state=keys.KEEP, label_visibility="collapsed")

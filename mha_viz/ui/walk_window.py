@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.figures.teaching import outside_label
 from mha_viz.ui import keys, session
-from mha_viz.views.teaching import TEACH_TOKENS
+from mha_viz.views.teaching import TEACH_TOKENS, Walkthrough
 
 
 def window_start(total: int) -> int:
@@ -24,10 +25,13 @@ def window_start(total: int) -> int:
                               "their scores' log-sum-exp, so every softmax is the model's, exactly."))
 
 
-def caption(start: int, n: int, total: int) -> str:
-    """What a window of n tokens from `start` out of `total` shows, for the page's caption ("" for a whole text)."""
-    if total <= n:
+def caption(w: Walkthrough, total: int) -> str:
+    """What the walkthrough's window shows of a text of `total` tokens, for the page's caption ("" for a whole
+    text)."""
+    if total <= w.n:
         return ""
-    return (f"Tokens {start}–{start + n - 1} of {total:,}: each row's {total - n:,} other keys are folded into "
-            "the column ⟨keys outside⟩, whose score is log Σ e^score over them, so each row's softmax is exact: that "
-            "column's probability is what those keys take together.")
+    which = "earlier" if w.is_causal else "other"
+    folded = (f"Each row's {w.outside:,} {which} keys are folded into the column {outside_label(w)}, whose score is "
+              "log Σ e^score over them, so each row's softmax is exact: that column's probability is what those "
+              "keys take together." if w.outside else "")
+    return f"Tokens {w.start}–{w.start + w.n - 1} of {total:,}. " + folded

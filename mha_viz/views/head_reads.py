@@ -47,7 +47,7 @@ def word_level(run, layer: int, head: int) -> np.ndarray:
     word_of = np.repeat(np.arange(len(groups)), sizes)  # each token's word
     total = np.zeros((len(groups), len(groups)), dtype=np.float32)  # a cell sums a query word's few pieces
     for first, block in run.source(layer, [head], 0, run.n):
-        keys_summed = np.add.reduceat(block[0].astype(np.float64), starts, axis=1)  # (b, W)
+        keys_summed = np.add.reduceat(block[0], starts, axis=1)  # (b, W): float32 sums of a word's few pieces
         words = word_of[first:first + block.shape[1]]
         cuts = np.flatnonzero(np.diff(words)) + 1
         cuts = np.concatenate(([0], cuts))

@@ -28,9 +28,9 @@ TEACH_TOKENS = 64  # the window of queries (and keys) the steps show: beyond thi
 @dataclass
 class Walkthrough:
     """One head's steps over a window of the text: queries `start` … `start` + n − 1 against the keys of the same
-    window, each row's keys outside it (earlier ones, and later ones in an encoder) folded into one more term
-    (`outside_*`) so that every row's softmax is exact: the window's probabilities are the model's, and
-    `outside_probs` is what the other keys take together."""
+    window, the other keys they may see (a decoder's earlier ones, an encoder's on both sides) folded into one more
+    term of each row (`outside_*`) so that every row's softmax is exact: the window's probabilities are the model's,
+    and `outside_probs` is what those keys take together."""
 
     tokens: list[str]  # the window's tokens
     layer: int
@@ -63,10 +63,13 @@ class Walkthrough:
     q_norm: bool = False  # Qwen3: each head's q and k pass an RMSNorm before RoPE
     sink: float | None = None  # GPT-OSS: the head's learned sink logit; each row of `probs` lacks its share
     start: int = 0  # the window's first token in the text
-    total: int = 0  # the text's tokens (0: the window's)
-    # (n,) each, None when the window holds every key: log Σ e^s over the keys outside the window of each row's
-    # scores, scaled scores and masked scores (−inf where none is visible), so that softmax over a row's window
-    # and this one term gives the window's probabilities exactly, and the share every other key takes together
+    total: int = 0  # the tokens recorded (0: the window's): the text's, or a decoder's up to the window's end
+    # the keys outside the window that its queries may see, folded into one term of each row: a decoder's earlier
+    # keys (its later ones are always hidden), an encoder's on both sides
+    outside: int = 0
+    # (n,) each, None when no key is folded: log Σ e^s over those keys of each row's scores, scaled scores and
+    # masked scores (−inf where none is visible), so that softmax over a row's window and this one term gives the
+    # window's probabilities exactly, and the share those keys take together
     outside_scores: np.ndarray | None = None
     outside_scaled: np.ndarray | None = None
     outside_masked: np.ndarray | None = None
@@ -78,11 +81,6 @@ class Walkthrough:
     @property
     def n(self) -> int:
         return len(self.tokens)
-
-    @property
-    def outside(self) -> int:
-        """How many of the text's keys lie outside the window (folded into one term of each row)."""
-        return self.total - self.n
 
 
 @dataclass(frozen=True)
@@ -186,9 +184,9 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int, max_tokens
         w_o = weights["W_O"][head]  # (d_v, d_model)
         head_output = z @ w_o
         outside = torch.ones(total, dtype=torch.bool, device=scores.device)
-        outside[start:stop] = False
+        outside[start:None if model.is_causal else stop] = False  # a decoder's later keys are always hidden
         folded = ([_fold(a, outside) for a in (scores, scaled, masked)] + [probs[:, outside].sum(-1).cpu().numpy()]
-                  if total > stop - start else [None] * 4)
+                  if bool(outside.any()) else [None] * 4)
 
     def np32(t: torch.Tensor) -> np.ndarray:
         return t.detach().float().cpu().numpy()
@@ -203,8 +201,8 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int, max_tokens
         probs=np32(probs[:, inside]), z=np32(z), concat=np32(concat), output=np32(output),
         head_output=np32(head_output), softcap=mha.softcap, window=mha.window,
         q_norm=mha.q_norm is not None, sink=None if mha.sinks is None else float(mha.sinks[head]),
-        start=start, total=total, outside_scores=folded[0], outside_scaled=folded[1], outside_masked=folded[2],
-        outside_probs=folded[3],
+        start=start, total=total, outside=int(outside.sum()), outside_scores=folded[0], outside_scaled=folded[1],
+        outside_masked=folded[2], outside_probs=folded[3],
     )
 
 

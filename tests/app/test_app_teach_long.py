@@ -34,9 +34,10 @@ def test_the_walkthrough_shows_a_window_anywhere_in_a_long_text(monkeypatch):
         at.selectbox(key=keys.TEACH_HEAD).set_value(HEAD).run()
         at.button_group(key=keys.TEACH_PART).set_value("3–6 · Scores to probabilities").run()
         assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-        assert any(f"Tokens {START}–{START + 63} of {N}" in c.value for c in at.caption)
+        assert any(f"Tokens {START}–{START + 63} of {N}. Each row's {START} earlier keys" in c.value
+                   for c in at.caption)
         probs = titled(at, "A: attention probabilities")["data"][0]
-        assert probs["x"][0].startswith(f"⟨{N - 64} keys outside")  # the folded column first
+        assert probs["x"][0].startswith(f"⟨{START} earlier keys")  # the folded column first
         shown = np.array(probs["z"], dtype=float)
         shown = np.nan_to_num(shown)  # masked cells are blank
         rows = run.rows(LAYER, HEAD, START, START + 64)
