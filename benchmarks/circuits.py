@@ -4,10 +4,10 @@
    `torch.inference_mode`): the reference every other time is divided by.
 2. `mha_viz.edge_attribution` of every edge, by EAP (one forward on each text, one backward) and by EAP-IG
    (5 steps), in forward passes.
-3. Real path patching of the 50 edges of largest |score| by EAP-IG (`mha_viz.path_patch_many`, batched):
+3. Real path patching of the 50 edges of largest |score| by EAP-IG (`mha_viz.circuits.path_patch_many`, batched):
    its time, and the Pearson (and Spearman) correlation of each estimate — EAP and EAP-IG, both on that
    same set of 50 edges — with the real change in m. EAP on its own top 50 is printed for the record.
-4. `mha_viz.faithfulness_curve` for the top 1, 2, 5, 10, 20 and 100 % of the edges by EAP-IG: its time and
+4. `mha_viz.circuits.faithfulness_curve` for the top 1, 2, 5, 10, 20 and 100 % of the edges by EAP-IG: its time and
    the faithfulness of each circuit.
 
 Targets (SmolLM2, 2-core CPU): EAP at most 5 forward passes' time, EAP-IG at most 15; EAP-IG's Pearson
@@ -70,7 +70,7 @@ def rounds(fns: dict, repeat: int) -> tuple[dict[str, float], dict]:
     return {name: statistics.median(t) for name, t in times.items()}, out
 
 
-def scores_of(edges: mha_viz.Edges, pairs: list[tuple[str, str]]) -> np.ndarray:
+def scores_of(edges: mha_viz.circuits.Edges, pairs: list[tuple[str, str]]) -> np.ndarray:
     """The scores of `edges` for these (sender, receiver) pairs, in their order."""
     s = edges.scores.set_index(["sender", "receiver"])["score"]
     return s.loc[pairs].to_numpy(dtype=np.float64)
@@ -120,12 +120,12 @@ def case(name: str, device: str, repeat: int) -> list[tuple[str, str, bool | Non
     ks = [max(1, round(f * n_edges)) for f in FRACTIONS]
 
     def patch():
-        real = mha_viz.path_patch_many(model, clean, corrupted, pairs, answer, wrong)
+        real = mha_viz.circuits.path_patch_many(model, clean, corrupted, pairs, answer, wrong)
         count("path patching", real)
         return real
 
     def curve():
-        faith = mha_viz.faithfulness_curve(model, clean, corrupted, ig_edges, ks)
+        faith = mha_viz.circuits.faithfulness_curve(model, clean, corrupted, ig_edges, ks)
         count("curve", faith["m"])
         return faith
 
@@ -140,7 +140,7 @@ def case(name: str, device: str, repeat: int) -> list[tuple[str, str, bool | Non
     own = eap_edges.top(TOP)
     own_pairs = list(zip(own["sender"], own["receiver"]))
     r_own = correlations(own["score"].to_numpy(dtype=np.float64),
-                         mha_viz.path_patch_many(model, clean, corrupted, own_pairs, answer, wrong))
+                         mha_viz.circuits.path_patch_many(model, clean, corrupted, own_pairs, answer, wrong))
     overlap = len(set(own_pairs) & set(pairs))
     fwd = t["forward"]
     x = {key: t[key] / fwd for key in t}

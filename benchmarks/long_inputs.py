@@ -196,7 +196,7 @@ def smollm2_rows(n: int, context: int) -> None:
     if context:
         header(f"smollm2 whole context: overview of every head at n = {context}")
         fractions: list[float] = []
-        ov, seconds, peak = peak_above(lambda: mha_viz.overview(
+        ov, seconds, peak = peak_above(lambda: mha_viz.views.overview(
             small, text_of(context), progress=lambda f, _m: fractions.append(f)))
         grid = head_figures.grid_figure(ov.pooled).to_json()
         head_matrix = ov.n * ov.n * 4

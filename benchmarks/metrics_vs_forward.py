@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import mha_viz  # noqa: E402
+import mha_viz_models  # noqa: E402
 from mha_viz import metrics  # noqa: E402
 
 
@@ -34,7 +35,7 @@ def bert_base_folder(root: Path) -> Path:
     """A random-init BERT-base (12 layers × 12 heads, d_model 768) with MiniLM's WordPiece vocab."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tok = AutoTokenizer.from_pretrained(mha_viz.BUNDLED["minilm"].locate())
+    tok = AutoTokenizer.from_pretrained(mha_viz_models.BUNDLED["minilm"].locate())
     torch.manual_seed(0)
     # 2,048 positions so that the GPU column can run at n = 2,048 (nothing changes below 512)
     BertModel(BertConfig(vocab_size=tok.vocab_size, max_position_embeddings=2048)).save_pretrained(root)

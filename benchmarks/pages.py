@@ -112,7 +112,7 @@ def cold_start(browser, base_url: str, proc: subprocess.Popen, log_path: Path) -
 def setup_session(browser, base_url: str, setup: str, text: str) -> tuple[App, int]:
     """A session on the model, token limit and text of `setup`; (app, tokens shown)."""
     key, tokens = SETUPS[setup][:2]
-    import mha_viz
+    import mha_viz_models
 
     ui = timeline.new_app(browser, base_url, setup)
     ui.page.goto(base_url + "/", wait_until="domcontentloaded")
@@ -121,7 +121,7 @@ def setup_session(browser, base_url: str, setup: str, text: str) -> tuple[App, i
     if key != "minilm":
         ui.choose_model(key)  # the model loads now (untimed)
         ui.wait_idle(LOAD_TIMEOUT_S)
-        if not ui.model_title() or not mha_viz.BUNDLED[key].title.startswith(ui.model_title()):
+        if not ui.model_title() or not mha_viz_models.BUNDLED[key].title.startswith(ui.model_title()):
             raise RuntimeError(f"could not switch to {key}: the picker shows {ui.model_title()!r}")
     ui.goto(REFERENCE)
     limit = ui.page.locator("[data-testid=stSidebar] [data-testid=stNumberInput]").filter(

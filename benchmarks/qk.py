@@ -1,5 +1,5 @@
-"""Why a head looks where it looks (issue 40), timed side by side in one run: `mha_viz.qk_terms` (one
-query–key pair) and `mha_viz.qk_pattern_terms` (the whole head) for a last-layer head of SmolLM2 at 128
+"""Why a head looks where it looks (issue 40), timed side by side in one run: `mha_viz.circuits.qk_terms` (one
+query–key pair) and `mha_viz.circuits.qk_pattern_terms` (the whole head) for a last-layer head of SmolLM2 at 128
 and 512 tokens, each against one forward pass of the same text (`LoadedModel.fused_forward`), and
 `composition_scores` and `copying_scores` once per model (MiniLM, SmolLM2).
 
@@ -35,7 +35,7 @@ PAIR_X, PATTERN_X = 2.0, 5.0
 def text_of(model, n: int) -> str:
     """A text of at least n tokens from the bundled sample (cut to n by max_tokens)."""
     text = SAMPLE_PATH.read_text().replace("\n", " ")
-    while mha_viz.count_tokens(model, text) < n:
+    while mha_viz.text.count_tokens(model, text) < n:
         text = text + " " + text
     return text
 
@@ -58,13 +58,13 @@ def terms(device: str, repeat: int) -> list[tuple[str, str, bool | None]]:
     for n in (128, 512):
         text = text_of(model, n)
         ids = torch.tensor([mha_viz.tokenize(model, text, max_tokens=n).ids])
-        one = mha_viz.qk_terms(model, text, layer, head, n - 1, n // 2, max_tokens=n)  # warm: the layout, once
+        one = mha_viz.circuits.qk_terms(model, text, layer, head, n - 1, n // 2, max_tokens=n)  # warm: the layout, once
         t = rounds({
             "forward": lambda: model.fused_forward(ids),
-            "pair": lambda: mha_viz.qk_terms(model, text, layer, head, n - 1, n // 2, max_tokens=n),
-            "pattern": lambda: mha_viz.qk_pattern_terms(model, text, layer, head, max_tokens=n),
+            "pair": lambda: mha_viz.circuits.qk_terms(model, text, layer, head, n - 1, n // 2, max_tokens=n),
+            "pattern": lambda: mha_viz.circuits.qk_pattern_terms(model, text, layer, head, max_tokens=n),
         }, repeat)
-        whole = mha_viz.qk_pattern_terms(model, text, layer, head, max_tokens=n)
+        whole = mha_viz.circuits.qk_pattern_terms(model, text, layer, head, max_tokens=n)
         print(f"SmolLM2, {n} tokens, layer {layer} head {head}: forward {t['forward'] * 1e3:.0f} ms, pair "
               f"{t['pair'] * 1e3:.0f} ms ({len(one.query_parts)} × {len(one.key_parts)} terms, error {one.error:.1e}), "
               f"whole head {t['pattern'] * 1e3:.0f} ms (error {whole.error:.1e})")
@@ -80,7 +80,7 @@ def weights(device: str) -> list[tuple[str, str, bool | None]]:
     verdicts = []
     for name in ("minilm", "smollm2"):
         model = mha_viz.load_model(name, device=device)
-        for fn in (mha_viz.composition_scores, mha_viz.copying_scores):
+        for fn in (mha_viz.circuits.composition_scores, mha_viz.circuits.copying_scores):
             start = time.perf_counter()
             try:
                 fn(model)

@@ -175,8 +175,8 @@ def main() -> None:
     verdicts.append((f"scan ≤ {args.budget_gb:g} GB above the model", f"{peak / 1e9:.2f} GB",
                      peak <= args.budget_gb * 1e9))
     if not args.skip_overview and model.can_recompute:
-        _, ov, ov_peak = best(lambda: mha_viz.overview(model, text[:], progress=None), args.device, 1) \
-            if toks.n <= mha_viz.token_limit(model, whole_text=True) else (None, float("nan"), 0)
+        _, ov, ov_peak = best(lambda: mha_viz.views.overview(model, text[:], progress=None), args.device, 1) \
+            if toks.n <= mha_viz.text.token_limit(model, whole_text=True) else (None, float("nan"), 0)
         print(f"overview (per head): {ov:5.1f} s   peak {ov_peak / GB:6.2f} GiB   ({ov / fused:.2f} × fused, "
               f"scan is {ov / took:.2f} × faster)")
     need = model.attention_bytes(toks.n)

@@ -1,73 +1,97 @@
 """mha-viz core: capture every head's attention and turn it into arrays and figures.
 
-Public API (docs/api.md lists every name of `__all__` once)::
+The package's face is the names of a user's tasks (docs/api.md lists each once)::
 
     model = mha_viz.load_model("minilm", device="auto", local_attention=False)
-    run = mha_viz.analyze(model, "The cat sat on the mat.")   # -> AttentionRun
-    run.tokens, run.attentions  # (layers, heads, n, n) float32
-    toks = mha_viz.tokenize(model, text, max_tokens=128)  # the one door from text to token ids
-    table = mha_viz.head_table(run)  # one row per head; mha_viz.metrics, mha_viz.figures, mha_viz.corpus: the rest
+    run = mha_viz.analyze(model, "The cat sat on the mat.")   # -> AttentionRun (a long text: mha_viz.scan)
+    toks = mha_viz.tokenize(model, text, max_tokens=128)      # the one door from text to token ids
+    table = mha_viz.head_table(run)                           # one row per head
+    mha_viz.patch_heads(...), mha_viz.circuit(...), mha_viz.head_statistics(...), mha_viz.view_notebook(...)
+
+Everything else sits in one namespace a feature: `mha_viz.text`, `mha_viz.capture` (hidden tokens, generation,
+encoder–decoder runs), `mha_viz.views` (overview, two runs compared, heads from two tokens), `mha_viz.metrics`,
+`mha_viz.interventions` (what heads write, estimates), `mha_viz.circuits`, `mha_viz.tasks`, `mha_viz.corpus`,
+`mha_viz.export` (lessons, notebooks), `mha_viz.effective`, `mha_viz.figures`. The names the top level held before
+issue 53 still work for one release, with a DeprecationWarning that names their new place (`MOVED`).
 
 Nothing in this package imports Streamlit except `mha_viz.ui`.
 """
 
+import importlib
+import importlib.util
+import warnings
+
 from mha_viz.analyze_text import analyze
-from mha_viz.capture.finite import NotFiniteError
-from mha_viz.capture.generation import Generation, GenerationError, Step
 from mha_viz.capture.run import AttentionRun
-from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
-from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
-from mha_viz.circuits.composition import composition_baseline, composition_scores, copying_scores
-from mha_viz.circuits.edges import Edges
-from mha_viz.circuits.path_patching import Circuit, circuit, faithfulness_curve, path_patch, path_patch_many
-from mha_viz.circuits.qk_terms import QKTerms, qk_pattern_terms, qk_terms
-from mha_viz.corpus.engine import head_examples, head_statistics
-from mha_viz.effective import EffectiveAttention, effective_attention
-from mha_viz.export.lesson import Lesson, LessonError, lesson_json, read_lesson
+from mha_viz.circuits.path_patching import circuit
+from mha_viz.corpus.engine import head_statistics
 from mha_viz.export.notebook import view_notebook
-from mha_viz.export.notebook_view import NotebookView
 from mha_viz.export.report import html_report
 from mha_viz.generate_text import generate
-from mha_viz.interventions.attribution import direct_logit, value_weighted
-from mha_viz.interventions.estimate import estimate_heads, estimate_positions
+from mha_viz.interventions.attribution import direct_logit
 from mha_viz.metrics.head_stats import head_table
 from mha_viz.package_version import version as _version  # `__version__`
 from mha_viz.scan.result import Scan
 from mha_viz.scan.run import scan
-from mha_viz.tasks.edges_set import TaskEdges, edge_attribution
-from mha_viz.tasks.patching_set import TaskPatching, patch_heads
-from mha_viz.tasks.prompt_set import PromptSet
-from mha_viz.tasks.retrieval import retrieval_scores
-from mha_viz.text.tokenize import InputError, Tokens, count_tokens, session_cap, token_limit, tokenize, unknown_tokens
-from mha_viz.views.comparison import Comparison, compare
-from mha_viz.views.overview import Overview, overview
-from mha_viz.views.token_pair import heads_from_tokens
-from mha_viz_models import BUNDLED, HUB_SUGGESTIONS, PRECISIONS, LoadedModel, ModelLoadError, emulated_note
-from mha_viz_models import random_twin as random_baseline
+from mha_viz.tasks.edges_set import edge_attribution
+from mha_viz.tasks.patching_set import patch_heads
+from mha_viz.text.tokenize import InputError, tokenize
+from mha_viz.views.comparison import compare
+from mha_viz_models import LoadedModel, ModelLoadError
 from mha_viz_models.loading.loader import load_model
 
 __version__ = _version()  # the repository's version when run from a clone, else the installed one
 
 __all__ = [
-    # models
-    "BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "LoadedModel", "ModelLoadError", "load_model", "random_baseline",
-    "emulated_note",
-    # text in
-    "InputError", "Tokens", "count_tokens", "session_cap", "token_limit", "tokenize", "unknown_tokens",
-    # a run captured
-    "analyze", "AttentionRun", "NotFiniteError", "CrossAttention", "EncoderDecoderRun", "Hidden", "drop_tokens",
-    "hide_mask", "generate", "Generation", "GenerationError", "Step",
-    # views, metrics, what heads write, a corpus, a report
-    "compare", "Comparison", "overview", "Overview", "scan", "Scan", "head_table", "value_weighted", "direct_logit",
-    "patch_heads", "PromptSet", "TaskPatching", "retrieval_scores", "heads_from_tokens", "effective_attention",
-    "EffectiveAttention",
-    "estimate_heads", "estimate_positions", "head_statistics", "head_examples", "html_report",
-    "view_notebook", "NotebookView",
-    # lessons a class follows
-    "Lesson", "LessonError", "read_lesson", "lesson_json",
-    # why a head looks where it looks, how heads compose
-    "qk_terms", "qk_pattern_terms", "QKTerms", "composition_scores", "composition_baseline", "copying_scores",
-    # circuits of heads
-    "edge_attribution", "Edges", "TaskEdges", "path_patch", "path_patch_many", "circuit", "Circuit",
-    "faithfulness_curve",
+    # a model, and text into it
+    "load_model", "LoadedModel", "ModelLoadError", "tokenize", "InputError",
+    # every head of a text: the run, and one pass over a long one
+    "analyze", "AttentionRun", "scan", "Scan", "head_table",
+    # generation, two runs compared
+    "generate", "compare",
+    # what heads do for a prediction: attribution, patching over a task, circuits
+    "direct_logit", "patch_heads", "edge_attribution", "circuit",
+    # a corpus, a notebook, a report (figures: `mha_viz.figures`)
+    "head_statistics", "view_notebook", "html_report",
 ]
+
+# what the top level held before issue 53 -> where it lives now ("module:name"); read through `__getattr__`
+MOVED = {
+    **{name: f"mha_viz_models:{name}" for name in ("BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "emulated_note")},
+    "random_baseline": "mha_viz_models:random_twin",
+    **{name: f"mha_viz.text:{name}" for name in ("Tokens", "count_tokens", "session_cap", "token_limit",
+                                                 "unknown_tokens")},
+    **{name: f"mha_viz.capture:{name}" for name in ("NotFiniteError", "CrossAttention", "EncoderDecoderRun",
+                                                    "Hidden", "drop_tokens", "hide_mask", "Generation",
+                                                    "GenerationError", "Step")},
+    **{name: f"mha_viz.views:{name}" for name in ("Comparison", "overview", "Overview", "heads_from_tokens")},
+    **{name: f"mha_viz.interventions:{name}" for name in ("value_weighted", "estimate_heads", "estimate_positions")},
+    **{name: f"mha_viz.effective:{name}" for name in ("effective_attention", "EffectiveAttention")},
+    **{name: f"mha_viz.tasks:{name}" for name in ("PromptSet", "TaskPatching", "TaskEdges", "retrieval_scores")},
+    **{name: f"mha_viz.export:{name}" for name in ("NotebookView", "Lesson", "LessonError", "read_lesson",
+                                                   "lesson_json")},
+    **{name: f"mha_viz.circuits:{name}" for name in ("qk_terms", "qk_pattern_terms", "QKTerms", "composition_scores",
+                                                     "composition_baseline", "copying_scores", "Edges",
+                                                     "path_patch", "path_patch_many", "Circuit",
+                                                     "faithfulness_curve")},
+    "head_examples": "mha_viz.corpus:head_examples",
+}
+
+
+def moved_to(name: str) -> str:
+    """Where a name the top level held before issue 53 lives now, as a user writes it ("mha_viz.views.overview")."""
+    module, attr = MOVED[name].split(":")
+    return f"{module}.{attr}"
+
+
+def __getattr__(name: str):
+    """An old top-level name: its object, with a DeprecationWarning naming its new place; a feature's namespace
+    that nothing imported yet (`mha_viz.effective`): imported."""
+    if name not in MOVED:
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+            return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module 'mha_viz' has no attribute {name!r}")
+    module, attr = MOVED[name].split(":")
+    warnings.warn(f"mha_viz.{name} moved to {moved_to(name)}; the old name goes in the next release",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), attr)

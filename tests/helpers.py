@@ -269,7 +269,7 @@ def random_run(*, L=2, H=3, n=9, d_v=4, d=10, causal=False, seed=0, tokens=segme
     run.head_outputs = rng.normal(size=(L, H, n, d_v)).astype(np.float32)
     weights = {"W_Q": torch.randn(L, H, d, d_v), "W_K": torch.randn(L, H, d, d_v),
                "W_V": torch.randn(L, H, d, d_v), "W_O": torch.randn(L, H, d_v, d),
-               "copying": torch.rand(L, H) * 2 - 1}  # what `mha_viz.copying_scores` adds, −1..1
+               "copying": torch.rand(L, H) * 2 - 1}  # what `mha_viz.circuits.copying_scores` adds, −1..1
     return run, weights
 
 

@@ -63,7 +63,7 @@ def _run(v: NotebookView) -> str:
         lines += [
             "# *Hide tokens*: dropped from both axes, each row renormalised; nothing is hidden when no token, or "
             "every token, matches",
-            f"mask = mha_viz.hide_mask(run, special={literal('special' in v.hide)}, "
+            f"mask = mha_viz.capture.hide_mask(run, special={literal('special' in v.hide)}, "
             f"first={literal('first' in v.hide)})",
             "if mask.any() and not mask.all():",
             "    run = run.drop_tokens(mask)",

@@ -65,13 +65,13 @@ def _why_here(v: NotebookView) -> list[Cell]:
     second = v.option("second")
     query, key = v.option("query"), v.option("key")
     if v.option("whole"):
-        split = "t = mha_viz.qk_pattern_terms(model, TEXT, run.layer_ids[LAYER], HEAD, max_tokens=CAP)"
+        split = "t = mha_viz.circuits.qk_pattern_terms(model, TEXT, run.layer_ids[LAYER], HEAD, max_tokens=CAP)"
     else:
         split = (f"QUERY, KEY = {literal(query) if query is not None else 'full_run.n - 1'}, "
                  f"{literal(key) if key is not None else 0}  # positions in the text (every token)\n"
-                 "t = mha_viz.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, QUERY, KEY, max_tokens=CAP)")
+                 "t = mha_viz.circuits.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, QUERY, KEY, max_tokens=CAP)")
         if second is not None and second >= 0:
-            split += (f"\nt = t.minus(mha_viz.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, QUERY, "
+            split += (f"\nt = t.minus(mha_viz.circuits.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, QUERY, "
                       f"{literal(second)}, max_tokens=CAP))  # why this key and not that one")
     return [md("### Why here?\n\nA score q·k splits into terms: what wrote the query × what wrote the key."),
             code(f"""
@@ -104,7 +104,7 @@ if run.hidden is not None:  # tokens hidden: how much attention each head gave t
 def head_metrics(v: NotebookView) -> list[Cell]:
     metric = v.option("metric", "entropy")
     copying = ("\nif weights is not None:  # the copying measure: each head's copying score (a decoder's unembedding)"
-               "\n    weights = {**weights, \"copying\": torch.as_tensor(mha_viz.copying_scores(model))}"
+               "\n    weights = {**weights, \"copying\": torch.as_tensor(mha_viz.circuits.copying_scores(model))}"
                if metric == "copying" else "")
     imports = "import torch\n\n" if copying else ""
     return [
@@ -319,17 +319,17 @@ PAGES: dict[str, Callable[[NotebookView], list[Cell]]] = {
     "compare_heads": _simple("Compare heads", "figures.head(run, LAYER, HEAD)"),
     "across_layers": _simple("Across layers", "figures.rollout(run)"),
     "similarity": _simple("Head similarity", "figures.similarity(run, \"js\")"),
-    "composition": _simple("Head composition", "scores = mha_viz.composition_scores(model)  # q, k, v\n"
-                                               "figures.grid(mha_viz.copying_scores(model), "
+    "composition": _simple("Head composition", "scores = mha_viz.circuits.composition_scores(model)  # q, k, v\n"
+                                               "figures.grid(mha_viz.circuits.copying_scores(model), "
                                                "title=\"Copying score of each head\")"),
-    "examples": _simple("Head examples", "ex = mha_viz.head_examples(model, \"sample\", max_tokens=CAP)\n"
+    "examples": _simple("Head examples", "ex = mha_viz.corpus.head_examples(model, \"sample\", max_tokens=CAP)\n"
                                          "ex.top(LAYER, HEAD)"),
     "compare": _simple("Compare texts or models", "figures.model_grid(run)  # the first run; the page's second "
                                                   "text or model is not carried over"),
     "generate": _simple("Generate", "gen = mha_viz.generate(model, TEXT, max_new_tokens=32)\n"
                                     "figures.generation_step(gen, -1, layer=LAYER, head=HEAD)"),
-    "qk": _simple("Queries and keys", "t = mha_viz.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, run.n - 1, 0, "
-                                      "max_tokens=CAP)\nt.score, t.error"),
+    "qk": _simple("Queries and keys", "t = mha_viz.circuits.qk_terms(model, TEXT, run.layer_ids[LAYER], HEAD, "
+                                      "run.n - 1, 0, max_tokens=CAP)\nt.score, t.error"),
     "model_facts": _simple("Model facts", "model.facts()"),
 }
 EXACT = ("head_view", "model_view", "head_metrics", "ablation", "teaching", "prediction")  # every figure, as drawn

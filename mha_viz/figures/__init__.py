@@ -345,13 +345,13 @@ def pruning_curve(curve: pd.DataFrame, *, loss_label: str = "loss") -> go.Figure
 
 
 def score_terms(t, k: int = 15) -> go.Figure:
-    """One attention score split into what wrote the query × what wrote the key (`mha_viz.qk_terms`, or a
-    whole head's `mha_viz.qk_pattern_terms`), as the Head view's *Why here?* draws it: the k largest parts
+    """One attention score split into what wrote the query × what wrote the key (`mha_viz.circuits.qk_terms`, or a
+    whole head's `mha_viz.circuits.qk_pattern_terms`), as the Head view's *Why here?* draws it: the k largest parts
     a side and "other", the cells summing to the score."""
     return why_figures.terms_heatmap(t, k)
 
 
 def score_parts(t, k: int = 15) -> go.Figure:
-    """Each part's share of a split score (`mha_viz.qk_terms`): the query side's row sums and the key side's
+    """Each part's share of a split score (`mha_viz.circuits.qk_terms`): the query side's row sums and the key side's
     column sums, the k largest of each, as *Why here?* draws them beside `score_terms`."""
     return why_figures.terms_bars(t, k)

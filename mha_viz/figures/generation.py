@@ -2,7 +2,7 @@
 head's attention from the query that chose it (a heads × context heatmap, grouped-query groups
 marked), one head's causal matrix with that row framed, and where a head's attention went over
 the steps (prompt, generated tokens, first token). Plain functions over arrays, and
-`step_figures`, the four figures of one step of a `mha_viz.Generation` as the app shows them;
+`step_figures`, the four figures of one step of a `mha_viz.capture.Generation` as the app shows them;
 nothing here knows Streamlit.
 
 Step t (0-based) of a generation was chosen by query row `num_prompt - 1 + t`: what the model

@@ -126,7 +126,8 @@ def head_columns(run: AttentionRun, weights: Weights | None = None, *,
     if from_outputs:
         values = importance(run, weights, device=device)
         data.update((name, values[name].ravel()) for name in from_outputs)
-    if "copying" in has:  # the weights' own (`mha_viz.copying_scores`, added by whoever has the model); NaN without
+    # the weights' own (`mha_viz.circuits.copying_scores`, added by whoever has the model); NaN without
+    if "copying" in has:
         copying = run_weights(run, weights).get("copying")
         data["copying"] = (np.full(run.num_layers * run.num_heads, np.nan, dtype=np.float32) if copying is None
                            else as_tensor(copying).float().numpy().ravel())

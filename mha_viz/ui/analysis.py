@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
+import mha_viz_models
 from mha_viz import metrics, needs
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import composition as compose
@@ -72,7 +73,7 @@ def weight_similarity(model_key: ModelKey, layers: tuple[int, ...] | None, kind:
 
 @st.cache_resource(show_spinner="Building the same architecture at random initialisation…", max_entries=2)
 def baseline_model(model_key: ModelKey, _model) -> mha_viz.LoadedModel:
-    return mha_viz.random_baseline(_model, seed=0)
+    return mha_viz_models.random_twin(_model, seed=0)
 
 
 @st.cache_resource(show_spinner="Running the random-init baseline…", max_entries=8)
@@ -87,7 +88,7 @@ def baseline_similarity(key: AnalysisKey, kind: str, _run, _model, _seq2seq=None
     if base.is_encoder_decoder and res is not None:  # the same part, on the same source and target ids
         base_run = seq2seq.same_tokens(base, res).parts[key.part]
     else:
-        with mha_viz.session_cap(key.cap):
+        with mha_viz.text.session_cap(key.cap):
             base_run = mha_viz.analyze(base, _run.text, max_tokens=n, layers=_run.layer_ids)
     if _run.hidden is not None and base_run.n == n:  # the same tokens hidden from the baseline
         hide = np.ones(n, dtype=bool)
@@ -143,7 +144,7 @@ def recording(key: AnalysisKey, upto: int | None, _model, _full_run) -> teaching
     own = teaching.recording_of(_full_run)
     if own is not None:
         return own
-    with mha_viz.session_cap(key.cap):
+    with mha_viz.text.session_cap(key.cap):
         return teaching.record(_model, key.text, min(key.cap, upto or key.cap))
 
 
@@ -170,15 +171,15 @@ def layer_probabilities(key: AnalysisKey, layer: int, start: int, _model, _full_
 
 @st.cache_resource(show_spinner="Splitting the score into what wrote it…", max_entries=32)
 def qk_terms(key: AnalysisKey, layer: int, head: int, query: int, key_pos: int, _model) -> circuits.QKTerms:
-    """`mha_viz.qk_terms` of the key's text (key: its text key), under its cap."""
-    with mha_viz.session_cap(key.cap):
+    """`mha_viz.circuits.qk_terms` of the key's text (key: its text key), under its cap."""
+    with mha_viz.text.session_cap(key.cap):
         return circuits.qk_terms(_model, key.text, layer, head, query, key_pos, max_tokens=key.cap)
 
 
 @st.cache_resource(show_spinner="Splitting every score of the head…", max_entries=16)
 def qk_pattern_terms(key: AnalysisKey, layer: int, head: int, _model) -> circuits.QKTerms:
-    """`mha_viz.qk_pattern_terms` of the key's text (key: its text key), under its cap."""
-    with mha_viz.session_cap(key.cap):
+    """`mha_viz.circuits.qk_pattern_terms` of the key's text (key: its text key), under its cap."""
+    with mha_viz.text.session_cap(key.cap):
         return circuits.qk_pattern_terms(_model, key.text, layer, head, max_tokens=key.cap)
 
 
@@ -204,14 +205,14 @@ def _text_key(key: AnalysisKey) -> AnalysisKey:
 
 @st.cache_resource(show_spinner="Running the model with every head on…", max_entries=16)
 def _unablated(key: AnalysisKey, _model) -> ablation_outcome.Outcome:
-    with mha_viz.session_cap(key.cap):
+    with mha_viz.text.session_cap(key.cap):
         return ablation_outcome.unablated(_model, key.text, max_tokens=key.cap)
 
 
 @st.cache_resource(show_spinner="Running with the heads switched off…", max_entries=64)
 def _ablated(key: AnalysisKey, keep_bytes: bytes, mean_ablation: bool, _model) -> ablation_outcome.Outcome:
     keep = np.frombuffer(keep_bytes, dtype=bool).reshape(_model.num_layers, _model.num_heads)
-    with mha_viz.session_cap(key.cap):
+    with mha_viz.text.session_cap(key.cap):
         return ablation_outcome.ablated(_model, key.text, keep, mean_ablation=mean_ablation,
                                         base=_unablated(key, _model), max_tokens=key.cap)
 
@@ -233,7 +234,7 @@ def importance(key: AnalysisKey, _model) -> np.ndarray:
     Takes one of the server's analysis slots (raises admission.Busy when none is free: call it
     through `resources.one_at_a_time`)."""
     with resources.slots().hold(need=needs.gradient(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.session_cap(key.cap):
+            mha_viz.text.session_cap(key.cap):
         return _frozen(ablation.head_importance(_model, key.text, max_tokens=key.cap))
 
 
@@ -244,7 +245,7 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     order = np.argsort(imp.ravel())
     orders = [order] + [np.random.default_rng(seed).permutation(imp.size) for seed in range(5)]
     with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.session_cap(key.cap):
+            mha_viz.text.session_cap(key.cap):
         curves = ablation.pruning_curves(_model, key.text, orders, fractions, mean_ablation=mean_ablation,
                                          max_tokens=key.cap)
     by_importance, randoms = curves[0], curves[1:]
@@ -256,7 +257,7 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
 # few entries: a Comparison keeps both runs alive (and, on the words basis, copies without the
 # special tokens) after the run cache may have let them go
 @st.cache_resource(show_spinner="Comparing every head of the two runs…", max_entries=4)
-def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.Comparison:
+def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.views.Comparison:
     """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
     raises Busy when the server is full, like an analysis)."""
     with resources.slots().hold(need=needs.comparison(_run_a, _run_b)):

@@ -101,7 +101,8 @@ def compare_page() -> None:
     try:
         got = _run_b(cur)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
-        if isinstance(exc, mha_viz.NotFiniteError):  # NaN or infinity: the message says what to do, the log where
+        # NaN or infinity: the message says what to do, the log where
+        if isinstance(exc, mha_viz.capture.NotFiniteError):
             log.exception("run B not finite")
         st.error(plain(str(exc)), icon=":material/warning:")
         return

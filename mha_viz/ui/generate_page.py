@@ -18,6 +18,7 @@ from typing import NamedTuple
 import streamlit as st
 
 import mha_viz
+import mha_viz_models
 from mha_viz import needs
 from mha_viz.capture import generation
 from mha_viz.figures import generation as gfig
@@ -91,7 +92,7 @@ def _offer_decoders(reason: str) -> None:
     """The reason, and buttons that switch to a bundled decoder (nothing to press that would fail)."""
     st.info(plain(reason) + " Pick a decoder in the sidebar's model picker: smollm2 (Llama family, "
             "grouped-query attention) or toy-induction.", icon=":material/info:")
-    offered = [m for m in SUGGESTED if m in mha_viz.BUNDLED and resources.settings().allows(m)]
+    offered = [m for m in SUGGESTED if m in mha_viz_models.BUNDLED and resources.settings().allows(m)]
     for col, name in zip(st.columns(max(len(offered), 1) + 2), offered):
         col.button(f"Use {name}", key=keys.GEN_USE + name, on_click=_use_model, args=(name,))
 
@@ -128,7 +129,7 @@ def _controls(cur):
                               "(nucleus sampling; when the temperature is above 0).")
     cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=keys.GEN_SEED, persist_state=keys.KEEP,
                          help="The same seed gives the same sample.")
-    limit = mha_viz.token_limit(model, resources.token_cap())
+    limit = mha_viz.text.token_limit(model, resources.token_cap())
     try:  # reads only the part of a long text that the limit needs
         prompt = mha_viz.tokenize(model, cur.text, limit)
         n, count = prompt.total, count_text(prompt.total, prompt.total_is_estimate)

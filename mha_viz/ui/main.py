@@ -16,9 +16,9 @@ import logging
 import streamlit as st
 import torch
 
-from mha_viz import session_cap
 from mha_viz.budget import memory
 from mha_viz.capture.head_rows import DenseRefused
+from mha_viz.text import session_cap
 from mha_viz.ui import (
     export_views,
     lesson_flow,

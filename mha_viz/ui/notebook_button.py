@@ -41,7 +41,7 @@ def offer_notebook(page_id: str, title: str, cur) -> None:
     options = session.pop(keys.NOTEBOOK_OPTIONS, None) or {}  # this rerun's, whatever is drawn
     if cur.run is None or cur.stale or cur.model is None or cur.key is None:
         return
-    if isinstance(cur.seq2seq, mha_viz.EncoderDecoderRun) or seq2seq_views.is_cross(cur.run):
+    if isinstance(cur.seq2seq, mha_viz.capture.EncoderDecoderRun) or seq2seq_views.is_cross(cur.run):
         st.sidebar.caption("Open as notebook: for encoder-only and decoder-only models.")
         return
     shown = view(page_id, title, cur, options)

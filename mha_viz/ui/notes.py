@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 import mha_viz
+import mha_viz_models
 from mha_viz.text.tokenize import UNKNOWN_SHARE
 from mha_viz.text.wording import plural
 from mha_viz.ui.text import plain
@@ -16,10 +17,10 @@ def unknown_status(cur, run) -> None:
     (toy-induction reads letters only; a WordPiece vocabulary lacks most emoji)."""
     if cur.model is None or cur.stale or not run.token_ids:
         return
-    count, unk = mha_viz.unknown_tokens(cur.model, run.token_ids)
+    count, unk = mha_viz.text.unknown_tokens(cur.model, run.token_ids)
     if count == 0 or count < UNKNOWN_SHARE * len(run.token_ids):
         return
-    bundled = mha_viz.BUNDLED.get(cur.model.name)
+    bundled = mha_viz_models.BUNDLED.get(cur.model.name)
     reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
     st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
                f"({plain(unk or 'unknown')}): it cannot read this text, so its heads have little to show."

@@ -119,10 +119,11 @@ def _default_model() -> None:
     own attention), loaded into the app's model cache, when it is a bundled one (a hub id could
     go to the network, at every start), and run once (PyTorch sets itself up on a first pass)."""
     import mha_viz
+    import mha_viz_models
     from mha_viz.ui import resources, sidebar
 
     spec = sidebar.model_options()[0]
-    if spec not in mha_viz.BUNDLED:
+    if spec not in mha_viz_models.BUNDLED:
         return
     try:
         # the key `resources.load_model` asks for

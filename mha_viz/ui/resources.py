@@ -119,7 +119,8 @@ def attempt(compute, *, what: str, out_of_memory: str):
     try:
         return one_at_a_time(compute), None
     except mha_viz.InputError as exc:
-        if isinstance(exc, mha_viz.NotFiniteError):  # NaN or infinity: the message says what to do, the log where
+        # NaN or infinity: the message says what to do, the log where
+        if isinstance(exc, mha_viz.capture.NotFiniteError):
             log.exception("%s: not finite", what)
         return None, str(exc)
     except (MemoryError, torch.OutOfMemoryError):

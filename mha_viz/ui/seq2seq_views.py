@@ -49,7 +49,7 @@ def target_inputs() -> tuple[str | None, str]:
 
 
 def is_cross(run) -> bool:
-    return isinstance(run, mha_viz.CrossAttention)
+    return isinstance(run, mha_viz.capture.CrossAttention)
 
 
 def gate(cur, *, cross: bool, forward: bool) -> str | None:

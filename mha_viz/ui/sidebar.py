@@ -12,6 +12,7 @@ import streamlit as st
 import torch
 
 import mha_viz
+import mha_viz_models
 from mha_viz import settings as deploy
 from mha_viz.budget import memory
 from mha_viz.ui import keys, resources, seq2seq_views, session, steps
@@ -32,7 +33,7 @@ EXAMPLES = {
 }
 OTHER = "Other: hub id or folder…"
 DEVICES = ("auto", "cpu", "cuda")
-PRECISIONS = mha_viz.PRECISIONS  # "auto", "float32", "bfloat16", "float16"
+PRECISIONS = mha_viz_models.PRECISIONS  # "auto", "float32", "bfloat16", "float16"
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def model_options() -> list[str]:
     """The models a session may pick (the allow-list in public mode, else the bundled ones, the
     hub suggestions and OTHER: a free-form hub id or folder); a picker shows each as `model_title`."""
     conf = resources.settings()
-    options = list(mha_viz.BUNDLED) + list(mha_viz.HUB_SUGGESTIONS)
+    options = list(mha_viz_models.BUNDLED) + list(mha_viz_models.HUB_SUGGESTIONS)
     if conf.models:  # an allow-list: only those, and no free-form id or folder
         options = [m for m in options if m in conf.models] + [m for m in conf.models if m not in options]
     else:
@@ -98,16 +99,16 @@ def model_options() -> list[str]:
 
 def model_title(key: str) -> str:
     """A model's title in the pickers, short enough for the sidebar's width (the rest: `model_detail`)."""
-    if key in mha_viz.BUNDLED:
-        return mha_viz.BUNDLED[key].title.partition(" (")[0]
-    return f"{key} (Hub)" if key in mha_viz.HUB_SUGGESTIONS else key
+    if key in mha_viz_models.BUNDLED:
+        return mha_viz_models.BUNDLED[key].title.partition(" (")[0]
+    return f"{key} (Hub)" if key in mha_viz_models.HUB_SUGGESTIONS else key
 
 
 def model_detail(key: str) -> str:
     """What a model's short title (`model_title`) leaves out, shown under the picker ("" for none)."""
-    if key in mha_viz.BUNDLED:
-        return mha_viz.BUNDLED[key].title.partition(" (")[2].removesuffix(")")
-    return "From the Hugging Face Hub: needs internet once." if key in mha_viz.HUB_SUGGESTIONS else ""
+    if key in mha_viz_models.BUNDLED:
+        return mha_viz_models.BUNDLED[key].title.partition(" (")[2].removesuffix(")")
+    return "From the Hugging Face Hub: needs internet once." if key in mha_viz_models.HUB_SUGGESTIONS else ""
 
 
 def draw() -> Current:
@@ -174,7 +175,7 @@ def draw() -> Current:
         return with_last_good(cur)
     try:
         model = resources.load_model(spec, device, local, dtype)
-        if note := mha_viz.emulated_note(model.dtype, model.device):
+        if note := mha_viz_models.emulated_note(model.dtype, model.device):
             emulated.caption(note)
         model_key = steps.model_key_of(model, local)
         cur.text_model, cur.text, cur.model_key = model, text, model_key
@@ -183,10 +184,11 @@ def draw() -> Current:
         layers = None if model.is_encoder_decoder else _layers_to_capture(model, text, cap)
         key = AnalysisKey(model_key, text, cap, layers, target=target)
         run = steps.cached_run(key, model)
-        if isinstance(run, mha_viz.EncoderDecoderRun):
+        if isinstance(run, mha_viz.capture.EncoderDecoderRun):
             cur.seq2seq, run, key = run, run.parts[part], key._replace(part=part)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
-        if isinstance(exc, mha_viz.NotFiniteError):  # NaN or infinity: the message says what to do, the log where
+        # NaN or infinity: the message says what to do, the log where
+        if isinstance(exc, mha_viz.capture.NotFiniteError):
             log.exception("analysis not finite")
         cur.error = str(exc)
         return with_last_good(cur)

@@ -39,7 +39,7 @@ class Current:
     weights_run: mha_viz.AttentionRun | None = None
     lens_note: str | None = None
     # an encoder–decoder's three attentions; `run` is the part picked in the sidebar (key.part)
-    seq2seq: mha_viz.EncoderDecoderRun | None = None
+    seq2seq: mha_viz.capture.EncoderDecoderRun | None = None
 
 
 def publish(cur: Current) -> Current:

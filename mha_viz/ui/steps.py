@@ -13,8 +13,8 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.budget import memory
+from mha_viz.capture import AttentionRun, EncoderDecoderRun, head_rows
 from mha_viz.capture import contributions as lens_values
-from mha_viz.capture import head_rows
 from mha_viz.capture.head_rows import held_densely
 from mha_viz.derived import run as derived
 from mha_viz.interventions import attribution
@@ -26,7 +26,7 @@ from mha_viz.ui.state import Current
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> AttentionRun | EncoderDecoderRun:
     """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target),
     admitted with the memory it needs (an encoder–decoder's by count only: its target's length
     is not known before it runs)."""
@@ -40,7 +40,7 @@ def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> mha_viz.Attent
     with resources.slots().hold(need=need):
         result = mha_viz.analyze(_model, key.text, key.target, max_tokens=key.cap,
                                  layers=None if key.layers is None else list(key.layers))
-    runs = result.parts.values() if isinstance(result, mha_viz.EncoderDecoderRun) else [result]
+    runs = result.parts.values() if isinstance(result, mha_viz.capture.EncoderDecoderRun) else [result]
     for run in runs:
         if not getattr(run, "is_dense", True):  # a long run: rows recomputed on demand, nothing to freeze
             continue
@@ -57,7 +57,7 @@ def is_long(model: mha_viz.LoadedModel, n: int, layers: tuple[int, ...] | None =
             and not held_densely(model.num_layers, model.num_heads, n))
 
 
-def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> mha_viz.AttentionRun | mha_viz.EncoderDecoderRun:
+def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> AttentionRun | EncoderDecoderRun:
     """The run of `key`, computed once for the server, in turn (`resources.one_at_a_time`); a long run says
     what it does while it computes (a cached function may not draw on the page: no bar of its layers)."""
     message = None
@@ -95,7 +95,7 @@ def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, sp
         cur.hide_note = ("Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is "
                          "shown whole.")
         return run, key
-    mask = mha_viz.hide_mask(run, special=special, first=first)
+    mask = mha_viz.capture.hide_mask(run, special=special, first=first)
     asked = " and ".join(w for w, on in (("the special tokens", special), ("the first token", first)) if on)
     if mask.all():
         cur.hide_note = (f"Hiding {asked} would leave no token of this text ({run.n} in all): every token "

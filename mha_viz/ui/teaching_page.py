@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-import mha_viz
+import mha_viz_models
 from mha_viz import figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session, shared_head, sidebar, walk_window
@@ -41,7 +41,7 @@ def teaching_page() -> None:
     if cur is None:
         return
     run, model = cur.run, cur.model
-    if TOY in mha_viz.BUNDLED and model.name != TOY:
+    if TOY in mha_viz_models.BUNDLED and model.name != TOY:
         st.button("Start with toy-induction: two layers whose heads have known jobs (a previous-token "
                   "head and an induction head)", key=keys.TEACH_USE_TOY, on_click=_use_toy)
     if not model.can_recompute:

@@ -1,6 +1,6 @@
 """The Head view's *Why here?* section: the score of the clicked cell (or of a query and key picked in it)
-split into query-side × key-side parts (`mha_viz.qk_terms`), a second key to ask "why this key and not
-that one", and the whole head's pattern-weighted terms (`mha_viz.qk_pattern_terms`)."""
+split into query-side × key-side parts (`mha_viz.circuits.qk_terms`), a second key to ask "why this key and not
+that one", and the whole head's pattern-weighted terms (`mha_viz.circuits.qk_pattern_terms`)."""
 
 from __future__ import annotations
 

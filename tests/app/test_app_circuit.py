@@ -74,7 +74,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     at.session_state[keys.CIRC_PICKED] = (*key, *picked)
     at.run()
     info = shown(" ".join(i.value for i in at.info))
-    value = mha_viz.path_patch(toy, clean, corrupted, *picked)
+    value = mha_viz.circuits.path_patch(toy, clean, corrupted, *picked)
     assert f"{picked[0]} → {picked[1]}" in info and f"{value:+.4f}" in info
     graph = titled(at, f"The top {k} edges (EAP)")
     outlined = [d for d in graph["data"] if d.get("line", {}).get("color") == "black"]
@@ -88,7 +88,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     assert not at.exception and not at.error
     scatter = titled(at, "Estimate against real path patching, 20 edges")
     top20 = want.top(20)
-    np.testing.assert_allclose(scatter["data"][1]["y"], mha_viz.path_patch_many(toy, clean, corrupted, top20),
+    np.testing.assert_allclose(scatter["data"][1]["y"], mha_viz.circuits.path_patch_many(toy, clean, corrupted, top20),
                                atol=1e-5)
     r = np.corrcoef(top20["score"], scatter["data"][1]["y"])[0, 1]
     assert f"Pearson r = {r:.3f}" in chart_title(scatter)
@@ -103,17 +103,17 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
     data = json.loads(saved)
     assert data["method"] == "eap-ig" and data["clean"] == prediction.INDUCTION.clean and len(data["edges"]) == len(
         edges.scores)
-    opened = mha_viz.Edges.from_json(saved)
+    opened = mha_viz.circuits.Edges.from_json(saved)
     np.testing.assert_allclose(opened.scores["score"], edges.scores["score"])
     assert list(opened.scores["receiver"]) == list(edges.scores["receiver"])
     for bad in ('{"edges": 3}', saved.replace('"eap-ig"', '"magic"'), saved.replace('"L1H1.v"', '"L1H1.z"')):
         with pytest.raises(ValueError, match="not a circuit saved by mha-viz"):
-            mha_viz.Edges.from_json(bad)
+            mha_viz.circuits.Edges.from_json(bad)
 
     # a fresh session on the same pair: the file opens the circuit without finding it again
     again = _page()
     assert again.radio(key=keys.CIRC_METHOD).value == "EAP-IG"
-    eap = mha_viz.Edges.from_json(saved)
+    eap = mha_viz.circuits.Edges.from_json(saved)
     eap.method = "eap"  # saved by EAP: the section switches to it
     again.file_uploader(key=keys.CIRC_FILE).set_value(("circuit.json", eap.to_json().encode(), "application/json"))
     again.run()

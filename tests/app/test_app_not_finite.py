@@ -35,7 +35,7 @@ def test_a_run_that_is_not_finite_says_what_to_do_and_keeps_the_inputs(monkeypat
     assert any("attention in layer 0 of" in e and "not finite (NaN or infinity) in float16" in e
                and "Choose bfloat16 (float32's range) or float32 under Precision" in e for e in errors), errors
     assert not any("Traceback" in e for e in errors)
-    logged = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], mha_viz.NotFiniteError)]
+    logged = [r for r in caplog.records if r.exc_info and isinstance(r.exc_info[1], mha_viz.capture.NotFiniteError)]
     assert logged and logged[0].exc_info[2] is not None  # the traceback, in the log
     assert at.text_area(key=keys.TEXT).value == text and at.radio(key=keys.PRECISION).value == "float16"
     assert any("last successful result" in c.value for c in at.caption) and charts(at)

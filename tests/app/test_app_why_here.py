@@ -1,5 +1,5 @@
 """The Head view's *Why here?* (AppTest): a cell picked (what a click on the heatmap sets: its query and
-key) draws that score's terms, equal to `mha_viz.qk_terms` computed here; the toy's induction head shows
+key) draws that score's terms, equal to `mha_viz.circuits.qk_terms` computed here; the toy's induction head shows
 its key written by the previous-token head; a second key draws the difference; *Whole head* draws the
 pattern-weighted terms; the clickable heatmap's markers map back to the model's positions, with tokens
 hidden too."""
@@ -45,7 +45,7 @@ def test_a_picked_cell_draws_its_terms(opened, toy):
     at.selectbox(key=keys.WHY_QUERY).set_value(10).run()
     at.selectbox(key=keys.WHY_KEY).set_value(3).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-    want = mha_viz.qk_terms(toy, TEXT, 1, 1, 10, 3)
+    want = mha_viz.circuits.qk_terms(toy, TEXT, 1, 1, 10, 3)
     rows, cols, small = want.top(15)
     chart = _terms_chart(at)["data"][0]
     assert list(chart["y"]) == rows and list(chart["x"]) == cols
@@ -64,12 +64,12 @@ def test_a_second_key_and_the_whole_head(opened, toy):
     at.selectbox(key=keys.WHY_KEY).set_value(3).run()
     at.selectbox(key=keys.WHY_SECOND).set_value(4).run()
     assert not at.exception and not at.error
-    diff = mha_viz.qk_terms(toy, TEXT, 1, 1, 10, 3).minus(mha_viz.qk_terms(toy, TEXT, 1, 1, 10, 4))
+    diff = mha_viz.circuits.qk_terms(toy, TEXT, 1, 1, 10, 3).minus(mha_viz.circuits.qk_terms(toy, TEXT, 1, 1, 10, 4))
     np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), diff.top(15)[2], atol=1e-6)
     assert "s(key) − s(second key)" in " ".join(m.value for m in at.markdown)
     at.toggle(key=keys.WHY_PATTERN).set_value(True).run()
     assert not at.exception and not at.error
-    whole = mha_viz.qk_pattern_terms(toy, TEXT, 1, 1)
+    whole = mha_viz.circuits.qk_pattern_terms(toy, TEXT, 1, 1)
     np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), whole.top(15)[2], atol=1e-6)
     at.toggle(key=keys.WHY_PATTERN).set_value(False).run()
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 import mha_viz
+import mha_viz_models
 from mha_viz.ui import keys, sidebar
 from tests.app.helpers import start_app
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.model
 
 def test_public_mode_offers_only_the_allow_list_and_caps_tokens(public):
     at = start_app()
-    assert at.selectbox(key="model_choice").options == [sidebar.model_title(k) for k in mha_viz.BUNDLED]
+    assert at.selectbox(key="model_choice").options == [sidebar.model_title(k) for k in mha_viz_models.BUNDLED]
     assert keys.MODEL_OTHER not in [t.key for t in at.text_input]  # no free-form hub id or folder
     limit = at.number_input(key="token_limit")
     assert limit.value == 32 and limit.max == 32

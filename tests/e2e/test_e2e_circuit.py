@@ -46,7 +46,8 @@ def test_a_click_on_an_edge_patches_it_for_real(shared_app):
     text = box.inner_text()
     assert f"{sender} → {receiver}" in text
     toy = mha_viz.load_model("toy-induction", device="cpu")
-    want = mha_viz.path_patch(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, sender, receiver)
+    clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
+    want = mha_viz.circuits.path_patch(toy, clean, corrupted, sender, receiver)
     shown = float(re.search(r"for real ([+−-]\d+\.\d+)", text).group(1).replace("−", "-"))
     assert shown == pytest.approx(want, abs=1e-3)
     assert app.titled("Faithfulness of the top k edges") is not None

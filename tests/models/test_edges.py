@@ -323,7 +323,7 @@ def test_on_a_linear_model_eap_is_path_patching_for_every_edge(tmp_path):
     model = _linear_llama(tmp_path)
     for method in ("eap", "eap-ig"):
         edges = mha_viz.edge_attribution(model, CLEAN, CORRUPTED, method=method)
-        real = mha_viz.path_patch_many(model, CLEAN, CORRUPTED, edges.scores, edges.answer, edges.wrong)
+        real = mha_viz.circuits.path_patch_many(model, CLEAN, CORRUPTED, edges.scores, edges.answer, edges.wrong)
         est = edges.scores["score"].to_numpy()
         moved = np.abs(real) > 1e-3 * np.abs(real).max()
         assert np.abs(real).max() > 1e-2 and set(edges.scores.input[moved]) == {"v", "mlp", "logits"}
@@ -370,13 +370,13 @@ def test_path_patching_an_edge_equals_that_receiver_given_that_senders_write_by_
         if receiver == "logits":
             pairs += [(f"L{model.num_layers - 1}H0", receiver), (f"L{model.num_layers - 1} MLP", receiver)]
     a, b = _ends(model)
-    got = mha_viz.path_patch_many(model, CLEAN, CORRUPTED, pairs, a, b)
+    got = mha_viz.circuits.path_patch_many(model, CLEAN, CORRUPTED, pairs, a, b)
     with torch.no_grad():
         m_clean = float(ref.m(ids_c, a, b))
         want = np.array([float(ref.m(ids_c, a, b, r, corrupt[s] - clean[s])) - m_clean for s, r in pairs])
     assert np.abs(want).max() > 1e-3  # a random-init model's edges move m by little: compared to 1e-5
     np.testing.assert_allclose(got, want, atol=1e-5)
-    one = mha_viz.path_patch(model, CLEAN, CORRUPTED, *pairs[-1], a, b)
+    one = mha_viz.circuits.path_patch(model, CLEAN, CORRUPTED, *pairs[-1], a, b)
     assert one == pytest.approx(want[-1], abs=1e-4)
 
 
@@ -419,7 +419,7 @@ def test_every_edge_is_faithful_and_no_edge_is_not(name, request):
     assert full.faithfulness == pytest.approx(1.0, abs=1e-4) and empty.faithfulness == pytest.approx(0.0, abs=1e-4)
     assert full.m_circuit == pytest.approx(edges.m_clean, abs=1e-4)
     assert empty.m_circuit == pytest.approx(edges.m_corrupted, abs=1e-4)
-    curve = mha_viz.faithfulness_curve(model, clean, corrupted, edges, [0, len(edges.scores), 10**6])
+    curve = mha_viz.circuits.faithfulness_curve(model, clean, corrupted, edges, [0, len(edges.scores), 10**6])
     np.testing.assert_allclose(curve.faithfulness, [0.0, 1.0, 1.0], atol=1e-4)
     assert curve.k.tolist() == [0, len(edges.scores), len(edges.scores)]
 
@@ -488,14 +488,15 @@ def test_what_cannot_be_split_is_refused_with_a_reason(llama, bert_dir, t5_dir, 
     with pytest.raises(ValueError, match="method"):
         mha_viz.edge_attribution(llama, CLEAN, CORRUPTED, method="foo")
     with pytest.raises(mha_viz.InputError, match="no sender 'L7H0'"):
-        mha_viz.path_patch(llama, CLEAN, CORRUPTED, "L7H0", "logits")
+        mha_viz.circuits.path_patch(llama, CLEAN, CORRUPTED, "L7H0", "logits")
     with pytest.raises(mha_viz.InputError, match="no receiver 'L0H0.k'"):  # GQA: the k receivers are L0KV{g}.k
-        mha_viz.path_patch(llama, CLEAN, CORRUPTED, "embed", "L0H0.k")
+        mha_viz.circuits.path_patch(llama, CLEAN, CORRUPTED, "embed", "L0H0.k")
     with pytest.raises(mha_viz.InputError, match="L1H0 does not write before L0H0.q reads"):
-        mha_viz.path_patch(llama, CLEAN, CORRUPTED, "L1H0", "L0H0.q")
+        mha_viz.circuits.path_patch(llama, CLEAN, CORRUPTED, "L1H0", "L0H0.q")
     with pytest.raises(mha_viz.InputError, match="L0H3 does not write before L0H5.q reads"):  # the same layer
         mha_viz.circuit(llama, CLEAN, CORRUPTED, [("embed", "logits"), ("L0H3", "L0H5.q")])
-    mha_viz.path_patch(llama, CLEAN, CORRUPTED, "L0H3", "L0 MLP")  # a sequential MLP reads its own layer's heads
+    # a sequential MLP reads its own layer's heads
+    mha_viz.circuits.path_patch(llama, CLEAN, CORRUPTED, "L0H3", "L0 MLP")
 
 
 # --- 7. saved and read back -----------------------------------------------------------------------

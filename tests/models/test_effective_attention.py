@@ -315,7 +315,7 @@ def test_the_ssd_matrix_reproduces_the_scan_before_gate_and_norm(tmp_path):
 
 def test_the_public_entry_reads_a_loaded_hybrid(tmp_path):
     model = mha_viz.load_model(save_random("qwen3_next", tmp_path / "q"), device="cpu")
-    run = mha_viz.effective_attention(model, "The cat sat on the mat. The dog sat on the log.")
+    run = mha_viz.effective.effective_attention(model, "The cat sat on the mat. The dog sat on the log.")
     assert run.layer_ids == [0] and run.layers[0].kind == "gated_deltanet" and len(run.tokens) == run.layers[0].n
     written = []
     handle = model.hf_model.model.layers[0].linear_attn.register_forward_hook(
@@ -327,7 +327,7 @@ def test_the_public_entry_reads_a_loaded_hybrid(tmp_path):
         handle.remove()
     close(torch.as_tensor(run.output(0)), written[0])
     with pytest.raises(NotExact, match="those are: 0"):
-        mha_viz.effective_attention(model, "The cat sat.", layers=[1])
+        mha_viz.effective.effective_attention(model, "The cat sat.", layers=[1])
 
 
 def test_a_layer_kind_not_made_exact_is_refused_with_its_reason():

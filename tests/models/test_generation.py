@@ -144,7 +144,8 @@ def test_on_step_streams_and_can_stop(toy):
 
 @pytest.mark.model
 def test_an_encoder_is_refused_with_a_message(minilm):
-    with pytest.raises(mha_viz.GenerationError, match="needs a decoder with a language-model head; try smollm2"):
+    needs = "needs a decoder with a language-model head; try smollm2"
+    with pytest.raises(mha_viz.capture.GenerationError, match=needs):
         mha_viz.generate(minilm, "Hello there", 4)
 
 
@@ -162,7 +163,7 @@ def test_bad_input_gets_a_message(toy, prompt, new, cap, needle):
 
 
 def test_the_session_cap_limits_generation(toy):
-    with mha_viz.session_cap(12):
+    with mha_viz.text.session_cap(12):
         with pytest.raises(mha_viz.InputError, match="At most 2 new tokens fit"):
             mha_viz.generate(toy, "k d m x b f k d m", 5)
         assert len(mha_viz.generate(toy, "k d m x b f k d m", 2).steps) == 2
@@ -172,5 +173,5 @@ def test_non_finite_logits_are_reported(gpt2_dir):
     broken = mha_viz.load_model(str(gpt2_dir), device="cpu")
     with torch.no_grad():
         broken.hf_model.lm_head.weight[0, 0] = float("nan")  # tied to the embeddings: NaN spreads
-    with pytest.raises(mha_viz.GenerationError, match="not finite"):
+    with pytest.raises(mha_viz.capture.GenerationError, match="not finite"):
         mha_viz.generate(broken, "The cat", 3)

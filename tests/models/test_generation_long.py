@@ -124,9 +124,9 @@ def test_the_dense_budget_does_not_refuse_a_long_generation(tiny_gpt2, monkeypat
     n = mha_viz.tokenize(tiny_gpt2, "The cat sat").n + 6
     L, H = tiny_gpt2.num_layers, tiny_gpt2.num_heads
     capture_budget_of(monkeypatch, 4 * L * H * n * n - 1)  # every head's array over n tokens is one byte over
-    with pytest.raises(mha_viz.GenerationError, match="Capturing every head over"):
+    with pytest.raises(mha_viz.capture.GenerationError, match="Capturing every head over"):
         mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=True)
     assert len(mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=False, stop_at_eos=False).steps) == 6
     capture_budget_of(monkeypatch, 4 * L * H * n)  # not even one row a head for each new token
-    with pytest.raises(mha_viz.GenerationError, match="ask for fewer new tokens"):
+    with pytest.raises(mha_viz.capture.GenerationError, match="ask for fewer new tokens"):
         mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=False)

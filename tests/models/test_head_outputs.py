@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import mha_viz
+import mha_viz_models
 from mha_viz import metrics
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
@@ -143,10 +144,10 @@ def test_random_baseline_same_shape_new_weights_reproducible(minilm):
     """random_baseline keeps shapes, changes the weights, is reproducible per seed and leaves the RNG alone."""
     trained = minilm.head_weights()
     state = torch.random.get_rng_state()
-    twin = mha_viz.random_baseline(minilm)
+    twin = mha_viz_models.random_twin(minilm)
     assert torch.equal(torch.random.get_rng_state(), state)
-    again = mha_viz.random_baseline(minilm)
-    other = mha_viz.random_baseline(minilm, seed=1)
+    again = mha_viz_models.random_twin(minilm)
+    other = mha_viz_models.random_twin(minilm, seed=1)
     assert (twin.num_layers, twin.num_heads, twin.d_model) == (minilm.num_layers, minilm.num_heads, minilm.d_model)
     w1, w2, w3 = twin.head_weights(), again.head_weights(), other.head_weights()
     for key in trained:

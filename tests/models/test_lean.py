@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import mha_viz
+import mha_viz_models
 from tests.helpers import byte_bpe_tokenizer
 
 TEXT = "The animal didn't cross the street because it was too tired. It slept."
@@ -59,7 +60,7 @@ def test_overview_one_head_at_a_time_equals_pooled_eager_capture(request, name):
     model = request.getfixturevalue(name)
     text = "The keys to the old wooden cabinet in the hall are missing again. " * 12
     seen = []
-    ov = mha_viz.overview(model, text, thumb=32, progress=lambda f, m: seen.append(f))
+    ov = mha_viz.views.overview(model, text, thumb=32, progress=lambda f, m: seen.append(f))
     run = mha_viz.analyze(model, text, max_tokens=model.max_positions)
     assert ov.tokens == run.tokens and ov.n > 100
     assert ov.pooled.shape == (model.num_layers, model.num_heads, 32, 32)
@@ -70,7 +71,7 @@ def test_overview_one_head_at_a_time_equals_pooled_eager_capture(request, name):
 def test_overview_reaches_past_the_app_cap(gpt2_dir):
     """The overview takes the model's whole context (here 64 positions), not analyze's cap."""
     model = mha_viz.load_model(str(gpt2_dir), device="cpu")
-    ov = mha_viz.overview(model, "hello world " * 100)
+    ov = mha_viz.views.overview(model, "hello world " * 100)
     assert ov.n == model.max_positions == 64 and ov.num_input_tokens > 64
 
 
@@ -111,7 +112,7 @@ def test_random_baseline_is_eager_even_if_the_model_is_mid_lean_capture():
     """The twin copies the config under the model's lock and always uses eager attention."""
     model = mha_viz.load_model("minilm", device="cpu")
     model.hf_model.set_attn_implementation("sdpa")  # as during a lean capture
-    twin = mha_viz.random_baseline(model)
+    twin = mha_viz_models.random_twin(model)
     model.hf_model.set_attn_implementation("eager")
     assert twin.hf_model.config._attn_implementation == "eager"
     assert mha_viz.analyze(twin, TEXT).attentions.shape[0] == 6

@@ -1,6 +1,6 @@
 """Every live run is checked for NaN and infinity (issue 38): a NaN planted in one layer's attention
 weights of a random-init encoder, decoder and encoder–decoder, and in a generating decoder, raises
-`mha_viz.NotFiniteError` naming the first layer that Hugging Face's own forward (output_attentions,
+`mha_viz.capture.NotFiniteError` naming the first layer that Hugging Face's own forward (output_attentions,
 independent of mha-viz's capture) shows non-finite, the precision the model computed in and the
 precision to choose instead. The eager capture, the lean one (our MHA recomputes each layer, and its
 softmax turns a NaN row into zeros: caught as a row that sums to 0) and generation are each checked."""
@@ -45,7 +45,7 @@ def test_an_encoder_in_float16(bert_dir):
     with torch.inference_mode():
         layer = _first_not_finite(model.hf_model(input_ids=_ids(model, TEXT), output_attentions=True).attentions)
     assert layer == 1
-    with pytest.raises(mha_viz.NotFiniteError) as err:
+    with pytest.raises(mha_viz.capture.NotFiniteError) as err:
         mha_viz.analyze(model, TEXT)
     assert isinstance(err.value, mha_viz.InputError)  # shown as the UI shows any InputError
     assert f"attention in layer {layer} of {model.name}" in str(err.value)
@@ -58,7 +58,7 @@ def test_a_decoder_in_bfloat16(gpt2_dir, lean):
     with torch.inference_mode():
         layer = _first_not_finite(model.hf_model(input_ids=_ids(model, TEXT), output_attentions=True).attentions)
     assert layer == 1
-    with pytest.raises(mha_viz.NotFiniteError) as err:
+    with pytest.raises(mha_viz.capture.NotFiniteError) as err:
         mha_viz.analyze(model, TEXT, lean=lean)
     assert f"attention in layer {layer} of" in str(err.value)
     _says(str(err.value), "bfloat16", "float32")
@@ -71,8 +71,8 @@ def test_the_whole_text_overview_in_bfloat16(gpt2_dir):
     """The Model view's overview of a long text recomputes each head: a NaN head is refused, not pooled
     into a blank thumbnail."""
     model = _planted(gpt2_dir, "bfloat16", lambda m: m.transformer.h[1].attn.c_attn.bias)
-    with pytest.raises(mha_viz.NotFiniteError) as err:
-        mha_viz.overview(model, TEXT)
+    with pytest.raises(mha_viz.capture.NotFiniteError) as err:
+        mha_viz.views.overview(model, TEXT)
     assert "attention in layer 1 of" in str(err.value)
     _says(str(err.value), "bfloat16", "float32")
 
@@ -82,7 +82,7 @@ def test_the_whole_text_scan_in_bfloat16(gpt2_dir, compiled):
     """The scan of a long text reduces each layer a block at a time (compiled on the CPU, tensor operations
     on a GPU): a NaN head is refused, not counted as a head that looks nowhere."""
     model = _planted(gpt2_dir, "bfloat16", lambda m: m.transformer.h[1].attn.c_attn.bias)
-    with pytest.raises(mha_viz.NotFiniteError) as err:
+    with pytest.raises(mha_viz.capture.NotFiniteError) as err:
         mha_viz.scan(model, TEXT, compiled=compiled)
     assert "attention in layer 1 of" in str(err.value)
     _says(str(err.value), "bfloat16", "float32")
@@ -96,7 +96,7 @@ def test_an_encoder_decoder_in_float32(t5_dir):
     assert all(torch.isfinite(a).all() for a in out.encoder_attentions)
     layer = _first_not_finite(out.decoder_attentions)
     assert layer == 1
-    with pytest.raises(mha_viz.NotFiniteError) as err:
+    with pytest.raises(mha_viz.capture.NotFiniteError) as err:
         mha_viz.analyze(model, TEXT, TARGET)
     message = str(err.value)
     assert f"decoder attention in layer {layer} of" in message and "in float32:" in message
@@ -105,9 +105,9 @@ def test_an_encoder_decoder_in_float32(t5_dir):
 
 def test_a_generation_in_float16(gpt2_dir):
     model = _planted(gpt2_dir, "float16", lambda m: m.transformer.h[2].attn.c_attn.bias)
-    with pytest.raises(mha_viz.NotFiniteError) as err:
+    with pytest.raises(mha_viz.capture.NotFiniteError) as err:
         mha_viz.generate(model, TEXT, 3)
-    assert isinstance(err.value, mha_viz.GenerationError)  # the Generate page's own error too
+    assert isinstance(err.value, mha_viz.capture.GenerationError)  # the Generate page's own error too
     assert "attention in layer 2 of" in str(err.value)
     _says(str(err.value), "float16", "bfloat16 (float32's range) or float32")
 
@@ -126,7 +126,7 @@ def test_scores_that_go_bad_while_generating_name_the_precision(gpt2_dir, monkey
         return out
 
     monkeypatch.setattr(type(model.hf_model), "forward", bad_second_step)
-    with pytest.raises(mha_viz.NotFiniteError) as err:
+    with pytest.raises(mha_viz.capture.NotFiniteError) as err:
         mha_viz.generate(model, TEXT, 3)
     assert "scores for new token 2 of" in str(err.value) and "Generation stopped there." in str(err.value)
     _says(str(err.value), "bfloat16", "float32")

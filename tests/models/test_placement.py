@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import mha_viz
+import mha_viz_models
 from mha_viz.interventions import attribution
 from mha_viz_models import ModelLoadError
 from tests.helpers import next_token_probs
@@ -81,7 +82,7 @@ def test_what_a_spread_model_cannot_do_is_a_message(llama_dir, whole_and_spread)
         mha_viz.load_model(llama_dir, local_attention=True,
                            max_memory={"cpu": embed + int(1.5 * layer_bytes), "disk": "1GiB"})
     with pytest.raises(ModelLoadError, match="spread over cpu \\+ disk.*no random baseline"):
-        mha_viz.random_baseline(spread)
+        mha_viz_models.random_twin(spread)
 
 
 def test_offloaded_layers_are_not_kept_loaded(whole_and_spread):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import mha_viz
+import mha_viz_models
 from mha_viz.interventions import attribution
 from mha_viz.metrics import head_table
 
@@ -108,7 +109,7 @@ def test_bundled_models_stay_float32():
 
 def test_the_random_baseline_computes_in_the_models_precision(llama_dir):
     half = mha_viz.load_model(llama_dir, device="cpu", dtype="bfloat16")
-    twin = mha_viz.random_baseline(half)
+    twin = mha_viz_models.random_twin(half)
     assert next(twin.hf_model.parameters()).dtype == torch.bfloat16 and twin.precision == "bfloat16"
     run = mha_viz.analyze(twin, "the quick brown fox")
     assert run.precision == "bfloat16" and np.abs(run.attentions.sum(-1) - 1).max() < 1e-5

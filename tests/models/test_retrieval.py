@@ -1,4 +1,4 @@
-"""Retrieval scores on toy-induction (`mha_viz.retrieval_scores`): a needle of letters planted in a haystack of
+"""Retrieval scores on toy-induction (`mha_viz.tasks.retrieval_scores`): a needle of letters planted in a haystack of
 other letters, the question its first two letters; the model copies the rest by induction. Its induction head,
 whose heaviest key is the token it copies, scores every token the model copied over the needle's length; the
 first layer's heads (previous token, position) score 0."""
@@ -17,7 +17,7 @@ def test_the_induction_head_retrieves_and_the_first_layer_does_not():
     toy = mha_viz.load_model("toy-induction", device="cpu")
     rng = np.random.default_rng(0)
     hay = [" ".join(rng.choice(list("asdfghjklzxcvbnm"), 40))]  # no letter of the needle
-    table = mha_viz.retrieval_scores(toy, haystack=hay, needles=[("q w e r t y u i", "q w")], lengths=(40, 56),
+    table = mha_viz.tasks.retrieval_scores(toy, haystack=hay, needles=[("q w e r t y u i", "q w")], lengths=(40, 56),
                                      depths=(0.2, 0.8))
     assert table.attrs["trials"] == 4 and table.attrs["needle_tokens"] == 32
     assert table.attrs["copied"] == 24  # "e r t y u i" each time: the question gave "q w"

@@ -72,7 +72,7 @@ def test_the_three_attentions_equal_hugging_face(seq2seq, target):
     family, model = seq2seq
     assert model.is_encoder_decoder and not model.is_causal
     res = mha_viz.analyze(model, SOURCE, target)
-    assert isinstance(res, mha_viz.EncoderDecoderRun) and res.written == (target is None)
+    assert isinstance(res, mha_viz.capture.EncoderDecoderRun) and res.written == (target is None)
     enc, dec, cross = res.encoder, res.decoder, res.cross
     assert enc.token_ids == mha_viz.tokenize(model, SOURCE).ids and not enc.is_causal and dec.is_causal
     assert dec.token_ids[0] == model.decoder_start()

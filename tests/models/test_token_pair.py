@@ -39,7 +39,7 @@ def test_it_to_animal_is_hugging_faces_ranking(minilm, theirs):
     query, key = tokens.index("it"), tokens.index("animal")
     assert (run.tokens[query], run.tokens[key]) == ("it", "animal")
     order, w = _reference(weights, query, key)
-    ranked = mha_viz.heads_from_tokens(run, query, key)
+    ranked = mha_viz.views.heads_from_tokens(run, query, key)
     heads = run.num_heads
     assert len(ranked) == w.size == run.num_layers * heads
     got = np.array([r.layer * heads + r.head for r in ranked])
@@ -53,7 +53,7 @@ def test_it_to_animal_is_hugging_faces_ranking(minilm, theirs):
     assert_same_order(got, order, w, 1e-5, "it → animal")
     # the heads the issue found by hand
     assert [(r.layer, r.head) for r in ranked[:2]] == [(3, 1), (5, 11)]
-    assert mha_viz.heads_from_tokens(run, query, key, top=3) == ranked[:3]
+    assert mha_viz.views.heads_from_tokens(run, query, key, top=3) == ranked[:3]
 
 
 def test_every_pair_of_the_sentence_ranks_as_hugging_face_weighs(minilm, theirs):
@@ -62,7 +62,7 @@ def test_every_pair_of_the_sentence_ranks_as_hugging_face_weighs(minilm, theirs)
     for query in range(run.n):
         for key in range(run.n):
             order, w = _reference(weights, query, key)
-            ranked = mha_viz.heads_from_tokens(run, query, key)
+            ranked = mha_viz.views.heads_from_tokens(run, query, key)
             got = np.array([r.layer * run.num_heads + r.head for r in ranked])
             np.testing.assert_allclose([r.weight for r in ranked], w.ravel()[got], atol=1e-5)
             assert_same_order(got, order, w, 1e-5, f"{query} → {key}")

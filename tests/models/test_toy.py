@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import mha_viz
+import mha_viz_models
 from mha_viz import metrics
 from mha_viz_models import ModelLoadError, MultiHeadAttention
 from mha_viz_models.loading.toy_loader import load_toy
@@ -52,7 +53,7 @@ def test_layer0_has_a_previous_token_head_and_layer1_an_induction_head(toy, seed
 
 def test_the_heads_come_from_training_not_from_the_architecture(toy):
     """The same architecture at random initialisation has neither head."""
-    twin = mha_viz.random_baseline(toy, seed=0)
+    twin = mha_viz_models.random_twin(toy, seed=0)
     run = mha_viz.analyze(twin, _repeated(7, 10))
     table = metrics.head_table(run, twin.head_weights())
     assert table[table.layer == 0].prev_token_score.max() < 0.5
@@ -70,8 +71,8 @@ def test_it_predicts_the_repeat(toy):
 
 
 def test_in_the_registry_and_loaded_on_cpu(toy):
-    assert "toy-induction" in mha_viz.BUNDLED
-    assert "induction" in mha_viz.BUNDLED["toy-induction"].title
+    assert "toy-induction" in mha_viz_models.BUNDLED
+    assert "induction" in mha_viz_models.BUNDLED["toy-induction"].title
     assert (toy.name, toy.model_type, toy.num_layers, toy.num_heads, toy.num_kv_heads) == \
         ("toy-induction", "toy-induction", 2, 4, 4)
     assert toy.is_causal and toy.local_attention and toy.has_head_outputs

@@ -1,8 +1,10 @@
-"""The package's face (issue 38): docs/api.md lists every name of `mha_viz.__all__` exactly once, in
+"""The package's face (issues 38 and 53): about 20 names for a user's tasks, the rest in one namespace a feature,
+the old top-level names working for one release with a warning that names their place. docs/api.md lists every
+name of `mha_viz.__all__` exactly once, in
 its table of names (one row a name, no row for anything else; the code blocks may use a name as often
 as they need); every `mha_viz.…` reference and every import from mha_viz in its code blocks resolves,
 and so does every attribute the blocks read off a module they imported; the names issue 38 asks for
-are reachable as `mha_viz.NAME`; and one public function is called `analyze`."""
+are reachable as `mha_viz.NAME` or in their namespace; and one public function is called `analyze`."""
 
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ API = ROOT / "docs" / "api.md"
 FENCE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 TABLE_TITLE = "## Every name of `mha_viz`"
 ROW = re.compile(r"^\| `mha_viz\.(\w+)` \|", re.M)
-# issue 38, item 3: what the API page documents is reachable as mha_viz.NAME
-ISSUE_NAMES = ("load_model", "analyze", "generate", "compare", "overview", "value_weighted", "direct_logit",
-               "patch_heads", "estimate_heads", "estimate_positions", "head_table", "head_statistics",
-               "head_examples")
+# issue 53, item 3: the face holds the names of a user's tasks (load, analyze, scan or the run, tokenize, the head
+# table, patching, circuits, corpus, notebook; figures is `mha_viz.figures`), each called on the API page
+FACE_TASKS = ("load_model", "analyze", "scan", "tokenize", "head_table", "generate", "compare", "direct_logit",
+              "patch_heads", "edge_attribution", "circuit", "head_statistics", "view_notebook", "html_report")
+# issue 38's names that moved to a feature's namespace, which the page calls there
+MOVED_TASKS = ("overview", "value_weighted", "estimate_heads", "estimate_positions", "head_examples")
+UI_SUPPORT = ("BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "emulated_note", "session_cap")
 
 
 def _resolve(dotted: str):
@@ -115,11 +120,47 @@ def test_the_parser_finds_what_is_broken():
     assert unresolved == {"mha_viz.cross_metrics", "mha_viz.views.qk.nothing_here", "mha_viz.not_a_name"}
 
 
-@pytest.mark.parametrize("name", ISSUE_NAMES)
-def test_the_issues_names_are_the_packages(name):
+@pytest.mark.parametrize("name", FACE_TASKS)
+def test_the_faces_tasks_are_the_packages(name):
     assert name in mha_viz.__all__ and callable(getattr(mha_viz, name))
     called = f"mha_viz.{name}(" in "\n".join(_blocks())
     assert called, f"docs/api.md never calls mha_viz.{name}"
+
+
+def test_the_face_is_about_twenty_names_without_the_apps_support():
+    assert len(mha_viz.__all__) <= 22, mha_viz.__all__
+    assert not set(UI_SUPPORT) & set(mha_viz.__all__)
+    assert not set(mha_viz.MOVED) & set(mha_viz.__all__), "a name both on the face and moved"
+
+
+@pytest.mark.parametrize("name", MOVED_TASKS)
+def test_a_moved_task_is_called_in_its_namespace_on_the_api_page(name):
+    new = mha_viz.moved_to(name)
+    assert new.startswith("mha_viz.") and new.count(".") == 2, new  # one namespace a feature
+    assert f"{new}(" in "\n".join(_blocks()), f"docs/api.md never calls {new}"
+
+
+def test_an_old_name_still_works_for_one_release_and_says_where_it_went():
+    for name in mha_viz.MOVED:
+        new = mha_viz.moved_to(name)
+        with pytest.warns(DeprecationWarning, match=re.escape(f"mha_viz.{name} moved to {new}")):
+            old = getattr(mha_viz, name)
+        assert old is _resolve(new), name
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        mha_viz.not_a_name  # noqa: B018 - the lookup is what is tested
+    assert mha_viz.effective.effective_attention is _resolve("mha_viz.effective.effective_attention")  # a namespace
+
+
+def test_the_code_reads_no_old_name():
+    """The package, its tests and its benchmarks use the names where they live now: no `mha_viz.OLD`."""
+    old = re.compile(r"(?<![\w.])mha_viz\.(" + "|".join(mha_viz.MOVED) + r")\b(?!\.py)")
+    found = []
+    for path in sorted([*(ROOT / "mha_viz").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py"), ROOT / "app.py",
+                        *(ROOT / "docs").glob("*.md"), ROOT / "README.md"]):
+        if path == ROOT / "mha_viz" / "__init__.py":
+            continue
+        found += [f"{path.relative_to(ROOT)}: {m.group(0)}" for m in old.finditer(path.read_text())]
+    assert not found, found
 
 
 def test_one_public_function_is_called_analyze():

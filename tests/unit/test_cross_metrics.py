@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz import CrossAttention, metrics
+from mha_viz import metrics
+from mha_viz.capture import CrossAttention
 from mha_viz.figures import cross as cross_figures
 from mha_viz.metrics import cross_attention as cross_metrics
 from tests.helpers import random_run

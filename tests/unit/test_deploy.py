@@ -14,6 +14,7 @@ import threading
 import pytest
 
 import mha_viz
+import mha_viz_models
 from mha_viz import launch, settings
 from mha_viz.budget import admission
 from tests.helpers import ROOT, shown
@@ -28,7 +29,7 @@ def test_settings_from_the_environment(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
     monkeypatch.setenv("MHA_VIZ_ALLOW_PICKLE", "1")  # ignored in public mode
     public = settings.from_env()
-    assert public.models == tuple(mha_viz.BUNDLED) and public.max_concurrent == 2 and not public.allow_pickle
+    assert public.models == tuple(mha_viz_models.BUNDLED) and public.max_concurrent == 2 and not public.allow_pickle
     assert public.allows("minilm") and not public.allows("gpt2") and not public.allows("/any/folder")
     monkeypatch.setenv("MHA_VIZ_MODELS", "smollm2, gpt2")
     monkeypatch.setenv("MHA_VIZ_MAX_CONCURRENT", "oops")  # unreadable: the default
@@ -41,11 +42,11 @@ def test_the_token_limit_is_the_models_context_locally_and_capped_in_public(monk
         monkeypatch.delenv(name, raising=False)
     assert settings.from_env().max_tokens == 32768  # SmolLM2 then reads its whole 8,192-token context
     smollm2 = type("Model", (), {"max_positions": 8192})()
-    assert mha_viz.token_limit(smollm2, settings.from_env().max_tokens) == 8192
+    assert mha_viz.text.token_limit(smollm2, settings.from_env().max_tokens) == 8192
     monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
     assert settings.from_env().max_tokens == 512
     monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", "64")
-    assert settings.from_env().max_tokens == 64 and mha_viz.token_limit(smollm2) == 64
+    assert settings.from_env().max_tokens == 64 and mha_viz.text.token_limit(smollm2) == 64
 
 
 def test_slots_cap_work_running_at_once():

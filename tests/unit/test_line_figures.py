@@ -169,7 +169,7 @@ def test_the_strongest_lines_with_their_weights_and_labels_at_a_window_of_a_long
 def test_cross_attention_lines_run_from_the_target_on_the_left_to_the_source_on_the_right():
     """A rectangular pattern (3 target tokens over 5 source tokens): each line joins target
     token i to source token j with its weight, and the two columns carry their own tokens."""
-    from mha_viz import CrossAttention
+    from mha_viz.capture import CrossAttention
 
     a = np.zeros((1, 2, 3, 5), dtype=np.float32)
     a[0, 0, [0, 1, 2], [0, 2, 4]] = 1.0  # head 0: target i -> source 2i

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import mha_viz
+import mha_viz_models
 from mha_viz.budget.model_cache import ModelCache
 from mha_viz_models import ModelLoadError
 from tests.waiting import blocked_in, wait_until
@@ -21,7 +22,7 @@ def test_unknown_hub_id_offline_says_what_to_do():
     msg = str(err.value)
     assert "someone/no-such-model-xyz" in msg and "internet" in msg
     # every bundled model, from the registry (a hand-written list named two of three)
-    assert all(name in msg for name in mha_viz.BUNDLED) and "toy-induction" in msg, msg
+    assert all(name in msg for name in mha_viz_models.BUNDLED) and "toy-induction" in msg, msg
 
 
 @pytest.mark.parametrize("spec,needle", [

@@ -13,7 +13,7 @@ import pytest
 
 import mha_viz
 from mha_viz.export import notebook, notebook_pages
-from mha_viz.export.notebook_view import literal
+from mha_viz.export.notebook_view import NotebookView, literal
 
 HOSTILE = 'He said "hi" and \'bye\'\n\\n is not a newline, \\ alone; """ and \'\'\' end nothing {TEXT} $x$ <b>'
 
@@ -37,7 +37,7 @@ def _assigned(cells: list[dict], name: str):
 
 @pytest.mark.parametrize("page", sorted(notebook_pages.PAGES))
 def test_every_pages_cells_parse_and_carry_the_text_exactly(page):
-    view = mha_viz.NotebookView(page=page, model="./my models/it's \"here\"", text=HOSTILE, title=f"A <script> {page}",
+    view = NotebookView(page=page, model="./my models/it's \"here\"", text=HOSTILE, title=f"A <script> {page}",
                                 hide=("special", "first"), contributions=True, layers=(0, 1),
                                 options={"corrupted": HOSTILE[::-1], "answer": " M\"a'ry", "wrong": "",
                                          "keep": [[True]], "importance": "this text", "pruning": True,
@@ -55,7 +55,7 @@ def test_every_pages_cells_parse_and_carry_the_text_exactly(page):
 
 
 def test_the_first_cell_names_the_version_and_nothing_is_installed():
-    cells = _cells(mha_viz.NotebookView(page="head_view", model="minilm", text="The cat."))
+    cells = _cells(mha_viz.export.NotebookView(page="head_view", model="minilm", text="The cat."))
     assert cells[0]["cell_type"] == "markdown" and f"mha-viz {notebook.version()}" in cells[0]["source"]
     assert notebook.version()[0].isdigit()
     code = "\n".join(c["source"] for c in cells if c["cell_type"] == "code")

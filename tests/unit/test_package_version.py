@@ -53,5 +53,6 @@ def test_installed_elsewhere_the_metadata_is_read(monkeypatch, tmp_path):
 
 
 def test_the_notebook_names_the_one_version():
-    nb = json.loads(mha_viz.view_notebook(mha_viz.NotebookView(page="head_view", model="minilm", text="The cat.")))
+    view = mha_viz.export.NotebookView(page="head_view", model="minilm", text="The cat.")
+    nb = json.loads(mha_viz.view_notebook(view))
     assert f"Made by **mha-viz {_declared()}**" in nb["cells"][0]["source"]

@@ -41,7 +41,7 @@ def test_kept_rows_sum_to_one_and_equal_hand_renormalisation():
 def test_hidden_mass_is_the_removed_columns_mass():
     run, a = _random_run(seed=3)
     mask = np.array([True, False, False, True, False, False])
-    out = mha_viz.drop_tokens(run, mask)
+    out = mha_viz.capture.drop_tokens(run, mask)
     for layer in range(2):
         for head in range(3):
             rows = [1, 2, 4, 5]

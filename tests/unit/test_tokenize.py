@@ -41,7 +41,7 @@ def test_the_smallest_cap_wins_and_the_total_is_kept(model):
 
 
 def test_the_session_cap_applies_to_callers_that_pass_none(model):
-    with mha_viz.session_cap(7):
+    with mha_viz.text.session_cap(7):
         assert mha_viz.tokenize(model, TEXT).n == 7
         assert mha_viz.tokenize(model, TEXT, 30).n == 7  # a caller cannot raise it
         assert mha_viz.tokenize(model, TEXT, 5).n == 5  # nor is a smaller one ignored
@@ -55,7 +55,7 @@ def test_the_session_cap_stays_in_its_own_thread(model):
     def other():
         seen["n"] = mha_viz.tokenize(model, TEXT).n
 
-    with mha_viz.session_cap(7):
+    with mha_viz.text.session_cap(7):
         thread = threading.Thread(target=other)
         thread.start()
         thread.join()
