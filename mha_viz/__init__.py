@@ -63,7 +63,8 @@ MOVED = {
                                                  "unknown_tokens")},
     **{name: f"mha_viz.capture:{name}" for name in ("NotFiniteError", "CrossAttention", "EncoderDecoderRun",
                                                     "Hidden", "drop_tokens", "hide_mask", "Generation",
-                                                    "GenerationError", "Step")},
+                                                    "GenerationError")},
+    "Step": "mha_viz.capture:GenerationStep",  # one meaning per name: a lesson has its steps too
     **{name: f"mha_viz.views:{name}" for name in ("Comparison", "overview", "Overview", "heads_from_tokens")},
     **{name: f"mha_viz.interventions:{name}" for name in ("value_weighted", "estimate_heads", "estimate_positions")},
     **{name: f"mha_viz.effective:{name}" for name in ("effective_attention", "EffectiveAttention")},

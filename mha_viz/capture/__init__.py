@@ -4,10 +4,10 @@ device-to-host transfer, run files, hidden tokens, read-only arrays.
 """
 
 from mha_viz.capture.finite import NotFiniteError
-from mha_viz.capture.generation import Generation, GenerationError, Step
+from mha_viz.capture.generation import Generation, GenerationError, GenerationStep
 from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.seq2seq import CrossAttention, EncoderDecoderRun
 from mha_viz.capture.sinks import Hidden, drop_tokens, hide_mask
 
 __all__ = ["AttentionRun", "CrossAttention", "EncoderDecoderRun", "Generation", "GenerationError", "Hidden",
-           "NotFiniteError", "Step", "drop_tokens", "hide_mask"]
+           "NotFiniteError", "GenerationStep", "drop_tokens", "hide_mask"]

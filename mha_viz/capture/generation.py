@@ -57,7 +57,7 @@ class NotFiniteGeneration(GenerationError, NotFiniteError):
 
 
 @dataclass
-class Step:
+class GenerationStep:
     """One generated token: what was picked, how likely the model found it, what else it considered."""
 
     token: str  # display form
@@ -79,7 +79,7 @@ class Generation:
 
     run: AttentionRun
     num_prompt_tokens: int
-    steps: list[Step] = field(default_factory=list)
+    steps: list[GenerationStep] = field(default_factory=list)
     text: str = ""  # the continuation, decoded
     full_text: str = ""  # prompt and continuation, decoded from the token ids
     stopped_by: str = "length"  # "eos" | "length" (max_new_tokens reached) | "stopped" (by on_step)
@@ -236,7 +236,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     recorded = Recorded(n_prompt - 1)  # a long generation's rows
     ids = list(toks.ids)
     earlier = Earlier(lambda: _long_run(model, ids[:n_prompt - 1], "", long_run).source)  # rows before
-    steps: list[Step] = []
+    steps: list[GenerationStep] = []
     rng = torch.Generator().manual_seed(int(seed))
     eos = _eos_ids(model) if stop_at_eos else set()
     stopped_by = "length"
@@ -290,7 +290,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                 token_id = _pick(logits, temperature, top_k, top_p, rng)
                 top_p_, top_i = dist.topk(TOP)
                 top_names = _display(model, [int(i) for i in top_i])[0]
-                steps.append(Step(token=_display(model, [token_id])[0][0], token_id=token_id,
+                steps.append(GenerationStep(token=_display(model, [token_id])[0][0], token_id=token_id,
                                   prob=float(dist[token_id]), top=list(zip(top_names, map(float, top_p_))),
                                   entropy=float(-(dist * torch.log(dist.clamp_min(1e-30))).sum())))
                 ids.append(token_id)

@@ -23,7 +23,7 @@ import torch
 
 from mha_viz.budget import capture_budget
 from mha_viz.capture.finite import FiniteCheck
-from mha_viz.capture.generation import TOP, Step
+from mha_viz.capture.generation import TOP, GenerationStep
 from mha_viz.capture.run import AttentionRun, HeadArray
 from mha_viz.capture.transfer import to_host
 from mha_viz.text.encode import encode
@@ -89,7 +89,7 @@ class EncoderDecoderRun:
     model_name: str = "array"
     # steps[t]: the decoder's prediction of target token t + 1 from decoder row t (what it wrote,
     # or for a typed target what it gave the typed token), as the Generate page's steps
-    steps: list[Step] = field(default_factory=list)
+    steps: list[GenerationStep] = field(default_factory=list)
 
     @property
     def parts(self) -> dict[str, AttentionRun | CrossAttention]:
@@ -182,7 +182,7 @@ def _capture(model: LoadedModel, src: Tokens, tgt: Tokens, source: str, text: st
                              model_name=model.name, steps=steps)
 
 
-def _steps(model: LoadedModel, logits: torch.Tensor, tgt: Tokens) -> list[Step]:
+def _steps(model: LoadedModel, logits: torch.Tensor, tgt: Tokens) -> list[GenerationStep]:
     """Each target token after the start, with the probability the decoder gave it at the row
     before, its TOP alternatives and the entropy of that distribution."""
     dist = torch.softmax(logits.float(), dim=-1)  # (n_tgt, vocab)
@@ -191,7 +191,7 @@ def _steps(model: LoadedModel, logits: torch.Tensor, tgt: Tokens) -> list[Step]:
         d, token_id = dist[t - 1], tgt.ids[t]
         top_p, top_i = d.topk(min(TOP, d.numel()))
         names = label_ids(model, [int(i) for i in top_i]).display
-        out.append(Step(token=tgt.display[t], token_id=token_id, prob=float(d[token_id]),
+        out.append(GenerationStep(token=tgt.display[t], token_id=token_id, prob=float(d[token_id]),
                         top=list(zip(names, map(float, top_p))),
                         entropy=float(-(d * torch.log(d.clamp_min(1e-30))).sum())))
     return out

@@ -26,6 +26,7 @@ import torch
 from mha_viz.capture import finite
 from mha_viz.interventions.ablation import GradientBudget, check_gradient_budget
 from mha_viz.interventions.patching import Ends, Texts, ends, logit_difference, texts
+from mha_viz.progress import report
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
@@ -194,7 +195,7 @@ def _integrated(model: LoadedModel, runs: Runs, steps: int, batch: int, progress
                 hook.remove()
             part = leaves.grads(logit_difference(logits.float(), e.a, e.b).sum()).sum(0)
         total = part if total is None else total + part
-        _step(progress, 0.3 + 0.6 * (start + rows) / steps, f"Gradient at {start + rows} of {steps} points")
+        report(progress, 0.3 + 0.6 * (start + rows) / steps, f"Gradient at {start + rows} of {steps} points")
     return total / steps
 
 
@@ -226,20 +227,20 @@ def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None
     g = graph(model)
     check_budget(model, g, t.n, 1, f"Attributing every edge of {model.name} ({method.upper()})")
     if method == "eap":
-        _step(progress, 0.1, "One backward pass through every receiver…")
+        report(progress, 0.1, "One backward pass through every receiver…")
         runs, grads = _eap(model, t, g)
     else:
         runs = recorded(model, t, g)
-        _step(progress, 0.3, f"{steps} backward passes on the path between the texts…")
+        report(progress, 0.3, f"{steps} backward passes on the path between the texts…")
         grads = _integrated(model, runs, steps, fitting_rows(model, g, t.n, steps), progress)
-    _step(progress, 0.9, "Scoring every edge…")
+    report(progress, 0.9, "Scoring every edge…")
     delta = (runs.corrupted.float() - runs.clean.float()).to(grads.device)  # (S, n, d)
     scores = torch.einsum("snd,rnd->sr", delta, grads).cpu().numpy().astype(np.float64)
     if not np.isfinite(scores[g.allowed]).all():  # half precision can overflow in the backward pass
         raise finite.NotFiniteError(finite.message(model, f"edge scores ({method.upper()})"))
     frame = table(g, scores)
     names = [model.tokenizer.decode([i]) for i in (runs.e.a, runs.e.b)]
-    _step(progress, 1.0, "Done")
+    report(progress, 1.0, "Done")
     shape = {"layers": len(g.layers), "heads": g.num_heads, "kv_heads": g.num_kv_heads,
              "parallel": any(p.parallel for p in g.layers), "clean": clean, "corrupted": corrupted}
     return Edges(frame, method, steps if method == "eap-ig" else 1, runs.e.m_clean, runs.e.m_corr, runs.e.a,
@@ -252,8 +253,3 @@ def table(g: EdgeGraph, scores: np.ndarray) -> pd.DataFrame:
     senders, receivers = np.asarray(g.senders, dtype=object), g.receivers
     return pd.DataFrame({"sender": senders[s], "receiver": [receivers[i].name for i in r],
                          "input": [receivers[i].input for i in r], "score": scores[s, r]})
-
-
-def _step(progress, fraction: float, message: str) -> None:
-    if progress is not None:
-        progress(fraction, message)

@@ -18,7 +18,7 @@ tens of seconds on a CPU: the caller says so and caches the run).
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterator
+from typing import Iterator
 
 import numpy as np
 
@@ -29,8 +29,7 @@ from mha_viz.capture.sinks import hidden_of, kept_fields, kept_rows, split
 from mha_viz.derived.summary import summarise
 from mha_viz.interventions.attribution import label as lens_label
 from mha_viz.metrics.head_stats import first_is_sink
-
-Progress = Callable[[float, str], None] | None
+from mha_viz.progress import Progress
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +70,7 @@ class Transform:
 
 
 def _derive(run: AttentionRun, transform: Transform, changes: dict, *, hiding: bool,
-            progress: Progress) -> AttentionRun:
+            progress: Progress | None) -> AttentionRun:
     """The run `transform` makes of the long run `run`, its fields `changes` besides, and its summary."""
     if run.is_dense or run.summary is None:
         raise ValueError("a derived run is made of a long run (one with a scan, not every head held)")
@@ -93,7 +92,7 @@ def _derive(run: AttentionRun, transform: Transform, changes: dict, *, hiding: b
     return derived
 
 
-def hide_tokens(run: AttentionRun, mask, *, progress: Progress = None) -> AttentionRun:
+def hide_tokens(run: AttentionRun, mask, *, progress: Progress | None = None) -> AttentionRun:
     """The long run `run` without the tokens where `mask` (bool, n) is True, on both axes, each kept row
     renormalised over the kept keys: `sinks.drop_tokens` of its rows (within float32 rounding), with the same
     `hidden`. Reads every head's rows once (its summary). ValueError as `drop_tokens`."""
@@ -106,7 +105,7 @@ def hide_tokens(run: AttentionRun, mask, *, progress: Progress = None) -> Attent
     return _derive(run, Transform(kept=kept, removed=removed), changes, hiding=True, progress=progress)
 
 
-def contributions(run: AttentionRun, norms: np.ndarray, *, progress: Progress = None) -> AttentionRun:
+def contributions(run: AttentionRun, norms: np.ndarray, *, progress: Progress | None = None) -> AttentionRun:
     """The long run `run` as row-normalised contributions, each row weighed by `norms` (L, H, n: its tokens'
     value norms, `capture.contributions.value_norms_of`): `attribution.as_contributions` of its rows (within
     float32 rounding). Reads every head's rows once (its summary). ValueError where it already shows them."""

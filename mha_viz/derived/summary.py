@@ -23,6 +23,7 @@ from mha_viz.metrics.compiled import thread_count
 from mha_viz.metrics.head_kernels import BEYOND
 from mha_viz.metrics.head_stats import key_masks, pattern_columns, segments, token_keys
 from mha_viz.metrics.row_kernels import BlockSums, measures_from_sums
+from mha_viz.progress import report
 from mha_viz.scan.result import Scan
 
 # what the second reduction gives where the first token is hidden: the measures that depend on the sink
@@ -87,8 +88,7 @@ def summarise(blocks: LayerBlocks, like: Scan, *, tokens: list[str], token_ids: 
         stats.append(measures)
         cells.append(pooled)
         mass[layer] = lost_sum / m
-        if progress is not None:
-            progress((layer + 1) / layers, f"Layer {layer + 1} of {layers} done")
+        report(progress, (layer + 1) / layers, f"Layer {layer + 1} of {layers} done")
     table = pd.DataFrame(pattern_columns({name: np.stack([s[name] for s in stats]) for name in stats[0]},
                                          like.layer_ids, m))
     scan = Scan(tokens=list(tokens), token_ids=list(token_ids), special_mask=list(special),

@@ -161,7 +161,7 @@ def _model_refused(where: str, name: str, spec: str, checks: _Checks) -> None:
         raise LessonError(f"{where}'s {name} “{spec[:80]}” cannot be opened on this server: {checks.loadable[spec]}")
 
 
-def _step(k: int, raw, checks: _Checks) -> Step:
+def _read_step(k: int, raw, checks: _Checks) -> Step:
     where = f"Step {k}"
     if not isinstance(raw, dict):
         raise LessonError(f"{where} is not an object with a page, a view and a note.")
@@ -233,7 +233,7 @@ def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Co
         raise LessonError(f"The lesson has {len(steps)} steps, more than the {MAX_STEPS} a lesson may have.")
     checks = _Checks(pages, allowed_models, public, controls or {}, check_models, allow_pickle, {})
     return Lesson(title=title, description=description,
-                  steps=tuple(_step(k, s, checks) for k, s in enumerate(steps, 1)))
+                  steps=tuple(_read_step(k, s, checks) for k, s in enumerate(steps, 1)))
 
 
 def pack(lesson: Lesson) -> str | None:

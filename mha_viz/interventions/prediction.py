@@ -16,6 +16,7 @@ from mha_viz.budget import capture_budget, memory
 from mha_viz.capture.run import AttentionRun, capture_text
 from mha_viz.interventions import attribution, patching
 from mha_viz.interventions.ablation import GradientBudget
+from mha_viz.progress import report
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
 
@@ -107,11 +108,6 @@ class Explanation:
                              "estimated_fraction": values.ravel().astype(float)})
 
 
-def _step(progress, fraction: float, message: str) -> None:
-    if progress is not None:
-        progress(fraction, message)
-
-
 def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, *,
             max_tokens: int | None = None, progress=None) -> Explanation:
     """The estimate of every head at every position (attribution patching: one forward on each text,
@@ -124,7 +120,7 @@ def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=N
     message) between the steps (a callback that raises stops it)."""
     if not clean.strip() or not corrupted.strip():
         raise InputError("Type both a clean and a corrupted text.")
-    _step(progress, 0.0, "Estimating every head: one forward pass on each text, one backward pass…")
+    report(progress, 0.0, "Estimating every head: one forward pass on each text, one backward pass…")
     estimate, no_estimate = None, None
     try:
         estimate = attribution.estimate_positions(model, clean, corrupted, answer, wrong, max_tokens=max_tokens)
@@ -135,11 +131,11 @@ def explain(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=N
         memory.free_cache()
         e = patching.measured_ends(model, clean, corrupted, answer, wrong, max_tokens=max_tokens)
         a, b, ends = e.a, e.b, (e.m_clean, e.m_corr)
-    _step(progress, 0.5, "Direct logit attribution…")
+    report(progress, 0.5, "Direct logit attribution…")
     dla = attribution.direct_logit(model, clean, a, b, max_tokens=max_tokens)
-    _step(progress, 0.7, "Capturing both texts' attention…")
+    report(progress, 0.7, "Capturing both texts' attention…")
     runs = [capture_text(model, text, max_tokens=max_tokens) for text in (clean, corrupted)]
-    _step(progress, 1.0, "Done")
+    report(progress, 1.0, "Done")
     names = [model.tokenizer.decode([i]) for i in (a, b)]  # " Mary": its space shown
     return Explanation(dla, estimate, runs[0], runs[1], names[0], names[1], *ends, no_estimate=no_estimate)
 
@@ -150,7 +146,7 @@ def patch(model: LoadedModel, expl: Explanation, clean: str, corrupted: str, *, 
     answer and wrong tokens. progress(fraction, message) after each patched layer (a callback that
     raises stops it)."""
     def layers_done(done: int, total: int) -> None:
-        _step(progress, done / total, f"Patched layer {done} of {total}")
+        report(progress, done / total, f"Patched layer {done} of {total}")
     patching = attribution.patch_heads(model, clean, corrupted, expl.dla.target, expl.dla.wrong,
                                        max_tokens=max_tokens, progress=layers_done)
     return dataclasses.replace(expl, patching=patching)

@@ -19,6 +19,7 @@ import torch
 from mha_viz.capture import finite
 from mha_viz.circuits import edges
 from mha_viz.interventions.patching import require_decoder
+from mha_viz.progress import report
 from mha_viz.tasks.patching_set import METRICS, length_groups
 from mha_viz.tasks.prompt_set import PromptSet, check, is_task
 from mha_viz.tasks.uncertainty import bootstrap_interval
@@ -92,8 +93,7 @@ def edge_attribution_set(model: LoadedModel, prompts: PromptSet, *, method: str 
             one = edges.edge_attribution(model, pair.clean, pair.corrupted, pair.answer, pair.wrong, method=method,
                                          steps=steps, max_tokens=max_tokens)
             per_pair[i], ends[i] = one.scores["score"].to_numpy(), (one.m_clean, one.m_corrupted)
-            if progress is not None:
-                progress((done + 1) / len(checked.kept), f"Pair {done + 1} of {len(checked.kept)}")
+            report(progress, (done + 1) / len(checked.kept), f"Pair {done + 1} of {len(checked.kept)}")
         table = one.scores[["sender", "receiver", "input"]].copy()
     else:
         longest = max(len(ids) for ids in checked.clean_ids)
@@ -103,8 +103,7 @@ def edge_attribution_set(model: LoadedModel, prompts: PromptSet, *, method: str 
                                  (checked.clean_ids, checked.corrupted_ids, checked.answers, checked.wrongs))
             scores, ends[group] = _eap_batch(model, g, ids_c, ids_x, a, b)
             per_pair[group] = scores[:, allowed]
-            if progress is not None:
-                progress((done + 1) / len(groups), f"Batch {done + 1} of {len(groups)}")
+            report(progress, (done + 1) / len(groups), f"Batch {done + 1} of {len(groups)}")
         table = edges.table(g, np.zeros(allowed.shape))[["sender", "receiver", "input"]]
     if not np.isfinite(per_pair).all():  # half precision can overflow in the backward pass
         raise finite.NotFiniteError(finite.message(model, f"edge scores ({method.upper()})"))

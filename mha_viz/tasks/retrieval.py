@@ -16,6 +16,7 @@ import pandas as pd
 
 from mha_viz.corpus.inputs import SAMPLE, read_texts
 from mha_viz.generate_text import generate
+from mha_viz.progress import report
 from mha_viz.text.tokenize import InputError, token_limit
 from mha_viz_models import LoadedModel
 
@@ -105,8 +106,7 @@ def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[s
         needle_ids = set(prompt_ids[found[0]:found[1]])
         copied += sum(1 for w in new if w in needle_ids)
         needle_tokens += size
-        if progress is not None:
-            progress((done + 1) / len(trials), f"Needle {done + 1} of {len(trials)}")
+        report(progress, (done + 1) / len(trials), f"Needle {done + 1} of {len(trials)}")
     score = total / len(trials)
     L, H = score.shape
     table = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),

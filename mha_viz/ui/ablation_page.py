@@ -122,7 +122,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
     if st.button("Compute head importance", key=keys.IMP_GO) or key in session.get(keys.IMPORTANCE_DONE, set()):
         session.setdefault(keys.IMPORTANCE_DONE, set()).add(key)
         try:
-            imp = resources.one_at_a_time(lambda: analysis.importance(key, model))
+            imp = resources.one_at_a_time(lambda: analysis.gradient_importance(key, model))
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
             st.error(plain(str(exc)), icon=":material/warning:")
             return

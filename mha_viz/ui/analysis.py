@@ -98,7 +98,7 @@ def baseline_similarity(key: AnalysisKey, kind: str, _run, _model, _seq2seq=None
 
 
 @st.cache_resource(show_spinner="Laying out the heads (MDS)…", max_entries=16)
-def head_map(key: AnalysisKey, kind: str, _dissimilarity: np.ndarray) -> np.ndarray:
+def head_map_points(key: AnalysisKey, kind: str, _dissimilarity: np.ndarray) -> np.ndarray:
     return _frozen(metrics.mds(_dissimilarity))
 
 
@@ -229,7 +229,7 @@ def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model) -> 
 
 
 @st.cache_resource(show_spinner="Scoring every head…", max_entries=8)
-def importance(key: AnalysisKey, _model) -> np.ndarray:
+def gradient_importance(key: AnalysisKey, _model) -> np.ndarray:
     """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under.
     Takes one of the server's analysis slots (raises admission.Busy when none is free: call it
     through `resources.one_at_a_time`)."""
@@ -241,7 +241,7 @@ def importance(key: AnalysisKey, _model) -> np.ndarray:
 @st.cache_resource(show_spinner="Pruning heads in importance order and in 5 random orders…", max_entries=8)
 def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     fractions = ablation.PRUNE_FRACTIONS
-    imp = importance(key, _model)  # before taking a slot of its own: importance takes one
+    imp = gradient_importance(key, _model)  # before taking a slot of its own: the importance takes one
     order = np.argsort(imp.ravel())
     orders = [order] + [np.random.default_rng(seed).permutation(imp.size) for seed in range(5)]
     with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \

@@ -15,10 +15,9 @@ from typing import Any, Callable, Hashable
 
 import streamlit as st
 
+from mha_viz.progress import Progress
 from mha_viz.ui import resources, session
 from mha_viz.ui.text import plain
-
-Progress = Callable[[float, str], None]  # (fraction done, what is being done)
 
 
 def live_button(slot, label: str, key: str, *, live: bool, help: str):

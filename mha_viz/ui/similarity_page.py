@@ -91,7 +91,7 @@ def similarity_page() -> None:
     st.caption("Metric MDS of the dissimilarities above (Clark et al. 2019 use JS): heads close together "
                "behave alike. Click a point to open that head.")
     table = analysis.head_table(cur.key, run, model)
-    xy = analysis.head_map(cur.key, kind, dis)
+    xy = analysis.head_map_points(cur.key, kind, dis)
     charts.show(charts.cached("head_map", (cur.key, kind, color_by), lambda: metric_figures.map_figure(
         xy, kind, run, patterns=table["pattern"].tolist(), color_by=color_by)),
                     key=keys.HEAD_MAP,

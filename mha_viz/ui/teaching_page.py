@@ -95,7 +95,7 @@ def _figures(kind: str, key: Hashable, build: Callable[[], dict[str, go.Figure]]
     return _cached_figures(kind, key, build)
 
 
-def _step(number: int, title: str, formula: str, shape: str, figure=None, note: str = "") -> None:
+def _draw_step(number: int, title: str, formula: str, shape: str, figure=None, note: str = "") -> None:
     st.markdown(f"**{number}. {title}** · shape {shape}")
     st.latex(formula)
     if note:
@@ -107,13 +107,13 @@ def _step(number: int, title: str, formula: str, shape: str, figure=None, note: 
 def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     n, d, d_k, d_v = w.n, w.X.shape[1], w.Q.shape[1], w.V.shape[1]
     H = w.num_heads
-    _step(1, "Input X", r"X \in \mathbb{R}^{n \times d_{model}}", f"{n} × {d}", figs["X"],
+    _draw_step(1, "Input X", r"X \in \mathbb{R}^{n \times d_{model}}", f"{n} × {d}", figs["X"],
           "What this layer receives: one vector per token (after the layer norm in pre-LN models).")
     kv = f" (KV head {w.kv_head}, shared by {H // w.num_kv_heads} query heads)" if w.num_kv_heads != H else ""
     rope = " Then rotary position embeddings turn q and k by an angle that grows with the position." if w.rope else ""
     if w.q_norm:
         rope = " Each head's q and k then pass an RMSNorm over their d_k values." + rope
-    _step(2, "Queries, keys, values", r"Q = X W_Q + b_Q,\quad K = X W_K + b_K,\quad V = X W_V + b_V",
+    _draw_step(2, "Queries, keys, values", r"Q = X W_Q + b_Q,\quad K = X W_K + b_K,\quad V = X W_V + b_V",
           f"Q {n} × {d_k}, K {n} × {d_k}, V {n} × {d_v}; W_Q, W_K {d} × {d_k}, W_V {d} × {d_v}",
           note=f"This head's own projections{kv}.{rope}")
     for col, name in zip(st.columns(3), "QKV"):
@@ -122,9 +122,9 @@ def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
 
 def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     n, d_k = w.n, w.Q.shape[1]
-    _step(3, "Scores", r"S = Q K^\top", f"{n} × {n}", figs["scores"],
+    _draw_step(3, "Scores", r"S = Q K^\top", f"{n} × {n}", figs["scores"],
           "Entry (i, j): how well query i matches key j (a dot product).")
-    _step(4, "Scaling", r"S' = \frac{Q K^\top}{\sqrt{d_k}}" + rf"\quad (\sqrt{{{d_k}}} = {1 / w.scale:.3g})",
+    _draw_step(4, "Scaling", r"S' = \frac{Q K^\top}{\sqrt{d_k}}" + rf"\quad (\sqrt{{{d_k}}} = {1 / w.scale:.3g})",
           f"{n} × {n}", figs["scaled"],
           "Without it, dot products of d_k-dimensional vectors grow like √d_k and softmax saturates."
           + (f" This model then soft-caps the scores: S' ← {w.softcap:g} · tanh(S' / {w.softcap:g}), so none "
@@ -133,17 +133,17 @@ def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     if w.is_causal:
         window = (f" This layer also has a sliding window of {w.window} tokens: keys {w.window} or more "
                   "positions back are hidden too.") if w.window is not None else ""
-        _step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", f"{n} × {n}", figs["masked"],
+        _draw_step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", f"{n} × {n}", figs["masked"],
               "A decoder's token may not look at later tokens: their scores become −∞, so softmax gives them 0."
               + window)
     elif w.window is not None:  # an encoder's local layer (ModernBERT)
-        _step(5, "Local window", rf"S'_{{ij}} = -\infty \text{{ for }} |i - j| > {w.window}", f"{n} × {n}",
+        _draw_step(5, "Local window", rf"S'_{{ij}} = -\infty \text{{ for }} |i - j| > {w.window}", f"{n} × {n}",
               figs["masked"], f"This layer of the encoder is local: each token sees the {w.window} tokens on either "
               "side of it (and itself); the other scores become −∞, so softmax gives them 0.")
     else:
-        _step(5, "Mask", r"\text{(none: an encoder lets every token see every token)}", f"{n} × {n}",
+        _draw_step(5, "Mask", r"\text{(none: an encoder lets every token see every token)}", f"{n} × {n}",
               note="Padding keys would be masked here; a single sentence has none.")
-    _step(6, "Softmax, row by row", r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{k} e^{S'_{ik}}}", f"{n} × {n}",
+    _draw_step(6, "Softmax, row by row", r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{k} e^{S'_{ik}}}", f"{n} × {n}",
           figs["probs"], "Each row is a probability distribution over the keys: it sums to 1.")
     _query_row(w)
 
@@ -151,11 +151,11 @@ def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
 def _output(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     n, d, d_v = w.n, w.X.shape[1], w.V.shape[1]
     H = w.num_heads
-    _step(7, "Weighted sum of values", r"z = A V", f"{n} × {d_v}", figs["z"],
+    _draw_step(7, "Weighted sum of values", r"z = A V", f"{n} × {d_v}", figs["z"],
           "Each token's output is the average of the value vectors, weighted by its row of A.")
-    _step(8, "Concatenate all heads", r"\mathrm{Concat}(z_1, \dots, z_h)", f"{n} × {H * d_v} (h = {H})",
+    _draw_step(8, "Concatenate all heads", r"\mathrm{Concat}(z_1, \dots, z_h)", f"{n} × {H * d_v} (h = {H})",
           figs["concat"])
-    _step(9, "Output projection", r"\mathrm{MultiHead}(X) = \mathrm{Concat}(z_1, \dots, z_h)\, W_O + b_O",
+    _draw_step(9, "Output projection", r"\mathrm{MultiHead}(X) = \mathrm{Concat}(z_1, \dots, z_h)\, W_O + b_O",
           f"{n} × {d}; W_O {H * d_v} × {d}", figs["output"],
           f"Head {w.head}'s share is z W_O[{w.head}] (its {d_v} rows of W_O); the output is the sum of "
           "every head's share plus the bias.")

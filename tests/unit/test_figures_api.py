@@ -147,8 +147,8 @@ def _generation(P=3, T=4, L=2, H=4, kv=2):
     n = P + T
     run = AttentionRun.from_array(_attention(L, H, n, causal=True), [f"w{i}" for i in range(n)],
                                   is_causal=True, num_kv_heads=kv)
-    steps = [mha_viz.capture.Step(token=f"w{P + t}", token_id=t, prob=0.5, top=[(f"w{P + t}", 0.5), ("x", 0.2)],
-                          entropy=1.0) for t in range(T)]
+    steps = [mha_viz.capture.GenerationStep(token=f"w{P + t}", token_id=t, prob=0.5,
+                                            top=[(f"w{P + t}", 0.5), ("x", 0.2)], entropy=1.0) for t in range(T)]
     return mha_viz.capture.Generation(run=run, num_prompt_tokens=P, steps=steps)
 
 
