@@ -1,4 +1,4 @@
-"""Figures of why a head looks where it looks (`mha_viz.circuits.qk_terms.QKTerms`): the terms of a score
+"""Figures of why a head looks where it looks (`mha_viz.circuits.QKTerms`): the terms of a score
 as a heatmap of the largest query parts by the largest key parts (the rest folded into "other"), and
 each side's parts as bars."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz.circuits.qk_terms import QKTerms
+from mha_viz.circuits.score_terms import QKTerms
 from mha_viz.figures.style import DIVERGING, NOTE_ROW_PX, margin, plot_title, title_room, top_title
 
 

@@ -22,7 +22,7 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 """
 
 from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
-from mha_viz.metrics.diversity import diversity, diversity_table, layer_diversity
+from mha_viz.metrics.head_diversity import diversity, diversity_table, layer_diversity
 from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
 from mha_viz.metrics.layout import cluster_order, mds

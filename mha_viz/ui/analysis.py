@@ -15,7 +15,7 @@ import mha_viz_models
 from mha_viz import metrics, needs
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import composition as compose
-from mha_viz.circuits import qk_terms as circuits
+from mha_viz.circuits import score_terms as circuits
 from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui import resources
 from mha_viz.ui.analysis_key import AnalysisKey, ModelKey

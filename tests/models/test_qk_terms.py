@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import mha_viz
-from mha_viz.circuits.qk_terms import qk_pattern_terms, qk_terms
+from mha_viz.circuits.score_terms import qk_pattern_terms, qk_terms
 from mha_viz.text.tokenize import InputError
 from tests.helpers import save_peaked
 from tests.models import architectures_2026

@@ -172,3 +172,18 @@ def test_one_public_function_is_called_analyze():
                     if isinstance(node, ast.FunctionDef) and node.name in ("analyze", "analyse")]
     assert defined == ["mha_viz/analyze_text.py"], defined
     assert mha_viz.analyze.__module__ == "mha_viz.analyze_text"
+
+
+def test_no_namespace_hides_one_of_its_modules_behind_a_name():
+    """A namespace that exported a name its own module has (`circuits.qk_terms`, a function and a module) would
+    hand the function to `from mha_viz.circuits import qk_terms as module`: every exported name is not a module's."""
+    import pkgutil
+
+    found = []
+    for info in pkgutil.iter_modules(mha_viz.__path__):
+        if not info.ispkg or info.name == "ui":
+            continue
+        package = importlib.import_module(f"mha_viz.{info.name}")
+        modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+        found += [f"mha_viz.{info.name}.{name}" for name in getattr(package, "__all__", ()) if name in modules]
+    assert not found, found
