@@ -86,6 +86,7 @@ STRONGEST_OPEN, STRONGEST_WAS_OPEN = "strongest_open", "_strongest_open"  # its 
 
 # --- model view ---------------------------------------------------------------------------------
 GRID = "grid"  # the model grid's selection event
+EFFECTIVE_GRID = "effective_grid"  # the Model view's grid of a hybrid's other layers (issue 55)
 GRID_RESCALE = "grid_rescale"
 GRID_LAYER = "grid_layer"
 GRID_HEAD = "grid_head"

@@ -17,6 +17,7 @@ from mha_viz.ui import (
     charts,
     keys,
     notebook_button,
+    other_layers,
     seq2seq_views,
     session,
     shared_head,
@@ -64,6 +65,7 @@ def model_view_page() -> None:
     cols[2].button("Open in head view", key=keys.GRID_OPEN_HEAD, type="primary",
                    on_click=lambda: shared_head.open_head(int(session.need(keys.GRID_LAYER)),
                                                                   int(session.need(keys.GRID_HEAD))))
+    other_layers.other_layers_section(cur)
     _lens_change(cur)
     _sink_mass(run)
     _learned_sinks(cur)

@@ -1,0 +1,104 @@
+"""The figure of a hybrid's other token-mixing layers (issue 55): each layer's exact effective attention
+(`mha_viz.effective`), one thumbnail a head or channel group, on a grid beside the softmax heads' own. Effective
+weights are signed and rows do not sum to 1, so the thumbnails use a diverging scale centred on 0, each scaled to
+its own largest |A| (the hover gives it). Plain functions over arrays; nothing here knows Streamlit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import plotly.colors
+import plotly.graph_objects as go
+
+from mha_viz.figures.heads import png_data_uri
+from mha_viz.figures.style import DIVERGING, margin, plot_title
+from mha_viz.views.detail import max_pool
+
+THUMB = 48  # cells a side of each thumbnail, as the heads' grid
+
+
+@dataclass(frozen=True)
+class EffectiveThumbnails:
+    """Each layer's groups pooled to at most THUMB cells a side, sign kept (the cell of largest |A| in each
+    block), and each group's largest |A|: what the grid draws, without the n × n matrices."""
+
+    layers: list[int]  # the model's layer number of each row
+    labels: list[str]  # what each row is ("gated DeltaNet (delta rule)")
+    groups: list[str]  # what a column is in each row ("head", "channel group (mean)")
+    pooled: np.ndarray  # (rows, most groups, s, s) float32, NaN where a row has fewer groups
+    largest: np.ndarray  # (rows, most groups) float32: each group's largest |A|, NaN where none
+
+
+def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
+    """(G, n, n) -> (G, s, s), s ≤ size: each block's cell of largest |A|, its sign kept."""
+    a = np.ascontiguousarray(matrix, dtype=np.float32)
+    top, bottom = max_pool(a, size), -max_pool(-a, size)
+    return np.where(top >= -bottom, top, bottom)
+
+
+def thumbnails(effective) -> EffectiveThumbnails:
+    """The thumbnails of an `mha_viz.effective.EffectiveAttention` (its `aggregated` matrix where a layer's is per
+    channel: one per channel group)."""
+    mats = [la.matrix if la.aggregated is None else la.aggregated for la in effective.layers]
+    most = max(m.shape[0] for m in mats)
+    side = min(THUMB, mats[0].shape[-1])
+    pooled = np.full((len(mats), most, side, side), np.nan, dtype=np.float32)
+    largest = np.full((len(mats), most), np.nan, dtype=np.float32)
+    for row, m in enumerate(mats):
+        pooled[row, :m.shape[0]] = signed_pool(m, side)
+        largest[row, :m.shape[0]] = np.abs(m).max(axis=(-2, -1))
+    layers = effective.layers
+    return EffectiveThumbnails(layers=[la.layer for la in layers], labels=[la.label for la in layers],
+                               groups=[la.grouping for la in layers], pooled=pooled, largest=largest)
+
+
+@lru_cache(maxsize=1)
+def diverging_palette() -> np.ndarray:
+    """256 RGB colours: DIVERGING sampled at 255 levels (−1 … 1 as 0 … 254), then white for background."""
+    rgb = plotly.colors.sample_colorscale(DIVERGING, list(np.linspace(0, 1, 255)), colortype="tuple")
+    out = np.vstack([np.round(np.array(rgb) * 255), [[255, 255, 255]]]).astype(np.uint8)
+    out.setflags(write=False)
+    return out
+
+
+def grid(th: EffectiveThumbnails) -> go.Figure:
+    """Rows: the layers in the model's order, labelled with their kind; columns: their heads or channel groups.
+    Each thumbnail scaled to its own largest |A| on a diverging scale (blue negative, red positive)."""
+    rows, cols = th.pooled.shape[:2]
+    t = th.pooled.shape[-1]
+    rep = max(1, THUMB // t)
+    tiles = th.pooled / np.where(np.isnan(th.largest), 1.0, np.maximum(th.largest, 1e-12))[:, :, None, None]
+    tiles = tiles.repeat(rep, axis=-2).repeat(rep, axis=-1)
+    t *= rep
+    gap = max(2, t // 8)
+    canvas = np.full((rows * (t + gap) - gap, cols * (t + gap) - gap), np.nan, dtype=np.float32)
+    for r in range(rows):
+        for c in range(cols):
+            canvas[r * (t + gap):r * (t + gap) + t, c * (t + gap):c * (t + gap) + t] = (tiles[r, c] + 1) / 2
+    centers = np.arange(max(rows, cols)) * (t + gap) + (t - 1) / 2
+    cc, rr = np.meshgrid(np.arange(cols), np.arange(rows))
+    shown = ~np.isnan(th.largest.ravel())
+    fig = go.Figure()
+    fig.add_trace(go.Image(source=png_data_uri(canvas, diverging_palette()), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
+        x=centers[cc.ravel()][shown], y=centers[rr.ravel()][shown], mode="markers",
+        marker=dict(symbol="square", size=44, color="rgba(0,0,0,0)"),
+        customdata=np.stack([np.asarray(th.layers)[rr.ravel()], cc.ravel(), th.largest.ravel()], axis=1)[shown],
+        text=[f"{th.labels[r]}, {th.groups[r]}" for r in rr.ravel()[shown]],
+        hovertemplate="layer %{customdata[0]}, group %{customdata[1]}: %{text}<br>largest |A| "
+                      "%{customdata[2]:.3g} (the thumbnail spans ± it)<extra></extra>",
+        showlegend=False,
+    ))
+    box = margin(l=150, t=70)
+    fig.update_layout(
+        title=plot_title("Effective attention of the other token-mixing layers (signed: blue < 0 < red)"),
+        xaxis=dict(tickvals=centers[:cols].tolist(), ticktext=[f"G{c}" for c in range(cols)], side="top",
+                   showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
+        yaxis=dict(tickvals=centers[:rows].tolist(), ticktext=[f"L{la} · {lab.split(':')[0]}"
+                                                            for la, lab in zip(th.layers, th.labels)],
+                   showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
+        width=max(box["l"] + box["r"] + cols * 52, 560), height=box["t"] + box["b"] + rows * 52,
+        margin=box, plot_bgcolor="white", dragmode=False)
+    return fig

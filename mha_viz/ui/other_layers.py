@@ -1,0 +1,59 @@
+"""The Model view's section for a hybrid's other token-mixing layers (issue 55): the layers that are not softmax
+attention (gated DeltaNet, Mamba, short convolutions…), each as its exact effective attention
+(`mha_viz.effective`), one thumbnail a head or channel group, in the model's layer order. Computed once a text
+(one more forward pass) up to EFFECTIVE_MAX_TOKENS tokens; each layer's n × n matrices are held only while its
+thumbnails are made."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import mha_viz
+from mha_viz import needs
+from mha_viz.effective import NotExact, effective_attention
+from mha_viz.figures import effective as effective_figures
+from mha_viz.ui import charts, keys, resources
+from mha_viz.ui.analysis_key import AnalysisKey
+from mha_viz.ui.text import plain
+
+# every layer's matrices are held at once while computed: (groups, n, n) float32 each, 64 MiB for 16 groups at
+# 1,024 tokens; above this the section says how to see them (admission by bytes is issue 55's next step)
+EFFECTIVE_MAX_TOKENS = 1024
+
+
+@st.cache_resource(show_spinner="Computing the other layers' effective attention…", max_entries=8)
+def _thumbnails(key: AnalysisKey, _model) -> effective_figures.EffectiveThumbnails:
+    """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
+    with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
+            mha_viz.text.session_cap(key.cap):
+        return effective_figures.thumbnails(effective_attention(_model, key.text, max_tokens=key.cap))
+
+
+def other_layers_section(cur) -> None:
+    """The section, for a model with token-mixing layers besides softmax attention (`LoadedModel.other_layers`)."""
+    model = cur.model
+    other = getattr(model, "other_layers", None)
+    if not other:
+        return
+    st.subheader("The other token-mixing layers")
+    kinds = "; ".join(f"{kind.replace('_', ' ')}: layers {', '.join(map(str, numbers))}"
+                      for kind, numbers in other.items())
+    n = (cur.full_run or cur.run).n
+    if n > EFFECTIVE_MAX_TOKENS:
+        st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). Their effective attention is "
+                f"drawn up to {EFFECTIVE_MAX_TOKENS:,} tokens: lower the token limit in the sidebar to see it "
+                f"(this text has {n:,}).", icon=":material/info:")
+        return
+    text_key = cur.key.with_text(cur.key.text)
+    try:
+        thumbs = resources.one_at_a_time(lambda: _thumbnails(text_key, model))
+    except NotExact as exc:
+        st.info(f"{plain(kinds)}: {plain(str(exc))}", icon=":material/info:")
+        return
+    st.caption(f"Besides the softmax heads above, this model mixes tokens in other layers ({plain(kinds)}). Each "
+               "is linear in its values, so it has an exact effective attention: output_t = Σ_s A[t, s] · v_s, "
+               "computed from the model's own tensors (docs/effective-attention.md says what each folds in). Its "
+               "weights are signed and rows do not sum to 1: blue is negative, red positive, each thumbnail scaled "
+               "to its own largest |A| (hover for it).")
+    charts.show(charts.cached("effective_grid", text_key, lambda: effective_figures.grid(thumbs)),
+                key=keys.EFFECTIVE_GRID, width="content")

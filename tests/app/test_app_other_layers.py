@@ -1,0 +1,61 @@
+"""A hybrid's other token-mixing layers in the Model view (issue 55): on random-init Qwen3-Next (gated DeltaNet in
+layers 0 and 2) and LFM2 (short convolutions), loaded as a user's folder, the Model view draws every such layer's
+exact effective attention beside the softmax heads, in the model's layer order and labelled with its kind; each
+thumbnail's largest |A| is the one `mha_viz.effective.effective_attention` computes on its own; past the length it
+draws, the section says how to see them, and a model without such layers has no section."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.ui import keys, other_layers
+from mha_viz.ui.sidebar import OTHER
+from tests.app.helpers import chart_title, charts, start_app
+from tests.models.architectures_2026 import build
+
+pytestmark = pytest.mark.model
+TEXT = "The cat sat on the mat. The dog sat on the log."
+TITLE = "Effective attention of the other token-mixing layers"
+
+
+def _open(folder: str, text: str = TEXT):
+    at = start_app()
+    at.selectbox(key="model_choice").set_value(OTHER).run()
+    at.text_input(key="model_other").input(folder).run()
+    at.text_area(key="text").input(text).run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    return at
+
+
+@pytest.mark.parametrize("family,kind", [("qwen3_next", "gated DeltaNet"), ("lfm2", "short convolution")])
+def test_the_model_view_draws_every_other_token_mixing_layer(tmp_path, family, kind):
+    folder = build(family, tmp_path)
+    at = _open(folder)
+    grid = next(c for c in charts(at) if chart_title(c).startswith(TITLE))
+    ticks = grid["layout"]["yaxis"]["ticktext"]
+    assert [t.split(" · ")[0] for t in ticks] == ["L0", "L2"]  # the model's order, between the softmax layers 1, 3
+    assert all(kind.lower() in t.lower() for t in ticks), ticks
+    model = mha_viz.load_model(folder, device="cpu")
+    eff = mha_viz.effective.effective_attention(model, TEXT)
+    shown = {(int(layer), int(group)): largest for layer, group, largest in grid["data"][1]["customdata"]}
+    want = {(la.layer, g): float(np.abs(m).max()) for la in eff.layers
+            for g, m in enumerate(la.matrix if la.aggregated is None else la.aggregated)}
+    assert shown.keys() == want.keys()
+    for cell, largest in want.items():
+        assert shown[cell] == pytest.approx(largest, rel=1e-5), cell
+    assert grid["data"][0]["source"].startswith("data:image/png;base64,")
+    at.session_state[keys.GOTO] = "head_view"  # the softmax heads keep their own pages
+    at.run()
+    assert not at.exception and not at.error
+
+
+def test_past_its_length_the_section_says_how_to_see_them_and_a_plain_model_has_none(tmp_path, monkeypatch):
+    folder = build("qwen3_next", tmp_path)
+    monkeypatch.setattr(other_layers, "EFFECTIVE_MAX_TOKENS", 8)  # the random model's context is short
+    at = _open(folder)
+    assert not any(chart_title(c).startswith(TITLE) for c in charts(at))
+    assert any("drawn up to 8 tokens" in i.value for i in at.info)
+    plain = start_app()
+    assert not any(h.value == "The other token-mixing layers" for h in plain.subheader)

@@ -1,0 +1,47 @@
+"""The thumbnails of effective attention (mha_viz.figures.effective): signed weights keep their sign when pooled
+(a block's cell of largest |A|, planted here), each group's largest |A| is read before pooling, and the grid's
+colours run from blue (negative) through white to red (positive)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from mha_viz.figures import effective
+
+
+def test_a_block_keeps_the_sign_of_its_largest_magnitude():
+    a = np.zeros((2, 96, 96), dtype=np.float32)
+    a[0, 10, 5] = -0.9  # one strong negative cell and a weaker positive one in the same 2 × 2 block
+    a[0, 11, 4] = 0.3
+    a[1, 50, 50] = 0.7
+    pooled = effective.signed_pool(a, 48)
+    assert pooled.shape == (2, 48, 48)
+    assert pooled[0, 5, 2] == pytest.approx(-0.9) and pooled[1, 25, 25] == pytest.approx(0.7)
+    assert np.count_nonzero(pooled[0]) == 1
+
+
+def test_thumbnails_pad_rows_with_fewer_groups_and_read_the_largest_magnitude_whole():
+    rng = np.random.default_rng(0)
+    first, second = rng.normal(size=(4, 60, 60)).astype(np.float32), rng.normal(size=(2, 60, 60)).astype(np.float32)
+    layers = [SimpleNamespace(layer=0, label="gated DeltaNet: exact", grouping="head", matrix=first, aggregated=None),
+              SimpleNamespace(layer=2, label="Mamba: per channel", grouping="channel group (mean)",
+                              matrix=np.zeros((8, 60, 60)), aggregated=second)]
+    th = effective.thumbnails(SimpleNamespace(layers=layers))
+    assert th.pooled.shape == (2, 4, 48, 48) and th.layers == [0, 2]
+    np.testing.assert_allclose(th.largest[0], np.abs(first).max(axis=(1, 2)))
+    np.testing.assert_allclose(th.largest[1, :2], np.abs(second).max(axis=(1, 2)))  # the aggregated matrix
+    assert np.isnan(th.largest[1, 2:]).all() and np.isnan(th.pooled[1, 2:]).all()
+    fig = effective.grid(th)
+    assert fig.layout.yaxis.ticktext == ("L0 · gated DeltaNet", "L2 · Mamba")
+    assert len(fig.data[1].customdata) == 6  # one marker a group shown, none for the padding
+
+
+def test_the_palette_runs_from_blue_through_white_to_red():
+    pal = effective.diverging_palette().astype(int)
+    assert pal.shape == (256, 3) and tuple(pal[255]) == (255, 255, 255)
+    low, mid, high = pal[0], pal[127], pal[254]
+    assert low[2] > low[0] and high[0] > high[2]  # blue below, red above
+    assert min(mid) > 230  # white-ish at 0
