@@ -27,6 +27,18 @@ def unknown_status(cur, run) -> None:
                f"{plain(reads)}", icon=":material/help:")
 
 
+def hybrid_status(model) -> None:
+    """On a hybrid, what a page that reads softmax heads leaves out: its other token-mixing layers, by kind, and
+    where they are drawn (issue 55: said, not hidden)."""
+    other = getattr(model, "other_layers", None)
+    if not other:
+        return
+    kinds = "; ".join(f"{kind.replace('_', ' ')}: {', '.join(map(str, numbers))}" for kind, numbers in other.items())
+    st.caption(f"{plain(model.name)} is a hybrid: this page reads its softmax-attention layers "
+               f"({', '.join(map(str, model.layer_ids))}). Its other token-mixing layers ({plain(kinds)}) are drawn "
+               "in the Model view, as their exact effective attention.")
+
+
 def lens_status(cur) -> None:
     """What the sidebar's *Show attention as* did: the run's lens, or why the weights stay."""
     if cur.lens_note:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from mha_viz import metrics
 from mha_viz.figures import heads as head_figures
-from mha_viz.ui import analysis, charts, keys, seq2seq_views, session, shared_head, state
+from mha_viz.ui import analysis, charts, keys, notes, seq2seq_views, session, shared_head, state
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -60,11 +60,13 @@ def grid_index(points, run):
     return None if picked is None else picked[0] * run.num_heads + picked[1]
 
 
-def start(title: str, *, cross: bool = False, forward: bool = False, lead: str = ""):
+def start(title: str, *, cross: bool = False, forward: bool = False, lead: str = "", hybrid_note: bool = True):
     """Title, messages and a valid layer/head selection; returns the current state, or None
     when there is nothing to draw. For an encoder–decoder (`seq2seq_views.gate`): `cross`, the
     page draws cross-attention too; `forward`, the page runs the model itself. `lead`: one line
-    under the title, drawn whatever the state (the landing page's first step)."""
+    under the title, drawn whatever the state (the landing page's first step). `hybrid_note`: on a
+    hybrid, say that the page reads its softmax layers only (`notes.hybrid_status`; not where the
+    page draws the other layers, or says it its own way)."""
     st.title(title)
     if lead:
         st.markdown(lead)
@@ -76,6 +78,8 @@ def start(title: str, *, cross: bool = False, forward: bool = False, lead: str =
         st.info(why, icon=":material/alt_route:")
         return None
     shared_head.keep_head_valid(cur.run.num_layers, cur.run.num_heads)  # a new model may have fewer
+    if hybrid_note and cur.model is not None:
+        notes.hybrid_status(cur.model)
     return cur
 
 

@@ -2,7 +2,8 @@
 layers 0 and 2) and LFM2 (short convolutions), loaded as a user's folder, the Model view draws every such layer's
 exact effective attention beside the softmax heads, in the model's layer order and labelled with its kind; each
 thumbnail's largest |A| is the one `mha_viz.effective.effective_attention` computes on its own; past the length it
-draws, the section says how to see them, and a model without such layers has no section."""
+draws, the section says how to see them, and a model without such layers has no section. The pages that read
+the softmax heads only say so on a hybrid."""
 
 from __future__ import annotations
 
@@ -46,9 +47,13 @@ def test_the_model_view_draws_every_other_token_mixing_layer(tmp_path, family, k
     for cell, largest in want.items():
         assert shown[cell] == pytest.approx(largest, rel=1e-5), cell
     assert grid["data"][0]["source"].startswith("data:image/png;base64,")
-    at.session_state[keys.GOTO] = "head_view"  # the softmax heads keep their own pages
+    hybrid = "is a hybrid: this page reads its softmax-attention layers (1, 3)"
+    assert not any(hybrid in c.value for c in at.caption)  # the Model view draws the other layers
+    at.session_state[keys.GOTO] = "head_view"  # a page of softmax heads says what it leaves out
     at.run()
     assert not at.exception and not at.error
+    said = next(c.value for c in at.caption if hybrid in c.value)
+    assert ": 0, 2)" in said and "drawn in the Model view" in said, said
 
 
 def test_past_its_length_the_section_says_how_to_see_them_and_a_plain_model_has_none(tmp_path, monkeypatch):
