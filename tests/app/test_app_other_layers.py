@@ -1,8 +1,9 @@
-"""A hybrid's other token-mixing layers in the Model view (issue 55): on random-init Qwen3-Next (gated DeltaNet in
-layers 0 and 2) and LFM2 (short convolutions), loaded as a user's folder, the Model view draws every such layer's
-exact effective attention beside the softmax heads, in the model's layer order and labelled with its kind; each
-thumbnail's largest |A| is the one `mha_viz.effective.effective_attention` computes on its own; past the length it
-draws, the section says how to see them, and a model without such layers has no section. The pages that read
+"""A hybrid's other token-mixing layers in the Model view (issue 55): on random-init Qwen3-Next (gated DeltaNet
+in layers 0 and 2), LFM2 (short convolutions) and MiniMax (lightning attention), loaded as a user's folder, the
+Model view draws every such layer's exact effective attention beside the softmax heads, in the model's layer
+order and labelled with its kind; each thumbnail's largest |A| is the one `mha_viz.effective.effective_attention`
+computes on its own; past the length it draws, the section says how to see them, and a model without such layers
+has no section. The pages that read
 the softmax heads only say so on a hybrid."""
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def _open(folder: str, text: str = TEXT):
     return at
 
 
-@pytest.mark.parametrize("family,kind", [("qwen3_next", "gated DeltaNet"), ("lfm2", "short convolution")])
+@pytest.mark.parametrize("family,kind", [("qwen3_next", "gated DeltaNet"), ("lfm2", "short convolution"),
+                                         ("minimax", "lightning")])
 def test_the_model_view_draws_every_other_token_mixing_layer(tmp_path, family, kind):
     folder = build(family, tmp_path)
     at = _open(folder)

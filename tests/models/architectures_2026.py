@@ -95,9 +95,16 @@ def _lfm2():
     return Lfm2ForCausalLM, Lfm2Config(**common(layer_types=["conv", "full_attention"] * 2))
 
 
+def _minimax():  # lightning attention returns weights of its own (its blocks' state): not the softmax layers'
+    from transformers import MiniMaxConfig, MiniMaxForCausalLM
+    return MiniMaxForCausalLM, MiniMaxConfig(**common(num_local_experts=2, num_experts_per_tok=1, block_size=32,
+                                                      layer_types=["linear_attention", "full_attention"] * 2))
+
+
 BUILDERS = {"olmo2": _olmo2, "smollm3": _smollm3, "gpt_oss": _gpt_oss, "cohere2": _cohere2,
             "deepseek_v3": _deepseek_v3, "llama4": _llama4, "deberta": _deberta}
-HYBRIDS = {"qwen3_next": _qwen3_next, "jamba": _jamba, "lfm2": _lfm2}  # softmax attention in layers 1 and 3
+# softmax attention in layers 1 and 3
+HYBRIDS = {"qwen3_next": _qwen3_next, "jamba": _jamba, "lfm2": _lfm2, "minimax": _minimax}
 
 
 def build(name: str, out, *, sharp: float = SHARP) -> str:

@@ -190,6 +190,10 @@ class LoadedModel:
                 for h in hooks:
                     h.remove()
         attentions = tuple(probs) if self.local_attention else tuple(out.attentions or ())
+        if self.layer_numbers and len(attentions) == self.total_layers != self.num_layers:
+            # a hybrid whose other layers return weights of their own (MiniMax's lightning attention: its
+            # blocks' state, not probabilities): the softmax layers' at their numbers
+            attentions = tuple(attentions[number] for number in self.layer_numbers)
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(
                 f"'{self.name}' ({self.model_type}) did not return the attention probabilities of its "
