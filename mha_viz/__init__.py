@@ -34,6 +34,7 @@ from mha_viz.package_version import version as _version  # `__version__`
 from mha_viz.scan.result import Scan
 from mha_viz.scan.run import scan
 from mha_viz.tasks.edges_set import edge_attribution
+from mha_viz.tasks.estimate_set import estimate_heads
 from mha_viz.tasks.patching_set import patch_heads
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz.views.comparison import compare
@@ -50,7 +51,7 @@ __all__ = [
     # generation, two runs compared
     "generate", "compare",
     # what heads do for a prediction: attribution, patching over a task, circuits
-    "direct_logit", "patch_heads", "edge_attribution", "circuit",
+    "direct_logit", "estimate_heads", "patch_heads", "edge_attribution", "circuit",
     # a corpus, a notebook, a report (figures: `mha_viz.figures`)
     "head_statistics", "view_notebook", "html_report",
 ]
@@ -66,7 +67,7 @@ MOVED = {
                                                     "GenerationError")},
     "Step": "mha_viz.capture:GenerationStep",  # one meaning per name: a lesson has its steps too
     **{name: f"mha_viz.views:{name}" for name in ("Comparison", "overview", "Overview", "heads_from_tokens")},
-    **{name: f"mha_viz.interventions:{name}" for name in ("value_weighted", "estimate_heads", "estimate_positions")},
+    **{name: f"mha_viz.interventions:{name}" for name in ("value_weighted", "estimate_positions")},
     **{name: f"mha_viz.effective:{name}" for name in ("effective_attention", "EffectiveAttention")},
     **{name: f"mha_viz.tasks:{name}" for name in ("PromptSet", "TaskPatching", "TaskEdges", "retrieval_scores")},
     **{name: f"mha_viz.export:{name}" for name in ("NotebookView", "Lesson", "LessonError", "read_lesson",

@@ -122,7 +122,15 @@ def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", pos
             done += 1
             if progress is not None:
                 progress(done, total)
-    gap = np.abs(ends[:, 0] - ends[:, 1]) >= 1e-6  # a pair with no gap restores nothing: left out
+    return over_the_pairs(values, ends, checked, prompts, mode, metric, resamples=resamples, level=level, seed=seed)
+
+
+def over_the_pairs(values: np.ndarray, ends: np.ndarray, checked: Checked, prompts: PromptSet, mode: str,
+                   metric: str, *, resamples: int, level: float, seed: int) -> TaskPatching:
+    """A `TaskPatching` of each kept pair's values (pairs, layers, heads) and ends (pairs, 2: m on the clean and
+    on the corrupted prompt): the pairs with no gap between their ends left out and counted (they restore
+    nothing), then the mean, its bootstrap interval and the sign-flip p-value."""
+    gap = np.abs(ends[:, 0] - ends[:, 1]) >= 1e-6
     left_out = dict(checked.left_out)
     if not gap.all():
         left_out["no gap between the clean and the corrupted logit difference"] = int((~gap).sum())

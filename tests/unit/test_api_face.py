@@ -24,9 +24,10 @@ ROW = re.compile(r"^\| `mha_viz\.(\w+)` \|", re.M)
 # issue 53, item 3: the face holds the names of a user's tasks (load, analyze, scan or the run, tokenize, the head
 # table, patching, circuits, corpus, notebook; figures is `mha_viz.figures`), each called on the API page
 FACE_TASKS = ("load_model", "analyze", "scan", "tokenize", "head_table", "generate", "compare", "direct_logit",
-              "patch_heads", "edge_attribution", "circuit", "head_statistics", "view_notebook", "html_report")
+              "estimate_heads", "patch_heads", "edge_attribution", "circuit", "head_statistics", "view_notebook",
+              "html_report")
 # issue 38's names that moved to a feature's namespace, which the page calls there
-MOVED_TASKS = ("overview", "value_weighted", "estimate_heads", "estimate_positions", "head_examples")
+MOVED_TASKS = ("overview", "value_weighted", "estimate_positions", "head_examples")
 UI_SUPPORT = ("BUNDLED", "HUB_SUGGESTIONS", "PRECISIONS", "emulated_note", "session_cap")
 
 
