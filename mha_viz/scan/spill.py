@@ -19,7 +19,7 @@ class QKSpill:
     values and its input, kept as the model runs. Up to `keep_bytes` (a GPU's free memory: `rows.device_room`)
     they stay on the device that computed them, so a view's rows are recomputed there with no copy; the rest are
     written to an anonymous temporary file and read back one layer at a time: a long text's (SmolLM2 at 8,192
-    tokens: 44 MB a layer with its values and input) stay out of the process's memory, and a view's rows cost no
+    tokens: 50 MB a layer with its values and input) stay out of the process's memory, and a view's rows cost no
     projection. The file goes when the spill does."""
 
     def __init__(self, keep_bytes: int = 0) -> None:
