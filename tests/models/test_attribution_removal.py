@@ -83,7 +83,9 @@ class Removal:
         self.hf = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64, attn_implementation="eager",
                                                        experts_implementation="eager")  # grouped_mm: float32 only
         modules = dict(self.hf.named_modules())
-        self.w_o = {int(m.group(1)): modules[n] for n in modules if (m := W_O.search(n))}
+        kinds = getattr(self.hf.config, "layer_types", None)  # MiniMax's lightning layers are self_attn too
+        self.w_o = {int(m.group(1)): modules[n] for n in modules
+                    if (m := W_O.search(n)) and (kinds is None or kinds[int(m.group(1))] != "linear_attention")}
         self.final = next(modules[n] for n in FINAL_NORMS if n in modules)
         self.post = {i: modules[f"model.layers.{i}"].post_attention_layernorm for i in self.w_o} if post_normed else {}
         self.ids, self.p = torch.tensor([ids]), len(ids) - 1

@@ -185,6 +185,8 @@ def load(
     num_heads = config.num_attention_heads
     d_model = config.hidden_size
     hybrid = None if seq2seq else hybrid_layers(config)  # (softmax layers' numbers, the others' by kind)
+    if hybrid and isinstance(reference, list) and len(reference) == config.num_hidden_layers != len(hybrid[0]):
+        reference = [reference[n] for n in hybrid[0]]  # MiniMax's lightning layers return weights of their own
     max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096)
     model.requires_grad_(False)  # gradients are taken for activations only (attribution patching, importance)
