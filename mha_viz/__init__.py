@@ -28,11 +28,11 @@ from mha_viz.corpus.engine import head_statistics
 from mha_viz.export.notebook import view_notebook
 from mha_viz.export.report import html_report
 from mha_viz.generate_text import generate
-from mha_viz.interventions.attribution import direct_logit
 from mha_viz.metrics.head_stats import head_table
 from mha_viz.package_version import version as _version  # `__version__`
 from mha_viz.scan.result import Scan
 from mha_viz.scan.run import scan
+from mha_viz.tasks.dla_set import direct_logit
 from mha_viz.tasks.edges_set import edge_attribution
 from mha_viz.tasks.estimate_set import estimate_heads
 from mha_viz.tasks.patching_set import patch_heads

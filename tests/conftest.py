@@ -56,6 +56,7 @@ minilm = _bundled("minilm", False, "minilm")
 minilm_ours = _bundled("minilm", True, "minilm_ours")
 smollm2 = _bundled("smollm2", False, "smollm2")
 smollm2_ours = _bundled("smollm2", True, "smollm2_ours")
+toy_induction = _bundled("toy-induction", False, "toy_induction")
 
 
 def _save_random(tmp_path_factory, name, model_cls, config, tok, seed):

@@ -22,13 +22,13 @@ from mha_viz.interventions.patching import require_decoder
 from mha_viz.progress import report
 from mha_viz.tasks.patching_set import METRICS, length_groups
 from mha_viz.tasks.prompt_set import PromptSet, check, is_task
-from mha_viz.tasks.uncertainty import bootstrap_interval
+from mha_viz.tasks.uncertainty import OverPairs, bootstrap_interval
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 
 
 @dataclass
-class TaskEdges:
+class TaskEdges(OverPairs):
     """Edge attribution over a task. table: sender, receiver, input, and each edge's mean score over the pairs
     with its interval (low, high); per_pair (pairs, edges): each kept pair's scores in the table's row order."""
     table: pd.DataFrame
@@ -38,12 +38,6 @@ class TaskEdges:
     metric: str
     m_clean: np.ndarray
     m_corrupted: np.ndarray
-    kept: list[int]
-    left_out: dict[str, int]
-    source: str
-    level: float
-    resamples: int
-    seed: int
 
     def top(self, k: int) -> pd.DataFrame:
         """The k edges of largest |mean|, largest first."""
@@ -119,8 +113,8 @@ def edge_attribution_set(model: LoadedModel, prompts: PromptSet, *, method: str 
     low, high = bootstrap_interval(values, resamples=resamples, level=level, seed=seed)
     table = table.reset_index(drop=True).assign(mean=values.mean(0), low=low, high=high)
     return TaskEdges(table, values.astype(np.float32), method, steps if method == "eap-ig" else 1, metric,
-                     ends[:, 0], ends[:, 1], [k for k, g_ in zip(checked.kept, gap) if g_], left_out, prompts.source,
-                     level, resamples, seed)
+                     ends[:, 0], ends[:, 1], kept=[k for k, g_ in zip(checked.kept, gap) if g_], left_out=left_out,
+                     source=prompts.source, level=level, resamples=resamples, seed=seed)
 
 
 def edge_attribution(model: LoadedModel, clean, corrupted: str | None = None, answer=None, wrong=None, *,

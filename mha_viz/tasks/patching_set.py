@@ -18,7 +18,7 @@ import torch
 from mha_viz.interventions import patching
 from mha_viz.interventions.patching import check_mode, require_decoder
 from mha_viz.tasks.prompt_set import Checked, PromptSet, check, is_task
-from mha_viz.tasks.uncertainty import bootstrap_interval, sign_flip_p
+from mha_viz.tasks.uncertainty import CrossesZero, OverPairs, bootstrap_interval, sign_flip_p
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 
@@ -27,7 +27,7 @@ METRICS = ("normalised", "raw")
 
 
 @dataclass
-class TaskPatching:
+class TaskPatching(OverPairs, CrossesZero):
     """Patching over a task. per_pair (pairs, layers, heads): each kept pair's restored fraction (denoise) or
     damage (noise), or with metric="raw" the logit difference moved, unnormalised; mean, low, high (layers,
     heads): the mean over the pairs and its bootstrap interval; p_value: the sign-flip p-value of mean ≠ 0."""
@@ -40,17 +40,6 @@ class TaskPatching:
     p_value: np.ndarray
     m_clean: np.ndarray  # (pairs,)
     m_corrupted: np.ndarray
-    kept: list[int]  # the pairs of the set that ran (indices)
-    left_out: dict[str, int]
-    source: str
-    level: float
-    resamples: int
-    seed: int
-
-    @property
-    def crosses_zero(self) -> np.ndarray:
-        """(layers, heads): True where the interval holds 0 (the head's effect is not told apart from none)."""
-        return (self.low <= 0) & (self.high >= 0)
 
 
 def _patched(model: LoadedModel, run_ids: torch.Tensor, layer: int, source: torch.Tensor, a: torch.Tensor,
@@ -142,7 +131,8 @@ def over_the_pairs(values: np.ndarray, ends: np.ndarray, checked: Checked, promp
                         low.astype(np.float32), high.astype(np.float32),
                         sign_flip_p(values, resamples=resamples, seed=seed).astype(np.float32),
                         ends[:, 0].astype(np.float32), ends[:, 1].astype(np.float32),
-                        [k for k, g in zip(checked.kept, gap) if g], left_out, prompts.source, level, resamples, seed)
+                        kept=[k for k, g in zip(checked.kept, gap) if g], left_out=left_out, source=prompts.source,
+                        level=level, resamples=resamples, seed=seed)
 
 
 def patch_heads(model: LoadedModel, clean, corrupted: str | None = None, answer=None, wrong=None,

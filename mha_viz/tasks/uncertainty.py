@@ -7,6 +7,8 @@ stays at `SCRATCH_BYTES` however many edges there are."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 SCRATCH_BYTES = 64 * 2**20
@@ -46,3 +48,27 @@ def sign_flip_p(values: np.ndarray, *, resamples: int = 1000, seed: int = 0) -> 
     for block in _blocks(flat.shape[1], resamples):
         hits[block] = (np.abs(signs @ flat[:, block]) >= observed[block] - 1e-12).sum(axis=0)
     return ((1 + hits) / (1 + resamples)).reshape(values.shape[1:])
+
+
+@dataclass(kw_only=True)
+class OverPairs:
+    """What every result over a task records beside its values: the pairs of the set that ran (indices), those
+    left out by reason, the set's source, and how the interval and p-value were drawn (level, resamples, seed)."""
+    kept: list[int]
+    left_out: dict[str, int]
+    source: str
+    level: float
+    resamples: int
+    seed: int
+
+
+class CrossesZero:
+    """For a result with each mean's interval as `low` and `high` (arrays of one shape)."""
+
+    low: np.ndarray
+    high: np.ndarray
+
+    @property
+    def crosses_zero(self) -> np.ndarray:
+        """True where the interval holds 0: the effect is not told apart from none."""
+        return (self.low <= 0) & (self.high >= 0)

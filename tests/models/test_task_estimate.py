@@ -16,12 +16,8 @@ from tests.models.task_pairs import letter_pairs
 pytestmark = pytest.mark.model
 
 
-@pytest.fixture(scope="module")
-def toy():
-    return mha_viz.load_model("toy-induction", device="cpu")
-
-
-def test_each_pair_is_the_estimate_of_that_pair_alone(toy):
+def test_each_pair_is_the_estimate_of_that_pair_alone(toy_induction):
+    toy = toy_induction
     prompts = letter_pairs(6, seed=1)
     progress = []
     task = mha_viz.estimate_heads(toy, prompts, resamples=300, seed=3, progress=lambda f, m: progress.append(f))
@@ -38,7 +34,8 @@ def test_each_pair_is_the_estimate_of_that_pair_alone(toy):
     assert corr > 0.5, corr  # an estimate of the same quantity (exact only where nothing bends)
 
 
-def test_pairs_it_cannot_run_are_left_out_and_a_pair_keeps_its_one_pair_answer(toy):
+def test_pairs_it_cannot_run_are_left_out_and_a_pair_keeps_its_one_pair_answer(toy_induction):
+    toy = toy_induction
     good = letter_pairs(3, seed=4).pairs
     bad = (Pair("q w e r q w", "a s d f q w", " e r", " z"),)  # the answer is two tokens
     task = mha_viz.estimate_heads(toy, PromptSet(good + bad, "mixed"), resamples=100)
