@@ -19,6 +19,7 @@ import torch
 from mha_viz.budget import capture_budget
 from mha_viz.circuits.edges import Edges, Runs, check_budget, graph, receiver_bytes, recorded
 from mha_viz.interventions.patching import logit_difference, texts
+from mha_viz.progress import report
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.reading import split_run
@@ -76,7 +77,7 @@ def path_patch_many(model: LoadedModel, clean: str, corrupted: str, edges, answe
     """The real change in m of path patching each edge (sender, receiver), in batched forwards of the
     clean text (one row an edge): (len(edges),) float64. The refusals of `patch_heads`; InputError
     for a name that is not a sender or a receiver, or a sender that does not write before the receiver
-    reads. Given `Edges`, answer and wrong default to its own. progress(done, total) after each batch (a
+    reads. Given `Edges`, answer and wrong default to its own. progress(fraction, message) after each batch (a
     callback that raises stops it)."""
     pairs = _pairs(edges)
     answer, wrong = _ends_of(edges, answer, wrong)
@@ -98,8 +99,8 @@ def _patched(model: LoadedModel, runs: Runs, pairs, progress=None) -> np.ndarray
             provider = split_run.Fixed(receivers[start:stop], delta[start:stop])
             logits = split_run.run(model, runs.g, provider, input_ids=runs.t.ids_c.expand(stop - start, -1))
             out[start:stop] = logit_difference(logits.float(), runs.e.a, runs.e.b).double().cpu().numpy()
-            if progress is not None:
-                progress(max(stop - 1, 0), len(pairs))
+            done = max(stop - 1, 0)  # the first row is the unpatched run
+            report(progress, done / max(len(pairs), 1), f"Patched {done} of {len(pairs)} edges")
     return out[1:] - out[0]  # the unpatched row took the same path: an edge that changes nothing reads 0
 
 
@@ -142,8 +143,8 @@ def _circuits(model: LoadedModel, runs: Runs, circuits: list[tuple[np.ndarray, n
             provider = split_run.Mixed(g, weights, runs.corrupted)
             logits = split_run.run(model, g, provider, input_ids=runs.t.ids_c.expand(len(part), -1))
             out[start:start + len(part)] = logit_difference(logits.float(), runs.e.a, runs.e.b).double().cpu().numpy()
-            if progress is not None:
-                progress(start + len(part), len(circuits))
+            done = start + len(part)
+            report(progress, done / len(circuits), f"Ran {done} of {len(circuits)} circuits")
     return out
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.progress import report
 from mha_viz.text.encode import encode
 from mha_viz.text.tokenize import InputError, count_text, label_ids, tokenize
 from mha_viz_models import LoadedModel
@@ -209,7 +210,7 @@ def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wro
     model costs L forwards of H sequences, not L·H forwards. Raises InputError (nothing run) for
     texts of different token counts, an answer or wrong token that is not one token, equal
     metrics on both texts, and encoders. answer and wrong default to each text's prediction (wrong:
-    the corrupted text's runner-up when it predicts the answer too). progress(done, total): after
+    the corrupted text's runner-up when it predicts the answer too). progress(fraction, message): after
     each layer (a callback that raises stops the work)."""
     check_mode(mode)
     t, cap_c, cap_x, e = _captured(model, clean, corrupted, answer, wrong, position, max_tokens)
@@ -221,8 +222,7 @@ def patch_heads(model: LoadedModel, clean: str, corrupted: str, answer=None, wro
         source = base.head_outputs[layer][0]  # (H, n, d_v): every head's z in the other run
         m = patched_metric(model, run_ids, layer, heads, source, e.a, e.b, pos)  # (H,)
         out[layer] = e.moved(m, mode).cpu().numpy()
-        if progress is not None:
-            progress(layer + 1, model.num_layers)
+        report(progress, (layer + 1) / model.num_layers, f"Patched layer {layer + 1} of {model.num_layers}")
     return e.result(mode, out, pos)
 
 

@@ -145,10 +145,8 @@ def patch(model: LoadedModel, expl: Explanation, clean: str, corrupted: str, *, 
     """`expl` with real patching of every head (`attribution.patch_heads`, denoising) on the same
     answer and wrong tokens. progress(fraction, message) after each patched layer (a callback that
     raises stops it)."""
-    def layers_done(done: int, total: int) -> None:
-        report(progress, done / total, f"Patched layer {done} of {total}")
     patching = attribution.patch_heads(model, clean, corrupted, expl.dla.target, expl.dla.wrong,
-                                       max_tokens=max_tokens, progress=layers_done)
+                                       max_tokens=max_tokens, progress=progress)
     return dataclasses.replace(expl, patching=patching)
 
 

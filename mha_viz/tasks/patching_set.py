@@ -17,6 +17,7 @@ import torch
 
 from mha_viz.interventions import patching
 from mha_viz.interventions.patching import check_mode, require_decoder
+from mha_viz.progress import report
 from mha_viz.tasks.prompt_set import Checked, PromptSet, check, is_task
 from mha_viz.tasks.uncertainty import CrossesZero, OverPairs, bootstrap_interval, sign_flip_p
 from mha_viz.text.tokenize import InputError
@@ -76,7 +77,7 @@ def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", pos
               seed: int = 0, max_tokens: int | None = None, progress=None) -> TaskPatching:
     """Every head patched on every pair of `prompts` (see the module). Pairs a model cannot run (answer or wrong
     not one token, texts of different lengths, no gap between the two ends) are left out and counted; InputError
-    when none is left. progress(done, total): after each layer of each batch (a callback that raises stops it)."""
+    when none is left. progress(fraction, message): after each layer of each batch (a callback that raises stops it)."""
     check_mode(mode)
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
@@ -109,8 +110,7 @@ def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", pos
             moved = (m - mx) if mode == "denoise" else (mc - m)
             values[group, layer] = (moved / (mc - mx) if metric == "normalised" else moved).cpu().numpy()
             done += 1
-            if progress is not None:
-                progress(done, total)
+            report(progress, done / total, f"Patched {done} of {total} layers (every batch of pairs)")
     return over_the_pairs(values, ends, checked, prompts, mode, metric, resamples=resamples, level=level, seed=seed)
 
 

@@ -110,7 +110,7 @@ def _find(model, key, method: str, answer: int, wrong: int):
             ks = sizes(len(edges.scores))
             curve = path_patching.faithfulness_curve(
                 model, key.clean, key.corrupted, edges, ks, max_tokens=key.cap,
-                progress=lambda d, t: progress(0.6 + 0.4 * d / t, f"Running the top-k circuits for real: {d} of {t}"))
+                progress=lambda f, m: progress(0.6 + 0.4 * f, f"Running the top-k circuits for real: {m}"))
             edges.extra["curve"] = curve.to_dict(orient="list")
             return edges
     edges, error = jobs.run(keys.CIRC_RUNNING, (key, method), work, first="Scoring every edge…",
@@ -256,7 +256,7 @@ def _top_real(model, key, ask, edges) -> None:
         top = edges.top(TOP_REAL)
         done = _run_real(model, key, what, lambda progress: (top, path_patching.path_patch_many(
             model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap,
-            progress=lambda d, t: progress(d / t, f"Patched {d} of {t} edges"))), None)
+            progress=progress)), None)
         if done is None:
             return
     top, real = done

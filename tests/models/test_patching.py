@@ -70,13 +70,14 @@ def test_the_answer_and_the_wrong_token_must_differ(toy):
 
 def test_progress_follows_the_layers_and_can_stop_the_work(toy):
     seen = []
-    attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", progress=lambda d, t: seen.append((d, t)))
-    assert seen == [(layer + 1, toy.num_layers) for layer in range(toy.num_layers)]
+    attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", progress=lambda f, m: seen.append((f, m)))
+    L = toy.num_layers  # the one (fraction, message) protocol
+    assert seen == [((layer + 1) / L, f"Patched layer {layer + 1} of {L}") for layer in range(L)]
 
     class Stop(Exception):
         pass
 
-    def stop(done, total):
+    def stop(fraction, message):
         raise Stop
     with pytest.raises(Stop):
         attribution.patch_heads(toy, CLEAN, CORRUPTED, answer="o", wrong="z", progress=stop)
