@@ -5,12 +5,12 @@ attention, short convolutions, RG-LRU), from one forward pass. The kernel is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from mha_viz.text.tokenize import tokenize
-from mha_viz_models.effective import EffectiveLayer, NotExact, effective_layers, reconstruct
+from mha_viz_models.effective import EffectiveLayer, NotExact, effective_layers, mixing_layers, reconstruct
 
 __all__ = ["EffectiveAttention", "EffectiveLayer", "NotExact", "effective_attention"]
 
@@ -24,6 +24,15 @@ class EffectiveAttention:
     tokens: list[str]
     token_ids: list[int]
     layers: list[EffectiveLayer]
+    # every token-mixing layer's mean output norm, mean_t ‖out_t‖, by the model's layer number: the softmax
+    # attention layers (after W_O) and these; empty when not measured (`mixing_shares`)
+    output_norms: dict[int, float] = field(default_factory=dict)
+
+    def mixing_shares(self) -> dict[int, float]:
+        """Each token-mixing layer's share of what all of them write (its mean output norm over their sum):
+        how much of the model's token mixing each layer, and so each kind, does on this text."""
+        total = sum(self.output_norms.values())
+        return {number: norm / total for number, norm in sorted(self.output_norms.items())} if total > 0 else {}
 
     @property
     def layer_ids(self) -> list[int]:
@@ -45,8 +54,23 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
     `text` (cut to `max_tokens` as every run is). `layers`: model layer numbers, default all such
     layers. Raises NotExact, naming the reason, for a layer that cannot be made exact."""
     toks = tokenize(model, text, max_tokens)
+    norms: dict[int, float] = {}
+
+    def keep(number: int):
+        def hook(_module, _args, out):
+            out = out[0] if isinstance(out, tuple) else out  # (output, weights or state)
+            norms[number] = float(out[0].float().norm(dim=-1).mean())
+        return hook
+    modules = [(number, m) for number, (m, _family) in zip(model.layer_ids, model.attention_modules)]
+    modules += [(number, m) for number, _name, m, _kind in mixing_layers(model.hf_model)]
     with model.lock:
-        found = effective_layers(model.hf_model, toks.ids, layers=layers)
+        hooks = [m.register_forward_hook(keep(number)) for number, m in modules]
+        try:  # one forward: the effective layers' taps and every mixing layer's output norm
+            found = effective_layers(model.hf_model, toks.ids, layers=layers)
+        finally:
+            for h in hooks:
+                h.remove()
     if not found:
         raise NotExact(f"{model.name} has no token-mixing layer besides softmax attention that mha-viz reads.")
-    return EffectiveAttention(tokens=list(toks.display), token_ids=list(toks.ids), layers=found)
+    return EffectiveAttention(tokens=list(toks.display), token_ids=list(toks.ids), layers=found,
+                              output_norms=norms if layers is None else {})

@@ -5,7 +5,7 @@ its own largest |A| (the hover gives it). Plain functions over arrays; nothing h
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -29,6 +29,7 @@ class EffectiveThumbnails:
     groups: list[str]  # what a column is in each row ("head", "channel group (mean)")
     pooled: np.ndarray  # (rows, most groups, s, s) float32, NaN where a row has fewer groups
     largest: np.ndarray  # (rows, most groups) float32: each group's largest |A|, NaN where none
+    shares: dict[int, float] = field(default_factory=dict)  # every token-mixing layer's share of their writes
 
 
 def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
@@ -51,7 +52,8 @@ def thumbnails(effective) -> EffectiveThumbnails:
         largest[row, :m.shape[0]] = np.abs(m).max(axis=(-2, -1))
     layers = effective.layers
     return EffectiveThumbnails(layers=[la.layer for la in layers], labels=[la.label for la in layers],
-                               groups=[la.grouping for la in layers], pooled=pooled, largest=largest)
+                               groups=[la.grouping for la in layers], pooled=pooled, largest=largest,
+                               shares=effective.mixing_shares() if hasattr(effective, "mixing_shares") else {})
 
 
 @lru_cache(maxsize=1)

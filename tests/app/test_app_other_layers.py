@@ -49,6 +49,12 @@ def test_the_model_view_draws_every_other_token_mixing_layer(tmp_path, family, k
     for cell, largest in want.items():
         assert shown[cell] == pytest.approx(largest, rel=1e-5), cell
     assert grid["data"][0]["source"].startswith("data:image/png;base64,")
+    shares = next(d.value for d in at.dataframe if "share of the token mixing" in d.value.columns)
+    assert shares["layer"].tolist() == [0, 1, 2, 3]
+    assert shares.set_index("layer").loc[[1, 3], "kind"].tolist() == ["softmax attention"] * 2
+    got = [float(s.rstrip(" %")) for s in shares["share of the token mixing"]]
+    want = eff.mixing_shares()
+    assert got == pytest.approx([100 * want[n] for n in range(4)], abs=0.051)  # one decimal shown
     hybrid = "is a hybrid: this page reads its softmax-attention layers (1, 3)"
     assert not any(hybrid in c.value for c in at.caption)  # the Model view draws the other layers
     at.session_state[keys.GOTO] = "head_view"  # a page of softmax heads says what it leaves out

@@ -83,3 +83,28 @@ def test_a_model_without_softmax_layers_is_still_refused():
 
     from mha_viz_models.families.architectures import refusal
     assert "state-space" in refusal(MambaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2), "m")
+
+
+def test_each_token_mixing_layer_s_share_is_its_mean_output_norm(hybrid):
+    """`EffectiveAttention.mixing_shares`: every token-mixing layer (softmax or not) by the mean norm of what it
+    writes, read here off the decoder layers' own submodules by name in a plain forward."""
+    name, model = hybrid
+    eff = mha_viz.effective.effective_attention(model, TEXT)
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    mixers = ("self_attn", "linear_attn", "mamba", "conv", "short_conv")
+    norms, hooks = {}, []
+    for i, layer in enumerate(model.hf_model.model.layers):
+        part = next(getattr(layer, m) for m in mixers if hasattr(layer, m))
+        hooks.append(part.register_forward_hook(lambda _m, _a, out, i=i: norms.__setitem__(
+            i, float((out[0] if isinstance(out, tuple) else out)[0].norm(dim=-1).mean()))))
+    try:
+        with torch.no_grad():
+            model.hf_model(input_ids=ids, use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    assert sorted(eff.output_norms) == [0, 1, 2, 3]
+    for i, norm in norms.items():
+        assert eff.output_norms[i] == pytest.approx(norm, rel=1e-5), (name, i)
+    shares = eff.mixing_shares()
+    assert sum(shares.values()) == pytest.approx(1.0) and shares[1] == pytest.approx(norms[1] / sum(norms.values()))
