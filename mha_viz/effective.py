@@ -12,7 +12,8 @@ import numpy as np
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models.effective import EffectiveLayer, NotExact, effective_layers, mixing_layers, reconstruct
 
-__all__ = ["EffectiveAttention", "EffectiveLayer", "NotExact", "effective_attention"]
+__all__ = ["EffectiveAttention", "EffectiveLayer", "NotExact", "effective_attention", "matrices", "need_bytes",
+           "tokens_that_fit"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +75,25 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
         raise NotExact(f"{model.name} has no token-mixing layer besides softmax attention that mha-viz reads.")
     return EffectiveAttention(tokens=list(toks.display), token_ids=list(toks.ids), layers=found,
                               output_norms=norms if layers is None else {})
+
+
+PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`matrices`)
+
+
+def matrices(model) -> int:
+    """How many n × n float32 matrices `model`'s (a loaded model's) effective attention holds at once: every
+    mixing layer's groups, and a per-channel layer's channels beside the groups it is aggregated into (Mamba-1),
+    counted on a probe of PROBE_TOKENS tokens. Raises NotExact as `effective_attention` does."""
+    with model.lock:
+        probe = effective_layers(model.hf_model, list(range(1, PROBE_TOKENS + 1)))
+    return sum(la.matrix.shape[0] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe)
+
+
+def need_bytes(count: int, n: int) -> int:
+    """The bytes of `count` matrices (`matrices`) over n tokens: what `effective_attention` holds."""
+    return 4 * count * n * n
+
+
+def tokens_that_fit(count: int, budget: int) -> int:
+    """The most tokens whose `count` matrices fit in `budget` bytes."""
+    return int((budget / (4 * max(count, 1))) ** 0.5)

@@ -1,24 +1,28 @@
 """The Model view's section for a hybrid's other token-mixing layers (issue 55): the layers that are not softmax
 attention (gated DeltaNet, Mamba, short convolutions…), each as its exact effective attention
 (`mha_viz.effective`), one thumbnail a head or channel group, in the model's layer order. Computed once a text
-(one more forward pass) up to EFFECTIVE_MAX_TOKENS tokens; each layer's n × n matrices are held only while its
-thumbnails are made."""
+(one more forward pass), admitted by the bytes of its n × n matrices (every layer's held at once while they are
+made, then pooled into thumbnails) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 import mha_viz
-from mha_viz import needs
+from mha_viz import effective, needs
+from mha_viz.budget import capture_budget
 from mha_viz.effective import NotExact, effective_attention
 from mha_viz.figures import effective as effective_figures
 from mha_viz.ui import charts, keys, resources
 from mha_viz.ui.analysis_key import AnalysisKey
 from mha_viz.ui.text import plain
 
-# every layer's matrices are held at once while computed: (groups, n, n) float32 each, 64 MiB for 16 groups at
-# 1,024 tokens; above this the section says how to see them (admission by bytes is issue 55's next step)
-EFFECTIVE_MAX_TOKENS = 1024
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _matrices(model_key, _model) -> int:
+    """How many n × n matrices the model's effective attention holds (`effective.matrices`: a probe of a few
+    tokens, once a model)."""
+    return effective.matrices(_model)
 
 
 @st.cache_resource(show_spinner="Computing the other layers' effective attention…", max_entries=8)
@@ -39,13 +43,16 @@ def other_layers_section(cur) -> None:
     kinds = "; ".join(f"{kind.replace('_', ' ')}: layers {', '.join(map(str, numbers))}"
                       for kind, numbers in other.items())
     n = (cur.full_run or cur.run).n
-    if n > EFFECTIVE_MAX_TOKENS:
-        st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). Their effective attention is "
-                f"drawn up to {EFFECTIVE_MAX_TOKENS:,} tokens: lower the token limit in the sidebar to see it "
-                f"(this text has {n:,}).", icon=":material/info:")
-        return
     text_key = cur.key.with_text(cur.key.text)
     try:
+        count = _matrices(cur.key.model, model)
+        need = effective.need_bytes(count, n)
+        if not capture_budget.fits(need):  # every layer's matrices are held at once while computed
+            fit = effective.tokens_that_fit(count, capture_budget.capture_budget())
+            st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). Their effective attention over "
+                    f"this text's {n:,} tokens would hold {capture_budget.over_budget(need)}: lower the token "
+                    f"limit to {fit:,} tokens in the sidebar to see it.", icon=":material/info:")
+            return
         thumbs = resources.one_at_a_time(lambda: _thumbnails(text_key, model))
     except NotExact as exc:
         st.info(f"{plain(kinds)}: {plain(str(exc))}", icon=":material/info:")

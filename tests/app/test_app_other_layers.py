@@ -2,8 +2,8 @@
 in layers 0 and 2), LFM2 (short convolutions) and MiniMax (lightning attention), loaded as a user's folder, the
 Model view draws every such layer's exact effective attention beside the softmax heads, in the model's layer
 order and labelled with its kind; each thumbnail's largest |A| is the one `mha_viz.effective.effective_attention`
-computes on its own; past the length it draws, the section says how to see them, and a model without such layers
-has no section. The pages that read
+computes on its own; past the capture budget the section says the length that fits, and a model without such
+layers has no section. The pages that read
 the softmax heads only say so on a hybrid."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz.ui import keys, other_layers
+from mha_viz.budget import capture_budget
+from mha_viz.ui import keys
 from mha_viz.ui.sidebar import OTHER
 from tests.app.helpers import chart_title, charts, start_app
 from tests.models.architectures_2026 import build
@@ -64,11 +65,17 @@ def test_the_model_view_draws_every_other_token_mixing_layer(tmp_path, family, k
     assert ": 0, 2)" in said and "drawn in the Model view" in said, said
 
 
-def test_past_its_length_the_section_says_how_to_see_them_and_a_plain_model_has_none(tmp_path, monkeypatch):
+def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model_has_none(tmp_path, monkeypatch):
     folder = build("qwen3_next", tmp_path)
-    monkeypatch.setattr(other_layers, "EFFECTIVE_MAX_TOKENS", 8)  # the random model's context is short
+    model = mha_viz.load_model(folder, device="cpu")
+    eff = mha_viz.effective.effective_attention(model, TEXT)
+    count = sum(la.matrix.shape[0] for la in eff.layers)  # 2 gated DeltaNet layers of 4 heads: 8 matrices
+    n = len(eff.tokens)
+    budget = 4 * count * (n - 3) ** 2  # room for n − 3 tokens, not for the text's n
+    monkeypatch.setattr(capture_budget, "capture_budget", lambda: budget)
     at = _open(folder)
     assert not any(chart_title(c).startswith(TITLE) for c in charts(at))
-    assert any("drawn up to 8 tokens" in i.value for i in at.info)
+    said = next(i.value for i in at.info if "would hold" in i.value)
+    assert f"lower the token limit to {n - 3:,} tokens" in said, said
     plain = start_app()
     assert not any(h.value == "The other token-mixing layers" for h in plain.subheader)
