@@ -130,6 +130,9 @@ def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, bl
     return matrix_image(a, tokens, title=title, zmax=zmax, blocks=blocks, offset=offset)
 
 
+IMAGE_MAX = 2048  # pixels a side of a matrix's image (`matrix_image`)
+
+
 def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128,
                  offset: int = 0, x_title: str = "key (attended to)", y_title: str = "query (attending)",
                  rows: str = "queries", cols: str = "keys", more: str = "open a token window for exact cells",
@@ -139,11 +142,16 @@ def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, b
     blocks × blocks cells whose hover gives the block's token range, max and mean. `offset`:
     the position in the text of the first row and column (a window), for labels and hover;
     `rows`, `cols` name the rows and the columns in the hover, `more` ends it, `scale_title`
-    titles the colour bar."""
+    titles the colour bar. Past IMAGE_MAX cells a side (a words level of 6,000 words) the image is max-pooled
+    to IMAGE_MAX pixels a side, each pixel its cells' largest: a screen shows no more, and the PNG of every
+    cell took most of a click."""
     n = a.shape[0]
     top, mean, edges = detail.pooled(a, blocks)
     centers = (edges[:-1] + edges[1:] - 1) / 2
-    fig = go.Figure(go.Image(source=png_data_uri(a / zmax), x0=offset, dx=1, y0=offset, dy=1, hoverinfo="skip"))
+    shown = detail.max_pool(a, IMAGE_MAX) if n > IMAGE_MAX else a
+    dx = n / shown.shape[0]  # cells a pixel: the image spans the same n positions either way
+    fig = go.Figure(go.Image(source=png_data_uri(shown / zmax), x0=offset - 0.5 + dx / 2, dx=dx,
+                             y0=offset - 0.5 + dx / 2, dy=dx, hoverinfo="skip"))
     fig.add_trace(go.Heatmap(
         z=top, x=centers + offset, y=centers + offset, customdata=mean, zmin=0.0, zmax=zmax,
         colorscale=COLORSCALE, opacity=0, colorbar=colorbar(scale_title),  # pixel i is text position offset + i
@@ -156,7 +164,8 @@ def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, b
     ticks = [offset + i for i in ticks]
     side = 900
     fig.update_layout(
-        title=plot_title(title + f" · {n} × {n} pixels"),
+        title=plot_title(title + (f" · {n} × {n} pixels" if n <= IMAGE_MAX else f" · {n} × {n} cells in "
+                                  f"{shown.shape[0]} × {shown.shape[0]} pixels, each its cells' largest")),
         xaxis=dict(title=dict(text=x_title), tickvals=ticks, ticktext=ticktext, tickangle=-60,
                    range=[offset - 0.5, offset + n - 0.5], showgrid=False, zeroline=False),
         yaxis=dict(title=dict(text=y_title), tickvals=ticks, ticktext=ticktext,

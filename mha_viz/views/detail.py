@@ -6,6 +6,8 @@ keys of a word, mean over its queries). Plain numpy; the figures are in `figures
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -41,10 +43,21 @@ def pooled(matrix: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray, np.nd
     """
     a = np.asarray(matrix)
     edges = block_edges(a.shape[-1], size)
-    starts = edges[:-1]
     widths = np.diff(edges)
-    top = np.maximum.reduceat(np.maximum.reduceat(a, starts, axis=-2), starts, axis=-1)
-    total = np.add.reduceat(np.add.reduceat(a, starts, axis=-2, dtype=np.float64), starts, axis=-1)  # no n² copy
+    if a.ndim != 2:
+        starts = edges[:-1]
+        top = np.maximum.reduceat(np.maximum.reduceat(a, starts, axis=-2), starts, axis=-1)
+        total = np.add.reduceat(np.add.reduceat(a, starts, axis=-2, dtype=np.float64), starts, axis=-1)
+    else:  # one matrix: PyTorch's index reductions, threaded (a words level of 6,000 words: 0.1 s, not 1 s)
+        x = tensor_view(np.ascontiguousarray(a, dtype=np.float32))
+        block = torch.from_numpy(np.repeat(np.arange(len(widths)), widths))  # each row's (and column's) block
+        B = len(widths)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "index_reduce() is in beta"
+            rows_top = torch.full((B, x.shape[1]), float("-inf")).index_reduce_(0, block, x, "amax")
+            top = torch.full((B, B), float("-inf")).index_reduce_(1, block, rows_top, "amax").numpy()
+        rows_sum = torch.zeros((B, x.shape[1])).index_add_(0, block, x).double()  # a block's rows: a few, float32
+        total = torch.zeros((B, B), dtype=torch.float64).index_add_(1, block, rows_sum).numpy()
     mean = total / (widths[:, None] * widths[None, :])
     return top.astype(np.float32), mean.astype(np.float32), edges
 

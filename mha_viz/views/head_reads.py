@@ -6,7 +6,9 @@ equals `views.detail` applied to the dense head (tests/models/test_long_head_vie
 from __future__ import annotations
 
 import numpy as np
+import torch
 
+from mha_viz.capture.arrays import tensor_view
 from mha_viz.views import detail
 
 
@@ -42,17 +44,14 @@ def word_level(run, layer: int, head: int) -> np.ndarray:
     """float32 (W, W): `detail.word_level` of the head (for a query word, the mean over its pieces of the
     summed weight on each key word's pieces), summed a block of query rows at a time."""
     groups = detail.word_groups(run.word_ids)
-    starts = np.array([g[0] for g in groups])
     sizes = np.array([len(g) for g in groups])
-    word_of = np.repeat(np.arange(len(groups)), sizes)  # each token's word
-    total = np.zeros((len(groups), len(groups)), dtype=np.float32)  # a cell sums a query word's few pieces
+    word_of = torch.from_numpy(np.repeat(np.arange(len(groups)), sizes))  # each token's word
+    total = torch.zeros((len(groups), len(groups)), dtype=torch.float32)  # a cell sums a word's few pieces
     for first, block in run.source(layer, [head], 0, run.n):
-        keys_summed = np.add.reduceat(block[0], starts, axis=1)  # (b, W): float32 sums of a word's few pieces
-        words = word_of[first:first + block.shape[1]]
-        cuts = np.flatnonzero(np.diff(words)) + 1
-        cuts = np.concatenate(([0], cuts))
-        total[words[cuts]] += np.add.reduceat(keys_summed, cuts, axis=0)  # a word split by blocks adds twice
-    return total / sizes[:, None].astype(np.float32)
+        rows = tensor_view(np.ascontiguousarray(block[0]))  # (b, n)
+        keys_summed = torch.zeros((rows.shape[0], len(groups))).index_add_(1, word_of, rows)  # (b, W), threaded
+        total.index_add_(0, word_of[first:first + rows.shape[0]], keys_summed)  # a word split by blocks adds twice
+    return (total / torch.from_numpy(sizes[:, None].astype(np.float32))).numpy()
 
 
 def strongest_keys(run, layer: int, head: int, stop: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -106,3 +106,21 @@ def test_csv_downloads_hold_the_matrix_and_its_labels():
     sims = pd.read_csv(io.BytesIO(similarity_page.matrix_csv(sim, labels)), index_col=0)
     assert list(sims.columns) == list(sims.index) == ["L0H0", "L0H1"]
     np.testing.assert_allclose(sims.to_numpy(), sim, rtol=1e-5)
+
+
+def test_a_matrix_past_the_image_limit_is_drawn_max_pooled_over_the_same_positions(monkeypatch):
+    monkeypatch.setattr(head_figures, "IMAGE_MAX", 100)
+    n = 250
+    m = np.full((n, n), 0.01, dtype=np.float32)
+    m[137, 42] = 1.0  # one strong cell: its pixel keeps it
+    fig = head_figures.matrix_image(m, [f"t{i}" for i in range(n)], title="A head", zmax=1.0)
+    image = fig.data[0]
+    pixels = _pixels(image.source)
+    assert pixels.shape[:2] == (100, 100) and "250 × 250 cells in 100 × 100 pixels" in fig.layout.title.text
+    strongest = tuple(head_figures.colorize(np.array([[1.0]]))[0, 0])
+    row, col = int(137 * 100 / n), int(42 * 100 / n)
+    where = np.argwhere((pixels == strongest).all(-1))  # adaptive pooling's neighbouring bins may share the cell
+    assert tuple(pixels[row, col]) == strongest and 1 <= len(where) <= 4 and np.abs(where - (row, col)).max() <= 1
+    assert image.dx == pytest.approx(2.5) and image.x0 - image.dx / 2 == pytest.approx(-0.5)  # spans 0 … n − 1
+    small = head_figures.matrix_image(m[:80, :80], [f"t{i}" for i in range(80)], title="A head", zmax=1.0)
+    assert _pixels(small.data[0].source).shape[:2] == (80, 80) and "80 × 80 pixels" in small.layout.title.text
