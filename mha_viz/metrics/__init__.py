@@ -41,7 +41,7 @@ from mha_viz.metrics.measures import (
     metrics_for,
     needing,
 )
-from mha_viz.metrics.output_norms import importance
+from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
 __all__ = [
@@ -49,6 +49,21 @@ __all__ = [
     "PUNCTUATION", "SIMILARITIES", "SINK_MASS", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity",
     "as_similarity", "classify",
     "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
-    "head_similarity", "head_table", "importance", "layer_diversity", "mds", "metrics_for", "missing_weights",
+    "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "metrics_for", "missing_weights",
     "needing", "rollout", "rollout_through_head", "select_heads",
 ]
+
+# one meaning per name (issue 53): `importance` is the app's gradient importance (`interventions.ablation`); what
+# was `metrics.importance` is each head's output norms, kept under its old name for one release
+RENAMED = {"importance": "head_output_norms"}
+
+
+def __getattr__(name: str):
+    """An old name of this package: its object, with a DeprecationWarning naming the new one."""
+    if name not in RENAMED:
+        raise AttributeError(f"module 'mha_viz.metrics' has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(f"mha_viz.metrics.{name} is now mha_viz.metrics.{RENAMED[name]}; the old name goes in the next "
+                  "release", DeprecationWarning, stacklevel=2)
+    return globals()[RENAMED[name]]

@@ -28,7 +28,7 @@ from mha_viz.metrics.measures import (
     metrics_for,
     needing,
 )
-from mha_viz.metrics.output_norms import importance
+from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.text.readable import bare
 
 
@@ -124,7 +124,7 @@ def head_columns(run: AttentionRun, weights: Weights | None = None, *,
     has = metrics_for(outputs=run.head_outputs is not None, weights=weights is not None)
     from_outputs = [name for name in needing("outputs") if name in has]
     if from_outputs:
-        values = importance(run, weights, device=device)
+        values = head_output_norms(run, weights, device=device)
         data.update((name, values[name].ravel()) for name in from_outputs)
     # the weights' own (`mha_viz.circuits.copying_scores`, added by whoever has the model); NaN without
     if "copying" in has:

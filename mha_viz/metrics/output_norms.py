@@ -1,6 +1,6 @@
 """How much each head writes into the residual stream (`docs/head-metrics.md`, section 3): the norms of its output
-o_h = z_h W_O[h], from a dense run's every head at once (`importance`) or from one layer's outputs as a long run's
-scan makes them (`output_norms`)."""
+o_h = z_h W_O[h], from a dense run's every head at once (`head_output_norms`) or from one layer's outputs as a
+long run's scan makes them (`output_norms`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs
 
 
-def importance(run: AttentionRun, weights: Weights, *,
+def head_output_norms(run: AttentionRun, weights: Weights, *,
                device: str | torch.device | None = None) -> dict[str, np.ndarray]:
     """The output norms of `docs/head-metrics.md`, section 3, as (L, H) arrays: "output_norm" =
     mean_t ‖o_h,t‖₂ and the seed's "mean_output_norm" = ‖mean_t o_h,t‖₂, with o_h = z_h W_O[h]
@@ -22,7 +22,7 @@ def importance(run: AttentionRun, weights: Weights, *,
     by row: a d_v-wide product instead of a d_model-wide one (12× fewer operations on BERT-base),
     still a norm of a product, not a difference of squares."""
     if run.head_outputs is None:
-        raise ValueError("importance needs each head's output, which this run does not have")
+        raise ValueError("the output norms need each head's output, which this run does not have")
     w_o = as_tensor(weights["W_O"])  # only W_O: `run_weights` would also cut W_Q, W_K and W_V
     if len(w_o) != run.num_layers:
         w_o = w_o[torch.as_tensor(run.layer_ids)]  # a run of some layers only
@@ -33,7 +33,7 @@ def importance(run: AttentionRun, weights: Weights, *,
 
 
 def output_norms(z: torch.Tensor, w_o: torch.Tensor) -> dict[str, np.ndarray]:
-    """`importance`'s "output_norm" and "mean_output_norm" (N,) of N heads from their outputs z (N, n, d_v) and
+    """`head_output_norms`'s "output_norm" and "mean_output_norm" (N,) of N heads from their outputs z (N, n, d_v) and
     their W_O (N, d_v, d_model), on z's device: one layer's heads of a long run as its scan makes them, or every
     head of a dense one."""
     w_o = w_o.to(z.device).double()

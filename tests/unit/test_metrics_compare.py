@@ -175,7 +175,7 @@ def test_missing_inputs_raise():
         with pytest.raises(ValueError, match="output"):
             metrics.head_similarity(run, kind)
     with pytest.raises(ValueError):
-        metrics.importance(run, _random_weights(rng, L=1, H=2))
+        metrics.head_output_norms(run, _random_weights(rng, L=1, H=2))
 
 
 # --- 2. QK invariance -------------------------------------------------------------------------
@@ -315,7 +315,7 @@ def test_importance_zero_head_and_zero_mean_head():
     z[0, 1] = np.concatenate([half, -half])  # mean over tokens exactly 0
     z = z.astype(np.float32)
     run = _run_with_outputs(z)
-    imp = metrics.importance(run, weights)
+    imp = metrics.head_output_norms(run, weights)
     o = np.einsum("lhtv,lhvd->lhtd", z.astype(np.float64), weights["W_O"])
     expected_norm = np.linalg.norm(o, axis=-1).mean(-1)
     expected_mean = np.linalg.norm(o.mean(2), axis=-1)

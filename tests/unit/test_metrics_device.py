@@ -31,8 +31,8 @@ def test_cpu_device_equals_default(causal, n):
         np.testing.assert_array_equal(metrics.head_similarity(run, kind, weights=w, device="cpu"),
                                       metrics.head_similarity(run, kind, weights=w), err_msg=kind)
     np.testing.assert_array_equal(metrics.rollout(run, device="cpu"), metrics.rollout(run))
-    for name, value in metrics.importance(run, w, device="cpu").items():
-        np.testing.assert_array_equal(value, metrics.importance(run, w)[name], err_msg=name)
+    for name, value in metrics.head_output_norms(run, w, device="cpu").items():
+        np.testing.assert_array_equal(value, metrics.head_output_norms(run, w)[name], err_msg=name)
 
 
 def _rollout_ref(a: np.ndarray) -> np.ndarray:
@@ -56,7 +56,7 @@ def test_importance_matches_materialised_writes():
     w["W_O"][1, 2] = 0.0
     z = run.head_outputs.astype(np.float64)
     o = np.einsum("lhtv,lhvd->lhtd", z, w["W_O"].double().numpy())
-    imp = metrics.importance(run, w)
+    imp = metrics.head_output_norms(run, w)
     np.testing.assert_allclose(imp["output_norm"], np.linalg.norm(o, axis=-1).mean(-1), rtol=1e-5)
     np.testing.assert_allclose(imp["mean_output_norm"], np.linalg.norm(o.mean(2), axis=-1), rtol=1e-5, atol=1e-6)
     assert imp["output_norm"][1, 2] == 0.0 and imp["mean_output_norm"][1, 2] == 0.0
