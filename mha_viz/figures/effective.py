@@ -93,14 +93,14 @@ def grid(th: EffectiveThumbnails) -> go.Figure:
                       "%{customdata[2]:.3g} (the thumbnail spans ± it)<extra></extra>",
         showlegend=False,
     ))
-    box = margin(l=150, t=70)
+    box = margin(l=150, t=60)
     fig.update_layout(
-        title=plot_title("Effective attention of the other token-mixing layers (signed: blue < 0 < red)"),
-        xaxis=dict(tickvals=centers[:cols].tolist(), ticktext=[f"G{c}" for c in range(cols)], side="top",
+        title=plot_title("Effective attention, signed (blue < 0 < red)"),
+        xaxis=dict(tickvals=centers[:cols].tolist(), ticktext=[f"G{c}" for c in range(cols)], side="bottom",
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
         yaxis=dict(tickvals=centers[:rows].tolist(), ticktext=[f"L{la} · {lab.split(':')[0]}"
                                                             for la, lab in zip(th.layers, th.labels)],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
-        width=max(box["l"] + box["r"] + cols * 52, 560), height=box["t"] + box["b"] + rows * 52,
+        width=max(box["l"] + box["r"] + cols * 52, 600), height=box["t"] + box["b"] + rows * 52,
         margin=box, plot_bgcolor="white", dragmode=False)
     return fig

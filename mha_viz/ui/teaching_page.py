@@ -122,10 +122,11 @@ def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
 
 def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     n, d_k = w.n, w.Q.shape[1]
-    _draw_step(3, "Scores", r"S = Q K^\top", f"{n} × {n}", figs["scores"],
+    square = f"{n} × {n}" + (" and the column of the other keys" if w.outside else "")
+    _draw_step(3, "Scores", r"S = Q K^\top", square, figs["scores"],
           "Entry (i, j): how well query i matches key j (a dot product).")
     _draw_step(4, "Scaling", r"S' = \frac{Q K^\top}{\sqrt{d_k}}" + rf"\quad (\sqrt{{{d_k}}} = {1 / w.scale:.3g})",
-          f"{n} × {n}", figs["scaled"],
+          square, figs["scaled"],
           "Without it, dot products of d_k-dimensional vectors grow like √d_k and softmax saturates."
           + (f" This model then soft-caps the scores: S' ← {w.softcap:g} · tanh(S' / {w.softcap:g}), so none "
              f"passes ±{w.softcap:g}." if w.softcap is not None else "")
@@ -133,17 +134,17 @@ def _scores(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     if w.is_causal:
         window = (f" This layer also has a sliding window of {w.window} tokens: keys {w.window} or more "
                   "positions back are hidden too.") if w.window is not None else ""
-        _draw_step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", f"{n} × {n}", figs["masked"],
+        _draw_step(5, "Causal mask", r"S'_{ij} = -\infty \text{ for } j > i", square, figs["masked"],
               "A decoder's token may not look at later tokens: their scores become −∞, so softmax gives them 0."
               + window)
     elif w.window is not None:  # an encoder's local layer (ModernBERT)
-        _draw_step(5, "Local window", rf"S'_{{ij}} = -\infty \text{{ for }} |i - j| > {w.window}", f"{n} × {n}",
+        _draw_step(5, "Local window", rf"S'_{{ij}} = -\infty \text{{ for }} |i - j| > {w.window}", square,
               figs["masked"], f"This layer of the encoder is local: each token sees the {w.window} tokens on either "
               "side of it (and itself); the other scores become −∞, so softmax gives them 0.")
     else:
-        _draw_step(5, "Mask", r"\text{(none: an encoder lets every token see every token)}", f"{n} × {n}",
+        _draw_step(5, "Mask", r"\text{(none: an encoder lets every token see every token)}", square,
               note="Padding keys would be masked here; a single sentence has none.")
-    _draw_step(6, "Softmax, row by row", r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{k} e^{S'_{ik}}}", f"{n} × {n}",
+    _draw_step(6, "Softmax, row by row", r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{k} e^{S'_{ik}}}", square,
           figs["probs"], "Each row is a probability distribution over the keys: it sums to 1.")
     _query_row(w)
 

@@ -20,7 +20,7 @@ from tests.models.architectures_2026 import build
 
 pytestmark = pytest.mark.model
 TEXT = "The cat sat on the mat. The dog sat on the log."
-TITLE = "Effective attention of the other token-mixing layers"
+TITLE = "Effective attention, signed"
 
 
 def _open(folder: str, text: str = TEXT):
