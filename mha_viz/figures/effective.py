@@ -53,7 +53,7 @@ def thumbnails(effective) -> EffectiveThumbnails:
     layers = effective.layers
     return EffectiveThumbnails(layers=[la.layer for la in layers], labels=[la.label for la in layers],
                                groups=[la.grouping for la in layers], pooled=pooled, largest=largest,
-                               shares=effective.mixing_shares() if hasattr(effective, "mixing_shares") else {})
+                               shares=effective.mixing_shares())
 
 
 @lru_cache(maxsize=1)

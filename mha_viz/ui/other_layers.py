@@ -65,8 +65,9 @@ def other_layers_section(cur) -> None:
     charts.show(charts.cached("effective_grid", text_key, lambda: effective_figures.grid(thumbs)),
                 key=keys.EFFECTIVE_GRID, width="content")
     if thumbs.shares:
-        kinds = dict(zip(thumbs.layers, (label.split(":")[0] for label in thumbs.labels)))
-        st.dataframe({"layer": list(thumbs.shares), "kind": [kinds.get(n, "softmax attention") for n in thumbs.shares],
+        kind_of = dict(zip(thumbs.layers, (label.split(":")[0] for label in thumbs.labels)))
+        st.dataframe({"layer": list(thumbs.shares),
+                      "kind": [kind_of.get(n, "softmax attention") for n in thumbs.shares],
                       "share of the token mixing": [f"{100 * s:.1f} %" for s in thumbs.shares.values()]},
                      hide_index=True, key=keys.EFFECTIVE_SHARES)
         st.caption("How much of the model's token mixing each layer does on this text: its mean output norm "

@@ -118,10 +118,10 @@ def window(total: int, start: int, size: int = TEACH_TOKENS) -> tuple[int, int]:
     return start, min(total, start + size)
 
 
-def _layer(model: LoadedModel, rec: Recording, layer: int):
-    """(row, our MHA, q, k, v, x) of a layer (the model's number) from a recording."""
+def _layer(model: LoadedModel, rec: Recording, layer: int, names=("q", "k", "v", "x")):
+    """(row, our MHA, and the parts `names` of a layer (the model's number) from a recording: only those are read."""
     row = model.layer_ids.index(layer)  # `layer` is the model's number (a hybrid's softmax layers differ)
-    parts = [rec.spill.part(row, name, model.device) for name in ("q", "k", "v", "x")]
+    parts = [rec.spill.part(row, name, model.device) for name in names]
     return (row, model.layer_adapter(row).mha, *parts)
 
 
@@ -146,7 +146,7 @@ def layer_probabilities(model: LoadedModel, recording: Recording, layer: int, st
     `window(total, start, size)` of the recording's tokens: its queries against its keys (exact; a row's keys
     outside the window take the rest of its mass)."""
     start, stop = window(len(recording.tokens), start, size)
-    _row, mha, q_all, k_all, _v, _x = _layer(model, recording, layer)
+    _row, mha, q_all, k_all = _layer(model, recording, layer, ("q", "k"))  # no values, no input
     group = model.num_heads // model.num_kv_heads
     with model.lock, torch.inference_mode():
         rows = [_head_steps(model, mha, q_all[0, h, start:stop], k_all[0, h // group], h, start)[3][:, start:stop]

@@ -29,7 +29,7 @@ def test_thumbnails_pad_rows_with_fewer_groups_and_read_the_largest_magnitude_wh
     layers = [SimpleNamespace(layer=0, label="gated DeltaNet: exact", grouping="head", matrix=first, aggregated=None),
               SimpleNamespace(layer=2, label="Mamba: per channel", grouping="channel group (mean)",
                               matrix=np.zeros((8, 60, 60)), aggregated=second)]
-    th = effective.thumbnails(SimpleNamespace(layers=layers))
+    th = effective.thumbnails(SimpleNamespace(layers=layers, mixing_shares=dict))
     assert th.pooled.shape == (2, 4, 48, 48) and th.layers == [0, 2]
     np.testing.assert_allclose(th.largest[0], np.abs(first).max(axis=(1, 2)))
     np.testing.assert_allclose(th.largest[1, :2], np.abs(second).max(axis=(1, 2)))  # the aggregated matrix

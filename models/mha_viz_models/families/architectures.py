@@ -37,6 +37,16 @@ def layer_kinds(config) -> list[str] | None:
     return None
 
 
+def softmax_attentions(attentions, numbers, total: int):
+    """A hybrid's softmax layers' entries of a model's `output_attentions`: those at `numbers` when the model returns
+    one for each of its `total` layers (MiniMax's lightning layers return weights of their own, their blocks' state),
+    else the entries as they are (other hybrids return the softmax layers' only)."""
+    attentions = list(attentions or ())
+    if numbers and len(attentions) == total != len(numbers):
+        return [attentions[n] for n in numbers]
+    return attentions
+
+
 def hybrid_layers(config) -> tuple[list[int], dict[str, list[int]]] | None:
     """For a hybrid (some layers softmax attention, others not): (the softmax layers' numbers, the
     other layers' numbers by kind); None for a model whose layers are all softmax attention, or

@@ -13,7 +13,7 @@ from mha_viz_models.device.placement import has_offloaded, resident_copy
 from mha_viz_models.device.precision import dtype_name
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.families.adapters import Adapter
-from mha_viz_models.families.architectures import SUPPORTED
+from mha_viz_models.families.architectures import SUPPORTED, softmax_attentions
 from mha_viz_models.families.builtin import make_adapter, output_projection, value_path
 from mha_viz_models.loading import switch
 from mha_viz_models.loading.facts import describe
@@ -189,11 +189,8 @@ class LoadedModel:
             finally:
                 for h in hooks:
                     h.remove()
-        attentions = tuple(probs) if self.local_attention else tuple(out.attentions or ())
-        if self.layer_numbers and len(attentions) == self.total_layers != self.num_layers:
-            # a hybrid whose other layers return weights of their own (MiniMax's lightning attention: its
-            # blocks' state, not probabilities): the softmax layers' at their numbers
-            attentions = tuple(attentions[number] for number in self.layer_numbers)
+        attentions = tuple(probs) if self.local_attention else tuple(
+            softmax_attentions(out.attentions, self.layer_numbers, self.total_layers))
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(
                 f"'{self.name}' ({self.model_type}) did not return the attention probabilities of its "

@@ -34,7 +34,7 @@ from mha_viz_models.device.placement import devices_used, input_device, is_sprea
 from mha_viz_models.device.precision import HALF, NOT_FINITE, checkpoint_dtype, dtype_name, resolve_dtype
 from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import Adapter
-from mha_viz_models.families.architectures import SUPPORTED, hybrid_layers, refusal
+from mha_viz_models.families.architectures import SUPPORTED, hybrid_layers, refusal, softmax_attentions
 from mha_viz_models.families.builtin import find_attention, install_local_attention, stand_in_refusal
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.loaded import LoadedModel
@@ -185,8 +185,8 @@ def load(
     num_heads = config.num_attention_heads
     d_model = config.hidden_size
     hybrid = None if seq2seq else hybrid_layers(config)  # (softmax layers' numbers, the others' by kind)
-    if hybrid and isinstance(reference, list) and len(reference) == config.num_hidden_layers != len(hybrid[0]):
-        reference = [reference[n] for n in hybrid[0]]  # MiniMax's lightning layers return weights of their own
+    if hybrid and isinstance(reference, list):  # eager probabilities: the softmax layers' (MiniMax returns more)
+        reference = softmax_attentions(reference, hybrid[0], config.num_hidden_layers)
     max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096)
     model.requires_grad_(False)  # gradients are taken for activations only (attribution patching, importance)
