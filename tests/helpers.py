@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mha_viz import catalogue
+
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
 PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
@@ -229,21 +231,8 @@ def next_token_probs(model, prompt_ids):
     return after
 
 
-# each page's title, as drawn: how tests/app's open_page knows the page really opened (and
-# tests/unit/test_pages.py, that every registered page has one)
-HEADINGS = {
-    "model_view": "Model view", "head_view": "Head view", "head_metrics": "Head metrics",
-    "similarity": "Head similarity", "composition": "Head composition", "compare_heads": "Compare heads",
-    "across_layers": "Across layers",
-    "teaching": "Teaching: attention step by step", "ablation": "Switch heads off", "model_facts": "Model facts",
-    "focus": "Token focus", "generate": "Generate",
-    "qk": "Queries and keys",
-    "lines": "Line view",
-    "compare": "Compare texts or models",
-    "corpus": "Corpus",
-    "examples": "Head examples",
-    "prediction": "Heads behind a prediction",
-}
+# each page's title, as drawn (its feature's record): how tests/app's open_page knows the page really opened
+HEADINGS = {f.id: f.page_title for f in catalogue.features()}
 
 
 def segment_tokens(rng, n: int) -> list[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from mha_viz.export import notebook_pages
-from mha_viz.export.notebook_view import NotebookView, literal, markdown_text
+from mha_viz import catalogue
+from mha_viz.export.notebook_view import Cell, NotebookView, literal, main_figure, markdown_text
 from mha_viz.package_version import version
 
 KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -86,17 +86,27 @@ def _cell(i: int, kind: str, source: str) -> dict:
     return cell
 
 
-def cells(view: NotebookView) -> list[tuple[str, str]]:
+def page_cells(view: NotebookView) -> list[Cell]:
+    """What `view`'s page computed and drew, as the recipe of its feature (`catalogue.Feature.notebook`) writes
+    it; a page with no recipe, or none known, gets the model view's grid."""
+    try:
+        recipe = catalogue.feature(view.page).notebook
+    except KeyError:
+        recipe = None
+    return (recipe or main_figure(view.title or view.page, "figures.model_grid(run)"))(view)
+
+
+def cells(view: NotebookView) -> list[Cell]:
     """(kind, source) of every cell of the view's notebook, in order."""
     return [("markdown", _heading(view)), ("code", _setup()), ("markdown", "## The model and the run"),
-            ("code", _load(view)), ("code", _run(view)), *notebook_pages.cells_for(view)]
+            ("code", _load(view)), ("code", _run(view)), *page_cells(view)]
 
 
 def view_notebook(view: NotebookView) -> bytes:
     """The notebook (nbformat 4 JSON, UTF-8) that reproduces `view`: its first cell says which mha-viz made
     it and what the view is; then the model and the run; then what the page computed and drew
-    (`notebook_pages.EXACT`: every figure of those pages, the same arrays; the other pages: their main
-    figure from the same run)."""
+    (a feature whose record says `exact`: every figure of its page, the same arrays; the other pages:
+    their main figure from the same run)."""
     nb = {"cells": [_cell(i, kind, source) for i, (kind, source) in enumerate(cells(view))],
           "metadata": {"kernelspec": KERNEL, "language_info": {"name": "python"}},
           "nbformat": 4, "nbformat_minor": 5}

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+Cell = tuple[str, str]  # a notebook cell: ("markdown" | "code", source)
 PLAIN = (str, int, float, bool, type(None))
 
 
@@ -72,3 +73,20 @@ def markdown_text(text: str) -> str:
     text = " ".join(str(text).split())
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def md(text: str) -> Cell:
+    return ("markdown", text)
+
+
+def code(text: str) -> Cell:
+    return ("code", text.strip("\n"))
+
+
+def main_figure(title: str, source: str) -> Callable[[NotebookView], list[Cell]]:
+    """A page's notebook recipe that draws its main figure from the same run (`source`), without the
+    page's own options beyond the head."""
+    def cells(v: NotebookView) -> list[Cell]:
+        return [md(f"## {title}\n\nThe page's main figure from the same run; the page's own options beyond the "
+                   "head are not carried over."), code(source)]
+    return cells

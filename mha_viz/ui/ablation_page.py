@@ -18,7 +18,7 @@ from mha_viz.ui.view_helpers import start
 
 
 def ablation_page() -> None:
-    cur = start("Switch heads off", forward=True, hybrid_note=False)  # says it its own way, below
+    cur = start("ablation", forward=True, hybrid_note=False)  # says it its own way, below
     if cur is None:
         return
     model = cur.model

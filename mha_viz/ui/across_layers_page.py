@@ -16,7 +16,7 @@ from mha_viz.ui.text import plain
 
 
 def across_layers_page() -> None:
-    cur = view_helpers.start("Across layers")
+    cur = view_helpers.start("across_layers")
     if cur is None:
         return
     run = cur.run

@@ -15,7 +15,7 @@ RESCALE_ABOVE = 64  # tokens: longer texts spread attention thin, and heads open
 
 
 def compare_heads_page() -> None:
-    cur = view_helpers.start("Compare heads")
+    cur = view_helpers.start("compare_heads")
     if cur is None:
         return
     run, model = cur.run, cur.model

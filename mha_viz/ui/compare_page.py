@@ -91,7 +91,7 @@ def _run_b(cur):
 
 
 def compare_page() -> None:
-    cur = view_helpers.start("Compare texts or models", forward=True)
+    cur = view_helpers.start("compare", forward=True)
     if cur is None:
         return
     if cur.stale or cur.model is None:

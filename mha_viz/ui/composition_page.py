@@ -79,7 +79,7 @@ def _attempt(compute, what: str, say):
 
 
 def composition_page() -> None:
-    cur = view_helpers.start("Head composition")
+    cur = view_helpers.start("composition")
     if cur is None:
         return
     model = cur.model

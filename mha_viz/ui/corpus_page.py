@@ -116,7 +116,7 @@ def _documents(conf) -> tuple[Documents, str] | None:
 
 
 def corpus_page() -> None:
-    cur = view_helpers.start_on_model("Corpus",
+    cur = view_helpers.start_on_model("corpus",
                                       "The Corpus page uses the sidebar's model: fix the message above first.")
     if cur is None:
         return

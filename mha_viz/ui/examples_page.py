@@ -56,7 +56,7 @@ def _on_finder(layer_ids: list[int], num_heads: int) -> None:
 
 
 def examples_page() -> None:
-    cur = view_helpers.start_on_model("Head examples",
+    cur = view_helpers.start_on_model("examples",
                                       "This page uses the sidebar's model: fix the message above first.")
     if cur is None:
         return

@@ -36,7 +36,7 @@ def _pick_position(labels: list[str], where) -> int:
 
 def focus_page() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
-    cur = view_helpers.start("Token focus", cross=True)
+    cur = view_helpers.start("focus", cross=True)
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):

@@ -19,7 +19,7 @@ import streamlit as st
 
 import mha_viz
 import mha_viz_models
-from mha_viz import needs
+from mha_viz import catalogue, needs
 from mha_viz.capture import generation
 from mha_viz.figures import generation as gfig
 from mha_viz.text.tokenize import count_text
@@ -52,7 +52,7 @@ class GenKey(NamedTuple):
 
 def generate_page() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
-    st.title("Generate")
+    st.title(catalogue.feature("generate").page_title)
     cur = state.current()
     model = cur.text_model
     _stopped_notice()

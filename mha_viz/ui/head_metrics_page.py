@@ -25,7 +25,7 @@ PATTERN_RULES = (
 
 
 def head_metrics_page() -> None:
-    cur = view_helpers.start("Head metrics", cross=True)
+    cur = view_helpers.start("head_metrics", cross=True)
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):

@@ -27,7 +27,7 @@ from mha_viz.views import detail, head_reads
 
 
 def head_view_page() -> None:
-    cur = view_helpers.start("Head view", cross=True)
+    cur = view_helpers.start("head_view", cross=True)
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):

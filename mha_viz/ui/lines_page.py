@@ -18,7 +18,7 @@ SIDE_LABELS = {line_figures.QUERY: "query (its lines out)", line_figures.KEY: "k
 
 def lines_page() -> None:
     """The page (its controls keep their values across page switches: persist_state)."""
-    cur = view_helpers.start("Line view", cross=True)
+    cur = view_helpers.start("lines", cross=True)
     if cur is not None:
         _page(cur)
 

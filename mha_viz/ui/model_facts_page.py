@@ -10,7 +10,7 @@ from mha_viz.ui.text import plain
 
 
 def model_facts_page() -> None:
-    cur = view_helpers.start("Model facts")
+    cur = view_helpers.start("model_facts")
     if cur is None or cur.model is None:
         return
     facts = cur.model.facts()

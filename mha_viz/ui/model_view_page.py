@@ -40,7 +40,7 @@ FIRST_STEP = (":material/arrow_back: **Start here:** type or paste a sentence in
 
 
 def model_view_page() -> None:
-    cur = view_helpers.start("Model view", cross=True, lead=FIRST_STEP, hybrid_note=False)  # draws them
+    cur = view_helpers.start("model_view", cross=True, lead=FIRST_STEP, hybrid_note=False)  # draws them
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):

@@ -1,42 +1,22 @@
-"""The app's pages, registered once: id, title, icon, section and the view that draws it.
+"""The app's pages, made from the features' records (`mha_viz.catalogue`: id, title, icon, section), each drawn
+by `<id>_page()` in `mha_viz/ui/<id>_page.py`.
 
-`navigation()` turns the registry into `st.navigation`'s sections; a view asks for another page
+`navigation()` turns them into `st.navigation`'s sections; a view asks for another page
 with `keys.GOTO` (e.g. `shared_head.open_head`), and `follow_goto()` switches at the start of the
-next run, so views never need to know where a page lives. A retired page's id (`page_ids.RETIRED`: an
+next run, so views never need to know where a page lives. A retired page's id (`catalogue.retired()`: an
 old link's path, a lesson's step) opens the page its parts moved to.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Callable
 
 import streamlit as st
 
-from mha_viz.ui import (
-    ablation_page,
-    across_layers_page,
-    compare_heads_page,
-    compare_page,
-    composition_page,
-    corpus_page,
-    examples_page,
-    focus_page,
-    generate_page,
-    head_metrics_page,
-    head_view_page,
-    keys,
-    lines_page,
-    model_facts_page,
-    model_view_page,
-    prediction_page,
-    qk_page,
-    resources,
-    session,
-    similarity_page,
-    teaching_page,
-)
-from mha_viz.ui.page_ids import RETIRED, with_retired
+from mha_viz import catalogue
+from mha_viz.ui import keys, resources, session
 
 
 @dataclass(frozen=True)
@@ -48,31 +28,22 @@ class PageSpec:
     view: Callable[[], None]  # its controls keep their values across visits (persist_state=keys.KEEP)
 
 
-SECTIONS = ("Look", "Measure", "Teach & test", "About")
-PAGES = (
-    PageSpec("model_view", "Model view", ":material/grid_view:", "Look", model_view_page.model_view_page),
-    PageSpec("head_view", "Head view", ":material/zoom_in:", "Look", head_view_page.head_view_page),
-    PageSpec("focus", "Token focus", ":material/center_focus_strong:", "Look", focus_page.focus_page),
-    PageSpec("lines", "Line view", ":material/share:", "Look", lines_page.lines_page),
-    PageSpec("compare_heads", "Compare heads", ":material/compare:", "Look", compare_heads_page.compare_heads_page),
-    PageSpec("across_layers", "Across layers", ":material/stacked_line_chart:", "Look",
-             across_layers_page.across_layers_page),
-    PageSpec("generate", "Generate", ":material/edit_note:", "Look", generate_page.generate_page),
-    PageSpec("head_metrics", "Head metrics", ":material/leaderboard:", "Measure", head_metrics_page.head_metrics_page),
-    PageSpec("similarity", "Head similarity", ":material/hub:", "Measure", similarity_page.similarity_page),
-    PageSpec("composition", "Head composition", ":material/account_tree:", "Measure",
-             composition_page.composition_page),
-    PageSpec("corpus", "Corpus", ":material/library_books:", "Measure", corpus_page.corpus_page),
-    PageSpec("examples", "Head examples", ":material/format_quote:", "Measure", examples_page.examples_page),
-    PageSpec("compare", "Compare texts or models", ":material/difference:", "Measure", compare_page.compare_page),
-    PageSpec("prediction", "Heads behind a prediction", ":material/target:", "Measure",
-             prediction_page.prediction_page),
-    PageSpec("teaching", "Teaching: step by step", ":material/school:", "Teach & test", teaching_page.teaching_page),
-    PageSpec("ablation", "Switch heads off", ":material/toggle_off:", "Teach & test", ablation_page.ablation_page),
-    PageSpec("qk", "Queries and keys", ":material/scatter_plot:", "Teach & test", qk_page.qk_page),
-    PageSpec("model_facts", "Model facts", ":material/info:", "About", model_facts_page.model_facts_page),
-)
+SECTIONS = catalogue.SECTIONS
+
+
+def _view(feature: catalogue.Feature) -> Callable[[], None]:
+    """The function that draws `feature`'s page: `<id>_page()` in `mha_viz/ui/<id>_page.py`."""
+    return getattr(importlib.import_module(f"mha_viz.ui.{feature.id}_page"), f"{feature.id}_page")
+
+
+def specs() -> tuple[PageSpec, ...]:
+    """A page for every feature's record (`catalogue.features()`), in the navigation's order."""
+    return tuple(PageSpec(f.id, f.title, f.icon, f.section, _view(f)) for f in catalogue.features())
+
+
+PAGES = specs()
 BY_ID = {p.id: p for p in PAGES}
+RETIRED = catalogue.retired()
 DEFAULT = "model_view"
 
 
@@ -84,7 +55,7 @@ def offered() -> tuple[PageSpec, ...]:
 
 def lesson_ids() -> list[str]:
     """What a lesson's steps may name here: the pages offered, and the retired ones that open on one of them."""
-    return with_retired(p.id for p in offered())
+    return catalogue.with_retired(p.id for p in offered())
 
 
 def _default(shown: tuple[PageSpec, ...]) -> str:

@@ -69,7 +69,7 @@ def _refusal(model) -> str | None:
 
 
 def prediction_page() -> None:
-    cur = start_on_model("Heads behind a prediction", "This page uses the sidebar's model and text: fix the message "
+    cur = start_on_model("prediction", "This page uses the sidebar's model and text: fix the message "
                                                       "above first.")
     if cur is None:
         return

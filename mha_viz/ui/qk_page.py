@@ -12,7 +12,6 @@ from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start
 from mha_viz.views import qk
 
-TITLE = "Queries and keys"
 METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE"}
 
 
@@ -38,7 +37,7 @@ def _qk_map(key, layer: int, head: int, method: str, translate: bool, _w) -> qk.
 
 
 def qk_page() -> None:
-    cur = start(TITLE, forward=True)
+    cur = start("qk", forward=True)
     if cur is None:
         return
     run, model = cur.run, cur.model

@@ -13,11 +13,12 @@ import streamlit as st
 import torch
 
 import mha_viz
+from mha_viz import catalogue
 from mha_viz import settings as deploy
 from mha_viz.budget import admission, memory
 from mha_viz.budget.model_cache import ModelCache
 from mha_viz.export import lesson as lessons
-from mha_viz.ui import keys, page_controls, page_ids, session
+from mha_viz.ui import keys, page_controls, session
 from mha_viz.ui.text import plain
 
 log = logging.getLogger("mha_viz.ui")
@@ -54,7 +55,7 @@ def _server_lesson(spec: str, models: tuple[str, ...], public: bool) -> tuple[le
     try:
         bundled = lessons.bundled()
         data = bundled[spec] if spec in bundled else Path(spec).read_bytes()
-        return lessons.read_lesson(data, pages=page_ids.with_retired(page_ids.IDS), allowed_models=models,
+        return lessons.read_lesson(data, pages=catalogue.with_retired(catalogue.ids()), allowed_models=models,
                                    public=public, controls=page_controls.CONTROLS,
                                    allow_pickle=deploy.from_env().allow_pickle), None
     except OSError as exc:

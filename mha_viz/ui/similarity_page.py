@@ -42,7 +42,7 @@ BASELINE_AUTO_S = 2.0  # the baseline is on by default when it takes less than t
 
 
 def similarity_page() -> None:
-    cur = view_helpers.start("Head similarity")
+    cur = view_helpers.start("similarity")
     if cur is None:
         return
     run, model = cur.run, cur.model

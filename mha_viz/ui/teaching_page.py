@@ -37,7 +37,7 @@ def _pick_known_head(cur) -> None:
 
 
 def teaching_page() -> None:
-    cur = start("Teaching: attention step by step", forward=True)
+    cur = start("teaching", forward=True)
     if cur is None:
         return
     run, model = cur.run, cur.model

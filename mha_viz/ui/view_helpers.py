@@ -8,7 +8,7 @@ import logging
 
 import streamlit as st
 
-from mha_viz import metrics
+from mha_viz import catalogue, metrics
 from mha_viz.figures import heads as head_figures
 from mha_viz.ui import analysis, charts, keys, notes, seq2seq_views, session, shared_head, state
 
@@ -60,14 +60,14 @@ def grid_index(points, run):
     return None if picked is None else picked[0] * run.num_heads + picked[1]
 
 
-def start(title: str, *, cross: bool = False, forward: bool = False, lead: str = "", hybrid_note: bool = True):
-    """Title, messages and a valid layer/head selection; returns the current state, or None
-    when there is nothing to draw. For an encoder–decoder (`seq2seq_views.gate`): `cross`, the
-    page draws cross-attention too; `forward`, the page runs the model itself. `lead`: one line
-    under the title, drawn whatever the state (the landing page's first step). `hybrid_note`: on a
-    hybrid, say that the page reads its softmax layers only (`notes.hybrid_status`; not where the
-    page draws the other layers, or says it its own way)."""
-    st.title(title)
+def start(page: str, *, cross: bool = False, forward: bool = False, lead: str = "", hybrid_note: bool = True):
+    """The page's title (its feature's record, `catalogue`: `page` is its id), messages and a valid layer/head
+    selection; returns the current state, or None when there is nothing to draw. For an encoder–decoder
+    (`seq2seq_views.gate`): `cross`, the page draws cross-attention too; `forward`, the page runs the model
+    itself. `lead`: one line under the title, drawn whatever the state (the landing page's first step).
+    `hybrid_note`: on a hybrid, say that the page reads its softmax layers only (`notes.hybrid_status`; not
+    where the page draws the other layers, or says it its own way)."""
+    st.title(catalogue.feature(page).page_title)
     if lead:
         st.markdown(lead)
     cur = state.current()
@@ -83,10 +83,10 @@ def start(title: str, *, cross: bool = False, forward: bool = False, lead: str =
     return cur
 
 
-def start_on_model(title: str, message: str):
+def start_on_model(page: str, message: str):
     """`start` for a page that runs the sidebar's model itself: None, after `message`, while the
     model has not loaded or the sidebar's inputs are stale."""
-    cur = start(title, forward=True)
+    cur = start(page, forward=True)
     if cur is None:
         return None
     if cur.model is None or cur.stale:

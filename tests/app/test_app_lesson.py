@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
-from mha_viz.ui import keys, page_controls, page_ids
+from mha_viz.ui import keys, page_controls
 from tests.app.helpers import app_test, lesson_panel, open_page, start_app
 from tests.helpers import HEADINGS, shown
 
@@ -17,7 +18,7 @@ BUNDLED = "attention-head-by-head"
 
 
 def _bundled() -> lessons.Lesson:
-    return lessons.read_lesson(lessons.bundled()[BUNDLED], pages=page_ids.IDS)
+    return lessons.read_lesson(lessons.bundled()[BUNDLED], pages=catalogue.ids())
 
 
 def _open(lesson: str, step: int | None = None):
@@ -113,7 +114,8 @@ def test_a_lesson_built_in_the_panel_is_followed_and_reads_back_from_its_file():
     draft = at.session_state[keys.LESSON_DRAFT]
     assert [(s.page, s.note) for s in draft.steps] == [("head_view", "An induction head."),
                                                         ("model_view", "The model view.")]
-    assert lessons.read_lesson(lessons.lesson_json(draft), pages=page_ids.IDS, controls=page_controls.CONTROLS) == draft
+    assert lessons.read_lesson(lessons.lesson_json(draft), pages=catalogue.ids(),
+                               controls=page_controls.CONTROLS) == draft
     at.button(key=f"{keys.LESSON_ROW}delete_1").click().run()
     assert len(at.session_state[keys.LESSON_DRAFT].steps) == 1
     # follow it: step 1 opens, on toy-induction's head view

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from streamlit.runtime import media_file_manager
 
-from mha_viz.export import notebook_pages
+from mha_viz import catalogue
 from mha_viz.interventions import prediction
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, start_app
@@ -59,7 +59,7 @@ PAGES = ("model_view", "head_view", "head_metrics", "teaching", "ablation", "pre
 
 
 def test_every_page_said_to_be_exact_is_checked_here():
-    assert set(PAGES) == set(notebook_pages.EXACT)
+    assert set(PAGES) == {f.id for f in catalogue.features() if f.exact}
 
 
 @pytest.mark.parametrize("model", list(TEXTS))

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
 from mha_viz.export import link_params
-from mha_viz.ui import page_ids
 
-PAGES = page_ids.IDS
+PAGES = catalogue.ids()
 BUNDLED_MODELS = ("minilm", "smollm2", "toy-induction")
 
 
@@ -161,18 +161,18 @@ def test_the_bundled_lesson_is_a_lesson_of_8_to_12_steps_on_the_bundled_models()
 
 def test_the_page_ids_a_lesson_is_checked_against_are_the_pages_the_app_registers():
     from mha_viz.ui import pages
-    assert tuple(p.id for p in pages.PAGES) == page_ids.IDS
+    assert tuple(p.id for p in pages.PAGES) == catalogue.ids()
 
 
 def test_a_step_on_a_retired_page_reads_where_its_successor_is_offered_and_is_refused_where_not():
     raw = _raw(page="whole_text")
-    assert "whole_text" in page_ids.with_retired(page_ids.IDS)
-    lesson = lessons.read_lesson(json.dumps(raw), pages=page_ids.with_retired(page_ids.IDS))
-    assert lesson.steps[0].page == "whole_text"  # opened on page_ids.RETIRED's successor, the Head view
-    offered = [i for i in page_ids.IDS if i != page_ids.RETIRED["whole_text"]]
-    assert "whole_text" not in page_ids.with_retired(offered)
+    assert "whole_text" in catalogue.with_retired(catalogue.ids())
+    lesson = lessons.read_lesson(json.dumps(raw), pages=catalogue.with_retired(catalogue.ids()))
+    assert lesson.steps[0].page == "whole_text"  # opened on catalogue.retired()'s successor, the Head view
+    offered = [i for i in catalogue.ids() if i != catalogue.retired()["whole_text"]]
+    assert "whole_text" not in catalogue.with_retired(offered)
     with pytest.raises(lessons.LessonError):
-        lessons.read_lesson(json.dumps(raw), pages=page_ids.with_retired(offered))
+        lessons.read_lesson(json.dumps(raw), pages=catalogue.with_retired(offered))
 
 
 def _model_step(model: str, **view) -> dict:

@@ -12,7 +12,8 @@ import nbformat
 import pytest
 
 import mha_viz
-from mha_viz.export import notebook, notebook_pages
+from mha_viz import catalogue
+from mha_viz.export import notebook
 from mha_viz.export.notebook_view import NotebookView, literal
 
 HOSTILE = 'He said "hi" and \'bye\'\n\\n is not a newline, \\ alone; """ and \'\'\' end nothing {TEXT} $x$ <b>'
@@ -35,7 +36,7 @@ def _assigned(cells: list[dict], name: str):
     raise AssertionError(f"no {name} in the notebook")
 
 
-@pytest.mark.parametrize("page", sorted(notebook_pages.PAGES))
+@pytest.mark.parametrize("page", catalogue.ids())
 def test_every_pages_cells_parse_and_carry_the_text_exactly(page):
     view = NotebookView(page=page, model="./my models/it's \"here\"", text=HOSTILE, title=f"A <script> {page}",
                                 hide=("special", "first"), contributions=True, layers=(0, 1),

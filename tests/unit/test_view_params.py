@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
 from mha_viz.export import link_params
 from mha_viz.export import view_params as vp
-from mha_viz.ui import keys, page_controls, page_ids
+from mha_viz.ui import keys, page_controls
 
 CONTROLS = {
     "flag": vp.flag("f"),
@@ -94,7 +95,7 @@ def test_a_link_carries_the_declared_controls_and_refuses_the_rest():
 
 
 def test_every_page_declares_its_controls_once_under_widget_keys_that_keep_the_old_names_free():
-    assert tuple(page_controls.BY_PAGE) == page_ids.IDS  # every page, in the app's order
+    assert tuple(page_controls.BY_PAGE) == catalogue.ids()  # every page, in the app's order
     declared: dict[str, vp.Control] = {}
     for controls in page_controls.BY_PAGE.values():
         assert len({c.name for c in controls}) == len(controls), "a control is declared twice on one page"
@@ -112,15 +113,15 @@ def test_a_lesson_step_keeps_its_page_controls_through_its_file_and_a_link():
     view = {"model": "minilm", "text": "The cat sat.", "layer": "0", "head": "1", "dtype": "auto",
             "focus_token": "3", "focus_level": "words"}
     lesson = lessons.Lesson(title="T", steps=(lessons.step("focus", view, "The row of *sat*."),))
-    read = lessons.read_lesson(lessons.lesson_json(lesson), pages=page_ids.IDS, controls=page_controls.CONTROLS)
+    read = lessons.read_lesson(lessons.lesson_json(lesson), pages=catalogue.ids(), controls=page_controls.CONTROLS)
     assert read == lesson and read.steps[0].link.page == (("focus_token", "3"), ("focus_level", "words"))
-    assert lessons.read_lesson(lessons.unpack(lessons.pack(lesson)), pages=page_ids.IDS,
+    assert lessons.read_lesson(lessons.unpack(lessons.pack(lesson)), pages=catalogue.ids(),
                                controls=page_controls.CONTROLS) == lesson
     tampered = lessons.lesson_json(lesson).replace('"focus_level": "words"', '"focus_level": "lines"')
     with pytest.raises(lessons.LessonError, match="Step 1's view: The link's focus_level “lines” is not one of"):
-        lessons.read_lesson(tampered, pages=page_ids.IDS, controls=page_controls.CONTROLS)
+        lessons.read_lesson(tampered, pages=catalogue.ids(), controls=page_controls.CONTROLS)
     # a version-1 lesson without page controls reads as before
-    bundled = lessons.read_lesson(lessons.bundled()["attention-head-by-head"], pages=page_ids.IDS,
+    bundled = lessons.read_lesson(lessons.bundled()["attention-head-by-head"], pages=catalogue.ids(),
                                   controls=page_controls.CONTROLS)
     assert all(step.link.page == () for step in bundled.steps)
 

@@ -1,0 +1,12 @@
+"""The feature *Across layers*, registered: attention carried across layers: rollout and flow. Its page is
+`mha_viz/ui/across_layers_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+figures.rollout(run)
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("across_layers", "Across layers", "Look", 60, ":material/stacked_line_chart:",
+                  notebook=main_figure("Across layers", MAIN))

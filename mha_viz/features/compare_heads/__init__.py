@@ -1,0 +1,12 @@
+"""The feature *Compare heads*, registered: heads side by side on one colour scale. Its page is
+`mha_viz/ui/compare_heads_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+figures.head(run, LAYER, HEAD)
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("compare_heads", "Compare heads", "Look", 50, ":material/compare:",
+                  notebook=main_figure("Compare heads", MAIN))

@@ -1,0 +1,13 @@
+"""The feature *Head composition*, registered: Q-, K- and V-composition and copying scores from the weights. Its
+page is `mha_viz/ui/composition_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+scores = mha_viz.circuits.composition_scores(model)  # q, k, v
+figures.grid(mha_viz.circuits.copying_scores(model), title="Copying score of each head")
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("composition", "Head composition", "Measure", 30, ":material/account_tree:",
+                  notebook=main_figure("Head composition", MAIN))

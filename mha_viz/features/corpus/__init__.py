@@ -1,0 +1,7 @@
+"""The feature *Corpus*, registered: every head's measures over many documents, and how this text deviates from
+them. Its page is `mha_viz/ui/corpus_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.features.corpus.notebook import cells
+
+FEATURE = Feature("corpus", "Corpus", "Measure", 40, ":material/library_books:", notebook=cells)

@@ -1,0 +1,13 @@
+"""The feature *Head examples*, registered: the corpus passages each head attends most in. Its page is
+`mha_viz/ui/examples_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+ex = mha_viz.corpus.head_examples(model, "sample", max_tokens=CAP)
+ex.top(LAYER, HEAD)
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("examples", "Head examples", "Measure", 50, ":material/format_quote:",
+                  notebook=main_figure("Head examples", MAIN))

@@ -1,0 +1,12 @@
+"""The feature *Token focus*, registered: one token: what it attends to and what attends to it, in every head. Its
+page is `mha_viz/ui/focus_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+figures.token_focus(run, 0)  # the first token; the page's token may differ
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("focus", "Token focus", "Look", 30, ":material/center_focus_strong:",
+                  notebook=main_figure("Token focus", MAIN))

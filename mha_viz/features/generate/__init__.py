@@ -1,0 +1,13 @@
+"""The feature *Generate*, registered: a decoder's text grown token by token, with every step's attention. Its page
+is `mha_viz/ui/generate_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+gen = mha_viz.generate(model, TEXT, max_new_tokens=32)
+figures.generation_step(gen, -1, layer=LAYER, head=HEAD)
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("generate", "Generate", "Look", 70, ":material/edit_note:",
+                  notebook=main_figure("Generate", MAIN))

@@ -1,0 +1,7 @@
+"""The feature *Head metrics*, registered: every head's measures, its type, and heads on two measures. Its page is
+`mha_viz/ui/head_metrics_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.features.head_metrics.notebook import cells
+
+FEATURE = Feature("head_metrics", "Head metrics", "Measure", 10, ":material/leaderboard:", notebook=cells, exact=True)

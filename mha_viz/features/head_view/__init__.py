@@ -1,0 +1,8 @@
+"""The feature *Head view*, registered: one head's attention at every detail level, its links over the whole text,
+and *Why here?*. Its page is `mha_viz/ui/head_view_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.features.head_view.notebook import cells
+
+FEATURE = Feature("head_view", "Head view", "Look", 20, ":material/zoom_in:", notebook=cells, exact=True,
+                  replaces=("whole_text",))

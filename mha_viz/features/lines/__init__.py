@@ -1,0 +1,12 @@
+"""The feature *Line view*, registered: one layer's heads as lines between the tokens. Its page is
+`mha_viz/ui/lines_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+figures.lines(run, LAYER, heads=[HEAD])
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("lines", "Line view", "Look", 40, ":material/share:",
+                  notebook=main_figure("Line view", MAIN))

@@ -1,0 +1,12 @@
+"""The feature *Model facts*, registered: what the model is: its family, shapes, precision and what it refuses. Its
+page is `mha_viz/ui/model_facts_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+model.facts()
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("model_facts", "Model facts", "About", 10, ":material/info:",
+                  notebook=main_figure("Model facts", MAIN))

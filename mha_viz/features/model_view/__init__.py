@@ -1,0 +1,7 @@
+"""The feature *Model view*, registered: every head at once: a layers × heads grid of thumbnails, a hybrid's other
+layers beside it. Its page is `mha_viz/ui/model_view_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.features.model_view.notebook import cells
+
+FEATURE = Feature("model_view", "Model view", "Look", 10, ":material/grid_view:", notebook=cells, exact=True)

@@ -1,0 +1,12 @@
+"""The feature *Head similarity*, registered: how alike the heads' patterns are, and how diverse a layer's heads.
+Its page is `mha_viz/ui/similarity_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.export.notebook_view import main_figure
+
+MAIN = """
+figures.similarity(run, "js")
+"""  # the page's main figure, from the same run
+
+FEATURE = Feature("similarity", "Head similarity", "Measure", 20, ":material/hub:",
+                  notebook=main_figure("Head similarity", MAIN))
