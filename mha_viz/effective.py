@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mha_viz.metrics.effective_measures import effective_measures
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models.effective import EffectiveLayer, NotExact, effective_layers, mixing_layers, reconstruct
 
@@ -44,6 +45,11 @@ class EffectiveAttention:
             if la.layer == number:
                 return la
         raise KeyError(f"Layer {number} is not among this run's layers {self.layer_ids}.")
+
+    def measures(self):
+        """Every head or channel group's measures on |A| (`metrics.effective_measures`): a DataFrame, one row a group,
+        in the model's layer order."""
+        return effective_measures(self)
 
     def output(self, number: int) -> np.ndarray:
         """The layer's output (n, hidden) rebuilt from its matrix, values and separate parts."""

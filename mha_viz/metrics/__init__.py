@@ -22,6 +22,7 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 """
 
 from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
+from mha_viz.metrics.effective_measures import EFFECTIVE_MEASURES, effective_measures
 from mha_viz.metrics.head_diversity import diversity, diversity_table, layer_diversity
 from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
@@ -45,10 +46,10 @@ from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
 __all__ = [
-    "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "FLOW_MAX_TOKENS", "METRICS", "MIXED_MASS", "MIXED_PART",
-    "PUNCTUATION", "SIMILARITIES", "SINK_MASS", "VERTICAL_MASS", "Measure", "Weights", "as_dissimilarity",
-    "as_similarity", "classify",
-    "cluster_order", "detection_patterns", "diversity", "diversity_table", "flow", "head_columns",
+    "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "EFFECTIVE_MEASURES", "FLOW_MAX_TOKENS", "METRICS",
+    "MIXED_MASS", "MIXED_PART", "PUNCTUATION", "SIMILARITIES", "SINK_MASS", "VERTICAL_MASS", "Measure", "Weights",
+    "as_dissimilarity", "as_similarity", "classify",
+    "cluster_order", "detection_patterns", "effective_measures", "diversity", "diversity_table", "flow", "head_columns",
     "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "metrics_for", "missing_weights",
     "needing", "rollout", "rollout_through_head", "select_heads",
 ]

@@ -183,7 +183,13 @@ class _Setup:
 def _target_pairs(run: AttentionRun) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The ones of `detection_patterns` as (rows, cols), in the same (row-major) order, without
     the dense matrices."""
-    n, ids = run.n, _ids(run)
+    return target_pairs(_ids(run))
+
+
+def target_pairs(ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The detectors' target cells (`DETECTORS`: previous token, duplicate, induction) for the tokens `ids`
+    (`token_keys`), as (rows, cols) in row-major order."""
+    n = len(ids)
     earlier = np.tril(np.ones((n, n), dtype=bool), -1)
     di, dj = np.nonzero((ids[:, None] == ids[None, :]) & earlier)
     shifted = dj < n - 1  # a duplicate in the last column has no column to its right

@@ -8,7 +8,16 @@ import streamlit as st
 from mha_viz import figures, metrics
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import analysis, charts, head_scatter_view, keys, notebook_button, seq2seq_views, view_helpers
+from mha_viz.ui import (
+    analysis,
+    charts,
+    head_scatter_view,
+    keys,
+    notebook_button,
+    other_layers,
+    seq2seq_views,
+    view_helpers,
+)
 from mha_viz.ui.text import plain
 
 PATTERN_RULES = (
@@ -69,3 +78,4 @@ def head_metrics_page() -> None:
     with st.expander(f"The 10 heads highest on {metrics.METRICS[choice].label}"):
         top = table.sort_values(choice, ascending=False, kind="stable").head(10)
         st.dataframe(top[["layer", "head", choice, "pattern"]], hide_index=True, width="content")
+    other_layers.other_layers_measures(cur)

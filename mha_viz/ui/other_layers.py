@@ -1,11 +1,15 @@
-"""The Model view's section for a hybrid's other token-mixing layers (issue 55): the layers that are not softmax
-attention (gated DeltaNet, Mamba, short convolutions…), each as its exact effective attention
-(`mha_viz.effective`), one thumbnail a head or channel group, in the model's layer order. Computed once a text
-(one more forward pass), admitted by the bytes of its n × n matrices (every layer's held at once while they are
-made, then pooled into thumbnails) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB)."""
+"""A hybrid's other token-mixing layers (issue 55): the layers that are not softmax attention (gated DeltaNet,
+Mamba, short convolutions…), each as its exact effective attention (`mha_viz.effective`), in the model's layer
+order: the Model view's section draws one thumbnail a head or channel group, the Head metrics' section each group's
+measures on |A| (`metrics.effective_measures`). Computed once a text for both (one more forward pass), admitted by
+the bytes of its n × n matrices (every layer's held at once while they are made, then pooled into thumbnails and
+measured) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import pandas as pd
 import streamlit as st
 
 import mha_viz
@@ -13,6 +17,7 @@ from mha_viz import effective, needs
 from mha_viz.budget import capture_budget
 from mha_viz.effective import NotExact, effective_attention
 from mha_viz.figures import effective as effective_figures
+from mha_viz.metrics import EFFECTIVE_MEASURES
 from mha_viz.ui import charts, keys, resources
 from mha_viz.ui.analysis_key import AnalysisKey
 from mha_viz.ui.text import plain
@@ -25,23 +30,36 @@ def _matrices(model_key, _model) -> int:
     return effective.matrices(_model)
 
 
+class Summary(NamedTuple):
+    """What the pages draw of the other layers, without their n × n matrices."""
+
+    thumbnails: effective_figures.EffectiveThumbnails
+    measures: pd.DataFrame  # `metrics.effective_measures`
+
+
 @st.cache_resource(show_spinner="Computing the other layers' effective attention…", max_entries=8)
-def _thumbnails(key: AnalysisKey, _model) -> effective_figures.EffectiveThumbnails:
+def _summary(key: AnalysisKey, _model) -> Summary:
     """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
     with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
             mha_viz.text.session_cap(key.cap):
-        return effective_figures.thumbnails(effective_attention(_model, key.text, max_tokens=key.cap))
+        eff = effective_attention(_model, key.text, max_tokens=key.cap)
+        return Summary(effective_figures.thumbnails(eff), eff.measures())
 
 
-def other_layers_section(cur) -> None:
-    """The section, for a model with token-mixing layers besides softmax attention (`LoadedModel.other_layers`)."""
+def _kinds(other: dict) -> str:
+    return "; ".join(f"{kind.replace('_', ' ')}: layers {', '.join(map(str, numbers))}"
+                     for kind, numbers in other.items())
+
+
+def summary(cur) -> tuple[str, Summary] | None:
+    """(what the other layers are, their summary) for a model with token-mixing layers besides softmax attention
+    (`LoadedModel.other_layers`) on the text on screen; None, after a notice where there is one to give, when the
+    model has none, or their matrices would not fit the capture budget, or a layer cannot be made exact."""
     model = cur.model
     other = getattr(model, "other_layers", None)
     if not other:
-        return
-    st.subheader("The other token-mixing layers")
-    kinds = "; ".join(f"{kind.replace('_', ' ')}: layers {', '.join(map(str, numbers))}"
-                      for kind, numbers in other.items())
+        return None
+    kinds = _kinds(other)
     n = (cur.full_run or cur.run).n
     text_key = cur.key.with_text(cur.key.text)
     try:
@@ -52,11 +70,28 @@ def other_layers_section(cur) -> None:
             st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). Their effective attention over "
                     f"this text's {n:,} tokens would hold {capture_budget.over_budget(need)}: lower the token "
                     f"limit to {fit:,} tokens in the sidebar to see it.", icon=":material/info:")
-            return
-        thumbs = resources.one_at_a_time(lambda: _thumbnails(text_key, model))
+            return None
+        return kinds, resources.one_at_a_time(lambda: _summary(text_key, model))
     except NotExact as exc:
         st.info(f"{plain(kinds)}: {plain(str(exc))}", icon=":material/info:")
+        return None
+
+
+def _section(cur) -> tuple[str, Summary] | None:
+    """A section's heading and `summary`, for a model with other token-mixing layers; None (nothing drawn) without."""
+    if not getattr(cur.model, "other_layers", None):
+        return None
+    st.subheader("The other token-mixing layers")
+    return summary(cur)
+
+
+def other_layers_section(cur) -> None:
+    """The Model view's section: every other layer's groups as signed thumbnails, and each mixing layer's share."""
+    found = _section(cur)
+    if found is None:
         return
+    kinds, thumbs = found[0], found[1].thumbnails
+    text_key = cur.key.with_text(cur.key.text)
     st.caption(f"Besides the softmax heads above, this model mixes tokens in other layers ({plain(kinds)}). Each "
                "is linear in its values, so it has an exact effective attention: output_t = Σ_s A[t, s] · v_s, "
                "computed from the model's own tensors (docs/effective-attention.md says what each folds in). Its "
@@ -73,3 +108,23 @@ def other_layers_section(cur) -> None:
         st.caption("How much of the model's token mixing each layer does on this text: its mean output norm "
                    "(mean over tokens of ‖output‖, the softmax layers' after W_O) over the sum of every mixing "
                    "layer's.")
+
+
+MEASURES_NOTE = (
+    "Each head or channel group's effective attention A is signed and its rows do not sum to 1, so it is measured "
+    "on |A| with each row normalised (P = |A| / Σ|A|): **distance**, the mean |t − s| under P; **previous token** "
+    "and **induction**, the head detector's scores on P (the previous token; the token after an earlier copy of "
+    "this one); **decay length**, how many keys back hold 1 − 1/e of a row's weight (the e-folding length of a "
+    "decay). docs/head-metrics.md defines them.")
+
+
+def other_layers_measures(cur) -> None:
+    """The Head metrics' section: every other layer's groups measured, in the model's layer order, with its kind."""
+    found = _section(cur)
+    if found is None:
+        return
+    table = found[1].measures
+    st.caption(f"Besides the softmax heads above, this model mixes tokens in other layers ({plain(found[0])}). "
+               + MEASURES_NOTE)
+    st.dataframe(table.round({name: 4 for name in EFFECTIVE_MEASURES}), hide_index=True,
+                 key=keys.EFFECTIVE_MEASURES_DF)

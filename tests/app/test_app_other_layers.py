@@ -4,7 +4,8 @@ Model view draws every such layer's exact effective attention beside the softmax
 order and labelled with its kind; each thumbnail's largest |A| is the one `mha_viz.effective.effective_attention`
 computes on its own; past the capture budget the section says the length that fits, and a model without such
 layers has no section. The pages that read
-the softmax heads only say so on a hybrid."""
+the softmax heads only say so on a hybrid. Head metrics measures every other layer's groups on |A|, each row
+normalised, in the model's layer order."""
 
 from __future__ import annotations
 
@@ -79,3 +80,29 @@ def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model
     assert f"lower the token limit to {n - 3:,} tokens" in said, said
     plain = start_app()
     assert not any(h.value == "The other token-mixing layers" for h in plain.subheader)
+
+
+@pytest.mark.parametrize("family,kind", [("qwen3_next", "gated DeltaNet"), ("lfm2", "short convolution")])
+def test_head_metrics_measures_every_other_layer_on_its_absolute_weights(tmp_path, family, kind):
+    folder = build(family, tmp_path)
+    at = _open(folder)
+    at.session_state[keys.GOTO] = "head_metrics"
+    at.run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    shown = next(d.value for d in at.dataframe if "decay_length" in d.value.columns)
+    model = mha_viz.load_model(folder, device="cpu")
+    eff = mha_viz.effective.effective_attention(model, TEXT)
+    groups = [(la.layer, g) for la in eff.layers for g in range((la.matrix if la.aggregated is None
+                                                                 else la.aggregated).shape[0])]
+    assert list(zip(shown["layer"], shown["group"])) == groups  # every group, in the model's layer order
+    assert shown["layer"].tolist()[0] == 0 and all(kind.lower() in k.lower() for k in shown["kind"])
+    for row, (layer, group) in enumerate(groups):  # the prev-token score by hand: Σ_t P[t, t − 1] over live rows
+        la = eff.layer(layer)
+        a = np.abs((la.matrix if la.aggregated is None else la.aggregated)[group]).astype(np.float64)
+        live = a.sum(axis=1) > 0
+        p = a[live] / a[live].sum(axis=1, keepdims=True)
+        rows = np.flatnonzero(live)
+        prev = sum(p[k, t - 1] for k, t in enumerate(rows) if t >= 1) / live.sum()
+        assert shown["prev_token_score"].iloc[row] == pytest.approx(prev, abs=6e-5), (layer, group)
+        assert shown["distance"].iloc[row] >= 0 and shown["decay_length"].iloc[row] >= 0
+    assert any("measured on |A|" in c.value for c in at.caption)

@@ -25,7 +25,8 @@ EXPORTED_BEFORE_SPLIT = [
 # measures a run gets and which need a part (from the catalogue's `needs`)
 ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing",
                "MIXED_MASS", "MIXED_PART", "SINK_MASS",  # the thresholds of the types beyond the sink
-               "head_output_norms"]  # `importance`, renamed (one meaning per name, issue 53)
+               "head_output_norms",  # `importance`, renamed (one meaning per name, issue 53)
+               "EFFECTIVE_MEASURES", "effective_measures"]  # a hybrid's other layers measured (issue 55)
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures")
