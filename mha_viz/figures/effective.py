@@ -31,6 +31,18 @@ class EffectiveThumbnails:
     largest: np.ndarray  # (rows, most groups) float32: each group's largest |A|, NaN where none
     shares: dict[int, float] = field(default_factory=dict)  # every token-mixing layer's share of their writes
 
+    def kinds(self) -> dict[int, str]:
+        """{layer number: its kind} for every token-mixing layer of `shares` ("softmax attention" for the others)."""
+        kind_of = dict(zip(self.layers, (label.split(":")[0] for label in self.labels)))
+        return {number: kind_of.get(number, "softmax attention") for number in self.shares}
+
+    def kind_shares(self) -> dict[str, float]:
+        """{kind: the share of the model's token mixing its layers do together}, largest first."""
+        total: dict[str, float] = {}
+        for number, kind in self.kinds().items():
+            total[kind] = total.get(kind, 0.0) + self.shares[number]
+        return dict(sorted(total.items(), key=lambda item: -item[1]))
+
 
 def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
     """(G, n, n) -> (G, s, s), s ≤ size: each block's cell of largest |A|, its sign kept."""

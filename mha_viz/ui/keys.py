@@ -89,6 +89,7 @@ GRID = "grid"  # the model grid's selection event
 EFFECTIVE_GRID = "effective_grid"  # the Model view's grid of a hybrid's other layers (issue 55)
 EFFECTIVE_SHARES = "effective_shares"  # and its table of each mixing layer's share of the token mixing
 EFFECTIVE_MEASURES_DF = "effective_measures"  # Head metrics' table of the other layers' measures
+EFFECTIVE_KINDS = "effective_kinds"  # Model facts' table of each kind of mixing layer's share
 GRID_RESCALE = "grid_rescale"
 GRID_LAYER = "grid_layer"
 GRID_HEAD = "grid_head"

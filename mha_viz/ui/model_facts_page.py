@@ -1,16 +1,17 @@
-"""The *Model facts* page: what the loaded model is, as a table."""
+"""The *Model facts* page: what the loaded model is, as a table; for a hybrid, how much of its token mixing each
+kind of layer does on the text on screen."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from mha_viz.figures import style as figure_style
-from mha_viz.ui import export_views, keys, view_helpers
+from mha_viz.ui import export_views, keys, other_layers, view_helpers
 from mha_viz.ui.text import plain
 
 
 def model_facts_page() -> None:
-    cur = view_helpers.start("model_facts")
+    cur = view_helpers.start("model_facts", hybrid_note=False)  # its facts and shares say which layers are which
     if cur is None or cur.model is None:
         return
     facts = cur.model.facts()
@@ -18,3 +19,4 @@ def model_facts_page() -> None:
     st.table({"fact": list(shown), "value": list(shown.values())})
     st.download_button("Download these facts (CSV)", export_views.table_csv(facts), key=keys.DL_FACTS,
                        file_name=figure_style.safe_filename(f"{cur.model.name}-facts") + ".csv", mime="text/csv")
+    other_layers.other_layers_shares(cur)

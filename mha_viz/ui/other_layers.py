@@ -100,9 +100,7 @@ def other_layers_section(cur) -> None:
     charts.show(charts.cached("effective_grid", text_key, lambda: effective_figures.grid(thumbs)),
                 key=keys.EFFECTIVE_GRID, width="content")
     if thumbs.shares:
-        kind_of = dict(zip(thumbs.layers, (label.split(":")[0] for label in thumbs.labels)))
-        st.dataframe({"layer": list(thumbs.shares),
-                      "kind": [kind_of.get(n, "softmax attention") for n in thumbs.shares],
+        st.dataframe({"layer": list(thumbs.shares), "kind": list(thumbs.kinds().values()),
                       "share of the token mixing": [f"{100 * s:.1f} %" for s in thumbs.shares.values()]},
                      hide_index=True, key=keys.EFFECTIVE_SHARES)
         st.caption("How much of the model's token mixing each layer does on this text: its mean output norm "
@@ -128,3 +126,19 @@ def other_layers_measures(cur) -> None:
                + MEASURES_NOTE)
     st.dataframe(table.round({name: 4 for name in EFFECTIVE_MEASURES}), hide_index=True,
                  key=keys.EFFECTIVE_MEASURES_DF)
+
+
+def other_layers_shares(cur) -> None:
+    """Model facts' section: how much of the model's token mixing each kind of layer does on the text on screen."""
+    found = _section(cur)
+    if found is None or not found[1].thumbnails.shares:
+        return
+    by_kind = found[1].thumbnails.kind_shares()
+    layers = found[1].thumbnails.kinds()
+    st.dataframe({"kind": list(by_kind), "layers": [", ".join(str(n) for n, k in layers.items() if k == kind)
+                                                    for kind in by_kind],
+                  "share of the token mixing": [f"{100 * s:.1f} %" for s in by_kind.values()]},
+                 hide_index=True, key=keys.EFFECTIVE_KINDS)
+    st.caption("How much of the model's token mixing each kind of layer does on this text: the sum over its layers "
+               "of each layer's mean output norm (mean over tokens of ‖output‖, the softmax layers' after W_O) over "
+               "the sum of every mixing layer's. The Model view draws each layer's.")

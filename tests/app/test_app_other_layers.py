@@ -106,3 +106,18 @@ def test_head_metrics_measures_every_other_layer_on_its_absolute_weights(tmp_pat
         assert shown["prev_token_score"].iloc[row] == pytest.approx(prev, abs=6e-5), (layer, group)
         assert shown["distance"].iloc[row] >= 0 and shown["decay_length"].iloc[row] >= 0
     assert any("measured on |A|" in c.value for c in at.caption)
+
+
+def test_model_facts_says_how_much_of_the_token_mixing_each_kind_does(tmp_path):
+    folder = build("qwen3_next", tmp_path)
+    at = _open(folder)
+    at.session_state[keys.GOTO] = "model_facts"
+    at.run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    shown = next(d.value for d in at.dataframe if "share of the token mixing" in d.value.columns).set_index("kind")
+    assert shown.loc["gated DeltaNet", "layers"] == "0, 2" and shown.loc["softmax attention", "layers"] == "1, 3"
+    model = mha_viz.load_model(folder, device="cpu")
+    shares = mha_viz.effective.effective_attention(model, TEXT).mixing_shares()
+    for kind, layers in (("gated DeltaNet", (0, 2)), ("softmax attention", (1, 3))):
+        got = float(shown.loc[kind, "share of the token mixing"].rstrip(" %"))
+        assert got == pytest.approx(100 * sum(shares[n] for n in layers), abs=0.051), kind
