@@ -116,3 +116,28 @@ def grid(th: EffectiveThumbnails) -> go.Figure:
         width=max(box["l"] + box["r"] + cols * 52, 600), height=box["t"] + box["b"] + rows * 52,
         margin=box, plot_bgcolor="white", dragmode=False)
     return fig
+
+
+TICKS_UP_TO = 64  # tokens whose text labels a matrix's axes; past it, their positions
+
+
+def matrix(a: np.ndarray, tokens: list[str], title: str) -> go.Figure:
+    """One head or channel group's effective attention, every cell: queries down, keys across, on a diverging scale
+    centred on 0 and spanning ± its largest |A| (weights are signed and rows do not sum to 1)."""
+    n = a.shape[-1]
+    span = float(np.abs(a).max()) or 1.0
+    labels = [f"{i}: {t}" for i, t in enumerate(tokens[:n])]
+    fig = go.Figure(go.Heatmap(
+        z=a, zmin=-span, zmax=span, zmid=0, colorscale=DIVERGING, customdata=np.broadcast_to(
+            np.asarray(labels, dtype=object), (n, n)), text=np.broadcast_to(np.asarray(labels, dtype=object)[:, None],
+                                                                              (n, n)),
+        hovertemplate="query %{text}<br>key %{customdata}<br>A = %{z:.4g}<extra></extra>",
+        colorbar=dict(title="A"), xgap=0, ygap=0))
+    ticks = dict(tickvals=list(range(n)), ticktext=labels) if n <= TICKS_UP_TO else {}
+    box = margin(l=120, t=60, b=100)
+    side = min(900, max(420, 14 * n))
+    fig.update_layout(title=plot_title(title), xaxis=dict(title="key", side="bottom", **ticks),
+                      yaxis=dict(title="query", autorange="reversed", **ticks),
+                      width=side + box["l"] + box["r"], height=side + box["t"] + box["b"], margin=box,
+                      plot_bgcolor="white")
+    return fig

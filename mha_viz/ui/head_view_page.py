@@ -15,6 +15,7 @@ from mha_viz.ui import (
     head_links_view,
     keys,
     notebook_button,
+    other_layers,
     seq2seq_views,
     session,
     shared_head,
@@ -59,6 +60,7 @@ def head_view_page() -> None:
     why_here.why_here(cur, layer, head, clickable=shown is not None)
     notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
                            second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
+    other_layers.other_layers_head(cur)
 
 
 def _head_figure(cur, layer: int, head: int, rescale: bool):

@@ -1,14 +1,16 @@
 """A hybrid's other token-mixing layers (issue 55): the layers that are not softmax attention (gated DeltaNet,
 Mamba, short convolutions…), each as its exact effective attention (`mha_viz.effective`), in the model's layer
 order: the Model view's section draws one thumbnail a head or channel group, the Head metrics' section each group's
-measures on |A| (`metrics.effective_measures`). Computed once a text for both (one more forward pass), admitted by
-the bytes of its n × n matrices (every layer's held at once while they are made, then pooled into thumbnails and
-measured) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB)."""
+measures on |A| (`metrics.effective_measures`), Model facts each kind's share of the token mixing. Computed once a
+text for the three (one more forward pass), admitted by the bytes of its n × n matrices (every layer's held at once
+while they are made, then pooled into thumbnails and measured) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB).
+The Head view's section draws one layer's group with every cell, from a forward that keeps that layer's only."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -44,6 +46,18 @@ def _summary(key: AnalysisKey, _model) -> Summary:
             mha_viz.text.session_cap(key.cap):
         eff = effective_attention(_model, key.text, max_tokens=key.cap)
         return Summary(effective_figures.thumbnails(eff), eff.measures())
+
+
+@st.cache_resource(show_spinner="Computing the layer's effective attention…", max_entries=4)
+def _layer(key: AnalysisKey, number: int, _model) -> tuple[np.ndarray, str, str, list[str]]:
+    """One other layer's every group, every cell: ((G, n, n) matrix, its aggregated channel groups where the layer is
+    per channel; its label; what a group is; the tokens). Holds one of the server's analysis slots (call through
+    `one_at_a_time`); admitted with every layer's by `summary`."""
+    with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
+            mha_viz.text.session_cap(key.cap):
+        la = effective_attention(_model, key.text, layers=[number], max_tokens=key.cap)
+    one = la.layers[0]
+    return (one.matrix if one.aggregated is None else one.aggregated), one.label, one.grouping, la.tokens
 
 
 def _kinds(other: dict) -> str:
@@ -142,3 +156,25 @@ def other_layers_shares(cur) -> None:
     st.caption("How much of the model's token mixing each kind of layer does on this text: the sum over its layers "
                "of each layer's mean output norm (mean over tokens of ‖output‖, the softmax layers' after W_O) over "
                "the sum of every mixing layer's. The Model view draws each layer's.")
+
+
+
+def other_layers_head(cur) -> None:
+    """The Head view's section: one other layer's head or channel group, every cell, on a diverging scale."""
+    found = _section(cur)
+    if found is None:
+        return
+    thumbs = found[1].thumbnails
+    labels = dict(zip(thumbs.layers, (label.split(":")[0] for label in thumbs.labels)))
+    number = st.selectbox("Layer", thumbs.layers, key=keys.EFFECTIVE_LAYER_PICK, persist_state=keys.KEEP,
+                          format_func=lambda n: f"layer {n} · {labels.get(n, '')}")
+    text_key = cur.key.with_text(cur.key.text)
+    a, label, grouping, tokens = resources.one_at_a_time(lambda: _layer(text_key, int(number), cur.model))
+    group = st.number_input(f"Group ({grouping})", 0, a.shape[0] - 1, key=keys.EFFECTIVE_GROUP_PICK,
+                            persist_state=keys.KEEP)
+    group = min(int(group), a.shape[0] - 1)
+    title = f"Layer {number}, group {group}: {label.split(':')[0]}, effective attention (blue < 0 < red)"
+    charts.show(charts.cached("effective_head", (text_key, int(number), group),
+                              lambda: effective_figures.matrix(a[group], tokens, title)), key=keys.EFFECTIVE_HEAD)
+    st.caption(f"{plain(label)}. Row t: output_t = Σ_s A[t, s] · v_s over the keys s; the weights are signed and a "
+               "row does not sum to 1 (docs/effective-attention.md says what the matrix folds in).")

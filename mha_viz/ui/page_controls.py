@@ -174,6 +174,8 @@ NOT_CARRIED = frozenset({
     keys.PRED_POS_LAYER, keys.IMP_K,
     # the Links section's query opens on one of this head's that keeps keys, and its row's keys follow the query
     keys.LINKS_QUERY, keys.LINKS_ROW_KEYS,
+    # a hybrid's other layer and group the Head view draws (issue 55): not in links yet
+    keys.EFFECTIVE_LAYER_PICK, keys.EFFECTIVE_GROUP_PICK,
     # a corpus' documents and how its statistics are computed (importance: set afresh for each model, by its cost)
     keys.CORPUS_SOURCE, keys.CORPUS_PATH, keys.CORPUS_COLUMN, keys.CORPUS_FILE, keys.CORPUS_ENGINE,
     keys.CORPUS_IMPORTANCE,

@@ -24,11 +24,15 @@ TEXT = "The cat sat on the mat. The dog sat on the log."
 TITLE = "Effective attention, signed"
 
 
-def _open(folder: str, text: str = TEXT):
+def _open(folder: str, text: str = TEXT, page: str | None = None):
+    """The app on the model in `folder` and `text`, on the Model view or `page`."""
     at = start_app()
     at.selectbox(key="model_choice").set_value(OTHER).run()
     at.text_input(key="model_other").input(folder).run()
     at.text_area(key="text").input(text).run()
+    if page is not None:
+        at.session_state[keys.GOTO] = page
+        at.run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
@@ -85,10 +89,7 @@ def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model
 @pytest.mark.parametrize("family,kind", [("qwen3_next", "gated DeltaNet"), ("lfm2", "short convolution")])
 def test_head_metrics_measures_every_other_layer_on_its_absolute_weights(tmp_path, family, kind):
     folder = build(family, tmp_path)
-    at = _open(folder)
-    at.session_state[keys.GOTO] = "head_metrics"
-    at.run()
-    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    at = _open(folder, page="head_metrics")
     shown = next(d.value for d in at.dataframe if "decay_length" in d.value.columns)
     model = mha_viz.load_model(folder, device="cpu")
     eff = mha_viz.effective.effective_attention(model, TEXT)
@@ -110,10 +111,7 @@ def test_head_metrics_measures_every_other_layer_on_its_absolute_weights(tmp_pat
 
 def test_model_facts_says_how_much_of_the_token_mixing_each_kind_does(tmp_path):
     folder = build("qwen3_next", tmp_path)
-    at = _open(folder)
-    at.session_state[keys.GOTO] = "model_facts"
-    at.run()
-    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    at = _open(folder, page="model_facts")
     shown = next(d.value for d in at.dataframe if "share of the token mixing" in d.value.columns).set_index("kind")
     assert shown.loc["gated DeltaNet", "layers"] == "0, 2" and shown.loc["softmax attention", "layers"] == "1, 3"
     model = mha_viz.load_model(folder, device="cpu")
@@ -121,3 +119,19 @@ def test_model_facts_says_how_much_of_the_token_mixing_each_kind_does(tmp_path):
     for kind, layers in (("gated DeltaNet", (0, 2)), ("softmax attention", (1, 3))):
         got = float(shown.loc[kind, "share of the token mixing"].rstrip(" %"))
         assert got == pytest.approx(100 * sum(shares[n] for n in layers), abs=0.051), kind
+
+
+def test_the_head_view_draws_one_other_layers_group_every_cell_signed(tmp_path):
+    folder = build("qwen3_next", tmp_path)
+    at = _open(folder, page="head_view")
+    at.selectbox(key=keys.EFFECTIVE_LAYER_PICK).set_value(2).run()
+    at.number_input(key=keys.EFFECTIVE_GROUP_PICK).set_value(3).run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    fig = next(c for c in charts(at) if chart_title(c).startswith("Layer 2, group 3"))
+    model = mha_viz.load_model(folder, device="cpu")
+    want = mha_viz.effective.effective_attention(model, TEXT).layer(2).matrix[3]
+    heat = fig["data"][0]
+    np.testing.assert_allclose(np.asarray(heat["z"], dtype=np.float64), want, rtol=1e-5, atol=1e-7)
+    span = float(np.abs(want).max())
+    assert heat["zmid"] == 0 and heat["zmin"] == pytest.approx(-span) and heat["zmax"] == pytest.approx(span)
+    assert "gated DeltaNet" in chart_title(fig)
