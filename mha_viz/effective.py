@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mha_viz.metrics.effective_measures import effective_measures
+from mha_viz.metrics.mixing_measures import effective_measures
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models.effective import EffectiveLayer, NotExact, effective_layers, mixing_layers, reconstruct
 

@@ -38,6 +38,7 @@ from mha_viz.figures import line_view as line_figures
 from mha_viz.figures import metrics as metric_figures
 from mha_viz.figures import scan as scan_figures
 from mha_viz.figures import scatter as scatter_figures
+from mha_viz.figures import task as task_figures
 from mha_viz.figures import teaching as teach_figures
 from mha_viz.figures import type_grid
 from mha_viz.figures import why as why_figures
@@ -60,7 +61,7 @@ __all__ = [
     "metric_grid", "head_types", "head_scatter", "similarity", "head_map", "rollout",
     "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
     "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
-    "probability_maps", "pruning_curve", "score_terms", "score_parts",
+    "probability_maps", "pruning_curve", "score_terms", "score_parts", "task_grid",
     "notebook",
 ]
 
@@ -233,6 +234,16 @@ def dla_grid(expl: Explanation) -> go.Figure:
     write at the last token adds to logit(answer) − logit(wrong), a diverging layers × heads grid."""
     return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text, expl.clean.layer_ids,
                                         expl.dla.label)
+
+
+def task_grid(result, title: str | None = None) -> go.Figure:
+    """A method over a task (`mha_viz.patch_heads`, `estimate_heads` or `direct_logit` given a `PromptSet`): every
+    head's mean over the pairs, its interval and p-value on hover, a cross where the interval holds 0."""
+    if title is None:
+        what = ("Direct logit attribution (logits)" if not hasattr(result, "mode") else
+                f"{'Restored fraction' if result.mode == 'denoise' else 'Damage'} ({result.metric})")
+        title = f"{what}, mean over {result.source}"
+    return task_figures.task_grid(result, title)
 
 
 def _differ(expl: Explanation):

@@ -22,7 +22,6 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 """
 
 from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
-from mha_viz.metrics.effective_measures import EFFECTIVE_MEASURES, effective_measures
 from mha_viz.metrics.head_diversity import diversity, diversity_table, layer_diversity
 from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
@@ -42,6 +41,7 @@ from mha_viz.metrics.measures import (
     metrics_for,
     needing,
 )
+from mha_viz.metrics.mixing_measures import EFFECTIVE_MEASURES, effective_measures
 from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 

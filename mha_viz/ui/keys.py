@@ -93,6 +93,19 @@ EFFECTIVE_KINDS = "effective_kinds"  # Model facts' table of each kind of mixing
 EFFECTIVE_LAYER_PICK = "effective_layer"  # the Head view's other layer
 EFFECTIVE_GROUP_PICK = "effective_group"  # and its head or channel group
 EFFECTIVE_HEAD = "effective_head"  # and its matrix
+# Heads behind a prediction over a task (issue 56: task_section)
+PRED_TASK = "pred_task"  # one pair or a task
+TASK_SOURCE = "task_source"  # a generator, or a file
+TASK_SIZE = "task_size"
+TASK_SEED = "task_seed"
+TASK_METHOD = "task_method"
+TASK_FILE = "task_file"
+TASK_GO = "task_go"
+TASK_CANCEL = "task_cancel"
+TASK_RUNNING = "_task_running"  # what the running job is for (jobs.run)
+TASK_RESULT = "_task_result"  # (TaskKey, the result over the set)
+TASK_GRID = "task_grid"
+DL_TASK = "dl_task"
 GRID_RESCALE = "grid_rescale"
 GRID_LAYER = "grid_layer"
 GRID_HEAD = "grid_head"
@@ -387,7 +400,7 @@ NOT_KEPT = frozenset({
     # the on/off grid, drawn under a new key whenever the app changes it (HEADS_ON keeps the heads)
     HEADS_GRID_PREFIX,
     # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
-    CORPUS_FILE, CIRC_FILE, LESSON_FILE,
+    CORPUS_FILE, CIRC_FILE, LESSON_FILE, TASK_FILE,
 })
 
 # --- Token focus: heads found from two tokens (issue 54) --------------------------------------------

@@ -26,6 +26,7 @@ from mha_viz.figures.scatter import COLOURS, DEFAULT_X, DEFAULT_Y, LAYER
 from mha_viz.metrics.cross_attention import COLUMNS as CROSS_COLUMNS
 from mha_viz.metrics.measures import METRICS, SIMILARITIES
 from mha_viz.ui import heads_off, keys, session
+from mha_viz.ui import task_choices as task
 from mha_viz.views import focus, qk
 
 _FIRST_METRIC = next(iter(METRICS))
@@ -131,7 +132,14 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
     ),
     "examples": tuple(vp.choice(key) for key in (keys.EXAMPLES_X, keys.EXAMPLES_Y, keys.EXAMPLES_RANK)),
     "compare": (vp.flag(keys.CMP_RESCALE), vp.choice(keys.CMP_METRIC, tuple(METRICS), default=_FIRST_METRIC)),
-    "prediction": (),  # its pair and circuit are the link's own parameters (corrupted, answer, wrong, circuit, k)
+    # its pair and circuit are the link's own parameters (corrupted, answer, wrong, circuit, k); a task's choices
+    "prediction": (
+        vp.choice(keys.PRED_TASK, task.TASKS, default=task.TASKS[0]),
+        vp.choice(keys.TASK_SOURCE, tuple(task.SOURCES), default=next(iter(task.SOURCES))),
+        vp.number(keys.TASK_SIZE, 2, task.MAX_PAIRS, default=task.DEFAULTS[keys.TASK_SIZE]),
+        vp.number(keys.TASK_SEED, 0, 2**31 - 1, default=0),
+        vp.choice(keys.TASK_METHOD, tuple(task.METHODS), default=next(iter(task.METHODS))),
+    ),
     "teaching": (
         vp.choice(keys.TEACH_PART, ("1–2 · Input, Q, K, V", "3–6 · Scores to probabilities", "7–9 · Output",
                                     "What it costs", "Demonstrations"), default="1–2 · Input, Q, K, V"),
@@ -180,7 +188,8 @@ NOT_CARRIED = frozenset({
     keys.CORPUS_SOURCE, keys.CORPUS_PATH, keys.CORPUS_COLUMN, keys.CORPUS_FILE, keys.CORPUS_ENGINE,
     keys.CORPUS_IMPORTANCE,
     # uploads, the downloads' settings, the Lesson panel itself
-    keys.CIRC_FILE, keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT, keys.EXPORT_SIZE,
+    keys.CIRC_FILE, keys.TASK_FILE, keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT,
+    keys.EXPORT_SIZE,
     keys.EXPORT_HALF, keys.EXPORT_HEADS,
 })
 # the controls whose value lives elsewhere than under their name: (read it for the app's current state,

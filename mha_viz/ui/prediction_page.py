@@ -28,6 +28,8 @@ from mha_viz.ui import (
     resources,
     session,
     shared_head,
+    task_choices,
+    task_section,
 )
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
@@ -84,6 +86,11 @@ def prediction_page() -> None:
                "with one head's clean output, as a share of the gap between the runs (activation patching): "
                "estimated first for every head at every position from one backward pass, patched for real on "
                "request.")
+    st.radio("Task", task_choices.TASKS, key=keys.PRED_TASK, persist_state=keys.KEEP, horizontal=True,
+             help="One pair (the sidebar's text and a corrupted one), or a task: a set of pairs (a standard task's "
+                  "generator, or your file), each head's mean over them with its uncertainty.")
+    if task_section.is_task():
+        return task_section.task_view(cur)
     options = {p.name: p for p in prediction.presets(model)}
     preset_undo.drop_if_edited(options, OWN)  # texts edited since: the user's own pair, no preset's blurb
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=keys.KEEP,

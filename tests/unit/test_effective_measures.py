@@ -1,7 +1,7 @@
-"""The measures of a hybrid's other layers (`metrics.effective_measures`, docs/head-metrics.md): on planted signed
-matrices whose values are known by hand (a previous-token layer, an induction layer on a repeated sequence, an
-exponential decay whose e-folding length is ⌈−1/ln λ⌉ − 1), and on random signed matrices against a plain loop
-over rows written here from the definitions."""
+"""The measures of a hybrid's other layers (`metrics.effective_measures`, in `metrics/mixing_measures.py`;
+docs/head-metrics.md): on planted signed matrices whose values are known by hand (a previous-token layer, an
+induction layer on a repeated sequence, an exponential decay whose e-folding length is ⌈−1/ln λ⌉ − 1), and on
+random signed matrices against a plain loop over rows written here from the definitions."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from mha_viz.metrics.effective_measures import EFFECTIVE_MEASURES, effective_measures, group_measures
+from mha_viz.metrics.mixing_measures import EFFECTIVE_MEASURES, effective_measures, group_measures
 
 
 def _loop(matrix: np.ndarray, ids: np.ndarray) -> dict[str, list[float]]:
@@ -83,7 +83,7 @@ def test_an_exponential_decay_has_its_e_folding_length_on_long_rows(lam):
     n = 400
     gap = np.arange(n)[:, None] - np.arange(n)[None, :]
     a = np.where(gap >= 0, lam ** np.clip(gap, 0, None) * np.where(gap % 2, -1.0, 1.0), 0.0)[None]
-    from mha_viz.metrics.effective_measures import decay_lengths, normalised
+    from mha_viz.metrics.mixing_measures import decay_lengths, normalised
     p, _ = normalised(a)
     rows = decay_lengths(p)[0]
     assert np.all(rows[n // 2:] == math.ceil(-1 / math.log(lam)) - 1)  # long rows: the e-folding length

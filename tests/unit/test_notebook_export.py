@@ -70,3 +70,19 @@ def test_literal_round_trips_plain_values_and_refuses_objects():
         assert ast.literal_eval(literal(value)) == value
     with pytest.raises(TypeError):
         literal(object())
+
+
+@pytest.mark.parametrize("options,make,call", [
+    ({"task_source": "greater_than", "task_size": 7, "task_seed": 3, "task_method": "patch"},
+     "prompts = generators.greater_than(7, seed=3)", "mha_viz.patch_heads(model, prompts"),
+    ({"task_file": "my 'pairs'.jsonl", "task_method": "dla"},
+     "prompts = PromptSet.from_file(\"my 'pairs'.jsonl\")", "mha_viz.direct_logit(model, prompts"),
+])
+def test_the_prediction_page_over_a_task_makes_the_same_set_and_runs_the_same_method(options, make, call):
+    view = NotebookView(page="prediction", model="smollm2", text="A b", options={"task": "a task", **options})
+    cells = _cells(view)
+    source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    assert make in source and call in source and "figures.task_grid(result)" in source
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            ast.parse("".join(cell["source"]))

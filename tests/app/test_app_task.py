@@ -1,0 +1,89 @@
+"""*Heads behind a prediction* over a task (issue 56): on SmolLM2, a generated IOI set run by each method draws
+each head's mean over the pairs (the grid's cells against the library's own result over the same set, computed
+here), a cross on exactly the heads whose interval holds 0, and the pairs left out counted; a file of the user's
+is read, and a bad one is refused with a message that keeps every choice; a model on which no pair can run says
+why. The choices travel in links and lessons (tests/app/test_app_lesson_choices.py), the notebook's recipe in
+tests/unit/test_notebook_export.py."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.figures.task import MARK
+from mha_viz.tasks import generators
+from mha_viz.ui import keys
+from mha_viz.ui.task_choices import METHODS
+from tests.app.helpers import chart_title, charts, open_with_text, shown
+
+pytestmark = pytest.mark.model
+TEXT = "When Mary and John went to the store, John gave a drink to"
+
+
+def _task(model: str = "smollm2"):
+    at = open_with_text("prediction", TEXT, model=model)
+    at.radio(key=keys.PRED_TASK).set_value("a task").run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    return at
+
+
+def _grid(at) -> dict:
+    return next(c for c in charts(at) if "mean over" in chart_title(c).replace("<br>", " "))
+
+
+@pytest.mark.parametrize("method", ["estimate", "dla"])
+def test_a_generated_task_draws_each_heads_mean_and_crosses_the_intervals_that_hold_zero(smollm2, method):
+    at = _task()
+    at.selectbox(key=keys.TASK_SOURCE).set_value("IOI (names and places)").run()
+    at.number_input(key=keys.TASK_SIZE).set_value(4).run()
+    at.number_input(key=keys.TASK_SEED).set_value(3).run()
+    at.selectbox(key=keys.TASK_METHOD).set_value(next(k for k, v in METHODS.items() if v == method)).run()
+    at.button(key=keys.TASK_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    grid = _grid(at)
+    prompts = generators.ioi(4, seed=3)
+    call = mha_viz.estimate_heads if method == "estimate" else mha_viz.direct_logit
+    want = call(smollm2, prompts, max_tokens=at.session_state[keys.TOKEN_LIMIT], resamples=1000)
+    np.testing.assert_allclose(np.asarray(grid["data"][0]["z"], dtype=np.float64), want.mean, rtol=1e-4,
+                               atol=1e-5)
+    crosses = [t for t in grid["data"] if t.get("name") == MARK]
+    crossed = set(zip(crosses[0]["y"], crosses[0]["x"])) if crosses else set()
+    assert crossed == set(zip(*np.nonzero(want.crosses_zero)))  # the same resamples, the same seed
+    said = shown(next(s.value for s in at.success))
+    assert f"{len(want.kept)} pairs of ioi(n=4, seed=3) ran" in said, said
+
+
+def test_a_file_of_pairs_runs_and_a_bad_one_is_refused_keeping_every_choice(tmp_path):
+    at = _task()
+    at.selectbox(key=keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
+    at.selectbox(key=keys.TASK_METHOD).set_value("direct logit attribution").run()
+    bad = "clean,corrupted,answer\nA b,A c, d\n"  # no wrong column
+    at.file_uploader(key=keys.TASK_FILE).set_value(("pairs.csv", bad.encode(), "text/csv")).run()
+    assert not at.exception
+    said = shown(" ".join(e.value for e in at.error))
+    assert "pairs.csv" in said and "wrong" in said, said
+    assert at.radio(key=keys.PRED_TASK).value == "a task"
+    assert at.selectbox(key=keys.TASK_METHOD).value == "direct logit attribution"
+    rows = [{"clean": p.clean, "corrupted": p.corrupted, "answer": p.answer, "wrong": p.wrong}
+            for p in generators.ioi(3, seed=1).pairs]
+    rows.append({"clean": "A cat", "corrupted": "A cat sat", "answer": " on", "wrong": " in"})  # lengths differ
+    good = "\n".join(json.dumps(r) for r in rows).encode()
+    at.file_uploader(key=keys.TASK_FILE).set_value(("pairs.jsonl", good, "application/json")).run()
+    at.button(key=keys.TASK_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    said = shown(next(s.value for s in at.success))
+    assert "3 pairs of pairs.jsonl ran" in said and "1 clean and corrupted differ in length" in said, said
+    assert _grid(at)
+
+
+def test_a_model_on_which_no_pair_runs_says_why():
+    at = _task(model="toy-induction")  # its letters' vocabulary reads every IOI name as its unknown token
+    at.number_input(key=keys.TASK_SIZE).set_value(3).run()
+    at.button(key=keys.TASK_GO).click().run()
+    assert not at.exception
+    said = shown(" ".join(e.value for e in at.error))
+    assert "No pair of 'ioi(n=3, seed=0)' can run on toy-induction: 0 pairs kept; left out: 3 (" in said, said
+    assert at.number_input(key=keys.TASK_SIZE).value == 3
