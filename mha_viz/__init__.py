@@ -23,7 +23,6 @@ import warnings
 
 from mha_viz.analyze_text import analyze
 from mha_viz.capture.run import AttentionRun
-from mha_viz.circuits.path_patching import circuit
 from mha_viz.corpus.engine import head_statistics
 from mha_viz.export.notebook import view_notebook
 from mha_viz.export.report import html_report
@@ -32,6 +31,7 @@ from mha_viz.metrics.head_stats import head_table
 from mha_viz.package_version import version as _version  # `__version__`
 from mha_viz.scan.result import Scan
 from mha_viz.scan.run import scan
+from mha_viz.tasks.circuit_set import circuit
 from mha_viz.tasks.dla_set import direct_logit
 from mha_viz.tasks.edges_set import edge_attribution
 from mha_viz.tasks.estimate_set import estimate_heads

@@ -79,10 +79,16 @@ def path_patch_many(model: LoadedModel, clean: str, corrupted: str, edges, answe
     for a name that is not a sender or a receiver, or a sender that does not write before the receiver
     reads. Given `Edges`, answer and wrong default to its own. progress(fraction, message) after each batch (a
     callback that raises stops it)."""
+    return path_patch_ends(model, clean, corrupted, edges, answer, wrong, max_tokens=max_tokens, progress=progress)[0]
+
+
+def path_patch_ends(model: LoadedModel, clean: str, corrupted: str, edges, answer=None, wrong=None, *,
+                    max_tokens: int | None = None, progress=None) -> tuple[np.ndarray, float, float]:
+    """`path_patch_many`'s changes, and m on the clean and on the corrupted text (what a task normalises by)."""
     pairs = _pairs(edges)
     answer, wrong = _ends_of(edges, answer, wrong)
     runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "path patching")
-    return _patched(model, runs, pairs, progress)
+    return _patched(model, runs, pairs, progress), float(runs.e.m_clean), float(runs.e.m_corr)
 
 
 def _patched(model: LoadedModel, runs: Runs, pairs, progress=None) -> np.ndarray:
@@ -175,4 +181,6 @@ def faithfulness_curve(model: LoadedModel, clean: str, corrupted: str, edges_df,
     s, r = _indices(runs, ranked)  # once: each circuit is a prefix of the ranking
     m = _circuits(model, runs, [(s[:k], r[:k]) for k in ks], progress)
     gap = runs.e.m_clean - runs.e.m_corr
-    return pd.DataFrame({"k": ks, "faithfulness": (m - runs.e.m_corr) / gap, "m": m})
+    curve = pd.DataFrame({"k": ks, "faithfulness": (m - runs.e.m_corr) / gap, "m": m})
+    curve.attrs.update(m_clean=float(runs.e.m_clean), m_corrupted=float(runs.e.m_corr))  # what it is a share of
+    return curve

@@ -217,6 +217,28 @@ def curve_figure(curve: pd.DataFrame, total: int, *, chosen: int | None = None, 
     return fig
 
 
+def band_figure(curve: pd.DataFrame, total: int, *, level: float, pairs: int, method: str = "") -> go.Figure:
+    """A circuit's faithfulness over a task (`tasks.faithfulness_set`'s curve: k, mean, low, high): the mean over the
+    pairs of the circuit of the top k edges, over k (log axis), with its bootstrap interval as a band."""
+    shown = curve[curve["k"] > 0]
+    k, band = shown["k"].tolist(), f"{100 * level:g} % interval"
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=k + k[::-1], y=shown["high"].tolist() + shown["low"].tolist()[::-1], fill="toself",
+                             fillcolor="rgba(178,24,43,0.18)", line=dict(width=0), name=band, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=k, y=shown["mean"], mode="lines+markers", name=f"mean over {pairs} pairs",
+                             line=dict(color=NEEDED), customdata=np.stack([shown["low"], shown["high"]], axis=1),
+                             hovertemplate="k = %{x}<br>faithfulness %{y:.3f} [%{customdata[0]:.3f}, "
+                                           "%{customdata[1]:.3f}]<extra></extra>"))
+    fig.add_hline(y=1.0, line=dict(dash="dot", color="#888"))
+    fig.add_hline(y=0.0, line=dict(dash="dot", color="#888"))
+    fig.update_layout(title=plot_title(f"Faithfulness of the top k edges ({method.upper()}) of {total:,}, over the "
+                                       "task"),
+                      xaxis=dict(type="log", dtick=1, title="k, edges kept (by |mean score|)"),
+                      yaxis=dict(title="faithfulness"), height=360, margin=margin(),
+                      legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
 def real_scatter(estimate: np.ndarray, real: np.ndarray, labels: list[str], pearson: float) -> go.Figure:
     """Estimated against real path patching of some edges, with the diagonal."""
     e, r = np.asarray(estimate, dtype=float), np.asarray(real, dtype=float)

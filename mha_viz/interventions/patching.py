@@ -170,6 +170,10 @@ def texts(model: LoadedModel, clean: str, corrupted: str, answer, wrong, positio
     return Texts(torch.tensor([c.ids], device=model.device), torch.tensor([x.ids], device=model.device), a, b)
 
 
+class NoGap(InputError):
+    """The two texts give the same logit difference: nothing for a head to restore (a task leaves such a pair out)."""
+
+
 def ends(model: LoadedModel, t: Texts, logits_c: torch.Tensor, logits_x: torch.Tensor) -> Ends:
     """The metric's ends from both runs' logits (1, n, vocab) or (1, 1, vocab): the answer
     defaults to the clean run's prediction, the wrong token to the corrupted run's (its
@@ -185,7 +189,7 @@ def ends(model: LoadedModel, t: Texts, logits_c: torch.Tensor, logits_x: torch.T
     m_clean = float(logit_difference(logits_c.float(), a, b)[0])
     m_corr = float(logit_difference(logits_x.float(), a, b)[0])
     if abs(m_clean - m_corr) < 1e-6:
-        raise InputError(f"The two texts give the same logit difference ({m_clean:.4g}) between the answer and the "
+        raise NoGap(f"The two texts give the same logit difference ({m_clean:.4g}) between the answer and the "
                          "wrong token: there is nothing for a head to restore.")
     return Ends(a, b, m_clean, m_corr)
 

@@ -14,20 +14,15 @@ from mha_viz.interventions import attribution
 from mha_viz.interventions.patching import require_decoder
 from mha_viz.progress import report
 from mha_viz.tasks.prompt_set import PromptSet, check
-from mha_viz.tasks.uncertainty import CrossesZero, OverPairs, bootstrap_interval, sign_flip_p
+from mha_viz.tasks.uncertainty import MeanOverPairs, mean_over_pairs
 from mha_viz_models import LoadedModel
 
 
 @dataclass
-class TaskDirectLogit(OverPairs, CrossesZero):
+class TaskDirectLogit(MeanOverPairs):
     """Direct logit attribution over a task. per_pair (pairs, layers, heads): each kept pair's direct effects in
     logits; mean, low, high (layers, heads): their mean and its bootstrap interval; p_value: the sign-flip p-value
     of mean ≠ 0; logit (pairs,): each pair's logit difference, which its heads' effects and the rest add up to."""
-    per_pair: np.ndarray
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    p_value: np.ndarray
     logit: np.ndarray
 
 
@@ -45,10 +40,9 @@ def direct_logit_set(model: LoadedModel, prompts: PromptSet, *, resamples: int =
         one = attribution.direct_logit(model, pair.clean, pair.answer, pair.wrong, max_tokens=max_tokens)
         values[i], logit[i] = one.per_head, one.logit
         report(progress, (i + 1) / count, f"Pair {i + 1} of {count}")
-    low, high = bootstrap_interval(values, resamples=resamples, level=level, seed=seed)
-    p_value = sign_flip_p(values, resamples=resamples, seed=seed)
-    f32 = [a.astype(np.float32) for a in (values, values.mean(0), low, high, p_value, logit)]
-    return TaskDirectLogit(*f32, kept=list(checked.kept), left_out=dict(checked.left_out), source=prompts.source,
+    return TaskDirectLogit(logit.astype(np.float32), **mean_over_pairs(values, resamples=resamples, level=level,
+                                                                        seed=seed),
+                           kept=list(checked.kept), left_out=dict(checked.left_out), source=prompts.source,
                            level=level, resamples=resamples, seed=seed)
 
 

@@ -19,26 +19,22 @@ from mha_viz.interventions import patching
 from mha_viz.interventions.patching import check_mode, require_decoder
 from mha_viz.progress import report
 from mha_viz.tasks.prompt_set import Checked, PromptSet, check, is_task
-from mha_viz.tasks.uncertainty import CrossesZero, OverPairs, bootstrap_interval, sign_flip_p
+from mha_viz.tasks.uncertainty import MeanOverPairs, mean_over_pairs
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 
 TOKENS_PER_FORWARD = 16_384  # pairs × heads × n of one patched forward, by default
 METRICS = ("normalised", "raw")
+NO_GAP = "no gap between the clean and the corrupted logit difference"  # why a task leaves such a pair out
 
 
 @dataclass
-class TaskPatching(OverPairs, CrossesZero):
+class TaskPatching(MeanOverPairs):
     """Patching over a task. per_pair (pairs, layers, heads): each kept pair's restored fraction (denoise) or
     damage (noise), or with metric="raw" the logit difference moved, unnormalised; mean, low, high (layers,
     heads): the mean over the pairs and its bootstrap interval; p_value: the sign-flip p-value of mean ≠ 0."""
     mode: str
     metric: str
-    per_pair: np.ndarray
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    p_value: np.ndarray
     m_clean: np.ndarray  # (pairs,)
     m_corrupted: np.ndarray
 
@@ -122,15 +118,12 @@ def over_the_pairs(values: np.ndarray, ends: np.ndarray, checked: Checked, promp
     gap = np.abs(ends[:, 0] - ends[:, 1]) >= 1e-6
     left_out = dict(checked.left_out)
     if not gap.all():
-        left_out["no gap between the clean and the corrupted logit difference"] = int((~gap).sum())
+        left_out[NO_GAP] = int((~gap).sum())
     if not gap.any():
         raise InputError(f"No pair of {prompts.source!r} moves the logit difference between its two prompts.")
     values, ends = values[gap], ends[gap]
-    low, high = bootstrap_interval(values, resamples=resamples, level=level, seed=seed)
-    return TaskPatching(mode, metric, values.astype(np.float32), values.mean(0).astype(np.float32),
-                        low.astype(np.float32), high.astype(np.float32),
-                        sign_flip_p(values, resamples=resamples, seed=seed).astype(np.float32),
-                        ends[:, 0].astype(np.float32), ends[:, 1].astype(np.float32),
+    return TaskPatching(mode, metric, ends[:, 0].astype(np.float32), ends[:, 1].astype(np.float32),
+                        **mean_over_pairs(values, resamples=resamples, level=level, seed=seed),
                         kept=[k for k, g in zip(checked.kept, gap) if g], left_out=left_out, source=prompts.source,
                         level=level, resamples=resamples, seed=seed)
 

@@ -72,3 +72,22 @@ class CrossesZero:
     def crosses_zero(self) -> np.ndarray:
         """True where the interval holds 0: the effect is not told apart from none."""
         return (self.low <= 0) & (self.high >= 0)
+
+
+@dataclass(kw_only=True)
+class MeanOverPairs(OverPairs, CrossesZero):
+    """Each kept pair's values (per_pair: pairs first) and, of the same shape as one pair's, their mean, its bootstrap
+    interval (low, high) and the sign-flip p-value of mean ≠ 0."""
+    per_pair: np.ndarray
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    p_value: np.ndarray
+
+
+def mean_over_pairs(values: np.ndarray, *, resamples: int, level: float, seed: int) -> dict[str, np.ndarray]:
+    """`MeanOverPairs`' arrays of `values` (pairs, …), float32: per_pair, mean, low, high and p_value."""
+    low, high = bootstrap_interval(values, resamples=resamples, level=level, seed=seed)
+    arrays = dict(per_pair=values, mean=np.asarray(values).mean(0), low=low, high=high,
+                  p_value=sign_flip_p(values, resamples=resamples, seed=seed))
+    return {name: np.asarray(a, dtype=np.float32) for name, a in arrays.items()}

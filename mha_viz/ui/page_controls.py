@@ -139,6 +139,7 @@ BY_PAGE: dict[str, tuple[vp.Control, ...]] = {
         vp.number(keys.TASK_SIZE, 2, task.MAX_PAIRS, default=task.DEFAULTS[keys.TASK_SIZE]),
         vp.number(keys.TASK_SEED, 0, 2**31 - 1, default=0),
         vp.choice(keys.TASK_METHOD, tuple(task.METHODS), default=next(iter(task.METHODS))),
+        vp.number(keys.TASK_K, 1, task.MAX_DRAWN, default=task.DEFAULT_DRAWN),  # a task's circuit: edges drawn
     ),
     "teaching": (
         vp.choice(keys.TEACH_PART, ("1–2 · Input, Q, K, V", "3–6 · Scores to probabilities", "7–9 · Output",

@@ -20,8 +20,18 @@ from mha_viz.interventions import prediction
 from mha_viz.tasks import generators
 from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.text.tokenize import InputError
-from mha_viz.ui import charts, export_views, jobs, keys, notebook_button, resources, session, view_helpers
-from mha_viz.ui.task_choices import DEFAULTS, MAX_PAIRS, METHODS, SOURCES, TASKS
+from mha_viz.ui import (
+    charts,
+    export_views,
+    jobs,
+    keys,
+    notebook_button,
+    resources,
+    session,
+    task_edges,
+    view_helpers,
+)
+from mha_viz.ui.task_choices import DEFAULTS, EDGE_METHODS, IG_STEPS, MAX_PAIRS, METHODS, SOURCES, TASKS
 from mha_viz.ui.text import plain
 
 RESAMPLES = 1000
@@ -74,6 +84,9 @@ def _run(model, prompts: PromptSet, method: str, cap: int, progress):
         return mha_viz.estimate_heads(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
     if method == "patch":
         return mha_viz.patch_heads(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
+    if method in EDGE_METHODS:
+        return mha_viz.edge_attribution(model, prompts, method=method, steps=IG_STEPS, max_tokens=cap,
+                                        resamples=RESAMPLES, progress=progress)
     return mha_viz.direct_logit(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
 
 
@@ -83,8 +96,12 @@ def _compute(model, key: TaskKey, prompts: PromptSet):
     batch = key.method == "patch"
 
     def budgeted(progress):
-        prediction.check_budget(model, longest, key.cap, batch=batch)
-        with resources.slots().hold(need=needs.prediction(model, longest, key.cap, batch=batch)):
+        if key.method in EDGE_METHODS:
+            need = needs.circuit(model, needs.tokens(model, longest, key.cap), method=key.method, steps=IG_STEPS)
+        else:
+            prediction.check_budget(model, longest, key.cap, batch=batch)
+            need = needs.prediction(model, longest, key.cap, batch=batch)
+        with resources.slots().hold(need=need):
             return _run(model, prompts, key.method, key.cap, progress)
     result, error = jobs.run(keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",
                              what="The task", out_of_memory="The task ran out of memory: use fewer or shorter "
@@ -131,13 +148,19 @@ def task_view(cur) -> None:
             buttons.idle()
             return
         buttons.done()
+    _said(result)
+    if key.method in EDGE_METHODS:
+        return task_edges.show(cur, key, result, prompts)
     _results(cur, result)
 
 
-def _results(cur, result) -> None:
+def _said(result) -> None:
     left = "; ".join(f"{count} {why}" for why, count in result.left_out.items())
     st.success(f"{len(result.kept)} pairs of {plain(result.source)} ran" + (f" ({plain(left)}: left out)." if left
                                                                            else "."), icon=":material/target:")
+
+
+def _results(cur, result) -> None:
     layer_ids = cur.model.layer_ids
     charts.show(figures.task_grid(result), key=keys.TASK_GRID, selection_mode="points",
                 on_select=lambda: view_helpers.open_clicked_head(keys.TASK_GRID, view_helpers.grid_index))

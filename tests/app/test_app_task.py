@@ -87,3 +87,39 @@ def test_a_model_on_which_no_pair_runs_says_why():
     said = shown(" ".join(e.value for e in at.error))
     assert "No pair of 'ioi(n=3, seed=0)' can run on toy-induction: 0 pairs kept; left out: 3 (" in said, said
     assert at.number_input(key=keys.TASK_SIZE).value == 3
+
+
+def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_induction):
+    from mha_viz.tasks import faithfulness_set
+    from mha_viz.ui import task_edges
+    from tests.models.task_pairs import letter_pairs
+    prompts = letter_pairs(4, seed=5)
+    rows = [{"clean": p.clean, "corrupted": p.corrupted, "answer": p.answer, "wrong": p.wrong} for p in prompts.pairs]
+    at = _task(model="toy-induction")
+    at.selectbox(key=keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
+    at.selectbox(key=keys.TASK_METHOD).set_value("edge attribution (EAP)").run()
+    at.file_uploader(key=keys.TASK_FILE).set_value(("letters.jsonl", "\n".join(json.dumps(r) for r in rows).encode(),
+                                                    "application/json")).run()
+    at.button(key=keys.TASK_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    cap = at.session_state[keys.TOKEN_LIMIT]
+    want = mha_viz.edge_attribution(toy_induction, prompts, resamples=1000, max_tokens=cap)
+    table = next(d.value for d in at.dataframe if "interval_holds_0" in d.value.columns)
+    top = want.top(len(table))
+    assert list(zip(table["sender"], table["receiver"])) == list(zip(top["sender"], top["receiver"]))
+    np.testing.assert_allclose(table["mean"], top["mean"].round(5), atol=1e-5)
+    assert any(chart_title(c).startswith("The top") for c in charts(at))
+    at.button(key=keys.TASK_FAITH_GO).click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    band = next(c for c in charts(at) if "over the task" in chart_title(c).replace("<br>", " "))
+    curve = faithfulness_set(toy_induction, prompts, want.table, task_edges.sizes(len(want.table)), max_tokens=cap,
+                             resamples=1000).curve
+    shown_curve = curve[curve["k"] > 0]
+    np.testing.assert_allclose(band["data"][1]["y"], shown_curve["mean"], atol=1e-6)
+    assert band["data"][0]["fill"] == "toself"  # the band
+    assert "mean faithfulness" in shown(" ".join(c.value for c in at.caption))
+
+
+def test_the_circuits_sizes_run_from_none_to_every_edge():
+    from mha_viz.ui.task_edges import sizes
+    assert sizes(1) == [0, 1] and sizes(7) == [0, 1, 2, 5, 7] and sizes(120) == [0, 1, 2, 5, 10, 20, 50, 100, 120]

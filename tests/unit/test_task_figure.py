@@ -22,9 +22,9 @@ def _patching() -> TaskPatching:
     high = mean + 0.05
     p = np.array([[0.01, 0.4, 0.9], [0.3, 0.001, 0.02]], np.float32)
     per_pair = np.stack([mean, mean])
-    return TaskPatching("denoise", "normalised", per_pair, mean, low, high, p, np.ones(2, np.float32),
-                        np.zeros(2, np.float32), kept=[0, 3], left_out={}, source="ioi(n=4, seed=0)", level=0.95,
-                        resamples=100, seed=0)
+    return TaskPatching("denoise", "normalised", np.ones(2, np.float32), np.zeros(2, np.float32), per_pair=per_pair,
+                        mean=mean, low=low, high=high, p_value=p, kept=[0, 3], left_out={}, source="ioi(n=4, seed=0)",
+                        level=0.95, resamples=100, seed=0)
 
 
 def test_the_cells_are_the_means_and_the_crosses_are_the_intervals_that_hold_zero():
@@ -43,8 +43,9 @@ def test_the_cells_are_the_means_and_the_crosses_are_the_intervals_that_hold_zer
 
 def test_direct_logit_over_a_task_is_titled_in_logits():
     r = _patching()
-    dla = TaskDirectLogit(r.per_pair, r.mean, r.low, r.high, r.p_value, np.zeros(2, np.float32), kept=r.kept,
-                          left_out={}, source="greater_than(n=4, seed=1)", level=0.9, resamples=100, seed=0)
+    dla = TaskDirectLogit(np.zeros(2, np.float32), per_pair=r.per_pair, mean=r.mean, low=r.low, high=r.high,
+                          p_value=r.p_value, kept=r.kept, left_out={}, source="greater_than(n=4, seed=1)", level=0.9,
+                          resamples=100, seed=0)
     fig = figures.task_grid(dla)
     assert "Direct logit attribution (logits), mean over greater_than" in _title(fig)
     assert "90 % interval" in fig.data[1].text[0]
