@@ -115,7 +115,7 @@ def _find(model, key, method: str, answer: int, wrong: int):
             return edges
     edges, error = jobs.run(keys.CIRC_RUNNING, (key, method), work, first="Scoring every edge…",
                             what="The circuit", out_of_memory="The circuit ran out of memory: use shorter texts or "
-                                                              "a smaller model.")
+                                                              "a smaller model.", time_left=True)
     if error:
         st.error(plain(error), icon=":material/warning:")
         return None
@@ -156,7 +156,7 @@ def _run_real(model, key, what: tuple, compute, again: str | None):
             return compute(progress)
     value, error = jobs.run(keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
                             what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
-                                                                "texts or a smaller model.")
+                                                                "texts or a smaller model.", time_left=True)
     slot.empty()
     _stopped().discard((key, what))
     if error:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Hashable
 
 import streamlit as st
 
-from mha_viz.progress import Progress
+from mha_viz.progress import Progress, with_time_left
 from mha_viz.ui import resources, session
 from mha_viz.ui.text import plain
 
@@ -62,16 +62,18 @@ def buttons(label: str, key: str, *, cancel_key: str, cancel_help: str, cancel_l
 
 
 def run(running: str, what_for: Hashable, work: Callable[[Progress], Any], *, first: str, what: str,
-        out_of_memory: str):
+        out_of_memory: str, time_left: bool = False):
     """(result, None) of `work(progress)` under a progress bar starting at `first`, run in turn
     (`resources.attempt`), or (None, a message for the user) when it failed. `what_for` (the key
-    of the inputs) stays under the session key `running` only when the run is stopped."""
+    of the inputs) stays under the session key `running` only when the run is stopped. `time_left`: each
+    message also says the time left, from the pace so far (for work whose messages do not say it)."""
     bar = st.progress(0.0, text=plain(first))
     session.put(running, what_for)
 
     def progress(fraction: float, message: str) -> None:  # each update lets Streamlit stop this run (Cancel)
         bar.progress(min(max(float(fraction), 0.0), 1.0), text=plain(message))
-    result, error = resources.attempt(lambda: work(progress), what=what, out_of_memory=out_of_memory)
+    told = with_time_left(progress) if time_left else progress
+    result, error = resources.attempt(lambda: work(told), what=what, out_of_memory=out_of_memory)
     session.pop(running, None)
     bar.empty()
     return result, error

@@ -153,7 +153,7 @@ def _job(model, key: PredKey, running: str, first: str, what: str, work, *, batc
         prediction.check_budget(model, key.clean, key.cap, batch=batch)
         with resources.slots().hold(need=needs.prediction(model, key.clean, key.cap, batch=batch)):
             return work(progress)
-    return jobs.run(running, key, budgeted, first=first, what=what,
+    return jobs.run(running, key, budgeted, first=first, what=what, time_left=batch,  # real patching: layer by layer
                     out_of_memory=f"{what} ran out of memory: use shorter texts or a smaller model.")
 
 

@@ -49,7 +49,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
                                     resamples=result.resamples, seed=result.seed, progress=progress)
     curve, error = jobs.run(keys.TASK_FAITH_RUNNING, task_key, work, first="Running the circuits on each pair…",
                             what="The faithfulness", out_of_memory="The circuits ran out of memory: use fewer or "
-                                                                   "shorter pairs, or a smaller model.")
+                                                                   "shorter pairs, or a smaller model.", time_left=True)
     if error:
         buttons.idle()
         st.error(plain(error), icon=":material/warning:")

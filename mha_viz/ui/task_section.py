@@ -105,7 +105,7 @@ def _compute(model, key: TaskKey, prompts: PromptSet):
             return _run(model, prompts, key.method, key.cap, progress)
     result, error = jobs.run(keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",
                              what="The task", out_of_memory="The task ran out of memory: use fewer or shorter "
-                                                            "pairs, or a smaller model.")
+                                                            "pairs, or a smaller model.", time_left=True)
     if error:
         st.error(plain(error), icon=":material/warning:")
         return None
