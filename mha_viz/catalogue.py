@@ -30,7 +30,8 @@ class Feature:
     order: its place in the section. notebook: the cells that compute and draw what the page does
     (`mha_viz.view_notebook`; None: the model view's grid), and exact: whether they draw every
     figure of the page from the same arrays. replaces: the ids of retired pages whose parts moved here
-    (an old link or lesson step naming one opens this page)."""
+    (an old link or lesson step naming one opens this page). controls: the page's own inputs that shape its view,
+    each a `view_params.Control` under its session key (`features/<id>/controls.py`)."""
 
     id: str
     title: str
@@ -41,6 +42,7 @@ class Feature:
     notebook: Callable | None = None  # (NotebookView) -> [(kind, source)]: `mha_viz.export.notebook_view`
     exact: bool = False
     replaces: tuple[str, ...] = ()
+    controls: tuple = ()  # its own inputs that links and lessons carry (`export.view_params.Control`s)
 
     @property
     def page_title(self) -> str:

@@ -176,3 +176,21 @@ def picks(name: str, options: Sequence = (), *, upto: str | None = None, text: b
     """Several of `options`, or with `upto` positions below the run's count (a multiselect, pills);
     `text`: any short texts the page checks (no comma in them)."""
     return Control(name, PICKS, options=tuple(options), low=0, integer=not text, upto=upto, default=default)
+
+
+def tokens_of(cur) -> int:
+    """Every token of the run on screen `cur` (the UI's current state), hidden ones included (positions are the
+    model's): what a control's default reads."""
+    return (cur.full_run or cur.run).n
+
+
+def last_shown(cur) -> int:
+    """The last token the run on screen shows (the last one kept when tokens are hidden)."""
+    hidden = getattr(cur.run, "hidden", None)
+    return int(hidden.kept[-1]) if hidden is not None else cur.run.n - 1
+
+
+def first_shown(cur) -> int:
+    """The first token the run on screen shows."""
+    hidden = getattr(cur.run, "hidden", None)
+    return int(hidden.kept[0]) if hidden is not None else 0

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import streamlit as st
 
 from mha_viz import needs
+from mha_viz.features.prediction import controls as prediction_controls
 from mha_viz.figures import attribution as attribution_figures
 from mha_viz.figures import style as figure_style
 from mha_viz.interventions import estimate, prediction
@@ -28,7 +29,6 @@ from mha_viz.ui import (
     resources,
     session,
     shared_head,
-    task_choices,
     task_section,
 )
 from mha_viz.ui.analysis_key import ModelKey
@@ -86,7 +86,7 @@ def prediction_page() -> None:
                "with one head's clean output, as a share of the gap between the runs (activation patching): "
                "estimated first for every head at every position from one backward pass, patched for real on "
                "request.")
-    st.radio("Task", task_choices.TASKS, key=keys.PRED_TASK, persist_state=keys.KEEP, horizontal=True,
+    st.radio("Task", prediction_controls.TASKS, key=keys.PRED_TASK, persist_state=keys.KEEP, horizontal=True,
              help="One pair (the sidebar's text and a corrupted one), or a task: a set of pairs (a standard task's "
                   "generator, or your file), each head's mean over them with its uncertainty.")
     if task_section.is_task():

@@ -10,21 +10,12 @@ import streamlit as st
 
 from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
+from mha_viz.features.prediction.controls import DEFAULT_DRAWN, MAX_DRAWN
 from mha_viz.figures import circuit as circuit_figures
 from mha_viz.tasks import faithfulness_set
 from mha_viz.tasks.prompt_set import PromptSet
-from mha_viz.ui import charts, jobs, keys, resources, session
-from mha_viz.ui.task_choices import DEFAULT_DRAWN, MAX_DRAWN
+from mha_viz.ui import charts, circuit_section, jobs, keys, resources, session
 from mha_viz.ui.text import plain
-
-
-def sizes(total: int) -> list[int]:
-    """The circuits' sizes of a faithfulness curve: 0, then 1, 2, 5, 10, 20, 50 … up to every edge."""
-    out, step = [0], 1
-    while step < total:
-        out += [k for k in (step, 2 * step, 5 * step) if k < total]
-        step *= 10
-    return out + [total]
 
 
 def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
@@ -35,9 +26,10 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     if jobs.cancelled(keys.TASK_FAITH_RUNNING) is not None:
         st.warning("The faithfulness run was cancelled; nothing was kept.", icon=":material/stop_circle:")
     total = len(result.table)
+    ks = circuit_section.sizes(total)
     buttons = jobs.buttons("Faithfulness over the pairs", keys.TASK_FAITH_GO, cancel_key=keys.TASK_FAITH_CANCEL,
                            cancel_help="Stops running the circuits; nothing is kept.", primary=False,
-                           help=f"Runs the circuits of the top k edges (k = {', '.join(map(str, sizes(total)[1:]))}) "
+                           help=f"Runs the circuits of the top k edges (k = {', '.join(map(str, ks[1:]))}) "
                                 "for real on each pair: the mean faithfulness with its interval.")
     if not buttons.pressed:
         return None
@@ -45,7 +37,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
 
     def work(progress):
         with resources.slots().hold(need=needs.path_patched(model, needs.tokens(model, longest, cap))):
-            return faithfulness_set(model, prompts, result.table, sizes(total), max_tokens=cap,
+            return faithfulness_set(model, prompts, result.table, ks, max_tokens=cap,
                                     resamples=result.resamples, seed=result.seed, progress=progress)
     curve, error = jobs.run(keys.TASK_FAITH_RUNNING, task_key, work, first="Running the circuits on each pair…",
                             what="The faithfulness", out_of_memory="The circuits ran out of memory: use fewer or "
@@ -59,7 +51,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     return curve
 
 
-def show(cur, task_key, result, prompts: PromptSet) -> None:
+def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
     """The graph of the strongest mean edges, their intervals, and the faithfulness band once run."""
     model, total = cur.model, len(result.table)
     method = f"{result.method.upper()}" + (f", {result.steps} steps" if result.method == "eap-ig" else "")

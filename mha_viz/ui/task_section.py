@@ -16,6 +16,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import figures, needs
+from mha_viz.features.prediction.controls import DEFAULTS, EDGE_METHODS, IG_STEPS, MAX_PAIRS, METHODS, SOURCES, TASKS
 from mha_viz.interventions import prediction
 from mha_viz.tasks import generators
 from mha_viz.tasks.prompt_set import PromptSet
@@ -31,7 +32,6 @@ from mha_viz.ui import (
     task_edges,
     view_helpers,
 )
-from mha_viz.ui.task_choices import DEFAULTS, EDGE_METHODS, IG_STEPS, MAX_PAIRS, METHODS, SOURCES, TASKS
 from mha_viz.ui.text import plain
 
 RESAMPLES = 1000
@@ -150,7 +150,7 @@ def task_view(cur) -> None:
         buttons.done()
     _said(result)
     if key.method in EDGE_METHODS:
-        return task_edges.show(cur, key, result, prompts)
+        return task_edges.task_circuit(cur, key, result, prompts)
     _results(cur, result)
 
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.features.prediction.controls import METHODS
 from mha_viz.figures.task import MARK
 from mha_viz.tasks import generators
 from mha_viz.ui import keys
-from mha_viz.ui.task_choices import METHODS
 from tests.app.helpers import chart_title, charts, open_with_text, shown
 
 pytestmark = pytest.mark.model
@@ -91,7 +91,7 @@ def test_a_model_on_which_no_pair_runs_says_why():
 
 def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_induction):
     from mha_viz.tasks import faithfulness_set
-    from mha_viz.ui import task_edges
+    from mha_viz.ui import circuit_section
     from tests.models.task_pairs import letter_pairs
     prompts = letter_pairs(4, seed=5)
     rows = [{"clean": p.clean, "corrupted": p.corrupted, "answer": p.answer, "wrong": p.wrong} for p in prompts.pairs]
@@ -112,14 +112,10 @@ def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_indu
     at.button(key=keys.TASK_FAITH_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     band = next(c for c in charts(at) if "over the task" in chart_title(c).replace("<br>", " "))
-    curve = faithfulness_set(toy_induction, prompts, want.table, task_edges.sizes(len(want.table)), max_tokens=cap,
+    curve = faithfulness_set(toy_induction, prompts, want.table, circuit_section.sizes(len(want.table)), max_tokens=cap,
                              resamples=1000).curve
     shown_curve = curve[curve["k"] > 0]
     np.testing.assert_allclose(band["data"][1]["y"], shown_curve["mean"], atol=1e-6)
     assert band["data"][0]["fill"] == "toself"  # the band
     assert "mean faithfulness" in shown(" ".join(c.value for c in at.caption))
 
-
-def test_the_circuits_sizes_run_from_none_to_every_edge():
-    from mha_viz.ui.task_edges import sizes
-    assert sizes(1) == [0, 1] and sizes(7) == [0, 1, 2, 5, 7] and sizes(120) == [0, 1, 2, 5, 10, 20, 50, 100, 120]

@@ -1,8 +1,8 @@
-"""The features' records (`mha_viz.catalogue`): every list of pages is made from them, and a new page is its
-page file and its feature folder, nothing else (docs/architecture.md's timed task). A feature planted in a
-temporary folder, with a page module beside it, must show up in the pages' ids, the navigation's pages, the
-lessons' checks, the notebook and the tests' headings; and no module of the app or of the tests may list the
-pages by hand."""
+"""The features' records (`mha_viz.catalogue`): every list of pages is made from them, and a new page is its page
+file and its feature folder, nothing else (docs/architecture.md's timed task). A feature planted in a temporary
+folder, with a page module beside it, must show up in the pages' ids, the navigation's pages, the lessons'
+checks, the notebook, the link parameters and the tests' headings; and no module of the app or the tests may list
+the pages by hand."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from mha_viz.export.notebook_view import NotebookView
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = '''
 from mha_viz.catalogue import Feature
+from mha_viz.export import view_params as vp
 from mha_viz.export.notebook_view import code, md
 
 
@@ -30,7 +31,7 @@ def cells(v):
 
 
 FEATURE = Feature("planted", "Planted page", "Measure", 15, ":material/star:", heading="A planted page",
-                  notebook=cells)
+                  notebook=cells, controls=(vp.flag("planted_flag"),))
 '''
 PAGE = '''
 def planted_page():
@@ -56,6 +57,9 @@ def planted(tmp_path, monkeypatch):
     catalogue.features.cache_clear()
     for name in ("mha_viz.features.planted", "mha_viz.ui.planted_page"):
         sys.modules.pop(name, None)
+    monkeypatch.undo()
+    for name in ("mha_viz.ui.page_controls", "tests.helpers"):  # their lists made again without the planted page
+        importlib.reload(importlib.import_module(name))
 
 
 def test_the_records_are_one_per_page_in_sections_with_no_id_twice():
@@ -101,6 +105,10 @@ def test_a_new_page_is_its_page_file_and_its_feature_folder():
     # the tests' headings
     helpers = importlib.reload(importlib.import_module("tests.helpers"))
     assert helpers.HEADINGS["planted"] == "A planted page"
+    # its link parameters: what links and lesson steps carry
+    page_controls = importlib.reload(importlib.import_module("mha_viz.ui.page_controls"))
+    assert [c.name for c in page_controls.BY_PAGE["planted"]] == ["planted_flag"]
+    assert "planted_flag" in page_controls.CONTROLS
 
 
 def test_a_page_without_a_record_gets_the_model_grid_in_its_notebook():

@@ -2,7 +2,9 @@
 pruning curve. Its page is `mha_viz/ui/ablation_page.py`."""
 
 from mha_viz.catalogue import Feature
+from mha_viz.features.ablation.controls import CONTROLS
 from mha_viz.features.ablation.notebook import cells
 
 FEATURE = Feature("ablation", "Switch heads off", "Teach & test", 20, ":material/toggle_off:", notebook=cells,
-                  exact=True)
+                  exact=True,
+                  controls=CONTROLS)

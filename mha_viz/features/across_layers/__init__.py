@@ -3,10 +3,12 @@
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
+from mha_viz.features.across_layers.controls import CONTROLS
 
 MAIN = """
 figures.rollout(run)
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("across_layers", "Across layers", "Look", 60, ":material/stacked_line_chart:",
-                  notebook=main_figure("Across layers", MAIN))
+                  notebook=main_figure("Across layers", MAIN),
+                  controls=CONTROLS)

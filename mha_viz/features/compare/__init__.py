@@ -3,10 +3,12 @@ Its page is `mha_viz/ui/compare_page.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
+from mha_viz.features.compare.controls import CONTROLS
 
 MAIN = """
 figures.model_grid(run)  # the first run; the page's second text or model is not carried over
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("compare", "Compare texts or models", "Measure", 60, ":material/difference:",
-                  notebook=main_figure("Compare texts or models", MAIN))
+                  notebook=main_figure("Compare texts or models", MAIN),
+                  controls=CONTROLS)

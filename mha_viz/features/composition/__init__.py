@@ -3,6 +3,7 @@ page is `mha_viz/ui/composition_page.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
+from mha_viz.features.composition.controls import CONTROLS
 
 MAIN = """
 scores = mha_viz.circuits.composition_scores(model)  # q, k, v
@@ -10,4 +11,5 @@ figures.grid(mha_viz.circuits.copying_scores(model), title="Copying score of eac
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("composition", "Head composition", "Measure", 30, ":material/account_tree:",
-                  notebook=main_figure("Head composition", MAIN))
+                  notebook=main_figure("Head composition", MAIN),
+                  controls=CONTROLS)

@@ -2,6 +2,8 @@
 them. Its page is `mha_viz/ui/corpus_page.py`."""
 
 from mha_viz.catalogue import Feature
+from mha_viz.features.corpus.controls import CONTROLS
 from mha_viz.features.corpus.notebook import cells
 
-FEATURE = Feature("corpus", "Corpus", "Measure", 40, ":material/library_books:", notebook=cells)
+FEATURE = Feature("corpus", "Corpus", "Measure", 40, ":material/library_books:", notebook=cells,
+                  controls=CONTROLS)

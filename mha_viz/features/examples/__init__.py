@@ -3,6 +3,7 @@
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
+from mha_viz.features.examples.controls import CONTROLS
 
 MAIN = """
 ex = mha_viz.corpus.head_examples(model, "sample", max_tokens=CAP)
@@ -10,4 +11,5 @@ ex.top(LAYER, HEAD)
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("examples", "Head examples", "Measure", 50, ":material/format_quote:",
-                  notebook=main_figure("Head examples", MAIN))
+                  notebook=main_figure("Head examples", MAIN),
+                  controls=CONTROLS)

@@ -3,6 +3,7 @@ is `mha_viz/ui/generate_page.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
+from mha_viz.features.generate.controls import CONTROLS
 
 MAIN = """
 gen = mha_viz.generate(model, TEXT, max_new_tokens=32)
@@ -10,4 +11,5 @@ figures.generation_step(gen, -1, layer=LAYER, head=HEAD)
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("generate", "Generate", "Look", 70, ":material/edit_note:",
-                  notebook=main_figure("Generate", MAIN))
+                  notebook=main_figure("Generate", MAIN),
+                  controls=CONTROLS)

@@ -2,6 +2,8 @@
 `mha_viz/ui/head_metrics_page.py`."""
 
 from mha_viz.catalogue import Feature
+from mha_viz.features.head_metrics.controls import CONTROLS
 from mha_viz.features.head_metrics.notebook import cells
 
-FEATURE = Feature("head_metrics", "Head metrics", "Measure", 10, ":material/leaderboard:", notebook=cells, exact=True)
+FEATURE = Feature("head_metrics", "Head metrics", "Measure", 10, ":material/leaderboard:", notebook=cells, exact=True,
+                  controls=CONTROLS)

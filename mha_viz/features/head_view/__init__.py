@@ -2,7 +2,9 @@
 and *Why here?*. Its page is `mha_viz/ui/head_view_page.py`."""
 
 from mha_viz.catalogue import Feature
+from mha_viz.features.head_view.controls import CONTROLS
 from mha_viz.features.head_view.notebook import cells
 
 FEATURE = Feature("head_view", "Head view", "Look", 20, ":material/zoom_in:", notebook=cells, exact=True,
-                  replaces=("whole_text",))
+                  replaces=("whole_text",),
+                  controls=CONTROLS)

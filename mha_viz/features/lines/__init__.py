@@ -3,10 +3,12 @@
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
+from mha_viz.features.lines.controls import CONTROLS
 
 MAIN = """
 figures.lines(run, LAYER, heads=[HEAD])
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("lines", "Line view", "Look", 40, ":material/share:",
-                  notebook=main_figure("Line view", MAIN))
+                  notebook=main_figure("Line view", MAIN),
+                  controls=CONTROLS)

@@ -2,6 +2,8 @@
 layers beside it. Its page is `mha_viz/ui/model_view_page.py`."""
 
 from mha_viz.catalogue import Feature
+from mha_viz.features.model_view.controls import CONTROLS
 from mha_viz.features.model_view.notebook import cells
 
-FEATURE = Feature("model_view", "Model view", "Look", 10, ":material/grid_view:", notebook=cells, exact=True)
+FEATURE = Feature("model_view", "Model view", "Look", 10, ":material/grid_view:", notebook=cells, exact=True,
+                  controls=CONTROLS)

@@ -2,7 +2,9 @@
 estimate and circuits over a pair or a task. Its page is `mha_viz/ui/prediction_page.py`."""
 
 from mha_viz.catalogue import Feature
+from mha_viz.features.prediction.controls import CONTROLS
 from mha_viz.features.prediction.notebook import cells
 
 FEATURE = Feature("prediction", "Heads behind a prediction", "Measure", 70, ":material/target:", notebook=cells,
-                  exact=True)
+                  exact=True,
+                  controls=CONTROLS)

@@ -3,10 +3,12 @@ Its page is `mha_viz/ui/similarity_page.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
+from mha_viz.features.similarity.controls import CONTROLS
 
 MAIN = """
 figures.similarity(run, "js")
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("similarity", "Head similarity", "Measure", 20, ":material/hub:",
-                  notebook=main_figure("Head similarity", MAIN))
+                  notebook=main_figure("Head similarity", MAIN),
+                  controls=CONTROLS)

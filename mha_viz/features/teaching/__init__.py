@@ -2,7 +2,9 @@
 numbers, over a window anywhere in the text. Its page is `mha_viz/ui/teaching_page.py`."""
 
 from mha_viz.catalogue import Feature
+from mha_viz.features.teaching.controls import CONTROLS
 from mha_viz.features.teaching.notebook import cells
 
 FEATURE = Feature("teaching", "Teaching: step by step", "Teach & test", 10, ":material/school:",
-                  heading="Teaching: attention step by step", notebook=cells, exact=True)
+                  heading="Teaching: attention step by step", notebook=cells, exact=True,
+                  controls=CONTROLS)

@@ -1,0 +1,19 @@
+"""The page *Switch heads off*'s own controls: the inputs that shape its view, each under its session key, which
+links and lesson steps carry (its record's `controls`; `ui/page_controls` reads and restores them)."""
+
+from __future__ import annotations
+
+from mha_viz.export import view_params as vp
+
+ABLATE_MODE = "ablate_mode"
+ABLATION_OTHER = "ablation_other"
+IMP_SOURCE = "imp_source"
+HEADS_OFF = "heads_off"  # the heads switched off, by label: a control whose value is no widget's
+
+CONTROLS = (
+    vp.choice(ABLATE_MODE, ("zeroed (ξ = 0)", "replaced by their mean output on this text"),
+              default="zeroed (ξ = 0)"),
+    vp.choice(ABLATION_OTHER, default="A cat is resting on a rug."),
+    vp.choice(IMP_SOURCE, ("this text", "a bundled sample paragraph"), default="this text"),
+    vp.picks(HEADS_OFF, text=True, default=[]),
+)

@@ -1,0 +1,14 @@
+"""The page *Head composition*'s own controls: the inputs that shape its view, each under its session key, which
+links and lesson steps carry (its record's `controls`; `ui/page_controls` reads and restores them)."""
+
+from __future__ import annotations
+
+from mha_viz.export import view_params as vp
+
+COMP_ABOVE = "comp_above"
+COMP_KIND = "comp_kind"  # Head composition: Q, K or V; shown above × the baseline
+
+CONTROLS = (
+    vp.choice(COMP_KIND, ("q", "k", "v"), default="q"),
+    vp.number(COMP_ABOVE, 0, 5, integer=False, default=2.0),
+)

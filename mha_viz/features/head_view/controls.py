@@ -1,0 +1,37 @@
+"""The page *Head view*'s own controls: the inputs that shape its view, each under its session key, which
+links and lesson steps carry (its record's `controls`; `ui/page_controls` reads and restores them)."""
+
+from __future__ import annotations
+
+from mha_viz.export import view_params as vp
+
+HEAD_RESCALE = "head_rescale"
+HEAD_WINDOW = "head_window"
+LINKS_SKIP_FIRST = "links_skip_first"  # leave out links to the first token
+LINKS_STRIP = "links_strip"  # the token strip's first query
+SUBSET_KEYS = "subset_keys"  # (start, stop) of the keys shown
+SUBSET_KEY_LIST = "subset_key_list"  # the picked key positions
+SUBSET_PICK = "subset_pick"  # pick-lists instead of ranges
+SUBSET_QUERIES = "subset_queries"  # (start, stop) of the queries shown in the "queries × keys" detail
+SUBSET_QUERY_LIST = "subset_query_list"  # the picked query positions
+WHY_KEY = "why_key"
+WHY_PATTERN = "why_pattern"  # *Why here?*: the whole head's pattern-weighted terms instead of one cell
+WHY_QUERY = "why_query"  # Head view's *Why here?*: positions
+WHY_SECOND = "why_second"
+
+CONTROLS = (
+    vp.flag(HEAD_RESCALE),
+    vp.span(HEAD_WINDOW, default=lambda cur: (0, min(cur.run.n, 96))),
+    vp.flag(SUBSET_PICK),
+    vp.span(SUBSET_QUERIES, default=lambda cur: (0, min(cur.run.n, 96))),
+    vp.span(SUBSET_KEYS, default=lambda cur: (0, min(cur.run.n, 96))),
+    vp.picks(SUBSET_QUERY_LIST, upto=vp.TOKENS),
+    vp.picks(SUBSET_KEY_LIST, upto=vp.TOKENS),
+    vp.flag(WHY_PATTERN),
+    vp.number(WHY_QUERY, 0, upto=vp.TOKENS, default=vp.last_shown),
+    vp.number(WHY_KEY, 0, upto=vp.TOKENS, default=vp.first_shown),
+    vp.number(WHY_SECOND, -1, upto=vp.TOKENS, default=-1),
+    # the Links section (head_links_view): positions of the run on screen, clamped by the section
+    vp.number(LINKS_STRIP, 0, default=0),
+    vp.flag(LINKS_SKIP_FIRST),
+)
