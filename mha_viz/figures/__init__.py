@@ -236,14 +236,15 @@ def dla_grid(expl: Explanation) -> go.Figure:
                                         expl.dla.label)
 
 
-def task_grid(result, title: str | None = None) -> go.Figure:
+def task_grid(result, title: str | None = None, layer_ids: list[int] | None = None) -> go.Figure:
     """A method over a task (`mha_viz.patch_heads`, `estimate_heads` or `direct_logit` given a `PromptSet`): every
-    head's mean over the pairs, its interval and p-value on hover, a cross where the interval holds 0."""
+    head's mean over the pairs, its interval and p-value on hover, a cross where the interval holds 0. layer_ids:
+    the model's layer number of each row (`model.layer_ids`; default 0, 1, …)."""
     if title is None:
         what = ("Direct logit attribution (logits)" if not hasattr(result, "mode") else
                 f"{'Restored fraction' if result.mode == 'denoise' else 'Damage'} ({result.metric})")
         title = f"{what}, mean over {result.source}"
-    return task_figures.task_grid(result, title)
+    return task_figures.task_grid(result, title, layer_ids)
 
 
 def _differ(expl: Explanation):

@@ -162,7 +162,7 @@ def _said(result) -> None:
 
 def _results(cur, result) -> None:
     layer_ids = cur.model.layer_ids
-    charts.show(figures.task_grid(result), key=keys.TASK_GRID, selection_mode="points",
+    charts.show(figures.task_grid(result, layer_ids=layer_ids), key=keys.TASK_GRID, selection_mode="points",
                 on_select=lambda: view_helpers.open_clicked_head(keys.TASK_GRID, view_helpers.grid_index))
     crossing = int(result.crosses_zero.sum())
     st.caption(f"Each cell: a head's mean over the pairs; hover for its {100 * result.level:g} % bootstrap interval "

@@ -82,7 +82,7 @@ def test_the_prediction_page_over_a_task_makes_the_same_set_and_runs_the_same_me
     view = NotebookView(page="prediction", model="smollm2", text="A b", options={"task": "a task", **options})
     cells = _cells(view)
     source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-    assert make in source and call in source and "figures.task_grid(result)" in source
+    assert make in source and call in source and "figures.task_grid(result, layer_ids=model.layer_ids)" in source
     for cell in cells:
         if cell["cell_type"] == "code":
             ast.parse("".join(cell["source"]))

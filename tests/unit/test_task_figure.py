@@ -49,3 +49,8 @@ def test_direct_logit_over_a_task_is_titled_in_logits():
     fig = figures.task_grid(dla)
     assert "Direct logit attribution (logits), mean over greater_than" in _title(fig)
     assert "90 % interval" in fig.data[1].text[0]
+
+
+def test_the_rows_are_labelled_with_the_models_layer_numbers():
+    fig = figures.task_grid(_patching(), layer_ids=[1, 3])  # a hybrid's softmax layers
+    assert list(fig.layout.yaxis.ticktext) == [1, 3]

@@ -44,7 +44,7 @@ from mha_viz.tasks import PromptSet, generators
 {make}
 result = {call}(model, prompts, max_tokens=CAP, resamples=1000)
 print(f"{{len(result.kept)}} pairs of {{result.source}} ran; left out: {{dict(result.left_out) or 'none'}}")
-figures.task_grid(result)""")]
+figures.task_grid(result, layer_ids=model.layer_ids)""")]
 
 
 def cells(v: NotebookView) -> list[Cell]:
