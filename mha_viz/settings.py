@@ -9,9 +9,9 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_MAX_TOKENS: default token limit (locally the model's whole context, up to 32,768; in public
   mode 512); in public mode also the most a user may set,
   on every page and button (`mha_viz.text.tokenize` enforces it).
-- MHA_VIZ_MAX_OVERVIEW_TOKENS: in public mode, the most tokens the whole-text overview reads
-  (default: MHA_VIZ_MAX_TOKENS, so the overview goes no further than the views); locally the
-  overview reads the model's whole context.
+- MHA_VIZ_MAX_OVERVIEW_TOKENS: in public mode, the most tokens `mha_viz.scan` reads when called
+  without `max_tokens` (the Python API; default: MHA_VIZ_MAX_TOKENS, so it goes no further than the
+  app's pages); locally it reads the model's whole context.
 - MHA_VIZ_MAX_CAPTURE_MB: most MiB of probabilities one analysis may hold (4096).
 - MHA_VIZ_DENSE_MB: the largest every-head array (layers × heads × n × n float32s, in MiB) an
   analysis builds at once (1024); above it the run keeps each layer's input and recomputes the
