@@ -25,6 +25,12 @@ from mha_viz_models import LoadedModel
 from mha_viz_models.reading import split_run
 
 BATCH_BYTES = 256 * 2**20  # a batch of patched runs holds about this much beyond the model (CPU or GPU)
+SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # a faithfulness curve's k, as shares of the edges
+
+
+def curve_sizes(total: int) -> list[int]:
+    """The k of a faithfulness curve over `total` edges: 0, then SHARES of them, at least 1 edge, each once."""
+    return sorted({0, *(max(1, int(round(share * total))) for share in SHARES)})
 
 
 def _runs(model: LoadedModel, clean: str, corrupted: str, answer, wrong, max_tokens, what: str) -> Runs:

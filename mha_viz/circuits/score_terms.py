@@ -93,8 +93,11 @@ def _fold(m: np.ndarray, keep: list[int], axis: int) -> np.ndarray:
 
 def _prepare(model, text: str, layer: int, head: int, max_tokens: int | None, pair: tuple[int, int] | None = None):
     """The layouts, the record (at the pair's two positions, or every position) and the tokens."""
-    if not 0 <= layer < model.num_layers or not 0 <= head < model.num_heads:
-        raise InputError(f"Head ({layer}, {head}) does not exist: {model.name} has {model.num_layers} layers of "
+    layers = [int(n) for n in getattr(model, "layer_ids", range(model.num_layers))]  # a hybrid's softmax layers
+    if layer not in layers or not 0 <= head < model.num_heads:
+        raise InputError(f"Head ({layer}, {head}) does not exist: {model.name} has {model.num_heads} heads in each "
+                         f"of its attention layers {', '.join(map(str, layers))}." if len(layers) < 12 else
+                         f"Head ({layer}, {head}) does not exist: {model.name} has {model.num_layers} layers of "
                          f"{model.num_heads} heads.")
     try:
         layouts = stream.layout(model)

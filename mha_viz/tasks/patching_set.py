@@ -86,7 +86,7 @@ def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", pos
     values = np.zeros((len(checked.kept), L, H), np.float64)
     ends = np.zeros((len(checked.kept), 2), np.float64)
     done, total = 0, len(groups) * L
-    for group in groups:
+    for g, group in enumerate(groups):
         ids_c = torch.tensor([checked.clean_ids[i] for i in group], device=model.device)
         ids_x = torch.tensor([checked.corrupted_ids[i] for i in group], device=model.device)
         n = ids_c.shape[1]
@@ -106,7 +106,8 @@ def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", pos
             moved = (m - mx) if mode == "denoise" else (mc - m)
             values[group, layer] = (moved / (mc - mx) if metric == "normalised" else moved).cpu().numpy()
             done += 1
-            report(progress, done / total, f"Patched {done} of {total} layers (every batch of pairs)")
+            report(progress, done / total, f"Layer {layer + 1} of {L} patched" + (
+                f", batch {g + 1} of {len(groups)} of pairs of one length" if len(groups) > 1 else ""))
     return over_the_pairs(values, ends, checked, prompts, mode, metric, resamples=resamples, level=level, seed=seed)
 
 

@@ -70,7 +70,12 @@ class PromptSet:
                     except json.JSONDecodeError as exc:
                         raise InputError(f"Line {number} of {path.name} is not JSON: {exc.msg}.") from None
         elif path.suffix.lower() == ".csv":
-            rows = list(csv.DictReader(io.StringIO(body)))
+            reader = csv.DictReader(io.StringIO(body))
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise InputError(f"{path.name} has no column {', '.join(missing)}: a prompt set's CSV has a header "
+                                 f"row with the columns {', '.join(COLUMNS)}.")
+            rows = list(reader)
         else:
             raise InputError(f"{path.name}: a prompt set is a .csv or a .jsonl file.")
         for number, row in enumerate(rows, 1):
@@ -99,11 +104,20 @@ class Checked:
         return out
 
 
+UNKNOWN = "the answer or the wrong token is not in the model's vocabulary (its unknown token)"
+
+
 def _one_token(model: LoadedModel, token: str) -> int | None:
     try:
         return token_id(model, token)
     except InputError:  # not exactly one token
         return None
+
+
+def _unknown(model: LoadedModel, *ids: int) -> bool:
+    """Whether one of `ids` is the tokenizer's unknown token (a word outside a small vocabulary)."""
+    unk = getattr(model.tokenizer, "unk_token_id", None)
+    return unk is not None and any(i == unk for i in ids)
 
 
 def check(model: LoadedModel, prompts: PromptSet, max_tokens: int | None = None) -> Checked:
@@ -114,6 +128,7 @@ def check(model: LoadedModel, prompts: PromptSet, max_tokens: int | None = None)
         c, x = tokenize(model, pair.clean, max_tokens), tokenize(model, pair.corrupted, max_tokens)
         clean, corrupted = c.ids, x.ids
         why = ("the answer is not one token" if a is None else "the wrong token is not one token" if b is None
+               else UNKNOWN if _unknown(model, a, b)
                else "the answer and the wrong token are the same" if a == b
                else "longer than the token limit" if c.truncated or x.truncated
                else "clean and corrupted differ in length" if len(clean) != len(corrupted) else None)

@@ -20,7 +20,6 @@ from mha_viz.ui.text import plain
 
 METHODS = {"EAP-IG": "eap-ig", "EAP": "eap"}
 LABELS = {method: label for label, method in METHODS.items()}
-SHARES = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)  # the curve's k, as shares of the edges
 MAX_DRAWN, DEFAULT_DRAWN, TOP_REAL = 300, 30, 20
 ABOUT = ("An **edge** runs from a component that writes the residual stream (the embedding, a head, an MLP) to "
          "one that reads it later (a head's query, key or value input, an MLP, the logits). Its **score** "
@@ -29,11 +28,6 @@ ABOUT = ("An **edge** runs from a component that writes the residual stream (the
          "the gradient on the clean run (one backward pass); **EAP-IG** averages it over 5 runs between the two "
          "texts, which is slower and closer to the truth where attention saturates. Negative edges carry what the "
          "clean prediction needs.")
-
-
-def sizes(total: int) -> list[int]:
-    """The k of the faithfulness curve: 0, then shares of the `total` edges, at least 1 edge, each once."""
-    return sorted({0, *(max(1, int(round(share * total))) for share in SHARES)})
 
 
 def asked_by_link(buttons: jobs.Buttons) -> bool:
@@ -107,7 +101,7 @@ def _find(model, key, method: str, answer: int, wrong: int):
             edges = circuit_edges.edge_attribution(model, key.clean, key.corrupted, answer, wrong, method=method,
                                                    max_tokens=key.cap,
                                                    progress=lambda f, m: progress(0.6 * f, m))
-            ks = sizes(len(edges.scores))
+            ks = path_patching.curve_sizes(len(edges.scores))
             curve = path_patching.faithfulness_curve(
                 model, key.clean, key.corrupted, edges, ks, max_tokens=key.cap,
                 progress=lambda f, m: progress(0.6 + 0.4 * f, f"Running the top-k circuits for real: {m}"))

@@ -36,7 +36,8 @@ def hybrid_status(model) -> None:
     kinds = "; ".join(f"{kind.replace('_', ' ')}: {', '.join(map(str, numbers))}" for kind, numbers in other.items())
     st.caption(f"{plain(model.name)} is a hybrid: this page reads its softmax-attention layers "
                f"({', '.join(map(str, model.layer_ids))}). Its other token-mixing layers ({plain(kinds)}) are drawn "
-               "in the Model view, as their exact effective attention.")
+               "in the Model view, as their exact effective attention, one at a time at the end of the Head view, "
+               "and measured at the end of Head metrics.")
 
 
 def lens_status(cur) -> None:

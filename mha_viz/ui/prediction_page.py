@@ -80,17 +80,20 @@ def prediction_page() -> None:
     if why is not None:
         st.info(why, icon=":material/explore:")  # Markdown: the model's name is escaped in it
         return
+    st.radio("Task", prediction_controls.TASKS, key=keys.PRED_TASK, persist_state=keys.KEEP, horizontal=True,
+             help="One pair (the sidebar's text and a corrupted one), or a task: a set of pairs (a standard task's "
+                  "generator, or your file), each head's mean over them with its uncertainty.")
+    if task_section.is_task():
+        st.caption("Which heads carry a prediction across a task? Each pair is a clean prompt, a corrupted one that "
+                   "differs in what matters, and an answer and a wrong token; the sidebar's text is not used here. "
+                   "The method runs on every pair, then each head's mean over the pairs with its uncertainty.")
+        return task_section.task_view(cur)
     st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
                "at the last position adds to logit(answer) − logit(wrong). **Restored fraction**: the corrupted run "
                "with one head's clean output, as a share of the gap between the runs (activation patching): "
                "estimated first for every head at every position from one backward pass, patched for real on "
                "request.")
-    st.radio("Task", prediction_controls.TASKS, key=keys.PRED_TASK, persist_state=keys.KEEP, horizontal=True,
-             help="One pair (the sidebar's text and a corrupted one), or a task: a set of pairs (a standard task's "
-                  "generator, or your file), each head's mean over them with its uncertainty.")
-    if task_section.is_task():
-        return task_section.task_view(cur)
     options = {p.name: p for p in prediction.presets(model)}
     preset_undo.drop_if_edited(options, OWN)  # texts edited since: the user's own pair, no preset's blurb
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=keys.KEEP,

@@ -10,11 +10,12 @@ import streamlit as st
 
 from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
+from mha_viz.circuits import path_patching
 from mha_viz.features.prediction.controls import DEFAULT_DRAWN, MAX_DRAWN
 from mha_viz.figures import circuit as circuit_figures
 from mha_viz.tasks import faithfulness_set
 from mha_viz.tasks.prompt_set import PromptSet
-from mha_viz.ui import charts, circuit_section, jobs, keys, resources, session
+from mha_viz.ui import charts, jobs, keys, notebook_button, resources, session
 from mha_viz.ui.text import plain
 
 
@@ -26,7 +27,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     if jobs.cancelled(keys.TASK_FAITH_RUNNING) is not None:
         st.warning("The faithfulness run was cancelled; nothing was kept.", icon=":material/stop_circle:")
     total = len(result.table)
-    ks = circuit_section.sizes(total)
+    ks = path_patching.curve_sizes(total)
     buttons = jobs.buttons("Faithfulness over the pairs", keys.TASK_FAITH_GO, cancel_key=keys.TASK_FAITH_CANCEL,
                            cancel_help="Stops running the circuits; nothing is kept.", primary=False,
                            help=f"Runs the circuits of the top k edges (k = {', '.join(map(str, ks[1:]))}) "
@@ -59,6 +60,7 @@ def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
     session.settle(keys.TASK_K, max(1, min(int(session.get(keys.TASK_K, DEFAULT_DRAWN)), top_k)))
     k = int(st.slider("Edges drawn (k, by |mean score|)", 1, max(top_k, 2), key=keys.TASK_K, persist_state=keys.KEEP))
     top = result.top(k)
+    notebook_button.record(task_k=k)
     parallel = any(layer.parallel for layer in circuit_edges.graph(model).layers)
     fig = circuit_figures.graph_figure(top.rename(columns={"mean": "score"}), model.num_layers, model.num_heads,
                                        model.num_kv_heads, parallel=parallel,
@@ -72,8 +74,9 @@ def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
     st.caption(f"{total:,} edges scored on each pair ({result.metric}: "
                + ("each pair's scores as a share of its clean − corrupted gap" if result.metric == "normalised"
                   else "logits") + f"); the mean over the pairs with its {100 * result.level:g} % bootstrap interval "
-               f"({result.resamples} resamples, seed {result.seed}). {int(holds.sum())} of the {k} edges drawn have "
-               "an interval that holds 0.")
+               f"({result.resamples} resamples, bootstrap seed {result.seed}). An edge's score estimates how m = "
+               "logit(answer) − logit(wrong) moves when the edge carries its corrupted write: negative (red) where the "
+               f"prediction needs the edge. {int(holds.sum())} of the {k} edges drawn have an interval that holds 0.")
     curve = _faithfulness(model, task_key, result, prompts, resources.token_cap())
     if curve is None:
         return
@@ -84,6 +87,7 @@ def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
         row = at.iloc[0]
         st.caption(f"The circuit of the top {int(row['k'])} edges, run for real on each of {len(curve.kept)} pairs: "
                    f"mean faithfulness **{row['mean']:.3f}** [{row['low']:.3f}, {row['high']:.3f}] (1: the clean "
-                   "m, 0: the corrupted m).")
+                   "m, 0: the corrupted m; exactly 0 while the circuit's edges do not yet join the embedding to the "
+                   "logits, so no clean write reaches the prediction).")
     if not np.isfinite(curve.curve["mean"]).all():
         st.info("Some circuits gave no finite faithfulness.", icon=":material/info:")

@@ -16,7 +16,16 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import figures, needs
-from mha_viz.features.prediction.controls import DEFAULTS, EDGE_METHODS, IG_STEPS, MAX_PAIRS, METHODS, SOURCES, TASKS
+from mha_viz.features.prediction.controls import (
+    ABOUT,
+    DEFAULTS,
+    EDGE_METHODS,
+    IG_STEPS,
+    MAX_PAIRS,
+    METHODS,
+    SOURCES,
+    TASKS,
+)
 from mha_viz.interventions import prediction
 from mha_viz.tasks import generators
 from mha_viz.tasks.prompt_set import PromptSet
@@ -73,8 +82,7 @@ def _prompts() -> tuple[PromptSet | None, dict]:
     cols = st.columns(2)
     size = int(cols[0].number_input("Pairs in the set", 2, MAX_PAIRS, key=keys.TASK_SIZE, persist_state=keys.KEEP))
     seed = int(cols[1].number_input("Seed", 0, 2**31 - 1, key=keys.TASK_SEED, persist_state=keys.KEEP))
-    st.caption(plain(generators.GENERATORS[source].__doc__.split("\n")[0]) + " The same seed gives the same pairs; "
-               "docs/attribution.md gives each task's template.")
+    st.caption(plain(ABOUT[source]) + " The same seed gives the same pairs.")
     return generators.GENERATORS[source](size, seed=seed), {"task_source": source, "task_size": size,
                                                              "task_seed": seed}
 
@@ -154,10 +162,18 @@ def task_view(cur) -> None:
     _results(cur, result)
 
 
+FEW_PAIRS = 10  # below it, the interval and the p-value say little
+
+
 def _said(result) -> None:
     left = "; ".join(f"{count} {why}" for why, count in result.left_out.items())
     st.success(f"{len(result.kept)} pairs of {plain(result.source)} ran" + (f" ({plain(left)}: left out)." if left
                                                                            else "."), icon=":material/target:")
+    pairs = len(result.kept)
+    if pairs < FEW_PAIRS:
+        st.warning(f"Only {pairs} pairs: a bootstrap of so few values gives intervals too narrow to trust, and the "
+                   f"sign-flip p-value cannot fall below 2 / 2^{pairs} = {2 / 2 ** pairs:.3g}. Use {2 * FEW_PAIRS} "
+                   "pairs or more for a mean you can report.", icon=":material/info:")
 
 
 def _results(cur, result) -> None:
@@ -166,8 +182,8 @@ def _results(cur, result) -> None:
                 on_select=lambda: view_helpers.open_clicked_head(keys.TASK_GRID, view_helpers.grid_index))
     crossing = int(result.crosses_zero.sum())
     st.caption(f"Each cell: a head's mean over the pairs; hover for its {100 * result.level:g} % bootstrap interval "
-               f"({result.resamples} resamples, seed {result.seed}) and the sign-flip p-value of a mean ≠ 0. A cross "
-               f"marks the {crossing} heads whose interval holds 0: their effect is not told apart from none. Click "
-               "a cell to open that head.")
+               f"({result.resamples} resamples, bootstrap seed {result.seed}) and the sign-flip p-value of a mean ≠ 0. "
+               f"A cross marks the {crossing} heads whose interval holds 0: their effect is not told apart from none. "
+               "Click a cell to open that head.")
     st.download_button("Download the task's grid (CSV)", lambda: export_views.table_csv(table(result, layer_ids)),
                        key=keys.DL_TASK, file_name="task-heads.csv", mime="text/csv", on_click="ignore")

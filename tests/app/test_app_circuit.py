@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.circuits import path_patching
 from mha_viz.figures import circuit as circuit_figures
 from mha_viz.interventions import prediction
-from mha_viz.ui import circuit_section, keys
+from mha_viz.ui import keys
 from tests.app.helpers import app_test, chart_title, charts, open_page, shown, start_app, titled
 
 pytestmark = pytest.mark.model
@@ -141,8 +142,8 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
 
 
 def test_sizes_of_the_curve():
-    assert circuit_section.sizes(81) == sorted({0, 1, 2, 4, 8, 16, 40, 81})
-    assert circuit_section.sizes(3)[0] == 0 and circuit_section.sizes(3)[-1] == 3
+    assert path_patching.curve_sizes(81) == sorted({0, 1, 2, 4, 8, 16, 40, 81})
+    assert path_patching.curve_sizes(3)[0] == 0 and path_patching.curve_sizes(3)[-1] == 3
 
 
 def test_a_link_reopens_the_circuit():

@@ -90,8 +90,8 @@ def test_a_model_on_which_no_pair_runs_says_why():
 
 
 def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_induction):
+    from mha_viz.circuits import path_patching
     from mha_viz.tasks import faithfulness_set
-    from mha_viz.ui import circuit_section
     from tests.models.task_pairs import letter_pairs
     prompts = letter_pairs(4, seed=5)
     rows = [{"clean": p.clean, "corrupted": p.corrupted, "answer": p.answer, "wrong": p.wrong} for p in prompts.pairs]
@@ -112,8 +112,8 @@ def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_indu
     at.button(key=keys.TASK_FAITH_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     band = next(c for c in charts(at) if "over the task" in chart_title(c).replace("<br>", " "))
-    curve = faithfulness_set(toy_induction, prompts, want.table, circuit_section.sizes(len(want.table)), max_tokens=cap,
-                             resamples=1000).curve
+    ks = path_patching.curve_sizes(len(want.table))
+    curve = faithfulness_set(toy_induction, prompts, want.table, ks, max_tokens=cap, resamples=1000).curve
     shown_curve = curve[curve["k"] > 0]
     np.testing.assert_allclose(band["data"][1]["y"], shown_curve["mean"], atol=1e-6)
     assert band["data"][0]["fill"] == "toself"  # the band

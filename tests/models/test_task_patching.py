@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz.interventions import patching
-from mha_viz.tasks.prompt_set import Pair, PromptSet
+from mha_viz.tasks.prompt_set import UNKNOWN, Pair, PromptSet
 from mha_viz.text.tokenize import InputError
 from tests.models.task_pairs import letter_pairs
 
@@ -54,11 +54,12 @@ def test_pairs_a_model_cannot_run_are_counted_and_left_out():
     good = letter_pairs(3, seed=4).pairs
     bad = (Pair("q w e r q w", "a s d f q w", " e r", " z"),  # the answer is two tokens
            Pair("q w e r q w", "a s d q w", " e", " z"),  # one token shorter
-           Pair("q w e r q w", "a s d f q w", " e", " e"))  # the answer is the wrong token
+           Pair("q w e r q w", "a s d f q w", " e", " e"),  # the answer is the wrong token
+           Pair("q w e r q w", "a s d f q w", " Mary", " John"))  # words outside the toy's letters
     task = mha_viz.patch_heads(toy, PromptSet(good + bad, "mixed"), resamples=100)
-    assert task.kept == [0, 1, 2] and sum(task.left_out.values()) == 3
+    assert task.kept == [0, 1, 2] and sum(task.left_out.values()) == 4
     assert {"the answer is not one token", "clean and corrupted differ in length",
-            "the answer and the wrong token are the same"} == set(task.left_out)
+            "the answer and the wrong token are the same", UNKNOWN} == set(task.left_out)
     with pytest.raises(InputError, match="No pair of 'bad'"):
         mha_viz.patch_heads(toy, PromptSet(bad, "bad"))
     with pytest.raises(TypeError, match="resamples"):

@@ -87,10 +87,20 @@ def test_files_of_pairs_and_their_mistakes(tmp_path):
         prompts = PromptSet.from_file(path)
         assert [tuple(vars(p).values()) for p in prompts.pairs] == rows and prompts.source == path.name
     (tmp_path / "bad.csv").write_text("clean,corrupted,answer\na,b,c\n")
-    with pytest.raises(InputError, match="Row 1 of bad.csv has no wrong"):
+    with pytest.raises(InputError, match="bad.csv has no column wrong"):
         PromptSet.from_file(tmp_path / "bad.csv")
     (tmp_path / "bad.jsonl").write_text('{"clean": "a"\n')
     with pytest.raises(InputError, match="Line 1 of bad.jsonl is not JSON"):
         PromptSet.from_file(tmp_path / "bad.jsonl")
     with pytest.raises(InputError, match="no pairs"):
         PromptSet((), "empty")
+
+
+def test_a_csv_without_a_column_is_refused_by_name_even_without_rows(tmp_path):
+    import pytest
+
+    from mha_viz.tasks.prompt_set import PromptSet
+    from mha_viz.text.tokenize import InputError
+    with pytest.raises(InputError, match="pairs.csv has no column wrong: a prompt set's CSV has a header row"):
+        PromptSet.from_file("pairs.csv", "clean,corrupted,answer\n")
+    assert len(PromptSet.from_file("pairs.csv", "clean,corrupted,answer,wrong\nA b,A c, d, e\n")) == 1

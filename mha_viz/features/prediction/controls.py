@@ -20,6 +20,14 @@ SOURCES = {"IOI (names and places)": "ioi", "greater-than (years)": "greater_tha
 METHODS = {"attribution patching (the estimate)": "estimate", "activation patching (every head, for real)": "patch",
            "direct logit attribution": "dla", "edge attribution (EAP)": "eap",
            "edge attribution (EAP-IG, 5 steps)": "eap-ig"}
+ABOUT = {  # what each generator's pairs are, for the page (docs/attribution.md, section 8, has the templates)
+    "ioi": "Indirect objects: “When Mary and John went to the store, John gave a drink to” → “ Mary” over “ John”; "
+           "the corrupted prompt names a third person the second time.",
+    "greater_than": "Years: “The war lasted from the year 1732 to the year 17” → “33” over “31”; the corrupted "
+                    "prompt starts in 1701. A tokenizer that writes digits one by one leaves every pair out.",
+    "induction": "Eight random words, then the first few again: the next word is the one that followed the first "
+                 "time; the corrupted prompt repeats other words.",
+}
 EDGE_METHODS = ("eap", "eap-ig")  # a circuit: its edges, then its faithfulness
 IG_STEPS = 5
 MAX_PAIRS = 500

@@ -24,15 +24,14 @@ def _task_cells(v: NotebookView) -> list[Cell]:
         run = f"""result = mha_viz.edge_attribution(model, prompts, method={literal(method)}, steps=5, max_tokens=CAP,
                                  resamples=1000)
 print(f"{{len(result.kept)}} pairs of {{result.source}} ran; left out: {{dict(result.left_out) or 'none'}}")
-result.top(30)  # the strongest edges by their mean over the pairs, with its interval"""
+result.top({literal(int(v.option("task_k", 30)))})  # the strongest mean edges, with their intervals"""
         return [md("## Heads behind a prediction, over a task: its circuit\n\nEvery edge's mean score over the "
                    "pairs with its bootstrap interval, then the faithfulness of the circuit of the top k edges on "
                    "each pair, its mean with a band."),
                 code(f"from mha_viz.tasks import PromptSet, faithfulness_set, generators\n\n{make}\n{run}"),
                 code("""
-sizes = [0, 1, 2, 5, 10, 20, 50, 100, 200, len(result.table)]
-curve = faithfulness_set(model, prompts, result.table, sorted(set(min(k, len(result.table)) for k in sizes)),
-                         max_tokens=CAP)
+sizes = mha_viz.circuits.curve_sizes(len(result.table))  # the page's k: 0, then shares of the edges
+curve = faithfulness_set(model, prompts, result.table, sizes, max_tokens=CAP)
 curve.curve  # k, the mean faithfulness over the pairs, and its interval (low, high)""")]
     call = METHODS.get(method, METHODS["estimate"])
     return [md("## Heads behind a prediction, over a task\n\nOne method over a set of prompt pairs: each head's "
