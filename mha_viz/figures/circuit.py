@@ -99,11 +99,12 @@ def _node(receiver: str) -> str:
 
 
 def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, parallel: bool = False,
-                 title: str = "", picked: int | None = None) -> go.Figure:
+                 title: str = "", picked: int | None = None, scored: str = "(estimate)") -> go.Figure:
     """The edges of `top` (sender, receiver, input, score; the strongest first) as a graph. Nodes with no
     edge drawn are hidden; edge `picked` (an index into `top`) is outlined in black. The last trace holds a
     marker on each edge (its middle; a head's q, k and v inputs at ALONG), in `top`'s order (`edge_pick` reads
-    a click on it). Node labels go where they meet nothing (`label_places`); the rest are named on hover."""
+    a click on it). Node labels go where they meet nothing (`label_places`); the rest are named on hover. `scored`:
+    what an edge's score is, after its value on hover ("(estimate)"; a task's "(mean over 20 pairs)")."""
     fig = go.Figure()
     scores = top["score"].to_numpy(dtype=float)
     largest = float(np.abs(scores).max()) if len(scores) else 1.0
@@ -159,7 +160,7 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
         x=[m[0] for m in mids], y=[m[1] for m in mids], mode="markers", name=MIDPOINTS, showlegend=False,
         selected=dict(marker=dict(size=14, opacity=1)), unselected=_SAME,
         marker=dict(size=9, color=[colour_of(v) for v in scores], line=dict(color="white", width=1)),
-        hovertext=[f"{s} → {r} — corrupted, it would move m by {v:+.4g} (estimate)" for s, r, v in
+        hovertext=[f"{s} → {r} — corrupted, it would move m by {v:+.4g} {scored}" for s, r, v in
                    zip(top["sender"], top["receiver"], scores)],
         hoverinfo="text"))
     shown_layers = sorted({int(m.group(1)) for n in names if (m := re.match(r"L(\d+)", n))})

@@ -66,7 +66,7 @@ def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
                                        model.num_kv_heads, parallel=parallel,
                                        title=f"The top {k} edges by their mean over {len(result.kept)} pairs "
                                              f"({method}): red where the clean prediction needs it, blue where it "
-                                             "works against")
+                                             "works against", scored=f"(mean over {len(result.kept)} pairs)")
     charts.show(fig, key=keys.TASK_GRAPH, name="task-circuit")
     holds = (top["low"] <= 0) & (top["high"] >= 0)
     st.dataframe(top.assign(interval_holds_0=holds.to_numpy()).round({"mean": 5, "low": 5, "high": 5}),
