@@ -9,8 +9,8 @@ import urllib.parse
 
 import pytest
 
+from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
-from mha_viz.ui import page_ids
 from tests.helpers import HEADINGS
 
 from .conftest import open_link
@@ -27,7 +27,7 @@ def _first_words(note: str, n: int = 6) -> str:
 
 
 def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
-    lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=page_ids.IDS)
+    lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=catalogue.ids())
     ui = open_link(browser, server, "lesson", f"/?lesson={BUNDLED}", ready=".st-key-lesson_note_box")
     try:
         bar = ui.page.locator(".st-key-lesson_bar")
