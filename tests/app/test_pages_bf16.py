@@ -35,7 +35,8 @@ to 0.63: most heads restore about 0, and rounding reorders those) left out, Pear
 
 SmolLM2 is slow on 2 CPU cores in bfloat16 (no native support): its texts are short and its corpus
 is 8 sentences of at most 12 tokens. The file took 3 min 48 s on 2 cores shared with other jobs
-(toy-induction alone: about 20 s), most of it SmolLM2's two loads and real patching."""
+(toy-induction alone: about 20 s), most of it SmolLM2's two loads and real patching; 39 s on a quiet 2-core
+machine (94 s before) since the visits read SmolLM2's GGUF file converted once (`_share_converted_weights`)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ import functools
 import os
 import re
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -52,6 +54,7 @@ from mha_viz.figures.attribution import MARK
 from mha_viz.interventions import prediction
 from mha_viz.interventions.estimate import DISAGREE
 from mha_viz.ui import keys
+from mha_viz_models.cache_folder import cache_root
 from tests.app.helpers import app_test, charts, open_page
 from tests.tolerance import assert_same_above
 
@@ -86,13 +89,25 @@ def _outcome(at) -> dict:
             "figures": charts(at)}
 
 
+def _share_converted_weights(cache: Path) -> None:
+    """Before the cache folder is set to `cache`: let it read SmolLM2's GGUF file converted once in the
+    usual cache folder (`loading.gguf_cache`; converting it again is 20 to 30 s a visit, and the
+    conversion has its own test, tests/models/test_capture.py): its `gguf` folder is a link to that
+    one, the rest of it empty."""
+    shared = cache_root() / "gguf"
+    shared.mkdir(parents=True, exist_ok=True)
+    (cache / "gguf").symlink_to(shared, target_is_directory=True)
+
+
 @functools.cache
 def visit(model: str, dtype: str) -> dict[str, list[dict]]:
     """Open every page of PAGES on `model` in `dtype`, one AppTest for all: {page: [outcome of
-    each state of the page drawn]}. Corpus results go to a folder of their own."""
+    each state of the page drawn]}. Corpus results go to a folder of their own (converted GGUF weights
+    are shared: `_share_converted_weights`)."""
     text, text_b, (layer, head), preset = MODELS[model]
     shown: dict[str, list[dict]] = {page: [] for page in PAGES}
     with tempfile.TemporaryDirectory() as cache, pytest.MonkeyPatch.context() as mp:
+        _share_converted_weights(Path(cache))
         mp.setenv("MHA_VIZ_CACHE_DIR", cache)
         statistics_store.cache_clear()
         at = app_test()

@@ -96,3 +96,15 @@ def test_the_app_runs_metrics_where_the_model_is():
     assert analysis.metric_device(SimpleNamespace(device=torch.device("cpu"))) is None
     assert analysis.metric_device(SimpleNamespace(device=torch.device("cuda", 0))) == "cuda:0"
     assert analysis.metric_device(None) is None
+
+
+def test_rollout_of_a_causal_run_past_one_block_matches_the_reference():
+    """A causal run longer than `across_layers.LOWER_BLOCK` is rolled out block by block (the products of
+    lower-triangular matrices): the float64 reference's values, exact zeros above the diagonal."""
+    from mha_viz.metrics import across_layers
+
+    n = across_layers.LOWER_BLOCK + 88  # two row blocks, the second part full
+    run, _ = random_run(L=3, H=2, n=n, causal=True)
+    rolled = metrics.rollout(run)
+    np.testing.assert_allclose(rolled, _rollout_ref(run.attentions), rtol=0, atol=1e-8)
+    assert not np.triu(rolled, 1).any()
