@@ -5,6 +5,7 @@ the fraction done in [0, 1] and what is being done, in words for the user (the a
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from mha_viz.budget.time_left import TimeLeft, say
@@ -18,10 +19,10 @@ def report(progress: Progress | None, fraction: float, message: str) -> None:
         progress(fraction, message)
 
 
-def with_time_left(progress: Progress, *, clock=None) -> Progress:
+def with_time_left(progress: Progress, *, clock: Callable[[], float] = time.perf_counter) -> Progress:
     """`progress` told the time left too ("… · about 42 s left"), from the pace of the fraction done since the first
     report (`budget.time_left`: the first step is a warm-up, left out of the pace)."""
-    timer = TimeLeft(1.0) if clock is None else TimeLeft(1.0, clock=clock)
+    timer = TimeLeft(1.0, clock=clock)
 
     def told(fraction: float, message: str) -> None:
         fraction = min(max(float(fraction), 0.0), 1.0)

@@ -41,7 +41,7 @@ def _runs(model: LoadedModel, clean: str, corrupted: str, answer, wrong, max_tok
     return recorded(model, t, g)
 
 
-def _pairs(edges) -> list[tuple[str, str]]:
+def edge_pairs(edges) -> list[tuple[str, str]]:
     """(sender, receiver) pairs from a DataFrame with those columns, `Edges`, or an iterable of pairs."""
     if isinstance(edges, Edges):
         edges = edges.scores
@@ -91,7 +91,7 @@ def path_patch_many(model: LoadedModel, clean: str, corrupted: str, edges, answe
 def path_patch_ends(model: LoadedModel, clean: str, corrupted: str, edges, answer=None, wrong=None, *,
                     max_tokens: int | None = None, progress=None) -> tuple[np.ndarray, float, float]:
     """`path_patch_many`'s changes, and m on the clean and on the corrupted text (what a task normalises by)."""
-    pairs = _pairs(edges)
+    pairs = edge_pairs(edges)
     answer, wrong = _ends_of(edges, answer, wrong)
     runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "path patching")
     return _patched(model, runs, pairs, progress), float(runs.e.m_clean), float(runs.e.m_corr)
@@ -165,7 +165,7 @@ def circuit(model: LoadedModel, clean: str, corrupted: str, edges, answer=None, 
     """The clean text run with only `edges` ((sender, receiver) pairs, a DataFrame or `Edges`, whose answer
     and wrong tokens are then the defaults) carrying clean writes and every other edge the corrupted ones:
     m and the faithfulness."""
-    pairs = _pairs(edges)
+    pairs = edge_pairs(edges)
     answer, wrong = _ends_of(edges, answer, wrong)
     runs = _runs(model, clean, corrupted, answer, wrong, max_tokens, "a circuit")
     m = _circuits(model, runs, [_indices(runs, pairs)])[0]

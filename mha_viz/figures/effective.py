@@ -31,9 +31,14 @@ class EffectiveThumbnails:
     largest: np.ndarray  # (rows, most groups) float32: each group's largest |A|, NaN where none
     shares: dict[int, float] = field(default_factory=dict)  # every token-mixing layer's share of their writes
 
+    @property
+    def kind_of(self) -> dict[int, str]:
+        """{layer number: its kind} of the layers drawn (their label up to its colon: "gated DeltaNet")."""
+        return {layer: label.split(":")[0] for layer, label in zip(self.layers, self.labels)}
+
     def kinds(self) -> dict[int, str]:
         """{layer number: its kind} for every token-mixing layer of `shares` ("softmax attention" for the others)."""
-        kind_of = dict(zip(self.layers, (label.split(":")[0] for label in self.labels)))
+        kind_of = self.kind_of
         return {number: kind_of.get(number, "softmax attention") for number in self.shares}
 
     def kind_shares(self) -> dict[str, float]:
@@ -110,8 +115,8 @@ def grid(th: EffectiveThumbnails) -> go.Figure:
         title=plot_title("Effective attention, signed (blue < 0 < red)"),
         xaxis=dict(tickvals=centers[:cols].tolist(), ticktext=[f"G{c}" for c in range(cols)], side="bottom",
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
-        yaxis=dict(tickvals=centers[:rows].tolist(), ticktext=[f"L{la} · {lab.split(':')[0]}"
-                                                            for la, lab in zip(th.layers, th.labels)],
+        yaxis=dict(tickvals=centers[:rows].tolist(), ticktext=[f"L{la} · {kind}"
+                                                            for la, kind in th.kind_of.items()],
                    showgrid=False, zeroline=False, range=[canvas.shape[0] - 0.5, -0.5]),
         width=max(box["l"] + box["r"] + cols * 52, 600), height=box["t"] + box["b"] + rows * 52,
         margin=box, plot_bgcolor="white", dragmode=False)

@@ -75,25 +75,19 @@ def path_patch_set(model: LoadedModel, prompts: PromptSet, edges, *, metric: str
     results, kept, left_out = _each_pair(model, prompts, max_tokens, progress, one)
     values = np.stack([moved / ((m_clean - m_corrupted) if metric == "normalised" else 1.0)
                        for moved, m_clean, m_corrupted in results])
-    pairs = [(str(s), str(r)) for s, r in _edge_pairs(edges)]
+    pairs = [(str(s), str(r)) for s, r in path_patching.edge_pairs(edges)]
     return TaskPathPatching(pairs, metric, **mean_over_pairs(values, resamples=resamples, level=level, seed=seed),
                             kept=kept, left_out=left_out, source=prompts.source, level=level, resamples=resamples,
                             seed=seed)
 
 def _ranked(edges) -> pd.DataFrame:
-    """sender, receiver and score of `edges`: a DataFrame with a score (or a task's mean), a `TaskEdges`, or
+    """sender, receiver and score of `edges`: a DataFrame with a score (or a task's mean), a `TaskEdges`, `Edges`, or
     (sender, receiver) pairs, all equal (their order kept)."""
-    table = getattr(edges, "table", edges)
+    table = getattr(edges, "table", getattr(edges, "scores", edges))  # a task's edges, or one pair's `Edges`
     if not isinstance(table, pd.DataFrame):
-        pairs = _edge_pairs(table)
+        pairs = path_patching.edge_pairs(table)
         return pd.DataFrame({"sender": [s for s, _ in pairs], "receiver": [r for _, r in pairs], "score": 1.0})
     return table if "score" in table.columns else table.rename(columns={"mean": "score"})
-
-
-def _edge_pairs(edges) -> list[tuple[str, str]]:
-    if isinstance(edges, pd.DataFrame):
-        return list(zip(edges["sender"], edges["receiver"]))
-    return [tuple(e) for e in edges]
 
 
 def faithfulness_set(model: LoadedModel, prompts: PromptSet, edges_df: pd.DataFrame, sizes, *,

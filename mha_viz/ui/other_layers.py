@@ -165,7 +165,7 @@ def other_layers_head(cur) -> None:
     if found is None:
         return
     thumbs = found[1].thumbnails
-    labels = dict(zip(thumbs.layers, (label.split(":")[0] for label in thumbs.labels)))
+    labels = thumbs.kind_of
     number = st.selectbox("Layer", thumbs.layers, key=keys.EFFECTIVE_LAYER_PICK, persist_state=keys.KEEP,
                           format_func=lambda n: f"layer {n} · {labels.get(n, '')}")
     text_key = cur.key.with_text(cur.key.text)

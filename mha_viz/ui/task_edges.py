@@ -21,9 +21,9 @@ from mha_viz.ui.text import plain
 
 def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     """The curve over the pairs, kept for this task's edges; computed when its button is pressed."""
-    store = session.setdefault(keys.TASK_FAITH, {})
-    if task_key in store:
-        return store[task_key]
+    stored = session.get(keys.TASK_FAITH)
+    if stored is not None and stored[0] == task_key:
+        return stored[1]
     if jobs.cancelled(keys.TASK_FAITH_RUNNING) is not None:
         st.warning("The faithfulness run was cancelled; nothing was kept.", icon=":material/stop_circle:")
     total = len(result.table)
@@ -48,7 +48,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
         st.error(plain(error), icon=":material/warning:")
         return None
     buttons.done()
-    store[task_key] = curve
+    session.put(keys.TASK_FAITH, (task_key, curve))
     return curve
 
 
