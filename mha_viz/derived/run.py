@@ -28,7 +28,7 @@ from mha_viz.capture.run import AttentionRun
 from mha_viz.capture.sinks import hidden_of, kept_fields, kept_rows, split
 from mha_viz.derived.summary import summarise
 from mha_viz.interventions.attribution import label as lens_label
-from mha_viz.metrics.head_stats import first_is_sink
+from mha_viz.metrics.row_measures import first_is_sink
 from mha_viz.progress import Progress
 
 

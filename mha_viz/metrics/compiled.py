@@ -1,10 +1,10 @@
-"""What the compiled loops share (js_kernels.py, head_kernels.py, row_kernels.py): a vectorisable logarithm,
+"""What the compiled loops share (js_kernels.py, row_kernels.py): a vectorisable logarithm,
 the compiler's options, its cache folder and the threads that run the loops.
 
 Numba compiles the loops on first use (about a second; the app's preload does it before any
 session draws) and keeps them on disk. Numba invalidates a cached loop only when its own file
 changes, not when a function it inlines from another file (`log32`) does: the cache folder is
-therefore named by a hash of the three files (`cache_folder`). The loops release the GIL and
+therefore named by a hash of their files (`KERNEL_FILES`, `cache_folder`). The loops release the GIL and
 each call works on its own slice of the output, so several sessions may call them at once. They
 are written so that the compiler vectorises them: the logarithm is `log32`, branch-free,
 because the library's log is a scalar call.
@@ -52,7 +52,7 @@ def _float(typingctx, b):
     return types.float32(types.int32), codegen
 
 
-KERNEL_FILES = ("compiled.py", "js_kernels.py", "head_kernels.py", "row_kernels.py")
+KERNEL_FILES = ("compiled.py", "js_kernels.py", "row_kernels.py", "row_measures.py")  # row_measures: the sums' order
 
 
 def source_hash() -> str:

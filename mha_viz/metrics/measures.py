@@ -6,15 +6,16 @@ Adding a head metric (a column of the head table):
    `needs`, and `bounded` or `bounded_form`. The UI's metric lists, the comparison's columns
    (`comparison.CHANGE_COLUMNS`) and which measures a run gets (`metrics_for`: a run without head
    outputs or weights gets none of those that need them) follow from it;
-2. its computation in `head_stats`. Read off the attention pattern: its name in
-   `head_kernels.MEASURED` with its column index and its sum in the compiled loop, and its tensor
-   form in `head_stats._chunk_stats`; a detector score: its name in `head_stats.DETECTORS` and its
-   pattern in `detection_patterns` and `_target_pairs`; from the heads' outputs (`needs` names
-   "outputs"): a key of `importance`.
-tests/unit/test_measures.py checks that both paths and the head table give exactly the
-catalogue's measures in its order and each `bounded` flag against the values, and
-tests/unit/test_head_stats_paths.py that the two paths agree; add a hand computation of the new
-one to tests/unit/test_metrics.py.
+2. its computation. Read off the attention pattern: its definition as sums over query rows in
+   `row_measures` (its name in MEASURED, a sum in ROW_SUMS, the measure from the sums in
+   `measures_from_sums` when it is not the sum's mean over the rows) and that sum in each backend,
+   `row_kernels._rows` (compiled) and `row_stats.RowStats.add` (tensors); the head table, the scan and
+   the corpus all read it from there. From the heads' outputs (`needs` names "outputs"): a key of
+   `output_norms.head_output_norms`.
+tests/unit/test_measures.py checks that both backends and the head table give exactly the
+catalogue's measures in its order and each `bounded` flag against the values; add the new measure to
+the reference of tests/unit/test_row_measures.py (one head, one row at a time, from the spec), which
+both backends must match on planted and random heads.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mha_viz.metrics.head_stats import target_pairs, token_keys
+from mha_viz.metrics.head_stats import target_pairs
+from mha_viz.metrics.row_measures import token_keys
 
 EFFECTIVE_MEASURES = ("distance", "prev_token_score", "induction_score", "decay_length")
 DECAY_MASS = 1 - np.exp(-1.0)  # the share of a row's weight within its decay length
@@ -51,7 +52,7 @@ def decay_lengths(p: np.ndarray) -> np.ndarray:
 
 def group_measures(matrix: np.ndarray, ids: np.ndarray) -> dict[str, np.ndarray]:
     """Every measure of EFFECTIVE_MEASURES for each group of one layer: (G, n, n) signed matrix, the tokens' ids
-    (`head_stats.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight. One group at a time:
+    (`row_measures.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight. One group at a time:
     its temporaries are a few n × n arrays, not G of them."""
     n = matrix.shape[-1]
     gap = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])

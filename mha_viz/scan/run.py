@@ -1,9 +1,9 @@
 """`scan`: every head of a long text in one pass, up to the model's whole context, without any head's
 n × n matrix: the model runs once (lean capture); as each attention layer's input arrives, that layer's
 probabilities are computed a block of query rows at a time, all heads together on the model's device, and
-reduced to the head table's measures, each row's heaviest keys and the thumbnails (`row_stats`,
-`metrics.row_kernels`) as they pass; where the model takes given outputs, each block's product with the values
-makes the layer's output, which the model uses instead of computing its attention a second time
+reduced to the head table's measures, each row's heaviest keys and the thumbnails (`metrics.row_kernels` on the
+CPU; `metrics.row_stats` and `kept` elsewhere) as they pass; where the model takes given outputs, each block's
+product with the values makes the layer's output, which the model uses instead of computing its attention a second time
 (`mha_viz_models.reading.given`), and what each head writes is measured from it. The queries and keys go to a
 temporary file, from which `Scan.rows` recomputes exact rows.
 
@@ -27,9 +27,11 @@ from mha_viz.capture.finite import FiniteCheck
 from mha_viz.metrics.compiled import run_all, thread_count
 from mha_viz.metrics.head_stats import pattern_columns
 from mha_viz.metrics.output_norms import output_norms
-from mha_viz.metrics.row_kernels import BlockSums, measures_from_sums
+from mha_viz.metrics.row_kernels import BlockSums
+from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
+from mha_viz.metrics.row_stats import RowStats
+from mha_viz.scan.kept import Thumbnails, TopKeys
 from mha_viz.scan.result import Scan
-from mha_viz.scan.row_stats import RowStats, TextFacts, Thumbnails, TopKeys
 from mha_viz.scan.rows import (
     Block,
     RowSource,
@@ -46,16 +48,14 @@ from mha_viz_models import LoadedModel
 
 class _Layer:
     """What one layer's blocks are reduced to: by one compiled pass on the CPU (`row_kernels.BlockSums`),
-    by tensor operations elsewhere (`row_stats`). `out`: the scan's (keys, weights, rest) of this layer."""
+    by tensor operations elsewhere (`metrics.row_stats`, `kept`). `out`: the scan's (keys, weights, rest) of this
+    layer."""
 
     def __init__(self, facts: TextFacts, heads: int, top_k: int, min_weight: float, thumb: int, device,
                  compiled: bool, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         self.compiled, self.out = compiled, out
         if compiled:
-            cpu = lambda t: None if t is None else t.cpu().numpy()  # noqa: E731
-            self.sums = BlockSums(heads, facts.n, causal=facts.causal, sep=cpu(facts.columns[:, 0]),
-                                  punct=cpu(facts.columns[:, 1]), ids=cpu(facts.ids), before=cpu(facts.before),
-                                  seg=cpu(facts.segment), top_k=top_k, min_weight=min_weight, thumb=thumb,
+            self.sums = BlockSums(heads, facts, top_k=top_k, min_weight=min_weight, thumb=thumb,
                                   threads=thread_count(), out=out)
         else:
             self.stats = RowStats(facts, heads, device)
@@ -191,7 +191,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     toks = tokens or tokenize(model, text, max_tokens, whole_text=True)
     progress = progress or (lambda _f, _m: None)
     where = torch.device(device) if device is not None else model.device
-    facts = TextFacts.of(toks.display, toks.ids, toks.special, causal=model.is_causal, device=where)
+    facts = TextFacts.of(toks.display, toks.ids, toks.special, causal=model.is_causal)
     L, H = model.num_layers, model.num_heads
     compiled = where.type == "cpu" if compiled is None else compiled
     keys = np.full((L, H, toks.n, top_k), -1, np.int32)  # written in place, layer by layer

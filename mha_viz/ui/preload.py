@@ -256,10 +256,9 @@ def _ours() -> None:
 
 
 def _compiled() -> None:
-    from mha_viz.metrics import head_kernels, js_kernels, row_kernels  # Numba compiles the loops on first use
+    from mha_viz.metrics import js_kernels, row_kernels  # Numba compiles the loops on first use
 
     js_kernels.compile_now()
-    head_kernels.compile_now()
     row_kernels.compile_now()
 
 

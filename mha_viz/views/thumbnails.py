@@ -1,7 +1,7 @@
 """Every head's thumbnail, max-pooled to at most size × size cells: what the Model view's grid and the report's
 overview draw. A dense run pools its array (`detail.max_pool`); a long run has them from its scan
 (`run.summary.pooled`, pooled on the same bins: PyTorch's adaptive max-pool, cell a covering rows
-⌊a·n/s⌋ … ⌈(a+1)·n/s⌉ − 1, `scan.row_stats.Thumbnails`), so that no view builds every head to draw them."""
+⌊a·n/s⌋ … ⌈(a+1)·n/s⌉ − 1, `scan.kept.Thumbnails`), so that no view builds every head to draw them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The catalogue of measures (`mha_viz.metrics.measures`) against what is computed: the head table
 and both ways of computing its statistics give the catalogue's measures, in its order; the
-compiled pass writes every column it names; every entropy uses the documented smoothing; the
+compiled pass writes every sum it names; every entropy uses the documented smoothing; the
 comparison's columns are in every table and lie in 0..1; each `bounded` flag holds
 on random runs; each measure's `needs` decides whether a run gets it."""
 
@@ -13,9 +13,11 @@ import pandas as pd
 import pytest
 
 from mha_viz import AttentionRun, metrics
-from mha_viz.metrics import head_kernels, measures
+from mha_viz.metrics import measures
 from mha_viz.metrics.cross_attention import cross_stats
-from mha_viz.metrics.head_stats import DETECTORS, pattern_stats
+from mha_viz.metrics.head_stats import pattern_stats
+from mha_viz.metrics.row_kernels import BlockSums
+from mha_viz.metrics.row_measures import DETECTORS, ROW_SUMS, TextFacts
 from mha_viz.views import comparison
 from tests.helpers import random_run
 
@@ -54,32 +56,34 @@ def test_the_head_table_has_every_measure_of_the_catalogue_in_its_order():
     assert "in_segment" not in table.columns and "total" not in table.columns
 
 
-def test_the_compiled_pass_writes_every_column_it_names():
-    """Every column of SUMS is written (the output starts as NaN), each where its name says:
-    the measures as head_stats reads them, the head's total mass and the worst row's mass in its
-    segment by hand, and a target's sum."""
+def test_the_compiled_pass_writes_every_sum_it_names():
+    """Every sum of ROW_SUMS is written where its name says (the measures of each name by hand: the head's
+    total mass, the worst row's mass in its segment, the sink, the detector hits), and `finish` names each."""
     run, _ = _random_run(2, L=1, H=4, n=8)
     att = np.ascontiguousarray(run.attentions[0], dtype=np.float32)  # (4, 8, 8)
     att[1] *= 0.5  # a head whose rows sum to 1/2: its total differs from n
-    seg = np.array([0] * 4 + [1] * 4)
-    sep, punct = np.zeros(8), np.zeros(8)
+    ids = np.array([5, 1, 2, 7, 1, 2, 3, 7])
+    sep, punct = np.zeros(8, np.float32), np.zeros(8, np.float32)
     sep[[3, 7]] = 1.0
-    rows, cols = np.array([1, 5, 6]), np.array([0, 2, 6])
-    sums = head_kernels.pattern_sums(att, False, sep, punct, seg, [(rows, cols)], 1)
-    assert sums.shape == (4, len(head_kernels.SUMS) + 1) and np.isfinite(sums).all()
+    facts = TextFacts(8, False, 1, ids, np.concatenate([[-1], ids[:-1]]), sep, punct, np.array([0] * 4 + [1] * 4))
+    reducer = BlockSums(4, facts)
+    reducer.add(att, 0, 0)
+    sums = reducer.finish()[0]
+    assert list(sums) == list(ROW_SUMS) and all(np.isfinite(v).all() for v in sums.values())
     a = att.astype(np.float64)
-    at = head_kernels.SUMS.index
-    np.testing.assert_allclose(sums[:, at("total")], a.sum((1, 2)), rtol=1e-6)
-    same = seg[:, None] == seg[None, :]
+    np.testing.assert_allclose(sums["total"], a.sum((1, 2)), rtol=1e-6)
+    same = facts.seg[:, None] == facts.seg[None, :]
     beyond = a[:, 1:, 1:] / a[:, 1:, 1:].sum(-1, keepdims=True)  # rows and keys after the sink, renormalised
-    np.testing.assert_allclose(sums[:, at("in_segment")], (beyond * same[1:, 1:]).sum(-1).min(-1), rtol=1e-6)
-    np.testing.assert_allclose(sums[:, at("beyond_sep")], beyond[:, :, [2, 6]].sum(-1).mean(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums["in_segment"], (beyond * same[1:, 1:]).sum(-1).min(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums["beyond_sep"], beyond[:, :, [2, 6]].sum((1, 2)), rtol=1e-6)
     # the sink: the first key's mass and, for head 1, the half each row gave no key (a learned sink's share)
-    np.testing.assert_allclose(sums[:, at("sink")], a[:, :, 0].mean(-1) + [0, 0.5, 0, 0], rtol=1e-6)
-    np.testing.assert_allclose(sums[:, at("first")], a[:, :, 0].mean(-1), rtol=1e-6)
-    np.testing.assert_allclose(sums[:, at("sep")], a[:, :, [3, 7]].sum(-1).mean(-1), rtol=1e-6)
-    np.testing.assert_allclose(sums[:, at("confidence")], a.max(-1).mean(-1), rtol=1e-6)
-    np.testing.assert_allclose(sums[:, head_kernels.TARGETS], a[:, rows, cols].sum(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums["sink"], a[:, :, 0].sum(-1) + [0, 4, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(sums["first"], a[:, :, 0].sum(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums["sep"], a[:, :, [3, 7]].sum((1, 2)), rtol=1e-6)
+    np.testing.assert_allclose(sums["confidence"], a.max(-1).sum(-1), rtol=1e-6)
+    rows, cols = np.array([4, 5, 7]), np.array([1, 2, 3])  # the earlier copies of ids 1, 2 and 7
+    np.testing.assert_allclose(sums["duplicate_score"], a[:, rows, cols].sum(-1), rtol=1e-6)
+    np.testing.assert_allclose(sums["induction_score"], a[:, rows, cols + 1].sum(-1), rtol=1e-6)
 
 
 def test_the_entropy_smoothing_is_the_specs_and_every_entropy_uses_it():

@@ -11,6 +11,7 @@ import torch
 
 from mha_viz.metrics.compiled import run_all
 from mha_viz.metrics.row_kernels import BlockSums
+from mha_viz.metrics.row_measures import TextFacts
 from mha_viz.scan.run import reduce_blocks
 
 N, H = 97, 3
@@ -29,8 +30,8 @@ def _sums(threads: int) -> BlockSums:
     rng = np.random.default_rng(1)
     ids = rng.integers(0, 5, N)
     before = np.concatenate([[-1], ids[:-1]])
-    return BlockSums(H, N, causal=True, sep=(ids == 0).astype(np.float32), punct=(ids == 1).astype(np.float32),
-                     ids=ids, before=before, seg=None, top_k=4, min_weight=0.01, thumb=12, threads=threads)
+    facts = TextFacts(N, True, 1, ids, before, (ids == 0).astype(np.float32), (ids == 1).astype(np.float32), None)
+    return BlockSums(H, facts, top_k=4, min_weight=0.01, thumb=12, threads=threads)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])

@@ -1,61 +1,45 @@
-"""The head table's pattern measures of one layer's heads, added up a block of query rows at a time
-(`docs/head-metrics.md`, section 1; the same definitions as `metrics.head_stats`, which reads a
-whole (n, n) matrix): what `mha_viz.scan` keeps of a long text's probabilities, with each row's
-heaviest keys (`TopKeys`) and thumbnails (`Thumbnails`).
+"""The torch backend of the row measures (`row_measures`): a block of query rows of every head added to the
+sums of ROW_SUMS by tensor operations on the block's device (a GPU's way; `row_kernels.BlockSums` is the
+CPU's), then `finish` gives the measures.
 
 A block is (H, b, w) float32: every head's rows `start` … `start + b − 1` against the keys
-`key_start` … `key_start + w − 1`, which hold every key those rows may see
-(`mha_viz_models.attention.visibility.visible_span`); the keys outside it have probability 0.
+`key_start` … `key_start + w − 1`, which hold every key those rows may see with a probability other than 0
+(a long text's `mha_viz_models.attention.visibility.visible_span`; the head table's whole rows).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from mha_viz.capture.sinks import EMPTY_BELOW
-from mha_viz.metrics.head_stats import key_masks, segments, token_keys
 from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
-from mha_viz.metrics.row_kernels import ROW_SUMS, measures_from_sums
+from mha_viz.metrics.row_measures import ROW_SUMS, TextFacts, measures_from_sums
 
 
-@dataclass(frozen=True)
-class TextFacts:
-    """What the statistics read off the tokens (not the heads), on the device: their ids for the
-    detectors, the [SEP]-like and punctuation keys with a column of ones, and the segments."""
+class _OnDevice:
+    """TextFacts' arrays as tensors on a device: ids, the previous token's, the columns [SEP]-like,
+    punctuation and ones (one product gives the three sums), the segments."""
 
-    n: int
-    causal: bool
-    ids: torch.Tensor  # (n,) int64: one integer per token (`head_stats.token_keys`)
-    before: torch.Tensor  # (n,) int64: the previous token's, −1 for the first (the induction target)
-    columns: torch.Tensor  # (n, 3) float32: [SEP]-like, punctuation, ones
-    segment: torch.Tensor | None  # (n,) int64 for a two-segment input, else None
-
-    @classmethod
-    def of(cls, tokens: list[str], token_ids: list[int], special: list[bool], *, causal: bool,
-           device) -> "TextFacts":
-        ids = torch.from_numpy(np.asarray(token_keys(token_ids, tokens), dtype=np.int64))
-        before = torch.cat([torch.full((1,), -1, dtype=torch.int64), ids[:-1]])
-        sep, punct = key_masks(tokens, special)
-        columns = torch.stack([torch.from_numpy(sep), torch.from_numpy(punct), torch.ones(len(tokens))], 1)
-        seg = segments(special)
-        return cls(len(tokens), causal, ids.to(device), before.to(device), columns.to(device),
-                   None if seg is None else torch.from_numpy(seg).to(device))
+    def __init__(self, facts: TextFacts, device) -> None:
+        self.n, self.causal, self.skip = facts.n, facts.causal, facts.skip
+        self.ids = torch.from_numpy(facts.ids).to(device)
+        self.before = torch.from_numpy(facts.before).to(device)
+        self.columns = torch.stack([torch.from_numpy(facts.sep), torch.from_numpy(facts.punct),
+                                    torch.ones(facts.n)], 1).to(device)
+        self.segment = None if facts.seg is None else torch.from_numpy(facts.seg).to(device)
 
 
 class RowStats:
-    """One layer's (H,) sums (`row_kernels.ROW_SUMS`) over the rows added so far, by tensor operations on
-    the block's device (a GPU's way; `row_kernels.BlockSums` is the CPU's); `finish` gives the measures."""
+    """`heads` heads' (H,) sums (ROW_SUMS) over the rows added so far; `finish` gives the measures."""
 
     def __init__(self, facts: TextFacts, heads: int, device) -> None:
-        self.facts, self.device = facts, device
+        self.facts, self.device = _OnDevice(facts, device), device
         self._buffers: list[torch.Tensor | None] = [None, None]
         zeros = lambda: torch.zeros(heads, dtype=torch.float64, device=device)  # noqa: E731
         self.sums = {name: zeros() for name in ROW_SUMS}
         self.sums["in_segment"] = (torch.full((heads,), float("inf"), dtype=torch.float64, device=device)
-                                   if facts.segment is not None else zeros())
+                                   if facts.seg is not None else zeros())
 
     def _scratch(self, which: int, size: int) -> torch.Tensor:
         kept = self._buffers[which]
@@ -115,16 +99,18 @@ class RowStats:
 
     def _beyond(self, A: torch.Tensor, start: int, key_start: int, rows: torch.Tensor, seen: torch.Tensor,
                 valid: torch.Tensor | None, outside: int, mass: torch.Tensor) -> None:
-        """Add the block's rows to the sink mass and the measures beyond the sink (`head_stats`' definitions:
-        the first key is the sink; a row keeping at least EMPTY_BELOW after it is renormalised)."""
+        """Add the block's rows to the sink mass and the measures beyond the sink: the first `skip` keys are the
+        sink (1, or 0 with the first token hidden), with what a row gave no key (a learned sink's share); a row
+        that sees at least CHOICE_KEYS keys after them and keeps at least EMPTY_BELOW there is renormalised."""
         f, s = self.facts, self.sums
+        skip = f.skip
         lost = torch.where(mass > 0, (1 - mass).clamp_min(0), torch.zeros((), device=A.device))  # a learned sink
-        s["sink"] += ((A[:, :, 0] if key_start == 0 else 0) + lost).sum(-1, dtype=torch.float64)
-        c0 = 1 if key_start == 0 else 0  # the block's first key after the sink
+        c0 = 1 if key_start == 0 and skip else 0  # the block's first key after the sink
+        s["sink"] += ((A[:, :, 0] if c0 else 0) + lost).sum(-1, dtype=torch.float64)
         after = A[:, :, c0:]  # (H, b, w − c0)
         beyond = after.sum(-1)  # (H, b) float32
-        kb = seen - 1  # keys beyond the sink each row may see
-        kept = (beyond >= EMPTY_BELOW) & (rows >= 1) & (kb >= CHOICE_KEYS)
+        kb = seen - skip  # keys beyond the sink each row may see
+        kept = (beyond >= EMPTY_BELOW) & (rows >= skip) & (kb >= CHOICE_KEYS)
         inv = torch.where(kept, 1 / torch.where(kept, beyond, torch.ones((), device=A.device)),
                           torch.zeros((), device=A.device))
         floor = ENTROPY_SMOOTHING / kb.clamp_min(1)  # (b,) float64
@@ -133,7 +119,7 @@ class RowStats:
         torch.add(base, after * inv[..., None], alpha=1 - ENTROPY_SMOOTHING, out=smooth).clamp_min_(1e-30)
         logs = self._scratch(1, after.numel()).view(after.shape)
         entropy = -torch.log(smooth, out=logs).mul_(smooth).sum(-1).double()  # (H, b)
-        hidden = outside - (1 if key_start > 0 else 0)  # visible keys after the sink outside the block
+        hidden = outside - (skip - c0)  # visible keys after the sink outside the block
         entropy -= hidden * floor * torch.log(floor)
         wide = kept & (kb > 1)
         s["beyond_norm_entropy"] += torch.where(wide, entropy / torch.log(kb.clamp_min(2)),
@@ -143,7 +129,7 @@ class RowStats:
         r = torch.arange(A.shape[1], device=A.device)
         for name, shift in (("beyond_self", 0), ("beyond_prev", -1), ("beyond_next", 1)):
             c = rows + shift - key_start  # (b,) the key's place in the block
-            ok = (c >= 0) & (c < A.shape[2]) & (rows + shift >= 1) & (rows + shift < f.n)
+            ok = (c >= 0) & (c < A.shape[2]) & (rows + shift >= skip) & (rows + shift < f.n)
             s[name] += (A[:, r[ok], c[ok]] * inv[:, r[ok]]).sum(-1, dtype=torch.float64)
         marks = (after @ f.columns[key_start + c0:key_start + A.shape[2], :2]) * inv[..., None]  # (H, b, 2)
         s["beyond_sep"] += marks[..., 0].sum(-1, dtype=torch.float64)
@@ -154,52 +140,7 @@ class RowStats:
             s["in_segment"] = torch.minimum(s["in_segment"], own.amin(-1).double())
 
     def finish(self) -> dict[str, np.ndarray]:
-        """(H,) float64 arrays under `head_stats.STAT_NAMES` (`row_kernels.measures_from_sums`)."""
+        """(H,) float64 arrays under STAT_NAMES (`row_measures.measures_from_sums`)."""
         return measures_from_sums({name: v.cpu().numpy() for name, v in self.sums.items()}, self.facts.n)
 
 
-class TopKeys:
-    """Each row's `top_k` heaviest keys with weight ≥ `min_weight`, heaviest first (key −1 and weight
-    0 where fewer qualify), and the row's mass outside them, for one layer's heads."""
-
-    def __init__(self, heads: int, n: int, top_k: int, min_weight: float, device) -> None:
-        self.top_k, self.min_weight = top_k, min_weight
-        self.keys = torch.full((heads, n, top_k), -1, dtype=torch.int32, device=device)
-        self.weights = torch.zeros((heads, n, top_k), dtype=torch.float32, device=device)
-        self.rest = torch.zeros((heads, n), dtype=torch.float32, device=device)
-
-    def add(self, A: torch.Tensor, start: int, key_start: int, row_sums: torch.Tensor) -> None:
-        k = min(self.top_k, A.shape[-1])
-        weights, keys = torch.topk(A, k, dim=-1)  # (H, b, k), heaviest first
-        kept = weights >= self.min_weight
-        weights = torch.where(kept, weights, torch.zeros((), device=A.device))
-        stop = start + A.shape[1]
-        self.weights[:, start:stop, :k] = weights
-        self.keys[:, start:stop, :k] = torch.where(kept, keys + key_start, torch.full((), -1, device=A.device)).int()
-        self.rest[:, start:stop] = row_sums - weights.sum(-1)
-
-
-class Thumbnails:
-    """Each head max-pooled to at most `size` × `size` cells, as `views.detail.max_pool` pools a whole
-    (n, n) matrix (PyTorch's adaptive max-pool: cell a covers rows ⌊a·n/s⌋ … ⌈(a+1)·n/s⌉ − 1)."""
-
-    def __init__(self, heads: int, n: int, size: int, device) -> None:
-        self.n, self.size = n, min(size, n)
-        self.cells = torch.zeros((heads, self.size, self.size), dtype=torch.float32, device=device)
-        a = torch.arange(self.size)
-        self.row_start = (a * n) // self.size  # (s,)
-        self.row_stop = -((-(a + 1) * n) // self.size)  # ceil
-
-    def add(self, A: torch.Tensor, start: int, key_start: int) -> None:
-        """Rows first (the max over each cell's rows in the block), then keys: the key pooling runs on a
-        few rows a cell instead of every row."""
-        H, b, w = A.shape
-        stop = start + b
-        cells = np.flatnonzero((self.row_start.numpy() < stop) & (self.row_stop.numpy() > start))
-        down = torch.stack([A[:, max(int(self.row_start[c]), start) - start:min(int(self.row_stop[c]), stop) - start]
-                            .amax(1) for c in cells], 1)  # (H, cells, w)
-        if w != self.n:  # the keys outside the block's span have probability 0
-            down = torch.nn.functional.pad(down, (key_start, self.n - key_start - w))  # (H, cells, n)
-        across = down if self.size == self.n else torch.nn.functional.adaptive_max_pool1d(down, self.size)
-        index = torch.as_tensor(cells, device=A.device)
-        self.cells[:, index] = torch.maximum(self.cells[:, index], across)
