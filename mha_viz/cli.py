@@ -17,8 +17,6 @@ import sys
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from mha_viz import corpus, launch
 from mha_viz.metrics.measures import METRICS
 from mha_viz.text.tokenize import InputError
@@ -84,23 +82,16 @@ def _count(text: str) -> int:
     return value
 
 
-def _clock(seconds: float) -> str:
-    if not np.isfinite(seconds):
-        return "--:--"
-    m, s = divmod(int(round(seconds)), 60)
-    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
-
-
 class ProgressBar:
-    """`engine.Progress` drawn on a stream: bar, documents done, documents/s and ETA."""
+    """A job's progress (`mha_viz.progress.Progress`) drawn on a stream: a bar and the job's message (a corpus's:
+    documents done, documents/s, the time left)."""
 
     def __init__(self, stream=sys.stderr) -> None:
         self.stream, self.shown = stream, False
 
-    def __call__(self, done: int, total: int, rate: float, eta: float) -> None:
-        filled = int(BAR * done / max(total, 1))
-        self.stream.write(f"\r[{'#' * filled}{'.' * (BAR - filled)}] {done:,}/{total:,} docs  "
-                          f"{rate:.1f} docs/s  ETA {_clock(eta)} ")
+    def __call__(self, fraction: float, message: str) -> None:
+        filled = int(BAR * min(max(fraction, 0.0), 1.0))
+        self.stream.write(f"\r[{'#' * filled}{'.' * (BAR - filled)}] {message} ")
         self.stream.flush()
         self.shown = True
 

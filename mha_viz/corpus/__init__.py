@@ -24,14 +24,14 @@ ray, and only the `engine="ray"` branch imports them):
 - `importance`: corpus head importance (`batch_importance`).
 - `examples`: each head's top documents, decile samples and histograms, mergeable (`ExamplesPartial`);
   `examples_result`: `HeadExamples`, the result, and its files.
-- `engine`: `head_statistics`, `Cancelled`.
+- `engine`: `head_statistics`; `Cancelled` (`mha_viz.progress`: raised when the progress callback returns False).
 - `length`: whether a length difference explains one sentence's deviations from the corpus
   (`length_check`, its rule in the module's docstring; `CorpusStats.lengths` counts the documents by length).
 - `ray_engine`: the Ray engine (a job's batches on the kept actors); `ray_engine_pool`: the actors,
   one model loaded each, kept across jobs in the process and shut down at exit.
 """
 
-from mha_viz.corpus.accumulate import PATTERN_ORDER, Cancelled, Partial, batch_partial, model_weights, pattern_class
+from mha_viz.corpus.accumulate import PATTERN_ORDER, Partial, batch_partial, model_weights, pattern_class
 from mha_viz.corpus.batching import capture_runs, plan
 from mha_viz.corpus.engine import ENGINES, head_examples, head_statistics, run_local
 from mha_viz.corpus.examples import ExampleOptions
@@ -49,6 +49,7 @@ from mha_viz.corpus.inputs import (
 from mha_viz.corpus.length import LengthCheck
 from mha_viz.corpus.length import check as length_check
 from mha_viz.corpus.stats import CorpusStats
+from mha_viz.progress import Cancelled
 
 __all__ = [
     "ENGINES", "PATTERN_ORDER", "SAMPLE", "SAMPLE_PATH", "SAMPLE_SOURCE", "TEXT_COLUMNS", "Cancelled", "CorpusError",

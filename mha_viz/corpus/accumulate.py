@@ -160,14 +160,6 @@ class Partial:
         )
 
 
-class Cancelled(Exception):
-    """The run was stopped by its progress callback after `done` of `total` documents."""
-
-    def __init__(self, done: int, total: int) -> None:
-        super().__init__(f"Cancelled after {done:,} of {total:,} documents.")
-        self.done, self.total = done, total
-
-
 def model_weights(model: LoadedModel) -> Weights | None:
     """The per-head weights the head table's output norms and copying scores need (`table_weights`), or None
     when the architecture does not expose them (those columns are then absent, as in the app)."""

@@ -2,29 +2,54 @@
 machine (engine="local") or on Ray actors kept across jobs (engine="ray", `mha_viz.corpus.ray_engine`).
 
 The local engine holds one batch's attentions at a time: each batch becomes a `Partial` of
-per-head sums, added to the running total and dropped. After each batch `progress(done_docs,
-total_docs, docs_per_s, eta_s)` is called (eta_s from the pace of the work done after the first batch,
-`budget.time_left`: NaN until there is one); returning False stops the run with `Cancelled`.
+per-head sums, added to the running total and dropped. After each batch `progress(fraction, message)` is called,
+the package's one protocol (`mha_viz.progress`): the share of the documents done, and a message that counts them,
+gives their rate and the time left (from the pace of the work done after the first batch, `budget.time_left`);
+returning False stops the run with `Cancelled`. A callback of the form before, `progress(done, total, docs_per_s,
+eta_s)`, still works for one release, with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable
+import warnings
 
 from mha_viz.budget.time_left import TimeLeft
-from mha_viz.corpus.accumulate import Cancelled, Partial, batch_partial, model_weights
+from mha_viz.corpus.accumulate import Partial, batch_partial, model_weights
 from mha_viz.corpus.batching import plan_indexed, work
 from mha_viz.corpus.examples import ExampleOptions
 from mha_viz.corpus.examples_result import HeadExamples
 from mha_viz.corpus.inputs import corpus_hash, read_texts
 from mha_viz.corpus.stats import CorpusStats
+from mha_viz.progress import Cancelled, Counted, Progress, counted
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.loading.loader import load_model
 
 ENGINES = ("local", "ray")
-Progress = Callable[[int, int, float, float], "bool | None"]
+
+
+def documents(progress: Progress | None) -> Counted:
+    """What an engine calls after each batch: `progress` told the share of the documents done and a message
+    (`mha_viz.progress.counted`); `Cancelled` when it returns False. A callback of the old form,
+    `progress(done, total, docs_per_s, eta_s)` (four arguments), gets those numbers, with a DeprecationWarning."""
+    try:
+        needed = [p for p in inspect.signature(progress).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    except (TypeError, ValueError):  # None, or a callable without a signature
+        needed = []
+    if len(needed) != 4:
+        return lambda done, total, seconds, left: counted(progress, done, total, seconds, left)
+    warnings.warn("head_statistics' progress(done, total, docs_per_s, eta_s) is deprecated: give it "
+                  "progress(fraction, message), the package's one protocol (mha_viz.progress); returning False "
+                  "still cancels.", DeprecationWarning, stacklevel=3)
+
+    def old(done: int, total: int, seconds: float, left: float | None) -> None:
+        eta = float("nan") if left is None else left
+        if progress(done, total, done / max(seconds, 1e-9), eta) is False:
+            raise Cancelled(done, total)
+    return old
 
 
 def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16, max_tokens: int | None = 128,
@@ -56,7 +81,7 @@ def head_statistics(model, texts, *, engine: str = "local", batch_size: int = 16
         # heavy optional (ray): imported only when the Ray engine is chosen
         from mha_viz.corpus import ray_engine
         return ray_engine.run(model, texts, batch_size=batch_size, max_tokens=max_tokens,
-                              importance=importance, progress=progress, examples=examples)
+                              importance=importance, progress=documents(progress), examples=examples)
     docs = read_texts(texts)
     loaded = model if isinstance(model, LoadedModel) else load_model(str(model), dtype=dtype)
     return run_local(loaded, docs, batch_size=batch_size, max_tokens=max_tokens, importance=importance,
@@ -80,6 +105,7 @@ def run_local(model: LoadedModel, docs: list[str], *, batch_size: int = 16, max_
               importance: bool = True, progress: Progress | None = None,
               examples: ExampleOptions | None = None) -> CorpusStats:
     """The local engine on documents already read (`read_texts`)."""
+    tell = documents(progress)
     weights = model_weights(model)
     total, done = len(docs), 0
     start = time.perf_counter()
@@ -91,9 +117,5 @@ def run_local(model: LoadedModel, docs: list[str], *, batch_size: int = 16, max_
         acc = acc.merge(batch_partial(model, batch, max_tokens=max_tokens, importance=importance, weights=weights,
                                       examples=examples, docs=[i for i, _ in indexed]))
         done += len(batch)
-        eta = left.step(work(batch, max_tokens))
-        if progress is not None:
-            rate = done / max(time.perf_counter() - start, 1e-9)
-            if progress(done, total, rate, float("nan") if eta is None else eta) is False:
-                raise Cancelled(done, total)
+        tell(done, total, time.perf_counter() - start, left.step(work(batch, max_tokens)))
     return acc.finish(corpus_hash=corpus_hash(docs), max_tokens=max_tokens, seconds=time.perf_counter() - start)

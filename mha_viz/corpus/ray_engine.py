@@ -48,7 +48,6 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import ray  # heavy, optional (requirements-ray.txt): this module is imported only for engine="ray"
@@ -57,11 +56,12 @@ import torch
 import mha_viz_models
 from mha_viz.budget.time_left import TimeLeft
 from mha_viz.corpus import ray_engine_pool
-from mha_viz.corpus.accumulate import Cancelled, Partial
+from mha_viz.corpus.accumulate import Partial
 from mha_viz.corpus.batching import plan_indexed, work
 from mha_viz.corpus.inputs import corpus_hash, read_texts
 from mha_viz.corpus.ray_engine_pool import HeadSums, Pool
 from mha_viz.corpus.stats import CorpusStats
+from mha_viz.progress import Counted
 from mha_viz.text.wording import plural
 from mha_viz_models import LoadedModel, ModelLoadError
 
@@ -73,7 +73,6 @@ THREADS_PER_ACTOR = 4  # torch threads per CPU actor: small batches scale poorly
 IN_FLIGHT = 2  # calls given to one actor at a time: one running, one waiting its turn
 HEARTBEAT_S = 0.5  # while no batch comes back, `progress` is still called this often (Cancel)
 ACTOR_WAIT_S = 600  # seconds without a batch back before the job fails (a pool Ray cannot place)
-Progress = Callable[[int, int, float, float], "bool | None"]  # engine.Progress: done, total, docs/s, ETA s
 _started = False  # whether this module started the Ray session it is using
 _init_lock = threading.Lock()  # Streamlit sessions are threads: one ray.init at a time
 
@@ -149,11 +148,11 @@ def actors() -> list[dict]:
 
 
 def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, importance: bool = True,
-        progress: Progress | None = None, examples=None) -> CorpusStats:
-    """`engine.head_statistics` on Ray: the same arguments and result. `model`: a registry name,
-    hub id or folder (a `LoadedModel` stands for the name it was loaded by, with or without our
-    MHA: each actor loads its own). Raises CorpusError, ModelLoadError or InputError as the local
-    engine does (not wrapped in Ray's exceptions); Cancelled when `progress` returns False."""
+        progress: Counted | None = None, examples=None) -> CorpusStats:
+    """`engine.head_statistics` on Ray: the same arguments and result (`progress`: `engine.documents`').
+    `model`: a registry name, hub id or folder (a `LoadedModel` stands for the name it was loaded by, with or
+    without our MHA: each actor loads its own). Raises CorpusError, ModelLoadError or InputError as the local
+    engine does (not wrapped in Ray's exceptions); Cancelled when `progress` raises it."""
     spec = model.name if isinstance(model, LoadedModel) else str(model)
     local = model.local_attention if isinstance(model, LoadedModel) else False  # "our MHA" follows
     docs = read_texts(texts)
@@ -172,7 +171,7 @@ def run(model, texts, *, batch_size: int = 16, max_tokens: int | None = 128, imp
                          seconds=time.perf_counter() - start)
 
 
-def _stream(handles: list, batches, total: int, start: float, progress: Progress | None, left: TimeLeft, *,
+def _stream(handles: list, batches, total: int, start: float, progress: Counted | None, left: TimeLeft, *,
             max_tokens: int | None, importance: bool, examples=None) -> Partial:
     """The batches through the actors, at most IN_FLIGHT each; their partials merged. `left`: the time left,
     stepped by each batch's work as it comes back (the first, with the actors' start, is not timed)."""
@@ -203,9 +202,7 @@ def _stream(handles: list, batches, total: int, start: float, progress: Progress
                 raise TimeoutError(f"no batch came back from Ray in {ACTOR_WAIT_S} s: can the cluster place "
                                    f"{plural(len(handles), 'actor')} with the CPUs / GPUs this job asks for?")
             if progress is not None:
-                rate, eta = done / max(time.perf_counter() - start, 1e-9), left.seconds()
-                if progress(done, total, rate, float("nan") if eta is None else eta) is False:
-                    raise Cancelled(done, total)
+                progress(done, total, time.perf_counter() - start, left.seconds())
     finally:
         for ref in pending:  # a stopped job's queued calls do not run (a running one finishes)
             try:

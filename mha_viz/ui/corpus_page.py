@@ -17,7 +17,6 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import corpus, figures, metrics, needs
-from mha_viz.budget import time_left
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
@@ -176,17 +175,12 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str, pro
     """The statistics of `key`: kept already, computed here with their progress on `progress`, or,
     when another session is computing the same, its result once it is done."""
 
-    def counted(done: int, total: int, rate: float, eta: float) -> bool:
-        progress(done / max(total, 1), f"{done:,} of {total:,} documents · {rate:.1f} documents/s · "
-                                       f"{time_left.say(eta)}")
-        return True
-
     def compute():
         with resources.slots().hold(need=needs.corpus(cur.model, batch, key.max_tokens, importance=key.importance)):
             # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
             return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
-                                          importance=key.importance, progress=counted,
+                                          importance=key.importance, progress=progress,
                                           examples=corpus.ExampleOptions())  # the Head examples page's
 
     def waiting() -> None:  # each update lets Streamlit stop this run (Cancel, any widget)

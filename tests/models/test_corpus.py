@@ -13,6 +13,7 @@ import pytest
 
 import mha_viz
 from mha_viz import corpus, metrics
+from mha_viz.budget.time_left import ESTIMATING, FINISHING
 from mha_viz.corpus import importance
 from tests.helpers import assert_corpus_patterns, class_inputs, corpus_voters
 
@@ -176,27 +177,44 @@ def test_a_broken_folder_is_refused(tmp_path, toy):
 
 
 def test_progress_is_called_after_each_batch_with_sane_numbers(toy):
+    """The package's one protocol, progress(fraction, message): the share of the documents done, and a message
+    that counts them, gives their rate and the time left (not known after the first batch, whose time holds the
+    warm-up; nothing left after the last)."""
     calls = []
     stats = corpus.head_statistics(toy, LETTERS, batch_size=3, max_tokens=MAX_TOKENS, importance=False,
-                                   progress=lambda *a: calls.append(a))
-    assert [c[0] for c in calls] == [3, 6, 9, 10]
-    assert all(total == 10 and rate > 0 for _, total, rate, _ in calls)
-    # the time left: unknown (NaN) after the first batch, whose time holds the warm-up; then from the pace since
-    assert np.isnan(calls[0][3]) and all(eta >= 0 for *_, eta in calls[1:])
-    assert calls[-1][3] == 0 and stats.seconds > 0
+                                   progress=lambda fraction, message: calls.append((fraction, message)))
+    assert [fraction for fraction, _ in calls] == [0.3, 0.6, 0.9, 1.0]
+    assert [message.split(" · ")[0] for _, message in calls] == [f"{d} of 10 documents" for d in (3, 6, 9, 10)]
+    rates = [float(message.split(" · ")[1].split()[0]) for _, message in calls]
+    assert all(rate > 0 for rate in rates)
+    assert calls[0][1].endswith(ESTIMATING) and calls[-1][1].endswith(FINISHING) and stats.seconds > 0
 
 
 def test_cancel_stops_the_run(toy):
     calls = []
 
-    def cancel_after_two(done, total, rate, eta):
-        calls.append(done)
+    def cancel_after_two(fraction, message):
+        calls.append(fraction)
         return len(calls) < 2
 
     with pytest.raises(corpus.Cancelled, match="after 4 of 10 documents") as info:
         corpus.head_statistics(toy, LETTERS, batch_size=2, max_tokens=MAX_TOKENS, importance=False,
                                progress=cancel_after_two)
-    assert calls == [2, 4] and (info.value.done, info.value.total) == (4, 10)
+    assert calls == [0.2, 0.4] and (info.value.done, info.value.total) == (4, 10)
+
+
+def test_the_old_four_number_progress_still_works_with_a_deprecation_warning(toy):
+    calls = []
+
+    def old(done, total, rate, eta):
+        calls.append((done, total, rate, eta))
+        return done < 6
+
+    with pytest.warns(DeprecationWarning, match="progress\\(fraction, message\\)"):
+        with pytest.raises(corpus.Cancelled, match="after 6 of 10 documents"):
+            corpus.head_statistics(toy, LETTERS, batch_size=3, max_tokens=MAX_TOKENS, importance=False, progress=old)
+    assert [c[0] for c in calls] == [3, 6] and all(total == 10 and rate > 0 for _, total, rate, _ in calls)
+    assert np.isnan(calls[0][3]) and calls[1][3] >= 0
 
 
 def test_a_model_by_name_a_file_and_bad_arguments(tmp_path):

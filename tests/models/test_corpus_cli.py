@@ -35,7 +35,7 @@ def test_cli_saves_what_head_statistics_computes(tmp_path):
     done = _cli("--model", "minilm", "--input", str(source), "--engine", "local", "--out", str(out),
                 "--batch-size", "4", "--max-tokens", "32")
     assert done.returncode == 0, done.stderr
-    assert "10/10 docs" in done.stderr and "docs/s" in done.stderr and "ETA" in done.stderr
+    assert "10 of 10 documents" in done.stderr and "documents/s" in done.stderr and "finishing" in done.stderr
     assert str(out) in done.stdout and "importance" in done.stdout
     saved = corpus.CorpusStats.load(out)
     here = corpus.head_statistics("minilm", str(source), batch_size=4, max_tokens=32)
