@@ -36,6 +36,7 @@ from mha_viz.figures import generation as generation_figures
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import line_view as line_figures
 from mha_viz.figures import metrics as metric_figures
+from mha_viz.figures import retrieval as retrieval_figures
 from mha_viz.figures import scan as scan_figures
 from mha_viz.figures import scatter as scatter_figures
 from mha_viz.figures import task as task_figures
@@ -61,7 +62,7 @@ __all__ = [
     "metric_grid", "head_types", "head_scatter", "similarity", "head_map", "rollout",
     "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
     "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
-    "probability_maps", "pruning_curve", "score_terms", "score_parts", "task_grid",
+    "probability_maps", "pruning_curve", "score_terms", "score_parts", "task_grid", "retrieval_grid", "needle_look",
     "notebook",
 ]
 
@@ -245,6 +246,30 @@ def task_grid(result, title: str | None = None, layer_ids: list[int] | None = No
                 f"{'Restored fraction' if result.mode == 'denoise' else 'Damage'} ({result.metric})")
         title = f"{what}, mean over {result.source}"
     return task_figures.task_grid(result, title, layer_ids)
+
+
+def retrieval_grid(result, layer_ids: list[int] | None = None, title: str | None = None) -> go.Figure:
+    """Every head's retrieval score (`mha_viz.tasks.find_retrieval`'s result, or `retrieval_scores`' table) as a
+    layers × heads grid on 0 … 1: the share of the needle's tokens each head copied. layer_ids: the model's layer
+    number of each row (`model.layer_ids`; default 0, 1, …)."""
+    table = getattr(result, "table", result)
+    if title is None:
+        said = {k: int(table.attrs.get(k, 0)) for k in ("copied", "needle_tokens", "trials")}
+        title = (f"Retrieval score: the share of the needle's tokens each head copied (the model wrote "
+                 f"{said['copied']} needle tokens in {said['trials']} answers, the needle "
+                 f"{said['needle_tokens'] // max(said['trials'], 1)} tokens long)")
+    return retrieval_figures.retrieval_grid(table, layer_ids, title)
+
+
+def needle_look(result, layer: int, head: int) -> go.Figure:
+    """Where one head (`layer`: its row of the run, `head`) looked as the model wrote the first needle token it
+    copied in the last trial of `mha_viz.tasks.find_retrieval`'s result: its attention over every prompt position,
+    the needle shaded and its heaviest key marked."""
+    look = result.look
+    if look is None:
+        raise ValueError("The model copied no token of the needle in the last trial: there is no step to draw.")
+    return retrieval_figures.needle_look(look, layer, head, f"Layer {layer}, head {head} at {look.length:,} tokens, "
+                                         f"the needle at depth {look.depth:.0%}")
 
 
 def _differ(expl: Explanation):

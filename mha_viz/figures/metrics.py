@@ -123,8 +123,8 @@ def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: in
     return fig
 
 
-def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
-             patterns: list[str] | None = None, title: str = "", layer_ids: list[int] | None = None) -> go.Figure:
+def points_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
+               patterns: list[str] | None = None, title: str = "", layer_ids: list[int] | None = None) -> go.Figure:
     """Every head as a point of a 2-D map (e.g. MDS of a dissimilarity), coloured by layer or
     by pattern class. Points are one trace, layer-major, so a click gives the head index.
     layer_ids: the model's layer number of each row (default 0, 1, …)."""
@@ -155,7 +155,7 @@ def head_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
 
 
 def map_pick(points: list[dict]) -> int | None:
-    """The head index (layer * H + head) of the first clicked point of `head_map`."""
+    """The head index (layer * H + head) of the first clicked point of `points_map` (`figures.head_map`)."""
     for p in points or []:
         if p.get("curve_number", 0) == 0:
             idx = p.get("point_index", p.get("pointIndex", p.get("point_number")))
@@ -219,7 +219,7 @@ def similarity_figure(matrix: np.ndarray, kind: str, run, *, order: np.ndarray |
 def map_figure(xy: np.ndarray, kind: str, run, *, patterns: list[str], color_by: str = "layer") -> go.Figure:
     """The heads of a run placed by `xy` (MDS of the `kind` dissimilarity), coloured by layer or
     by pattern class (`patterns`: the head table's, layer-major)."""
-    return head_map(xy, run.num_heads, color_by=color_by, patterns=patterns, layer_ids=run.layer_ids,
+    return points_map(xy, run.num_heads, color_by=color_by, patterns=patterns, layer_ids=run.layer_ids,
                     title=f"Heads placed by {SIMILARITIES[kind].label}, coloured by {color_by}")
 
 

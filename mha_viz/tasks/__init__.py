@@ -5,7 +5,8 @@ from mha_viz.tasks.circuit_set import TaskFaithfulness, TaskPathPatching, circui
 from mha_viz.tasks.edges_set import TaskEdges, edge_attribution
 from mha_viz.tasks.patching_set import TaskPatching, patch_heads
 from mha_viz.tasks.prompt_set import PromptSet
-from mha_viz.tasks.retrieval import retrieval_scores
+from mha_viz.tasks.retrieval import find_retrieval, retrieval_scores
 
 __all__ = ["PromptSet", "TaskEdges", "TaskFaithfulness", "TaskPatching", "TaskPathPatching", "circuit",
-           "edge_attribution", "faithfulness_set", "patch_heads", "path_patch_many", "retrieval_scores"]
+           "edge_attribution", "faithfulness_set", "find_retrieval", "patch_heads", "path_patch_many",
+           "retrieval_scores"]

@@ -5,7 +5,8 @@ and the model answers greedily (`mha_viz.generate`, whose run is dense or long a
 tokens read on a CPU). At each generated token w that is a token of the needle, a head copies it when its
 heaviest key is a position of the needle holding w. A head's retrieval score is the number of needle tokens it
 copied over the needle's length, averaged over every (length, depth, needle) trial: 1 for a head that copies
-every token of every needle the model reproduces, 0 for one that never does."""
+every token of every needle the model reproduces, 0 for one that never does. `find_retrieval` also keeps where
+every head looked when the model wrote its first needle token of the last trial (`Look`: the app draws it)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,27 @@ class Trial:
     needle: tuple[int, int]  # [start, stop) positions of the needle in the prompt
     length: int
     depth: float
+
+
+@dataclass(frozen=True)
+class Look:
+    """Where every head looked as the model wrote the first needle token it copied, in one trial: each head's
+    attention over the prompt at that step (the generated tokens before it left out), the needle's place."""
+    tokens: list[str]  # the prompt's tokens, as the app shows them
+    needle: tuple[int, int]  # [start, stop) positions of the needle in the prompt
+    copied: str  # the token written
+    step: int  # its place among the generated tokens (0: the first)
+    rows: np.ndarray  # (layers, heads, prompt tokens) float32
+    length: int
+    depth: float
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """`find_retrieval`'s result: every head's score (`retrieval_scores`' table) and the last trial's `Look`
+    (None when the model copied no needle token in it)."""
+    table: pd.DataFrame
+    look: Look | None
 
 
 def copy_hits(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated: list[int], row_of,
@@ -83,7 +105,17 @@ def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[s
     needle (a (sentence, question) pair; default `NEEDLE`), length (tokens, up to the model's context) and depth.
     haystack: what `corpus.read_texts` reads (default the bundled sample). The table's attrs say how many needle
     tokens the model reproduced in all ("copied") out of how many ("needle_tokens")."""
+    return find_retrieval(model, haystack=haystack, needles=needles, lengths=lengths, depths=depths,
+                          max_new_tokens=max_new_tokens, progress=progress).table
+
+
+def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str, str]] | None = None,
+                   lengths=(1024,), depths=(0.1, 0.5, 0.9), max_new_tokens: int | None = None,
+                   progress=None) -> Retrieval:
+    """`retrieval_scores`' table, and where every head looked at the first needle token the model copied in the
+    last trial that copied one (`Look`)."""
     needles = list(needles or [NEEDLE])
+    look = None
     trials = [(n, length, depth) for n in needles for length in lengths for depth in depths]
     total, copied, needle_tokens = None, 0, 0
     hay = haystack_ids(model, haystack)  # read and tokenized once for every trial
@@ -95,7 +127,10 @@ def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[s
         if room < 1:
             raise InputError(f"A {length}-token prompt leaves no room to answer within {model.name}'s "
                              f"{token_limit(model, None)} tokens: choose shorter lengths.")
-        gen = generate(model, prompt, min(max_new_tokens or size + 4, room), stop_at_eos=True)
+        def step(fraction: float, message: str, done: int = done) -> None:  # each trial's generation, a share of all
+            report(progress, (done + fraction) / len(trials), f"Needle {done + 1} of {len(trials)} at {length:,} "
+                                                              f"tokens: {message}")
+        gen = generate(model, prompt, min(max_new_tokens or size + 4, room), stop_at_eos=True, progress=step)
         prompt_ids = gen.run.token_ids[:gen.num_prompt_tokens]
         found = _locate(prompt_ids, trial.ids[trial.needle[0]:trial.needle[1]])
         new = gen.run.token_ids[gen.num_prompt_tokens:]
@@ -103,6 +138,12 @@ def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[s
                          gen.row_of, model.num_layers)
         hits = np.zeros((model.num_layers, model.num_heads)) if hits is None else hits
         total = hits / size if total is None else total + hits / size
+        first = next((t for t, w in enumerate(new) if w in set(prompt_ids[found[0]:found[1]])), None)
+        if first is not None:
+            rows = np.stack([np.asarray(gen.run.layer_rows(layer, gen.row_of(first), gen.row_of(first) + 1)[:, 0],
+                                        dtype=np.float32)[:, :len(prompt_ids)] for layer in range(model.num_layers)])
+            look = Look(list(gen.run.tokens[:len(prompt_ids)]), found, gen.run.tokens[len(prompt_ids) + first],
+                        first, rows, int(length), float(depth))
         needle_ids = set(prompt_ids[found[0]:found[1]])
         copied += sum(1 for w in new if w in needle_ids)
         needle_tokens += size
@@ -112,7 +153,7 @@ def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[s
     table = pd.DataFrame({"layer": np.repeat(np.arange(L), H), "head": np.tile(np.arange(H), L),
                           "score": score.reshape(-1)})
     table.attrs.update(copied=copied, needle_tokens=needle_tokens, trials=len(trials))
-    return table
+    return Retrieval(table, look)
 
 
 def _locate(ids: list[int], needle: list[int]) -> tuple[int, int]:

@@ -24,6 +24,7 @@ from mha_viz.features.lines import controls as _lines
 from mha_viz.features.model_view import controls as _model_view
 from mha_viz.features.prediction import controls as _prediction
 from mha_viz.features.qk import controls as _qk
+from mha_viz.features.retrieval import controls as _retrieval
 from mha_viz.features.similarity import controls as _similarity
 from mha_viz.features.teaching import controls as _teaching
 
@@ -293,6 +294,18 @@ EXAMPLES_LAYER = "examples_layer"
 EXAMPLES_HEAD = "examples_head"
 EXAMPLES_FINDER = "examples_finder"  # the finder's selection event
 EXAMPLES_TO_CORPUS = "examples_to_corpus"
+RETRIEVAL_LENGTH = _retrieval.RETRIEVAL_LENGTH  # Retrieval heads: the prompt's length and the needle's depths
+RETRIEVAL_DEPTHS = _retrieval.RETRIEVAL_DEPTHS
+RETRIEVAL_NEEDLE = "retrieval_needle"  # the needle sentence and the question after it
+RETRIEVAL_QUESTION = "retrieval_question"
+RETRIEVAL_GO = "retrieval_go"  # buttons
+RETRIEVAL_CANCEL = "retrieval_cancel"
+RETRIEVAL_GRID = "retrieval_grid"  # the grid's selection event
+RETRIEVAL_LOOK = "retrieval_look"
+RETRIEVAL_LAYER = "retrieval_layer"
+RETRIEVAL_HEAD = "retrieval_head"
+RETRIEVAL_RUNNING = "_retrieval_running"  # what the job was for: still here on the next run if cancelled
+RETRIEVAL_FOUND = "_retrieval_found"  # (what it was for, `tasks.retrieval.Retrieval`): the session's last result
 EXAMPLES_OPEN = "examples_open"  # a head view's button to that head's examples
 CORPUS_PRUNED = "_corpus_pruned"  # {CorpusKey: DataFrame}: pruning curves on the held-out documents
 
@@ -466,7 +479,7 @@ NOT_KEPT = frozenset({
     # the pickers of the head the pages share (shared_head.pick_head): each is set from the plain SEL_LAYER /
     # SEL_HEAD, which are kept, before it is drawn, and writes them back when the user picks
     HEAD_VIEW_LAYER, HEAD_VIEW_HEAD, EXAMPLES_LAYER, EXAMPLES_HEAD, PRED_LAYER, PRED_HEAD, QK_LAYER, QK_HEAD,
-    TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD,
+    TEACH_LAYER, TEACH_HEAD, CMP_LAYER, CMP_HEAD, GEN_LAYER, GEN_HEAD, RETRIEVAL_LAYER, RETRIEVAL_HEAD,
     # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
     # and meant to start afresh with it
     HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, QK_I, QK_J, WHY_QUERY, WHY_KEY, WHY_SECOND,

@@ -53,6 +53,8 @@ NOT_CARRIED = frozenset({
     # a corpus' documents and how its statistics are computed (importance: set afresh for each model, by its cost)
     keys.CORPUS_SOURCE, keys.CORPUS_PATH, keys.CORPUS_COLUMN, keys.CORPUS_FILE, keys.CORPUS_ENGINE,
     keys.CORPUS_IMPORTANCE,
+    # Retrieval heads' needle and question: free sentences, too long for a link (a link runs the default needle)
+    keys.RETRIEVAL_NEEDLE, keys.RETRIEVAL_QUESTION,
     # uploads, the downloads' settings, the Lesson panel itself
     keys.CIRC_FILE, keys.TASK_FILE, keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT,
     keys.EXPORT_SIZE,

@@ -1,0 +1,9 @@
+"""The feature *Retrieval heads*, registered: the heads that copy a needle planted far back in a long text (Wu et al.
+2024; `mha_viz.tasks.find_retrieval`). Its page is `mha_viz/ui/retrieval_page.py`."""
+
+from mha_viz.catalogue import Feature
+from mha_viz.features.retrieval.controls import CONTROLS
+from mha_viz.features.retrieval.notebook import cells
+
+FEATURE = Feature("retrieval", "Retrieval heads", "Measure", 80, ":material/manage_search:", notebook=cells,
+                  controls=CONTROLS)

@@ -1,0 +1,51 @@
+"""The figures of retrieval heads (`mha_viz.tasks.find_retrieval`): every head's score as a layers × heads grid
+(a click opens the head), and where one head looked as the model wrote the first needle token it copied: its
+attention over the whole prompt, the needle shaded, its heaviest key marked, and the needle's tokens with their
+weights below."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_viz.figures.metrics import metric_grid
+from mha_viz.figures.style import axis_labels, margin, plot_title
+
+NEEDLE_FILL = "rgba(0, 114, 178, 0.15)"
+
+
+def retrieval_grid(table, layer_ids: list[int] | None, title: str) -> go.Figure:
+    """`table` (layer, head, score: `retrieval_scores`'s, layer-major) as a grid on 0 … 1."""
+    L, H = int(table["layer"].max()) + 1, int(table["head"].max()) + 1
+    score = np.full((L, H), np.nan)
+    score[table["layer"].to_numpy(int), table["head"].to_numpy(int)] = table["score"].to_numpy(float)
+    hover = np.full((L, H), "(share of the needle's tokens this head copied)")
+    fig = metric_grid(score, title=html.escape(title, quote=False), patterns=hover, layer_ids=layer_ids)
+    fig.update_traces(zmin=0.0, zmax=max(1e-9, float(np.nanmax(score))) if np.isfinite(score).any() else 1.0,
+                      selector=dict(type="heatmap"))
+    return fig
+
+
+def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
+    """Head (`layer` index, `head`) of `look` (`tasks.retrieval.Look`): its attention over every prompt position
+    at the step that copied `look.copied`, the needle's span shaded, its heaviest key marked."""
+    row = np.asarray(look.rows[layer, head], dtype=np.float64)
+    start, stop = look.needle
+    top = int(np.argmax(row))
+    labels = axis_labels(look.tokens)
+    fig = go.Figure(go.Scatter(x=np.arange(len(row)), y=row, mode="lines", line=dict(width=1, color="#555555"),
+                               customdata=labels, name="attention", showlegend=False,
+                               hovertemplate="position %{x} · %{customdata}: %{y:.3f}<extra></extra>"))
+    fig.add_vrect(x0=start - 0.5, x1=stop - 0.5, fillcolor=NEEDLE_FILL, line_width=0, layer="below")
+    inside = row[start:stop].sum()
+    fig.add_trace(go.Scatter(x=[top], y=[row[top]], mode="markers+text", text=[labels[top]], textposition="top center",
+                             marker=dict(size=9, color="#D55E00"), name="heaviest key", showlegend=False,
+                             hovertemplate=f"heaviest key: position {top} · {html.escape(labels[top])}"
+                                           ": %{y:.3f}<extra></extra>"))
+    fig.update_layout(title=plot_title(f"{title}<br>writing {html.escape(look.copied)}: {inside:.0%} of its attention "
+                                       f"on the needle (shaded, positions {start}–{stop - 1})"),
+                      xaxis=dict(title="prompt position", range=[-0.5, len(row) - 0.5]),
+                      yaxis=dict(title="attention", rangemode="tozero"), height=360, margin=margin(l=60, b=50))
+    return fig

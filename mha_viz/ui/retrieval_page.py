@@ -1,0 +1,157 @@
+"""The *Retrieval heads* page (issue 56): the heads that copy a needle planted far back in a long text (Wu et al.
+2024; `mha_viz.tasks.find_retrieval`). A needle sentence goes into the bundled documents at each chosen depth of a
+prompt of the chosen length, a question after it; the sidebar's model answers greedily (through a long run past
+the dense limit, so thousands of tokens read on a CPU); every head's score is drawn as a grid, and a click on a
+head shows where it looked as the model wrote the first needle token it copied. The job has a progress bar and
+Cancel; its last result stays in the session, keyed by what it was computed from."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import streamlit as st
+
+from mha_viz import figures, needs
+from mha_viz.capture import generation
+from mha_viz.features.retrieval.controls import DEFAULT_DEPTHS, DEFAULT_LENGTH, DEPTHS, MIN_LENGTH
+from mha_viz.figures import heads as head_figures
+from mha_viz.figures import retrieval as retrieval_figures
+from mha_viz.tasks import retrieval
+from mha_viz.text.tokenize import InputError, token_limit
+from mha_viz.ui import charts, jobs, keys, notebook_button, resources, session, shared_head, view_helpers
+from mha_viz.ui.analysis_key import ModelKey
+from mha_viz.ui.text import plain
+
+ROOM = 48  # tokens left after the prompt for the answer (the default needle is about 25 tokens)
+
+
+def room(limit: int) -> int:
+    """The tokens kept for the answer out of a model's `limit`: ROOM, or a quarter of a small model's."""
+    return min(ROOM, max(12, limit // 4))
+
+
+class RetrievalKey(NamedTuple):
+    """What one search was computed from: the model, the prompt's length, the depths, the needle and question."""
+
+    model: ModelKey
+    length: int
+    depths: tuple[int, ...]
+    needle: str
+    question: str
+
+
+def retrieval_page() -> None:
+    cur = view_helpers.start_on_model("retrieval", "This page uses the sidebar's model: fix the message above first.")
+    if cur is None:
+        return
+    model = cur.model
+    try:
+        generation.check_decoder(model)
+    except InputError as exc:
+        st.info(plain(str(exc)) + " Retrieval heads are found by letting the model answer: pick a decoder in the "
+                "sidebar's model picker (smollm2, toy-induction).", icon=":material/info:")
+        return
+    top = token_limit(model, None) - room(token_limit(model, None))
+    if top < MIN_LENGTH:
+        st.info(f"{plain(model.name)} reads {token_limit(model, None)} tokens at most: too few for a needle, a text "
+                "around it and an answer.", icon=":material/info:")
+        return
+    st.caption("A needle sentence is planted in the bundled documents at each depth, a question after it, and the "
+               "model answers greedily. At each token of its answer that is a token of the needle, a head *copies* "
+               "it when its heaviest key is that token in the needle. A head's score is the share of the needle's "
+               "tokens it copied, averaged over the depths: 1 copies every token the model reproduces, 0 never.")
+    key = _controls(cur, top)
+    if jobs.cancelled(keys.RETRIEVAL_RUNNING) is not None:
+        st.warning("The search was cancelled; nothing was kept.", icon=":material/stop_circle:")
+    found = session.get(keys.RETRIEVAL_FOUND)
+    if key is not None and (found is None or found[0] != key):
+        buttons = jobs.buttons("Find the retrieval heads", keys.RETRIEVAL_GO, cancel_key=keys.RETRIEVAL_CANCEL,
+                               cancel_help="Stop the search; nothing is kept.")
+        if buttons.pressed:
+            result, error = jobs.run(keys.RETRIEVAL_RUNNING, key, lambda progress: _find(model, key, progress),
+                                     first="Planting the needle…", what="The search", time_left=True,
+                                     out_of_memory="The search ran out of memory: choose a shorter length.")
+            if error is not None:
+                buttons.idle()
+                st.error(plain(error), icon=":material/warning:")
+            else:
+                buttons.done()
+                session.put(keys.RETRIEVAL_FOUND, (key, result))
+                found = (key, result)
+    if found is None or found[0].model != cur.model_key:
+        return
+    if key is not None and found[0] != key:
+        st.caption("Below: the last search, with other choices than those above.")
+    _result(cur, found[0], found[1])
+
+
+def _controls(cur, top: int) -> RetrievalKey | None:
+    """The length, depths, needle and question; the key of the search they ask for (None: no depth chosen)."""
+    session.setdefault(keys.RETRIEVAL_LENGTH, min(DEFAULT_LENGTH, top))
+    session.setdefault(keys.RETRIEVAL_DEPTHS, list(DEFAULT_DEPTHS))
+    session.setdefault(keys.RETRIEVAL_NEEDLE, retrieval.NEEDLE[0])
+    session.setdefault(keys.RETRIEVAL_QUESTION, retrieval.NEEDLE[1])
+    if int(session.get(keys.RETRIEVAL_LENGTH)) > top:  # another model's choice, or a link's: this one's top
+        session.put(keys.RETRIEVAL_LENGTH, top)
+    cols = st.columns([1, 2])
+    length = int(cols[0].number_input("Prompt length (tokens)", MIN_LENGTH, top, step=256, key=keys.RETRIEVAL_LENGTH,
+                                      persist_state=keys.KEEP,
+                                      help=f"Up to {top:,}: the model's {token_limit(cur.model, None):,} less room "
+                                           "for the answer."))
+    depths = cols[1].pills("Needle depth (% of the text before it)", DEPTHS, selection_mode="multi",
+                           format_func=lambda d: f"{d} %", key=keys.RETRIEVAL_DEPTHS, persist_state=keys.KEEP)
+    cols = st.columns([3, 2])
+    needle = cols[0].text_input("Needle", key=keys.RETRIEVAL_NEEDLE, persist_state=keys.KEEP)
+    question = cols[1].text_input("Question after the text", key=keys.RETRIEVAL_QUESTION, persist_state=keys.KEEP)
+    notebook_button.record(length=length, depths=sorted(int(d) for d in depths or ()),
+                           needle=[needle, question])
+    if not depths:
+        st.info("Choose at least one depth for the needle.", icon=":material/info:")
+        return None
+    if not needle.strip() or not question.strip():
+        st.info("Write a needle sentence and a question about it.", icon=":material/edit:")
+        return None
+    return RetrievalKey(cur.model_key, length, tuple(sorted(int(d) for d in depths)), needle.strip(),
+                        question.strip())
+
+
+def _find(model, key: RetrievalKey, progress) -> retrieval.Retrieval:
+    new = room(token_limit(model, None))
+    with resources.slots().hold(need=needs.generation(model, key.length + new, new)):
+        return retrieval.find_retrieval(model, needles=[(key.needle, key.question)], lengths=(key.length,),
+                                        depths=tuple(d / 100 for d in key.depths), progress=progress)
+
+
+def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:
+    table = found.table
+    ids = list(cur.model.layer_ids)
+    L, H = int(table["layer"].max()) + 1, int(table["head"].max()) + 1
+    ids = ids[:L] if len(ids) >= L else list(range(L))
+    copied, size = table.attrs.get("copied", 0), table.attrs.get("needle_tokens", 0)
+    if copied == 0:
+        st.warning(f"The model reproduced none of the needle's {size} tokens in its answers, so no head copied one: "
+                   "try a shorter length, another depth, or a needle and question it answers.",
+                   icon=":material/warning:")
+    charts.show(figures.retrieval_grid(found, layer_ids=ids), key=keys.RETRIEVAL_GRID, selection_mode="points",
+                on_select=lambda: _on_grid(ids, H), name="retrieval-scores")
+    best = table.sort_values("score", ascending=False, kind="stable").head(5)
+    ranked = ", ".join(f"L{ids[int(r.layer)]}H{int(r.head)} {r.score:.2f}" for r in best.itertuples())
+    st.caption(f"The highest scores: {ranked}. Click a head to see where it looked.")
+    if found.look is None:
+        return
+    cols = st.columns([1, 1, 4])
+    layer, head = shared_head.pick_head(ids, H, keys.RETRIEVAL_LAYER, keys.RETRIEVAL_HEAD, where=cols[:2])
+    look = found.look
+    notebook_button.record(layer=layer, head=head)
+    cols[2].caption(f"Layer {ids[layer]}, head {head}: score {float(table.iloc[layer * H + head]['score']):.2f}. "
+                    f"The step drawn: the {look.length:,}-token prompt with the needle at {look.depth:.0%}, as the "
+                    f"model wrote {plain(look.copied)} (answer token {look.step + 1}).")
+    title = f"Layer {ids[layer]}, head {head}, at {look.length:,} tokens"
+    charts.show(retrieval_figures.needle_look(look, layer, head, title), key=keys.RETRIEVAL_LOOK,
+                name=f"retrieval-look-{ids[layer]}-{head}")
+
+
+def _on_grid(layer_ids: list[int], num_heads: int) -> None:
+    picked = charts.clicked(keys.RETRIEVAL_GRID, lambda points: head_figures.grid_pick(points, num_heads))
+    if picked is not None and picked[0] < len(layer_ids):
+        shared_head.choose_head_in(layer_ids, *picked)
