@@ -5,7 +5,10 @@
   name ("…, Alice gave a drink to"); answer: the indirect object (" Mary"), wrong: the subject (" John").
 - `greater_than` (Hanna et al. 2023): clean "The war lasted from the year 17YY to the year 17", corrupted with
   the year 1701 (the paper's "01" corruption); answer the year's next two digits YY + 1, wrong YY − 1: a pair's
-  stand-in for the paper's probability of every later year against every earlier one.
+  stand-in for the paper's probability of every later year against every earlier one. A tokenizer that writes
+  digits one a token (Llama's, SmolLM2's, Qwen's: `digits_a_token`) cannot answer two digits at once: with
+  `digits=1` the answer is the next decade's digit (1732 → "4", a later year whatever the last digit) and the wrong
+  one the decade before ("2"), YY drawn from 10 … 89.
 - `induction`: k random words, then the same words again up to a point; the answer is the word that came next
   the first time, the wrong one a word of the vocabulary not in the prompt; corrupted: the repeat replaced by
   other random words, so that no earlier occurrence says what comes next.
@@ -48,15 +51,30 @@ def ioi(n: int = 100, *, seed: int = 0) -> PromptSet:
     return PromptSet(tuple(pairs), f"ioi(n={n}, seed={seed})")
 
 
-def greater_than(n: int = 100, *, seed: int = 0) -> PromptSet:
-    """`n` greater-than pairs, the start year 1702 … 1797 drawn with the seed."""
+def greater_than(n: int = 100, *, seed: int = 0, digits: int = 2) -> PromptSet:
+    """`n` greater-than pairs, the start year 1702 … 1797 drawn with the seed; `digits`: the digits a token of the
+    model's tokenizer holds (`digits_a_token`), 2 (GPT-2's) or 1 (the answer then a decade's digit, the year
+    1710 … 1789)."""
+    if digits not in (1, 2):
+        raise ValueError(f"digits must be 1 or 2, not {digits}")
     rng = np.random.default_rng(seed)
     template = "The war lasted from the year 17{yy} to the year 17"
     pairs = []
     for _ in range(n):
-        yy = int(rng.integers(2, 98))
-        pairs.append(Pair(template.format(yy=f"{yy:02d}"), template.format(yy="01"), f"{yy + 1:02d}", f"{yy - 1:02d}"))
-    return PromptSet(tuple(pairs), f"greater_than(n={n}, seed={seed})")
+        if digits == 2:
+            yy = int(rng.integers(2, 98))
+            answer, wrong = f"{yy + 1:02d}", f"{yy - 1:02d}"
+        else:
+            yy = int(rng.integers(10, 90))
+            answer, wrong = str(yy // 10 + 1), str(yy // 10 - 1)
+        pairs.append(Pair(template.format(yy=f"{yy:02d}"), template.format(yy="01"), answer, wrong))
+    return PromptSet(tuple(pairs), f"greater_than(n={n}, seed={seed}" + (", digits=1)" if digits == 1 else ")"))
+
+
+def digits_a_token(tokenizer) -> int:
+    """How many digits a token of `tokenizer` holds after "17" in a year: 2 (GPT-2's "17", "33") or 1 (a tokenizer
+    that writes each digit alone)."""
+    return 2 if len(tokenizer("The year 1733", add_special_tokens=False)["input_ids"]) <= 4 else 1
 
 
 def induction(n: int = 100, *, seed: int = 0, length: int = 8) -> PromptSet:
@@ -78,3 +96,11 @@ def induction(n: int = 100, *, seed: int = 0, length: int = 8) -> PromptSet:
 
 
 GENERATORS = {"ioi": ioi, "greater_than": greater_than, "induction": induction}
+
+
+def make(source: str, n: int, *, seed: int = 0, tokenizer=None) -> PromptSet:
+    """The set of the generator named `source` (GENERATORS) for a model whose tokenizer is `tokenizer`: greater-than
+    in the digits a token of it holds (None: GPT-2's two)."""
+    if source == "greater_than" and tokenizer is not None:
+        return greater_than(n, seed=seed, digits=digits_a_token(tokenizer))
+    return GENERATORS[source](n, seed=seed)

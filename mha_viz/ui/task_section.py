@@ -60,9 +60,9 @@ def is_task() -> bool:
     return session.get(keys.PRED_TASK) == TASKS[1]
 
 
-def _prompts() -> tuple[PromptSet | None, dict]:
+def _prompts(tokenizer) -> tuple[PromptSet | None, dict]:
     """The set the controls describe (None, after a message, when there is none yet) and what a notebook needs
-    to make it again."""
+    to make it again; a generator's for the model whose tokenizer is `tokenizer` (`generators.make`)."""
     source = SOURCES[st.selectbox("Pairs", list(SOURCES), key=keys.TASK_SOURCE, persist_state=keys.KEEP)]
     if source == "file":
         upload = st.file_uploader("Prompt pairs (columns clean, corrupted, answer, wrong)", type=["csv", "jsonl"],
@@ -83,8 +83,8 @@ def _prompts() -> tuple[PromptSet | None, dict]:
     size = int(cols[0].number_input("Pairs in the set", 2, MAX_PAIRS, key=keys.TASK_SIZE, persist_state=keys.KEEP))
     seed = int(cols[1].number_input("Seed", 0, 2**31 - 1, key=keys.TASK_SEED, persist_state=keys.KEEP))
     st.caption(plain(ABOUT[source]) + " The same seed gives the same pairs.")
-    return generators.GENERATORS[source](size, seed=seed), {"task_source": source, "task_size": size,
-                                                             "task_seed": seed}
+    return generators.make(source, size, seed=seed, tokenizer=tokenizer), {"task_source": source, "task_size": size,
+                                                                           "task_seed": seed}
 
 
 def _run(model, prompts: PromptSet, method: str, cap: int, progress):
@@ -132,7 +132,7 @@ def table(result, layer_ids: list[int]) -> pd.DataFrame:
 def task_view(cur) -> None:
     """The task's controls, its Run button and, once run, its grid."""
     model = cur.model
-    prompts, made = _prompts()
+    prompts, made = _prompts(model.tokenizer)
     method = METHODS[st.selectbox("Method", list(METHODS), key=keys.TASK_METHOD, persist_state=keys.KEEP)]
     notebook_button.record(task=TASKS[1], task_method=method, **made)
     if prompts is None:

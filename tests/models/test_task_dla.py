@@ -42,3 +42,17 @@ def test_pairs_it_cannot_run_are_left_out_and_a_text_takes_no_set_option(toy_ind
     assert one.per_head.shape == (toy.num_layers, toy.num_heads)
     with pytest.raises(TypeError, match="resamples"):
         mha_viz.direct_logit(toy, "q w e r", resamples=10)
+
+
+def test_greater_than_runs_on_a_tokenizer_that_writes_digits_one_by_one(smollm2):
+    """SmolLM2 writes each digit alone: the two-digit pairs are all left out, and the set made for its tokenizer
+    (a decade's digit) runs every pair."""
+    from mha_viz.tasks import generators
+    from mha_viz.tasks.prompt_set import check
+
+    with pytest.raises(mha_viz.InputError, match="answer is not one token"):
+        check(smollm2, generators.greater_than(6, seed=2))
+    made = generators.make("greater_than", 6, seed=2, tokenizer=smollm2.tokenizer)
+    assert made.source == "greater_than(n=6, seed=2, digits=1)" and check(smollm2, made).kept == list(range(6))
+    task = mha_viz.direct_logit(smollm2, made, resamples=100, seed=0)
+    assert task.kept == list(range(6)) and np.isfinite(task.mean).all()

@@ -74,7 +74,8 @@ def test_literal_round_trips_plain_values_and_refuses_objects():
 
 @pytest.mark.parametrize("options,make,call", [
     ({"task_source": "greater_than", "task_size": 7, "task_seed": 3, "task_method": "patch"},
-     "prompts = generators.greater_than(7, seed=3)", "mha_viz.patch_heads(model, prompts"),
+     "prompts = generators.make('greater_than', 7, seed=3, tokenizer=model.tokenizer)",
+     "mha_viz.patch_heads(model, prompts"),
     ({"task_file": "my 'pairs'.jsonl", "task_method": "dla"},
      "prompts = PromptSet.from_file(\"my 'pairs'.jsonl\")", "mha_viz.direct_logit(model, prompts"),
 ])

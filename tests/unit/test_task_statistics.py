@@ -69,6 +69,17 @@ def test_generators_are_their_seeds_and_their_templates():
     for pair in generators.greater_than(20, seed=1).pairs:
         yy = int(pair.clean.split("17")[1][:2])
         assert (int(pair.answer), int(pair.wrong)) == (yy + 1, yy - 1) and "1701" in pair.corrupted
+    for pair in generators.greater_than(20, seed=1, digits=1).pairs:  # a decade's digit: later and earlier years
+        yy = int(pair.clean.split("17")[1][:2])
+        assert 10 <= yy < 90 and (int(pair.answer), int(pair.wrong)) == (yy // 10 + 1, yy // 10 - 1)
+        assert "1701" in pair.corrupted and len(pair.answer) == len(pair.wrong) == 1
+    # `make` picks the digits from the tokenizer: "The year 1733" in 4 tokens (GPT-2's "17", "33") or 7 (one a digit)
+    def reads(count):
+        return lambda text, add_special_tokens=True: {"input_ids": list(range(count))}
+    assert generators.make("greater_than", 5, seed=1, tokenizer=reads(4)) == generators.greater_than(5, seed=1)
+    assert generators.make("greater_than", 5, seed=1, tokenizer=reads(7)) == generators.greater_than(5, seed=1,
+                                                                                                      digits=1)
+    assert generators.make("ioi", 5, seed=1, tokenizer=reads(7)) == generators.ioi(5, seed=1)
     for pair in generators.induction(20, seed=2, length=6).pairs:
         words = pair.clean.split()
         first, again = words[:6], words[6:]

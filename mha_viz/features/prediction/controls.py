@@ -24,7 +24,8 @@ ABOUT = {  # what each generator's pairs are, for the page (docs/attribution.md,
     "ioi": "Indirect objects: “When Mary and John went to the store, John gave a drink to” → “ Mary” over “ John”; "
            "the corrupted prompt names a third person the second time.",
     "greater_than": "Years: “The war lasted from the year 1732 to the year 17” → “33” over “31”; the corrupted "
-                    "prompt starts in 1701. A tokenizer that writes digits one by one leaves every pair out.",
+                    "prompt starts in 1701. For a tokenizer that writes digits one by one (Llama's, SmolLM2's), "
+                    "the next decade's digit: “4” over “2”.",
     "induction": "Eight random words, then the first few again: the next word is the one that followed the first "
                  "time; the corrupted prompt repeats other words.",
 }

@@ -17,8 +17,9 @@ def _task_cells(v: NotebookView) -> list[Cell]:
         make = (f"prompts = PromptSet.from_file({literal(name)})  # put the file beside this notebook, or change "
                 "the path")
     else:
-        make = (f"prompts = generators.{v.option('task_source', 'ioi')}({literal(int(v.option('task_size', 20)))}, "
-                f"seed={literal(int(v.option('task_seed', 0)))})")
+        make = (f"prompts = generators.make({literal(str(v.option('task_source', 'ioi')))}, "
+                f"{literal(int(v.option('task_size', 20)))}, seed={literal(int(v.option('task_seed', 0)))}, "
+                "tokenizer=model.tokenizer)  # greater-than in the digits a token of the model holds")
     method = v.option("task_method")
     if method in ("eap", "eap-ig"):
         run = f"""result = mha_viz.edge_attribution(model, prompts, method={literal(method)}, steps=5, max_tokens=CAP,
