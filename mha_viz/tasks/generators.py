@@ -12,6 +12,10 @@
 - `induction`: k random words, then the same words again up to a point; the answer is the word that came next
   the first time, the wrong one a word of the vocabulary not in the prompt; corrupted: the repeat replaced by
   other random words, so that no earlier occurrence says what comes next.
+- `docstring` (Heimersheim and Janiak 2023): a Python function of four parameters whose docstring documents the
+  first two, then opens ":param" for the third; the answer is the third parameter's name, the wrong one the
+  fourth's; corrupted: the signature's names replaced by four others (their "random def"), so that nothing in the
+  prompt says which name comes next.
 
 Words and names are common English ones that are single tokens in GPT-2's and Llama's vocabularies, with their
 leading space; a model whose tokenizer splits one leaves that pair out (`prompt_set.check` counts them).
@@ -95,7 +99,30 @@ def induction(n: int = 100, *, seed: int = 0, length: int = 8) -> PromptSet:
     return PromptSet(tuple(pairs), f"induction(n={n}, seed={seed}, length={length})")
 
 
-GENERATORS = {"ioi": ioi, "greater_than": greater_than, "induction": induction}
+PARAMS = ("load", "size", "files", "last", "name", "data", "path", "mode", "text", "value", "key", "item", "count",
+          "user", "line", "node", "page", "port", "state", "type", "code", "limit", "index", "source", "target",
+          "shape", "image", "token", "model", "color")
+SIGNATURE = "def {fn}(self, {names}):\n"  # the docstring task's template: this, then DOCSTRING
+DOCSTRING = '    """{w1} {w2} {w3}\n\n    :param {a}: {w4} {w5}\n    :param {b}: {w6} {w7}\n    :param'
+
+
+def docstring(n: int = 100, *, seed: int = 0) -> PromptSet:
+    """`n` docstring pairs (the module's template): the names, the function's and the descriptions' words drawn
+    with the seed."""
+    rng = np.random.default_rng(seed)
+    pairs = []
+    for _ in range(n):
+        order = rng.permutation(len(PARAMS))
+        names, other = [PARAMS[i] for i in order[:4]], [PARAMS[i] for i in order[4:8]]
+        words = dict(zip(("w1", "w2", "w3", "w4", "w5", "w6", "w7"), (WORDS[i] for i in rng.choice(len(WORDS), 7))))
+        fn = PARAMS[order[8]]
+        doc = DOCSTRING.format(**words, a=names[0], b=names[1])
+        clean, corrupted = (SIGNATURE.format(fn=fn, names=", ".join(given)) + doc for given in (names, other))
+        pairs.append(Pair(clean, corrupted, f" {names[2]}", f" {names[3]}"))
+    return PromptSet(tuple(pairs), f"docstring(n={n}, seed={seed})")
+
+
+GENERATORS = {"ioi": ioi, "greater_than": greater_than, "induction": induction, "docstring": docstring}
 
 
 def make(source: str, n: int, *, seed: int = 0, tokenizer=None) -> PromptSet:

@@ -56,3 +56,13 @@ def test_greater_than_runs_on_a_tokenizer_that_writes_digits_one_by_one(smollm2)
     assert made.source == "greater_than(n=6, seed=2, digits=1)" and check(smollm2, made).kept == list(range(6))
     task = mha_viz.direct_logit(smollm2, made, resamples=100, seed=0)
     assert task.kept == list(range(6)) and np.isfinite(task.mean).all()
+
+
+def test_the_docstring_task_runs_every_pair_on_smollm2(smollm2):
+    """Every parameter name is one token of SmolLM2 with its leading space, and clean and corrupted prompts are
+    as long: no pair is left out; the model names the documented parameter next more often than not."""
+    from mha_viz.tasks import generators
+
+    task = mha_viz.direct_logit(smollm2, generators.docstring(12, seed=0), resamples=100, seed=0)
+    assert task.kept == list(range(12)) and not task.left_out
+    assert np.mean(task.logit) > 0

@@ -80,6 +80,14 @@ def test_generators_are_their_seeds_and_their_templates():
     assert generators.make("greater_than", 5, seed=1, tokenizer=reads(7)) == generators.greater_than(5, seed=1,
                                                                                                       digits=1)
     assert generators.make("ioi", 5, seed=1, tokenizer=reads(7)) == generators.ioi(5, seed=1)
+    for pair in generators.docstring(20, seed=3).pairs:  # the third parameter documented next, over the fourth
+        signature, corrupted = pair.clean.split("\n")[0], pair.corrupted.split("\n")[0]
+        names = signature[signature.index("self, ") + 6:-2].split(", ")
+        assert pair.answer == f" {names[2]}" and pair.wrong == f" {names[3]}" and len(set(names)) == 4
+        assert pair.clean.endswith(":param") and f":param {names[1]}:" in pair.clean
+        assert pair.clean.split("\n")[1:] == pair.corrupted.split("\n")[1:]  # only the signature differs
+        assert not set(names) & set(corrupted[corrupted.index("self, ") + 6:-2].split(", "))
+    assert generators.docstring(7, seed=3).pairs == generators.docstring(20, seed=3).pairs[:7]
     for pair in generators.induction(20, seed=2, length=6).pairs:
         words = pair.clean.split()
         first, again = words[:6], words[6:]

@@ -16,7 +16,8 @@ TASK_K = "task_k"  # the edges drawn of a task's circuit (ui/task_edges)
 
 TASKS = ("one pair", "a task")
 SOURCES = {"IOI (names and places)": "ioi", "greater-than (years)": "greater_than",
-           "induction (random words)": "induction", "a file (CSV or JSONL)": "file"}
+           "induction (random words)": "induction", "docstring (Python parameters)": "docstring",
+           "a file (CSV or JSONL)": "file"}
 METHODS = {"attribution patching (the estimate)": "estimate", "activation patching (every head, for real)": "patch",
            "direct logit attribution": "dla", "edge attribution (EAP)": "eap",
            "edge attribution (EAP-IG, 5 steps)": "eap-ig"}
@@ -28,6 +29,8 @@ ABOUT = {  # what each generator's pairs are, for the page (docs/attribution.md,
                     "the next decade's digit: “4” over “2”.",
     "induction": "Eight random words, then the first few again: the next word is the one that followed the first "
                  "time; the corrupted prompt repeats other words.",
+    "docstring": "A Python function of four parameters whose docstring documents the first two and opens “:param” "
+                 "for the third: its name over the fourth's; the corrupted prompt's signature names four others.",
 }
 EDGE_METHODS = ("eap", "eap-ig")  # a circuit: its edges, then its faithfulness
 IG_STEPS = 5
