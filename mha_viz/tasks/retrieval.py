@@ -2,11 +2,13 @@
 2404.15574): the heads that copy a needle from far back. A needle sentence is planted at several depths of a
 long text (the haystack: the bundled corpus sample, repeated as far as the length needs), a question after it,
 and the model answers greedily (`mha_viz.generate`, whose run is dense or long as `analyze` decides, so 8,192
-tokens read on a CPU). At each generated token w that is a token of the needle, a head copies it when its
-heaviest key is a position of the needle holding w. A head's retrieval score is the number of needle tokens it
-copied over the needle's length, averaged over every (length, depth, needle) trial: 1 for a head that copies
-every token of every needle the model reproduces, 0 for one that never does. `find_retrieval` also keeps where
-every head looked when the model wrote its first needle token of the last trial (`Look`: the app draws it)."""
+tokens read on a CPU; an instruct model, whose tokenizer has a chat template, is asked the whole text as the user's
+message with its own turn opened: asked plainly, SmolLM2-Instruct ends its turn at once). At each generated token w
+that is a token of the needle, a head copies it when its heaviest key is a position of the needle holding w. A
+head's retrieval score is the number of needle tokens it copied over the needle's length, averaged over every
+(length, depth, needle) trial: 1 for a head that copies every token of every needle the model reproduces, 0 for one
+that never does. `find_retrieval` also keeps where every head looked when the model wrote its first needle token of
+the last trial (`Look`: the app draws it)."""
 
 from __future__ import annotations
 
@@ -122,8 +124,8 @@ def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str
     for done, (needle, length, depth) in enumerate(trials):
         trial = plant(model, needle, int(length), float(depth), hay)
         size = trial.needle[1] - trial.needle[0]
-        prompt = model.tokenizer.decode(trial.ids, skip_special_tokens=True)
-        room = token_limit(model, None) - len(trial.ids)
+        prompt = asked(model, model.tokenizer.decode(trial.ids, skip_special_tokens=True))
+        room = token_limit(model, None) - max(len(trial.ids), len(model.tokenizer(prompt)["input_ids"]))
         if room < 1:
             raise InputError(f"A {length}-token prompt leaves no room to answer within {model.name}'s "
                              f"{token_limit(model, None)} tokens: choose shorter lengths.")
@@ -154,6 +156,19 @@ def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str
                           "score": score.reshape(-1)})
     table.attrs.update(copied=copied, needle_tokens=needle_tokens, trials=len(trials))
     return Retrieval(table, look)
+
+
+def asked(model: LoadedModel, text: str) -> str:
+    """`text` as the model is asked it: an instruct model's (its tokenizer has a chat template) as the user's
+    message with the assistant's turn opened, else as it is."""
+    tokenizer = model.tokenizer
+    if not getattr(tokenizer, "chat_template", None):
+        return text
+    try:
+        return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                             tokenize=False)
+    except Exception:  # noqa: BLE001 - a template that wants more than one user message: the text as it is
+        return text
 
 
 def _locate(ids: list[int], needle: list[int]) -> tuple[int, int]:

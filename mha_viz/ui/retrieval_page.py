@@ -22,7 +22,7 @@ from mha_viz.ui import charts, jobs, keys, notebook_button, resources, session, 
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
 
-ROOM = 48  # tokens left after the prompt for the answer (the default needle is about 25 tokens)
+ROOM = 96  # tokens kept for an instruct model's chat template (about 35) and the answer (the needle's 25 and 4)
 
 
 def room(limit: int) -> int:

@@ -24,3 +24,20 @@ def test_the_induction_head_retrieves_and_the_first_layer_does_not():
     best = table.loc[table["score"].idxmax()]
     assert int(best["layer"]) == 1 and best["score"] == pytest.approx(24 / 32)  # it copied every copied token
     assert (table.loc[table["layer"] == 0, "score"] == 0).all()
+
+
+def test_an_instruct_model_is_asked_through_its_chat_template_and_copies_the_needle(smollm2):
+    """SmolLM2-Instruct asked plainly ends its turn at once; asked through its chat template it answers with the
+    needle, and some heads copy most of its tokens. The look is the step of the first token copied: that token is
+    in the needle, and the best head's heaviest key there is in the needle too."""
+    from mha_viz.tasks import retrieval
+
+    assert retrieval.asked(smollm2, "x").endswith("assistant\n")  # the assistant's turn opened
+    found = mha_viz.tasks.find_retrieval(smollm2, lengths=(256,), depths=(0.5,))
+    table, look = found.table, found.look
+    assert table.attrs["copied"] >= 0.8 * table.attrs["needle_tokens"]
+    best = table.loc[table["score"].idxmax()]
+    assert best["score"] > 0.3
+    start, stop = look.needle
+    assert look.copied in look.tokens[start:stop]
+    assert start <= int(np.argmax(look.rows[int(best["layer"]), int(best["head"])])) < stop
