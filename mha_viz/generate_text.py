@@ -15,11 +15,14 @@ from mha_viz_models import LoadedModel
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
              top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
              max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
-             on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None) -> Generation:
+             on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None,
+             views: bool = True) -> Generation:
     """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention (greedy at
     temperature 0; sampling with temperature, top_k, top_p, reproducible under seed). `dense`: None decides
     as `analyze` does, True holds every head's array, False keeps only the rows the cache computes and takes
-    the run from one scan. See `mha_viz.capture.generation.generate`."""
+    the run from one scan. `views`: a long generation's run ends with that scan of the whole sequence (its
+    summary and thumbnails, for the views); False leaves it out when only the new tokens' rows are read (the
+    prompt's earlier rows are then scanned only if asked for). See `mha_viz.capture.generation.generate`."""
     return generation.generate(model, prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                seed=seed, stop_at_eos=stop_at_eos, max_tokens=max_tokens, progress=progress,
-                               on_step=on_step, dense=dense, long_run=long_run)
+                               on_step=on_step, dense=dense, long_run=long_run, views=views)

@@ -209,7 +209,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
              top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
              max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
              on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None,
-             long_run: LongRun | None = None) -> Generation:
+             long_run: LongRun | None = None, views: bool = True) -> Generation:
     """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention.
 
     The prompt and the new tokens together stay within `token_limit(model, max_tokens)` (the
@@ -220,7 +220,9 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     (`stopped_by == "stopped"`). `progress(fraction, message)` likewise.
     dense: hold every head's (L, H, n, n) array (True) or make a long generation (False, see above);
     None: as `analyze` decides (`head_rows.held_densely` of the final length). long_run: what makes a
-    long generation's run (`mha_viz.generate` passes the scan's); needed for a long generation.
+    long generation's run (`mha_viz.generate` passes the scan's); needed for a long generation. views: a long
+    generation ends with one scan of the whole sequence (the run's summary, for the views); False: its run
+    reads the recorded rows and, only when asked for one, scans the prompt for the rows before them.
     """
     check_decoder(model)
     toks = tokenize(model, prompt, max_tokens)
@@ -314,6 +316,8 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
         gen = snapshot(len(ids))
         gen.run.attentions = np.ascontiguousarray(gen.run.attentions)
         return gen
+    if not views:
+        return snapshot(len(ids))
     # one scan of the final sequence: the summary and the rows before the recorded ones
     whole = _long_run(model, ids, "", long_run, lambda f, m: progress(f, f"Every head over the {len(ids)} "
                                                                           f"tokens, for the views: {m}"))

@@ -132,7 +132,8 @@ def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str
         def step(fraction: float, message: str, done: int = done) -> None:  # each trial's generation, a share of all
             report(progress, (done + fraction) / len(trials), f"Needle {done + 1} of {len(trials)} at {length:,} "
                                                               f"tokens: {message}")
-        gen = generate(model, prompt, min(max_new_tokens or size + 4, room), stop_at_eos=True, progress=step)
+        gen = generate(model, prompt, min(max_new_tokens or size + 4, room), stop_at_eos=True, progress=step,
+                       views=False)  # the new tokens' rows are all it reads
         prompt_ids = gen.run.token_ids[:gen.num_prompt_tokens]
         found = _locate(prompt_ids, trial.ids[trial.needle[0]:trial.needle[1]])
         new = gen.run.token_ids[gen.num_prompt_tokens:]

@@ -80,6 +80,23 @@ def test_the_scans_rows_of_the_new_tokens_equal_the_recorded_ones(pair):
 
 
 @pytest.mark.model
+def test_a_long_generation_without_the_views_scan_reads_the_same_new_rows(pair, monkeypatch):
+    """`views=False` (what retrieval scores read): no scan of the whole sequence at the end (no summary, no
+    message of it), the same tokens, and each new token's rows equal to the long generation's with that scan."""
+    model, _, long = pair[:3]
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    said = []
+    lean = mha_viz.generate(model, PROMPT, NEW, stop_at_eos=False, views=False,
+                            progress=lambda fraction, message: said.append(message))
+    assert lean.run.summary is None and long.run.summary is not None
+    assert not any("for the views" in m for m in said)
+    assert lean.run.token_ids == long.run.token_ids
+    P, n = lean.num_prompt_tokens, lean.run.n
+    for layer in range(model.num_layers):
+        np.testing.assert_array_equal(lean.run.layer_rows(layer, P - 1, n), long.run.layer_rows(layer, P - 1, n))
+
+
+@pytest.mark.model
 def test_the_prompt_is_read_without_recording_its_heads(pair):
     model, dense, _, seen = pair
     assert seen["dense"] == dense.num_prompt_tokens  # the hook sees what a layer records
