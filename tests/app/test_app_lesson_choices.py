@@ -40,6 +40,7 @@ CHOICES: dict[str, dict[str, object]] = {
     "ablation": {keys.ABLATE_MODE: "replaced by their mean output on this text",
                  keys.IMP_SOURCE: "a bundled sample paragraph"},
     "qk": {keys.QK_J: 4, keys.QK_TRANSLATE: True},
+    "retrieval": {keys.RETRIEVAL_LENGTH: 36, keys.RETRIEVAL_DEPTHS: [25, 75]},
     "model_facts": {},  # no control of its own
 }
 
