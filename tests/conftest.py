@@ -10,11 +10,18 @@ import os
 import random
 from pathlib import Path
 
-import numpy as np
-import pytest
-import torch
+# Before torch loads its OpenMP runtime (read once, at load; inherited by the servers and command lines the
+# tests start): a thread of torch's waiting for work sleeps instead of spinning. `make test` runs two
+# processes, each with as many torch threads as cores, next to the browser and the tests' servers; spinning,
+# the idle threads took the cores from the busy ones (a MiniLM forward 2 to 10 times slower on 2 loaded cores).
+# The thread counts, and so every code path that reads them, stay as they were.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer
+import numpy as np  # noqa: E402 - after the OpenMP setting above
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # the suite reads its texts at the limit it was written for: locally the default is the model's whole
