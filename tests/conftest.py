@@ -152,20 +152,29 @@ def _fixtures(item: pytest.Item) -> set[str]:
     return names
 
 
-def _group(item: pytest.Item, tier: str) -> str:
+def _group(item: pytest.Item) -> str:
     """Which tests run in one process when `make test` spreads the suite over the cores (pytest-xdist,
-    `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once;
-    and every browser test that uses the shared server (tests/e2e/conftest.py's `server`) in one
-    process, so that one server and one browser serve them all."""
-    if tier == "e2e" and "server" in getattr(item, "fixturenames", ()):
-        return "e2e-shared-server"
+    `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once. The
+    browser tests' shared server and browser (tests/e2e/conftest.py's `server`, `browser`) are a session's:
+    one a process, for every browser file it runs; two processes, two servers, each with its own log."""
     return item.nodeid.split("::", 1)[0]
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` handing out the longest groups first (tests/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import LongestFirst
+
+    return LongestFirst(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marker
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its tier (from its folder) and its group (`_group`), and refuse a layout
-    that breaks the rules: every test lives in a tier folder, no unit test uses a model fixture,
-    and every test that uses a pretrained fixture carries the `model` marker."""
+    """Mark each test with its tier (from its folder) and its group (`_group`; tests/scheduling.py reads
+    the group from the test's id), and refuse a layout that breaks the rules: every test lives in a tier
+    folder, no unit test uses a model fixture, and every test that uses a pretrained fixture carries the
+    `model` marker."""
     problems = []
     for item in items:
         tier = _tier(item)
@@ -173,7 +182,7 @@ def pytest_collection_modifyitems(config, items):
             problems.append(f"{item.nodeid}: not in a tier folder ({', '.join(TIERS)})")
             continue
         item.add_marker(getattr(pytest.mark, tier))
-        item.add_marker(pytest.mark.xdist_group(_group(item, tier)))
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
         used = _fixtures(item)
         if tier == "unit" and used & MODEL_FIXTURES:
             problems.append(f"{item.nodeid}: a unit test uses {sorted(used & MODEL_FIXTURES)}")

@@ -1,5 +1,6 @@
 """End-to-end fixtures: one `streamlit run app.py` server and one headless Chromium for the
-whole session, and one tab (one Streamlit session) per test module, `shared_app`, replaced by a
+whole session (a process's: under xdist, each process that runs browser files has its own), and
+one tab (one Streamlit session) per test module, `shared_app`, replaced by a
 fresh one after a failing test; `App` drives the page and waits for the app's reruns.
 
 The tests need PyPI's `playwright` and a Chromium at /usr/bin/chromium (or $MHA_VIZ_CHROMIUM);
@@ -125,6 +126,7 @@ CURVE_POINT = """(el, [index, curve]) => {
     return [box.left + fl._size.l + fl.xaxis.l2p(fl.xaxis.d2l(trace.x[index])),
             box.top + fl._size.t + fl.yaxis.l2p(fl.yaxis.d2l(trace.y[index]))];
 }"""
+COLLECTED_AT = time.time()  # this process's collection; under xdist, every process collects at the start
 NAV_LINK = "[data-testid=stTopNavDropdownLink]"  # a page's link in a section's menu of the top navigation
 ZW = "\u200b"  # mha_viz.figures.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
@@ -213,13 +215,25 @@ def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **
 
 
 @pytest.fixture(scope="session")
-def server(e2e_ready, _models) -> str:
-    """The shared server (`start_server`, log in artifacts/server.log); its base URL.
+def server_log() -> Path:
+    """The shared server's log: artifacts/server.log, or server-gw0.log … under xdist, where each process
+    that runs browser tests starts a server of its own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return ARTIFACTS / (f"server-{worker}.log" if worker else "server.log")
+
+
+@pytest.fixture(scope="session")
+def server(e2e_ready, _models, server_log) -> str:
+    """The shared server (`start_server`, log in `server_log`); its base URL.
     (_models: the test process loads its models while the server starts.)"""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):  # this session's screenshots only
-        old.unlink()
-    with start_server(ARTIFACTS / "server.log") as base_url:
+    for old in ARTIFACTS.glob("*.png"):  # this session's screenshots only (not another process's, taken since)
+        try:
+            if old.stat().st_mtime < COLLECTED_AT:
+                old.unlink()
+        except FileNotFoundError:  # the other process's server fixture took it first
+            pass
+    with start_server(server_log) as base_url:
         yield base_url
 
 
