@@ -10,11 +10,18 @@ import os
 import random
 from pathlib import Path
 
-import numpy as np
-import pytest
-import torch
+# Before torch loads its OpenMP runtime (read once, at load; inherited by the servers and command lines the
+# tests start): a thread of torch's waiting for work sleeps instead of spinning. `make test` runs two
+# processes, each with as many torch threads as cores, next to the browser and the tests' servers; spinning,
+# the idle threads took the cores from the busy ones (a MiniLM forward 2 to 10 times slower on 2 loaded cores).
+# The thread counts, and so every code path that reads them, stay as they were.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer
+import numpy as np  # noqa: E402 - after the OpenMP setting above
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # the suite reads its texts at the limit it was written for: locally the default is the model's whole
@@ -145,20 +152,29 @@ def _fixtures(item: pytest.Item) -> set[str]:
     return names
 
 
-def _group(item: pytest.Item, tier: str) -> str:
+def _group(item: pytest.Item) -> str:
     """Which tests run in one process when `make test` spreads the suite over the cores (pytest-xdist,
-    `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once;
-    and every browser test that uses the shared server (tests/e2e/conftest.py's `server`) in one
-    process, so that one server and one browser serve them all."""
-    if tier == "e2e" and "server" in getattr(item, "fixturenames", ()):
-        return "e2e-shared-server"
+    `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once. The
+    browser tests' shared server and browser (tests/e2e/conftest.py's `server`, `browser`) are a session's:
+    one a process, for every browser file it runs; two processes, two servers, each with its own log."""
     return item.nodeid.split("::", 1)[0]
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` handing out the longest groups first (tests/scheduling.py)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.scheduling import LongestFirst
+
+    return LongestFirst(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the xdist_group marker
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its tier (from its folder) and its group (`_group`), and refuse a layout
-    that breaks the rules: every test lives in a tier folder, no unit test uses a model fixture,
-    and every test that uses a pretrained fixture carries the `model` marker."""
+    """Mark each test with its tier (from its folder) and its group (`_group`; tests/scheduling.py reads
+    the group from the test's id), and refuse a layout that breaks the rules: every test lives in a tier
+    folder, no unit test uses a model fixture, and every test that uses a pretrained fixture carries the
+    `model` marker."""
     problems = []
     for item in items:
         tier = _tier(item)
@@ -166,7 +182,7 @@ def pytest_collection_modifyitems(config, items):
             problems.append(f"{item.nodeid}: not in a tier folder ({', '.join(TIERS)})")
             continue
         item.add_marker(getattr(pytest.mark, tier))
-        item.add_marker(pytest.mark.xdist_group(_group(item, tier)))
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
         used = _fixtures(item)
         if tier == "unit" and used & MODEL_FIXTURES:
             problems.append(f"{item.nodeid}: a unit test uses {sorted(used & MODEL_FIXTURES)}")

@@ -1,5 +1,6 @@
 """End-to-end fixtures: one `streamlit run app.py` server and one headless Chromium for the
-whole session, and one tab (one Streamlit session) per test module, `shared_app`, replaced by a
+whole session (a process's: under xdist, each process that runs browser files has its own), and
+one tab (one Streamlit session) per test module, `shared_app`, replaced by a
 fresh one after a failing test; `App` drives the page and waits for the app's reruns.
 
 The tests need PyPI's `playwright` and a Chromium at /usr/bin/chromium (or $MHA_VIZ_CHROMIUM);
@@ -39,10 +40,17 @@ RUN_TIMEOUT_S = 240  # one rerun of the app; the first load of smollm2 converts 
 RERUN_START_S = 5  # the most an action waits for the rerun it starts to show (it shows in < 0.5 s)
 # Counts the moments the page turns busy (a rerun: the status widget says Running, or elements
 # are marked stale), however briefly, so that a wait after an action never mistakes the calm
-# before the rerun for its end.
+# before the rerun for its end. The status widget shows Running only after a run has taken 500 ms,
+# and a page switch replaces its elements rather than marking them stale, so a short rerun may
+# show neither: the server's own word is counted too, from the session's WebSocket. Every script
+# run starts with a ForwardMsg new_session (field 4) and ends with a script_finished (field 6),
+# also when stopped early for another rerun (streamlit/runtime/app_session.py); a top-level scan
+# of each message's protobuf fields counts them.
 BUSY_OBSERVER = """
 (() => {
   window.__e2eBusySeen = 0;
+  window.__e2eRunsStarted = 0;
+  window.__e2eRunsFinished = 0;
   let busy = false;
   const check = (records) => {
     const status = document.querySelector('[data-testid=stStatusWidget]');
@@ -57,10 +65,42 @@ BUSY_OBSERVER = """
   new MutationObserver(check).observe(document, {subtree: true, childList: true, characterData: true,
                                                  attributes: true, attributeOldValue: true,
                                                  attributeFilter: ['data-stale']});
+  const fields = (bytes) => {  // the field numbers at a protobuf message's top level
+    const out = [];
+    let i = 0;
+    const varint = () => {
+      let value = 0, scale = 1, b;
+      do { b = bytes[i++]; value += (b & 0x7f) * scale; scale *= 128; } while (b & 0x80 && i < bytes.length);
+      return value;
+    };
+    while (i < bytes.length) {
+      const key = varint(), wire = key % 8;
+      out.push(Math.floor(key / 8));
+      if (wire === 0) varint();
+      else if (wire === 1) i += 8;
+      else if (wire === 2) i += varint();
+      else if (wire === 5) i += 4;
+      else break;  // groups: not in Streamlit's messages
+    }
+    return out;
+  };
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      window.__e2eRunsFinished = window.__e2eRunsStarted;  // a new connection: no run of the old one to wait for
+      this.addEventListener('message', (event) => {
+        if (!(event.data instanceof ArrayBuffer)) return;
+        const seen = fields(new Uint8Array(event.data));
+        if (seen.includes(4)) window.__e2eRunsStarted++;
+        if (seen.includes(6)) window.__e2eRunsFinished++;
+      });
+    }
+  };
 })();
 """
-# '' when the app is idle (no 'Running'/'Stop' status, no skeleton placeholder, no stale element),
-# else what is busy
+# '' when the app is idle (no 'Running'/'Stop' status, no skeleton placeholder, no stale element, no
+# script run started and not finished by BUSY_OBSERVER's count), else what is busy
 IDLE_PROBE = """() => {
     const status = Array.from(document.querySelectorAll('[data-testid=stStatusWidget]'))
         .map(e => e.innerText).join(' ');
@@ -68,8 +108,9 @@ IDLE_PROBE = """() => {
     const skeletons = document.querySelectorAll('[data-testid=stSkeleton]').length;
     const stale = document.querySelectorAll('[data-stale=true]').length;
     const app = document.querySelector('[data-testid=stMain]') ? 1 : 0;
-    return (busy || skeletons || stale || !app) ?
-        `status='${status}' skeletons=${skeletons} stale=${stale} main=${app}` : '';
+    const running = (window.__e2eRunsStarted || 0) - (window.__e2eRunsFinished || 0);  // BUSY_OBSERVER
+    return (busy || skeletons || stale || !app || running > 0) ?
+        `status='${status}' skeletons=${skeletons} stale=${stale} main=${app} running=${running}` : '';
 }"""
 # a chart's tick labels on one axis (evaluated on the chart's element, with the axis): [text, position]
 TICKS_PROBE = """(el, axis) =>
@@ -85,6 +126,7 @@ CURVE_POINT = """(el, [index, curve]) => {
     return [box.left + fl._size.l + fl.xaxis.l2p(fl.xaxis.d2l(trace.x[index])),
             box.top + fl._size.t + fl.yaxis.l2p(fl.yaxis.d2l(trace.y[index]))];
 }"""
+COLLECTED_AT = time.time()  # this process's collection; under xdist, every process collects at the start
 NAV_LINK = "[data-testid=stTopNavDropdownLink]"  # a page's link in a section's menu of the top navigation
 ZW = "\u200b"  # mha_viz.figures.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
@@ -173,13 +215,25 @@ def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **
 
 
 @pytest.fixture(scope="session")
-def server(e2e_ready, _models) -> str:
-    """The shared server (`start_server`, log in artifacts/server.log); its base URL.
+def server_log() -> Path:
+    """The shared server's log: artifacts/server.log, or server-gw0.log … under xdist, where each process
+    that runs browser tests starts a server of its own."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return ARTIFACTS / (f"server-{worker}.log" if worker else "server.log")
+
+
+@pytest.fixture(scope="session")
+def server(e2e_ready, _models, server_log) -> str:
+    """The shared server (`start_server`, log in `server_log`); its base URL.
     (_models: the test process loads its models while the server starts.)"""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    for old in ARTIFACTS.glob("*.png"):  # this session's screenshots only
-        old.unlink()
-    with start_server(ARTIFACTS / "server.log") as base_url:
+    for old in ARTIFACTS.glob("*.png"):  # this session's screenshots only (not another process's, taken since)
+        try:
+            if old.stat().st_mtime < COLLECTED_AT:
+                old.unlink()
+        except FileNotFoundError:  # the other process's server fixture took it first
+            pass
+    with start_server(server_log) as base_url:
         yield base_url
 
 
@@ -316,12 +370,13 @@ class App:
 
     # -- waiting ------------------------------------------------------------------------------
     def reruns_seen(self) -> int:
-        """How many times the page has been seen busy (BUSY_OBSERVER), however briefly."""
-        return self.page.evaluate("() => window.__e2eBusySeen || 0")
+        """How many times the page has been seen busy, however briefly, plus how many script runs the
+        server has started for it (BUSY_OBSERVER): grows once a rerun has started, however short."""
+        return self.page.evaluate("() => (window.__e2eBusySeen || 0) + (window.__e2eRunsStarted || 0)")
 
     def wait_idle(self, timeout_s: float = RUN_TIMEOUT_S) -> None:
-        """Until the app is idle: no 'Running'/'Stop' status, no skeleton placeholder and no
-        stale element, three polls in a row."""
+        """Until the app is idle: no 'Running'/'Stop' status, no skeleton placeholder, no stale
+        element and no script run under way (IDLE_PROBE), three polls in a row."""
         deadline, quiet, state = time.monotonic() + timeout_s, 0, ""
         while quiet < 3:
             state = self.page.evaluate(IDLE_PROBE)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from .conftest import ARTIFACTS, assert_own_tokens, open_app, send_all
+from .conftest import assert_own_tokens, open_app, send_all
 
 pytestmark = pytest.mark.e2e
 WORDS = ["apples", "rivers", "engines", "violins", "glaciers", "lanterns", "tigers", "comets"]
@@ -18,8 +18,8 @@ def _loads(log_text: str) -> list[str]:
     return re.findall(r"model loaded: (\S+) \(device (\S+), our MHA (\S+)\)", log_text)
 
 
-def test_eight_sessions_at_once_each_see_their_own_tokens(server, browser, run_of):
-    log = ARTIFACTS / "server.log"
+def test_eight_sessions_at_once_each_see_their_own_tokens(server, server_log, browser, run_of):
+    log = server_log
     before = len(log.read_text(errors="replace"))  # loads by earlier tests (the cache holds a few models)
     sessions = []
     try:
