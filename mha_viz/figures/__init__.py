@@ -253,12 +253,7 @@ def retrieval_grid(result, layer_ids: list[int] | None = None, title: str | None
     layers × heads grid on 0 … 1: the share of the needle's tokens each head copied. layer_ids: the model's layer
     number of each row (`model.layer_ids`; default 0, 1, …)."""
     table = getattr(result, "table", result)
-    if title is None:
-        said = {k: int(table.attrs.get(k, 0)) for k in ("copied", "needle_tokens", "trials")}
-        title = (f"Retrieval score: the share of the needle's tokens each head copied (the model wrote "
-                 f"{said['copied']} needle tokens in {said['trials']} answers, the needle "
-                 f"{said['needle_tokens'] // max(said['trials'], 1)} tokens long)")
-    return retrieval_figures.retrieval_grid(table, layer_ids, title)
+    return retrieval_figures.retrieval_grid(table, layer_ids, title or "Retrieval score of every head")
 
 
 def needle_look(result, layer: int, head: int) -> go.Figure:
@@ -268,8 +263,7 @@ def needle_look(result, layer: int, head: int) -> go.Figure:
     look = result.look
     if look is None:
         raise ValueError("The model copied no token of the needle in the last trial: there is no step to draw.")
-    return retrieval_figures.needle_look(look, layer, head, f"Layer {layer}, head {head} at {look.length:,} tokens, "
-                                         f"the needle at depth {look.depth:.0%}")
+    return retrieval_figures.needle_look(look, layer, head, f"Layer {layer}, head {head}")
 
 
 def _differ(expl: Explanation):

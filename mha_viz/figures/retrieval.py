@@ -21,8 +21,9 @@ def retrieval_grid(table, layer_ids: list[int] | None, title: str) -> go.Figure:
     L, H = int(table["layer"].max()) + 1, int(table["head"].max()) + 1
     score = np.full((L, H), np.nan)
     score[table["layer"].to_numpy(int), table["head"].to_numpy(int)] = table["score"].to_numpy(float)
-    hover = np.full((L, H), "(share of the needle's tokens this head copied)")
+    hover = np.full((L, H), "(the share of the needle's tokens this head copied)")
     fig = metric_grid(score, title=html.escape(title, quote=False), patterns=hover, layer_ids=layer_ids)
+    fig.update_layout(height=max(300, fig.layout.height or 0))  # a two-layer model's grid still readable
     fig.update_traces(zmin=0.0, zmax=max(1e-9, float(np.nanmax(score))) if np.isfinite(score).any() else 1.0,
                       selector=dict(type="heatmap"))
     return fig
@@ -30,7 +31,8 @@ def retrieval_grid(table, layer_ids: list[int] | None, title: str) -> go.Figure:
 
 def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
     """Head (`layer` index, `head`) of `look` (`tasks.retrieval.Look`): its attention over every prompt position
-    at the step that copied `look.copied`, the needle's span shaded, its heaviest key marked."""
+    at the step that copied `look.copied`, the needle's span shaded, its heaviest key marked (the y axis leaves
+    room for its label)."""
     row = np.asarray(look.rows[layer, head], dtype=np.float64)
     start, stop = look.needle
     top = int(np.argmax(row))
@@ -44,8 +46,9 @@ def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
                              marker=dict(size=9, color="#D55E00"), name="heaviest key", showlegend=False,
                              hovertemplate=f"heaviest key: position {top} · {html.escape(labels[top])}"
                                            ": %{y:.3f}<extra></extra>"))
-    fig.update_layout(title=plot_title(f"{title}<br>writing {html.escape(look.copied)}: {inside:.0%} of its attention "
-                                       f"on the needle (shaded, positions {start}–{stop - 1})"),
-                      xaxis=dict(title="prompt position", range=[-0.5, len(row) - 0.5]),
-                      yaxis=dict(title="attention", rangemode="tozero"), height=360, margin=margin(l=60, b=50))
+    fig.update_layout(title=plot_title(f"{title}: {inside:.0%} of its attention on the needle"),
+                      xaxis=dict(title=f"prompt position (the needle shaded: {start}–{stop - 1})",
+                                 range=[-0.5, len(row) - 0.5]),
+                      yaxis=dict(title="attention", range=[0, 1.2 * max(float(row.max()), 1e-6)]), height=360,
+                      margin=margin(l=60, b=50))
     return fig

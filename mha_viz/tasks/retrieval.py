@@ -12,6 +12,7 @@ the last trial (`Look`: the app draws it)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,20 +60,22 @@ class Retrieval:
 
 def copy_hits(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated: list[int], row_of,
               num_layers: int) -> np.ndarray:
-    """(layers, heads): how many of the generated tokens each head copied from the needle. rows_at(layer, row)
+    """(layers, heads): how many of the needle's tokens each head copied, each needle position counted once (Wu et
+    al.'s set of copied tokens: an answer that repeats the needle copies nothing twice). rows_at(layer, row)
     gives every head's attention (heads, keys) of one query row; row_of(t) the row that chose step t's token."""
     start, stop = needle
     needle_ids = np.asarray(prompt_ids[start:stop])
-    hits = None
+    copied = None  # (layers, heads, needle positions): the positions each head copied from
     for t, w in enumerate(generated):
         where = start + np.flatnonzero(needle_ids == w)
         if not len(where):  # not a token of the needle: nothing copied
             continue
         for layer in range(num_layers):
             top = np.asarray(rows_at(layer, row_of(t))).argmax(axis=-1)  # (heads,)
-            hits = np.zeros((num_layers, len(top)), np.int64) if hits is None else hits
-            hits[layer] += np.isin(top, where)
-    return hits
+            copied = np.zeros((num_layers, len(top), stop - start), bool) if copied is None else copied
+            heads = np.flatnonzero(np.isin(top, where))
+            copied[layer, heads, top[heads] - start] = True
+    return None if copied is None else copied.sum(-1)
 
 
 def haystack_ids(model: LoadedModel, haystack=None) -> list[int]:
@@ -147,8 +150,7 @@ def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str
                                         dtype=np.float32)[:, :len(prompt_ids)] for layer in range(model.num_layers)])
             look = Look(list(gen.run.tokens[:len(prompt_ids)]), found, gen.run.tokens[len(prompt_ids) + first],
                         first, rows, int(length), float(depth))
-        needle_ids = set(prompt_ids[found[0]:found[1]])
-        copied += sum(1 for w in new if w in needle_ids)
+        copied += sum((Counter(prompt_ids[found[0]:found[1]]) & Counter(new)).values())  # each needle token once
         needle_tokens += size
         report(progress, (done + 1) / len(trials), f"Needle {done + 1} of {len(trials)}")
     score = total / len(trials)

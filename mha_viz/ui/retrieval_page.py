@@ -94,7 +94,8 @@ def _controls(cur, top: int) -> RetrievalKey | None:
     if int(session.get(keys.RETRIEVAL_LENGTH)) > top:  # another model's choice, or a link's: this one's top
         session.put(keys.RETRIEVAL_LENGTH, top)
     cols = st.columns([1, 2])
-    length = int(cols[0].number_input("Prompt length (tokens)", MIN_LENGTH, top, step=256, key=keys.RETRIEVAL_LENGTH,
+    length = int(cols[0].number_input("Prompt length (tokens)", MIN_LENGTH, top, step=256 if top > 2048 else 16,
+                                      key=keys.RETRIEVAL_LENGTH,
                                       persist_state=keys.KEEP,
                                       help=f"Up to {top:,}: the model's {token_limit(cur.model, None):,} less room "
                                            "for the answer."))
@@ -127,11 +128,14 @@ def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:
     ids = list(cur.model.layer_ids)
     L, H = int(table["layer"].max()) + 1, int(table["head"].max()) + 1
     ids = ids[:L] if len(ids) >= L else list(range(L))
-    copied, size = table.attrs.get("copied", 0), table.attrs.get("needle_tokens", 0)
+    copied, size, trials = (int(table.attrs.get(k, 0)) for k in ("copied", "needle_tokens", "trials"))
     if copied == 0:
-        st.warning(f"The model reproduced none of the needle's {size} tokens in its answers, so no head copied one: "
-                   "try a shorter length, another depth, or a needle and question it answers.",
+        st.warning(f"The model reproduced none of the needle's {size // max(trials, 1)} tokens in its answers, so no "
+                   "head copied one: try a shorter length, another depth, or a needle and question it answers.",
                    icon=":material/warning:")
+    else:
+        st.caption(f"The model's answers reproduced {copied} of the needle's tokens over {trials} "
+                   f"{'trial' if trials == 1 else 'trials'} ({size // max(trials, 1)} tokens a needle).")
     charts.show(figures.retrieval_grid(found, layer_ids=ids), key=keys.RETRIEVAL_GRID, selection_mode="points",
                 on_select=lambda: _on_grid(ids, H), name="retrieval-scores")
     best = table.sort_values("score", ascending=False, kind="stable").head(5)
@@ -144,9 +148,10 @@ def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:
     look = found.look
     notebook_button.record(layer=layer, head=head)
     cols[2].caption(f"Layer {ids[layer]}, head {head}: score {float(table.iloc[layer * H + head]['score']):.2f}. "
-                    f"The step drawn: the {look.length:,}-token prompt with the needle at {look.depth:.0%}, as the "
-                    f"model wrote {plain(look.copied)} (answer token {look.step + 1}).")
-    title = f"Layer {ids[layer]}, head {head}, at {look.length:,} tokens"
+                    f"The step drawn: the model writing {plain(look.copied)} (answer token {look.step + 1}), the "
+                    f"needle at {look.depth:.0%} of a prompt asked at {look.length:,} tokens and read as "
+                    f"{len(look.tokens):,} (a chat template adds tokens; unknown ones read back as fewer).")
+    title = f"Layer {ids[layer]}, head {head}"
     charts.show(retrieval_figures.needle_look(look, layer, head, title), key=keys.RETRIEVAL_LOOK,
                 name=f"retrieval-look-{ids[layer]}-{head}")
 

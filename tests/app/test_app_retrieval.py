@@ -43,6 +43,7 @@ def test_the_grid_is_the_librarys_scores_and_a_picked_head_shows_where_it_looked
     score = np.asarray(grid["data"][0]["z"], dtype=np.float64)
     np.testing.assert_allclose(score, want["score"].to_numpy().reshape(score.shape), rtol=1e-6, atol=1e-9)
     assert score[1].max() > 0 and score[1].max() > score[0].max()  # the induction head copies, layer 0 does not
+    assert score.max() <= 1  # each needle token counted once, however often the answer repeats it
     layer, head = divmod(int(np.argmax(score)), score.shape[1])
     # the grid's markers: one a head, layer-major, so that a click's point index names the head it opens
     H = score.shape[1]
