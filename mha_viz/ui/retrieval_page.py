@@ -45,6 +45,11 @@ def retrieval_page() -> None:
     if cur is None:
         return
     model = cur.model
+    if model.is_encoder_decoder:
+        st.info(f"{plain(model.name)} is an encoder–decoder: retrieval heads are read from a decoder's answer to a "
+                "long text. Pick a decoder in the sidebar's model picker (smollm2, toy-induction).",
+                icon=":material/info:")
+        return
     try:
         generation.check_decoder(model)
     except InputError as exc:

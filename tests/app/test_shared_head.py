@@ -28,6 +28,7 @@ PICKERS = {
     "generate": (keys.GEN_LAYER, keys.GEN_HEAD, "charts"),
     "teaching": (keys.TEACH_LAYER, keys.TEACH_HEAD, "subheader"),
     "qk": (keys.QK_LAYER, keys.QK_HEAD, "caption"),
+    "retrieval": (keys.RETRIEVAL_LAYER, keys.RETRIEVAL_HEAD, "charts"),
 }
 
 
@@ -83,6 +84,12 @@ def test_a_head_picked_on_any_page_is_the_head_of_every_page_and_of_the_link(fre
     at.button(key=keys.GEN_GO).click().run()
     open_page(at, "compare")
     at.text_area(key=keys.CMP_TEXT_B).input(prediction.INDUCTION.corrupted).run()
+    open_page(at, "retrieval")  # a needle of letters the toy copies: its look at the needle names the head
+    at.number_input(key=keys.RETRIEVAL_LENGTH).set_value(36).run()
+    at.session_state[keys.RETRIEVAL_DEPTHS] = [25]
+    at.text_input(key=keys.RETRIEVAL_NEEDLE).input("q w e r t y u i").run()
+    at.text_input(key=keys.RETRIEVAL_QUESTION).input("q w").run()
+    at.button(key=keys.RETRIEVAL_GO).click().run()
     open_page(at, "prediction")
     at.text_area(key=keys.PRED_CORRUPTED).input(prediction.INDUCTION.corrupted).run()
     at.button(key=keys.PRED_GO).click().run()
@@ -93,8 +100,8 @@ def test_a_head_picked_on_any_page_is_the_head_of_every_page_and_of_the_link(fre
     _shows(at, "head_view", *top)
 
     # a head picked on each page in turn is the one the next page opens on, and the link's
-    walk = ["head_view", "examples", "prediction", "compare", "generate", "teaching", "qk", "head_view"]
-    heads = [(1, 2), (0, 3), (1, 1), (0, 2), (1, 3), (0, 1), (1, 0)]
+    walk = ["head_view", "examples", "prediction", "compare", "generate", "teaching", "qk", "retrieval", "head_view"]
+    heads = [(1, 2), (0, 3), (1, 1), (0, 2), (1, 3), (0, 1), (1, 0), (0, 2)]
     for page, following, head in zip(walk, walk[1:], heads):
         open_page(at, page)
         _pick(at, page, *head)
@@ -105,4 +112,4 @@ def test_a_head_picked_on_any_page_is_the_head_of_every_page_and_of_the_link(fre
     open_page(at, "examples")
     at.selectbox(key=keys.MODEL_CHOICE).set_value("minilm").run()
     at.selectbox(key=keys.MODEL_CHOICE).set_value(TOY).run()
-    _shows(at, "examples", 1, 0)
+    _shows(at, "examples", 0, 2)
