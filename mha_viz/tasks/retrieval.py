@@ -144,13 +144,15 @@ def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str
                          gen.row_of, model.num_layers)
         hits = np.zeros((model.num_layers, model.num_heads)) if hits is None else hits
         total = hits / size if total is None else total + hits / size
-        first = next((t for t, w in enumerate(new) if w in set(prompt_ids[found[0]:found[1]])), None)
+        needle = prompt_ids[found[0]:found[1]]  # its tokens as the model read them
+        in_needle = set(needle)
+        first = next((t for t, w in enumerate(new) if w in in_needle), None)
         if first is not None:
             rows = np.stack([np.asarray(gen.run.layer_rows(layer, gen.row_of(first), gen.row_of(first) + 1)[:, 0],
                                         dtype=np.float32)[:, :len(prompt_ids)] for layer in range(model.num_layers)])
             look = Look(list(gen.run.tokens[:len(prompt_ids)]), found, gen.run.tokens[len(prompt_ids) + first],
                         first, rows, int(length), float(depth))
-        copied += sum((Counter(prompt_ids[found[0]:found[1]]) & Counter(new)).values())  # each needle token once
+        copied += sum((Counter(needle) & Counter(new)).values())  # each needle token once
         needle_tokens += size
         report(progress, (done + 1) / len(trials), f"Needle {done + 1} of {len(trials)}")
     score = total / len(trials)
