@@ -26,10 +26,12 @@ from mha_viz.ui.state import Current
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _cached_run(key: AnalysisKey, _model: mha_viz.LoadedModel) -> AttentionRun | EncoderDecoderRun:
+def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel) -> AttentionRun | EncoderDecoderRun:
     """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target),
     admitted with the memory it needs (an encoder–decoder's by count only: its target's length
-    is not known before it runs)."""
+    is not known before it runs). `dense_mb` (MHA_VIZ_DENSE_MB) is part of the key: it decides
+    whether the run holds every head's array or recomputes rows, so a run of one setting is never
+    served for the other."""
     need = None
     if not _model.is_encoder_decoder:
         n = mha_viz.tokenize(_model, key.text, key.cap).n
@@ -67,7 +69,7 @@ def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> AttentionRun | E
             message = (f"Reading every head of {model.name} over {n:,} tokens in one pass (each layer's rows are "
                        "recomputed later, as a page draws them); on a CPU this takes a minute or more…")
     with st.spinner(message) if message else contextlib.nullcontext():
-        return resources.one_at_a_time(lambda: _cached_run(key, model))
+        return resources.one_at_a_time(lambda: _cached_run(key, resources.settings().dense_mb, model))
 
 
 def model_key_of(model: mha_viz.LoadedModel, local: bool) -> ModelKey:

@@ -100,3 +100,15 @@ def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):
 
 def run_is_dense(at) -> bool:
     return at.session_state[keys.CURRENT].run.is_dense
+
+
+def test_a_run_held_whole_is_not_served_once_the_setting_asks_for_rows(monkeypatch):
+    """The server's cache files a run under MHA_VIZ_DENSE_MB too: the same text run densely first (by this or
+    another test in the process) must not come back when the setting makes it a long run."""
+    at = start_app()
+    at.text_area(key="text").input(TEXT).run()
+    assert at.session_state[keys.CURRENT].run.is_dense
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    at = start_app()
+    at.text_area(key="text").input(TEXT).run()
+    assert not at.session_state[keys.CURRENT].run.is_dense
