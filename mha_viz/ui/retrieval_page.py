@@ -11,13 +11,15 @@ from typing import NamedTuple
 
 import streamlit as st
 
+import mha_viz
+import mha_viz_models
 from mha_viz import figures, needs
 from mha_viz.capture import generation
 from mha_viz.features.retrieval.controls import DEFAULT_DEPTHS, DEFAULT_LENGTH, DEPTHS, MIN_LENGTH
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import retrieval as retrieval_figures
 from mha_viz.tasks import retrieval
-from mha_viz.text.tokenize import InputError, token_limit
+from mha_viz.text.tokenize import UNKNOWN_SHARE, InputError, token_limit
 from mha_viz.ui import charts, jobs, keys, notebook_button, resources, session, shared_head, view_helpers
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
@@ -28,6 +30,9 @@ ROOM = 96  # tokens kept for an instruct model's chat template (about 35) and th
 def room(limit: int) -> int:
     """The tokens kept for the answer out of a model's `limit`: ROOM, or a quarter of a small model's."""
     return min(ROOM, max(12, limit // 4))
+
+
+MAX_NEEDLE_TOKENS = 4096  # read of a needle and question when checking that the model can read them
 
 
 class RetrievalKey(NamedTuple):
@@ -41,7 +46,8 @@ class RetrievalKey(NamedTuple):
 
 
 def retrieval_page() -> None:
-    cur = view_helpers.start_on_model("retrieval", "This page uses the sidebar's model: fix the message above first.")
+    cur = view_helpers.start_on_model("retrieval", "This page uses the sidebar's model: fix the message above first.",
+                                      sentence_notes=False)  # it reads its own text, not the sidebar's
     if cur is None:
         return
     model = cur.model
@@ -117,8 +123,25 @@ def _controls(cur, top: int) -> RetrievalKey | None:
     if not needle.strip() or not question.strip():
         st.info("Write a needle sentence and a question about it.", icon=":material/edit:")
         return None
+    if why := _unreadable(cur.model, needle, question):
+        st.info(why, icon=":material/help:")
+        return None
     return RetrievalKey(cur.model_key, length, tuple(sorted(int(d) for d in depths)), needle.strip(),
                         question.strip())
+
+
+def _unreadable(model, needle: str, question: str) -> str | None:
+    """Why the model cannot be searched with this needle and question (None: it can): too many of their tokens are
+    its unknown token (toy-induction reads letters only), so no answer could copy the needle."""
+    ids = mha_viz.tokenize(model, f"{needle} {question}", MAX_NEEDLE_TOKENS).ids
+    count, unk = mha_viz.text.unknown_tokens(model, ids)
+    if count == 0 or count < UNKNOWN_SHARE * len(ids):
+        return None
+    bundled = mha_viz_models.BUNDLED.get(model.name)
+    reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+    return plain(f"{count} of the {len(ids)} tokens of the needle and question are unknown to {model.name} "
+                 f"({unk or 'unknown'}): no answer of its could copy the needle.{reads} Write both in what it reads, "
+                 "or pick a model that reads English in the sidebar (smollm2).")
 
 
 def _find(model, key: RetrievalKey, progress) -> retrieval.Retrieval:

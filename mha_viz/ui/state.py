@@ -63,8 +63,9 @@ def with_last_good(cur: Current) -> Current:
     return cur
 
 
-def show_status(cur: Current) -> bool:
-    """Messages above a view; returns whether there is a run to draw."""
+def show_status(cur: Current, *, sentence_notes: bool = True) -> bool:
+    """Messages above a view; returns whether there is a run to draw. `sentence_notes`: the notes about the
+    sidebar's sentence (cut to the limit, unknown to the model); off on a page that reads a text of its own."""
     if cur.error:
         st.error(plain(cur.error), icon=":material/warning:")
     if cur.notice:
@@ -80,14 +81,15 @@ def show_status(cur: Current) -> bool:
         notes.lens_status(cur)
         return True
     run = cur.full_run or cur.run
-    if run.truncated:
+    if sentence_notes and run.truncated:
         limit = min(cur.model.max_positions, resources.token_cap()) if cur.model else run.n
         why = ("the model's positions" if cur.model and cur.model.max_positions <= resources.token_cap()
                else "the sidebar's *Token limit*")
         total = count_text(run.num_input_tokens, run.num_input_tokens_is_estimate)
         st.warning(f"The text has {total} tokens; the first {run.n} were kept "
                    f"(at most {limit} tokens: {why}).", icon=":material/content_cut:")
-    notes.unknown_status(cur, run)
+    if sentence_notes:
+        notes.unknown_status(cur, run)
     notes.hidden_status(cur)
     notes.lens_status(cur)
     return True

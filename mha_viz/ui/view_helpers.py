@@ -60,18 +60,20 @@ def grid_index(points, run):
     return None if picked is None else picked[0] * run.num_heads + picked[1]
 
 
-def start(page: str, *, cross: bool = False, forward: bool = False, lead: str = "", hybrid_note: bool = True):
+def start(page: str, *, cross: bool = False, forward: bool = False, lead: str = "", hybrid_note: bool = True,
+          sentence_notes: bool = True):
     """The page's title (its feature's record, `catalogue`: `page` is its id), messages and a valid layer/head
     selection; returns the current state, or None when there is nothing to draw. For an encoder–decoder
     (`seq2seq_views.gate`): `cross`, the page draws cross-attention too; `forward`, the page runs the model
     itself. `lead`: one line under the title, drawn whatever the state (the landing page's first step).
     `hybrid_note`: on a hybrid, say that the page reads its softmax layers only (`notes.hybrid_status`; not
-    where the page draws the other layers, or says it its own way)."""
+    where the page draws the other layers, or says it its own way). `sentence_notes`: False on a page that reads
+    a text of its own, not the sidebar's sentence (`state.show_status`)."""
     st.title(catalogue.feature(page).page_title)
     if lead:
         st.markdown(lead)
     cur = state.current()
-    if not state.show_status(cur):
+    if not state.show_status(cur, sentence_notes=sentence_notes):
         return None
     why = seq2seq_views.gate(cur, cross=cross, forward=forward)
     if why is not None:
@@ -83,10 +85,10 @@ def start(page: str, *, cross: bool = False, forward: bool = False, lead: str = 
     return cur
 
 
-def start_on_model(page: str, message: str):
+def start_on_model(page: str, message: str, *, sentence_notes: bool = True):
     """`start` for a page that runs the sidebar's model itself: None, after `message`, while the
     model has not loaded or the sidebar's inputs are stale."""
-    cur = start(page, forward=True)
+    cur = start(page, forward=True, sentence_notes=sentence_notes)
     if cur is None:
         return None
     if cur.model is None or cur.stale:

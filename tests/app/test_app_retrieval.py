@@ -70,3 +70,18 @@ def test_an_encoder_is_refused_and_an_empty_needle_asks_for_one_keeping_the_choi
     assert not [b for b in at.button if b.key == keys.RETRIEVAL_GO]
     assert at.session_state[keys.RETRIEVAL_LENGTH] == 36 and at.session_state[keys.RETRIEVAL_DEPTHS] == [10]
     assert at.session_state[keys.RETRIEVAL_QUESTION] == QUESTION
+
+
+def test_a_needle_the_model_cannot_read_is_refused_before_a_search_and_the_sidebar_text_says_nothing():
+    """toy-induction reads letters: the default English needle is its unknown token, so no search is offered (its
+    answer could never copy it), and the letters that it reads are named; the sidebar's sentence, unknown to it too,
+    is not this page's text, so its notice stays off the page (it is on the Head view)."""
+    at = open_with_text("retrieval", "The cat sat on the mat.", model="toy-induction")
+    assert not at.exception and not at.error
+    assert not [w for w in at.warning if "unknown to" in w.value]  # the sidebar's sentence: not this page's text
+    said = " ".join(i.value for i in at.info).replace("\\", "")  # as drawn: `plain` escapes Markdown
+    assert "unknown to toy-induction" in said and "Letters a–z" in said, said
+    assert not [b for b in at.button if b.key == keys.RETRIEVAL_GO]
+    _choose(at, length=36, depths=(10,))
+    assert not [i for i in at.info if "unknown to" in i.value]
+    assert [b for b in at.button if b.key == keys.RETRIEVAL_GO]
