@@ -192,13 +192,27 @@ def _write_row(row: np.ndarray, probs: torch.Tensor, name: str) -> None:
     row[:, n - m:] = as_probabilities(probs).cpu().numpy()  # half precision: float32 rows summing to 1
 
 
-def _read_prompt(model: LoadedModel, ids: list[int]):
+def _read_prompt(model: LoadedModel, ids: list[int], progress: Callable[[float, str], None] | None = None):
     """The KV cache of `ids` from one forward with fused attention, no probabilities recorded (None when
-    there is nothing to read or the model keeps no cache)."""
+    there is nothing to read or the model keeps no cache). `progress(0, message)` after each attention layer:
+    a long prompt's one forward takes minutes on a CPU."""
     if not ids:
         return None
     extra = {"logits_to_keep": 1} if keeps_last_logits(model.hf_model) else {}  # not n × vocab logits
-    return getattr(model.fused_forward(torch.tensor([ids]), use_cache=True, **extra), "past_key_values", None)
+    layers = [m for m, _ in model.attention_modules] if progress is not None else []
+    read = [0]
+
+    def layer_read(*_args) -> None:
+        read[0] += 1
+        progress(0.0, f"Reading the prompt's {len(ids):,} tokens: layer {read[0]} of {len(layers)}")
+
+    hooks = [m.register_forward_hook(layer_read) for m in layers]
+    try:
+        out = model.fused_forward(torch.tensor([ids]), use_cache=True, **extra)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return getattr(out, "past_key_values", None)
 
 
 def _long_run(model: LoadedModel, ids: list[int], text: str, build: LongRun, progress=None) -> AttentionRun:
@@ -274,7 +288,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
         with model.lock, torch.inference_mode():
             dev = model.device
             if long:  # the prompt but its last token without probabilities; the last one's row through the cache
-                cache = _read_prompt(model, ids[:-1])
+                cache = _read_prompt(model, ids[:-1], progress)
                 logits, probs, cache = rows(torch.tensor([ids[-1:] if cache is not None else ids], device=dev), cache)
                 record(n_prompt, probs)
             else:

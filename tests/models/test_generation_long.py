@@ -82,7 +82,8 @@ def test_the_scans_rows_of_the_new_tokens_equal_the_recorded_ones(pair):
 @pytest.mark.model
 def test_a_long_generation_without_the_views_scan_reads_the_same_new_rows(pair, monkeypatch):
     """`views=False` (what retrieval scores read): no scan of the whole sequence at the end (no summary, no
-    message of it), the same tokens, and each new token's rows equal to the long generation's with that scan."""
+    message of it), the same tokens, and each new token's rows equal to the long generation's with that scan. The
+    prompt's one forward says each layer it has read, in order, before the first new token."""
     model, _, long = pair[:3]
     monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
     said = []
@@ -90,6 +91,10 @@ def test_a_long_generation_without_the_views_scan_reads_the_same_new_rows(pair, 
                             progress=lambda fraction, message: said.append(message))
     assert lean.run.summary is None and long.run.summary is not None
     assert not any("for the views" in m for m in said)
+    read = [m for m in said if m.startswith("Reading the prompt")]
+    assert read == [f"Reading the prompt's {lean.num_prompt_tokens - 1:,} tokens: layer {i} of {model.num_layers}"
+                    for i in range(1, model.num_layers + 1)], read
+    assert said.index(read[-1]) < said.index(next(m for m in said if "new tokens" in m))
     assert lean.run.token_ids == long.run.token_ids
     P, n = lean.num_prompt_tokens, lean.run.n
     for layer in range(model.num_layers):
