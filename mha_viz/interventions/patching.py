@@ -6,6 +6,7 @@ estimate of the same numbers (`mha_viz.interventions.estimate`)."""
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,7 @@ from mha_viz.text.tokenize import InputError, count_text, label_ids, tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.families.builtin import output_projection
 from mha_viz_models.reading.hooks import layer_pre_hooks
+from mha_viz_models.reading.readout import keeps_last_logits
 
 MODES = ("denoise", "noise")
 
@@ -79,10 +81,43 @@ def logit_difference(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
     return logits[:, -1, a] - logits[:, -1, b]
 
 
-def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap) -> torch.Tensor:
+_UNSPLIT: weakref.WeakSet = weakref.WeakSet()  # models whose blocks cannot broadcast over copies (Falcon)
+
+
+class _NoInput(Exception):
+    """An attention layer called without its input where `_expanding` looks for it."""
+
+
+def _expanding(copies: int):
+    """A forward pre-hook (with kwargs) that repeats an attention layer's input (1, n, d) `copies` times."""
+    def expand(_module, args, kwargs):
+        if args:
+            x = args[0]
+            return (x.expand(copies, *x.shape[1:]).contiguous(), *args[1:]), kwargs
+        if "hidden_states" not in kwargs:
+            raise _NoInput
+        x = kwargs["hidden_states"]
+        return args, {**kwargs, "hidden_states": x.expand(copies, *x.shape[1:]).contiguous()}
+    return expand
+
+
+def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, copies: int = 1, *,
+                    last: bool = False) -> torch.Tensor:
     """The logits of one forward of `batch` (B, n) in which layer `layer`'s W_O input, as every head's z
-    (B, n, H, d_v), is first handed to swap(z), which changes the copy it is given in place."""
+    (B, n, H, d_v), is first handed to swap(z), which changes the copy it is given in place. `last`: the last
+    position's logits only, (B, 1, vocab), where the model can make them alone (the LM head over n positions
+    and a large vocabulary is a large share of a small model's forward).
+
+    `copies` > 1: the logits of `batch.repeat(copies, 1)` ((copies, n, vocab)), with the layers before `layer`
+    run once, on one sequence: `batch` (1, n) is repeated at the input of `layer`'s attention, from where the
+    copies differ (the residual stream and the blocks' other terms broadcast over them). Where that cannot be
+    done (a batch of several sequences, a layer shared by others, a family whose layers do not broadcast), the
+    whole batch of copies runs."""
     H = model.num_heads
+    modules = [m for m, _ in model.attention_modules]
+    if copies > 1 and (batch.shape[0] != 1 or sum(m is modules[layer] for m in modules) > 1
+                       or model.hf_model in _UNSPLIT):
+        batch, copies = batch.repeat(copies, 1), 1
 
     def hook_for(row: int):
         def swapped(_module, args):
@@ -95,11 +130,25 @@ def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap) -
         return swapped
     with model.lock, torch.inference_mode():
         hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
+        if copies > 1:
+            hooks.append(modules[layer].register_forward_pre_hook(_expanding(copies), with_kwargs=True))
+        extra = {"logits_to_keep": 1} if last and keeps_last_logits(model.hf_model) else {}
         try:
-            return model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False).logits
+            logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False,
+                                    **extra).logits
+        except torch.OutOfMemoryError:
+            raise
+        except (_NoInput, RuntimeError):
+            if copies == 1:
+                raise
+            _UNSPLIT.add(model.hf_model)
+            logits = None  # run whole, below, without the hooks of this try
         finally:
             for h in hooks:
                 h.remove()
+    if copies > 1 and (logits is None or logits.shape[0] != copies):  # the copies did not reach the output
+        return swapped_forward(model, batch.repeat(copies, 1), layer, swap, last=last)
+    return logits
 
 
 def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: list[int], source: torch.Tensor,
@@ -113,7 +162,7 @@ def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: lis
     def swap(z: torch.Tensor) -> None:
         for k, h in enumerate(heads):
             z[k, where[k], h] = source[h, where[k]].to(z.dtype)
-    logits = swapped_forward(model, ids.repeat(len(heads), 1), layer, swap)
+    logits = swapped_forward(model, ids, layer, swap, copies=len(heads), last=True)
     return logit_difference(logits.float(), a, b)
 
 
