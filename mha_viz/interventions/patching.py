@@ -15,10 +15,11 @@ import torch
 from mha_viz.progress import report
 from mha_viz.text.encode import encode
 from mha_viz.text.tokenize import InputError, count_text, label_ids, tokenize
-from mha_viz_models import LoadedModel
+from mha_viz_models import LoadedModel, UnsupportedArchitecture
 from mha_viz_models.families.builtin import output_projection
 from mha_viz_models.reading.hooks import layer_pre_hooks
 from mha_viz_models.reading.readout import keeps_last_logits
+from mha_viz_models.reading.stream import block_of
 
 MODES = ("denoise", "noise")
 
@@ -81,24 +82,31 @@ def logit_difference(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
     return logits[:, -1, a] - logits[:, -1, b]
 
 
-_UNSPLIT: weakref.WeakSet = weakref.WeakSet()  # models whose blocks cannot broadcast over copies (Falcon)
+_UNSPLIT: weakref.WeakSet = weakref.WeakSet()  # models whose blocks could not be split over copies
 
 
-class _NoInput(Exception):
-    """An attention layer called without its input where `_expanding` looks for it."""
+def _splitting(batch: int, copies: int):
+    """A forward pre-hook (with kwargs) for each decoder block from where the copies start on: every tensor of
+    the call that holds one row a sequence (the first block's input, the masks and positions the model hands
+    every block) gets each row repeated `copies` times; the stream, already repeated, passes. One sequence
+    (`batch` 1; the hook on the first block only): its input only, since the rest broadcast (a long text's mask
+    is not copied)."""
+    def grow(x):
+        if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] == batch:
+            return x.repeat_interleave(copies, dim=0)
+        if isinstance(x, tuple) and x and all(isinstance(t, torch.Tensor) for t in x):  # rotary (cos, sin)
+            return tuple(grow(t) for t in x)
+        return x
 
-
-def _expanding(copies: int):
-    """A forward pre-hook (with kwargs) that repeats an attention layer's input (1, n, d) `copies` times."""
-    def expand(_module, args, kwargs):
+    def hook(_module, args, kwargs):
+        if batch > 1:
+            return tuple(grow(a) for a in args), {k: grow(v) for k, v in kwargs.items()}
         if args:
-            x = args[0]
-            return (x.expand(copies, *x.shape[1:]).contiguous(), *args[1:]), kwargs
-        if "hidden_states" not in kwargs:
-            raise _NoInput
-        x = kwargs["hidden_states"]
-        return args, {**kwargs, "hidden_states": x.expand(copies, *x.shape[1:]).contiguous()}
-    return expand
+            return (grow(args[0]), *args[1:]), kwargs
+        if "hidden_states" in kwargs:
+            return args, {**kwargs, "hidden_states": grow(kwargs["hidden_states"])}
+        return None  # no input found: the copies do not reach the output, and the whole batch runs
+    return hook
 
 
 def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, copies: int = 1, *,
@@ -108,16 +116,21 @@ def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, c
     position's logits only, (B, 1, vocab), where the model can make them alone (the LM head over n positions
     and a large vocabulary is a large share of a small model's forward).
 
-    `copies` > 1: the logits of `batch.repeat(copies, 1)` ((copies, n, vocab)), with the layers before `layer`
-    run once, on one sequence: `batch` (1, n) is repeated at the input of `layer`'s attention, from where the
-    copies differ (the residual stream and the blocks' other terms broadcast over them). Where that cannot be
-    done (a batch of several sequences, a layer shared by others, a family whose layers do not broadcast), the
-    whole batch of copies runs."""
+    `copies` > 1: the logits of `batch.repeat_interleave(copies, 0)` (B · copies sequences, each sequence's copies
+    side by side), with the layers before `layer` run once, on the B sequences: each is repeated at the input of
+    the decoder block that holds `layer`, from where the copies differ. Where that cannot be done (a layer shared
+    by others, a block outside a list of layers, a family whose blocks take another shape), the whole batch of
+    copies runs, and the model is remembered."""
     H = model.num_heads
     modules = [m for m, _ in model.attention_modules]
-    if copies > 1 and (batch.shape[0] != 1 or sum(m is modules[layer] for m in modules) > 1
-                       or model.hf_model in _UNSPLIT):
-        batch, copies = batch.repeat(copies, 1), 1
+    blocks = None
+    if copies > 1 and model.hf_model not in _UNSPLIT and sum(m is modules[layer] for m in modules) == 1:
+        try:
+            blocks = [block_of(model.hf_model, m) for m in modules[layer:]]
+        except UnsupportedArchitecture:
+            _UNSPLIT.add(model.hf_model)
+    if copies > 1 and blocks is None:
+        batch, copies = batch.repeat_interleave(copies, dim=0), 1
 
     def hook_for(row: int):
         def swapped(_module, args):
@@ -130,15 +143,15 @@ def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, c
         return swapped
     with model.lock, torch.inference_mode():
         hooks = layer_pre_hooks([output_projection(m, fam) for m, fam in model.attention_modules], hook_for)
-        if copies > 1:
-            hooks.append(modules[layer].register_forward_pre_hook(_expanding(copies), with_kwargs=True))
+        hooks += [b.register_forward_pre_hook(_splitting(batch.shape[0], copies), with_kwargs=True)
+                  for b in (blocks or ())[:None if batch.shape[0] > 1 else 1]]
         extra = {"logits_to_keep": 1} if last and keeps_last_logits(model.hf_model) else {}
         try:
             logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False,
                                     **extra).logits
         except torch.OutOfMemoryError:
             raise
-        except (_NoInput, RuntimeError):
+        except RuntimeError:
             if copies == 1:
                 raise
             _UNSPLIT.add(model.hf_model)
@@ -146,8 +159,9 @@ def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, c
         finally:
             for h in hooks:
                 h.remove()
-    if copies > 1 and (logits is None or logits.shape[0] != copies):  # the copies did not reach the output
-        return swapped_forward(model, batch.repeat(copies, 1), layer, swap, last=last)
+    if copies > 1 and (logits is None or logits.shape[0] != batch.shape[0] * copies):  # not split to the end
+        _UNSPLIT.add(model.hf_model)
+        return swapped_forward(model, batch.repeat_interleave(copies, dim=0), layer, swap, last=last)
     return logits
 
 

@@ -311,44 +311,42 @@ def test_what_our_mha_cannot_compute_is_refused_by_name(family, tmp_path):
     assert len(hf.capture(ids).attentions) == hf.num_layers
 
 
-def test_a_patched_layers_copies_split_from_one_sequence_equal_whole_copies(folder):
-    """Patching runs the layers before the patched one once, on one sequence, and repeats it at that layer's
-    attention (`patching.swapped_forward(copies=)`): every family's blocks (parallel attention and MLP in GPT-J,
-    NeoX and Falcon, post-norms in Gemma 2, windows) must broadcast the residual stream over the copies, so that each
-    copy's last logits equal those of the whole batch of copies, and the split must really happen (one forward, the
-    first layer's attention given one sequence), not fall back to the whole batch. Falcon's blocks add the attention
-    into the MLP's output in place, which cannot broadcast: there the first split fails and every later call runs the
-    whole batch (the same logits)."""
+def test_a_patched_layers_copies_split_from_their_sequences_equal_whole_copies(folder):
+    """Patching runs the layers before the patched one once, on its sequences, and repeats each at the decoder block
+    that holds the patched layer (`patching.swapped_forward(copies=)`): every family's blocks (parallel attention
+    and MLP in GPT-J, NeoX and Falcon, whose in-place add needs the block's input repeated, not the attention's;
+    post-norms in Gemma 2; windows) must give each copy the last logits of the whole batch of copies, for one
+    sequence and for two (a task's pairs: their masks and positions repeated too), and the split must really happen
+    (one forward, the first layer's attention given the sequences only), not fall back to the whole batch."""
     family, path = folder
     model = mha_viz.load_model(path, device="cpu")
     if not model.is_causal:
         pytest.skip(f"{family} is an encoder: patching refuses it")
     from mha_viz.interventions import patching
 
-    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
-    H, L, n = model.num_heads, model.num_layers, ids.shape[1]
-    planted = torch.randn(H, n, model.attention_modules[0][0].head_dim if hasattr(
-        model.attention_modules[0][0], "head_dim") else model.hf_model.config.hidden_size // H,
-        generator=torch.Generator().manual_seed(0))
+    one = mha_viz.tokenize(model, TEXT).ids
+    two = torch.tensor([one, one[::-1]])  # two sequences of one length
+    H, L, n = model.num_heads, model.num_layers, len(one)
+    planted = torch.randn(H, n, 256, generator=torch.Generator().manual_seed(0))
 
     def swap(z: torch.Tensor) -> None:
-        for k in range(H):
-            z[k, :, k] = planted[k, :, :z.shape[-1]].to(z.dtype)
+        for row in range(z.shape[0]):  # copy row of its sequence: head row % H given its planted z
+            z[row, :, row % H] = planted[row % H, :, :z.shape[-1]].to(z.dtype)
     seen: list[int] = []
 
     def first_input(_module, args, kwargs):
         seen.append(int((args[0] if args else kwargs["hidden_states"]).shape[0]))
     hook = model.attention_modules[0][0].register_forward_pre_hook(first_input, with_kwargs=True)
-    falls_back = family.startswith("falcon")
     try:
-        for call, layer in enumerate((0, L - 1)):
-            whole = patching.swapped_forward(model, ids.repeat(H, 1), layer, swap)[:, -1:].float()
-            seen.clear()
-            split = patching.swapped_forward(model, ids, layer, swap, copies=H, last=True).float()
-            # one forward, of one sequence until the split; Falcon: the split tried once, then the whole batch
-            assert seen == ([[1, H], [H]][call] if falls_back else [1]), (family, layer, seen)
-            assert split.shape == whole.shape
-            assert (whole[0] - whole[1]).abs().max() > 1e-3  # the copies differ: each its head's planted z
-            torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-5 * float(whole.abs().max()))
+        for ids in (two[:1], two):
+            for layer in (0, L - 1):
+                whole = patching.swapped_forward(model, ids.repeat_interleave(H, 0), layer, swap)[:, -1:].float()
+                seen.clear()
+                split = patching.swapped_forward(model, ids, layer, swap, copies=H, last=True).float()
+                B = ids.shape[0]
+                assert seen == [B if layer else B * H], (family, B, layer, seen)  # one forward, split where asked
+                assert split.shape == whole.shape
+                assert (whole[0] - whole[1]).abs().max() > 1e-3  # the copies differ: each its head's planted z
+                torch.testing.assert_close(split, whole, rtol=1e-5, atol=1e-5 * float(whole.abs().max()))
     finally:
         hook.remove()

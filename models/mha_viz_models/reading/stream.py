@@ -82,7 +82,7 @@ _LAYOUTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model ->
 _LOCK = threading.Lock()
 
 
-def _block_of(model: nn.Module, module: nn.Module) -> nn.Module:
+def block_of(model: nn.Module, module: nn.Module) -> nn.Module:
     """The layer of a `ModuleList` (a decoder or encoder layer) that holds `module`."""
     name = next((n for n, m in model.named_modules() if m is module), None)
     parts = (name or "").split(".")
@@ -150,7 +150,7 @@ def _norm_calls(blocks: list[nn.Module], calls: list):
 def _discover(loaded) -> list[LayerLayout]:
     model, dtype = loaded.hf_model, loaded.dtype
     modules = [m for m, _ in loaded.attention_modules]
-    blocks = [_block_of(model, m) for m in modules]
+    blocks = [block_of(model, m) for m in modules]
     w_os = [output_projection(m, fam) for m, fam in loaded.attention_modules]
     ids = probe(model.config.vocab_size, loaded.device)
     inputs, outs, calls, children = [], [], [], {}
