@@ -154,7 +154,6 @@ def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, c
         except RuntimeError:
             if copies == 1:
                 raise
-            _UNSPLIT.add(model.hf_model)
             logits = None  # run whole, below, without the hooks of this try
         finally:
             for h in hooks:

@@ -12,18 +12,26 @@ from mha_viz.text.wording import plural
 from mha_viz.ui.text import plain
 
 
+def unreadable(model, ids) -> tuple[int, str, str] | None:
+    """(how many of `ids` are the model's unknown token, that token, what the model reads: " It reads: …." for a
+    bundled model, else "") when they are at least UNKNOWN_SHARE of them; None when the model reads them."""
+    count, unk = mha_viz.text.unknown_tokens(model, ids)
+    if count == 0 or count < UNKNOWN_SHARE * len(ids):
+        return None
+    bundled = mha_viz_models.BUNDLED.get(model.name)
+    return count, unk or "unknown", f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+
+
 def unknown_status(cur, run) -> None:
     """A notice when the model cannot read much of the text: many tokens are its unknown token
     (toy-induction reads letters only; a WordPiece vocabulary lacks most emoji)."""
     if cur.model is None or cur.stale or not run.token_ids:
         return
-    count, unk = mha_viz.text.unknown_tokens(cur.model, run.token_ids)
-    if count == 0 or count < UNKNOWN_SHARE * len(run.token_ids):
+    if (found := unreadable(cur.model, run.token_ids)) is None:
         return
-    bundled = mha_viz_models.BUNDLED.get(cur.model.name)
-    reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+    count, unk, reads = found
     st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
-               f"({plain(unk or 'unknown')}): it cannot read this text, so its heads have little to show."
+               f"({plain(unk)}): it cannot read this text, so its heads have little to show."
                f"{plain(reads)}", icon=":material/help:")
 
 

@@ -12,15 +12,14 @@ from typing import NamedTuple
 import streamlit as st
 
 import mha_viz
-import mha_viz_models
 from mha_viz import figures, needs
 from mha_viz.capture import generation
 from mha_viz.features.retrieval.controls import DEFAULT_DEPTHS, DEFAULT_LENGTH, DEPTHS, MIN_LENGTH
 from mha_viz.figures import heads as head_figures
 from mha_viz.figures import retrieval as retrieval_figures
 from mha_viz.tasks import retrieval
-from mha_viz.text.tokenize import UNKNOWN_SHARE, InputError, token_limit
-from mha_viz.ui import charts, jobs, keys, notebook_button, resources, session, shared_head, view_helpers
+from mha_viz.text.tokenize import InputError, token_limit
+from mha_viz.ui import charts, jobs, keys, notebook_button, notes, resources, session, shared_head, view_helpers
 from mha_viz.ui.analysis_key import ModelKey
 from mha_viz.ui.text import plain
 
@@ -134,13 +133,11 @@ def _unreadable(model, needle: str, question: str) -> str | None:
     """Why the model cannot be searched with this needle and question (None: it can): too many of their tokens are
     its unknown token (toy-induction reads letters only), so no answer could copy the needle."""
     ids = mha_viz.tokenize(model, f"{needle} {question}", MAX_NEEDLE_TOKENS).ids
-    count, unk = mha_viz.text.unknown_tokens(model, ids)
-    if count == 0 or count < UNKNOWN_SHARE * len(ids):
+    if (found := notes.unreadable(model, ids)) is None:
         return None
-    bundled = mha_viz_models.BUNDLED.get(model.name)
-    reads = f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+    count, unk, reads = found
     return plain(f"{count} of the {len(ids)} tokens of the needle and question are unknown to {model.name} "
-                 f"({unk or 'unknown'}): no answer of its could copy the needle.{reads} Write both in what it reads, "
+                 f"({unk}): no answer of its could copy the needle.{reads} Write both in what it reads, "
                  "or pick a model that reads English in the sidebar (smollm2).")
 
 

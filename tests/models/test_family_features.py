@@ -28,6 +28,7 @@ import pytest
 import torch
 
 import mha_viz
+from mha_viz.interventions import patching
 from mha_viz.views import qk, teaching
 from mha_viz_models import ModelLoadError
 from mha_viz_models.families.builtin import output_projection
@@ -322,8 +323,6 @@ def test_a_patched_layers_copies_split_from_their_sequences_equal_whole_copies(f
     model = mha_viz.load_model(path, device="cpu")
     if not model.is_causal:
         pytest.skip(f"{family} is an encoder: patching refuses it")
-    from mha_viz.interventions import patching
-
     one = mha_viz.tokenize(model, TEXT).ids
     two = torch.tensor([one, one[::-1]])  # two sequences of one length
     H, L, n = model.num_heads, model.num_layers, len(one)
