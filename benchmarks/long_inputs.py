@@ -28,7 +28,7 @@ from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside t
 
 import mha_viz  # noqa: E402
 from mha_viz import metrics  # noqa: E402
-from mha_viz.figures import heads as head_figures  # noqa: E402
+from mha_viz.drawing import heads as head_figures  # noqa: E402
 from mha_viz.views import detail  # noqa: E402
 
 WORDS = ("the cat sat on the mat and the dog looked at it while rain fell on the old house by "

@@ -36,7 +36,7 @@ from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside t
 from scan import model_of, model_parser, text_of  # noqa: E402 - benchmarks/scan.py, beside this script
 
 import mha_viz  # noqa: E402
-from mha_viz.figures import heads as head_figures  # noqa: E402
+from mha_viz.drawing import heads as head_figures  # noqa: E402
 from mha_viz.metrics import row_kernels  # noqa: E402
 from mha_viz.views import detail  # noqa: E402
 

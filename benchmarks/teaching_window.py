@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import mha_viz  # noqa: E402 - after the path
-from mha_viz.figures import teaching as teach_figures  # noqa: E402
+from mha_viz.features.teaching import figures as teach_figures  # noqa: E402
 from mha_viz.views import teaching  # noqa: E402
 
 SETUPS = (("minilm", 512), ("smollm2", 256))

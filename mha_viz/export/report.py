@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs_version
 
 from mha_viz.capture.run import AttentionRun
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.text.tokenize import count_text
 from mha_viz.views.thumbnails import THUMB, thumbnails
 

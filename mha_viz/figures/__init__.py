@@ -1,6 +1,7 @@
-"""Every figure of mha-viz as a `plotly.graph_objects.Figure`: one module per family of views
-(`heads`, `line_view`, `focus`, `metrics`, `scatter`, `comparison`, `corpus`, `cross`, `generation`, `qk`,
-`teaching`, `attribution`), what they share in `style`. The app's pages and notebooks call the
+"""Every figure of mha-viz as a `plotly.graph_objects.Figure`, the public face over where they are drawn:
+each feature's own figures in its folder (`mha_viz/features/<id>/figures.py`: the line view, token focus,
+comparison, generation, queries and keys, teaching, attribution, …), what they share in `mha_viz.drawing`
+(the head maps and grids, per-head grids, style). The app's pages and notebooks call the
 same functions; nothing here knows Streamlit.
 
 The functions below are the public surface: each takes what `mha_viz` computes (a run, a
@@ -29,21 +30,21 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz import metrics as head_metrics
-from mha_viz.figures import attribution as attribution_figures
-from mha_viz.figures import comparison as compare_figures
-from mha_viz.figures import focus as focus_figures
-from mha_viz.figures import generation as generation_figures
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import line_view as line_figures
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import retrieval as retrieval_figures
-from mha_viz.figures import scan as scan_figures
-from mha_viz.figures import scatter as scatter_figures
-from mha_viz.figures import task as task_figures
-from mha_viz.figures import teaching as teach_figures
-from mha_viz.figures import type_grid
-from mha_viz.figures import why as why_figures
-from mha_viz.figures.offline import notebook
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import scatter as scatter_figures
+from mha_viz.drawing.offline import notebook
+from mha_viz.features.compare import figures as compare_figures
+from mha_viz.features.focus import figures as focus_figures
+from mha_viz.features.generate import figures as generation_figures
+from mha_viz.features.head_metrics import type_figures as type_grid
+from mha_viz.features.head_view import links_figures as scan_figures
+from mha_viz.features.head_view import why_figures
+from mha_viz.features.lines import figures as line_figures
+from mha_viz.features.prediction import figures as attribution_figures
+from mha_viz.features.prediction import task_figures
+from mha_viz.features.retrieval import figures as retrieval_figures
+from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.scan import opening
 from mha_viz.scan.row_detail import row_detail
 from mha_viz.views import focus as focus_arrays
@@ -164,7 +165,7 @@ def head_scatter(run: AttentionRun | pd.DataFrame, x: str = scatter_figures.DEFA
     `mha_viz.metrics.METRICS`, coloured by a third measure, "layer" or "pattern" (the class). run: a run
     (its `head_table`, weights as `metric_grid`'s) or a table already computed, one row per head (a run's
     head table, a corpus' `CorpusStats.table`). One point a head, layer-major: the point index of a click
-    or a lasso is the table's row (`figures.scatter.picked_heads`)."""
+    or a lasso is the table's row (`mha_viz.drawing.scatter.picked_heads`)."""
     table = run if isinstance(run, pd.DataFrame) else head_metrics.head_table(run, weights)
     return scatter_figures.measure_scatter(table, x, y, colour)
 

@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import teaching as teach_figures
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.text import loss_inputs
 from mha_viz.ui import analysis, charts, heads_off, keys, notebook_button, resources, session

@@ -8,8 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz import InputError, metrics
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
 from mha_viz.metrics.across_layers import check_rollout
 from mha_viz.ui import analysis, charts, keys, view_helpers
 from mha_viz.ui.text import plain

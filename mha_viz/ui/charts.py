@@ -10,7 +10,7 @@ from typing import Callable, Hashable, TypeVar
 import plotly.graph_objects as go
 import streamlit as st
 
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import keys, session
 
 log = logging.getLogger("mha_viz.ui")

@@ -13,8 +13,8 @@ import streamlit as st
 from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import path_patching
-from mha_viz.figures import circuit as circuit_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.prediction import circuit_figures
 from mha_viz.ui import charts, export_views, jobs, keys, resources, session, sidebar
 from mha_viz.ui.text import plain
 

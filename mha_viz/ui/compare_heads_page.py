@@ -7,7 +7,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import metrics
-from mha_viz.figures import metrics as metric_figures
+from mha_viz.drawing import metrics as metric_figures
 from mha_viz.ui import analysis, charts, keys, session, view_helpers
 from mha_viz.views import detail
 

@@ -14,8 +14,8 @@ import torch
 import mha_viz
 from mha_viz import metrics
 from mha_viz.budget import memory
-from mha_viz.figures import comparison as compare_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.compare import figures as compare_figures
 from mha_viz.ui import analysis, charts, export_views, keys, resources, session, shared_head, sidebar, view_helpers
 from mha_viz.ui.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
 from mha_viz.ui.cost_prompt import accepted, read_note, read_seconds

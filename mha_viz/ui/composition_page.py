@@ -8,9 +8,9 @@ import numpy as np
 import streamlit as st
 
 from mha_viz.circuits import composition as compose
-from mha_viz.figures import composition as composition_figures
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import metrics as metric_figures
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.features.composition import figures as composition_figures
 from mha_viz.ui import analysis, charts, keys, resources, session, shared_head, view_helpers
 from mha_viz.ui.text import plain
 

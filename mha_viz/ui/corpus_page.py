@@ -20,9 +20,9 @@ from mha_viz import corpus, figures, metrics, needs
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
-from mha_viz.figures import corpus as corpus_figures
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.corpus import figures as corpus_figures
 from mha_viz.interventions import ablation
 from mha_viz.text import loss_inputs
 from mha_viz.ui import analysis, charts, export_views, jobs, keys, notebook_button, resources, session, view_helpers

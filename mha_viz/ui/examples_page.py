@@ -12,8 +12,8 @@ import streamlit as st
 from mha_viz import metrics
 from mha_viz.corpus.examples import MIN_KEYS, TOP_ROWS
 from mha_viz.corpus.store import statistics_store
-from mha_viz.figures import examples as example_figures
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
+from mha_viz.features.examples import figures as example_figures
 from mha_viz.text.wording import plural
 from mha_viz.ui import charts, keys, session, shared_head, view_helpers
 from mha_viz.ui.text import plain

@@ -17,8 +17,8 @@ import streamlit as st
 
 from mha_viz import metrics, needs
 from mha_viz.capture import head_rows, run_file
+from mha_viz.drawing import style as figure_style
 from mha_viz.export import report
-from mha_viz.figures import style as figure_style
 from mha_viz.settings import size_text
 from mha_viz.ui import analysis, boxes, keys, resources, seq2seq_views, session, shared_head
 from mha_viz.ui.text import plain

@@ -3,7 +3,7 @@ what attends to it, with (on demand) the mean and max over heads and over layers
 strongest head. Figures are made once per server for what they show (`charts.cached`).
 
 Reads the run the sidebar computed; the arrays come from `mha_viz.views.focus`, the figures from
-`mha_viz.figures.focus`.
+`mha_viz.features.focus.figures`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import dataclasses
 
 import streamlit as st
 
-from mha_viz.figures import focus as focus_figures
+from mha_viz.features.focus import figures as focus_figures
 from mha_viz.ui import charts, focus_pair, keys, seq2seq_views, session, view_helpers
 from mha_viz.ui.focus_pair import TOKENS, WORDS
 from mha_viz.ui.text import plain

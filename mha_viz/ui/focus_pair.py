@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.figures import focus as focus_figures
+from mha_viz.features.focus import figures as focus_figures
 from mha_viz.ui import charts, keys, session, shared_head, why_here
 from mha_viz.ui.text import plain
 from mha_viz.views import focus, token_pair

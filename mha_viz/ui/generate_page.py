@@ -21,7 +21,7 @@ import mha_viz
 import mha_viz_models
 from mha_viz import catalogue, needs
 from mha_viz.capture import generation
-from mha_viz.figures import generation as gfig
+from mha_viz.features.generate import figures as gfig
 from mha_viz.text.tokenize import count_text
 from mha_viz.ui import charts, jobs, keys, resources, seq2seq_views, session, shared_head, sidebar, state
 from mha_viz.ui.analysis_key import ModelKey

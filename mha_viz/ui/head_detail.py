@@ -4,7 +4,7 @@ page (a link carries it: `links`)."""
 
 from __future__ import annotations
 
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.ui import keys, session
 from mha_viz.views import detail
 

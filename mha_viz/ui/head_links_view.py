@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz.figures import scan as link_figures
+from mha_viz.features.head_view import links_figures as link_figures
 from mha_viz.scan import opening
 from mha_viz.scan.row_detail import BARS, row_detail, top_keys
 from mha_viz.text.wording import plural

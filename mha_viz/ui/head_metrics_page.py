@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz import figures, metrics
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import (
     analysis,
     charts,

@@ -1,6 +1,6 @@
 """Every head on any two measures (the Head metrics and Corpus pages): a measure on x, one on y and a third
-(or the layer, or the pattern class) as the colour, drawn by `figures.scatter.measure_scatter`. A click on a
-head opens it in the head view; a box or a lasso picks heads, and a button compares them (up to six) on
+(or the layer, or the pattern class) as the colour, drawn by `drawing/scatter.measure_scatter`. A click on
+a head opens it in the head view; a box or a lasso picks heads, and a button compares them (up to six) on
 *Compare heads*. Only heads of layers the sidebar's run holds can open or be compared."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from mha_viz.figures import scatter
+from mha_viz.drawing import scatter
 from mha_viz.metrics import METRICS
 from mha_viz.ui import charts, keys, session, shared_head
 

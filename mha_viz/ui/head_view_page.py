@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.ui import (
     boxes,
     charts,

@@ -8,6 +8,8 @@ where it is used (`analysis_key.AnalysisKey`, the pages' own keys of a result).
 
 from __future__ import annotations
 
+from mha_viz.export import shared_controls
+
 # the pages' own controls' keys live with their feature (`mha_viz/features/<id>/controls.py`), named here too
 from mha_viz.features.ablation import controls as _ablation
 from mha_viz.features.across_layers import controls as _across_layers
@@ -110,7 +112,7 @@ SIM_ORDER = _similarity.SIM_ORDER
 TEACH_DEMO = _teaching.TEACH_DEMO
 TEACH_PART = _teaching.TEACH_PART
 TEACH_ROW = _teaching.TEACH_ROW
-TEACH_START = _teaching.TEACH_START
+TEACH_START = shared_controls.TEACH_START  # the walkthrough's window: Teaching and Queries and keys share it
 
 # --- the sidebar's inputs (widget keys) ---------------------------------------------------------
 MODEL_CHOICE = "model_choice"
@@ -139,7 +141,7 @@ LENS_CONTRIBUTIONS = "contributions"
 
 # --- export (export_views): the charts' download format and size
 EXPORT_FORMAT = "export_format"  # png or svg: what Plotly's camera button downloads
-EXPORT_SIZE = "export_size"  # a key of mha_viz.figures.style.DOWNLOAD_SIZES
+EXPORT_SIZE = "export_size"  # a key of mha_viz.drawing.style.DOWNLOAD_SIZES
 EXPORT_HEADS = "export_heads"  # the heads the HTML report shows, as (layer row, head)
 EXPORT_HALF = "export_half"  # the .npz in float16
 EXPORT_OPEN = "export_open"  # whether the sidebar's Export box is open: its content is built only then

@@ -1,4 +1,4 @@
-"""The line view: BertViz's head view, drawn by `mha_viz.figures.line_view` — queries on the left,
+"""The line view: BertViz's head view, drawn by `mha_viz.features.lines.figures` — queries on the left,
 keys on the right, a line per weight; one layer, any set of its heads in their own colours, a
 threshold, and a focus token (click one, or pick it) whose lines alone are drawn. The figure is
 made once per server for what it shows (`charts.cached`).
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.figures import line_view as line_figures
+from mha_viz.features.lines import figures as line_figures
 from mha_viz.ui import charts, keys, seq2seq_views, session, shared_head, view_helpers
 
 MAX_TOKENS = line_figures.MAX_TOKENS  # past this many tokens the view draws a window of them

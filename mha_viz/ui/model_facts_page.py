@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import export_views, keys, other_layers, view_helpers
 from mha_viz.ui.text import plain
 

@@ -9,9 +9,9 @@ import logging
 import numpy as np
 import streamlit as st
 
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import (
     analysis,
     charts,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 import mha_viz
+from mha_viz.drawing import style as figure_style
 from mha_viz.export import notebook
-from mha_viz.figures import style as figure_style
 from mha_viz.ui import keys, seq2seq_views, session, shared_head, sidebar
 
 

@@ -17,8 +17,8 @@ import streamlit as st
 import mha_viz
 from mha_viz import effective, needs
 from mha_viz.budget import capture_budget
+from mha_viz.drawing import effective as effective_figures
 from mha_viz.effective import NotExact, effective_attention
-from mha_viz.figures import effective as effective_figures
 from mha_viz.metrics import EFFECTIVE_MEASURES
 from mha_viz.ui import charts, keys, resources
 from mha_viz.ui.analysis_key import AnalysisKey

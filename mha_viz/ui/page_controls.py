@@ -22,14 +22,13 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from mha_viz import catalogue
-from mha_viz.export import link_params
+from mha_viz.export import link_params, shared_controls
 from mha_viz.export import view_params as vp
-from mha_viz.features.teaching import controls as teaching_controls
 from mha_viz.ui import heads_off, keys, session
 
 # each page's controls, from its feature's record (`features/<id>/controls.py`), in the navigation's order
 BY_PAGE: dict[str, tuple[vp.Control, ...]] = {f.id: f.controls for f in catalogue.features()}
-WALK_START = teaching_controls.WALK_START  # the walkthrough's window: Teaching and Queries and keys share it
+WALK_START = shared_controls.WALK_START  # the walkthrough's window: Teaching and Queries and keys share it
 CONTROLS: dict[str, vp.Control] = {c.name: c for controls in BY_PAGE.values() for c in controls}
 # the pages' input widgets that no link carries as a page control, and why (tests/unit/test_view_params.py
 # checks that every input widget of the UI is declared in BY_PAGE or here)

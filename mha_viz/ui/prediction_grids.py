@@ -9,7 +9,7 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import figures
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.interventions import estimate, prediction
 from mha_viz.ui import charts, keys, shared_head
 

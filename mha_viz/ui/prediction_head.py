@@ -12,8 +12,8 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import needs
-from mha_viz.figures import attribution as attribution_figures
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
+from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.interventions import attribution, prediction
 from mha_viz.ui import charts, keys, notebook_button, resources, session, shared_head
 from mha_viz.ui.text import plain

@@ -13,9 +13,9 @@ from typing import NamedTuple
 import streamlit as st
 
 from mha_viz import needs
+from mha_viz.drawing import style as figure_style
 from mha_viz.features.prediction import controls as prediction_controls
-from mha_viz.figures import attribution as attribution_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.interventions import estimate, prediction
 from mha_viz.ui import (
     charts,

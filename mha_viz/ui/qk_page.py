@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.figures import qk as qk_figures
+from mha_viz.features.qk import figures as qk_figures
 from mha_viz.ui import analysis, charts, keys, session, shared_head, walk_window
 from mha_viz.ui.text import plain
 from mha_viz.ui.view_helpers import start

@@ -14,9 +14,9 @@ import streamlit as st
 import mha_viz
 from mha_viz import figures, needs
 from mha_viz.capture import generation
+from mha_viz.drawing import heads as head_figures
+from mha_viz.features.retrieval import figures as retrieval_figures
 from mha_viz.features.retrieval.controls import DEFAULT_DEPTHS, DEFAULT_LENGTH, DEPTHS, MIN_LENGTH
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import retrieval as retrieval_figures
 from mha_viz.tasks import retrieval
 from mha_viz.text.tokenize import InputError, token_limit
 from mha_viz.ui import charts, jobs, keys, notebook_button, notes, resources, session, shared_head, view_helpers

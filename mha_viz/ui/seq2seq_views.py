@@ -18,10 +18,10 @@ import html
 import streamlit as st
 
 import mha_viz
-from mha_viz.figures import cross as cross_figures
-from mha_viz.figures import focus as focus_figures
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import cross as cross_figures
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.focus import figures as focus_figures
 from mha_viz.metrics import cross_attention as cross_metrics
 from mha_viz.ui import charts, keys, session, shared_head
 from mha_viz.ui.text import plain

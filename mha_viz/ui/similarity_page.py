@@ -7,8 +7,8 @@ import numpy as np
 import streamlit as st
 
 from mha_viz import ModelLoadError, metrics
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import analysis, charts, keys, session, view_helpers
 from mha_viz.ui.cost_prompt import ASK_ABOVE_S, accepted, entries, read_note, read_seconds
 from mha_viz.ui.text import plain

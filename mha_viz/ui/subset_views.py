@@ -3,14 +3,14 @@ a range (or pick-list) of key tokens (e.g. the second sentence's queries over th
 sentence's keys), with sentence presets.
 
 Only the chosen rows are read (`mha_viz.views.head_reads.cells`, equal to `detail.subset` of the dense
-head); the figure is `mha_viz.figures.heads.head_heatmap(rows=, cols=)`.
+head); the figure is `mha_viz.drawing.heads.head_heatmap(rows=, cols=)`.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.ui import keys, page_controls, session
 from mha_viz.views import detail
 

@@ -11,8 +11,8 @@ import streamlit as st
 from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import path_patching
+from mha_viz.features.prediction import circuit_figures
 from mha_viz.features.prediction.controls import DEFAULT_DRAWN, MAX_DRAWN
-from mha_viz.figures import circuit as circuit_figures
 from mha_viz.tasks import faithfulness_set
 from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.ui import charts, jobs, keys, notebook_button, resources, session

@@ -13,7 +13,7 @@ import streamlit as st
 
 import mha_viz_models
 from mha_viz import figures
-from mha_viz.figures import teaching as teach_figures
+from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.ui import analysis, charts, keys, notebook_button, resources, session, shared_head, sidebar, walk_window
 from mha_viz.ui.view_helpers import start
 from mha_viz.views import teaching

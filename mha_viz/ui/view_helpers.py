@@ -9,7 +9,7 @@ import logging
 import streamlit as st
 
 from mha_viz import catalogue, metrics
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.ui import analysis, charts, keys, notes, seq2seq_views, session, shared_head, state
 
 log = logging.getLogger("mha_viz.ui")

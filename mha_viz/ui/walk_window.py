@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.figures.teaching import outside_label
+from mha_viz.features.teaching.figures import outside_label
 from mha_viz.ui import keys, session
 from mha_viz.views.teaching import TEACH_TOKENS, Walkthrough
 

@@ -8,8 +8,8 @@ import streamlit as st
 
 from mha_viz.budget import memory
 from mha_viz.circuits import score_terms as circuits
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import why as why_figures
+from mha_viz.drawing import heads as head_figures
+from mha_viz.features.head_view import why_figures
 from mha_viz.ui import analysis, charts, keys, resources, session
 from mha_viz.ui.text import plain
 

@@ -8,7 +8,7 @@ import json
 
 from streamlit.testing.v1 import AppTest
 
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import keys
 from tests.helpers import HEADINGS, ROOT, decode, shown
 
@@ -102,7 +102,7 @@ def frame(at: AppTest, column: str):
 
 
 def chart_title(chart: dict) -> str:
-    """A chart's title read as one line (a long one wraps with <br>: `mha_viz.figures.style.wrap_title`)."""
+    """A chart's title read as one line (a long one wraps with <br>: `mha_viz.drawing.style.wrap_title`)."""
     return chart["layout"].get("title", {}).get("text", "").replace("<br>", " ")
 
 

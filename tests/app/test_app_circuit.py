@@ -13,7 +13,7 @@ import pytest
 
 import mha_viz
 from mha_viz.circuits import path_patching
-from mha_viz.figures import circuit as circuit_figures
+from mha_viz.features.prediction import circuit_figures
 from mha_viz.interventions import prediction
 from mha_viz.ui import keys
 from tests.app.helpers import app_test, chart_title, charts, open_page, shown, start_app, titled

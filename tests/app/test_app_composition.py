@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz.circuits import composition
-from mha_viz.figures import composition as composition_figures
+from mha_viz.features.composition import figures as composition_figures
 from mha_viz.ui import keys
 from tests.app.helpers import charts, frame, open_page, open_with_text
 

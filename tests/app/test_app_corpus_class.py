@@ -13,7 +13,7 @@ import mha_viz
 from mha_viz import corpus
 from mha_viz.corpus import split
 from mha_viz.corpus.inputs import corpus_hash
-from mha_viz.figures import examples as example_figures
+from mha_viz.features.examples import figures as example_figures
 from mha_viz.metrics import METRICS
 from mha_viz.ui import keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text, shown

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import keys
 from mha_viz.views import detail
 from tests.app.helpers import charts, open_page, open_with_text, titled

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui import keys
 from tests.app.helpers import chart_titles, open_page, open_with_text, titled
 

@@ -12,8 +12,8 @@ from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 import mha_viz
-from mha_viz.figures import generation as gfig
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.generate import figures as gfig
 from mha_viz.ui import keys
 from tests.app.helpers import generation_figures as _figures
 from tests.app.helpers import on_generate, open_page, shown, start_app

@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz.capture import head_rows
-from mha_viz.figures import generation as gfig
+from mha_viz.features.generate import figures as gfig
 from mha_viz.ui import keys
 from tests.app.helpers import generation_figures as _figures
 from tests.app.helpers import on_generate as _on_generate

@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz import figures, metrics
-from mha_viz.figures.style import PATTERN_COLOURS
+from mha_viz.drawing.style import PATTERN_COLOURS
 from tests.app.helpers import open_with_text, titled
 
 pytestmark = pytest.mark.model

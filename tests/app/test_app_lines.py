@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mha_viz.figures import line_view as line_figures
+from mha_viz.features.lines import figures as line_figures
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_with_text
 

@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz.budget import capture_budget
-from mha_viz.figures import attribution as attribution_figures
+from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.interventions import ablation, attribution, prediction
 from mha_viz.ui import keys
 from mha_viz.ui.sidebar import OTHER

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.ui import keys
 from tests.app.helpers import chart_title, charts, open_with_text
 

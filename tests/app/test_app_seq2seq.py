@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
 from mha_viz.ui.sidebar import OTHER
 from tests.app.helpers import PAGE_IDS, charts, open_page, start_app
 

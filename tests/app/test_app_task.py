@@ -14,7 +14,7 @@ import pytest
 
 import mha_viz
 from mha_viz.features.prediction.controls import METHODS
-from mha_viz.figures.task import MARK
+from mha_viz.features.prediction.task_figures import MARK
 from mha_viz.tasks import generators
 from mha_viz.ui import keys
 from tests.app.helpers import chart_title, charts, open_with_text, shown

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz.figures import heads as head_figures
+from mha_viz.drawing import heads as head_figures
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, start_app
 

@@ -4,7 +4,7 @@ limit and hidden tokens, a page's own controls after a visit to another page, th
 
 from __future__ import annotations
 
-from mha_viz.figures import line_view as line_figures
+from mha_viz.features.lines import figures as line_figures
 from mha_viz.ui import keys
 
 from .helpers import export_box, open_page, start_app

@@ -50,7 +50,7 @@ import numpy as np
 import pytest
 
 from mha_viz.corpus.store import statistics_store
-from mha_viz.figures.attribution import MARK
+from mha_viz.features.prediction.figures import MARK
 from mha_viz.interventions import prediction
 from mha_viz.interventions.estimate import DISAGREE
 from mha_viz.ui import keys

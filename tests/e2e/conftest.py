@@ -128,7 +128,7 @@ CURVE_POINT = """(el, [index, curve]) => {
 }"""
 COLLECTED_AT = time.time()  # this process's collection; under xdist, every process collects at the start
 NAV_LINK = "[data-testid=stTopNavDropdownLink]"  # a page's link in a section's menu of the top navigation
-ZW = "\u200b"  # mha_viz.figures.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
+ZW = "\u200b"  # mha_viz.drawing.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
 
 def _in_ci() -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mha_viz.figures import line_view as line_figures
+from mha_viz.features.lines import figures as line_figures
 
 pytestmark = pytest.mark.e2e
 

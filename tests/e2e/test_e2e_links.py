@@ -12,8 +12,8 @@ import urllib.parse
 
 import pytest
 
+from mha_viz.drawing import heads as head_figures
 from mha_viz.export import link_params as links
-from mha_viz.figures import heads as head_figures
 
 from .conftest import open_link
 

@@ -1,6 +1,6 @@
 """One head's links for any run (`views.head_links`): a long run's, its scan's kept keys, against the same rule
 applied to the dense run's rows of the same ~600 tokens (identical keys up to ties, weights and the rest within
-1e-5), and the figures drawn from them (`figures.scan`: the token strip, the heaviest links, the distance
+1e-5), and the figures drawn from them (`head_view/links_figures`: the token strip, the heaviest links, the distance
 histogram) the same for both kinds, drawn from a long run under `forbid_dense`."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
-from mha_viz.figures import scan as link_figures
+from mha_viz.features.head_view import links_figures as link_figures
 from mha_viz.scan import run as scan_run
 from mha_viz.views import head_links
 from tests.models.long_pairs import dense_and_long

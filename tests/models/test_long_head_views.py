@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import line_view
+from mha_viz.drawing import heads as head_figures
+from mha_viz.features.lines import figures as line_view
 from mha_viz.views import detail, head_reads
 from tests.models.long_pairs import dense_and_long
 

@@ -114,7 +114,7 @@ def test_a_long_run_saves_as_a_dense_file_and_reopens(runs, tmp_path):
 
 
 def test_the_public_grid_of_a_long_run_is_the_dense_runs(runs):
-    from mha_viz.figures import heads as head_figures
+    from mha_viz.drawing import heads as head_figures
     _model, dense, long = runs
     with head_rows.forbid_dense():
         canvas, t, gap = head_figures.grid_canvas(long)

@@ -9,8 +9,8 @@ import pytest
 
 import mha_viz
 from mha_viz import AttentionRun
-from mha_viz.figures import comparison as compare_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.compare import figures as compare_figures
 
 
 def _random(L, H, n, seed):

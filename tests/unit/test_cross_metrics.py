@@ -8,7 +8,7 @@ import pytest
 
 from mha_viz import metrics
 from mha_viz.capture import CrossAttention
-from mha_viz.figures import cross as cross_figures
+from mha_viz.drawing import cross as cross_figures
 from mha_viz.metrics import cross_attention as cross_metrics
 from tests.helpers import random_run
 

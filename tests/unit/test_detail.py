@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import style as figure_style
 from mha_viz.views import detail
 
 

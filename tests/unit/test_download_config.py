@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
 
 
 def test_svg_at_paper_size_and_png_scaled():

@@ -1,4 +1,4 @@
-"""The thumbnails of effective attention (mha_viz.figures.effective): signed weights keep their sign when pooled
+"""The thumbnails of effective attention (mha_viz.drawing.effective): signed weights keep their sign when pooled
 (a block's cell of largest |A|, planted here), each group's largest |A| is read before pooling, and the grid's
 colours run from blue (negative) through white to red (positive)."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from mha_viz.figures import effective
+from mha_viz.drawing import effective
 
 
 def test_a_block_keeps_the_sign_of_its_largest_magnitude():

@@ -1,4 +1,4 @@
-"""A head example's document figure (`mha_viz.figures.examples.document_figure`): a long document is
+"""A head example's document figure (`mha_viz.features.examples.figures.document_figure`): a long document is
 drawn at the size of a short one, cut to whole rows around the query (which is framed where it is),
 each shown key shaded by the weight that query gives it; a short document is drawn whole."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.figures import examples as example_figures
+from mha_viz.features.examples import figures as example_figures
 
 
 def _document(n: int, query: int, seed: int = 0):

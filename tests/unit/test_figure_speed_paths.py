@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from mha_viz import AttentionRun
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import metrics as metric_figures
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import metrics as metric_figures
 from mha_viz.ui import across_layers_page, charts, similarity_page
 from mha_viz.views import detail
 

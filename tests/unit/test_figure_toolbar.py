@@ -1,4 +1,4 @@
-"""Room for Plotly's toolbar and titles that wrap (`mha_viz.figures.style`): every figure keeps a band
+"""Room for Plotly's toolbar and titles that wrap (`mha_viz.drawing.style`): every figure keeps a band
 at its top for the toolbar, above its title; a long title breaks into lines of at most TITLE_CHARS
 shown characters, at its phrases, and never inside an HTML tag. (The e2e tier measures the same in
 Chromium: tests/e2e/test_e2e_class_view.py.)"""
@@ -10,8 +10,8 @@ import re
 
 import numpy as np
 
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import style
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import style
 from tests.helpers import random_run
 
 

@@ -7,9 +7,9 @@ import json
 import numpy as np
 
 from mha_viz import AttentionRun
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import metrics as metric_figures
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
 from tests.helpers import decode_json
 
 

@@ -12,8 +12,8 @@ import pytest
 
 import mha_viz
 from mha_viz import AttentionRun, figures, metrics
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import metrics as metric_figures
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import metrics as metric_figures
 
 
 def _attention(L, H, n, seed=0, causal=False):
@@ -167,7 +167,7 @@ def test_generation_step_draws_the_row_that_chose_the_token():
 
 
 def test_the_attribution_grids_draw_the_explanations_arrays():
-    from mha_viz.figures.attribution import MARK
+    from mha_viz.features.prediction.figures import MARK
     from mha_viz.interventions.estimate import agreement
 
     rng = np.random.default_rng(0)

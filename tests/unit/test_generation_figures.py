@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.figures import generation as gfig
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.generate import figures as gfig
 
 
 def _causal(n: int, seed: int = 0) -> np.ndarray:

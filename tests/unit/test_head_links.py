@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
-from mha_viz.figures import scan as link_figures
+from mha_viz.features.head_view import links_figures as link_figures
 from mha_viz.views import head_links
 
 

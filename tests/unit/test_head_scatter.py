@@ -1,4 +1,4 @@
-"""Every head on two measures (`figures.head_scatter`, `figures.scatter`): each point is its row's values, the
+"""Every head on two measures (`figures.head_scatter`, `drawing/scatter`): each point is its row's values, the
 colours are the layers, classes or the third measure of that row, the hover names the head, and the points a
 click, box or lasso picks read back as the table's rows."""
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from mha_viz import AttentionRun, figures, metrics
-from mha_viz.figures import scatter
-from mha_viz.figures.style import PATTERN_COLOURS
+from mha_viz.drawing import scatter
+from mha_viz.drawing.style import PATTERN_COLOURS
 from mha_viz.metrics.measures import ENTROPY_SMOOTHING
 
 

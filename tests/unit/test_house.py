@@ -231,3 +231,49 @@ def test_planted_layer_breaches_are_found():
         "mha_viz/views/detail.py imports streamlit (only app.py and mha_viz/ui may)",
         "models/mha_viz_models/attention/heads.py imports mha_viz (mha_viz_models must stand alone)",
     ]
+
+
+FEATURES = "mha_viz.features"
+ABOVE_THE_KERNEL = (UI, FEATURES, "mha_viz.figures")  # the UI, the features and the figures' face over them
+
+
+def feature_breaches(graph: dict[str, set[str]]) -> list[str]:
+    """Imports that break the rooms' order between the kernel and the features: a feature's folder importing
+    another feature's (a feature is one folder), or a kernel module (any of mha_viz but the package's face, the
+    UI, the features and `mha_viz.figures`) importing a feature."""
+    def feature(module: str) -> str | None:
+        parts = module.split(".")
+        return ".".join(parts[:3]) if module.startswith(FEATURES + ".") and len(parts) > 2 else None
+
+    found = set()
+    for module, targets in graph.items():
+        if not module.startswith("mha_viz.") or module == FEATURES:
+            continue
+        own = feature(module)
+        kernel = not module.startswith(ABOVE_THE_KERNEL)
+        for other in map(feature, targets):
+            if other is not None and other != own and (kernel or own is not None):
+                found.add(f"{module} imports {other}")
+    return sorted(found)
+
+
+def test_no_feature_imports_another_and_the_kernel_imports_none():
+    found = feature_breaches(import_graph(_sources()))
+    assert not found, "\n".join(found)
+
+
+def test_planted_feature_breaches_are_found():
+    sources = {
+        "mha_viz": ("", True), "mha_viz.features": ("", True),
+        "mha_viz.features.a": ("", True), "mha_viz.features.a.figures": ("from mha_viz.drawing import style\n", False),
+        "mha_viz.features.b": ("", True), "mha_viz.features.b.figures": ("", False),
+        "mha_viz.drawing": ("", True), "mha_viz.drawing.style": ("", False),
+        "mha_viz.figures": ("from mha_viz.features.a import figures\n", True),  # the face may
+        "mha_viz.ui": ("", True), "mha_viz.ui.page": ("from mha_viz.features.b import figures\n", False),  # the UI may
+    }
+    assert feature_breaches(import_graph(sources)) == []
+    sources["mha_viz.features.b.figures"] = ("from mha_viz.features.a.figures import f\n", False)
+    sources["mha_viz.drawing.style"] = ("def f():\n    from mha_viz.features.b import figures\n", False)
+    assert feature_breaches(import_graph(sources)) == [
+        "mha_viz.drawing.style imports mha_viz.features.b",
+        "mha_viz.features.b.figures imports mha_viz.features.a"]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
-from mha_viz.figures import focus as focus_figures
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import line_view as line_figures
+from mha_viz.drawing import heads as head_figures
+from mha_viz.features.focus import figures as focus_figures
+from mha_viz.features.lines import figures as line_figures
 from mha_viz.interventions import attribution
 from mha_viz.text.tokenize import InputError
 from mha_viz.views import focus

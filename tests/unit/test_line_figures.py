@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
-from mha_viz.figures import line_view as lf
-from mha_viz.figures import style as figure_style
+from mha_viz.drawing import style as figure_style
+from mha_viz.features.lines import figures as lf
 from tests.helpers import decode_json
 
 

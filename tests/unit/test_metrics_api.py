@@ -29,8 +29,10 @@ ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing",
                "EFFECTIVE_MEASURES", "effective_measures"]  # a hybrid's other layers measured (issue 55)
 
 PACKAGE = Path(mha_viz.__file__).parent
-SUBPACKAGES = ("metrics", "figures")
-MODULES = [p for sub in SUBPACKAGES for p in sorted((PACKAGE / sub).glob("*.py"))]
+SUBPACKAGES = ("metrics", "figures", "drawing")
+# the measures, the figures' face, what figures share, and each feature's own figures
+MODULES = ([p for sub in SUBPACKAGES for p in sorted((PACKAGE / sub).glob("*.py"))]
+           + sorted((PACKAGE / "features").glob("*/*figures.py")))
 
 
 @pytest.mark.parametrize("name", EXPORTED_BEFORE_SPLIT)

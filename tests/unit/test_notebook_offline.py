@@ -15,7 +15,7 @@ import pytest
 from plotly.offline import get_plotlyjs
 
 from mha_viz import AttentionRun, figures
-from mha_viz.figures import offline
+from mha_viz.drawing import offline
 
 SCRIPT_SRC = re.compile(r"<script\b[^>]*\bsrc\s*=", re.IGNORECASE)
 OUTSIDE = re.compile(r"""\bsrc\s*=\s*["']?\s*(https?:)?//""", re.IGNORECASE)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import itertools
 
 from mha_viz.corpus import PATTERN_ORDER
-from mha_viz.figures import examples, type_grid
-from mha_viz.figures.style import PATTERN_COLOURS
+from mha_viz.drawing.style import PATTERN_COLOURS
+from mha_viz.features.examples import figures as examples
+from mha_viz.features.head_metrics import type_figures as type_grid
 from mha_viz.metrics.head_stats import MIXED_SHARES, RULE_INPUTS, classify
 from mha_viz.metrics.measures import PATTERN_CLASSES
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.figures import qk as qk_figures
+from mha_viz.features.qk import figures as qk_figures
 from mha_viz.views import qk
 from mha_viz.views.teaching import softmax_rows
 

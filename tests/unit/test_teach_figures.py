@@ -10,8 +10,8 @@ import numpy as np
 import plotly.io as pio
 import pytest
 
-from mha_viz.figures import teaching as teach_figures
-from mha_viz.figures.style import axis_labels, label_text
+from mha_viz.drawing.style import axis_labels, label_text
+from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.views import teaching
 from tests.helpers import decode
 

@@ -1,4 +1,4 @@
-"""The grid of head types (`mha_viz.figures.type_grid`, `figures.head_types`): on a planted grid of
+"""The grid of head types (`mha_viz.features.head_metrics.type_figures`, `figures.head_types`): on a planted grid of
 pattern labels each cell's colour is its class's legend colour, the legend lists the classes present
 in the catalogue's order, the hover names the head and its full label, and a click's point index
 names the head (layer-major)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mha_viz.figures import heads as head_figures
-from mha_viz.figures import type_grid
-from mha_viz.figures.style import PATTERN_COLOURS
+from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing.style import PATTERN_COLOURS
+from mha_viz.features.head_metrics import type_figures as type_grid
 
 PLANTED = np.array([["diagonal:prev", "sink", "broad"],
                     ["mixed:sink+prev", "diagonal:self", "sink"]])

@@ -4,7 +4,7 @@ links and lesson steps carry (its record's `controls`; `ui/page_controls` reads 
 from __future__ import annotations
 
 from mha_viz.export import view_params as vp
-from mha_viz.features.head_metrics.controls import scatter
+from mha_viz.export.shared_controls import scatter
 from mha_viz.metrics.measures import METRICS
 
 CORPUS_BATCH = "corpus_batch"

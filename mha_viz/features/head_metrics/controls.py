@@ -4,7 +4,7 @@ links and lesson steps carry (its record's `controls`; `ui/page_controls` reads 
 from __future__ import annotations
 
 from mha_viz.export import view_params as vp
-from mha_viz.figures.scatter import COLOURS, DEFAULT_X, DEFAULT_Y, LAYER
+from mha_viz.export.shared_controls import scatter
 from mha_viz.metrics.cross_attention import COLUMNS as CROSS_COLUMNS
 from mha_viz.metrics.measures import METRICS
 
@@ -14,13 +14,6 @@ SCATTER_COLOUR = "scatter_colour"
 SCATTER_X = "scatter_x"
 SCATTER_Y = "scatter_y"
 
-
-def scatter(x: str, y: str, colour: str) -> tuple[vp.Control, ...]:
-    """The choices of a page's heads on two measures (`ui.head_scatter_view`)."""
-    return (vp.choice(x, tuple(METRICS), default=DEFAULT_X), vp.choice(y, tuple(METRICS), default=DEFAULT_Y),
-            vp.choice(colour, COLOURS, default=LAYER))
-
-
 CONTROLS = (vp.choice(METRIC_CHOICE, tuple(METRICS), default=next(iter(METRICS))),
-                 vp.choice(CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS))),
-                 *scatter(SCATTER_X, SCATTER_Y, SCATTER_COLOUR))
+            vp.choice(CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS))),
+            *scatter(SCATTER_X, SCATTER_Y, SCATTER_COLOUR))

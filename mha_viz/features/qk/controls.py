@@ -4,7 +4,7 @@ links and lesson steps carry (its record's `controls`; `ui/page_controls` reads 
 from __future__ import annotations
 
 from mha_viz.export import view_params as vp
-from mha_viz.features.teaching.controls import WALK_START
+from mha_viz.export.shared_controls import WALK_START
 from mha_viz.views import qk
 
 QK_I = "qk_i"  # query and key positions of the neuron view

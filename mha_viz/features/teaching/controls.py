@@ -4,14 +4,11 @@ links and lesson steps carry (its record's `controls`; `ui/page_controls` reads 
 from __future__ import annotations
 
 from mha_viz.export import view_params as vp
+from mha_viz.export.shared_controls import WALK_START  # its key, TEACH_START, shared with Queries and keys
 
 TEACH_DEMO = "teach_demo"
 TEACH_PART = "teach_part"  # which part of the page is drawn: a group of steps, the costs, the demonstrations
 TEACH_ROW = "teach_row"
-TEACH_START = "teach_start"  # the walkthrough's window: its first token (Teaching and Queries and keys share it)
-
-# the walkthrough's window (`ui.walk_window`): Teaching and Queries and keys share it
-WALK_START = vp.number(TEACH_START, 0, upto=vp.TOKENS, default=0)
 
 CONTROLS = (
     vp.choice(TEACH_PART, ("1–2 · Input, Q, K, V", "3–6 · Scores to probabilities", "7–9 · Output",

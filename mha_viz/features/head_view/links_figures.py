@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import colorbar, margin, plot_title
+from mha_viz.drawing.style import colorbar, margin, plot_title
 from mha_viz.views.head_links import links as head_links
 
 STRIP = 400  # queries the token strip shows at a time

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import COLORSCALE, axis_labels, colorbar, margin, plot_title
+from mha_viz.drawing.style import COLORSCALE, axis_labels, colorbar, margin, plot_title
 
 if TYPE_CHECKING:
     from mha_viz.capture.generation import Generation

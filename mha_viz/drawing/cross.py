@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from mha_viz.figures.heads import grid_figure
-from mha_viz.figures.style import COLORSCALE, axis_labels, colorbar, margin, plot_title, scale_top
+from mha_viz.drawing.heads import grid_figure
+from mha_viz.drawing.style import COLORSCALE, axis_labels, colorbar, margin, plot_title, scale_top
 
 X_TITLE, Y_TITLE = "source token (key, attended to)", "target token (query, attending)"
 

@@ -10,8 +10,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.corpus.accumulate import pattern_class
-from mha_viz.figures.metrics import layer_numbers
-from mha_viz.figures.style import PATTERN_COLOURS, margin, run_title, top_title
+from mha_viz.drawing.metrics import layer_numbers
+from mha_viz.drawing.style import PATTERN_COLOURS, margin, run_title, top_title
 
 TITLE = "Head types: each head's pattern class"
 OTHER = "#7f7f7f"  # a class outside PATTERN_COLOURS (none today): grey, still named in the legend

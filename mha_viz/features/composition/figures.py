@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.metrics import head_labels
-from mha_viz.figures.style import COLORSCALE, colorbar, margin, plot_title
+from mha_viz.drawing.metrics import head_labels
+from mha_viz.drawing.style import COLORSCALE, colorbar, margin, plot_title
 
 NAMES = {"q": "Q-composition", "k": "K-composition", "v": "V-composition"}
 MARKERS = 5000  # cells shown up to which each gets a marker that a click selects; past it none (a click on a cell

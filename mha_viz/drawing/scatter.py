@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import PATTERN_COLOURS, colorbar, margin, plot_title
+from mha_viz.drawing.style import PATTERN_COLOURS, colorbar, margin, plot_title
 from mha_viz.metrics.measures import METRICS
 
 LAYER, PATTERN = "layer", "pattern"  # colours that are not a measure

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import PLOT_WIDTH_PX, margin, plot_title
+from mha_viz.drawing.style import PLOT_WIDTH_PX, margin, plot_title
 
 NEEDED, AGAINST = "#c0392b", "#2e6fba"  # red: the clean prediction needs the edge (corrupting it lowers m); blue: not
 WIDTHS = (1.0, 2.0, 3.5, 5.5, 8.0)  # line widths, by |score| as a share of the largest drawn

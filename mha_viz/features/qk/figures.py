@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz.figures.style import NOTE_ROW_PX, axis_labels, margin, plot_title, title_room, top_title
+from mha_viz.drawing.style import NOTE_ROW_PX, axis_labels, margin, plot_title, title_room, top_title
 from mha_viz.views.qk import Neuron, QKMap, strongest_keys
 
 Q_COLOR, K_COLOR, PICK_COLOR = "#2171b5", "#e6550d", "#d62728"

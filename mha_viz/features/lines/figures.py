@@ -18,7 +18,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import axis_labels, margin, plot_title, run_title
+from mha_viz.drawing.style import axis_labels, margin, plot_title, run_title
 
 QUERY, KEY = "query", "key"
 SIDES = (QUERY, KEY)

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.corpus.examples import TOP_ROWS
-from mha_viz.figures.style import PATTERN_COLOURS, axis_labels, margin, plot_title
+from mha_viz.drawing.style import PATTERN_COLOURS, axis_labels, margin, plot_title
 
 
 def strongest_query(pattern: np.ndarray) -> int:

@@ -11,8 +11,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz.figures.metrics import metric_grid
-from mha_viz.figures.style import (
+from mha_viz.drawing.metrics import metric_grid
+from mha_viz.drawing.style import (
     COLORSCALE,
     DIVERGING,
     PLOT_WIDTH_PX,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.drawing.style import COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
 
 if TYPE_CHECKING:
     from mha_viz.views.teaching import Walkthrough

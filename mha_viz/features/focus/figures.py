@@ -11,7 +11,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.style import (
+from mha_viz.drawing.style import (
     COLORSCALE,
     NOTE_ROW_PX,
     PLOT_WIDTH_PX,

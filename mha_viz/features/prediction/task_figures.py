@@ -10,7 +10,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.metrics import metric_grid
+from mha_viz.drawing.metrics import metric_grid
 
 MARK = "interval holds 0"
 

@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.capture.run import AttentionRun
-from mha_viz.figures.style import (
+from mha_viz.drawing.style import (
     COLORSCALE,
     axis_labels,
     colorbar,

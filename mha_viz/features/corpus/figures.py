@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures.metrics import layer_numbers, metric_grid
-from mha_viz.figures.style import DIVERGING, PATTERN_COLOURS, colorbar, margin, plot_title, symmetric_bound, top_title
+from mha_viz.drawing.metrics import layer_numbers, metric_grid
+from mha_viz.drawing.style import DIVERGING, PATTERN_COLOURS, colorbar, margin, plot_title, symmetric_bound, top_title
 
 
 def _grid(table: pd.DataFrame, column: str) -> np.ndarray:

@@ -12,8 +12,8 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from mha_viz.figures.heads import png_data_uri
-from mha_viz.figures.style import DIVERGING, margin, plot_title
+from mha_viz.drawing.heads import png_data_uri
+from mha_viz.drawing.style import DIVERGING, margin, plot_title
 from mha_viz.views.detail import max_pool
 
 THUMB = 48  # cells a side of each thumbnail, as the heads' grid

@@ -11,8 +11,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.metrics import head_labels, metric_grid
-from mha_viz.figures.style import DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.drawing.metrics import head_labels, metric_grid
+from mha_viz.drawing.style import DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
 from mha_viz.interventions.estimate import DISAGREE
 
 POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # the ends of the grids' scale (RdBu_r): helps, hurts

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz.figures.heads import token_image
-from mha_viz.figures.style import (
+from mha_viz.drawing.heads import token_image
+from mha_viz.drawing.style import (
     COLORSCALE,
     DIVERGING,
     PATTERN_COLOURS,

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from mha_viz.circuits.score_terms import QKTerms
-from mha_viz.figures.style import DIVERGING, NOTE_ROW_PX, margin, plot_title, title_room, top_title
+from mha_viz.drawing.style import DIVERGING, NOTE_ROW_PX, margin, plot_title, title_room, top_title
 
 
 def _what(t: QKTerms) -> str:

@@ -10,8 +10,8 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.figures.metrics import metric_grid
-from mha_viz.figures.style import axis_labels, margin, plot_title
+from mha_viz.drawing.metrics import metric_grid
+from mha_viz.drawing.style import axis_labels, margin, plot_title
 
 NEEDLE_FILL = "rgba(0, 114, 178, 0.15)"
 
