@@ -16,6 +16,7 @@ from mha_viz import metrics, needs
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import composition as compose
 from mha_viz.circuits import score_terms as circuits
+from mha_viz.features.compare import need as compare_need
 from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui import resources
 from mha_viz.ui.analysis_key import AnalysisKey, ModelKey
@@ -260,5 +261,5 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
 def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.views.Comparison:
     """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
     raises Busy when the server is full, like an analysis)."""
-    with resources.slots().hold(need=needs.comparison(_run_a, _run_b)):
+    with resources.slots().hold(need=compare_need.comparison(_run_a, _run_b)):
         return mha_viz.compare(_run_a, _run_b)

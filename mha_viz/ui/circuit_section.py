@@ -15,6 +15,7 @@ from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import path_patching
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.prediction import circuit_figures
+from mha_viz.features.prediction import need as prediction_need
 from mha_viz.ui import charts, export_views, jobs, keys, resources, session, sidebar
 from mha_viz.ui.text import plain
 
@@ -96,7 +97,7 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
 
 def _find(model, key, method: str, answer: int, wrong: int):
     def work(progress):
-        need = needs.circuit(model, needs.tokens(model, key.clean, key.cap), method=method)
+        need = prediction_need.circuit(model, needs.tokens(model, key.clean, key.cap), method=method)
         with resources.slots().hold(need=need):
             edges = circuit_edges.edge_attribution(model, key.clean, key.corrupted, answer, wrong, method=method,
                                                    max_tokens=key.cap,
@@ -146,7 +147,7 @@ def _run_real(model, key, what: tuple, compute, again: str | None):
     jobs.live_button(slot, "Cancel", keys.CIRC_REAL_CANCEL, live=True, help="Stop running it; nothing is kept.")
 
     def work(progress):
-        with resources.slots().hold(need=needs.path_patched(model, needs.tokens(model, key.clean, key.cap))):
+        with resources.slots().hold(need=prediction_need.path_patched(model, needs.tokens(model, key.clean, key.cap))):
             return compute(progress)
     value, error = jobs.run(keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
                             what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "

@@ -16,13 +16,14 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import corpus, figures, metrics, needs
+from mha_viz import corpus, figures, metrics
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.corpus import figures as corpus_figures
+from mha_viz.features.corpus import need as corpus_need
 from mha_viz.interventions import ablation
 from mha_viz.text import loss_inputs
 from mha_viz.ui import analysis, charts, export_views, jobs, keys, notebook_button, resources, session, view_helpers
@@ -176,7 +177,8 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str, pro
     when another session is computing the same, its result once it is done."""
 
     def compute():
-        with resources.slots().hold(need=needs.corpus(cur.model, batch, key.max_tokens, importance=key.importance)):
+        need = corpus_need.corpus(cur.model, batch, key.max_tokens, importance=key.importance)
+        with resources.slots().hold(need=need):
             # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
             return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
                                           batch_size=batch, max_tokens=key.max_tokens,
@@ -256,7 +258,7 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
 def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) -> pd.DataFrame:
     fractions = ablation.PRUNE_FRACTIONS
     order = np.argsort(np.asarray(importance).ravel())
-    with resources.slots().hold(need=needs.pruning(model, len(held), max_tokens)):
+    with resources.slots().hold(need=corpus_need.pruning(model, len(held), max_tokens)):
         by_importance = corpus_importance.pruning_curve(model, held, order, fractions, max_tokens=max_tokens)
         randoms = np.array([corpus_importance.pruning_curve(model, held,
                                                             np.random.default_rng(seed).permutation(order.size),

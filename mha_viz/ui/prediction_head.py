@@ -14,6 +14,7 @@ import mha_viz
 from mha_viz import needs
 from mha_viz.drawing import heads as head_figures
 from mha_viz.features.prediction import figures as attribution_figures
+from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import attribution, prediction
 from mha_viz.ui import charts, keys, notebook_button, resources, session, shared_head
 from mha_viz.ui.text import plain
@@ -25,7 +26,7 @@ def _extra(model, key: Hashable, what: str, layer: int, head: int, compute):
     k = (key, layer, head, what)
     if k not in store:
         def held():
-            with resources.slots().hold(need=needs.patching(model, needs.tokens(model, key.clean, key.cap))):
+            with resources.slots().hold(need=prediction_need.patching(model, needs.tokens(model, key.clean, key.cap))):
                 return compute()
         result, error = resources.attempt(held, what="This head's panel", out_of_memory=(
             "This head's panel ran out of memory: use shorter texts or a smaller model."))

@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from mha_viz import needs
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.prediction import controls as prediction_controls
 from mha_viz.features.prediction import figures as attribution_figures
+from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import estimate, prediction
 from mha_viz.ui import (
     charts,
@@ -154,7 +154,7 @@ def _job(model, key: PredKey, running: str, first: str, what: str, work, *, batc
     slot, or (None, a message) (`jobs.run`)."""
     def budgeted(progress):
         prediction.check_budget(model, key.clean, key.cap, batch=batch)
-        with resources.slots().hold(need=needs.prediction(model, key.clean, key.cap, batch=batch)):
+        with resources.slots().hold(need=prediction_need.prediction(model, key.clean, key.cap, batch=batch)):
             return work(progress)
     return jobs.run(running, key, budgeted, first=first, what=what, time_left=batch,  # real patching: layer by layer
                     out_of_memory=f"{what} ran out of memory: use shorter texts or a smaller model.")

@@ -12,6 +12,7 @@ from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import path_patching
 from mha_viz.features.prediction import circuit_figures
+from mha_viz.features.prediction import need as prediction_need
 from mha_viz.features.prediction.controls import DEFAULT_DRAWN, MAX_DRAWN
 from mha_viz.tasks import faithfulness_set
 from mha_viz.tasks.prompt_set import PromptSet
@@ -37,7 +38,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     longest = max((p.clean for p in prompts.pairs), key=len)
 
     def work(progress):
-        with resources.slots().hold(need=needs.path_patched(model, needs.tokens(model, longest, cap))):
+        with resources.slots().hold(need=prediction_need.path_patched(model, needs.tokens(model, longest, cap))):
             return faithfulness_set(model, prompts, result.table, ks, max_tokens=cap,
                                     resamples=result.resamples, seed=result.seed, progress=progress)
     curve, error = jobs.run(keys.TASK_FAITH_RUNNING, task_key, work, first="Running the circuits on each pair…",

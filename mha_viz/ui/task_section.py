@@ -16,6 +16,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import figures, needs
+from mha_viz.features.prediction import need as prediction_need
 from mha_viz.features.prediction.controls import (
     ABOUT,
     DEFAULTS,
@@ -105,10 +106,11 @@ def _compute(model, key: TaskKey, prompts: PromptSet):
 
     def budgeted(progress):
         if key.method in EDGE_METHODS:
-            need = needs.circuit(model, needs.tokens(model, longest, key.cap), method=key.method, steps=IG_STEPS)
+            n = needs.tokens(model, longest, key.cap)
+            need = prediction_need.circuit(model, n, method=key.method, steps=IG_STEPS)
         else:
             prediction.check_budget(model, longest, key.cap, batch=batch)
-            need = needs.prediction(model, longest, key.cap, batch=batch)
+            need = prediction_need.prediction(model, longest, key.cap, batch=batch)
         with resources.slots().hold(need=need):
             return _run(model, prompts, key.method, key.cap, progress)
     result, error = jobs.run(keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",

@@ -13,6 +13,8 @@ import torch
 
 from mha_viz import needs
 from mha_viz.budget import admission, memory
+from mha_viz.features.corpus import need as corpus_need
+from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import ablation
 from mha_viz.scan import rows
 
@@ -57,18 +59,18 @@ def test_the_estimate_is_its_backward_pass_or_both_texts_runs_whichever_is_large
     assert backward == 4 * (6 * (400 + 7680) + 1200 + 3 * 100)
     runs = memory.analysis_need(_model(), n).host + memory.run_bytes(_model(), n)
     assert memory.run_bytes(_model(), n) == 4 * L * H * (100 + 80 + 10)
-    assert needs.estimate(_model(), n).host == max(backward, runs)
+    assert prediction_need.estimate(_model(), n).host == max(backward, runs)
     monkeypatch.setattr(memory, "host_available", lambda: 2**40)
     monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "2000")
     monkeypatch.setattr(ablation, "gradient_bytes", lambda *a, **k: 10**9)
-    assert needs.estimate(_model(), n).host == 10**9
+    assert prediction_need.estimate(_model(), n).host == 10**9
     # a backward pass over the memory there is is not run (`explain` goes on without it): not declared
     monkeypatch.setattr(ablation, "gradient_bytes", lambda *a, **k: 2**50)
-    assert needs.estimate(_model(), n).host == runs
+    assert prediction_need.estimate(_model(), n).host == runs
 
 
 def test_patching_is_a_batch_of_one_sequence_a_head():
-    assert needs.patching(_model(), 10).host == H * needs.forward_bytes(_model(), 10)
+    assert prediction_need.patching(_model(), 10).host == H * needs.forward_bytes(_model(), 10)
 
 
 def test_a_generation_holds_what_an_analysis_of_prompt_and_new_tokens_holds():
@@ -78,18 +80,18 @@ def test_a_generation_holds_what_an_analysis_of_prompt_and_new_tokens_holds():
 def test_a_corpus_job_is_its_batch_or_its_gradient_passes_within_the_capture_budget():
     n = 10
     capture = 2 * L * H * n * n * 4  # `batching.capture_bytes` of one document: 19,200 bytes
-    assert needs.corpus(_model(), 4, n, importance=False).host == 4 * capture
+    assert corpus_need.corpus(_model(), 4, n, importance=False).host == 4 * capture
     one = ablation.gradient_bytes(_model(), n)
-    assert needs.corpus(_model(), 4, n, importance=True).host == max(4 * capture, 4 * one)
+    assert corpus_need.corpus(_model(), 4, n, importance=True).host == max(4 * capture, 4 * one)
     # batches are cut to the capture budget (1 MiB), never below one document
-    assert needs.corpus(_model(), 1000, n, importance=True).host == MiB
-    assert needs.corpus(_model(), 1000, 200, importance=False).host == 2 * L * H * 200 * 200 * 4
+    assert corpus_need.corpus(_model(), 1000, n, importance=True).host == MiB
+    assert corpus_need.corpus(_model(), 1000, 200, importance=False).host == 2 * L * H * 200 * 200 * 4
 
 
 def test_the_pruning_curve_runs_as_many_documents_as_fit():
     one = needs.forward_bytes(_model(), 10)
-    assert needs.pruning(_model(), 3, 10).host == 3 * one
-    assert needs.pruning(_model(), 10**6, 10).host == MiB
+    assert corpus_need.pruning(_model(), 3, 10).host == 3 * one
+    assert corpus_need.pruning(_model(), 10**6, 10).host == MiB
 
 
 def test_the_whole_text_overview():

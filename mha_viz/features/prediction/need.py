@@ -1,0 +1,65 @@
+"""What *Heads behind a prediction*'s jobs declare to the admission (`admission.Admission.hold`): the estimate,
+real patching, a circuit found and a circuit or edge run for real, each one `needs.Need` from the estimates of the
+modules that compute it (`ablation.gradient_bytes`, the circuits' `edges.receiver_bytes`)."""
+
+from __future__ import annotations
+
+from mha_viz.budget import capture_budget, memory
+from mha_viz.circuits import edges, path_patching
+from mha_viz.interventions import ablation
+from mha_viz.needs import Need, forward_bytes, larger, on_device
+from mha_viz.text.tokenize import tokenize
+from mha_viz_models import LoadedModel
+from mha_viz_models.reading import readout
+
+
+def estimate(model: LoadedModel, n: int) -> Need:
+    """*Heads behind a prediction*'s estimate (`prediction.explain`) of two texts of n tokens: its backward
+    pass (the last position's logits only where the model makes those alone), then both texts'
+    analyses, the first one's run kept while the second runs. A backward pass that would not fit
+    (`ablation.check_gradient_budget`) is not run (the explanation says so, and real patching is still
+    offered): then the analyses alone."""
+    rows = 1 if readout.keeps_last_logits(model.hf_model) else None
+    one = memory.analysis_need(model, n)
+    kept = memory.run_bytes(model, n)
+    both = Need(host=one.host + kept, gpu=one.gpu, device=one.device, attention=2 * one.attention)
+    try:
+        ablation.check_gradient_budget(model, n, logit_rows=rows)
+    except ablation.GradientBudget:
+        return both
+    return larger(on_device(model, ablation.gradient_bytes(model, n, logit_rows=rows)), both)
+
+
+def prediction(model: LoadedModel, clean: str, max_tokens: int | None, *, batch: bool) -> Need:
+    """*Heads behind a prediction*'s job on the clean text `clean` (cut to max_tokens): real patching
+    (`batch`) or the estimate."""
+    n = tokenize(model, clean, max_tokens).n
+    return patching(model, n) if batch else estimate(model, n)
+
+
+def patching(model: LoadedModel, n: int) -> Need:
+    """Real patching of every head (`attribution.patch_heads`) or of one head at each position
+    (`patch_positions`): one batched forward of a sequence a head, over texts of n tokens."""
+    return on_device(model, forward_bytes(model, n, rows=model.num_heads))
+
+
+def circuit(model: LoadedModel, n: int, *, method: str = "eap", steps: int = 5) -> Need:
+    """Finding a circuit (`edges.edge_attribution`, then `path_patching.faithfulness_curve`) on texts of
+    n tokens: the gradient passes side by side (`edges.fitting_rows` for EAP-IG) with every receiver's own
+    input (`edges.receiver_bytes`), or the batches of patched runs (`path_patching.BATCH_BYTES`) beside both
+    texts' recorded writes; the larger. InputError for a family whose heads' writes cannot be split."""
+    g = edges.graph(model)
+    logit_rows = 1 if readout.keeps_last_logits(model.hf_model) else None
+    rows = 1 if method == "eap" else edges.fitting_rows(model, g, n, steps)
+    attributed = (rows * ablation.gradient_bytes(model, n, logit_rows=logit_rows)
+                  + edges.receiver_bytes(model, g, n, rows))
+    patched = min(path_patching.BATCH_BYTES, capture_budget.capture_budget()) + edges.receiver_bytes(model, g, n)
+    return on_device(model, max(attributed, patched))
+
+
+def path_patched(model: LoadedModel, n: int) -> Need:
+    """One circuit or edge run for real (`path_patching`) on texts of n tokens: batches of patched runs
+    beside both texts' recorded writes, within the check of one gradient-free pass."""
+    g = edges.graph(model)
+    return on_device(model, min(path_patching.BATCH_BYTES, capture_budget.capture_budget())
+                     + edges.receiver_bytes(model, g, n) + forward_bytes(model, n, rows=2))
