@@ -13,8 +13,15 @@ from mha_viz.metrics.mixing_measures import effective_measures
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models.effective import EffectiveLayer, NotExact, effective_layers, mixing_layers, reconstruct
 
-__all__ = ["EffectiveAttention", "EffectiveLayer", "NotExact", "effective_attention", "matrices", "need_bytes",
-           "tokens_that_fit"]
+__all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "NotExact", "effective_attention", "kind",
+           "matrices", "need_bytes", "tokens_that_fit"]
+
+SOFTMAX = "softmax attention"  # the kind of a layer's softmax heads, beside the kinds of `EffectiveLayer.label`
+
+
+def kind(layer: EffectiveLayer) -> str:
+    """An effective layer's kind, as tables and the grid name it: its label up to its colon ("gated DeltaNet")."""
+    return layer.label.split(":")[0]
 
 
 @dataclass(frozen=True)
@@ -26,15 +33,19 @@ class EffectiveAttention:
     tokens: list[str]
     token_ids: list[int]
     layers: list[EffectiveLayer]
-    # every token-mixing layer's mean output norm, mean_t ‖out_t‖, by the model's layer number: the softmax
-    # attention layers (after W_O) and these; empty when not measured (`mixing_shares`)
-    output_norms: dict[int, float] = field(default_factory=dict)
+    # every token mixer's mean output norm, mean_t ‖out_t‖, by (the model's layer number, its kind): the softmax
+    # attention's (after W_O; kind SOFTMAX) and these (their kind: their label up to its colon), each times what its
+    # layer multiplies it by before the stream (Falcon-H1's μP multipliers); one layer holds two where it runs
+    # attention and another mixer (Falcon-H1, Zamba2); empty when not measured (`mixing_shares`)
+    output_norms: dict[tuple[int, str], float] = field(default_factory=dict)
 
-    def mixing_shares(self) -> dict[int, float]:
-        """Each token-mixing layer's share of what all of them write (its mean output norm over their sum):
-        how much of the model's token mixing each layer, and so each kind, does on this text."""
+    def mixing_shares(self) -> dict[tuple[int, str], float]:
+        """Each token mixer's share of what all of them write (its mean output norm over their sum), by (layer
+        number, kind) in the model's layer order, the softmax attention first in a layer: how much of the model's
+        token mixing each layer, and so each kind, does on this text."""
         total = sum(self.output_norms.values())
-        return {number: norm / total for number, norm in sorted(self.output_norms.items())} if total > 0 else {}
+        order = sorted(self.output_norms, key=lambda key: (key[0], key[1] != SOFTMAX))
+        return {key: self.output_norms[key] / total for key in order} if total > 0 else {}
 
     @property
     def layer_ids(self) -> list[int]:
@@ -61,17 +72,17 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
     `text` (cut to `max_tokens` as every run is). `layers`: model layer numbers, default all such
     layers. Raises NotExact, naming the reason, for a layer that cannot be made exact."""
     toks = tokenize(model, text, max_tokens)
-    norms: dict[int, float] = {}
+    norms: dict[tuple[int, bool], float] = {}
 
-    def keep(number: int):
+    def keep(key: tuple[int, bool]):
         def hook(_module, _args, out):
             out = out[0] if isinstance(out, tuple) else out  # (output, weights or state)
-            norms[number] = float(out[0].float().norm(dim=-1).mean())
+            norms[key] = float(out[0].float().norm(dim=-1).mean())
         return hook
-    modules = [(number, m) for number, (m, _family) in zip(model.layer_ids, model.attention_modules)]
-    modules += [(number, m) for number, _name, m, _kind in mixing_layers(model.hf_model)]
+    modules = [((number, True), m) for number, (m, _family) in zip(model.layer_ids, model.attention_modules)]
+    modules += [((number, False), m) for number, _name, m, _kind in mixing_layers(model.hf_model)]
     with model.lock:
-        hooks = [m.register_forward_hook(keep(number)) for number, m in modules]
+        hooks = [m.register_forward_hook(keep(key)) for key, m in modules]
         try:  # one forward: the effective layers' taps and every mixing layer's output norm
             found = effective_layers(model.hf_model, toks.ids, layers=layers)
         finally:
@@ -79,8 +90,29 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
                 h.remove()
     if not found:
         raise NotExact(f"{model.name} has no token-mixing layer besides softmax attention that mha-viz reads.")
-    return EffectiveAttention(tokens=list(toks.display), token_ids=list(toks.ids), layers=found,
-                              output_norms=norms if layers is None else {})
+    named = {}
+    if layers is None:  # every mixer ran and every effective layer was read: each mixer's norm under its kind
+        kinds, factor = {la.layer: kind(la) for la in found}, _out_multipliers(model.hf_model, modules)
+        named = {(number, SOFTMAX if softmax else kinds[number]): norm * factor[number, softmax]
+                 for (number, softmax), norm in norms.items()}
+    return EffectiveAttention(tokens=list(toks.display), token_ids=list(toks.ids), layers=found, output_norms=named)
+
+
+# what a layer multiplies its mixers' outputs by before they reach the stream, by the attribute that holds it on the
+# decoder layer (Falcon-H1's μP multipliers), for the softmax attention (True) and the other mixer (False)
+OUT_MULTIPLIERS = {True: "attn_out_multiplier", False: "ssm_out_multiplier"}
+
+
+def _out_multipliers(hf_model, modules) -> dict[tuple[int, bool], float]:
+    """{(layer number, softmax): the factor the mixer's output is written into the stream with}: its decoder layer's
+    OUT_MULTIPLIERS attribute where it has one, else 1."""
+    names = {id(m): name for name, m in hf_model.named_modules()}
+    parents = dict(hf_model.named_modules())
+    factors = {}
+    for key, m in modules:
+        parent = parents.get(names.get(id(m), "").rpartition(".")[0])
+        factors[key] = abs(float(getattr(parent, OUT_MULTIPLIERS[key[1]], 1.0)))
+    return factors
 
 
 PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`matrices`)

@@ -29,24 +29,24 @@ class EffectiveThumbnails:
     groups: list[str]  # what a column is in each row ("head", "channel group (mean)")
     pooled: np.ndarray  # (rows, most groups, s, s) float32, NaN where a row has fewer groups
     largest: np.ndarray  # (rows, most groups) float32: each group's largest |A|, NaN where none
-    shares: dict[int, float] = field(default_factory=dict)  # every token-mixing layer's share of their writes
+    # every token mixer's share of their writes, by (layer number, kind) (`EffectiveAttention.mixing_shares`)
+    shares: dict[tuple[int, str], float] = field(default_factory=dict)
 
     @property
     def kind_of(self) -> dict[int, str]:
         """{layer number: its kind} of the layers drawn (their label up to its colon: "gated DeltaNet")."""
         return {layer: label.split(":")[0] for layer, label in zip(self.layers, self.labels)}
 
-    def kinds(self) -> dict[int, str]:
-        """{layer number: its kind} for every token-mixing layer of `shares` ("softmax attention" for the others)."""
-        kind_of = self.kind_of
-        return {number: kind_of.get(number, "softmax attention") for number in self.shares}
-
     def kind_shares(self) -> dict[str, float]:
-        """{kind: the share of the model's token mixing its layers do together}, largest first."""
+        """{kind: the share of the model's token mixing its mixers do together}, largest first."""
         total: dict[str, float] = {}
-        for number, kind in self.kinds().items():
-            total[kind] = total.get(kind, 0.0) + self.shares[number]
+        for (_number, kind), share in self.shares.items():
+            total[kind] = total.get(kind, 0.0) + share
         return dict(sorted(total.items(), key=lambda item: -item[1]))
+
+    def layers_of(self, kind: str) -> list[int]:
+        """The layer numbers whose mixers of `kind` are in `shares`, in the model's order."""
+        return [number for number, k in self.shares if k == kind]
 
 
 def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:

@@ -31,7 +31,8 @@ def ablation_page() -> None:
                f"what changes. Measured: {loss_inputs.LOSS_LABELS[kind]}.")
     if model.other_layers:  # a hybrid
         st.caption(f"{model.name} is a hybrid: only its softmax-attention layers "
-                   f"({', '.join(map(str, model.layer_ids))}) have heads to switch off; its other layers always run.")
+                   f"({', '.join(map(str, model.layer_ids))}) have heads to switch off; its other token mixers "
+                   "always run.")
     grid = pd.DataFrame(on, index=[f"layer {layer}" for layer in model.layer_ids],
                         columns=[f"H{h}" for h in range(model.num_heads)])
     edited = st.data_editor(grid, key=f"{keys.HEADS_GRID_PREFIX}{session.get(keys.HEADS_VERSION, 0)}",

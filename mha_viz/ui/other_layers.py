@@ -114,12 +114,12 @@ def other_layers_section(cur) -> None:
     charts.show(charts.cached("effective_grid", text_key, lambda: effective_figures.grid(thumbs)),
                 key=keys.EFFECTIVE_GRID, width="content")
     if thumbs.shares:
-        st.dataframe({"layer": list(thumbs.shares), "kind": list(thumbs.kinds().values()),
+        st.dataframe({"layer": [number for number, _ in thumbs.shares], "kind": [k for _, k in thumbs.shares],
                       "share of the token mixing": [f"{100 * s:.1f} %" for s in thumbs.shares.values()]},
                      hide_index=True, key=keys.EFFECTIVE_SHARES)
         st.caption("How much of the model's token mixing each layer does on this text: its mean output norm "
                    "(mean over tokens of ‖output‖, the softmax layers' after W_O) over the sum of every mixing "
-                   "layer's.")
+                   "layer's. A layer that runs attention and another mixer side by side has a row for each.")
 
 
 MEASURES_NOTE = (
@@ -148,9 +148,8 @@ def other_layers_shares(cur) -> None:
     if found is None or not found[1].thumbnails.shares:
         return
     by_kind = found[1].thumbnails.kind_shares()
-    layers = found[1].thumbnails.kinds()
-    st.dataframe({"kind": list(by_kind), "layers": [", ".join(str(n) for n, k in layers.items() if k == kind)
-                                                    for kind in by_kind],
+    thumbs = found[1].thumbnails
+    st.dataframe({"kind": list(by_kind), "layers": [", ".join(map(str, thumbs.layers_of(kind))) for kind in by_kind],
                   "share of the token mixing": [f"{100 * s:.1f} %" for s in by_kind.values()]},
                  hide_index=True, key=keys.EFFECTIVE_KINDS)
     st.caption("How much of the model's token mixing each kind of layer does on this text: the sum over its layers "

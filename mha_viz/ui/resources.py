@@ -20,6 +20,7 @@ from mha_viz.budget.model_cache import ModelCache
 from mha_viz.export import lesson as lessons
 from mha_viz.ui import keys, page_controls, session
 from mha_viz.ui.text import plain
+from mha_viz_models.errors import UnsupportedArchitecture
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -114,12 +115,12 @@ def one_at_a_time(compute):
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 def attempt(compute, *, what: str, out_of_memory: str):
     """(result, None) of `compute()` run in turn (`one_at_a_time`), or (None, a message for the
-    user) when it fails: an InputError's own words, `out_of_memory` (which says what to do; the
-    memory is given back: `memory.free_cache`), or "`what` failed: …" (the traceback goes to the
-    log). Streamlit's reruns and stops pass through."""
+    user) when it fails: an InputError's or UnsupportedArchitecture's own words, `out_of_memory` (which says
+    what to do; the memory is given back: `memory.free_cache`), or "`what` failed: …" (the traceback goes to
+    the log). Streamlit's reruns and stops pass through."""
     try:
         return one_at_a_time(compute), None
-    except mha_viz.InputError as exc:
+    except (mha_viz.InputError, UnsupportedArchitecture) as exc:  # what the model or input cannot do: its words
         # NaN or infinity: the message says what to do, the log where
         if isinstance(exc, mha_viz.capture.NotFiniteError):
             log.exception("%s: not finite", what)

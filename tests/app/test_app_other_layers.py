@@ -60,7 +60,8 @@ def test_the_model_view_draws_every_other_token_mixing_layer(tmp_path, family, k
     assert shares.set_index("layer").loc[[1, 3], "kind"].tolist() == ["softmax attention"] * 2
     got = [float(s.rstrip(" %")) for s in shares["share of the token mixing"]]
     want = eff.mixing_shares()
-    assert got == pytest.approx([100 * want[n] for n in range(4)], abs=0.051)  # one decimal shown
+    assert [n for n, _ in want] == [0, 1, 2, 3]
+    assert got == pytest.approx([100 * s for s in want.values()], abs=0.051)  # one decimal shown
     hybrid = "is a hybrid: this page reads its softmax-attention layers (1, 3)"
     assert not any(hybrid in c.value for c in at.caption)  # the Model view draws the other layers
     at.session_state[keys.GOTO] = "head_view"  # a page of softmax heads says what it leaves out
@@ -118,7 +119,37 @@ def test_model_facts_says_how_much_of_the_token_mixing_each_kind_does(tmp_path):
     shares = mha_viz.effective.effective_attention(model, TEXT).mixing_shares()
     for kind, layers in (("gated DeltaNet", (0, 2)), ("softmax attention", (1, 3))):
         got = float(shown.loc[kind, "share of the token mixing"].rstrip(" %"))
-        assert got == pytest.approx(100 * sum(shares[n] for n in layers), abs=0.051), kind
+        assert got == pytest.approx(100 * sum(shares[n, kind] for n in layers), abs=0.051), kind
+
+
+def test_falcon_h1s_layers_show_their_attention_and_their_mamba_side_by_side(tmp_path):
+    """Falcon-H1 runs attention heads and Mamba-2 heads in every layer: the Model view draws the Mamba-2 of each layer
+    beside the softmax grid, its shares table has a row for each mixer of a layer, and Model facts adds them by
+    kind."""
+    folder = build("falcon_h1", tmp_path)
+    at = _open(folder)
+    grid = next(c for c in charts(at) if chart_title(c).startswith(TITLE))
+    assert [t.split(" · ")[0] for t in grid["layout"]["yaxis"]["ticktext"]] == ["L0", "L1", "L2", "L3"]
+    shares = next(d.value for d in at.dataframe if "share of the token mixing" in d.value.columns)
+    assert shares["layer"].tolist() == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert shares["kind"].tolist()[:2] == ["softmax attention", "Mamba-2 (SSD)"]
+    model = mha_viz.load_model(folder, device="cpu")
+    want = mha_viz.effective.effective_attention(model, TEXT).mixing_shares()
+    got = [float(s.rstrip(" %")) for s in shares["share of the token mixing"]]
+    assert got == pytest.approx([100 * s for s in want.values()], abs=0.051)
+    at.session_state[keys.GOTO] = "model_facts"
+    at.run()
+    assert not at.exception and not at.error
+    kinds = next(d.value for d in at.dataframe if "share of the token mixing" in d.value.columns).set_index("kind")
+    assert kinds.loc["softmax attention", "layers"] == kinds.loc["Mamba-2 (SSD)", "layers"] == "0, 1, 2, 3"
+    for kind in ("softmax attention", "Mamba-2 (SSD)"):
+        got = float(kinds.loc[kind, "share of the token mixing"].rstrip(" %"))
+        assert got == pytest.approx(100 * sum(s for (_, k), s in want.items() if k == kind), abs=0.051), kind
+    at.session_state[keys.GOTO] = "composition"  # read off the weights of the softmax heads alone: it says why not
+    at.run()
+    said = [w.value for w in at.warning]
+    assert any("cannot be split into what wrote them" in w for w in said), said
+    assert not any("UnsupportedArchitecture" in w or "failed" in w for w in said), said
 
 
 def test_the_head_view_draws_one_other_layers_group_every_cell_signed(tmp_path):

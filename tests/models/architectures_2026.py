@@ -5,7 +5,8 @@ every fourth layer), GPT-OSS (learned per-head sink logits, sliding layers), Coh
 rotary on sliding layers, none on its global ones), DeepSeek-V3 (multi-head latent attention),
 Llama 4 (chunked attention, no RoPE on every fourth layer), and the hybrids Qwen3-Next (gated
 softmax attention, Gated DeltaNet between), Jamba (Mamba between) and LFM2 (short convolutions
-between). Each is 4 layers (DeBERTa 2), 4 heads of 16, saved with a byte-level BPE tokenizer by
+between), and Falcon-H1 and Zamba2 (Mamba-2 in the same layers as attention).
+Each is 4 layers (DeBERTa 2), 4 heads of 16, saved with a byte-level BPE tokenizer by
 `build`; heads are peaked (q/k weights scaled up) so that a wrong scale, norm or mask cannot hide
 in near-uniform rows."""
 
@@ -101,13 +102,31 @@ def _minimax():  # lightning attention returns weights of its own (its blocks' s
                                                       layer_types=["linear_attention", "full_attention"] * 2))
 
 
+def _falcon_h1():  # every layer: attention heads and Mamba-2 heads side by side; its μP multipliers away from 1
+    from transformers import FalconH1Config, FalconH1ForCausalLM
+    return FalconH1ForCausalLM, FalconH1Config(**common(
+        mamba_n_heads=8, mamba_d_head=16, mamba_n_groups=2, mamba_d_state=16, mamba_expand=2, mamba_chunk_size=16,
+        mamba_d_ssm=128, key_multiplier=0.39, attention_in_multiplier=0.8, attention_out_multiplier=0.9375,
+        ssm_multipliers=[0.5, 1.5, 0.7, 1.2, 0.9]))
+
+
+def _zamba2():  # Mamba-2 layers; in layers 1 and 3 a shared attention block (one, run twice) before the Mamba-2
+    from transformers import Zamba2Config, Zamba2ForCausalLM
+    return Zamba2ForCausalLM, Zamba2Config(**common(
+        mamba_d_state=16, mamba_headdim=16, mamba_ngroups=2, n_mamba_heads=8, chunk_size=16,
+        layers_block_type=["mamba", "hybrid"] * 2))
+
+
 BUILDERS = {"olmo2": _olmo2, "smollm3": _smollm3, "gpt_oss": _gpt_oss, "cohere2": _cohere2,
             "deepseek_v3": _deepseek_v3, "llama4": _llama4, "deberta": _deberta}
 # softmax attention in layers 1 and 3
 HYBRIDS = {"qwen3_next": _qwen3_next, "jamba": _jamba, "lfm2": _lfm2, "minimax": _minimax}
+# softmax attention and another token mixer in one layer: Falcon-H1's every layer, Zamba2's layers 1 and 3
+BOTH = {"falcon_h1": _falcon_h1, "zamba2": _zamba2}
 
 
 def build(name: str, out, *, sharp: float = SHARP) -> str:
-    """A random-init model `name` of BUILDERS or HYBRIDS with peaked heads, saved with its tokenizer to `out`."""
-    cls, config = {**BUILDERS, **HYBRIDS}[name]()
+    """A random-init model `name` of BUILDERS, HYBRIDS or BOTH with peaked heads, saved with its tokenizer to
+    `out`."""
+    cls, config = {**BUILDERS, **HYBRIDS, **BOTH}[name]()
     return save_peaked(cls, config, out, sharpened=SHARPENED, scale=sharp, norm=NORM_SHARP.get(name, sharp))

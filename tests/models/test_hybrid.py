@@ -1,6 +1,7 @@
 """Hybrid models (Qwen3-Next, Jamba, LFM2, MiniMax: softmax attention in layers 1 and 3, linear attention,
 Mamba, short convolutions or lightning attention in layers 0 and 2) load and are read on their softmax layers, under
-their own layer numbers, against Hugging Face's own eager attention."""
+their own layer numbers, against Hugging Face's own eager attention; Falcon-H1 and Zamba2, whose layers hold
+attention and Mamba-2 together, are read as both."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ import pytest
 import torch
 
 import mha_viz
+from mha_viz import effective
 from mha_viz.interventions import attribution
 from mha_viz_models.families.builtin import output_projection
-from tests.models.architectures_2026 import HYBRIDS, build
+from tests.models.architectures_2026 import BOTH, HYBRIDS, build
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
 
@@ -103,8 +105,66 @@ def test_each_token_mixing_layer_s_share_is_its_mean_output_norm(hybrid):
     finally:
         for h in hooks:
             h.remove()
-    assert sorted(eff.output_norms) == [0, 1, 2, 3]
-    for i, norm in norms.items():
-        assert eff.output_norms[i] == pytest.approx(norm, rel=1e-5), (name, i)
+    kinds = {la.layer: effective.kind(la) for la in eff.layers}
+    assert set(eff.output_norms) == {(0, kinds[0]), (1, effective.SOFTMAX), (2, kinds[2]), (3, effective.SOFTMAX)}
+    for (i, _kind), norm in eff.output_norms.items():
+        assert norm == pytest.approx(norms[i], rel=1e-5), (name, i)
     shares = eff.mixing_shares()
-    assert sum(shares.values()) == pytest.approx(1.0) and shares[1] == pytest.approx(norms[1] / sum(norms.values()))
+    assert list(shares) == [(0, kinds[0]), (1, effective.SOFTMAX), (2, kinds[2]), (3, effective.SOFTMAX)]
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert shares[1, effective.SOFTMAX] == pytest.approx(norms[1] / sum(norms.values()))
+
+
+@pytest.fixture(scope="module", params=list(BOTH))
+def both(request, tmp_path_factory):
+    name = request.param
+    return name, mha_viz.load_model(build(name, tmp_path_factory.mktemp(name)), device="cpu")
+
+
+def test_a_layer_of_attention_and_mamba_is_read_as_both(both):
+    """Falcon-H1 (attention and Mamba-2 heads side by side in every layer, its keys multiplied) and Zamba2 (a shared
+    attention block run in layers 1 and 3, then their Mamba-2): the softmax heads against Hugging Face's own, the
+    Mamba-2 mixers as effective attention in the same layers, and each mixer's share of the writes against its output
+    read off the model's submodules, times its layer's multiplier."""
+    name, model = both
+    softmax = [0, 1, 2, 3] if name == "falcon_h1" else [1, 3]
+    assert model.layer_ids == softmax and model.total_layers == 4
+    assert sorted(n for numbers in model.other_layers.values() for n in numbers) == [0, 1, 2, 3]
+    assert model.can_recompute and model.stand_in is None  # our MHA reproduces them (Falcon-H1's key multiplier)
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    layer, norms, hooks = [0], {}, []
+
+    def keep(softmax_part, factor):
+        def hook(_m, _a, out):
+            out = out[0] if isinstance(out, tuple) else out
+            norms[layer[0], softmax_part] = factor * float(out[0].norm(dim=-1).mean())
+        return hook
+    for i, block in enumerate(model.hf_model.model.layers):
+        hooks.append(block.register_forward_pre_hook(lambda _m, _a, i=i: layer.__setitem__(0, i)))
+        for sub in block.modules():
+            kind = type(sub).__name__
+            if kind.endswith("Attention") or kind.endswith("Mixer"):
+                softmax_part = kind.endswith("Attention")
+                factor = getattr(block, "attn_out_multiplier" if softmax_part else "ssm_out_multiplier", 1.0)
+                hooks.append(sub.register_forward_hook(keep(softmax_part, factor)))
+    try:
+        with torch.no_grad():
+            theirs = model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    finally:
+        for h in hooks:
+            h.remove()
+    run = mha_viz.analyze(model, TEXT)
+    assert run.layer_ids == softmax and run.model_layers == 4
+    theirs = [a for a in theirs if a is not None]
+    for row in range(len(softmax)):
+        np.testing.assert_allclose(run.attentions[row], theirs[row][0].numpy(), atol=1e-6)
+    ours = mha_viz.analyze(mha_viz.load_model(model.source, device="cpu", local_attention=True), TEXT)
+    np.testing.assert_allclose(ours.attentions, run.attentions, atol=1e-5)
+    eff = mha_viz.effective.effective_attention(model, TEXT)
+    assert eff.layer_ids == [0, 1, 2, 3]
+    shares = eff.mixing_shares()
+    assert [n for n, _ in shares] == sorted([*softmax, 0, 1, 2, 3])  # a layer of both: its softmax heads first
+    assert sorted(norms) == sorted((n, k == effective.SOFTMAX) for n, k in shares)
+    total = sum(norms.values())
+    for (n, k), share in shares.items():
+        assert share == pytest.approx(norms[n, k == effective.SOFTMAX] / total, rel=1e-5), (name, n, k)

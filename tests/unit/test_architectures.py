@@ -33,6 +33,17 @@ def test_a_hybrid_is_read_on_its_softmax_layers():
     assert hybrid_layers(_config(layer_types=["full_attention", "sliding_attention"])) is None  # all attention
 
 
+def test_a_layer_of_attention_and_mamba_is_among_both():
+    """Falcon-H1's every layer and Zamba2's hybrid layers hold softmax attention and Mamba-2: softmax layers and
+    other layers at once, under what the model type's layers are (Zamba2 calls its Mamba-2 layers linear_attention)."""
+    falcon = _config(model_type="falcon_h1", layer_types=["hybrid"] * 3)
+    assert refusal(falcon, "f") is None
+    assert hybrid_layers(falcon) == ([0, 1, 2], {"Mamba-2 beside attention": [0, 1, 2]})
+    zamba = _config(model_type="zamba2", layers_block_type=["linear_attention", "hybrid", "linear_attention", "hybrid"])
+    assert refusal(zamba, "z") is None
+    assert hybrid_layers(zamba) == ([1, 3], {"Mamba-2": [0, 2], "Mamba-2 after a shared attention block": [1, 3]})
+
+
 def test_a_known_non_attention_type_and_an_encoder_decoder():
     assert "Gated DeltaNet" in refusal(_config(model_type="qwen3_next"), "q")
     assert refusal(_config(model_type="bart", is_encoder_decoder=True), "b") is None  # read by their own path

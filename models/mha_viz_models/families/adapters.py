@@ -153,7 +153,7 @@ class LlamaFamilyAttention(RotaryAttention):
     q/k norms (Qwen3), logit soft-capping and a query pre-attention scalar (Gemma 2), sliding
     windows (Mistral, Gemma 2, Qwen2/3), and what `mha_viz_models.attention.layer_features` reads: layers without
     RoPE, other RoPE layouts, q/k norms over every head at once, sink logits, chunks. `scaling`
-    is the module's own (OPT scales q by it)."""
+    is the module's own (OPT scales q by it), times its `key_multiplier` where it has one (Falcon-H1's keys)."""
 
     def __init__(self, original: nn.Module, num_heads: int, num_kv_heads: int, config=None, *,
                  names: tuple[str, str, str, str] = LLAMA_NAMES, causal: bool = True) -> None:
@@ -161,6 +161,8 @@ class LlamaFamilyAttention(RotaryAttention):
         w_q, w_k, w_v, w_o = (getattr(original, name) for name in names)
         d_k = w_q.out_features // num_heads
         scale = getattr(original, "scaling", None)
+        if scale is not None and getattr(original, "key_multiplier", None) is not None:
+            scale = float(scale) * float(original.key_multiplier)  # Falcon-H1 multiplies its keys (μP): the scores
         self.mha = MultiHeadAttention.from_linears(
             w_q, w_k, w_v, w_o, num_heads=num_heads, num_kv_heads=num_kv_heads,
             scale=float(scale) if scale is not None else None, dropout=dropout_p(original),

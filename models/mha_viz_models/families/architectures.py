@@ -2,7 +2,8 @@
 configuration alone (before any weight is loaded): models with no softmax-attention layer at all
 (state-space, recurrent and linear-attention models), or with no heads. Hybrids, whose layers mix
 softmax attention with other kinds (Qwen3-Next, Jamba, LFM2…), are read on their softmax layers
-(`hybrid_layers`). Encoder–decoders are read (their own path: `LoadedModel.capture_seq2seq`)."""
+(`hybrid_layers`); a layer that holds both (Falcon-H1, Zamba2) is among the softmax layers and the
+others. Encoder–decoders are read (their own path: `LoadedModel.capture_seq2seq`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ NOT_ATTENTION = {
 }
 # entries of a config's layer_types that are softmax attention
 ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention"}
+# entries of layers that hold softmax attention and another token mixer: Falcon-H1's Mamba-2 heads beside its
+# attention heads, Zamba2's Mamba-2 layer after its shared attention block; the layer is read as both
+BOTH_LAYER_TYPES = {"hybrid"}
+# what a model type's layer types are, where their names in its config say less (Zamba2 calls its Mamba-2 layers
+# "linear_attention")
+KIND_NAMES = {
+    "falcon_h1": {"hybrid": "Mamba-2 beside attention"},
+    "zamba2": {"linear_attention": "Mamba-2", "hybrid": "Mamba-2 after a shared attention block"},
+}
 
 
 def layer_kinds(config) -> list[str] | None:
@@ -49,16 +59,17 @@ def softmax_attentions(attentions, numbers, total: int):
 
 def hybrid_layers(config) -> tuple[list[int], dict[str, list[int]]] | None:
     """For a hybrid (some layers softmax attention, others not): (the softmax layers' numbers, the
-    other layers' numbers by kind); None for a model whose layers are all softmax attention, or
-    that has none."""
+    other layers' numbers by kind); a layer of BOTH_LAYER_TYPES is in both. None for a model whose layers are all
+    softmax attention, or that has none."""
     kinds = layer_kinds(config)
     if kinds is None:
         return None
-    softmax = [i for i, k in enumerate(kinds) if k in ATTENTION_LAYER_TYPES]
+    softmax = [i for i, k in enumerate(kinds) if k in ATTENTION_LAYER_TYPES or k in BOTH_LAYER_TYPES]
+    names = KIND_NAMES.get(getattr(config, "model_type", ""), {})
     others: dict[str, list[int]] = {}
     for i, k in enumerate(kinds):
         if k not in ATTENTION_LAYER_TYPES:
-            others.setdefault(k, []).append(i)
+            others.setdefault(names.get(k, k), []).append(i)
     return (softmax, others) if softmax and others else None
 
 

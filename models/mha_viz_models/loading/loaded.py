@@ -111,7 +111,10 @@ class LoadedModel:
         """The model's number of each attention layer that is captured (a hybrid's softmax layers)."""
         return list(self.layer_numbers) if self.layer_numbers else list(range(self.num_layers))
 
-    total_layers = property(lambda self: self.num_layers + sum(map(len, self.other_layers.values())))  # + a hybrid's
+    @property
+    def total_layers(self) -> int:
+        """The model's layers: its softmax layers and a hybrid's others (a layer that holds both counted once)."""
+        return len({*self.layer_ids, *(n for numbers in self.other_layers.values() for n in numbers)})
 
     @property
     def has_head_outputs(self) -> bool:
