@@ -16,6 +16,9 @@ from mha_viz_models.families.builtin import output_projection
 from tests.models.architectures_2026 import BOTH, HYBRIDS, build
 
 TEXT = "The cat sat on the mat. The dog sat on the log."
+# what each hybrid's other layers are (their configs call most of them "linear_attention")
+MIXERS = {"qwen3_next": "gated DeltaNet", "jamba": "Mamba-1 (selective scan)", "lfm2": "short convolution",
+          "minimax": "lightning attention"}
 
 
 @pytest.fixture(scope="module", params=list(HYBRIDS))
@@ -27,7 +30,7 @@ def hybrid(request, tmp_path_factory):
 def test_the_softmax_layers_are_captured_under_their_own_numbers(hybrid):
     name, model = hybrid
     assert model.num_layers == 2 and model.layer_ids == [1, 3] and model.total_layers == 4
-    assert sorted(n for numbers in model.other_layers.values() for n in numbers) == [0, 2]
+    assert model.other_layers == {MIXERS[name]: [0, 2]}  # named by the mixer found, not the config's layer type
     facts = model.facts()
     assert "(1, 3) of 4" in facts["layers"] and ": 0, 2" in facts["other layers (no attention pattern)"]
     ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
@@ -129,7 +132,7 @@ def test_a_layer_of_attention_and_mamba_is_read_as_both(both):
     name, model = both
     softmax = [0, 1, 2, 3] if name == "falcon_h1" else [1, 3]
     assert model.layer_ids == softmax and model.total_layers == 4
-    assert sorted(n for numbers in model.other_layers.values() for n in numbers) == [0, 1, 2, 3]
+    assert model.other_layers == {"Mamba-2 (SSD)": [0, 1, 2, 3]}
     assert model.can_recompute and model.stand_in is None  # our MHA reproduces them (Falcon-H1's key multiplier)
     ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
     layer, norms, hooks = [0], {}, []

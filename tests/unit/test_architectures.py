@@ -35,13 +35,13 @@ def test_a_hybrid_is_read_on_its_softmax_layers():
 
 def test_a_layer_of_attention_and_mamba_is_among_both():
     """Falcon-H1's every layer and Zamba2's hybrid layers hold softmax attention and Mamba-2: softmax layers and
-    other layers at once, under what the model type's layers are (Zamba2 calls its Mamba-2 layers linear_attention)."""
+    other layers at once (named by their mixers once loaded: tests/models/test_hybrid.py)."""
     falcon = _config(model_type="falcon_h1", layer_types=["hybrid"] * 3)
     assert refusal(falcon, "f") is None
-    assert hybrid_layers(falcon) == ([0, 1, 2], {"Mamba-2 beside attention": [0, 1, 2]})
+    assert hybrid_layers(falcon) == ([0, 1, 2], {"hybrid": [0, 1, 2]})
     zamba = _config(model_type="zamba2", layers_block_type=["linear_attention", "hybrid", "linear_attention", "hybrid"])
     assert refusal(zamba, "z") is None
-    assert hybrid_layers(zamba) == ([1, 3], {"Mamba-2": [0, 2], "Mamba-2 after a shared attention block": [1, 3]})
+    assert hybrid_layers(zamba) == ([1, 3], {"linear_attention": [0, 2], "hybrid": [1, 3]})
 
 
 def test_a_known_non_attention_type_and_an_encoder_decoder():

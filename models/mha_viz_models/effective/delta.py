@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, causal_conv, linear, silu_of, weight_parts
 
 KIND = "gated_deltanet"
+NAME = "gated DeltaNet"  # what tables and the grid call this kind
 CHUNK = 64
 
 
@@ -119,7 +120,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
     parts = {**gated_rms_parts(core.reshape(n, hv, dv), z.reshape(n, hv, dv), module.norm, F.silu),
              **weight_parts("out_proj", module.out_proj)}
     return EffectiveLayer(
-        layer=layer, module=name, kind=KIND, label="gated DeltaNet: exact with the delta rule, one matrix per head",
+        layer=layer, module=name, kind=KIND, label=f"{NAME}: exact with the delta rule, one matrix per head",
         structure="delta rule", grouping="head",
         folded="q, k (convolution, SiLU, L2 norm, 1/√d_k), β, the decays exp(g) and the removal terms "
                "(I − β_r k_r k_rᵀ) between s and t",

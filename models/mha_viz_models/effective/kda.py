@@ -13,6 +13,7 @@ from mha_viz_models.effective.delta import delta_matrix, gated_output, gated_rms
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, causal_conv, silu_of, weight_parts
 
 KIND = "kda"
+NAME = "Kimi Delta Attention"  # what tables and the grid call this kind
 
 
 def matches(module) -> bool:
@@ -38,7 +39,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
              **weight_parts("o_proj", module.o_proj)}
     return EffectiveLayer(
         layer=layer, module=name, kind=KIND,
-        label="Kimi Delta Attention: exact with the delta rule, a decay per channel, one matrix per head",
+        label=f"{NAME}: exact with the delta rule, a decay per channel, one matrix per head",
         structure="delta rule", grouping="head",
         folded="q, k (convolution, SiLU, L2 norm, 1/√d_k), β, the per-channel decays and the removal terms "
                "(I − β_r k_r k_rᵀ) between s and t",

@@ -29,6 +29,18 @@ def mixing_layers(model: torch.nn.Module) -> list[tuple[int, str, torch.nn.Modul
     return sorted(found, key=lambda f: f[0])
 
 
+def named_kinds(model: torch.nn.Module, others: dict[str, list[int]]) -> dict[str, list[int]]:
+    """A hybrid's other layers by kind (`hybrid_layers`' second part, named from its config's layer types, which say
+    "linear_attention" for Mamba and RG-LRU too), renamed by the kind of token mixer found in each layer (its
+    kind's NAME: "Mamba-2 (SSD)"); a layer whose mixer is not found here keeps its config's name."""
+    found = {number: kind.NAME for number, _name, _module, kind in mixing_layers(model) if kind is not None}
+    named: dict[str, list[int]] = {}
+    for config_kind, numbers in others.items():
+        for number in numbers:
+            named.setdefault(found.get(number, config_kind), []).append(number)
+    return {kind: sorted(numbers) for kind, numbers in named.items()}
+
+
 def effective_layers(model: torch.nn.Module, input_ids, layers=None) -> list[EffectiveLayer]:
     """Every (or the chosen `layers`') non-softmax token-mixing layer's effective attention, from one
     forward of `model` on `input_ids` (one sequence). Raises NotExact for a layer that cannot be made exact."""

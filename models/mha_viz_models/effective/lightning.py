@@ -16,6 +16,7 @@ import torch
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, weight_parts
 
 KIND = "lightning"
+NAME = "lightning attention"  # what tables and the grid call this kind
 
 
 def matches(module) -> bool:
@@ -45,7 +46,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
              "norm.weight": as_np(module.norm.weight), "gate": as_np(torch.sigmoid(got["gate"])),
              **weight_parts("out_proj", module.out_proj)}
     return EffectiveLayer(
-        layer=layer, module=name, kind=KIND, label="lightning attention: decayed linear attention, one matrix per head",
+        layer=layer, module=name, kind=KIND, label=f"{NAME}: decayed linear attention, one matrix per head",
         structure="decayed linear attention", grouping="head",
         folded="q_t · k_s (after the activation) and the decay exp(−λ_h (t − s))",
         value_name="v (after the activation)", matrix=as_np(matrix), values=as_np(v), parts=parts)

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from mha_viz_models.effective.layer import EffectiveLayer, NotExact, Taps, as_np, linear, weight_parts
 
 KIND = "rg_lru"
+NAME = "RG-LRU"  # what tables and the grid call this kind
 
 
 def matches(module) -> bool:
@@ -64,7 +65,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
     heads = lru.num_attention_heads
     parts = {"gate": as_np(module.act_fn(got["y"])), **weight_parts("linear_out", module.linear_out)}
     return EffectiveLayer(
-        layer=layer, module=name, kind=KIND, label="RG-LRU: recurrent, one matrix per channel",
+        layer=layer, module=name, kind=KIND, label=f"{NAME}: recurrent, one matrix per channel",
         structure="recurrent", grouping="channel",
         folded="the recurrence gates Π a_r between s and t, √(1 − a_s²) and the input gate i_s",
         value_name="x (the RG-LRU's input, after the convolution)",

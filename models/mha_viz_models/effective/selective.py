@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, weight_parts
 
 KIND = "mamba1"
+NAME = "Mamba-1 (selective scan)"  # what tables and the grid call this kind
 BLOCKS = 8  # the aggregated view: the mean over each of 8 blocks of consecutive channels
 _NORMS = ("dt_layernorm", "b_layernorm", "c_layernorm")
 
@@ -75,7 +76,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
     parts = {"D": as_np(module.D), "gate": as_np(F.silu(z)), **weight_parts("out_proj", module.out_proj)}
     blocks = max(1, min(BLOCKS, d_inner))
     return EffectiveLayer(
-        layer=layer, module=name, kind=KIND, label="Mamba-1 (selective scan): semiseparable, one matrix per channel",
+        layer=layer, module=name, kind=KIND, label=f"{NAME}: semiseparable, one matrix per channel",
         structure="semiseparable", grouping="channel",
         folded="C_t·(exp(Σ Δ_r a) ⊙ B_s) between s and t, Δ_s; the convolution and SiLU in x",
         value_name="x (after the short convolution and SiLU)",

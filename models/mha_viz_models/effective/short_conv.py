@@ -17,6 +17,7 @@ import torch
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, weight_parts
 
 KIND = "short_conv"
+NAME = "short convolution"  # what tables and the grid call this kind
 
 
 def matches(module) -> bool:
@@ -45,7 +46,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         parts["conv.bias"] = as_np(module.conv.bias)
     return EffectiveLayer(
         layer=layer, module=name, kind=KIND,
-        label=f"short convolution: banded ({w.shape[1]} wide), one matrix per channel",
+        label=f"{NAME}: banded ({w.shape[1]} wide), one matrix per channel",
         structure="banded", grouping="channel", folded="the convolution's kernel and the input gate B_s",
         value_name="x (the third of in_proj's output)",
         matrix=as_np(banded_matrix(w, B, n)), values=as_np(x[:, :, None]), parts=parts)

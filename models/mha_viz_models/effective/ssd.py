@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, causal_conv, linear, silu_of, weight_parts
 
 KIND = "mamba2"
+NAME = "Mamba-2 (SSD)"  # what tables and the grid call this kind
 _NEEDS = ("A_log", "D", "dt_bias", "conv1d", "in_proj", "out_proj", "n_groups", "head_dim", "ssm_state_size",
           "intermediate_size", "conv_dim", "num_heads")
 
@@ -90,7 +91,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         parts["norm.weight"] = as_np(module.norm.weight)
     parts.update(weight_parts("out_proj", module.out_proj))
     return EffectiveLayer(
-        layer=layer, module=name, kind=KIND, label="Mamba-2 (SSD): semiseparable, one matrix per head",
+        layer=layer, module=name, kind=KIND, label=f"{NAME}: semiseparable, one matrix per head",
         structure="semiseparable", grouping="head",
         folded="C_t·B_s, exp(Σ Δ_r a) between s and t, Δ_s; the convolution and SiLU in x, B, C",
         value_name="x (after the short convolution and SiLU)",

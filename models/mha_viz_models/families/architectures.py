@@ -29,12 +29,6 @@ ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attenti
 # entries of layers that hold softmax attention and another token mixer: Falcon-H1's Mamba-2 heads beside its
 # attention heads, Zamba2's Mamba-2 layer after its shared attention block; the layer is read as both
 BOTH_LAYER_TYPES = {"hybrid"}
-# what a model type's layer types are, where their names in its config say less (Zamba2 calls its Mamba-2 layers
-# "linear_attention")
-KIND_NAMES = {
-    "falcon_h1": {"hybrid": "Mamba-2 beside attention"},
-    "zamba2": {"linear_attention": "Mamba-2", "hybrid": "Mamba-2 after a shared attention block"},
-}
 
 
 def layer_kinds(config) -> list[str] | None:
@@ -65,11 +59,10 @@ def hybrid_layers(config) -> tuple[list[int], dict[str, list[int]]] | None:
     if kinds is None:
         return None
     softmax = [i for i, k in enumerate(kinds) if k in ATTENTION_LAYER_TYPES or k in BOTH_LAYER_TYPES]
-    names = KIND_NAMES.get(getattr(config, "model_type", ""), {})
     others: dict[str, list[int]] = {}
     for i, k in enumerate(kinds):
         if k not in ATTENTION_LAYER_TYPES:
-            others.setdefault(names.get(k, k), []).append(i)
+            others.setdefault(k, []).append(i)
     return (softmax, others) if softmax and others else None
 
 

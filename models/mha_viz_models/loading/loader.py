@@ -32,6 +32,7 @@ from torch import nn
 
 from mha_viz_models.device.placement import devices_used, input_device, is_spread, normalise_max_memory, resolve_device
 from mha_viz_models.device.precision import HALF, NOT_FINITE, checkpoint_dtype, dtype_name, resolve_dtype
+from mha_viz_models.effective.kinds import named_kinds
 from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import Adapter
 from mha_viz_models.families.architectures import SUPPORTED, hybrid_layers, refusal, softmax_attentions
@@ -194,7 +195,7 @@ def load(
         name=name, hf_model=model, tokenizer=tokenizer, device=dev, is_causal=causal,
         local_attention=local_attention, model_type=config.model_type,
         num_layers=len(hybrid[0]) if hybrid else config.num_hidden_layers, num_heads=num_heads,
-        layer_numbers=tuple(hybrid[0]) if hybrid else (), other_layers=hybrid[1] if hybrid else {},
+        layer_numbers=tuple(hybrid[0]) if hybrid else (), other_layers=named_kinds(model, hybrid[1]) if hybrid else {},
         num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
         d_k=getattr(config, "head_dim", None) or d_model // num_heads,
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
