@@ -10,6 +10,7 @@ from typing import Callable, Hashable, TypeVar
 import plotly.graph_objects as go
 import streamlit as st
 
+from mha_viz.drawing import margins
 from mha_viz.drawing import style as figure_style
 from mha_viz.ui import keys, session
 
@@ -34,7 +35,21 @@ def show(fig, *, key: str | None = None, where=None, name: str | None = None, **
     tools = {SELECT_TOOLS[m] for m in ((modes,) if isinstance(modes, str) else modes) if m in SELECT_TOOLS}
     if tools:  # a chart that selects by box or lasso keeps those buttons
         settings["modeBarButtonsToRemove"] = [b for b in settings["modeBarButtonsToRemove"] if b not in tools]
-    return (where or st).plotly_chart(fig, key=key, config=settings, **kwargs)
+    return (where or st).plotly_chart(fitted(fig), key=key, config=settings, **kwargs)
+
+
+FITTED = "_mha_viz_fitted"  # the attribute a figure whose margins hold its parts (`margins.fit`) carries
+
+
+def fitted(fig):
+    """`fig` with margins that hold its labels, titles, colour bars and legend (`margins.fit`: the browser draws it
+    once, not twice). A figure made for this run is changed in place; a cached one (shared by every session) was
+    fitted once when it was made, and is left alone."""
+    if not isinstance(fig, go.Figure) or getattr(fig, FITTED, False):
+        return fig
+    margins.fit(fig)
+    setattr(fig, FITTED, True)  # Plotly's figures take attributes whose names start with "_"
+    return fig
 
 
 SELECT_TOOLS = {"box": "select2d", "lasso": "lasso2d"}  # Plotly's toolbar button of each selection mode
@@ -45,7 +60,7 @@ FIGURES_KEPT = 128  # figures the server keeps (shared by every session; a figur
 
 @st.cache_resource(show_spinner=False, max_entries=FIGURES_KEPT)
 def _cached_figure(name: str, key, _build: Callable[[], go.Figure]) -> go.Figure:
-    return _build()
+    return fitted(_build())  # once, before any session shares it
 
 
 def cached(name: str, key: Hashable, build: Callable[[], go.Figure]) -> go.Figure:

@@ -1,0 +1,225 @@
+"""Margins that already hold what is drawn around a plot, so that the browser draws each chart once (issue 59).
+
+The figures set narrow margins (`style.margin`) and leave their tick labels, axis titles, colour bars and legends to
+Plotly's `automargin`, which Streamlit's theme turns on for every axis. Plotly then draws a chart, measures what
+sticks out, and draws it again with the margins it found: on Head similarity that second drawing was 0.4 of the
+page's 0.7 s (benchmarks/margins.py lists the charts drawn twice). `fit` sets each side's margin to at least what
+those parts need, estimated from their text at the sizes Streamlit's theme draws them in (measured in Chromium:
+tick labels 12 px, axis titles 14 px, a character about 0.56 of its size; wide characters, CJK, a whole size).
+`automargin` stays on: where the estimate falls short, Plotly still grows the margin, as before; where it is
+generous, a few pixels of white are the price.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+import unicodedata
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_viz.drawing.style import label_text
+
+TICK_FONT_PX = 12  # Streamlit's theme: tick labels, colour bar ticks, legend items
+TITLE_FONT_PX = 14  # an axis's or a colour bar's title
+CHAR_EM = 0.56  # the width of a character of Source Sans, in its size (a wide character: 1)
+LABEL_GAP_PX = 15  # between the plot and its tick labels (ticks, the theme's margin pad)
+LABEL_LINE_PX = 16  # the height of a 12-px tick label's line
+TITLE_ROOM_PX = 44  # an axis title: its 19-px line, the gap to the labels and the edge
+BARE_EDGE_PX = 10  # the edge beyond the labels of an axis without a title
+COLORBAR_GAP_PX = 23  # between the plot and a colour bar (its xpad), and beyond it
+LEGEND_ROW_PX = 26  # a horizontal legend's row under the plot
+LEGEND_ITEM_PX = 46  # a legend item's symbol and gaps, beside its text
+SLACK_PX = 6  # added to each side an estimate sets: what the estimates missed by, in Chromium, at most
+PLOT_WIDTH_PX = 700  # a chart's width where its figure does not set one (the main area's)
+
+_TAGS = re.compile(r"<[^>]*>")
+_NUMBER_CHARS = 5  # a numeric axis's labels when their values are not read: "0.25", "−1.5", "1000"
+NUMBERS_READ = 100_000  # a trace's values read for its axis's labels (more: `_NUMBER_CHARS` characters)
+
+
+def text_px(text: str, size: float = TICK_FONT_PX) -> float:
+    """The width of one line of `text` (HTML tags and entities as shown, a label's repeat suffix dropped)."""
+    shown = html.unescape(_TAGS.sub("", label_text(str(text))))
+    return sum(1.0 if unicodedata.east_asian_width(c) in "WF" else CHAR_EM for c in shown) * size
+
+
+def widest(texts, size: float = TICK_FONT_PX) -> float:
+    """The widest of `texts` (the longest line of each), 0 for none."""
+    return max((text_px(line, size) for t in texts for line in str(t).split("<br>")), default=0.0)
+
+
+def tick_texts(low: float, high: float) -> list[str]:
+    """The widest tick labels Plotly gives an axis or colour bar from `low` to `high`: its ends at a step of 1, 2
+    or 5 times a power of ten that makes about five ticks, with that step's decimals."""
+    span = float(high) - float(low)
+    if not math.isfinite(span) or span <= 0:
+        return [f"{low:g}"] if math.isfinite(float(low)) else ["0" * _NUMBER_CHARS]
+    step = 10.0 ** math.floor(math.log10(span / 5))
+    step *= next(m for m in (1, 2, 5, 10) if span / (step * m) <= 6)
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    ends = (math.floor(low / step) * step, math.ceil(high / step) * step)
+    return [f"{v:.{decimals}f}".replace("-", "−") for v in ends]
+
+
+def _numbers(values) -> list[str]:
+    """Tick labels for numeric `values` (a range, or a trace's data): `tick_texts` of their extremes."""
+    try:
+        finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    except (TypeError, ValueError):
+        return ["0" * _NUMBER_CHARS]
+    return tick_texts(min(finite), max(finite)) if finite else []
+
+
+def _text(title) -> str:
+    return (title.text if title is not None and not isinstance(title, str) else title) or ""
+
+
+def _title_room(title) -> float:
+    """What an axis title takes across its axis: TITLE_ROOM_PX for a line, a 19-px line more for each <br>."""
+    return TITLE_ROOM_PX + 19 * _text(title).count("<br>")
+
+
+def _axes(layout: go.Layout, letter: str) -> list[tuple[str, object]]:
+    """(name, axis) of the layout's x or y axes that are set ("xaxis", "xaxis2", …; "xaxis" always)."""
+    names = {"xaxis" if letter == "x" else "yaxis"} | {k for k in layout.to_plotly_json() if re.fullmatch(
+        f"{letter}axis\\d*", k)}
+    return [(name, layout[name]) for name in sorted(names)]
+
+
+def _trace_axis(trace, letter: str) -> str:
+    """The layout name of the x or y axis a trace is drawn on ("xaxis2" for xaxis="x2")."""
+    ref = getattr(trace, f"{letter}axis", None) or letter
+    return f"{letter}axis{ref[1:]}"
+
+
+def _labels(fig: go.Figure, name: str, axis, letter: str) -> tuple[list, float]:
+    """(the tick labels an axis shows, their font size): its ticktext, its string tickvals, or the strings its
+    traces place on it; a numeric axis's values are estimated (`_NUMBER_CHARS` characters)."""
+    size = (axis.tickfont.size if axis.tickfont is not None else None) or TICK_FONT_PX
+    if axis.showticklabels is False or axis.visible is False:
+        return [], size
+    if axis.ticktext is not None:
+        return list(axis.ticktext), size
+    if axis.tickvals is not None and any(isinstance(v, str) for v in axis.tickvals):
+        return list(axis.tickvals), size
+    if axis.tickvals is not None:
+        return [f"{v:g}" for v in axis.tickvals], size
+    if axis.range is not None and None not in axis.range and axis.type != "category":
+        return _numbers(axis.range), size
+    found = []
+    for trace in fig.data:
+        if not hasattr(trace, letter) or _trace_axis(trace, letter) != name:
+            continue
+        values = getattr(trace, letter)
+        if values is not None and len(values) and isinstance(values[0], str):
+            found.extend(values)
+        elif values is not None and len(values) <= NUMBERS_READ:
+            found.extend(_numbers(values))
+        elif values is not None or trace.type in ("heatmap", "bar", "scatter", "box", "histogram"):
+            found.append("0" * _NUMBER_CHARS)
+    return found, size
+
+
+def _turned(axis, labels: list, size: float) -> float:
+    """The height under the plot of an x axis's labels: turned by its tickangle, or level."""
+    width = widest(labels, size)
+    angle = axis.tickangle
+    if angle is None or angle == "auto":
+        return LABEL_LINE_PX * size / TICK_FONT_PX
+    a = math.radians(float(angle))
+    return width * abs(math.sin(a)) + LABEL_LINE_PX * size / TICK_FONT_PX * abs(math.cos(a))
+
+
+def _colorbars(fig: go.Figure) -> list:
+    """The colour bars the figure draws: of its coloraxes, and of its traces that show a scale."""
+    bars = []
+    layout = fig.layout.to_plotly_json()
+    for key in [k for k in layout if re.fullmatch(r"coloraxis\d*", k)]:
+        axis = fig.layout[key]
+        if axis.showscale is not False:
+            bars.append((axis.colorbar, None))
+    for trace in fig.data:
+        if getattr(trace, "coloraxis", None):
+            continue
+        if trace.type in ("heatmap", "contour", "histogram2d") and getattr(trace, "showscale", None) is not False:
+            bounds = (trace.zmin, trace.zmax)
+            if None in bounds and trace.z is not None and np.size(trace.z) <= NUMBERS_READ:
+                z = np.asarray(trace.z, dtype=float)
+                bounds = (float(np.nanmin(z)), float(np.nanmax(z))) if np.isfinite(z).any() else (None, None)
+            bars.append((trace.colorbar, bounds))
+        marker = getattr(trace, "marker", None)
+        if marker is not None and getattr(marker, "showscale", None):
+            bars.append((marker.colorbar, (marker.cmin, marker.cmax)))
+    return bars
+
+
+def _colorbar_width(bar, bounds) -> float:
+    """What a vertical colour bar takes beside the plot: its bar and tick labels, or its title when wider."""
+    thickness = (bar.thickness if bar is not None else None) or 30
+    ticks = _numbers(bounds) if bounds and None not in bounds else ["0" * (_NUMBER_CHARS - 1)]
+    title = _text(bar.title if bar is not None else None)
+    return max(thickness + 15 + widest(ticks), widest([title], TITLE_FONT_PX) + 19 if title else 0.0)
+
+
+def _legend(fig: go.Figure) -> tuple[str, float] | None:
+    """(where a shown legend sits, "r" or "b", and what it takes there), or None without one."""
+    shown = [t for t in fig.data if getattr(t, "showlegend", None) is not False and getattr(t, "name", None)]
+    if fig.layout.showlegend is False or (fig.layout.showlegend is None and len(shown) < 2) or not shown:
+        return None
+    legend = fig.layout.legend
+    if legend is not None and legend.orientation == "h":
+        if legend.y is not None and legend.y >= 0.5:
+            return None
+        items = [widest([t.name]) + LEGEND_ITEM_PX for t in shown] + [widest([_text(legend.title)])]
+        rows = math.ceil(sum(items) / (fig.layout.width or PLOT_WIDTH_PX))
+        return "b", LEGEND_ROW_PX * max(rows, 1)
+    if legend is not None and legend.x is not None and legend.x < 1:
+        return None  # inside the plot
+    return "r", widest([t.name for t in shown]) + LEGEND_ITEM_PX
+
+
+def room(fig: go.Figure) -> dict[str, int]:
+    """Each side's margin that the figure's drawn parts need: the left one its y labels and title, the bottom one
+    its x labels (turned) and title and a horizontal legend, the right one its colour bars or a legend beside it.
+    The top is left to the figure's title, which pushes it itself (`style.plot_title`): a top margin set from here
+    for a title of several lines had Plotly draw the title over the plot (tests/e2e/test_e2e_readable.py)."""
+    need = {"l": 0.0, "r": 0.0, "t": 0.0, "b": 0.0}
+    for name, axis in _axes(fig.layout, "y"):
+        labels, size = _labels(fig, name, axis, "y")
+        side = "r" if axis.side == "right" else "l"
+        titled = bool(_text(axis.title))
+        width = LABEL_GAP_PX + widest(labels, size) if labels else 0.0
+        need[side] = max(need[side], width + (_title_room(axis.title) if titled else BARE_EDGE_PX if labels else 0.0))
+    for name, axis in _axes(fig.layout, "x"):
+        if axis.side == "top":
+            continue  # above the plot: the figures that put labels there leave the room themselves
+        labels, size = _labels(fig, name, axis, "x")
+        titled = bool(_text(axis.title))
+        height = LABEL_GAP_PX + _turned(axis, labels, size) if labels else 0.0
+        need["b"] = max(need["b"], height + (_title_room(axis.title) if titled else BARE_EDGE_PX if labels else 0.0))
+    bars = [_colorbar_width(bar, bounds) for bar, bounds in _colorbars(fig)
+            if bar is None or bar.orientation != "h"]
+    if bars:
+        need["r"] = max(need["r"], COLORBAR_GAP_PX + max(bars))
+    legend = _legend(fig)
+    if legend is not None:
+        side, px = legend
+        need[side] = need[side] + px if side == "b" else max(need[side], px)
+    return {side: math.ceil(px + SLACK_PX) if px else 0 for side, px in need.items()}
+
+
+PLOTLY_MARGIN = {"l": 80, "r": 80, "t": 100, "b": 80}  # Plotly's margins where a figure sets none
+
+
+def fit(fig: go.Figure) -> go.Figure:
+    """`fig`, changed in place: each margin at least its `room` (never smaller than it was). Returns it."""
+    current = fig.layout.margin
+    was = {side: getattr(current, side) for side in PLOTLY_MARGIN}
+    wanted = {side: max(int(PLOTLY_MARGIN[side] if was[side] is None else was[side]), px)
+              for side, px in room(fig).items()}
+    if any(wanted[side] != was[side] for side in wanted):
+        fig.update_layout(margin=wanted)
+    return fig

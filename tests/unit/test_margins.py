@@ -1,0 +1,115 @@
+"""Margins set before the browser draws (`mha_viz.drawing.margins`, issue 59): each side holds what its labels,
+titles, colour bars and legend take, by the sizes the module states, computed here by hand; a margin never shrinks;
+fitting twice changes nothing; and the app fits every chart it shows, a cached one once, before sessions share it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from mha_viz.drawing import margins as m
+from mha_viz.drawing.style import axis_labels, margin, plot_title
+
+
+def _heatmap(ys, xs=("a", "b"), **layout) -> go.Figure:
+    fig = go.Figure(go.Heatmap(z=np.zeros((len(ys), len(xs))), x=list(xs), y=list(ys), showscale=False))
+    return fig.update_layout(margin=dict(l=10, r=10, t=10, b=10), **layout)
+
+
+def test_the_left_margin_holds_the_longest_y_label_and_the_title():
+    label = "w" * 20  # 20 characters of 12 px, 0.56 of a size each
+    room = m.room(_heatmap(["a", label]))
+    assert room["l"] == math.ceil(m.LABEL_GAP_PX + 20 * 0.56 * 12 + m.BARE_EDGE_PX + m.SLACK_PX)  # 166
+    titled = m.room(_heatmap(["a", label], yaxis=dict(title=dict(text="query"))))
+    assert titled["l"] == math.ceil(m.LABEL_GAP_PX + 20 * 0.56 * 12 + m.TITLE_ROOM_PX + m.SLACK_PX)
+    two_lines = m.room(_heatmap(["a", label], yaxis=dict(title=dict(text="query<br>(attending)"))))
+    assert two_lines["l"] == titled["l"] + 19
+
+
+def test_wide_characters_and_a_repeated_tokens_suffix_count_as_shown():
+    assert m.text_px("语言") == pytest.approx(2 * 12)  # a CJK character: a whole size
+    tokens = axis_labels(["cat", "cat", "cat"])  # the repeats carry invisible suffixes
+    assert m.widest(tokens) == pytest.approx(m.text_px("cat")) == pytest.approx(3 * 0.56 * 12)
+    assert m.text_px("<b>a&amp;b</b>") == pytest.approx(3 * 0.56 * 12)  # tags dropped, the entity one character
+
+
+def test_turned_x_labels_take_their_height_under_the_plot():
+    label = "m" * 10
+    level = m.room(_heatmap(["a"], xs=["a", label]))
+    turned = m.room(_heatmap(["a"], xs=["a", label], xaxis=dict(tickangle=-90)))
+    width = 10 * 0.56 * 12
+    assert level["b"] == math.ceil(m.LABEL_GAP_PX + m.LABEL_LINE_PX + m.BARE_EDGE_PX + m.SLACK_PX)
+    assert turned["b"] == math.ceil(m.LABEL_GAP_PX + width + m.BARE_EDGE_PX + m.SLACK_PX)
+    sixty = m.room(_heatmap(["a"], xs=["a", label], xaxis=dict(tickangle=-60)))
+    assert sixty["b"] == math.ceil(m.LABEL_GAP_PX + width * math.sin(math.radians(60))
+                                   + m.LABEL_LINE_PX * 0.5 + m.BARE_EDGE_PX + m.SLACK_PX)
+
+
+def test_a_colour_bar_takes_its_bar_and_the_widest_of_its_ticks_or_title():
+    fig = go.Figure(go.Heatmap(z=[[0.0, 0.63]], colorbar=dict(thickness=12)))
+    ticks = m.tick_texts(0.0, 0.63)
+    assert ticks == ["0.0", "0.8"]  # a step of 0.2: one decimal
+    assert m.room(fig)["r"] == math.ceil(m.COLORBAR_GAP_PX + 12 + 15 + 3 * 0.56 * 12 + m.SLACK_PX)
+    titled = go.Figure(go.Heatmap(z=[[0.0, 1.0]], colorbar=dict(thickness=12, title=dict(text="a long title"))))
+    assert m.room(titled)["r"] == math.ceil(m.COLORBAR_GAP_PX + 12 * 0.56 * 14 + 19 + m.SLACK_PX)
+    hidden = go.Figure(go.Heatmap(z=[[0.0, 1.0]], showscale=False))
+    assert m.room(hidden)["r"] == 0
+
+
+def test_tick_texts_are_the_ends_at_a_round_step():
+    assert m.tick_texts(0, 5) == ["0", "5"]
+    assert m.tick_texts(-3, 250) == ["−50", "250"]
+    assert m.tick_texts(0.001, 0.0042) == ["0.001", "0.005"]  # a step of 0.001
+    assert m.tick_texts(1, 1) == ["1"]
+
+
+def test_a_horizontal_legend_below_takes_a_row_for_each_plot_width_of_items():
+    names = [f"head {i}" for i in range(12)]
+    fig = go.Figure([go.Scatter(x=[0], y=[0], name=n) for n in names]).update_layout(
+        width=400, legend=dict(orientation="h", y=-0.1), xaxis=dict(visible=False), yaxis=dict(visible=False))
+    items = sum(m.text_px(n) + m.LEGEND_ITEM_PX for n in names)
+    rows = math.ceil(items / 400)
+    assert rows > 1 and m.room(fig)["b"] == math.ceil(rows * m.LEGEND_ROW_PX + m.SLACK_PX)
+    beside = go.Figure([go.Scatter(x=[0], y=[0], name=n) for n in names[:2]]).update_layout(
+        xaxis=dict(visible=False), yaxis=dict(visible=False))
+    assert m.room(beside)["r"] == math.ceil(m.text_px("head 0") + m.LEGEND_ITEM_PX + m.SLACK_PX)
+    one = go.Figure(go.Scatter(x=[0], y=[0], name="alone")).update_layout(
+        xaxis=dict(visible=False), yaxis=dict(visible=False))
+    assert m.room(one) == {"l": 0, "r": 0, "t": 0, "b": 0}  # one trace: no legend
+
+
+def test_the_top_is_left_to_the_title():
+    fig = go.Figure().update_layout(title=plot_title("one<br>two<br>three"), margin=margin(),
+                                    xaxis=dict(visible=False), yaxis=dict(visible=False))
+    assert m.room(fig)["t"] == 0
+
+
+def test_fit_grows_margins_never_shrinks_them_and_is_idempotent():
+    fig = _heatmap(["a", "w" * 20]).update_layout(margin=dict(l=300, t=300))
+    m.fit(fig)
+    assert fig.layout.margin.l == 300 and fig.layout.margin.t == 300  # larger already: kept
+    fig.update_layout(margin=dict(l=10))
+    m.fit(fig)
+    assert fig.layout.margin.l == m.room(fig)["l"] > 10
+    before = fig.to_plotly_json()
+    m.fit(fig)
+    assert fig.to_plotly_json() == before
+    bare = go.Figure(go.Heatmap(z=[[1.0]], x=["a"], y=["b"], showscale=False))  # no margins: Plotly's 80/100
+    m.fit(bare)
+    assert (bare.layout.margin.l, bare.layout.margin.t) == (80, 100)
+
+
+def test_the_app_fits_a_chart_once_and_a_cached_one_when_it_is_made(monkeypatch):
+    from mha_viz.ui import charts
+
+    calls = []
+    real = m.fit
+    monkeypatch.setattr(m, "fit", lambda fig: calls.append(fig) or real(fig))
+    fig = _heatmap(["a", "w" * 20])
+    assert charts.fitted(fig) is fig and fig.layout.margin.l == m.room(fig)["l"]
+    charts.fitted(fig)
+    assert len(calls) == 1  # once: a figure shown again is not changed again
+    assert charts.fitted("not a figure") == "not a figure"
