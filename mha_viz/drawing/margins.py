@@ -20,7 +20,7 @@ import unicodedata
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.drawing.style import TOOLBAR_PX, label_text, title_room
+from mha_viz.drawing.style import label_text
 
 TICK_FONT_PX = 12  # Streamlit's theme: tick labels, colour bar ticks, legend items
 TITLE_FONT_PX = 14  # an axis's or a colour bar's title
@@ -183,9 +183,9 @@ def _legend(fig: go.Figure) -> tuple[str, float] | None:
 
 def room(fig: go.Figure) -> dict[str, int]:
     """Each side's margin that the figure's drawn parts need: the left one its y labels and title, the bottom one
-    its x labels (turned) and title and a horizontal legend, the right one its colour bars or a legend beside it,
-    the top one a title of several lines hung from the top (`fit` hangs it: `style.top_title`). A title of one line
-    above the plot (`style.plot_title`) fits the figures' own top margin."""
+    its x labels (turned) and title and a horizontal legend, the right one its colour bars or a legend beside it.
+    The top is left to the figure's title, which pushes it itself (`style.plot_title`): a top margin set from here
+    for a title of several lines had Plotly draw the title over the plot (tests/e2e/test_e2e_readable.py)."""
     need = {"l": 0.0, "r": 0.0, "t": 0.0, "b": 0.0}
     for name, axis in _axes(fig.layout, "y"):
         labels, size = _labels(fig, name, axis, "y")
@@ -208,27 +208,14 @@ def room(fig: go.Figure) -> dict[str, int]:
     if legend is not None:
         side, px = legend
         need[side] = need[side] + px if side == "b" else max(need[side], px)
-    out = {side: math.ceil(px + SLACK_PX) if px else 0 for side, px in need.items()}
-    title = fig.layout.title
-    if _text(title) and (_several_lines(title) or title.yref == "container"):
-        out["t"] = TOOLBAR_PX + title_room(_text(title))  # hung from the top: its lines, exactly
-    return out
-
-
-def _several_lines(title) -> bool:
-    """A title of several lines anchored above the plot (`style.plot_title`): Plotly draws its first line there and
-    the others down over the plot, unless its automargin pushes the top margin (a second drawing)."""
-    return bool(title is not None and "<br>" in _text(title) and title.yref != "container" and title.automargin)
+    return {side: math.ceil(px + SLACK_PX) if px else 0 for side, px in need.items()}
 
 
 PLOTLY_MARGIN = {"l": 80, "r": 80, "t": 100, "b": 80}  # Plotly's margins where a figure sets none
 
 
 def fit(fig: go.Figure) -> go.Figure:
-    """`fig`, changed in place: each margin at least its `room` (never smaller than it was), a title of several lines
-    above the plot hung from the figure's top instead (`style.top_title`: the room `room` gives it). Returns it."""
-    if _several_lines(fig.layout.title):
-        fig.update_layout(title=dict(yref="container", y=1, yanchor="top"))
+    """`fig`, changed in place: each margin at least its `room` (never smaller than it was). Returns it."""
     current = fig.layout.margin
     was = {side: getattr(current, side) for side in PLOTLY_MARGIN}
     wanted = {side: max(int(PLOTLY_MARGIN[side] if was[side] is None else was[side]), px)

@@ -81,21 +81,10 @@ def test_a_horizontal_legend_below_takes_a_row_for_each_plot_width_of_items():
     assert m.room(one) == {"l": 0, "r": 0, "t": 0, "b": 0}  # one trace: no legend
 
 
-def test_a_title_of_several_lines_is_hung_from_the_top_with_room_for_each_line():
-    """Anchored above the plot, Plotly draws a title's first line there and the others down over the plot unless its
-    automargin draws the chart again; hung from the figure's top (`style.top_title`), it gets its lines' room."""
-    three = "one<br>two<br>three"
-    fig = go.Figure().update_layout(title=plot_title(three), margin=margin(),
+def test_the_top_is_left_to_the_title():
+    fig = go.Figure().update_layout(title=plot_title("one<br>two<br>three"), margin=margin(),
                                     xaxis=dict(visible=False), yaxis=dict(visible=False))
-    assert m.room(fig)["t"] == 36 + 3 * 22 + 20  # the toolbar's band, three 22-px lines, the gap under them
-    m.fit(fig)
-    assert (fig.layout.title.yref, fig.layout.title.y, fig.layout.title.yanchor) == ("container", 1, "top")
-    assert fig.layout.margin.t == 36 + 3 * 22 + 20
-    one = go.Figure().update_layout(title=plot_title("one line"), margin=margin(),
-                                    xaxis=dict(visible=False), yaxis=dict(visible=False))
-    assert m.room(one)["t"] == 0  # one line fits the figures' own top margin, above the plot
-    m.fit(one)
-    assert one.layout.title.yref == "paper" and one.layout.margin.t == margin()["t"]
+    assert m.room(fig)["t"] == 0
 
 
 def test_fit_grows_margins_never_shrinks_them_and_is_idempotent():
