@@ -106,11 +106,11 @@ OUT_MULTIPLIERS = {True: "attn_out_multiplier", False: "ssm_out_multiplier"}
 def _out_multipliers(hf_model, modules) -> dict[tuple[int, bool], float]:
     """{(layer number, softmax): the factor the mixer's output is written into the stream with}: its decoder layer's
     OUT_MULTIPLIERS attribute where it has one, else 1."""
-    names = {id(m): name for name, m in hf_model.named_modules()}
-    parents = dict(hf_model.named_modules())
+    by_name = dict(hf_model.named_modules())
+    names = {id(m): name for name, m in by_name.items()}
     factors = {}
     for key, m in modules:
-        parent = parents.get(names.get(id(m), "").rpartition(".")[0])
+        parent = by_name.get(names.get(id(m), "").rpartition(".")[0])
         factors[key] = abs(float(getattr(parent, OUT_MULTIPLIERS[key[1]], 1.0)))
     return factors
 

@@ -67,10 +67,11 @@ def tick_texts(low: float, high: float) -> list[str]:
 def _numbers(values) -> list[str]:
     """Tick labels for numeric `values` (a range, or a trace's data): `tick_texts` of their extremes."""
     try:
-        finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+        a = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
         return ["0" * _NUMBER_CHARS]
-    return tick_texts(min(finite), max(finite)) if finite else []
+    finite = a[np.isfinite(a)]
+    return tick_texts(float(finite.min()), float(finite.max())) if finite.size else []
 
 
 def _text(title) -> str:
@@ -80,13 +81,6 @@ def _text(title) -> str:
 def _title_room(title) -> float:
     """What an axis title takes across its axis: TITLE_ROOM_PX for a line, a 19-px line more for each <br>."""
     return TITLE_ROOM_PX + 19 * _text(title).count("<br>")
-
-
-def _axes(layout: go.Layout, letter: str) -> list[tuple[str, object]]:
-    """(name, axis) of the layout's x or y axes that are set ("xaxis", "xaxis2", …; "xaxis" always)."""
-    names = {"xaxis" if letter == "x" else "yaxis"} | {k for k in layout.to_plotly_json() if re.fullmatch(
-        f"{letter}axis\\d*", k)}
-    return [(name, layout[name]) for name in sorted(names)]
 
 
 def _trace_axis(trace, letter: str) -> str:
@@ -135,12 +129,10 @@ def _turned(axis, labels: list, size: float) -> float:
 
 def _colorbars(fig: go.Figure) -> list:
     """The colour bars the figure draws: of its coloraxes, and of its traces that show a scale."""
-    bars = []
-    layout = fig.layout.to_plotly_json()
-    for key in [k for k in layout if re.fullmatch(r"coloraxis\d*", k)]:
-        axis = fig.layout[key]
-        if axis.showscale is not False:
-            bars.append((axis.colorbar, None))
+    used = {ref for trace in fig.data for ref in (getattr(trace, "coloraxis", None),
+                                                 getattr(getattr(trace, "marker", None), "coloraxis", None)) if ref}
+    bars = [(axis.colorbar, None) for axis in fig.select_coloraxes()
+            if axis.plotly_name in used and axis.showscale is not False]
     for trace in fig.data:
         if getattr(trace, "coloraxis", None):
             continue
@@ -187,16 +179,16 @@ def room(fig: go.Figure) -> dict[str, int]:
     The top is left to the figure's title, which pushes it itself (`style.plot_title`): a top margin set from here
     for a title of several lines had Plotly draw the title over the plot (tests/e2e/test_e2e_readable.py)."""
     need = {"l": 0.0, "r": 0.0, "t": 0.0, "b": 0.0}
-    for name, axis in _axes(fig.layout, "y"):
-        labels, size = _labels(fig, name, axis, "y")
+    for axis in fig.select_yaxes():
+        labels, size = _labels(fig, axis.plotly_name, axis, "y")
         side = "r" if axis.side == "right" else "l"
         titled = bool(_text(axis.title))
         width = LABEL_GAP_PX + widest(labels, size) if labels else 0.0
         need[side] = max(need[side], width + (_title_room(axis.title) if titled else BARE_EDGE_PX if labels else 0.0))
-    for name, axis in _axes(fig.layout, "x"):
+    for axis in fig.select_xaxes():
         if axis.side == "top":
             continue  # above the plot: the figures that put labels there leave the room themselves
-        labels, size = _labels(fig, name, axis, "x")
+        labels, size = _labels(fig, axis.plotly_name, axis, "x")
         titled = bool(_text(axis.title))
         height = LABEL_GAP_PX + _turned(axis, labels, size) if labels else 0.0
         need["b"] = max(need["b"], height + (_title_room(axis.title) if titled else BARE_EDGE_PX if labels else 0.0))

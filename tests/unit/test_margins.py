@@ -1,6 +1,7 @@
 """Margins set before the browser draws (`mha_viz.drawing.margins`, issue 59): each side holds what its labels,
 titles, colour bars and legend take, by the sizes the module states, computed here by hand; a margin never shrinks;
-fitting twice changes nothing; and the app fits every chart it shows, a cached one once, before sessions share it."""
+fitting twice changes nothing; and the app fits every chart it shows once (a cached one:
+tests/unit/test_figure_speed_paths.py)."""
 
 from __future__ import annotations
 
@@ -59,6 +60,15 @@ def test_a_colour_bar_takes_its_bar_and_the_widest_of_its_ticks_or_title():
     assert m.room(hidden)["r"] == 0
 
 
+def test_a_shared_colour_axis_takes_room_only_when_a_trace_draws_on_it():
+    shared = go.Figure(go.Heatmap(z=[[0.0, 1.0]], coloraxis="coloraxis")).update_layout(
+        coloraxis=dict(colorbar=dict(thickness=12)))
+    assert m.room(shared)["r"] == math.ceil(m.COLORBAR_GAP_PX + 12 + 15 + 4 * 0.56 * 12 + m.SLACK_PX)
+    unused = go.Figure(go.Heatmap(z=[[0.0, 1.0]], showscale=False)).update_layout(
+        coloraxis=dict(colorbar=dict(thickness=12)))
+    assert m.room(unused)["r"] == 0
+
+
 def test_tick_texts_are_the_ends_at_a_round_step():
     assert m.tick_texts(0, 5) == ["0", "5"]
     assert m.tick_texts(-3, 250) == ["−50", "250"]
@@ -102,7 +112,7 @@ def test_fit_grows_margins_never_shrinks_them_and_is_idempotent():
     assert (bare.layout.margin.l, bare.layout.margin.t) == (80, 100)
 
 
-def test_the_app_fits_a_chart_once_and_a_cached_one_when_it_is_made(monkeypatch):
+def test_the_app_fits_a_chart_once(monkeypatch):
     from mha_viz.ui import charts
 
     calls = []
