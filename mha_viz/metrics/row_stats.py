@@ -66,8 +66,8 @@ class RowStats:
         outside = (key_start if f.causal else f.n - w)  # visible keys outside the block: A = 0, Â = floor
         entropy -= outside * floor * torch.log(floor)
         s["entropy"] += entropy.sum(-1)
-        wide = seen > 1
-        s["norm_entropy"] += (entropy[:, wide] / torch.log(seen[wide])).sum(-1)
+        wide = seen > 1  # masked by `where`, not by indexing: an index by a mask waits for the device
+        s["norm_entropy"] += torch.where(wide, entropy / torch.log(seen.clamp_min(2)), 0.0).sum(-1)
         s["norm_rows"] += wide.sum()
         s["confidence"] += A.amax(-1).sum(-1, dtype=torch.float64)
         # [SEP]-like keys, punctuation, the row's sum, and (causal) Σ_j A_ij (start − j) in one product
@@ -86,14 +86,15 @@ class RowStats:
         s["sep"] += sep_punct_total[:, 0]
         s["punct"] += sep_punct_total[:, 1]
         s["total"] += sep_punct_total[:, 2]
-        earlier = cols[None, :] < rows[:, None]  # (b, w)
-        for name, key_ids, allowed in (
-                ("duplicate_score", f.ids, earlier),
-                ("induction_score", f.before, cols[None, :] <= rows[:, None])):  # P[i, j+1]: tok_j = tok_i, j < i
-            r, c = torch.nonzero((f.ids[start:start + b, None] == key_ids[None, key_start:key_start + w])
-                                 & allowed, as_tuple=True)
-            if len(r):
-                s[name] += A[:, r, c].sum(-1, dtype=torch.float64)
+        # the mass on keys holding the query's token (before it), and on keys after one (P[i, j+1]: tok_j = tok_i,
+        # j < i): each row of A times its row of the two masks (b, w, 2), one batched product over the rows
+        own = f.ids[start:start + b, None]
+        matches = torch.stack([(own == f.ids[None, key_start:key_start + w]) & (cols[None, :] < rows[:, None]),
+                               (own == f.before[None, key_start:key_start + w]) & (cols[None, :] <= rows[:, None])],
+                              -1).float()
+        scores = torch.bmm(A.transpose(0, 1), matches).sum(0, dtype=torch.float64)  # (b, H, 2) -> (H, 2)
+        s["duplicate_score"] += scores[:, 0]
+        s["induction_score"] += scores[:, 1]
         self._beyond(A, start, key_start, rows, seen, valid, outside, sums[..., 2])
         return sums[..., 2]
 
@@ -126,11 +127,11 @@ class RowStats:
                                                 torch.zeros((), dtype=torch.float64, device=A.device)).sum(-1)
         s["beyond_norm_rows"] += wide.sum(-1)
         s["beyond_rows"] += kept.sum(-1)
-        r = torch.arange(A.shape[1], device=A.device)
         for name, shift in (("beyond_self", 0), ("beyond_prev", -1), ("beyond_next", 1)):
             c = rows + shift - key_start  # (b,) the key's place in the block
             ok = (c >= 0) & (c < A.shape[2]) & (rows + shift >= skip) & (rows + shift < f.n)
-            s[name] += (A[:, r[ok], c[ok]] * inv[:, r[ok]]).sum(-1, dtype=torch.float64)
+            at = A.gather(2, c.clamp(0, A.shape[2] - 1).expand(A.shape[0], -1)[..., None])[..., 0]  # (H, b)
+            s[name] += (at * inv * ok).sum(-1, dtype=torch.float64)
         marks = (after @ f.columns[key_start + c0:key_start + A.shape[2], :2]) * inv[..., None]  # (H, b, 2)
         s["beyond_sep"] += marks[..., 0].sum(-1, dtype=torch.float64)
         s["beyond_punct"] += marks[..., 1].sum(-1, dtype=torch.float64)

@@ -52,5 +52,5 @@ class Thumbnails:
         if w != self.n:  # the keys outside the block's span have probability 0
             down = torch.nn.functional.pad(down, (key_start, self.n - key_start - w))  # (H, cells, n)
         across = down if self.size == self.n else torch.nn.functional.adaptive_max_pool1d(down, self.size)
-        index = torch.as_tensor(cells, device=A.device)
-        self.cells[:, index] = torch.maximum(self.cells[:, index], across)
+        lo, hi = int(cells[0]), int(cells[-1]) + 1  # the cells a block of rows meets are consecutive
+        self.cells[:, lo:hi] = torch.maximum(self.cells[:, lo:hi], across)

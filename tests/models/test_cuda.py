@@ -96,3 +96,23 @@ def test_an_error_in_the_copying_thread_reaches_the_caller(monkeypatch):
         with transfer.HostCopier(dest) as copier:  # as `analyze` uses it: the thread is always ended
             for i in range(6):
                 copier.put(i, torch.ones(5000, device="cuda"))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_long_run_on_the_gpu_equals_the_cpus_dense_one(llama_dir, dtype):
+    """A long run on the GPU (one scan, each layer's input kept there, rows recomputed on demand) against
+    the dense capture of the same model on the CPU: every head's rows, one column, the whole head and the
+    head table's measures; float32 within 1e-5, bfloat16 within its fidelity bound (2e-2)."""
+    dense = mha_viz.analyze(mha_viz.load_model(llama_dir, device="cpu", dtype=dtype), TEXT, dense=True)
+    long = mha_viz.analyze(mha_viz.load_model(llama_dir, device="cuda", dtype=dtype), TEXT, dense=False)
+    assert not long.is_dense and long.n == dense.n
+    atol = 1e-5 if dtype == "float32" else 2e-2
+    L, H, n = dense.attentions.shape[:3]
+    for layer in range(L):
+        np.testing.assert_allclose(long.layer_rows(layer, 0, n), dense.attentions[layer], atol=atol)
+    np.testing.assert_allclose(long.column(L - 1, H - 1, 2), dense.attentions[L - 1, H - 1, :, 2], atol=atol)
+    np.testing.assert_allclose(long.head(0, 1), dense.attentions[0, 1], atol=atol)
+    table, ref = long.summary.table, mha_viz.metrics.head_table(dense)
+    for column in ("entropy", "distance", "prev", "sink"):  # distance in tokens: relative to its size
+        np.testing.assert_allclose(table[column].to_numpy(float), ref[column].to_numpy(float),
+                                   rtol=max(atol, 1e-4), atol=atol, err_msg=column)

@@ -10,9 +10,26 @@ import torch
 
 from mha_viz_models.attention.config import Extras, Shape, Visibility
 from mha_viz_models.attention.mha import MultiHeadAttention
-from mha_viz_models.attention.visibility import hidden_keys, visible_span
+from mha_viz_models.attention.visibility import hidden_columns, hidden_keys, visible_span
 
 N = 23
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("window,chunk", [(None, None), (4, None), (None, 5), (3, 6), (7, 4)])
+def test_hidden_columns_from_the_first_and_last_query_are_the_whole_blocks(causal, window, chunk):
+    """Every block of queries against every span of keys, at every start: the columns that hold a key hidden from
+    some query (read from the block's whole mask) are the range `hidden_columns` finds from two rows."""
+    for first in range(N):
+        for stop in range(first + 1, N + 1):
+            for k0 in range(0, N, 3):
+                for k1 in (k0 + 1, min(N, k0 + 5), N):
+                    mask = hidden_keys(stop - first, k1 - k0, causal=causal, window=window, chunk=chunk,
+                                       first=first, key_start=k0)
+                    found = hidden_columns(stop - first, k1 - k0, causal=causal, window=window, chunk=chunk,
+                                           first=first, key_start=k0)
+                    columns = [] if mask is None else torch.nonzero(mask.any(0)).flatten().tolist()
+                    assert found == ((columns[0], columns[-1] + 1) if columns else None), (first, stop, k0, k1)
 
 
 @pytest.mark.parametrize("causal", [True, False])

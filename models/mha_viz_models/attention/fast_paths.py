@@ -98,17 +98,21 @@ def masked_in_place(scores: torch.Tensor, blocked: torch.Tensor | None,
     return scores
 
 
-def masked_columns_in_place(scores: torch.Tensor, blocked: torch.Tensor | None) -> torch.Tensor:
+def masked_columns_in_place(scores: torch.Tensor, blocked: torch.Tensor | None,
+                            columns: tuple[int, int] | None = None) -> torch.Tensor:
     """Trick 3a for a block of a long text's queries: −inf where `blocked` (n_q, n_k), written only over
     the columns from the first to the last that hold a blocked key: a causal block hides keys only
     near its diagonal, so most of its columns are left untouched (a pass over the whole block skipped).
-    Safe because the columns outside that range hold no blocked key. Shown by
-    test_masking_the_blocked_columns_only_is_the_whole_mask."""
+    `columns` (lo, hi): that range where the caller knows it (`visibility.hidden_columns`, from the host: finding
+    it in `blocked` on a GPU waits for the device, once a block); None: found in `blocked`. Safe because the
+    columns outside that range hold no blocked key. Shown by test_masking_the_blocked_columns_only_is_the_whole_mask."""
     if blocked is None:
         return scores
-    columns = torch.nonzero(blocked.any(0)).flatten()
-    if len(columns):
-        lo, hi = int(columns[0]), int(columns[-1]) + 1
+    if columns is None:
+        found = torch.nonzero(blocked.any(0)).flatten()
+        columns = (int(found[0]), int(found[-1]) + 1) if len(found) else None
+    if columns is not None:
+        lo, hi = columns
         scores[..., lo:hi].masked_fill_(blocked[:, lo:hi], float("-inf"))
     return scores
 

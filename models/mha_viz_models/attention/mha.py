@@ -23,7 +23,7 @@ from torch import nn
 from mha_viz_models.attention import fast_paths
 from mha_viz_models.attention.config import Extras, Positions, Shape, Visibility
 from mha_viz_models.attention.rotary import apply_rotary, query_temperature, rotate_half, rotate_qk
-from mha_viz_models.attention.visibility import hidden_keys, sink_column
+from mha_viz_models.attention.visibility import hidden_columns, hidden_keys, sink_column
 
 __all__ = ["Extras", "MultiHeadAttention", "Positions", "Shape", "Visibility", "apply_rotary", "rotate_half"]
 
@@ -281,10 +281,11 @@ class MultiHeadAttention(nn.Module):
         heads: which heads q holds, when only some (their sink logits are read); None: all.
         Every query sees its own key (no mask hides it), so no row is empty."""
         (B, h, n_q, d), (g, n_k) = q.shape, (k.shape[1], k.shape[2])
-        blocked = hidden_keys(n_q, n_k, q.device, causal=is_causal, window=self.window, chunk=self.chunk,
-                              first=first, key_start=key_start)
+        where = dict(causal=is_causal, window=self.window, chunk=self.chunk, first=first, key_start=key_start)
+        blocked = hidden_keys(n_q, n_k, q.device, **where)
         scores = self.scores(q.reshape(B, g, (h // g) * n_q, d), k).view(B, h, n_q, n_k)  # (B, h, n_q, n_k)
-        return self.normalized(fast_paths.masked_columns_in_place(scores, blocked), heads=heads, empty_rows=False)
+        masked = fast_paths.masked_columns_in_place(scores, blocked, hidden_columns(n_q, n_k, **where))
+        return self.normalized(masked, heads=heads, empty_rows=False)
 
     def merge(self, z: torch.Tensor) -> torch.Tensor:
         """Concatenate the heads and apply W_O: (B, h, n_q, d_v) -> (B, n_q, d_model)."""

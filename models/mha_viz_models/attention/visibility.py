@@ -35,6 +35,23 @@ def hidden_keys(n_q: int, n_k: int, device=None, *, causal: bool = True, window:
     return hidden
 
 
+def hidden_columns(n_q: int, n_k: int, *, causal: bool = True, window: int | None = None,
+                   chunk: int | None = None, first: int | None = None, key_start: int = 0) -> tuple[int, int] | None:
+    """(lo, hi): `hidden_keys`' columns lo … hi − 1 hold every key hidden from any of the block's queries; None
+    when none is. Read on the host from the first and the last query's rows alone, so a block on a GPU is masked
+    without waiting for the device: a key hidden from a query in between is hidden from one of them (the causal
+    mask hides more keys from the first query, a causal window more from the last; an encoder's window hides
+    keys far after the first query or far before the last; a chunk other than the first query's is hidden from
+    it, and the first query's own chunk, where the block reaches past it, from the last)."""
+    first = key_start + n_k - n_q if first is None else first
+    rows = [hidden_keys(1, n_k, "cpu", causal=causal, window=window, chunk=chunk, first=p, key_start=key_start)
+            for p in (first, first + n_q - 1)]
+    if rows[0] is None:
+        return None
+    columns = torch.nonzero(rows[0][0] | rows[1][0]).flatten()
+    return (int(columns[0]), int(columns[-1]) + 1) if len(columns) else None
+
+
 def visible_span(start: int, stop: int, n: int, *, causal: bool = True, window: int | None = None,
                  chunk: int | None = None) -> tuple[int, int]:
     """(first, end): the keys first … end − 1 hold every key that queries start … stop − 1 of an n-token
