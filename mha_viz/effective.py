@@ -99,7 +99,8 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
 
 
 # what a layer multiplies its mixers' outputs by before they reach the stream, by the attribute that holds it on the
-# decoder layer (Falcon-H1's μP multipliers), for the softmax attention (True) and the other mixer (False)
+# decoder layer (Falcon-H1's μP multipliers), for the softmax attention (True) and the other mixer (False); the
+# attention's is folded into its W_O at load (`mha_viz_models.families.multipliers`) unless accelerate offloaded it
 OUT_MULTIPLIERS = {True: "attn_out_multiplier", False: "ssm_out_multiplier"}
 
 

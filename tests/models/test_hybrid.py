@@ -171,3 +171,38 @@ def test_a_layer_of_attention_and_mamba_is_read_as_both(both):
     total = sum(norms.values())
     for (n, k), share in shares.items():
         assert share == pytest.approx(norms[n, k == effective.SOFTMAX] / total, rel=1e-5), (name, n, k)
+
+
+def test_falcon_h1_s_multipliers_are_in_its_heads_weights(both):
+    """Falcon-H1 multiplies its attention's input (0.8 here) and output (0.9375) in the decoder layer: loaded, the
+    factors sit in the attention's own projections, so the model computes what Hugging Face's unfolded one does, and
+    each head's z through W_O (plus the bias) is the attention's write into the residual stream, its multiplier
+    included, as read off the unfolded model."""
+    name, model = both
+    if name != "falcon_h1":
+        pytest.skip("Zamba2 has no multiplier around its attention")
+    from transformers import AutoModelForCausalLM
+    reference = AutoModelForCausalLM.from_pretrained(model.source, attn_implementation="eager").eval()
+    blocks = reference.model.layers
+    assert {(b.attention_in_multiplier, b.attn_out_multiplier) for b in blocks} == {(0.8, 0.9375)}
+    assert {(b.attention_in_multiplier, b.attn_out_multiplier) for b in model.hf_model.model.layers} == {(1.0, 1.0)}
+    writes = []
+    hooks = [b.self_attn.register_forward_hook(
+        lambda _m, _a, out, b=b: writes.append(out[0][0] * b.attn_out_multiplier)) for b in blocks]
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    try:
+        with torch.no_grad():
+            want = reference(input_ids=ids, use_cache=False).logits
+    finally:
+        for h in hooks:
+            h.remove()
+    with torch.no_grad():
+        np.testing.assert_allclose(model.hf_model(input_ids=ids, use_cache=False).logits.numpy(), want.numpy(),
+                                   atol=1e-5, rtol=1e-5)
+    run = mha_viz.analyze(model, TEXT)
+    w_o = model.head_weights()["W_O"]
+    for row, number in enumerate(run.layer_ids):
+        proj = model.hf_model.model.layers[number].self_attn.o_proj
+        bias = 0 if proj.bias is None else proj.bias
+        through = torch.einsum("hnd,hdm->nm", torch.as_tensor(run.head_outputs[row]), w_o[number]) + bias
+        torch.testing.assert_close(through, writes[number], atol=1e-5, rtol=1e-5)

@@ -37,6 +37,7 @@ from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import Adapter
 from mha_viz_models.families.architectures import SUPPORTED, hybrid_layers, refusal, softmax_attentions
 from mha_viz_models.families.builtin import find_attention, install_local_attention, stand_in_refusal
+from mha_viz_models.families.multipliers import fold_multipliers
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.loaded import LoadedModel
 from mha_viz_models.loading.resolve import Progress, hub_error, resolve_spec
@@ -170,6 +171,7 @@ def load(
     else:
         model.to(dev)
     model.eval()
+    fold_multipliers(model)  # Falcon-H1's μP factors around its attention, into the attention's own weights
     ids = verify.probe(config.vocab_size, dev)
     reference = None
     if local_attention and not seq2seq:  # what the model's own attention gives, to compare ours with
@@ -290,6 +292,7 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         torch.manual_seed(seed)
         model = type(loaded.hf_model)(config)
     model.to(device=loaded.device, dtype=loaded.dtype).eval().requires_grad_(False)  # the precision of the model beside
+    fold_multipliers(model)
     adapters, modules, _ = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention,
                                              seq2seq=loaded.is_encoder_decoder)
     return dataclasses.replace(  # a fresh lock, and weights and adapters derived afresh
