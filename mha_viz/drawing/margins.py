@@ -20,7 +20,7 @@ import unicodedata
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.drawing.style import label_text
+from mha_viz.drawing.style import hung_pad, label_text, title_room
 
 TICK_FONT_PX = 12  # Streamlit's theme: tick labels, colour bar ticks, legend items
 TITLE_FONT_PX = 14  # an axis's or a colour bar's title
@@ -31,7 +31,7 @@ TITLE_ROOM_PX = 44  # an axis title: its 19-px line, the gap to the labels and t
 BARE_EDGE_PX = 10  # the edge beyond the labels of an axis without a title
 COLORBAR_GAP_PX = 23  # between the plot and a colour bar (its xpad), and beyond it
 LEGEND_ROW_PX = 26  # a horizontal legend's row under the plot
-LEGEND_ITEM_PX = 46  # a legend item's symbol and gaps, beside its text
+LEGEND_ITEM_PX = 50  # a legend item's symbol and gaps, beside its text (at 46 the head types' legend drew 3 px wider)
 SLACK_PX = 6  # added to each side an estimate sets: what the estimates missed by, in Chromium, at most
 PLOT_WIDTH_PX = 700  # a chart's width where its figure does not set one (the main area's)
 
@@ -131,7 +131,7 @@ def _colorbars(fig: go.Figure) -> list:
     """The colour bars the figure draws: of its coloraxes, and of its traces that show a scale."""
     used = {ref for trace in fig.data for ref in (getattr(trace, "coloraxis", None),
                                                  getattr(getattr(trace, "marker", None), "coloraxis", None)) if ref}
-    bars = [(axis.colorbar, None) for axis in fig.select_coloraxes()
+    bars = [(axis.colorbar, (axis.cmin, axis.cmax)) for axis in fig.select_coloraxes()
             if axis.plotly_name in used and axis.showscale is not False]
     for trace in fig.data:
         if getattr(trace, "coloraxis", None):
@@ -143,9 +143,19 @@ def _colorbars(fig: go.Figure) -> list:
                 bounds = (float(np.nanmin(z)), float(np.nanmax(z))) if np.isfinite(z).any() else (None, None)
             bars.append((trace.colorbar, bounds))
         marker = getattr(trace, "marker", None)
-        if marker is not None and getattr(marker, "showscale", None):
+        if marker is not None and _marker_scale(marker):
             bars.append((marker.colorbar, (marker.cmin, marker.cmax)))
     return bars
+
+
+def _marker_scale(marker) -> bool:
+    """Whether Plotly draws a marker's colour bar: `showscale`, or where it is unset, a colour bar given (plotly.js
+    then shows it: a scatter whose marker sets only `colorbar` drew one)."""
+    shown = getattr(marker, "showscale", None)
+    if shown is not None:
+        return bool(shown)
+    bar = getattr(marker, "colorbar", None)
+    return bar is not None and bool(bar.to_plotly_json())
 
 
 def _colorbar_width(bar, bounds) -> float:
@@ -175,9 +185,9 @@ def _legend(fig: go.Figure) -> tuple[str, float] | None:
 
 def room(fig: go.Figure) -> dict[str, int]:
     """Each side's margin that the figure's drawn parts need: the left one its y labels and title, the bottom one
-    its x labels (turned) and title and a horizontal legend, the right one its colour bars or a legend beside it.
-    The top is left to the figure's title, which pushes it itself (`style.plot_title`): a top margin set from here
-    for a title of several lines had Plotly draw the title over the plot (tests/e2e/test_e2e_readable.py)."""
+    its x labels (turned) and title and a horizontal legend, the right one its colour bars or a legend beside it,
+    the top one a title of several lines hung from the figure's top (`fit` hangs it, as `style.top_title`). A title
+    of one line above the plot (`style.plot_title`) fits the figures' own top margin."""
     need = {"l": 0.0, "r": 0.0, "t": 0.0, "b": 0.0}
     for axis in fig.select_yaxes():
         labels, size = _labels(fig, axis.plotly_name, axis, "y")
@@ -200,14 +210,31 @@ def room(fig: go.Figure) -> dict[str, int]:
     if legend is not None:
         side, px = legend
         need[side] = need[side] + px if side == "b" else max(need[side], px)
-    return {side: math.ceil(px + SLACK_PX) if px else 0 for side, px in need.items()}
+    out = {side: math.ceil(px + SLACK_PX) if px else 0 for side, px in need.items()}
+    title = fig.layout.title
+    if _text(title) and (several_lines(title) or title.yref == "container"):
+        # hung from the top: its lines, and the slack that keeps Plotly from pushing the margin itself (its push also
+        # lifts a title's lines by one line and more, under the toolbar: plotly.js `drawMainTitle`)
+        out["t"] = hung_pad(_text(title))["pad"]["t"] + title_room(_text(title)) + SLACK_PX
+    return out
+
+
+def several_lines(title) -> bool:
+    """A title of several lines anchored above the plot (`style.plot_title`). Plotly draws its first line there and
+    the others down over the plot, and moves them up only when its automargin pushes the top margin, which draws
+    the chart a second time (plotly.js `drawMainTitle`: the lines are shifted only when the margin grew)."""
+    return bool(title is not None and "<br>" in _text(title) and title.yref != "container" and title.automargin)
 
 
 PLOTLY_MARGIN = {"l": 80, "r": 80, "t": 100, "b": 80}  # Plotly's margins where a figure sets none
 
 
 def fit(fig: go.Figure) -> go.Figure:
-    """`fig`, changed in place: each margin at least its `room` (never smaller than it was). Returns it."""
+    """`fig`, changed in place: each margin at least its `room` (never smaller than it was), a title of several lines
+    above the plot hung from the figure's top instead (`style.top_title`, with the room `room` gives it). Returns it."""
+    title = fig.layout.title
+    if several_lines(title):  # no pad under it: Plotly's push reads the pads, and `room` leaves the gap below
+        fig.update_layout(title=dict(yref="container", y=1, yanchor="top") | hung_pad(_text(title), below=0))
     current = fig.layout.margin
     was = {side: getattr(current, side) for side in PLOTLY_MARGIN}
     wanted = {side: max(int(PLOTLY_MARGIN[side] if was[side] is None else was[side]), px)

@@ -56,6 +56,9 @@ def label_text(label: str) -> str:
 
 
 TOOLBAR_PX = 36  # the band at the top of every figure kept for Plotly's toolbar (28 px high, 2 px from the top)
+# what Plotly lifts a title of several lines hung from the figure's top above where it puts one line (its first
+# line's baseline at the pad, not its cap: measured in Chromium, 12 px at 17-px text, whatever the lines' count)
+HUNG_LINES_PX = 12
 TITLE_CHARS = 48  # a title line's most characters: 17-px text across a chart in half of the main area (~420 px)
 _OUTSIDE_TAGS = re.compile(r" (?![^<>]*>)")  # a space that is not inside an HTML tag (<span style="…">)
 _PHRASE_END = re.compile(r"(?<=[·,:;]) (?![^<>]*>)| (?=\()")  # a space after · , : ; or before "("
@@ -134,7 +137,13 @@ def title_room(text: str, below: int = 0) -> int:
 def top_title(text: str) -> dict:
     """A title at the top of the figure, under the toolbar's band: for a figure with labels above its
     plot (a top axis), which `margin(t=…)` leaves room for below the title."""
-    return plot_title(text) | dict(yref="container", y=1, yanchor="top")
+    return plot_title(text) | dict(yref="container", y=1, yanchor="top") | hung_pad(wrap_title(text))
+
+
+def hung_pad(wrapped: str, below: int = TITLE_GAP_PX) -> dict:
+    """The pad of a title hung from the figure's top (`wrapped`: its text as wrapped): the toolbar's band above it,
+    and HUNG_LINES_PX more for several lines, so that its first line sits where one line would."""
+    return dict(pad=dict(t=TOOLBAR_PX + (HUNG_LINES_PX if "<br>" in wrapped else 0), b=below))
 
 
 def run_title(run, text: str) -> str:

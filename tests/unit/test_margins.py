@@ -67,6 +67,22 @@ def test_a_shared_colour_axis_takes_room_only_when_a_trace_draws_on_it():
     unused = go.Figure(go.Heatmap(z=[[0.0, 1.0]], showscale=False)).update_layout(
         coloraxis=dict(colorbar=dict(thickness=12)))
     assert m.room(unused)["r"] == 0
+    signed = go.Figure(go.Heatmap(z=[[0.0, 1.0]], coloraxis="coloraxis")).update_layout(
+        coloraxis=dict(cmin=-0.025, cmax=0.025, colorbar=dict(thickness=12)))  # its range's labels
+    assert m.tick_texts(-0.025, 0.025) == ["−0.03", "0.03"]
+    assert m.room(signed)["r"] == math.ceil(m.COLORBAR_GAP_PX + 12 + 15 + 5 * 0.56 * 12 + m.SLACK_PX)
+
+
+def test_a_marker_colour_bar_counts_where_plotly_draws_it():
+    """plotly.js draws a marker's colour bar when `showscale` is set, or when it is unset and a colour bar is given."""
+    def scatter(**marker):
+        return go.Figure(go.Scatter(x=[0, 1], y=[0, 1], mode="markers", marker=dict(color=[0, 1], cmin=0, cmax=1,
+                                                                                      **marker)))
+    bar = math.ceil(m.COLORBAR_GAP_PX + 12 + 15 + 3 * 0.56 * 12 + m.SLACK_PX)  # "0.0", "1.0"
+    assert m.room(scatter(colorbar=dict(thickness=12)))["r"] == bar
+    assert m.room(scatter(showscale=True, colorbar=dict(thickness=12)))["r"] == bar
+    assert m.room(scatter(showscale=False, colorbar=dict(thickness=12)))["r"] == 0
+    assert m.room(scatter())["r"] == 0
 
 
 def test_tick_texts_are_the_ends_at_a_round_step():
@@ -91,10 +107,24 @@ def test_a_horizontal_legend_below_takes_a_row_for_each_plot_width_of_items():
     assert m.room(one) == {"l": 0, "r": 0, "t": 0, "b": 0}  # one trace: no legend
 
 
-def test_the_top_is_left_to_the_title():
-    fig = go.Figure().update_layout(title=plot_title("one<br>two<br>three"), margin=margin(),
+def test_a_title_of_several_lines_is_hung_from_the_top_with_room_for_each_line():
+    """Anchored above the plot, Plotly draws a title's first line there and the others down over the plot unless its
+    automargin draws the chart again; hung from the figure's top (`style.top_title`), it gets its lines' room."""
+    three = "one<br>two<br>three"
+    fig = go.Figure().update_layout(title=plot_title(three), margin=margin(),
                                     xaxis=dict(visible=False), yaxis=dict(visible=False))
-    assert m.room(fig)["t"] == 0
+    # the toolbar's band and what Plotly lifts several lines by, three 22-px lines, the gap under them, and the slack
+    # that keeps Plotly from pushing the margin itself
+    assert m.room(fig)["t"] == 36 + 12 + 3 * 22 + 20 + m.SLACK_PX
+    m.fit(fig)
+    assert (fig.layout.title.yref, fig.layout.title.y, fig.layout.title.yanchor) == ("container", 1, "top")
+    assert (fig.layout.title.pad.t, fig.layout.title.pad.b) == (36 + 12, 0)
+    assert fig.layout.margin.t == 36 + 12 + 3 * 22 + 20 + m.SLACK_PX
+    one = go.Figure().update_layout(title=plot_title("one line"), margin=margin(),
+                                    xaxis=dict(visible=False), yaxis=dict(visible=False))
+    assert m.room(one)["t"] == 0  # one line fits the figures' own top margin, above the plot
+    m.fit(one)
+    assert one.layout.title.yref == "paper" and one.layout.margin.t == margin()["t"]
 
 
 def test_fit_grows_margins_never_shrinks_them_and_is_idempotent():
