@@ -2,9 +2,11 @@
 `circuits.edges.edge_attribution` gives for that pair alone, then each edge's mean over the pairs with its
 bootstrap interval (`tasks.uncertainty`).
 
-EAP batches the pairs of one length: one forward on the corrupted prompts, one forward and one backward on the
-clean ones, for as many pairs as the memory budget lets run side by side (`circuits.edges.check_budget`, rows =
-pairs). EAP-IG runs each pair as `edge_attribution` does (its `steps` interpolated runs already batched).
+Both methods batch the pairs of one length, as many as the memory budget lets run side by side
+(`circuits.edges.check_budget`, rows = pairs). EAP: one forward on the corrupted prompts, one forward and one
+backward on the clean ones. EAP-IG: both prompts recorded in one forward, then `steps` forwards and backwards of the
+whole batch, each at one point α of every pair's path from its corrupted prompt's embeddings to its clean one's (its
+gradients and their running sum held for every pair: half as many pairs a batch).
 metric="normalised" divides each pair's scores by its gap m_clean − m_corrupted (a score then reads as the share
 of the task's logit difference the edge carries); "raw" keeps logit units."""
 
@@ -25,6 +27,7 @@ from mha_viz.tasks.prompt_set import PromptSet, check, is_task
 from mha_viz.tasks.uncertainty import OverPairs, bootstrap_interval
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
+from mha_viz_models.reading import split_run
 
 
 @dataclass
@@ -44,11 +47,12 @@ class TaskEdges(OverPairs):
         return self.table.reindex(self.table["mean"].abs().sort_values(ascending=False).index).head(k)
 
 
-def _fitting_pairs(model: LoadedModel, g, n: int, most: int) -> int:
-    """How many pairs of n tokens fit one EAP batch in the memory budget (`edges.fitting_rows`, rows = pairs);
-    GradientBudget when one does not."""
-    edges.check_budget(model, g, n, 1, f"Attributing every edge of {model.name} (EAP)")
-    return edges.fitting_rows(model, g, n, most)
+def _fitting_pairs(model: LoadedModel, g, n: int, most: int, method: str = "eap") -> int:
+    """How many pairs of n tokens fit one batch of `method` in the memory budget (`edges.fitting_rows`, rows =
+    pairs; EAP-IG holds two rows a pair: a run's gradients and their sum); GradientBudget when one does not."""
+    rows = 1 if method == "eap" else 2
+    edges.check_budget(model, g, n, rows, f"Attributing every edge of {model.name} ({method.upper()})")
+    return edges.fitting_rows(model, g, n, rows * most) // rows
 
 
 def _eap_batch(model: LoadedModel, g, ids_c, ids_x, a, b) -> tuple[np.ndarray, np.ndarray]:
@@ -65,6 +69,40 @@ def _eap_batch(model: LoadedModel, g, ids_c, ids_x, a, b) -> tuple[np.ndarray, n
     return scores, ends.cpu().numpy().astype(np.float64)
 
 
+def _ig_batch(model: LoadedModel, g, ids_c, ids_x, a, b, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(scores (B, S, R), ends (B, 2)) of a batch of pairs by EAP-IG, as `edges.edge_attribution` computes one pair:
+    every clean and corrupted prompt recorded side by side, then for each α = 1/steps … 1 one forward of the batch
+    whose input embeddings are each pair's corrupted ones moved α of the way to its clean ones, and one backward
+    through every receiver; the gradients' mean over the αs times each sender's write's change."""
+    B = ids_c.shape[0]
+    rows = torch.arange(B, device=ids_c.device)
+    embed = model.hf_model.get_input_embeddings()
+    with model.lock, torch.inference_mode():
+        rec = split_run.Recorder()
+        logits = split_run.run(model, g, rec, input_ids=torch.cat([ids_c, ids_x]))
+        clean, corrupt = embed(ids_c).float(), embed(ids_x).float()
+    writes = rec.writes()  # (2B, S, n, d): the clean prompts', then the corrupted ones'
+    last = logits[:, -1].float()
+    ends = torch.stack([last[:B][rows, a] - last[:B][rows, b], last[B:][rows, a] - last[B:][rows, b]], 1)
+    total = None
+    for k in range(1, steps + 1):
+        alpha = torch.tensor(k, dtype=torch.float32) / steps
+        points = (corrupt + alpha * (clean - corrupt)).to(model.dtype)  # (B, n, d)
+        with model.lock, torch.inference_mode(False), torch.enable_grad():
+            leaves = split_run.Leaves((B, ids_c.shape[1], model.d_model), model.dtype, record=False)
+            hook = embed.register_forward_hook(lambda _m, _a, _out, points=points: points)  # interpolated
+            try:
+                out = split_run.run(model, g, leaves, input_ids=ids_c)
+            finally:
+                hook.remove()
+            end = out[:, -1].float()
+            part = leaves.grads((end[rows, a] - end[rows, b]).sum())  # (B, R, n, d): row b's gradient in row b
+        total = part if total is None else total + part
+    delta = (writes[B:].float() - writes[:B].float()).to(total.device)  # (B, S, n, d)
+    scores = torch.einsum("bsnd,brnd->bsr", delta, total / steps).cpu().numpy().astype(np.float64)
+    return scores, ends.detach().cpu().numpy().astype(np.float64)
+
+
 def edge_attribution_set(model: LoadedModel, prompts: PromptSet, *, method: str = "eap", steps: int = 5,
                          metric: str = "normalised", batch: int | None = None, resamples: int = 1000,
                          level: float = 0.95, seed: int = 0, max_tokens: int | None = None,
@@ -75,30 +113,24 @@ def edge_attribution_set(model: LoadedModel, prompts: PromptSet, *, method: str 
         raise ValueError(f"method must be 'eap' or 'eap-ig', not {method!r}")
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
+    if int(steps) < 1:
+        raise ValueError("steps must be at least 1")
     require_decoder(model, "edge attribution")
     checked = check(model, prompts, max_tokens)
     g = edges.graph(model)
     allowed = g.allowed
     per_pair = np.zeros((len(checked.kept), int(allowed.sum())), np.float64)
     ends = np.zeros((len(checked.kept), 2), np.float64)
-    if method == "eap-ig":
-        for done, i in enumerate(range(len(checked.kept))):
-            pair = prompts.pairs[checked.kept[i]]
-            one = edges.edge_attribution(model, pair.clean, pair.corrupted, pair.answer, pair.wrong, method=method,
-                                         steps=steps, max_tokens=max_tokens)
-            per_pair[i], ends[i] = one.scores["score"].to_numpy(), (one.m_clean, one.m_corrupted)
-            report(progress, (done + 1) / len(checked.kept), f"Pair {done + 1} of {len(checked.kept)}")
-        table = one.scores[["sender", "receiver", "input"]].copy()
-    else:
-        longest = max(len(ids) for ids in checked.clean_ids)
-        groups = length_groups(checked, batch or _fitting_pairs(model, g, longest, len(checked.kept)))
-        for done, group in enumerate(groups):
-            ids_c, ids_x, a, b = (torch.tensor([part[i] for i in group], device=model.device) for part in
-                                 (checked.clean_ids, checked.corrupted_ids, checked.answers, checked.wrongs))
-            scores, ends[group] = _eap_batch(model, g, ids_c, ids_x, a, b)
-            per_pair[group] = scores[:, allowed]
-            report(progress, (done + 1) / len(groups), f"Batch {done + 1} of {len(groups)}")
-        table = edges.table(g, np.zeros(allowed.shape))[["sender", "receiver", "input"]]
+    longest = max(len(ids) for ids in checked.clean_ids)
+    groups = length_groups(checked, batch or _fitting_pairs(model, g, longest, len(checked.kept), method))
+    for done, group in enumerate(groups):
+        ids_c, ids_x, a, b = (torch.tensor([part[i] for i in group], device=model.device) for part in
+                             (checked.clean_ids, checked.corrupted_ids, checked.answers, checked.wrongs))
+        scores, ends[group] = (_eap_batch(model, g, ids_c, ids_x, a, b) if method == "eap"
+                               else _ig_batch(model, g, ids_c, ids_x, a, b, int(steps)))
+        per_pair[group] = scores[:, allowed]
+        report(progress, (done + 1) / len(groups), f"Batch {done + 1} of {len(groups)}")
+    table = edges.table(g, np.zeros(allowed.shape))[["sender", "receiver", "input"]]
     if not np.isfinite(per_pair).all():  # half precision can overflow in the backward pass
         raise finite.NotFiniteError(finite.message(model, f"edge scores ({method.upper()})"))
     gap = np.abs(ends[:, 0] - ends[:, 1]) >= 1e-6  # a pair with no gap has nothing to attribute: left out

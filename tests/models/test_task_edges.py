@@ -51,3 +51,21 @@ def test_eap_ig_and_gqa(llama_dir):
     assert ig.kept == eap.kept and ig.steps == 2
     np.testing.assert_allclose(ig.per_pair, _alone(model, prompts, ig.kept, "eap-ig", 2), atol=1e-5)
     assert len(ig.top(5)) == 5 and abs(ig.top(1)["mean"].iloc[0]) == np.abs(ig.table["mean"]).max()
+
+
+@pytest.mark.parametrize("batch", [4, None])
+def test_eap_ig_batched_over_pairs_is_each_pair_alone(batch):
+    """EAP-IG over a task runs a batch of pairs at each point of their paths (groups of 4 and 2 pairs, or all six
+    at once): each pair's scores are what `edge_attribution` gives that pair alone, and the ends its m's."""
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    prompts = letter_pairs(6, seed=5)
+    task = mha_viz.edge_attribution(toy, prompts, method="eap-ig", steps=3, metric="raw", batch=batch,
+                                    resamples=100)
+    alone = [edges.edge_attribution(toy, p.clean, p.corrupted, p.answer, p.wrong, method="eap-ig", steps=3)
+             for p in (prompts.pairs[k] for k in task.kept)]
+    scores = np.stack([one.scores["score"].to_numpy() for one in alone])
+    np.testing.assert_allclose(task.per_pair, scores, atol=2e-6 * np.abs(scores).max())
+    np.testing.assert_allclose(task.m_clean, [one.m_clean for one in alone], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(task.m_corrupted, [one.m_corrupted for one in alone], rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="steps"):
+        mha_viz.edge_attribution(toy, prompts, method="eap-ig", steps=0)
