@@ -45,12 +45,13 @@ def sweep(setup: str, pages: list[str]) -> dict:
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
     at.run()
-    if setup != "minilm":
-        at.selectbox(key=keys.MODEL_CHOICE).set_value(setup).run()
+    model, tokens, text = SETUPS[setup]  # pages.py's setup: its model, Token limit and text (None: the long one)
+    if model != "minilm":
+        at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
     run_page(at, "model_facts")
-    at.number_input(key=keys.TOKEN_LIMIT).set_value(SETUPS[setup]).run()
+    at.number_input(key=keys.TOKEN_LIMIT).set_value(tokens).run()
     start = time.perf_counter()
-    at.text_area(key=keys.TEXT).input(long_text()).run()
+    at.text_area(key=keys.TEXT).input(text or long_text()).run()
     analysis = time.perf_counter() - start
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     run = at.session_state[keys.CURRENT].run

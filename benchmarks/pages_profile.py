@@ -128,18 +128,18 @@ def main() -> None:
     from mha_viz.ui import keys, pages
 
     wanted = [p for p in args.pages.split(",") if p] or [p.id for p in pages.PAGES]
-    text = long_text()
     sys._mha_profiles = []
     for key in [s for s in args.setups.split(",") if s]:
-        print(f"\n# {key}: Token limit {SETUPS[key]}", flush=True)
+        model, tokens, text = SETUPS[key]  # pages.py's setup: its model, Token limit and text (None: the long one)
+        print(f"\n# {key}: {model}, Token limit {tokens}", flush=True)
         sys._mha_profile_on = False
         at = AppTest.from_string(WRAPPER, default_timeout=600)
         at.run()
-        if key != "minilm":
-            at.selectbox(key=keys.MODEL_CHOICE).set_value(key).run()
+        if model != "minilm":
+            at.selectbox(key=keys.MODEL_CHOICE).set_value(model).run()
         run_page(at, "model_facts")
-        at.number_input(key=keys.TOKEN_LIMIT).set_value(SETUPS[key]).run()
-        at.text_area(key=keys.TEXT).input(text).run()
+        at.number_input(key=keys.TOKEN_LIMIT).set_value(tokens).run()
+        at.text_area(key=keys.TEXT).input(text or long_text()).run()
         assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
         cur = at.session_state[keys.CURRENT]
         print(f"{cur.run.n} tokens, {cur.run.num_layers} layers × {cur.run.num_heads} heads")
