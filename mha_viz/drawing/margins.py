@@ -158,10 +158,40 @@ def _marker_scale(marker) -> bool:
     return bar is not None and bool(bar.to_plotly_json())
 
 
-def _colorbar_width(bar, bounds) -> float:
-    """What a vertical colour bar takes beside the plot: its bar and tick labels, or its title when wider."""
+def bar_ticks(low: float, high: float, length_px: float) -> list[str]:
+    """The tick labels plotly.js puts on a colour bar `length_px` long from `low` to `high`: about one a 40 px, 5 to
+    10 of them (its `autoTicks` for a vertical axis), at a step of 2, 5 or 10 times a power of ten, each shown
+    with the step's decimals and no trailing zero ("−1.5", "−1")."""
+    span = float(high) - float(low)
+    if not math.isfinite(span) or span <= 0:
+        return []
+    rough = span / (min(max(length_px / 40, 4), 9) + 1)
+    base = 10.0 ** math.floor(math.log10(rough))
+    step = base * next(m for m in (2, 5, 10) if m > rough / base * (1 + 1e-9))
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    first, last = math.ceil(low / step - 1e-9), math.floor(high / step + 1e-9)
+    texts = [f"{k * step:.{decimals}f}" for k in range(first, last + 1)][:64]
+    return [(t.rstrip("0").rstrip(".") if "." in t else t).replace("-", "−") for t in texts]
+
+
+def _plot_height(fig: go.Figure) -> float:
+    """The height of the plot area as the figure sets it (Plotly's defaults where it does not)."""
+    margin = fig.layout.margin
+    top = PLOTLY_MARGIN["t"] if margin.t is None else margin.t
+    bottom = PLOTLY_MARGIN["b"] if margin.b is None else margin.b
+    return max(0.0, (fig.layout.height or 450) - top - bottom)
+
+
+def _colorbar_width(bar, bounds, plot_px: float) -> float:
+    """What a vertical colour bar takes beside the plot: its bar and tick labels, or its title when wider. The
+    labels: the wider of `tick_texts` at their ends and those plotly.js puts along the bar (`bar_ticks`: a tall bar
+    has more, at a finer step)."""
     thickness = (bar.thickness if bar is not None else None) or 30
-    ticks = _numbers(bounds) if bounds and None not in bounds else ["0" * (_NUMBER_CHARS - 1)]
+    if bounds and None not in bounds:
+        length = plot_px * ((bar.len if bar is not None else None) or 1.0)
+        ticks = _numbers(bounds) + bar_ticks(float(bounds[0]), float(bounds[1]), length)
+    else:
+        ticks = ["0" * (_NUMBER_CHARS - 1)]
     title = _text(bar.title if bar is not None else None)
     return max(thickness + 15 + widest(ticks), widest([title], TITLE_FONT_PX) + 19 if title else 0.0)
 
@@ -202,7 +232,7 @@ def room(fig: go.Figure) -> dict[str, int]:
         titled = bool(_text(axis.title))
         height = LABEL_GAP_PX + _turned(axis, labels, size) if labels else 0.0
         need["b"] = max(need["b"], height + (_title_room(axis.title) if titled else BARE_EDGE_PX if labels else 0.0))
-    bars = [_colorbar_width(bar, bounds) for bar, bounds in _colorbars(fig)
+    bars = [_colorbar_width(bar, bounds, _plot_height(fig)) for bar, bounds in _colorbars(fig)
             if bar is None or bar.orientation != "h"]
     if bars:
         need["r"] = max(need["r"], COLORBAR_GAP_PX + max(bars))

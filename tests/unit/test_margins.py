@@ -153,3 +153,19 @@ def test_the_app_fits_a_chart_once(monkeypatch):
     charts.fitted(fig)
     assert len(calls) == 1  # once: a figure shown again is not changed again
     assert charts.fitted("not a figure") == "not a figure"
+
+
+def test_a_tall_colour_bar_has_plotlys_finer_ticks():
+    """plotly.js puts about one tick a 40 px on a colour bar (5 to 10), at a step of 2, 5 or 10 times a power of ten:
+    a bar from −2.4 to 2.4 over 400 px steps by 0.5 ("−1.5", four characters), over 150 px by 1 ("−2", two); the
+    room is the wider of those labels and the range's ends at a coarse step ("−3")."""
+    assert m.bar_ticks(-2.4, 2.4, 400) == ["−2", "−1.5", "−1", "−0.5", "0", "0.5", "1", "1.5", "2"]
+    assert m.bar_ticks(-2.4, 2.4, 150) == ["−2", "−1", "0", "1", "2"]
+    assert m.bar_ticks(0, 1, 300) == ["0", "0.2", "0.4", "0.6", "0.8", "1"]  # no trailing zero
+    assert m.bar_ticks(1, 1, 300) == []
+    tall = go.Figure(go.Heatmap(z=[[-2.4, 2.4]], zmin=-2.4, zmax=2.4, colorbar=dict(thickness=10))).update_layout(
+        height=400 + 66 + 10, margin=dict(t=66, b=10))  # a plot 400 px high
+    assert m.room(tall)["r"] == math.ceil(m.COLORBAR_GAP_PX + 10 + 15 + m.text_px("−1.5") + m.SLACK_PX)
+    short = go.Figure(go.Heatmap(z=[[-2.4, 2.4]], zmin=-2.4, zmax=2.4, colorbar=dict(thickness=10))).update_layout(
+        height=150 + 66 + 10, margin=dict(t=66, b=10))
+    assert m.room(short)["r"] == math.ceil(m.COLORBAR_GAP_PX + 10 + 15 + m.text_px("−3") + m.SLACK_PX)
