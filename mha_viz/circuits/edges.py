@@ -186,17 +186,27 @@ def _integrated(model: LoadedModel, runs: Runs, steps: int, batch: int, progress
         rows = min(batch, steps - start)
         alpha = (torch.arange(start + 1, start + rows + 1, dtype=torch.float32, device=clean.device) / steps)
         points = (corrupt + alpha[:, None, None] * (clean - corrupt)).to(model.dtype)  # (rows, n, d)
-        with model.lock, torch.inference_mode(False), torch.enable_grad():
-            leaves = split_run.Leaves((rows, t.n, model.d_model), model.dtype, record=False)
-            hook = embed.register_forward_hook(lambda _m, _a, _out, points=points: points)  # interpolated
-            try:
-                logits = split_run.run(model, g, leaves, input_ids=t.ids_c.expand(rows, -1))
-            finally:
-                hook.remove()
-            part = leaves.grads(logit_difference(logits.float(), e.a, e.b).sum()).sum(0)
+        part = interpolated_gradients(model, g, t.ids_c.expand(rows, -1), points, e.a, e.b).sum(0)
         total = part if total is None else total + part
         report(progress, 0.3 + 0.6 * (start + rows) / steps, f"Gradient at {start + rows} of {steps} points")
     return total / steps
+
+
+def interpolated_gradients(model: LoadedModel, g: EdgeGraph, ids: torch.Tensor, points: torch.Tensor, a, b
+                           ) -> torch.Tensor:
+    """∂m/∂(each receiver's input) (rows, R, n, d) of one run of `ids` (rows, n) whose input embeddings are
+    `points` (rows, n, d) instead of its tokens', m = logit(a) − logit(b) at the last position of each row (a, b:
+    token ids, one for every row or one a row): EAP-IG's run at points of the path between two prompts."""
+    embed = model.hf_model.get_input_embeddings()
+    with model.lock, torch.inference_mode(False), torch.enable_grad():
+        leaves = split_run.Leaves((ids.shape[0], ids.shape[1], model.d_model), model.dtype, record=False)
+        hook = embed.register_forward_hook(lambda _m, _a, _out: points)  # interpolated
+        try:
+            logits = split_run.run(model, g, leaves, input_ids=ids)
+        finally:
+            hook.remove()
+        last, rows = logits[:, -1].float(), torch.arange(ids.shape[0], device=logits.device)
+        return leaves.grads((last[rows, a] - last[rows, b]).sum())  # row r's gradient in row r
 
 
 def fitting_rows(model: LoadedModel, g: EdgeGraph, n: int, steps: int) -> int:

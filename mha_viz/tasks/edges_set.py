@@ -88,19 +88,11 @@ def _ig_batch(model: LoadedModel, g, ids_c, ids_x, a, b, steps: int) -> tuple[np
     for k in range(1, steps + 1):
         alpha = torch.tensor(k, dtype=torch.float32) / steps
         points = (corrupt + alpha * (clean - corrupt)).to(model.dtype)  # (B, n, d)
-        with model.lock, torch.inference_mode(False), torch.enable_grad():
-            leaves = split_run.Leaves((B, ids_c.shape[1], model.d_model), model.dtype, record=False)
-            hook = embed.register_forward_hook(lambda _m, _a, _out, points=points: points)  # interpolated
-            try:
-                out = split_run.run(model, g, leaves, input_ids=ids_c)
-            finally:
-                hook.remove()
-            end = out[:, -1].float()
-            part = leaves.grads((end[rows, a] - end[rows, b]).sum())  # (B, R, n, d): row b's gradient in row b
+        part = edges.interpolated_gradients(model, g, ids_c, points, a, b)  # (B, R, n, d)
         total = part if total is None else total + part
     delta = (writes[B:].float() - writes[:B].float()).to(total.device)  # (B, S, n, d)
     scores = torch.einsum("bsnd,brnd->bsr", delta, total / steps).cpu().numpy().astype(np.float64)
-    return scores, ends.detach().cpu().numpy().astype(np.float64)
+    return scores, ends.cpu().numpy().astype(np.float64)
 
 
 def edge_attribution_set(model: LoadedModel, prompts: PromptSet, *, method: str = "eap", steps: int = 5,
