@@ -51,9 +51,9 @@ def _chunks(model: LoadedModel, items: list[Inputs]):
     budget = capture_budget.capture_budget()
     run: list[Inputs] = []
     for x in items:
-        check_gradient_budget(model, x.ids.shape[1])
+        check_gradient_budget(model, x.ids.shape[1], fused=True)  # heads_off_loss runs it on SDPA
         longest = max([x.ids.shape[1]] + [y.ids.shape[1] for y in run])
-        if run and not capture_budget.fits((len(run) + 1) * gradient_bytes(model, longest), budget):
+        if run and not capture_budget.fits((len(run) + 1) * gradient_bytes(model, longest, fused=True), budget):
             yield run
             run = []
         run.append(x)

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs, loss_kind, pad, prepare, prepare_ids
 from mha_viz_models import LoadedModel
+from mha_viz_models.loading import switch
 from mha_viz_models.reading.masking import head_mask
 
 
@@ -102,14 +103,14 @@ def _run_pass(model: LoadedModel, inputs: Inputs, at: dict[int, str], k: int, sc
     """One forward pass under head mask `scale`: (loss or None, [(label, top-k)] at the positions
     `at`, the sentence embedding for EMBEDDING or None). The caller holds the lock, without grad."""
     if inputs.kind == EMBEDDING:
-        with head_mask(model, scale, means, record):
+        with head_mask(model, scale, means, record):  # fused attention inside (heads_off_loss)
             return None, [], heads_off_loss.embeddings(model, pad(model, [inputs]))[0]
     if inputs.labels is None:
         rows = list(at)
     else:  # a decoder's loss reads every row; a masked-LM loss the masked positions only
         rows = None if inputs.kind == NEXT_TOKEN else (inputs.labels[0] != -100).nonzero().ravel().tolist()
     x = inputs.ids.to(model.device)
-    with head_mask(model, scale, means, record), _logits_at(model, rows):
+    with head_mask(model, scale, means, record), _logits_at(model, rows), switch.fused(model):
         logits = model.hf_model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False).logits[0]
     if rows is not None and logits.shape[0] != len(rows):  # a head the hook did not reach made every row
         logits = logits[torch.tensor(rows, dtype=torch.long, device=logits.device)]

@@ -23,6 +23,7 @@ from scipy import stats
 from mha_viz.interventions.ablation import check_gradient_budget
 from mha_viz.interventions.patching import Patching, check_mode, ends, logit_difference, texts
 from mha_viz_models import LoadedModel
+from mha_viz_models.loading import switch
 from mha_viz_models.reading import readout
 from mha_viz_models.reading.masking import head_mask
 
@@ -39,7 +40,7 @@ def _forward(model: LoadedModel, ids: torch.Tensor, scale: torch.Tensor, record:
     kwargs = dict(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
     if readout.keeps_last_logits(model.hf_model):
         kwargs["logits_to_keep"] = 1  # m reads the last position: no (n, vocab) product, forward or back
-    with head_mask(model, scale, None, record):
+    with head_mask(model, scale, None, record), switch.fused(model):
         return model.hf_model(**kwargs).logits
 
 
@@ -54,7 +55,7 @@ def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=No
     check_mode(mode)
     t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="attribution patching")
     check_gradient_budget(model, t.n, doing=f"Estimating every head of {model.name} with one backward pass",
-                          logit_rows=1 if readout.keeps_last_logits(model.hf_model) else None)
+                          logit_rows=1 if readout.keeps_last_logits(model.hf_model) else None, fused=True)
     run_ids, source_ids = (t.ids_x, t.ids_c) if mode == "denoise" else (t.ids_c, t.ids_x)
     L, H = model.num_layers, model.num_heads
     with model.lock:

@@ -14,12 +14,14 @@ import torch.nn.functional as F
 
 from mha_viz.text.loss_inputs import EMBEDDING, IGNORED, NEXT_TOKEN, Batch
 from mha_viz_models import LoadedModel
+from mha_viz_models.loading import switch
 
 
 def last_hidden(model: LoadedModel, batch: Batch) -> torch.Tensor:
     """Last hidden states (B, N, d) of any model (the base model's, for a model with a head)."""
     net = getattr(model.hf_model, "base_model", None) or model.hf_model
-    out = net(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False)
+    with switch.fused(model):  # no probabilities read: fused attention (SDPA)
+        out = net(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False)
     return out.last_hidden_state if getattr(out, "last_hidden_state", None) is not None else out.hidden_states[-1]
 
 
@@ -53,5 +55,6 @@ def losses(model: LoadedModel, batch: Batch, reference: torch.Tensor | None = No
     mode; `reference` (B, d): the unablated sentence embeddings, for EMBEDDING (1 − cosine to them)."""
     if batch.kind == EMBEDDING:
         return embedding_loss(embeddings(model, batch), reference)
-    logits = model.hf_model(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False).logits
+    with switch.fused(model):  # no probabilities read: fused attention (SDPA)
+        logits = model.hf_model(input_ids=batch.ids, attention_mask=batch.mask, use_cache=False).logits
     return cross_entropy(logits, batch.labels, batch.kind)

@@ -17,6 +17,8 @@ from mha_viz.text.encode import encode
 from mha_viz.text.tokenize import InputError, count_text, label_ids, tokenize
 from mha_viz_models import LoadedModel, UnsupportedArchitecture
 from mha_viz_models.families.builtin import output_projection
+from mha_viz_models.loading import switch
+from mha_viz_models.loading.outputs_run import head_outputs_run
 from mha_viz_models.reading.hooks import layer_pre_hooks
 from mha_viz_models.reading.readout import keeps_last_logits
 from mha_viz_models.reading.stream import block_of
@@ -147,8 +149,9 @@ def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, c
                   for b in (blocks or ())[:None if batch.shape[0] > 1 else 1]]
         extra = {"logits_to_keep": 1} if last and keeps_last_logits(model.hf_model) else {}
         try:
-            logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False,
-                                    **extra).logits
+            with switch.fused(model):
+                logits = model.hf_model(input_ids=batch, attention_mask=torch.ones_like(batch), use_cache=False,
+                                        **extra).logits
         except torch.OutOfMemoryError:
             raise
         except RuntimeError:
@@ -259,7 +262,7 @@ def ends(model: LoadedModel, t: Texts, logits_c: torch.Tensor, logits_x: torch.T
 def _captured(model: LoadedModel, clean: str, corrupted: str, answer, wrong, position, max_tokens):
     """(texts, both captures, the ends): both texts run once, after every refusal."""
     t = texts(model, clean, corrupted, answer, wrong, position, max_tokens)
-    cap_c, cap_x = model.capture(t.ids_c), model.capture(t.ids_x)
+    cap_c, cap_x = head_outputs_run(model, t.ids_c), head_outputs_run(model, t.ids_x)  # z and logits, fused
     return t, cap_c, cap_x, ends(model, t, cap_c.output.logits, cap_x.output.logits)
 
 

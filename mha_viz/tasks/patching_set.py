@@ -22,6 +22,7 @@ from mha_viz.tasks.prompt_set import Checked, PromptSet, check, is_task
 from mha_viz.tasks.uncertainty import MeanOverPairs, mean_over_pairs
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
+from mha_viz_models.loading.outputs_run import head_outputs_run
 
 TOKENS_PER_FORWARD = 16_384  # pairs × heads × n of one patched forward, by default
 METRICS = ("normalised", "raw")
@@ -94,7 +95,7 @@ def patch_set(model: LoadedModel, prompts: PromptSet, mode: str = "denoise", pos
             raise InputError(f"Position {position} is outside the texts' {n} tokens.")
         a = torch.tensor([checked.answers[i] for i in group], device=model.device)
         b = torch.tensor([checked.wrongs[i] for i in group], device=model.device)
-        cap_c, cap_x = model.capture(ids_c), model.capture(ids_x)
+        cap_c, cap_x = head_outputs_run(model, ids_c), head_outputs_run(model, ids_x)  # z and logits, fused
         rows = torch.arange(len(group), device=model.device)
         m_clean, m_corr = (_ends(cap.output.logits, rows, a, b) for cap in (cap_c, cap_x))
         ends[group] = torch.stack([m_clean, m_corr], 1).cpu().numpy()

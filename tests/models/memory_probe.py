@@ -57,7 +57,7 @@ def _computation(model, path: str, text: str, n: int):
     inputs = prepare(model, text, n)
     if inputs.kind != EMBEDDING:
         return (lambda: ablation.head_gradients(model, text, max_tokens=n)), ablation.gradient_bytes(
-            model, inputs.ids.shape[1])
+            model, inputs.ids.shape[1], fused=True)
     with torch.no_grad():  # another text's embedding: a loss whose gradient is not zero
         reference = heads_off_loss.embeddings(model, pad(model, [prepare(model, text[::-1], n)]))
 
@@ -66,7 +66,7 @@ def _computation(model, path: str, text: str, n: int):
         with torch.enable_grad(), head_mask(model, scale, None, []):
             loss = heads_off_loss.losses(model, pad(model, [inputs]), reference)[0]
             return torch.autograd.grad(loss, [scale])[0]
-    return gradient, ablation.gradient_bytes(model, inputs.ids.shape[1])
+    return gradient, ablation.gradient_bytes(model, inputs.ids.shape[1], fused=True)
 
 
 def main(spec: str, path: str, n: int) -> dict:

@@ -10,6 +10,7 @@ import torch
 
 import mha_viz
 from mha_viz.interventions import attribution
+from mha_viz_models.loading.outputs_run import head_outputs_run
 
 CLEAN = "q w e r t y u i o q w e r t y u i"
 CORRUPTED = "a s d f g h j k l q w e r t y u i"  # the first half changed: no earlier occurrence to copy
@@ -105,7 +106,7 @@ def test_gpt2_family_batched_patching_equals_one_forward_per_head(gpt2_dir):
     ids_c, ids_x = (torch.tensor([mha_viz.tokenize(model, t).ids]) for t in (clean, corrupted))
     assert ids_c.shape == ids_x.shape
     res = attribution.patch_heads(model, clean, corrupted)
-    cap_c = model.capture(ids_c)
+    cap_c = head_outputs_run(model, ids_c)  # the z patching reads (fused attention)
     for layer in range(model.num_layers):
         for head in range(model.num_heads):
             m = attribution.patched_metric(model, ids_x, layer, [head], cap_c.head_outputs[layer][0],

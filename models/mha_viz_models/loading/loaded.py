@@ -356,13 +356,8 @@ class LoadedModel:
         arguments of the forward, use_cache=True). Returns its output; the model is eager again after."""
         input_ids = input_ids.to(self.device)
         attention_mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).to(self.device)
-        with self.lock, torch.inference_mode():
-            fused = False
-            try:
-                fused = switch.use_fused(self)
-                return self.hf_model(input_ids=input_ids, attention_mask=attention_mask, **{"use_cache": False} | extra)
-            finally:
-                switch.use_eager(self, fused)
+        with self.lock, torch.inference_mode(), switch.fused(self):
+            return self.hf_model(input_ids=input_ids, attention_mask=attention_mask, **{"use_cache": False} | extra)
 
     @property
     def takes_outputs(self) -> bool:
