@@ -5,17 +5,21 @@ attention, short convolutions, RG-LRU), from one forward pass. The kernel is
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import numpy as np
 
 from mha_viz.metrics.mixing_measures import effective_measures
 from mha_viz.text.tokenize import tokenize
-from mha_viz_models.effective import EffectiveLayer, NotExact, effective_layers, mixing_layers, reconstruct
+from mha_viz_models.effective import EffectiveLayer, NotExact, each_layer, effective_layers, mixing_layers, reconstruct
+from mha_viz_models.loading import switch
 
-__all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "NotExact", "effective_attention", "kind",
-           "matrices", "need_bytes", "tokens_that_fit"]
+__all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "NotExact", "each_reduced", "effective_attention",
+           "kind", "largest_layer", "matrices", "need_bytes", "tokens_that_fit"]
 
+T = TypeVar("T")
 SOFTMAX = "softmax attention"  # the kind of a layer's softmax heads, beside the kinds of `EffectiveLayer.label`
 
 
@@ -71,6 +75,18 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
     """The effective attention of `model`'s (a loaded model's) non-softmax token-mixing layers on
     `text` (cut to `max_tokens` as every run is). `layers`: model layer numbers, default all such
     layers. Raises NotExact, naming the reason, for a layer that cannot be made exact."""
+    run, found = each_reduced(model, text, lambda _run, la: la, layers=layers, max_tokens=max_tokens)
+    return replace(run, layers=found)
+
+
+def each_reduced(model, text: str, reduce: Callable[[EffectiveAttention, EffectiveLayer], T], *, layers=None,
+                 max_tokens: int | None = None) -> tuple[EffectiveAttention, list[T]]:
+    """`effective_attention` with each layer handed to `reduce(run, layer)` as soon as its matrices are made (`run`:
+    the tokens, no layers, no output norms yet), then let go: (the run without its layers (tokens, ids, output
+    norms), what `reduce` returned for each layer in the model's order).
+    A `reduce` that keeps no matrix (a thumbnail, measures) holds one layer's n × n matrices at a time
+    (`largest_layer`), not every layer's (`matrices`). The forward runs the softmax layers fused (SDPA): nothing
+    here reads their probabilities."""
     toks = tokenize(model, text, max_tokens)
     norms: dict[tuple[int, bool], float] = {}
 
@@ -84,18 +100,25 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
     with model.lock:
         hooks = [m.register_forward_hook(keep(key)) for key, m in modules]
         try:  # one forward: the effective layers' taps and every mixing layer's output norm
-            found = effective_layers(model.hf_model, toks.ids, layers=layers)
+            with switch.fused(model):
+                each = each_layer(model.hf_model, toks.ids, layers=layers)
         finally:
             for h in hooks:
                 h.remove()
-    if not found:
+        bare = EffectiveAttention(tokens=list(toks.display), token_ids=list(toks.ids), layers=[])
+        kinds, reduced = {}, []
+        for la in each:
+            kinds[la.layer] = kind(la)
+            reduced.append(reduce(bare, la))
+            del la  # before the next layer's matrices are made
+    if not reduced:
         raise NotExact(f"{model.name} has no token-mixing layer besides softmax attention that mha-viz reads.")
     named = {}
     if layers is None:  # every mixer ran and every effective layer was read: each mixer's norm under its kind
-        kinds, factor = {la.layer: kind(la) for la in found}, _out_multipliers(model.hf_model, modules)
+        factor = _out_multipliers(model.hf_model, modules)
         named = {(number, SOFTMAX if softmax else kinds[number]): norm * factor[number, softmax]
                  for (number, softmax), norm in norms.items()}
-    return EffectiveAttention(tokens=list(toks.display), token_ids=list(toks.ids), layers=found, output_norms=named)
+    return replace(bare, output_norms=named), reduced
 
 
 # what a layer multiplies its mixers' outputs by before they reach the stream, by the attribute that holds it on the
@@ -123,9 +146,20 @@ def matrices(model) -> int:
     """How many n × n float32 matrices `model`'s (a loaded model's) effective attention holds at once: every
     mixing layer's groups, and a per-channel layer's channels beside the groups it is aggregated into (Mamba-1),
     counted on a probe of PROBE_TOKENS tokens. Raises NotExact as `effective_attention` does."""
+    return sum(_probe(model))
+
+
+def largest_layer(model) -> int:
+    """How many n × n float32 matrices the largest of `model`'s effective layers holds (as `matrices` counts): what
+    `each_reduced` holds at once."""
+    return max(_probe(model))
+
+
+def _probe(model) -> list[int]:
+    """Each effective layer's count of n × n matrices, on a probe of PROBE_TOKENS tokens."""
     with model.lock:
         probe = effective_layers(model.hf_model, list(range(1, PROBE_TOKENS + 1)))
-    return sum(la.matrix.shape[0] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe)
+    return [la.matrix.shape[0] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe]
 
 
 def need_bytes(count: int, n: int) -> int:

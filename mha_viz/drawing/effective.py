@@ -59,18 +59,30 @@ def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
 def thumbnails(effective) -> EffectiveThumbnails:
     """The thumbnails of an `mha_viz.effective.EffectiveAttention` (its `aggregated` matrix where a layer's is per
     channel: one per channel group)."""
-    mats = [la.matrix if la.aggregated is None else la.aggregated for la in effective.layers]
-    most = max(m.shape[0] for m in mats)
-    side = min(THUMB, mats[0].shape[-1])
-    pooled = np.full((len(mats), most, side, side), np.nan, dtype=np.float32)
-    largest = np.full((len(mats), most), np.nan, dtype=np.float32)
-    for row, m in enumerate(mats):
-        pooled[row, :m.shape[0]] = signed_pool(m, side)
-        largest[row, :m.shape[0]] = np.abs(m).max(axis=(-2, -1))
-    layers = effective.layers
-    return EffectiveThumbnails(layers=[la.layer for la in layers], labels=[la.label for la in layers],
-                               groups=[la.grouping for la in layers], pooled=pooled, largest=largest,
-                               shares=effective.mixing_shares())
+    return stacked([layer_thumbnails(la) for la in effective.layers], effective.mixing_shares())
+
+
+def layer_thumbnails(layer) -> EffectiveThumbnails:
+    """One `EffectiveLayer`'s row of thumbnails (no shares): what `stacked` puts together, so that a caller reducing
+    the layers one at a time (`mha_viz.effective.each_reduced`) keeps no n × n matrix."""
+    m = layer.matrix if layer.aggregated is None else layer.aggregated
+    side = min(THUMB, m.shape[-1])
+    return EffectiveThumbnails(layers=[layer.layer], labels=[layer.label], groups=[layer.grouping],
+                               pooled=signed_pool(m, side)[None], largest=np.abs(m).max(axis=(-2, -1))[None])
+
+
+def stacked(rows: list[EffectiveThumbnails], shares: dict[tuple[int, str], float]) -> EffectiveThumbnails:
+    """The rows of `layer_thumbnails` as one grid's thumbnails, in their order, with `shares`
+    (`EffectiveAttention.mixing_shares`): a row with fewer groups than the most is padded with NaN."""
+    most = max(r.pooled.shape[1] for r in rows)
+    side = rows[0].pooled.shape[-1]
+    pooled = np.full((len(rows), most, side, side), np.nan, dtype=np.float32)
+    largest = np.full((len(rows), most), np.nan, dtype=np.float32)
+    for i, r in enumerate(rows):
+        pooled[i, :r.pooled.shape[1]] = r.pooled[0]
+        largest[i, :r.largest.shape[1]] = r.largest[0]
+    return EffectiveThumbnails(layers=[r.layers[0] for r in rows], labels=[r.labels[0] for r in rows],
+                               groups=[r.groups[0] for r in rows], pooled=pooled, largest=largest, shares=shares)
 
 
 @lru_cache(maxsize=1)

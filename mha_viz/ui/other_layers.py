@@ -2,12 +2,14 @@
 Mamba, short convolutions…), each as its exact effective attention (`mha_viz.effective`), in the model's layer
 order: the Model view's section draws one thumbnail a head or channel group, the Head metrics' section each group's
 measures on |A| (`metrics.effective_measures`), Model facts each kind's share of the token mixing. Computed once a
-text for the three (one more forward pass), admitted by the bytes of its n × n matrices (every layer's held at once
-while they are made, then pooled into thumbnails and measured) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB).
+text for the three (one more forward pass, its softmax layers fused), each layer's n × n matrices made from the
+forward's taps one layer at a time, pooled into thumbnails and measured, then let go (`effective.each_reduced`):
+admitted by the bytes of the largest layer's matrices within the capture budget (MHA_VIZ_MAX_CAPTURE_MB).
 The Head view's section draws one layer's group with every cell, from a forward that keeps that layer's only."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -27,9 +29,9 @@ from mha_viz.ui.text import plain
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _matrices(model_key, _model) -> int:
-    """How many n × n matrices the model's effective attention holds (`effective.matrices`: a probe of a few
-    tokens, once a model)."""
-    return effective.matrices(_model)
+    """How many n × n matrices the model's largest effective layer holds (`effective.largest_layer`: a probe of a
+    few tokens, once a model): what the summary and one layer's view hold at once."""
+    return effective.largest_layer(_model)
 
 
 class Summary(NamedTuple):
@@ -44,15 +46,18 @@ def _summary(key: AnalysisKey, _model) -> Summary:
     """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
     with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
             mha_viz.text.session_cap(key.cap):
-        eff = effective_attention(_model, key.text, max_tokens=key.cap)
-        return Summary(effective_figures.thumbnails(eff), eff.measures())
+        run, rows = effective.each_reduced(  # one layer's matrices at a time: pooled and measured, then let go
+            _model, key.text, lambda run, la: (effective_figures.layer_thumbnails(la),
+                                               replace(run, layers=[la]).measures()), max_tokens=key.cap)
+        return Summary(effective_figures.stacked([r[0] for r in rows], run.mixing_shares()),
+                       pd.concat([r[1] for r in rows], ignore_index=True))
 
 
 @st.cache_resource(show_spinner="Computing the layer's effective attention…", max_entries=4)
 def _layer(key: AnalysisKey, number: int, _model) -> tuple[np.ndarray, str, str, list[str]]:
     """One other layer's every group, every cell: ((G, n, n) matrix, its aggregated channel groups where the layer is
     per channel; its label; what a group is; the tokens). Holds one of the server's analysis slots (call through
-    `one_at_a_time`); admitted with every layer's by `summary`."""
+    `one_at_a_time`); admitted by the largest layer's bytes in `summary`."""
     with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
             mha_viz.text.session_cap(key.cap):
         la = effective_attention(_model, key.text, layers=[number], max_tokens=key.cap)
@@ -79,10 +84,11 @@ def summary(cur) -> tuple[str, Summary] | None:
     try:
         count = _matrices(cur.key.model, model)
         need = effective.need_bytes(count, n)
-        if not capture_budget.fits(need):  # every layer's matrices are held at once while computed
+        if not capture_budget.fits(need):  # one layer's matrices are held at a time while computed
             fit = effective.tokens_that_fit(count, capture_budget.capture_budget())
-            st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). Their effective attention over "
-                    f"this text's {n:,} tokens would hold {capture_budget.over_budget(need)}: lower the token "
+            st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). The effective attention of its "
+                    f"largest such layer over this text's {n:,} tokens would hold "
+                    f"{capture_budget.over_budget(need)}: lower the token "
                     f"limit to {fit:,} tokens in the sidebar to see it.", icon=":material/info:")
             return None
         return kinds, resources.one_at_a_time(lambda: _summary(text_key, model))

@@ -2,7 +2,8 @@
 in layers 0 and 2), LFM2 (short convolutions) and MiniMax (lightning attention), loaded as a user's folder, the
 Model view draws every such layer's exact effective attention beside the softmax heads, in the model's layer
 order and labelled with its kind; each thumbnail's largest |A| is the one `mha_viz.effective.effective_attention`
-computes on its own; past the capture budget the section says the length that fits, and a model without such
+computes on its own; past the capture budget (one layer's matrices at a time: a budget that holds the largest
+layer's but not every layer's draws the section) the section says the length that fits, and a model without such
 layers has no section. The pages that read
 the softmax heads only say so on a hybrid. Head metrics measures every other layer's groups on |A|, each row
 normalised, in the model's layer order."""
@@ -75,7 +76,8 @@ def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model
     folder = build("qwen3_next", tmp_path)
     model = mha_viz.load_model(folder, device="cpu")
     eff = mha_viz.effective.effective_attention(model, TEXT)
-    count = sum(la.matrix.shape[0] for la in eff.layers)  # 2 gated DeltaNet layers of 4 heads: 8 matrices
+    count = max(la.matrix.shape[0] for la in eff.layers)  # 2 gated DeltaNet layers of 4 heads: 4 matrices at a time
+    assert len(eff.layers) == 2
     n = len(eff.tokens)
     budget = 4 * count * (n - 3) ** 2  # room for n − 3 tokens, not for the text's n
     monkeypatch.setattr(capture_budget, "capture_budget", lambda: budget)
@@ -83,6 +85,9 @@ def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model
     assert not any(chart_title(c).startswith(TITLE) for c in charts(at))
     said = next(i.value for i in at.info if "would hold" in i.value)
     assert f"lower the token limit to {n - 3:,} tokens" in said, said
+    budget = 4 * count * n ** 2  # one layer's matrices at n, half of both layers': the section draws
+    at = _open(folder)
+    assert any(chart_title(c).startswith(TITLE) for c in charts(at))
     plain = start_app()
     assert not any(h.value == "The other token-mixing layers" for h in plain.subheader)
 

@@ -8,7 +8,9 @@ chunked delta rule against the naive product over r of α_r (I − β_r k_r k_r�
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -328,6 +330,41 @@ def test_the_public_entry_reads_a_loaded_hybrid(tmp_path):
     close(torch.as_tensor(run.output(0)), written[0])
     with pytest.raises(NotExact, match="those are: 0"):
         mha_viz.effective.effective_attention(model, "The cat sat.", layers=[1])
+
+
+def test_each_reduced_holds_one_layers_matrices_at_a_time_and_gives_what_the_whole_run_does(tmp_path):
+    """`each_reduced` hands each layer to the reducer as it is made: when the reducer sees a layer, no layer handed
+    before is alive (the thumbnails and measures of a long text hold one layer's n × n matrices, not every
+    layer's); what it returns, and the run's shares, are the whole run's."""
+    import gc
+    import weakref
+
+    from mha_viz.drawing import effective as effective_figures
+    from mha_viz.metrics import effective_measures
+
+    from tests.models.architectures_2026 import build
+
+    model = mha_viz.load_model(build("qwen3_next", tmp_path), device="cpu")  # gated DeltaNet in layers 0 and 2
+    text = "The cat sat on the mat. The dog sat on the log."
+    handed: list = []
+    alive_before: list[int] = []
+
+    def reduce(run, la):
+        gc.collect()
+        alive_before.append(sum(ref() is not None for ref in handed))
+        handed.append(weakref.ref(la))
+        return effective_figures.layer_thumbnails(la), effective_measures(replace(run, layers=[la]))
+    run, rows = mha_viz.effective.each_reduced(model, text, reduce)
+    whole = mha_viz.effective.effective_attention(model, text)
+    assert len(rows) == len(whole.layers) == 2 and alive_before == [0, 0]
+    assert run.layers == [] and run.mixing_shares() == pytest.approx(whole.mixing_shares())
+    got = effective_figures.stacked([r[0] for r in rows], run.mixing_shares())
+    want = effective_figures.thumbnails(whole)
+    assert got.layers == want.layers and got.labels == want.labels
+    torch.testing.assert_close(torch.as_tensor(got.pooled), torch.as_tensor(want.pooled), equal_nan=True)
+    torch.testing.assert_close(torch.as_tensor(got.largest), torch.as_tensor(want.largest), equal_nan=True)
+    measured = pd.concat([r[1] for r in rows], ignore_index=True)
+    pd.testing.assert_frame_equal(measured, whole.measures())
 
 
 def test_a_layer_kind_not_made_exact_is_refused_with_its_reason():

@@ -9,7 +9,7 @@ The formulas: docs/effective-attention.md."""
 
 from __future__ import annotations
 
-from mha_viz_models.effective.kinds import KINDS, effective_layers, mixing_layers, reconstruct
+from mha_viz_models.effective.kinds import KINDS, each_layer, effective_layers, mixing_layers, reconstruct
 from mha_viz_models.effective.layer import EffectiveLayer, NotExact
 
-__all__ = ["KINDS", "EffectiveLayer", "NotExact", "effective_layers", "mixing_layers", "reconstruct"]
+__all__ = ["KINDS", "EffectiveLayer", "NotExact", "each_layer", "effective_layers", "mixing_layers", "reconstruct"]

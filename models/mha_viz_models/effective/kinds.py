@@ -3,6 +3,8 @@ reads them all (`effective_layers`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from mha_viz_models.effective import delta, kda, lightning, rglru, selective, short_conv, ssd
@@ -44,6 +46,13 @@ def named_kinds(model: torch.nn.Module, others: dict[str, list[int]]) -> dict[st
 def effective_layers(model: torch.nn.Module, input_ids, layers=None) -> list[EffectiveLayer]:
     """Every (or the chosen `layers`') non-softmax token-mixing layer's effective attention, from one
     forward of `model` on `input_ids` (one sequence). Raises NotExact for a layer that cannot be made exact."""
+    return list(each_layer(model, input_ids, layers))
+
+
+def each_layer(model: torch.nn.Module, input_ids, layers=None) -> Iterator[EffectiveLayer]:
+    """`effective_layers` one layer at a time: the forward runs (and every refusal is raised) at the call; each
+    layer's matrices are computed from its taps (O(n · d) each) when the iterator reaches it, so that a caller that
+    reduces each layer and drops it holds one layer's n × n matrices at a time, not every layer's."""
     found = mixing_layers(model)
     if layers is not None:
         wanted = {int(n) for n in layers}
@@ -60,7 +69,7 @@ def effective_layers(model: torch.nn.Module, input_ids, layers=None) -> list[Eff
     ids = torch.as_tensor(input_ids).reshape(1, -1)
     with Taps(spec) as taps, torch.no_grad():
         model(input_ids=ids.to(_device(model)), use_cache=False)
-    return [kind.compute(module, _Prefixed(taps, name), number, name) for number, name, module, kind in found]
+    return (kind.compute(module, _Prefixed(taps, name), number, name) for number, name, module, kind in found)
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:
