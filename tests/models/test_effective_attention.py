@@ -7,7 +7,9 @@ chunked delta rule against the naive product over r of α_r (I − β_r k_r k_r�
 
 from __future__ import annotations
 
+import gc
 import math
+import weakref
 from dataclasses import replace
 
 import pandas as pd
@@ -16,8 +18,11 @@ import torch
 import torch.nn.functional as F
 
 import mha_viz
+from mha_viz.drawing import effective as effective_figures
+from mha_viz.metrics import effective_measures
 from mha_viz_models.effective import NotExact, delta, effective_layers, mixing_layers, reconstruct, ssd
 from tests.helpers import byte_bpe_tokenizer
+from tests.models.architectures_2026 import build
 
 BASE = dict(vocab_size=400, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
@@ -336,14 +341,6 @@ def test_each_reduced_holds_one_layers_matrices_at_a_time_and_gives_what_the_who
     """`each_reduced` hands each layer to the reducer as it is made: when the reducer sees a layer, no layer handed
     before is alive (the thumbnails and measures of a long text hold one layer's n × n matrices, not every
     layer's); what it returns, and the run's shares, are the whole run's."""
-    import gc
-    import weakref
-
-    from mha_viz.drawing import effective as effective_figures
-    from mha_viz.metrics import effective_measures
-
-    from tests.models.architectures_2026 import build
-
     model = mha_viz.load_model(build("qwen3_next", tmp_path), device="cpu")  # gated DeltaNet in layers 0 and 2
     text = "The cat sat on the mat. The dog sat on the log."
     handed: list = []
