@@ -17,7 +17,7 @@ from mha_viz_models.effective import EffectiveLayer, NotExact, each_layer, effec
 from mha_viz_models.loading import switch
 
 __all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "NotExact", "each_reduced", "effective_attention",
-           "kind", "largest_layer", "matrices", "need_bytes", "tokens_that_fit"]
+           "kind", "largest_layer", "need_bytes", "tokens_that_fit"]
 
 T = TypeVar("T")
 SOFTMAX = "softmax attention"  # the kind of a layer's softmax heads, beside the kinds of `EffectiveLayer.label`
@@ -85,7 +85,7 @@ def each_reduced(model, text: str, reduce: Callable[[EffectiveAttention, Effecti
     the tokens, no layers, no output norms yet), then let go: (the run without its layers (tokens, ids, output
     norms), what `reduce` returned for each layer in the model's order).
     A `reduce` that keeps no matrix (a thumbnail, measures) holds one layer's n × n matrices at a time
-    (`largest_layer`), not every layer's (`matrices`). The forward runs the softmax layers fused (SDPA): nothing
+    (`largest_layer`), not every layer's. The forward runs the softmax layers fused (SDPA): nothing
     here reads their probabilities."""
     toks = tokenize(model, text, max_tokens)
     norms: dict[tuple[int, bool], float] = {}
@@ -139,31 +139,20 @@ def _out_multipliers(hf_model, modules) -> dict[tuple[int, bool], float]:
     return factors
 
 
-PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`matrices`)
-
-
-def matrices(model) -> int:
-    """How many n × n float32 matrices `model`'s (a loaded model's) effective attention holds at once: every
-    mixing layer's groups, and a per-channel layer's channels beside the groups it is aggregated into (Mamba-1),
-    counted on a probe of PROBE_TOKENS tokens. Raises NotExact as `effective_attention` does."""
-    return sum(_probe(model))
+PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`largest_layer`)
 
 
 def largest_layer(model) -> int:
-    """How many n × n float32 matrices the largest of `model`'s effective layers holds (as `matrices` counts): what
-    `each_reduced` holds at once."""
-    return max(_probe(model))
-
-
-def _probe(model) -> list[int]:
-    """Each effective layer's count of n × n matrices, on a probe of PROBE_TOKENS tokens."""
+    """How many n × n float32 matrices the largest of `model`'s (a loaded model's) effective layers holds: its groups,
+    and a per-channel layer's channels beside the groups it is aggregated into (Mamba-1), counted on a probe of
+    PROBE_TOKENS tokens; what `each_reduced` holds at once. Raises NotExact as `effective_attention` does."""
     with model.lock:
         probe = effective_layers(model.hf_model, list(range(1, PROBE_TOKENS + 1)))
-    return [la.matrix.shape[0] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe]
+    return max(la.matrix.shape[0] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe)
 
 
 def need_bytes(count: int, n: int) -> int:
-    """The bytes of `count` matrices (`matrices`) over n tokens: what `effective_attention` holds."""
+    """The bytes of `count` n × n float32 matrices over n tokens (`largest_layer`'s: what `each_reduced` holds)."""
     return 4 * count * n * n
 
 

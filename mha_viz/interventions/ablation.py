@@ -94,7 +94,7 @@ def gradient_bytes(model: LoadedModel, n: int, *, logit_rows: int | None = None,
     run). logit_rows: the positions whose logits are made (default n; 1 where the model computes the
     last position's only). fused: the pass runs inside `switch.fused` (head gradients, attribution patching, a
     corpus's importance); where the model does switch to SDPA (`switch.fuses`) no n × n array is kept or made,
-    and about 20 activations a token remain (measured 1.04–1.26 × the peak at the same lengths)."""
+    and about 20 activations a token remain (measured 1.04–1.25 × the peak at the same lengths)."""
     H, L, d = model.num_heads, model.num_layers, model.d_model
     rows = n if logit_rows is None else logit_rows
     if fused and switch.fuses(model):

@@ -112,3 +112,13 @@ def test_a_fused_gradient_pass_is_estimated_without_n_squared_arrays(model, gpt2
     ours = mha_viz.load_model(str(gpt2_dir), device="cpu", local_attention=True)
     assert not switch.fuses(ours)
     assert ablation.gradient_bytes(ours, n, fused=True) == ablation.gradient_bytes(ours, n)
+
+
+def test_a_fused_pass_inside_another_stays_fused_until_the_outer_one_ends(model):
+    """A loss computed inside a fused pass (`heads_off_loss` under a caller's `fused`): the inner exit leaves SDPA
+    on, the outer one puts eager back."""
+    with model.lock, switch.fused(model):
+        with switch.fused(model) as inner:
+            assert inner
+        assert model.hf_model.config._attn_implementation == "sdpa"
+    assert model.hf_model.config._attn_implementation == "eager"

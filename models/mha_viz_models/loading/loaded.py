@@ -17,9 +17,10 @@ from mha_viz_models.families.architectures import SUPPORTED, softmax_attentions
 from mha_viz_models.families.builtin import make_adapter, output_projection, value_path
 from mha_viz_models.loading import switch
 from mha_viz_models.loading.facts import describe
+from mha_viz_models.loading.outputs_run import z_hooks
 from mha_viz_models.reading import given, records
 from mha_viz_models.reading.hooks import distinct
-from mha_viz_models.reading.records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks, z_recorder
+from mha_viz_models.reading.records import Capture, LayerInput, Seq2SeqCapture, input_hooks, value_hooks
 
 
 @dataclass
@@ -162,7 +163,6 @@ class LoadedModel:
             return self._capture_lean(input_ids, attention_mask, head_outputs, on_input, gives_outputs)
         probs: list[torch.Tensor] = []
         zs: list[torch.Tensor] = []
-        keep_z = z_recorder(zs, self.num_heads)
         w_vs = []  # each layer's W_V, its adapter built outside inference mode (a fused layout's
         # copies of rows must stay ordinary tensors, whose versions the MHA reads)
         if inputs and self.can_recompute:  # (an offloaded layer's W_V never runs as such: its values
@@ -176,9 +176,7 @@ class LoadedModel:
         with self.lock, torch.inference_mode():  # hooks inside the lock: one run's capture each
             hooks = [a.register_forward_hook(lambda _m, _i, out: probs.append(out[1])) for a in distinct(self.adapters)]
             hooks += [module.register_forward_hook(hook) for module, hook in watch]
-            # z from W_O's input, ours or the model's: one hook a module (ALBERT's is every layer's)
-            hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
-                [output_projection(m, fam) for m, fam in self.attention_modules])]
+            hooks += z_hooks(self, zs)  # z from W_O's input, ours or the model's
             layer_inputs: list[LayerInput] = []
             written: dict[int, list[torch.Tensor]] = {}  # id(W_V) -> its outputs
             if inputs:
@@ -263,15 +261,13 @@ class LoadedModel:
                                  f"attention of '{self.name}': {self.stand_in or self.unread}")
         inputs: list[LayerInput] | records.InputSink = [] if on_input is None else records.InputSink(on_input)
         zs: list[torch.Tensor] = []
-        keep_z = z_recorder(zs, self.num_heads)
 
         with self.lock, torch.inference_mode():
             hooks, fused = [], False
             try:  # everything that changes the shared model is undone in `finally`, even on error
                 hooks += input_hooks(self.attention_modules, inputs)
                 if head_outputs:
-                    hooks += [proj.register_forward_pre_hook(keep_z) for proj in distinct(
-                        [output_projection(m, fam) for m, fam in self.attention_modules])]
+                    hooks += z_hooks(self, zs)
                 fused = switch.use_given(self) if gives_outputs else switch.use_fused(self)
                 # the base model, without the LM head: SmolLM2's logits alone would be
                 # n × 49,152 floats (1.6 GB at 8,192 tokens), and lean capture does not need

@@ -30,7 +30,11 @@ def fused(model):
     """Inside: `model` runs fused attention (`use_fused`; True where it could switch), eager again after. For a
     forward (or backward) that reads no probabilities: a head mask, a patch or a gradient at W_O's input is the
     same with either attention, and SDPA makes no n × n array a head (SmolLM2 at 4,096 tokens on 2 cores: 11 s
-    against 41 s). The caller holds the model's lock."""
+    against 41 s). The caller holds the model's lock. Nested inside another `fused` of the same model (a loss inside
+    a fused pass), it leaves the switch to the outer one, which puts eager back."""
+    if getattr(model.hf_model.config, "_attn_implementation", None) == "sdpa":
+        yield True  # switched already, by an outer `fused`
+        return
     switched = use_fused(model)
     try:
         yield switched
