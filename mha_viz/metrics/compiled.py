@@ -17,7 +17,7 @@ import math
 import os
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 import numba
@@ -115,14 +115,16 @@ def _marked(fn, *args):
 
 
 def run_all(fn, calls: list[tuple]) -> None:
-    """fn(*args) for each args in `calls`, one a thread of POOL, and wait for all (their errors
-    raised here). Called from one of POOL's own threads, the calls run one after the other there
+    """fn(*args) for each args in `calls`, one a thread of POOL, and wait for all (then the first
+    failed one's error raised here). Called from one of POOL's own threads, the calls run one after the other there
     (waiting on the pool from inside it could leave every worker waiting)."""
     if getattr(_worker, "inside", False):
         for args in calls:
             fn(*args)
         return
-    for job in [POOL.submit(_marked, fn, *args) for args in calls]:
+    jobs = [POOL.submit(_marked, fn, *args) for args in calls]
+    wait(jobs)  # every call ended before any error is raised: none still runs once the caller goes on
+    for job in jobs:
         job.result()
 
 

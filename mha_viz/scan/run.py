@@ -14,7 +14,6 @@ keys and one block (`rows.CPU_BLOCK_BYTES`, `rows.GPU_BLOCK_BYTES`).
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager
 from functools import partial
 from typing import Callable, Sequence
 
@@ -42,6 +41,7 @@ from mha_viz.scan.rows import (
     rows_per_block,
     split_rows,
 )
+from mha_viz.scan.torch_threads import on_one_torch_thread, one_torch_thread_each
 from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel
 
@@ -123,44 +123,7 @@ def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
         work(0)
         return
     with one_torch_thread_each() as count:
-        run_all(partial(_on_one_torch_thread, work), [(part, count) for part in range(sums.threads)])
-
-
-_THREADS = threading.Lock()
-_inside = 0  # reductions under way (`one_torch_thread_each`), and PyTorch's thread count before the first
-_before = 0
-
-
-@contextmanager
-def one_torch_thread_each():
-    """While workers each set PyTorch's threads to 1 (`_on_one_torch_thread`), yielding the count to set them back
-    to. Setting a thread's count also sets the process's default, which a thread that never set its own reads
-    (every new Streamlit run's), so a worker that started after another had set 1 read 1 and set 1 back, for
-    good: every later forward and scan of the server on one core. The count of before the first of any
-    overlapping reductions is what workers set back and what the caller sets back when the last ends."""
-    global _inside, _before
-    with _THREADS:
-        if _inside == 0:
-            _before = torch.get_num_threads()
-        _inside += 1
-        count = _before
-    try:
-        yield count
-    finally:
-        with _THREADS:
-            _inside -= 1
-            if _inside == 0:
-                torch.set_num_threads(_before)
-
-
-def _on_one_torch_thread(fn: Callable[[int], None], part: int, after: int) -> None:
-    """fn(part) with PyTorch's intra-op threads at 1 on this worker, then `after` (the caller's count: what the
-    worker read itself may already be another worker's 1)."""
-    torch.set_num_threads(1)
-    try:
-        fn(part)
-    finally:
-        torch.set_num_threads(after)
+        run_all(partial(on_one_torch_thread, work), [(part, count) for part in range(sums.threads)])
 
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,

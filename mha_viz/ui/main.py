@@ -18,6 +18,7 @@ import torch
 
 from mha_viz.budget import memory
 from mha_viz.capture.head_rows import DenseRefused
+from mha_viz.scan import torch_threads
 from mha_viz.text import session_cap
 from mha_viz.ui import (
     export_views,
@@ -56,6 +57,7 @@ def guarded(step, *args, what: str) -> None:
 def main() -> None:
     """One run of the script: a session's page, drawn."""
     preload.warm()  # done by the server's start; where it was not, other sessions wait here
+    torch_threads.settle()  # this run's thread may have first read PyTorch's count while a scan's worker held 1
     st.set_page_config(page_title="mha-viz: attention heads", page_icon=":material/search:", layout="wide")
     page = pages.navigation()
     # a session's first run: a lesson (the link's or the server's) and a shared link's model, text and

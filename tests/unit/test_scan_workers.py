@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from mha_viz.metrics.compiled import run_all
 from mha_viz.metrics.row_kernels import BlockSums
 from mha_viz.metrics.row_measures import TextFacts
 from mha_viz.scan.run import reduce_blocks
+from mha_viz.scan.torch_threads import process_count
 
 N, H = 97, 3
 
@@ -70,14 +70,10 @@ def test_an_error_in_a_job_is_raised_and_the_thread_count_comes_back():
     assert torch.get_num_threads() == before
 
 
-def test_the_workers_set_back_their_thread_count_and_leave_the_callers():
-    """Each worker computes with one PyTorch thread on its own thread and sets its count back after; the caller's
-    count (the forward's) never changes."""
-    def counts() -> list[int]:
-        seen: list[int] = []
-        run_all(lambda _: seen.append(torch.get_num_threads()), [(i,) for i in range(2)])
-        return seen
-    caller, workers = torch.get_num_threads(), counts()
+def test_the_caller_and_the_process_are_left_at_the_processs_count():
+    """Each worker computes with one PyTorch thread and sets its own count back after; the caller's count (the
+    forward's) and the one every new thread reads are the process's, as before."""
+    before = process_count()
     reduce_blocks([lambda b=b: b for b in _blocks()], _sums(2))
-    assert torch.get_num_threads() == caller
-    assert counts() == workers
+    assert torch.get_num_threads() == before
+    assert process_count() == before
