@@ -30,6 +30,23 @@ def execute(data: bytes, where) -> nbformat.NotebookNode:
     return nb
 
 
+def execute_together(datas: list[bytes], folders: list) -> list[nbformat.NotebookNode]:
+    """The notebooks `datas` after running them one after the other in one kernel (`execute`), each in its
+    folder of `folders` with the kernel's names cleared before it (`%reset -f`): no notebook can use a name
+    another defined, while the kernel's start, its imports and the models they load are paid once."""
+    notebooks = [nbformat.reads(data.decode("utf-8"), as_version=4) for data in datas]
+    joined, spans = nbformat.v4.new_notebook(), []
+    for nb, folder in zip(notebooks, folders):
+        nbformat.validate(nb)
+        joined.cells.append(nbformat.v4.new_code_cell(f"%reset -f\nimport os\nos.chdir({str(folder)!r})"))
+        spans.append((len(joined.cells), len(joined.cells) + len(nb.cells)))
+        joined.cells += nb.cells
+    ran = execute(nbformat.writes(joined).encode("utf-8"), folders[0])
+    for nb, (start, stop) in zip(notebooks, spans):
+        nb.cells = ran.cells[start:stop]
+    return notebooks
+
+
 def _skip(text: str, i: int) -> int:
     while i < len(text) and text[i] in " \t\r\n,":
         i += 1

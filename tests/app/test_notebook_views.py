@@ -1,7 +1,8 @@
 """*Open as notebook* through AppTest: on toy-induction and MiniLM, the notebook each of six pages
 downloads (Head view, Model view, Head metrics, Switch heads off, Heads behind a prediction, Teaching)
-runs offline with nbclient, one kernel a notebook, and draws the page's figures: the same traces and
-arrays, read from the Plotly JSON on both sides, in the page's order."""
+runs offline with nbclient (a model's six in one kernel, its names cleared before each: `execute_together`)
+and draws the page's figures: the same traces and arrays, read from the Plotly JSON on both sides, in the
+page's order."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from mha_viz import catalogue
 from mha_viz.interventions import prediction
 from mha_viz.ui import keys
 from tests.app.helpers import charts, open_page, start_app
-from tests.notebook_figures import execute, figures_of, same_figures
+from tests.notebook_figures import execute_together, figures_of, same_figures
 
 pytestmark = pytest.mark.model
 
@@ -74,7 +75,9 @@ def test_each_pages_notebook_runs_offline_and_draws_the_pages_figures(model, dow
         drawn[page] = (charts(at), _notebook(at, downloads))
     assert drawn["head_view"][0] and drawn["model_view"][0] and drawn["ablation"][0]  # each page drew
     assert bool(drawn["prediction"][0]) == (model == "toy-induction")  # MiniLM, an encoder: refused, no figure
-    for page, (figs, data) in drawn.items():
-        folder = tmp_path / page
+    folders = [tmp_path / page for page in drawn]
+    for folder in folders:
         folder.mkdir()
-        same_figures(figs, figures_of(execute(data, folder)), f"{model}, {page}")
+    ran = execute_together([data for _, data in drawn.values()], folders)
+    for (page, (figs, _)), nb in zip(drawn.items(), ran):
+        same_figures(figs, figures_of(nb), f"{model}, {page}")
