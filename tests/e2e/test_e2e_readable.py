@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.waiting import wait_until
+
 pytestmark = [pytest.mark.e2e, pytest.mark.model]
 MAIN = "[data-testid=stMain]"
 WIDTHS = (1280, 1366)
@@ -57,6 +59,28 @@ def _clashes(boxes: dict) -> list[str]:
     return found
 
 
+# each chart: [its element's width, the width Plotly drew it at]; a chart that fills its element draws at its width
+WIDTHS_PROBE = """() => Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stPlotlyChart]')).map(
+    el => { const svg = el.querySelector('svg.main-svg');
+            return [el.getBoundingClientRect().width, svg ? svg.getBoundingClientRect().width : -1]; })"""
+FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
+def _resize(app, width: int) -> None:
+    """The window made `width` wide, then until every chart that filled its element's width has been drawn again
+    at its element's new width (Plotly redraws on a resize, without a script run)."""
+    before = app.page.evaluate(WIDTHS_PROBE)
+    app.page.set_viewport_size({"width": width, "height": HEIGHT})
+
+    def redrawn() -> bool:
+        now = app.page.evaluate(WIDTHS_PROBE)
+        return len(now) == len(before) and all(abs(old_el - old_svg) > 2 or abs(el - svg) <= 2
+                                               for (old_el, old_svg), (el, svg) in zip(before, now))
+    assert wait_until(redrawn, 60), f"not all charts drawn again at {width} wide: {app.page.evaluate(WIDTHS_PROBE)}"
+    app.page.evaluate(FRAMES)
+    app.wait_idle()
+
+
 def _check(app, where: str) -> tuple[int, list[str]]:
     """(charts checked, clashes) of every chart on the page as drawn now."""
     charts, found = app.charts(), []
@@ -67,18 +91,31 @@ def _check(app, where: str) -> tuple[int, list[str]]:
     return charts.count(), found
 
 
+def _both_widths(app, where: str, widths: list[int]) -> tuple[int, list[str]]:
+    """(charts checked, clashes) of the page as drawn now at both `widths`: at the window's (the first), then
+    with the window resized to the other; `widths` reversed, so the next page starts at the width this one ends."""
+    checked, found = 0, []
+    for k, width in enumerate(widths):
+        if k:
+            _resize(app, width)
+        n, clashes = _check(app, f"{where} at {width}")
+        checked, found = checked + n, found + clashes
+    widths.reverse()
+    return checked, found
+
+
 def test_no_text_of_any_chart_meets_another_or_a_plot(shared_app):
     app = shared_app
     if not app.model_title().startswith("all-MiniLM"):
         app.choose_model("minilm")
     app.set_text("The animal didn't cross the street because it was too tired.")
     checked, found = 0, []
-    for width in WIDTHS:
-        app.page.set_viewport_size({"width": width, "height": HEIGHT})
-        for title in app.nav_titles():
-            app.goto(title)
-            n, clashes = _check(app, f"{title} at {width}")
-            checked, found = checked + n, found + clashes
+    app.page.set_viewport_size({"width": WIDTHS[0], "height": HEIGHT})
+    widths = list(WIDTHS)
+    for title in app.nav_titles():
+        app.goto(title)
+        n, clashes = _both_widths(app, title, widths)
+        checked, found = checked + n, found + clashes
     assert checked >= 40, checked
     assert not found, "\n".join(found)
 
@@ -98,27 +135,25 @@ def test_the_states_the_issue_found_overlaps_in_are_readable(shared_app):
         app.choose_model("minilm")
     app.set_text("The animal didn't cross the street because it was too tired.")
     checked, found = 0, []
+    widths = list(WIDTHS)
+    app.page.set_viewport_size({"width": widths[0], "height": HEIGHT})
 
     def check(where: str) -> None:
         nonlocal checked, found
-        n, clashes = _check(app, where)
+        n, clashes = _both_widths(app, where, widths)
         checked, found = checked + n, found + clashes
-    for width in WIDTHS:
-        app.page.set_viewport_size({"width": width, "height": HEIGHT})
-        app.goto("Token focus")
-        _switch_on(app, "Summaries")
-        check(f"Token focus with summaries at {width}")
-        app.goto("Teaching: step by step")
-        parts = app.page.locator(f"{MAIN} [data-testid=stButtonGroup] button")
-        for i in range(parts.count()):
-            app.click(parts.nth(i))
-            check(f"Teaching, part {i + 1} at {width}")
+    app.goto("Token focus")
+    _switch_on(app, "Summaries")
+    check("Token focus with summaries")
+    app.goto("Teaching: step by step")
+    parts = app.page.locator(f"{MAIN} [data-testid=stButtonGroup] button")
+    for i in range(parts.count()):
+        app.click(parts.nth(i))
+        check(f"Teaching, part {i + 1}")
     app.choose_model("smollm2")
     app.set_text("When Mary and John went to the store, John gave a drink to")
-    for width in WIDTHS:
-        app.page.set_viewport_size({"width": width, "height": HEIGHT})
-        for title in ("Head view", "Queries and keys"):
-            app.goto(title)
-            check(f"{title} on SmolLM2 at {width}")
+    for title in ("Head view", "Queries and keys"):
+        app.goto(title)
+        check(f"{title} on SmolLM2")
     assert checked >= 20, checked
     assert not found, "\n".join(found)
