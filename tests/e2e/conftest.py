@@ -388,12 +388,20 @@ class App:
     def rerun(self, action) -> None:
         """Do `action` (which makes the app rerun), wait until the rerun has been seen to start
         (or at most RERUN_START_S: an action that changes nothing starts none), then until idle."""
+        self.started(action)()
+
+    def started(self, action):
+        """Do `action` (which makes the app rerun); returns the wait of `rerun`, to call later (several
+        sessions' actions done at once, then each waited for)."""
         before = self.reruns_seen()
         action()
         deadline = time.monotonic() + RERUN_START_S
-        while self.reruns_seen() == before and time.monotonic() < deadline:
-            self.page.wait_for_timeout(50)
-        self.wait_idle()
+
+        def settle() -> None:
+            while self.reruns_seen() == before and time.monotonic() < deadline:
+                self.page.wait_for_timeout(50)
+            self.wait_idle()
+        return settle
 
     def wait_until(self, probe, expected, timeout_s: float = 30):
         """Poll `probe()` until it equals `expected`; the last value otherwise (for the assert)."""
@@ -451,13 +459,21 @@ class App:
 
     def goto(self, title: str) -> None:
         """Open a page through the top navigation (the session, and its text, stay)."""
+        self.start_goto(title)()
+
+    def start_goto(self, title: str):
+        """Click the top navigation's link to `title`; returns the wait of `goto`, to call later."""
         link = self.nav_link(title)
         url = urllib.parse.urljoin(self.page.url, link.get_attribute("href"))
-        self.rerun(link.click)
+        settle = self.started(link.click)
         path = urllib.parse.urlsplit(url).path  # the query follows the view (links): match the page's path
-        self.page.wait_for_url(lambda u: urllib.parse.urlsplit(u).path == path)
-        self.page.locator("[data-testid=stMain] h1").first.wait_for()
-        self.wait_idle()
+
+        def arrived() -> None:
+            settle()
+            self.page.wait_for_url(lambda u: urllib.parse.urlsplit(u).path == path)
+            self.page.locator("[data-testid=stMain] h1").first.wait_for()
+            self.wait_idle()
+        return arrived
 
     def heading(self) -> str:
         return self.page.locator("[data-testid=stMain] h1").first.inner_text()

@@ -82,9 +82,8 @@ def test_a_crowd_on_a_cold_server_each_sees_its_own_sentence(e2e_ready, browser,
             assert not landed, (f"{len(landed)} of {SESSIONS} sessions failed their first render on a "
                                 f"cold server: {landed}; server log: {log_failures}")
 
-            for ui in sessions:
-                if ui.heading() != "Head view":
-                    ui.goto("Head view")
+            for arrived in [ui.start_goto("Head view") for ui in sessions if ui.heading() != "Head view"]:
+                arrived()  # every session's switch clicked at once, then each waited for
             texts = [f"Session {i} writes about {WORDS[i % len(WORDS)]}." for i in range(SESSIONS)]
             send_all(sessions, texts)  # all at once again
             run_of = request.getfixturevalue("run_of")  # only now: the crowd had the cores to itself
