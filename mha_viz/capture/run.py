@@ -18,6 +18,7 @@ import mha_viz_models
 from mha_viz.budget.memory import chooses_lean
 from mha_viz.capture import head_rows, run_file
 from mha_viz.capture.finite import FiniteCheck
+from mha_viz.capture.own_outputs import OwnOutputs, own_outputs
 from mha_viz.capture.sinks import Hidden, drop_tokens
 from mha_viz.capture.transfer import HostCopier, to_host
 from mha_viz.text.tokenize import InputError, tokenize
@@ -91,6 +92,7 @@ class AttentionRun(HeadArray):
     source: head_rows.Blocks | None = None
     shape: tuple[int, int] = (0, 0)
     summary: Any = None  # a long run's `mha_viz.Scan`: head table, thumbnails (`pooled`), kept keys
+    own: OwnOutputs | None = None  # the model's loss, last prediction or embedding, where its capture made them
 
     @property
     def attentions(self) -> np.ndarray:
@@ -331,5 +333,5 @@ def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None
         raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
         num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
         head_outputs=outputs, layer_ids=wanted, model_layers=model.total_layers,
-        value_norms=norms, precision=model.precision,
+        value_norms=norms, precision=model.precision, own=own_outputs(cap.output, list(ids), model.is_causal),
     )

@@ -156,11 +156,41 @@ def _outcome(model: LoadedModel, text: str, scale: torch.Tensor, means: tuple, k
     return Outcome(loss, tuple(tops), embedding, tuple(seen))
 
 
-def unablated(model: LoadedModel, text: str, *, k: int = 5, max_tokens: int | None = None) -> Outcome:
+def unablated(model: LoadedModel, text: str, *, k: int = 5, max_tokens: int | None = None, run=None) -> Outcome:
     """The Outcome with every head on, each head's mean output recorded on the way (one pass per
-    input read). Raises InputError for a text the loss cannot score (a decoder needs two tokens)."""
+    input read). Raises InputError for a text the loss cannot score (a decoder needs two tokens).
+    run: the text's analysis (`mha_viz.analyze`); where its forward made what this pass would (`from_run`), the
+    Outcome is read off it, with no forward of its own."""
+    read = from_run(model, run, text, k, max_tokens)
+    if read is not None:
+        return read
     ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
     return _outcome(model, text, ones, (), k, max_tokens, None)
+
+
+def from_run(model: LoadedModel, run, text: str, k: int = 5, max_tokens: int | None = None) -> Outcome | None:
+    """`unablated`'s Outcome read off an analysis `run` of `text`, when its one forward is the pass: the same token
+    ids, every attention layer's head outputs (their means over the tokens: what mean-ablation puts in), the whole
+    run (no token hidden), and what the model made of it (`run.own`: a decoder's loss and last logits, an embedding
+    model's sentence embedding). None otherwise (a masked-LM encoder scores another input; a long or lean run made
+    no logits), or in half precision, where eager and fused attention round apart by more than a head's effect
+    may be. Within float32 rounding of the pass's own numbers: the run's attention was eager, the pass's fused."""
+    own = getattr(run, "own", None)
+    dtype = next(model.hf_model.parameters()).dtype
+    whole = run is not None and run.head_outputs is not None and run.hidden is None
+    if own is None or dtype != torch.float32 or not whole or len(run.layer_ids) != model.num_layers:
+        return None
+    (inputs, at), *others = _passes(model, text, max_tokens)
+    if others or inputs.ids[0].tolist() != list(run.token_ids):
+        return None
+    means = (torch.as_tensor(run.head_outputs.mean(2)).to(model.device),)  # (layers, heads, d_v)
+    if inputs.kind == EMBEDDING and own.embedding is not None:
+        embedding = torch.as_tensor(own.embedding).to(model.device)
+        return Outcome(float(heads_off_loss.embedding_loss(embedding, embedding)), (), embedding, means)
+    if inputs.kind == NEXT_TOKEN and own.loss is not None and own.last_logits is not None:
+        tops = tuple((label, _top(model, torch.as_tensor(own.last_logits), k)) for label in at.values())
+        return Outcome(own.loss, tops, None, means)
+    return None
 
 
 def ablated(model: LoadedModel, text: str, keep, *, mean_ablation: bool = False, base: Outcome | None = None,

@@ -71,7 +71,7 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
         _embedding_effects(cur, on, mean_ablation)
         return
     try:
-        base, off = analysis.outcomes(cur.key, on, mean_ablation, model)
+        base, off = analysis.outcomes(cur.key, on, mean_ablation, model, cur.run)
     except mha_viz.InputError as exc:  # e.g. a decoder's loss on a one-token text
         st.error(plain(str(exc)), icon=":material/warning:")
         return
@@ -93,7 +93,7 @@ def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
     other = st.text_input("A second sentence to compare with", value="A cat is resting on a rug.",
                           key=keys.ABLATION_OTHER, persist_state=keys.KEEP)
     try:
-        pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model))
+        pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model, cur.run))
                  for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
     except mha_viz.InputError as exc:
         st.error(plain(str(exc)), icon=":material/warning:")

@@ -205,9 +205,9 @@ def _text_key(key: AnalysisKey) -> AnalysisKey:
 
 
 @st.cache_resource(show_spinner="Running the model with every head on…", max_entries=16)
-def _unablated(key: AnalysisKey, _model) -> ablation_outcome.Outcome:
-    with mha_viz.text.session_cap(key.cap):
-        return ablation_outcome.unablated(_model, key.text, max_tokens=key.cap)
+def _unablated(key: AnalysisKey, _model, _run=None) -> ablation_outcome.Outcome:
+    with mha_viz.text.session_cap(key.cap):  # read off the run's forward where it made the same (`from_run`)
+        return ablation_outcome.unablated(_model, key.text, max_tokens=key.cap, run=_run)
 
 
 @st.cache_resource(show_spinner="Running with the heads switched off…", max_entries=64)
@@ -218,13 +218,14 @@ def _ablated(key: AnalysisKey, keep_bytes: bytes, mean_ablation: bool, _model) -
                                         base=_unablated(key, _model), max_tokens=key.cap)
 
 
-def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model) -> tuple[ablation_outcome.Outcome, ...]:
+def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model,
+             run=None) -> tuple[ablation_outcome.Outcome, ...]:
     """(every head on, the heads where `keep` (layers, heads) is False off) on `key`'s text: the
     loss, the top-k predictions and the sentence embedding (`ablation_outcome`). Cached per head
     set; with every head on, one Outcome serves both. Raises InputError for a text that cannot be
-    scored."""
+    scored. run: the text's analysis, whose forward may stand for the pass with every head on."""
     key = _text_key(key)
-    base = _unablated(key, model)
+    base = _unablated(key, model, run)
     keep = np.ascontiguousarray(keep, dtype=bool)
     return base, (base if keep.all() else _ablated(key, keep.tobytes(), bool(mean_ablation), model))
 

@@ -15,8 +15,9 @@ from mha_viz.capture import run_file
 from mha_viz.capture.run import AttentionRun
 
 # a file holds a dense run: its rows' source and shape come from its array, and a long run's summary
-# (the scan) is not saved with it
-FIELDS = [f.name for f in dataclasses.fields(AttentionRun) if f.name not in ("hidden", "source", "shape", "summary")]
+# (the scan) is not saved with it, nor the model's own outputs (`own`: a loaded run's Switch heads off runs its pass)
+FIELDS = [f.name for f in dataclasses.fields(AttentionRun)
+          if f.name not in ("hidden", "source", "shape", "summary", "own")]
 
 
 def _stochastic(shape, rng) -> np.ndarray:
