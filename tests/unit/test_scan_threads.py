@@ -94,7 +94,7 @@ def _in_a_workers_window(then):
 
 def _skip_on_one_core(before):
     if before < 2:
-        pytest.skip("PyTorch runs on one thread here: a worker's 1 changes nothing")
+        pytest.skip(f"PyTorch runs on {before} thread here: a worker's 1 changes nothing")
 
 
 def test_a_run_that_first_read_the_count_during_a_reduction_leaves_the_process_as_it_was():
@@ -109,7 +109,7 @@ def test_a_run_that_first_read_the_count_during_a_reduction_leaves_the_process_a
         return torch.get_num_threads()
     first, after = _in_a_workers_window(scan_then_read)
     if first != 1:
-        pytest.skip("this PyTorch gives a new thread the count it had before any worker set 1")
+        pytest.skip(f"a new thread read {first} while the workers held 1 (process count {before})")
     assert after == before  # the run's own thread, set back by its reduction
     assert torch_threads.process_count() == before  # every later thread's
     assert torch.get_num_threads() == before
@@ -124,7 +124,7 @@ def test_settle_gives_a_thread_that_took_a_workers_1_the_processs_count():
         return torch.get_num_threads()
     first, after = _in_a_workers_window(settle_then_read)
     if first != 1:
-        pytest.skip("this PyTorch gives a new thread the count it had before any worker set 1")
+        pytest.skip(f"a new thread read {first} while the workers held 1 (process count {before})")
     assert after == before
 
 
