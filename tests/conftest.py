@@ -22,6 +22,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # the suite reads its texts at the limit it was written for: locally the default is the model's whole
@@ -34,6 +35,21 @@ def _seed():
     random.seed(0)
     np.random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _thread_count_kept():
+    """Every test leaves PyTorch's process-wide thread count (what a new thread reads) as it found it: a test that
+    built a Ray actor's class in this process set 1, and every later test of its process ran on one core. A
+    reduction under way on a thread another test left running holds 1 for a moment: polled until it is back."""
+    from mha_viz.scan.torch_threads import process_count
+
+    before = process_count()
+    yield
+    if not wait_until(lambda: process_count() == before, 10):
+        after = process_count()
+        torch.set_num_threads(before)
+        pytest.fail(f"the test left PyTorch's thread count at {after} (it was {before})", pytrace=False)
 
 
 @pytest.fixture()

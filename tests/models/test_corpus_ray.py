@@ -209,13 +209,21 @@ def test_an_actor_never_asks_for_more_cpus_than_one_node_has(ray_engine):
 def test_an_actor_loads_the_model_as_the_session_did(ray_engine):
     """The app hands the Ray engine its loaded model: an actor loads it by the same name and with
     the same attention ("Compute with our MHA"), and computes what the session's model computes."""
+    import torch
+
     import mha_viz
+    from mha_viz.scan.torch_threads import process_count
 
     ours = mha_viz.load_model("minilm", device="cpu", local_attention=True)
-    actor = ray_engine.HeadSums("minilm", 1, local_attention=True)
-    assert actor.error is None and actor.model.local_attention and actor.model.name == ours.name
-    plain = ray_engine.HeadSums("minilm", 1)
-    assert not plain.model.local_attention
+    before = process_count()
+    try:  # an actor's __init__ built here, in this process, sets its one torch thread on the process
+        actor = ray_engine.HeadSums("minilm", 1, local_attention=True)
+        assert actor.error is None and actor.model.local_attention and actor.model.name == ours.name
+        plain = ray_engine.HeadSums("minilm", 1)
+        assert not plain.model.local_attention
+    finally:  # every later test of this process ran on one core
+        torch.set_num_threads(before)
+    assert process_count() == before
 
 
 def test_a_local_cluster_is_sized_to_the_cpus_this_process_may_use(ray_engine):
