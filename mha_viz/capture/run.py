@@ -333,5 +333,8 @@ def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None
         raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
         num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
         head_outputs=outputs, layer_ids=wanted, model_layers=model.total_layers,
-        value_norms=norms, precision=model.precision, own=own_outputs(cap.output, list(ids), model.is_causal),
+        value_norms=norms, precision=model.precision,
+        # in float32 only, where `ablation_outcome.from_run` reads them: a half-precision model's logits would be
+        # widened (n × vocabulary floats) for nothing
+        own=own_outputs(cap.output, list(ids), model.is_causal) if model.dtype == torch.float32 else None,
     )

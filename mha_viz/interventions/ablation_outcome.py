@@ -176,9 +176,8 @@ def from_run(model: LoadedModel, run, text: str, k: int = 5, max_tokens: int | N
     no logits), or in half precision, where eager and fused attention round apart by more than a head's effect
     may be. Within float32 rounding of the pass's own numbers: the run's attention was eager, the pass's fused."""
     own = getattr(run, "own", None)
-    dtype = next(model.hf_model.parameters()).dtype
     whole = run is not None and run.head_outputs is not None and run.hidden is None
-    if own is None or dtype != torch.float32 or not whole or len(run.layer_ids) != model.num_layers:
+    if own is None or model.dtype != torch.float32 or not whole or len(run.layer_ids) != model.num_layers:
         return None
     (inputs, at), *others = _passes(model, text, max_tokens)
     if others or inputs.ids[0].tolist() != list(run.token_ids):

@@ -80,8 +80,7 @@ def test_where_the_run_is_not_the_pass_the_pass_runs(tiny_gpt2, tiny_bert, monke
     assert lean.own is None and outcome.from_run(tiny_gpt2, lean, TEXT) is None
     masked = mha_viz.analyze(tiny_bert, TEXT)  # a masked-LM encoder scores its text with masks in
     assert outcome.from_run(tiny_bert, masked, TEXT) is None
-    half = torch.nn.Parameter(torch.zeros(1, dtype=torch.bfloat16))
-    monkeypatch.setattr(type(tiny_gpt2.hf_model), "parameters", lambda self, recurse=True: iter([half]))
+    monkeypatch.setattr(tiny_gpt2, "dtype", torch.bfloat16)
     assert outcome.from_run(tiny_gpt2, run, TEXT) is None  # half precision: eager and fused round apart
     with _Forwards(tiny_gpt2) as forwards:
         monkeypatch.undo()
