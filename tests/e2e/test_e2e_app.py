@@ -1,6 +1,9 @@
 """The app in a real browser: typed text becomes the heatmap's axis labels, the model, layer and
 head pickers change what is drawn, and every page renders without an error, for both models.
 
+The walk over every page on MiniLM also checks that every chart is readable at 1280 and 1366 wide
+(tests/e2e/readable.py: no text of a chart meets another or a plot; issue 54), on the issue's sentence.
+
 The tests share one tab (a page load costs seconds); each starts by putting the sidebar back to
 MiniLM with Hugging Face's attention, on the page it needs.
 """
@@ -10,6 +13,8 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
+
+from .readable import HEIGHT, WIDTHS, both_widths
 
 pytestmark = pytest.mark.e2e
 
@@ -121,7 +126,7 @@ def _check_page(app, title: str, tokens: list[str], layers: int, heads: int) -> 
 
 
 @pytest.mark.parametrize("model,layers,heads,text", [
-    ("minilm", 6, 12, "Heads attend to earlier words."),
+    ("minilm", 6, 12, "The animal didn't cross the street because it was too tired."),
     ("smollm2", 30, 9, "Heads attend to the words before them."),
 ], ids=["minilm", "smollm2"])
 def test_every_page_renders(shared_app, run_of, model, layers, heads, text):
@@ -132,16 +137,28 @@ def test_every_page_renders(shared_app, run_of, model, layers, heads, text):
     tokens = run_of(model, text).tokens
     titles = app.nav_titles()
     assert set(PAGES) <= set(titles) and titles[0] == "Model view", titles
-    for title in titles[1:] + titles[:1]:  # ends on the model view, which the app opened on
-        app.goto(title)
-        if title in PAGES:
-            assert app.heading() == title
-        else:  # a page added since: it has a title of its own
-            assert app.heading()
-        app.shot(title)
-        app.assert_clean()
-        _check_page(app, title, tokens, layers, heads)
+    readable = model == "minilm"  # every chart of every page at both widths, as a new user finds it
+    size, widths, checked, clashes = app.page.viewport_size, list(WIDTHS), 0, []
+    if readable:
+        app.page.set_viewport_size({"width": widths[0], "height": HEIGHT})
+    try:
+        for title in titles[1:] + titles[:1]:  # ends on the model view, which the app opened on
+            app.goto(title)
+            if title in PAGES:
+                assert app.heading() == title
+            else:  # a page added since: it has a title of its own
+                assert app.heading()
+            app.shot(title)
+            app.assert_clean()
+            _check_page(app, title, tokens, layers, heads)
+            if readable:
+                n, found = both_widths(app, title, widths)
+                checked, clashes = checked + n, clashes + found
+    finally:
+        app.page.set_viewport_size(size)
     assert app.text_box.input_value() == text
+    assert not readable or checked >= 40, checked
+    assert not clashes, "\n".join(clashes)
 
 
 def test_our_mha_toggle(shared_app):

@@ -5,8 +5,11 @@ tokens.
 
 8 fresh sessions at once, each typing its sentence as soon as its text box takes input: a round on a warm
 server (the suite's shared one, `server`), and a round on a server that has just started (whose first script
-runs are these sessions'). MHA_VIZ_E2E_ROUNDS=3 runs three rounds of each (by hand, as the fix was checked;
-`make test` runs one: each round costs about 50 s on 2 cores). Each session opens a link with a draft sentence
+runs are these sessions'). On the warm server the sessions alternate between MiniLM and SmolLM2: several people
+at once on two models, each seeing its own tokens, each model loaded once for all (this round was the separate
+test_e2e_concurrent, whose eight sessions did the same on links to the head view).
+MHA_VIZ_E2E_ROUNDS=3 runs three rounds of each (by hand, as the fix was checked; `make test` runs one: each
+round costs about 50 s on 2 cores). Each session opens a link with a draft sentence
 of its own (a teacher's link; the student replaces the sentence at once), so that its first run has an
 analysis of its own to compute while the typing lands. The sessions are driven with playwright's async API, in
 a thread of their own, so that no session waits for another's typing; each reports how long after its box
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 import time
 import urllib.parse
@@ -132,19 +136,20 @@ def crowd(urls: list[str], texts: list[str]) -> list[dict]:
     return out["result"]
 
 
-def _round(base_url: str, rep: int, run_of, label: str) -> list[str]:
-    """SESSIONS fresh sessions typing at once; the problems found, one line each."""
+def _round(base_url: str, rep: int, run_of, label: str, models: list[str]) -> list[str]:
+    """SESSIONS fresh sessions typing at once, session i on models[i]; the problems found, one line each."""
     texts = [f"Student {i} types about {WORDS[i % len(WORDS)]} in round {rep}." for i in range(SESSIONS)]
     drafts = [urllib.parse.quote(f"A draft sentence {i} for round {rep}.") for i in range(SESSIONS)]
-    results = crowd([f"{base_url}/head_view?text={d}" for d in drafts], texts)
+    results = crowd([f"{base_url}/head_view?model={m}&text={d}" for m, d in zip(models, drafts)], texts)
     run_of = run_of()  # only now: the crowd had the cores to itself
     problems = []
-    for i, (got, text) in enumerate(zip(results, texts)):
-        expected = run_of("minilm", text).tokens
+    for i, (got, text, model) in enumerate(zip(results, texts, models)):
+        expected = run_of(model, text).tokens
         if got["box"] != text:
             problems.append(f"{label} session {i}: the box holds {got['box']!r}, not the typed {text!r}")
         elif got["ticks"] != expected:
-            problems.append(f"{label} session {i}: shows {got['ticks'][:8]}, not its own tokens {expected[:8]}")
+            problems.append(f"{label} session {i} ({model}): shows {got['ticks'][:8]}, not its own tokens "
+                            f"{expected[:8]}")
         if got["exceptions"] or got["errors"]:
             problems.append(f"{label} session {i}: {got['exceptions'] or got['errors']}")
     print(f"\n{label}: typed {min(r['typed_ms'] for r in results):.0f} to {max(r['typed_ms'] for r in results):.0f} ms "
@@ -152,13 +157,25 @@ def _round(base_url: str, rep: int, run_of, label: str) -> list[str]:
     return problems
 
 
-def test_sentences_typed_at_once_on_a_warm_server_are_kept(server, browser, run_of):
-    """On the shared server (tests/e2e/conftest.py's `server`): warm, and loaded by the other tests' sessions."""
+def _loads(log_text: str) -> list[str]:
+    """The models a server's log says it loaded, one entry a load."""
+    return re.findall(r"model loaded: (\S+) \(device (\S+), our MHA (\S+)\)", log_text)
+
+
+def test_sentences_typed_at_once_on_a_warm_server_are_kept(server, server_log, browser, run_of):
+    """On the shared server (tests/e2e/conftest.py's `server`): warm, and loaded by the other tests' sessions.
+    Its sessions alternate between MiniLM and SmolLM2 (several people at once, on two models): each shows its
+    own sentence's tokens in its own model's tokenizer, and each model is loaded at most once for all of them
+    (the server logs every load; the cache may hold it from an earlier test already)."""
     open_app(browser, server, "warm-up").close()  # the server's script has run: warm
+    before = len(server_log.read_text(errors="replace"))
+    models = ["smollm2" if i % 2 else "minilm" for i in range(SESSIONS)]
     problems = []
     for rep in range(ROUNDS):
-        problems += _round(server, rep, lambda: run_of, f"warm server, round {rep}")
+        problems += _round(server, rep, lambda: run_of, f"warm server, round {rep}", models)
     assert not problems, "typed sentences were lost:\n" + "\n".join(problems)
+    loads = _loads(server_log.read_text(errors="replace")[before:])  # during this test only
+    assert len(loads) == len(set(loads)), f"a model was loaded more than once: {loads}"
 
 
 def test_sentences_typed_at_once_on_a_server_just_started_are_kept(e2e_ready, request):
@@ -166,5 +183,5 @@ def test_sentences_typed_at_once_on_a_server_just_started_are_kept(e2e_ready, re
     for rep in range(ROUNDS):
         with start_server(ARTIFACTS / f"server-typed-early-{rep}.log") as base_url:
             problems += _round(base_url, rep, lambda: request.getfixturevalue("run_of"),
-                               f"server just started, round {rep}")
+                               f"server just started, round {rep}", ["minilm"] * SESSIONS)
     assert not problems, "typed sentences were lost on a server just started:\n" + "\n".join(problems)

@@ -1,0 +1,99 @@
+"""Charts a person can read (issue 54): on a chart as Chromium draws it, the boxes of its title, axis titles,
+tick labels and subplot titles (annotations) intersect neither one another nor a plot area (tick labels of one
+axis among themselves are left to Plotly, which turns them; an annotation may lie inside a plot, as a label on
+a bar does). `both_widths` checks every chart of the page shown, at 1280 and 1366 wide: test_e2e_app's walk
+over every page on MiniLM, and test_e2e_readable's states, call it."""
+
+from __future__ import annotations
+
+from tests.waiting import wait_until
+
+MAIN = "[data-testid=stMain]"
+WIDTHS = (1280, 1366)
+HEIGHT = 800
+# a chart's boxes in screen pixels, [left, top, right, bottom]: what each subplot draws (its traces,
+# within its axes' domain: a heatmap of square cells leaves part of its domain empty), and each text with its
+# kind (title, axis: an axis title, tick: a tick label with its axis, note: an annotation)
+BOXES = """el => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    const shown = t => t.textContent.trim() && t.getBoundingClientRect().width > 0;
+    const texts = (selector, kind) => Array.from(el.querySelectorAll(selector)).filter(shown).map(
+        t => [typeof kind === 'function' ? kind(t) : kind, t.textContent.slice(0, 50), ...box(t)]);
+    return {
+        plots: Array.from(el.querySelectorAll('.cartesianlayer .overplot > g')).filter(
+            g => g.getBoundingClientRect().width > 0).map(g => {  // what each subplot draws, within its domain
+            const drawn = box(g), drag = el.querySelector('.draglayer > g.' + g.classList[0] + ' .nsewdrag');
+            const domain = drag ? box(drag) : drawn;
+            return [Math.max(drawn[0], domain[0]), Math.max(drawn[1], domain[1]),
+                    Math.min(drawn[2], domain[2]), Math.min(drawn[3], domain[3])];
+        }),
+        texts: [].concat(
+            texts('.infolayer > .g-gtitle text', 'title'),
+            texts('.infolayer > g[class^="g-x"] text, .infolayer > g[class^="g-y"] text', 'axis'),
+            texts('.cartesianlayer g[class$="tick"] > text', t => 'tick ' + t.parentNode.getAttribute('class')),
+            texts('.infolayer .annotation-text', 'note')),
+    };
+}"""
+
+
+def overlap(a, b) -> bool:
+    return a[0] < b[2] - 1 and b[0] < a[2] - 1 and a[1] < b[3] - 1 and b[1] < a[3] - 1
+
+
+def clashes(boxes: dict) -> list[str]:
+    """Every pair of a chart's texts that should not meet and do, and every title, axis title or
+    tick label over a plot area."""
+    texts, found = boxes["texts"], []
+    for i, (kind, text, *at) in enumerate(texts):
+        if kind != "note":
+            found += [f"{kind} {text!r} over plot {k}" for k, plot in enumerate(boxes["plots"]) if overlap(at, plot)]
+        for other_kind, other, *there in texts[i + 1:]:
+            apart = kind == other_kind and kind.startswith("tick") or kind == other_kind == "note"
+            if not apart and overlap(at, there):
+                found.append(f"{kind} {text!r} meets {other_kind} {other!r}")
+    return found
+
+
+# each chart: [its element's width, the width Plotly drew it at]; a chart that fills its element draws at its width
+WIDTHS_PROBE = """() => Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stPlotlyChart]')).map(
+    el => { const svg = el.querySelector('svg.main-svg');
+            return [el.getBoundingClientRect().width, svg ? svg.getBoundingClientRect().width : -1]; })"""
+FRAMES = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
+def resize(app, width: int) -> None:
+    """The window made `width` wide, then until every chart that filled its element's width has been drawn again
+    at its element's new width (Plotly redraws on a resize, without a script run)."""
+    before = app.page.evaluate(WIDTHS_PROBE)
+    app.page.set_viewport_size({"width": width, "height": HEIGHT})
+
+    def redrawn() -> bool:
+        now = app.page.evaluate(WIDTHS_PROBE)
+        return len(now) == len(before) and all(abs(old_el - old_svg) > 2 or abs(el - svg) <= 2
+                                               for (old_el, old_svg), (el, svg) in zip(before, now))
+    assert wait_until(redrawn, 60), f"not all charts drawn again at {width} wide: {app.page.evaluate(WIDTHS_PROBE)}"
+    app.page.evaluate(FRAMES)
+    app.wait_idle()
+
+
+def check(app, where: str) -> tuple[int, list[str]]:
+    """(charts checked, clashes) of every chart on the page as drawn now."""
+    charts, found = app.charts(), []
+    for i in range(charts.count()):
+        chart = charts.nth(i)
+        chart.scroll_into_view_if_needed()
+        found += [f"{where}, chart {i} ({app.chart_title(i)[:40]!r}): {c}" for c in clashes(chart.evaluate(BOXES))]
+    return charts.count(), found
+
+
+def both_widths(app, where: str, widths: list[int]) -> tuple[int, list[str]]:
+    """(charts checked, clashes) of the page as drawn now at both `widths`: at the window's (the first), then
+    with the window resized to the other; `widths` reversed, so the next page starts at the width this one ends."""
+    checked, found = 0, []
+    for k, width in enumerate(widths):
+        if k:
+            resize(app, width)
+        n, seen = check(app, f"{where} at {width}")
+        checked, found = checked + n, found + seen
+    widths.reverse()
+    return checked, found
