@@ -2,7 +2,8 @@
 tick labels and subplot titles (annotations) intersect neither one another nor a plot area (tick labels of one
 axis among themselves are left to Plotly, which turns them; an annotation may lie inside a plot, as a label on
 a bar does). `both_widths` checks every chart of the page shown, at 1280 and 1366 wide: test_e2e_app's walk
-over every page on MiniLM, and test_e2e_readable's states, call it."""
+over every page on MiniLM, and test_e2e_readable's states, call it. `outside` says where an element lies outside
+the first minute's window (WINDOW: what must be in sight without scrolling)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,16 @@ def both_widths(app, where: str, widths: list[int]) -> tuple[int, list[str]]:
         checked, found = checked + n, found + seen
     widths.reverse()
     return checked, found
+
+
+WINDOW = {"width": 1366, "height": 768}  # the first minute's window (issue 54): what must be in sight without scrolling
+
+
+def outside(locator) -> str:
+    """'' when the element lies wholly inside the window, else where it is."""
+    box = locator.bounding_box()
+    if box is None:
+        return "not drawn"
+    inside = (0 <= box["x"] and box["x"] + box["width"] <= WINDOW["width"]
+              and 0 <= box["y"] and box["y"] + box["height"] <= WINDOW["height"])
+    return "" if inside else f"at x={box['x']:.0f}, y={box['y']:.0f} ({box['width']:.0f} × {box['height']:.0f})"

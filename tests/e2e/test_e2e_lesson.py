@@ -1,7 +1,9 @@
 """A student follows a lesson in a real browser: the teacher's link opens the bundled lesson on its
 first step; Next goes through three steps, each with its note above the view, its page, its text
 in the box and "Step k of N" in the lesson's bar above the view, and the address names the step (a
-reload stays there)."""
+reload stays there). Then, in a window of 1366 × 768 (issue 54's first minute), the student visits every page the
+navigation offers: on each, the sentence box, "Step 3 of N", Back and Next lie inside the window as it first
+draws (nothing is scrolled)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from mha_viz.export import lesson as lessons
 from tests.helpers import HEADINGS
 
 from .conftest import open_link
+from .readable import WINDOW, outside
 
 pytestmark = pytest.mark.e2e
 
@@ -30,6 +33,7 @@ def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
     lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=catalogue.ids())
     ui = open_link(browser, server, "lesson", f"/?lesson={BUNDLED}", ready=".st-key-lesson_note_box")
     try:
+        ui.page.set_viewport_size(WINDOW)
         bar = ui.page.locator(".st-key-lesson_bar")
         note_box = ui.page.locator(".st-key-lesson_note_box")
         for k, step in enumerate(lesson.steps[:3]):
@@ -49,5 +53,15 @@ def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
         ui.wait_idle()
         assert ui.wait_until(ui.heading, HEADINGS[lesson.steps[2].page]) == HEADINGS[lesson.steps[2].page]
         assert "Step 3 of" in bar.inner_text()
+
+        titles = ui.nav_titles()
+        assert len(titles) >= 18, titles  # every page (Whole text is now the Head view's Links section)
+        for title in titles:
+            ui.goto(title)
+            assert f"Step 3 of {len(lesson.steps)}" in bar.inner_text(), title
+            where = {name: outside(bar.get_by_role("button", name=name, exact=True)) for name in ("Back", "Next")}
+            where["the sentence box"] = outside(ui.text_box)
+            assert not any(where.values()), (title, where)
+        ui.assert_clean()
     finally:
         ui.close()
