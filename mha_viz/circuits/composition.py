@@ -3,6 +3,8 @@ tokens (copying), after Elhage et al. 2021, "A Mathematical Framework for Transf
 
 from __future__ import annotations
 
+import functools
+import threading
 import weakref
 
 import numpy as np
@@ -120,6 +122,15 @@ def _single(factors: dict[str, tuple]) -> dict[str, tuple]:
 
 
 _COMPOSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its composition scores
+_COMPUTING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> the lock of its one computation
+_LOCKS = threading.Lock()  # guards _COMPUTING
+
+
+def _computing(model: LoadedModel) -> threading.Lock:
+    """The lock under which `model`'s weights-only results are computed: a page and the computation ahead of it
+    (`circuits.ahead`) asking at once compute once, the second reading what the first kept."""
+    with _LOCKS:
+        return _COMPUTING.setdefault(model.hf_model, threading.Lock())
 
 
 def composition_scores(model: LoadedModel, *, device: str | torch.device | None = None) -> dict[str, np.ndarray]:
@@ -131,13 +142,29 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     d_head-wide factors, never a d × d matrix a pair: one (H·d_v × d) by (d × (H + 2G)·d_head) product a pair of
     layers (SmolLM2: 3·10¹¹ flops in all, seconds on a CPU; a 32-layer model with d = 4096: 10¹⁴, for a GPU:
     `device`, default the CPU). Compare with `composition_baseline`: random matrices of the same shapes do not
-    score 0. Computed once per model (kept while it lives)."""
+    score 0. Computed once per model (kept while it lives; callers at once wait for the one computing)."""
     found = _COMPOSED.get(model.hf_model)
     if found is None:
-        parts = [_single(_factors(w)) for w in folded_weights(model)]
-        found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"))
-        _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
+        with _computing(model):
+            found = _COMPOSED.get(model.hf_model)
+            if found is None:
+                parts = [_single(_factors(w)) for w in folded_weights(model)]
+                found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"))
+                _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
     return {kind: s.copy() for kind, s in found.items()}
+
+
+CPU_RATE, GPU_RATE = 4.5e10, 3e12  # multiply-adds a second: measured on 2 cores (SmolLM2: 4.9–5.5 s); a GPU's
+# is a guess (none was lent to measure it), about 1/20 of an H100's float64 peak
+
+
+def composition_seconds(model: LoadedModel) -> float:
+    """How long `composition_scores` takes: three kinds × every pair of layers × every pair of heads × one
+    d_v × d_model × d_k product, at CPU_RATE or GPU_RATE (an 8B model's shapes: about 37 minutes on 2 cores by
+    this estimate; one run on synthetic weights of those shapes took about 27)."""
+    L, H, d, d_k = model.num_layers, model.num_heads, model.d_model, model.d_k
+    work = 3 * L * (L - 1) / 2 * H * H * d * d_k * d_k
+    return work / (GPU_RATE if getattr(model.device, "type", "cpu") == "cuda" else CPU_RATE)
 
 
 def composition_known(model: LoadedModel) -> bool:
@@ -149,11 +176,15 @@ def composition_baseline(model: LoadedModel, *, seed: int = 0, samples: int = 64
     """The mean composition score ("q", "k", "v") of `samples` pairs of heads with Gaussian weights of the
     model's shapes (W_Q, W_K: d × d_k; W_V: d × d_v; W_O: d_v × d): what shapes alone give, the level a
     score must clear to mean anything. The score is scale-invariant, so the random matrices need not be
-    scaled to the model's own norms. Seeded: the same numbers every call."""
+    scaled to the model's own norms. Seeded: the same numbers every call (kept by shapes)."""
     w = model.head_weights()
     if "W_Q" not in w:
         raise UnsupportedArchitecture(f"The W_Q, W_K and W_V of '{model.name}' cannot be read: no composition.")
-    d, d_k, d_v = w["W_Q"].shape[-2], w["W_Q"].shape[-1], w["W_V"].shape[-1]
+    return dict(_baseline(w["W_Q"].shape[-2], w["W_Q"].shape[-1], w["W_V"].shape[-1], seed, samples))
+
+
+@functools.lru_cache(maxsize=16)
+def _baseline(d: int, d_k: int, d_v: int, seed: int, samples: int) -> dict[str, float]:
     gen = torch.Generator().manual_seed(seed)
     sums = dict.fromkeys(KINDS, 0.0)
     for start in range(0, samples, 16):
@@ -230,11 +261,14 @@ def copying_scores(model: LoadedModel) -> np.ndarray:
     once per model (kept while it lives)."""
     found = _COPYING.get(model.hf_model)
     if found is None:
-        try:
-            found = _copying(model)
-        except (InputError, UnsupportedArchitecture) as exc:
-            found = exc
-        _COPYING[model.hf_model] = found
+        with _computing(model):
+            found = _COPYING.get(model.hf_model)
+            if found is None:
+                try:
+                    found = _copying(model)
+                except (InputError, UnsupportedArchitecture) as exc:
+                    found = exc
+                _COPYING[model.hf_model] = found
     if isinstance(found, Exception):
         raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise
     return found.copy()

@@ -14,6 +14,7 @@ import mha_viz
 import mha_viz_models
 from mha_viz import metrics, needs
 from mha_viz.capture import seq2seq, sinks
+from mha_viz.circuits import ahead
 from mha_viz.circuits import composition as compose
 from mha_viz.circuits import score_terms as circuits
 from mha_viz.features.compare import need as compare_need
@@ -190,6 +191,14 @@ def composition(model_key: ModelKey, _model) -> tuple[dict[str, np.ndarray], dic
     alone, once per model."""
     scores = compose.composition_scores(_model, device=metric_device(_model))
     return {k: _frozen(v) for k, v in scores.items()}, compose.composition_baseline(_model)
+
+
+def ahead_of_visits(_model) -> None:
+    """Start computing the model's weights-only results (composition and copying scores) in a thread of their
+    own, where they take seconds (`circuits.ahead`): called once a session's page is drawn, so that the Head
+    composition page finds them kept."""
+    if _model is not None:
+        ahead.start(_model, device=metric_device(_model))
 
 
 @st.cache_resource(show_spinner="Reading each head's OV circuit…", max_entries=4)

@@ -41,21 +41,10 @@ def _on_pair(layer_ids: list[int], num_heads: int) -> None:
 
 
 AUTO_S = 20.0  # computed on arrival when it takes less than this
-CPU_RATE, GPU_RATE = 4.5e10, 3e12  # multiply-adds a second: measured on 2 cores (SmolLM2: 4.9–5.5 s); a GPU's
-# is a guess (none was lent to measure it), about 1/20 of an H100's float64 peak
 
 
 def _on_gpu(model) -> bool:
     return getattr(model.device, "type", "cpu") == "cuda"
-
-
-def _seconds(model) -> float:
-    """How long `composition_scores` takes: three kinds × every pair of layers × every pair of heads × one
-    d_v × d_model × d_k product, at CPU_RATE or GPU_RATE (an 8B model's shapes: about 37 minutes on 2 cores by
-    this estimate; one run on synthetic weights of those shapes took about 27)."""
-    L, H, d, d_k = model.num_layers, model.num_heads, model.d_model, model.d_k
-    work = 3 * L * (L - 1) / 2 * H * H * d * d_k * d_k
-    return work / (GPU_RATE if _on_gpu(model) else CPU_RATE)
 
 
 def _duration(seconds: float) -> str:
@@ -89,7 +78,7 @@ def composition_page() -> None:
     st.caption("Read off the weights alone, not the text: how much each head's output can feed each later head, "
                "with every norm's weight folded into the matrices that read it. Each score is a cosine-like ratio "
                "in 0..1; the random baseline is the mean score of Gaussian matrices of the same shapes.")
-    seconds = _seconds(model)
+    seconds = compose.composition_seconds(model)
     if seconds > AUTO_S and not compose.composition_known(model) and not st.button(
             f"Compute the composition scores (about {_duration(seconds)} here)", key=keys.COMP_GO):
         st.info(f"{plain(model.name)} has {model.num_layers} layers of {model.num_heads} heads: every pair of heads "

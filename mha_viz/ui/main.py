@@ -21,6 +21,7 @@ from mha_viz.capture.head_rows import DenseRefused
 from mha_viz.scan import torch_threads
 from mha_viz.text import session_cap
 from mha_viz.ui import (
+    analysis,
     export_views,
     lesson_flow,
     lesson_panel,
@@ -30,6 +31,7 @@ from mha_viz.ui import (
     preload,
     resources,
     run_trace,
+    session,
     sidebar,
     state,
 )
@@ -41,6 +43,9 @@ if not _log.handlers:  # once per server: model loads and failures go to the ser
     _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     _log.addHandler(_handler)
     _log.setLevel(logging.INFO)
+
+
+DRAWN_BEFORE = "_drawn_before"  # set by a session's first run, once its page is drawn
 
 
 def guarded(step, *args, what: str) -> None:
@@ -94,4 +99,9 @@ def main() -> None:
         # the URL follows the view; the sidebar's Share box
         guarded(links.share, page, cur, lesson_flow.url_params(), what="The Share box")
         guarded(lesson_panel.panel, page, cur, what="The Lesson panel")
+        # the page is drawn: what depends on the model's weights alone is computed ahead (seconds, once per model),
+        # from a session's second run on (its first draws the landing page, whose first chart comes first)
+        if session.get(DRAWN_BEFORE):
+            guarded(analysis.ahead_of_visits, cur.model, what="Computing ahead")
+        session.put(DRAWN_BEFORE, True)
 

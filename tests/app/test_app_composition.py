@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz.circuits import composition
+from mha_viz.circuits import ahead, composition
 from mha_viz.features.composition import figures as composition_figures
 from mha_viz.ui import keys
-from tests.app.helpers import charts, frame, open_page, open_with_text
+from tests.app.helpers import charts, frame, open_page, open_with_text, start_app
 
 pytestmark = pytest.mark.model
 TEXT = "The cat sat on the mat."
@@ -96,3 +96,18 @@ def test_a_large_matrix_names_every_layer_bands_them_and_opens_from_the_cache_ag
     open_page(at, "composition")
     other = open_with_text("composition", TEXT, model="smollm2")
     assert not other.exception and len(calls) == 1
+
+
+def test_a_drawn_page_starts_the_weights_only_results_ahead_for_the_sessions_model(monkeypatch):
+    """From a session's second run on, once its page is drawn, the app asks `circuits.ahead` to compute the
+    session's model's composition and copying scores in the background (tests/models/test_composition_ahead.py
+    checks what that does), whichever page; a session's first run (the landing page's first chart) does not."""
+    started = []
+    monkeypatch.setattr(ahead, "start", lambda model, device=None: started.append(model))
+    at = start_app()
+    assert not started
+    at.selectbox(key="model_choice").set_value("toy-induction").run()
+    at.text_area(key="text").input(TEXT).run()
+    open_page(at, "head_view")
+    assert not at.exception and not at.error
+    assert started and started[-1] is at.session_state[keys.CURRENT].model

@@ -1,0 +1,89 @@
+"""The weights-only results computed ahead of the Head composition page (`mha_viz.circuits.ahead`): once per
+model, in a thread of its own, the same scores a page computes; a page that asks while the thread works waits
+for it and computes nothing twice; a model whose scores take longer than AHEAD_S is left to the page; a
+model that cannot give them leaves the page its message."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.circuits import ahead, composition
+
+
+@pytest.fixture
+def llama(llama_dir):
+    """A fresh load of the random-init Llama (grouped-query attention): nothing kept for it yet."""
+    return mha_viz.load_model(str(llama_dir), device="cpu")
+
+
+def test_the_thread_keeps_the_scores_the_page_reads_once_per_model(llama):
+    assert not composition.composition_known(llama) and not composition.copying_known(llama)
+    thread = ahead.start(llama)
+    assert thread is not None and thread.daemon
+    assert ahead.start(llama) is None  # once per model, however many pages are drawn
+    thread.join(60)
+    assert not thread.is_alive()
+    assert composition.composition_known(llama) and composition.copying_known(llama)
+    kept = composition.composition_scores(llama)
+    composition._COMPOSED.pop(llama.hf_model)  # computed again from the weights: the same numbers
+    again = composition.composition_scores(llama)
+    for kind in composition.KINDS:
+        np.testing.assert_array_equal(kept[kind], again[kind])
+
+
+def test_a_page_asking_while_the_thread_computes_waits_and_nothing_runs_twice(llama, monkeypatch):
+    inside, asked, release = threading.Event(), threading.Event(), threading.Event()
+    calls = []
+    pair_scores, computing = composition._pair_scores, composition._computing
+
+    def held(*args, **kwargs):  # the thread's computation, held inside until the page has asked
+        calls.append(threading.current_thread().name)
+        inside.set()
+        assert release.wait(60)
+        return pair_scores(*args, **kwargs)
+
+    class Watched:  # the model's lock, noting when the page asks for it
+        def __init__(self, lock):
+            self.lock = lock
+
+        def __enter__(self):
+            if threading.current_thread().name == "page":
+                asked.set()
+            return self.lock.__enter__()
+
+        def __exit__(self, *exc):
+            return self.lock.__exit__(*exc)
+    monkeypatch.setattr(composition, "_pair_scores", held)
+    monkeypatch.setattr(composition, "_computing", lambda model: Watched(computing(model)))
+    thread = ahead.start(llama)
+    assert inside.wait(60)
+    got = {}
+    page = threading.Thread(target=lambda: got.update(composition.composition_scores(llama)), name="page")
+    page.start()
+    assert asked.wait(60)  # the page asks while the thread computes
+    assert page.is_alive()  # and waits: the thread holds the lock
+    release.set()
+    page.join(60)
+    thread.join(60)
+    assert calls == [thread.name]  # computed once, by the thread: the page read what it kept
+    for kind in composition.KINDS:
+        np.testing.assert_array_equal(got[kind], composition.composition_scores(llama)[kind])
+
+
+def test_a_model_whose_scores_take_long_is_left_to_the_page(llama, monkeypatch):
+    monkeypatch.setattr(composition, "composition_seconds", lambda model: ahead.AHEAD_S + 1)
+    assert ahead.start(llama) is None
+    assert not composition.composition_known(llama)
+
+
+def test_a_model_without_one_stream_leaves_the_page_its_message(t5_dir, caplog):
+    t5 = mha_viz.load_model(str(t5_dir), device="cpu")
+    thread = ahead.start(t5)
+    if thread is not None:
+        thread.join(60)
+    assert not composition.composition_known(t5)
+    assert "Traceback" not in caplog.text
