@@ -12,6 +12,7 @@ import time
 from typing import Callable
 
 import mha_viz_models
+from mha_viz.budget import heap
 from mha_viz_models import LoadedModel
 
 Key = tuple[str, str, bool, str]  # spec, device, our MHA, precision asked for
@@ -55,6 +56,11 @@ class ModelCache:
                 # "auto" resolved to a precision: asking for that one by name is the same model, not a second load
                 named = (*key[:3], getattr(model, "precision", dtype))
                 self._models.setdefault(named, model)
+                evicted = False
                 while len(self._models) > self._max:  # free the least recently used model
                     self._models.pop(next(iter(self._models)))
+                    evicted = True
+            # the model lives in the cache: its objects left out of the collection after every run (`heap`); one
+            # that left the cache has its objects handed back to the collector
+            heap.release() if evicted else heap.settle()
             return model

@@ -22,7 +22,7 @@ holding an import lock while it waits for this lock could deadlock with the sess
 
 Streamlit collects garbage after every run of the script (`gc.collect(2)`, its `runner.postScriptGC`), in the
 script's thread and holding the interpreter's lock: with the libraries imported that walked about half a million
-objects, 0.5–2 s after every click during which no message left the server. `warm()` ends with `gc.freeze()`: the
+objects, 0.5–2 s after every click during which no message left the server. `warm()` ends with `heap.settle()`: the
 objects alive then (the libraries', which live as long as the process) are left out of every later collection,
 which then walks only what the sessions made since.
 
@@ -35,7 +35,6 @@ flag check, and still the guarantee where nothing ran `lifespan` (AppTest).
 from __future__ import annotations
 
 import asyncio
-import gc
 import importlib
 import importlib.util
 import logging
@@ -44,6 +43,8 @@ import threading
 import time
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Callable
+
+from mha_viz.budget import heap
 
 log = logging.getLogger("mha_viz.preload")
 
@@ -76,8 +77,8 @@ def warm() -> None:
                 failures[name] = f"{type(exc).__name__}: {exc}"
                 log.warning("preload step %s failed: %s", name, failures[name], exc_info=True)
             timings[name] = time.perf_counter() - t0
-        gc.collect()  # what is garbage now goes; what is alive stays for the process (modules, their tables)
-        gc.freeze()  # and no later collection walks it (Streamlit's after every run included)
+        heap.settle()  # what is alive now stays for the process (modules, their tables): no later collection
+        # walks it (Streamlit's after every run included)
         _done = True
         total = time.perf_counter() - start
         log.info("preloaded the pages' libraries in %.1f s (%s)", total,
