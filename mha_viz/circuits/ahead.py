@@ -29,14 +29,19 @@ def start(model: LoadedModel, *, device: str | torch.device | None = None) -> th
     """Start computing `model`'s weights-only results in a daemon thread (`compute`), once per model: the
     thread, or None where they are kept or started already, or would take over AHEAD_S (`device`: where the
     composition scores are multiplied, as the page would)."""
-    if compose.composition_known(model) or compose.composition_seconds(model) > AHEAD_S:
-        return None
-    with _LOCK:
-        if model.hf_model in _STARTED:
+    try:
+        if model.hf_model is None or compose.composition_known(model) or compose.composition_seconds(model) > AHEAD_S:
             return None
-        thread = threading.Thread(target=compute, args=(model,), kwargs={"device": device}, daemon=True,
-                                  name=f"mha-viz-ahead-{model.name}")
-        _STARTED[model.hf_model] = thread
+        with _LOCK:
+            if model.hf_model in _STARTED:
+                return None
+            thread = threading.Thread(target=compute, args=(model,), kwargs={"device": device}, daemon=True,
+                                      name=f"mha-viz-ahead-{model.name}")
+            _STARTED[model.hf_model] = thread
+    except Exception as exc:  # noqa: BLE001 - a head start only: the page computes when asked, and says what fails
+        log.warning("computing %s's composition scores ahead did not start: %s: %s", getattr(model, "name", model),
+                    type(exc).__name__, exc)
+        return None
     thread.start()
     return thread
 

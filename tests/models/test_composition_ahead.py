@@ -87,3 +87,13 @@ def test_a_model_without_one_stream_leaves_the_page_its_message(t5_dir, caplog):
         thread.join(60)
     assert not composition.composition_known(t5)
     assert "Traceback" not in caplog.text
+
+
+def test_a_model_whose_shapes_cannot_be_read_starts_nothing_and_raises_nothing(llama, monkeypatch, caplog):
+    """Called after every run of the app: whatever fails before the thread starts is one line in the log, never
+    an exception for the page's frame to show."""
+    def broken(model):
+        raise AttributeError("no d_k")
+    monkeypatch.setattr(composition, "composition_seconds", broken)
+    assert ahead.start(llama) is None
+    assert "did not start: AttributeError: no d_k" in caplog.text
