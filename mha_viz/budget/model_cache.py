@@ -62,5 +62,8 @@ class ModelCache:
                     evicted = True
             # the model lives in the cache: its objects left out of the collection after every run (`heap`); one
             # that left the cache has its objects handed back to the collector
-            heap.release() if evicted else heap.settle()
+            if evicted:
+                heap.release()
+            else:
+                heap.settle()
             return model

@@ -164,7 +164,12 @@ def composition_seconds(model: LoadedModel) -> float:
     this estimate; one run on synthetic weights of those shapes took about 27)."""
     L, H, d, d_k = model.num_layers, model.num_heads, model.d_model, model.d_k
     work = 3 * L * (L - 1) / 2 * H * H * d * d_k * d_k
-    return work / (GPU_RATE if getattr(model.device, "type", "cpu") == "cuda" else CPU_RATE)
+    return work / (GPU_RATE if on_gpu(model) else CPU_RATE)
+
+
+def on_gpu(model: LoadedModel) -> bool:
+    """Whether the model sits on a CUDA device (its composition scores are multiplied there)."""
+    return getattr(model.device, "type", "cpu") == "cuda"
 
 
 def composition_known(model: LoadedModel) -> bool:

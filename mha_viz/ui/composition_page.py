@@ -43,10 +43,6 @@ def _on_pair(layer_ids: list[int], num_heads: int) -> None:
 AUTO_S = 20.0  # computed on arrival when it takes less than this
 
 
-def _on_gpu(model) -> bool:
-    return getattr(model.device, "type", "cpu") == "cuda"
-
-
 def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} minutes"
 
@@ -83,7 +79,7 @@ def composition_page() -> None:
             f"Compute the composition scores (about {_duration(seconds)} here)", key=keys.COMP_GO):
         st.info(f"{plain(model.name)} has {model.num_layers} layers of {model.num_heads} heads: every pair of heads "
                 f"costs a d_v × d_model × d_k product, about {_duration(seconds)} on this machine "
-                f"({'its GPU' if _on_gpu(model) else 'the CPU'}). The result is kept for the model.",
+                f"({'its GPU' if compose.on_gpu(model) else 'the CPU'}). The result is kept for the model.",
                 icon=":material/timer:")
         return
     result = _attempt(lambda: _held(lambda: analysis.composition(cur.model_key, model),
