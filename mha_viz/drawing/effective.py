@@ -50,10 +50,15 @@ class EffectiveThumbnails:
 
 
 def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
-    """(G, n, n) -> (G, s, s), s ≤ size: each block's cell of largest |A|, its sign kept."""
-    a = np.ascontiguousarray(matrix, dtype=np.float32)
-    top, bottom = max_pool(a, size), -max_pool(-a, size)
-    return np.where(top >= -bottom, top, bottom)
+    """(G, n, n) -> (G, s, s), s ≤ size: each block's cell of largest |A|, its sign kept. One group at a time: the
+    negated copy the smallest cells are pooled from is one n × n array, not G of them."""
+    side = min(size, matrix.shape[-1])
+    out = np.empty((matrix.shape[0], side, side), dtype=np.float32)
+    for g, group in enumerate(matrix):
+        a = np.ascontiguousarray(group, dtype=np.float32)
+        top, bottom = max_pool(a, size), -max_pool(-a, size)
+        out[g] = np.where(top >= -bottom, top, bottom)
+    return out
 
 
 def thumbnails(effective) -> EffectiveThumbnails:
@@ -68,7 +73,8 @@ def layer_thumbnails(layer) -> EffectiveThumbnails:
     m = layer.matrix if layer.aggregated is None else layer.aggregated
     side = min(THUMB, m.shape[-1])
     return EffectiveThumbnails(layers=[layer.layer], labels=[layer.label], groups=[layer.grouping],
-                               pooled=signed_pool(m, side)[None], largest=np.abs(m).max(axis=(-2, -1))[None])
+                               pooled=signed_pool(m, side)[None],
+                               largest=np.maximum(m.max(axis=(-2, -1)), -m.min(axis=(-2, -1)))[None])
 
 
 def stacked(rows: list[EffectiveThumbnails], shares: dict[tuple[int, str], float]) -> EffectiveThumbnails:

@@ -101,12 +101,25 @@ def pattern_columns(stats: dict[str, np.ndarray], layer_ids: list[int], n: int) 
     return data
 
 
+def _earlier_copies(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (i, j), j < i, with ids[i] == ids[j], in row-major order: from each token's positions, without the
+    n × n comparison (1 GiB of booleans at 32,768 tokens)."""
+    order = np.argsort(ids, kind="stable")  # positions grouped by token, ascending within a token
+    starts = np.flatnonzero(np.r_[True, ids[order][1:] != ids[order][:-1]])
+    pieces = [(order[a:b][i], order[a:b][j]) for a, b in zip(starts, np.r_[starts[1:], len(ids)]) if b - a > 1
+              for i, j in [np.tril_indices(b - a, -1)]]
+    if not pieces:
+        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
+    di, dj = (np.concatenate(side) for side in zip(*pieces))
+    first = np.lexsort((dj, di))
+    return di[first], dj[first]
+
+
 def target_pairs(ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The detectors' target cells (`DETECTORS`: previous token, duplicate, induction) for the tokens `ids`
     (`token_keys`), as (rows, cols) in row-major order."""
     n = len(ids)
-    earlier = np.tril(np.ones((n, n), dtype=bool), -1)
-    di, dj = np.nonzero((ids[:, None] == ids[None, :]) & earlier)
+    di, dj = _earlier_copies(np.asarray(ids))
     shifted = dj < n - 1  # a duplicate in the last column has no column to its right
     return dict(zip(DETECTORS, ((np.arange(1, n), np.arange(n - 1)), (di, dj), (di[shifted], dj[shifted] + 1))))
 

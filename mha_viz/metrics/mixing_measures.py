@@ -23,50 +23,59 @@ EFFECTIVE_MEASURES = ("distance", "prev_token_score", "induction_score", "decay_
 DECAY_MASS = 1 - np.exp(-1.0)  # the share of a row's weight within its decay length
 
 
+ROW_CELLS = 1 << 21  # cells of one block of rows (`group_measures`): 16 MiB of float64 a temporary
+
+
 def normalised(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(P, live): (G, n, n) |A| with each row summed to 1, and (G, n) which rows hold any weight (the others
-    are 0 in P and left out of every measure)."""
+    """(P, live): (..., rows, n) |A| with each row summed to 1, and (..., rows) which rows hold any weight (the
+    others are 0 in P and left out of every measure)."""
     weight = np.abs(np.asarray(matrix, dtype=np.float64))
     total = weight.sum(axis=-1)
     live = total > 0
     return weight / np.where(live, total, 1.0)[..., None], live
 
 
-def _mean_over_live(per_row: np.ndarray, live: np.ndarray) -> np.ndarray:
-    count = live.sum(axis=-1)
-    return np.where(count > 0, (per_row * live).sum(axis=-1) / np.maximum(count, 1), np.nan)
-
-
-def decay_lengths(p: np.ndarray) -> np.ndarray:
-    """(G, n): each row's fewest keys back d whose weight (keys t − d … t, and any past t within d) reaches
-    DECAY_MASS of the row's; P as `normalised` gives it."""
-    g, n, _ = p.shape
-    t = np.arange(n)[:, None]
+def decay_lengths(p: np.ndarray, first: int = 0) -> np.ndarray:
+    """(..., rows): each row's fewest keys back d whose weight (keys t − d … t, and any past t within d) reaches
+    DECAY_MASS of the row's; P as `normalised` gives it, its rows the queries first, first + 1, … of n keys."""
+    rows, n = p.shape[-2:]
+    t = np.arange(first, first + rows)[:, None]
     d = np.arange(n)[None, :]
-    back = np.take_along_axis(p, np.broadcast_to(np.clip(t - d, 0, None), (g, n, n)), axis=-1) * (d <= t)
-    ahead = np.take_along_axis(p, np.broadcast_to(np.clip(t + d, None, n - 1), (g, n, n)), axis=-1) \
-        * ((t + d <= n - 1) & (d > 0))
-    within = np.cumsum(back + ahead, axis=-1)  # (G, n, n): weight within d of t
+    index = np.broadcast_to(np.clip(t - d, 0, None), p.shape)
+    within = np.take_along_axis(p, index, axis=-1) * (d <= t)  # the key d back
+    index = np.broadcast_to(np.clip(t + d, None, n - 1), p.shape)
+    within += np.take_along_axis(p, index, axis=-1) * ((t + d <= n - 1) & (d > 0))  # and the key d ahead
+    np.cumsum(within, axis=-1, out=within)  # weight within d of t
     return np.argmax(within >= DECAY_MASS - 1e-9, axis=-1).astype(np.float64)
 
 
-def group_measures(matrix: np.ndarray, ids: np.ndarray) -> dict[str, np.ndarray]:
+def group_measures(matrix: np.ndarray, ids: np.ndarray, *, row_cells: int = ROW_CELLS) -> dict[str, np.ndarray]:
     """Every measure of EFFECTIVE_MEASURES for each group of one layer: (G, n, n) signed matrix, the tokens' ids
-    (`row_measures.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight. One group at a time:
-    its temporaries are a few n × n arrays, not G of them."""
-    n = matrix.shape[-1]
-    gap = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
+    (`row_measures.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight. Every measure is a mean
+    over rows, so one group and one block of rows (about `row_cells` cells) are read at a time: the temporaries
+    are a few such blocks, never an n × n array (at 8,192 tokens, 16 MiB each, where whole rows took 512 MiB)."""
+    groups, n = matrix.shape[0], matrix.shape[-1]
     targets = target_pairs(np.asarray(ids))
-    out = {name: np.full(matrix.shape[0], np.nan) for name in EFFECTIVE_MEASURES}
-    for g in range(matrix.shape[0]):
-        p, live = normalised(matrix[g:g + 1])
-        out["distance"][g] = _mean_over_live((p * gap).sum(axis=-1), live)[0]
-        mass = live.sum()
+    step = max(1, row_cells // max(n, 1))
+    sums = {name: np.zeros(groups) for name in EFFECTIVE_MEASURES}
+    live_rows = np.zeros(groups)
+    for t0 in range(0, n, step):
+        t1 = min(n, t0 + step)
+        gap = np.abs(np.arange(t0, t1)[:, None] - np.arange(n)[None, :])
+        cells = {}
         for name in ("prev_token_score", "induction_score"):
             rows, cols = targets[name]
-            out[name][g] = p[0, rows, cols].sum() / mass if mass else np.nan
-        out["decay_length"][g] = _mean_over_live(decay_lengths(p), live)[0]
-    return out
+            inside = (rows >= t0) & (rows < t1)
+            cells[name] = rows[inside] - t0, cols[inside]
+        for g in range(groups):
+            p, live = normalised(matrix[g, t0:t1])
+            live_rows[g] += live.sum()
+            sums["distance"][g] += ((p * gap).sum(axis=-1) * live).sum()
+            sums["decay_length"][g] += (decay_lengths(p, t0) * live).sum()
+            for name, (rows, cols) in cells.items():
+                sums[name][g] += p[rows, cols].sum()  # a dead row's P is 0: it adds nothing
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {name: np.where(live_rows > 0, total / live_rows, np.nan) for name, total in sums.items()}
 
 
 def effective_measures(effective) -> pd.DataFrame:

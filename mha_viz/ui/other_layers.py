@@ -83,9 +83,11 @@ def summary(cur) -> tuple[str, Summary] | None:
     text_key = cur.key.with_text(cur.key.text)
     try:
         count = _matrices(cur.key.model, model)
-        need = effective.need_bytes(count, n)
-        if not capture_budget.fits(need):  # one layer's matrices are held at a time while computed
-            fit = effective.tokens_that_fit(count, capture_budget.capture_budget())
+        # one layer's matrices are held at a time while computed, and one group's copy while it is pooled (its
+        # measures read blocks of rows: `metrics.mixing_measures.group_measures`)
+        need = effective.need_bytes(count + 1, n)
+        if not capture_budget.fits(need):
+            fit = effective.tokens_that_fit(count + 1, capture_budget.capture_budget())
             st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). The effective attention of its "
                     f"largest such layer over this text's {n:,} tokens would hold "
                     f"{capture_budget.over_budget(need)}: lower the token "

@@ -45,3 +45,21 @@ def test_the_palette_runs_from_blue_through_white_to_red():
     low, mid, high = pal[0], pal[127], pal[254]
     assert low[2] > low[0] and high[0] > high[2]  # blue below, red above
     assert min(mid) > 230  # white-ish at 0
+
+
+def test_a_layers_thumbnails_hold_one_groups_copy_at_most():
+    """Pooled one group at a time, the largest |A| read without |A|: numpy's temporaries (traced by tracemalloc)
+    stay under two groups' n × n, where the layer holds four (its negated copy and |A| were each all four)."""
+    import tracemalloc
+
+    n = 1024
+    m = np.random.default_rng(1).normal(size=(4, n, n)).astype(np.float32)
+    layer = SimpleNamespace(layer=3, label="gated DeltaNet: exact", grouping="head", matrix=m, aggregated=None)
+    tracemalloc.start()
+    try:
+        th = effective.layer_thumbnails(layer)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 4 * n * n, f"{peak / 2**20:.1f} MiB at the peak"
+    np.testing.assert_allclose(th.largest[0], np.abs(m).max(axis=(1, 2)))

@@ -123,3 +123,48 @@ def test_the_table_has_a_row_a_group_in_the_models_layer_order_with_the_aggregat
     assert table["kind"].iloc[0].startswith("Mamba-1")
     want = group_measures(mats[2], np.arange(n))
     np.testing.assert_allclose(table.loc[table.layer == 1, "distance"], want["distance"])
+
+
+@pytest.mark.parametrize("row_cells", [1, 23 * 2, 23 * 5 + 7])
+def test_blocks_of_rows_give_the_measures_of_whole_rows(row_cells):
+    """A block of one row, of two, and of five (with a remainder at the end) against every row at once."""
+    rng = np.random.default_rng(2)
+    n = 23
+    a = np.tril(rng.normal(size=(3, n, n))).astype(np.float32)
+    a[0, 7] = 0.0  # a row with no weight, inside a block
+    a[1, :, :2] *= 30
+    ids = rng.integers(0, 3, size=n)
+    whole = group_measures(a, ids, row_cells=n * n)
+    got = group_measures(a, ids, row_cells=row_cells)
+    for name in EFFECTIVE_MEASURES:
+        np.testing.assert_allclose(got[name], whole[name], rtol=1e-12, err_msg=name)
+
+
+def test_the_measures_of_a_long_layer_hold_blocks_of_rows_not_n_by_n_arrays():
+    """At 2,048 tokens one n × n float64 array is 32 MiB; in blocks of 64 rows (1 MiB) the measures' temporaries,
+    the detectors' target cells included, stay under a quarter of one (whole rows took several at once, and the
+    target cells an n × n comparison). numpy's allocations are traced by tracemalloc."""
+    import tracemalloc
+
+    n = 2048
+    a = np.tril(np.random.default_rng(3).normal(size=(1, n, n))).astype(np.float32)
+    tracemalloc.start()
+    try:
+        group_measures(a, np.arange(n) % 50, row_cells=64 * n)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * n * n / 4, f"{peak / 2**20:.1f} MiB at the peak"
+
+
+def test_the_target_cells_are_those_of_the_n_by_n_comparison():
+    from mha_viz.metrics.head_stats import target_pairs
+
+    rng = np.random.default_rng(4)
+    for n, kinds in ((1, 1), (2, 1), (40, 3), (300, 7), (300, 300)):
+        ids = rng.integers(0, kinds, size=n)
+        di, dj = np.nonzero((ids[:, None] == ids[None, :]) & np.tril(np.ones((n, n), dtype=bool), -1))
+        got = target_pairs(ids)
+        np.testing.assert_array_equal(np.stack(got["duplicate_score"]), np.stack([di, dj]))
+        keep = dj < n - 1
+        np.testing.assert_array_equal(np.stack(got["induction_score"]), np.stack([di[keep], dj[keep] + 1]))
