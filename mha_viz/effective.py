@@ -10,14 +10,18 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
+import pandas as pd
 
-from mha_viz.metrics.mixing_measures import effective_measures
+from mha_viz.drawing.effective import EffectiveThumbnails, PoolRows, layer_row
+from mha_viz.metrics.mixing_measures import MeasureSums, effective_measures, measures_frame
+from mha_viz.metrics.row_measures import token_keys
 from mha_viz.text.tokenize import tokenize
-from mha_viz_models.effective import EffectiveLayer, NotExact, each_layer, effective_layers, mixing_layers, reconstruct
+from mha_viz_models.effective import EffectiveLayer, NotExact, each_layer, mixing_layers, reconstruct
+from mha_viz_models.effective.layer import row_step
 from mha_viz_models.loading import switch
 
-__all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "NotExact", "each_reduced", "effective_attention",
-           "kind", "largest_layer", "need_bytes", "tokens_that_fit"]
+__all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "Held", "NotExact", "each_reduced", "effective_attention",
+           "held", "kind", "largest_layer", "need_bytes", "summarised", "tokens_that_fit"]
 
 T = TypeVar("T")
 SOFTMAX = "softmax attention"  # the kind of a layer's softmax heads, beside the kinds of `EffectiveLayer.label`
@@ -80,13 +84,14 @@ def effective_attention(model, text: str, *, layers=None, max_tokens: int | None
 
 
 def each_reduced(model, text: str, reduce: Callable[[EffectiveAttention, EffectiveLayer], T], *, layers=None,
-                 max_tokens: int | None = None) -> tuple[EffectiveAttention, list[T]]:
+                 max_tokens: int | None = None, by_rows: bool = False) -> tuple[EffectiveAttention, list[T]]:
     """`effective_attention` with each layer handed to `reduce(run, layer)` as soon as its matrices are made (`run`:
     the tokens, no layers, no output norms yet), then let go: (the run without its layers (tokens, ids, output
     norms), what `reduce` returned for each layer in the model's order).
     A `reduce` that keeps no matrix (a thumbnail, measures) holds one layer's n × n matrices at a time
-    (`largest_layer`), not every layer's. The forward runs the softmax layers fused (SDPA): nothing
-    here reads their probabilities."""
+    (`largest_layer`), not every layer's; with `by_rows`, a layer whose kind can comes without its matrix, its rows
+    made a block at a time as `reduce` reads `layer.blocks()` (`summarised`): what it holds grows as n, not n²
+    (`Held`). The forward runs the softmax layers fused (SDPA): nothing here reads their probabilities."""
     toks = tokenize(model, text, max_tokens)
     norms: dict[tuple[int, bool], float] = {}
 
@@ -101,7 +106,7 @@ def each_reduced(model, text: str, reduce: Callable[[EffectiveAttention, Effecti
         hooks = [m.register_forward_hook(keep(key)) for key, m in modules]
         try:  # one forward: the effective layers' taps and every mixing layer's output norm
             with switch.fused(model):
-                each = each_layer(model.hf_model, toks.ids, layers=layers)
+                each = each_layer(model.hf_model, toks.ids, layers=layers, by_rows=by_rows)
         finally:
             for h in hooks:
                 h.remove()
@@ -139,16 +144,76 @@ def _out_multipliers(hf_model, modules) -> dict[tuple[int, bool], float]:
     return factors
 
 
-PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`largest_layer`)
+PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`largest_layer`, `held`)
+
+
+def summarised(run: EffectiveAttention, layer: EffectiveLayer) -> tuple[EffectiveThumbnails, pd.DataFrame]:
+    """A layer's row of thumbnails and its measures' table (`effective_measures`), from one pass over its blocks of
+    rows (`EffectiveLayer.blocks`): a reducer for `each_reduced`, which with `by_rows` holds a block, not the layer."""
+    ids = token_keys(run.token_ids, run.tokens)
+    pool = sums = None
+    for first, rows in layer.blocks():
+        pool = pool or PoolRows(rows.shape[0], layer.n)
+        sums = sums or MeasureSums(rows.shape[0], ids)
+        pool.add(first, rows)
+        sums.add(first, rows)
+    return layer_row(layer, *pool.finish()), measures_frame(layer.layer, layer.label, sums.finish())
 
 
 def largest_layer(model) -> int:
     """How many n × n float32 matrices the largest of `model`'s (a loaded model's) effective layers holds: its groups,
     and a per-channel layer's channels beside the groups it is aggregated into (Mamba-1), counted on a probe of
     PROBE_TOKENS tokens; what `each_reduced` holds at once. Raises NotExact as `effective_attention` does."""
+    return held(model).whole_all
+
+
+@dataclass(frozen=True)
+class Held:
+    """What the effective layers of a model hold, one layer at a time (`held`): in n × n float32 matrices, `whole` for
+    the layers `each_reduced(by_rows=True)` still makes whole (their groups, and a per-channel layer's channels beside
+    its groups), `whole_all` for every layer made whole (the Head view's one layer); in groups, `rows` for the
+    largest layer read by rows."""
+
+    whole: int
+    rows: int
+    whole_all: int
+
+    def summary_bytes(self, n: int) -> int:
+        """What `each_reduced(by_rows=True)` with `summarised` holds at n tokens: the larger of a whole layer's
+        matrices with one group's copy (pooled), and a layer read by rows' blocks (`row_bytes`)."""
+        return max(need_bytes(self.whole + 1, n) if self.whole else 0, row_bytes(self.rows, n))
+
+    def summary_fit(self, budget: int) -> int:
+        """The most tokens whose summary fits in `budget` bytes (at least 1)."""
+        lo, hi = 1, 1 << 24
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.summary_bytes(mid) <= budget else (lo, mid - 1)
+        return lo
+
+
+def held(model) -> Held:
+    """`Held` for `model` (a loaded model), counted on a probe of PROBE_TOKENS tokens read by rows. Raises NotExact as
+    `effective_attention` does."""
     with model.lock:
-        probe = effective_layers(model.hf_model, list(range(1, PROBE_TOKENS + 1)))
-    return max(la.matrix.shape[0] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe)
+        probe = list(each_layer(model.hf_model, list(range(1, PROBE_TOKENS + 1)), by_rows=True))
+    groups = [la.values.shape[1] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe]
+    whole = [g for g, la in zip(groups, probe) if la.matrix is not None]
+    rows = [g for g, la in zip(groups, probe) if la.matrix is None]
+    return Held(whole=max(whole, default=0), rows=max(rows, default=0), whole_all=max(groups))
+
+
+# what a layer read by rows holds, in rows of n float32 per group: its block (`row_step` rows), the block's
+# thumbnail and measure pieces (about as much again), and the delta rule's state (d_k rows; 256 covers the kinds read)
+ROW_STATE = 256
+
+
+def row_bytes(groups: int, n: int) -> int:
+    """The bytes a layer of `groups` groups read by rows holds at n tokens (ROW_STATE)."""
+    if not groups:
+        return 0
+    block = groups * min(n, row_step(groups, n)) * n
+    return 4 * (2 * block + ROW_STATE * groups * n)
 
 
 def need_bytes(count: int, n: int) -> int:

@@ -11,10 +11,10 @@ from functools import lru_cache
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
+import torch
 
 from mha_viz.drawing.heads import png_data_uri
 from mha_viz.drawing.style import DIVERGING, margin, plot_title
-from mha_viz.views.detail import max_pool
 
 THUMB = 48  # cells a side of each thumbnail, as the heads' grid
 
@@ -49,16 +49,43 @@ class EffectiveThumbnails:
         return [number for number, k in self.shares if k == kind]
 
 
+class PoolRows:
+    """One layer's thumbnails made from blocks of its rows (in any order): each group pooled to at most `size` cells
+    a side, each cell the block's value of largest |A| with its sign (the bins of PyTorch's adaptive max-pool, which
+    separates into keys then rows), and each group's largest |A|. A block is pooled one group at a time: the
+    negated copy its smallest values are pooled from is one group's rows, never the layer's n × n matrices."""
+
+    def __init__(self, groups: int, n: int, size: int = THUMB):
+        self.side = side = min(size, n)
+        self.bins = [((i * n) // side, -(-(i + 1) * n // side)) for i in range(side)]  # [start, end) of each row bin
+        self.top = np.full((groups, side, side), -np.inf, dtype=np.float32)
+        self.bottom = np.full((groups, side, side), np.inf, dtype=np.float32)
+        self.largest = np.zeros(groups, dtype=np.float32)
+
+    def add(self, first: int, rows: np.ndarray) -> None:
+        """Rows first, first + 1, … of every group: (G, rows, n)."""
+        last = first + rows.shape[1]
+        for g, block in enumerate(rows):
+            x = torch.as_tensor(np.ascontiguousarray(block, dtype=np.float32))[:, None, :]
+            top = torch.nn.functional.adaptive_max_pool1d(x, self.side)[:, 0].numpy()  # (rows, side): over keys
+            bottom = -torch.nn.functional.adaptive_max_pool1d(-x, self.side)[:, 0].numpy()
+            self.largest[g] = max(self.largest[g], top.max(), -bottom.min())
+            for i, (start, end) in enumerate(self.bins):
+                lo, hi = max(start, first), min(end, last)
+                if lo < hi:
+                    np.maximum(self.top[g, i], top[lo - first:hi - first].max(axis=0), out=self.top[g, i])
+                    np.minimum(self.bottom[g, i], bottom[lo - first:hi - first].min(axis=0), out=self.bottom[g, i])
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """((G, side, side) pooled, sign kept; (G,) largest |A|)."""
+        return np.where(self.top >= -self.bottom, self.top, self.bottom), self.largest
+
+
 def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
-    """(G, n, n) -> (G, s, s), s ≤ size: each block's cell of largest |A|, its sign kept. One group at a time: the
-    negated copy the smallest cells are pooled from is one n × n array, not G of them."""
-    side = min(size, matrix.shape[-1])
-    out = np.empty((matrix.shape[0], side, side), dtype=np.float32)
-    for g, group in enumerate(matrix):
-        a = np.ascontiguousarray(group, dtype=np.float32)
-        top, bottom = max_pool(a, size), -max_pool(-a, size)
-        out[g] = np.where(top >= -bottom, top, bottom)
-    return out
+    """(G, n, n) -> (G, s, s), s ≤ size: each block's cell of largest |A|, its sign kept (`PoolRows`)."""
+    pool = PoolRows(matrix.shape[0], matrix.shape[-1], size)
+    pool.add(0, matrix)
+    return pool.finish()[0]
 
 
 def thumbnails(effective) -> EffectiveThumbnails:
@@ -68,13 +95,20 @@ def thumbnails(effective) -> EffectiveThumbnails:
 
 
 def layer_thumbnails(layer) -> EffectiveThumbnails:
-    """One `EffectiveLayer`'s row of thumbnails (no shares): what `stacked` puts together, so that a caller reducing
-    the layers one at a time (`mha_viz.effective.each_reduced`) keeps no n × n matrix."""
-    m = layer.matrix if layer.aggregated is None else layer.aggregated
-    side = min(THUMB, m.shape[-1])
+    """One `EffectiveLayer`'s row of thumbnails (no shares), from its blocks of rows (`EffectiveLayer.blocks`): what
+    `stacked` puts together, so that a caller reducing the layers one at a time (`mha_viz.effective.each_reduced`)
+    keeps no n × n matrix."""
+    pool = None
+    for first, rows in layer.blocks():
+        pool = pool or PoolRows(rows.shape[0], layer.n)
+        pool.add(first, rows)
+    return layer_row(layer, *pool.finish())
+
+
+def layer_row(layer, pooled: np.ndarray, largest: np.ndarray) -> EffectiveThumbnails:
+    """One layer's row of thumbnails from its pooled groups and their largest |A| (`PoolRows.finish`)."""
     return EffectiveThumbnails(layers=[layer.layer], labels=[layer.label], groups=[layer.grouping],
-                               pooled=signed_pool(m, side)[None],
-                               largest=np.maximum(m.max(axis=(-2, -1)), -m.min(axis=(-2, -1)))[None])
+                               pooled=pooled[None], largest=largest[None])
 
 
 def stacked(rows: list[EffectiveThumbnails], shares: dict[tuple[int, str], float]) -> EffectiveThumbnails:

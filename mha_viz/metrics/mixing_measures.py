@@ -20,6 +20,7 @@ from mha_viz.metrics.head_stats import target_pairs
 from mha_viz.metrics.row_measures import token_keys
 
 EFFECTIVE_MEASURES = ("distance", "prev_token_score", "induction_score", "decay_length")
+MEASURE_COLUMNS = ["layer", "kind", "group", *EFFECTIVE_MEASURES]  # `effective_measures`' table
 DECAY_MASS = 1 - np.exp(-1.0)  # the share of a row's weight within its decay length
 
 
@@ -49,33 +50,60 @@ def decay_lengths(p: np.ndarray, first: int = 0) -> np.ndarray:
     return np.argmax(within >= DECAY_MASS - 1e-9, axis=-1).astype(np.float64)
 
 
-def group_measures(matrix: np.ndarray, ids: np.ndarray, *, row_cells: int = ROW_CELLS) -> dict[str, np.ndarray]:
-    """Every measure of EFFECTIVE_MEASURES for each group of one layer: (G, n, n) signed matrix, the tokens' ids
-    (`row_measures.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight. Every measure is a mean
-    over rows, so one group and one block of rows (about `row_cells` cells) are read at a time: the temporaries
-    are a few such blocks, never an n × n array (at 8,192 tokens, 16 MiB each, where whole rows took 512 MiB)."""
-    groups, n = matrix.shape[0], matrix.shape[-1]
-    targets = target_pairs(np.asarray(ids))
-    step = max(1, row_cells // max(n, 1))
-    sums = {name: np.zeros(groups) for name in EFFECTIVE_MEASURES}
-    live_rows = np.zeros(groups)
-    for t0 in range(0, n, step):
-        t1 = min(n, t0 + step)
-        gap = np.abs(np.arange(t0, t1)[:, None] - np.arange(n)[None, :])
+class MeasureSums:
+    """EFFECTIVE_MEASURES of one layer's groups, added up from blocks of rows in any order (`add`) and read at the
+    end (`finish`): every measure is a mean over rows. Each block is read one group and about `row_cells` cells at
+    a time: the temporaries are a few such pieces, never an n × n array (at 8,192 tokens, 16 MiB each, where whole
+    rows took 512 MiB)."""
+
+    def __init__(self, groups: int, ids: np.ndarray, *, row_cells: int = ROW_CELLS):
+        self.n = len(ids)
+        self.targets = target_pairs(np.asarray(ids))
+        self.step = max(1, row_cells // max(self.n, 1))
+        self.sums = {name: np.zeros(groups) for name in EFFECTIVE_MEASURES}
+        self.live_rows = np.zeros(groups)
+
+    def add(self, first: int, rows: np.ndarray) -> None:
+        """Rows first, first + 1, … of every group: (G, rows, n) signed."""
+        for t0 in range(first, first + rows.shape[1], self.step):
+            t1 = min(first + rows.shape[1], t0 + self.step)
+            self._add(t0, rows[:, t0 - first:t1 - first])
+
+    def _add(self, t0: int, rows: np.ndarray) -> None:
+        t1 = t0 + rows.shape[1]
+        gap = np.abs(np.arange(t0, t1)[:, None] - np.arange(self.n)[None, :])
         cells = {}
         for name in ("prev_token_score", "induction_score"):
-            rows, cols = targets[name]
-            inside = (rows >= t0) & (rows < t1)
-            cells[name] = rows[inside] - t0, cols[inside]
-        for g in range(groups):
-            p, live = normalised(matrix[g, t0:t1])
-            live_rows[g] += live.sum()
-            sums["distance"][g] += ((p * gap).sum(axis=-1) * live).sum()
-            sums["decay_length"][g] += (decay_lengths(p, t0) * live).sum()
-            for name, (rows, cols) in cells.items():
-                sums[name][g] += p[rows, cols].sum()  # a dead row's P is 0: it adds nothing
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return {name: np.where(live_rows > 0, total / live_rows, np.nan) for name, total in sums.items()}
+            r, c = self.targets[name]
+            inside = (r >= t0) & (r < t1)
+            cells[name] = r[inside] - t0, c[inside]
+        for g in range(rows.shape[0]):
+            p, live = normalised(rows[g])
+            self.live_rows[g] += live.sum()
+            self.sums["distance"][g] += ((p * gap).sum(axis=-1) * live).sum()
+            self.sums["decay_length"][g] += (decay_lengths(p, t0) * live).sum()
+            for name, (r, c) in cells.items():
+                self.sums[name][g] += p[r, c].sum()  # a dead row's P is 0: it adds nothing
+
+    def finish(self) -> dict[str, np.ndarray]:
+        """{measure: (G,) float64}, NaN for a group with no weight."""
+        live = self.live_rows
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return {name: np.where(live > 0, total / live, np.nan) for name, total in self.sums.items()}
+
+
+def group_measures(matrix: np.ndarray, ids: np.ndarray, *, row_cells: int = ROW_CELLS) -> dict[str, np.ndarray]:
+    """Every measure of EFFECTIVE_MEASURES for each group of one layer: (G, n, n) signed matrix, the tokens' ids
+    (`row_measures.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight (`MeasureSums`)."""
+    sums = MeasureSums(matrix.shape[0], ids, row_cells=row_cells)
+    sums.add(0, matrix)
+    return sums.finish()
+
+
+def measures_frame(layer: int, label: str, values: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One layer's rows of `effective_measures`' table from its groups' measures."""
+    groups = len(next(iter(values.values())))
+    return pd.DataFrame({"layer": layer, "kind": label, "group": np.arange(groups), **values})[MEASURE_COLUMNS]
 
 
 def effective_measures(effective) -> pd.DataFrame:
@@ -85,9 +113,9 @@ def effective_measures(effective) -> pd.DataFrame:
     ids = token_keys(effective.token_ids, effective.tokens)
     frames = []
     for la in sorted(effective.layers, key=lambda la: la.layer):
-        matrix = la.matrix if la.aggregated is None else la.aggregated
-        values = group_measures(matrix, ids)
-        frames.append(pd.DataFrame({"layer": la.layer, "kind": la.label, "group": np.arange(matrix.shape[0]),
-                                    **values}))
-    columns = ["layer", "kind", "group", *EFFECTIVE_MEASURES]
-    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+        sums = None
+        for first, rows in la.blocks():  # the aggregated channel groups where the layer is per channel
+            sums = sums or MeasureSums(rows.shape[0], ids)
+            sums.add(first, rows)
+        frames.append(measures_frame(la.layer, la.label, sums.finish()))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASURE_COLUMNS)

@@ -2,14 +2,15 @@
 Mamba, short convolutions…), each as its exact effective attention (`mha_viz.effective`), in the model's layer
 order: the Model view's section draws one thumbnail a head or channel group, the Head metrics' section each group's
 measures on |A| (`metrics.effective_measures`), Model facts each kind's share of the token mixing. Computed once a
-text for the three (one more forward pass, its softmax layers fused), each layer's n × n matrices made from the
-forward's taps one layer at a time, pooled into thumbnails and measured, then let go (`effective.each_reduced`):
-admitted by the bytes of the largest layer's matrices within the capture budget (MHA_VIZ_MAX_CAPTURE_MB).
-The Head view's section draws one layer's group with every cell, from a forward that keeps that layer's only."""
+text for the three (one more forward pass, its softmax layers fused), each layer made from the forward's taps one
+layer at a time, by blocks of rows where its kind can (Mamba-2, gated DeltaNet, Kimi Delta Attention, lightning
+attention: what it holds grows as n, so these sections open at any length), pooled into thumbnails and measured in
+one pass, then let go (`effective.each_reduced`, `effective.summarised`): admitted by what the largest layer holds
+(`effective.Held`) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB). The Head view's section draws one layer's
+group with every cell, from a forward that keeps that layer's only, admitted by its n × n matrices."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import NamedTuple
 
 import numpy as np
@@ -28,10 +29,10 @@ from mha_viz.ui.text import plain
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _matrices(model_key, _model) -> int:
-    """How many n × n matrices the model's largest effective layer holds (`effective.largest_layer`: a probe of a
-    few tokens, once a model): what the summary and one layer's view hold at once."""
-    return effective.largest_layer(_model)
+def _held(model_key, _model) -> effective.Held:
+    """What the model's effective layers hold, one at a time (`effective.held`: a probe of a few tokens, once a
+    model): the summary's need, read by rows where a layer's kind can, and one layer's view's, whole."""
+    return effective.held(_model)
 
 
 class Summary(NamedTuple):
@@ -46,9 +47,8 @@ def _summary(key: AnalysisKey, _model) -> Summary:
     """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
     with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
             mha_viz.text.session_cap(key.cap):
-        run, rows = effective.each_reduced(  # one layer's matrices at a time: pooled and measured, then let go
-            _model, key.text, lambda run, la: (effective_figures.layer_thumbnails(la),
-                                               replace(run, layers=[la]).measures()), max_tokens=key.cap)
+        # one layer at a time, by blocks of rows where its kind can: pooled and measured in one pass, then let go
+        run, rows = effective.each_reduced(_model, key.text, effective.summarised, max_tokens=key.cap, by_rows=True)
         return Summary(effective_figures.stacked([r[0] for r in rows], run.mixing_shares()),
                        pd.concat([r[1] for r in rows], ignore_index=True))
 
@@ -82,12 +82,10 @@ def summary(cur) -> tuple[str, Summary] | None:
     n = (cur.full_run or cur.run).n
     text_key = cur.key.with_text(cur.key.text)
     try:
-        count = _matrices(cur.key.model, model)
-        # one layer's matrices are held at a time while computed, and one group's copy while it is pooled (its
-        # measures read blocks of rows: `metrics.mixing_measures.group_measures`)
-        need = effective.need_bytes(count + 1, n)
+        held = _held(cur.key.model, model)
+        need = held.summary_bytes(n)  # one layer at a time: its blocks of rows, or its matrices where made whole
         if not capture_budget.fits(need):
-            fit = effective.tokens_that_fit(count + 1, capture_budget.capture_budget())
+            fit = held.summary_fit(capture_budget.capture_budget())
             st.info(f"This model also mixes tokens without softmax ({plain(kinds)}). The effective attention of its "
                     f"largest such layer over this text's {n:,} tokens would hold "
                     f"{capture_budget.over_budget(need)}: lower the token "
@@ -175,6 +173,15 @@ def other_layers_head(cur) -> None:
     labels = thumbs.kind_of
     number = st.selectbox("Layer", thumbs.layers, key=keys.EFFECTIVE_LAYER_PICK, persist_state=keys.KEEP,
                           format_func=lambda n: f"layer {n} · {labels.get(n, '')}")
+    count, n = _held(cur.key.model, cur.model).whole_all, (cur.full_run or cur.run).n
+    need = effective.need_bytes(count, n)  # every cell of one layer: its n × n matrices, whole
+    if not capture_budget.fits(need):
+        fit = effective.tokens_that_fit(count, capture_budget.capture_budget())
+        st.info(f"Drawing every cell of one of these layers over this text's {n:,} tokens would hold "
+                f"{capture_budget.over_budget(need)}: the Model view's thumbnails and Head metrics show them at this "
+                f"length; lower the token limit to {fit:,} tokens in the sidebar to see one here.",
+                icon=":material/info:")
+        return
     text_key = cur.key.with_text(cur.key.text)
     a, label, grouping, tokens = resources.one_at_a_time(lambda: _layer(text_key, int(number), cur.model))
     group = st.number_input(f"Group ({grouping})", 0, a.shape[0] - 1, key=keys.EFFECTIVE_GROUP_PICK,

@@ -2,9 +2,10 @@
 in layers 0 and 2), LFM2 (short convolutions) and MiniMax (lightning attention), loaded as a user's folder, the
 Model view draws every such layer's exact effective attention beside the softmax heads, in the model's layer
 order and labelled with its kind; each thumbnail's largest |A| is the one `mha_viz.effective.effective_attention`
-computes on its own; past the capture budget (one layer's matrices at a time: a budget that holds the largest
-layer's but not every layer's draws the section) the section says the length that fits, and a model without such
-layers has no section. The pages that read
+computes on its own; past the capture budget (one layer at a time: a budget that holds the largest layer's
+matrices but not every layer's draws the section; a layer read by rows holds blocks of rows, so a budget under its
+n × n matrices draws it too, and the Head view, which draws one layer whole, says the length that fits) the
+section says the length that fits, and a model without such layers has no section. The pages that read
 the softmax heads only say so on a hybrid. Head metrics measures every other layer's groups on |A|, each row
 normalised, in the model's layer order."""
 
@@ -73,12 +74,12 @@ def test_the_model_view_draws_every_other_token_mixing_layer(tmp_path, family, k
 
 
 def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model_has_none(tmp_path, monkeypatch):
-    folder = build("qwen3_next", tmp_path)
+    """LFM2's short convolutions are made whole: one layer's matrices and one group's copy (pooled) at a time."""
+    folder = build("lfm2", tmp_path)
     model = mha_viz.load_model(folder, device="cpu")
     eff = mha_viz.effective.effective_attention(model, TEXT)
-    # 2 gated DeltaNet layers of 4 heads: 4 matrices at a time, and one head's copy while it is pooled
-    count = max(la.matrix.shape[0] for la in eff.layers) + 1
-    assert len(eff.layers) == 2
+    assert len(eff.layers) == 2 and all(la.by_rows is None for la in eff.layers)
+    count = max(la.matrix.shape[0] for la in eff.layers) + 1  # a layer's channels, and one channel's copy
     n = len(eff.tokens)
     budget = 4 * count * (n - 3) ** 2  # room for n − 3 tokens, not for the text's n
     monkeypatch.setattr(capture_budget, "capture_budget", lambda: budget)
@@ -91,6 +92,49 @@ def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model
     assert any(chart_title(c).startswith(TITLE) for c in charts(at))
     plain = start_app()
     assert not any(h.value == "The other token-mixing layers" for h in plain.subheader)
+
+
+def test_layers_read_by_rows_draw_where_their_whole_matrices_would_not_fit(tmp_path, monkeypatch):
+    """Qwen3-Next's gated DeltaNet is read by rows: the summary holds blocks of rows (here of 2 rows, without the
+    delta rule's state, so that blocks hold less than a layer at this short text's length), so the Model view and
+    Head metrics draw under a budget that one layer's n × n matrices exceed; the Head view, which draws every cell
+    of one layer, says the length that fits; below the blocks' own need the section says its own."""
+    from mha_viz import effective
+    from mha_viz_models.effective import layer as effective_layer
+
+    monkeypatch.setattr(effective_layer, "MIN_ROWS", 2)
+    monkeypatch.setattr(effective_layer, "ROW_CELLS", 1)
+    monkeypatch.setattr(effective, "ROW_STATE", 0)
+    folder = build("qwen3_next", tmp_path)
+    model = mha_viz.load_model(folder, device="cpu")
+    eff = effective.effective_attention(model, TEXT)
+    groups, n = max(la.matrix.shape[0] for la in eff.layers), len(eff.tokens)
+    rows = effective.row_bytes(groups, n)
+    assert rows == 4 * 2 * groups * 2 * n < effective.need_bytes(groups, n)  # two blocks of 2 rows of every group
+    budget = (rows + effective.need_bytes(groups, n)) // 2
+    monkeypatch.setattr(capture_budget, "capture_budget", lambda: budget)
+    seen, summarised = [], effective.summarised
+    monkeypatch.setattr(effective, "summarised", lambda run, la: seen.append(la.matrix is None) or summarised(run, la))
+    at = _open(folder)
+    assert seen and all(seen)  # every layer came without its matrix, read by rows (the first text too)
+    grid = next(c for c in charts(at) if chart_title(c).startswith(TITLE))
+    shown = {(int(layer), int(group)): largest for layer, group, largest in grid["data"][1]["customdata"]}
+    assert shown == pytest.approx({(la.layer, g): float(np.abs(m).max()) for la in eff.layers
+                                   for g, m in enumerate(la.matrix)}, rel=1e-5)
+    at.session_state[keys.GOTO] = "head_metrics"
+    at.run()
+    assert any("decay_length" in d.value.columns for d in at.dataframe)
+    at.session_state[keys.GOTO] = "head_view"
+    at.run()
+    assert not at.exception and not at.error
+    said = next(i.value for i in at.info if "Drawing every cell" in i.value)
+    assert f"lower the token limit to {effective.tokens_that_fit(groups, budget):,} tokens" in said, said
+    budget = rows - 1  # not even the blocks: the section says the length whose blocks fit
+    at = _open(folder)
+    assert not any(chart_title(c).startswith(TITLE) for c in charts(at))
+    said = next(i.value for i in at.info if "would hold" in i.value)
+    fit = effective.held(model).summary_fit(budget)
+    assert fit < n and f"lower the token limit to {fit:,} tokens" in said, said
 
 
 @pytest.mark.parametrize("family,kind", [("qwen3_next", "gated DeltaNet"), ("lfm2", "short convolution")])

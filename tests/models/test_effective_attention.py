@@ -12,6 +12,7 @@ import math
 import weakref
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -211,6 +212,28 @@ def test_the_matrices_are_causal(family):
         upper = torch.ones(N, N, dtype=torch.bool).triu(1)
         assert float(abs(torch.as_tensor(la.matrix)[:, upper]).max()) == 0.0
         assert float(abs(la.matrix).max()) > 0
+
+
+def test_a_layer_read_by_rows_makes_the_whole_matrix_block_by_block(family, monkeypatch):
+    """by_rows: a layer of a kind that can (SSD, the delta rule, lightning) comes without its matrix; its blocks, in
+    order, are the whole matrix's rows (blocks of 16 rows here, the delta rule's chunks of 64), and the layer's
+    output rebuilt from them is the model's; the other kinds come whole."""
+    from mha_viz_models.effective import each_layer
+    from mha_viz_models.effective import layer as effective_layer
+
+    monkeypatch.setattr(effective_layer, "MIN_ROWS", 16)
+    monkeypatch.setattr(effective_layer, "ROW_CELLS", 1)
+    _name, model, ids, layers, outputs = family
+    for la, whole in zip(each_layer(model, ids, by_rows=True), layers, strict=True):
+        if la.by_rows is None:
+            np.testing.assert_array_equal(la.matrix, whole.matrix)
+            continue
+        assert la.matrix is None and la.kind in ("mamba2", "gated_deltanet", "kda", "lightning")
+        blocks = list(la.blocks())
+        assert [t0 for t0, _ in blocks] == list(range(0, N, 64 if "delta" in la.kind or la.kind == "kda" else 16))
+        close(torch.as_tensor(np.concatenate([rows for _, rows in blocks], axis=1)), torch.as_tensor(whole.matrix),
+              rel=1e-6)
+        close(reconstruct(la), outputs[la.layer])
 
 
 def _read_with_input(name: str, tmp_path, layer: int):

@@ -12,6 +12,13 @@ import pytest
 from mha_viz.drawing import effective
 
 
+def _layer(layer, label, grouping, matrix, aggregated=None):
+    """A stand-in for an EffectiveLayer held whole: its blocks are the matrix the views read, as one block."""
+    shown = matrix if aggregated is None else aggregated
+    return SimpleNamespace(layer=layer, label=label, grouping=grouping, matrix=matrix, aggregated=aggregated,
+                           n=shown.shape[-1], blocks=lambda: iter([(0, shown)]))
+
+
 def test_a_block_keeps_the_sign_of_its_largest_magnitude():
     a = np.zeros((2, 96, 96), dtype=np.float32)
     a[0, 10, 5] = -0.9  # one strong negative cell and a weaker positive one in the same 2 × 2 block
@@ -26,9 +33,8 @@ def test_a_block_keeps_the_sign_of_its_largest_magnitude():
 def test_thumbnails_pad_rows_with_fewer_groups_and_read_the_largest_magnitude_whole():
     rng = np.random.default_rng(0)
     first, second = rng.normal(size=(4, 60, 60)).astype(np.float32), rng.normal(size=(2, 60, 60)).astype(np.float32)
-    layers = [SimpleNamespace(layer=0, label="gated DeltaNet: exact", grouping="head", matrix=first, aggregated=None),
-              SimpleNamespace(layer=2, label="Mamba: per channel", grouping="channel group (mean)",
-                              matrix=np.zeros((8, 60, 60)), aggregated=second)]
+    layers = [_layer(0, "gated DeltaNet: exact", "head", first),
+              _layer(2, "Mamba: per channel", "channel group (mean)", np.zeros((8, 60, 60)), second)]
     th = effective.thumbnails(SimpleNamespace(layers=layers, mixing_shares=dict))
     assert th.pooled.shape == (2, 4, 48, 48) and th.layers == [0, 2]
     np.testing.assert_allclose(th.largest[0], np.abs(first).max(axis=(1, 2)))
@@ -54,7 +60,7 @@ def test_a_layers_thumbnails_hold_one_groups_copy_at_most():
 
     n = 1024
     m = np.random.default_rng(1).normal(size=(4, n, n)).astype(np.float32)
-    layer = SimpleNamespace(layer=3, label="gated DeltaNet: exact", grouping="head", matrix=m, aggregated=None)
+    layer = _layer(3, "gated DeltaNet: exact", "head", m)
     tracemalloc.start()
     try:
         th = effective.layer_thumbnails(layer)
@@ -63,3 +69,22 @@ def test_a_layers_thumbnails_hold_one_groups_copy_at_most():
         tracemalloc.stop()
     assert peak < 2 * 4 * n * n, f"{peak / 2**20:.1f} MiB at the peak"
     np.testing.assert_allclose(th.largest[0], np.abs(m).max(axis=(1, 2)))
+
+
+@pytest.mark.parametrize("n,step", [(96, 7), (30, 4), (200, 64)])
+def test_thumbnails_from_blocks_of_rows_are_those_of_the_whole_matrix(n, step):
+    """Rows handed over in blocks (out of order too) pool to the whole matrix's thumbnails: PyTorch's adaptive
+    max-pool of the matrix and of its negation, the sign of the larger |A| kept (n ≤ 48 is not pooled)."""
+    import torch
+
+    m = np.random.default_rng(2).normal(size=(3, n, n)).astype(np.float32)
+    pool = effective.PoolRows(3, n)
+    for first in reversed(range(0, n, step)):
+        pool.add(first, m[:, first:first + step])
+    pooled, largest = pool.finish()
+    x = torch.as_tensor(m)[:, None]
+    side = min(48, n)
+    top = torch.nn.functional.adaptive_max_pool2d(x, side)[:, 0].numpy()
+    bottom = -torch.nn.functional.adaptive_max_pool2d(-x, side)[:, 0].numpy()
+    np.testing.assert_array_equal(pooled, np.where(top >= -bottom, top, bottom))
+    np.testing.assert_array_equal(largest, np.abs(m).max(axis=(1, 2)))

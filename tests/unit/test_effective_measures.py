@@ -102,6 +102,9 @@ class _Layer:
     matrix: np.ndarray
     aggregated: np.ndarray | None = None
 
+    def blocks(self):  # as EffectiveLayer.blocks of a layer held whole: the matrix the views read, one block
+        return iter([(0, self.matrix if self.aggregated is None else self.aggregated)])
+
 
 @dataclass
 class _Effective:

@@ -20,6 +20,8 @@ updated once a chunk by the chunk's transition diag(e^{G_last}) − K_dᵀ T (di
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 
@@ -41,9 +43,19 @@ def delta_matrix(q: torch.Tensor, k: torch.Tensor, beta: torch.Tensor, g: torch.
 
     q, k: (heads, n, d_k), q already scaled; beta: (heads, n); g: log decays, (heads, n) one per head
     (gated DeltaNet) or (heads, n, d_k) one per key channel (KDA)."""
+    heads, n, _ = k.shape
+    out = torch.zeros(heads, n, n)
+    for i0, rows in delta_rows(q, k, beta, g, chunk):
+        out[:, i0:i0 + rows.shape[1]] = rows
+    return out
+
+
+def delta_rows(q: torch.Tensor, k: torch.Tensor, beta: torch.Tensor, g: torch.Tensor,
+               chunk: int = CHUNK) -> Iterator[tuple[int, torch.Tensor]]:
+    """`delta_matrix` a chunk of rows at a time, in order: (first row, (heads, rows, n) float32). What it carries
+    from chunk to chunk is the state's coefficients on every earlier value, (heads, d_k, n): O(n), not n × n."""
     heads, n, dk = k.shape
     g = g if g.dim() == 3 else g[..., None]  # (heads, n, 1) or (heads, n, d_k): broadcasts over d_k
-    out = torch.zeros(heads, n, n)
     w = torch.zeros(heads, dk, n)  # S = W V: the state's coefficients on every earlier value
     for i0 in range(0, n, chunk):
         i1 = min(i0 + chunk, n)
@@ -57,16 +69,17 @@ def delta_matrix(q: torch.Tensor, k: torch.Tensor, beta: torch.Tensor, g: torch.
         eye = torch.eye(c).expand(heads, c, c)
         t = torch.linalg.solve_triangular(ut, eye, upper=False, unitriangular=True)  # T
         qk = _decayed(qc, kc, diff)  # tril(Q Kᵀ ⊙ decay), diagonal included
-        out[:, i0:i1, i0:i1] = (qk @ t) * bc[:, None, :]
+        rows = torch.zeros(heads, c, n)
+        rows[:, :, i0:i1] = (qk @ t) * bc[:, None, :]
         kcd = t @ (kb * G.exp())  # T (diag(β) K ⊙ e^G)
         if i0:
             q_eff = qc * G.exp() - qk @ kcd  # what reads the state at the chunk's start
-            out[:, i0:i1, :i0] = q_eff @ w[:, :, :i0]
+            rows[:, :, :i0] = q_eff @ w[:, :, :i0]
+        yield i0, rows
         kd = kc * (G[:, -1:] - G).exp()  # keys decayed to the chunk's end
         if i0:
             w[:, :, :i0] = G[:, -1].exp()[..., None] * w[:, :, :i0] - kd.transpose(1, 2) @ (kcd @ w[:, :, :i0])
         w[:, :, i0:i1] = (kd.transpose(1, 2) @ t) * bc[:, None, :]
-    return out
 
 
 def _decayed(a: torch.Tensor, b: torch.Tensor, diff: torch.Tensor) -> torch.Tensor:
@@ -106,7 +119,18 @@ def _projections(module, got):
     return q, k, v, got["b"], got["a"]
 
 
-def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a chunk at a time (`delta_rows`)
+
+
+def rows_of(q: torch.Tensor, k: torch.Tensor, beta: torch.Tensor, g: torch.Tensor, by_rows: bool) -> dict:
+    """The EffectiveLayer fields of the delta rule's matrix (heads first): the whole `matrix`, or by_rows (chunks
+    of `delta_rows`, made again at each call) and no matrix."""
+    if not by_rows:
+        return {"matrix": as_np(delta_matrix(q, k, beta, g))}
+    return {"matrix": None, "by_rows": lambda: ((i0, as_np(rows)) for i0, rows in delta_rows(q, k, beta, g, CHUNK))}
+
+
+def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) -> EffectiveLayer:
     q, k, v, b, a = _projections(module, got)
     n, hv, hk, dk, dv = q.shape[0], module.num_v_heads, module.num_k_heads, module.head_k_dim, module.head_v_dim
     mixed = causal_conv(torch.cat([q, k, v], dim=-1), module.conv1d, silu_of(module, layer))
@@ -115,7 +139,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
     k = l2norm(k.reshape(n, hk, dk)).repeat_interleave(hv // hk, dim=1)
     beta = b.float().sigmoid()
     g = -module.A_log.detach().float().exp() * F.softplus(a.float() + module.dt_bias.detach().float())
-    matrix = delta_matrix(q.transpose(0, 1), k.transpose(0, 1), beta.t(), g.t())
+    matrix = rows_of(q.transpose(0, 1), k.transpose(0, 1), beta.t(), g.t(), by_rows)
     core, z = got["norm"][:2]
     parts = {**gated_rms_parts(core.reshape(n, hv, dv), z.reshape(n, hv, dv), module.norm, F.silu),
              **weight_parts("out_proj", module.out_proj)}
@@ -125,7 +149,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         folded="q, k (convolution, SiLU, L2 norm, 1/√d_k), β, the decays exp(g) and the removal terms "
                "(I − β_r k_r k_rᵀ) between s and t",
         value_name="v (after the short convolution and SiLU)",
-        matrix=as_np(matrix), values=as_np(v.reshape(n, hv, dv)), parts=parts)
+        **matrix, values=as_np(v.reshape(n, hv, dv)), parts=parts)
 
 
 def gated_output(layer: EffectiveLayer, proj: str) -> torch.Tensor:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from mha_viz_models.effective.delta import delta_matrix, gated_output, gated_rms_parts, l2norm
+from mha_viz_models.effective.delta import gated_output, gated_rms_parts, l2norm, rows_of
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, causal_conv, silu_of, weight_parts
 
 KIND = "kda"
@@ -25,7 +25,10 @@ def taps(module) -> dict:
             "g": (module.forget_gate, "out"), "b": (module.b_proj, "out"), "norm": (module.o_norm, "args")}
 
 
-def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+BY_ROWS = True  # as gated DeltaNet's: `delta.delta_rows`
+
+
+def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) -> EffectiveLayer:
     heads, d = module.num_heads, module.head_dim
     mixed = causal_conv(torch.cat([got["q"], got["k"], got["v"]], dim=-1), module.conv1d, silu_of(module, layer))
     n = mixed.shape[0]
@@ -33,7 +36,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
     q, k = l2norm(q) * d ** -0.5, l2norm(k)
     beta = got["b"].sigmoid()
     g = got["g"].reshape(n, heads, d)
-    matrix = delta_matrix(q.transpose(0, 1), k.transpose(0, 1), beta.t(), g.transpose(0, 1))
+    matrix = rows_of(q.transpose(0, 1), k.transpose(0, 1), beta.t(), g.transpose(0, 1), by_rows)
     core, gate = got["norm"][:2]
     parts = {**gated_rms_parts(core.reshape(n, heads, d), gate.reshape(n, heads, d), module.o_norm, torch.sigmoid),
              **weight_parts("o_proj", module.o_proj)}
@@ -44,7 +47,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         folded="q, k (convolution, SiLU, L2 norm, 1/√d_k), β, the per-channel decays and the removal terms "
                "(I − β_r k_r k_rᵀ) between s and t",
         value_name="v (after the short convolution and SiLU)",
-        matrix=as_np(matrix), values=as_np(v), parts=parts)
+        **matrix, values=as_np(v), parts=parts)
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:

@@ -49,10 +49,12 @@ def effective_layers(model: torch.nn.Module, input_ids, layers=None) -> list[Eff
     return list(each_layer(model, input_ids, layers))
 
 
-def each_layer(model: torch.nn.Module, input_ids, layers=None) -> Iterator[EffectiveLayer]:
+def each_layer(model: torch.nn.Module, input_ids, layers=None, *, by_rows: bool = False) -> Iterator[EffectiveLayer]:
     """`effective_layers` one layer at a time: the forward runs (and every refusal is raised) at the call; each
     layer's matrices are computed from its taps (O(n · d) each) when the iterator reaches it, so that a caller that
-    reduces each layer and drops it holds one layer's n × n matrices at a time, not every layer's."""
+    reduces each layer and drops it holds one layer's n × n matrices at a time, not every layer's. `by_rows`: a
+    layer of a kind that can (its BY_ROWS) comes without its matrix, its rows made a block at a time
+    (`EffectiveLayer.by_rows`): what it holds grows as n, not n²."""
     found = mixing_layers(model)
     if layers is not None:
         wanted = {int(n) for n in layers}
@@ -69,7 +71,14 @@ def each_layer(model: torch.nn.Module, input_ids, layers=None) -> Iterator[Effec
     ids = torch.as_tensor(input_ids).reshape(1, -1)
     with Taps(spec) as taps, torch.no_grad():
         model(input_ids=ids.to(_device(model)), use_cache=False)
-    return (kind.compute(module, _Prefixed(taps, name), number, name) for number, name, module, kind in found)
+    return (kind.compute(module, _Prefixed(taps, name), number, name,
+                         **({"by_rows": True} if by_rows and rows_by_rows(kind) else {}))
+            for number, name, module, kind in found)
+
+
+def rows_by_rows(kind) -> bool:
+    """Whether a kind's module can give its matrix's rows a block at a time (`compute(..., by_rows=True)`)."""
+    return bool(getattr(kind, "BY_ROWS", False))
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:

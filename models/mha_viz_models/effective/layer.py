@@ -6,6 +6,7 @@ on the CPU path), the short causal convolution the layers apply by calling their
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +27,10 @@ class EffectiveLayer:
     matrix: (groups, n, n) float32, causal (zero above the diagonal); a group is a head, or a block
     of channels (see `grouping`). values: (n, groups, d) float32, the value-like vector `value_name`.
     parts: the named tensors outside the mixing (skip, gate, norm, output projection), each
-    described in docs/effective-attention.md; `reconstruct(layer)` of the kind's module uses them."""
+    described in docs/effective-attention.md; `reconstruct(layer)` of the kind's module uses them.
+
+    A layer read by rows (`each_layer(..., by_rows=True)`, for the kinds whose BY_ROWS is true) has no `matrix`:
+    `by_rows()` makes its rows a block at a time, in order, and `blocks()` reads either form."""
 
     layer: int  # the model's layer number
     module: str  # the module's name in the model
@@ -36,20 +40,37 @@ class EffectiveLayer:
     grouping: str  # what a row of `matrix` is: "head", "channel", "channel group (mean)"
     folded: str  # what the matrix holds besides the values
     value_name: str
-    matrix: np.ndarray
+    matrix: np.ndarray | None  # None where the layer is read by rows (`by_rows`)
     values: np.ndarray
     parts: dict[str, np.ndarray] = field(default_factory=dict)
     aggregated: np.ndarray | None = None  # (groups, n, n) when `matrix` is per channel: see `aggregation`
     aggregation: str = ""
+    # (first row, (groups, rows, n) float32) for consecutive blocks of rows, from the first: the matrix's rows made
+    # a block at a time, each block let go by the caller before the next (a new iterator at each call)
+    by_rows: Callable[[], Iterator[tuple[int, np.ndarray]]] | None = None
 
     @property
     def n(self) -> int:
-        return int(self.matrix.shape[-1])
+        return int(self.values.shape[0])
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """The rows of what the views read (`aggregated` where the matrix is per channel, else `matrix`) as (first
+        row, (groups, rows, n)) blocks in order: the layer's own blocks where it is read by rows, else one block."""
+        if self.by_rows is not None:
+            return self.by_rows()
+        return iter([(0, self.matrix if self.aggregated is None else self.aggregated)])
 
     def mixed(self, matrix: np.ndarray | None = None) -> np.ndarray:
-        """Σ_s A[g, t, s] · v_s[g]: (n, groups, d) float32 (float64 accumulation)."""
-        a = torch.as_tensor(self.matrix if matrix is None else matrix, dtype=torch.float64)
+        """Σ_s A[g, t, s] · v_s[g]: (n, groups, d) float32 (float64 accumulation); by blocks of rows where the
+        layer is read by rows."""
         v = torch.as_tensor(self.values, dtype=torch.float64)
+        if matrix is None and self.matrix is None:
+            out = torch.empty(v.shape, dtype=torch.float64)
+            for t0, rows in self.by_rows():
+                a = torch.as_tensor(rows, dtype=torch.float64)
+                out[t0:t0 + a.shape[1]] = torch.einsum("gts,sgd->tgd", a, v)
+            return out.float().numpy()
+        a = torch.as_tensor(self.matrix if matrix is None else matrix, dtype=torch.float64)
         return torch.einsum("gts,sgd->tgd", a, v).float().numpy()
 
 
@@ -121,6 +142,15 @@ def silu_of(module, layer: int):
         raise NotExact(f"Layer {layer}: its convolution's activation '{module.activation}' is not SiLU, "
                        "the one mha-viz reproduces.")
     return F.silu
+
+
+ROW_CELLS = 1 << 24  # cells of one block of rows, all groups together (64 MiB of float32), at least MIN_ROWS rows
+MIN_ROWS = 64
+
+
+def row_step(groups: int, n: int) -> int:
+    """How many rows a block of a layer read by rows holds: about ROW_CELLS cells, at least MIN_ROWS rows."""
+    return max(MIN_ROWS, ROW_CELLS // max(1, groups * n))
 
 
 def as_np(t: torch.Tensor) -> np.ndarray:

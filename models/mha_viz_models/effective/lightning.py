@@ -11,9 +11,11 @@ heads' outputs together (its per-token scale and weight), the sigmoid output gat
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
-from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, weight_parts
+from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, row_step, weight_parts
 
 KIND = "lightning"
 NAME = "lightning attention"  # what tables and the grid call this kind
@@ -29,18 +31,35 @@ def taps(module) -> dict:
 
 def decayed_matrix(q: torch.Tensor, k: torch.Tensor, slope: torch.Tensor) -> torch.Tensor:
     """A[h, t, s] = (q_t · k_s) exp(−λ_h (t − s)) for s ≤ t, else 0. q, k: (heads, n, d); slope: (heads,)."""
+    return next(decayed_rows(q, k, slope, q.shape[1]))[1]
+
+
+def decayed_rows(q: torch.Tensor, k: torch.Tensor, slope: torch.Tensor,
+                 rows: int) -> Iterator[tuple[int, torch.Tensor]]:
+    """`decayed_matrix` `rows` rows at a time, in order: (first row, (heads, rows, n))."""
     n = q.shape[1]
-    lag = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).float()
-    decay = torch.exp(-slope.float()[:, None, None] * lag).masked_fill(lag < 0, 0.0)
-    return (q @ k.transpose(1, 2)) * decay
+    for t0 in range(0, n, rows):
+        t1 = min(n, t0 + rows)
+        lag = (torch.arange(t0, t1)[:, None] - torch.arange(n)[None, :]).float()
+        decay = torch.exp(-slope.float()[:, None, None] * lag).masked_fill(lag < 0, 0.0)
+        yield t0, (q[:, t0:t1] @ k.transpose(1, 2)) * decay
 
 
-def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a block at a time (`decayed_rows`)
+
+
+def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) -> EffectiveLayer:
     heads, d = module.num_attention_heads, module.head_dim
     qkv = module.act_fn(got["qkv"])
     n = qkv.shape[0]
     q, k, v = qkv.reshape(n, heads, 3 * d).split(d, dim=-1)
-    matrix = decayed_matrix(q.transpose(0, 1), k.transpose(0, 1), module.slope_rate.detach().reshape(-1))
+    q, k, slope = q.transpose(0, 1), k.transpose(0, 1), module.slope_rate.detach().reshape(-1)
+    if by_rows:
+        step = row_step(heads, n)
+        matrix = {"matrix": None,
+                  "by_rows": lambda: ((t0, as_np(m)) for t0, m in decayed_rows(q, k, slope, step))}
+    else:
+        matrix = {"matrix": as_np(decayed_matrix(q, k, slope))}
     o = got["norm"]
     parts = {"norm.scale": as_np(torch.rsqrt(o.pow(2).mean(-1) + module.norm.variance_epsilon)),
              "norm.weight": as_np(module.norm.weight), "gate": as_np(torch.sigmoid(got["gate"])),
@@ -49,7 +68,7 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         layer=layer, module=name, kind=KIND, label=f"{NAME}: decayed linear attention, one matrix per head",
         structure="decayed linear attention", grouping="head",
         folded="q_t · k_s (after the activation) and the decay exp(−λ_h (t − s))",
-        value_name="v (after the activation)", matrix=as_np(matrix), values=as_np(v), parts=parts)
+        value_name="v (after the activation)", **matrix, values=as_np(v), parts=parts)
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:

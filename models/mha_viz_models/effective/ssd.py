@@ -20,10 +20,21 @@ runs, so a hook on it never fires): it is recomputed from in_proj's output, whos
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
 
-from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, causal_conv, linear, silu_of, weight_parts
+from mha_viz_models.effective.layer import (
+    EffectiveLayer,
+    Taps,
+    as_np,
+    causal_conv,
+    linear,
+    row_step,
+    silu_of,
+    weight_parts,
+)
 
 KIND = "mamba2"
 NAME = "Mamba-2 (SSD)"  # what tables and the grid call this kind
@@ -52,20 +63,32 @@ def ssd_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tens
     C, B: (n, groups, state); dt: (n, heads); a: (heads,). The cumulative sums are float64 so that a
     long text's decay exponents keep float32's precision in their differences (each difference is
     then float32, as the layer's own chunked exponents are)."""
+    return next(ssd_rows(C, B, dt, a, rows=dt.shape[0]))[1]
+
+
+def ssd_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
+             rows: int) -> Iterator[tuple[int, torch.Tensor]]:
+    """`ssd_matrix` `rows` rows at a time, in order: (first row, (heads, rows, n) float32); each block made from
+    the per-token C, B, Δ and the cumulative decays alone."""
     n, heads = dt.shape
     per_group = heads // C.shape[1]
-    cb = torch.einsum("tgk,sgk->gts", C.float(), B.float())
     cum = torch.cumsum((dt.float() * a.float()).double(), dim=0).t()  # (heads, n)
-    out = torch.empty(heads, n, n)
-    for h in range(heads):  # in place, one head at a time
-        o = out[h]
-        torch.sub(cum[h][:, None], cum[h][None, :], out=o)  # the float64 difference, rounded once to float32
-        o.clamp_(max=0.0).exp_().mul_(cb[h // per_group]).mul_(dt[:, h].float()[None, :])
-        o.tril_()  # causal: zero above the diagonal
-    return out
+    for t0 in range(0, n, rows):
+        t1 = min(n, t0 + rows)
+        cb = torch.einsum("tgk,sgk->gts", C[t0:t1].float(), B.float())
+        out = torch.empty(heads, t1 - t0, n)
+        for h in range(heads):  # in place, one head at a time
+            o = out[h]
+            torch.sub(cum[h, t0:t1, None], cum[h][None, :], out=o)  # the float64 difference, rounded once to float32
+            o.clamp_(max=0.0).exp_().mul_(cb[h // per_group]).mul_(dt[:, h].float()[None, :])
+            o.tril_(t0)  # causal: row t0 + i keeps the keys s ≤ t0 + i
+        yield t0, out
 
 
-def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a block at a time (`ssd_rows`)
+
+
+def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) -> EffectiveLayer:
     proj = got["in_proj"]
     if hasattr(module, "mup_vector"):  # Falcon-H1 scales in_proj's output by its μP vector
         proj = proj * module.mup_vector.detach().float().reshape(-1)
@@ -95,7 +118,15 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         structure="semiseparable", grouping="head",
         folded="C_t·B_s, exp(Σ Δ_r a) between s and t, Δ_s; the convolution and SiLU in x, B, C",
         value_name="x (after the short convolution and SiLU)",
-        matrix=as_np(ssd_matrix(C, B, dt, a)), values=as_np(x.reshape(n, heads, p)), parts=parts)
+        **_matrix(C, B, dt, a, by_rows), values=as_np(x.reshape(n, heads, p)), parts=parts)
+
+
+def _matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, by_rows: bool) -> dict:
+    """The EffectiveLayer fields of the matrix: whole, or by_rows (blocks of `ssd_rows`) and no matrix."""
+    if not by_rows:
+        return {"matrix": as_np(ssd_matrix(C, B, dt, a))}
+    rows = row_step(dt.shape[1], dt.shape[0])
+    return {"matrix": None, "by_rows": lambda: ((t0, as_np(m)) for t0, m in ssd_rows(C, B, dt, a, rows))}
 
 
 def scan_output(layer: EffectiveLayer) -> torch.Tensor:
