@@ -21,7 +21,7 @@ from mha_viz_models.effective.layer import row_step
 from mha_viz_models.loading import switch
 
 __all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "Held", "NotExact", "each_reduced", "effective_attention",
-           "held", "kind", "largest_layer", "need_bytes", "summarised", "tokens_that_fit"]
+           "held", "kind", "largest_layer", "need_bytes", "pooled_layer", "summarised", "tokens_that_fit"]
 
 T = TypeVar("T")
 SOFTMAX = "softmax attention"  # the kind of a layer's softmax heads, beside the kinds of `EffectiveLayer.label`
@@ -158,6 +158,21 @@ def summarised(run: EffectiveAttention, layer: EffectiveLayer) -> tuple[Effectiv
         pool.add(first, rows)
         sums.add(first, rows)
     return layer_row(layer, *pool.finish()), measures_frame(layer.layer, layer.label, sums.finish())
+
+
+def pooled_layer(model, text: str, number: int, *, side: int,
+                 max_tokens: int | None = None) -> tuple[np.ndarray, EffectiveLayer, list[str]]:
+    """One other layer's every group as at most `side` × `side` cells (`PoolRows`: every cell where n ≤ side, else
+    each cell a block's value of largest |A|, its sign kept), read by rows where its kind can, as the summary is:
+    ((G, s, s) float32, the layer (its matrix let go), the tokens)."""
+    def pool(_run, la):
+        pooled = None
+        for first, rows in la.blocks():
+            pooled = pooled or PoolRows(rows.shape[0], la.n, side)
+            pooled.add(first, rows)
+        return pooled.finish()[0], replace(la, matrix=None, aggregated=None, by_rows=None)
+    run, [(pooled, layer)] = each_reduced(model, text, pool, layers=[number], max_tokens=max_tokens, by_rows=True)
+    return pooled, layer, run.tokens
 
 
 def largest_layer(model) -> int:

@@ -176,25 +176,37 @@ def grid(th: EffectiveThumbnails) -> go.Figure:
 
 
 TICKS_UP_TO = 64  # tokens whose text labels a matrix's axes; past it, their positions
+DETAIL_SIDE = 512  # the most cells a side `matrix` draws: past it, each cell a block of tokens (`PoolRows`)
+
+
+def block_starts(n: int, side: int) -> np.ndarray:
+    """The first token of each of `side` blocks over n tokens, as `PoolRows` cuts them (every token when side = n)."""
+    return np.asarray([start for start, _end in PoolRows(0, n, side).bins], dtype=np.int64)
 
 
 def matrix(a: np.ndarray, tokens: list[str], title: str) -> go.Figure:
-    """One head or channel group's effective attention, every cell: queries down, keys across, on a diverging scale
-    centred on 0 and spanning ± its largest |A| (weights are signed and rows do not sum to 1)."""
-    n = a.shape[-1]
+    """One head or channel group's effective attention, queries down, keys across, on a diverging scale centred on 0
+    and spanning ± its largest |A| (weights are signed and rows do not sum to 1). `a`: (s, s) over the n = len(tokens)
+    tokens, every cell (s = n) or `PoolRows`' blocks (s < n: each cell the block's value of largest |A|, its sign
+    kept). The hover reads the axes: no n² labels are sent (at most TICKS_UP_TO token labels, else positions)."""
+    n, side = len(tokens), a.shape[-1]
     span = float(np.abs(a).max()) or 1.0
-    labels = [f"{i}: {t}" for i, t in enumerate(tokens[:n])]
-    fig = go.Figure(go.Heatmap(
-        z=a, zmin=-span, zmax=span, zmid=0, colorscale=DIVERGING, customdata=np.broadcast_to(
-            np.asarray(labels, dtype=object), (n, n)), text=np.broadcast_to(np.asarray(labels, dtype=object)[:, None],
-                                                                              (n, n)),
-        hovertemplate="query %{text}<br>key %{customdata}<br>A = %{z:.4g}<extra></extra>",
-        colorbar=dict(title="A"), xgap=0, ygap=0))
-    ticks = dict(tickvals=list(range(n)), ticktext=labels) if n <= TICKS_UP_TO else {}
+    pooled = side < n
+    if n <= TICKS_UP_TO and not pooled:  # every token's label on the axes, and in the hover
+        axis = [f"{i}: {t}" for i, t in enumerate(tokens)]
+        where, ticks = "query %{y}<br>key %{x}", dict(type="category", dtick=1)
+    else:  # positions: the first token of each cell's block
+        axis = block_starts(n, side).tolist()
+        where = ("queries from %{y}<br>keys from %{x}<br>(a block's value of largest |A|)" if pooled
+                 else "query %{y}<br>key %{x}")
+        ticks = {}
+    fig = go.Figure(go.Heatmap(z=a, x=axis, y=axis, zmin=-span, zmax=span, zmid=0, colorscale=DIVERGING,
+                               hovertemplate=where + "<br>A = %{z:.4g}<extra></extra>", colorbar=dict(title="A"),
+                               xgap=0, ygap=0))
     box = margin(l=120, t=60, b=100)
-    side = min(900, max(420, 14 * n))
+    size = min(900, max(420, 14 * side))
     fig.update_layout(title=plot_title(title), xaxis=dict(title="key", side="bottom", **ticks),
                       yaxis=dict(title="query", autorange="reversed", **ticks),
-                      width=side + box["l"] + box["r"], height=side + box["t"] + box["b"], margin=box,
+                      width=size + box["l"] + box["r"], height=size + box["t"] + box["b"], margin=box,
                       plot_bgcolor="white")
     return fig

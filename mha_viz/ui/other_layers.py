@@ -7,7 +7,8 @@ layer at a time, by blocks of rows where its kind can (Mamba-2, gated DeltaNet, 
 attention: what it holds grows as n, so these sections open at any length), pooled into thumbnails and measured in
 one pass, then let go (`effective.each_reduced`, `effective.summarised`): admitted by what the largest layer holds
 (`effective.Held`) within the capture budget (MHA_VIZ_MAX_CAPTURE_MB). The Head view's section draws one layer's
-group with every cell, from a forward that keeps that layer's only, admitted by its n × n matrices."""
+group from a forward that keeps that layer's only, read the same way, every cell up to DETAIL_SIDE tokens and
+blocks of tokens past it (`effective.pooled_layer`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import mha_viz
 from mha_viz import effective, needs
 from mha_viz.budget import capture_budget
 from mha_viz.drawing import effective as effective_figures
-from mha_viz.effective import NotExact, effective_attention
+from mha_viz.effective import NotExact
 from mha_viz.metrics import EFFECTIVE_MEASURES
 from mha_viz.ui import charts, keys, resources
 from mha_viz.ui.analysis_key import AnalysisKey
@@ -55,14 +56,15 @@ def _summary(key: AnalysisKey, _model) -> Summary:
 
 @st.cache_resource(show_spinner="Computing the layer's effective attention…", max_entries=4)
 def _layer(key: AnalysisKey, number: int, _model) -> tuple[np.ndarray, str, str, list[str]]:
-    """One other layer's every group, every cell: ((G, n, n) matrix, its aggregated channel groups where the layer is
-    per channel; its label; what a group is; the tokens). Holds one of the server's analysis slots (call through
-    `one_at_a_time`); admitted by the largest layer's bytes in `summary`."""
+    """One other layer's every group, at most DETAIL_SIDE cells a side (`effective.pooled_layer`: every cell up to
+    that many tokens, else blocks of tokens): ((G, s, s), its label, what a group is, the tokens). Holds one of the
+    server's analysis slots (call through `one_at_a_time`); admitted with the summary, whose need is the same layers'
+    read the same way (`summary`)."""
     with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
             mha_viz.text.session_cap(key.cap):
-        la = effective_attention(_model, key.text, layers=[number], max_tokens=key.cap)
-    one = la.layers[0]
-    return (one.matrix if one.aggregated is None else one.aggregated), one.label, one.grouping, la.tokens
+        pooled, layer, tokens = effective.pooled_layer(_model, key.text, number, side=effective_figures.DETAIL_SIDE,
+                                                       max_tokens=key.cap)
+    return pooled, layer.label, layer.grouping, tokens
 
 
 def _kinds(other: dict) -> str:
@@ -165,7 +167,8 @@ def other_layers_shares(cur) -> None:
 
 
 def other_layers_head(cur) -> None:
-    """The Head view's section: one other layer's head or channel group, every cell, on a diverging scale."""
+    """The Head view's section: one other layer's head or channel group on a diverging scale, every cell up to
+    DETAIL_SIDE tokens, else blocks of tokens."""
     found = _section(cur)
     if found is None:
         return
@@ -173,15 +176,6 @@ def other_layers_head(cur) -> None:
     labels = thumbs.kind_of
     number = st.selectbox("Layer", thumbs.layers, key=keys.EFFECTIVE_LAYER_PICK, persist_state=keys.KEEP,
                           format_func=lambda n: f"layer {n} · {labels.get(n, '')}")
-    count, n = _held(cur.key.model, cur.model).whole_all, (cur.full_run or cur.run).n
-    need = effective.need_bytes(count, n)  # every cell of one layer: its n × n matrices, whole
-    if not capture_budget.fits(need):
-        fit = effective.tokens_that_fit(count, capture_budget.capture_budget())
-        st.info(f"Drawing every cell of one of these layers over this text's {n:,} tokens would hold "
-                f"{capture_budget.over_budget(need)}: the Model view's thumbnails and Head metrics show them at this "
-                f"length; lower the token limit to {fit:,} tokens in the sidebar to see one here.",
-                icon=":material/info:")
-        return
     text_key = cur.key.with_text(cur.key.text)
     a, label, grouping, tokens = resources.one_at_a_time(lambda: _layer(text_key, int(number), cur.model))
     group = st.number_input(f"Group ({grouping})", 0, a.shape[0] - 1, key=keys.EFFECTIVE_GROUP_PICK,
@@ -190,5 +184,8 @@ def other_layers_head(cur) -> None:
     title = f"Layer {number}, group {group}: {label.split(':')[0]}, effective attention (blue < 0 < red)"
     charts.show(charts.cached("effective_head", (text_key, int(number), group),
                               lambda: effective_figures.matrix(a[group], tokens, title)), key=keys.EFFECTIVE_HEAD)
+    blocks = a.shape[-1] < len(tokens)
     st.caption(f"{plain(label)}. Row t: output_t = Σ_s A[t, s] · v_s over the keys s; the weights are signed and a "
-               "row does not sum to 1 (docs/effective-attention.md says what the matrix folds in).")
+               "row does not sum to 1 (docs/effective-attention.md says what the matrix folds in)."
+               + (f" {len(tokens):,} tokens in {a.shape[-1]} × {a.shape[-1]} cells: each cell is a block of tokens, "
+                  "drawn with its value of largest |A| and that value's sign." if blocks else ""))

@@ -2,12 +2,12 @@
 in layers 0 and 2), LFM2 (short convolutions) and MiniMax (lightning attention), loaded as a user's folder, the
 Model view draws every such layer's exact effective attention beside the softmax heads, in the model's layer
 order and labelled with its kind; each thumbnail's largest |A| is the one `mha_viz.effective.effective_attention`
-computes on its own; past the capture budget (one layer at a time: a budget that holds the largest layer's
-matrices but not every layer's draws the section; a layer read by rows holds blocks of rows, so a budget under its
-n × n matrices draws it too, and the Head view, which draws one layer whole, says the length that fits) the
-section says the length that fits, and a model without such layers has no section. The pages that read
-the softmax heads only say so on a hybrid. Head metrics measures every other layer's groups on |A|, each row
-normalised, in the model's layer order."""
+computes on its own. Past the capture budget the section says the length that fits (one layer at a time: a budget
+that holds the largest layer's matrices but not every layer's draws the section; a layer read by rows holds blocks
+of rows, so a budget under its n × n matrices draws it too), and a model without such layers has no section. The
+Head view draws one layer read the same way: every cell, or past DETAIL_SIDE tokens blocks of tokens, with no
+label sent a cell. The pages that read the softmax heads only say so on a hybrid. Head metrics measures every
+other layer's groups on |A|, each row normalised, in the model's layer order."""
 
 from __future__ import annotations
 
@@ -96,9 +96,9 @@ def test_past_the_budget_the_section_says_the_length_that_fits_and_a_plain_model
 
 def test_layers_read_by_rows_draw_where_their_whole_matrices_would_not_fit(tmp_path, monkeypatch):
     """Qwen3-Next's gated DeltaNet is read by rows: the summary holds blocks of rows (here of 2 rows, without the
-    delta rule's state, so that blocks hold less than a layer at this short text's length), so the Model view and
-    Head metrics draw under a budget that one layer's n × n matrices exceed; the Head view, which draws every cell
-    of one layer, says the length that fits; below the blocks' own need the section says its own."""
+    delta rule's state, so that blocks hold less than a layer at this short text's length), so the Model view, Head
+    metrics and the Head view's layer draw under a budget that one layer's n × n matrices exceed; below the blocks'
+    own need the section says the length whose blocks fit."""
     from mha_viz import effective
     from mha_viz_models.effective import layer as effective_layer
 
@@ -124,11 +124,10 @@ def test_layers_read_by_rows_draw_where_their_whole_matrices_would_not_fit(tmp_p
     at.session_state[keys.GOTO] = "head_metrics"
     at.run()
     assert any("decay_length" in d.value.columns for d in at.dataframe)
-    at.session_state[keys.GOTO] = "head_view"
+    at.session_state[keys.GOTO] = "head_view"  # one layer, read by rows as the summary is: drawn too
     at.run()
     assert not at.exception and not at.error
-    said = next(i.value for i in at.info if "Drawing every cell" in i.value)
-    assert f"lower the token limit to {effective.tokens_that_fit(groups, budget):,} tokens" in said, said
+    assert any(chart_title(c).startswith("Layer 0, group 0") for c in charts(at))
     budget = rows - 1  # not even the blocks: the section says the length whose blocks fit
     at = _open(folder)
     assert not any(chart_title(c).startswith(TITLE) for c in charts(at))
@@ -216,3 +215,31 @@ def test_the_head_view_draws_one_other_layers_group_every_cell_signed(tmp_path):
     span = float(np.abs(want).max())
     assert heat["zmid"] == 0 and heat["zmin"] == pytest.approx(-span) and heat["zmax"] == pytest.approx(span)
     assert "gated DeltaNet" in chart_title(fig)
+
+
+def test_past_its_side_the_head_view_draws_blocks_of_tokens_and_sends_no_label_a_cell(tmp_path, monkeypatch):
+    """With DETAIL_SIDE at 8 cells, the text's tokens are drawn in 8 × 8 blocks: each cell the signed value of largest
+    |A| of its block (PyTorch's adaptive max-pooling of A and of −A), the axes at each block's first token, and the
+    hover built from the axes (no text or customdata a cell)."""
+    import torch
+
+    from mha_viz.drawing import effective as effective_figures
+
+    monkeypatch.setattr(effective_figures, "DETAIL_SIDE", 8)
+    folder = build("qwen3_next", tmp_path)
+    at = _open(folder, page="head_view")
+    at.selectbox(key=keys.EFFECTIVE_LAYER_PICK).set_value(2).run()
+    at.number_input(key=keys.EFFECTIVE_GROUP_PICK).set_value(1).run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    heat = next(c for c in charts(at) if chart_title(c).startswith("Layer 2, group 1"))["data"][0]
+    model = mha_viz.load_model(folder, device="cpu")
+    eff = mha_viz.effective.effective_attention(model, TEXT)
+    x = torch.as_tensor(eff.layer(2).matrix[1])[None, None]
+    top = torch.nn.functional.adaptive_max_pool2d(x, 8)[0, 0].numpy()
+    bottom = -torch.nn.functional.adaptive_max_pool2d(-x, 8)[0, 0].numpy()
+    np.testing.assert_allclose(np.asarray(heat["z"], dtype=np.float64), np.where(top >= -bottom, top, bottom),
+                               rtol=1e-5, atol=1e-7)
+    n = len(eff.tokens)
+    assert n > 8 and list(heat["x"]) == list(heat["y"]) == [i * n // 8 for i in range(8)]
+    assert "text" not in heat and "customdata" not in heat
+    assert any("each cell is a block of tokens" in c.value for c in at.caption)

@@ -72,11 +72,11 @@ def each_layer(model: torch.nn.Module, input_ids, layers=None, *, by_rows: bool 
     with Taps(spec) as taps, torch.no_grad():
         model(input_ids=ids.to(_device(model)), use_cache=False)
     return (kind.compute(module, _Prefixed(taps, name), number, name,
-                         **({"by_rows": True} if by_rows and rows_by_rows(kind) else {}))
+                         **({"by_rows": True} if by_rows and reads_by_rows(kind) else {}))
             for number, name, module, kind in found)
 
 
-def rows_by_rows(kind) -> bool:
+def reads_by_rows(kind) -> bool:
     """Whether a kind's module can give its matrix's rows a block at a time (`compute(..., by_rows=True)`)."""
     return bool(getattr(kind, "BY_ROWS", False))
 
