@@ -21,6 +21,7 @@ from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, 
 KIND = "mamba1"
 NAME = "Mamba-1 (selective scan)"  # what tables and the grid call this kind
 BLOCKS = 8  # the aggregated view: the mean over each of 8 blocks of consecutive channels
+CHUNK = 64  # queries a chunk of `selective_matrix`
 _NORMS = ("dt_layernorm", "b_layernorm", "c_layernorm")
 
 
@@ -38,20 +39,33 @@ def taps(module) -> dict:
 
 
 def selective_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
-                     block: int = 16) -> torch.Tensor:
-    """A[c, t, s] for C, B: (n, N), dt: (n, channels), a: (channels, N): (channels, n, n) float32.
-    The cumulative sums are float64 (a long text's exponents keep their differences exact)."""
+                     chunk: int = CHUNK) -> torch.Tensor:
+    """A[c, t, s] = Σ_k C_t[k] exp(Σ_{r=s+1..t} Δ_r[c] a[c, k]) B_s[k] Δ_s[c] for s ≤ t, for C, B: (n, N), dt:
+    (n, channels), a: (channels, N): (channels, n, n) float32, computed in float64 by chunks of `chunk` queries.
+
+    With cum the cumulative sums of Δ a (float64; they decrease along the text, a < 0 < Δ) and b the first query of
+    t's chunk, a key s before the chunk splits its decay at b: exp(cum_t − cum_s) = exp(cum_t − cum_b) ·
+    exp(cum_b − cum_s), both factors at most 1. The keys before the chunk are then one matrix product over k with
+    R_b[c, k, s] = exp(cum_b − cum_s) B_s[k] Δ_s[c], carried from chunk to chunk by the factor exp(cum_b' − cum_b);
+    only the chunk's own keys take the exponentials of their differences. Exponentials: channels · N · n · chunk,
+    where the plain form took channels · N · n²."""
     n, channels = dt.shape
-    keep = torch.ones(n, n, dtype=torch.bool).tril()
-    cb = (C.double()[:, None, :] * B.double()[None, :, :]).permute(2, 0, 1)  # (N, t, s): C_t[k] B_s[k]
-    out = torch.empty(channels, n, n)
-    for c0 in range(0, channels, block):
-        c1 = min(c0 + block, channels)
-        cum = torch.cumsum(dt[:, c0:c1].double()[:, :, None] * a[c0:c1].double()[None], dim=0)  # (n, c, N)
-        cum = cum.permute(1, 2, 0)  # (c, N, n)
-        seg = (cum[..., :, None] - cum[..., None, :]).masked_fill(~keep, float("-inf"))
-        out[c0:c1] = (torch.einsum("kts,ckts->cts", cb, torch.exp(seg))
-                      * dt[:, c0:c1].double().t()[:, None, :]).float()
+    cum = torch.cumsum(dt.double()[:, :, None] * a.double()[None], dim=0).permute(1, 2, 0)  # (c, N, n)
+    C, B, dt = C.double(), B.double(), dt.double()
+    out = torch.zeros(channels, n, n)
+    carried = torch.zeros(channels, C.shape[1], n, dtype=torch.float64)  # R_b over the keys before b: [..., :b]
+    for b in range(0, n, chunk):
+        e = min(n, b + chunk)
+        here = cum[:, :, b:e]  # (c, N, q)
+        keep = torch.ones(e - b, e - b, dtype=torch.bool).tril()
+        seg = (here[..., :, None] - here[..., None, :]).masked_fill(~keep, float("-inf")).exp_()  # (c, N, t, s)
+        out[:, b:e, b:e] = (torch.einsum("tk,sk,ckts->cts", C[b:e], B[b:e], seg) * dt[b:e].t()[:, None, :]).float()
+        if b:
+            left = C[b:e].t()[None] * torch.exp(here - cum[:, :, b:b + 1])  # (c, N, q): C_t[k] exp(cum_t − cum_b)
+            out[:, b:e, :b] = (left.transpose(1, 2) @ carried[..., :b]).float()
+        if e < n:  # R over the keys before e, referred to e
+            carried[..., :b] *= torch.exp(cum[:, :, e:e + 1] - cum[:, :, b:b + 1])  # exp(cum_e − cum_b)
+            carried[..., b:e] = torch.exp(cum[:, :, e:e + 1] - here) * B[b:e].t()[None] * dt[b:e].t()[:, None, :]
     return out
 
 
