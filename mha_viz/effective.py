@@ -17,11 +17,11 @@ from mha_viz.metrics.mixing_measures import MeasureSums, effective_measures, mea
 from mha_viz.metrics.row_measures import token_keys
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models.effective import EffectiveLayer, NotExact, each_layer, mixing_layers, reconstruct
-from mha_viz_models.effective.layer import row_step
+from mha_viz_models.effective.layer import feed, row_step
 from mha_viz_models.loading import switch
 
 __all__ = ["SOFTMAX", "EffectiveAttention", "EffectiveLayer", "Held", "NotExact", "each_reduced", "effective_attention",
-           "held", "kind", "largest_layer", "need_bytes", "pooled_layer", "summarised", "tokens_that_fit"]
+           "held", "kind", "need_bytes", "pooled_layer", "summarised"]
 
 T = TypeVar("T")
 SOFTMAX = "softmax attention"  # the kind of a layer's softmax heads, beside the kinds of `EffectiveLayer.label`
@@ -89,7 +89,7 @@ def each_reduced(model, text: str, reduce: Callable[[EffectiveAttention, Effecti
     the tokens, no layers, no output norms yet), then let go: (the run without its layers (tokens, ids, output
     norms), what `reduce` returned for each layer in the model's order).
     A `reduce` that keeps no matrix (a thumbnail, measures) holds one layer's n × n matrices at a time
-    (`largest_layer`), not every layer's; with `by_rows`, a layer whose kind can comes without its matrix, its rows
+    (`held`), not every layer's; with `by_rows`, a layer whose kind can comes without its matrix, its rows
     made a block at a time as `reduce` reads `layer.blocks()` (`summarised`): what it holds grows as n, not n²
     (`Held`). The forward runs the softmax layers fused (SDPA): nothing here reads their probabilities."""
     toks = tokenize(model, text, max_tokens)
@@ -144,19 +144,15 @@ def _out_multipliers(hf_model, modules) -> dict[tuple[int, bool], float]:
     return factors
 
 
-PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`largest_layer`, `held`)
+PROBE_TOKENS = 8  # the short probe that counts a model's matrices (`held`)
 
 
 def summarised(run: EffectiveAttention, layer: EffectiveLayer) -> tuple[EffectiveThumbnails, pd.DataFrame]:
     """A layer's row of thumbnails and its measures' table (`effective_measures`), from one pass over its blocks of
     rows (`EffectiveLayer.blocks`): a reducer for `each_reduced`, which with `by_rows` holds a block, not the layer."""
-    ids = token_keys(run.token_ids, run.tokens)
-    pool = sums = None
-    for first, rows in layer.blocks():
-        pool = pool or PoolRows(rows.shape[0], layer.n)
-        sums = sums or MeasureSums(rows.shape[0], ids)
-        pool.add(first, rows)
-        sums.add(first, rows)
+    pool, sums = PoolRows(layer.shown_groups, layer.n), MeasureSums(layer.shown_groups, token_keys(run.token_ids,
+                                                                                                  run.tokens))
+    feed(layer, pool, sums)
     return layer_row(layer, *pool.finish()), measures_frame(layer.layer, layer.label, sums.finish())
 
 
@@ -166,32 +162,21 @@ def pooled_layer(model, text: str, number: int, *, side: int,
     each cell a block's value of largest |A|, its sign kept), read by rows where its kind can, as the summary is:
     ((G, s, s) float32, the layer (its matrix let go), the tokens)."""
     def pool(_run, la):
-        pooled = None
-        for first, rows in la.blocks():
-            pooled = pooled or PoolRows(rows.shape[0], la.n, side)
-            pooled.add(first, rows)
+        pooled = PoolRows(la.shown_groups, la.n, side)
+        feed(la, pooled)
         return pooled.finish()[0], replace(la, matrix=None, aggregated=None, by_rows=None)
     run, [(pooled, layer)] = each_reduced(model, text, pool, layers=[number], max_tokens=max_tokens, by_rows=True)
     return pooled, layer, run.tokens
 
 
-def largest_layer(model) -> int:
-    """How many n × n float32 matrices the largest of `model`'s (a loaded model's) effective layers holds: its groups,
-    and a per-channel layer's channels beside the groups it is aggregated into (Mamba-1), counted on a probe of
-    PROBE_TOKENS tokens; what `each_reduced` holds at once. Raises NotExact as `effective_attention` does."""
-    return held(model).whole_all
-
-
 @dataclass(frozen=True)
 class Held:
     """What the effective layers of a model hold, one layer at a time (`held`): in n × n float32 matrices, `whole` for
-    the layers `each_reduced(by_rows=True)` still makes whole (their groups, and a per-channel layer's channels beside
-    its groups), `whole_all` for every layer made whole (the Head view's one layer); in groups, `rows` for the
-    largest layer read by rows."""
+    the largest layer `each_reduced(by_rows=True)` still makes whole (its groups, and a per-channel layer's channels
+    beside its groups); in groups, `rows` for the largest layer read by rows."""
 
     whole: int
     rows: int
-    whole_all: int
 
     def summary_bytes(self, n: int) -> int:
         """What `each_reduced(by_rows=True)` with `summarised` holds at n tokens: the larger of a whole layer's
@@ -212,10 +197,10 @@ def held(model) -> Held:
     `effective_attention` does."""
     with model.lock:
         probe = list(each_layer(model.hf_model, list(range(1, PROBE_TOKENS + 1)), by_rows=True))
-    groups = [la.values.shape[1] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe]
-    whole = [g for g, la in zip(groups, probe) if la.matrix is not None]
-    rows = [g for g, la in zip(groups, probe) if la.matrix is None]
-    return Held(whole=max(whole, default=0), rows=max(rows, default=0), whole_all=max(groups))
+    whole = [la.values.shape[1] + (0 if la.aggregated is None else la.aggregated.shape[0]) for la in probe
+             if la.matrix is not None]
+    return Held(whole=max(whole, default=0), rows=max((la.values.shape[1] for la in probe if la.matrix is None),
+                                                      default=0))
 
 
 # what a layer read by rows holds, in rows of n float32 per group: its block (`row_step` rows), the block's
@@ -232,10 +217,5 @@ def row_bytes(groups: int, n: int) -> int:
 
 
 def need_bytes(count: int, n: int) -> int:
-    """The bytes of `count` n × n float32 matrices over n tokens (`largest_layer`'s: what `each_reduced` holds)."""
+    """The bytes of `count` n × n float32 matrices over n tokens (`Held.whole`'s: what `each_reduced` holds)."""
     return 4 * count * n * n
-
-
-def tokens_that_fit(count: int, budget: int) -> int:
-    """The most tokens whose `count` matrices fit in `budget` bytes."""
-    return int((budget / (4 * max(count, 1))) ** 0.5)

@@ -15,6 +15,7 @@ import torch
 
 from mha_viz.drawing.heads import png_data_uri
 from mha_viz.drawing.style import DIVERGING, margin, plot_title
+from mha_viz_models.effective.layer import feed
 
 THUMB = 48  # cells a side of each thumbnail, as the heads' grid
 
@@ -57,7 +58,7 @@ class PoolRows:
 
     def __init__(self, groups: int, n: int, size: int = THUMB):
         self.side = side = min(size, n)
-        self.bins = [((i * n) // side, -(-(i + 1) * n // side)) for i in range(side)]  # [start, end) of each row bin
+        self.starts, self.ends = bins(n, side)
         self.top = np.full((groups, side, side), -np.inf, dtype=np.float32)
         self.bottom = np.full((groups, side, side), np.inf, dtype=np.float32)
         self.largest = np.zeros(groups, dtype=np.float32)
@@ -70,8 +71,9 @@ class PoolRows:
             top = torch.nn.functional.adaptive_max_pool1d(x, self.side)[:, 0].numpy()  # (rows, side): over keys
             bottom = -torch.nn.functional.adaptive_max_pool1d(-x, self.side)[:, 0].numpy()
             self.largest[g] = max(self.largest[g], top.max(), -bottom.min())
-            for i, (start, end) in enumerate(self.bins):
-                lo, hi = max(start, first), min(end, last)
+            # only the row bins this block meets: ends after its first row, starts before its end
+            for i in range(int(np.searchsorted(self.ends, first, "right")), int(np.searchsorted(self.starts, last))):
+                lo, hi = max(int(self.starts[i]), first), min(int(self.ends[i]), last)
                 if lo < hi:
                     np.maximum(self.top[g, i], top[lo - first:hi - first].max(axis=0), out=self.top[g, i])
                     np.minimum(self.bottom[g, i], bottom[lo - first:hi - first].min(axis=0), out=self.bottom[g, i])
@@ -79,6 +81,13 @@ class PoolRows:
     def finish(self) -> tuple[np.ndarray, np.ndarray]:
         """((G, side, side) pooled, sign kept; (G,) largest |A|)."""
         return np.where(self.top >= -self.bottom, self.top, self.bottom), self.largest
+
+
+def bins(n: int, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """The [start, end) of each of `side` bins over n rows or keys, as PyTorch's adaptive pooling cuts them (neighbours
+    may share an edge cell; every one alone when side = n)."""
+    i = np.arange(side)
+    return (i * n) // side, -(-(i + 1) * n // side)
 
 
 def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
@@ -98,10 +107,8 @@ def layer_thumbnails(layer) -> EffectiveThumbnails:
     """One `EffectiveLayer`'s row of thumbnails (no shares), from its blocks of rows (`EffectiveLayer.blocks`): what
     `stacked` puts together, so that a caller reducing the layers one at a time (`mha_viz.effective.each_reduced`)
     keeps no n × n matrix."""
-    pool = None
-    for first, rows in layer.blocks():
-        pool = pool or PoolRows(rows.shape[0], layer.n)
-        pool.add(first, rows)
+    pool = PoolRows(layer.shown_groups, layer.n)
+    feed(layer, pool)
     return layer_row(layer, *pool.finish())
 
 
@@ -181,7 +188,7 @@ DETAIL_SIDE = 512  # the most cells a side `matrix` draws: past it, each cell a 
 
 def block_starts(n: int, side: int) -> np.ndarray:
     """The first token of each of `side` blocks over n tokens, as `PoolRows` cuts them (every token when side = n)."""
-    return np.asarray([start for start, _end in PoolRows(0, n, side).bins], dtype=np.int64)
+    return bins(n, side)[0]
 
 
 def matrix(a: np.ndarray, tokens: list[str], title: str) -> go.Figure:

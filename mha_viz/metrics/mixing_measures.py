@@ -18,6 +18,7 @@ import pandas as pd
 
 from mha_viz.metrics.head_stats import target_pairs
 from mha_viz.metrics.row_measures import token_keys
+from mha_viz_models.effective.layer import feed
 
 EFFECTIVE_MEASURES = ("distance", "prev_token_score", "induction_score", "decay_length")
 MEASURE_COLUMNS = ["layer", "kind", "group", *EFFECTIVE_MEASURES]  # `effective_measures`' table
@@ -74,9 +75,9 @@ class MeasureSums:
         gap = np.abs(np.arange(t0, t1)[:, None] - np.arange(self.n)[None, :])
         cells = {}
         for name in ("prev_token_score", "induction_score"):
-            r, c = self.targets[name]
-            inside = (r >= t0) & (r < t1)
-            cells[name] = r[inside] - t0, c[inside]
+            r, c = self.targets[name]  # in row-major order: this block's rows are one slice
+            lo, hi = np.searchsorted(r, t0), np.searchsorted(r, t1)
+            cells[name] = r[lo:hi] - t0, c[lo:hi]
         for g in range(rows.shape[0]):
             p, live = normalised(rows[g])
             self.live_rows[g] += live.sum()
@@ -113,9 +114,7 @@ def effective_measures(effective) -> pd.DataFrame:
     ids = token_keys(effective.token_ids, effective.tokens)
     frames = []
     for la in sorted(effective.layers, key=lambda la: la.layer):
-        sums = None
-        for first, rows in la.blocks():  # the aggregated channel groups where the layer is per channel
-            sums = sums or MeasureSums(rows.shape[0], ids)
-            sums.add(first, rows)
+        sums = MeasureSums(la.shown_groups, ids)  # the aggregated channel groups where the layer is per channel
+        feed(la, sums)
         frames.append(measures_frame(la.layer, la.label, sums.finish()))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASURE_COLUMNS)

@@ -16,7 +16,7 @@ def _layer(layer, label, grouping, matrix, aggregated=None):
     """A stand-in for an EffectiveLayer held whole: its blocks are the matrix the views read, as one block."""
     shown = matrix if aggregated is None else aggregated
     return SimpleNamespace(layer=layer, label=label, grouping=grouping, matrix=matrix, aggregated=aggregated,
-                           n=shown.shape[-1], blocks=lambda: iter([(0, shown)]))
+                           n=shown.shape[-1], shown_groups=shown.shape[0], blocks=lambda: iter([(0, shown)]))
 
 
 def test_a_block_keeps_the_sign_of_its_largest_magnitude():

@@ -103,7 +103,15 @@ class _Layer:
     aggregated: np.ndarray | None = None
 
     def blocks(self):  # as EffectiveLayer.blocks of a layer held whole: the matrix the views read, one block
-        return iter([(0, self.matrix if self.aggregated is None else self.aggregated)])
+        return iter([(0, self.shown)])
+
+    @property
+    def shown(self) -> np.ndarray:
+        return self.matrix if self.aggregated is None else self.aggregated
+
+    @property
+    def shown_groups(self) -> int:
+        return self.shown.shape[0]
 
 
 @dataclass

@@ -25,7 +25,16 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 
-from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, causal_conv, linear, silu_of, weight_parts
+from mha_viz_models.effective.layer import (
+    EffectiveLayer,
+    Taps,
+    as_np,
+    causal_conv,
+    linear,
+    matrix_fields,
+    silu_of,
+    weight_parts,
+)
 
 KIND = "gated_deltanet"
 NAME = "gated DeltaNet"  # what tables and the grid call this kind
@@ -123,11 +132,8 @@ BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a chunk a
 
 
 def rows_of(q: torch.Tensor, k: torch.Tensor, beta: torch.Tensor, g: torch.Tensor, by_rows: bool) -> dict:
-    """The EffectiveLayer fields of the delta rule's matrix (heads first): the whole `matrix`, or by_rows (chunks
-    of `delta_rows`, made again at each call) and no matrix."""
-    if not by_rows:
-        return {"matrix": as_np(delta_matrix(q, k, beta, g))}
-    return {"matrix": None, "by_rows": lambda: ((i0, as_np(rows)) for i0, rows in delta_rows(q, k, beta, g, CHUNK))}
+    """The EffectiveLayer fields of the delta rule's matrix (heads first): whole, or its chunks (`matrix_fields`)."""
+    return matrix_fields(lambda: delta_matrix(q, k, beta, g), lambda: delta_rows(q, k, beta, g, CHUNK), by_rows)
 
 
 def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) -> EffectiveLayer:

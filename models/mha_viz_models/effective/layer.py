@@ -53,6 +53,11 @@ class EffectiveLayer:
     def n(self) -> int:
         return int(self.values.shape[0])
 
+    @property
+    def shown_groups(self) -> int:
+        """How many groups `blocks()` gives: the aggregated ones where the matrix is per channel."""
+        return int(self.values.shape[1] if self.aggregated is None else self.aggregated.shape[0])
+
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """The rows of what the views read (`aggregated` where the matrix is per channel, else `matrix`) as (first
         row, (groups, rows, n)) blocks in order: the layer's own blocks where it is read by rows, else one block."""
@@ -151,6 +156,22 @@ MIN_ROWS = 64
 def row_step(groups: int, n: int) -> int:
     """How many rows a block of a layer read by rows holds: about ROW_CELLS cells, at least MIN_ROWS rows."""
     return max(MIN_ROWS, ROW_CELLS // max(1, groups * n))
+
+
+def matrix_fields(whole: Callable[[], torch.Tensor], rows: Callable[[], Iterator[tuple[int, torch.Tensor]]],
+                  by_rows: bool) -> dict:
+    """A kind's EffectiveLayer fields for its matrix: the whole `matrix`, or (`by_rows`) no matrix and `by_rows`, the
+    blocks of `rows()` made again at each call."""
+    if not by_rows:
+        return {"matrix": as_np(whole())}
+    return {"matrix": None, "by_rows": lambda: ((first, as_np(block)) for first, block in rows())}
+
+
+def feed(layer, *sinks) -> None:
+    """Hand every block of `layer.blocks()` to each sink's `add(first, rows)`, in one pass over the blocks."""
+    for first, rows in layer.blocks():
+        for sink in sinks:
+            sink.add(first, rows)
 
 
 def as_np(t: torch.Tensor) -> np.ndarray:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import torch
 
-from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, row_step, weight_parts
+from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, matrix_fields, row_step, weight_parts
 
 KIND = "lightning"
 NAME = "lightning attention"  # what tables and the grid call this kind
@@ -54,12 +54,8 @@ def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) 
     n = qkv.shape[0]
     q, k, v = qkv.reshape(n, heads, 3 * d).split(d, dim=-1)
     q, k, slope = q.transpose(0, 1), k.transpose(0, 1), module.slope_rate.detach().reshape(-1)
-    if by_rows:
-        step = row_step(heads, n)
-        matrix = {"matrix": None,
-                  "by_rows": lambda: ((t0, as_np(m)) for t0, m in decayed_rows(q, k, slope, step))}
-    else:
-        matrix = {"matrix": as_np(decayed_matrix(q, k, slope))}
+    step = row_step(heads, n)
+    matrix = matrix_fields(lambda: decayed_matrix(q, k, slope), lambda: decayed_rows(q, k, slope, step), by_rows)
     o = got["norm"]
     parts = {"norm.scale": as_np(torch.rsqrt(o.pow(2).mean(-1) + module.norm.variance_epsilon)),
              "norm.weight": as_np(module.norm.weight), "gate": as_np(torch.sigmoid(got["gate"])),

@@ -31,6 +31,7 @@ from mha_viz_models.effective.layer import (
     as_np,
     causal_conv,
     linear,
+    matrix_fields,
     row_step,
     silu_of,
     weight_parts,
@@ -122,11 +123,9 @@ def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) 
 
 
 def _matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, by_rows: bool) -> dict:
-    """The EffectiveLayer fields of the matrix: whole, or by_rows (blocks of `ssd_rows`) and no matrix."""
-    if not by_rows:
-        return {"matrix": as_np(ssd_matrix(C, B, dt, a))}
+    """The EffectiveLayer fields of the matrix: whole, or blocks of `ssd_rows` (`matrix_fields`)."""
     rows = row_step(dt.shape[1], dt.shape[0])
-    return {"matrix": None, "by_rows": lambda: ((t0, as_np(m)) for t0, m in ssd_rows(C, B, dt, a, rows))}
+    return matrix_fields(lambda: ssd_matrix(C, B, dt, a), lambda: ssd_rows(C, B, dt, a, rows), by_rows)
 
 
 def scan_output(layer: EffectiveLayer) -> torch.Tensor:
