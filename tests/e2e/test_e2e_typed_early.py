@@ -99,7 +99,10 @@ async def _one_session(browser, url: str, text: str) -> dict:
                 break  # drawn (its labels in place: a chart still being drawn has none yet), not the draft
             await page.wait_for_timeout(500)
         return {"typed_ms": typed_ms, "box": await box.input_value(), "errors": errors, "ticks": ticks,
-                "exceptions": await page.locator("[data-testid=stException]").all_inner_texts()}
+                "exceptions": await page.locator("[data-testid=stException]").all_inner_texts(),
+                # what the page said (a refusal, a busy server, the last good run shown): why, when it is not its own
+                "said": await page.locator("[data-testid=stMain] [data-testid=stAlert], "
+                                           "[data-testid=stMain] [data-testid=stCaptionContainer]").all_inner_texts()}
     except BaseException:
         await page.screenshot(path=str(ARTIFACTS / f"typed-early-FAILED-{text[:28].replace(' ', '_')}.png"))
         raise
@@ -149,7 +152,7 @@ def _round(base_url: str, rep: int, run_of, label: str, models: list[str]) -> li
             problems.append(f"{label} session {i}: the box holds {got['box']!r}, not the typed {text!r}")
         elif got["ticks"] != expected:
             problems.append(f"{label} session {i} ({model}): shows {got['ticks'][:8]}, not its own tokens "
-                            f"{expected[:8]}")
+                            f"{expected[:8]}; the page said {[s[:160] for s in got['said']]}")
         if got["exceptions"] or got["errors"]:
             problems.append(f"{label} session {i}: {got['exceptions'] or got['errors']}")
     print(f"\n{label}: typed {min(r['typed_ms'] for r in results):.0f} to {max(r['typed_ms'] for r in results):.0f} ms "
