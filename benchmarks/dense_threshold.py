@@ -40,7 +40,7 @@ DENSE_MB = 1024
 
 def sweep(setup: str, pages: list[str]) -> dict:
     """One process's measures: the analysis and each page's first and second visit, in seconds."""
-    from mha_viz.ui import keys
+    from mha_viz.ui.kit import keys
     from tests.app.helpers import AppTest
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=900)
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from mha_viz.ui import pages as app_pages
+    from mha_viz.ui.shell import navigation as app_pages
 
     wanted = [p for p in args.pages.split(",") if p] or [p.id for p in app_pages.PAGES]
     if args.child:

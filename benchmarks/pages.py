@@ -8,8 +8,8 @@ Needs PyPI's `playwright` and a Chromium at /usr/bin/chromium (or $MHA_VIZ_CHROM
 `playwright install` is never used.
 
 It starts its own `streamlit run app.py` (with MHA_VIZ_RUN_TRACE: each run of the script is written
-to a trace file, mha_viz.ui.run_trace) and `streamlit run` of a copy of benchmarks/bare_app.py.txt (the bare twin: no
-mha_viz, `st.navigation`, a sidebar text area) on free loopback ports, and one headless Chromium.
+to a trace file, mha_viz.ui.shell.run_trace) and `streamlit run` of a copy of benchmarks/bare_app.py.txt
+(the bare twin: no mha_viz, `st.navigation`, a sidebar text area) on free loopback ports, and one headless Chromium.
 
 1. cold start: from the server first answering /_stcore/health to the first chart of the default
    page drawn. Target: at most 5 s.
@@ -214,7 +214,7 @@ def visits(ui: App, links: list[tuple[str, str]], sections: dict[str, str], repe
 
 
 def measure(browser, base_url: str, setup: str, text: str, repeat: int, only: set[str], trace: Path) -> dict:
-    from mha_viz.ui.pages import PAGES
+    from mha_viz.ui.shell.navigation import PAGES
 
     sections = {p.title: p.section for p in PAGES}
     ui, tokens = setup_session(browser, base_url, setup, text)

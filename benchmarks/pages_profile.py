@@ -57,7 +57,7 @@ finally:
 
 
 def run_page(at: AppTest, page_id: str) -> float:
-    from mha_viz.ui import keys
+    from mha_viz.ui.kit import keys
 
     at.session_state[keys.GOTO] = page_id
     start = time.perf_counter()
@@ -99,7 +99,7 @@ def short(file: str, line: int, func: str) -> str:
 def report(page_id: str, view: str, wall: float, profile_wall: float, stats: pstats.Stats, charts: tuple[int, int],
            top: int) -> None:
     view_s = cum(stats, "mha_viz", view)
-    sidebar = cum(stats, "mha_viz/ui/sidebar.py", "draw")
+    sidebar = cum(stats, "mha_viz/ui/shell/sidebar.py", "draw")
     plotly_chart = cum(stats, "streamlit/elements/plotly_chart.py", "plotly_chart")
     to_json = cum(stats, "plotly/io/_json.py", "to_json")
     print(f"\n## {page_id}: second visit {wall:.2f} s plain (AppTest run); profiled {profile_wall:.2f} s: "
@@ -125,7 +125,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--dump", type=Path, help="a folder for the .prof files (snakeviz, pstats)")
     args = parser.parse_args()
-    from mha_viz.ui import keys, pages
+    from mha_viz.ui.kit import keys
+    from mha_viz.ui.shell import navigation as pages
 
     wanted = [p for p in args.pages.split(",") if p] or [p.id for p in pages.PAGES]
     sys._mha_profiles = []

@@ -1,5 +1,5 @@
 """A click's timeline for benchmarks/pages.py (issue 59): the click, each run of the app's script
-(from the run trace, mha_viz.ui.run_trace, that the server writes when MHA_VIZ_RUN_TRACE names a
+(from the run trace, mha_viz.ui.shell.run_trace, that the server writes when MHA_VIZ_RUN_TRACE names a
 file), each websocket message (bytes, arrival at the browser's network layer) and each chart's
 drawing (Plotly's `plotly_afterplot`). A click's time runs from the click to the later of the page
 going idle and its last chart drawn.
@@ -14,7 +14,7 @@ import json
 import time
 from pathlib import Path
 
-from mha_viz.ui import run_trace
+from mha_viz.ui.shell import run_trace
 from tests.e2e.conftest import BUSY_OBSERVER, App
 
 PAGE_TIMEOUT_S = 180  # one click

@@ -1,6 +1,6 @@
 """`mha-viz` / `mha-viz app`: start the web app from anywhere, as `make run` does from a checkout.
 
-The app is served with `streamlit run` on `mha_viz/ui/serve.py` and the settings of
+The app is served with `streamlit run` on `mha_viz/ui/shell/serve.py` and the settings of
 `mha_viz/streamlit.toml` (the same as the repository's `.streamlit/config.toml`, which Streamlit
 only reads from the folder it starts in) given as command-line flags, so that an installed
 mha-viz runs with them from any folder.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from mha_viz.export import lesson as lessons
 
-SCRIPT = Path(__file__).resolve().parent / "ui" / "serve.py"
+SCRIPT = Path(__file__).resolve().parent / "ui" / "shell" / "serve.py"
 CONFIG = Path(__file__).resolve().parent / "streamlit.toml"
 DEFAULT_PORT = 8501
 

@@ -1,6 +1,6 @@
 """The one way a long computation of the package says how far it is, and is stopped: a callback
 `progress(fraction, message)`, the fraction done in [0, 1] and what is being done, in words for the user (the
-app draws it as a bar, `mha_viz.ui.jobs`; a script may print it). Every job of the package takes it: a run, a
+app draws it as a bar, `mha_viz.ui.kit.jobs`; a script may print it). Every job of the package takes it: a run, a
 scan, a task, a corpus (whose message counts the documents, their rate and the time left), and the model
 loader (`mha_viz_models`, which imports nothing from here, takes the same shape). A callback that returns
 False asks the job to stop: a job that can stop between its steps then raises `Cancelled` (the corpus does,

@@ -55,7 +55,7 @@ def _thread_count_kept():
 @pytest.fixture()
 def public(monkeypatch):
     """The app in public mode (allow-list, 32-token cap) with empty model cache and slots."""
-    from mha_viz.ui import resources
+    from mha_viz.ui.kit import resources
 
     monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
     monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", "32")

@@ -201,7 +201,7 @@ def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Co
     `pages`, its view a valid link whose models are in `allowed_models` (empty: any; on a `public`
     server no folder) and, with `check_models`, can be loaded here (`check_spec`; pickled weights
     only with `allow_pickle`), its page's own parameters among `controls` (by name: the app's are
-    `mha_viz.ui.page_controls.CONTROLS`; none: a step carries none), every note free of script.
+    `mha_viz.ui.kit.page_controls.CONTROLS`; none: a step carries none), every note free of script.
     Raises `LessonError`, whose message says what is wrong and where, for anything else; never
     another exception."""
     if len(data) > MAX_BYTES:

@@ -3,7 +3,7 @@
 `parse` reads a link's parameters into a `Link`, keeping what is valid and saying in plain notices
 what it ignored; `encode` writes a `Link` back, leaving out what opening the app gives anyway;
 `resolve_head` checks the layer and head against the loaded model, which only the app can do.
-Nothing here imports streamlit: the app's glue is `mha_viz.ui.links`.
+Nothing here imports streamlit: the app's glue is `mha_viz.ui.shell.links`.
 
 The parameters (all optional):
 

@@ -6,7 +6,7 @@ A `Control` names one parameter (the app names it after the widget it sets) and 
 hold: `read` turns a link's text into the value a widget takes, or raises `ValueError` with words
 for the user; `write` is the way back. Bounds that depend on the run on screen (a token position,
 a layer row, a head) are named by `upto` and checked by the app once the run exists (`within`).
-The app declares its pages' controls (`mha_viz.ui.page_controls`); nothing here imports streamlit.
+The app declares its pages' controls (`mha_viz.ui.kit.page_controls`); nothing here imports streamlit.
 
 How a value is written: a flag ``1`` or ``0``; a choice as its option; a number as digits
 (``0.25``); a span ``start-stop``; picks ``3,5,8``.

@@ -9,7 +9,8 @@ import json
 from streamlit.testing.v1 import AppTest
 
 from mha_viz.drawing import style as figure_style
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.generate import page_keys as generate_keys
 from tests.helpers import HEADINGS, ROOT, decode, shown
 
 __all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "chart_title", "chart_titles", "charts",
@@ -22,8 +23,8 @@ PAGE_IDS = tuple(HEADINGS)  # the pages' ids, in the order of HEADINGS (tests/he
 
 
 def app_page_ids() -> list[str]:
-    """The ids of the pages the app registers (`mha_viz.ui.pages.PAGES`), in its order."""
-    from mha_viz.ui import pages
+    """The ids of the pages the app registers (`mha_viz.ui.shell.navigation.PAGES`), in its order."""
+    from mha_viz.ui.shell import navigation as pages
     return [p.id for p in pages.PAGES]
 
 
@@ -128,8 +129,8 @@ def on_generate(text: str, model: str = "toy-induction"):
 
 def run_generation(at, new_tokens: int = 3):
     """Press *Generate* for `new_tokens` new tokens."""
-    at.number_input(key=keys.GEN_MAX_NEW).set_value(new_tokens).run()
-    at.button(key=keys.GEN_GO).click().run()
+    at.number_input(key=generate_keys.GEN_MAX_NEW).set_value(new_tokens).run()
+    at.button(key=generate_keys.GEN_GO).click().run()
     assert not at.exception, at.exception
     return at
 

@@ -14,7 +14,7 @@ import mha_viz
 from mha_viz import needs
 from mha_viz.budget import admission, memory
 from mha_viz.scan import long_run
-from mha_viz.ui import keys, resources
+from mha_viz.ui.kit import keys, resources
 from tests.app.helpers import start_app
 
 pytestmark = pytest.mark.model

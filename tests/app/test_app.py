@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mha_viz.ui import keys
+from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from tests.app.helpers import charts, frame, heatmap_tokens, open_box, open_page, shown, start_app
 
 pytestmark = pytest.mark.model
@@ -108,7 +108,7 @@ def test_hostile_or_odd_text_is_shown_as_text(text, pieces):
     assert raw == [html.escape(t, quote=False) for t in tokens]  # what Plotly gets: escaped, not marked up
     labels = "".join(raw)
     assert "<script" not in labels and "<img" not in labels and "<" not in labels and ">" not in labels
-    open_box(at, keys.STRONGEST_OPEN)  # the table of each query's strongest key, built only while open
+    open_box(at, head_view_keys.STRONGEST_OPEN)  # the table of each query's strongest key, built only while open
     assert frame(at, "query")["query"].tolist() == tokens  # the table shows the same pieces as plain text
 
 

@@ -15,7 +15,8 @@ import mha_viz
 from mha_viz.circuits import path_patching
 from mha_viz.features.prediction import circuit_figures
 from mha_viz.interventions import prediction
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from tests.app.helpers import app_test, chart_title, charts, open_page, shown, start_app, titled
 
 pytestmark = pytest.mark.model
@@ -28,7 +29,7 @@ def _page():
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
     open_page(at, "prediction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
@@ -42,7 +43,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     toy = mha_viz.load_model("toy-induction", device="cpu")
     clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
     at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
-    at.button(key=keys.CIRC_GO).click().run()
+    at.button(key=prediction_keys.CIRC_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     want = mha_viz.edge_attribution(toy, clean, corrupted, method="eap")
     k = 12
@@ -71,8 +72,8 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     assert circuit_figures.edge_pick([{"curve_number": curve_number, "point_index": 2}], curve_number) == 2
     assert circuit_figures.edge_pick([{"curve_number": 0, "point_index": 2}], curve_number) is None
     picked = (top["sender"][2], top["receiver"][2])
-    key = next(iter(at.session_state[keys.CIRC_RESULTS]))
-    at.session_state[keys.CIRC_PICKED] = (*key, *picked)
+    key = next(iter(at.session_state[prediction_keys.CIRC_RESULTS]))
+    at.session_state[prediction_keys.CIRC_PICKED] = (*key, *picked)
     at.run()
     info = shown(" ".join(i.value for i in at.info))
     value = mha_viz.circuits.path_patch(toy, clean, corrupted, *picked)
@@ -85,7 +86,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     t = ((markers["x"][2] - x0) * (x1 - x0) + (markers["y"][2] - y0) * (y1 - y0)) / ((x1 - x0) ** 2 + (y1 - y0) ** 2)
     assert 0 < t < 1 and [markers["x"][2], markers["y"][2]] == pytest.approx([x0 + t * (x1 - x0), y0 + t * (y1 - y0)])
     # the top 20 for real
-    at.button(key=keys.CIRC_TOP_GO).click().run()
+    at.button(key=prediction_keys.CIRC_TOP_GO).click().run()
     assert not at.exception and not at.error
     scatter = titled(at, "Estimate against real path patching, 20 edges")
     top20 = want.top(20)
@@ -97,9 +98,9 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
 
 def test_saved_circuit_opens_again_and_bad_files_are_messages():
     at = _page()
-    at.button(key=keys.CIRC_GO).click().run()  # EAP-IG, the default
+    at.button(key=prediction_keys.CIRC_GO).click().run()  # EAP-IG, the default
     assert not at.exception and not at.error
-    (key, method), edges = next(iter(at.session_state[keys.CIRC_RESULTS].items()))
+    (key, method), edges = next(iter(at.session_state[prediction_keys.CIRC_RESULTS].items()))
     saved = edges.to_json(k=5)
     data = json.loads(saved)
     assert data["method"] == "eap-ig" and data["clean"] == prediction.INDUCTION.clean and len(data["edges"]) == len(
@@ -134,11 +135,11 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
     again.file_uploader(key=keys.CIRC_FILE).set_value(("other.json", json.dumps(other).encode(), "application/json"))
     again.run()
     assert not again.exception and "found on another pair" in shown(" ".join(w.value for w in again.warning))
-    again.button(key=keys.CIRC_OPEN_PAIR).click().run()
+    again.button(key=prediction_keys.CIRC_OPEN_PAIR).click().run()
     assert not again.exception, again.exception
     assert again.text_area(key=keys.TEXT).value == other["clean"]
     assert again.text_area(key=keys.PRED_CORRUPTED).value == other["corrupted"]
-    assert again.session_state[keys.CIRC_PENDING] is not None  # shown once that pair's heads are found
+    assert again.session_state[prediction_keys.CIRC_PENDING] is not None  # shown once that pair's heads are found
 
 
 def test_sizes_of_the_curve():
@@ -151,7 +152,7 @@ def test_a_link_reopens_the_circuit():
     circuit at once and draws the same k edges."""
     at = _page()
     at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
-    at.button(key=keys.CIRC_GO).click().run()
+    at.button(key=prediction_keys.CIRC_GO).click().run()
     at.slider(key=keys.CIRC_K).set_value(9).run()
     assert not at.exception and not at.error
     params = dict(at.query_params)
@@ -173,7 +174,7 @@ def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path
     is refused with the reason, and the texts and the estimate chosen stay."""
     from transformers import Olmo2Config, Olmo2ForCausalLM
 
-    from mha_viz.ui.sidebar import OTHER
+    from mha_viz.ui.shell.sidebar import OTHER
     from tests.helpers import byte_bpe_tokenizer
 
     tok = byte_bpe_tokenizer()
@@ -189,10 +190,10 @@ def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path
     at.text_area(key=keys.TEXT).input(clean).run()
     open_page(at, "prediction")
     at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
-    at.button(key=keys.CIRC_GO).click().run()
+    at.button(key=prediction_keys.CIRC_GO).click().run()
     assert not at.exception
     message = shown(" ".join(e.value for e in at.error))
     assert "cannot be split" in message and "one norm over all of them" in message

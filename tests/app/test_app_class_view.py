@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from streamlit.string_util import validate_material_icon
 
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from tests.app.helpers import frame, heatmap_tokens, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model
@@ -45,7 +46,7 @@ def test_a_token_with_a_leading_space_reads_apart_from_the_same_word_without():
     tokens = heatmap_tokens(at)
     assert tokens[0] == "Mary" and tokens[-1] == "␣Mary", tokens
     assert "␣John" in tokens and "John" not in tokens  # both Johns follow a space
-    table = frame(open_box(at, keys.STRONGEST_OPEN), "attends most to")  # built only while open
+    table = frame(open_box(at, head_view_keys.STRONGEST_OPEN), "attends most to")  # built only while open
     assert list(table["query"]) == tokens
     picker = next(s for s in at.selectbox if any(str(o).endswith(": ␣Mary") for o in s.options))
     assert "0: Mary" in picker.options, picker.options

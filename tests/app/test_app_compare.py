@@ -9,7 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from mha_viz.ui import compare_run_b, keys, sidebar
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.compare import compare_run_b
+from mha_viz.ui.pages.compare import page_keys as compare_keys
+from mha_viz.ui.shell import sidebar
 from tests.app.helpers import charts, export_box, open_page, open_with_text
 
 pytestmark = pytest.mark.model
@@ -39,7 +42,7 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
     diff = np.asarray(heat[2]["z"], dtype=float)
     assert np.abs(diff).max() > 0
     # the head shown first is the one that changed most
-    assert (at.session_state[keys.CMP_LAYER], at.session_state[keys.CMP_HEAD]) == np.unravel_index(
+    assert (at.session_state[compare_keys.CMP_LAYER], at.session_state[compare_keys.CMP_HEAD]) == np.unravel_index(
         change.argmax(), change.shape)
     table = next(d.value for d in at.dataframe if "layer" in d.value.columns)
     assert len(table) == 72 and any(c.endswith("_diff") for c in table.columns)

@@ -11,7 +11,8 @@ import pytest
 import mha_viz
 from mha_viz.circuits import ahead, composition
 from mha_viz.features.composition import figures as composition_figures
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.composition import page_keys as composition_keys
 from tests.app.helpers import charts, frame, open_page, open_with_text, start_app
 
 pytestmark = pytest.mark.model
@@ -28,13 +29,13 @@ def test_the_heatmaps_are_the_scores_and_the_slider_hides_the_weak():
     scores, baseline = composition.composition_scores(model), composition.composition_baseline(model)
     L, H = scores["q"].shape[:2]
     for kind in ("q", "k", "v"):
-        at.radio(key=keys.COMP_KIND).set_value(kind).run()
-        at.slider(key=keys.COMP_ABOVE).set_value(0.0).run()
+        at.radio(key=composition_keys.COMP_KIND).set_value(kind).run()
+        at.slider(key=composition_keys.COMP_ABOVE).set_value(0.0).run()
         assert not at.exception and not at.error
         z = np.array(_matrix(at)["data"][0]["z"], dtype=float)
         want = scores[kind].reshape(L * H, L * H)
         np.testing.assert_allclose(z, want, atol=1e-5)  # NaN where the first head is not earlier, both
-        at.slider(key=keys.COMP_ABOVE).set_value(2.0).run()
+        at.slider(key=composition_keys.COMP_ABOVE).set_value(2.0).run()
         z = np.array(_matrix(at)["data"][0]["z"], dtype=float)
         assert np.array_equal(np.isnan(z), ~(want >= 2.0 * baseline[kind]))
         markers = _matrix(at)["data"][1]  # a marker on each shown cell, at its labels
@@ -76,7 +77,7 @@ def test_a_large_matrix_names_every_layer_bands_them_and_opens_from_the_cache_ag
     """SmolLM2's 270 × 270 matrix: too many heads to label one by one, so each of the 30 layers is
     labelled by a tick on one of its own heads, every other layer is a band under the cells; the scores
     are computed once: a second visit, and another session, read them from the cache."""
-    from mha_viz.ui import analysis
+    from mha_viz.ui.kit import analysis
 
     calls = []
     real = composition.composition_scores

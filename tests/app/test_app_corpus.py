@@ -15,7 +15,9 @@ import mha_viz
 from mha_viz import corpus
 from mha_viz.corpus import split
 from mha_viz.corpus.store import statistics_store
-from mha_viz.ui import corpus_page, keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages import corpus as corpus_page
+from mha_viz.ui.pages.corpus import page_keys as corpus_keys
 from tests.app.helpers import charts, open_with_text
 from tests.helpers import ROOT
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.model
 
 
 def _setup(at, tokens: int, importance: bool):
-    at.number_input(key=keys.CORPUS_TOKENS).set_value(tokens).run()
+    at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(tokens).run()
     at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(importance).run()
     assert not at.exception, at.exception
 
@@ -37,16 +39,16 @@ def test_the_sample_on_minilm_matches_the_library_and_is_kept_on_disk(fresh_cach
     at = open_with_text("corpus", "The cat sat on the mat.", "minilm")
     _setup(at, 32, False)
     assert not any("documents/s" in s.value for s in at.success)  # nothing computed before the press
-    at.button(key=keys.CORPUS_GO).click().run()
+    at.button(key=corpus_keys.CORPUS_GO).click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert any("documents" in s.value for s in at.success)
-    assert keys.CORPUS_GO not in [b.key for b in at.button]  # done: the button went with the job
+    assert corpus_keys.CORPUS_GO not in [b.key for b in at.button]  # done: the button went with the job
 
     train, held = split.split(corpus.read_texts("sample"))
     assert len(held) == min(split.HOLD_MAX, -(-(len(train) + len(held)) // split.HOLD_EVERY))
     want = corpus.head_statistics(mha_viz.load_model("minilm"), train, max_tokens=32, importance=False)
-    metric = at.selectbox(key=keys.CORPUS_METRIC).value
+    metric = at.selectbox(key=corpus_keys.CORPUS_METRIC).value
     np.testing.assert_allclose(_grid(at, "mean over"), want.table[metric].to_numpy().reshape(6, 12), atol=1e-6)
     assert any("this sentence" in c["layout"]["title"]["text"] for c in charts(at))
     assert list((fresh_cache / "corpus").iterdir())  # kept on disk
@@ -60,12 +62,12 @@ def test_the_sample_on_minilm_matches_the_library_and_is_kept_on_disk(fresh_cach
 def test_toy_induction_importance_and_the_held_out_pruning_check(fresh_cache):
     at = open_with_text("corpus", "k d m x b f k d m x b f", "toy-induction")
     _setup(at, 24, True)
-    at.button(key=keys.CORPUS_GO).click().run()
+    at.button(key=corpus_keys.CORPUS_GO).click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     importance = _grid(at, "importance")
     assert np.allclose(np.linalg.norm(importance, axis=1), 1.0, atol=1e-6)  # each layer's row normalised
-    at.button(key=keys.CORPUS_PRUNE).click().run()
+    at.button(key=corpus_keys.CORPUS_PRUNE).click().run()
     assert not at.exception, at.exception
     pruning = next(c for c in charts(at) if c["layout"]["title"]["text"] == "Pruning heads")
     assert {t["name"] for t in pruning["data"]} >= {"least important first", "random order (mean)"}

@@ -15,7 +15,9 @@ from mha_viz.corpus import split
 from mha_viz.corpus.inputs import corpus_hash
 from mha_viz.features.examples import figures as example_figures
 from mha_viz.metrics import METRICS
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.corpus import page_keys as corpus_keys
+from mha_viz.ui.pages.examples import page_keys as examples_keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model
@@ -33,15 +35,15 @@ def _documents(at) -> list[tuple[int, float, dict]]:
 
 
 def _run(at, tokens: int) -> None:
-    at.number_input(key=keys.CORPUS_TOKENS).set_value(tokens).run()
+    at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(tokens).run()
     at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
-    at.button(key=keys.CORPUS_GO).click().run()
+    at.button(key=corpus_keys.CORPUS_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
 
 
 def test_a_corpus_cut_to_its_first_documents_and_the_length_that_explains_a_sentence(fresh_cache):
     at = open_with_text("corpus", "Hi.", "minilm")
-    at.number_input(key=keys.CORPUS_FIRST).set_value(30).run()
+    at.number_input(key=corpus_keys.CORPUS_FIRST).set_value(30).run()
     _run(at, 16)
     train, _ = split.split(corpus.read_texts("sample")[:30])
     assert len(train) == 27
@@ -49,7 +51,7 @@ def test_a_corpus_cut_to_its_first_documents_and_the_length_that_explains_a_sent
     assert "27 documents" in shown(" ".join(s.value for s in at.success))
     assert "its first 30 only" in shown(" ".join(c.value for c in at.caption))
 
-    at.selectbox(key=keys.CORPUS_METRIC).set_value("entropy").run()
+    at.selectbox(key=corpus_keys.CORPUS_METRIC).set_value("entropy").run()
     model = mha_viz.load_model("minilm")
     lengths = sorted(mha_viz.analyze(model, t, max_tokens=16).n for t in train)  # each document as read alone
     n = mha_viz.analyze(model, "Hi.").n
@@ -64,7 +66,7 @@ def test_a_corpus_cut_to_its_first_documents_and_the_length_that_explains_a_sent
     assert "A length difference explains these deviations" in said
     assert f"{n} tokens" in said and f"{lengths[0]}–{lengths[-1]} (median {median:g})" in said
     assert f"{with_length} of the {int(far.sum())} heads" in said and METRICS["norm_entropy"].label in said
-    at.selectbox(key=keys.CORPUS_METRIC).set_value("confidence").run()  # bounded in 0..1: length says nothing
+    at.selectbox(key=corpus_keys.CORPUS_METRIC).set_value("confidence").run()  # bounded in 0..1: length says nothing
     assert "A length difference explains" not in shown(" ".join(i.value for i in at.info))
 
 
@@ -76,7 +78,8 @@ def test_head_examples_open_on_the_shared_head_with_the_deciles_by_score(fresh_c
     _run(at, 24)
     open_page(at, "examples")
     assert not at.exception and not at.error
-    assert (at.selectbox(key=keys.EXAMPLES_LAYER).value, at.selectbox(key=keys.EXAMPLES_HEAD).value) == (1, 2)
+    assert (at.selectbox(key=examples_keys.EXAMPLES_LAYER).value,
+            at.selectbox(key=examples_keys.EXAMPLES_HEAD).value) == (1, 2)
     train, _ = split.split(corpus.read_texts("sample"))
     want = corpus.head_examples(mha_viz.load_model("toy-induction"), train, max_tokens=24)
     drawn = _documents(at)
@@ -99,7 +102,8 @@ def test_a_long_document_is_drawn_as_a_window_around_its_query(fresh_cache, tmp_
     _run(at, 256)
     open_page(at, "examples")
     assert not at.exception and not at.error
-    layer, head = at.selectbox(key=keys.EXAMPLES_LAYER).value, at.selectbox(key=keys.EXAMPLES_HEAD).value
+    layer = at.selectbox(key=examples_keys.EXAMPLES_LAYER).value
+    head = at.selectbox(key=examples_keys.EXAMPLES_HEAD).value
     want = corpus.head_examples(mha_viz.load_model("minilm"), texts, max_tokens=256)
     drawn = _documents(at)
     assert drawn

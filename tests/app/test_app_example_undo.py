@@ -5,8 +5,8 @@ withdraws the offer."""
 
 from __future__ import annotations
 
-from mha_viz.ui import keys
-from mha_viz.ui.sidebar import EXAMPLES
+from mha_viz.ui.kit import keys
+from mha_viz.ui.shell.sidebar import EXAMPLES
 from tests.app.helpers import start_app
 
 MINE = "My own sentence about the cat that I typed myself."

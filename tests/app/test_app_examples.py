@@ -12,7 +12,9 @@ import mha_viz
 from mha_viz import corpus
 from mha_viz.corpus import split
 from mha_viz.drawing import heads as head_figures
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.corpus import page_keys as corpus_keys
+from mha_viz.ui.pages.examples import page_keys as examples_keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model
@@ -20,9 +22,9 @@ pytestmark = pytest.mark.model
 
 def _corpus(model: str, tokens: int):
     at = open_with_text("corpus", "The cat sat on the mat.", model)
-    at.number_input(key=keys.CORPUS_TOKENS).set_value(tokens).run()
+    at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(tokens).run()
     at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
-    at.button(key=keys.CORPUS_GO).click().run()
+    at.button(key=corpus_keys.CORPUS_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
@@ -32,7 +34,7 @@ def test_without_a_corpus_the_page_says_where_to_run_one(fresh_cache):
     assert not at.exception
     assert "No corpus has been run for" in shown(" ".join(i.value for i in at.info))
     assert not at.get("plotly_chart")
-    at.button(key=keys.EXAMPLES_TO_CORPUS).click().run()
+    at.button(key=examples_keys.EXAMPLES_TO_CORPUS).click().run()
     assert at.title[0].value == "Corpus"
 
 
@@ -60,8 +62,8 @@ def test_the_page_draws_the_librarys_examples_and_the_finder_opens_a_head(fresh_
     scores = next(c for c in charts(at) if "scores over the corpus" in chart_title(c))
     np.testing.assert_array_equal(np.asarray(scores["data"][0]["y"]), want.histogram(0, 0)[1])
     # another head, picked: its own top documents
-    at.selectbox(key=keys.EXAMPLES_LAYER).set_value(1).run()
-    at.selectbox(key=keys.EXAMPLES_HEAD).set_value(2).run()
+    at.selectbox(key=examples_keys.EXAMPLES_LAYER).set_value(1).run()
+    at.selectbox(key=examples_keys.EXAMPLES_HEAD).set_value(2).run()
     assert not at.exception and not at.error
     first = want.top(1, 2)[0]
     assert f"Document {first[0]} · score {first[1]:.3f}" in [chart_title(c) for c in charts(at)]
@@ -77,11 +79,13 @@ def test_the_head_view_links_to_its_heads_examples_once_a_corpus_ran(fresh_cache
     at = open_with_text("head_view", "The cat sat on the mat.", "minilm")
     assert keys.EXAMPLES_OPEN not in [b.key for b in at.button]  # no corpus yet: no link
     open_page(at, "corpus")
-    at.number_input(key=keys.CORPUS_TOKENS).set_value(16).run()
+    at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(16).run()
     at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
-    at.button(key=keys.CORPUS_GO).click().run()
+    at.button(key=corpus_keys.CORPUS_GO).click().run()
     open_page(at, "head_view")
     at.button(key=keys.EXAMPLES_OPEN).click().run()
     assert not at.exception and at.title[0].value == "Head examples"
-    assert (at.selectbox(key=keys.EXAMPLES_LAYER).value, at.selectbox(key=keys.EXAMPLES_HEAD).value) == (
-        at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD])
+    assert (
+        at.selectbox(key=examples_keys.EXAMPLES_LAYER).value,
+        at.selectbox(key=examples_keys.EXAMPLES_HEAD).value,
+    ) == (at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD])

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from mha_viz.drawing import style as figure_style
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.focus import page_keys as focus_keys
+from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from mha_viz.views import detail
 from tests.app.helpers import charts, open_page, open_with_text, titled
 
@@ -66,7 +68,7 @@ def test_token_focus_tokens_and_words(model, text):
     at.radio(key=keys.FOCUS_LEVEL).set_value("words").run()
     assert not at.exception and not at.error
     _check_focus(at, at.selectbox(key=keys.FOCUS_TOKEN).value, words=True)
-    at.radio(key=keys.FOCUS_SHOW).set_value("attended by").run()
+    at.radio(key=focus_keys.FOCUS_SHOW).set_value("attended by").run()
     assert not at.exception and set(_grids(at)) == {"by"}
 
 
@@ -79,8 +81,8 @@ def test_head_view_shows_the_chosen_queries_and_keys():
     run = at.session_state[keys.CURRENT].run
     at.radio(key="head_detail").set_value("chosen queries and keys").run()
     assert not at.exception and not at.error
-    at.slider(key=keys.SUBSET_QUERIES).set_range(8, 14).run()
-    at.slider(key=keys.SUBSET_KEYS).set_range(1, 6).run()
+    at.slider(key=head_view_keys.SUBSET_QUERIES).set_range(8, 14).run()
+    at.slider(key=head_view_keys.SUBSET_KEYS).set_range(1, 6).run()
     assert not at.exception and not at.error
     spec = _heatmap(at)
     layer, head = at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]
@@ -107,7 +109,7 @@ def test_subset_on_one_token_and_a_long_text():
     assert not at.exception and not at.error
     at = open_with_text("head_view", "word " * 400)  # past every-token detail: the subset is still offered
     at.radio(key="head_detail").set_value("chosen queries and keys").run()
-    at.slider(key=keys.SUBSET_QUERIES).set_range(300, 402).run()
+    at.slider(key=head_view_keys.SUBSET_QUERIES).set_range(300, 402).run()
     assert not at.exception and not at.error
     spec = _heatmap(at)
     assert len(spec["data"][0]["y"]) == 102 and len(spec["data"][0]["x"]) == 96
@@ -117,10 +119,10 @@ def test_head_view_pick_lists_show_the_picked_tokens_in_text_order():
     at = open_with_text("head_view", "The cat sat on the mat. The dog ran to the door!")
     run = at.session_state[keys.CURRENT].run
     at.radio(key="head_detail").set_value("chosen queries and keys").run()
-    at.toggle(key=keys.SUBSET_PICK).set_value(True).run()
+    at.toggle(key=head_view_keys.SUBSET_PICK).set_value(True).run()
     assert not at.exception and not at.error
-    at.multiselect(key=keys.SUBSET_QUERY_LIST).set_value([9, 2, 5]).run()
-    at.multiselect(key=keys.SUBSET_KEY_LIST).set_value([0, 7]).run()
+    at.multiselect(key=head_view_keys.SUBSET_QUERY_LIST).set_value([9, 2, 5]).run()
+    at.multiselect(key=head_view_keys.SUBSET_KEY_LIST).set_value([0, 7]).run()
     assert not at.exception and not at.error
     spec = _heatmap(at)
     layer, head = at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]
@@ -131,7 +133,7 @@ def test_head_view_pick_lists_show_the_picked_tokens_in_text_order():
     # a preset fills the pick-lists too
     at.selectbox(key=keys.SUBSET_PRESET).set_value("sentence 1 × sentence 1").run()
     q0, q1 = detail.sentence_spans(run.tokens)[0]
-    assert at.multiselect(key=keys.SUBSET_QUERY_LIST).value == list(range(q0, q1))
+    assert at.multiselect(key=head_view_keys.SUBSET_QUERY_LIST).value == list(range(q0, q1))
     assert [figure_style.label_text(y) for y in _heatmap(at)["data"][0]["y"]] == run.tokens[q0:q1]
 
 
@@ -166,7 +168,7 @@ def test_summaries_on_demand_are_the_runs_means_and_maxima():
     titles = [spec["layout"]["title"]["text"] for spec in charts(at)]
     assert len(titles) == 3 and titles[0].startswith("Heads where"), titles  # the ranking of heads (issue 54)
     assert all(t.startswith("Every head") for t in titles[1:]), titles
-    at.toggle(key=keys.FOCUS_SUMMARIES).set_value(True).run()
+    at.toggle(key=focus_keys.FOCUS_SUMMARIES).set_value(True).run()
     assert not at.exception and not at.error
     at.selectbox(key=keys.FOCUS_TOKEN).set_value(3).run()
     run = at.session_state[keys.CURRENT].run
@@ -187,7 +189,7 @@ def test_summaries_on_demand_are_the_runs_means_and_maxima():
     assert "Largest weight per head (attends to)" in [s["layout"]["title"]["text"] for s in charts(at)]
     open_page(at, "model_facts")
     open_page(at, "focus")
-    assert not at.exception and at.toggle(key=keys.FOCUS_SUMMARIES).value is True
+    assert not at.exception and at.toggle(key=focus_keys.FOCUS_SUMMARIES).value is True
     assert len(charts(at)) == 7
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mha_viz.drawing import style as figure_style
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_titles, open_page, open_with_text, titled
 
 pytestmark = pytest.mark.model

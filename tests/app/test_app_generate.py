@@ -14,7 +14,8 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 import mha_viz
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.generate import figures as gfig
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.generate import page_keys as generate_keys
 from tests.app.helpers import generation_figures as _figures
 from tests.app.helpers import on_generate, open_page, shown, start_app
 from tests.app.helpers import run_generation as _generate
@@ -43,7 +44,7 @@ def test_generate_step_through_and_analyse_on_the_toy():
     at = _generate(on_generate(PROMPT))
     assert not at.error, [e.value for e in at.error]
     assert "x b f" in _continuation(at)  # the induction heads continue the pattern
-    slider = at.slider(key=keys.GEN_STEP)
+    slider = at.slider(key=generate_keys.GEN_STEP)
     assert (slider.min, slider.max, slider.value) == (1, 3, 1)
 
     fig = _figures(at)  # step 1: the last prompt token (row P - 1) chose "x"
@@ -56,7 +57,7 @@ def test_generate_step_through_and_analyse_on_the_toy():
     assert _tokens(fig["matrix"]["data"][0]["x"]) == PROMPT_TOKENS + ["x", "b", "f"]
     assert any("Step 1 of 3" in m.value for m in at.markdown)
 
-    at.slider(key=keys.GEN_STEP).set_value(3).run()
+    at.slider(key=generate_keys.GEN_STEP).set_value(3).run()
     assert not at.exception and not at.error
     fig = _figures(at)  # step 3: row P + 1 (the generated "b") chose "f"
     assert _chosen(fig["bars"]) == "f"
@@ -72,12 +73,12 @@ def test_generate_step_through_and_analyse_on_the_toy():
     for p, g in zip(lines[0]["y"], lines[1]["y"]):
         assert p + g == pytest.approx(1.0, abs=1e-5)
 
-    at.selectbox(key=keys.GEN_LAYER).set_value(1).run()  # layer 1: the induction heads
-    at.selectbox(key=keys.GEN_HEAD).set_value(2).run()
+    at.selectbox(key=generate_keys.GEN_LAYER).set_value(1).run()  # layer 1: the induction heads
+    at.selectbox(key=generate_keys.GEN_HEAD).set_value(2).run()
     assert not at.exception and not at.error
     assert "Layer 1, head 2" in str(_figures(at)["matrix"]["layout"]["title"]["text"])
 
-    at.button(key=keys.GEN_ANALYSE).click().run()  # the whole sequence to every other page
+    at.button(key=generate_keys.GEN_ANALYSE).click().run()  # the whole sequence to every other page
     assert not at.exception, at.exception
     assert at.title[0].value == "Head view"
     assert at.text_area(key=keys.TEXT).value == PROMPT + " x b f"
@@ -90,13 +91,13 @@ def test_generate_step_through_and_analyse_on_the_toy():
 
 
 def test_play_steps_through_to_the_end(monkeypatch):
-    from mha_viz.ui import generate_page
+    from mha_viz.ui.pages.generate import step_player
 
-    monkeypatch.setattr(generate_page, "PLAY_DELAY_S", 0.0)
+    monkeypatch.setattr(step_player, "PLAY_DELAY_S", 0.0)
     at = _generate(on_generate(PROMPT))
-    at.button(key=keys.GEN_PLAY).click().run()
+    at.button(key=generate_keys.GEN_PLAY).click().run()
     assert not at.exception, at.exception
-    assert at.slider(key=keys.GEN_STEP).value == 3
+    assert at.slider(key=generate_keys.GEN_STEP).value == 3
     assert _chosen(_figures(at)["bars"]) == "f"
 
 
@@ -107,9 +108,9 @@ def test_an_encoder_says_try_smollm2_and_offers_nothing_that_fails():
     message = " ".join(shown(i.value) for i in at.info)
     assert "language-model head" in message and "smollm2" in message
     keys_shown = [b.key for b in at.button]
-    assert keys.GEN_GO not in keys_shown  # nothing to press that would fail
-    assert all(k.startswith(keys.GEN_USE) for k in keys_shown if k and k.startswith("gen"))
-    assert keys.GEN_USE + "smollm2" in keys_shown
+    assert generate_keys.GEN_GO not in keys_shown  # nothing to press that would fail
+    assert all(k.startswith(generate_keys.GEN_USE) for k in keys_shown if k and k.startswith("gen"))
+    assert generate_keys.GEN_USE + "smollm2" in keys_shown
 
 
 def test_bad_input_gives_a_message_and_keeps_the_last_generation(monkeypatch):
@@ -120,15 +121,15 @@ def test_bad_input_gives_a_message_and_keeps_the_last_generation(monkeypatch):
     assert any("At most 54 new tokens" in shown(e.value) for e in at.error), [e.value for e in at.error]
     assert "x b f" in _continuation(at)
 
-    at.number_input(key=keys.GEN_MAX_NEW).set_value(3).run()
+    at.number_input(key=generate_keys.GEN_MAX_NEW).set_value(3).run()
     at.text_area(key=keys.TEXT).input("   ").run()  # an empty prompt
     assert not at.exception
     assert any("prompt is empty" in i.value for i in at.info)
-    assert "x b f" in _continuation(at) and keys.GEN_GO not in [b.key for b in at.button]
+    assert "x b f" in _continuation(at) and generate_keys.GEN_GO not in [b.key for b in at.button]
 
     at.text_area(key=keys.TEXT).input(PROMPT).run()
     at.number_input(key=keys.TOKEN_LIMIT).set_value(P).run()  # the prompt fills the token limit
-    at.button(key=keys.GEN_GO).click().run()
+    at.button(key=generate_keys.GEN_GO).click().run()
     assert not at.exception
     assert any("no room to generate" in shown(e.value) for e in at.error), [e.value for e in at.error]
     assert "x b f" in _continuation(at)
@@ -144,8 +145,8 @@ def test_bad_input_gives_a_message_and_keeps_the_last_generation(monkeypatch):
         return out
 
     monkeypatch.setattr(toy.ToyInductionModel, "forward", nan_logits)
-    at.number_input(key=keys.GEN_SEED).set_value(1).run()  # other settings: not the stored generation's
-    at.button(key=keys.GEN_GO).click().run()
+    at.number_input(key=generate_keys.GEN_SEED).set_value(1).run()  # other settings: not the stored generation's
+    at.button(key=generate_keys.GEN_GO).click().run()
     assert not at.exception
     assert any("not finite" in shown(e.value) for e in at.error), [e.value for e in at.error]
     assert "x b f" in _continuation(at)
@@ -166,10 +167,10 @@ def test_a_stop_keeps_the_tokens_generated_so_far(monkeypatch):
         return real(*args, on_step=step, **kwargs)
 
     monkeypatch.setattr(mha_viz, "generate", interrupted)
-    at.number_input(key=keys.GEN_MAX_NEW).set_value(5).run()
-    at.button(key=keys.GEN_GO).click().run()
+    at.number_input(key=generate_keys.GEN_MAX_NEW).set_value(5).run()
+    at.button(key=generate_keys.GEN_GO).click().run()
     assert not at.exception, at.exception
     assert any("Stopped after 2 tokens" in w.value for w in at.warning), [w.value for w in at.warning]
     assert "x b" in _continuation(at)
-    assert at.slider(key=keys.GEN_STEP).max == 2
+    assert at.slider(key=generate_keys.GEN_STEP).max == 2
     assert any("stopped after 2 tokens" in c.value for c in at.caption)

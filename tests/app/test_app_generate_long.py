@@ -11,7 +11,7 @@ import pytest
 import mha_viz
 from mha_viz.capture import head_rows
 from mha_viz.features.generate import figures as gfig
-from mha_viz.ui import keys
+from mha_viz.ui.pages.generate import page_keys as generate_keys
 from tests.app.helpers import generation_figures as _figures
 from tests.app.helpers import on_generate as _on_generate
 from tests.app.helpers import run_generation as _generate
@@ -25,14 +25,14 @@ def test_every_step_of_a_long_generation_draws_from_its_rows(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
     with head_rows.forbid_dense():
         at = _generate(_on_generate(PROMPT), NEW)
-        gen = at.session_state[keys.GEN_LAST][1]
+        gen = at.session_state[generate_keys.GEN_LAST][1]
         assert not gen.run.is_dense and gen.new_tokens == dense.new_tokens == ["x", "b", "f"]
         P = gen.num_prompt_tokens
         for layer, head in ((0, 0), (1, 2)):
-            at.selectbox(key=keys.GEN_LAYER).set_value(layer).run()
-            at.selectbox(key=keys.GEN_HEAD).set_value(head).run()
+            at.selectbox(key=generate_keys.GEN_LAYER).set_value(layer).run()
+            at.selectbox(key=generate_keys.GEN_HEAD).set_value(head).run()
             for step in range(1, NEW + 1):
-                at.slider(key=keys.GEN_STEP).set_value(step).run()
+                at.slider(key=generate_keys.GEN_STEP).set_value(step).run()
                 assert not (at.exception or at.error), (layer, head, step, at.exception, at.error)
                 fig, q = _figures(at), gfig.query_row(P, step - 1)
                 want = dense.run.attentions[layer]

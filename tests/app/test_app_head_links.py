@@ -17,7 +17,8 @@ import mha_viz
 from mha_viz.capture.head_rows import forbid_dense
 from mha_viz.metrics import head_table
 from mha_viz.scan.opening import kept_counts, opening_query
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.head_metrics import page_keys as head_metrics_keys
 from mha_viz.views import head_links
 from tests.app.helpers import chart_title, charts, open_box, open_page, start_app
 from tests.helpers import HEADINGS
@@ -96,7 +97,7 @@ def test_a_long_runs_links_on_the_head_view_are_the_dense_runs(monkeypatch):
     with forbid_dense():  # Head metrics: the 10 heads highest on the measure, the dense table's
         open_page(long_at, "head_metrics")
         clean(long_at)
-    metric = long_at.selectbox(key=keys.METRIC_CHOICE).value
+    metric = long_at.selectbox(key=head_metrics_keys.METRIC_CHOICE).value
     top = long_at.dataframe[-1].value
     assert list(top.columns) == ["layer", "head", metric, "pattern"]
     np.testing.assert_allclose(top[metric], np.sort(head_table(dense)[metric].to_numpy(float))[::-1][:10], atol=1e-5)

@@ -9,7 +9,7 @@ import pytest
 
 import mha_viz
 from mha_viz import metrics
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text
 
 pytestmark = pytest.mark.model

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mha_viz.ui import keys
-from mha_viz.ui.sidebar import OTHER
+from mha_viz.ui.kit import keys
+from mha_viz.ui.shell.sidebar import OTHER
 from tests.app.helpers import open_with_text
 from tests.models.architectures_2026 import build
 

@@ -10,8 +10,8 @@ import pytest
 
 import mha_viz
 from mha_viz.interventions import attribution
-from mha_viz.ui import keys
-from mha_viz.ui.sidebar import OTHER
+from mha_viz.ui.kit import keys
+from mha_viz.ui.shell.sidebar import OTHER
 from tests.app.helpers import chart_titles, charts, heatmap_tokens, open_page, shown, start_app
 
 pytestmark = pytest.mark.model

@@ -10,7 +10,7 @@ import pytest
 
 from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
-from mha_viz.ui import keys, page_controls
+from mha_viz.ui.kit import keys, page_controls
 from tests.app.helpers import app_test, lesson_panel, open_page, start_app
 from tests.helpers import HEADINGS, shown
 

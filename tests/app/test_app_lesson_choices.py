@@ -9,7 +9,24 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.export import lesson as lessons
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.ablation import page_keys as ablation_keys
+from mha_viz.ui.pages.across_layers import page_keys as across_layers_keys
+from mha_viz.ui.pages.compare import page_keys as compare_keys
+from mha_viz.ui.pages.compare_heads import page_keys as compare_heads_keys
+from mha_viz.ui.pages.composition import page_keys as composition_keys
+from mha_viz.ui.pages.corpus import page_keys as corpus_keys
+from mha_viz.ui.pages.examples import page_keys as examples_keys
+from mha_viz.ui.pages.focus import page_keys as focus_keys
+from mha_viz.ui.pages.generate import page_keys as generate_keys
+from mha_viz.ui.pages.head_metrics import page_keys as head_metrics_keys
+from mha_viz.ui.pages.head_view import page_keys as head_view_keys
+from mha_viz.ui.pages.lines import page_keys as lines_keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
+from mha_viz.ui.pages.qk import page_keys as qk_keys
+from mha_viz.ui.pages.retrieval import page_keys as retrieval_keys
+from mha_viz.ui.pages.similarity import page_keys as similarity_keys
+from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from mha_viz.views import focus
 from tests.app.helpers import app_page_ids, app_test, lesson_panel, open_page, shown, start_app
 from tests.helpers import HEADINGS
@@ -21,26 +38,28 @@ MODEL, TEXT = "toy-induction", "k d m x b f q z k d m x b f q z"  # 16 tokens, 2
 # step must open on); set through session state, as the widgets' own values, before the view is added
 CHOICES: dict[str, dict[str, object]] = {
     "model_view": {keys.GRID_RESCALE: False},
-    "head_view": {keys.HEAD_DETAIL: "a token window", keys.HEAD_WINDOW: (2, 9), keys.HEAD_RESCALE: True,
-                  keys.WHY_KEY: 3, keys.LINKS_SKIP_FIRST: True},
-    "focus": {keys.FOCUS_TOKEN: 10, keys.FOCUS_SHOW: focus.TO, keys.FOCUS_SUMMARIES: True},
-    "lines": {keys.LINE_THRESHOLD: 0.25, keys.LINE_TOKEN: 5, keys.LINE_HEADS: [1, 3]},
-    "compare_heads": {keys.COMPARE_HEADS: ["L0H1", "L1H2", "L1H3"], keys.COMPARE_RESCALE: True},
-    "across_layers": {keys.LAYERS_METHOD: "rollout through one head", keys.LAYERS_HEAD: 2, keys.LAYERS_LAYER: 0},
-    "generate": {keys.GEN_TEMPERATURE: 0.7, keys.GEN_SEED: 7, keys.GEN_MAX_NEW: 5},
-    "head_metrics": {keys.METRIC_CHOICE: "prev"},
-    "similarity": {keys.SIM_ORDER: "clustered", keys.MAP_COLOUR: "pattern"},
-    "composition": {keys.COMP_KIND: "v", keys.COMP_ABOVE: 1.5},
-    "corpus": {keys.CORPUS_TOKENS: 64, keys.CORPUS_BATCH: 8},
-    "examples": {keys.EXAMPLES_RANK: "max_activation"},
-    "compare": {keys.CMP_RESCALE: True},
-    "prediction": {keys.PRED_WRONG: "q", keys.PRED_TASK: "a task", keys.TASK_SOURCE: "greater-than (years)",
-                   keys.TASK_SIZE: 7, keys.TASK_SEED: 3, keys.TASK_METHOD: "direct logit attribution"},
-    "teaching": {keys.TEACH_PART: "What it costs"},
-    "ablation": {keys.ABLATE_MODE: "replaced by their mean output on this text",
-                 keys.IMP_SOURCE: "a bundled sample paragraph"},
-    "qk": {keys.QK_J: 4, keys.QK_TRANSLATE: True},
-    "retrieval": {keys.RETRIEVAL_LENGTH: 36, keys.RETRIEVAL_DEPTHS: [25, 75]},
+    "head_view": { keys.HEAD_DETAIL: "a token window", head_view_keys.HEAD_WINDOW: (2, 9), keys.HEAD_RESCALE: True,
+                  keys.WHY_KEY: 3, head_view_keys.LINKS_SKIP_FIRST: True},
+    "focus": {keys.FOCUS_TOKEN: 10, focus_keys.FOCUS_SHOW: focus.TO, focus_keys.FOCUS_SUMMARIES: True},
+    "lines": {lines_keys.LINE_THRESHOLD: 0.25, lines_keys.LINE_TOKEN: 5, lines_keys.LINE_HEADS: [1, 3]},
+    "compare_heads": {keys.COMPARE_HEADS: ["L0H1", "L1H2", "L1H3"], compare_heads_keys.COMPARE_RESCALE: True},
+    "across_layers": { across_layers_keys.LAYERS_METHOD: "rollout through one head", across_layers_keys.LAYERS_HEAD: 2,
+                      across_layers_keys.LAYERS_LAYER: 0},
+    "generate": {generate_keys.GEN_TEMPERATURE: 0.7, generate_keys.GEN_SEED: 7, generate_keys.GEN_MAX_NEW: 5},
+    "head_metrics": {head_metrics_keys.METRIC_CHOICE: "prev"},
+    "similarity": {similarity_keys.SIM_ORDER: "clustered", similarity_keys.MAP_COLOUR: "pattern"},
+    "composition": {composition_keys.COMP_KIND: "v", composition_keys.COMP_ABOVE: 1.5},
+    "corpus": {corpus_keys.CORPUS_TOKENS: 64, corpus_keys.CORPUS_BATCH: 8},
+    "examples": {examples_keys.EXAMPLES_RANK: "max_activation"},
+    "compare": {compare_keys.CMP_RESCALE: True},
+    "prediction": { keys.PRED_WRONG: "q", prediction_keys.PRED_TASK: "a task",
+                   prediction_keys.TASK_SOURCE: "greater-than (years)", prediction_keys.TASK_SIZE: 7,
+                   prediction_keys.TASK_SEED: 3, prediction_keys.TASK_METHOD: "direct logit attribution"},
+    "teaching": {teaching_keys.TEACH_PART: "What it costs"},
+    "ablation": { ablation_keys.ABLATE_MODE: "replaced by their mean output on this text",
+                 ablation_keys.IMP_SOURCE: "a bundled sample paragraph"},
+    "qk": {qk_keys.QK_J: 4, qk_keys.QK_TRANSLATE: True},
+    "retrieval": {retrieval_keys.RETRIEVAL_LENGTH: 36, retrieval_keys.RETRIEVAL_DEPTHS: [25, 75]},
     "model_facts": {},  # no control of its own
 }
 
@@ -76,7 +95,7 @@ def _build() -> lessons.Lesson:
         at.run()
         if page == "ablation":
             at.selectbox(key=keys.HEADS_LAYER_PICK).set_value(1).run()
-            at.button(key=keys.HEADS_LAYER_OFF).click().run()
+            at.button(key=ablation_keys.HEADS_LAYER_OFF).click().run()
             assert _heads_off(at) == OFF
         assert not at.exception, (page, at.exception)
         for key, value in CHOICES[page].items():  # the page took the choice (a valid one, not reset)
@@ -119,7 +138,7 @@ def _focus_page(token: int):
 
 def test_a_shared_link_reopens_the_pages_choices():
     at = _focus_page(10)
-    at.radio(key=keys.FOCUS_SHOW).set_value(focus.BY).run()
+    at.radio(key=focus_keys.FOCUS_SHOW).set_value(focus.BY).run()
     params = dict(at.query_params)
     assert (params["focus_token"], params["focus_show"]) == ("10", focus.BY)
     assert "focus_level" not in params  # a control at its default is left out of the link
@@ -129,7 +148,7 @@ def test_a_shared_link_reopens_the_pages_choices():
     open_page(again, "focus")  # AppTest opens the default page: the path is e2e's
     assert not again.exception and not again.warning, [w.value for w in again.warning]
     assert again.selectbox(key=keys.FOCUS_TOKEN).value == 10
-    assert again.radio(key=keys.FOCUS_SHOW).value == focus.BY
+    assert again.radio(key=focus_keys.FOCUS_SHOW).value == focus.BY
 
 
 def test_a_tampered_choice_falls_back_to_the_default_with_a_notice():
@@ -148,7 +167,7 @@ def test_a_tampered_choice_falls_back_to_the_default_with_a_notice():
     open_page(at, "focus")
     assert not at.exception and not at.error
     assert at.selectbox(key=keys.FOCUS_TOKEN).value == 1  # the page's default
-    assert at.radio(key=keys.FOCUS_SHOW).value == "both"
+    assert at.radio(key=focus_keys.FOCUS_SHOW).value == "both"
 
 
 def test_a_step_restores_its_choices_after_exploring_and_a_step_without_them_opens_on_the_defaults():

@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
-from mha_viz.ui import head_detail, head_view_page, keys
+from mha_viz.ui.kit import head_detail, keys
+from mha_viz.ui.pages import head_view as head_view_page
+from mha_viz.ui.pages.head_view import page_keys as head_view_keys
+from mha_viz.ui.pages.lines import page_keys as lines_keys
 from mha_viz.views import detail
 from tests.app.helpers import chart_title, charts, frame, open_box, open_page, start_app
 
@@ -49,10 +52,10 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
             clean(at)
             assert charts(at), option
         at.radio(key=keys.HEAD_DETAIL).set_value(head_detail.WINDOW).run()
-        at.slider(key=keys.HEAD_WINDOW).set_value((run.n - 40, run.n)).run()
+        at.slider(key=head_view_keys.HEAD_WINDOW).set_value((run.n - 40, run.n)).run()
         clean(at)
         assert f"tokens {run.n - 40}–{run.n - 1} of {run.n}" in chart_title(charts(at)[0])
-        at.slider(key=keys.HEAD_WINDOW).set_value((10, run.n)).run()  # wider than the widest window drawn
+        at.slider(key=head_view_keys.HEAD_WINDOW).set_value((10, run.n)).run()  # wider than the widest window drawn
         clean(at)
         assert f"tokens 10–{10 + WIDEST - 1} of {run.n}" in chart_title(charts(at)[0])
         assert f"Window narrowed to its first {WIDEST:,} tokens: 10–{10 + WIDEST - 1}." in " ".join(
@@ -60,7 +63,7 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
         at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
         at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(2).run()
         clean(at)
-        table = frame(open_box(at, keys.STRONGEST_OPEN), "attends most to")  # built only while open
+        table = frame(open_box(at, head_view_keys.STRONGEST_OPEN), "attends most to")  # built only while open
         a = run.head(1, 2)  # one head, rebuilt from its rows: allowed under the guard
         best = a.argmax(axis=1)[:SHOWN]
         assert list(table["query"]) == run.tokens[:SHOWN]  # the first SHOWN queries only, said so
@@ -71,7 +74,7 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
         open_page(at, "lines")
         clean(at)
         assert charts(at)[0]["layout"]["meta"]["tokens"] == 128  # a window of the text
-        at.slider(key=keys.LINE_WINDOW).set_value((run.n - 30, run.n)).run()
+        at.slider(key=lines_keys.LINE_WINDOW).set_value((run.n - 30, run.n)).run()
         clean(at)
         assert charts(at)[0]["layout"]["meta"]["start"] == run.n - 30
 

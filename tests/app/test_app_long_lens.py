@@ -10,7 +10,7 @@ from importlib import resources
 import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import open_page, start_app
 
 pytestmark = pytest.mark.model

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.capture.head_rows import every_head_bytes, forbid_dense
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import app_page_ids, open_page, start_app
 from tests.helpers import ROOT
 

@@ -12,7 +12,10 @@ import pytest
 
 from mha_viz import metrics
 from mha_viz.capture import head_rows
-from mha_viz.ui import cost_prompt, keys, similarity_page
+from mha_viz.ui.kit import cost_prompt, keys
+from mha_viz.ui.pages import similarity as similarity_page
+from mha_viz.ui.pages.compare import page_keys as compare_keys
+from mha_viz.ui.pages.similarity import page_keys as similarity_keys
 from tests.app.helpers import charts, open_page, start_app
 from tests.helpers import ROOT
 
@@ -41,7 +44,7 @@ def test_similarity_across_layers_and_compare_open_on_a_long_run_without_every_h
         change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
         assert change.shape == (run.num_layers, run.num_heads) and change.max() > 1e-3
         open_page(at, "similarity")
-        at.selectbox(key=keys.SIM_KIND).set_value("cosine").run()
+        at.selectbox(key=similarity_keys.SIM_KIND).set_value("cosine").run()
         _clean(at, "similarity")
         assert not run.is_dense
     matrix = next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")
@@ -84,16 +87,16 @@ def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):
         said = " ".join(i.value for i in at.info)
         assert "every pair of the 72 heads" in said and "recomputed once" in said and "takes about" in said, said
         assert not [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]  # nothing computed yet
-        at.button(key=keys.SIM_START).click().run()
+        at.button(key=similarity_keys.SIM_START).click().run()
         _clean(at, "similarity")
         assert [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]
-        at.selectbox(key=keys.SIM_KIND).set_value("cosine").run()
-        assert at.button(key=keys.SIM_START)  # another measure: asked again
+        at.selectbox(key=similarity_keys.SIM_KIND).set_value("cosine").run()
+        assert at.button(key=similarity_keys.SIM_START)  # another measure: asked again
         open_page(at, "compare")  # two long runs compared head by head: asked first too
         _clean(at, "compare")
         assert "Comparing the two runs head by head" in " ".join(i.value for i in at.info)
         assert not charts(at)
-        at.button(key=keys.CMP_START).click().run()
+        at.button(key=compare_keys.CMP_START).click().run()
         _clean(at, "compare")
         assert charts(at) and not run_is_dense(at)
 

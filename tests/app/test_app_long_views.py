@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mha_viz.capture import head_rows
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from mha_viz.views import detail
 from tests.app.helpers import charts, export_box, open_page, open_with_text
 

@@ -10,7 +10,7 @@ import pytest
 
 import mha_viz
 import mha_viz_models
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import charts, shown, start_app
 
 pytestmark = pytest.mark.model

@@ -16,8 +16,8 @@ import pytest
 
 import mha_viz
 from mha_viz.budget import capture_budget
-from mha_viz.ui import keys
-from mha_viz.ui.sidebar import OTHER
+from mha_viz.ui.kit import keys
+from mha_viz.ui.shell.sidebar import OTHER
 from tests.app.helpers import chart_title, charts, start_app
 from tests.models.architectures_2026 import build
 

@@ -12,8 +12,9 @@ import mha_viz
 from mha_viz.budget import capture_budget
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.interventions import ablation, attribution, prediction
-from mha_viz.ui import keys
-from mha_viz.ui.sidebar import OTHER
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
+from mha_viz.ui.shell.sidebar import OTHER
 from tests.app.helpers import chart_title, charts, open_page, shown, start_app, titled
 
 pytestmark = pytest.mark.model
@@ -44,7 +45,7 @@ def test_toy_induction_preset_finds_the_induction_heads():
     assert at.text_area(key=keys.TEXT).value == prediction.INDUCTION.clean  # the sidebar's text is the clean one
     assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     assert [t.value for t in at.text] == [prediction.INDUCTION.clean]  # shown as plain text, as typed
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     toy = mha_viz.load_model("toy-induction", device="cpu")
     clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
@@ -58,14 +59,14 @@ def test_toy_induction_preset_finds_the_induction_heads():
     grid = titled(at, "Estimated restored fraction")["data"][0]
     assert grid["zmin"] == -grid["zmax"]  # diverging, centred at 0
     # the panel opens on the head the estimate puts first: an induction head of layer 1
-    layer, head = at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]
+    layer, head = at.session_state[prediction_keys.PRED_LAYER], at.session_state[prediction_keys.PRED_HEAD]
     assert (layer, head) == np.unravel_index(int(np.argmax(est.values.sum(-1))), (2, toy.num_heads)) and layer == 1
     # one layer's estimate by head and position
     at.selectbox(key=keys.PRED_POS_LAYER).set_value(0).run()
     np.testing.assert_allclose(_z(titled(at, "Layer 0: estimated restored fraction by head and patched")),
                                est.values[0], atol=1e-5)
 
-    at.button(key=keys.PRED_REAL_GO).click().run()  # real patching, beside the estimate
+    at.button(key=prediction_keys.PRED_REAL_GO).click().run()  # real patching, beside the estimate
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     want = attribution.patch_heads(toy, clean, corrupted)
     np.testing.assert_allclose(_z(titled(at, "Restored fraction")), want.restored, atol=1e-5)
@@ -83,10 +84,10 @@ def test_toy_induction_preset_finds_the_induction_heads():
         assert rings and sorted(zip(rings[0]["y"], rings[0]["x"])) == sorted(zip(*np.nonzero(agree.differ)))
     count = int(agree.differ.sum())
     assert (f"{count} heads differ" if count > 1 else "1 head differs") in _messages(at)
-    assert at.session_state[keys.PRED_LAYER] == layer  # the opened head stays
+    assert at.session_state[prediction_keys.PRED_LAYER] == layer  # the opened head stays
     # another head, picked: its attention in both runs, value-weighted, its tokens, patching by position
-    at.selectbox(key=keys.PRED_LAYER).set_value(0).run()
-    at.selectbox(key=keys.PRED_HEAD).set_value(2).run()
+    at.selectbox(key=prediction_keys.PRED_LAYER).set_value(0).run()
+    at.selectbox(key=prediction_keys.PRED_HEAD).set_value(2).run()
     assert not at.exception and not at.error
     titles = [chart_title(c) for c in charts(at)]
     assert sum(t.startswith("Layer 0, head 2") for t in titles) == 5, titles  # both runs, weighted, tokens, bars
@@ -112,21 +113,21 @@ def test_toy_induction_preset_finds_the_induction_heads():
 def test_cancelled_real_patching_keeps_the_estimate():
     at = _page("toy-induction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
-    at.button(key=keys.PRED_GO).click().run()
-    key = at.session_state[keys.PRED_RESULT][0]
-    at.session_state[keys.PRED_REAL_RUNNING] = key  # as a run stopped by Cancel leaves it
+    at.button(key=prediction_keys.PRED_GO).click().run()
+    key = at.session_state[prediction_keys.PRED_RESULT][0]
+    at.session_state[prediction_keys.PRED_REAL_RUNNING] = key  # as a run stopped by Cancel leaves it
     at.run()
     assert "Patching was cancelled; what was found before it is kept" in _messages(at)
     assert titled(at, "Estimated restored fraction") and not any(
         chart_title(c).startswith("Restored fraction") for c in charts(at))
     assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     # stopped because the user typed a new corrupted text: no word about a kept estimate, no old result
-    at.session_state[keys.PRED_REAL_RUNNING] = key
+    at.session_state[prediction_keys.PRED_REAL_RUNNING] = key
     at.text_area(key=keys.PRED_CORRUPTED).input("z x c v b n m k l q w e r t y u i").run()
     assert "Patching was cancelled" not in _messages(at)
     assert not any(chart_title(c).startswith(("Estimated", "Restored", "Direct")) for c in charts(at))
-    assert at.button(key=keys.PRED_GO)  # a new pair waits for its own button
-    at.session_state[keys.PRED_RUNNING] = "a stopped estimate"
+    assert at.button(key=prediction_keys.PRED_GO)  # a new pair waits for its own button
+    at.session_state[prediction_keys.PRED_RUNNING] = "a stopped estimate"
     at.run()
     assert "The estimate was cancelled; nothing was kept" in _messages(at)
 
@@ -144,7 +145,7 @@ def test_what_cannot_be_patched_is_a_message_and_the_inputs_stay(corrupted, answ
     at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
     at.text_input(key=keys.PRED_ANSWER).input(answer).run()
     at.text_input(key=keys.PRED_WRONG).input(wrong).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception, at.exception
     assert says in _messages(at), _messages(at)
     assert at.text_area(key=keys.PRED_CORRUPTED).value == corrupted  # nothing the user typed is lost
@@ -172,10 +173,10 @@ def test_over_the_memory_budget_is_refused_before_anything_runs(monkeypatch):
     monkeypatch.setattr(capture_budget, "capture_budget", lambda: 30_000)
     at = _page("toy-induction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error
     assert titled(at, "Estimated restored fraction")
-    at.button(key=keys.PRED_REAL_GO).click().run()
+    at.button(key=prediction_keys.PRED_REAL_GO).click().run()
     assert not at.exception
     assert "Patching every head of toy-induction" in _messages(at) and "use shorter texts" in _messages(at)
     assert titled(at, "Estimated restored fraction")  # what was found before stays
@@ -188,18 +189,18 @@ def test_without_room_for_the_backward_pass_real_patching_is_still_offered(monke
     monkeypatch.setattr(ablation, "gradient_bytes", lambda model, n, **_: 2**50)
     at = _page("toy-induction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert "No estimate: Estimating every head of toy-induction" in _messages(at)
     assert titled(at, "Direct logit attribution")
     assert not any(chart_title(c).startswith("Estimated") for c in charts(at))
-    at.button(key=keys.PRED_REAL_GO).click().run()
+    at.button(key=prediction_keys.PRED_REAL_GO).click().run()
     assert not at.exception and not at.error
     toy = mha_viz.load_model("toy-induction", device="cpu")
     want = attribution.patch_heads(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted)
     np.testing.assert_allclose(_z(titled(at, "Restored fraction")), want.restored, atol=1e-5)
     assert not any(chart_title(c).startswith(("Estimated", "Estimate against")) for c in charts(at))
-    assert (at.session_state[keys.PRED_LAYER], at.session_state[keys.PRED_HEAD]) == (
+    assert (at.session_state[prediction_keys.PRED_LAYER], at.session_state[prediction_keys.PRED_HEAD]) == (
         1, int(np.argmax(want.restored[1])))
 
 
@@ -215,8 +216,8 @@ def test_a_gpt2_family_folder_gets_both_grids(gpt2_dir):
     assert [p.name for p in prediction.presets(mha_viz.load_model(gpt2_dir, device="cpu"))] == [
         prediction.IOI.name, prediction.FACTUAL.name]
     at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
-    at.button(key=keys.PRED_GO).click().run()
-    at.button(key=keys.PRED_REAL_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_REAL_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     model = mha_viz.load_model(gpt2_dir, device="cpu")
     want = attribution.patch_heads(model, clean, corrupted)

@@ -13,8 +13,9 @@ import pytest
 
 import mha_viz
 from mha_viz.interventions import attribution, prediction
-from mha_viz.ui import keys
-from mha_viz.ui.prediction_page import OWN
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.prediction import OWN
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from tests.app.helpers import chart_title, charts, open_page, shown, start_app
 from tests.helpers import decode
 
@@ -52,7 +53,7 @@ def _found(pair: tuple[str, str] | None = None):
     else:
         at.text_area(key=keys.TEXT).input(pair[0]).run()
         at.text_area(key=keys.PRED_CORRUPTED).input(pair[1]).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
@@ -66,7 +67,7 @@ def test_the_estimate_beside_real_patching_on_one_scale_and_the_caption_names_bo
         _captions(at))
     assert "real patching has not run yet" in _captions(at)
 
-    at.button(key=keys.PRED_REAL_GO).click().run()
+    at.button(key=prediction_keys.PRED_REAL_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     real = attribution.patch_heads(toy, OWN_CLEAN, OWN_CORRUPTED).restored
     r_layer, r_head = _head(real)
@@ -93,11 +94,11 @@ def test_the_estimate_by_position_opens_on_the_chosen_heads_layer_and_follows_it
         return np.array(_heat(next(c for c in charts(at) if "by head and patched position" in chart_title(c)))["z"],
                         dtype=float)
     other = 1 - top[0]
-    at.selectbox(key=keys.PRED_LAYER).set_value(other).run()  # another head, in the other layer
+    at.selectbox(key=prediction_keys.PRED_LAYER).set_value(other).run()  # another head, in the other layer
     assert at.selectbox(key=keys.PRED_POS_LAYER).value == other
     np.testing.assert_allclose(layer_grid(), est[other], atol=1e-5)
     at.selectbox(key=keys.PRED_POS_LAYER).set_value(top[0]).run()  # the user's own pick stays …
-    at.selectbox(key=keys.PRED_HEAD).set_value(3).run()  # … while the head moves within its layer
+    at.selectbox(key=prediction_keys.PRED_HEAD).set_value(3).run()  # … while the head moves within its layer
     assert at.selectbox(key=keys.PRED_POS_LAYER).value == top[0]
     open_page(at, "head_view")  # back later: the chosen head's layer again
     open_page(at, "prediction")

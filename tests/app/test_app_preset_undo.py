@@ -1,5 +1,5 @@
 """A preset on *Heads behind a prediction* never replaces what the user typed without a way back
-(`mha_viz.ui.preset_undo`), through AppTest on SmolLM2: the IOI preset over the user's own
+(`mha_viz.ui.pages.prediction.preset_undo`), through AppTest on SmolLM2: the IOI preset over the user's own
 sentence and corrupted text shows a notice with Undo, and one click puts the user's sentence back
 in the sidebar's box, the corrupted text, answer and wrong tokens back in theirs, and the picker
 on the user's own pair; a preset chosen over its own texts loses nothing and offers nothing; an
@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.interventions.prediction import IOI
-from mha_viz.ui import keys
-from mha_viz.ui.prediction_page import OWN
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.prediction import OWN
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from tests.app.helpers import open_page, shown, start_app
 
 pytestmark = pytest.mark.model
@@ -31,7 +32,7 @@ def _page_with(text: str, corrupted: str, answer: str = ""):
 
 
 def _undo_offered(at) -> bool:
-    return keys.PRED_UNDO_GO in [b.key for b in at.button]
+    return prediction_keys.PRED_UNDO_GO in [b.key for b in at.button]
 
 
 def _notices(at) -> str:
@@ -46,7 +47,7 @@ def test_undo_puts_back_the_users_own_texts_after_the_ioi_preset():
                                                                                                IOI.corrupted)
     assert _undo_offered(at)
     assert f"replaced your sentence “{MINE}”" in _notices(at)
-    at.button(key=keys.PRED_UNDO_GO).click().run()
+    at.button(key=prediction_keys.PRED_UNDO_GO).click().run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value == MINE  # the sidebar's box
     assert at.text_area(key=keys.PRED_CORRUPTED).value == MINE_CORRUPTED
@@ -83,7 +84,7 @@ def test_a_second_preset_keeps_the_way_back_to_the_users_texts():
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value not in (MINE, IOI.clean)
     assert _undo_offered(at) and f"replaced your sentence “{MINE}”" in _notices(at)
-    at.button(key=keys.PRED_UNDO_GO).click().run()
+    at.button(key=prediction_keys.PRED_UNDO_GO).click().run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value == MINE
     assert at.text_area(key=keys.PRED_CORRUPTED).value == MINE_CORRUPTED

@@ -68,7 +68,7 @@ def test_a_long_text_reads_a_window_of_64_tokens_that_the_slider_moves():
 def test_a_model_whose_weights_cannot_be_read_gets_a_message(tmp_path):
     from transformers import GPTBigCodeConfig, GPTBigCodeForCausalLM
 
-    from mha_viz.ui.sidebar import OTHER
+    from mha_viz.ui.shell.sidebar import OTHER
     from tests.helpers import byte_bpe_tokenizer
 
     tok = byte_bpe_tokenizer()

@@ -12,7 +12,8 @@ import pytest
 
 import mha_viz
 from mha_viz.drawing import heads as head_figures
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.retrieval import page_keys as retrieval_keys
 from tests.app.helpers import chart_title, charts, open_with_text
 
 pytestmark = pytest.mark.model
@@ -25,8 +26,8 @@ def _page(model: str = "toy-induction"):
 
 
 def _choose(at, length=40, depths=(25, 75), needle=NEEDLE, question=QUESTION):
-    at.number_input(key=keys.RETRIEVAL_LENGTH).set_value(length).run()
-    at.session_state[keys.RETRIEVAL_DEPTHS] = list(depths)
+    at.number_input(key=retrieval_keys.RETRIEVAL_LENGTH).set_value(length).run()
+    at.session_state[retrieval_keys.RETRIEVAL_DEPTHS] = list(depths)
     at.text_input(key=keys.RETRIEVAL_NEEDLE).input(needle).run()
     at.text_input(key=keys.RETRIEVAL_QUESTION).input(question).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
@@ -35,7 +36,7 @@ def _choose(at, length=40, depths=(25, 75), needle=NEEDLE, question=QUESTION):
 def test_the_grid_is_the_librarys_scores_and_a_picked_head_shows_where_it_looked():
     at = _page()
     _choose(at)
-    at.button(key=keys.RETRIEVAL_GO).click().run()
+    at.button(key=retrieval_keys.RETRIEVAL_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     grid = next(c for c in charts(at) if chart_title(c).startswith("Retrieval score"))
     toy = mha_viz.load_model("toy-induction", device="cpu")
@@ -50,8 +51,8 @@ def test_the_grid_is_the_librarys_scores_and_a_picked_head_shows_where_it_looked
     assert len(grid["data"][1]["x"]) == score.size and f"layer {layer}, head {head}" in grid["data"][1]["text"][
         layer * H + head]
     assert head_figures.grid_pick([{"curve_number": 1, "point_index": layer * H + head}], H) == (layer, head)
-    at.selectbox(key=keys.RETRIEVAL_LAYER).set_value(layer).run()
-    at.selectbox(key=keys.RETRIEVAL_HEAD).set_value(head).run()
+    at.selectbox(key=retrieval_keys.RETRIEVAL_LAYER).set_value(layer).run()
+    at.selectbox(key=retrieval_keys.RETRIEVAL_HEAD).set_value(head).run()
     assert not at.exception and not at.error
     look = next(c for c in charts(at) if chart_title(c).startswith(f"Layer {layer}, head {head}"))
     row = np.asarray(look["data"][0]["y"], dtype=np.float64)
@@ -67,8 +68,9 @@ def test_an_encoder_is_refused_and_an_empty_needle_asks_for_one_keeping_the_choi
     at = _page()
     _choose(at, length=36, depths=(10,), needle=" ")
     assert any("needle sentence" in i.value for i in at.info)
-    assert not [b for b in at.button if b.key == keys.RETRIEVAL_GO]
-    assert at.session_state[keys.RETRIEVAL_LENGTH] == 36 and at.session_state[keys.RETRIEVAL_DEPTHS] == [10]
+    assert not [b for b in at.button if b.key == retrieval_keys.RETRIEVAL_GO]
+    assert at.session_state[retrieval_keys.RETRIEVAL_LENGTH] == 36
+    assert at.session_state[retrieval_keys.RETRIEVAL_DEPTHS] == [10]
     assert at.session_state[keys.RETRIEVAL_QUESTION] == QUESTION
 
 
@@ -81,7 +83,7 @@ def test_a_needle_the_model_cannot_read_is_refused_before_a_search_and_the_sideb
     assert not [w for w in at.warning if "unknown to" in w.value]  # the sidebar's sentence: not this page's text
     said = " ".join(i.value for i in at.info).replace("\\", "")  # as drawn: `plain` escapes Markdown
     assert "unknown to toy-induction" in said and "Letters a–z" in said, said
-    assert not [b for b in at.button if b.key == keys.RETRIEVAL_GO]
+    assert not [b for b in at.button if b.key == retrieval_keys.RETRIEVAL_GO]
     _choose(at, length=36, depths=(10,))
     assert not [i for i in at.info if "unknown to" in i.value]
-    assert [b for b in at.button if b.key == keys.RETRIEVAL_GO]
+    assert [b for b in at.button if b.key == retrieval_keys.RETRIEVAL_GO]

@@ -1,5 +1,5 @@
 """A page switch runs the script once (issue 59): each run of `main` is counted through the run
-trace the page benchmark reads (mha_viz.ui.run_trace, MHA_VIZ_RUN_TRACE), and a switch that runs it
+trace the page benchmark reads (mha_viz.ui.shell.run_trace, MHA_VIZ_RUN_TRACE), and a switch that runs it
 twice (an st.rerun or st.switch_page on the way) pays twice in the browser."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from streamlit.util import calc_hash
 
-from mha_viz.ui import keys, run_trace
+from mha_viz.ui.kit import keys
+from mha_viz.ui.shell import run_trace
 from tests.app.helpers import app_page_ids, start_app
 from tests.helpers import HEADINGS
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mha_viz.drawing import style as figure_style
-from mha_viz.ui.sidebar import OTHER
+from mha_viz.ui.shell.sidebar import OTHER
 from tests.app.helpers import PAGE_IDS, charts, open_page, start_app
 
 SOURCE = "The cat sat on the mat."

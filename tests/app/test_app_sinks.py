@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mha_viz
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import charts, heatmap_tokens, open_page, start_app
 
 pytestmark = pytest.mark.model

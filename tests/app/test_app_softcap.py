@@ -11,8 +11,9 @@ import pytest
 
 import mha_viz
 from mha_viz.interventions import attribution
-from mha_viz.ui import keys
-from mha_viz.ui.sidebar import OTHER
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
+from mha_viz.ui.shell.sidebar import OTHER
 from tests.app.helpers import chart_title, charts, open_page, shown, start_app
 from tests.helpers import save_peaked
 
@@ -37,7 +38,7 @@ def test_a_soft_capped_model_is_attributed_and_the_page_says_it_is_linearised(tm
     at.text_area(key=keys.TEXT).input(CLEAN).run()
     open_page(at, "prediction")
     at.text_area(key=keys.PRED_CORRUPTED).input(CORRUPTED).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     model = mha_viz.load_model(folder, device="cpu")
     want = attribution.patch_heads(model, CLEAN, CORRUPTED)

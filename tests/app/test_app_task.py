@@ -16,7 +16,8 @@ import mha_viz
 from mha_viz.features.prediction.controls import METHODS
 from mha_viz.features.prediction.task_figures import MARK
 from mha_viz.tasks import generators
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from tests.app.helpers import chart_title, charts, open_with_text, shown
 
 pytestmark = pytest.mark.model
@@ -25,7 +26,7 @@ TEXT = "When Mary and John went to the store, John gave a drink to"
 
 def _task(model: str = "smollm2"):
     at = open_with_text("prediction", TEXT, model=model)
-    at.radio(key=keys.PRED_TASK).set_value("a task").run()
+    at.radio(key=prediction_keys.PRED_TASK).set_value("a task").run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
@@ -37,11 +38,11 @@ def _grid(at) -> dict:
 @pytest.mark.parametrize("method", ["estimate", "dla"])
 def test_a_generated_task_draws_each_heads_mean_and_crosses_the_intervals_that_hold_zero(smollm2, method):
     at = _task()
-    at.selectbox(key=keys.TASK_SOURCE).set_value("IOI (names and places)").run()
-    at.number_input(key=keys.TASK_SIZE).set_value(4).run()
-    at.number_input(key=keys.TASK_SEED).set_value(3).run()
-    at.selectbox(key=keys.TASK_METHOD).set_value(next(k for k, v in METHODS.items() if v == method)).run()
-    at.button(key=keys.TASK_GO).click().run()
+    at.selectbox(key=prediction_keys.TASK_SOURCE).set_value("IOI (names and places)").run()
+    at.number_input(key=prediction_keys.TASK_SIZE).set_value(4).run()
+    at.number_input(key=prediction_keys.TASK_SEED).set_value(3).run()
+    at.selectbox(key=prediction_keys.TASK_METHOD).set_value(next(k for k, v in METHODS.items() if v == method)).run()
+    at.button(key=prediction_keys.TASK_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     grid = _grid(at)
     prompts = generators.ioi(4, seed=3)
@@ -58,21 +59,21 @@ def test_a_generated_task_draws_each_heads_mean_and_crosses_the_intervals_that_h
 
 def test_a_file_of_pairs_runs_and_a_bad_one_is_refused_keeping_every_choice(tmp_path):
     at = _task()
-    at.selectbox(key=keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
-    at.selectbox(key=keys.TASK_METHOD).set_value("direct logit attribution").run()
+    at.selectbox(key=prediction_keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
+    at.selectbox(key=prediction_keys.TASK_METHOD).set_value("direct logit attribution").run()
     bad = "clean,corrupted,answer\nA b,A c, d\n"  # no wrong column
     at.file_uploader(key=keys.TASK_FILE).set_value(("pairs.csv", bad.encode(), "text/csv")).run()
     assert not at.exception
     said = shown(" ".join(e.value for e in at.error))
     assert "pairs.csv" in said and "wrong" in said, said
-    assert at.radio(key=keys.PRED_TASK).value == "a task"
-    assert at.selectbox(key=keys.TASK_METHOD).value == "direct logit attribution"
+    assert at.radio(key=prediction_keys.PRED_TASK).value == "a task"
+    assert at.selectbox(key=prediction_keys.TASK_METHOD).value == "direct logit attribution"
     rows = [{"clean": p.clean, "corrupted": p.corrupted, "answer": p.answer, "wrong": p.wrong}
             for p in generators.ioi(3, seed=1).pairs]
     rows.append({"clean": "A cat", "corrupted": "A cat sat", "answer": " on", "wrong": " in"})  # lengths differ
     good = "\n".join(json.dumps(r) for r in rows).encode()
     at.file_uploader(key=keys.TASK_FILE).set_value(("pairs.jsonl", good, "application/json")).run()
-    at.button(key=keys.TASK_GO).click().run()
+    at.button(key=prediction_keys.TASK_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     said = shown(next(s.value for s in at.success))
     assert "3 pairs of pairs.jsonl ran" in said and "1 clean and corrupted differ in length" in said, said
@@ -81,12 +82,12 @@ def test_a_file_of_pairs_runs_and_a_bad_one_is_refused_keeping_every_choice(tmp_
 
 def test_a_model_on_which_no_pair_runs_says_why():
     at = _task(model="toy-induction")  # its letters' vocabulary reads every IOI name as its unknown token
-    at.number_input(key=keys.TASK_SIZE).set_value(3).run()
-    at.button(key=keys.TASK_GO).click().run()
+    at.number_input(key=prediction_keys.TASK_SIZE).set_value(3).run()
+    at.button(key=prediction_keys.TASK_GO).click().run()
     assert not at.exception
     said = shown(" ".join(e.value for e in at.error))
     assert "No pair of 'ioi(n=3, seed=0)' can run on toy-induction: 0 pairs kept; left out: 3 (" in said, said
-    assert at.number_input(key=keys.TASK_SIZE).value == 3
+    assert at.number_input(key=prediction_keys.TASK_SIZE).value == 3
 
 
 def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_induction):
@@ -96,11 +97,11 @@ def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_indu
     prompts = letter_pairs(4, seed=5)
     rows = [{"clean": p.clean, "corrupted": p.corrupted, "answer": p.answer, "wrong": p.wrong} for p in prompts.pairs]
     at = _task(model="toy-induction")
-    at.selectbox(key=keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
-    at.selectbox(key=keys.TASK_METHOD).set_value("edge attribution (EAP)").run()
+    at.selectbox(key=prediction_keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
+    at.selectbox(key=prediction_keys.TASK_METHOD).set_value("edge attribution (EAP)").run()
     at.file_uploader(key=keys.TASK_FILE).set_value(("letters.jsonl", "\n".join(json.dumps(r) for r in rows).encode(),
                                                     "application/json")).run()
-    at.button(key=keys.TASK_GO).click().run()
+    at.button(key=prediction_keys.TASK_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     cap = at.session_state[keys.TOKEN_LIMIT]
     want = mha_viz.edge_attribution(toy_induction, prompts, resamples=1000, max_tokens=cap)
@@ -110,7 +111,7 @@ def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_indu
     np.testing.assert_allclose(table["mean"], top["mean"].round(5), atol=1e-5)
     graph = next(c for c in charts(at) if chart_title(c).startswith("The top"))
     assert graph["data"][-1]["hovertext"][0].endswith("(mean over 4 pairs)")
-    at.button(key=keys.TASK_FAITH_GO).click().run()
+    at.button(key=prediction_keys.TASK_FAITH_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     band = next(c for c in charts(at) if "over the task" in chart_title(c).replace("<br>", " "))
     ks = path_patching.curve_sizes(len(want.table))

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.qk import page_keys as qk_keys
+from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from tests.app.helpers import open_page, start_app, titled
 from tests.helpers import ROOT
 
@@ -30,9 +32,9 @@ def test_the_walkthrough_shows_a_window_anywhere_in_a_long_text(monkeypatch):
         open_page(at, "teaching")
         assert at.slider(key=keys.TEACH_START).max == N - 64
         at.slider(key=keys.TEACH_START).set_value(START)
-        at.selectbox(key=keys.TEACH_LAYER).set_value(LAYER)
-        at.selectbox(key=keys.TEACH_HEAD).set_value(HEAD).run()
-        at.button_group(key=keys.TEACH_PART).set_value("3–6 · Scores to probabilities").run()
+        at.selectbox(key=teaching_keys.TEACH_LAYER).set_value(LAYER)
+        at.selectbox(key=teaching_keys.TEACH_HEAD).set_value(HEAD).run()
+        at.button_group(key=teaching_keys.TEACH_PART).set_value("3–6 · Scores to probabilities").run()
         assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
         assert any(f"Tokens {START}–{START + 63} of {N}. Each row's {START} earlier keys" in c.value
                    for c in at.caption)
@@ -46,6 +48,6 @@ def test_the_walkthrough_shows_a_window_anywhere_in_a_long_text(monkeypatch):
         assert shown[:, 0].min() > 0  # a decoder's row this far in gives its earlier keys some weight
         open_page(at, "qk")  # the same window: its query and key are tokens of it
         assert at.slider(key=keys.TEACH_START).value == START
-        assert at.selectbox(key=keys.QK_I).format_func(0).startswith(f"{START}: ")
+        assert at.selectbox(key=qk_keys.QK_I).format_func(0).startswith(f"{START}: ")
         assert not at.exception and not at.error
         assert not run.is_dense

@@ -11,7 +11,7 @@ import pytest
 
 import mha_viz
 from mha_viz.drawing import heads as head_figures
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import charts, open_page, start_app
 
 pytestmark = pytest.mark.model

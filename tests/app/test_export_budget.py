@@ -6,7 +6,7 @@ budget)."""
 from __future__ import annotations
 
 from mha_viz.budget import admission
-from mha_viz.ui import resources
+from mha_viz.ui.kit import resources
 from tests.app.helpers import export_box, open_with_text
 
 

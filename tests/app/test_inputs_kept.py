@@ -5,7 +5,8 @@ limit and hidden tokens, a page's own controls after a visit to another page, th
 from __future__ import annotations
 
 from mha_viz.features.lines import figures as line_figures
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.lines import page_keys as lines_keys
 
 from .helpers import export_box, open_page, start_app
 
@@ -20,8 +21,8 @@ def test_sidebar_page_controls_and_export_survive_page_switches():
     export_box(at).radio(key=keys.EXPORT_FORMAT).set_value("svg").run()
     export_box(at, False)  # closed, its inputs are not drawn: their values stay
     open_page(at, "lines")
-    at.slider(key=keys.LINE_THRESHOLD).set_value(0.35).run()
-    at.radio(key=keys.LINE_SIDE).set_value(line_figures.KEY).run()
+    at.slider(key=lines_keys.LINE_THRESHOLD).set_value(0.35).run()
+    at.radio(key=lines_keys.LINE_SIDE).set_value(line_figures.KEY).run()
     open_page(at, "focus")
     at.radio(key=keys.FOCUS_LEVEL).set_value("words").run()
     for page in ("model_facts", "head_view", "lines"):  # away (no line controls drawn), then back
@@ -31,8 +32,8 @@ def test_sidebar_page_controls_and_export_survive_page_switches():
     assert at.number_input(key=keys.TOKEN_LIMIT).value == 40
     assert at.checkbox(key=keys.HIDE_SPECIAL).value is True
     assert export_box(at).radio(key=keys.EXPORT_FORMAT).value == "svg"
-    assert at.slider(key=keys.LINE_THRESHOLD).value == 0.35
-    assert at.radio(key=keys.LINE_SIDE).value == line_figures.KEY
+    assert at.slider(key=lines_keys.LINE_THRESHOLD).value == 0.35
+    assert at.radio(key=lines_keys.LINE_SIDE).value == line_figures.KEY
     open_page(at, "focus")
     assert at.radio(key=keys.FOCUS_LEVEL).value == "words"
     # the views computed on what was kept: the text's tokens, [CLS]/[SEP] hidden

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import heatmap_tokens, open_page, start_app
 from tests.text_samples import ESTIMATE_TOLERANCE, docs_prose
 

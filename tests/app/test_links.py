@@ -10,7 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from mha_viz.export import link_params as links
-from mha_viz.ui import compare_run_b, keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.compare import compare_run_b
 from tests.app.helpers import app_test, charts, open_box, open_page, share_box
 
 pytestmark = pytest.mark.model

@@ -11,7 +11,10 @@ from streamlit.runtime import media_file_manager
 
 from mha_viz import catalogue
 from mha_viz.interventions import prediction
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.ablation import page_keys as ablation_keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
+from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from tests.app.helpers import charts, open_page, start_app
 from tests.notebook_figures import execute_together, figures_of, same_figures
 
@@ -47,13 +50,13 @@ def _setup(at, page: str, model: str) -> None:
     """The page's own choices before its figures are read: importance computed (Switch heads off), the
     steps with scores (Teaching, toy-induction), the preset's heads found (a prediction, a decoder)."""
     if page == "ablation":
-        at.button(key=keys.IMP_GO).click().run()
+        at.button(key=ablation_keys.IMP_GO).click().run()
     elif page == "teaching" and model == "toy-induction":
-        at.session_state[keys.TEACH_PART] = "3–6 · Scores to probabilities"
+        at.session_state[teaching_keys.TEACH_PART] = "3–6 · Scores to probabilities"
         at.run()
     elif page == "prediction" and model == "toy-induction":
         at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
-        at.button(key=keys.PRED_GO).click().run()
+        at.button(key=prediction_keys.PRED_GO).click().run()
 
 
 PAGES = ("model_view", "head_view", "head_metrics", "teaching", "ablation", "prediction")  # the preset's text last

@@ -53,7 +53,10 @@ from mha_viz.corpus.store import statistics_store
 from mha_viz.features.prediction.figures import MARK
 from mha_viz.interventions import prediction
 from mha_viz.interventions.estimate import DISAGREE
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.corpus import page_keys as corpus_keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
+from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from mha_viz_models.cache_folder import cache_root
 from tests.app.helpers import app_test, charts, open_page
 from tests.tolerance import assert_same_above
@@ -123,8 +126,8 @@ def visit(model: str, dtype: str) -> dict[str, list[dict]]:
         shown["head_view"].append(_outcome(at))
 
         open_page(at, "teaching")
-        for part in at.button_group(key=keys.TEACH_PART).options:
-            at.button_group(key=keys.TEACH_PART).set_value(part).run()
+        for part in at.button_group(key=teaching_keys.TEACH_PART).options:
+            at.button_group(key=teaching_keys.TEACH_PART).set_value(part).run()
             shown["teaching"].append(_outcome(at))
 
         open_page(at, "qk")
@@ -140,20 +143,20 @@ def visit(model: str, dtype: str) -> dict[str, list[dict]]:
         open_page(at, "corpus")
         at.radio(key=keys.CORPUS_SOURCE).set_value(at.radio(key=keys.CORPUS_SOURCE).options[-1]).run()  # a path
         at.text_input(key=keys.CORPUS_PATH).input(documents).run()
-        at.number_input(key=keys.CORPUS_TOKENS).set_value(12).run()
+        at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(12).run()
         at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
-        at.button(key=keys.CORPUS_GO).click().run()
+        at.button(key=corpus_keys.CORPUS_GO).click().run()
         assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
         open_page(at, "examples")
         shown["examples"].append(_outcome(at))
 
         open_page(at, "prediction")
         at.selectbox(key=keys.PRED_PRESET).set_value(preset.name).run()
-        at.button(key=keys.PRED_GO).click().run()  # the estimate and direct logit attribution
-        at.selectbox(key=keys.PRED_LAYER).set_value(layer)  # the panel opened on the top head: back to ours
-        at.selectbox(key=keys.PRED_HEAD).set_value(head).run()
+        at.button(key=prediction_keys.PRED_GO).click().run()  # the estimate and direct logit attribution
+        at.selectbox(key=prediction_keys.PRED_LAYER).set_value(layer)  # the panel opened on the top head: back to ours
+        at.selectbox(key=prediction_keys.PRED_HEAD).set_value(head).run()
         shown["prediction"].append(_outcome(at))
-        at.button(key=keys.PRED_REAL_GO).click().run()  # real patching
+        at.button(key=prediction_keys.PRED_REAL_GO).click().run()  # real patching
         shown["prediction"].append(_outcome(at))
         statistics_store.cache_clear()
     return shown

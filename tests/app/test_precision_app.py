@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mha_viz import compare
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
 from tests.app.helpers import app_test, open_page, start_app
 
 pytestmark = pytest.mark.model

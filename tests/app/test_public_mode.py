@@ -10,7 +10,8 @@ import pytest
 
 import mha_viz
 import mha_viz_models
-from mha_viz.ui import keys, sidebar
+from mha_viz.ui.kit import keys
+from mha_viz.ui.shell import sidebar
 from tests.app.helpers import start_app
 
 pytestmark = pytest.mark.model
@@ -29,7 +30,7 @@ def test_public_mode_offers_only_the_allow_list_and_caps_tokens(public):
 def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
     """With one slot taken elsewhere, a new analysis waits (with a notice) and runs once the
     slot is given back: it starts after the release, and finishes without an error."""
-    from mha_viz.ui import resources
+    from mha_viz.ui.kit import resources
 
     monkeypatch.setenv("MHA_VIZ_MAX_CONCURRENT", "1")
     resources.slots.clear()

@@ -7,28 +7,35 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 
 from mha_viz.interventions import prediction
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from mha_viz.ui.pages.compare import page_keys as compare_keys
+from mha_viz.ui.pages.corpus import page_keys as corpus_keys
+from mha_viz.ui.pages.examples import page_keys as examples_keys
+from mha_viz.ui.pages.generate import page_keys as generate_keys
+from mha_viz.ui.pages.prediction import page_keys as prediction_keys
+from mha_viz.ui.pages.qk import page_keys as qk_keys
+from mha_viz.ui.pages.retrieval import page_keys as retrieval_keys
+from mha_viz.ui.pages.teaching import page_keys as teaching_keys
+from tests import ui_sources
 from tests.app.helpers import charts, open_page, shown, start_app
 
 pytestmark = pytest.mark.model
 
 TOY = "toy-induction"  # 2 layers (0, 1) × 4 heads
-UI = Path(__file__).resolve().parents[2] / "mha_viz" / "ui"
 # every page that shows one head: its Layer and Head pickers, and where the page names the head it draws
 PICKERS = {
     "head_view": (keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD, "charts"),
-    "examples": (keys.EXAMPLES_LAYER, keys.EXAMPLES_HEAD, "charts"),
-    "prediction": (keys.PRED_LAYER, keys.PRED_HEAD, "charts"),
-    "compare": (keys.CMP_LAYER, keys.CMP_HEAD, "charts"),
-    "generate": (keys.GEN_LAYER, keys.GEN_HEAD, "charts"),
-    "teaching": (keys.TEACH_LAYER, keys.TEACH_HEAD, "subheader"),
-    "qk": (keys.QK_LAYER, keys.QK_HEAD, "caption"),
-    "retrieval": (keys.RETRIEVAL_LAYER, keys.RETRIEVAL_HEAD, "charts"),
+    "examples": (examples_keys.EXAMPLES_LAYER, examples_keys.EXAMPLES_HEAD, "charts"),
+    "prediction": (prediction_keys.PRED_LAYER, prediction_keys.PRED_HEAD, "charts"),
+    "compare": (compare_keys.CMP_LAYER, compare_keys.CMP_HEAD, "charts"),
+    "generate": (generate_keys.GEN_LAYER, generate_keys.GEN_HEAD, "charts"),
+    "teaching": (teaching_keys.TEACH_LAYER, teaching_keys.TEACH_HEAD, "subheader"),
+    "qk": (qk_keys.QK_LAYER, qk_keys.QK_HEAD, "caption"),
+    "retrieval": (retrieval_keys.RETRIEVAL_LAYER, retrieval_keys.RETRIEVAL_HEAD, "charts"),
 }
 
 
@@ -36,11 +43,11 @@ def test_the_walk_covers_every_picker_of_the_shared_head():
     """Each `shared_head.pick_head(ids, heads, keys.A, keys.B, …)` in the UI's source is a page's
     pickers of the shared head: the walk below visits every one."""
     found = set()
-    for path in UI.glob("*.py"):
+    for path in ui_sources.MODULES:
         for node in ast.walk(ast.parse(path.read_text())):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "pick_head"
                     and ast.unparse(node.func.value) == "shared_head"):
-                found.add(tuple(getattr(keys, ast.unparse(a).removeprefix("keys.")) for a in node.args[2:4]))
+                found.add(tuple(ui_sources.key_value(a) for a in node.args[2:4]))
     assert found == {(layer, head) for layer, head, _ in PICKERS.values()}
 
 
@@ -76,23 +83,23 @@ def test_a_head_picked_on_any_page_is_the_head_of_every_page_and_of_the_link(fre
     at.text_area(key=keys.TEXT).input(prediction.INDUCTION.clean).run()
     # what the pages draw from: a corpus (Head examples), a generation, a prediction, sentence B
     open_page(at, "corpus")
-    at.number_input(key=keys.CORPUS_TOKENS).set_value(24).run()
+    at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(24).run()
     at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
-    at.button(key=keys.CORPUS_GO).click().run()
+    at.button(key=corpus_keys.CORPUS_GO).click().run()
     open_page(at, "generate")
-    at.number_input(key=keys.GEN_MAX_NEW).set_value(2).run()
-    at.button(key=keys.GEN_GO).click().run()
+    at.number_input(key=generate_keys.GEN_MAX_NEW).set_value(2).run()
+    at.button(key=generate_keys.GEN_GO).click().run()
     open_page(at, "compare")
     at.text_area(key=keys.CMP_TEXT_B).input(prediction.INDUCTION.corrupted).run()
     open_page(at, "retrieval")  # a needle of letters the toy copies: its look at the needle names the head
-    at.number_input(key=keys.RETRIEVAL_LENGTH).set_value(36).run()
-    at.session_state[keys.RETRIEVAL_DEPTHS] = [25]
+    at.number_input(key=retrieval_keys.RETRIEVAL_LENGTH).set_value(36).run()
+    at.session_state[retrieval_keys.RETRIEVAL_DEPTHS] = [25]
     at.text_input(key=keys.RETRIEVAL_NEEDLE).input("q w e r t y u i").run()
     at.text_input(key=keys.RETRIEVAL_QUESTION).input("q w").run()
-    at.button(key=keys.RETRIEVAL_GO).click().run()
+    at.button(key=retrieval_keys.RETRIEVAL_GO).click().run()
     open_page(at, "prediction")
     at.text_area(key=keys.PRED_CORRUPTED).input(prediction.INDUCTION.corrupted).run()
-    at.button(key=keys.PRED_GO).click().run()
+    at.button(key=prediction_keys.PRED_GO).click().run()
     # a new result opens on the head the estimate puts first: it is the shared head now
     top = at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]
     _shows(at, "prediction", *top)

@@ -433,7 +433,7 @@ class App:
     def nav_link(self, title: str):
         """The top navigation's link to the page `title`, its section's menu opened (a link of a
         menu exists only while the menu is open)."""
-        from mha_viz.ui.pages import PAGES
+        from mha_viz.ui.shell.navigation import PAGES
 
         link = self.page.locator(NAV_LINK).filter(has=self.page.get_by_text(title, exact=True))
         if not link.count():
@@ -518,7 +518,7 @@ class App:
         return [title for title, _ in self.nav_pages()]
 
     def choose_model(self, key: str) -> None:
-        from mha_viz.ui import sidebar
+        from mha_viz.ui.shell import sidebar
 
         self.choose("Model", sidebar.model_title(key), scope="[data-testid=stSidebar]")
 

@@ -4,7 +4,7 @@ over the pages, so that their first renders import the pages' libraries all at o
 session opens the Head view and applies its own sentence, all at the same moment again. Every
 session must show its own sentence's tokens, and none may show an error or an exception.
 
-Before `mha_viz.ui.preload` (on the app of commit 9ef9d17, whose pages imported their views
+Before `mha_viz.ui.shell.preload` (on the app of commit 9ef9d17, whose pages imported their views
 lazily), four of eight such sessions failed on every try with *This view could not be drawn
 (AttributeError: partially initialized module 'pandas' has no attribute 'Series')*: a session
 importing pandas while another's Plotly figure looked pandas up in `sys.modules`.

@@ -182,7 +182,7 @@ def test_the_installed_app_serves_its_first_page(installed):
     text = log.read_text(errors="replace")
     assert "mha-viz starting: open http://localhost:" in text and "Traceback" not in text, text[-3000:]
     drawn = python(installed, """
-        import mha_viz.ui.serve as serve
+        import mha_viz.ui.shell.serve as serve
         from streamlit.testing.v1 import AppTest
         at = AppTest.from_file(serve.__file__, default_timeout=240).run()
         assert not at.exception, [e.value for e in at.exception]

@@ -36,7 +36,7 @@ def test_the_wheel_holds_no_top_level_models_package(installed):
     tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
     assert tops == {"mha_viz", "mha_viz_models"}, tops
     assert "mha_viz_models/toy/toy_induction/model.safetensors" in names
-    assert "mha_viz/ui/serve.py" in names and "mha_viz/streamlit.toml" in names
+    assert "mha_viz/ui/shell/serve.py" in names and "mha_viz/streamlit.toml" in names
 
 
 def test_a_users_models_py_breaks_nothing(installed, tmp_path):

@@ -46,19 +46,19 @@ def planted(tmp_path, monkeypatch):
     (features / "planted").mkdir(parents=True)
     ui.mkdir()
     (features / "planted" / "__init__.py").write_text(RECORD)
-    (ui / "planted_page.py").write_text(PAGE)
+    (ui / "planted.py").write_text(PAGE)
     import mha_viz.features
-    import mha_viz.ui
+    import mha_viz.ui.pages
     monkeypatch.setattr(catalogue, "FOLDERS", (*catalogue.FOLDERS, features))
     monkeypatch.setattr(mha_viz.features, "__path__", [*mha_viz.features.__path__, str(features)])
-    monkeypatch.setattr(mha_viz.ui, "__path__", [*mha_viz.ui.__path__, str(ui)])
+    monkeypatch.setattr(mha_viz.ui.pages, "__path__", [*mha_viz.ui.pages.__path__, str(ui)])
     catalogue.features.cache_clear()
     yield
     catalogue.features.cache_clear()
-    for name in ("mha_viz.features.planted", "mha_viz.ui.planted_page"):
+    for name in ("mha_viz.features.planted", "mha_viz.ui.pages.planted"):
         sys.modules.pop(name, None)
     monkeypatch.undo()
-    for name in ("mha_viz.ui.page_controls", "tests.helpers"):  # their lists made again without the planted page
+    for name in ("mha_viz.ui.kit.page_controls", "tests.helpers"):  # their lists made again without the planted page
         importlib.reload(importlib.import_module(name))
 
 
@@ -91,7 +91,7 @@ def test_a_new_page_is_its_page_file_and_its_feature_folder():
     ids = list(catalogue.ids())
     assert ids.index("planted") == ids.index("head_metrics") + 1  # Measure, order 15: after 10, before 20
     # the navigation's pages (made at the UI's import: built again here from the same records)
-    from mha_viz.ui import pages
+    from mha_viz.ui.shell import navigation as pages
     spec = {p.id: p for p in pages.specs()}["planted"]
     assert (spec.title, spec.section, spec.view.__name__) == ("Planted page", "Measure", "planted_page")
     # a lesson may name it
@@ -106,7 +106,7 @@ def test_a_new_page_is_its_page_file_and_its_feature_folder():
     helpers = importlib.reload(importlib.import_module("tests.helpers"))
     assert helpers.HEADINGS["planted"] == "A planted page"
     # its link parameters: what links and lesson steps carry
-    page_controls = importlib.reload(importlib.import_module("mha_viz.ui.page_controls"))
+    page_controls = importlib.reload(importlib.import_module("mha_viz.ui.kit.page_controls"))
     assert [c.name for c in page_controls.BY_PAGE["planted"]] == ["planted_flag"]
     assert "planted_flag" in page_controls.CONTROLS
 

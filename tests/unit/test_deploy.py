@@ -84,7 +84,7 @@ def test_slots_cap_work_running_at_once():
 
 def test_public_mode_refuses_a_model_outside_the_list_even_if_asked_directly(public):
     """The loader itself checks the list, not only the picker."""
-    from mha_viz.ui import resources
+    from mha_viz.ui.kit import resources
 
     for spec in ("gpt2", "/etc", "../../etc", "http://127.0.0.1:1/x"):
         with pytest.raises(mha_viz.ModelLoadError, match="offers only these models"):
@@ -115,7 +115,7 @@ def test_no_raw_html_and_no_remote_code_anywhere_in_the_app():
 
 @pytest.mark.parametrize("text", ["[x](javascript:alert(1))", "<b>bold</b> $x$ :red[y] ![i](x.png)"])
 def test_plain_escapes_every_markdown_and_html_character(text):
-    from mha_viz.ui.text import plain
+    from mha_viz.ui.kit.text import plain
 
     escaped = plain(text)
     assert shown(escaped) == text
@@ -136,7 +136,7 @@ def _markdown_text(source: str) -> str:
 
 
 def test_plain_leaves_no_bare_url_or_address_to_autolink():
-    from mha_viz.ui.text import plain
+    from mha_viz.ui.kit.text import plain
 
     text = "see https://evil.example/x and www.evil.example, HTTP://A.example, me@evil.example"
     assert GFM_URL.findall(_markdown_text(text)) and GFM_EMAIL.findall(_markdown_text(text))  # the check bites

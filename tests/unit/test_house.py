@@ -114,7 +114,7 @@ def _sources() -> dict[str, tuple[str, bool]]:
 
 def test_the_packages_are_found():
     modules = first_party()
-    assert {"mha_viz", "mha_viz.metrics.head_stats", "mha_viz.ui.main", "mha_viz_models",
+    assert {"mha_viz", "mha_viz.metrics.head_stats", "mha_viz.ui.shell.main", "mha_viz_models",
             "mha_viz_models.attention.mha"} <= set(modules)
 
 
@@ -192,7 +192,7 @@ def test_no_core_module_over_400_lines():
 
 def test_a_planted_long_module_is_found_and_the_ui_is_not_core():
     long = "x = 1\n" * (MAX_CORE_LINES + 1)
-    sources = {"mha_viz.views.detail": long, "mha_viz.ui.sidebar": long, "mha_viz.text.tokenize": "x = 1\n" * 400}
+    sources = {"mha_viz.views.detail": long, "mha_viz.ui.shell.sidebar": long, "mha_viz.text.tokenize": "x = 1\n" * 400}
     assert oversized(sources) == [f"mha_viz.views.detail ({MAX_CORE_LINES + 1} lines)"]
 
 
@@ -214,7 +214,7 @@ def test_mha_viz_models_never_imports_mha_viz_and_only_the_ui_imports_streamlit(
     files = {p.relative_to(ROOT).as_posix(): p.read_text()
              for p in [ROOT / "app.py", *sorted((ROOT / "mha_viz").rglob("*.py")),
                        *sorted((ROOT / "models").rglob("*.py"))]}
-    assert "models/mha_viz_models/attention/mha.py" in files and "mha_viz/ui/main.py" in files
+    assert "models/mha_viz_models/attention/mha.py" in files and "mha_viz/ui/shell/main.py" in files
     breaches = layer_breaches(files)
     assert not breaches, breaches
 
@@ -222,7 +222,7 @@ def test_mha_viz_models_never_imports_mha_viz_and_only_the_ui_imports_streamlit(
 def test_planted_layer_breaches_are_found():
     files = {
         "app.py": "import streamlit as st\n",
-        "mha_viz/ui/sidebar.py": "import streamlit as st\n",
+        "mha_viz/ui/shell/sidebar.py": "import streamlit as st\n",
         "mha_viz/views/detail.py": "def draw():\n    import streamlit.components.v1\n",
         "models/mha_viz_models/attention/heads.py": "def f():\n    from mha_viz.metrics import head_table\n",
         "models/mha_viz_models/loading/loader.py": "import mha_viz_models.errors\n",

@@ -160,7 +160,7 @@ def test_the_bundled_lesson_is_a_lesson_of_8_to_12_steps_on_the_bundled_models()
 
 
 def test_the_page_ids_a_lesson_is_checked_against_are_the_pages_the_app_registers():
-    from mha_viz.ui import pages
+    from mha_viz.ui.shell import navigation as pages
     assert tuple(p.id for p in pages.PAGES) == catalogue.ids()
 
 

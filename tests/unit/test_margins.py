@@ -143,7 +143,7 @@ def test_fit_grows_margins_never_shrinks_them_and_is_idempotent():
 
 
 def test_the_app_fits_a_chart_once(monkeypatch):
-    from mha_viz.ui import charts
+    from mha_viz.ui.kit import charts
 
     calls = []
     real = m.fit

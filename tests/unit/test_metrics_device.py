@@ -91,7 +91,7 @@ def test_the_app_runs_metrics_where_the_model_is():
     """The app's cached metrics go to the model's GPU when it has one, and stay on the CPU otherwise."""
     from types import SimpleNamespace
 
-    from mha_viz.ui import analysis
+    from mha_viz.ui.kit import analysis
 
     assert analysis.metric_device(SimpleNamespace(device=torch.device("cpu"))) is None
     assert analysis.metric_device(SimpleNamespace(device=torch.device("cuda", 0))) == "cuda:0"

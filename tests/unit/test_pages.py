@@ -1,5 +1,5 @@
 """The pages made from the features' records and the UI's module layout: each page `x` is drawn by `x_page()` in
-`mha_viz/ui/x_page.py`, every page module has a record, every page draws its record's heading (the app tests
+`mha_viz/ui/pages/x/__init__.py`, every page module has a record, every page draws its record's heading (the app tests
 check it as drawn: tests/helpers.HEADINGS, which tests/app's `open_page` reads), and no two public functions of
 the UI share a name."""
 
@@ -7,31 +7,30 @@ from __future__ import annotations
 
 import ast
 import importlib
-from pathlib import Path
 
-from mha_viz.ui import pages
+from mha_viz.ui.shell import navigation as pages
 from tests.helpers import HEADINGS
-
-UI = Path(__file__).resolve().parents[2] / "mha_viz" / "ui"
+from tests.ui_sources import MODULES, PAGES, page_module
 
 
 def test_each_page_is_drawn_by_the_function_of_its_own_module():
     for spec in pages.PAGES:
         assert spec.view.__name__ == f"{spec.id}_page", spec
-        assert spec.view.__module__ == f"mha_viz.ui.{spec.id}_page", spec
+        assert spec.view.__module__ == f"mha_viz.ui.pages.{spec.id}", spec
         assert getattr(importlib.import_module(spec.view.__module__), spec.view.__name__) is spec.view
 
 
 def test_every_page_module_is_registered_and_nothing_else_is_named_like_one():
-    modules = sorted(p.stem for p in UI.glob("*_page.py"))
-    assert modules == sorted(f"{p.id}_page" for p in pages.PAGES)
+    modules = sorted(p.parent.name if p.name == "__init__.py" else p.stem for p in PAGES.glob("*.py"))
+    modules += sorted(p.parent.name for p in PAGES.glob("*/__init__.py"))
+    assert sorted(m for m in modules if m != "pages") == sorted(p.id for p in pages.PAGES)
 
 
 def test_every_registered_page_has_a_heading_the_tests_know_and_draws_its_own():
     assert set(HEADINGS) == {p.id for p in pages.PAGES}
     assert len(pages.BY_ID) == len(pages.PAGES) and pages.DEFAULT in pages.BY_ID
     for spec in pages.PAGES:
-        source = (UI / f"{spec.id}_page.py").read_text()
+        source = page_module(spec.id).read_text()
         # its title is its record's (view_helpers.start, or catalogue.feature, given its own id)
         assert f'start("{spec.id}"' in source or f'start_on_model("{spec.id}"' in source \
             or f'catalogue.feature("{spec.id}")' in source, spec.id
@@ -39,9 +38,9 @@ def test_every_registered_page_has_a_heading_the_tests_know_and_draws_its_own():
 
 def test_no_two_public_functions_of_the_ui_share_a_name():
     seen: dict[str, list[str]] = {}
-    for path in sorted(UI.glob("*.py")):
+    for path in MODULES:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-                seen.setdefault(node.name, []).append(path.stem)
+                seen.setdefault(node.name, []).append(path.relative_to(PAGES.parent).as_posix())
     shared = {name: mods for name, mods in seen.items() if len(mods) > 1}
     assert len(seen) > 100 and not shared, shared

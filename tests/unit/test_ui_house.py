@@ -1,5 +1,5 @@
-"""The UI's house rules, read from its source: only `ui/session.py` touches `st.session_state`,
-every key the app reads or writes is a name in `ui/keys.py` (no string literal as a key), no two
+"""The UI's house rules, read from its source: only `ui/kit/session.py` touches `st.session_state`,
+every key the app reads or writes is a name in `ui/kit/keys.py` (no string literal as a key), no two
 names there share a value, no page module imports another (what two pages share is a module of its
 own) and none is over 300 lines."""
 
@@ -9,10 +9,11 @@ import ast
 from pathlib import Path
 
 from mha_viz import catalogue
-from mha_viz.ui import keys
+from mha_viz.ui.kit import keys
+from tests import ui_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-UI = sorted((ROOT / "mha_viz" / "ui").glob("*.py"))
+UI = sorted((ROOT / "mha_viz" / "ui").rglob("*.py"))
 SOURCES = [ROOT / "app.py", *UI]
 
 
@@ -21,9 +22,9 @@ def _tree(path: Path) -> ast.AST:
 
 
 def _is_key_name(node: ast.AST) -> bool:
-    """keys.X, or an f-string that starts with {keys.X} (a prefix and a part)."""
+    """keys.X or <page>_keys.X, or an f-string that starts with one (a prefix and a part)."""
     if isinstance(node, ast.Attribute):
-        return isinstance(node.value, ast.Name) and node.value.id == "keys" and hasattr(keys, node.attr)
+        return ui_sources.key_value(node) is not None
     if isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.FormattedValue):
         return _is_key_name(node.values[0].value)
     return False
@@ -37,7 +38,7 @@ def test_only_the_session_module_touches_session_state():
     touching = sorted(p.relative_to(ROOT).as_posix() for p in SOURCES
                       for node in ast.walk(_tree(p))
                       if isinstance(node, ast.Attribute) and node.attr == "session_state")
-    assert touching and set(touching) == {"mha_viz/ui/session.py"}, touching
+    assert touching and set(touching) == {"mha_viz/ui/kit/session.py"}, touching
 
 
 def test_every_session_key_and_widget_key_is_a_name_in_keys():
@@ -65,16 +66,17 @@ def _shared_values(names: dict[str, str]) -> dict[str, list[str]]:
 
 
 def _used_key_names() -> set[str]:
-    """Every `keys.NAME` the UI sources read."""
-    return {node.attr for path in SOURCES for node in ast.walk(_tree(path))
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "keys"
-            and node.attr.isupper()}
+    """Every `keys.NAME` and `<page>_keys.NAME` the UI sources read, as written."""
+    return {ast.unparse(node) for path in SOURCES for node in ast.walk(_tree(path))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id in ui_sources.KEY_MODULES and node.attr.isupper()}
 
 
 def test_no_two_key_names_share_a_value():
-    names = {n: v for n, v in vars(keys).items() if n.isupper() and isinstance(v, str)}
-    used = {n for n in _used_key_names() if isinstance(getattr(keys, n), str)}
-    assert used and used <= set(names)  # the check sees every key a page reads
+    names = ui_sources.key_names()
+    used = {n for n in _used_key_names()
+            if isinstance(getattr(ui_sources.KEY_MODULES[n.split(".")[0]], n.split(".")[1], None), str)}
+    assert len(used) > 300 and used <= set(names)  # the check sees every key a page reads, its own or the kit's
     assert _shared_values({"A": "x", "B": "x", "C": "y"}) == {"x": ["A", "B"]}  # a planted clash is seen
     shared = _shared_values(names)
     assert not shared, shared
@@ -88,9 +90,10 @@ UNKEYED = {"shared_head": 2, "subset_views": 2, "head_scatter_view": 3}
 
 
 def _key_name(node: ast.AST) -> str | None:
+    """The value of the key `node` names (a key module's name, or an f-string that starts with one)."""
     if isinstance(node, ast.JoinedStr):
         node = node.values[0].value
-    return node.attr if isinstance(node, ast.Attribute) and _is_key_name(node) else None
+    return ui_sources.key_value(node) if isinstance(node, ast.Attribute) and _is_key_name(node) else None
 
 
 def test_every_input_keeps_its_value_across_pages_or_is_listed_as_not_kept():
@@ -104,49 +107,61 @@ def test_every_input_keeps_its_value_across_pages_or_is_listed_as_not_kept():
             name = _key_name(kw["key"]) if "key" in kw else None
             if name is None:
                 unkeyed[path.stem] = unkeyed.get(path.stem, 0) + 1
-            elif not kept and getattr(keys, name) not in keys.NOT_KEPT:
+            elif not kept and name not in ui_sources.NOT_KEPT:
                 unkept.append(f"{path.name}:{node.lineno} {name}")
-            elif kept and getattr(keys, name) in keys.NOT_KEPT:
+            elif kept and name in ui_sources.NOT_KEPT:
                 needless.append(f"{path.name}:{node.lineno} {name}")
     assert not unkept, unkept  # keep it (persist_state=keys.KEEP), or list it in keys.NOT_KEPT with its reason
     assert not needless, needless  # kept, yet listed as not kept
     assert unkeyed == UNKEYED
 
 
-PAGES = sorted((ROOT / "mha_viz" / "ui").glob("*_page.py"))
+PAGES_DIR = ROOT / "mha_viz" / "ui" / "pages"
+# each page's id -> its files: `pages/<id>.py`, or every module of the folder `pages/<id>/` (the page and its parts)
+PAGES = {p.stem if p.is_file() else p.name: [p] if p.is_file() else sorted(p.rglob("*.py"))
+         for p in PAGES_DIR.iterdir() if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}
 MAX_PAGE_LINES = 300
 
 
 def _imported_ui_modules(path: Path) -> set[str]:
-    """The `mha_viz.ui` modules `path` imports, function-local imports included."""
+    """The `mha_viz.ui` modules and names `path` imports (dotted, in full), function-local imports included."""
     found = set()
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
-            found |= {a.name.rsplit(".", 1)[-1] for a in node.names if a.name.startswith("mha_viz.ui.")}
-        elif isinstance(node, ast.ImportFrom) and node.module == "mha_viz.ui":
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mha_viz.ui."):
-            found.add(node.module.rsplit(".", 1)[-1])
+            found |= {a.name for a in node.names if a.name.startswith("mha_viz.ui")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mha_viz.ui"):
+            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
     return found
 
 
+def _other_pages(page: str, modules: set[str]) -> set[str]:
+    """The pages other than `page` that `modules` (dotted names) reach into."""
+    return {m.split(".")[3] for m in modules if m.startswith("mha_viz.ui.pages.") and m.split(".")[3] != page}
+
+
 def test_no_page_module_imports_another():
-    pages = {p.stem for p in PAGES}
-    registered = {f"{page}_page" for page in catalogue.ids()}  # pages.py makes a page of each feature's record
-    assert pages == registered  # every page the app registers is checked, and no page file is orphaned
-    imports = {p.stem: sorted(_imported_ui_modules(p) & (pages - {p.stem})) for p in PAGES}
+    registered = set(catalogue.ids())  # navigation makes a page of each feature's record
+    assert set(PAGES) == registered  # every page the app registers is checked, and no page file is orphaned
+    planted = {"mha_viz.ui.pages.compare.compare_run_b", "mha_viz.ui.pages.head_view", "mha_viz.ui.kit.charts"}
+    assert _other_pages("head_view", planted) == {"compare"}  # a reach into another page is seen
+    imports = {page: sorted(_other_pages(page, set().union(*map(_imported_ui_modules, files))))
+               for page, files in PAGES.items()}
     assert not {page: others for page, others in imports.items() if others}, imports
 
 
 def test_no_page_module_is_over_300_lines():
-    sizes = {p.name: len(p.read_text().splitlines()) for p in PAGES}
+    """The module that draws a page (`pages/<id>.py`, or its folder's `__init__.py`); its parts keep the house's
+    400 (house_check)."""
+    drawn = [files[0] if len(files) == 1 else PAGES_DIR / page / "__init__.py" for page, files in PAGES.items()]
+    sizes = {p.relative_to(PAGES_DIR).as_posix(): len(p.read_text().splitlines()) for p in drawn}
+    assert len(sizes) == len(PAGES) and all(p.is_file() for p in drawn)
     assert not {name: n for name, n in sizes.items() if n > MAX_PAGE_LINES}, sizes
 
 
 def test_server_wide_caches_read_no_session():
     """analysis.py and steps.py hold caches shared by every session: what a result depends on comes
     in as arguments, never from the session or this rerun's state."""
-    for name in ("analysis.py", "steps.py"):
+    for name in ("kit/analysis.py", "shell/steps.py"):
         reads = [f"{name}:{node.lineno} {ast.unparse(node)}" for node in ast.walk(_tree(ROOT / "mha_viz" / "ui" / name))
                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                  and (node.value.id == "session" or (node.value.id == "state" and node.attr == "current"))]

@@ -1,4 +1,4 @@
-"""No message shows raw Markdown. `mha_viz.ui.text.plain` escapes every Markdown character (a message
+"""No message shows raw Markdown. `mha_viz.ui.kit.text.plain` escapes every Markdown character (a message
 quoting user input must not become markup), so Markdown written into a message that goes through it
 shows as typed: "*Show attention as*" with its asterisks. Read from the source: what `plain(...)` is
 given and what an error says (errors reach the page through `plain`) hold no Markdown of their own."""
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from mha_viz.ui.text import plain
+from mha_viz.ui.kit.text import plain
 
 ROOT = Path(__file__).resolve().parents[2]
-UI = [ROOT / "app.py", *sorted((ROOT / "mha_viz" / "ui").glob("*.py"))]
+UI = [ROOT / "app.py", *sorted((ROOT / "mha_viz" / "ui").rglob("*.py"))]
 CORE = sorted(p for p in (ROOT / "mha_viz").rglob("*.py") if "ui" not in p.relative_to(ROOT / "mha_viz").parts[:1])
 # *emphasis*, **strong**, `code`: what a writer means as Markdown in a message
 MARKDOWN = re.compile(r"(?<![\w*\\])\*[^\s*][^*]*\*(?![\w*])|\*\*\S|`[^`\s][^`]*`")
@@ -61,7 +61,7 @@ def test_the_checks_see_planted_markdown():
     assert "\\*" in plain("*Show attention as*")  # why: plain shows the asterisks as typed
 
 
-@pytest.mark.parametrize("path", UI, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", UI, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_markdown_goes_through_plain(path):
     found = markdown_in_plain(path.read_text())
     assert not found, f"{path.name}: {found}"

@@ -1,12 +1,11 @@
 """A page's own controls as link parameters (mha_viz.export.view_params), and the app's declaration of
-them (mha_viz.ui.page_controls): every kind round-trips through a link, every tampered value is refused
+them (mha_viz.ui.kit.page_controls): every kind round-trips through a link, every tampered value is refused
 with words a user can read (never another exception), the old parameters keep their names, and every
-page's controls are widget keys of keys.py."""
+page's controls are widget keys of the UI's key modules (tests/ui_sources.py)."""
 
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,7 +15,8 @@ from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
 from mha_viz.export import link_params
 from mha_viz.export import view_params as vp
-from mha_viz.ui import keys, page_controls
+from mha_viz.ui.kit import page_controls
+from tests import ui_sources
 
 CONTROLS = {
     "flag": vp.flag("f"),
@@ -103,7 +103,7 @@ def test_every_page_declares_its_controls_once_under_widget_keys_that_keep_the_o
             assert declared.setdefault(c.name, c) is c, f"{c.name} is declared twice, differently"
     assert page_controls.WALK_START in page_controls.BY_PAGE["teaching"] + page_controls.BY_PAGE["qk"]
     names = list(declared)
-    key_values = {v for k, v in vars(keys).items() if k.isupper() and isinstance(v, str)}
+    key_values = set(ui_sources.key_names().values())
     assert set(names) <= key_values | set(page_controls.DERIVED), set(names) - key_values
     assert not set(names) & set(link_params.PARAMS + link_params.LESSON + link_params.EMBED)
     assert all(not n.startswith("_") for n in names)  # widgets the user sets, not the app's bookkeeping
@@ -133,15 +133,13 @@ INPUTS = {"selectbox", "radio", "toggle", "checkbox", "slider", "select_slider",
 def test_every_input_of_the_ui_is_a_page_control_or_left_out_with_a_reason():
     """A page's new input that shapes its view is declared in page_controls.BY_PAGE (links and lessons then
     carry it), or listed in page_controls.NOT_CARRIED with why not."""
-    ui = Path(page_controls.__file__).parent
     drawn = {}
-    for path in sorted(ui.glob("*.py")):
+    for path in ui_sources.MODULES:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in INPUTS:
                 for kw in node.keywords:
-                    if kw.arg == "key" and isinstance(kw.value, ast.Attribute) and getattr(kw.value.value, "id",
-                                                                                         None) == "keys":
-                        drawn[getattr(keys, kw.value.attr)] = f"{path.name}: keys.{kw.value.attr}"
+                    if kw.arg == "key" and ui_sources.key_value(kw.value) is not None:
+                        drawn[ui_sources.key_value(kw.value)] = f"{path.name}: {ast.unparse(kw.value)}"
     assert len(drawn) > 50
     missing = sorted(where for value, where in drawn.items()
                      if value not in page_controls.CONTROLS and value not in page_controls.NOT_CARRIED)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.text.wording import plural
-from mha_viz.ui.notes import empty_rows_text
+from mha_viz.ui.kit.notes import empty_rows_text
 
 
 @pytest.mark.parametrize("n,noun,said", [

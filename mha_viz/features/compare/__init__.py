@@ -1,5 +1,5 @@
 """The feature *Compare texts or models*, registered: two runs side by side: two texts, or two models on one text.
-Its page is `mha_viz/ui/compare_page.py`."""
+Its page is `mha_viz/ui/pages/compare/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Head examples*, registered: the corpus passages each head attends most in. Its page is
-`mha_viz/ui/examples_page.py`."""
+`mha_viz/ui/pages/examples.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

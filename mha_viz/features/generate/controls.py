@@ -1,5 +1,5 @@
 """The page *Generate*'s own controls: the inputs that shape its view, each under its session key, which
-links and lesson steps carry (its record's `controls`; `ui/page_controls` reads and restores them)."""
+links and lesson steps carry (its record's `controls`; `ui/kit/page_controls` reads and restores them)."""
 
 from __future__ import annotations
 

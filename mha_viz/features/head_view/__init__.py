@@ -1,5 +1,5 @@
 """The feature *Head view*, registered: one head's attention at every detail level, its links over the whole text,
-and *Why here?*. Its page is `mha_viz/ui/head_view_page.py`."""
+and *Why here?*. Its page is `mha_viz/ui/pages/head_view/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.head_view.controls import CONTROLS

@@ -1,5 +1,5 @@
 """The feature *Heads behind a prediction*, registered: which heads make a prediction: attribution, patching, the
-estimate and circuits over a pair or a task. Its page is `mha_viz/ui/prediction_page.py`."""
+estimate and circuits over a pair or a task. Its page is `mha_viz/ui/pages/prediction/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.prediction.controls import CONTROLS

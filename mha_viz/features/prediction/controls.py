@@ -1,7 +1,8 @@
 """The page *Heads behind a prediction*'s own controls: the inputs that shape its view, each under its session key,
-which links and lesson steps carry (its record's `controls`; `ui/page_controls` reads and restores them). Its pair
+which links and lesson steps carry (its record's `controls`; `ui/kit/page_controls` reads and restores them). Its pair
 and circuit are the link's own parameters (corrupted, answer, wrong, circuit, k); these are its *Task*'s choices
-(`ui/task_section`): one pair or a set, the set's source, size and seed, the method and a circuit's edges drawn."""
+(`ui/pages/prediction/task_section`): one pair or a set, the set's source, size and seed, the method and a
+circuit's edges drawn."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ TASK_SOURCE = "task_source"  # a generator, or a file
 TASK_SIZE = "task_size"
 TASK_SEED = "task_seed"
 TASK_METHOD = "task_method"
-TASK_K = "task_k"  # the edges drawn of a task's circuit (ui/task_edges)
+TASK_K = "task_k"  # the edges drawn of a task's circuit (ui/pages/prediction/task_edges)
 
 TASKS = ("one pair", "a task")
 SOURCES = {"IOI (names and places)": "ioi", "greater-than (years)": "greater_than",

@@ -1,0 +1,257 @@
+"""The names the UI finds things by: every `st.session_state` key, and nothing else.
+
+Only `ui/kit/session.py` reads and writes them. The widgets the user's choices live under keep their
+values across page switches (drawn with `persist_state=KEEP`), except those in NOT_KEPT; keys
+starting with "_" are the app's own bookkeeping. What a cached result was computed from is a tuple
+where it is used (`analysis_key.AnalysisKey`, the pages' own keys of a result).
+"""
+
+from __future__ import annotations
+
+from mha_viz.export import shared_controls
+
+# the controls' keys that the shell or several pages read: they live with their feature
+# (`mha_viz/features/<id>/controls.py`), named here too; a page's own are in its `ui/pages/<id>/page_keys.py`
+from mha_viz.features.compare_heads import controls as _compare_heads
+from mha_viz.features.corpus import controls as _corpus
+from mha_viz.features.focus import controls as _focus
+from mha_viz.features.generate import controls as _generate
+from mha_viz.features.head_metrics import controls as _head_metrics
+from mha_viz.features.head_view import controls as _head_view
+from mha_viz.features.model_view import controls as _model_view
+
+COMPARE_HEADS = _compare_heads.COMPARE_HEADS
+CORPUS_SCATTER_COLOUR = _corpus.CORPUS_SCATTER_COLOUR
+CORPUS_SCATTER_X = _corpus.CORPUS_SCATTER_X
+CORPUS_SCATTER_Y = _corpus.CORPUS_SCATTER_Y
+CROSS_FOCUS_RESCALE = _focus.CROSS_FOCUS_RESCALE
+CROSS_FOCUS_SIDE = _focus.CROSS_FOCUS_SIDE
+CROSS_FOCUS_TOKEN = _focus.CROSS_FOCUS_TOKEN
+FOCUS_KEY = _focus.FOCUS_KEY
+FOCUS_LEVEL = _focus.FOCUS_LEVEL
+FOCUS_TOKEN = _focus.FOCUS_TOKEN
+S2S_STEP = _generate.S2S_STEP
+CROSS_METRIC_CHOICE = _head_metrics.CROSS_METRIC_CHOICE
+SCATTER_COLOUR = _head_metrics.SCATTER_COLOUR
+SCATTER_X = _head_metrics.SCATTER_X
+SCATTER_Y = _head_metrics.SCATTER_Y
+HEAD_RESCALE = _head_view.HEAD_RESCALE
+WHY_KEY = _head_view.WHY_KEY
+WHY_PATTERN = _head_view.WHY_PATTERN
+WHY_QUERY = _head_view.WHY_QUERY
+WHY_SECOND = _head_view.WHY_SECOND
+GRID_RESCALE = _model_view.GRID_RESCALE
+TEACH_START = shared_controls.TEACH_START  # the walkthrough's window: Teaching and Queries and keys share it
+
+# --- the sidebar's inputs (widget keys) ---------------------------------------------------------
+MODEL_CHOICE = "model_choice"
+MODEL_OTHER = "model_other"
+DEVICE = "device"
+PRECISION = "precision"  # what the model computes in: "auto", "float32", "bfloat16", "float16"
+LOCAL_ATTENTION = "local_attention"
+EXAMPLE = "example"
+EXAMPLE_UNDO = "_example_undo"  # the text an example sentence replaced, while the box still holds the example
+EXAMPLE_UNDO_GO = "example_undo_go"  # the button that puts it back
+TEXT = "text"
+TARGET = "target"  # an encoder–decoder's target text (empty: the model writes it)
+ATTN_PART = "attn_part"  # an encoder–decoder's attention shown: "Encoder", "Decoder" or "Cross"
+# Every input the user sets is a widget with persist_state=KEEP: Streamlit keeps its value when a
+# page does not draw it or a run ends early (st.switch_page), and the browser's latest value always
+# wins (values put back by the app before each run once overrode what a user typed: issue 20).
+# The exceptions are NOT_KEPT, below.
+KEEP = "session"
+TOKEN_LIMIT = "token_limit"
+CAPTURE_LAYERS = "capture_layers"
+HIDE_SPECIAL = "hide_special"  # hide the special tokens ([CLS], [SEP]…) and renormalise (sinks.drop_tokens)
+HIDE_FIRST = "hide_first"  # hide the first token (a decoder's attention sink)
+LENS = "lens"  # *Show attention as*: LENS_WEIGHTS or LENS_CONTRIBUTIONS (attribution.as_contributions)
+LENS_WEIGHTS = "weights"
+LENS_CONTRIBUTIONS = "contributions"
+
+# --- export (export_views): the charts' download format and size
+EXPORT_FORMAT = "export_format"  # png or svg: what Plotly's camera button downloads
+EXPORT_SIZE = "export_size"  # a key of mha_viz.drawing.style.DOWNLOAD_SIZES
+EXPORT_HEADS = "export_heads"  # the heads the HTML report shows, as (layer row, head)
+EXPORT_HALF = "export_half"  # the .npz in float16
+EXPORT_OPEN = "export_open"  # whether the sidebar's Export box is open: its content is built only then
+EXPORT_WAS_OPEN = "_export_open"  # what it was last (boxes.lazy_box), and the two below likewise
+
+# --- what the app computed for this rerun, and the last good result -----------------------------
+CURRENT = "_current"  # state.Current of this rerun
+LAST_GOOD = "_last_good"  # (run, model, AnalysisKey, EncoderDecoderRun or None) of the last successful analysis
+LAST_FULL = "_last_full"  # that run before the sidebar's *Hide tokens* (state.Current.full_run)
+GOTO = "_goto_page"  # a page id to switch to at the start of the next run (pages.follow_goto)
+
+# --- the chosen head, shared by the views (plain keys: pages that do not draw a widget keep them)
+SEL_LAYER = "sel_layer"  # a row of the run (not the model's layer number when some are captured)
+SEL_HEAD = "sel_head"
+SEL_CHOSEN = "_sel_chosen"  # something chose the shared head (a picker, a click, a link, a result)
+# each page's pickers of it (shared_head.pick_head): set from SEL_LAYER / SEL_HEAD before they are drawn
+HEAD_VIEW_LAYER = "head_view_layer"
+HEAD_VIEW_HEAD = "head_view_head"
+
+# --- a view shared by link (ui.links) -----------------------------------------------------------
+LINK_READ = "_link_read"  # the session's first run has read the URL's query parameters
+LINK_PENDING = "_link_pending"  # the link (links.Link) whose layer, head and detail wait for the model
+LINK_NOTICES = "_link_notices"  # what the link asked for that was ignored, shown once above the page
+DETAIL_LINKED = "_detail_linked"  # a link chose the head view's detail: a new run keeps it (views)
+PAGE_RESTORED = "_page_restored"  # the page controls a link just restored (page_controls.just_restored)
+
+# --- a lesson followed (ui.lesson_flow) and built (ui.lesson_panel) -----------------------------
+LESSON = "_lesson"  # the mha_viz.export.lesson.Lesson this session follows
+LESSON_STEP = "_lesson_step"  # its step on screen, from 0
+LESSON_SOURCE = "_lesson_source"  # what a link's `lesson` says to open it again (a name, a packed lesson) or None
+LESSON_READ = "_lesson_read"  # the session's first run has looked for a lesson (link, MHA_VIZ_LESSON)
+LESSON_MESSAGE = "_lesson_message"  # why a lesson could not be opened, shown once above the page
+LESSON_BACK = "lesson_back"
+LESSON_NEXT = "lesson_next"
+LESSON_RESTORE = "lesson_restore"
+LESSON_LEAVE = "lesson_leave"
+LESSON_NOTE_BOX = "lesson_note_box"  # the container of the step's note above the view
+LESSON_BAR = "lesson_bar"  # the container of the lesson's controls above the view (Step k of N, Back, Next)
+LESSON_DRAFT = "_lesson_draft"  # the Lesson being built in the panel
+LESSON_TITLE = "lesson_title"  # its title
+LESSON_NOTE = "lesson_note"  # the note of the view to add (or of the step being edited)
+LESSON_EDIT = "_lesson_edit"  # the step whose note the box edits, or absent
+LESSON_ADD = "lesson_add"
+LESSON_ROW = "lesson_row_"  # + "up_3", "down_3", "edit_3", "delete_3": a step's buttons
+LESSON_DOWNLOAD = "lesson_download"
+LESSON_FOLLOW = "lesson_follow"
+LESSON_BUNDLED = "lesson_bundled"
+LESSON_FILE = "lesson_file"  # a lesson file to open
+LESSON_PANEL_MESSAGE = "_lesson_panel_message"  # why the panel could not do what was asked, shown once
+LESSON_OPEN = "lesson_open"  # whether the sidebar's Lesson panel is open: its content is built only then
+SHARE_OPEN = "share_open"  # whether the sidebar's Share box is open: its link is built only then
+LESSON_WAS_OPEN = "_lesson_open"
+SHARE_WAS_OPEN = "_share_open"
+LINKS_OPEN = "links_open"  # the Head view's Links section (boxes.lazy_box)
+LINKS_WAS_OPEN = "_links_open"
+
+# --- model view ---------------------------------------------------------------------------------
+GRID = "grid"  # the model grid's selection event
+EFFECTIVE_GRID = "effective_grid"  # the Model view's grid of a hybrid's other layers (issue 55)
+EFFECTIVE_SHARES = "effective_shares"  # and its table of each mixing layer's share of the token mixing
+EFFECTIVE_MEASURES_DF = "effective_measures"  # Head metrics' table of the other layers' measures
+EFFECTIVE_KINDS = "effective_kinds"  # Model facts' table of each kind of mixing layer's share
+EFFECTIVE_LAYER_PICK = "effective_layer"  # the Head view's other layer
+EFFECTIVE_GROUP_PICK = "effective_group"  # and its head or channel group
+EFFECTIVE_HEAD = "effective_head"  # and its matrix
+# Heads behind a prediction over a task (issue 56: task_section)
+TASK_FILE = "task_file"
+GRID_LAYER = "grid_layer"
+GRID_HEAD = "grid_head"
+
+# --- head view ----------------------------------------------------------------------------------
+HEAD_DETAIL = "head_detail"
+SUBSET_PRESET = "subset_preset"  # a sentence preset that sets both ranges
+
+# --- token focus --------------------------------------------------------------------------------
+
+# --- heads behind a prediction (prediction_page) ----------------------------------------------
+PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
+PRED_CORRUPTED = "pred_corrupted"
+PRED_ANSWER = "pred_answer"  # token texts; empty: each run's prediction
+PRED_WRONG = "pred_wrong"
+PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
+
+# --- line view (lines_page) --------------------------------------------------------------------
+
+# --- metric views -------------------------------------------------------------------------------
+
+# --- compare (compare_page): two sentences on one model, or one sentence on two models ----------
+CMP_MODE = "cmp_mode"
+CMP_PAIR = "cmp_pair"  # a minimal-pair example: sets the sidebar's text and sentence B
+CMP_TEXT_B = "cmp_text_b"
+CMP_MODEL_B = "cmp_model_b"
+CMP_OTHER_B = "cmp_other_b"
+CMP_LOCAL_B = "cmp_local_b"
+
+# --- corpus (corpus_page): head statistics over many documents --------------------------------
+CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
+CORPUS_FILE = "corpus_file"  # the uploader
+CORPUS_PATH = "corpus_path"
+CORPUS_COLUMN = "corpus_column"  # the text column of a .jsonl / .csv
+CORPUS_IMPORTANCE = "corpus_importance"
+CORPUS_ENGINE = "corpus_engine"
+CORPUS_SCATTER_CHART = "corpus_scatter_chart"
+CORPUS_SCATTER_PICKED = "_corpus_scatter_picked"
+CORPUS_SCATTER_COMPARE = "corpus_scatter_compare"
+CORPUS_LAST = "_corpus_last"  # the CorpusKey of the last statistics this session saw (Head examples reads it)
+# --- head examples (examples_page) -----------------------------------------------------------------
+RETRIEVAL_NEEDLE = "retrieval_needle"  # the needle sentence and the question after it
+RETRIEVAL_QUESTION = "retrieval_question"
+EXAMPLES_OPEN = "examples_open"  # a head view's button to that head's examples
+
+# --- teaching and switching heads off -----------------------------------------------------------
+HEADS_ON = "_heads_on"  # {ModelKey: bool (layers, heads)}
+HEADS_VERSION = "_heads_version"  # bumped when the app changes the on/off grid (a fresh editor)
+
+# --- queries and keys (qk_page) ---------------------------------------------------------------
+WHY_TERMS = "why_terms"  # its two charts
+WHY_BARS = "why_bars"
+
+# --- generate -----------------------------------------------------------------------------------
+
+
+# --- the pages' other widgets (charts' selection events, tables, toggles, downloads), by module -----
+HEADS_LAYER_PICK = "heads_layer_pick"
+IMP_K = "imp_k"
+# export_views
+DL_NPZ = "dl_npz"
+DL_REPORT = "dl_report"
+# every head on two measures (head_scatter_view): the axes, the colour, the chart (its selection events), the
+# heads a box or lasso picked, and the button that compares them
+SCATTER_CHART = "scatter_chart"
+SCATTER_PICKED = "_scatter_picked"
+SCATTER_COMPARE = "scatter_compare"
+# seq2seq_views
+CROSS_FOCUS_GRID = "cross_focus_grid"
+CROSS_HEATMAP = "cross_heatmap"
+CROSS_METRIC_GRID = "cross_metric_grid"
+CROSS_TABLE_DF = "cross_table_df"
+DL_CROSS_TABLE = "dl_cross_table"
+S2S_STEP_PREFIX = "s2s_step_"
+HEAD_HEATMAP = "head_heatmap"
+
+
+# --- the Circuit section of Heads behind a prediction (circuit_section) ------------------------------
+CIRC_METHOD = "circ_method"  # "EAP" or "EAP-IG"
+CIRC_K = "circ_k"  # edges drawn
+CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
+
+# --- *Open as notebook* (notebook_button): what the page drawn in this rerun chose, and its download
+NOTEBOOK_OPTIONS = "_notebook_options"  # {option: value} a page recorded for its notebook this rerun
+DL_NOTEBOOK = "dl_notebook"
+
+
+# --- the input widgets drawn without persist_state=KEEP, and why (docs/architecture.md, "Session state";
+# tests/unit/test_ui_house.py checks that every other input widget keeps its value) --------------
+NOT_KEPT = frozenset({
+    # the pickers of the head the pages share (shared_head.pick_head): each is set from the plain SEL_LAYER /
+    # SEL_HEAD, which are kept, before it is drawn, and writes them back when the user picks (each page's own
+    # pickers are in its NOT_KEPT, `ui/pages/<id>/page_keys.py`, for the same reason)
+    HEAD_VIEW_LAYER, HEAD_VIEW_HEAD,
+    # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
+    # and meant to start afresh with it
+    HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, WHY_QUERY, WHY_KEY, WHY_SECOND,
+    CROSS_FOCUS_TOKEN, S2S_STEP, IMP_K, COMPARE_HEADS,
+    # chosen by the app for each new run (blocks for a long input), or by a link: HEAD_DETAIL
+    HEAD_DETAIL,
+    # presets that act once: their on_change sets other inputs, which are kept
+    CMP_PAIR, SUBSET_PRESET,
+    # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
+    CORPUS_FILE, CIRC_FILE, LESSON_FILE, TASK_FILE,
+})
+
+# --- Token focus: heads found from two tokens (issue 54) --------------------------------------------
+FOCUS_KEY_AUTO = "_focus_key_auto"  # the key the page chose (the strongest), which follows the token in focus
+FOCUS_RANKED = "focus_ranked"  # the bars of the top heads (a click opens one)
+FOCUS_OPEN_TOP = "focus_open_top"  # the button that opens the strongest of them in the Head view
+HEAD_FIND_HEADS = "head_find_heads"  # the Head view's button: Token focus on the query and key of a cell
+
+# --- Head similarity at length (issue 52) ------------------------------------------------------------
+COST_ACCEPTED = "_cost_accepted"  # what the user accepted to wait for in this session (cost_prompt.accepted)
+
+# --- the Head view's *Links* section (head_links_view; issue 52: what the Whole text page showed) -----------
+LINKS_QUERY = "links_query"  # the query whose kept keys and exact row are shown
+LINKS_ROW_KEYS = "links_row_keys"  # the keys the exact row shows (a range; the whole row by default)

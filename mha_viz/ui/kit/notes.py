@@ -1,0 +1,77 @@
+"""Notes above a view about the run it draws: tokens the model cannot read, and tokens hidden by
+the sidebar's *Hide tokens* (with the rows they left empty)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import mha_viz
+import mha_viz_models
+from mha_viz.text.tokenize import UNKNOWN_SHARE
+from mha_viz.text.wording import plural
+from mha_viz.ui.kit.text import plain
+
+
+def unreadable(model, ids) -> tuple[int, str, str] | None:
+    """(how many of `ids` are the model's unknown token, that token, what the model reads: " It reads: …." for a
+    bundled model, else "") when they are at least UNKNOWN_SHARE of them; None when the model reads them."""
+    count, unk = mha_viz.text.unknown_tokens(model, ids)
+    if count == 0 or count < UNKNOWN_SHARE * len(ids):
+        return None
+    bundled = mha_viz_models.BUNDLED.get(model.name)
+    return count, unk or "unknown", f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+
+
+def unknown_status(cur, run) -> None:
+    """A notice when the model cannot read much of the text: many tokens are its unknown token
+    (toy-induction reads letters only; a WordPiece vocabulary lacks most emoji)."""
+    if cur.model is None or cur.stale or not run.token_ids:
+        return
+    if (found := unreadable(cur.model, run.token_ids)) is None:
+        return
+    count, unk, reads = found
+    st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
+               f"({plain(unk)}): it cannot read this text, so its heads have little to show."
+               f"{plain(reads)}", icon=":material/help:")
+
+
+def hybrid_status(model) -> None:
+    """On a hybrid, what a page that reads softmax heads leaves out: its other token-mixing layers, by kind, and
+    where they are drawn (issue 55: said, not hidden)."""
+    other = getattr(model, "other_layers", None)
+    if not other:
+        return
+    kinds = "; ".join(f"{kind.replace('_', ' ')}: {', '.join(map(str, numbers))}" for kind, numbers in other.items())
+    st.caption(f"{plain(model.name)} is a hybrid: this page reads its softmax-attention layers "
+               f"({', '.join(map(str, model.layer_ids))}). Its other token-mixing layers ({plain(kinds)}) are drawn "
+               "in the Model view, as their exact effective attention, one at a time at the end of the Head view, "
+               "and measured at the end of Head metrics.")
+
+
+def lens_status(cur) -> None:
+    """What the sidebar's *Show attention as* did: the run's lens, or why the weights stay."""
+    if cur.lens_note:
+        st.info(plain(cur.lens_note), icon=":material/balance:")
+    if cur.run is not None and cur.run.lens:
+        st.caption(f"Showing contributions: {cur.run.lens} (sidebar, *Show attention as*). Each cell is how much "
+                   "of what the query receives comes from that key, the weight times the size of the key's "
+                   "value through this head; rows sum to 1.")
+
+
+def hidden_status(cur) -> None:
+    """What the sidebar's *Hide tokens* did: the label, and the rows left with no attention."""
+    if cur.hide_note:
+        st.info(plain(cur.hide_note), icon=":material/visibility_off:")
+    hidden = cur.run.hidden
+    if hidden is None:
+        return
+    st.caption(f"Attention {plain(hidden.label)}: {len(hidden.removed)} of {hidden.n_before} tokens hidden "
+               "(sidebar, *Hide tokens*); each row is divided by the attention it keeps.")
+    if hidden.num_empty:
+        st.warning(empty_rows_text(hidden.num_empty, hidden.heads_with_empty_rows), icon=":material/do_not_disturb_on:")
+
+
+def empty_rows_text(rows: int, heads: int) -> str:
+    """The warning for query rows that hiding tokens left with nothing to renormalise."""
+    return (f"{plural(rows, 'query row')} in {plural(heads, 'head')} gave (almost) all their attention to the hidden "
+            "tokens: nothing is left to renormalise, so they are shown as zeros.")

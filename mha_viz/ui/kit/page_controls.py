@@ -1,0 +1,157 @@
+"""The controls that shape each page's view, declared once by each feature (its record's `controls`, in
+`mha_viz/features/<id>/controls.py`): what a shared link and a lesson step carry besides the sidebar's inputs and
+the shared head (the token in focus, the metric, the window, the page's toggles…), each a widget key of `keys` and
+the link parameter of that name.
+
+`written` reads a page's controls for its link (`links.view_link`), `reset` puts every control
+back to its page's default before a lesson step opens, and `restore` checks a link's values (the
+control's `read`, the run's bounds) and puts them in the widgets once the run exists
+(`links.apply_pending`), with a notice for each value it leaves out. A page adding a control that
+shapes its view adds it to its feature's controls; `tests/app/test_app_lesson_choices.py` walks a lesson built on every
+page with a choice of each page's own controls.
+
+The heads switched off on *Switch heads off* are a control whose value is no widget's (`DERIVED`:
+`heads_off`). What is left out, and why: the importance's k (computed on demand), Generate's
+generation (made by a button: a step keeps its settings), a corpus' documents, and the pickers
+of the shared head (the link's ``layer`` and ``head``). This module imports no page: the lesson
+readers (`resources` among them) use it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from mha_viz import catalogue
+from mha_viz.export import link_params, shared_controls
+from mha_viz.export import view_params as vp
+from mha_viz.ui.kit import heads_off, keys, session
+
+# each page's controls, from its feature's record (`features/<id>/controls.py`), in the navigation's order
+BY_PAGE: dict[str, tuple[vp.Control, ...]] = {f.id: f.controls for f in catalogue.features()}
+WALK_START = shared_controls.WALK_START  # the walkthrough's window: Teaching and Queries and keys share it
+CONTROLS: dict[str, vp.Control] = {c.name: c for controls in BY_PAGE.values() for c in controls}
+# the pages' input widgets that no link carries as a page control, and why (tests/unit/test_view_params.py
+# checks that every input widget of the UI is declared in BY_PAGE or here)
+NOT_CARRIED = frozenset({
+    # the sidebar's inputs: the link's own parameters (model, text, hide, mha, show, dtype), or the session's
+    keys.MODEL_CHOICE, keys.MODEL_OTHER, keys.TEXT, keys.EXAMPLE, keys.TOKEN_LIMIT, keys.DEVICE, keys.PRECISION,
+    keys.LOCAL_ATTENTION, keys.HIDE_SPECIAL, keys.HIDE_FIRST, keys.LENS, keys.CAPTURE_LAYERS,
+    # an encoder–decoder's target and part, the sidebar's too: not in links yet (a link opens its encoder)
+    keys.TARGET, keys.ATTN_PART,
+    # the link's own parameters: the head view's detail, Compare's run B, the prediction's pair and circuit
+    keys.HEAD_DETAIL, keys.CMP_MODE, keys.CMP_TEXT_B, keys.CMP_MODEL_B, keys.CMP_OTHER_B, keys.CMP_LOCAL_B,
+    keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG, keys.CIRC_METHOD, keys.CIRC_K,
+    # presets that act once (they set other inputs); a head a button opens or switches off
+    keys.CMP_PAIR, keys.PRED_PRESET, keys.SUBSET_PRESET, keys.GRID_LAYER, keys.GRID_HEAD, keys.HEADS_LAYER_PICK,
+    # the layer of the estimate by position follows the chosen head; the importance's k waits for the importance
+    keys.PRED_POS_LAYER, keys.IMP_K,
+    # the Links section's query opens on one of this head's that keeps keys, and its row's keys follow the query
+    keys.LINKS_QUERY, keys.LINKS_ROW_KEYS,
+    # a hybrid's other layer and group the Head view draws (issue 55): not in links yet
+    keys.EFFECTIVE_LAYER_PICK, keys.EFFECTIVE_GROUP_PICK,
+    # a corpus' documents and how its statistics are computed (importance: set afresh for each model, by its cost)
+    keys.CORPUS_SOURCE, keys.CORPUS_PATH, keys.CORPUS_COLUMN, keys.CORPUS_FILE, keys.CORPUS_ENGINE,
+    keys.CORPUS_IMPORTANCE,
+    # Retrieval heads' needle and question: free sentences, too long for a link (a link runs the default needle)
+    keys.RETRIEVAL_NEEDLE, keys.RETRIEVAL_QUESTION,
+    # uploads, the downloads' settings, the Lesson panel itself
+    keys.CIRC_FILE, keys.TASK_FILE, keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT,
+    keys.EXPORT_SIZE,
+    keys.EXPORT_HALF, keys.EXPORT_HEADS,
+})
+# the controls whose value lives elsewhere than under their name: (read it for the app's current state,
+# put a link's value in for the model on screen (a notice or None), put every default back)
+DERIVED: dict[str, tuple[Callable, Callable, Callable]] = {
+    heads_off.PARAM: (heads_off.off_labels, heads_off.apply_labels, heads_off.all_on)}
+
+
+def _size(control: vp.Control, cur) -> int | None:
+    """The run's count that bounds `control` (its `upto`), or None when there is no run to bound it."""
+    run = getattr(cur, "run", None)
+    if run is None or getattr(cur, "stale", False):
+        return None
+    try:
+        return {vp.TOKENS: vp.tokens_of(cur), vp.LAYERS: run.num_layers, vp.HEADS: run.num_heads}[control.upto]
+    except (AttributeError, KeyError):  # a part of an encoder–decoder without one axis
+        return None
+
+
+def _default(control: vp.Control, cur) -> str | None:
+    value: Any = control.default
+    if callable(value):
+        try:
+            value = value(cur)
+        except (AttributeError, TypeError, IndexError):  # no run: no default to leave out
+            return None
+    return None if value is None else control.write(value)
+
+
+def written(page_id: str, cur) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """(page `page_id`'s controls as a link's (name, value) pairs, what the page opens on): each
+    control that holds a value of its kind, in declaration order."""
+    values, defaults = [], []
+    for control in BY_PAGE.get(page_id, ()):
+        text = control.write(DERIVED[control.name][0](cur) if control.name in DERIVED else session.get(control.name))
+        if text is not None:
+            values.append((control.name, text))
+            if (default := _default(control, cur)) is not None:
+                defaults.append((control.name, default))
+    return tuple(values), tuple(defaults)
+
+
+def reset() -> None:
+    """Every page's controls back to their defaults (a lesson step opens the same whatever the
+    student chose before): each page puts its default in when it draws."""
+    for name in CONTROLS:
+        if name in DERIVED:
+            DERIVED[name][2]()
+        else:
+            session.pop(name, None)
+
+
+def restore(link: link_params.Link, cur) -> list[str]:
+    """Put `link`'s page values in the widgets of the run on screen `cur`; a notice for each value
+    its control does not take, or the run cannot show (the page then opens on its default)."""
+    notices, restored, waiting = [], set(), []
+    for name, text in link.page:
+        control = CONTROLS.get(name)
+        if control is None:
+            notices.append(f"The link's {name} is not a control of this app: it was ignored.")
+            continue
+        try:
+            value = control.read(text)
+        except ValueError as exc:
+            notices.append(f"The link's {name} “{text[:40]}” {exc}: it was ignored.")
+            continue
+        if control.upto is not None:
+            size = _size(control, cur)
+            if size is None:
+                waiting.append(name)
+                continue
+            if not control.within(value, size):
+                notices.append(f"The link's {name} “{text[:40]}” is past this run's {size} {control.upto}: "
+                               "the page opens on its default.")
+                continue
+        if name in DERIVED:
+            if getattr(cur, "model", None) is None or getattr(cur, "stale", False):
+                waiting.append(name)
+            elif notice := DERIVED[name][1](cur, value):
+                notices.append(notice)
+            continue
+        session.put(name, value)
+        restored.add(name)
+    if waiting:
+        notices.append(f"The link's {', '.join(waiting)} {'was' if len(waiting) == 1 else 'were'} not applied: "
+                       "its text could not be analysed.")
+    session.put(keys.PAGE_RESTORED, restored)
+    return notices
+
+
+def just_restored(name: str) -> bool:
+    """Whether a link has just put this control's value (once: a page that starts a control afresh
+    with a new run keeps the link's value instead, the first time)."""
+    restored = session.get(keys.PAGE_RESTORED) or set()
+    if name in restored:
+        restored.discard(name)
+        return True
+    return False

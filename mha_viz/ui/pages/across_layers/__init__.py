@@ -1,0 +1,84 @@
+"""The *Across layers* page: attention rolled out or flowing through the layers, and one head
+traced across them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from mha_viz import InputError, metrics
+from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import style as figure_style
+from mha_viz.metrics.across_layers import check_rollout
+from mha_viz.ui.kit import analysis, charts, keys
+from mha_viz.ui.kit.text import plain
+from mha_viz.ui.pages.across_layers import page_keys as across_layers_keys
+from mha_viz.ui.shell import view_helpers
+
+
+def across_layers_page() -> None:
+    cur = view_helpers.start("across_layers")
+    if cur is None:
+        return
+    run = cur.run
+    if not run.from_first_layer:
+        st.info(f"Rollout and flow follow every layer from the first; this capture holds layers "
+                f"{', '.join(map(str, run.layer_ids))} of {run.model_layers} only. Capture from layer 0 "
+                "(fewer tokens, or layers 0 to k under *Layers to capture* in the sidebar) to see them.",
+                icon=":material/info:")
+        return
+    try:  # rollout holds every layer's n × n (float64): refused where it does not fit, with the length that does
+        check_rollout(run)
+    except InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/memory:")
+        return
+    method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key=across_layers_keys.LAYERS_METHOD,
+                      persist_state=keys.KEEP,
+                      horizontal=True)
+    layer = (
+        st.slider("Up to layer", 0, run.num_layers - 1, value=run.num_layers - 1, key=across_layers_keys.LAYERS_LAYER)
+        if run.num_layers > 1
+        else 0
+    )
+    if method == "rollout":
+        st.markdown("**Attention rollout** (Abnar & Zuidema 2020) · `Â_l = ½·mean_h A_l + ½·I (rows "
+                    "renormalised); R_1 = Â_1, R_l = Â_l R_{l−1}`")
+        st.caption("Row i: how much token i after this layer draws on each input token, heads "
+                   "averaged and the residual connection counted. High: the token's representation is "
+                   "made of that input token; low: it is not.")
+        matrix = analysis.rollout(cur.key, run)[layer]
+        head = None
+    elif method == "rollout through one head":
+        head = int(st.number_input("Head", 0, run.num_heads - 1, 0, key=across_layers_keys.LAYERS_HEAD))
+        st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
+        st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
+        matrix = metrics.rollout_through_head(run, layer, head, rolled=analysis.rollout(cur.key, run))
+    else:
+        st.markdown("**Attention flow** (Abnar & Zuidema 2020) · max-flow from (layer, token i) to input "
+                    "token j, capacities Â_l; rows normalised")
+        if run.n > metrics.FLOW_MAX_TOKENS:
+            st.warning(f"Flow solves a max-flow problem for every pair of tokens over L·n² edges (cost "
+                       f"grows like n⁴), so it is offered for inputs of at most {metrics.FLOW_MAX_TOKENS} "
+                       f"tokens; this one has {run.n}. Rollout works at any length.", icon=":material/timer:")
+            return
+        # measured on 2 CPU cores: about 5 s for 6 layers at 64 tokens; cost grows like layers · n⁴
+        seconds = 5.0 * (layer + 1) / 6 * (run.n / 64) ** 4
+        if seconds > 1:
+            st.caption(f"This takes about {seconds:.0f} s on 2 CPU cores (a max-flow problem for every "
+                       "pair of tokens); the result is kept for this text.")
+        matrix = analysis.flow(cur.key, layer, run)
+        head = None
+    title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
+    fig = charts.cached("layers_matrix", (cur.key, method, layer, head),
+                        lambda: metric_figures.token_figure(matrix, run.tokens, title=title))
+    charts.show(fig, key=across_layers_keys.LAYERS_MATRIX)
+    name = f"{figure_style.safe_filename(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv"
+    st.download_button("Download this matrix (CSV)", lambda: token_csv(matrix, run.tokens),
+                       key=across_layers_keys.DL_LAYERS, on_click="ignore", file_name=name,
+                       mime="text/csv")  # the CSV is built on a click only
+
+
+def token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:
+    cols = [f"{i}:{t}" for i, t in enumerate(tokens)]
+    return pd.DataFrame(matrix, index=cols, columns=cols).to_csv().encode()

@@ -1,0 +1,133 @@
+"""Token focus: pick one token (or word) and see, in every head at once, what it attends to and
+what attends to it, with (on demand) the mean and max over heads and over layers and the
+strongest head. Figures are made once per server for what they show (`charts.cached`).
+
+Reads the run the sidebar computed; the arrays come from `mha_viz.views.focus`, the figures from
+`mha_viz.features.focus.figures`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import streamlit as st
+
+from mha_viz.features.focus import figures as focus_figures
+from mha_viz.ui.kit import charts, focus_pair, keys, seq2seq_views, session
+from mha_viz.ui.kit.focus_pair import TOKENS, WORDS
+from mha_viz.ui.kit.text import plain
+from mha_viz.ui.pages.focus import page_keys as focus_keys
+from mha_viz.ui.shell import view_helpers
+from mha_viz.views import detail, focus, token_pair
+
+BOTH = "both"
+SHOW = (BOTH, focus.TO, focus.BY)
+
+
+def _pick_position(labels: list[str], where) -> int:
+    """The token strip: a select box of `i: token` in `where`, kept valid when the text changes."""
+    m = len(labels)
+    current = session.get(keys.FOCUS_TOKEN)
+    if not isinstance(current, int) or not 0 <= current < m:
+        session.put(keys.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
+    return where.selectbox("Token in focus (query)", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=keys.KEEP,
+                           format_func=lambda i: f"{i}: {labels[i]}",
+                           help="Type to search. Its row (what it attends to) and its column (what attends "
+                                "to it) are shown for every head.")
+
+
+def focus_page() -> None:
+    """The page (its controls keep their values across page switches: persist_state)."""
+    cur = view_helpers.start("focus", cross=True)
+    if cur is None:
+        return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_focus_view(cur)
+    run = cur.run
+    cols = st.columns([2, 3, 2])
+    level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, persist_state=keys.KEEP, horizontal=True,
+                          help="Words: pieces merged as in the head view (sum over a key word's pieces, "
+                               "mean over a query word's pieces).")
+    show = cols[1].radio("Show", SHOW, key=focus_keys.FOCUS_SHOW, persist_state=keys.KEEP, horizontal=True)
+    rescale = cols[2].toggle("Rescale to the largest weight", key=focus_keys.FOCUS_RESCALE, persist_state=keys.KEEP)
+    with_summaries = cols[2].toggle("Summaries", key=focus_keys.FOCUS_SUMMARIES, persist_state=keys.KEEP,
+                                    help="Under each grid: the mean and max over heads and over layers, and "
+                                         "each head's largest weight with the strongest head framed.")
+    words = level == WORDS
+    labels = detail.word_labels(run.tokens, run.word_ids) if words else list(run.tokens)
+    picks = st.columns(2)
+    index = _pick_position(labels, picks[0])
+    f, summaries = _focus(cur.key, index, words, run)  # summaries: {direction: Summary}
+    key = focus_pair.pick_key(labels, summaries[focus.TO].top_position, picks[1])
+    focus_pair.ranking(cur, f, key)
+    unit = "word" if words else "token"
+    causal = " Causal model: a token attends only to itself and earlier tokens." if run.is_causal else ""
+    st.caption(f"{plain(run.model_name)}: {run.num_layers} layers × {run.num_heads} heads, "
+               f"{len(labels)} {unit}s. One row per head (layer by layer, lines between layers); "
+               f"the {unit} in focus is framed. Click a cell to rank the heads by it.{causal}")
+    for direction in (focus.TO, focus.BY):
+        if show not in (BOTH, direction):
+            continue
+        st.subheader(f"What it {'attends to' if direction == focus.TO else 'is attended by'}")
+        s = summaries[direction]
+        if direction == focus.BY and not f.by_exact:
+            _kept_note(run, f)
+        what = (cur.key, index, words, direction)  # everything the figures are drawn from
+        grid = charts.cached("focus_grid", what + (rescale,),
+                             lambda: focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale,
+                                                              clickable=True))
+        widget = f"{focus_keys.FOCUS_GRID_PREFIX}{direction}"
+        charts.show(grid, key=widget, selection_mode="points",
+                    on_select=lambda w=widget, d=direction: focus_pair.on_grid_cell(w, d, index, len(labels)))
+        _strongest(run, f, direction, s, key)
+        if not with_summaries:
+            continue
+        charts.show(charts.cached("focus_summary", what,
+                                  lambda: focus_figures.focus_summary(f, direction, s, run.layer_ids)),
+                    key=f"{focus_keys.FOCUS_SUMMARY_PREFIX}{direction}")
+        heads = charts.cached("focus_heads", what,
+                              lambda: focus_figures.head_max_map(s, run.layer_ids, direction))
+        charts.show(heads, key=f"{focus_keys.FOCUS_HEADS_PREFIX}{direction}")
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _focus(key, index: int, words: bool, _run) -> tuple[focus.Focus, dict[str, focus.Summary]]:
+    """The Focus of position `index` of the run `key` names and the Summary of each direction (the
+    position itself left out of the strongest weight), made once per server: the words level
+    reads the whole run (a long run: a row a layer, and the strongest head's column), and a second visit
+    should not."""
+    f = focus.focus(_run, index, words=words)
+    # copies, not views: a view would keep the run's whole (layers, heads, n, n) array in the cache
+    f = dataclasses.replace(f, attends_to=f.attends_to.copy(), attended_by=f.attended_by.copy())
+    return f, {d: focus.summarize(f.values(d), exclude=index) for d in focus.DIRECTIONS}
+
+
+def _strongest(run, f: focus.Focus, direction: str, s: focus.Summary, key: int) -> None:
+    """One sentence: which head attends most to / from the focused position (itself left out), the
+    first head of the ranking of that pair (`token_pair.rank_heads` of the focus's own weights), named as the
+    grids name heads; under *attends to*, the first head of the chosen pair's ranking too when its key is another."""
+    def name(i: int) -> str:
+        return f"{i}: {plain(f.labels[i])}"
+    if len(f.labels) == 1:
+        st.caption(f"A single {'word' if f.words else 'token'}: it can only attend to itself.")
+        return
+    query, target = (f.index, s.top_position) if direction == focus.TO else (s.top_position, f.index)
+    best = token_pair.rank_heads(f.values(direction)[..., s.top_position], 1)[0]  # the weights read already
+    text = (f"Strongest: {focus_pair.head_name(run.layer_ids, best.layer, best.head)}, where {name(query)} puts "
+            f"{best.weight:.3f} of its attention on {name(target)} ({name(f.index)} itself left out).")
+    if direction == focus.TO and key != s.top_position and not (run.is_causal and key > f.index):
+        chosen = token_pair.rank_heads(f.attends_to[..., key], 1)[0]
+        text += (f" On {name(key)}: {focus_pair.head_name(run.layer_ids, chosen.layer, chosen.head)}, "
+                 f"{chosen.weight:.3f}, the first of the ranking above.")
+    st.caption(text)
+
+
+def _kept_note(run, f: focus.Focus) -> None:
+    """Why a long run's *attended by* grid is its scan's kept keys, and which head's column is exact."""
+    scan = run.summary
+    layer, head = f.exact_head
+    st.caption(f"At {run.n} tokens every head's column would mean recomputing every row of every head (a whole "
+               f"scan), so this grid shows, for each query, its weight on the {'word' if f.words else 'token'} in "
+               f"focus only where that is one of the query's {scan.top_k} heaviest keys of at least "
+               f"{scan.min_weight:g} (its exact weight); smaller weights count as 0. The row of "
+               f"{focus_pair.head_name(run.layer_ids, layer, head)}, the strongest, is exact (every query).")

@@ -1,0 +1,127 @@
+"""The *Head view* page: one head's attention at the level of detail the input allows (every
+token, a window, blocks, words, or chosen queries and keys), and its links over the whole text
+(`head_links_view`: the token strip, the heaviest links, how far they reach, one query's exact row)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_viz.drawing import heads as head_figures
+from mha_viz.ui.kit import (
+    boxes,
+    charts,
+    focus_pair,
+    head_detail,
+    keys,
+    other_layers,
+    seq2seq_views,
+    session,
+    shared_head,
+    why_here,
+)
+from mha_viz.ui.kit.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
+from mha_viz.ui.pages.head_view import head_links_view, subset_views
+from mha_viz.ui.pages.head_view import page_keys as head_view_keys
+from mha_viz.ui.shell import notebook_button, view_helpers
+from mha_viz.views import detail, head_reads
+
+
+def head_view_page() -> None:
+    cur = view_helpers.start("head_view", cross=True)
+    if cur is None:
+        return
+    if seq2seq_views.is_cross(cur.run):
+        return seq2seq_views.cross_head_view(cur)
+    run = cur.run
+    cols = st.columns([2, 2, 3])
+    layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD,
+                                   where=cols[:2])
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP,
+                             help="Off: the colour scale spans 0..1 for every head, so heads compare. "
+                                  "On: it spans 0..this head's largest weight, to see weak patterns.")
+    fig, shown = _head_figure(cur, layer, head, rescale)
+    notebook_button.record(layer=layer, head=head, detail=session.get(keys.HEAD_DETAIL), rescale=rescale,
+                           window=session.get(head_view_keys.HEAD_WINDOW))
+    if shown is None:
+        charts.show(fig, key=keys.HEAD_HEATMAP)
+    else:  # every cell a marker: a click asks *Why here?* below
+        charts.show(fig, key=keys.HEAD_HEATMAP, selection_mode="points",
+                    on_select=lambda: why_here.on_cell(run, *shown))
+    focus_pair.find_heads_button(run)
+    view_helpers.examples_link(cur, layer, head)
+    st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
+               + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
+    strongest = boxes.lazy_box(st, "Strongest key for each query", head_view_keys.STRONGEST_OPEN,
+                               head_view_keys.STRONGEST_WAS_OPEN)
+    if strongest.open:  # built and sent only while open
+        with strongest:
+            _strongest(run, layer, head)
+    head_links_view.links_section(cur, layer, head)
+    why_here.why_here(cur, layer, head, clickable=shown is not None)
+    notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
+                           second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
+    other_layers.other_layers_head(cur)
+
+
+def _head_figure(cur, layer: int, head: int, rescale: bool):
+    """The head at the level of detail the user picked, and (offset, tokens shown) when its cells can be
+    clicked (every token, up to `head_figures.CLICKABLE_TOKENS`), else None; long inputs open on the block
+    view, since every token of every pair would be n² cells to send and to see."""
+    run = cur.run
+    options, default = head_detail.detail_options(run.n), head_detail.default_detail(run.n)
+    this_run = (run.model_name, run.text, run.n)
+    changed = session.get(head_view_keys.DETAIL_RUN) != this_run
+    session.put(head_view_keys.DETAIL_RUN, this_run)
+    forced = session.get(head_view_keys.DETAIL_FORCED, False)  # blocks chosen by the app, not the user
+    changed = changed and not session.pop(keys.DETAIL_LINKED, False)  # a shared link chose it
+    if session.get(keys.HEAD_DETAIL) not in options or (changed and (default == BLOCKS or forced)):
+        session.put(keys.HEAD_DETAIL, default)  # a new long input opens on the block view, and a
+        session.put(head_view_keys.DETAIL_FORCED, default == BLOCKS)  # short one after it on every token
+    mode = st.radio("Detail", options, key=keys.HEAD_DETAIL, horizontal=True,
+                    on_change=lambda: session.put(head_view_keys.DETAIL_FORCED, False),
+                    help="Blocks: the whole matrix downsampled; each block shows its largest weight, so a "
+                         "single strong cell stays visible (hover for max and mean). Words: word pieces "
+                         "merged (sum over a word's keys, mean over its queries).")
+    if mode == WINDOW:
+        width = min(run.n, 96)
+        session.setdefault(head_view_keys.HEAD_WINDOW, (0, width))
+        lo, hi = session.need(head_view_keys.HEAD_WINDOW)
+        if hi > run.n or lo >= hi:
+            session.put(head_view_keys.HEAD_WINDOW, (0, width))
+        start, stop = st.slider("Tokens", 0, run.n, key=head_view_keys.HEAD_WINDOW,
+                                help="The tokens shown on both axes, at full resolution.")
+        stop = max(stop, start + 1)
+        if stop - start > WINDOW_MAX:  # every cell is a pixel: a window of the whole of a long text is n² of them
+            stop = start + WINDOW_MAX
+            st.caption(f"Window narrowed to its first {WINDOW_MAX:,} tokens: {start}–{stop - 1}. The block view "
+                       "shows the whole text.")
+        return _clickable(cur, layer, head, rescale, (int(start), int(stop)))
+    if mode == SUBSET:
+        return subset_views.subset_figure(run, layer, head, rescale), None
+    if mode == BLOCKS:
+        return view_helpers.head_pooled(cur, layer, head, rescale), None
+    if mode == WORDS:
+        return charts.cached("head_words", (cur.key, layer, head, rescale),
+                             lambda: head_figures.head_words(run, layer, head, rescale=rescale)), None
+    return _clickable(cur, layer, head, rescale, None)
+
+
+def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None):
+    start, stop = window or (0, cur.run.n)
+    shown = min(stop, cur.run.n) - start
+    fig = view_helpers.head_heatmap(cur, layer, head, rescale, window, clickable=True)
+    return fig, ((start, shown) if shown <= head_figures.CLICKABLE_TOKENS else None)
+
+
+WINDOW_MAX = 4 * detail.MAX_FULL_TOKENS  # the widest token window drawn (2,048: about 0.2 s for one head)
+TABLE_ROWS = 1000  # the strongest-key table shows at most this many queries (the first)
+
+
+def _strongest(run, layer: int, head: int) -> None:
+    """Each query's heaviest key, for the first TABLE_ROWS queries: only those rows are read."""
+    shown = min(run.n, TABLE_ROWS)
+    best, weight = head_reads.strongest_keys(run, layer, head, shown)
+    if shown < run.n:
+        st.caption(f"The first {shown:,} of the {run.n:,} queries.")
+    st.dataframe({"query": run.tokens[:shown], "attends most to": [run.tokens[j] for j in best],
+                  "weight": [round(float(w), 4) for w in weight]}, hide_index=True)

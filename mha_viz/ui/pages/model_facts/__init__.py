@@ -1,0 +1,24 @@
+"""The *Model facts* page: what the loaded model is, as a table; for a hybrid, how much of its token mixing each
+kind of layer does on the text on screen."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from mha_viz.drawing import style as figure_style
+from mha_viz.ui.kit import other_layers
+from mha_viz.ui.kit.text import plain
+from mha_viz.ui.pages.model_facts import page_keys as model_facts_keys
+from mha_viz.ui.shell import export_views, view_helpers
+
+
+def model_facts_page() -> None:
+    cur = view_helpers.start("model_facts", hybrid_note=False)  # its facts and shares say which layers are which
+    if cur is None or cur.model is None:
+        return
+    facts = cur.model.facts()
+    shown = facts | {k: plain(facts[k]) for k in ("model", "loaded from")}  # user-given names: as typed
+    st.table({"fact": list(shown), "value": list(shown.values())})
+    st.download_button("Download these facts (CSV)", export_views.table_csv(facts), key=model_facts_keys.DL_FACTS,
+                       file_name=figure_style.safe_filename(f"{cur.model.name}-facts") + ".csv", mime="text/csv")
+    other_layers.other_layers_shares(cur)

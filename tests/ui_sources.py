@@ -1,0 +1,41 @@
+"""The UI's sources and session keys, for the tests that read the UI's code: every module under `mha_viz/ui`
+(`MODULES`, its folders `kit`, `shell` and each page's `pages/<id>/` included) and every session key module, the
+kit's (`keys`) and each page's own (`<id>_keys`, as the UI imports them), with `key_value` resolving a
+`keys.NAME` or `<id>_keys.NAME` of the source to its value."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+from mha_viz.ui.kit import keys
+
+ROOT = Path(__file__).resolve().parents[1]
+UI = ROOT / "mha_viz" / "ui"
+MODULES = sorted(UI.rglob("*.py"))
+PAGES = UI / "pages"
+# the name a module of the UI imports each key module under -> the module
+KEY_MODULES = {"keys": keys} | {
+    f"{p.parent.name}_keys": importlib.import_module(f"mha_viz.ui.pages.{p.parent.name}.page_keys")
+    for p in sorted(PAGES.glob("*/page_keys.py"))}
+NOT_KEPT = frozenset().union(*(getattr(m, "NOT_KEPT", frozenset()) for m in KEY_MODULES.values()))
+
+
+def key_names() -> dict[str, str]:
+    """Every session key by its name as written in the UI ("keys.TEXT", "prediction_keys.PRED_GO") -> its value."""
+    return {f"{alias}.{name}": value for alias, module in KEY_MODULES.items() for name, value in vars(module).items()
+            if name.isupper() and isinstance(value, str)}
+
+
+def key_value(node: ast.AST):
+    """The value of `node` when it is a key module's name (`keys.X`, `<id>_keys.X`), else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in KEY_MODULES:
+        return getattr(KEY_MODULES[node.value.id], node.attr, None)
+    return None
+
+
+def page_module(page_id: str) -> Path:
+    """The file that draws page `page_id`: `pages/<id>/__init__.py`, or `pages/<id>.py`."""
+    folder = PAGES / page_id / "__init__.py"
+    return folder if folder.is_file() else PAGES / f"{page_id}.py"
