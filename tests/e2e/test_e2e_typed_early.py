@@ -19,7 +19,10 @@ Before the fix (the sidebar's inputs were put back from a copy before each run, 
 written by code wins over the browser's in Streamlit), a session lost its sentence in 1 of 24 on
 a loaded warm server (the box showed the typed sentence, every view the example's tokens), and 1
 of 8 in a round on a server just started: one round of each does not catch every such race, which is why
-the rounds can be raised. (The issue asks for typing within 100 ms of the box
+the rounds can be raised. (Until stop 73 this test itself lost 1 SmolLM2 session in 6 to 24 on a loaded machine:
+it looked again at a view still on the draft only when a tick was the word "draft", which is MiniLM's token and
+not SmolLM2's "␣draft"; the server's trace showed the typed sentence's run, about 20 s after the keypress.)
+(The issue asks for typing within 100 ms of the box
 appearing; on a loaded 2-core machine, 8 tabs drawing at once, the browser itself takes seconds
 to make the box take input: each round prints how long it took.)
 """
@@ -95,8 +98,10 @@ async def _one_session(browser, url: str, text: str) -> dict:
             await chart.wait_for()
             labels = await chart.evaluate(TICKS_PROBE, "x")
             ticks = [t.split(ZW, 1)[0] for t, _ in sorted(labels, key=lambda item: item[1])]
-            if (ticks and "draft" not in ticks) or time.monotonic() > settle_until:
-                break  # drawn (its labels in place: a chart still being drawn has none yet), not the draft
+            # drawn (its labels in place: a chart still being drawn has none yet), and not the draft's: a word of
+            # it ("draft") is a token of its own in MiniLM's vocabulary, "␣draft" in SmolLM2's
+            if (ticks and not any("draft" in tick for tick in ticks)) or time.monotonic() > settle_until:
+                break
             await page.wait_for_timeout(500)
         return {"typed_ms": typed_ms, "box": await box.input_value(), "errors": errors, "ticks": ticks,
                 "exceptions": await page.locator("[data-testid=stException]").all_inner_texts(),
