@@ -91,7 +91,7 @@ def test_an_unreadable_file_gets_a_message_and_public_mode_offers_no_path(fresh_
 def test_the_app_never_imports_ray():
     """Ray is installed for the corpus job's Ray engine, but the app (every page, and the
     preloading that imports every module once) must not import it unless that engine is chosen."""
-    code = ("import sys; from mha_viz.ui import pages, preload; preload.warm(); "
+    code = ("import sys; from mha_viz.ui.shell import navigation, preload; preload.warm(); "
             "print('RAY', any(m == 'ray' or m.startswith('ray.') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})

@@ -10,6 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz import metrics
+from mha_viz.circuits import composition
 from tests.app.helpers import chart_title, charts, frame, open_page, open_with_text, shown, start_app
 
 pytestmark = pytest.mark.model
@@ -102,7 +103,16 @@ def test_compare_heads_across_layers(minilm_run):
     assert list(pairs["heads"]) == ["L0H3 · L2H5", "L0H3 · L5H11", "L2H5 · L5H11"]
     js = metrics.head_similarity(run, "js")
     assert pairs.iloc[0][metrics.SIMILARITIES["js"].label] == pytest.approx(js[3, 2 * 12 + 5], abs=1e-4)
-    assert len(frame(at, "pattern")) == 3
+    # their metrics, computed for the picked heads alone, are the whole table's rows (every column the head's own)
+    whole = metrics.head_table(run, composition.table_weights(model)).iloc[[3, 2 * 12 + 5, 5 * 12 + 11]]
+    shown_rows = frame(at, "pattern")
+    assert list(shown_rows.columns) == list(whole.columns) and len(shown_rows) == 3
+    for column in whole.columns:
+        if whole[column].dtype.kind == "f":
+            np.testing.assert_allclose(shown_rows[column].to_numpy(float), whole[column].to_numpy(float), rtol=1e-5,
+                                       atol=1e-6, equal_nan=True, err_msg=column)
+        else:
+            assert list(shown_rows[column]) == list(whole[column]), column
     # a short text opens on the shared 0..1 scale; the toggle scales each head to its own maximum
     assert at.toggle(key="compare_rescale").value is False
     assert all(c["data"][0]["zmax"] == 1 for c in heatmaps)

@@ -46,6 +46,21 @@ def head_table(key: AnalysisKey, _run, _model) -> pd.DataFrame:
     return metrics.head_table(_run, weights(_model), device=metric_device(_model))
 
 
+@st.cache_resource(show_spinner=False, max_entries=32)
+def head_rows(key: AnalysisKey, heads: tuple[int, ...], _run, _model) -> pd.DataFrame:
+    """`head_table`'s rows of `heads` (flat indices layer · H + head), in that order: of a dense run computed for
+    those heads alone (`metrics.select_heads`: every column is the head's own, so the rows are the whole table's),
+    of a long run read from the whole table (its scan's summary, already made)."""
+    if not _run.is_dense:
+        return head_table(key, _run, _model).iloc[list(heads)].reset_index(drop=True)
+    sub, sub_weights = metrics.select_heads(_run, list(heads), weights(_model))
+    rows = metrics.head_table(sub, sub_weights, device=metric_device(_model))
+    layers, hs = divmod(np.asarray(heads), _run.num_heads)
+    rows["layer"] = np.asarray(_run.layer_ids)[layers]  # the sub-run's one layer and its heads 0..k-1: the run's own
+    rows["head"] = hs
+    return rows
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
 def learned_sink_share(key: AnalysisKey, _full_run) -> np.ndarray | None:
     """Each head's share given to a learned sink (`sinks.learned_sink_share`) of the run before hiding

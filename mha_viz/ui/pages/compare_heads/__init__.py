@@ -45,9 +45,9 @@ def compare_heads_page() -> None:
             layer, head = divmod(g, run.num_heads)
             fig = (view_helpers.head_pooled if blocks else view_helpers.head_heatmap)(cur, layer, head, rescale)
             charts.show(fig, key=f"{compare_heads_keys.CMP_HEATMAP_PREFIX}{label}", where=col)
-    table = analysis.head_table(cur.key, run, model)
+    table = analysis.head_rows(cur.key, tuple(idx), run, model)  # the picked heads' rows alone: not every head's
     st.subheader("Their metrics")
-    st.dataframe(table.iloc[idx], hide_index=True, key=compare_heads_keys.CMP_TABLE,
+    st.dataframe(table, hide_index=True, key=compare_heads_keys.CMP_TABLE,
                  column_config=view_helpers.number_format(table))
     st.subheader("Pairwise comparisons")
     rows = []
