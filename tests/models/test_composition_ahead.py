@@ -74,6 +74,20 @@ def test_a_page_asking_while_the_thread_computes_waits_and_nothing_runs_twice(ll
         np.testing.assert_array_equal(got[kind], composition.composition_scores(llama)[kind])
 
 
+def test_the_copying_scores_come_first(llama, monkeypatch):
+    """Every head table reads the copying scores: the thread computes them before the composition scores, so that
+    a head table asking meanwhile waits for them alone."""
+    done = []
+    for name in ("_copying", "_pair_scores"):
+        monkeypatch.setattr(composition, name, lambda *a, _f=getattr(composition, name), _n=name, **k:
+                            (done.append(_n), _f(*a, **k))[1])
+    for kept in (composition._COPYING, composition._COMPOSED):
+        monkeypatch.delitem(kept, llama.hf_model, raising=False)
+    ahead.compute(llama)
+    assert done == ["_copying", "_pair_scores"]
+    assert composition.copying_known(llama) and composition.composition_known(llama)
+
+
 def test_a_model_whose_scores_take_long_is_left_to_the_page(llama, monkeypatch):
     monkeypatch.setattr(composition, "composition_seconds", lambda model: ahead.AHEAD_S + 1)
     assert ahead.start(llama) is None
