@@ -51,8 +51,12 @@ def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> 
     model cannot give (no unembedding, weights that cannot be read) is left for the page to say when asked."""
     try:
         # the copying scores first: every head table reads them (Head metrics, Compare heads, a corpus), and a page
-        # that asks while this thread works waits on the model's one lock (SmolLM2: 0.9 s, not the 5.6 s of all three)
-        compose.copying_scores(model)
+        # that asks while this thread works waits on the model's one lock (SmolLM2: 0.9 s, not the 5.6 s of all three).
+        # A model without them (an encoder without a masked-LM head, such as MiniLM) still gets its composition scores.
+        try:
+            compose.copying_scores(model)
+        except (InputError, UnsupportedArchitecture, ValueError):
+            pass  # the refusal is kept: the table leaves the column empty, the page says why
         compose.composition_scores(model, device=device)
         compose.composition_baseline(model)
     except (InputError, UnsupportedArchitecture, ValueError):

@@ -120,6 +120,13 @@ def test_compare_heads_across_layers(minilm_run):
     tops = [c["data"][0]["zmax"] for c in charts(at) if c["data"][0]["type"] == "heatmap"]
     assert tops == pytest.approx([float(run.attentions[layer, h].max()) for layer, h in ((0, 3), (2, 5), (5, 11))],
                                  rel=1e-5)
+    # with the first token hidden (the sink measures read what was hidden), the rows are Head metrics' rows
+    at.checkbox(key="hide_first").check().run()
+    hidden_rows = frame(at, "pattern")
+    open_page(at, "head_metrics")
+    table = frame(at, "pattern").set_index(["layer", "head"]).loc[[(0, 3), (2, 5), (5, 11)]].reset_index()
+    assert list(hidden_rows["sink"]) == pytest.approx(list(table["sink"]), rel=1e-5, abs=1e-6)
+    assert list(hidden_rows["pattern"]) == list(table["pattern"])
 
 
 def test_rollout_rows_sum_to_one_and_flow_for_short_text():

@@ -12,6 +12,7 @@ import pytest
 
 import mha_viz
 from mha_viz.circuits import ahead, composition
+from mha_viz.text.tokenize import InputError
 
 
 @pytest.fixture
@@ -86,6 +87,16 @@ def test_the_copying_scores_come_first(llama, monkeypatch):
     ahead.compute(llama)
     assert done == ["_copying", "_pair_scores"]
     assert composition.copying_known(llama) and composition.composition_known(llama)
+
+
+def test_a_model_without_copying_scores_still_gets_its_composition_scores():
+    """MiniLM has no masked-LM head, so no copying scores: their refusal, computed first, leaves the composition
+    scores and their baseline to be computed all the same."""
+    minilm = mha_viz.load_model("minilm", device="cpu")  # a fresh load: nothing kept for it yet
+    with pytest.raises(InputError):
+        composition.copying_scores(mha_viz.load_model("minilm", device="cpu"))  # the refusal, on another load
+    ahead.compute(minilm)
+    assert composition.copying_known(minilm) and composition.composition_known(minilm)
 
 
 def test_a_model_whose_scores_take_long_is_left_to_the_page(llama, monkeypatch):

@@ -1,5 +1,5 @@
 """The feature *Switch heads off*, registered: heads switched off: what the model loses, which heads matter, the
-pruning curve. Its page is `mha_viz/ui/pages/ablation.py`."""
+pruning curve. Its page is `mha_viz/ui/pages/ablation/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.ablation.controls import CONTROLS

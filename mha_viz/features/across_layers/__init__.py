@@ -1,5 +1,5 @@
 """The feature *Across layers*, registered: attention carried across layers: rollout and flow. Its page is
-`mha_viz/ui/pages/across_layers.py`."""
+`mha_viz/ui/pages/across_layers/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

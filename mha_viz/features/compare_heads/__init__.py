@@ -1,5 +1,5 @@
 """The feature *Compare heads*, registered: heads side by side on one colour scale. Its page is
-`mha_viz/ui/pages/compare_heads.py`."""
+`mha_viz/ui/pages/compare_heads/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Head composition*, registered: Q-, K- and V-composition and copying scores from the weights. Its
-page is `mha_viz/ui/pages/composition.py`."""
+page is `mha_viz/ui/pages/composition/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Corpus*, registered: every head's measures over many documents, and how this text deviates from
-them. Its page is `mha_viz/ui/pages/corpus.py`."""
+them. Its page is `mha_viz/ui/pages/corpus/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.corpus.controls import CONTROLS

@@ -1,5 +1,5 @@
 """The feature *Head examples*, registered: the corpus passages each head attends most in. Its page is
-`mha_viz/ui/pages/examples.py`."""
+`mha_viz/ui/pages/examples/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Token focus*, registered: one token: what it attends to and what attends to it, in every head. Its
-page is `mha_viz/ui/pages/focus.py`."""
+page is `mha_viz/ui/pages/focus/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Generate*, registered: a decoder's text grown token by token, with every step's attention. Its page
-is `mha_viz/ui/pages/generate.py`."""
+is `mha_viz/ui/pages/generate/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

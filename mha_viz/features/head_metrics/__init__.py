@@ -1,5 +1,5 @@
 """The feature *Head metrics*, registered: every head's measures, its type, and heads on two measures. Its page is
-`mha_viz/ui/pages/head_metrics.py`."""
+`mha_viz/ui/pages/head_metrics/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.head_metrics.controls import CONTROLS

@@ -1,5 +1,5 @@
 """The feature *Line view*, registered: one layer's heads as lines between the tokens. Its page is
-`mha_viz/ui/pages/lines.py`."""
+`mha_viz/ui/pages/lines/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Model facts*, registered: what the model is: its family, shapes, precision and what it refuses. Its
-page is `mha_viz/ui/pages/model_facts.py`."""
+page is `mha_viz/ui/pages/model_facts/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

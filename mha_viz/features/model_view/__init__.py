@@ -1,5 +1,5 @@
 """The feature *Model view*, registered: every head at once: a layers × heads grid of thumbnails, a hybrid's other
-layers beside it. Its page is `mha_viz/ui/pages/model_view.py`."""
+layers beside it. Its page is `mha_viz/ui/pages/model_view/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.model_view.controls import CONTROLS

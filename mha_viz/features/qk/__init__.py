@@ -1,5 +1,5 @@
 """The feature *Queries and keys*, registered: the queries and keys as points, and one score split into its terms.
-Its page is `mha_viz/ui/pages/qk.py`."""
+Its page is `mha_viz/ui/pages/qk/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Retrieval heads*, registered: the heads that copy a needle planted far back in a long text (Wu et al.
-2024; `mha_viz.tasks.find_retrieval`). Its page is `mha_viz/ui/pages/retrieval.py`."""
+2024; `mha_viz.tasks.find_retrieval`). Its page is `mha_viz/ui/pages/retrieval/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.retrieval.controls import CONTROLS

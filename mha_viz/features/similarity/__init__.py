@@ -1,5 +1,5 @@
 """The feature *Head similarity*, registered: how alike the heads' patterns are, and how diverse a layer's heads.
-Its page is `mha_viz/ui/pages/similarity.py`."""
+Its page is `mha_viz/ui/pages/similarity/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Teaching*, registered: step by step: one head's computation step by step, with the model's own
-numbers, over a window anywhere in the text. Its page is `mha_viz/ui/pages/teaching.py`."""
+numbers, over a window anywhere in the text. Its page is `mha_viz/ui/pages/teaching/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.teaching.controls import CONTROLS

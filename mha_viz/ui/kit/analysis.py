@@ -50,8 +50,9 @@ def head_table(key: AnalysisKey, _run, _model) -> pd.DataFrame:
 def head_rows(key: AnalysisKey, heads: tuple[int, ...], _run, _model) -> pd.DataFrame:
     """`head_table`'s rows of `heads` (flat indices layer · H + head), in that order: of a dense run computed for
     those heads alone (`metrics.select_heads`: every column is the head's own, so the rows are the whole table's),
-    of a long run read from the whole table (its scan's summary, already made)."""
-    if not _run.is_dense:
+    of a long run (its scan's summary, already made) or a run with hidden tokens read from the whole table."""
+    if not _run.is_dense or _run.hidden is not None:  # hidden tokens decide whether the first key is a sink: the
+        # whole table reads them (a sub-run does not carry them)
         return head_table(key, _run, _model).iloc[list(heads)].reset_index(drop=True)
     sub, sub_weights = metrics.select_heads(_run, list(heads), weights(_model))
     rows = metrics.head_table(sub, sub_weights, device=metric_device(_model))

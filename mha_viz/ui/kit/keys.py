@@ -80,7 +80,7 @@ EXPORT_WAS_OPEN = "_export_open"  # what it was last (boxes.lazy_box), and the t
 CURRENT = "_current"  # state.Current of this rerun
 LAST_GOOD = "_last_good"  # (run, model, AnalysisKey, EncoderDecoderRun or None) of the last successful analysis
 LAST_FULL = "_last_full"  # that run before the sidebar's *Hide tokens* (state.Current.full_run)
-GOTO = "_goto_page"  # a page id to switch to at the start of the next run (pages.follow_goto)
+GOTO = "_goto_page"  # a page id to switch to at the start of the next run (navigation.follow_goto)
 
 # --- the chosen head, shared by the views (plain keys: pages that do not draw a widget keep them)
 SEL_LAYER = "sel_layer"  # a row of the run (not the model's layer number when some are captured)

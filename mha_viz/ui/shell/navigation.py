@@ -1,5 +1,5 @@
 """The app's pages, made from the features' records (`mha_viz.catalogue`: id, title, icon, section), each drawn
-by `<id>_page()` in `mha_viz/ui/pages/<id>.py` (or `pages/<id>/__init__.py`, a page with parts of its own).
+by `<id>_page()` in the module `mha_viz.ui.pages.<id>` (`pages/<id>/__init__.py`, or one file `pages/<id>.py`).
 
 `navigation()` turns them into `st.navigation`'s sections; a view asks for another page
 with `keys.GOTO` (e.g. `shared_head.open_head`), and `follow_goto()` switches at the start of the

@@ -47,7 +47,8 @@ def run_b_choices() -> dict:
             "ours_b": bool(session.get(keys.CMP_LOCAL_B))}
 
 
-def _open(link: links.Link) -> list[str]:
+def open_run_b(link: links.Link) -> list[str]:
+    """Run B from a link (`choose_run_b`); a notice when this server does not offer its model B."""
     if choose_run_b(mode=link.compare, text_b=link.text_b, model_b=link.model_b, ours_b=link.ours_b):
         return []
     return [f"This server does not offer the link's model B “{link.model_b}”: model B is the default."]
@@ -60,4 +61,4 @@ def _default(link: links.Link) -> links.Link:
     return replace(link, layer=None, head=None) if shared_head.head_chosen() else link
 
 
-LINK = link_parts.register(link_parts.LinkPart("compare", _open, run_b_choices, _default))
+LINK = link_parts.register(link_parts.LinkPart("compare", open_run_b, run_b_choices, _default))

@@ -161,14 +161,11 @@ def corpus_page() -> None:
                                cancel_key=corpus_keys.CORPUS_CANCEL, cancel_help="Stop the job; nothing is kept.")
         if not buttons.pressed:
             return
-        stats, error = jobs.run(
-            corpus_keys.CORPUS_RUNNING,
-            key,
-            lambda progress: _compute(cur, key, train, int(batch), engine, progress),
-            first="Starting…",
-            what="The corpus job",
-            out_of_memory=("The corpus job ran out of memory: lower the batch size or the tokens per document."),
-        )
+        stats, error = jobs.run(corpus_keys.CORPUS_RUNNING, key,
+                                lambda progress: _compute(cur, key, train, int(batch), engine, progress),
+                                first="Starting…", what="The corpus job",
+                                out_of_memory="The corpus job ran out of memory: lower the batch size or the tokens "
+                                              "per document.")
         if error:  # the message is below the buttons; any change draws them afresh
             buttons.idle()
             st.error(plain(error), icon=":material/warning:")

@@ -48,13 +48,9 @@ def head_metrics_page() -> None:
     view_helpers.explain_measure(metrics.METRICS[choice])
     notebook_button.record(metric=choice)
     fig = charts.cached("metric_grid", (cur.key, choice), lambda: metric_figures.table_grid(table, choice, run))
-    charts.show(
-        fig,
-        key=head_metrics_keys.METRIC_GRID,
-        on_select=lambda: view_helpers.open_clicked_head(head_metrics_keys.METRIC_GRID, view_helpers.grid_index),
-        selection_mode="points",
-        width="content",
-    )
+    grid_key = head_metrics_keys.METRIC_GRID
+    charts.show(fig, key=grid_key, selection_mode="points", width="content",
+                on_select=lambda: view_helpers.open_clicked_head(grid_key, view_helpers.grid_index))
     st.caption("Click a cell to open that head in the head view.")
     if not set(metrics.needing("outputs")) & set(table.columns):  # the catalogue says which measures need z
         st.info("Importance (output norms) needs each head's output, which " + (
@@ -63,14 +59,9 @@ def head_metrics_page() -> None:
             "view draws): lower the token limit in the sidebar to see it."), icon=":material/info:")
     st.markdown(PATTERN_RULES)
     types = charts.cached("head_types", (cur.key,), lambda: figures.head_types(run, table=table))
-    charts.show(
-        types,
-        key=head_metrics_keys.METRIC_TYPES,
-        name="head-types",
-        selection_mode="points",
-        width="content",
-        on_select=lambda: view_helpers.open_clicked_head(head_metrics_keys.METRIC_TYPES, view_helpers.grid_index),
-    )
+    types_key = head_metrics_keys.METRIC_TYPES
+    charts.show(types, key=types_key, name="head-types", selection_mode="points", width="content",
+                on_select=lambda: view_helpers.open_clicked_head(types_key, view_helpers.grid_index))
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     head_scatter_view.section(table, head_scatter_view.ON_METRICS, record=notebook_button.record, cache_key=cur.key)

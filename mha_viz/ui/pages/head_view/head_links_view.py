@@ -54,7 +54,7 @@ def links_section(cur, layer: int, head: int) -> None:
                    + " Hover a bar of the strip for every kept key of its query.")
         # kept from a longer text: the strip's last page at most
         session.settle(head_view_keys.LINKS_STRIP, min(int(session.get(head_view_keys.LINKS_STRIP, 0)),
-                                             max(0, links.n - link_figures.STRIP)))
+                                                       max(0, links.n - link_figures.STRIP)))
         _query_for(links)
         start = st.number_input("Token strip from query", 0, links.n - 1, step=link_figures.STRIP,
                                 key=head_view_keys.LINKS_STRIP, persist_state=keys.KEEP,

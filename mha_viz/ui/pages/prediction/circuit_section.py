@@ -270,16 +270,10 @@ def _downloads(cur, edges, k: int, real_k, curve) -> None:
     stem = figure_style.safe_filename(f"{cur.model.name}-circuit-{edges.method}")
     cols = st.columns(2)
     cols[0].download_button(
-        "Download the edges (CSV)",
-        lambda: export_views.table_csv(
-            edges.top(len(edges.scores)).rename_axis("rank").reset_index().assign(rank=lambda t: t["rank"] + 1)
-        ),
-        key=prediction_keys.DL_CIRC_CSV,
-        file_name=f"{stem}.csv",
-        mime="text/csv",
-        on_click="ignore",
-        help="A row an edge, strongest first: rank, sender, receiver, input and score.",
-    )
+        "Download the edges (CSV)", lambda: export_views.table_csv(
+            edges.top(len(edges.scores)).rename_axis("rank").reset_index().assign(rank=lambda t: t["rank"] + 1)),
+        key=prediction_keys.DL_CIRC_CSV, file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
+        help="A row an edge, strongest first: rank, sender, receiver, input and score.")
     top = edges.top(k)
     nodes = sorted(set(top["sender"]) | {r.split(".")[0] for r in top["receiver"]})
     cols[1].download_button("Download the circuit (JSON)", lambda: edges.to_json(
@@ -349,7 +343,7 @@ def link_fields() -> dict:
     return fields
 
 
-def open_link(link: links.Link) -> list[str]:
+def open_pair_and_circuit(link: links.Link) -> list[str]:
     """The pair and the circuit a link carries, put in the page's inputs; with a circuit, the heads and the
     circuit are found once on opening (`prediction_keys.PRED_AUTO`). Nothing is refused (no notices)."""
     if link.corrupted is not None:
@@ -365,4 +359,4 @@ def open_link(link: links.Link) -> list[str]:
     return []
 
 
-LINK = link_parts.register(link_parts.LinkPart("prediction", open_link, link_fields))
+LINK = link_parts.register(link_parts.LinkPart("prediction", open_pair_and_circuit, link_fields))

@@ -45,15 +45,10 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
             return faithfulness_set(model, prompts, result.table, ks, max_tokens=cap,
                                     resamples=result.resamples, seed=result.seed, progress=progress)
 
-    curve, error = jobs.run(
-        prediction_keys.TASK_FAITH_RUNNING,
-        task_key,
-        work,
-        first="Running the circuits on each pair…",
-        what="The faithfulness",
-        out_of_memory="The circuits ran out of memory: use fewer or shorter pairs, or a smaller model.",
-        time_left=True,
-    )
+    curve, error = jobs.run(prediction_keys.TASK_FAITH_RUNNING, task_key, work,
+                            first="Running the circuits on each pair…", what="The faithfulness", time_left=True,
+                            out_of_memory="The circuits ran out of memory: use fewer or shorter pairs, or a smaller "
+                                          "model.")
     if error:
         buttons.idle()
         st.error(plain(error), icon=":material/warning:")
