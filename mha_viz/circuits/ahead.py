@@ -19,6 +19,7 @@ from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
 
+THREAD_PREFIX = "mha-viz-ahead-"  # the thread's name, then the model's
 AHEAD_S = 15.0  # the most seconds of composition scores (by `composition_seconds`) computed without being asked
 _STARTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its thread
 _LOCK = threading.Lock()  # guards _STARTED
@@ -36,7 +37,7 @@ def start(model: LoadedModel, *, device: str | torch.device | None = None) -> th
             if model.hf_model in _STARTED:
                 return None
             thread = threading.Thread(target=compute, args=(model,), kwargs={"device": device}, daemon=True,
-                                      name=f"mha-viz-ahead-{model.name}")
+                                      name=f"{THREAD_PREFIX}{model.name}")
             _STARTED[model.hf_model] = thread
     except Exception as exc:  # noqa: BLE001 - a head start only: the page computes when asked, and says what fails
         log.warning("computing %s's composition scores ahead did not start: %s: %s", getattr(model, "name", model),
