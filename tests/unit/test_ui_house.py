@@ -13,7 +13,7 @@ from mha_viz.ui.kit import keys
 from tests import ui_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-UI = sorted((ROOT / "mha_viz" / "ui").rglob("*.py"))
+UI = ui_sources.MODULES
 SOURCES = [ROOT / "app.py", *UI]
 
 
@@ -116,7 +116,7 @@ def test_every_input_keeps_its_value_across_pages_or_is_listed_as_not_kept():
     assert unkeyed == UNKEYED
 
 
-PAGES_DIR = ROOT / "mha_viz" / "ui" / "pages"
+PAGES_DIR = ui_sources.PAGES
 # each page's id -> its files: `pages/<id>.py`, or every module of the folder `pages/<id>/` (the page and its parts)
 PAGES = {p.stem if p.is_file() else p.name: [p] if p.is_file() else sorted(p.rglob("*.py"))
          for p in PAGES_DIR.iterdir() if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").is_file()}

@@ -13,9 +13,10 @@ from streamlit.errors import StreamlitAPIException
 from streamlit.string_util import validate_material_icon
 
 from mha_viz.ui.shell import navigation as pages
+from tests import ui_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = [ROOT / "app.py", *sorted((ROOT / "mha_viz" / "ui").rglob("*.py"))]
+SOURCES = [ROOT / "app.py", *ui_sources.MODULES]
 ICON_ARGS = ("icon", "page_icon")
 # pictographs, dingbats and symbols drawn as emoji, and the emoji variation selector (U+FE0F)
 EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\u2139\u231A\u231B\u23E9-\u23FA\uFE0F]")

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from mha_viz.ui.kit.text import plain
+from tests import ui_sources
 
 ROOT = Path(__file__).resolve().parents[2]
-UI = [ROOT / "app.py", *sorted((ROOT / "mha_viz" / "ui").rglob("*.py"))]
+UI = [ROOT / "app.py", *ui_sources.MODULES]
 CORE = sorted(p for p in (ROOT / "mha_viz").rglob("*.py") if "ui" not in p.relative_to(ROOT / "mha_viz").parts[:1])
 # *emphasis*, **strong**, `code`: what a writer means as Markdown in a message
 MARKDOWN = re.compile(r"(?<![\w*\\])\*[^\s*][^*]*\*(?![\w*])|\*\*\S|`[^`\s][^`]*`")
