@@ -86,7 +86,8 @@ async ([seenBefore, titleBefore, path, timeoutMs, pollMs, quietMs]) => {
 }
 """
 
-# What each chart of the main area holds (for the bare twin): its row on the page, its size, its traces.
+# What each chart of the main area holds (for the bare twin): its row on the page, its size, its traces, and its
+# path shapes (the Line view's lines: how many shapes, how many segments in all).
 CHARTS_JS = """
 () => {
   // plotly.py sends numpy arrays as typed-array specs {dtype, bdata, shape: "r, c"}; lists as arrays
@@ -102,7 +103,9 @@ CHARTS_JS = """
   };
   return Array.from(document.querySelectorAll('[data-testid=stMain] .js-plotly-plot')).map(gd => {
     const r = gd.getBoundingClientRect();
+    const paths = ((gd.layout || {}).shapes || []).filter(s => s.type === 'path' && s.path);
     return {top: Math.round(r.top + window.scrollY), width: Math.round(r.width), height: Math.round(r.height),
+            shapes: paths.length, segments: paths.reduce((n, s) => n + (s.path.match(/M/g) || []).length, 0),
             traces: (gd.data || []).map((t, k) => {
               const cd = gd.calcdata && gd.calcdata[k] && gd.calcdata[k][0];  // an image's pixels: w × h
               return {type: t.type || 'scatter', mode: t.mode || '', z: dims(t.z),
@@ -111,6 +114,17 @@ CHARTS_JS = """
             })};
   });
 }
+"""
+
+# The tables of the main area (st.dataframe, st.data_editor: a Glide grid on a canvas, whose accessible twin is a
+# table with role=grid): their row on the page, their size, and their rows and columns (the header row counted).
+TABLES_JS = """
+() => Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]')).map(el => {
+  const r = el.getBoundingClientRect(), grid = el.querySelector('table[role=grid]');
+  return {top: Math.round(r.top + window.scrollY), width: Math.round(r.width), height: Math.round(r.height),
+          table: [Number(grid && grid.getAttribute('aria-rowcount')) || 1,
+                  Number(grid && grid.getAttribute('aria-colcount')) || 1]};
+})
 """
 
 
@@ -142,6 +156,7 @@ def timed(ui: App, action, *, path: str = "", title_before: str = "", trace: Pat
             if click - 0.05 <= r["start"] <= done] if trace else []
     return {"s": done - click, "idle": idle - click, "plots": plots, "msgs": msgs, "runs": runs,
             "bytes": sum(n for _, n in msgs), "busy": result["reruns"], "charts": ui.page.evaluate(CHARTS_JS),
+            "tables": ui.page.evaluate(TABLES_JS),
             "problems": ui.exceptions() + ui.alerts("Error")}
 
 
@@ -161,8 +176,8 @@ def line(r: dict) -> str:
 
 
 def twin_spec(title: str, section: str, r: dict) -> dict:
-    """What the bare twin of a page draws: its charts, as the timeline `r` saw them."""
-    return {"title": title, "section": section, "charts": r["charts"]}
+    """What the bare twin of a page draws: its charts and tables, as the timeline `r` saw them."""
+    return {"title": title, "section": section, "charts": r["charts"], "tables": r.get("tables", [])}
 
 
 def write_spec(path: Path, pages: list[dict]) -> None:

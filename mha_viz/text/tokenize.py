@@ -11,9 +11,11 @@ on a public server it stops at `MHA_VIZ_MAX_OVERVIEW_TOKENS` (default: `MHA_VIZ_
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mha_viz import settings
 from mha_viz.text import prefix as text_prefix
@@ -100,6 +102,21 @@ def count_tokens(model: LoadedModel, text: str) -> int:
     return len(encode(model.tokenizer, text or "", add_special_tokens=True)["input_ids"])
 
 
+# The texts tokenized last, whatever asked: the app asks again on every rerun of a session (the sidebar's run,
+# its layers, a page's controls), and at 8,192 tokens one tokenize is about 0.3 s on 2 cores, mostly the readable
+# labels. Keyed by what the result depends on: the tokenizer itself (held, so that its id is never another's), the
+# text, the limit and EXACT_COUNT_CHARS.
+RECENT_TEXTS = 32
+_recent: OrderedDict[tuple, tuple[object, Tokens]] = OrderedDict()
+_recent_lock = threading.Lock()
+
+
+def _copy(tokens: Tokens) -> Tokens:
+    """A Tokens whose lists are the caller's own (a caller that edits them edits no one else's)."""
+    return replace(tokens, ids=list(tokens.ids), display=list(tokens.display), word_ids=list(tokens.word_ids),
+                   raw=list(tokens.raw), special=list(tokens.special))
+
+
 def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
              whole_text: bool = False) -> Tokens:
     """`text` as token ids for `model`, cut to `token_limit(model, max_tokens, whole_text=...)`.
@@ -109,10 +126,27 @@ def tokenize(model: LoadedModel, text: str, max_tokens: int | None = None, *,
     (`text_prefix.read`). `total` is exact for a text of up to EXACT_COUNT_CHARS characters or one
     the prefix covers; for a longer one it is estimated from the prefix and samples of the rest,
     and `total_is_estimate` says so. Raises InputError for blank text or a text that gives no tokens.
+    The last RECENT_TEXTS results are kept: the same text, tokenizer and limit again reads them.
     """
     if text is None or not text.strip():
         raise InputError("Type a sentence to see its attention.")
     limit = token_limit(model, max_tokens, whole_text=whole_text)
+    key = (id(model.tokenizer), text, limit, EXACT_COUNT_CHARS)
+    with _recent_lock:
+        hit = _recent.get(key)
+        if hit is not None and hit[0] is model.tokenizer:
+            _recent.move_to_end(key)
+            return _copy(hit[1])
+    tokens = _tokenize(model, text, limit)
+    with _recent_lock:
+        _recent[key] = (model.tokenizer, tokens)
+        while len(_recent) > RECENT_TEXTS:
+            _recent.popitem(last=False)
+    return _copy(tokens)
+
+
+def _tokenize(model: LoadedModel, text: str, limit: int) -> Tokens:
+    """`tokenize` itself, for a limit already worked out."""
     tokenizer = model.tokenizer
     cut = text_prefix.read(tokenizer, text, limit)
     if cut.covers_text:  # a short text: read whole, as it always was
