@@ -30,6 +30,7 @@ from mha_viz.drawing.style import (
     top_title,
     turned_room,
 )
+from mha_viz.views import detail
 from mha_viz.views.focus import TO, Focus, Summary
 from mha_viz.views.token_pair import HeadWeight
 
@@ -39,6 +40,22 @@ GRID_MOST_PX = 3200  # the tallest grid: past it (over 400 heads) fewer than eve
 # summaries' two columns together
 WIDE_PX, SUMMARY_WIDE_PX = 640, 690
 CLICKABLE_CELLS = 12_000  # a focus grid of at most this many cells gets a marker a cell, which a click selects
+# past this many positions a grid's columns are blocks of positions, each the blocks' largest weight: more columns
+# than the plotting area's pixels (WIDE_PX) draw nothing more, and at 8,192 tokens a grid of SmolLM2's 270 heads was
+# 2.2 million cells, 12 MB a chart to send and draw
+MOST_COLUMNS = WIDE_PX
+
+
+def column_blocks(values: np.ndarray, labels: list[str]) -> tuple[np.ndarray, list[str], np.ndarray | None]:
+    """A grid's (rows, m) values and m position labels as drawn: as they are up to MOST_COLUMNS positions; else
+    (rows, blocks) of each block's largest weight, a label per block ("120–132: the cat sat…") and the blocks'
+    edges (block b covers positions edges[b]:edges[b + 1])."""
+    m = values.shape[-1]
+    if m <= MOST_COLUMNS:
+        return values, axis_labels(labels), None
+    edges = detail.block_edges(m, MOST_COLUMNS)
+    top = np.maximum.reduceat(values, edges[:-1], axis=-1)
+    return top, [detail.range_label(labels, a, b, width=16) for a, b in zip(edges[:-1], edges[1:])], edges
 
 
 def head_row_labels(layer_ids: list[int], num_heads: int) -> list[str]:
@@ -71,12 +88,13 @@ def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool 
     other one. `clickable` (up to CLICKABLE_CELLS cells): a transparent marker on each cell, read
     back by `grid_pick`."""
     v = f.values(direction)
-    layers, heads, m = v.shape
-    z = v.reshape(layers * heads, m)
-    xs = axis_labels(f.labels)
+    layers, heads, _ = v.shape
+    z, xs, edges = column_blocks(v.reshape(layers * heads, -1), f.labels)
+    m = len(xs)
     ys = head_row_labels(layer_ids, heads)
-    hover = ("%{y}: " + ("→ %{x}" if direction == TO else "%{x} →") + " %{z:.3f}<extra></extra>")
-    markers = clickable and z.size <= CLICKABLE_CELLS
+    weight = " %{z:.3f}" if edges is None else " largest %{z:.3f}"
+    hover = ("%{y}: " + ("→ %{x}" if direction == TO else "%{x} →") + weight + "<extra></extra>")
+    markers = clickable and z.size <= CLICKABLE_CELLS and edges is None  # a block is no one position to pick
     fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, zmin=0.0, zmax=scale_top(z, rescale), colorscale=COLORSCALE,
                                colorbar=colorbar("weight"), hovertemplate=hover, hoverinfo="skip" if markers else None,
                                xgap=1 if m <= 48 else 0, ygap=0))
@@ -93,16 +111,22 @@ def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool 
     # every shape in one list: add_shape re-validates all earlier shapes on each call
     shapes = [_line(-0.5, m - 0.5, b * heads - 0.5, b * heads - 0.5) for b in range(1, layers)]
     if what is None:
-        shapes.append(dict(type="rect", x0=f.index - 0.5, x1=f.index + 0.5, y0=-0.5, y1=layers * heads - 0.5,
+        at = f.index if edges is None else int(np.searchsorted(edges, f.index, side="right")) - 1
+        shapes.append(dict(type="rect", x0=at - 0.5, x1=at + 0.5, y0=-0.5, y1=layers * heads - 0.5,
                            line=dict(color="#d62728", width=1)))
-    key_side = "key" if direction == TO else "query"
-    title = run_title(f, f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else ""))
+    key_side = ("key" if direction == TO else "query") + " " + ("word" if f.words else "token")
+    widths = sorted({int(w) for w in np.diff(edges)}) if edges is not None else []
+    blocks = "" if edges is None else (f" (each column the largest weight of {widths[0]}"
+                                       + (f"–{widths[-1]}" if len(widths) > 1 else "") + " positions)")
+    title = run_title(f, f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else "")
+                      + blocks)
     x_ticks = spaced_ticks(xs, tick_step(m, WIDE_PX, TURNED_PX))
     box = margin(t=title_room(title), b=turned_room(x_ticks["tickvals"]) + 50)  # the app's font: 7 px more
     fig.update_layout(
         title=top_title(title),  # at the top, the margin its lines need: a wrapped title never meets the plot
         # ranges set: the cell markers would pad Plotly's autorange, and the rows would lose their pixels
-        xaxis=dict(title=dict(text=x_title or f"{key_side} {'word' if f.words else 'token'}"), type="category",
+        xaxis=dict(title=dict(text=x_title or key_side + ("" if edges is None else "s")),
+                   type="category",
                    tickangle=-60, range=[-0.5, m - 0.5], **x_ticks),
         yaxis=dict(title=dict(text="layer, head"), type="category", range=[rows - 0.5, -0.5],
                    **spaced_ticks(ys, tick_step(rows, rows * each))),
