@@ -12,7 +12,7 @@ import pytest
 import mha_viz
 from mha_viz.drawing import heads as head_figures
 from mha_viz.ui.kit import keys
-from tests.app.helpers import charts, open_page, start_app
+from tests.app.helpers import charts, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model
 TEXT = "q w e r t y u i q w e r t y u i"
@@ -83,3 +83,32 @@ def test_the_heatmap_cells_can_be_clicked(opened):
     assert head_figures.cell_pick([{"curve_number": 1, "point_index": 10 * n + 3}], n) == (10, 3)
     assert head_figures.cell_pick([{"curve_number": 1, "point_index": 2}], n, offset=5) == (5, 7)
     assert head_figures.cell_pick([{"curve_number": 0, "point_index": 2}], n) is None
+
+
+def test_on_a_long_run_the_section_is_built_only_while_open(monkeypatch, toy):
+    """A long run (MHA_VIZ_DENSE_MB=0 makes any text one): each score split there is a forward pass up to the
+    layer, so *Why here?* is a closed box that computes nothing until opened; opened, it draws the same terms."""
+    from mha_viz.circuits import score_terms
+    from mha_viz.ui.pages.head_view import page_keys as head_view_keys
+
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    split = []
+    real = score_terms.qk_terms
+    monkeypatch.setattr(score_terms, "qk_terms", lambda *a, **k: split.append(a[2:6]) or real(*a, **k))
+    at = start_app()
+    at.selectbox(key="model_choice").set_value("toy-induction").run()
+    at.text_area(key="text").input(TEXT + " o").run()  # a text of its own: nothing split for it yet
+    open_page(at, "head_view")
+    at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
+    at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(1).run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert not at.session_state[keys.CURRENT].run.is_dense
+    assert not at.session_state[head_view_keys.WHY_OPEN] and not split  # closed, nothing split
+    assert keys.WHY_QUERY not in [w.key for w in at.selectbox]
+    open_box(at, head_view_keys.WHY_OPEN)  # the user opens it
+    assert not at.error, [e.value for e in at.error]
+    at.selectbox(key=keys.WHY_QUERY).set_value(10).run()
+    at.selectbox(key=keys.WHY_KEY).set_value(3).run()
+    assert split and split[-1] == (1, 1, 10, 3)
+    want = mha_viz.circuits.qk_terms(toy, TEXT + " o", 1, 1, 10, 3)
+    np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), want.top(15)[2], atol=1e-6)

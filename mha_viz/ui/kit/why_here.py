@@ -41,10 +41,12 @@ def _compute(what: str, build, need: int):
         "Splitting the score ran out of memory: use a shorter text or a smaller model."))
 
 
-def why_here(cur, layer: int, head: int, clickable: bool = True) -> None:
-    """The section, under the head's heatmap; `layer` is the run's row; `clickable`: the heatmap's cells are."""
+def why_here(cur, layer: int, head: int, clickable: bool = True, heading: bool = True) -> None:
+    """The section, under the head's heatmap; `layer` is the run's row; `clickable`: the heatmap's cells are;
+    `heading`: its own subheader (not inside a box that has its title)."""
     run = cur.run
-    st.subheader("Why here?")
+    if heading:
+        st.subheader("Why here?")
     model = cur.model
     if model is None or cur.stale or cur.key is None:
         st.info("Run the model on the current text to see why this head looks where it looks.", icon=":material/info:")

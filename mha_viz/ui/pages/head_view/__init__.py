@@ -44,9 +44,9 @@ def head_view_page() -> None:
                            window=session.get(head_view_keys.HEAD_WINDOW))
     if shown is None:
         charts.show(fig, key=keys.HEAD_HEATMAP)
-    else:  # every cell a marker: a click asks *Why here?* below
+    else:  # every cell a marker: a click asks *Why here?* below (and opens it)
         charts.show(fig, key=keys.HEAD_HEATMAP, selection_mode="points",
-                    on_select=lambda: why_here.on_cell(run, *shown))
+                    on_select=lambda: _on_cell(run, shown))
     focus_pair.find_heads_button(run)
     view_helpers.examples_link(cur, layer, head)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
@@ -57,10 +57,30 @@ def head_view_page() -> None:
         with strongest:
             _strongest(run, layer, head)
     head_links_view.links_section(cur, layer, head)
-    why_here.why_here(cur, layer, head, clickable=shown is not None)
+    _why_here(cur, layer, head, clickable=shown is not None)
     notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
                            second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
     other_layers.other_layers_head(cur)
+
+
+def _why_here(cur, layer: int, head: int, clickable: bool) -> None:
+    """*Why here?* under the heatmap: open on a run that holds every head; on a long run a box built only while
+    open, since each head picked there costs a forward pass up to its layer (1.6 s at layer 3 of SmolLM2 at
+    8,192 tokens on 2 cores)."""
+    if cur.run.is_dense:
+        why_here.why_here(cur, layer, head, clickable=clickable)
+        return
+    box = boxes.lazy_box(st, "Why here? The score of a query and a key, split into what wrote them",
+                         head_view_keys.WHY_OPEN, head_view_keys.WHY_WAS_OPEN)
+    if box.open:  # built, computed and sent only while open
+        with box:
+            why_here.why_here(cur, layer, head, clickable=clickable, heading=False)
+
+
+def _on_cell(run, shown: tuple[int, int]) -> None:
+    """A click on a cell: its query and key in *Why here?*, which opens to show them."""
+    why_here.on_cell(run, *shown)
+    session.put_all((head_view_keys.WHY_WAS_OPEN, head_view_keys.WHY_OPEN), (True, True))
 
 
 def _head_figure(cur, layer: int, head: int, rescale: bool):
