@@ -172,17 +172,19 @@ def from_run(model: LoadedModel, run, text: str, k: int = 5, max_tokens: int | N
     """`unablated`'s Outcome read off an analysis `run` of `text`, when its one forward is the pass: the same token
     ids, every attention layer's head outputs (their means over the tokens: what mean-ablation puts in), the whole
     run (no token hidden), and what the model made of it (`run.own`: a decoder's loss and last logits, an embedding
-    model's sentence embedding). None otherwise (a masked-LM encoder scores another input; a long or lean run made
-    no logits), or in half precision, where eager and fused attention round apart by more than a head's effect
-    may be. Within float32 rounding of the pass's own numbers: the run's attention was eager, the pass's fused."""
+    model's sentence embedding; a long run keeps the heads' means there, made by its scan). None otherwise (a
+    masked-LM encoder scores another input; a lean run made no logits), or in half precision, where eager and fused
+    attention round apart by more than a head's effect may be. Within float32 rounding of the pass's own numbers:
+    the run's attention was eager (a long run's, its scan's blocks), the pass's fused."""
     own = getattr(run, "own", None)
-    whole = run is not None and run.head_outputs is not None and run.hidden is None
+    held = None if own is None else own.head_means if run.head_outputs is None else run.head_outputs.mean(2)
+    whole = held is not None and run.hidden is None
     if own is None or model.dtype != torch.float32 or not whole or len(run.layer_ids) != model.num_layers:
         return None
     (inputs, at), *others = _passes(model, text, max_tokens)
     if others or inputs.ids[0].tolist() != list(run.token_ids):
         return None
-    means = (torch.as_tensor(run.head_outputs.mean(2)).to(model.device),)  # (layers, heads, d_v)
+    means = (torch.as_tensor(held).to(model.device),)  # (layers, heads, d_v)
     if inputs.kind == EMBEDDING and own.embedding is not None:
         embedding = torch.as_tensor(own.embedding).to(model.device)
         return Outcome(float(heads_off_loss.embedding_loss(embedding, embedding)), (), embedding, means)

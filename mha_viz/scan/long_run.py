@@ -23,4 +23,4 @@ def long_run(model: LoadedModel, toks: Tokens, text: str = "", *,
         summary=found, is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,
         token_ids=list(toks.ids), raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids,
         text=text, num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
-        layer_ids=model.layer_ids, model_layers=model.total_layers, precision=model.precision)
+        layer_ids=model.layer_ids, model_layers=model.total_layers, precision=model.precision, own=found.own)

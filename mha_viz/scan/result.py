@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from mha_viz.capture.own_outputs import OwnOutputs
 from mha_viz.scan.rows import RowSource
 
 FORMAT = "mha-viz scan 1"  # what `save` writes under "format"; `load` refuses another
@@ -50,6 +51,10 @@ class Scan:
     # (layer, head, start, stop) -> float32 (stop − start, n): recomputes rows from what the scan kept
     # (`mha_viz.scan.rows.RowSource`); None for a reopened scan until `attach`
     row_source: Callable | None = field(default=None, repr=False, compare=False)
+    # what the model itself made of the text (its loss and last logits, or its embedding) and each head's mean
+    # output, read after the scan's forward (`capture.own_outputs.from_hidden`); None where not made (half
+    # precision, a family read through its own attention, a reopened scan)
+    own: OwnOutputs | None = field(default=None, repr=False, compare=False)
 
     @property
     def n(self) -> int:

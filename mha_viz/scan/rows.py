@@ -239,13 +239,14 @@ def layer_capture(layer: int, inp: LayerInput) -> Capture:
 
 def lean_layers(model: LoadedModel, token_ids: list[int],
                 on_layer: Callable[[int, Projected, torch.Tensor | None], torch.Tensor | None] | None = None,
-                *, outputs: bool = True) -> QKSpill:
+                *, outputs: bool = True, on_last: Callable[[torch.Tensor], None] | None = None) -> QKSpill:
     """Run the model once; as each attention layer's input arrives, project its queries and keys, spill them and
     hand `on_layer(layer, projected, values)` the layer to reduce, inside the forward (one layer's in memory at a
     time). Where the model takes given outputs (`LoadedModel.takes_outputs`), `values` (1, G, n, d_v) are the
     layer's and `on_layer` returns its attention output (1, H, n, d_v), which the layer uses instead of computing
     its attention again; elsewhere (or with `outputs` False) `values` is None and the model runs its fused
-    attention. Returns the spill (`RowSource`)."""
+    attention. on_last: called with the base model's last hidden states (n, d) once the forward is over, before
+    they are let go. Returns the spill (`RowSource`)."""
     spill = QKSpill(keep_bytes=device_room(model.device))
     gives = on_layer is not None and model.takes_outputs and outputs
 
@@ -257,7 +258,10 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
         if on_layer is None:
             return None
         return on_layer(layer, (mha, q, k), v if gives else None)
-    model.capture(torch.tensor([token_ids]), lean=True, head_outputs=False, on_input=arrived, gives_outputs=gives)
+    done = model.capture(torch.tensor([token_ids]), lean=True, head_outputs=False, on_input=arrived,
+                         gives_outputs=gives)
+    if on_last is not None:
+        on_last(done.hidden[0])
     return spill
 
 

@@ -23,6 +23,7 @@ import torch
 
 from mha_viz.budget.time_left import TimeLeft, say
 from mha_viz.capture.finite import FiniteCheck
+from mha_viz.capture.own_outputs import OwnOutputs, from_hidden
 from mha_viz.metrics.compiled import run_all, thread_count
 from mha_viz.metrics.head_stats import pattern_columns
 from mha_viz.metrics.output_norms import output_norms
@@ -44,6 +45,7 @@ from mha_viz.scan.rows import (
 from mha_viz.scan.torch_threads import on_one_torch_thread, one_torch_thread_each
 from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel
+from mha_viz_models.reading import lm_head
 
 
 class _Layer:
@@ -162,6 +164,8 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     check = FiniteCheck(model)
     names = [f"attention in layer {number}" for number in model.layer_ids]
     finished, written = [], []  # each layer's (measures, thumbnails), and its heads' output norms where made
+    means: list[torch.Tensor] = []  # each layer's head outputs averaged over the tokens, (H, d_v), where made
+    own: list[OwnOutputs | None] = []  # what the model itself says of the text (`own_outputs.from_hidden`)
     clock = TimeLeft(L)  # the layers cost about the same; the first holds the forward's start
 
     def reduce(layer: int, jobs: list[Callable[[], Block]]) -> None:
@@ -187,8 +191,22 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
             check.verify()
             if out is not None:  # what each head writes, from the outputs just made (the table's output measures)
                 written.append(output_norms(out[0], proj[0].head_weights()["W_O"]))
+                means.append(out[0].mean(1))
             return out
-        source = RowSource(model, toks.ids, lean_layers(model, toks.ids, on_input, outputs=not own_attention))
+
+        def on_last(hidden: torch.Tensor) -> None:
+            """The model's loss and last logits (or an encoder's embedding) from its last hidden states, in float32
+            only (`ablation_outcome.from_run` reads them there), each head's mean output beside."""
+            if model.dtype != torch.float32:
+                return
+            progress(1.0, f"Reading {model.name}'s own predictions over the {toks.n} tokens…")
+            kept = torch.stack(means).cpu().numpy() if len(means) == L else None
+            with model.lock:
+                logits = lm_head.of(model) if model.is_causal else None
+                if logits is not None or not model.is_causal:
+                    own.append(from_hidden(hidden, list(toks.ids), logits=logits, head_means=kept))
+        spill = lean_layers(model, toks.ids, on_input, outputs=not own_attention, on_last=on_last)
+        source = RowSource(model, toks.ids, spill)
     else:
         check_eager(model, toks.n)
         progress(0.0, f"Running {model.name} on {toks.n} tokens, one layer's attention at a time…")
@@ -208,4 +226,5 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
                 model_name=model.name, layer_ids=model.layer_ids, is_causal=model.is_causal, table=table,
                 pooled=np.stack([f[1] for f in finished]), keys=keys, weights=weights, rest_mass=rest,
                 top_k=top_k, min_weight=min_weight, num_input_tokens=toks.total,
-                num_input_tokens_is_estimate=toks.total_is_estimate, precision=model.precision, row_source=source)
+                num_input_tokens_is_estimate=toks.total_is_estimate, precision=model.precision, row_source=source,
+                own=own[0] if own else None)
