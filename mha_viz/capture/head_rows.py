@@ -18,6 +18,7 @@ import numpy as np
 
 from mha_viz import settings
 from mha_viz.budget import capture_budget
+from mha_viz.capture.pool_kernel import pool_rows
 from mha_viz.text.tokenize import InputError
 
 Blocks = Callable[[int, list[int] | None, int, int], Iterator[tuple[int, np.ndarray]]]
@@ -106,15 +107,9 @@ def pooled_head(blocks: Blocks, layer: int, head: int, edges: np.ndarray) -> tup
     dense head gives the same)."""
     edges = np.asarray(edges)
     n, size = int(edges[-1]), len(edges) - 1
-    starts, widths = edges[:-1], np.diff(edges)
+    widths = np.diff(edges)
     top = np.zeros((size, size), dtype=np.float32)
     total = np.zeros((size, size), dtype=np.float64)
     for first, rows in blocks(layer, [head], 0, n):
-        rows = rows[0]
-        last = first + rows.shape[0]
-        by_key_max = np.maximum.reduceat(rows, starts, axis=1)  # (b, B)
-        by_key_sum = np.add.reduceat(rows.astype(np.float64), starts, axis=1)
-        which = np.searchsorted(edges, np.arange(first, last), side="right") - 1  # each row's block
-        np.maximum.at(top, which, by_key_max)
-        np.add.at(total, which, by_key_sum)
+        pool_rows(rows[0], first, edges, top, total)  # one compiled pass: each block's max and sum
     return top, (total / (widths[:, None] * widths[None, :])).astype(np.float32)

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from mha_viz.metrics.compiled import thread_count
+from mha_viz.compiled import thread_count
 from mha_viz.metrics.head_stats import pattern_columns
 from mha_viz.metrics.row_kernels import BlockSums
 from mha_viz.metrics.row_measures import TextFacts, measures_from_sums

@@ -8,7 +8,7 @@ import pandas as pd
 import torch
 
 from mha_viz.capture.run import AttentionRun
-from mha_viz.metrics.compiled import thread_count
+from mha_viz.compiled import thread_count
 from mha_viz.metrics.head_writes import Weights, as_tensor, on_device, run_weights
 from mha_viz.metrics.measures import (
     BLOCK_MASS,

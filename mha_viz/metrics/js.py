@@ -44,7 +44,7 @@ import math
 import numpy as np
 import torch
 
-from mha_viz.metrics.compiled import thread_count
+from mha_viz.compiled import thread_count
 from mha_viz.metrics.gram import gram_upper, symmetric
 from mha_viz.metrics.js_kernels import KERNEL_DEGREE, band_pass, exact_pass
 from mha_viz.metrics.measures import JS_SMOOTHING

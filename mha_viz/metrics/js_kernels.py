@@ -10,7 +10,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from mha_viz.metrics.compiled import HALF, JIT, ONE, log32, run_all, split
+from mha_viz.compiled import HALF, JIT, ONE, log32, run_all, split
 
 SUB = 256  # columns per block inside _band_columns: (N, SUB) float32 stays in L2 for N up to ~1,000
 

@@ -11,7 +11,7 @@ import numba
 import numpy as np
 
 from mha_viz.capture.sinks import EMPTY_BELOW
-from mha_viz.metrics.compiled import JIT, log32, run_all, split
+from mha_viz.compiled import JIT, log32, run_all, split
 from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
 from mha_viz.metrics.row_measures import ROW_BEYOND, ROW_SUMS, TextFacts
 

@@ -24,7 +24,7 @@ import torch
 from mha_viz.budget.time_left import TimeLeft, say
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.own_outputs import OwnOutputs, from_hidden
-from mha_viz.metrics.compiled import run_all, thread_count
+from mha_viz.compiled import run_all, thread_count
 from mha_viz.metrics.head_stats import pattern_columns
 from mha_viz.metrics.output_norms import output_norms
 from mha_viz.metrics.row_kernels import BlockSums
@@ -45,6 +45,7 @@ from mha_viz.scan.rows import (
 from mha_viz.scan.torch_threads import on_one_torch_thread, one_torch_thread_each
 from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel
+from mha_viz_models.loading import switch
 from mha_viz_models.reading import lm_head
 
 
@@ -201,7 +202,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
                 return
             progress(1.0, f"Reading {model.name}'s own predictions over the {toks.n} tokens…")
             kept = torch.stack(means).cpu().numpy() if len(means) == L else None
-            with model.lock:
+            with model.lock, switch.fused(model):  # the read-out's probe, once a model: no head's weights made
                 logits = lm_head.of(model) if model.is_causal else None
                 if logits is not None or not model.is_causal:
                     own.append(from_hidden(hidden, list(toks.ids), logits=logits, head_means=kept))

@@ -1,5 +1,5 @@
 """mha-viz's cache folder, the one place its location is decided: converted GGUF weights (`loading.gguf_cache`),
-the compiled metric loops (`mha_viz.metrics.compiled`) and stored corpus results are kept in folders under it."""
+the compiled metric loops (`mha_viz.compiled`) and stored corpus results are kept in folders under it."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 
-from mha_viz.metrics import compiled
+from mha_viz import compiled
 from mha_viz_models import cache_folder
 from mha_viz_models.loading import gguf_cache
 from tests.helpers import ROOT
@@ -61,5 +61,5 @@ def test_one_module_reads_the_setting_and_every_other_imports_it_from_there():
             if isinstance(node, ast.ImportFrom) and any(a.name == "cache_root" for a in node.names):
                 importing[path] = node.module
     assert naming == defining == ["models/mha_viz_models/cache_folder.py"]
-    assert {"models/mha_viz_models/loading/gguf_cache.py", "mha_viz/metrics/compiled.py"} <= set(importing)
+    assert {"models/mha_viz_models/loading/gguf_cache.py", "mha_viz/compiled.py"} <= set(importing)
     assert set(importing.values()) == {"mha_viz_models.cache_folder"}, importing

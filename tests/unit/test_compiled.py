@@ -1,4 +1,4 @@
-"""What the compiled loops share (mha_viz/metrics/compiled.py): their cache folder follows every
+"""What the compiled loops share (mha_viz/compiled.py): their cache folder follows every
 source they are built from, a loop started on one of the pool's own threads runs there instead
 of waiting on the pool, and a head with NaN in it gets no statistics rather than made-up ones."""
 
@@ -8,9 +8,9 @@ import threading
 
 import numpy as np
 
-from mha_viz import metrics
+from mha_viz import compiled, metrics
 from mha_viz.capture.run import AttentionRun
-from mha_viz.metrics import compiled, head_stats
+from mha_viz.metrics import head_stats
 
 
 def test_the_cache_folder_is_named_by_every_kernel_source(monkeypatch, tmp_path):

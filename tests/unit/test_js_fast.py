@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from mha_viz import metrics
+from mha_viz import compiled, metrics
 from mha_viz.capture.run import AttentionRun
-from mha_viz.metrics import compiled
 from mha_viz.metrics import js as fast_js
 
 TOLERANCE = 1e-4  # nats, on every entry (issue 15)

@@ -258,10 +258,12 @@ def _ours() -> None:
 
 
 def _compiled() -> None:
-    from mha_viz.metrics import js_kernels, row_kernels  # Numba compiles the loops on first use
+    from mha_viz.capture import pool_kernel  # Numba compiles the loops on first use
+    from mha_viz.metrics import js_kernels, row_kernels
 
     js_kernels.compile_now()
     row_kernels.compile_now()
+    pool_kernel.compile_now()
 
 
 _STEPS: tuple[tuple[str, Callable[[], None]], ...] = (

@@ -1,5 +1,5 @@
-"""What the compiled loops share (js_kernels.py, row_kernels.py): a vectorisable logarithm,
-the compiler's options, its cache folder and the threads that run the loops.
+"""What the compiled loops share (metrics/js_kernels.py, metrics/row_kernels.py, capture/pool_kernel.py): a
+vectorisable logarithm, the compiler's options, its cache folder and the threads that run the loops.
 
 Numba compiles the loops on first use (about a second; the app's preload does it before any
 session draws) and keeps them on disk. Numba invalidates a cached loop only when its own file
@@ -52,7 +52,9 @@ def _float(typingctx, b):
     return types.float32(types.int32), codegen
 
 
-KERNEL_FILES = ("compiled.py", "js_kernels.py", "row_kernels.py", "row_measures.py")  # row_measures: the sums' order
+# the loops' files and what they inline, under mha_viz/ (metrics/row_measures.py: the sums' order)
+KERNEL_FILES = ("compiled.py", "metrics/js_kernels.py", "metrics/row_kernels.py", "metrics/row_measures.py",
+                "capture/pool_kernel.py")
 
 
 def source_hash() -> str:

@@ -1,0 +1,60 @@
+"""A head pooled onto a grid of blocks by the compiled pass (`capture.pool_kernel.pool_rows`, what a long run's
+`pooled_head` folds each block of rows with) against NumPy's block max and mean of the whole matrix, written out
+here cell by cell: blocks of uneven widths, rows handed over in blocks that straddle the grid's rows, the key blocks
+split among several threads, and a planted cell that must stay the maximum of its block."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_viz.capture import pool_kernel
+from mha_viz.views import detail
+
+
+def _reference(a: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    size = len(edges) - 1
+    top, mean = np.zeros((size, size)), np.zeros((size, size))
+    for i in range(size):
+        for j in range(size):
+            cell = a[edges[i]:edges[i + 1], edges[j]:edges[j + 1]].astype(np.float64)
+            top[i, j], mean[i, j] = cell.max(), cell.mean()
+    return top, mean
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("n, size, rows_at_once", [(203, 16, 7), (64, 64, 5), (50, 8, 50)])
+def test_the_compiled_pool_is_the_block_max_and_mean(monkeypatch, threads, n, size, rows_at_once):
+    monkeypatch.setattr(pool_kernel, "thread_count", lambda: threads)
+    rng = np.random.default_rng(n)
+    a = np.tril(rng.random((n, n), dtype=np.float32))  # causal rows: zeros above the diagonal
+    a /= a.sum(-1, keepdims=True)
+    a[n // 2, n // 5] = 3.0  # planted: the largest cell of the matrix
+    edges = detail.block_edges(n, size)
+    assert len(set(np.diff(edges))) > 1 or n % size == 0  # uneven widths where n does not divide
+    top = np.zeros((len(edges) - 1,) * 2, np.float32)
+    total = np.zeros((len(edges) - 1,) * 2, np.float64)
+    for first in range(0, n, rows_at_once):  # blocks of rows that straddle the grid's rows
+        pool_kernel.pool_rows(a[first:first + rows_at_once], first, edges, top, total)
+    want_top, want_mean = _reference(a, edges)
+    widths = np.diff(edges)
+    np.testing.assert_allclose(top, want_top, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(total / (widths[:, None] * widths[None, :]), want_mean, rtol=1e-5, atol=1e-9)
+    bi, bj = (np.searchsorted(edges, x, "right") - 1 for x in (n // 2, n // 5))
+    assert np.argwhere(top == top.max()).tolist() == [[bi, bj]]
+
+
+def test_the_grid_keeps_what_was_folded_before():
+    """Rows folded in two calls give what one call over all of them gives: each call adds to the sums and keeps the
+    larger maximum."""
+    rng = np.random.default_rng(1)
+    a = rng.random((40, 40), dtype=np.float32)
+    edges = detail.block_edges(40, 6)
+    grids = []
+    for cuts in ([0, 40], [0, 13, 40]):
+        top, total = np.zeros((6, 6), np.float32), np.zeros((6, 6), np.float64)
+        for s, e in zip(cuts[:-1], cuts[1:]):
+            pool_kernel.pool_rows(a[s:e], s, edges, top, total)
+        grids.append((top, total))
+    np.testing.assert_array_equal(grids[0][0], grids[1][0])
+    np.testing.assert_allclose(grids[0][1], grids[1][1], rtol=1e-6)
