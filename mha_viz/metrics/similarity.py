@@ -11,7 +11,7 @@ from mha_viz.metrics.gram import gram_upper, symmetric_numpy
 from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, head_writes, on_device, run_weights
 from mha_viz.metrics.js import js_finish, js_sum
 from mha_viz.metrics.measures import SIMILARITIES
-from mha_viz.metrics.row_blocks import every_layer
+from mha_viz.metrics.row_blocks import aligned, block_rows, every_layer
 
 # the weights each weight-based kind reads: a model our MHA cannot compute has W_O only (`LoadedModel.head_weights`)
 WEIGHTS_NEEDED = {"qk": ("W_Q", "W_K"), "ov": ("W_V", "W_O"), "residual": ("W_O",)}
@@ -206,13 +206,14 @@ _ON_DEVICE = {"js", "cosine", "cka", "residual", "seed_r"}  # kinds that take `d
 def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = None):
     """A run (and weights) holding only `heads` (indices layer * H + head), as one layer of
     len(heads) heads each with its own KV head, so that pairwise measures of a few heads cost
-    what a few heads cost (each head read alone: `run.head`, never every head's array). Returns (run,
-    weights or None); pairwise values are unchanged."""
+    what a few heads cost (each head read alone: `run.head`, never every head's array; of a long run, their rows
+    a block at a time). Returns (run, weights or None); pairwise values are unchanged."""
     layers, hs = np.divmod(np.asarray(heads), run.num_heads)
     kv = hs // (run.num_heads // run.num_kv_heads)
+    held = ({"attentions": np.stack([run.head(int(a), int(b)) for a, b in zip(layers, hs)])[None]} if run.is_dense
+            else {"source": _picked_source(run, layers, hs), "shape": (1, len(heads))})  # a long run: rows by blocks
     sub = AttentionRun(
-        tokens=run.tokens, attentions=np.stack([run.head(int(a), int(b)) for a, b in zip(layers, hs)])[None],
-        is_causal=run.is_causal,
+        tokens=run.tokens, **held, is_causal=run.is_causal,
         num_kv_heads=len(heads), model_name=run.model_name, token_ids=run.token_ids,
         special_mask=run.special_mask, text=run.text,
         head_outputs=None if run.head_outputs is None else run.head_outputs[layers, hs][None],
@@ -222,6 +223,18 @@ def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = 
     w = {k: as_tensor(v) for k, v in run_weights(run, weights).items()}
     rows = {"W_Q": hs, "W_K": kv, "W_V": kv, "W_O": hs, "copying": hs}  # query heads' rows, or the KV heads they read
     return sub, {k: w[k][layers, rows[k]][None] for k in w}
+
+
+def _picked_source(run: AttentionRun, layers: np.ndarray, hs: np.ndarray):
+    """A `head_rows.Blocks` reader of one layer whose head j is the long run's head (layers[j], hs[j]): their rows
+    recomputed a block at a time and handed over side by side (`row_blocks.aligned`), never a head's n × n whole
+    (SmolLM2 at 8,192 tokens: 256 MB a head)."""
+    def blocks(_layer: int, heads: list[int] | None, start: int, stop: int):
+        which = range(len(hs)) if heads is None else heads
+        readers = [run.source(int(layers[j]), [int(hs[j])], start, stop) for j in which]
+        for first, parts in aligned(readers, start, stop, block_rows(len(readers), run.n)):
+            yield first, np.concatenate(parts)
+    return blocks
 
 
 def as_similarity(matrix: np.ndarray, kind: str) -> np.ndarray:
