@@ -1,6 +1,7 @@
 """The Head view (every level of detail), the Line view and Compare heads on a long run (MHA_VIZ_DENSE_MB=0:
 every analysis keeps its rows to recompute, no every-head array) through AppTest, under `forbid_dense`: no
-exception, no error, and the Head view's strongest keys are the head's own (its rows' argmax)."""
+exception, no error, the Head view's strongest keys are the head's own (its rows' argmax), and Compare heads' pairs,
+a box opened on demand, are the two heads' own JS divergence."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from importlib import resources
 import numpy as np
 import pytest
 
+from mha_viz import AttentionRun, metrics
 from mha_viz.capture.head_rows import forbid_dense
 from mha_viz.ui.kit import head_detail, keys
 from mha_viz.ui.pages import head_view as head_view_page
+from mha_viz.ui.pages.compare_heads import page_keys as compare_heads_keys
 from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from mha_viz.ui.pages.lines import page_keys as lines_keys
 from mha_viz.views import detail
@@ -85,4 +88,12 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
         at.run()
         clean(at)
         assert len(charts(at)) >= 2 and all(f"all {run.n} tokens in" in chart_title(c) for c in charts(at))
+        assert not any("heads" in d.value.columns for d in at.dataframe)  # the pairs: a box, closed at first
+        pairs = frame(open_box(at, compare_heads_keys.PAIRS_OPEN), "heads")
+        clean(at)
+        first, last = (0, 0), (run.num_layers - 1, run.num_heads - 1)  # the heads picked by default
+        both = AttentionRun.from_array(np.stack([run.head(*first), run.head(*last)])[None], run.tokens,
+                                       run.is_causal)  # the two heads whole, compared as a dense run
+        js = metrics.head_similarity(both, "js")[0, 1]
+        assert len(pairs) == 1 and pairs.iloc[0][metrics.SIMILARITIES["js"].label] == pytest.approx(js, abs=1e-4)
     assert not run.is_dense

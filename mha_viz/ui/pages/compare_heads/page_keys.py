@@ -11,3 +11,5 @@ COMPARE_RESCALE = _compare_heads.COMPARE_RESCALE
 CMP_HEATMAP_PREFIX = "cmp_"
 CMP_PAIRS = "cmp_pairs"
 CMP_TABLE = "cmp_table"
+PAIRS_OPEN = "cmp_pairs_open"  # its *Pairwise comparisons* on a long run (a pass over the picked heads' rows)
+PAIRS_WAS_OPEN = "_cmp_pairs_open"
