@@ -101,15 +101,16 @@ def column(blocks: Blocks, layer: int, head: int, key: int, n: int, *, causal: b
     return out
 
 
-def pooled_head(blocks: Blocks, layer: int, head: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pooled_head(blocks: Blocks, layer: int, head: int, edges: np.ndarray, *,
+                causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(block max, block mean) float32 (B, B) of one head on the grid whose query and key blocks are
     edges[a] … edges[a + 1] − 1, streamed a block of rows at a time (`views.detail.pooled` of a
-    dense head gives the same)."""
+    dense head gives the same). `causal`: each row's zeros after itself are not read."""
     edges = np.asarray(edges)
     n, size = int(edges[-1]), len(edges) - 1
     widths = np.diff(edges)
     top = np.zeros((size, size), dtype=np.float32)
     total = np.zeros((size, size), dtype=np.float64)
     for first, rows in blocks(layer, [head], 0, n):
-        pool_rows(rows[0], first, edges, top, total)  # one compiled pass: each block's max and sum
+        pool_rows(rows[0], first, edges, top, total, causal=causal)  # one compiled pass: each block's max and sum
     return top, (total / (widths[:, None] * widths[None, :])).astype(np.float32)

@@ -200,7 +200,7 @@ class AttentionRun(HeadArray):
         """(block max, block mean) of one head over the query and key blocks that `edges` bound
         (`views.detail.block_edges`), streamed a block of rows at a time."""
         self._check(layer, head)
-        return head_rows.pooled_head(self.source, layer, head, edges)
+        return head_rows.pooled_head(self.source, layer, head, edges, causal=self.is_causal)
 
     @property
     def partial(self) -> bool:

@@ -1,7 +1,8 @@
 """A head pooled onto a grid of blocks by the compiled pass (`capture.pool_kernel.pool_rows`, what a long run's
 `pooled_head` folds each block of rows with) against NumPy's block max and mean of the whole matrix, written out
 here cell by cell: blocks of uneven widths, rows handed over in blocks that straddle the grid's rows, the key blocks
-split among several threads, and a planted cell that must stay the maximum of its block."""
+split among several threads, causal rows read only up to themselves, and a planted cell that must stay the maximum
+of its block."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ def _reference(a: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return top, mean
 
 
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("n, size, rows_at_once", [(203, 16, 7), (64, 64, 5), (50, 8, 50)])
-def test_the_compiled_pool_is_the_block_max_and_mean(monkeypatch, threads, n, size, rows_at_once):
+def test_the_compiled_pool_is_the_block_max_and_mean(monkeypatch, causal, threads, n, size, rows_at_once):
     monkeypatch.setattr(pool_kernel, "thread_count", lambda: threads)
     rng = np.random.default_rng(n)
     a = np.tril(rng.random((n, n), dtype=np.float32))  # causal rows: zeros above the diagonal
@@ -35,7 +37,7 @@ def test_the_compiled_pool_is_the_block_max_and_mean(monkeypatch, threads, n, si
     top = np.zeros((len(edges) - 1,) * 2, np.float32)
     total = np.zeros((len(edges) - 1,) * 2, np.float64)
     for first in range(0, n, rows_at_once):  # blocks of rows that straddle the grid's rows
-        pool_kernel.pool_rows(a[first:first + rows_at_once], first, edges, top, total)
+        pool_kernel.pool_rows(a[first:first + rows_at_once], first, edges, top, total, causal=causal)
     want_top, want_mean = _reference(a, edges)
     widths = np.diff(edges)
     np.testing.assert_allclose(top, want_top, rtol=1e-6, atol=0)
@@ -58,3 +60,17 @@ def test_the_grid_keeps_what_was_folded_before():
         grids.append((top, total))
     np.testing.assert_array_equal(grids[0][0], grids[1][0])
     np.testing.assert_allclose(grids[0][1], grids[1][1], rtol=1e-6)
+
+
+def test_a_causal_fold_reads_no_key_after_its_row():
+    """What lies after a row's own position is left out (a causal head holds zeros there): planted there, it is
+    not seen, while the same fold without `causal` sees it."""
+    a = np.tril(np.full((12, 12), 0.1, np.float32))
+    a[2, 9] = 5.0  # after row 2's own position
+    edges = detail.block_edges(12, 3)
+    seen = []
+    for causal in (True, False):
+        top, total = np.zeros((3, 3), np.float32), np.zeros((3, 3), np.float64)
+        pool_kernel.pool_rows(a, 0, edges, top, total, causal=causal)
+        seen.append(top.max())
+    assert seen == [pytest.approx(0.1), 5.0]
