@@ -73,15 +73,16 @@ def block_spans(model: LoadedModel, mha, n: int, heads: int, start: int = 0, sto
 
 
 def block_probabilities(model: LoadedModel, proj: Projected, span: tuple[int, int, int, int], *,
-                        heads: list[int] | None = None) -> Block:
+                        heads: list[int] | None = None, q_start: int = 0) -> Block:
     """One block (`block_spans`) of a layer's probabilities from its queries and keys (`projected`; of `heads`
-    when q and k hold only theirs, default every head): (first row, first key, (h, b, w)), without the model's
-    lock: the caller holds it, or another thread that waits for this one does (the scan's forward)."""
+    when q and k hold only theirs, default every head; q's first row is row `q_start`): (first row, first key,
+    (h, b, w)), without the model's lock: the caller holds it, or another thread that waits for this one does (the
+    scan's forward)."""
     mha, q, k = proj
     first, last, k0, k1 = span
     with torch.inference_mode():
-        probs = mha.row_probabilities(q[:, :, first:last], k[:, :, k0:k1], first=first, key_start=k0,
-                                      is_causal=model.is_causal, heads=heads)  # (1, h, b, w)
+        probs = mha.row_probabilities(q[:, :, first - q_start:last - q_start], k[:, :, k0:k1], first=first,
+                                      key_start=k0, is_causal=model.is_causal, heads=heads)  # (1, h, b, w)
     return first, k0, probs[0]
 
 
@@ -124,18 +125,21 @@ def _outputs_only(model: LoadedModel, n: int):
 
 
 def recomputed_blocks(model: LoadedModel, proj: Projected, *, heads: list[int] | None = None,
-                      start: int = 0, stop: int | None = None) -> Iterator[Block]:
+                      start: int = 0, stop: int | None = None, n: int | None = None,
+                      picked: bool = False) -> Iterator[Block]:
     """One layer's probabilities (of `heads`, default all) from its queries and keys (`projected`), rows
-    `start` … `stop` − 1 a block at a time: each block of queries against the keys it may see
-    (`visible_span`), under the model's lock."""
+    `start` … `stop` − 1 of n a block at a time: each block of queries against the keys it may see
+    (`visible_span`), under the model's lock. `picked`: q and k hold only `heads` (`QKSpill.rows`), q only rows
+    `start` … `stop` − 1 and k at least the keys those rows see (n: the text's length, then given)."""
     mha, q, k = proj
     group = model.num_heads // model.num_kv_heads
-    if heads is not None:  # query head h reads KV head h // group
+    if heads is not None and not picked:  # query head h reads KV head h // group
         q, k = q[:, list(heads)], k[:, [h // group for h in heads]]
     heads = list(range(model.num_heads)) if heads is None else list(heads)
-    for span in block_spans(model, mha, q.shape[-2], len(heads), start, stop, device=q.device):
+    n = q.shape[-2] if n is None else n
+    for span in block_spans(model, mha, n, len(heads), start, stop, device=q.device):
         with model.lock:
-            made = [block_probabilities(model, (mha, q, k), span, heads=heads)]
+            made = [block_probabilities(model, (mha, q, k), span, heads=heads, q_start=start if picked else 0)]
         yield made.pop()  # this frame keeps no block while the caller holds it
 
 
@@ -312,6 +316,15 @@ class RowSource:
                 self.spill = lean_layers(self.model, self.token_ids, _outputs_only(self.model, len(self.token_ids)))
         return self.spill
 
+    def _rows_of(self, layer: int, heads: list[int] | None, start: int, stop: int) -> Projected:
+        """What rows start … stop − 1 of `heads` of a layer are recomputed from (`recomputed_blocks`, picked): the
+        layer's MHA, those rows' queries and the keys they see, read alone from the spill (`QKSpill.rows`)."""
+        model, n = self.model, len(self.token_ids)
+        mha = model.layer_adapter(layer).mha
+        keys = visible_span(start, stop, n, causal=model.is_causal, window=mha.window, chunk=mha.chunk)[1]
+        return (mha, *self.spilled().rows(layer, model.device, None if heads is None else list(heads),
+                                          (start, stop), keys))
+
     def outputs(self, layer: int, head: int, start: int, stop: int) -> np.ndarray:
         """float32 (stop − start, d_v): head `head`'s output z = probabilities × values of query rows
         start … stop − 1 of one layer, from its spilled queries, keys and values, a block of rows at a time."""
@@ -321,10 +334,11 @@ class RowSource:
                              f"compute its attention ({model.stand_in or model.unread}).")
         spill = self.spilled()
         values = spill.values(layer, model.device)
-        proj = (model.layer_adapter(layer).mha, *spill.get(layer, model.device))
+        proj = self._rows_of(layer, [head], start, stop)
         kv = head // (model.num_heads // model.num_kv_heads)
         z = np.empty((stop - start, values.shape[-1]), dtype=np.float32)
-        for first, k0, probs in recomputed_blocks(model, proj, heads=[head], start=start, stop=stop):
+        for first, k0, probs in recomputed_blocks(model, proj, heads=[head], start=start, stop=stop,
+                                                  n=len(self.token_ids), picked=True):
             with torch.inference_mode():
                 rows = probs[0].float() @ values[0, kv, k0:k0 + probs.shape[-1]].float()  # (b, d_v)
             z[first - start:first - start + rows.shape[0]] = rows.cpu().numpy()
@@ -343,8 +357,8 @@ class RowSource:
                          only=layer)
             yield start, kept[0].numpy()
             return
-        proj = (model.layer_adapter(layer).mha, *self.spilled().get(layer, model.device))
-        for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop):
+        proj = self._rows_of(layer, heads, start, stop)
+        for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop, n=n, picked=True):
             block = host_block(probs, n, k0, self.staging)
             del probs  # not kept while the caller holds the block
             yield first, block

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import tempfile
 
-import numpy as np
 import torch
 
 Place = tuple[int, torch.dtype, tuple[int, ...]]  # (offset in the file, dtype, shape)
@@ -41,11 +40,34 @@ class QKSpill:
         self.end += len(raw)
         return place
 
-    def _read(self, place: Place, device) -> torch.Tensor:
+    def _fill(self, out: torch.Tensor, offset: int) -> None:
+        """Read the file's bytes from `offset` straight into `out` (a contiguous CPU tensor): os.preadv, safe from
+        several threads at once (no shared file position), no copy of its own."""
+        raw = memoryview(out.view(-1).view(torch.uint8).numpy())
+        done = 0
+        while done < len(raw):  # a read may give fewer bytes than asked
+            got = os.preadv(self.file.fileno(), [raw[done:]], offset + done)
+            if got <= 0:
+                raise OSError(f"the scan's spill file ended {len(raw) - done} bytes early")
+            done += got
+
+    def _read(self, place: Place, device, heads: list[int] | None = None,
+              rows: tuple[int, int] | None = None) -> torch.Tensor:
+        """A part as written, or (a (1, h, n, d) part) only rows start … stop − 1 of `heads` (None: every head):
+        one read a head."""
         offset, dtype, shape = place
-        size = int(np.prod(shape)) * torch.empty((), dtype=dtype).element_size()
-        raw = bytearray(os.pread(self.file.fileno(), size, offset))  # safe from several threads at once
-        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape).to(device)
+        if heads is None and rows is None:
+            out = torch.empty(shape, dtype=dtype)
+            self._fill(out, offset)
+            return out.to(device)
+        _, h, n, d = shape
+        which = list(range(h)) if heads is None else list(heads)
+        start, stop = (0, n) if rows is None else rows
+        out = torch.empty((1, len(which), stop - start, d), dtype=dtype)
+        size = out.element_size()
+        for i, head in enumerate(which):
+            self._fill(out[0, i], offset + (head * n + start) * d * size)
+        return out.to(device)
 
     def put(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor | None = None,
             x: torch.Tensor | None = None) -> None:
@@ -72,6 +94,28 @@ class QKSpill:
     def get(self, layer: int, device) -> tuple[torch.Tensor, torch.Tensor]:
         """(q, k) of layer `layer`, on `device`."""
         return self.part(layer, "q", device), self.part(layer, "k", device)
+
+    def rows(self, layer: int, device, heads: list[int] | None, queries: tuple[int, int],
+             keys: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """What rows queries[0] … queries[1] − 1 of `heads` (None: every head) of layer `layer` are recomputed from,
+        on `device`: q (1, h, rows, d_k) of those heads and rows alone, and k (1, ·, keys, d_k) of the first `keys`
+        keys, one a query head (query head h reads KV head h // (H / G)) or, for every head, the layer's G. Of a
+        layer in the file only those bytes are read: a token's row of every layer of SmolLM2 at 8,192 tokens reads
+        each layer's keys (6 MB) and one query row, not its 19 MB of queries too."""
+        if layer in self.kept:
+            q, k = self.kept[layer]["q"], self.kept[layer]["k"]
+            group = q.shape[1] // k.shape[1]
+            if heads is not None:
+                q, k = q[:, heads], k[:, [h // group for h in heads]]
+            return q[:, :, queries[0]:queries[1]].to(device), k[:, :, :keys].to(device)
+        places = self.where[layer]
+        q_heads, groups = places["q"][2][1], places["k"][2][1]
+        kv = None if heads is None else [h // (q_heads // groups) for h in heads]
+        unique = None if kv is None else sorted(set(kv))
+        k = self._read(places["k"], device, unique, (0, keys))
+        if unique is not None:
+            k = k[:, [unique.index(g) for g in kv]]
+        return self._read(places["q"], device, heads, queries), k
 
     def values(self, layer: int, device) -> torch.Tensor | None:
         """Layer `layer`'s values (1, G, n, d_v) on `device`, or None where they were not kept."""
