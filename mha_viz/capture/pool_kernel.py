@@ -64,6 +64,10 @@ def pool_rows(rows: np.ndarray, first: int, edges: np.ndarray, top: np.ndarray, 
 
 
 def compile_now() -> None:
-    """Compile (or load from Numba's cache) the loop on a tiny input (the app's preload)."""
-    top, total = np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float64)
-    pool_rows(np.full((2, 3), 0.5, np.float32), 0, np.array([0, 1, 3]), top, total)
+    """Compile (or load from Numba's cache) the loop on a tiny input (the app's preload), for rows that can be written
+    and for rows that cannot (a held run's, shared by the sessions: Numba compiles them apart)."""
+    for writeable in (True, False):
+        rows = np.full((2, 3), 0.5, np.float32)
+        rows.setflags(write=writeable)
+        top, total = np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float64)
+        pool_rows(rows, 0, np.array([0, 1, 3]), top, total)

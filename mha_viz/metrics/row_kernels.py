@@ -266,8 +266,12 @@ class BlockSums:
 
 
 def compile_now() -> None:
-    """Compile (or load from Numba's cache) the loop on a tiny input (the app's preload)."""
+    """Compile (or load from Numba's cache) the loop on a tiny input (the app's preload), for a block that can be
+    written and for one that cannot: the app's runs are read-only (shared by the sessions), which Numba compiles
+    apart (3.5–5 s on the first Head metrics of a new version, before this)."""
     for special, causal in (([True, False], True), ([True, True, False, True], False)):
         facts = TextFacts.of(["a"] * len(special), [], special, causal=causal)
-        sums = BlockSums(1, facts, top_k=2, thumb=2)
-        sums.add(np.full((1, facts.n, facts.n), 1 / facts.n, np.float32), 0, 0)
+        for writeable in (True, False):
+            block = np.full((1, facts.n, facts.n), 1 / facts.n, np.float32)
+            block.setflags(write=writeable)
+            BlockSums(1, facts, top_k=2, thumb=2).add(block, 0, 0)
