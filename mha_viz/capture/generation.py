@@ -216,7 +216,9 @@ def _read_prompt(model: LoadedModel, ids: list[int], progress: Callable[[float, 
 
 
 def _long_run(model: LoadedModel, ids: list[int], text: str, build: LongRun, progress=None) -> AttentionRun:
-    return build(model, label_ids(model, ids), text, progress=progress)
+    """A long run of `ids` by `build` (`scan.long_run`), without the model's own outputs: no page reads a
+    generation's (its text is not the run's), and at 8,192 tokens they cost seconds."""
+    return build(model, label_ids(model, ids), text, progress=progress, keep_own=False)
 
 
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,

@@ -14,10 +14,11 @@ from mha_viz_models import LoadedModel
 
 
 def long_run(model: LoadedModel, toks: Tokens, text: str = "", *,
-             progress: Callable[[float, str], None] | None = None) -> AttentionRun:
+             progress: Callable[[float, str], None] | None = None, keep_own: bool = True) -> AttentionRun:
     """The run of `toks` (the text tokenized and cut, `tokenize`) without every head's array: the scan's
-    summaries (`summary`) and rows on demand. Raises what `scan` raises."""
-    found = scan(model, text, tokens=toks, progress=progress)
+    summaries (`summary`) and rows on demand; `keep_own`: with the model's own outputs (`scan`). Raises what
+    `scan` raises."""
+    found = scan(model, text, tokens=toks, progress=progress, keep_own=keep_own)
     return AttentionRun(
         tokens=toks.display, source=found.row_source.blocks, shape=(model.num_layers, model.num_heads),
         summary=found, is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,

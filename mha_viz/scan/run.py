@@ -13,6 +13,7 @@ keys and one block (`rows.CPU_BLOCK_BYTES`, `rows.GPU_BLOCK_BYTES`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from functools import partial
 from typing import Callable, Sequence
@@ -47,6 +48,8 @@ from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.loading import switch
 from mha_viz_models.reading import lm_head
+
+log = logging.getLogger(__name__)
 
 
 class _Layer:
@@ -131,7 +134,8 @@ def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
          max_tokens: int | None = None, device=None, progress: Callable[[float, str], None] | None = None,
-         compiled: bool | None = None, tokens: Tokens | None = None, own_attention: bool = False) -> Scan:
+         compiled: bool | None = None, tokens: Tokens | None = None, own_attention: bool = False,
+         keep_own: bool = True) -> Scan:
     """Every head of `text` (up to the model's whole context; `max_tokens` caps it, and so does a
     public server's MHA_VIZ_MAX_OVERVIEW_TOKENS): the head table's pattern measures, thumbnails
     pooled to `thumb` × `thumb`, each row's `top_k` heaviest keys of weight ≥ `min_weight`, and exact
@@ -141,6 +145,9 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     compiled pass on the CPU (`metrics.row_kernels`), or by tensor operations on `device`; None: the
     first on the CPU. Both give the same scan within float32 rounding. tokens: the text already tokenized
     (`tokenize`; an analysis's, cut to its own limit), instead of `text` up to the model's whole context.
+    keep_own: read the model's own loss and last logits (an encoder's embedding) off the forward's last hidden
+    states, with each head's mean output (`Scan.own`, what Switch heads off reads; float32, where the forward took
+    each layer's output from the blocks): 2.6–3.8 s of 58–67 s at 8,192 tokens of SmolLM2 on 2 cores.
     own_attention: the model computes its own fused attention and the blocks are computed beside it, instead of
     the model taking each layer's output from them (`LoadedModel.takes_outputs`): the way before, a benchmark's
     baseline (the output measures are then left out of the table).
@@ -196,16 +203,20 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
             return out
 
         def on_last(hidden: torch.Tensor) -> None:
-            """The model's loss and last logits (or an encoder's embedding) from its last hidden states, in float32
-            only (`ablation_outcome.from_run` reads them there), each head's mean output beside."""
-            if model.dtype != torch.float32:
+            """The model's loss and last logits (or an encoder's embedding) from its last hidden states, with each
+            head's mean output: where `ablation_outcome.from_run` can read them (float32, every head's mean made)
+            and the caller wants them (`keep_own`). Extra: what cannot be made is left out (logged), the scan stands."""
+            if not keep_own or model.dtype != torch.float32 or len(means) != L:
                 return
             progress(1.0, f"Reading {model.name}'s own predictions over the {toks.n} tokens…")
-            kept = torch.stack(means).cpu().numpy() if len(means) == L else None
-            with model.lock, switch.fused(model):  # the read-out's probe, once a model: no head's weights made
-                logits = lm_head.of(model) if model.is_causal else None
-                if logits is not None or not model.is_causal:
-                    own.append(from_hidden(hidden, list(toks.ids), logits=logits, head_means=kept))
+            try:
+                with model.lock, switch.fused(model):  # the read-out's probe, once a model: no head's weights made
+                    logits = lm_head.of(model) if model.is_causal else None
+                    if logits is not None or not model.is_causal:
+                        own.append(from_hidden(hidden, list(toks.ids), logits=logits,
+                                               head_means=torch.stack(means).cpu().numpy()))
+            except (RuntimeError, ValueError, TypeError) as exc:  # out of memory included: the scan is what counts
+                log.warning("%s: its own predictions over %d tokens were not made: %s", model.name, toks.n, exc)
         spill = lean_layers(model, toks.ids, on_input, outputs=not own_attention, on_last=on_last)
         source = RowSource(model, toks.ids, spill)
     else:

@@ -106,6 +106,7 @@ def test_the_prompt_is_read_without_recording_its_heads(pair):
     model, dense, _, seen = pair
     assert seen["dense"] == dense.num_prompt_tokens  # the hook sees what a layer records
     assert seen["long"] == 1  # one query row a forward: the last prompt token's, then each new token's
+    assert pair[2].run.own is None  # nor the model's own outputs, which no page reads of a generation
 
 
 @pytest.mark.parametrize("which,prompt", [("tiny_gpt2", "The cat sat on the mat. The dog"),

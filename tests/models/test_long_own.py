@@ -112,3 +112,16 @@ def test_a_long_runs_own_outputs_stand_for_the_pass(request, which):
 def test_a_half_precision_long_run_keeps_none(tiny_gpt2, monkeypatch):
     monkeypatch.setattr(tiny_gpt2, "dtype", torch.bfloat16)  # what from_run would refuse anyway: not made
     assert mha_viz.analyze(tiny_gpt2, TEXT, dense=False).own is None
+
+
+def test_the_scan_stands_when_its_own_outputs_cannot_be_made(tiny_gpt2, monkeypatch):
+    """The model's own outputs are extra: a read-out that fails (here: out of memory) leaves them out, the long run
+    is made; and a caller that does not want them (a generation's long runs) gets none."""
+    def failing(_model):
+        raise torch.OutOfMemoryError("no room for the logits")
+    monkeypatch.setattr(lm_head, "of", failing)
+    long = mha_viz.analyze(tiny_gpt2, TEXT, dense=False)
+    assert not long.is_dense and long.own is None and long.summary.table is not None
+    monkeypatch.undo()
+    assert mha_viz.scan(tiny_gpt2, TEXT, keep_own=False).own is None
+    assert mha_viz.scan(tiny_gpt2, TEXT).own is not None

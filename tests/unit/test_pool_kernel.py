@@ -29,7 +29,8 @@ def _reference(a: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def test_the_compiled_pool_is_the_block_max_and_mean(monkeypatch, causal, threads, n, size, rows_at_once):
     monkeypatch.setattr(pool_kernel, "thread_count", lambda: threads)
     rng = np.random.default_rng(n)
-    a = np.tril(rng.random((n, n), dtype=np.float32))  # causal rows: zeros above the diagonal
+    a = rng.random((n, n), dtype=np.float32)
+    a = np.tril(a) if causal else a  # causal rows: zeros above the diagonal
     a /= a.sum(-1, keepdims=True)
     a[n // 2, n // 5] = 3.0  # planted: the largest cell of the matrix
     edges = detail.block_edges(n, size)
@@ -74,3 +75,14 @@ def test_a_causal_fold_reads_no_key_after_its_row():
         pool_kernel.pool_rows(a, 0, edges, top, total, causal=causal)
         seen.append(top.max())
     assert seen == [pytest.approx(0.1), 5.0]
+
+
+def test_rows_outside_the_grid_are_refused():
+    """The compiled loop reads and writes without checks: rows past the grid, or narrower than it, never reach it."""
+    edges = detail.block_edges(10, 3)
+    top, total = np.zeros((3, 3), np.float32), np.zeros((3, 3), np.float64)
+    for rows, first in ((np.ones((2, 10), np.float32), 9), (np.ones((2, 8), np.float32), 0),
+                        (np.ones((2, 10), np.float32), -1)):
+        with pytest.raises(ValueError, match="do not fall in a grid"):
+            pool_kernel.pool_rows(rows, first, edges, top, total)
+    assert not top.any() and not total.any()

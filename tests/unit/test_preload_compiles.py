@@ -33,6 +33,9 @@ run = AttentionRun.from_array(a, [f"t{i}" for i in range(12)])
 assert not run.attentions.flags.writeable
 head_table(run)
 run.pooled_head(1, 2, detail.block_edges(12, 5))
+rows = a[1, 2].copy()
+rows.setflags(write=False)  # rows a reader may hand over as they are held
+pool_kernel.pool_rows(rows, 0, detail.block_edges(12, 5), np.zeros((5, 5), np.float32), np.zeros((5, 5)))
 json.dump({"preload": after_preload, "pages": variants()}, sys.stdout)
 """
 

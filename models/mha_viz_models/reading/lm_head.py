@@ -48,7 +48,8 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Logits | None:
     with torch.inference_mode():
         own = hf_model(input_ids=probe, use_cache=False).logits.float()
         rebuilt = logits(net(input_ids=probe, use_cache=False).last_hidden_state).float()
-    tol = 10 * _tolerance(next(head.parameters()).dtype)
+    weight = next(head.parameters(), None)
+    tol = 10 * _tolerance(own.dtype if weight is None else weight.dtype)
     return logits if rebuilt.shape == own.shape and torch.allclose(rebuilt, own, atol=tol, rtol=tol) else None
 
 
