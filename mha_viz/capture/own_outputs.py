@@ -36,14 +36,15 @@ def own_outputs(output, ids: list[int], causal: bool) -> OwnOutputs | None:
     the output holds neither."""
     logits = getattr(output, "logits", None)
     if causal and isinstance(logits, torch.Tensor) and logits.dim() == 3 and logits.shape[1] == len(ids) > 1:
-        rows = logits[0].float()
-        target = torch.as_tensor(ids[1:], device=rows.device)
-        loss = float(F.cross_entropy(rows[:-1], target))
-        return OwnOutputs(loss=loss, last_logits=rows[-1].cpu().numpy())
+        return from_hidden(logits[0], ids, logits=_made)  # the logits made already: read as they are
     hidden = getattr(output, "last_hidden_state", None)
-    if not causal and isinstance(hidden, torch.Tensor) and hidden.dim() == 3 and hidden.shape[1] == len(ids):
-        return OwnOutputs(embedding=hidden[0].float().mean(0).cpu().numpy())
+    if not causal and isinstance(hidden, torch.Tensor) and hidden.dim() == 3:
+        return from_hidden(hidden[0], ids, logits=None)
     return None
+
+
+def _made(rows: torch.Tensor) -> torch.Tensor:
+    return rows
 
 
 LOGIT_BLOCK_BYTES = 64 << 20  # the logits `from_hidden` makes at once

@@ -17,6 +17,7 @@ import torch
 from mha_viz.circuits.sides import side
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models.attention import fast_paths
+from mha_viz_models.attention.heads import kv_head
 from mha_viz_models.attention.visibility import hidden_keys
 from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.reading import stream
@@ -124,11 +125,7 @@ def _real_qk(model, rec, layer: int, head: int):
     inp = rec.inputs[layer]
     with model.lock, torch.inference_mode():
         q, k, _ = mha.project_self(inp.hidden[:1], inp.position_embeddings)  # (1, H, n, d_k), (1, G, n, d_k)
-    return q[0, head], k[0, _kv(model, head)], mha
-
-
-def _kv(model, head: int) -> int:
-    return head // (model.num_heads // model.num_kv_heads)
+    return q[0, head], k[0, kv_head(head, model.num_heads, model.num_kv_heads)], mha
 
 
 def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
@@ -145,7 +142,8 @@ def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
     n = toks.n
     i, j = query % n, key % n
     q_side = side(model, layouts, rec, layer, head, "q", torch.tensor([i]))
-    k_side = side(model, layouts, rec, layer, _kv(model, head), "k", torch.tensor([j]))
+    kv = kv_head(head, model.num_heads, model.num_kv_heads)
+    k_side = side(model, layouts, rec, layer, kv, "k", torch.tensor([j]))
     q, k, mha = _real_qk(model, rec, layer, head)  # at the record's rows
     a, b = (int(r) for r in rec.local(torch.tensor([i, j])))
     with torch.inference_mode():
@@ -165,7 +163,8 @@ def qk_pattern_terms(model, text: str, layer: int, head: int, *, max_tokens: int
     n = toks.n
     every = torch.arange(n)
     q_side = side(model, layouts, rec, layer, head, "q", every)  # (Pq, n, d_k)
-    k_side = side(model, layouts, rec, layer, _kv(model, head), "k", every)  # (Pk, n, d_k)
+    kv = kv_head(head, model.num_heads, model.num_kv_heads)
+    k_side = side(model, layouts, rec, layer, kv, "k", every)  # (Pk, n, d_k)
     q, k, mha = _real_qk(model, rec, layer, head)
     with model.lock, torch.inference_mode():
         probs = mha.row_probabilities(q[None, None], k[None, None], first=0, is_causal=model.is_causal,

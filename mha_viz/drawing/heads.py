@@ -27,6 +27,7 @@ from mha_viz.drawing.style import (
 )
 from mha_viz.views import detail, head_reads
 from mha_viz.views.thumbnails import thumbnails
+from mha_viz_models.attention.heads import kv_head
 
 
 def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float,
@@ -45,7 +46,7 @@ def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float
 
 
 def _head_title(run: AttentionRun, layer: int, head: int) -> str:
-    kv = f", KV head {head // (run.num_heads // run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
+    kv = f", KV head {kv_head(head, run.num_heads, run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
     return run_title(run, f"Layer {run.layer_ids[layer]}, head {head}{kv}")  # the model's layer number of row `layer`
 
 

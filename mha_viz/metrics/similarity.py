@@ -12,6 +12,7 @@ from mha_viz.metrics.head_writes import Weights, as_tensor, flat_outputs, head_w
 from mha_viz.metrics.js import js_finish, js_sum
 from mha_viz.metrics.measures import SIMILARITIES
 from mha_viz.metrics.row_blocks import aligned, block_rows, every_layer
+from mha_viz_models.attention.heads import kv_head
 
 # the weights each weight-based kind reads: a model our MHA cannot compute has W_O only (`LoadedModel.head_weights`)
 WEIGHTS_NEEDED = {"qk": ("W_Q", "W_K"), "ov": ("W_V", "W_O"), "residual": ("W_O",)}
@@ -209,7 +210,7 @@ def select_heads(run: AttentionRun, heads: list[int], weights: Weights | None = 
     what a few heads cost (each head read alone: `run.head`, never every head's array; of a long run, their rows
     a block at a time). Returns (run, weights or None); pairwise values are unchanged."""
     layers, hs = np.divmod(np.asarray(heads), run.num_heads)
-    kv = hs // (run.num_heads // run.num_kv_heads)
+    kv = kv_head(hs, run.num_heads, run.num_kv_heads)
     held = ({"attentions": np.stack([run.head(int(a), int(b)) for a, b in zip(layers, hs)])[None]} if run.is_dense
             else {"source": _picked_source(run, layers, hs), "shape": (1, len(heads))})  # a long run: rows by blocks
     sub = AttentionRun(

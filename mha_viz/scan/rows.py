@@ -19,6 +19,7 @@ from mha_viz.capture.transfer import HostCopier, Staging
 from mha_viz.scan.spill import QKSpill
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
+from mha_viz_models.attention.heads import kv_head
 from mha_viz_models.attention.visibility import visible_span
 from mha_viz_models.reading.records import Capture, LayerInput
 
@@ -132,9 +133,8 @@ def recomputed_blocks(model: LoadedModel, proj: Projected, *, heads: list[int] |
     (`visible_span`), under the model's lock. `picked`: q and k hold only `heads` (`QKSpill.rows`), q only rows
     `start` … `stop` − 1 and k at least the keys those rows see (n: the text's length, then given)."""
     mha, q, k = proj
-    group = model.num_heads // model.num_kv_heads
-    if heads is not None and not picked:  # query head h reads KV head h // group
-        q, k = q[:, list(heads)], k[:, [h // group for h in heads]]
+    if heads is not None and not picked:  # query head h reads KV head h // (H / G)
+        q, k = q[:, list(heads)], k[:, [kv_head(h, model.num_heads, model.num_kv_heads) for h in heads]]
     heads = list(range(model.num_heads)) if heads is None else list(heads)
     n = q.shape[-2] if n is None else n
     for span in block_spans(model, mha, n, len(heads), start, stop, device=q.device):
@@ -335,7 +335,7 @@ class RowSource:
         spill = self.spilled()
         values = spill.values(layer, model.device)
         proj = self._rows_of(layer, [head], start, stop)
-        kv = head // (model.num_heads // model.num_kv_heads)
+        kv = kv_head(head, model.num_heads, model.num_kv_heads)
         z = np.empty((stop - start, values.shape[-1]), dtype=np.float32)
         for first, k0, probs in recomputed_blocks(model, proj, heads=[head], start=start, stop=stop,
                                                   n=len(self.token_ids), picked=True):

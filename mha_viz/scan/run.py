@@ -199,7 +199,8 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
             check.verify()
             if out is not None:  # what each head writes, from the outputs just made (the table's output measures)
                 written.append(output_norms(out[0], proj[0].head_weights()["W_O"]))
-                means.append(out[0].mean(1))
+                if keep_own:  # what mean-ablation puts in, read only with the model's own outputs
+                    means.append(out[0].mean(1))
             return out
 
         def on_last(hidden: torch.Tensor) -> None:

@@ -9,6 +9,8 @@ import tempfile
 
 import torch
 
+from mha_viz_models.attention.heads import kv_head
+
 Place = tuple[int, torch.dtype, tuple[int, ...]]  # (offset in the file, dtype, shape)
 PARTS = ("q", "k", "v", "x")  # queries, keys (RoPE applied), values, the layer's input
 
@@ -104,13 +106,12 @@ class QKSpill:
         each layer's keys (6 MB) and one query row, not its 19 MB of queries too."""
         if layer in self.kept:
             q, k = self.kept[layer]["q"], self.kept[layer]["k"]
-            group = q.shape[1] // k.shape[1]
             if heads is not None:
-                q, k = q[:, heads], k[:, [h // group for h in heads]]
+                q, k = q[:, heads], k[:, [kv_head(h, q.shape[1], k.shape[1]) for h in heads]]
             return q[:, :, queries[0]:queries[1]].to(device), k[:, :, :keys].to(device)
         places = self.where[layer]
         q_heads, groups = places["q"][2][1], places["k"][2][1]
-        kv = None if heads is None else [h // (q_heads // groups) for h in heads]
+        kv = None if heads is None else [kv_head(h, q_heads, groups) for h in heads]
         unique = None if kv is None else sorted(set(kv))
         k = self._read(places["k"], device, unique, (0, keys))
         if unique is not None:

@@ -20,6 +20,7 @@ from mha_viz.scan.rows import lean_layers
 from mha_viz.scan.spill import QKSpill
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
+from mha_viz_models.attention.heads import kv_head
 from mha_viz_models.attention.visibility import hidden_keys, sink_column
 
 TEACH_TOKENS = 64  # the window of queries (and keys) the steps show: beyond this the heatmaps stop being readable
@@ -147,9 +148,9 @@ def layer_probabilities(model: LoadedModel, recording: Recording, layer: int, st
     outside the window take the rest of its mass)."""
     start, stop = window(len(recording.tokens), start, size)
     _row, mha, q_all, k_all = _layer(model, recording, layer, ("q", "k"))  # no values, no input
-    group = model.num_heads // model.num_kv_heads
     with model.lock, torch.inference_mode():
-        rows = [_head_steps(model, mha, q_all[0, h, start:stop], k_all[0, h // group], h, start)[3][:, start:stop]
+        kv = [kv_head(h, model.num_heads, model.num_kv_heads) for h in range(model.num_heads)]
+        rows = [_head_steps(model, mha, q_all[0, h, start:stop], k_all[0, kv[h]], h, start)[3][:, start:stop]
                 for h in range(model.num_heads)]
     return torch.stack(rows).float().cpu().numpy()
 
@@ -168,13 +169,13 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int, max_tokens
     total = len(rec.tokens)
     start, stop = window(total, start, size)
     row, mha, q_all, k_all, v_all, x_all = _layer(model, rec, layer)
-    group = model.num_heads // model.num_kv_heads
-    kv = head // group
+    kv = kv_head(head, model.num_heads, model.num_kv_heads)
     with model.lock, torch.inference_mode():
         steps, zs = None, []
         for h in range(model.num_heads):  # every head's z of the window: the concatenation and the output
-            made = _head_steps(model, mha, q_all[0, h, start:stop], k_all[0, h // group], h, start)
-            zs.append(made[3].to(v_all.dtype) @ v_all[0, h // group])  # (n, d_v) over every key
+            g = kv_head(h, model.num_heads, model.num_kv_heads)
+            made = _head_steps(model, mha, q_all[0, h, start:stop], k_all[0, g], h, start)
+            zs.append(made[3].to(v_all.dtype) @ v_all[0, g])  # (n, d_v) over every key
             steps = made if h == head else steps
         scores, scaled, masked, probs = steps
         z = zs[head]

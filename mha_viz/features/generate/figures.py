@@ -20,6 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.drawing.style import COLORSCALE, axis_labels, colorbar, margin, plot_title
+from mha_viz_models.attention.heads import kv_head
 
 if TYPE_CHECKING:
     from mha_viz.capture.generation import Generation
@@ -106,10 +107,9 @@ def choice_bars(top: list[tuple[str, float]], chosen: str, chosen_prob: float, *
 
 def head_labels(num_heads: int, num_kv_heads: int) -> list[str]:
     """'H3 (KV 1)' for each query head when heads share key/value heads, else 'H3'."""
-    group = num_heads // max(1, num_kv_heads)
     if num_kv_heads in (0, num_heads):
         return [f"H{h}" for h in range(num_heads)]
-    return [f"H{h} (KV {h // group})" for h in range(num_heads)]
+    return [f"H{h} (KV {kv_head(h, num_heads, num_kv_heads)})" for h in range(num_heads)]
 
 
 def group_boundaries(num_heads: int, num_kv_heads: int) -> list[float]:

@@ -48,6 +48,12 @@ def output_blocks(w_o: nn.Module, num_heads: int) -> torch.Tensor:
     return weight.reshape(num_heads, weight.shape[0] // num_heads, weight.shape[1])
 
 
+def kv_head(head, num_heads: int, num_kv_heads: int):
+    """The key/value head that query head `head` reads (an int, or an integer array of heads): head // (H / G),
+    itself where every query head has its own (grouped-query attention shares one among H / G)."""
+    return head // (num_heads // num_kv_heads)
+
+
 def expand_kv(v: torch.Tensor, num_heads: int) -> torch.Tensor:
     """Values (B, G, n, d_v) for each of H query heads (B, H, n, d_v): query head h reads KV head h // (H / G)."""
     return v.repeat_interleave(num_heads // v.shape[1], dim=1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from mha_viz_models.attention.heads import ValuePath, output_blocks
+from mha_viz_models.attention.heads import ValuePath, kv_head, output_blocks
 from mha_viz_models.device.placement import has_offloaded, resident_copy
 from mha_viz_models.device.precision import dtype_name
 from mha_viz_models.errors import ModelLoadError
@@ -302,7 +302,7 @@ class LoadedModel:
         """Probabilities (B, len(heads), n, n) from `projections`; query head h reads KV head
         h // (H / G)."""
         mha, q, k, v, padding = projections
-        kv = [h // (self.num_heads // self.num_kv_heads) for h in heads]
+        kv = [kv_head(h, self.num_heads, self.num_kv_heads) for h in heads]
         with self.lock, torch.inference_mode():
             _, probs = mha.attend(q[:, heads], k[:, kv], v[:, kv], key_padding_mask=padding, is_causal=self.is_causal,
                                   heads=heads)  # (each head's own sink logit, GPT-OSS)

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from mha_viz_models.reading.readout import logit_multiplier
+from mha_viz_models.reading.readout import logit_multiplier, rebuild_tolerance, soft_cap
 
 Logits = Callable[[torch.Tensor], torch.Tensor]  # last hidden states (..., d) -> logits (..., vocabulary)
 
@@ -23,10 +23,6 @@ def base_of(hf_model: nn.Module) -> nn.Module | None:
     """The model under the LM head (`base_model`), or None for a model that is its own base (no LM head)."""
     net = getattr(hf_model, "base_model", None)
     return None if net is None or net is hf_model else net
-
-
-def _tolerance(dtype: torch.dtype) -> float:
-    return 1e-4 if dtype == torch.float32 else 2e-2
 
 
 def find(hf_model: nn.Module, probe: torch.Tensor) -> Logits | None:
@@ -43,13 +39,13 @@ def find(hf_model: nn.Module, probe: torch.Tensor) -> Logits | None:
     def logits(hidden: torch.Tensor) -> torch.Tensor:
         made = head(hidden)
         made = made if scale == 1 else made * scale
-        return made if cap is None else cap * torch.tanh(made / cap)
+        return soft_cap(made, cap)
 
     with torch.inference_mode():
         own = hf_model(input_ids=probe, use_cache=False).logits.float()
         rebuilt = logits(net(input_ids=probe, use_cache=False).last_hidden_state).float()
     weight = next(head.parameters(), None)
-    tol = 10 * _tolerance(own.dtype if weight is None else weight.dtype)
+    tol = 10 * rebuild_tolerance(own.dtype if weight is None else weight.dtype)
     return logits if rebuilt.shape == own.shape and torch.allclose(rebuilt, own, atol=tol, rtol=tol) else None
 
 

@@ -69,11 +69,16 @@ class Readout(Norm):
 
     def capped(self, logits: torch.Tensor) -> torch.Tensor:
         """What the model makes of uncapped logits: c · tanh(logits / c), or the logits themselves."""
-        return logits if self.softcap is None else self.softcap * torch.tanh(logits / self.softcap)
+        return soft_cap(logits, self.softcap)
 
     def slope(self, logits: torch.Tensor) -> torch.Tensor:
         """The cap's derivative at uncapped logits, 1 − tanh²(logits / c) (1 where nothing caps)."""
         return torch.ones_like(logits) if self.softcap is None else 1 - torch.tanh(logits / self.softcap) ** 2
+
+
+def soft_cap(logits: torch.Tensor, cap: float | None) -> torch.Tensor:
+    """A logit cap c (Gemma 2's final_logit_softcapping): c · tanh(logits / c); the logits themselves for None."""
+    return logits if cap is None else cap * torch.tanh(logits / cap)
 
 
 def _eps(norm: nn.Module) -> float:
@@ -112,11 +117,11 @@ def find(hf_model: nn.Module, probe: torch.Tensor, *, through_cap: bool = False)
         if not read or any("norm" in type(m).__name__.lower() for m in hf_model.modules()):
             return None
         ro = Readout(head, NONE, 0.0, torch.ones(unembed.shape[1]), None, unembed, unembed_bias, softcap)
-        return ro if _reproduces(ro, read[-1].float().cpu(), logits, 10 * _tolerance(read[-1].dtype)) else None
+        return ro if _reproduces(ro, read[-1].float().cpu(), logits, 10 * rebuild_tolerance(read[-1].dtype)) else None
     norm, r, out = calls[-1]  # the last norm before the LM head
     if not read or read[-1].shape != out.shape or not torch.equal(read[-1], out):
         return None  # the head does not read that norm's output: something else lies between
-    tol = _tolerance(out.dtype)
+    tol = rebuild_tolerance(out.dtype)
     for fitted in _fits(norm, r, out):
         ro = Readout(**vars(fitted), unembed=unembed, unembed_bias=unembed_bias, softcap=softcap)
         if _reproduces(ro, r.float().cpu(), logits, 10 * tol):
@@ -167,7 +172,7 @@ def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
         return
     resident = resident_copy(norm)  # offloaded by accelerate: its weights, loaded once
     weight = resident.weight.detach().float().cpu()
-    tol = _tolerance(out.dtype)
+    tol = rebuild_tolerance(out.dtype)
     r32 = r.float().cpu()
     for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
         if kind == LAYER and not _is_layer_norm(norm):
@@ -223,7 +228,7 @@ def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Te
     return found
 
 
-def _tolerance(dtype: torch.dtype) -> float:
+def rebuild_tolerance(dtype: torch.dtype) -> float:
     """How far a float32 rebuild may be from what the model computed in `dtype` (bfloat16 keeps 8
     bits; a wrong kind of norm, or a logit scale, is off by far more)."""
     return 1e-4 if dtype == torch.float32 else 2e-2
