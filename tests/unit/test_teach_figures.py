@@ -67,7 +67,7 @@ def test_step_figures_carry_the_walkthroughs_arrays_under_the_tokens(causal):
         np.testing.assert_array_equal(np.array(heat["z"], dtype=float), want.astype(float), err_msg=name)
         assert heat["y"] == labels, name  # one row per token, "the" twice as two rows
         square = name in {"scores", "scaled", "masked", "probs"}
-        assert heat["x"] == (labels if square else [str(j) for j in range(shown)]), name
+        assert heat["x"] == (labels if square else list(range(shown))), name  # dimensions: their indices
     assert [label_text(x) for x in _sent(figs["probs"])["data"][0]["x"]] == TOK
     assert _sent(figs["X"])["layout"]["title"]["text"] == "X: one row per token (first 48 of 60 columns)"
     if causal:  # masked keys (j > i) are blank cells, not numbers
@@ -153,8 +153,9 @@ def test_the_concatenation_shows_the_chosen_heads_columns_framed(head):
     first = int(heat["x"][0])
     assert [int(x) for x in heat["x"]] == list(range(first, first + teach_figures.MAX_COLUMNS))
     np.testing.assert_array_equal(np.array(heat["z"], dtype=float), concat[:, first:first + 48].astype(float))
-    left, right = int(frame["x0"] + 0.5), int(frame["x1"] + 0.5)  # the frame's columns, in the window
-    assert 0 <= left and right <= teach_figures.MAX_COLUMNS and right - left == d_k
-    np.testing.assert_array_equal(np.array(heat["z"], dtype=float)[:, left:right], concat[:, start:stop].astype(float))
+    left, right = int(frame["x0"] + 0.5), int(frame["x1"] + 0.5)  # the frame's columns (the axis: their indices)
+    assert (left, right) == (start, stop) and first <= left and right <= first + teach_figures.MAX_COLUMNS
+    np.testing.assert_array_equal(np.array(heat["z"], dtype=float)[:, left - first:right - first],
+                                  concat[:, start:stop].astype(float))
     title = fig["layout"]["title"]["text"]
     assert title.endswith("(first 48 of 80 columns)" if first == 0 else f"(columns {first}–{first + 47} of 80)")

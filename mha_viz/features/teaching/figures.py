@@ -32,7 +32,8 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
     scale; other values a diverging scale centred on 0; -inf (masked) cells are left blank.
     Past `max_columns` columns only `max_columns` are drawn, the title says which: the first ones, or with
     `highlight` (start, stop), a window around those columns, which are framed (one head's block of the
-    concatenation).
+    concatenation). Columns without labels are dimensions: a numeric axis of their indices, a few ticks (a
+    category axis would draw, and the browser measure, one rotated label a column).
     float32 values stay float32 (half the bytes sent to the browser)."""
     v = np.asarray(values)
     if not np.issubdtype(v.dtype, np.floating):
@@ -42,7 +43,7 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
     first = 0 if highlight is None else min(max(0, highlight[0] - (shown - (highlight[1] - highlight[0])) // 2),
                                             c - shown)  # the framed block in the middle of the window
     window = slice(first, first + shown)
-    cols = axis_labels(columns[window]) if columns is not None else [str(j) for j in range(first, first + shown)]
+    cols = axis_labels(columns[window]) if columns is not None else np.arange(first, first + shown)
     part = np.where(np.isneginf(v[:, window]), np.nan, v[:, window])
     if probabilities:
         extra = dict(zmin=0.0, zmax=1.0, colorscale=COLORSCALE)
@@ -50,14 +51,16 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
         bound = symmetric_bound(part)
         extra = dict(zmin=-bound, zmax=bound, colorscale=DIVERGING)
     heat = dict(type="heatmap", z=part, x=cols, y=axis_labels(rows), colorbar=colorbar(thickness=10),
-                hovertemplate="%{y} · %{x}: %{z:.4f}<extra></extra>", **extra)
+                hovertemplate=("%{y} · %{x}" if columns is not None else "%{y} · dimension %{x}")
+                + ": %{z:.4f}<extra></extra>", **extra)
     more = "" if shown == c else (f" (first {shown} of {c} columns)" if first == 0
                                   else f" (columns {first}–{first + shown - 1} of {c})")
     layout = dict(title=plot_title(title + more), height=int(min(520, max(220, 18 * r + 110))), margin=margin(),
-                  xaxis=dict(type="category", side="bottom", tickangle=-60, showticklabels=len(cols) <= 64),
+                  xaxis=(dict(type="category", side="bottom", tickangle=-60, showticklabels=len(cols) <= 64)
+                         if columns is not None else dict(type="linear", side="bottom")),
                   yaxis=dict(type="category", autorange="reversed"))
     if highlight is not None:
-        layout["shapes"] = [dict(type="rect", x0=highlight[0] - first - 0.5, x1=min(highlight[1] - first, shown) - 0.5,
+        layout["shapes"] = [dict(type="rect", x0=highlight[0] - 0.5, x1=min(highlight[1], first + shown) - 0.5,
                                  y0=-0.5, y1=r - 0.5, line=dict(color="black", width=2))]
     return _figure([heat], layout)
 
