@@ -140,6 +140,29 @@ def test_kv_sharing_joins_each_query_head_to_its_group():
     assert [t["x"][1] for t in lines] == [1.0] * 3 + [4.0] * 3 + [7.0] * 3  # the centre of each group
 
 
+@pytest.mark.parametrize("head", [0, 1, 3])
+def test_a_block_wider_than_the_window_is_framed_inside_it(head):
+    """A head of 64 values (GPT-2, SmolLM2) is wider than the window of MAX_COLUMNS: the window lies inside its
+    block, and the frame is the window's own columns, never reaching past the columns drawn."""
+    d_v, H = 64, 4
+    concat = np.random.default_rng(head).standard_normal((len(TOK), d_v * H)).astype(np.float32)
+    start, stop = head * d_v, (head + 1) * d_v
+    fig = _sent(teach_figures.matrix(concat, TOK, title="every head's z", highlight=(start, stop)))
+    xs, frame = fig["data"][0]["x"], fig["layout"]["shapes"][0]
+    assert start <= xs[0] and xs[-1] < stop and len(xs) == teach_figures.MAX_COLUMNS  # the window in the block
+    assert (frame["x0"], frame["x1"]) == (xs[0] - 0.5, xs[-1] + 0.5)
+
+
+def test_a_framed_window_on_labelled_columns_counts_from_the_window():
+    """With labels, the axis is categories, numbered from the window's first column: the frame follows."""
+    cols = [f"c{j}" for j in range(80)]
+    values = np.random.default_rng(2).standard_normal((len(TOK), 80)).astype(np.float32)
+    fig = _sent(teach_figures.matrix(values, TOK, title="labelled", columns=cols, highlight=(60, 65)))
+    labels, frame = fig["data"][0]["x"], fig["layout"]["shapes"][0]
+    left, right = int(frame["x0"] + 0.5), int(frame["x1"] + 0.5)  # category positions in the window
+    assert [label_text(x) for x in labels[left:right]] == cols[60:65]
+
+
 @pytest.mark.parametrize("head", [0, 7, 15])
 def test_the_concatenation_shows_the_chosen_heads_columns_framed(head):
     """Past MAX_COLUMNS columns (16 heads of 5 here: 80), step 8 draws a window that holds the chosen

@@ -55,12 +55,15 @@ def matrix(values: np.ndarray, rows: list[str], *, title: str, columns: list[str
                 + ": %{z:.4f}<extra></extra>", **extra)
     more = "" if shown == c else (f" (first {shown} of {c} columns)" if first == 0
                                   else f" (columns {first}–{first + shown - 1} of {c})")
+    if columns is None:  # the axis is the columns' own indices (whole ticks only, on a narrow matrix)
+        xaxis, origin = dict(type="linear", side="bottom", dtick=1 if shown <= 12 else None), 0
+    else:  # a category axis counts from the window's first column
+        xaxis, origin = dict(type="category", side="bottom", tickangle=-60, showticklabels=len(cols) <= 64), first
     layout = dict(title=plot_title(title + more), height=int(min(520, max(220, 18 * r + 110))), margin=margin(),
-                  xaxis=(dict(type="category", side="bottom", tickangle=-60, showticklabels=len(cols) <= 64)
-                         if columns is not None else dict(type="linear", side="bottom")),
-                  yaxis=dict(type="category", autorange="reversed"))
-    if highlight is not None:
-        layout["shapes"] = [dict(type="rect", x0=highlight[0] - 0.5, x1=min(highlight[1], first + shown) - 0.5,
+                  xaxis=xaxis, yaxis=dict(type="category", autorange="reversed"))
+    if highlight is not None:  # the framed columns in the window (a block wider than the window: the window)
+        left, right = max(highlight[0], first), min(highlight[1], first + shown)
+        layout["shapes"] = [dict(type="rect", x0=left - origin - 0.5, x1=right - origin - 0.5,
                                  y0=-0.5, y1=r - 0.5, line=dict(color="black", width=2))]
     return _figure([heat], layout)
 
