@@ -80,6 +80,9 @@ def test_the_loss_made_a_block_at_a_time_is_the_whole_ones(tiny_gpt2, monkeypatc
     assert len(ids) - 1 > 7 and (len(ids) - 1) % 7
     assert blocks.loss == pytest.approx(whole.loss, abs=1e-5)
     np.testing.assert_allclose(blocks.last_logits, whole.last_logits, atol=1e-5)
+    by_hand = float(torch.nn.functional.cross_entropy(out.logits[0, :-1].float(), torch.tensor(ids[1:])))
+    assert whole.loss == pytest.approx(by_hand, abs=1e-5)  # the model's own mean loss, not from_hidden's sum
+    np.testing.assert_array_equal(whole.last_logits, out.logits[0, -1].float().numpy())
 
 
 @pytest.mark.parametrize("which", ["tiny_gpt2", "smollm2", "minilm"])
