@@ -6,6 +6,9 @@ one head without the n × n of every head ever being whole.
 A `Blocks` reader is `(layer, heads, start, stop) -> iterator of (first row, float32 (h, b, n))`: the rows
 start … stop − 1 of `heads` (a list of the layer's heads; None: every head) in order, every key of each
 row. One call of a long run's reader projects the layer's input once, however many blocks it yields.
+A `Spans` reader is the same with each block as (first row, first key k0, float32 (h, b, m)): only the keys
+k0 … k0 + m − 1 its rows may see, the others 0 (a causal block of rows stops at its last row's key), as computed
+and not widened (`RowSource.spans`): what the whole-head views read (`pooled_head`, `column`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from mha_viz.capture.pool_kernel import pool_rows
 from mha_viz.text.tokenize import InputError
 
 Blocks = Callable[[int, list[int] | None, int, int], Iterator[tuple[int, np.ndarray]]]
+Spans = Callable[[int, list[int] | None, int, int], Iterator[tuple[int, int, np.ndarray]]]
 
 BLOCK_BYTES = 16 * 2**20  # the rows of one head a dense reader hands over at a time
 
@@ -41,6 +45,19 @@ def dense_blocks(attentions: np.ndarray) -> Blocks:
         for first in range(start, stop, rows):
             yield first, attentions[layer, pick, first:min(first + rows, stop)]
     return blocks
+
+
+def spans_of(blocks: Blocks) -> Spans:
+    """The `Spans` reader of a `Blocks` one: its own `spans` where it has one (a long run's, `RowSource.reader`),
+    else its blocks, each spanning every key (a dense array's, a derived run's)."""
+    own = getattr(blocks, "spans", None)
+    if own is not None:
+        return own
+
+    def spans(layer: int, heads: list[int] | None, start: int, stop: int) -> Iterator[tuple[int, int, np.ndarray]]:
+        for first, rows in blocks(layer, heads, start, stop):
+            yield first, 0, rows
+    return spans
 
 
 def every_head_bytes(layers: int, heads: int, n: int) -> int:
@@ -92,16 +109,17 @@ def gather(blocks: Blocks, layer: int, heads: list[int] | None, start: int, stop
     return out
 
 
-def column(blocks: Blocks, layer: int, head: int, key: int, n: int, *, causal: bool) -> np.ndarray:
+def column(spans: Spans, layer: int, head: int, key: int, n: int, *, causal: bool) -> np.ndarray:
     """float32 (n,): the weight every query gives to `key` (0 for the queries a causal model hides it
-    from), streamed a block of rows at a time."""
+    from, or a block of rows does not span), streamed a block of rows at a time."""
     out = np.zeros(n, dtype=np.float32)
-    for first, rows in blocks(layer, [head], key if causal else 0, n):
-        out[first:first + rows.shape[1]] = rows[0, :, key]
+    for first, k0, rows in spans(layer, [head], key if causal else 0, n):
+        if k0 <= key < k0 + rows.shape[-1]:
+            out[first:first + rows.shape[1]] = rows[0, :, key - k0]
     return out
 
 
-def pooled_head(blocks: Blocks, layer: int, head: int, edges: np.ndarray, *,
+def pooled_head(spans: Spans, layer: int, head: int, edges: np.ndarray, *,
                 causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(block max, block mean) float32 (B, B) of one head on the grid whose query and key blocks are
     edges[a] … edges[a + 1] − 1, streamed a block of rows at a time (`views.detail.pooled` of a
@@ -111,6 +129,6 @@ def pooled_head(blocks: Blocks, layer: int, head: int, edges: np.ndarray, *,
     widths = np.diff(edges)
     top = np.zeros((size, size), dtype=np.float32)
     total = np.zeros((size, size), dtype=np.float64)
-    for first, rows in blocks(layer, [head], 0, n):
-        pool_rows(rows[0], first, edges, top, total, causal=causal)  # one compiled pass: each block's max and sum
+    for first, k0, rows in spans(layer, [head], 0, n):  # one compiled pass a block: its cells' max and sum
+        pool_rows(rows[0], first, edges, top, total, causal=causal, key_start=k0)
     return top, (total / (widths[:, None] * widths[None, :])).astype(np.float32)

@@ -17,8 +17,9 @@ from mha_viz.compiled import JIT, run_all, split, thread_count
 
 
 @numba.njit(**JIT)
-def _pool_columns(rows, row_block, starts, stops, b0, b1, top, total, first, causal):
-    """Key blocks b0 … b1 − 1 of `rows` (r, n) float32, row i falling in the grid's row `row_block[i]` (ascending):
+def _pool_columns(rows, row_block, starts, stops, b0, b1, top, total, first, causal, key_start):
+    """Key blocks b0 … b1 − 1 of `rows` (r, m) float32 over keys key_start … key_start + m − 1 (the others 0), row i
+    falling in the grid's row `row_block[i]` (ascending):
     each cell's maximum into `top` (B, B) float32, its sum into `total` (B, B) float64. Each row is folded into
     one accumulator a column (a loop the compiler vectorises: no reduction inside it), and the accumulators into
     the grid once a grid row is done. A `causal` row `first` + i reads no key after itself (zeros there)."""
@@ -41,15 +42,16 @@ def _pool_columns(rows, row_block, starts, stops, b0, b1, top, total, first, cau
         if i == r:
             break
         end = min(hi, first + i + 1) if causal else hi
-        for j in range(lo, end):
-            x = rows[i, j]
+        for j in range(max(lo, key_start), min(end, key_start + rows.shape[1])):
+            x = rows[i, j - key_start]
             most[j - lo] = max(most[j - lo], x)
             sums[j - lo] += x
 
 
 def pool_rows(rows: np.ndarray, first: int, edges: np.ndarray, top: np.ndarray, total: np.ndarray, *,
-              causal: bool = False) -> None:
-    """Fold rows first … first + r − 1 of a head, `rows` (r, n) float32 ≥ 0, into the grid whose query and key
+              causal: bool = False, key_start: int = 0) -> None:
+    """Fold rows first … first + r − 1 of a head, `rows` (r, m) float32 ≥ 0 over keys key_start … key_start + m − 1
+    (the keys it does not span hold 0: `RowSource.spans`' blocks, never widened), into the grid whose query and key
     blocks are edges[a] … edges[a + 1] − 1: each block's maximum into `top` (B, B) float32 (start it at zeros), its
     sum into `total` (B, B) float64. `causal`: row p holds zeros after key p, which are not read. Several calls at
     once must write different grids."""
@@ -57,13 +59,16 @@ def pool_rows(rows: np.ndarray, first: int, edges: np.ndarray, top: np.ndarray, 
     if not rows.shape[0]:
         return
     edges = np.asarray(edges, dtype=np.int64)
-    if edges[0] != 0 or first < 0 or first + rows.shape[0] > edges[-1] or rows.shape[1] < edges[-1]:
-        raise ValueError(f"rows {first} … {first + rows.shape[0] - 1} of width {rows.shape[1]} do not fall in a "
-                         f"grid over {edges[0]} … {edges[-1] - 1}")  # the loop reads and writes unchecked
+    if (edges[0] != 0 or first < 0 or first + rows.shape[0] > edges[-1] or key_start < 0
+            or key_start + rows.shape[1] > edges[-1]):
+        raise ValueError(f"rows {first} … {first + rows.shape[0] - 1} over keys {key_start} … "
+                         f"{key_start + rows.shape[1] - 1} do not fall in a grid over {edges[0]} … {edges[-1] - 1}")
+        # (the loop reads and writes unchecked)
     row_block = (np.searchsorted(edges, np.arange(first, first + rows.shape[0]), side="right") - 1).astype(np.int64)
     starts, stops = edges[:-1], edges[1:]
     parts = split(len(starts), thread_count())
-    run_all(_pool_columns, [(rows, row_block, starts, stops, b0, b1, top, total, first, causal) for b0, b1 in parts])
+    run_all(_pool_columns, [(rows, row_block, starts, stops, b0, b1, top, total, first, causal, key_start)
+                            for b0, b1 in parts])
 
 
 def compile_now() -> None:

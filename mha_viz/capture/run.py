@@ -35,6 +35,11 @@ class HeadArray:
     lens = ""
 
     @property
+    def spans(self) -> head_rows.Spans:
+        """The rows of `source` as computed, each block over only the keys it may see (`head_rows.spans_of`)."""
+        return head_rows.spans_of(self.source)
+
+    @property
     def num_layers(self) -> int:
         return self.attentions.shape[0]
 
@@ -194,13 +199,13 @@ class AttentionRun(HeadArray):
         self._check(layer, head)
         if self._dense is not None:
             return self._dense[layer, head, :, key]
-        return head_rows.column(self.source, layer, head, key, self.n, causal=self.is_causal)
+        return head_rows.column(self.spans, layer, head, key, self.n, causal=self.is_causal)
 
     def pooled_head(self, layer: int, head: int, edges) -> tuple[np.ndarray, np.ndarray]:
         """(block max, block mean) of one head over the query and key blocks that `edges` bound
         (`views.detail.block_edges`), streamed a block of rows at a time."""
         self._check(layer, head)
-        return head_rows.pooled_head(self.source, layer, head, edges, causal=self.is_causal)
+        return head_rows.pooled_head(self.spans, layer, head, edges, causal=self.is_causal)
 
     @property
     def partial(self) -> bool:

@@ -269,18 +269,25 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
     return spill
 
 
-def host_block(probs: torch.Tensor, n: int, k0: int, staging: type[Staging] = Staging) -> np.ndarray:
-    """A block of rows (h, b, m) over keys k0 … k0 + m − 1, wherever it was computed, as float32 (h, b, n)
-    on the host: from a GPU through the pinned copier (`capture.transfer`; `staging` stands in for CUDA's in
-    tests), so only the rows a view draws ever cross."""
-    h, b, m = probs.shape
-    part = np.empty((1, h, b, m), dtype=np.float32)
+def host_part(probs: torch.Tensor, staging: type[Staging] = Staging) -> np.ndarray:
+    """A block of rows (h, b, m) as float32 on the host: a CPU block's float32 memory itself (nothing copied),
+    a GPU's through the pinned copier (`capture.transfer`; `staging` stands in for CUDA's in tests), so only the
+    rows a view draws ever cross."""
+    if probs.device.type == "cpu" and probs.dtype == torch.float32 and probs.is_contiguous():
+        return probs.numpy()
+    part = np.empty((1, *probs.shape), dtype=np.float32)
     with HostCopier(part, staging) as copier:
         copier.put(0, probs)
+    return part[0]
+
+
+def widened(part: np.ndarray, k0: int, n: int) -> np.ndarray:
+    """A block of rows (h, b, m) over keys k0 … k0 + m − 1 as (h, b, n): every key, those it does not span 0."""
+    h, b, m = part.shape
     if k0 == 0 and m == n:
-        return part[0]
+        return part
     block = np.zeros((h, b, n), dtype=np.float32)
-    block[:, :, k0:k0 + m] = part[0]
+    block[:, :, k0:k0 + m] = part
     return block
 
 
@@ -292,7 +299,7 @@ class RowSource:
     def __init__(self, model: LoadedModel, token_ids: list[int], spill: QKSpill | None = None,
                  staging: type[Staging] = Staging) -> None:
         self.model, self.token_ids, self.spill = model, list(token_ids), spill
-        self.staging = staging  # how a block leaves a GPU (`host_block`)
+        self.staging = staging  # how a block leaves a GPU (`host_part`)
         self._making = threading.Lock()  # one run makes the spill, however many threads ask at once
         # (layer, head, start, stop) -> rows, the last KEPT asked, oldest first
         self._last: dict[tuple[int, int, int, int], np.ndarray] = {}
@@ -344,21 +351,50 @@ class RowSource:
             z[first - start:first - start + rows.shape[0]] = rows.cpu().numpy()
         return z
 
+    def reader(self) -> "Reader":
+        """A long run's `source`: its `blocks`, which also reads their `spans`."""
+        return Reader(self)
+
     def blocks(self, layer: int, heads: list[int] | None, start: int, stop: int
                ) -> Iterator[tuple[int, np.ndarray]]:
         """Rows start … stop − 1 of `heads` (None: every head) of one layer as (first row, float32
         (h, b, n)) blocks, every key of each row, from the layer's spilled queries and keys: a whole head
         (or layer) streams through without its n × n."""
+        n = len(self.token_ids)
+        for first, k0, part in self.spans(layer, heads, start, stop):
+            yield first, widened(part, k0, n)
+
+    def spans(self, layer: int, heads: list[int] | None, start: int, stop: int
+              ) -> Iterator[tuple[int, int, np.ndarray]]:
+        """`blocks` as (first row, first key k0, float32 (h, b, m)): each block over only the keys k0 … k0 + m − 1
+        its rows may see (`visible_span`; the others are 0), as computed: a causal head's block of rows skips the
+        keys after it, and a CPU's block is its own memory (`host_part`), neither widened nor copied."""
         model, n = self.model, len(self.token_ids)
         if not model.can_recompute or model.is_encoder_decoder:
             kept: list[torch.Tensor] = []
             pick = slice(None) if heads is None else list(heads)
             eager_layers(model, self.token_ids, lambda _layer, p: kept.append(p[pick, start:stop].cpu()),
                          only=layer)
-            yield start, kept[0].numpy()
+            yield start, 0, np.ascontiguousarray(kept[0].numpy(), dtype=np.float32)
             return
         proj = self._rows_of(layer, heads, start, stop)
         for first, k0, probs in recomputed_blocks(model, proj, heads=heads, start=start, stop=stop, n=n, picked=True):
-            block = host_block(probs, n, k0, self.staging)
-            del probs  # not kept while the caller holds the block
-            yield first, block
+            part = host_part(probs, self.staging)
+            del probs  # not kept while the caller holds the block (`part` may be its memory)
+            yield first, k0, part
+
+
+class Reader:
+    """A `head_rows.Blocks` reader of a `RowSource` (`blocks`) that also reads its `spans`
+    (`head_rows.spans_of` finds them)."""
+
+    def __init__(self, source: RowSource) -> None:
+        self.source = source
+
+    def __call__(self, layer: int, heads: list[int] | None, start: int, stop: int
+                 ) -> Iterator[tuple[int, np.ndarray]]:
+        return self.source.blocks(layer, heads, start, stop)
+
+    def spans(self, layer: int, heads: list[int] | None, start: int, stop: int
+              ) -> Iterator[tuple[int, int, np.ndarray]]:
+        return self.source.spans(layer, heads, start, stop)

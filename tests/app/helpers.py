@@ -98,8 +98,8 @@ def heatmap_tokens(at: AppTest) -> list[str]:
 
 
 def frame(at: AppTest, column: str):
-    """The first table on the page with this column (dataframes carry no widget key)."""
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+    """The first table on the page with this column, a dataframe's or a static table's (neither carries a key)."""
+    return next(d.value for d in [*at.dataframe, *at.table] if column in d.value.columns)
 
 
 def chart_title(chart: dict) -> str:

@@ -27,7 +27,7 @@ def test_teaching_steps_use_the_captured_probabilities_one_part_at_a_time():
     assert _steps_shown(at) == [1, 2]
     titles = chart_titles(at)
     assert len(titles) == 4 and titles[0] == "X: one row per token (first 48 of 384 columns)"
-    assert not at.dataframe  # the costs are another part
+    assert not at.dataframe and not at.table  # the costs are another part
     at.button_group(key="teach_part").set_value("3–6 · Scores to probabilities").run()
     assert _steps_shown(at) == [3, 4, 5, 6]
     run = at.session_state["_current"].run

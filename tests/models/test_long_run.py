@@ -13,6 +13,7 @@ import pytest
 import mha_viz
 from mha_viz.capture import head_rows
 from mha_viz.metrics import head_table
+from mha_viz.scan import rows as scan_rows
 from tests.helpers import ROOT
 from tests.models import architectures_2026
 from tests.models.long_pairs import assert_same_rows, assert_same_table
@@ -68,6 +69,40 @@ def test_a_long_runs_head_outputs_are_the_dense_runs(runs):
         np.testing.assert_allclose(long.outputs(layer, head, start, stop), dense.head_outputs[layer, head, start:stop],
                                    atol=1e-5, rtol=1e-4, err_msg=f"({layer}, {head})")
     np.testing.assert_array_equal(dense.outputs(1, 2, 5, 9), dense.head_outputs[1, 2, 5:9])
+
+
+def _narrow_spans(run, layer: int, head: int) -> list[tuple[int, int, int, int]]:
+    """(first row, last row + 1, k0, k1) of the blocks of one head's `spans` that span fewer than every key."""
+    return [(first, first + part.shape[1], k0, k0 + part.shape[-1])
+            for first, k0, part in run.spans(layer, [head], 0, run.n) if part.shape[-1] < run.n]
+
+
+def test_whole_head_reads_stream_blocks_over_only_their_keys(runs, monkeypatch):
+    """Blocks of 48 rows: a causal head's blocks end at their last row's key (neither widened nor copied) and its
+    column and pooled head, read from them, are the dense run's; an encoder's blocks span every key."""
+    model, dense, long = runs
+    monkeypatch.setattr(scan_rows, "CPU_BLOCK_BYTES", 4 * 48 * long.n)  # one head: 48 rows a block
+    narrow = _narrow_spans(long, 1, 2)
+    if model.is_causal and model.can_recompute:
+        assert len(narrow) == -(-long.n // 48) - 1 and all(k0 == 0 and k1 == last for _f, last, k0, k1 in narrow)
+    else:
+        assert not narrow
+    assert_same_rows(long, dense)
+
+
+def test_a_sliding_windows_blocks_start_at_its_window(tmp_path, monkeypatch):
+    """GPT-OSS (sliding windows of 8 keys on some layers, a sink logit on every head): blocks of 16 rows of a
+    windowed layer span only the keys their window shows, and every read of the long run, a whole head's included,
+    is the dense run's."""
+    model = mha_viz.load_model(architectures_2026.build("gpt_oss", tmp_path / "gpt_oss"), device="cpu")
+    dense = mha_viz.analyze(model, TEXT[:1500], dense=True)
+    long = mha_viz.analyze(model, TEXT[:1500], dense=False)
+    monkeypatch.setattr(scan_rows, "CPU_BLOCK_BYTES", 4 * 16 * long.n)
+    window = architectures_2026.WINDOW
+    narrow = _narrow_spans(long, 0, 1)
+    assert len(narrow) == -(-long.n // 16)  # every block: its window, within its last row
+    assert all(k0 == max(0, first - window + 1) and k1 == last for first, last, k0, k1 in narrow)
+    assert_same_rows(long, dense)
 
 
 def test_every_head_is_built_only_when_asked_for(runs, monkeypatch):

@@ -1,8 +1,9 @@
 """A head pooled onto a grid of blocks by the compiled pass (`capture.pool_kernel.pool_rows`, what a long run's
 `pooled_head` folds each block of rows with) against NumPy's block max and mean of the whole matrix, written out
 here cell by cell: blocks of uneven widths, rows handed over in blocks that straddle the grid's rows, the key blocks
-split among several threads, causal rows read only up to themselves, and a planted cell that must stay the maximum
-of its block."""
+split among several threads, causal rows read only up to themselves, rows handed over on only the keys they span (a
+long run's blocks as computed: a causal block stops at its last row, a window starts late), and a planted cell that
+must stay the maximum of its block."""
 
 from __future__ import annotations
 
@@ -77,12 +78,47 @@ def test_a_causal_fold_reads_no_key_after_its_row():
     assert seen == [pytest.approx(0.1), 5.0]
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_rows_over_only_the_keys_they_span_pool_as_the_whole_rows(causal):
+    """Each block of rows handed over on its keys k0 … k1 − 1 only (k1 its last row's key when causal, k0 a window's
+    start): the grid is the block max and mean of the whole matrix, which holds 0 outside those keys; a cell planted
+    at a block's first spanned key (k0 > 0) stays its block's maximum."""
+    n, size, step, window = 90, 7, 11, 25
+    rng = np.random.default_rng(3)
+    a = rng.random((n, n), dtype=np.float32) * 0.01
+    spans = []
+    for first in range(0, n, step):
+        last = min(first + step, n)
+        k0, k1 = max(0, first - window), (last if causal else n)
+        a[first:last, :k0] = 0.0  # what a block does not span is 0
+        a[first:last, k1:] = 0.0
+        spans.append((first, last, k0, k1))
+    if causal:
+        a = np.tril(a)
+    first, last, k0, _k1 = spans[4]
+    assert k0 > 0
+    a[first + 1, k0] = 2.0  # planted at a block's first spanned key
+    edges = detail.block_edges(n, size)
+    top, total = np.zeros((size, size), np.float32), np.zeros((size, size), np.float64)
+    for first, last, k0, k1 in spans:
+        pool_kernel.pool_rows(np.ascontiguousarray(a[first:last, k0:k1]), first, edges, top, total, causal=causal,
+                              key_start=k0)
+    want_top, want_mean = _reference(a, edges)
+    widths = np.diff(edges)
+    np.testing.assert_allclose(top, want_top, rtol=1e-6, atol=0)
+    np.testing.assert_allclose(total / (widths[:, None] * widths[None, :]), want_mean, rtol=1e-5, atol=1e-9)
+    first, _last, k0, _k1 = spans[4]
+    bi, bj = (np.searchsorted(edges, x, "right") - 1 for x in (first + 1, k0))
+    assert np.argwhere(top == top.max()).tolist() == [[bi, bj]]
+
+
 def test_rows_outside_the_grid_are_refused():
-    """The compiled loop reads and writes without checks: rows past the grid, or narrower than it, never reach it."""
+    """The compiled loop reads and writes without checks: rows past the grid, or keys past it, never reach it."""
     edges = detail.block_edges(10, 3)
     top, total = np.zeros((3, 3), np.float32), np.zeros((3, 3), np.float64)
-    for rows, first in ((np.ones((2, 10), np.float32), 9), (np.ones((2, 8), np.float32), 0),
-                        (np.ones((2, 10), np.float32), -1)):
+    for rows, first, k0 in ((np.ones((2, 10), np.float32), 9, 0), (np.ones((2, 11), np.float32), 0, 0),
+                            (np.ones((2, 10), np.float32), -1, 0), (np.ones((2, 8), np.float32), 0, 3),
+                            (np.ones((2, 8), np.float32), 0, -1)):
         with pytest.raises(ValueError, match="do not fall in a grid"):
-            pool_kernel.pool_rows(rows, first, edges, top, total)
+            pool_kernel.pool_rows(rows, first, edges, top, total, key_start=k0)
     assert not top.any() and not total.any()

@@ -85,10 +85,9 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
                 "in a word to see its top-5 guesses before and after.", icon=":material/edit:")
     for p in preds:
         st.markdown(f"**Top 5: {plain(p.position)}**")
-        st.dataframe(pd.DataFrame({
+        st.table(pd.DataFrame({  # five rows: static, no grid to load and draw
             "every head on": [f"{t}  ({q:.1%})" for t, q in p.before],
-            "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True,
-            key=f"{ablation_keys.ABLATION_PREDS_PREFIX}{p.position}")
+            "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True)
 
 
 def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:

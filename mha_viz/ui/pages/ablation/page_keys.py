@@ -12,7 +12,6 @@ IMP_SOURCE = _ablation.IMP_SOURCE
 IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for
 PRUNING_DONE = "_prune_done"
 # ablation_page
-ABLATION_PREDS_PREFIX = "preds_"
 DL_IMP = "dl_imp"
 DL_PRUNE = "dl_prune"
 HEADS_ALL_ON = "heads_all_on"

@@ -190,7 +190,7 @@ def _costs(model, n: int, head: int) -> None:
                      "KV cache floats (one layer)": f"{c.kv:,}",
                      "probabilities stored (unless fused)": f"{c.probabilities:,}",
                      "memory, float32": resources.size_text(4 * c.floats)})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key=teaching_keys.TEACH_COSTS)
+    st.table(pd.DataFrame(rows), hide_index=True)  # a few rows: static, no grid to load and draw
     st.caption(f"n = m = {n} tokens, d_model = {model.d_model}, h = {model.num_heads}, d_k = d_v = {model.d_k}. "
                "Multiply–adds: projections d_model·(h·n·d_k + G·m·d_k + G·m·d_v), scores h·n·m·d_k, weighted "
                "sum h·n·m·d_v, output h·n·d_v·d_model (docs/head-metrics.md, section 5; the n² terms hold "
