@@ -116,14 +116,18 @@ CHARTS_JS = """
 }
 """
 
-# The tables of the main area (st.dataframe, st.data_editor: a Glide grid on a canvas, whose accessible twin is a
-# table with role=grid): their row on the page, their size, and their rows and columns (the header row counted).
+# The tables of the main area: st.dataframe and st.data_editor (a Glide grid on a canvas, whose accessible twin is a
+# table with role=grid) and st.table (a static HTML table, `static`): their row on the page, their size, and their
+# rows and columns (the header row counted).
 TABLES_JS = """
-() => Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]')).map(el => {
+() => Array.from(document.querySelectorAll(
+    '[data-testid=stMain] [data-testid=stDataFrame], [data-testid=stMain] [data-testid=stTable]')).map(el => {
   const r = el.getBoundingClientRect(), grid = el.querySelector('table[role=grid]');
+  const body = el.querySelector('table:not([role=grid])'), row = body && body.querySelector('tr');
+  const size = grid ? [Number(grid.getAttribute('aria-rowcount')) || 1, Number(grid.getAttribute('aria-colcount')) || 1]
+                    : [body ? body.querySelectorAll('tr').length : 1, row ? row.children.length : 1];
   return {top: Math.round(r.top + window.scrollY), width: Math.round(r.width), height: Math.round(r.height),
-          table: [Number(grid && grid.getAttribute('aria-rowcount')) || 1,
-                  Number(grid && grid.getAttribute('aria-colcount')) || 1]};
+          table: size, static: el.dataset.testid === 'stTable'};
 })
 """
 
