@@ -273,7 +273,8 @@ def host_part(probs: torch.Tensor, staging: type[Staging] = Staging) -> np.ndarr
     """A block of rows (h, b, m) as float32 on the host: a CPU block's float32 memory itself (nothing copied),
     a GPU's through the pinned copier (`capture.transfer`; `staging` stands in for CUDA's in tests), so only the
     rows a view draws ever cross."""
-    if probs.device.type == "cpu" and probs.dtype == torch.float32 and probs.is_contiguous():
+    if (not staging.stages(probs.device) and probs.device.type == "cpu" and probs.dtype == torch.float32
+            and probs.is_contiguous()):
         return probs.numpy()
     part = np.empty((1, *probs.shape), dtype=np.float32)
     with HostCopier(part, staging) as copier:
