@@ -35,11 +35,6 @@ class HeadArray:
     lens = ""
 
     @property
-    def spans(self) -> head_rows.Spans:
-        """The rows of `source` as computed, each block over only the keys it may see (`head_rows.spans_of`)."""
-        return head_rows.spans_of(self.source)
-
-    @property
     def num_layers(self) -> int:
         return self.attentions.shape[0]
 
@@ -113,6 +108,11 @@ class AttentionRun(HeadArray):
     @attentions.setter
     def attentions(self, value) -> None:
         self._dense = None if isinstance(value, property) else value  # a property: none given
+
+    @property
+    def spans(self) -> head_rows.Spans:
+        """The rows of `source` as computed, each block over only the keys it may see (`head_rows.spans_of`)."""
+        return head_rows.spans_of(self.source)
 
     @property
     def is_dense(self) -> bool:

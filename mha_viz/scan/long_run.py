@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from mha_viz.capture.run import AttentionRun
+from mha_viz.scan.rows import Reader
 from mha_viz.scan.run import scan
 from mha_viz.text.tokenize import Tokens
 from mha_viz_models import LoadedModel
@@ -20,7 +21,7 @@ def long_run(model: LoadedModel, toks: Tokens, text: str = "", *,
     `scan` raises."""
     found = scan(model, text, tokens=toks, progress=progress, keep_own=keep_own)
     return AttentionRun(
-        tokens=toks.display, source=found.row_source.reader(), shape=(model.num_layers, model.num_heads),
+        tokens=toks.display, source=Reader(found.row_source), shape=(model.num_layers, model.num_heads),
         summary=found, is_causal=model.is_causal, num_kv_heads=model.num_kv_heads, model_name=model.name,
         token_ids=list(toks.ids), raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids,
         text=text, num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,

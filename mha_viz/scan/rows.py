@@ -270,9 +270,9 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
 
 
 def host_part(probs: torch.Tensor, staging: type[Staging] = Staging) -> np.ndarray:
-    """A block of rows (h, b, m) as float32 on the host: a CPU block's float32 memory itself (nothing copied),
-    a GPU's through the pinned copier (`capture.transfer`; `staging` stands in for CUDA's in tests), so only the
-    rows a view draws ever cross."""
+    """A block of rows (h, b, m) as float32 on the host: a contiguous float32 CPU block's own memory (nothing
+    copied), else a copy, a GPU's through the pinned copier (`capture.transfer`; `staging` stands in for CUDA's in
+    tests), so only the rows a view draws ever cross."""
     if (not staging.stages(probs.device) and probs.device.type == "cpu" and probs.dtype == torch.float32
             and probs.is_contiguous()):
         return probs.numpy()
@@ -352,10 +352,6 @@ class RowSource:
             z[first - start:first - start + rows.shape[0]] = rows.cpu().numpy()
         return z
 
-    def reader(self) -> "Reader":
-        """A long run's `source`: its `blocks`, which also reads their `spans`."""
-        return Reader(self)
-
     def blocks(self, layer: int, heads: list[int] | None, start: int, stop: int
                ) -> Iterator[tuple[int, np.ndarray]]:
         """Rows start … stop − 1 of `heads` (None: every head) of one layer as (first row, float32
@@ -369,7 +365,7 @@ class RowSource:
               ) -> Iterator[tuple[int, int, np.ndarray]]:
         """`blocks` as (first row, first key k0, float32 (h, b, m)): each block over only the keys k0 … k0 + m − 1
         its rows may see (`visible_span`; the others are 0), as computed: a causal head's block of rows skips the
-        keys after it, and a CPU's block is its own memory (`host_part`), neither widened nor copied."""
+        keys after it, and is not widened; a contiguous CPU block is its own memory (`host_part`)."""
         model, n = self.model, len(self.token_ids)
         if not model.can_recompute or model.is_encoder_decoder:
             kept: list[torch.Tensor] = []
@@ -386,7 +382,7 @@ class RowSource:
 
 
 class Reader:
-    """A `head_rows.Blocks` reader of a `RowSource` (`blocks`) that also reads its `spans`
+    """A long run's `source`: a `head_rows.Blocks` reader of a `RowSource` (`blocks`) that also reads its `spans`
     (`head_rows.spans_of` finds them)."""
 
     def __init__(self, source: RowSource) -> None:

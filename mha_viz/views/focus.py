@@ -99,7 +99,7 @@ def run_rows(run, index: int, *, words: bool = False) -> np.ndarray:
 def kept_columns(summary, keys: np.ndarray) -> np.ndarray:
     """float64 (layers, heads, n): the weight each query of a scan (`mha_viz.Scan`) puts on `keys` (contiguous
     positions), summed, counting only its kept keys (its `top_k` heaviest of weight ≥ `min_weight`; the others as
-    0). One pass over the kept keys (a float32 sum of at most `top_k` weights a query: within 1e-7 of float64's):
+    0). One pass over the kept keys (a float32 sum of at most `top_k` weights a query: within a few 1e-7 of float64's):
     a `where` then a sum over each query's few keys took 2.5 × as long at 8,192 tokens of SmolLM2."""
     lo, hi = int(np.min(keys)), int(np.max(keys))  # a token, or a word's pieces: contiguous
     hit = summary.keys == lo if lo == hi else (summary.keys >= lo) & (summary.keys <= hi)

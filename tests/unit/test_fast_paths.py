@@ -220,11 +220,16 @@ def test_each_trick_off_changes_nothing(trick, d_k, monkeypatch):
 @pytest.mark.parametrize("window,chunk", [(None, None), (3, None), (None, 4)])
 def test_masking_the_blocked_columns_only_is_the_whole_mask(window, chunk):
     """A block of queries 5 … 9 of a 12-token text against keys 2 … 9: masking only the columns that hold
-    a blocked key gives the scores the whole mask gives, bit for bit."""
-    from mha_viz_models.attention.visibility import hidden_keys
+    a blocked key gives the scores the whole mask gives, bit for bit, given the whole mask or those columns' alone."""
+    from mha_viz_models.attention.visibility import hidden_columns, hidden_keys
     torch.manual_seed(2)
     scores = torch.randn(B, 3, 5, 8)
     blocked = hidden_keys(5, 8, causal=True, window=window, chunk=chunk, first=5, key_start=2)
     want = scores.masked_fill(blocked, float("-inf"))
     assert torch.equal(fast_paths.masked_columns_in_place(scores.clone(), blocked), want)
     assert fast_paths.masked_columns_in_place(scores.clone(), None).equal(scores)
+    lo, hi = hidden_columns(5, 8, causal=True, window=window, chunk=chunk, first=5, key_start=2)
+    assert hi - lo < 8 or window or chunk  # the columns alone, as a long text's block of rows gives them (a window
+    # or a chunk hides keys at both ends of this block: every column)
+    part = hidden_keys(5, hi - lo, causal=True, window=window, chunk=chunk, first=5, key_start=2 + lo)
+    assert torch.equal(fast_paths.masked_columns_in_place(scores.clone(), part, (lo, hi)), want)

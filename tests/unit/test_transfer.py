@@ -131,3 +131,25 @@ def test_an_error_in_the_copying_thread_reaches_the_caller(staging, fail_at, clo
     assert not _copier_threads()
     assert all(st.given_back for st in staging.sets)
 
+
+
+def test_a_long_runs_cpu_block_is_handed_over_as_its_own_memory(staging):
+    """`scan.rows.host_part`, each block of a long run's rows on its way to a view: a contiguous float32 block on the
+    CPU is its own memory; a strided one or a half-precision one a float32 copy of it; and where the staging takes
+    the CPU's tensors (this stand-in, as CUDA's takes a GPU's), the block crosses through it."""
+    from mha_viz.scan.rows import host_part, widened
+
+    block = torch.rand(2, 3, 5)
+    own = host_part(block)
+    assert own.dtype == np.float32 and np.shares_memory(own, block.numpy())
+    for other in (torch.rand(2, 3, 6)[..., :-1], block.to(torch.bfloat16)):
+        got = host_part(other)
+        assert got.dtype == np.float32 and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, other.float().numpy())
+    crossed = host_part(block, staging)
+    assert staging.sets and not np.shares_memory(crossed, block.numpy())
+    np.testing.assert_array_equal(crossed, block.numpy())
+    wide = widened(own, 2, 9)  # keys 2 … 6 of 9: the others 0
+    assert wide.shape == (2, 3, 9) and not wide[..., :2].any() and not wide[..., 7:].any()
+    np.testing.assert_array_equal(wide[..., 2:7], own)
+    assert widened(own, 0, 5) is own

@@ -104,8 +104,10 @@ def masked_columns_in_place(scores: torch.Tensor, blocked: torch.Tensor | None,
     the columns from the first to the last that hold a blocked key: a causal block hides keys only
     near its diagonal, so most of its columns are left untouched (a pass over the whole block skipped).
     `columns` (lo, hi): that range where the caller knows it (`visibility.hidden_columns`, from the host: finding
-    it in `blocked` on a GPU waits for the device, once a block); None: found in `blocked`. Safe because the
-    columns outside that range hold no blocked key. Shown by test_masking_the_blocked_columns_only_is_the_whole_mask."""
+    it in `blocked` on a GPU waits for the device, once a block); None: found in `blocked`. With `columns`, `blocked`
+    may be those columns alone, (n_q, hi − lo): a long text's block of rows builds no mask over the keys it sees.
+    Safe because the columns outside that range hold no blocked key. Shown by
+    test_masking_the_blocked_columns_only_is_the_whole_mask."""
     if blocked is None:
         return scores
     if columns is None:
@@ -113,7 +115,8 @@ def masked_columns_in_place(scores: torch.Tensor, blocked: torch.Tensor | None,
         columns = (int(found[0]), int(found[-1]) + 1) if len(found) else None
     if columns is not None:
         lo, hi = columns
-        scores[..., lo:hi].masked_fill_(blocked[:, lo:hi], float("-inf"))
+        part = blocked if blocked.shape[-1] != scores.shape[-1] else blocked[:, lo:hi]  # given whole, or its columns
+        scores[..., lo:hi].masked_fill_(part, float("-inf"))
     return scores
 
 

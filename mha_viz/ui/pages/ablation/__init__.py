@@ -86,8 +86,8 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
     for p in preds:
         st.markdown(f"**Top 5: {plain(p.position)}**")
         st.table(pd.DataFrame({  # five rows: static, no grid to load and draw
-            "every head on": [f"{t}  ({q:.1%})" for t, q in p.before],
-            "with the heads off": [f"{t}  ({q:.1%})" for t, q in p.after]}), hide_index=True)
+            "every head on": [f"{plain(t)}  ({q:.1%})" for t, q in p.before],  # its cells are Markdown
+            "with the heads off": [f"{plain(t)}  ({q:.1%})" for t, q in p.after]}), hide_index=True)
 
 
 def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
