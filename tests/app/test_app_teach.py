@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from tests.app.helpers import chart_titles, charts, frame, open_with_text
+from mha_viz.ui.pages.ablation import page_keys as ablation_keys
+from tests.app.helpers import chart_titles, charts, frame, open_box, open_with_text
 
 pytestmark = pytest.mark.model
 
@@ -78,7 +79,8 @@ def test_an_embedding_model_reports_the_cosine_and_the_importance():
     at.button(key="heads_layer_off").click().run()
     cos = next(m for m in at.metric if m.label.startswith("cosine"))
     assert 0 < float(cos.value) < 1
-    at.button(key="imp_go").click().run()
+    assert "imp_go" not in [b.key for b in at.button]  # in its box, built only while open
+    open_box(at, ablation_keys.IMP_OPEN).button(key="imp_go").click().run()
     assert not at.exception and not at.error
     grid = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Head importance"))
     values = np.array(grid["data"][0]["z"], dtype=float)
@@ -97,7 +99,7 @@ def test_teaching_starts_on_the_toy_models_induction_head():
 
 def test_pruning_curve_on_the_toy_model():
     at = open_with_text("ablation", "q w e r t y u i o q w e r t y u i o", model="toy-induction")
-    at.button(key="imp_go").click().run()
+    open_box(at, ablation_keys.IMP_OPEN).button(key="imp_go").click().run()
     at.button(key="prune_go").click().run()
     assert not at.exception and not at.error
     fig = next(c for c in charts(at) if c["layout"]["title"]["text"] == "Pruning heads")

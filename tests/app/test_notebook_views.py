@@ -15,7 +15,7 @@ from mha_viz.ui.kit import keys
 from mha_viz.ui.pages.ablation import page_keys as ablation_keys
 from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.pages.teaching import page_keys as teaching_keys
-from tests.app.helpers import charts, open_page, start_app
+from tests.app.helpers import charts, open_box, open_page, start_app
 from tests.notebook_figures import execute_together, figures_of, same_figures
 
 pytestmark = pytest.mark.model
@@ -50,7 +50,7 @@ def _setup(at, page: str, model: str) -> None:
     """The page's own choices before its figures are read: importance computed (Switch heads off), the
     steps with scores (Teaching, toy-induction), the preset's heads found (a prediction, a decoder)."""
     if page == "ablation":
-        at.button(key=ablation_keys.IMP_GO).click().run()
+        open_box(at, ablation_keys.IMP_OPEN).button(key=ablation_keys.IMP_GO).click().run()
     elif page == "teaching" and model == "toy-induction":
         at.session_state[teaching_keys.TEACH_PART] = "3–6 · Scores to probabilities"
         at.run()

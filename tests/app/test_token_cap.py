@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.app.helpers import PAGE_IDS, app_page_ids, open_page, open_with_text, shown, start_app
+from mha_viz.ui.pages.ablation import page_keys as ablation_keys
+from tests.app.helpers import PAGE_IDS, app_page_ids, open_box, open_page, open_with_text, shown, start_app
 
 pytestmark = pytest.mark.model
 CAP = 32
@@ -48,6 +49,7 @@ def _press_everything(at, page: str, skip: tuple[str, ...] = ()) -> None:
             assert not at.exception, (page, key, at.exception)
     open_page(at, page)
     if page == "ablation":
+        open_box(at, ablation_keys.IMP_OPEN)  # *Which heads matter*: built only while open
         if "imp_k" in [s.key for s in at.slider]:  # after importance: switch off the 3 least important
             at.slider(key="imp_k").set_value(3).run()
             at.button(key="imp_apply").click().run()

@@ -12,7 +12,7 @@ from mha_viz.drawing import metrics as metric_figures
 from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.text import loss_inputs
-from mha_viz.ui.kit import analysis, charts, heads_off, keys, resources, session
+from mha_viz.ui.kit import analysis, boxes, charts, heads_off, keys, resources, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.ablation import page_keys as ablation_keys
 from mha_viz.ui.shell import notebook_button
@@ -109,8 +109,21 @@ def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
 
 
 def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
+    """*Which heads matter*, in a box built only while open (the page's other half: its controls cost the switch to
+    this page each time): open as it was left, and opened for the importance asked for on this text or another
+    source than this text chosen (a lesson's step, a link)."""
+    if (session.get(ablation_keys.IMP_SOURCE, "this text") != "this text"
+            or cur.key.with_text(cur.run.text) in session.get(ablation_keys.IMPORTANCE_DONE, set())):
+        session.put(ablation_keys.IMP_WAS_OPEN, True)
+    box = boxes.lazy_box(st, "Which heads matter: each head's importance, and the pruning curve",
+                         ablation_keys.IMP_OPEN, ablation_keys.IMP_WAS_OPEN)
+    if box.open:
+        with box:
+            _importance_box(cur, kind, mean_ablation)
+
+
+def _importance_box(cur, kind: str, mean_ablation: bool) -> None:
     model = cur.model
-    st.subheader("Which heads matter")
     source = st.radio("Score the heads on", ["this text", "a bundled sample paragraph"], key=ablation_keys.IMP_SOURCE,
                       persist_state=keys.KEEP,
                       horizontal=True)

@@ -11,6 +11,8 @@ ABLATION_OTHER = _ablation.ABLATION_OTHER
 IMP_SOURCE = _ablation.IMP_SOURCE
 IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for
 PRUNING_DONE = "_prune_done"
+IMP_OPEN = "imp_open"  # the box *Which heads matter* (`boxes.lazy_box`): open now, and as last left
+IMP_WAS_OPEN = "_imp_was_open"
 # ablation_page
 DL_IMP = "dl_imp"
 DL_PRUNE = "dl_prune"
