@@ -10,6 +10,12 @@ import timeline
 SECOND_X, FIRST_X, CHOICE_X = 2.0, 4.0, 2.0  # issue 59's targets, × the bare twin
 
 
+def slower(runs: list[dict]) -> dict:
+    """The slower try of an in-page choice (there or back), on both sides: a first drawing (ours: a part's figures
+    sent whole, a new head computed; the twin's: its new random data) counts the same way on each."""
+    return max(runs, key=lambda run: run["s"])
+
+
 def median(runs: list[dict]) -> dict:
     """The run of median time (the upper one of an even count), with "s" the true median (its timeline
     keeps its own time: "own")."""
@@ -57,10 +63,8 @@ def print_setup(r: dict, twin: dict, repeat: int, setup: tuple[str, int]) -> lis
         print("|-------------------------------------------|---------|--------|--------|-------|------|----------"
               "|---------|")
     for label, runs, twin_runs in rows:
-        # the slower of the two tries on both sides: a first drawing (ours: a part's figures sent whole, a new
-        # head computed; the twin's: its new random data) counts the same way on each
-        t = max(twin_runs, key=lambda run: run["s"]) if twin_runs else None
-        x = max(x["s"] for x in runs) / t["s"] if t else float("nan")
+        t = slower(twin_runs) if twin_runs else None
+        x = slower(runs)["s"] / t["s"] if t else float("nan")
         ok = t is not None and x <= CHOICE_X
         if not ok:
             choice_over.append(f"{label} {x:.1f}×")
@@ -77,7 +81,7 @@ def print_setup(r: dict, twin: dict, repeat: int, setup: tuple[str, int]) -> lis
         for tag, x in zip(("there", "back "), runs):
             print(f"    {tag} {timeline.line(x)}")
         if twin_runs:  # the try the ratio reads: the slower
-            print(f"    twin  {timeline.line(max(twin_runs, key=lambda run: run['s']))}")
+            print(f"    twin  {timeline.line(slower(twin_runs))}")
     worst = max((t for t, _ in r["links"]),
                 key=lambda t: median(r["second"][t])["s"] / median(twin["second"][t])["s"])
     return [(f"every page ≤ {SECOND_X:g} × twin 2nd, ≤ {FIRST_X:g} × 1st ({name})",

@@ -48,7 +48,7 @@ def dense_blocks(attentions: np.ndarray) -> Blocks:
 
 
 def spans_of(blocks: Blocks) -> Spans:
-    """The `Spans` reader of a `Blocks` one: its own `spans` where it has one (a long run's, `RowSource.reader`),
+    """The `Spans` reader of a `Blocks` one: its own `spans` where it has one (a long run's, `scan.rows.Reader`),
     else its blocks, each spanning every key (a dense array's, a derived run's)."""
     own = getattr(blocks, "spans", None)
     if own is not None:

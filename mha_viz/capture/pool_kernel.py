@@ -60,10 +60,9 @@ def pool_rows(rows: np.ndarray, first: int, edges: np.ndarray, top: np.ndarray, 
         return
     edges = np.asarray(edges, dtype=np.int64)
     if (edges[0] != 0 or first < 0 or first + rows.shape[0] > edges[-1] or key_start < 0
-            or key_start + rows.shape[1] > edges[-1]):
+            or key_start + rows.shape[1] > edges[-1]):  # the loop reads and writes unchecked
         raise ValueError(f"rows {first} … {first + rows.shape[0] - 1} over keys {key_start} … "
                          f"{key_start + rows.shape[1] - 1} do not fall in a grid over {edges[0]} … {edges[-1] - 1}")
-        # (the loop reads and writes unchecked)
     row_block = (np.searchsorted(edges, np.arange(first, first + rows.shape[0]), side="right") - 1).astype(np.int64)
     starts, stops = edges[:-1], edges[1:]
     parts = split(len(starts), thread_count())

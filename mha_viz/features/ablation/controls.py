@@ -8,12 +8,13 @@ from mha_viz.export import view_params as vp
 ABLATE_MODE = "ablate_mode"
 ABLATION_OTHER = "ablation_other"
 IMP_SOURCE = "imp_source"
+THIS_TEXT, SAMPLE = "this text", "a bundled sample paragraph"  # IMP_SOURCE's choices: what importance is scored on
 HEADS_OFF = "heads_off"  # the heads switched off, by label: a control whose value is no widget's
 
 CONTROLS = (
     vp.choice(ABLATE_MODE, ("zeroed (ξ = 0)", "replaced by their mean output on this text"),
               default="zeroed (ξ = 0)"),
     vp.choice(ABLATION_OTHER, default="A cat is resting on a rug."),
-    vp.choice(IMP_SOURCE, ("this text", "a bundled sample paragraph"), default="this text"),
+    vp.choice(IMP_SOURCE, (THIS_TEXT, SAMPLE), default=THIS_TEXT),
     vp.picks(HEADS_OFF, text=True, default=[]),
 )

@@ -112,7 +112,7 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
     """*Which heads matter*, in a box built only while open (the page's other half: its controls cost the switch to
     this page each time): open as it was left, and opened for the importance asked for on this text or another
     source than this text chosen (a lesson's step, a link)."""
-    if (session.get(ablation_keys.IMP_SOURCE, "this text") != "this text"
+    if (session.get(ablation_keys.IMP_SOURCE, ablation_keys.THIS_TEXT) != ablation_keys.THIS_TEXT
             or cur.key.with_text(cur.run.text) in session.get(ablation_keys.IMPORTANCE_DONE, set())):
         session.put(ablation_keys.IMP_WAS_OPEN, True)
     box = boxes.lazy_box(st, "Which heads matter: each head's importance, and the pruning curve",
@@ -124,10 +124,11 @@ def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:
 
 def _importance_box(cur, kind: str, mean_ablation: bool) -> None:
     model = cur.model
-    source = st.radio("Score the heads on", ["this text", "a bundled sample paragraph"], key=ablation_keys.IMP_SOURCE,
+    source = st.radio("Score the heads on", [ablation_keys.THIS_TEXT, ablation_keys.SAMPLE],
+                      key=ablation_keys.IMP_SOURCE,
                       persist_state=keys.KEEP,
                       horizontal=True)
-    text = cur.run.text if source == "this text" else ablation.SAMPLE_PARAGRAPH
+    text = cur.run.text if source == ablation_keys.THIS_TEXT else ablation.SAMPLE_PARAGRAPH
     how = ("the change in 1 − cosine when each head alone is switched off (this model has no LM head, so the "
            "gradient at ξ = 1 is zero)" if kind == loss_inputs.EMBEDDING else
            "Michel et al.'s gradient importance: Σ_t |⟨z_{h,t}, ∂L/∂z_{h,t}⟩| / n, each layer's row divided by its "

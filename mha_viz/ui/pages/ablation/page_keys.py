@@ -9,6 +9,7 @@ from mha_viz.features.ablation import controls as _ablation
 ABLATE_MODE = _ablation.ABLATE_MODE
 ABLATION_OTHER = _ablation.ABLATION_OTHER
 IMP_SOURCE = _ablation.IMP_SOURCE
+THIS_TEXT, SAMPLE = _ablation.THIS_TEXT, _ablation.SAMPLE
 IMPORTANCE_DONE = "_imp_done"  # the AnalysisKeys whose importance was asked for
 PRUNING_DONE = "_prune_done"
 IMP_OPEN = "imp_open"  # the box *Which heads matter* (`boxes.lazy_box`): open now, and as last left
