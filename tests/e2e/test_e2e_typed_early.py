@@ -90,9 +90,12 @@ async def _one_session(browser, url: str, text: str) -> dict:
         # since no rerun is coming.
         settle_until = time.monotonic() + SETTLE_S
         while True:
-            quiet = 0
-            while quiet < 3:  # idle three polls in a row
-                quiet = 0 if await page.evaluate(IDLE_PROBE) else quiet + 1
+            quiet, idle_until, state = 0, time.monotonic() + RUN_TIMEOUT_S, ""
+            while quiet < 3:  # idle three polls in a row, within one run's time (a page stuck busy fails)
+                state = await page.evaluate(IDLE_PROBE)
+                quiet = 0 if state else quiet + 1
+                if time.monotonic() > idle_until:
+                    raise AssertionError(f"the page did not become idle within {RUN_TIMEOUT_S} s ({state})")
                 await page.wait_for_timeout(150)
             chart = page.locator("[data-testid=stMain] [data-testid=stPlotlyChart]").first
             await chart.wait_for()
@@ -136,7 +139,7 @@ def crowd(urls: list[str], texts: list[str]) -> list[dict]:
         except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
             out["error"] = exc
 
-    thread = threading.Thread(target=work, name="typed-early")
+    thread = threading.Thread(target=work, name="typed-early", daemon=True)  # a hung crowd never holds the exit
     thread.start()
     thread.join()
     if "error" in out:
