@@ -115,6 +115,28 @@ def test_the_random_baseline_computes_in_the_models_precision(llama_dir):
     assert run.precision == "bfloat16" and np.abs(run.attentions.sum(-1) - 1).max() < 1e-5
 
 
+def test_the_lm_head_reads_the_last_rows_dense_with_the_same_logits(llama_dir):
+    """A batch's last rows only (`logits_to_keep=1`, as real patching, the estimate and generation ask) reach the
+    LM head as a strided view, rows a sequence apart; the load gives the head a dense copy (on a CPU, bfloat16's
+    matmul copied its whole broadcast weight for a strided input: 1.05 s against 5 ms a call for SmolLM2's head).
+    A loaded model and its random twin: the head reads contiguous rows, and the logits are the last row of the
+    whole forward's, within bfloat16's rounding."""
+    half = mha_viz.load_model(llama_dir, device="cpu", dtype="bfloat16")
+    ids = torch.randint(0, half.hf_model.config.vocab_size, (3, 7), generator=torch.Generator().manual_seed(0))
+    for model in (half, mha_viz_models.random_twin(half)):
+        read = []
+        hook = model.hf_model.get_output_embeddings().register_forward_pre_hook(
+            lambda _m, args: read.append((args[0].shape, args[0].is_contiguous())))
+        try:
+            with torch.inference_mode():
+                last = model.hf_model(input_ids=ids, logits_to_keep=1, use_cache=False).logits.float()
+                whole = model.hf_model(input_ids=ids, use_cache=False).logits.float()
+        finally:
+            hook.remove()
+        assert read == [((3, 1, 64), True), ((3, 7, 64), True)]
+        assert (last[:, 0] - whole[:, -1]).abs().max() <= 2e-2 * whole[:, -1].abs().max()
+
+
 def _gpt2_with(gpt2_dir, folder, value: float):
     """The random GPT-2 saved again with `value` as the first bias of layer 0's first LayerNorm: every
     token's attention input carries it."""

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mha_viz_models.device.dense_head import dense_head_input
 from mha_viz_models.device.placement import devices_used, input_device, is_spread, normalise_max_memory, resolve_device
 from mha_viz_models.device.precision import HALF, NOT_FINITE, checkpoint_dtype, dtype_name, resolve_dtype
 from mha_viz_models.effective.kinds import named_kinds
@@ -172,6 +173,7 @@ def load(
         model.to(dev)
     model.eval()
     fold_multipliers(model)  # Falcon-H1's μP factors around its attention, into the attention's own weights
+    dense_head_input(model)  # the last rows handed to the LM head, made contiguous (bfloat16 on a CPU: 200 ×)
     ids = verify.probe(config.vocab_size, dev)
     reference = None
     if local_attention and not seq2seq:  # what the model's own attention gives, to compare ours with
@@ -293,6 +295,7 @@ def random_twin(loaded: LoadedModel, seed: int = 0) -> LoadedModel:
         model = type(loaded.hf_model)(config)
     model.to(device=loaded.device, dtype=loaded.dtype).eval().requires_grad_(False)  # the precision of the model beside
     fold_multipliers(model)
+    dense_head_input(model)
     adapters, modules, _ = _attention_layers(model, causal=loaded.is_causal, local_attention=loaded.local_attention,
                                              seq2seq=loaded.is_encoder_decoder)
     return dataclasses.replace(  # a fresh lock, and weights and adapters derived afresh

@@ -1,0 +1,34 @@
+"""A causal LM's head reads a dense copy of a strided input. With `logits_to_keep=1` (every batched forward that
+needs the last position only: real patching, the estimate, generation) the model hands its LM head the last row of
+each sequence, a view whose rows lie a whole sequence apart. PyTorch's CPU matmul then broadcasts the weight to a
+batched product, and in bfloat16 it first copies that broadcast weight whole: SmolLM2's head (49,152 × 576) on
+9 sequences took 1.05 s a call, against 5 ms on the same rows made contiguous (19 and 35 ms in float32; 2 cores).
+Real patching of SmolLM2 runs that head 30 times: 32 s in bfloat16 against 6 s in float32.
+
+A copy of those rows is a few KiB (one row of d_model a sequence) and changes no value."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+_MARK = "_mha_viz_dense_input"  # set on a head that has the hook, so that a second call adds none
+
+
+def _dense(_module: nn.Module, args: tuple):
+    x = args[0] if args else None
+    if isinstance(x, torch.Tensor) and not x.is_contiguous():
+        return (x.contiguous(), *args[1:])
+    return None
+
+
+def dense_head_input(model: nn.Module) -> bool:
+    """Give `model`'s output embeddings (its LM head) a forward pre-hook that makes a strided input contiguous,
+    once. False where the model has no LM head."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if not isinstance(head, nn.Module):
+        return False
+    if not getattr(head, _MARK, False):
+        head.register_forward_pre_hook(_dense)
+        setattr(head, _MARK, True)
+    return True
