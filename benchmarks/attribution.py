@@ -14,11 +14,16 @@
 3. Value norms on MiniLM at 512 tokens: an eager capture that records the layer inputs (and
    what each W_V wrote) and computes ‖f_h(x_j)‖ for every layer, against the same capture
    without them. Target: at most 1.1 ×.
+4. Real patching of SmolLM2 in bfloat16 against float32 (`--only precision`), and the LM head's one call on a
+   batch's last rows (9 sequences, as `logits_to_keep=1` hands them over: a strided view) against the same rows
+   made contiguous, in bfloat16 (what `mha_viz_models.device.dense_head` does at load). Target on the CPU: bfloat16
+   patching at most 1.5 × float32's.
 
 Each timing is the median of `--repeat` rounds, both ways alternating. A GPU column is added
 when CUDA is available (`--device cuda`).
 
-Run: `.venv/bin/python benchmarks/attribution.py [--repeat 3] [--device cpu] [--only norms|patching|estimate]`.
+Run: `.venv/bin/python benchmarks/attribution.py [--repeat 3] [--device cpu]
+[--only norms|patching|estimate|precision]`.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ CLEAN = "When Mary and John went to the store, John gave a drink to"
 CORRUPTED = "When Mary and John went to the store, Mary gave a drink to"
 PATCH_X, NORMS_X = 0.5, 1.1
 ESTIMATE_X, ESTIMATE_R = 0.2, 0.9
+HALF_X = 1.5
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
@@ -88,6 +94,25 @@ def patching(device: str, repeat: int) -> list[tuple[str, str, bool]]:
     return [(f"patching batched ≤ {PATCH_X} × plain ({device})", f"{ratio:.2f} × ({batched_s:.2f} / {plain_s:.2f} s)",
              ratio <= PATCH_X),
             (f"patching batched = plain within 1e-5 ({device})", f"{gap:.1e}", gap <= 1e-5)]
+
+
+def precision(device: str, repeat: int) -> list[tuple[str, str, bool]]:
+    seconds = {}
+    for dtype in ("float32", "bfloat16"):
+        model = mha_viz.load_model("smollm2", device=device, dtype=dtype)
+        attribution.patch_heads(model, CLEAN, CORRUPTED, " Mary", " John")  # warm
+        seconds[dtype], _ = timed(lambda: attribution.patch_heads(model, CLEAN, CORRUPTED, " Mary", " John"), repeat)
+    head = model.hf_model.get_output_embeddings()  # the bfloat16 model's
+    rows = torch.randn(9, 14, model.d_model, dtype=torch.bfloat16, device=model.device)[:, -1:]  # a strided view
+    with torch.inference_mode():
+        strided_s, _ = timed(lambda: torch.nn.functional.linear(rows, head.weight), repeat)
+        dense_s, _ = timed(lambda: torch.nn.functional.linear(rows.contiguous(), head.weight), repeat)
+    ratio = seconds["bfloat16"] / seconds["float32"]
+    print(f"patching, smollm2 on {device}: bfloat16 {seconds['bfloat16']:.2f} s, float32 {seconds['float32']:.2f} s "
+          f"({ratio:.2f} ×); the head on 9 last rows in bfloat16: strided {strided_s * 1e3:.1f} ms, contiguous "
+          f"{dense_s * 1e3:.1f} ms ({strided_s / dense_s:.0f} ×)")
+    return [(f"patching in bfloat16 ≤ {HALF_X} × float32 ({device})", f"{ratio:.2f} × ({seconds['bfloat16']:.2f} / "
+             f"{seconds['float32']:.2f} s)", ratio <= HALF_X)]
 
 
 def estimate(device: str, repeat: int) -> list[tuple[str, str, bool]]:
@@ -168,7 +193,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="cpu (default), or cuda to add the GPU column")
-    parser.add_argument("--only", choices=["norms", "patching", "estimate"], help="run one of the measurements")
+    parser.add_argument("--only", choices=["norms", "patching", "estimate", "precision"],
+                        help="run one of the measurements")
     args = parser.parse_args()
     devices = [args.device] if args.device == "cpu" else ["cpu", args.device]
     verdicts = []
@@ -179,6 +205,8 @@ def main() -> None:
             verdicts += patching(device, args.repeat)
         if args.only in (None, "estimate"):
             verdicts += estimate(device, args.repeat)
+        if args.only in (None, "precision"):
+            verdicts += precision(device, args.repeat)
     print_verdicts(verdicts, target_width=52, value_width=40,
                    where=f"{os.cpu_count()} CPUs; 1-minute load average {os.getloadavg()[0]:.1f}")
 
