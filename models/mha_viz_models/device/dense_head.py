@@ -1,9 +1,10 @@
-"""A causal LM's head reads a dense copy of a strided input. With `logits_to_keep=1` (every batched forward that
-needs the last position only: real patching, the estimate, generation) the model hands its LM head the last row of
-each sequence, a view whose rows lie a whole sequence apart. PyTorch's CPU matmul then broadcasts the weight to a
-batched product, and in bfloat16 it first copies that broadcast weight whole: SmolLM2's head (49,152 × 576) on
-9 sequences took 1.05 s a call, against 5 ms on the same rows made contiguous (float32: 35 ms against 19 ms; 2
-cores). Real patching of SmolLM2 runs that head 30 times: it took 32 s in bfloat16 against 6 s in float32.
+"""A causal LM's head reads a dense copy of a strided half-precision input. With `logits_to_keep=1` (every
+batched forward that needs the last position only: real patching, the estimate, generation) the model hands its LM
+head the last row of each sequence, a view whose rows lie a whole sequence apart. PyTorch's CPU matmul then
+broadcasts the weight to a batched product, and in bfloat16 it first copies that broadcast weight whole: SmolLM2's
+head (49,152 × 576) on 9 sequences took 1.05 s a call, against 5 ms on the same rows made contiguous (float32: 35 ms
+against 19 ms; 2 cores). Real patching of SmolLM2 runs that head 30 times: it took 32 s in bfloat16 against 6 s in
+float32.
 
 A copy of those rows is a few KiB (one row of d_model a sequence). In half precision only: in float32 the strided
 product is not copied (35 ms against 19 ms), and it computes each sequence's row as a one-row product does, so real
