@@ -97,13 +97,17 @@ def patching(device: str, repeat: int) -> list[tuple[str, str, bool]]:
 
 
 def precision(device: str, repeat: int) -> list[tuple[str, str, bool]]:
-    seconds = {}
-    for dtype in ("float32", "bfloat16"):
-        model = mha_viz.load_model("smollm2", device=device, dtype=dtype)
-        attribution.patch_heads(model, CLEAN, CORRUPTED, " Mary", " John")  # warm
-        seconds[dtype], _ = timed(lambda: attribution.patch_heads(model, CLEAN, CORRUPTED, " Mary", " John"), repeat)
-    head = model.hf_model.get_output_embeddings()  # the bfloat16 model's
-    rows = torch.randn(9, 14, model.d_model, dtype=torch.bfloat16, device=model.device)[:, -1:]  # a strided view
+    models = {dtype: mha_viz.load_model("smollm2", device=device, dtype=dtype) for dtype in ("float32", "bfloat16")}
+    times: dict[str, list[float]] = {dtype: [] for dtype in models}
+    for round_ in range(repeat + 1):  # the two precisions alternating; round 0 warms both
+        for dtype, model in models.items():
+            start = time.perf_counter()
+            attribution.patch_heads(model, CLEAN, CORRUPTED, " Mary", " John")
+            if round_:
+                times[dtype].append(time.perf_counter() - start)
+    seconds = {dtype: statistics.median(t) for dtype, t in times.items()}
+    head = models["bfloat16"].hf_model.get_output_embeddings()
+    rows = torch.randn(9, 14, head.in_features, dtype=torch.bfloat16, device=head.weight.device)[:, -1:]  # strided
     with torch.inference_mode():
         strided_s, _ = timed(lambda: torch.nn.functional.linear(rows, head.weight), repeat)
         dense_s, _ = timed(lambda: torch.nn.functional.linear(rows.contiguous(), head.weight), repeat)

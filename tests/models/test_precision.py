@@ -116,7 +116,7 @@ def test_the_random_baseline_computes_in_the_models_precision(llama_dir):
 
 
 def test_the_lm_head_reads_the_last_rows_dense_with_the_same_logits(llama_dir):
-    """A batch's last rows only (`logits_to_keep=1`, as real patching, the estimate and generation ask) reach the
+    """A batch's last rows only (`logits_to_keep=1` on a batch of sequences, as real patching asks) reach the
     LM head as a strided view, rows a sequence apart; the load gives the head a dense copy (on a CPU, bfloat16's
     matmul copied its whole broadcast weight for a strided input: 1.05 s against 5 ms a call for SmolLM2's head).
     A loaded model and its random twin: the head reads contiguous rows, and the logits are the last row of the

@@ -1,10 +1,10 @@
-"""A causal LM's head reads a dense copy of a strided half-precision input. With `logits_to_keep=1` (every
-batched forward that needs the last position only: real patching, the estimate, generation) the model hands its LM
-head the last row of each sequence, a view whose rows lie a whole sequence apart. PyTorch's CPU matmul then
-broadcasts the weight to a batched product, and in bfloat16 it first copies that broadcast weight whole: SmolLM2's
-head (49,152 × 576) on 9 sequences took 1.05 s a call, against 5 ms on the same rows made contiguous (float32: 35 ms
-against 19 ms; 2 cores). Real patching of SmolLM2 runs that head 30 times: it took 32 s in bfloat16 against 6 s in
-float32.
+"""A causal LM's head reads a dense copy of a strided half-precision input. With `logits_to_keep=1` on a batch of
+sequences (real patching's grid and its positions: one sequence a head or a position) the model hands its LM head
+the last row of each sequence, a view whose rows lie a whole sequence apart (one sequence's last row, as the
+estimate and generation ask for, is contiguous already). PyTorch's CPU matmul then broadcasts the weight to a
+batched product, and in bfloat16 it first copies that broadcast weight whole: SmolLM2's head (49,152 × 576) on 9
+sequences took 1.05 s a call, against 5 ms on the same rows made contiguous (float32: 35 ms against 19 ms; 2
+cores). Real patching of SmolLM2 runs that head 30 times: it took 32 s in bfloat16 against 6 s in float32.
 
 A copy of those rows is a few KiB (one row of d_model a sequence). In half precision only: in float32 the strided
 product is not copied (35 ms against 19 ms), and it computes each sequence's row as a one-row product does, so real
@@ -18,8 +18,6 @@ from torch import nn
 
 from mha_viz_models.device.precision import HALF
 
-_MARK = "_mha_viz_dense_input"  # set on a head that has the hook, so that a second call adds none
-
 
 def _dense(_module: nn.Module, args: tuple):
     x = args[0] if args else None
@@ -28,13 +26,9 @@ def _dense(_module: nn.Module, args: tuple):
     return None
 
 
-def dense_head_input(model: nn.Module) -> bool:
-    """Give `model`'s output embeddings (its LM head) a forward pre-hook that makes a strided half-precision input
-    contiguous, once. False where the model has no LM head."""
+def dense_head_input(model: nn.Module) -> None:
+    """Give `model`'s output embeddings (its LM head, where it has one) a forward pre-hook that makes a strided
+    half-precision input contiguous. Called once on each model built (the load, the random twin)."""
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if not isinstance(head, nn.Module):
-        return False
-    if not getattr(head, _MARK, False):
+    if isinstance(head, nn.Module):
         head.register_forward_pre_hook(_dense)
-        setattr(head, _MARK, True)
-    return True
