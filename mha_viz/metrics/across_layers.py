@@ -10,25 +10,32 @@ from mha_viz.budget import capture_budget
 from mha_viz.capture.run import AttentionRun
 from mha_viz.metrics.row_blocks import head_mean
 
+# rollout's precision (`rollout(dtype=)` for another): the probabilities it multiplies are float32 already. SmolLM2's
+# 30 layers at 4,096 tokens: within 1.3e-6 of float64 (a typical entry is 1/4,096 ≈ 2.4e-4), half the bytes
+# (1.9 GiB), 10.5 s against 15.8 s on 2 cores (0.66 ×, benchmarks/rollout.py)
+DTYPE = torch.float32
+
 
 def _layer_list(layer_ids: list[int]) -> str:
     return ", ".join(map(str, layer_ids))
 
 
-def rollout(run: AttentionRun, *, device: str | torch.device | None = None) -> np.ndarray:
+def rollout(run: AttentionRun, *, device: str | torch.device | None = None,
+            dtype: torch.dtype | None = None) -> np.ndarray:
     """Attention rollout (Abnar & Zuidema 2020): (layers, n, n), row i of layer l says how much
     token i at layer l draws on each input token. Â_l = rows-renormalised 0.5·mean_h A_l + 0.5·I;
     R_1 = Â_1, R_l = Â_l R_{l-1}. Rows sum to 1. `device`: where to compute (e.g. the model's
-    "cuda"; default the CPU); the result is a float64 numpy array either way.
+    "cuda"; default the CPU); the result is a numpy array in `dtype` (default `DTYPE`, float32) either way.
 
     Each layer's head mean is read a block of rows at a time (`row_blocks.head_mean`), so no head's
-    array of every layer is built; what rollout holds (its result, L·n² float64, and one layer's Â) is
+    array of every layer is built; what rollout holds (its result, L·n² float32, and one layer's Â) is
     admitted by the capture budget (`check_rollout`), else refused with the length that fits."""
     _check_from_first(run)
-    check_rollout(run)
-    out = torch.empty((run.num_layers, run.n, run.n), dtype=torch.float64, device=device or "cpu")
+    dtype = dtype or DTYPE
+    check_rollout(run, dtype)
+    out = torch.empty((run.num_layers, run.n, run.n), dtype=dtype, device=device or "cpu")
     for layer in range(run.num_layers):
-        A_hat = _hat(torch.from_numpy(head_mean(run, layer)).to(out.device))
+        A_hat = _hat(torch.from_numpy(head_mean(run, layer, dtype)).to(out.device))
         if layer == 0:
             out[0] = A_hat
         elif run.is_causal and run.n > LOWER_BLOCK:
@@ -46,7 +53,7 @@ def _lower_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
     block (I, J) of the product sums a[I, K] b[K, J] over the blocks J ≤ K ≤ I only, the others being
     zero: a quarter of the dense product's multiplications at 4,096 tokens (a sixth as n grows), and
     measured 2.1 times faster there on 2 cores (the Across layers page of SmolLM2 at 4,096 tokens:
-    37 s, was 54 s). The same sums but for exact zeros, rounded in another order (float64); the
+    37 s, was 54 s, in float64). The same sums but for exact zeros, rounded in another order; the
     upper triangle exact zeros."""
     n = a.shape[0]
     for i0 in range(0, n, LOWER_BLOCK):
@@ -58,25 +65,25 @@ def _lower_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
 
 
 def _hat(mean: torch.Tensor) -> torch.Tensor:
-    """Â = rows-renormalised ½·mean + ½·I, in place (float64 (n, n))."""
+    """Â = rows-renormalised ½·mean + ½·I, in place ((n, n), in the mean's precision)."""
     mean.mul_(0.5).diagonal().add_(0.5)
     return mean.div_(mean.sum(-1, keepdim=True))
 
 
-def rollout_bytes(layers: int, n: int) -> int:
-    """What rollout holds: its float64 result (layers, n, n) and one layer's Â beside it."""
-    return 8 * (layers + 1) * n * n
+def rollout_bytes(layers: int, n: int, dtype: torch.dtype | None = None) -> int:
+    """What rollout holds: its result (layers, n, n) in `dtype` (`DTYPE`) and one layer's Â beside it."""
+    return (dtype or DTYPE).itemsize * (layers + 1) * n * n
 
 
-def check_rollout(run: AttentionRun) -> None:
-    """Refuse rollout (and what reads it) when it would not fit the capture budget, naming the length
-    that does (an InputError, before anything runs)."""
-    L = run.num_layers
-    fits = int((capture_budget.capture_budget() / (8 * (L + 1))) ** 0.5)
+def check_rollout(run: AttentionRun, dtype: torch.dtype | None = None) -> None:
+    """Refuse rollout in `dtype` (`DTYPE`) and what reads it when it would not fit the capture budget, naming
+    the length that does (an InputError, before anything runs)."""
+    L, dtype = run.num_layers, dtype or DTYPE
+    fits = int((capture_budget.capture_budget() / rollout_bytes(L, 1, dtype)) ** 0.5)
     capture_budget.check(
-        rollout_bytes(L, run.n), f"Rollout of {run.model_name} at {run.n} tokens ({L} layers of n × n "
-        "in float64)", f"it takes at most {fits} tokens of this model here: lower the token limit in the "
-        "sidebar (or max_tokens), or raise the limit.")
+        rollout_bytes(L, run.n, dtype), f"Rollout of {run.model_name} at {run.n} tokens ({L} layers of n × n "
+        f"in {str(dtype).removeprefix('torch.')})", f"it takes at most {fits} tokens of this model here: lower the "
+        "token limit in the sidebar (or max_tokens), or raise the limit.")
 
 
 def _check_from_first(run: AttentionRun) -> None:
@@ -98,7 +105,7 @@ def rollout_through_head(run: AttentionRun, layer: int, head: int,
                          rolled: np.ndarray | None = None) -> np.ndarray:
     """The per-head variant of rollout: A_{l,h} R_{l-1} (n, n), with R_{-1} = I (rows sum to 1).
     `rolled`: `rollout(run)` when the caller has it already."""
-    A = run.head(layer, head).astype(np.float64)
+    A = run.head(layer, head).astype(np.float32)
     if layer == 0:
         return A
     return A @ (rollout(run) if rolled is None else rolled)[layer - 1]

@@ -60,13 +60,13 @@ def every_layer(run, rows: int | None = None) -> Iterator[tuple[int, list[np.nda
     yield from aligned(readers, 0, n, rows)
 
 
-def head_mean(run, layer: int) -> np.ndarray:
-    """float64 (n, n): the mean over heads of one layer's probabilities, a block of rows at a time (heads
+def head_mean(run, layer: int, dtype: torch.dtype = torch.float64) -> np.ndarray:
+    """(n, n) in `dtype`: the mean over heads of one layer's probabilities, a block of rows at a time (heads
     summed in float32, within ~1e-8 of a float64 sum). Each block over only the keys its rows may see
     (`AttentionRun.spans`): a causal long run's block is not widened to every key first (SmolLM2 at 4,096
     tokens: 0.30 s → 0.20 s a layer, the same values)."""
     n = run.n
-    out = torch.zeros((n, n), dtype=torch.float64)
+    out = torch.zeros((n, n), dtype=dtype)
     for first, k0, part in run.spans(layer, None, 0, n):
         out[first:first + part.shape[1], k0:k0 + part.shape[2]] = tensor_view(part).sum(0)
     return out.div_(run.num_heads).numpy()

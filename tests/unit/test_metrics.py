@@ -170,7 +170,7 @@ def test_property_ranges_symmetry_rollout(L, H, n, causal, seed):
     js = metrics.head_similarity(run, "js")
     assert np.allclose(js, js.T) and (js >= 0).all() and (js <= math.log(2) + 1e-9).all()
     R = metrics.rollout(run)
-    np.testing.assert_allclose(R.sum(-1), 1.0, atol=1e-9)
+    np.testing.assert_allclose(R.sum(-1), 1.0, atol=1e-6)  # float32 (`across_layers.DTYPE`): n ≤ 9 terms a row
 
 
 def test_head_table_of_a_head_left_with_no_attention():

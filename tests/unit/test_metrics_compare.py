@@ -408,7 +408,7 @@ def test_flow_identity_and_by_hand():
     # and input 1 by one path of capacity 0.5; rows normalised: [2/3, 1/3] (rollout says [3/4, 1/4])
     np.testing.assert_allclose(metrics.flow(two), [[1.0, 0.0], [2 / 3, 1 / 3]], atol=1e-6)
     np.testing.assert_allclose(metrics.flow(two, layer=0), [[1.0, 0.0], [0.5, 0.5]], atol=1e-6)
-    np.testing.assert_allclose(metrics.rollout(two)[1], [[1.0, 0.0], [0.75, 0.25]], atol=1e-9)
+    np.testing.assert_allclose(metrics.rollout(two)[1], [[1.0, 0.0], [0.75, 0.25]], atol=1e-7)  # float32
 
 
 def test_flow_rows_sum_to_one_and_one_layer_equals_rollout():

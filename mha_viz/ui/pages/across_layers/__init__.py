@@ -28,7 +28,7 @@ def across_layers_page() -> None:
                 "(fewer tokens, or layers 0 to k under *Layers to capture* in the sidebar) to see them.",
                 icon=":material/info:")
         return
-    try:  # rollout holds every layer's n × n (float64): refused where it does not fit, with the length that does
+    try:  # rollout holds every layer's n × n (float32): refused where it does not fit, with the length that does
         check_rollout(run)
     except InputError as exc:
         st.warning(plain(str(exc)), icon=":material/memory:")
