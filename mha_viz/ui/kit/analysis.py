@@ -125,7 +125,9 @@ def cluster_order(key: AnalysisKey, kind: str, _dissimilarity: np.ndarray) -> np
     return _frozen(metrics.cluster_order(_dissimilarity))
 
 
-@st.cache_resource(show_spinner="Rolling attention out across layers…", max_entries=16)
+# 4 entries: a rollout holds L·n² float32, up to the capture budget (SmolLM2 at 4,096 tokens: 1.9 GiB), more than a
+# dense run (MHA_VIZ_DENSE_MB); 16 such could hold 30 GiB on one server
+@st.cache_resource(show_spinner="Rolling attention out across layers…", max_entries=4)
 def rollout(key: AnalysisKey, _run) -> np.ndarray:
     return _frozen(metrics.rollout(_run))
 
