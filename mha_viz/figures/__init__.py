@@ -198,11 +198,10 @@ def rollout(run: AttentionRun, layer: int = -1, *, head: int | None = None) -> g
     head: rolled out through that one head of `layer` instead (A_{l,h} R_{l−1}). Needs a run
     captured from the first layer."""
     layer = range(run.num_layers)[layer]
-    rolled = head_metrics.rollout(run)
-    if head is None:
-        matrix, method = rolled[layer], "rollout"
+    if head is None:  # that layer's alone: three n × n held, whatever the number of layers
+        matrix, method = head_metrics.rollout_layer(run, layer), "rollout"
     else:
-        matrix = head_metrics.rollout_through_head(run, layer, head, rolled=rolled)
+        matrix = head_metrics.rollout_through_head(run, layer, head)
         method = "rollout through one head"
     title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
     return metric_figures.token_figure(matrix, run.tokens, title=title)

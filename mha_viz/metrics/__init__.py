@@ -13,7 +13,7 @@ metrics.head_table(...)`):
   cosine of patterns, output CKA (debiased), residual correlation, the seed's R_ij, QK / OV
   weight cosines; `select_heads`, `as_similarity`, `as_dissimilarity`.
 - `diversity`: `diversity`, `layer_diversity`, `diversity_table`: the diversity D of sets of heads.
-- `across_layers`: `rollout`, `rollout_through_head`, `flow`: attention across layers (section 4).
+- `across_layers`: `rollout`, `rollout_layer`, `rollout_through_head`, `flow`: attention across layers (section 4).
 - `layout`: `cluster_order`, `mds`: layouts of a dissimilarity matrix for the views.
 - `head_writes`: `Weights` and what each head writes (shared by head_stats and similarity).
 
@@ -21,7 +21,7 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 `LoadedModel.head_weights()`) and return plain numpy / pandas.
 """
 
-from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_through_head
+from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_layer, rollout_through_head
 from mha_viz.metrics.head_diversity import diversity, diversity_table, layer_diversity
 from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
@@ -51,7 +51,7 @@ __all__ = [
     "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "effective_measures", "diversity", "diversity_table", "flow", "head_columns",
     "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "metrics_for", "missing_weights",
-    "needing", "rollout", "rollout_through_head", "select_heads",
+    "needing", "rollout", "rollout_layer", "rollout_through_head", "select_heads",
 ]
 
 # one meaning per name (issue 53): `importance` is the app's gradient importance (`interventions.ablation`); what

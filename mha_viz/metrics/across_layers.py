@@ -29,20 +29,44 @@ def rollout(run: AttentionRun, *, device: str | torch.device | None = None,
 
     Each layer's head mean is read a block of rows at a time (`row_blocks.head_mean`), so no head's
     array of every layer is built; what rollout holds (its result, L·n² float32, and one layer's Â) is
-    admitted by the capture budget (`check_rollout`), else refused with the length that fits."""
+    admitted by the capture budget (`check_rollout`), else refused with the length that fits. One layer's
+    alone holds three n × n: `rollout_layer`."""
     _check_from_first(run)
     dtype = dtype or DTYPE
     check_rollout(run, dtype)
     out = torch.empty((run.num_layers, run.n, run.n), dtype=dtype, device=device or "cpu")
-    for layer in range(run.num_layers):
-        A_hat = _hat(torch.from_numpy(head_mean(run, layer, dtype)).to(out.device))
-        if layer == 0:
-            out[0] = A_hat
-        elif run.is_causal and run.n > LOWER_BLOCK:
-            _lower_matmul(A_hat, out[layer - 1], out[layer])
-        else:
-            torch.matmul(A_hat, out[layer - 1], out=out[layer])
+    _roll(run, run.num_layers - 1, dtype, out.device, lambda layer: out[layer])
     return out.cpu().numpy()
+
+
+def rollout_layer(run: AttentionRun, layer: int, *, device: str | torch.device | None = None,
+                  dtype: torch.dtype | None = None) -> np.ndarray:
+    """`rollout(run)[layer]` alone (n, n), the same values: the products up to `layer` in two n × n buffers taking
+    turns, so that it holds three n × n (`check_rollout(whole=False)`) whatever the number of layers; a text whose
+    rollout of every layer is over the capture budget (SmolLM2 at 8,192 tokens: 8.3 GB) still has each layer's
+    (0.8 GB), at the cost of the layers below it each time."""
+    _check_from_first(run)
+    dtype = dtype or DTYPE
+    check_rollout(run, dtype, whole=False)
+    layer = range(run.num_layers)[layer]
+    buffers = [torch.empty((run.n, run.n), dtype=dtype, device=device or "cpu") for _ in range(min(2, layer + 1))]
+    return _roll(run, layer, dtype, buffers[0].device, lambda k: buffers[k % 2]).cpu().numpy()
+
+
+def _roll(run: AttentionRun, upto: int, dtype: torch.dtype, device: torch.device, into) -> torch.Tensor:
+    """R_0 … R_upto, R_l written to `into(l)` (an (n, n) tensor, not the one of l − 1); the last one."""
+    rolled = None
+    for layer in range(upto + 1):
+        A_hat = _hat(torch.from_numpy(head_mean(run, layer, dtype)).to(device))
+        out = into(layer)
+        if rolled is None:
+            out.copy_(A_hat)
+        elif run.is_causal and run.n > LOWER_BLOCK:
+            _lower_matmul(A_hat, rolled, out)
+        else:
+            torch.matmul(A_hat, rolled, out=out)
+        rolled = out
+    return rolled
 
 
 LOWER_BLOCK = 512  # rows and columns of one block of `_lower_matmul`
@@ -75,13 +99,16 @@ def rollout_bytes(layers: int, n: int, dtype: torch.dtype | None = None) -> int:
     return (dtype or DTYPE).itemsize * (layers + 1) * n * n
 
 
-def check_rollout(run: AttentionRun, dtype: torch.dtype | None = None) -> None:
+def check_rollout(run: AttentionRun, dtype: torch.dtype | None = None, *, whole: bool = True) -> None:
     """Refuse rollout in `dtype` (`DTYPE`) and what reads it when it would not fit the capture budget, naming
-    the length that does (an InputError, before anything runs)."""
+    the length that does (an InputError, before anything runs). whole: every layer's (`rollout`), else one
+    layer's (`rollout_layer`: two products and one Â, as `rollout_bytes` counts two layers)."""
     L, dtype = run.num_layers, dtype or DTYPE
-    fits = int((capture_budget.capture_budget() / rollout_bytes(L, 1, dtype)) ** 0.5)
+    held = L if whole else 2
+    fits = int((capture_budget.capture_budget() / rollout_bytes(held, 1, dtype)) ** 0.5)
+    what = f"{L} layers of n × n" if whole else "one layer's: three n × n"
     capture_budget.check(
-        rollout_bytes(L, run.n, dtype), f"Rollout of {run.model_name} at {run.n} tokens ({L} layers of n × n "
+        rollout_bytes(held, run.n, dtype), f"Rollout of {run.model_name} at {run.n} tokens ({what} "
         f"in {str(dtype).removeprefix('torch.')})", f"it takes at most {fits} tokens of this model here: lower the "
         "token limit in the sidebar (or max_tokens), or raise the limit.")
 
@@ -102,13 +129,16 @@ def _residual_attention(run: AttentionRun, layers: int) -> np.ndarray:
 
 
 def rollout_through_head(run: AttentionRun, layer: int, head: int,
-                         rolled: np.ndarray | None = None) -> np.ndarray:
+                         rolled: np.ndarray | None = None, *, below: np.ndarray | None = None) -> np.ndarray:
     """The per-head variant of rollout: A_{l,h} R_{l-1} (n, n), with R_{-1} = I (rows sum to 1).
-    `rolled`: `rollout(run)` when the caller has it already."""
+    `rolled`: `rollout(run)` when the caller has it already, or `below`: R_{l-1} alone (`rollout_layer`);
+    neither: R_{l-1} is computed (`rollout_layer`)."""
     A = run.head(layer, head).astype(np.float32)
     if layer == 0:
         return A
-    return A @ (rollout(run) if rolled is None else rolled)[layer - 1]
+    if below is None:
+        below = rollout_layer(run, layer - 1) if rolled is None else rolled[layer - 1]
+    return A @ below
 
 
 FLOW_MAX_TOKENS = 64  # max-flow over every (query, input token) pair grows as n⁴; see `flow`

@@ -1,7 +1,8 @@
 """Head similarity, Across layers and Compare on a long run (MHA_VIZ_DENSE_MB=0: every analysis keeps each layer's
 input and recomputes rows) open without an error while building every head's array is forbidden (`forbid_dense`):
 JS and cosine between heads and rollout are summed a block of rows at a time, two runs compared a layer's block at
-a time. Under a tiny capture budget, Across layers refuses rollout with the token count that fits, as a message."""
+a time. Under a tiny capture budget, Across layers refuses rollout with the token count that fits, as a message;
+under one that holds one layer's rollout and not every layer's, it draws the layer asked for alone."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from mha_viz import metrics
 from mha_viz.capture import head_rows
 from mha_viz.ui.kit import cost_prompt, keys
 from mha_viz.ui.pages import similarity as similarity_page
+from mha_viz.ui.pages.across_layers import page_keys as across_layers_keys
 from mha_viz.ui.pages.compare import page_keys as compare_keys
 from mha_viz.ui.pages.similarity import page_keys as similarity_keys
 from tests.app.helpers import charts, open_page, start_app
@@ -72,7 +74,52 @@ def test_rollout_over_the_capture_budget_says_the_length_that_fits(monkeypatch):
     fits = re.search(r"at most (\d+) tokens", said[0])
     assert fits, said
     assert 0 < int(fits.group(1)) < run.n
-    assert metrics.across_layers.rollout_bytes(run.num_layers, int(fits.group(1))) <= 2**20
+    # not even one layer's fits (`rollout_layer`: three n × n, counted as two layers and one Â)
+    assert metrics.across_layers.rollout_bytes(2, int(fits.group(1))) <= 2**20
+
+
+def test_rollout_over_the_budget_for_every_layer_draws_each_layer_alone(monkeypatch):
+    """Every layer's rollout over the capture budget, one layer's within it: the page says why and what a layer
+    costs, waits for a click where that is long (every layer counts as long here), then draws the layer chosen
+    (and through one head: the layer below, asked for again), computed alone, equal to the float64 rollout of the
+    run's own probabilities."""
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    monkeypatch.setattr(cost_prompt, "ASK_ABOVE_S", 0.0)
+    text = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()[:2500]
+    with head_rows.forbid_dense():
+        at = start_app()
+        at.number_input(key=keys.TOKEN_LIMIT).set_value(240).run()  # drawn cell by cell (at most 256 tokens)
+        at.text_area(key="text").input(text).run()
+        run = at.session_state[keys.CURRENT].run
+        assert run.n == 240
+        every, one = (metrics.across_layers.rollout_bytes(k, run.n) for k in (run.num_layers, 2))
+        mb = int((every + one) / 2 / 2**20)  # between the two (the budget is whole MiB)
+        assert one <= mb * 2**20 < every
+        monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", str(mb))
+        open_page(at, "across_layers")
+        _clean(at, "across_layers")
+        assert not [w.value for w in at.warning if "Rollout" in w.value]
+        said = " ".join(i.value for i in at.info)
+        assert "layer 5's is computed alone" in said and "takes about" in said, said
+        assert not [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]  # nothing computed yet
+        at.button(key=across_layers_keys.LAYERS_START).click().run()
+        _clean(at, "across_layers")
+        layers = [run.layer_rows(layer).astype(np.float64).mean(0) for layer in range(run.num_layers)]
+        rolled, expected = np.eye(run.n), []
+        for mean in layers:  # R_l = Â_l R_{l-1}, Â = rows-renormalised ½·mean + ½·I
+            hat = 0.5 * mean + 0.5 * np.eye(run.n)
+            rolled = hat / hat.sum(-1, keepdims=True) @ rolled
+            expected.append(rolled)
+        shown = np.asarray(next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")["data"][0]["z"], float)
+        np.testing.assert_allclose(shown, expected[-1], rtol=0, atol=2e-6)  # the last layer, the slider's default
+        at.radio(key=across_layers_keys.LAYERS_METHOD).set_value("rollout through one head").run()
+        at.number_input(key=across_layers_keys.LAYERS_HEAD).set_value(2).run()
+        assert "layer 4's is computed alone" in " ".join(i.value for i in at.info)  # the layer below: asked again
+        at.button(key=across_layers_keys.LAYERS_START).click().run()
+        _clean(at, "across_layers")
+        shown = np.asarray(next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")["data"][0]["z"], float)
+        head = run.layer_rows(run.num_layers - 1)[2].astype(np.float64)
+        np.testing.assert_allclose(shown, head @ expected[-2], rtol=0, atol=2e-6)
 
 
 def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):

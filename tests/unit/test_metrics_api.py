@@ -26,7 +26,8 @@ EXPORTED_BEFORE_SPLIT = [
 ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing",
                "MIXED_MASS", "MIXED_PART", "SINK_MASS",  # the thresholds of the types beyond the sink
                "head_output_norms",  # `importance`, renamed (one meaning per name, issue 53)
-               "EFFECTIVE_MEASURES", "effective_measures"]  # a hybrid's other layers measured (issue 55)
+               "EFFECTIVE_MEASURES", "effective_measures",  # a hybrid's other layers measured (issue 55)
+               "rollout_layer"]  # one layer's rollout alone, for texts too long for every layer's
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures", "drawing")

@@ -62,6 +62,35 @@ def test_rollout_matches_float64_reference_on_a_long_run():
     np.testing.assert_allclose(rolled64, _rollout_ref(run.attentions), rtol=0, atol=1e-8)
 
 
+@pytest.mark.parametrize(("causal", "n"), [(False, 40), (True, 600)])  # 600: past one block of the causal product
+def test_one_layers_rollout_alone_is_that_layer_of_every_layers(causal, n, monkeypatch):
+    """`rollout_layer` (two buffers taking turns) gives each layer of `rollout` bit for bit, and R_{l-1} handed to
+    `rollout_through_head` as `below` what the whole rollout gives; it is admitted where every layer's is not."""
+    from mha_viz import InputError
+    from mha_viz.metrics import across_layers
+
+    run, _ = random_run(L=4, H=3, n=n, causal=causal)
+    whole = metrics.rollout(run)
+    for layer in (0, 1, 3, -1):
+        np.testing.assert_array_equal(metrics.rollout_layer(run, layer), whole[layer], err_msg=str(layer))
+    np.testing.assert_array_equal(metrics.rollout_through_head(run, 2, 1, below=metrics.rollout_layer(run, 1)),
+                                  metrics.rollout_through_head(run, 2, 1, rolled=whole))
+    np.testing.assert_array_equal(metrics.rollout_through_head(run, 2, 1), metrics.rollout_through_head(
+        run, 2, 1, rolled=whole))
+    if n < 600:
+        return
+    every, one = across_layers.rollout_bytes(run.num_layers, n), across_layers.rollout_bytes(2, n)
+    mb = int((every + one) / 2 / 2**20)  # the budget is whole MiB
+    assert one <= mb * 2**20 < every
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", str(mb))
+    with pytest.raises(InputError, match="Rollout"):
+        metrics.rollout(run)
+    np.testing.assert_array_equal(metrics.rollout_layer(run, -1), whole[-1])
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")
+    with pytest.raises(InputError, match="one layer"):
+        metrics.rollout_layer(run, -1)
+
+
 def test_importance_matches_materialised_writes():
     """‖z W_O‖ through the QR of W_O equals the norms of the materialised writes, zero head included."""
     run, w = random_run(L=2, H=3, n=40, d_v=8, d=32)

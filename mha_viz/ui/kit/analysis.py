@@ -132,6 +132,12 @@ def rollout(key: AnalysisKey, _run) -> np.ndarray:
     return _frozen(metrics.rollout(_run))
 
 
+@st.cache_resource(show_spinner="Rolling attention out up to this layer…", max_entries=8)
+def rollout_layer(key: AnalysisKey, layer: int, _run) -> np.ndarray:
+    """One layer's rollout alone, where every layer's is over the capture budget (`metrics.rollout_layer`)."""
+    return _frozen(metrics.rollout_layer(_run, layer))
+
+
 @st.cache_resource(show_spinner="Computing attention flow (max-flow for every token pair)…", max_entries=16)
 def flow(key: AnalysisKey, layer: int, _run) -> np.ndarray:
     return _frozen(metrics.flow(_run, layer))

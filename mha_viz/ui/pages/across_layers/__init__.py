@@ -11,7 +11,7 @@ from mha_viz import InputError, metrics
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.metrics.across_layers import check_rollout
-from mha_viz.ui.kit import analysis, charts, keys
+from mha_viz.ui.kit import analysis, charts, cost_prompt, keys
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.across_layers import page_keys as across_layers_keys
 from mha_viz.ui.shell import view_helpers
@@ -28,10 +28,8 @@ def across_layers_page() -> None:
                 "(fewer tokens, or layers 0 to k under *Layers to capture* in the sidebar) to see them.",
                 icon=":material/info:")
         return
-    try:  # rollout holds every layer's n × n (float32): refused where it does not fit, with the length that does
-        check_rollout(run)
-    except InputError as exc:
-        st.warning(plain(str(exc)), icon=":material/memory:")
+    whole = _whole_rollout_fits(run)
+    if whole is None:
         return
     method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key=across_layers_keys.LAYERS_METHOD,
                       persist_state=keys.KEEP,
@@ -47,13 +45,19 @@ def across_layers_page() -> None:
         st.caption("Row i: how much token i after this layer draws on each input token, heads "
                    "averaged and the residual connection counted. High: the token's representation is "
                    "made of that input token; low: it is not.")
-        matrix = analysis.rollout(cur.key, run)[layer]
+        matrix = analysis.rollout(cur.key, run)[layer] if whole else _layer_alone(cur, layer)
         head = None
     elif method == "rollout through one head":
         head = int(st.number_input("Head", 0, run.num_heads - 1, 0, key=across_layers_keys.LAYERS_HEAD))
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
-        matrix = metrics.rollout_through_head(run, layer, head, rolled=analysis.rollout(cur.key, run))
+        if whole:
+            matrix = metrics.rollout_through_head(run, layer, head, rolled=analysis.rollout(cur.key, run))
+        elif layer == 0:
+            matrix = metrics.rollout_through_head(run, 0, head)
+        else:
+            below = _layer_alone(cur, layer - 1)
+            matrix = None if below is None else metrics.rollout_through_head(run, layer, head, below=below)
     else:
         st.markdown("**Attention flow** (Abnar & Zuidema 2020) · max-flow from (layer, token i) to input "
                     "token j, capacities Â_l; rows normalised")
@@ -69,6 +73,8 @@ def across_layers_page() -> None:
                        "pair of tokens); the result is kept for this text.")
         matrix = analysis.flow(cur.key, layer, run)
         head = None
+    if matrix is None:  # a long computation waiting for its click
+        return
     title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
     fig = charts.cached("layers_matrix", (cur.key, method, layer, head),
                         lambda: metric_figures.token_figure(matrix, run.tokens, title=title))
@@ -77,6 +83,41 @@ def across_layers_page() -> None:
     st.download_button("Download this matrix (CSV)", lambda: token_csv(matrix, run.tokens),
                        key=across_layers_keys.DL_LAYERS, on_click="ignore", file_name=name,
                        mime="text/csv")  # the CSV is built on a click only
+
+
+def _whole_rollout_fits(run) -> bool | None:
+    """Whether every layer's rollout fits the capture budget (computed once, kept for every layer: True), or only
+    one layer's at a time (three n × n: False); None, with the reason shown, where neither does."""
+    try:
+        check_rollout(run)
+        return True
+    except InputError:
+        pass
+    try:
+        check_rollout(run, whole=False)
+        return False
+    except InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/memory:")
+        return None
+
+
+# one layer of a long run's rollout on 2 CPU cores, with N thousand tokens: its head mean read again (∝ N²) and its
+# product (∝ N³); fitted to SmolLM2's 0.35 s a layer at 4,096 tokens and 1.44 s at 8,192 (docs/speed.md)
+LAYER_SECONDS = (0.020, 0.00015)
+
+
+def _layer_alone(cur, layer: int) -> np.ndarray | None:
+    """R_layer computed alone, every layer's rollout being over the budget: what it costs said, and a long one
+    waiting for a click that accepts it (`cost_prompt.accepted`: None until then)."""
+    run = cur.run
+    thousands = run.n / 1000
+    seconds = (layer + 1) * (LAYER_SECONDS[0] * thousands ** 2 + LAYER_SECONDS[1] * thousands ** 3)
+    said = (f"Every layer's rollout of these {run.n:,} tokens would be over this server's memory for attention, so "
+            f"layer {layer}'s is computed alone, holding three n × n, from the layers below it.")
+    if not cost_prompt.accepted(("rollout_layer", cur.key, layer), seconds, said, across_layers_keys.LAYERS_START):
+        return None
+    st.caption(f"{said} About {cost_prompt.duration(seconds)} on 2 CPU cores; kept for this text.")
+    return analysis.rollout_layer(cur.key, layer, run)
 
 
 def token_csv(matrix: np.ndarray, tokens: list[str]) -> bytes:

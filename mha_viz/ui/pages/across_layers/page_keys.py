@@ -11,6 +11,7 @@ LAYERS_LAYER = _across_layers.LAYERS_LAYER
 LAYERS_METHOD = _across_layers.LAYERS_METHOD
 DL_LAYERS = "dl_layers"
 LAYERS_MATRIX = "layers_matrix"
+LAYERS_START = "layers_start"  # accepts a long rollout of one layer alone (cost_prompt.accepted)
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the layer and head of the run on
 # screen, clamped to each new run and meant to start afresh with it
