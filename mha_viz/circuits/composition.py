@@ -14,6 +14,7 @@ from torch import nn
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.output_head import output_head
 from mha_viz_models.reading import readout
 from mha_viz_models.reading.readout import LAYER, Norm
 from mha_viz_models.reading.stream import LayerLayout, layout
@@ -216,7 +217,7 @@ def _unembedding(model: LoadedModel) -> torch.Tensor:
         raise InputError(f"{model.name} is an encoder–decoder: copying scores need one stream from the "
                          "embeddings to the unembedding.")
     if not model.is_causal:
-        head = hf.get_output_embeddings() if hasattr(hf, "get_output_embeddings") else None
+        head = output_head(hf)
         if not isinstance(head, nn.Linear):
             raise InputError(f"{model.name} has no unembedding (no masked-LM head): copying scores need one.")
         return head.weight.detach().to("cpu", F64).T

@@ -27,6 +27,7 @@ from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs, loss_kind, pad, prepare, prepare_ids
 from mha_viz_models import LoadedModel
 from mha_viz_models.loading import switch
+from mha_viz_models.output_head import output_head
 from mha_viz_models.reading.masking import head_mask
 
 
@@ -85,8 +86,7 @@ def _passes(model: LoadedModel, text: str, max_tokens: int | None) -> list[tuple
 def _logits_at(model: LoadedModel, rows: list[int] | None):
     """Inside: the LM head projects the hidden states of the positions `rows` only (None: every
     position), so that no vocabulary-wide row is made for a token nobody reads."""
-    getter = getattr(model.hf_model, "get_output_embeddings", None)
-    head = getter() if getter is not None else None
+    head = output_head(model.hf_model)
     if rows is None or not isinstance(head, torch.nn.Module):
         yield
         return

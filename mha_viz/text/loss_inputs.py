@@ -24,6 +24,7 @@ import torch
 
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
+from mha_viz_models.output_head import output_head
 
 MASK_EVERY = 6
 NEXT_TOKEN, MASKED_LM, EMBEDDING = "next-token", "masked-LM", "embedding"
@@ -39,8 +40,7 @@ def loss_kind(model: LoadedModel) -> str:
     """NEXT_TOKEN, MASKED_LM or EMBEDDING: which loss this model's text is scored by."""
     if model.is_causal:  # decoders are loaded with their LM head (logits)
         return NEXT_TOKEN
-    getter = getattr(model.hf_model, "get_output_embeddings", None)
-    has_head = getter is not None and getter() is not None
+    has_head = output_head(model.hf_model) is not None
     return MASKED_LM if has_head and getattr(model.tokenizer, "mask_token_id", None) is not None else EMBEDDING
 
 

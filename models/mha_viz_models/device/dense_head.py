@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from mha_viz_models.device.precision import HALF
+from mha_viz_models.output_head import output_head
 
 
 def _dense(_module: nn.Module, args: tuple):
@@ -29,6 +30,6 @@ def _dense(_module: nn.Module, args: tuple):
 def dense_head_input(model: nn.Module) -> None:
     """Give `model`'s output embeddings (its LM head, where it has one) a forward pre-hook that makes a strided
     half-precision input contiguous. Called once on each model built (the load, the random twin)."""
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    head = output_head(model)
     if isinstance(head, nn.Module):
         head.register_forward_pre_hook(_dense)

@@ -12,6 +12,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from mha_viz_models.output_head import output_head
 from mha_viz_models.reading.readout import logit_multiplier, rebuild_tolerance, soft_cap
 
 Logits = Callable[[torch.Tensor], torch.Tensor]  # last hidden states (..., d) -> logits (..., vocabulary)
@@ -28,7 +29,7 @@ def base_of(hf_model: nn.Module) -> nn.Module | None:
 def find(hf_model: nn.Module, probe: torch.Tensor) -> Logits | None:
     """The model's logits as a function of its base model's last hidden state, or None when there is no LM
     head, no base model under it, or the rebuild does not reproduce the model's logits on `probe` (1, n) ids."""
-    head = hf_model.get_output_embeddings() if hasattr(hf_model, "get_output_embeddings") else None
+    head = output_head(hf_model)
     net = base_of(hf_model)
     if not isinstance(head, nn.Module) or net is None:
         return None

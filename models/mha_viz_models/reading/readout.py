@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from mha_viz_models.device.placement import resident_copy
+from mha_viz_models.output_head import output_head
 
 LAYER, RMS, RMS_PLUS_ONE, NONE = "layernorm", "rmsnorm", "rmsnorm (1 + weight)", "none"
 
@@ -92,7 +93,7 @@ def find(hf_model: nn.Module, probe: torch.Tensor, *, through_cap: bool = False)
     """The read-out of a causal LM, or None when there is no linear one to reconstruct (no LM
     head, a final norm whose output the reconstruction does not reproduce, logit soft-capping
     unless `through_cap`: then the read-out carries the cap, checked like the rest)."""
-    head = hf_model.get_output_embeddings() if hasattr(hf_model, "get_output_embeddings") else None
+    head = output_head(hf_model)
     cap = getattr(hf_model.config, "final_logit_softcapping", None)
     if not isinstance(head, nn.Linear) or (cap and not through_cap):
         return None
