@@ -34,6 +34,8 @@ def test_every_page_opens_on_a_long_run_without_every_heads_array(monkeypatch, n
         run = at.session_state[keys.CURRENT].run
         assert run.n == n and not run.is_dense, run
         assert n < 4096 or every_head_bytes(run.num_layers, run.num_heads, run.n) > 6 * 2**30
+        cut = [w.value for w in at.warning if "were kept" in w.value]  # counts written as the rest of the app does
+        assert cut and f"the first {n:,} were kept (at most {n:,} tokens" in cut[0], cut
         for page in app_page_ids():
             open_page(at, page)
             assert not at.exception, (page, at.exception)
