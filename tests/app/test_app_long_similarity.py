@@ -122,6 +122,28 @@ def test_rollout_over_the_budget_for_every_layer_draws_each_layer_alone(monkeypa
         np.testing.assert_allclose(shown, head @ expected[-2], rtol=0, atol=2e-6)
 
 
+def test_a_long_rollout_of_every_layer_says_its_cost_and_waits_for_a_click(monkeypatch):
+    """Every layer's rollout within the budget, but long (every rollout counts as long here): the page says what
+    it costs and draws nothing until the click; then each layer picked is drawn from it without asking again."""
+    monkeypatch.setattr(cost_prompt, "ASK_ABOVE_S", 0.0)
+    at = start_app()
+    at.text_area(key="text").input(TEXT).run()
+    run = at.session_state[keys.CURRENT].run
+    open_page(at, "across_layers")
+    _clean(at, "across_layers")
+    said = " ".join(i.value for i in at.info)
+    assert "Rollout multiplies the head mean of each of the 6 layers" in said and "takes about" in said, said
+    assert not [c for c in charts(at) if c["data"] and c["data"][0]["type"] == "heatmap"]
+    at.button(key=across_layers_keys.LAYERS_START).click().run()
+    rolled = metrics.rollout(run)
+    for layer in (run.num_layers - 1, 2):
+        at.slider(key=across_layers_keys.LAYERS_LAYER).set_value(layer).run()
+        _clean(at, "across_layers")
+        assert not [i.value for i in at.info if "Rollout multiplies" in i.value]  # accepted once for this text
+        shown = np.asarray(next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")["data"][0]["z"], float)
+        np.testing.assert_allclose(shown, rolled[layer], rtol=0, atol=1e-6)
+
+
 def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
     for module in (similarity_page, cost_prompt):  # every comparison counts as slow

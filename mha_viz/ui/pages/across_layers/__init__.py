@@ -45,16 +45,21 @@ def across_layers_page() -> None:
         st.caption("Row i: how much token i after this layer draws on each input token, heads "
                    "averaged and the residual connection counted. High: the token's representation is "
                    "made of that input token; low: it is not.")
-        matrix = analysis.rollout(cur.key, run)[layer] if whole else _layer_alone(cur, layer)
+        if whole:
+            rolled = _every_layer(cur)
+            matrix = None if rolled is None else rolled[layer]
+        else:
+            matrix = _layer_alone(cur, layer)
         head = None
     elif method == "rollout through one head":
         head = int(st.number_input("Head", 0, run.num_heads - 1, 0, key=across_layers_keys.LAYERS_HEAD))
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
-        if whole:
-            matrix = metrics.rollout_through_head(run, layer, head, rolled=analysis.rollout(cur.key, run))
-        elif layer == 0:
+        if layer == 0:
             matrix = metrics.rollout_through_head(run, 0, head)
+        elif whole:
+            rolled = _every_layer(cur)
+            matrix = None if rolled is None else metrics.rollout_through_head(run, layer, head, rolled=rolled)
         else:
             below = _layer_alone(cur, layer - 1)
             matrix = None if below is None else metrics.rollout_through_head(run, layer, head, below=below)
@@ -106,12 +111,29 @@ def _whole_rollout_fits(run) -> bool | None:
 LAYER_SECONDS = (0.020, 0.00015)
 
 
+def _seconds(run, layers: int) -> float:
+    """About how long rolling out `layers` layers of `run` takes on 2 CPU cores (`LAYER_SECONDS`)."""
+    thousands = run.n / 1000
+    return layers * (LAYER_SECONDS[0] * thousands ** 2 + LAYER_SECONDS[1] * thousands ** 3)
+
+
+def _every_layer(cur) -> np.ndarray | None:
+    """Every layer's rollout, kept for every layer picked after: a long one (SmolLM2 past about 5,700 tokens) says
+    what it costs and waits for a click that accepts it (`cost_prompt.accepted`: None until then)."""
+    run = cur.run
+    said = (f"Rollout multiplies the head mean of each of the {run.num_layers} layers of these {run.n:,} tokens into "
+            "the layers below it, once for every layer you pick.")
+    if not cost_prompt.accepted(("rollout", cur.key), _seconds(run, run.num_layers), said,
+                                across_layers_keys.LAYERS_START):
+        return None
+    return analysis.rollout(cur.key, run)
+
+
 def _layer_alone(cur, layer: int) -> np.ndarray | None:
     """R_layer computed alone, every layer's rollout being over the budget: what it costs said, and a long one
     waiting for a click that accepts it (`cost_prompt.accepted`: None until then)."""
     run = cur.run
-    thousands = run.n / 1000
-    seconds = (layer + 1) * (LAYER_SECONDS[0] * thousands ** 2 + LAYER_SECONDS[1] * thousands ** 3)
+    seconds = _seconds(run, layer + 1)
     said = (f"Every layer's rollout of these {run.n:,} tokens would be over this server's memory for attention, so "
             f"layer {layer}'s is computed alone, holding three n × n, from the layers below it.")
     if not cost_prompt.accepted(("rollout_layer", cur.key, layer), seconds, said, across_layers_keys.LAYERS_START):
