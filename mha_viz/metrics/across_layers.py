@@ -3,6 +3,8 @@ attention flow."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -42,9 +44,9 @@ def rollout(run: AttentionRun, *, device: str | torch.device | None = None,
 def rollout_layer(run: AttentionRun, layer: int, *, device: str | torch.device | None = None,
                   dtype: torch.dtype | None = None) -> np.ndarray:
     """`rollout(run)[layer]` alone (n, n), the same values: the products up to `layer` in two n × n buffers taking
-    turns, so that it holds three n × n (`check_rollout(whole=False)`) whatever the number of layers; a text whose
-    rollout of every layer is over the capture budget (SmolLM2 at 8,192 tokens: 8.3 GB) still has each layer's
-    (0.8 GB), at the cost of the layers below it each time."""
+    turns, so that it holds three n × n with the next layer's mean (`check_rollout(whole=False)`) whatever the
+    number of layers; a text whose rollout of every layer is over the capture budget (SmolLM2 at 8,192 tokens:
+    7.8 GiB) still has each layer's (0.75 GiB), at the cost of the layers below it each time."""
     _check_from_first(run)
     dtype = dtype or DTYPE
     check_rollout(run, dtype, whole=False)
@@ -54,19 +56,28 @@ def rollout_layer(run: AttentionRun, layer: int, *, device: str | torch.device |
 
 
 def _roll(run: AttentionRun, upto: int, dtype: torch.dtype, device: torch.device, into) -> torch.Tensor:
-    """R_0 … R_upto, R_l written to `into(l)` (an (n, n) tensor, not the one of l − 1); the last one."""
+    """R_0 … R_upto, R_l written to `into(l)` (an (n, n) tensor, not the one of l − 1); the last one. Each layer's
+    Â is let go before the next layer's mean is made: R_{l−1}, R_l and one mean held at most."""
     rolled = None
     for layer in range(upto + 1):
         A_hat = _hat(torch.from_numpy(head_mean(run, layer, dtype)).to(device))
         out = into(layer)
         if rolled is None:
             out.copy_(A_hat)
-        elif run.is_causal and run.n > LOWER_BLOCK:
-            _lower_matmul(A_hat, rolled, out)
         else:
-            torch.matmul(A_hat, rolled, out=out)
+            _product(run, A_hat, rolled, out)
         rolled = out
+        del A_hat
     return rolled
+
+
+def _product(run: AttentionRun, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> None:
+    """out = a @ b for two of `run`'s (n, n) matrices: a causal run's are lower-triangular, multiplied by blocks
+    past one block (`_lower_matmul`)."""
+    if run.is_causal and run.n > LOWER_BLOCK:
+        _lower_matmul(a, b, out)
+    else:
+        torch.matmul(a, b, out=out)
 
 
 LOWER_BLOCK = 512  # rows and columns of one block of `_lower_matmul`
@@ -130,15 +141,23 @@ def _residual_attention(run: AttentionRun, layers: int) -> np.ndarray:
 
 def rollout_through_head(run: AttentionRun, layer: int, head: int,
                          rolled: np.ndarray | None = None, *, below: np.ndarray | None = None) -> np.ndarray:
-    """The per-head variant of rollout: A_{l,h} R_{l-1} (n, n), with R_{-1} = I (rows sum to 1).
-    `rolled`: `rollout(run)` when the caller has it already, or `below`: R_{l-1} alone (`rollout_layer`);
-    neither: R_{l-1} is computed (`rollout_layer`)."""
-    A = run.head(layer, head).astype(np.float32)
+    """The per-head variant of rollout: A_{l,h} R_{l-1} (n, n), with R_{-1} = I (rows sum to 1), float32 (or
+    R's precision where it is higher). `rolled`: `rollout(run)` when the caller has it already, or `below`:
+    R_{l-1} alone (`rollout_layer`), not both; neither: R_{l-1} is computed (`rollout_layer`)."""
+    if rolled is not None and below is not None:
+        raise ValueError("rollout_through_head takes rolled (every layer's rollout) or below (R_{l-1}), not both")
+    A = run.head(layer, head).astype(np.float32, copy=False)
     if layer == 0:
         return A
     if below is None:
         below = rollout_layer(run, layer - 1) if rolled is None else rolled[layer - 1]
-    return A @ below
+    with warnings.catch_warnings():  # a cached run's head or R is read-only: both are only read here
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
+        A, R = torch.from_numpy(A), torch.from_numpy(below)
+    dtype = torch.promote_types(A.dtype, R.dtype)
+    out = torch.empty((run.n, run.n), dtype=dtype)
+    _product(run, A.to(dtype), R.to(dtype), out)
+    return out.numpy()
 
 
 FLOW_MAX_TOKENS = 64  # max-flow over every (query, input token) pair grows as n⁴; see `flow`

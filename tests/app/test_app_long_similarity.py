@@ -74,8 +74,11 @@ def test_rollout_over_the_capture_budget_says_the_length_that_fits(monkeypatch):
     fits = re.search(r"at most (\d+) tokens", said[0])
     assert fits, said
     assert 0 < int(fits.group(1)) < run.n
-    # not even one layer's fits (`rollout_layer`: three n × n, counted as two layers and one Â)
+    # not even one layer's fits (`rollout_layer`: three n × n, counted as two layers and one Â), and the length
+    # said is one layer's longest
+    assert "one layer's" in said[0], said
     assert metrics.across_layers.rollout_bytes(2, int(fits.group(1))) <= 2**20
+    assert metrics.across_layers.rollout_bytes(2, int(fits.group(1)) + 1) > 2**20
 
 
 def test_rollout_over_the_budget_for_every_layer_draws_each_layer_alone(monkeypatch):
@@ -114,7 +117,8 @@ def test_rollout_over_the_budget_for_every_layer_draws_each_layer_alone(monkeypa
         np.testing.assert_allclose(shown, expected[-1], rtol=0, atol=2e-6)  # the last layer, the slider's default
         at.radio(key=across_layers_keys.LAYERS_METHOD).set_value("rollout through one head").run()
         at.number_input(key=across_layers_keys.LAYERS_HEAD).set_value(2).run()
-        assert "layer 4's is computed alone" in " ".join(i.value for i in at.info)  # the layer below: asked again
+        said = " ".join(i.value for i in at.info)  # the layer below, for the head: asked for again
+        assert "the rollout below layer 5, which the head reads through, is computed alone" in said, said
         at.button(key=across_layers_keys.LAYERS_START).click().run()
         _clean(at, "across_layers")
         shown = np.asarray(next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")["data"][0]["z"], float)

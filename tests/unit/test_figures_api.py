@@ -129,7 +129,8 @@ def test_rollout_is_the_last_layers_rollout_or_one_heads():
     np.testing.assert_allclose(np.asarray(fig.data[0].z), rolled[-1], atol=1e-6)
     assert fig.layout.title.text == "Rollout to layer 2"
     one = figures.rollout(run, 1, head=1)
-    np.testing.assert_allclose(np.asarray(one.data[0].z), metrics.rollout_through_head(run, 1, 1), atol=1e-6)
+    expected = run.attentions[1, 1].astype(np.float64) @ rolled[0]  # A_{1,1} R_0, by hand
+    np.testing.assert_allclose(np.asarray(one.data[0].z), expected, atol=1e-6)
     assert one.layout.title.text == "Layer 1, head 1, rolled out to the input"
 
 

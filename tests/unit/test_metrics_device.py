@@ -73,10 +73,13 @@ def test_one_layers_rollout_alone_is_that_layer_of_every_layers(causal, n, monke
     whole = metrics.rollout(run)
     for layer in (0, 1, 3, -1):
         np.testing.assert_array_equal(metrics.rollout_layer(run, layer), whole[layer], err_msg=str(layer))
-    np.testing.assert_array_equal(metrics.rollout_through_head(run, 2, 1, below=metrics.rollout_layer(run, 1)),
-                                  metrics.rollout_through_head(run, 2, 1, rolled=whole))
-    np.testing.assert_array_equal(metrics.rollout_through_head(run, 2, 1), metrics.rollout_through_head(
-        run, 2, 1, rolled=whole))
+    through = metrics.rollout_through_head(run, 2, 1, rolled=whole)  # a causal run past one block: by blocks
+    np.testing.assert_allclose(through, run.head(2, 1).astype(np.float64) @ whole[1], rtol=0, atol=ROLLOUT_ATOL)
+    assert not causal or not np.triu(through, 1).any()
+    np.testing.assert_array_equal(metrics.rollout_through_head(run, 2, 1, below=metrics.rollout_layer(run, 1)), through)
+    np.testing.assert_array_equal(metrics.rollout_through_head(run, 2, 1), through)
+    with pytest.raises(ValueError, match="not both"):
+        metrics.rollout_through_head(run, 2, 1, whole, below=whole[1])
     if n < 600:
         return
     every, one = across_layers.rollout_bytes(run.num_layers, n), across_layers.rollout_bytes(2, n)

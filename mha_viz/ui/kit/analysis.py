@@ -132,10 +132,18 @@ def rollout(key: AnalysisKey, _run) -> np.ndarray:
     return _frozen(metrics.rollout(_run))
 
 
-@st.cache_resource(show_spinner="Rolling attention out up to this layer…", max_entries=8)
+# 4 entries each: one layer's rollout or one head's holds n² float32, up to a third of the capture budget
+@st.cache_resource(show_spinner="Rolling attention out up to this layer…", max_entries=4)
 def rollout_layer(key: AnalysisKey, layer: int, _run) -> np.ndarray:
     """One layer's rollout alone, where every layer's is over the capture budget (`metrics.rollout_layer`)."""
     return _frozen(metrics.rollout_layer(_run, layer))
+
+
+@st.cache_resource(show_spinner="Tracing the head back through the layers below…", max_entries=4)
+def rollout_through_head(key: AnalysisKey, layer: int, head: int, _run, _below: np.ndarray | None) -> np.ndarray:
+    """One head's rollout (`metrics.rollout_through_head`) from R_{l−1} (`_below`: the rollout of the layer below,
+    which `key` and `layer` decide; None at layer 0): an n × n product, kept for every rerun."""
+    return _frozen(metrics.rollout_through_head(_run, layer, head, below=_below))
 
 
 @st.cache_resource(show_spinner="Computing attention flow (max-flow for every token pair)…", max_entries=16)

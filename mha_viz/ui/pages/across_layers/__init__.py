@@ -56,13 +56,14 @@ def across_layers_page() -> None:
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
         if layer == 0:
-            matrix = metrics.rollout_through_head(run, 0, head)
+            below = None
         elif whole:
             rolled = _every_layer(cur)
-            matrix = None if rolled is None else metrics.rollout_through_head(run, layer, head, rolled=rolled)
+            below = None if rolled is None else rolled[layer - 1]
         else:
-            below = _layer_alone(cur, layer - 1)
-            matrix = None if below is None else metrics.rollout_through_head(run, layer, head, below=below)
+            below = _layer_alone(cur, layer - 1, for_head=True)
+        matrix = (None if layer and below is None
+                  else analysis.rollout_through_head(cur.key, layer, head, run, below))
     else:
         st.markdown("**Attention flow** (Abnar & Zuidema 2020) · max-flow from (layer, token i) to input "
                     "token j, capacities Â_l; rows normalised")
@@ -106,8 +107,9 @@ def _whole_rollout_fits(run) -> bool | None:
         return None
 
 
-# one layer of a long run's rollout on 2 CPU cores, with N thousand tokens: its head mean read again (∝ N²) and its
-# product (∝ N³); fitted to SmolLM2's 0.35 s a layer at 4,096 tokens and 1.44 s at 8,192 (docs/speed.md)
+# one layer of a long run's rollout on 2 CPU cores, N thousand tokens: a × N² + b × N³, fitted to SmolLM2's 0.35 s a
+# layer at 4,096 tokens and 1.44 s at 8,192 (its head mean and its product together; docs/speed.md). Past 8,192
+# tokens an extrapolation: the product's share (∝ N³) grows.
 LAYER_SECONDS = (0.020, 0.00015)
 
 
@@ -129,13 +131,16 @@ def _every_layer(cur) -> np.ndarray | None:
     return analysis.rollout(cur.key, run)
 
 
-def _layer_alone(cur, layer: int) -> np.ndarray | None:
-    """R_layer computed alone, every layer's rollout being over the budget: what it costs said, and a long one
-    waiting for a click that accepts it (`cost_prompt.accepted`: None until then)."""
+def _layer_alone(cur, layer: int, *, for_head: bool = False) -> np.ndarray | None:
+    """R_layer computed alone, every layer's rollout being over the budget (for_head: what a head of layer + 1 reads,
+    and its product counted): what it costs said, and a long one waiting for a click that accepts it
+    (`cost_prompt.accepted`: None until then)."""
     run = cur.run
-    seconds = _seconds(run, layer + 1)
+    seconds = _seconds(run, layer + 1 + for_head)
+    which = (f"the rollout below layer {layer + 1}, which the head reads through," if for_head
+             else f"layer {layer}'s")
     said = (f"Every layer's rollout of these {run.n:,} tokens would be over this server's memory for attention, so "
-            f"layer {layer}'s is computed alone, holding three n × n, from the layers below it.")
+            f"{which} is computed alone, holding three n × n, from the layers below it.")
     if not cost_prompt.accepted(("rollout_layer", cur.key, layer), seconds, said, across_layers_keys.LAYERS_START):
         return None
     st.caption(f"{said} About {cost_prompt.duration(seconds)} on 2 CPU cores; kept for this text.")
