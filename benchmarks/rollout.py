@@ -21,9 +21,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402 - after the path above
 import torch  # noqa: E402
+from pages import long_text  # noqa: E402 - benchmarks/pages.py, beside this script
 
 import mha_viz  # noqa: E402
 from mha_viz.metrics import across_layers  # noqa: E402
@@ -38,8 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["MHA_VIZ_MAX_TOKENS"] = str(args.tokens)
     model = mha_viz.load_model("smollm2", device="cpu")
-    text = " ".join([(ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()] * 8)  # past 8,192 tokens
-    run = mha_viz.analyze(model, text, max_tokens=args.tokens)
+    run = mha_viz.analyze(model, long_text(args.tokens), max_tokens=args.tokens)
     print(f"SmolLM2, {run.n} tokens, {run.num_layers} layers ({'dense' if run.is_dense else 'long'} run)")
     times: dict[str, list[float]] = {name: [] for name in PRECISIONS}
     results: dict[str, np.ndarray] = {}
