@@ -33,14 +33,31 @@ class ModelCache:
         return key in self._models
 
     def __len__(self) -> int:
-        return len(self._models)
+        """The models loaded (a model asked for as "auto" and by the precision it chose is one model, two keys)."""
+        return len({id(m) for m in self._models.values()})
+
+    def _touch(self, model: LoadedModel) -> None:
+        """Make `model` the most recently used: every key of it last (called under _guard)."""
+        for k in [k for k, m in self._models.items() if m is model]:
+            self._models[k] = self._models.pop(k)
+
+    def _evict(self) -> bool:
+        """Unload the least recently used models, every key of each, until at most max_models are left; whether
+        any went (called under _guard)."""
+        evicted = False
+        while len(self) > self._max:
+            oldest = next(iter(self._models.values()))
+            for k in [k for k, m in self._models.items() if m is oldest]:
+                del self._models[k]
+            evicted = True
+        return evicted
 
     def get(self, spec: str, device: str = "auto", local_attention: bool = False, *, dtype: str = "auto",
             progress=None) -> LoadedModel:
         key = (spec.strip(), device, bool(local_attention), dtype)
         with self._guard:
             if key in self._models:
-                self._models[key] = self._models.pop(key)  # most recently used last
+                self._touch(self._models[key])  # most recently used last
                 return self._models[key]
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
@@ -56,10 +73,7 @@ class ModelCache:
                 # "auto" resolved to a precision: asking for that one by name is the same model, not a second load
                 named = (*key[:3], getattr(model, "precision", dtype))
                 self._models.setdefault(named, model)
-                evicted = False
-                while len(self._models) > self._max:  # free the least recently used model
-                    self._models.pop(next(iter(self._models)))
-                    evicted = True
+                evicted = self._evict()  # free the least recently used model
             # the model lives in the cache: its objects left out of the collection after every run (`heap`); one
             # that left the cache has its objects handed back to the collector
             if evicted:

@@ -96,18 +96,37 @@ def test_model_cache_loads_each_model_once_under_concurrency():
     assert calls[-1] == "a" and calls.count("a") == 2
 
 
-def test_auto_and_the_precision_it_chose_are_one_model():
+def _float32_cache(max_models: int) -> tuple[ModelCache, list[tuple[str, str]]]:
+    """A cache whose loader records (spec, dtype asked for) and gives a model that chose float32 for "auto"."""
     calls = []
 
     class Model:
         precision = "float32"
 
     def loader(spec, device, local_attention, progress=None, allow_pickle=False, dtype="auto"):
-        calls.append(dtype)
+        calls.append((spec, dtype))
         return Model()
 
-    cache = ModelCache(loader=loader, max_models=4)
+    return ModelCache(loader=loader, max_models=max_models), calls
+
+
+def test_the_cache_keeps_max_models_models_however_each_was_asked_for():
+    """A model asked for as "auto" is kept under the precision it chose too: two keys, one model. The cache counts
+    models, not keys (until stop 80 it counted keys, so three models kept meant one or two), and a use by either
+    key makes the model the most recent."""
+    cache, calls = _float32_cache(3)
+    a, b, c = (cache.get(name, "cpu") for name in "abc")
+    assert len(cache) == 3 and [spec for spec, _ in calls] == ["a", "b", "c"]
+    assert cache.get("a", "cpu", dtype="float32") is a  # a, by the precision it chose: the most recent now
+    cache.get("d", "cpu")  # evicts b, the least recently used, under both its keys
+    assert len(cache) == 3 and [spec for spec, _ in calls] == ["a", "b", "c", "d"]
+    assert ("b", "cpu", False, "auto") not in cache and ("b", "cpu", False, "float32") not in cache
+    assert cache.get("a", "cpu") is a and cache.get("c", "cpu", dtype="float32") is c and calls[-1][0] == "d"
+
+
+def test_auto_and_the_precision_it_chose_are_one_model():
+    cache, calls = _float32_cache(4)
     first = cache.get("m", "cpu")  # auto: the checkpoint's float32
-    assert cache.get("m", "cpu", dtype="float32") is first and calls == ["auto"]
+    assert cache.get("m", "cpu", dtype="float32") is first and calls == [("m", "auto")]
     cache.get("m", "cpu", dtype="bfloat16")
-    assert calls == ["auto", "bfloat16"]
+    assert calls == [("m", "auto"), ("m", "bfloat16")]
