@@ -30,6 +30,11 @@ picker to an allow-list and caps what one request may cost:
   it offers only the lesson's models and pages.
 - MHA_VIZ_ALLOW_PICKLE: 1 = also load pickled `.bin` weights from a folder (local use only,
   ignored in public mode); by default only safetensors and GGUF are read.
+- MHA_VIZ_MAX_MODELS: models kept loaded at once, for all sessions (default 3); a load past it
+  unloads the one used least recently.
+- MHA_VIZ_AHEAD: 0 = a model's composition and copying scores are computed when a page first asks
+  for them, not in the background once a page is drawn (default 1: seconds of one core a model
+  load, SmolLM2 about 5.6 s on 2 cores; `mha_viz.circuits.ahead`).
 
 Rules that no setting changes: models are never loaded with remote code, and user text never
 reaches raw HTML.
@@ -45,8 +50,9 @@ from mha_viz_models import BUNDLED, PRECISIONS
 UNLIMITED = 0
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+def _flag(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    return default if not value else value in ("1", "true", "yes", "on")
 
 
 def _int(name: str, default: int, low: int) -> int:
@@ -75,6 +81,8 @@ class Settings:
     max_corpus_mb: int = 200
     dtype: str = "auto"  # the sidebar's default precision
     lesson: str = ""  # a lesson file's path or a bundled lesson's name: every session opens on it
+    max_models: int = 3  # models kept loaded at once (`budget.model_cache`)
+    ahead: bool = True  # weights-only results computed in the background once a page is drawn (`circuits.ahead`)
 
     def allows(self, spec: str) -> bool:
         """Whether `spec` (a bundled name, hub id or folder) may be loaded."""
@@ -116,6 +124,8 @@ def from_env() -> Settings:
         max_corpus_mb=_int("MHA_VIZ_MAX_CORPUS_MB", 5 if public else 200, 1),
         dtype=_choice("MHA_VIZ_DTYPE", PRECISIONS),
         lesson=os.environ.get("MHA_VIZ_LESSON", "").strip(),
+        max_models=_int("MHA_VIZ_MAX_MODELS", 3, 1),
+        ahead=_flag("MHA_VIZ_AHEAD", default=True),
     )
 
 

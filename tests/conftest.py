@@ -21,10 +21,12 @@ import numpy as np  # noqa: E402 - after the OpenMP setting above
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from tests.helpers import MODEL_FIXTURES, PRETRAINED, TIERS, byte_bpe_tokenizer  # noqa: E402
+from tests.helpers import MODEL_FIXTURES, PRETRAINED, SUITE_ONLY_ENV, TIERS, byte_bpe_tokenizer  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+for _name, _value in SUITE_ONLY_ENV.items():  # tests/helpers.py says why; the browser tests' servers go without
+    os.environ.setdefault(_name, _value)
 # the suite reads its texts at the limit it was written for: locally the default is the model's whole
 # context (tests/unit/test_deploy.py), which would make every long text a long run of SmolLM2's 8,192 tokens
 os.environ.setdefault("MHA_VIZ_MAX_TOKENS", "512")

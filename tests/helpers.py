@@ -15,6 +15,12 @@ from mha_viz import catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its own marker
+# Settings the suite gives its own processes (tests/conftest.py, where the environment has none of its own), and
+# the servers the browser tests start do not (tests/e2e/conftest.py's start_server: they run as deployed).
+# MHA_VIZ_AHEAD=0: a model's composition and copying scores only when a page asks. The app tier loads models a few
+# hundred times, and every load computed them on a thread of its own beside the tests: 163 s of CPU, 19 % of the
+# tier's (py-spy, stop 80), for a page most of its tests never open.
+SUITE_ONLY_ENV = {"MHA_VIZ_AHEAD": "0"}
 PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
 # none in the unit tier
 MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir", "mistral_window_dir", "t5_dir"}

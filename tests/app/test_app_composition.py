@@ -99,10 +99,14 @@ def test_a_large_matrix_names_every_layer_bands_them_and_opens_from_the_cache_ag
     assert not other.exception and len(calls) == 1
 
 
-def test_a_drawn_page_starts_the_weights_only_results_ahead_for_the_sessions_model(monkeypatch):
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_a_drawn_page_starts_the_weights_only_results_ahead_for_the_sessions_model(monkeypatch, setting):
     """From a session's second run on, once its page is drawn, the app asks `circuits.ahead` to compute the
     session's model's composition and copying scores in the background (tests/models/test_composition_ahead.py
-    checks what that does), whichever page; a session's first run (the landing page's first chart) does not."""
+    checks what that does), whichever page; a session's first run (the landing page's first chart) does not.
+    A server with MHA_VIZ_AHEAD=0 never does (the suite's own processes run so: tests/conftest.py), and the
+    page still draws them when asked."""
+    monkeypatch.setenv("MHA_VIZ_AHEAD", setting)
     started = []
     monkeypatch.setattr(ahead, "start", lambda model, device=None: started.append(model))
     at = start_app()
@@ -111,4 +115,10 @@ def test_a_drawn_page_starts_the_weights_only_results_ahead_for_the_sessions_mod
     at.text_area(key="text").input(TEXT).run()
     open_page(at, "head_view")
     assert not at.exception and not at.error
-    assert started and started[-1] is at.session_state[keys.CURRENT].model
+    if setting == "1":
+        assert started and started[-1] is at.session_state[keys.CURRENT].model
+        return
+    assert not started
+    open_page(at, "composition")
+    assert not at.exception and not at.error and charts(at)
+    assert not started

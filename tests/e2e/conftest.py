@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from mha_viz.launch import free_port, health
+from tests.helpers import SUITE_ONLY_ENV
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,13 +191,14 @@ def streamlit_command(port: int) -> list[str]:
 def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **env: str):
     """A new server (`command(port)`, by default `streamlit run app.py`) on a free loopback port,
     started in `cwd`, in its own process group, its output in `log_path`, with `env` added to its
-    environment; yields its base URL once it answers its health check (no session has run the
-    script yet; the server's start has imported the pages' libraries and loaded the default
-    model), and stops it (the whole group) on the way out."""
+    environment (the suite's own settings, SUITE_ONLY_ENV, left out); yields its base URL once it
+    answers its health check (no session has run the script yet; the server's start has imported
+    the pages' libraries and loaded the default model), and stops it (the whole group) on the way out."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
+    deployed = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY_ENV}  # as deployed (tests/helpers.py)
+    env = {**deployed, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
@@ -577,31 +579,6 @@ class App:
         path = ARTIFACTS / f"{self.test_name}-{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
-
-
-def send_all(sessions: list["App"], texts: list[str]) -> None:
-    """Each session sends its own sentence at the same moment (nobody waits for the others), then
-    every one is waited for until its app is idle with its text in the box."""
-    for ui, text in zip(sessions, texts):
-        ui.text_box.fill(text)
-        ui.text_box.press("Control+Enter")
-    for ui in sessions:
-        ui.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]").wait_for(
-            state="hidden", timeout=RUN_TIMEOUT_S * 1000)
-    for ui, text in zip(sessions, texts):
-        ui.wait_idle()
-        ui.wait_until(lambda: ui.text_box.input_value(), text)
-
-
-def assert_own_tokens(sessions: list["App"], texts: list[str], models: list[str], run_of) -> None:
-    """Every session's heatmap shows the tokens of its own sentence (with its own model), its text
-    box still holds that sentence, and the page shows no error."""
-    for i, (ui, text, key) in enumerate(zip(sessions, texts, models)):
-        expected = run_of(key, text).tokens
-        shown = ui.wait_until(lambda: ui.ticks("x"), expected)
-        assert shown == expected, f"session {i} ({key}) shows {shown}, not its own tokens {expected}"
-        assert ui.text_box.input_value() == text
-        ui.assert_clean()
 
 
 def _css_str(value: str) -> str:

@@ -37,6 +37,19 @@ def test_settings_from_the_environment(monkeypatch):
     assert listed.models == ("smollm2", "gpt2") and not listed.allows("minilm") and listed.max_concurrent == 2
 
 
+def test_models_kept_and_computing_ahead_from_the_environment(monkeypatch):
+    for name in ("MHA_VIZ_MAX_MODELS", "MHA_VIZ_AHEAD"):
+        monkeypatch.delenv(name, raising=False)
+    default = settings.from_env()
+    assert default.max_models == 3 and default.ahead
+    monkeypatch.setenv("MHA_VIZ_MAX_MODELS", "6")
+    monkeypatch.setenv("MHA_VIZ_AHEAD", "0")
+    assert (settings.from_env().max_models, settings.from_env().ahead) == (6, False)
+    monkeypatch.setenv("MHA_VIZ_MAX_MODELS", "0")  # at least one
+    monkeypatch.setenv("MHA_VIZ_AHEAD", "On")
+    assert (settings.from_env().max_models, settings.from_env().ahead) == (1, True)
+
+
 def test_the_token_limit_is_the_models_context_locally_and_capped_in_public(monkeypatch):
     for name in ("MHA_VIZ_PUBLIC", "MHA_VIZ_MAX_TOKENS"):
         monkeypatch.delenv(name, raising=False)

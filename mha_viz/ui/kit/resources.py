@@ -84,7 +84,8 @@ def token_cap() -> int:
 
 @st.cache_resource(show_spinner=False)
 def model_cache() -> ModelCache:
-    return ModelCache(allow_pickle=settings().allow_pickle)
+    conf = settings()
+    return ModelCache(allow_pickle=conf.allow_pickle, max_models=conf.max_models)
 
 
 @st.cache_resource(show_spinner=False)
