@@ -38,7 +38,7 @@ def main() -> None:
     print("| model | computation | tokens | estimate (MiB) | peak (MiB) | estimate / peak |\n|---|---|---|---|---|---|")
     for (model, path), sizes in (QUICK if args.quick else SIZES).items():
         for n in sizes:
-            got = measure(model, path, n, timeout=900)
+            got = measure(model, path, n, timeout=900)[n]  # a fresh process each
             ratio = got["estimate"] / got["peak"]
             print(f"| {model} | {path} | {n} | {got['estimate'] / MB:.1f} | {got['peak'] / MB:.1f} | {ratio:.2f} |",
                   flush=True)

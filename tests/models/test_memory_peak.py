@@ -1,7 +1,8 @@
 """The memory estimates against the measured peak: `memory.analysis_need` (what the admission and the
 sidebar's refusal read before an analysis) and `ablation.gradient_bytes` (before a gradient pass), each
 within 0.7–1.4 × of the peak resident size the computation reaches on the CPU, measured in a fresh
-process a measurement (`tests.models.memory_probe`: about 5 s of start each).
+process a model and computation, its two lengths one after the other, each from the peak reset
+(`tests.models.memory_probe`: about 5 s of start each; one process a length until stop 80).
 
 The lengths are where the working set dominates the noise of a few megabytes that any run shows (at
 64 tokens MiniLM's analysis holds about 10 MB), at both ends of each range, the estimates being smooth in n
@@ -14,6 +15,8 @@ branch of the estimate) and 128 and 512 for the gradient pass (1,024 holds 3 GB 
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 from tests.models.memory_probe import measure
@@ -23,10 +26,16 @@ CASES = [("minilm", "analysis", n) for n in (256, 512)] + [("minilm", "gradient"
     + [("smollm2", "analysis", n) for n in (512, 1024)] + [("smollm2", "gradient", n) for n in (128, 512)]
 
 
+@functools.cache
+def _measured(model: str, path: str) -> dict[int, dict]:
+    """Every length of CASES for `model` and `path`, measured in one process."""
+    return measure(model, path, *(n for m, p, n in CASES if (m, p) == (model, path)))
+
+
 @pytest.mark.model
 @pytest.mark.parametrize(("model", "path", "n"), CASES, ids=[f"{m}-{p}-{n}" for m, p, n in CASES])
 def test_the_estimate_is_near_the_measured_peak(model, path, n):
-    got = measure(model, path, n)
+    got = _measured(model, path)[n]
     ratio = got["estimate"] / got["peak"]
     assert BAND[0] <= ratio <= BAND[1], (
         f"{model} {path} at {n} tokens: the estimate {got['estimate'] / 2**20:.1f} MiB is {ratio:.2f} × the "
