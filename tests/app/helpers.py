@@ -4,8 +4,10 @@ registers its pages is a change here."""
 
 from __future__ import annotations
 
+import functools
 import json
 
+from streamlit.components.v2 import manifest_scanner
 from streamlit.testing.v1 import AppTest
 
 from mha_viz.drawing import style as figure_style
@@ -20,6 +22,13 @@ __all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "chart_titl
 APP = str(ROOT / "app.py")
 TIMEOUT = 240  # seconds an AppTest run may take (the first one loads a model)
 PAGE_IDS = tuple(HEADINGS)  # the pages' ids, in the order of HEADINGS (tests/helpers.py)
+
+# Each AppTest's first run scans every installed distribution for Streamlit components (Streamlit 1.67's
+# AppTest._run: BidiComponentManager.discover_and_register_components): 0.17 s on this environment's 118
+# packages, and about 50 s of the app tier's CPU (py-spy, stop 80). What is installed does not change while the
+# tests run: the scan is made once a process, its result handed to every AppTest.
+if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):
+    manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
 
 
 def app_page_ids() -> list[str]:

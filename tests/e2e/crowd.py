@@ -20,7 +20,18 @@ from dataclasses import dataclass
 
 from mha_viz.ui.shell.navigation import BY_ID
 
-from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, IDLE_PROBE, NAV_LINK, RUN_TIMEOUT_S, TICKS_PROBE, ZW
+from .conftest import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    IDLE_POLL_MS,
+    IDLE_POLLS,
+    IDLE_PROBE,
+    NAV_LINK,
+    RUN_TIMEOUT_S,
+    TICKS_PROBE,
+    ZW,
+)
 
 SETTLE_S = 60  # how long a view still on the draft is looked at again (see `_one_session`)
 HEAD_VIEW = "head_view"
@@ -56,14 +67,17 @@ class Visit:
 
 
 async def _idle(page) -> None:
-    """Until the app is idle three polls in a row (IDLE_PROBE), within one run's time (a page stuck busy fails)."""
+    """Until the app is idle IDLE_POLLS polls in a row (IDLE_PROBE, as `App.wait_idle`), within one run's time (a page
+    stuck busy fails)."""
     quiet, idle_until, state = 0, time.monotonic() + RUN_TIMEOUT_S, ""
-    while quiet < 3:
+    while True:
         state = await page.evaluate(IDLE_PROBE)
         quiet = 0 if state else quiet + 1
+        if quiet == IDLE_POLLS:
+            return
         if time.monotonic() > idle_until:
             raise AssertionError(f"the page did not become idle within {RUN_TIMEOUT_S} s ({state})")
-        await page.wait_for_timeout(150)
+        await page.wait_for_timeout(IDLE_POLL_MS)
 
 
 async def _to_head_view(page) -> None:
