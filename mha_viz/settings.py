@@ -34,7 +34,7 @@ picker to an allow-list and caps what one request may cost:
   unloads the one used least recently.
 - MHA_VIZ_AHEAD: 0 = a model's composition and copying scores are computed when a page first asks
   for them, not in the background once a page is drawn (default 1: seconds of one core a model
-  load, SmolLM2 about 5.6 s on 2 cores; `mha_viz.circuits.ahead`).
+  load, SmolLM2 about 3.5 s on 2 idle cores; `mha_viz.circuits.ahead`).
 
 Rules that no setting changes: models are never loaded with remote code, and user text never
 reaches raw HTML.

@@ -37,8 +37,7 @@ def measure(model: str, path: str, *ns: int, timeout: float = 300) -> dict[int, 
     process (`main`); the lengths it could not measure there (no resettable peak), each in a fresh process."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MHA_VIZ_MAX_CAPTURE_MB": "1000000", "OMP_NUM_THREADS": "1"}
     out: dict[int, dict] = {}
-    while len(out) < len(ns):
-        todo = [n for n in ns if n not in out]
+    while todo := sorted(set(ns) - set(out)):
         done = subprocess.run([sys.executable, "-m", "tests.models.memory_probe", model, path, *map(str, todo)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
