@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -266,24 +267,35 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
+_TABS = weakref.WeakKeyDictionary()  # a browser -> the context of its tabs (`tabs`)
+
+
+def tabs(browser):
+    """The browser context every tab of the tests opens in: a Streamlit session is a tab's (its WebSocket), not a
+    context's, and tabs of one context share its cache of the app's scripts, compiled once (a new context compiles
+    them again: about 1 s of the renderer's CPU a tab on 2 cores)."""
+    context = _TABS.get(browser)
+    if context is None:
+        context = _TABS[browser] = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context.set_default_timeout(30_000)
+        context.add_init_script(BUSY_OBSERVER)
+    return context
+
+
 def new_app(browser, base_url: str, name: str) -> "App":
-    """A tab in a new browser context, not opened yet (`page.goto` starts its Streamlit session)."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(30_000)
-    context.add_init_script(BUSY_OBSERVER)
-    return App(context.new_page(), base_url, name)
+    """A new tab, not opened yet (`page.goto` starts its Streamlit session)."""
+    return App(tabs(browser).new_page(), base_url, name, own_context=False)
 
 
 def open_app(browser, base_url: str, name: str) -> "App":
-    """A fresh Streamlit session in a new browser context, on the first render of the app."""
+    """A fresh Streamlit session in a new tab, on the first render of the app."""
     ui = new_app(browser, base_url, name)
-    context = ui.page.context
     try:
         ui.page.goto(base_url + "/", wait_until="domcontentloaded")
         ui.page.locator("[data-testid=stPlotlyChart]").first.wait_for(timeout=RUN_TIMEOUT_S * 1000)
         ui.wait_idle()
     except BaseException:
-        context.close()
+        ui.close()
         raise
     return ui
 
@@ -349,8 +361,8 @@ TITLE_LINES = """el => {
 class App:
     """The app in one browser tab: waiting for reruns, driving widgets, reading charts."""
 
-    def __init__(self, page, base_url: str, test_name: str):
-        self.page, self.base_url = page, base_url
+    def __init__(self, page, base_url: str, test_name: str, *, own_context: bool = True):
+        self.page, self.base_url, self.own_context = page, base_url, own_context
         self.test_name = self.safe_name(test_name)
         self.dialogs: list[str] = []
         self.page_errors: list[str] = []
@@ -362,7 +374,8 @@ class App:
         return re.sub(r"[^A-Za-z0-9_.-]+", "-", name)[:80]
 
     def close(self) -> None:
-        self.page.context.close()
+        """Closes the tab, and its context where it had one of its own (a benchmark's cold session)."""
+        (self.page.context if self.own_context else self.page).close()
 
     def _on_dialog(self, dialog) -> None:
         self.dialogs.append(f"{dialog.type}: {dialog.message}")

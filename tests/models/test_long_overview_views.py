@@ -18,12 +18,12 @@ from mha_viz.export import report
 from mha_viz.metrics import head_table
 from mha_viz.metrics.measures import METRICS, needing
 from mha_viz.views import detail, focus, thumbnails, token_pair
-from tests.helpers import ROOT, decode
+from tests.helpers import decode
 from tests.models import architectures_2026
+from tests.models.long_pairs import TEXT, dense_and_long
 from tests.tolerance import assert_same_ranking
 
 pytestmark = pytest.mark.model
-TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
 N = 600
 TOL = 1e-5
 
@@ -31,11 +31,8 @@ TOL = 1e-5
 @pytest.fixture(scope="module", params=["minilm", "smollm2"])
 def runs(request):
     """(model, dense run, long run) of the same N tokens."""
-    model = mha_viz.load_model(request.param, device="cpu")
-    cap = min(N, model.max_positions)
-    dense = mha_viz.analyze(model, TEXT, max_tokens=cap, dense=True)
-    long = mha_viz.analyze(model, TEXT, max_tokens=cap, dense=False)
-    assert dense.is_dense and not long.is_dense and long.n == dense.n > 400
+    model, dense, long = dense_and_long(request.param, N)
+    assert long.n == dense.n > 400
     return model, dense, long
 
 

@@ -15,20 +15,16 @@ from mha_viz import metrics
 from mha_viz.capture import head_rows
 from mha_viz.metrics.js import js_matrix
 from mha_viz.views import comparison, detail
-from tests.helpers import ROOT
+from tests.models.long_pairs import TEXT, dense_and_long
 
 pytestmark = pytest.mark.model
-TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
 N = 600
 
 
 @pytest.fixture(scope="module", params=["minilm", "smollm2"])
 def runs(request):
     """(model, dense run, long run) of the same N tokens."""
-    model = mha_viz.load_model(request.param, device="cpu")
-    cap = min(N, model.max_positions)  # MiniLM reads 512
-    return model, mha_viz.analyze(model, TEXT, max_tokens=cap, dense=True), mha_viz.analyze(
-        model, TEXT, max_tokens=cap, dense=False)
+    return dense_and_long(request.param, N)  # MiniLM reads 512
 
 
 def dense_js(run) -> np.ndarray:
