@@ -16,11 +16,15 @@ from tests.helpers import ROOT
 TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
 
 
-@functools.cache
 def dense_and_long(name: str, n: int = 600, text: str = TEXT):
     """(model, dense run, long run) of the first n tokens of `text` (fewer where the model reads fewer): made once a
     test process, for every file that compares a long run's views with the dense run's (SmolLM2's pair costs about
     7 s on 2 cores). The tests read them; what a test adds to the long run (its value norms) is what the app adds."""
+    return _made(name, n, text)  # one key however the caller names the arguments
+
+
+@functools.cache
+def _made(name: str, n: int, text: str):
     model = mha_viz.load_model(name, device="cpu")
     cap = min(n, model.max_positions)
     dense = mha_viz.analyze(model, text, max_tokens=cap, dense=True)
