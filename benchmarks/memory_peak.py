@@ -1,7 +1,8 @@
 """The memory estimates beside the measured peak, at more sizes than the test: `memory.analysis_need`
 (an analysis) and `ablation.gradient_bytes` (a gradient pass of the heads' mask) over the peak resident
-size each computation reaches on the CPU, each measured in a fresh process (`tests.models.memory_probe`:
-VmHWM after clear_refs, above the process just before the call, the model loaded and warmed up).
+size each computation reaches on the CPU, each model and computation measured in a fresh process, its lengths
+in turn (`tests.models.memory_probe`: VmHWM after clear_refs, above the process just before the call, the model
+loaded and warmed up).
 
 Run: `.venv/bin/python benchmarks/memory_peak.py [--quick]` (about 5 minutes on 2 idle cores; `--quick`:
 three sizes each). Memory ratios do not depend on the machine's load; the target is the test's band,
@@ -37,14 +38,15 @@ def main() -> None:
     verdicts = []
     print("| model | computation | tokens | estimate (MiB) | peak (MiB) | estimate / peak |\n|---|---|---|---|---|---|")
     for (model, path), sizes in (QUICK if args.quick else SIZES).items():
+        measured = measure(model, path, *sizes, timeout=900 * len(sizes))  # one fresh process a model and computation
         for n in sizes:
-            got = measure(model, path, n, timeout=900)[n]  # a fresh process each
+            got = measured[n]
             ratio = got["estimate"] / got["peak"]
             print(f"| {model} | {path} | {n} | {got['estimate'] / MB:.1f} | {got['peak'] / MB:.1f} | {ratio:.2f} |",
                   flush=True)
             verdicts.append((f"{model} {path} at {n} tokens: estimate / peak in {BAND[0]}–{BAND[1]}", f"{ratio:.2f}",
                              BAND[0] <= ratio <= BAND[1]))
-    print_verdicts(verdicts, where="peak resident size above the loaded model, one process a measurement")
+    print_verdicts(verdicts, where="peak resident size above the loaded model, one process a model and computation")
 
 
 if __name__ == "__main__":

@@ -36,9 +36,13 @@ class ModelCache:
         """The models loaded (a model asked for as "auto" and by the precision it chose is one model, two keys)."""
         return len({id(m) for m in self._models.values()})
 
+    def _keys_of(self, model: LoadedModel) -> list[tuple]:
+        """Every key `model` is kept under (called under _guard)."""
+        return [k for k, m in self._models.items() if m is model]
+
     def _touch(self, model: LoadedModel) -> None:
         """Make `model` the most recently used: every key of it last (called under _guard)."""
-        for k in [k for k, m in self._models.items() if m is model]:
+        for k in self._keys_of(model):
             self._models[k] = self._models.pop(k)
 
     def _evict(self) -> bool:
@@ -46,8 +50,7 @@ class ModelCache:
         any went (called under _guard)."""
         evicted = False
         while len(self) > self._max:
-            oldest = next(iter(self._models.values()))
-            for k in [k for k, m in self._models.items() if m is oldest]:
+            for k in self._keys_of(next(iter(self._models.values()))):
                 del self._models[k]
             evicted = True
         return evicted

@@ -131,6 +131,7 @@ CURVE_POINT = """(el, [index, curve]) => {
 }"""
 COLLECTED_AT = time.time()  # this process's collection; under xdist, every process collects at the start
 NAV_LINK = "[data-testid=stTopNavDropdownLink]"  # a page's link in a section's menu of the top navigation
+NAV_SECTION = "[data-testid=stTopNavSection]"  # a section of the top navigation (its menu opens on a click)
 ZW = "\u200b"  # mha_viz.drawing.style.axis_labels: a zero-width suffix that makes repeated tokens distinct labels
 
 
@@ -456,7 +457,7 @@ class App:
         link = self.page.locator(NAV_LINK).filter(has=self.page.get_by_text(title, exact=True))
         if not link.count():
             section = next(p.section for p in PAGES if p.title == title)
-            self.page.locator("[data-testid=stTopNavSection]").filter(has_text=section).click()
+            self.page.locator(NAV_SECTION).filter(has_text=section).click()
             link.wait_for()
         return link
 
@@ -464,7 +465,7 @@ class App:
         """(title, href) of every page the top navigation offers, in order: each section's menu
         opened in turn."""
         out = []
-        sections = self.page.locator("[data-testid=stTopNavSection]")
+        sections = self.page.locator(NAV_SECTION)
         for i in range(sections.count()):
             sections.nth(i).click()
             links = self.page.locator(NAV_LINK)

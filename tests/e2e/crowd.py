@@ -28,6 +28,7 @@ from .conftest import (
     IDLE_POLLS,
     IDLE_PROBE,
     NAV_LINK,
+    NAV_SECTION,
     RUN_TIMEOUT_S,
     TICKS_PROBE,
     ZW,
@@ -85,7 +86,7 @@ async def _to_head_view(page) -> None:
     title = BY_ID[HEAD_VIEW].title
     link = page.locator(NAV_LINK).filter(has=page.get_by_text(title, exact=True))
     if not await link.count():
-        await page.locator("[data-testid=stTopNavSection]").filter(has_text=BY_ID[HEAD_VIEW].section).click()
+        await page.locator(NAV_SECTION).filter(has_text=BY_ID[HEAD_VIEW].section).click()
         await link.wait_for()
     await link.click()
     await page.wait_for_url(lambda u: urllib.parse.urlsplit(u).path.endswith("/" + HEAD_VIEW))
