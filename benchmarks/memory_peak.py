@@ -1,6 +1,6 @@
 """The memory estimates beside the measured peak, at more sizes than the test: `memory.analysis_need`
 (an analysis) and `ablation.gradient_bytes` (a gradient pass of the heads' mask) over the peak resident
-size each computation reaches on the CPU, each model and computation measured in a fresh process, its lengths
+size each computation reaches on the CPU, each model measured in a fresh process, its computations and lengths
 in turn (`tests.models.memory_probe`: VmHWM after clear_refs, above the process just before the call, the model
 loaded and warmed up).
 
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
-from tests.models.memory_probe import measure  # noqa: E402 - the models tier's probe (one process a peak)
+from tests.models.memory_probe import measure  # noqa: E402 - the models tier's probe (one process a model)
 
 SIZES = {("minilm", "analysis"): (64, 128, 256, 384, 512), ("minilm", "gradient"): (64, 128, 256, 384, 512),
          ("smollm2", "analysis"): (64, 128, 256, 512, 1024, 1536), ("smollm2", "gradient"): (64, 128, 256, 512, 1024)}
@@ -37,16 +37,20 @@ def main() -> None:
     args = parser.parse_args()
     verdicts = []
     print("| model | computation | tokens | estimate (MiB) | peak (MiB) | estimate / peak |\n|---|---|---|---|---|---|")
-    for (model, path), sizes in (QUICK if args.quick else SIZES).items():
-        measured = measure(model, path, *sizes, timeout=900 * len(sizes))  # one fresh process a model and computation
+    table = QUICK if args.quick else SIZES
+    measured = {}
+    for model in dict.fromkeys(m for m, _ in table):  # one fresh process a model, both computations
+        cases = [(path, n) for (m, path), sizes in table.items() if m == model for n in sizes]
+        measured[model] = measure(model, cases, timeout=900 * len(cases))
+    for (model, path), sizes in table.items():
         for n in sizes:
-            got = measured[n]
+            got = measured[model][path, n]
             ratio = got["estimate"] / got["peak"]
             print(f"| {model} | {path} | {n} | {got['estimate'] / MB:.1f} | {got['peak'] / MB:.1f} | {ratio:.2f} |",
                   flush=True)
             verdicts.append((f"{model} {path} at {n} tokens: estimate / peak in {BAND[0]}–{BAND[1]}", f"{ratio:.2f}",
                              BAND[0] <= ratio <= BAND[1]))
-    print_verdicts(verdicts, where="peak resident size above the loaded model, one process a model and computation")
+    print_verdicts(verdicts, where="peak resident size above the loaded model, one process a model")
 
 
 if __name__ == "__main__":

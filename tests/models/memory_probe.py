@@ -1,7 +1,7 @@
-"""Measured peaks, in a process of their own: `python -m tests.models.memory_probe MODEL PATH N [N ...]` prints
-one line of JSON a length, {"n", "estimate", "peak", "method"}: the bytes the estimate declares and the peak
-resident size the computation reached above what the process held just before it (the model loaded and the same
-computation run once on a few tokens).
+"""Measured peaks, in a process of their own: `python -m tests.models.memory_probe MODEL PATH:N [PATH:N ...]` prints
+one line of JSON a case, {"path", "n", "estimate", "peak", "method"}: the bytes the estimate declares and the peak
+resident size the computation reached above what the process held just before it (the model loaded and each
+computation asked for run once on a few tokens).
 
 PATH: "analysis", `mha_viz.analyze` as the app runs it (`memory.analysis_need`); "gradient", one
 gradient pass of the heads' mask through the model's loss, as `ablation.head_gradients` runs it
@@ -10,9 +10,9 @@ differentiates, the same pass against a sentence embedding of another text). The
 `echo 5 > /proc/self/clear_refs` (freed memory handed back with malloc_trim first, so that the
 computation cannot hide in pages the warm-up left behind), or ru_maxrss where clear_refs cannot be
 written (then the loading's own peak may hide part of it). `measure` runs it from a test or a
-benchmark: one fresh process a model and path, its lengths one after the other, each peak reset, trimmed and
-measured from what the process holds before it (about 5 s of start saved a length); where the peak cannot be
-reset, one fresh process a length, so that no peak mixes with another's.
+benchmark: one fresh process a model, its cases (both computations, every length) one after the other, each peak
+reset, trimmed and measured from what the process holds before it (about 5 s of start and load saved a case);
+where the peak cannot be reset, one fresh process a case, so that no peak mixes with another's.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from mha_viz.budget import resident
 
@@ -32,20 +32,22 @@ PARAGRAPH = ("The old lighthouse stood at the edge of the harbour for more than 
              "its keeper climbed the narrow stairs to light the lamp for the ships coming home. ")
 
 
-def measure(model: str, path: str, *ns: int, timeout: float = 300) -> dict[int, dict]:
-    """{n: {"n", "estimate", "peak", "method"}} of `path` on `model` at each of `ns` tokens, measured in one fresh
-    process (`main`); the lengths it could not measure there (no resettable peak), each in a fresh process."""
+def measure(model: str, cases: Iterable[tuple[str, int]], *, timeout: float = 300) -> dict[tuple[str, int], dict]:
+    """{(path, n): {"path", "n", "estimate", "peak", "method"}} of each (path, n) of `cases` on `model`, measured in
+    one fresh process (`main`); the cases it could not measure there (no resettable peak), each in a fresh process."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MHA_VIZ_MAX_CAPTURE_MB": "1000000", "OMP_NUM_THREADS": "1"}
-    out: dict[int, dict] = {}
-    while todo := sorted(set(ns) - set(out)):
-        done = subprocess.run([sys.executable, "-m", "tests.models.memory_probe", model, path, *map(str, todo)],
+    wanted = set(cases)
+    out: dict[tuple[str, int], dict] = {}
+    while todo := sorted(wanted - set(out)):
+        args = [f"{path}:{n}" for path, n in todo]
+        done = subprocess.run([sys.executable, "-m", "tests.models.memory_probe", model, *args],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False)
         if done.returncode != 0:
-            raise RuntimeError(f"the probe of {model} {path} at {todo} tokens failed:\n{done.stderr[-3000:]}")
+            raise RuntimeError(f"the probe of {model} at {todo} failed:\n{done.stderr[-3000:]}")
         got = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
         if not got:
-            raise RuntimeError(f"the probe of {model} {path} at {todo} tokens printed nothing:\n{done.stdout[-3000:]}")
-        out.update((r["n"], r) for r in got)
+            raise RuntimeError(f"the probe of {model} at {todo} printed nothing:\n{done.stdout[-3000:]}")
+        out.update(((r["path"], r["n"]), r) for r in got)
     return out
 
 
@@ -79,18 +81,21 @@ def _computation(model, path: str, text: str, n: int):
     return gradient, ablation.gradient_bytes(model, inputs.ids.shape[1], fused=True)
 
 
-def main(spec: str, path: str, ns: list[int]) -> Iterator[dict]:
-    """Each length's measurement in turn, in this process; only the first where the peak cannot be reset (the
-    process's whole peak, ru_maxrss, would mix the lengths' peaks)."""
+def main(spec: str, cases: list[tuple[str, int]]) -> Iterator[dict]:
+    """Each case's measurement in turn, in this process, after each computation asked for has run once on a few
+    tokens; only the first case where the peak cannot be reset (the process's whole peak, ru_maxrss, would mix the
+    cases' peaks)."""
     import torch
 
     import mha_viz
 
     torch.set_num_threads(1)
     model = mha_viz.load_model(spec, device="cpu")
-    warm, _ = _computation(model, path, PARAGRAPH * 4, 8)
-    warm()  # lazy initialisations (kernels, tokenizer caches) are not the computation's
-    for n in ns:
+    for path in dict.fromkeys(p for p, _ in cases):
+        warm, _ = _computation(model, path, PARAGRAPH * 4, 8)
+        warm()  # lazy initialisations (kernels, tokenizer caches, autograd's) are not the computation's
+        del warm
+    for path, n in cases:
         run, estimate = _computation(model, path, PARAGRAPH * (4 + n // 16), n)
         resident.trim()
         start = resident.resident()
@@ -98,13 +103,21 @@ def main(spec: str, path: str, ns: list[int]) -> Iterator[dict]:
         result = run()
         peak = resident.peak(reset) - start
         del result, run
-        yield {"n": n, "estimate": int(estimate), "peak": int(peak), "method": "VmHWM" if reset else "ru_maxrss"}
+        yield {"path": path, "n": n, "estimate": int(estimate), "peak": int(peak),
+               "method": "VmHWM" if reset else "ru_maxrss"}
         if not reset:
             return
 
 
+def _case(arg: str) -> tuple[str, int]:
+    path, _, n = arg.partition(":")
+    if path not in PATHS or not n.isdigit():
+        sys.exit(f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)}:N [...] (not {arg!r})")
+    return path, int(n)
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 4 or sys.argv[2] not in PATHS:
-        sys.exit(f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)} N [N ...]")
-    for measured in main(sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3:]]):
+    if len(sys.argv) < 3:
+        sys.exit(f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)}:N [...]")
+    for measured in main(sys.argv[1], [_case(a) for a in sys.argv[2:]]):
         print(json.dumps(measured), flush=True)

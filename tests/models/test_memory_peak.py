@@ -1,8 +1,9 @@
 """The memory estimates against the measured peak: `memory.analysis_need` (what the admission and the
 sidebar's refusal read before an analysis) and `ablation.gradient_bytes` (before a gradient pass), each
 within 0.7–1.4 × of the peak resident size the computation reaches on the CPU, measured in a fresh
-process a model and computation, its two lengths one after the other, each from the peak reset
-(`tests.models.memory_probe`: about 5 s of start each; one process a length until stop 80).
+process a model, its two computations and their lengths one after the other, each from the peak reset
+(`tests.models.memory_probe`: about 5 s of start and load each; one process a length until stop 80, one a model
+and computation until stop 82).
 
 The lengths are where the working set dominates the noise of a few megabytes that any run shows (at
 64 tokens MiniLM's analysis holds about 10 MB), at both ends of each range, the estimates being smooth in n
@@ -27,15 +28,15 @@ CASES = [("minilm", "analysis", n) for n in (256, 512)] + [("minilm", "gradient"
 
 
 @functools.cache
-def _measured(model: str, path: str) -> dict[int, dict]:
-    """Every length of CASES for `model` and `path`, measured in one process."""
-    return measure(model, path, *(n for m, p, n in CASES if (m, p) == (model, path)))
+def _measured(model: str) -> dict[tuple[str, int], dict]:
+    """Every case of CASES for `model`, both computations, measured in one process."""
+    return measure(model, [(p, n) for m, p, n in CASES if m == model])
 
 
 @pytest.mark.model
 @pytest.mark.parametrize(("model", "path", "n"), CASES, ids=[f"{m}-{p}-{n}" for m, p, n in CASES])
 def test_the_estimate_is_near_the_measured_peak(model, path, n):
-    got = _measured(model, path)[n]
+    got = _measured(model)[path, n]
     ratio = got["estimate"] / got["peak"]
     assert BAND[0] <= ratio <= BAND[1], (
         f"{model} {path} at {n} tokens: the estimate {got['estimate'] / 2**20:.1f} MiB is {ratio:.2f} × the "
