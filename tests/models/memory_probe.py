@@ -11,7 +11,7 @@ differentiates, the same pass against a sentence embedding of another text). The
 computation cannot hide in pages the warm-up left behind), or ru_maxrss where clear_refs cannot be
 written (then the loading's own peak may hide part of it). `measure` runs it from a test or a
 benchmark: one fresh process a model, its cases (both computations, every length) one after the other, each peak
-reset, trimmed and measured from what the process holds before it (about 5 s of start and load saved a case);
+reset, trimmed and measured from what the process holds before it (a start and a load of about 5 s each, once a model);
 where the peak cannot be reset, one fresh process a case, so that no peak mixes with another's.
 """
 
