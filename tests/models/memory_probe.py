@@ -11,7 +11,7 @@ differentiates, the same pass against a sentence embedding of another text). The
 computation cannot hide in pages the warm-up left behind), or ru_maxrss where clear_refs cannot be
 written (then the loading's own peak may hide part of it). `measure` runs it from a test or a
 benchmark: one fresh process a model, its cases (both computations, every length) one after the other, each peak
-reset, trimmed and measured from what the process holds before it (a start and a load of about 5 s each, once a model);
+reset, trimmed and measured from what the process holds before it (one start and load, about 5 s, a model);
 where the peak cannot be reset, one fresh process a case, so that no peak mixes with another's.
 """
 
@@ -27,6 +27,7 @@ from typing import Iterable, Iterator
 from mha_viz.budget import resident
 
 PATHS = ("analysis", "gradient")
+USAGE = f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)}:N [...]"
 ROOT = Path(__file__).resolve().parents[2]
 PARAGRAPH = ("The old lighthouse stood at the edge of the harbour for more than a hundred years, and every night "
              "its keeper climbed the narrow stairs to light the lamp for the ships coming home. ")
@@ -112,12 +113,12 @@ def main(spec: str, cases: list[tuple[str, int]]) -> Iterator[dict]:
 def _case(arg: str) -> tuple[str, int]:
     path, _, n = arg.partition(":")
     if path not in PATHS or not n.isdigit():
-        sys.exit(f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)}:N [...] (not {arg!r})")
+        sys.exit(f"{USAGE} (not {arg!r})")
     return path, int(n)
 
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:
-        sys.exit(f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)}:N [...]")
+        sys.exit(USAGE)
     for measured in main(sys.argv[1], [_case(a) for a in sys.argv[2:]]):
         print(json.dumps(measured), flush=True)
