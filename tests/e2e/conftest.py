@@ -40,10 +40,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 BOOT_TIMEOUT_S = 240
 RUN_TIMEOUT_S = 240  # one rerun of the app; the first load of smollm2 converts its GGUF file (~30 s)
 RERUN_START_S = 5  # the most an action waits for the rerun it starts to show (it shows in < 0.5 s)
-# idle: this many polls in a row, this far apart (`App.wait_idle`). 150 ms until stop 83, when the probe learnt
-# to see a rerun coming (a run ended early for it) and a chart not drawn yet: the 290 waits of the browser
-# tier spent 134 s in their quiet tails, one process's time while the other had work.
-IDLE_POLLS, IDLE_POLL_MS = 3, 50
+IDLE_POLLS, IDLE_POLL_MS = 3, 150  # idle: this many polls in a row, this far apart (`App.wait_idle`)
 # Counts the moments the page turns busy (a rerun: the status widget says Running, or elements
 # are marked stale), however briefly, so that a wait after an action never mistakes the calm
 # before the rerun for its end. The status widget shows Running only after a run has taken 500 ms,
@@ -51,14 +48,12 @@ IDLE_POLLS, IDLE_POLL_MS = 3, 50
 # show neither: the server's own word is counted too, from the session's WebSocket. Every script
 # run starts with a ForwardMsg new_session (field 4) and ends with a script_finished (field 6),
 # also when stopped early for another rerun (streamlit/runtime/app_session.py); a top-level scan
-# of each message's protobuf fields counts them, and keeps whether the last run ended early for a
-# rerun (script_finished's status FINISHED_EARLY_FOR_RERUN, 2): the next run is coming then.
+# of each message's protobuf fields counts them.
 BUSY_OBSERVER = """
 (() => {
   window.__e2eBusySeen = 0;
   window.__e2eRunsStarted = 0;
   window.__e2eRunsFinished = 0;
-  window.__e2eRerunNext = false;  // the last run ended early for a rerun (st.rerun, a newer input): one follows
   let busy = false;
   const check = (records) => {
     const status = document.querySelector('[data-testid=stStatusWidget]');
@@ -73,7 +68,7 @@ BUSY_OBSERVER = """
   new MutationObserver(check).observe(document, {subtree: true, childList: true, characterData: true,
                                                  attributes: true, attributeOldValue: true,
                                                  attributeFilter: ['data-stale']});
-  const fields = (bytes) => {  // [field number, value of a varint field] at a protobuf message's top level
+  const fields = (bytes) => {  // the field numbers at a protobuf message's top level
     const out = [];
     let i = 0;
     const varint = () => {
@@ -83,9 +78,8 @@ BUSY_OBSERVER = """
     };
     while (i < bytes.length) {
       const key = varint(), wire = key % 8;
-      const field = [Math.floor(key / 8), null];
-      out.push(field);
-      if (wire === 0) field[1] = varint();
+      out.push(Math.floor(key / 8));
+      if (wire === 0) varint();
       else if (wire === 1) i += 8;
       else if (wire === 2) i += varint();
       else if (wire === 5) i += 4;
@@ -98,21 +92,18 @@ BUSY_OBSERVER = """
     constructor(...args) {
       super(...args);
       window.__e2eRunsFinished = window.__e2eRunsStarted;  // a new connection: no run of the old one to wait for
-      window.__e2eRerunNext = false;
       this.addEventListener('message', (event) => {
         if (!(event.data instanceof ArrayBuffer)) return;
-        for (const [field, value] of fields(new Uint8Array(event.data))) {
-          if (field === 4) { window.__e2eRunsStarted++; window.__e2eRerunNext = false; }
-          if (field === 6) { window.__e2eRunsFinished++; window.__e2eRerunNext = value === 2; }
-        }
+        const seen = fields(new Uint8Array(event.data));
+        if (seen.includes(4)) window.__e2eRunsStarted++;
+        if (seen.includes(6)) window.__e2eRunsFinished++;
       });
     }
   };
 })();
 """
 # '' when the app is idle (no 'Running'/'Stop' status, no skeleton placeholder, no stale element, no
-# script run started and not finished by BUSY_OBSERVER's count nor one coming after a run that ended
-# early for it, no chart still to be drawn), else what is busy
+# script run started and not finished by BUSY_OBSERVER's count), else what is busy
 IDLE_PROBE = """() => {
     const status = Array.from(document.querySelectorAll('[data-testid=stStatusWidget]'))
         .map(e => e.innerText).join(' ');
@@ -120,14 +111,9 @@ IDLE_PROBE = """() => {
     const skeletons = document.querySelectorAll('[data-testid=stSkeleton]').length;
     const stale = document.querySelectorAll('[data-stale=true]').length;
     const app = document.querySelector('[data-testid=stMain]') ? 1 : 0;
-    // BUSY_OBSERVER: a run started and not finished, or one ended early for the rerun that follows it
-    const running = (window.__e2eRunsStarted || 0) - (window.__e2eRunsFinished || 0) + (window.__e2eRerunNext ? 1 : 0);
-    // a chart whose figure Plotly has not drawn yet (its element is there before its plot)
-    const undrawn = Array.from(document.querySelectorAll('[data-testid=stPlotlyChart]'))
-        .filter(e => !e.querySelector('.main-svg')).length;
-    return (busy || skeletons || stale || !app || running > 0 || undrawn) ?
-        `status='${status}' skeletons=${skeletons} stale=${stale} main=${app} running=${running} ` +
-        `undrawn=${undrawn}` : '';
+    const running = (window.__e2eRunsStarted || 0) - (window.__e2eRunsFinished || 0);  // BUSY_OBSERVER
+    return (busy || skeletons || stale || !app || running > 0) ?
+        `status='${status}' skeletons=${skeletons} stale=${stale} main=${app} running=${running}` : '';
 }"""
 # a chart's tick labels on one axis (evaluated on the chart's element, with the axis): [text, position]
 TICKS_PROBE = """(el, axis) =>
@@ -407,8 +393,7 @@ class App:
 
     def wait_idle(self, timeout_s: float = RUN_TIMEOUT_S) -> None:
         """Until the app is idle: no 'Running'/'Stop' status, no skeleton placeholder, no stale
-        element, no script run under way or coming, no chart still to draw (IDLE_PROBE), IDLE_POLLS polls in a
-        row."""
+        element and no script run under way (IDLE_PROBE), three polls in a row."""
         deadline, quiet, state = time.monotonic() + timeout_s, 0, ""
         while True:
             state = self.page.evaluate(IDLE_PROBE)
