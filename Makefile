@@ -4,10 +4,7 @@
 # over TEST_WORKERS processes (pytest-xdist; tests/conftest.py's _group keeps a file's tests, and
 # the browser tests that share one server, in one process). TEST_WORKERS=0 runs them in this one.
 # The tests write Python's bytecode (__pycache__, ignored by git) even where PYTHONDONTWRITEBYTECODE
-# is set (the machines we work on set it): each of the suite's processes (the two workers, every
-# server, probe, kernel and actor it starts) would otherwise compile the source tree again, and
-# pytest rewrite every test file's asserts again in each worker (collection: 14.5 s a worker
-# without, 6.2 s with).
+# is set: otherwise every process of the suite compiles the source tree again (docs/architecture.md).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin

@@ -440,17 +440,16 @@ class App:
         """Put `text` in the sidebar's Sentence box and apply it (st.text_area: Ctrl+Enter); nothing to do where
         the box holds `text` already, applied (an unchanged box starts no rerun: `rerun` would wait RERUN_START_S)."""
         box = self.text_box
-        if box.input_value() == text and not self.page.locator(
-                "[data-testid=stSidebar] [data-testid=InputInstructions]").count():
+        # the "Press Ctrl+Enter to apply" hint: shown while the box holds what the server has not been sent
+        hint = self.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]")
+        if box.input_value() == text and not hint.count():
             self.wait_idle()
             return
 
         def apply() -> None:
             box.fill(text)
             box.press("Control+Enter")
-            # the "Press Ctrl+Enter to apply" hint goes once the value is sent to the server
-            hint = self.page.locator("[data-testid=stSidebar] [data-testid=InputInstructions]")
-            hint.wait_for(state="hidden")
+            hint.wait_for(state="hidden")  # the value is sent to the server
 
         self.rerun(apply)
 
@@ -513,18 +512,15 @@ class App:
             has=self.page.get_by_text(label, exact=True)).locator("input")
         self.page.locator(f"{scope} input[role=combobox][aria-label={_css_str(label)}], "
                           f"{scope} [data-testid=stNumberInput] input").first.wait_for()
-        if combo.count():
-            if combo.input_value() == option:  # chosen already: a click on it starts no rerun (see `set_text`)
-                self.wait_idle()
-                return
+        is_combo = bool(combo.count())
+        assert is_combo or number.count() == 1, f"no selectbox or number input labelled {label!r}"
+        if (combo if is_combo else number).input_value() == option:  # there already: no rerun starts (`set_text`)
+            self.wait_idle()
+        elif is_combo:
             combo.click()
             combo.fill(option)
             self.rerun(self.page.get_by_role("option", name=option, exact=True).click)
         else:
-            assert number.count() == 1, f"no selectbox or number input labelled {label!r}"
-            if number.input_value() == option:
-                self.wait_idle()
-                return
             number.fill(option)
             self.rerun(lambda: number.press("Enter"))
 
