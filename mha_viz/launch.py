@@ -9,9 +9,11 @@ mha-viz runs with them from any folder.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import tomllib
 import urllib.request
 from pathlib import Path
@@ -54,9 +56,29 @@ def health(base_url: str) -> str:
         return f"unreachable: {exc}"
 
 
+def serve(argv: list[str], env: dict[str, str]) -> int:
+    """Run `argv` until it exits and return its exit code, passing on the signals that stop this process: a
+    service manager's SIGTERM, a closed terminal's SIGHUP (as a SIGTERM: Streamlit stops cleanly on that), a
+    SIGQUIT, and SIGINT. Otherwise a `kill` of `mha-viz` would leave its server running. Ctrl+C in a terminal
+    reaches both processes already (one process group); Streamlit stops once on a second SIGINT too."""
+    proc = subprocess.Popen(argv, env=env)
+    passed_on = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM}
+    if hasattr(signal, "SIGHUP"):  # POSIX
+        passed_on |= {signal.SIGHUP: signal.SIGTERM, signal.SIGQUIT: signal.SIGQUIT}
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # where Python lets a handler be set
+        previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(passed_on[signum]))
+                    for sig in passed_on}
+    try:
+        return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_app(port: int = DEFAULT_PORT, public: bool = False, dtype: str = "auto", lesson: str = "") -> int:
-    """Serve the app until Ctrl+C; returns Streamlit's exit code. `public` sets MHA_VIZ_PUBLIC=1
-    (only the listed models, a capped token limit: docs/deploying.md); `dtype` other than "auto"
+    """Serve the app until Ctrl+C or a signal to stop (`serve`); returns Streamlit's exit code. `public` sets
+    MHA_VIZ_PUBLIC=1 (only the listed models, a capped token limit: docs/deploying.md); `dtype` other than "auto"
     sets MHA_VIZ_DTYPE, the sidebar's default *Precision*; `lesson` (a lesson file or a bundled
     lesson's name) sets MHA_VIZ_LESSON, the lesson every session opens on."""
     if not 1 <= port <= 65535:
@@ -73,7 +95,4 @@ def run_app(port: int = DEFAULT_PORT, public: bool = False, dtype: str = "auto",
     where = f"http://localhost:{port}" + (" (public mode, every interface)" if public else "")
     print(f"mha-viz starting: open {where} in your browser (Ctrl+C stops it); it answers once its "
           "libraries and the default model are loaded (about 10 s)", flush=True)
-    try:
-        return subprocess.call(command(port, public), env=env)
-    except KeyboardInterrupt:
-        return 130
+    return serve(command(port, public), env)

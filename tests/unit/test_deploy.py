@@ -6,7 +6,9 @@ tests/models/test_untrusted_folders.py and tests/app/test_public_mode.py."""
 from __future__ import annotations
 
 import ast
+import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -230,7 +232,7 @@ def test_dtype_on_the_command_line_sets_the_sidebars_default_precision(monkeypat
     from mha_viz import cli
 
     served = []
-    monkeypatch.setattr(launch.subprocess, "call", lambda argv, env: served.append(env) or 0)
+    monkeypatch.setattr(launch, "serve", lambda argv, env: served.append(env) or 0)
     monkeypatch.delenv("MHA_VIZ_DTYPE", raising=False)
     assert cli.main(["--dtype", "bfloat16", "--port", "8599"]) == 0
     assert cli.main(["app", "--dtype", "float16"]) == 0
@@ -250,7 +252,7 @@ def test_lesson_on_the_command_line_sets_the_server_lesson(monkeypatch, tmp_path
     from mha_viz import cli
 
     served = []
-    monkeypatch.setattr(launch.subprocess, "call", lambda argv, env: served.append(env) or 0)
+    monkeypatch.setattr(launch, "serve", lambda argv, env: served.append(env) or 0)
     monkeypatch.delenv("MHA_VIZ_LESSON", raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "week3.json").write_text("{}")
@@ -262,3 +264,42 @@ def test_lesson_on_the_command_line_sets_the_server_lesson(monkeypatch, tmp_path
     assert "neither a file nor a bundled lesson" in capsys.readouterr().err
     monkeypatch.setenv("MHA_VIZ_LESSON", " week3.json ")
     assert settings.from_env().lesson == "week3.json"
+
+
+# A stand-in for Streamlit's server: it says which signal stopped it in its exit code (Streamlit stops cleanly on
+# SIGTERM, SIGINT and SIGQUIT, and dies on SIGHUP) once it has written that it is ready.
+SERVER = """
+import signal, sys
+from pathlib import Path
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+    signal.signal(sig, lambda signum, _frame: sys.exit(100 + signum))
+Path(sys.argv[1]).write_text("ready")
+while True:
+    signal.pause()
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX signals")
+@pytest.mark.parametrize("sent, received", [("SIGTERM", "SIGTERM"), ("SIGHUP", "SIGTERM"), ("SIGINT", "SIGINT")])
+def test_the_command_passes_a_signal_to_stop_on_to_the_server(tmp_path, sent, received):
+    """`mha-viz` serves the app from a child process (launch.serve): a service manager's SIGTERM or a closed
+    terminal's SIGHUP sent to `mha-viz` alone must stop the server too (a SIGHUP as a SIGTERM, which
+    Streamlit handles), and the command returns the server's exit code, its own handlers put back after."""
+    ready, sig = tmp_path / "ready", getattr(signal, sent)
+    before = signal.getsignal(sig)
+    outcome = {}
+
+    def stop_the_command() -> None:  # the signal goes to this test's main thread, blocked in launch.serve
+        outcome["armed"] = wait_until(lambda: ready.exists() and signal.getsignal(sig) != before, 60)
+        if outcome["armed"]:
+            signal.pthread_kill(threading.main_thread().ident, sig)
+        else:  # no handler of the command's own: end the server rather than this test's process
+            subprocess.run(["pkill", "-f", str(ready)], check=False)
+
+    stopper = threading.Thread(target=stop_the_command)
+    stopper.start()
+    code = launch.serve([sys.executable, "-c", SERVER, str(ready)], dict(os.environ))
+    stopper.join(60)
+    assert outcome["armed"], f"launch.serve set no handler for {sent} while the server ran"
+    assert code == 100 + getattr(signal, received)
+    assert signal.getsignal(sig) == before
