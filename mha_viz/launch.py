@@ -62,15 +62,18 @@ def serve(argv: list[str], env: dict[str, str]) -> int:
     SIGQUIT, and SIGINT. Otherwise a `kill` of `mha-viz` would leave its server running. Ctrl+C in a terminal
     reaches both processes already (one process group); Streamlit stops once on a second SIGINT too."""
     proc = subprocess.Popen(argv, env=env)
-    passed_on = {signal.SIGINT: signal.SIGINT, signal.SIGTERM: signal.SIGTERM}
-    if hasattr(signal, "SIGHUP"):  # POSIX
-        passed_on |= {signal.SIGHUP: signal.SIGTERM, signal.SIGQUIT: signal.SIGQUIT}
+    passed_on = {signal.SIGTERM: signal.SIGTERM}
+    if hasattr(signal, "SIGHUP"):  # POSIX (Windows sends a child none of the others)
+        passed_on |= {signal.SIGINT: signal.SIGINT, signal.SIGHUP: signal.SIGTERM, signal.SIGQUIT: signal.SIGQUIT}
     previous = {}
     if threading.current_thread() is threading.main_thread():  # where Python lets a handler be set
         previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(passed_on[signum]))
                     for sig in passed_on}
     try:
         return proc.wait()
+    except KeyboardInterrupt:  # Windows: Ctrl+C reached the server too (one console)
+        proc.wait()
+        return 130
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
