@@ -267,12 +267,14 @@ def test_lesson_on_the_command_line_sets_the_server_lesson(monkeypatch, tmp_path
 
 
 # A stand-in for Streamlit's server: it says which signal stopped it in its exit code (Streamlit stops cleanly on
-# SIGTERM, SIGINT and SIGQUIT, and dies on SIGHUP) once it has written that it is ready.
+# SIGTERM, SIGINT and SIGQUIT, and dies on SIGHUP) once it has written that it is ready; SIGALRM ends it after 90 s
+# if no signal came.
 SERVER = """
 import signal, sys
 from pathlib import Path
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
     signal.signal(sig, lambda signum, _frame: sys.exit(100 + signum))
+signal.alarm(90)
 Path(sys.argv[1]).write_text("ready")
 while True:
     signal.pause()
@@ -291,15 +293,13 @@ def test_the_command_passes_a_signal_to_stop_on_to_the_server(tmp_path, sent, re
 
     def stop_the_command() -> None:  # the signal goes to this test's main thread, blocked in launch.serve
         outcome["armed"] = wait_until(lambda: ready.exists() and signal.getsignal(sig) != before, 60)
-        if outcome["armed"]:
+        if outcome["armed"]:  # else no handler of the command's own: the server ends itself (its alarm)
             signal.pthread_kill(threading.main_thread().ident, sig)
-        else:  # no handler of the command's own: end the server rather than this test's process
-            subprocess.run(["pkill", "-f", str(ready)], check=False)
 
     stopper = threading.Thread(target=stop_the_command)
     stopper.start()
     code = launch.serve([sys.executable, "-c", SERVER, str(ready)], dict(os.environ))
-    stopper.join(60)
+    stopper.join(90)
     assert outcome["armed"], f"launch.serve set no handler for {sent} while the server ran"
     assert code == 100 + getattr(signal, received)
     assert signal.getsignal(sig) == before
