@@ -60,7 +60,8 @@ def serve(argv: list[str], env: dict[str, str]) -> int:
     """Run `argv` until it exits and return its exit code, passing on the signals that stop this process: a
     service manager's SIGTERM, a closed terminal's SIGHUP (as a SIGTERM: Streamlit stops cleanly on that), a
     SIGQUIT, and SIGINT. Otherwise a `kill` of `mha-viz` would leave its server running. Ctrl+C in a terminal
-    reaches both processes already (one process group); Streamlit stops once on a second SIGINT too."""
+    reaches both processes already (one process group), and the SIGINT passed on as well does no harm: Streamlit's
+    handler only asks its server to stop."""
     proc = subprocess.Popen(argv, env=env)
     passed_on = {signal.SIGTERM: signal.SIGTERM}
     if hasattr(signal, "SIGHUP"):  # POSIX (Windows sends a child none of the others)
