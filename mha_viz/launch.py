@@ -18,6 +18,7 @@ import tomllib
 import urllib.request
 from pathlib import Path
 
+from mha_viz import settings
 from mha_viz.export import lesson as lessons
 
 SCRIPT = Path(__file__).resolve().parent / "ui" / "shell" / "serve.py"
@@ -92,7 +93,7 @@ def run_app(port: int = DEFAULT_PORT, public: bool = False, dtype: str = "auto",
         print(f"error: --lesson {lesson} is neither a file nor a bundled lesson ({', '.join(lessons.bundled())})",
               file=sys.stderr)
         return 2
-    env = dict(os.environ, **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
+    env = dict(os.environ, **settings.openmp_spin(os.environ), **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
                **({"MHA_VIZ_DTYPE": dtype} if dtype != "auto" else {}),
                **({"MHA_VIZ_LESSON": str(Path(lesson).resolve()) if Path(lesson).is_file() else lesson}
                   if lesson else {}))

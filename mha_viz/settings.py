@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Mapping
 
 from mha_viz_models import BUNDLED, PRECISIONS
 
@@ -133,6 +134,20 @@ def _choice(name: str, choices: tuple[str, ...]) -> str:
     """The variable's value when it is one of `choices` (any case), else the first choice."""
     value = os.environ.get(name, "").strip().lower()
     return value if value in choices else choices[0]
+
+
+# How long a PyTorch thread that waits for work spins before it sleeps (GNU OpenMP's GOMP_SPINCOUNT; its default is
+# 300,000). Two processes computing on the same cores at once (the app's server and a local Ray actor) each spin
+# through the time slices the other's threads need: 40 MiniLM analyses next to a Ray job took 6.5 to 39 s where they
+# take 0.4 s alone. At 10,000 a process alone computes as fast as with the default (benchmarks/openmp_spin.py).
+OPENMP_SPIN = {"GOMP_SPINCOUNT": "10000"}
+
+
+def openmp_spin(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables to add to `environ` for a process that may share its cores (OPENMP_SPIN): none where the user
+    has set how OpenMP waits (GOMP_SPINCOUNT or OMP_WAIT_POLICY). They act only on a process not yet started: OpenMP
+    reads them once, when PyTorch is imported."""
+    return {} if {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & set(environ) else dict(OPENMP_SPIN)
 
 
 def size_text(nbytes: float) -> str:

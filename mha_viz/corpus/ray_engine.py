@@ -39,6 +39,9 @@ reserve at most `cpus - SPARE_CPUS`: on 2 cores, one actor with `num_cpus=1`. Ra
 actor's OMP_NUM_THREADS to 1, which would halve torch's speed next to the local engine; the
 actor sets torch's threads back to its share of the machine's cores (`threads`, 2 on 2 cores).
 With GPUs, one actor per GPU (`num_gpus=1`, `num_cpus=1`), as many as the CPUs allow.
+The cluster's workers start with GOMP_SPINCOUNT=10000 (`settings.openmp_spin`, in the job's runtime env, unless
+the user set a spin or wait policy): an actor's waiting threads would otherwise spin through the cores the app's
+server computes on, and the server's through the actor's (both 5 × slower on 2 cores, benchmarks/openmp_spin.py).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ import ray  # heavy, optional (requirements-ray.txt): this module is imported on
 import torch
 
 import mha_viz_models
+from mha_viz import settings
 from mha_viz.budget.time_left import TimeLeft
 from mha_viz.corpus import ray_engine_pool
 from mha_viz.corpus.accumulate import Partial
@@ -115,9 +119,10 @@ def connect() -> Pool:
 def _init() -> None:
     global _started
     address = os.environ.get("RAY_ADDRESS")
+    _spin = settings.openmp_spin(os.environ)  # the actors share cores with this process, or with one another
     if address:
         code = [str(Path(mha_viz_models.__file__).parent), str(Path(__file__).parents[1])]  # models/, mha_viz/
-        ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code})
+        ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code, "env_vars": _spin})
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing
         # Ray starts its workers at nice 15: on a busy machine the actor would get the CPU last,
@@ -125,7 +130,8 @@ def _init() -> None:
         os.environ.setdefault("RAY_worker_niceness", "0")
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         ray.init(address="local", num_cpus=machine_cpus(), num_gpus=gpus, include_dashboard=False,
-                 log_to_driver=False, logging_level=logging.ERROR)  # the caller reports progress
+                 log_to_driver=False, logging_level=logging.ERROR,  # the caller reports progress
+                 runtime_env={"env_vars": _spin})
         _started = True
     atexit.unregister(shutdown)  # once, however often the cluster is restarted
     atexit.register(shutdown)  # after ray.init's own hook, so it runs before it: actors first

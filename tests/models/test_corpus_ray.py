@@ -164,16 +164,29 @@ def test_shutdown_kills_the_actors_and_the_next_job_starts_again(ray_engine):
     assert corpus.head_statistics("minilm", DOCS[:8], engine="ray", **FAST).n_docs == 8
 
 
+def started_with(pid: int) -> dict[str, str]:
+    """The environment process `pid` started with (what OpenMP read when it loaded)."""
+    started = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(kv.decode(errors="replace").split("=", 1) for kv in started if b"=" in kv)
+
+
 def test_a_process_that_ran_a_ray_job_exits_and_takes_its_actors_along(gpt2_dir):
+    """A Ray job's process ends and its actors with it. Its actors started with GOMP_SPINCOUNT=10000
+    (settings.OPENMP_SPIN, the cluster's runtime env): their PyTorch threads sleep soon when they wait, instead of
+    spinning through the cores the app's server computes on (both 5 × slower, benchmarks/openmp_spin.py). OpenMP
+    reads it once, as a process loads PyTorch: it is read from the environment the actor's process started with.
+    The process here sets no spin or wait policy of its own (this suite's processes do: tests/conftest.py)."""
     code = ("import json; from mha_viz import corpus; from mha_viz.corpus import ray_engine\n"
+            "from tests.models.test_corpus_ray import started_with\n"
             f"corpus.head_statistics({str(gpt2_dir)!r}, ['a b c', 'd e'], engine='ray', importance=False)\n"
-            "print(json.dumps([a['pid'] for a in ray_engine.actors()]))")
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+            "print(json.dumps({a['pid']: started_with(a['pid']).get('GOMP_SPINCOUNT') for a in ray_engine.actors()}))")
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env=env)
     assert out.returncode == 0, out.stderr
-    pids = json.loads(out.stdout.strip().splitlines()[-1])
-    assert pids and all(gone(p) for p in pids)
+    spins = json.loads(out.stdout.strip().splitlines()[-1])
+    assert spins and set(spins.values()) == {"10000"}, spins
+    assert all(gone(int(p)) for p in spins)
 
 
 @pytest.mark.parametrize("cpus, gpus, local, expected", [

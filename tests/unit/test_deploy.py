@@ -303,3 +303,25 @@ def test_the_command_passes_a_signal_to_stop_on_to_the_server(tmp_path, sent, re
     assert outcome["armed"], f"launch.serve set no handler for {sent} while the server ran"
     assert code == 100 + getattr(signal, received)
     assert signal.getsignal(sig) == before
+
+
+@pytest.mark.parametrize("users, expected", [
+    ({}, "10000"),  # OpenMP's spin shortened (settings.OPENMP_SPIN)
+    ({"GOMP_SPINCOUNT": "250"}, "250"),  # what the user set, left alone
+    ({"OMP_WAIT_POLICY": "ACTIVE"}, None),
+])
+def test_the_command_gives_its_server_a_short_openmp_spin_unless_the_user_set_one(monkeypatch, users, expected):
+    """`mha-viz` starts its server with GOMP_SPINCOUNT=10000: PyTorch's threads waiting for work sleep sooner, and
+    do not spin through the cores a Ray actor or another server computes on (benchmarks/openmp_spin.py). A user's
+    own GOMP_SPINCOUNT or OMP_WAIT_POLICY reaches the server unchanged, and nothing is added to it."""
+    from mha_viz import cli
+
+    served = []
+    monkeypatch.setattr(launch, "serve", lambda argv, env: served.append(env) or 0)
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in users.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["--port", "8599"]) == 0
+    assert served[0].get("GOMP_SPINCOUNT") == expected
+    assert {k: served[0].get(k) for k in users} == users
