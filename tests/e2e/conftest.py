@@ -48,12 +48,17 @@ IDLE_POLLS, IDLE_POLL_MS = 3, 150  # idle: this many polls in a row, this far ap
 # show neither: the server's own word is counted too, from the session's WebSocket. Every script
 # run starts with a ForwardMsg new_session (field 4) and ends with a script_finished (field 6),
 # also when stopped early for another rerun (streamlit/runtime/app_session.py); a top-level scan
-# of each message's protobuf fields counts them.
+# of each message's protobuf fields counts the starts, and a run is under way while the last of the two seen was
+# a start. (Not starts minus ends: after the Stop and Cancel buttons of three tests the count stayed at one run
+# under way for 240 s on an idle page, a start without its end; a runner the session replaced is not listened to,
+# app_session.py's "non-current ScriptRunner". Until stop 85 the scan misread
+# every length-delimited field, `i += varint()` adding to i as it was before the length, so it counted fields 4
+# and 6 in the deltas' bytes: 6 starts and 27 ends for one run, and the running term never held a wait.)
 BUSY_OBSERVER = """
 (() => {
   window.__e2eBusySeen = 0;
   window.__e2eRunsStarted = 0;
-  window.__e2eRunsFinished = 0;
+  window.__e2eRunning = false;
   let busy = false;
   const check = (records) => {
     const status = document.querySelector('[data-testid=stStatusWidget]');
@@ -81,7 +86,7 @@ BUSY_OBSERVER = """
       out.push(Math.floor(key / 8));
       if (wire === 0) varint();
       else if (wire === 1) i += 8;
-      else if (wire === 2) i += varint();
+      else if (wire === 2) { const length = varint(); i += length; }  // not `i += varint()` (see above)
       else if (wire === 5) i += 4;
       else break;  // groups: not in Streamlit's messages
     }
@@ -91,19 +96,19 @@ BUSY_OBSERVER = """
   window.WebSocket = class extends Native {
     constructor(...args) {
       super(...args);
-      window.__e2eRunsFinished = window.__e2eRunsStarted;  // a new connection: no run of the old one to wait for
+      window.__e2eRunning = false;  // a new connection: no run of the old one to wait for
       this.addEventListener('message', (event) => {
         if (!(event.data instanceof ArrayBuffer)) return;
         const seen = fields(new Uint8Array(event.data));
-        if (seen.includes(4)) window.__e2eRunsStarted++;
-        if (seen.includes(6)) window.__e2eRunsFinished++;
+        if (seen.includes(4)) { window.__e2eRunsStarted++; window.__e2eRunning = true; }
+        if (seen.includes(6)) window.__e2eRunning = false;
       });
     }
   };
 })();
 """
 # '' when the app is idle (no 'Running'/'Stop' status, no skeleton placeholder, no stale element, no
-# script run started and not finished by BUSY_OBSERVER's count), else what is busy
+# script run under way by BUSY_OBSERVER), else what is busy
 IDLE_PROBE = """() => {
     const status = Array.from(document.querySelectorAll('[data-testid=stStatusWidget]'))
         .map(e => e.innerText).join(' ');
@@ -111,8 +116,8 @@ IDLE_PROBE = """() => {
     const skeletons = document.querySelectorAll('[data-testid=stSkeleton]').length;
     const stale = document.querySelectorAll('[data-stale=true]').length;
     const app = document.querySelector('[data-testid=stMain]') ? 1 : 0;
-    const running = (window.__e2eRunsStarted || 0) - (window.__e2eRunsFinished || 0);  // BUSY_OBSERVER
-    return (busy || skeletons || stale || !app || running > 0) ?
+    const running = window.__e2eRunning ? 1 : 0;  // BUSY_OBSERVER
+    return (busy || skeletons || stale || !app || running) ?
         `status='${status}' skeletons=${skeletons} stale=${stale} main=${app} running=${running}` : '';
 }"""
 # a chart's tick labels on one axis (evaluated on the chart's element, with the axis): [text, position]
