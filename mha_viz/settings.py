@@ -138,9 +138,9 @@ def _choice(name: str, choices: tuple[str, ...]) -> str:
 
 # How long a PyTorch thread that waits for work spins before it sleeps (GNU OpenMP's GOMP_SPINCOUNT; its default is
 # 300,000). Two processes computing on the same cores at once (the app's server and a local Ray actor) each spin
-# through the time slices the other's threads need: 150 MiniLM analyses next to a Ray job took 16 to 39 s (about
-# 1.4 s alone), and 5.8 to 6.3 s at 10,000, where a process alone computes as fast as with the default
-# (benchmarks/openmp_spin.py).
+# through the time slices the other's threads need: 150 MiniLM analyses next to a Ray job took 16 to 39 s, and 5.8 to
+# 6.3 s at 10,000, where a process alone computes as fast as with the default (300 analyses 2.66 s against 2.75 s;
+# benchmarks/openmp_spin.py).
 OPENMP_SPIN = {"GOMP_SPINCOUNT": "10000"}
 
 

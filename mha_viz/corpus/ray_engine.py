@@ -119,10 +119,10 @@ def connect() -> Pool:
 def _init() -> None:
     global _started
     address = os.environ.get("RAY_ADDRESS")
-    _spin = settings.openmp_spin(os.environ)  # the actors share cores with this process, or with one another
+    spin = settings.openmp_spin(os.environ)  # the actors share cores with this process, or with one another
     if address:
         code = [str(Path(mha_viz_models.__file__).parent), str(Path(__file__).parents[1])]  # models/, mha_viz/
-        ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code, "env_vars": _spin})
+        ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code, "env_vars": spin})
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing
         # Ray starts its workers at nice 15: on a busy machine the actor would get the CPU last,
@@ -131,7 +131,7 @@ def _init() -> None:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         ray.init(address="local", num_cpus=machine_cpus(), num_gpus=gpus, include_dashboard=False,
                  log_to_driver=False, logging_level=logging.ERROR,  # the caller reports progress
-                 runtime_env={"env_vars": _spin})
+                 runtime_env={"env_vars": spin})
         _started = True
     atexit.unregister(shutdown)  # once, however often the cluster is restarted
     atexit.register(shutdown)  # after ray.init's own hook, so it runs before it: actors first
