@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.corpus.store import statistics_store
+from tests.app import script_wait
+
+script_wait.install()  # every AppTest of the tier waits for its script on an event (tests/app/script_wait.py)
 
 
 @pytest.fixture
