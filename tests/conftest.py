@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 # Before torch loads its OpenMP runtime (read once, at load; inherited by the servers and command lines the
-# tests start): a thread of torch's waiting for work sleeps instead of spinning. `make test` runs two
+# tests start): a thread of torch's waiting for work sleeps instead of spinning. `make test` runs three
 # processes, each with as many torch threads as cores, next to the browser and the tests' servers; spinning,
 # the idle threads took the cores from the busy ones (a MiniLM forward 2 to 10 times slower on 2 loaded cores).
 # The thread counts, and so every code path that reads them, stay as they were.
@@ -174,7 +174,7 @@ def _group(item: pytest.Item) -> str:
     """Which tests run in one process when `make test` spreads the suite over the cores (pytest-xdist,
     `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once. The
     browser tests' shared server and browser (tests/e2e/conftest.py's `server`, `browser`) are a session's:
-    one a process, for every browser file it runs; two processes, two servers, each with its own log."""
+    one a process, for every browser file it runs; a server a process, each with its own log."""
     return item.nodeid.split("::", 1)[0]
 
 

@@ -4,7 +4,8 @@ as its text box takes input (Ctrl+Enter while its first run may still be going),
 another page, then opens the Head view through the top navigation; what each then shows is returned for the
 test to compare with its own tokens.
 
-The sessions are driven with playwright's async API, in a thread of their own, so that no session waits for
+The sessions are tabs of one browser context (a Streamlit session is a tab's), driven with playwright's async
+API, in a thread of their own, so that no session waits for
 another's typing (the other tests' sync playwright owns the test thread's loop); each reports how long after
 its box appeared it typed. (The issue asks for typing within 100 ms of the box appearing; on a loaded 2-core
 machine, 8 tabs drawing at once, the browser itself takes seconds to make the box take input.)
@@ -93,12 +94,9 @@ async def _to_head_view(page) -> None:
     await page.locator("[data-testid=stMain] h1").filter(has_text=title).wait_for()
 
 
-async def _one_session(browser, base_url: str, visit: Visit) -> dict:
-    """A new session on `visit`'s link that types its sentence as soon as its box takes input; what its landing
-    page showed, and then what its Head view shows."""
-    context = await browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(RUN_TIMEOUT_S * 1000)
-    await context.add_init_script(BOX_OBSERVER)
+async def _one_session(context, base_url: str, visit: Visit) -> dict:
+    """A new session, a tab of `context`, on `visit`'s link that types its sentence as soon as its box takes input;
+    what its landing page showed, and then what its Head view shows."""
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -139,7 +137,7 @@ async def _one_session(browser, base_url: str, visit: Visit) -> dict:
         await page.screenshot(path=str(ARTIFACTS / f"crowd-FAILED-{visit.text[:28].replace(' ', '_')}.png"))
         raise
     finally:
-        await context.close()
+        await page.close()
 
 
 async def _crowd(base_url: str, visits: list[Visit]) -> list[dict]:
@@ -148,7 +146,12 @@ async def _crowd(base_url: str, visits: list[Visit]) -> list[dict]:
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            return await asyncio.gather(*(_one_session(browser, base_url, v) for v in visits))
+            # one context for the crowd's tabs: a Streamlit session is a tab's (its WebSocket), and the tabs of one
+            # context compile the app's scripts once (conftest.py's `tabs`: about 1 s of CPU a context saved)
+            context = await browser.new_context(viewport={"width": 1400, "height": 1000})
+            context.set_default_timeout(RUN_TIMEOUT_S * 1000)
+            await context.add_init_script(BOX_OBSERVER)
+            return await asyncio.gather(*(_one_session(context, base_url, v) for v in visits))
         finally:
             await browser.close()
 

@@ -2,8 +2,9 @@
 tick labels and subplot titles (annotations) intersect neither one another nor a plot area (tick labels of one
 axis among themselves are left to Plotly, which turns them; an annotation may lie inside a plot, as a label on
 a bar does). `both_widths` checks every chart of the page shown, at 1280 and 1366 wide: test_e2e_app's walk
-over every page on MiniLM, and test_e2e_readable's states, call it. `outside` says where an element lies outside
-the first minute's window (WINDOW: what must be in sight without scrolling)."""
+over every page calls it (on MiniLM every page and the states the issue found overlaps in, on SmolLM2 two
+pages). `outside` says where an element lies outside the first minute's window (WINDOW: what must be in sight
+without scrolling)."""
 
 from __future__ import annotations
 
