@@ -9,8 +9,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PORT   ?= 8501
-# 3 on 2 cores: the browser tests wait on the browser and the app, and with 2 processes the cores stood idle about
-# 7 % of the run (vmstat); a third fills them (the whole suite 735 s against 822 and 870 s with 2, stop 87).
+# 3 on 2 cores: the browser tests wait on the browser and the app, and with 2 processes the cores stood idle 5 % of
+# the run (vmstat, 10-s samples); a third fills them (the whole suite 735 s against 822 and 870 s with 2 within the
+# same 75 minutes, stop 87; a run's time drifts by a tenth on this machine).
 TEST_WORKERS ?= 3
 STAMP  := $(VENV)/.installed
 
