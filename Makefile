@@ -2,7 +2,7 @@
 # everything up on first use. `make test` runs the linter first (ruff, pinned in
 # requirements-dev.txt, rules in pyproject.toml) and stops on any finding, then spreads the tests
 # over TEST_WORKERS processes (pytest-xdist; tests/conftest.py's _group keeps a file's tests, and
-# the browser tests that share one server, in one process). TEST_WORKERS=0 runs them in this one.
+# every browser test with the one server they share, in one process). TEST_WORKERS=0 runs them in this one.
 # The tests write Python's bytecode (__pycache__, ignored by git) even where PYTHONDONTWRITEBYTECODE
 # is set: otherwise every process of the suite compiles the source tree again (docs/architecture.md).
 PYTHON ?= python3

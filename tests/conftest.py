@@ -172,10 +172,12 @@ def _fixtures(item: pytest.Item) -> set[str]:
 
 def _group(item: pytest.Item) -> str:
     """Which tests run in one process when `make test` spreads the suite over the cores (pytest-xdist,
-    `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once. The
-    browser tests' shared server and browser (tests/e2e/conftest.py's `server`, `browser`) are a session's:
-    one a process, for every browser file it runs; a server a process, each with its own log."""
-    return item.nodeid.split("::", 1)[0]
+    `--dist loadgroup`): a file's tests together, so its module and session fixtures are made once; every
+    browser test in one process (tests/scheduling.py's `group`), so that the suite starts one shared server and
+    one browser (tests/e2e/conftest.py's `server`, `browser`, a session's each)."""
+    from tests.scheduling import group
+
+    return group(item.nodeid)
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -1,5 +1,5 @@
 """End-to-end fixtures: one `streamlit run app.py` server and one headless Chromium for the
-whole session (a process's: under xdist, each process that runs browser files has its own), and
+whole session (a process's: under xdist, one process runs every browser test, tests/scheduling.py), and
 one tab (one Streamlit session) per test module, `shared_app`, replaced by a
 fresh one after a failing test; `App` drives the page and waits for the app's reruns.
 
@@ -226,8 +226,8 @@ def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **
 
 @pytest.fixture(scope="session")
 def server_log() -> Path:
-    """The shared server's log: artifacts/server.log, or server-gw0.log … under xdist, where each process
-    that runs browser tests starts a server of its own."""
+    """The shared server's log: artifacts/server.log, or server-gw0.log … under xdist, named by the process that
+    runs the browser tests (one: tests/scheduling.py)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     return ARTIFACTS / (f"server-{worker}.log" if worker else "server.log")
 
