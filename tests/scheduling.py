@@ -24,8 +24,6 @@ from xdist.scheduler import LoadGroupScheduling
 
 # tiers by how long a group of theirs takes, longest first (tests/helpers.py's TIERS)
 FIRST = ("e2e", "app", "models", "unit")
-
-
 BROWSER = "tests/e2e"  # the browser tier's one group
 
 
