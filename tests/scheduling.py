@@ -11,7 +11,8 @@ Every browser test in one process: the browser tests wait on round trips to the 
 round trip waits longer the more that runs beside it. With a group a browser file, the three processes each ran
 browser files at the start of the suite, each with its own server and browser: a file took 4 to 14 times as
 long as alone (test_e2e_lines 90 s against 6 s; test_e2e_lesson 184 s against 24 s), and the browser tier
-1,720 s of the processes' time, against 671 s in one process, whole suite on 2 cores (stop 88).
+1,722 s of the processes' time, against 658 s in one process (the whole suite back to back, 1,358 s against
+1,000 s, on 2 cores: stop 88).
 
 The longest first: xdist orders the groups by their number of tests, which puts the browser tests (a few tests of
 a minute or more each) after hundreds of unit files, and the run ends with one process working through them
