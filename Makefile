@@ -11,7 +11,8 @@ BIN    := $(VENV)/bin
 PORT   ?= 8501
 # 3 on 2 cores: the browser tests wait on the browser and the app, and with 2 processes the cores stood idle 5 % of
 # the run (vmstat, 10-s samples); a third fills them (the whole suite 735 s against 822 and 870 s with 2 within the
-# same 75 minutes, stop 87; a run's time drifts by a tenth on this machine).
+# same 75 minutes, stop 87; a run's time drifts by a tenth on this machine). Measured with a browser file a group;
+# 2 against 3 not measured again since every browser test runs in one process (stop 88).
 TEST_WORKERS ?= 3
 STAMP  := $(VENV)/.installed
 
