@@ -7,13 +7,14 @@ message with its own turn opened: asked plainly, SmolLM2-Instruct ends its turn 
 that is a token of the needle, a head copies it when its heaviest key is a position of the needle holding w. A
 head's retrieval score is the number of needle tokens it copied over the needle's length, averaged over every
 (length, depth, needle) trial: 1 for a head that copies every token of every needle the model reproduces, 0 for one
-that never does. `find_retrieval` also keeps where every head looked when the model wrote its first needle token of
-the last trial (`Look`: the app draws it)."""
+that never does. `find_retrieval` also keeps where every head looked when the model wrote the first needle token
+that a head copied, in the last trial with one (`Look`: the app draws it)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ class Trial:
 
 @dataclass(frozen=True)
 class Look:
-    """Where every head looked as the model wrote the first needle token it copied, in one trial: each head's
+    """Where every head looked as the model wrote the first needle token a head copied, in one trial: each head's
     attention over the prompt at that step (the generated tokens before it left out), the needle's place."""
     tokens: list[str]  # the prompt's tokens, as the app shows them
     needle: tuple[int, int]  # [start, stop) positions of the needle in the prompt
@@ -58,24 +59,52 @@ class Retrieval:
     look: Look | None
 
 
-def copy_hits(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated: list[int], row_of,
-              num_layers: int) -> np.ndarray:
-    """(layers, heads): how many of the needle's tokens each head copied, each needle position counted once (Wu et
-    al.'s set of copied tokens: an answer that repeats the needle copies nothing twice). rows_at(layer, row)
-    gives every head's attention (heads, keys) of one query row; row_of(t) the row that chose step t's token."""
+class Copy(NamedTuple):
+    """The heads of one layer that copied at one generated step: each one's heaviest key is a needle position
+    holding the token written there (`heads` may be empty: none of the layer's `count` heads did)."""
+    step: int
+    layer: int
+    heads: np.ndarray
+    positions: np.ndarray  # the needle positions they copied from, one a head
+    count: int
+
+
+def copies(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated: list[int], row_of,
+           num_layers: int) -> list[Copy]:
+    """Every layer's copies at every generated token that is a token of the needle, in order of the steps.
+    rows_at(layer, row) gives every head's attention (heads, keys) of one query row; row_of(t) the row that chose
+    step t's token."""
     start, stop = needle
     needle_ids = np.asarray(prompt_ids[start:stop])
-    copied = None  # (layers, heads, needle positions): the positions each head copied from
+    found = []
     for t, w in enumerate(generated):
         where = start + np.flatnonzero(needle_ids == w)
         if not len(where):  # not a token of the needle: nothing copied
             continue
         for layer in range(num_layers):
             top = np.asarray(rows_at(layer, row_of(t))).argmax(axis=-1)  # (heads,)
-            copied = np.zeros((num_layers, len(top), stop - start), bool) if copied is None else copied
             heads = np.flatnonzero(np.isin(top, where))
-            copied[layer, heads, top[heads] - start] = True
-    return None if copied is None else copied.sum(-1)
+            found.append(Copy(t, layer, heads, top[heads], len(top)))
+    return found
+
+
+def count_copies(found: list[Copy], needle: tuple[int, int], num_layers: int) -> np.ndarray | None:
+    """(layers, heads): how many of the needle's tokens each head copied, each needle position counted once (Wu et
+    al.'s set of copied tokens: an answer that repeats the needle copies nothing twice); None when no generated
+    token was the needle's."""
+    if not found:
+        return None
+    start, stop = needle
+    copied = np.zeros((num_layers, found[0].count, stop - start), bool)  # the positions each head copied from
+    for c in found:
+        copied[c.layer, c.heads, c.positions - start] = True
+    return copied.sum(-1)
+
+
+def copy_hits(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated: list[int], row_of,
+              num_layers: int) -> np.ndarray | None:
+    """`count_copies` of `copies`: (layers, heads) how many of the needle's tokens each head copied."""
+    return count_copies(copies(rows_at, prompt_ids, needle, generated, row_of, num_layers), needle, num_layers)
 
 
 def haystack_ids(model: LoadedModel, haystack=None) -> list[int]:
@@ -89,7 +118,7 @@ def haystack_ids(model: LoadedModel, haystack=None) -> list[int]:
 
 def plant(model: LoadedModel, needle: tuple[str, str], length: int, depth: float, hay: list[int]) -> Trial:
     """A prompt of about `length` tokens: the haystack's ids `hay` (repeated as far as needed) with the needle
-    sentence at `depth` (0 = its start, 1 = its end), then the question."""
+    sentence at `depth` (0 = its start, 1 = its end; the sentence boundary nearest it), then the question."""
     fact = model.tokenizer(" " + needle[0].strip(), add_special_tokens=False)["input_ids"]
     ask = model.tokenizer("\n" + needle[1].strip(), add_special_tokens=False)["input_ids"]
     bos = model.tokenizer("", add_special_tokens=True)["input_ids"]  # the special tokens a text starts with
@@ -97,10 +126,26 @@ def plant(model: LoadedModel, needle: tuple[str, str], length: int, depth: float
     if room < 1:
         raise InputError(f"{length} tokens leave no room for a haystack around a needle of {len(fact)} tokens.")
     hay = (hay * (room // len(hay) + 1))[:room]
-    cut = int(round(depth * room))
+    cut = sentence_boundary(model.tokenizer, hay, int(round(depth * room)))
     ids = bos + hay[:cut] + fact + hay[cut:] + ask
     start = len(bos) + cut
     return Trial(ids, (start, start + len(fact)), length, depth)
+
+
+def sentence_boundary(tokenizer, ids: list[int], at: int) -> int:
+    """The place in `ids` nearest `at` where a sentence ends and the next begins after a space (0 and len(ids)
+    count too): the needle goes there, as in Kamradt's test. Planted inside a sentence, its first or last token can
+    merge with the haystack's when the prompt's text is read again ('.' before ',' reads as '.,'), and the needle is
+    no longer where it was put. `at` itself when the haystack has no such place."""
+    if at <= 0 or at >= len(ids):
+        return at
+    text = dict(zip(unique := sorted(set(ids)), tokenizer.batch_decode([[i] for i in unique])))
+    ends = np.array([text[i].rstrip(" ").endswith((".", "!", "?", "\n")) for i in ids])
+    opens = np.array([text[i][:1].isspace() for i in ids])
+    places = np.flatnonzero(ends[:-1] & opens[1:]) + 1  # a sentence ends before each of these
+    if not len(places):
+        return at
+    return int(places[np.argmin(np.abs(places - at))])
 
 
 def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[str, str]] | None = None,
@@ -117,8 +162,8 @@ def retrieval_scores(model: LoadedModel, *, haystack=None, needles: list[tuple[s
 def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str, str]] | None = None,
                    lengths=(1024,), depths=(0.1, 0.5, 0.9), max_new_tokens: int | None = None,
                    progress=None) -> Retrieval:
-    """`retrieval_scores`' table, and where every head looked at the first needle token the model copied in the
-    last trial that copied one (`Look`)."""
+    """`retrieval_scores`' table, and where every head looked at the first needle token a head copied, in the last
+    trial where one did (`Look`)."""
     needles = list(needles or [NEEDLE])
     look = None
     trials = [(n, length, depth) for n in needles for length in lengths for depth in depths]
@@ -138,15 +183,17 @@ def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str
         gen = generate(model, prompt, min(max_new_tokens or size + 4, room), stop_at_eos=True, progress=step,
                        views=False)  # the new tokens' rows are all it reads
         prompt_ids = gen.run.token_ids[:gen.num_prompt_tokens]
-        found = _locate(prompt_ids, trial.ids[trial.needle[0]:trial.needle[1]])
+        found = locate(prompt_ids, trial.ids[trial.needle[0]:trial.needle[1]])
         new = gen.run.token_ids[gen.num_prompt_tokens:]
-        hits = copy_hits(lambda layer, row: gen.run.layer_rows(layer, row, row + 1)[:, 0], prompt_ids, found, new,
-                         gen.row_of, model.num_layers)
+        events = copies(lambda layer, row: gen.run.layer_rows(layer, row, row + 1)[:, 0], prompt_ids, found, new,
+                        gen.row_of, model.num_layers)
+        hits = count_copies(events, found, model.num_layers)
         hits = np.zeros((model.num_layers, model.num_heads)) if hits is None else hits
         total = hits / size if total is None else total + hits / size
         needle = prompt_ids[found[0]:found[1]]  # its tokens as the model read them
-        in_needle = set(needle)
-        first = next((t for t, w in enumerate(new) if w in in_needle), None)
+        # the first step at which a head copied (a needle token written while every head looked elsewhere, at the
+        # question's copy of the word, say, shows no retrieval)
+        first = next((c.step for c in events if len(c.heads)), None)
         if first is not None:
             rows = np.stack([np.asarray(gen.run.layer_rows(layer, gen.row_of(first), gen.row_of(first) + 1)[:, 0],
                                         dtype=np.float32)[:, :len(prompt_ids)] for layer in range(model.num_layers)])
@@ -176,7 +223,7 @@ def asked(model: LoadedModel, text: str) -> str:
         return text
 
 
-def _locate(ids: list[int], needle: list[int]) -> tuple[int, int]:
+def locate(ids: list[int], needle: list[int]) -> tuple[int, int]:
     """[start, stop) of `needle` in `ids` (the prompt as the model read it again from its text)."""
     for start in range(len(ids) - len(needle) + 1):
         if ids[start:start + len(needle)] == needle:

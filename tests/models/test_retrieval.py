@@ -28,8 +28,8 @@ def test_the_induction_head_retrieves_and_the_first_layer_does_not():
 
 def test_an_instruct_model_is_asked_through_its_chat_template_and_copies_the_needle(smollm2):
     """SmolLM2-Instruct asked plainly ends its turn at once; asked through its chat template it answers with the
-    needle, and some heads copy most of its tokens. The look is the step of the first token copied: that token is
-    in the needle, and the best head's heaviest key there is in the needle too."""
+    needle, and some heads copy most of its tokens. The look is the step of the first token a head copied: that
+    token is in the needle, and some head's heaviest key there is the needle's copy of it."""
     from mha_viz.tasks import retrieval
 
     assert retrieval.asked(smollm2, "x").endswith("assistant\n")  # the assistant's turn opened
@@ -40,4 +40,28 @@ def test_an_instruct_model_is_asked_through_its_chat_template_and_copies_the_nee
     assert best["score"] > 0.3
     start, stop = look.needle
     assert look.copied in look.tokens[start:stop]
-    assert start <= int(np.argmax(look.rows[int(best["layer"]), int(best["head"])])) < stop
+    top = look.rows.argmax(-1)  # (layers, heads): each head's heaviest key at that step
+    assert any(look.tokens[k] == look.copied for k in top[(top >= start) & (top < stop)])
+
+
+@pytest.mark.parametrize("length", [256, 1024, 4096])
+def test_the_needle_reads_back_at_every_depth_the_page_offers(smollm2, length):
+    """The page's defaults on the bundled decoder (issue 90): at 1,024 tokens and 10 % the needle sat inside a
+    sentence of the haystack, its final '.' before a ',' that the prompt's text read again as '.,', and the search
+    refused its own default needle. Planted at a sentence boundary, every offered depth reads back, the needle's
+    tokens where `plant` put them, with the haystack's sentence ending just before it."""
+    from mha_viz.features.retrieval.controls import DEPTHS
+    from mha_viz.tasks import retrieval
+
+    hay = retrieval.haystack_ids(smollm2)
+    for depth in DEPTHS:
+        trial = retrieval.plant(smollm2, retrieval.NEEDLE, length, depth / 100, hay)
+        start, stop = trial.needle
+        prompt = retrieval.asked(smollm2, smollm2.tokenizer.decode(trial.ids, skip_special_tokens=True))
+        ids = smollm2.tokenizer(prompt)["input_ids"]
+        found = retrieval.locate(ids, trial.ids[start:stop])  # raises where it does not read back
+        assert found[1] - found[0] == stop - start
+        before = smollm2.tokenizer.decode(trial.ids[:start], skip_special_tokens=True).rstrip()
+        assert before.endswith((".", "!", "?")) or not before
+        assert abs(start - len(smollm2.tokenizer("", add_special_tokens=True)["input_ids"])
+                   - depth / 100 * (length - 60)) < 0.25 * length  # near the depth asked
