@@ -254,12 +254,14 @@ def costs(model: LoadedModel, n: int) -> list[Cost]:
 
 
 def self_similarity(x: np.ndarray, normalise: bool) -> np.ndarray:
-    """softmax(X Xᵀ / √d) with Q = K = V = X (no projections), rows of X unit-normalised or not:
-    with unit rows every token attends most to itself (x·x = 1 ≥ x·y); raw, a longer vector
-    pointing the same way can win."""
+    """softmax(X Xᵀ / √d) with Q = K = V = X (no projections), rows of X normalised or not. Normalised, every
+    row is √d long, the size the 1/√d is made for (entries of unit variance, as a layer norm leaves them), and
+    every token attends most to itself (x·x = d ≥ x·y), clearly: the diagonal's score √d above a row whose cosine
+    is 0. Rows of length 1 would score at most 1/√d (0.05 for d = 384) and leave a uniform, pale map. Raw, a
+    longer vector pointing the same way can win."""
     x = np.asarray(x, dtype=np.float64)
     if normalise:
-        x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+        x = np.sqrt(x.shape[1]) * x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return softmax_rows(x @ x.T / np.sqrt(x.shape[1]))
 
 

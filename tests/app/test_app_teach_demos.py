@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import mha_viz
 from mha_viz.circuits import ahead
 from tests.app.helpers import charts, open_page, open_with_text
 
@@ -114,3 +115,28 @@ def test_the_part_on_screen_is_kept_across_pages():
     open_page(at, "teaching")
     assert at.button_group(key="teach_part").value == DEMOS
     assert not charts(at)  # the demonstrations, none picked: no step is drawn
+
+
+@pytest.mark.parametrize("text", [TEXT, "The animal didn't cross the street because it was too tired."])
+def test_why_projections_shows_the_diagonal_its_words_claim(text):
+    """*Why projections* says every token attends most to itself without projections (issue 90): on MiniLM its
+    map with unit rows scored at most 1/√384 and drew a uniformly pale square (diagonal 0.080, the rest 0.076 to
+    0.079). The map as drawn: each row's largest weight is its diagonal, by a margin seen on the 0–1 scale, and it
+    is softmax(X̂X̂ᵀ/√d) of the layer's input X with every row scaled to length √d, computed here."""
+    at = open_with_text("teaching", text)
+    at.selectbox(key="teach_layer").set_value(0).run()
+    _part(at, DEMOS)
+    at.button_group(key="teach_demo").set_value("Why projections").run()
+    drawn = _z(_by_title(at)["softmax(X̂ X̂ᵀ/√d), no projections"])
+    n = len(drawn)
+    off = np.where(np.eye(n, dtype=bool), -np.inf, drawn)
+    assert (np.diag(drawn) - off.max(1) > 0.2).all()  # every row: its diagonal stands out by a fifth of the scale
+    minilm = mha_viz.load_model("minilm", device="cpu")  # BERT's first layer reads the embeddings' output
+    with torch.no_grad():
+        x = minilm.hf_model(**minilm.tokenizer(text, return_tensors="pt"), output_hidden_states=True
+                            ).hidden_states[0][0].double().numpy()
+    d = x.shape[1]
+    x = np.sqrt(d) * x / np.linalg.norm(x, axis=1, keepdims=True)
+    scores = x @ x.T / np.sqrt(d)
+    want = np.exp(scores - scores.max(1, keepdims=True))
+    np.testing.assert_allclose(drawn, want / want.sum(1, keepdims=True), atol=1e-5)

@@ -239,8 +239,9 @@ def _pair(figs: dict[str, go.Figure], keys_: tuple[str, str]) -> None:
 
 
 def _why_projections(key, w: teaching.Walkthrough) -> None:
-    st.markdown("With **Q = K = V = X** and unit-length token vectors, every token attends most to "
-                "itself: x·x = 1 ≥ x·y. Learned W_Q and W_K let a head look elsewhere.")
+    st.markdown("With **Q = K = V = X** and token vectors of one length (X̂: each row scaled to length √d, the "
+                "size a layer norm leaves), every token attends most to itself: x·x = d ≥ x·y. Learned W_Q and "
+                "W_K let a head look elsewhere.")
     figs = _figures("projections", key, lambda: teach_figures.probability_maps({
         "softmax(X̂ X̂ᵀ/√d), no projections": teaching.self_similarity(w.X, True),
         "this head, with W_Q and W_K": w.probs}, w.tokens))
