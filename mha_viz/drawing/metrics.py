@@ -43,17 +43,25 @@ def head_labels(layers: int | list[int], num_heads: int) -> list[str]:
 
 def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None = None,
                 diverging: bool = False, layer_ids: list[int] | None = None,
-                bound: float | None = None) -> go.Figure:
+                bound: float | None = None, noise: float | None = None) -> go.Figure:
     """A metric as a layers × heads heatmap (layer rows, head columns). One invisible marker a
     cell, laid out layer-major, makes a click select that head (`heads.grid_pick`).
     layer_ids: the model's layer number of each row (default 0, 1, …). bound: a diverging scale
-    spans ± this (default: the largest |value|; grids drawn side by side pass one bound)."""
+    spans ± this (default: the largest |value|; grids drawn side by side pass one bound).
+    noise: the values' floating-point noise, when known: values that all lie within it of each
+    other are drawn in one colour, with no colour bar, and the title says so, instead of
+    colours stretched over rounding."""
     v = np.asarray(values, dtype=np.float64)
     L, H = v.shape
     names = layer_numbers(L if layer_ids is None else layer_ids)
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
     finite = v[np.isfinite(v)]
-    if diverging:
+    flat = noise is not None and finite.size > 0 and float(finite.max() - finite.min()) <= noise
+    if flat:
+        title = f"{title}: all within floating-point noise (≤ {noise:.2g})"
+        zmin = float(finite.min())
+        zmax, scale = zmin + 1.0, COLORSCALE  # every cell at the bottom of the scale
+    elif diverging:
         bound = symmetric_bound(v) if bound is None else float(bound)
         zmin, zmax, scale = -bound, bound, DIVERGING
     else:
@@ -62,7 +70,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
         scale = COLORSCALE
     text = patterns if patterns is not None else np.full((L, H), "")
     fig = go.Figure(go.Heatmap(z=v, x=list(range(H)), y=list(range(L)), zmin=zmin, zmax=zmax,
-                               colorscale=scale, colorbar=colorbar(), hoverinfo="skip"))
+                               colorscale=scale, colorbar=colorbar(), showscale=not flat, hoverinfo="skip"))
     fig.add_trace(go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers",
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),

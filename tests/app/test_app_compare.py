@@ -36,6 +36,8 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
     grid = charts(at)[0]
     change = np.asarray(grid["data"][0]["z"], dtype=float)
     assert change.shape == (6, 12) and change.max() > 1e-3  # one word changed: some head moved
+    assert grid["data"][0].get("showscale", True) and "noise" not in grid["layout"]["title"]["text"]
+    assert not at.success
     side = side_by_side(at)
     heat = [t for t in side["data"] if t["type"] == "heatmap"]
     assert len(heat) == 3  # A | B | A - B
@@ -54,8 +56,18 @@ def test_same_model_with_and_without_our_mha_changes_nothing():
     at.radio(key=keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
     assert not at.exception, at.exception
     assert at.toggle(key=keys.CMP_LOCAL_B).value is True  # default: the other implementation
-    change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
+    grid = charts(at)[0]
+    change = np.asarray(grid["data"][0]["z"], dtype=float)
     assert change.shape == (6, 12) and change.max() < 1e-4
+    # rounding is not drawn as change (issue 90): one flat colour, no colour bar, the title and a message say so
+    assert grid["data"][0]["showscale"] is False and change.max() - change.min() < grid["data"][0]["zmax"] - \
+        grid["data"][0]["zmin"]
+    assert "within floating-point noise" in grid["layout"]["title"]["text"]
+    assert any(m.value.startswith("A and B attend the same") for m in at.success)
+    diff = side_by_side(at)["layout"]["coloraxis2"]
+    assert (diff["cmin"], diff["cmax"]) == (-1.0, 1.0)  # the A − B panel is not stretched over 1e-8 either
+    assert any("within floating-point noise" in a.get("title", {}).get("text", "")
+               for k, a in side_by_side(at)["layout"].items() if k.startswith("xaxis"))
 
 
 def test_models_of_different_shapes_compare_by_depth():

@@ -258,3 +258,49 @@ def test_all_special_run_cannot_be_aligned_on_words():
     cmp = mha_viz.compare(only_special, other)
     assert cmp.kind == "metrics" and isinstance(cmp.table, pd.DataFrame)
     assert np.isfinite(cmp.change).all()
+
+
+# --- rounding ----------------------------------------------------------------------------------
+
+def _rounded(a: np.ndarray, dtype) -> np.ndarray:
+    """a's probabilities as a run in `dtype` holds them (rounded there, then read back in float32 and renormalised,
+    as a half-precision run's rows are)."""
+    import torch
+    b = torch.from_numpy(a).to(dtype).double().numpy()
+    return (b / b.sum(-1, keepdims=True)).astype(np.float32)
+
+
+def test_rounding_is_noise_in_its_precision_and_change_in_a_finer_one():
+    """Issue 90: one model on one text computed two ways drew a vivid change map of 1e-16. Runs that differ only by
+    bfloat16's rounding of every probability are `unchanged` in bfloat16, and the drawn grid is one flat colour
+    with no colour bar; the same difference declared float32 is a change; a planted head is one in any precision."""
+    import torch
+
+    from mha_viz.features.compare.figures import change_grid
+    a = _random(3, 4, 9, seed=2)
+    b = _rounded(a, torch.bfloat16)
+    run_a, run_b = _run(a), _run(b)
+    run_a.precision = run_b.precision = "bfloat16"
+    cmp = mha_viz.compare(run_a, run_b)
+    assert cmp.change.max() > 0 and cmp.unchanged
+    assert cmp.noise == pytest.approx((8 * 2.0**-7) ** 2 / 8)
+    trace = change_grid(cmp).data[0]
+    assert trace.showscale is False and trace.zmax - trace.zmin > 100 * cmp.change.max()
+    assert "within floating-point noise" in change_grid(cmp).layout.title.text
+
+    run_a.precision = run_b.precision = "float32"
+    finer = mha_viz.compare(run_a, run_b)
+    assert not finer.unchanged and change_grid(finer).data[0].showscale is not False
+    planted = b.copy()
+    planted[2, 1] = _prev_token(9)
+    run_p = _run(planted)
+    run_p.precision = run_a.precision = "bfloat16"
+    assert not mha_viz.compare(run_a, run_p).unchanged
+
+
+def test_rounding_noise_follows_the_coarser_precision():
+    eps = {p: float(np.finfo(np.float32).eps) if p == "float32" else e for p, e in
+           (("float32", 0), ("bfloat16", 2.0**-7), ("float16", 2.0**-10))}
+    for p, e in eps.items():
+        assert comparison.rounding_noise("tokens", "float32", p) == pytest.approx((8 * e) ** 2 / 8)
+        assert comparison.rounding_noise("metrics", p, "") == pytest.approx(8 * e)

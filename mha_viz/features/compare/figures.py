@@ -24,7 +24,7 @@ from mha_viz.drawing.style import (
     symmetric_bound,
 )
 from mha_viz.views import detail
-from mha_viz.views.comparison import Comparison, numeric_columns
+from mha_viz.views.comparison import Comparison, numeric_columns, rounding_noise
 
 POOL_ABOVE = 128  # side by side: larger matrices are shown as at most this many blocks a side
 LABELS_UP_TO = 64  # tick labels on the side-by-side panels up to this many rows
@@ -42,7 +42,8 @@ def run_name(cmp: Comparison, which: str) -> str:
 
 def change_grid(cmp: Comparison) -> go.Figure:
     """`cmp.change` as a layers × heads heatmap (rows labelled with run A's layer numbers), the
-    hover giving each head's pattern class in A and in B. Raises ValueError when the shapes differ."""
+    hover giving each head's pattern class in A and in B; one flat colour, said in the title, when
+    every change lies within rounding (`Comparison.noise`). Raises ValueError when the shapes differ."""
     if cmp.change is None:
         raise ValueError("the runs have different numbers of layers or heads: there is no per-head change; "
                          "compare them by depth (depth_distributions)")
@@ -50,7 +51,7 @@ def change_grid(cmp: Comparison) -> go.Figure:
     patterns = np.array([f"· {a} → {b}" for a, b in zip(table_a["pattern"], table_b["pattern"])])
     title = CHANGE_LABEL[cmp.kind][0].upper() + CHANGE_LABEL[cmp.kind][1:]  # short: the grid can be 300 px wide
     return metric_grid(cmp.change, title=title, patterns=patterns.reshape(cmp.change.shape),
-                       layer_ids=cmp.run_a.layer_ids)
+                       layer_ids=cmp.run_a.layer_ids, noise=cmp.noise)
 
 
 def _shown(matrix: np.ndarray, labels: list[str], *, signed: bool = False):
@@ -75,11 +76,15 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
     """One head of both runs on the comparison's basis: A | B | A − B (the difference on a
     diverging scale symmetric around 0), or A | B when there is no difference ("metrics").
     Matrices over POOL_ABOVE rows are downsampled (`_shown`). A and B share one colour scale,
-    0..1 or 0..their maximum with `rescale`."""
+    0..1 or 0..their maximum with `rescale`; a difference within rounding spans ± 1, and says so."""
     a, b, diff, labels_a, labels_b = cmp.pair(layer, head)
     panels = [(*_shown(a, labels_a), run_name(cmp, "A")), (*_shown(b, labels_b), run_name(cmp, "B"))]
+    # a difference no larger than rounding: drawn on the whole ± 1 (flat), named so, not stretched over the noise
+    noise = rounding_noise("metrics", cmp.run_a.precision, cmp.run_b.precision)  # r: a probability's rounding
+    flat = diff is not None and symmetric_bound(np.asarray(diff, np.float64)) <= noise
     if diff is not None:
-        panels.append((*_shown(diff, labels_a, signed=True), "A − B"))
+        panels.append((*_shown(diff, labels_a, signed=True),
+                       f"A − B, within floating-point noise (≤ {noise:.2g})" if flat else "A − B"))
     zmax = scale_top(np.concatenate([panels[0][0].ravel(), panels[1][0].ravel()]), rescale)
     # panel names go under the panels: subplot titles would sit where the figure's title sits
     unit = "word" if cmp.kind == "words" else "token"
@@ -101,7 +106,7 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
     layout = dict(coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=zmax,
                                  colorbar=dict(bar, title=dict(text="weight"), y=1.0)))
     if diff is not None:
-        bound = symmetric_bound(panels[2][0]) or 1.0  # all zeros: any symmetric range will do
+        bound = 1.0 if flat else symmetric_bound(panels[2][0]) or 1.0  # all zeros: any symmetric range will do
         layout["coloraxis2"] = dict(colorscale=DIVERGING, cmin=-bound, cmax=bound, cmid=0.0,
                                     colorbar=dict(bar, title=dict(text="A − B"), y=0.48))
     row_a = cmp.run_a.layer_ids[layer]

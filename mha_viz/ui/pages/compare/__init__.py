@@ -149,8 +149,14 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
                 key=compare_keys.CMP_GRID, name="compare-change", on_select=_on_grid, selection_mode="points",
                 width="content")
     ranked = cmp.ranked(TOP)
-    st.caption("Click a cell to show that head side by side below. Changed most: " + ", ".join(
-        f"L{run.layer_ids[row]} H{h} ({v:.3g})" for row, h, v in ranked[:5]) + ".")
+    if cmp.unchanged:
+        precisions = " and ".join(dict.fromkeys(r.precision or "float32" for r in (cmp.run_a, cmp.run_b)))
+        st.success(f"A and B attend the same: every head's change is at most {ranked[0][2]:.2g}, within the "
+                   f"{cmp.noise:.2g} that rounding in {precisions} alone gives. Click a cell to show a head side by "
+                   "side below.", icon=":material/check_circle:")
+    else:
+        st.caption("Click a cell to show that head side by side below. Changed most: " + ", ".join(
+            f"L{run.layer_ids[row]} H{h} ({v:.3g})" for row, h, v in ranked[:5]) + ".")
     st.subheader("Head by head")
     cols = st.columns([1, 1, 2])
     # until a head is chosen (here or on any page), the page opens on the head that changed most
