@@ -4,7 +4,7 @@ rows a block at a time, each block reduced by the scan's own compiled reduction 
 `mha_viz.scan` runs on the CPU), so that the summary is the scan's of the transformed rows. A run whose first
 token is hidden has no sink left but a learned one (`row_measures.first_is_sink`, the dense head table's rule):
 its reduction skips no key for the sink. Cost: every head's rows read once (a long run's rows recomputed,
-`cost_prompt.read_seconds`) and reduced once.
+`budget.seconds.read_seconds`) and reduced once.
 """
 
 from __future__ import annotations

@@ -77,8 +77,7 @@ class Comparison:
 
     @property
     def noise(self) -> float:
-        """The largest change that rounding alone gives (`rounding_noise` of the coarser of the two precisions):
-        heads whose change is below it attend the same within floating-point noise."""
+        """The largest change rounding alone gives in the runs' precisions (`rounding_noise`)."""
         return rounding_noise(self.kind, self.run_a.precision, self.run_b.precision)
 
     @property
@@ -122,11 +121,10 @@ ROUNDING_UNITS = 8  # how many units in the last place a probability of either r
 
 
 def rounding_noise(kind: str, *precisions: str) -> float:
-    """The largest change rounding alone gives between two runs in these precisions ('float32', 'bfloat16',
-    'float16'; the coarser counts, float32 for ''): every probability off by at most r = ROUNDING_UNITS units in
-    the last place, relatively, moves a row's Jensen–Shannon divergence by at most r² / 8 nats ("tokens" and
-    "words": JS ≈ Σ δ² / 8p), and a 0–1 head metric by about r ("metrics"). In float32 r² / 8 is 1.1e-13:
-    one model computed by Hugging Face and by our MHA gave 1.35e-16 on MiniLM."""
+    """The largest change rounding alone gives between runs in these precisions (the coarser counts, '' is
+    float32): each probability off by r = ROUNDING_UNITS units in the last place, relatively, moves a row's JS by
+    r² / 8 nats (JS ≈ Σ δ² / 8p) and a 0–1 metric by about r ("metrics"). Our MHA against Hugging Face's gave
+    2e-16 in float32 and 2e-5 in bfloat16 (floors 1.1e-13, 4.9e-4); one word changed, 0.03 in bfloat16."""
     eps = max(float(torch.finfo(getattr(torch, p or "float32")).eps) for p in precisions or ("float32",))
     r = ROUNDING_UNITS * eps
     return r if kind == "metrics" else r * r / 8
@@ -284,6 +282,20 @@ def choose_basis(run_a: AttentionRun, run_b: AttentionRun) -> tuple[str, str, tu
         basis = (f"Compared word position by word position: the texts differ but both have {count} "
                  f"words{hidden}, so word i of A is set against word i of B and {JS_CHANGE} word rows.")
     return "words", basis, aligned
+
+
+def basis_kind(run_a: AttentionRun, run_b: AttentionRun) -> str:
+    """The kind of basis `compare` will choose ("tokens", "words" or "metrics"), from the tokens and words alone:
+    no run is read or copied (special tokens hidden are counted out, as `choose_basis` hides them)."""
+    if (run_a.num_layers, run_a.num_heads) != (run_b.num_layers, run_b.num_heads):
+        return "metrics"
+    if same_tokens(run_a, run_b):
+        return "tokens"
+    flags = word_flags(run_a), word_flags(run_b)
+    words = [len(f) - sum(f) for f in flags]  # the words left once the special ones are hidden
+    if flags[0] == flags[1] or (words[0] == words[1] and words[0] > 0):
+        return "words"
+    return "metrics"
 
 
 def token_keys(run: AttentionRun) -> list:

@@ -172,6 +172,26 @@ def test_a_slow_comparison_says_its_cost_and_waits_for_a_click(monkeypatch):
         at.button(key=compare_keys.CMP_START).click().run()
         _clean(at, "compare")
         assert charts(at) and not run_is_dense(at)
+        # the estimate is gone once its result is on the page (issue 90: it stayed on screen)
+        assert not [i.value for i in at.info if "takes about" in i.value]
+        assert not [b for b in at.button if b.label.startswith("Start (about")]
+
+
+def test_the_comparisons_estimate_follows_the_basis_it_will_compare_on(monkeypatch):
+    """Issue 90: a 4,893-token text against a short sentence B was estimated from reading every head of both (64 s)
+    and took 6.6 s: texts of different lengths and word counts compare by head metrics, which reads no row. The
+    estimate reads the rows only where `compare` then does (the same tokens, or the same words)."""
+    import mha_viz
+    from mha_viz.budget.seconds import read_seconds
+    from mha_viz.features.compare.cost import COMPARE_X, compare_seconds
+
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    model = mha_viz.load_model("minilm", device="cpu")
+    a, b, other = (mha_viz.analyze(model, t) for t in (TEXT, TEXT.replace("tired", "wide"), "Another sentence."))
+    assert not a.is_dense and read_seconds(a) > 0
+    assert mha_viz.compare(a, b).kind == "tokens"
+    assert compare_seconds(a, b) == pytest.approx(COMPARE_X * (read_seconds(a) + read_seconds(b)))
+    assert mha_viz.compare(a, other).kind == "metrics" and compare_seconds(a, other) == 0.0
 
 
 def run_is_dense(at) -> bool:

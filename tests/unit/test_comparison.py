@@ -17,6 +17,19 @@ from mha_viz import AttentionRun, metrics
 from mha_viz.views import comparison
 
 
+@pytest.fixture(autouse=True)
+def _basis_foretold(monkeypatch):
+    """Every comparison made in this file: `basis_kind`, which the page's cost estimate reads before comparing,
+    names the basis `compare` then chose (tokens, words with or without special tokens, metrics, depth)."""
+    compare = mha_viz.compare
+
+    def checked(run_a, run_b):
+        cmp = compare(run_a, run_b)
+        assert comparison.basis_kind(run_a, run_b) == cmp.kind, cmp.basis
+        return cmp
+    monkeypatch.setattr(mha_viz, "compare", checked)
+
+
 def _random(L=2, H=3, n=6, *, causal=False, seed=0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     a = rng.random((L, H, n, n)) + 0.01

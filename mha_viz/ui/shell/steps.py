@@ -13,12 +13,13 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.budget import memory
+from mha_viz.budget.seconds import read_seconds
 from mha_viz.capture import AttentionRun, EncoderDecoderRun, head_rows
 from mha_viz.capture import contributions as lens_values
 from mha_viz.capture.head_rows import held_densely
 from mha_viz.derived import run as derived
 from mha_viz.interventions import attribution
-from mha_viz.ui.kit import cost_prompt, keys, resources, seq2seq_views
+from mha_viz.ui.kit import keys, resources, seq2seq_views
 from mha_viz.ui.kit.analysis_key import AnalysisKey, ModelKey
 from mha_viz.ui.shell.state import Current
 
@@ -185,7 +186,7 @@ def _derived_cached(key: AnalysisKey, _run: mha_viz.AttentionRun, what: str, _da
 def _derived(key: AnalysisKey, run: mha_viz.AttentionRun, what: str, data: np.ndarray,
              doing: str) -> mha_viz.AttentionRun:
     """`_derived_cached` in turn (`resources.one_at_a_time`), saying what it costs while it computes."""
-    seconds = 3 * cost_prompt.read_seconds(run)  # the rows recomputed, then reduced as the scan reduces them
+    seconds = 3 * read_seconds(run)  # the rows recomputed, then reduced as the scan reduces them
     with st.spinner(f"{doing} in every head of this {run.n:,}-token run: every head's rows are read once and its "
                     f"head table, thumbnails and strongest keys made again (about {max(1, round(seconds)):,} s on "
                     "2 CPU cores; once for this text)…"):

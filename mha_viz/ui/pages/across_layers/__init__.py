@@ -8,8 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz import InputError, metrics
+from mha_viz.budget.seconds import duration
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.across_layers.cost import rollout_seconds
 from mha_viz.metrics.across_layers import check_rollout
 from mha_viz.ui.kit import analysis, charts, cost_prompt, keys
 from mha_viz.ui.kit.text import plain
@@ -107,25 +109,13 @@ def _whole_rollout_fits(run) -> bool | None:
         return None
 
 
-# one layer of a long run's rollout on 2 CPU cores, N thousand tokens: a × N² + b × N³, fitted to SmolLM2's 0.35 s a
-# layer at 4,096 tokens and 1.44 s at 8,192 (its head mean and its product together; docs/speed.md). Past 8,192
-# tokens an extrapolation: the product's share (∝ N³) grows.
-LAYER_SECONDS = (0.020, 0.00015)
-
-
-def _seconds(run, layers: int) -> float:
-    """About how long rolling out `layers` layers of `run` takes on 2 CPU cores (`LAYER_SECONDS`)."""
-    thousands = run.n / 1000
-    return layers * (LAYER_SECONDS[0] * thousands ** 2 + LAYER_SECONDS[1] * thousands ** 3)
-
-
 def _every_layer(cur) -> np.ndarray | None:
     """Every layer's rollout, kept for every layer picked after: a long one (SmolLM2 past about 5,700 tokens) says
     what it costs and waits for a click that accepts it (`cost_prompt.accepted`: None until then)."""
     run = cur.run
     said = (f"Rollout multiplies the head mean of each of the {run.num_layers} layers of these {run.n:,} tokens into "
             "the layers below it, once for every layer you pick.")
-    if not cost_prompt.accepted(("rollout", cur.key), _seconds(run, run.num_layers), said,
+    if not cost_prompt.accepted(("rollout", cur.key), rollout_seconds(run, run.num_layers), said,
                                 across_layers_keys.LAYERS_START):
         return None
     return analysis.rollout(cur.key, run)
@@ -136,14 +126,14 @@ def _layer_alone(cur, layer: int, *, for_head: bool = False) -> np.ndarray | Non
     and its product counted): what it costs said, and a long one waiting for a click that accepts it
     (`cost_prompt.accepted`: None until then)."""
     run = cur.run
-    seconds = _seconds(run, layer + 1 + for_head)
+    seconds = rollout_seconds(run, layer + 1 + for_head)
     which = (f"the rollout below layer {layer + 1}, which the head reads through," if for_head
              else f"layer {layer}'s")
     said = (f"Every layer's rollout of these {run.n:,} tokens would be over this server's memory for attention, so "
             f"{which} is computed alone, holding three n × n, from the layers below it.")
     if not cost_prompt.accepted(("rollout_layer", cur.key, layer), seconds, said, across_layers_keys.LAYERS_START):
         return None
-    st.caption(f"{said} About {cost_prompt.duration(seconds)} on 2 CPU cores; kept for this text.")
+    st.caption(f"{said} About {duration(seconds)} on 2 CPU cores; kept for this text.")
     return analysis.rollout_layer(cur.key, layer, run)
 
 

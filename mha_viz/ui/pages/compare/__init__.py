@@ -16,17 +16,15 @@ from mha_viz import metrics
 from mha_viz.budget import memory
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.compare import figures as compare_figures
+from mha_viz.features.compare.cost import compare_seconds
 from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head
-from mha_viz.ui.kit.cost_prompt import accepted, read_note, read_seconds
+from mha_viz.ui.kit.cost_prompt import accepted, read_note
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.compare import page_keys as compare_keys
 from mha_viz.ui.pages.compare.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
 from mha_viz.ui.shell import export_views, sidebar, view_helpers
 
 TOP = 10  # heads listed as "changed most"
-# measured: two long runs of SmolLM2 at 2,048 tokens compared head by head in 23 s, 1.7 × reading every head of both
-# (about 6 min at 8,192 tokens on 2 quiet cores)
-COMPARE_X = 1.7
 OUT_OF_MEMORY = object()  # what run B is when it ran out of memory
 log = logging.getLogger("mha_viz.ui")
 
@@ -119,7 +117,7 @@ def compare_page() -> None:
     if got is None:
         return
     run_b, key_b, label_a, label_b = got
-    seconds = COMPARE_X * (read_seconds(cur.run) + read_seconds(run_b))
+    seconds = compare_seconds(cur.run, run_b)
     said = (f"Comparing the two runs head by head reads every head's probabilities of both ({cur.run.n} and "
             f"{run_b.n} tokens){read_note(cur.run if not cur.run.is_dense else run_b)}.")
     if not accepted(("compare", cur.key, key_b), seconds, said, compare_keys.CMP_START):

@@ -9,37 +9,13 @@ import streamlit as st
 from mha_viz import ModelLoadError, metrics
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.similarity.cost import BASELINE_X, js_seconds, similarity_seconds
 from mha_viz.ui.kit import analysis, charts, keys, session
-from mha_viz.ui.kit.cost_prompt import ASK_ABOVE_S, accepted, entries, read_note, read_seconds
+from mha_viz.ui.kit.cost_prompt import ASK_ABOVE_S, accepted, read_note
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.similarity import page_keys as similarity_keys
 from mha_viz.ui.shell import view_helpers
 
-
-def _js_seconds(run) -> float:
-    """Measured: 144 heads at 512 tokens take about 4 s on 2 CPU cores (half for causal runs)."""
-    N = run.num_layers * run.num_heads
-    return 4.0 * N * N / 2 * entries(run) / run.num_layers / run.num_heads / (144 * 144 / 2 * 512 * 512)
-
-
-# measured on 2 quiet CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads): cosine 19.5 s in all, JS 40 s
-# in all, of which 6.6 s reading every head's rows (`cost_prompt.read_seconds`); at 8,192 tokens about 16 × that:
-# cosine about 5 min, JS about 11 min (on 2 cores shared with other work, 2.5-3.5 × longer)
-COSINE_S = 13.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
-JS_S = 34.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
-
-
-def similarity_seconds(run, kind: str) -> float:
-    """About how long comparing every pair of heads by a pattern measure takes here: the pairwise sums,
-    and for a long run (rows recomputed, `is_dense` False) every head's rows read once more."""
-    N = run.num_layers * run.num_heads
-    return (JS_S if kind == "js" else COSINE_S) * N * N * entries(run) + read_seconds(run)
-
-
-PATTERN_KINDS = ("js", "cosine")  # the kinds that read every head's probabilities
-
-
-BASELINE_X = 5  # measured: the baseline takes about 5× the JS of the text (model, forward, near-uniform JS)
 BASELINE_AUTO_S = 2.0  # the baseline is on by default when it takes less than this
 
 
@@ -51,9 +27,9 @@ def similarity_page() -> None:
     options = view_helpers.kind_options(run, model)
     missing = [metrics.SIMILARITIES[k].label + f" ({analysis.available(k, run, model)})"
                for k in metrics.SIMILARITIES if k not in options]
-    js_seconds = _js_seconds(run) + read_seconds(run)
+    js_cost = js_seconds(run)
     if session.get(similarity_keys.SIM_KIND) not in options:  # first visit: JS unless it would be slow
-        session.put(similarity_keys.SIM_KIND, "js" if js_seconds < 3 else "cosine")
+        session.put(similarity_keys.SIM_KIND, "js" if js_cost < 3 else "cosine")
     cols = st.columns([3, 2, 2])
     kind = cols[0].selectbox("Compare heads by", list(options), key=similarity_keys.SIM_KIND, persist_state=keys.KEEP,
                              format_func=options.get)
@@ -70,14 +46,14 @@ def similarity_page() -> None:
                    "attend to.")
     if missing:
         st.caption("Not available for this model: " + "; ".join(missing) + ".")
-    seconds = similarity_seconds(run, kind) if kind in PATTERN_KINDS else 0.0
+    seconds = similarity_seconds(run, kind)
     said = (f"Comparing every pair of the {run.num_layers * run.num_heads} heads by {measure.label} at {run.n} "
             f"tokens reads every head's probabilities{read_note(run)}.")
     if not accepted(("similarity", cur.key, kind), seconds, said, similarity_keys.SIM_START):
         return
-    if kind == "js" and 3 <= js_seconds < ASK_ABOVE_S:
+    if kind == "js" and 3 <= js_cost < ASK_ABOVE_S:
         st.caption(f"The JS divergence of {run.num_layers * run.num_heads} heads at {run.n} tokens takes "
-                   f"about {js_seconds:.0f} s on 2 CPU cores (a logarithm for every entry of every pair); "
+                   f"about {js_cost:.0f} s on 2 CPU cores (a logarithm for every entry of every pair); "
                    "the result is kept for this text.")
     sim = analysis.similarity(cur.key, kind, run, model)
     dis = metrics.as_dissimilarity(sim, kind)
@@ -106,7 +82,7 @@ def similarity_page() -> None:
                "Grey: the same architecture at random initialisation on the same text, the baseline "
                "that gives the number its meaning." + (" JS is turned into a similarity as 1 − JS/ln 2."
                                                        if kind == "js" else ""))
-    base_seconds = BASELINE_X * js_seconds  # measured: a random-init model's heads, made and compared
+    base_seconds = BASELINE_X * js_cost  # measured: a random-init model's heads, made and compared
     session.setdefault(similarity_keys.DIV_BASELINE, base_seconds < BASELINE_AUTO_S)  # a long input opens sooner
     base = None
     if st.toggle("Compute the random-initialisation baseline", key=similarity_keys.DIV_BASELINE,
