@@ -127,6 +127,18 @@ def _turned(axis, labels: list, size: float) -> float:
     return width * abs(math.sin(a)) + LABEL_LINE_PX * size / TICK_FONT_PX * abs(math.cos(a))
 
 
+def _overhang(axis, labels: list, size: float) -> tuple[str | None, float]:
+    """How far an x axis's turned labels reach past the plot's side: a label turned by a negative tickangle ends at
+    its tick and runs down to the left (the first one past the left edge: "When" drawn as "hen"), a positive one
+    down to the right (the last one). (side, px), or (None, 0) for level or upright labels."""
+    angle = axis.tickangle
+    if not labels or angle is None or angle == "auto" or float(angle) % 180 in (0.0, 90.0):
+        return None, 0.0
+    a = math.radians(float(angle))
+    label = labels[0] if a < 0 else labels[-1]
+    return ("l" if a < 0 else "r"), text_px(label, size) * abs(math.cos(a)) + BARE_EDGE_PX
+
+
 def _colorbars(fig: go.Figure) -> list:
     """The colour bars the figure draws: of its coloraxes, and of its traces that show a scale."""
     used = {ref for trace in fig.data for ref in (getattr(trace, "coloraxis", None),
@@ -232,6 +244,9 @@ def room(fig: go.Figure) -> dict[str, int]:
         titled = bool(_text(axis.title))
         height = LABEL_GAP_PX + _turned(axis, labels, size) if labels else 0.0
         need["b"] = max(need["b"], height + (_title_room(axis.title) if titled else BARE_EDGE_PX if labels else 0.0))
+        side, reach = _overhang(axis, labels, size)
+        if side is not None and axis.domain in (None, (0, 1), [0, 1]):  # an axis at the figure's edge
+            need[side] = max(need[side], reach)
     bars = [_colorbar_width(bar, bounds, _plot_height(fig)) for bar, bounds in _colorbars(fig)
             if bar is None or bar.orientation != "h"]
     if bars:

@@ -207,6 +207,34 @@ def test_the_attribution_grids_draw_the_explanations_arrays():
     assert f"Pearson r = {r:.3f}" in scatter.layout.title.text
 
 
+def _swatches_are_the_marks(fig: go.Figure) -> None:
+    """Every trace the legend lists draws its marks in the one colour its swatch shows (a list of colours, one a
+    bar, would be drawn with the first as its swatch: issue 90's blue swatch over red and blue bars)."""
+    for trace in fig.data:
+        if trace.showlegend is False or not fig.layout.showlegend and fig.layout.showlegend is not None:
+            continue
+        colour = getattr(getattr(trace, "marker", None), "color", None)
+        assert colour is None or isinstance(colour, str) or len(set(colour)) <= 1, (trace.name, colour)
+
+
+def test_one_heads_positions_draw_each_sign_in_its_legends_colour():
+    """*Patched at one position at a time*: the bars restoring the answer and those working against it are two
+    traces, each in its legend's colour, that hold every position's value once; the estimate beside them."""
+    from mha_viz.features.prediction.figures import NEGATIVE, POSITIVE
+
+    values, estimate = np.array([0.5, -0.25, 0.0, -0.1]), np.array([0.4, -0.2, 0.1, 0.0])
+    expl = SimpleNamespace(corrupted=SimpleNamespace(tokens=["When", " Mary", " and", " John"]),
+                           estimate=SimpleNamespace(values=estimate[None, None]))
+    fig = figures.patched_positions(values, expl, 0, 0)
+    _swatches_are_the_marks(fig)
+    real = {t.name: t for t in fig.data if t.name.startswith("patched for real")}
+    assert {t.marker.color for t in real.values()} == {POSITIVE, NEGATIVE}
+    drawn = {int(x): y for t in real.values() for x, y in zip(t.x, t.y)}
+    assert drawn == dict(enumerate(values)) and fig.layout.showlegend
+    assert all(t.offsetgroup == "patched" for t in real.values())  # one slot a position, beside the estimate's
+    np.testing.assert_allclose(next(t for t in fig.data if t.name == "estimate").y, estimate)
+
+
 def test_the_page_helpers_keep_the_titles_the_app_shows():
     run = _run()
     sim = metrics.head_similarity(run, "cosine")

@@ -49,6 +49,19 @@ def test_turned_x_labels_take_their_height_under_the_plot():
                                    + m.LABEL_LINE_PX * 0.5 + m.BARE_EDGE_PX + m.SLACK_PX)
 
 
+def test_a_turned_first_label_runs_past_the_left_edge_and_a_turned_last_past_the_right():
+    """Issue 90: *patched at one position at a time* cut its first labels ("When" drawn as "hen"): a label turned by
+    −60° ends at its tick and runs down to the left by its width × cos 60°, beyond a short y label's margin."""
+    first = "When Mary and"
+    left = m.room(_heatmap(["a"], xs=[first, "b"], xaxis=dict(tickangle=-60)))
+    reach = 13 * 0.56 * 12 * math.cos(math.radians(60)) + m.BARE_EDGE_PX
+    assert left["l"] == math.ceil(reach + m.SLACK_PX)  # the y label "a" alone would take 15 + 7 + 10 px
+    right = m.room(_heatmap(["a"], xs=["b", first], xaxis=dict(tickangle=60)))
+    assert right["r"] == math.ceil(reach + m.SLACK_PX) and right["l"] < left["l"]
+    for upright in (-90, 0, None):
+        assert m.room(_heatmap(["a"], xs=[first, "b"], xaxis=dict(tickangle=upright)))["l"] < reach
+
+
 def test_a_colour_bar_takes_its_bar_and_the_widest_of_its_ticks_or_title():
     fig = go.Figure(go.Heatmap(z=[[0.0, 0.63]], colorbar=dict(thickness=12)))
     ticks = m.tick_texts(0.0, 0.63)

@@ -110,16 +110,20 @@ def position_bars(values: np.ndarray, tokens: list[str], title: str, estimate: n
     """One head's restored fraction when patched at one position only, a bar per position; with
     `estimate`, the first-order estimate of the same beside it."""
     v = np.asarray(values, dtype=float)
-    fig = go.Figure(go.Bar(x=list(range(len(v))), y=v, marker_color=[POSITIVE if x >= 0 else NEGATIVE for x in v],
-                           customdata=axis_labels(tokens), name="patched for real",
-                           hovertemplate="%{customdata}: %{y:.3f} patched<extra></extra>"))
+    x, labels = np.arange(len(v)), np.asarray(axis_labels(tokens), dtype=object)
+    fig = go.Figure()
+    # one trace a sign, in one slot: each legend swatch is the colour of its bars
+    for name, colour, keep in (("patched for real: restores", POSITIVE, v >= 0),
+                               ("patched for real: works against", NEGATIVE, v < 0)):
+        if keep.any():
+            fig.add_trace(go.Bar(x=x[keep], y=v[keep], marker_color=colour, customdata=labels[keep], name=name,
+                                 offsetgroup="patched", hovertemplate="%{customdata}: %{y:.3f} patched<extra></extra>"))
     if estimate is not None:
-        fig.add_trace(go.Bar(x=list(range(len(v))), y=np.asarray(estimate, dtype=float), name="estimate",
+        fig.add_trace(go.Bar(x=x, y=np.asarray(estimate, dtype=float), name="estimate", offsetgroup="estimate",
                              marker=dict(color="rgba(0,0,0,0)", line=dict(color="#333", width=1.5)),
-                             customdata=axis_labels(tokens),
-                             hovertemplate="%{customdata}: %{y:.3f} estimated<extra></extra>"))
-    fig.update_layout(title=plot_title(title), height=320, margin=margin(t=60), bargap=0.15,
-                      showlegend=estimate is not None, legend=dict(orientation="h", y=-0.45),
+                             customdata=labels, hovertemplate="%{customdata}: %{y:.3f} estimated<extra></extra>"))
+    fig.update_layout(title=plot_title(title), height=320, margin=margin(t=60), bargap=0.15, barmode="group",
+                      showlegend=len(fig.data) > 1, legend=dict(orientation="h", y=-0.45),
                       xaxis=dict(tickmode="array", tickvals=list(range(len(v))), ticktext=axis_labels(tokens),
                                  tickangle=-60, title=dict(text="patched position")),
                       yaxis=dict(title=dict(text="restored fraction"), zeroline=True, zerolinecolor="#888"))
