@@ -45,3 +45,14 @@ def check(need: int, doing: str, advice: str, *, budget: int | None = None,
     over = over_budget(need, budget)
     if over:
         raise error(f"{doing} would hold {over}: {advice}")
+
+
+def longest(cost, budget: int | None = None, *, top: int = 1 << 20) -> int:
+    """The largest n (tokens) in 0..top whose `cost(n)` bytes stay within `budget` (default: `capture_budget()`), for
+    a cost that grows with n: what a refusal offers as the length that fits."""
+    budget = capture_budget() if budget is None else budget
+    low, high = 0, top
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if cost(mid) <= budget else (low, mid - 1)
+    return low

@@ -154,8 +154,15 @@ def check_budget(model: LoadedModel, clean: str, max_tokens: int | None, *, batc
     """InputError when the page's work would hold more than the capture budget
     (`mha_viz.budget.capture_budget`, whose words the refusal uses): both texts' attention
     (the one-head panel) and, with `batch` (real patching), a batch of one sequence a head through
-    the model. The estimate's backward pass has its own check (`ablation.check_gradient_budget`)."""
+    the model. The estimate's backward pass has its own check (`ablation.check_gradient_budget`). The refusal names
+    the longest text that fits (`capture_budget.longest`)."""
     n = tokenize(model, clean, max_tokens).n
-    cost = model.attention_bytes(n) * (2 + (model.num_heads / max(model.num_layers, 1) if batch else 0))
+    times = 2 + (model.num_heads / max(model.num_layers, 1) if batch else 0)
+
+    def cost(tokens: int) -> int:
+        return int(model.attention_bytes(tokens) * times)
     doing = "Patching every head" if batch else "Finding the heads"
-    capture_budget.check(int(cost), f"{doing} of {model.name} at {n} tokens", "use shorter texts.")
+    if not capture_budget.fits(cost(n)):
+        fits = capture_budget.longest(cost, top=n)
+        capture_budget.check(cost(n), f"{doing} of {model.name} at {n:,} tokens",
+                             f"use texts of at most {fits:,} tokens (the Token limit in the sidebar cuts them there).")

@@ -183,11 +183,35 @@ def test_over_the_memory_budget_is_refused_before_anything_runs(monkeypatch):
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error
     assert titled(at, "Estimated restored fraction")
-    at.button(key=prediction_keys.PRED_REAL_GO).click().run()
-    assert not at.exception
-    assert "Patching every head of toy-induction" in _messages(at) and "use shorter texts" in _messages(at)
+    assert not at.exception  # real patching would not fit: said in place of its button, before any work
+    assert "Patching every head of toy-induction" in _messages(at) and "texts of at most" in _messages(at)
+    assert not [b for b in at.button if b.key == prediction_keys.PRED_REAL_GO]
     assert titled(at, "Estimated restored fraction")  # what was found before stays
     assert not any(chart_title(c).startswith("Restored fraction") for c in charts(at))
+
+
+def test_a_long_text_is_folded_and_refused_before_the_button_with_the_length_that_fits(monkeypatch):
+    """Issue 90: a 17,850-character clean text was printed inline, pushing the corrupted text 3,240 px down, and
+    *Find the heads* refused after 6.6 s of work without saying what would fit. Now the text is folded, the
+    refusal stands where the button would, and it names the longest text that fits: both texts' attention (2 · L ·
+    H · n² · 4 bytes) within the budget at that length and over it one token longer, computed here."""
+    budget = 200_000  # toy-induction's 64 tokens (its context): the sidebar's run fits (131 KB), both texts do not
+    monkeypatch.setattr(capture_budget, "capture_budget", lambda: budget)
+    text = "a s d f g h j k l " * 40
+    at = _page("toy-induction")
+    at.text_area(key=keys.TEXT).input(text).run()
+    open_page(at, "prediction")
+    at.text_area(key=keys.PRED_CORRUPTED).input(text.replace("a", "q", 1)).run()
+    assert not at.exception and not at.error
+    folded = next(e for e in at.expander if "Clean text" in e.label)
+    assert [t.value for t in folded.text] == [text.strip()] and [t.value for t in at.text].count(text.strip()) == 1
+    assert not [b for b in at.button if b.key == prediction_keys.PRED_GO]
+    said = _messages(at)
+    assert "Finding the heads of toy-induction" in said, said
+    fits = int(said.split("texts of at most ")[1].split(" tokens")[0].replace(",", ""))
+    toy = mha_viz.load_model("toy-induction", device="cpu")
+    assert 2 * toy.attention_bytes(fits) <= budget < 2 * toy.attention_bytes(fits + 1)
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == text.replace("a", "q", 1)  # nothing lost
 
 
 def test_without_room_for_the_backward_pass_real_patching_is_still_offered(monkeypatch):

@@ -17,6 +17,7 @@ from mha_viz.features.prediction import controls as prediction_controls
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import estimate, prediction
+from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, keys, resources, session, shared_head
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
@@ -28,6 +29,7 @@ from mha_viz.ui.shell.view_helpers import start_on_model
 OWN = "— your own pair —"
 CANCEL_HELP = "Stop; nothing is kept."
 CANCEL_REAL_HELP = "Stop patching; what was found before is kept."
+FOLD_ABOVE = 600  # characters: a longer clean text is folded (17,850 printed inline pushed the corrupted box 3,240 px)
 
 
 class PredKey(NamedTuple):
@@ -93,8 +95,13 @@ def prediction_page() -> None:
     chosen = options.get(session.get(keys.PRED_PRESET))
     if chosen is not None:
         st.caption(plain(chosen.about))
-    st.markdown("**Clean text** (the sidebar's):")
-    st.text(cur.text)  # plain text: what was typed, no Markdown
+    if len(cur.text) <= FOLD_ABOVE:
+        st.markdown("**Clean text** (the sidebar's):")
+        st.text(cur.text)  # plain text: what was typed, no Markdown
+    else:  # a long paste folded: the corrupted text stays in sight
+        tokens = f", {cur.run.n:,} tokens" if cur.run is not None else ""
+        with st.expander(f"**Clean text** (the sidebar's): {len(cur.text):,} characters{tokens}"):
+            st.text(cur.text)
     corrupted = st.text_area("Corrupted text", key=keys.PRED_CORRUPTED, persist_state=keys.KEEP, height=80,
                              help="The same number of tokens as the clean text: patching compares positions.")
     cols = st.columns(2)
@@ -110,6 +117,9 @@ def prediction_page() -> None:
     stored = session.get(prediction_keys.PRED_RESULT)
     expl = stored[1] if stored is not None and stored[0] == key else None
     if expl is None:
+        if (why := _over_budget(model, key, batch=False)) is not None:  # said before the button, not after the work
+            st.warning(why, icon=":material/memory:")
+            return
         buttons = jobs.buttons("Find the heads", prediction_keys.PRED_GO, cancel_key=prediction_keys.PRED_CANCEL,
                                cancel_help=CANCEL_HELP,
                                help="Estimates every head at every position from one forward pass on each text "
@@ -125,6 +135,16 @@ def prediction_page() -> None:
         circuit_section.heads_found(key, auto)
         buttons.done()
     _results(cur, key, expl)
+
+
+def _over_budget(model, key: PredKey, *, batch: bool) -> str | None:
+    """Why the estimate (or, `batch`, real patching) of this pair would not fit the capture budget, with the longest
+    text that would (None: it fits)."""
+    try:
+        prediction.check_budget(model, key.clean, key.cap, batch=batch)
+    except InputError as exc:
+        return plain(str(exc))
+    return None
 
 
 def _cancelled_notice(key: PredKey) -> None:
@@ -203,7 +223,11 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
 
 def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:
     """The button that patches every head for real, with progress and Cancel: `expl` with real
-    patching once it has run (kept for this pair), else `expl` as it was."""
+    patching once it has run (kept for this pair), else `expl` as it was. A pair too long for it is said
+    instead of the button."""
+    if (why := _over_budget(model, key, batch=True)) is not None:
+        st.info(why, icon=":material/memory:")
+        return expl
     buttons = jobs.buttons("Patch every head for real", prediction_keys.PRED_REAL_GO,
                            cancel_key=prediction_keys.PRED_REAL_CANCEL, cancel_help=CANCEL_REAL_HELP, primary=False,
                            help=f"Patches each of the {model.num_layers * model.num_heads} heads: one batched "
