@@ -5,9 +5,10 @@ run's heads can make non-zero (`entries`), what reading every head's rows of a l
 
 from __future__ import annotations
 
-# measured on 2 quiet CPU cores: every head's rows of a long run of SmolLM2 at 2,048 tokens read again (each
-# layer's rows recomputed, a block at a time) in 6.6 s
-READ_S = 6.6 / (30 * 9 * 2048 * 2048 / 2)
+# every head's rows of a long run of SmolLM2 at 2,048 tokens read again (each layer's rows recomputed, a block at a
+# time) on 2 quiet CPU cores: 6.6 s at stop 82, about 4.5 s at stop 93 (benchmarks/estimates.py: Compare 15.3 s
+# = 1.7 × two readings, Hide tokens 9.7 s, three passes); the later figure, the machine being faster now
+READ_S = 4.5 / (30 * 9 * 2048 * 2048 / 2)
 
 
 def entries(run) -> float:

@@ -176,12 +176,13 @@ def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, b
     return fig
 
 
-def token_image(matrix: np.ndarray, tokens: list[str], *, title: str) -> go.Figure:
-    """A long token-by-token matrix (rollout, flow), colours up to its maximum, as a
+def token_image(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: float | None = None) -> go.Figure:
+    """A long token-by-token matrix (rollout, flow), colours up to `zmax` (default its maximum), as a
     `matrix_image` (as a long head is drawn): `metrics.token_matrix`'s n² floats would be
     1.4 MB at n = 512. Hover: blocks of tokens, their max and mean."""
     m = np.asarray(matrix, dtype=np.float32)
-    return matrix_image(m, tokens, title=title, zmax=float(max(m.max(), 1e-12)), x_title="input token",
+    top = float(max(m.max(), 1e-12)) if zmax is None else float(zmax)
+    return matrix_image(m, tokens, title=title, zmax=top, x_title="input token",
                         y_title="token at this layer", rows="tokens", cols="input tokens", more="",
                         scale_title=None)
 

@@ -238,9 +238,22 @@ ACROSS_LAYERS = {  # the title of each token-by-token matrix across layers
 }
 
 
-def token_figure(matrix: np.ndarray, tokens: list[str], *, title: str) -> go.Figure:
+BULK = 0.99  # `bulk_top`'s quantile
+BULK_SAMPLE = 1 << 20  # values read for it, evenly spaced
+
+
+def bulk_top(matrix: np.ndarray) -> float:
+    """The BULK quantile of a matrix's values (of at most BULK_SAMPLE of them, evenly spaced): a colour scale's top
+    that shows the bulk of a long rollout, whose few largest cells (the first token's column) would leave every
+    other cell pale; those saturate."""
+    flat = np.asarray(matrix, dtype=np.float32).ravel()
+    sample = flat[::max(1, flat.size // BULK_SAMPLE)]
+    return float(max(np.quantile(sample, BULK), 1e-12)) if sample.size else 1.0
+
+
+def token_figure(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: float | None = None) -> go.Figure:
     """An n × n token matrix (rollout, flow): every cell a heatmap cell, or past
-    `detail.FULL_DETAIL_TOKENS` tokens a pixel of an image."""
+    `detail.FULL_DETAIL_TOKENS` tokens a pixel of an image; colours up to `zmax` (default its maximum)."""
     if len(tokens) <= detail.FULL_DETAIL_TOKENS:
-        return token_matrix(matrix, tokens, title=title)
-    return token_image(matrix, tokens, title=title)
+        return token_matrix(matrix, tokens, title=title, zmax=zmax)
+    return token_image(matrix, tokens, title=title, zmax=zmax)

@@ -258,3 +258,31 @@ def test_similarity_opens_on_cosine_when_js_would_be_slow():
     the page then opens on the pattern cosine and says what JS would cost."""
     at = _page("similarity", model="smollm2", text="word " * 400)
     assert at.selectbox(key="sim_kind").value == "cosine"
+
+
+def test_a_long_rollout_opens_brightened_to_its_bulk_and_a_short_one_to_its_maximum():
+    """Issue 90: on a long run, Across layers opened on the rollout to the last layer, a pale square (the first
+    token's column holds the largest cells). Past the full-detail length it opens with colours up to the 99th
+    percentile of the matrix drawn, computed here from the library's rollout; the toggle puts the maximum back,
+    which a short text opens on."""
+    from mha_viz.drawing import metrics as metric_figures
+    from mha_viz.views import detail
+
+    text = " ".join(mha_viz.corpus.read_texts("sample"))[:2400]
+    model = mha_viz.load_model("minilm", device="cpu")
+    rolled = metrics.rollout(mha_viz.analyze(model, text, max_tokens=512))[-1]
+    assert len(rolled) > detail.FULL_DETAIL_TOKENS
+    at = _page("across_layers", text=text)
+    assert at.toggle(key="layers_bulk").value is True
+
+    def top(at) -> float:
+        return float(next(d for d in charts(at)[0]["data"] if d.get("type") == "heatmap")["zmax"])
+    want = float(np.quantile(rolled.ravel()[::max(1, rolled.size // metric_figures.BULK_SAMPLE)], 0.99))
+    assert top(at) == pytest.approx(want, rel=1e-5) and top(at) < 0.5 * rolled.max()
+    assert any("the 99th percentile" in c.value for c in at.caption)
+    at.toggle(key="layers_bulk").set_value(False).run()
+    assert top(at) == pytest.approx(float(rolled.max()), rel=1e-5)
+    short = _page("across_layers")
+    assert short.toggle(key="layers_bulk").value is False
+    z = np.array(charts(short)[0]["data"][0]["z"], dtype=float)
+    assert charts(short)[0]["data"][0]["zmax"] == pytest.approx(z.max(), rel=1e-5)

@@ -83,6 +83,14 @@ def test_the_query_row_shows_that_row_of_the_probabilities():
     row = next(c for t, c in _by_title(at).items() if t.startswith("Row 2 ("))
     line = next(t for t in row["data"] if t["type"] == "scatter")
     np.testing.assert_allclose(np.array(line["y"], dtype=float), _probs(at)[2], atol=1e-6)
+    # the lesson quotes a row's peak ("0.992 of the attention"): each axis has a tick there, labelled with it
+    # (issue 90: ticks only at 0.224 and 0.706)
+    bars = next(t for t in row["data"] if t["type"] == "bar")
+    for axis, values in (("yaxis2", line["y"]), ("yaxis", bars["y"])):
+        peak = np.nanmax(np.array(values, dtype=float))
+        ticks = dict(zip(row["layout"][axis]["tickvals"], row["layout"][axis]["ticktext"]))
+        at_peak = min(ticks, key=lambda v: abs(v - peak))
+        assert at_peak == pytest.approx(peak) and ticks[at_peak] == f"{peak:.3f}", (axis, ticks)
 
 
 def test_switching_heads_and_layers_runs_no_model():

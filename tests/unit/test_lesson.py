@@ -159,6 +159,18 @@ def test_the_bundled_lesson_is_a_lesson_of_8_to_12_steps_on_the_bundled_models()
     assert all(len(s.note.split()) >= 20 for s in lesson.steps)  # a teacher's words, not a label
 
 
+def test_a_bundled_note_names_a_control_choice_in_italics_never_in_bold_like_a_button():
+    """Issue 90: step 1 said "Now open **3–6 · Scores to probabilities**", which reads as a button to press; the
+    real choice sat below the fold. A choice of any page's controls named in a note is set in italics."""
+    choices = {option for feature in catalogue.features() for control in feature.controls
+               for option in control.options if isinstance(option, str) and len(option) > 3}
+    assert "3–6 · Scores to probabilities" in choices
+    for name, text in lessons.bundled().items():
+        for step in json.loads(text)["steps"]:
+            bold = [c for c in choices if f"**{c}**" in step.get("note", "")]
+            assert not bold, (name, bold)
+
+
 def test_the_page_ids_a_lesson_is_checked_against_are_the_pages_the_app_registers():
     from mha_viz.ui.shell import navigation as pages
     assert tuple(p.id for p in pages.PAGES) == catalogue.ids()

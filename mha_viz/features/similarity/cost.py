@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from mha_viz.budget.seconds import entries, read_seconds
 
-# measured on 2 quiet CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads): cosine 19.5 s in all, JS 40 s
-# in all, of which 6.6 s reading every head's rows (`read_seconds`); at 8,192 tokens about 16 × that:
-# cosine about 5 min, JS about 11 min (on 2 cores shared with other work, 2.5-3.5 × longer)
-COSINE_S = 13.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
-JS_S = 34.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
+# measured on 2 quiet CPU cores (a long run of SmolLM2 at 2,048 tokens, 270 heads, benchmarks/estimates.py at stop
+# 93): cosine 5.4 s in all, JS 21.5 s in all, of which about 4.5 s reading every head's rows (`read_seconds`); at
+# 1,024 tokens 1.3 s and 6.9 s. (Stop 82 measured 19.5 s and 40 s; why cosine is 3.6 × faster now was not looked
+# into.) On 2 cores shared with other work, 2.5-3.5 × longer.
+COSINE_S = 1.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
+JS_S = 17.0 / (270 * 270 * 30 * 9 * 2048 * 2048 / 2)
 PATTERN_KINDS = ("js", "cosine")  # the kinds that read every head's probabilities
 BASELINE_X = 5  # measured: the baseline takes about 5× the JS of the text (model, forward, near-uniform JS)
 

@@ -118,17 +118,41 @@ def probability_maps(maps: dict[str, np.ndarray], tokens: list[str]) -> dict[str
     return {title: matrix(m, tokens, columns=tokens, probabilities=True, title=title) for title, m in maps.items()}
 
 
+PEAK_ROOM = 0.06  # of an axis's span: a round tick this near the peak's is left out (their labels would overlap)
+
+
+def peak_ticks(values: np.ndarray, ticks: tuple[float, ...] | None = None) -> dict:
+    """An axis's ticks with one at the largest finite value, labelled with it to 3 decimals (a note that quotes the
+    peak, "0.992 of the attention", finds it on the axis): `ticks` (default five round steps over the values' span
+    and 0) and the peak; {} when there is none."""
+    finite = np.asarray(values, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if not finite.size:
+        return {}
+    peak = float(finite.max())
+    if ticks is None:
+        low = min(0.0, float(finite.min()))
+        step = float(np.format_float_positional((peak - low) / 4, precision=1, fractional=False)) or 1.0
+        ticks = tuple(float(t) for t in np.arange(np.floor(low / step) * step, peak + step / 2, step))
+    span = (max(ticks + (peak,)) - min(ticks + (peak,))) or 1.0
+    kept = [t for t in ticks if abs(t - peak) > PEAK_ROOM * span]
+    values_ = sorted(kept + [peak])
+    return dict(tickmode="array", tickvals=values_, ticktext=[f"{v:.3f}" if v == peak else f"{v:g}" for v in values_])
+
+
 def softmax_row(scores: np.ndarray, probs: np.ndarray, keys: list[str], *, title: str) -> go.Figure:
     """One query's scaled scores (bars, left axis) and the probabilities softmax makes of them."""
     labels = axis_labels(keys)
     s = np.where(np.isneginf(scores), np.nan, scores)
+    p = np.asarray(probs, dtype=np.float64)
     return _figure([
         dict(type="bar", x=labels, y=s, name="scaled score q·k/√d_k", marker=dict(color="#9ecae1"), yaxis="y"),
         dict(type="scatter", x=labels, y=np.asarray(probs), name="softmax probability", mode="lines+markers",
              marker=dict(color="#08306b"), yaxis="y2"),
     ], dict(title=plot_title(title), height=320, margin=margin(), xaxis=dict(type="category", tickangle=-60),
-            yaxis=dict(title=dict(text="score")),
-            yaxis2=dict(title=dict(text="probability"), overlaying="y", side="right", range=[0, 1]),
+            yaxis=dict(title=dict(text="score")) | peak_ticks(s),
+            yaxis2=dict(title=dict(text="probability"), overlaying="y", side="right", range=[0, 1])
+            | peak_ticks(p, (0.0, 0.25, 0.5, 0.75, 1.0)),
             legend=dict(orientation="h", y=-0.35)))
 
 

@@ -18,6 +18,7 @@ from mha_viz.ui.pages.ablation import page_keys as ablation_keys
 from mha_viz.ui.shell import notebook_button
 from mha_viz.ui.shell.view_helpers import start
 
+HEAD_COLUMN_PX, HEADS_INDEX_PX = 46, 56  # "H11" and its tick box; "L29"
 
 def ablation_page() -> None:
     cur = start("ablation", forward=True, hybrid_note=False)  # says it its own way, below
@@ -35,10 +36,13 @@ def ablation_page() -> None:
         st.caption(f"{model.name} is a hybrid: only its softmax-attention layers "
                    f"({', '.join(map(str, model.layer_ids))}) have heads to switch off; its other token mixers "
                    "always run.")
-    grid = pd.DataFrame(on, index=[f"layer {layer}" for layer in model.layer_ids],
+    grid = pd.DataFrame(on, index=[f"L{layer}" for layer in model.layer_ids],
                         columns=[f"H{h}" for h in range(model.num_heads)])
+    # narrow columns: at 1366 × 768 "small" (75 px) ran a 12-head grid past the main area's right edge
     edited = st.data_editor(grid, key=f"{ablation_keys.HEADS_GRID_PREFIX}{session.get(keys.HEADS_VERSION, 0)}",
-                            column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in grid.columns})
+                            width="content", column_config={
+                                "_index": st.column_config.TextColumn("layer", width=HEADS_INDEX_PX),
+                                **{c: st.column_config.CheckboxColumn(c, width=HEAD_COLUMN_PX) for c in grid.columns}})
     on = edited.to_numpy(dtype=bool)
     session.need(keys.HEADS_ON)[cur.key.model] = on
     cols = st.columns([1, 2, 2])

@@ -13,10 +13,11 @@ from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.across_layers.cost import rollout_seconds
 from mha_viz.metrics.across_layers import check_rollout
-from mha_viz.ui.kit import analysis, charts, cost_prompt, keys
+from mha_viz.ui.kit import analysis, charts, cost_prompt, keys, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.across_layers import page_keys as across_layers_keys
 from mha_viz.ui.shell import view_helpers
+from mha_viz.views import detail
 
 
 def across_layers_page() -> None:
@@ -84,8 +85,15 @@ def across_layers_page() -> None:
     if matrix is None:  # a long computation waiting for its click
         return
     title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
-    fig = charts.cached("layers_matrix", (cur.key, method, layer, head),
-                        lambda: metric_figures.token_figure(matrix, run.tokens, title=title))
+    # a long rollout is a few large cells (the first token's column) over a pale rest: it opens brightened
+    session.setdefault(across_layers_keys.LAYERS_BULK, run.n > detail.FULL_DETAIL_TOKENS)
+    bulk = st.toggle("Brighten: colours up to the 99th percentile", key=across_layers_keys.LAYERS_BULK,
+                     persist_state=keys.KEEP, help="The largest cells saturate; hover gives every value.")
+    top = metric_figures.bulk_top(matrix) if bulk else None
+    if bulk:
+        st.caption(f"Colours up to {top:.3g}, the 99th percentile; the largest value is {float(matrix.max()):.3g}.")
+    fig = charts.cached("layers_matrix", (cur.key, method, layer, head, bulk),
+                        lambda: metric_figures.token_figure(matrix, run.tokens, title=title, zmax=top))
     charts.show(fig, key=across_layers_keys.LAYERS_MATRIX)
     name = f"{figure_style.safe_filename(run.model_name)}-{method.replace(' ', '-')}-L{layer}.csv"
     st.download_button("Download this matrix (CSV)", lambda: token_csv(matrix, run.tokens),

@@ -9,6 +9,7 @@ from mha_viz.features.across_layers import controls as _across_layers
 LAYERS_HEAD = _across_layers.LAYERS_HEAD
 LAYERS_LAYER = _across_layers.LAYERS_LAYER
 LAYERS_METHOD = _across_layers.LAYERS_METHOD
+LAYERS_BULK = _across_layers.LAYERS_BULK
 DL_LAYERS = "dl_layers"
 LAYERS_MATRIX = "layers_matrix"
 LAYERS_START = "layers_start"  # accepts a long rollout of one layer alone (cost_prompt.accepted)
