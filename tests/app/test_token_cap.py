@@ -124,3 +124,16 @@ def test_a_text_the_model_cannot_read_gets_a_notice():
     assert "toy\\-induction" in notice and "\\<unk\\>" in notice and "Letters a–z" in notice
     at.text_area(key="text").input("q w e r t y q w e r t y").run()
     assert not any("unknown to" in w.value for w in at.warning)
+
+
+def test_the_token_limit_box_says_where_the_model_reads_fewer():
+    """Issue 90: the Token limit box shows the session's cap (32,768) on MiniLM, which reads 512: the sidebar says
+    the model's own limit under it, and says nothing once the cap is the lower."""
+    at = open_with_text("model_view", "The cat sat on the mat.", "minilm")
+
+    def said(at) -> list[str]:
+        return [c.value for c in at.sidebar.caption if "tokens at most" in c.value]
+    at.number_input(key="token_limit").set_value(32768).run()
+    assert said(at) == ["minilm reads 512 tokens at most: texts are cut there."]
+    at.number_input(key="token_limit").set_value(300).run()
+    assert not said(at)

@@ -142,6 +142,7 @@ def draw() -> Current:
                              "(layers × heads × n² × 4 bytes, MHA_VIZ_DENSE_MB) is held at once; past it the "
                              "model runs once, each layer's queries and keys are kept, and every page "
                              "recomputes the rows it draws.")
+        reads = st.empty()  # filled once the model is loaded: the model's own limit, where it is the lower
         st.subheader("How the model runs")
         device = st.radio("Device", DEVICES, key=keys.DEVICE, persist_state=keys.KEEP, horizontal=True,
                           help="auto uses CUDA when a GPU is available, else the CPU.")
@@ -181,6 +182,8 @@ def draw() -> Current:
         model_key = steps.model_key_of(model, local)
         cur.text_model, cur.text, cur.model_key = model, text, model_key
         cap = resources.token_cap()
+        if model.max_positions < cap:  # the box says the session's cap; the model reads fewer (MiniLM: 512)
+            reads.caption(f"{plain(model.name)} reads {model.max_positions:,} tokens at most: texts are cut there.")
         target, part = seq2seq_views.target_inputs() if model.is_encoder_decoder else (None, "")
         layers = None if model.is_encoder_decoder else _layers_to_capture(model, text, cap)
         key = AnalysisKey(model_key, text, cap, layers, target=target)
