@@ -3,7 +3,9 @@ first step; Next goes through three steps, each with its note above the view, it
 in the box and "Step k of N" in the lesson's bar above the view, and the address names the step (a
 reload stays there). Then, in a window of 1366 × 768 (issue 54's first minute), the student visits every page the
 navigation offers: on each, the sentence box, "Step 3 of N", Back and Next lie inside the window as it first
-draws (nothing is scrolled)."""
+draws (nothing is scrolled), and stay in sight once the page is scrolled to its end. A link to the lesson's step on
+*Switch heads off* and a shared view of it on MiniLM that restores its second sentence open too, and the server has
+logged nothing with a stack meanwhile."""
 
 from __future__ import annotations
 
@@ -29,7 +31,10 @@ def _first_words(note: str, n: int = 6) -> str:
     return " ".join(plain.split()[:n])
 
 
-def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
+STACKED = ("Stack (most recent call last)", "Traceback (most recent call last)")
+
+
+def test_a_student_steps_through_a_lesson_from_its_link(browser, server, server_log):
     lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=catalogue.ids())
     ui = open_link(browser, server, "lesson", f"/?lesson={BUNDLED}", ready=".st-key-lesson_note_box")
     try:
@@ -62,6 +67,29 @@ def test_a_student_steps_through_a_lesson_from_its_link(browser, server):
             where = {name: outside(bar.get_by_role("button", name=name, exact=True)) for name in ("Back", "Next")}
             where["the sentence box"] = outside(ui.text_box)
             assert not any(where.values()), (title, where)
+        # scrolled to the page's end, Step k of N, Back and Next stay in sight under the header (issue 90)
+        ui.goto(catalogue.feature("teaching").title)  # a long page
+        ui.page.locator("[data-testid=stMain]").evaluate("main => main.scrollTo(0, main.scrollHeight)")
+        ui.page.wait_for_function("() => document.querySelector('[data-testid=stMain]').scrollTop > 200")
+        where = {name: outside(bar.get_by_role("button", name=name, exact=True)) for name in ("Back", "Next")}
+        assert not any(where.values()), where
         ui.assert_clean()
+    finally:
+        ui.close()
+    # a shared view of Switch heads off on MiniLM, whose second sentence the link restores (the widget was given a
+    # default too), after a link straight to a later step of the lesson
+    switch = next(k for k, step in enumerate(lesson.steps) if step.page == "ablation") + 1
+    open_link(browser, server, "lesson-switch", f"/?lesson={BUNDLED}&step={switch}",
+              ready=".st-key-lesson_note_box").close()
+    ui = open_link(browser, server, "switch-link", "/ablation?model=minilm&text=The%20cat%20sat.&"
+                                                   "ablation_other=A%20dog%20slept.", ready="[data-testid=stTextInput]")
+    try:
+        assert ui.wait_until(ui.heading, HEADINGS["ablation"]) == HEADINGS["ablation"]
+        assert ui.page.get_by_label("A second sentence to compare with").input_value() == "A dog slept."
+        ui.assert_clean()
+        # the server said nothing with a stack while the lesson's links and steps opened: a widget given a default
+        # whose key a link set logged "created with a default value but also had its value set" (issue 90)
+        logged = server_log.read_text(errors="replace")
+        assert not [line for line in logged.splitlines() if line.startswith(STACKED)], logged[-4000:]
     finally:
         ui.close()

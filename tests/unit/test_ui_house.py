@@ -116,6 +116,32 @@ def test_every_input_keeps_its_value_across_pages_or_is_listed_as_not_kept():
     assert unkeyed == UNKEYED
 
 
+# the arguments that give an input a default, each with the place it takes among the positional ones (none: only
+# by name): label, then options (selectbox, radio, pills…) or min, max and value (slider, number_input)
+DEFAULTS = {"value": 3, "index": 2, "default": 2}
+RANGED = ("slider", "number_input", "select_slider")
+
+
+def test_no_keyed_input_is_given_a_default_as_well():
+    """Issue 90: a lesson link set `ablation_other`, whose text box was drawn with value=…: Streamlit logged a warning
+    with a stack on the server ("created with a default value but also had its value set via the Session State
+    API"). A keyed input opens on its default through `session.start_at`, never through value=, index= or default=
+    (a positional value of a slider or number box too)."""
+    given = []
+    for path in SOURCES:
+        for node in ast.walk(_tree(path)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in INPUTS):
+                continue
+            kw = {k.arg: k.value for k in node.keywords}
+            if "key" not in kw:
+                continue
+            named = [a for a in DEFAULTS if a in kw and not (isinstance(kw[a], ast.Constant) and kw[a].value is None)]
+            placed = node.func.attr in RANGED and len(node.args) > DEFAULTS["value"]
+            if named or placed:
+                given.append(f"{path.name}:{node.lineno} {node.func.attr} {named or 'value'}")
+    assert not given, given
+
+
 PAGES_DIR = ui_sources.PAGES
 # each page's id -> its files: `pages/<id>.py`, or every module of the folder `pages/<id>/` (the page and its parts)
 PAGES = {p.stem if p.is_file() else p.name: [p] if p.is_file() else sorted(p.rglob("*.py"))

@@ -39,8 +39,9 @@ def target_inputs() -> tuple[str | None, str]:
                      help="An encoder–decoder reads the sentence above (the source) and writes a target. "
                           "Type one to see how the model reads it, or leave this empty: the model writes "
                           "its own, greedily (at most 32 tokens).")
+        session.start_at(keys.ATTN_PART, "Encoder", lambda part: part in PARTS)
         part = st.segmented_control(
-            "Attention", list(PARTS), default="Encoder", required=True, key=keys.ATTN_PART,
+            "Attention", list(PARTS), required=True, key=keys.ATTN_PART,
             persist_state=keys.KEEP,
             help="Encoder: the source's self-attention. Decoder: the target's (causal) self-attention. "
                  "Cross: each target token over the source tokens.")
@@ -89,7 +90,8 @@ def cross_model_view(cur, on_select) -> None:
     st.caption(f"Cross-attention: {cross.num_layers} decoder layers × {cross.num_heads} heads, {cross.n_queries} "
                f"target tokens (queries, down) over {cross.n_keys} source tokens (keys, across). Click a "
                "thumbnail to open it in the head view.")
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE,
+    session.start_at(keys.GRID_RESCALE, True)
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=keys.GRID_RESCALE,
                         persist_state=keys.KEEP)
     fig = charts.cached("cross_grid", (cur.key, rescale), lambda: cross_figures.cross_grid(cross, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=on_select, selection_mode="points", width="content")

@@ -9,7 +9,7 @@ browser shows, including what the user is typing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
@@ -36,6 +36,14 @@ def pop(key: str, default: Any = None) -> Any:
 def setdefault(key: str, value: Any) -> Any:
     """`value` under `key` unless something is there already; what is there now."""
     return st.session_state.setdefault(key, value)
+
+
+def start_at(key: str, value: Any, fits: Callable[[Any], bool] | None = None) -> None:
+    """The widget `key` opens on `value` where it holds nothing, or (`fits`) a value this run does not allow: the
+    default a widget is drawn with, set here instead of passed to the widget (Streamlit warns, with a stack in the
+    server's log, of a widget given a default whose key a link, a lesson step or a callback also set)."""
+    if key not in st.session_state or (fits is not None and not fits(st.session_state[key])):
+        st.session_state[key] = value
 
 
 def settle(key: str, value: Any) -> None:

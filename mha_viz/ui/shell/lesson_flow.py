@@ -112,10 +112,12 @@ def url_params() -> dict[str, str]:
     return ({"lesson": source} if source else {}) | {"step": str(index() + 1)}
 
 
-# the bar held under the app's header (3.75rem) while the main area scrolls under it: Streamlit gives a keyed
-# container the class st-key-<key>
-STICKY = ("<style>.st-key-{key} {{position: sticky; top: 3.75rem; z-index: 100; background: white; "
-          "padding: 0.25rem 0; border-bottom: 1px solid rgba(49, 51, 63, 0.15);}}</style>")
+# the bar held under the app's header (3.75rem) while the main area scrolls under it. Streamlit gives a keyed
+# container the class st-key-<key> and wraps it in a layout wrapper of its own height, in which a sticky container
+# could not move: the wrapper sticks, within the main block
+STICKY = ("<style>[data-testid=stLayoutWrapper]:has(> .st-key-{key}) {{position: sticky; top: 3.75rem; "
+          "z-index: 100; background: white; padding: 0.25rem 0; "
+          "border-bottom: 1px solid rgba(49, 51, 63, 0.15);}}</style>")
 
 
 def bar() -> None:

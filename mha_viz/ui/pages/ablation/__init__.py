@@ -9,6 +9,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz.drawing import metrics as metric_figures
+from mha_viz.features.ablation.controls import OTHER_SENTENCE
 from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.text import loss_inputs
@@ -95,8 +96,9 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
 
 
 def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
-    other = st.text_input("A second sentence to compare with", value="A cat is resting on a rug.",
-                          key=ablation_keys.ABLATION_OTHER, persist_state=keys.KEEP)
+    session.start_at(ablation_keys.ABLATION_OTHER, OTHER_SENTENCE)
+    other = st.text_input("A second sentence to compare with", key=ablation_keys.ABLATION_OTHER,
+                          persist_state=keys.KEEP)
     try:
         pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model, cur.run))
                  for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
@@ -153,7 +155,8 @@ def _importance_box(cur, kind: str, mean_ablation: bool) -> None:
         csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
         st.download_button("Download importance (CSV)", csv.encode(), file_name="head-importance.csv",
                            mime="text/csv", key=ablation_keys.DL_IMP)
-        k = st.slider("Switch off the k least important heads", 0, imp.size - 1, 0, key=keys.IMP_K)
+        session.start_at(keys.IMP_K, 0, lambda k: 0 <= int(k) < imp.size)
+        k = st.slider("Switch off the k least important heads", 0, imp.size - 1, key=keys.IMP_K)
         if k and st.button(f"Switch off these {k} heads above", key=ablation_keys.IMP_APPLY):
             on = np.ones(imp.size, dtype=bool)
             on[np.argsort(imp.ravel())[:k]] = False

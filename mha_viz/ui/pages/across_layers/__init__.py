@@ -37,11 +37,11 @@ def across_layers_page() -> None:
     method = st.radio("Method", ["rollout", "rollout through one head", "flow"], key=across_layers_keys.LAYERS_METHOD,
                       persist_state=keys.KEEP,
                       horizontal=True)
-    layer = (
-        st.slider("Up to layer", 0, run.num_layers - 1, value=run.num_layers - 1, key=across_layers_keys.LAYERS_LAYER)
-        if run.num_layers > 1
-        else 0
-    )
+    layer = 0
+    if run.num_layers > 1:
+        session.start_at(across_layers_keys.LAYERS_LAYER, run.num_layers - 1,
+                         lambda picked: 0 <= int(picked) < run.num_layers)
+        layer = st.slider("Up to layer", 0, run.num_layers - 1, key=across_layers_keys.LAYERS_LAYER)
     if method == "rollout":
         st.markdown("**Attention rollout** (Abnar & Zuidema 2020) · `Â_l = ½·mean_h A_l + ½·I (rows "
                     "renormalised); R_1 = Â_1, R_l = Â_l R_{l−1}`")
@@ -55,7 +55,8 @@ def across_layers_page() -> None:
             matrix = _layer_alone(cur, layer)
         head = None
     elif method == "rollout through one head":
-        head = int(st.number_input("Head", 0, run.num_heads - 1, 0, key=across_layers_keys.LAYERS_HEAD))
+        session.start_at(across_layers_keys.LAYERS_HEAD, 0, lambda h: 0 <= int(h) < run.num_heads)
+        head = int(st.number_input("Head", 0, run.num_heads - 1, key=across_layers_keys.LAYERS_HEAD))
         st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
         if layer == 0:

@@ -137,7 +137,8 @@ def corpus_page() -> None:
     max_tokens = cols[0].number_input("Tokens per document", 2, top, key=corpus_keys.CORPUS_TOKENS,
                                       persist_state=keys.KEEP, step=32,
                                       help="Longer documents are cut to this many tokens.")
-    batch = cols[1].selectbox("Batch size", (8, 16, 32), index=1, key=corpus_keys.CORPUS_BATCH, persist_state=keys.KEEP)
+    session.start_at(corpus_keys.CORPUS_BATCH, 16, lambda b: b in (8, 16, 32))
+    batch = cols[1].selectbox("Batch size", (8, 16, 32), key=corpus_keys.CORPUS_BATCH, persist_state=keys.KEEP)
     embedding = loss_inputs.loss_kind(cur.model) == loss_inputs.EMBEDDING
     if session.get(corpus_keys.CORPUS_MODEL_SEEN) != cur.model_key:  # a new model: its own default
         session.put(corpus_keys.CORPUS_MODEL_SEEN, cur.model_key)

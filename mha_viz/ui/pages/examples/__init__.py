@@ -110,11 +110,12 @@ def _finder(table: pd.DataFrame, layer_ids: list[int], num_heads: int) -> None:
     columns = [c for c in ("top_mean", "max_activation", "importance") if c in table.columns]
     columns += [c for c in metrics.METRICS if c in table.columns]
     cols = st.columns(3)
-    x = cols[0].selectbox("Across", columns, index=min(1, len(columns) - 1), key=examples_keys.EXAMPLES_X,
-                          format_func=_label, persist_state=keys.KEEP)
-    y = cols[1].selectbox("Up", columns, index=0, key=examples_keys.EXAMPLES_Y, format_func=_label,
-                          persist_state=keys.KEEP)
-    rank = cols[2].selectbox("Rank the heads by", columns, index=0, key=examples_keys.EXAMPLES_RANK, format_func=_label,
+    for key, default in ((examples_keys.EXAMPLES_X, columns[min(1, len(columns) - 1)]),
+                         (examples_keys.EXAMPLES_Y, columns[0]), (examples_keys.EXAMPLES_RANK, columns[0])):
+        session.start_at(key, default, lambda picked: picked in columns)
+    x = cols[0].selectbox("Across", columns, key=examples_keys.EXAMPLES_X, format_func=_label, persist_state=keys.KEEP)
+    y = cols[1].selectbox("Up", columns, key=examples_keys.EXAMPLES_Y, format_func=_label, persist_state=keys.KEEP)
+    rank = cols[2].selectbox("Rank the heads by", columns, key=examples_keys.EXAMPLES_RANK, format_func=_label,
                              persist_state=keys.KEEP)
     charts.show(example_figures.head_finder(table, x, y, x_label=_label(x), y_label=_label(y)),
                 key=examples_keys.EXAMPLES_FINDER, on_select=lambda: _on_finder(layer_ids, num_heads),

@@ -43,7 +43,8 @@ def model_view_page() -> None:
     st.caption(f"{plain(run.model_name)}: {layers} × {run.num_heads} heads, {run.n} tokens. "
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", value=True, key=keys.GRID_RESCALE,
+    session.start_at(keys.GRID_RESCALE, True)
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=keys.GRID_RESCALE,
                         persist_state=keys.KEEP)
     notebook_button.record(rescale=rescale)
     fig = charts.cached("model_grid", (cur.key, rescale), lambda: _grid(run, rescale))

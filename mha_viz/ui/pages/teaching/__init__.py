@@ -68,7 +68,8 @@ def teaching_page() -> None:
     if full.n > w.n:
         st.caption(walk_window.caption(w, full.n))
     st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")
-    part = st.segmented_control("Part", PARTS, default=PARTS[0], required=True, key=teaching_keys.TEACH_PART,
+    session.start_at(teaching_keys.TEACH_PART, PARTS[0], lambda part: part in PARTS)
+    part = st.segmented_control("Part", PARTS, required=True, key=teaching_keys.TEACH_PART,
                                 persist_state=keys.KEEP, label_visibility="collapsed")
     notebook_button.record(layer=row, head=head, part=part, row=session.get(teaching_keys.TEACH_ROW),
                            demo=session.get(teaching_keys.TEACH_DEMO), start=w.start)
@@ -176,8 +177,9 @@ STEP_DRAWERS = {STEPS_IN: _inputs, STEPS_SCORES: _scores, STEPS_OUT: _output}
 def _query_row(w: teaching.Walkthrough) -> None:
     """One query's scores and probabilities; moving the slider reruns only this part."""
     n = w.n
-    i = st.slider("Query row to look at", 0, n - 1, value=min(n - 1, n // 2),
-                  key=teaching_keys.TEACH_ROW) if n > 1 else 0
+    if n > 1:
+        session.start_at(teaching_keys.TEACH_ROW, min(n - 1, n // 2), lambda row: 0 <= int(row) < n)
+    i = st.slider("Query row to look at", 0, n - 1, key=teaching_keys.TEACH_ROW) if n > 1 else 0
     charts.show(figures.softmax_row(w, i), key=teaching_keys.TEACH_SOFTMAX_ROW)
 
 
