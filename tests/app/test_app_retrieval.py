@@ -54,6 +54,8 @@ def test_the_grid_is_the_librarys_scores_and_a_picked_head_shows_where_it_looked
     at.selectbox(key=retrieval_keys.RETRIEVAL_LAYER).set_value(layer).run()
     at.selectbox(key=retrieval_keys.RETRIEVAL_HEAD).set_value(head).run()
     assert not at.exception and not at.error
+    found = [b for b in at.button if b.label == "Find the retrieval heads"]  # in its place, greyed, saying why
+    assert len(found) == 1 and found[0].disabled and "to search again" in found[0].help
     look = next(c for c in charts(at) if chart_title(c).startswith(f"Layer {layer}, head {head}"))
     row = np.asarray(look["data"][0]["y"], dtype=np.float64)
     (shade,) = [s for s in look["layout"]["shapes"] if s["type"] == "rect"]

@@ -55,6 +55,13 @@ def test_a_generated_task_draws_each_heads_mean_and_crosses_the_intervals_that_h
     assert crossed == set(zip(*np.nonzero(want.crosses_zero)))  # the same resamples, the same seed
     said = shown(next(s.value for s in at.success))
     assert f"{len(want.kept)} pairs of ioi(n=4, seed=3) ran" in said, said
+    # the Run button stays in its place, greyed out with why, then and on every later run (issue 90: it vanished)
+    for _ in range(2):
+        ran = [b for b in at.button if b.label == "Run over the task"]
+        assert len(ran) == 1 and ran[0].disabled and "change the task" in ran[0].help
+        at.run()
+    at.number_input(key=prediction_keys.TASK_SEED).set_value(4).run()  # another task: Run is live again
+    assert not next(b for b in at.button if b.label == "Run over the task").disabled
 
 
 def test_a_file_of_pairs_runs_and_a_bad_one_is_refused_keeping_every_choice(tmp_path):

@@ -36,6 +36,9 @@ class Buttons:
     label: str
     key: str
     help: str
+    start: str = ""  # the start button's label
+    ran: str | None = None  # what `done()` says in the buttons' place (None: they go)
+    widths: tuple = (2, 1, 3)
 
     def live(self) -> None:
         """Cancel made live for a job that starts without its button (a link asked for it)."""
@@ -46,19 +49,32 @@ class Buttons:
         live_button(self.stop, self.label, self.key, live=False, help=self.help)
 
     def done(self) -> None:
-        """The job has its result: both buttons go."""
-        self.box.empty()
+        """The job has its result: both buttons go, or (`ran`) the start button stays, greyed out, with why."""
+        if self.ran is None:
+            self.box.empty()
+        else:
+            finished(self.box.container(), self.start, self.ran, self.widths)
+
+
+def finished(where, label: str, why: str, widths=(2, 1, 3)) -> None:
+    """The start button greyed out (keyless) and `why` beside it: the result below is for the inputs above, so
+    that a page holding its result still shows where a new one starts (its buttons vanished, and a class asked
+    where Run had gone)."""
+    cols = where.columns([widths[0], widths[1] + widths[2]], vertical_alignment="center")
+    cols[0].button(label, disabled=True, help=why, type="primary")
+    cols[1].caption(why)
 
 
 def buttons(label: str, key: str, *, cancel_key: str, cancel_help: str, cancel_label: str = "Cancel",
-            help: str | None = None, primary: bool = True, widths=(2, 1, 3)) -> Buttons:
-    """The start button (`label`, `key`) and beside it Cancel, live in the run the start was pressed."""
+            help: str | None = None, primary: bool = True, widths=(2, 1, 3), ran: str | None = None) -> Buttons:
+    """The start button (`label`, `key`) and beside it Cancel, live in the run the start was pressed. `ran`: what
+    the page says once it holds the result for its inputs, in the buttons' place (`Buttons.done`, `finished`)."""
     box = st.empty()
     cols = box.container().columns(list(widths))
     pressed = cols[0].button(label, key=key, type="primary" if primary else "secondary", help=help)
     stop = cols[1].empty()
     live_button(stop, cancel_label, cancel_key, live=pressed, help=cancel_help)
-    return Buttons(pressed, box, stop, cancel_label, cancel_key, cancel_help)
+    return Buttons(pressed, box, stop, cancel_label, cancel_key, cancel_help, label, ran, tuple(widths))
 
 
 def run(running: str, what_for: Hashable, work: Callable[[Progress], Any], *, first: str, what: str,

@@ -29,6 +29,7 @@ from mha_viz.ui.shell.view_helpers import start_on_model
 OWN = "— your own pair —"
 CANCEL_HELP = "Stop; nothing is kept."
 CANCEL_REAL_HELP = "Stop patching; what was found before is kept."
+FOUND = "Found for this pair: change a text or a token to find the heads again."
 FOLD_ABOVE = 600  # characters: a longer clean text is folded (17,850 printed inline pushed the corrupted box 3,240 px)
 
 
@@ -116,12 +117,14 @@ def prediction_page() -> None:
     _cancelled_notice(key)
     stored = session.get(prediction_keys.PRED_RESULT)
     expl = stored[1] if stored is not None and stored[0] == key else None
-    if expl is None:
+    if expl is not None:
+        jobs.finished(st, "Find the heads", FOUND)
+    else:
         if (why := _over_budget(model, key, batch=False)) is not None:  # said before the button, not after the work
             st.warning(why, icon=":material/memory:")
             return
         buttons = jobs.buttons("Find the heads", prediction_keys.PRED_GO, cancel_key=prediction_keys.PRED_CANCEL,
-                               cancel_help=CANCEL_HELP,
+                               cancel_help=CANCEL_HELP, ran=FOUND,
                                help="Estimates every head at every position from one forward pass on each text "
                                     "and one backward pass (attribution patching). Patching each of the "
                                     f"{model.num_layers * model.num_heads} heads for real is offered next.")

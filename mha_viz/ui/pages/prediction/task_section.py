@@ -48,6 +48,7 @@ class TaskKey(NamedTuple):
     method: str
     cap: int
 
+RAN = "Ran over these pairs with this method: change the task, the method or the pairs to run again."
 
 def is_task() -> bool:
     """Whether the page is set to a task rather than one pair."""
@@ -140,9 +141,11 @@ def task_view(cur) -> None:
         st.warning("The task was cancelled; nothing was kept.", icon=":material/stop_circle:")
     stored = session.get(prediction_keys.TASK_RESULT)
     result = stored[1] if stored is not None and stored[0] == key else None
-    if result is None:
+    if result is not None:
+        jobs.finished(st, "Run over the task", RAN)
+    else:
         buttons = jobs.buttons("Run over the task", prediction_keys.TASK_GO, cancel_key=prediction_keys.TASK_CANCEL,
-                               cancel_help="Stops the run over the pairs; nothing is kept.",
+                               cancel_help="Stops the run over the pairs; nothing is kept.", ran=RAN,
                                help=f"Runs the method on each of the {len(prompts)} pairs, then the mean over them "
                                     f"with its {RESAMPLES}-resample bootstrap interval and a sign-flip p-value.")
         if not buttons.pressed:

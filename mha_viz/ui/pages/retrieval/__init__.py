@@ -33,6 +33,7 @@ def room(limit: int) -> int:
     return min(ROOM, max(12, limit // 4))
 
 
+FOUND = "Found for these choices: change the length, a depth, the needle or the question to search again."
 MAX_NEEDLE_TOKENS = 4096  # read of a needle and question when checking that the model can read them
 
 
@@ -76,8 +77,10 @@ def retrieval_page() -> None:
     if jobs.cancelled(retrieval_keys.RETRIEVAL_RUNNING) is not None:
         st.warning("The search was cancelled; nothing was kept.", icon=":material/stop_circle:")
     found = session.get(retrieval_keys.RETRIEVAL_FOUND)
-    if key is not None and (found is None or found[0] != key):
-        buttons = jobs.buttons("Find the retrieval heads", retrieval_keys.RETRIEVAL_GO,
+    if key is not None and found is not None and found[0] == key:
+        jobs.finished(st, "Find the retrieval heads", FOUND)
+    elif key is not None:
+        buttons = jobs.buttons("Find the retrieval heads", retrieval_keys.RETRIEVAL_GO, ran=FOUND,
                                cancel_key=retrieval_keys.RETRIEVAL_CANCEL,
                                cancel_help="Stop the search; nothing is kept.")
         if buttons.pressed:
