@@ -117,3 +117,26 @@ def test_chart_downloads_follow_the_export_settings():
     assert keys.EXPORT_FORMAT not in [r.key for r in at.radio]
     config = json.loads(at.get("plotly_chart")[0].proto.config)
     assert config["toImageButtonOptions"]["format"] == "svg"
+
+
+def test_a_minimal_pair_replaces_the_users_sentences_with_an_undo():
+    """Issue 90: picking a minimal pair overwrote the sidebar's sentence with no way back, unlike Examples and
+    Presets. Undo puts back both sentences (one pair over another still goes back to the user's); an edit of the
+    pair's text takes the offer away."""
+    at = open_with_text("compare", "My own sentence about a lighthouse.", "minilm")
+    at.text_area(key=keys.CMP_TEXT_B).input("My own sentence B.").run()
+    names = list(compare_run_b.PAIRS)
+    for name in names[:2]:
+        at.selectbox(key=keys.CMP_PAIR).set_value(name).run()
+        assert at.text_area(key=keys.TEXT).value == compare_run_b.PAIRS[name][0]
+    undo = at.button(key=compare_keys.CMP_UNDO_GO)
+    assert "lighthouse" in undo.help
+    undo.click().run()
+    assert not at.exception
+    assert (at.text_area(key=keys.TEXT).value, at.text_area(key=keys.CMP_TEXT_B).value) == (
+        "My own sentence about a lighthouse.", "My own sentence B.")
+    assert at.selectbox(key=keys.CMP_PAIR).value == "—"
+    assert not [b for b in at.button if b.key == compare_keys.CMP_UNDO_GO]
+    at.selectbox(key=keys.CMP_PAIR).set_value(names[0]).run()
+    at.text_area(key=keys.CMP_TEXT_B).input("Edited after the pair.").run()
+    assert not [b for b in at.button if b.key == compare_keys.CMP_UNDO_GO]  # undoing would lose the edit

@@ -29,11 +29,44 @@ OUT_OF_MEMORY = object()  # what run B is when it ran out of memory
 log = logging.getLogger("mha_viz.ui")
 
 
+def _texts() -> tuple[str, str]:
+    return session.get(keys.TEXT) or "", session.get(keys.CMP_TEXT_B) or ""
+
+
 def _on_pair() -> None:
+    """Set the pair's sentences (the sidebar's and B), keeping the two they replaced for one Undo (`_offer_undo`),
+    as Examples and Presets do; one pair over another, unedited, keeps the user's texts."""
     pair = PAIRS.get(session.get(keys.CMP_PAIR))
-    if pair:
-        sidebar.choose(text=pair[0])
-        session.put(keys.CMP_TEXT_B, pair[1])
+    if not pair:
+        return
+    now, held = _texts(), session.get(compare_keys.CMP_UNDO)
+    before = held[1] if held is not None and now == held[0] else now
+    if before != tuple(pair) and any(t.strip() for t in before):
+        session.put(compare_keys.CMP_UNDO, (tuple(pair), before))
+    else:
+        session.pop(compare_keys.CMP_UNDO)
+    sidebar.choose(text=pair[0])
+    session.put(keys.CMP_TEXT_B, pair[1])
+
+
+def _undo() -> None:
+    held = session.pop(compare_keys.CMP_UNDO)
+    if held is not None:
+        session.put_all((keys.TEXT, keys.CMP_TEXT_B, keys.CMP_PAIR), (*held[1], "—"))
+
+
+def _offer_undo() -> None:
+    """While both boxes still hold the pair's sentences, one click puts back the texts it replaced."""
+    held = session.get(compare_keys.CMP_UNDO)
+    if held is None:
+        return
+    if _texts() != held[0]:  # edited since: undoing would lose the edit
+        session.pop(compare_keys.CMP_UNDO)
+        return
+    own = held[1][0]
+    st.button("Undo: back to your sentences", key=compare_keys.CMP_UNDO_GO, icon=":material/undo:", on_click=_undo,
+              help=f"The pair replaced the sidebar's sentence (“{plain(own[:80])}{'…' if len(own) > 80 else ''}”) "
+                   "and sentence B.")
 
 
 def _on_grid() -> None:
@@ -72,6 +105,7 @@ def _run_b(cur):
     if mode == SENTENCES:
         st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
+        _offer_undo()
         session.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
         text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=keys.KEEP,
                               height=80)

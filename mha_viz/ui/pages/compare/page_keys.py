@@ -16,6 +16,8 @@ CMP_DEPTH = "cmp_depth"
 CMP_SIDE = "cmp_side"
 CMP_TABLE_DF = "cmp_table_df"
 DL_CMP = "dl_cmp"
+CMP_UNDO = "_cmp_undo"  # (the pair's two texts, the two they replaced): what a minimal pair's Undo puts back
+CMP_UNDO_GO = "cmp_undo_go"
 CMP_START = "cmp_start"  # the button that starts comparing two long runs head by head, its cost stated
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
