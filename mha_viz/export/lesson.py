@@ -120,6 +120,22 @@ def lesson_json(lesson: Lesson) -> str:
     return json.dumps(to_dict(lesson), indent=2, ensure_ascii=False) + "\n"
 
 
+SUMMARY_CHARS = 70
+
+
+def summary(note: str, chars: int = SUMMARY_CHARS) -> str:
+    """A note's first line as plain words for a list of steps: Markdown's emphasis, code and formula marks dropped
+    (cut inside "**What one head computes.**" they would show as asterisks), cut at a word within `chars`."""
+    first = next((line for line in note.strip().splitlines() if line.strip()), "")
+    words = re.sub(r"[*_`$#>]+", "", first).split()
+    out = ""
+    for word in words:
+        if len(out) + len(word) + 1 > chars:
+            return out + " …"
+        out = f"{out} {word}".strip()
+    return out
+
+
 def script_in(note: str) -> str | None:
     """The first piece of `note` that could run code in a browser (a script tag, an event handler,
     a javascript: address…), or None."""

@@ -193,3 +193,24 @@ def test_a_server_lesson_that_is_not_one_is_named_and_the_app_works(monkeypatch,
     assert "The server's lesson could not be opened" in shown(" ".join(e.value for e in at.error))
     assert at.title[0].value == HEADINGS["model_view"]
     assert len(at.selectbox(key=keys.MODEL_CHOICE).options) == 3  # the allow-list, not closed to nothing
+
+
+def test_the_opened_lesson_lists_its_steps_as_words_and_follows_an_edit_of_a_note():
+    """Issue 90: *Open the lesson* listed its steps in raw Markdown ("**What one head computes.**") and its edit
+    buttons changed the panel's copy, not the lesson being followed. The list shows each note's first words without
+    Markdown's marks; a note edited and saved is the note above the view on that step."""
+    at = start_app()
+    lesson_panel(at)
+    at.button(key=keys.LESSON_BUNDLED).click().run()
+    assert not at.exception and not at.error
+    listed = [shown(m.value) for m in at.sidebar.markdown if m.value.startswith("**1. ")]
+    assert listed and "What one head computes. We start with a toy model" in listed[0], listed
+    assert "*" not in listed[0].split("\n", 1)[1]  # the note's words, no Markdown marks shown
+    at.button(key=f"{keys.LESSON_ROW}edit_0").click().run()
+    at.text_area(key=keys.LESSON_NOTE).input("**Look first.** A note the teacher rewrote for this class.").run()
+    at.button(key=keys.LESSON_ADD).click().run()
+    assert not at.exception and not at.error
+    assert "**Look first.** A note the teacher rewrote for this class." in [m.value.strip() for m in at.markdown]
+    assert lessons.summary(_bundled().steps[1].note) in " ".join(shown(m.value) for m in at.sidebar.markdown)
+    at.button(key=keys.LESSON_NEXT).click().run()  # the rest of the lesson as it was
+    assert _bundled().steps[1].note.strip() in [m.value.strip() for m in at.markdown]

@@ -27,8 +27,17 @@ def draft() -> lessons.Lesson:
 
 
 def _put(steps: tuple[lessons.Step, ...]) -> None:
-    title = (session.get(keys.LESSON_TITLE) or "").strip() or draft().title
-    session.put(keys.LESSON_DRAFT, lessons.Lesson(title=title, steps=steps, description=draft().description))
+    """The draft with these steps; the lesson followed, when it is the draft, follows the change (an edited note, a
+    moved step), on the step it was on."""
+    before = draft()
+    title = (session.get(keys.LESSON_TITLE) or "").strip() or before.title
+    lesson = lessons.Lesson(title=title, steps=steps, description=before.description)
+    session.put(keys.LESSON_DRAFT, lesson)
+    if lesson_flow.following() == before and before.steps:
+        if steps:
+            lesson_flow.follow(lesson, lessons.pack(lesson), lesson_flow.index(), open_step=False)
+        else:
+            lesson_flow.leave()
 
 
 def view_params(page_id: str, cur: state.Current) -> tuple[dict[str, str], str | None]:
@@ -120,7 +129,7 @@ def _steps(lesson: lessons.Lesson) -> None:
     editing = session.get(keys.LESSON_EDIT)
     for i, step in enumerate(lesson.steps):
         title = pages.BY_ID[step.page].title if step.page in pages.BY_ID else step.page
-        first = step.note.strip().splitlines()[0][:70] if step.note.strip() else "(no note)"
+        first = lessons.summary(step.note) or "(no note)"
         mark = " (editing)" if i == editing else ""
         st.markdown(f"**{i + 1}. {plain(title)}**{mark} · {plain(step.params.get('model', ''))}  \n{plain(first)}")
         row = st.columns(4)
