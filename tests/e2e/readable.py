@@ -1,5 +1,6 @@
 """Charts a person can read (issue 54): on a chart as Chromium draws it, the boxes of its title, axis titles,
-tick labels and subplot titles (annotations) intersect neither one another nor a plot area (tick labels of one
+tick labels and subplot titles (annotations) intersect neither one another nor a plot area, nor reach past the main
+area's sides, and no grid of inputs scrolls a column out of sight (tick labels of one
 axis among themselves are left to Plotly, which turns them; an annotation may lie inside a plot, as a label on
 a bar does). `both_widths` checks every chart of the page shown, at 1280 and 1366 wide: test_e2e_app's walk
 over every page calls it (on MiniLM every page and the states the issue found overlaps in, on SmolLM2 two
@@ -8,6 +9,7 @@ without scrolling)."""
 
 from __future__ import annotations
 
+from mha_viz.ui.pages.ablation.page_keys import HEADS_GRID_PREFIX
 from tests.waiting import wait_until
 
 MAIN = "[data-testid=stMain]"
@@ -78,13 +80,43 @@ def resize(app, width: int) -> None:
     app.wait_idle()
 
 
+# each table and grid of the main area (Streamlit's data frames and editors): [left, right, the width of what it
+# holds, the width it shows, whether it is a grid of inputs]. A table of results may scroll its columns (a head
+# table has 30 and more); a grid of inputs (the app's one data editor: Switch heads off's) may not: a column
+# scrolled out of sight is a head that cannot be switched
+EDITORS = (HEADS_GRID_PREFIX,)
+TABLES_PROBE = """editors => Array.from(document.querySelectorAll('[data-testid=stMain] [data-testid=stDataFrame]'))
+    .map(el => { const r = el.getBoundingClientRect(), s = el.querySelector('.dvn-scroller');
+                 const keyed = (el.closest('[class*="st-key-"]') || {className: ''}).className.toString();
+                 return [r.left, r.right, s ? s.scrollWidth : 0, s ? s.clientWidth : 0,
+                         editors.some(k => keyed.includes('st-key-' + k))]; })"""
+
+
+def outside_main(boxes: dict, main: dict) -> list[str]:
+    """The plot areas and texts of a chart that reach past the main area's sides (cut off where it ends)."""
+    left, right = main["x"] - 1, main["x"] + main["width"] + 1
+    found = [f"plot {k} reaches x = {b[0]:.0f}…{b[2]:.0f}" for k, b in enumerate(boxes["plots"])
+             if b[0] < left or b[2] > right]
+    return found + [f"{kind} {text!r} reaches x = {at[0]:.0f}…{at[2]:.0f}" for kind, text, *at in boxes["texts"]
+                    if at[0] < left or at[2] > right]
+
+
 def check(app, where: str) -> tuple[int, list[str]]:
-    """(charts checked, clashes) of every chart on the page as drawn now."""
+    """(charts checked, clashes) of every chart on the page as drawn now; a chart's part or a table past the main
+    area's sides, or a grid of inputs whose columns scroll out of sight, is one too (issue 90: the Switch heads off
+    grid lost its H11 column at 1366 wide)."""
     charts, found = app.charts(), []
+    main = app.page.locator(MAIN).bounding_box()
     for i in range(charts.count()):
         chart = charts.nth(i)
         chart.scroll_into_view_if_needed()
-        found += [f"{where}, chart {i} ({app.chart_title(i)[:40]!r}): {c}" for c in clashes(chart.evaluate(BOXES))]
+        boxes = chart.evaluate(BOXES)
+        found += [f"{where}, chart {i} ({app.chart_title(i)[:40]!r}): {c}"
+                  for c in clashes(boxes) + outside_main(boxes, main)]
+    for k, (left, right, holds, shows, inputs) in enumerate(app.page.evaluate(TABLES_PROBE, list(EDITORS))):
+        if left < main["x"] - 1 or right > main["x"] + main["width"] + 1 or inputs and holds > shows + 1:
+            found.append(f"{where}, table {k}: x = {left:.0f}…{right:.0f} in a main area to "
+                         f"{main['x'] + main['width']:.0f}, {holds} px of columns in {shows} px")
     return charts.count(), found
 
 

@@ -85,3 +85,48 @@ def test_the_graph_of_smollm2s_ioi_circuit_keeps_its_labels_inside_and_apart(sha
                 if a[1] < b[3] - 1 and b[1] < a[3] - 1 and a[2] < b[4] - 1 and b[2] < a[4] - 1]
         assert not meet, f"at {width}: labels that meet: {meet}"
     app.assert_clean()
+
+
+def _random_circuit(seed: int, layers: int = 30, heads: int = 9, kv: int = 3, edges: int = 60):
+    """A circuit of SmolLM2's shape: edges from the embedding, heads and MLPs into the next layers' query heads, KV
+    heads, MLPs and the logits, scores of either sign."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    senders = ["embed"] + [f"L{la}H{h}" for la in range(layers - 2) for h in range(heads)] + [
+        f"L{la} MLP" for la in range(layers - 2)]
+    rows = []
+    for _ in range(edges):
+        sender = senders[rng.integers(len(senders))]
+        first = 0 if sender == "embed" else int(sender[1:].split("H")[0].split(" ")[0]) + 1
+        at = int(rng.integers(first, min(layers, first + 3)))
+        receiver = str(rng.choice([f"L{at}H{rng.integers(heads)}.q", f"L{at}KV{rng.integers(kv)}.k",
+                                   f"L{at}KV{rng.integers(kv)}.v", f"L{at} MLP", "logits"]))
+        rows.append((sender, receiver, receiver.rpartition(".")[2], float(rng.normal())))
+    return pd.DataFrame(rows, columns=["sender", "receiver", "input", "score"]).drop_duplicates(
+        ["sender", "receiver"])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_graphs_labels_stay_apart_wherever_it_is_drawn_from_520_to_1200_px(browser, seed):
+    """Issue 90: L23KV1 was drawn over L24H4. Labels are placed for a plot narrower than the main area's
+    (`circuit_figures.LABELS_AT_PX`): a circuit of SmolLM2's shape drawn by plotly.js in Chromium at figure widths
+    from 520 to 1,200 px has no two labels that meet."""
+    from mha_viz.features.prediction.circuit_figures import graph_figure
+
+    fig = graph_figure(_random_circuit(seed), 30, 9, 3)
+    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    try:
+        for width in (520, 700, 900, 1200):
+            page.set_content(fig.to_html(include_plotlyjs=True, full_html=True, default_width=f"{width}px"))
+            page.wait_for_selector(".textpoint text")
+            texts = page.evaluate("""() => Array.from(document.querySelectorAll('.textpoint text'))
+                .filter(t => t.textContent.trim()).map(t => { const r = t.getBoundingClientRect();
+                return [t.textContent, r.left, r.top, r.right, r.bottom]; })""")
+            assert len(texts) >= 15, texts
+            meet = [(a[0], b[0]) for i, a in enumerate(texts) for b in texts[i + 1:]
+                    if a[1] < b[3] - 1 and b[1] < a[3] - 1 and a[2] < b[4] - 1 and b[2] < a[4] - 1]
+            assert not meet, f"at {width} px: labels that meet: {meet}"
+    finally:
+        page.close()

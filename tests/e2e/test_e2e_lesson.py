@@ -17,6 +17,7 @@ from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
 from tests.helpers import HEADINGS
 
+from . import readable
 from .conftest import open_link
 from .readable import WINDOW, outside
 
@@ -50,6 +51,7 @@ def test_a_student_steps_through_a_lesson_from_its_link(browser, server, server_
             assert (query.get("lesson"), query.get("step")) == (BUNDLED, str(k + 1))
             assert query.get("model") == step.link.model
             ui.assert_clean()
+            assert not readable.check(ui, f"step {k + 1}")[1]  # nothing cut off, nothing over anything
             ui.shot(f"step-{k + 1}")
             if k < 2:
                 ui.click(bar.get_by_role("button", name="Next"))

@@ -24,6 +24,10 @@ MIDPOINTS = "edges"  # the name of the clickable trace
 MAX_LABELS = 40  # nodes named on the graph; beyond, on hover
 LABEL_CHAR_PX, LABEL_HIGH_PX, NODE_PX = 6.2, 14.0, 14.0  # a 10-px label's character and line; a node's marker
 PLACES = ("top center", "bottom center", "middle right", "middle left")  # where a label may go, in this order
+# the plot's width the labels are placed for: narrower than the main area's (PLOT_WIDTH_PX), so that labels placed
+# apart stay apart where the graph is drawn narrower (a wider sidebar, a smaller window). Placed for 700 px, three
+# circuits of SmolLM2's shape drawn 520 px wide had labels that met in two; for 560 px, in one; for 490, in none
+LABELS_AT_PX = 0.7 * PLOT_WIDTH_PX
 _SAME = dict(marker=dict(opacity=1), textfont=dict(color="#222"))  # a click selects an edge: nothing fades
 
 
@@ -131,7 +135,7 @@ def graph_figure(top: pd.DataFrame, layers: int, heads: int, kv_heads: int, *, p
     span = 3 * layers + 1.0
     pad = 0.6 + (LABEL_CHAR_PX * 3.5 + NODE_PX) * (span + 1.2) / (PLOT_WIDTH_PX - 2 * LABEL_CHAR_PX * 3.5)
     x_range, y_range = [-pad, span + pad], [-2.4, heads - 1 + 0.9]
-    x_px = PLOT_WIDTH_PX / (x_range[1] - x_range[0])
+    x_px = LABELS_AT_PX / (x_range[1] - x_range[0])
     y_px = (height - margin()["t"] - 60) / (y_range[1] - y_range[0])  # 60: the layer axis under the plot
     weight = {n: 0.0 for n in names} | {"embed": np.inf, "logits": np.inf}
     for sender, receiver, v in zip(top["sender"], top["receiver"], np.abs(scores)):
