@@ -124,10 +124,15 @@ def _every_layer(cur) -> np.ndarray | None:
     run = cur.run
     said = (f"Rollout multiplies the head mean of each of the {run.num_layers} layers of these {run.n:,} tokens into "
             "the layers below it, once for every layer you pick.")
-    if not cost_prompt.accepted(("rollout", cur.key), rollout_seconds(run, run.num_layers), said,
-                                across_layers_keys.LAYERS_START):
+    seconds = rollout_seconds(run, run.num_layers)
+    if not cost_prompt.accepted(("rollout", cur.key), seconds, said, across_layers_keys.LAYERS_START):
         return None
+    if seconds >= SAY_ABOVE_S:  # under the ask, still long enough to wait for (SmolLM2 at 8,192 tokens: 16 s)
+        st.caption(f"{said} About {duration(seconds)} on 2 CPU cores the first time; kept for this text.")
     return analysis.rollout(cur.key, run)
+
+
+SAY_ABOVE_S = 3.0  # a rollout this long says what it costs while it runs
 
 
 def _layer_alone(cur, layer: int, *, for_head: bool = False) -> np.ndarray | None:
