@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from mha_viz.compiled import thread_count
-from mha_viz.metrics.gram import gram_upper, symmetric
+from mha_viz.metrics.gram import GRAM_COLUMNS, gram_upper, symmetric
 from mha_viz.metrics.js_kernels import KERNEL_DEGREE, band_pass, exact_pass
 from mha_viz.metrics.measures import JS_SMOOTHING
 
@@ -114,10 +114,9 @@ POSITIVE = int((LAMBDA > 0).sum())
 COEF = np.ascontiguousarray(np.concatenate([_MIX[:, LAMBDA > 0], _MIX[:, LAMBDA < 0]], 1).T, dtype=np.float32)
 _SCALE = 2.0 / (_HI - _LO)  # t = ratio·_SCALE + _BIAS maps the band onto [−1, 1]
 _BIAS = -_SCALE - (_LO + _HI) / (_HI - _LO)
-# columns of one float32 product: BLAS sums each Gram entry over them in float32, and the
-# rounding grows with their number (few heads at long inputs make chunks of millions of
-# columns: 1.1e-4 nats on a worst-case input at n = 2,048 for 3 heads; 3.0e-5 with this cut)
-GRAM_COLUMNS = 1 << 16
+# GRAM_COLUMNS (metrics/gram.py): BLAS sums each Gram entry over at most that many columns in float32; the
+# rounding grows with their number (few heads at long inputs make chunks of millions of columns: 1.1e-4 nats on a
+# worst-case input at n = 2,048 for 3 heads; 3.0e-5 with the cut)
 FEATURE_BYTES = 64 << 20  # per column chunk of features: few chunks, because Torch's threads spin
 # for a while after each matrix product and slow the compiled pass that follows (measured at
 # n = 512, 144 heads: 4,096 columns a chunk 0.33 s, 28,000 columns 0.27 s)

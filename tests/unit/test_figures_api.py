@@ -208,18 +208,25 @@ def test_the_attribution_grids_draw_the_explanations_arrays():
 
 
 def _swatches_are_the_marks(fig: go.Figure) -> None:
-    """Every trace the legend lists draws its marks in the one colour its swatch shows (a list of colours, one a
-    bar, would be drawn with the first as its swatch: issue 90's blue swatch over red and blue bars)."""
-    for trace in fig.data:
-        if trace.showlegend is False or not fig.layout.showlegend and fig.layout.showlegend is not None:
-            continue
+    """The legend's swatches are the marks' colours: a trace the legend lists draws in one colour (a list of colours
+    would be drawn with its first as the swatch: issue 90's blue swatch over red and blue bars), and every colour of
+    a trace kept out of the legend is one of the legend's swatches."""
+    def colours(trace) -> set:
         colour = getattr(getattr(trace, "marker", None), "color", None)
-        assert colour is None or isinstance(colour, str) or len(set(colour)) <= 1, (trace.name, colour)
+        return set() if colour is None else {colour} if isinstance(colour, str) else set(colour)
+    listed = [t for t in fig.data if t.showlegend is not False]
+    swatches = set()
+    for trace in listed:
+        assert len(colours(trace)) <= 1, (trace.name, colours(trace))
+        swatches |= colours(trace)
+    for trace in fig.data:
+        if trace.showlegend is False:
+            assert colours(trace) <= swatches, (trace.name, colours(trace) - swatches)
 
 
 def test_one_heads_positions_draw_each_sign_in_its_legends_colour():
-    """*Patched at one position at a time*: the bars restoring the answer and those working against it are two
-    traces, each in its legend's colour, that hold every position's value once; the estimate beside them."""
+    """*Patched at one position at a time*: every bar is drawn in the colour of its sign's legend entry (restores,
+    works against), in one slot a position beside the estimate."""
     from mha_viz.features.prediction.figures import NEGATIVE, POSITIVE
 
     values, estimate = np.array([0.5, -0.25, 0.0, -0.1]), np.array([0.4, -0.2, 0.1, 0.0])
@@ -227,11 +234,13 @@ def test_one_heads_positions_draw_each_sign_in_its_legends_colour():
                            estimate=SimpleNamespace(values=estimate[None, None]))
     fig = figures.patched_positions(values, expl, 0, 0)
     _swatches_are_the_marks(fig)
-    real = {t.name: t for t in fig.data if t.name.startswith("patched for real")}
-    assert {t.marker.color for t in real.values()} == {POSITIVE, NEGATIVE}
-    drawn = {int(x): y for t in real.values() for x, y in zip(t.x, t.y)}
-    assert drawn == dict(enumerate(values)) and fig.layout.showlegend
-    assert all(t.offsetgroup == "patched" for t in real.values())  # one slot a position, beside the estimate's
+    legend = {t.name: t.marker.color for t in fig.data if t.showlegend is not False}
+    assert legend == {"patched for real: restores": POSITIVE, "patched for real: works against": NEGATIVE,
+                      "estimate": "rgba(0,0,0,0)"}
+    bars = next(t for t in fig.data if t.name == "patched for real")
+    np.testing.assert_allclose(bars.y, values)
+    assert list(bars.marker.color) == [POSITIVE, NEGATIVE, POSITIVE, NEGATIVE]
+    assert {t.offsetgroup for t in fig.data if t.name.startswith("patched")} == {"patched"}
     np.testing.assert_allclose(next(t for t in fig.data if t.name == "estimate").y, estimate)
 
 

@@ -111,19 +111,20 @@ def position_bars(values: np.ndarray, tokens: list[str], title: str, estimate: n
     `estimate`, the first-order estimate of the same beside it."""
     v = np.asarray(values, dtype=float)
     x, labels = np.arange(len(v)), np.asarray(axis_labels(tokens), dtype=object)
-    fig = go.Figure()
-    # one trace a sign, in one slot: each legend swatch is the colour of its bars
-    for name, colour, keep in (("patched for real: restores", POSITIVE, v >= 0),
-                               ("patched for real: works against", NEGATIVE, v < 0)):
-        if keep.any():
-            fig.add_trace(go.Bar(x=x[keep], y=v[keep], marker_color=colour, customdata=labels[keep], name=name,
-                                 offsetgroup="patched", hovertemplate="%{customdata}: %{y:.3f} patched<extra></extra>"))
+    # the bars in one trace (the same for any values, so precisions compare trace by trace), out of the legend; the
+    # legend's swatches are two empty traces in the bars' two colours, in the bars' slot
+    fig = go.Figure(go.Bar(x=x, y=v, marker_color=[POSITIVE if y >= 0 else NEGATIVE for y in v], customdata=labels,
+                           name="patched for real", showlegend=False, offsetgroup="patched",
+                           hovertemplate="%{customdata}: %{y:.3f} patched<extra></extra>"))
+    for name, colour in (("patched for real: restores", POSITIVE), ("patched for real: works against", NEGATIVE)):
+        fig.add_trace(go.Bar(x=[None], y=[None], marker_color=colour, name=name, offsetgroup="patched",
+                             hoverinfo="skip"))
     if estimate is not None:
         fig.add_trace(go.Bar(x=x, y=np.asarray(estimate, dtype=float), name="estimate", offsetgroup="estimate",
                              marker=dict(color="rgba(0,0,0,0)", line=dict(color="#333", width=1.5)),
                              customdata=labels, hovertemplate="%{customdata}: %{y:.3f} estimated<extra></extra>"))
     fig.update_layout(title=plot_title(title), height=320, margin=margin(t=60), bargap=0.15, barmode="group",
-                      showlegend=len(fig.data) > 1, legend=dict(orientation="h", y=-0.45),
+                      showlegend=True, legend=dict(orientation="h", y=-0.45),
                       xaxis=dict(tickmode="array", tickvals=list(range(len(v))), ticktext=axis_labels(tokens),
                                  tickangle=-60, title=dict(text="patched position")),
                       yaxis=dict(title=dict(text="restored fraction"), zeroline=True, zerolinecolor="#888"))

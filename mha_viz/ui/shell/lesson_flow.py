@@ -112,23 +112,15 @@ def url_params() -> dict[str, str]:
     return ({"lesson": source} if source else {}) | {"step": str(index() + 1)}
 
 
-# the bar held under the app's header (3.75rem) while the main area scrolls under it. Streamlit gives a keyed
-# container the class st-key-<key> and wraps it in a layout wrapper of its own height, in which a sticky container
-# could not move: the wrapper sticks, within the main block
-STICKY = ("<style>[data-testid=stLayoutWrapper]:has(> .st-key-{key}) {{position: sticky; top: 3.75rem; "
-          "z-index: 100; background: white; padding: 0.25rem 0; "
-          "border-bottom: 1px solid rgba(49, 51, 63, 0.15);}}</style>")
-
-
 def bar() -> None:
-    """The lesson's controls above the view, in sight before any scrolling: title, "Step k of N",
-    Back, Next, "Back to the step" and "Leave the lesson"; nothing when no lesson is followed."""
+    """The lesson's controls, pinned at the foot of the main area (`st.bottom`), in sight however far the page is
+    scrolled: title, "Step k of N", Back, Next, "Back to the step" and "Leave the lesson"; nothing when no lesson is
+    followed. (Raw CSS to make a bar stick would be raw HTML, which the app draws nowhere.)"""
     lesson = following()
     if lesson is None:
         return
     at, total = index(), len(lesson.steps)
-    st.html(STICKY.format(key=keys.LESSON_BAR))  # Step k of N, Back and Next stay in sight as the page scrolls
-    with st.container(key=keys.LESSON_BAR):
+    with st.bottom.container(key=keys.LESSON_BAR):  # pinned under the main area: in sight as the page scrolls
         where, back, forward, restore, leave_it = st.columns((3, 1, 1, 1.4, 1.4), vertical_alignment="center")
         where.markdown(f"**{plain(lesson.title)}** · Step {at + 1} of {total}")
         back.button("Back", key=keys.LESSON_BACK, icon=":material/arrow_back:", disabled=at == 0,
