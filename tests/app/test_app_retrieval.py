@@ -46,6 +46,9 @@ def test_the_grid_is_the_librarys_scores_and_a_picked_head_shows_where_it_looked
     assert score[1].max() > 0 and score[1].max() > score[0].max()  # the induction head copies, layer 0 does not
     assert score.max() <= 1  # each needle token counted once, however often the answer repeats it
     layer, head = divmod(int(np.argmax(score)), score.shape[1])
+    # the search opens on its top head (issue 90: the picker stayed on another page's head, which scored 0)
+    assert (at.selectbox(key=retrieval_keys.RETRIEVAL_LAYER).value, at.selectbox(
+        key=retrieval_keys.RETRIEVAL_HEAD).value) == (layer, head)
     # the grid's markers: one a head, layer-major, so that a click's point index names the head it opens
     H = score.shape[1]
     assert len(grid["data"][1]["x"]) == score.size and f"layer {layer}, head {head}" in grid["data"][1]["text"][

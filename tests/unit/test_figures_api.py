@@ -242,6 +242,12 @@ def test_one_heads_positions_draw_each_sign_in_its_legends_colour():
     assert list(bars.marker.color) == [POSITIVE, NEGATIVE, POSITIVE, NEGATIVE]
     assert {t.offsetgroup for t in fig.data if t.name.startswith("patched")} == {"patched"}
     np.testing.assert_allclose(next(t for t in fig.data if t.name == "estimate").y, estimate)
+    # the legend hangs from the figure's foot, under the turned token labels, in a margin that holds both (it was
+    # drawn over them: "hen", "ary", "ohn")
+    from mha_viz.drawing import margins
+    assert (fig.layout.legend.yref, fig.layout.legend.y, fig.layout.legend.yanchor) == ("container", 0, "bottom")
+    turned = margins.text_px(" John") * np.sin(np.radians(60))  # the longest token label, turned by 60°
+    assert margins.room(fig)["b"] >= turned + margins.LEGEND_ROW_PX
 
 
 def test_the_page_helpers_keep_the_titles_the_app_shows():

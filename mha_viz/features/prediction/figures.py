@@ -124,7 +124,7 @@ def position_bars(values: np.ndarray, tokens: list[str], title: str, estimate: n
                              marker=dict(color="rgba(0,0,0,0)", line=dict(color="#333", width=1.5)),
                              customdata=labels, hovertemplate="%{customdata}: %{y:.3f} estimated<extra></extra>"))
     fig.update_layout(title=plot_title(title), height=320, margin=margin(t=60), bargap=0.15, barmode="group",
-                      showlegend=True, legend=dict(orientation="h", y=-0.45),
+                      showlegend=True, legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"),
                       xaxis=dict(tickmode="array", tickvals=list(range(len(v))), ticktext=axis_labels(tokens),
                                  tickangle=-60, title=dict(text="patched position")),
                       yaxis=dict(title=dict(text="restored fraction"), zeroline=True, zerolinecolor="#888"))

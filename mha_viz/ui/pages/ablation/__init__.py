@@ -19,7 +19,7 @@ from mha_viz.ui.pages.ablation import page_keys as ablation_keys
 from mha_viz.ui.shell import notebook_button
 from mha_viz.ui.shell.view_helpers import start
 
-HEAD_COLUMN_PX, HEADS_INDEX_PX = 46, 56  # "H11" and its tick box; "L29"
+HEAD_COLUMN_PX, HEADS_INDEX_PX = 56, 64  # "H11" and its header's padding (46 px read "H1"); "layer"
 
 def ablation_page() -> None:
     cur = start("ablation", forward=True, hybrid_note=False)  # says it its own way, below

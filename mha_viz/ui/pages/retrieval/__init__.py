@@ -95,6 +95,8 @@ def retrieval_page() -> None:
                 buttons.done()
                 session.put(retrieval_keys.RETRIEVAL_FOUND, (key, result))
                 found = (key, result)
+                best = result.table.sort_values("score", ascending=False, kind="stable").iloc[0]
+                shared_head.choose_head_in(list(model.layer_ids), int(best["layer"]), int(best["head"]))  # its top
     if found is None or found[0].model != cur.model_key:
         return
     if key is not None and found[0] != key:
