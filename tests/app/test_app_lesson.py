@@ -214,3 +214,28 @@ def test_the_opened_lesson_lists_its_steps_as_words_and_follows_an_edit_of_a_not
     assert lessons.summary(_bundled().steps[1].note) in " ".join(shown(m.value) for m in at.sidebar.markdown)
     at.button(key=keys.LESSON_NEXT).click().run()  # the rest of the lesson as it was
     assert _bundled().steps[1].note.strip() in [m.value.strip() for m in at.markdown]
+
+
+def test_opening_a_lesson_over_the_teachers_own_offers_it_back():
+    """Issue 90's walk: opening the bundled lesson replaced a two-step lesson the teacher was building, with no
+    warning and no way back. Undo puts the teacher's lesson (its title and steps) back in the panel; an edit of the
+    opened lesson takes the offer away."""
+    at = start_app()
+    lesson_panel(at)
+    at.text_input(key=keys.LESSON_TITLE).input("Pronouns and attention").run()
+    for note in ("First, the head view.", "Then, the same view again."):
+        at.text_area(key=keys.LESSON_NOTE).input(note).run()
+        at.button(key=keys.LESSON_ADD).click().run()
+    own = at.session_state[keys.LESSON_DRAFT]
+    assert len(own.steps) == 2
+    at.button(key=keys.LESSON_BUNDLED).click().run()
+    assert at.session_state[keys.LESSON_DRAFT].title == "Attention, head by head"
+    undo = at.button(key=keys.LESSON_REPLACED_GO)
+    assert "Pronouns and attention" in undo.label and "2 steps" in undo.label
+    undo.click().run()
+    assert not at.exception and at.session_state[keys.LESSON_DRAFT] == own
+    assert at.text_input(key=keys.LESSON_TITLE).value == "Pronouns and attention"
+    assert not [b for b in at.button if b.key == keys.LESSON_REPLACED_GO]
+    at.button(key=keys.LESSON_BUNDLED).click().run()
+    at.button(key=f"{keys.LESSON_ROW}down_0").click().run()  # the opened lesson edited: nothing to undo now
+    assert not [b for b in at.button if b.key == keys.LESSON_REPLACED_GO]

@@ -30,6 +30,7 @@ def _put(steps: tuple[lessons.Step, ...]) -> None:
     """The draft with these steps; the lesson followed, when it is the draft, follows the change (an edited note, a
     moved step), on the step it was on."""
     before = draft()
+    session.pop(keys.LESSON_REPLACED)  # an edit of the opened lesson: putting the older one back would lose it
     title = (session.get(keys.LESSON_TITLE) or "").strip() or before.title
     lesson = lessons.Lesson(title=title, steps=steps, description=before.description)
     session.put(keys.LESSON_DRAFT, lesson)
@@ -96,6 +97,32 @@ def _follow() -> None:
         lesson_flow.follow(draft(), lessons.pack(draft()))
 
 
+def _replace_draft(lesson: lessons.Lesson) -> None:
+    """Put an opened lesson in the panel, keeping the teacher's own lesson it replaces (one with steps, not the
+    same) for one Undo (`_offer_undo`)."""
+    own = draft()
+    if own.steps and own != lesson:
+        session.put(keys.LESSON_REPLACED, own)
+    session.put_all((keys.LESSON_DRAFT, keys.LESSON_TITLE), (lesson, lesson.title))
+
+
+def _restore_draft() -> None:
+    own = session.pop(keys.LESSON_REPLACED)
+    if own is not None:
+        session.put_all((keys.LESSON_DRAFT, keys.LESSON_TITLE), (own, own.title))
+
+
+def _offer_undo() -> None:
+    """While the opened lesson is in the panel, one click puts back the lesson the teacher was building."""
+    own = session.get(keys.LESSON_REPLACED)
+    if own is None:
+        return
+    steps = len(own.steps)
+    st.button(f"Undo: back to “{plain(own.title)}” ({steps} step{'s' if steps != 1 else ''})",
+              key=keys.LESSON_REPLACED_GO, icon=":material/undo:", on_click=_restore_draft,
+              help="Opening a lesson replaced the one you were building here; this puts it back in the panel.")
+
+
 def _open_bundled() -> None:
     try:
         lesson = lessons.read_lesson(lessons.bundled()[BUNDLED], pages=pages.lesson_ids(),
@@ -103,7 +130,7 @@ def _open_bundled() -> None:
     except lessons.LessonError as exc:  # a workshop of another lesson: its pages or models are not offered
         session.put(keys.LESSON_PANEL_MESSAGE, f"This server cannot open the bundled lesson: {exc}")
         return
-    session.put_all((keys.LESSON_DRAFT, keys.LESSON_TITLE), (lesson, lesson.title))
+    _replace_draft(lesson)
     lesson_flow.follow(lesson, BUNDLED)
 
 
@@ -121,7 +148,7 @@ def _open_upload() -> None:
     except lessons.LessonError as exc:
         session.put(keys.LESSON_PANEL_MESSAGE, f"{upload.name} was not opened: {exc}")
         return
-    session.put_all((keys.LESSON_DRAFT, keys.LESSON_TITLE), (lesson, lesson.title))
+    _replace_draft(lesson)
     lesson_flow.follow(lesson, lessons.pack(lesson))
 
 
@@ -155,6 +182,7 @@ def panel(page, cur: state.Current) -> None:
             st.error(plain(message), icon=":material/error:")
         st.caption("Build a lesson for a class: each step is a view (this page, model, text, head and options) "
                    "with a note in Markdown (\\$…\\$ for formulas).")
+        _offer_undo()
         session.setdefault(keys.LESSON_TITLE, lesson.title)
         st.text_input("Lesson title", key=keys.LESSON_TITLE, persist_state=keys.KEEP, max_chars=lessons.MAX_TITLE_CHARS,
                       on_change=lambda: _put(draft().steps))
