@@ -24,6 +24,8 @@ def _forward_passes(at):
 def test_the_loss_shown_is_the_loss_with_those_heads_off_and_a_second_visit_runs_no_pass():
     text = "The capital of France is"
     at = open_with_text("ablation", text, model="smollm2")
+    unmoved = next(m for m in at.metric if m.label.startswith("next-token loss"))  # every head on: no rise shown
+    assert unmoved.delta == "±0.0000" and unmoved.proto.direction == unmoved.proto.NONE  # was "↑ +0.0000"
     at.selectbox(key="heads_layer_pick").set_value(2)
     at.button(key="heads_layer_off").click().run()
     assert not at.exception and not at.error

@@ -48,6 +48,13 @@ def test_the_heatmaps_are_the_scores_and_the_slider_hides_the_weak():
     table = at.dataframe[0].value
     best = np.nanmax(scores["v"])
     assert float(table["score"].iloc[0]) == pytest.approx(best, abs=1e-4)
+    # the table keeps to the slider's threshold, as the chart does (issue 90's walk: rows at 1.87 × under 2.00);
+    # at 3 × SmolLM2's V-composition has 8 pairs, fewer than the table's 15
+    at.slider(key=composition_keys.COMP_ABOVE).set_value(3.0).run()
+    table = at.dataframe[0].value
+    assert (table["score"].to_numpy(float) >= 3.0 * baseline["v"] - 1e-4).all()
+    strong = scores["v"][np.isfinite(scores["v"])]
+    assert len(table) == min(15, int((strong >= 3.0 * baseline["v"]).sum())) < 15
     grid = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Copying"))
     np.testing.assert_allclose(np.array(grid["data"][0]["z"], dtype=float), composition.copying_scores(model),
                                atol=1e-5)

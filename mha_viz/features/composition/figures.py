@@ -90,8 +90,10 @@ def pair_pick(points: list[dict], labels: list[str]) -> tuple[int, int] | None:
     return None
 
 
-def strongest(scores: np.ndarray, baseline: float, k: int = 15, *, layer_ids: list[int] | None = None) -> list[dict]:
-    """The k largest scores as rows: earlier head, later head, score, × the baseline."""
+def strongest(scores: np.ndarray, baseline: float, k: int = 15, *, layer_ids: list[int] | None = None,
+              above: float = 0.0) -> list[dict]:
+    """The k largest scores as rows: earlier head, later head, score, × the baseline; only those at least `above` ×
+    the baseline (the threshold the chart shows: the table listed rows under it)."""
     L, H = scores.shape[:2]
     flat = np.nan_to_num(np.asarray(scores, dtype=np.float64).reshape(L * H, L * H), nan=-np.inf)
     labels = head_labels(L if layer_ids is None else layer_ids, H)
@@ -99,7 +101,7 @@ def strongest(scores: np.ndarray, baseline: float, k: int = 15, *, layer_ids: li
     rows = []
     for idx in order:
         a, b = divmod(int(idx), L * H)
-        if not np.isfinite(flat[a, b]):
+        if not np.isfinite(flat[a, b]) or baseline > 0 and flat[a, b] < above * baseline:
             break
         rows.append({"earlier head": labels[a], "later head": labels[b], "score": round(float(flat[a, b]), 4),
                      "× baseline": round(float(flat[a, b] / baseline), 2) if baseline > 0 else None})

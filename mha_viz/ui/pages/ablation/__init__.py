@@ -82,8 +82,11 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
     except mha_viz.InputError as exc:  # e.g. a decoder's loss on a one-token text
         st.error(plain(str(exc)), icon=":material/warning:")
         return
-    st.metric(loss_inputs.LOSS_LABELS[kind].split(" (")[0], f"{off.loss:.4f}", delta=f"{off.loss - base.loss:+.4f}",
-              delta_color="inverse", help=loss_inputs.LOSS_LABELS[kind])
+    moved = f"{off.loss - base.loss:+.4f}"
+    unmoved = float(moved) == 0  # every head on, or no change to 4 decimals: no arrow ("↑ +0.0000" read as a rise)
+    st.metric(loss_inputs.LOSS_LABELS[kind].split(" (")[0], f"{off.loss:.4f}", delta="±0.0000" if unmoved else moved,
+              delta_color="off" if unmoved else "inverse", delta_arrow="off" if unmoved else "auto",
+              help=loss_inputs.LOSS_LABELS[kind])
     preds = ablation_outcome.prediction_pairs(base, off)
     if not preds and kind == loss_inputs.MASKED_LM:
         st.info(f"Type {plain(model.tokenizer.mask_token)} in the sentence where the model should fill "

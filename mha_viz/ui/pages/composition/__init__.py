@@ -114,8 +114,8 @@ def composition_page() -> None:
                 "keys read the layer-0 previous-token head (its row stands out), and the layer-1 heads' copying "
                 "scores are near 1: they copy the token they find into the prediction.", icon=":material/school:")
     st.subheader("The strongest")
-    st.dataframe(composition_figures.strongest(scores[kind], baseline[kind], layer_ids=layer_ids), hide_index=True,
-                 key=composition_keys.COMP_TABLE)
+    st.dataframe(composition_figures.strongest(scores[kind], baseline[kind], layer_ids=layer_ids, above=above),
+                 hide_index=True, key=composition_keys.COMP_TABLE)
     st.subheader("Copying")
     st.caption("Σλ / Σ|λ| over the eigenvalues λ of each head's full OV circuit W_E W_V W_O W_U: near 1 when what a "
                "head moves raises the logit of the same token (a copying head), near 0 for a random head, negative "
