@@ -8,7 +8,8 @@ import torch
 GRAM_BLOCKS = 3  # row blocks of f fᵀ: 2/3 of the products; measured at n = 512, 144 heads: 78 ms vs 100 (2 blocks: 81)
 # columns of one float32 product: each entry of f fᵀ is summed by BLAS in float32 over at most this many, the parts
 # added in float64. Four picked heads of a 600-token run (one product over all 360,000 entries) gave cosines
-# 1.7e-5 from a float64 reference on an AMD EPYC, every head (a block of rows: 58,000 entries) 1.7e-7
+# 1.7e-5 from a float64 reference on an AMD EPYC (3e-6 with this cut); every head of the run, read in smaller
+# blocks of rows, 1.7e-7
 GRAM_COLUMNS = 1 << 16
 
 

@@ -101,12 +101,6 @@ def count_copies(found: list[Copy], needle: tuple[int, int], num_layers: int) ->
     return copied.sum(-1)
 
 
-def copy_hits(rows_at, prompt_ids: list[int], needle: tuple[int, int], generated: list[int], row_of,
-              num_layers: int) -> np.ndarray | None:
-    """`count_copies` of `copies`: (layers, heads) how many of the needle's tokens each head copied."""
-    return count_copies(copies(rows_at, prompt_ids, needle, generated, row_of, num_layers), needle, num_layers)
-
-
 def haystack_ids(model: LoadedModel, haystack=None) -> list[int]:
     """The haystack's token ids: what `corpus.read_texts` reads of it (default the bundled sample), joined."""
     ids = model.tokenizer(" ".join(read_texts(SAMPLE if haystack is None else haystack)),

@@ -1,12 +1,12 @@
-"""Retrieval heads' count (`tasks.retrieval.copy_hits`) on planted attention: a head whose heaviest key is the
-needle's copy of each generated token copies every one, a head that looks elsewhere none, and generated tokens
-that are not the needle's count for no head."""
+"""Retrieval heads' count (`tasks.retrieval.count_copies` of `copies`) on planted attention: a head whose heaviest
+key is the needle's copy of each generated token copies every one, a head that looks elsewhere none, and generated
+tokens that are not the needle's count for no head."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from mha_viz.tasks.retrieval import copy_hits
+from mha_viz.tasks.retrieval import copies, count_copies
 
 
 def test_a_planted_copier_copies_every_token_and_a_planted_looker_none():
@@ -22,5 +22,6 @@ def test_a_planted_copier_copies_every_token_and_a_planted_looker_none():
         rows[1, 0] = 1.0  # head 1: the first token, always
         rows[2, 2 + (t + 1) % 3] = 1.0  # head 2: the needle, but the wrong token of it
         return rows
-    hits = copy_hits(rows_at, prompt, (2, 5), generated, lambda t: len(prompt) - 1 + t, num_layers=2)
+    hits = count_copies(copies(rows_at, prompt, (2, 5), generated, lambda t: len(prompt) - 1 + t, num_layers=2),
+                        (2, 5), num_layers=2)
     assert hits.tolist() == [[3, 0, 0], [3, 0, 0]]  # score = 3 / 3 needle tokens: 1, 0 and 0

@@ -87,7 +87,7 @@ def across_layers_page() -> None:
         return
     title = metric_figures.ACROSS_LAYERS[method].format(layer=layer, head=head)
     # a long rollout is a few large cells (the first token's column) over a pale rest: it opens brightened
-    session.setdefault(across_layers_keys.LAYERS_BULK, run.n > detail.FULL_DETAIL_TOKENS)
+    session.start_at(across_layers_keys.LAYERS_BULK, run.n > detail.FULL_DETAIL_TOKENS)
     bulk = st.toggle("Brighten: colours up to the 99th percentile", key=across_layers_keys.LAYERS_BULK,
                      persist_state=keys.KEEP, help="The largest cells saturate; hover gives every value.")
     top = metric_figures.bulk_top(matrix) if bulk else None

@@ -30,7 +30,8 @@ OWN = "— your own pair —"
 CANCEL_HELP = "Stop; nothing is kept."
 CANCEL_REAL_HELP = "Stop patching; what was found before is kept."
 FOUND = "Found for this pair: change a text or a token to find the heads again."
-FOLD_ABOVE = 600  # characters: a longer clean text is folded (17,850 printed inline pushed the corrupted box 3,240 px)
+FOLD_ABOVE = 600  # characters: a longer clean text is folded (issue 90: 17,850 printed inline pushed the corrupted
+# text 3,240 px down)
 
 
 class PredKey(NamedTuple):

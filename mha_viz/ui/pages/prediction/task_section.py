@@ -48,7 +48,9 @@ class TaskKey(NamedTuple):
     method: str
     cap: int
 
+
 RAN = "Ran over these pairs with this method: change the task, the method or the pairs to run again."
+
 
 def is_task() -> bool:
     """Whether the page is set to a task rather than one pair."""
