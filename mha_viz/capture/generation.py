@@ -9,8 +9,8 @@ A model without a KV cache (toy-induction) reruns the whole sequence each step: 
 at most. A sliding-window layer (Mistral, Gemma 2, Phi-3) caches only the last keys of its window:
 its row has zeros where the window hides earlier keys, as in one eager forward.
 
-A **long generation** (the final sequence's every-head array past MHA_VIZ_DENSE_MB, as `analyze`
-decides, or dense=False) never holds n × n of every head: the prompt but its last token is read with
+A **long generation** (the final sequence's every-head array past MHA_VIZ_DENSE_MB or the capture budget,
+`goes_long`, or dense=False) never holds n × n of every head: the prompt but its last token is read with
 fused attention (`LoadedModel.fused_forward`, keeping the KV cache, recording nothing), then each
 position's rows, from the last prompt token's on, are recorded one (H, n) row a layer as the cache
 computes them and kept ragged (`grown_rows.Recorded`). Once it ends, one scan of the final sequence
@@ -104,7 +104,28 @@ def check_decoder(model: LoadedModel) -> None:
                               "language-model head; try smollm2 (or toy-induction).")
 
 
-def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int, long: bool) -> None:
+def goes_long(model: LoadedModel, size: int) -> bool:
+    """Whether a generation ending at `size` tokens is long (keeps the new tokens' rows): its every-head array past
+    MHA_VIZ_DENSE_MB (`head_rows.held_densely`) or past the capture budget, where only the rows can fit."""
+    return (not held_densely(model.num_layers, model.num_heads, size)
+            or not capture_budget.fits(model.attention_bytes(size)))
+
+
+def need_bytes(model: LoadedModel, n_prompt: int, max_new: int, long: bool | None = None) -> int:
+    """The bytes of attention a generation of `max_new` tokens after an `n_prompt`-token prompt holds against the
+    capture budget: every head's rows of the new tokens (a long generation), or every head's whole array.
+    long: None as `generate` decides (`goes_long` of the final length)."""
+    size = n_prompt + max_new
+    if long is None:
+        long = goes_long(model, size)
+    if long:
+        return recorded_bytes(model.num_layers, model.num_heads, n_prompt, max_new)
+    return model.attention_bytes(size)  # float32 (L, H, n, n)
+
+
+def check_limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int, long: bool | None = None) -> None:
+    """GenerationError, before anything runs, when `max_new` tokens after `prompt` would pass the token `limit` or
+    the capture budget (`need_bytes`); the message says what would fit. long as in `need_bytes`."""
     n_prompt = prompt.n
     if prompt.total > limit:
         raise GenerationError(f"The prompt has {count_text(prompt.total, prompt.total_is_estimate)} tokens, more "
@@ -118,13 +139,16 @@ def _limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int, long: 
     if n_prompt + max_new > limit:
         raise GenerationError(f"At most {limit - n_prompt} new tokens fit after this {n_prompt}-token prompt "
                               f"(the limit is {limit} tokens): lower the number of new tokens.")
-    if long:  # the rows kept; the scan's own need is the admission's (`mha_viz.needs.generation`)
-        capture_budget.check(recorded_bytes(model.num_layers, model.num_heads, n_prompt, max_new),
-                             f"Keeping every head's row of {max_new} new tokens over {n_prompt + max_new} tokens",
-                             "ask for fewer new tokens.", error=GenerationError)
+    if long is None:
+        long = goes_long(model, n_prompt + max_new)
+    need = need_bytes(model, n_prompt, max_new, long)
+    if capture_budget.fits(need):
         return
-    capture_budget.check(model.attention_bytes(n_prompt + max_new),  # float32 (L, H, n, n)
-                         f"Capturing every head over {n_prompt + max_new} tokens", "ask for fewer tokens.",
+    fits = capture_budget.longest(lambda k: need_bytes(model, n_prompt, k, long), top=max_new)
+    shorter = capture_budget.longest(lambda n: need_bytes(model, n, 1, long), top=n_prompt)
+    advice = f"ask for at most {fits:,} new tokens." if fits else f"shorten the prompt to {shorter:,} tokens or fewer."
+    kept = "Keeping every head's row of" if long else "Capturing every head over"
+    capture_budget.check(need, f"{kept} {max_new} new tokens after a {n_prompt:,}-token prompt", advice,
                          error=GenerationError)
 
 
@@ -235,7 +259,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     `on_step(generation so far)` is called after each token; returning False stops there
     (`stopped_by == "stopped"`). `progress(fraction, message)` likewise.
     dense: hold every head's (L, H, n, n) array (True) or make a long generation (False, see above);
-    None: as `analyze` decides (`head_rows.held_densely` of the final length). long_run: what makes a
+    None: as `goes_long` decides of the final length. long_run: what makes a
     long generation's run (`mha_viz.generate` passes the scan's); needed for a long generation. views: a long
     generation ends with one scan of the whole sequence (the run's summary, for the views); False: its run
     reads the recorded rows and, only when asked for one, scans the prompt for the rows before them.
@@ -244,10 +268,10 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     toks = tokenize(model, prompt, max_tokens)
     limit = token_limit(model, max_tokens)
     L, H = model.num_layers, model.num_heads
-    long = (not dense) if dense is not None else not held_densely(L, H, toks.n + int(max_new_tokens))
+    long = (not dense) if dense is not None else goes_long(model, toks.n + int(max_new_tokens))
     if long and long_run is None:
         raise ValueError("a long generation needs long_run= (mha_viz.generate passes mha_viz.scan's)")
-    _limits(model, toks, int(max_new_tokens), limit, long)
+    check_limits(model, toks, int(max_new_tokens), limit, long)
     progress = progress or (lambda _f, _m: None)
     n_prompt, size = toks.n, toks.n + int(max_new_tokens)
     attn = None if long else np.zeros((L, H, size, size), dtype=np.float32)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from mha_viz import settings
-from mha_viz.budget import memory
+from mha_viz.budget import capture_budget, memory
 from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, Inputs, loss_kind, pad, prepare
 from mha_viz.text.tokenize import InputError
@@ -113,7 +113,9 @@ def check_gradient_budget(model: LoadedModel, n: int, *, doing: str | None = Non
     or the host's: `memory.room`), before anything runs. `doing`: what the message says the pass is;
     logit_rows as in `gradient_bytes`; rows: passes side by side (a batch); extra: bytes the pass holds
     besides (a circuit's per-receiver inputs); fused as in `gradient_bytes`."""
-    need, room = rows * gradient_bytes(model, n, logit_rows=logit_rows, fused=fused) + extra, memory.room(model.device)
+    def cost(tokens: int) -> int:
+        return rows * gradient_bytes(model, tokens, logit_rows=logit_rows, fused=fused) + extra
+    need, room = cost(n), memory.room(model.device)
     budget, where = room.capture, "allowed here (MHA_VIZ_MAX_CAPTURE_MB)"
     if room.device and room.gpu < budget:
         budget, where = room.gpu, f"free on the GPU ({room.device})"
@@ -123,7 +125,15 @@ def check_gradient_budget(model: LoadedModel, n: int, *, doing: str | None = Non
         raise GradientBudget(
             f"{doing or f'Scoring the heads of {model.name} by their gradients'} over {n} tokens would hold about "
             f"{settings.size_text(need)} ({settings.size_text(need - budget)} more than the "
-            f"{settings.size_text(budget)} {where}). Lower the token limit in the sidebar, or use a shorter text.")
+            f"{settings.size_text(budget)} {where}). {_fitting(capture_budget.longest(cost, budget, top=n))}")
+
+
+def _fitting(tokens: int) -> str:
+    """What a refused gradient pass offers: the longest text that fits."""
+    if tokens < 2:
+        return "Not even two tokens fit: pick a smaller model or a lower precision."
+    return (f"At most {tokens:,} tokens fit: lower the token limit in the sidebar to {tokens:,}, or use a shorter "
+            "text.")
 
 
 def head_gradients(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from mha_viz.budget import capture_budget
+from mha_viz.capture import generation
 from mha_viz.corpus.inputs import SAMPLE, read_texts
 from mha_viz.generate_text import generate
 from mha_viz.progress import report
@@ -124,6 +126,31 @@ def plant(model: LoadedModel, needle: tuple[str, str], length: int, depth: float
     ids = bos + hay[:cut] + fact + hay[cut:] + ask
     start = len(bos) + cut
     return Trial(ids, (start, start + len(fact)), length, depth)
+
+
+def trial_tokens(model: LoadedModel, needle: tuple[str, str], length: int) -> tuple[int, int]:
+    """(the prompt's tokens, the most new tokens) of one trial at `length`, as `find_retrieval` asks: the length and
+    the chat template's tokens around it; the needle's tokens and 4 more, within the model's positions."""
+    fact = len(model.tokenizer(" " + needle[0].strip(), add_special_tokens=False)["input_ids"])
+    template = len(model.tokenizer(asked(model, ""))["input_ids"]) - len(model.tokenizer("")["input_ids"])
+    n = length + max(template, 0)
+    return n, max(min(fact + 4, token_limit(model, None) - n), 1)
+
+
+def search_bytes(model: LoadedModel, needle: tuple[str, str], length: int) -> int:
+    """The bytes of attention one trial at `length` keeps against the capture budget (`generation.need_bytes`)."""
+    return generation.need_bytes(model, *trial_tokens(model, needle, length))
+
+
+def over_budget(model: LoadedModel, needle: tuple[str, str], length: int) -> str | None:
+    """Why a search at `length` tokens would not fit the capture budget, with the longest length that would (None:
+    it fits): said before the search, not after its work."""
+    need = search_bytes(model, needle, length)
+    if capture_budget.fits(need):
+        return None
+    fits = capture_budget.longest(lambda n: search_bytes(model, needle, n), top=length)
+    return (f"A search at {length:,} tokens would hold {capture_budget.over_budget(need)}: choose a prompt length of "
+            f"at most {fits:,} tokens.")
 
 
 def sentence_boundary(tokenizer, ids: list[int], at: int) -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.app.helpers import PAGE_IDS, open_page, start_app
+from mha_viz.ui.pages.ablation import page_keys as ablation_keys
+from mha_viz.ui.pages.generate import page_keys as generate_keys
+from tests.app.helpers import PAGE_IDS, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model
 
@@ -54,3 +56,39 @@ def test_every_page_answers_its_primary_button_with_its_defaults(model, monkeypa
     assert {"prediction", "generate"} <= pages or model == "minilm", pressed  # real work was asked for
     if model == "smollm2":
         assert "retrieval:retrieval_go" in pressed
+
+
+def _warned(at) -> set[str]:
+    return {e.value for e in at.warning} | _said(at)
+
+
+def test_work_that_would_not_fit_is_refused_before_its_button(monkeypatch):
+    """Refuse before the work, with what fits (issue 90: Retrieval heads and Heads behind a prediction refused only
+    after the work). Under a 1 MiB capture budget, where the default sentence's analysis fits and the pages' heavier
+    work does not, every page's primary button on SmolLM2 (Generate asked for 60 new tokens) answers with a result
+    or with what the page said before the click; each refusal said before names what fits."""
+    for name in ("MHA_VIZ_PUBLIC", "MHA_VIZ_MAX_TOKENS", "MHA_VIZ_MODELS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MHA_VIZ_MAX_CAPTURE_MB", "1")
+    at = start_app()
+    at.selectbox(key="model_choice").set_value("smollm2").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    at.session_state[generate_keys.GEN_MAX_NEW] = 60
+    refused = {}
+    for page in PAGE_IDS:
+        open_page(at, page)
+        assert not at.exception, (page, at.exception)
+        before = _warned(at)
+        refused.update({page: w for w in before if "would hold" in w})
+        key = _primary(at) if page not in TOO_LONG_FOR_A_TEST else None
+        if key is None:
+            continue
+        at.button(key=key).click().run()
+        assert not at.exception, (page, key, at.exception)
+        assert not _said(at) - before, (page, key, _said(at) - before)  # refused only after the work
+    assert {"retrieval", "generate"} <= set(refused), refused  # both refused up front, with no button to press
+    assert "at most" in refused["retrieval"] and "at most" in refused["generate"], refused
+    open_page(at, "ablation")
+    open_box(at, ablation_keys.IMP_OPEN)  # *Which heads matter*: a gradient pass over the budget
+    assert "imp_go" not in [b.key for b in at.button]
+    assert any("tokens fit" in w for w in _warned(at)), _warned(at)

@@ -266,3 +266,20 @@ def test_pruning_curves_are_the_masked_losses_of_each_prefix(tiny_gpt2, mean_abl
             assert got == pytest.approx(ablation.masked_loss(tiny_gpt2, TEXT, keep.reshape(L, H),
                                                              mean_ablation=mean_ablation), rel=1e-6)
     assert curves[0][1] != curves[1][1]
+
+
+def test_a_refused_gradient_pass_offers_the_longest_text_that_fits(tiny_gpt2, monkeypatch):
+    """Issue 90: a refusal names the longest text that fits. The count offered is the largest n whose gradient pass
+    fits the budget (one more token's does not), and head_importance at that count runs."""
+    from tests.helpers import capture_budget_of
+
+    n = 40
+    budget = ablation.gradient_bytes(tiny_gpt2, n, fused=True) - 1  # 40 tokens one byte over
+    capture_budget_of(monkeypatch, budget)
+    with pytest.raises(ablation.GradientBudget, match=r"At most (\d+) tokens fit") as refused:
+        ablation.check_gradient_budget(tiny_gpt2, n, fused=True)
+    fits = int(str(refused.value).split("At most ")[1].split()[0])
+    assert fits == n - 1
+    assert ablation.gradient_bytes(tiny_gpt2, fits, fused=True) <= budget < ablation.gradient_bytes(tiny_gpt2, n,
+                                                                                                    fused=True)
+    ablation.check_gradient_budget(tiny_gpt2, fits, fused=True)  # no refusal

@@ -14,6 +14,7 @@ import torch
 
 import mha_viz
 from mha_viz.capture import head_rows
+from mha_viz.capture.grown_rows import recorded_bytes
 from tests.helpers import ROOT, capture_budget_of, next_token_probs
 from tests.tolerance import assert_same_tokens
 
@@ -150,6 +151,12 @@ def test_the_dense_budget_does_not_refuse_a_long_generation(tiny_gpt2, monkeypat
     with pytest.raises(mha_viz.capture.GenerationError, match="Capturing every head over"):
         mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=True)
     assert len(mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=False, stop_at_eos=False).steps) == 6
-    capture_budget_of(monkeypatch, 4 * L * H * n)  # not even one row a head for each new token
-    with pytest.raises(mha_viz.capture.GenerationError, match="ask for fewer new tokens"):
+    budget = 4 * L * H * n  # not even one row a head for each new token
+    capture_budget_of(monkeypatch, budget)
+    with pytest.raises(mha_viz.capture.GenerationError, match=r"ask for at most (\d+) new tokens") as refused:
         mha_viz.generate(tiny_gpt2, "The cat sat", 6, dense=False)
+    fits, prompt = int(refused.value.args[0].split("at most ")[1].split()[0]), n - 6
+    # the number offered is the largest that fits: its rows within the budget, one more token's past it
+    assert 1 <= fits < 6
+    assert recorded_bytes(L, H, prompt, fits) <= budget < recorded_bytes(L, H, prompt, fits + 1)
+    assert len(mha_viz.generate(tiny_gpt2, "The cat sat", fits, dense=False, stop_at_eos=False).steps) == fits

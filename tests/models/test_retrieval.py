@@ -65,3 +65,24 @@ def test_the_needle_reads_back_at_every_depth_the_page_offers(smollm2, length):
         assert before.endswith((".", "!", "?")) or not before
         assert abs(start - len(smollm2.tokenizer("", add_special_tokens=True)["input_ids"])
                    - depth / 100 * (length - 60)) < 0.25 * length  # near the depth asked
+
+
+def test_a_search_over_the_budget_is_refused_before_it_runs_with_the_length_that_fits(smollm2, monkeypatch):
+    """Issue 90: the page refused a search only after its work. `over_budget` says so before, with the longest
+    length that fits: a search at that length runs within the budget, and one a few tokens longer is refused by
+    the generation's own check (so the estimate of the prompt's and answer's tokens is the generation's)."""
+    from mha_viz.capture import GenerationError
+    from mha_viz.tasks import retrieval
+    from tests.helpers import capture_budget_of
+
+    budget = 8 << 20  # every head's array within it up to 88 tokens, the rows of 30 new tokens after 244
+    capture_budget_of(monkeypatch, budget)
+    assert retrieval.over_budget(smollm2, retrieval.NEEDLE, 96) is None
+    why = retrieval.over_budget(smollm2, retrieval.NEEDLE, 1024)
+    fits = int(why.split("at most ")[1].split()[0].replace(",", ""))
+    assert retrieval.search_bytes(smollm2, retrieval.NEEDLE, fits) <= budget
+    assert retrieval.search_bytes(smollm2, retrieval.NEEDLE, fits + 1) > budget
+    found = mha_viz.tasks.find_retrieval(smollm2, lengths=(fits,), depths=(0.5,))
+    assert found.table.attrs["trials"] == 1
+    with pytest.raises(GenerationError, match="would hold"):
+        mha_viz.tasks.find_retrieval(smollm2, lengths=(fits + 3,), depths=(0.5,))

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
+from mha_viz import needs
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.features.ablation.controls import OTHER_SENTENCE
 from mha_viz.features.teaching import figures as teach_figures
@@ -144,6 +145,12 @@ def _importance_box(cur, kind: str, mean_ablation: bool) -> None:
            "L2 norm")
     st.caption(f"Importance: {how}.")
     key = cur.key.with_text(text)
+    if kind != loss_inputs.EMBEDDING:  # a gradient pass that would not fit is refused before its button
+        try:
+            ablation.check_gradient_budget(model, needs.tokens(model, text, key.cap), fused=True)
+        except mha_viz.InputError as exc:
+            st.warning(plain(str(exc)), icon=":material/memory:")
+            return
     if st.button("Compute head importance",
                  key=ablation_keys.IMP_GO) or key in session.get(ablation_keys.IMPORTANCE_DONE, set()):
         session.setdefault(ablation_keys.IMPORTANCE_DONE, set()).add(key)

@@ -106,7 +106,8 @@ def _current_key(cur) -> GenKey:
 
 def _controls(cur):
     """The settings and the *Generate* / *Stop* buttons: (the key to generate when pressed, else
-    None; the buttons)."""
+    None; the buttons). A generation that would not fit (`generation.check_limits`) is refused here, with no
+    buttons: (None, None)."""
     for key, value in DEFAULTS.items():
         session.setdefault(key, value)
     model = cur.text_model
@@ -133,10 +134,16 @@ def _controls(cur):
         prompt = mha_viz.tokenize(model, cur.text, limit)
         n, count = prompt.total, count_text(prompt.total, prompt.total_is_estimate)
     except mha_viz.InputError:  # no text yet
-        n, count = 0, "0"
+        prompt, n, count = None, 0, "0"
     st.caption(f"The prompt is the sidebar's text: {count} tokens for {plain(model.name)}. Prompt and "
                f"generation together stay within {limit} tokens (the token limit and the model's positions), "
                f"so up to {max(limit - n, 0)} new tokens fit.")
+    try:  # what would not fit is said before the button, not after the work
+        if prompt is not None:
+            generation.check_limits(model, prompt, int(session.need(generate_keys.GEN_MAX_NEW)), limit)
+    except mha_viz.InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/memory:")
+        return None, None
     buttons = jobs.buttons("Generate", generate_keys.GEN_GO, cancel_key=generate_keys.GEN_STOP, cancel_label="Stop",
                            cancel_help=STOP_HELP, widths=(1, 1, 5))
     return (_current_key(cur) if buttons.pressed else None), buttons

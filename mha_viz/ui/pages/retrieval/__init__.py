@@ -79,6 +79,8 @@ def retrieval_page() -> None:
     found = session.get(retrieval_keys.RETRIEVAL_FOUND)
     if key is not None and found is not None and found[0] == key:
         jobs.finished(st, "Find the retrieval heads", FOUND)
+    elif key is not None and (why := retrieval.over_budget(model, (key.needle, key.question), key.length)):
+        st.warning(plain(why), icon=":material/memory:")  # said before the button, not after the work
     elif key is not None:
         buttons = jobs.buttons("Find the retrieval heads", retrieval_keys.RETRIEVAL_GO, ran=FOUND,
                                cancel_key=retrieval_keys.RETRIEVAL_CANCEL,
