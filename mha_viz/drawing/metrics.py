@@ -19,6 +19,7 @@ from mha_viz.drawing.style import (
     axis_labels,
     colorbar,
     margin,
+    more_lines_px,
     plot_title,
     run_title,
     symmetric_bound,
@@ -84,8 +85,8 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
                    zeroline=False, range=[-0.5, H - 0.5]),
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,
                    range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
-        width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L),
-        margin=margin(t=95), dragmode=False, plot_bgcolor="white",
+        width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L) + more_lines_px(title),
+        margin=margin(t=95 + more_lines_px(title)), dragmode=False, plot_bgcolor="white",
     )
     return fig
 

@@ -128,6 +128,13 @@ def turned_room(labels: list[str]) -> int:
     return int(0.87 * TICK_CHAR_PX * max((len(label_text(x)) for x in labels), default=0)) + 14
 
 
+def more_lines_px(text: str) -> int:
+    """What a `top_title` of `text` takes above the plot beyond its first line (TITLE_LINE_PX a wrapped line more):
+    a figure that leaves room for one line and labels under it (a grid's top axis) adds it to its top margin and
+    height (issue 90: a second line met a metric grid's axis title "head" at 1366 wide)."""
+    return TITLE_LINE_PX * wrap_title(text).count("<br>")
+
+
 def title_room(text: str, below: int = 0) -> int:
     """The top margin (before `margin` adds the toolbar's band) that a `top_title` of `text` needs:
     its wrapped lines, the gap under them, and `below` px more (e.g. NOTE_ROW_PX for subplot titles)."""

@@ -74,3 +74,25 @@ def test_without_a_second_sentence_the_embedding_model_shows_the_cosine_alone():
     labels = [m.label for m in at.metric]
     assert labels == ["cosine: sentence embedding, heads off vs on"]
     assert 0 < float(at.metric[0].value) < 1
+
+
+def test_a_long_text_says_each_change_runs_the_model_again_and_how_long_the_last_took(monkeypatch):
+    """Issue 90: switching a layer off on a 3,169-token text took 11.5 s, unannounced. Past RERUN_NOTE_TOKENS the
+    page says each change runs the model again over the text's tokens, and once a pass with heads off was
+    measured, how long it took (the thresholds lowered here, so a sentence stands for a long text)."""
+    from mha_viz.ui.pages import ablation as page
+
+    monkeypatch.setattr(page, "RERUN_NOTE_TOKENS", 3)
+    monkeypatch.setattr(page, "RERUN_NOTE_S", 0.0)
+    at = open_with_text("ablation", "The capital of France is", model="smollm2")
+    n = at.session_state["_current"].run.n
+
+    def note() -> str:
+        return next((c.value for c in at.caption if "Each change runs" in c.value), "")
+    assert f"over this text's {n:,} tokens again." in note()  # no pass with heads off yet: no time
+    at.button(key="heads_layer_off").click().run()
+    assert not at.exception and not at.error
+    assert "; the last one took " in note() and note().endswith(" s.")
+    monkeypatch.setattr(page, "RERUN_NOTE_TOKENS", 10_000)
+    at.run()
+    assert "the last one took" in note()  # a short text with a measured pass still says it

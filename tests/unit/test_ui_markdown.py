@@ -72,3 +72,16 @@ def test_no_markdown_goes_through_plain(path):
 def test_no_error_message_is_written_in_markdown(path):
     found = markdown_in_errors(path.read_text())
     assert not found, f"{path.relative_to(ROOT)}: {found}"
+
+
+def test_a_long_prompt_streams_as_its_tail_from_a_word_start():
+    from mha_viz.ui.kit.text import FOLD_ABOVE, tail
+
+    short = "The cat sat on the mat."
+    assert tail(short) == short
+    novel = " ".join(f"word{i}" for i in range(5_000))  # about 44,000 characters
+    shown = tail(novel)
+    assert shown.startswith("… word") and novel.endswith(shown[2:])  # a whole word after the mark
+    assert FOLD_ABOVE // 2 <= len(shown) <= FOLD_ABOVE + 1
+    unbroken = "x" * 2_000  # no space to cut at: the last characters as they are
+    assert tail(unbroken) == "…" + "x" * FOLD_ABOVE

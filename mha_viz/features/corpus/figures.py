@@ -10,7 +10,16 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.drawing.metrics import layer_numbers, metric_grid
-from mha_viz.drawing.style import DIVERGING, PATTERN_COLOURS, colorbar, margin, plot_title, symmetric_bound, top_title
+from mha_viz.drawing.style import (
+    DIVERGING,
+    PATTERN_COLOURS,
+    colorbar,
+    margin,
+    more_lines_px,
+    plot_title,
+    symmetric_bound,
+    top_title,
+)
 
 
 def _grid(table: pd.DataFrame, column: str) -> np.ndarray:
@@ -53,12 +62,14 @@ def pattern_map(table: pd.DataFrame) -> go.Figure:
         text=names.reshape(L, H), hovertemplate="layer %{customdata}, head %{x}: %{text}<extra></extra>",
         customdata=np.repeat(np.array(layers)[:, None], H, axis=1),
         colorbar=colorbar() | dict(tickvals=list(range(k)), ticktext=classes)))
+    title = "Head types: each head's most frequent pattern class"  # two lines: `more_lines_px` above the top axis
     fig.update_layout(
-        title=top_title("Head types: each head's most frequent pattern class"),
+        title=top_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top"),
         yaxis=dict(title=dict(text="layer"), autorange="reversed", tickvals=list(range(L)),
                    ticktext=[str(layer) for layer in layer_numbers(layers)]),
-        width=min(1100, 260 + 40 * H), height=min(1400, 150 + 34 * L), margin=margin(t=85))
+        width=min(1100, 260 + 40 * H), height=min(1400, 150 + 34 * L) + more_lines_px(title),
+        margin=margin(t=85 + more_lines_px(title)))
     return fig
 
 

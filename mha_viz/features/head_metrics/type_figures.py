@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from mha_viz.corpus.accumulate import pattern_class
 from mha_viz.drawing.metrics import layer_numbers
-from mha_viz.drawing.style import PATTERN_COLOURS, margin, run_title, top_title
+from mha_viz.drawing.style import PATTERN_COLOURS, margin, more_lines_px, run_title, top_title
 
 TITLE = "Head types: each head's pattern class"
 OTHER = "#7f7f7f"  # a class outside PATTERN_COLOURS (none today): grey, still named in the legend
@@ -65,6 +65,7 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
         yaxis=dict(title=dict(text="layer"), tickmode="array", tickvals=list(range(L)), ticktext=names,
                    range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
         legend=dict(title=dict(text="type"), orientation="v", x=1.02, y=1, yanchor="top"),
-        width=min(1240, 320 + 40 * H), height=min(1400, 150 + 34 * L), margin=margin(t=95),
+        width=min(1240, 320 + 40 * H), height=min(1400, 150 + 34 * L) + more_lines_px(title),
+        margin=margin(t=95 + more_lines_px(title)),  # a title's further lines above the top axis (`more_lines_px`)
         dragmode=False, plot_bgcolor="white")
     return fig

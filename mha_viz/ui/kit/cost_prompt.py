@@ -10,6 +10,7 @@ from mha_viz.budget.seconds import duration
 from mha_viz.ui.kit import keys, session
 
 ASK_ABOVE_S = 20.0  # a computation that takes longer waits for a click that accepts its stated cost
+SAY_ABOVE_S = 3.0  # one that takes longer (but not that long) says its cost while it runs
 
 
 def read_note(run) -> str:

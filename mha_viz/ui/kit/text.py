@@ -20,3 +20,17 @@ def plain(text: object) -> str:
     input cannot become a link, an image, a formula or markup. Where no Markdown is needed, a
     plain-text element (`st.text`, `st.dataframe`) shows user text without this."""
     return _MARKDOWN.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))
+
+
+FOLD_ABOVE = 600  # characters: a longer text typed or pasted is folded, not printed inline (issue 90: 17,850 printed
+# inline pushed the next box 3,240 px down)
+
+
+def tail(text: str, keep: int = FOLD_ABOVE) -> str:
+    """`text`, or when longer than `keep` characters its last `keep` or fewer, from a word's start, after "…": what
+    a stream shows of a long prompt before the words it writes."""
+    if len(text) <= keep:
+        return text
+    end = text[-keep:]
+    cut = end.find(" ")
+    return "…" + (end[cut:] if 0 <= cut < keep // 2 else end)

@@ -3,6 +3,8 @@ sentence embedding), head importance and the pruning curve."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -21,6 +23,10 @@ from mha_viz.ui.shell import notebook_button
 from mha_viz.ui.shell.view_helpers import start
 
 HEAD_COLUMN_PX, HEADS_INDEX_PX = 56, 64  # "H11" and its header's padding (46 px read "H1"); "layer"
+# a text this long says that each change runs the model again (issue 90: switching a layer off on SmolLM2 at 3,169
+# tokens took 11.5 s on 2 quiet cores, unannounced), with the time its last pass took once one was measured
+RERUN_NOTE_TOKENS = 1024
+RERUN_NOTE_S = 2.0
 
 def ablation_page() -> None:
     cur = start("ablation", forward=True, hybrid_note=False)  # says it its own way, below
@@ -32,8 +38,12 @@ def ablation_page() -> None:
         return
     kind = loss_inputs.loss_kind(model)
     on = heads_off.grid(cur.key.model, (model.num_layers, model.num_heads))
-    st.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
-               f"what changes. Measured: {loss_inputs.LOSS_LABELS[kind]}.")
+    intro = st.empty()  # said again once the outcomes below are in: the time of the pass they took
+
+    def say() -> None:
+        intro.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
+                      f"what changes. Measured: {loss_inputs.LOSS_LABELS[kind]}.{_rerun_note(cur)}")
+    say()
     if model.other_layers:  # a hybrid
         st.caption(f"{model.name} is a hybrid: only its softmax-attention layers "
                    f"({', '.join(map(str, model.layer_ids))}) have heads to switch off; its other token mixers "
@@ -60,9 +70,31 @@ def ablation_page() -> None:
     off = int((~on).sum())
     st.markdown(f"**{off} of {on.size} heads off.**")
     _effects(cur, kind, on, mean_ablation)
+    say()
     notebook_button.record(keep=on.tolist(), mean_ablation=mean_ablation, kind=kind,
                            other=session.get(ablation_keys.ABLATION_OTHER))
     _importance_and_pruning(cur, kind, mean_ablation)
+
+
+def _rerun_note(cur) -> str:
+    """What each change costs on a long text: the model run again over its tokens, and how long the last pass with
+    heads off took on it (once one took RERUN_NOTE_S or more)."""
+    last = session.get(ablation_keys.RERUN_SECONDS, {}).get(cur.key)
+    took = f"; the last one took {last:.0f} s" if last is not None and last >= RERUN_NOTE_S else ""
+    n = cur.run.n if cur.run is not None else 0
+    if n < RERUN_NOTE_TOKENS and not took:
+        return ""
+    return f" Each change runs {plain(cur.model.name)} over this text's {n:,} tokens again{took}."
+
+
+def _timed_outcomes(cur, key, on: np.ndarray, mean_ablation: bool):
+    """`analysis.outcomes`, its time kept for `_rerun_note` when it ran a pass with heads off (not a cached one)."""
+    start = time.perf_counter()
+    found = analysis.outcomes(key, on, mean_ablation, cur.model, cur.run)
+    seconds = time.perf_counter() - start
+    if not on.all() and seconds >= RERUN_NOTE_S and key == cur.key:
+        session.setdefault(ablation_keys.RERUN_SECONDS, {})[cur.key] = seconds
+    return found
 
 
 def _switch_off_layer(model_key, on: np.ndarray) -> None:
@@ -79,7 +111,7 @@ def _effects(cur, kind: str, on: np.ndarray, mean_ablation: bool) -> None:
         _embedding_effects(cur, on, mean_ablation)
         return
     try:
-        base, off = analysis.outcomes(cur.key, on, mean_ablation, model, cur.run)
+        base, off = _timed_outcomes(cur, cur.key, on, mean_ablation)
     except mha_viz.InputError as exc:  # e.g. a decoder's loss on a one-token text
         st.error(plain(str(exc)), icon=":material/warning:")
         return
@@ -104,7 +136,7 @@ def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
     other = st.text_input("A second sentence to compare with", key=ablation_keys.ABLATION_OTHER,
                           persist_state=keys.KEEP)
     try:
-        pairs = [tuple(o.embedding for o in analysis.outcomes(key, on, mean_ablation, cur.model, cur.run))
+        pairs = [tuple(o.embedding for o in _timed_outcomes(cur, key, on, mean_ablation))
                  for key in [cur.key] + ([cur.key.with_text(other)] if other and other.strip() else [])]
     except mha_viz.InputError as exc:
         st.error(plain(str(exc)), icon=":material/warning:")

@@ -127,12 +127,9 @@ def _every_layer(cur) -> np.ndarray | None:
     seconds = rollout_seconds(run, run.num_layers)
     if not cost_prompt.accepted(("rollout", cur.key), seconds, said, across_layers_keys.LAYERS_START):
         return None
-    if seconds >= SAY_ABOVE_S:  # under the ask, still long enough to wait for (SmolLM2 at 8,192 tokens: 16 s)
+    if seconds >= cost_prompt.SAY_ABOVE_S:  # under the ask, still long to wait for (SmolLM2 at 8,192 tokens: 16 s)
         st.caption(f"{said} About {duration(seconds)} on 2 CPU cores the first time; kept for this text.")
     return analysis.rollout(cur.key, run)
-
-
-SAY_ABOVE_S = 3.0  # a rollout this long says what it costs while it runs
 
 
 def _layer_alone(cur, layer: int, *, for_head: bool = False) -> np.ndarray | None:

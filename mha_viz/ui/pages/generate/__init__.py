@@ -21,6 +21,7 @@ from mha_viz import catalogue, needs
 from mha_viz.capture import generation
 from mha_viz.text.tokenize import count_text
 from mha_viz.ui.kit import jobs, keys, resources, seq2seq_views, session
+from mha_viz.ui.kit import text as text_kit
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.generate import page_keys as generate_keys
@@ -157,7 +158,7 @@ def _generate(model: mha_viz.LoadedModel, key: GenKey, buttons: jobs.Buttons) ->
     def work(progress: jobs.Progress):
         def on_step(gen) -> None:
             session.put(generate_keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
-            stream.code(key.prompt + gen.text, language=None, wrap_lines=True)
+            stream.code(text_kit.tail(key.prompt) + gen.text, language=None, wrap_lines=True)  # a long prompt folded
         need = needs.generation(model, needs.tokens(model, key.prompt, key.cap) + key.max_new_tokens,
                                 key.max_new_tokens)
         with resources.slots().hold(need=need):

@@ -19,6 +19,7 @@ from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import estimate, prediction
 from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, keys, resources, session, shared_head
+from mha_viz.ui.kit import text as text_kit
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.prediction import circuit_section, prediction_grids, prediction_head, preset_undo, task_section
@@ -30,8 +31,6 @@ OWN = "— your own pair —"
 CANCEL_HELP = "Stop; nothing is kept."
 CANCEL_REAL_HELP = "Stop patching; what was found before is kept."
 FOUND = "Found for this pair: change a text or a token to find the heads again."
-FOLD_ABOVE = 600  # characters: a longer clean text is folded (issue 90: 17,850 printed inline pushed the corrupted
-# text 3,240 px down)
 
 
 class PredKey(NamedTuple):
@@ -97,7 +96,7 @@ def prediction_page() -> None:
     chosen = options.get(session.get(keys.PRED_PRESET))
     if chosen is not None:
         st.caption(plain(chosen.about))
-    if len(cur.text) <= FOLD_ABOVE:
+    if len(cur.text) <= text_kit.FOLD_ABOVE:
         st.markdown("**Clean text** (the sidebar's):")
         st.text(cur.text)  # plain text: what was typed, no Markdown
     else:  # a long paste folded: the corrupted text stays in sight
