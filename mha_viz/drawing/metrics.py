@@ -20,6 +20,7 @@ from mha_viz.drawing.style import (
     colorbar,
     margin,
     more_lines_px,
+    peak_ticks,
     plot_title,
     run_title,
     symmetric_bound,
@@ -69,9 +70,11 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
         zmin = float(finite.min()) if finite.size else 0.0
         zmax = float(finite.max()) if finite.size else 1.0
         scale = COLORSCALE
+    # a one-sided scale tops at the largest value, with a tick there that a note quoting it finds (issue 90)
+    bar = colorbar() if flat or diverging else colorbar() | peak_ticks(v)
     text = patterns if patterns is not None else np.full((L, H), "")
     fig = go.Figure(go.Heatmap(z=v, x=list(range(H)), y=list(range(L)), zmin=zmin, zmax=zmax,
-                               colorscale=scale, colorbar=colorbar(), showscale=not flat, hoverinfo="skip"))
+                               colorscale=scale, colorbar=bar, showscale=not flat, hoverinfo="skip"))
     fig.add_trace(go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers",
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),

@@ -178,6 +178,36 @@ def scale_top(values: np.ndarray, rescale: bool) -> float:
     return float(values.max()) if rescale and values.size and values.max() > 0 else 1.0
 
 
+PEAK_ROOM = 0.06  # of an axis's span: a round tick this near the peak's is left out (their labels would overlap)
+
+
+def peak_ticks(values: np.ndarray, ticks: tuple[float, ...] | None = None) -> dict:
+    """An axis's ticks with one at the largest finite value, labelled with it to 3 decimals (a note that quotes the
+    peak, "0.992 of the attention", finds it on the axis): `ticks` (default five round steps over the values' span
+    and 0) and the peak; {} when there is none."""
+    finite = np.asarray(values, dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if not finite.size:
+        return {}
+    peak = float(finite.max())
+    if ticks is None:
+        low = min(0.0, float(finite.min()))
+        step = float(np.format_float_positional((peak - low) / 4, precision=1, fractional=False)) or 1.0
+        ticks = tuple(float(t) for t in np.arange(np.floor(low / step) * step, peak + step / 2, step))
+    span = (max(ticks + (peak,)) - min(ticks + (peak,))) or 1.0
+    kept = [t for t in ticks if abs(t - peak) > PEAK_ROOM * span]
+    values_ = sorted(kept + [peak])
+    return dict(tickmode="array", tickvals=values_, ticktext=[f"{v:.3f}" if v == peak else f"{v:g}" for v in values_])
+
+
+def swatch_bars(entries: list[tuple[str, str]], group: str) -> list[dict]:
+    """Bars in several colours (one trace, kept out of the legend) named in the legend: an empty bar trace per
+    (name, colour), in the bars' `group` (their offsetgroup, so grouped bars keep their width). Issue 90: a bar
+    trace in the legend shows one swatch, whatever colours its bars take."""
+    return [dict(type="bar", x=[None], y=[None], marker=dict(color=colour), name=name, offsetgroup=group,
+                 hoverinfo="skip") for name, colour in entries]
+
+
 def symmetric_bound(values: np.ndarray) -> float:
     """The largest |value| among the finite ones (1 if none): a diverging scale spans ± this."""
     finite = values[np.isfinite(values)]

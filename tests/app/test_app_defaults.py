@@ -2,7 +2,8 @@
 SmolLM2). With the app's default sentence and settings (not the suite's token cap) and nothing else chosen, each
 page opens on MiniLM, SmolLM2 and toy-induction, and its primary button (the main area's first enabled one, where
 the page draws one) is pressed: the page answers with a result, or with a message it gave before the click. An
-error or an exception on opening, or after the click, fails, naming the page and the button."""
+error or an exception on opening, or after the click, fails, naming the page and the button; so does a legend whose
+swatch is not its marks' colour, on any chart drawn."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from mha_viz.ui.pages.ablation import page_keys as ablation_keys
 from mha_viz.ui.pages.generate import page_keys as generate_keys
-from tests.app.helpers import PAGE_IDS, open_box, open_page, start_app
+from tests.app.helpers import PAGE_IDS, charts, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model
 
@@ -19,6 +20,26 @@ TOO_LONG_FOR_A_TEST = {"corpus"}  # its button reads the bundled corpus: tests/a
 
 def _said(at) -> set[str]:
     return {e.value for e in at.error}
+
+
+def _misleading_legends(at) -> list[str]:
+    """The legend entries on the page whose swatch is not their marks' colour (issue 90: "patched for real" had a
+    blue swatch over bars red when positive and blue when negative): a trace in the legend whose marks take several
+    colours. A legend is drawn for a trace that asks for it, or by default when two or more traces may be shown."""
+    found = []
+    for spec in charts(at):
+        if spec.get("layout", {}).get("showlegend") is False:
+            continue
+        listed = [t for t in spec["data"] if t.get("showlegend") is not False and t.get("type") in ("bar", "scatter")]
+        for trace in listed:
+            if len(listed) < 2 and trace.get("showlegend") is not True:
+                continue
+            colours = trace.get("marker", {}).get("color")
+            if hasattr(colours, "tolist"):
+                colours = colours.tolist()
+            if isinstance(colours, (list, tuple)) and len({str(c) for c in colours}) > 1:
+                found.append(f"{spec.get('layout', {}).get('title', {}).get('text', '?')}: {trace.get('name')}")
+    return found
 
 
 def _primary(at) -> str | None:
@@ -44,6 +65,7 @@ def test_every_page_answers_its_primary_button_with_its_defaults(model, monkeypa
         assert not at.exception, (model, page, at.exception)
         before = _said(at)
         assert not before, (model, page, before)  # opening with the defaults fails nothing either
+        assert not _misleading_legends(at), (model, page, _misleading_legends(at))
         key = _primary(at) if page not in TOO_LONG_FOR_A_TEST else None
         if key is None:
             continue
@@ -51,6 +73,7 @@ def test_every_page_answers_its_primary_button_with_its_defaults(model, monkeypa
         assert not at.exception, (model, page, key, at.exception)
         new = _said(at) - before
         assert not new, (model, page, key, new)  # a failure after the click, with every input at its default
+        assert not _misleading_legends(at), (model, page, key, _misleading_legends(at))
         pressed.append(f"{page}:{key}")
     pages = {p.split(":")[0] for p in pressed}
     assert {"prediction", "generate"} <= pages or model == "minilm", pressed  # real work was asked for

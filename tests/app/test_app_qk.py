@@ -28,7 +28,7 @@ def test_neuron_view_matches_the_captured_row_and_a_click_picks_a_query():
     assert not at.exception and not at.error
     run = at.session_state["_current"].run
     neuron = _figure(at, "Layer 2 head 5: query 3")
-    probs = np.array(neuron["data"][-1]["y"], dtype=float)
+    probs = np.array(next(d for d in neuron["data"] if d.get("name") == "softmax")["y"], dtype=float)
     np.testing.assert_allclose(probs, run.attentions[2, 5, 3], atol=1e-5)
     assert "no RoPE" in neuron["layout"]["title"]["text"]
     qmap = _figure(at, "Queries (●) and keys (◆)")

@@ -110,6 +110,20 @@ def test_metric_grid_draws_the_head_tables_column_with_each_heads_pattern():
         figures.metric_grid(run, "nonsense", table=table)
 
 
+def test_a_one_sided_grid_has_a_tick_at_its_largest_value_that_a_note_quoting_it_finds():
+    """Issue 90: a note quotes the largest value ("highest 0.873"); the colour bar tops there with that label, the
+    other ticks kept clear of it. A diverging grid (symmetric about 0) keeps Plotly's own ticks."""
+    from mha_viz.drawing.metrics import metric_grid
+
+    values = np.random.default_rng(0).uniform(0.1, 0.873, size=(4, 3))
+    values[2, 1] = 0.873
+    bar = metric_grid(values, title="Mass").data[0].colorbar
+    assert max(bar.tickvals) == pytest.approx(0.873) and f"{values.max():.3f}" in bar.ticktext
+    others = [t for t in bar.tickvals if t != max(bar.tickvals)]
+    assert others and all(0.873 - t > 0.04 for t in others)  # no round tick's label over the peak's
+    assert metric_grid(values - 0.5, title="Change", diverging=True).data[0].colorbar.tickvals is None
+
+
 def test_similarity_and_head_map_draw_every_pair_and_every_head():
     run = _run(L=2, H=3)
     sim = metrics.head_similarity(run, "js")

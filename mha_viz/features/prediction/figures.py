@@ -12,7 +12,15 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.drawing.metrics import head_labels, metric_grid
-from mha_viz.drawing.style import DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.drawing.style import (
+    DIVERGING,
+    axis_labels,
+    colorbar,
+    margin,
+    plot_title,
+    swatch_bars,
+    symmetric_bound,
+)
 from mha_viz.interventions.estimate import DISAGREE
 
 POSITIVE, NEGATIVE = "#b2182b", "#2166ac"  # the ends of the grids' scale (RdBu_r): helps, hurts
@@ -116,9 +124,9 @@ def position_bars(values: np.ndarray, tokens: list[str], title: str, estimate: n
     fig = go.Figure(go.Bar(x=x, y=v, marker_color=[POSITIVE if y >= 0 else NEGATIVE for y in v], customdata=labels,
                            name="patched for real", showlegend=False, offsetgroup="patched",
                            hovertemplate="%{customdata}: %{y:.3f} patched<extra></extra>"))
-    for name, colour in (("patched for real: restores", POSITIVE), ("patched for real: works against", NEGATIVE)):
-        fig.add_trace(go.Bar(x=[None], y=[None], marker_color=colour, name=name, offsetgroup="patched",
-                             hoverinfo="skip"))
+    for swatch in swatch_bars([("patched for real: restores", POSITIVE), ("patched for real: works against", NEGATIVE)],
+                              "patched"):
+        fig.add_trace(swatch)
     if estimate is not None:
         fig.add_trace(go.Bar(x=x, y=np.asarray(estimate, dtype=float), name="estimate", offsetgroup="estimate",
                              marker=dict(color="rgba(0,0,0,0)", line=dict(color="#333", width=1.5)),

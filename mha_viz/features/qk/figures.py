@@ -9,10 +9,20 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mha_viz.drawing.style import NOTE_ROW_PX, axis_labels, margin, plot_title, title_room, top_title
+from mha_viz.drawing.style import (
+    NOTE_ROW_PX,
+    axis_labels,
+    margin,
+    plot_title,
+    swatch_bars,
+    title_room,
+    top_title,
+)
 from mha_viz.views.qk import Neuron, QKMap, strongest_keys
 
 Q_COLOR, K_COLOR, PICK_COLOR = "#2171b5", "#e6550d", "#d62728"
+PLUS_COLOR, MINUS_COLOR, OTHER_KEYS_COLOR = "#31a354", "#756bb1", "#9ecae1"  # a term > 0, < 0; keys not picked
+SHAPE_COLOR = "#888"  # the map's legend: a shape only (the points' colour is their position, on the colour bar)
 
 
 def _tok(t: str) -> str:
@@ -37,17 +47,21 @@ def neuron_figure(nv: Neuron) -> go.Figure:
                          hovertemplate="dim %{x}: q = %{y:.4g}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Bar(x=dims, y=nv.k, name=f"k_{nv.j}", marker_color=K_COLOR,
                          hovertemplate="dim %{x}: k = %{y:.4g}<extra></extra>"), row=1, col=1)
-    colors = np.where(nv.product >= 0, "#31a354", "#756bb1")
-    fig.add_trace(go.Bar(x=dims, y=nv.product, name="q ⊙ k", marker_color=colors.tolist(),
-                         hovertemplate="dim %{x}: q·k term = %{y:.4g}<extra></extra>"), row=2, col=1)
+    colors = np.where(nv.product >= 0, PLUS_COLOR, MINUS_COLOR)
+    fig.add_trace(go.Bar(x=dims, y=nv.product, name="q ⊙ k", marker_color=colors.tolist(), offsetgroup="product",
+                         showlegend=False, hovertemplate="dim %{x}: q·k term = %{y:.4g}<extra></extra>"), row=2, col=1)
+    for swatch in swatch_bars([("q ⊙ k > 0", PLUS_COLOR), ("q ⊙ k < 0", MINUS_COLOR)], "product"):
+        fig.add_trace(swatch, row=2, col=1)
     n = len(nv.row_probs)
     labels = axis_labels(nv.tokens)
-    bar_colors = [PICK_COLOR if t == nv.j else "#9ecae1" for t in range(n)]
+    bar_colors = [PICK_COLOR if t == nv.j else OTHER_KEYS_COLOR for t in range(n)]
     shown = np.where(np.isfinite(nv.row_scaled), nv.row_scaled, np.nan)
-    fig.add_trace(go.Bar(x=labels, y=nv.row_probs, name="softmax", marker_color=bar_colors,
-                         customdata=np.stack([np.arange(n), shown], axis=1),
+    fig.add_trace(go.Bar(x=labels, y=nv.row_probs, name="softmax", marker_color=bar_colors, offsetgroup="softmax",
+                         showlegend=False, customdata=np.stack([np.arange(n), shown], axis=1),
                          hovertemplate="key %{customdata[0]} %{x}: scaled score %{customdata[1]:.4g}, "
                                        "probability %{y:.4g}<extra></extra>"), row=3, col=1)
+    for swatch in swatch_bars([(f"key {j}", PICK_COLOR), ("the other keys", OTHER_KEYS_COLOR)], "softmax"):
+        fig.add_trace(swatch, row=3, col=1)
     fig.update_xaxes(title_text="dimension", row=1, col=1)
     fig.update_xaxes(title_text="dimension", row=2, col=1)
     fig.update_xaxes(type="category", tickangle=-60, showticklabels=n <= 80, row=3, col=1)
@@ -95,6 +109,10 @@ def qk_map_figure(m: QKMap, tokens: list[str], *, probs: np.ndarray | None = Non
             customdata=[f"query {a}: {labels[a]}"]
             + [f"key {b}: {labels[b]}, weight {row[b]:.3f}" for b in best],
             hovertemplate="%{customdata}<extra></extra>"))
+    for name, symbol in (("queries", "circle"), ("keys", "diamond")):  # the legend's shapes, their colour the bar's
+        fig.data[0 if name == "queries" else 1].showlegend = False
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                                 marker=dict(symbol=symbol, size=10, color=SHAPE_COLOR)))
     how = "PCA" if m.method == "pca" else "t-SNE"
     if m.explained:
         how += f" ({100 * m.explained[0]:.0f}% + {100 * m.explained[1]:.0f}% of the variance)"

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.drawing.style import COLORSCALE, DIVERGING, axis_labels, colorbar, margin, plot_title, symmetric_bound
+from mha_viz.drawing.style import (
+    COLORSCALE,
+    DIVERGING,
+    axis_labels,
+    colorbar,
+    margin,
+    peak_ticks,
+    plot_title,
+    symmetric_bound,
+)
 
 if TYPE_CHECKING:
     from mha_viz.views.teaching import Walkthrough
@@ -116,28 +125,6 @@ def with_outside(w: Walkthrough, name: str) -> tuple[np.ndarray, list[str]]:
 def probability_maps(maps: dict[str, np.ndarray], tokens: list[str]) -> dict[str, go.Figure]:
     """One token-by-token probability map per title (the demonstrations' figures)."""
     return {title: matrix(m, tokens, columns=tokens, probabilities=True, title=title) for title, m in maps.items()}
-
-
-PEAK_ROOM = 0.06  # of an axis's span: a round tick this near the peak's is left out (their labels would overlap)
-
-
-def peak_ticks(values: np.ndarray, ticks: tuple[float, ...] | None = None) -> dict:
-    """An axis's ticks with one at the largest finite value, labelled with it to 3 decimals (a note that quotes the
-    peak, "0.992 of the attention", finds it on the axis): `ticks` (default five round steps over the values' span
-    and 0) and the peak; {} when there is none."""
-    finite = np.asarray(values, dtype=np.float64)
-    finite = finite[np.isfinite(finite)]
-    if not finite.size:
-        return {}
-    peak = float(finite.max())
-    if ticks is None:
-        low = min(0.0, float(finite.min()))
-        step = float(np.format_float_positional((peak - low) / 4, precision=1, fractional=False)) or 1.0
-        ticks = tuple(float(t) for t in np.arange(np.floor(low / step) * step, peak + step / 2, step))
-    span = (max(ticks + (peak,)) - min(ticks + (peak,))) or 1.0
-    kept = [t for t in ticks if abs(t - peak) > PEAK_ROOM * span]
-    values_ = sorted(kept + [peak])
-    return dict(tickmode="array", tickvals=values_, ticktext=[f"{v:.3f}" if v == peak else f"{v:g}" for v in values_])
 
 
 def softmax_row(scores: np.ndarray, probs: np.ndarray, keys: list[str], *, title: str) -> go.Figure:
