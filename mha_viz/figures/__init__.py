@@ -211,7 +211,7 @@ def compare(cmp: Comparison, layer: int | None = None, head: int | None = None, 
             rescale: bool = False) -> go.Figure:
     """A comparison of two runs (`mha_viz.compare(run_a, run_b)`), as the Compare page draws it:
     how much each head changed, a layers × heads grid; with `layer` and `head`, that head of both
-    runs side by side with A − B. When the two models differ in shape (no head pairs with
+    runs side by side with B − A. When the two models differ in shape (no head pairs with
     another), the spread of `metric` over the heads of each relative depth instead."""
     if cmp.change is None:
         return compare_figures.depth_distributions(cmp, metric)

@@ -61,6 +61,13 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
+def predicted(token: str) -> str:
+    """A predicted token's text as a list of predictions shows it: without the spaces around it, or, when it is all
+    whitespace, each whitespace character made visible ("␣", "␣␣", "⏎"; issue 90: three different tokens of a top 5
+    all read "␣")."""
+    return token.strip() or visible(token)
+
+
 def detect_scheme(tokenizer) -> str:
     """'bytelevel', 'wordpiece', 'wordlevel' (every token a word: toy-induction's letters) or
     'sentencepiece' (the default when nothing says otherwise)."""

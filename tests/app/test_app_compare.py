@@ -65,7 +65,7 @@ def test_same_model_with_and_without_our_mha_changes_nothing():
     assert "within floating-point noise" in grid["layout"]["title"]["text"]
     assert any(m.value.startswith("A and B attend the same") for m in at.success)
     diff = side_by_side(at)["layout"]["coloraxis2"]
-    assert (diff["cmin"], diff["cmax"]) == (-1.0, 1.0)  # the A − B panel is not stretched over 1e-8 either
+    assert (diff["cmin"], diff["cmax"]) == (-1.0, 1.0)  # the B − A panel is not stretched over 1e-8 either
     assert any("within floating-point noise" in a.get("title", {}).get("text", "")
                for k, a in side_by_side(at)["layout"].items() if k.startswith("xaxis"))
 

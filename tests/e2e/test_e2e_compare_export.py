@@ -1,7 +1,7 @@
 """Compare and export in a real browser.
 
 - The Compare page on minilm, smollm2 and toy-induction: a minimal pair (two sentences) draws the
-  change grid and the A | B | A − B panels; the same model with and without our MHA changes no
+  change grid and the A | B | B − A panels; the same model with and without our MHA changes no
   head (the grid's colour bar stays near 0).
 - Export: after choosing SVG in the sidebar, a chart's own camera button downloads an SVG drawn
   by the browser; the sidebar's *Attention data (.npz)* downloads the run the page shows

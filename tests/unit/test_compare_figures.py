@@ -55,13 +55,13 @@ def test_side_by_side_shows_a_b_and_their_difference_symmetrically():
         assert np.asarray(trace.z).shape == (5, 5)
         assert [figure_style.label_text(x) for x in trace.x] == tokens
         assert "<script>" not in "".join(trace.x) and "&lt;script&gt;" in "".join(trace.x)
-    np.testing.assert_allclose(np.asarray(fig.data[2].z), a[0, 1] - b[0, 1], atol=1e-7)
+    np.testing.assert_allclose(np.asarray(fig.data[2].z), b[0, 1] - a[0, 1], atol=1e-7)  # B − A, as the table
     axis = fig.layout.coloraxis2
     assert fig.data[2].coloraxis == "coloraxis2" and axis.cmin == -axis.cmax and axis.cmid == 0
     assert axis.cmax == pytest.approx(np.abs(a[0, 1] - b[0, 1]).max())
     assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1.0
     titles = [fig.layout[f"xaxis{i}"].title.text for i in ("", "2", "3")]
-    assert "A − B" in titles[2] and "&lt;i&gt;a&lt;/i&gt;" in titles[0]
+    assert "B − A" in titles[2] and "&lt;i&gt;a&lt;/i&gt;" in titles[0]
     assert not any("<i>" in t for t in titles)
 
 
@@ -78,13 +78,13 @@ def test_side_by_side_downsamples_long_inputs_keeping_one_strong_change():
     a = np.full((1, 1, n, n), 1.0 / n, dtype=np.float32)
     b = a.copy()
     b[0, 0, 200] = 0.0
-    b[0, 0, 200, 37] = 1.0  # one row changes: A − B is strongly negative at one cell
+    b[0, 0, 200, 37] = 1.0  # one row changes: B − A is strongly positive at one cell
     cmp = mha_viz.compare(_run(a), _run(b))
     fig = compare_figures.side_by_side(cmp, 0, 0)
     shapes = [np.asarray(t.z).shape for t in fig.data]
     assert all(s[0] <= compare_figures.POOL_ABOVE and s[0] == s[1] for s in shapes)
     diff = np.asarray(fig.data[2].z)
-    assert diff.min() == pytest.approx(1.0 / n - 1.0, abs=1e-6)  # the negative cell survived pooling
+    assert diff.max() == pytest.approx(1.0 - 1.0 / n, abs=1e-6)  # the strong cell survived pooling
     assert fig.layout.coloraxis2.cmin == -fig.layout.coloraxis2.cmax
 
 

@@ -153,7 +153,7 @@ def test_compare_draws_the_change_a_head_side_by_side_or_the_depth_spread():
     np.testing.assert_allclose(np.asarray(figures.compare(cmp).data[0].z), cmp.change)
     a, b, diff, _, _ = cmp.pair(1, 2)
     panels = figures.compare(cmp, 1, 2).data
-    np.testing.assert_allclose(np.asarray(panels[2].z), diff, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(panels[2].z), -diff, atol=1e-6)  # B − A drawn, as the table; pair: A − B
     other = mha_viz.compare(_run(L=2, H=3), _run(L=3, H=3, seed=2))
     assert other.change is None
     assert all(isinstance(t, go.Box) for t in figures.compare(other, metric="entropy").data)

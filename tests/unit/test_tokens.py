@@ -63,3 +63,12 @@ def test_a_leading_space_tells_two_tokens_of_one_word_apart():
     assert display[the[0]] == "The" and display[the[1]] == "␣The"
     assert [visible(text.replace(" ", "␣")) for text in decoded] == display  # every token, by its own text
     assert [bare(t) for t in (display[the[0]], display[the[1]], "␣", "␣␣x")] == ["The", "The", "␣", "x"]
+
+
+def test_whitespace_predictions_stay_apart():
+    """Issue 90: a space, two spaces and a newline, all in one top 5, each read "␣"."""
+    from mha_viz.text.readable import predicted
+
+    shown = [predicted(t) for t in (" ", "  ", "\n", " \n", " Paris", "Paris ")]
+    assert shown == ["␣", "␣␣", "⏎", "␣⏎", "Paris", "Paris"]
+    assert len(set(shown[:4])) == 4

@@ -73,18 +73,19 @@ GAP_PX = 40  # between a panel and the next one's tick labels
 
 
 def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = False) -> go.Figure:
-    """One head of both runs on the comparison's basis: A | B | A − B (the difference on a
+    """One head of both runs on the comparison's basis: A | B | B − A (the difference on a
     diverging scale symmetric around 0), or A | B when there is no difference ("metrics").
     Matrices over POOL_ABOVE rows are downsampled (`_shown`). A and B share one colour scale,
     0..1 or 0..their maximum with `rescale`; a difference within rounding spans ± 1, and says so."""
     a, b, diff, labels_a, labels_b = cmp.pair(layer, head)
+    diff = None if diff is None else -diff  # B − A, as the table's *_diff columns (pair gives A − B)
     panels = [(*_shown(a, labels_a), run_name(cmp, "A")), (*_shown(b, labels_b), run_name(cmp, "B"))]
     # a difference no larger than rounding: drawn on the whole ± 1 (flat), named so, not stretched over the noise
     noise = rounding_noise("metrics", cmp.run_a.precision, cmp.run_b.precision)  # r: a probability's rounding
     flat = diff is not None and symmetric_bound(np.asarray(diff, np.float64)) <= noise
     if diff is not None:
         panels.append((*_shown(diff, labels_a, signed=True),
-                       f"A − B, within floating-point noise (≤ {noise:.2g})" if flat else "A − B"))
+                       f"B − A, within floating-point noise (≤ {noise:.2g})" if flat else "B − A"))
     zmax = scale_top(np.concatenate([panels[0][0].ravel(), panels[1][0].ravel()]), rescale)
     # panel names go under the panels: subplot titles would sit where the figure's title sits
     unit = "word" if cmp.kind == "words" else "token"
@@ -108,7 +109,7 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
     if diff is not None:
         bound = 1.0 if flat else symmetric_bound(panels[2][0]) or 1.0  # all zeros: any symmetric range will do
         layout["coloraxis2"] = dict(colorscale=DIVERGING, cmin=-bound, cmax=bound, cmid=0.0,
-                                    colorbar=dict(bar, title=dict(text="A − B"), y=0.48))
+                                    colorbar=dict(bar, title=dict(text="B − A"), y=0.48))
     row_a = cmp.run_a.layer_ids[layer]
     row_b = cmp.run_b.layer_ids[layer] if layer < cmp.run_b.num_layers else row_a
     where = f"layer {row_a}" if row_a == row_b else f"layer {row_a} (A) / {row_b} (B)"

@@ -56,7 +56,10 @@ def composition_figure(scores: np.ndarray, kind: str, *, baseline: float, above:
     return fig
 
 
-HEAD_TICKS, LAYER_TICKS = 96, 48  # the most heads labelled one by one; past it, the most layers labelled
+# the most heads labelled one by one; past it, the most layers labelled: the plot is about 560 px of the figure's 760,
+# and a label takes 12 px (issue 90: MiniLM's 72 heads, one label each, overlapped)
+PLOT_PX, LABEL_PX = 560, 12
+HEAD_TICKS = LAYER_TICKS = PLOT_PX // LABEL_PX
 
 
 def _ticks(labels: list[str], layers: int | list[int], num_heads: int) -> dict:

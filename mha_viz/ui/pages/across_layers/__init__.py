@@ -43,8 +43,8 @@ def across_layers_page() -> None:
                          lambda picked: 0 <= int(picked) < run.num_layers)
         layer = st.slider("Up to layer", 0, run.num_layers - 1, key=across_layers_keys.LAYERS_LAYER)
     if method == "rollout":
-        st.markdown("**Attention rollout** (Abnar & Zuidema 2020) · `Â_l = ½·mean_h A_l + ½·I (rows "
-                    "renormalised); R_1 = Â_1, R_l = Â_l R_{l−1}`")
+        st.markdown("**Attention rollout** (Abnar & Zuidema 2020) · Âₗ = ½ · meanₕ Aₗ + ½ · I (rows "
+                    "renormalised); R₁ = Â₁, Rₗ = Âₗ Rₗ₋₁")  # subscripts as text: TeX-like R_{l−1} showed raw
         st.caption("Row i: how much token i after this layer draws on each input token, heads "
                    "averaged and the residual connection counted. High: the token's representation is "
                    "made of that input token; low: it is not.")
@@ -57,7 +57,7 @@ def across_layers_page() -> None:
     elif method == "rollout through one head":
         session.start_at(across_layers_keys.LAYERS_HEAD, 0, lambda h: 0 <= int(h) < run.num_heads)
         head = int(st.number_input("Head", 0, run.num_heads - 1, key=across_layers_keys.LAYERS_HEAD))
-        st.markdown("**Per-head rollout** · `A_{l,h} R_{l−1}`")
+        st.markdown("**Per-head rollout** · Aₗ,ₕ Rₗ₋₁")
         st.caption("What head h of this layer reads, traced back to the input tokens through the layers below.")
         if layer == 0:
             below = None

@@ -199,8 +199,8 @@ def _head_by_head(cmp, this: tuple, label_a: str, label_b: str) -> None:
                         lambda: compare_figures.side_by_side(cmp, layer, head, rescale=rescale))
     charts.show(fig, key=compare_keys.CMP_SIDE, name=f"compare-L{run.layer_ids[layer]}-H{head}")
     st.caption(f"Left {plain(label_a)}, "
-               + (f"middle {plain(label_b)}, right A − B (red: A attends more, blue: B attends more)."
-                  if cmp.kind != "metrics" else f"right {plain(label_b)}."))
+               + (f"middle {plain(label_b)}, right B − A (red: B attends more, blue: A attends more), as the "
+                  "table below." if cmp.kind != "metrics" else f"right {plain(label_b)}."))
 
 
 def _by_depth(cmp, this: tuple) -> None:
