@@ -54,7 +54,7 @@ def _float(typingctx, b):
 
 # the loops' files and what they inline, under mha_viz/ (metrics/row_measures.py: the sums' order)
 KERNEL_FILES = ("compiled.py", "metrics/js_kernels.py", "metrics/row_kernels.py", "metrics/row_measures.py",
-                "capture/pool_kernel.py")
+                "metrics/row_loop.py", "capture/pool_kernel.py")
 
 
 def source_hash() -> str:

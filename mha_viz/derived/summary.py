@@ -49,7 +49,7 @@ def summarise(blocks: LayerBlocks, like: Scan, *, tokens: list[str], token_ids: 
                 lost_sum += lost.sum(-1)
                 empty[layer, :, first:first + block.shape[1]] = gone
         found, pooled = sums.finish()
-        stats.append(measures_from_sums(found, m))
+        stats.append(measures_from_sums(found, m, facts.table))
         cells.append(pooled)
         mass[layer] = lost_sum / m
         report(progress, (layer + 1) / layers, f"Layer {layer + 1} of {layers} done")

@@ -33,7 +33,6 @@ from mha_viz.metrics.measures import (
     METRICS,
     MIXED_MASS,
     MIXED_PART,
-    PUNCTUATION,
     SIMILARITIES,
     SINK_MASS,
     VERTICAL_MASS,
@@ -43,6 +42,7 @@ from mha_viz.metrics.measures import (
 )
 from mha_viz.metrics.mixing_measures import EFFECTIVE_MEASURES, effective_measures
 from mha_viz.metrics.output_norms import head_output_norms
+from mha_viz.metrics.row_table import PUNCTUATION
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
 
 __all__ = [

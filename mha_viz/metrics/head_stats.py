@@ -23,7 +23,7 @@ from mha_viz.metrics.measures import (
 )
 from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.row_kernels import BlockSums
-from mha_viz.metrics.row_measures import DETECTORS, STAT_NAMES, TextFacts, measures_from_sums, token_keys
+from mha_viz.metrics.row_measures import DETECTORS, TextFacts, measures_from_sums, token_keys
 from mha_viz.metrics.row_stats import RowStats
 
 
@@ -138,10 +138,10 @@ def pattern_stats(run: AttentionRun, *, compiled: bool | None = None,
     if on_cpu if compiled is None else compiled:
         sums = BlockSums(L * H, facts, threads=thread_count())
         sums.add(np.ascontiguousarray(run.attentions.reshape(L * H, n, n), dtype=np.float32), 0, 0)
-        stats = measures_from_sums(sums.finish()[0], n)
+        stats = measures_from_sums(sums.finish()[0], n, facts.table)
     else:
         stats = _by_tensors(facts, on_device(run.attentions.reshape(L * H, n, n), device))
-    return {name: stats[name].reshape(L, H) for name in STAT_NAMES}
+    return {name: stats[name].reshape(L, H) for name in facts.table.stat_names}
 
 
 def _by_tensors(facts: TextFacts, flat: torch.Tensor) -> dict[str, np.ndarray]:
@@ -158,7 +158,7 @@ def _by_tensors(facts: TextFacts, flat: torch.Tensor) -> dict[str, np.ndarray]:
             r1 = min(n, r0 + rows)
             stats.add(chunk[:, r0:r1, :r1 if facts.causal else n], r0, 0)
         parts.append(stats.finish())
-    return {name: np.concatenate([p[name] for p in parts]) for name in STAT_NAMES}
+    return {name: np.concatenate([p[name] for p in parts]) for name in facts.table.stat_names}
 
 
 # What `classify` reads of a head (`pattern_stats`' names): the measures beyond the sink, the sink

@@ -2,25 +2,24 @@
 the smoothing constants and the pattern-class thresholds.
 
 Adding a head metric (a column of the head table):
-1. its `Measure` in METRICS, where the head table and the UI should list it: formula, readings,
-   `needs`, and `bounded` or `bounded_form`. The UI's metric lists, the comparison's columns
-   (`comparison.CHANGE_COLUMNS`) and which measures a run gets (`metrics_for`: a run without head
-   outputs or weights gets none of those that need them) follow from it;
-2. its computation. Read off the attention pattern: its definition as sums over query rows in
-   `row_measures` (its name in MEASURED, a sum in ROW_SUMS, the measure from the sums in
-   `measures_from_sums` when it is not the sum's mean over the rows) and that sum in each backend,
-   `row_kernels._rows` (compiled) and `row_stats.RowStats.add` (tensors); the head table, the scan and
-   the corpus all read it from there. From the heads' outputs (`needs` names "outputs"): a key of
-   `output_norms.head_output_norms`.
-tests/unit/test_measures.py checks that both backends and the head table give exactly the
-catalogue's measures in its order and each `bounded` flag against the values; add the new measure to
-the reference of tests/unit/test_row_measures.py (one head, one row at a time, from the spec), which
-both backends must match on planted and random heads.
+- read off the attention as a sum over each row's keys of A · w, for a weight of one of the table's kinds (a
+  diagonal offset, a column, marked keys, the distance, a match of token ids): one `row_table.RowMeasure` in
+  `row_table.RECORDS`, with its words; its `Measure` here, its sums in every backend and its place in the head
+  table follow from the record (tests/unit/test_row_table.py adds one and checks them);
+- any other: its `Measure` in the dicts below (formula, readings, `needs`, and `bounded` or `bounded_form`) and its
+  computation: the backends' own sums (`row_kernels`, `row_stats`, `row_measures.measures_from_sums`) or, from the
+  heads' outputs (`needs` names "outputs"), a key of `output_norms.head_output_norms`.
+The UI's metric lists, the comparison's columns (`comparison.CHANGE_COLUMNS`) and which measures a run gets
+(`metrics_for`) follow from METRICS. tests/unit/test_measures.py checks that both backends and the head table give
+exactly the catalogue's measures in its order and each `bounded` flag against the values; tests/unit/
+test_row_measures.py checks both backends against a reference written from the spec, one row at a time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from mha_viz.metrics.row_table import TABLE, RowMeasure, RowTable, current
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ ENTROPY_SMOOTHING = 1e-4
 # all n keys, before two heads' rows are compared (metrics.js).
 JS_SMOOTHING = 1e-3
 
-METRICS: dict[str, Measure] = {
+_FIRST: dict[str, Measure] = {  # the backends' own, before the table's records
     "entropy": Measure("Entropy (nats)",
                        f"mean_i −Σ_j Â_ij ln Â_ij,  Â = {1 - ENTROPY_SMOOTHING:g}·A + {ENTROPY_SMOOTHING:g}/k_i",
                        "attention spread over many tokens", "attention on one or two tokens",
@@ -67,26 +66,8 @@ METRICS: dict[str, Measure] = {
                             bounded=True),
     "confidence": Measure("Confidence", "mean_i max_j A_ij", "each query picks one key", "no key stands out",
                           bounded=True),
-    "distance": Measure("Mean distance", "mean_i Σ_j A_ij·|i − j|", "looks far away", "looks at itself or neighbours",
-                        bounded_form="distance_norm"),  # 0 .. n − 1; distance_norm = distance / n
-    "self": Measure("Self", "mean_i A_i,i", "attends to itself", "ignores itself", bounded=True),
-    "prev": Measure("Previous token", "mean_i A_i,i−1", "attends to the previous token", "does not", bounded=True),
-    "next": Measure("Next token", "mean_i A_i,i+1", "attends to the next token", "does not", bounded=True),
-    "first": Measure("First token (sink)", "mean_i A_i,0", "parks attention on [CLS] / BOS", "does not",
-                     bounded=True),
-    "sep": Measure("[SEP] tokens", "mean_i Σ_{j ∈ SEP} A_ij", "parks attention on separators", "does not",
-                   bounded=True),
-    "punct": Measure("Punctuation", "mean_i Σ_{j ∈ {'.', ','}} A_ij", "attends to . and ,", "does not",
-                     bounded=True),
-    "prev_token_score": Measure("Previous-token score (detector form of prev)", "Σ(A ⊙ P)/ΣA,  P[i, i−1] = 1",
-                                "a previous-token head (TransformerLens detector; equals prev when "
-                                "every row sums to 1)", "not one", bounded=True),
-    "duplicate_score": Measure("Duplicate-token score", "Σ(A ⊙ P)/ΣA,  P[i, j] = 1 if tok_j = tok_i, j < i",
-                               "looks back at earlier copies of the same token", "does not", bounded=True),
-    "induction_score": Measure("Induction score", "Σ(A ⊙ P)/ΣA,  P[i, j+1] = 1 if tok_j = tok_i, j < i",
-                               "looks at the token after an earlier copy (an induction head); "
-                               "a perfect one scores 0.5 on a sequence repeated twice", "not an induction head",
-                               bounded=True),
+}
+_BEYOND: dict[str, Measure] = {
     # beyond the sink (docs/head-metrics.md, section 1): the pattern class reads these
     "sink": Measure("Sink mass (left out of the type)", "mean_i (A_i,0 + 1 − Σ_j A_ij)  (first token + learned sink)",
                     "parks attention on the first token or a learned sink: that much of the head is left out "
@@ -95,16 +76,8 @@ METRICS: dict[str, Measure] = {
                                    "norm_entropy of B_i = A_i,j≥1 / Σ_j≥1 A_ij  (rows 1 …, each renormalised)",
                                    "spread over the tokens after the sink (> 0.9: broad)", "sharp beyond the sink",
                                    bounded=True),
-    "beyond_self": Measure("Self beyond the sink", "mean_i B_i,i", "attends to itself once the sink is left out",
-                           "does not", bounded=True),
-    "beyond_prev": Measure("Previous token beyond the sink", "mean_i B_i,i−1",
-                           "attends to the previous token once the sink is left out", "does not", bounded=True),
-    "beyond_next": Measure("Next token beyond the sink", "mean_i B_i,i+1",
-                           "attends to the next token once the sink is left out", "does not", bounded=True),
-    "beyond_sep": Measure("[SEP] tokens beyond the sink", "mean_i Σ_{j ∈ SEP} B_ij",
-                          "parks its attention beyond the sink on separators", "does not", bounded=True),
-    "beyond_punct": Measure("Punctuation beyond the sink", "mean_i Σ_{j ∈ {'.', ','}} B_ij",
-                            "attends to . and , once the sink is left out", "does not", bounded=True),
+}
+_OUTPUTS: dict[str, Measure] = {
     "output_norm": Measure("Output norm", "mean_t ‖z_t W_O[h]‖₂  (Kobayashi 2020)",
                            "writes a lot into the residual stream", "writes little", "outputs+weights"),
     "mean_output_norm": Measure("Mean-output norm", "‖mean_t z_t W_O[h]‖₂  (I_i of the project's first notes)",
@@ -117,6 +90,34 @@ METRICS: dict[str, Measure] = {
 }
 
 
+def _measure(r: RowMeasure) -> Measure:
+    return Measure(r.label, r.formula, r.high, r.low, bounded=r.bounded, bounded_form=r.bounded_form)
+
+
+def _beyond(r: RowMeasure) -> Measure:
+    """A record's measure beyond the sink: on each kept row renormalised after the sink (B)."""
+    return Measure(f"{r.label} beyond the sink", r.formula.replace("A_", "B_"), f"{r.high} once the sink is left out",
+                   r.low, bounded=True)
+
+
+def catalogue(table: RowTable | None = None) -> dict[str, Measure]:
+    """Every head metric in the head table's order: the entropies and the confidence, `table`'s records (the means
+    over rows, then the detectors' shares), the sink and what lies beyond it, then the measures of the heads'
+    outputs and weights."""
+    table = table or TABLE
+    records = [r for r in table if r.reads == "rows"] + [r for r in table if r.reads == "share"]
+    return {**_FIRST, **{r.name: _measure(r) for r in records}, **_BEYOND,
+            **{f"beyond_{r.name}": _beyond(r) for r in table.beyond}, **_OUTPUTS}
+
+
+METRICS: dict[str, Measure] = catalogue()
+
+
+def current_metrics() -> dict[str, Measure]:
+    """METRICS, or under another row table (`row_table.using`) the catalogue of that table."""
+    table = current()
+    return METRICS if table is TABLE else catalogue(table)
+
 
 def needs_met(needs: str, *, outputs: bool, weights: bool) -> bool:
     """Whether a run has every part `needs` names ("attention" always; "outputs" with each head's
@@ -128,12 +129,12 @@ def needs_met(needs: str, *, outputs: bool, weights: bool) -> bool:
 def metrics_for(*, outputs: bool, weights: bool) -> list[str]:
     """The METRICS a head table has for a run with (or without) head outputs and weights, in the
     catalogue's order: those whose `needs` the run meets."""
-    return [name for name, m in METRICS.items() if needs_met(m.needs, outputs=outputs, weights=weights)]
+    return [name for name, m in current_metrics().items() if needs_met(m.needs, outputs=outputs, weights=weights)]
 
 
 def needing(part: str) -> list[str]:
     """The METRICS whose `needs` names `part` ("outputs" or "weights"), in the catalogue's order."""
-    return [name for name, m in METRICS.items() if part in m.needs.split("+")]
+    return [name for name, m in current_metrics().items() if part in m.needs.split("+")]
 
 
 SIMILARITIES: dict[str, Measure] = {
@@ -171,7 +172,6 @@ CHOICE_KEYS = 2
 SINK_MASS = 0.6  # "sink": this much on the sink, and no clear type beyond it
 MIXED_MASS = 0.5  # "mixed:a+b": the two strongest shares of a heterogeneous head cover this much …
 MIXED_PART = 0.1  # … and the weaker of them at least this much
-PUNCTUATION = frozenset({".", ","})
 # Every class `head_stats.classify` gives (before its ":detail"), the most specific first: a majority vote's
 # tie goes to the first (`corpus.pattern_class`), and figures list them in this order with `PATTERN_COLOURS`.
 PATTERN_CLASSES = ("block", "vertical", "diagonal", "sink", "broad", "mixed", "heterogeneous")

@@ -3,9 +3,9 @@ attention A (`mha_viz.effective`) is signed and its rows do not sum to 1, so the
 apply as they are. These read where a row's weight lies, whatever its sign: each row is |A| normalised to sum to
 1, P[t, s] = |A[t, s]| / Σ_s' |A[t, s']| (a row with no weight at all is left out), and
 
-- `distance`: mean_t Σ_s P[t, s] · |t − s|, as the softmax heads' distance;
-- `prev_token_score`, `induction_score`: the head detector's score on P, Σ(P ⊙ T) / ΣP with the softmax heads'
-  target cells T (`head_stats.target_pairs`: the previous token; the token after an earlier copy of this one);
+- the row table's measures (`row_table`: distance, self, previous and next token, first token, the detectors' shares
+  Σ(P ⊙ T) / ΣP), each on P as on the softmax heads' rows (a record of marked keys, which reads the text's tokens,
+  is left out): every live row of P sums to 1, so a share is the mean over the live rows too;
 - `decay_length`: mean_t of the fewest keys back d such that the keys within d of t hold at least 1 − 1/e of
   row t's weight: for weights decaying as λ^(t − s) it is ⌈−1/ln λ⌉ − 1 on long rows, the e-folding length.
 
@@ -16,12 +16,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from mha_viz.metrics.head_stats import target_pairs
 from mha_viz.metrics.row_measures import token_keys
+from mha_viz.metrics.row_table import TABLE, RowTable, current, weights
 from mha_viz_models.effective.layer import feed
 
-EFFECTIVE_MEASURES = ("distance", "prev_token_score", "induction_score", "decay_length")
-MEASURE_COLUMNS = ["layer", "kind", "group", *EFFECTIVE_MEASURES]  # `effective_measures`' table
+
+def effective_names(table: RowTable | None = None) -> tuple[str, ...]:
+    """The measures of the effective table: the row table's records but those of marked keys, then decay_length."""
+    return (*(r.name for r in (table or current()) if r.kind != "keys"), "decay_length")
+
+
+EFFECTIVE_MEASURES = effective_names(TABLE)
+MEASURE_COLUMNS = ["layer", "kind", "group", *EFFECTIVE_MEASURES]  # `effective_measures`' table (the default's)
 DECAY_MASS = 1 - np.exp(-1.0)  # the share of a row's weight within its decay length
 
 
@@ -58,10 +64,10 @@ class MeasureSums:
     rows took 512 MiB)."""
 
     def __init__(self, groups: int, ids: np.ndarray, *, row_cells: int = ROW_CELLS):
-        self.n = len(ids)
-        self.targets = target_pairs(np.asarray(ids))
+        self.n, self.ids = len(ids), np.asarray(ids)
+        self.records = [r for r in current() if r.kind != "keys"]
         self.step = max(1, row_cells // max(self.n, 1))
-        self.sums = {name: np.zeros(groups) for name in EFFECTIVE_MEASURES}
+        self.sums = {name: np.zeros(groups) for name in effective_names()}
         self.live_rows = np.zeros(groups)
 
     def add(self, first: int, rows: np.ndarray) -> None:
@@ -71,20 +77,13 @@ class MeasureSums:
             self._add(t0, rows[:, t0 - first:t1 - first])
 
     def _add(self, t0: int, rows: np.ndarray) -> None:
-        t1 = t0 + rows.shape[1]
-        gap = np.abs(np.arange(t0, t1)[:, None] - np.arange(self.n)[None, :])
-        cells = {}
-        for name in ("prev_token_score", "induction_score"):
-            r, c = self.targets[name]  # in row-major order: this block's rows are one slice
-            lo, hi = np.searchsorted(r, t0), np.searchsorted(r, t1)
-            cells[name] = r[lo:hi] - t0, c[lo:hi]
+        w = {r.name: weights(r, t0, rows.shape[1], self.ids) for r in self.records}  # each group's rows read them
         for g in range(rows.shape[0]):
             p, live = normalised(rows[g])
             self.live_rows[g] += live.sum()
-            self.sums["distance"][g] += ((p * gap).sum(axis=-1) * live).sum()
             self.sums["decay_length"][g] += (decay_lengths(p, t0) * live).sum()
-            for name, (r, c) in cells.items():
-                self.sums[name][g] += p[r, c].sum()  # a dead row's P is 0: it adds nothing
+            for name, weight in w.items():  # a dead row's P is 0: it adds nothing
+                self.sums[name][g] += p[weight].sum() if weight.dtype == bool else (p * weight).sum()
 
     def finish(self) -> dict[str, np.ndarray]:
         """{measure: (G,) float64}, NaN for a group with no weight."""
@@ -94,8 +93,9 @@ class MeasureSums:
 
 
 def group_measures(matrix: np.ndarray, ids: np.ndarray, *, row_cells: int = ROW_CELLS) -> dict[str, np.ndarray]:
-    """Every measure of EFFECTIVE_MEASURES for each group of one layer: (G, n, n) signed matrix, the tokens' ids
-    (`row_measures.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight (`MeasureSums`)."""
+    """Every measure of the effective table (`effective_names`) for each group of one layer: (G, n, n) signed matrix,
+    the tokens' ids (`row_measures.token_keys`) -> {measure: (G,) float64}, NaN for a group with no weight
+    (`MeasureSums`)."""
     sums = MeasureSums(matrix.shape[0], ids, row_cells=row_cells)
     sums.add(0, matrix)
     return sums.finish()
@@ -104,7 +104,7 @@ def group_measures(matrix: np.ndarray, ids: np.ndarray, *, row_cells: int = ROW_
 def measures_frame(layer: int, label: str, values: dict[str, np.ndarray]) -> pd.DataFrame:
     """One layer's rows of `effective_measures`' table from its groups' measures."""
     groups = len(next(iter(values.values())))
-    return pd.DataFrame({"layer": layer, "kind": label, "group": np.arange(groups), **values})[MEASURE_COLUMNS]
+    return pd.DataFrame({"layer": layer, "kind": label, "group": np.arange(groups), **values})
 
 
 def effective_measures(effective) -> pd.DataFrame:
@@ -112,9 +112,9 @@ def effective_measures(effective) -> pd.DataFrame:
     layer order: layer (the model's number), kind (its label), group (a head, or a channel group where the
     layer's matrix is per channel and aggregated), and EFFECTIVE_MEASURES."""
     ids = token_keys(effective.token_ids, effective.tokens)
-    frames = []
+    frames, columns = [], ["layer", "kind", "group", *effective_names()]
     for la in sorted(effective.layers, key=lambda la: la.layer):
         sums = MeasureSums(la.shown_groups, ids)  # the aggregated channel groups where the layer is per channel
         feed(la, sums)
         frames.append(measures_frame(la.layer, la.label, sums.finish()))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=MEASURE_COLUMNS)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)

@@ -14,30 +14,30 @@ import torch
 
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
-from mha_viz.metrics.row_measures import ROW_SUMS, TextFacts, measures_from_sums
+from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 
 
 class _OnDevice:
-    """TextFacts' arrays as tensors on a device: ids, the previous token's, the columns [SEP]-like,
-    punctuation and ones (one product gives the three sums), the segments."""
+    """TextFacts' arrays as tensors on a device: ids, each match record's shifted ids, the columns of one product
+    (the table's key masks and ones: the masks' sums and the row's), the segments."""
 
     def __init__(self, facts: TextFacts, device) -> None:
-        self.n, self.causal, self.skip = facts.n, facts.causal, facts.skip
+        self.n, self.causal, self.skip, self.table = facts.n, facts.causal, facts.skip, facts.table
         self.ids = torch.from_numpy(facts.ids).to(device)
-        self.before = torch.from_numpy(facts.before).to(device)
-        self.columns = torch.stack([torch.from_numpy(facts.sep), torch.from_numpy(facts.punct),
-                                    torch.ones(facts.n)], 1).to(device)
+        self.matched = torch.from_numpy(facts.matched).to(device)  # (matches, n)
+        self.columns = torch.cat([torch.from_numpy(facts.masks).T, torch.ones(facts.n, 1)], 1).to(device)
+        self.masks = facts.masks.shape[0]  # columns 0 … masks − 1: the key masks; then ones
         self.segment = None if facts.seg is None else torch.from_numpy(facts.seg).to(device)
 
 
 class RowStats:
-    """`heads` heads' (H,) sums (ROW_SUMS) over the rows added so far; `finish` gives the measures."""
+    """`heads` heads' (H,) sums (the table's row_sums) over the rows added so far; `finish` gives the measures."""
 
     def __init__(self, facts: TextFacts, heads: int, device) -> None:
         self.facts, self.device = _OnDevice(facts, device), device
         self._buffers: list[torch.Tensor | None] = [None, None]
         zeros = lambda: torch.zeros(heads, dtype=torch.float64, device=device)  # noqa: E731
-        self.sums = {name: zeros() for name in ROW_SUMS}
+        self.sums = {name: zeros() for name in facts.table.row_sums}
         self.sums["in_segment"] = (torch.full((heads,), float("inf"), dtype=torch.float64, device=device)
                                    if facts.seg is not None else zeros())
 
@@ -70,33 +70,46 @@ class RowStats:
         s["norm_entropy"] += torch.where(wide, entropy / torch.log(seen.clamp_min(2)), 0.0).sum(-1)
         s["norm_rows"] += wide.sum()
         s["confidence"] += A.amax(-1).sum(-1, dtype=torch.float64)
-        # [SEP]-like keys, punctuation, the row's sum, and (causal) Σ_j A_ij (start − j) in one product
+        # the key masks, the row's sum, and (causal) Σ_j A_ij (start − j) in one product
         back = (start - cols).float()[:, None]  # (w, 1)
-        sums = A @ torch.cat([f.columns[key_start:key_start + w], back], 1)  # (H, b, 4)
-        if f.causal:  # Σ_j A_ij |i − j| = Σ_j A_ij (start − j) + (i − start) Σ_j A_ij, every term ≥ 0 but the last few
-            distance = sums[..., 3].double() + (rows - start).double() * sums[..., 2].double()
-        else:
-            distance = (A * (rows[:, None] - cols[None, :]).abs().float()).sum(-1).double()  # (H, b)
-        s["distance"] += distance.sum(-1)
-        for name, shift in (("self", 0), ("prev", -1), ("next", 1)):
-            s[name] += torch.diagonal(A, start - key_start + shift, 1, 2).sum(-1, dtype=torch.float64)
-        if key_start == 0:
-            s["first"] += A[:, :, 0].sum(-1, dtype=torch.float64)
-        sep_punct_total = sums.sum(1, dtype=torch.float64)
-        s["sep"] += sep_punct_total[:, 0]
-        s["punct"] += sep_punct_total[:, 1]
-        s["total"] += sep_punct_total[:, 2]
-        # the mass on keys holding the query's token (before it), and on keys after one (P[i, j+1]: tok_j = tok_i,
-        # j < i): each row of A times its row of the two masks (b, w, 2), one batched product over the rows
-        own = f.ids[start:start + b, None]
-        matches = torch.stack([(own == f.ids[None, key_start:key_start + w]) & (cols[None, :] < rows[:, None]),
-                               (own == f.before[None, key_start:key_start + w]) & (cols[None, :] <= rows[:, None])],
-                              -1).float()
-        scores = torch.bmm(A.transpose(0, 1), matches).sum(0, dtype=torch.float64)  # (b, H, 2) -> (H, 2)
-        s["duplicate_score"] += scores[:, 0]
-        s["induction_score"] += scores[:, 1]
-        self._beyond(A, start, key_start, rows, seen, valid, outside, sums[..., 2])
-        return sums[..., 2]
+        sums = A @ torch.cat([f.columns[key_start:key_start + w], back], 1)  # (H, b, masks + 2)
+        marked = sums.sum(1, dtype=torch.float64)  # (H, masks + 2)
+        s["total"] += marked[:, f.masks]
+        matches = self._matches(A, start, key_start, rows, cols)
+        for r in f.table:
+            if r.kind == "offset":
+                s[r.name] += torch.diagonal(A, start - key_start + r.param, 1, 2).sum(-1, dtype=torch.float64)
+            elif r.kind == "column":
+                if 0 <= r.param - key_start < w:
+                    s[r.name] += A[:, :, r.param - key_start].sum(-1, dtype=torch.float64)
+            elif r.kind == "keys":
+                s[r.name] += marked[:, f.table.key_masks.index(r)]
+            elif r.kind == "distance":
+                s[r.name] += self._distance(A, start, rows, cols, sums[..., f.masks:]).sum(-1)
+            else:  # "match"
+                s[r.name] += matches[:, f.table.matches.index(r.param)]
+        self._beyond(A, start, key_start, rows, seen, valid, outside, sums[..., f.masks])
+        return sums[..., f.masks]
+
+    def _distance(self, A: torch.Tensor, start: int, rows: torch.Tensor, cols: torch.Tensor,
+                  product: torch.Tensor) -> torch.Tensor:
+        """(H, b) float64: Σ_j A_ij |i − j| of each row; product (H, b, 2): each row's sum and Σ_j A_ij (start − j)."""
+        if self.facts.causal:  # Σ_j A_ij |i − j| = Σ_j A_ij (start − j) + (i − start) Σ_j A_ij
+            return product[..., 1].double() + (rows - start).double() * product[..., 0].double()
+        return (A * (rows[:, None] - cols[None, :]).abs().float()).sum(-1).double()
+
+    def _matches(self, A: torch.Tensor, start: int, key_start: int, rows: torch.Tensor, cols: torch.Tensor
+                 ) -> torch.Tensor:
+        """(H, matches) float64: each match record's mass, on the keys j whose id m before (ids[j − m]) is the
+        query's own and j − m < i: each row of A times its row of the masks (b, w, matches), one batched product."""
+        f = self.facts
+        if not f.table.matches:
+            return torch.zeros((A.shape[0], 0), dtype=torch.float64, device=A.device)
+        w = A.shape[2]
+        own = f.ids[start:start + A.shape[1], None]
+        masks = torch.stack([(own == f.matched[k, None, key_start:key_start + w]) & (cols[None, :] - m < rows[:, None])
+                             for k, m in enumerate(f.table.matches)], -1).float()
+        return torch.bmm(A.transpose(0, 1), masks).sum(0, dtype=torch.float64)  # (b, H, matches) -> (H, matches)
 
     def _beyond(self, A: torch.Tensor, start: int, key_start: int, rows: torch.Tensor, seen: torch.Tensor,
                 valid: torch.Tensor | None, outside: int, mass: torch.Tensor) -> None:
@@ -127,21 +140,23 @@ class RowStats:
                                                 torch.zeros((), dtype=torch.float64, device=A.device)).sum(-1)
         s["beyond_norm_rows"] += wide.sum(-1)
         s["beyond_rows"] += kept.sum(-1)
-        for name, shift in (("beyond_self", 0), ("beyond_prev", -1), ("beyond_next", 1)):
-            c = rows + shift - key_start  # (b,) the key's place in the block
-            ok = (c >= 0) & (c < A.shape[2]) & (rows + shift >= skip) & (rows + shift < f.n)
+        marks = (after @ f.columns[key_start + c0:key_start + A.shape[2], :f.masks]) * inv[..., None]  # (H, b, masks)
+        for r in f.table.beyond:
+            if r.kind == "keys":
+                s[f"beyond_{r.name}"] += marks[..., f.table.key_masks.index(r)].sum(-1, dtype=torch.float64)
+                continue
+            c = rows + r.param - key_start  # (b,) the key's place in the block
+            ok = (c >= 0) & (c < A.shape[2]) & (rows + r.param >= skip) & (rows + r.param < f.n)
             at = A.gather(2, c.clamp(0, A.shape[2] - 1).expand(A.shape[0], -1)[..., None])[..., 0]  # (H, b)
-            s[name] += (at * inv * ok).sum(-1, dtype=torch.float64)
-        marks = (after @ f.columns[key_start + c0:key_start + A.shape[2], :2]) * inv[..., None]  # (H, b, 2)
-        s["beyond_sep"] += marks[..., 0].sum(-1, dtype=torch.float64)
-        s["beyond_punct"] += marks[..., 1].sum(-1, dtype=torch.float64)
+            s[f"beyond_{r.name}"] += (at * inv * ok).sum(-1, dtype=torch.float64)
         if f.segment is not None:
             same = (f.segment[rows, None] == f.segment[None, key_start + c0:key_start + A.shape[2]]).float()
             own = torch.where(kept, (after * same).sum(-1) * inv, torch.full((), float("inf"), device=A.device))
             s["in_segment"] = torch.minimum(s["in_segment"], own.amin(-1).double())
 
     def finish(self) -> dict[str, np.ndarray]:
-        """(H,) float64 arrays under STAT_NAMES (`row_measures.measures_from_sums`)."""
-        return measures_from_sums({name: v.cpu().numpy() for name, v in self.sums.items()}, self.facts.n)
+        """(H,) float64 arrays under the table's stat_names (`row_measures.measures_from_sums`)."""
+        return measures_from_sums({name: v.cpu().numpy() for name, v in self.sums.items()}, self.facts.n,
+                                  self.facts.table)
 
 

@@ -94,7 +94,7 @@ class _Layer:
             sums, cells = self.sums.finish()
             keys, weights, rest = self.out
             check.see(torch.from_numpy(weights.sum(-1) + rest)[..., None], where)  # each row's sum
-            return measures_from_sums(sums, self.sums.n), cells
+            return measures_from_sums(sums, self.sums.n, self.sums.table), cells
         for mine, theirs in zip((self.top.keys, self.top.weights, self.top.rest), self.out):
             theirs[...] = mine.cpu().numpy()
         return self.stats.finish(), self.thumbs.cells.cpu().numpy()

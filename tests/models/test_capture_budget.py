@@ -13,6 +13,7 @@ import torch
 import mha_viz
 from mha_viz import corpus, settings
 from mha_viz.budget import memory
+from mha_viz.capture.grown_rows import recorded_bytes
 from tests.helpers import ROOT, capture_budget_of
 
 BUDGET = 1000  # bytes: less than any of these inputs holds
@@ -58,11 +59,12 @@ def test_an_analysis_says_it_in_the_same_words(tiny_gpt2, tight):
 
 
 def test_a_generation_is_refused_in_the_same_words(tiny_gpt2, tight, monkeypatch):
-    n = mha_viz.tokenize(tiny_gpt2, TEXT).n + 8
-    need = 4 * tiny_gpt2.num_layers * tiny_gpt2.num_heads * n * n
+    prompt = mha_viz.tokenize(tiny_gpt2, TEXT).n
+    # every head's array would not fit: the generation goes long, and its new tokens' rows do not fit either
+    need = recorded_bytes(tiny_gpt2.num_layers, tiny_gpt2.num_heads, prompt, 8)
     said = _refused(lambda: mha_viz.generate(tiny_gpt2, TEXT, max_new_tokens=8), tiny_gpt2.hf_model, "forward",
                     monkeypatch)
-    assert f"over {n} tokens would hold {_over(need)}: ask for fewer tokens." in said
+    assert f"row of 8 new tokens after a {prompt}-token prompt would hold {_over(need)}: " in said
 
 
 def test_an_encoder_decoder_capture_is_refused_in_the_same_words(t5, tight, monkeypatch):

@@ -71,9 +71,9 @@ def test_a_cross_column_named_like_a_head_table_column_is_that_measure():
     the head table does not have."""
     run, _ = random_run(L=2, H=3, n=8, tokens=lambda rng, n: [f"w{i}" for i in range(n)])
     table = metrics.head_table(run)
-    cross = cross_metrics.cross_stats(run.attentions)
+    cross = cross_metrics.cross_stats(run.attentions, run.special_mask, run.tokens)
     shared = [c for c in cross_metrics.COLUMNS if c in metrics.METRICS]
-    assert shared == ["entropy", "norm_entropy", "confidence", "first"]
+    assert shared == ["entropy", "norm_entropy", "confidence", "first", "sep", "punct"]  # the row table's on keys
     for column in shared:
         np.testing.assert_allclose(cross[column].ravel(), table[column].to_numpy(), rtol=1e-5, err_msg=column)
     assert set(cross_metrics.COLUMNS) - set(shared) == {"special", "alignment"}

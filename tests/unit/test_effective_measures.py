@@ -19,7 +19,8 @@ def _loop(matrix: np.ndarray, ids: np.ndarray) -> dict[str, list[float]]:
     out = {name: [] for name in EFFECTIVE_MEASURES}
     n = matrix.shape[-1]
     for a in matrix:
-        dist, decay, prev, ind, live = [], [], 0.0, 0.0, 0
+        dist, decay, live = [], [], 0
+        at = dict.fromkeys(("self", "prev", "next", "first", "duplicate_score", "induction_score"), 0.0)
         for t in range(n):
             w = np.abs(a[t]).astype(np.float64)
             if w.sum() == 0:
@@ -31,13 +32,17 @@ def _loop(matrix: np.ndarray, ids: np.ndarray) -> dict[str, list[float]]:
             while sum(p[s] for s in range(n) if abs(t - s) <= d) < 1 - math.exp(-1) - 1e-9:
                 d += 1
             decay.append(d)
-            if t >= 1:
-                prev += p[t - 1]
-            ind += sum(p[j + 1] for j in range(t) if ids[j] == ids[t] and j + 1 < n)
+            at["self"] += p[t]
+            at["prev"] += p[t - 1] if t >= 1 else 0.0
+            at["next"] += p[t + 1] if t + 1 < n else 0.0
+            at["first"] += p[0]
+            at["duplicate_score"] += sum(p[j] for j in range(t) if ids[j] == ids[t])
+            at["induction_score"] += sum(p[j + 1] for j in range(t) if ids[j] == ids[t] and j + 1 < n)
         out["distance"].append(np.mean(dist) if live else np.nan)
         out["decay_length"].append(np.mean(decay) if live else np.nan)
-        out["prev_token_score"].append(prev / live if live else np.nan)
-        out["induction_score"].append(ind / live if live else np.nan)
+        for name, total in at.items():
+            out[name].append(total / live if live else np.nan)
+        out["prev_token_score"].append(at["prev"] / live if live else np.nan)
     return out
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from mha_viz import AttentionRun, metrics
-from mha_viz.metrics import measures
+from mha_viz.metrics import measures, row_table
 from mha_viz.metrics.cross_attention import cross_stats
 from mha_viz.metrics.head_stats import pattern_stats
 from mha_viz.metrics.row_kernels import BlockSums
@@ -65,7 +65,9 @@ def test_the_compiled_pass_writes_every_sum_it_names():
     ids = np.array([5, 1, 2, 7, 1, 2, 3, 7])
     sep, punct = np.zeros(8, np.float32), np.zeros(8, np.float32)
     sep[[3, 7]] = 1.0
-    facts = TextFacts(8, False, 1, ids, np.concatenate([[-1], ids[:-1]]), sep, punct, np.array([0] * 4 + [1] * 4))
+    before = np.concatenate([[-1], ids[:-1]])  # the duplicate's and the induction's ids (match records 0 and 1)
+    facts = TextFacts(8, False, 1, ids, np.stack([sep, punct]), np.stack([ids, before]), np.array([0] * 4 + [1] * 4),
+                      row_table.TABLE)
     reducer = BlockSums(4, facts)
     reducer.add(att, 0, 0)
     sums = reducer.finish()[0]

@@ -17,12 +17,13 @@ import json, sys
 import numpy as np
 from mha_viz import AttentionRun
 from mha_viz.capture import pool_kernel
-from mha_viz.metrics import head_table, row_kernels
+from mha_viz.metrics import head_table, row_loop
+from mha_viz.metrics.row_table import TABLE
 from mha_viz.ui.shell import preload
 from mha_viz.views import detail
 
 def variants():
-    return {"rows": len(row_kernels._rows.signatures), "pool": len(pool_kernel._pool_columns.signatures)}
+    return {"rows": len(row_loop.loop(TABLE).signatures), "pool": len(pool_kernel._pool_columns.signatures)}
 
 preload._compiled()
 after_preload = variants()

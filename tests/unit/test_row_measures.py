@@ -52,8 +52,8 @@ def reference(A: np.ndarray, facts: TextFacts) -> dict[str, float]:
         for name, j in (("self", i), ("prev", i - 1), ("next", i + 1)):
             rows[name].append(A[i, j] if 0 <= j < n else 0.0)
         rows["first"].append(A[i, 0])
-        rows["sep"].append((A[i] * facts.sep).sum())
-        rows["punct"].append((A[i] * facts.punct).sum())
+        rows["sep"].append((A[i] * facts.mask("sep")).sum())
+        rows["punct"].append((A[i] * facts.mask("punct")).sum())
         total = A[i].sum()
         rows["sink"].append((A[i, 0] if skip else 0.0) + (max(1 - total, 0.0) if total > 0 else 0.0))
         mass = a[skip:].sum()
@@ -64,8 +64,8 @@ def reference(A: np.ndarray, facts: TextFacts) -> dict[str, float]:
             kept["norm"].append(_entropy(b, k - skip) / np.log(k - skip))
         for name, j in (("self", i), ("prev", i - 1), ("next", i + 1)):
             kept[name].append(b[j - skip] if skip <= j < k else 0.0)
-        kept["sep"].append((b * facts.sep[skip:k]).sum())
-        kept["punct"].append((b * facts.punct[skip:k]).sum())
+        kept["sep"].append((b * facts.mask("sep")[skip:k]).sum())
+        kept["punct"].append((b * facts.mask("punct")[skip:k]).sum())
         if facts.seg is not None:
             kept["own"].append(b[facts.seg[skip:k] == facts.seg[i]].sum())
     out = {"entropy": np.mean(rows["entropy"]), "norm_entropy": np.mean(rows["norm"]) if rows["norm"] else np.nan,

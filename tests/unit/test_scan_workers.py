@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from mha_viz.metrics import row_table
 from mha_viz.metrics.row_kernels import BlockSums
 from mha_viz.metrics.row_measures import TextFacts
 from mha_viz.scan.run import reduce_blocks
@@ -30,7 +31,8 @@ def _sums(threads: int) -> BlockSums:
     rng = np.random.default_rng(1)
     ids = rng.integers(0, 5, N)
     before = np.concatenate([[-1], ids[:-1]])
-    facts = TextFacts(N, True, 1, ids, before, (ids == 0).astype(np.float32), (ids == 1).astype(np.float32), None)
+    masks = np.stack([ids == 0, ids == 1]).astype(np.float32)  # the sep and punct records' keys
+    facts = TextFacts(N, True, 1, ids, masks, np.stack([ids, before]), None, row_table.TABLE)
     return BlockSums(H, facts, top_k=4, min_weight=0.01, thumb=12, threads=threads)
 
 
