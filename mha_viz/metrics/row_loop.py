@@ -2,20 +2,13 @@
 loop of `row_kernels` with each record's sums put in its place, one line a record, so that the table's measures
 are summed in the same pass over a row as the entropy (measured as fast as the loop written by hand; a loop over
 the records inside it would not vectorise). The text is written once per table into the compiled loops' cache
-folder (`compiled.cache_folder`), where Numba keeps what it compiles from it, and imported from there.
+folder and imported from there (`written`), where Numba keeps what it compiles from it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import sys
-import tempfile
-import threading
-from pathlib import Path
-
-from mha_viz.compiled import cache_folder
 from mha_viz.metrics.row_table import RowTable
+from mha_viz.metrics.written import imported
 
 TEMPLATE = r'''# The loop written from a row table by `mha_viz.metrics.row_loop` (do not edit: it is written
 # again when the table changes). The columns of the sums: the built-in ones first, then each record's, then
@@ -191,7 +184,6 @@ def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, skip, ids, seg, keep, 
 '''
 
 _loops: dict[tuple, object] = {}
-_lock = threading.Lock()
 
 
 def source(table: RowTable) -> str:
@@ -249,23 +241,6 @@ def loop(table: RowTable):
     """The compiled `_rows` for `table`: written, imported and kept once per table (and per process)."""
     key = table.key()
     found = _loops.get(key)
-    if found is not None:
-        return found
-    with _lock:
-        if key in _loops:
-            return _loops[key]
-        text = source(table)
-        name = "row_loop_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        folder = cache_folder() or Path(tempfile.mkdtemp(prefix="mha-viz-loops-"))
-        path = folder / "loops" / f"{name}.py"
-        if not path.exists() or path.read_text() != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            part = path.with_suffix(f".{threading.get_ident()}.tmp")
-            part.write_text(text)
-            part.replace(path)  # whole or not at all, for another process writing it too
-        spec = importlib.util.spec_from_file_location(f"mha_viz_loops.{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        _loops[key] = module._rows
-        return module._rows
+    if found is None:
+        found = _loops[key] = imported(source(table), "row_loop")._rows
+    return found
