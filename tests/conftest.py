@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import os
 import random
+import shutil
 from pathlib import Path
 
 # Before torch loads its OpenMP runtime (read once, at load; inherited by the servers and command lines the
@@ -16,6 +17,10 @@ from pathlib import Path
 # the idle threads took the cores from the busy ones (a MiniLM forward 2 to 10 times slower on 2 loaded cores).
 # The thread counts, and so every code path that reads them, stay as they were.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Without a GPU, Triton's kernels run under its interpreter on CPU tensors (tests/models/test_row_triton.py): it must
+# be on before Triton is first imported (its library's own functions are made then), which torch may do.
+if shutil.which("nvidia-smi") is None:  # no NVIDIA driver: no GPU to compile for
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import numpy as np  # noqa: E402 - after the OpenMP setting above
 import pytest  # noqa: E402

@@ -1,0 +1,270 @@
+"""The row measures inside the attention kernel (issue 87, section 2): a Triton kernel, written from the row table
+(`row_table`) as the compiled loop is (`row_loop`), that computes one layer's attention from its queries, keys and
+values in tiles of keys and, beside each head's output, every row's log-sum-exp and its share of every measure of
+the table: no head's n × n is ever written. Two passes over the key tiles of each (head, block of query rows): the
+first finds the row's log-sum-exp, the second its probabilities, the output P·V and the row's sums. `rows_of`
+launches them; `sums_of` adds the rows up as the other backends do (`row_stats.RowStats`, `row_kernels.BlockSums`),
+and `row_measures.measures_from_sums` makes the measures.
+
+Masks and scores: causal or bidirectional, a sliding window (the `window` keys up to the row), chunks (a row sees
+the keys of its own chunk, Llama 4's chunked attention), learned sinks (one logit a head in the softmax that is no
+key: GPT-OSS), soft-capping (cap · tanh(score / cap): Gemma 2), grouped-query heads (query head h reads KV head
+h // (H / G)) and padding (keys marked invalid). Not yet here: the rows' kept keys and the thumbnails' cells (the
+compiled pass keeps them), the GPU launch in a run (`scan`): on a CPU, TRITON_INTERPRET=1 runs the kernel on CPU
+tensors, which is how the tests prove it against the dense reference.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import torch
+
+from mha_viz.capture.sinks import EMPTY_BELOW
+from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
+from mha_viz.metrics.row_measures import TextFacts
+from mha_viz.metrics.row_table import RowTable
+from mha_viz.metrics.written import imported
+
+# the columns of a row's sums the kernel writes before the records': its smoothed entropy, its largest probability,
+# its total, the first key's probability, the smoothed entropy beyond the sink (unnormalised rows: B = A / beyond),
+# the mass beyond the sink inside the row's own segment; then each record's sum, then each beyond record's (over the
+# keys after the sink, not yet divided by the mass there)
+BUILT_IN = ("entropy", "confidence", "total", "first_key", "beyond_entropy", "in_segment")
+
+TEMPLATE = r'''# The kernel written from a row table by `mha_viz.metrics.row_triton` (do not edit: it is written again
+# when the table changes).
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL: tl.constexpr):
+    k = tl.load(K + kv * s_kh + cols[:, None] * s_kn + dk[None, :], mask=cols[:, None] < n, other=0.0)
+    s = tl.dot(q, tl.trans(k)) * scale
+    if softcap > 0:
+        s = softcap * (2.0 / (1.0 + tl.exp(-2.0 * s / softcap)) - 1.0)  # cap · tanh(s / cap)
+    ok = (cols[None, :] < n) & (tl.load(VALID + cols, mask=cols < n, other=0)[None, :] > 0)
+    if CAUSAL:
+        ok = ok & (cols[None, :] <= rows[:, None])
+    if window > 0:
+        ok = ok & (cols[None, :] > rows[:, None] - window)
+    if chunk > 0:
+        ok = ok & (cols[None, :] // chunk == rows[:, None] // chunk)
+    return tl.where(ok, s, float("-inf"))
+
+
+@triton.jit
+def _lse(Q, K, SINK, VALID, LSE, n, group, scale, softcap, window, chunk, s_qh, s_qn, s_kh, s_kn,
+         CAUSAL: tl.constexpr, HAS_SINK: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, BM: tl.constexpr,
+         BN: tl.constexpr):
+    block, h = tl.program_id(0), tl.program_id(1)
+    kv = h // group
+    rows = block * BM + tl.arange(0, BM)
+    dk = tl.arange(0, DP)
+    dk = tl.where(dk < D, dk, 0)
+    q = tl.load(Q + h * s_qh + rows[:, None] * s_qn + dk[None, :],
+                mask=(rows[:, None] < n) & (tl.arange(0, DP)[None, :] < D), other=0.0)
+    m = tl.full([BM], float("-inf"), tl.float32)
+    l = tl.zeros([BM], tl.float32)
+    for start in range(0, n, BN):
+        cols = start + tl.arange(0, BN)
+        s = _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
+        top = tl.maximum(m, tl.max(s, 1))
+        safe = tl.where(top == float("-inf"), 0.0, top)
+        l = l * tl.exp(m - safe) + tl.sum(tl.exp(s - safe[:, None]), 1)
+        m = top
+    if HAS_SINK:
+        sink = tl.load(SINK + h)
+        top = tl.maximum(m, sink)
+        l = l * tl.exp(m - top) + tl.exp(sink - top)
+        m = top
+    tl.store(LSE + h * n + rows, m + tl.log(l), mask=rows < n)
+
+
+@triton.jit
+def _rows(Q, K, V, SINK, VALID, LSE, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group, scale, softcap, window, chunk,
+          skip, eps, s_qh, s_qn, s_kh, s_kn, s_vh, s_vn, s_oh, s_on, CAUSAL: tl.constexpr, HAS_SINK: tl.constexpr,
+          HAS_SEG: tl.constexpr,
+          D: tl.constexpr, DP: tl.constexpr, DV: tl.constexpr, DVP: tl.constexpr, BM: tl.constexpr,
+          BN: tl.constexpr, NR: tl.constexpr):
+    block, h = tl.program_id(0), tl.program_id(1)
+    kv = h // group
+    rows = block * BM + tl.arange(0, BM)
+    live = rows < n
+    dk = tl.arange(0, DP)
+    dk = tl.where(dk < D, dk, 0)
+    dv = tl.arange(0, DVP)
+    q = tl.load(Q + h * s_qh + rows[:, None] * s_qn + dk[None, :],
+                mask=live[:, None] & (tl.arange(0, DP)[None, :] < D), other=0.0)
+    lse = tl.load(LSE + h * n + rows, mask=live, other=0.0)
+    own = tl.load(IDS + rows, mask=live, other=-2)
+    seg = tl.load(SEG + rows, mask=live, other=-2)
+    seen = tl.zeros([BM], tl.int32) + n  # k_i: the keys row i may see, for the smoothing (as the other backends)
+    if CAUSAL:
+        seen = tl.minimum(rows + 1, n)
+    floor = eps / seen.to(tl.float32)
+    kb = seen - skip  # keys after the sink row i may see
+    floor_b = eps / tl.where(kb > 0, kb, 1).to(tl.float32)
+    # the first key's probability, and so the mass beyond the sink, before the tiles
+    first = tl.arange(0, BN)
+    s0 = _scores(q, K, kv, rows, first, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
+    p0 = tl.sum(tl.where(first[None, :] == 0, tl.exp(s0 - lse[:, None]), 0.0), 1)
+    if HAS_SINK:  # the row's mass: what the learned sink leaves
+        mass = 1.0 - tl.exp(tl.load(SINK + h) - lse)
+    else:
+        mass = tl.where(lse == float("-inf"), 0.0, 1.0)
+    inv_b = 1.0 / tl.maximum(mass - tl.where(skip > 0, p0, 0.0), 1e-30)  # 1 / the mass after the sink
+    bent = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, DVP], tl.float32)
+    ent = tl.zeros([BM], tl.float32)
+    conf = tl.zeros([BM], tl.float32)
+    total = tl.zeros([BM], tl.float32)
+    inseg = tl.zeros([BM], tl.float32)
+@INIT@
+    for start in range(0, n, BN):
+        cols = start + tl.arange(0, BN)
+        s = _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
+        p = tl.exp(s - lse[:, None])
+        p = tl.where(s == float("-inf"), 0.0, p)
+        v = tl.load(V + kv * s_vh + cols[:, None] * s_vn + tl.where(dv < DV, dv, 0)[None, :],
+                    mask=(cols[:, None] < n) & (dv[None, :] < DV), other=0.0)
+        acc += tl.dot(p, v)
+        inside = cols[None, :] < seen[:, None]  # the keys row i may see: the smoothing's
+        x = tl.maximum((1.0 - eps) * p + floor[:, None], 1e-30)
+        ent += tl.sum(tl.where(inside, -x * tl.log(x), 0.0), 1)
+        conf = tl.maximum(conf, tl.max(p, 1))
+        total += tl.sum(p, 1)
+        after = inside & (cols[None, :] >= skip)
+@PER_TILE@
+    tl.store(O + h * s_oh + rows[:, None] * s_on + dv[None, :], acc, mask=live[:, None] & (dv[None, :] < DV))
+    base = ROWS + (h * n + rows) * NR
+    tl.store(base + 0, ent, mask=live)
+    tl.store(base + 1, conf, mask=live)
+    tl.store(base + 2, total, mask=live)
+    tl.store(base + 3, p0, mask=live)
+@STORE@
+'''
+
+
+def source(table: RowTable) -> str:
+    """The kernel's text for `table`: each record's tile expression w (BM × BN) and its sums, in the second pass."""
+    masks = [r.name for r in table.key_masks]
+    weight = {
+        "offset": "(cols[None, :] == rows[:, None] + ({p})).to(tl.float32)",
+        "column": "(cols[None, :] == {p}).to(tl.float32)",
+        "keys": "tl.load(MASKS + {mask} * n + cols, mask=cols < n, other=0.0)[None, :]",
+        "distance": "tl.abs(rows[:, None] - cols[None, :]).to(tl.float32)",
+        "match": "((tl.load(MATCHED + {match} * n + cols, mask=cols < n, other=-1)[None, :] == own[:, None])"
+                 " & (cols[None, :] - {p} < rows[:, None])).to(tl.float32)",
+    }
+    init = []
+    tile = []
+    store = []
+    column = len(BUILT_IN)
+    for k, r in enumerate(table.records):
+        w = weight[r.kind].format(p=r.param, mask=masks.index(r.name) if r.kind == "keys" else 0,
+                                  match=table.matches.index(r.param) if r.kind == "match" else 0)
+        init.append(f"    r{k} = tl.zeros([BM], tl.float32)")
+        tile += [f"        w{k} = {w}", f"        r{k} += tl.sum(p * w{k}, 1)"]
+        store.append(f"    tl.store(base + {column}, r{k}, mask=live)")
+        column += 1
+    for k, r in enumerate(table.beyond):
+        index = table.records.index(r)
+        init.append(f"    b{k} = tl.zeros([BM], tl.float32)")
+        tile.append(f"        b{k} += tl.sum(tl.where(after, p * w{index}, 0.0), 1)")
+        store.append(f"    tl.store(base + {column}, b{k}, mask=live)")
+        column += 1
+    # the smoothed entropy beyond the sink: B = A / (the row's mass after the sink), over its kb keys
+    tile += ["        xb = tl.maximum((1.0 - eps) * p * inv_b[:, None] + floor_b[:, None], 1e-30)",
+             "        bent += tl.sum(tl.where(after, -xb * tl.log(xb), 0.0), 1)",
+             "        if HAS_SEG:",
+             "            same = tl.load(SEG + cols, mask=cols < n, other=-3)[None, :] == seg[:, None]",
+             "            inseg += tl.sum(tl.where(after & same, p, 0.0), 1)"]
+    store += ["    tl.store(base + 4, bent, mask=live)", "    tl.store(base + 5, inseg, mask=live)"]
+    text = TEMPLATE
+    for mark, lines in (("@INIT@", init), ("@PER_TILE@", tile), ("@STORE@", store)):
+        text = text.replace(mark, "\n".join(lines))
+    return text
+
+
+def kernels(table: RowTable):
+    """(the first pass, the second) for `table`, written and imported once a table and process: compiled for the GPU,
+    or with TRITON_INTERPRET=1 (set before Triton is first imported: its own library's functions are made then)
+    run by Triton's interpreter on CPU tensors."""
+    module = imported(source(table), "row_triton")
+    return module._lse, module._rows
+
+
+def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts, *, scale: float | None = None,
+            softcap: float = 0.0, window: int = 0, chunk: int = 0, sinks: torch.Tensor | None = None,
+            valid: torch.Tensor | None = None, block_rows: int = 16, block_keys: int = 16
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One layer: q (H, n, d), k (G, n, d), v (G, n, d_v) float32 on one device -> (the output (H, n, d_v), each
+    row's log-sum-exp (H, n), each row's sums (H, n, columns): BUILT_IN, each record's, each beyond record's).
+    sinks: (H,) learned sink logits; valid: (n,) the keys that are not padding (default all)."""
+    import triton  # here: the package is the GPU's (and the tests' interpreter's); the app imports this file only there
+
+    H, n, d = q.shape
+    G, dv = k.shape[0], v.shape[-1]
+    table = facts.table
+    dev = q.device
+    if dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("The kernel runs on CPU tensors under Triton's interpreter only: set TRITON_INTERPRET=1 "
+                           "before Python starts (the tests do).")
+    first, second = kernels(table)
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    valid = torch.ones(n, dtype=torch.int32, device=dev) if valid is None else valid.to(dev, torch.int32)
+    lse = torch.empty((H, n), dtype=torch.float32, device=dev)
+    out = torch.empty((H, n, dv), dtype=torch.float32, device=dev)
+    columns = len(BUILT_IN) + len(table.records) + len(table.beyond)
+    rows = torch.zeros((H, n, columns), dtype=torch.float32, device=dev)
+    ids = torch.as_tensor(facts.ids, dtype=torch.int32, device=dev)
+    seg = torch.as_tensor(facts.seg if facts.seg is not None else np.zeros(n), dtype=torch.int32, device=dev)
+    masks = torch.as_tensor(facts.masks, dtype=torch.float32, device=dev).reshape(-1).contiguous()
+    matched = torch.as_tensor(facts.matched, dtype=torch.int32, device=dev).reshape(-1).contiguous()
+    q, k, v = (x.to(torch.float32).contiguous() for x in (q, k, v))  # half precision read in float32
+    sink = sinks.to(dev, torch.float32) if sinks is not None else lse  # any tensor when there is none
+    grid = (triton.cdiv(n, block_rows), H)
+    dp, dvp = max(16, triton.next_power_of_2(d)), max(16, triton.next_power_of_2(dv))  # tl.dot's least
+    common = dict(CAUSAL=facts.causal, D=d, DP=dp, BM=block_rows, BN=block_keys)
+    first[grid](q, k, sink, valid, lse, n, H // G, scale, float(softcap), int(window), int(chunk), q.stride(0),
+                q.stride(1), k.stride(0), k.stride(1), HAS_SINK=sinks is not None, **common)
+
+    second[grid](q, k, v, sink, valid, lse, out, rows, ids, seg, masks, matched, n, H // G, scale, float(softcap),
+                 int(window), int(chunk), facts.skip, ENTROPY_SMOOTHING, q.stride(0), q.stride(1), k.stride(0),
+                 k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1), HAS_SINK=sinks is not None,
+                 HAS_SEG=facts.seg is not None, DV=dv, DVP=dvp, NR=columns, **common)
+    return out, lse, rows
+
+
+def sums_of(rows: torch.Tensor, facts: TextFacts) -> dict[str, np.ndarray]:
+    """The table's row_sums (H,) float64 from the kernel's rows (H, n, columns), as the other backends add them."""
+    table, n, skip = facts.table, facts.n, facts.skip
+    r = rows.double().cpu().numpy()
+    i = np.arange(n)
+    seen = (i + 1) if facts.causal else np.full(n, n)
+    ent, conf, total, p0, bent, inseg = (r[..., k] for k in range(len(BUILT_IN)))
+    wide = seen > 1
+    sums = {"entropy": ent.sum(-1), "norm_entropy": np.where(wide, ent / np.log(np.maximum(seen, 2)), 0).sum(-1),
+            "norm_rows": np.full(r.shape[0], float(wide.sum())), "confidence": conf.sum(-1), "total": total.sum(-1)}
+    for k, rec in enumerate(table.records):
+        sums[rec.name] = r[..., len(BUILT_IN) + k].sum(-1)
+    lost = np.where(total > 0, np.maximum(1 - total, 0), 0)
+    sums["sink"] = (p0 * (skip > 0) + lost).sum(-1)
+    beyond = total - p0 * (skip > 0)
+    kb = seen - skip
+    kept = (beyond >= EMPTY_BELOW) & (i >= skip) & (kb >= CHOICE_KEYS)
+    inv = np.where(kept, 1 / np.where(kept, beyond, 1), 0)
+    wide_b = kept & (kb > 1)
+    sums["beyond_norm_entropy"] = np.where(wide_b, bent / np.log(np.maximum(kb, 2)), 0).sum(-1)
+    sums["beyond_norm_rows"] = wide_b.sum(-1).astype(float)
+    sums["beyond_rows"] = kept.sum(-1).astype(float)
+    start = len(BUILT_IN) + len(table.records)
+    for k, rec in enumerate(table.beyond):
+        sums[f"beyond_{rec.name}"] = (r[..., start + k] * inv).sum(-1)
+    sums["in_segment"] = (np.where(kept, inseg * inv, np.inf).min(-1) if facts.seg is not None
+                          else np.zeros(r.shape[0]))
+    return {name: sums[name] for name in table.row_sums}

@@ -1,0 +1,125 @@
+"""The row measures inside the attention kernel (`mha_viz.metrics.row_triton`, issue 87), compiled on a GPU, else run
+by Triton's interpreter on CPU tensors (tests/conftest.py turns it on): for each mask and score kind our MHA covers
+(causal, bidirectional, a sliding window, chunks, learned sinks, soft-capping, grouped-query heads, padding, a
+two-segment encoder input) the kernel's output, each row's log-sum-exp and every measure of the row table equal a
+dense computation written here in float64 (softmax of the masked scores, the sink's logit in the denominator) read by
+the tensors' backend (`row_stats.RowStats`); bfloat16 inputs are read in float32; a record added to the table is in
+the kernel's measures too; and the kernel's text with its causal mask dropped fails. Under the interpreter a call
+takes a few seconds, so the texts are short."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from mha_viz.metrics import row_triton
+from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
+from mha_viz.metrics.row_stats import RowStats
+from mha_viz.metrics.row_table import RECORDS, RowMeasure, RowTable
+
+pytestmark = pytest.mark.model
+
+H, G, N, D, DV = 4, 2, 29, 8, 6  # two query heads on each KV head
+
+
+def _dense(q, k, v, causal, *, softcap=0.0, window=0, chunk=0, sinks=None, valid=None):
+    """(P (H, n, n), P·V, each row's log-sum-exp) in float64, as an eager attention computes them."""
+    h, n, d = q.shape
+    kk = k.double().repeat_interleave(h // k.shape[0], 0)
+    vv = v.double().repeat_interleave(h // v.shape[0], 0)
+    s = q.double() @ kk.transpose(1, 2) / math.sqrt(d)
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    ok = torch.ones(n, n, dtype=torch.bool)
+    if causal:
+        ok &= j <= i
+    if window:
+        ok &= j > i - window
+    if chunk:
+        ok &= j // chunk == i // chunk
+    if valid is not None:
+        ok &= valid.bool()[None, :]
+    s = s.masked_fill(~ok, float("-inf"))
+    if sinks is not None:  # one more logit a head, no key's
+        s = torch.cat([s, sinks.double()[:, None, None].expand(h, n, 1)], -1)
+    p = torch.softmax(s, -1)[..., :n]
+    return p, p @ vv, torch.logsumexp(s, -1)
+
+
+def _inputs(seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=g).to(dtype) for shape in ((H, N, D), (G, N, D), (G, N, DV))]
+
+
+def _facts(causal, *, two=False, table=None):
+    tokens = ["[CLS]"] + [f"w{t % 5}" for t in range(N - 2)] + ["."]
+    special = [True] + [False] * (N - 1)
+    if two:  # [CLS] a [SEP] b [SEP]: two segments
+        special[N // 2], special[-1], tokens[N // 2], tokens[-1] = True, True, "[SEP]", "[SEP]"
+    ids = [1] + [10 + t % 5 for t in range(N - 2)] + [3]
+    return TextFacts.of(tokens, ids, special, causal=causal, table=table)
+
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # compiled for a GPU, else Triton's interpreter
+
+
+def _check(q, k, v, facts, *, atol=2e-5, **kinds):
+    on = {name: x.to(DEVICE) if isinstance(x, torch.Tensor) else x for name, x in kinds.items()}
+    out, lse, rows = row_triton.rows_of(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), facts, **on)
+    out, lse = out.cpu(), lse.cpu()
+    got = measures_from_sums(row_triton.sums_of(rows, facts), facts.n, facts.table)
+    p, o, sums_lse = _dense(q, k, v, facts.causal, **kinds)
+    reference = RowStats(facts, H, "cpu")
+    reference.add(p.float(), 0, 0)
+    want = reference.finish()
+    np.testing.assert_allclose(out.double().numpy(), o.numpy(), atol=atol)
+    np.testing.assert_allclose(lse.double().numpy(), sums_lse.numpy(), atol=atol)
+    for name in facts.table.stat_names:
+        np.testing.assert_allclose(got[name], want[name], atol=atol, equal_nan=True, err_msg=name)
+    return got
+
+
+@pytest.mark.parametrize("causal, kinds", [
+    (True, {}), (False, {}), (True, {"window": 5}), (True, {"chunk": 8}), (True, {"softcap": 2.0}),
+    (True, {"sinks": torch.tensor([0.5, -1.0, 2.0, 0.0])}),
+    (False, {"valid": torch.tensor([1] * (N - 4) + [0] * 4)}),  # the last four keys padding
+])
+def test_the_kernel_equals_the_dense_attention_and_its_measures(causal, kinds):
+    _check(*_inputs(), _facts(causal), **kinds)
+
+
+def test_a_two_segment_input_gives_the_segment_measure():
+    got = _check(*_inputs(1), _facts(False, two=True))
+    assert (got["in_segment"] > 0).all()  # measured, not the one-segment 0
+
+
+def test_half_precision_inputs_are_read_in_float32():
+    """bfloat16 queries, keys and values: the kernel reads them in float32, so against the dense reference of the
+    same rounded inputs only float32's rounding is left (a kernel computing in bfloat16 would be ~1e-2 off)."""
+    _check(*_inputs(2, torch.bfloat16), _facts(True))
+
+
+def test_a_new_record_is_in_the_kernels_measures():
+    table = RowTable(RECORDS + (RowMeasure("prev2", "offset", "Two back", "mean_i A_i,i−2", "looks two back",
+                                           "does not", param=-2, beyond=True),))
+    got = _check(*_inputs(3), _facts(True, table=table))
+    assert "prev2" in got and "beyond_prev2" in got
+
+
+def test_a_planted_defect_is_seen():
+    """The kernel's text with the causal mask dropped gives other probabilities: the comparison above fails."""
+    facts = _facts(True)
+    text = row_triton.source(facts.table)
+    broken = text.replace("ok = ok & (cols[None, :] <= rows[:, None])", "ok = ok")
+    assert broken != text
+    original = row_triton.source
+    try:
+        row_triton.source = lambda table: broken
+        with pytest.raises(AssertionError):
+            _check(*_inputs(), facts)
+    finally:
+        row_triton.source = original
