@@ -270,3 +270,18 @@ def test_the_page_helpers_keep_the_titles_the_app_shows():
     assert metric_figures.similarity_figure(sim, "cosine", run).layout.title.text == \
         f"{metrics.SIMILARITIES['cosine'].label}, 6 heads (by layer)"
     assert metric_figures.ACROSS_LAYERS["flow"].format(layer=3, head=None) == "Flow to layer 3"
+
+
+def test_the_needles_heaviest_key_is_labelled_inward_at_either_end():
+    """Issue 90: the heaviest key's label at position 0 ("<|im_start|>") was centred on it, half cut off at the
+    left edge; near an end it is written inward."""
+    from mha_viz.features.retrieval import figures as retrieval_figures
+    from mha_viz.tasks.retrieval import Look
+
+    n = 50
+    for top, side in ((0, "top right"), (25, "top center"), (49, "top left")):
+        rows = np.full((1, 1, n), 0.01, dtype=np.float32)
+        rows[0, 0, top] = 0.9
+        look = Look([f"t{i}" for i in range(n)], (10, 14), "t11", 0, rows, 64, 0.5)
+        marker = retrieval_figures.needle_look(look, 0, 0, "L0 H0").data[1]
+        assert marker.x[0] == top and marker.textposition == side

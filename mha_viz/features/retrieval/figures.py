@@ -29,6 +29,17 @@ def retrieval_grid(table, layer_ids: list[int] | None, title: str) -> go.Figure:
     return fig
 
 
+EDGE = 0.1  # of the axis: a label of a point this near an end is written inward (centred, half of it was cut off)
+
+
+def label_side(x: int, n: int) -> str:
+    """Where a point's label goes at position x of 0 … n − 1: above it, to the right near the start, to the left near
+    the end (issue 90: "<|im_start|>" at position 0 was cut at the plot's left edge)."""
+    if x < EDGE * n:
+        return "top right"
+    return "top left" if x > (1 - EDGE) * n else "top center"
+
+
 def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
     """Head (`layer` index, `head`) of `look` (`tasks.retrieval.Look`): its attention over every prompt position
     at the step that copied `look.copied`, the needle's span shaded, its heaviest key marked (the y axis leaves
@@ -42,7 +53,8 @@ def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
                                hovertemplate="position %{x} · %{customdata}: %{y:.3f}<extra></extra>"))
     fig.add_vrect(x0=start - 0.5, x1=stop - 0.5, fillcolor=NEEDLE_FILL, line_width=0, layer="below")
     inside = row[start:stop].sum()
-    fig.add_trace(go.Scatter(x=[top], y=[row[top]], mode="markers+text", text=[labels[top]], textposition="top center",
+    fig.add_trace(go.Scatter(x=[top], y=[row[top]], mode="markers+text", text=[labels[top]],
+                             textposition=label_side(top, len(row)),
                              marker=dict(size=9, color="#D55E00"), name="heaviest key", showlegend=False,
                              hovertemplate=f"heaviest key: position {top} · {html.escape(labels[top])}"
                                            ": %{y:.3f}<extra></extra>"))
