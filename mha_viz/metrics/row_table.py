@@ -69,6 +69,8 @@ class RowMeasure:
             raise ValueError(f"{self.name}: kind {self.kind!r} is not one of {KINDS}")
         if (self.kind == "keys") != (self.keys is not None):
             raise ValueError(f"{self.name}: a 'keys' measure, and only one, names its keys (keys=)")
+        if self.kind == "match" and self.param < 0:
+            raise ValueError(f"{self.name}: a 'match' reads keys j with tok_(j − m) = tok_i, m ≥ 0, not {self.param}")
         if self.beyond and self.kind not in ("offset", "keys"):
             raise ValueError(f"{self.name}: only an 'offset' or a 'keys' measure is measured beyond the sink")
         if self.reads not in ("rows", "share"):

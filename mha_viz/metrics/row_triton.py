@@ -30,9 +30,10 @@ from mha_viz.metrics.written import imported
 
 # the columns of a row's sums the kernel writes before the records': its smoothed entropy, its largest probability,
 # its total, the first key's probability, the smoothed entropy beyond the sink (unnormalised rows: B = A / beyond),
-# the mass beyond the sink inside the row's own segment; then each record's sum, then each beyond record's (over the
+# the mass beyond the sink inside the row's own segment, the mass after the sink (summed, not 1 − p0: a sink that
+# takes nearly all would leave float32's rounding); then each record's sum, then each beyond record's (over the
 # keys after the sink, not yet divided by the mass there)
-BUILT_IN = ("entropy", "confidence", "total", "first_key", "beyond_entropy", "in_segment")
+BUILT_IN = ("entropy", "confidence", "total", "first_key", "beyond_entropy", "in_segment", "beyond_mass")
 
 TEMPLATE = r'''# The kernel written from a row table by `mha_viz.metrics.row_triton` (do not edit: it is written again
 # when the table changes).
@@ -43,7 +44,7 @@ import triton.language as tl
 @triton.jit
 def _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL: tl.constexpr):
     k = tl.load(K + kv * s_kh + cols[:, None] * s_kn + dk[None, :], mask=cols[:, None] < n, other=0.0)
-    s = tl.dot(q, tl.trans(k)) * scale
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale  # not TF32: float32's own rounding
     if softcap > 0:
         s = softcap * (2.0 / (1.0 + tl.exp(-2.0 * s / softcap)) - 1.0)  # cap · tanh(s / cap)
     ok = (cols[None, :] < n) & (tl.load(VALID + cols, mask=cols < n, other=0)[None, :] > 0)
@@ -57,7 +58,7 @@ def _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s
 
 
 @triton.jit
-def _lse(Q, K, SINK, VALID, LSE, n, group, scale, softcap, window, chunk, s_qh, s_qn, s_kh, s_kn,
+def _lse(Q, K, SINK, VALID, LSE, LSEB, n, group, scale, softcap, window, chunk, skip, s_qh, s_qn, s_kh, s_kn,
          CAUSAL: tl.constexpr, HAS_SINK: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, BM: tl.constexpr,
          BN: tl.constexpr):
     block, h = tl.program_id(0), tl.program_id(1)
@@ -69,6 +70,8 @@ def _lse(Q, K, SINK, VALID, LSE, n, group, scale, softcap, window, chunk, s_qh, 
                 mask=(rows[:, None] < n) & (tl.arange(0, DP)[None, :] < D), other=0.0)
     m = tl.full([BM], float("-inf"), tl.float32)
     l = tl.zeros([BM], tl.float32)
+    mb = tl.full([BM], float("-inf"), tl.float32)  # the same over the keys after the sink: their mass, not 1 − p0
+    lb = tl.zeros([BM], tl.float32)
     for start in range(0, n, BN):
         cols = start + tl.arange(0, BN)
         s = _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
@@ -76,6 +79,12 @@ def _lse(Q, K, SINK, VALID, LSE, n, group, scale, softcap, window, chunk, s_qh, 
         safe = tl.where(top == float("-inf"), 0.0, top)
         l = l * tl.exp(m - safe) + tl.sum(tl.exp(s - safe[:, None]), 1)
         m = top
+        sb = tl.where(cols[None, :] >= skip, s, float("-inf"))
+        top = tl.maximum(mb, tl.max(sb, 1))
+        safe = tl.where(top == float("-inf"), 0.0, top)
+        lb = lb * tl.exp(mb - safe) + tl.sum(tl.exp(sb - safe[:, None]), 1)
+        mb = top
+    tl.store(LSEB + h * n + rows, mb + tl.log(lb), mask=rows < n)
     if HAS_SINK:
         sink = tl.load(SINK + h)
         top = tl.maximum(m, sink)
@@ -85,9 +94,9 @@ def _lse(Q, K, SINK, VALID, LSE, n, group, scale, softcap, window, chunk, s_qh, 
 
 
 @triton.jit
-def _rows(Q, K, V, SINK, VALID, LSE, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group, scale, softcap, window, chunk,
-          skip, eps, s_qh, s_qn, s_kh, s_kn, s_vh, s_vn, s_oh, s_on, CAUSAL: tl.constexpr, HAS_SINK: tl.constexpr,
-          HAS_SEG: tl.constexpr,
+def _rows(Q, K, V, SINK, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group, scale, softcap, window,
+          chunk, skip, eps, s_qh, s_qn, s_kh, s_kn, s_vh, s_vn, s_oh, s_on, CAUSAL: tl.constexpr,
+          HAS_SINK: tl.constexpr, HAS_SEG: tl.constexpr,
           D: tl.constexpr, DP: tl.constexpr, DV: tl.constexpr, DVP: tl.constexpr, BM: tl.constexpr,
           BN: tl.constexpr, NR: tl.constexpr):
     block, h = tl.program_id(0), tl.program_id(1)
@@ -111,12 +120,11 @@ def _rows(Q, K, V, SINK, VALID, LSE, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group
     # the first key's probability, and so the mass beyond the sink, before the tiles
     first = tl.arange(0, BN)
     s0 = _scores(q, K, kv, rows, first, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
-    p0 = tl.sum(tl.where(first[None, :] == 0, tl.exp(s0 - lse[:, None]), 0.0), 1)
-    if HAS_SINK:  # the row's mass: what the learned sink leaves
-        mass = 1.0 - tl.exp(tl.load(SINK + h) - lse)
-    else:
-        mass = tl.where(lse == float("-inf"), 0.0, 1.0)
-    inv_b = 1.0 / tl.maximum(mass - tl.where(skip > 0, p0, 0.0), 1e-30)  # 1 / the mass after the sink
+    p0 = tl.sum(tl.where((first[None, :] == 0) & (s0 > float("-inf")), tl.exp(s0 - lse[:, None]), 0.0), 1)
+    p0 = tl.where(lse == float("-inf"), 0.0, p0)  # a row that sees no key: nothing anywhere
+    lseb = tl.load(LSEB + h * n + rows, mask=live, other=float("-inf"))
+    mass_b = tl.where((lseb == float("-inf")) | (lse == float("-inf")), 0.0, tl.exp(lseb - lse))  # after the sink
+    inv_b = 1.0 / tl.maximum(mass_b, 1e-30)
     bent = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DVP], tl.float32)
     ent = tl.zeros([BM], tl.float32)
@@ -127,11 +135,10 @@ def _rows(Q, K, V, SINK, VALID, LSE, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group
     for start in range(0, n, BN):
         cols = start + tl.arange(0, BN)
         s = _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
-        p = tl.exp(s - lse[:, None])
-        p = tl.where(s == float("-inf"), 0.0, p)
+        p = tl.where(s == float("-inf"), 0.0, tl.exp(s - lse[:, None]))
         v = tl.load(V + kv * s_vh + cols[:, None] * s_vn + tl.where(dv < DV, dv, 0)[None, :],
                     mask=(cols[:, None] < n) & (dv[None, :] < DV), other=0.0)
-        acc += tl.dot(p, v)
+        acc += tl.dot(p, v, input_precision="ieee")
         inside = cols[None, :] < seen[:, None]  # the keys row i may see: the smoothing's
         x = tl.maximum((1.0 - eps) * p + floor[:, None], 1e-30)
         ent += tl.sum(tl.where(inside, -x * tl.log(x), 0.0), 1)
@@ -145,6 +152,7 @@ def _rows(Q, K, V, SINK, VALID, LSE, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group
     tl.store(base + 1, conf, mask=live)
     tl.store(base + 2, total, mask=live)
     tl.store(base + 3, p0, mask=live)
+    tl.store(base + 6, mass_b, mask=live)
 @STORE@
 '''
 
@@ -218,6 +226,7 @@ def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts,
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     valid = torch.ones(n, dtype=torch.int32, device=dev) if valid is None else valid.to(dev, torch.int32)
     lse = torch.empty((H, n), dtype=torch.float32, device=dev)
+    lse_b = torch.empty((H, n), dtype=torch.float32, device=dev)  # over the keys after the sink
     out = torch.empty((H, n, dv), dtype=torch.float32, device=dev)
     columns = len(BUILT_IN) + len(table.records) + len(table.beyond)
     rows = torch.zeros((H, n, columns), dtype=torch.float32, device=dev)
@@ -230,13 +239,13 @@ def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts,
     grid = (triton.cdiv(n, block_rows), H)
     dp, dvp = max(16, triton.next_power_of_2(d)), max(16, triton.next_power_of_2(dv))  # tl.dot's least
     common = dict(CAUSAL=facts.causal, D=d, DP=dp, BM=block_rows, BN=block_keys)
-    first[grid](q, k, sink, valid, lse, n, H // G, scale, float(softcap), int(window), int(chunk), q.stride(0),
-                q.stride(1), k.stride(0), k.stride(1), HAS_SINK=sinks is not None, **common)
+    first[grid](q, k, sink, valid, lse, lse_b, n, H // G, scale, float(softcap), int(window), int(chunk), facts.skip,
+                q.stride(0), q.stride(1), k.stride(0), k.stride(1), HAS_SINK=sinks is not None, **common)
 
-    second[grid](q, k, v, sink, valid, lse, out, rows, ids, seg, masks, matched, n, H // G, scale, float(softcap),
-                 int(window), int(chunk), facts.skip, ENTROPY_SMOOTHING, q.stride(0), q.stride(1), k.stride(0),
-                 k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1), HAS_SINK=sinks is not None,
-                 HAS_SEG=facts.seg is not None, DV=dv, DVP=dvp, NR=columns, **common)
+    second[grid](q, k, v, sink, valid, lse, lse_b, out, rows, ids, seg, masks, matched, n, H // G, scale,
+                 float(softcap), int(window), int(chunk), facts.skip, ENTROPY_SMOOTHING, q.stride(0), q.stride(1),
+                 k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
+                 HAS_SINK=sinks is not None, HAS_SEG=facts.seg is not None, DV=dv, DVP=dvp, NR=columns, **common)
     return out, lse, rows
 
 
@@ -246,7 +255,7 @@ def sums_of(rows: torch.Tensor, facts: TextFacts) -> dict[str, np.ndarray]:
     r = rows.double().cpu().numpy()
     i = np.arange(n)
     seen = (i + 1) if facts.causal else np.full(n, n)
-    ent, conf, total, p0, bent, inseg = (r[..., k] for k in range(len(BUILT_IN)))
+    ent, conf, total, p0, bent, inseg, beyond = (r[..., k] for k in range(len(BUILT_IN)))
     wide = seen > 1
     sums = {"entropy": ent.sum(-1), "norm_entropy": np.where(wide, ent / np.log(np.maximum(seen, 2)), 0).sum(-1),
             "norm_rows": np.full(r.shape[0], float(wide.sum())), "confidence": conf.sum(-1), "total": total.sum(-1)}
@@ -254,7 +263,6 @@ def sums_of(rows: torch.Tensor, facts: TextFacts) -> dict[str, np.ndarray]:
         sums[rec.name] = r[..., len(BUILT_IN) + k].sum(-1)
     lost = np.where(total > 0, np.maximum(1 - total, 0), 0)
     sums["sink"] = (p0 * (skip > 0) + lost).sum(-1)
-    beyond = total - p0 * (skip > 0)
     kb = seen - skip
     kept = (beyond >= EMPTY_BELOW) & (i >= skip) & (kb >= CHOICE_KEYS)
     inv = np.where(kept, 1 / np.where(kept, beyond, 1), 0)

@@ -28,10 +28,10 @@ def imported(text: str, prefix: str) -> ModuleType:
             return _modules[name]
         folder = cache_folder() or Path(tempfile.mkdtemp(prefix="mha-viz-loops-"))
         path = folder / "loops" / f"{name}.py"
-        if not path.exists() or path.read_text() != text:
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.parent.mkdir(parents=True, exist_ok=True)
             part = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-            part.write_text(text)
+            part.write_text(text, encoding="utf-8")
             part.replace(path)
         spec = importlib.util.spec_from_file_location(f"mha_viz_loops.{name}", path)
         module = importlib.util.module_from_spec(spec)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import mha_viz
-from tests.app.helpers import charts, shown, start_app
+from tests.app.helpers import charts, open_page, shown, start_app
 from tests.helpers import byte_bpe_tokenizer
 
 pytestmark = pytest.mark.model
@@ -71,6 +71,11 @@ def test_a_model_that_raises_during_the_forward_pass(monkeypatch):
     at.text_area(key="text").input("This one breaks.").run()
     assert any("The analysis failed: RuntimeError: the kernel failed" in shown(e.value) for e in at.error)
     assert any("last successful result" in c.value for c in at.caption) and charts(at)
+    open_page(at, "corpus")  # a page that runs the model itself draws no stale result: it says only why not
+    assert any("The analysis failed" in shown(e.value) for e in at.error)
+    assert not any("last successful result" in c.value for c in at.caption)
+    assert any("fix the message above" in i.value for i in at.info)
+    open_page(at, "model_view")
     monkeypatch.setattr(mha_viz.LoadedModel, "capture", real)
     at.text_area(key="text").input("A good sentence first.").run()
     assert not at.exception and not at.error

@@ -73,8 +73,9 @@ def _check(q, k, v, facts, *, atol=2e-5, **kinds):
     out, lse = out.cpu(), lse.cpu()
     got = measures_from_sums(row_triton.sums_of(rows, facts), facts.n, facts.table)
     p, o, sums_lse = _dense(q, k, v, facts.causal, **kinds)
+    o = torch.nan_to_num(o)  # a row that sees no key: NaN in the softmax, 0 in the kernel (and in the backends)
     reference = RowStats(facts, H, "cpu")
-    reference.add(p.float(), 0, 0)
+    reference.add(torch.nan_to_num(p).float(), 0, 0)
     want = reference.finish()
     np.testing.assert_allclose(out.double().numpy(), o.numpy(), atol=atol)
     np.testing.assert_allclose(lse.double().numpy(), sums_lse.numpy(), atol=atol)
@@ -90,6 +91,27 @@ def _check(q, k, v, facts, *, atol=2e-5, **kinds):
 ])
 def test_the_kernel_equals_the_dense_attention_and_its_measures(causal, kinds):
     _check(*_inputs(), _facts(causal), **kinds)
+
+
+def test_rows_that_see_no_key_measure_nothing():
+    """Causal attention with left padding: the first rows see no key at all (log-sum-exp −inf). They add nothing,
+    and the sink mass stays finite (it was NaN: the first key's probability was exp(−inf + inf))."""
+    got = _check(*_inputs(4), _facts(True), valid=torch.tensor([0, 0, 0] + [1] * (N - 3)))
+    assert np.isfinite(got["sink"]).all()
+
+
+@pytest.mark.parametrize("big, sinks", [(35.0, None), (0.0, torch.tensor([14.0, 11.0, 8.0, 14.0]))])
+def test_a_sink_that_takes_nearly_all_leaves_the_rest_measured(big, sinks):
+    """The first key aligned with every query (about 0.999 of each row), or a learned sink's large logit: the mass
+    after the sink is summed over its keys, not taken as 1 − the sink's in float32 (which lost most of its digits:
+    a normalised entropy above 1)."""
+    q, k, v = _inputs(5)
+    u = torch.zeros(D)
+    u[0] = 1.0
+    q, k = u + 0.3 * q, 0.3 * k
+    k[:, 0] = big * u
+    got = _check(q, k, v, _facts(True), **({} if sinks is None else {"sinks": sinks}))
+    assert (got["beyond_norm_entropy"] <= 1).all()
 
 
 def test_a_two_segment_input_gives_the_segment_measure():

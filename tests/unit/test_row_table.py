@@ -127,6 +127,8 @@ def test_a_record_says_what_is_wrong_with_it():
         RowMeasure("x", "diagonal", "X", "", "", "")
     with pytest.raises(ValueError, match="names its keys"):
         RowMeasure("x", "keys", "X", "", "", "")
+    with pytest.raises(ValueError, match="m ≥ 0"):
+        RowMeasure("x", "match", "X", "", "", "", param=-1)
     with pytest.raises(ValueError, match="beyond the sink"):
         RowMeasure("x", "match", "X", "", "", "", beyond=True)
     with pytest.raises(ValueError, match="share a name"):

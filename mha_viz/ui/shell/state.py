@@ -63,16 +63,17 @@ def with_last_good(cur: Current) -> Current:
     return cur
 
 
-def show_status(cur: Current, *, sentence_notes: bool = True) -> bool:
+def show_status(cur: Current, *, sentence_notes: bool = True, stale_note: bool = True) -> bool:
     """Messages above a view; returns whether there is a run to draw. `sentence_notes`: the notes about the
-    sidebar's sentence (cut to the limit, unknown to the model); off on a page that reads a text of its own."""
+    sidebar's sentence (cut to the limit, unknown to the model); off on a page that reads a text of its own.
+    `stale_note`: say that the last successful result is shown (off on a page that will not draw it)."""
     if cur.error:
         st.error(plain(cur.error), icon=":material/warning:")
     if cur.notice:
         st.info(cur.notice, icon=":material/edit:")
     if cur.run is None:
         return False
-    if cur.stale:
+    if cur.stale and stale_note:
         st.caption(f"Showing the last successful result ({plain(cur.run.model_name)}).")
     seq2seq_views.status(cur)
     if seq2seq_views.is_cross(cur.run):

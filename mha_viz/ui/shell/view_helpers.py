@@ -89,10 +89,15 @@ def start(page: str, *, cross: bool = False, forward: bool = False, lead: str = 
 def start_on_model(page: str, message: str, *, sentence_notes: bool = True):
     """`start` for a page that runs the sidebar's model itself: None, after `message`, while the
     model has not loaded or the sidebar's inputs are stale."""
+    if state.current().stale:  # the last good run is not what this page draws: no word of it, only why not
+        st.title(catalogue.feature(page).page_title)
+        state.show_status(state.current(), sentence_notes=sentence_notes, stale_note=False)
+        st.info(message, icon=":material/info:")
+        return None
     cur = start(page, forward=True, sentence_notes=sentence_notes)
     if cur is None:
         return None
-    if cur.model is None or cur.stale:
+    if cur.model is None:
         st.info(message, icon=":material/info:")
         return None
     return cur
