@@ -84,13 +84,13 @@ def _lse(Q, K, SINK, VALID, LSE, LSEB, n, group, scale, softcap, window, chunk, 
         safe = tl.where(top == float("-inf"), 0.0, top)
         lb = lb * tl.exp(mb - safe) + tl.sum(tl.exp(sb - safe[:, None]), 1)
         mb = top
-    tl.store(LSEB + h * n + rows, mb + tl.log(lb), mask=rows < n)
+    tl.store(LSEB + h * n + rows, tl.where(lb > 0, mb + tl.log(tl.maximum(lb, 1e-30)), float("-inf")), mask=rows < n)
     if HAS_SINK:
         sink = tl.load(SINK + h)
         top = tl.maximum(m, sink)
         l = l * tl.exp(m - top) + tl.exp(sink - top)
         m = top
-    tl.store(LSE + h * n + rows, m + tl.log(l), mask=rows < n)
+    tl.store(LSE + h * n + rows, tl.where(l > 0, m + tl.log(tl.maximum(l, 1e-30)), float("-inf")), mask=rows < n)
 
 
 @triton.jit
@@ -109,6 +109,8 @@ def _rows(Q, K, V, SINK, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n,
     q = tl.load(Q + h * s_qh + rows[:, None] * s_qn + dk[None, :],
                 mask=live[:, None] & (tl.arange(0, DP)[None, :] < D), other=0.0)
     lse = tl.load(LSE + h * n + rows, mask=live, other=0.0)
+    none = lse == float("-inf")  # a row that sees no key
+    lse = tl.where(none, 0.0, lse)  # no −inf − −inf below: the row's probabilities are all set to 0
     own = tl.load(IDS + rows, mask=live, other=-2)
     seg = tl.load(SEG + rows, mask=live, other=-2)
     seen = tl.zeros([BM], tl.int32) + n  # k_i: the keys row i may see, for the smoothing (as the other backends)
@@ -121,9 +123,9 @@ def _rows(Q, K, V, SINK, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n,
     first = tl.arange(0, BN)
     s0 = _scores(q, K, kv, rows, first, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
     p0 = tl.sum(tl.where((first[None, :] == 0) & (s0 > float("-inf")), tl.exp(s0 - lse[:, None]), 0.0), 1)
-    p0 = tl.where(lse == float("-inf"), 0.0, p0)  # a row that sees no key: nothing anywhere
+    p0 = tl.where(none, 0.0, p0)
     lseb = tl.load(LSEB + h * n + rows, mask=live, other=float("-inf"))
-    mass_b = tl.where((lseb == float("-inf")) | (lse == float("-inf")), 0.0, tl.exp(lseb - lse))  # after the sink
+    mass_b = tl.where((lseb == float("-inf")) | none, 0.0, tl.exp(tl.where(lseb == float("-inf"), 0.0, lseb) - lse))
     inv_b = 1.0 / tl.maximum(mass_b, 1e-30)
     bent = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DVP], tl.float32)
