@@ -145,8 +145,11 @@ def check_limits(model: LoadedModel, prompt: Tokens, max_new: int, limit: int, l
     if capture_budget.fits(need):
         return
     fits = capture_budget.longest(lambda k: need_bytes(model, n_prompt, k, long), top=max_new)
-    shorter = capture_budget.longest(lambda n: need_bytes(model, n, 1, long), top=n_prompt)
-    advice = f"ask for at most {fits:,} new tokens." if fits else f"shorten the prompt to {shorter:,} tokens or fewer."
+    if fits:
+        advice = f"ask for at most {fits:,} new tokens."
+    else:  # not even one: the prompt that one would fit after
+        shorter = capture_budget.longest(lambda n: need_bytes(model, n, 1, long), top=n_prompt)
+        advice = f"shorten the prompt to {shorter:,} tokens or fewer."
     kept = "Keeping every head's row of" if long else "Capturing every head over"
     capture_budget.check(need, f"{kept} {max_new} new tokens after a {n_prompt:,}-token prompt", advice,
                          error=GenerationError)

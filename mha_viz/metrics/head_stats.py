@@ -23,24 +23,17 @@ from mha_viz.metrics.measures import (
 )
 from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.row_kernels import BlockSums
-from mha_viz.metrics.row_measures import DETECTORS, TextFacts, measures_from_sums, token_keys
+from mha_viz.metrics.row_measures import TextFacts, measures_from_sums, token_keys
 from mha_viz.metrics.row_stats import RowStats
+from mha_viz.metrics.row_table import current, weights
 
 
 def detection_patterns(run: AttentionRun) -> dict[str, np.ndarray]:
-    """The (n, n) target patterns P of TransformerLens' head detector.
-
-    previous-token: P[i, i-1] = 1; duplicate-token: P[i, j] = 1 if tok_j = tok_i, j < i;
-    induction: the duplicate pattern shifted one column right, P[i, j+1] = 1 if tok_j = tok_i, j < i.
-    """
-    n = run.n
+    """The (n, n) target patterns P of TransformerLens' head detector, one for each detector score of the row
+    table in force (its "share" records: previous token P[i, i-1] = 1; duplicate token P[i, j] = 1 if tok_j =
+    tok_i, j < i; induction, the duplicate pattern shifted one column right), as `row_table.weights` gives them."""
     ids = token_keys(run.token_ids, run.tokens)
-    prev = np.eye(n, k=-1)
-    earlier = np.tril(np.ones((n, n), dtype=bool), -1)
-    dup = (ids[:, None] == ids[None, :]) & earlier
-    induction = np.zeros((n, n))
-    induction[:, 1:] = dup[:, :-1]
-    return dict(zip(DETECTORS, (prev, dup.astype(float), induction)))
+    return {r.name: weights(r, 0, run.n, ids).astype(float) for r in current() if r.reads == "share"}
 
 
 # The tensor path's chunks: each float32 (heads, rows, n) temporary stays under 4 MB (about the CPU's L2). Measured
@@ -99,29 +92,6 @@ def pattern_columns(stats: dict[str, np.ndarray], layer_ids: list[int], n: int) 
     rule["in_segment"] = np.ravel(in_segment).tolist()
     data["pattern"] = [classify(dict(zip(rule, values))) for values in zip(*rule.values())]
     return data
-
-
-def _earlier_copies(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every (i, j), j < i, with ids[i] == ids[j], in row-major order: from each token's positions, without the
-    n × n comparison (1 GiB of booleans at 32,768 tokens)."""
-    order = np.argsort(ids, kind="stable")  # positions grouped by token, ascending within a token
-    starts = np.flatnonzero(np.r_[True, ids[order][1:] != ids[order][:-1]])
-    pieces = [(order[a:b][i], order[a:b][j]) for a, b in zip(starts, np.r_[starts[1:], len(ids)]) if b - a > 1
-              for i, j in [np.tril_indices(b - a, -1)]]
-    if not pieces:
-        return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
-    di, dj = (np.concatenate(side) for side in zip(*pieces))
-    first = np.lexsort((dj, di))
-    return di[first], dj[first]
-
-
-def target_pairs(ids: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The detectors' target cells (`DETECTORS`: previous token, duplicate, induction) for the tokens `ids`
-    (`token_keys`), as (rows, cols) in row-major order."""
-    n = len(ids)
-    di, dj = _earlier_copies(np.asarray(ids))
-    shifted = dj < n - 1  # a duplicate in the last column has no column to its right
-    return dict(zip(DETECTORS, ((np.arange(1, n), np.arange(n - 1)), (di, dj), (di[shifted], dj[shifted] + 1))))
 
 
 def pattern_stats(run: AttentionRun, *, compiled: bool | None = None,

@@ -7,7 +7,7 @@ folder and imported from there (`written`), where Numba keeps what it compiles f
 
 from __future__ import annotations
 
-from mha_viz.metrics.row_table import RowTable
+from mha_viz.metrics.row_table import SUMS_BEYOND, SUMS_FIRST, RowTable
 from mha_viz.metrics.written import imported
 
 TEMPLATE = r'''# The loop written from a row table by `mha_viz.metrics.row_loop` (do not edit: it is written
@@ -188,10 +188,10 @@ _loops: dict[tuple, object] = {}
 
 def source(table: RowTable) -> str:
     """The loop's text for `table`."""
-    first = 5  # the built-in sums before the records' (row_table.SUMS_FIRST)
+    first = len(SUMS_FIRST)  # the built-in sums before the records' (ENT … TOTAL in the template)
     col = {r.name: first + k for k, r in enumerate(table.records)}
     beyond_at = first + len(table.records)
-    beyond_col = {r.name: 5 + k for k, r in enumerate(table.beyond)}  # after row_table.SUMS_BEYOND
+    beyond_col = {r.name: len(SUMS_BEYOND) + k for k, r in enumerate(table.beyond)}  # after R_IN_SEG … R_ROWS
     masks = [r.name for r in table.key_masks]
     init, per_key, after = [], [], []
     for k, r in enumerate(table.records):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mha_viz.metrics.row_table import TABLE, RowTable, current
+from mha_viz.metrics.row_table import TABLE, RowTable, current, shifted_ids
 
 _T = TABLE
 # The measures read off the attention alone (in the catalogue's order, `measures.METRICS`); the detector
@@ -82,11 +82,8 @@ class TextFacts:
         table = table or current()
         ids = np.asarray(token_keys(token_ids, tokens), dtype=np.int64)
         seg = segments(special)
-        n = len(ids)
-        matched = np.full((len(table.matches), n), -1, np.int64)
-        for row, m in enumerate(table.matches):
-            matched[row, m:] = ids[:n - m] if m < n else []
-        return cls(n, bool(causal), int(skip), ids, table.masks(tokens, special), matched,
+        matched = np.array([shifted_ids(ids, m) for m in table.matches], np.int64).reshape(len(table.matches), len(ids))
+        return cls(len(ids), bool(causal), int(skip), ids, table.masks(tokens, special), matched,
                    None if seg is None else seg.astype(np.int64), table)
 
     def mask(self, name: str) -> np.ndarray:

@@ -167,6 +167,15 @@ def using(table: RowTable):
         _current.table = before
 
 
+def shifted_ids(ids: np.ndarray, m: int) -> np.ndarray:
+    """(n,) int64: at key j, the id m tokens before it, ids[j − m] (−1 before the text): what a "match" record with
+    parameter m compares with the query's own id."""
+    ids = np.asarray(ids, dtype=np.int64)
+    out = np.full(len(ids), -1, dtype=np.int64)
+    out[m:] = ids[:len(ids) - m] if m < len(ids) else []
+    return out
+
+
 def weights(record: RowMeasure, first: int, rows: int, ids: np.ndarray) -> np.ndarray:
     """(rows, n): the record's weight w(t, s) for the query rows first … first + rows − 1 over the n keys of a text
     whose tokens are `ids` (one integer each), as a dense array (bool where w is 0 or 1, float64 for the distance):
@@ -183,10 +192,8 @@ def weights(record: RowMeasure, first: int, rows: int, ids: np.ndarray) -> np.nd
         return np.abs(t - s).astype(np.float64)
     if record.kind == "match":
         m = record.param
-        shifted = np.full(n, -1, dtype=np.int64)
-        shifted[m:] = np.asarray(ids, dtype=np.int64)[:n - m] if m < n else []
         own = np.asarray(ids, dtype=np.int64)[first:first + rows, None]
-        return (shifted[None, :] == own) & (s - m < t) & (s >= m)
+        return (shifted_ids(ids, m)[None, :] == own) & (s - m < t) & (s >= m)
     raise ValueError(f"{record.name}: a 'keys' measure needs the text's tokens")
 
 

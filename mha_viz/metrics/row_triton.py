@@ -94,9 +94,9 @@ def _lse(Q, K, SINK, VALID, LSE, LSEB, n, group, scale, softcap, window, chunk, 
 
 
 @triton.jit
-def _rows(Q, K, V, SINK, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group, scale, softcap, window,
+def _rows(Q, K, V, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group, scale, softcap, window,
           chunk, skip, eps, s_qh, s_qn, s_kh, s_kn, s_vh, s_vn, s_oh, s_on, CAUSAL: tl.constexpr,
-          HAS_SINK: tl.constexpr, HAS_SEG: tl.constexpr,
+          HAS_SEG: tl.constexpr,
           D: tl.constexpr, DP: tl.constexpr, DV: tl.constexpr, DVP: tl.constexpr, BM: tl.constexpr,
           BN: tl.constexpr, NR: tl.constexpr):
     block, h = tl.program_id(0), tl.program_id(1)
@@ -244,10 +244,10 @@ def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts,
     first[grid](q, k, sink, valid, lse, lse_b, n, H // G, scale, float(softcap), int(window), int(chunk), facts.skip,
                 q.stride(0), q.stride(1), k.stride(0), k.stride(1), HAS_SINK=sinks is not None, **common)
 
-    second[grid](q, k, v, sink, valid, lse, lse_b, out, rows, ids, seg, masks, matched, n, H // G, scale,
+    second[grid](q, k, v, valid, lse, lse_b, out, rows, ids, seg, masks, matched, n, H // G, scale,
                  float(softcap), int(window), int(chunk), facts.skip, ENTROPY_SMOOTHING, q.stride(0), q.stride(1),
                  k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
-                 HAS_SINK=sinks is not None, HAS_SEG=facts.seg is not None, DV=dv, DVP=dvp, NR=columns, **common)
+                 HAS_SEG=facts.seg is not None, DV=dv, DVP=dvp, NR=columns, **common)
     return out, lse, rows
 
 

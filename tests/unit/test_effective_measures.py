@@ -158,7 +158,7 @@ def test_blocks_of_rows_give_the_measures_of_whole_rows(row_cells):
 
 def test_the_measures_of_a_long_layer_hold_blocks_of_rows_not_n_by_n_arrays():
     """At 2,048 tokens one n × n float64 array is 32 MiB; in blocks of 64 rows (1 MiB) the measures' temporaries,
-    the detectors' target cells included, stay under a quarter of one (whole rows took several at once, and the
+    the records' weights included, stay under a quarter of one (whole rows took several at once, and the
     target cells an n × n comparison). numpy's allocations are traced by tracemalloc."""
     import tracemalloc
 
@@ -171,16 +171,3 @@ def test_the_measures_of_a_long_layer_hold_blocks_of_rows_not_n_by_n_arrays():
     finally:
         tracemalloc.stop()
     assert peak < 8 * n * n / 4, f"{peak / 2**20:.1f} MiB at the peak"
-
-
-def test_the_target_cells_are_those_of_the_n_by_n_comparison():
-    from mha_viz.metrics.head_stats import target_pairs
-
-    rng = np.random.default_rng(4)
-    for n, kinds in ((1, 1), (2, 1), (40, 3), (300, 7), (300, 300)):
-        ids = rng.integers(0, kinds, size=n)
-        di, dj = np.nonzero((ids[:, None] == ids[None, :]) & np.tril(np.ones((n, n), dtype=bool), -1))
-        got = target_pairs(ids)
-        np.testing.assert_array_equal(np.stack(got["duplicate_score"]), np.stack([di, dj]))
-        keep = dj < n - 1
-        np.testing.assert_array_equal(np.stack(got["induction_score"]), np.stack([di[keep], dj[keep] + 1]))
