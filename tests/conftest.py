@@ -29,6 +29,11 @@ import torch  # noqa: E402
 from tests.helpers import MODEL_FIXTURES, PRETRAINED, SUITE_ONLY_ENV, TIERS, byte_bpe_tokenizer  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
+if os.environ.get("TRITON_INTERPRET") == "1":
+    from tests.triton_interpreter import quicken
+
+    quicken()
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 for _name, _value in SUITE_ONLY_ENV.items():  # tests/helpers.py says why; the browser tests' servers go without
     os.environ.setdefault(_name, _value)

@@ -13,6 +13,7 @@ import numpy as np
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.compiled import run_all, split
 from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
+from mha_viz.metrics.pool_cells import PoolCells
 from mha_viz.metrics.row_loop import loop
 from mha_viz.metrics.row_measures import TextFacts
 
@@ -32,16 +33,11 @@ class BlockSums:
                      np.empty(0, np.int64) if facts.seg is None else np.ascontiguousarray(facts.seg, np.int64))
         self.masks = tuple(np.ascontiguousarray(m, np.float32) for m in facts.masks)
         self.matched = tuple(np.ascontiguousarray(m, np.int32) for m in facts.matched)
-        s = max(1, min(thumb, n))
-        edges = np.arange(s)
-        starts, stops = (edges * n) // s, -((-(edges + 1) * n) // s)  # adaptive pooling's cells
-        positions = np.arange(n)
-        # each position's first and last cell (neighbouring cells may share one position)
-        lo = np.searchsorted(stops, positions, side="right")
-        hi = np.searchsorted(starts, positions, side="right") - 1
-        self.row_cells = np.ascontiguousarray(np.stack([lo, hi], 1), np.int64)
-        self.cell_start = np.append(starts, n).astype(np.int64)  # (s + 1,): cell c's own keys end where c + 1's start
-        self.cell_stop = stops.astype(np.int64)
+        pool = PoolCells.of(n, thumb)
+        s = len(pool.starts)
+        self.row_cells = np.ascontiguousarray(np.stack([pool.first, pool.last], 1), np.int64)
+        self.cell_start = np.append(pool.starts, n).astype(np.int64)  # (s + 1,): cell c's own keys end where c + 1's
+        self.cell_stop = pool.stops.astype(np.int64)
         self.sums = np.zeros((threads, heads, len(table.row_sums)))
         self.in_segment = table.row_sums.index("in_segment")
         if facts.seg is not None:

@@ -6,24 +6,30 @@ first finds the row's log-sum-exp, the second its probabilities, the output P·V
 launches them; `sums_of` adds the rows up as the other backends do (`row_stats.RowStats`, `row_kernels.BlockSums`),
 and `row_measures.measures_from_sums` makes the measures.
 
-Masks and scores: causal or bidirectional, a sliding window (the `window` keys up to the row), chunks (a row sees
-the keys of its own chunk, Llama 4's chunked attention), learned sinks (one logit a head in the softmax that is no
-key: GPT-OSS), soft-capping (cap · tanh(score / cap): Gemma 2), grouped-query heads (query head h reads KV head
-h // (H / G)) and padding (keys marked invalid). Not yet here: the rows' kept keys and the thumbnails' cells (the
-compiled pass keeps them), the GPU launch in a run (`scan`): on a CPU, TRITON_INTERPRET=1 runs the kernel on CPU
-tensors, which is how the tests prove it against the dense reference.
+Masks and scores: causal or bidirectional, a sliding window (the `window` keys up to the row; an encoder's band of
+|i − j| ≤ window), chunks (a row sees the keys of its own chunk, Llama 4's chunked attention), learned sinks (one
+logit a head in the softmax that is no key: GPT-OSS), soft-capping (cap · tanh(score / cap): Gemma 2), grouped-query
+heads (query head h reads KV head h // (H / G)) and padding (keys marked invalid). A block of rows reads only the key
+tiles it may see (a causal block's earlier keys, a window's or a chunk's span). Beside the sums, the second pass keeps
+each row's `top_k` heaviest keys (merged tile by tile) with the rest of its mass, and the thumbnails' cells (each
+cell's largest probability, by atomic maximum). `scan` launches it for each layer on a GPU (`scan.kernel_layer`); on a
+CPU, TRITON_INTERPRET=1 runs the kernel on CPU tensors, which is how the tests prove it against the dense reference
+and the other backends.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from mha_viz.capture.sinks import EMPTY_BELOW
 from mha_viz.metrics.measures import CHOICE_KEYS, ENTROPY_SMOOTHING
+from mha_viz.metrics.pool_cells import PoolCells
 from mha_viz.metrics.row_measures import TextFacts
 from mha_viz.metrics.row_table import RowTable
 from mha_viz.metrics.written import imported
@@ -35,26 +41,12 @@ from mha_viz.metrics.written import imported
 # keys after the sink, not yet divided by the mass there)
 BUILT_IN = ("entropy", "confidence", "total", "first_key", "beyond_entropy", "in_segment", "beyond_mass")
 
+TILE = 64  # rows and keys of a tile: tl.dot's least is 16; the interpreter's time goes by the tiles, not their size
+
 TEMPLATE = r'''# The kernel written from a row table by `mha_viz.metrics.row_triton` (do not edit: it is written again
 # when the table changes).
 import triton
 import triton.language as tl
-
-
-@triton.jit
-def _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL: tl.constexpr):
-    k = tl.load(K + kv * s_kh + cols[:, None] * s_kn + dk[None, :], mask=cols[:, None] < n, other=0.0)
-    s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale  # not TF32: float32's own rounding
-    if softcap > 0:
-        s = softcap * (2.0 / (1.0 + tl.exp(-2.0 * s / softcap)) - 1.0)  # cap · tanh(s / cap)
-    ok = (cols[None, :] < n) & (tl.load(VALID + cols, mask=cols < n, other=0)[None, :] > 0)
-    if CAUSAL:
-        ok = ok & (cols[None, :] <= rows[:, None])
-    if window > 0:
-        ok = ok & (cols[None, :] > rows[:, None] - window)
-    if chunk > 0:
-        ok = ok & (cols[None, :] // chunk == rows[:, None] // chunk)
-    return tl.where(ok, s, float("-inf"))
 
 
 @triton.jit
@@ -72,9 +64,10 @@ def _lse(Q, K, SINK, VALID, LSE, LSEB, n, group, scale, softcap, window, chunk, 
     l = tl.zeros([BM], tl.float32)
     mb = tl.full([BM], float("-inf"), tl.float32)  # the same over the keys after the sink: their mass, not 1 − p0
     lb = tl.zeros([BM], tl.float32)
-    for start in range(0, n, BN):
+    @SPAN@
+    for start in range(k_lo, k_hi, BN):
         cols = start + tl.arange(0, BN)
-        s = _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
+        @SCORES s cols@
         top = tl.maximum(m, tl.max(s, 1))
         safe = tl.where(top == float("-inf"), 0.0, top)
         l = l * tl.exp(m - safe) + tl.sum(tl.exp(s - safe[:, None]), 1)
@@ -94,11 +87,11 @@ def _lse(Q, K, SINK, VALID, LSE, LSEB, n, group, scale, softcap, window, chunk, 
 
 
 @triton.jit
-def _rows(Q, K, V, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group, scale, softcap, window,
-          chunk, skip, eps, s_qh, s_qn, s_kh, s_kn, s_vh, s_vn, s_oh, s_on, CAUSAL: tl.constexpr,
-          HAS_SEG: tl.constexpr,
-          D: tl.constexpr, DP: tl.constexpr, DV: tl.constexpr, DVP: tl.constexpr, BM: tl.constexpr,
-          BN: tl.constexpr, NR: tl.constexpr):
+def _rows(Q, K, V, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, KEYS, WEIGHTS, REST, CELLS, CELL_LO, CELL_HI,
+          n, group, scale, softcap, window, chunk, skip, eps, min_weight, S, s_qh, s_qn, s_kh, s_kn, s_vh, s_vn, s_oh,
+          s_on, CAUSAL: tl.constexpr, HAS_SEG: tl.constexpr, D: tl.constexpr, DP: tl.constexpr, DV: tl.constexpr,
+          DVP: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NR: tl.constexpr, TOPK: tl.constexpr,
+          KP: tl.constexpr, THUMB: tl.constexpr):
     block, h = tl.program_id(0), tl.program_id(1)
     kv = h // group
     rows = block * BM + tl.arange(0, BM)
@@ -121,22 +114,32 @@ def _rows(Q, K, V, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group
     floor_b = eps / tl.where(kb > 0, kb, 1).to(tl.float32)
     # the first key's probability, and so the mass beyond the sink, before the tiles
     first = tl.arange(0, BN)
-    s0 = _scores(q, K, kv, rows, first, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
+    @SCORES s0 first@
     p0 = tl.sum(tl.where((first[None, :] == 0) & (s0 > float("-inf")), tl.exp(s0 - lse[:, None]), 0.0), 1)
     p0 = tl.where(none, 0.0, p0)
     lseb = tl.load(LSEB + h * n + rows, mask=live, other=float("-inf"))
     mass_b = tl.where((lseb == float("-inf")) | none, 0.0, tl.exp(tl.where(lseb == float("-inf"), 0.0, lseb) - lse))
     inv_b = 1.0 / tl.maximum(mass_b, 1e-30)
-    bent = tl.zeros([BM], tl.float32)
+    @SPAN@
+    k_end = k_lo + (k_hi - k_lo + BN - 1) // BN * BN  # the tiles read cover keys k_lo … k_end − 1
+    # the keys a row may see that no tile reads (masked: probability 0) add the floor's entropy, as those read do
+    unread = tl.minimum(k_lo, seen) + tl.maximum(seen - k_end, 0)
+    unread_b = tl.maximum(tl.minimum(k_lo, seen) - skip, 0) + tl.maximum(seen - tl.maximum(k_end, skip), 0)
+    ent = -unread.to(tl.float32) * floor * tl.log(floor)
+    bent = -unread_b.to(tl.float32) * floor_b * tl.log(floor_b)
     acc = tl.zeros([BM, DVP], tl.float32)
-    ent = tl.zeros([BM], tl.float32)
     conf = tl.zeros([BM], tl.float32)
     total = tl.zeros([BM], tl.float32)
     inseg = tl.zeros([BM], tl.float32)
+    slot = tl.arange(0, KP)
+    tw = tl.full([BM, KP], -1.0, tl.float32)  # each row's heaviest keys so far, heaviest first (−1: none yet)
+    tk = tl.full([BM, KP], -1, tl.int32)
+    r_lo = tl.load(CELL_LO + rows, mask=live, other=0)  # each row's first and last thumbnail cell
+    r_hi = tl.load(CELL_HI + rows, mask=live, other=0)
 @INIT@
-    for start in range(0, n, BN):
+    for start in range(k_lo, k_hi, BN):
         cols = start + tl.arange(0, BN)
-        s = _scores(q, K, kv, rows, cols, dk, n, scale, softcap, window, chunk, VALID, s_kh, s_kn, CAUSAL)
+        @SCORES s cols@
         p = tl.where(s == float("-inf"), 0.0, tl.exp(s - lse[:, None]))
         v = tl.load(V + kv * s_vh + cols[:, None] * s_vn + tl.where(dv < DV, dv, 0)[None, :],
                     mask=(cols[:, None] < n) & (dv[None, :] < DV), other=0.0)
@@ -148,6 +151,30 @@ def _rows(Q, K, V, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group
         total += tl.sum(p, 1)
         after = inside & (cols[None, :] >= skip)
 @PER_TILE@
+        if TOPK > 0:  # the tile's keys of weight ≥ min_weight merged into each row's heaviest TOPK
+            cand = tl.where((s > float("-inf")) & (p >= min_weight), p, -1.0)
+            kth = tl.min(tl.where(slot[None, :] < TOPK, tw, 2.0), 1)  # −1 until TOPK are kept
+            if tl.max(tl.max(cand, 1) - kth, 0) > 0:  # some row has a key heavier than its last kept
+                nw = tl.full([BM, KP], -1.0, tl.float32)
+                nk = tl.full([BM, KP], -1, tl.int32)
+                old = tw
+                for j in tl.static_range(TOPK):  # the heavier of the tile's and the kept's heaviest left; a tie
+                    mc, ic = tl.max(cand, 1), tl.argmax(cand, 1)  # keeps the earlier key, as the CPU's loop
+                    mo, io = tl.max(old, 1), tl.argmax(old, 1)
+                    new = mc > mo
+                    taken_k = tl.sum(tl.where(slot[None, :] == io[:, None], tk, 0), 1)
+                    nw = tl.where(slot[None, :] == j, tl.where(new, mc, mo)[:, None], nw)
+                    nk = tl.where(slot[None, :] == j, tl.where(new, start + ic, taken_k)[:, None], nk)
+                    cand = tl.where(new[:, None] & (tl.arange(0, BN)[None, :] == ic[:, None]), -1.0, cand)
+                    old = tl.where((~new)[:, None] & (slot[None, :] == io[:, None]), -1.0, old)
+                tw, tk = nw, nk
+        if THUMB:  # each thumbnail cell the tile meets: each row's largest probability there, into its cells
+            c_lo = tl.load(CELL_LO + cols, mask=cols < n, other=S)
+            c_hi = tl.load(CELL_HI + cols, mask=cols < n, other=-1)
+            for c in range(tl.min(c_lo, 0), tl.max(c_hi, 0) + 1):
+                best = tl.max(tl.where(((c_lo <= c) & (c_hi >= c))[None, :], p, 0.0), 1)
+                tl.atomic_max(CELLS + (h * S + r_lo) * S + c, best, mask=live & (best > 0))
+                tl.atomic_max(CELLS + (h * S + r_hi) * S + c, best, mask=live & (best > 0) & (r_hi != r_lo))
     tl.store(O + h * s_oh + rows[:, None] * s_on + dv[None, :], acc, mask=live[:, None] & (dv[None, :] < DV))
     base = ROWS + (h * n + rows) * NR
     tl.store(base + 0, ent, mask=live)
@@ -155,8 +182,64 @@ def _rows(Q, K, V, VALID, LSE, LSEB, O, ROWS, IDS, SEG, MASKS, MATCHED, n, group
     tl.store(base + 2, total, mask=live)
     tl.store(base + 3, p0, mask=live)
     tl.store(base + 6, mass_b, mask=live)
+    if TOPK > 0:
+        got = (tw >= 0) & (slot[None, :] < TOPK)
+        at = (h * n + rows)[:, None] * TOPK + slot[None, :]
+        put = live[:, None] & (slot[None, :] < TOPK)
+        tl.store(KEYS + at, tl.where(got, tk, -1), mask=put)
+        tl.store(WEIGHTS + at, tl.where(got, tw, 0.0), mask=put)
+        tl.store(REST + h * n + rows, total - tl.sum(tl.where(got, tw, 0.0), 1), mask=live)
 @STORE@
 '''
+
+
+# A tile's scores (BM × BN) into {out}, keys {cols}: −inf where masked. Written out where it is used, as `SPAN` is
+# (a jit function called from the kernel costs the interpreter its whole language patched again at each call).
+SCORES = """\
+sc_k = tl.load(K + kv * s_kh + {cols}[:, None] * s_kn + dk[None, :], mask={cols}[:, None] < n, other=0.0)
+sc_s = tl.dot(q, tl.trans(sc_k), input_precision="ieee") * scale  # not TF32: float32's own rounding
+if softcap > 0:
+    sc_s = softcap * (2.0 / (1.0 + tl.exp(-2.0 * sc_s / softcap)) - 1.0)  # cap · tanh(s / cap)
+sc_ok = ({cols}[None, :] < n) & (tl.load(VALID + {cols}, mask={cols} < n, other=0)[None, :] > 0)
+if CAUSAL:
+    sc_ok = sc_ok & ({cols}[None, :] <= rows[:, None])
+if window > 0:
+    if CAUSAL:  # p − window < j ≤ p
+        sc_ok = sc_ok & ({cols}[None, :] > rows[:, None] - window)
+    else:  # an encoder's local band: |p − j| ≤ window
+        sc_ok = sc_ok & (tl.abs({cols}[None, :] - rows[:, None]) <= window)
+if chunk > 0:
+    sc_ok = sc_ok & ({cols}[None, :] // chunk == rows[:, None] // chunk)
+{out} = tl.where(sc_ok, sc_s, float("-inf"))
+"""
+
+# The keys the block's rows may see, as whole tiles: k_lo (the first tile's first key) … k_hi − 1; the tiles outside
+# hold only masked keys and are never read (a causal block's later keys, those before a window or outside the
+# block's chunks).
+SPAN = """\
+sp_first = block * BM
+sp_last = sp_first + BM - 1  # the block's last row
+k_hi = n + block * 0
+if CAUSAL:
+    k_hi = tl.minimum(k_hi, sp_last + 1)
+    k_lo = tl.where(window > 0, tl.maximum(sp_first - window + 1, 0), 0)
+else:
+    k_hi = tl.where(window > 0, tl.minimum(k_hi, sp_last + window + 1), k_hi)
+    k_lo = tl.where(window > 0, tl.maximum(sp_first - window, 0), 0)
+sp_c = tl.maximum(chunk, 1)
+k_lo = tl.where(chunk > 0, tl.maximum(k_lo, sp_first // sp_c * sp_c), k_lo)
+k_hi = tl.where(chunk > 0, tl.minimum(k_hi, (sp_last // sp_c + 1) * sp_c), k_hi)
+k_lo = k_lo // BN * BN
+"""
+
+
+def _expanded(text: str) -> str:
+    """TEMPLATE's @SCORES out cols@ and @SPAN@ lines written out, at their lines' indentation."""
+    def block(body: str, indent: str) -> str:
+        return "\n".join(indent + line if line else line for line in body.splitlines())
+    text = re.sub(r"^( *)@SCORES (\w+) (\w+)@$", lambda m: block(SCORES.format(out=m[2], cols=m[3]), m[1]), text,
+                  flags=re.M)
+    return re.sub(r"^( *)@SPAN@$", lambda m: block(SPAN, m[1]), text, flags=re.M)
 
 
 def source(table: RowTable) -> str:
@@ -194,7 +277,7 @@ def source(table: RowTable) -> str:
              "            same = tl.load(SEG + cols, mask=cols < n, other=-3)[None, :] == seg[:, None]",
              "            inseg += tl.sum(tl.where(after & same, p, 0.0), 1)"]
     store += ["    tl.store(base + 4, bent, mask=live)", "    tl.store(base + 5, inseg, mask=live)"]
-    text = TEMPLATE
+    text = _expanded(TEMPLATE)
     for mark, lines in (("@INIT@", init), ("@PER_TILE@", tile), ("@STORE@", store)):
         text = text.replace(mark, "\n".join(lines))
     return text
@@ -208,13 +291,25 @@ def kernels(table: RowTable):
     return module._lse, module._rows
 
 
+class Pass(NamedTuple):
+    """What the kernel gives for one layer (`rows_of`), on the inputs' device."""
+    out: torch.Tensor  # (H, n, d_v) float32: the attention output P·V, each head's
+    lse: torch.Tensor  # (H, n): each row's log-sum-exp (with the sink's logit)
+    rows: torch.Tensor  # (H, n, columns): each row's sums, BUILT_IN, each record's, each beyond record's (`sums_of`)
+    keys: torch.Tensor  # (H, n, top_k) int32: each row's heaviest keys of weight ≥ min_weight, heaviest first (−1)
+    weights: torch.Tensor  # (H, n, top_k) float32: their weights (0 where none)
+    rest: torch.Tensor  # (H, n): each row's mass outside them
+    cells: torch.Tensor  # (H, s, s): the thumbnails, each head max-pooled as `scan.kept.Thumbnails` pools
+
+
 def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts, *, scale: float | None = None,
             softcap: float = 0.0, window: int = 0, chunk: int = 0, sinks: torch.Tensor | None = None,
-            valid: torch.Tensor | None = None, block_rows: int = 16, block_keys: int = 16
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One layer: q (H, n, d), k (G, n, d), v (G, n, d_v) float32 on one device -> (the output (H, n, d_v), each
-    row's log-sum-exp (H, n), each row's sums (H, n, columns): BUILT_IN, each record's, each beyond record's).
-    sinks: (H,) learned sink logits; valid: (n,) the keys that are not padding (default all)."""
+            valid: torch.Tensor | None = None, top_k: int = 0, min_weight: float = 0.0, thumb: int = 0,
+            block_rows: int | None = None, block_keys: int | None = None) -> Pass:
+    """One layer: q (H, n, d), k (G, n, d), v (G, n, d_v) on one device (half precision read in float32) -> its
+    `Pass`. sinks: (H,) learned sink logits; valid: (n,) the keys that are not padding (default all); top_k,
+    min_weight: each row's `top_k` heaviest keys of weight ≥ `min_weight` are kept (none: 0); thumb: the thumbnails'
+    size (none: 0); block_rows, block_keys: the tiles (default TILE)."""
     import triton  # here: the package is the GPU's (and the tests' interpreter's); the app imports this file only there
 
     H, n, d = q.shape
@@ -224,6 +319,7 @@ def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts,
     if dev.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError("The kernel runs on CPU tensors under Triton's interpreter only: set TRITON_INTERPRET=1 "
                            "before Python starts (the tests do).")
+    block_rows, block_keys = block_rows or TILE, block_keys or TILE
     first, second = kernels(table)
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     valid = torch.ones(n, dtype=torch.int32, device=dev) if valid is None else valid.to(dev, torch.int32)
@@ -232,6 +328,13 @@ def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts,
     out = torch.empty((H, n, dv), dtype=torch.float32, device=dev)
     columns = len(BUILT_IN) + len(table.records) + len(table.beyond)
     rows = torch.zeros((H, n, columns), dtype=torch.float32, device=dev)
+    keys = torch.full((H, n, top_k), -1, dtype=torch.int32, device=dev)
+    weights = torch.zeros((H, n, top_k), dtype=torch.float32, device=dev)
+    rest = torch.zeros((H, n), dtype=torch.float32, device=dev)
+    size = max(0, min(thumb, n))
+    cells = torch.zeros((H, size, size), dtype=torch.float32, device=dev)
+    pool = PoolCells.of(n, size)
+    cell_lo, cell_hi = (torch.as_tensor(c, dtype=torch.int32, device=dev) for c in (pool.first, pool.last))
     ids = torch.as_tensor(facts.ids, dtype=torch.int32, device=dev)
     seg = torch.as_tensor(facts.seg if facts.seg is not None else np.zeros(n), dtype=torch.int32, device=dev)
     masks = torch.as_tensor(facts.masks, dtype=torch.float32, device=dev).reshape(-1).contiguous()
@@ -243,12 +346,12 @@ def rows_of(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, facts: TextFacts,
     common = dict(CAUSAL=facts.causal, D=d, DP=dp, BM=block_rows, BN=block_keys)
     first[grid](q, k, sink, valid, lse, lse_b, n, H // G, scale, float(softcap), int(window), int(chunk), facts.skip,
                 q.stride(0), q.stride(1), k.stride(0), k.stride(1), HAS_SINK=sinks is not None, **common)
-
-    second[grid](q, k, v, valid, lse, lse_b, out, rows, ids, seg, masks, matched, n, H // G, scale,
-                 float(softcap), int(window), int(chunk), facts.skip, ENTROPY_SMOOTHING, q.stride(0), q.stride(1),
-                 k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
-                 HAS_SEG=facts.seg is not None, DV=dv, DVP=dvp, NR=columns, **common)
-    return out, lse, rows
+    second[grid](q, k, v, valid, lse, lse_b, out, rows, ids, seg, masks, matched, keys, weights, rest, cells, cell_lo,
+                 cell_hi, n, H // G, scale, float(softcap), int(window), int(chunk), facts.skip, ENTROPY_SMOOTHING,
+                 float(min_weight), size, q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0),
+                 v.stride(1), out.stride(0), out.stride(1), HAS_SEG=facts.seg is not None, DV=dv, DVP=dvp,
+                 NR=columns, TOPK=top_k, KP=max(2, triton.next_power_of_2(max(top_k, 1))), THUMB=size > 0, **common)
+    return Pass(out, lse, rows, keys, weights, rest, cells)
 
 
 def sums_of(rows: torch.Tensor, facts: TextFacts) -> dict[str, np.ndarray]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from mha_viz.metrics.pool_cells import PoolCells
+
 
 class TopKeys:
     """Each row's `top_k` heaviest keys with weight ≥ `min_weight`, heaviest first (key −1 and weight
@@ -37,9 +39,8 @@ class Thumbnails:
     def __init__(self, heads: int, n: int, size: int, device) -> None:
         self.n, self.size = n, min(size, n)
         self.cells = torch.zeros((heads, self.size, self.size), dtype=torch.float32, device=device)
-        a = torch.arange(self.size)
-        self.row_start = (a * n) // self.size  # (s,)
-        self.row_stop = -((-(a + 1) * n) // self.size)  # ceil
+        pool = PoolCells.of(n, size)
+        self.row_start, self.row_stop = torch.as_tensor(pool.starts), torch.as_tensor(pool.stops)  # (s,)
 
     def add(self, A: torch.Tensor, start: int, key_start: int) -> None:
         """Rows first (the max over each cell's rows in the block), then keys: the key pooling runs on a

@@ -2,7 +2,8 @@
 n × n matrix: the model runs once (lean capture); as each attention layer's input arrives, that layer's
 probabilities are computed a block of query rows at a time, all heads together on the model's device, and
 reduced to the head table's measures, each row's heaviest keys and the thumbnails (`metrics.row_kernels` on the
-CPU; `metrics.row_stats` and `kept` elsewhere) as they pass; where the model takes given outputs, each block's
+CPU; `metrics.row_stats` and `kept` elsewhere) as they pass; on a GPU with Triton, one kernel a layer computes the
+attention and all of these without writing any block (`kernel_layer`); where the model takes given outputs, each block's
 product with the values makes the layer's output, which the model uses instead of computing its attention a second time
 (`mha_viz_models.reading.given`), and what each head writes is measured from it. The queries and keys go to a
 temporary file, from which `Scan.rows` recomputes exact rows.
@@ -32,6 +33,7 @@ from mha_viz.metrics.row_kernels import BlockSums
 from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 from mha_viz.metrics.row_stats import RowStats
 from mha_viz.scan.kept import Thumbnails, TopKeys
+from mha_viz.scan.kernel_layer import kernel_layer, kernel_runs
 from mha_viz.scan.result import Scan
 from mha_viz.scan.rows import (
     Block,
@@ -135,7 +137,7 @@ def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
          max_tokens: int | None = None, device=None, progress: Callable[[float, str], None] | None = None,
          compiled: bool | None = None, tokens: Tokens | None = None, own_attention: bool = False,
-         keep_own: bool = True) -> Scan:
+         keep_own: bool = True, kernel: bool | None = None) -> Scan:
     """Every head of `text` (up to the model's whole context; `max_tokens` caps it, and so does a
     public server's MHA_VIZ_MAX_OVERVIEW_TOKENS): the head table's pattern measures, thumbnails
     pooled to `thumb` × `thumb`, each row's `top_k` heaviest keys of weight ≥ `min_weight`, and exact
@@ -148,6 +150,9 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     keep_own: read the model's own loss and last logits (an encoder's embedding) off the forward's last hidden
     states, with each head's mean output (`Scan.own`, what Switch heads off reads; float32, where the forward took
     each layer's output from the blocks): 2.6–3.8 s of 58–67 s at 8,192 tokens of SmolLM2 on 2 cores.
+    kernel: each layer's attention, measures, kept keys and thumbnails in one Triton kernel on the model's device
+    (`metrics.row_triton`, `kernel_layer`), no block of probabilities written; None: on a GPU with Triton installed,
+    for a model our MHA computes (True on the CPU runs it under Triton's interpreter, TRITON_INTERPRET=1: the tests).
     own_attention: the model computes its own fused attention and the blocks are computed beside it, instead of
     the model taking each layer's output from them (`LoadedModel.takes_outputs`): the way before, a benchmark's
     baseline (the output measures are then left out of the table).
@@ -167,6 +172,10 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     facts = TextFacts.of(toks.display, toks.ids, toks.special, causal=model.is_causal)
     L, H = model.num_layers, model.num_heads
     compiled = where.type == "cpu" if compiled is None else compiled
+    use_kernel = kernel_runs(model, model.device) and model.device.type == "cuda" if kernel is None else kernel
+    if use_kernel and not kernel_runs(model, model.device):
+        raise InputError(f"The attention kernel cannot scan '{model.name}' on {model.device}: it needs Triton and a "
+                         f"GPU (or TRITON_INTERPRET=1 on the CPU), and a model our MHA computes.")
     keys = np.full((L, H, toks.n, top_k), -1, np.int32)  # written in place, layer by layer
     weights, rest = np.zeros((L, H, toks.n, top_k), np.float32), np.zeros((L, H, toks.n), np.float32)
     check = FiniteCheck(model)
@@ -176,17 +185,23 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     own: list[OwnOutputs | None] = []  # what the model itself says of the text (`own_outputs.from_hidden`)
     clock = TimeLeft(L)  # the layers cost about the same; the first holds the forward's start
 
-    def reduce(layer: int, jobs: list[Callable[[], Block]]) -> None:
-        """One layer's blocks (`jobs` make them), by a reducer made now and dropped after (its scratch and, on a
-        GPU, its kept keys are one layer's)."""
+    def in_order(layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The scan's (keys, weights, rest) of `layer`, the next layer to finish."""
         if layer != len(finished):
             raise InputError(f"'{model.name}' ran its attention layers out of order (layer {layer} after "
                              f"{len(finished)} others), so it cannot be scanned.")
-        out = (keys[layer], weights[layer], rest[layer])
-        reducer = _Layer(facts, H, top_k, min_weight, thumb, where, compiled, out)
-        reducer.add_all(jobs, where, check, names[layer])
-        finished.append(reducer.finish(check, names[layer]))
+        return keys[layer], weights[layer], rest[layer]
+
+    def done(layer: int, result: tuple[dict[str, np.ndarray], np.ndarray]) -> None:
+        finished.append(result)
         progress((layer + 1) / L, f"Layer {layer + 1} of {L} done · {say(clock.step())}")
+
+    def reduce(layer: int, jobs: list[Callable[[], Block]]) -> None:
+        """One layer's blocks (`jobs` make them), by a reducer made now and dropped after (its scratch and, on a
+        GPU, its kept keys are one layer's)."""
+        reducer = _Layer(facts, H, top_k, min_weight, thumb, where, compiled, in_order(layer))
+        reducer.add_all(jobs, where, check, names[layer])
+        done(layer, reducer.finish(check, names[layer]))
 
     if model.can_recompute and not model.is_encoder_decoder:
         progress(0.0, f"Running {model.name} on {toks.n} tokens with fused attention, each layer as it runs…")
@@ -194,8 +209,13 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
         def on_input(layer: int, proj, values: torch.Tensor | None) -> torch.Tensor | None:
             """Inside the forward, one layer's queries and keys at a time; with `values`, each block's product
             with them too: the layer's output, which the model then takes (`lean_layers`)."""
-            jobs, out = block_jobs(model, proj, values, toks.n)
-            reduce(layer, jobs)
+            if use_kernel:  # the layer's attention, measures, kept keys and thumbnails in one kernel
+                *result, out = kernel_layer(proj, values, facts, top_k=top_k, min_weight=min_weight, thumb=thumb,
+                                            out=in_order(layer), check=check, where=names[layer])
+                done(layer, tuple(result))
+            else:
+                jobs, out = block_jobs(model, proj, values, toks.n)
+                reduce(layer, jobs)
             check.verify()
             if out is not None:  # what each head writes, from the outputs just made (the table's output measures)
                 written.append(output_norms(out[0], proj[0].head_weights()["W_O"]))

@@ -38,7 +38,7 @@ def _dense(q, k, v, causal, *, softcap=0.0, window=0, chunk=0, sinks=None, valid
     if causal:
         ok &= j <= i
     if window:
-        ok &= j > i - window
+        ok &= (j > i - window) if causal else ((j - i).abs() <= window)
     if chunk:
         ok &= j // chunk == i // chunk
     if valid is not None:
@@ -67,12 +67,35 @@ def _facts(causal, *, two=False, table=None):
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # compiled for a GPU, else Triton's interpreter
 
 
+TOP_K, MIN_WEIGHT, THUMB = 5, 0.02, 7  # 29 positions in 7 cells: neighbouring cells share a position
+
+
+def _kept(got, p):
+    """The kernel's kept keys, weights, rest and thumbnails against the dense probabilities p (H, n, n): each row's
+    heaviest TOP_K of weight ≥ MIN_WEIGHT (torch.topk; the same keys up to ties), the rest of the row's mass, and
+    PyTorch's adaptive max-pool."""
+    weights, keys = torch.topk(p.float(), TOP_K, dim=-1)
+    weights = torch.where(weights >= MIN_WEIGHT, weights, 0.0)
+    keys = torch.where(weights > 0, keys, -1)
+    np.testing.assert_allclose(got.weights.cpu().numpy(), weights.numpy(), atol=2e-6)
+    np.testing.assert_allclose(got.rest.cpu().numpy(), (p.float().sum(-1) - weights.sum(-1)).numpy(), atol=2e-5)
+    tied = np.zeros(weights.shape, bool)  # a weight within 1e-6 of a neighbour's, or of the row's next key
+    gaps = np.abs(np.diff(torch.topk(p.float(), TOP_K + 1, dim=-1)[0].numpy(), axis=-1)) < 1e-6
+    tied[..., 1:] |= gaps[..., :-1]
+    tied |= gaps
+    assert (got.keys.cpu().numpy() == keys.numpy())[~tied].all()
+    cells = torch.nn.functional.adaptive_max_pool2d(p.float()[:, None], THUMB)[:, 0]
+    np.testing.assert_allclose(got.cells.cpu().numpy(), cells.numpy(), atol=2e-6)
+
+
 def _check(q, k, v, facts, *, atol=2e-5, **kinds):
     on = {name: x.to(DEVICE) if isinstance(x, torch.Tensor) else x for name, x in kinds.items()}
-    out, lse, rows = row_triton.rows_of(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), facts, **on)
-    out, lse = out.cpu(), lse.cpu()
-    got = measures_from_sums(row_triton.sums_of(rows, facts), facts.n, facts.table)
+    done = row_triton.rows_of(q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), facts, top_k=TOP_K, min_weight=MIN_WEIGHT,
+                              thumb=THUMB, block_rows=16, block_keys=16, **on)
+    out, lse = done.out.cpu(), done.lse.cpu()
+    got = measures_from_sums(row_triton.sums_of(done.rows, facts), facts.n, facts.table)
     p, o, sums_lse = _dense(q, k, v, facts.causal, **kinds)
+    _kept(done, torch.nan_to_num(p))
     o = torch.nan_to_num(o)  # a row that sees no key: NaN in the softmax, 0 in the kernel (and in the backends)
     reference = RowStats(facts, H, "cpu")
     reference.add(torch.nan_to_num(p).float(), 0, 0)
@@ -85,7 +108,8 @@ def _check(q, k, v, facts, *, atol=2e-5, **kinds):
 
 
 @pytest.mark.parametrize("causal, kinds", [
-    (True, {}), (False, {}), (True, {"window": 5}), (True, {"chunk": 8}), (True, {"softcap": 2.0}),
+    (True, {}), (False, {}), (True, {"window": 5}), (False, {"window": 4}), (True, {"chunk": 8}),
+    (True, {"softcap": 2.0}),
     (True, {"sinks": torch.tensor([0.5, -1.0, 2.0, 0.0])}),
     (False, {"valid": torch.tensor([1] * (N - 4) + [0] * 4)}),  # the last four keys padding
 ])
@@ -136,7 +160,7 @@ def test_a_planted_defect_is_seen():
     """The kernel's text with the causal mask dropped gives other probabilities: the comparison above fails."""
     facts = _facts(True)
     text = row_triton.source(facts.table)
-    broken = text.replace("ok = ok & (cols[None, :] <= rows[:, None])", "ok = ok")
+    broken = text.replace("sc_ok = sc_ok & (cols[None, :] <= rows[:, None])", "sc_ok = sc_ok")
     assert broken != text
     original = row_triton.source
     try:
