@@ -52,7 +52,8 @@ class Scan:
     # (`mha_viz.scan.rows.RowSource`); None for a reopened scan until `attach`
     row_source: Callable | None = field(default=None, repr=False, compare=False)
     # what the model itself made of the text (its loss and last logits, or its embedding) and each head's mean
-    # output, read after the scan's forward (`capture.own_outputs.from_hidden`); None where not made (half
+    # output, read after the scan's forward (`capture.own_outputs.from_hidden`; a decoder's at the first read:
+    # `own_later.LaterOwn`); None where not made (half
     # precision, a family read through its own attention, a reopened scan)
     own: OwnOutputs | None = field(default=None, repr=False, compare=False)
 

@@ -25,7 +25,7 @@ import torch
 
 from mha_viz.budget.time_left import TimeLeft, say
 from mha_viz.capture.finite import FiniteCheck
-from mha_viz.capture.own_outputs import OwnOutputs, from_hidden
+from mha_viz.capture.own_outputs import OwnOutputs
 from mha_viz.compiled import run_all, thread_count
 from mha_viz.metrics.head_stats import pattern_columns
 from mha_viz.metrics.output_norms import output_norms
@@ -34,6 +34,7 @@ from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 from mha_viz.metrics.row_stats import RowStats
 from mha_viz.scan.kept import Thumbnails, TopKeys
 from mha_viz.scan.kernel_layer import kernel_layer, kernel_runs
+from mha_viz.scan.own_later import LaterOwn, own_of
 from mha_viz.scan.result import Scan
 from mha_viz.scan.rows import (
     Block,
@@ -48,8 +49,6 @@ from mha_viz.scan.rows import (
 from mha_viz.scan.torch_threads import on_one_torch_thread, one_torch_thread_each
 from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel
-from mha_viz_models.loading import switch
-from mha_viz_models.reading import lm_head
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +146,10 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     compiled pass on the CPU (`metrics.row_kernels`), or by tensor operations on `device`; None: the
     first on the CPU. Both give the same scan within float32 rounding. tokens: the text already tokenized
     (`tokenize`; an analysis's, cut to its own limit), instead of `text` up to the model's whole context.
-    keep_own: read the model's own loss and last logits (an encoder's embedding) off the forward's last hidden
+    keep_own: keep what the model's own loss and last logits (an encoder's embedding) are read from, its last hidden
     states, with each head's mean output (`Scan.own`, what Switch heads off reads; float32, where the forward took
-    each layer's output from the blocks): 2.6–3.8 s of 58–67 s at 8,192 tokens of SmolLM2 on 2 cores.
+    each layer's output from the blocks). A decoder's LM head runs at their first read (`own_later`): it took
+    2.6–3.8 s of the first page's 58–67 s at 8,192 tokens of SmolLM2 on 2 cores.
     kernel: each layer's attention, measures, kept keys and thumbnails in one Triton kernel on the model's device
     (`metrics.row_triton`, `kernel_layer`), no block of probabilities written; None: on a GPU with Triton installed,
     for a model our MHA computes (True on the CPU runs it under Triton's interpreter, TRITON_INTERPRET=1: the tests).
@@ -182,7 +182,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     names = [f"attention in layer {number}" for number in model.layer_ids]
     finished, written = [], []  # each layer's (measures, thumbnails), and its heads' output norms where made
     means: list[torch.Tensor] = []  # each layer's head outputs averaged over the tokens, (H, d_v), where made
-    own: list[OwnOutputs | None] = []  # what the model itself says of the text (`own_outputs.from_hidden`)
+    own: list[OwnOutputs | LaterOwn] = []  # what the model itself says of the text (`own_outputs.from_hidden`)
     clock = TimeLeft(L)  # the layers cost about the same; the first holds the forward's start
 
     def in_order(layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -224,20 +224,12 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
             return out
 
         def on_last(hidden: torch.Tensor) -> None:
-            """The model's loss and last logits (or an encoder's embedding) from its last hidden states, with each
-            head's mean output: where `ablation_outcome.from_run` can read them (float32, every head's mean made)
-            and the caller wants them (`keep_own`). Extra: what cannot be made is left out (logged), the scan stands."""
-            if not keep_own or model.dtype != torch.float32 or len(means) != L:
-                return
-            progress(1.0, f"Reading {model.name}'s own predictions over the {toks.n} tokens…")
-            try:
-                with model.lock, switch.fused(model):  # the read-out's probe, once a model: no head's weights made
-                    logits = lm_head.of(model) if model.is_causal else None
-                    if logits is not None or not model.is_causal:
-                        own.append(from_hidden(hidden, list(toks.ids), logits=logits,
-                                               head_means=torch.stack(means).cpu().numpy()))
-            except (RuntimeError, ValueError, TypeError) as exc:  # out of memory included: the scan is what counts
-                log.warning("%s: its own predictions over %d tokens were not made: %s", model.name, toks.n, exc)
+            """The model's loss and last logits (made at their first read: `own_later`) or an encoder's embedding from
+            its last hidden states, with each head's mean output: where `ablation_outcome.from_run` can read them
+            (float32, every head's mean made) and the caller wants them (`keep_own`)."""
+            if keep_own and model.dtype == torch.float32 and len(means) == L:
+                found = own_of(model, hidden, list(toks.ids), torch.stack(means).cpu().numpy())
+                own.extend([found] if found is not None else [])
         spill = lean_layers(model, toks.ids, on_input, outputs=not own_attention, on_last=on_last)
         source = RowSource(model, toks.ids, spill)
     else:
