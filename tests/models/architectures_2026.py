@@ -61,6 +61,28 @@ def _deepseek_v3():
         n_group=1, topk_group=1))
 
 
+SPARSE_TOP_K = 6  # the indexer's keys a query keeps (DeepSeek-V3.2, GLM-5): fewer than the test text's tokens
+
+
+def _mla_sparse(**kw) -> dict:
+    """DeepSeek-V3.2's and GLM-5's shared shape: DeepSeek-V3's MLA, and an indexer that keeps each query's
+    SPARSE_TOP_K highest-scoring keys (`indexed_attention` layers)."""
+    return common(head_dim=8, num_key_value_heads=4, kv_lora_rank=16, q_lora_rank=24, qk_rope_head_dim=8,
+                  qk_nope_head_dim=8, v_head_dim=12, n_routed_experts=2, num_experts_per_tok=1, first_k_dense_replace=2,
+                  moe_intermediate_size=32, n_group=1, topk_group=1, index_topk=SPARSE_TOP_K, index_head_dim=16,
+                  index_n_heads=2, **kw)
+
+
+def _deepseek_v32():
+    from transformers import DeepseekV32Config, DeepseekV32ForCausalLM
+    return DeepseekV32ForCausalLM, DeepseekV32Config(**_mla_sparse())
+
+
+def _glm_moe_dsa():
+    from transformers import GlmMoeDsaConfig, GlmMoeDsaForCausalLM
+    return GlmMoeDsaForCausalLM, GlmMoeDsaConfig(**_mla_sparse())
+
+
 def _llama4():
     from transformers import Llama4ForCausalLM, Llama4TextConfig
     return Llama4ForCausalLM, Llama4TextConfig(**common(
@@ -118,7 +140,8 @@ def _zamba2():  # Mamba-2 layers; in layers 1 and 3 a shared attention block (on
 
 
 BUILDERS = {"olmo2": _olmo2, "smollm3": _smollm3, "gpt_oss": _gpt_oss, "cohere2": _cohere2,
-            "deepseek_v3": _deepseek_v3, "llama4": _llama4, "deberta": _deberta}
+            "deepseek_v3": _deepseek_v3, "llama4": _llama4, "deberta": _deberta, "deepseek_v32": _deepseek_v32,
+            "glm_moe_dsa": _glm_moe_dsa}
 # softmax attention in layers 1 and 3
 HYBRIDS = {"qwen3_next": _qwen3_next, "jamba": _jamba, "lfm2": _lfm2, "minimax": _minimax}
 # softmax attention and another token mixer in one layer: Falcon-H1's every layer, Zamba2's layers 1 and 3

@@ -24,8 +24,12 @@ NOT_ATTENTION = {
     "granitemoehybrid": "Mamba-2 layers", "nemotron_h": "Mamba-2 layers", "lfm2": "short convolution layers",
     "qwen3_next": "linear attention (Gated DeltaNet) in most layers", "minimax": "lightning (linear) attention",
 }
-# entries of a config's layer_types that are softmax attention
-ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention"}
+# a layer's attention shape: the attributes that must be one value across the layers mha-viz reads
+ATTENTION_SHAPE = {"head_dim", "num_attention_heads", "num_key_value_heads", "qk_head_dim", "v_head_dim"}
+# entries of a config's layer_types that are softmax attention; "indexed_attention" (DeepSeek-V3.2's and GLM-5's
+# sparse attention) is a softmax over the keys its indexer keeps, each row's others 0: Hugging Face's eager forward
+# returns those rows, which sum to 1
+ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention", "indexed_attention"}
 # entries of layers that hold softmax attention and another token mixer: Falcon-H1's Mamba-2 heads beside its
 # attention heads, Zamba2's Mamba-2 layer after its shared attention block; the layer is read as both
 BOTH_LAYER_TYPES = {"hybrid"}
@@ -66,9 +70,41 @@ def hybrid_layers(config) -> tuple[list[int], dict[str, list[int]]] | None:
     return (softmax, others) if softmax and others else None
 
 
+def per_layer_values(config) -> dict[str, list]:
+    """A heterogeneous config's per-layer attributes (transformers' `per_layer_config`: Gemma 4's head sizes) that
+    differ between its layers: {name: each layer's value}; {} for any other config."""
+    if not getattr(config, "is_heterogeneous", False):
+        return {}
+    layers = config.per_layer_config
+    values = {name: [getattr(layers[i], name, None) for i in range(len(layers))]
+              for name in sorted(config.per_layer_attributes or ())}
+    return {name: v for name, v in values.items() if len(set(map(repr, v))) > 1}
+
+
+def open_per_layer(config, spec: str) -> str | None:
+    """Why a heterogeneous `config` cannot be read (its layers' attention differs in shape: Gemma 4's global layers
+    have larger heads than its sliding ones, and every part of mha-viz holds one head size), or None. A config whose
+    per-layer attributes are the same in every layer, or differ only outside attention, may then be read as a whole
+    (transformers refuses a global read of a per-layer attribute otherwise: the loader reads config.head_dim)."""
+    differ = per_layer_values(config)
+    shaped = {name: v for name, v in differ.items() if name in ATTENTION_SHAPE}
+    if shaped:
+        said = "; ".join(f"{name} {', '.join(sorted({str(x) for x in v}, key=lambda x: (len(x), x)))}"
+                         for name, v in shaped.items())
+        return (f"'{spec}' is a {getattr(config, 'model_type', '') or 'heterogeneous'} model whose attention layers "
+                f"differ in shape ({said}, by layer): mha-viz reads models whose attention layers share one head "
+                f"size and head count, and cannot read this one yet.")
+    if getattr(config, "is_heterogeneous", False):
+        config.allow_global_per_layer_attribute_access = True
+    return None
+
+
 def refusal(config, spec: str) -> str | None:
     """Why `config` (of the model asked for as `spec`) cannot be read, or None when it can (a hybrid
     can: its softmax layers are read)."""
+    why = open_per_layer(config, spec)
+    if why is not None:
+        return why
     model_type = getattr(config, "model_type", "") or "unknown"
     instead = None if hybrid_layers(config) is not None else NOT_ATTENTION.get(model_type)
     others = sorted({k for k in layer_kinds(config) or () if k not in ATTENTION_LAYER_TYPES})

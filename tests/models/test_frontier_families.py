@@ -1,0 +1,110 @@
+"""The 2026 frontier families (issue 89), as random-init configs saved to a folder and loaded as a user's model:
+DeepSeek-V3.2 and GLM-5, whose `indexed_attention` layers keep each query's top keys by an indexer (Hugging Face's
+eager forward returns those rows: a softmax over the selection, every other key 0), and Gemma 4, whose config holds
+per-layer attributes (transformers refuses a global read of them: the loader read `config.head_dim` and raised its
+error raw). Every heterogeneous config that transformers ships is read by the refusal without raising."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from mha_viz.metrics import head_table
+from mha_viz_models.errors import ModelLoadError
+from mha_viz_models.families.architectures import refusal
+from tests.helpers import save_peaked
+from tests.models import architectures_2026 as arch
+
+pytestmark = pytest.mark.model
+
+TEXT = "The cat sat on the mat and the dog ran to the park, then the cat sat on the mat again."
+EXCEPTION_TEXT = ("Traceback", "Error", "Exception", "has no attribute", "NoneType")
+
+
+@pytest.mark.parametrize("family", ["deepseek_v32", "glm_moe_dsa"])
+def test_sparse_attention_loads_and_its_rows_are_the_indexers_selection(family, tmp_path):
+    """Loaded (it was refused: "indexed_attention … no attention probabilities"), every layer's capture equal to the
+    model's own eager forward run here, each row a softmax over at most SPARSE_TOP_K keys (the indexer's), summing to
+    1, and the head table made from them."""
+    model = mha_viz.load_model(arch.build(family, tmp_path), device="cpu")
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    n = ids.shape[1]
+    assert n > 2 * arch.SPARSE_TOP_K
+    captured = model.capture(ids).attentions
+    with torch.inference_mode():
+        own = model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    assert len(captured) == len(own) == model.num_layers
+    for mine, theirs in zip(captured, own):
+        torch.testing.assert_close(mine.float(), theirs.float(), atol=1e-5, rtol=0)
+        kept = (theirs[0] > 0).sum(-1)  # (H, n): keys each row holds
+        assert (kept <= arch.SPARSE_TOP_K).all() and (kept[:, -1] == arch.SPARSE_TOP_K).all()
+        np.testing.assert_allclose(theirs[0].sum(-1).numpy(), 1.0, atol=1e-5)
+    table = head_table(mha_viz.analyze(model, TEXT))
+    assert len(table) == model.num_layers * model.num_heads
+    assert np.isfinite(table["entropy"].to_numpy(float)).all()
+
+
+def _gemma4(out, global_head_dim: int):
+    from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+    config = Gemma4TextConfig(**arch.common(
+        sliding_window=arch.WINDOW, layer_types=["sliding_attention"] * 3 + ["full_attention"],
+        per_layer_config={"03": {"head_dim": global_head_dim}}, vocab_size_per_layer_input=400,
+        hidden_size_per_layer_input=8))
+    return save_peaked(Gemma4ForCausalLM, config, out, sharpened=arch.SHARPENED, scale=2.0, norm=2.0)
+
+
+def test_gemma4_with_larger_global_heads_is_refused_with_its_reason(tmp_path):
+    """Its global layer's heads of 32 against the sliding layers' 16: refused, naming the head sizes (it raised
+    transformers' AmbiguousGlobalPerLayerAttributeError from the loader)."""
+    with pytest.raises(ModelLoadError) as refused:
+        mha_viz.load_model(_gemma4(tmp_path, 32), device="cpu")
+    message = str(refused.value)
+    assert "head_dim 16, 32" in message and "gemma4" in message
+    assert not [t for t in EXCEPTION_TEXT if t in message], message
+
+
+def test_gemma4_with_one_head_size_loads_and_equals_hugging_face(tmp_path):
+    model = mha_viz.load_model(_gemma4(tmp_path, 16), device="cpu")
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    captured = model.capture(ids).attentions
+    with torch.inference_mode():
+        own = model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    for mine, theirs in zip(captured, own):
+        torch.testing.assert_close(mine.float(), theirs.float(), atol=1e-5, rtol=0)
+
+
+def _heterogeneous_configs():
+    """Every config of the installed transformers whose defaults are heterogeneous (per-layer attributes), or whose
+    text config is."""
+    from transformers import CONFIG_MAPPING
+
+    found = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in CONFIG_MAPPING.keys():
+            try:
+                config = CONFIG_MAPPING[name]()
+            except Exception:  # noqa: BLE001 - a config that needs arguments: none of its defaults to read
+                continue
+            for part in (config, getattr(config, "text_config", None)):
+                if getattr(part, "is_heterogeneous", False):
+                    found.append((name, part))
+    return found
+
+
+def test_no_heterogeneous_config_raises_through_the_refusal():
+    """transformers 5.23 ships several (Gemma 4 and its variants, Step 3.5, Dots3…): the refusal reads each
+    without raising, and refuses exactly those whose attention differs in shape between layers, naming it."""
+    found = _heterogeneous_configs()
+    assert any(part.model_type == "gemma4_text" for _, part in found)
+    for name, part in found:
+        why = refusal(part, name)
+        if why is not None:
+            assert "differ in shape" in why or "no attention" in why or "without the layers" in why, why
+            assert not [t for t in EXCEPTION_TEXT if t in why], why
+        if part.model_type == "gemma4_text":  # its default: heads of 256 in sliding layers, 512 in global ones
+            assert why is not None and "head_dim 256, 512" in why
