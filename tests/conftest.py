@@ -29,17 +29,23 @@ import torch  # noqa: E402
 from tests.helpers import MODEL_FIXTURES, PRETRAINED, SUITE_ONLY_ENV, TIERS, byte_bpe_tokenizer  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
-if os.environ.get("TRITON_INTERPRET") == "1":
-    from tests.triton_interpreter import quicken
-
-    quicken()
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 for _name, _value in SUITE_ONLY_ENV.items():  # tests/helpers.py says why; the browser tests' servers go without
     os.environ.setdefault(_name, _value)
 # the suite reads its texts at the limit it was written for: locally the default is the model's whole
 # context (tests/unit/test_deploy.py), which would make every long text a long run of SmolLM2's 8,192 tokens
 os.environ.setdefault("MHA_VIZ_MAX_TOKENS", "512")
+
+
+@pytest.fixture()
+def triton_kernels():
+    """For a test that runs Triton kernels: under the interpreter (no GPU), made quicker (tests/triton_interpreter.py).
+    A fixture, not at import: importing Triton in every test process costs its start and prints its bindings' leak
+    report at exit."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from tests.triton_interpreter import quicken
+
+        quicken()
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ metrics.head_table(...)`):
 - `diversity`: `diversity`, `layer_diversity`, `diversity_table`: the diversity D of sets of heads.
 - `across_layers`: `rollout`, `rollout_layer`, `rollout_through_head`, `flow`: attention across layers (section 4).
 - `layout`: `cluster_order`, `mds`: layouts of a dissimilarity matrix for the views.
+- `sparse_selection`: `sparse_selection`: a sparse-attention layer's picked keys against its dense softmax.
 - `head_writes`: `Weights` and what each head writes (shared by head_stats and similarity).
 
 Functions take an `AttentionRun` (and, where weights matter, the dict of
@@ -44,6 +45,7 @@ from mha_viz.metrics.mixing_measures import EFFECTIVE_MEASURES, effective_measur
 from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.row_table import PUNCTUATION
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
+from mha_viz.metrics.sparse_selection import sparse_selection
 
 __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "EFFECTIVE_MEASURES", "FLOW_MAX_TOKENS", "METRICS",
@@ -51,7 +53,7 @@ __all__ = [
     "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "effective_measures", "diversity", "diversity_table", "flow", "head_columns",
     "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "metrics_for", "missing_weights",
-    "needing", "rollout", "rollout_layer", "rollout_through_head", "select_heads",
+    "needing", "rollout", "rollout_layer", "rollout_through_head", "select_heads", "sparse_selection",
 ]
 
 # one meaning per name (issue 53): `importance` is the app's gradient importance (`interventions.ablation`); what

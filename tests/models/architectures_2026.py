@@ -80,7 +80,8 @@ def _deepseek_v32():
 
 def _glm_moe_dsa():
     from transformers import GlmMoeDsaConfig, GlmMoeDsaForCausalLM
-    return GlmMoeDsaForCausalLM, GlmMoeDsaConfig(**_mla_sparse())
+    # layers 1 and 3 reuse the picks of the layer before ("shared")
+    return GlmMoeDsaForCausalLM, GlmMoeDsaConfig(**_mla_sparse(indexer_types=["full", "shared"] * 2))
 
 
 def _llama4():

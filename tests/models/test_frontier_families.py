@@ -48,6 +48,53 @@ def test_sparse_attention_loads_and_its_rows_are_the_indexers_selection(family, 
     assert np.isfinite(table["entropy"].to_numpy(float)).all()
 
 
+@pytest.mark.parametrize("family", ["deepseek_v32", "glm_moe_dsa"])
+def test_the_indexers_picks_against_the_dense_softmax(family, tmp_path):
+    """`sparse_selection`: each indexed layer's picks and, per head and row, the dense softmax's mass on them and
+    their overlap with its heaviest as many. The first layer against the same weights loaded again with the indexer
+    keeping every key (its eager probabilities are the dense ones, computed apart; a later layer's input differs
+    there), measured here by hand, and the model's sparse rows are the dense ones on the picks divided by that mass.
+    Every layer: nothing outside the picks, a row that picked every key it sees keeps all, and each layer leaves some
+    dense mass out (a layer whose dense call kept the picks would not). GLM-5's shared layers reuse the picks of the
+    layer before."""
+    import json
+    import shutil
+
+    from mha_viz.metrics import sparse_selection
+
+    path = arch.build(family, tmp_path / "sparse")
+    dense_path = tmp_path / "dense"
+    shutil.copytree(path, dense_path)
+    config = json.loads((dense_path / "config.json").read_text())
+    config["index_topk"] = 10_000
+    (dense_path / "config.json").write_text(json.dumps(config))
+    model = mha_viz.load_model(path, device="cpu")
+    got = sparse_selection(model, TEXT)
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    n = ids.shape[1]
+    sparse = [a[0].double().numpy() for a in model.capture(ids).attentions]
+    dense = mha_viz.load_model(str(dense_path), device="cpu").capture(ids).attentions[0][0].double().numpy()
+    assert got.layers == tuple(range(model.num_layers))
+    picked = got.picked[0]
+    kept = (dense * picked).sum(-1)  # (H, n)
+    np.testing.assert_allclose(got.row_kept[0], kept, atol=1e-5)
+    np.testing.assert_allclose(sparse[0], dense * picked / kept[..., None], atol=1e-5)
+    for h in range(model.num_heads):
+        for i in range(n):
+            k = int(picked[i].sum())
+            heaviest = set(np.argsort(-dense[h, i], kind="stable")[:k])
+            by_hand = len(heaviest & set(np.flatnonzero(picked[i]))) / k
+            assert abs(got.overlap[0, h, i] - by_hand) <= 1 / k + 1e-9  # ties may count one more in
+    whole = got.picked.sum(-1) == np.arange(1, n + 1)  # (S, n): rows that picked every key they see
+    for s, layer in enumerate(got.layers):
+        assert not (sparse[layer][:, ~got.picked[s]] > 0).any()  # nothing outside the picks
+        np.testing.assert_allclose(got.row_kept[s][:, whole[s]], 1.0, atol=1e-5)
+        assert (got.row_kept[s] < 1 - 1e-3).any() and (got.row_kept[s] > 0).all()
+    if family == "glm_moe_dsa":  # layers 1 and 3 are "shared"
+        assert (got.picked[1] == got.picked[0]).all() and (got.picked[3] == got.picked[2]).all()
+        assert not (got.picked[2] == got.picked[0]).all()
+
+
 def _gemma4(out, global_head_dim: int):
     from transformers import Gemma4ForCausalLM, Gemma4TextConfig
     config = Gemma4TextConfig(**arch.common(

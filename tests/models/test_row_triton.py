@@ -20,7 +20,7 @@ from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 from mha_viz.metrics.row_stats import RowStats
 from mha_viz.metrics.row_table import RECORDS, RowMeasure, RowTable
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.usefixtures("triton_kernels")]
 
 H, G, N, D, DV = 4, 2, 29, 8, 6  # two query heads on each KV head
 

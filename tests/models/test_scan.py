@@ -158,6 +158,7 @@ def test_the_tensor_path_equals_the_compiled_one(family):
 
 
 @pytest.mark.model
+@pytest.mark.usefixtures("triton_kernels")
 @pytest.mark.parametrize("family", ["gpt_oss", "gemma3", "llama4", "minilm"], indirect=True)
 def test_the_kernel_equals_the_compiled_pass(family):
     """The attention kernel (`metrics.row_triton`, issue 87; under Triton's interpreter on the CPU) scans each layer

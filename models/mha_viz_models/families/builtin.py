@@ -285,7 +285,7 @@ register(Family(
 ))
 register(Family(  # our MHA refused by name; its heads' outputs and values are read off its own modules
     "mla", recognise=_is_mla, build=refused, output_projection=lambda m: m.o_proj, values=_mla_values,
-    refuse=lambda _m, _config: [MLA], names="DeepSeek-V2, DeepSeek-V3", kind="decoder",
+    refuse=lambda _m, _config: [MLA], names="DeepSeek-V2, DeepSeek-V3, DeepSeek-V3.2, GLM-5", kind="decoder",
 ))
 register(Family(
     "modernbert", recognise=_is_modernbert, build=lambda m, config, _causal: _modernbert(m, config),

@@ -1,12 +1,13 @@
 """The *Model facts* page: what the loaded model is, as a table; for a hybrid, how much of its token mixing each
-kind of layer does on the text on screen."""
+kind of layer does on the text on screen; for a sparse-attention model, what its indexer keeps of the dense
+softmax."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from mha_viz.drawing import style as figure_style
-from mha_viz.ui.kit import other_layers
+from mha_viz.ui.kit import other_layers, sparse_picks
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.model_facts import page_keys as model_facts_keys
 from mha_viz.ui.shell import export_views, view_helpers
@@ -22,3 +23,4 @@ def model_facts_page() -> None:
     st.download_button("Download these facts (CSV)", export_views.table_csv(facts), key=model_facts_keys.DL_FACTS,
                        file_name=figure_style.safe_filename(f"{cur.model.name}-facts") + ".csv", mime="text/csv")
     other_layers.other_layers_shares(cur)
+    sparse_picks.sparse_picks_section(cur)

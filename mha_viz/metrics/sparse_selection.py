@@ -1,0 +1,89 @@
+"""What a sparse-attention layer's indexer kept (DeepSeek-V3.2, GLM-5: `indexed_attention`), measured per head against
+the dense softmax the same layer would give with every key (issue 89): the share of the dense mass on the keys the
+indexer picked, and how many of them are among the dense softmax's own heaviest as many. Both from one forward
+(`mha_viz_models.reading.sparse`: each indexed layer called a second time on its own inputs, every key picked). No
+other tool shows either: what a researcher asks of a sparse model is whether its indexer keeps what the heads would
+have read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from mha_viz.budget import capture_budget
+from mha_viz.text.tokenize import InputError, tokenize
+from mha_viz_models import LoadedModel
+from mha_viz_models.reading import sparse
+
+
+@dataclass(frozen=True)
+class SparseSelection:
+    """The indexed layers of one text. layers: their numbers (as `LoadedModel.layer_ids`); picked (S, n, n) bool:
+    the keys each query's indexer kept that it may see; row_kept (S, H, n): each row's dense mass on them; overlap
+    (S, H, n): the share of them among the row's dense heaviest as many (ties counted in)."""
+    tokens: list[str]
+    layers: tuple[int, ...]
+    picked: np.ndarray
+    row_kept: np.ndarray
+    overlap: np.ndarray
+
+    def table(self) -> pd.DataFrame:
+        """One row a head of each indexed layer: layer, head, kept_mass and overlap (each the mean over the rows)."""
+        S, H = self.row_kept.shape[:2]
+        return pd.DataFrame({"layer": np.repeat(self.layers, H), "head": np.tile(np.arange(H), S),
+                             "kept_mass": self.row_kept.mean(-1).ravel(), "overlap": self.overlap.mean(-1).ravel()})
+
+
+def measured(picked: torch.Tensor, dense: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """(each row's dense mass on its picked keys, each row's share of picked keys among its dense heaviest as many),
+    (H, n) each, for picked (n, n) bool and dense (H, n, n). A row that picked no key: 0 and 0."""
+    mask = picked[None].float()
+    kept = (dense * mask).sum(-1)  # (H, n)
+    count = picked.sum(-1)  # (n,)
+    ranked = dense.sort(-1, descending=True).values
+    threshold = ranked.gather(-1, (count.clamp(min=1) - 1).long().expand(dense.shape[0], -1)[..., None])  # (H, n, 1)
+    among = ((dense >= threshold) & picked[None]).sum(-1).float()
+    share = torch.where(count > 0, torch.minimum(among, count.float()) / count.clamp(min=1), 0.0)
+    return kept.numpy().astype(np.float64), share.numpy().astype(np.float64)
+
+
+def has_sparse_layers(model: LoadedModel) -> bool:
+    """Whether `model` has an attention layer whose indexer picks its keys, read through its own modules."""
+    return not model.local_attention and any(sparse.indexed(m) for m, _ in model.attention_modules)
+
+
+def need_bytes(model: LoadedModel, n: int) -> int:
+    """What `sparse_selection` holds at once over n tokens: one layer's sparse and dense probabilities (float32, every
+    head) and every indexed layer's picks (n × n booleans)."""
+    layers = sum(sparse.indexed(m) for m, _ in model.attention_modules)
+    return 2 * 4 * model.num_heads * n * n + layers * n * n
+
+
+def sparse_selection(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> SparseSelection:
+    """Each indexed layer's picks and their measures on `text` (one forward, under the model's lock; one layer's
+    probabilities held at a time, within the capture budget, MHA_VIZ_MAX_CAPTURE_MB). Raises InputError for a model
+    with no indexed layer, or one whose attention is not its own modules' (our MHA in place), or a text past the
+    budget (naming the length that fits)."""
+    if not has_sparse_layers(model):
+        raise InputError(f"'{model.name}' has no sparse attention layer whose indexer picks its keys "
+                         f"(DeepSeek-V3.2's and GLM-5's indexed attention have one).")
+    toks = tokenize(model, text, max_tokens)
+    need = need_bytes(model, toks.n)
+    if not capture_budget.fits(need):
+        fits = next((n for n in range(toks.n, 1, -1) if capture_budget.fits(need_bytes(model, n))), 1)
+        capture_budget.check(need, f"Measuring the indexer's picks of '{model.name}' on {toks.n} tokens",
+                             f"use a text of at most {fits} tokens, or raise the limit.")
+
+    def reduced(layer: sparse.SparseLayer) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        kept, share = measured(layer.picked, layer.dense)
+        return layer.layer, layer.picked.numpy(), kept, share
+    with model.lock:
+        read = sparse.read(model.hf_model, [m for m, _ in model.attention_modules],
+                           torch.tensor([toks.ids], device=model.device), reduced)
+    ids = model.layer_ids
+    return SparseSelection(tokens=toks.display, layers=tuple(ids[r[0]] for r in read),
+                           picked=np.stack([r[1] for r in read]), row_kept=np.stack([r[2] for r in read]),
+                           overlap=np.stack([r[3] for r in read]))

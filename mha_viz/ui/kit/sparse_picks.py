@@ -1,0 +1,53 @@
+"""Model facts' section for a sparse-attention model (DeepSeek-V3.2, GLM-5: `indexed_attention`, issue 89): per head
+of each indexed layer, how much of the dense softmax the indexer's picks hold and how many of them are the dense
+softmax's own heaviest (`metrics.sparse_selection`), on the text on screen. One forward more, each indexed layer
+called a second time with every key picked; computed once a text and cap for every session."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import mha_viz
+from mha_viz import needs
+from mha_viz.budget import capture_budget
+from mha_viz.metrics.sparse_selection import SparseSelection, has_sparse_layers, need_bytes, sparse_selection
+from mha_viz.ui.kit import keys, resources
+from mha_viz.ui.kit.analysis_key import AnalysisKey
+
+NOTE = ("Each indexed layer's indexer picks a few keys for every query, and its softmax runs over those alone. "
+        "**kept mass**: the share of the dense softmax (the same layer with every key it may see) that the picks "
+        "hold, the mean over the rows; **overlap**: how many of the picks are among the dense softmax's own heaviest "
+        "as many keys, the mean over the rows (1: the indexer picked what the head would have read most). A row "
+        "that sees no more keys than the indexer picks keeps all (1 and 1).")
+
+
+@st.cache_resource(show_spinner="Measuring the indexer's picks against the dense softmax…", max_entries=8)
+def _selection(key: AnalysisKey, _model) -> SparseSelection:
+    """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
+    with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
+            mha_viz.text.session_cap(key.cap):
+        return sparse_selection(_model, key.text, max_tokens=key.cap)
+
+
+def sparse_picks_section(cur) -> None:
+    """The section, for a model with indexed layers (nothing without); past the capture budget, the length that
+    fits."""
+    model = cur.model
+    if model is None or not has_sparse_layers(model):
+        return
+    st.subheader("Sparse attention: what the indexer keeps")
+    n = (cur.full_run or cur.run).n
+    need = need_bytes(model, n)
+    if not capture_budget.fits(need):
+        fits = next((m for m in range(n, 1, -1) if capture_budget.fits(need_bytes(model, m))), 1)
+        st.info(f"Measuring the picks over this text's {n:,} tokens would hold {capture_budget.over_budget(need)}: "
+                f"lower the token limit to {fits:,} tokens in the sidebar to see them.", icon=":material/info:")
+        return
+    text_key = cur.key.with_text(cur.key.text)
+    table = resources.one_at_a_time(lambda: _selection(text_key, model)).table()
+    by_layer = table.groupby("layer")[["kept_mass", "overlap"]].agg(["mean", "min"])
+    by_layer.columns = [f"{name} ({how} over heads)" for name, how in by_layer.columns]
+    st.dataframe(by_layer.reset_index().round(4), hide_index=True, key=keys.SPARSE_LAYERS)
+    st.caption(NOTE)
+    with st.expander("Every head"):
+        st.dataframe(table.round(4), hide_index=True, key=keys.SPARSE_HEADS)

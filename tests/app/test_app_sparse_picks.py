@@ -1,0 +1,50 @@
+"""Model facts on a sparse-attention model (issue 89): a random-init DeepSeek-V3.2 loaded as a user's folder shows,
+for each indexed layer, the dense softmax's mass on the indexer's picks and their overlap with its heaviest keys,
+equal to `mha_viz.metrics.sparse_selection` on the same text; past the capture budget the section names the length
+that fits; a model without indexed layers has no section."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mha_viz
+from mha_viz.metrics import sparse_selection
+from tests.app.test_app_other_layers import _open
+from tests.models.architectures_2026 import build
+
+pytestmark = pytest.mark.model
+TEXT = "The cat sat on the mat. The dog sat on the log, and the cat ran off."
+TITLE = "Sparse attention: what the indexer keeps"
+
+
+def test_model_facts_show_what_the_indexer_keeps(tmp_path):
+    folder = build("deepseek_v32", tmp_path)
+    at = _open(folder, TEXT, page="model_facts")
+    assert any(s.value == TITLE for s in at.subheader)
+    shown = next(d.value for d in at.dataframe if "kept_mass (mean over heads)" in d.value.columns)
+    want = sparse_selection(mha_viz.load_model(folder, device="cpu"), TEXT).table()
+    by_layer = want.groupby("layer")[["kept_mass", "overlap"]].mean()
+    assert shown["layer"].tolist() == by_layer.index.tolist()
+    np.testing.assert_allclose(shown["kept_mass (mean over heads)"], by_layer["kept_mass"], atol=1e-4)
+    np.testing.assert_allclose(shown["overlap (mean over heads)"], by_layer["overlap"], atol=1e-4)
+    assert (shown["kept_mass (mean over heads)"] < 1).all()
+
+
+def test_past_the_budget_the_section_names_the_length_and_a_plain_model_has_none(tmp_path, monkeypatch):
+    """A budget that holds the section's need three tokens shorter than the text (the analysis itself fits: a long
+    run, one layer at a time)."""
+    from mha_viz.budget import capture_budget
+    from mha_viz.metrics.sparse_selection import need_bytes
+
+    folder = build("deepseek_v32", tmp_path / "sparse")
+    model = mha_viz.load_model(folder, device="cpu")
+    n = len(mha_viz.tokenize(model, TEXT).ids)
+    monkeypatch.setattr(capture_budget, "capture_budget", lambda: need_bytes(model, n - 3))
+    at = _open(folder, TEXT, page="model_facts")
+    said = next(i.value for i in at.info if "Measuring the picks" in i.value)
+    assert f"lower the token limit to {n - 3:,} tokens" in said, said
+    assert not any(d for d in at.dataframe if "kept_mass (mean over heads)" in d.value.columns)
+    monkeypatch.undo()
+    at = _open(build("olmo2", tmp_path / "plain"), TEXT, page="model_facts")
+    assert not any(s.value == TITLE for s in at.subheader)
