@@ -85,6 +85,9 @@ def logit_difference(logits: torch.Tensor, a: int, b: int) -> torch.Tensor:
 
 
 _UNSPLIT: weakref.WeakSet = weakref.WeakSet()  # models whose blocks could not be split over copies
+# a block's arguments that hold a row a sequence and do not broadcast over the copies: GLM-5's shared layers' picks,
+# which the layer scatters into a mask of its batch's size
+UNBROADCAST = ("prev_topk_indices",)
 
 
 def _splitting(batch: int, copies: int):
@@ -92,7 +95,7 @@ def _splitting(batch: int, copies: int):
     the call that holds one row a sequence (the first block's input, the masks and positions the model hands
     every block) gets each row repeated `copies` times; the stream, already repeated, passes. One sequence
     (`batch` 1; the hook on the first block only): its input only, since the rest broadcast (a long text's mask
-    is not copied)."""
+    is not copied), and what does not broadcast (UNBROADCAST)."""
     def grow(x):
         if isinstance(x, torch.Tensor) and x.dim() >= 2 and x.shape[0] == batch:
             return x.repeat_interleave(copies, dim=0)
@@ -103,6 +106,7 @@ def _splitting(batch: int, copies: int):
     def hook(_module, args, kwargs):
         if batch > 1:
             return tuple(grow(a) for a in args), {k: grow(v) for k, v in kwargs.items()}
+        kwargs = {k: grow(v) if k in UNBROADCAST else v for k, v in kwargs.items()}
         if args:
             return (grow(args[0]), *args[1:]), kwargs
         if "hidden_states" in kwargs:

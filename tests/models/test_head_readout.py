@@ -58,7 +58,8 @@ def _values_by_hand(name: str, module, x: torch.Tensor) -> torch.Tensor:
     if name == "deberta":
         v = module.self.value_proj(x)[0]
         return v.view(v.shape[0], module.self.num_attention_heads, -1)
-    if name == "deepseek_v3":  # the latent, normed, then each head's [k_nope | v] block of kv_b_proj
+    if name in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa"):  # MLA: the latent, normed, then each head's
+        # [k_nope | v] block of kv_b_proj
         latent = module.kv_a_proj_with_mqa(x)[0, :, :module.kv_lora_rank]
         blocks = module.kv_b_proj(module.kv_a_layernorm(latent))
         blocks = blocks.view(blocks.shape[0], -1, module.qk_nope_head_dim + module.v_head_dim)
