@@ -1,7 +1,8 @@
-"""Model facts on a sparse-attention model (issue 89): a random-init DeepSeek-V3.2 loaded as a user's folder shows,
-for each indexed layer, the dense softmax's mass on the indexer's picks and their overlap with its heaviest keys,
-equal to `mha_viz.metrics.sparse_selection` on the same text; past the capture budget the section names the length
-that fits; a model without indexed layers has no section."""
+"""A sparse-attention model in the app (issue 89), a random-init DeepSeek-V3.2 loaded as a user's folder: Model facts
+shows, for each indexed layer, the dense softmax's mass on the indexer's picks and their overlap with its heaviest
+keys, equal to `mha_viz.metrics.sparse_selection` on the same text; the Head view marks the picks on every cell of
+the layer shown (its cells with weight are among them); past the capture budget the section names the length that
+fits; a model without indexed layers has neither."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.drawing.sparse_picks import NAME
 from mha_viz.metrics import sparse_selection
+from tests.app.helpers import charts
 from tests.app.test_app_other_layers import _open
 from tests.models.architectures_2026 import build
 
@@ -48,3 +51,29 @@ def test_past_the_budget_the_section_names_the_length_and_a_plain_model_has_none
     monkeypatch.undo()
     at = _open(build("olmo2", tmp_path / "plain"), TEXT, page="model_facts")
     assert not any(s.value == TITLE for s in at.subheader)
+
+
+def _marks(at) -> tuple[set[tuple[str, str]], dict]:
+    """The Head view heatmap's marked (query, key) cells, and the heatmap."""
+    heat = next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")
+    marks = [t for t in heat["data"] if t.get("name") == NAME]
+    cells = {(y, x) for t in marks for x, y in zip(t["x"], t["y"])}  # the axis labels, a repeated token's made unique
+    return cells, heat
+
+
+def test_the_head_view_marks_the_layers_picks(tmp_path):
+    folder = build("deepseek_v32", tmp_path)
+    at = _open(folder, TEXT, page="head_view")  # on layer 0, head 0
+    cells, heat = _marks(at)
+    assert heat["layout"]["title"]["text"].startswith("Layer 0, head 0")
+    want = sparse_selection(mha_viz.load_model(folder, device="cpu"), TEXT)
+    tokens = list(heat["data"][0]["x"])
+    assert len(set(tokens)) == len(tokens)
+    picked = {(tokens[q], tokens[k]) for q, k in zip(*np.nonzero(want.picked[want.layers.index(0)]))}
+    assert cells == picked and len(cells) < len(tokens) * (len(tokens) + 1) // 2  # fewer than every visible key
+    z = np.asarray(heat["data"][0]["z"], dtype=float)
+    weighted = {(tokens[q], tokens[k]) for q, k in zip(*np.nonzero(z > 0))}
+    assert weighted <= cells  # every key with weight was picked
+    assert any("keys this layer's indexer picked" in c.value for c in at.caption)
+    plain = _open(build("olmo2", tmp_path / "plain"), TEXT, page="head_view")
+    assert not _marks(plain)[0]

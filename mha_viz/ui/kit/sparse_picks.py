@@ -5,6 +5,7 @@ called a second time with every key picked; computed once a text and cap for eve
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 import mha_viz
@@ -51,3 +52,18 @@ def sparse_picks_section(cur) -> None:
     st.caption(NOTE)
     with st.expander("Every head"):
         st.dataframe(table.round(4), hide_index=True, key=keys.SPARSE_HEADS)
+
+
+def layer_picks(cur, layer: int) -> np.ndarray | None:
+    """The picks (n, n) bool of the run's layer `layer` (its row in the run) for the text on screen, or None: a model
+    without indexed layers, a layer that is not one, or picks past the capture budget (Model facts says the length
+    that fits)."""
+    model = cur.model
+    if model is None or not has_sparse_layers(model):
+        return None
+    if not capture_budget.fits(need_bytes(model, (cur.full_run or cur.run).n)):
+        return None
+    text_key = cur.key.with_text(cur.key.text)
+    found = resources.one_at_a_time(lambda: _selection(text_key, model))
+    number = cur.run.layer_ids[layer]
+    return found.picked[found.layers.index(number)] if number in found.layers else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.drawing import heads as head_figures
+from mha_viz.drawing import sparse_picks as sparse_figures
 from mha_viz.ui.kit import (
     boxes,
     charts,
@@ -17,6 +18,7 @@ from mha_viz.ui.kit import (
     seq2seq_views,
     session,
     shared_head,
+    sparse_picks,
     why_here,
 )
 from mha_viz.ui.kit.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
@@ -130,6 +132,11 @@ def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int
     start, stop = window or (0, cur.run.n)
     shown = min(stop, cur.run.n) - start
     fig = view_helpers.head_heatmap(cur, layer, head, rescale, window, clickable=True)
+    picked = sparse_picks.layer_picks(cur, layer) if shown <= detail.FULL_DETAIL_TOKENS else None
+    if picked is not None:  # a sparse layer: its indexer's picks marked on every cell drawn
+        fig = charts.cached("head_picks", (cur.key, layer, head, rescale, window),
+                            lambda: sparse_figures.with_picks(fig, picked[start:start + shown, start:start + shown]))
+        st.caption(sparse_figures.CAPTION)
     return fig, ((start, shown) if shown <= head_figures.CLICKABLE_TOKENS else None)
 
 
