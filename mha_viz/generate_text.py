@@ -8,13 +8,14 @@ from typing import Callable
 
 from mha_viz.capture import generation
 from mha_viz.capture.generation import Generation
+from mha_viz.progress import Progress
 from mha_viz.scan.long_run import long_run
 from mha_viz_models import LoadedModel
 
 
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
              top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
-             max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
+             max_tokens: int | None = None, progress: Progress | None = None,
              on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None,
              views: bool = True) -> Generation:
     """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention (greedy at

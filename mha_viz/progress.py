@@ -12,8 +12,8 @@ import time
 from typing import Callable
 
 from mha_viz.budget.time_left import TimeLeft, say
+from mha_viz_models.progress import Progress  # the one declaration: (fraction, message) -> False to stop
 
-Progress = Callable[[float, str], "bool | None"]  # (fraction done, what is being done) -> False to stop
 Counted = Callable[[int, int, float, "float | None"], None]  # `counted`'s own: (done, of total, seconds, time left)
 
 

@@ -37,6 +37,7 @@ from mha_viz.capture.finite import FiniteCheck, NotFiniteError, message
 from mha_viz.capture.grown_rows import Earlier, GrownRows, Recorded, recorded_bytes
 from mha_viz.capture.head_rows import held_densely
 from mha_viz.capture.run import AttentionRun
+from mha_viz.progress import Progress
 from mha_viz.text.loss_inputs import NEXT_TOKEN, loss_kind
 from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
@@ -219,7 +220,7 @@ def _write_row(row: np.ndarray, probs: torch.Tensor, name: str) -> None:
     row[:, n - m:] = as_probabilities(probs).cpu().numpy()  # half precision: float32 rows summing to 1
 
 
-def _read_prompt(model: LoadedModel, ids: list[int], progress: Callable[[float, str], None] | None = None):
+def _read_prompt(model: LoadedModel, ids: list[int], progress: Progress | None = None):
     """The KV cache of `ids` from one forward with fused attention, no probabilities recorded (None when
     there is nothing to read or the model keeps no cache). `progress(0, message)` after each attention layer:
     a long prompt's one forward takes minutes on a CPU."""
@@ -250,7 +251,7 @@ def _long_run(model: LoadedModel, ids: list[int], text: str, build: LongRun, pro
 
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
              top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
-             max_tokens: int | None = None, progress: Callable[[float, str], None] | None = None,
+             max_tokens: int | None = None, progress: Progress | None = None,
              on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None,
              long_run: LongRun | None = None, views: bool = True) -> Generation:
     """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention.

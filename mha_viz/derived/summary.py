@@ -18,7 +18,7 @@ from mha_viz.compiled import thread_count
 from mha_viz.metrics.head_stats import pattern_columns
 from mha_viz.metrics.row_kernels import BlockSums
 from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
-from mha_viz.progress import report
+from mha_viz.progress import Progress, report
 from mha_viz.scan.result import Scan
 
 # one layer's blocks: (first row, float32 (H, b, m) every head, float64 (H, b) lost to hidden keys or None,
@@ -28,7 +28,7 @@ LayerBlocks = Callable[[int], Iterator[tuple[int, np.ndarray, np.ndarray | None,
 
 def summarise(blocks: LayerBlocks, like: Scan, *, tokens: list[str], token_ids: list[int], special: list[bool],
               layers: int, heads: int, first_is_sink: bool, hiding: bool,
-              progress: Callable[[float, str], None] | None = None) -> tuple[Scan, np.ndarray, np.ndarray]:
+              progress: Progress | None = None) -> tuple[Scan, np.ndarray, np.ndarray]:
     """(the scan of the rows `blocks(layer)` hands over, sink mass (L, H) float32, empty rows (L, H, m) bool)
     for an m-token text; `like`: the base run's scan (its top_k, min_weight, thumbnail size, layer ids,
     facts). The mass and empty rows are zeros unless `hiding`."""

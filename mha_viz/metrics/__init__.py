@@ -15,7 +15,7 @@ metrics.head_table(...)`):
 - `diversity`: `diversity`, `layer_diversity`, `diversity_table`: the diversity D of sets of heads.
 - `across_layers`: `rollout`, `rollout_layer`, `rollout_through_head`, `flow`: attention across layers (section 4).
 - `layout`: `cluster_order`, `mds`: layouts of a dissimilarity matrix for the views.
-- `sparse_selection`: `sparse_selection`: a sparse-attention layer's picked keys against its dense softmax.
+- `indexer_picks`: `sparse_selection`: a sparse-attention layer's picked keys against its dense softmax.
 - `head_writes`: `Weights` and what each head writes (shared by head_stats and similarity).
 
 Functions take an `AttentionRun` (and, where weights matter, the dict of
@@ -26,6 +26,7 @@ from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollou
 from mha_viz.metrics.head_diversity import diversity, diversity_table, layer_diversity
 from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
+from mha_viz.metrics.indexer_picks import sparse_selection
 from mha_viz.metrics.layout import cluster_order, mds
 from mha_viz.metrics.measures import (
     BLOCK_MASS,
@@ -45,7 +46,6 @@ from mha_viz.metrics.mixing_measures import EFFECTIVE_MEASURES, effective_measur
 from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.row_table import PUNCTUATION
 from mha_viz.metrics.similarity import as_dissimilarity, as_similarity, head_similarity, missing_weights, select_heads
-from mha_viz.metrics.sparse_selection import sparse_selection
 
 __all__ = [
     "BLOCK_MASS", "BROAD_NORM_ENTROPY", "DIAGONAL_MASS", "EFFECTIVE_MEASURES", "FLOW_MAX_TOKENS", "METRICS",

@@ -230,11 +230,6 @@ def _outside(p: torch.Tensor, outside: torch.Tensor) -> torch.Tensor:
     return d + d.T
 
 
-def exact_blocked(att: torch.Tensor, n: int) -> torch.Tensor:
-    """Every pair exactly: `js_matrix` with no polynomial (see `_exact_sum`)."""
-    return js_finish(_exact_sum(att, n), n)
-
-
 def _exact_sum(att: torch.Tensor, n: int) -> torch.Tensor:
     """`js_sum` exactly: Σ g = ½(Σ p ln p + Σ q ln q) − ½ Σ s ln s + ln 2·Σ m with s = p + q,
     one log per pair and entry (N²M/2 logarithms), for p = (1 − JS_SMOOTHING)·att + JS_SMOOTHING/n: on

@@ -5,9 +5,8 @@ for (`AttentionRun.rows`, `column`, `pooled_head`) from them."""
 
 from __future__ import annotations
 
-from typing import Callable
-
 from mha_viz.capture.run import AttentionRun
+from mha_viz.progress import Progress
 from mha_viz.scan.rows import Reader
 from mha_viz.scan.run import scan
 from mha_viz.text.tokenize import Tokens
@@ -15,7 +14,7 @@ from mha_viz_models import LoadedModel
 
 
 def long_run(model: LoadedModel, toks: Tokens, text: str = "", *,
-             progress: Callable[[float, str], None] | None = None, keep_own: bool = True) -> AttentionRun:
+             progress: Progress | None = None, keep_own: bool = True) -> AttentionRun:
     """The run of `toks` (the text tokenized and cut, `tokenize`) without every head's array: the scan's
     summaries (`summary`) and rows on demand; `keep_own`: with the model's own outputs (`scan`). Raises what
     `scan` raises."""

@@ -32,6 +32,7 @@ from mha_viz.metrics.output_norms import output_norms
 from mha_viz.metrics.row_kernels import BlockSums
 from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 from mha_viz.metrics.row_stats import RowStats
+from mha_viz.progress import Progress
 from mha_viz.scan.kept import Thumbnails, TopKeys
 from mha_viz.scan.kernel_layer import kernel_layer, kernel_runs
 from mha_viz.scan.own_later import LaterOwn, own_of
@@ -134,7 +135,7 @@ def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
 
 
 def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
-         max_tokens: int | None = None, device=None, progress: Callable[[float, str], None] | None = None,
+         max_tokens: int | None = None, device=None, progress: Progress | None = None,
          compiled: bool | None = None, tokens: Tokens | None = None, own_attention: bool = False,
          keep_own: bool = True, kernel: bool | None = None) -> Scan:
     """Every head of `text` (up to the model's whole context; `max_tokens` caps it, and so does a

@@ -153,3 +153,19 @@ def generation_figures(at) -> dict[str, dict]:
     matrix = next(s for s in heat if s is not heads)
     lines = next(s for s in specs if s["data"][0]["type"] == "scatter")
     return {"bars": bars, "heads": heads, "matrix": matrix, "lines": lines}
+
+
+def open_folder(folder: str, text: str, page: str | None = None) -> AppTest:
+    """The app on the model in `folder` (the sidebar's *Other*: a user's folder) and `text`, on the Model view or
+    `page`, with no error."""
+    from mha_viz.ui.shell.sidebar import OTHER
+
+    at = start_app()
+    at.selectbox(key="model_choice").set_value(OTHER).run()
+    at.text_input(key="model_other").input(folder).run()
+    at.text_area(key="text").input(text).run()
+    if page is not None:
+        at.session_state[keys.GOTO] = page
+        at.run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    return at

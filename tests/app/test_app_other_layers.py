@@ -17,8 +17,7 @@ import pytest
 import mha_viz
 from mha_viz.budget import capture_budget
 from mha_viz.ui.kit import keys
-from mha_viz.ui.shell.sidebar import OTHER
-from tests.app.helpers import chart_title, charts, start_app
+from tests.app.helpers import chart_title, charts, open_folder, start_app
 from tests.models.architectures_2026 import build
 
 pytestmark = pytest.mark.model
@@ -27,16 +26,7 @@ TITLE = "Effective attention, signed"
 
 
 def _open(folder: str, text: str = TEXT, page: str | None = None):
-    """The app on the model in `folder` and `text`, on the Model view or `page`."""
-    at = start_app()
-    at.selectbox(key="model_choice").set_value(OTHER).run()
-    at.text_input(key="model_other").input(folder).run()
-    at.text_area(key="text").input(text).run()
-    if page is not None:
-        at.session_state[keys.GOTO] = page
-        at.run()
-    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-    return at
+    return open_folder(folder, text, page)
 
 
 @pytest.mark.parametrize("family,kind", [("qwen3_next", "gated DeltaNet"), ("lfm2", "short convolution"),

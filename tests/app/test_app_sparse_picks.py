@@ -13,7 +13,7 @@ import mha_viz
 from mha_viz.drawing.sparse_picks import NAME
 from mha_viz.metrics import sparse_selection
 from tests.app.helpers import charts
-from tests.app.test_app_other_layers import _open
+from tests.app.helpers import open_folder as _open
 from tests.models.architectures_2026 import build
 
 pytestmark = pytest.mark.model
@@ -38,7 +38,7 @@ def test_past_the_budget_the_section_names_the_length_and_a_plain_model_has_none
     """A budget that holds the section's need three tokens shorter than the text (the analysis itself fits: a long
     run, one layer at a time)."""
     from mha_viz.budget import capture_budget
-    from mha_viz.metrics.sparse_selection import need_bytes
+    from mha_viz.metrics.indexer_picks import need_bytes
 
     folder = build("deepseek_v32", tmp_path / "sparse")
     model = mha_viz.load_model(folder, device="cpu")

@@ -27,7 +27,8 @@ ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing",
                "MIXED_MASS", "MIXED_PART", "SINK_MASS",  # the thresholds of the types beyond the sink
                "head_output_norms",  # `importance`, renamed (one meaning per name, issue 53)
                "EFFECTIVE_MEASURES", "effective_measures",  # a hybrid's other layers measured (issue 55)
-               "rollout_layer"]  # one layer's rollout alone, for texts too long for every layer's
+               "rollout_layer",  # one layer's rollout alone, for texts too long for every layer's
+               "sparse_selection"]  # what a sparse layer's indexer keeps of the dense softmax (issue 89)
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures", "drawing")

@@ -11,7 +11,7 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.budget import capture_budget
-from mha_viz.metrics.sparse_selection import SparseSelection, has_sparse_layers, need_bytes, sparse_selection
+from mha_viz.metrics.indexer_picks import SparseSelection, has_sparse_layers, need_bytes, sparse_selection
 from mha_viz.ui.kit import keys, resources
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 

@@ -7,15 +7,15 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from mha_viz_models.cache_folder import cache_root
 from mha_viz_models.errors import ModelLoadError
+from mha_viz_models.progress import Progress
 
 
-def gguf_cache(folder: Path, gguf: Path, progress: Callable[[float, str], None]) -> Path:
+def gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
     """Convert a GGUF file once to a safetensors folder; later loads read that (seconds)."""
     stat = gguf.stat()
     key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]

@@ -5,13 +5,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Callable
 
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.gguf_cache import gguf_cache
-
-Progress = Callable[[float, str], None]
+from mha_viz_models.progress import Progress
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?$")
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
