@@ -29,6 +29,12 @@ def kernel_runs(model: LoadedModel, device) -> bool:
             and importlib.util.find_spec("triton") is not None)
 
 
+def kernel_by_default(model: LoadedModel) -> bool:
+    """Whether `scan` takes the kernel unasked: on a GPU where it can (`kernel_runs`). Should the kernel fail there
+    (a GPU it cannot compile for), the scan goes on by blocks."""
+    return model.device.type == "cuda" and kernel_runs(model, model.device)
+
+
 def kernel_layer(proj, values: torch.Tensor | None, facts: TextFacts, *, top_k: int, min_weight: float, thumb: int,
                  out: tuple[np.ndarray, np.ndarray, np.ndarray], check: FiniteCheck, where: str,
                  staging: type[Staging] = Staging) -> tuple[dict[str, np.ndarray], np.ndarray, torch.Tensor | None]:

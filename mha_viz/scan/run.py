@@ -34,7 +34,7 @@ from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 from mha_viz.metrics.row_stats import RowStats
 from mha_viz.progress import Progress
 from mha_viz.scan.kept import Thumbnails, TopKeys
-from mha_viz.scan.kernel_layer import kernel_layer, kernel_runs
+from mha_viz.scan.kernel_layer import kernel_by_default, kernel_layer, kernel_runs
 from mha_viz.scan.own_later import LaterOwn, own_of
 from mha_viz.scan.result import Scan
 from mha_viz.scan.rows import (
@@ -173,7 +173,8 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
     facts = TextFacts.of(toks.display, toks.ids, toks.special, causal=model.is_causal)
     L, H = model.num_layers, model.num_heads
     compiled = where.type == "cpu" if compiled is None else compiled
-    use_kernel = kernel_runs(model, model.device) and model.device.type == "cuda" if kernel is None else kernel
+    use_kernel = kernel_by_default(model) if kernel is None else kernel
+    kernel_on = [True] if use_kernel else []  # emptied if a kernel the scan chose itself fails
     if use_kernel and not kernel_runs(model, model.device):
         raise InputError(f"The attention kernel cannot scan '{model.name}' on {model.device}: it needs Triton and a "
                          f"GPU (or TRITON_INTERPRET=1 on the CPU), and a model our MHA computes.")
@@ -210,11 +211,19 @@ def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0
         def on_input(layer: int, proj, values: torch.Tensor | None) -> torch.Tensor | None:
             """Inside the forward, one layer's queries and keys at a time; with `values`, each block's product
             with them too: the layer's output, which the model then takes (`lean_layers`)."""
-            if use_kernel:  # the layer's attention, measures, kept keys and thumbnails in one kernel
-                *result, out = kernel_layer(proj, values, facts, top_k=top_k, min_weight=min_weight, thumb=thumb,
-                                            out=in_order(layer), check=check, where=names[layer])
-                done(layer, tuple(result))
-            else:
+            out = None
+            if kernel_on:  # the layer's attention, measures, kept keys and thumbnails in one kernel
+                try:
+                    *result, out = kernel_layer(proj, values, facts, top_k=top_k, min_weight=min_weight,
+                                                thumb=thumb, out=in_order(layer), check=check, where=names[layer])
+                    done(layer, tuple(result))
+                except Exception as exc:  # noqa: BLE001 - chosen, not asked for: a kernel this GPU cannot compile
+                    if kernel:  # or run leaves the scan to the blocks, from this layer on
+                        raise
+                    log.warning("%s: the attention kernel failed on layer %d (%s); the scan goes on by blocks",
+                                model.name, layer, exc)
+                    kernel_on.clear()
+            if not kernel_on:
                 jobs, out = block_jobs(model, proj, values, toks.n)
                 reduce(layer, jobs)
             check.verify()

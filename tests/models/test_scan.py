@@ -175,6 +175,31 @@ def test_the_kernel_equals_the_compiled_pass(family):
 
 @pytest.mark.model
 @pytest.mark.parametrize("family", ["gpt_oss"], indirect=True)
+def test_a_kernel_the_scan_chose_that_fails_leaves_the_layers_to_the_blocks(family, monkeypatch):
+    """On a GPU the scan takes the kernel unasked: should it fail there (a GPU it cannot compile for), the scan goes
+    on by blocks from that layer and gives what the blocks give; asked for (kernel=True), the failure is the
+    caller's."""
+    from mha_viz.scan import run as scan_run
+
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("no kernel for this GPU")
+    monkeypatch.setattr(scan_run, "kernel_by_default", lambda model: True)
+    monkeypatch.setattr(scan_run, "kernel_layer", failing)
+    monkeypatch.setattr(scan_run, "kernel_runs", lambda model, device: True)  # a GPU machine's CPU model too
+    text = _text(family)
+    b = mha_viz.scan(family, text, top_k=4, thumb=12)
+    assert calls == [1]  # tried once, then the blocks
+    a = mha_viz.scan(family, text, compiled=True, top_k=4, thumb=12)
+    _same_scans(a, b, mha_viz.analyze(family, text))
+    with pytest.raises(RuntimeError, match="no kernel"):
+        mha_viz.scan(family, text, kernel=True, top_k=4, thumb=12)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("family", ["gpt_oss"], indirect=True)
 def test_sinks_rest_is_the_rows_own_sum_minus_the_kept(family):
     scan = mha_viz.scan(family, TEXT)
     keys, weights = scan.top(0, 1)

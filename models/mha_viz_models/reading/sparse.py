@@ -82,7 +82,8 @@ def _dense_call(module: nn.Module, call: dict, n: int) -> torch.Tensor:
     skipped, with its indexer's top-k raised to n (or the reused picks replaced by every key)."""
     kwargs = dict(call["kwargs"])
     if module.indexer is None:  # a shared layer: the picks it reuses, every key instead
-        kwargs["prev_topk_indices"] = torch.arange(n, dtype=torch.int32).expand(1, n, n)
+        reused = kwargs["prev_topk_indices"]
+        kwargs["prev_topk_indices"] = torch.arange(n, dtype=reused.dtype, device=reused.device).expand(1, n, n)
         return module.forward(*call["args"], **kwargs)[1]
     topk = module.indexer.index_topk
     module.indexer.index_topk = max(topk, n)
