@@ -155,3 +155,13 @@ def test_no_heterogeneous_config_raises_through_the_refusal():
             assert not [t for t in EXCEPTION_TEXT if t in why], why
         if part.model_type == "gemma4_text":  # its default: heads of 256 in sliding layers, 512 in global ones
             assert why is not None and "head_dim 256, 512" in why
+
+
+def test_deepseek_v4_is_refused_for_its_true_reason():
+    """DeepSeek-V4's layers (compressed sparse, heavily compressed) have probabilities, over the tokens and compressed
+    memory entries: the refusal says that, not that they have none (it did)."""
+    from transformers import DeepseekV4Config
+
+    why = refusal(DeepseekV4Config(), "deepseek-v4")
+    assert why is not None and "compressed memory entries" in why and "no attention probabilities" not in why
+    assert "compressed_sparse_attention" in why and "heavily_compressed_attention" in why

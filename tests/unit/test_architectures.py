@@ -23,6 +23,17 @@ def test_layers_without_attention_are_named():
     assert why.endswith(SUPPORTED + ".")
 
 
+def test_a_layer_kind_not_known_to_lack_probabilities_is_not_said_to():
+    """A kind this version does not read (ViT-style window attention, MiniMax-M3's sparse layers) may have
+    probabilities: the refusal says mha-viz does not read it, not that it has none (a reason Hugging Face's eager
+    forward could contradict)."""
+    why = refusal(_config(model_type="w", layer_types=["window_attention", "minimax_m3_sparse"]), "w")
+    assert "minimax_m3_sparse, window_attention" in why and "does not read yet" in why
+    assert "no attention probabilities" not in why
+    why = refusal(_config(model_type="v4", layer_types=["compressed_sparse_attention"] * 2), "v4")
+    assert "compressed memory entries" in why and "no attention probabilities" not in why
+
+
 def test_a_hybrid_is_read_on_its_softmax_layers():
     """Qwen3-Next lists its layers in `layer_types`, Jamba in `layers_block_type`: either is a hybrid."""
     config = _config(model_type="qwen3_next", layer_types=["linear_attention", "full_attention", "mamba", "attention"])

@@ -30,6 +30,10 @@ ATTENTION_SHAPE = {"head_dim", "num_attention_heads", "num_key_value_heads", "qk
 # sparse attention) is a softmax over the keys its indexer keeps, each row's others 0: Hugging Face's eager forward
 # returns those rows, which sum to 1
 ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention", "indexed_attention"}
+# entries of a config's layer_types with no softmax over the tokens (recurrent, state-space, convolution layers)
+NO_SOFTMAX_LAYER_TYPES = {"linear_attention", "mamba", "conv"}
+# softmax layers whose rows reach past the tokens: DeepSeek-V4's, over the tokens and compressed memory entries
+BEYOND_TOKENS_LAYER_TYPES = {"compressed_sparse_attention", "heavily_compressed_attention"}
 # entries of layers that hold softmax attention and another token mixer: Falcon-H1's Mamba-2 heads beside its
 # attention heads, Zamba2's Mamba-2 layer after its shared attention block; the layer is read as both
 BOTH_LAYER_TYPES = {"hybrid"}
@@ -106,9 +110,19 @@ def refusal(config, spec: str) -> str | None:
     if why is not None:
         return why
     model_type = getattr(config, "model_type", "") or "unknown"
+    kinds = set(layer_kinds(config) or ())
+    beyond = sorted(kinds & BEYOND_TOKENS_LAYER_TYPES)
+    if beyond:  # Hugging Face's eager forward returns their rows: over the tokens and the entries, with sinks
+        return (f"'{spec}' is a {model_type} model: its attention layers ({', '.join(beyond)}) spread each row over "
+                f"the tokens and compressed memory entries, and mha-viz reads rows over the tokens alone: it cannot "
+                f"read this one yet. {SUPPORTED}.")
     instead = None if hybrid_layers(config) is not None else NOT_ATTENTION.get(model_type)
-    others = sorted({k for k in layer_kinds(config) or () if k not in ATTENTION_LAYER_TYPES})
+    others = sorted(k for k in kinds if k not in ATTENTION_LAYER_TYPES)
     if instead is None and others and hybrid_layers(config) is None:  # listed layers, none of them attention
+        unread = [k for k in others if k not in NO_SOFTMAX_LAYER_TYPES]
+        if unread:  # a kind this version does not know: not said to have no probabilities (it may have)
+            return (f"'{spec}' is a {model_type} model: its layers are of type {', '.join(others)}, which mha-viz "
+                    f"does not read yet. {SUPPORTED}.")
         instead = "layers of type " + ", ".join(others)
     if instead is not None:
         return (f"'{spec}' is a {model_type} model: it has {instead}, which have no attention "
