@@ -24,9 +24,10 @@ class LaterOwn:
     """OwnOutputs of a decoder's long run, its loss and last logits made at their first read (once, however many
     threads read them at once); None in each where they cannot be made (the reason logged)."""
 
-    def __init__(self, model: LoadedModel, logits: lm_head.Logits, hidden: torch.Tensor, ids: list[int],
-                 head_means: np.ndarray) -> None:
-        self.model, self.logits, self.ids, self.head_means = model, logits, list(ids), head_means
+    def __init__(self, model: LoadedModel, hidden: torch.Tensor, ids: list[int], head_means: np.ndarray) -> None:
+        # the model, as the run's row source holds it (its rows are recomputed from it); its LM head is found again
+        # at the read (`lm_head.of` keeps what the scan found: no probe then)
+        self.model, self.ids, self.head_means = model, list(ids), head_means
         self.embedding = None
         self._hidden: torch.Tensor | None = hidden.detach().cpu()  # let go once read
         self._made: OwnOutputs | None = None
@@ -42,13 +43,19 @@ class LaterOwn:
     def _make(self) -> OwnOutputs:
         model = self.model
         try:
+            logits = lm_head.of(model)  # found at the scan: no probe now
             with model.lock:  # a view's hook on the LM head would change what it makes
-                made = from_hidden(self._hidden.to(model.device), self.ids, logits=self.logits,
-                                   head_means=self.head_means)
+                made = None if logits is None else from_hidden(self._hidden.to(model.device), self.ids,
+                                                                logits=logits, head_means=self.head_means)
         except (RuntimeError, ValueError, TypeError) as exc:  # out of memory included: the run stands
             log.warning("%s: its own predictions over %d tokens were not made: %s", model.name, len(self.ids), exc)
             made = None
         return made or OwnOutputs(head_means=self.head_means)
+
+    @property
+    def made(self) -> bool:
+        """Whether the loss and last logits were made (read once)."""
+        return self._made is not None
 
     @property
     def loss(self) -> float | None:
@@ -72,4 +79,4 @@ def own_of(model: LoadedModel, hidden: torch.Tensor, ids: list[int], head_means:
     except (RuntimeError, ValueError, TypeError) as exc:  # out of memory included: the scan is what counts
         log.warning("%s: its own predictions over %d tokens were not made: %s", model.name, len(ids), exc)
         return None
-    return LaterOwn(model, logits, hidden, ids, head_means) if logits is not None and len(ids) >= 2 else None
+    return LaterOwn(model, hidden, ids, head_means) if logits is not None and len(ids) >= 2 else None

@@ -128,3 +128,20 @@ def test_the_scan_stands_when_its_own_outputs_cannot_be_made(tiny_gpt2, monkeypa
     monkeypatch.undo()
     assert mha_viz.scan(tiny_gpt2, TEXT, keep_own=False).own is None
     assert mha_viz.scan(tiny_gpt2, TEXT).own is not None
+
+
+def test_a_long_runs_own_outputs_are_made_at_their_first_read(gpt2_dir):
+    """The loss and last logits are made when first read (the LM head over every token: 2.6–3.8 s of the first page
+    at 8,192 tokens of SmolLM2, which only Switch heads off reads), equal to the model's own."""
+    from mha_viz.scan.own_later import LaterOwn
+
+    model = mha_viz.load_model(gpt2_dir, device="cpu")
+    long = mha_viz.analyze(model, TEXT, dense=False)
+    assert isinstance(long.own, LaterOwn) and not long.own.made  # nothing made yet
+    ids = torch.tensor([list(long.token_ids)])
+    with torch.inference_mode():
+        logits = model.hf_model(input_ids=ids).logits[0].float()
+    want = torch.nn.functional.cross_entropy(logits[:-1], ids[0, 1:]).item()
+    assert long.own.loss == pytest.approx(want, rel=1e-5)
+    np.testing.assert_allclose(long.own.last_logits, logits[-1].numpy(), atol=1e-4)
+    assert long.own.made
