@@ -62,6 +62,11 @@ def need_bytes(model: LoadedModel, n: int) -> int:
     return 2 * 4 * model.num_heads * n * n + layers * n * n
 
 
+def longest_fitting(model: LoadedModel, n: int) -> int:
+    """The most tokens, up to n, whose `need_bytes` fit the capture budget (1 when none does)."""
+    return next((m for m in range(n, 1, -1) if capture_budget.fits(need_bytes(model, m))), 1)
+
+
 def sparse_selection(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> SparseSelection:
     """Each indexed layer's picks and their measures on `text` (one forward, under the model's lock; one layer's
     probabilities held at a time, within the capture budget, MHA_VIZ_MAX_CAPTURE_MB). Raises InputError for a model
@@ -73,9 +78,8 @@ def sparse_selection(model: LoadedModel, text: str, *, max_tokens: int | None = 
     toks = tokenize(model, text, max_tokens)
     need = need_bytes(model, toks.n)
     if not capture_budget.fits(need):
-        fits = next((n for n in range(toks.n, 1, -1) if capture_budget.fits(need_bytes(model, n))), 1)
         capture_budget.check(need, f"Measuring the indexer's picks of '{model.name}' on {toks.n} tokens",
-                             f"use a text of at most {fits} tokens, or raise the limit.")
+                             f"use a text of at most {longest_fitting(model, toks.n)} tokens, or raise the limit.")
 
     def reduced(layer: sparse.SparseLayer) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         kept, share = measured(layer.picked, layer.dense)

@@ -11,7 +11,13 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.budget import capture_budget
-from mha_viz.metrics.indexer_picks import SparseSelection, has_sparse_layers, need_bytes, sparse_selection
+from mha_viz.metrics.indexer_picks import (
+    SparseSelection,
+    has_sparse_layers,
+    longest_fitting,
+    need_bytes,
+    sparse_selection,
+)
 from mha_viz.ui.kit import keys, resources
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 
@@ -30,22 +36,34 @@ def _selection(key: AnalysisKey, _model) -> SparseSelection:
         return sparse_selection(_model, key.text, max_tokens=key.cap)
 
 
-def sparse_picks_section(cur) -> None:
-    """The section, for a model with indexed layers (nothing without); past the capture budget, the length that
-    fits."""
+def _selected(cur, *, say: bool) -> SparseSelection | None:
+    """The selection of the text on screen (cached), or None: a model without indexed layers, or one whose picks
+    would not fit the capture budget (`say`: a notice naming the length that fits)."""
     model = cur.model
     if model is None or not has_sparse_layers(model):
-        return
-    st.subheader("Sparse attention: what the indexer keeps")
+        return None
     n = (cur.full_run or cur.run).n
     need = need_bytes(model, n)
     if not capture_budget.fits(need):
-        fits = next((m for m in range(n, 1, -1) if capture_budget.fits(need_bytes(model, m))), 1)
-        st.info(f"Measuring the picks over this text's {n:,} tokens would hold {capture_budget.over_budget(need)}: "
-                f"lower the token limit to {fits:,} tokens in the sidebar to see them.", icon=":material/info:")
-        return
+        if say:
+            st.info(f"Measuring the picks over this text's {n:,} tokens would hold "
+                    f"{capture_budget.over_budget(need)}: lower the token limit to {longest_fitting(model, n):,} "
+                    "tokens in the sidebar to see them.", icon=":material/info:")
+        return None
     text_key = cur.key.with_text(cur.key.text)
-    table = resources.one_at_a_time(lambda: _selection(text_key, model)).table()
+    return resources.one_at_a_time(lambda: _selection(text_key, model))
+
+
+def sparse_picks_section(cur) -> None:
+    """The section, for a model with indexed layers (nothing without); past the capture budget, the length that
+    fits."""
+    if cur.model is None or not has_sparse_layers(cur.model):
+        return
+    st.subheader("Sparse attention: what the indexer keeps")
+    found = _selected(cur, say=True)
+    if found is None:
+        return
+    table = found.table()
     by_layer = table.groupby("layer")[["kept_mass", "overlap"]].agg(["mean", "min"])
     by_layer.columns = [f"{name} ({how} over heads)" for name, how in by_layer.columns]
     st.dataframe(by_layer.reset_index().round(4), hide_index=True, key=keys.SPARSE_LAYERS)
@@ -58,12 +76,6 @@ def layer_picks(cur, layer: int) -> np.ndarray | None:
     """The picks (n, n) bool of the run's layer `layer` (its row in the run) for the text on screen, or None: a model
     without indexed layers, a layer that is not one, or picks past the capture budget (Model facts says the length
     that fits)."""
-    model = cur.model
-    if model is None or not has_sparse_layers(model):
-        return None
-    if not capture_budget.fits(need_bytes(model, (cur.full_run or cur.run).n)):
-        return None
-    text_key = cur.key.with_text(cur.key.text)
-    found = resources.one_at_a_time(lambda: _selection(text_key, model))
+    found = _selected(cur, say=False)
     number = cur.run.layer_ids[layer]
-    return found.picked[found.layers.index(number)] if number in found.layers else None
+    return None if found is None or number not in found.layers else found.picked[found.layers.index(number)]
