@@ -149,6 +149,8 @@ def post_norms(model: LoadedModel) -> list[readout.Norm | None]:
                 found = exc
             _POST_NORMS[model.hf_model] = found
         found = _POST_NORMS[model.hf_model]
+    if isinstance(found, readout.SeveralStreams):
+        raise InputError(f"No direct attribution for {model.name}: {found}.")
     if isinstance(found, ValueError):
         raise InputError(f"The heads' writes of {model.name} pass through a norm mha-viz cannot read ({found}): "
                          "no direct attribution.")

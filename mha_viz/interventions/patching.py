@@ -104,6 +104,9 @@ def _splitting(batch: int, copies: int):
         return x
 
     def hook(_module, args, kwargs):
+        stream = args[0] if args else kwargs.get("hidden_states")
+        if isinstance(stream, torch.Tensor) and stream.dim() != 3:  # Gemma 3n's AltUp streams (streams, B, n, d):
+            raise RuntimeError("the block's input is not one stream a sequence")  # the whole batch of copies runs
         if batch > 1:
             return tuple(grow(a) for a in args), {k: grow(v) for k, v in kwargs.items()}
         kwargs = {k: grow(v) if k in UNBROADCAST else v for k, v in kwargs.items()}

@@ -3,9 +3,10 @@ attention differs from the families of `test_family_features`: DeBERTa-v2 (disen
 attention), OLMo 2 (q/k RMSNorm over every head at once, post-norm blocks), SmolLM3 (no RoPE on
 every fourth layer), GPT-OSS (learned per-head sink logits, sliding layers), Cohere 2 (interleaved
 rotary on sliding layers, none on its global ones), DeepSeek-V3 (multi-head latent attention),
-Llama 4 (chunked attention, no RoPE on every fourth layer), and the hybrids Qwen3-Next (gated
-softmax attention, Gated DeltaNet between), Jamba (Mamba between) and LFM2 (short convolutions
-between), and Falcon-H1 and Zamba2 (Mamba-2 in the same layers as attention).
+Llama 4 (chunked attention, no RoPE on every fourth layer), DeepSeek-V3.2 and GLM-5 (an indexer's sparse picks),
+Gemma 3n (later layers reuse an earlier layer's keys and values; a norm over each head's values), and the
+hybrids Qwen3-Next (gated softmax attention, Gated DeltaNet between), Jamba (Mamba between) and LFM2 (short
+convolutions between), and Falcon-H1 and Zamba2 (Mamba-2 in the same layers as attention).
 Each is 4 layers (DeBERTa 2), 4 heads of 16, saved with a byte-level BPE tokenizer by
 `build`; heads are peaked (q/k weights scaled up) so that a wrong scale, norm or mask cannot hide
 in near-uniform rows."""
@@ -18,7 +19,7 @@ SHARP = 6.0
 # OLMo 2's q/k norms undo a scaled projection: their weight sets how peaked its heads are. 1.75
 # keeps rows' maxima near 0.6 while a fused (SDPA) run's rounding, amplified by peaked heads
 # through the layers, stays well below 1e-5 in the last layer's probabilities (lean capture)
-NORM_SHARP = {"olmo2": 1.75}
+NORM_SHARP = {"olmo2": 1.75, "gemma3n": 1.0}  # Gemma 3n scores q·k unscaled: norms of 1 peak its rows enough
 WINDOW = 8  # sliding windows and Llama 4's chunks: the test text is longer
 SHARPENED = ("q_proj.weight", "k_proj.weight", "query_proj.weight", "key_proj.weight", "q_b_proj.weight",
              "kv_b_proj.weight")
@@ -84,6 +85,16 @@ def _glm_moe_dsa():
     return GlmMoeDsaForCausalLM, GlmMoeDsaConfig(**_mla_sparse(indexer_types=["full", "shared"] * 2))
 
 
+def _gemma3n():
+    """Gemma 3n's text model: layers 2 and 3 make no keys or values and reuse those of the last earlier layer of their
+    type (layer 0 sliding, layer 1 full); its AltUp streams, LAuReL and per-layer inputs kept small."""
+    from transformers import Gemma3nForCausalLM, Gemma3nTextConfig
+    return Gemma3nForCausalLM, Gemma3nTextConfig(**common(
+        layer_types=["sliding_attention", "full_attention"] * 2, sliding_window=WINDOW, num_kv_shared_layers=2,
+        hidden_size_per_layer_input=8, vocab_size_per_layer_input=400, laurel_rank=4, altup_num_inputs=2,
+        activation_sparsity_pattern=[0.0] * 4))
+
+
 def _llama4():
     from transformers import Llama4ForCausalLM, Llama4TextConfig
     return Llama4ForCausalLM, Llama4TextConfig(**common(
@@ -142,7 +153,7 @@ def _zamba2():  # Mamba-2 layers; in layers 1 and 3 a shared attention block (on
 
 BUILDERS = {"olmo2": _olmo2, "smollm3": _smollm3, "gpt_oss": _gpt_oss, "cohere2": _cohere2,
             "deepseek_v3": _deepseek_v3, "llama4": _llama4, "deberta": _deberta, "deepseek_v32": _deepseek_v32,
-            "glm_moe_dsa": _glm_moe_dsa}
+            "glm_moe_dsa": _glm_moe_dsa, "gemma3n": _gemma3n}
 # softmax attention in layers 1 and 3
 HYBRIDS = {"qwen3_next": _qwen3_next, "jamba": _jamba, "lfm2": _lfm2, "minimax": _minimax}
 # softmax attention and another token mixer in one layer: Falcon-H1's every layer, Zamba2's layers 1 and 3

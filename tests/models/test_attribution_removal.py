@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -50,7 +51,8 @@ def _gemma2(cap: float | None):
 SIMPLE = {  # GPT-2 (LayerNorm, biases), Llama (8 query heads, 2 KV heads), Qwen3, Gemma 2 (no cap) and 3, OLMo 2
     **{name: QK_BUILDERS[name] for name in ("gpt2", "llama", "qwen3", "gemma3", "olmo2")},
     "gemma2": lambda: _gemma2(None), "cohere": _cohere}
-FAMILIES = [*SIMPLE, *(name for name in arch.BUILDERS if name not in SIMPLE and name != "deberta"), *arch.HYBRIDS]
+STREAMS = ("gemma3n",)  # several residual streams (AltUp), mixed by coefficients made from them: refused
+FAMILIES = [*SIMPLE, *(name for name in arch.BUILDERS if name not in (*SIMPLE, *STREAMS, "deberta")), *arch.HYBRIDS]
 
 
 def _save(name: str, out) -> str:
@@ -157,6 +159,18 @@ def test_removing_one_heads_write_changes_the_logit_difference_by_its_attributio
     torch.testing.assert_close(torch.as_tensor(d.per_head[rows], dtype=torch.float64), changes, rtol=1e-3,
                                atol=1e-4 * float(changes.abs().max()))
     assert float(d.per_head.sum() + d.rest) == pytest.approx(d.logit, rel=1e-4, abs=1e-4)
+
+
+def test_several_residual_streams_are_refused_with_their_reason(tmp_path):
+    """Gemma 3n's layers take and return AltUp streams (streams, B, n, d), each layer mixing them by coefficients
+    computed from the streams, and the last averages them at a renormalised magnitude: a head's write reaches the
+    logits along no linear path. Direct attribution is refused with that reason; it had treated the first stream as
+    the residual and the post-attention norm as the only step, giving numbers."""
+    model = mha_viz.load_model(_save("gemma3n", tmp_path / "gemma3n"), device="cpu")
+    with pytest.raises(mha_viz.InputError, match=r"several residual streams on \(AltUp\)"):
+        attribution.direct_logit(model, TEXT)
+    patched = attribution.patch_heads(model, TEXT, TEXT.replace("cat", "dog"))  # what runs the model itself works
+    assert patched.restored.shape == (model.num_layers, model.num_heads) and np.isfinite(patched.restored).all()
 
 
 def test_gemma_2_with_its_default_cap_is_attributed_through_it(tmp_path):

@@ -165,3 +165,34 @@ def test_deepseek_v4_is_refused_for_its_true_reason():
     why = refusal(DeepseekV4Config(), "deepseek-v4")
     assert why is not None and "compressed memory entries" in why and "no attention probabilities" not in why
     assert "compressed_sparse_attention" in why and "heavily_compressed_attention" in why
+
+
+def test_gemma3n_reads_its_shared_layers_through_the_layer_that_stores_their_keys_and_values(tmp_path):
+    """Gemma 3n's layers 2 and 3 make no keys or values (no k_proj, v_proj) and reuse layer 0's (sliding) and layer
+    1's (full): loaded with every per-head feature (it had no attention module of a known family, so none), the
+    capture equal to the model's own eager forward, each shared layer's values read at the v_norm of the layer that
+    stores them, the contributions lens and the head table's output measures made, a long run through its own
+    attention; our MHA in place refused with the two reasons."""
+    folder = arch.build("gemma3n", tmp_path)
+    model = mha_viz.load_model(folder, device="cpu")
+    assert model.has_head_outputs and model.reads_values and not model.can_recompute
+    assert "v_norm" in model.stand_in and "KV sharing" in model.stand_in
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    captured = model.capture(ids).attentions
+    with torch.inference_mode():
+        own = model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    assert len(captured) == len(own) == model.num_layers == 4
+    for mine, theirs in zip(captured, own):
+        torch.testing.assert_close(mine.float(), theirs.float(), atol=1e-5, rtol=0)
+    modules = [m for m, _ in model.attention_modules]
+    assert [m.is_kv_shared_layer for m in modules] == [False, False, True, True]
+    for layer, stores in ((0, 0), (1, 1), (2, 0), (3, 1)):
+        assert model.value_path(layer).module is modules[stores].v_norm
+    run = mha_viz.analyze(model, TEXT, lean=False)
+    assert run.value_norms is not None and np.isfinite(np.asarray(run.value_norms)).all()
+    table = head_table(run, model.head_weights())
+    assert table["output_norm"].notna().all()
+    long = mha_viz.scan(model, TEXT)
+    np.testing.assert_allclose(long.table["entropy"].to_numpy(float), table["entropy"].to_numpy(float), atol=1e-4)
+    with pytest.raises(ModelLoadError, match="v_norm"):
+        mha_viz.load_model(folder, device="cpu", local_attention=True)

@@ -64,6 +64,9 @@ def _values_by_hand(name: str, module, x: torch.Tensor) -> torch.Tensor:
         blocks = module.kv_b_proj(module.kv_a_layernorm(latent))
         blocks = blocks.view(blocks.shape[0], -1, module.qk_nope_head_dim + module.v_head_dim)
         return blocks[..., module.qk_nope_head_dim:]
+    if name == "gemma3n":  # v_norm (no scale) over each head's values; x is then the storing layer's input
+        v = module.v_proj(x)[0]
+        return module.v_norm(v.view(v.shape[0], -1, module.head_dim))
     v = module.v_proj(x)[0]
     return v.view(v.shape[0], -1, module.head_dim)
 
@@ -85,8 +88,15 @@ def test_heads_outputs_and_values_are_read_off_the_models_own_modules(loaded):
         bias = 0 if proj.bias is None else proj.bias.double()
         torch.testing.assert_close(torch.einsum("hnd,hdm->nm", z, w_o[layer]) + bias, written[layer][0].double(),
                                    atol=1e-5, rtol=1e-5)
+        if getattr(module, "is_kv_shared_layer", False):  # Gemma 3n: the values of the layer that stores them
+            config = model.hf_model.config
+            source = next(i for i, mode in enumerate(config.kv_sharing_modes)
+                          if mode == "store" and config.layer_types[i] == config.layer_types[layer])
+            module, layer_input = model.attention_modules[source][0], inputs[source]
+        else:
+            layer_input = inputs[layer]
         with torch.no_grad():
-            v = _values_by_hand(name, module, inputs[layer]).double()  # (n, G, d_v)
+            v = _values_by_hand(name, module, layer_input).double()  # (n, G, d_v)
         v = v.repeat_interleave(H // v.shape[1], dim=1)  # (n, H, d_v): query head h reads KV head h // (H/G)
         norms = torch.einsum("nhd,hdm->hnm", v, w_o[layer]).norm(dim=-1)  # (H, n): ‖v_j W_O[h]‖
         np.testing.assert_allclose(run.value_norms[layer], norms.numpy(), rtol=1e-4, atol=1e-5)

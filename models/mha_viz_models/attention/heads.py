@@ -22,19 +22,32 @@ from torch import nn
 class ValuePath:
     """A layer's values come out of `module`, whose output (B, n, heads · stride) holds, for each
     of its `heads` key/value heads, a block of `stride` columns with the head's d_v values from
-    `offset` on (DeepSeek's MLA: each head's block of kv_b_proj is [k_nope | v])."""
+    `offset` on (DeepSeek's MLA: each head's block of kv_b_proj is [k_nope | v]); with `by_head`, the
+    output is (B, n, heads, d_v) already (a norm over each head's values, Gemma 3n's and Gemma 4's v_norm)."""
 
     module: nn.Module
     heads: int
     d_v: int
     offset: int = 0
+    by_head: bool = False
 
     def split(self, out: torch.Tensor) -> torch.Tensor:
         """The module's output (B, n, heads · stride) as values (B, G, n, d_v) (MLA's kv_b_proj
         writes (B, 1, n, heads · stride): the latent is viewed as one head)."""
+        if self.by_head:
+            return out[..., self.offset:self.offset + self.d_v].transpose(1, 2)  # (B, n, G, d_v) -> (B, G, n, d_v)
         B, n, width = out.shape[0], out.shape[-2], out.shape[-1]
         blocks = out.reshape(B, n, self.heads, width // self.heads)  # (B, n, G, stride)
         return blocks[..., self.offset:self.offset + self.d_v].transpose(1, 2)
+
+
+@dataclass(frozen=True)
+class ReusedValues:
+    """A layer that makes no keys or values of its own but reuses those of an earlier layer (Gemma 3n's and
+    Gemma 4's KV sharing): that layer's number in the model (its attention module's `layer_idx`), whose
+    `ValuePath` is this layer's too."""
+
+    layer_idx: int
 
 
 def output_blocks(w_o: nn.Module, num_heads: int) -> torch.Tensor:

@@ -18,6 +18,7 @@ from torch import nn
 from mha_viz_models.attention.heads import ValuePath
 from mha_viz_models.attention.layer_features import llama_refusals
 from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.families import shared_kv
 from mha_viz_models.families.adapters import (
     Adapter,
     BertFamilyAttention,
@@ -108,6 +109,10 @@ def _separate_values(w_v: nn.Module, w_o: nn.Module, config) -> ValuePath:
     return ValuePath(w_v, w_v.out_features // d_v, d_v)
 
 
+register(Family(  # before Llama, whose names its layers that make keys have: Hugging Face's attention runs
+    "shared_kv", recognise=shared_kv.is_shared_kv, build=refused, output_projection=lambda m: m.o_proj,
+    refuse=shared_kv.refusals, values=shared_kv.values, names="Gemma 3n", kind="decoder"
+))
 register(Family(
     "llama", recognise=_is_llama,
     build=lambda m, config, _causal: LlamaFamilyAttention(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from mha_viz_models.attention.heads import ValuePath, kv_head, output_blocks
+from mha_viz_models.attention.heads import ReusedValues, ValuePath, kv_head, output_blocks
 from mha_viz_models.device.placement import has_offloaded, resident_copy
 from mha_viz_models.device.precision import dtype_name
 from mha_viz_models.errors import ModelLoadError
@@ -135,7 +135,12 @@ class LoadedModel:
         if self.can_recompute or not self.reads_values or not self.attention_modules:
             return None
         module, family = self.attention_modules[layer]
-        return value_path(module, family, self.hf_model.config)
+        found = value_path(module, family, self.hf_model.config)
+        if isinstance(found, ReusedValues):  # the values of the earlier layer whose keys and values it reuses
+            stores = [i for i, (m, _) in enumerate(self.attention_modules)
+                      if getattr(m, "layer_idx", None) == found.layer_idx and i != layer]
+            return self.value_path(stores[0]) if stores else None
+        return found
 
     def capture(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, *, lean: bool = False,
                 head_outputs: bool = True, inputs: bool = False, watch=(), on_input=None,

@@ -195,26 +195,39 @@ def is_norm(module: nn.Module) -> bool:
     return _is_layer_norm(module) or type(module).__name__.endswith("RMSNorm")
 
 
+class SeveralStreams(ValueError):
+    """The layers that hold the attention pass several residual streams on (Gemma 3n's AltUp), mixed by coefficients
+    computed from the streams themselves: a head's write reaches the logits along no linear path."""
+
+
 def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Tensor) -> list[Norm | None]:
     """For each layer's attention module (`attentions`, one a layer in call order), the norm that
     reads its output before the residual stream does (Gemma 2 and 3's and OLMo 2's
     post-attention norm), read off a probe run: the norm called on exactly the tensor the attention
     module returned; None for a layer whose output goes straight into the residual stream (a
     norm none of whose readings reproduces what it computed counts as one that cannot be read:
-    `ValueError`)."""
+    `ValueError`; layers that take several streams, each (B, n, d) of a (streams, B, n, d) input: `SeveralStreams`)."""
     outputs: list[torch.Tensor] = []
     calls: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+    streams: list[int] = []  # the dimensions of what each attention module's parent layer takes
     distinct = list({id(m): m for m in attentions}.values())
+    names = {id(m): n for n, m in hf_model.named_modules()}
+    parents = [hf_model.get_submodule(names[id(m)].rpartition(".")[0]) for m in distinct if id(m) in names]
     hooks = [m.register_forward_hook(lambda _m, _a, out: outputs.append(out[0] if isinstance(out, tuple) else out))
              for m in distinct]
     hooks += [m.register_forward_hook(lambda mod, args, out: calls.append((mod, args[0], out)))
               for m in hf_model.modules() if is_norm(m)]
+    hooks += [p.register_forward_pre_hook(lambda _m, args, kwargs: streams.append(_dims(args, kwargs)),
+                                          with_kwargs=True) for p in parents if p is not hf_model]
     try:
         with torch.inference_mode():
             hf_model(input_ids=probe)
     finally:
         for h in hooks:
             h.remove()
+    if any(d == 4 for d in streams):
+        raise SeveralStreams("its layers pass several residual streams on (AltUp), mixed by coefficients computed "
+                             "from the streams themselves, so a head's write reaches the logits along no linear path")
     found: list[Norm | None] = []
     for o in outputs[: len(attentions)]:
         reader = next(((mod, r, out) for mod, r, out in calls if r is o or (r.shape == o.shape and torch.equal(r, o))),
@@ -227,6 +240,12 @@ def post_norms(hf_model: nn.Module, attentions: list[nn.Module], probe: torch.Te
             raise ValueError(f"the norm after attention layer {len(found)} ({type(reader[0]).__name__}) cannot be read")
         found.append(fitted)
     return found
+
+
+def _dims(args: tuple, kwargs: dict) -> int:
+    """The dimensions of the hidden states a layer was called with (0: none found)."""
+    x = args[0] if args else kwargs.get("hidden_states")
+    return x.dim() if isinstance(x, torch.Tensor) else 0
 
 
 def rebuild_tolerance(dtype: torch.dtype) -> float:
