@@ -38,7 +38,7 @@ from mha_viz.interventions.patching import (
 from mha_viz.metrics.row_blocks import aligned, block_rows
 from mha_viz.text.tokenize import InputError, label_ids, tokenize
 from mha_viz_models import LoadedModel
-from mha_viz_models.reading import readout
+from mha_viz_models.reading import readout, stream_scale
 
 __all__ = [  # patching and its estimate live in their own modules; scripts reach them here too
     "Agreement", "DirectLogit", "Patching", "agreement", "as_contributions", "by_head", "direct_logit",
@@ -157,6 +157,12 @@ def post_norms(model: LoadedModel) -> list[readout.Norm | None]:
     return found
 
 
+def stream_factors(model: LoadedModel) -> list[float]:
+    """What each layer's writes are multiplied by on their way to the last layer's stream (`stream_scale`): 1.0
+    everywhere but where layers scale the stream (Gemma 4), read at each call (a scalar changed is seen)."""
+    return stream_scale.later_factors(model.hf_model, [m for m, _ in model.attention_modules])
+
+
 def _readout(model: LoadedModel) -> readout.Readout:
     """The model's read-out, found on a probe once per model (under its lock: the probe's hooks
     must see no other session's forward)."""
@@ -193,6 +199,7 @@ def _writes(model: LoadedModel, text: str, position: int, max_tokens: int | None
         if post is not None:              # run's (what the whole attention output gave it)
             o = outs[layer][0, p].float().cpu()  # (d,)
             writes[layer] = post.frozen(writes[layer], post.sigma(o))
+    writes *= torch.tensor(stream_factors(model))[:, None, None]  # Gemma 4: each later layer scales the stream
     return ro, writes, seen[-1][0, p].float().cpu(), cap.output.logits[0, p].float().cpu(), p, toks.display
 
 

@@ -21,6 +21,7 @@ from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.heads import kv_head
 from mha_viz_models.attention.visibility import visible_span
+from mha_viz_models.families.builtin import found_attention
 from mha_viz_models.reading.records import Capture, LayerInput
 
 # Bytes of one block's float32 probabilities (every head of a layer × its rows × their keys): on the
@@ -148,7 +149,7 @@ def attention_layers(model: LoadedModel) -> list:
     the model's attention layers, or an encoder–decoder's encoder self-attention (ours, or the innermost
     modules named *Attention of its encoder)."""
     if not model.is_encoder_decoder:
-        return [m for m, _ in model.attention_modules]
+        return [m for m, _ in model.attention_modules] or found_attention(model.hf_model)
     ours = [a for a in model.adapters if getattr(a, "role", "") == "encoder"]
     if ours:
         return ours

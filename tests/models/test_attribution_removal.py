@@ -173,6 +173,37 @@ def test_several_residual_streams_are_refused_with_their_reason(tmp_path):
     assert patched.restored.shape == (model.num_layers, model.num_heads) and np.isfinite(patched.restored).all()
 
 
+SCALARS = (0.5, 2.0, 0.25, 3.0)  # Gemma 4's layer_scalar of each layer, away from the 1 a random init has
+
+
+def test_a_stream_scaled_by_each_layer_scales_every_heads_write_with_it(tmp_path):
+    """Gemma 4 multiplies the whole stream by its layer's `layer_scalar` as each layer ends, so a head's write
+    reaches the final norm multiplied by the scalars of its own layer and of every later one: removing that much
+    changes the logit difference by the head's attribution (read without the scalars, the first layer's heads were
+    off by 0.75, the last layer's by 3)."""
+    from transformers import AutoModelForCausalLM, Gemma4ForCausalLM, Gemma4TextConfig
+
+    config = Gemma4TextConfig(**arch.common(sliding_window=arch.WINDOW, vocab_size_per_layer_input=400,
+                                            hidden_size_per_layer_input=8, per_layer_config={"03": {"head_dim": 16}},
+                                            layer_types=["sliding_attention"] * 3 + ["full_attention"]))
+    folder = save_peaked(Gemma4ForCausalLM, config, tmp_path / "gemma4", sharpened=arch.SHARPENED, scale=2.0,
+                         norm=2.0, jitter_norms=JITTER)
+    hf = AutoModelForCausalLM.from_pretrained(folder)
+    for block, scalar in zip(hf.model.layers, SCALARS):
+        block.layer_scalar.fill_(scalar)
+    hf.save_pretrained(folder)
+    model = mha_viz.load_model(folder, device="cpu")
+    assert [float(b.layer_scalar) for b in model.hf_model.model.layers] == list(SCALARS)
+    removal = Removal(folder, mha_viz.tokenize(model, TEXT).ids, post_normed=True)
+    d = attribution.direct_logit(model, TEXT, target=removal.target, wrong=removal.wrong)
+    clean = removal.difference()
+    for layer in (0, 3):
+        factor = float(np.prod(SCALARS[layer:]))  # 0.75 for the first layer, 3 for the last
+        changes = [clean - removal.difference(factor * removal.write(layer, head)) for head in range(model.num_heads)]
+        assert d.per_head[layer] == pytest.approx(changes, rel=1e-3, abs=1e-4 * max(map(abs, changes)))
+    assert float(d.per_head.sum() + d.rest) == pytest.approx(d.logit, rel=1e-4, abs=1e-4)
+
+
 def test_gemma_2_with_its_default_cap_is_attributed_through_it(tmp_path):
     """A Gemma 2 checkpoint caps its logits at 30 (the config's default): attributed, not refused, and said
     to be linearised; at 30 a random model's logits are barely bent, so the removal of a whole write

@@ -1,8 +1,10 @@
 """The 2026 frontier families (issue 89), as random-init configs saved to a folder and loaded as a user's model:
 DeepSeek-V3.2 and GLM-5, whose `indexed_attention` layers keep each query's top keys by an indexer (Hugging Face's
-eager forward returns those rows: a softmax over the selection, every other key 0), and Gemma 4, whose config holds
+eager forward returns those rows: a softmax over the selection, every other key 0); Gemma 4, whose config holds
 per-layer attributes (transformers refuses a global read of them: the loader read `config.head_dim` and raised its
-error raw). Every heterogeneous config that transformers ships is read by the refusal without raising."""
+error raw), read with every head's attention where its layers' heads differ in size; and Gemma 3n, whose later layers
+reuse an earlier layer's keys and values. Every heterogeneous config that transformers ships is read by the refusal
+without raising."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import torch
 import mha_viz
 from mha_viz.metrics import head_table
 from mha_viz_models.errors import ModelLoadError
-from mha_viz_models.families.architectures import refusal
+from mha_viz_models.families.architectures import head_sizes_differ, refusal
 from tests.helpers import save_peaked
 from tests.models import architectures_2026 as arch
 
@@ -104,24 +106,39 @@ def _gemma4(out, global_head_dim: int):
     return save_peaked(Gemma4ForCausalLM, config, out, sharpened=arch.SHARPENED, scale=2.0, norm=2.0)
 
 
-def test_gemma4_with_larger_global_heads_is_refused_with_its_reason(tmp_path):
-    """Its global layer's heads of 32 against the sliding layers' 16: refused, naming the head sizes (it raised
-    transformers' AmbiguousGlobalPerLayerAttributeError from the loader)."""
+def _captures_as_hugging_face(model, *, layers: int) -> None:
+    """Every layer's capture of TEXT equals the model's own eager forward within 1e-5."""
+    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
+    captured = model.capture(ids).attentions
+    with torch.inference_mode():
+        own = model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions
+    assert len(captured) == len(own) == model.num_layers == layers
+    for mine, theirs in zip(captured, own):
+        torch.testing.assert_close(mine.float(), theirs.float(), atol=1e-5, rtol=0)
+
+
+def test_gemma4_with_larger_global_heads_shows_every_heads_attention(tmp_path):
+    """Its global layer's heads of 32 against the sliding layers' 16 (it raised transformers'
+    AmbiguousGlobalPerLayerAttributeError from the loader, then was refused): loaded, every layer's capture equal to
+    the model's own eager forward, the head table made from it and a long run's equal to it; each head's output, its
+    values and W_O not read, the head sizes named; our MHA in place refused, naming them."""
+    folder = _gemma4(tmp_path, 32)
+    model = mha_viz.load_model(folder, device="cpu")
+    assert not model.has_head_outputs and "head_dim 16, 32" in model.unread
+    _captures_as_hugging_face(model, layers=4)
+    table = head_table(mha_viz.analyze(model, TEXT))
+    long = mha_viz.scan(model, TEXT)
+    np.testing.assert_allclose(long.table["entropy"].to_numpy(float), table["entropy"].to_numpy(float), atol=1e-4)
     with pytest.raises(ModelLoadError) as refused:
-        mha_viz.load_model(_gemma4(tmp_path, 32), device="cpu")
+        mha_viz.load_model(folder, device="cpu", local_attention=True)
     message = str(refused.value)
-    assert "head_dim 16, 32" in message and "gemma4" in message
+    assert "head_dim 16, 32" in message and "Hugging Face's attention" in message
     assert not [t for t in EXCEPTION_TEXT if t in message], message
 
 
 def test_gemma4_with_one_head_size_loads_and_equals_hugging_face(tmp_path):
     model = mha_viz.load_model(_gemma4(tmp_path, 16), device="cpu")
-    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
-    captured = model.capture(ids).attentions
-    with torch.inference_mode():
-        own = model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions
-    for mine, theirs in zip(captured, own):
-        torch.testing.assert_close(mine.float(), theirs.float(), atol=1e-5, rtol=0)
+    _captures_as_hugging_face(model, layers=4)
 
 
 def _heterogeneous_configs():
@@ -154,7 +171,7 @@ def test_no_heterogeneous_config_raises_through_the_refusal():
             assert "differ in shape" in why or "no attention" in why or "without the layers" in why, why
             assert not [t for t in EXCEPTION_TEXT if t in why], why
         if part.model_type == "gemma4_text":  # its default: heads of 256 in sliding layers, 512 in global ones
-            assert why is not None and "head_dim 256, 512" in why
+            assert why is None and head_sizes_differ(part) == "head_dim 256, 512"
 
 
 def test_deepseek_v4_is_refused_for_its_true_reason():
@@ -177,13 +194,7 @@ def test_gemma3n_reads_its_shared_layers_through_the_layer_that_stores_their_key
     model = mha_viz.load_model(folder, device="cpu")
     assert model.has_head_outputs and model.reads_values and not model.can_recompute
     assert "v_norm" in model.stand_in and "KV sharing" in model.stand_in
-    ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
-    captured = model.capture(ids).attentions
-    with torch.inference_mode():
-        own = model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions
-    assert len(captured) == len(own) == model.num_layers == 4
-    for mine, theirs in zip(captured, own):
-        torch.testing.assert_close(mine.float(), theirs.float(), atol=1e-5, rtol=0)
+    _captures_as_hugging_face(model, layers=4)
     modules = [m for m, _ in model.attention_modules]
     assert [m.is_kv_shared_layer for m in modules] == [False, False, True, True]
     for layer, stores in ((0, 0), (1, 1), (2, 0), (3, 1)):
@@ -196,3 +207,4 @@ def test_gemma3n_reads_its_shared_layers_through_the_layer_that_stores_their_key
     np.testing.assert_allclose(long.table["entropy"].to_numpy(float), table["entropy"].to_numpy(float), atol=1e-4)
     with pytest.raises(ModelLoadError, match="v_norm"):
         mha_viz.load_model(folder, device="cpu", local_attention=True)
+

@@ -26,6 +26,8 @@ NOT_ATTENTION = {
 }
 # a layer's attention shape: the attributes that must be one value across the layers mha-viz reads
 ATTENTION_SHAPE = {"head_dim", "num_attention_heads", "num_key_value_heads", "qk_head_dim", "v_head_dim"}
+# of those, what may differ between layers with every head's probabilities still read (not its output or values)
+HEAD_SIZES = {"head_dim", "num_key_value_heads", "qk_head_dim", "v_head_dim"}
 # entries of a config's layer_types that are softmax attention; "indexed_attention" (DeepSeek-V3.2's and GLM-5's
 # sparse attention) is a softmax over the keys its indexer keeps, each row's others 0: Hugging Face's eager forward
 # returns those rows, which sum to 1
@@ -85,19 +87,31 @@ def per_layer_values(config) -> dict[str, list]:
     return {name: v for name, v in values.items() if len(set(map(repr, v))) > 1}
 
 
+def _said(values: dict[str, list]) -> str:
+    """Per-layer values as "head_dim 16, 32", each name's distinct values in order."""
+    return "; ".join(f"{name} {', '.join(sorted({str(x) for x in v}, key=lambda x: (len(x), x)))}"
+                     for name, v in values.items())
+
+
+def head_sizes_differ(config) -> str | None:
+    """How the head sizes of a heterogeneous config differ between its layers ("head_dim 16, 32": Gemma 4's global
+    layers have larger heads than its sliding ones), or None where they do not."""
+    differ = {name: v for name, v in per_layer_values(config).items() if name in HEAD_SIZES}
+    return _said(differ) if differ else None
+
+
 def open_per_layer(config, spec: str) -> str | None:
-    """Why a heterogeneous `config` cannot be read (its layers' attention differs in shape: Gemma 4's global layers
-    have larger heads than its sliding ones, and every part of mha-viz holds one head size), or None. A config whose
-    per-layer attributes are the same in every layer, or differ only outside attention, may then be read as a whole
-    (transformers refuses a global read of a per-layer attribute otherwise: the loader reads config.head_dim)."""
+    """Why a heterogeneous `config` cannot be read (its layers differ in head count: each layer's probabilities are
+    (heads, n, n), stacked over the layers), or None. A config whose layers differ only in their heads' sizes (Gemma 4)
+    or outside attention may then be read as a whole (transformers refuses a global read of a per-layer attribute
+    otherwise: the loader reads config.head_dim); the heads' outputs of one whose head sizes differ are not read
+    (`head_sizes_differ`)."""
     differ = per_layer_values(config)
-    shaped = {name: v for name, v in differ.items() if name in ATTENTION_SHAPE}
+    shaped = {name: v for name, v in differ.items() if name in ATTENTION_SHAPE - HEAD_SIZES}
     if shaped:
-        said = "; ".join(f"{name} {', '.join(sorted({str(x) for x in v}, key=lambda x: (len(x), x)))}"
-                         for name, v in shaped.items())
         return (f"'{spec}' is a {getattr(config, 'model_type', '') or 'heterogeneous'} model whose attention layers "
-                f"differ in shape ({said}, by layer): mha-viz reads models whose attention layers share one head "
-                f"size and head count, and cannot read this one yet.")
+                f"differ in shape ({_said(shaped)}, by layer): mha-viz reads models whose attention layers share one "
+                f"head count, and cannot read this one yet.")
     if getattr(config, "is_heterogeneous", False):
         config.allow_global_per_layer_attribute_access = True
     return None

@@ -39,6 +39,7 @@ from mha_viz_models.families.registry import (
     family_of,
     family_table,
     find_attention,
+    found_attention,
     install_local_attention,
     make_adapter,
     output_projection,
@@ -51,6 +52,7 @@ from mha_viz_models.families.registry import (
 
 __all__ = [
     "FAMILIES", "KINDS", "Family", "UnsupportedArchitecture", "family_of", "family_table", "find_attention",
+    "found_attention",
     "install_local_attention", "make_adapter", "output_projection", "refused", "register", "stand_in_refusal",
     "supported_models", "value_path",
 ]
@@ -111,7 +113,7 @@ def _separate_values(w_v: nn.Module, w_o: nn.Module, config) -> ValuePath:
 
 register(Family(  # before Llama, whose names its layers that make keys have: Hugging Face's attention runs
     "shared_kv", recognise=shared_kv.is_shared_kv, build=refused, output_projection=lambda m: m.o_proj,
-    refuse=shared_kv.refusals, values=shared_kv.values, names="Gemma 3n", kind="decoder"
+    refuse=shared_kv.refusals, values=shared_kv.values, names="Gemma 3n, Gemma 4", kind="decoder"
 ))
 register(Family(
     "llama", recognise=_is_llama,

@@ -111,6 +111,15 @@ def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, st
     return found
 
 
+def found_attention(model: nn.Module) -> list[nn.Module]:
+    """The self-attention modules `find_attention` finds, or none: what a model whose heads' outputs are not read
+    (Gemma 4's head sizes differ between layers) still runs its layers' attention in."""
+    try:
+        return [m for _, _, m, _ in find_attention(model)]
+    except UnsupportedArchitecture:
+        return []
+
+
 def stand_in_refusal(found: list[tuple[nn.Module, str, nn.Module, str]], config) -> str | None:
     """Why our MHA cannot compute the attention modules `found` (by `find_attention`): the features
     it does not compute, named; None when it can."""

@@ -36,7 +36,14 @@ from mha_viz_models.device.precision import HALF, NOT_FINITE, checkpoint_dtype, 
 from mha_viz_models.effective.kinds import named_kinds
 from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import Adapter
-from mha_viz_models.families.architectures import SUPPORTED, hybrid_layers, refusal, softmax_attentions
+from mha_viz_models.families.architectures import (
+    SUPPORTED,
+    head_sizes_differ,
+    hybrid_layers,
+    per_layer_values,
+    refusal,
+    softmax_attentions,
+)
 from mha_viz_models.families.builtin import find_attention, install_local_attention, stand_in_refusal
 from mha_viz_models.families.multipliers import fold_multipliers
 from mha_viz_models.loading.bundled import BUNDLED
@@ -131,6 +138,10 @@ def load(
     why = refusal(config, spec)
     if why is not None:
         raise ModelLoadError(why)
+    sizes = head_sizes_differ(config)  # Gemma 4: every head's probabilities, not its output or values
+    if sizes and local_attention:
+        raise ModelLoadError(f"Our MHA cannot stand in for '{spec}': its layers' heads differ in size ({sizes}, by "
+                             "layer). Use Hugging Face's attention (every head's attention is still shown).")
     seq2seq = bool(getattr(config, "is_encoder_decoder", False))
     causal = not seq2seq and _is_causal(config)  # an encoder–decoder's encoder reads both ways
     want = resolve_dtype(dtype, dev, saved=checkpoint_dtype(config), fixed=spec.strip() in BUNDLED)
@@ -187,6 +198,8 @@ def load(
                                                         seq2seq=seq2seq)
     except UnsupportedArchitecture as exc:
         raise ModelLoadError(str(exc)) from exc
+    if sizes:
+        modules = []
     num_heads = config.num_attention_heads
     d_model = config.hidden_size
     hybrid = None if seq2seq else hybrid_layers(config)  # (softmax layers' numbers, the others' by kind)
@@ -201,10 +214,11 @@ def load(
         num_layers=len(hybrid[0]) if hybrid else config.num_hidden_layers, num_heads=num_heads,
         layer_numbers=tuple(hybrid[0]) if hybrid else (), other_layers=named_kinds(model, hybrid[1]) if hybrid else {},
         num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
-        d_k=getattr(config, "head_dim", None) or d_model // num_heads,
+        d_k=max(per_layer_values(config).get("head_dim")
+                or [getattr(config, "head_dim", None) or d_model // num_heads]),  # Gemma 4's largest
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
         source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq, stand_in=stand_in,
-        unread=None if modules or seq2seq else _UNREAD,
+        unread=None if modules or seq2seq else _SIZES.format(sizes) if sizes else _UNREAD,
         dtype=want, placement=tuple(devices_used(model)),
         decoder_layers=(getattr(config, "decoder_layers", None) or getattr(config, "num_decoder_layers", None)
                         or config.num_hidden_layers) if seq2seq else 0,
@@ -317,6 +331,8 @@ def _placement(max_memory: dict | None, offload_folder) -> dict:
     return placing
 
 
+_SIZES = ("its layers' heads differ in size ({}, by layer): each head's output, its values and W_O are read for "
+          "models whose heads share one size")
 _UNREAD = ("mha-viz does not know where this architecture's heads' outputs meet W_O (no attention module of a "
            "family it knows)")
 
