@@ -23,6 +23,7 @@ Functions take an `AttentionRun` (and, where weights matter, the dict of
 """
 
 from mha_viz.metrics.across_layers import FLOW_MAX_TOKENS, flow, rollout, rollout_layer, rollout_through_head
+from mha_viz.metrics.chat_shares import role_mass
 from mha_viz.metrics.head_diversity import diversity, diversity_table, layer_diversity
 from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
@@ -53,7 +54,7 @@ __all__ = [
     "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "effective_measures", "diversity", "diversity_table", "flow", "head_columns",
     "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "metrics_for", "missing_weights",
-    "needing", "rollout", "rollout_layer", "rollout_through_head", "select_heads", "sparse_selection",
+    "needing", "role_mass", "rollout", "rollout_layer", "rollout_through_head", "select_heads", "sparse_selection",
 ]
 
 # one meaning per name (issue 53): `importance` is the app's gradient importance (`interventions.ablation`); what

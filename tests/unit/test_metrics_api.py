@@ -28,7 +28,8 @@ ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing",
                "head_output_norms",  # `importance`, renamed (one meaning per name, issue 53)
                "EFFECTIVE_MEASURES", "effective_measures",  # a hybrid's other layers measured (issue 55)
                "rollout_layer",  # one layer's rollout alone, for texts too long for every layer's
-               "sparse_selection"]  # what a sparse layer's indexer keeps of the dense softmax (issue 89)
+               "sparse_selection",  # what a sparse layer's indexer keeps of the dense softmax (issue 89)
+               "role_mass"]  # where a chat's answer looks: each role's share of the assistant's rows (issue 88)
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures", "drawing")

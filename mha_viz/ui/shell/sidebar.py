@@ -15,10 +15,11 @@ import mha_viz
 import mha_viz_models
 from mha_viz import settings as deploy
 from mha_viz.budget import memory
+from mha_viz.text import chat
 from mha_viz.ui.kit import keys, resources, seq2seq_views, session
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.shell import steps
+from mha_viz.ui.shell import chat_input, steps
 from mha_viz.ui.shell.state import Current, with_last_good
 
 log = logging.getLogger("mha_viz.ui")
@@ -128,11 +129,16 @@ def draw() -> Current:
         if choice == OTHER:
             spec = st.text_input("Hub id or local folder", key=keys.MODEL_OTHER, persist_state=keys.KEEP,
                                  placeholder="e.g. gpt2, owner/model or /path/to/folder")
-        text = st.text_area("Sentence", key=keys.TEXT, persist_state=keys.KEEP, height=120,
-                            placeholder="Type or paste a sentence, then press Ctrl+Enter")
-        st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP,
-                     on_change=_on_example)
-        _undo_example()
+        mode_slot = st.empty()  # *Input* (Text or Chat), once the model is known to have a chat template
+        asked = chat_input.draw_fields() if chat_input.chosen(spec) else None
+        if asked is None:
+            text = st.text_area("Sentence", key=keys.TEXT, persist_state=keys.KEEP, height=120,
+                                placeholder="Type or paste a sentence, then press Ctrl+Enter")
+            st.selectbox("Examples", ["—"] + list(EXAMPLES), key=keys.EXAMPLE, persist_state=keys.KEEP,
+                         on_change=_on_example)
+            _undo_example()
+        else:
+            text = asked.user
         top = resources.max_tokens() if conf.public else deploy.WHOLE_CONTEXT
         session.settle(keys.TOKEN_LIMIT, min(int(session.get(keys.TOKEN_LIMIT) or resources.max_tokens()), top))
         st.number_input("Token limit", min_value=2, max_value=top, step=128, key=keys.TOKEN_LIMIT,
@@ -173,10 +179,16 @@ def draw() -> Current:
         cur.notice = "Type a Hugging Face hub id or the path of a model folder in the sidebar."
         return with_last_good(cur)
     if not text or not text.strip():
-        cur.notice = "Type a sentence in the sidebar to see its attention."
+        cur.notice = ("Type the user's message in the sidebar to see the chat's attention." if asked is not None
+                      else "Type a sentence in the sidebar to see its attention.")
         return with_last_good(cur)
     try:
         model = resources.load_model(spec, device, local, dtype)
+        chat_input.learn(spec, model)
+        chat_input.draw_mode(mode_slot, spec)
+        if asked is not None:  # the messages through the model's own template, each token's role told
+            cur.chat = chat.roles(model, asked)
+            text = cur.chat.text
         if note := mha_viz_models.emulated_note(model.dtype, model.device):
             emulated.caption(note)
         model_key = steps.model_key_of(model, local)

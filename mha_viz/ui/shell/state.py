@@ -40,6 +40,9 @@ class Current:
     lens_note: str | None = None
     # an encoder–decoder's three attentions; `run` is the part picked in the sidebar (key.part)
     seq2seq: mha_viz.capture.EncoderDecoderRun | None = None
+    # a chat rendered with the model's template (the sidebar's *Input*: Chat): `text` is its text, and it says each
+    # token's role (`mha_viz.text.chat.ChatText`); None for a plain text
+    chat: object | None = None
 
 
 def publish(cur: Current) -> Current:

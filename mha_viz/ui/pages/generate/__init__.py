@@ -19,6 +19,7 @@ import mha_viz
 import mha_viz_models
 from mha_viz import catalogue, needs
 from mha_viz.capture import generation
+from mha_viz.text import chat
 from mha_viz.text.tokenize import count_text
 from mha_viz.ui.kit import jobs, keys, resources, seq2seq_views, session
 from mha_viz.ui.kit import text as text_kit
@@ -222,10 +223,12 @@ def _result(cur, wanted: GenKey | None) -> None:
                    "these." if wanted is not None else "The last good generation.")
     st.code(gen.text, language=None, wrap_lines=True)
     if cur.model_key == key.model and cur.text_model is not None:
-        st.button("Analyse prompt + generation", key=generate_keys.GEN_ANALYSE, on_click=_analyse,
-                  args=(cur.text_model, key, gen),
-                  help="Make prompt + generation the sidebar's text and open the head view: every page "
-                       "then reads the whole sequence.")
+        in_chat = cur.chat is not None and cur.text == key.prompt
+        st.button("Analyse the chat with this reply" if in_chat else "Analyse prompt + generation",
+                  key=generate_keys.GEN_ANALYSE, on_click=_analyse, args=(cur.text_model, key, gen, in_chat),
+                  help="A chat: the generation becomes the assistant's reply in the sidebar (every token keeps its "
+                       "role). A text: prompt + generation becomes the sidebar's text. The head view opens; every "
+                       "page then reads the whole sequence.")
     step_player.steps(gen)
 
 
@@ -242,6 +245,9 @@ def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str
     return joined
 
 
-def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen) -> None:
-    sidebar.choose(text=sequence_text(model, key.prompt, gen, key.cap))  # the head view opens on the shared head
+def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen, in_chat: bool = False) -> None:
+    if in_chat:  # the reply, up to the turn's end the model wrote (the template writes its own)
+        session.put(keys.CHAT_REPLY, chat.reply_of(model, gen.text))
+    else:
+        sidebar.choose(text=sequence_text(model, key.prompt, gen, key.cap))  # the head view opens on the shared head
     session.put(keys.GOTO, "head_view")

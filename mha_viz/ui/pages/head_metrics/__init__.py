@@ -10,6 +10,7 @@ from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.ui.kit import analysis, charts, head_scatter_view, keys, other_layers, seq2seq_views
 from mha_viz.ui.kit.text import plain
+from mha_viz.ui.pages.head_metrics import chat_roles_view
 from mha_viz.ui.pages.head_metrics import page_keys as head_metrics_keys
 from mha_viz.ui.shell import notebook_button, view_helpers
 
@@ -73,4 +74,5 @@ def head_metrics_page() -> None:
     with st.expander(f"The 10 heads highest on {metrics.METRICS[choice].label}"):
         top = table.sort_values(choice, ascending=False, kind="stable").head(10)
         st.dataframe(top[["layer", "head", choice, "pattern"]], hide_index=True, width="content")
+    chat_roles_view.chat_section(cur)
     other_layers.other_layers_measures(cur)

@@ -11,3 +11,5 @@ DL_TABLE = "dl_table"
 HEAD_TABLE_DF = "head_table_df"
 METRIC_GRID = "metric_grid"
 METRIC_TYPES = "metric_types"  # the grid of head types (its selection events)
+ROLE_MAP = "role_map"  # a chat's head map: the system prompt against the question (its selection events)
+ROLE_TABLE = "role_table"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
 from mha_viz.ui.kit import (
@@ -137,6 +138,11 @@ def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int
         fig = charts.cached("head_picks", (cur.key, layer, head, rescale, window),
                             lambda: sparse_figures.with_picks(fig, picked[start:start + shown, start:start + shown]))
         st.caption(sparse_figures.CAPTION)
+    told = cur.chat.aligned(cur.run) if cur.chat is not None and shown <= detail.FULL_DETAIL_TOKENS else None
+    if told is not None:  # a chat: each token's role along both axes
+        fig = charts.cached("head_roles", (cur.key, layer, head, rescale, window, cur.chat.text), lambda: role_figures.
+                            with_roles(fig, told[0][start:start + shown], told[1][start:start + shown]))
+        st.caption(role_figures.CAPTION)
     return fig, ((start, shown) if shown <= head_figures.CLICKABLE_TOKENS else None)
 
 

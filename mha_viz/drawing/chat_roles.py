@@ -1,0 +1,64 @@
+"""A chat's roles along a head heatmap's axes (issue 88): a band over the keys and one beside the queries, coloured by
+each token's role (system, user, assistant: `mha_viz.text.chat`), the template's own tokens (role headers, turn ends)
+in the same colour, paler. The bands sit outside the cells, above the map and on its right (the colour bar moves
+further right); a legend names the colours."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from mha_viz.text.chat import ROLES
+
+ROLE_COLOURS = {"system": "#CC79A7", "user": "#0072B2", "assistant": "#009E73"}  # Okabe–Ito: apart from the map
+TEMPLATE_OPACITY = 0.35
+BAND = 0.025  # the bands' width, as a share of the plot
+CAPTION = ("Bands along the axes: each token's role in the chat (the template's own tokens, role headers and turn "
+           "ends, paler).")
+
+
+def segments(role: np.ndarray, template: np.ndarray) -> list[tuple[int, int, int, bool]]:
+    """The runs of tokens of one role and one kind (words or the template's): (first, stop, role, template)."""
+    found: list[tuple[int, int, int, bool]] = []
+    start = 0
+    for t in range(1, len(role) + 1):
+        if t == len(role) or role[t] != role[start] or template[t] != template[start]:
+            found.append((start, t, int(role[start]), bool(template[start])))
+            start = t
+    return found
+
+
+def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray) -> go.Figure:
+    """A copy of `fig` (a `heads.head_heatmap` with every cell drawn, the same m tokens on both axes) with the roles
+    (m,) of those tokens as bands above the keys and right of the queries."""
+    out = go.Figure(fig)
+    for first, stop, who, own in segments(np.asarray(role), np.asarray(template)):
+        colour = ROLE_COLOURS[ROLES[who]]
+        style = dict(type="rect", fillcolor=colour, opacity=TEMPLATE_OPACITY if own else 1.0, line=dict(width=0),
+                     layer="above")
+        out.add_shape(xref="x", yref="paper", x0=first - 0.5, x1=stop - 0.5, y0=1.005, y1=1.005 + BAND, **style)
+        out.add_shape(xref="paper", yref="y", x0=1.005, x1=1.005 + BAND, y0=first - 0.5, y1=stop - 0.5, **style)
+    for name in ROLES:
+        if ROLES.index(name) in set(np.asarray(role).tolist()):
+            out.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, showlegend=True, hoverinfo="skip",
+                                     marker=dict(symbol="square", size=12, color=ROLE_COLOURS[name])))
+    out.update_traces(selector=dict(type="heatmap"), colorbar=dict(x=1.06))
+    out.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, xanchor="right", x=1.0))
+    return out
+
+
+def role_map(table, *, title: str = "While answering: the system prompt against the question") -> go.Figure:
+    """Every head of a `metrics.role_mass` table as a point: its share of the assistant's attention on the system's
+    words (x) against the user's (y), coloured by layer; one point a head in the table's order (layer-major), so a
+    click's point index names the head."""
+    fig = go.Figure(go.Scatter(
+        x=table["system"], y=table["user"], mode="markers",
+        marker=dict(size=9, color=table["layer"], colorscale="Viridis", showscale=True,
+                    colorbar=dict(title=dict(text="layer"))),
+        customdata=np.stack([table["layer"], table["head"], table["template"]], 1),
+        hovertemplate=("layer %{customdata[0]}, head %{customdata[1]}<br>system %{x:.3f} · user %{y:.3f} · "
+                       "template %{customdata[2]:.3f}<extra></extra>")))
+    fig.update_layout(title=dict(text=title), xaxis=dict(title=dict(text="share on the system's words"),
+                                                         rangemode="tozero"),
+                      yaxis=dict(title=dict(text="share on the user's words"), rangemode="tozero"), height=460)
+    return fig
