@@ -13,6 +13,8 @@ from mha_viz.text.chat import ROLES
 ROLE_COLOURS = {"system": "#CC79A7", "user": "#0072B2", "assistant": "#009E73"}  # Okabe–Ito: apart from the map
 TEMPLATE_OPACITY = 0.35
 BAND = 0.025  # the bands' width, as a share of the plot
+MARKERS = ("Tokens coloured by their role in the chat: system pink, user blue, assistant green (the template's own "
+           "tokens, role headers and turn ends, paler).")
 CAPTION = ("Bands along the axes: each token's role in the chat (the template's own tokens, role headers and turn "
            "ends, paler).")
 
@@ -28,23 +30,55 @@ def segments(role: np.ndarray, template: np.ndarray) -> list[tuple[int, int, int
     return found
 
 
-def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray) -> go.Figure:
-    """A copy of `fig` (a `heads.head_heatmap` with every cell drawn, the same m tokens on both axes) with the roles
-    (m,) of those tokens as bands above the keys and right of the queries."""
-    out = go.Figure(fig)
-    for first, stop, who, own in segments(np.asarray(role), np.asarray(template)):
-        colour = ROLE_COLOURS[ROLES[who]]
-        style = dict(type="rect", fillcolor=colour, opacity=TEMPLATE_OPACITY if own else 1.0, line=dict(width=0),
-                     layer="above")
-        out.add_shape(xref="x", yref="paper", x0=first - 0.5, x1=stop - 0.5, y0=1.005, y1=1.005 + BAND, **style)
-        out.add_shape(xref="paper", yref="y", x0=1.005, x1=1.005 + BAND, y0=first - 0.5, y1=stop - 0.5, **style)
+def _legend(out: go.Figure, role: np.ndarray) -> None:
+    """A legend entry for each role the tokens hold, above the plot on the right."""
+    present = set(np.asarray(role).tolist())
     for name in ROLES:
-        if ROLES.index(name) in set(np.asarray(role).tolist()):
+        if ROLES.index(name) in present:
             out.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, showlegend=True, hoverinfo="skip",
                                      marker=dict(symbol="square", size=12, color=ROLE_COLOURS[name])))
-    out.update_traces(selector=dict(type="heatmap"), colorbar=dict(x=1.06))
     out.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, xanchor="right", x=1.0))
+
+
+def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, queries: bool = True) -> go.Figure:
+    """A copy of `fig` (a `heads.head_heatmap` with every cell drawn, the same m tokens on both axes; with `queries`
+    False, any map whose x axis is those m tokens: Token focus' grid) with the roles (m,) of those tokens as a band
+    above the keys and, with `queries`, one right of the queries."""
+    out = go.Figure(fig)
+    shapes = list(out.layout.shapes or ())
+    for first, stop, who, own in segments(np.asarray(role), np.asarray(template)):
+        style = dict(type="rect", fillcolor=ROLE_COLOURS[ROLES[who]], opacity=TEMPLATE_OPACITY if own else 1.0,
+                     line=dict(width=0), layer="above")
+        shapes.append(dict(xref="x", yref="paper", x0=first - 0.5, x1=stop - 0.5, y0=1.005, y1=1.005 + BAND, **style))
+        if queries:
+            shapes.append(dict(xref="paper", yref="y", x0=1.005, x1=1.005 + BAND, y0=first - 0.5, y1=stop - 0.5,
+                               **style))
+    out.update_layout(shapes=shapes)  # one list: add_shape re-validates every earlier shape on each call
+    _legend(out, role)
+    if queries:
+        out.update_traces(selector=dict(type="heatmap"), colorbar=dict(x=1.06))
     return out
+
+
+def with_role_markers(fig: go.Figure, role: np.ndarray, template: np.ndarray) -> go.Figure:
+    """A copy of a line view (`features.lines.figures.line_figure`) with each token's marker in its role's colour
+    (the template's paler; a focused token's marker keeps its own red); `role` and `template` are the run's tokens',
+    indexed by the markers' positions."""
+    out = go.Figure(fig)
+    for trace in out.data:
+        if not str(trace.name or "").endswith(" tokens") or trace.customdata is None:
+            continue
+        colours = list(trace.marker.color)
+        for k, (_side, t) in enumerate(trace.customdata):
+            if colours[k] == "#555555":
+                colours[k] = _rgba(ROLE_COLOURS[ROLES[int(role[int(t)])]], TEMPLATE_OPACITY if template[int(t)] else 1)
+        trace.marker.color = colours
+    return out  # its legend is the heads': the page's caption names the colours (MARKERS)
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha:g})"
 
 
 def role_map(table, *, title: str = "While answering: the system prompt against the question") -> go.Figure:

@@ -71,3 +71,28 @@ def test_a_hostile_message_is_refused_and_the_messages_stay():
     assert at.text_area(key=keys.CHAT_SYSTEM).value == SYSTEM
     assert at.text_area(key=keys.CHAT_USER).value.startswith("Hi<|im_end|>")
     assert isinstance(at.session_state[keys.CURRENT].run, mha_viz.AttentionRun)  # the last good run is still shown
+
+
+def test_the_line_view_and_token_focus_show_the_roles_and_the_template_can_be_hidden():
+    at = _chat_app()
+    cur = at.session_state[keys.CURRENT]
+    role, template = cur.chat.aligned(cur.run)
+    open_page(at, "lines")
+    fig = charts(at)[0]
+    markers = [t for t in fig["data"] if str(t.get("name", "")).endswith(" tokens")]
+    for trace in markers:  # each token's marker in its role's colour, the template's paler
+        for (_side, t), colour in zip(trace["customdata"], trace["marker"]["color"]):
+            r, g, b = (int(ROLE_COLOURS[ROLES[role[t]]][i:i + 2], 16) for i in (1, 3, 5))
+            assert colour == f"rgba({r},{g},{b},{0.35 if template[t] else 1:g})"
+    open_page(at, "focus")
+    grid = next(c for c in charts(at) if c["data"][0]["type"] == "heatmap" and len(c["data"][0]["x"]) == cur.run.n)
+    bands = [s for s in grid["layout"]["shapes"] if s.get("yref") == "paper"]
+    assert sum(s["x1"] - s["x0"] for s in bands) == cur.run.n
+    at.checkbox(key=keys.HIDE_TEMPLATE).check().run()
+    hidden = at.session_state[keys.CURRENT].run
+    assert hidden.n == int((~template).sum()) and hidden.hidden is not None
+    sums, empty = hidden.attentions.sum(-1), hidden.hidden.empty  # rows renormalised, or left empty (kept as zeros)
+    np.testing.assert_allclose(sums[~empty], 1, atol=1e-5)
+    assert (sums[empty] == 0).all()
+    kept_role, kept_template = cur.chat.aligned(hidden)
+    assert not kept_template.any() and len(kept_role) == hidden.n

@@ -68,6 +68,7 @@ TOKEN_LIMIT = "token_limit"
 CAPTURE_LAYERS = "capture_layers"
 HIDE_SPECIAL = "hide_special"  # hide the special tokens ([CLS], [SEP]…) and renormalise (sinks.drop_tokens)
 HIDE_FIRST = "hide_first"  # hide the first token (a decoder's attention sink)
+HIDE_TEMPLATE = "hide_template"  # on a chat, hide the chat template's own tokens (role headers, turn ends)
 LENS = "lens"  # *Show attention as*: LENS_WEIGHTS or LENS_CONTRIBUTIONS (attribution.as_contributions)
 LENS_WEIGHTS = "weights"
 LENS_CONTRIBUTIONS = "contributions"

@@ -37,7 +37,7 @@ NOT_CARRIED = frozenset({
     keys.MODEL_CHOICE, keys.MODEL_OTHER, keys.TEXT, keys.EXAMPLE, keys.TOKEN_LIMIT, keys.DEVICE, keys.PRECISION,
     keys.LOCAL_ATTENTION, keys.HIDE_SPECIAL, keys.HIDE_FIRST, keys.LENS, keys.CAPTURE_LAYERS,
     # the sidebar's chat (an instruct model's messages): not in links yet
-    keys.CHAT_MODE, keys.CHAT_SYSTEM, keys.CHAT_USER, keys.CHAT_REPLY,
+    keys.CHAT_MODE, keys.CHAT_SYSTEM, keys.CHAT_USER, keys.CHAT_REPLY, keys.HIDE_TEMPLATE,
     # an encoder–decoder's target and part, the sidebar's too: not in links yet (a link opens its encoder)
     keys.TARGET, keys.ATTN_PART,
     # the link's own parameters: the head view's detail, Compare's run B, the prediction's pair and circuit

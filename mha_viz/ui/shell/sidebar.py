@@ -168,6 +168,12 @@ def draw() -> Current:
         st.checkbox("The first token (attention sink)", key=keys.HIDE_FIRST, persist_state=keys.KEEP,
                     help="Drop the first token, where decoders park unused attention, and renormalise "
                          "each row over the rest.")
+        if asked is not None:
+            st.checkbox("The chat template's tokens (role headers, turn ends)", key=keys.HIDE_TEMPLATE,
+                        persist_state=keys.KEEP,
+                        help="Drop what the chat template adds around the messages and renormalise each row over "
+                             "the messages' words (a default system prompt the template adds stays: its words are "
+                             "the system's).")
         st.radio("Show attention as", (keys.LENS_WEIGHTS, keys.LENS_CONTRIBUTIONS), key=keys.LENS,
                  persist_state=keys.KEEP, horizontal=True,
                  help="Weights: where each head looks (α). Contributions: how much each key token moves the "
@@ -289,7 +295,8 @@ def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple
 
 def _hidden() -> dict[str, bool]:
     """*Hide tokens* as `steps.hide_tokens`' arguments."""
-    return {"special": bool(session.get(keys.HIDE_SPECIAL)), "first": bool(session.get(keys.HIDE_FIRST))}
+    return {"special": bool(session.get(keys.HIDE_SPECIAL)), "first": bool(session.get(keys.HIDE_FIRST)),
+            "template": bool(session.get(keys.HIDE_TEMPLATE))}
 
 
 def _contributions() -> bool:

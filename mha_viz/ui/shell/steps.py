@@ -88,18 +88,24 @@ def _dropped(key: AnalysisKey, _run: mha_viz.AttentionRun, _mask_bytes: bytes) -
     return out
 
 
-def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, special: bool, first: bool):
-    """*Hide tokens* (the sidebar's `special` and `first`) applied once, for every view: (run, key) without the hidden
-    tokens (the key says which, so every cached result of the run is its own), or the full run
-    with a note when nothing, or everything, would be hidden."""
-    if not (special or first):
+def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, special: bool, first: bool,
+                template: bool = False):
+    """*Hide tokens* (the sidebar's `special`, `first` and, on a chat, `template`: the chat template's own tokens)
+    applied once, for every view: (run, key) without the hidden tokens (the key says which, so every cached result of
+    the run is its own), or the full run with a note when nothing, or everything, would be hidden."""
+    told = cur.chat.aligned(run) if template and cur.chat is not None else None
+    template = told is not None
+    if not (special or first or template):
         return run, key
     if seq2seq_views.is_cross(run):
         cur.hide_note = ("Hide tokens applies to the encoder's and the decoder's self-attention: cross-attention is "
                          "shown whole.")
         return run, key
     mask = mha_viz.capture.hide_mask(run, special=special, first=first)
-    asked = " and ".join(w for w, on in (("the special tokens", special), ("the first token", first)) if on)
+    if told is not None:
+        mask |= told[1]
+    asked = " and ".join(w for w, on in (("the special tokens", special), ("the first token", first),
+                                         ("the chat template's tokens", template)) if on)
     if mask.all():
         cur.hide_note = (f"Hiding {asked} would leave no token of this text ({run.n} in all): every token "
                          "is shown, nothing renormalised.")
@@ -107,7 +113,7 @@ def hide_tokens(cur: Current, run: mha_viz.AttentionRun, key: AnalysisKey, *, sp
     if not mask.any():
         cur.hide_note = "This text has no special tokens: nothing is hidden."
         return run, key
-    hidden = tuple(w for w, on in (("special", special), ("first", first)) if on)
+    hidden = tuple(w for w, on in (("special", special), ("first", first), ("template", template)) if on)
     key = key._replace(hidden=hidden)
     if not getattr(run, "is_dense", True):
         return _derived(key, run, "hide", mask, f"Hiding {asked}"), key

@@ -12,6 +12,7 @@ import dataclasses
 
 import streamlit as st
 
+from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.features.focus import figures as focus_figures
 from mha_viz.ui.kit import charts, focus_pair, keys, seq2seq_views, session
 from mha_viz.ui.kit.focus_pair import TOKENS, WORDS
@@ -76,6 +77,10 @@ def focus_page() -> None:
         grid = charts.cached("focus_grid", what + (rescale,),
                              lambda: focus_figures.focus_grid(f, direction, run.layer_ids, rescale=rescale,
                                                               clickable=True))
+        told = cur.chat.aligned(run) if cur.chat is not None and not words and len(labels) == run.n else None
+        if told is not None and grid.data[0].x is not None and len(grid.data[0].x) == run.n:  # a chat: roles on x
+            grid = charts.cached("focus_roles", what + (rescale, cur.chat.text),
+                                 lambda g=grid: role_figures.with_roles(g, *told, queries=False))
         widget = f"{focus_keys.FOCUS_GRID_PREFIX}{direction}"
         charts.show(grid, key=widget, selection_mode="points",
                     on_select=lambda w=widget, d=direction: focus_pair.on_grid_cell(w, d, index, len(labels)))

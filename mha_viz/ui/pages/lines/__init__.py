@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.features.lines import figures as line_figures
 from mha_viz.ui.kit import charts, keys, seq2seq_views, session, shared_head
 from mha_viz.ui.pages.lines import page_keys as lines_keys
@@ -108,6 +109,11 @@ def _page(cur) -> None:
     fig = charts.cached("lines", (cur.key, layer, tuple(heads), threshold, focus, window),
                         lambda: line_figures.line_figure(run, layer, heads, threshold=threshold, focus=focus,
                                                          window=window))
+    told = cur.chat.aligned(run) if cur.chat is not None and not seq2seq_views.is_cross(run) else None
+    if told is not None:  # a chat: each token's marker in its role's colour
+        fig = charts.cached("lines_roles", (cur.key, layer, tuple(heads), threshold, focus, window, cur.chat.text),
+                            lambda: role_figures.with_role_markers(fig, *told))
+        st.caption(role_figures.MARKERS)
     drawn = line_figures.drawn_lines(fig)
     if drawn == 0:
         st.info(f"No line has a weight of at least {threshold:.2f} in the heads picked"
