@@ -37,7 +37,8 @@ def _legend(out: go.Figure, role: np.ndarray) -> None:
         if ROLES.index(name) in present:
             out.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, showlegend=True, hoverinfo="skip",
                                      marker=dict(symbol="square", size=12, color=ROLE_COLOURS[name])))
-    out.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.06, xanchor="right", x=1.0))
+    # under the colour bar, clear of the title and of Plotly's buttons above the plot
+    out.update_layout(legend=dict(orientation="v", yanchor="bottom", y=0.0, xanchor="left", x=1.04))
 
 
 def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, queries: bool = True) -> go.Figure:
@@ -55,8 +56,8 @@ def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, querie
                                **style))
     out.update_layout(shapes=shapes)  # one list: add_shape re-validates every earlier shape on each call
     _legend(out, role)
-    if queries:
-        out.update_traces(selector=dict(type="heatmap"), colorbar=dict(x=1.06))
+    out.update_traces(selector=dict(type="heatmap"), colorbar=dict(x=1.06 if queries else 1.02, len=0.7, y=1.0,
+                                                                   yanchor="top"))
     return out
 
 
