@@ -14,7 +14,11 @@ The parameters (all optional):
 - ``layer``: the model's layer number as the app shows it (not the row of a partial capture).
 - ``head``: the head number.
 - ``detail``: the head view's level of detail, one of `DETAILS`.
-- ``hide``: ``special``, ``first`` or ``special,first``: the sidebar's *Hide tokens*.
+- ``hide``: ``special``, ``first``, ``template`` or a comma-separated list of them: the sidebar's *Hide tokens*
+  (``template``: a chat template's own tokens).
+- ``user``: a chat's user message (the sidebar's *Input*: Chat, for an instruct model), with ``system`` and ``reply``
+  its optional system message and assistant's reply; each at most `MAX_TEXT_CHARS` characters. A chat link carries
+  no ``text``: the text is the messages rendered with the model's chat template.
 - ``mha``: ``ours`` computes with mha-viz's own multi-head attention (``hf``: the model's own).
 - ``show``: ``contributions`` (value-weighted attention) or ``weights``: the sidebar's *Show attention as*.
 - ``dtype``: ``float32``, ``bfloat16``, ``float16`` or ``auto``: the sidebar's *Precision*.
@@ -54,12 +58,13 @@ MAX_TEXT_CHARS = 1500  # most characters of text a link carries (percent-encoded
 MAX_MODEL_CHARS = 300
 MAX_INDEX = 9999  # a layer or head number past this is a malformed link, not a big model
 DETAILS = ("tokens", "window", "blocks", "words", "subset")  # stable slugs of the head view's detail levels
-HIDE = ("special", "first")
+HIDE = ("special", "first", "template")
 MHA = {"ours": True, "hf": False}
 COMPARE = ("texts", "models")  # the Compare page's modes
 SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
 PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "compare", "text_b", "model_b",
-          "mha_b", "corrupted", "answer", "wrong", "circuit", "k")
+          "mha_b", "corrupted", "answer", "wrong", "circuit", "k", "user", "system", "reply")
+CHAT = ("user", "system", "reply")  # a chat's messages: the user's, the system's, the assistant's reply
 CIRCUIT = ("eap", "eap-ig")  # the circuit's estimates
 MAX_TOKEN_CHARS = 100
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
@@ -93,6 +98,14 @@ class Link:
     circuit: str | None = None  # the circuit's estimate, one of CIRCUIT: found on opening
     k: int | None = None  # the edges its graph draws
     page: tuple[tuple[str, str], ...] = ()  # the page's own controls: (name, value as written), in link order
+    user: str | None = None  # a chat (the sidebar's *Input*: Chat): the user's message, the system's, the reply
+    system: str | None = None
+    reply: str | None = None
+
+    @property
+    def chat(self) -> tuple[str, str, str] | None:
+        """(user, system, reply) of a chat link, None for a text's."""
+        return (self.user, self.system or "", self.reply or "") if self.user else None
 
 
 def _quote(value: str) -> str:
@@ -255,6 +268,13 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         take("circuit", _slug("circuit", values["circuit"], CIRCUIT))
     if "k" in values:
         take("k", _index("k", values["k"]))
+    for name, said in zip(CHAT, ("user's message", "system message", "assistant's reply")):
+        if name in values:
+            take(name, _text(f"chat's {said}", values[name], max_text))
+    if "user" not in fields and ("system" in fields or "reply" in fields):
+        notices.append("The link's chat has no user's message: its system message and reply were ignored.")
+        fields.pop("system", None)
+        fields.pop("reply", None)
     if page := _page(values, controls, notices):
         fields["page"] = page
     return Link(**fields), notices
@@ -322,6 +342,9 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["circuit"] = link.circuit
     if link.k is not None:
         out["k"] = str(link.k)
+    if link.user and all(text_fits(getattr(link, n) or "", max_text) for n in CHAT):
+        out.pop("text", None)  # a chat's text is its messages rendered
+        out.update({n: getattr(link, n) for n in CHAT if getattr(link, n)})
     for name, value in link.page:
         if (name, value) not in default.page and name not in out:
             out[name] = value

@@ -18,7 +18,8 @@ KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
 
 
 def _heading(v: NotebookView) -> str:
-    hidden = " and ".join({"special": "the special tokens", "first": "the first token"}.get(h, h) for h in v.hide)
+    hidden = " and ".join({"special": "the special tokens", "first": "the first token",
+                           "template": "the chat template's tokens"}.get(h, h) for h in v.hide)
     lines = [
         f"# {markdown_text(v.title or v.page)}: {markdown_text(v.model)}",
         "",
@@ -48,11 +49,18 @@ figures.notebook()  # plotly.js from the installed package: the figures draw off
 
 
 def _load(v: NotebookView) -> str:
-    return f"""MODEL = {literal(v.model)}  # as given in the app: a bundled name, a hub id or a folder
-TEXT = {literal(v.text)}
+    load = f"""MODEL = {literal(v.model)}  # as given in the app: a bundled name, a hub id or a folder
 CAP = {literal(int(v.max_tokens))}  # the sidebar's *Token limit*
 model = mha_viz.load_model(MODEL, device={literal(v.device)}, dtype={literal(v.dtype)},
                            local_attention={literal(bool(v.local_attention))})"""
+    if v.chat is None:
+        return f"TEXT = {literal(v.text)}\n" + load
+    user, system, reply = v.chat
+    return load + f"""
+# a chat: its messages rendered with the model's own chat template, each token's role told
+from mha_viz.text.chat import Chat, roles
+chat = roles(model, Chat(user={literal(user)}, system={literal(system)}, assistant={literal(reply)}))
+TEXT = chat.text"""
 
 
 def _run(v: NotebookView) -> str:
@@ -65,6 +73,8 @@ def _run(v: NotebookView) -> str:
             "every token, matches",
             f"mask = mha_viz.capture.hide_mask(run, special={literal('special' in v.hide)}, "
             f"first={literal('first' in v.hide)})",
+            *(["mask |= chat.aligned(run)[1]  # the chat template's own tokens"]
+              if "template" in v.hide and v.chat is not None else []),
             "if mask.any() and not mask.all():",
             "    run = run.drop_tokens(mask)",
         ]

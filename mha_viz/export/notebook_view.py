@@ -20,7 +20,9 @@ class NotebookView:
     page: the page's id (its URL path: "head_view", "model_view", "head_metrics", "ablation", "prediction",
     "teaching", …). model: as the user gave it, a bundled name, a hub id or a folder. layer: a row of the
     run (the model's layer number is `run.layer_ids[layer]`); head: a head of that layer. hide: the
-    sidebar's *Hide tokens* ("special", "first"). contributions: *Show attention as* contributions.
+    sidebar's *Hide tokens* ("special", "first", "template": a chat template's own tokens). chat: the messages of
+    a chat (the sidebar's *Input*: Chat), rendered with the model's template in the notebook. contributions: *Show
+    attention as* contributions.
     options: what the page itself chose (its detail level, metric, texts, heads switched off…): plain
     values, lists and dicts of them only.
     """
@@ -39,6 +41,7 @@ class NotebookView:
     layer: int = 0
     head: int = 0
     options: Mapping[str, Any] = field(default_factory=dict)
+    chat: tuple[str, str, str] | None = None  # a chat's (user, system, reply): TEXT is them rendered by the template
 
     def option(self, name: str, default: Any = None) -> Any:
         return self.options.get(name, default)

@@ -30,6 +30,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz import metrics as head_metrics
+from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import scatter as scatter_figures
@@ -64,7 +65,7 @@ __all__ = [
     "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
     "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
     "probability_maps", "pruning_curve", "score_terms", "score_parts", "task_grid", "retrieval_grid", "needle_look",
-    "notebook",
+    "role_map", "notebook",
 ]
 
 DIRECTIONS = {"to": focus_arrays.TO, "by": focus_arrays.BY}  # token_focus's short names
@@ -168,6 +169,13 @@ def head_scatter(run: AttentionRun | pd.DataFrame, x: str = scatter_figures.DEFA
     or a lasso is the table's row (`mha_viz.drawing.scatter.picked_heads`)."""
     table = run if isinstance(run, pd.DataFrame) else head_metrics.head_table(run, weights)
     return scatter_figures.measure_scatter(table, x, y, colour)
+
+
+def role_map(table: pd.DataFrame) -> go.Figure:
+    """A chat's heads while the model answers, as Head metrics draws it: every head of a `mha_viz.metrics.role_mass`
+    table as a point, its share of the assistant's attention on the system's words (x) against the user's (y),
+    coloured by layer; one point a head, layer-major (a click's point index is the table's row)."""
+    return role_figures.role_map(table)
 
 
 def similarity(run: AttentionRun, kind: str = "js", *, weights: Weights | None = None,

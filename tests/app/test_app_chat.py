@@ -96,3 +96,29 @@ def test_the_line_view_and_token_focus_show_the_roles_and_the_template_can_be_hi
     assert (sums[empty] == 0).all()
     kept_role, kept_template = cur.chat.aligned(hidden)
     assert not kept_template.any() and len(kept_role) == hidden.n
+
+
+def test_a_chat_link_opens_the_chat_and_a_model_without_a_template_says_why(monkeypatch):
+    """The URL follows the chat (its messages, no text); opened in a new session on a server that has not loaded the
+    model yet (its template unknown until it loads: one more run), the chat is read again; the same messages asked
+    of MiniLM read its text box, and the sidebar says why."""
+    from mha_viz.ui.shell import chat_input
+    from tests.app.helpers import app_test
+
+    at = _chat_app()
+    params = dict(at.query_params)
+    assert params["user"] == USER and params["system"] == SYSTEM and "text" not in params
+    monkeypatch.setattr(chat_input, "_templates", {})
+    again = app_test()
+    again.query_params.update(params)
+    again.run()
+    assert not again.exception and not again.error, [e.value for e in again.error]
+    cur = again.session_state[keys.CURRENT]
+    assert cur.chat is not None and cur.text == at.session_state[keys.CURRENT].text
+    assert again.text_area(key=keys.CHAT_USER).value == USER
+    other = app_test()
+    other.query_params.update({**params, "model": "minilm"})
+    other.run()
+    assert not other.exception
+    assert other.session_state[keys.CURRENT].chat is None
+    assert any("has no chat template" in c.value for c in other.caption), [c.value for c in other.caption]

@@ -112,3 +112,37 @@ def test_role_mass_on_the_models_own_rows(smollm2):
     cut.text = "another"
     with pytest.raises(mha_viz.InputError, match="another text"):
         role_mass(cut, told)
+
+
+def test_a_chats_notebook_renders_its_messages_and_says_where_the_answer_looks(smollm2):
+    """Head metrics' notebook of a chat with a reply, its template's tokens hidden: its code, run here cell by cell,
+    renders the messages with the template (the text the app read), hides the template's tokens and makes the same
+    role table as the app's run. Without a reply, hiding the template leaves the assistant no token: said so."""
+    import json
+
+    import plotly.io as pio
+
+    from mha_viz.export.notebook_view import NotebookView
+
+    told = roles(smollm2, Chat(USER, system=SYSTEM, assistant=REPLY))
+    view = NotebookView(page="head_metrics", model="smollm2", text=told.text, device="cpu", max_tokens=512,
+                        hide=("template",), chat=(USER, SYSTEM, REPLY))
+    cells = [c["source"] for c in json.loads(mha_viz.view_notebook(view))["cells"] if c["cell_type"] == "code"]
+    names: dict = {}
+    renderer = pio.renderers.default
+    try:
+        for source in cells:
+            exec(compile(source, "<notebook>", "exec"), names)  # noqa: S102 - the notebook this view downloads
+    finally:
+        pio.renderers.default = renderer
+    assert names["TEXT"] == told.text
+    run = names["run"]
+    assert run.hidden is not None and run.n == int((~told.template).sum())
+    want = role_mass(run, told)
+    np.testing.assert_allclose(names["roles"][["system", "user", "template"]].to_numpy(float),
+                               want[["system", "user", "template"]].to_numpy(float), atol=1e-6)
+    assert float(want["template"].abs().max()) == 0.0  # hidden: no share left to the template
+    opened = roles(smollm2, Chat(USER, system=SYSTEM))
+    full = mha_viz.analyze(smollm2, opened.text)
+    with pytest.raises(mha_viz.InputError, match="no token left"):
+        role_mass(full.drop_tokens(opened.template), opened)

@@ -36,7 +36,7 @@ def test_every_public_name_is_a_documented_function_returning_a_figure():
         "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
         "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
         "probability_maps", "pruning_curve", "score_terms", "score_parts", "task_grid", "retrieval_grid",
-        "needle_look", "notebook"])
+        "needle_look", "role_map", "notebook"])
     for name in figures.__all__:
         fn = getattr(figures, name)
         assert callable(fn) and fn.__doc__ and len(fn.__doc__) > 80, name

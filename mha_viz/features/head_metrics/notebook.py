@@ -26,4 +26,8 @@ figures.metric_grid(run, METRIC, table=table)"""),
         code(f"figures.head_scatter(table, {literal(v.option('scatter_x', 'entropy'))}, "
              f"{literal(v.option('scatter_y', 'prev_token_score'))}, {literal(v.option('scatter_colour', 'layer'))})"),
         code("table"),
-    ]
+    ] + ([md("## Where the answer looks\n\nEach head's share of the attention from the assistant's tokens to the "
+             "system's words, the user's, the assistant's and the chat template's own tokens "
+             "(`mha_viz.metrics.role_mass`)."),
+          code("roles = mha_viz.metrics.role_mass(run, chat)\nfigures.role_map(roles)"),
+          code('roles.sort_values("system", ascending=False, kind="stable")')] if v.chat is not None else [])

@@ -14,6 +14,7 @@ import streamlit as st
 import mha_viz
 from mha_viz.text import chat
 from mha_viz.ui.kit import keys, session
+from mha_viz.ui.kit.text import plain
 
 TEXT, CHAT = "Text", "Chat"
 _templates: dict[str, bool] = {}  # model spec -> whether its tokenizer has a chat template (learnt at load)
@@ -40,13 +41,18 @@ def chosen(spec: str | None) -> bool:
     return session.get(keys.CHAT_MODE) == CHAT and chat_offered(spec)
 
 
-def draw_mode(slot, spec: str | None) -> None:
-    """*Input*: Text or Chat, in `slot` (above the text boxes), where the model has a chat template."""
-    if chat_offered(spec):
-        slot.radio("Input", (TEXT, CHAT), key=keys.CHAT_MODE, persist_state=keys.KEEP, horizontal=True,
-                   help="Chat: a system message, the user's message and the assistant's reply, rendered with "
-                        "the model's own chat template, as the model reads them when people use it. Every token "
-                        "then has a role (system, user, assistant), and the template's own tokens are told apart.")
+def draw_mode(slot, spec: str | None, model: mha_viz.LoadedModel) -> None:
+    """*Input*: Text or Chat, in `slot` (above the text boxes), where the model has a chat template; where it has none
+    and a chat was asked for (a link, a lesson, another model before), why the text box is read instead."""
+    if not chat_offered(spec):
+        if session.get(keys.CHAT_MODE) == CHAT:
+            slot.caption(f"{plain(model.name)} has no chat template (an instruct model's tokenizer has one): its "
+                         "input is the text below, not a chat.")
+        return
+    slot.radio("Input", (TEXT, CHAT), key=keys.CHAT_MODE, persist_state=keys.KEEP, horizontal=True,
+               help="Chat: a system message, the user's message and the assistant's reply, rendered with "
+                    "the model's own chat template, as the model reads them when people use it. Every token "
+                    "then has a role (system, user, assistant), and the template's own tokens are told apart.")
 
 
 def draw_fields() -> chat.Chat:

@@ -67,10 +67,11 @@ def open_view(link: links.Link, notices: list[str] | None = None, *, exact: bool
         page_controls.reset()
         offered = sidebar.choose(model=link.model, text=link.text or sidebar.DEFAULT_TEXT, hide=link.hide,
                                  ours=link.ours, contributions=link.contributions,
-                                 dtype=link.dtype or sidebar.default_precision())
+                                 dtype=link.dtype or sidebar.default_precision(), chat=link.chat)
     else:
         offered = sidebar.choose(model=link.model, text=link.text, hide=link.hide or None, ours=link.ours or None,
-                                 contributions=link.contributions or None, dtype=link.dtype)
+                                 contributions=link.contributions or None, dtype=link.dtype,
+                                 chat=link.chat or False)
     if not offered:
         notices.append(f"This server does not offer the link's model “{link.model}”: "
                        "the default model is shown.")
@@ -119,8 +120,10 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
     page's own controls (`page_controls`)."""
     chosen = sidebar.choices()
     page, default_page = page_controls.written(page_id, cur)  # what the page's own inputs hold, whatever the run
+    user, system, reply = chosen.chat or (None, None, None)
     link = links.Link(model=chosen.model, text=chosen.text, hide=chosen.hide, ours=chosen.ours,
-                      contributions=chosen.contributions, dtype=chosen.dtype, page=page)
+                      contributions=chosen.contributions, dtype=chosen.dtype, page=page, user=user,
+                      system=system or None, reply=reply or None)
     default = links.Link(text=sidebar.DEFAULT_TEXT, dtype="auto",  # a link states any other precision: servers differ
                          page=default_page)
     run = cur.run

@@ -34,7 +34,8 @@ def view(page_id: str, title: str, cur, options: dict) -> notebook.NotebookView:
         page=page_id, model=chosen.model or cur.model.name, text=key.text, title=title,
         device=str(session.get(keys.DEVICE) or "auto"), dtype=chosen.dtype, local_attention=chosen.ours,
         max_tokens=int(key.cap), layers=None if key.layers is None else tuple(int(x) for x in key.layers),
-        hide=chosen.hide, contributions=chosen.contributions, layer=int(row), head=int(head), options=options)
+        hide=chosen.hide, contributions=chosen.contributions, layer=int(row), head=int(head), options=options,
+        chat=chosen.chat if cur.chat is not None else None)
 
 
 def offer_notebook(page_id: str, title: str, cur) -> None:

@@ -48,6 +48,7 @@ class Choices:
     ours: bool  # *Compute with our MHA*
     contributions: bool  # *Show attention as* contributions
     dtype: str  # *Precision*
+    chat: tuple[str, str, str] | None = None  # *Input*: Chat, (user, system, reply); None: the text
 
 
 def _on_example() -> None:
@@ -190,8 +191,9 @@ def draw() -> Current:
         return with_last_good(cur)
     try:
         model = resources.load_model(spec, device, local, dtype)
-        chat_input.learn(spec, model)
-        chat_input.draw_mode(mode_slot, spec)
+        if chat_input.learn(spec, model) and asked is None and session.get(keys.CHAT_MODE) == chat_input.CHAT:
+            st.rerun()  # a chat asked (a link, a lesson) for a model whose template was not known yet: its boxes
+        chat_input.draw_mode(mode_slot, spec, model)
         if asked is not None:  # the messages through the model's own template, each token's role told
             cur.chat = chat.roles(model, asked)
             text = cur.chat.text
@@ -328,20 +330,30 @@ def put_model(spec: str | None, choice_key: str, other_key: str) -> bool:
 
 def choices() -> Choices:
     """What the sidebar's inputs hold now."""
-    return Choices(model=picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER), text=session.get(keys.TEXT) or None,
+    model = picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER)
+    said = tuple(session.get(k) or "" for k in (keys.CHAT_USER, keys.CHAT_SYSTEM, keys.CHAT_REPLY))
+    return Choices(model=model, text=session.get(keys.TEXT) or None,
                    hide=tuple(h for h, on in _hidden().items() if on), ours=bool(session.get(keys.LOCAL_ATTENTION)),
-                   contributions=_contributions(), dtype=precision())
+                   contributions=_contributions(), dtype=precision(),
+                   chat=said if chat_input.chosen(model) and said[0].strip() else None)
 
 
 def choose(*, model: str | None = None, text: str | None = None, hide: tuple[str, ...] | None = None,
-           ours: bool | None = None, contributions: bool | None = None, dtype: str | None = None) -> bool:
-    """Set the sidebar's inputs before it draws them (a link, a preset); None leaves one as it is.
-    False when this server does not offer `model` (the rest is set all the same)."""
+           ours: bool | None = None, contributions: bool | None = None, dtype: str | None = None,
+           chat: tuple[str, str, str] | None | bool = False) -> bool:
+    """Set the sidebar's inputs before it draws them (a link, a preset); None leaves one as it is (`chat`: False
+    leaves it, None reads a text, (user, system, reply) a chat). False when this server does not offer `model` (the
+    rest is set all the same). A `text` given without a chat switches the input to the text."""
     offered = put_model(model, keys.MODEL_CHOICE, keys.MODEL_OTHER)
     if text is not None:
         session.put(keys.TEXT, text)
+    if chat is None or (chat is False and text is not None):  # a text given alone is read as a text
+        session.put(keys.CHAT_MODE, chat_input.TEXT)
+    elif chat is not False:
+        session.put_all((keys.CHAT_MODE, keys.CHAT_USER, keys.CHAT_SYSTEM, keys.CHAT_REPLY), (chat_input.CHAT, *chat))
     if hide is not None:
-        session.put_all((keys.HIDE_SPECIAL, keys.HIDE_FIRST), ("special" in hide, "first" in hide))
+        session.put_all((keys.HIDE_SPECIAL, keys.HIDE_FIRST, keys.HIDE_TEMPLATE),
+                        ("special" in hide, "first" in hide, "template" in hide))
     if ours is not None:
         session.put(keys.LOCAL_ATTENTION, ours)
     if contributions is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 import mha_viz
-from mha_viz.drawing import chat_roles as role_figures
+from mha_viz import figures
 from mha_viz.metrics import role_mass
 from mha_viz.ui.kit import charts
 from mha_viz.ui.kit.analysis_key import AnalysisKey
@@ -36,7 +36,7 @@ def chat_section(cur) -> None:
                "where the answer starts) to the system's words, the user's, the assistant's and the template's own "
                "tokens (role headers, turn ends), the mean over those rows; the four shares of a head sum to 1. "
                "Heads to the right read the system prompt while answering, heads to the top read the question.")
-    fig = charts.cached("role_map", (cur.key, cur.chat.text), lambda: role_figures.role_map(table))
+    fig = charts.cached("role_map", (cur.key, cur.chat.text), lambda: figures.role_map(table))
     charts.show(fig, key=head_metrics_keys.ROLE_MAP, selection_mode="points",
                 on_select=lambda: view_helpers.open_clicked_head(head_metrics_keys.ROLE_MAP, _index))
     st.dataframe(table.sort_values("system", ascending=False, kind="stable"), hide_index=True,
