@@ -1,6 +1,7 @@
 """The command line, `mha-viz` (an installed package) or `python -m mha_viz`:
 
-    mha-viz [app] [--port 8501] [--public] [--dtype auto] [--lesson FILE]   start the web app (`mha_viz.launch`)
+    mha-viz [app] [--port 8501] [--public] [--dtype auto] [--lesson FILE] [--processes N]   start the web app
+                                                                                  (`mha_viz.launch`)
     mha-viz corpus --model minilm --input sample --engine local --out stats/
         [--batch-size 16] [--max-tokens 128] [--no-importance] [--text-column text] [--dtype auto]
 
@@ -39,6 +40,9 @@ def _app_options(parser: argparse.ArgumentParser, default) -> None:
     parser.add_argument("--lesson", default=default, metavar="FILE_OR_NAME",
                         help="a lesson every session opens on (MHA_VIZ_LESSON): a lesson file, or a bundled "
                              "lesson's name (attention-head-by-head); with --public, a workshop")
+    parser.add_argument("--processes", type=int, default=default, metavar="N",
+                        help="serve from N app processes behind nginx on --port, each browser kept on one (a "
+                             "lecture hall: docs/deploying.md); needs nginx; 1, the default, runs the app alone")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -148,6 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (2: bad input, with a one-line message)."""
     args = _parser().parse_args(argv)
     if args.command in (None, "app"):
+        if args.processes is not None and args.processes != 1:  # a lecture hall: app processes behind nginx
+            from mha_viz.launch_group import run_app_group
+            return run_app_group(args.processes, args.port or launch.DEFAULT_PORT, bool(args.public),
+                                 args.dtype or "auto", lesson=args.lesson or "")
         return launch.run_app(args.port or launch.DEFAULT_PORT, bool(args.public), args.dtype or "auto",
                               lesson=args.lesson or "")
     if args.batch_size < 1 or args.max_tokens < 1:

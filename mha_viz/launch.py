@@ -81,23 +81,37 @@ def serve(argv: list[str], env: dict[str, str]) -> int:
             signal.signal(sig, handler)
 
 
+def check_options(port: int, lesson: str = "", processes: int = 1) -> str | None:
+    """Why the app's options cannot be served (said on stderr, exit code 2), or None."""
+    if not 1 <= port <= 65535:
+        return f"--port must be between 1 and 65535, not {port}"
+    if not 1 <= processes <= 64:
+        return f"--processes must be between 1 and 64, not {processes}"
+    if lesson and lesson not in lessons.bundled() and not Path(lesson).is_file():
+        return f"--lesson {lesson} is neither a file nor a bundled lesson ({', '.join(lessons.bundled())})"
+    return None
+
+
+def app_env(public: bool = False, dtype: str = "auto", lesson: str = "") -> dict[str, str]:
+    """The app process's environment: this one's, with OpenMP's spin bounded (`settings.openmp_spin`),
+    MHA_VIZ_PUBLIC=1 where `public`, MHA_VIZ_DTYPE where `dtype` is not "auto", MHA_VIZ_LESSON where `lesson`."""
+    return dict(os.environ, **settings.openmp_spin(os.environ), **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
+                **({"MHA_VIZ_DTYPE": dtype} if dtype != "auto" else {}),
+                **({"MHA_VIZ_LESSON": str(Path(lesson).resolve()) if Path(lesson).is_file() else lesson}
+                   if lesson else {}))
+
+
 def run_app(port: int = DEFAULT_PORT, public: bool = False, dtype: str = "auto", lesson: str = "") -> int:
     """Serve the app until Ctrl+C or a signal to stop (`serve`); returns Streamlit's exit code. `public` sets
     MHA_VIZ_PUBLIC=1 (only the listed models, a capped token limit: docs/deploying.md); `dtype` other than "auto"
     sets MHA_VIZ_DTYPE, the sidebar's default *Precision*; `lesson` (a lesson file or a bundled
-    lesson's name) sets MHA_VIZ_LESSON, the lesson every session opens on."""
-    if not 1 <= port <= 65535:
-        print(f"error: --port must be between 1 and 65535, not {port}", file=sys.stderr)
+    lesson's name) sets MHA_VIZ_LESSON, the lesson every session opens on. (Several app processes behind nginx:
+    `launch_group.run_app_group`.)"""
+    why = check_options(port, lesson)
+    if why is not None:
+        print(f"error: {why}", file=sys.stderr)
         return 2
-    if lesson and lesson not in lessons.bundled() and not Path(lesson).is_file():
-        print(f"error: --lesson {lesson} is neither a file nor a bundled lesson ({', '.join(lessons.bundled())})",
-              file=sys.stderr)
-        return 2
-    env = dict(os.environ, **settings.openmp_spin(os.environ), **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
-               **({"MHA_VIZ_DTYPE": dtype} if dtype != "auto" else {}),
-               **({"MHA_VIZ_LESSON": str(Path(lesson).resolve()) if Path(lesson).is_file() else lesson}
-                  if lesson else {}))
     where = f"http://localhost:{port}" + (" (public mode, every interface)" if public else "")
     print(f"mha-viz starting: open {where} in your browser (Ctrl+C stops it); it answers once its "
           "libraries and the default model are loaded (about 10 s)", flush=True)
-    return serve(command(port, public), env)
+    return serve(command(port, public), app_env(public, dtype, lesson))

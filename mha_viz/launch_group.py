@@ -1,0 +1,180 @@
+"""`mha-viz app --processes N` (issue 91): N app servers behind nginx, for a lecture hall. One Streamlit process
+runs every session's script under one interpreter lock, so more cores serve more people only as more processes. A
+browser must stay on one of them: its session, and the media (images) and uploads of that session, live in the
+process that holds it. nginx keeps a browser's requests together by hashing a cookie of the browser's own (its own,
+even behind one NAT, where hashing the address would send a whole class to one process): STUDENT, which nginx sets
+on the browser's first request, the page itself, to that request's id, so that every later request carries it.
+(Streamlit's `_streamlit_xsrf` cookie is not enough: it is set by whichever of the page's first requests, run at once,
+reaches a process first, and a browser's cookie could change under its websocket, moving its session to another
+process, tried.) The processes share one cookie secret, so that each accepts the xsrf cookie another made.
+
+Each process loads its own models (the memory of one app process, times N: docs/deploying.md). The servers listen
+on the loopback interface only; nginx listens on `port` (every interface with `public`).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mha_viz import launch
+
+UPSTREAM_HEADER = "X-MHA-Viz-Upstream"  # which app process answered (its address), on every proxied response
+STUDENT = "mha_viz_student"  # the cookie that keeps a browser on one process (`config`)
+READY_S = 180  # how long the app processes may take to answer their health check at start
+
+
+def nginx_binary() -> str | None:
+    """nginx's path (PATH, then Debian's /usr/sbin), or None where it is not installed."""
+    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
+
+
+def config(ports: list[int], listen: int, folder: Path, *, public: bool = False) -> str:
+    """nginx's configuration: one upstream of the app processes on `ports`, chosen by the hash of the browser's
+    STUDENT cookie (consistent: a process added or gone moves few browsers), websockets passed through
+    (Streamlit's session is one), no buffering, nothing written outside `folder` (pid, logs, temporary files: no root
+    needed); the access log names each request's cookie and process, and each response says its process
+    (UPSTREAM_HEADER)."""
+    servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=0;" for p in ports)
+    address = f"{listen}" if public else f"127.0.0.1:{listen}"
+    temp = "\n".join(f"    {name}_temp_path {folder / name};" for name in ("client_body", "proxy", "fastcgi", "uwsgi",
+                                                                         "scgi"))
+    return f"""worker_processes 1;
+pid {folder / "nginx.pid"};
+error_log {folder / "error.log"} warn;
+daemon off;
+events {{
+    worker_connections 4096;
+}}
+http {{
+    log_format student '$student $upstream_addr $status $request_method $uri';
+    access_log {folder / "access.log"} student;
+{temp}
+    map $http_upgrade $connection_upgrade {{
+        default upgrade;
+        '' close;
+    }}
+    # a browser's own mark: the cookie STUDENT, set by its first request (the page itself) to that request's id
+    map $cookie_{STUDENT} $student {{
+        '' $request_id;
+        default $cookie_{STUDENT};
+    }}
+    map $cookie_{STUDENT} $new_student {{
+        '' "{STUDENT}=$request_id; Path=/; SameSite=Lax; HttpOnly";
+        default '';
+    }}
+    upstream mha_viz {{
+        hash $student consistent;
+{servers}
+    }}
+    server {{
+        listen {address};
+        client_max_body_size 60m;
+        location / {{
+            proxy_pass http://mha_viz;
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_read_timeout 1d;
+            proxy_send_timeout 1d;
+            proxy_buffering off;
+            add_header {UPSTREAM_HEADER} $upstream_addr always;
+            add_header Set-Cookie $new_student;
+        }}
+    }}
+}}
+"""
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    """Ask every process to stop (SIGTERM), then kill what has not after 10 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_ready(ports: list[int], procs: list[subprocess.Popen]) -> str | None:
+    """None once every app process answers its health check; else why not (one exited, or READY_S passed)."""
+    deadline = time.monotonic() + READY_S
+    waiting = list(ports)
+    while waiting:
+        for proc in procs:
+            if proc.poll() is not None:
+                return f"an app process exited with code {proc.returncode} while starting"
+        waiting = [p for p in waiting if launch.health(f"http://127.0.0.1:{p}") != "ok"]
+        if waiting and time.monotonic() > deadline:
+            return f"the app processes on ports {waiting} did not answer within {READY_S} s"
+        time.sleep(0.5)
+    return None
+
+
+def run_app_group(processes: int, port: int = launch.DEFAULT_PORT, public: bool = False, dtype: str = "auto",
+                  lesson: str = "") -> int:
+    """`launch.run_app` from `processes` app processes behind nginx (`run_group`); 2 for bad options."""
+    why = launch.check_options(port, lesson, processes)
+    if why is not None:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    return run_group(processes, port, launch.app_env(public, dtype, lesson), public=public)
+
+
+def run_group(processes: int, port: int, env: dict[str, str], *, public: bool = False) -> int:
+    """Serve the app from `processes` app servers behind nginx on `port` until a signal stops it (SIGTERM, SIGINT,
+    SIGHUP: every process then stops); returns 0, or 1 when it could not start (said on stderr)."""
+    nginx = nginx_binary()
+    if nginx is None:
+        print("error: --processes needs nginx in front of the app processes (Debian: apt-get install nginx-light); "
+              "see docs/deploying.md", file=sys.stderr)
+        return 1
+    ports = [launch.free_port() for _ in range(processes)]
+    secret = secrets.token_hex(32)  # one cookie secret: a cookie one process made is valid in every other
+    folder = Path(tempfile.mkdtemp(prefix="mha-viz-nginx-"))
+    conf = folder / "nginx.conf"
+    conf.write_text(config(ports, port, folder, public=public))
+    shared = dict(env, STREAMLIT_SERVER_COOKIE_SECRET=secret)  # Streamlit takes it from the environment only
+    apps = [subprocess.Popen(launch.command(p, False), env=shared) for p in ports]
+    procs: list[subprocess.Popen] = list(apps)
+    stopping: list[int] = []
+
+    def stop(signum, _frame) -> None:
+        stopping.append(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        why = _wait_ready(ports, apps)
+        if why is None and not stopping:
+            procs.append(subprocess.Popen([nginx, "-p", str(folder), "-c", str(conf)], env=env))
+            print(f"mha-viz: {processes} app processes (ports {', '.join(map(str, ports))}) behind nginx on "
+                  f"http://localhost:{port}; Ctrl+C stops them all", flush=True)
+        elif why is not None:
+            print(f"error: {why}", file=sys.stderr)
+            return 1
+        while not stopping and all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        gone = [p for p in procs if p.poll() is not None]
+        if gone and not stopping:
+            print(f"error: a process of the group exited (code {gone[0].returncode}): stopping the others",
+                  file=sys.stderr)
+            return 1
+        return 0
+    finally:
+        _stop(procs)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(folder, ignore_errors=True)
