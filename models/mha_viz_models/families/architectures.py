@@ -38,7 +38,7 @@ NO_SOFTMAX_LAYER_TYPES = {"linear_attention", "mamba", "conv"}
 BEYOND_TOKENS_LAYER_TYPES = {"compressed_sparse_attention", "heavily_compressed_attention"}
 # entries of layers that hold softmax attention and another token mixer: Falcon-H1's Mamba-2 heads beside its
 # attention heads, Zamba2's Mamba-2 layer after its shared attention block; the layer is read as both
-BOTH_LAYER_TYPES = {"hybrid"}
+BOTH_LAYER_TYPES = {"hybrid", "hybrid_sliding"}  # Inkling: attention beside another mixer, full or sliding
 
 
 def layer_kinds(config) -> list[str] | None:
@@ -87,6 +87,11 @@ def per_layer_values(config) -> dict[str, list]:
     return {name: v for name, v in values.items() if len(set(map(repr, v))) > 1}
 
 
+def _a(word: str) -> str:
+    """`word` after its article: "a llama", "an xlstm" (a model type read as its letters)."""
+    return f"{'an' if word[:1].lower() in 'aeiox' else 'a'} {word}"
+
+
 def _said(values: dict[str, list]) -> str:
     """Per-layer values as "head_dim 16, 32", each name's distinct values in order."""
     return "; ".join(f"{name} {', '.join(sorted({str(x) for x in v}, key=lambda x: (len(x), x)))}"
@@ -109,7 +114,7 @@ def open_per_layer(config, spec: str) -> str | None:
     differ = per_layer_values(config)
     shaped = {name: v for name, v in differ.items() if name in ATTENTION_SHAPE - HEAD_SIZES}
     if shaped:
-        return (f"'{spec}' is a {getattr(config, 'model_type', '') or 'heterogeneous'} model whose attention layers "
+        return (f"'{spec}' is {_a(getattr(config, 'model_type', '') or 'heterogeneous')} model whose attention layers "
                 f"differ in shape ({_said(shaped)}, by layer): mha-viz reads models whose attention layers share one "
                 f"head count, and cannot read this one yet.")
     if getattr(config, "is_heterogeneous", False):
@@ -127,7 +132,7 @@ def refusal(config, spec: str) -> str | None:
     kinds = set(layer_kinds(config) or ())
     beyond = sorted(kinds & BEYOND_TOKENS_LAYER_TYPES)
     if beyond:  # Hugging Face's eager forward returns their rows: over the tokens and the entries, with sinks
-        return (f"'{spec}' is a {model_type} model: its attention layers ({', '.join(beyond)}) spread each row over "
+        return (f"'{spec}' is {_a(model_type)} model: its attention layers ({', '.join(beyond)}) spread each row over "
                 f"the tokens and compressed memory entries, and mha-viz reads rows over the tokens alone: it cannot "
                 f"read this one yet. {SUPPORTED}.")
     instead = None if hybrid_layers(config) is not None else NOT_ATTENTION.get(model_type)
@@ -135,13 +140,13 @@ def refusal(config, spec: str) -> str | None:
     if instead is None and others and hybrid_layers(config) is None:  # listed layers, none of them attention
         unread = [k for k in others if k not in NO_SOFTMAX_LAYER_TYPES]
         if unread:  # a kind this version does not know: not said to have no probabilities (it may have)
-            return (f"'{spec}' is a {model_type} model: its layers are of type {', '.join(others)}, which mha-viz "
+            return (f"'{spec}' is {_a(model_type)} model: its layers are of type {', '.join(others)}, which mha-viz "
                     f"does not read yet. {SUPPORTED}.")
         instead = "layers of type " + ", ".join(others)
     if instead is not None:
-        return (f"'{spec}' is a {model_type} model: it has {instead}, which have no attention "
+        return (f"'{spec}' is {_a(model_type)} model: it has {instead}, which have no attention "
                 f"probabilities to show. {SUPPORTED}.")
     if not all(getattr(config, a, None) for a in ("num_attention_heads", "num_hidden_layers", "hidden_size")):
-        return (f"'{spec}' is a {model_type} model without the layers of self-attention heads that "
+        return (f"'{spec}' is {_a(model_type)} model without the layers of self-attention heads that "
                 f"mha-viz captures. {SUPPORTED}.")
     return None

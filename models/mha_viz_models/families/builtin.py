@@ -78,7 +78,9 @@ def _is_gpt2(module: nn.Module) -> bool:
 
 
 def _is_llama(module: nn.Module) -> bool:
-    return all(hasattr(module, a) for a in ("q_proj", "k_proj", "v_proj", "o_proj", "scaling", "layer_idx"))
+    # projections that are linear layers (Moshi's wrap theirs in a module of its own: not read)
+    return _has(module, ("q_proj", "k_proj", "v_proj", "o_proj")) and all(
+        hasattr(module, a) for a in ("scaling", "layer_idx"))
 
 
 def _llama_refuse(module: nn.Module, config) -> list[str]:
