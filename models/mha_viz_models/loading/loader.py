@@ -62,6 +62,8 @@ __all__ = ["load", "load_model", "random_twin"]
 
 
 def _is_causal(config) -> bool:
+    if isinstance(getattr(config, "causal", None), bool):  # XLM, FlauBERT: masked-LM models with an LM head, said
+        return config.causal
     archs = config.architectures or []
     if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs) or getattr(config, "is_decoder", False):
         return True
@@ -261,7 +263,8 @@ def load(
         layer, gap = verify.worst_gap(reference, eager)
         if gap > tolerance:
             raise ModelLoadError(
-                f"Our MHA does not reproduce the attention of '{spec}' ({config.model_type}): layer {layer} is "
+                f"Our MHA does not reproduce the attention of '{spec}' ({config.model_type}): layer "
+                f"{hybrid[0][layer] if hybrid and 0 <= layer < len(hybrid[0]) else layer} is "
                 f"{gap:.2g} away from the model's own on a test input (its rotary positions, masks or biases "
                 "differ from the families mha-viz knows). Use Hugging Face's attention for this model.")
     elif loaded.can_recompute and eager is not None:  # the per-layer recompute must match, or our MHA
@@ -272,7 +275,8 @@ def load(
         if gap > tolerance:
             log.warning("'%s': recomputed attention is %.2g from the model's own (layer %d): our MHA does not stand in",
                         spec, gap, layer)
-            where = f"layer {layer} is {gap:.2g} away from the model's own" if layer >= 0 else "its layers do not run"
+            number = loaded.layer_ids[layer] if 0 <= layer < len(loaded.layer_ids) else layer  # the model's number
+            where = f"layer {number} is {gap:.2g} away from the model's own" if layer >= 0 else "its layers do not run"
             loaded = dataclasses.replace(loaded, stand_in=(
                 f"our MHA does not reproduce the attention of '{config.model_type}' ({where} on a test input: its "
                 "rotary positions, masks or biases differ from the families mha-viz knows)"))
