@@ -86,10 +86,16 @@ def input_hooks(attention_modules: list[tuple[nn.Module, str]], inputs: list) ->
             for m in distinct([m for m, _ in attention_modules])]
 
 
+def first_tensor(out):
+    """A layer's output tensor: itself, or the first of the tuple some layers return (I-BERT's QuantLinear: the
+    output and its scaling factor)."""
+    return out[0] if isinstance(out, tuple) else out
+
+
 def value_hooks(w_vs: list[nn.Module | None], written: dict) -> list:
     """Forward hooks that append what each layer of `w_vs` that holds values (our adapters' W_V: the
     model's own layers, unless a fused layout made them copies, which never run; or the model's own
     value path, `mha_viz_models.attention.heads.ValuePath`) writes to `written[id(module)]`."""
     def keep(module, _args, out):
-        written.setdefault(id(module), []).append(out.detach())  # (B, n, G · d_v)
+        written.setdefault(id(module), []).append(first_tensor(out).detach())  # (B, n, G · d_v)
     return [w.register_forward_hook(keep) for w in distinct([w for w in w_vs if w is not None])]

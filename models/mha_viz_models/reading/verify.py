@@ -30,7 +30,7 @@ from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import call_rotary
 from mha_viz_models.families.builtin import find_attention, make_adapter, output_projection
 from mha_viz_models.reading.hooks import distinct
-from mha_viz_models.reading.records import Capture, LayerInput
+from mha_viz_models.reading.records import Capture, LayerInput, first_tensor
 
 TOLERANCE = 1e-4  # float32 rounding stays below 1e-5 (tests); a wrong rotary or mask is far above
 # Our half-precision probabilities p and Hugging Face's q are both roundings of what a float32 copy of
@@ -137,7 +137,7 @@ def check_heads(loaded, ids: torch.Tensor, tol: float):
     probabilities per layer in float32)."""
     written: list[torch.Tensor] = []
     layers = loaded.attention_modules
-    watch = [(p, lambda _m, _i, out: written.append(out.detach()))
+    watch = [(p, lambda _m, _i, out: written.append(first_tensor(out).detach()))
              for p in distinct([output_projection(m, fam) for m, fam in layers])]
     cap = loaded.capture(ids, inputs=True, watch=watch)
     eager = [a.float() for a in cap.attentions]
