@@ -82,7 +82,7 @@ http {{
             proxy_http_version 1.1;
             proxy_set_header Upgrade $http_upgrade;
             proxy_set_header Connection $connection_upgrade;
-            proxy_set_header Host $host;
+            proxy_set_header Host $http_host;
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_read_timeout 1d;
             proxy_send_timeout 1d;
@@ -109,11 +109,12 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             proc.wait()
 
 
-def _wait_ready(ports: list[int], procs: list[subprocess.Popen]) -> str | None:
-    """None once every app process answers its health check; else why not (one exited, or READY_S passed)."""
+def _wait_ready(ports: list[int], procs: list[subprocess.Popen], stopping: list[int]) -> str | None:
+    """None once every app process answers its health check, or a signal asked to stop (`stopping` not empty); else
+    why not (one exited, or READY_S passed)."""
     deadline = time.monotonic() + READY_S
     waiting = list(ports)
-    while waiting:
+    while waiting and not stopping:
         for proc in procs:
             if proc.poll() is not None:
                 return f"an app process exited with code {proc.returncode} while starting"
@@ -145,11 +146,11 @@ def run_group(processes: int, port: int, env: dict[str, str], *, public: bool = 
     ports = [launch.free_port() for _ in range(processes)]
     secret = secrets.token_hex(32)  # one cookie secret: a cookie one process made is valid in every other
     folder = Path(tempfile.mkdtemp(prefix="mha-viz-nginx-"))
+    os.chmod(folder, 0o711)  # run as root, nginx's workers (nobody) write uploads' temporary files below it
     conf = folder / "nginx.conf"
     conf.write_text(config(ports, port, folder, public=public))
     shared = dict(env, STREAMLIT_SERVER_COOKIE_SECRET=secret)  # Streamlit takes it from the environment only
-    apps = [subprocess.Popen(launch.command(p, False), env=shared) for p in ports]
-    procs: list[subprocess.Popen] = list(apps)
+    procs: list[subprocess.Popen] = []
     stopping: list[int] = []
 
     def stop(signum, _frame) -> None:
@@ -157,7 +158,10 @@ def run_group(processes: int, port: int, env: dict[str, str], *, public: bool = 
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
-        why = _wait_ready(ports, apps)
+        for p in ports:  # each started inside the try: one that cannot start stops those before it
+            procs.append(subprocess.Popen(launch.command(p, False), env=shared))
+        apps = list(procs)
+        why = _wait_ready(ports, apps, stopping)
         if why is None and not stopping:
             procs.append(subprocess.Popen([nginx, "-p", str(folder), "-c", str(conf)], env=env))
             print(f"mha-viz: {processes} app processes (ports {', '.join(map(str, ports))}) behind nginx on "

@@ -127,6 +127,11 @@ def text_fits(text: str, max_text: int = MAX_TEXT_CHARS) -> bool:
     return len(text) <= max_text
 
 
+def chat_fits(link: "Link", max_text: int = MAX_TEXT_CHARS) -> bool:
+    """Whether a link may carry its chat's messages (each within `max_text`)."""
+    return all(text_fits(getattr(link, n) or "", max_text) for n in CHAT)
+
+
 def _model(value: str, allowed_models: Sequence[str], public: bool,
            name: str = "model") -> tuple[str | None, str | None]:
     spec = value.strip()
@@ -342,9 +347,10 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["circuit"] = link.circuit
     if link.k is not None:
         out["k"] = str(link.k)
-    if link.user and all(text_fits(getattr(link, n) or "", max_text) for n in CHAT):
-        out.pop("text", None)  # a chat's text is its messages rendered
-        out.update({n: getattr(link, n) for n in CHAT if getattr(link, n)})
+    if link.user:  # a chat's text is its messages rendered: never the text box's
+        out.pop("text", None)
+        if chat_fits(link, max_text):
+            out.update({n: getattr(link, n) for n in CHAT if getattr(link, n)})
     for name, value in link.page:
         if (name, value) not in default.page and name not in out:
             out[name] = value

@@ -38,6 +38,7 @@ from mha_viz.interventions.patching import (
 from mha_viz.metrics.row_blocks import aligned, block_rows
 from mha_viz.text.tokenize import InputError, label_ids, tokenize
 from mha_viz_models import LoadedModel
+from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.reading import readout, stream_scale
 
 __all__ = [  # patching and its estimate live in their own modules; scripts reach them here too
@@ -160,7 +161,10 @@ def post_norms(model: LoadedModel) -> list[readout.Norm | None]:
 def stream_factors(model: LoadedModel) -> list[float]:
     """What each layer's writes are multiplied by on their way to the last layer's stream (`stream_scale`): 1.0
     everywhere but where layers scale the stream (Gemma 4), read at each call (a scalar changed is seen)."""
-    return stream_scale.later_factors(model.hf_model, [m for m, _ in model.attention_modules])
+    try:
+        return stream_scale.later_factors(model.hf_model, [m for m, _ in model.attention_modules])
+    except UnsupportedArchitecture:  # no numbered list of layers: none that scales the stream (Gemma 4's are)
+        return [1.0] * len(model.attention_modules)
 
 
 def _readout(model: LoadedModel) -> readout.Readout:

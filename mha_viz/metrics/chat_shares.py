@@ -15,6 +15,7 @@ from mha_viz.text.chat import ROLES, ChatText
 from mha_viz.text.tokenize import InputError
 
 GROUPS = ("system", "user", "assistant", "template")  # the keys a share is taken over: each role's words, the template
+ROWS_BYTES = 64 * 2**20  # the assistant's rows of a layer read at a time (a long reply of a long chat: in parts)
 
 
 def role_mass(run, chat: ChatText) -> pd.DataFrame:
@@ -34,12 +35,15 @@ def role_mass(run, chat: ChatText) -> pd.DataFrame:
         raise InputError(f"The run's {run.n} tokens hold none of the assistant's: the token limit cut the chat "
                          "before its turn. Raise the token limit in the sidebar.")
     keys = np.stack([(role == ROLES.index(name)) & ~template for name in ROLES] + [template], 1).astype(np.float32)
-    first, stop = int(queries[0]), int(queries[-1]) + 1
-    picked = queries - first
+    step = max(1, ROWS_BYTES // (4 * run.num_heads * max(run.n, 1)))  # rows of every head read at once
     rows = []
     for layer in range(run.num_layers):
-        block = np.asarray(run.layer_rows(layer, first, stop), dtype=np.float32)[:, picked]  # (H, q, n)
-        shares = (block @ keys).mean(1)  # (H, 4)
+        shares = np.zeros((run.num_heads, len(GROUPS)))
+        for at in range(0, len(queries), step):
+            part = queries[at:at + step]
+            block = np.asarray(run.layer_rows(layer, int(part[0]), int(part[-1]) + 1), dtype=np.float32)
+            shares += (block[:, part - part[0]] @ keys).sum(1)  # (H, 4)
+        shares /= len(queries)
         for head in range(run.num_heads):
             rows.append({"layer": run.layer_ids[layer], "head": head,
                          **{name: float(shares[head, g]) for g, name in enumerate(GROUPS)}})

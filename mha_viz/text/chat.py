@@ -75,15 +75,24 @@ def _render(model: LoadedModel, messages: list[dict[str, str]], opened: bool) ->
         raise InputError(f"{model.name}'s chat template does not take these messages: {str(exc)[:200]}") from exc
 
 
+def _specials(model: LoadedModel) -> list[str]:
+    """The tokenizer's special tokens as text (every added token marked special: SmolLM2's <file_sep> too), longest
+    first."""
+    tok = model.tokenizer
+    found = set(getattr(tok, "all_special_tokens", []) or [])
+    found |= {str(t) for t in getattr(tok, "added_tokens_decoder", {}).values() if getattr(t, "special", False)}
+    return sorted((t for t in found if t and len(t) > 1), key=len, reverse=True)
+
+
 def _check(model: LoadedModel, chat: Chat) -> None:
     """Refuse a chat the template cannot render as asked: no template, no user message, or a message holding one of
-    the template's own tokens."""
+    the tokenizer's special tokens (the template's own among them)."""
     if not has_template(model):
         raise InputError(f"{model.name} has no chat template (an instruct model's tokenizer has one): type a text "
                          "instead.")
     if not chat.user.strip():
         raise InputError("Type the user's message to see the chat's attention.")
-    specials = [t for t in getattr(model.tokenizer, "all_special_tokens", []) if t and len(t) > 1]
+    specials = _specials(model)
     for message in chat.messages():
         found = next((t for t in specials if t in message["content"]), None)
         if found is not None:
@@ -91,63 +100,96 @@ def _check(model: LoadedModel, chat: Chat) -> None:
                              "tokens: it would close its turn or open another. Remove it.")
 
 
+def _single_bos(model: LoadedModel, text: str) -> str:
+    """`text` without a leading BOS that the tokenizer adds again (Gemma's and Llama 3's templates write it, and the
+    tokenizer adds one: the model would read two)."""
+    tok = model.tokenizer
+    bos = getattr(tok, "bos_token", None)
+    if not bos or not text.startswith(bos):
+        return text
+    added = encode(tok, "", add_special_tokens=True)["input_ids"]
+    return text[len(bos):] if getattr(tok, "bos_token_id", None) in added else text
+
+
 def render(model: LoadedModel, chat: Chat) -> str:
     """The chat as the model reads it: its messages through the model's chat template, the assistant's turn opened
-    when there is no reply (so that the model answers). InputError for what `_check` refuses."""
+    when there is no reply (so that the model answers); a BOS the template writes is left to the tokenizer.
+    InputError for what `_check` refuses."""
     _check(model, chat)
-    return _render(model, chat.messages(), opened=not chat.assistant.strip())
+    return _single_bos(model, _render(model, chat.messages(), opened=not chat.assistant.strip()))
 
 
-def reply_of(model: LoadedModel, generated: str) -> str:
-    """What a model generated after a chat's opened turn, as the assistant's reply: up to the first of the template's
-    own tokens it wrote (its turn's end; the template writes its own when the reply is rendered)."""
-    specials = [t for t in getattr(model.tokenizer, "all_special_tokens", []) if t and len(t) > 1]
-    cut = min([generated.find(t) for t in specials if t in generated] or [len(generated)])
-    return generated[:cut].strip()
+def reply_of(model: LoadedModel, generated: list[int]) -> str:
+    """What a model generated after a chat's opened turn (its token ids), as the assistant's reply: the text of the
+    ids before the first special token (its turn's end; the template writes its own when the reply is rendered)."""
+    special = set(getattr(model.tokenizer, "all_special_ids", []) or [])
+    special |= {i for i, t in getattr(model.tokenizer, "added_tokens_decoder", {}).items() if getattr(t, "special", 0)}
+    kept = []
+    for token in generated:
+        if int(token) in special:
+            break
+        kept.append(int(token))
+    return model.tokenizer.decode(kept, skip_special_tokens=True).strip()
 
 
-def _turns(model: LoadedModel, chat: Chat, text: str) -> list[tuple[int, int, int, int, int]]:
-    """Each turn of `text` as (role, first char, end char, words' first char, words' end char): message by message,
-    then the generation prompt (no words)."""
+MARK = "\u2063"  # an invisible separator: stands in for a message's words, which no template rewrites
+
+
+def _words(model: LoadedModel, chat: Chat, text: str) -> list[tuple[int, int, int]]:
+    """Each message's words in `text` as (role, first char, end char): where a render of the whole chat with that
+    message's words replaced by MARK puts the mark (everything before it renders alike), wherever the template puts
+    them (Gemma's folds the system message into the user's turn); a message whose words are not found there (a
+    template that rewrites them) is left out."""
+    messages, opened = chat.messages(), not chat.assistant.strip()
+    found = []
+    for i, message in enumerate(messages):
+        marked = [dict(m, content=MARK) if k == i else m for k, m in enumerate(messages)]
+        at = _single_bos(model, _render(model, marked, opened)).find(MARK)
+        for content in (message["content"], message["content"].strip()):
+            if at >= 0 and text.startswith(content, at):
+                found.append((ROLES.index(message["role"]), at, at + len(content)))
+                break
+    return found
+
+
+def _turns(model: LoadedModel, chat: Chat, text: str) -> list[tuple[int, int, int]]:
+    """Each turn of `text` as (role, first char, end char): what rendering one message more adds, then the generation
+    prompt. A template whose renders do not grow that way is refused."""
     messages = chat.messages()
     turns, start = [], 0
     for i, message in enumerate(messages):
-        end = len(_render(model, messages[:i + 1], opened=False))
-        if not text.startswith(_render(model, messages[:i + 1], opened=False)):
+        rendered = _single_bos(model, _render(model, messages[:i + 1], opened=False))
+        if not text.startswith(rendered):
             raise InputError(f"{model.name}'s chat template rewrites earlier turns as later ones come: the roles of "
                              "its tokens cannot be told apart.")
-        content = message["content"]
-        at = text.find(content, start, end)
-        if at < 0:  # a template that trims the words
-            content = content.strip()
-            at = text.find(content, start, end)
-        words = (at, at + len(content)) if at >= 0 else (end, end)
-        turns.append((ROLES.index(message["role"]), start, end, *words))
-        start = end
+        turns.append((ROLES.index(message["role"]), start, len(rendered)))
+        start = max(start, len(rendered))
     if start < len(text):
-        turns.append((ROLES.index("assistant"), start, len(text), len(text), len(text)))
+        turns.append((ROLES.index("assistant"), start, len(text)))
     return turns
 
 
-def _default_system(model: LoadedModel, chat: Chat, text: str, turns: list) -> tuple[int, int, int]:
+def _default_system(model: LoadedModel, chat: Chat, text: str, first_words: int) -> tuple[int, int, int]:
     """In a chat without a system message, a system prompt the template adds by default (SmolLM2's), before the first
     message's header: (where the first message's own turn starts, the prompt words' first char, their end char),
     read off renders with a system message of its own (its header and turn end around its words); (0, 0, 0) when the
-    template adds none."""
+    template adds none, or takes no system message (Gemma 2)."""
     first = chat.messages()[0]
     if first["role"] == "system":
         return 0, 0, 0
-    mark = "\u2063"  # an invisible separator: a system message no template rewrites
-    alone = _render(model, [{"role": "system", "content": mark}], opened=False)
-    both = _render(model, [{"role": "system", "content": mark}, first], opened=False)
+    try:
+        alone = _single_bos(model, _render(model, [{"role": "system", "content": MARK}], opened=False))
+        both = _single_bos(model, _render(model, [{"role": "system", "content": MARK}, first], opened=False))
+    except InputError:
+        return 0, 0, 0
     words_at = both.find(first["content"], len(alone))
-    if not both.startswith(alone) or words_at < 0 or mark not in alone:
+    if not both.startswith(alone) or words_at < 0 or MARK not in alone:
         return 0, 0, 0
     header = both[len(alone):words_at]
-    at = text.rfind(header, 0, turns[0][3] + 1) if header else -1
+    at = text.rfind(header, 0, first_words + 1) if header else -1
     if at <= 0:
         return 0, 0, 0
-    opens, closes = alone.split(mark, 1)
+    opens, closes = alone.split(MARK, 1)
     prompt = text[:at]
     if prompt.startswith(opens) and prompt.endswith(closes) and len(prompt) >= len(opens) + len(closes):
         return at, len(opens), at - len(closes)
@@ -155,13 +197,14 @@ def _default_system(model: LoadedModel, chat: Chat, text: str, turns: list) -> t
 
 
 def roles(model: LoadedModel, chat: Chat) -> ChatText:
-    """The rendered chat (`render`) and the role of each of its tokens: a token belongs to the turn its first
-    character is in, and is the template's own unless that character is in the turn's message words; what a template
-    puts before the first message's header when there is no system message (a default system prompt) is the
-    system's: its words as a system message's, its header and turn end the template's. Needs a tokenizer that gives
-    each token's characters (a fast one)."""
+    """The rendered chat (`render`) and the role of each of its tokens: a token is the template's own unless its first
+    character is in a message's words (`_words`: then it is that message's); a template token belongs to the turn its
+    first character is in (`_turns`); what a template puts before the first message's header when there is no system
+    message (a default system prompt) is the system's: its words as a system message's, its header and turn end the
+    template's; the tokens the tokenizer adds are the first turn's (before the text) or the last's (after it). Needs a
+    tokenizer that gives each token's characters (a fast one)."""
     text = render(model, chat)
-    turns = _turns(model, chat, text)
+    turns, words = _turns(model, chat, text), _words(model, chat, text)
     try:
         enc = encode(model.tokenizer, text, add_special_tokens=True, return_offsets_mapping=True)
     except (NotImplementedError, ValueError) as exc:
@@ -169,15 +212,18 @@ def roles(model: LoadedModel, chat: Chat) -> ChatText:
                          "chat's tokens cannot be told.") from exc
     offsets = np.asarray(enc["offset_mapping"], dtype=np.int64).reshape(-1, 2)
     first = offsets[:, 0]
-    added = (offsets[:, 0] == offsets[:, 1]) & (first == 0)  # tokens the tokenizer adds (BOS): the first turn's
+    added = offsets[:, 0] == offsets[:, 1]  # tokens the tokenizer adds (BOS, [SEP]): no characters of the text
+    lead = added & (np.cumsum(~added) == 0)  # those before the text's first token
     role = np.zeros(len(first), np.int8)
     template = np.ones(len(first), bool)
-    for who, start, end, w0, w1 in turns:
-        inside = (first >= start) & (first < end)
-        role[inside] = who
-        template[inside & (first >= w0) & (first < w1)] = False
-    role[added] = turns[0][0]
-    own_start, w0, w1 = _default_system(model, chat, text, turns)
+    for who, start, end in turns:
+        role[(first >= start) & (first < end)] = who
+    for who, w0, w1 in words:
+        inside = (first >= w0) & (first < w1) & ~added
+        role[inside], template[inside] = who, False
+    role[lead], role[added & ~lead] = turns[0][0], turns[-1][0]
+    user_words = next((w0 for who, w0, _ in words if who == ROLES.index("user")), len(text))
+    own_start, w0, w1 = _default_system(model, chat, text, user_words)
     role[(first < own_start) & ~added] = ROLES.index("system")
     template[(first >= w0) & (first < w1) & ~added] = False  # the default prompt's words: the system's
     return ChatText(text, role, template)

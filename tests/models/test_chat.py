@@ -6,6 +6,7 @@ rows, checked on a planted pattern and by hand on the model's own rows."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -70,8 +71,13 @@ def test_no_template_and_no_message_are_refused(smollm2):
 
 
 def test_a_generated_reply_stops_at_the_turns_end(smollm2):
-    assert reply_of(smollm2, " Paris.<|im_end|>\n<|im_start|>user") == "Paris."
-    assert reply_of(smollm2, "Paris") == "Paris"
+    """The ids a generation wrote past its turn's end (a model that did not stop there: SmolLM2's <|im_end|> ends
+    its turn, its generation stops at <|endoftext|>) are cut at the first special token."""
+    tok = smollm2.tokenizer
+    ids = tok(" Paris.<|im_end|>\n<|im_start|>user\nAnd Spain?", add_special_tokens=False)["input_ids"]
+    assert tok.convert_tokens_to_ids("<|im_end|>") in ids
+    assert reply_of(smollm2, ids) == "Paris."
+    assert reply_of(smollm2, tok("Paris", add_special_tokens=False)["input_ids"]) == "Paris"
 
 
 def test_a_head_planted_to_read_the_system_prompt_ranks_first():
@@ -95,6 +101,17 @@ def test_a_head_planted_to_read_the_system_prompt_ranks_first():
     # an even head's assistant rows (8 and 9), by hand: row 8 sees 9 keys, row 9 sees 10
     by_hand = np.mean([[system_words[:q + 1].sum() / (q + 1)] for q in (8, 9)])
     assert table.iloc[0]["system"] == pytest.approx(by_hand, abs=1e-6)
+
+
+def test_role_mass_reads_a_long_reply_in_parts_alike(smollm2, monkeypatch):
+    from mha_viz.metrics import chat_shares
+
+    told = roles(smollm2, Chat(USER, system=SYSTEM, assistant="Paris, the city of light, on the Seine."))
+    run = mha_viz.analyze(smollm2, told.text)
+    whole = role_mass(run, told)
+    monkeypatch.setattr(chat_shares, "ROWS_BYTES", 1)  # one row at a time
+    np.testing.assert_allclose(role_mass(run, told)[list(chat_shares.GROUPS)].to_numpy(),
+                               whole[list(chat_shares.GROUPS)].to_numpy(), atol=1e-6)
 
 
 def test_role_mass_on_the_models_own_rows(smollm2):
@@ -146,3 +163,67 @@ def test_a_chats_notebook_renders_its_messages_and_says_where_the_answer_looks(s
     full = mha_viz.analyze(smollm2, opened.text)
     with pytest.raises(mha_viz.InputError, match="no token left"):
         role_mass(full.drop_tokens(opened.template), opened)
+
+
+# Gemma's templates, written with SmolLM2's turn tokens (its tokenizer splits at them as Gemma's splits at its own)
+GEMMA3_STYLE = (  # the system message folded into the user's turn, the assistant called "model"
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\\n\\n' %}"
+    "{% set rest = messages[1:] %}{% else %}{% set first = '' %}{% set rest = messages %}{% endif %}"
+    "{% for m in rest %}{% set role = 'model' if m['role'] == 'assistant' else m['role'] %}"
+    "{{ '<|im_start|>' + role + '\\n' + (first if loop.first else '') + m['content'] | trim + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>model\\n' }}{% endif %}")
+NO_SYSTEM = (  # Gemma 2's: a system message is refused by the template itself
+    "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>model\\n' }}{% endif %}")
+
+
+def _with_template(model, template: str, **tokens):
+    tok = copy.deepcopy(model.tokenizer)
+    tok.chat_template = template
+    for name, value in tokens.items():
+        setattr(tok, name, value)
+    return dataclasses.replace(model, tokenizer=tok)
+
+
+def test_words_that_the_template_also_writes_are_the_messages_own(smollm2):
+    """A user's message that SmolLM2's default system prompt and a role header also hold: its own words are the user's,
+    the default prompt's stay the system's, the header the template's."""
+    for words in ("Hugging Face", "user"):
+        told = roles(smollm2, Chat(words))
+        ids = mha_viz.tokenize(smollm2, told.text).ids
+        assert _decoded(smollm2, ids, told.of_role("user")) == words
+        assert "Hugging Face" in _decoded(smollm2, ids, told.of_role("system"))
+
+
+def test_a_template_that_folds_the_system_message_into_the_users_turn(smollm2):
+    model = _with_template(smollm2, GEMMA3_STYLE)
+    told = roles(model, Chat(USER, system=SYSTEM, assistant=REPLY))
+    ids = mha_viz.tokenize(model, told.text).ids
+    for name, words in (("system", SYSTEM), ("user", USER), ("assistant", REPLY)):
+        assert _decoded(model, ids, told.of_role(name)) == words
+
+
+def test_a_template_that_takes_no_system_message_reads_a_chat_without_one(smollm2):
+    model = _with_template(smollm2, NO_SYSTEM)
+    told = roles(model, Chat(USER))
+    assert _decoded(model, mha_viz.tokenize(model, told.text).ids, told.of_role("user")) == USER
+    assert not told.of_role("system").any()
+    with pytest.raises(mha_viz.InputError, match="does not take these messages"):
+        roles(model, Chat(USER, system=SYSTEM))
+
+
+def test_a_bos_the_template_writes_is_read_once_and_added_tokens_take_their_turns_role():
+    minilm = mha_viz.load_model("minilm", device="cpu")
+    model = _with_template(minilm, "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\\n"
+                                   "{% endfor %}", bos_token="[CLS]")
+    told = roles(model, Chat("hello there", system="be kind"))
+    shown = mha_viz.tokenize(model, told.text).display
+    assert shown[:2] == ["[CLS]", "system"] and shown.count("[CLS]") == 1
+    assert shown[-1] == "[SEP]" and told.role[-1] == ROLES.index("user") and told.template[-1]
+    assert told.role[0] == ROLES.index("system") and told.template[0]
+
+
+def test_every_special_token_of_the_tokenizer_is_refused_in_a_message(smollm2):
+    with pytest.raises(mha_viz.InputError, match="<file_sep>"):
+        roles(smollm2, Chat("Hi<file_sep>there"))

@@ -27,3 +27,10 @@ def test_messages_without_the_users_are_left_out_with_a_notice():
 def test_a_message_too_long_for_a_link_is_refused_with_a_notice():
     link, notices = links.parse({"user": "x" * (links.MAX_TEXT_CHARS + 1)})
     assert link.chat is None and any("chat's user's message" in n for n in notices), notices
+
+
+def test_a_chat_too_long_for_a_link_carries_neither_its_messages_nor_the_text_box():
+    """The text box (hidden under a chat) never stands in for the chat: the link opens on the default text."""
+    params = links.encode(links.Link(model="smollm2", text="My old sentence.", user="Hi", system="S" * 1600))
+    assert params == {"model": "smollm2"}
+    assert not links.chat_fits(links.Link(user="Hi", system="S" * 1600))

@@ -17,6 +17,7 @@ def test_the_configuration_hashes_each_browsers_own_cookie_over_every_process(tm
     assert text.count("server 127.0.0.1:4000") == 3
     assert "hash $student consistent;" in text and f"$cookie_{launch_group.STUDENT}" in text
     assert "proxy_set_header Upgrade $http_upgrade;" in text and "proxy_buffering off;" in text
+    assert "proxy_set_header Host $http_host;" in text  # the port kept: Streamlit checks the Origin against it
     assert "listen 127.0.0.1:8501;" in text and "listen 8501;" in launch_group.config([1], 8501, tmp_path, public=True)
     paths = [line.split()[1] for line in text.splitlines() if line.strip().startswith(
         ("pid", "error_log", "access_log", "client_body_temp_path", "proxy_temp_path"))]

@@ -41,11 +41,11 @@ def chosen(spec: str | None) -> bool:
     return session.get(keys.CHAT_MODE) == CHAT and chat_offered(spec)
 
 
-def draw_mode(slot, spec: str | None, model: mha_viz.LoadedModel) -> None:
+def draw_mode(slot, spec: str | None, model: mha_viz.LoadedModel | None = None) -> None:
     """*Input*: Text or Chat, in `slot` (above the text boxes), where the model has a chat template; where it has none
     and a chat was asked for (a link, a lesson, another model before), why the text box is read instead."""
     if not chat_offered(spec):
-        if session.get(keys.CHAT_MODE) == CHAT:
+        if session.get(keys.CHAT_MODE) == CHAT and model is not None:
             slot.caption(f"{plain(model.name)} has no chat template (an instruct model's tokenizer has one): its "
                          "input is the text below, not a chat.")
         return

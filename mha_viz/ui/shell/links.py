@@ -168,6 +168,9 @@ def share(page, cur: state.Current, lesson: dict[str, str] | None = None) -> Non
                    "(page, model, text, head, options and this page's own choices; on Compare, also run B). "
                    "The address bar holds the same link.")
         st.code(links.url(base_url(page.url_path), page.url_path, params), language=None, wrap_lines=True)
-        if link.text and not links.text_fits(link.text):
+        if link.user and not links.chat_fits(link):
+            st.caption(f"A message of the chat is too long to share by link (at most {links.MAX_TEXT_CHARS:,} "
+                       "characters each): the link opens on the default text.")
+        elif link.text and not link.user and not links.text_fits(link.text):
             st.caption(f"The text is too long to share by link ({len(link.text):,} characters, at most "
                        f"{links.MAX_TEXT_CHARS:,}): the link opens on the default text.")

@@ -186,6 +186,8 @@ def draw() -> Current:
         cur.notice = "Type a Hugging Face hub id or the path of a model folder in the sidebar."
         return with_last_good(cur)
     if not text or not text.strip():
+        if asked is not None:  # the chat's boxes are drawn: so is the way back to the text
+            chat_input.draw_mode(mode_slot, spec)
         cur.notice = ("Type the user's message in the sidebar to see the chat's attention." if asked is not None
                       else "Type a sentence in the sidebar to see its attention.")
         return with_last_good(cur)
@@ -332,10 +334,11 @@ def choices() -> Choices:
     """What the sidebar's inputs hold now."""
     model = picked_model(keys.MODEL_CHOICE, keys.MODEL_OTHER)
     said = tuple(session.get(k) or "" for k in (keys.CHAT_USER, keys.CHAT_SYSTEM, keys.CHAT_REPLY))
+    chat = said if chat_input.chosen(model) and said[0].strip() else None
     return Choices(model=model, text=session.get(keys.TEXT) or None,
-                   hide=tuple(h for h, on in _hidden().items() if on), ours=bool(session.get(keys.LOCAL_ATTENTION)),
-                   contributions=_contributions(), dtype=precision(),
-                   chat=said if chat_input.chosen(model) and said[0].strip() else None)
+                   hide=tuple(h for h, on in _hidden().items() if on and (h != "template" or chat)),
+                   ours=bool(session.get(keys.LOCAL_ATTENTION)), contributions=_contributions(), dtype=precision(),
+                   chat=chat)
 
 
 def choose(*, model: str | None = None, text: str | None = None, hide: tuple[str, ...] | None = None,

@@ -87,7 +87,7 @@ def _model_class(config, causal: bool):
     if causal:
         return AutoModelForCausalLM
     archs = config.architectures or []
-    if any(a.endswith(("ForMaskedLM", "ForPreTraining")) for a in archs):
+    if any(a.endswith(("ForMaskedLM", "ForPreTraining", "WithLMHeadModel")) for a in archs):  # XLM's: masked
         return AutoModelForMaskedLM  # keeps the LM head for masked-token predictions
     return AutoModel
 

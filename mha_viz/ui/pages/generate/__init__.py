@@ -247,7 +247,7 @@ def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str
 
 def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen, in_chat: bool = False) -> None:
     if in_chat:  # the reply, up to the turn's end the model wrote (the template writes its own)
-        session.put(keys.CHAT_REPLY, chat.reply_of(model, gen.text))
+        session.put(keys.CHAT_REPLY, chat.reply_of(model, [step.token_id for step in gen.steps]))
     else:
         sidebar.choose(text=sequence_text(model, key.prompt, gen, key.cap))  # the head view opens on the shared head
     session.put(keys.GOTO, "head_view")

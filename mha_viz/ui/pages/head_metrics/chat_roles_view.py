@@ -17,8 +17,9 @@ from mha_viz.ui.shell import view_helpers
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading where the answer looks…")
-def _table(_key: AnalysisKey, text: str, _run, _chat):
-    """`role_mass` of the run keyed by `_key` (and the chat's text), made once however many reruns ask."""
+def _table(key: AnalysisKey, text: str, _run, _chat):
+    """`role_mass` of the run keyed by `key` (its hidden tokens, lens, precision…) and the chat's text, made once
+    however many reruns ask."""
     return role_mass(_run, _chat)
 
 
