@@ -42,12 +42,17 @@ def _legend(out: go.Figure, role: np.ndarray) -> None:
 
 
 def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, queries: bool = True) -> go.Figure:
-    """A copy of `fig` (a `heads.head_heatmap` with every cell drawn, the same m tokens on both axes; with `queries`
-    False, any map whose x axis is those m tokens: Token focus' grid) with the roles (m,) of those tokens as a band
-    above the keys and, with `queries`, one right of the queries."""
+    """A copy of `fig` (a `heads.head_heatmap` with every token drawn, the same m tokens on both axes: cells, or the
+    pixels of a long text's image, whose axes count text positions from the window's first; with `queries` False,
+    any map whose x axis is those m tokens: Token focus' grid) with the roles (m,) of those tokens as a band above
+    the keys and, with `queries`, one right of the queries."""
     out = go.Figure(fig)
     shapes = list(out.layout.shapes or ())
+    # a category axis places token k at k; an image's numeric axis at its text position (its range starts there)
+    at = 0.0 if out.layout.xaxis.type == "category" or out.layout.xaxis.range is None else \
+        float(out.layout.xaxis.range[0]) + 0.5
     for first, stop, who, own in segments(np.asarray(role), np.asarray(template)):
+        first, stop = first + at, stop + at
         style = dict(type="rect", fillcolor=ROLE_COLOURS[ROLES[who]], opacity=TEMPLATE_OPACITY if own else 1.0,
                      line=dict(width=0), layer="above")
         shapes.append(dict(xref="x", yref="paper", x0=first - 0.5, x1=stop - 0.5, y0=1.005, y1=1.005 + BAND, **style))

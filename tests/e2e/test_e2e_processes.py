@@ -3,7 +3,7 @@ nginx. Six students, each a browser context of its own (its own cookies, as six 
 sentence of their own: each one's Model view draws its palette image (a Plotly layout image fetched from the
 server's media), served by the process that holds its session
 (every media request answered, all by one process: nginx hashed the student's cookie), and each one's Head view shows
-its own sentence and no other's."""
+its own sentence and no other's; new browsers reach both processes."""
 
 from __future__ import annotations
 
@@ -69,3 +69,12 @@ def test_two_processes_behind_nginx_keep_each_student_on_its_own(nginx, browser,
         print(f"students by process: {sorted(processes)}")
         for *_, context, _page, _media in students:
             context.close()
+        # nginx spreads new browsers over both processes: more browsers, each one request (its first, which
+        # sets its cookie), until the other process answered one (six students on one process: 1 in 32)
+        for _ in range(40):
+            if len(processes) == 2:
+                break
+            probe = browser.new_context()
+            processes.add(probe.request.get(f"{base}/_stcore/health").headers.get(UPSTREAM_HEADER.lower()))
+            probe.close()
+        assert len(processes) == 2, processes

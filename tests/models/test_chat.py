@@ -227,3 +227,23 @@ def test_a_bos_the_template_writes_is_read_once_and_added_tokens_take_their_turn
 def test_every_special_token_of_the_tokenizer_is_refused_in_a_message(smollm2):
     with pytest.raises(mha_viz.InputError, match="<file_sep>"):
         roles(smollm2, Chat("Hi<file_sep>there"))
+
+
+def test_role_bands_sit_on_the_text_positions_of_a_long_window(smollm2):
+    """A window of a long chat drawn as an image (its axes count text positions from the window's first): the bands
+    cover exactly the window's positions, each in its token's role; a short one's category axis from 0."""
+    from mha_viz.drawing import chat_roles
+    from mha_viz.drawing import heads as head_figures
+
+    told = roles(smollm2, Chat(USER * 3, system="Be brief and precise. " * 60))
+    run = mha_viz.analyze(smollm2, told.text)
+    role, template = told.aligned(run)
+    for start, stop in ((40, run.n), (0, 50)):
+        fig = head_figures.head_heatmap(run, 0, 0, window=(start, stop))
+        drawn = chat_roles.with_roles(fig, role[start:stop], template[start:stop])
+        top = sorted((s for s in drawn.layout.shapes if s.yref == "paper"), key=lambda s: s.x0)
+        at = start if fig.layout.xaxis.type != "category" else 0
+        assert (top[0].x0, top[-1].x1) == (at - 0.5, at + stop - start - 0.5)
+        for band in top:
+            assert band.fillcolor == chat_roles.ROLE_COLOURS[ROLES[role[start + int(band.x0 + 0.5 - at)]]]
+    assert fig.layout.xaxis.type == "category" and run.n > 256

@@ -138,7 +138,7 @@ def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int
         fig = charts.cached("head_picks", (cur.key, layer, head, rescale, window),
                             lambda: sparse_figures.with_picks(fig, picked[start:start + shown, start:start + shown]))
         st.caption(sparse_figures.CAPTION)
-    told = cur.chat.aligned(cur.run) if cur.chat is not None and shown <= detail.FULL_DETAIL_TOKENS else None
+    told = cur.chat.aligned(cur.run) if cur.chat is not None else None
     if told is not None:  # a chat: each token's role along both axes
         fig = charts.cached("head_roles", (cur.key, layer, head, rescale, window, cur.chat.text), lambda: role_figures.
                             with_roles(fig, told[0][start:start + shown], told[1][start:start + shown]))
