@@ -32,7 +32,7 @@ READY_S = 180  # how long the app processes may take to answer their health chec
 
 
 def nginx_binary() -> str | None:
-    """nginx's path (PATH, then Debian's /usr/sbin), or None where it is not installed."""
+    """nginx's path (PATH, then where Debian installs it, outside a user's PATH), or None where it is not installed."""
     return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
 
 

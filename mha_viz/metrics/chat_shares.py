@@ -30,8 +30,9 @@ def role_mass(run, chat: ChatText) -> pd.DataFrame:
     queries = np.flatnonzero(role == ROLES.index("assistant"))
     if queries.size == 0:
         if getattr(run, "hidden", None) is not None and (chat.role == ROLES.index("assistant")).any():
-            raise InputError("The assistant's turn has no token left: its reply is empty and *Hide tokens* hides the "
-                             "chat template's tokens that open it. Type a reply, or show the template's tokens.")
+            raise InputError("The assistant's turn has no token left: its reply is empty and the sidebar's Hide tokens "
+                             "hides the chat template's tokens that open it. Type a reply, or show the template's "
+                             "tokens.")
         raise InputError(f"The run's {run.n} tokens hold none of the assistant's: the token limit cut the chat "
                          "before its turn. Raise the token limit in the sidebar.")
     keys = np.stack([(role == ROLES.index(name)) & ~template for name in ROLES] + [template], 1).astype(np.float32)

@@ -32,6 +32,8 @@ ALLOWED = {
     "/usr/bin/chromium": "Debian's Chromium, which .ci/run installs and the browser tests and benchmarks drive "
                          "(MHA_VIZ_CHROMIUM names another)",
     "/usr/bin/env": "the shebang of .ci/run",
+    "/usr/sbin/nginx": "Debian's nginx, which .ci/run installs and `mha-viz app --processes N` puts in front of the "
+                       "app processes (outside a user's PATH there)",
     "/dev/shm": "the shared-memory mount, small in containers, that a Chromium flag works around",
     "/etc/passwd": "a hostile model name the link tests give the app, to see it refused; nothing reads it",
     "/etc": "a hostile model name the deployment tests give the loader in public mode, to see it refused",
