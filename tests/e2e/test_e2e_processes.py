@@ -50,7 +50,7 @@ def test_two_processes_behind_nginx_keep_each_student_on_its_own(nginx, browser,
             page = context.new_page()
             media: list[tuple[int, str | None]] = []
             page.on("response", lambda r, seen=media: seen.append((r.status, r.headers.get(UPSTREAM_HEADER.lower())))
-                    if r.url.split("/")[3:4] == ["media"] else None)
+                    if "media" in urllib.parse.urlsplit(r.url).path.split("/")[:-1] else None)
             text = f"The {animal} ran home."
             page.goto(f"{base}/?{urllib.parse.urlencode({'model': 'minilm', 'text': text})}", wait_until="commit")
             students.append((animal, text, context, page, media))
