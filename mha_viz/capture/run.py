@@ -16,13 +16,14 @@ import torch
 
 import mha_viz_models
 from mha_viz.budget.memory import chooses_lean
-from mha_viz.capture import head_rows, run_file
+from mha_viz.capture import head_rows, memory_columns, run_file
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.own_outputs import OwnOutputs, own_outputs
 from mha_viz.capture.sinks import Hidden, drop_tokens
 from mha_viz.capture.transfer import HostCopier, to_host
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
+from mha_viz_models.attention.heads import padded_heads
 from mha_viz_models.reading import values
 
 
@@ -93,6 +94,8 @@ class AttentionRun(HeadArray):
     shape: tuple[int, int] = (0, 0)
     summary: Any = None  # a long run's `mha_viz.Scan`: head table, thumbnails (`pooled`), kept keys
     own: OwnOutputs | None = None  # the model's loss, last prediction or embedding, where its capture made them
+    # the compressed layers' memory entries beside the tokens (DeepSeek-V4: `memory_columns.Memory`), None for others
+    memory: memory_columns.Memory | None = None
 
     @property
     def attentions(self) -> np.ndarray:
@@ -328,17 +331,19 @@ def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None
     check.verify()
     outputs = None
     if cap.head_outputs is not None:
-        outputs = to_host(cap.head_outputs[layer][0] for layer in chosen)  # (L, H, n, d_v)
+        size = max(cap.head_outputs[layer].shape[-1] for layer in chosen)  # Gemma 4: its largest heads' d_v
+        outputs = to_host(padded_heads(cap.head_outputs[layer][0], size) for layer in chosen)  # (L, H, n, d_v)
     norms = None
     if values.can_read_values(model, cap):  # what each key writes through each head: one norm per key
         norms = to_host(values.value_norms(model, cap, layer)[0] for layer in chosen)  # (L, H, n)
+    memory = memory_columns.captured(getattr(model.hf_model, "config", None), cap.memory, chosen, wanted, len(ids))
     return AttentionRun(
         tokens=toks.display, attentions=stacked, is_causal=model.is_causal,
         num_kv_heads=model.num_kv_heads, model_name=model.name, token_ids=list(ids),
         raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids, text=text,
         num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
         head_outputs=outputs, layer_ids=wanted, model_layers=model.total_layers,
-        value_norms=norms, precision=model.precision,
+        value_norms=norms, precision=model.precision, memory=memory,
         # in float32 only, where `ablation_outcome.from_run` reads them: a half-precision model's logits would be
         # widened (n × vocabulary floats) for nothing
         own=own_outputs(cap.output, list(ids), model.is_causal) if model.dtype == torch.float32 else None,

@@ -7,7 +7,7 @@ divided by zero: its row stays all zeros and is listed in `Hidden.empty`. The at
 went to the hidden tokens is kept per head (`Hidden.mass`) for a sink-mass grid.
 
 Plain functions over arrays; the run is any object with AttentionRun's fields (this module
-imports nothing from the package, so `AttentionRun.drop_tokens` can call it).
+imports nothing from the package but `memory_columns`, so `AttentionRun.drop_tokens` can call it).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+
+from mha_viz.capture import memory_columns
 
 EMPTY_BELOW = 1e-6  # a row keeping less than this much attention is left as zeros, not rescaled
 FIRST = "first"  # what `hide_mask` can hide
@@ -84,9 +86,8 @@ def learned_sink_share(run) -> np.ndarray | None:
     scan = None if run.is_dense else run.summary
     if scan is not None:
         share = 1.0 - (scan.weights.sum(-1, dtype=np.float64) + scan.rest_mass).mean(-1)  # (L, H)
-    else:
-        share = np.stack([1.0 - np.asarray(run.attentions[layer]).sum(-1, dtype=np.float64).mean(-1)
-                          for layer in range(run.num_layers)])  # (L, H)
+    else:  # a compressed layer's entries (DeepSeek-V4) are not its sink's
+        share = np.stack([memory_columns.shares(run, layer)[2].mean(-1) for layer in range(run.num_layers)])  # (L, H)
     return share.astype(np.float32) if float(np.abs(share).max()) > SUMS_TO_ONE else None
 
 
@@ -147,5 +148,5 @@ def drop_tokens(run, mask) -> object:
         mass[layer] = lost.mean(-1)
     outputs = None if run.head_outputs is None else np.ascontiguousarray(run.head_outputs[:, :, kept])
     norms = None if run.value_norms is None else np.ascontiguousarray(run.value_norms[:, :, kept])
-    return dataclasses.replace(run, attentions=att, head_outputs=outputs, value_norms=norms,
+    return dataclasses.replace(run, attentions=att, head_outputs=outputs, value_norms=norms, memory=None,
                                hidden=hidden_of(run, kept, removed, mass, empty), **kept_fields(run, kept, removed))

@@ -29,6 +29,7 @@ from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, Inputs, loss_kind, pad, prepare
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
+from mha_viz_models.attention.heads import padded_heads
 from mha_viz_models.loading import switch
 from mha_viz_models.reading.masking import head_mask
 
@@ -66,7 +67,9 @@ def head_means(model: LoadedModel, inputs: Inputs) -> torch.Tensor:
     with torch.no_grad():
         with head_mask(model, ones, None, record):
             heads_off_loss.last_hidden(model, pad(model, [inputs]))  # the heads' outputs are recorded on the way
-    return torch.stack([z[0].mean(0) for z, _ in record])  # (L, H, d_v)
+    means = [z[0].mean(0) for z, _ in record]  # (H, d_v) a layer; Gemma 4's smaller heads padded with zeros
+    size = max(mean.shape[-1] for mean in means)
+    return torch.stack([padded_heads(mean, size) for mean in means])  # (L, H, d_v)
 
 
 def masked_loss(model: LoadedModel, text: str, keep, *, mean_ablation: bool = False,

@@ -184,7 +184,7 @@ def patched_metric(model: LoadedModel, ids: torch.Tensor, layer: int, heads: lis
 
     def swap(z: torch.Tensor) -> None:
         for k, h in enumerate(heads):
-            z[k, where[k], h] = source[h, where[k]].to(z.dtype)
+            z[k, where[k], h] = source[h, where[k], :z.shape[-1]].to(z.dtype)  # a smaller head's: its own d_v
     logits = swapped_forward(model, ids, layer, swap, copies=len(heads), last=True)
     return logit_difference(logits.float(), a, b)
 

@@ -16,6 +16,7 @@ metrics.head_table(...)`):
 - `across_layers`: `rollout`, `rollout_layer`, `rollout_through_head`, `flow`: attention across layers (section 4).
 - `layout`: `cluster_order`, `mds`: layouts of a dissimilarity matrix for the views.
 - `indexer_picks`: `sparse_selection`: a sparse-attention layer's picked keys against its dense softmax.
+- `memory_shares`: `memory_split`: a compressed layer's rows split among tokens, memory entries and the sink.
 - `head_writes`: `Weights` and what each head writes (shared by head_stats and similarity).
 
 Functions take an `AttentionRun` (and, where weights matter, the dict of
@@ -43,6 +44,7 @@ from mha_viz.metrics.measures import (
     metrics_for,
     needing,
 )
+from mha_viz.metrics.memory_shares import memory_split
 from mha_viz.metrics.mixing_measures import EFFECTIVE_MEASURES, effective_measures
 from mha_viz.metrics.output_norms import head_output_norms
 from mha_viz.metrics.row_table import PUNCTUATION
@@ -53,7 +55,8 @@ __all__ = [
     "MIXED_MASS", "MIXED_PART", "PUNCTUATION", "SIMILARITIES", "SINK_MASS", "VERTICAL_MASS", "Measure", "Weights",
     "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "effective_measures", "diversity", "diversity_table", "flow", "head_columns",
-    "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "metrics_for", "missing_weights",
+    "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "memory_split", "metrics_for",
+    "missing_weights",
     "needing", "role_mass", "rollout", "rollout_layer", "rollout_through_head", "select_heads", "sparse_selection",
 ]
 

@@ -161,10 +161,11 @@ def attention_layers(model: LoadedModel) -> list:
 
 def _probabilities_in(out, n: int) -> int | None:
     """Where an attention module's output tuple holds its probabilities (B, H, n, n): the last 4-D
-    tensor of that shape (Hugging Face's modules put them second, ours last)."""
+    tensor of that shape (Hugging Face's modules put them second, ours last), or of n rows over more keys (a
+    compressed layer's tokens, then its memory entries: DeepSeek-V4; the scan reads the tokens')."""
     found = None
     for i, item in enumerate(out if isinstance(out, tuple) else ()):
-        if isinstance(item, torch.Tensor) and item.dim() == 4 and item.shape[-2:] == (n, n):
+        if isinstance(item, torch.Tensor) and item.dim() == 4 and item.shape[-2] == n and item.shape[-1] >= n:
             found = i
     return found
 
@@ -203,7 +204,7 @@ def eager_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[i
         layer = order[id(module)] + calls.get(id(module), 0)  # a module shared by layers (ALBERT): in turn
         calls[id(module)] = calls.get(id(module), 0) + 1
         if only is None or layer == only:
-            on_layer(layer, out[at][0].float())
+            on_layer(layer, out[at][0, :, :, :n].float())
         return out[:at] + (None,) + out[at + 1:]
 
     with model.lock, torch.inference_mode():

@@ -50,7 +50,7 @@ def _patched(model: LoadedModel, run_ids: torch.Tensor, layer: int, source: torc
     heads = rows % H
 
     def swap(z: torch.Tensor) -> None:
-        z[rows, where, heads] = source[rows // H, heads, where].to(z.dtype)  # both (P · H, positions, d_v)
+        z[rows, where, heads] = source[rows // H, heads, where, :z.shape[-1]].to(z.dtype)  # (P · H, positions, d_v)
     logits = patching.swapped_forward(model, run_ids, layer, swap, copies=H, last=True)
     return _ends(logits, rows, a.repeat_interleave(H), b.repeat_interleave(H)).reshape(P, H)
 

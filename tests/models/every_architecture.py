@@ -275,7 +275,9 @@ def capture_gap(model) -> tuple[float, list[int]]:
     import mha_viz
 
     ids = torch.tensor([mha_viz.tokenize(model, TEXT).ids])
-    captured = model.capture(ids).attentions
+    cap = model.capture(ids)
+    captured = [a if m is None else torch.cat([a, m], -1)  # a compressed layer's entries after its tokens (DeepSeek-V4)
+                for a, m in zip(cap.attentions, cap.memory or [None] * len(cap.attentions))]
     with torch.inference_mode():
         own = list(model.hf_model(input_ids=ids, output_attentions=True, use_cache=False).attentions)
     missed = []

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import mha_viz
+from mha_viz.interventions import ablation, attribution
 from mha_viz.metrics import head_table
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.families.architectures import head_sizes_differ, refusal
@@ -120,13 +121,33 @@ def _captures_as_hugging_face(model, *, layers: int) -> None:
 def test_gemma4_with_larger_global_heads_shows_every_heads_attention(tmp_path):
     """Its global layer's heads of 32 against the sliding layers' 16 (it raised transformers'
     AmbiguousGlobalPerLayerAttributeError from the loader, then was refused): loaded, every layer's capture equal to
-    the model's own eager forward, the head table made from it and a long run's equal to it; each head's output, its
-    values and W_O not read, the head sizes named; our MHA in place refused, naming them."""
+    the model's own eager forward, the head table made from it and a long run's equal to it. Each head's output z and
+    W_O are read, stacked at the largest size with zeros after a smaller head's: every layer's heads' z @ W_O sum to
+    what its o_proj wrote (read here by a hook on Hugging Face's module), and the output measures are made. Our MHA in
+    place is refused, naming the sizes."""
     folder = _gemma4(tmp_path, 32)
     model = mha_viz.load_model(folder, device="cpu")
-    assert not model.has_head_outputs and "head_dim 16, 32" in model.unread
+    assert model.has_head_outputs and model.reads_values
     _captures_as_hugging_face(model, layers=4)
-    table = head_table(mha_viz.analyze(model, TEXT))
+    run = mha_viz.analyze(model, TEXT)
+    z, w_o = run.head_outputs, model.head_weights()["W_O"].numpy()
+    assert z.shape[-1] == w_o.shape[2] == 32 and not z[:3, ..., 16:].any() and z[3, ..., 16:].any()
+    written = []
+    hooks = [m.o_proj.register_forward_hook(lambda _m, _i, out: written.append(out[0].float().numpy()))
+             for m, _ in model.attention_modules]
+    try:
+        with torch.inference_mode():
+            model.hf_model(input_ids=torch.tensor([run.token_ids]), use_cache=False)
+    finally:
+        for h in hooks:
+            h.remove()
+    for layer in range(4):
+        np.testing.assert_allclose(np.einsum("hnd,hdm->nm", z[layer], w_o[layer]), written[layer], atol=1e-4)
+    table = head_table(run, model.head_weights())
+    assert np.isfinite(table["output_norm"].to_numpy(float)).all()
+    dla = attribution.direct_logit(model, TEXT)  # the heads' parts and the rest (from the residual) make the logit
+    assert float(dla.per_head.sum() + dla.rest) == pytest.approx(float(dla.logit), rel=1e-4, abs=1e-5)
+    assert np.isfinite(ablation.ablation_effects(model, TEXT, mean_ablation=True)).all()  # μ at each layer's size
     long = mha_viz.scan(model, TEXT)
     np.testing.assert_allclose(long.table["entropy"].to_numpy(float), table["entropy"].to_numpy(float), atol=1e-4)
     with pytest.raises(ModelLoadError) as refused:
@@ -172,16 +193,6 @@ def test_no_heterogeneous_config_raises_through_the_refusal():
             assert not [t for t in EXCEPTION_TEXT if t in why], why
         if part.model_type == "gemma4_text":  # its default: heads of 256 in sliding layers, 512 in global ones
             assert why is None and head_sizes_differ(part) == "head_dim 256, 512"
-
-
-def test_deepseek_v4_is_refused_for_its_true_reason():
-    """DeepSeek-V4's layers (compressed sparse, heavily compressed) have probabilities, over the tokens and compressed
-    memory entries: the refusal says that, not that they have none (it did)."""
-    from transformers import DeepseekV4Config
-
-    why = refusal(DeepseekV4Config(), "deepseek-v4")
-    assert why is not None and "compressed memory entries" in why and "no attention probabilities" not in why
-    assert "compressed_sparse_attention" in why and "heavily_compressed_attention" in why
 
 
 def test_gemma3n_reads_its_shared_layers_through_the_layer_that_stores_their_keys_and_values(tmp_path):

@@ -30,8 +30,9 @@ def test_a_layer_kind_not_known_to_lack_probabilities_is_not_said_to():
     why = refusal(_config(model_type="w", layer_types=["window_attention", "minimax_m3_sparse"]), "w")
     assert "minimax_m3_sparse, window_attention" in why and "does not read yet" in why
     assert "no attention probabilities" not in why
-    why = refusal(_config(model_type="v4", layer_types=["compressed_sparse_attention"] * 2), "v4")
-    assert "compressed memory entries" in why and "no attention probabilities" not in why
+    # DeepSeek-V4's compressed layers are read: their rows over the tokens, and the memory entries beside them
+    assert refusal(_config(model_type="v4", layer_types=["compressed_sparse_attention",
+                                                          "heavily_compressed_attention"]), "v4") is None
 
 
 def test_a_hybrid_is_read_on_its_softmax_layers():

@@ -10,6 +10,7 @@ import mha_viz_models
 from mha_viz.text.tokenize import UNKNOWN_SHARE
 from mha_viz.text.wording import plural
 from mha_viz.ui.kit.text import plain
+from mha_viz_models.attention.memory import memory_layouts
 
 
 def unreadable(model, ids) -> tuple[int, str, str] | None:
@@ -46,6 +47,17 @@ def hybrid_status(model) -> None:
                f"({', '.join(map(str, model.layer_ids))}). Its other token-mixing layers ({plain(kinds)}) are drawn "
                "in the Model view, as their exact effective attention, one at a time at the end of the Head view, "
                "and measured at the end of Head metrics.")
+
+
+def memory_status(model) -> None:
+    """On a model with compressed memory (DeepSeek-V4), that a page's rows over the tokens leave the entries and the
+    sink out, and where they are drawn (issue 89)."""
+    layouts = memory_layouts(getattr(getattr(model, "hf_model", None), "config", None))
+    if not layouts:
+        return
+    st.caption(f"{plain(model.name)}'s compressed layers ({', '.join(map(str, layouts))}) spread each row over the "
+               "tokens, compressed memory entries and a learned sink: the rows here are over the tokens. The Head "
+               "view draws a layer's entries, the Model view and Model facts each head's share on them.")
 
 
 def lens_status(cur) -> None:

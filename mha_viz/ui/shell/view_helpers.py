@@ -83,6 +83,8 @@ def start(page: str, *, cross: bool = False, forward: bool = False, lead: str = 
     shared_head.keep_head_valid(cur.run.num_layers, cur.run.num_heads)  # a new model may have fewer
     if hybrid_note and cur.model is not None:
         notes.hybrid_status(cur.model)
+    if cur.model is not None:
+        notes.memory_status(cur.model)
     return cur
 
 

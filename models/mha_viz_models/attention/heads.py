@@ -61,6 +61,23 @@ def output_blocks(w_o: nn.Module, num_heads: int) -> torch.Tensor:
     return weight.reshape(num_heads, weight.shape[0] // num_heads, weight.shape[1])
 
 
+def padded_heads(blocks: torch.Tensor, size: int, dim: int = -1) -> torch.Tensor:
+    """`blocks` with dimension `dim` (each head's d_v) zero-padded to `size`: a model whose layers' heads differ in
+    size (Gemma 4's global layers hold larger heads than its sliding ones) stacks every layer's heads' outputs z and
+    W_O blocks at the largest, and the zeros add nothing to z @ W_O, to a norm or to an inner product."""
+    short = size - blocks.shape[dim]
+    if short <= 0:
+        return blocks
+    after = blocks.dim() - 1 - dim % blocks.dim()  # the dimensions after `dim`: F.pad's pairs run from the last
+    return torch.nn.functional.pad(blocks, [0, 0] * after + [0, short])
+
+
+def all_padded(blocks) -> tuple[torch.Tensor, ...]:
+    """Each of `blocks` (each layer's heads' outputs, (…, d_v)) zero-padded to the largest d_v among them."""
+    size = max((b.shape[-1] for b in blocks), default=0)
+    return tuple(padded_heads(b, size) for b in blocks)
+
+
 def kv_head(head, num_heads: int, num_kv_heads: int):
     """The key/value head that query head `head` reads (an int, or an integer array of heads): head // (H / G),
     itself where every query head has its own (grouped-query attention shares one among H / G)."""

@@ -7,6 +7,7 @@ others. Encoder–decoders are read (their own path: `LoadedModel.capture_seq2se
 
 from __future__ import annotations
 
+from mha_viz_models.attention.memory import MEMORY_LAYER_TYPES
 from mha_viz_models.families.builtin import supported_models
 
 SUPPORTED = (
@@ -30,12 +31,12 @@ ATTENTION_SHAPE = {"head_dim", "num_attention_heads", "num_key_value_heads", "qk
 HEAD_SIZES = {"head_dim", "num_key_value_heads", "qk_head_dim", "v_head_dim"}
 # entries of a config's layer_types that are softmax attention; "indexed_attention" (DeepSeek-V3.2's and GLM-5's
 # sparse attention) is a softmax over the keys its indexer keeps, each row's others 0: Hugging Face's eager forward
-# returns those rows, which sum to 1
-ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention", "indexed_attention"}
+# returns those rows, which sum to 1; DeepSeek-V4's compressed layers spread each row over the tokens, compressed memory
+# entries and a sink (`mha_viz_models.attention.memory`): their rows over the tokens are read, the entries beside them
+ATTENTION_LAYER_TYPES = {"full_attention", "sliding_attention", "chunked_attention", "attention", "indexed_attention",
+                         *MEMORY_LAYER_TYPES}
 # entries of a config's layer_types with no softmax over the tokens (recurrent, state-space, convolution layers)
 NO_SOFTMAX_LAYER_TYPES = {"linear_attention", "mamba", "conv"}
-# softmax layers whose rows reach past the tokens: DeepSeek-V4's, over the tokens and compressed memory entries
-BEYOND_TOKENS_LAYER_TYPES = {"compressed_sparse_attention", "heavily_compressed_attention"}
 # entries of layers that hold softmax attention and another token mixer: Falcon-H1's Mamba-2 heads beside its
 # attention heads, Zamba2's Mamba-2 layer after its shared attention block; the layer is read as both
 BOTH_LAYER_TYPES = {"hybrid", "hybrid_sliding"}  # Inkling: attention beside another mixer, full or sliding
@@ -130,11 +131,6 @@ def refusal(config, spec: str) -> str | None:
         return why
     model_type = getattr(config, "model_type", "") or "unknown"
     kinds = set(layer_kinds(config) or ())
-    beyond = sorted(kinds & BEYOND_TOKENS_LAYER_TYPES)
-    if beyond:  # Hugging Face's eager forward returns their rows: over the tokens and the entries, with sinks
-        return (f"'{spec}' is {_a(model_type)} model: its attention layers ({', '.join(beyond)}) spread each row over "
-                f"the tokens and compressed memory entries, and mha-viz reads rows over the tokens alone: it cannot "
-                f"read this one yet. {SUPPORTED}.")
     instead = None if hybrid_layers(config) is not None else NOT_ATTENTION.get(model_type)
     others = sorted(k for k in kinds if k not in ATTENTION_LAYER_TYPES)
     if instead is None and others and hybrid_layers(config) is None:  # listed layers, none of them attention

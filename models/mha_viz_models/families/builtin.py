@@ -18,7 +18,7 @@ from torch import nn
 from mha_viz_models.attention.heads import ValuePath
 from mha_viz_models.attention.layer_features import llama_refusals
 from mha_viz_models.errors import UnsupportedArchitecture
-from mha_viz_models.families import shared_kv
+from mha_viz_models.families import compressed, shared_kv
 from mha_viz_models.families.adapters import (
     Adapter,
     BertFamilyAttention,
@@ -40,6 +40,7 @@ from mha_viz_models.families.registry import (
     family_table,
     find_attention,
     found_attention,
+    heads_unread,
     install_local_attention,
     make_adapter,
     output_projection,
@@ -52,7 +53,7 @@ from mha_viz_models.families.registry import (
 
 __all__ = [
     "FAMILIES", "KINDS", "Family", "UnsupportedArchitecture", "family_of", "family_table", "find_attention",
-    "found_attention",
+    "found_attention", "heads_unread",
     "install_local_attention", "make_adapter", "output_projection", "refused", "register", "stand_in_refusal",
     "supported_models", "value_path",
 ]
@@ -116,6 +117,10 @@ def _separate_values(w_v: nn.Module, w_o: nn.Module, config) -> ValuePath:
 register(Family(  # before Llama, whose names its layers that make keys have: Hugging Face's attention runs
     "shared_kv", recognise=shared_kv.is_shared_kv, build=refused, output_projection=lambda m: m.o_proj,
     refuse=shared_kv.refusals, values=shared_kv.values, names="Gemma 3n, Gemma 4", kind="decoder"
+))
+register(Family(  # every head's attention, over the tokens and its compressed memory entries; no head's output
+    "compressed", recognise=compressed.is_compressed, build=refused, output_projection=lambda m: m.o_a_proj,
+    refuse=lambda _m, _config: [compressed.STAND_IN], names="DeepSeek-V4", kind="decoder", unread=compressed.UNREAD
 ))
 register(Family(
     "llama", recognise=_is_llama,

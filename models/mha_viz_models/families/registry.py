@@ -31,6 +31,7 @@ class Family:
     values(module, config): where the module's values come out (`mha_viz_models.attention.heads.ValuePath`), for
         the families whose values are read off the model's own modules rather than our adapter's
         (those our MHA may not stand in for); None where they are not read that way.
+    unread: why the heads' outputs of a family are not read at all (DeepSeek-V4), or "".
     """
 
     tag: str
@@ -42,6 +43,8 @@ class Family:
     # the models people know it by, and what they are (the lists in messages and docs come from these)
     names: str = ""
     kind: str = "decoder"  # "encoder", "decoder" or "encoder–decoder"
+    # why its heads' outputs z are not read, where they are not (every head's attention still is); "" where they are
+    unread: str = ""
 
 
 FAMILIES: dict[str, Family] = {}  # by tag, in order of precedence: the first that recognises a module wins
@@ -78,7 +81,7 @@ def family_table() -> str:
         if not fam.names:
             continue
         heads = ("not yet: encoder, decoder and cross-attention are shown" if fam.kind == "encoder–decoder"
-                 else "yes, checked at load")
+                 else "no: every head's attention is shown" if fam.unread else "yes, checked at load")
         ours = ("no: refused, naming the feature" if fam.build is refused
                 else "yes, checked at load (a relative with a feature it lacks is refused, naming it)")
         rows.append(f"| `{tag}` | {fam.names} | {fam.kind} | {heads} | {ours} |")
@@ -111,6 +114,12 @@ def find_attention(model: nn.Module) -> list[tuple[nn.Module, str, nn.Module, st
     return found
 
 
+def heads_unread(modules: list[tuple[nn.Module, str]]) -> str | None:
+    """Why the heads' outputs of `modules` ((module, family tag) pairs) are not read (`Family.unread`), or None where
+    they are."""
+    return next((FAMILIES[fam].unread for _, fam in modules if fam in FAMILIES and FAMILIES[fam].unread), None)
+
+
 def found_attention(model: nn.Module) -> list[nn.Module]:
     """The self-attention modules `find_attention` finds, or none: what a model whose heads' outputs are not read
     (Gemma 4's head sizes differ between layers) still runs its layers' attention in."""
@@ -129,8 +138,10 @@ def stand_in_refusal(found: list[tuple[nn.Module, str, nn.Module, str]], config)
     extras = [e for family, module in first.items() for e in FAMILIES[family].refuse(module, config)]
     if not extras:
         return None
+    works = ("every head's attention is shown with it" if any(FAMILIES[f].unread for f in first)
+             else "every per-head feature works with it")
     return (f"'{config.model_type}' attention uses {', '.join(extras)}, which our MHA does not compute. "
-            "Use Hugging Face's attention for this model (every per-head feature works with it).")
+            f"Use Hugging Face's attention for this model ({works}).")
 
 
 def make_adapter(module: nn.Module, family: str, config, *, causal: bool) -> Adapter:

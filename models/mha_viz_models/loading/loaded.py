@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from mha_viz_models.attention.heads import ReusedValues, ValuePath, kv_head, output_blocks
+from mha_viz_models.attention.heads import ReusedValues, ValuePath, all_padded, kv_head, output_blocks, padded_heads
+from mha_viz_models.attention.memory import split_layers
 from mha_viz_models.device.placement import has_offloaded, resident_copy
 from mha_viz_models.device.precision import dtype_name
 from mha_viz_models.errors import ModelLoadError
@@ -197,16 +198,19 @@ class LoadedModel:
                     h.remove()
         attentions = tuple(probs) if self.local_attention else tuple(
             softmax_attentions(out.attentions, self.layer_numbers, self.total_layers))
+        # DeepSeek-V4's compressed layers: rows over the tokens, then over the memory entries
+        attentions, memory = (attentions, None) if self.local_attention else split_layers(attentions)
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(
                 f"'{self.name}' ({self.model_type}) did not return the attention probabilities of its "
                 f"{self.num_layers} layers, so it cannot be captured. {SUPPORTED}."
             )
-        head_outputs = tuple(zs) if len(zs) == self.num_layers else None
+        head_outputs = all_padded(zs) if len(zs) == self.num_layers else None  # Gemma 4's smaller heads: zeros after
         recorded = tuple(layer_inputs) if len(layer_inputs) == self.num_layers else None
         kept = [written.get(id(w), []) for w in w_vs]  # W_V shared by layers (ALBERT) or never run: None
         values = tuple(w[0] if len(w) == 1 else None for w in kept) if w_vs else None
-        return Capture(out.hidden_states[-1], attentions, head_outputs, out, recorded, attention_mask, values=values)
+        return Capture(out.hidden_states[-1], attentions, head_outputs, out, recorded, attention_mask, values=values,
+                       memory=memory)
 
     def capture_seq2seq(self, source_ids: torch.Tensor, target_ids: torch.Tensor) -> Seq2SeqCapture:
         """Run an encoder–decoder once on source ids (B, n_src) and decoder input ids (B, n_tgt)
@@ -382,8 +386,9 @@ class LoadedModel:
                     per_layer = [self.layer_adapter(layer).mha.head_weights()
                                  for layer in range(len(self.attention_modules))]
                 else:  # W_O alone, off each layer's own output projection
-                    per_layer = [{"W_O": output_blocks(resident_copy(output_projection(m, fam)), self.num_heads)}
-                                 for m, fam in self.attention_modules]
+                    blocks = [output_blocks(resident_copy(output_projection(m, fam)), self.num_heads)
+                              for m, fam in self.attention_modules]  # Gemma 4's smaller heads: zero rows added
+                    per_layer = [{"W_O": padded_heads(b, max(b.shape[1] for b in blocks), dim=1)} for b in blocks]
                 # on the CPU one layer at a time: a spread model's layers live on different devices
                 stacked = {k: torch.stack([w[k].float().cpu() for w in per_layer]) for k in per_layer[0]}
                 if self.layer_numbers:  # a hybrid: each softmax layer's row at its number

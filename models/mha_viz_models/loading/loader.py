@@ -44,7 +44,7 @@ from mha_viz_models.families.architectures import (
     refusal,
     softmax_attentions,
 )
-from mha_viz_models.families.builtin import find_attention, install_local_attention, stand_in_refusal
+from mha_viz_models.families.builtin import find_attention, heads_unread, install_local_attention, stand_in_refusal
 from mha_viz_models.families.multipliers import fold_multipliers
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.loaded import LoadedModel
@@ -140,7 +140,7 @@ def load(
     why = refusal(config, spec)
     if why is not None:
         raise ModelLoadError(why)
-    sizes = head_sizes_differ(config)  # Gemma 4: every head's probabilities, not its output or values
+    sizes = head_sizes_differ(config)  # Gemma 4: read by Hugging Face's attention, stacked at the largest size
     if sizes and local_attention:
         raise ModelLoadError(f"Our MHA cannot stand in for '{spec}': its layers' heads differ in size ({sizes}, by "
                              "layer). Use Hugging Face's attention (every head's attention is still shown).")
@@ -200,7 +200,8 @@ def load(
                                                         seq2seq=seq2seq)
     except UnsupportedArchitecture as exc:
         raise ModelLoadError(str(exc)) from exc
-    if sizes:
+    unread = heads_unread(modules)
+    if unread:  # every head's attention is read, not its output
         modules = []
     num_heads = config.num_attention_heads
     d_model = config.hidden_size
@@ -220,7 +221,7 @@ def load(
                 or [getattr(config, "head_dim", None) or d_model // num_heads]),  # Gemma 4's largest
         num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
         source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq, stand_in=stand_in,
-        unread=None if modules or seq2seq else _SIZES.format(sizes) if sizes else _UNREAD,
+        unread=None if modules or seq2seq else unread or _UNREAD,
         dtype=want, placement=tuple(devices_used(model)),
         decoder_layers=(getattr(config, "decoder_layers", None) or getattr(config, "num_decoder_layers", None)
                         or config.num_hidden_layers) if seq2seq else 0,
@@ -335,8 +336,6 @@ def _placement(max_memory: dict | None, offload_folder) -> dict:
     return placing
 
 
-_SIZES = ("its layers' heads differ in size ({}, by layer): each head's output, its values and W_O are read for "
-          "models whose heads share one size")
 _UNREAD = ("mha-viz does not know where this architecture's heads' outputs meet W_O (no attention module of a "
            "family it knows)")
 

@@ -40,7 +40,8 @@ def head_mask(loaded, scale: torch.Tensor, means: torch.Tensor | None = None,
             xi = scale[layer].to(device=z.device, dtype=z.dtype)[:, None]  # (H, 1), on this layer's device
             out = z * xi
             if means is not None:
-                out = out + (1 - xi) * means[layer].to(device=z.device, dtype=z.dtype)  # (H, d_v) over tokens
+                mu = means[layer][..., :z.shape[-1]]  # (H, d_v) over tokens (a smaller head's: its own d_v)
+                out = out + (1 - xi) * mu.to(device=z.device, dtype=z.dtype)
             if record is not None:
                 record.append((z, out))
             return (out.reshape(x.shape), *args[1:])

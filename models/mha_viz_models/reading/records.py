@@ -28,7 +28,9 @@ class Capture:
     capture (see `LoadedModel.recompute`); head_outputs: per layer (B, H, n, d_v), the heads'
     outputs z before W_O, or None when the architecture does not expose them. values (eager
     capture with `inputs=True`): per layer, what its value projection W_V wrote, (B, n, G · d_v),
-    None for a layer whose W_V is not a layer the model runs once (a fused q, k, v layout)."""
+    None for a layer whose W_V is not a layer the model runs once (a fused q, k, v layout). memory (eager capture): per
+    layer, the rows over its compressed memory entries (B, H, n, C) (`mha_viz_models.attention.memory`: DeepSeek-V4),
+    None for a layer without; None for a model without such layers."""
 
     hidden: torch.Tensor
     attentions: tuple[torch.Tensor, ...] | None
@@ -37,6 +39,7 @@ class Capture:
     layer_inputs: tuple[LayerInput, ...] | None = None
     attention_mask: torch.Tensor | None = None
     values: tuple[torch.Tensor | None, ...] | None = None
+    memory: tuple[torch.Tensor | None, ...] | None = None
 
 
 @dataclass

@@ -147,8 +147,10 @@ def check_heads(loaded, ids: torch.Tensor, tol: float):
         return dataclasses.replace(loaded, attention_modules=[], unread=(
             "its heads' outputs could not be recorded at the input of each layer's output projection")), eager
     for layer, (module, fam) in enumerate(layers):
-        why = output_problem(cap.head_outputs[layer], written[layer], resident_copy(output_projection(module, fam)),
-                             tol)
+        w_o = resident_copy(output_projection(module, fam))
+        own = getattr(w_o, "in_features", None)  # the layer's own heads' width (Gemma 4's z is padded past it)
+        z = cap.head_outputs[layer] if own is None else cap.head_outputs[layer][..., :own // loaded.num_heads]
+        why = output_problem(z, written[layer], w_o, tol)
         if why is not None:
             return dataclasses.replace(loaded, attention_modules=[],
                                        unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager
@@ -157,7 +159,8 @@ def check_heads(loaded, ids: torch.Tensor, tol: float):
         raw = None if cap.values is None else cap.values[layer]
         if path is None or raw is None:
             continue
-        why = values_problem(cap.head_outputs[layer], cap.attentions[layer], path.split(raw), tol)
+        v = path.split(raw)
+        why = values_problem(cap.head_outputs[layer][..., :v.shape[-1]], cap.attentions[layer], v, tol)
         if why is not None:
             return dataclasses.replace(loaded, reads_values=False,
                                        unread=f"in layer {loaded.layer_ids[layer]}, {why}"), eager

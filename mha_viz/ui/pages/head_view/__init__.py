@@ -15,6 +15,7 @@ from mha_viz.ui.kit import (
     focus_pair,
     head_detail,
     keys,
+    memory_view,
     other_layers,
     seq2seq_views,
     session,
@@ -50,6 +51,7 @@ def head_view_page() -> None:
     else:  # every cell a marker: a click asks *Why here?* below (and opens it)
         charts.show(fig, key=keys.HEAD_HEATMAP, selection_mode="points",
                     on_select=lambda: _on_cell(run, shown))
+    memory_view.head_entries(cur, layer, head, rescale, _rows_shown(run))
     focus_pair.find_heads_button(run)
     view_helpers.examples_link(cur, layer, head)
     st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
@@ -64,6 +66,14 @@ def head_view_page() -> None:
     notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
                            second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
     other_layers.other_layers_head(cur)
+
+
+def _rows_shown(run) -> tuple[int, int]:
+    """The query rows the heatmap draws at full detail: its window's, else every row (from the first)."""
+    if session.get(keys.HEAD_DETAIL) == WINDOW and session.get(head_view_keys.HEAD_WINDOW) is not None:
+        start, stop = session.get(head_view_keys.HEAD_WINDOW)
+        return int(start), int(stop)
+    return 0, run.n
 
 
 def _why_here(cur, layer: int, head: int, clickable: bool) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.drawing import style as figure_style
-from mha_viz.ui.kit import other_layers, sparse_picks
+from mha_viz.ui.kit import memory_view, other_layers, sparse_picks
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.model_facts import page_keys as model_facts_keys
 from mha_viz.ui.shell import export_views, view_helpers
@@ -24,3 +24,4 @@ def model_facts_page() -> None:
                        file_name=figure_style.safe_filename(f"{cur.model.name}-facts") + ".csv", mime="text/csv")
     other_layers.other_layers_shares(cur)
     sparse_picks.sparse_picks_section(cur)
+    memory_view.memory_table(cur)

@@ -12,7 +12,7 @@ import streamlit as st
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
-from mha_viz.ui.kit import analysis, charts, keys, other_layers, seq2seq_views, session, shared_head
+from mha_viz.ui.kit import analysis, charts, keys, memory_view, other_layers, seq2seq_views, session, shared_head
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.model_view import page_keys as model_view_keys
 from mha_viz.ui.shell import notebook_button, view_helpers
@@ -62,6 +62,7 @@ def model_view_page() -> None:
     _lens_change(cur)
     _sink_mass(run)
     _learned_sinks(cur)
+    memory_view.memory_grid(cur)
 
 
 def _grid(run, rescale: bool):
@@ -113,14 +114,18 @@ def _learned_sinks(cur) -> None:
     share = analysis.learned_sink_share(cur.key._replace(hidden=(), lens=""), run)
     if share is None:
         return
-    st.subheader("Learned sinks")
+    merged = memory_view.merged_with_sink(cur, run)  # a long run of compressed layers: entries not held apart
+    st.subheader("Learned sinks" + (" and compressed memory" if merged else ""))
+    what = "the learned sink and the compressed memory entries" if merged else "the learned sink"
     charts.show(
-        metric_figures.metric_grid(
-            share, title="Attention given to the learned sink, every head", layer_ids=run.layer_ids
-        ),
+        metric_figures.metric_grid(share, title=f"Attention given to {what}, every head", layer_ids=run.layer_ids),
         key=model_view_keys.LEARNED_SINK_GRID,
         width="content",
     )
+    missing = ("1 − Σ_j A_ij − Σ_e M_ie (what a row lacks once its tokens j and compressed memory entries e are "
+               "counted" if memory_view.held(cur) else "1 − Σ_j A_ij (each row's missing mass")
     st.caption("This model's heads each have a learned sink logit: one more key in the softmax that is no token. "
-               "Each cell: the mean over queries of what the sink took, 1 − Σ_j A_ij (each row's missing mass; the "
-               f"heatmaps show the rest). Mean over heads {float(share.mean()):.3f}; highest {float(share.max()):.3f}.")
+               f"Each cell: the mean over queries of what {what} took, {missing}; the "
+               f"heatmaps show the rest). Mean over heads {float(share.mean()):.3f}; highest {float(share.max()):.3f}."
+               + (" This long run keeps each row's tokens only, so the entries' share is counted with the sink's."
+                  if merged else ""))
