@@ -25,3 +25,45 @@ def with_picks(fig: go.Figure, picked: np.ndarray) -> go.Figure:
                              hoverinfo="skip", marker=dict(symbol="square-open", size=size, color=PICK_COLOUR,
                                                            line=dict(width=1.5, color=PICK_COLOUR))))
     return out
+
+
+FOCUS_CAPTION = ("Orange squares: in each sparse layer, the positions its indexer picked for this focus (attends to: "
+                 "the keys the token in focus kept; is attended by: the queries that kept it). The picks are the "
+                 "layer's, shared by its heads.")
+LINES_CAPTION = ("Orange rings: the keys this sparse layer's indexer picked for the query in focus (its softmax runs "
+                 "over those alone, so its lines reach no other key).")
+
+
+def with_focus_picks(fig: go.Figure, rows: dict[int, np.ndarray], heads: int) -> go.Figure:
+    """A copy of a Token focus grid (a row a head, layer by layer; a column a position, every position drawn) with,
+    in each layer of `rows` (the run's layer row -> bool (m,): the positions its indexer picked for the focus), an
+    open square on those positions of every head of the layer."""
+    xs, ys = np.asarray(fig.data[0].x), np.asarray(fig.data[0].y)
+    x, y = [], []
+    for layer, picked in rows.items():
+        cols = np.flatnonzero(picked)
+        for head in range(heads):
+            x += list(xs[cols])
+            y += [ys[layer * heads + head]] * len(cols)
+    out = go.Figure(fig)
+    if x:
+        size = max(4, min(14, 600 // max(len(xs), 1)))
+        out.add_trace(go.Scatter(x=x, y=y, mode="markers", name=NAME, showlegend=False, hoverinfo="skip",
+                                 marker=dict(symbol="square-open", size=size, color=PICK_COLOUR,
+                                             line=dict(width=1.5, color=PICK_COLOUR))))
+    return out
+
+
+def with_line_picks(fig: go.Figure, picked: np.ndarray) -> go.Figure:
+    """A copy of a line view (`features.lines.figures.line_figure`) with a ring round each key marker whose position
+    (the markers' `customdata` [side, position]) is in `picked` (bool over the text's positions)."""
+    out = go.Figure(fig)
+    for trace in list(out.data):
+        if trace.name != "key tokens" or trace.customdata is None:
+            continue
+        at = [k for k, (_side, t) in enumerate(trace.customdata) if 0 <= int(t) < len(picked) and picked[int(t)]]
+        out.add_trace(go.Scatter(x=[trace.x[k] for k in at], y=[trace.y[k] for k in at], mode="markers",
+                                 name=NAME, showlegend=False, hoverinfo="skip",
+                                 marker=dict(symbol="circle-open", size=16, color=PICK_COLOUR,
+                                             line=dict(width=2, color=PICK_COLOUR))))
+    return out

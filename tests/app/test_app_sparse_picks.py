@@ -77,3 +77,47 @@ def test_the_head_view_marks_the_layers_picks(tmp_path):
     assert any("keys this layer's indexer picked" in c.value for c in at.caption)
     plain = _open(build("olmo2", tmp_path / "plain"), TEXT, page="head_view")
     assert not _marks(plain)[0]
+
+
+def _overlay(at) -> list[tuple[str, str]]:
+    """The (x, y) of every pick mark on the page's charts."""
+    return [(x, y) for c in charts(at) for t in c["data"] if t.get("name") == NAME for x, y in zip(t["x"], t["y"])]
+
+
+def test_token_focus_and_the_line_view_mark_the_picks(tmp_path):
+    """Token focus: on every head of each indexed layer, the keys the token in focus kept (attends to) and the
+    queries that kept it (is attended by), exactly the picks; the line view, focused on a query, rings the keys it
+    kept, exactly those."""
+    from mha_viz.drawing import sparse_picks as sparse_figures
+    from mha_viz.ui.kit import keys
+    from mha_viz.ui.pages.lines import page_keys as lines_keys
+    from tests.app.helpers import open_page
+
+    folder = build("deepseek_v32", tmp_path)
+    want = sparse_selection(mha_viz.load_model(folder, device="cpu"), TEXT)
+    at = _open(folder, TEXT, page="focus")
+    query = 20
+    at.session_state[keys.FOCUS_TOKEN] = query
+    at.run()
+    assert not at.exception and not at.error
+    grids = [c for c in charts(at) if c["data"][0]["type"] == "heatmap" and any(t.get("name") == NAME
+                                                                                 for t in c["data"])]
+    assert len(grids) == 2 and sparse_figures.FOCUS_CAPTION in [c.value for c in at.caption]
+    heads = at.session_state[keys.CURRENT].run.num_heads
+    for grid, picked in zip(grids, ([p[query] for p in want.picked], [p[:, query] for p in want.picked])):
+        xs, ys = grid["data"][0]["x"], grid["data"][0]["y"]
+        marks = {(x, y) for t in grid["data"] if t.get("name") == NAME for x, y in zip(t["x"], t["y"])}
+        expected = {(xs[k], ys[want.layers[s] * heads + h]) for s, row in enumerate(picked)
+                    for k in np.flatnonzero(row) for h in range(heads)}
+        assert marks == expected and expected
+    open_page(at, "lines")
+    at.session_state[lines_keys.LINE_SIDE] = "query"
+    at.session_state[lines_keys.LINE_TOKEN] = query
+    at.run()
+    assert not at.exception and not at.error
+    line = next(c for c in charts(at) if any(t.get("name") == "key tokens" for t in c["data"]))
+    keys_trace = next(t for t in line["data"] if t.get("name") == "key tokens")
+    rings = {y for t in line["data"] if t.get("name") == NAME for y in t["y"]}
+    layer = at.session_state[lines_keys.LINE_LAYER]
+    kept = np.flatnonzero(want.picked[want.layers.index(layer)][query])
+    assert rings == {keys_trace["y"][k] for k in kept} and sparse_figures.LINES_CAPTION in [c.value for c in at.caption]

@@ -13,8 +13,9 @@ import dataclasses
 import streamlit as st
 
 from mha_viz.drawing import chat_roles as role_figures
+from mha_viz.drawing import sparse_picks as sparse_figures
 from mha_viz.features.focus import figures as focus_figures
-from mha_viz.ui.kit import charts, focus_pair, keys, seq2seq_views, session
+from mha_viz.ui.kit import charts, focus_pair, keys, seq2seq_views, session, sparse_picks
 from mha_viz.ui.kit.focus_pair import TOKENS, WORDS
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.focus import page_keys as focus_keys
@@ -81,6 +82,11 @@ def focus_page() -> None:
         if told is not None and grid.data[0].x is not None and len(grid.data[0].x) == run.n:  # a chat: roles on x
             grid = charts.cached("focus_roles", what + (rescale, cur.chat.text),
                                  lambda g=grid: role_figures.with_roles(g, *told, queries=False))
+        picks = _picks(cur, index, direction) if not words and len(grid.data[0].x or ()) == run.n else {}
+        if picks:  # a sparse model: its indexed layers' picks for the focus, on every head of the layer
+            grid = charts.cached("focus_picks", what + (rescale, cur.chat.text if told is not None else None),
+                                 lambda g=grid: sparse_figures.with_focus_picks(g, picks, run.num_heads))
+            st.caption(sparse_figures.FOCUS_CAPTION)
         widget = f"{focus_keys.FOCUS_GRID_PREFIX}{direction}"
         charts.show(grid, key=widget, selection_mode="points",
                     on_select=lambda w=widget, d=direction: focus_pair.on_grid_cell(w, d, index, len(labels)))
@@ -93,6 +99,17 @@ def focus_page() -> None:
         heads = charts.cached("focus_heads", what,
                               lambda: focus_figures.head_max_map(s, run.layer_ids, direction))
         charts.show(heads, key=f"{focus_keys.FOCUS_HEADS_PREFIX}{direction}")
+
+
+def _picks(cur, index: int, direction: str) -> dict:
+    """{layer row: bool (n,)}: in each indexed layer, the keys the token `index` kept (TO) or the queries that kept
+    it (BY); {} for a model without sparse layers (or picks past the capture budget: Model facts says why)."""
+    found = {}
+    for layer in range(cur.run.num_layers):
+        picked = sparse_picks.layer_picks(cur, layer)
+        if picked is not None:
+            found[layer] = picked[index] if direction == focus.TO else picked[:, index]
+    return found
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)

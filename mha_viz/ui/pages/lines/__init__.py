@@ -9,8 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.drawing import chat_roles as role_figures
+from mha_viz.drawing import sparse_picks as sparse_figures
 from mha_viz.features.lines import figures as line_figures
-from mha_viz.ui.kit import charts, keys, seq2seq_views, session, shared_head
+from mha_viz.ui.kit import charts, keys, seq2seq_views, session, shared_head, sparse_picks
 from mha_viz.ui.pages.lines import page_keys as lines_keys
 from mha_viz.ui.shell import view_helpers
 
@@ -114,6 +115,12 @@ def _page(cur) -> None:
         fig = charts.cached("lines_roles", (cur.key, layer, tuple(heads), threshold, focus, window, cur.chat.text),
                             lambda: role_figures.with_role_markers(fig, *told))
         st.caption(role_figures.MARKERS)
+    picked = (sparse_picks.layer_picks(cur, layer) if focus is not None and focus[0] == line_figures.QUERY
+              and not seq2seq_views.is_cross(run) else None)
+    if picked is not None:  # a sparse layer: the keys the focused query's indexer kept
+        fig = charts.cached("lines_picks", (cur.key, layer, tuple(heads), threshold, focus, window, told is not None),
+                            lambda f=fig: sparse_figures.with_line_picks(f, picked[focus[1]]))
+        st.caption(sparse_figures.LINES_CAPTION)
     drawn = line_figures.drawn_lines(fig)
     if drawn == 0:
         st.info(f"No line has a weight of at least {threshold:.2f} in the heads picked"
