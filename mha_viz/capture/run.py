@@ -24,6 +24,7 @@ from mha_viz.capture.transfer import HostCopier, to_host
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.heads import padded_heads
+from mha_viz_models.families.architectures import kv_heads_by_layer
 from mha_viz_models.reading import values
 
 
@@ -96,6 +97,8 @@ class AttentionRun(HeadArray):
     own: OwnOutputs | None = None  # the model's loss, last prediction or embedding, where its capture made them
     # the compressed layers' memory entries beside the tokens (DeepSeek-V4: `memory_columns.Memory`), None for others
     memory: memory_columns.Memory | None = None
+    # {model layer number: its key/value heads} where the layers differ (Gemma 4's global layers); {}: num_kv_heads
+    layer_kv_heads: dict[int, int] = field(default_factory=dict)
 
     @property
     def attentions(self) -> np.ndarray:
@@ -209,6 +212,10 @@ class AttentionRun(HeadArray):
         (`views.detail.block_edges`), streamed a block of rows at a time."""
         self._check(layer, head)
         return head_rows.pooled_head(self.spans, layer, head, edges, causal=self.is_causal)
+
+    def kv_heads(self, layer: int) -> int:
+        """How many key/value heads the run's layer `layer` (its row) shares among its query heads."""
+        return self.layer_kv_heads.get(self.layer_ids[layer], self.num_kv_heads)
 
     @property
     def partial(self) -> bool:
@@ -344,6 +351,7 @@ def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None
         num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
         head_outputs=outputs, layer_ids=wanted, model_layers=model.total_layers,
         value_norms=norms, precision=model.precision, memory=memory,
+        layer_kv_heads=kv_heads_by_layer(getattr(model.hf_model, "config", None)),
         # in float32 only, where `ablation_outcome.from_run` reads them: a half-precision model's logits would be
         # widened (n × vocabulary floats) for nothing
         own=own_outputs(cap.output, list(ids), model.is_causal) if model.dtype == torch.float32 else None,

@@ -70,6 +70,8 @@ def arrays(run, *, float16: bool = False) -> dict[str, np.ndarray]:
         out["head_outputs"] = _compact(run.head_outputs, float16)
     if run.value_norms is not None:
         out["value_norms"] = _compact(run.value_norms, float16)
+    if getattr(run, "layer_kv_heads", None):  # (layer number, its key/value heads) where the layers differ
+        out["layer_kv_heads"] = np.array(sorted(run.layer_kv_heads.items()), dtype=np.int64).reshape(-1, 2)
     if run.hidden is not None:
         _strings([run.hidden.label], "hidden_label", out)
     if run.lens:  # the attentions hold contributions (the sidebar's lens), not weights: the run says so
@@ -233,6 +235,9 @@ def read(source: Target | bytes, *, max_bytes: int | None = None) -> dict:
         fields["head_outputs"] = np.asarray(z["head_outputs"], dtype=np.float32)
     if "value_norms" in z:  # files written before value norms have none: the run says so
         fields["value_norms"] = np.asarray(z["value_norms"], dtype=np.float32)
+    if "layer_kv_heads" in z:  # Gemma 4: each layer's key/value heads where they differ
+        pairs = np.asarray(z["layer_kv_heads"]).reshape(-1, 2)
+        fields["layer_kv_heads"] = {int(layer): int(count) for layer, count in pairs}
     if "lens" in z and z["lens"].size:
         fields["lens"] = _read_strings(z, "lens")[0]
     if "precision" in z and z["precision"].size:  # files written before precisions were chosen have none

@@ -46,7 +46,8 @@ def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float
 
 
 def _head_title(run: AttentionRun, layer: int, head: int) -> str:
-    kv = f", KV head {kv_head(head, run.num_heads, run.num_kv_heads)}" if run.num_kv_heads != run.num_heads else ""
+    groups = run.kv_heads(layer)  # a layer's own count (Gemma 4's global layers share fewer)
+    kv = f", KV head {kv_head(head, run.num_heads, groups)}" if groups != run.num_heads else ""
     return run_title(run, f"Layer {run.layer_ids[layer]}, head {head}{kv}")  # the model's layer number of row `layer`
 
 

@@ -157,6 +157,33 @@ def test_gemma4_with_larger_global_heads_shows_every_heads_attention(tmp_path):
     assert not [t for t in EXCEPTION_TEXT if t in message], message
 
 
+def test_gemma4_whose_global_layer_shares_fewer_key_value_heads(tmp_path):
+    """Its global layer's 4 query heads share 1 key/value head, the sliding layers' 2 (the 26B's global layers share
+    2 of the sliding layers' 8): loaded, the capture equal to the model's own, each layer's heads' outputs and
+    values read (the global layer's one key/value head's), and each layer's head named with its own
+    KV head (the global count labelled every layer before); Model facts says both counts."""
+    from transformers import Gemma4ForCausalLM, Gemma4TextConfig
+
+    from mha_viz.drawing import heads as head_figures
+    config = Gemma4TextConfig(**arch.common(
+        sliding_window=arch.WINDOW, layer_types=["sliding_attention"] * 3 + ["full_attention"],
+        per_layer_config={"03": {"head_dim": 32, "num_key_value_heads": 1}}, vocab_size_per_layer_input=400,
+        hidden_size_per_layer_input=8))
+    model = mha_viz.load_model(save_peaked(Gemma4ForCausalLM, config, tmp_path, sharpened=arch.SHARPENED, scale=2.0,
+                                           norm=2.0), device="cpu")
+    assert model.has_head_outputs and model.reads_values
+    _captures_as_hugging_face(model, layers=4)
+    run = mha_viz.analyze(model, TEXT)
+    assert [run.kv_heads(layer) for layer in range(4)] == [2, 2, 2, 1]
+    assert head_figures.head_heatmap(run, 0, 3).layout.title.text.startswith("Layer 0, head 3, KV head 1")
+    assert head_figures.head_heatmap(run, 3, 3).layout.title.text.startswith("Layer 3, head 3, KV head 0")
+    assert [model.value_path(layer).heads for layer in range(4)] == [2, 2, 2, 1]  # each layer's own values
+    assert np.isfinite(run.value_norms).all()
+    assert model.facts()["key/value heads per layer"] == "2 in layers 0, 1, 2; 1 in layers 3 (grouped-query)"
+    run.save(tmp_path / "run.npz")
+    assert mha_viz.AttentionRun.load(tmp_path / "run.npz").layer_kv_heads == {0: 2, 1: 2, 2: 2, 3: 1}
+
+
 def test_gemma4_with_one_head_size_loads_and_equals_hugging_face(tmp_path):
     model = mha_viz.load_model(_gemma4(tmp_path, 16), device="cpu")
     _captures_as_hugging_face(model, layers=4)

@@ -237,7 +237,7 @@ def step_figures(gen: Generation, step: int, layer: int = 0, head: int = 0, *, r
         "choices": lambda: choice_bars(s.top, s.token, s.prob,
                                        title=f"Step {step + 1}: the 10 most probable next tokens"),
         "heads": lambda: heads_context(
-            run.layer_rows(layer, q, q + 1)[:, 0, :q + 1], run.tokens[:q + 1], P, run.num_kv_heads, rescale=rescale,
+            run.layer_rows(layer, q, q + 1)[:, 0, :q + 1], run.tokens[:q + 1], P, run.kv_heads(layer), rescale=rescale,
             title=f"Layer {name}, step {step + 1}: every head from “{where}” (position {q})"),
         "matrix": lambda: causal_window(run.rows(layer, head, start, stop)[:, start:stop], start, run.tokens, P, q,
                                         rescale=rescale,

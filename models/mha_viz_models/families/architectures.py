@@ -99,6 +99,13 @@ def _said(values: dict[str, list]) -> str:
                      for name, v in values.items())
 
 
+def kv_heads_by_layer(config) -> dict[int, int]:
+    """{layer number: its key/value heads} of a config whose layers differ in their count (Gemma 4's global layers
+    may share fewer key/value heads than its sliding ones: `num_global_key_value_heads`); {} for any other."""
+    counts = per_layer_values(config).get("num_key_value_heads") if config is not None else None
+    return {i: int(c) for i, c in enumerate(counts or ()) if c}
+
+
 def head_sizes_differ(config) -> str | None:
     """How the head sizes of a heterogeneous config differ between its layers ("head_dim 16, 32": Gemma 4's global
     layers have larger heads than its sliding ones), or None where they do not."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mha_viz_models.device.precision import emulated_note
+from mha_viz_models.families.architectures import kv_heads_by_layer
 
 
 def describe(loaded) -> dict[str, str]:
@@ -11,6 +12,10 @@ def describe(loaded) -> dict[str, str]:
     kv = f"{loaded.num_kv_heads}" + (
         f" (grouped-query: {loaded.num_heads // loaded.num_kv_heads} query heads share each)"
         if loaded.num_kv_heads != loaded.num_heads else " (plain multi-head attention)")
+    by_layer = kv_heads_by_layer(getattr(loaded.hf_model, "config", None))
+    if by_layer:  # Gemma 4: its global layers' count differs
+        kv = "; ".join(f"{count} in layers {', '.join(str(i) for i, c in by_layer.items() if c == count)}"
+                       for count in sorted(set(by_layer.values()), reverse=True)) + " (grouped-query)"
     kind = ("encoder–decoder" if loaded.is_encoder_decoder else "causal decoder" if loaded.is_causal
             else "bidirectional encoder")
     rows = {
