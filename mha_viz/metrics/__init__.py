@@ -15,7 +15,8 @@ metrics.head_table(...)`):
 - `diversity`: `diversity`, `layer_diversity`, `diversity_table`: the diversity D of sets of heads.
 - `across_layers`: `rollout`, `rollout_layer`, `rollout_through_head`, `flow`: attention across layers (section 4).
 - `layout`: `cluster_order`, `mds`: layouts of a dissimilarity matrix for the views.
-- `indexer_picks`: `sparse_selection`: a sparse-attention layer's picked keys against its dense softmax.
+- `indexer_picks`: `sparse_selection`: a sparse-attention layer's picked keys against its dense softmax;
+  `sparse_picks`: the picks alone, as indices (what a long run keeps).
 - `memory_shares`: `memory_split`: a compressed layer's rows split among tokens, memory entries and the sink.
 - `head_writes`: `Weights` and what each head writes (shared by head_stats and similarity).
 
@@ -28,7 +29,7 @@ from mha_viz.metrics.chat_shares import role_mass
 from mha_viz.metrics.head_diversity import diversity, diversity_table, layer_diversity
 from mha_viz.metrics.head_stats import classify, detection_patterns, head_columns, head_table
 from mha_viz.metrics.head_writes import Weights
-from mha_viz.metrics.indexer_picks import sparse_selection
+from mha_viz.metrics.indexer_picks import sparse_picks, sparse_selection
 from mha_viz.metrics.layout import cluster_order, mds
 from mha_viz.metrics.measures import (
     BLOCK_MASS,
@@ -56,8 +57,8 @@ __all__ = [
     "as_dissimilarity", "as_similarity", "classify",
     "cluster_order", "detection_patterns", "effective_measures", "diversity", "diversity_table", "flow", "head_columns",
     "head_output_norms", "head_similarity", "head_table", "layer_diversity", "mds", "memory_split", "metrics_for",
-    "missing_weights",
-    "needing", "role_mass", "rollout", "rollout_layer", "rollout_through_head", "select_heads", "sparse_selection",
+    "missing_weights", "needing", "role_mass", "rollout", "rollout_layer", "rollout_through_head", "select_heads",
+    "sparse_picks", "sparse_selection",
 ]
 
 # one meaning per name (issue 53): `importance` is the app's gradient importance (`interventions.ablation`); what

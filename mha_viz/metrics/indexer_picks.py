@@ -62,6 +62,13 @@ def need_bytes(model: LoadedModel, n: int) -> int:
     return 2 * 4 * model.num_heads * n * n + layers * n * n
 
 
+def _require_sparse(model: LoadedModel) -> None:
+    """Raise InputError for a model without indexed layers read through its own modules."""
+    if not has_sparse_layers(model):
+        raise InputError(f"'{model.name}' has no sparse attention layer whose indexer picks its keys "
+                         f"(DeepSeek-V3.2's and GLM-5's indexed attention have one).")
+
+
 def longest_fitting(model: LoadedModel, n: int) -> int:
     """The most tokens, up to n, whose `need_bytes` fit the capture budget (1 when none does)."""
     return next((m for m in range(n, 1, -1) if capture_budget.fits(need_bytes(model, m))), 1)
@@ -72,9 +79,7 @@ def sparse_selection(model: LoadedModel, text: str, *, max_tokens: int | None = 
     probabilities held at a time, within the capture budget, MHA_VIZ_MAX_CAPTURE_MB). Raises InputError for a model
     with no indexed layer, or one whose attention is not its own modules' (our MHA in place), or a text past the
     budget (naming the length that fits)."""
-    if not has_sparse_layers(model):
-        raise InputError(f"'{model.name}' has no sparse attention layer whose indexer picks its keys "
-                         f"(DeepSeek-V3.2's and GLM-5's indexed attention have one).")
+    _require_sparse(model)
     toks = tokenize(model, text, max_tokens)
     need = need_bytes(model, toks.n)
     if not capture_budget.fits(need):
@@ -91,3 +96,61 @@ def sparse_selection(model: LoadedModel, text: str, *, max_tokens: int | None = 
     return SparseSelection(tokens=toks.display, layers=tuple(ids[r[0]] for r in read),
                            picked=np.stack([r[1] for r in read]), row_kept=np.stack([r[2] for r in read]),
                            overlap=np.stack([r[3] for r in read]))
+
+
+@dataclass(frozen=True)
+class Picks:
+    """The keys each query's indexer picked, in every indexed layer of one text, kept as indices (n × k a layer,
+    not n × n: what a long run keeps). layers: their numbers (as `LoadedModel.layer_ids`); keys (S, n, k) int32,
+    each query's picks (−1: none); a decoder's query sees no key after itself, which its picks never count."""
+    tokens: list[str]
+    layers: tuple[int, ...]
+    keys: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    def rows(self, number: int, start: int, stop: int) -> np.ndarray:
+        """bool (stop − start, n): which keys queries start … stop − 1 of layer `number` picked."""
+        picks = self.keys[self.layers.index(number), start:stop]  # (b, k)
+        out = np.zeros((len(picks), self.n + 1), dtype=bool)  # a last column for −1, dropped
+        out[np.arange(len(picks))[:, None], np.where(picks < 0, self.n, picks)] = True
+        visible = np.arange(self.n)[None, :] <= np.arange(start, start + len(picks))[:, None]
+        return out[:, :self.n] & visible
+
+    def column(self, number: int, key: int) -> np.ndarray:
+        """bool (n,): which queries of layer `number` picked `key`."""
+        picked = (self.keys[self.layers.index(number)] == key).any(-1)
+        return picked & (np.arange(self.n) >= key)
+
+    def layer(self, number: int) -> "LayerPicks | None":
+        """Layer `number`'s picks, or None for a layer that is not indexed."""
+        return LayerPicks(self, number) if number in self.layers else None
+
+
+@dataclass(frozen=True)
+class LayerPicks:
+    """One indexed layer's picks (`Picks.rows` and `Picks.column` of layer `number`)."""
+    picks: Picks
+    number: int
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return self.picks.rows(self.number, start, stop)
+
+    def column(self, key: int) -> np.ndarray:
+        return self.picks.column(self.number, key)
+
+
+def sparse_picks(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> Picks:
+    """Every indexed layer's picks on `text`, from one forward that keeps nothing else (under the model's lock: one
+    layer's probabilities held at a time, as a long run's forward holds them). Raises InputError as
+    `sparse_selection` does for a model without indexed layers."""
+    _require_sparse(model)
+    toks = tokenize(model, text, max_tokens)
+    with model.lock:
+        found = sparse.picks(model.hf_model, [m for m, _ in model.attention_modules],
+                             torch.tensor([toks.ids], device=model.device))
+    ids = model.layer_ids
+    return Picks(tokens=toks.display, layers=tuple(ids[at] for at in found),
+                 keys=np.stack([p.numpy() for p in found.values()]).astype(np.int32))

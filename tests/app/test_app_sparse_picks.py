@@ -121,3 +121,31 @@ def test_token_focus_and_the_line_view_mark_the_picks(tmp_path):
     layer = at.session_state[lines_keys.LINE_LAYER]
     kept = np.flatnonzero(want.picked[want.layers.index(layer)][query])
     assert rings == {keys_trace["y"][k] for k in kept} and sparse_figures.LINES_CAPTION in [c.value for c in at.caption]
+
+
+@pytest.mark.parametrize("family", ["deepseek_v32", "glm_moe_dsa"])  # GLM-5's shared layers: the picks handed them
+def test_a_long_run_keeps_the_picks_as_indices_and_marks_them(family, tmp_path, monkeypatch):
+    """`sparse_picks`: every indexed layer's picks as indices (n × k a layer, not n × n), each layer's rows and
+    columns equal to `sparse_selection`'s n × n picks; a long run (MHA_VIZ_DENSE_MB=0: no layer's array held) marks
+    them on the Head view as a short one does."""
+    from mha_viz.metrics import sparse_picks
+    from mha_viz.ui.kit import keys
+    from tests.models.architectures_2026 import SPARSE_TOP_K
+
+    folder = build(family, tmp_path)
+    model = mha_viz.load_model(folder, device="cpu")
+    picks, want = sparse_picks(model, TEXT), sparse_selection(model, TEXT)
+    n = picks.n
+    assert picks.layers == want.layers and picks.keys.shape == (len(want.layers), n, SPARSE_TOP_K)
+    for s, number in enumerate(picks.layers):
+        rows = picks.rows(number, 0, n)
+        np.testing.assert_array_equal(rows, want.picked[s])
+        np.testing.assert_array_equal(picks.rows(number, 5, 9), rows[5:9])
+        for key in (0, n // 2, n - 1):
+            np.testing.assert_array_equal(picks.column(number, key), rows[:, key])
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    at = _open(folder, TEXT, page="head_view")
+    assert not at.session_state[keys.CURRENT].run.is_dense
+    cells, heat = _marks(at)
+    tokens = list(heat["data"][0]["x"])
+    assert cells == {(tokens[q], tokens[k]) for q, k in zip(*np.nonzero(want.picked[want.layers.index(0)]))}

@@ -30,7 +30,8 @@ ADDED_SINCE = ["head_columns", "missing_weights", "metrics_for", "needing",
                "rollout_layer",  # one layer's rollout alone, for texts too long for every layer's
                "sparse_selection",  # what a sparse layer's indexer keeps of the dense softmax (issue 89)
                "role_mass",  # where a chat's answer looks: each role's share of the assistant's rows (issue 88)
-               "memory_split"]  # a compressed layer's rows among tokens, memory entries and sink (issue 89)
+               "memory_split",  # a compressed layer's rows among tokens, memory entries and sink (issue 89)
+               "sparse_picks"]  # the indexer's picks as indices, at any length (issue 89)
 
 PACKAGE = Path(mha_viz.__file__).parent
 SUBPACKAGES = ("metrics", "figures", "drawing")

@@ -5,17 +5,19 @@ called a second time with every key picked; computed once a text and cap for eve
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 import mha_viz
 from mha_viz import needs
 from mha_viz.budget import capture_budget
 from mha_viz.metrics.indexer_picks import (
+    LayerPicks,
+    Picks,
     SparseSelection,
     has_sparse_layers,
     longest_fitting,
     need_bytes,
+    sparse_picks,
     sparse_selection,
 )
 from mha_viz.ui.kit import keys, resources
@@ -72,10 +74,21 @@ def sparse_picks_section(cur) -> None:
         st.dataframe(table.round(4), hide_index=True, key=keys.SPARSE_HEADS)
 
 
-def layer_picks(cur, layer: int) -> np.ndarray | None:
-    """The picks (n, n) bool of the run's layer `layer` (its row in the run) for the text on screen, or None: a model
-    without indexed layers, a layer that is not one, or picks past the capture budget (Model facts says the length
-    that fits)."""
-    found = _selected(cur, say=False)
-    number = cur.run.layer_ids[layer]
-    return None if found is None or number not in found.layers else found.picked[found.layers.index(number)]
+@st.cache_resource(show_spinner="Reading the indexer's picks…", max_entries=8)
+def _picks(key: AnalysisKey, _model) -> Picks:
+    """key: the text's (its cap). One forward that keeps the picks alone (n × k a layer: any length the run has);
+    holds one of the server's analysis slots (call through `one_at_a_time`)."""
+    with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
+            mha_viz.text.session_cap(key.cap):
+        return sparse_picks(_model, key.text, max_tokens=key.cap)
+
+
+def layer_picks(cur, layer: int) -> LayerPicks | None:
+    """The picks of the run's layer `layer` (its row in the run) for the text on screen (`LayerPicks.rows`,
+    `.column`), or None: a model without indexed layers, or a layer that is not one."""
+    model = cur.model
+    if model is None or not has_sparse_layers(model) or cur.run.hidden is not None:
+        return None
+    text_key = cur.key.with_text(cur.key.text)
+    found = resources.one_at_a_time(lambda: _picks(text_key, model))
+    return found.layer(cur.run.layer_ids[layer]) if found.n == cur.run.n else None

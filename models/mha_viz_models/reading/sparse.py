@@ -68,13 +68,43 @@ def read(hf_model: nn.Module, modules: list[nn.Module], input_ids: torch.Tensor,
         handles.append(module.register_forward_hook(after, with_kwargs=True))
         if module.indexer is not None:
             handles.append(module.indexer.register_forward_hook(picks))
+    _forward(hf_model, input_ids, handles)
+    return found
+
+
+def picks(hf_model: nn.Module, modules: list[nn.Module], input_ids: torch.Tensor) -> dict[int, torch.Tensor]:
+    """{position of the layer in `modules`: its picks (n, k) int32, each query's picked keys (−1: none)} for every
+    indexed layer, from one forward of `hf_model` on `input_ids` (1, n) that keeps nothing else (no probabilities
+    returned: one layer's are held at a time, as the model computes them). A shared layer's are the picks it was
+    handed. The caller holds the model's lock."""
+    found: dict[int, torch.Tensor] = {}
+    handles = []
+    for layer, module in enumerate(modules):
+        if not indexed(module):
+            continue
+
+        def handed(mod, args, kwargs, layer=layer):
+            if mod.indexer is None and kwargs.get("prev_topk_indices") is not None:
+                found[layer] = kwargs["prev_topk_indices"][0].to(torch.int32).cpu()
+
+        def kept(mod, args, out, layer=layer):
+            found[layer] = out[0].to(torch.int32).cpu()
+
+        handles.append(module.register_forward_pre_hook(handed, with_kwargs=True))
+        if module.indexer is not None:
+            handles.append(module.indexer.register_forward_hook(kept))
+    _forward(hf_model, input_ids, handles)
+    return dict(sorted(found.items()))
+
+
+def _forward(hf_model: nn.Module, input_ids: torch.Tensor, handles: list) -> None:
+    """One forward of `input_ids` with the hooks `handles` in place, removed after it whatever happens."""
     try:
         with torch.inference_mode():
             hf_model(input_ids=input_ids, use_cache=False)
     finally:
         for h in handles:
             h.remove()
-    return found
 
 
 def _dense_call(module: nn.Module, call: dict, n: int) -> torch.Tensor:

@@ -108,7 +108,7 @@ def _picks(cur, index: int, direction: str) -> dict:
     for layer in range(cur.run.num_layers):
         picked = sparse_picks.layer_picks(cur, layer)
         if picked is not None:
-            found[layer] = picked[index] if direction == focus.TO else picked[:, index]
+            found[layer] = picked.rows(index, index + 1)[0] if direction == focus.TO else picked.column(index)
     return found
 
 

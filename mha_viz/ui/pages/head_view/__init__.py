@@ -145,8 +145,9 @@ def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int
     fig = view_helpers.head_heatmap(cur, layer, head, rescale, window, clickable=True)
     picked = sparse_picks.layer_picks(cur, layer) if shown <= detail.FULL_DETAIL_TOKENS else None
     if picked is not None:  # a sparse layer: its indexer's picks marked on every cell drawn
+        block = picked.rows(start, start + shown)[:, start:start + shown]
         fig = charts.cached("head_picks", (cur.key, layer, head, rescale, window),
-                            lambda: sparse_figures.with_picks(fig, picked[start:start + shown, start:start + shown]))
+                            lambda: sparse_figures.with_picks(fig, block))
         st.caption(sparse_figures.CAPTION)
     told = cur.chat.aligned(cur.run) if cur.chat is not None else None
     if told is not None:  # a chat: each token's role along both axes

@@ -119,7 +119,7 @@ def _page(cur) -> None:
               and not seq2seq_views.is_cross(run) else None)
     if picked is not None:  # a sparse layer: the keys the focused query's indexer kept
         fig = charts.cached("lines_picks", (cur.key, layer, tuple(heads), threshold, focus, window, told is not None),
-                            lambda f=fig: sparse_figures.with_line_picks(f, picked[focus[1]]))
+                            lambda f=fig: sparse_figures.with_line_picks(f, picked.rows(focus[1], focus[1] + 1)[0]))
         st.caption(sparse_figures.LINES_CAPTION)
     drawn = line_figures.drawn_lines(fig)
     if drawn == 0:
