@@ -161,8 +161,8 @@ def swapped_forward(model: LoadedModel, batch: torch.Tensor, layer: int, swap, c
                                         **extra).logits
         except torch.OutOfMemoryError:
             raise
-        except RuntimeError:
-            if copies == 1:
+        except (RuntimeError, IndexError):  # IndexError: a block that reads its mask per sequence (Qwen4-Exp's
+            if copies == 1:                  # indexer), handed one sequence's for several copies
                 raise
             logits = None  # run whole, below, without the hooks of this try
         finally:

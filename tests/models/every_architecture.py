@@ -252,6 +252,7 @@ class Found:
     missed: list[int] = dataclasses.field(default_factory=list)  # layers with probabilities not captured
     message: str | None = None
     error: BaseException | None = None
+    model: object = None  # the loaded model, for the features run on it
 
 
 def plain(text: str, folder: str) -> str:
@@ -329,7 +330,7 @@ def survey(model_type: str, folder: str) -> Found:
         stand_in = f"no: {plain(model.stand_in, folder)}"
     else:
         stand_in = "no: its heads' outputs are not read"
-    return Found((model_type, "yes", capture, heads, stand_in), gap=gap, missed=missed)
+    return Found((model_type, "yes", capture, heads, stand_in), gap=gap, missed=missed, model=model)
 
 
 def _numbers(numbers) -> str:

@@ -1,7 +1,8 @@
 """Every text architecture of the installed transformers with a causal-LM or masked-LM class
 (`tests/models/every_architecture.py`), built as a tiny random-init model and loaded as a user's folder: what mha-viz
 finds is the row of docs/using.md's table for it (so the table cannot go stale), a loaded model's capture equals its
-own eager forward within 1e-5 on every layer that gives probabilities, and a refusal says why in plain words. A type
+own eager forward within 1e-5 on every layer that gives probabilities, every per-head feature that reads the heads'
+outputs runs with its property or says why not (`head_features`), and a refusal says why in plain words. A type
 that fails through a bug of the loader (`every_architecture.BUGS`: a raw exception out of `load_model`, layers with
 probabilities left out of the capture) is expected to fail, strictly: fixed, it fails until its entry goes."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests.models import every_architecture as ea
+from tests.models import head_features
 
 pytestmark = pytest.mark.model
 
@@ -46,3 +48,4 @@ def test_what_mha_viz_finds_is_the_documented_row(model_type, tmp_path):
     if found.missed:
         raise ea.LayersNotCaptured(f"{model_type}: layers {found.missed} give probabilities the capture leaves out")
     assert found.gap <= ea.TOLERANCE, f"{model_type}: the capture is {found.gap:.2g} from the model's own forward"
+    head_features.features(found.model, ea.TEXT)  # the analysis, and every per-head feature or its stated reason

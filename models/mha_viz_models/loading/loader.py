@@ -251,6 +251,15 @@ def load(
         raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but could not run on a test input of "
                              f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. "
                              f"{SUPPORTED}.") from exc
+    why = verify.not_probabilities(eager or [], ids.shape[1])
+    if why is not None:  # Longformer's window, Reformer's chunks, SqueezeBERT's and YOSO's weights
+        raise ModelLoadError(f"'{spec}' ({config.model_type}) {why}: mha-viz reads softmax attention over the tokens. "
+                             f"{SUPPORTED}.")
+    heads = eager[0].shape[1] if eager else loaded.num_heads
+    if heads != loaded.num_heads:  # ConvBERT's config counts its convolution heads, JetMoE's its experts' heads
+        loaded = dataclasses.replace(loaded, num_heads=heads, num_kv_heads=heads, attention_modules=[], unread=(
+            f"it returns {heads} heads' probabilities a layer where its config says {num_heads} (some of its "
+            "heads are not attention, or are mixed from several), so no head's output is read apart"))
     # the model's own attention too (its calls before ours took their place): ours may stay finite where it is not
     seen = [*(eager or ()), *(c.probs for c in reference or () if isinstance(c, verify.Call))]
     if want in HALF and eager is not None and not all(bool(torch.isfinite(a).all()) for a in seen):

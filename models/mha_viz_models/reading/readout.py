@@ -172,7 +172,8 @@ def _fits(norm: nn.Module, r: torch.Tensor, out: torch.Tensor):
     except ValueError:
         return
     resident = resident_copy(norm)  # offloaded by accelerate: its weights, loaded once
-    weight = resident.weight.detach().float().cpu()
+    own = getattr(resident, "weight", None)  # NanoChat's RMSNorm has none: a scale of 1
+    weight = own.detach().float().cpu() if own is not None else torch.ones(r.shape[-1])
     tol = rebuild_tolerance(out.dtype)
     r32 = r.float().cpu()
     for kind, scale in ((LAYER, weight), (RMS, weight), (RMS_PLUS_ONE, 1 + weight)):
