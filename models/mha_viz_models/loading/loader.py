@@ -251,7 +251,8 @@ def load(
         raise ModelLoadError(f"'{spec}' ({config.model_type}) loaded but could not run on a test input of "
                              f"{verify.PROBE_TOKENS} tokens with attention probabilities returned. "
                              f"{SUPPORTED}.") from exc
-    why = verify.not_probabilities(eager or [], ids.shape[1])
+    sinks = any(name.endswith("sinks") for name, _ in model.named_parameters())  # GPT-OSS's, DeepSeek-V4's
+    why = None if local_attention else verify.not_probabilities(eager or [], ids.shape[1], want, sinks=sinks)
     if why is not None:  # Longformer's window, Reformer's chunks, SqueezeBERT's and YOSO's weights
         raise ModelLoadError(f"'{spec}' ({config.model_type}) {why}: mha-viz reads softmax attention over the tokens. "
                              f"{SUPPORTED}.")

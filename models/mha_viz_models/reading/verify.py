@@ -107,23 +107,30 @@ def eager_attentions(model, ids: torch.Tensor) -> list[torch.Tensor]:
     return [a.detach().float() for a in (out.attentions or ())]
 
 
-ROWS_PAST_ONE = 1e-3  # a row of probabilities sums to at most 1, up to rounding (a sink's share leaves it below)
+# a row of probabilities sums to at most 1, up to rounding (a sink's share leaves it below): float32's, and a half
+# precision's (each probability rounded to 8 bits: a row's sum moves by up to 2⁻⁸ ≈ 0.004)
+ROWS_PAST_ONE = {torch.float32: 1e-3, torch.bfloat16: 0.02, torch.float16: 0.02}
 
 
-def not_probabilities(attentions: list[torch.Tensor], n: int) -> str | None:
+def not_probabilities(attentions: list[torch.Tensor], n: int, dtype: torch.dtype = torch.float32, *,
+                      sinks: bool = False) -> str | None:
     """Why the probe's attention, per layer (1, H, n, ≥ n: a compressed layer's entries after its tokens), is not
     softmax probabilities over its n tokens, in plain words; None where it is. What a layer returns otherwise (a
-    window's weights, chunks, scores) cannot be drawn as rows over the tokens."""
+    window's weights, chunks, scores) cannot be drawn as rows over the tokens. `dtype`: what the model computed in
+    (its rounding); `sinks`: the model has learned sink logits (GPT-OSS), which may take a whole row in a half
+    precision."""
+    slack = ROWS_PAST_ONE.get(dtype, 0.02)
     for layer, a in enumerate(attentions):
         if a.dim() != 4 or a.shape[-2] != n or a.shape[-1] < n:
             return (f"returns its attention as an array of shape {tuple(a.shape)} for {n} tokens (in chunks, over a "
                     "window or without heads), not one row a query over the tokens")
         sums = a.float().sum(-1)
-        if bool((a < -ROWS_PAST_ONE).any()) or bool((sums > 1 + ROWS_PAST_ONE).any()):
+        if bool((a < -slack).any()) or bool((sums > 1 + slack).any()):
             return (f"returns attention weights that are not probabilities (in layer {layer}, rows from "
                     f"{float(sums.min()):.2g} to {float(sums.max()):.2g}, or weights below 0)")
-        if bool((sums <= 0).any()):
-            return (f"returns rows that give no token any weight (in layer {layer}, {int((sums <= 0).sum())} of "
+        empty = sums <= 0  # a query that gives no token any weight (CPM-Ant masks weights after its softmax)
+        if bool(empty.all()) or (bool(empty.any()) and not sinks):
+            return (f"returns rows that give no token any weight (in layer {layer}, {int(empty.sum())} of "
                     f"{sums.numel()} rows: every weight 0)")
     return None
 
