@@ -34,6 +34,8 @@ def test_every_page_opens_and_the_entries_show(tmp_path):
     at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
     assert not at.exception and not at.error
     assert memory_figures.CAPTION in [c.value for c in at.caption]
+    assert any("less what the head's learned sink and the compressed memory entries took" in c.value
+               for c in at.caption)  # not "each row sums to 1"
     at.sidebar.checkbox(key=keys.HIDE_FIRST).check().run()  # the rows renormalised over the kept tokens
     assert not at.exception and not at.error
     assert memory_figures.CAPTION not in [c.value for c in at.caption]

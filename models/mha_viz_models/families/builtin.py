@@ -247,10 +247,6 @@ MLA = ("multi-head latent attention (MLA: each head's keys and values expanded f
        "with a rotary key part shared by every head)")
 
 
-def _refused(module: nn.Module, _config, _causal) -> Adapter:
-    raise UnsupportedArchitecture(f"Our MHA cannot compute {type(module).__name__}.")
-
-
 def _kv_heads(config) -> int:
     return getattr(config, "num_key_value_heads", None) or config.num_attention_heads
 

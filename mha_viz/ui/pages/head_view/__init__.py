@@ -10,6 +10,7 @@ from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
 from mha_viz.ui.kit import (
+    analysis,
     boxes,
     charts,
     focus_pair,
@@ -54,7 +55,7 @@ def head_view_page() -> None:
     memory_view.head_entries(cur, layer, head, rescale, _rows_shown(run))
     focus_pair.find_heads_button(run)
     view_helpers.examples_link(cur, layer, head)
-    st.caption("Row i: how query token i spreads its attention over the keys (each row sums to 1)."
+    st.caption("Row i: how query token i spreads its attention over the keys (" + _row_sum(cur) + ")."
                + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
     strongest = boxes.lazy_box(st, "Strongest key for each query", head_view_keys.STRONGEST_OPEN,
                                head_view_keys.STRONGEST_WAS_OPEN)
@@ -66,6 +67,16 @@ def head_view_page() -> None:
     notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
                            second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
     other_layers.other_layers_head(cur)
+
+
+def _row_sum(cur) -> str:
+    """What a row sums to: 1, or 1 less what the head's learned sink (and its compressed memory) took."""
+    run = cur.full_run or cur.run
+    if cur.run.hidden is not None or cur.run.lens or analysis.learned_sink_share(
+            cur.key._replace(hidden=(), lens=""), run) is None:
+        return "each row sums to 1"
+    return ("each row sums to 1 less what the head's learned sink" + (" and the compressed memory entries"
+            if memory_view.held(cur) else "") + " took")
 
 
 def _rows_shown(run) -> tuple[int, int]:
