@@ -41,6 +41,7 @@ from mha_viz.progress import Progress
 from mha_viz.text.loss_inputs import NEXT_TOKEN, loss_kind
 from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
+from mha_viz_models.attention.memory import memory_layouts
 from mha_viz_models.families.architectures import kv_heads_by_layer
 from mha_viz_models.reading.readout import keeps_last_logits
 
@@ -104,6 +105,11 @@ def check_decoder(model: LoadedModel) -> None:
     if not model.is_causal or loss_kind(model) != NEXT_TOKEN:
         raise GenerationError(f"{model.name} cannot write text: generation needs a decoder with a "
                               "language-model head; try smollm2 (or toy-induction).")
+    if memory_layouts(getattr(model.hf_model, "config", None)):  # a step's keys: its window's cache and entries
+        raise GenerationError(f"{model.name} has compressed memory layers (DeepSeek-V4): step by step, each new "
+                              "token's row runs over its sliding window's cache and the memory entries, which "
+                              "mha-viz does not place on the text yet. Its attention on a whole text is shown on "
+                              "every other page.")
 
 
 def goes_long(model: LoadedModel, size: int) -> bool:

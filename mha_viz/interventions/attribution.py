@@ -78,7 +78,8 @@ def label(normalise: bool) -> str:
 def as_contributions(run: AttentionRun) -> AttentionRun:
     """`run` with its attentions replaced by the row-normalised contributions (`value_weighted`),
     its `lens` saying so: what every view draws under *Show attention as: contributions*."""
-    return dataclasses.replace(run, attentions=value_weighted(run, normalise=True), lens=label(True))
+    return dataclasses.replace(run, attentions=value_weighted(run, normalise=True), lens=label(True),
+                               memory=None)  # rows of contributions: a compressed layer's entries are not among them
 
 
 def lens_divergence(weights: AttentionRun, contributions: AttentionRun) -> np.ndarray:

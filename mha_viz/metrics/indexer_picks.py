@@ -101,8 +101,9 @@ def sparse_selection(model: LoadedModel, text: str, *, max_tokens: int | None = 
 @dataclass(frozen=True)
 class Picks:
     """The keys each query's indexer picked, in every indexed layer of one text, kept as indices (n × k a layer,
-    not n × n: what a long run keeps). layers: their numbers (as `LoadedModel.layer_ids`); keys (S, n, k) int32,
-    each query's picks (−1: none); a decoder's query sees no key after itself, which its picks never count."""
+    not n × n: what a long run keeps). layers: their numbers (as `LoadedModel.layer_ids`); keys (S, n, k) int16
+    (int32 past 32,767 tokens), each query's picks (−1: none); a decoder's query sees no key after itself, which its
+    picks never count."""
     tokens: list[str]
     layers: tuple[int, ...]
     keys: np.ndarray
@@ -148,9 +149,25 @@ def sparse_picks(model: LoadedModel, text: str, *, max_tokens: int | None = None
     `sparse_selection` does for a model without indexed layers."""
     _require_sparse(model)
     toks = tokenize(model, text, max_tokens)
+    need = picks_bytes(model, toks.n)
+    if not capture_budget.fits(need):
+        capture_budget.check(need, f"Keeping the indexer's picks of '{model.name}' on {toks.n} tokens",
+                             "use a shorter text, or raise the limit.")
     with model.lock:
         found = sparse.picks(model.hf_model, [m for m, _ in model.attention_modules],
                              torch.tensor([toks.ids], device=model.device))
     ids = model.layer_ids
     return Picks(tokens=toks.display, layers=tuple(ids[at] for at in found),
-                 keys=np.stack([p.numpy() for p in found.values()]).astype(np.int32))
+                 keys=np.stack([p.numpy() for p in found.values()]).astype(_index_type(toks.n)))
+
+
+def _index_type(n: int):
+    """The narrowest integer that holds positions 0 … n − 1 and −1."""
+    return np.int16 if n <= np.iinfo(np.int16).max else np.int32
+
+
+def picks_bytes(model: LoadedModel, n: int) -> int:
+    """What `sparse_picks` keeps over n tokens: each indexed layer's picks, n × min(index_topk, n) positions."""
+    layers = [m for m, _ in model.attention_modules if sparse.indexed(m)]
+    k = min(n, max((getattr(m.indexer, "index_topk", n) for m in layers if m.indexer is not None), default=n))
+    return len(layers) * n * k * np.dtype(_index_type(n)).itemsize

@@ -336,7 +336,6 @@ def without_special(run: AttentionRun) -> AttentionRun | None:
     ids = np.empty(len(kept), dtype=int)
     for word, group in enumerate(detail.word_groups([run.word_ids[i] for i in kept])):
         ids[group] = word
-
     def pick(values):
         return [values[i] for i in kept] if len(values) == run.n else list(values)
     return AttentionRun(
@@ -344,7 +343,8 @@ def without_special(run: AttentionRun) -> AttentionRun | None:
         is_causal=run.is_causal, num_kv_heads=run.num_kv_heads, model_name=run.model_name,
         token_ids=pick(run.token_ids), raw_tokens=pick(run.raw_tokens), special_mask=pick(run.special_mask),
         word_ids=ids.tolist(), text=run.text, num_input_tokens=max(run.num_input_tokens - int(mask.sum()), len(kept)),
-        layer_ids=run.layer_ids, model_layers=run.model_layers, precision=run.precision, lens=run.lens)
+        layer_ids=run.layer_ids, model_layers=run.model_layers, precision=run.precision, lens=run.lens,
+        layer_kv_heads=run.layer_kv_heads)
 
 
 def numeric_columns(table: pd.DataFrame) -> list[str]:

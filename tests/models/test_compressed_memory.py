@@ -90,6 +90,7 @@ def test_each_rows_split_with_sinks_planted_to_take_all_and_nothing(model):
         run = mha_viz.analyze(model, TEXT)
         for layer in range(run.num_layers):
             parts = memory_columns.shares(run, layer)
+            assert (parts[0] + parts[1] <= 1 + 1e-5).all()  # tokens and entries leave the sink what they lack
             np.testing.assert_allclose(parts.sum(0), 1.0, atol=1e-5)
         tokens, memory, sink = memory_columns.shares(run, 1)
         assert sink[0].min() > 0.99 and sink[1].max() < 1e-5
@@ -121,3 +122,12 @@ def test_a_long_run_keeps_the_token_rows_and_counts_the_entries_with_the_sink(mo
         for head in range(run.num_heads):
             np.testing.assert_allclose(scan.rows(layer, head, 0, run.n), run.rows(layer, head), atol=1e-5)
             np.testing.assert_allclose(scan.sink_share(layer, head), memory[head] + sink[head], atol=1e-4)
+
+
+def test_generation_is_refused_saying_why(model):
+    """Step by step, a new token's row runs over its sliding window's cache and the entries made so far, which the
+    generation's rows do not place on the text: refused in words (it raised a broadcast error)."""
+    from mha_viz.capture.generation import GenerationError
+
+    with pytest.raises(GenerationError, match="compressed memory layers"):
+        mha_viz.generate(model, TEXT, max_new_tokens=2)

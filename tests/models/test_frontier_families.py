@@ -182,6 +182,8 @@ def test_gemma4_whose_global_layer_shares_fewer_key_value_heads(tmp_path):
     assert model.facts()["key/value heads per layer"] == "2 in layers 0, 1, 2; 1 in layers 3 (grouped-query)"
     run.save(tmp_path / "run.npz")
     assert mha_viz.AttentionRun.load(tmp_path / "run.npz").layer_kv_heads == {0: 2, 1: 2, 2: 2, 3: 1}
+    long = mha_viz.analyze(model, TEXT, dense=False)  # a long run: its scan's rows
+    assert not long.is_dense and [long.kv_heads(layer) for layer in range(4)] == [2, 2, 2, 1]
 
 
 def test_gemma4_with_one_head_size_loads_and_equals_hugging_face(tmp_path):

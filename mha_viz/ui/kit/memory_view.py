@@ -19,8 +19,21 @@ NOT_HELD = ("This layer spreads each row over compressed memory entries too; wit
 
 
 def held(cur) -> bool:
-    """Whether the run on screen holds compressed memory entries for its tokens."""
-    return memory_columns.has_memory(cur.run)
+    """Whether the run before hiding tokens holds compressed memory entries for its tokens (not a long run's, nor
+    one read from a file)."""
+    return memory_columns.has_memory(cur.full_run or cur.run)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _split(key, _run):
+    """`metrics.memory_split` of the run before hiding and the lens (key: that run's), once per analysis: it sums
+    every layer's rows."""
+    return metrics.memory_split(_run)
+
+
+def split_of(cur):
+    """Every head's split of the run on screen before hiding tokens (cached)."""
+    return _split(cur.key._replace(hidden=(), lens=""), cur.full_run or cur.run)
 
 
 def merged_with_sink(cur, run) -> bool:
@@ -37,7 +50,7 @@ def head_entries(cur, layer: int, head: int, rescale: bool, rows: tuple[int, int
     for a run whose entries were let go (hidden tokens), why they are not shown."""
     run = cur.run
     full = cur.full_run
-    if not held(cur):
+    if not memory_columns.has_memory(run):
         if full is not None and memory_columns.of(full, layer) is not None:
             st.info(NOT_HELD, icon=":material/info:")
         return
@@ -64,7 +77,7 @@ def memory_grid(cur) -> None:
     run = cur.full_run or cur.run
     if not memory_columns.has_memory(run):
         return
-    table = metrics.memory_split(run)
+    table = split_of(cur)
     grid = table["memory"].to_numpy().reshape(run.num_layers, run.num_heads)
     st.subheader("Compressed memory")
     charts.show(metric_figures.metric_grid(grid, title="Attention given to compressed memory entries, every head",
@@ -80,7 +93,7 @@ def memory_table(cur) -> None:
     if not memory_columns.has_memory(run):
         return
     st.subheader("Compressed memory: where each row goes")
-    table = metrics.memory_split(run)
+    table = split_of(cur)
     by_layer = table.groupby(["layer", "kind", "entries"])[["tokens", "memory", "sink"]].mean().reset_index()
     st.dataframe(by_layer.round(4), hide_index=True, key=keys.MEMORY_LAYERS)
     st.caption("Each row of a query's attention is split among the text's tokens, the layer's compressed memory "

@@ -56,8 +56,9 @@ def memory_status(model) -> None:
     if not layouts:
         return
     st.caption(f"{plain(model.name)}'s compressed layers ({', '.join(map(str, layouts))}) spread each row over the "
-               "tokens, compressed memory entries and a learned sink: the rows here are over the tokens. The Head "
-               "view draws a layer's entries, the Model view and Model facts each head's share on them.")
+               "tokens, compressed memory entries and a learned sink: the rows here are over the tokens. With every "
+               "token shown, the Head view draws a layer's entries, the Model view and Model facts each head's share "
+               "on them.")
 
 
 def lens_status(cur) -> None:

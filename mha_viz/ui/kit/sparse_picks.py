@@ -17,6 +17,7 @@ from mha_viz.metrics.indexer_picks import (
     has_sparse_layers,
     longest_fitting,
     need_bytes,
+    picks_bytes,
     sparse_picks,
     sparse_selection,
 )
@@ -74,7 +75,7 @@ def sparse_picks_section(cur) -> None:
         st.dataframe(table.round(4), hide_index=True, key=keys.SPARSE_HEADS)
 
 
-@st.cache_resource(show_spinner="Reading the indexer's picks…", max_entries=8)
+@st.cache_resource(show_spinner="Reading the indexer's picks…", max_entries=4)
 def _picks(key: AnalysisKey, _model) -> Picks:
     """key: the text's (its cap). One forward that keeps the picks alone (n × k a layer: any length the run has);
     holds one of the server's analysis slots (call through `one_at_a_time`)."""
@@ -85,9 +86,12 @@ def _picks(key: AnalysisKey, _model) -> Picks:
 
 def layer_picks(cur, layer: int) -> LayerPicks | None:
     """The picks of the run's layer `layer` (its row in the run) for the text on screen (`LayerPicks.rows`,
-    `.column`), or None: a model without indexed layers, or a layer that is not one."""
+    `.column`), or None: a model without indexed layers, a layer that is not one, tokens hidden, or picks past the
+    capture budget."""
     model = cur.model
     if model is None or not has_sparse_layers(model) or cur.run.hidden is not None:
+        return None
+    if not capture_budget.fits(picks_bytes(model, cur.run.n)):  # past the capture budget: no marks
         return None
     text_key = cur.key.with_text(cur.key.text)
     found = resources.one_at_a_time(lambda: _picks(text_key, model))

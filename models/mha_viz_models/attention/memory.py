@@ -71,11 +71,13 @@ def split(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     return probs[..., :n], probs[..., n:]
 
 
-def split_layers(attentions) -> tuple[tuple, tuple | None]:
-    """Every layer's probabilities split (`split`): (the rows over the tokens, the rows over the entries: each None
-    for a layer without; None where no layer has any)."""
+def split_layers(attentions, model) -> tuple[tuple, tuple | None]:
+    """Every layer's probabilities split (`split`) where `model` (a Hugging Face model) has compressed memory layers:
+    (the rows over the tokens, the rows over the entries: each None for a layer without; None where no layer has
+    any). Another model's are left as they are (rows wider than its tokens are refused at load)."""
     attentions = tuple(attentions)
-    if not any(a is not None and a.shape[-1] > a.shape[-2] for a in attentions):
+    if not memory_layouts(getattr(model, "config", None)) or not any(
+            a is not None and a.shape[-1] > a.shape[-2] for a in attentions):
         return attentions, None
     parts = [(None, None) if a is None else split(a) for a in attentions]
     return tuple(t for t, _ in parts), tuple(m for _, m in parts)

@@ -199,7 +199,7 @@ class LoadedModel:
         attentions = tuple(probs) if self.local_attention else tuple(
             softmax_attentions(out.attentions, self.layer_numbers, self.total_layers))
         # DeepSeek-V4's compressed layers: rows over the tokens, then over the memory entries
-        attentions, memory = (attentions, None) if self.local_attention else split_layers(attentions)
+        attentions, memory = (attentions, None) if self.local_attention else split_layers(attentions, self.hf_model)
         if len(attentions) != self.num_layers or any(a is None for a in attentions):
             raise ModelLoadError(
                 f"'{self.name}' ({self.model_type}) did not return the attention probabilities of its "

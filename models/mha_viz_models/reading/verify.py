@@ -114,14 +114,14 @@ ROWS_PAST_ONE = {torch.float32: 1e-3, torch.bfloat16: 0.02, torch.float16: 0.02}
 
 def not_probabilities(attentions: list[torch.Tensor], n: int, dtype: torch.dtype = torch.float32, *,
                       sinks: bool = False) -> str | None:
-    """Why the probe's attention, per layer (1, H, n, ≥ n: a compressed layer's entries after its tokens), is not
+    """Why the probe's attention, per layer (1, H, n, n: a compressed layer's entries split off), is not
     softmax probabilities over its n tokens, in plain words; None where it is. What a layer returns otherwise (a
     window's weights, chunks, scores) cannot be drawn as rows over the tokens. `dtype`: what the model computed in
     (its rounding); `sinks`: the model has learned sink logits (GPT-OSS), which may take a whole row in a half
     precision."""
     slack = ROWS_PAST_ONE.get(dtype, 0.02)
     for layer, a in enumerate(attentions):
-        if a.dim() != 4 or a.shape[-2] != n or a.shape[-1] < n:
+        if a.dim() != 4 or a.shape[-2] != n or a.shape[-1] != n:
             return (f"returns its attention as an array of shape {tuple(a.shape)} for {n} tokens (in chunks, over a "
                     "window or without heads), not one row a query over the tokens")
         sums = a.float().sum(-1)

@@ -103,7 +103,7 @@ def focus_page() -> None:
 
 def _picks(cur, index: int, direction: str) -> dict:
     """{layer row: bool (n,)}: in each indexed layer, the keys the token `index` kept (TO) or the queries that kept
-    it (BY); {} for a model without sparse layers (or picks past the capture budget: Model facts says why)."""
+    it (BY); {} for a model without sparse layers, with tokens hidden, or with picks past the capture budget."""
     found = {}
     for layer in range(cur.run.num_layers):
         picked = sparse_picks.layer_picks(cur, layer)

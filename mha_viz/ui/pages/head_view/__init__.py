@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.capture import memory_columns
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
@@ -55,7 +56,7 @@ def head_view_page() -> None:
     memory_view.head_entries(cur, layer, head, rescale, _rows_shown(run))
     focus_pair.find_heads_button(run)
     view_helpers.examples_link(cur, layer, head)
-    st.caption("Row i: how query token i spreads its attention over the keys (" + _row_sum(cur) + ")."
+    st.caption("Row i: how query token i spreads its attention over the keys (" + _row_sum(cur, layer) + ")."
                + (" Causal model: a token sees only itself and earlier tokens." if run.is_causal else ""))
     strongest = boxes.lazy_box(st, "Strongest key for each query", head_view_keys.STRONGEST_OPEN,
                                head_view_keys.STRONGEST_WAS_OPEN)
@@ -69,14 +70,16 @@ def head_view_page() -> None:
     other_layers.other_layers_head(cur)
 
 
-def _row_sum(cur) -> str:
-    """What a row sums to: 1, or 1 less what the head's learned sink (and its compressed memory) took."""
+def _row_sum(cur, layer: int) -> str:
+    """What a row of layer `layer` sums to: 1, or 1 less what the head's learned sink (and its layer's compressed
+    memory) took."""
     run = cur.full_run or cur.run
     if cur.run.hidden is not None or cur.run.lens or analysis.learned_sink_share(
             cur.key._replace(hidden=(), lens=""), run) is None:
         return "each row sums to 1"
+    entries = memory_columns.of(run, layer) is not None or memory_view.merged_with_sink(cur, run)
     return ("each row sums to 1 less what the head's learned sink" + (" and the compressed memory entries"
-            if memory_view.held(cur) else "") + " took")
+            if entries else "") + " took")
 
 
 def _rows_shown(run) -> tuple[int, int]:

@@ -127,5 +127,5 @@ def _learned_sinks(cur) -> None:
     st.caption("This model's heads each have a learned sink logit: one more key in the softmax that is no token. "
                f"Each cell: the mean over queries of what {what} took, {missing}; the "
                f"heatmaps show the rest). Mean over heads {float(share.mean()):.3f}; highest {float(share.max()):.3f}."
-               + (" This long run keeps each row's tokens only, so the entries' share is counted with the sink's."
-                  if merged else ""))
+               + (" This run keeps each row's tokens only (a long run, or one read from a file), so the entries' "
+                  "share is counted with the sink's." if merged else ""))
