@@ -23,7 +23,6 @@ from mha_viz.capture.sinks import Hidden, drop_tokens
 from mha_viz.capture.transfer import HostCopier, to_host
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
-from mha_viz_models.attention.heads import padded_heads
 from mha_viz_models.families.architectures import kv_heads_by_layer
 from mha_viz_models.reading import values
 
@@ -338,8 +337,7 @@ def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None
     check.verify()
     outputs = None
     if cap.head_outputs is not None:
-        size = max(cap.head_outputs[layer].shape[-1] for layer in chosen)  # Gemma 4: its largest heads' d_v
-        outputs = to_host(padded_heads(cap.head_outputs[layer][0], size) for layer in chosen)  # (L, H, n, d_v)
+        outputs = to_host(cap.head_outputs[layer][0] for layer in chosen)  # (L, H, n, d_v): padded by the capture
     norms = None
     if values.can_read_values(model, cap):  # what each key writes through each head: one norm per key
         norms = to_host(values.value_norms(model, cap, layer)[0] for layer in chosen)  # (L, H, n)

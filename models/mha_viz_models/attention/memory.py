@@ -43,11 +43,6 @@ class MemoryLayout:
         start = np.maximum((w - 1 if self.overlap else w) * self.rate, 0)
         return np.stack([start, stop], axis=1).reshape(-1, 2)
 
-    def visible(self, n: int) -> np.ndarray:
-        """bool (n, C): which entries each query may see (its window closed at or before the query)."""
-        last = self.spans(n)[:, 1] - 1
-        return np.arange(n)[:, None] >= last[None, :]
-
     @property
     def name(self) -> str:
         """How the views name the layer's kind ("compressed sparse", "heavily compressed")."""
