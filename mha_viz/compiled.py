@@ -91,6 +91,13 @@ JIT = {"nogil": True, "fastmath": {"nsz", "arcp", "contract", "afn", "reassoc"},
 
 
 @numba.njit(inline="always", **JIT)
+def bits_float(b):
+    """The float32 whose bits are the int32 b: a maximum taken over a non-negative float32 array's bits (viewed as
+    int32, whose order is the floats' there) read back as a float."""
+    return _float(b)
+
+
+@numba.njit(inline="always", **JIT)
 def log32(x):
     """ln x for a positive normal float32, to about 1e-7 relative (float32 rounding; the series
     remainder is below 1e-9), branch-free so that loops calling it vectorise: x = f·2^e with

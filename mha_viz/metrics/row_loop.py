@@ -16,7 +16,7 @@ TEMPLATE = r'''# The loop written from a row table by `mha_viz.metrics.row_loop`
 import numba
 import numpy as np
 
-from mha_viz.compiled import JIT, log32
+from mha_viz.compiled import JIT, bits_float, log32
 
 ENT, NORM, NORM_ROWS, CONF, TOTAL = 0, 1, 2, 3, 4
 BEYOND_AT = @BEYOND_AT@
@@ -97,9 +97,10 @@ def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, skip, ids, seg, keep, 
     segmented = seg.size == n
     zero = np.float32(0.0)
     part = np.empty(s, np.float32)  # each cell's maximum over its own keys, cell_start[c] … cell_start[c + 1] − 1
-    lanes = np.empty(16, np.float32)
+    A_bits = A.view(np.int32)  # the probabilities' bits (`bits_float` reads one back)
     tw = np.empty(k_top, np.float32)
     tk = np.empty(k_top, np.int32)
+    looked = np.empty(s, np.bool_)  # the cells read for the kept keys (of this row)
 @WINDOWS@
     for h in range(h0, h1):
         beyond = sums[h, BEYOND_AT:]
@@ -130,41 +131,50 @@ def _rows(A, h0, h1, r0, r1, start, key_start, n, causal, skip, ids, seg, keep, 
                 sums[h, NORM_ROWS] += 1.0
             sums[h, TOTAL] += t
 @AFTER@
-            # each cell's maximum over its own keys (0 outside the block)
+            # each cell's maximum over its own keys (0 outside the block): over the floats' bits as integers, which
+            # order as the floats do where they are not negative, in a slice (an index the compiler knows is not
+            # negative): this loop vectorises, a float maximum does not (0.08 against 0.38 ns a key)
+            bits = A_bits[h, r]
             top = zero
             for cell in range(s):
                 lo = max(cell_start[cell], key_start) - key_start
                 hi = min(cell_start[cell + 1] - key_start, stop)
-                best = zero
+                most = np.int32(0)
                 if hi > lo:
-                    lanes[:] = zero
-                    whole = lo + (hi - lo) - (hi - lo) % 16
-                    for c0 in range(lo, whole, 16):
-                        for lane in range(16):
-                            a = row[c0 + lane]
-                            lanes[lane] = a if a > lanes[lane] else lanes[lane]
-                    for lane in range(16):
-                        best = lanes[lane] if lanes[lane] > best else best
-                    for c in range(whole, hi):
-                        best = row[c] if row[c] > best else best
+                    own = bits[lo:hi]
+                    for c in range(own.shape[0]):
+                        most = max(most, own[c])
+                best = bits_float(most)
                 part[cell] = best
                 top = best if best > top else top
             sums[h, CONF] += top
-            # the kept keys, heaviest first: only cells whose maximum could still enter them
+            # the kept keys, heaviest first (an earlier key first on a tie): the cells read in the order of their
+            # maximum (the earliest of equal ones first), until one could not enter the keys kept so far
             m = 0
-            for cell in range(s if k_top > 0 else 0):
-                if part[cell] < min_weight or (m == k_top and part[cell] <= tw[k_top - 1]):
-                    continue
-                lo = max(cell_start[cell], key_start) - key_start
-                hi = min(cell_start[cell + 1] - key_start, stop)
+            looked[:] = False
+            while k_top > 0:
+                pick = -1
+                for cell in range(s):
+                    if not looked[cell] and part[cell] >= min_weight and (pick < 0 or part[cell] > part[pick]):
+                        pick = cell
+                if pick < 0:
+                    break
+                looked[pick] = True
+                lo = max(cell_start[pick], key_start) - key_start
+                if m == k_top and (part[pick] < tw[k_top - 1] or (part[pick] == tw[k_top - 1]
+                                                                 and key_start + lo > tk[k_top - 1])):
+                    break
+                hi = min(cell_start[pick + 1] - key_start, stop)
                 for c in range(lo, hi):
                     a = row[c]
-                    if a >= min_weight and (m < k_top or a > tw[k_top - 1]):
+                    key = key_start + c
+                    if a >= min_weight and (m < k_top or a > tw[k_top - 1]
+                                            or (a == tw[k_top - 1] and key < tk[k_top - 1])):
                         p = m if m < k_top else k_top - 1
-                        while p > 0 and tw[p - 1] < a:
+                        while p > 0 and (tw[p - 1] < a or (tw[p - 1] == a and tk[p - 1] > key)):
                             tw[p], tk[p] = tw[p - 1], tk[p - 1]
                             p -= 1
-                        tw[p], tk[p] = a, key_start + c
+                        tw[p], tk[p] = a, key
                         m = m + 1 if m < k_top else m
             kept = zero
             for q in range(k_top):

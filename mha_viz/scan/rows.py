@@ -1,7 +1,7 @@
 """A long text's probabilities a block of query rows at a time, every head of a layer together, on
 the model's device, so that no head's n × n matrix is ever whole: recomputed by our MHA from each
 layer's queries and keys as the model runs (`lean_layers`, `recomputed_blocks`), or, for a family it cannot
-compute, taken from the model's own attention one layer at a time (`eager_layers`). `RowSource` gives
+compute, taken from the model's own attention one layer at a time (`scan.eager`). `RowSource` gives
 one head's exact rows on demand (`Scan.rows`), from the queries and keys spilled to a file (`QKSpill`).
 """
 
@@ -14,14 +14,12 @@ from typing import Callable, Iterator
 import numpy as np
 import torch
 
-from mha_viz.budget import capture_budget
 from mha_viz.capture.transfer import HostCopier, Staging
+from mha_viz.scan.eager import eager_layers
 from mha_viz.scan.spill import QKSpill
-from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.heads import kv_head
 from mha_viz_models.attention.visibility import visible_span
-from mha_viz_models.families.builtin import found_attention
 from mha_viz_models.reading.records import Capture, LayerInput
 
 # Bytes of one block's float32 probabilities (every head of a layer × its rows × their keys): on the
@@ -39,14 +37,6 @@ def rows_per_block(device, heads: int, n: int) -> int:
     """How many query rows a block holds on `device` for `heads` heads over n keys."""
     budget = CPU_BLOCK_BYTES if torch.device(device).type == "cpu" else GPU_BLOCK_BYTES
     return max(1, min(n, budget // (4 * heads * n)))
-
-
-def encoder_net(model: LoadedModel):
-    """What runs the text: an encoder–decoder's encoder (its self-attention is what a scan reads), else
-    the base model without its head (a decoder's logits alone would be n × vocabulary floats)."""
-    if model.is_encoder_decoder:
-        return model.hf_model.get_encoder()
-    return getattr(model.hf_model, "base_model", None) or model.hf_model
 
 
 Projected = tuple  # (our MHA of the layer, q (1, H, n, d_k), k (1, G, n, d_k)), RoPE and any norm after it applied
@@ -144,83 +134,6 @@ def recomputed_blocks(model: LoadedModel, proj: Projected, *, heads: list[int] |
         yield made.pop()  # this frame keeps no block while the caller holds it
 
 
-def attention_layers(model: LoadedModel) -> list:
-    """The modules whose outputs hold each attention layer's probabilities, in the order the layers run:
-    the model's attention layers, or an encoder–decoder's encoder self-attention (ours, or the innermost
-    modules named *Attention of its encoder)."""
-    if not model.is_encoder_decoder:
-        return [m for m, _ in model.attention_modules] or found_attention(model.hf_model)
-    ours = [a for a in model.adapters if getattr(a, "role", "") == "encoder"]
-    if ours:
-        return ours
-
-    def named(m) -> bool:
-        return type(m).__name__.endswith("Attention")
-    return [m for m in encoder_net(model).modules() if named(m) and not any(named(c) for c in m.children())]
-
-
-def _probabilities_in(out, n: int) -> int | None:
-    """Where an attention module's output tuple holds its probabilities (B, H, n, n): the last 4-D
-    tensor of that shape (Hugging Face's modules put them second, ours last), or of n rows over more keys (a
-    compressed layer's tokens, then its memory entries: DeepSeek-V4; the scan reads the tokens')."""
-    found = None
-    for i, item in enumerate(out if isinstance(out, tuple) else ()):
-        if isinstance(item, torch.Tensor) and item.dim() == 4 and item.shape[-2] == n and item.shape[-1] >= n:
-            found = i
-    return found
-
-
-def check_eager(model: LoadedModel, n: int) -> None:
-    """Refuse a scan through the model's own attention when one layer's probabilities would not fit the
-    capture budget, naming the length that does."""
-    need = model.attention_bytes(n, layers=1)
-    if not capture_budget.fits(need):
-        fits = int((capture_budget.capture_budget() / (4 * model.num_heads)) ** 0.5)
-        capture_budget.check(need, f"Our MHA cannot compute '{model.name}' ({model.stand_in or model.unread}), so "
-                                   f"a scan of {n} tokens takes its own attention one layer at a time, which",
-                             f"scan at most {fits} tokens of this model (max_tokens), or raise the limit.")
-
-
-def eager_layers(model: LoadedModel, token_ids: list[int], on_layer: Callable[[int, torch.Tensor], None],
-                 *, only: int | None = None) -> None:
-    """Run the model once with its own (eager) attention, calling `on_layer(layer, probabilities (H, n,
-    n))` inside each attention layer as it runs (or only layer `only`) and dropping the probabilities
-    from its output, so that no more than one layer's are ever held."""
-    modules = attention_layers(model)
-    if not modules:
-        raise InputError(f"A scan reads each attention layer as it runs; those of '{model.name}' cannot be "
-                         f"read: {model.unread}")
-    ids = torch.tensor([token_ids], device=model.device)
-    n = ids.shape[1]
-    order: dict[int, int] = {}
-    for i, m in enumerate(modules):  # a module shared by layers (ALBERT) is their first, then called in turn
-        order.setdefault(id(m), i)
-    calls: dict[int, int] = {}
-
-    def hook(module, _args, out):
-        at = _probabilities_in(out, n)
-        if at is None:
-            return None
-        layer = order[id(module)] + calls.get(id(module), 0)  # a module shared by layers (ALBERT): in turn
-        calls[id(module)] = calls.get(id(module), 0) + 1
-        if only is None or layer == only:
-            on_layer(layer, out[at][0, :, :, :n].float())
-        return out[:at] + (None,) + out[at + 1:]
-
-    with model.lock, torch.inference_mode():
-        hooks = [m.register_forward_hook(hook) for m in {id(m): m for m in modules}.values()]
-        try:  # output_attentions: a module that computes its probabilities only when asked (DeBERTa) hands
-            # them to the hook, which takes them out of what the model collects
-            net, mask = encoder_net(model), torch.ones_like(ids)
-            try:  # a decoder's cache would hold every layer's keys and values: none
-                net(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False)
-            except TypeError:  # an encoder, which takes no cache argument
-                net(input_ids=ids, attention_mask=mask, output_attentions=True)
-        finally:
-            for h in hooks:
-                h.remove()
-
-
 def split_rows(layer_probs: torch.Tensor, step: int) -> Iterator[Block]:
     """A whole layer's probabilities (H, n, n) as blocks of `step` rows (all keys)."""
     for first in range(0, layer_probs.shape[1], step):
@@ -248,26 +161,42 @@ def lean_layers(model: LoadedModel, token_ids: list[int],
                 *, outputs: bool = True, on_last: Callable[[torch.Tensor], None] | None = None) -> QKSpill:
     """Run the model once; as each attention layer's input arrives, project its queries and keys, spill them and
     hand `on_layer(layer, projected, values)` the layer to reduce, inside the forward (one layer's in memory at a
-    time). Where the model takes given outputs (`LoadedModel.takes_outputs`), `values` (1, G, n, d_v) are the
-    layer's and `on_layer` returns its attention output (1, H, n, d_v), which the layer uses instead of computing
-    its attention again; elsewhere (or with `outputs` False) `values` is None and the model runs its fused
-    attention. on_last: called with the base model's last hidden states (n, d) once the forward is over, before
-    they are let go. Returns the spill (`RowSource`)."""
+    time). Where the model takes given outputs (`LoadedModel.takes_outputs`), the queries, keys and values
+    (1, G, n, d_v) are those the layer's module computed, and `on_layer` returns its attention output
+    (1, H, n, d_v), which the layer uses instead of computing its attention again; elsewhere (or with `outputs`
+    False) `values` is None and the model runs its fused attention. on_last: called with the base model's last
+    hidden states (n, d) once the forward is over, before they are let go. Returns the spill (`RowSource`)."""
     spill = QKSpill(keep_bytes=device_room(model.device))
     gives = on_layer is not None and model.takes_outputs and outputs
 
-    def arrived(layer: int, inp: LayerInput) -> torch.Tensor | None:
-        mha, q, k, v, _padding = model.projections(layer_capture(layer, inp), layer)
+    def kept(layer: int, inp: LayerInput, mha, q, k, v) -> torch.Tensor | None:
         spill.put(layer, q, k, v, inp.hidden)
         if inp.position_embeddings is not None:
             spill.rotated.add(layer)
-        if on_layer is None:
-            return None
-        return on_layer(layer, (mha, q, k), v if gives else None)
+        return None if on_layer is None else on_layer(layer, (mha, q, k), v if gives else None)
+
+    def arrived(layer: int, inp: LayerInput):
+        if gives:  # made from the module's own queries, keys and values, when it computes them (`given.Maker`)
+            return partial(from_module, layer, inp)
+        mha, q, k, v, _padding = model.projections(layer_capture(layer, inp), layer)
+        return kept(layer, inp, mha, q, k, v)
+
+    def from_module(layer: int, inp: LayerInput, query, key, value, kwargs: dict) -> torch.Tensor | None:
+        """The layer's output from the queries, keys and values its module just computed (its projection, not a
+        second one of ours: 1.9 s of SmolLM2's 8,192 tokens on 2 cores), or ours where the module's are not what our
+        MHA would compute from (other shapes, or a scale of its own)."""
+        mha = model.layer_adapter(layer).mha
+        scale = kwargs.get("scaling")
+        shapes = (query.shape[1], query.shape[-1], key.shape[-1], value.shape[-1], key.shape[-2], value.shape[1])
+        if (shapes != (model.num_heads, mha.d_k, mha.d_k, mha.d_v, query.shape[-2], key.shape[1])
+                or model.num_heads % key.shape[1] or (scale is not None and abs(scale - mha.scale) > 1e-6 * mha.scale)):
+            _mha, query, key, value, _padding = model.projections(layer_capture(layer, inp), layer)
+        return kept(layer, inp, mha, query, key, value)
     done = model.capture(torch.tensor([token_ids]), lean=True, head_outputs=False, on_input=arrived,
                          gives_outputs=gives)
     if on_last is not None:
         on_last(done.hidden[0])
+    spill.written()  # a write that failed fails the run
     return spill
 
 

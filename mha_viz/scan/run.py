@@ -33,20 +33,12 @@ from mha_viz.metrics.row_kernels import BlockSums
 from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 from mha_viz.metrics.row_stats import RowStats
 from mha_viz.progress import Progress
+from mha_viz.scan.eager import check_eager, eager_layers
 from mha_viz.scan.kept import Thumbnails, TopKeys
 from mha_viz.scan.kernel_layer import kernel_by_default, kernel_layer, kernel_runs
 from mha_viz.scan.own_later import LaterOwn, own_of
 from mha_viz.scan.result import Scan
-from mha_viz.scan.rows import (
-    Block,
-    RowSource,
-    block_jobs,
-    check_eager,
-    eager_layers,
-    lean_layers,
-    rows_per_block,
-    split_rows,
-)
+from mha_viz.scan.rows import Block, RowSource, block_jobs, lean_layers, rows_per_block, split_rows
 from mha_viz.scan.torch_threads import on_one_torch_thread, one_torch_thread_each
 from mha_viz.text.tokenize import InputError, Tokens, tokenize
 from mha_viz_models import LoadedModel

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
@@ -13,6 +14,10 @@ from mha_viz_models.attention.heads import kv_head
 
 Place = tuple[int, torch.dtype, tuple[int, ...]]  # (offset in the file, dtype, shape)
 PARTS = ("q", "k", "v", "x")  # queries, keys (RoPE applied), values, the layer's input
+# Writes the spills' files while the scan computes the layer's blocks (the page cache's copy of SmolLM2's 50 MB a layer
+# at 8,192 tokens took 1.8 s of 52 with both cores but one idle); one thread for every spill of the process.
+WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mha-viz-spill")
+WRITING = 2  # layers a spill has waiting to be written at most: `put` waits for the oldest beyond
 
 
 class QKSpill:
@@ -31,6 +36,7 @@ class QKSpill:
         self.kept: dict[int, dict[str, torch.Tensor]] = {}  # layer -> its parts, where they were made
         self.kept_bytes = 0
         self.rotated: set[int] = set()  # the layers whose q and k were handed RoPE's angles
+        self.writing: dict[int, Future] = {}  # layer -> its write (`WRITER`), until it is read or waited for
 
     def _write(self, t: torch.Tensor) -> Place:
         t = t.detach()
@@ -81,8 +87,22 @@ class QKSpill:
         if self.kept_bytes + size <= self.keep_bytes:
             self.kept[layer] = parts
             self.kept_bytes += size
-        else:
-            self.where[layer] = {name: self._write(t) for name, t in parts.items()}
+            return
+        self.writing[layer] = WRITER.submit(self._store, layer, parts)  # the model makes new tensors, never
+        # writes into these, so they are written as they are now
+        for older in sorted(self.writing)[:-WRITING]:
+            self.written(older)
+
+    def _store(self, layer: int, parts: dict[str, torch.Tensor]) -> None:
+        self.where[layer] = {name: self._write(t) for name, t in parts.items()}
+
+    def written(self, layer: int | None = None) -> None:
+        """Wait until layer `layer`'s parts (None: every layer's) are in the file, raising what their write raised."""
+        for at in sorted(self.writing) if layer is None else [layer]:
+            job = self.writing.get(at)
+            if job is not None:
+                job.result()
+                self.writing.pop(at, None)
 
     def part(self, layer: int, name: str, device) -> torch.Tensor | None:
         """One part ("q", "k", "v" or "x") of layer `layer` on `device` (no copy when it stayed there), or None
@@ -90,6 +110,7 @@ class QKSpill:
         if layer in self.kept:
             t = self.kept[layer].get(name)
             return None if t is None else t.to(device)
+        self.written(layer)
         place = self.where[layer].get(name)
         return None if place is None else self._read(place, device)
 
@@ -109,6 +130,7 @@ class QKSpill:
             if heads is not None:
                 q, k = q[:, heads], k[:, [kv_head(h, q.shape[1], k.shape[1]) for h in heads]]
             return q[:, :, queries[0]:queries[1]].to(device), k[:, :, :keys].to(device)
+        self.written(layer)
         places = self.where[layer]
         q_heads, groups = places["q"][2][1], places["k"][2][1]
         kv = None if heads is None else [kv_head(h, q_heads, groups) for h in heads]

@@ -17,6 +17,7 @@ import mha_viz
 from mha_viz.metrics import head_table
 from mha_viz.metrics.head_stats import classify
 from mha_viz.metrics.measures import METRICS
+from mha_viz.scan import eager as scan_eager
 from mha_viz.scan import rows as scan_rows
 from tests.helpers import class_inputs, save_peaked
 from tests.models import architectures_2026
@@ -137,6 +138,28 @@ def test_scan_equals_the_dense_computation(family):
         np.testing.assert_allclose(scan.rows(layer, head, 3, 40), dense[head, 3:40], **EXACT)
     from mha_viz.views.detail import max_pool
     np.testing.assert_allclose(scan.pooled, max_pool(run.attentions, 16), atol=1e-5)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("family", ["smollm2", "gpt_oss"], indirect=True)
+def test_the_forward_reads_the_modules_own_queries_and_keys(family, monkeypatch):
+    """Where the model takes given outputs, each layer's blocks are made from the queries, keys and values its module
+    computed (`reading.given`'s maker): no projection of ours runs (the test above checks them against the eager
+    forward). A module whose scale is not our MHA's gets ours instead, every layer."""
+    from mha_viz_models import LoadedModel
+    model, text = family, _text(family)
+    assert model.takes_outputs
+    called: list[int] = []
+    real = LoadedModel.projections
+    monkeypatch.setattr(LoadedModel, "projections", lambda self, capture, layer: (called.append(layer),
+                                                                                    real(self, capture, layer))[1])
+    first = mha_viz.scan(model, text, top_k=5, min_weight=0.01, thumb=16)
+    assert called == []
+    mha = model.layer_adapter(1).mha
+    monkeypatch.setattr(mha, "scale", mha.scale * 1.5)
+    mha_viz.scan(model, text, top_k=5, min_weight=0.01, thumb=16)
+    assert called == [1]
+    assert first.n > 50
 
 
 def _same_scans(a, b, run, atol: float = 1e-6) -> None:
@@ -297,7 +320,7 @@ def test_an_encoder_decoder_scans_its_encoder(t5_dir):
     scan = mha_viz.scan(model, TEXT)
     toks = mha_viz.tokenize(model, TEXT, whole_text=True)
     kept = []
-    scan_rows.eager_layers(model, toks.ids, lambda layer, p: kept.append(p.numpy()))
+    scan_eager.eager_layers(model, toks.ids, lambda layer, p: kept.append(p.numpy()))
     assert len(kept) == model.num_layers and scan.n == toks.n
     np.testing.assert_allclose(scan.rows(1, 0, 0, scan.n), kept[1][0], atol=1e-6)
     assert np.isfinite(scan.table["entropy"]).all()

@@ -6,12 +6,15 @@ second time, about a third of a long forward).
 Hugging Face's attention modules call the function their config names (`AttentionInterface`); `GIVEN` is ours:
 it returns the output handed for that call (`hand`, from a pre-hook of the layer's attention module, whose own
 forward or an inner module's then calls the function, on the same thread), and refuses a call none was handed for (a
-model that asked for given outputs gets one for every layer, or a mistake would pass silently).
+model that asked for given outputs gets one for every layer, or a mistake would pass silently). What is handed may
+be a maker instead (`Maker`): called with the module's own queries, keys and values, it makes the output from them, so
+a run that needs them does not project them a second time.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 import torch
 from torch import nn
@@ -43,8 +46,13 @@ def takes_outputs(modules: list[nn.Module]) -> bool:
                                  for m in modules)
 
 
-def hand(output: torch.Tensor) -> None:
-    """`output` (B, H, n, d_v), before W_O, for the next attention call on this thread."""
+# maker(query (B, H, n, d_k), key (B, G, n, d_k), value (B, G, n, d_v), the call's keyword arguments): the output
+Maker = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, dict], torch.Tensor]
+
+
+def hand(output: torch.Tensor | Maker) -> None:
+    """`output` (B, H, n, d_v), before W_O, for the next attention call on this thread, or what makes it from that
+    call's queries, keys and values (RoPE and any norm applied, as the module computed them: `Maker`)."""
     _handed.output = output
 
 
@@ -54,11 +62,13 @@ def forget() -> None:
 
 
 def _given_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                     attention_mask, **_kwargs) -> tuple[torch.Tensor, None]:
+                     attention_mask, **kwargs) -> tuple[torch.Tensor, None]:
     out, _handed.output = getattr(_handed, "output", None), None
     if out is None:
         raise RuntimeError(f"{type(module).__name__} was run with given attention outputs, but none was handed "
                            f"for this call.")
+    if callable(out):
+        out = out(query, key, value, kwargs)
     want = (query.shape[0], query.shape[1], query.shape[2], value.shape[-1])
     if tuple(out.shape) != want:
         raise RuntimeError(f"{type(module).__name__} was handed an attention output of shape {tuple(out.shape)}, "
