@@ -79,9 +79,12 @@ def test_a_scan_hands_each_layer_its_heads_outputs(family, fused_calls, monkeypa
     handed: list[torch.Tensor] = []
     real = given.hand
 
-    def kept(output: torch.Tensor) -> None:
-        handed.append(output.clone())
-        real(output)
+    def kept(maker) -> None:  # a scan hands a maker: the output it makes from the module's q, k, v is kept
+        def making(query, key, value, kwargs):
+            made = maker(query, key, value, kwargs)
+            handed.append(made.clone())
+            return made
+        real(making)
     monkeypatch.setattr(given, "hand", kept)
     fused_calls.clear()
     # keep_own=False: the read-out of the model's own outputs probes the model once (fused), after the forward
