@@ -72,13 +72,41 @@ def generation(model: LoadedModel, n: int, new: int = 0) -> Need:
     return Need(host=work.host + recorded_bytes(L, H, n - new, new), gpu=work.gpu, device=work.device)
 
 
+def is_long(model: LoadedModel, n: int, layers: int | None = None) -> bool:
+    """Whether `mha_viz.analyze` of n tokens (every layer, or `layers` of them) makes a long run: every layer of a
+    decoder or an encoder, past MHA_VIZ_DENSE_MB (`head_rows.held_densely`)."""
+    return layers is None and not model.is_encoder_decoder and not head_rows.held_densely(model.num_layers,
+                                                                                            model.num_heads, n)
+
+
+def summaries_bytes(model: LoadedModel, n: int, *, top_k: int = 8, thumb: int = 48) -> int:
+    """What a scan (a long run) of n tokens keeps of every head: each row's top_k keys and weights, its rest, and a
+    thumbnail."""
+    return 4 * model.num_layers * model.num_heads * (n * (2 * top_k + 1) + thumb * thumb)
+
+
+def kept_bytes(model: LoadedModel, n: int) -> int:
+    """What the run of an analysis of n tokens keeps once made: a long run's summaries, else every head's
+    probabilities, outputs and value norms (`memory.run_bytes`)."""
+    return summaries_bytes(model, n) if is_long(model, n) else memory.run_bytes(model, n)
+
+
+def analysis(model: LoadedModel, n: int, *, layers: int | None = None) -> Need:
+    """What `mha_viz.analyze` of n tokens (every layer, or `layers` of them) holds at its peak: the long run it makes
+    of every layer of a decoder or an encoder past MHA_VIZ_DENSE_MB (`head_rows.held_densely`), the scan's need;
+    else the dense capture's (`memory.analysis_need`)."""
+    if is_long(model, n, layers):
+        return scan(model, n)
+    return memory.analysis_need(model, n, layers=layers)
+
+
 def scan(model: LoadedModel, n: int, *, top_k: int = 8, thumb: int = 48) -> Need:
     """The whole-text overview (`mha_viz.scan`) of n tokens: what it keeps of every head (each row's top_k
     keys and weights, the rest, a thumbnail) and, while it runs, one forward with fused attention (the
     layers' inputs go to a file), one block of rows (`scan.rows`), and one layer's probabilities for a
     family read through its own attention."""
-    L, H = model.num_layers, model.num_heads
-    kept = 4 * L * H * (n * (2 * top_k + 1) + thumb * thumb)
+    H = model.num_heads
+    kept = summaries_bytes(model, n, top_k=top_k, thumb=thumb)
     block = 4 * H * n * scan_rows.rows_per_block(model.device, H, n)
     own = 0 if model.can_recompute else 2 * model.attention_bytes(n, layers=1)
     work = block + own + 4 * (12 * n * model.d_model + n * memory.logits_width(model))

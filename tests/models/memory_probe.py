@@ -3,7 +3,8 @@ one line of JSON a case, {"path", "n", "estimate", "peak", "method"}: the bytes 
 resident size the computation reached above what the process held just before it (the model loaded and each
 computation asked for run once on a few tokens).
 
-PATH: "analysis", `mha_viz.analyze` as the app runs it (`memory.analysis_need`); "gradient", one
+PATH: "analysis", `mha_viz.analyze` as the app runs it (`memory.analysis_need`); "long", its long run
+(`needs.analysis`, the scan's need); "gradient", one
 gradient pass of the heads' mask through the model's loss, as `ablation.head_gradients` runs it
 (`ablation.gradient_bytes`; for an embedding-only encoder, whose 1 − cosine loss the app never
 differentiates, the same pass against a sentence embedding of another text). The peak is VmHWM after
@@ -26,7 +27,7 @@ from typing import Iterable, Iterator
 
 from mha_viz.budget import resident
 
-PATHS = ("analysis", "gradient")
+PATHS = ("analysis", "long", "gradient")
 USAGE = f"usage: python -m tests.models.memory_probe MODEL {'|'.join(PATHS)}:N [...]"
 ROOT = Path(__file__).resolve().parents[2]
 PARAGRAPH = ("The old lighthouse stood at the edge of the harbour for more than a hundred years, and every night "
@@ -67,6 +68,10 @@ def _computation(model, path: str, text: str, n: int):
         tokens = mha_viz.tokenize(model, text, n).n
         need = memory.analysis_need(model, tokens).host
         return (lambda: mha_viz.analyze(model, text, max_tokens=n, dense=True)), need
+    if path == "long":  # a long run (every head's array over MHA_VIZ_DENSE_MB): what needs.analysis says of it
+        from mha_viz import needs
+        tokens = mha_viz.tokenize(model, text, n).n
+        return (lambda: mha_viz.analyze(model, text, max_tokens=n, dense=False)), needs.analysis(model, tokens).host
     inputs = prepare(model, text, n)
     if inputs.kind != EMBEDDING:
         return (lambda: ablation.head_gradients(model, text, max_tokens=n)), ablation.gradient_bytes(

@@ -12,6 +12,8 @@ fresh clone, 9 MB of first-run noise on an 18 MB estimate, and the gradient pass
 up to 20 % from run to run), SmolLM2 at 512 and 1,024 for the analysis (1,024 is captured the lean way: the other
 branch of the estimate) and 128 and 512 for the gradient pass (1,024 holds 3 GB and takes half a minute here).
 384 tokens of MiniLM and 256 of SmolLM2 were measured too until stop 69 (within the band; 34 s of the suite).
+A long run (`needs.analysis`, what the app admits for one) is measured at 2,048 tokens of SmolLM2, in a band of its
+own (`LONG_BAND`): its estimate must never be below the peak, and stays within 3 × of it.
 """
 
 from __future__ import annotations
@@ -23,8 +25,12 @@ import pytest
 from tests.models.memory_probe import measure
 
 BAND = (0.7, 1.4)
+# a long run's (its need is the scan's: it counts the model's logits, which the run makes only at their first read):
+# stop 98 measured 2.26 at 1,024 tokens of SmolLM2 and 2.03 at 2,048 (memory.analysis_need's dense array: 4.9 and 14)
+LONG_BAND = (1.0, 3.0)
 CASES = [("minilm", "analysis", n) for n in (256, 512)] + [("minilm", "gradient", n) for n in (256, 512)] \
-    + [("smollm2", "analysis", n) for n in (512, 1024)] + [("smollm2", "gradient", n) for n in (128, 512)]
+    + [("smollm2", "analysis", n) for n in (512, 1024)] + [("smollm2", "gradient", n) for n in (128, 512)] \
+    + [("smollm2", "long", 2048)]
 
 
 @functools.cache
@@ -38,6 +44,7 @@ def _measured(model: str) -> dict[tuple[str, int], dict]:
 def test_the_estimate_is_near_the_measured_peak(model, path, n):
     got = _measured(model)[path, n]
     ratio = got["estimate"] / got["peak"]
-    assert BAND[0] <= ratio <= BAND[1], (
+    low, high = LONG_BAND if path == "long" else BAND
+    assert low <= ratio <= high, (
         f"{model} {path} at {n} tokens: the estimate {got['estimate'] / 2**20:.1f} MiB is {ratio:.2f} × the "
         f"measured peak {got['peak'] / 2**20:.1f} MiB ({got['method']})")

@@ -25,7 +25,7 @@ L, H, D, DK, V = 6, 4, 32, 8, 100
 def _model(device="cpu", recompute=True):
     hf = SimpleNamespace(config=SimpleNamespace(vocab_size=V), forward=lambda input_ids, logits_to_keep=0: None)
     return SimpleNamespace(name="stand-in", num_layers=L, num_heads=H, d_model=D, d_k=DK, device=torch.device(device),
-                           has_head_outputs=True, can_recompute=recompute, hf_model=hf,
+                           has_head_outputs=True, can_recompute=recompute, hf_model=hf, is_encoder_decoder=False,
                            attention_bytes=lambda n, layers=None, batch=1: (L if layers is None else layers) * batch
                            * H * n * n * 4)
 
@@ -130,3 +130,22 @@ def test_a_path_larger_than_the_budget_is_refused_with_its_figures():
         f"This analysis needs about {memory.settings.size_text(need.host)} of memory, "
         f"{memory.settings.size_text(need.host - 100 * MiB)} more than the 100.0 MiB this server has for analyses.")
     assert slots.running == 0
+
+
+def test_an_analysis_past_the_dense_limit_is_priced_as_the_long_run_it_makes(monkeypatch):
+    """`needs.analysis`: the dense capture's need while every head's array fits MHA_VIZ_DENSE_MB, else the scan's
+    (what `analyze` runs then); a run of chosen layers stays dense. The estimate keeps the first text's summaries, not
+    its dense array, while the second text runs."""
+    n = 50
+    dense_array = 4 * L * H * n * n
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", str(dense_array // 2**20 + 1))
+    assert needs.analysis(_model(), n) == memory.analysis_need(_model(), n)
+    assert needs.kept_bytes(_model(), n) == memory.run_bytes(_model(), n)
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    assert needs.analysis(_model(), n) == needs.scan(_model(), n)
+    assert needs.analysis(_model(), n, layers=1) == memory.analysis_need(_model(), n, layers=1)
+    summaries = 4 * L * H * (n * 17 + 48 * 48)  # each row's 8 keys and weights and its rest, a 48 × 48 thumbnail
+    assert needs.kept_bytes(_model(), n) == summaries
+    one = needs.scan(_model(), n)
+    both = one.host + summaries
+    assert prediction_need.estimate(_model(), n).host >= both

@@ -4,10 +4,10 @@ modules that compute it (`ablation.gradient_bytes`, the circuits' `edges.receive
 
 from __future__ import annotations
 
-from mha_viz.budget import capture_budget, memory
+from mha_viz.budget import capture_budget
 from mha_viz.circuits import edges, path_patching
 from mha_viz.interventions import ablation
-from mha_viz.needs import Need, forward_bytes, larger, on_device
+from mha_viz.needs import Need, analysis, forward_bytes, kept_bytes, larger, on_device
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.reading import readout
@@ -20,8 +20,8 @@ def estimate(model: LoadedModel, n: int) -> Need:
     (`ablation.check_gradient_budget`) is not run (the explanation says so, and real patching is still
     offered): then the analyses alone."""
     rows = 1 if readout.keeps_last_logits(model.hf_model) else None
-    one = memory.analysis_need(model, n)
-    kept = memory.run_bytes(model, n)
+    one = analysis(model, n)  # a long run's where analyze makes one
+    kept = kept_bytes(model, n)  # what the first run keeps while the second runs
     both = Need(host=one.host + kept, gpu=one.gpu, device=one.device, attention=2 * one.attention)
     try:
         ablation.check_gradient_budget(model, n, logit_rows=rows)

@@ -13,6 +13,7 @@ import torch
 
 import mha_viz
 import mha_viz_models
+from mha_viz import needs
 from mha_viz import settings as deploy
 from mha_viz.budget import memory
 from mha_viz.text import chat
@@ -248,7 +249,7 @@ def run_to_compare(model: mha_viz.LoadedModel, text: str, local: bool,
     cap = resources.token_cap()
     n = mha_viz.tokenize(model, text, cap).n
     layers = tuple(layer for layer in layers if 0 <= layer < model.num_layers) or None if layers else None
-    short = memory.shortfall(memory.analysis_need(model, n, layers=None if layers is None else len(layers)),
+    short = memory.shortfall(needs.analysis(model, n, layers=None if layers is None else len(layers)),
                              resources.slots().room(model.device))
     if short:
         raise mha_viz.InputError(f"Every head of {model.name} at {n} tokens would hold {short}: lower the token "

@@ -16,7 +16,6 @@ from mha_viz.budget import memory
 from mha_viz.budget.seconds import read_seconds
 from mha_viz.capture import AttentionRun, EncoderDecoderRun, head_rows
 from mha_viz.capture import contributions as lens_values
-from mha_viz.capture.head_rows import held_densely
 from mha_viz.derived import run as derived
 from mha_viz.interventions import attribution
 from mha_viz.ui.kit import keys, resources, seq2seq_views
@@ -36,8 +35,7 @@ def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel) ->
     need = None
     if not _model.is_encoder_decoder:
         n = mha_viz.tokenize(_model, key.text, key.cap).n
-        need = (needs.scan(_model, n) if is_long(_model, n, key.layers)
-                else memory.analysis_need(_model, n, layers=None if key.layers is None else len(key.layers)))
+        need = needs.analysis(_model, n, layers=None if key.layers is None else len(key.layers))
     # raises Busy when the server is full (nothing is cached, the caller waits), OverBudget when
     # the memory needed is more than the server ever has
     with resources.slots().hold(need=need):
@@ -56,8 +54,7 @@ def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel) ->
 def is_long(model: mha_viz.LoadedModel, n: int, layers: tuple[int, ...] | None = None) -> bool:
     """Whether the analysis of n tokens (every layer, or `layers`) is a long run, `analyze`'s rule: every
     head's array over MHA_VIZ_DENSE_MB, so the pages read the rows they draw (`AttentionRun.rows`)."""
-    return (layers is None and not model.is_encoder_decoder
-            and not held_densely(model.num_layers, model.num_heads, n))
+    return needs.is_long(model, n, None if layers is None else len(layers))
 
 
 def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> AttentionRun | EncoderDecoderRun:
