@@ -90,13 +90,6 @@ def bins(n: int, side: int) -> tuple[np.ndarray, np.ndarray]:
     return (i * n) // side, -(-(i + 1) * n // side)
 
 
-def signed_pool(matrix: np.ndarray, size: int = THUMB) -> np.ndarray:
-    """(G, n, n) -> (G, s, s), s ≤ size: each block's cell of largest |A|, its sign kept (`PoolRows`)."""
-    pool = PoolRows(matrix.shape[0], matrix.shape[-1], size)
-    pool.add(0, matrix)
-    return pool.finish()[0]
-
-
 def thumbnails(effective) -> EffectiveThumbnails:
     """The thumbnails of an `mha_viz.effective.EffectiveAttention` (its `aggregated` matrix where a layer's is per
     channel: one per channel group)."""

@@ -1,10 +1,9 @@
-"""Where a view of a scan opens (`mha_viz.scan`): on a head and a query that keep keys, chosen from the
+"""Where a view of a scan opens (`mha_viz.scan`): on a query that keeps keys, chosen from the
 scan's own data, so that the first thing a page shows is never "keeps 0 keys" above an empty table.
 
 A long text spreads a broad head's attention thin: at 7,479 tokens no key of SmolLM2's layer 0, head 0
-reaches the 0.005 a key needs to be kept, at the last query. The head a page opens on (while none has
-been chosen) is the one whose kept links carry the most attention past the first token (the sink every
-head may park on); the query, the last one that keeps a key past the first token (else any key)."""
+reaches the 0.005 a key needs to be kept, at the last query. The Head view's *Links* opens on the last query
+that keeps a key past the first token (the sink every head may park on), else any key."""
 
 from __future__ import annotations
 
@@ -17,16 +16,6 @@ def kept_counts(scan: Scan, layer: int, head: int, *, skip_first: bool = False) 
     """(n,) int: how many keys each query of this head kept (past the first token with `skip_first`)."""
     keys, _ = scan.top(layer, head)
     return ((keys > 0) if skip_first else (keys >= 0)).sum(-1)
-
-
-def opening_head(scan: Scan) -> tuple[int, int]:
-    """(layer row, head) whose kept links, past the first token, carry the most attention over the text
-    (the first such head on a tie; (0, 0) when no head keeps any)."""
-    # a layer at a time: the whole (layers, heads, n, top_k) at once would be SmolLM2's 70 MB again
-    mass = np.stack([np.where(keys > 0, weights, 0.0).sum(axis=(-1, -2)) for keys, weights in zip(scan.keys,
-                                                                                                   scan.weights)])
-    row, head = np.unravel_index(int(mass.argmax()), mass.shape)
-    return int(row), int(head)
 
 
 def opening_query(scan: Scan, layer: int, head: int) -> int:

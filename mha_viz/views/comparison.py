@@ -220,11 +220,6 @@ def word_divergence(run_a: AttentionRun, run_b: AttentionRun) -> np.ndarray:
                            for layer in range(L)]).reshape(L, H)
 
 
-def word_patterns(run: AttentionRun) -> np.ndarray:
-    """(L, H, W, W) float32: every head at word level (`detail.word_level`)."""
-    return np.stack([word_layer(run, layer) for layer in range(run.num_layers)])
-
-
 def word_layer(run: AttentionRun, layer: int) -> np.ndarray:
     """(H, W, W) float32: every head of one layer at word level, equal to `detail.word_level` of each head,
     from the layer's rows a block at a time (its n × n never whole)."""

@@ -24,7 +24,9 @@ def test_a_block_keeps_the_sign_of_its_largest_magnitude():
     a[0, 10, 5] = -0.9  # one strong negative cell and a weaker positive one in the same 2 × 2 block
     a[0, 11, 4] = 0.3
     a[1, 50, 50] = 0.7
-    pooled = effective.signed_pool(a, 48)
+    pool = effective.PoolRows(2, 96, 48)
+    pool.add(0, a)
+    pooled = pool.finish()[0]
     assert pooled.shape == (2, 48, 48)
     assert pooled[0, 5, 2] == pytest.approx(-0.9) and pooled[1, 25, 25] == pytest.approx(0.7)
     assert np.count_nonzero(pooled[0]) == 1

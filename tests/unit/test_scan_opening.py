@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mha_viz.scan.opening import kept_counts, opening_head, opening_query
+from mha_viz.scan.opening import kept_counts, opening_query
 from mha_viz.scan.result import Scan
 from mha_viz.scan.row_detail import row_detail, top_keys
 
@@ -36,16 +36,6 @@ def test_a_head_whose_last_query_keeps_nothing_opens_on_one_that_keeps_keys():
     assert opening_query(scan, 0, 0) == 9  # else the last that keeps any key
     scan.keys[0, 0] = -1
     assert opening_query(scan, 0, 0) == scan.n - 1  # nothing kept anywhere: the last query
-
-
-def test_the_head_opened_on_carries_the_most_kept_attention_past_the_first_token():
-    scan = _scan()
-    scan.keys[0, 1, :, 0], scan.weights[0, 1, :, 0] = 0, 1.0  # a sink: all on the first token
-    rows = np.arange(1, scan.n)
-    scan.keys[1, 2, rows, 0], scan.weights[1, 2, rows, 0] = rows - 1, 0.9  # a previous-token head
-    scan.keys[1, 0, 5, 0], scan.weights[1, 0, 5, 0] = 3, 1.0
-    assert opening_head(scan) == (1, 2)
-    assert opening_head(_scan()) == (0, 0)  # nothing kept: the first head
 
 
 @pytest.mark.parametrize("start,stop,bars", [(0, 1000, 7), (0, 1000, 1000), (0, 1000, 5000), (13, 977, 600),
