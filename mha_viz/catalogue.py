@@ -31,7 +31,8 @@ class Feature:
     (`mha_viz.view_notebook`; None: the model view's grid), and exact: whether they draw every
     figure of the page from the same arrays. replaces: the ids of retired pages whose parts moved here
     (an old link or lesson step naming one opens this page). controls: the page's own inputs that shape its view,
-    each a `view_params.Control` under its session key (`features/<id>/controls.py`)."""
+    each a `view_params.Control` under its session key (`features/<id>/controls.py`). summary: what the page shows,
+    in a line (docs/using.md's list of pages, `pages_table`)."""
 
     id: str
     title: str
@@ -43,6 +44,7 @@ class Feature:
     exact: bool = False
     replaces: tuple[str, ...] = ()
     controls: tuple = ()  # its own inputs that links and lessons carry (`export.view_params.Control`s)
+    summary: str = ""
 
     @property
     def page_title(self) -> str:
@@ -73,6 +75,16 @@ def features() -> tuple[Feature, ...]:
         found.append(record)
     check(found)
     return tuple(sorted(found, key=lambda f: (SECTIONS.index(f.section), f.order, f.id)))
+
+
+def pages_table() -> str:
+    """docs/using.md's list of the pages, made from the records: each section's pages in the navigation's order,
+    each with its title, its id (its URL path) and its summary."""
+    lines = []
+    for section in SECTIONS:
+        lines.append(f"- **{section}**")
+        lines += [f"  - **{f.title}** (`/{f.id}`): {f.summary}" for f in features() if f.section == section]
+    return "\n".join(lines)
 
 
 def ids() -> tuple[str, ...]:

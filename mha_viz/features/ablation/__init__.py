@@ -1,5 +1,5 @@
-"""The feature *Switch heads off*, registered: heads switched off: what the model loses, which heads matter, the
-pruning curve. Its page is `mha_viz/ui/pages/ablation/__init__.py`."""
+"""The feature *Switch heads off*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/ablation/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.ablation.controls import CONTROLS
@@ -7,4 +7,5 @@ from mha_viz.features.ablation.notebook import cells
 
 FEATURE = Feature("ablation", "Switch heads off", "Teach & test", 20, ":material/toggle_off:", notebook=cells,
                   exact=True,
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Heads switched off: what the model loses, which heads matter, the pruning curve.")

@@ -1,5 +1,5 @@
-"""The feature *Across layers*, registered: attention carried across layers: rollout and flow. Its page is
-`mha_viz/ui/pages/across_layers/__init__.py`."""
+"""The feature *Across layers*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/across_layers/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -11,4 +11,5 @@ figures.rollout(run)
 
 FEATURE = Feature("across_layers", "Across layers", "Look", 60, ":material/stacked_line_chart:",
                   notebook=main_figure("Across layers", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Attention carried across layers: rollout and flow.")

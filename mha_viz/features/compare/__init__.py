@@ -1,4 +1,4 @@
-"""The feature *Compare texts or models*, registered: two runs side by side: two texts, or two models on one text.
+"""The feature *Compare texts or models*, registered (its `summary` says what its page shows).
 Its page is `mha_viz/ui/pages/compare/__init__.py`."""
 
 from mha_viz.catalogue import Feature
@@ -11,4 +11,5 @@ figures.model_grid(run)  # the first run; the page's second text or model is not
 
 FEATURE = Feature("compare", "Compare texts or models", "Measure", 60, ":material/difference:",
                   notebook=main_figure("Compare texts or models", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Two runs side by side: two texts, or two models on one text.")

@@ -1,5 +1,5 @@
-"""The feature *Compare heads*, registered: heads side by side on one colour scale. Its page is
-`mha_viz/ui/pages/compare_heads/__init__.py`."""
+"""The feature *Compare heads*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/compare_heads/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -11,4 +11,5 @@ figures.head(run, LAYER, HEAD)
 
 FEATURE = Feature("compare_heads", "Compare heads", "Look", 50, ":material/compare:",
                   notebook=main_figure("Compare heads", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Heads side by side on one colour scale.")

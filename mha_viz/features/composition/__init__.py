@@ -1,5 +1,5 @@
-"""The feature *Head composition*, registered: Q-, K- and V-composition and copying scores from the weights. Its
-page is `mha_viz/ui/pages/composition/__init__.py`."""
+"""The feature *Head composition*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/composition/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -12,4 +12,5 @@ figures.grid(mha_viz.circuits.copying_scores(model), title="Copying score of eac
 
 FEATURE = Feature("composition", "Head composition", "Measure", 30, ":material/account_tree:",
                   notebook=main_figure("Head composition", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Q-, K- and V-composition and copying scores from the weights.")

@@ -1,9 +1,10 @@
-"""The feature *Corpus*, registered: every head's measures over many documents, and how this text deviates from
-them. Its page is `mha_viz/ui/pages/corpus/__init__.py`."""
+"""The feature *Corpus*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/corpus/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.corpus.controls import CONTROLS
 from mha_viz.features.corpus.notebook import cells
 
 FEATURE = Feature("corpus", "Corpus", "Measure", 40, ":material/library_books:", notebook=cells,
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Every head's measures over many documents, and how this text deviates from them.")

@@ -1,5 +1,5 @@
-"""The feature *Head examples*, registered: the corpus passages each head attends most in. Its page is
-`mha_viz/ui/pages/examples/__init__.py`."""
+"""The feature *Head examples*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/examples/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -12,4 +12,5 @@ ex.top(LAYER, HEAD)
 
 FEATURE = Feature("examples", "Head examples", "Measure", 50, ":material/format_quote:",
                   notebook=main_figure("Head examples", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="The corpus passages each head attends most in.")

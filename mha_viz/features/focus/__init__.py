@@ -1,5 +1,5 @@
-"""The feature *Token focus*, registered: one token: what it attends to and what attends to it, in every head. Its
-page is `mha_viz/ui/pages/focus/__init__.py`."""
+"""The feature *Token focus*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/focus/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -11,4 +11,5 @@ figures.token_focus(run, 0)  # the first token; the page's token may differ
 
 FEATURE = Feature("focus", "Token focus", "Look", 30, ":material/center_focus_strong:",
                   notebook=main_figure("Token focus", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="One token: what it attends to and what attends to it, in every head.")

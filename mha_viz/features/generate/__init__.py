@@ -1,5 +1,5 @@
-"""The feature *Generate*, registered: a decoder's text grown token by token, with every step's attention. Its page
-is `mha_viz/ui/pages/generate/__init__.py`."""
+"""The feature *Generate*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/generate/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -12,4 +12,5 @@ figures.generation_step(gen, -1, layer=LAYER, head=HEAD)
 
 FEATURE = Feature("generate", "Generate", "Look", 70, ":material/edit_note:",
                   notebook=main_figure("Generate", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="A decoder's text grown token by token, with every step's attention.")

@@ -1,9 +1,10 @@
-"""The feature *Head metrics*, registered: every head's measures, its type, and heads on two measures. Its page is
-`mha_viz/ui/pages/head_metrics/__init__.py`."""
+"""The feature *Head metrics*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/head_metrics/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.head_metrics.controls import CONTROLS
 from mha_viz.features.head_metrics.notebook import cells
 
 FEATURE = Feature("head_metrics", "Head metrics", "Measure", 10, ":material/leaderboard:", notebook=cells, exact=True,
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Every head's measures, its type, and heads on two measures.")

@@ -1,5 +1,5 @@
-"""The feature *Head view*, registered: one head's attention at every detail level, its links over the whole text,
-and *Why here?*. Its page is `mha_viz/ui/pages/head_view/__init__.py`."""
+"""The feature *Head view*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/head_view/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.head_view.controls import CONTROLS
@@ -7,4 +7,5 @@ from mha_viz.features.head_view.notebook import cells
 
 FEATURE = Feature("head_view", "Head view", "Look", 20, ":material/zoom_in:", notebook=cells, exact=True,
                   replaces=("whole_text",),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="One head's attention at every detail level, its links over the whole text, and *Why here?*.")

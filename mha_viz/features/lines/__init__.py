@@ -1,5 +1,5 @@
-"""The feature *Line view*, registered: one layer's heads as lines between the tokens. Its page is
-`mha_viz/ui/pages/lines/__init__.py`."""
+"""The feature *Line view*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/lines/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -11,4 +11,5 @@ figures.lines(run, LAYER, heads=[HEAD])
 
 FEATURE = Feature("lines", "Line view", "Look", 40, ":material/share:",
                   notebook=main_figure("Line view", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="One layer's heads as lines between the tokens.")

@@ -1,5 +1,5 @@
-"""The feature *Model facts*, registered: what the model is: its family, shapes, precision and what it refuses. Its
-page is `mha_viz/ui/pages/model_facts/__init__.py`."""
+"""The feature *Model facts*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/model_facts/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
@@ -9,4 +9,5 @@ model.facts()
 """  # the page's main figure, from the same run
 
 FEATURE = Feature("model_facts", "Model facts", "About", 10, ":material/info:",
-                  notebook=main_figure("Model facts", MAIN))
+                  notebook=main_figure("Model facts", MAIN),
+                  summary="What the model is: its family, shapes, precision and what it refuses.")

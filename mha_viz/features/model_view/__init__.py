@@ -1,9 +1,10 @@
-"""The feature *Model view*, registered: every head at once: a layers × heads grid of thumbnails, a hybrid's other
-layers beside it. Its page is `mha_viz/ui/pages/model_view/__init__.py`."""
+"""The feature *Model view*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/model_view/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.model_view.controls import CONTROLS
 from mha_viz.features.model_view.notebook import cells
 
 FEATURE = Feature("model_view", "Model view", "Look", 10, ":material/grid_view:", notebook=cells, exact=True,
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="Every head at once: a layers × heads grid of thumbnails, a hybrid's other layers beside it.")

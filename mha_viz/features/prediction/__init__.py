@@ -1,5 +1,5 @@
-"""The feature *Heads behind a prediction*, registered: which heads make a prediction: attribution, patching, the
-estimate and circuits over a pair or a task. Its page is `mha_viz/ui/pages/prediction/__init__.py`."""
+"""The feature *Heads behind a prediction*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/prediction/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.prediction.controls import CONTROLS
@@ -7,4 +7,6 @@ from mha_viz.features.prediction.notebook import cells
 
 FEATURE = Feature("prediction", "Heads behind a prediction", "Measure", 70, ":material/target:", notebook=cells,
                   exact=True,
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary=("Which heads make a prediction: attribution, patching, the estimate and circuits over a "
+                          "pair or a task."))

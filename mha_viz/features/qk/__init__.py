@@ -1,4 +1,4 @@
-"""The feature *Queries and keys*, registered: the queries and keys as points, and one score split into its terms.
+"""The feature *Queries and keys*, registered (its `summary` says what its page shows).
 Its page is `mha_viz/ui/pages/qk/__init__.py`."""
 
 from mha_viz.catalogue import Feature
@@ -12,4 +12,5 @@ t.score, t.error
 
 FEATURE = Feature("qk", "Queries and keys", "Teach & test", 30, ":material/scatter_plot:",
                   notebook=main_figure("Queries and keys", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="The queries and keys as points, and one score split into its terms.")

@@ -1,4 +1,4 @@
-"""The feature *Head similarity*, registered: how alike the heads' patterns are, and how diverse a layer's heads.
+"""The feature *Head similarity*, registered (its `summary` says what its page shows).
 Its page is `mha_viz/ui/pages/similarity/__init__.py`."""
 
 from mha_viz.catalogue import Feature
@@ -11,4 +11,5 @@ figures.similarity(run, "js")
 
 FEATURE = Feature("similarity", "Head similarity", "Measure", 20, ":material/hub:",
                   notebook=main_figure("Head similarity", MAIN),
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary="How alike the heads' patterns are, and how diverse a layer's heads.")

@@ -1,5 +1,5 @@
-"""The feature *Teaching*, registered: step by step: one head's computation step by step, with the model's own
-numbers, over a window anywhere in the text. Its page is `mha_viz/ui/pages/teaching/__init__.py`."""
+"""The feature *Teaching*, registered (its `summary` says what its page shows).
+Its page is `mha_viz/ui/pages/teaching/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.teaching.controls import CONTROLS
@@ -7,4 +7,6 @@ from mha_viz.features.teaching.notebook import cells
 
 FEATURE = Feature("teaching", "Teaching: step by step", "Teach & test", 10, ":material/school:",
                   heading="Teaching: attention step by step", notebook=cells, exact=True,
-                  controls=CONTROLS)
+                  controls=CONTROLS,
+                  summary=("One head's computation step by step, with the model's own numbers, over a window anywhere "
+                           "in the text."))
