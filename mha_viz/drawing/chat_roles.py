@@ -41,18 +41,23 @@ def _legend(out: go.Figure, role: np.ndarray) -> None:
     out.update_layout(legend=dict(orientation="v", yanchor="bottom", y=0.0, xanchor="left", x=1.04))
 
 
-def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, queries: bool = True) -> go.Figure:
+def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, queries: bool = True,
+               edges: np.ndarray | None = None) -> go.Figure:
     """A copy of `fig` (a `heads.head_heatmap` with every token drawn, the same m tokens on both axes: cells, or the
     pixels of a long text's image, whose axes count text positions from the window's first; with `queries` False,
     any map whose x axis is those m tokens: Token focus' grid) with the roles (m,) of those tokens as a band above
-    the keys and, with `queries`, one right of the queries."""
+    the keys and, with `queries`, one right of the queries. edges: where each cell along the axes starts, in
+    tokens, and where the last ends (`detail.block_edges`), when a cell holds several tokens (the block view): each
+    token then takes its share of its cell, so a block that mixes roles shows each role over its share."""
+    place = (lambda p: float(p)) if edges is None else (
+        lambda p: float(np.interp(p, edges, np.arange(len(edges), dtype=float))))
     out = go.Figure(fig)
     shapes = list(out.layout.shapes or ())
     # a category axis places token k at k; an image's numeric axis at its text position (its range starts there)
     at = 0.0 if out.layout.xaxis.type == "category" or out.layout.xaxis.range is None else \
         float(out.layout.xaxis.range[0]) + 0.5
     for first, stop, who, own in segments(np.asarray(role), np.asarray(template)):
-        first, stop = first + at, stop + at
+        first, stop = place(first) + at, place(stop) + at
         style = dict(type="rect", fillcolor=ROLE_COLOURS[ROLES[who]], opacity=TEMPLATE_OPACITY if own else 1.0,
                      line=dict(width=0), layer="above")
         shapes.append(dict(xref="x", yref="paper", x0=first - 0.5, x1=stop - 0.5, y0=1.005, y1=1.005 + BAND, **style))
@@ -64,6 +69,14 @@ def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, querie
     out.update_traces(selector=dict(type="heatmap"), colorbar=dict(x=1.06 if queries else 1.02, len=0.7, y=1.0,
                                                                    yanchor="top"))
     return out
+
+
+def by_word(role: np.ndarray, template: np.ndarray, groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each word's role and whether it is the template's (`detail.word_groups`: each word's token positions): its
+    first token's role, and the template's where all its tokens are (the word view's axes)."""
+    role, template = np.asarray(role), np.asarray(template, bool)
+    return (np.array([role[g[0]] for g in groups], dtype=role.dtype),
+            np.array([bool(template[g].all()) for g in groups], dtype=bool))
 
 
 def with_role_markers(fig: go.Figure, role: np.ndarray, template: np.ndarray) -> go.Figure:

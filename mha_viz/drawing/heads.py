@@ -188,7 +188,10 @@ def token_image(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: floa
                         scale_title=None)
 
 
-def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = 128,
+POOLED_SIZE = 128  # the block view's blocks a side at most
+
+
+def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = POOLED_SIZE,
                 rescale: bool = False) -> go.Figure:
     """The whole head downsampled to at most size × size blocks: colour = the block's maximum
     (a single strong cell stays visible), hover = token ranges, max and mean."""

@@ -63,6 +63,31 @@ def test_a_chat_is_read_with_its_roles_on_the_head_view_and_head_metrics():
                                want_table[["system", "user", "assistant", "template"]].to_numpy(float), atol=1e-6)
 
 
+def test_the_block_and_word_views_show_the_roles_too():
+    from mha_viz.ui.kit.head_detail import BLOCKS, WORDS
+    from mha_viz.views import detail
+    at = _chat_app()
+    cur = at.session_state[keys.CURRENT]
+    open_page(at, "head_view")
+    for level in (BLOCKS, WORDS):
+        at.radio(key=keys.HEAD_DETAIL).set_value(level).run()
+        assert not at.exception
+        heat = next(c for c in charts(at) if c["data"][0]["type"] == "heatmap")
+        cells = len(heat["data"][0]["z"])
+        top = sorted((s for s in heat["layout"]["shapes"] if s["yref"] == "paper"), key=lambda s: s["x0"])
+        assert top[0]["x0"] == pytest.approx(-0.5) and top[-1]["x1"] == pytest.approx(cells - 0.5)
+        assert all(a["x1"] == pytest.approx(b["x0"]) for a, b in zip(top, top[1:]))
+        if level == WORDS:  # each word in its first token's role (the words read off the run's word ids here)
+            firsts = [int(g[0]) for g in detail.word_groups(cur.run.word_ids)]
+            assert cells == len(firsts)
+            for band in top:
+                word = int(round(band["x0"] + 0.5))
+                assert band["fillcolor"] == ROLE_COLOURS[ROLES[cur.chat.role[firsts[word]]]]
+        else:  # a short chat: a block a token
+            assert cells == cur.run.n
+            assert {b["fillcolor"] for b in top} == {ROLE_COLOURS[ROLES[r]] for r in set(cur.chat.role.tolist())}
+
+
 def test_the_answers_table_follows_hide_tokens_and_the_way_back_to_text_stays():
     """With a reply and the template's tokens hidden, Head metrics' shares are the hidden run's (nothing left on the
     template); an emptied user's message keeps *Input* on screen."""
