@@ -50,6 +50,16 @@ class ChatText:
         """(n,) bool: the tokens of that role's message words (the template's tokens left out)."""
         return (self.role == ROLES.index(name)) & ~self.template
 
+    def with_reply(self, prompt: int, reply: list[int], special: set[int]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(role, template) of a generation from this chat's text (its first `prompt` tokens) followed by the token
+        ids `reply` the model wrote: the reply's tokens are the assistant's, and the template's where they are one of
+        the tokenizer's `special` ids (the turn's end); None when the chat holds fewer than `prompt` tokens."""
+        if prompt > len(self.role):
+            return None
+        own = np.array([t in special for t in reply], dtype=bool)
+        return (np.concatenate([self.role[:prompt], np.full(len(reply), ROLES.index("assistant"), self.role.dtype)]),
+                np.concatenate([self.template[:prompt], own]))
+
     def aligned(self, run) -> tuple[np.ndarray, np.ndarray] | None:
         """(role, template) of the tokens a run of this chat's text shows: those it read (a cap cuts the text),
         without those it hides (`run.hidden`); None for a run of another text."""

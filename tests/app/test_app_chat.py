@@ -88,6 +88,30 @@ def test_the_block_and_word_views_show_the_roles_too():
             assert {b["fillcolor"] for b in top} == {ROLE_COLOURS[ROLES[r]] for r in set(cur.chat.role.tolist())}
 
 
+def test_generates_step_player_shows_the_prompts_roles_and_the_reply_as_the_assistants():
+    from mha_viz.ui.pages.generate import page_keys as generate_keys
+    from tests.app.helpers import generation_figures, run_generation
+    at = _chat_app()
+    cur = at.session_state[keys.CURRENT]
+    prompt = len(cur.chat.role)  # the chat as rendered, its generation prompt included
+    open_page(at, "generate")
+    run_generation(at, 3)
+    assert not at.error, [e.value for e in at.error]
+    at.slider(key=generate_keys.GEN_STEP).set_value(3).run()  # the last step: two reply tokens in its context
+    figs = generation_figures(at)
+    heads = figs["heads"]
+    context = len(heads["data"][0]["x"])  # the tokens the step's query read: the prompt and the reply so far
+    assert context > prompt
+    top = sorted((s for s in heads["layout"]["shapes"] if s.get("yref") == "paper" and s["type"] == "rect"),
+                 key=lambda s: s["x0"])
+    assert top[0]["x0"] == -0.5 and top[-1]["x1"] == context - 0.5
+    for band in top:
+        first = int(band["x0"] + 0.5)
+        who = ROLES[cur.chat.role[first]] if first < prompt else "assistant"  # the reply is the assistant's
+        assert band["fillcolor"] == ROLE_COLOURS[who]
+    assert any(b["fillcolor"] == ROLE_COLOURS["assistant"] and b["x0"] + 0.5 >= prompt for b in top)
+
+
 def test_the_answers_table_follows_hide_tokens_and_the_way_back_to_text_stays():
     """With a reply and the template's tokens hidden, Head metrics' shares are the hidden run's (nothing left on the
     template); an emptied user's message keeps *Input* on screen."""

@@ -49,3 +49,12 @@ def test_a_word_takes_its_first_tokens_role_and_is_the_templates_when_all_its_to
     assert word_role.tolist() == [0, 1, 1, 2]
     assert word_template.tolist() == [True, False, False, False]
     assert [ROLES[r] for r in word_role] == ["system", "user", "user", "assistant"]
+
+
+def test_a_generated_reply_is_the_assistants_and_its_turn_end_the_templates():
+    from mha_viz.text.chat import ChatText
+    told = ChatText("rendered", np.array([0, 0, 1, 1, 2], np.int8), np.array([True, False, True, False, True]))
+    role, template = told.with_reply(4, [17, 9, 2], special={2, 3})  # the prompt: its first 4 tokens
+    assert role.tolist() == [0, 0, 1, 1, 2, 2, 2] and role.dtype == np.int8
+    assert template.tolist() == [True, False, True, False, False, False, True]
+    assert told.with_reply(6, [17], special=set()) is None  # a prompt longer than the chat: not this chat's

@@ -229,7 +229,11 @@ def _result(cur, wanted: GenKey | None) -> None:
                   help="A chat: the generation becomes the assistant's reply in the sidebar (every token keeps its "
                        "role). A text: prompt + generation becomes the sidebar's text. The head view opens; every "
                        "page then reads the whole sequence.")
-    step_player.steps(gen)
+    told = None  # a chat's generation: the prompt's roles, then the reply's (the assistant's)
+    if cur.chat is not None and cur.text == key.prompt and cur.text_model is not None:
+        told = cur.chat.with_reply(P, [step.token_id for step in gen.steps],
+                                   set(cur.text_model.tokenizer.all_special_ids))
+    step_player.steps(gen, told)
 
 
 def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str:

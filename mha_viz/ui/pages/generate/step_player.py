@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.features.generate import figures as gfig
 from mha_viz.ui.kit import charts, keys, session, shared_head
 from mha_viz.ui.kit.jobs import live_button
@@ -33,8 +34,9 @@ def _clamp(key: str, low: int, high: int, default: int) -> None:
     session.settle(key, min(max(int(session.get(key, default)), low), high))
 
 
-def steps(gen) -> None:
-    """The generation `gen` step by step, from the step the slider holds; *Play* walks on from it."""
+def steps(gen, roles: tuple | None = None) -> None:
+    """The generation `gen` step by step, from the step the slider holds; *Play* walks on from it. roles: (role,
+    template) of each of its tokens, a chat's (`ChatText.with_reply`): drawn along the token axes."""
     run, T = gen.run, len(gen.steps)
     if T == 0:
         st.info("No token was generated: the model ended the text at once.", icon=":material/info:")
@@ -58,24 +60,32 @@ def steps(gen) -> None:
     top = st.columns([2, 3])
     bottom = st.columns([3, 2])
     boxes = _Boxes(header, top[0].empty(), top[1].empty(), bottom[0].empty(), bottom[1].empty())
+    if roles is not None:
+        st.caption(role_figures.CAPTION)
     if not play:
-        _draw(boxes, gen, step - 1, layer, head, rescale)
+        _draw(boxes, gen, step - 1, layer, head, rescale, roles)
         return
     for t in range(step if step < T else 0, T):  # from the next step (from the first at the end)
-        _draw(boxes, gen, t, layer, head, rescale)
+        _draw(boxes, gen, t, layer, head, rescale, roles)
         # a Pause (any widget) interrupts: the slider stays here
         session.put(generate_keys.GEN_STEP_NEXT, (t + 1, step))
         time.sleep(PLAY_DELAY_S)
     st.rerun()  # the slider shows the last step
 
 
-def _draw(boxes: _Boxes, gen, t: int, layer: int, head: int, rescale: bool) -> None:
-    """Step t (0-based) into the boxes."""
+def _draw(boxes: _Boxes, gen, t: int, layer: int, head: int, rescale: bool, roles: tuple | None = None) -> None:
+    """Step t (0-based) into the boxes; `roles` (a chat's, of every token) along the context's and the matrix's
+    token axes."""
     run, s, T = gen.run, gen.steps[t], len(gen.steps)
     q = gfig.query_row(gen.num_prompt_tokens, t)
     boxes.header.markdown(
         f"**Step {t + 1} of {T}**: the model picked “{plain(s.token)}” with probability {s.prob:.3f} "
         f"(entropy {s.entropy:.2f} nats), reading from “{plain(run.tokens[q])}” at position {q}.")
     figs = gfig.step_figures(gen, t, layer, head, rescale=rescale)
+    if roles is not None:
+        role, template = roles
+        start, stop = gfig.matrix_window(run.n, q)
+        figs["heads"] = role_figures.with_roles(figs["heads"], role[:q + 1], template[:q + 1], queries=False)
+        figs["matrix"] = role_figures.with_roles(figs["matrix"], role[start:stop], template[start:stop])
     for view, where in zip(gfig.STEP_VIEWS, (boxes.bars, boxes.heads, boxes.matrix, boxes.lines)):
         charts.show(figs[view], where=where)
