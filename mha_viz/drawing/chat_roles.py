@@ -71,6 +71,19 @@ def with_roles(fig: go.Figure, role: np.ndarray, template: np.ndarray, *, querie
     return out
 
 
+def on_level(fig: go.Figure, role: np.ndarray, template: np.ndarray, level: str, *,
+             window: tuple[int, int] | None = None, edges: np.ndarray | None = None,
+             groups: list[np.ndarray] | None = None) -> go.Figure:
+    """`with_roles` of a head's figure at its level: "tokens" (the window's, start … stop − 1, else every token),
+    "blocks" (cells of several tokens: `edges`) or "words" (`groups`, each word's tokens: `by_word`)."""
+    if level == "words":
+        return with_roles(fig, *by_word(role, template, groups))
+    if level == "blocks":
+        return with_roles(fig, role, template, edges=edges)
+    start, stop = window or (0, len(role))
+    return with_roles(fig, role[start:stop], template[start:stop])
+
+
 def by_word(role: np.ndarray, template: np.ndarray, groups: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Each word's role and whether it is the template's (`detail.word_groups`: each word's token positions): its
     first token's role, and the template's where all its tokens are (the word view's axes)."""

@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.capture.run import AttentionRun
+from mha_viz.drawing import chat_roles
 from mha_viz.drawing.style import (
     COLORSCALE,
     axis_labels,
@@ -228,18 +229,24 @@ def default_level(n: int) -> str:
 
 
 def head_figure(run: AttentionRun, layer: int, head: int, *, level: str | None = None, rescale: bool = False,
-                window: tuple[int, int] | None = None) -> go.Figure:
+                window: tuple[int, int] | None = None, roles: tuple | None = None) -> go.Figure:
     """One head at a level of detail: TOKENS (`head_heatmap`, `window` = (start, stop) keeping
-    those tokens), BLOCKS (`head_pooled`) or WORDS (`head_words`); None: `default_level`."""
+    those tokens), BLOCKS (`head_pooled`) or WORDS (`head_words`); None: `default_level`. roles: a chat's (role,
+    template) of the run's tokens (`ChatText.aligned`), drawn along both axes at that level (`chat_roles.on_level`)."""
     if level is None:
         level = TOKENS if window is not None else default_level(run.n)
     if level == TOKENS:
-        return head_heatmap(run, layer, head, rescale=rescale, window=window)
-    if level == BLOCKS:
-        return head_pooled(run, layer, head, rescale=rescale)
-    if level == WORDS:
-        return head_words(run, layer, head, rescale=rescale)
-    raise ValueError(f"level {level!r}: choose {TOKENS!r}, {BLOCKS!r} or {WORDS!r}")
+        fig = head_heatmap(run, layer, head, rescale=rescale, window=window)
+    elif level == BLOCKS:
+        fig = head_pooled(run, layer, head, rescale=rescale)
+    elif level == WORDS:
+        fig = head_words(run, layer, head, rescale=rescale)
+    else:
+        raise ValueError(f"level {level!r}: choose {TOKENS!r}, {BLOCKS!r} or {WORDS!r}")
+    if roles is None:
+        return fig
+    return chat_roles.on_level(fig, *roles, level, window=window, edges=detail.block_edges(run.n, POOLED_SIZE),
+                               groups=detail.word_groups(run.word_ids))
 
 
 @lru_cache(maxsize=1)

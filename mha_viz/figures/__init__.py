@@ -72,15 +72,17 @@ DIRECTIONS = {"to": focus_arrays.TO, "by": focus_arrays.BY}  # token_focus's sho
 
 
 def head(run: AttentionRun, layer: int = 0, head: int = 0, *, level: str | None = None, rescale: bool = False,
-         window: tuple[int, int] | None = None) -> go.Figure:
+         window: tuple[int, int] | None = None, chat=None) -> go.Figure:
     """One head's attention as the head view draws it: queries down, keys across, each row summing to 1.
 
     level: "tokens" (every token; `window=(start, stop)` keeps tokens start..stop-1 on both axes),
     "blocks" (the whole matrix max-pooled to at most 128 × 128 blocks, hover giving max and mean)
     or "words" (word pieces merged); by default every token up to 256 tokens, blocks beyond.
-    rescale: colours span 0..this head's maximum instead of 0..1.
+    rescale: colours span 0..this head's maximum instead of 0..1. chat: the chat the run's text renders
+    (`mha_viz.text.chat.roles`): each token's role along both axes, at every level.
     """
-    return head_figures.head_figure(run, layer, head, level=level, rescale=rescale, window=window)
+    return head_figures.head_figure(run, layer, head, level=level, rescale=rescale, window=window,
+                                    roles=None if chat is None else chat.aligned(run))
 
 
 def model_grid(run: AttentionRun, *, rescale: bool = True) -> go.Figure:

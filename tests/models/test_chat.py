@@ -165,6 +165,40 @@ def test_a_chats_notebook_renders_its_messages_and_says_where_the_answer_looks(s
         role_mass(full.drop_tokens(opened.template), opened)
 
 
+def test_the_head_views_notebook_draws_the_roles_at_its_level(smollm2):
+    """The Head view's notebook of a chat at the word level: its head cell passes the chat, and the figure it draws
+    has a band over the keys for every word, in the colour of the word's first token's role."""
+    import json
+
+    import plotly.io as pio
+
+    from mha_viz.drawing.chat_roles import ROLE_COLOURS
+    from mha_viz.export.notebook_view import NotebookView
+
+    told = roles(smollm2, Chat(USER, system=SYSTEM))
+    view = NotebookView(page="head_view", model="smollm2", text=told.text, device="cpu", max_tokens=512,
+                        chat=(USER, SYSTEM, ""), options={"detail": "words"})
+    cells = [c["source"] for c in json.loads(mha_viz.view_notebook(view))["cells"] if c["cell_type"] == "code"]
+    head_cell = next(c for c in cells if c.startswith("figures.head("))
+    assert "chat=chat" in head_cell and "level='words'" in head_cell
+    names: dict = {}
+    renderer = pio.renderers.default
+    try:
+        for source in cells[:cells.index(head_cell)]:
+            exec(compile(source, "<notebook>", "exec"), names)  # noqa: S102 - the notebook this view downloads
+        fig = eval(compile(head_cell, "<notebook>", "eval"), names)  # noqa: S307 - the same
+    finally:
+        pio.renderers.default = renderer
+    run = names["run"]
+    firsts = np.flatnonzero(np.r_[True, np.diff(np.asarray(run.word_ids)) != 0])  # each word's first token
+    role = told.aligned(run)[0]
+    top = sorted((b for b in fig.layout.shapes if b.yref == "paper"), key=lambda b: b.x0)
+    assert top[0].x0 == -0.5 and top[-1].x1 == len(firsts) - 0.5
+    for band in top:
+        for word in range(int(band.x0 + 0.5), int(band.x1 + 0.5)):
+            assert band.fillcolor == ROLE_COLOURS[ROLES[role[firsts[word]]]]
+
+
 # Gemma's templates, written with SmolLM2's turn tokens (its tokenizer splits at them as Gemma's splits at its own)
 GEMMA3_STYLE = (  # the system message folded into the user's turn, the assistant called "model"
     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set first = messages[0]['content'] + '\\n\\n' %}"

@@ -20,6 +20,8 @@ def cells(v: NotebookView) -> list[Cell]:
     args = f", level={literal(level)}, rescale={literal(bool(v.option('rescale', False)))}"
     if window is not None:
         args += f", window={literal(tuple(int(x) for x in window))}"
+    if v.chat is not None:  # each token's role along both axes, as the page draws them
+        args += ", chat=chat"
     cells.append(code(f"figures.head(run, LAYER, HEAD{args})"))
     cells.append(code("""
 a = run.head(LAYER, HEAD)

@@ -146,27 +146,25 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
     if mode == SUBSET:
         return subset_views.subset_figure(run, layer, head, rescale), None
     if mode == BLOCKS:
-        return _with_roles(cur, view_helpers.head_pooled(cur, layer, head, rescale), (layer, head, rescale, BLOCKS),
-                           edges=detail.block_edges(run.n, head_figures.POOLED_SIZE)), None
+        return _with_roles(cur, view_helpers.head_pooled(cur, layer, head, rescale), (layer, head, rescale),
+                           head_figures.BLOCKS), None
     if mode == WORDS:
         fig = charts.cached("head_words", (cur.key, layer, head, rescale),
                             lambda: head_figures.head_words(run, layer, head, rescale=rescale))
-        return _with_roles(cur, fig, (layer, head, rescale, WORDS), words=True), None
+        return _with_roles(cur, fig, (layer, head, rescale), head_figures.WORDS), None
     return _clickable(cur, layer, head, rescale, None)
 
 
-def _with_roles(cur, fig, shown: tuple, *, edges=None, words: bool = False):
-    """`fig` (the block or the word view of a head) with a chat's roles along its axes (the same as the tokens'), or
-    as it is when the run is no chat."""
+def _with_roles(cur, fig, shown: tuple, level: str):
+    """`fig` (the block or the word view of a head: `level`) with a chat's roles along its axes (the same as the
+    tokens'), or as it is when the run is no chat."""
     told = cur.chat.aligned(cur.run) if cur.chat is not None else None
     if told is None:
         return fig
-    role, template = told
-    if words:
-        role, template = role_figures.by_word(role, template, detail.word_groups(cur.run.word_ids))
     st.caption(role_figures.CAPTION)
-    return charts.cached("head_roles", (cur.key, *shown, cur.chat.text),
-                         lambda: role_figures.with_roles(fig, role, template, edges=edges))
+    return charts.cached("head_roles", (cur.key, *shown, level, cur.chat.text), lambda: role_figures.on_level(
+        fig, *told, level, edges=detail.block_edges(cur.run.n, head_figures.POOLED_SIZE),
+        groups=detail.word_groups(cur.run.word_ids)))
 
 
 def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int] | None):
