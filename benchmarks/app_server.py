@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +27,15 @@ def health(base_url: str, timeout: float = 10) -> str:
             return r.read().decode().strip()
     except OSError as exc:
         return f"unreachable: {exc}"
+
+
+def wait_healthy(base_url: str, proc: subprocess.Popen, timeout_s: float) -> None:
+    """Poll the server's health check until it answers (RuntimeError when the server exits or `timeout_s` pass)."""
+    deadline = time.monotonic() + timeout_s
+    while health(base_url, timeout=1) != "ok":
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the server at {base_url} did not start (exit {proc.poll()})")
+        time.sleep(0.2)
 
 
 def start_server(port: int, log_path: Path, root: Path = ROOT, script: str = "app.py",

@@ -1,0 +1,90 @@
+"""A class at once on a server just started (issue 91): for 30, 100 and 300 students (`--students`), each on a new
+server whose script has never run, every student connects at the same moment over Streamlit's websocket protocol,
+lands, types a sentence of its own and opens the Head view (`tests/e2e/class_client.py`). Printed per class: when the
+first, the median and the last student saw its own Head view (seconds from the start), how many saw their own word
+and no other's, the errors, the server's CPU seconds (user + system, over the class) and its peak resident memory.
+
+Run: `.venv/bin/python benchmarks/class.py` (the three classes: about 3 minutes on 2 cores). The issue's targets: the
+last of 300 within 20 s and the median within 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from app_server import free_port, start_server, stop_server, wait_healthy  # noqa: E402 - benchmarks/app_server.py
+
+import mha_viz  # noqa: E402
+from tests.e2e.class_client import class_of, marker_words, sentence_of  # noqa: E402
+
+BOOT_S = 240
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _peak_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def one_class(students: int, words: list[str], root: Path = ROOT) -> dict:
+    """A class of `students` on a new server of `root`'s app.py: its distribution, CPU and memory."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = start_server(port, Path(os.devnull), root)
+    try:
+        wait_healthy(base, server, BOOT_S)
+        cpu = _cpu_seconds(server.pid)
+        seen = class_of(base, [sentence_of(w) for w in words[:students]])
+        cpu = _cpu_seconds(server.pid) - cpu
+        peak = _peak_bytes(server.pid)
+    finally:
+        stop_server(server)
+    done = sorted(s.done for s in seen if not s.errors)
+    own = sum(w in s.tokens() and not (s.tokens() & set(words)) - {w} for w, s in zip(words, seen))
+    return {"students": students, "first": done[0] if done else None, "median": statistics.median(done) if done
+            else None, "last": done[-1] if done else None, "own": own, "errors": sum(bool(s.errors) for s in seen),
+            "cpu": cpu, "peak": peak}
+
+
+def say(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds:.1f} s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--students", type=int, nargs="+", default=[30, 100, 300])
+    parser.add_argument("--roots", type=Path, nargs="+", default=[ROOT],
+                        help="checkouts whose app.py to serve, side by side (e.g. a clone of an earlier commit)")
+    args = parser.parse_args()
+    words = marker_words(mha_viz.load_model("minilm").tokenizer, max(args.students))
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    print("| app | students | first | median | last | own sentence, no other's | errors | server CPU | server peak |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for students in args.students:
+        for root in args.roots:
+            r = one_class(students, words, root)
+            print(f"| {root.name} | {r['students']} | {say(r['first'])} | {say(r['median'])} | {say(r['last'])} | "
+                  f"{r['own']} of {students} | {r['errors']} | {r['cpu']:.1f} s ({r['cpu'] / students:.2f} s a "
+                  f"student) | {r['peak'] / 2**30:.2f} GiB |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,152 @@
+"""A class of students on one server, each a session of Streamlit's own websocket protocol (issue 91), without a
+browser: what a browser sends for the steps a student takes, and what the server sends back, read.
+
+A student connects to `/_stcore/stream` and asks for the first run (a `BackMsg` whose `rerun_script` names no page
+and no widget: the landing page). From the messages of that run it learns the sidebar's *Sentence* box's widget id
+(the element whose id ends with its key, `keys.TEXT`) and the pages' script hashes (the navigation message). It then
+types its sentence (a rerun with the box's value among the widget states, as the browser sends it on Ctrl+Enter) and
+opens the Head view (a rerun naming that page's script hash, the box's value sent again, as the browser sends every
+widget's value on each rerun). A run ends at its `script_finished` message; one that ended early for another rerun
+(the app's own `st.rerun`) is followed by that rerun's messages, until one finishes.
+
+What each student saw is kept for the caller: every chart's spec and every text element of its Head view run, the
+errors and exceptions of any run, and when each step ended (`Seen`). `class_of` runs a whole class at once in one
+event loop (`asyncio.gather`), each student started at the same moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+from mha_viz.drawing.style import label_text
+from mha_viz.ui.kit import keys
+
+FINISHED = (0, 1)  # ScriptFinishedStatus: successfully, with a compile error (2: early, for another rerun)
+RUN_TIMEOUT_S = 600  # one student's run at most (300 students on 2 cores queue behind each other)
+
+
+@dataclass
+class Seen:
+    """What one student's session showed: `charts` (each Plotly spec, JSON) and `texts` (markdown, captions, titles,
+    alerts) of its last run (the Head view), the `errors` of every run (exceptions and error alerts), and the seconds
+    from the class's start to the end of its first run (`landed`), its sentence's run (`typed`) and its Head view's
+    (`done`)."""
+
+    sentence: str
+    charts: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    landed: float = 0.0
+    typed: float = 0.0
+    done: float = 0.0
+
+    def tokens(self) -> set[str]:
+        """Every token label on the axes of its charts (the tokens its Head view shows), as the user reads them."""
+        found: set[str] = set()
+        for spec in self.charts:
+            figure = json.loads(spec)
+            for axis in [*figure.get("data", []), *figure.get("layout", {}).values()]:
+                for name in ("x", "y", "ticktext"):
+                    values = axis.get(name) if isinstance(axis, dict) else None
+                    if isinstance(values, list):
+                        found |= {label_text(v).strip() for v in values if isinstance(v, str)}
+        return found
+
+
+class Session:
+    """One student's websocket session: the ids and hashes it learnt, and what its last run drew."""
+
+    def __init__(self, socket, seen: Seen) -> None:
+        self.socket, self.seen = socket, seen
+        self.box_id = ""  # the *Sentence* box's widget id
+        self.pages: dict[str, str] = {}  # url path -> page script hash
+        self.page = ""  # the page script hash the server ran last
+
+    async def run(self, *, page: str = "", widgets: dict[str, str] | None = None) -> None:
+        """Ask for a rerun (of page hash `page`, "" for the landing page, with string `widgets` {id: value}) and read
+        its messages until a run finishes: the charts and texts are the last run's."""
+        msg = BackMsg()
+        msg.rerun_script.query_string = ""
+        msg.rerun_script.page_script_hash = page
+        for widget_id, value in (widgets or {}).items():
+            state = msg.rerun_script.widget_states.widgets.add()
+            state.id, state.string_value = widget_id, value
+        await self.socket.send(msg.SerializeToString())
+        self.seen.charts, self.seen.texts = [], []
+        while True:
+            got = ForwardMsg()
+            got.ParseFromString(await asyncio.wait_for(self.socket.recv(), RUN_TIMEOUT_S))
+            kind = got.WhichOneof("type")
+            if kind == "navigation":
+                self.pages = {p.url_pathname: p.page_script_hash for p in got.navigation.app_pages}
+                self.page = got.navigation.page_script_hash
+            elif kind == "delta" and got.delta.WhichOneof("type") == "new_element":
+                self._read(got.delta.new_element)
+            elif kind == "script_finished" and got.script_finished in FINISHED:
+                return
+
+    def _read(self, element) -> None:
+        kind = element.WhichOneof("type")
+        if kind == "text_area" and element.text_area.id.endswith(f"-{keys.TEXT}"):
+            self.box_id = element.text_area.id
+        elif kind == "plotly_chart":
+            self.seen.charts.append(element.plotly_chart.spec)
+        elif kind == "exception":
+            self.seen.errors.append(f"{element.exception.type}: {element.exception.message}")
+        elif kind == "alert":
+            if element.alert.format == element.alert.ERROR:
+                self.seen.errors.append(element.alert.body)
+            self.seen.texts.append(element.alert.body)
+        elif kind in ("markdown", "heading"):
+            self.seen.texts.append(getattr(element, kind).body)
+
+
+async def student(url: str, sentence: str, start: float, page: str = "head_view") -> Seen:
+    """One student: lands, types `sentence`, opens `page`; what it saw (`Seen`), its times from `start`."""
+    seen = Seen(sentence)
+    address = url.replace("http://", "ws://", 1).rstrip("/") + "/_stcore/stream"
+    async with websockets.connect(address, max_size=None, subprotocols=["streamlit"]) as socket:
+        session = Session(socket, seen)
+        await session.run()
+        seen.landed = time.monotonic() - start
+        if not session.box_id or page not in session.pages:
+            seen.errors.append(f"the landing page drew no Sentence box or no link to {page}")
+            return seen
+        typed = {session.box_id: sentence}
+        await session.run(page=session.page, widgets=typed)
+        seen.typed = time.monotonic() - start
+        await session.run(page=session.pages[page], widgets=typed)
+        seen.done = time.monotonic() - start
+    return seen
+
+
+async def _class(url: str, sentences: list[str]) -> list[Seen]:
+    start = time.monotonic()
+    return list(await asyncio.gather(*(student(url, s, start) for s in sentences)))
+
+
+def class_of(url: str, sentences: list[str]) -> list[Seen]:
+    """Every student of `sentences` (one sentence each) at once on the server at `url`, in a new event loop."""
+    return asyncio.run(_class(url, sentences))
+
+
+def marker_words(tokenizer, count: int) -> list[str]:
+    """`count` distinct lower-case words that `tokenizer` reads as one token each (a student's own word, which its
+    Head view must show as one token label and no other student's may)."""
+    vocab = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w.islower() and 6 <= len(w) <= 9)
+    step = max(1, len(vocab) // count)
+    words = vocab[::step][:count]
+    if len(words) < count:
+        raise ValueError(f"the tokenizer has {len(vocab)} such words, not {count}")
+    return words
+
+
+def sentence_of(word: str) -> str:
+    return f"The teacher wrote {word} on the board."
