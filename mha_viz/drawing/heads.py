@@ -15,7 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from mha_viz.capture.run import AttentionRun
-from mha_viz.drawing import chat_roles
+from mha_viz.drawing.chat_roles import on_level
 from mha_viz.drawing.style import (
     COLORSCALE,
     axis_labels,
@@ -245,7 +245,7 @@ def head_figure(run: AttentionRun, layer: int, head: int, *, level: str | None =
         raise ValueError(f"level {level!r}: choose {TOKENS!r}, {BLOCKS!r} or {WORDS!r}")
     if roles is None:
         return fig
-    return chat_roles.on_level(fig, *roles, level, window=window, edges=detail.block_edges(run.n, POOLED_SIZE),
+    return on_level(fig, *roles, level, window=window, edges=detail.block_edges(run.n, POOLED_SIZE),
                                groups=detail.word_groups(run.word_ids))
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -133,8 +134,22 @@ async def _class(url: str, sentences: list[str]) -> list[Seen]:
 
 
 def class_of(url: str, sentences: list[str]) -> list[Seen]:
-    """Every student of `sentences` (one sentence each) at once on the server at `url`, in a new event loop."""
-    return asyncio.run(_class(url, sentences))
+    """Every student of `sentences` (one sentence each) at once on the server at `url`, in a new event loop on a
+    thread of its own (the calling thread may run a loop already: the browser tests' sync playwright does)."""
+    out: list[list[Seen]] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            out.append(asyncio.run(_class(url, sentences)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            failed.append(exc)
+    worker = threading.Thread(target=run, name="mha-viz-class")
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
+    return out[0]
 
 
 def marker_words(tokenizer, count: int) -> list[str]:
