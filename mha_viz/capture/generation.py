@@ -42,7 +42,6 @@ from mha_viz.text.loss_inputs import NEXT_TOKEN, loss_kind
 from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
 from mha_viz_models.attention.memory import memory_layouts
-from mha_viz_models.families.architectures import kv_heads_by_layer
 from mha_viz_models.reading.readout import keeps_last_logits
 
 # the long run of a tokenized sequence, `(model, tokens, text, progress=) -> AttentionRun`: mha_viz.scan's
@@ -303,7 +302,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                                model_name=model.name, token_ids=ids[:n], raw_tokens=raw, special_mask=special,
                                word_ids=word_ids, num_input_tokens=n, precision=model.precision,
                                layer_ids=model.layer_ids, model_layers=model.total_layers,
-                               layer_kv_heads=kv_heads_by_layer(getattr(model.hf_model, "config", None)))
+                               layer_kv_heads=model.layer_kv_heads)
         new = ids[n_prompt:n]
         text = model.tokenizer.decode(new, skip_special_tokens=True)
         full = model.tokenizer.decode(ids[:n], skip_special_tokens=True)

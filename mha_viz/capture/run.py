@@ -23,7 +23,6 @@ from mha_viz.capture.sinks import Hidden, drop_tokens
 from mha_viz.capture.transfer import HostCopier, to_host
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models import LoadedModel
-from mha_viz_models.families.architectures import kv_heads_by_layer
 from mha_viz_models.reading import values
 
 
@@ -349,7 +348,7 @@ def capture_text(model: LoadedModel, text: str, *, max_tokens: int | None = None
         num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
         head_outputs=outputs, layer_ids=wanted, model_layers=model.total_layers,
         value_norms=norms, precision=model.precision, memory=memory,
-        layer_kv_heads=kv_heads_by_layer(getattr(model.hf_model, "config", None)),
+        layer_kv_heads=model.layer_kv_heads,
         # in float32 only, where `ablation_outcome.from_run` reads them: a half-precision model's logits would be
         # widened (n × vocabulary floats) for nothing
         own=own_outputs(cap.output, list(ids), model.is_causal) if model.dtype == torch.float32 else None,

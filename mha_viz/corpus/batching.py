@@ -19,7 +19,6 @@ from mha_viz.budget import capture_budget
 from mha_viz.capture.run import AttentionRun
 from mha_viz.text.tokenize import Tokens, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
-from mha_viz_models.families.architectures import kv_heads_by_layer
 
 SORT_WINDOW = 8  # batches sorted together: larger windows pad less but reorder more
 # A batch's work for the time left (`budget.time_left`), in characters: each document's text up to what the token
@@ -114,6 +113,6 @@ def _capture(model: LoadedModel, part: Sequence[tuple[str, Tokens]]) -> list[Att
             token_ids=list(t.ids), raw_tokens=t.raw, special_mask=t.special, word_ids=t.word_ids, text=text,
             num_input_tokens=t.total, num_input_tokens_is_estimate=t.total_is_estimate, head_outputs=outputs,
             layer_ids=model.layer_ids, model_layers=model.total_layers,  # a hybrid: its softmax layers
-            layer_kv_heads=kv_heads_by_layer(getattr(model.hf_model, "config", None)),
+            layer_kv_heads=model.layer_kv_heads,
         ))
     return runs

@@ -149,10 +149,8 @@ def sparse_picks(model: LoadedModel, text: str, *, max_tokens: int | None = None
     `sparse_selection` does for a model without indexed layers."""
     _require_sparse(model)
     toks = tokenize(model, text, max_tokens)
-    need = picks_bytes(model, toks.n)
-    if not capture_budget.fits(need):
-        capture_budget.check(need, f"Keeping the indexer's picks of '{model.name}' on {toks.n} tokens",
-                             "use a shorter text, or raise the limit.")
+    capture_budget.check(picks_bytes(model, toks.n), f"Keeping the indexer's picks of '{model.name}' on {toks.n} "
+                         "tokens", "use a shorter text, or raise the limit.")
     with model.lock:
         found = sparse.picks(model.hf_model, [m for m, _ in model.attention_modules],
                              torch.tensor([toks.ids], device=model.device))

@@ -11,7 +11,6 @@ from mha_viz.scan.rows import Reader
 from mha_viz.scan.run import scan
 from mha_viz.text.tokenize import Tokens
 from mha_viz_models import LoadedModel
-from mha_viz_models.families.architectures import kv_heads_by_layer
 
 
 def long_run(model: LoadedModel, toks: Tokens, text: str = "", *,
@@ -26,4 +25,4 @@ def long_run(model: LoadedModel, toks: Tokens, text: str = "", *,
         token_ids=list(toks.ids), raw_tokens=toks.raw, special_mask=toks.special, word_ids=toks.word_ids,
         text=text, num_input_tokens=toks.total, num_input_tokens_is_estimate=toks.total_is_estimate,
         layer_ids=model.layer_ids, model_layers=model.total_layers, precision=model.precision, own=found.own,
-        layer_kv_heads=kv_heads_by_layer(getattr(model.hf_model, "config", None)))
+        layer_kv_heads=model.layer_kv_heads)

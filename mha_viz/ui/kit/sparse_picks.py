@@ -84,10 +84,9 @@ def _picks(key: AnalysisKey, _model) -> Picks:
         return sparse_picks(_model, key.text, max_tokens=key.cap)
 
 
-def layer_picks(cur, layer: int) -> LayerPicks | None:
-    """The picks of the run's layer `layer` (its row in the run) for the text on screen (`LayerPicks.rows`,
-    `.column`), or None: a model without indexed layers, a layer that is not one, tokens hidden, or picks past the
-    capture budget."""
+def run_picks(cur) -> Picks | None:
+    """Every indexed layer's picks for the text on screen, or None: a model without indexed layers, tokens hidden, or
+    picks past the capture budget."""
     model = cur.model
     if model is None or not has_sparse_layers(model) or cur.run.hidden is not None:
         return None
@@ -95,4 +94,11 @@ def layer_picks(cur, layer: int) -> LayerPicks | None:
         return None
     text_key = cur.key.with_text(cur.key.text)
     found = resources.one_at_a_time(lambda: _picks(text_key, model))
-    return found.layer(cur.run.layer_ids[layer]) if found.n == cur.run.n else None
+    return found if found.n == cur.run.n else None
+
+
+def layer_picks(cur, layer: int) -> LayerPicks | None:
+    """The picks of the run's layer `layer` (its row in the run) for the text on screen (`LayerPicks.rows`,
+    `.column`), or None: as `run_picks`, or a layer that is not indexed."""
+    found = run_picks(cur)
+    return None if found is None else found.layer(cur.run.layer_ids[layer])

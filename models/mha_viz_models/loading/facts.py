@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from mha_viz_models.device.precision import emulated_note
-from mha_viz_models.families.architectures import kv_heads_by_layer
 
 
 def describe(loaded) -> dict[str, str]:
@@ -12,7 +11,7 @@ def describe(loaded) -> dict[str, str]:
     kv = f"{loaded.num_kv_heads}" + (
         f" (grouped-query: {loaded.num_heads // loaded.num_kv_heads} query heads share each)"
         if loaded.num_kv_heads != loaded.num_heads else " (plain multi-head attention)")
-    by_layer = kv_heads_by_layer(getattr(loaded.hf_model, "config", None))
+    by_layer = loaded.layer_kv_heads
     if by_layer:  # Gemma 4: its global layers' count differs
         kv = "; ".join(f"{count} in layers {', '.join(str(i) for i, c in by_layer.items() if c == count)}"
                        for count in sorted(set(by_layer.values()), reverse=True)) + " (grouped-query)"

@@ -14,7 +14,7 @@ from mha_viz_models.device.placement import has_offloaded, resident_copy
 from mha_viz_models.device.precision import dtype_name
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.families.adapters import Adapter
-from mha_viz_models.families.architectures import SUPPORTED, softmax_attentions
+from mha_viz_models.families.architectures import SUPPORTED, kv_heads_by_layer, softmax_attentions
 from mha_viz_models.families.builtin import make_adapter, output_projection, value_path
 from mha_viz_models.loading import switch
 from mha_viz_models.loading.facts import describe
@@ -46,16 +46,14 @@ class LoadedModel:
     max_positions: int
     source: str
     adapters: list[Adapter] = field(default_factory=list, repr=False)
-    # (module, family tag) of each layer's self-attention as the model runs it (our adapters,
-    # tagged "ours", when local_attention); empty when the heads' outputs z cannot be read off the
-    # input of the layer that applies W_O (`unread` says why). The tags are those of
-    # `mha_viz_models.families.builtin.FAMILIES`.
+    # (module, family tag: `families.builtin.FAMILIES`) of each layer's self-attention as the model runs it (our
+    # adapters, tagged "ours", when local_attention); empty when the heads' outputs z cannot be read off the input of
+    # the layer that applies W_O (`unread` says why).
     attention_modules: list[tuple[nn.Module, str]] = field(default_factory=list, repr=False)
     # Why our MHA cannot compute these layers (lean capture, the teaching walkthrough, queries and
     # keys, W_Q, W_K and W_V need it): the features it lacks, named; None when it can
     stand_in: str | None = None
-    # Why the heads' outputs (`attention_modules` empty) or their values (`reads_values` False)
-    # could not be read; None when they are
+    # Why the heads' outputs (`attention_modules` empty) or their values (`reads_values` False) were not read, or None
     unread: str | None = None
     # whether each head's values are read (the contributions lens's value norms)
     reads_values: bool = True
@@ -76,16 +74,13 @@ class LoadedModel:
     # Derived once per instance (a `dataclasses.replace` copy starts afresh):
     _weights: dict | None = field(default=None, init=False, repr=False, compare=False)
     _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # layer -> Adapter
-    # One forward at a time per model: the app shares one instance between sessions. Re-entrant:
-    # `head_weights` holds it while `layer_adapter` takes it to load an offloaded layer's weights.
+    # One forward at a time per model (sessions share it); re-entrant: `head_weights` holds it in `layer_adapter`
     lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
-    # Builds the adapters of `layer_adapter` once even when sessions ask at the same moment (not
-    # `lock`: head_weights holds that one while it asks)
+    # Builds `layer_adapter`'s adapters once however many sessions ask (not `lock`: head_weights holds that one)
     _views_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False, compare=False)
 
     def attention_bytes(self, n: int, *, layers: int | None = None, batch: int = 1) -> int:
-        """Bytes of float32 attention probabilities for `batch` inputs of n tokens over `layers`
-        layers (default every layer): layers · batch · heads · n² · 4, what a capture holds."""
+        """Bytes of float32 probabilities of `batch` inputs of n tokens over `layers` (default: all), as captured."""
         return (self.num_layers if layers is None else layers) * batch * self.num_heads * n * n * 4
 
     def facts(self) -> dict[str, str]:
@@ -112,6 +107,11 @@ class LoadedModel:
     def layer_ids(self) -> list[int]:
         """The model's number of each attention layer that is captured (a hybrid's softmax layers)."""
         return list(self.layer_numbers) if self.layer_numbers else list(range(self.num_layers))
+
+    @property
+    def layer_kv_heads(self) -> dict[int, int]:
+        """{layer number: its key/value heads} where the layers differ (Gemma 4's global layers); {}: num_kv_heads."""
+        return kv_heads_by_layer(getattr(self.hf_model, "config", None))
 
     @property
     def total_layers(self) -> int:

@@ -104,9 +104,10 @@ def focus_page() -> None:
 def _picks(cur, index: int, direction: str) -> dict:
     """{layer row: bool (n,)}: in each indexed layer, the keys the token `index` kept (TO) or the queries that kept
     it (BY); {} for a model without sparse layers, with tokens hidden, or with picks past the capture budget."""
+    every = sparse_picks.run_picks(cur)
     found = {}
-    for layer in range(cur.run.num_layers):
-        picked = sparse_picks.layer_picks(cur, layer)
+    for layer, number in enumerate(cur.run.layer_ids if every is not None else ()):
+        picked = every.layer(number)
         if picked is not None:
             found[layer] = picked.rows(index, index + 1)[0] if direction == focus.TO else picked.column(index)
     return found

@@ -155,15 +155,15 @@ def _head_figure(cur, layer: int, head: int, rescale: bool):
     return _clickable(cur, layer, head, rescale, None)
 
 
-def _with_roles(cur, fig, shown: tuple, level: str):
-    """`fig` (the block or the word view of a head: `level`) with a chat's roles along its axes (the same as the
-    tokens'), or as it is when the run is no chat."""
+def _with_roles(cur, fig, shown: tuple, level: str, window: tuple[int, int] | None = None):
+    """`fig` (a head at `level`: its tokens, or the `window` of them, its blocks or its words) with a chat's roles
+    along its axes, or as it is when the run is no chat."""
     told = cur.chat.aligned(cur.run) if cur.chat is not None else None
     if told is None:
         return fig
     st.caption(role_figures.CAPTION)
-    return charts.cached("head_roles", (cur.key, *shown, level, cur.chat.text), lambda: role_figures.on_level(
-        fig, *told, level, edges=detail.block_edges(cur.run.n, head_figures.POOLED_SIZE),
+    return charts.cached("head_roles", (cur.key, *shown, level, window, cur.chat.text), lambda: role_figures.on_level(
+        fig, *told, level, window=window, edges=detail.block_edges(cur.run.n, head_figures.POOLED_SIZE),
         groups=detail.word_groups(cur.run.word_ids)))
 
 
@@ -177,11 +177,7 @@ def _clickable(cur, layer: int, head: int, rescale: bool, window: tuple[int, int
         fig = charts.cached("head_picks", (cur.key, layer, head, rescale, window),
                             lambda: sparse_figures.with_picks(fig, block))
         st.caption(sparse_figures.CAPTION)
-    told = cur.chat.aligned(cur.run) if cur.chat is not None else None
-    if told is not None:  # a chat: each token's role along both axes
-        fig = charts.cached("head_roles", (cur.key, layer, head, rescale, window, cur.chat.text), lambda: role_figures.
-                            with_roles(fig, told[0][start:start + shown], told[1][start:start + shown]))
-        st.caption(role_figures.CAPTION)
+    fig = _with_roles(cur, fig, (layer, head, rescale), head_figures.TOKENS, (start, start + shown))
     return fig, ((start, shown) if shown <= head_figures.CLICKABLE_TOKENS else None)
 
 
