@@ -1,7 +1,7 @@
 """The UI's sources and session keys, for the tests that read the UI's code: every module under `mha_viz/ui`
-(`MODULES`, its folders `kit`, `shell` and each page's `pages/<id>/` included) and every session key module, the
-kit's (`keys`) and each page's own (`<id>_keys`, as the UI imports them), with `key_value` resolving a
-`keys.NAME` or `<id>_keys.NAME` of the source to its value."""
+(`MODULES`, its folders `kit`, `shell` and each page's `pages/<id>/` included) and every session key module: the
+kit's (`keys`), the shared controls' and each feature's (`features/<id>/controls.py`, imported as `<id>_keys`),
+with `key_value` resolving a `keys.NAME` or `<id>_keys.NAME` of the source to its value."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import ast
 import importlib
 from pathlib import Path
 
+from mha_viz.export import shared_controls
 from mha_viz.ui.kit import keys
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,9 +17,9 @@ UI = ROOT / "mha_viz" / "ui"
 MODULES = sorted(UI.rglob("*.py"))
 PAGES = UI / "pages"
 # the name a module of the UI imports each key module under -> the module
-KEY_MODULES = {"keys": keys} | {
-    f"{p.parent.name}_keys": importlib.import_module(f"mha_viz.ui.pages.{p.parent.name}.page_keys")
-    for p in sorted(PAGES.glob("*/page_keys.py"))}
+KEY_MODULES = {"keys": keys, "shared_controls": shared_controls} | {
+    f"{p.parent.name}_keys": importlib.import_module(f"mha_viz.features.{p.parent.name}.controls")
+    for p in sorted((ROOT / "mha_viz" / "features").glob("*/controls.py"))}
 NOT_KEPT = frozenset().union(*(getattr(m, "NOT_KEPT", frozenset()) for m in KEY_MODULES.values()))
 
 

@@ -11,8 +11,8 @@ from streamlit.components.v2 import manifest_scanner
 from streamlit.testing.v1 import AppTest
 
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.generate import controls as generate_keys
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.generate import page_keys as generate_keys
 from tests.helpers import HEADINGS, ROOT, decode, shown
 
 __all__ = ["APP", "AppTest", "PAGE_IDS", "app_page_ids", "app_test", "chart_title", "chart_titles", "charts",

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mha_viz.ui.pages.head_view import page_keys as head_view_keys
+from mha_viz.features.head_view import controls as head_view_keys
 from tests.app.helpers import charts, frame, heatmap_tokens, open_box, open_page, shown, start_app
 
 pytestmark = pytest.mark.model

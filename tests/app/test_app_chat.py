@@ -89,7 +89,7 @@ def test_the_block_and_word_views_show_the_roles_too():
 
 
 def test_generates_step_player_shows_the_prompts_roles_and_the_reply_as_the_assistants():
-    from mha_viz.ui.pages.generate import page_keys as generate_keys
+    from mha_viz.features.generate import controls as generate_keys
     from tests.app.helpers import generation_figures, run_generation
     at = _chat_app()
     cur = at.session_state[keys.CURRENT]

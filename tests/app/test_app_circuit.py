@@ -14,9 +14,9 @@ import pytest
 import mha_viz
 from mha_viz.circuits import path_patching
 from mha_viz.features.prediction import circuit_figures
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions import prediction
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from tests.app.helpers import app_test, chart_title, charts, open_page, shown, start_app, titled
 
 pytestmark = pytest.mark.model

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from streamlit.string_util import validate_material_icon
 
+from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from tests.app.helpers import frame, heatmap_tokens, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model

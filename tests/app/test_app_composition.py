@@ -10,9 +10,9 @@ import pytest
 
 import mha_viz
 from mha_viz.circuits import ahead, composition
+from mha_viz.features.composition import controls as composition_keys
 from mha_viz.features.composition import figures as composition_figures
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.composition import page_keys as composition_keys
 from tests.app.helpers import charts, frame, open_page, open_with_text, start_app
 
 pytestmark = pytest.mark.model

@@ -13,11 +13,11 @@ import mha_viz
 from mha_viz import corpus
 from mha_viz.corpus import split
 from mha_viz.corpus.inputs import corpus_hash
+from mha_viz.features.corpus import controls as corpus_keys
+from mha_viz.features.examples import controls as examples_keys
 from mha_viz.features.examples import figures as example_figures
 from mha_viz.metrics import METRICS
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.corpus import page_keys as corpus_keys
-from mha_viz.ui.pages.examples import page_keys as examples_keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model

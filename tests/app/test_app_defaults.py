@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from mha_viz.ui.pages.ablation import page_keys as ablation_keys
-from mha_viz.ui.pages.generate import page_keys as generate_keys
+from mha_viz.features.ablation import controls as ablation_keys
+from mha_viz.features.generate import controls as generate_keys
 from tests.app.helpers import PAGE_IDS, charts, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model

@@ -12,9 +12,9 @@ import mha_viz
 from mha_viz import corpus
 from mha_viz.corpus import split
 from mha_viz.drawing import heads as head_figures
+from mha_viz.features.corpus import controls as corpus_keys
+from mha_viz.features.examples import controls as examples_keys
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.corpus import page_keys as corpus_keys
-from mha_viz.ui.pages.examples import page_keys as examples_keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text, shown
 
 pytestmark = pytest.mark.model

@@ -13,9 +13,9 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 
 import mha_viz
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.generate import controls as generate_keys
 from mha_viz.features.generate import figures as gfig
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.generate import page_keys as generate_keys
 from tests.app.helpers import generation_figures as _figures
 from tests.app.helpers import on_generate, open_page, shown, start_app
 from tests.app.helpers import run_generation as _generate

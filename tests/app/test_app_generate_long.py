@@ -10,8 +10,8 @@ import pytest
 
 import mha_viz
 from mha_viz.capture import head_rows
+from mha_viz.features.generate import controls as generate_keys
 from mha_viz.features.generate import figures as gfig
-from mha_viz.ui.pages.generate import page_keys as generate_keys
 from tests.app.helpers import generation_figures as _figures
 from tests.app.helpers import on_generate as _on_generate
 from tests.app.helpers import run_generation as _generate

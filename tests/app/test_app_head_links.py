@@ -15,10 +15,10 @@ from streamlit.util import calc_hash
 
 import mha_viz
 from mha_viz.capture.head_rows import forbid_dense
+from mha_viz.features.head_metrics import controls as head_metrics_keys
 from mha_viz.metrics import head_table
 from mha_viz.scan.opening import kept_counts, opening_query
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.head_metrics import page_keys as head_metrics_keys
 from mha_viz.views import head_links
 from tests.app.helpers import chart_title, charts, open_box, open_page, start_app
 from tests.helpers import HEADINGS

@@ -9,6 +9,8 @@ import pytest
 
 import mha_viz
 from mha_viz import metrics
+from mha_viz.features.compare_heads import controls as compare_heads_keys
+from mha_viz.features.head_metrics import controls as head_metrics_keys
 from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text
 
@@ -29,8 +31,8 @@ def test_the_scatter_is_the_head_table_on_the_chosen_measures():
     np.testing.assert_allclose(np.asarray(first["data"][0]["x"], float), table["entropy"], rtol=1e-5)
     np.testing.assert_allclose(np.asarray(first["data"][0]["y"], float), table["prev_token_score"], atol=1e-6)
     assert first["data"][0]["marker"]["color"] == list(table["layer"])
-    at.selectbox(key=keys.SCATTER_X).set_value("induction_score").run()
-    at.selectbox(key=keys.SCATTER_COLOUR).set_value("confidence").run()
+    at.selectbox(key=head_metrics_keys.SCATTER_X).set_value("induction_score").run()
+    at.selectbox(key=head_metrics_keys.SCATTER_COLOUR).set_value("confidence").run()
     assert not at.exception
     chosen = _scatter(at)
     np.testing.assert_allclose(np.asarray(chosen["data"][0]["x"], float), table["induction_score"], atol=1e-6)
@@ -40,7 +42,7 @@ def test_the_scatter_is_the_head_table_on_the_chosen_measures():
     # the choice stays when the user comes back
     open_page(at, "model_view")
     open_page(at, "head_metrics")
-    assert at.selectbox(key=keys.SCATTER_X).value == "induction_score"
+    assert at.selectbox(key=head_metrics_keys.SCATTER_X).value == "induction_score"
 
 
 def test_heads_a_lasso_picked_open_on_compare_heads():
@@ -52,7 +54,7 @@ def test_heads_a_lasso_picked_open_on_compare_heads():
     assert button.label == "Compare these 3 heads"
     button.click().run()
     assert not at.exception and at.title[0].value == "Compare heads"
-    assert at.multiselect(key=keys.COMPARE_HEADS).value == ["L0H1", "L2H3", "L5H11"]
+    assert at.multiselect(key=compare_heads_keys.COMPARE_HEADS).value == ["L0H1", "L2H3", "L5H11"]
 
 
 def test_more_than_six_picked_compare_the_first_six():
@@ -63,4 +65,4 @@ def test_more_than_six_picked_compare_the_first_six():
     button = at.button(key=keys.SCATTER_COMPARE)
     assert button.label == "Compare the first 6 of these heads"
     button.click().run()
-    assert at.multiselect(key=keys.COMPARE_HEADS).value == picked[:6]
+    assert at.multiselect(key=compare_heads_keys.COMPARE_HEADS).value == picked[:6]

@@ -9,24 +9,25 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.export import lesson as lessons
+from mha_viz.features.ablation import controls as ablation_keys
+from mha_viz.features.across_layers import controls as across_layers_keys
+from mha_viz.features.compare import controls as compare_keys
+from mha_viz.features.compare_heads import controls as compare_heads_keys
+from mha_viz.features.composition import controls as composition_keys
+from mha_viz.features.corpus import controls as corpus_keys
+from mha_viz.features.examples import controls as examples_keys
+from mha_viz.features.focus import controls as focus_keys
+from mha_viz.features.generate import controls as generate_keys
+from mha_viz.features.head_metrics import controls as head_metrics_keys
+from mha_viz.features.head_view import controls as head_view_keys
+from mha_viz.features.lines import controls as lines_keys
+from mha_viz.features.model_view import controls as model_view_keys
+from mha_viz.features.prediction import controls as prediction_keys
+from mha_viz.features.qk import controls as qk_keys
+from mha_viz.features.retrieval import controls as retrieval_keys
+from mha_viz.features.similarity import controls as similarity_keys
+from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.ablation import page_keys as ablation_keys
-from mha_viz.ui.pages.across_layers import page_keys as across_layers_keys
-from mha_viz.ui.pages.compare import page_keys as compare_keys
-from mha_viz.ui.pages.compare_heads import page_keys as compare_heads_keys
-from mha_viz.ui.pages.composition import page_keys as composition_keys
-from mha_viz.ui.pages.corpus import page_keys as corpus_keys
-from mha_viz.ui.pages.examples import page_keys as examples_keys
-from mha_viz.ui.pages.focus import page_keys as focus_keys
-from mha_viz.ui.pages.generate import page_keys as generate_keys
-from mha_viz.ui.pages.head_metrics import page_keys as head_metrics_keys
-from mha_viz.ui.pages.head_view import page_keys as head_view_keys
-from mha_viz.ui.pages.lines import page_keys as lines_keys
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
-from mha_viz.ui.pages.qk import page_keys as qk_keys
-from mha_viz.ui.pages.retrieval import page_keys as retrieval_keys
-from mha_viz.ui.pages.similarity import page_keys as similarity_keys
-from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from mha_viz.views import focus
 from tests.app.helpers import app_page_ids, app_test, lesson_panel, open_page, shown, start_app
 from tests.helpers import HEADINGS
@@ -37,12 +38,13 @@ MODEL, TEXT = "toy-induction", "k d m x b f q z k d m x b f q z"  # 16 tokens, 2
 # page -> the choices a teacher makes there, none the page's default (what the test sets, and what each
 # step must open on); set through session state, as the widgets' own values, before the view is added
 CHOICES: dict[str, dict[str, object]] = {
-    "model_view": {keys.GRID_RESCALE: False},
-    "head_view": { keys.HEAD_DETAIL: "a token window", head_view_keys.HEAD_WINDOW: (2, 9), keys.HEAD_RESCALE: True,
-                  keys.WHY_KEY: 3, head_view_keys.LINKS_SKIP_FIRST: True},
-    "focus": {keys.FOCUS_TOKEN: 10, focus_keys.FOCUS_SHOW: focus.TO, focus_keys.FOCUS_SUMMARIES: True},
+    "model_view": {model_view_keys.GRID_RESCALE: False},
+    "head_view": { keys.HEAD_DETAIL: "a token window", head_view_keys.HEAD_WINDOW: (2, 9),
+                  head_view_keys.HEAD_RESCALE: True, head_view_keys.WHY_KEY: 3, head_view_keys.LINKS_SKIP_FIRST: True},
+    "focus": {focus_keys.FOCUS_TOKEN: 10, focus_keys.FOCUS_SHOW: focus.TO, focus_keys.FOCUS_SUMMARIES: True},
     "lines": {lines_keys.LINE_THRESHOLD: 0.25, lines_keys.LINE_TOKEN: 5, lines_keys.LINE_HEADS: [1, 3]},
-    "compare_heads": {keys.COMPARE_HEADS: ["L0H1", "L1H2", "L1H3"], compare_heads_keys.COMPARE_RESCALE: True},
+    "compare_heads": {compare_heads_keys.COMPARE_HEADS: ["L0H1", "L1H2", "L1H3"],
+                      compare_heads_keys.COMPARE_RESCALE: True},
     "across_layers": { across_layers_keys.LAYERS_METHOD: "rollout through one head", across_layers_keys.LAYERS_HEAD: 2,
                       across_layers_keys.LAYERS_LAYER: 0},
     "generate": {generate_keys.GEN_TEMPERATURE: 0.7, generate_keys.GEN_SEED: 7, generate_keys.GEN_MAX_NEW: 5},
@@ -131,7 +133,7 @@ def _focus_page(token: int):
     at.selectbox(key=keys.MODEL_CHOICE).set_value(MODEL).run()
     at.text_area(key=keys.TEXT).input(TEXT).run()
     open_page(at, "focus")
-    at.selectbox(key=keys.FOCUS_TOKEN).set_value(token).run()
+    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(token).run()
     assert not at.exception, at.exception
     return at
 
@@ -147,7 +149,7 @@ def test_a_shared_link_reopens_the_pages_choices():
     again.run()
     open_page(again, "focus")  # AppTest opens the default page: the path is e2e's
     assert not again.exception and not again.warning, [w.value for w in again.warning]
-    assert again.selectbox(key=keys.FOCUS_TOKEN).value == 10
+    assert again.selectbox(key=focus_keys.FOCUS_TOKEN).value == 10
     assert again.radio(key=focus_keys.FOCUS_SHOW).value == focus.BY
 
 
@@ -166,7 +168,7 @@ def test_a_tampered_choice_falls_back_to_the_default_with_a_notice():
     assert at.session_state[keys.SEL_LAYER] == 1  # the rest of the link applies
     open_page(at, "focus")
     assert not at.exception and not at.error
-    assert at.selectbox(key=keys.FOCUS_TOKEN).value == 1  # the page's default
+    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 1  # the page's default
     assert at.radio(key=focus_keys.FOCUS_SHOW).value == "both"
 
 
@@ -174,10 +176,10 @@ def test_a_step_restores_its_choices_after_exploring_and_a_step_without_them_ope
     at = lesson_panel(_focus_page(10))
     at.button(key=keys.LESSON_ADD).click().run()
     at.button(key=keys.LESSON_FOLLOW).click().run()
-    assert at.selectbox(key=keys.FOCUS_TOKEN).value == 10
-    at.selectbox(key=keys.FOCUS_TOKEN).set_value(3).run()  # the student explores
+    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 10
+    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(3).run()  # the student explores
     at.button(key=keys.LESSON_RESTORE).click().run()
-    assert not at.exception and at.selectbox(key=keys.FOCUS_TOKEN).value == 10
+    assert not at.exception and at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 10
     # a lesson written before pages kept their choices: its focus step opens on the page's defaults,
     # whatever the student had picked
     old = lessons.Lesson(title="Old", steps=(lessons.step("focus", {"model": MODEL, "text": TEXT, "layer": "0",
@@ -186,7 +188,7 @@ def test_a_step_restores_its_choices_after_exploring_and_a_step_without_them_ope
                                                       "application/json")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.title[0].value == HEADINGS["focus"]
-    assert at.selectbox(key=keys.FOCUS_TOKEN).value == 1
+    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 1
 
 
 def _lesson_on(model: str) -> lessons.Lesson:

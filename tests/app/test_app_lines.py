@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from mha_viz.features.lines import controls as lines_keys
 from mha_viz.features.lines import figures as line_figures
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.lines import page_keys as lines_keys
 from tests.app.helpers import charts, open_with_text
 
 pytestmark = pytest.mark.model

@@ -10,10 +10,10 @@ import pytest
 
 import mha_viz
 from mha_viz.budget import capture_budget
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.interventions import ablation, attribution, prediction
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.shell.sidebar import OTHER
 from tests.app.helpers import chart_title, charts, open_page, shown, start_app, titled
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions.prediction import IOI
 from mha_viz.ui.kit import keys
 from mha_viz.ui.pages.prediction import OWN
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from tests.app.helpers import open_page, shown, start_app
 
 pytestmark = pytest.mark.model

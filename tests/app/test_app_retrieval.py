@@ -12,8 +12,8 @@ import pytest
 
 import mha_viz
 from mha_viz.drawing import heads as head_figures
+from mha_viz.features.retrieval import controls as retrieval_keys
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.retrieval import page_keys as retrieval_keys
 from tests.app.helpers import chart_title, charts, open_with_text
 
 pytestmark = pytest.mark.model

@@ -11,6 +11,7 @@ import pytest
 
 import mha_viz
 from mha_viz.drawing.sparse_picks import NAME
+from mha_viz.features.focus import controls as focus_keys
 from mha_viz.metrics import sparse_selection
 from tests.app.helpers import charts
 from tests.app.helpers import open_folder as _open
@@ -89,15 +90,15 @@ def test_token_focus_and_the_line_view_mark_the_picks(tmp_path):
     queries that kept it (is attended by), exactly the picks; the line view, focused on a query, rings the keys it
     kept, exactly those."""
     from mha_viz.drawing import sparse_picks as sparse_figures
+    from mha_viz.features.lines import controls as lines_keys
     from mha_viz.ui.kit import keys
-    from mha_viz.ui.pages.lines import page_keys as lines_keys
     from tests.app.helpers import open_page
 
     folder = build("deepseek_v32", tmp_path)
     want = sparse_selection(mha_viz.load_model(folder, device="cpu"), TEXT)
     at = _open(folder, TEXT, page="focus")
     query = 20
-    at.session_state[keys.FOCUS_TOKEN] = query
+    at.session_state[focus_keys.FOCUS_TOKEN] = query
     at.run()
     assert not at.exception and not at.error
     grids = [c for c in charts(at) if c["data"][0]["type"] == "heatmap" and any(t.get("name") == NAME

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction.controls import METHODS
 from mha_viz.features.prediction.task_figures import MARK
 from mha_viz.tasks import generators
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from tests.app.helpers import chart_title, charts, open_with_text, shown
 
 pytestmark = pytest.mark.model

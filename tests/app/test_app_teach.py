@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from mha_viz.ui.pages.ablation import page_keys as ablation_keys
+from mha_viz.features.ablation import controls as ablation_keys
 from tests.app.helpers import chart_titles, charts, frame, open_box, open_with_text
 
 pytestmark = pytest.mark.model

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from mha_viz.capture.head_rows import forbid_dense
+from mha_viz.export import shared_controls
+from mha_viz.features.qk import controls as qk_keys
+from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.qk import page_keys as qk_keys
-from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from tests.app.helpers import open_page, start_app, titled
 from tests.helpers import ROOT
 
@@ -30,8 +31,8 @@ def test_the_walkthrough_shows_a_window_anywhere_in_a_long_text(monkeypatch):
         run = at.session_state[keys.CURRENT].run
         assert run.n == N and not run.is_dense
         open_page(at, "teaching")
-        assert at.slider(key=keys.TEACH_START).max == N - 64
-        at.slider(key=keys.TEACH_START).set_value(START)
+        assert at.slider(key=shared_controls.TEACH_START).max == N - 64
+        at.slider(key=shared_controls.TEACH_START).set_value(START)
         at.selectbox(key=teaching_keys.TEACH_LAYER).set_value(LAYER)
         at.selectbox(key=teaching_keys.TEACH_HEAD).set_value(HEAD).run()
         at.button_group(key=teaching_keys.TEACH_PART).set_value("3–6 · Scores to probabilities").run()
@@ -47,7 +48,7 @@ def test_the_walkthrough_shows_a_window_anywhere_in_a_long_text(monkeypatch):
         np.testing.assert_allclose(shown[:, 0], rows.sum(1) - rows[:, START:START + 64].sum(1), atol=1e-6)
         assert shown[:, 0].min() > 0  # a decoder's row this far in gives its earlier keys some weight
         open_page(at, "qk")  # the same window: its query and key are tokens of it
-        assert at.slider(key=keys.TEACH_START).value == START
+        assert at.slider(key=shared_controls.TEACH_START).value == START
         assert at.selectbox(key=qk_keys.QK_I).format_func(0).startswith(f"{START}: ")
         assert not at.exception and not at.error
         assert not run.is_dense

@@ -10,11 +10,11 @@ import pytest
 from streamlit.runtime import media_file_manager
 
 from mha_viz import catalogue
+from mha_viz.features.ablation import controls as ablation_keys
+from mha_viz.features.prediction import controls as prediction_keys
+from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.interventions import prediction
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.ablation import page_keys as ablation_keys
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
-from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from tests.app.helpers import charts, open_box, open_page, start_app
 from tests.notebook_figures import execute_together, figures_of, same_figures
 

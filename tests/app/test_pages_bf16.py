@@ -50,13 +50,13 @@ import numpy as np
 import pytest
 
 from mha_viz.corpus.store import statistics_store
+from mha_viz.features.corpus import controls as corpus_keys
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction.figures import MARK
+from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.interventions import prediction
 from mha_viz.interventions.estimate import DISAGREE
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.corpus import page_keys as corpus_keys
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
-from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from mha_viz_models.cache_folder import cache_root
 from tests.app.helpers import app_test, charts, open_page
 from tests.tolerance import assert_same_above

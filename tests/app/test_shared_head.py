@@ -10,16 +10,16 @@ import re
 
 import pytest
 
+from mha_viz.features.compare import controls as compare_keys
+from mha_viz.features.corpus import controls as corpus_keys
+from mha_viz.features.examples import controls as examples_keys
+from mha_viz.features.generate import controls as generate_keys
+from mha_viz.features.prediction import controls as prediction_keys
+from mha_viz.features.qk import controls as qk_keys
+from mha_viz.features.retrieval import controls as retrieval_keys
+from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.interventions import prediction
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.compare import page_keys as compare_keys
-from mha_viz.ui.pages.corpus import page_keys as corpus_keys
-from mha_viz.ui.pages.examples import page_keys as examples_keys
-from mha_viz.ui.pages.generate import page_keys as generate_keys
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
-from mha_viz.ui.pages.qk import page_keys as qk_keys
-from mha_viz.ui.pages.retrieval import page_keys as retrieval_keys
-from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from tests import ui_sources
 from tests.app.helpers import charts, open_page, shown, start_app
 

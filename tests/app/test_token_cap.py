@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mha_viz.ui.pages.ablation import page_keys as ablation_keys
+from mha_viz.features.ablation import controls as ablation_keys
 from tests.app.helpers import PAGE_IDS, app_page_ids, open_box, open_page, open_with_text, shown, start_app
 
 pytestmark = pytest.mark.model

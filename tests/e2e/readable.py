@@ -9,7 +9,7 @@ without scrolling)."""
 
 from __future__ import annotations
 
-from mha_viz.ui.pages.ablation.page_keys import HEADS_GRID_PREFIX
+from mha_viz.features.ablation.controls import HEADS_GRID_PREFIX
 from tests.waiting import wait_until
 
 MAIN = "[data-testid=stMain]"

@@ -16,3 +16,13 @@ CONTROLS = (
     vp.number(LAYERS_HEAD, 0, upto=vp.HEADS, default=0),
     vp.flag(LAYERS_BULK, default=None),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+DL_LAYERS = "dl_layers"
+LAYERS_MATRIX = "layers_matrix"
+LAYERS_START = "layers_start"  # accepts a long rollout of one layer alone (cost_prompt.accepted)
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the layer and head of the run on
+# screen, clamped to each new run and meant to start afresh with it
+NOT_KEPT = frozenset({LAYERS_LAYER, LAYERS_HEAD})

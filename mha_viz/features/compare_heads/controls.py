@@ -9,3 +9,15 @@ COMPARE_HEADS = "compare_heads"
 COMPARE_RESCALE = "compare_rescale"  # Compare heads: each head on its own 0..max
 
 CONTROLS = (vp.picks(COMPARE_HEADS, text=True), vp.flag(COMPARE_RESCALE, default=None))
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+# the metric pages
+CMP_HEATMAP_PREFIX = "cmp_"
+CMP_PAIRS = "cmp_pairs"
+CMP_TABLE = "cmp_table"
+PAIRS_OPEN = "cmp_pairs_open"  # its *Pairwise comparisons* on a long run (a pass over the picked heads' rows)
+PAIRS_WAS_OPEN = "_cmp_pairs_open"
+
+# its input drawn without persist_state=KEEP: heads of the run on screen, set afresh with each new run
+NOT_KEPT = frozenset({COMPARE_HEADS})

@@ -12,3 +12,10 @@ CONTROLS = (
     vp.choice(COMP_KIND, ("q", "k", "v"), default="q"),
     vp.number(COMP_ABOVE, 0, 5, integer=False, default=2.0),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+COMP_MATRIX = "comp_matrix"  # its charts and table
+COMP_TABLE = "comp_table"
+COMP_COPYING = "comp_copying"
+COMP_GO = "comp_go"  # Head composition: compute a large model's scores

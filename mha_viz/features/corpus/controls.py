@@ -22,3 +22,23 @@ CONTROLS = (
     vp.choice(CORPUS_BATCH, (8, 16, 32), default=16),
     *scatter(CORPUS_SCATTER_X, CORPUS_SCATTER_Y, CORPUS_SCATTER_COLOUR),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+CORPUS_GO = "corpus_go"  # buttons
+CORPUS_CANCEL = "corpus_cancel"
+CORPUS_PRUNE = "corpus_prune"
+CORPUS_RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
+CORPUS_DOCS = "_corpus_docs"  # (source, its texts, the cut, Documents): the last corpus read by this session
+CORPUS_MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
+CORPUS_PRUNED = "_corpus_pruned"  # {CorpusKey: DataFrame}: pruning curves on the held-out documents
+# corpus_page
+CORPUS_DEVIATION = "corpus_deviation"
+CORPUS_IMPORTANCE_GRID = "corpus_importance_grid"
+CORPUS_MEAN = "corpus_mean"
+CORPUS_PATTERNS = "corpus_patterns"
+CORPUS_PRUNING = "corpus_pruning"
+CORPUS_SD = "corpus_sd"
+CORPUS_VERSUS = "corpus_versus"
+DL_CORPUS = "dl_corpus"
+DL_CORPUS_PRUNE = "dl_corpus_prune"

@@ -10,3 +10,18 @@ EXAMPLES_X = "examples_x"  # the finder's axes, ranking
 EXAMPLES_Y = "examples_y"
 
 CONTROLS = tuple(vp.choice(key) for key in (EXAMPLES_X, EXAMPLES_Y, EXAMPLES_RANK))
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+EXAMPLES_LAYER = "examples_layer"
+EXAMPLES_HEAD = "examples_head"
+EXAMPLES_FINDER = "examples_finder"  # the finder's selection event
+EXAMPLES_TO_CORPUS = "examples_to_corpus"
+# examples_page
+EXAMPLES_DISTANCES = "examples_distances"
+EXAMPLES_SCORES = "examples_scores"
+EXAMPLES_TOKENS_PREFIX = "examples_"
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
+NOT_KEPT = frozenset({EXAMPLES_LAYER, EXAMPLES_HEAD})

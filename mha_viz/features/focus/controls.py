@@ -28,3 +28,13 @@ CONTROLS = (
     vp.number(CROSS_FOCUS_TOKEN, 0, default=0),
     vp.flag(CROSS_FOCUS_RESCALE),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+# focus_page
+FOCUS_GRID_PREFIX = "focus_grid_"
+FOCUS_HEADS_PREFIX = "focus_heads_"
+FOCUS_SUMMARY_PREFIX = "focus_summary_"
+
+# its inputs drawn without persist_state=KEEP: positions of the run on screen, clamped to each new run
+NOT_KEPT = frozenset({CROSS_FOCUS_TOKEN})

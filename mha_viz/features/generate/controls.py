@@ -24,3 +24,21 @@ CONTROLS = (
     vp.flag(GEN_RESCALE),
     vp.number(S2S_STEP, 1, 1_000_000, default=1),  # an encoder–decoder's steps
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+GEN_LAYER = "gen_layer"  # a row of the generation's run
+GEN_HEAD = "gen_head"
+GEN_GO = "gen_go"  # buttons
+GEN_STOP = "gen_stop"
+GEN_PLAY = "gen_play"
+GEN_PAUSE = "gen_pause"
+GEN_ANALYSE = "gen_analyse"
+GEN_USE = "gen_use_"  # + a model name: the buttons that switch an encoder to a decoder
+GEN_LAST = "_gen_last"  # (GenKey, Generation, note or None): the last good generation
+GEN_PARTIAL = "_gen_partial"  # (GenKey, Generation so far or None) while one streams; left there if stopped
+GEN_STEP_NEXT = "_gen_step_next"  # (step *Play* reached, slider value it started from): for the next run
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
+NOT_KEPT = frozenset({GEN_LAYER, GEN_HEAD, S2S_STEP})

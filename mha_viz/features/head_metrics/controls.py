@@ -17,3 +17,12 @@ SCATTER_Y = "scatter_y"
 CONTROLS = (vp.choice(METRIC_CHOICE, tuple(METRICS), default=next(iter(METRICS))),
             vp.choice(CROSS_METRIC_CHOICE, tuple(CROSS_COLUMNS), default=next(iter(CROSS_COLUMNS))),
             *scatter(SCATTER_X, SCATTER_Y, SCATTER_COLOUR))
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+DL_TABLE = "dl_table"
+HEAD_TABLE_DF = "head_table_df"
+METRIC_GRID = "metric_grid"
+METRIC_TYPES = "metric_types"  # the grid of head types (its selection events)
+ROLE_MAP = "role_map"  # a chat's head map: the system prompt against the question (its selection events)
+ROLE_TABLE = "role_table"

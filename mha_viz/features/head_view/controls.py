@@ -35,3 +35,22 @@ CONTROLS = (
     vp.number(LINKS_STRIP, 0, default=0),
     vp.flag(LINKS_SKIP_FIRST),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+STRONGEST_OPEN = "strongest_open"  # its strongest-key table
+STRONGEST_WAS_OPEN = "_strongest_open"
+WHY_OPEN = "why_open"  # its *Why here?* section on a long run (a forward pass a head picked: built while open)
+WHY_WAS_OPEN = "_why_open"
+DETAIL_RUN = "_detail_run"  # the run the detail level was chosen for
+DETAIL_FORCED = "_detail_forced"  # True when the app, not the user, chose the block view
+SUBSET_RUN = "_subset_run"  # the run the ranges were chosen for
+LINKS_STRIP_CHART = "links_strip_chart"
+LINKS_QUERY_DEFAULT = "_links_query_default"  # the query the section last chose (one that keeps keys)
+LINKS_DISTANCES = "links_distances"
+LINKS_ROW_CHART = "links_row_chart"
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): positions and ranges of the run on
+# screen, clamped to each new run and meant to start afresh with it
+NOT_KEPT = frozenset({HEAD_WINDOW, SUBSET_QUERIES, SUBSET_KEYS, SUBSET_QUERY_LIST, SUBSET_KEY_LIST,
+                      WHY_QUERY, WHY_KEY, WHY_SECOND})

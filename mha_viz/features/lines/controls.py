@@ -20,3 +20,9 @@ CONTROLS = (
     vp.number(LINE_TOKEN, -1, upto=vp.TOKENS, default=-1),
     vp.span(LINE_WINDOW, default=(0, 128)),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+LINE_CHART = "line_chart"  # the line chart's selection event (a click on a token focuses it)
+# lines_page
+LINE_CLEAR = "line_clear"

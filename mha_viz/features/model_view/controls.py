@@ -8,3 +8,10 @@ from mha_viz.export import view_params as vp
 GRID_RESCALE = "grid_rescale"
 
 CONTROLS = (vp.flag(GRID_RESCALE, default=True),)
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+GRID_OPEN_HEAD = "open_head"
+LEARNED_SINK_GRID = "learned_sink_grid"
+LENS_JS_GRID = "lens_js_grid"
+SINK_MASS_GRID = "sink_mass_grid"

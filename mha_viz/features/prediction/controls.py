@@ -47,3 +47,68 @@ CONTROLS = (
     vp.choice(TASK_METHOD, tuple(METHODS), default=next(iter(METHODS))),
     vp.number(TASK_K, 1, MAX_DRAWN, default=DEFAULT_DRAWN),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+TASK_GO = "task_go"
+TASK_CANCEL = "task_cancel"
+TASK_RUNNING = "_task_running"  # what the running job is for (jobs.run)
+TASK_RESULT = "_task_result"  # (TaskKey, the result over the set)
+TASK_GRID = "task_grid"
+DL_TASK = "dl_task"
+TASK_GRAPH = "task_graph"
+TASK_EDGES_DF = "task_edges"
+TASK_FAITH = "_task_faith"  # (task key, its faithfulness over the pairs) of the last run
+TASK_FAITH_GO = "task_faith_go"
+TASK_FAITH_CANCEL = "task_faith_cancel"
+TASK_FAITH_RUNNING = "_task_faith_running"
+PRED_UNDO = "_pred_undo"  # preset_undo.Held: the texts a preset replaced, while the boxes still hold the preset's
+PRED_UNDO_GO = "pred_undo_go"  # the button that puts them back
+PRED_GO = "pred_go"
+PRED_CANCEL = "pred_cancel"
+PRED_RESULT = "_pred_result"  # (PredKey, prediction.Explanation) of the last result
+PRED_RUNNING = "_pred_running"  # set while the estimate runs: still here on the next run when it was cancelled
+PRED_EXTRA = "_pred_extra"  # {(PredKey, layer, head, what): result} of the one-head panel
+PRED_LAYER = "pred_layer"  # the head opened in the one-head panel
+PRED_HEAD = "pred_head"
+PRED_DLA_GRID = "pred_dla_grid"  # the grids' selection events
+PRED_RESTORED_GRID = "pred_restored_grid"
+PRED_ESTIMATE_GRID = "pred_estimate_grid"
+PRED_REAL_GO = "pred_real_go"  # real patching, after the estimate
+PRED_REAL_CANCEL = "pred_real_cancel"
+PRED_REAL_RUNNING = "_pred_real_running"  # set while real patching runs (as PRED_RUNNING)
+PRED_POS_FOLLOWS = "_pred_pos_follows"  # the chosen head's row PRED_POS_LAYER was last set to (it follows the head)
+# prediction_page
+DL_PRED = "dl_pred"
+DL_PRED_POSITIONS = "dl_pred_positions"
+PRED_CLEAN_HEAD = "pred_clean_head"
+PRED_CORRUPTED_HEAD = "pred_corrupted_head"
+PRED_POSITIONS = "pred_positions"
+PRED_POSITION_GRID = "pred_position_grid"
+PRED_SCATTER = "pred_scatter"
+PRED_TOKENS = "pred_tokens"
+PRED_WEIGHTED_HEAD = "pred_weighted_head"
+CIRC_GO = "circ_go"
+CIRC_CANCEL = "circ_cancel"
+CIRC_RUNNING = "_circ_running"  # set while the edges are estimated (jobs.run)
+CIRC_RESULTS = "_circ_results"  # {(PredKey, method): Edges} of the pair on screen
+CIRC_GRAPH = "circ_graph"  # the graph's selection events
+CIRC_PICKED = "_circ_picked"  # (PredKey, method, sender, receiver): the edge clicked last
+CIRC_REAL = "_circ_real"  # {(PredKey, ...): a value run for real}: edges clicked, the chosen k, the top 20
+CIRC_TOP_GO = "circ_top_go"  # patch the top 20 edges for real
+CIRC_REAL_CANCEL = "circ_real_cancel"  # Cancel while something runs for real
+CIRC_REAL_RUNNING = "_circ_real_running"  # set while it runs (jobs.run)
+CIRC_STOPPED = "_circ_stopped"  # {(PredKey, what)} cancelled: run again only when asked
+CIRC_AGAIN_K = "circ_again_k"  # run a cancelled one again
+CIRC_AGAIN_EDGE = "circ_again_edge"
+CIRC_OPENED = "_circ_opened"  # the file id of the saved circuit opened last (opened once)
+CIRC_PENDING = "_circ_pending"  # a saved circuit waiting for its pair to be on the page
+CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair on the page
+DL_CIRC_CSV = "dl_circ_csv"
+DL_CIRC_JSON = "dl_circ_json"
+PRED_AUTO = "_pred_auto"  # a link asked for a circuit: the heads, then the circuit, are found once on opening
+CIRC_AUTO = "_circ_auto"
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
+NOT_KEPT = frozenset({PRED_LAYER, PRED_HEAD})

@@ -21,3 +21,16 @@ CONTROLS = (
     vp.number(QK_TOP, 1, 10, default=lambda cur: min(3, vp.tokens_of(cur))),
     WALK_START,
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+QK_LAYER = "qk_layer"
+QK_HEAD = "qk_head"
+QK_MAP = "qk_map"  # the query/key map's selection event (a click on a query sets QK_I)
+# qk_page
+QK_NEURON = "qk_neuron"
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; and positions and ranges of
+# the run on screen, clamped to each new run and meant to start afresh with it
+NOT_KEPT = frozenset({QK_LAYER, QK_HEAD, QK_I, QK_J})

@@ -13,3 +13,18 @@ DEFAULT_LENGTH = 1024
 MIN_LENGTH = 32
 
 CONTROLS = (vp.number(RETRIEVAL_LENGTH, MIN_LENGTH, 131_072), vp.picks(RETRIEVAL_DEPTHS, DEPTHS))
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+RETRIEVAL_GO = "retrieval_go"  # buttons
+RETRIEVAL_CANCEL = "retrieval_cancel"
+RETRIEVAL_GRID = "retrieval_grid"  # the grid's selection event
+RETRIEVAL_LOOK = "retrieval_look"
+RETRIEVAL_LAYER = "retrieval_layer"
+RETRIEVAL_HEAD = "retrieval_head"
+RETRIEVAL_RUNNING = "_retrieval_running"  # what the job was for: still here on the next run if cancelled
+RETRIEVAL_FOUND = "_retrieval_found"  # (what it was for, `tasks.retrieval.Retrieval`): the session's last result
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
+NOT_KEPT = frozenset({RETRIEVAL_LAYER, RETRIEVAL_HEAD})

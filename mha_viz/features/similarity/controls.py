@@ -17,3 +17,12 @@ CONTROLS = (
     vp.choice(MAP_COLOUR, ("layer", "pattern"), default="layer"),
     vp.flag(DIV_BASELINE, default=None),
 )
+
+# the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
+# link or lesson carries
+DIV_CHART = "div_chart"
+DIV_TABLE = "div_table"
+DL_SIM = "dl_sim"
+HEAD_MAP = "head_map"
+SIM_MATRIX = "sim_matrix"
+SIM_START = "sim_start"  # the button that starts a comparison of every pair of heads whose cost was stated

@@ -11,6 +11,9 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz.drawing import scatter
+from mha_viz.features.compare_heads import controls as compare_heads_keys
+from mha_viz.features.corpus import controls as corpus_keys
+from mha_viz.features.head_metrics import controls as head_metrics_keys
 from mha_viz.metrics import METRICS
 from mha_viz.ui.kit import charts, keys, session, shared_head
 
@@ -28,9 +31,9 @@ class ScatterKeys:
     compare: str
 
 
-ON_METRICS = ScatterKeys(keys.SCATTER_X, keys.SCATTER_Y, keys.SCATTER_COLOUR, keys.SCATTER_CHART,
-                         keys.SCATTER_PICKED, keys.SCATTER_COMPARE)
-ON_CORPUS = ScatterKeys(keys.CORPUS_SCATTER_X, keys.CORPUS_SCATTER_Y, keys.CORPUS_SCATTER_COLOUR,
+ON_METRICS = ScatterKeys(head_metrics_keys.SCATTER_X, head_metrics_keys.SCATTER_Y, head_metrics_keys.SCATTER_COLOUR,
+                         keys.SCATTER_CHART, keys.SCATTER_PICKED, keys.SCATTER_COMPARE)
+ON_CORPUS = ScatterKeys(corpus_keys.CORPUS_SCATTER_X, corpus_keys.CORPUS_SCATTER_Y, corpus_keys.CORPUS_SCATTER_COLOUR,
                         keys.CORPUS_SCATTER_CHART, keys.CORPUS_SCATTER_PICKED, keys.CORPUS_SCATTER_COMPARE)
 
 
@@ -68,7 +71,7 @@ def _on_select(table: pd.DataFrame, names: ScatterKeys) -> None:
 
 
 def _on_compare(labels: list[str]) -> None:
-    session.put(keys.COMPARE_HEADS, labels[:COMPARED_AT_MOST])
+    session.put(compare_heads_keys.COMPARE_HEADS, labels[:COMPARED_AT_MOST])
     session.put(keys.GOTO, "compare_heads")
 
 

@@ -8,41 +8,6 @@ where it is used (`analysis_key.AnalysisKey`, the pages' own keys of a result).
 
 from __future__ import annotations
 
-from mha_viz.export import shared_controls
-
-# the controls' keys that the shell or several pages read: they live with their feature
-# (`mha_viz/features/<id>/controls.py`), named here too; a page's own are in its `ui/pages/<id>/page_keys.py`
-from mha_viz.features.compare_heads import controls as _compare_heads
-from mha_viz.features.corpus import controls as _corpus
-from mha_viz.features.focus import controls as _focus
-from mha_viz.features.generate import controls as _generate
-from mha_viz.features.head_metrics import controls as _head_metrics
-from mha_viz.features.head_view import controls as _head_view
-from mha_viz.features.model_view import controls as _model_view
-
-COMPARE_HEADS = _compare_heads.COMPARE_HEADS
-CORPUS_SCATTER_COLOUR = _corpus.CORPUS_SCATTER_COLOUR
-CORPUS_SCATTER_X = _corpus.CORPUS_SCATTER_X
-CORPUS_SCATTER_Y = _corpus.CORPUS_SCATTER_Y
-CROSS_FOCUS_RESCALE = _focus.CROSS_FOCUS_RESCALE
-CROSS_FOCUS_SIDE = _focus.CROSS_FOCUS_SIDE
-CROSS_FOCUS_TOKEN = _focus.CROSS_FOCUS_TOKEN
-FOCUS_KEY = _focus.FOCUS_KEY
-FOCUS_LEVEL = _focus.FOCUS_LEVEL
-FOCUS_TOKEN = _focus.FOCUS_TOKEN
-S2S_STEP = _generate.S2S_STEP
-CROSS_METRIC_CHOICE = _head_metrics.CROSS_METRIC_CHOICE
-SCATTER_COLOUR = _head_metrics.SCATTER_COLOUR
-SCATTER_X = _head_metrics.SCATTER_X
-SCATTER_Y = _head_metrics.SCATTER_Y
-HEAD_RESCALE = _head_view.HEAD_RESCALE
-WHY_KEY = _head_view.WHY_KEY
-WHY_PATTERN = _head_view.WHY_PATTERN
-WHY_QUERY = _head_view.WHY_QUERY
-WHY_SECOND = _head_view.WHY_SECOND
-GRID_RESCALE = _model_view.GRID_RESCALE
-TEACH_START = shared_controls.TEACH_START  # the walkthrough's window: Teaching and Queries and keys share it
-
 # --- the sidebar's inputs (widget keys) ---------------------------------------------------------
 MODEL_CHOICE = "model_choice"
 MODEL_OTHER = "model_other"
@@ -243,12 +208,11 @@ DL_NOTEBOOK = "dl_notebook"
 NOT_KEPT = frozenset({
     # the pickers of the head the pages share (shared_head.pick_head): each is set from the plain SEL_LAYER /
     # SEL_HEAD, which are kept, before it is drawn, and writes them back when the user picks (each page's own
-    # pickers are in its NOT_KEPT, `ui/pages/<id>/page_keys.py`, for the same reason)
+    # pickers and positions are in its NOT_KEPT, `features/<id>/controls.py`, for the same reason)
     HEAD_VIEW_LAYER, HEAD_VIEW_HEAD,
     # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
     # and meant to start afresh with it
-    HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, WHY_QUERY, WHY_KEY, WHY_SECOND,
-    CROSS_FOCUS_TOKEN, S2S_STEP, IMP_K, COMPARE_HEADS,
+    HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, IMP_K,
     # chosen by the app for each new run (blocks for a long input), or by a link: HEAD_DETAIL
     HEAD_DETAIL,
     # presets that act once: their on_change sets other inputs, which are kept

@@ -21,7 +21,12 @@ import mha_viz
 from mha_viz.drawing import cross as cross_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.focus import controls as focus_keys
 from mha_viz.features.focus import figures as focus_figures
+from mha_viz.features.generate import controls as generate_keys
+from mha_viz.features.head_metrics import controls as head_metrics_keys
+from mha_viz.features.head_view import controls as head_view_keys
+from mha_viz.features.model_view import controls as model_view_keys
 from mha_viz.metrics import cross_attention as cross_metrics
 from mha_viz.ui.kit import charts, keys, session, shared_head
 from mha_viz.ui.kit.text import plain
@@ -90,8 +95,8 @@ def cross_model_view(cur, on_select) -> None:
     st.caption(f"Cross-attention: {cross.num_layers} decoder layers × {cross.num_heads} heads, {cross.n_queries} "
                f"target tokens (queries, down) over {cross.n_keys} source tokens (keys, across). Click a "
                "thumbnail to open it in the head view.")
-    session.start_at(keys.GRID_RESCALE, True)
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=keys.GRID_RESCALE,
+    session.start_at(model_view_keys.GRID_RESCALE, True)
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=model_view_keys.GRID_RESCALE,
                         persist_state=keys.KEEP)
     fig = charts.cached("cross_grid", (cur.key, rescale), lambda: cross_figures.cross_grid(cross, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=on_select, selection_mode="points", width="content")
@@ -102,7 +107,8 @@ def cross_head_view(cur) -> None:
     cols = st.columns([2, 2, 3])
     layer, head = shared_head.pick_head(cross.layer_ids, cross.num_heads, keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD,
                                    where=cols[:2])
-    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP)
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=head_view_keys.HEAD_RESCALE,
+                             persist_state=keys.KEEP)
     fig = charts.cached("cross_heatmap", (cur.key, layer, head, rescale),
                         lambda: cross_figures.cross_heatmap(cross, layer, head, rescale=rescale))
     charts.show(fig, key=keys.CROSS_HEATMAP)
@@ -118,8 +124,8 @@ def cross_metrics_view(cur) -> None:
     """The metrics defined for a rectangular pattern, every decoder head (`cross_metrics`)."""
     cross = cur.run
     table = charts.cached("cross_table", (cur.key,), lambda: cross_metrics.cross_table(cross))
-    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key=keys.CROSS_METRIC_CHOICE, persist_state=keys.KEEP,
-                          format_func=lambda c: c.replace("_", " "))
+    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key=head_metrics_keys.CROSS_METRIC_CHOICE,
+                          persist_state=keys.KEEP, format_func=lambda c: c.replace("_", " "))
     st.caption(cross_metrics.COLUMNS[choice].capitalize() + ". The other head metrics ("
                + ", ".join(cross_metrics.SELF_ONLY) + ") are about a text attending to itself: they apply to "
                "self-attention (pick Encoder or Decoder in the sidebar).")
@@ -140,15 +146,15 @@ TARGET_SIDE, SOURCE_SIDE = "a target token: what it reads in the source", "a sou
 def cross_focus_view(cur) -> None:
     """One token of either side and its cross-attention in every decoder head."""
     cross = cur.run
-    side = st.radio("Focus on", (TARGET_SIDE, SOURCE_SIDE), key=keys.CROSS_FOCUS_SIDE, persist_state=keys.KEEP,
+    side = st.radio("Focus on", (TARGET_SIDE, SOURCE_SIDE), key=focus_keys.CROSS_FOCUS_SIDE, persist_state=keys.KEEP,
                     horizontal=True)
     target = side == TARGET_SIDE
     names, others = (cross.query_tokens, cross.key_tokens) if target else (cross.key_tokens, cross.query_tokens)
-    if session.get(keys.CROSS_FOCUS_TOKEN, 0) >= len(names):
-        session.put(keys.CROSS_FOCUS_TOKEN, 0)
-    index = st.selectbox("Token", list(range(len(names))), key=keys.CROSS_FOCUS_TOKEN,
+    if session.get(focus_keys.CROSS_FOCUS_TOKEN, 0) >= len(names):
+        session.put(focus_keys.CROSS_FOCUS_TOKEN, 0)
+    index = st.selectbox("Token", list(range(len(names))), key=focus_keys.CROSS_FOCUS_TOKEN,
                          format_func=lambda i: f"{i}: {names[i]}")
-    rescale = st.toggle("Rescale to the largest weight", key=keys.CROSS_FOCUS_RESCALE, persist_state=keys.KEEP)
+    rescale = st.toggle("Rescale to the largest weight", key=focus_keys.CROSS_FOCUS_RESCALE, persist_state=keys.KEEP)
     values = cross.attentions[..., index, :] if target else cross.attentions[..., :, index]  # (L, H, m)
     f = focus.Focus(index, list(others), values, values)
     name = html.escape(names[index], quote=False)
@@ -183,9 +189,9 @@ def steps_view(cur) -> None:
     st.caption(f"An encoder–decoder writes its target from the source. This is the target the model {how}: "
                f"“{plain(res.target)}”. Step t's token was chosen at decoder row t − 1.")
     n = len(res.steps)
-    if session.get(keys.S2S_STEP, 1) > n:
-        session.put(keys.S2S_STEP, 1)
-    t = st.slider("Step", 1, n, key=keys.S2S_STEP) if n > 1 else 1
+    if session.get(generate_keys.S2S_STEP, 1) > n:
+        session.put(generate_keys.S2S_STEP, 1)
+    t = st.slider("Step", 1, n, key=generate_keys.S2S_STEP) if n > 1 else 1
     step = res.steps[t - 1]
     others = ", ".join(f"{plain(tok)} ({p:.3f})" for tok, p in step.top[:5])
     st.markdown(f"**Step {t}: {plain(step.token)}** — probability {step.prob:.3f}, entropy {step.entropy:.2f} nats. "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.export import shared_controls
 from mha_viz.features.teaching.figures import outside_label
 from mha_viz.ui.kit import keys, session
 from mha_viz.views.teaching import TEACH_TOKENS, Walkthrough
@@ -17,9 +18,9 @@ def window_start(total: int) -> int:
     last = total - TEACH_TOKENS
     if last <= 0:
         return 0
-    session.settle(keys.TEACH_START, max(0, min(int(session.get(keys.TEACH_START) or 0), last)))
-    return int(st.slider(f"Which {TEACH_TOKENS} tokens: the window's first token", 0, last, key=keys.TEACH_START,
-                         persist_state=keys.KEEP,
+    session.settle(shared_controls.TEACH_START, max(0, min(int(session.get(shared_controls.TEACH_START) or 0), last)))
+    return int(st.slider(f"Which {TEACH_TOKENS} tokens: the window's first token", 0, last,
+                         key=shared_controls.TEACH_START, persist_state=keys.KEEP,
                          help=f"The steps show {TEACH_TOKENS} queries against the same {TEACH_TOKENS} keys, so that "
                               "every cell stays readable. The other keys of each row are one more column: "
                               "their scores' log-sum-exp, so every softmax is the model's, exactly."))

@@ -12,13 +12,13 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.drawing import metrics as metric_figures
+from mha_viz.features.ablation import controls as ablation_keys
 from mha_viz.features.ablation.controls import OTHER_SENTENCE
 from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.text import loss_inputs
 from mha_viz.ui.kit import analysis, boxes, charts, heads_off, keys, resources, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.ablation import page_keys as ablation_keys
 from mha_viz.ui.shell import notebook_button
 from mha_viz.ui.shell.view_helpers import start
 

@@ -11,11 +11,11 @@ from mha_viz import InputError, metrics
 from mha_viz.budget.seconds import duration
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.across_layers import controls as across_layers_keys
 from mha_viz.features.across_layers.cost import rollout_seconds
 from mha_viz.metrics.across_layers import check_rollout
 from mha_viz.ui.kit import analysis, charts, cost_prompt, keys, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.across_layers import page_keys as across_layers_keys
 from mha_viz.ui.shell import view_helpers
 from mha_viz.views import detail
 

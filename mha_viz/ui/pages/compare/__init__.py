@@ -15,12 +15,12 @@ import mha_viz
 from mha_viz import metrics
 from mha_viz.budget import memory
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.compare import figures as compare_figures
 from mha_viz.features.compare.cost import compare_seconds
 from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head
 from mha_viz.ui.kit.cost_prompt import accepted, read_note
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.compare import page_keys as compare_keys
 from mha_viz.ui.pages.compare.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
 from mha_viz.ui.shell import export_views, sidebar, view_helpers
 

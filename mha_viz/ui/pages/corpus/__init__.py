@@ -22,6 +22,7 @@ from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.corpus import controls as corpus_keys
 from mha_viz.features.corpus import figures as corpus_figures
 from mha_viz.features.corpus import need as corpus_need
 from mha_viz.interventions import ablation
@@ -30,7 +31,6 @@ from mha_viz.ui.kit import analysis, charts, jobs, keys, resources, session
 from mha_viz.ui.kit import head_scatter_view as scatter_view
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.corpus import page_keys as corpus_keys
 from mha_viz.ui.shell import export_views, notebook_button, view_helpers
 
 log = logging.getLogger("mha_viz.ui")

@@ -13,11 +13,11 @@ from mha_viz import metrics
 from mha_viz.corpus.examples import MIN_KEYS, TOP_ROWS
 from mha_viz.corpus.store import statistics_store
 from mha_viz.drawing import heads as head_figures
+from mha_viz.features.examples import controls as examples_keys
 from mha_viz.features.examples import figures as example_figures
 from mha_viz.text.wording import plural
 from mha_viz.ui.kit import charts, keys, session, shared_head
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.examples import page_keys as examples_keys
 from mha_viz.ui.shell import view_helpers
 
 RANKINGS = {"top_mean": "mean of the top document scores", "max_activation": "best document score"}

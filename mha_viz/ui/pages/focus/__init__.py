@@ -14,11 +14,11 @@ import streamlit as st
 
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
+from mha_viz.features.focus import controls as focus_keys
 from mha_viz.features.focus import figures as focus_figures
 from mha_viz.ui.kit import charts, focus_pair, keys, seq2seq_views, session, sparse_picks
 from mha_viz.ui.kit.focus_pair import TOKENS, WORDS
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.focus import page_keys as focus_keys
 from mha_viz.ui.shell import view_helpers
 from mha_viz.views import detail, focus, token_pair
 
@@ -29,10 +29,11 @@ SHOW = (BOTH, focus.TO, focus.BY)
 def _pick_position(labels: list[str], where) -> int:
     """The token strip: a select box of `i: token` in `where`, kept valid when the text changes."""
     m = len(labels)
-    current = session.get(keys.FOCUS_TOKEN)
+    current = session.get(focus_keys.FOCUS_TOKEN)
     if not isinstance(current, int) or not 0 <= current < m:
-        session.put(keys.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
-    return where.selectbox("Token in focus (query)", list(range(m)), key=keys.FOCUS_TOKEN, persist_state=keys.KEEP,
+        session.put(focus_keys.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
+    return where.selectbox("Token in focus (query)", list(range(m)), key=focus_keys.FOCUS_TOKEN,
+                           persist_state=keys.KEEP,
                            format_func=lambda i: f"{i}: {labels[i]}",
                            help="Type to search. Its row (what it attends to) and its column (what attends "
                                 "to it) are shown for every head.")
@@ -47,7 +48,8 @@ def focus_page() -> None:
         return seq2seq_views.cross_focus_view(cur)
     run = cur.run
     cols = st.columns([2, 3, 2])
-    level = cols[0].radio("Level", (TOKENS, WORDS), key=keys.FOCUS_LEVEL, persist_state=keys.KEEP, horizontal=True,
+    level = cols[0].radio("Level", (TOKENS, WORDS), key=focus_keys.FOCUS_LEVEL, persist_state=keys.KEEP,
+                          horizontal=True,
                           help="Words: pieces merged as in the head view (sum over a key word's pieces, "
                                "mean over a query word's pieces).")
     show = cols[1].radio("Show", SHOW, key=focus_keys.FOCUS_SHOW, persist_state=keys.KEEP, horizontal=True)

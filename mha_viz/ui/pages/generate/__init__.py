@@ -19,13 +19,13 @@ import mha_viz
 import mha_viz_models
 from mha_viz import catalogue, needs
 from mha_viz.capture import generation
+from mha_viz.features.generate import controls as generate_keys
 from mha_viz.text import chat
 from mha_viz.text.tokenize import count_text
 from mha_viz.ui.kit import jobs, keys, resources, seq2seq_views, session
 from mha_viz.ui.kit import text as text_kit
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.generate import page_keys as generate_keys
 from mha_viz.ui.pages.generate import step_player
 from mha_viz.ui.shell import sidebar, state
 

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 import streamlit as st
 
 from mha_viz.drawing import chat_roles as role_figures
+from mha_viz.features.generate import controls as generate_keys
 from mha_viz.features.generate import figures as gfig
 from mha_viz.ui.kit import charts, keys, session, shared_head
 from mha_viz.ui.kit.jobs import live_button
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.generate import page_keys as generate_keys
 
 PLAY_DELAY_S = 0.6  # seconds between steps of *Play*
 

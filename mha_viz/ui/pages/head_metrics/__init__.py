@@ -8,10 +8,10 @@ import streamlit as st
 from mha_viz import figures, metrics
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.head_metrics import controls as head_metrics_keys
 from mha_viz.ui.kit import analysis, charts, head_scatter_view, keys, other_layers, seq2seq_views
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.head_metrics import chat_roles_view
-from mha_viz.ui.pages.head_metrics import page_keys as head_metrics_keys
 from mha_viz.ui.shell import notebook_button, view_helpers
 
 PATTERN_RULES = (

@@ -9,10 +9,10 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import figures
+from mha_viz.features.head_metrics import controls as head_metrics_keys
 from mha_viz.metrics import role_mass
 from mha_viz.ui.kit import charts
 from mha_viz.ui.kit.analysis_key import AnalysisKey
-from mha_viz.ui.pages.head_metrics import page_keys as head_metrics_keys
 from mha_viz.ui.shell import view_helpers
 
 

@@ -10,6 +10,7 @@ from mha_viz.capture import memory_columns
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
+from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import (
     analysis,
     boxes,
@@ -27,7 +28,6 @@ from mha_viz.ui.kit import (
 )
 from mha_viz.ui.kit.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
 from mha_viz.ui.pages.head_view import head_links_view, subset_views
-from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from mha_viz.ui.shell import notebook_button, view_helpers
 from mha_viz.views import detail, head_reads
 
@@ -42,7 +42,8 @@ def head_view_page() -> None:
     cols = st.columns([2, 2, 3])
     layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD,
                                    where=cols[:2])
-    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=keys.HEAD_RESCALE, persist_state=keys.KEEP,
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=head_view_keys.HEAD_RESCALE,
+                             persist_state=keys.KEEP,
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
     fig, shown = _head_figure(cur, layer, head, rescale)
@@ -65,8 +66,9 @@ def head_view_page() -> None:
             _strongest(run, layer, head)
     head_links_view.links_section(cur, layer, head)
     _why_here(cur, layer, head, clickable=shown is not None)
-    notebook_button.record(query=session.get(keys.WHY_QUERY), key=session.get(keys.WHY_KEY),
-                           second=session.get(keys.WHY_SECOND), whole=bool(session.get(keys.WHY_PATTERN)))
+    notebook_button.record(query=session.get(head_view_keys.WHY_QUERY), key=session.get(head_view_keys.WHY_KEY),
+                           second=session.get(head_view_keys.WHY_SECOND),
+                           whole=bool(session.get(head_view_keys.WHY_PATTERN)))
     other_layers.other_layers_head(cur)
 
 

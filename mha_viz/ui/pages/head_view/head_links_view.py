@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.features.head_view import links_figures as link_figures
 from mha_viz.scan import opening
 from mha_viz.scan.row_detail import BARS, row_detail, top_keys
 from mha_viz.text.wording import plural
 from mha_viz.ui.kit import boxes, charts, keys, resources, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from mha_viz.ui.shell import notebook_button
 from mha_viz.views import head_links
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.drawing import heads as head_figures
+from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import keys, page_controls, session
-from mha_viz.ui.pages.head_view import page_keys as head_view_keys
 from mha_viz.views import detail
 
 MAX_AXIS = detail.FULL_DETAIL_TOKENS  # most tokens on either axis (every cell is sent)

@@ -10,9 +10,9 @@ import streamlit as st
 
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
+from mha_viz.features.lines import controls as lines_keys
 from mha_viz.features.lines import figures as line_figures
 from mha_viz.ui.kit import charts, keys, seq2seq_views, session, shared_head, sparse_picks
-from mha_viz.ui.pages.lines import page_keys as lines_keys
 from mha_viz.ui.shell import view_helpers
 
 MAX_TOKENS = line_figures.MAX_TOKENS  # past this many tokens the view draws a window of them

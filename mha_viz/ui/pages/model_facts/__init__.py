@@ -7,9 +7,9 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.model_facts import controls as model_facts_keys
 from mha_viz.ui.kit import memory_view, other_layers, sparse_picks
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.model_facts import page_keys as model_facts_keys
 from mha_viz.ui.shell import export_views, view_helpers
 
 

@@ -12,9 +12,9 @@ import streamlit as st
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.model_view import controls as model_view_keys
 from mha_viz.ui.kit import analysis, charts, keys, memory_view, other_layers, seq2seq_views, session, shared_head
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.model_view import page_keys as model_view_keys
 from mha_viz.ui.shell import notebook_button, view_helpers
 from mha_viz.views import thumbnails
 
@@ -43,8 +43,8 @@ def model_view_page() -> None:
     st.caption(f"{plain(run.model_name)}: {layers} × {run.num_heads} heads, {run.n} tokens. "
                "Rows are layers, columns heads; each thumbnail is that head's attention "
                "(queries down, keys across). Click a thumbnail to open it in the head view.")
-    session.start_at(keys.GRID_RESCALE, True)
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=keys.GRID_RESCALE,
+    session.start_at(model_view_keys.GRID_RESCALE, True)
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=model_view_keys.GRID_RESCALE,
                         persist_state=keys.KEEP)
     notebook_button.record(rescale=rescale)
     fig = charts.cached("model_grid", (cur.key, rescale), lambda: _grid(run, rescale))

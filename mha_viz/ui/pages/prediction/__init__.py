@@ -14,6 +14,7 @@ import streamlit as st
 
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.prediction import controls as prediction_controls
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import estimate, prediction
@@ -23,7 +24,6 @@ from mha_viz.ui.kit import text as text_kit
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.prediction import circuit_section, prediction_grids, prediction_head, preset_undo, task_section
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.shell import export_views
 from mha_viz.ui.shell.view_helpers import start_on_model
 

@@ -16,10 +16,10 @@ from mha_viz.circuits import path_patching
 from mha_viz.drawing import style as figure_style
 from mha_viz.export import link_params as links
 from mha_viz.features.prediction import circuit_figures
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import need as prediction_need
 from mha_viz.ui.kit import charts, jobs, keys, link_parts, resources, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.shell import export_views, sidebar
 
 METHODS = {"EAP-IG": "eap-ig", "EAP": "eap"}

@@ -10,9 +10,9 @@ import streamlit as st
 
 from mha_viz import figures
 from mha_viz.drawing import heads as head_figures
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions import estimate, prediction
 from mha_viz.ui.kit import charts, shared_head
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 
 
 def top_head(expl: prediction.Explanation) -> tuple[int, int]:

@@ -13,12 +13,12 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.drawing import heads as head_figures
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import attribution, prediction
 from mha_viz.ui.kit import charts, keys, resources, session, shared_head
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.shell import notebook_button
 
 

@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 import streamlit as st
 
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.ui.kit import keys, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.shell import sidebar
 
 FIELDS = (keys.TEXT, keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG)

@@ -12,13 +12,13 @@ from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import path_patching
 from mha_viz.features.prediction import circuit_figures
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import need as prediction_need
 from mha_viz.features.prediction.controls import DEFAULT_DRAWN, MAX_DRAWN
 from mha_viz.tasks import faithfulness_set
 from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.ui.kit import charts, jobs, keys, resources, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.shell import notebook_button
 
 

@@ -16,6 +16,7 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import figures, needs
+from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import need as prediction_need
 from mha_viz.features.prediction.controls import (
     ABOUT,
@@ -33,7 +34,6 @@ from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, keys, resources, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.prediction import page_keys as prediction_keys
 from mha_viz.ui.pages.prediction import task_edges
 from mha_viz.ui.shell import export_views, notebook_button, view_helpers
 

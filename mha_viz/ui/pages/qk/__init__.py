@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from mha_viz.features.qk import controls as qk_keys
 from mha_viz.features.qk import figures as qk_figures
 from mha_viz.ui.kit import analysis, charts, keys, session, shared_head, walk_window
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.qk import page_keys as qk_keys
 from mha_viz.ui.shell.view_helpers import start
 from mha_viz.views import qk
 

@@ -15,6 +15,7 @@ import mha_viz
 from mha_viz import figures, needs
 from mha_viz.capture import generation
 from mha_viz.drawing import heads as head_figures
+from mha_viz.features.retrieval import controls as retrieval_keys
 from mha_viz.features.retrieval import figures as retrieval_figures
 from mha_viz.features.retrieval.controls import DEFAULT_DEPTHS, DEFAULT_LENGTH, DEPTHS, MIN_LENGTH
 from mha_viz.tasks import retrieval
@@ -22,7 +23,6 @@ from mha_viz.text.tokenize import InputError, token_limit
 from mha_viz.ui.kit import charts, jobs, keys, notes, resources, session, shared_head
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.retrieval import page_keys as retrieval_keys
 from mha_viz.ui.shell import notebook_button, view_helpers
 
 ROOM = 96  # tokens kept for an instruct model's chat template (about 35) and the answer (the needle's 25 and 4)

@@ -10,11 +10,11 @@ from mha_viz import ModelLoadError, metrics
 from mha_viz.budget.seconds import duration
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
+from mha_viz.features.similarity import controls as similarity_keys
 from mha_viz.features.similarity.cost import BASELINE_X, js_seconds, similarity_seconds
 from mha_viz.ui.kit import analysis, charts, keys, session
 from mha_viz.ui.kit.cost_prompt import ASK_ABOVE_S, SAY_ABOVE_S, accepted, read_note
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.similarity import page_keys as similarity_keys
 from mha_viz.ui.shell import view_helpers
 
 BASELINE_AUTO_S = 2.0  # the baseline is on by default when it takes less than this

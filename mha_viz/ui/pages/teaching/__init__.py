@@ -13,9 +13,9 @@ import streamlit as st
 
 import mha_viz_models
 from mha_viz import figures
+from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head, walk_window
-from mha_viz.ui.pages.teaching import page_keys as teaching_keys
 from mha_viz.ui.shell import notebook_button, sidebar
 from mha_viz.ui.shell.view_helpers import start
 from mha_viz.views import teaching
