@@ -1,6 +1,7 @@
-"""The controls two features share, each defined once so that a feature's folder imports no other's: the heads on
-two measures (the Head metrics and Corpus pages, each under its own keys) and the walkthrough's window (Teaching
-and Queries and keys, under one key, so that both pages show the same tokens)."""
+"""The controls two features share, each defined once so that a feature's folder imports no other's and the kit's
+widgets name no feature: *Why here?*'s cell, the token in focus, the heads compared and the heads switched off
+(below), the heads on two measures (the Head metrics and Corpus pages, each under its own keys) and the
+walkthrough's window (Teaching and Queries and keys, under one key, so that both pages show the same tokens)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,16 @@ from mha_viz.drawing.scatter import COLOURS, DEFAULT_X, DEFAULT_Y, LAYER
 from mha_viz.export import view_params as vp
 from mha_viz.metrics.measures import METRICS
 
+# the controls one feature's page and another's (or a shared widget of the kit) both read or set:
+WHY_QUERY = "why_query"  # *Why here?*'s cell (the Head view; Token focus opens it): its query, key and the key it is
+WHY_KEY = "why_key"  # set against, and the whole head's pattern-weighted terms instead of one cell
+WHY_SECOND = "why_second"
+WHY_PATTERN = "why_pattern"
+FOCUS_TOKEN = "focus_token"  # Token focus's token (or word) in focus, and the key it looks at (the Head view's
+FOCUS_KEY = "focus_key"  # button opens the page on a cell's pair), at the level of tokens or words
+FOCUS_LEVEL = "focus_level"
+COMPARE_HEADS = "compare_heads"  # the heads Compare heads draws: Head metrics', Corpus' and Head composition's picks
+HEADS_OFF = "heads_off"  # the heads switched off, by label (Switch heads off; every link): no widget's value
 TEACH_START = "teach_start"  # the walkthrough's window: its first token
 WALK_START = vp.number(TEACH_START, 0, upto=vp.TOKENS, default=0)
 

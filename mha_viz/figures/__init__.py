@@ -1,8 +1,8 @@
 """Every figure of mha-viz as a `plotly.graph_objects.Figure`, the public face over where they are drawn:
-each feature's own figures in its folder (`mha_viz/features/<id>/figures.py`: the line view, token focus,
-comparison, generation, queries and keys, teaching, attribution, …), what they share in `mha_viz.drawing`
-(the head maps and grids, per-head grids, style). The app's pages and notebooks call the
-same functions; nothing here knows Streamlit.
+each feature's own figures in its folder (`mha_viz/features/<id>/figures.py`: the line view, comparison,
+generation, queries and keys, teaching, attribution, the pruning curve, …), what several share in `mha_viz.drawing`
+(the head maps and grids, per-head grids, one token in every head, a score's terms, style). The app's pages and
+notebooks call the same functions; nothing here knows Streamlit.
 
 The functions below are the public surface: each takes what `mha_viz` computes (a run, a
 comparison, a generation, an explanation) and returns the figure the app's page draws of it::
@@ -31,16 +31,17 @@ import plotly.graph_objects as go
 
 from mha_viz import metrics as head_metrics
 from mha_viz.drawing import chat_roles as role_figures
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import scatter as scatter_figures
+from mha_viz.drawing import why as why_figures
 from mha_viz.drawing.offline import notebook
+from mha_viz.features.ablation import figures as ablation_figures
 from mha_viz.features.compare import figures as compare_figures
-from mha_viz.features.focus import figures as focus_figures
 from mha_viz.features.generate import figures as generation_figures
 from mha_viz.features.head_metrics import type_figures as type_grid
 from mha_viz.features.head_view import links_figures as scan_figures
-from mha_viz.features.head_view import why_figures
 from mha_viz.features.lines import figures as line_figures
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.features.prediction import task_figures
@@ -381,7 +382,7 @@ def probability_maps(maps: dict, tokens: list[str]) -> dict[str, go.Figure]:
 def pruning_curve(curve: pd.DataFrame, *, loss_label: str = "loss") -> go.Figure:
     """A pruning curve: a table with "fraction of heads off", "importance order", "random mean" and "random sd"
     columns, as *Switch heads off* draws it."""
-    return teach_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
+    return ablation_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
                                         curve["random mean"], curve["random sd"], loss_label=loss_label)
 
 

@@ -1,6 +1,6 @@
 """Token focus: for one token (or word) of a run, what it attends to and what attends to it,
 in every head, with summaries over heads and over layers. Plain numpy; the figures are in
-`mha_viz.features.focus.figures`.
+`mha_viz.drawing.focus`.
 
 `attends_to[l, h, j]` is row i of head (l, h): the weight query i puts on key j.
 `attended_by[l, h, j]` is column i: the weight query j puts on key i.

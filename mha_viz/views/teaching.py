@@ -83,6 +83,11 @@ class Walkthrough:
     def n(self) -> int:
         return len(self.tokens)
 
+    @property
+    def outside_label(self) -> str:
+        """The name of the column that stands for the keys outside the window."""
+        return f"⟨{self.outside:,} earlier keys⟩" if self.is_causal else f"⟨{self.outside:,} keys outside⟩"
+
 
 @dataclass(frozen=True)
 class Recording:

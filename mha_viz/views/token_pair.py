@@ -1,7 +1,7 @@
 """Heads found from two tokens: every head of a run ranked by the weight one query token puts on one
 key token, A[layer, head, query, key] ("which heads look from *it* to *animal*?"). Plain numpy over
 the query's row of every head (`AttentionRun.layer_rows`: a long run recomputes that row only); Token focus
-draws the top of the ranking (`mha_viz.features.focus.figures.ranked_heads`); its *Strongest* line names the first.
+draws the top of the ranking (`mha_viz.drawing.focus.ranked_heads`); its *Strongest* line names the first.
 """
 
 from __future__ import annotations

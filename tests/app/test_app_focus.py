@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mha_viz.drawing import style as figure_style
+from mha_viz.export import shared_controls
 from mha_viz.features.focus import controls as focus_keys
 from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import keys
@@ -58,16 +59,16 @@ def test_token_focus_tokens_and_words(model, text):
     at = open_with_text("focus", text, None if model == "minilm" else model)
     run = at.session_state[keys.CURRENT].run
     assert run.n >= 1 and (text == "a" or run.n > 60)
-    index = at.selectbox(key=focus_keys.FOCUS_TOKEN).value
+    index = at.selectbox(key=shared_controls.FOCUS_TOKEN).value
     assert index == min(1, run.n - 1)
     _check_focus(at, index)
     last = run.n - 1
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(last).run()
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(last).run()
     assert not at.exception and not at.error
     _check_focus(at, last)
-    at.radio(key=focus_keys.FOCUS_LEVEL).set_value("words").run()
+    at.radio(key=shared_controls.FOCUS_LEVEL).set_value("words").run()
     assert not at.exception and not at.error
-    _check_focus(at, at.selectbox(key=focus_keys.FOCUS_TOKEN).value, words=True)
+    _check_focus(at, at.selectbox(key=shared_controls.FOCUS_TOKEN).value, words=True)
     at.radio(key=focus_keys.FOCUS_SHOW).set_value("attended by").run()
     assert not at.exception and set(_grids(at)) == {"by"}
 
@@ -139,7 +140,7 @@ def test_head_view_pick_lists_show_the_picked_tokens_in_text_order():
 
 def test_focus_shows_hostile_tokens_as_text():
     at = open_with_text("focus", "<script>alert(1)</script> [x](javascript:alert(1)) $x$")
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(2).run()  # the token "script"
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(2).run()  # the token "script"
     assert not at.exception and not at.error
     for spec in charts(at):
         title = str(spec["layout"].get("title", {}).get("text", ""))
@@ -151,12 +152,13 @@ def test_focus_shows_hostile_tokens_as_text():
 
 def test_focus_choices_survive_a_visit_to_another_page():
     at = open_with_text("focus", "The cat sat on the mat.")
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(3).run()
-    at.radio(key=focus_keys.FOCUS_LEVEL).set_value("words").run()
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(3).run()
+    at.radio(key=shared_controls.FOCUS_LEVEL).set_value("words").run()
     open_page(at, "model_view")
     open_page(at, "focus")
     assert not at.exception and not at.error
-    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 3 and at.radio(key=focus_keys.FOCUS_LEVEL).value == "words"
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == 3
+    assert at.radio(key=shared_controls.FOCUS_LEVEL).value == "words"
 
 
 
@@ -170,7 +172,7 @@ def test_summaries_on_demand_are_the_runs_means_and_maxima():
     assert all(t.startswith("Every head") for t in titles[1:]), titles
     at.toggle(key=focus_keys.FOCUS_SUMMARIES).set_value(True).run()
     assert not at.exception and not at.error
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(3).run()
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(3).run()
     run = at.session_state[keys.CURRENT].run
     assert len(charts(at)) == 7
     summary = titled(at, "Summaries: what attends to")

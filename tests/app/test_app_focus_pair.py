@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from mha_viz.drawing import style as figure_style
-from mha_viz.features.focus import controls as focus_keys
-from mha_viz.features.head_view import controls as head_view_keys
+from mha_viz.export import shared_controls
 from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_titles, open_page, open_with_text, titled
 
@@ -37,19 +36,20 @@ def test_it_to_animal_ranks_the_heads_and_opens_the_strongest():
     at = open_with_text("focus", TEXT)
     run = at.session_state[keys.CURRENT].run
     it, animal = run.tokens.index("it"), run.tokens.index("animal")
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(it).run()
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(it).run()
     # until a key is picked it is the token "it" puts the most weight on, and the bars' first head is the one
     # the Strongest line names (the issue's line named L0 H2 → "because" beside a ranking it did not match)
     because = run.tokens.index("because")
-    assert at.selectbox(key=focus_keys.FOCUS_KEY).value == because
+    assert at.selectbox(key=shared_controls.FOCUS_KEY).value == because
     assert _bars(at)["data"][0]["y"][0] == "L0 H2" and "looks at 9: because" in chart_titles(at)[0]
     strongest = next(c.value for c in at.caption if c.value.startswith("Strongest"))
     assert strongest.startswith("Strongest: L0 H2, where 10: it puts 1.000 of its attention on 9: because"), strongest
-    at.selectbox(key=focus_keys.FOCUS_KEY).set_value(animal).run()
+    at.selectbox(key=shared_controls.FOCUS_KEY).set_value(animal).run()
     assert not at.exception and not at.error
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(it - 1).run()  # a key the user picked stays with another token
-    assert at.selectbox(key=focus_keys.FOCUS_KEY).value == animal
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(it).run()
+    # a key the user picked stays with another token
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(it - 1).run()
+    assert at.selectbox(key=shared_controls.FOCUS_KEY).value == animal
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(it).run()
     w = _hugging_face(at)[:, :, it, animal]
     order = np.argsort(-w.ravel(), kind="stable")[:10]
     bars = _bars(at)["data"][0]
@@ -64,8 +64,8 @@ def test_it_to_animal_ranks_the_heads_and_opens_the_strongest():
     # the choices stay across a visit to another page
     open_page(at, "model_facts")
     open_page(at, "focus")
-    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == it
-    assert at.selectbox(key=focus_keys.FOCUS_KEY).value == animal
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == it
+    assert at.selectbox(key=shared_controls.FOCUS_KEY).value == animal
     # the button opens the strongest head on the Head view
     at.button(key=keys.FOCUS_OPEN_TOP).click().run()
     assert not at.exception and at.title[0].value == "Head view"
@@ -77,32 +77,32 @@ def test_the_head_views_button_opens_token_focus_on_the_cell():
     at = open_with_text("head_view", TEXT)
     run = at.session_state[keys.CURRENT].run
     it, animal = run.tokens.index("it"), run.tokens.index("animal")
-    at.selectbox(key=head_view_keys.WHY_QUERY).set_value(it).run()  # what a click on the cell (it, animal) sets
-    at.selectbox(key=head_view_keys.WHY_KEY).set_value(animal).run()
+    at.selectbox(key=shared_controls.WHY_QUERY).set_value(it).run()  # what a click on the cell (it, animal) sets
+    at.selectbox(key=shared_controls.WHY_KEY).set_value(animal).run()
     button = at.button(key=keys.HEAD_FIND_HEADS)
     assert button.label == "Which heads look from “it” to “animal”?"
     button.click().run()
     assert not at.exception and not at.error and at.title[0].value == "Token focus"
-    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == it
-    assert at.selectbox(key=focus_keys.FOCUS_KEY).value == animal
-    assert at.radio(key=focus_keys.FOCUS_LEVEL).value == "tokens"
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == it
+    assert at.selectbox(key=shared_controls.FOCUS_KEY).value == animal
+    assert at.radio(key=shared_controls.FOCUS_LEVEL).value == "tokens"
     assert list(_bars(at)["data"][0]["y"][:2]) == ["L3 H1", "L5 H11"]
 
 
 def test_the_words_level_and_a_causal_models_later_key():
     at = open_with_text("focus", TEXT)
-    at.radio(key=focus_keys.FOCUS_LEVEL).set_value("words").run()
+    at.radio(key=shared_controls.FOCUS_LEVEL).set_value("words").run()
     assert not at.exception and not at.error
     labels = [figure_style.label_text(x) for x in titled(at, "Every head: what word")["data"][0]["x"]]
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(labels.index("it")).run()
-    at.selectbox(key=focus_keys.FOCUS_KEY).set_value(labels.index("animal")).run()
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(labels.index("it")).run()
+    at.selectbox(key=shared_controls.FOCUS_KEY).set_value(labels.index("animal")).run()
     assert not at.exception and not at.error
     assert list(_bars(at)["data"][0]["y"][:2]) == ["L3 H1", "L5 H11"]  # one-piece words: the tokens' weights
     at = open_with_text("focus", "The cat sat on the mat.", "smollm2")
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(1).run()
-    at.selectbox(key=focus_keys.FOCUS_KEY).set_value(4).run()
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(1).run()
+    at.selectbox(key=shared_controls.FOCUS_KEY).set_value(4).run()
     assert not at.exception and not at.error
     assert any("is causal" in i.value and "puts no weight" in i.value for i in at.info)
     assert not [t for t in chart_titles(at) if t.startswith("Heads where")]
-    at.selectbox(key=focus_keys.FOCUS_KEY).set_value(0).run()
+    at.selectbox(key=shared_controls.FOCUS_KEY).set_value(0).run()
     assert not at.exception and len(_bars(at)["data"][0]["y"]) == 10

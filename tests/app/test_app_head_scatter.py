@@ -9,7 +9,7 @@ import pytest
 
 import mha_viz
 from mha_viz import metrics
-from mha_viz.features.compare_heads import controls as compare_heads_keys
+from mha_viz.export import shared_controls
 from mha_viz.features.head_metrics import controls as head_metrics_keys
 from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text
@@ -54,7 +54,7 @@ def test_heads_a_lasso_picked_open_on_compare_heads():
     assert button.label == "Compare these 3 heads"
     button.click().run()
     assert not at.exception and at.title[0].value == "Compare heads"
-    assert at.multiselect(key=compare_heads_keys.COMPARE_HEADS).value == ["L0H1", "L2H3", "L5H11"]
+    assert at.multiselect(key=shared_controls.COMPARE_HEADS).value == ["L0H1", "L2H3", "L5H11"]
 
 
 def test_more_than_six_picked_compare_the_first_six():
@@ -65,4 +65,4 @@ def test_more_than_six_picked_compare_the_first_six():
     button = at.button(key=keys.SCATTER_COMPARE)
     assert button.label == "Compare the first 6 of these heads"
     button.click().run()
-    assert at.multiselect(key=compare_heads_keys.COMPARE_HEADS).value == picked[:6]
+    assert at.multiselect(key=shared_controls.COMPARE_HEADS).value == picked[:6]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.export import lesson as lessons
+from mha_viz.export import shared_controls
 from mha_viz.features.ablation import controls as ablation_keys
 from mha_viz.features.across_layers import controls as across_layers_keys
 from mha_viz.features.compare import controls as compare_keys
@@ -40,10 +41,10 @@ MODEL, TEXT = "toy-induction", "k d m x b f q z k d m x b f q z"  # 16 tokens, 2
 CHOICES: dict[str, dict[str, object]] = {
     "model_view": {model_view_keys.GRID_RESCALE: False},
     "head_view": { keys.HEAD_DETAIL: "a token window", head_view_keys.HEAD_WINDOW: (2, 9),
-                  head_view_keys.HEAD_RESCALE: True, head_view_keys.WHY_KEY: 3, head_view_keys.LINKS_SKIP_FIRST: True},
-    "focus": {focus_keys.FOCUS_TOKEN: 10, focus_keys.FOCUS_SHOW: focus.TO, focus_keys.FOCUS_SUMMARIES: True},
+                  head_view_keys.HEAD_RESCALE: True, shared_controls.WHY_KEY: 3, head_view_keys.LINKS_SKIP_FIRST: True},
+    "focus": {shared_controls.FOCUS_TOKEN: 10, focus_keys.FOCUS_SHOW: focus.TO, focus_keys.FOCUS_SUMMARIES: True},
     "lines": {lines_keys.LINE_THRESHOLD: 0.25, lines_keys.LINE_TOKEN: 5, lines_keys.LINE_HEADS: [1, 3]},
-    "compare_heads": {compare_heads_keys.COMPARE_HEADS: ["L0H1", "L1H2", "L1H3"],
+    "compare_heads": {shared_controls.COMPARE_HEADS: ["L0H1", "L1H2", "L1H3"],
                       compare_heads_keys.COMPARE_RESCALE: True},
     "across_layers": { across_layers_keys.LAYERS_METHOD: "rollout through one head", across_layers_keys.LAYERS_HEAD: 2,
                       across_layers_keys.LAYERS_LAYER: 0},
@@ -133,7 +134,7 @@ def _focus_page(token: int):
     at.selectbox(key=keys.MODEL_CHOICE).set_value(MODEL).run()
     at.text_area(key=keys.TEXT).input(TEXT).run()
     open_page(at, "focus")
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(token).run()
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(token).run()
     assert not at.exception, at.exception
     return at
 
@@ -149,7 +150,7 @@ def test_a_shared_link_reopens_the_pages_choices():
     again.run()
     open_page(again, "focus")  # AppTest opens the default page: the path is e2e's
     assert not again.exception and not again.warning, [w.value for w in again.warning]
-    assert again.selectbox(key=focus_keys.FOCUS_TOKEN).value == 10
+    assert again.selectbox(key=shared_controls.FOCUS_TOKEN).value == 10
     assert again.radio(key=focus_keys.FOCUS_SHOW).value == focus.BY
 
 
@@ -168,7 +169,7 @@ def test_a_tampered_choice_falls_back_to_the_default_with_a_notice():
     assert at.session_state[keys.SEL_LAYER] == 1  # the rest of the link applies
     open_page(at, "focus")
     assert not at.exception and not at.error
-    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 1  # the page's default
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == 1  # the page's default
     assert at.radio(key=focus_keys.FOCUS_SHOW).value == "both"
 
 
@@ -176,10 +177,10 @@ def test_a_step_restores_its_choices_after_exploring_and_a_step_without_them_ope
     at = lesson_panel(_focus_page(10))
     at.button(key=keys.LESSON_ADD).click().run()
     at.button(key=keys.LESSON_FOLLOW).click().run()
-    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 10
-    at.selectbox(key=focus_keys.FOCUS_TOKEN).set_value(3).run()  # the student explores
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == 10
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(3).run()  # the student explores
     at.button(key=keys.LESSON_RESTORE).click().run()
-    assert not at.exception and at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 10
+    assert not at.exception and at.selectbox(key=shared_controls.FOCUS_TOKEN).value == 10
     # a lesson written before pages kept their choices: its focus step opens on the page's defaults,
     # whatever the student had picked
     old = lessons.Lesson(title="Old", steps=(lessons.step("focus", {"model": MODEL, "text": TEXT, "layer": "0",
@@ -188,7 +189,7 @@ def test_a_step_restores_its_choices_after_exploring_and_a_step_without_them_ope
                                                       "application/json")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.title[0].value == HEADINGS["focus"]
-    assert at.selectbox(key=focus_keys.FOCUS_TOKEN).value == 1
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == 1
 
 
 def _lesson_on(model: str) -> lessons.Lesson:

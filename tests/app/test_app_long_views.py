@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mha_viz.capture import head_rows
-from mha_viz.features.focus import controls as focus_keys
+from mha_viz.export import shared_controls
 from mha_viz.ui.kit import keys
 from mha_viz.views import detail
 from tests.app.helpers import charts, export_box, open_page, open_with_text
@@ -39,7 +39,7 @@ def test_the_overview_pages_open_on_a_long_run_without_every_head(monkeypatch):
         assert not run.is_dense
     grid = [c for c in charts(at) if c["layout"].get("title", {}).get("text", "").startswith("Every head: what")]
     assert len(grid) == 2  # attends to, attended by
-    index = at.selectbox(key=focus_keys.FOCUS_TOKEN).value
+    index = at.selectbox(key=shared_controls.FOCUS_TOKEN).value
     to = np.array(grid[0]["data"][0]["z"], dtype=float)
     np.testing.assert_allclose(to, run.attentions[:, :, index, :].reshape(to.shape), atol=1e-5)
     np.testing.assert_allclose(run.summary.pooled, detail.max_pool(run.attentions, 48), atol=1e-5)

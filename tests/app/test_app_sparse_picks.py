@@ -11,7 +11,7 @@ import pytest
 
 import mha_viz
 from mha_viz.drawing.sparse_picks import NAME
-from mha_viz.features.focus import controls as focus_keys
+from mha_viz.export import shared_controls
 from mha_viz.metrics import sparse_selection
 from tests.app.helpers import charts
 from tests.app.helpers import open_folder as _open
@@ -98,7 +98,7 @@ def test_token_focus_and_the_line_view_mark_the_picks(tmp_path):
     want = sparse_selection(mha_viz.load_model(folder, device="cpu"), TEXT)
     at = _open(folder, TEXT, page="focus")
     query = 20
-    at.session_state[focus_keys.FOCUS_TOKEN] = query
+    at.session_state[shared_controls.FOCUS_TOKEN] = query
     at.run()
     assert not at.exception and not at.error
     grids = [c for c in charts(at) if c["data"][0]["type"] == "heatmap" and any(t.get("name") == NAME

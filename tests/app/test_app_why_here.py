@@ -11,6 +11,7 @@ import pytest
 
 import mha_viz
 from mha_viz.drawing import heads as head_figures
+from mha_viz.export import shared_controls
 from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import keys
 from tests.app.helpers import charts, open_box, open_page, start_app
@@ -43,8 +44,8 @@ def opened():
 
 def test_a_picked_cell_draws_its_terms(opened, toy):
     at = opened
-    at.selectbox(key=head_view_keys.WHY_QUERY).set_value(10).run()
-    at.selectbox(key=head_view_keys.WHY_KEY).set_value(3).run()
+    at.selectbox(key=shared_controls.WHY_QUERY).set_value(10).run()
+    at.selectbox(key=shared_controls.WHY_KEY).set_value(3).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     want = mha_viz.circuits.qk_terms(toy, TEXT, 1, 1, 10, 3)
     rows, cols, small = want.top(15)
@@ -61,18 +62,18 @@ def test_a_picked_cell_draws_its_terms(opened, toy):
 
 def test_a_second_key_and_the_whole_head(opened, toy):
     at = opened
-    at.selectbox(key=head_view_keys.WHY_QUERY).set_value(10).run()
-    at.selectbox(key=head_view_keys.WHY_KEY).set_value(3).run()
-    at.selectbox(key=head_view_keys.WHY_SECOND).set_value(4).run()
+    at.selectbox(key=shared_controls.WHY_QUERY).set_value(10).run()
+    at.selectbox(key=shared_controls.WHY_KEY).set_value(3).run()
+    at.selectbox(key=shared_controls.WHY_SECOND).set_value(4).run()
     assert not at.exception and not at.error
     diff = mha_viz.circuits.qk_terms(toy, TEXT, 1, 1, 10, 3).minus(mha_viz.circuits.qk_terms(toy, TEXT, 1, 1, 10, 4))
     np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), diff.top(15)[2], atol=1e-6)
     assert "s(key) − s(second key)" in " ".join(m.value for m in at.markdown)
-    at.toggle(key=head_view_keys.WHY_PATTERN).set_value(True).run()
+    at.toggle(key=shared_controls.WHY_PATTERN).set_value(True).run()
     assert not at.exception and not at.error
     whole = mha_viz.circuits.qk_pattern_terms(toy, TEXT, 1, 1)
     np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), whole.top(15)[2], atol=1e-6)
-    at.toggle(key=head_view_keys.WHY_PATTERN).set_value(False).run()
+    at.toggle(key=shared_controls.WHY_PATTERN).set_value(False).run()
 
 
 def test_the_heatmap_cells_can_be_clicked(opened):
@@ -104,11 +105,11 @@ def test_on_a_long_run_the_section_is_built_only_while_open(monkeypatch, toy):
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     assert not at.session_state[keys.CURRENT].run.is_dense
     assert not at.session_state[head_view_keys.WHY_OPEN] and not split  # closed, nothing split
-    assert head_view_keys.WHY_QUERY not in [w.key for w in at.selectbox]
+    assert shared_controls.WHY_QUERY not in [w.key for w in at.selectbox]
     open_box(at, head_view_keys.WHY_OPEN)  # the user opens it
     assert not at.error, [e.value for e in at.error]
-    at.selectbox(key=head_view_keys.WHY_QUERY).set_value(10).run()
-    at.selectbox(key=head_view_keys.WHY_KEY).set_value(3).run()
+    at.selectbox(key=shared_controls.WHY_QUERY).set_value(10).run()
+    at.selectbox(key=shared_controls.WHY_KEY).set_value(3).run()
     assert split and split[-1] == (1, 1, 10, 3)
     want = mha_viz.circuits.qk_terms(toy, TEXT + " o", 1, 1, 10, 3)
     np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), want.top(15)[2], atol=1e-6)

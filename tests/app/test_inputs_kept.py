@@ -4,7 +4,7 @@ limit and hidden tokens, a page's own controls after a visit to another page, th
 
 from __future__ import annotations
 
-from mha_viz.features.focus import controls as focus_keys
+from mha_viz.export import shared_controls
 from mha_viz.features.lines import controls as lines_keys
 from mha_viz.features.lines import figures as line_figures
 from mha_viz.ui.kit import keys
@@ -25,7 +25,7 @@ def test_sidebar_page_controls_and_export_survive_page_switches():
     at.slider(key=lines_keys.LINE_THRESHOLD).set_value(0.35).run()
     at.radio(key=lines_keys.LINE_SIDE).set_value(line_figures.KEY).run()
     open_page(at, "focus")
-    at.radio(key=focus_keys.FOCUS_LEVEL).set_value("words").run()
+    at.radio(key=shared_controls.FOCUS_LEVEL).set_value("words").run()
     for page in ("model_facts", "head_view", "lines"):  # away (no line controls drawn), then back
         open_page(at, page)
     assert not at.exception, at.exception
@@ -36,7 +36,7 @@ def test_sidebar_page_controls_and_export_survive_page_switches():
     assert at.slider(key=lines_keys.LINE_THRESHOLD).value == 0.35
     assert at.radio(key=lines_keys.LINE_SIDE).value == line_figures.KEY
     open_page(at, "focus")
-    assert at.radio(key=focus_keys.FOCUS_LEVEL).value == "words"
+    assert at.radio(key=shared_controls.FOCUS_LEVEL).value == "words"
     # the views computed on what was kept: the text's tokens, [CLS]/[SEP] hidden
     run = at.session_state[keys.CURRENT].run
     assert run.tokens[:2] == ["seven", "quiet"] and "[SEP]" not in run.tokens, run.tokens

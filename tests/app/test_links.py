@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from mha_viz.export import link_params as links
-from mha_viz.features.head_view import controls as head_view_keys
+from mha_viz.export import shared_controls
 from mha_viz.ui.kit import keys
 from mha_viz.ui.pages.compare import compare_run_b
 from tests.app.helpers import app_test, charts, open_box, open_page, share_box
@@ -82,8 +82,8 @@ def test_the_url_follows_the_view():
     next(s for s in at.selectbox if s.label == "Head").set_value(0).run()
     # hiding the special tokens moved *Why here?*'s query and key onto the tokens kept, a choice of the
     # page the link carries (why_query, why_key): back to the last and first tokens
-    at.selectbox(key=head_view_keys.WHY_QUERY).set_value(at.session_state[keys.CURRENT].run.n - 1).run()
-    at.selectbox(key=head_view_keys.WHY_KEY).set_value(0).run()
+    at.selectbox(key=shared_controls.WHY_QUERY).set_value(at.session_state[keys.CURRENT].run.n - 1).run()
+    at.selectbox(key=shared_controls.WHY_KEY).set_value(0).run()
     assert at.query_params == {"model": "minilm"}
     assert _share(at) == f"{BASE}/head_view?model=minilm"
 

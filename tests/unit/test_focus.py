@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import style as figure_style
-from mha_viz.features.focus import figures as focus_figures
 from mha_viz.views import detail, focus
 from tests.helpers import decode_json
 

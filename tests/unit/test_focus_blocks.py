@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mha_viz.features.focus import figures as focus_figures
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.views import focus
 
 LAYERS, HEADS = 3, 4

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.drawing.style import TICK_CHAR_PX, TICK_LINE_PX, TURNED_PX, axis_labels
-from mha_viz.features.focus import figures as focus_figures
 from mha_viz.views import focus
 
 SENTENCE = ["[CLS]", "the", "animal", "didn", "'", "t", "cross", "the", "street", "because", "it", "was", "too",

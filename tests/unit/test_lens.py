@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.drawing import heads as head_figures
-from mha_viz.features.focus import figures as focus_figures
 from mha_viz.features.lines import figures as line_figures
 from mha_viz.interventions import attribution
 from mha_viz.text.tokenize import InputError

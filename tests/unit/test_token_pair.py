@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mha_viz import AttentionRun
-from mha_viz.features.focus import figures as focus_figures
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.views import detail, heads_from_tokens
 from mha_viz.views.token_pair import HeadWeight, pair_weights
 

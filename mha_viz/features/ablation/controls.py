@@ -3,13 +3,13 @@ links and lesson steps carry (its record's `controls`; `ui/kit/page_controls` re
 
 from __future__ import annotations
 
+from mha_viz.export import shared_controls
 from mha_viz.export import view_params as vp
 
 ABLATE_MODE = "ablate_mode"
 ABLATION_OTHER = "ablation_other"
 IMP_SOURCE = "imp_source"
 THIS_TEXT, SAMPLE = "this text", "a bundled sample paragraph"  # IMP_SOURCE's choices: what importance is scored on
-HEADS_OFF = "heads_off"  # the heads switched off, by label: a control whose value is no widget's
 OTHER_SENTENCE = "A cat is resting on a rug."  # ABLATION_OTHER's default
 
 CONTROLS = (
@@ -17,7 +17,7 @@ CONTROLS = (
               default="zeroed (ξ = 0)"),
     vp.choice(ABLATION_OTHER, default=OTHER_SENTENCE),
     vp.choice(IMP_SOURCE, (THIS_TEXT, SAMPLE), default=THIS_TEXT),
-    vp.picks(HEADS_OFF, text=True, default=[]),
+    vp.picks(shared_controls.HEADS_OFF, text=True, default=[]),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no

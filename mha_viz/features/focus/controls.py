@@ -3,26 +3,24 @@ links and lesson steps carry (its record's `controls`; `ui/kit/page_controls` re
 
 from __future__ import annotations
 
+from mha_viz.export import shared_controls
 from mha_viz.export import view_params as vp
 from mha_viz.views import focus
 
 CROSS_FOCUS_RESCALE = "cross_focus_rescale"
 CROSS_FOCUS_SIDE = "cross_focus_side"
 CROSS_FOCUS_TOKEN = "cross_focus_token"
-FOCUS_KEY = "focus_key"  # the key the token in focus looks at: every head ranked by that weight (focus_pair)
-FOCUS_LEVEL = "focus_level"  # tokens or words
 FOCUS_RESCALE = "focus_rescale"
 FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_SUMMARIES = "focus_summaries"  # the four summary panels and the strongest-head map (off: two grids)
-FOCUS_TOKEN = "focus_token"  # the token (or word) position in focus
 
 CONTROLS = (
-    vp.number(FOCUS_TOKEN, 0, upto=vp.TOKENS, default=lambda cur: min(1, cur.run.n - 1)),
-    vp.choice(FOCUS_LEVEL, ("tokens", "words"), default="tokens"),
+    vp.number(shared_controls.FOCUS_TOKEN, 0, upto=vp.TOKENS, default=lambda cur: min(1, cur.run.n - 1)),
+    vp.choice(shared_controls.FOCUS_LEVEL, ("tokens", "words"), default="tokens"),
     vp.choice(FOCUS_SHOW, ("both", focus.TO, focus.BY), default="both"),
     vp.flag(FOCUS_RESCALE),
     vp.flag(FOCUS_SUMMARIES),
-    vp.number(FOCUS_KEY, 0, upto=vp.TOKENS),
+    vp.number(shared_controls.FOCUS_KEY, 0, upto=vp.TOKENS),
     # an encoder–decoder's cross-attention (the sidebar's part *Cross*)
     vp.choice(CROSS_FOCUS_SIDE),
     vp.number(CROSS_FOCUS_TOKEN, 0, default=0),

@@ -3,6 +3,7 @@ links and lesson steps carry (its record's `controls`; `ui/kit/page_controls` re
 
 from __future__ import annotations
 
+from mha_viz.export import shared_controls
 from mha_viz.export import view_params as vp
 
 HEAD_RESCALE = "head_rescale"
@@ -14,10 +15,6 @@ SUBSET_KEY_LIST = "subset_key_list"  # the picked key positions
 SUBSET_PICK = "subset_pick"  # pick-lists instead of ranges
 SUBSET_QUERIES = "subset_queries"  # (start, stop) of the queries shown in the "queries × keys" detail
 SUBSET_QUERY_LIST = "subset_query_list"  # the picked query positions
-WHY_KEY = "why_key"
-WHY_PATTERN = "why_pattern"  # *Why here?*: the whole head's pattern-weighted terms instead of one cell
-WHY_QUERY = "why_query"  # Head view's *Why here?*: positions
-WHY_SECOND = "why_second"
 
 CONTROLS = (
     vp.flag(HEAD_RESCALE),
@@ -27,10 +24,10 @@ CONTROLS = (
     vp.span(SUBSET_KEYS, default=lambda cur: (0, min(cur.run.n, 96))),
     vp.picks(SUBSET_QUERY_LIST, upto=vp.TOKENS),
     vp.picks(SUBSET_KEY_LIST, upto=vp.TOKENS),
-    vp.flag(WHY_PATTERN),
-    vp.number(WHY_QUERY, 0, upto=vp.TOKENS, default=vp.last_shown),
-    vp.number(WHY_KEY, 0, upto=vp.TOKENS, default=vp.first_shown),
-    vp.number(WHY_SECOND, -1, upto=vp.TOKENS, default=-1),
+    vp.flag(shared_controls.WHY_PATTERN),
+    vp.number(shared_controls.WHY_QUERY, 0, upto=vp.TOKENS, default=vp.last_shown),
+    vp.number(shared_controls.WHY_KEY, 0, upto=vp.TOKENS, default=vp.first_shown),
+    vp.number(shared_controls.WHY_SECOND, -1, upto=vp.TOKENS, default=-1),
     # the Links section (head_links_view): positions of the run on screen, clamped by the section
     vp.number(LINKS_STRIP, 0, default=0),
     vp.flag(LINKS_SKIP_FIRST),
@@ -53,4 +50,4 @@ LINKS_ROW_CHART = "links_row_chart"
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): positions and ranges of the run on
 # screen, clamped to each new run and meant to start afresh with it
 NOT_KEPT = frozenset({HEAD_WINDOW, SUBSET_QUERIES, SUBSET_KEYS, SUBSET_QUERY_LIST, SUBSET_KEY_LIST,
-                      WHY_QUERY, WHY_KEY, WHY_SECOND})
+                      shared_controls.WHY_QUERY, shared_controls.WHY_KEY, shared_controls.WHY_SECOND})

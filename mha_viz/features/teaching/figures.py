@@ -1,6 +1,6 @@
-"""Figures of the teaching view and of head ablation: a labelled matrix of any shape, the
+"""Figures of the teaching view: a labelled matrix of any shape, the
 figures of every step and demonstration of a walkthrough, a softmax row, the query-head →
-KV-head drawing of grouped-query attention, and a pruning curve. Plain functions over arrays;
+KV-head drawing of grouped-query attention. Plain functions over arrays;
 nothing here knows Streamlit.
 
 Each figure is built from one dict (`go.Figure(dict(data=..., layout=...))`): Plotly validates
@@ -107,11 +107,6 @@ def step_figures(w: Walkthrough, names: tuple[str, ...] = STEPS) -> dict[str, go
     return figs
 
 
-def outside_label(w: Walkthrough) -> str:
-    """The column that stands for the keys outside a walkthrough's window."""
-    return f"⟨{w.outside:,} earlier keys⟩" if w.is_causal else f"⟨{w.outside:,} keys outside⟩"
-
-
 def with_outside(w: Walkthrough, name: str) -> tuple[np.ndarray, list[str]]:
     """A square step of a walkthrough ("scores", "scaled", "masked" or "probs") and its columns' labels, the keys
     outside its window first as one column (`Walkthrough.outside_*`) when there are any."""
@@ -119,7 +114,7 @@ def with_outside(w: Walkthrough, name: str) -> tuple[np.ndarray, list[str]]:
     folded = getattr(w, f"outside_{name}")
     if folded is None:
         return values, columns
-    return np.column_stack([folded, values]).astype(values.dtype), [outside_label(w)] + columns
+    return np.column_stack([folded, values]).astype(values.dtype), [w.outside_label] + columns
 
 
 def probability_maps(maps: dict[str, np.ndarray], tokens: list[str]) -> dict[str, go.Figure]:
@@ -168,18 +163,3 @@ def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = Non
         height=260, margin=margin(b=30), xaxis=dict(visible=False, range=[-1, num_heads]),
         yaxis=dict(visible=False, range=[-0.6, 1.6]), plot_bgcolor="white"))
 
-
-def pruning_figure(fractions, by_importance, random_mean, random_std, *, loss_label: str) -> go.Figure:
-    """Loss against the fraction of heads switched off, in importance order and in random order
-    (mean ± one standard deviation over seeds)."""
-    f = np.asarray(fractions) * 100
-    mean, std = np.asarray(random_mean), np.asarray(random_std)
-    return _figure([
-        dict(type="scatter", x=np.r_[f, f[::-1]], y=np.r_[mean + std, (mean - std)[::-1]], fill="toself",
-             fillcolor="rgba(150,150,150,0.25)", line=dict(width=0), hoverinfo="skip", name="random order ± 1 sd"),
-        dict(type="scatter", x=f, y=mean, mode="lines+markers", name="random order (mean)", line=dict(color="#737373")),
-        dict(type="scatter", x=f, y=np.asarray(by_importance), mode="lines+markers", name="least important first",
-             line=dict(color="#2171b5")),
-    ], dict(title=plot_title("Pruning heads"), height=380, margin=margin(),
-            xaxis=dict(title=dict(text="heads switched off (%)")), yaxis=dict(title=dict(text=loss_label)),
-            legend=dict(orientation="h", y=-0.25)))

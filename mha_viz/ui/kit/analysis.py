@@ -17,7 +17,6 @@ from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import ahead
 from mha_viz.circuits import composition as compose
 from mha_viz.circuits import score_terms as circuits
-from mha_viz.features.compare import need as compare_need
 from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui.kit import resources
 from mha_viz.ui.kit.analysis_key import AnalysisKey, ModelKey
@@ -297,11 +296,3 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
                          **{f"random seed {s}": randoms[s] for s in range(5)}})
 
 
-# few entries: a Comparison keeps both runs alive (and, on the words basis, copies without the
-# special tokens) after the run cache may have let them go
-@st.cache_resource(show_spinner="Comparing every head of the two runs…", max_entries=4)
-def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.views.Comparison:
-    """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
-    raises Busy when the server is full, like an analysis)."""
-    with resources.slots().hold(need=compare_need.comparison(_run_a, _run_b)):
-        return mha_viz.compare(_run_a, _run_b)

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.features.focus import controls as focus_keys
-from mha_viz.features.focus import figures as focus_figures
-from mha_viz.features.head_view import controls as head_view_keys
+from mha_viz.drawing import focus as focus_figures
+from mha_viz.export import shared_controls
 from mha_viz.ui.kit import charts, keys, session, shared_head, why_here
 from mha_viz.ui.kit.text import plain
 from mha_viz.views import focus, token_pair
 
-TOKENS, WORDS = "tokens", "words"  # Token focus's levels (`focus_keys.FOCUS_LEVEL`)
+TOKENS, WORDS = "tokens", "words"  # Token focus's levels (`shared_controls.FOCUS_LEVEL`)
 TOP = 10  # the heads the bars show
 
 
@@ -22,12 +21,12 @@ def pick_key(labels: list[str], default: int, where) -> int:
     """The key the token in focus looks at: a select box of `i: label` in `where`. Until the user picks
     one (here, by a click on a grid, or from the Head view) it is `default`, the token the one in focus
     puts the most weight on, and follows the token in focus; once picked it stays while the text has it."""
-    current = session.get(focus_keys.FOCUS_KEY)
+    current = session.get(shared_controls.FOCUS_KEY)
     valid = isinstance(current, int) and 0 <= current < len(labels)
     if not valid or current == session.get(keys.FOCUS_KEY_AUTO):
-        session.settle(focus_keys.FOCUS_KEY, default)
+        session.settle(shared_controls.FOCUS_KEY, default)
         session.put(keys.FOCUS_KEY_AUTO, default)
-    return where.selectbox("…looks at (key)", list(range(len(labels))), key=focus_keys.FOCUS_KEY,
+    return where.selectbox("…looks at (key)", list(range(len(labels))), key=shared_controls.FOCUS_KEY,
                            persist_state=keys.KEEP, format_func=lambda i: f"{i}: {labels[i]}", on_change=_picked,
                            help="Every head is ranked by the weight the token in focus puts on this one. A click on "
                                 "a cell of a grid below picks its tokens too.")
@@ -37,7 +36,7 @@ def _picked(key: int | None = None) -> None:
     """The user chose the key (`key`, when not by the select box): it no longer follows the token in focus."""
     session.pop(keys.FOCUS_KEY_AUTO)
     if key is not None:
-        session.put(focus_keys.FOCUS_KEY, int(key))
+        session.put(shared_controls.FOCUS_KEY, int(key))
 
 
 def _name(f: focus.Focus, i: int) -> str:
@@ -89,14 +88,14 @@ def on_grid_cell(widget: str, direction: str, index: int, m: int) -> None:
     if direction == focus.TO:
         _picked(picked[1])
     else:
-        session.put(focus_keys.FOCUS_TOKEN, picked[1])
+        session.put(shared_controls.FOCUS_TOKEN, picked[1])
         _picked(index)
 
 
 def open_pair(query: int, key: int) -> None:
     """Open Token focus on these two token positions of the sidebar's run (the token level)."""
-    session.put(focus_keys.FOCUS_LEVEL, TOKENS)
-    session.put(focus_keys.FOCUS_TOKEN, int(query))
+    session.put(shared_controls.FOCUS_LEVEL, TOKENS)
+    session.put(shared_controls.FOCUS_TOKEN, int(query))
     _picked(key)
     session.put(keys.GOTO, "focus")
 
@@ -105,7 +104,7 @@ def find_heads_button(run) -> None:
     """The Head view's button: which heads look from *Why here?*'s query (a clicked cell's) to its key,
     on Token focus."""
     where = why_here.positions(run)
-    query, key = session.get(head_view_keys.WHY_QUERY, where[-1]), session.get(head_view_keys.WHY_KEY, where[0])
+    query, key = session.get(shared_controls.WHY_QUERY, where[-1]), session.get(shared_controls.WHY_KEY, where[0])
     if query not in where or key not in where:
         return
     q, k = where.index(query), where.index(key)

@@ -11,9 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from mha_viz.drawing import scatter
-from mha_viz.features.compare_heads import controls as compare_heads_keys
-from mha_viz.features.corpus import controls as corpus_keys
-from mha_viz.features.head_metrics import controls as head_metrics_keys
+from mha_viz.export import shared_controls
 from mha_viz.metrics import METRICS
 from mha_viz.ui.kit import charts, keys, session, shared_head
 
@@ -31,10 +29,6 @@ class ScatterKeys:
     compare: str
 
 
-ON_METRICS = ScatterKeys(head_metrics_keys.SCATTER_X, head_metrics_keys.SCATTER_Y, head_metrics_keys.SCATTER_COLOUR,
-                         keys.SCATTER_CHART, keys.SCATTER_PICKED, keys.SCATTER_COMPARE)
-ON_CORPUS = ScatterKeys(corpus_keys.CORPUS_SCATTER_X, corpus_keys.CORPUS_SCATTER_Y, corpus_keys.CORPUS_SCATTER_COLOUR,
-                        keys.CORPUS_SCATTER_CHART, keys.CORPUS_SCATTER_PICKED, keys.CORPUS_SCATTER_COMPARE)
 
 
 def _name(column: str) -> str:
@@ -71,7 +65,7 @@ def _on_select(table: pd.DataFrame, names: ScatterKeys) -> None:
 
 
 def _on_compare(labels: list[str]) -> None:
-    session.put(compare_heads_keys.COMPARE_HEADS, labels[:COMPARED_AT_MOST])
+    session.put(shared_controls.COMPARE_HEADS, labels[:COMPARED_AT_MOST])
     session.put(keys.GOTO, "compare_heads")
 
 

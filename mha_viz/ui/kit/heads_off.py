@@ -9,10 +9,10 @@ import re
 
 import numpy as np
 
-from mha_viz.features.ablation import controls as ablation_controls
+from mha_viz.export import shared_controls
 from mha_viz.ui.kit import keys, session
 
-PARAM = ablation_controls.HEADS_OFF  # the link parameter (`page_controls`)
+PARAM = shared_controls.HEADS_OFF  # the link parameter (`page_controls`)
 _LABEL = re.compile(r"L([0-9]{1,4})H([0-9]{1,4})")
 
 

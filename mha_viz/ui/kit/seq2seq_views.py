@@ -19,14 +19,9 @@ import streamlit as st
 
 import mha_viz
 from mha_viz.drawing import cross as cross_figures
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
-from mha_viz.features.focus import controls as focus_keys
-from mha_viz.features.focus import figures as focus_figures
-from mha_viz.features.generate import controls as generate_keys
-from mha_viz.features.head_metrics import controls as head_metrics_keys
-from mha_viz.features.head_view import controls as head_view_keys
-from mha_viz.features.model_view import controls as model_view_keys
 from mha_viz.metrics import cross_attention as cross_metrics
 from mha_viz.ui.kit import charts, keys, session, shared_head
 from mha_viz.ui.kit.text import plain
@@ -88,26 +83,27 @@ def status(cur) -> None:
                f"tokens, {how}: “{plain(res.target)}”.")
 
 
-def cross_model_view(cur, on_select) -> None:
+def cross_model_view(cur, on_select, rescale_key: str) -> None:
     """The cross-attention's grid; `on_select`: the model view's click handler (it reads the
-    chart `keys.GRID`, whatever the run)."""
+    chart `keys.GRID`, whatever the run); `rescale_key`: the page's toggle of each thumbnail's own scale."""
     cross = cur.run
     st.caption(f"Cross-attention: {cross.num_layers} decoder layers × {cross.num_heads} heads, {cross.n_queries} "
                f"target tokens (queries, down) over {cross.n_keys} source tokens (keys, across). Click a "
                "thumbnail to open it in the head view.")
-    session.start_at(model_view_keys.GRID_RESCALE, True)
-    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=model_view_keys.GRID_RESCALE,
+    session.start_at(rescale_key, True)
+    rescale = st.toggle("Rescale each thumbnail to its own maximum", key=rescale_key,
                         persist_state=keys.KEEP)
     fig = charts.cached("cross_grid", (cur.key, rescale), lambda: cross_figures.cross_grid(cross, rescale=rescale))
     charts.show(fig, key=keys.GRID, on_select=on_select, selection_mode="points", width="content")
 
 
-def cross_head_view(cur) -> None:
+def cross_head_view(cur, rescale_key: str) -> None:
+    """One decoder head's cross-attention; `rescale_key`: the page's toggle of the head's own colour scale."""
     cross = cur.run
     cols = st.columns([2, 2, 3])
     layer, head = shared_head.pick_head(cross.layer_ids, cross.num_heads, keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD,
                                    where=cols[:2])
-    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=head_view_keys.HEAD_RESCALE,
+    rescale = cols[2].toggle("Rescale colours to this head's maximum", key=rescale_key,
                              persist_state=keys.KEEP)
     fig = charts.cached("cross_heatmap", (cur.key, layer, head, rescale),
                         lambda: cross_figures.cross_heatmap(cross, layer, head, rescale=rescale))
@@ -120,11 +116,12 @@ def cross_head_view(cur) -> None:
                       "weight": [round(float(a[i, j]), 4) for i, j in enumerate(top)]}, hide_index=True)
 
 
-def cross_metrics_view(cur) -> None:
-    """The metrics defined for a rectangular pattern, every decoder head (`cross_metrics`)."""
+def cross_metrics_view(cur, choice_key: str) -> None:
+    """The metrics defined for a rectangular pattern, every decoder head (`cross_metrics`); `choice_key`: the
+    page's choice of metric."""
     cross = cur.run
     table = charts.cached("cross_table", (cur.key,), lambda: cross_metrics.cross_table(cross))
-    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key=head_metrics_keys.CROSS_METRIC_CHOICE,
+    choice = st.selectbox("Metric", list(cross_metrics.COLUMNS), key=choice_key,
                           persist_state=keys.KEEP, format_func=lambda c: c.replace("_", " "))
     st.caption(cross_metrics.COLUMNS[choice].capitalize() + ". The other head metrics ("
                + ", ".join(cross_metrics.SELF_ONLY) + ") are about a text attending to itself: they apply to "
@@ -143,18 +140,19 @@ def cross_metrics_view(cur) -> None:
 TARGET_SIDE, SOURCE_SIDE = "a target token: what it reads in the source", "a source token: which target tokens read it"
 
 
-def cross_focus_view(cur) -> None:
-    """One token of either side and its cross-attention in every decoder head."""
+def cross_focus_view(cur, side_key: str, token_key: str, rescale_key: str) -> None:
+    """One token of either side and its cross-attention in every decoder head, under the page's keys of the side,
+    the token and the rescaling."""
     cross = cur.run
-    side = st.radio("Focus on", (TARGET_SIDE, SOURCE_SIDE), key=focus_keys.CROSS_FOCUS_SIDE, persist_state=keys.KEEP,
+    side = st.radio("Focus on", (TARGET_SIDE, SOURCE_SIDE), key=side_key, persist_state=keys.KEEP,
                     horizontal=True)
     target = side == TARGET_SIDE
     names, others = (cross.query_tokens, cross.key_tokens) if target else (cross.key_tokens, cross.query_tokens)
-    if session.get(focus_keys.CROSS_FOCUS_TOKEN, 0) >= len(names):
-        session.put(focus_keys.CROSS_FOCUS_TOKEN, 0)
-    index = st.selectbox("Token", list(range(len(names))), key=focus_keys.CROSS_FOCUS_TOKEN,
+    if session.get(token_key, 0) >= len(names):
+        session.put(token_key, 0)
+    index = st.selectbox("Token", list(range(len(names))), key=token_key,
                          format_func=lambda i: f"{i}: {names[i]}")
-    rescale = st.toggle("Rescale to the largest weight", key=focus_keys.CROSS_FOCUS_RESCALE, persist_state=keys.KEEP)
+    rescale = st.toggle("Rescale to the largest weight", key=rescale_key, persist_state=keys.KEEP)
     values = cross.attentions[..., index, :] if target else cross.attentions[..., :, index]  # (L, H, m)
     f = focus.Focus(index, list(others), values, values)
     name = html.escape(names[index], quote=False)
@@ -169,10 +167,11 @@ def cross_focus_view(cur) -> None:
                f"{plain(others[s.top_position])} ({s.top_weight:.3f}).")
 
 
-def steps_view(cur) -> None:
+def steps_view(cur, step_key: str) -> None:
     """The Generate page for an encoder–decoder: the target it wrote (or read), one step at a
     time: the token, how likely the decoder found it and what else it considered, and where every
-    decoder head looked when choosing it, in the source (cross-attention) and in the target so far."""
+    decoder head looked when choosing it, in the source (cross-attention) and in the target so far. `step_key`: the
+    page's step slider."""
     res = cur.seq2seq
     if cur.stale or res is None or res.model_name != cur.text_model.name:
         if cur.error:
@@ -189,9 +188,9 @@ def steps_view(cur) -> None:
     st.caption(f"An encoder–decoder writes its target from the source. This is the target the model {how}: "
                f"“{plain(res.target)}”. Step t's token was chosen at decoder row t − 1.")
     n = len(res.steps)
-    if session.get(generate_keys.S2S_STEP, 1) > n:
-        session.put(generate_keys.S2S_STEP, 1)
-    t = st.slider("Step", 1, n, key=generate_keys.S2S_STEP) if n > 1 else 1
+    if session.get(step_key, 1) > n:
+        session.put(step_key, 1)
+    t = st.slider("Step", 1, n, key=step_key) if n > 1 else 1
     step = res.steps[t - 1]
     others = ", ".join(f"{plain(tok)} ({p:.3f})" for tok, p in step.top[:5])
     st.markdown(f"**Step {t}: {plain(step.token)}** — probability {step.prob:.3f}, entropy {step.entropy:.2f} nats. "

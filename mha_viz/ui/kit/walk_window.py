@@ -7,7 +7,6 @@ from __future__ import annotations
 import streamlit as st
 
 from mha_viz.export import shared_controls
-from mha_viz.features.teaching.figures import outside_label
 from mha_viz.ui.kit import keys, session
 from mha_viz.views.teaching import TEACH_TOKENS, Walkthrough
 
@@ -32,7 +31,7 @@ def caption(w: Walkthrough, total: int) -> str:
     if total <= w.n:
         return ""
     which = "earlier" if w.is_causal else "other"
-    folded = (f"Each row's {w.outside:,} {which} keys are folded into the column {outside_label(w)}, whose score is "
+    folded = (f"Each row's {w.outside:,} {which} keys are folded into the column {w.outside_label}, whose score is "
               "log Σ e^score over them, so each row's softmax is exact: that column's probability is what those "
               "keys take together." if w.outside else "")
     return f"Tokens {w.start}–{w.start + w.n - 1} of {total:,}. " + folded

@@ -9,8 +9,8 @@ import streamlit as st
 from mha_viz.budget import memory
 from mha_viz.circuits import score_terms as circuits
 from mha_viz.drawing import heads as head_figures
-from mha_viz.features.head_view import controls as head_view_keys
-from mha_viz.features.head_view import why_figures
+from mha_viz.drawing import why as why_figures
+from mha_viz.export import shared_controls
 from mha_viz.ui.kit import analysis, charts, keys, resources, session
 from mha_viz.ui.kit.text import plain
 
@@ -29,9 +29,9 @@ def on_cell(run, offset: int, shown: int) -> None:
     picked = charts.clicked(keys.HEAD_HEATMAP, lambda points: head_figures.cell_pick(points, shown, offset))
     if picked is not None:
         where = positions(run)
-        session.put(head_view_keys.WHY_QUERY, where[picked[0]])
-        session.put(head_view_keys.WHY_KEY, where[picked[1]])
-        session.put(head_view_keys.WHY_PATTERN, False)
+        session.put(shared_controls.WHY_QUERY, where[picked[0]])
+        session.put(shared_controls.WHY_KEY, where[picked[1]])
+        session.put(shared_controls.WHY_PATTERN, False)
 
 
 def _compute(what: str, build, need: int):
@@ -57,9 +57,9 @@ def why_here(cur, layer: int, head: int, clickable: bool = True, heading: bool =
     where = positions(run)
     full = cur.full_run or run
     tokens, n = full.tokens, full.n
-    for name_, fallback, allowed in ((head_view_keys.WHY_QUERY, where[-1], where),
-                                     (head_view_keys.WHY_KEY, where[0], where),
-                                     (head_view_keys.WHY_SECOND, NONE, [NONE, *where])):
+    for name_, fallback, allowed in ((shared_controls.WHY_QUERY, where[-1], where),
+                                     (shared_controls.WHY_KEY, where[0], where),
+                                     (shared_controls.WHY_SECOND, NONE, [NONE, *where])):
         if session.get(name_, fallback) not in allowed:
             session.settle(name_, fallback)
         session.setdefault(name_, fallback)
@@ -72,12 +72,12 @@ def why_here(cur, layer: int, head: int, clickable: bool = True, heading: bool =
     def name(i: int) -> str:
         return f"{i}: {tokens[i]}" if 0 <= i < n else "none"
     cols = st.columns([3, 3, 3, 2])
-    whole = cols[3].toggle("Whole head", key=head_view_keys.WHY_PATTERN, persist_state=keys.KEEP,
+    whole = cols[3].toggle("Whole head", key=shared_controls.WHY_PATTERN, persist_state=keys.KEEP,
                            help="The terms of every query–key pair, each weighted by the head's attention to it: "
                                 "Σ_i Σ_j A_ij · T_ij / n, what drives this head's pattern on this text.")
-    query = cols[0].selectbox("Query", where, key=head_view_keys.WHY_QUERY, format_func=name, disabled=whole)
-    key = cols[1].selectbox("Key", where, key=head_view_keys.WHY_KEY, format_func=name, disabled=whole)
-    second = cols[2].selectbox("…and not this key", [NONE, *where], key=head_view_keys.WHY_SECOND, format_func=name,
+    query = cols[0].selectbox("Query", where, key=shared_controls.WHY_QUERY, format_func=name, disabled=whole)
+    key = cols[1].selectbox("Key", where, key=shared_controls.WHY_KEY, format_func=name, disabled=whole)
+    second = cols[2].selectbox("…and not this key", [NONE, *where], key=shared_controls.WHY_SECOND, format_func=name,
                                disabled=whole, help="Why this key and not that one: the difference of the two "
                                                     "keys' terms, which is what the softmax compares.")
     need = circuits.need_bytes(model, n, pattern=whole)

@@ -17,8 +17,10 @@ from mha_viz.budget import memory
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.compare import figures as compare_figures
+from mha_viz.features.compare import need as compare_need
 from mha_viz.features.compare.cost import compare_seconds
-from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head
+from mha_viz.ui.kit import charts, keys, resources, session, shared_head
+from mha_viz.ui.kit.analysis_key import AnalysisKey
 from mha_viz.ui.kit.cost_prompt import accepted, read_note
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.compare.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
@@ -27,6 +29,17 @@ from mha_viz.ui.shell import export_views, sidebar, view_helpers
 TOP = 10  # heads listed as "changed most"
 OUT_OF_MEMORY = object()  # what run B is when it ran out of memory
 log = logging.getLogger("mha_viz.ui")
+
+
+
+# few entries: a Comparison keeps both runs alive (and, on the words basis, copies without the
+# special tokens) after the run cache may have let them go
+@st.cache_resource(show_spinner="Comparing every head of the two runs…", max_entries=4)
+def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.views.Comparison:
+    """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
+    raises Busy when the server is full, like an analysis)."""
+    with resources.slots().hold(need=compare_need.comparison(_run_a, _run_b)):
+        return mha_viz.compare(_run_a, _run_b)
 
 
 def _texts() -> tuple[str, str]:
@@ -156,7 +169,7 @@ def compare_page() -> None:
             f"{run_b.n} tokens){read_note(cur.run if not cur.run.is_dense else run_b)}.")
     if not accepted(("compare", cur.key, key_b), seconds, said, compare_keys.CMP_START):
         return
-    cmp, why = resources.attempt(lambda: analysis.comparison(cur.key, key_b, cur.run, run_b), what="The comparison",
+    cmp, why = resources.attempt(lambda: comparison(cur.key, key_b, cur.run, run_b), what="The comparison",
                                  out_of_memory=f"The comparison needs more memory than is free. "
                                                f"{memory.OUT_OF_MEMORY_ADVICE}")
     if cmp is None:

@@ -8,6 +8,7 @@ import streamlit as st
 
 from mha_viz import metrics
 from mha_viz.drawing import metrics as metric_figures
+from mha_viz.export import shared_controls
 from mha_viz.features.compare_heads import controls as compare_heads_keys
 from mha_viz.ui.kit import analysis, boxes, charts, keys, session
 from mha_viz.ui.shell import view_helpers
@@ -23,9 +24,9 @@ def compare_heads_page() -> None:
     run, model = cur.run, cur.model
     labels = metric_figures.head_labels(run.layer_ids, run.num_heads)
     default = [labels[0], labels[-1]]
-    chosen = session.get(compare_heads_keys.COMPARE_HEADS, default)
-    session.settle(compare_heads_keys.COMPARE_HEADS, [h for h in chosen if h in labels] or default)
-    picked = st.multiselect("Heads to compare (any layers)", labels, key=compare_heads_keys.COMPARE_HEADS,
+    chosen = session.get(shared_controls.COMPARE_HEADS, default)
+    session.settle(shared_controls.COMPARE_HEADS, [h for h in chosen if h in labels] or default)
+    picked = st.multiselect("Heads to compare (any layers)", labels, key=shared_controls.COMPARE_HEADS,
                             max_selections=6)
     if len(picked) < 2:
         st.info("Pick two or more heads.", icon=":material/edit:")

@@ -10,7 +10,7 @@ import streamlit as st
 from mha_viz.circuits import composition as compose
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
-from mha_viz.features.compare_heads import controls as compare_heads_keys
+from mha_viz.export import shared_controls
 from mha_viz.features.composition import controls as composition_keys
 from mha_viz.features.composition import figures as composition_figures
 from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head
@@ -39,7 +39,7 @@ def _on_pair(layer_ids: list[int], num_heads: int) -> None:
     picked = charts.clicked(composition_keys.COMP_MATRIX, lambda points: composition_figures.pair_pick(points, labels))
     if picked is None or any(layer_ids[p // num_heads] not in _captured() for p in picked):
         return
-    session.put(compare_heads_keys.COMPARE_HEADS, [labels[picked[0]], labels[picked[1]]])
+    session.put(shared_controls.COMPARE_HEADS, [labels[picked[0]], labels[picked[1]]])
     session.put(keys.GOTO, "compare_heads")
 
 

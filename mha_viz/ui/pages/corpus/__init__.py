@@ -33,6 +33,10 @@ from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, view_helpers
 
+SCATTER = scatter_view.ScatterKeys(corpus_keys.CORPUS_SCATTER_X, corpus_keys.CORPUS_SCATTER_Y,
+                                   corpus_keys.CORPUS_SCATTER_COLOUR, keys.CORPUS_SCATTER_CHART,
+                                   keys.CORPUS_SCATTER_PICKED, keys.CORPUS_SCATTER_COMPARE)
+
 log = logging.getLogger("mha_viz.ui")
 
 SAMPLE, UPLOAD, PATH = "The bundled sample", "Upload a file", "A file on this machine"
@@ -216,7 +220,7 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Most frequent class of each head over the documents. Heads per class: "
                + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".")
-    scatter_view.section(table, scatter_view.ON_CORPUS, about=f"means over {stats.n_docs:,} documents", cache_key=key)
+    scatter_view.section(table, SCATTER, about=f"means over {stats.n_docs:,} documents", cache_key=key)
     _importance(cur, key, stats, held)
     _this_sentence(cur, table, metric, label, stats.lengths)
     stem = figure_style.safe_filename(f"{cur.model.name}-corpus-{stats.n_docs}")

@@ -3,7 +3,7 @@ what attends to it, with (on demand) the mean and max over heads and over layers
 strongest head. Figures are made once per server for what they show (`charts.cached`).
 
 Reads the run the sidebar computed; the arrays come from `mha_viz.views.focus`, the figures from
-`mha_viz.features.focus.figures`.
+`mha_viz.drawing.focus`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ import dataclasses
 import streamlit as st
 
 from mha_viz.drawing import chat_roles as role_figures
+from mha_viz.drawing import focus as focus_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
+from mha_viz.export import shared_controls
 from mha_viz.features.focus import controls as focus_keys
-from mha_viz.features.focus import figures as focus_figures
 from mha_viz.ui.kit import charts, focus_pair, keys, seq2seq_views, session, sparse_picks
 from mha_viz.ui.kit.focus_pair import TOKENS, WORDS
 from mha_viz.ui.kit.text import plain
@@ -29,10 +30,10 @@ SHOW = (BOTH, focus.TO, focus.BY)
 def _pick_position(labels: list[str], where) -> int:
     """The token strip: a select box of `i: token` in `where`, kept valid when the text changes."""
     m = len(labels)
-    current = session.get(focus_keys.FOCUS_TOKEN)
+    current = session.get(shared_controls.FOCUS_TOKEN)
     if not isinstance(current, int) or not 0 <= current < m:
-        session.put(focus_keys.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
-    return where.selectbox("Token in focus (query)", list(range(m)), key=focus_keys.FOCUS_TOKEN,
+        session.put(shared_controls.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
+    return where.selectbox("Token in focus (query)", list(range(m)), key=shared_controls.FOCUS_TOKEN,
                            persist_state=keys.KEEP,
                            format_func=lambda i: f"{i}: {labels[i]}",
                            help="Type to search. Its row (what it attends to) and its column (what attends "
@@ -45,10 +46,11 @@ def focus_page() -> None:
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):
-        return seq2seq_views.cross_focus_view(cur)
+        return seq2seq_views.cross_focus_view(cur, focus_keys.CROSS_FOCUS_SIDE, focus_keys.CROSS_FOCUS_TOKEN,
+                                                    focus_keys.CROSS_FOCUS_RESCALE)
     run = cur.run
     cols = st.columns([2, 3, 2])
-    level = cols[0].radio("Level", (TOKENS, WORDS), key=focus_keys.FOCUS_LEVEL, persist_state=keys.KEEP,
+    level = cols[0].radio("Level", (TOKENS, WORDS), key=shared_controls.FOCUS_LEVEL, persist_state=keys.KEEP,
                           horizontal=True,
                           help="Words: pieces merged as in the head view (sum over a key word's pieces, "
                                "mean over a query word's pieces).")

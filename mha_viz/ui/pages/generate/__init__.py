@@ -66,7 +66,7 @@ def generate_page() -> None:
         elif cur.notice:
             st.info(cur.notice, icon=":material/edit:")
     elif model.is_encoder_decoder:  # it writes its target in the sidebar: step through it here
-        seq2seq_views.steps_view(cur)
+        seq2seq_views.steps_view(cur, generate_keys.S2S_STEP)
         return
     elif (reason := _cannot_generate(model)) is not None:
         _offer_decoders(reason)

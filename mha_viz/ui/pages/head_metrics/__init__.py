@@ -14,6 +14,11 @@ from mha_viz.ui.kit.text import plain
 from mha_viz.ui.pages.head_metrics import chat_roles_view
 from mha_viz.ui.shell import notebook_button, view_helpers
 
+# its scatter of every head on two measures, under its own keys
+SCATTER = head_scatter_view.ScatterKeys(head_metrics_keys.SCATTER_X, head_metrics_keys.SCATTER_Y,
+                                        head_metrics_keys.SCATTER_COLOUR, keys.SCATTER_CHART, keys.SCATTER_PICKED,
+                                        keys.SCATTER_COMPARE)
+
 PATTERN_RULES = (
     f"Pattern classes (conventions after Clark et al. 2019 and Kovaleva et al. 2019, rules applied in "
     f"order, later ones win), read **beyond the sink**: the first token and a learned sink left out, each row "
@@ -32,7 +37,7 @@ def head_metrics_page() -> None:
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):
-        return seq2seq_views.cross_metrics_view(cur)
+        return seq2seq_views.cross_metrics_view(cur, head_metrics_keys.CROSS_METRIC_CHOICE)
     run, model = cur.run, cur.model
     table = analysis.head_table(cur.key, run, model)
     st.caption(f"Computed {plain(run.hidden.label)} (sidebar, *Hide tokens*): the first, [SEP] and other "
@@ -65,7 +70,7 @@ def head_metrics_page() -> None:
                 on_select=lambda: view_helpers.open_clicked_head(types_key, view_helpers.grid_index))
     counts = table["pattern"].str.split(":").str[0].value_counts()
     st.caption("Heads per class: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
-    head_scatter_view.section(table, head_scatter_view.ON_METRICS, record=notebook_button.record, cache_key=cur.key)
+    head_scatter_view.section(table, SCATTER, record=notebook_button.record, cache_key=cur.key)
     st.dataframe(table, hide_index=True, key=head_metrics_keys.HEAD_TABLE_DF,
                  column_config=view_helpers.number_format(table))
     st.download_button("Download the head table (CSV)", lambda: table.to_csv(index=False).encode(), on_click="ignore",

@@ -10,6 +10,7 @@ from mha_viz.capture import memory_columns
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
+from mha_viz.export import shared_controls
 from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import (
     analysis,
@@ -37,7 +38,7 @@ def head_view_page() -> None:
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):
-        return seq2seq_views.cross_head_view(cur)
+        return seq2seq_views.cross_head_view(cur, head_view_keys.HEAD_RESCALE)
     run = cur.run
     cols = st.columns([2, 2, 3])
     layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, keys.HEAD_VIEW_LAYER, keys.HEAD_VIEW_HEAD,
@@ -66,9 +67,9 @@ def head_view_page() -> None:
             _strongest(run, layer, head)
     head_links_view.links_section(cur, layer, head)
     _why_here(cur, layer, head, clickable=shown is not None)
-    notebook_button.record(query=session.get(head_view_keys.WHY_QUERY), key=session.get(head_view_keys.WHY_KEY),
-                           second=session.get(head_view_keys.WHY_SECOND),
-                           whole=bool(session.get(head_view_keys.WHY_PATTERN)))
+    notebook_button.record(query=session.get(shared_controls.WHY_QUERY), key=session.get(shared_controls.WHY_KEY),
+                           second=session.get(shared_controls.WHY_SECOND),
+                           whole=bool(session.get(shared_controls.WHY_PATTERN)))
     other_layers.other_layers_head(cur)
 
 

@@ -36,7 +36,7 @@ def model_view_page() -> None:
     if cur is None:
         return
     if seq2seq_views.is_cross(cur.run):
-        return seq2seq_views.cross_model_view(cur, _on_grid_select)
+        return seq2seq_views.cross_model_view(cur, _on_grid_select, model_view_keys.GRID_RESCALE)
     run = cur.run
     layers = (f"layers {', '.join(map(str, run.layer_ids))} of {run.model_layers}" if run.partial
               else f"{run.num_layers} layers")
