@@ -12,7 +12,6 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from mha_viz.drawing import style
 from mha_viz.drawing.style import (
     COLORSCALE,
     NOTE_ROW_PX,
@@ -24,6 +23,7 @@ from mha_viz.drawing.style import (
     colorbar,
     margin,
     plot_title,
+    run_title,
     scale_top,
     spaced_ticks,
     tick_step,
@@ -119,7 +119,7 @@ def focus_grid(f: Focus, direction: str, layer_ids: list[int], *, rescale: bool 
     widths = sorted({int(w) for w in np.diff(edges)}) if edges is not None else []
     blocks = "" if edges is None else (f" (each column the largest weight of {widths[0]}"
                                        + (f"–{widths[-1]}" if len(widths) > 1 else "") + " positions)")
-    title = style.run_title(f, f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else "")
+    title = run_title(f, f"Every head: {what or _what(f, direction)}" + (" (rescaled to max)" if rescale else "")
                       + blocks)
     x_ticks = spaced_ticks(xs, tick_step(m, WIDE_PX, TURNED_PX))
     box = margin(t=title_room(title), b=turned_room(x_ticks["tickvals"]) + 50)  # the app's font: 7 px more
@@ -171,7 +171,7 @@ def focus_summary(f: Focus, direction: str, s: Summary, layer_ids: list[int]) ->
     head_labels = [f"H{h}" for h in range(heads)]
     panels = (s.mean_over_heads, s.max_over_heads, s.mean_over_layers, s.max_over_layers)
     m = len(xs)
-    title = style.run_title(f, f"Summaries: {_what(f, direction)}")
+    title = run_title(f, f"Summaries: {_what(f, direction)}")
     top_px = title_room(title, NOTE_ROW_PX)
     # between the columns, the right column's row labels (L23, H11) and a gap
     h_gap = min(0.25, COLUMN_GAP_PX / PLOT_WIDTH_PX)
