@@ -16,6 +16,7 @@ from mha_viz.capture import head_rows
 from mha_viz.capture.grown_rows import recorded_bytes
 from mha_viz.interventions import ablation
 from mha_viz.scan import rows as scan_rows
+from mha_viz.scan.kept import THUMB, TOP_K
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
 
@@ -79,7 +80,7 @@ def is_long(model: LoadedModel, n: int, layers: int | None = None) -> bool:
                                                                                             model.num_heads, n)
 
 
-def summaries_bytes(model: LoadedModel, n: int, *, top_k: int = 8, thumb: int = 48) -> int:
+def summaries_bytes(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) -> int:
     """What a scan (a long run) of n tokens keeps of every head: each row's top_k keys and weights, its rest, and a
     thumbnail."""
     return 4 * model.num_layers * model.num_heads * (n * (2 * top_k + 1) + thumb * thumb)
@@ -100,7 +101,7 @@ def analysis(model: LoadedModel, n: int, *, layers: int | None = None) -> Need:
     return memory.analysis_need(model, n, layers=layers)
 
 
-def scan(model: LoadedModel, n: int, *, top_k: int = 8, thumb: int = 48) -> Need:
+def scan(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) -> Need:
     """The whole-text overview (`mha_viz.scan`) of n tokens: what it keeps of every head (each row's top_k
     keys and weights, the rest, a thumbnail) and, while it runs, one forward with fused attention (the
     layers' inputs go to a file), one block of rows (`scan.rows`), and one layer's probabilities for a

@@ -10,6 +10,8 @@ import torch
 
 from mha_viz.metrics.pool_cells import PoolCells
 
+TOP_K, THUMB = 8, 48  # a scan's default: each row's heaviest keys kept, and a thumbnail's side (`scan.run.scan`)
+
 
 class TopKeys:
     """Each row's `top_k` heaviest keys with weight ≥ `min_weight`, heaviest first (key −1 and weight

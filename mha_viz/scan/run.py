@@ -34,7 +34,7 @@ from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
 from mha_viz.metrics.row_stats import RowStats
 from mha_viz.progress import Progress
 from mha_viz.scan.eager import check_eager, eager_layers
-from mha_viz.scan.kept import Thumbnails, TopKeys
+from mha_viz.scan.kept import THUMB, TOP_K, Thumbnails, TopKeys
 from mha_viz.scan.kernel_layer import kernel_by_default, kernel_layer, kernel_runs
 from mha_viz.scan.own_later import LaterOwn, own_of
 from mha_viz.scan.result import Scan
@@ -126,7 +126,7 @@ def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
         run_all(partial(on_one_torch_thread, work), [(part, count) for part in range(sums.threads)])
 
 
-def scan(model: LoadedModel, text: str, *, top_k: int = 8, min_weight: float = 0.005, thumb: int = 48,
+def scan(model: LoadedModel, text: str, *, top_k: int = TOP_K, min_weight: float = 0.005, thumb: int = THUMB,
          max_tokens: int | None = None, device=None, progress: Progress | None = None,
          compiled: bool | None = None, tokens: Tokens | None = None, own_attention: bool = False,
          keep_own: bool = True, kernel: bool | None = None) -> Scan:

@@ -27,7 +27,6 @@ PRUNING_DONE = "_prune_done"
 IMP_OPEN = "imp_open"  # the box *Which heads matter* (`boxes.lazy_box`): open now, and as last left
 IMP_WAS_OPEN = "_imp_was_open"
 RERUN_SECONDS = "_rerun_s"  # {the text's AnalysisKey: seconds its last pass with heads off took}
-# ablation_page
 DL_IMP = "dl_imp"
 DL_PRUNE = "dl_prune"
 HEADS_ALL_ON = "heads_all_on"

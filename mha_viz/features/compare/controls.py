@@ -16,7 +16,6 @@ CONTROLS = (vp.flag(CMP_RESCALE), vp.choice(CMP_METRIC, tuple(METRICS), default=
 CMP_LAYER = "cmp_layer"  # the head shown side by side (a row of run A)
 CMP_HEAD = "cmp_head"
 CMP_GRID = "cmp_grid"  # the change grid's selection event (a click picks the head)
-# compare_page
 CMP_DEPTH = "cmp_depth"
 CMP_SIDE = "cmp_side"
 CMP_TABLE_DF = "cmp_table_df"

@@ -12,7 +12,6 @@ CONTROLS = (vp.picks(shared_controls.COMPARE_HEADS, text=True), vp.flag(COMPARE_
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
 # link or lesson carries
-# the metric pages
 CMP_HEATMAP_PREFIX = "cmp_"
 CMP_PAIRS = "cmp_pairs"
 CMP_TABLE = "cmp_table"

@@ -32,7 +32,6 @@ CORPUS_RUNNING = "_corpus_running"  # the CorpusKey being computed: still here o
 CORPUS_DOCS = "_corpus_docs"  # (source, its texts, the cut, Documents): the last corpus read by this session
 CORPUS_MODEL_SEEN = "_corpus_model"  # the model the importance default was set for
 CORPUS_PRUNED = "_corpus_pruned"  # {CorpusKey: DataFrame}: pruning curves on the held-out documents
-# corpus_page
 CORPUS_DEVIATION = "corpus_deviation"
 CORPUS_IMPORTANCE_GRID = "corpus_importance_grid"
 CORPUS_MEAN = "corpus_mean"

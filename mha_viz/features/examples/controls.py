@@ -17,7 +17,6 @@ EXAMPLES_LAYER = "examples_layer"
 EXAMPLES_HEAD = "examples_head"
 EXAMPLES_FINDER = "examples_finder"  # the finder's selection event
 EXAMPLES_TO_CORPUS = "examples_to_corpus"
-# examples_page
 EXAMPLES_DISTANCES = "examples_distances"
 EXAMPLES_SCORES = "examples_scores"
 EXAMPLES_TOKENS_PREFIX = "examples_"

@@ -29,7 +29,6 @@ CONTROLS = (
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
 # link or lesson carries
-# focus_page
 FOCUS_GRID_PREFIX = "focus_grid_"
 FOCUS_HEADS_PREFIX = "focus_heads_"
 FOCUS_SUMMARY_PREFIX = "focus_summary_"

@@ -24,5 +24,4 @@ CONTROLS = (
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
 # link or lesson carries
 LINE_CHART = "line_chart"  # the line chart's selection event (a click on a token focuses it)
-# lines_page
 LINE_CLEAR = "line_clear"

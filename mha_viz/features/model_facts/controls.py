@@ -1,6 +1,6 @@
-"""The page's own session keys (model_facts): its tables and results, which no link or lesson carries."""
+"""The session keys of the page *Model facts*: its download of the facts, which no link or lesson carries (the page
+has no control that shapes its view)."""
 
 from __future__ import annotations
 
-# views
 DL_FACTS = "dl_facts"

@@ -78,7 +78,6 @@ PRED_REAL_GO = "pred_real_go"  # real patching, after the estimate
 PRED_REAL_CANCEL = "pred_real_cancel"
 PRED_REAL_RUNNING = "_pred_real_running"  # set while real patching runs (as PRED_RUNNING)
 PRED_POS_FOLLOWS = "_pred_pos_follows"  # the chosen head's row PRED_POS_LAYER was last set to (it follows the head)
-# prediction_page
 DL_PRED = "dl_pred"
 DL_PRED_POSITIONS = "dl_pred_positions"
 PRED_CLEAN_HEAD = "pred_clean_head"

@@ -27,7 +27,6 @@ CONTROLS = (
 QK_LAYER = "qk_layer"
 QK_HEAD = "qk_head"
 QK_MAP = "qk_map"  # the query/key map's selection event (a click on a query sets QK_I)
-# qk_page
 QK_NEURON = "qk_neuron"
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head

@@ -23,7 +23,6 @@ CONTROLS = (
 TEACH_PICK = "teach_pick"  # "induction": open the teaching view on toy-induction's induction head
 TEACH_LAYER = "teach_layer"
 TEACH_HEAD = "teach_head"
-# teaching_page
 TEACH_DEMO_HEAD_PREFIX = "demo_head_"
 TEACH_DEMO_MEAN = "demo_mean"
 TEACH_GQA = "teach_gqa"

@@ -29,8 +29,6 @@ class ScatterKeys:
     compare: str
 
 
-
-
 def _name(column: str) -> str:
     return METRICS[column].label if column in METRICS else {scatter.LAYER: "layer",
                                                             scatter.PATTERN: "pattern class"}[column]

@@ -31,7 +31,6 @@ OUT_OF_MEMORY = object()  # what run B is when it ran out of memory
 log = logging.getLogger("mha_viz.ui")
 
 
-
 # few entries: a Comparison keeps both runs alive (and, on the words basis, copies without the
 # special tokens) after the run cache may have let them go
 @st.cache_resource(show_spinner="Comparing every head of the two runs…", max_entries=4)
