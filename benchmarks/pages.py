@@ -3,7 +3,10 @@ timed from the click to its last chart drawn, with its timeline, against a bare 
 the page measured in the same run.
 
 Run: `.venv/bin/python benchmarks/pages.py [--setups sentence,minilm,smollm2] [--repeat 3]
-[--pages "Head view,Compare heads"]` (tens of minutes on 2 busy cores with every setup and page).
+[--pages "Head view,Compare heads"] [--against ../before]` (tens of minutes on 2 busy cores with every setup and
+page). `--against` names another checkout (a git worktree of the commit before a change): its app is served too and
+clicked the same way in the same run, setup by setup, and each page's time is printed as a ratio after / before
+(target: none over 1.10; `pages_report.print_against`).
 Needs PyPI's `playwright` and a Chromium at /usr/bin/chromium (or $MHA_VIZ_CHROMIUM);
 `playwright install` is never used.
 
@@ -285,6 +288,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="rounds of second visits; the median is reported")
     parser.add_argument("--pages", default="", help="comma-separated page titles (default: every page; "
                                                     f"{REFERENCE} always)")
+    parser.add_argument("--against", type=Path, default=None,
+                        help="another checkout (the commit before a change) served and measured the same way")
     parser.add_argument("--log", type=Path, default=Path(tempfile.gettempdir()) / "mha-viz-pages-server.log",
                         help="the server's log (the bare twin's: the same name with -bare)")
     args = parser.parse_args()
@@ -306,6 +311,13 @@ def main() -> None:
         base_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
         bare_log = args.log.with_name(args.log.stem + "-bare" + args.log.suffix)
         proc = start_server(port, args.log, MHA_VIZ_RUN_TRACE=str(trace))
+        other = other_url = None
+        if args.against is not None:
+            other_port = free_port()
+            other_url, other_log = f"http://127.0.0.1:{other_port}", args.log.with_name(args.log.stem + "-before"
+                                                                                          + args.log.suffix)
+            other = start_server(other_port, other_log, root=args.against.resolve(),
+                                 MHA_VIZ_RUN_TRACE=str(work / "before-runs.txt"))
         # the twin's script is kept as text (only app.py and mha_viz/ui may use Streamlit), run from a copy
         twin = spec.with_name("bare_app.py")
         twin.write_text((Path(__file__).with_name("bare_app.py.txt")).read_text())
@@ -318,15 +330,23 @@ def main() -> None:
             verdicts.append((f"cold start ≤ {COLD_TARGET_S:g} s (health → first chart)", f"{drawn:.2f} s",
                              drawn <= COLD_TARGET_S))
             wait_health(bare, bare_url, bare_log)
+            if other is not None:
+                wait_health(other, other_url, other_log)
             for setup in setups:
                 print(f"\n{setup}: opening a session, applying the text… (load {os.getloadavg()[0]:.1f})", flush=True)
                 text = SETUPS[setup][2] or long_text(SETUPS[setup][1])
                 result = measure(browser, base_url, setup, text, repeat, only, trace)
                 twin = measure_twin(browser, bare_url, spec, result, repeat, bare_trace)
                 verdicts += pages_report.print_setup(result, twin, repeat, SETUPS[setup][:2])
+                if other is not None:
+                    print(f"\n{setup}: the same on {args.against}…", flush=True)
+                    before = measure(browser, other_url, setup, text, repeat, only, work / "before-runs.txt")
+                    verdicts += pages_report.print_against(result, before, str(args.against))
         finally:
             stop_server(proc)
             stop_server(bare)
+            if other is not None:
+                stop_server(other)
             browser.close()
     print_verdicts(verdicts, target_width=52, value_width=60,
                    where=f"{os.cpu_count()} CPUs, browser and both servers on the same machine; 1-minute load "

@@ -90,6 +90,46 @@ def print_setup(r: dict, twin: dict, repeat: int, setup: tuple[str, int]) -> lis
              (", ".join(choice_over))[:60] or "all within", not choice_over)]
 
 
+AGAINST_X = 1.10  # a change may make no page's second visit, and no in-page choice, slower than this × before
+
+
+def print_against(after: dict, before: dict, against: str) -> list[tuple[str, str, bool]]:
+    """This checkout's times (`after`) against another's (`before`, `--against`), measured in the same run: each
+    page's first and second visit (the median of the rounds) and each in-page choice (the slower of there and
+    back), with the ratio after / before; a verdict that none is over AGAINST_X."""
+    name = after["setup"]
+    print(f"\n{name}: this checkout (after) against {against} (before), same clicks, same run\n")
+    print("| page or choice                             | 1st before | 1st after | 2nd before | 2nd after | × before |")
+    print("|--------------------------------------------|------------|-----------|------------|-----------|----------|")
+    over, worst = [], (0.0, "")
+    for title, _ in after["links"]:
+        if title not in before["first"]:
+            print(f"| {title:42s} | (not in the other checkout) |")
+            continue
+        f0, f1 = before["first"][title]["s"], after["first"][title]["s"]
+        s0, s1 = median(before["second"][title])["s"], median(after["second"][title])["s"]
+        x = s1 / s0
+        worst = max(worst, (x, title))
+        if x > AGAINST_X:
+            over.append(f"{title} {x:.2f}×")
+        print(f"| {title:42s} | {f0:10.2f} | {f1:9.2f} | {s0:10.2f} | {s1:9.2f} | {x:8.2f} |")
+    choices = [(f"{page}: {after['whats'][page]}", runs, before["choices"].get(page))
+               for page, runs in after["choices"].items()]
+    choices += [(f"Teaching, {label}", runs, before["parts"].get(label)) for label, runs in after["parts"].items()]
+    for label, runs, old in choices:
+        if not old:
+            continue
+        s0, s1 = slower(old)["s"], slower(runs)["s"]
+        x = s1 / s0
+        worst = max(worst, (x, label))
+        if x > AGAINST_X:
+            over.append(f"{label} {x:.2f}×")
+        print(f"| {label:42s} | {'':10s} | {'':9s} | {s0:10.2f} | {s1:9.2f} | {x:8.2f} |")
+    return [(f"no page or choice > {AGAINST_X:.2f} × before ({name})",
+             (f"{len(over)} over: " + ", ".join(over))[:60] if over else f"worst {worst[1]} {worst[0]:.2f}×",
+             not over)]
+
+
 def timeline_title(label: str) -> str:
     """The bare twin's page for a part of the Teaching page (pages.measure_twin names it so)."""
     return f"Teaching: step by step · {label}"
