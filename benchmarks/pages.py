@@ -5,8 +5,9 @@ the page measured in the same run.
 Run: `.venv/bin/python benchmarks/pages.py [--setups sentence,minilm,smollm2] [--repeat 3]
 [--pages "Head view,Compare heads"] [--against ../before]` (tens of minutes on 2 busy cores with every setup and
 page). `--against` names another checkout (a git worktree of the commit before a change): its app is served too and
-clicked the same way in the same run, setup by setup, and each page's time is printed as a ratio after / before
-(target: none over 1.10; `pages_report.print_against`).
+clicked the same way in the same run, setup by setup, in sessions ordered after, before, before, after (a drift of
+the machine's load counts on both), and each page's median time is printed as a ratio after / before (target: none
+over 1.10; `pages_report.print_against`).
 Needs PyPI's `playwright` and a Chromium at /usr/bin/chromium (or $MHA_VIZ_CHROMIUM);
 `playwright install` is never used.
 
@@ -338,10 +339,13 @@ def main() -> None:
                 result = measure(browser, base_url, setup, text, repeat, only, trace)
                 twin = measure_twin(browser, bare_url, spec, result, repeat, bare_trace)
                 verdicts += pages_report.print_setup(result, twin, repeat, SETUPS[setup][:2])
-                if other is not None:
-                    print(f"\n{setup}: the same on {args.against}…", flush=True)
-                    before = measure(browser, other_url, setup, text, repeat, only, work / "before-runs.txt")
-                    verdicts += pages_report.print_against(result, before, str(args.against))
+                if other is not None:  # sessions in the order after, before, before, after: a drift counts on both
+                    print(f"\n{setup}: the same on {args.against}, twice, then this checkout again…", flush=True)
+                    before = [measure(browser, other_url, setup, text, repeat, only, work / "before-runs.txt")
+                              for _ in range(2)]
+                    after = [result, measure(browser, base_url, setup, text, repeat, only, trace)]
+                    verdicts += pages_report.print_against(pages_report.pooled(after), pages_report.pooled(before),
+                                                           str(args.against))
         finally:
             stop_server(proc)
             stop_server(bare)

@@ -93,10 +93,21 @@ def print_setup(r: dict, twin: dict, repeat: int, setup: tuple[str, int]) -> lis
 AGAINST_X = 1.10  # a change may make no page's second visit, and no in-page choice, slower than this × before
 
 
+def pooled(sessions: list[dict]) -> dict:
+    """Several sessions' measurements of one app as one: each page's first visits and second visits pooled (their
+    median is read), each choice's and part's tries pooled (their median: a choice's there and back alike)."""
+    out = dict(sessions[0])
+    out["first"] = {t: median([r["first"][t] for r in sessions]) for t in sessions[0]["first"]}
+    out["second"] = {t: [x for r in sessions for x in r["second"][t]] for t in sessions[0]["second"]}
+    out["choices"] = {c: [x for r in sessions for x in r["choices"][c]] for c in sessions[0]["choices"]}
+    out["parts"] = {c: [x for r in sessions for x in r["parts"][c]] for c in sessions[0]["parts"]}
+    return out
+
+
 def print_against(after: dict, before: dict, against: str) -> list[tuple[str, str, bool]]:
-    """This checkout's times (`after`) against another's (`before`, `--against`), measured in the same run: each
-    page's first and second visit (the median of the rounds) and each in-page choice (the slower of there and
-    back), with the ratio after / before; a verdict that none is over AGAINST_X."""
+    """This checkout's times (`after`) against another's (`before`, `--against`), measured in the same run, each
+    pooled over its sessions (`pooled`): each page's first visit and second visits, and each in-page choice's tries,
+    by their medians, with the ratio after / before; a verdict that none is over AGAINST_X."""
     name = after["setup"]
     print(f"\n{name}: this checkout (after) against {against} (before), same clicks, same run\n")
     print("| page or choice                             | 1st before | 1st after | 2nd before | 2nd after | × before |")
@@ -119,7 +130,7 @@ def print_against(after: dict, before: dict, against: str) -> list[tuple[str, st
     for label, runs, old in choices:
         if not old:
             continue
-        s0, s1 = slower(old)["s"], slower(runs)["s"]
+        s0, s1 = median(old)["s"], median(runs)["s"]
         x = s1 / s0
         worst = max(worst, (x, label))
         if x > AGAINST_X:
