@@ -1,6 +1,6 @@
 """The app's features, each registered once by its own folder: `mha_viz/features/<id>/` holds `FEATURE`, a
 `Feature` record (its id, title, section, place in the sidebar, icon and notebook recipe), and its page is
-`<id>_page()` in its folder's `page.py`. Everything that lists the pages is generated from the records:
+`<id>_page()` in `mha_viz/ui/pages/<id>/__init__.py`. Everything that lists the pages is generated from the records:
 the pages' ids (links, lessons), the navigation, the pages' titles, the notebook recipes and the tests'
 headings. Adding a page is its page file and its feature folder, nothing else.
 
@@ -30,12 +30,9 @@ class Feature:
     order: its place in the section. notebook: the cells that compute and draw what the page does
     (`mha_viz.view_notebook`; None: the model view's grid), and exact: whether they draw every
     figure of the page from the same arrays. replaces: the ids of retired pages whose parts moved here
-    (an old link or lesson step naming one opens this page). controls: the page's own inputs, each a
-    `view_params.Control` under its session key (`features/<id>/controls.py`): those that shape its view, which links
-    and lessons carry, and the local ones that none carries, each saying why (`view_params.local`). summary: what
-    the page shows, in a line (docs/using.md's list of pages, `pages_table`). figures: the functions from what
-    `mha_viz` computes to a figure that this feature gives the public face `mha_viz.figures` (each documented, each
-    returning the figure its page draws), found there by their names."""
+    (an old link or lesson step naming one opens this page). controls: the page's own inputs that shape its view,
+    each a `view_params.Control` under its session key (`features/<id>/controls.py`). summary: what the page shows,
+    in a line (docs/using.md's list of pages, `pages_table`)."""
 
     id: str
     title: str
@@ -46,9 +43,8 @@ class Feature:
     notebook: Callable | None = None  # (NotebookView) -> [(kind, source)]: `mha_viz.export.notebook_view`
     exact: bool = False
     replaces: tuple[str, ...] = ()
-    controls: tuple = ()  # its own inputs (`export.view_params.Control`s): carried by links, or local
+    controls: tuple = ()  # its own inputs that links and lessons carry (`export.view_params.Control`s)
     summary: str = ""
-    figures: tuple[Callable, ...] = ()  # its public figures: `mha_viz.figures.<name>`
 
     @property
     def page_title(self) -> str:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 FLAG, CHOICE, NUMBER, SPAN, PICKS = "flag", "choice", "number", "span", "picks"
-LOCAL = "local"  # an input of the page that no link carries (`local`): its `why` says why
 TOKENS, LAYERS, HEADS = "tokens", "layers", "heads"  # what the run bounds a position by (`upto`)
 MAX_CHARS = 200  # the longest value a control's parameter may hold
 MAX_PICKS = 64
@@ -39,9 +38,7 @@ class Control:
     bounds, inclusive; `integer`: whole numbers. `upto`: a bound of the run on screen (TOKENS,
     LAYERS or HEADS): a position or a pick below it, a span's stop at most it. `default`: what the
     page opens on, a value or a function of the app's current state that gives it (a shared link
-    leaves a control at its default out); None: always written. A LOCAL control (`local`) is an input of
-    the page that no link or lesson step carries: `why` says why (a preset that acts once, an upload, a parameter
-    the link has of its own); `carried` is False for it alone.
+    leaves a control at its default out); None: always written.
     """
 
     name: str
@@ -52,12 +49,6 @@ class Control:
     integer: bool = True
     upto: str | None = None
     default: Any = None
-    why: str = ""
-
-    @property
-    def carried(self) -> bool:
-        """Whether links and lesson steps carry it (every kind but LOCAL)."""
-        return self.kind != LOCAL
 
     def read(self, text: str) -> Any:
         """The value a link's `text` gives; ValueError, whose message completes "The link's NAME
@@ -185,14 +176,6 @@ def picks(name: str, options: Sequence = (), *, upto: str | None = None, text: b
     """Several of `options`, or with `upto` positions below the run's count (a multiselect, pills);
     `text`: any short texts the page checks (no comma in them)."""
     return Control(name, PICKS, options=tuple(options), low=0, integer=not text, upto=upto, default=default)
-
-
-def local(why: str, *names: str) -> tuple[Control, ...]:
-    """Inputs of the page that no link or lesson step carries, one control each, and `why` not (what they are
-    instead: a preset that acts once, an upload, the link's own parameters, a value set afresh for each run)."""
-    if not why:
-        raise ValueError(f"say why no link carries {', '.join(names)}")
-    return tuple(Control(name, LOCAL, why=why) for name in names)
 
 
 def tokens_of(cur) -> int:

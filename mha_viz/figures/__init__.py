@@ -1,8 +1,7 @@
 """Every figure of mha-viz as a `plotly.graph_objects.Figure`, the public face over where they are drawn:
 each feature's own figures in its folder (`mha_viz/features/<id>/figures.py`: the line view, comparison,
-generation, teaching, attribution, …), named by its record (`catalogue.Feature.figures`) and gathered here from the
-records, and what several share (`KERNEL`: the head maps and grids, per-head grids, one token in every head, a
-score's terms, the pruning curve), drawn here and in `mha_viz.drawing`. The app's pages and
+generation, queries and keys, teaching, attribution, the pruning curve, …), what several share in `mha_viz.drawing`
+(the head maps and grids, per-head grids, one token in every head, a score's terms, style). The app's pages and
 notebooks call the same functions; nothing here knows Streamlit.
 
 The functions below are the public surface: each takes what `mha_viz` computes (a run, a
@@ -25,12 +24,11 @@ unless the run holds some layers only), and every figure labels rows by it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from mha_viz import catalogue
 from mha_viz import metrics as head_metrics
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import focus as focus_figures
@@ -38,17 +36,38 @@ from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import scatter as scatter_figures
 from mha_viz.drawing import why as why_figures
-from mha_viz.drawing.offline import notebook as notebook  # a public name of the face
-from mha_viz.drawing.pruning import pruning_curve as pruning_curve  # a public name of the face
+from mha_viz.drawing.offline import notebook
+from mha_viz.features.ablation import figures as ablation_figures
+from mha_viz.features.compare import figures as compare_figures
+from mha_viz.features.generate import figures as generation_figures
+from mha_viz.features.head_metrics import type_figures as type_grid
+from mha_viz.features.head_view import links_figures as scan_figures
+from mha_viz.features.lines import figures as line_figures
+from mha_viz.features.prediction import figures as attribution_figures
+from mha_viz.features.prediction import task_figures
+from mha_viz.features.retrieval import figures as retrieval_figures
+from mha_viz.features.teaching import figures as teach_figures
+from mha_viz.scan import opening
+from mha_viz.scan.row_detail import row_detail
 from mha_viz.views import focus as focus_arrays
+from mha_viz.views import head_links
 
 if TYPE_CHECKING:
+    from mha_viz.capture.generation import Generation
     from mha_viz.capture.run import AttentionRun
+    from mha_viz.interventions.prediction import Explanation
     from mha_viz.metrics import Weights
+    from mha_viz.views.comparison import Comparison
+    from mha_viz.views.teaching import Walkthrough
 
-# the figures of what several features share, drawn here and in `mha_viz.drawing`; each feature's own are its record's
-KERNEL = ["head", "model_grid", "token_focus", "metric_grid", "head_scatter", "similarity", "head_map", "rollout",
-          "grid", "pruning_curve", "score_terms", "score_parts", "role_map", "notebook"]
+__all__ = [
+    "head", "model_grid", "lines", "token_focus", "links_strip", "link_distances", "exact_row",
+    "metric_grid", "head_types", "head_scatter", "similarity", "head_map", "rollout",
+    "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
+    "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
+    "probability_maps", "pruning_curve", "score_terms", "score_parts", "task_grid", "retrieval_grid", "needle_look",
+    "role_map", "notebook",
+]
 
 DIRECTIONS = {"to": focus_arrays.TO, "by": focus_arrays.BY}  # token_focus's short names
 
@@ -73,6 +92,22 @@ def model_grid(run: AttentionRun, *, rescale: bool = True) -> go.Figure:
     return head_figures.model_grid(run, rescale=rescale)
 
 
+def lines(run: AttentionRun, layer: int = 0, heads: list[int] | None = None, *, threshold: float = 0.0,
+          token: int | None = None, side: str = "query", window: tuple[int, int] | None = None) -> go.Figure:
+    """The line view (BertViz's head view): queries on the left, keys on the right, a line per
+    weight whose opacity is the weight, each of `heads` (default: all) of row `layer` in its colour.
+
+    threshold: lines weaker than this are hidden. token: only the lines from that query
+    (side="query") or to that key (side="key"). window: (start, stop), the tokens drawn on both
+    sides; by default the first 128 when the text is longer.
+    """
+    if side not in line_figures.SIDES:
+        raise ValueError(f"side {side!r}: choose {' or '.join(map(repr, line_figures.SIDES))}")
+    return line_figures.line_figure(run, layer, heads, threshold=threshold,
+                                    focus=None if token is None else (side, int(token)),
+                                    window=line_figures.first_window(run) if window is None else window)
+
+
 def token_focus(run: AttentionRun, index: int, *, direction: str = "to", words: bool = False,
                 rescale: bool = False) -> go.Figure:
     """One token in every head, as the token focus page draws it: a row per head (layer by layer)
@@ -84,6 +119,29 @@ def token_focus(run: AttentionRun, index: int, *, direction: str = "to", words: 
     return focus_figures.focus_grid(f, DIRECTIONS[direction], run.layer_ids, rescale=rescale)
 
 
+def links_strip(run: AttentionRun, layer: int = 0, head: int = 0, start: int = 0) -> go.Figure:
+    """The head view's *Links* section's token strip: queries `start` … of one head, each one's heaviest kept
+    key (`mha_viz.views.head_links`: a long run's from its scan, a dense run's by the same rule)."""
+    return scan_figures.token_strip(head_links.links(run, layer, head), layer, head, start)
+
+
+def link_distances(run: AttentionRun, layer: int = 0, head: int = 0) -> go.Figure:
+    """How far one head's kept links reach (query − key), as the *Links* section draws it."""
+    return scan_figures.distance_histogram(head_links.links(run, layer, head), layer, head)
+
+
+def exact_row(run: AttentionRun, layer: int = 0, head: int = 0, query: int | None = None,
+              keys: tuple[int, int] | None = None) -> go.Figure:
+    """One query's exact row over every key (or keys first … last), as the *Links* section draws it: a bar
+    per run of keys where there are more keys than bars, each the heaviest of its run. query: default the
+    section's opening one (the last that keeps keys)."""
+    if query is None:
+        query = opening.opening_query(head_links.links(run, layer, head), layer, head)
+    first, last = keys if keys is not None else (0, run.n - 1)
+    detail = row_detail(run.rows(layer, head, query, query + 1)[0], int(first), int(last) + 1)
+    return scan_figures.exact_row(run, layer, head, query, detail)
+
+
 def metric_grid(run: AttentionRun, metric: str = "entropy", *, table: pd.DataFrame | None = None,
                 weights: Weights | None = None) -> go.Figure:
     """A head metric as a layers × heads grid, hover naming each head's pattern class, as the head
@@ -93,6 +151,15 @@ def metric_grid(run: AttentionRun, metric: str = "entropy", *, table: pd.DataFra
     output-norm columns."""
     table = head_metrics.head_table(run, weights) if table is None else table
     return metric_figures.table_grid(table, metric, run)
+
+
+def head_types(run: AttentionRun, *, table: pd.DataFrame | None = None, weights: Weights | None = None) -> go.Figure:
+    """Every head's type, as the head metrics page draws it: a layers × heads grid of the pattern
+    classes (`mha_viz.metrics.classify`: broad, diagonal, vertical, block, sink, mixed, heterogeneous),
+    one colour a class with a legend, each cell's hover naming its full label ("diagonal:prev").
+    table: `mha_viz.metrics.head_table(run)` when it is computed already; weights as `metric_grid`'s."""
+    table = head_metrics.head_table(run, weights) if table is None else table
+    return type_grid.table_types(table, run)
 
 
 def head_scatter(run: AttentionRun | pd.DataFrame, x: str = scatter_figures.DEFAULT_X,
@@ -151,11 +218,172 @@ def rollout(run: AttentionRun, layer: int = -1, *, head: int | None = None) -> g
     return metric_figures.token_figure(matrix, run.tokens, title=title)
 
 
+def compare(cmp: Comparison, layer: int | None = None, head: int | None = None, *, metric: str = "entropy",
+            rescale: bool = False) -> go.Figure:
+    """A comparison of two runs (`mha_viz.compare(run_a, run_b)`), as the Compare page draws it:
+    how much each head changed, a layers × heads grid; with `layer` and `head`, that head of both
+    runs side by side with B − A. When the two models differ in shape (no head pairs with
+    another), the spread of `metric` over the heads of each relative depth instead."""
+    if cmp.change is None:
+        return compare_figures.depth_distributions(cmp, metric)
+    if layer is None and head is None:
+        return compare_figures.change_grid(cmp)
+    return compare_figures.side_by_side(cmp, layer or 0, head or 0, rescale=rescale)
+
+
+def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0, view: str = "heads",
+                    rescale: bool = False) -> go.Figure:
+    """One step (0-based; -1 the last) of a generation (`mha_viz.generate`), as the Generate page
+    draws it. view: "heads" (every head of `layer` from the query that chose the token),
+    "matrix" (head `head`'s causal matrix, that query's row framed), "choices" (the token
+    picked among the 10 most probable) or "masses" (where that head's query looked, step by step)."""
+    step = range(len(gen.steps))[step]
+    return generation_figures.step_figures(gen, step, layer, head, rescale=rescale, views=(view,))[view]
+
+
+def dla_grid(expl: Explanation) -> go.Figure:
+    """Direct logit attribution of a prediction (`mha_viz.interventions.prediction.explain`): what each head's
+    write at the last token adds to logit(answer) − logit(wrong), a diverging layers × heads grid."""
+    return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text, expl.clean.layer_ids,
+                                        expl.dla.label)
+
+
+def task_grid(result, title: str | None = None, layer_ids: list[int] | None = None) -> go.Figure:
+    """A method over a task (`mha_viz.patch_heads`, `estimate_heads` or `direct_logit` given a `PromptSet`): every
+    head's mean over the pairs, its interval and p-value on hover, a cross where the interval holds 0. layer_ids:
+    the model's layer number of each row (`model.layer_ids`; default 0, 1, …)."""
+    if title is None:
+        what = ("Direct logit attribution (logits)" if not hasattr(result, "mode") else
+                f"{'Restored fraction' if result.mode == 'denoise' else 'Damage'} ({result.metric})")
+        title = f"{what}, mean over {result.source}"
+    return task_figures.task_grid(result, title, layer_ids)
+
+
+def retrieval_grid(result, layer_ids: list[int] | None = None, title: str | None = None) -> go.Figure:
+    """Every head's retrieval score (`mha_viz.tasks.find_retrieval`'s result, or `retrieval_scores`' table) as a
+    layers × heads grid on 0 … 1: the share of the needle's tokens each head copied. layer_ids: the model's layer
+    number of each row (`model.layer_ids`; default 0, 1, …)."""
+    table = getattr(result, "table", result)
+    return retrieval_figures.retrieval_grid(table, layer_ids, title or "Retrieval score of every head")
+
+
+def needle_look(result, layer: int, head: int) -> go.Figure:
+    """Where one head (`layer`: its row of the run, `head`) looked as the model wrote the first needle token it
+    copied in the last trial of `mha_viz.tasks.find_retrieval`'s result: its attention over every prompt position,
+    the needle shaded and its heaviest key marked."""
+    look = result.look
+    if look is None:
+        raise ValueError("The model copied no token of the needle in the last trial: there is no step to draw.")
+    return retrieval_figures.needle_look(look, layer, head, f"Layer {layer}, head {head}")
+
+
+def _differ(expl: Explanation):
+    agree = expl.agreement()
+    return None if agree is None else agree.differ
+
+
+def _bound(expl: Explanation) -> float:
+    """One colour scale for the estimate's and the real grid, as the page draws them side by side."""
+    return attribution_figures.fraction_bound(expl.estimated, None if expl.patching is None else expl.patching.restored)
+
+
+def estimate_grid(expl: Explanation) -> go.Figure:
+    """The estimated restored fraction of each head (attribution patching, `prediction.explain`),
+    the heads where it differs from real patching by more than `estimate.DISAGREE` ringed once that
+    has run, on one colour scale with `restored_grid`. ValueError when the explanation has no estimate
+    (`expl.no_estimate` says why)."""
+    if expl.estimate is None:
+        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
+    return attribution_figures.estimate_grid(expl.estimated, expl.clean.layer_ids, _differ(expl), _bound(expl))
+
+
+def _patched(expl: Explanation) -> None:
+    if expl.patching is None:
+        raise ValueError("this explanation holds the estimate only: patch it for real first "
+                         "(expl = prediction.patch(model, expl, clean, corrupted))")
+
+
+def restored_grid(expl: Explanation) -> go.Figure:
+    """Activation patching of a prediction (`mha_viz.interventions.prediction.patch`): the share of the gap
+    between the clean and the corrupted run that patching one head's clean output restores (the
+    estimate's colour scale, when there is one: the same colour is the same fraction on both)."""
+    _patched(expl)
+    return attribution_figures.restored_grid(expl.patching.restored, expl.clean.layer_ids, _differ(expl), _bound(expl))
+
+
+def estimate_scatter(expl: Explanation) -> go.Figure:
+    """The estimate against real patching, one point a head, with both correlations in the title."""
+    _patched(expl)
+    agree = expl.agreement()
+    if agree is None:
+        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
+    return attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
+                                                 agree.spearman, expl.clean.layer_ids, agree.differ)
+
+
 def grid(values, *, title: str, layer_ids: list[int] | None = None) -> go.Figure:
     """Any (layers, heads) array as a layers × heads grid, as the app draws head importance, the attention
     hidden tokens took (`run.hidden.mass`), how much contributions changed each head and learned sinks.
     layer_ids: the model's layer number of each row (a run's `layer_ids`; default 0, 1, …)."""
     return metric_figures.metric_grid(values, title=title, layer_ids=layer_ids)
+
+
+def position_grid(expl: Explanation, layer: int) -> go.Figure:
+    """The estimate of one layer (a row of `expl.clean`) by head and patched position, as *Heads behind a
+    prediction* draws it under "Where each head reads it"."""
+    if expl.estimate is None:
+        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
+    return attribution_figures.position_grid(expl.estimate.values[layer], expl.corrupted.tokens,
+                                             expl.clean.layer_ids[layer])
+
+
+def head_tokens(promoted, suppressed, layer: int, head: int) -> go.Figure:
+    """The tokens one head's write promotes and suppresses (`attribution.head_tokens(model, text, layer, head)`),
+    as bars."""
+    return attribution_figures.token_bars(promoted, suppressed,
+                                          f"Layer {layer}, head {head}: tokens its write promotes and suppresses")
+
+
+def patched_positions(patched, expl: Explanation, layer: int, head: int) -> go.Figure:
+    """One head patched at one position at a time (`attribution.patch_positions(…)`, its `.values`), beside
+    the estimate of the same from `expl` when it has one."""
+    values = getattr(patched, "values", patched)
+    return attribution_figures.position_bars(values, expl.corrupted.tokens,
+                                             f"Layer {layer}, head {head} patched at one position at a time",
+                                             estimate=None if expl.estimate is None else
+                                             expl.estimate.values[layer, head])
+
+
+def walkthrough(w: Walkthrough, steps: tuple[str, ...] | None = None) -> dict[str, go.Figure]:
+    """The matrices of a head's walkthrough (`mha_viz.views.teaching.walkthrough`) by step name: X, Q, K, V,
+    scores, scaled, masked (causal or local layers only), probs, z, concat, output; `steps` picks some."""
+    return teach_figures.step_figures(w, teach_figures.STEPS if steps is None else tuple(steps))
+
+
+def softmax_row(w: Walkthrough, row: int) -> go.Figure:
+    """One query row of a walkthrough: its scaled scores and the probabilities softmax makes of them."""
+    scores, keys = teach_figures.with_outside(w, "masked")
+    probs, _ = teach_figures.with_outside(w, "probs")
+    return teach_figures.softmax_row(scores[row], probs[row], keys,
+                                     title=f"Row {w.start + row} ({w.tokens[row]!s}): scores → probabilities")
+
+
+def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = None) -> go.Figure:
+    """Which key/value head each query head reads under grouped- and multi-query attention: query head i
+    reads KV head i // (H / G); `highlight`, a query head whose group is drawn dark."""
+    return teach_figures.kv_sharing(num_heads, num_kv_heads, highlight=highlight)
+
+
+def probability_maps(maps: dict, tokens: list[str]) -> dict[str, go.Figure]:
+    """One token × token probability map per title (the teaching page's demonstrations)."""
+    return teach_figures.probability_maps(maps, tokens)
+
+
+def pruning_curve(curve: pd.DataFrame, *, loss_label: str = "loss") -> go.Figure:
+    """A pruning curve: a table with "fraction of heads off", "importance order", "random mean" and "random sd"
+    columns, as *Switch heads off* draws it."""
+    return ablation_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
+                                        curve["random mean"], curve["random sd"], loss_label=loss_label)
 
 
 def score_terms(t, k: int = 15) -> go.Figure:
@@ -169,19 +397,3 @@ def score_parts(t, k: int = 15) -> go.Figure:
     """Each part's share of a split score (`mha_viz.circuits.qk_terms`): the query side's row sums and the key side's
     column sums, the k largest of each, as *Why here?* draws them beside `score_terms`."""
     return why_figures.terms_bars(t, k)
-
-
-def features_figures() -> dict[str, Callable]:
-    """Every feature's public figures by name (`catalogue.Feature.figures`), in the navigation's order; a name
-    given twice, or one the kernel's figures hold, is refused."""
-    found: dict[str, Callable] = {}
-    for feature in catalogue.features():
-        for fn in feature.figures:
-            if fn.__name__ in found or fn.__name__ in KERNEL:
-                raise ValueError(f"the figure {fn.__name__!r} of the feature {feature.id!r} is named twice")
-            found[fn.__name__] = fn
-    return found
-
-
-globals().update(features_figures())  # the face is made from the records: no module here names a feature
-__all__ = KERNEL + sorted(features_figures())

@@ -16,8 +16,8 @@ from mha_viz.capture import head_rows
 from mha_viz.features.across_layers import controls as across_layers_keys
 from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.similarity import controls as similarity_keys
-from mha_viz.features.similarity import page as similarity_page
 from mha_viz.ui.kit import cost_prompt, keys
+from mha_viz.ui.pages import similarity as similarity_page
 from tests.app.helpers import charts, open_page, start_app
 from tests.helpers import ROOT
 
@@ -41,7 +41,7 @@ def test_similarity_across_layers_and_compare_open_on_a_long_run_without_every_h
             open_page(at, page)
             _clean(at, page)
         # Compare: the sidebar's sentence against sentence B, token by token when both have as many tokens
-        at.text_area(key=compare_keys.CMP_TEXT_B).input(TEXT.replace("tired", "wide")).run()
+        at.text_area(key=keys.CMP_TEXT_B).input(TEXT.replace("tired", "wide")).run()
         _clean(at, "compare")
         change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
         assert change.shape == (run.num_layers, run.num_heads) and change.max() > 1e-3

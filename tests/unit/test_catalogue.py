@@ -1,6 +1,6 @@
-"""The features' records (`mha_viz.catalogue`): every list of pages is made from them, and a new page is its feature
-folder, nothing else (docs/architecture.md's timed task). A feature planted in a temporary folder, its record and
-its page module (`page.py`) in it, must show up in the pages' ids, the navigation's pages, the lessons'
+"""The features' records (`mha_viz.catalogue`): every list of pages is made from them, and a new page is its page
+file and its feature folder, nothing else (docs/architecture.md's timed task). A feature planted in a temporary
+folder, with a page module beside it, must show up in the pages' ids, the navigation's pages, the lessons'
 checks, the notebook, the link parameters and the tests' headings; and no module of the app or the tests may list
 the pages by hand."""
 
@@ -30,13 +30,8 @@ def cells(v):
     return [md("## Planted"), code("figures.head(run, LAYER, HEAD)  # planted-recipe")]
 
 
-def planted_figure(run):
-    """A figure planted by tests/unit/test_catalogue.py: the public face must find it by its record."""
-
-
 FEATURE = Feature("planted", "Planted page", "Measure", 15, ":material/star:", heading="A planted page",
-                  notebook=cells, figures=(planted_figure,),
-                  controls=(vp.flag("planted_flag"), *vp.local("an upload: no link carries a file", "planted_upload")))
+                  notebook=cells, controls=(vp.flag("planted_flag"),))
 '''
 PAGE = '''
 def planted_page():
@@ -46,18 +41,21 @@ def planted_page():
 
 @pytest.fixture
 def planted(tmp_path, monkeypatch):
-    """A feature folder, its record and its page module, in a temporary folder on the features' path."""
-    features = tmp_path / "features"
+    """A feature folder and its page module in a temporary folder, on the features' and the UI's paths."""
+    features, ui = tmp_path / "features", tmp_path / "ui"
     (features / "planted").mkdir(parents=True)
+    ui.mkdir()
     (features / "planted" / "__init__.py").write_text(RECORD)
-    (features / "planted" / "page.py").write_text(PAGE)
+    (ui / "planted.py").write_text(PAGE)
     import mha_viz.features
+    import mha_viz.ui.pages
     monkeypatch.setattr(catalogue, "FOLDERS", (*catalogue.FOLDERS, features))
     monkeypatch.setattr(mha_viz.features, "__path__", [*mha_viz.features.__path__, str(features)])
+    monkeypatch.setattr(mha_viz.ui.pages, "__path__", [*mha_viz.ui.pages.__path__, str(ui)])
     catalogue.features.cache_clear()
     yield
     catalogue.features.cache_clear()
-    for name in ("mha_viz.features.planted", "mha_viz.features.planted.page"):
+    for name in ("mha_viz.features.planted", "mha_viz.ui.pages.planted"):
         sys.modules.pop(name, None)
     monkeypatch.undo()
     for name in ("mha_viz.ui.kit.page_controls", "tests.helpers"):  # their lists made again without the planted page
@@ -87,29 +85,8 @@ def test_a_record_twice_or_in_no_section_is_refused():
         catalogue.check([catalogue.Feature("a", "A", "Elsewhere", 1, "")])
 
 
-def test_a_figure_named_twice_in_the_face_is_refused(monkeypatch):
-    from mha_viz import figures
-
-    def head(run):
-        """A feature's figure named as one of the kernel's."""
-
-    def grid_of_a(run):
-        """A feature's own figure."""
-
-    a = catalogue.Feature("a", "A", "Look", 1, "", figures=(grid_of_a,))
-    monkeypatch.setattr(catalogue, "features", lambda: (a,))
-    assert figures.features_figures() == {"grid_of_a": grid_of_a}
-    b = catalogue.Feature("b", "B", "Look", 2, "", figures=(grid_of_a,))
-    monkeypatch.setattr(catalogue, "features", lambda: (a, b))
-    with pytest.raises(ValueError, match="'grid_of_a' of the feature 'b'"):
-        figures.features_figures()
-    monkeypatch.setattr(catalogue, "features", lambda: (catalogue.Feature("c", "C", "Look", 1, "", figures=(head,)),))
-    with pytest.raises(ValueError, match="'head' of the feature 'c'"):
-        figures.features_figures()
-
-
 @pytest.mark.usefixtures("planted")
-def test_a_new_page_is_its_feature_folder():
+def test_a_new_page_is_its_page_file_and_its_feature_folder():
     assert "planted" in catalogue.ids()
     ids = list(catalogue.ids())
     assert ids.index("planted") == ids.index("head_metrics") + 1  # Measure, order 15: after 10, before 20
@@ -132,14 +109,6 @@ def test_a_new_page_is_its_feature_folder():
     page_controls = importlib.reload(importlib.import_module("mha_viz.ui.kit.page_controls"))
     assert [c.name for c in page_controls.BY_PAGE["planted"]] == ["planted_flag"]
     assert "planted_flag" in page_controls.CONTROLS
-    # its input that no link carries: left out of links, by its own flag, not by a list of the kit's
-    assert "planted_upload" in page_controls.NOT_CARRIED and "planted_upload" not in page_controls.CONTROLS
-    assert "planted_flag" not in page_controls.NOT_CARRIED
-    # its public figures: `mha_viz.figures` is made from the records
-    from mha_viz import figures
-    found = figures.features_figures()
-    assert found["planted_figure"].__module__ == "mha_viz.features.planted"
-    assert set(found) - {"planted_figure"} == set(figures.__all__) - set(figures.KERNEL)
 
 
 def test_a_page_without_a_record_gets_the_model_grid_in_its_notebook():

@@ -1,10 +1,9 @@
 """The feature *Line view*, registered (its `summary` says what its page shows).
-Its page is `page.py`, beside it."""
+Its page is `mha_viz/ui/pages/lines/__init__.py`."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
 from mha_viz.features.lines.controls import CONTROLS
-from mha_viz.features.lines.figures import lines
 
 MAIN = """
 figures.lines(run, LAYER, heads=[HEAD])
@@ -13,5 +12,4 @@ figures.lines(run, LAYER, heads=[HEAD])
 FEATURE = Feature("lines", "Line view", "Look", 40, ":material/share:",
                   notebook=main_figure("Line view", MAIN),
                   controls=CONTROLS,
-                  summary="One layer's heads as lines between the tokens.",
-                  figures=(lines,))
+                  summary="One layer's heads as lines between the tokens.")

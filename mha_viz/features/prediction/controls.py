@@ -1,7 +1,7 @@
 """The page *Heads behind a prediction*'s own controls: the inputs that shape its view, each under its session key,
 which links and lesson steps carry (its record's `controls`; `ui/kit/page_controls` reads and restores them). Its pair
 and circuit are the link's own parameters (corrupted, answer, wrong, circuit, k); these are its *Task*'s choices
-(`prediction/task/page.py`): one pair or a set, the set's source, size and seed, the method and a
+(`ui/pages/prediction/task_section`): one pair or a set, the set's source, size and seed, the method and a
 circuit's edges drawn."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ TASK_SOURCE = "task_source"  # a generator, or a file
 TASK_SIZE = "task_size"
 TASK_SEED = "task_seed"
 TASK_METHOD = "task_method"
-TASK_K = "task_k"  # the edges drawn of a task's circuit (prediction/task/page.py)
+TASK_K = "task_k"  # the edges drawn of a task's circuit (ui/pages/prediction/task_edges)
 
 TASKS = ("one pair", "a task")
 SOURCES = {"IOI (names and places)": "ioi", "greater-than (years)": "greater_than",
@@ -39,18 +39,6 @@ MAX_PAIRS = 500
 MAX_DRAWN, DEFAULT_DRAWN = 200, 30  # a task circuit's edges drawn: at most, and at first
 DEFAULTS = {TASK_SIZE: 20, TASK_SEED: 0}  # a set of 20 pairs: a first result in seconds on SmolLM2
 
-# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
-# and its other keys that the kit's keys held
-PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
-PRED_CORRUPTED = "pred_corrupted"
-PRED_ANSWER = "pred_answer"  # token texts; empty: each run's prediction
-PRED_WRONG = "pred_wrong"
-PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
-CIRC_METHOD = "circ_method"  # "EAP" or "EAP-IG"
-CIRC_K = "circ_k"  # edges drawn
-CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
-TASK_FILE = "task_file"
-
 CONTROLS = (
     vp.choice(PRED_TASK, TASKS, default=TASKS[0]),
     vp.choice(TASK_SOURCE, tuple(SOURCES), default=next(iter(SOURCES))),
@@ -58,11 +46,6 @@ CONTROLS = (
     vp.number(TASK_SEED, 0, 2**31 - 1, default=0),
     vp.choice(TASK_METHOD, tuple(METHODS), default=next(iter(METHODS))),
     vp.number(TASK_K, 1, MAX_DRAWN, default=DEFAULT_DRAWN),
-    *vp.local("the link's own parameters: the pair and its circuit (corrupted, answer, wrong, circuit, k)",
-              PRED_CORRUPTED, PRED_ANSWER, PRED_WRONG, CIRC_METHOD, CIRC_K),
-    *vp.local("a preset acts once: it sets the sidebar's text and the corrupted text", PRED_PRESET),
-    *vp.local("the layer of the estimate by position follows the chosen head", PRED_POS_LAYER),
-    *vp.local("uploads: a saved circuit, a task's pairs", CIRC_FILE, TASK_FILE),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
@@ -126,6 +109,5 @@ PRED_AUTO = "_pred_auto"  # a link asked for a circuit: the heads, then the circ
 CIRC_AUTO = "_circ_auto"
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; the layer by position,
-# which follows the chosen head; the uploads (a saved circuit, a task's pairs)
-NOT_KEPT = frozenset({PRED_POS_LAYER, CIRC_FILE, TASK_FILE, PRED_LAYER, PRED_HEAD})
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
+NOT_KEPT = frozenset({PRED_LAYER, PRED_HEAD})

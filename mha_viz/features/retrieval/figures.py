@@ -16,12 +16,8 @@ from mha_viz.drawing.style import axis_labels, margin, plot_title
 NEEDLE_FILL = "rgba(0, 114, 178, 0.15)"
 
 
-def retrieval_grid(result, layer_ids: list[int] | None = None, title: str | None = None) -> go.Figure:
-    """Every head's retrieval score (`mha_viz.tasks.find_retrieval`'s result, or `retrieval_scores`' table: layer,
-    head, score, layer-major) as a layers × heads grid on 0 … 1: the share of the needle's tokens each head copied.
-    layer_ids: the model's layer number of each row (`model.layer_ids`; default 0, 1, …)."""
-    table = getattr(result, "table", result)
-    title = title or "Retrieval score of every head"
+def retrieval_grid(table, layer_ids: list[int] | None, title: str) -> go.Figure:
+    """`table` (layer, head, score: `retrieval_scores`'s, layer-major) as a grid on 0 … 1."""
     L, H = int(table["layer"].max()) + 1, int(table["head"].max()) + 1
     score = np.full((L, H), np.nan)
     score[table["layer"].to_numpy(int), table["head"].to_numpy(int)] = table["score"].to_numpy(float)
@@ -44,7 +40,7 @@ def label_side(x: int, n: int) -> str:
     return "top left" if x > (1 - EDGE) * n else "top center"
 
 
-def look_figure(look, layer: int, head: int, title: str) -> go.Figure:
+def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
     """Head (`layer` index, `head`) of `look` (`tasks.retrieval.Look`): its attention over every prompt position
     at the step that copied `look.copied`, the needle's span shaded, its heaviest key marked (the y axis leaves
     room for its label)."""
@@ -68,13 +64,3 @@ def look_figure(look, layer: int, head: int, title: str) -> go.Figure:
                       yaxis=dict(title="attention", range=[0, 1.2 * max(float(row.max()), 1e-6)]), height=360,
                       margin=margin(l=60, b=50))
     return fig
-
-
-def needle_look(result, layer: int, head: int) -> go.Figure:
-    """Where one head (`layer`: its row of the run, `head`) looked as the model wrote the first needle token it
-    copied in the last trial of `mha_viz.tasks.find_retrieval`'s result: its attention over every prompt position,
-    the needle shaded and its heaviest key marked."""
-    look = result.look
-    if look is None:
-        raise ValueError("The model copied no token of the needle in the last trial: there is no step to draw.")
-    return look_figure(look, layer, head, f"Layer {layer}, head {head}")

@@ -1,0 +1,257 @@
+"""The Generate page: the model continues the sidebar's text token by token (streamed, with
+progress, stoppable), then the result is stepped through (slider or *Play*): the chosen token
+among the 10 best, every head's attention from the query that chose it, one head's causal
+matrix with that row framed, and where that head looked over the steps. *Analyse prompt +
+generation* sends the whole sequence to every other page.
+
+The last good generation stays in session_state keyed by what produced it (`GenKey`);
+while one streams, each step is kept too (`generate_keys.GEN_PARTIAL`), so that a *Stop* (any widget
+pressed while the script runs interrupts it) leaves the tokens generated so far.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import streamlit as st
+
+import mha_viz
+import mha_viz_models
+from mha_viz import catalogue, needs
+from mha_viz.capture import generation
+from mha_viz.features.generate import controls as generate_keys
+from mha_viz.text import chat
+from mha_viz.text.tokenize import count_text
+from mha_viz.ui.kit import jobs, keys, resources, seq2seq_views, session
+from mha_viz.ui.kit import text as text_kit
+from mha_viz.ui.kit.analysis_key import ModelKey
+from mha_viz.ui.kit.text import plain
+from mha_viz.ui.pages.generate import step_player
+from mha_viz.ui.shell import sidebar, state
+
+MAX_NEW_TOKENS = 1024  # the widget's top; the token cap decides what fits (and says so)
+SUGGESTED = ("smollm2", "toy-induction")  # decoders to offer when the model cannot generate
+DEFAULTS = {generate_keys.GEN_MAX_NEW: 16, generate_keys.GEN_TEMPERATURE: 0.0, generate_keys.GEN_TOP_K: 50,
+            generate_keys.GEN_TOP_P: 1.0, generate_keys.GEN_SEED: 0}
+ENDED = {"eos": "the model wrote its end-of-text token", "length": "max new tokens reached", "stopped": "stopped"}
+STOP_HELP = "Stop generating; the tokens so far are kept."
+
+
+class GenKey(NamedTuple):
+    """What one generation was computed from: the model, the prompt, the token cap and the settings."""
+
+    model: ModelKey
+    prompt: str
+    cap: int
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+
+
+def generate_page() -> None:
+    """The page (its controls keep their values across page switches: persist_state)."""
+    st.title(catalogue.feature("generate").page_title)
+    cur = state.current()
+    model = cur.text_model
+    _stopped_notice()
+    prompt = session.get(keys.TEXT) or ""
+    if not prompt.strip():
+        st.info("The prompt is empty: type one in the sidebar's Sentence box, and the model continues it.",
+                icon=":material/edit:")
+    elif model is None:
+        if cur.error:
+            st.error(plain(cur.error), icon=":material/warning:")
+        elif cur.notice:
+            st.info(cur.notice, icon=":material/edit:")
+    elif model.is_encoder_decoder:  # it writes its target in the sidebar: step through it here
+        seq2seq_views.steps_view(cur, generate_keys.S2S_STEP)
+        return
+    elif (reason := _cannot_generate(model)) is not None:
+        _offer_decoders(reason)
+    else:
+        wanted, buttons = _controls(cur)
+        if wanted is not None:
+            _generate(model, wanted, buttons)
+        _result(cur, _current_key(cur))
+        return
+    _result(cur, None)  # the last good generation stays on screen
+
+
+def _cannot_generate(model: mha_viz.LoadedModel) -> str | None:
+    """Why this model cannot write text (an encoder, no language-model head), or None."""
+    try:
+        generation.check_decoder(model)
+    except mha_viz.InputError as exc:
+        return str(exc)
+    return None
+
+
+def _offer_decoders(reason: str) -> None:
+    """The reason, and buttons that switch to a bundled decoder (nothing to press that would fail)."""
+    st.info(plain(reason) + " Pick a decoder in the sidebar's model picker: smollm2 (Llama family, "
+            "grouped-query attention) or toy-induction.", icon=":material/info:")
+    offered = [m for m in SUGGESTED if m in mha_viz_models.BUNDLED and resources.settings().allows(m)]
+    for col, name in zip(st.columns(max(len(offered), 1) + 2), offered):
+        col.button(f"Use {name}", key=generate_keys.GEN_USE + name, on_click=_use_model, args=(name,))
+
+
+def _use_model(name: str) -> None:
+    sidebar.choose(model=name)
+
+def _current_key(cur) -> GenKey:
+    return GenKey(cur.model_key, cur.text, resources.token_cap(), int(session.need(generate_keys.GEN_MAX_NEW)),
+                  float(session.need(generate_keys.GEN_TEMPERATURE)), int(session.need(generate_keys.GEN_TOP_K)),
+                  float(session.need(generate_keys.GEN_TOP_P)), int(session.need(generate_keys.GEN_SEED)))
+
+
+def _controls(cur):
+    """The settings and the *Generate* / *Stop* buttons: (the key to generate when pressed, else
+    None; the buttons). A generation that would not fit (`generation.check_limits`) is refused here, with no
+    buttons: (None, None)."""
+    for key, value in DEFAULTS.items():
+        session.setdefault(key, value)
+    model = cur.text_model
+    cols = st.columns(5)
+    cols[0].number_input("Max new tokens", min_value=1, max_value=MAX_NEW_TOKENS, step=1,
+                         key=generate_keys.GEN_MAX_NEW, persist_state=keys.KEEP,
+                         help="How many tokens to generate at most; prompt and new tokens together stay "
+                              "within the sidebar's token limit.")
+    cols[1].number_input("Temperature", min_value=0.0, max_value=5.0, step=0.1, key=generate_keys.GEN_TEMPERATURE,
+                         persist_state=keys.KEEP,
+                         help="0: greedy, always the most probable token. Above 0: sample; higher is "
+                              "more random.")
+    cols[2].number_input("Top-k", min_value=1, max_value=1_000_000, step=1, key=generate_keys.GEN_TOP_K,
+                         persist_state=keys.KEEP,
+                         help="Sample only among the k most probable tokens (when the temperature is above 0).")
+    cols[3].number_input("Top-p", min_value=0.01, max_value=1.0, step=0.05, key=generate_keys.GEN_TOP_P,
+                         persist_state=keys.KEEP,
+                         help="Sample only among the most probable tokens whose probabilities add up to p "
+                         "(nucleus sampling; when the temperature is above 0).")
+    cols[4].number_input("Seed", min_value=0, max_value=2**31 - 1, step=1, key=generate_keys.GEN_SEED,
+                         persist_state=keys.KEEP, help="The same seed gives the same sample.")
+    limit = mha_viz.text.token_limit(model, resources.token_cap())
+    try:  # reads only the part of a long text that the limit needs
+        prompt = mha_viz.tokenize(model, cur.text, limit)
+        n, count = prompt.total, count_text(prompt.total, prompt.total_is_estimate)
+    except mha_viz.InputError:  # no text yet
+        prompt, n, count = None, 0, "0"
+    st.caption(f"The prompt is the sidebar's text: {count} tokens for {plain(model.name)}. Prompt and "
+               f"generation together stay within {limit} tokens (the token limit and the model's positions), "
+               f"so up to {max(limit - n, 0)} new tokens fit.")
+    try:  # what would not fit is said before the button, not after the work
+        if prompt is not None:
+            generation.check_limits(model, prompt, int(session.need(generate_keys.GEN_MAX_NEW)), limit)
+    except mha_viz.InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/memory:")
+        return None, None
+    buttons = jobs.buttons("Generate", generate_keys.GEN_GO, cancel_key=generate_keys.GEN_STOP, cancel_label="Stop",
+                           cancel_help=STOP_HELP, widths=(1, 1, 5))
+    return (_current_key(cur) if buttons.pressed else None), buttons
+
+
+def _generate(model: mha_viz.LoadedModel, key: GenKey, buttons: jobs.Buttons) -> None:
+    """Stream a generation for `key`; on success it becomes the last good one. `buttons`:
+    *Generate* and *Stop*, which is greyed out once done."""
+    stream = st.empty()
+
+    def work(progress: jobs.Progress):
+        def on_step(gen) -> None:
+            session.put(generate_keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
+            stream.code(text_kit.tail(key.prompt) + gen.text, language=None, wrap_lines=True)  # a long prompt folded
+        need = needs.generation(model, needs.tokens(model, key.prompt, key.cap) + key.max_new_tokens,
+                                key.max_new_tokens)
+        with resources.slots().hold(need=need):
+            return mha_viz.generate(model, key.prompt, key.max_new_tokens, temperature=key.temperature,
+                                    top_k=key.top_k, top_p=key.top_p, seed=key.seed, max_tokens=key.cap,
+                                    progress=progress, on_step=on_step)
+    # (key, None) stays under GEN_PARTIAL when this run is stopped, (key, the tokens so far) once one came
+    gen, error = jobs.run(generate_keys.GEN_PARTIAL, (key, None), work, first="Starting…", what="The generation",
+                          out_of_memory="This generation needs more memory than this machine has free. Ask for "
+                                        "fewer new tokens, lower the token limit in the sidebar, pick a lower "
+                                        "precision or a smaller model.")
+    stream.empty()
+    buttons.idle()
+    if error:
+        st.error(plain(error) + " The last generation (if any) is kept below.", icon=":material/warning:")
+        return
+    session.put(generate_keys.GEN_LAST, (key, gen, None))
+    session.put(generate_keys.GEN_STEP, 1)
+
+
+def _stopped_notice() -> None:
+    """A generation that a Stop (or any other widget) interrupted: keep what it had produced."""
+    partial = jobs.cancelled(generate_keys.GEN_PARTIAL)
+    if partial is None:
+        return
+    key, gen = partial
+    if gen is not None and gen.steps:
+        k = len(gen.steps)
+        try:  # a long generation's prompt rows: one scan of the prompt, made once, now
+            with st.spinner("Reading the prompt's rows for the views (one scan of the prompt)…"):
+                gen.run.rows(0, 0, 0, 1)
+        except mha_viz.InputError as exc:
+            st.error(plain(str(exc)) + " The last generation (if any) is kept below.", icon=":material/warning:")
+            return
+        session.put(generate_keys.GEN_LAST, (key, gen, f"stopped after {k} token{'s' * (k != 1)}"))
+        session.put(generate_keys.GEN_STEP, 1)
+        st.warning(f"Stopped after {k} token{'s' * (k != 1)}: the partial generation is below.",
+                   icon=":material/stop_circle:")
+    else:
+        st.info("Stopped before the first token; the last generation (if any) is kept.", icon=":material/stop_circle:")
+
+
+def _result(cur, wanted: GenKey | None) -> None:
+    last = session.get(generate_keys.GEN_LAST)
+    if last is None:
+        if wanted is not None:
+            st.caption("Press *Generate*: the tokens appear as the model writes them; then step through "
+                       "them.")
+        return
+    key, gen, note = last
+    st.divider()
+    st.subheader("The generation")
+    T, P = len(gen.steps), gen.num_prompt_tokens
+    ended = note or ENDED.get(gen.stopped_by, str(gen.stopped_by))
+    how = "greedy" if key.temperature == 0 else (
+        f"sampled at temperature {key.temperature:g}, top-k {key.top_k}, top-p {key.top_p:g}, seed {key.seed}")
+    st.caption(f"{plain(key.model.name)}: {T} new token{'s' * (T != 1)} after a {P}-token prompt, "
+               f"{how}; ended: {plain(ended)}.")
+    if wanted != key:
+        st.caption("Made from another prompt, model or settings than the current ones: press *Generate* for "
+                   "these." if wanted is not None else "The last good generation.")
+    st.code(gen.text, language=None, wrap_lines=True)
+    if cur.model_key == key.model and cur.text_model is not None:
+        in_chat = cur.chat is not None and cur.text == key.prompt
+        st.button("Analyse the chat with this reply" if in_chat else "Analyse prompt + generation",
+                  key=generate_keys.GEN_ANALYSE, on_click=_analyse, args=(cur.text_model, key, gen, in_chat),
+                  help="A chat: the generation becomes the assistant's reply in the sidebar (every token keeps its "
+                       "role). A text: prompt + generation becomes the sidebar's text. The head view opens; every "
+                       "page then reads the whole sequence.")
+    told = None  # a chat's generation: the prompt's roles, then the reply's (the assistant's)
+    if cur.chat is not None and cur.text == key.prompt and cur.text_model is not None:
+        told = cur.chat.with_reply(P, [step.token_id for step in gen.steps],
+                                   set(cur.text_model.tokenizer.all_special_ids))
+    step_player.steps(gen, told)
+
+
+def sequence_text(model: mha_viz.LoadedModel, prompt: str, gen, cap: int) -> str:
+    """The text of prompt + generation: the one whose tokens are the generated sequence (the
+    continuation may need a space before it, as with toy-induction's letters)."""
+    joined = prompt + gen.text
+    for text in (joined, prompt + " " + gen.text.lstrip(), getattr(gen, "full_text", "")):
+        try:
+            if mha_viz.tokenize(model, text, cap).ids == list(gen.run.token_ids):
+                return text
+        except mha_viz.InputError:
+            pass
+    return joined
+
+
+def _analyse(model: mha_viz.LoadedModel, key: GenKey, gen, in_chat: bool = False) -> None:
+    if in_chat:  # the reply, up to the turn's end the model wrote (the template writes its own)
+        session.put(keys.CHAT_REPLY, chat.reply_of(model, [step.token_id for step in gen.steps]))
+    else:
+        sidebar.choose(text=sequence_text(model, key.prompt, gen, key.cap))  # the head view opens on the shared head
+    session.put(keys.GOTO, "head_view")

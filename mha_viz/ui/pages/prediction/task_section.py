@@ -1,0 +1,190 @@
+"""*Heads behind a prediction* over a task (issue 56): instead of one pair, a set of prompt pairs (`mha_viz.tasks`):
+a generator of the standard tasks with its size and seed, or the user's CSV or JSONL file. One method runs over
+the set (attribution patching, activation patching or direct logit attribution) as a cancellable job, and the
+grid shows each head's mean over the pairs, its bootstrap interval and p-value on hover, and a cross on the heads
+whose interval holds 0. The choices are page controls (`page_controls`): links, lessons and the notebook carry
+the generator, its size and seed and the method (a file's pairs are the user's: the notebook names the file)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+import mha_viz
+from mha_viz import figures, needs
+from mha_viz.features.prediction import controls as prediction_keys
+from mha_viz.features.prediction import need as prediction_need
+from mha_viz.features.prediction.controls import (
+    ABOUT,
+    DEFAULTS,
+    EDGE_METHODS,
+    IG_STEPS,
+    MAX_PAIRS,
+    METHODS,
+    SOURCES,
+    TASKS,
+)
+from mha_viz.interventions import prediction
+from mha_viz.tasks import generators
+from mha_viz.tasks.prompt_set import PromptSet
+from mha_viz.text.tokenize import InputError
+from mha_viz.ui.kit import charts, jobs, keys, resources, session
+from mha_viz.ui.kit.text import plain
+from mha_viz.ui.pages.prediction import task_edges
+from mha_viz.ui.shell import export_views, notebook_button, view_helpers
+
+RESAMPLES = 1000
+
+
+class TaskKey(NamedTuple):
+    """What a result over a task was computed from."""
+
+    model: object
+    source: str  # a generator's call, or the file's name and a digest of its contents
+    method: str
+    cap: int
+
+
+RAN = "Ran over these pairs with this method: change the task, the method or the pairs to run again."
+
+
+def is_task() -> bool:
+    """Whether the page is set to a task rather than one pair."""
+    return session.get(prediction_keys.PRED_TASK) == TASKS[1]
+
+
+def _prompts(tokenizer) -> tuple[PromptSet | None, dict]:
+    """The set the controls describe (None, after a message, when there is none yet) and what a notebook needs
+    to make it again; a generator's for the model whose tokenizer is `tokenizer` (`generators.make`)."""
+    source = SOURCES[st.selectbox("Pairs", list(SOURCES), key=prediction_keys.TASK_SOURCE, persist_state=keys.KEEP)]
+    if source == "file":
+        upload = st.file_uploader("Prompt pairs (columns clean, corrupted, answer, wrong)", type=["csv", "jsonl"],
+                                  key=keys.TASK_FILE)
+        if upload is None:
+            st.info("Upload a CSV (a header row clean, corrupted, answer, wrong) or a JSONL file (one object a "
+                    "line with those keys).", icon=":material/upload_file:")
+            return None, {}
+        try:
+            prompts = PromptSet.from_file(upload.name, upload.getvalue().decode("utf-8"))
+        except (InputError, UnicodeDecodeError) as exc:
+            st.error(plain(f"{upload.name}: {exc}"), icon=":material/warning:")
+            return None, {}
+        return prompts, {"task_file": upload.name}
+    for name, value in DEFAULTS.items():
+        session.setdefault(name, value)
+    cols = st.columns(2)
+    size = int(cols[0].number_input("Pairs in the set", 2, MAX_PAIRS, key=prediction_keys.TASK_SIZE,
+                                    persist_state=keys.KEEP))
+    seed = int(cols[1].number_input("Seed", 0, 2**31 - 1, key=prediction_keys.TASK_SEED, persist_state=keys.KEEP))
+    st.caption(plain(ABOUT[source]) + " The same seed gives the same pairs.")
+    return generators.make(source, size, seed=seed, tokenizer=tokenizer), {"task_source": source, "task_size": size,
+                                                                           "task_seed": seed}
+
+
+def _run(model, prompts: PromptSet, method: str, cap: int, progress):
+    if method == "estimate":
+        return mha_viz.estimate_heads(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
+    if method == "patch":
+        return mha_viz.patch_heads(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
+    if method in EDGE_METHODS:
+        return mha_viz.edge_attribution(model, prompts, method=method, steps=IG_STEPS, max_tokens=cap,
+                                        resamples=RESAMPLES, progress=progress)
+    return mha_viz.direct_logit(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
+
+
+def _compute(model, key: TaskKey, prompts: PromptSet):
+    """The result of `key` with a progress bar and Cancel, within the memory budget and a server slot."""
+    longest = max((p.clean for p in prompts.pairs), key=len)
+    batch = key.method == "patch"
+
+    def budgeted(progress):
+        if key.method in EDGE_METHODS:
+            n = needs.tokens(model, longest, key.cap)
+            need = prediction_need.circuit(model, n, method=key.method, steps=IG_STEPS)
+        else:
+            prediction.check_budget(model, longest, key.cap, batch=batch)
+            need = prediction_need.prediction(model, longest, key.cap, batch=batch)
+        with resources.slots().hold(need=need):
+            return _run(model, prompts, key.method, key.cap, progress)
+    result, error = jobs.run(prediction_keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",
+                             what="The task", out_of_memory="The task ran out of memory: use fewer or shorter "
+                                                            "pairs, or a smaller model.", time_left=True)
+    if error:
+        st.error(plain(error), icon=":material/warning:")
+        return None
+    session.put(prediction_keys.TASK_RESULT, (key, result))
+    return result
+
+
+def table(result, layer_ids: list[int]) -> pd.DataFrame:
+    """A row a head: the mean over the pairs, its interval, the p-value and whether the interval holds 0."""
+    layers, heads = np.meshgrid(np.asarray(layer_ids), np.arange(result.mean.shape[1]), indexing="ij")
+    return pd.DataFrame({"layer": layers.ravel(), "head": heads.ravel(), "mean": result.mean.ravel(),
+                         "low": result.low.ravel(), "high": result.high.ravel(), "p_value": result.p_value.ravel(),
+                         "interval_holds_0": result.crosses_zero.ravel()})
+
+
+def task_view(cur) -> None:
+    """The task's controls, its Run button and, once run, its grid."""
+    model = cur.model
+    prompts, made = _prompts(model.tokenizer)
+    method = METHODS[st.selectbox("Method", list(METHODS), key=prediction_keys.TASK_METHOD, persist_state=keys.KEEP)]
+    notebook_button.record(task=TASKS[1], task_method=method, **made)
+    if prompts is None:
+        return
+    digest = prompts.source if "task_file" not in made else \
+        f"{prompts.source} ({hashlib.sha1(repr(prompts.pairs).encode()).hexdigest()[:12]})"
+    key = TaskKey(cur.model_key, digest, method, resources.token_cap())
+    if jobs.cancelled(prediction_keys.TASK_RUNNING) is not None:
+        st.warning("The task was cancelled; nothing was kept.", icon=":material/stop_circle:")
+    stored = session.get(prediction_keys.TASK_RESULT)
+    result = stored[1] if stored is not None and stored[0] == key else None
+    if result is not None:
+        jobs.finished(st, "Run over the task", RAN)
+    else:
+        buttons = jobs.buttons("Run over the task", prediction_keys.TASK_GO, cancel_key=prediction_keys.TASK_CANCEL,
+                               cancel_help="Stops the run over the pairs; nothing is kept.", ran=RAN,
+                               help=f"Runs the method on each of the {len(prompts)} pairs, then the mean over them "
+                                    f"with its {RESAMPLES}-resample bootstrap interval and a sign-flip p-value.")
+        if not buttons.pressed:
+            return
+        result = _compute(model, key, prompts)
+        if result is None:
+            buttons.idle()
+            return
+        buttons.done()
+    _said(result)
+    if key.method in EDGE_METHODS:
+        return task_edges.task_circuit(cur, key, result, prompts)
+    _results(cur, result)
+
+
+FEW_PAIRS = 10  # below it, the interval and the p-value say little
+
+
+def _said(result) -> None:
+    left = "; ".join(f"{count} {why}" for why, count in result.left_out.items())
+    st.success(f"{len(result.kept)} pairs of {plain(result.source)} ran" + (f" ({plain(left)}: left out)." if left
+                                                                           else "."), icon=":material/target:")
+    pairs = len(result.kept)
+    if pairs < FEW_PAIRS:
+        st.warning(f"Only {pairs} pairs: a bootstrap of so few values gives intervals too narrow to trust, and the "
+                   f"sign-flip p-value cannot fall below 2 / 2^{pairs} = {2 / 2 ** pairs:.3g}. Use {2 * FEW_PAIRS} "
+                   "pairs or more for a mean you can report.", icon=":material/info:")
+
+
+def _results(cur, result) -> None:
+    layer_ids = cur.model.layer_ids
+    charts.show(figures.task_grid(result, layer_ids=layer_ids), key=prediction_keys.TASK_GRID, selection_mode="points",
+                on_select=lambda: view_helpers.open_clicked_head(prediction_keys.TASK_GRID, view_helpers.grid_index))
+    crossing = int(result.crosses_zero.sum())
+    st.caption(f"Each cell: a head's mean over the pairs; hover for its {100 * result.level:g} % bootstrap interval "
+               f"({result.resamples} resamples, bootstrap seed {result.seed}) and the sign-flip p-value of a mean ≠ 0. "
+               f"A cross marks the {crossing} heads whose interval holds 0: their effect is not told apart from none. "
+               "Click a cell to open that head.")
+    st.download_button("Download the task's grid (CSV)", lambda: export_views.table_csv(table(result, layer_ids)),
+                       key=prediction_keys.DL_TASK, file_name="task-heads.csv", mime="text/csv", on_click="ignore")
