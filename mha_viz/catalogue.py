@@ -1,6 +1,6 @@
 """The app's features, each registered once by its own folder: `mha_viz/features/<id>/` holds `FEATURE`, a
 `Feature` record (its id, title, section, place in the sidebar, icon and notebook recipe), and its page is
-`<id>_page()` in `mha_viz/ui/pages/<id>/__init__.py`. Everything that lists the pages is generated from the records:
+`<id>_page()` in its folder's `page.py`. Everything that lists the pages is generated from the records:
 the pages' ids (links, lessons), the navigation, the pages' titles, the notebook recipes and the tests'
 headings. Adding a page is its page file and its feature folder, nothing else.
 

@@ -1,5 +1,6 @@
-"""The UI's sources and session keys, for the tests that read the UI's code: every module under `mha_viz/ui`
-(`MODULES`, its folders `kit`, `shell` and each page's `pages/<id>/` included) and every session key module: the
+"""The UI's sources and session keys, for the tests that read the UI's code: every module under `mha_viz/ui` (its
+folders `kit` and `shell`) and every feature's page (`features/<id>/page.py`, its sections' `features/<id>/<section>/
+page.py` and what they keep in the session, as Compare's `run_b`), together `MODULES`; and every session key module: the
 kit's (`keys`), the shared controls' and each feature's (`features/<id>/controls.py`, imported as `<id>_keys`),
 with `key_value` resolving a `keys.NAME` or `<id>_keys.NAME` of the source to its value."""
 
@@ -14,8 +15,24 @@ from mha_viz.ui.kit import keys
 
 ROOT = Path(__file__).resolve().parents[1]
 UI = ROOT / "mha_viz" / "ui"
-MODULES = sorted(UI.rglob("*.py"))
-PAGES = UI / "pages"
+FEATURES = ROOT / "mha_viz" / "features"
+
+
+def _reads_the_ui(path: Path) -> bool:
+    """Whether a feature's module imports the UI (`mha_viz.ui…`): its page and the page's own parts."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mha_viz.ui"):
+            return True
+        if isinstance(node, ast.Import) and any(a.name.startswith("mha_viz.ui") for a in node.names):
+            return True
+    return False
+
+
+# each page's id -> its modules: `features/<id>/page.py` first, then its sections' pages and parts
+PAGES = {f.name: sorted((p for p in f.rglob("*.py") if p.name == "page.py" or _reads_the_ui(p)),
+                        key=lambda p: (p != f / "page.py", p.as_posix()))
+         for f in sorted(FEATURES.iterdir()) if (f / "page.py").is_file()}
+MODULES = sorted(UI.rglob("*.py")) + sorted(p for files in PAGES.values() for p in files)
 # the name a module of the UI imports each key module under -> the module
 KEY_MODULES = {"keys": keys, "shared_controls": shared_controls} | {
     f"{p.parent.name}_keys": importlib.import_module(f"mha_viz.features.{p.parent.name}.controls")
@@ -37,6 +54,5 @@ def key_value(node: ast.AST):
 
 
 def page_module(page_id: str) -> Path:
-    """The file that draws page `page_id`: `pages/<id>/__init__.py`, or `pages/<id>.py`."""
-    folder = PAGES / page_id / "__init__.py"
-    return folder if folder.is_file() else PAGES / f"{page_id}.py"
+    """The file that draws page `page_id`: `features/<id>/page.py`."""
+    return FEATURES / page_id / "page.py"

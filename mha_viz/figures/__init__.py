@@ -37,16 +37,26 @@ from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import scatter as scatter_figures
 from mha_viz.drawing import why as why_figures
 from mha_viz.drawing.offline import notebook
-from mha_viz.features.ablation import figures as ablation_figures
+from mha_viz.drawing.pruning import pruning_curve
 from mha_viz.features.compare import figures as compare_figures
 from mha_viz.features.generate import figures as generation_figures
-from mha_viz.features.head_metrics import type_figures as type_grid
+from mha_viz.features.head_metrics.type_figures import head_types
 from mha_viz.features.head_view import links_figures as scan_figures
 from mha_viz.features.lines import figures as line_figures
-from mha_viz.features.prediction import figures as attribution_figures
-from mha_viz.features.prediction import task_figures
+from mha_viz.features.prediction.explanation_figures import (
+    dla_grid,
+    estimate_grid,
+    estimate_scatter,
+    head_tokens,
+    patched_positions,
+    position_grid,
+    restored_grid,
+)
+from mha_viz.features.prediction.task_figures import task_grid
 from mha_viz.features.retrieval import figures as retrieval_figures
+from mha_viz.features.retrieval.figures import retrieval_grid
 from mha_viz.features.teaching import figures as teach_figures
+from mha_viz.features.teaching.figures import softmax_row
 from mha_viz.scan import opening
 from mha_viz.scan.row_detail import row_detail
 from mha_viz.views import focus as focus_arrays
@@ -55,7 +65,6 @@ from mha_viz.views import head_links
 if TYPE_CHECKING:
     from mha_viz.capture.generation import Generation
     from mha_viz.capture.run import AttentionRun
-    from mha_viz.interventions.prediction import Explanation
     from mha_viz.metrics import Weights
     from mha_viz.views.comparison import Comparison
     from mha_viz.views.teaching import Walkthrough
@@ -153,15 +162,6 @@ def metric_grid(run: AttentionRun, metric: str = "entropy", *, table: pd.DataFra
     return metric_figures.table_grid(table, metric, run)
 
 
-def head_types(run: AttentionRun, *, table: pd.DataFrame | None = None, weights: Weights | None = None) -> go.Figure:
-    """Every head's type, as the head metrics page draws it: a layers × heads grid of the pattern
-    classes (`mha_viz.metrics.classify`: broad, diagonal, vertical, block, sink, mixed, heterogeneous),
-    one colour a class with a legend, each cell's hover naming its full label ("diagonal:prev").
-    table: `mha_viz.metrics.head_table(run)` when it is computed already; weights as `metric_grid`'s."""
-    table = head_metrics.head_table(run, weights) if table is None else table
-    return type_grid.table_types(table, run)
-
-
 def head_scatter(run: AttentionRun | pd.DataFrame, x: str = scatter_figures.DEFAULT_X,
                  y: str = scatter_figures.DEFAULT_Y, colour: str = scatter_figures.LAYER, *,
                  weights: Weights | None = None) -> go.Figure:
@@ -241,32 +241,6 @@ def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0
     return generation_figures.step_figures(gen, step, layer, head, rescale=rescale, views=(view,))[view]
 
 
-def dla_grid(expl: Explanation) -> go.Figure:
-    """Direct logit attribution of a prediction (`mha_viz.interventions.prediction.explain`): what each head's
-    write at the last token adds to logit(answer) − logit(wrong), a diverging layers × heads grid."""
-    return attribution_figures.dla_grid(expl.dla.per_head, expl.answer_text, expl.wrong_text, expl.clean.layer_ids,
-                                        expl.dla.label)
-
-
-def task_grid(result, title: str | None = None, layer_ids: list[int] | None = None) -> go.Figure:
-    """A method over a task (`mha_viz.patch_heads`, `estimate_heads` or `direct_logit` given a `PromptSet`): every
-    head's mean over the pairs, its interval and p-value on hover, a cross where the interval holds 0. layer_ids:
-    the model's layer number of each row (`model.layer_ids`; default 0, 1, …)."""
-    if title is None:
-        what = ("Direct logit attribution (logits)" if not hasattr(result, "mode") else
-                f"{'Restored fraction' if result.mode == 'denoise' else 'Damage'} ({result.metric})")
-        title = f"{what}, mean over {result.source}"
-    return task_figures.task_grid(result, title, layer_ids)
-
-
-def retrieval_grid(result, layer_ids: list[int] | None = None, title: str | None = None) -> go.Figure:
-    """Every head's retrieval score (`mha_viz.tasks.find_retrieval`'s result, or `retrieval_scores`' table) as a
-    layers × heads grid on 0 … 1: the share of the needle's tokens each head copied. layer_ids: the model's layer
-    number of each row (`model.layer_ids`; default 0, 1, …)."""
-    table = getattr(result, "table", result)
-    return retrieval_figures.retrieval_grid(table, layer_ids, title or "Retrieval score of every head")
-
-
 def needle_look(result, layer: int, head: int) -> go.Figure:
     """Where one head (`layer`: its row of the run, `head`) looked as the model wrote the first needle token it
     copied in the last trial of `mha_viz.tasks.find_retrieval`'s result: its attention over every prompt position,
@@ -277,50 +251,6 @@ def needle_look(result, layer: int, head: int) -> go.Figure:
     return retrieval_figures.needle_look(look, layer, head, f"Layer {layer}, head {head}")
 
 
-def _differ(expl: Explanation):
-    agree = expl.agreement()
-    return None if agree is None else agree.differ
-
-
-def _bound(expl: Explanation) -> float:
-    """One colour scale for the estimate's and the real grid, as the page draws them side by side."""
-    return attribution_figures.fraction_bound(expl.estimated, None if expl.patching is None else expl.patching.restored)
-
-
-def estimate_grid(expl: Explanation) -> go.Figure:
-    """The estimated restored fraction of each head (attribution patching, `prediction.explain`),
-    the heads where it differs from real patching by more than `estimate.DISAGREE` ringed once that
-    has run, on one colour scale with `restored_grid`. ValueError when the explanation has no estimate
-    (`expl.no_estimate` says why)."""
-    if expl.estimate is None:
-        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
-    return attribution_figures.estimate_grid(expl.estimated, expl.clean.layer_ids, _differ(expl), _bound(expl))
-
-
-def _patched(expl: Explanation) -> None:
-    if expl.patching is None:
-        raise ValueError("this explanation holds the estimate only: patch it for real first "
-                         "(expl = prediction.patch(model, expl, clean, corrupted))")
-
-
-def restored_grid(expl: Explanation) -> go.Figure:
-    """Activation patching of a prediction (`mha_viz.interventions.prediction.patch`): the share of the gap
-    between the clean and the corrupted run that patching one head's clean output restores (the
-    estimate's colour scale, when there is one: the same colour is the same fraction on both)."""
-    _patched(expl)
-    return attribution_figures.restored_grid(expl.patching.restored, expl.clean.layer_ids, _differ(expl), _bound(expl))
-
-
-def estimate_scatter(expl: Explanation) -> go.Figure:
-    """The estimate against real patching, one point a head, with both correlations in the title."""
-    _patched(expl)
-    agree = expl.agreement()
-    if agree is None:
-        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
-    return attribution_figures.agreement_scatter(expl.estimated, expl.patching.restored, agree.pearson,
-                                                 agree.spearman, expl.clean.layer_ids, agree.differ)
-
-
 def grid(values, *, title: str, layer_ids: list[int] | None = None) -> go.Figure:
     """Any (layers, heads) array as a layers × heads grid, as the app draws head importance, the attention
     hidden tokens took (`run.hidden.mass`), how much contributions changed each head and learned sinks.
@@ -328,44 +258,10 @@ def grid(values, *, title: str, layer_ids: list[int] | None = None) -> go.Figure
     return metric_figures.metric_grid(values, title=title, layer_ids=layer_ids)
 
 
-def position_grid(expl: Explanation, layer: int) -> go.Figure:
-    """The estimate of one layer (a row of `expl.clean`) by head and patched position, as *Heads behind a
-    prediction* draws it under "Where each head reads it"."""
-    if expl.estimate is None:
-        raise ValueError(f"this explanation has no estimate: {expl.no_estimate}")
-    return attribution_figures.position_grid(expl.estimate.values[layer], expl.corrupted.tokens,
-                                             expl.clean.layer_ids[layer])
-
-
-def head_tokens(promoted, suppressed, layer: int, head: int) -> go.Figure:
-    """The tokens one head's write promotes and suppresses (`attribution.head_tokens(model, text, layer, head)`),
-    as bars."""
-    return attribution_figures.token_bars(promoted, suppressed,
-                                          f"Layer {layer}, head {head}: tokens its write promotes and suppresses")
-
-
-def patched_positions(patched, expl: Explanation, layer: int, head: int) -> go.Figure:
-    """One head patched at one position at a time (`attribution.patch_positions(…)`, its `.values`), beside
-    the estimate of the same from `expl` when it has one."""
-    values = getattr(patched, "values", patched)
-    return attribution_figures.position_bars(values, expl.corrupted.tokens,
-                                             f"Layer {layer}, head {head} patched at one position at a time",
-                                             estimate=None if expl.estimate is None else
-                                             expl.estimate.values[layer, head])
-
-
 def walkthrough(w: Walkthrough, steps: tuple[str, ...] | None = None) -> dict[str, go.Figure]:
     """The matrices of a head's walkthrough (`mha_viz.views.teaching.walkthrough`) by step name: X, Q, K, V,
     scores, scaled, masked (causal or local layers only), probs, z, concat, output; `steps` picks some."""
     return teach_figures.step_figures(w, teach_figures.STEPS if steps is None else tuple(steps))
-
-
-def softmax_row(w: Walkthrough, row: int) -> go.Figure:
-    """One query row of a walkthrough: its scaled scores and the probabilities softmax makes of them."""
-    scores, keys = teach_figures.with_outside(w, "masked")
-    probs, _ = teach_figures.with_outside(w, "probs")
-    return teach_figures.softmax_row(scores[row], probs[row], keys,
-                                     title=f"Row {w.start + row} ({w.tokens[row]!s}): scores → probabilities")
 
 
 def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = None) -> go.Figure:
@@ -377,13 +273,6 @@ def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = Non
 def probability_maps(maps: dict, tokens: list[str]) -> dict[str, go.Figure]:
     """One token × token probability map per title (the teaching page's demonstrations)."""
     return teach_figures.probability_maps(maps, tokens)
-
-
-def pruning_curve(curve: pd.DataFrame, *, loss_label: str = "loss") -> go.Figure:
-    """A pruning curve: a table with "fraction of heads off", "importance order", "random mean" and "random sd"
-    columns, as *Switch heads off* draws it."""
-    return ablation_figures.pruning_figure(curve["fraction of heads off"], curve["importance order"],
-                                        curve["random mean"], curve["random sd"], loss_label=loss_label)
 
 
 def score_terms(t, k: int = 15) -> go.Figure:

@@ -80,7 +80,7 @@ def test_a_long_text_says_each_change_runs_the_model_again_and_how_long_the_last
     """Issue 90: switching a layer off on a 3,169-token text took 11.5 s, unannounced. Past RERUN_NOTE_TOKENS the
     page says each change runs the model again over the text's tokens, and once a pass with heads off was
     measured, how long it took (the thresholds lowered here, so a sentence stands for a long text)."""
-    from mha_viz.ui.pages import ablation as page
+    from mha_viz.features.ablation import page as page
 
     monkeypatch.setattr(page, "RERUN_NOTE_TOKENS", 3)
     monkeypatch.setattr(page, "RERUN_NOTE_S", 0.0)

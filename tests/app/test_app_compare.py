@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from mha_viz.features.compare import controls as compare_keys
+from mha_viz.features.compare import run_b as compare_run_b
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.compare import compare_run_b
 from mha_viz.ui.shell import sidebar
 from tests.app.helpers import charts, export_box, open_page, open_with_text
 

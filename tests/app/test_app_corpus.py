@@ -16,8 +16,8 @@ from mha_viz import corpus
 from mha_viz.corpus import split
 from mha_viz.corpus.store import statistics_store
 from mha_viz.features.corpus import controls as corpus_keys
+from mha_viz.features.corpus import page as corpus_page
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages import corpus as corpus_page
 from tests.app.helpers import charts, open_with_text
 from tests.helpers import ROOT
 

@@ -91,7 +91,7 @@ def test_generate_step_through_and_analyse_on_the_toy():
 
 
 def test_play_steps_through_to_the_end(monkeypatch):
-    from mha_viz.ui.pages.generate import step_player
+    from mha_viz.features.generate import page as step_player
 
     monkeypatch.setattr(step_player, "PLAY_DELAY_S", 0.0)
     at = _generate(on_generate(PROMPT))

@@ -14,9 +14,9 @@ from mha_viz import AttentionRun, metrics
 from mha_viz.capture.head_rows import forbid_dense
 from mha_viz.features.compare_heads import controls as compare_heads_keys
 from mha_viz.features.head_view import controls as head_view_keys
+from mha_viz.features.head_view import page as head_view_page
 from mha_viz.features.lines import controls as lines_keys
 from mha_viz.ui.kit import head_detail, keys
-from mha_viz.ui.pages import head_view as head_view_page
 from mha_viz.views import detail
 from tests.app.helpers import chart_title, charts, frame, open_box, open_page, start_app
 

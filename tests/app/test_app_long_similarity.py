@@ -16,8 +16,8 @@ from mha_viz.capture import head_rows
 from mha_viz.features.across_layers import controls as across_layers_keys
 from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.similarity import controls as similarity_keys
+from mha_viz.features.similarity import page as similarity_page
 from mha_viz.ui.kit import cost_prompt, keys
-from mha_viz.ui.pages import similarity as similarity_page
 from tests.app.helpers import charts, open_page, start_app
 from tests.helpers import ROOT
 

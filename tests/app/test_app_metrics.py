@@ -291,7 +291,7 @@ def test_a_long_rollout_opens_brightened_to_its_bulk_and_a_short_one_to_its_maxi
 def test_a_rollout_of_some_seconds_says_so_while_it_runs(monkeypatch):
     """Issue 90: the first visit to Across layers on SmolLM2's 8,192 tokens took 16.1 s with nothing but a spinner
     (under the 20 s that ask first). A rollout stated at 3 s or more says its cost above the figure."""
-    from mha_viz.ui.pages import across_layers as page
+    from mha_viz.features.across_layers import page as page
 
     monkeypatch.setattr(page, "rollout_seconds", lambda run, layers: 16.0)
     at = _page("across_layers")

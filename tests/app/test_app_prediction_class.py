@@ -13,9 +13,9 @@ import pytest
 
 import mha_viz
 from mha_viz.features.prediction import controls as prediction_keys
+from mha_viz.features.prediction.page import OWN
 from mha_viz.interventions import attribution, prediction
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.prediction import OWN
 from tests.app.helpers import chart_title, charts, open_page, shown, start_app
 from tests.helpers import decode
 

@@ -1,5 +1,5 @@
 """A preset on *Heads behind a prediction* never replaces what the user typed without a way back
-(`mha_viz.ui.pages.prediction.preset_undo`), through AppTest on SmolLM2: the IOI preset over the user's own
+(`mha_viz.features.prediction.page`), through AppTest on SmolLM2: the IOI preset over the user's own
 sentence and corrupted text shows a notice with Undo, and one click puts the user's sentence back
 in the sidebar's box, the corrupted text, answer and wrong tokens back in theirs, and the picker
 on the user's own pair; a preset chosen over its own texts loses nothing and offers nothing; an
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from mha_viz.features.prediction import controls as prediction_keys
+from mha_viz.features.prediction.page import OWN
 from mha_viz.interventions.prediction import IOI
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.prediction import OWN
 from tests.app.helpers import open_page, shown, start_app
 
 pytestmark = pytest.mark.model

@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from mha_viz.export import link_params as links
 from mha_viz.export import shared_controls
+from mha_viz.features.compare import run_b as compare_run_b
 from mha_viz.ui.kit import keys
-from mha_viz.ui.pages.compare import compare_run_b
 from tests.app.helpers import app_test, charts, open_box, open_page, share_box
 
 pytestmark = pytest.mark.model

@@ -1,6 +1,6 @@
-"""The features' records (`mha_viz.catalogue`): every list of pages is made from them, and a new page is its page
-file and its feature folder, nothing else (docs/architecture.md's timed task). A feature planted in a temporary
-folder, with a page module beside it, must show up in the pages' ids, the navigation's pages, the lessons'
+"""The features' records (`mha_viz.catalogue`): every list of pages is made from them, and a new page is its feature
+folder, nothing else (docs/architecture.md's timed task). A feature planted in a temporary folder, its record and
+its page module (`page.py`) in it, must show up in the pages' ids, the navigation's pages, the lessons'
 checks, the notebook, the link parameters and the tests' headings; and no module of the app or the tests may list
 the pages by hand."""
 
@@ -41,21 +41,18 @@ def planted_page():
 
 @pytest.fixture
 def planted(tmp_path, monkeypatch):
-    """A feature folder and its page module in a temporary folder, on the features' and the UI's paths."""
-    features, ui = tmp_path / "features", tmp_path / "ui"
+    """A feature folder, its record and its page module, in a temporary folder on the features' path."""
+    features = tmp_path / "features"
     (features / "planted").mkdir(parents=True)
-    ui.mkdir()
     (features / "planted" / "__init__.py").write_text(RECORD)
-    (ui / "planted.py").write_text(PAGE)
+    (features / "planted" / "page.py").write_text(PAGE)
     import mha_viz.features
-    import mha_viz.ui.pages
     monkeypatch.setattr(catalogue, "FOLDERS", (*catalogue.FOLDERS, features))
     monkeypatch.setattr(mha_viz.features, "__path__", [*mha_viz.features.__path__, str(features)])
-    monkeypatch.setattr(mha_viz.ui.pages, "__path__", [*mha_viz.ui.pages.__path__, str(ui)])
     catalogue.features.cache_clear()
     yield
     catalogue.features.cache_clear()
-    for name in ("mha_viz.features.planted", "mha_viz.ui.pages.planted"):
+    for name in ("mha_viz.features.planted", "mha_viz.features.planted.page"):
         sys.modules.pop(name, None)
     monkeypatch.undo()
     for name in ("mha_viz.ui.kit.page_controls", "tests.helpers"):  # their lists made again without the planted page

@@ -1,6 +1,6 @@
 """A feature is one folder (issue 92): the files outside `mha_viz/features/<id>/` that import a feature, counted for
-every feature. The page still lives in `mha_viz/ui/pages/<id>/` (its move is the next step); everything else that
-names a feature by import is listed in OUTSIDE, and a new one fails the test. The UI's kit and shell name none."""
+every feature. Its page is in its folder (`page.py`); what still names a feature by import from outside is listed in
+OUTSIDE, and a new one fails the test. The UI's kit and shell name none; the shell opens a page by its record's id."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2] / "mha_viz"
 FEATURES = sorted(p.name for p in (ROOT / "features").iterdir() if (p / "__init__.py").is_file())
 # the one module left that imports features' figures: the public face `mha_viz.figures`, to be made from the records
 OUTSIDE = {f: {"figures/__init__.py"} for f in
-           ("ablation", "compare", "generate", "head_metrics", "head_view", "lines", "prediction", "retrieval",
+           ("compare", "generate", "head_metrics", "head_view", "lines", "prediction", "retrieval",
             "teaching")}
 
 
@@ -32,15 +32,14 @@ def imported_features(source: str) -> set[str]:
     return found
 
 
-def outside_files() -> dict[str, dict[str, set[str]]]:
-    """feature -> {"page": files of its page folder, "other": every other file outside its folder} that import it."""
-    out = {f: {"page": set(), "other": set()} for f in FEATURES}
+def outside_files() -> dict[str, set[str]]:
+    """feature -> the files outside its folder that import it."""
+    out = {f: set() for f in FEATURES}
     for path in ROOT.rglob("*.py"):
         rel = path.relative_to(ROOT)
         for f in imported_features(path.read_text()):
-            if rel.parts[:2] == ("features", f):
-                continue
-            out[f]["page" if rel.parts[:3] == ("ui", "pages", f) else "other"].add(rel.as_posix())
+            if rel.parts[:2] != ("features", f):
+                out[f].add(rel.as_posix())
     return out
 
 
@@ -50,11 +49,10 @@ def test_the_reader_finds_a_planted_import():
     assert imported_features("from mha_viz.features import catalogue_like\nfrom mha_viz import figures\n") == set()
 
 
-def test_no_feature_is_named_outside_its_folder_and_its_page_but_by_the_figures_face():
+def test_no_feature_is_named_outside_its_folder_but_by_the_figures_face():
     out = outside_files()
-    other = {f: files["other"] for f, files in out.items() if files["other"]}
-    assert other == OUTSIDE
-    counts = {f: len(files["page"]) + len(files["other"]) for f, files in out.items()}
+    assert {f: files for f, files in out.items() if files} == OUTSIDE
+    counts = {f: len(files) for f, files in out.items()}
     print("files outside each feature's folder that import it:", counts, "total", sum(counts.values()))
 
 

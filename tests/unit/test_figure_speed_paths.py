@@ -15,9 +15,9 @@ from PIL import Image
 from mha_viz import AttentionRun
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
+from mha_viz.features.across_layers import page as across_layers_page
+from mha_viz.features.similarity import page as similarity_page
 from mha_viz.ui.kit import charts
-from mha_viz.ui.pages import across_layers as across_layers_page
-from mha_viz.ui.pages import similarity as similarity_page
 from mha_viz.views import detail
 
 

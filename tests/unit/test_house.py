@@ -1,7 +1,7 @@
 """The house rules on imports and sizes, read from the source with `ast`: no import cycle among the
 modules of mha_viz and mha_viz_models (an import inside a function counts: it runs too), no core
-module over 400 lines, mha_viz_models never imports mha_viz, and only app.py and mha_viz/ui import
-streamlit. Each rule is a function of the modules' sources, also shown to catch a planted breach."""
+module over 400 lines, mha_viz_models never imports mha_viz, and only app.py, mha_viz/ui and the features' pages
+import streamlit. Each rule is a function of the modules' sources, also shown to catch a planted breach."""
 
 from __future__ import annotations
 
@@ -198,19 +198,21 @@ def test_a_planted_long_module_is_found_and_the_ui_is_not_core():
 
 def layer_breaches(files: dict[str, str]) -> list[str]:
     """From {path relative to the root: source}: files of models/ that import mha_viz, and files
-    outside app.py and mha_viz/ui/ that import streamlit."""
+    outside app.py, mha_viz/ui/ and a feature's page (`mha_viz/features/<id>/page.py`, a section's
+    `features/<id>/<section>/page.py`) that import streamlit."""
     breaches = []
     for rel, source in sorted(files.items()):
         dotted = rel.removesuffix(".py").replace("/", ".")  # relative imports resolve within its folder
         tops = {name.split(".")[0] for name in imported_names(dotted, False, ast.parse(source)) if name}
         if rel.startswith("models/") and "mha_viz" in tops:
             breaches.append(f"{rel} imports mha_viz (mha_viz_models must stand alone)")
-        if "streamlit" in tops and not (rel == "app.py" or rel.startswith("mha_viz/ui/")):
-            breaches.append(f"{rel} imports streamlit (only app.py and mha_viz/ui may)")
+        page = rel.startswith("mha_viz/features/") and rel.endswith("/page.py")
+        if "streamlit" in tops and not (rel == "app.py" or rel.startswith("mha_viz/ui/") or page):
+            breaches.append(f"{rel} imports streamlit (only app.py, mha_viz/ui and a feature's page may)")
     return breaches
 
 
-def test_mha_viz_models_never_imports_mha_viz_and_only_the_ui_imports_streamlit():
+def test_mha_viz_models_never_imports_mha_viz_and_only_the_ui_and_the_pages_import_streamlit():
     files = {p.relative_to(ROOT).as_posix(): p.read_text()
              for p in [ROOT / "app.py", *sorted((ROOT / "mha_viz").rglob("*.py")),
                        *sorted((ROOT / "models").rglob("*.py"))]}
@@ -224,23 +226,29 @@ def test_planted_layer_breaches_are_found():
         "app.py": "import streamlit as st\n",
         "mha_viz/ui/shell/sidebar.py": "import streamlit as st\n",
         "mha_viz/views/detail.py": "def draw():\n    import streamlit.components.v1\n",
+        "mha_viz/features/qk/page.py": "import streamlit as st\n",
+        "mha_viz/features/prediction/task/page.py": "import streamlit as st\n",
+        "mha_viz/features/qk/figures.py": "import streamlit as st\n",
         "models/mha_viz_models/attention/heads.py": "def f():\n    from mha_viz.metrics import head_table\n",
         "models/mha_viz_models/loading/loader.py": "import mha_viz_models.errors\n",
     }
     assert layer_breaches(files) == [
-        "mha_viz/views/detail.py imports streamlit (only app.py and mha_viz/ui may)",
+        "mha_viz/features/qk/figures.py imports streamlit (only app.py, mha_viz/ui and a feature's page may)",
+        "mha_viz/views/detail.py imports streamlit (only app.py, mha_viz/ui and a feature's page may)",
         "models/mha_viz_models/attention/heads.py imports mha_viz (mha_viz_models must stand alone)",
     ]
 
 
 FEATURES = "mha_viz.features"
-ABOVE_THE_KERNEL = (UI, FEATURES, "mha_viz.figures")  # the UI, the features and the figures' face over them
+# the features and the figures' face over them; the UI's kit and shell, which the pages import, name no feature (the
+# shell opens a page by its record's id)
+ABOVE_THE_KERNEL = (FEATURES, "mha_viz.figures")
 
 
 def feature_breaches(graph: dict[str, set[str]]) -> list[str]:
     """Imports that break the rooms' order between the kernel and the features: a feature's folder importing
-    another feature's (a feature is one folder), or a kernel module (any of mha_viz but the package's face, the
-    UI, the features and `mha_viz.figures`) importing a feature."""
+    another feature's (a feature is one folder), or any other module (the kernel, the UI's kit and shell: all of
+    mha_viz but the package's face, the features and `mha_viz.figures`) importing a feature."""
     def feature(module: str) -> str | None:
         parts = module.split(".")
         return ".".join(parts[:3]) if module.startswith(FEATURES + ".") and len(parts) > 2 else None
@@ -269,9 +277,13 @@ def test_planted_feature_breaches_are_found():
         "mha_viz.features.b": ("", True), "mha_viz.features.b.figures": ("", False),
         "mha_viz.drawing": ("", True), "mha_viz.drawing.style": ("", False),
         "mha_viz.figures": ("from mha_viz.features.a import figures\n", True),  # the face may
-        "mha_viz.ui": ("", True), "mha_viz.ui.page": ("from mha_viz.features.b import figures\n", False),  # the UI may
+        "mha_viz.features.b.page": ("from mha_viz.features.b import figures\nfrom mha_viz.ui import kit\n", False),
+        "mha_viz.ui": ("", True), "mha_viz.ui.kit": ("", False),
     }
     assert feature_breaches(import_graph(sources)) == []
+    sources["mha_viz.ui.kit"] = ("from mha_viz.features.b import figures\n", False)  # the UI may not
+    assert feature_breaches(import_graph(sources)) == ["mha_viz.ui.kit imports mha_viz.features.b"]
+    sources["mha_viz.ui.kit"] = ("", False)
     sources["mha_viz.features.b.figures"] = ("from mha_viz.features.a.figures import f\n", False)
     sources["mha_viz.drawing.style"] = ("def f():\n    from mha_viz.features.b import figures\n", False)
     assert feature_breaches(import_graph(sources)) == [

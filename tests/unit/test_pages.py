@@ -1,5 +1,5 @@
 """The pages made from the features' records and the UI's module layout: each page `x` is drawn by `x_page()` in
-`mha_viz/ui/pages/x/__init__.py`, every page module has a record, every page draws its record's heading (the app tests
+`mha_viz/features/x/page.py`, every page module has a record, every page draws its record's heading (the app tests
 check it as drawn: tests/helpers.HEADINGS, which tests/app's `open_page` reads), and no two public functions of
 the UI share a name."""
 
@@ -10,20 +10,22 @@ import importlib
 
 from mha_viz.ui.shell import navigation as pages
 from tests.helpers import HEADINGS
-from tests.ui_sources import MODULES, PAGES, page_module
+from tests.ui_sources import FEATURES, MODULES, PAGES, page_module
 
 
 def test_each_page_is_drawn_by_the_function_of_its_own_module():
     for spec in pages.PAGES:
         assert spec.view.__name__ == f"{spec.id}_page", spec
-        assert spec.view.__module__ == f"mha_viz.ui.pages.{spec.id}", spec
+        assert spec.view.__module__ == f"mha_viz.features.{spec.id}.page", spec
         assert getattr(importlib.import_module(spec.view.__module__), spec.view.__name__) is spec.view
 
 
 def test_every_page_module_is_registered_and_nothing_else_is_named_like_one():
-    modules = sorted(p.parent.name if p.name == "__init__.py" else p.stem for p in PAGES.glob("*.py"))
-    modules += sorted(p.parent.name for p in PAGES.glob("*/__init__.py"))
-    assert sorted(m for m in modules if m != "pages") == sorted(p.id for p in pages.PAGES)
+    modules = sorted(p.parent.name for p in FEATURES.glob("*/page.py"))
+    assert modules == sorted(PAGES) == sorted(p.id for p in pages.PAGES)
+    sections = sorted(p.parent.relative_to(FEATURES).as_posix() for p in FEATURES.glob("*/*/page.py"))
+    assert all(p.parent.parent / "page.py" in PAGES[p.parent.parent.name] for p in FEATURES.glob("*/*/page.py"))
+    assert sections == ["head_view/links", "prediction/circuit", "prediction/heads", "prediction/task"], sections
 
 
 def test_every_registered_page_has_a_heading_the_tests_know_and_draws_its_own():
@@ -41,6 +43,6 @@ def test_no_two_public_functions_of_the_ui_share_a_name():
     for path in MODULES:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-                seen.setdefault(node.name, []).append(path.relative_to(PAGES.parent).as_posix())
+                seen.setdefault(node.name, []).append(path.relative_to(FEATURES.parents[1]).as_posix())
     shared = {name: mods for name, mods in seen.items() if len(mods) > 1}
     assert len(seen) > 100 and not shared, shared

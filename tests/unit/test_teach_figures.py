@@ -124,7 +124,7 @@ def test_float32_matrices_are_sent_as_float32():
 def test_softmax_row_blanks_masked_keys():
     scores = np.array([1.0, 2.0, -np.inf, -np.inf])
     probs = teaching.softmax_rows(scores[None, :])[0]
-    bars, line = _sent(teach_figures.softmax_row(scores, probs, ["a", "b", "a", "c"], title="Row 1"))["data"]
+    bars, line = _sent(teach_figures.softmax_bars(scores, probs, ["a", "b", "a", "c"], title="Row 1"))["data"]
     assert bars["type"] == "bar" and line["type"] == "scatter"
     assert np.isnan(np.array(bars["y"], dtype=float)[2:]).all() and bars["y"][:2] == [1.0, 2.0]
     np.testing.assert_allclose(line["y"], [1 / (1 + np.e), np.e / (1 + np.e), 0, 0])

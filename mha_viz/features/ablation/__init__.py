@@ -1,5 +1,5 @@
 """The feature *Switch heads off*, registered (its `summary` says what its page shows).
-Its page is `mha_viz/ui/pages/ablation/__init__.py`."""
+Its page is `page.py`, beside it."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.ablation.controls import CONTROLS

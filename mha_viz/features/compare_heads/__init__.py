@@ -1,5 +1,5 @@
 """The feature *Compare heads*, registered (its `summary` says what its page shows).
-Its page is `mha_viz/ui/pages/compare_heads/__init__.py`."""
+Its page is `page.py`, beside it."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure

@@ -1,5 +1,5 @@
 """The feature *Head metrics*, registered (its `summary` says what its page shows).
-Its page is `mha_viz/ui/pages/head_metrics/__init__.py`."""
+Its page is `page.py`, beside it."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.head_metrics.controls import CONTROLS

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from mha_viz.corpus.accumulate import pattern_class
 from mha_viz.drawing.metrics import layer_numbers
 from mha_viz.drawing.style import PATTERN_COLOURS, margin, more_lines_px, run_title, top_title
+from mha_viz.metrics.head_stats import head_table
 
 TITLE = "Head types: each head's pattern class"
 OTHER = "#7f7f7f"  # a class outside PATTERN_COLOURS (none today): grey, still named in the legend
@@ -69,3 +70,12 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
         margin=margin(t=95 + more_lines_px(title)),  # a title's further lines above the top axis (`more_lines_px`)
         dragmode=False, plot_bgcolor="white")
     return fig
+
+
+def head_types(run, *, table: pd.DataFrame | None = None, weights = None) -> go.Figure:
+    """Every head's type, as the head metrics page draws it: a layers × heads grid of the pattern
+    classes (`mha_viz.metrics.classify`: broad, diagonal, vertical, block, sink, mixed, heterogeneous),
+    one colour a class with a legend, each cell's hover naming its full label ("diagonal:prev").
+    table: `mha_viz.metrics.head_table(run)` when it is computed already; weights as `metric_grid`'s."""
+    table = head_table(run, weights) if table is None else table
+    return table_types(table, run)

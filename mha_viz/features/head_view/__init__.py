@@ -1,5 +1,5 @@
 """The feature *Head view*, registered (its `summary` says what its page shows).
-Its page is `mha_viz/ui/pages/head_view/__init__.py`."""
+Its page is `page.py`, beside it."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.head_view.controls import CONTROLS

@@ -1,5 +1,5 @@
 """The feature *Model view*, registered (its `summary` says what its page shows).
-Its page is `mha_viz/ui/pages/model_view/__init__.py`."""
+Its page is `page.py`, beside it."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.model_view.controls import CONTROLS

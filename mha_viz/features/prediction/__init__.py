@@ -1,5 +1,5 @@
 """The feature *Heads behind a prediction*, registered (its `summary` says what its page shows).
-Its page is `mha_viz/ui/pages/prediction/__init__.py`."""
+Its page is `page.py`, beside it."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.prediction.controls import CONTROLS

@@ -1,7 +1,7 @@
 """The page *Heads behind a prediction*'s own controls: the inputs that shape its view, each under its session key,
 which links and lesson steps carry (its record's `controls`; `ui/kit/page_controls` reads and restores them). Its pair
 and circuit are the link's own parameters (corrupted, answer, wrong, circuit, k); these are its *Task*'s choices
-(`ui/pages/prediction/task_section`): one pair or a set, the set's source, size and seed, the method and a
+(`prediction/task/page.py`): one pair or a set, the set's source, size and seed, the method and a
 circuit's edges drawn."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ TASK_SOURCE = "task_source"  # a generator, or a file
 TASK_SIZE = "task_size"
 TASK_SEED = "task_seed"
 TASK_METHOD = "task_method"
-TASK_K = "task_k"  # the edges drawn of a task's circuit (ui/pages/prediction/task_edges)
+TASK_K = "task_k"  # the edges drawn of a task's circuit (prediction/task/page.py)
 
 TASKS = ("one pair", "a task")
 SOURCES = {"IOI (names and places)": "ioi", "greater-than (years)": "greater_than",

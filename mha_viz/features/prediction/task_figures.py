@@ -15,9 +15,16 @@ from mha_viz.drawing.metrics import metric_grid
 MARK = "interval holds 0"
 
 
-def task_grid(result, title: str, layer_ids: list[int] | None = None) -> go.Figure:
-    """`result` (a `TaskPatching` or `TaskDirectLogit`: mean, low, high, p_value, crosses_zero, level) as a grid
-    titled `title`; a click on a cell opens that head, as on every grid."""
+def task_grid(result, title: str | None = None, layer_ids: list[int] | None = None) -> go.Figure:
+    """A method over a task (`mha_viz.patch_heads`, `estimate_heads` or `direct_logit` given a `PromptSet`; a
+    `TaskPatching` or `TaskDirectLogit`: mean, low, high, p_value, crosses_zero, level): every head's mean over the
+    pairs, its interval and p-value on hover, a cross where the interval holds 0; a click on a cell opens that head,
+    as on every grid. title: default names the method and the pairs' source. layer_ids: the model's layer number of
+    each row (`model.layer_ids`; default 0, 1, …)."""
+    if title is None:
+        what = ("Direct logit attribution (logits)" if not hasattr(result, "mode") else
+                f"{'Restored fraction' if result.mode == 'denoise' else 'Damage'} ({result.metric})")
+        title = f"{what}, mean over {result.source}"
     mean, low, high, p = (np.asarray(getattr(result, a), dtype=np.float64) for a in ("mean", "low", "high", "p_value"))
     level = f"{100 * result.level:g} %"
     hover = np.array([[f"<br>mean over {len(result.kept)} pairs; {level} interval [{lo:+.3g}, {hi:+.3g}], "

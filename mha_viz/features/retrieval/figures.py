@@ -16,8 +16,12 @@ from mha_viz.drawing.style import axis_labels, margin, plot_title
 NEEDLE_FILL = "rgba(0, 114, 178, 0.15)"
 
 
-def retrieval_grid(table, layer_ids: list[int] | None, title: str) -> go.Figure:
-    """`table` (layer, head, score: `retrieval_scores`'s, layer-major) as a grid on 0 … 1."""
+def retrieval_grid(result, layer_ids: list[int] | None = None, title: str | None = None) -> go.Figure:
+    """Every head's retrieval score (`mha_viz.tasks.find_retrieval`'s result, or `retrieval_scores`' table: layer,
+    head, score, layer-major) as a layers × heads grid on 0 … 1: the share of the needle's tokens each head copied.
+    layer_ids: the model's layer number of each row (`model.layer_ids`; default 0, 1, …)."""
+    table = getattr(result, "table", result)
+    title = title or "Retrieval score of every head"
     L, H = int(table["layer"].max()) + 1, int(table["head"].max()) + 1
     score = np.full((L, H), np.nan)
     score[table["layer"].to_numpy(int), table["head"].to_numpy(int)] = table["score"].to_numpy(float)

@@ -1,5 +1,5 @@
 """The feature *Teaching*, registered (its `summary` says what its page shows).
-Its page is `mha_viz/ui/pages/teaching/__init__.py`."""
+Its page is `page.py`, beside it."""
 
 from mha_viz.catalogue import Feature
 from mha_viz.features.teaching.controls import CONTROLS

@@ -122,7 +122,7 @@ def probability_maps(maps: dict[str, np.ndarray], tokens: list[str]) -> dict[str
     return {title: matrix(m, tokens, columns=tokens, probabilities=True, title=title) for title, m in maps.items()}
 
 
-def softmax_row(scores: np.ndarray, probs: np.ndarray, keys: list[str], *, title: str) -> go.Figure:
+def softmax_bars(scores: np.ndarray, probs: np.ndarray, keys: list[str], *, title: str) -> go.Figure:
     """One query's scaled scores (bars, left axis) and the probabilities softmax makes of them."""
     labels = axis_labels(keys)
     s = np.where(np.isneginf(scores), np.nan, scores)
@@ -163,3 +163,10 @@ def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = Non
         height=260, margin=margin(b=30), xaxis=dict(visible=False, range=[-1, num_heads]),
         yaxis=dict(visible=False, range=[-0.6, 1.6]), plot_bgcolor="white"))
 
+
+def softmax_row(w: Walkthrough, row: int) -> go.Figure:
+    """One query row of a walkthrough: its scaled scores and the probabilities softmax makes of them."""
+    scores, keys = with_outside(w, "masked")
+    probs, _ = with_outside(w, "probs")
+    return softmax_bars(scores[row], probs[row], keys,
+                        title=f"Row {w.start + row} ({w.tokens[row]!s}): scores → probabilities")

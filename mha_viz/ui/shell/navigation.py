@@ -1,5 +1,5 @@
 """The app's pages, made from the features' records (`mha_viz.catalogue`: id, title, icon, section), each drawn
-by `<id>_page()` in the module `mha_viz.ui.pages.<id>` (`pages/<id>/__init__.py`, or one file `pages/<id>.py`).
+by `<id>_page()` in the feature's page module `mha_viz.features.<id>.page` (`features/<id>/page.py`).
 
 `navigation()` turns them into `st.navigation`'s sections; a view asks for another page
 with `keys.GOTO` (e.g. `shared_head.open_head`), and `follow_goto()` switches at the start of the
@@ -32,8 +32,9 @@ SECTIONS = catalogue.SECTIONS
 
 
 def _view(feature: catalogue.Feature) -> Callable[[], None]:
-    """The function that draws `feature`'s page: `<id>_page()` in the module `mha_viz.ui.pages.<id>`."""
-    return getattr(importlib.import_module(f"mha_viz.ui.pages.{feature.id}"), f"{feature.id}_page")
+    """The function that draws `feature`'s page: `<id>_page()` in `mha_viz.features.<id>.page`, imported here by
+    name (the shell names no feature: the records do)."""
+    return getattr(importlib.import_module(f"mha_viz.features.{feature.id}.page"), f"{feature.id}_page")
 
 
 def specs() -> tuple[PageSpec, ...]:

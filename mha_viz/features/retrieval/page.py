@@ -12,7 +12,7 @@ from typing import NamedTuple
 import streamlit as st
 
 import mha_viz
-from mha_viz import figures, needs
+from mha_viz import needs
 from mha_viz.capture import generation
 from mha_viz.drawing import heads as head_figures
 from mha_viz.features.retrieval import controls as retrieval_keys
@@ -172,7 +172,7 @@ def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:
     else:
         st.caption(f"The model's answers reproduced {copied} of the needle's tokens over {trials} "
                    f"{'trial' if trials == 1 else 'trials'} ({size // max(trials, 1)} tokens a needle).")
-    charts.show(figures.retrieval_grid(found, layer_ids=ids), key=retrieval_keys.RETRIEVAL_GRID,
+    charts.show(retrieval_figures.retrieval_grid(found, layer_ids=ids), key=retrieval_keys.RETRIEVAL_GRID,
                 selection_mode="points", on_select=lambda: _on_grid(ids, H), name="retrieval-scores")
     best = table.sort_values("score", ascending=False, kind="stable").head(5)
     ranked = ", ".join(f"L{ids[int(r.layer)]}H{int(r.head)} {r.score:.2f}" for r in best.itertuples())

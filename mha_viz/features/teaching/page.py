@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 import streamlit as st
 
 import mha_viz_models
-from mha_viz import figures
 from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head, walk_window
@@ -180,7 +179,7 @@ def _query_row(w: teaching.Walkthrough) -> None:
     if n > 1:
         session.start_at(teaching_keys.TEACH_ROW, min(n - 1, n // 2), lambda row: 0 <= int(row) < n)
     i = st.slider("Query row to look at", 0, n - 1, key=teaching_keys.TEACH_ROW) if n > 1 else 0
-    charts.show(figures.softmax_row(w, i), key=teaching_keys.TEACH_SOFTMAX_ROW)
+    charts.show(teach_figures.softmax_row(w, i), key=teaching_keys.TEACH_SOFTMAX_ROW)
 
 
 def _costs(model, n: int, head: int) -> None:

@@ -19,11 +19,11 @@ from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.compare import figures as compare_figures
 from mha_viz.features.compare import need as compare_need
 from mha_viz.features.compare.cost import compare_seconds
+from mha_viz.features.compare.run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
 from mha_viz.ui.kit import charts, keys, resources, session, shared_head
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 from mha_viz.ui.kit.cost_prompt import accepted, read_note
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.compare.compare_run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
 from mha_viz.ui.shell import export_views, sidebar, view_helpers
 
 TOP = 10  # heads listed as "changed most"

@@ -16,11 +16,12 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import corpus, figures, metrics
+from mha_viz import corpus, metrics
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
 from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import pruning as pruning_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.corpus import controls as corpus_keys
 from mha_viz.features.corpus import figures as corpus_figures
@@ -255,7 +256,7 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
             return
     curve = done[key]
     kind = loss_inputs.loss_kind(cur.model)
-    charts.show(figures.pruning_curve(curve, loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0]),
+    charts.show(pruning_figures.pruning_curve(curve, loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0]),
                 key=corpus_keys.CORPUS_PRUNING, name="corpus-pruning")
     st.caption(f"Mean loss over the {len(held)} held-out documents, which the importance never saw.")
     st.download_button("Download the pruning curve (CSV)", export_views.table_csv(curve),

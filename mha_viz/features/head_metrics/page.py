@@ -5,14 +5,57 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz import figures, metrics
+import mha_viz
+from mha_viz import metrics
+from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.head_metrics import controls as head_metrics_keys
+from mha_viz.features.head_metrics import type_figures
+from mha_viz.metrics import role_mass
 from mha_viz.ui.kit import analysis, charts, head_scatter_view, keys, other_layers, seq2seq_views
+from mha_viz.ui.kit.analysis_key import AnalysisKey
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.head_metrics import chat_roles_view
 from mha_viz.ui.shell import notebook_button, view_helpers
+
+# --- chat_roles_view: Head metrics' chat section (issue 88): on a chat (the sidebar's *Input*: Chat), where each
+# head looks while the model answers: its share of the assistant's attention on the system's words, the user's, the
+# assistant's and the template's own tokens (`mha_viz.metrics.role_mass`), as a head map (the system prompt against
+# the question; a click opens the head) and a table.
+
+@st.cache_resource(max_entries=4, show_spinner="Reading where the answer looks…")
+def _table(key: AnalysisKey, text: str, _run, _chat):
+    """`role_mass` of the run keyed by `key` (its hidden tokens, lens, precision…) and the chat's text, made once
+    however many reruns ask."""
+    return role_mass(_run, _chat)
+
+
+def chat_section(cur) -> None:
+    """The section, on a chat only; a run that holds none of the assistant's tokens says why."""
+    if cur.chat is None:
+        return
+    st.subheader("Where the answer looks: the chat's roles")
+    try:
+        table = _table(cur.key, cur.chat.text, cur.run, cur.chat)
+    except mha_viz.InputError as exc:
+        st.info(str(exc), icon=":material/info:")
+        return
+    st.caption("Each head's attention from the assistant's tokens (its reply, or the turn the template opens for it: "
+               "where the answer starts) to the system's words, the user's, the assistant's and the template's own "
+               "tokens (role headers, turn ends), the mean over those rows; the four shares of a head sum to 1. "
+               "Heads to the right read the system prompt while answering, heads to the top read the question.")
+    fig = charts.cached("role_map", (cur.key, cur.chat.text), lambda: role_figures.role_map(table))
+    charts.show(fig, key=head_metrics_keys.ROLE_MAP, selection_mode="points",
+                on_select=lambda: view_helpers.open_clicked_head(head_metrics_keys.ROLE_MAP, _index))
+    st.dataframe(table.sort_values("system", ascending=False, kind="stable"), hide_index=True,
+                 key=head_metrics_keys.ROLE_TABLE, column_config=view_helpers.number_format(table))
+
+
+def _index(points, run):
+    """The flat head index a click on the head map picked (its point index: the table is layer-major)."""
+    index = points[0].get("point_index") if points else None
+    return None if index is None else int(index)
+
 
 # its scatter of every head on two measures, under its own keys
 SCATTER = head_scatter_view.ScatterKeys(head_metrics_keys.SCATTER_X, head_metrics_keys.SCATTER_Y,
@@ -64,7 +107,7 @@ def head_metrics_page() -> None:
             f"an analysis of {run.n} tokens does not keep (it keeps each layer's input and recomputes the rows a "
             "view draws): lower the token limit in the sidebar to see it."), icon=":material/info:")
     st.markdown(PATTERN_RULES)
-    types = charts.cached("head_types", (cur.key,), lambda: figures.head_types(run, table=table))
+    types = charts.cached("head_types", (cur.key,), lambda: type_figures.head_types(run, table=table))
     types_key = head_metrics_keys.METRIC_TYPES
     charts.show(types, key=types_key, name="head-types", selection_mode="points", width="content",
                 on_select=lambda: view_helpers.open_clicked_head(types_key, view_helpers.grid_index))
@@ -79,5 +122,5 @@ def head_metrics_page() -> None:
     with st.expander(f"The 10 heads highest on {metrics.METRICS[choice].label}"):
         top = table.sort_values(choice, ascending=False, kind="stable").head(10)
         st.dataframe(top[["layer", "head", choice, "pattern"]], hide_index=True, width="content")
-    chat_roles_view.chat_section(cur)
+    chat_section(cur)
     other_layers.other_layers_measures(cur)

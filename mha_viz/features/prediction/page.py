@@ -17,15 +17,91 @@ from mha_viz.features.prediction import controls as prediction_controls
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.features.prediction import need as prediction_need
+from mha_viz.features.prediction.circuit import page as circuit_page
+from mha_viz.features.prediction.heads import page as heads_page
+from mha_viz.features.prediction.task import page as task_page
 from mha_viz.interventions import estimate, prediction
 from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, keys, resources, session, shared_head
 from mha_viz.ui.kit import text as text_kit
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.pages.prediction import circuit_section, prediction_grids, prediction_head, preset_undo, task_section
-from mha_viz.ui.shell import export_views
+from mha_viz.ui.shell import export_views, sidebar
 from mha_viz.ui.shell.view_helpers import start_on_model
+
+# --- preset_undo: A preset never replaces what the user typed without a way back (*Heads behind a prediction*):
+# choosing one sets the sidebar's text (clean), the corrupted text and empties the answer and wrong tokens; when the
+# texts there before differed from the preset's, a notice under the preset offers **Undo**, one click that puts them
+# all back and returns the picker to the user's own pair. The offer lasts while the boxes still hold the preset's
+# texts: once the user edits them, undoing would throw away the new edit, so it goes, and the picker returns to the
+# user's own pair (its label and blurb no longer describe the texts: `drop_if_edited`).
+
+FIELDS = (keys.TEXT, keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG)
+SHOWN = 80  # characters of the replaced text quoted in the notice
+
+
+class Held(NamedTuple):
+    """What one preset replaced, and what it put there."""
+
+    preset: str  # its name
+    clean: str
+    corrupted: str
+    before: tuple[str, str, str, str]  # FIELDS' values before it
+
+
+def _now() -> tuple[str, ...]:
+    return tuple(session.get(key) or "" for key in FIELDS)
+
+
+def apply(preset) -> None:
+    """Set `preset`'s texts (a `prediction` preset: .name, .clean, .corrupted), keeping the user's
+    for Undo when they differ from the preset's (one preset over another, unedited: still the user's)."""
+    before, held = _now(), session.get(prediction_keys.PRED_UNDO)
+    if held is not None and before[:2] == (held.clean, held.corrupted):  # the boxes hold the last preset's texts
+        before = held.before
+    if before[:2] != (preset.clean, preset.corrupted):
+        session.put(prediction_keys.PRED_UNDO, Held(preset.name, preset.clean, preset.corrupted, before))
+    else:  # nothing of the user's is lost: no undo to offer (an older one would now restore the wrong texts)
+        session.pop(prediction_keys.PRED_UNDO)
+    sidebar.choose(text=preset.clean)
+    session.put(keys.PRED_CORRUPTED, preset.corrupted)
+    session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), ("", ""))
+
+
+def drop_if_edited(options: dict, own: str) -> None:
+    """Return the picker to `own` (before it is drawn) once the sidebar's sentence or the corrupted
+    text differs from the chosen preset's: its label and its blurb no longer describe the pair on
+    screen. `options`: the presets by name."""
+    preset = options.get(session.get(keys.PRED_PRESET))
+    if preset is not None and _now()[:2] != (preset.clean, preset.corrupted):
+        session.put(keys.PRED_PRESET, own)
+
+
+def _undo(own: str) -> None:
+    held = session.pop(prediction_keys.PRED_UNDO)
+    if held is not None:
+        session.put_all(FIELDS, held.before)
+        session.put(keys.PRED_PRESET, own)
+
+
+def offer(own: str) -> None:
+    """The notice and its Undo button while the preset's texts are still in the boxes; `own` is the
+    picker's option for the user's own pair, chosen again by Undo."""
+    held = session.get(prediction_keys.PRED_UNDO)
+    if held is None:
+        return
+    if _now()[:2] != (held.clean, held.corrupted):  # edited since: the undo would lose the edit
+        session.pop(prediction_keys.PRED_UNDO)
+        return
+    text = held.before[0]
+    quoted = text if len(text) <= SHOWN else text[:SHOWN] + "…"
+    what = f"your sentence “{plain(quoted)}”" if text.strip() else "the empty sentence"
+    st.info(f"The preset *{plain(held.preset)}* replaced {what} and your corrupted text. **Undo** puts them back.",
+            icon=":material/undo:")
+    st.button("Undo", key=prediction_keys.PRED_UNDO_GO, on_click=_undo, args=(own,),
+              help="Restores the sidebar's sentence, the corrupted text and the answer and wrong tokens as they were "
+                   "before the preset.")
+
 
 OWN = "— your own pair —"
 CANCEL_HELP = "Stop; nothing is kept."
@@ -47,7 +123,7 @@ class PredKey(NamedTuple):
 def _on_preset(options: dict) -> None:
     preset = options.get(session.get(keys.PRED_PRESET))
     if preset is not None:  # the clean text is the sidebar's; what the user typed is kept for Undo
-        preset_undo.apply(preset)
+        apply(preset)
 
 
 def _refusal(model) -> str | None:
@@ -76,11 +152,11 @@ def prediction_page() -> None:
     st.radio("Task", prediction_controls.TASKS, key=prediction_keys.PRED_TASK, persist_state=keys.KEEP, horizontal=True,
              help="One pair (the sidebar's text and a corrupted one), or a task: a set of pairs (a standard task's "
                   "generator, or your file), each head's mean over them with its uncertainty.")
-    if task_section.is_task():
+    if task_page.is_task():
         st.caption("Which heads carry a prediction across a task? Each pair is a clean prompt, a corrupted one that "
                    "differs in what matters, and an answer and a wrong token; the sidebar's text is not used here. "
                    "The method runs on every pair, then each head's mean over the pairs with its uncertainty.")
-        return task_section.task_view(cur)
+        return task_page.task_view(cur)
     st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
                "at the last position adds to logit(answer) − logit(wrong). **Restored fraction**: the corrupted run "
@@ -88,11 +164,11 @@ def prediction_page() -> None:
                "estimated first for every head at every position from one backward pass, patched for real on "
                "request.")
     options = {p.name: p for p in prediction.presets(model)}
-    preset_undo.drop_if_edited(options, OWN)  # texts edited since: the user's own pair, no preset's blurb
+    drop_if_edited(options, OWN)  # texts edited since: the user's own pair, no preset's blurb
     st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=keys.KEEP,
                  on_change=_on_preset, args=(options,),
                  help="Sets the sidebar's text (clean) and the corrupted text.")
-    preset_undo.offer(OWN)
+    offer(OWN)
     chosen = options.get(session.get(keys.PRED_PRESET))
     if chosen is not None:
         st.caption(plain(chosen.about))
@@ -128,14 +204,14 @@ def prediction_page() -> None:
                                help="Estimates every head at every position from one forward pass on each text "
                                     "and one backward pass (attribution patching). Patching each of the "
                                     f"{model.num_layers * model.num_heads} heads for real is offered next.")
-        auto = circuit_section.asked_by_link(buttons)  # a link with a circuit: the heads found on opening
+        auto = circuit_page.asked_by_link(buttons)  # a link with a circuit: the heads found on opening
         if not (buttons.pressed or auto):
             return
         expl = _compute(model, key)
         if expl is None:  # a message says why; nothing runs to cancel
             buttons.idle()
             return
-        circuit_section.heads_found(key, auto)
+        circuit_page.heads_found(key, auto)
         buttons.done()
     _results(cur, key, expl)
 
@@ -189,7 +265,7 @@ def _compute(model, key: PredKey):
     session.put(prediction_keys.PRED_RESULT, (key, expl))
     for old in (prediction_keys.PRED_EXTRA, keys.PRED_POS_LAYER):
         session.pop(old, None)
-    shared_head.choose_head_in(expl.clean.layer_ids, *prediction_grids.top_head(expl))  # a new pair opens its top head
+    shared_head.choose_head_in(expl.clean.layer_ids, *heads_page.top_head(expl))  # a new pair opens its top head
     return expl
 
 
@@ -207,7 +283,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
         st.caption(estimate.ABOUT)
     if expl.patching is None:
         expl = _real_patching(cur.model, key, expl)
-    prediction_grids.show_grids(expl)
+    heads_page.show_grids(expl)
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
     cols = st.columns(2)
     cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()),
@@ -220,8 +296,8 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                                 mime="text/csv", on_click="ignore",
                                 help="A row a layer, head and position: the estimate of patching that head there only.")
         _position_grid(expl)
-    prediction_head.one_head(cur, key, expl)
-    circuit_section.circuit_section(cur, key, d.target, d.wrong)
+    heads_page.one_head(cur, key, expl)
+    circuit_page.circuit_section(cur, key, d.target, d.wrong)
 
 
 def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:

@@ -12,8 +12,8 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.drawing import metrics as metric_figures
+from mha_viz.drawing import pruning as pruning_figures
 from mha_viz.features.ablation import controls as ablation_keys
-from mha_viz.features.ablation import figures as ablation_figures
 from mha_viz.features.ablation.controls import OTHER_SENTENCE
 from mha_viz.interventions import ablation, ablation_outcome
 from mha_viz.text import loss_inputs
@@ -216,7 +216,7 @@ def _importance_box(cur, kind: str, mean_ablation: bool) -> None:
                 st.error(plain(why), icon=":material/warning:")
                 return
             notebook_button.record(pruning=True)
-            charts.show(charts.cached("pruning", (key, mean_ablation), lambda: ablation_figures.pruning_figure(
+            charts.show(charts.cached("pruning", (key, mean_ablation), lambda: pruning_figures.pruning_figure(
                 ablation.PRUNE_FRACTIONS, curve["importance order"], curve["random mean"], curve["random sd"],
                 loss_label=loss_inputs.LOSS_LABELS[kind].split(" (")[0])), key=ablation_keys.PRUNE_FIG)
             st.download_button("Download the pruning curve (CSV)", curve.to_csv(index=False).encode(),

@@ -1,0 +1,1 @@
+"""*Heads behind a prediction*'s layers × heads grids and the panel of one head."""
