@@ -32,7 +32,9 @@ class Feature:
     figure of the page from the same arrays. replaces: the ids of retired pages whose parts moved here
     (an old link or lesson step naming one opens this page). controls: the page's own inputs that shape its view,
     each a `view_params.Control` under its session key (`features/<id>/controls.py`). summary: what the page shows,
-    in a line (docs/using.md's list of pages, `pages_table`)."""
+    in a line (docs/using.md's list of pages, `pages_table`). figures: the functions from what `mha_viz` computes to
+    a figure that this feature gives the public face `mha_viz.figures` (each documented, each returning the figure
+    its page draws), found there by their names."""
 
     id: str
     title: str
@@ -45,6 +47,7 @@ class Feature:
     replaces: tuple[str, ...] = ()
     controls: tuple = ()  # its own inputs that links and lessons carry (`export.view_params.Control`s)
     summary: str = ""
+    figures: tuple[Callable, ...] = ()  # its public figures: `mha_viz.figures.<name>`
 
     @property
     def page_title(self) -> str:

@@ -1,7 +1,8 @@
 """Every figure of mha-viz as a `plotly.graph_objects.Figure`, the public face over where they are drawn:
 each feature's own figures in its folder (`mha_viz/features/<id>/figures.py`: the line view, comparison,
-generation, queries and keys, teaching, attribution, the pruning curve, …), what several share in `mha_viz.drawing`
-(the head maps and grids, per-head grids, one token in every head, a score's terms, style). The app's pages and
+generation, teaching, attribution, …), named by its record (`catalogue.Feature.figures`) and gathered here from the
+records, and what several share (`KERNEL`: the head maps and grids, per-head grids, one token in every head, a
+score's terms, the pruning curve), drawn here and in `mha_viz.drawing`. The app's pages and
 notebooks call the same functions; nothing here knows Streamlit.
 
 The functions below are the public surface: each takes what `mha_viz` computes (a run, a
@@ -24,11 +25,12 @@ unless the run holds some layers only), and every figure labels rows by it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import pandas as pd
 import plotly.graph_objects as go
 
+from mha_viz import catalogue
 from mha_viz import metrics as head_metrics
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.drawing import focus as focus_figures
@@ -36,47 +38,17 @@ from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import scatter as scatter_figures
 from mha_viz.drawing import why as why_figures
-from mha_viz.drawing.offline import notebook
-from mha_viz.drawing.pruning import pruning_curve
-from mha_viz.features.compare import figures as compare_figures
-from mha_viz.features.generate import figures as generation_figures
-from mha_viz.features.head_metrics.type_figures import head_types
-from mha_viz.features.head_view import links_figures as scan_figures
-from mha_viz.features.lines import figures as line_figures
-from mha_viz.features.prediction.explanation_figures import (
-    dla_grid,
-    estimate_grid,
-    estimate_scatter,
-    head_tokens,
-    patched_positions,
-    position_grid,
-    restored_grid,
-)
-from mha_viz.features.prediction.task_figures import task_grid
-from mha_viz.features.retrieval import figures as retrieval_figures
-from mha_viz.features.retrieval.figures import retrieval_grid
-from mha_viz.features.teaching import figures as teach_figures
-from mha_viz.features.teaching.figures import softmax_row
-from mha_viz.scan import opening
-from mha_viz.scan.row_detail import row_detail
+from mha_viz.drawing.offline import notebook as notebook  # a public name of the face
+from mha_viz.drawing.pruning import pruning_curve as pruning_curve  # a public name of the face
 from mha_viz.views import focus as focus_arrays
-from mha_viz.views import head_links
 
 if TYPE_CHECKING:
-    from mha_viz.capture.generation import Generation
     from mha_viz.capture.run import AttentionRun
     from mha_viz.metrics import Weights
-    from mha_viz.views.comparison import Comparison
-    from mha_viz.views.teaching import Walkthrough
 
-__all__ = [
-    "head", "model_grid", "lines", "token_focus", "links_strip", "link_distances", "exact_row",
-    "metric_grid", "head_types", "head_scatter", "similarity", "head_map", "rollout",
-    "compare", "generation_step", "dla_grid", "estimate_grid", "restored_grid", "estimate_scatter",
-    "grid", "position_grid", "head_tokens", "patched_positions", "walkthrough", "softmax_row", "kv_sharing",
-    "probability_maps", "pruning_curve", "score_terms", "score_parts", "task_grid", "retrieval_grid", "needle_look",
-    "role_map", "notebook",
-]
+# the figures of what several features share, drawn here and in `mha_viz.drawing`; each feature's own are its record's
+KERNEL = ["head", "model_grid", "token_focus", "metric_grid", "head_scatter", "similarity", "head_map", "rollout",
+          "grid", "pruning_curve", "score_terms", "score_parts", "role_map", "notebook"]
 
 DIRECTIONS = {"to": focus_arrays.TO, "by": focus_arrays.BY}  # token_focus's short names
 
@@ -101,22 +73,6 @@ def model_grid(run: AttentionRun, *, rescale: bool = True) -> go.Figure:
     return head_figures.model_grid(run, rescale=rescale)
 
 
-def lines(run: AttentionRun, layer: int = 0, heads: list[int] | None = None, *, threshold: float = 0.0,
-          token: int | None = None, side: str = "query", window: tuple[int, int] | None = None) -> go.Figure:
-    """The line view (BertViz's head view): queries on the left, keys on the right, a line per
-    weight whose opacity is the weight, each of `heads` (default: all) of row `layer` in its colour.
-
-    threshold: lines weaker than this are hidden. token: only the lines from that query
-    (side="query") or to that key (side="key"). window: (start, stop), the tokens drawn on both
-    sides; by default the first 128 when the text is longer.
-    """
-    if side not in line_figures.SIDES:
-        raise ValueError(f"side {side!r}: choose {' or '.join(map(repr, line_figures.SIDES))}")
-    return line_figures.line_figure(run, layer, heads, threshold=threshold,
-                                    focus=None if token is None else (side, int(token)),
-                                    window=line_figures.first_window(run) if window is None else window)
-
-
 def token_focus(run: AttentionRun, index: int, *, direction: str = "to", words: bool = False,
                 rescale: bool = False) -> go.Figure:
     """One token in every head, as the token focus page draws it: a row per head (layer by layer)
@@ -126,29 +82,6 @@ def token_focus(run: AttentionRun, index: int, *, direction: str = "to", words: 
         raise ValueError(f"direction {direction!r}: choose 'to' or 'by'")
     f = focus_arrays.focus(run, index, words=words)
     return focus_figures.focus_grid(f, DIRECTIONS[direction], run.layer_ids, rescale=rescale)
-
-
-def links_strip(run: AttentionRun, layer: int = 0, head: int = 0, start: int = 0) -> go.Figure:
-    """The head view's *Links* section's token strip: queries `start` … of one head, each one's heaviest kept
-    key (`mha_viz.views.head_links`: a long run's from its scan, a dense run's by the same rule)."""
-    return scan_figures.token_strip(head_links.links(run, layer, head), layer, head, start)
-
-
-def link_distances(run: AttentionRun, layer: int = 0, head: int = 0) -> go.Figure:
-    """How far one head's kept links reach (query − key), as the *Links* section draws it."""
-    return scan_figures.distance_histogram(head_links.links(run, layer, head), layer, head)
-
-
-def exact_row(run: AttentionRun, layer: int = 0, head: int = 0, query: int | None = None,
-              keys: tuple[int, int] | None = None) -> go.Figure:
-    """One query's exact row over every key (or keys first … last), as the *Links* section draws it: a bar
-    per run of keys where there are more keys than bars, each the heaviest of its run. query: default the
-    section's opening one (the last that keeps keys)."""
-    if query is None:
-        query = opening.opening_query(head_links.links(run, layer, head), layer, head)
-    first, last = keys if keys is not None else (0, run.n - 1)
-    detail = row_detail(run.rows(layer, head, query, query + 1)[0], int(first), int(last) + 1)
-    return scan_figures.exact_row(run, layer, head, query, detail)
 
 
 def metric_grid(run: AttentionRun, metric: str = "entropy", *, table: pd.DataFrame | None = None,
@@ -218,61 +151,11 @@ def rollout(run: AttentionRun, layer: int = -1, *, head: int | None = None) -> g
     return metric_figures.token_figure(matrix, run.tokens, title=title)
 
 
-def compare(cmp: Comparison, layer: int | None = None, head: int | None = None, *, metric: str = "entropy",
-            rescale: bool = False) -> go.Figure:
-    """A comparison of two runs (`mha_viz.compare(run_a, run_b)`), as the Compare page draws it:
-    how much each head changed, a layers × heads grid; with `layer` and `head`, that head of both
-    runs side by side with B − A. When the two models differ in shape (no head pairs with
-    another), the spread of `metric` over the heads of each relative depth instead."""
-    if cmp.change is None:
-        return compare_figures.depth_distributions(cmp, metric)
-    if layer is None and head is None:
-        return compare_figures.change_grid(cmp)
-    return compare_figures.side_by_side(cmp, layer or 0, head or 0, rescale=rescale)
-
-
-def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0, view: str = "heads",
-                    rescale: bool = False) -> go.Figure:
-    """One step (0-based; -1 the last) of a generation (`mha_viz.generate`), as the Generate page
-    draws it. view: "heads" (every head of `layer` from the query that chose the token),
-    "matrix" (head `head`'s causal matrix, that query's row framed), "choices" (the token
-    picked among the 10 most probable) or "masses" (where that head's query looked, step by step)."""
-    step = range(len(gen.steps))[step]
-    return generation_figures.step_figures(gen, step, layer, head, rescale=rescale, views=(view,))[view]
-
-
-def needle_look(result, layer: int, head: int) -> go.Figure:
-    """Where one head (`layer`: its row of the run, `head`) looked as the model wrote the first needle token it
-    copied in the last trial of `mha_viz.tasks.find_retrieval`'s result: its attention over every prompt position,
-    the needle shaded and its heaviest key marked."""
-    look = result.look
-    if look is None:
-        raise ValueError("The model copied no token of the needle in the last trial: there is no step to draw.")
-    return retrieval_figures.needle_look(look, layer, head, f"Layer {layer}, head {head}")
-
-
 def grid(values, *, title: str, layer_ids: list[int] | None = None) -> go.Figure:
     """Any (layers, heads) array as a layers × heads grid, as the app draws head importance, the attention
     hidden tokens took (`run.hidden.mass`), how much contributions changed each head and learned sinks.
     layer_ids: the model's layer number of each row (a run's `layer_ids`; default 0, 1, …)."""
     return metric_figures.metric_grid(values, title=title, layer_ids=layer_ids)
-
-
-def walkthrough(w: Walkthrough, steps: tuple[str, ...] | None = None) -> dict[str, go.Figure]:
-    """The matrices of a head's walkthrough (`mha_viz.views.teaching.walkthrough`) by step name: X, Q, K, V,
-    scores, scaled, masked (causal or local layers only), probs, z, concat, output; `steps` picks some."""
-    return teach_figures.step_figures(w, teach_figures.STEPS if steps is None else tuple(steps))
-
-
-def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = None) -> go.Figure:
-    """Which key/value head each query head reads under grouped- and multi-query attention: query head i
-    reads KV head i // (H / G); `highlight`, a query head whose group is drawn dark."""
-    return teach_figures.kv_sharing(num_heads, num_kv_heads, highlight=highlight)
-
-
-def probability_maps(maps: dict, tokens: list[str]) -> dict[str, go.Figure]:
-    """One token × token probability map per title (the teaching page's demonstrations)."""
-    return teach_figures.probability_maps(maps, tokens)
 
 
 def score_terms(t, k: int = 15) -> go.Figure:
@@ -286,3 +169,19 @@ def score_parts(t, k: int = 15) -> go.Figure:
     """Each part's share of a split score (`mha_viz.circuits.qk_terms`): the query side's row sums and the key side's
     column sums, the k largest of each, as *Why here?* draws them beside `score_terms`."""
     return why_figures.terms_bars(t, k)
+
+
+def features_figures() -> dict[str, Callable]:
+    """Every feature's public figures by name (`catalogue.Feature.figures`), in the navigation's order; a name
+    given twice, or one the kernel's figures hold, is refused."""
+    found: dict[str, Callable] = {}
+    for feature in catalogue.features():
+        for fn in feature.figures:
+            if fn.__name__ in found or fn.__name__ in KERNEL:
+                raise ValueError(f"the figure {fn.__name__!r} of the feature {feature.id!r} is named twice")
+            found[fn.__name__] = fn
+    return found
+
+
+globals().update(features_figures())  # the face is made from the records: no module here names a feature
+__all__ = KERNEL + sorted(features_figures())

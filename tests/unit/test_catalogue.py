@@ -30,8 +30,12 @@ def cells(v):
     return [md("## Planted"), code("figures.head(run, LAYER, HEAD)  # planted-recipe")]
 
 
+def planted_figure(run):
+    """A figure planted by tests/unit/test_catalogue.py: the public face must find it by its record."""
+
+
 FEATURE = Feature("planted", "Planted page", "Measure", 15, ":material/star:", heading="A planted page",
-                  notebook=cells, controls=(vp.flag("planted_flag"),))
+                  notebook=cells, controls=(vp.flag("planted_flag"),), figures=(planted_figure,))
 '''
 PAGE = '''
 def planted_page():
@@ -82,8 +86,29 @@ def test_a_record_twice_or_in_no_section_is_refused():
         catalogue.check([catalogue.Feature("a", "A", "Elsewhere", 1, "")])
 
 
+def test_a_figure_named_twice_in_the_face_is_refused(monkeypatch):
+    from mha_viz import figures
+
+    def head(run):
+        """A feature's figure named as one of the kernel's."""
+
+    def grid_of_a(run):
+        """A feature's own figure."""
+
+    a = catalogue.Feature("a", "A", "Look", 1, "", figures=(grid_of_a,))
+    monkeypatch.setattr(catalogue, "features", lambda: (a,))
+    assert figures.features_figures() == {"grid_of_a": grid_of_a}
+    b = catalogue.Feature("b", "B", "Look", 2, "", figures=(grid_of_a,))
+    monkeypatch.setattr(catalogue, "features", lambda: (a, b))
+    with pytest.raises(ValueError, match="'grid_of_a' of the feature 'b'"):
+        figures.features_figures()
+    monkeypatch.setattr(catalogue, "features", lambda: (catalogue.Feature("c", "C", "Look", 1, "", figures=(head,)),))
+    with pytest.raises(ValueError, match="'head' of the feature 'c'"):
+        figures.features_figures()
+
+
 @pytest.mark.usefixtures("planted")
-def test_a_new_page_is_its_page_file_and_its_feature_folder():
+def test_a_new_page_is_its_feature_folder():
     assert "planted" in catalogue.ids()
     ids = list(catalogue.ids())
     assert ids.index("planted") == ids.index("head_metrics") + 1  # Measure, order 15: after 10, before 20
@@ -106,6 +131,11 @@ def test_a_new_page_is_its_page_file_and_its_feature_folder():
     page_controls = importlib.reload(importlib.import_module("mha_viz.ui.kit.page_controls"))
     assert [c.name for c in page_controls.BY_PAGE["planted"]] == ["planted_flag"]
     assert "planted_flag" in page_controls.CONTROLS
+    # its public figures: `mha_viz.figures` is made from the records
+    from mha_viz import figures
+    found = figures.features_figures()
+    assert found["planted_figure"].__module__ == "mha_viz.features.planted"
+    assert set(found) - {"planted_figure"} == set(figures.__all__) - set(figures.KERNEL)
 
 
 def test_a_page_without_a_record_gets_the_model_grid_in_its_notebook():

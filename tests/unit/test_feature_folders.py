@@ -1,6 +1,7 @@
 """A feature is one folder (issue 92): the files outside `mha_viz/features/<id>/` that import a feature, counted for
-every feature. Its page is in its folder (`page.py`); what still names a feature by import from outside is listed in
-OUTSIDE, and a new one fails the test. The UI's kit and shell name none; the shell opens a page by its record's id."""
+every feature: 0. Its page is in its folder (`page.py`), and the public face `mha_viz.figures` gathers the features'
+figures from their records (`Feature.figures`); a file outside that imports a feature fails the test. The UI's kit
+and shell name none; the shell opens a page by its record's id."""
 
 from __future__ import annotations
 
@@ -9,10 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "mha_viz"
 FEATURES = sorted(p.name for p in (ROOT / "features").iterdir() if (p / "__init__.py").is_file())
-# the one module left that imports features' figures: the public face `mha_viz.figures`, to be made from the records
-OUTSIDE = {f: {"figures/__init__.py"} for f in
-           ("compare", "generate", "head_metrics", "head_view", "lines", "prediction", "retrieval",
-            "teaching")}
+OUTSIDE: dict[str, set[str]] = {}  # no file outside a feature's folder names it: the face reads the records
 
 
 def imported_features(source: str) -> set[str]:
@@ -49,7 +47,7 @@ def test_the_reader_finds_a_planted_import():
     assert imported_features("from mha_viz.features import catalogue_like\nfrom mha_viz import figures\n") == set()
 
 
-def test_no_feature_is_named_outside_its_folder_but_by_the_figures_face():
+def test_no_feature_is_named_outside_its_folder():
     out = outside_files()
     assert {f: files for f, files in out.items() if files} == OUTSIDE
     counts = {f: len(files) for f, files in out.items()}

@@ -283,5 +283,5 @@ def test_the_needles_heaviest_key_is_labelled_inward_at_either_end():
         rows = np.full((1, 1, n), 0.01, dtype=np.float32)
         rows[0, 0, top] = 0.9
         look = Look([f"t{i}" for i in range(n)], (10, 14), "t11", 0, rows, 64, 0.5)
-        marker = retrieval_figures.needle_look(look, 0, 0, "L0 H0").data[1]
+        marker = retrieval_figures.look_figure(look, 0, 0, "L0 H0").data[1]
         assert marker.x[0] == top and marker.textposition == side

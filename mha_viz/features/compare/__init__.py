@@ -4,6 +4,7 @@ Its page is `page.py`, beside it."""
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
 from mha_viz.features.compare.controls import CONTROLS
+from mha_viz.features.compare.figures import compare
 
 MAIN = """
 figures.model_grid(run)  # the first run; the page's second text or model is not carried over
@@ -12,4 +13,5 @@ figures.model_grid(run)  # the first run; the page's second text or model is not
 FEATURE = Feature("compare", "Compare texts or models", "Measure", 60, ":material/difference:",
                   notebook=main_figure("Compare texts or models", MAIN),
                   controls=CONTROLS,
-                  summary="Two runs side by side: two texts, or two models on one text.")
+                  summary="Two runs side by side: two texts, or two models on one text.",
+                  figures=(compare,))

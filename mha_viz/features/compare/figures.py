@@ -161,3 +161,16 @@ def depth_distributions(cmp: Comparison, metric: str, *, bins: int = 5) -> go.Fi
         yaxis=dict(title=dict(text=html.escape(metric, quote=False))),
     )
     return fig
+
+
+def compare(cmp: Comparison, layer: int | None = None, head: int | None = None, *, metric: str = "entropy",
+            rescale: bool = False) -> go.Figure:
+    """A comparison of two runs (`mha_viz.compare(run_a, run_b)`), as the Compare page draws it:
+    how much each head changed, a layers × heads grid; with `layer` and `head`, that head of both
+    runs side by side with B − A. When the two models differ in shape (no head pairs with
+    another), the spread of `metric` over the heads of each relative depth instead."""
+    if cmp.change is None:
+        return depth_distributions(cmp, metric)
+    if layer is None and head is None:
+        return change_grid(cmp)
+    return side_by_side(cmp, layer or 0, head or 0, rescale=rescale)

@@ -246,3 +246,13 @@ def step_figures(gen: Generation, step: int, layer: int = 0, head: int = 0, *, r
                                      current=step, title=f"Layer {name}, head {head}: where each step's query looked"),
     }
     return {v: build[v]() for v in views}
+
+
+def generation_step(gen: Generation, step: int, *, layer: int = 0, head: int = 0, view: str = "heads",
+                    rescale: bool = False) -> go.Figure:
+    """One step (0-based; -1 the last) of a generation (`mha_viz.generate`), as the Generate page
+    draws it. view: "heads" (every head of `layer` from the query that chose the token),
+    "matrix" (head `head`'s causal matrix, that query's row framed), "choices" (the token
+    picked among the 10 most probable) or "masses" (where that head's query looked, step by step)."""
+    step = range(len(gen.steps))[step]
+    return step_figures(gen, step, layer, head, rescale=rescale, views=(view,))[view]

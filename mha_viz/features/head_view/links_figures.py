@@ -6,13 +6,19 @@ links, the histogram of their distances, and one query's exact row over every ke
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from mha_viz.drawing.style import colorbar, margin, plot_title
+from mha_viz.scan import opening
+from mha_viz.scan.row_detail import row_detail
 from mha_viz.views.head_links import links as head_links
+
+if TYPE_CHECKING:
+    from mha_viz.capture.run import AttentionRun
 
 STRIP = 400  # queries the token strip shows at a time
 
@@ -104,7 +110,7 @@ def distance_histogram(source, layer: int, head: int, *, bins: int = 60) -> go.F
     return fig
 
 
-def exact_row(scan, layer: int, head: int, query: int, detail) -> go.Figure:
+def row_figure(scan, layer: int, head: int, query: int, detail) -> go.Figure:
     """One query's exact row over keys `detail.starts[0]` … (a `scan.row_detail.RowDetail`): a bar per run of
     neighbouring keys, as high as the heaviest of them (one key a bar when they fit); hover: the keys, the
     heaviest with its token, and the bar's sum."""
@@ -130,3 +136,26 @@ def exact_row(scan, layer: int, head: int, query: int, detail) -> go.Figure:
         height=320, margin=margin(), bargap=0, plot_bgcolor="white",
     )
     return fig
+
+
+def links_strip(run: AttentionRun, layer: int = 0, head: int = 0, start: int = 0) -> go.Figure:
+    """The head view's *Links* section's token strip: queries `start` … of one head, each one's heaviest kept
+    key (`mha_viz.views.head_links`: a long run's from its scan, a dense run's by the same rule)."""
+    return token_strip(head_links(run, layer, head), layer, head, start)
+
+
+def link_distances(run: AttentionRun, layer: int = 0, head: int = 0) -> go.Figure:
+    """How far one head's kept links reach (query − key), as the *Links* section draws it."""
+    return distance_histogram(head_links(run, layer, head), layer, head)
+
+
+def exact_row(run: AttentionRun, layer: int = 0, head: int = 0, query: int | None = None,
+              keys: tuple[int, int] | None = None) -> go.Figure:
+    """One query's exact row over every key (or keys first … last), as the *Links* section draws it: a bar
+    per run of keys where there are more keys than bars, each the heaviest of its run. query: default the
+    section's opening one (the last that keeps keys)."""
+    if query is None:
+        query = opening.opening_query(head_links(run, layer, head), layer, head)
+    first, last = keys if keys is not None else (0, run.n - 1)
+    detail = row_detail(run.rows(layer, head, query, query + 1)[0], int(first), int(last) + 1)
+    return row_figure(run, layer, head, query, detail)

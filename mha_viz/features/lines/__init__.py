@@ -4,6 +4,7 @@ Its page is `page.py`, beside it."""
 from mha_viz.catalogue import Feature
 from mha_viz.export.notebook_view import main_figure
 from mha_viz.features.lines.controls import CONTROLS
+from mha_viz.features.lines.figures import lines
 
 MAIN = """
 figures.lines(run, LAYER, heads=[HEAD])
@@ -12,4 +13,5 @@ figures.lines(run, LAYER, heads=[HEAD])
 FEATURE = Feature("lines", "Line view", "Look", 40, ":material/share:",
                   notebook=main_figure("Line view", MAIN),
                   controls=CONTROLS,
-                  summary="One layer's heads as lines between the tokens.")
+                  summary="One layer's heads as lines between the tokens.",
+                  figures=(lines,))

@@ -14,11 +14,16 @@ or shows them. Token markers carry `customdata` [side, token] so that a click on
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
 from mha_viz.drawing.style import axis_labels, margin, plot_title, run_title
+
+if TYPE_CHECKING:
+    from mha_viz.capture.run import AttentionRun
 
 QUERY, KEY = "query", "key"
 SIDES = (QUERY, KEY)
@@ -212,3 +217,19 @@ def line_pick(points: list[dict]) -> tuple[str, int] | None:
             if side in (0, 1):
                 return SIDES[side], token
     return None
+
+
+def lines(run: AttentionRun, layer: int = 0, heads: list[int] | None = None, *, threshold: float = 0.0,
+          token: int | None = None, side: str = "query", window: tuple[int, int] | None = None) -> go.Figure:
+    """The line view (BertViz's head view): queries on the left, keys on the right, a line per
+    weight whose opacity is the weight, each of `heads` (default: all) of row `layer` in its colour.
+
+    threshold: lines weaker than this are hidden. token: only the lines from that query
+    (side="query") or to that key (side="key"). window: (start, stop), the tokens drawn on both
+    sides; by default the first 128 when the text is longer.
+    """
+    if side not in SIDES:
+        raise ValueError(f"side {side!r}: choose {' or '.join(map(repr, SIDES))}")
+    return line_figure(run, layer, heads, threshold=threshold,
+                                    focus=None if token is None else (side, int(token)),
+                                    window=first_window(run) if window is None else window)

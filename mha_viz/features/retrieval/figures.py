@@ -44,7 +44,7 @@ def label_side(x: int, n: int) -> str:
     return "top left" if x > (1 - EDGE) * n else "top center"
 
 
-def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
+def look_figure(look, layer: int, head: int, title: str) -> go.Figure:
     """Head (`layer` index, `head`) of `look` (`tasks.retrieval.Look`): its attention over every prompt position
     at the step that copied `look.copied`, the needle's span shaded, its heaviest key marked (the y axis leaves
     room for its label)."""
@@ -68,3 +68,13 @@ def needle_look(look, layer: int, head: int, title: str) -> go.Figure:
                       yaxis=dict(title="attention", range=[0, 1.2 * max(float(row.max()), 1e-6)]), height=360,
                       margin=margin(l=60, b=50))
     return fig
+
+
+def needle_look(result, layer: int, head: int) -> go.Figure:
+    """Where one head (`layer`: its row of the run, `head`) looked as the model wrote the first needle token it
+    copied in the last trial of `mha_viz.tasks.find_retrieval`'s result: its attention over every prompt position,
+    the needle shaded and its heaviest key marked."""
+    look = result.look
+    if look is None:
+        raise ValueError("The model copied no token of the needle in the last trial: there is no step to draw.")
+    return look_figure(look, layer, head, f"Layer {layer}, head {head}")

@@ -189,7 +189,7 @@ def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:
                     f"needle at {look.depth:.0%} of a prompt asked at {look.length:,} tokens and read as "
                     f"{len(look.tokens):,} (a chat template adds tokens; unknown ones read back as fewer).")
     title = f"Layer {ids[layer]}, head {head}"
-    charts.show(retrieval_figures.needle_look(look, layer, head, title), key=retrieval_keys.RETRIEVAL_LOOK,
+    charts.show(retrieval_figures.look_figure(look, layer, head, title), key=retrieval_keys.RETRIEVAL_LOOK,
                 name=f"retrieval-look-{ids[layer]}-{head}")
 
 

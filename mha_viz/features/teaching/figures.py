@@ -118,7 +118,8 @@ def with_outside(w: Walkthrough, name: str) -> tuple[np.ndarray, list[str]]:
 
 
 def probability_maps(maps: dict[str, np.ndarray], tokens: list[str]) -> dict[str, go.Figure]:
-    """One token-by-token probability map per title (the demonstrations' figures)."""
+    """One token × token probability map per title, by title (the teaching page's demonstrations: masks,
+    projections, softmax temperatures)."""
     return {title: matrix(m, tokens, columns=tokens, probabilities=True, title=title) for title, m in maps.items()}
 
 
@@ -139,8 +140,9 @@ def softmax_bars(scores: np.ndarray, probs: np.ndarray, keys: list[str], *, titl
 
 
 def kv_sharing(num_heads: int, num_kv_heads: int, *, highlight: int | None = None) -> go.Figure:
-    """Query heads (top row) joined to the key/value head they read (bottom row): query head i
-    reads KV head i // (H / G)."""
+    """Which key/value head each query head reads under grouped- and multi-query attention, query heads (top
+    row) joined to the key/value head they read (bottom row): query head i reads KV head i // (H / G); `highlight`,
+    a query head whose group is drawn dark."""
     group = num_heads // num_kv_heads
     qx = np.arange(num_heads, dtype=float)
     kx = np.array([(g * group + (group - 1) / 2) for g in range(num_kv_heads)])
@@ -170,3 +172,9 @@ def softmax_row(w: Walkthrough, row: int) -> go.Figure:
     probs, _ = with_outside(w, "probs")
     return softmax_bars(scores[row], probs[row], keys,
                         title=f"Row {w.start + row} ({w.tokens[row]!s}): scores → probabilities")
+
+
+def walkthrough(w: Walkthrough, steps: tuple[str, ...] | None = None) -> dict[str, go.Figure]:
+    """The matrices of a head's walkthrough (`mha_viz.views.teaching.walkthrough`) by step name: X, Q, K, V,
+    scores, scaled, masked (causal or local layers only), probs, z, concat, output; `steps` picks some."""
+    return step_figures(w, STEPS if steps is None else tuple(steps))

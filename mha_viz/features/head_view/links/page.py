@@ -106,7 +106,7 @@ def whole_row(run, links: head_links.HeadLinks, query: int) -> None:
     weights = rows[0]
     notebook_button.record(links_keys=[int(first), int(final)])
     detail = row_detail(weights, int(first), int(final) + 1)
-    charts.show(link_figures.exact_row(run, layer, head, query, detail), key=head_view_keys.LINKS_ROW_CHART,
+    charts.show(link_figures.row_figure(run, layer, head, query, detail), key=head_view_keys.LINKS_ROW_CHART,
                 name="exact-row")
     kept = links.weights[query].sum()
     st.caption(f"The whole row sums to {float(weights.sum(dtype=np.float64)):.6f} over its {run.n} keys; the keys "
