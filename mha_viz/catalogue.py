@@ -30,11 +30,12 @@ class Feature:
     order: its place in the section. notebook: the cells that compute and draw what the page does
     (`mha_viz.view_notebook`; None: the model view's grid), and exact: whether they draw every
     figure of the page from the same arrays. replaces: the ids of retired pages whose parts moved here
-    (an old link or lesson step naming one opens this page). controls: the page's own inputs that shape its view,
-    each a `view_params.Control` under its session key (`features/<id>/controls.py`). summary: what the page shows,
-    in a line (docs/using.md's list of pages, `pages_table`). figures: the functions from what `mha_viz` computes to
-    a figure that this feature gives the public face `mha_viz.figures` (each documented, each returning the figure
-    its page draws), found there by their names."""
+    (an old link or lesson step naming one opens this page). controls: the page's own inputs, each a
+    `view_params.Control` under its session key (`features/<id>/controls.py`): those that shape its view, which links
+    and lessons carry, and the local ones that none carries, each saying why (`view_params.local`). summary: what
+    the page shows, in a line (docs/using.md's list of pages, `pages_table`). figures: the functions from what
+    `mha_viz` computes to a figure that this feature gives the public face `mha_viz.figures` (each documented, each
+    returning the figure its page draws), found there by their names."""
 
     id: str
     title: str
@@ -45,7 +46,7 @@ class Feature:
     notebook: Callable | None = None  # (NotebookView) -> [(kind, source)]: `mha_viz.export.notebook_view`
     exact: bool = False
     replaces: tuple[str, ...] = ()
-    controls: tuple = ()  # its own inputs that links and lessons carry (`export.view_params.Control`s)
+    controls: tuple = ()  # its own inputs (`export.view_params.Control`s): carried by links, or local
     summary: str = ""
     figures: tuple[Callable, ...] = ()  # its public figures: `mha_viz.figures.<name>`
 

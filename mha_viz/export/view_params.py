@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 FLAG, CHOICE, NUMBER, SPAN, PICKS = "flag", "choice", "number", "span", "picks"
+LOCAL = "local"  # an input of the page that no link carries (`local`): its `why` says why
 TOKENS, LAYERS, HEADS = "tokens", "layers", "heads"  # what the run bounds a position by (`upto`)
 MAX_CHARS = 200  # the longest value a control's parameter may hold
 MAX_PICKS = 64
@@ -38,7 +39,9 @@ class Control:
     bounds, inclusive; `integer`: whole numbers. `upto`: a bound of the run on screen (TOKENS,
     LAYERS or HEADS): a position or a pick below it, a span's stop at most it. `default`: what the
     page opens on, a value or a function of the app's current state that gives it (a shared link
-    leaves a control at its default out); None: always written.
+    leaves a control at its default out); None: always written. A LOCAL control (`local`) is an input of
+    the page that no link or lesson step carries: `why` says why (a preset that acts once, an upload, a parameter
+    the link has of its own); `carried` is False for it alone.
     """
 
     name: str
@@ -49,6 +52,12 @@ class Control:
     integer: bool = True
     upto: str | None = None
     default: Any = None
+    why: str = ""
+
+    @property
+    def carried(self) -> bool:
+        """Whether links and lesson steps carry it (every kind but LOCAL)."""
+        return self.kind != LOCAL
 
     def read(self, text: str) -> Any:
         """The value a link's `text` gives; ValueError, whose message completes "The link's NAME
@@ -176,6 +185,14 @@ def picks(name: str, options: Sequence = (), *, upto: str | None = None, text: b
     """Several of `options`, or with `upto` positions below the run's count (a multiselect, pills);
     `text`: any short texts the page checks (no comma in them)."""
     return Control(name, PICKS, options=tuple(options), low=0, integer=not text, upto=upto, default=default)
+
+
+def local(name: str, why: str) -> Control:
+    """An input of the page that no link or lesson step carries, and `why` not (what it is instead: a preset that
+    acts once, an upload, the link's own parameter, a value set afresh for each run)."""
+    if not why:
+        raise ValueError(f"say why no link carries {name!r}")
+    return Control(name, LOCAL, why=why)
 
 
 def tokens_of(cur) -> int:

@@ -28,7 +28,7 @@ def _page():
     at = start_app()
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
     open_page(at, "prediction")
-    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
@@ -42,12 +42,12 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     at = _page()
     toy = mha_viz.load_model("toy-induction", device="cpu")
     clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
-    at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
+    at.radio(key=prediction_keys.CIRC_METHOD).set_value("EAP").run()
     at.button(key=prediction_keys.CIRC_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     want = mha_viz.edge_attribution(toy, clean, corrupted, method="eap")
     k = 12
-    at.slider(key=keys.CIRC_K).set_value(k).run()
+    at.slider(key=prediction_keys.CIRC_K).set_value(k).run()
     graph = titled(at, f"The top {k} edges (EAP)")
     markers = _edge_markers(graph)
     top = want.top(k)
@@ -114,31 +114,33 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
 
     # a fresh session on the same pair: the file opens the circuit without finding it again
     again = _page()
-    assert again.radio(key=keys.CIRC_METHOD).value == "EAP-IG"
+    assert again.radio(key=prediction_keys.CIRC_METHOD).value == "EAP-IG"
     eap = mha_viz.circuits.Edges.from_json(saved)
     eap.method = "eap"  # saved by EAP: the section switches to it
-    again.file_uploader(key=keys.CIRC_FILE).set_value(("circuit.json", eap.to_json().encode(), "application/json"))
+    again.file_uploader(key=prediction_keys.CIRC_FILE).set_value(("circuit.json", eap.to_json().encode(),
+                                                                  "application/json"))
     again.run()
     assert not again.exception and not again.error, [e.value for e in again.error]
-    assert again.radio(key=keys.CIRC_METHOD).value == "EAP"
+    assert again.radio(key=prediction_keys.CIRC_METHOD).value == "EAP"
     graph = titled(again, "The top 30 edges (EAP)")
     assert len(_edge_markers(graph)["x"]) == 30
     # not a circuit: a message, the page and its inputs as they were
-    again.file_uploader(key=keys.CIRC_FILE).set_value(("circuit.json", b"{ not json", "application/json"))
+    again.file_uploader(key=prediction_keys.CIRC_FILE).set_value(("circuit.json", b"{ not json", "application/json"))
     again.run()
     assert not again.exception
     assert "not a circuit saved by mha-viz" in shown(" ".join(e.value for e in again.error))
-    assert again.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert again.text_area(key=prediction_keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     # another pair's circuit: offered, and its pair put on the page by the button
     other = json.loads(saved)
     other.update(clean="a b c d e f g h a b c d e f g", corrupted="m n o p q r s t m n o p q r s")
-    again.file_uploader(key=keys.CIRC_FILE).set_value(("other.json", json.dumps(other).encode(), "application/json"))
+    again.file_uploader(key=prediction_keys.CIRC_FILE).set_value(("other.json", json.dumps(other).encode(),
+                                                                  "application/json"))
     again.run()
     assert not again.exception and "found on another pair" in shown(" ".join(w.value for w in again.warning))
     again.button(key=prediction_keys.CIRC_OPEN_PAIR).click().run()
     assert not again.exception, again.exception
     assert again.text_area(key=keys.TEXT).value == other["clean"]
-    assert again.text_area(key=keys.PRED_CORRUPTED).value == other["corrupted"]
+    assert again.text_area(key=prediction_keys.PRED_CORRUPTED).value == other["corrupted"]
     assert again.session_state[prediction_keys.CIRC_PENDING] is not None  # shown once that pair's heads are found
 
 
@@ -151,9 +153,9 @@ def test_a_link_reopens_the_circuit():
     """The URL of a page with a circuit carries the pair, the estimate and k; opening it finds the heads and the
     circuit at once and draws the same k edges."""
     at = _page()
-    at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
+    at.radio(key=prediction_keys.CIRC_METHOD).set_value("EAP").run()
     at.button(key=prediction_keys.CIRC_GO).click().run()
-    at.slider(key=keys.CIRC_K).set_value(9).run()
+    at.slider(key=prediction_keys.CIRC_K).set_value(9).run()
     assert not at.exception and not at.error
     params = dict(at.query_params)
     assert params["circuit"] == "eap" and params["k"] == "9" and params["corrupted"] == prediction.INDUCTION.corrupted
@@ -189,14 +191,15 @@ def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path
     at.text_input(key=keys.MODEL_OTHER).input(str(tmp_path)).run()
     at.text_area(key=keys.TEXT).input(clean).run()
     open_page(at, "prediction")
-    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
+    at.text_area(key=prediction_keys.PRED_CORRUPTED).input(corrupted).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    at.radio(key=keys.CIRC_METHOD).set_value("EAP").run()
+    at.radio(key=prediction_keys.CIRC_METHOD).set_value("EAP").run()
     at.button(key=prediction_keys.CIRC_GO).click().run()
     assert not at.exception
     message = shown(" ".join(e.value for e in at.error))
     assert "cannot be split" in message and "one norm over all of them" in message
-    assert at.text_area(key=keys.TEXT).value == clean and at.text_area(key=keys.PRED_CORRUPTED).value == corrupted
-    assert at.radio(key=keys.CIRC_METHOD).value == "EAP"
+    assert at.text_area(key=keys.TEXT).value == clean
+    assert at.text_area(key=prediction_keys.PRED_CORRUPTED).value == corrupted
+    assert at.radio(key=prediction_keys.CIRC_METHOD).value == "EAP"
     assert not any(chart_title(c).startswith("The top") for c in charts(at))

@@ -28,10 +28,10 @@ def side_by_side(at) -> dict:
 
 def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
     at = open_with_text("compare", "The cat sat on the mat.", "minilm")
-    at.selectbox(key=keys.CMP_PAIR).set_value("Agreement: are / is").run()
+    at.selectbox(key=compare_keys.CMP_PAIR).set_value("Agreement: are / is").run()
     assert not at.exception, at.exception
     a, b = compare_run_b.PAIRS["Agreement: are / is"]
-    assert at.text_area(key=keys.TEXT).value == a and at.text_area(key=keys.CMP_TEXT_B).value == b
+    assert at.text_area(key=keys.TEXT).value == a and at.text_area(key=compare_keys.CMP_TEXT_B).value == b
     assert "token" in info_text(at).lower()  # same tokenizer, same length: token by token
     grid = charts(at)[0]
     change = np.asarray(grid["data"][0]["z"], dtype=float)
@@ -53,9 +53,9 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
 
 def test_same_model_with_and_without_our_mha_changes_nothing():
     at = open_with_text("compare", "The keys to the cabinet are missing.", "minilm")
-    at.radio(key=keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
+    at.radio(key=compare_keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
     assert not at.exception, at.exception
-    assert at.toggle(key=keys.CMP_LOCAL_B).value is True  # default: the other implementation
+    assert at.toggle(key=compare_keys.CMP_LOCAL_B).value is True  # default: the other implementation
     grid = charts(at)[0]
     change = np.asarray(grid["data"][0]["z"], dtype=float)
     assert change.shape == (6, 12) and change.max() < 1e-4
@@ -72,8 +72,8 @@ def test_same_model_with_and_without_our_mha_changes_nothing():
 
 def test_models_of_different_shapes_compare_by_depth():
     at = open_with_text("compare", "k d m x b f k d m", "toy-induction")
-    at.radio(key=keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
-    at.selectbox(key=keys.CMP_MODEL_B).set_value("minilm").run()
+    at.radio(key=compare_keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
+    at.selectbox(key=compare_keys.CMP_MODEL_B).set_value("minilm").run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
     assert "depth" in " ".join(s.value for s in at.subheader).lower()
@@ -85,9 +85,9 @@ def test_models_of_different_shapes_compare_by_depth():
 
 def test_model_b_that_cannot_load_says_so_and_keeps_everything():
     at = open_with_text("compare", "A sentence to keep.", "minilm")
-    at.radio(key=keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
-    at.selectbox(key=keys.CMP_MODEL_B).set_value(sidebar.OTHER).run()
-    at.text_input(key=keys.CMP_OTHER_B).input("/no/such/folder").run()
+    at.radio(key=compare_keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
+    at.selectbox(key=compare_keys.CMP_MODEL_B).set_value(sidebar.OTHER).run()
+    at.text_input(key=compare_keys.CMP_OTHER_B).input("/no/such/folder").run()
     assert not at.exception, at.exception
     assert at.error and "folder" in at.error[0].value.lower()
     assert at.text_area(key=keys.TEXT).value == "A sentence to keep."
@@ -124,19 +124,19 @@ def test_a_minimal_pair_replaces_the_users_sentences_with_an_undo():
     Presets. Undo puts back both sentences (one pair over another still goes back to the user's); an edit of the
     pair's text takes the offer away."""
     at = open_with_text("compare", "My own sentence about a lighthouse.", "minilm")
-    at.text_area(key=keys.CMP_TEXT_B).input("My own sentence B.").run()
+    at.text_area(key=compare_keys.CMP_TEXT_B).input("My own sentence B.").run()
     names = list(compare_run_b.PAIRS)
     for name in names[:2]:
-        at.selectbox(key=keys.CMP_PAIR).set_value(name).run()
+        at.selectbox(key=compare_keys.CMP_PAIR).set_value(name).run()
         assert at.text_area(key=keys.TEXT).value == compare_run_b.PAIRS[name][0]
     undo = at.button(key=compare_keys.CMP_UNDO_GO)
     assert "lighthouse" in undo.help
     undo.click().run()
     assert not at.exception
-    assert (at.text_area(key=keys.TEXT).value, at.text_area(key=keys.CMP_TEXT_B).value) == (
+    assert (at.text_area(key=keys.TEXT).value, at.text_area(key=compare_keys.CMP_TEXT_B).value) == (
         "My own sentence about a lighthouse.", "My own sentence B.")
-    assert at.selectbox(key=keys.CMP_PAIR).value == "—"
+    assert at.selectbox(key=compare_keys.CMP_PAIR).value == "—"
     assert not [b for b in at.button if b.key == compare_keys.CMP_UNDO_GO]
-    at.selectbox(key=keys.CMP_PAIR).set_value(names[0]).run()
-    at.text_area(key=keys.CMP_TEXT_B).input("Edited after the pair.").run()
+    at.selectbox(key=compare_keys.CMP_PAIR).set_value(names[0]).run()
+    at.text_area(key=compare_keys.CMP_TEXT_B).input("Edited after the pair.").run()
     assert not [b for b in at.button if b.key == compare_keys.CMP_UNDO_GO]  # undoing would lose the edit

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.model
 
 def _setup(at, tokens: int, importance: bool):
     at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(tokens).run()
-    at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(importance).run()
+    at.toggle(key=corpus_keys.CORPUS_IMPORTANCE).set_value(importance).run()
     assert not at.exception, at.exception
 
 
@@ -77,15 +77,15 @@ def test_an_unreadable_file_gets_a_message_and_public_mode_offers_no_path(fresh_
     bad = tmp_path / "latin1.txt"
     bad.write_bytes("caf\xe9 au lait\n".encode("latin-1"))
     at = open_with_text("corpus", "Keep this text.", "minilm")
-    at.radio(key=keys.CORPUS_SOURCE).set_value(corpus_page.PATH).run()
-    at.text_input(key=keys.CORPUS_PATH).input(str(bad)).run()
+    at.radio(key=corpus_keys.CORPUS_SOURCE).set_value(corpus_page.PATH).run()
+    at.text_input(key=corpus_keys.CORPUS_PATH).input(str(bad)).run()
     assert not at.exception, at.exception
     assert at.error and "0xe9" in at.error[0].value and "UTF" in at.error[0].value
     assert at.text_area(key=keys.TEXT).value == "Keep this text."
 
     monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
     public = open_with_text("corpus", "Keep this text.", "minilm")
-    assert corpus_page.PATH not in public.radio(key=keys.CORPUS_SOURCE).options
+    assert corpus_page.PATH not in public.radio(key=corpus_keys.CORPUS_SOURCE).options
 
 
 def test_the_app_never_imports_ray():

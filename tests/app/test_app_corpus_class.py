@@ -36,7 +36,7 @@ def _documents(at) -> list[tuple[int, float, dict]]:
 
 def _run(at, tokens: int) -> None:
     at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(tokens).run()
-    at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+    at.toggle(key=corpus_keys.CORPUS_IMPORTANCE).set_value(False).run()
     at.button(key=corpus_keys.CORPUS_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
 
@@ -97,8 +97,8 @@ def test_a_long_document_is_drawn_as_a_window_around_its_query(fresh_cache, tmp_
     path = tmp_path / "long.txt"
     path.write_text("\n".join(texts) + "\n", encoding="utf-8")
     at = open_with_text("corpus", "The cat sat on the mat.", "minilm")
-    at.radio(key=keys.CORPUS_SOURCE).set_value("A file on this machine").run()
-    at.text_input(key=keys.CORPUS_PATH).input(str(path)).run()
+    at.radio(key=corpus_keys.CORPUS_SOURCE).set_value("A file on this machine").run()
+    at.text_input(key=corpus_keys.CORPUS_PATH).input(str(path)).run()
     _run(at, 256)
     open_page(at, "examples")
     assert not at.exception and not at.error

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.model
 def _corpus(model: str, tokens: int):
     at = open_with_text("corpus", "The cat sat on the mat.", model)
     at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(tokens).run()
-    at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+    at.toggle(key=corpus_keys.CORPUS_IMPORTANCE).set_value(False).run()
     at.button(key=corpus_keys.CORPUS_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
@@ -80,7 +80,7 @@ def test_the_head_view_links_to_its_heads_examples_once_a_corpus_ran(fresh_cache
     assert keys.EXAMPLES_OPEN not in [b.key for b in at.button]  # no corpus yet: no link
     open_page(at, "corpus")
     at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(16).run()
-    at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+    at.toggle(key=corpus_keys.CORPUS_IMPORTANCE).set_value(False).run()
     at.button(key=corpus_keys.CORPUS_GO).click().run()
     open_page(at, "head_view")
     at.button(key=keys.EXAMPLES_OPEN).click().run()

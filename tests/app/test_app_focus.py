@@ -94,7 +94,7 @@ def test_head_view_shows_the_chosen_queries_and_keys():
     # the sentence preset: the second sentence's queries over the first sentence's keys
     spans = detail.sentence_spans(run.tokens)
     assert len(spans) == 2
-    at.selectbox(key=keys.SUBSET_PRESET).set_value("sentence 2's queries × sentence 1's keys").run()
+    at.selectbox(key=head_view_keys.SUBSET_PRESET).set_value("sentence 2's queries × sentence 1's keys").run()
     assert not at.exception and not at.error
     spec = _heatmap(at)
     (q0, q1), (k0, k1) = spans[1], spans[0]
@@ -132,7 +132,7 @@ def test_head_view_pick_lists_show_the_picked_tokens_in_text_order():
     np.testing.assert_allclose(np.array(spec["data"][0]["z"], dtype=float),
                                run.head(layer, head)[[2, 5, 9]][:, [0, 7]], atol=1e-6)
     # a preset fills the pick-lists too
-    at.selectbox(key=keys.SUBSET_PRESET).set_value("sentence 1 × sentence 1").run()
+    at.selectbox(key=head_view_keys.SUBSET_PRESET).set_value("sentence 1 × sentence 1").run()
     q0, q1 = detail.sentence_spans(run.tokens)[0]
     assert at.multiselect(key=head_view_keys.SUBSET_QUERY_LIST).value == list(range(q0, q1))
     assert [figure_style.label_text(y) for y in _heatmap(at)["data"][0]["y"]] == run.tokens[q0:q1]
@@ -204,7 +204,7 @@ def test_focus_and_subsets_on_smollm2_and_our_mha():
     assert run.is_causal and last_row == f"L{run.layer_ids[-1]} H{run.num_heads - 1}"
     open_page(at, "head_view")
     at.radio(key="head_detail").set_value("chosen queries and keys").run()
-    at.selectbox(key=keys.SUBSET_PRESET).set_value("sentence 2's queries × sentence 1's keys").run()
+    at.selectbox(key=head_view_keys.SUBSET_PRESET).set_value("sentence 2's queries × sentence 1's keys").run()
     assert not at.exception and not at.error
     (q0, q1), (k0, k1) = detail.sentence_spans(run.tokens)[:2][::-1]
     spec = _heatmap(at)

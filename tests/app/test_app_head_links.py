@@ -16,6 +16,7 @@ from streamlit.util import calc_hash
 import mha_viz
 from mha_viz.capture.head_rows import forbid_dense
 from mha_viz.features.head_metrics import controls as head_metrics_keys
+from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.metrics import head_table
 from mha_viz.scan.opening import kept_counts, opening_query
 from mha_viz.ui.kit import keys
@@ -45,12 +46,13 @@ def head_view(model: str, text: str, cap: int, layer: int, head: int, query: int
     at.number_input(key=keys.TOKEN_LIMIT).set_value(cap).run()
     at.text_area(key=keys.TEXT).input(text).run()
     open_page(at, "head_view")
-    assert keys.LINKS_QUERY not in [n.key for n in at.number_input]  # closed, the section is neither computed nor sent
+    # closed, the section is neither computed nor sent
+    assert head_view_keys.LINKS_QUERY not in [n.key for n in at.number_input]
     open_box(at, keys.LINKS_OPEN)
     at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(layer).run()
     at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(head).run()
     if query is not None:
-        at.number_input(key=keys.LINKS_QUERY).set_value(query).run()
+        at.number_input(key=head_view_keys.LINKS_QUERY).set_value(query).run()
     clean(at)
     return at
 
@@ -114,18 +116,18 @@ def test_the_query_keeps_keys_and_its_exact_row_covers_every_key(monkeypatch):
         assert not run.is_dense and run.n > 600
         scan = run.summary
         assert kept_counts(scan, 0, 1)[-1] == 0  # the planted case this text makes
-        query = int(at.number_input(key=keys.LINKS_QUERY).value)
+        query = int(at.number_input(key=head_view_keys.LINKS_QUERY).value)
         assert query == opening_query(scan, 0, 1) < run.n - 1 and kept_counts(scan, 0, 1)[query] >= 1
         kept, _exact = key_tables(at)
         assert len(kept) == kept_counts(scan, 0, 1)[query]
-        at.number_input(key=keys.LINKS_QUERY).set_value(run.n - 1).run()  # the user's pick stays, says why
+        at.number_input(key=head_view_keys.LINKS_QUERY).set_value(run.n - 1).run()  # the user's pick stays, says why
         at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(2).run()
         at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(1).run()
-        assert int(at.number_input(key=keys.LINKS_QUERY).value) == run.n - 1
+        assert int(at.number_input(key=head_view_keys.LINKS_QUERY).value) == run.n - 1
         assert any("spread thin" in c.value for c in at.caption) and len(key_tables(at)) == 1
         at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(11).run()
         query = run.n - 40
-        at.number_input(key=keys.LINKS_QUERY).set_value(query).run()
+        at.number_input(key=head_view_keys.LINKS_QUERY).set_value(query).run()
         clean(at)
     model = mha_viz.load_model("smollm2", device="cpu")
     dense = mha_viz.analyze(model, LONG_TEXT, layers=[run.layer_ids[11]])  # the independent dense computation
@@ -140,7 +142,8 @@ def test_the_query_keeps_keys_and_its_exact_row_covers_every_key(monkeypatch):
     np.testing.assert_allclose(mass, [want[a:a + w].sum() for a, w in zip(starts, widths)], atol=1e-5)
     np.testing.assert_allclose(key_tables(at)[-1]["weight"], np.sort(want)[::-1][:10], atol=1e-5)
     with forbid_dense():
-        at.slider(key=keys.LINKS_ROW_KEYS).set_value((query - 99, query)).run()  # zoomed in: each key its own bar
+        # zoomed in: each key its own bar
+        at.slider(key=head_view_keys.LINKS_ROW_KEYS).set_value((query - 99, query)).run()
     bar = chart(at, f": query {query} ")["data"][0]
     assert np.asarray(bar["width"]).max() == 1 and len(bar["x"]) == 100
     np.testing.assert_allclose(bar["y"], want[query - 99:query + 1], atol=1e-5)

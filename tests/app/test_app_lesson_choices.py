@@ -55,7 +55,7 @@ CHOICES: dict[str, dict[str, object]] = {
     "corpus": {corpus_keys.CORPUS_TOKENS: 64, corpus_keys.CORPUS_BATCH: 8},
     "examples": {examples_keys.EXAMPLES_RANK: "max_activation"},
     "compare": {compare_keys.CMP_RESCALE: True},
-    "prediction": { keys.PRED_WRONG: "q", prediction_keys.PRED_TASK: "a task",
+    "prediction": { prediction_keys.PRED_WRONG: "q", prediction_keys.PRED_TASK: "a task",
                    prediction_keys.TASK_SOURCE: "greater-than (years)", prediction_keys.TASK_SIZE: 7,
                    prediction_keys.TASK_SEED: 3, prediction_keys.TASK_METHOD: "direct logit attribution"},
     "teaching": {teaching_keys.TEACH_PART: "What it costs"},
@@ -97,7 +97,7 @@ def _build() -> lessons.Lesson:
             at.session_state[key] = value
         at.run()
         if page == "ablation":
-            at.selectbox(key=keys.HEADS_LAYER_PICK).set_value(1).run()
+            at.selectbox(key=ablation_keys.HEADS_LAYER_PICK).set_value(1).run()
             at.button(key=ablation_keys.HEADS_LAYER_OFF).click().run()
             assert _heads_off(at) == OFF
         assert not at.exception, (page, at.exception)

@@ -41,7 +41,7 @@ def test_similarity_across_layers_and_compare_open_on_a_long_run_without_every_h
             open_page(at, page)
             _clean(at, page)
         # Compare: the sidebar's sentence against sentence B, token by token when both have as many tokens
-        at.text_area(key=keys.CMP_TEXT_B).input(TEXT.replace("tired", "wide")).run()
+        at.text_area(key=compare_keys.CMP_TEXT_B).input(TEXT.replace("tired", "wide")).run()
         _clean(at, "compare")
         change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
         assert change.shape == (run.num_layers, run.num_heads) and change.max() > 1e-3

@@ -49,10 +49,10 @@ def _found(pair: tuple[str, str] | None = None):
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
     open_page(at, "prediction")
     if pair is None:
-        at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+        at.selectbox(key=prediction_keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     else:
         at.text_area(key=keys.TEXT).input(pair[0]).run()
-        at.text_area(key=keys.PRED_CORRUPTED).input(pair[1]).run()
+        at.text_area(key=prediction_keys.PRED_CORRUPTED).input(pair[1]).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
@@ -88,21 +88,21 @@ def test_the_estimate_by_position_opens_on_the_chosen_heads_layer_and_follows_it
     toy = mha_viz.load_model("toy-induction", device="cpu")
     est = attribution.estimate_positions(toy, CLEAN, CORRUPTED).values
     top = _head(est.sum(-1))
-    assert at.selectbox(key=keys.PRED_POS_LAYER).value == top[0]  # the top head opens, its layer with it
+    assert at.selectbox(key=prediction_keys.PRED_POS_LAYER).value == top[0]  # the top head opens, its layer with it
 
     def layer_grid() -> np.ndarray:
         return np.array(_heat(next(c for c in charts(at) if "by head and patched position" in chart_title(c)))["z"],
                         dtype=float)
     other = 1 - top[0]
     at.selectbox(key=prediction_keys.PRED_LAYER).set_value(other).run()  # another head, in the other layer
-    assert at.selectbox(key=keys.PRED_POS_LAYER).value == other
+    assert at.selectbox(key=prediction_keys.PRED_POS_LAYER).value == other
     np.testing.assert_allclose(layer_grid(), est[other], atol=1e-5)
-    at.selectbox(key=keys.PRED_POS_LAYER).set_value(top[0]).run()  # the user's own pick stays …
+    at.selectbox(key=prediction_keys.PRED_POS_LAYER).set_value(top[0]).run()  # the user's own pick stays …
     at.selectbox(key=prediction_keys.PRED_HEAD).set_value(3).run()  # … while the head moves within its layer
-    assert at.selectbox(key=keys.PRED_POS_LAYER).value == top[0]
+    assert at.selectbox(key=prediction_keys.PRED_POS_LAYER).value == top[0]
     open_page(at, "head_view")  # back later: the chosen head's layer again
     open_page(at, "prediction")
-    assert at.selectbox(key=keys.PRED_POS_LAYER).value == other
+    assert at.selectbox(key=prediction_keys.PRED_POS_LAYER).value == other
     np.testing.assert_allclose(layer_grid(), est[other], atol=1e-5)
 
 
@@ -111,15 +111,15 @@ def test_a_presets_label_and_blurb_go_once_its_texts_are_edited(edit):
     at = start_app()
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
     open_page(at, "prediction")
-    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     about = shown(prediction.INDUCTION.about)
     assert about in _captions(at)
-    box = keys.PRED_CORRUPTED if edit == "corrupted" else keys.TEXT
+    box = prediction_keys.PRED_CORRUPTED if edit == "corrupted" else keys.TEXT
     typed = (CORRUPTED if edit == "corrupted" else CLEAN)[:-2] + " q"
     at.text_area(key=box).input(typed).run()
     assert not at.exception, at.exception
-    assert at.selectbox(key=keys.PRED_PRESET).value == OWN
+    assert at.selectbox(key=prediction_keys.PRED_PRESET).value == OWN
     assert about not in _captions(at)
     assert at.text_area(key=box).value == typed  # nothing the user typed is lost
     at.text_area(key=box).input(CORRUPTED if edit == "corrupted" else CLEAN).run()  # the preset's texts again
-    assert at.selectbox(key=keys.PRED_PRESET).value == OWN  # a label is the user's to choose, not guessed
+    assert at.selectbox(key=prediction_keys.PRED_PRESET).value == OWN  # a label is the user's to choose, not guessed

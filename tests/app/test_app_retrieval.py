@@ -13,7 +13,6 @@ import pytest
 import mha_viz
 from mha_viz.drawing import heads as head_figures
 from mha_viz.features.retrieval import controls as retrieval_keys
-from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_title, charts, open_with_text
 
 pytestmark = pytest.mark.model
@@ -28,8 +27,8 @@ def _page(model: str = "toy-induction"):
 def _choose(at, length=40, depths=(25, 75), needle=NEEDLE, question=QUESTION):
     at.number_input(key=retrieval_keys.RETRIEVAL_LENGTH).set_value(length).run()
     at.session_state[retrieval_keys.RETRIEVAL_DEPTHS] = list(depths)
-    at.text_input(key=keys.RETRIEVAL_NEEDLE).input(needle).run()
-    at.text_input(key=keys.RETRIEVAL_QUESTION).input(question).run()
+    at.text_input(key=retrieval_keys.RETRIEVAL_NEEDLE).input(needle).run()
+    at.text_input(key=retrieval_keys.RETRIEVAL_QUESTION).input(question).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
 
 
@@ -76,7 +75,7 @@ def test_an_encoder_is_refused_and_an_empty_needle_asks_for_one_keeping_the_choi
     assert not [b for b in at.button if b.key == retrieval_keys.RETRIEVAL_GO]
     assert at.session_state[retrieval_keys.RETRIEVAL_LENGTH] == 36
     assert at.session_state[retrieval_keys.RETRIEVAL_DEPTHS] == [10]
-    assert at.session_state[keys.RETRIEVAL_QUESTION] == QUESTION
+    assert at.session_state[retrieval_keys.RETRIEVAL_QUESTION] == QUESTION
 
 
 def test_a_needle_the_model_cannot_read_is_refused_before_a_search_and_the_sidebar_text_says_nothing():

@@ -69,7 +69,7 @@ def test_a_file_of_pairs_runs_and_a_bad_one_is_refused_keeping_every_choice(tmp_
     at.selectbox(key=prediction_keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
     at.selectbox(key=prediction_keys.TASK_METHOD).set_value("direct logit attribution").run()
     bad = "clean,corrupted,answer\nA b,A c, d\n"  # no wrong column
-    at.file_uploader(key=keys.TASK_FILE).set_value(("pairs.csv", bad.encode(), "text/csv")).run()
+    at.file_uploader(key=prediction_keys.TASK_FILE).set_value(("pairs.csv", bad.encode(), "text/csv")).run()
     assert not at.exception
     said = shown(" ".join(e.value for e in at.error))
     assert "pairs.csv" in said and "wrong" in said, said
@@ -79,7 +79,7 @@ def test_a_file_of_pairs_runs_and_a_bad_one_is_refused_keeping_every_choice(tmp_
             for p in generators.ioi(3, seed=1).pairs]
     rows.append({"clean": "A cat", "corrupted": "A cat sat", "answer": " on", "wrong": " in"})  # lengths differ
     good = "\n".join(json.dumps(r) for r in rows).encode()
-    at.file_uploader(key=keys.TASK_FILE).set_value(("pairs.jsonl", good, "application/json")).run()
+    at.file_uploader(key=prediction_keys.TASK_FILE).set_value(("pairs.jsonl", good, "application/json")).run()
     at.button(key=prediction_keys.TASK_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     said = shown(next(s.value for s in at.success))
@@ -106,8 +106,8 @@ def test_a_tasks_circuit_draws_the_mean_edges_and_the_faithfulness_band(toy_indu
     at = _task(model="toy-induction")
     at.selectbox(key=prediction_keys.TASK_SOURCE).set_value("a file (CSV or JSONL)").run()
     at.selectbox(key=prediction_keys.TASK_METHOD).set_value("edge attribution (EAP)").run()
-    at.file_uploader(key=keys.TASK_FILE).set_value(("letters.jsonl", "\n".join(json.dumps(r) for r in rows).encode(),
-                                                    "application/json")).run()
+    pairs = "\n".join(json.dumps(r) for r in rows).encode()
+    at.file_uploader(key=prediction_keys.TASK_FILE).set_value(("letters.jsonl", pairs, "application/json")).run()
     at.button(key=prediction_keys.TASK_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     cap = at.session_state[keys.TOKEN_LIMIT]

@@ -50,6 +50,7 @@ import numpy as np
 import pytest
 
 from mha_viz.corpus.store import statistics_store
+from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.corpus import controls as corpus_keys
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction.figures import MARK
@@ -134,24 +135,25 @@ def visit(model: str, dtype: str) -> dict[str, list[dict]]:
         shown["qk"].append(_outcome(at))
 
         open_page(at, "compare")
-        at.text_area(key=keys.CMP_TEXT_B).input(text_b).run()
+        at.text_area(key=compare_keys.CMP_TEXT_B).input(text_b).run()
         shown["compare"].append(_outcome(at))
 
         documents = os.path.join(cache, "documents.txt")
         with open(documents, "w", encoding="utf-8") as f:
             f.write("\n".join(CORPUS if model == "toy-induction" else SENTENCES) + "\n")
         open_page(at, "corpus")
-        at.radio(key=keys.CORPUS_SOURCE).set_value(at.radio(key=keys.CORPUS_SOURCE).options[-1]).run()  # a path
-        at.text_input(key=keys.CORPUS_PATH).input(documents).run()
+        source = at.radio(key=corpus_keys.CORPUS_SOURCE)
+        source.set_value(source.options[-1]).run()  # a path
+        at.text_input(key=corpus_keys.CORPUS_PATH).input(documents).run()
         at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(12).run()
-        at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+        at.toggle(key=corpus_keys.CORPUS_IMPORTANCE).set_value(False).run()
         at.button(key=corpus_keys.CORPUS_GO).click().run()
         assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
         open_page(at, "examples")
         shown["examples"].append(_outcome(at))
 
         open_page(at, "prediction")
-        at.selectbox(key=keys.PRED_PRESET).set_value(preset.name).run()
+        at.selectbox(key=prediction_keys.PRED_PRESET).set_value(preset.name).run()
         at.button(key=prediction_keys.PRED_GO).click().run()  # the estimate and direct logit attribution
         at.selectbox(key=prediction_keys.PRED_LAYER).set_value(layer)  # the panel opened on the top head: back to ours
         at.selectbox(key=prediction_keys.PRED_HEAD).set_value(head).run()

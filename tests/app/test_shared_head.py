@@ -84,21 +84,21 @@ def test_a_head_picked_on_any_page_is_the_head_of_every_page_and_of_the_link(fre
     # what the pages draw from: a corpus (Head examples), a generation, a prediction, sentence B
     open_page(at, "corpus")
     at.number_input(key=corpus_keys.CORPUS_TOKENS).set_value(24).run()
-    at.toggle(key=keys.CORPUS_IMPORTANCE).set_value(False).run()
+    at.toggle(key=corpus_keys.CORPUS_IMPORTANCE).set_value(False).run()
     at.button(key=corpus_keys.CORPUS_GO).click().run()
     open_page(at, "generate")
     at.number_input(key=generate_keys.GEN_MAX_NEW).set_value(2).run()
     at.button(key=generate_keys.GEN_GO).click().run()
     open_page(at, "compare")
-    at.text_area(key=keys.CMP_TEXT_B).input(prediction.INDUCTION.corrupted).run()
+    at.text_area(key=compare_keys.CMP_TEXT_B).input(prediction.INDUCTION.corrupted).run()
     open_page(at, "retrieval")  # a needle of letters the toy copies: its look at the needle names the head
     at.number_input(key=retrieval_keys.RETRIEVAL_LENGTH).set_value(36).run()
     at.session_state[retrieval_keys.RETRIEVAL_DEPTHS] = [25]
-    at.text_input(key=keys.RETRIEVAL_NEEDLE).input("q w e r t y u i").run()
-    at.text_input(key=keys.RETRIEVAL_QUESTION).input("q w").run()
+    at.text_input(key=retrieval_keys.RETRIEVAL_NEEDLE).input("q w e r t y u i").run()
+    at.text_input(key=retrieval_keys.RETRIEVAL_QUESTION).input("q w").run()
     at.button(key=retrieval_keys.RETRIEVAL_GO).click().run()
     open_page(at, "prediction")
-    at.text_area(key=keys.PRED_CORRUPTED).input(prediction.INDUCTION.corrupted).run()
+    at.text_area(key=prediction_keys.PRED_CORRUPTED).input(prediction.INDUCTION.corrupted).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     # a new result opens on the head the estimate puts first: it is the shared head now
     top = at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]

@@ -35,7 +35,8 @@ def planted_figure(run):
 
 
 FEATURE = Feature("planted", "Planted page", "Measure", 15, ":material/star:", heading="A planted page",
-                  notebook=cells, controls=(vp.flag("planted_flag"),), figures=(planted_figure,))
+                  notebook=cells, figures=(planted_figure,),
+                  controls=(vp.flag("planted_flag"), vp.local("planted_upload", "an upload: no link carries a file")))
 '''
 PAGE = '''
 def planted_page():
@@ -131,6 +132,9 @@ def test_a_new_page_is_its_feature_folder():
     page_controls = importlib.reload(importlib.import_module("mha_viz.ui.kit.page_controls"))
     assert [c.name for c in page_controls.BY_PAGE["planted"]] == ["planted_flag"]
     assert "planted_flag" in page_controls.CONTROLS
+    # its input that no link carries: left out of links, by its own flag, not by a list of the kit's
+    assert "planted_upload" in page_controls.NOT_CARRIED and "planted_upload" not in page_controls.CONTROLS
+    assert "planted_flag" not in page_controls.NOT_CARRIED
     # its public figures: `mha_viz.figures` is made from the records
     from mha_viz import figures
     found = figures.features_figures()

@@ -15,7 +15,7 @@ from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
 from mha_viz.export import link_params
 from mha_viz.export import view_params as vp
-from mha_viz.ui.kit import page_controls
+from mha_viz.ui.kit import keys, page_controls
 from tests import ui_sources
 
 CONTROLS = {
@@ -131,8 +131,8 @@ INPUTS = {"selectbox", "radio", "toggle", "checkbox", "slider", "select_slider",
 
 
 def test_every_input_of_the_ui_is_a_page_control_or_left_out_with_a_reason():
-    """A page's new input that shapes its view is declared in page_controls.BY_PAGE (links and lessons then
-    carry it), or listed in page_controls.NOT_CARRIED with why not."""
+    """A page's new input that shapes its view is one of its feature's controls (links and lessons then carry it),
+    or a local one (`vp.local`, with why not); the sidebar's and the kit's are in page_controls.KIT_NOT_CARRIED."""
     drawn = {}
     for path in ui_sources.MODULES:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -145,3 +145,16 @@ def test_every_input_of_the_ui_is_a_page_control_or_left_out_with_a_reason():
                      if value not in page_controls.CONTROLS and value not in page_controls.NOT_CARRIED)
     assert not missing, f"declare these in page_controls.BY_PAGE, or in NOT_CARRIED with why: {missing}"
     assert not page_controls.NOT_CARRIED & set(page_controls.CONTROLS)
+    local = [c for f in catalogue.features() for c in f.controls if not c.carried]
+    assert len(local) > 20 and all(c.kind == vp.LOCAL and len(c.why) > 10 for c in local)
+    assert page_controls.NOT_CARRIED == page_controls.KIT_NOT_CARRIED | {c.name for c in local}
+    # the kit lists no feature's input: each is its feature's own, flagged local there
+    kit_keys = {v for n, v in vars(keys).items() if n.isupper() and isinstance(v, str)}
+    assert page_controls.KIT_NOT_CARRIED <= kit_keys
+
+
+def test_a_local_control_says_why_and_is_not_carried():
+    upload = vp.local("an_upload", "an upload: no link carries a file")
+    assert not upload.carried and upload.why.startswith("an upload") and vp.flag("x").carried
+    with pytest.raises(ValueError, match="say why"):
+        vp.local("an_upload", "")

@@ -12,12 +12,19 @@ IMP_SOURCE = "imp_source"
 THIS_TEXT, SAMPLE = "this text", "a bundled sample paragraph"  # IMP_SOURCE's choices: what importance is scored on
 OTHER_SENTENCE = "A cat is resting on a rug."  # ABLATION_OTHER's default
 
+# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# and its other keys that the kit's keys held
+HEADS_LAYER_PICK = "heads_layer_pick"
+IMP_K = "imp_k"
+
 CONTROLS = (
     vp.choice(ABLATE_MODE, ("zeroed (ξ = 0)", "replaced by their mean output on this text"),
               default="zeroed (ξ = 0)"),
     vp.choice(ABLATION_OTHER, default=OTHER_SENTENCE),
     vp.choice(IMP_SOURCE, (THIS_TEXT, SAMPLE), default=THIS_TEXT),
     vp.picks(shared_controls.HEADS_OFF, text=True, default=[]),
+    vp.local(HEADS_LAYER_PICK, "a layer whose heads a button switches off"),
+    vp.local(IMP_K, "the importance's k waits for the importance"),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
@@ -39,5 +46,6 @@ PRUNE_FIG = "prune_fig"
 PRUNE_GO = "prune_go"
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the on/off grid, drawn under a new key
-# whenever the app changes it (HEADS_ON keeps the heads)
-NOT_KEPT = frozenset({HEADS_GRID_PREFIX})
+# whenever the app changes it (HEADS_ON keeps the heads); a layer of the run on screen and the importance's k, clamped
+# to each new run
+NOT_KEPT = frozenset({HEADS_LAYER_PICK, IMP_K, HEADS_GRID_PREFIX})

@@ -60,7 +60,7 @@ def ablation_page() -> None:
     cols = st.columns([1, 2, 2])
     cols[0].button("All on", key=ablation_keys.HEADS_ALL_ON,
                    on_click=lambda: heads_off.set_grid(cur.key.model, np.ones_like(on)))
-    cols[1].selectbox("Layer", list(range(model.num_layers)), key=keys.HEADS_LAYER_PICK,
+    cols[1].selectbox("Layer", list(range(model.num_layers)), key=ablation_keys.HEADS_LAYER_PICK,
                       label_visibility="collapsed", format_func=lambda row: f"layer {model.layer_ids[row]}")
     cols[2].button("Switch off this whole layer", key=ablation_keys.HEADS_LAYER_OFF,
                    on_click=_switch_off_layer, args=(cur.key.model, on))
@@ -101,7 +101,7 @@ def _switch_off_layer(model_key, on: np.ndarray) -> None:
     """The button's callback: the layer is read at the click, so that a pick made in the same
     rerun counts."""
     out = on.copy()
-    out[session.need(keys.HEADS_LAYER_PICK)] = False
+    out[session.need(ablation_keys.HEADS_LAYER_PICK)] = False
     heads_off.set_grid(model_key, out)
 
 
@@ -197,8 +197,8 @@ def _importance_box(cur, kind: str, mean_ablation: bool) -> None:
         csv = pd.DataFrame(imp, columns=[f"H{h}" for h in range(imp.shape[1])]).rename_axis("layer").to_csv()
         st.download_button("Download importance (CSV)", csv.encode(), file_name="head-importance.csv",
                            mime="text/csv", key=ablation_keys.DL_IMP)
-        session.start_at(keys.IMP_K, 0, lambda k: 0 <= int(k) < imp.size)
-        k = st.slider("Switch off the k least important heads", 0, imp.size - 1, key=keys.IMP_K)
+        session.start_at(ablation_keys.IMP_K, 0, lambda k: 0 <= int(k) < imp.size)
+        k = st.slider("Switch off the k least important heads", 0, imp.size - 1, key=ablation_keys.IMP_K)
         if k and st.button(f"Switch off these {k} heads above", key=ablation_keys.IMP_APPLY):
             on = np.ones(imp.size, dtype=bool)
             on[np.argsort(imp.ravel())[:k]] = False

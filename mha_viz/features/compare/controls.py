@@ -9,7 +9,23 @@ from mha_viz.metrics.measures import METRICS
 CMP_METRIC = "cmp_metric"  # models of different shapes: the metric compared by depth
 CMP_RESCALE = "cmp_rescale"
 
-CONTROLS = (vp.flag(CMP_RESCALE), vp.choice(CMP_METRIC, tuple(METRICS), default=next(iter(METRICS))))
+# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# and its other keys that the kit's keys held
+CMP_MODE = "cmp_mode"
+CMP_TEXT_B = "cmp_text_b"
+CMP_MODEL_B = "cmp_model_b"
+CMP_OTHER_B = "cmp_other_b"
+CMP_LOCAL_B = "cmp_local_b"
+CMP_PAIR = "cmp_pair"  # a minimal-pair example: sets the sidebar's text and sentence B
+
+CONTROLS = (vp.flag(CMP_RESCALE), vp.choice(CMP_METRIC, tuple(METRICS), default=next(iter(METRICS))),
+    vp.local(CMP_MODE, "the link's own parameter: run B's mode (compare)"),
+    vp.local(CMP_TEXT_B, "the link's own parameter: sentence B (text_b)"),
+    vp.local(CMP_MODEL_B, "the link's own parameter: model B (model_b)"),
+    vp.local(CMP_OTHER_B, "the link's own parameter: model B typed in (model_b)"),
+    vp.local(CMP_LOCAL_B, "the link's own parameter: B computed with our MHA (mha_b)"),
+    vp.local(CMP_PAIR, "a preset acts once: it sets the sidebar's text and sentence B"),
+)
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
 # link or lesson carries
@@ -25,5 +41,6 @@ CMP_UNDO_GO = "cmp_undo_go"
 CMP_START = "cmp_start"  # the button that starts comparing two long runs head by head, its cost stated
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
-NOT_KEPT = frozenset({CMP_LAYER, CMP_HEAD})
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; a preset that acts once
+# (its on_change sets the texts, which are kept)
+NOT_KEPT = frozenset({CMP_PAIR, CMP_LAYER, CMP_HEAD})

@@ -42,13 +42,13 @@ def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_vi
 
 
 def _texts() -> tuple[str, str]:
-    return session.get(keys.TEXT) or "", session.get(keys.CMP_TEXT_B) or ""
+    return session.get(keys.TEXT) or "", session.get(compare_keys.CMP_TEXT_B) or ""
 
 
 def _on_pair() -> None:
     """Set the pair's sentences (the sidebar's and B), keeping the two they replaced for one Undo (`_offer_undo`),
     as Examples and Presets do; one pair over another, unedited, keeps the user's texts."""
-    pair = PAIRS.get(session.get(keys.CMP_PAIR))
+    pair = PAIRS.get(session.get(compare_keys.CMP_PAIR))
     if not pair:
         return
     now, held = _texts(), session.get(compare_keys.CMP_UNDO)
@@ -58,13 +58,13 @@ def _on_pair() -> None:
     else:
         session.pop(compare_keys.CMP_UNDO)
     sidebar.choose(text=pair[0])
-    session.put(keys.CMP_TEXT_B, pair[1])
+    session.put(compare_keys.CMP_TEXT_B, pair[1])
 
 
 def _undo() -> None:
     held = session.pop(compare_keys.CMP_UNDO)
     if held is not None:
-        session.put_all((keys.TEXT, keys.CMP_TEXT_B, keys.CMP_PAIR), (*held[1], "—"))
+        session.put_all((keys.TEXT, compare_keys.CMP_TEXT_B, compare_keys.CMP_PAIR), (*held[1], "—"))
 
 
 def _offer_undo() -> None:
@@ -91,16 +91,17 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
     """Model B from the page's own picker (default: model A with the other attention implementation)."""
     options = sidebar.model_options()
     a_choice = session.get(keys.MODEL_CHOICE, options[0])
-    if session.get(keys.CMP_MODEL_B) not in options:
-        session.put(keys.CMP_MODEL_B, a_choice if a_choice in options else options[0])
-        session.put(keys.CMP_LOCAL_B, not cur.model_key.local_attention if cur.model_key else False)
+    if session.get(compare_keys.CMP_MODEL_B) not in options:
+        session.put(compare_keys.CMP_MODEL_B, a_choice if a_choice in options else options[0])
+        session.put(compare_keys.CMP_LOCAL_B, not cur.model_key.local_attention if cur.model_key else False)
     cols = st.columns([3, 2])
-    choice = cols[0].selectbox("Model B", options, key=keys.CMP_MODEL_B, persist_state=keys.KEEP,
+    choice = cols[0].selectbox("Model B", options, key=compare_keys.CMP_MODEL_B, persist_state=keys.KEEP,
                                format_func=sidebar.model_title)
     spec = choice
     if choice == sidebar.OTHER:
-        spec = cols[0].text_input("Model B: hub id or local folder", key=keys.CMP_OTHER_B, persist_state=keys.KEEP)
-    local = cols[1].toggle("B computes with our MHA", key=keys.CMP_LOCAL_B, persist_state=keys.KEEP,
+        spec = cols[0].text_input("Model B: hub id or local folder", key=compare_keys.CMP_OTHER_B,
+                                  persist_state=keys.KEEP)
+    local = cols[1].toggle("B computes with our MHA", key=compare_keys.CMP_LOCAL_B, persist_state=keys.KEEP,
                            help="The same model with and without our MHA should give the same heads (a "
                                 "divergence near 0): a check of our implementation.")
     if not (spec or "").strip():
@@ -112,15 +113,15 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
 
 def _run_b(cur):
     """(run B, its key, label A, label B) for the chosen mode, or None with a message drawn."""
-    mode = st.radio("Compare", (SENTENCES, MODELS), key=keys.CMP_MODE, persist_state=keys.KEEP, horizontal=True)
+    mode = st.radio("Compare", (SENTENCES, MODELS), key=compare_keys.CMP_MODE, persist_state=keys.KEEP, horizontal=True)
     local_a = bool(cur.model_key.local_attention) if cur.model_key else False
     if mode == SENTENCES:
-        st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=keys.CMP_PAIR, on_change=_on_pair,
+        st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=compare_keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
         _offer_undo()
-        session.setdefault(keys.CMP_TEXT_B, DEFAULT_TEXT_B)
-        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=keys.CMP_TEXT_B, persist_state=keys.KEEP,
-                              height=80)
+        session.setdefault(compare_keys.CMP_TEXT_B, DEFAULT_TEXT_B)
+        text_b = st.text_area("Sentence B (sentence A is the sidebar's)", key=compare_keys.CMP_TEXT_B,
+                              persist_state=keys.KEEP, height=80)
         if not text_b.strip():
             st.info("Type sentence B to compare it with the sidebar's sentence.", icon=":material/edit:")
             return None

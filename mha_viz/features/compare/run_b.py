@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mha_viz.export import link_params as links
-from mha_viz.ui.kit import keys, link_parts, session, shared_head
+from mha_viz.features.compare import controls as compare_keys
+from mha_viz.ui.kit import link_parts, session, shared_head
 from mha_viz.ui.shell import sidebar
 
 SENTENCES, MODELS = "Two sentences, one model", "One sentence, two models"
@@ -28,23 +29,23 @@ def choose_run_b(*, mode: str | None = None, text_b: str | None = None, model_b:
     """Set the page's mode (a slug of MODES) and run B before it is drawn (a link); None leaves
     one as it is. False when this server does not offer `model_b`."""
     if mode is not None:
-        session.put(keys.CMP_MODE, MODES[mode])
+        session.put(compare_keys.CMP_MODE, MODES[mode])
     if text_b is not None:
-        session.put(keys.CMP_TEXT_B, text_b)
-    if not sidebar.put_model(model_b, keys.CMP_MODEL_B, keys.CMP_OTHER_B):
+        session.put(compare_keys.CMP_TEXT_B, text_b)
+    if not sidebar.put_model(model_b, compare_keys.CMP_MODEL_B, compare_keys.CMP_OTHER_B):
         return False
     if model_b is not None:
-        session.put(keys.CMP_LOCAL_B, ours_b)
+        session.put(compare_keys.CMP_LOCAL_B, ours_b)
     return True
 
 
 def run_b_choices() -> dict:
     """The page's mode and run B as `mha_viz.export.link_params.Link` fields (what its widgets hold)."""
-    slug = {mode: slug for slug, mode in MODES.items()}.get(session.get(keys.CMP_MODE), "texts")
+    slug = {mode: slug for slug, mode in MODES.items()}.get(session.get(compare_keys.CMP_MODE), "texts")
     if slug == "texts":
-        return {"compare": slug, "text_b": session.get(keys.CMP_TEXT_B) or None}
-    return {"compare": slug, "model_b": sidebar.picked_model(keys.CMP_MODEL_B, keys.CMP_OTHER_B),
-            "ours_b": bool(session.get(keys.CMP_LOCAL_B))}
+        return {"compare": slug, "text_b": session.get(compare_keys.CMP_TEXT_B) or None}
+    return {"compare": slug, "model_b": sidebar.picked_model(compare_keys.CMP_MODEL_B, compare_keys.CMP_OTHER_B),
+            "ours_b": bool(session.get(compare_keys.CMP_LOCAL_B))}
 
 
 def open_run_b(link: links.Link) -> list[str]:

@@ -15,12 +15,30 @@ CORPUS_SCATTER_X = "corpus_scatter_x"  # every head on two measures
 CORPUS_SCATTER_Y = "corpus_scatter_y"
 CORPUS_TOKENS = "corpus_tokens"  # tokens per document
 
+# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# and its other keys that the kit's keys held
+CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
+CORPUS_FILE = "corpus_file"  # the uploader
+CORPUS_PATH = "corpus_path"
+CORPUS_COLUMN = "corpus_column"  # the text column of a .jsonl / .csv
+CORPUS_ENGINE = "corpus_engine"
+CORPUS_IMPORTANCE = "corpus_importance"
+CORPUS_SCATTER_CHART = "corpus_scatter_chart"
+CORPUS_SCATTER_PICKED = "_corpus_scatter_picked"
+CORPUS_SCATTER_COMPARE = "corpus_scatter_compare"
+
 CONTROLS = (
     vp.choice(CORPUS_METRIC, tuple(METRICS), default=next(iter(METRICS))),
     vp.number(CORPUS_TOKENS, 2, 512, default=128),
     vp.number(CORPUS_FIRST, 0, default=0),
     vp.choice(CORPUS_BATCH, (8, 16, 32), default=16),
     *scatter(CORPUS_SCATTER_X, CORPUS_SCATTER_Y, CORPUS_SCATTER_COLOUR),
+    vp.local(CORPUS_SOURCE, "a corpus' documents: too big for a link"),
+    vp.local(CORPUS_FILE, "an upload: a corpus' documents"),
+    vp.local(CORPUS_PATH, "a corpus' documents: a path on the server"),
+    vp.local(CORPUS_COLUMN, "a corpus' documents: the text column of its file"),
+    vp.local(CORPUS_ENGINE, "how a corpus' statistics are computed, not what they show"),
+    vp.local(CORPUS_IMPORTANCE, "set afresh for each model, by its cost"),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
@@ -41,3 +59,5 @@ CORPUS_SD = "corpus_sd"
 CORPUS_VERSUS = "corpus_versus"
 DL_CORPUS = "dl_corpus"
 DL_CORPUS_PRUNE = "dl_corpus_prune"
+# its inputs drawn without persist_state=KEEP: the upload (the documents read from it are kept, not the browser's file)
+NOT_KEPT = frozenset({CORPUS_FILE})

@@ -35,8 +35,8 @@ from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, view_helpers
 
 SCATTER = scatter_view.ScatterKeys(corpus_keys.CORPUS_SCATTER_X, corpus_keys.CORPUS_SCATTER_Y,
-                                   corpus_keys.CORPUS_SCATTER_COLOUR, keys.CORPUS_SCATTER_CHART,
-                                   keys.CORPUS_SCATTER_PICKED, keys.CORPUS_SCATTER_COMPARE)
+                                   corpus_keys.CORPUS_SCATTER_COLOUR, corpus_keys.CORPUS_SCATTER_CHART,
+                                   corpus_keys.CORPUS_SCATTER_PICKED, corpus_keys.CORPUS_SCATTER_COMPARE)
 
 log = logging.getLogger("mha_viz.ui")
 
@@ -76,9 +76,9 @@ def _read_once(ident: tuple, read, first: int) -> Documents:
 
 def _documents(conf) -> tuple[Documents, str] | None:
     sources = [SAMPLE, UPLOAD] + ([] if conf.public else [PATH])
-    if session.get(keys.CORPUS_SOURCE) not in sources:
-        session.put(keys.CORPUS_SOURCE, SAMPLE)
-    source = st.radio("Documents", sources, key=keys.CORPUS_SOURCE, persist_state=keys.KEEP, horizontal=True)
+    if session.get(corpus_keys.CORPUS_SOURCE) not in sources:
+        session.put(corpus_keys.CORPUS_SOURCE, SAMPLE)
+    source = st.radio("Documents", sources, key=corpus_keys.CORPUS_SOURCE, persist_state=keys.KEEP, horizontal=True)
     first = int(st.number_input("Use the first … documents (0: all)", 0, conf.max_corpus_docs, step=50,
                                 key=corpus_keys.CORPUS_FIRST, persist_state=keys.KEEP, help=FIRST_HELP))
 
@@ -89,12 +89,12 @@ def _documents(conf) -> tuple[Documents, str] | None:
         if source == SAMPLE:
             docs = _read_once(("sample",), lambda: corpus.read_texts("sample"), first)
             return docs, f"the bundled sample ({docs.count} sentences{cut(docs)}; {corpus.SAMPLE_SOURCE})"
-        column = st.text_input("Text column (.jsonl, .csv)", key=keys.CORPUS_COLUMN, persist_state=keys.KEEP,
+        column = st.text_input("Text column (.jsonl, .csv)", key=corpus_keys.CORPUS_COLUMN, persist_state=keys.KEEP,
                                placeholder="text",
                                help="Left empty: the first of text, sentence, content, document.") or None
         if source == UPLOAD:
             upload = st.file_uploader(
-                "A .txt file (one document per line), or .jsonl / .csv with a text column", key=keys.CORPUS_FILE,
+                "A .txt file (one document per line), or .jsonl / .csv with a text column", key=corpus_keys.CORPUS_FILE,
                 type=["txt", "jsonl", "csv"], max_upload_size=min(conf.max_corpus_mb, UPLOAD_CEILING_MB),
                 help=f"At most {conf.max_corpus_docs:,} documents and "
                      f"{min(conf.max_corpus_mb, UPLOAD_CEILING_MB)} MB here.")
@@ -105,7 +105,8 @@ def _documents(conf) -> tuple[Documents, str] | None:
                 upload.getvalue(), upload.name, text_column=column, **limits), first)
             notebook_button.record(file=upload.name)  # its notebook names the file
             return docs, f"{plain(upload.name)} ({docs.count:,} documents{cut(docs)})"
-        path = st.text_input("Path", key=keys.CORPUS_PATH, persist_state=keys.KEEP, placeholder="/data/sentences.txt")
+        path = st.text_input("Path", key=corpus_keys.CORPUS_PATH, persist_state=keys.KEEP,
+                             placeholder="/data/sentences.txt")
         if not path.strip():
             st.info("Type the path of a .txt, .jsonl or .csv file on this machine.", icon=":material/description:")
             return None
@@ -147,13 +148,13 @@ def corpus_page() -> None:
     embedding = loss_inputs.loss_kind(cur.model) == loss_inputs.EMBEDDING
     if session.get(corpus_keys.CORPUS_MODEL_SEEN) != cur.model_key:  # a new model: its own default
         session.put(corpus_keys.CORPUS_MODEL_SEEN, cur.model_key)
-        session.put(keys.CORPUS_IMPORTANCE, not embedding)  # off where it costs a pass a head
-    importance = cols[2].toggle("Importance", key=keys.CORPUS_IMPORTANCE, persist_state=keys.KEEP,
+        session.put(corpus_keys.CORPUS_IMPORTANCE, not embedding)  # off where it costs a pass a head
+    importance = cols[2].toggle("Importance", key=corpus_keys.CORPUS_IMPORTANCE, persist_state=keys.KEEP,
                                 help="Michel et al.'s gradient importance summed over the documents: one backward "
                                      "pass a batch. Embedding models (minilm) have no gradient signal, so each head "
                                      f"is switched off in turn: {cur.model.num_layers * cur.model.num_heads} extra "
                                      "passes a batch, off by default.")
-    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=keys.CORPUS_ENGINE,
+    engine = LOCAL if conf.public else cols[3].radio("Run", (LOCAL, RAY), key=corpus_keys.CORPUS_ENGINE,
                                                      persist_state=keys.KEEP)
     key = CorpusKey(cur.model_key, docs.digest, int(max_tokens), bool(importance), len(held))
     st.caption(f"Documents: {label}. " + (f"The statistics use {len(train):,} of them; {len(held)} (every "

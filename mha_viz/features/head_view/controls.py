@@ -16,6 +16,12 @@ SUBSET_PICK = "subset_pick"  # pick-lists instead of ranges
 SUBSET_QUERIES = "subset_queries"  # (start, stop) of the queries shown in the "queries × keys" detail
 SUBSET_QUERY_LIST = "subset_query_list"  # the picked query positions
 
+# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# and its other keys that the kit's keys held
+SUBSET_PRESET = "subset_preset"  # a sentence preset that sets both ranges
+LINKS_QUERY = "links_query"  # the query whose kept keys and exact row are shown
+LINKS_ROW_KEYS = "links_row_keys"  # the keys the exact row shows (a range; the whole row by default)
+
 CONTROLS = (
     vp.flag(HEAD_RESCALE),
     vp.span(HEAD_WINDOW, default=lambda cur: (0, min(cur.run.n, 96))),
@@ -31,6 +37,9 @@ CONTROLS = (
     # the Links section (head_links_view): positions of the run on screen, clamped by the section
     vp.number(LINKS_STRIP, 0, default=0),
     vp.flag(LINKS_SKIP_FIRST),
+    vp.local(SUBSET_PRESET, "a preset acts once: it sets both ranges"),
+    vp.local(LINKS_QUERY, "the Links section opens on a query of this head that keeps keys"),
+    vp.local(LINKS_ROW_KEYS, "the exact row's keys follow the query"),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
@@ -48,6 +57,6 @@ LINKS_DISTANCES = "links_distances"
 LINKS_ROW_CHART = "links_row_chart"
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): positions and ranges of the run on
-# screen, clamped to each new run and meant to start afresh with it
-NOT_KEPT = frozenset({HEAD_WINDOW, SUBSET_QUERIES, SUBSET_KEYS, SUBSET_QUERY_LIST, SUBSET_KEY_LIST,
+# screen, clamped to each new run and meant to start afresh with it; a preset that acts once (it sets both ranges)
+NOT_KEPT = frozenset({SUBSET_PRESET, HEAD_WINDOW, SUBSET_QUERIES, SUBSET_KEYS, SUBSET_QUERY_LIST, SUBSET_KEY_LIST,
                       shared_controls.WHY_QUERY, shared_controls.WHY_KEY, shared_controls.WHY_SECOND})

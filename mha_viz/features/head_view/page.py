@@ -60,7 +60,7 @@ def presets(tokens: list[str]) -> dict[str, tuple[tuple[int, int], tuple[int, in
 
 
 def _apply_preset(table: dict) -> None:
-    choice = session.get(keys.SUBSET_PRESET)
+    choice = session.get(head_view_keys.SUBSET_PRESET)
     if choice in table:
         queries, keys_ = table[choice]
         session.put_all((head_view_keys.SUBSET_QUERIES, head_view_keys.SUBSET_KEYS), (queries, keys_))
@@ -69,7 +69,7 @@ def _apply_preset(table: dict) -> None:
 
 
 def _to_custom() -> None:
-    session.put(keys.SUBSET_PRESET, CUSTOM)
+    session.put(head_view_keys.SUBSET_PRESET, CUSTOM)
 
 
 def _valid(span, n: int) -> bool:
@@ -115,12 +115,12 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
     for key in (head_view_keys.SUBSET_QUERIES, head_view_keys.SUBSET_KEYS):
         if (fresh and not page_controls.just_restored(key)) or not _valid(session.get(key), n):
             session.put(key, default)
-    if fresh or session.get(keys.SUBSET_PRESET) not in (CUSTOM, *table):
-        session.put(keys.SUBSET_PRESET, CUSTOM)
+    if fresh or session.get(head_view_keys.SUBSET_PRESET) not in (CUSTOM, *table):
+        session.put(head_view_keys.SUBSET_PRESET, CUSTOM)
     for key in (head_view_keys.SUBSET_QUERY_LIST, head_view_keys.SUBSET_KEY_LIST):
         if fresh and not page_controls.just_restored(key):
             session.pop(key, None)
-    st.selectbox("Preset", [CUSTOM, *table], key=keys.SUBSET_PRESET, on_change=_apply_preset, args=(table,),
+    st.selectbox("Preset", [CUSTOM, *table], key=head_view_keys.SUBSET_PRESET, on_change=_apply_preset, args=(table,),
                  help="Sentences end after a token ending in . ! or ?")
     pick = st.toggle("Pick tokens one by one", key=head_view_keys.SUBSET_PICK, persist_state=keys.KEEP,
                      help="Pick-lists of `i: token` on each axis instead of ranges.")

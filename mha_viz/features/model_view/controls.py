@@ -7,7 +7,16 @@ from mha_viz.export import view_params as vp
 
 GRID_RESCALE = "grid_rescale"
 
-CONTROLS = (vp.flag(GRID_RESCALE, default=True),)
+# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# and its other keys that the kit's keys held
+GRID_LAYER = "grid_layer"
+GRID_HEAD = "grid_head"
+
+CONTROLS = (
+    vp.flag(GRID_RESCALE, default=True),
+    vp.local(GRID_LAYER, "a head a button opens: the link's layer and head say it"),
+    vp.local(GRID_HEAD, "a head a button opens: the link's layer and head say it"),
+)
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
 # link or lesson carries
@@ -15,3 +24,5 @@ GRID_OPEN_HEAD = "open_head"
 LEARNED_SINK_GRID = "learned_sink_grid"
 LENS_JS_GRID = "lens_js_grid"
 SINK_MASS_GRID = "sink_mass_grid"
+# its inputs drawn without persist_state=KEEP: a layer and head of the run on screen, clamped to each new run
+NOT_KEPT = frozenset({GRID_LAYER, GRID_HEAD})

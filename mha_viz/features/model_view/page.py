@@ -50,14 +50,14 @@ def model_view_page() -> None:
     fig = charts.cached("model_grid", (cur.key, rescale), lambda: _grid(run, rescale))
     charts.show(fig, key=keys.GRID, on_select=_on_grid_select, selection_mode="points", width="content")
     cols = st.columns([1, 1, 2])
-    for key, top in ((keys.GRID_LAYER, run.num_layers - 1), (keys.GRID_HEAD, run.num_heads - 1)):
+    for key, top in ((model_view_keys.GRID_LAYER, run.num_layers - 1), (model_view_keys.GRID_HEAD, run.num_heads - 1)):
         session.settle(key, min(int(session.get(key, 0)), top))
-    cols[0].selectbox("Layer", list(range(run.num_layers)), key=keys.GRID_LAYER,
+    cols[0].selectbox("Layer", list(range(run.num_layers)), key=model_view_keys.GRID_LAYER,
                       format_func=lambda row: str(run.layer_ids[row]))  # rows are shown by layer number
-    cols[1].number_input("Head", 0, run.num_heads - 1, key=keys.GRID_HEAD)
+    cols[1].number_input("Head", 0, run.num_heads - 1, key=model_view_keys.GRID_HEAD)
     cols[2].button("Open in head view", key=model_view_keys.GRID_OPEN_HEAD, type="primary",
-                   on_click=lambda: shared_head.open_head(int(session.need(keys.GRID_LAYER)),
-                                                                  int(session.need(keys.GRID_HEAD))))
+                   on_click=lambda: shared_head.open_head(int(session.need(model_view_keys.GRID_LAYER)),
+                                                                  int(session.need(model_view_keys.GRID_HEAD))))
     other_layers.other_layers_section(cur)
     _lens_change(cur)
     _sink_mass(run)

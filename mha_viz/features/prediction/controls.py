@@ -39,6 +39,18 @@ MAX_PAIRS = 500
 MAX_DRAWN, DEFAULT_DRAWN = 200, 30  # a task circuit's edges drawn: at most, and at first
 DEFAULTS = {TASK_SIZE: 20, TASK_SEED: 0}  # a set of 20 pairs: a first result in seconds on SmolLM2
 
+# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# and its other keys that the kit's keys held
+PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
+PRED_CORRUPTED = "pred_corrupted"
+PRED_ANSWER = "pred_answer"  # token texts; empty: each run's prediction
+PRED_WRONG = "pred_wrong"
+PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
+CIRC_METHOD = "circ_method"  # "EAP" or "EAP-IG"
+CIRC_K = "circ_k"  # edges drawn
+CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
+TASK_FILE = "task_file"
+
 CONTROLS = (
     vp.choice(PRED_TASK, TASKS, default=TASKS[0]),
     vp.choice(TASK_SOURCE, tuple(SOURCES), default=next(iter(SOURCES))),
@@ -46,6 +58,15 @@ CONTROLS = (
     vp.number(TASK_SEED, 0, 2**31 - 1, default=0),
     vp.choice(TASK_METHOD, tuple(METHODS), default=next(iter(METHODS))),
     vp.number(TASK_K, 1, MAX_DRAWN, default=DEFAULT_DRAWN),
+    vp.local(PRED_PRESET, "a preset acts once: it sets the sidebar's text and the corrupted text"),
+    vp.local(PRED_CORRUPTED, "the link's own parameter: the pair's corrupted text (corrupted)"),
+    vp.local(PRED_ANSWER, "the link's own parameter: the answer token (answer)"),
+    vp.local(PRED_WRONG, "the link's own parameter: the wrong token (wrong)"),
+    vp.local(PRED_POS_LAYER, "the layer of the estimate by position follows the chosen head"),
+    vp.local(CIRC_METHOD, "the link's own parameter: the circuit's estimate (circuit)"),
+    vp.local(CIRC_K, "the link's own parameter: the edges the circuit's graph draws (k)"),
+    vp.local(CIRC_FILE, "an upload: a saved circuit"),
+    vp.local(TASK_FILE, "an upload: a task's pairs"),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
@@ -109,5 +130,6 @@ PRED_AUTO = "_pred_auto"  # a link asked for a circuit: the heads, then the circ
 CIRC_AUTO = "_circ_auto"
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
-NOT_KEPT = frozenset({PRED_LAYER, PRED_HEAD})
+# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; the layer by position,
+# which follows the chosen head; the uploads (a saved circuit, a task's pairs)
+NOT_KEPT = frozenset({PRED_POS_LAYER, CIRC_FILE, TASK_FILE, PRED_LAYER, PRED_HEAD})

@@ -36,7 +36,7 @@ from mha_viz.ui.shell.view_helpers import start_on_model
 # texts: once the user edits them, undoing would throw away the new edit, so it goes, and the picker returns to the
 # user's own pair (its label and blurb no longer describe the texts: `drop_if_edited`).
 
-FIELDS = (keys.TEXT, keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG)
+FIELDS = (keys.TEXT, prediction_keys.PRED_CORRUPTED, prediction_keys.PRED_ANSWER, prediction_keys.PRED_WRONG)
 SHOWN = 80  # characters of the replaced text quoted in the notice
 
 
@@ -64,24 +64,24 @@ def apply(preset) -> None:
     else:  # nothing of the user's is lost: no undo to offer (an older one would now restore the wrong texts)
         session.pop(prediction_keys.PRED_UNDO)
     sidebar.choose(text=preset.clean)
-    session.put(keys.PRED_CORRUPTED, preset.corrupted)
-    session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), ("", ""))
+    session.put(prediction_keys.PRED_CORRUPTED, preset.corrupted)
+    session.put_all((prediction_keys.PRED_ANSWER, prediction_keys.PRED_WRONG), ("", ""))
 
 
 def drop_if_edited(options: dict, own: str) -> None:
     """Return the picker to `own` (before it is drawn) once the sidebar's sentence or the corrupted
     text differs from the chosen preset's: its label and its blurb no longer describe the pair on
     screen. `options`: the presets by name."""
-    preset = options.get(session.get(keys.PRED_PRESET))
+    preset = options.get(session.get(prediction_keys.PRED_PRESET))
     if preset is not None and _now()[:2] != (preset.clean, preset.corrupted):
-        session.put(keys.PRED_PRESET, own)
+        session.put(prediction_keys.PRED_PRESET, own)
 
 
 def _undo(own: str) -> None:
     held = session.pop(prediction_keys.PRED_UNDO)
     if held is not None:
         session.put_all(FIELDS, held.before)
-        session.put(keys.PRED_PRESET, own)
+        session.put(prediction_keys.PRED_PRESET, own)
 
 
 def offer(own: str) -> None:
@@ -121,7 +121,7 @@ class PredKey(NamedTuple):
 
 
 def _on_preset(options: dict) -> None:
-    preset = options.get(session.get(keys.PRED_PRESET))
+    preset = options.get(session.get(prediction_keys.PRED_PRESET))
     if preset is not None:  # the clean text is the sidebar's; what the user typed is kept for Undo
         apply(preset)
 
@@ -165,11 +165,11 @@ def prediction_page() -> None:
                "request.")
     options = {p.name: p for p in prediction.presets(model)}
     drop_if_edited(options, OWN)  # texts edited since: the user's own pair, no preset's blurb
-    st.selectbox("Preset", [OWN] + list(options), key=keys.PRED_PRESET, persist_state=keys.KEEP,
+    st.selectbox("Preset", [OWN] + list(options), key=prediction_keys.PRED_PRESET, persist_state=keys.KEEP,
                  on_change=_on_preset, args=(options,),
                  help="Sets the sidebar's text (clean) and the corrupted text.")
     offer(OWN)
-    chosen = options.get(session.get(keys.PRED_PRESET))
+    chosen = options.get(session.get(prediction_keys.PRED_PRESET))
     if chosen is not None:
         st.caption(plain(chosen.about))
     if len(cur.text) <= text_kit.FOLD_ABOVE:
@@ -179,13 +179,13 @@ def prediction_page() -> None:
         tokens = f", {cur.run.n:,} tokens" if cur.run is not None else ""
         with st.expander(f"**Clean text** (the sidebar's): {len(cur.text):,} characters{tokens}"):
             st.text(cur.text)
-    corrupted = st.text_area("Corrupted text", key=keys.PRED_CORRUPTED, persist_state=keys.KEEP, height=80,
+    corrupted = st.text_area("Corrupted text", key=prediction_keys.PRED_CORRUPTED, persist_state=keys.KEEP, height=80,
                              help="The same number of tokens as the clean text: patching compares positions.")
     cols = st.columns(2)
-    answer = cols[0].text_input("Answer token", key=keys.PRED_ANSWER, persist_state=keys.KEEP,
+    answer = cols[0].text_input("Answer token", key=prediction_keys.PRED_ANSWER, persist_state=keys.KEEP,
                                 placeholder="the clean run's prediction",
                                 help="One token, with its leading space where the model has one (“ Mary”).")
-    wrong = cols[1].text_input("Wrong token", key=keys.PRED_WRONG, persist_state=keys.KEEP,
+    wrong = cols[1].text_input("Wrong token", key=prediction_keys.PRED_WRONG, persist_state=keys.KEEP,
                                placeholder="the corrupted run's prediction",
                                help="One token. Empty: what the corrupted run predicts (its runner-up when that is "
                                     "the answer too).")
@@ -263,7 +263,7 @@ def _compute(model, key: PredKey):
         st.error(plain(error), icon=":material/warning:")
         return None
     session.put(prediction_keys.PRED_RESULT, (key, expl))
-    for old in (prediction_keys.PRED_EXTRA, keys.PRED_POS_LAYER):
+    for old in (prediction_keys.PRED_EXTRA, prediction_keys.PRED_POS_LAYER):
         session.pop(old, None)
     shared_head.choose_head_in(expl.clean.layer_ids, *heads_page.top_head(expl))  # a new pair opens its top head
     return expl
@@ -333,9 +333,10 @@ def _position_grid(expl: prediction.Explanation) -> None:
     follows = shared_head.head_in_run(ids, expl.clean.num_heads)[0]  # the chosen head's layer
     if session.get(prediction_keys.PRED_POS_FOLLOWS) != follows:  # opened, or another head chosen since: its layer
         session.put(prediction_keys.PRED_POS_FOLLOWS, follows)
-        session.pop(keys.PRED_POS_LAYER)
-    session.settle(keys.PRED_POS_LAYER, min(int(session.get(keys.PRED_POS_LAYER, follows)), len(ids) - 1))
-    row = int(st.selectbox("Layer (by position)", list(range(len(ids))), key=keys.PRED_POS_LAYER,
+        session.pop(prediction_keys.PRED_POS_LAYER)
+    session.settle(prediction_keys.PRED_POS_LAYER,
+                   min(int(session.get(prediction_keys.PRED_POS_LAYER, follows)), len(ids) - 1))
+    row = int(st.selectbox("Layer (by position)", list(range(len(ids))), key=prediction_keys.PRED_POS_LAYER,
                            format_func=lambda r: str(ids[r]),
                            help="Each cell: the estimated restored fraction of patching that head at that position "
                                 "only. Opens on the chosen head's layer. Real patching by position is in the one-head "

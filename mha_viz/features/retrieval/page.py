@@ -110,8 +110,8 @@ def _controls(cur, top: int) -> RetrievalKey | None:
     """The length, depths, needle and question; the key of the search they ask for (None: no depth chosen)."""
     session.setdefault(retrieval_keys.RETRIEVAL_LENGTH, min(DEFAULT_LENGTH, top))
     session.setdefault(retrieval_keys.RETRIEVAL_DEPTHS, list(DEFAULT_DEPTHS))
-    session.setdefault(keys.RETRIEVAL_NEEDLE, retrieval.NEEDLE[0])
-    session.setdefault(keys.RETRIEVAL_QUESTION, retrieval.NEEDLE[1])
+    session.setdefault(retrieval_keys.RETRIEVAL_NEEDLE, retrieval.NEEDLE[0])
+    session.setdefault(retrieval_keys.RETRIEVAL_QUESTION, retrieval.NEEDLE[1])
     if int(session.get(retrieval_keys.RETRIEVAL_LENGTH)) > top:  # another model's choice, or a link's: this one's top
         session.put(retrieval_keys.RETRIEVAL_LENGTH, top)
     cols = st.columns([1, 2])
@@ -123,8 +123,9 @@ def _controls(cur, top: int) -> RetrievalKey | None:
     depths = cols[1].pills("Needle depth (% of the text before it)", DEPTHS, selection_mode="multi",
                            format_func=lambda d: f"{d} %", key=retrieval_keys.RETRIEVAL_DEPTHS, persist_state=keys.KEEP)
     cols = st.columns([3, 2])
-    needle = cols[0].text_input("Needle", key=keys.RETRIEVAL_NEEDLE, persist_state=keys.KEEP)
-    question = cols[1].text_input("Question after the text", key=keys.RETRIEVAL_QUESTION, persist_state=keys.KEEP)
+    needle = cols[0].text_input("Needle", key=retrieval_keys.RETRIEVAL_NEEDLE, persist_state=keys.KEEP)
+    question = cols[1].text_input("Question after the text", key=retrieval_keys.RETRIEVAL_QUESTION,
+                                  persist_state=keys.KEEP)
     notebook_button.record(length=length, depths=sorted(int(d) for d in depths or ()),
                            needle=[needle, question])
     if not depths:

@@ -115,50 +115,13 @@ MEMORY_GRID = "memory_grid"  # the Model view's grid of each head's share on the
 EFFECTIVE_LAYER_PICK = "effective_layer"  # the Head view's other layer
 EFFECTIVE_GROUP_PICK = "effective_group"  # and its head or channel group
 EFFECTIVE_HEAD = "effective_head"  # and its matrix
-# Heads behind a prediction over a task (issue 56: task_section)
-TASK_FILE = "task_file"
-GRID_LAYER = "grid_layer"
-GRID_HEAD = "grid_head"
 
 # --- head view ----------------------------------------------------------------------------------
 HEAD_DETAIL = "head_detail"
-SUBSET_PRESET = "subset_preset"  # a sentence preset that sets both ranges
 
-# --- token focus --------------------------------------------------------------------------------
-
-# --- heads behind a prediction (prediction_page) ----------------------------------------------
-PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
-PRED_CORRUPTED = "pred_corrupted"
-PRED_ANSWER = "pred_answer"  # token texts; empty: each run's prediction
-PRED_WRONG = "pred_wrong"
-PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
-
-# --- line view (lines_page) --------------------------------------------------------------------
-
-# --- metric views -------------------------------------------------------------------------------
-
-# --- compare (compare_page): two sentences on one model, or one sentence on two models ----------
-CMP_MODE = "cmp_mode"
-CMP_PAIR = "cmp_pair"  # a minimal-pair example: sets the sidebar's text and sentence B
-CMP_TEXT_B = "cmp_text_b"
-CMP_MODEL_B = "cmp_model_b"
-CMP_OTHER_B = "cmp_other_b"
-CMP_LOCAL_B = "cmp_local_b"
-
-# --- corpus (corpus_page): head statistics over many documents --------------------------------
-CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
-CORPUS_FILE = "corpus_file"  # the uploader
-CORPUS_PATH = "corpus_path"
-CORPUS_COLUMN = "corpus_column"  # the text column of a .jsonl / .csv
-CORPUS_IMPORTANCE = "corpus_importance"
-CORPUS_ENGINE = "corpus_engine"
-CORPUS_SCATTER_CHART = "corpus_scatter_chart"
-CORPUS_SCATTER_PICKED = "_corpus_scatter_picked"
-CORPUS_SCATTER_COMPARE = "corpus_scatter_compare"
+# --- the corpus' statistics a session saw last, which Head examples reads ---------------------------
 CORPUS_LAST = "_corpus_last"  # the CorpusKey of the last statistics this session saw (Head examples reads it)
-# --- head examples (examples_page) -----------------------------------------------------------------
-RETRIEVAL_NEEDLE = "retrieval_needle"  # the needle sentence and the question after it
-RETRIEVAL_QUESTION = "retrieval_question"
+# --- head examples ----------------------------------------------------------------------------------
 EXAMPLES_OPEN = "examples_open"  # a head view's button to that head's examples
 
 # --- teaching and switching heads off -----------------------------------------------------------
@@ -173,8 +136,6 @@ WHY_BARS = "why_bars"
 
 
 # --- the pages' other widgets (charts' selection events, tables, toggles, downloads), by module -----
-HEADS_LAYER_PICK = "heads_layer_pick"
-IMP_K = "imp_k"
 # export_views
 DL_NPZ = "dl_npz"
 DL_REPORT = "dl_report"
@@ -193,11 +154,6 @@ S2S_STEP_PREFIX = "s2s_step_"
 HEAD_HEATMAP = "head_heatmap"
 
 
-# --- the Circuit section of Heads behind a prediction (circuit_section) ------------------------------
-CIRC_METHOD = "circ_method"  # "EAP" or "EAP-IG"
-CIRC_K = "circ_k"  # edges drawn
-CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
-
 # --- *Open as notebook* (notebook_button): what the page drawn in this rerun chose, and its download
 NOTEBOOK_OPTIONS = "_notebook_options"  # {option: value} a page recorded for its notebook this rerun
 DL_NOTEBOOK = "dl_notebook"
@@ -211,14 +167,10 @@ NOT_KEPT = frozenset({
     # pickers and positions are in its NOT_KEPT, `features/<id>/controls.py`, for the same reason)
     HEAD_VIEW_LAYER, HEAD_VIEW_HEAD,
     # a layer, head, position or range of the run on screen: clamped to each new run (session.settle)
-    # and meant to start afresh with it
-    HEADS_LAYER_PICK, GRID_LAYER, GRID_HEAD, PRED_POS_LAYER, IMP_K,
     # chosen by the app for each new run (blocks for a long input), or by a link: HEAD_DETAIL
     HEAD_DETAIL,
-    # presets that act once: their on_change sets other inputs, which are kept
-    CMP_PAIR, SUBSET_PRESET,
-    # an upload: the documents read from it are kept (CORPUS_DOCS), not the browser's file
-    CORPUS_FILE, CIRC_FILE, LESSON_FILE, TASK_FILE,
+    # an upload: the lesson read from it is kept, not the browser's file
+    LESSON_FILE,
 })
 
 # --- Token focus: heads found from two tokens (issue 54) --------------------------------------------
@@ -231,5 +183,3 @@ HEAD_FIND_HEADS = "head_find_heads"  # the Head view's button: Token focus on th
 COST_ACCEPTED = "_cost_accepted"  # what the user accepted to wait for in this session (cost_prompt.accepted)
 
 # --- the Head view's *Links* section (head_links_view; issue 52: what the Whole text page showed) -----------
-LINKS_QUERY = "links_query"  # the query whose kept keys and exact row are shown
-LINKS_ROW_KEYS = "links_row_keys"  # the keys the exact row shows (a range; the whole row by default)

@@ -26,13 +26,15 @@ from mha_viz.export import link_params, shared_controls
 from mha_viz.export import view_params as vp
 from mha_viz.ui.kit import heads_off, keys, session
 
-# each page's controls, from its feature's record (`features/<id>/controls.py`), in the navigation's order
-BY_PAGE: dict[str, tuple[vp.Control, ...]] = {f.id: f.controls for f in catalogue.features()}
+# each page's controls that links and lesson steps carry, from its feature's record (`features/<id>/controls.py`), in
+# the navigation's order; its `vp.local` controls are its inputs that no link carries, each with why
+BY_PAGE: dict[str, tuple[vp.Control, ...]] = {f.id: tuple(c for c in f.controls if c.carried)
+                                              for f in catalogue.features()}
 WALK_START = shared_controls.WALK_START  # the walkthrough's window: Teaching and Queries and keys share it
 CONTROLS: dict[str, vp.Control] = {c.name: c for controls in BY_PAGE.values() for c in controls}
-# the pages' input widgets that no link carries as a page control, and why (tests/unit/test_view_params.py
-# checks that every input widget of the UI is declared in BY_PAGE or here)
-NOT_CARRIED = frozenset({
+# the inputs of the sidebar and the kit's widgets that no link carries as a page control, and why (a feature's own
+# are its local controls; tests/unit/test_view_params.py checks that every input widget of the UI is one or the other)
+KIT_NOT_CARRIED = frozenset({
     # the sidebar's inputs: the link's own parameters (model, text, hide, mha, show, dtype), or the session's
     keys.MODEL_CHOICE, keys.MODEL_OTHER, keys.TEXT, keys.EXAMPLE, keys.TOKEN_LIMIT, keys.DEVICE, keys.PRECISION,
     keys.LOCAL_ATTENTION, keys.HIDE_SPECIAL, keys.HIDE_FIRST, keys.LENS, keys.CAPTURE_LAYERS,
@@ -40,27 +42,15 @@ NOT_CARRIED = frozenset({
     keys.CHAT_MODE, keys.CHAT_SYSTEM, keys.CHAT_USER, keys.CHAT_REPLY, keys.HIDE_TEMPLATE,
     # an encoder–decoder's target and part, the sidebar's too: not in links yet (a link opens its encoder)
     keys.TARGET, keys.ATTN_PART,
-    # the link's own parameters: the head view's detail, Compare's run B, the prediction's pair and circuit
-    keys.HEAD_DETAIL, keys.CMP_MODE, keys.CMP_TEXT_B, keys.CMP_MODEL_B, keys.CMP_OTHER_B, keys.CMP_LOCAL_B,
-    keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG, keys.CIRC_METHOD, keys.CIRC_K,
-    # presets that act once (they set other inputs); a head a button opens or switches off
-    keys.CMP_PAIR, keys.PRED_PRESET, keys.SUBSET_PRESET, keys.GRID_LAYER, keys.GRID_HEAD, keys.HEADS_LAYER_PICK,
-    # the layer of the estimate by position follows the chosen head; the importance's k waits for the importance
-    keys.PRED_POS_LAYER, keys.IMP_K,
-    # the Links section's query opens on one of this head's that keeps keys, and its row's keys follow the query
-    keys.LINKS_QUERY, keys.LINKS_ROW_KEYS,
+    # the link's own parameter: the head view's detail (detail)
+    keys.HEAD_DETAIL,
     # a hybrid's other layer and group the Head view draws (issue 55): not in links yet
     keys.EFFECTIVE_LAYER_PICK, keys.EFFECTIVE_GROUP_PICK,
-    # a corpus' documents and how its statistics are computed (importance: set afresh for each model, by its cost)
-    keys.CORPUS_SOURCE, keys.CORPUS_PATH, keys.CORPUS_COLUMN, keys.CORPUS_FILE, keys.CORPUS_ENGINE,
-    keys.CORPUS_IMPORTANCE,
-    # Retrieval heads' needle and question: free sentences, too long for a link (a link runs the default needle)
-    keys.RETRIEVAL_NEEDLE, keys.RETRIEVAL_QUESTION,
-    # uploads, the downloads' settings, the Lesson panel itself
-    keys.CIRC_FILE, keys.TASK_FILE, keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT,
-    keys.EXPORT_SIZE,
-    keys.EXPORT_HALF, keys.EXPORT_HEADS,
+    # the downloads' settings, the Lesson panel itself
+    keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT, keys.EXPORT_SIZE, keys.EXPORT_HALF,
+    keys.EXPORT_HEADS,
 })
+NOT_CARRIED = KIT_NOT_CARRIED | {c.name for f in catalogue.features() for c in f.controls if not c.carried}
 # the controls whose value lives elsewhere than under their name: (read it for the app's current state,
 # put a link's value in for the model on screen (a notice or None), put every default back)
 DERIVED: dict[str, tuple[Callable, Callable, Callable]] = {

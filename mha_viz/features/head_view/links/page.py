@@ -33,10 +33,10 @@ def _query_for(links: head_links.HeadLinks) -> None:
     """The section's query: while nobody has picked one (it is still the one this section chose), the last
     query that keeps keys (`opening.opening_query`), so the table never opens empty; a query picked by the
     user, a link or a lesson stays (within the text)."""
-    now, chosen = session.get(keys.LINKS_QUERY), session.get(head_view_keys.LINKS_QUERY_DEFAULT)
+    now, chosen = session.get(head_view_keys.LINKS_QUERY), session.get(head_view_keys.LINKS_QUERY_DEFAULT)
     if now is None or now == chosen or not 0 <= int(now) < links.n:
         query = opening.opening_query(links, links.layer, links.head)
-        session.settle(keys.LINKS_QUERY, query)
+        session.settle(head_view_keys.LINKS_QUERY, query)
         session.put(head_view_keys.LINKS_QUERY_DEFAULT, query)
 
 
@@ -62,7 +62,7 @@ def links_section(cur, layer: int, head: int) -> None:
         charts.show(link_figures.token_strip(links, layer, head, int(start)), key=head_view_keys.LINKS_STRIP_CHART,
                     name="token-strip")
         left, right = st.columns(2)
-        query = int(left.number_input("Query", 0, links.n - 1, key=keys.LINKS_QUERY, persist_state=keys.KEEP,
+        query = int(left.number_input("Query", 0, links.n - 1, key=head_view_keys.LINKS_QUERY, persist_state=keys.KEEP,
                                       help="Any query of the text: its kept keys, heaviest first."))
         notebook_button.record(links_start=int(start), links_query=query)
         kept = link_figures.query_links(links, layer, head, query)
@@ -89,12 +89,12 @@ def whole_row(run, links: head_links.HeadLinks, query: int) -> None:
     st.markdown(f"**Exact row: query {query} over all {run.n} keys**"
                 + ("" if run.is_dense else ", recomputed from what the analysis kept"))
     last = run.n - 1
-    shown = session.get(keys.LINKS_ROW_KEYS)
+    shown = session.get(head_view_keys.LINKS_ROW_KEYS)
     if not (isinstance(shown, (tuple, list)) and len(shown) == 2 and 0 <= shown[0] < shown[1] <= last):
-        session.settle(keys.LINKS_ROW_KEYS, (0, last))  # the whole row; a range kept from a longer text is reset
+        session.settle(head_view_keys.LINKS_ROW_KEYS, (0, last))  # the whole row; a longer text's range is reset
     if last < 1:
         return
-    first, final = st.slider("Keys shown (zoom in for every key)", 0, last, key=keys.LINKS_ROW_KEYS,
+    first, final = st.slider("Keys shown (zoom in for every key)", 0, last, key=head_view_keys.LINKS_ROW_KEYS,
                              persist_state=keys.KEEP,
                              help=f"At most {BARS} bars: where more keys are shown, each bar stands for a run of "
                                   "neighbouring keys and shows the heaviest of them.")

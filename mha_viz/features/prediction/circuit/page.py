@@ -70,7 +70,8 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
     st.caption(ABOUT)
     _keep_only(key)
     _apply_pending(key)
-    label = st.radio("Estimate", list(METHODS), key=keys.CIRC_METHOD, persist_state=keys.KEEP, horizontal=True,
+    label = st.radio("Estimate", list(METHODS), key=prediction_keys.CIRC_METHOD, persist_state=keys.KEEP,
+                     horizontal=True,
                      help="EAP-IG: 5 gradient passes between the corrupted and the clean text (integrated "
                           "gradients). EAP: one, on the clean text.")
     method = METHODS.get(label, "eap-ig")
@@ -173,8 +174,9 @@ def _show(cur, key, ask, edges) -> None:
     st.caption(f"{total:,} edges scored by {method.upper()} on m = logit({a}) − logit({w}): "
                f"{edges.m_clean:+.2f} clean, {edges.m_corrupted:+.2f} corrupted.")
     top_k = min(MAX_DRAWN, total)
-    session.settle(keys.CIRC_K, max(1, min(int(session.get(keys.CIRC_K, DEFAULT_DRAWN)), top_k)))
-    k = int(st.slider("Edges drawn (k, by |score|)", 1, max(top_k, 2), key=keys.CIRC_K, persist_state=keys.KEEP,
+    session.settle(prediction_keys.CIRC_K, max(1, min(int(session.get(prediction_keys.CIRC_K, DEFAULT_DRAWN)), top_k)))
+    k = int(st.slider("Edges drawn (k, by |score|)", 1, max(top_k, 2), key=prediction_keys.CIRC_K,
+                      persist_state=keys.KEEP,
                       help=f"The graph draws the k strongest edges (at most {MAX_DRAWN}); the star on the curve "
                            "below is this circuit run for real."))
     top = edges.top(k)
@@ -286,7 +288,7 @@ def _downloads(cur, edges, k: int, real_k, curve) -> None:
 def _opener(cur, key) -> None:
     """Open a saved circuit: shown at once when it was found on this pair (once a file), else its pair
     offered. Every file that is not one gets a message."""
-    upload = st.file_uploader("Open a saved circuit (JSON)", key=keys.CIRC_FILE, type=["json"],
+    upload = st.file_uploader("Open a saved circuit (JSON)", key=prediction_keys.CIRC_FILE, type=["json"],
                               max_upload_size=64, help="A circuit downloaded from this section.")
     if upload is None:
         return
@@ -318,8 +320,8 @@ def put_pair(edges) -> None:
     """The button's callback (before the page's inputs are drawn): the saved circuit's pair in them, the
     circuit waiting for it."""
     sidebar.choose(text=edges.extra.get("clean"))
-    session.put(keys.PRED_CORRUPTED, edges.extra.get("corrupted"))
-    session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), (edges.answer_text, edges.wrong_text))
+    session.put(prediction_keys.PRED_CORRUPTED, edges.extra.get("corrupted"))
+    session.put_all((prediction_keys.PRED_ANSWER, prediction_keys.PRED_WRONG), (edges.answer_text, edges.wrong_text))
     session.put(prediction_keys.CIRC_PENDING, edges)
 
 
@@ -329,17 +331,18 @@ def _apply_pending(key) -> None:
     if edges is not None and (edges.extra.get("clean"), edges.extra.get("corrupted")) == (key.clean, key.corrupted):
         session.pop(prediction_keys.CIRC_PENDING)
         _results()[(key, edges.method)] = edges
-        session.put(keys.CIRC_METHOD, LABELS[edges.method])
+        session.put(prediction_keys.CIRC_METHOD, LABELS[edges.method])
 
 
 def link_fields() -> dict:
     """What a link to *Heads behind a prediction* carries: the pair's inputs, and the circuit on screen
     (its estimate and the edges drawn) when there is one."""
     fields = {name: session.get(key) or None for name, key in (
-        ("corrupted", keys.PRED_CORRUPTED), ("answer", keys.PRED_ANSWER), ("wrong", keys.PRED_WRONG))}
-    method = METHODS.get(session.get(keys.CIRC_METHOD))
+        ("corrupted", prediction_keys.PRED_CORRUPTED), ("answer", prediction_keys.PRED_ANSWER),
+        ("wrong", prediction_keys.PRED_WRONG))}
+    method = METHODS.get(session.get(prediction_keys.CIRC_METHOD))
     if method is not None and any(ask[1] == method for ask in _results()):
-        fields.update(circuit=method, k=int(session.get(keys.CIRC_K, DEFAULT_DRAWN)))
+        fields.update(circuit=method, k=int(session.get(prediction_keys.CIRC_K, DEFAULT_DRAWN)))
     return fields
 
 
@@ -347,14 +350,14 @@ def open_pair_and_circuit(link: links.Link) -> list[str]:
     """The pair and the circuit a link carries, put in the page's inputs; with a circuit, the heads and the
     circuit are found once on opening (`prediction_keys.PRED_AUTO`). Nothing is refused (no notices)."""
     if link.corrupted is not None:
-        session.put(keys.PRED_CORRUPTED, link.corrupted)
-    for name, key in (("answer", keys.PRED_ANSWER), ("wrong", keys.PRED_WRONG)):
+        session.put(prediction_keys.PRED_CORRUPTED, link.corrupted)
+    for name, key in (("answer", prediction_keys.PRED_ANSWER), ("wrong", prediction_keys.PRED_WRONG)):
         if getattr(link, name) is not None:
             session.put(key, getattr(link, name))
     if link.k is not None:
-        session.put(keys.CIRC_K, max(1, link.k))
+        session.put(prediction_keys.CIRC_K, max(1, link.k))
     if link.circuit is not None:
-        session.put(keys.CIRC_METHOD, LABELS[link.circuit])
+        session.put(prediction_keys.CIRC_METHOD, LABELS[link.circuit])
         session.put(prediction_keys.PRED_AUTO, True)
     return []
 

@@ -19,7 +19,7 @@ from mha_viz.features.prediction import explanation_figures
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import attribution, estimate, prediction
-from mha_viz.ui.kit import charts, keys, resources, session, shared_head
+from mha_viz.ui.kit import charts, resources, session, shared_head
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import notebook_button
 
@@ -148,7 +148,8 @@ def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
     layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, prediction_keys.PRED_LAYER,
                                         prediction_keys.PRED_HEAD, where=cols[:2])
     notebook_button.record(layer=layer, head=head, corrupted=key.corrupted, answer=key.answer, wrong=key.wrong,
-                           patched=expl.patching is not None, position_layer=session.get(keys.PRED_POS_LAYER))
+                           patched=expl.patching is not None,
+                           position_layer=session.get(prediction_keys.PRED_POS_LAYER))
     parts = [f"{expl.dla.label} {float(expl.dla.per_head[layer, head]):+.3f}"]
     if expl.estimate is not None:
         parts.append(f"estimated restored fraction {float(expl.estimated[layer, head]):.3f}")

@@ -150,7 +150,7 @@ def _prompts(tokenizer) -> tuple[PromptSet | None, dict]:
     source = SOURCES[st.selectbox("Pairs", list(SOURCES), key=prediction_keys.TASK_SOURCE, persist_state=keys.KEEP)]
     if source == "file":
         upload = st.file_uploader("Prompt pairs (columns clean, corrupted, answer, wrong)", type=["csv", "jsonl"],
-                                  key=keys.TASK_FILE)
+                                  key=prediction_keys.TASK_FILE)
         if upload is None:
             st.info("Upload a CSV (a header row clean, corrupted, answer, wrong) or a JSONL file (one object a "
                     "line with those keys).", icon=":material/upload_file:")
