@@ -187,12 +187,12 @@ def picks(name: str, options: Sequence = (), *, upto: str | None = None, text: b
     return Control(name, PICKS, options=tuple(options), low=0, integer=not text, upto=upto, default=default)
 
 
-def local(name: str, why: str) -> Control:
-    """An input of the page that no link or lesson step carries, and `why` not (what it is instead: a preset that
-    acts once, an upload, the link's own parameter, a value set afresh for each run)."""
+def local(why: str, *names: str) -> tuple[Control, ...]:
+    """Inputs of the page that no link or lesson step carries, one control each, and `why` not (what they are
+    instead: a preset that acts once, an upload, the link's own parameters, a value set afresh for each run)."""
     if not why:
-        raise ValueError(f"say why no link carries {name!r}")
-    return Control(name, LOCAL, why=why)
+        raise ValueError(f"say why no link carries {', '.join(names)}")
+    return tuple(Control(name, LOCAL, why=why) for name in names)
 
 
 def tokens_of(cur) -> int:

@@ -36,7 +36,7 @@ def planted_figure(run):
 
 FEATURE = Feature("planted", "Planted page", "Measure", 15, ":material/star:", heading="A planted page",
                   notebook=cells, figures=(planted_figure,),
-                  controls=(vp.flag("planted_flag"), vp.local("planted_upload", "an upload: no link carries a file")))
+                  controls=(vp.flag("planted_flag"), *vp.local("an upload: no link carries a file", "planted_upload")))
 '''
 PAGE = '''
 def planted_page():

@@ -154,7 +154,8 @@ def test_every_input_of_the_ui_is_a_page_control_or_left_out_with_a_reason():
 
 
 def test_a_local_control_says_why_and_is_not_carried():
-    upload = vp.local("an_upload", "an upload: no link carries a file")
-    assert not upload.carried and upload.why.startswith("an upload") and vp.flag("x").carried
+    upload, other = vp.local("uploads: no link carries a file", "an_upload", "another")
+    assert (upload.name, other.name) == ("an_upload", "another") and upload.why == other.why
+    assert not upload.carried and upload.why.startswith("uploads") and vp.flag("x").carried
     with pytest.raises(ValueError, match="say why"):
-        vp.local("an_upload", "")
+        vp.local("", "an_upload")

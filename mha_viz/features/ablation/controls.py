@@ -12,7 +12,7 @@ IMP_SOURCE = "imp_source"
 THIS_TEXT, SAMPLE = "this text", "a bundled sample paragraph"  # IMP_SOURCE's choices: what importance is scored on
 OTHER_SENTENCE = "A cat is resting on a rug."  # ABLATION_OTHER's default
 
-# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
 # and its other keys that the kit's keys held
 HEADS_LAYER_PICK = "heads_layer_pick"
 IMP_K = "imp_k"
@@ -23,8 +23,8 @@ CONTROLS = (
     vp.choice(ABLATION_OTHER, default=OTHER_SENTENCE),
     vp.choice(IMP_SOURCE, (THIS_TEXT, SAMPLE), default=THIS_TEXT),
     vp.picks(shared_controls.HEADS_OFF, text=True, default=[]),
-    vp.local(HEADS_LAYER_PICK, "a layer whose heads a button switches off"),
-    vp.local(IMP_K, "the importance's k waits for the importance"),
+    *vp.local("a layer whose heads a button switches off", HEADS_LAYER_PICK),
+    *vp.local("the importance's k waits for the importance", IMP_K),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
@@ -45,7 +45,8 @@ IMP_GRID = "imp_grid"
 PRUNE_FIG = "prune_fig"
 PRUNE_GO = "prune_go"
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the on/off grid, drawn under a new key
-# whenever the app changes it (HEADS_ON keeps the heads); a layer of the run on screen and the importance's k, clamped
-# to each new run
-NOT_KEPT = frozenset({HEADS_LAYER_PICK, IMP_K, HEADS_GRID_PREFIX})
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py)
+NOT_KEPT = frozenset({
+    HEADS_GRID_PREFIX,  # the on/off grid, drawn under a new key whenever the app changes it (HEADS_ON keeps the heads)
+    HEADS_LAYER_PICK, IMP_K,  # a layer of the run on screen and the importance's k, clamped to each new run
+})

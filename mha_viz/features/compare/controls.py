@@ -9,7 +9,7 @@ from mha_viz.metrics.measures import METRICS
 CMP_METRIC = "cmp_metric"  # models of different shapes: the metric compared by depth
 CMP_RESCALE = "cmp_rescale"
 
-# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
 # and its other keys that the kit's keys held
 CMP_MODE = "cmp_mode"
 CMP_TEXT_B = "cmp_text_b"
@@ -19,12 +19,9 @@ CMP_LOCAL_B = "cmp_local_b"
 CMP_PAIR = "cmp_pair"  # a minimal-pair example: sets the sidebar's text and sentence B
 
 CONTROLS = (vp.flag(CMP_RESCALE), vp.choice(CMP_METRIC, tuple(METRICS), default=next(iter(METRICS))),
-    vp.local(CMP_MODE, "the link's own parameter: run B's mode (compare)"),
-    vp.local(CMP_TEXT_B, "the link's own parameter: sentence B (text_b)"),
-    vp.local(CMP_MODEL_B, "the link's own parameter: model B (model_b)"),
-    vp.local(CMP_OTHER_B, "the link's own parameter: model B typed in (model_b)"),
-    vp.local(CMP_LOCAL_B, "the link's own parameter: B computed with our MHA (mha_b)"),
-    vp.local(CMP_PAIR, "a preset acts once: it sets the sidebar's text and sentence B"),
+    *vp.local("the link's own parameters: run B (compare, text_b, model_b, mha_b)",
+              CMP_MODE, CMP_TEXT_B, CMP_MODEL_B, CMP_OTHER_B, CMP_LOCAL_B),
+    *vp.local("a preset acts once: it sets the sidebar's text and sentence B", CMP_PAIR),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no

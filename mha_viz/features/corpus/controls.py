@@ -15,7 +15,7 @@ CORPUS_SCATTER_X = "corpus_scatter_x"  # every head on two measures
 CORPUS_SCATTER_Y = "corpus_scatter_y"
 CORPUS_TOKENS = "corpus_tokens"  # tokens per document
 
-# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
 # and its other keys that the kit's keys held
 CORPUS_SOURCE = "corpus_source"  # the bundled sample, an upload or a path
 CORPUS_FILE = "corpus_file"  # the uploader
@@ -33,12 +33,10 @@ CONTROLS = (
     vp.number(CORPUS_FIRST, 0, default=0),
     vp.choice(CORPUS_BATCH, (8, 16, 32), default=16),
     *scatter(CORPUS_SCATTER_X, CORPUS_SCATTER_Y, CORPUS_SCATTER_COLOUR),
-    vp.local(CORPUS_SOURCE, "a corpus' documents: too big for a link"),
-    vp.local(CORPUS_FILE, "an upload: a corpus' documents"),
-    vp.local(CORPUS_PATH, "a corpus' documents: a path on the server"),
-    vp.local(CORPUS_COLUMN, "a corpus' documents: the text column of its file"),
-    vp.local(CORPUS_ENGINE, "how a corpus' statistics are computed, not what they show"),
-    vp.local(CORPUS_IMPORTANCE, "set afresh for each model, by its cost"),
+    *vp.local("a corpus' documents (the source, an upload, a path on the server, a file's text column): too big "
+              "for a link", CORPUS_SOURCE, CORPUS_FILE, CORPUS_PATH, CORPUS_COLUMN),
+    *vp.local("how the statistics are computed, not what they show (importance: set afresh for each model, by its "
+              "cost)", CORPUS_ENGINE, CORPUS_IMPORTANCE),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no

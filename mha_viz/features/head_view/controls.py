@@ -16,7 +16,7 @@ SUBSET_PICK = "subset_pick"  # pick-lists instead of ranges
 SUBSET_QUERIES = "subset_queries"  # (start, stop) of the queries shown in the "queries × keys" detail
 SUBSET_QUERY_LIST = "subset_query_list"  # the picked query positions
 
-# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
 # and its other keys that the kit's keys held
 SUBSET_PRESET = "subset_preset"  # a sentence preset that sets both ranges
 LINKS_QUERY = "links_query"  # the query whose kept keys and exact row are shown
@@ -37,9 +37,9 @@ CONTROLS = (
     # the Links section (head_links_view): positions of the run on screen, clamped by the section
     vp.number(LINKS_STRIP, 0, default=0),
     vp.flag(LINKS_SKIP_FIRST),
-    vp.local(SUBSET_PRESET, "a preset acts once: it sets both ranges"),
-    vp.local(LINKS_QUERY, "the Links section opens on a query of this head that keeps keys"),
-    vp.local(LINKS_ROW_KEYS, "the exact row's keys follow the query"),
+    *vp.local("a preset acts once: it sets both ranges", SUBSET_PRESET),
+    *vp.local("the Links section opens on a query of this head that keeps keys, its row's keys follow the query",
+              LINKS_QUERY, LINKS_ROW_KEYS),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no

@@ -7,15 +7,14 @@ from mha_viz.export import view_params as vp
 
 GRID_RESCALE = "grid_rescale"
 
-# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
 # and its other keys that the kit's keys held
 GRID_LAYER = "grid_layer"
 GRID_HEAD = "grid_head"
 
 CONTROLS = (
     vp.flag(GRID_RESCALE, default=True),
-    vp.local(GRID_LAYER, "a head a button opens: the link's layer and head say it"),
-    vp.local(GRID_HEAD, "a head a button opens: the link's layer and head say it"),
+    *vp.local("a head a button opens: the link's layer and head say it", GRID_LAYER, GRID_HEAD),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no

@@ -39,7 +39,7 @@ MAX_PAIRS = 500
 MAX_DRAWN, DEFAULT_DRAWN = 200, 30  # a task circuit's edges drawn: at most, and at first
 DEFAULTS = {TASK_SIZE: 20, TASK_SEED: 0}  # a set of 20 pairs: a first result in seconds on SmolLM2
 
-# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
 # and its other keys that the kit's keys held
 PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
 PRED_CORRUPTED = "pred_corrupted"
@@ -58,15 +58,11 @@ CONTROLS = (
     vp.number(TASK_SEED, 0, 2**31 - 1, default=0),
     vp.choice(TASK_METHOD, tuple(METHODS), default=next(iter(METHODS))),
     vp.number(TASK_K, 1, MAX_DRAWN, default=DEFAULT_DRAWN),
-    vp.local(PRED_PRESET, "a preset acts once: it sets the sidebar's text and the corrupted text"),
-    vp.local(PRED_CORRUPTED, "the link's own parameter: the pair's corrupted text (corrupted)"),
-    vp.local(PRED_ANSWER, "the link's own parameter: the answer token (answer)"),
-    vp.local(PRED_WRONG, "the link's own parameter: the wrong token (wrong)"),
-    vp.local(PRED_POS_LAYER, "the layer of the estimate by position follows the chosen head"),
-    vp.local(CIRC_METHOD, "the link's own parameter: the circuit's estimate (circuit)"),
-    vp.local(CIRC_K, "the link's own parameter: the edges the circuit's graph draws (k)"),
-    vp.local(CIRC_FILE, "an upload: a saved circuit"),
-    vp.local(TASK_FILE, "an upload: a task's pairs"),
+    *vp.local("the link's own parameters: the pair and its circuit (corrupted, answer, wrong, circuit, k)",
+              PRED_CORRUPTED, PRED_ANSWER, PRED_WRONG, CIRC_METHOD, CIRC_K),
+    *vp.local("a preset acts once: it sets the sidebar's text and the corrupted text", PRED_PRESET),
+    *vp.local("the layer of the estimate by position follows the chosen head", PRED_POS_LAYER),
+    *vp.local("uploads: a saved circuit, a task's pairs", CIRC_FILE, TASK_FILE),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no

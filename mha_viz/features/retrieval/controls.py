@@ -12,14 +12,14 @@ DEFAULT_DEPTHS = (10, 50, 90)
 DEFAULT_LENGTH = 1024
 MIN_LENGTH = 32
 
-# the page's inputs that no link or lesson step carries (each a `vp.local` control of CONTROLS, with why),
+# the page's inputs that no link or lesson step carries (`vp.local` controls of CONTROLS, with why),
 # and its other keys that the kit's keys held
 RETRIEVAL_NEEDLE = "retrieval_needle"  # the needle sentence and the question after it
 RETRIEVAL_QUESTION = "retrieval_question"
 
 CONTROLS = (vp.number(RETRIEVAL_LENGTH, MIN_LENGTH, 131_072), vp.picks(RETRIEVAL_DEPTHS, DEPTHS),
-    vp.local(RETRIEVAL_NEEDLE, "a free sentence, too long for a link (a link runs the default needle)"),
-    vp.local(RETRIEVAL_QUESTION, "a free sentence, too long for a link (a link runs the default question)"),
+    *vp.local("free sentences, too long for a link (a link runs the default needle and question)",
+              RETRIEVAL_NEEDLE, RETRIEVAL_QUESTION),
 )
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
