@@ -1,8 +1,9 @@
 """The UI's sources and session keys, for the tests that read the UI's code: every module under `mha_viz/ui` (its
-folders `kit` and `shell`) and every feature's page (`features/<id>/page.py`, its sections' `features/<id>/<section>/
-page.py` and what they keep in the session, as Compare's `run_b`), together `MODULES`; and every session key module: the
-kit's (`keys`), the shared controls' and each feature's (`features/<id>/controls.py`, imported as `<id>_keys`),
-with `key_value` resolving a `keys.NAME` or `<id>_keys.NAME` of the source to its value."""
+folders `kit` and `shell`) and every feature's page (`features/<id>/page.py`, and the modules of its folder that
+read the UI: what it keeps in the session, as Compare's `run_b` and the Head view's `subset`), together `MODULES`;
+and every session key module: the kit's (`keys`), the shared controls' and each feature's
+(`features/<id>/controls.py`, imported as `<id>_keys`), with `key_value` resolving a `keys.NAME` or `<id>_keys.NAME`
+of the source to its value."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _reads_the_ui(path: Path) -> bool:
     return False
 
 
-# each page's id -> its modules: `features/<id>/page.py` first, then its sections' pages and parts
+# each page's id -> its modules: `features/<id>/page.py` first, then the parts of its folder that read the UI
 PAGES = {f.name: sorted((p for p in f.rglob("*.py") if p.name == "page.py" or _reads_the_ui(p)),
                         key=lambda p: (p != f / "page.py", p.as_posix()))
          for f in sorted(FEATURES.iterdir()) if (f / "page.py").is_file()}

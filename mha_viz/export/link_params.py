@@ -29,11 +29,12 @@ On the *Compare texts or models* page, also run B:
 - ``text_b``: sentence B (texts), at most `MAX_TEXT_CHARS` characters like ``text``.
 - ``model_b``: model B (models), checked like ``model``; ``mha_b``: ``ours`` or ``hf`` for B.
 
-On the *Heads behind a prediction* page, the pair and its circuit:
+On the *Heads behind a prediction* and *Circuit behind a prediction* pages, the pair (one form on both), and on the
+circuit's page its circuit:
 
 - ``corrupted``: the corrupted text (the clean one is ``text``), at most `MAX_TEXT_CHARS` characters.
 - ``answer``, ``wrong``: the answer and wrong tokens as typed (at most `MAX_TOKEN_CHARS` characters each).
-- ``circuit``: ``eap`` or ``eap-ig``: the page finds the heads and the circuit by that estimate on opening.
+- ``circuit``: ``eap`` or ``eap-ig``: the circuit's page finds the circuit by that estimate on opening.
 - ``k``: the edges the circuit's graph draws.
 
 A page's own controls (the token in focus, the metric, the window…: `mha_viz.export.view_params`) are

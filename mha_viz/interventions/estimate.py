@@ -44,6 +44,14 @@ def _forward(model: LoadedModel, ids: torch.Tensor, scale: torch.Tensor, record:
         return model.hf_model(**kwargs).logits
 
 
+def check_budget(model: LoadedModel, n: int) -> None:
+    """InputError (`ablation.GradientBudget`) when the estimate's backward pass over texts of n tokens would not fit
+    the memory budget (`ablation.check_gradient_budget`): what `estimate_positions` checks before it runs, and a page
+    before its button."""
+    check_gradient_budget(model, n, doing=f"Estimating every head of {model.name} with one backward pass",
+                          logit_rows=1 if readout.keeps_last_logits(model.hf_model) else None, fused=True)
+
+
 def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None,
                        mode: str = "denoise", *, max_tokens: int | None = None) -> Patching:
     """The first-order estimate of patching each head at each position: `.values` (layers, heads,
@@ -54,8 +62,7 @@ def estimate_positions(model: LoadedModel, clean: str, corrupted: str, answer=No
     backward pass would not fit the memory budget (`ablation.check_gradient_budget`)."""
     check_mode(mode)
     t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="attribution patching")
-    check_gradient_budget(model, t.n, doing=f"Estimating every head of {model.name} with one backward pass",
-                          logit_rows=1 if readout.keeps_last_logits(model.hf_model) else None, fused=True)
+    check_budget(model, t.n)
     run_ids, source_ids = (t.ids_x, t.ids_c) if mode == "denoise" else (t.ids_c, t.ids_x)
     L, H = model.num_layers, model.num_heads
     with model.lock:

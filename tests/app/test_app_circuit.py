@@ -1,8 +1,9 @@
-"""The *Circuit* section of *Heads behind a prediction* through AppTest, on toy-induction's preset: the
+"""The *Circuit behind a prediction* page through AppTest, on toy-induction's preset: the
 graph draws the top k edges of `edge_attribution` computed here (its edge markers in score order, coloured
 by sign, nodes without an edge hidden), the star on the faithfulness curve is `circuit` run here, a
 clicked edge shows `path_patch`'s value, the top 20 are patched for real, the JSON download opens again,
-and a refusal is a message with the inputs kept."""
+a link reopens the circuit, the pair is the one *Heads behind a prediction* shows, and a refusal is a message with
+the inputs kept."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 
 import mha_viz
 from mha_viz.circuits import path_patching
-from mha_viz.features.prediction import circuit_figures
+from mha_viz.drawing import circuit as circuit_figures
+from mha_viz.features.circuit import controls as circuit_keys
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions import prediction
 from mha_viz.ui.kit import keys
@@ -22,16 +24,32 @@ from tests.app.helpers import app_test, chart_title, charts, open_page, shown, s
 pytestmark = pytest.mark.model
 
 
-
-
 def _page():
     at = start_app()
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
-    open_page(at, "prediction")
-    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
-    at.button(key=prediction_keys.PRED_GO).click().run()
+    open_page(at, "circuit")
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
+
+
+def test_the_pair_is_the_one_heads_behind_a_prediction_shows():
+    """A pair typed on *Heads behind a prediction* is on the circuit's page, and one typed there is back on the
+    prediction's: one form under shared keys, not two copies."""
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
+    open_page(at, "prediction")
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.text_input(key=keys.PRED_ANSWER).input(" x").run()
+    open_page(at, "circuit")
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert at.text_input(key=keys.PRED_ANSWER).value == " x"
+    assert circuit_keys.CIRC_GO in [b.key for b in at.button]
+    at.text_area(key=keys.PRED_CORRUPTED).input("a b c").run()
+    open_page(at, "prediction")
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == "a b c"
+    assert prediction_keys.PRED_GO in [b.key for b in at.button]
 
 
 def _edge_markers(chart) -> dict:
@@ -42,12 +60,12 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     at = _page()
     toy = mha_viz.load_model("toy-induction", device="cpu")
     clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
-    at.radio(key=prediction_keys.CIRC_METHOD).set_value("EAP").run()
-    at.button(key=prediction_keys.CIRC_GO).click().run()
+    at.radio(key=circuit_keys.CIRC_METHOD).set_value("EAP").run()
+    at.button(key=circuit_keys.CIRC_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     want = mha_viz.edge_attribution(toy, clean, corrupted, method="eap")
     k = 12
-    at.slider(key=prediction_keys.CIRC_K).set_value(k).run()
+    at.slider(key=circuit_keys.CIRC_K).set_value(k).run()
     graph = titled(at, f"The top {k} edges (EAP)")
     markers = _edge_markers(graph)
     top = want.top(k)
@@ -72,8 +90,8 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     assert circuit_figures.edge_pick([{"curve_number": curve_number, "point_index": 2}], curve_number) == 2
     assert circuit_figures.edge_pick([{"curve_number": 0, "point_index": 2}], curve_number) is None
     picked = (top["sender"][2], top["receiver"][2])
-    key = next(iter(at.session_state[prediction_keys.CIRC_RESULTS]))
-    at.session_state[prediction_keys.CIRC_PICKED] = (*key, *picked)
+    key = next(iter(at.session_state[circuit_keys.CIRC_RESULTS]))
+    at.session_state[circuit_keys.CIRC_PICKED] = (*key, *picked)
     at.run()
     info = shown(" ".join(i.value for i in at.info))
     value = mha_viz.circuits.path_patch(toy, clean, corrupted, *picked)
@@ -86,7 +104,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     t = ((markers["x"][2] - x0) * (x1 - x0) + (markers["y"][2] - y0) * (y1 - y0)) / ((x1 - x0) ** 2 + (y1 - y0) ** 2)
     assert 0 < t < 1 and [markers["x"][2], markers["y"][2]] == pytest.approx([x0 + t * (x1 - x0), y0 + t * (y1 - y0)])
     # the top 20 for real
-    at.button(key=prediction_keys.CIRC_TOP_GO).click().run()
+    at.button(key=circuit_keys.CIRC_TOP_GO).click().run()
     assert not at.exception and not at.error
     scatter = titled(at, "Estimate against real path patching, 20 edges")
     top20 = want.top(20)
@@ -98,9 +116,9 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
 
 def test_saved_circuit_opens_again_and_bad_files_are_messages():
     at = _page()
-    at.button(key=prediction_keys.CIRC_GO).click().run()  # EAP-IG, the default
+    at.button(key=circuit_keys.CIRC_GO).click().run()  # EAP-IG, the default
     assert not at.exception and not at.error
-    (key, method), edges = next(iter(at.session_state[prediction_keys.CIRC_RESULTS].items()))
+    (key, method), edges = next(iter(at.session_state[circuit_keys.CIRC_RESULTS].items()))
     saved = edges.to_json(k=5)
     data = json.loads(saved)
     assert data["method"] == "eap-ig" and data["clean"] == prediction.INDUCTION.clean and len(data["edges"]) == len(
@@ -114,34 +132,37 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
 
     # a fresh session on the same pair: the file opens the circuit without finding it again
     again = _page()
-    assert again.radio(key=prediction_keys.CIRC_METHOD).value == "EAP-IG"
+    assert again.radio(key=circuit_keys.CIRC_METHOD).value == "EAP-IG"
     eap = mha_viz.circuits.Edges.from_json(saved)
     eap.method = "eap"  # saved by EAP: the section switches to it
-    again.file_uploader(key=prediction_keys.CIRC_FILE).set_value(("circuit.json", eap.to_json().encode(),
+    again.file_uploader(key=circuit_keys.CIRC_FILE).set_value(("circuit.json", eap.to_json().encode(),
                                                                   "application/json"))
     again.run()
     assert not again.exception and not again.error, [e.value for e in again.error]
-    assert again.radio(key=prediction_keys.CIRC_METHOD).value == "EAP"
+    assert again.radio(key=circuit_keys.CIRC_METHOD).value == "EAP"
     graph = titled(again, "The top 30 edges (EAP)")
     assert len(_edge_markers(graph)["x"]) == 30
     # not a circuit: a message, the page and its inputs as they were
-    again.file_uploader(key=prediction_keys.CIRC_FILE).set_value(("circuit.json", b"{ not json", "application/json"))
+    again.file_uploader(key=circuit_keys.CIRC_FILE).set_value(("circuit.json", b"{ not json", "application/json"))
     again.run()
     assert not again.exception
     assert "not a circuit saved by mha-viz" in shown(" ".join(e.value for e in again.error))
-    assert again.text_area(key=prediction_keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert again.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     # another pair's circuit: offered, and its pair put on the page by the button
     other = json.loads(saved)
     other.update(clean="a b c d e f g h a b c d e f g", corrupted="m n o p q r s t m n o p q r s")
-    again.file_uploader(key=prediction_keys.CIRC_FILE).set_value(("other.json", json.dumps(other).encode(),
+    again.file_uploader(key=circuit_keys.CIRC_FILE).set_value(("other.json", json.dumps(other).encode(),
                                                                   "application/json"))
     again.run()
     assert not again.exception and "found on another pair" in shown(" ".join(w.value for w in again.warning))
-    again.button(key=prediction_keys.CIRC_OPEN_PAIR).click().run()
+    again.button(key=circuit_keys.CIRC_OPEN_PAIR).click().run()
     assert not again.exception, again.exception
     assert again.text_area(key=keys.TEXT).value == other["clean"]
-    assert again.text_area(key=prediction_keys.PRED_CORRUPTED).value == other["corrupted"]
-    assert again.session_state[prediction_keys.CIRC_PENDING] is not None  # shown once that pair's heads are found
+    assert again.text_area(key=keys.PRED_CORRUPTED).value == other["corrupted"]
+    assert not again.error, [e.value for e in again.error]  # its circuit shown at once: that pair is the page's
+    assert [(k.clean, method) for k, method in again.session_state[circuit_keys.CIRC_RESULTS]] == [
+        (other["clean"], "eap-ig")]
+    assert titled(again, "The top 30 edges (EAP-IG)") is not None
 
 
 def test_sizes_of_the_curve():
@@ -150,19 +171,19 @@ def test_sizes_of_the_curve():
 
 
 def test_a_link_reopens_the_circuit():
-    """The URL of a page with a circuit carries the pair, the estimate and k; opening it finds the heads and the
-    circuit at once and draws the same k edges."""
+    """The URL of the page with a circuit carries the pair, the estimate and k; opening it finds the circuit at once
+    and draws the same k edges."""
     at = _page()
-    at.radio(key=prediction_keys.CIRC_METHOD).set_value("EAP").run()
-    at.button(key=prediction_keys.CIRC_GO).click().run()
-    at.slider(key=prediction_keys.CIRC_K).set_value(9).run()
+    at.radio(key=circuit_keys.CIRC_METHOD).set_value("EAP").run()
+    at.button(key=circuit_keys.CIRC_GO).click().run()
+    at.slider(key=circuit_keys.CIRC_K).set_value(9).run()
     assert not at.exception and not at.error
     params = dict(at.query_params)
     assert params["circuit"] == "eap" and params["k"] == "9" and params["corrupted"] == prediction.INDUCTION.corrupted
     again = app_test()
     again.query_params.update({**params, "layer": params.get("layer", "1")})
     again.run()
-    open_page(again, "prediction")
+    open_page(again, "circuit")
     assert not again.exception and not again.error, [e.value for e in again.error]
     graph = titled(again, "The top 9 edges (EAP)")
     toy = mha_viz.load_model("toy-induction", device="cpu")
@@ -172,8 +193,8 @@ def test_a_link_reopens_the_circuit():
 
 
 def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path):
-    """A random OLMo 2 (its heads write through one norm over all of them): the heads are found, the circuit
-    is refused with the reason, and the texts and the estimate chosen stay."""
+    """A random OLMo 2 (its heads write through one norm over all of them): the circuit is refused with the reason,
+    and the texts and the estimate chosen stay."""
     from transformers import Olmo2Config, Olmo2ForCausalLM
 
     from mha_viz.ui.shell.sidebar import OTHER
@@ -190,16 +211,15 @@ def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path
     at.selectbox(key=keys.MODEL_CHOICE).set_value(OTHER).run()
     at.text_input(key=keys.MODEL_OTHER).input(str(tmp_path)).run()
     at.text_area(key=keys.TEXT).input(clean).run()
-    open_page(at, "prediction")
-    at.text_area(key=prediction_keys.PRED_CORRUPTED).input(corrupted).run()
-    at.button(key=prediction_keys.PRED_GO).click().run()
+    open_page(at, "circuit")
+    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    at.radio(key=prediction_keys.CIRC_METHOD).set_value("EAP").run()
-    at.button(key=prediction_keys.CIRC_GO).click().run()
+    at.radio(key=circuit_keys.CIRC_METHOD).set_value("EAP").run()
+    at.button(key=circuit_keys.CIRC_GO).click().run()
     assert not at.exception
     message = shown(" ".join(e.value for e in at.error))
     assert "cannot be split" in message and "one norm over all of them" in message
     assert at.text_area(key=keys.TEXT).value == clean
-    assert at.text_area(key=prediction_keys.PRED_CORRUPTED).value == corrupted
-    assert at.radio(key=prediction_keys.CIRC_METHOD).value == "EAP"
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == corrupted
+    assert at.radio(key=circuit_keys.CIRC_METHOD).value == "EAP"
     assert not any(chart_title(c).startswith("The top") for c in charts(at))

@@ -13,9 +13,9 @@ import pytest
 
 import mha_viz
 from mha_viz.features.prediction import controls as prediction_keys
-from mha_viz.features.prediction.page import OWN
 from mha_viz.interventions import attribution, prediction
 from mha_viz.ui.kit import keys
+from mha_viz.ui.shell.pair import OWN
 from tests.app.helpers import chart_title, charts, open_page, shown, start_app
 from tests.helpers import decode
 
@@ -49,10 +49,10 @@ def _found(pair: tuple[str, str] | None = None):
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
     open_page(at, "prediction")
     if pair is None:
-        at.selectbox(key=prediction_keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+        at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     else:
         at.text_area(key=keys.TEXT).input(pair[0]).run()
-        at.text_area(key=prediction_keys.PRED_CORRUPTED).input(pair[1]).run()
+        at.text_area(key=keys.PRED_CORRUPTED).input(pair[1]).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
@@ -111,15 +111,15 @@ def test_a_presets_label_and_blurb_go_once_its_texts_are_edited(edit):
     at = start_app()
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
     open_page(at, "prediction")
-    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+    at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     about = shown(prediction.INDUCTION.about)
     assert about in _captions(at)
-    box = prediction_keys.PRED_CORRUPTED if edit == "corrupted" else keys.TEXT
+    box = keys.PRED_CORRUPTED if edit == "corrupted" else keys.TEXT
     typed = (CORRUPTED if edit == "corrupted" else CLEAN)[:-2] + " q"
     at.text_area(key=box).input(typed).run()
     assert not at.exception, at.exception
-    assert at.selectbox(key=prediction_keys.PRED_PRESET).value == OWN
+    assert at.selectbox(key=keys.PRED_PRESET).value == OWN
     assert about not in _captions(at)
     assert at.text_area(key=box).value == typed  # nothing the user typed is lost
     at.text_area(key=box).input(CORRUPTED if edit == "corrupted" else CLEAN).run()  # the preset's texts again
-    assert at.selectbox(key=prediction_keys.PRED_PRESET).value == OWN  # a label is the user's to choose, not guessed
+    assert at.selectbox(key=keys.PRED_PRESET).value == OWN  # a label is the user's to choose, not guessed

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from mha_viz.features.prediction import controls as prediction_keys
-from mha_viz.features.prediction.page import OWN
 from mha_viz.interventions.prediction import IOI
 from mha_viz.ui.kit import keys
+from mha_viz.ui.shell.pair import OWN
 from tests.app.helpers import open_page, shown, start_app
 
 pytestmark = pytest.mark.model
@@ -25,14 +24,14 @@ def _page_with(text: str, corrupted: str, answer: str = ""):
     at.selectbox(key=keys.MODEL_CHOICE).set_value("smollm2").run()
     at.text_area(key=keys.TEXT).input(text).run()
     open_page(at, "prediction")
-    at.text_area(key=prediction_keys.PRED_CORRUPTED).input(corrupted).run()
-    at.text_input(key=prediction_keys.PRED_ANSWER).input(answer).run()
+    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
+    at.text_input(key=keys.PRED_ANSWER).input(answer).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
 
 def _undo_offered(at) -> bool:
-    return prediction_keys.PRED_UNDO_GO in [b.key for b in at.button]
+    return keys.PRED_UNDO_GO in [b.key for b in at.button]
 
 
 def _notices(at) -> str:
@@ -41,25 +40,25 @@ def _notices(at) -> str:
 
 def test_undo_puts_back_the_users_own_texts_after_the_ioi_preset():
     at = _page_with(MINE, MINE_CORRUPTED, " her")
-    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(IOI.name).run()
+    at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
     assert not at.exception and not at.error
-    assert (at.text_area(key=keys.TEXT).value, at.text_area(key=prediction_keys.PRED_CORRUPTED).value) == (IOI.clean,
+    assert (at.text_area(key=keys.TEXT).value, at.text_area(key=keys.PRED_CORRUPTED).value) == (IOI.clean,
                                                                                                IOI.corrupted)
     assert _undo_offered(at)
     assert f"replaced your sentence “{MINE}”" in _notices(at)
-    at.button(key=prediction_keys.PRED_UNDO_GO).click().run()
+    at.button(key=keys.PRED_UNDO_GO).click().run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value == MINE  # the sidebar's box
-    assert at.text_area(key=prediction_keys.PRED_CORRUPTED).value == MINE_CORRUPTED
-    assert at.text_input(key=prediction_keys.PRED_ANSWER).value == " her"
-    assert at.selectbox(key=prediction_keys.PRED_PRESET).value == OWN
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == MINE_CORRUPTED
+    assert at.text_input(key=keys.PRED_ANSWER).value == " her"
+    assert at.selectbox(key=keys.PRED_PRESET).value == OWN
     assert [t.value for t in at.text] == [MINE]  # the page's clean text, from the sidebar
     assert not _undo_offered(at) and "replaced" not in _notices(at)
 
 
 def test_a_preset_over_its_own_texts_offers_no_undo():
     at = _page_with(IOI.clean, IOI.corrupted)
-    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(IOI.name).run()
+    at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value == IOI.clean
     assert not _undo_offered(at) and "replaced" not in _notices(at)
@@ -67,25 +66,25 @@ def test_a_preset_over_its_own_texts_offers_no_undo():
 
 def test_an_edit_after_the_preset_withdraws_the_undo():
     at = _page_with(MINE, MINE_CORRUPTED)
-    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(IOI.name).run()
+    at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
     assert _undo_offered(at)
     edited = IOI.corrupted.replace("drink", "book")
-    at.text_area(key=prediction_keys.PRED_CORRUPTED).input(edited).run()
+    at.text_area(key=keys.PRED_CORRUPTED).input(edited).run()
     assert not at.exception and not _undo_offered(at)
-    assert at.text_area(key=prediction_keys.PRED_CORRUPTED).value == edited  # the edit stays
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == edited  # the edit stays
 
 
 def test_a_second_preset_keeps_the_way_back_to_the_users_texts():
     """The user's pair, then the IOI preset, then another preset: Undo puts back the user's pair, not IOI's."""
     at = _page_with(MINE, MINE_CORRUPTED, " her")
-    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(IOI.name).run()
-    other = next(o for o in at.selectbox(key=prediction_keys.PRED_PRESET).options if o not in (OWN, IOI.name))
-    at.selectbox(key=prediction_keys.PRED_PRESET).set_value(other).run()
+    at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
+    other = next(o for o in at.selectbox(key=keys.PRED_PRESET).options if o not in (OWN, IOI.name))
+    at.selectbox(key=keys.PRED_PRESET).set_value(other).run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value not in (MINE, IOI.clean)
     assert _undo_offered(at) and f"replaced your sentence “{MINE}”" in _notices(at)
-    at.button(key=prediction_keys.PRED_UNDO_GO).click().run()
+    at.button(key=keys.PRED_UNDO_GO).click().run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value == MINE
-    assert at.text_area(key=prediction_keys.PRED_CORRUPTED).value == MINE_CORRUPTED
-    assert at.text_input(key=prediction_keys.PRED_ANSWER).value == " her"
+    assert at.text_area(key=keys.PRED_CORRUPTED).value == MINE_CORRUPTED
+    assert at.text_input(key=keys.PRED_ANSWER).value == " her"

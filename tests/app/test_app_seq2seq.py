@@ -15,7 +15,8 @@ from tests.app.helpers import PAGE_IDS, charts, open_page, start_app
 
 SOURCE = "The cat sat on the mat."
 CROSS_PAGES = {"model_view", "head_view", "head_metrics", "lines", "focus"}
-FORWARD_PAGES = {"teaching", "ablation", "qk", "corpus", "examples", "compare", "prediction", "retrieval"}
+FORWARD_PAGES = {"teaching", "ablation", "qk", "corpus", "examples", "compare", "prediction", "circuit", "task",
+                 "retrieval"}
 
 
 @pytest.fixture()

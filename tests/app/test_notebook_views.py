@@ -55,7 +55,7 @@ def _setup(at, page: str, model: str) -> None:
         at.session_state[teaching_keys.TEACH_PART] = "3–6 · Scores to probabilities"
         at.run()
     elif page == "prediction" and model == "toy-induction":
-        at.selectbox(key=prediction_keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
+        at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
         at.button(key=prediction_keys.PRED_GO).click().run()
 
 

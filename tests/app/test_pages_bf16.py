@@ -153,7 +153,7 @@ def visit(model: str, dtype: str) -> dict[str, list[dict]]:
         shown["examples"].append(_outcome(at))
 
         open_page(at, "prediction")
-        at.selectbox(key=prediction_keys.PRED_PRESET).set_value(preset.name).run()
+        at.selectbox(key=keys.PRED_PRESET).set_value(preset.name).run()
         at.button(key=prediction_keys.PRED_GO).click().run()  # the estimate and direct logit attribution
         at.selectbox(key=prediction_keys.PRED_LAYER).set_value(layer)  # the panel opened on the top head: back to ours
         at.selectbox(key=prediction_keys.PRED_HEAD).set_value(head).run()

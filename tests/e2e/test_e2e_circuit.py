@@ -1,4 +1,4 @@
-"""The *Circuit* section of *Heads behind a prediction* in a real browser, on toy-induction's preset: the
+"""The page *Circuit behind a prediction* in a real browser, on toy-induction's preset: the
 circuit found (EAP-IG), a click on an edge's dot path-patches that edge, and the value shown is the one
 `path_patch` computes for it."""
 
@@ -17,15 +17,11 @@ EDGES = ("el => { const d = el.querySelector('.js-plotly-plot')._fullData; "
          "return [d.length - 1, d[d.length - 1].hovertext]; }")
 
 
-
 def _circuit(app, model: str, preset: prediction.Preset, timeout_s: int):
-    """The prediction page on `model` and `preset`: the heads found, then the circuit; its graph (a locator)."""
+    """The circuit's page on `model` and `preset`: the circuit found; its graph (a locator)."""
     app.choose_model(model)
-    app.goto("Heads behind a prediction")
+    app.goto("Circuit behind a prediction")
     app.choose("Preset", preset.name, scope=MAIN)
-    app.click(app.page.locator(MAIN).get_by_role("button", name="Find the heads", exact=True))
-    app.page.locator("[data-testid=stAlertContentSuccess]").filter(has_text="m = logit").wait_for(
-        timeout=timeout_s * 1000)
     app.wait_idle()
     app.click(app.page.locator(MAIN).get_by_role("button", name="Find the circuit", exact=True))
     assert app.wait_until(lambda: app.titled("The top 30 edges (EAP-IG)") is not None, True, timeout_s=timeout_s)
@@ -113,7 +109,7 @@ def test_the_graphs_labels_stay_apart_wherever_it_is_drawn_from_520_to_1200_px(b
     """Issue 90: L23KV1 was drawn over L24H4. Labels are placed for a plot narrower than the main area's
     (`circuit_figures.LABELS_AT_PX`): a circuit of SmolLM2's shape drawn by plotly.js in Chromium at figure widths
     from 520 to 1,200 px has no two labels that meet."""
-    from mha_viz.features.prediction.circuit_figures import graph_figure
+    from mha_viz.drawing.circuit import graph_figure
 
     fig = graph_figure(_random_circuit(seed), 30, 9, 3)
     page = browser.new_page(viewport={"width": 1300, "height": 900})

@@ -1,4 +1,4 @@
-"""The circuit section's needs (`prediction_need.circuit`, `prediction_need.path_patched`) on a random-init GPT-2: the
+"""The circuit page's needs (`prediction_need.circuit`, `prediction_need.path_patched`) on a random-init GPT-2: the
 figure `edges.check_budget` refuses by (gradient passes and every receiver's input), or the batches
 of patched runs, whichever is larger."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from mha_viz import needs
 from mha_viz.budget import capture_budget
 from mha_viz.circuits import edges, path_patching
-from mha_viz.features.prediction import need as prediction_need
+from mha_viz.circuits import need as prediction_need
 from mha_viz.interventions import ablation
 from mha_viz_models.reading import readout
 

@@ -6,6 +6,7 @@ import streamlit. Each rule is a function of the modules' sources, also shown to
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -198,15 +199,15 @@ def test_a_planted_long_module_is_found_and_the_ui_is_not_core():
 
 def layer_breaches(files: dict[str, str]) -> list[str]:
     """From {path relative to the root: source}: files of models/ that import mha_viz, and files
-    outside app.py, mha_viz/ui/ and a feature's page (`mha_viz/features/<id>/page.py`, a section's
-    `features/<id>/<section>/page.py`) that import streamlit."""
+    outside app.py, mha_viz/ui/ and a feature's page (`mha_viz/features/<id>/page.py`, one a feature: a
+    module deeper in its folder is not its page) that import streamlit."""
     breaches = []
     for rel, source in sorted(files.items()):
         dotted = rel.removesuffix(".py").replace("/", ".")  # relative imports resolve within its folder
         tops = {name.split(".")[0] for name in imported_names(dotted, False, ast.parse(source)) if name}
         if rel.startswith("models/") and "mha_viz" in tops:
             breaches.append(f"{rel} imports mha_viz (mha_viz_models must stand alone)")
-        page = rel.startswith("mha_viz/features/") and rel.endswith("/page.py")
+        page = re.fullmatch(r"mha_viz/features/[^/]+/page\.py", rel) is not None
         if "streamlit" in tops and not (rel == "app.py" or rel.startswith("mha_viz/ui/") or page):
             breaches.append(f"{rel} imports streamlit (only app.py, mha_viz/ui and a feature's page may)")
     return breaches
@@ -229,11 +230,14 @@ def test_planted_layer_breaches_are_found():
         "mha_viz/features/qk/page.py": "import streamlit as st\n",
         "mha_viz/features/prediction/task/page.py": "import streamlit as st\n",
         "mha_viz/features/qk/figures.py": "import streamlit as st\n",
+        "mha_viz/features/qk/parts.py": "def draw():\n    import streamlit as st\n",
         "models/mha_viz_models/attention/heads.py": "def f():\n    from mha_viz.metrics import head_table\n",
         "models/mha_viz_models/loading/loader.py": "import mha_viz_models.errors\n",
     }
     assert layer_breaches(files) == [
+        "mha_viz/features/prediction/task/page.py imports streamlit (only app.py, mha_viz/ui and a feature's page may)",
         "mha_viz/features/qk/figures.py imports streamlit (only app.py, mha_viz/ui and a feature's page may)",
+        "mha_viz/features/qk/parts.py imports streamlit (only app.py, mha_viz/ui and a feature's page may)",
         "mha_viz/views/detail.py imports streamlit (only app.py, mha_viz/ui and a feature's page may)",
         "models/mha_viz_models/attention/heads.py imports mha_viz (mha_viz_models must stand alone)",
     ]

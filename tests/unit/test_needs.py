@@ -13,8 +13,8 @@ import torch
 
 from mha_viz import needs
 from mha_viz.budget import admission, memory
+from mha_viz.circuits import need as prediction_need
 from mha_viz.features.corpus import need as corpus_need
-from mha_viz.features.prediction import need as prediction_need
 from mha_viz.interventions import ablation
 from mha_viz.scan import rows
 

@@ -79,11 +79,25 @@ def test_literal_round_trips_plain_values_and_refuses_objects():
     ({"task_file": "my 'pairs'.jsonl", "task_method": "dla"},
      "prompts = PromptSet.from_file(\"my 'pairs'.jsonl\")", "mha_viz.direct_logit(model, prompts"),
 ])
-def test_the_prediction_page_over_a_task_makes_the_same_set_and_runs_the_same_method(options, make, call):
-    view = NotebookView(page="prediction", model="smollm2", text="A b", options={"task": "a task", **options})
+def test_the_task_page_makes_the_same_set_and_runs_the_same_method(options, make, call):
+    view = NotebookView(page="task", model="smollm2", text="A b", options=options)
     cells = _cells(view)
     source = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
     assert make in source and call in source and "figures.task_grid(result, layer_ids=model.layer_ids)" in source
     for cell in cells:
         if cell["cell_type"] == "code":
             ast.parse("".join(cell["source"]))
+
+
+def test_the_circuit_page_finds_the_same_circuit_on_the_same_pair():
+    view = NotebookView(page="circuit", model="toy-induction", text="a b", options={
+        "corrupted": "a c", "answer": " b", "wrong": "", "circuit": "eap", "k": 9})
+    source = "\n".join("".join(c["source"]) for c in _cells(view) if c["cell_type"] == "code")
+    assert "CORRUPTED = 'a c'" in source and "ANSWER, WRONG = ' b', None" in source
+    assert "mha_viz.edge_attribution(model, TEXT, CORRUPTED, ANSWER, WRONG, method='eap', max_tokens=CAP)" in source
+    assert "K = 9" in source and "mha_viz.circuit(model, TEXT, CORRUPTED, top" in source
+    for cell in _cells(view):
+        if cell["cell_type"] == "code":
+            ast.parse("".join(cell["source"]))
+    bare = NotebookView(page="circuit", model="toy-induction", text="a b", options={})
+    assert "edge_attribution" not in "\n".join("".join(c["source"]) for c in _cells(bare) if c["cell_type"] == "code")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from mha_viz import figures
-from mha_viz.features.prediction.task_figures import MARK
+from mha_viz.features.task.figures import MARK
 from mha_viz.tasks.dla_set import TaskDirectLogit
 from mha_viz.tasks.patching_set import TaskPatching
 

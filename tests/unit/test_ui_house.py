@@ -177,11 +177,12 @@ def test_no_page_module_imports_another_feature():
 
 
 def test_no_page_module_is_over_400_lines():
-    """Every module of a page (`features/<id>/page.py`, a section's `page.py`, a part), the UI's kit and shell
-    aside: the house's limit, which house_check does not apply under `mha_viz/ui`."""
+    """Every module of a page (`features/<id>/page.py` and the parts of its feature that read the UI, such as
+    Compare's run B), the UI's kit and shell aside: the house's limit, which house_check does not apply under
+    `mha_viz/ui`."""
     sizes = {p.relative_to(ui_sources.FEATURES).as_posix(): len(p.read_text().splitlines())
              for files in PAGES.values() for p in files}
-    assert len(sizes) >= len(PAGES) + 4 and all(files[0].name == "page.py" for files in PAGES.values())
+    assert len(sizes) > len(PAGES) and all(files[0].name == "page.py" for files in PAGES.values())
     assert not {name: n for name, n in sizes.items() if n > MAX_PAGE_LINES}, sizes
 
 

@@ -4,6 +4,8 @@ token, a window, blocks, words, or chosen queries and keys), and its links over 
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from mha_viz.capture import memory_columns
@@ -12,7 +14,11 @@ from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import sparse_picks as sparse_figures
 from mha_viz.export import shared_controls
 from mha_viz.features.head_view import controls as head_view_keys
-from mha_viz.features.head_view.links import page as links_page
+from mha_viz.features.head_view import links_figures as link_figures
+from mha_viz.features.head_view import subset
+from mha_viz.scan import opening
+from mha_viz.scan.row_detail import BARS, row_detail, top_keys
+from mha_viz.text.wording import plural
 from mha_viz.ui.kit import (
     analysis,
     boxes,
@@ -22,7 +28,7 @@ from mha_viz.ui.kit import (
     keys,
     memory_view,
     other_layers,
-    page_controls,
+    resources,
     seq2seq_views,
     session,
     shared_head,
@@ -30,72 +36,34 @@ from mha_viz.ui.kit import (
     why_here,
 )
 from mha_viz.ui.kit.head_detail import BLOCKS, SUBSET, WINDOW, WORDS
+from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import notebook_button, view_helpers
-from mha_viz.views import detail, head_reads
+from mha_viz.views import detail, head_links, head_reads
 
-# --- subset_views: The head view's "chosen queries and keys" detail: a range (or a pick-list) of query tokens over
-# a range (or pick-list) of key tokens (e.g. the second sentence's queries over the first sentence's keys), with
-# sentence presets.
-
-MAX_AXIS = detail.FULL_DETAIL_TOKENS  # most tokens on either axis (every cell is sent)
-DEFAULT_SPAN = 96
-CUSTOM = "custom ranges"
-MAX_PRESET_SENTENCES = 8
-
-
-def presets(tokens: list[str]) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
-    """{label: (query range, key range)}: all tokens, each sentence over itself, and each
-    sentence's queries over the sentence before (and the reverse), for the first sentences."""
-    n = len(tokens)
-    out = {"all tokens": ((0, n), (0, n))}
-    spans = detail.sentence_spans(tokens)[:MAX_PRESET_SENTENCES]
-    if len(spans) < 2:
-        return out
-    for s, span in enumerate(spans, 1):
-        out[f"sentence {s} × sentence {s}"] = (span, span)
-        if s > 1:
-            out[f"sentence {s}'s queries × sentence {s - 1}'s keys"] = (span, spans[s - 2])
-            out[f"sentence {s - 1}'s queries × sentence {s}'s keys"] = (spans[s - 2], span)
-    return out
-
-
-def _apply_preset(table: dict) -> None:
-    choice = session.get(head_view_keys.SUBSET_PRESET)
-    if choice in table:
-        queries, keys_ = table[choice]
-        session.put_all((head_view_keys.SUBSET_QUERIES, head_view_keys.SUBSET_KEYS), (queries, keys_))
-        session.put(head_view_keys.SUBSET_QUERY_LIST, list(range(*queries))[:MAX_AXIS])
-        session.put(head_view_keys.SUBSET_KEY_LIST, list(range(*keys_))[:MAX_AXIS])
-
-
-def _to_custom() -> None:
-    session.put(head_view_keys.SUBSET_PRESET, CUSTOM)
-
-
-def _valid(span, n: int) -> bool:
-    return isinstance(span, (tuple, list)) and len(span) == 2 and 0 <= span[0] < span[1] <= n
+# --- the chosen queries and keys (their state: `subset`)
 
 
 def _axis(label: str, key: str, n: int) -> list[int]:
-    start, stop = st.slider(label, 0, n, key=key, on_change=_to_custom,
+    start, stop = st.slider(label, 0, n, key=key, on_change=subset.to_custom,
                             help="Tokens start..stop−1 (the slider's ends), at full resolution.")
     stop = max(stop, start + 1)
     if stop > n:
         start, stop = n - 1, n
-    if stop - start > MAX_AXIS:
-        st.caption(f"{label}: the first {MAX_AXIS} of the {stop - start} chosen tokens are shown.")
-        stop = start + MAX_AXIS
+    if stop - start > subset.MAX_AXIS:
+        st.caption(f"{label}: the first {subset.MAX_AXIS} of the {stop - start} chosen tokens are shown.")
+        stop = start + subset.MAX_AXIS
     return list(range(start, stop))
 
 
 def _pick(label: str, key: str, tokens: list[str], fallback: list[int]) -> list[int]:
-    """A pick-list of `i: token` (at most MAX_AXIS); the positions in text order."""
+    """A pick-list of `i: token` (at most subset.MAX_AXIS); the positions in text order."""
     n = len(tokens)
     picked = session.get(key)
     if not isinstance(picked, list) or not all(isinstance(i, int) and 0 <= i < n for i in picked):
         session.put(key, fallback)
     picked = st.multiselect(label, list(range(n)), key=key, format_func=lambda i: f"{i}: {tokens[i]}",
-                            max_selections=MAX_AXIS, on_change=_to_custom, help="Type to search the tokens.")
+                            max_selections=subset.MAX_AXIS, on_change=subset.to_custom,
+                            help="Type to search the tokens.")
     if not picked:
         st.caption(f"{label}: none picked, so the range below is shown.")
         return fallback
@@ -106,21 +74,9 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
     """Draw the preset and the two ranges (or pick-lists); return the heatmap of the chosen
     queries × keys."""
     n = run.n
-    this_run = (run.model_name, run.text, n)
-    table = presets(run.tokens)
-    fresh = session.get(head_view_keys.SUBSET_RUN) != this_run
-    session.put(head_view_keys.SUBSET_RUN, this_run)
-    default = (0, min(n, DEFAULT_SPAN))
-    # a new run starts afresh, unless a link set them
-    for key in (head_view_keys.SUBSET_QUERIES, head_view_keys.SUBSET_KEYS):
-        if (fresh and not page_controls.just_restored(key)) or not _valid(session.get(key), n):
-            session.put(key, default)
-    if fresh or session.get(head_view_keys.SUBSET_PRESET) not in (CUSTOM, *table):
-        session.put(head_view_keys.SUBSET_PRESET, CUSTOM)
-    for key in (head_view_keys.SUBSET_QUERY_LIST, head_view_keys.SUBSET_KEY_LIST):
-        if fresh and not page_controls.just_restored(key):
-            session.pop(key, None)
-    st.selectbox("Preset", [CUSTOM, *table], key=head_view_keys.SUBSET_PRESET, on_change=_apply_preset, args=(table,),
+    table, default = subset.prepare(run)
+    st.selectbox("Preset", [subset.CUSTOM, *table], key=head_view_keys.SUBSET_PRESET, on_change=subset.apply_preset,
+                 args=(table,),
                  help="Sentences end after a token ending in . ! or ?")
     pick = st.toggle("Pick tokens one by one", key=head_view_keys.SUBSET_PICK, persist_state=keys.KEEP,
                      help="Pick-lists of `i: token` on each axis instead of ranges.")
@@ -132,7 +88,7 @@ def subset_figure(run, layer: int, head: int, rescale: bool):
             keep = _axis("Keys (columns)", head_view_keys.SUBSET_KEYS, n)
     else:
         spans = [session.get(k) for k in (head_view_keys.SUBSET_QUERIES, head_view_keys.SUBSET_KEYS)]
-        ranges = [list(range(*s))[:MAX_AXIS] if _valid(s, n) else list(range(*default)) for s in spans]
+        ranges = [list(range(*s))[:subset.MAX_AXIS] if subset.valid(s, n) else list(range(*default)) for s in spans]
         with cols[0]:
             rows = _pick("Queries (rows)", head_view_keys.SUBSET_QUERY_LIST, run.tokens, ranges[0])
         with cols[1]:
@@ -172,7 +128,7 @@ def head_view_page() -> None:
     if strongest.open:  # built and sent only while open
         with strongest:
             _strongest(run, layer, head)
-    links_page.links_section(cur, layer, head)
+    links_section(cur, layer, head)
     _why_here(cur, layer, head, clickable=shown is not None)
     notebook_button.record(query=session.get(shared_controls.WHY_QUERY), key=session.get(shared_controls.WHY_KEY),
                            second=session.get(shared_controls.WHY_SECOND),
@@ -303,3 +259,107 @@ def _strongest(run, layer: int, head: int) -> None:
         st.caption(f"The first {shown:,} of the {run.n:,} queries.")
     st.dataframe({"query": run.tokens[:shown], "attends most to": [run.tokens[j] for j in best],
                   "weight": [round(float(w), 4) for w in weight]}, hide_index=True)
+
+
+# --- Links over the whole text: the shared head's kept keys over the text (`views.head_links`: a long run's from its
+# scan, a dense run's by the same rule), and one query's exact row over every key at a level of detail.
+
+TOP_KEYS = 10  # the heaviest keys of a row listed exactly
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _links(key, layer: int, head: int, _run) -> head_links.HeadLinks:
+    """The head's links of the run `key` names, made once per server (a dense run's read every row)."""
+    return head_links.links(_run, layer, head)
+
+
+def _query_for(links: head_links.HeadLinks) -> None:
+    """The section's query: while nobody has picked one (it is still the one this section chose), the last
+    query that keeps keys (`opening.opening_query`), so the table never opens empty; a query picked by the
+    user, a link or a lesson stays (within the text)."""
+    now, chosen = session.get(head_view_keys.LINKS_QUERY), session.get(head_view_keys.LINKS_QUERY_DEFAULT)
+    if now is None or now == chosen or not 0 <= int(now) < links.n:
+        query = opening.opening_query(links, links.layer, links.head)
+        session.settle(head_view_keys.LINKS_QUERY, query)
+        session.put(head_view_keys.LINKS_QUERY_DEFAULT, query)
+
+
+def links_section(cur, layer: int, head: int) -> None:
+    """The section, in an expander under the head's heatmap: computed, drawn and sent only while open."""
+    run = cur.run
+    box = boxes.lazy_box(st, "Links over the whole text: each query's heaviest keys, how far they reach",
+                         keys.LINKS_OPEN, keys.LINKS_WAS_OPEN)
+    if not box.open:
+        return
+    with box:
+        links = _links(cur.key, layer, head, run)
+        st.caption(f"Each query's {links.top_k} heaviest keys of weight ≥ {links.min_weight:g}"
+                   + (" (what the analysis kept of this long text)." if not run.is_dense else ".")
+                   + " Hover a bar of the strip for every kept key of its query.")
+        # kept from a longer text: the strip's last page at most
+        session.settle(head_view_keys.LINKS_STRIP, min(int(session.get(head_view_keys.LINKS_STRIP, 0)),
+                                                       max(0, links.n - link_figures.STRIP)))
+        _query_for(links)
+        start = st.number_input("Token strip from query", 0, links.n - 1, step=link_figures.STRIP,
+                                key=head_view_keys.LINKS_STRIP, persist_state=keys.KEEP,
+                                help=f"The strip shows {link_figures.STRIP} queries at a time.")
+        charts.show(link_figures.token_strip(links, layer, head, int(start)), key=head_view_keys.LINKS_STRIP_CHART,
+                    name="token-strip")
+        left, right = st.columns(2)
+        query = int(left.number_input("Query", 0, links.n - 1, key=head_view_keys.LINKS_QUERY, persist_state=keys.KEEP,
+                                      help="Any query of the text: its kept keys, heaviest first."))
+        notebook_button.record(links_start=int(start), links_query=query)
+        kept = link_figures.query_links(links, layer, head, query)
+        elsewhere = max(0.0, float(links.rest[query]))  # (a rounding's −0.000 is 0)
+        left.markdown(f"Query {query} “{plain(links.tokens[query])}” keeps {plural(len(kept), 'key')}; "
+                      f"{elsewhere:.3f} of its attention is elsewhere.")
+        if len(kept):
+            left.dataframe(kept, hide_index=True)
+        else:  # a user's pick: the section opens on a query that keeps keys
+            left.caption(f"No key of this query reaches {links.min_weight:g}: its attention is spread thin. Its "
+                         "exact row over every key is below.")
+        skip = right.toggle("Leave out links to the first token", key=head_view_keys.LINKS_SKIP_FIRST,
+                            persist_state=keys.KEEP, help="Many heads park attention on the first token (a sink).")
+        right.markdown("**The heaviest links of the whole text**")
+        right.dataframe(link_figures.heaviest_links(links, layer, head, skip_first=skip), hide_index=True)
+        charts.show(link_figures.distance_histogram(links, layer, head), key=head_view_keys.LINKS_DISTANCES,
+                    name="distances")
+        whole_row(run, links, query)
+
+
+def whole_row(run, links: head_links.HeadLinks, query: int) -> None:
+    """Query `query`'s exact row over every key (or the keys the slider keeps), a bar per run of keys."""
+    layer, head = links.layer, links.head
+    st.markdown(f"**Exact row: query {query} over all {run.n} keys**"
+                + ("" if run.is_dense else ", recomputed from what the analysis kept"))
+    last = run.n - 1
+    shown = session.get(head_view_keys.LINKS_ROW_KEYS)
+    if not (isinstance(shown, (tuple, list)) and len(shown) == 2 and 0 <= shown[0] < shown[1] <= last):
+        session.settle(head_view_keys.LINKS_ROW_KEYS, (0, last))  # the whole row; a longer text's range is reset
+    if last < 1:
+        return
+    first, final = st.slider("Keys shown (zoom in for every key)", 0, last, key=head_view_keys.LINKS_ROW_KEYS,
+                             persist_state=keys.KEEP,
+                             help=f"At most {BARS} bars: where more keys are shown, each bar stands for a run of "
+                                  "neighbouring keys and shows the heaviest of them.")
+    rows, error = resources.attempt(lambda: run.rows(layer, head, query, query + 1), what="Recomputing the row",
+                                    out_of_memory="Recomputing this row needs more memory than is free.")
+    if error:
+        st.error(plain(error), icon=":material/warning:")
+        return
+    weights = rows[0]
+    notebook_button.record(links_keys=[int(first), int(final)])
+    detail = row_detail(weights, int(first), int(final) + 1)
+    charts.show(link_figures.row_figure(run, layer, head, query, detail), key=head_view_keys.LINKS_ROW_CHART,
+                name="exact-row")
+    kept = links.weights[query].sum()
+    st.caption(f"The whole row sums to {float(weights.sum(dtype=np.float64)):.6f} over its {run.n} keys; the keys "
+               f"shown hold {float(detail.mass.sum()):.6f}"
+               + (f", in {len(detail.mass)} bars of up to {detail.keys_per_bar} keys" if detail.keys_per_bar > 1
+                  else ", each key its own bar")
+               + f". The links above are its heaviest keys of weight ≥ {links.min_weight:g} ({float(kept):.3f} of "
+               "the row).")
+    order, top = top_keys(weights, TOP_KEYS)
+    st.markdown(f"**The row's {len(order)} heaviest keys, exactly**")
+    st.dataframe(pd.DataFrame({"key": order, "token": [run.tokens[int(k)] for k in order], "weight": top,
+                               "distance": query - order}), hide_index=True)

@@ -13,12 +13,11 @@ from mha_viz.features.prediction.explanation_figures import (
     restored_grid,
 )
 from mha_viz.features.prediction.notebook import cells
-from mha_viz.features.prediction.task_figures import task_grid
 
 FEATURE = Feature("prediction", "Heads behind a prediction", "Measure", 70, ":material/target:", notebook=cells,
                   exact=True,
                   controls=CONTROLS,
-                  summary=("Which heads make a prediction: attribution, patching, the estimate and circuits over a "
-                          "pair or a task."),
+                  summary=("Which heads make a prediction on a pair of texts: direct logit attribution, the "
+                           "estimate of patching and patching for real, one head opened."),
                   figures=(dla_grid, estimate_grid, restored_grid, estimate_scatter, position_grid, head_tokens,
-                           patched_positions, task_grid))
+                           patched_positions))

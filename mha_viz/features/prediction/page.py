@@ -2,194 +2,50 @@
 direct logit attribution and its restored fraction as layers × heads grids — estimated first
 (attribution patching: one backward pass), patched for real on request, then both side by side with
 a scatter and where they disagree — one layer's estimate by head and position, and the shared head
-opened (`prediction_head`): its attention in both runs, its value-weighted attention, the tokens it
+opened: its attention in both runs, its value-weighted attention, the tokens it
 promotes and suppresses, and patching it position by position beside the estimate
-(`mha_viz.interventions.prediction`, `mha_viz.interventions.attribution`)."""
+(`mha_viz.interventions.prediction`, `mha_viz.interventions.attribution`). The pair's form is the shell's
+(`pair`), which *Circuit behind a prediction* draws too."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import dataclasses
+from typing import Hashable
 
 import streamlit as st
 
+import mha_viz
+from mha_viz import needs
+from mha_viz.circuits import need as job_need
+from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import style as figure_style
-from mha_viz.features.prediction import controls as prediction_controls
 from mha_viz.features.prediction import controls as prediction_keys
+from mha_viz.features.prediction import explanation_figures, ranking
 from mha_viz.features.prediction import figures as attribution_figures
-from mha_viz.features.prediction import need as prediction_need
-from mha_viz.features.prediction.circuit import page as circuit_page
-from mha_viz.features.prediction.heads import page as heads_page
-from mha_viz.features.prediction.task import page as task_page
-from mha_viz.interventions import estimate, prediction
+from mha_viz.interventions import attribution, estimate, prediction
 from mha_viz.text.tokenize import InputError
-from mha_viz.ui.kit import charts, jobs, keys, resources, session, shared_head
-from mha_viz.ui.kit import text as text_kit
-from mha_viz.ui.kit.analysis_key import ModelKey
+from mha_viz.ui.kit import charts, jobs, link_parts, resources, session, shared_head
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.shell import export_views, sidebar
-from mha_viz.ui.shell.view_helpers import start_on_model
+from mha_viz.ui.shell import export_views, notebook_button, pair
 
-# --- preset_undo: A preset never replaces what the user typed without a way back (*Heads behind a prediction*):
-# choosing one sets the sidebar's text (clean), the corrupted text and empties the answer and wrong tokens; when the
-# texts there before differed from the preset's, a notice under the preset offers **Undo**, one click that puts them
-# all back and returns the picker to the user's own pair. The offer lasts while the boxes still hold the preset's
-# texts: once the user edits them, undoing would throw away the new edit, so it goes, and the picker returns to the
-# user's own pair (its label and blurb no longer describe the texts: `drop_if_edited`).
-
-FIELDS = (keys.TEXT, prediction_keys.PRED_CORRUPTED, prediction_keys.PRED_ANSWER, prediction_keys.PRED_WRONG)
-SHOWN = 80  # characters of the replaced text quoted in the notice
-
-
-class Held(NamedTuple):
-    """What one preset replaced, and what it put there."""
-
-    preset: str  # its name
-    clean: str
-    corrupted: str
-    before: tuple[str, str, str, str]  # FIELDS' values before it
-
-
-def _now() -> tuple[str, ...]:
-    return tuple(session.get(key) or "" for key in FIELDS)
-
-
-def apply(preset) -> None:
-    """Set `preset`'s texts (a `prediction` preset: .name, .clean, .corrupted), keeping the user's
-    for Undo when they differ from the preset's (one preset over another, unedited: still the user's)."""
-    before, held = _now(), session.get(prediction_keys.PRED_UNDO)
-    if held is not None and before[:2] == (held.clean, held.corrupted):  # the boxes hold the last preset's texts
-        before = held.before
-    if before[:2] != (preset.clean, preset.corrupted):
-        session.put(prediction_keys.PRED_UNDO, Held(preset.name, preset.clean, preset.corrupted, before))
-    else:  # nothing of the user's is lost: no undo to offer (an older one would now restore the wrong texts)
-        session.pop(prediction_keys.PRED_UNDO)
-    sidebar.choose(text=preset.clean)
-    session.put(prediction_keys.PRED_CORRUPTED, preset.corrupted)
-    session.put_all((prediction_keys.PRED_ANSWER, prediction_keys.PRED_WRONG), ("", ""))
-
-
-def drop_if_edited(options: dict, own: str) -> None:
-    """Return the picker to `own` (before it is drawn) once the sidebar's sentence or the corrupted
-    text differs from the chosen preset's: its label and its blurb no longer describe the pair on
-    screen. `options`: the presets by name."""
-    preset = options.get(session.get(prediction_keys.PRED_PRESET))
-    if preset is not None and _now()[:2] != (preset.clean, preset.corrupted):
-        session.put(prediction_keys.PRED_PRESET, own)
-
-
-def _undo(own: str) -> None:
-    held = session.pop(prediction_keys.PRED_UNDO)
-    if held is not None:
-        session.put_all(FIELDS, held.before)
-        session.put(prediction_keys.PRED_PRESET, own)
-
-
-def offer(own: str) -> None:
-    """The notice and its Undo button while the preset's texts are still in the boxes; `own` is the
-    picker's option for the user's own pair, chosen again by Undo."""
-    held = session.get(prediction_keys.PRED_UNDO)
-    if held is None:
-        return
-    if _now()[:2] != (held.clean, held.corrupted):  # edited since: the undo would lose the edit
-        session.pop(prediction_keys.PRED_UNDO)
-        return
-    text = held.before[0]
-    quoted = text if len(text) <= SHOWN else text[:SHOWN] + "…"
-    what = f"your sentence “{plain(quoted)}”" if text.strip() else "the empty sentence"
-    st.info(f"The preset *{plain(held.preset)}* replaced {what} and your corrupted text. **Undo** puts them back.",
-            icon=":material/undo:")
-    st.button("Undo", key=prediction_keys.PRED_UNDO_GO, on_click=_undo, args=(own,),
-              help="Restores the sidebar's sentence, the corrupted text and the answer and wrong tokens as they were "
-                   "before the preset.")
-
-
-OWN = "— your own pair —"
 CANCEL_HELP = "Stop; nothing is kept."
 CANCEL_REAL_HELP = "Stop patching; what was found before is kept."
 FOUND = "Found for this pair: change a text or a token to find the heads again."
 
 
-class PredKey(NamedTuple):
-    """What one *Heads behind a prediction* result was computed from."""
-
-    model: ModelKey
-    clean: str
-    corrupted: str
-    answer: str  # "" : the clean run's prediction
-    wrong: str  # "" : the corrupted run's prediction
-    cap: int
-
-
-def _on_preset(options: dict) -> None:
-    preset = options.get(session.get(prediction_keys.PRED_PRESET))
-    if preset is not None:  # the clean text is the sidebar's; what the user typed is kept for Undo
-        apply(preset)
-
-
-def _refusal(model) -> str | None:
-    """Why this model has no direct attribution or patching, in Markdown (None: it has)."""
-    if not model.is_causal:
-        return (f"{plain(model.name)} is an encoder: with no language-model head reading the residual stream linearly, "
-                "direct logit attribution is not defined, and there is no next-token prediction to patch. "
-                "Pick a decoder in the sidebar (smollm2, toy-induction, a GPT-2 or Llama-family model); the "
-                "sidebar's *Show attention as: contributions* shows what this model's heads write.")
-    if not model.has_head_outputs:
-        return (f"The heads' outputs of {plain(model.name)} cannot be read ({plain(model.unread)}): no attribution "
-                "or patching.")
-    return None
-
-
 def prediction_page() -> None:
-    cur = start_on_model("prediction", "This page uses the sidebar's model and text: fix the message "
-                                                      "above first.")
+    cur = pair.start_on_pair("prediction", "This page uses the sidebar's model and text: fix the message above first.")
     if cur is None:
         return
     model = cur.model
-    why = _refusal(model)
-    if why is not None:
-        st.info(why, icon=":material/explore:")  # Markdown: the model's name is escaped in it
-        return
-    st.radio("Task", prediction_controls.TASKS, key=prediction_keys.PRED_TASK, persist_state=keys.KEEP, horizontal=True,
-             help="One pair (the sidebar's text and a corrupted one), or a task: a set of pairs (a standard task's "
-                  "generator, or your file), each head's mean over them with its uncertainty.")
-    if task_page.is_task():
-        st.caption("Which heads carry a prediction across a task? Each pair is a clean prompt, a corrupted one that "
-                   "differs in what matters, and an answer and a wrong token; the sidebar's text is not used here. "
-                   "The method runs on every pair, then each head's mean over the pairs with its uncertainty.")
-        return task_page.task_view(cur)
     st.caption("Which heads carry a prediction? The clean text is the sidebar's; the corrupted one differs in what "
                "matters (a name, a landmark, the repeated half). **Direct logit attribution**: what each head's write "
                "at the last position adds to logit(answer) − logit(wrong). **Restored fraction**: the corrupted run "
                "with one head's clean output, as a share of the gap between the runs (activation patching): "
                "estimated first for every head at every position from one backward pass, patched for real on "
-               "request.")
-    options = {p.name: p for p in prediction.presets(model)}
-    drop_if_edited(options, OWN)  # texts edited since: the user's own pair, no preset's blurb
-    st.selectbox("Preset", [OWN] + list(options), key=prediction_keys.PRED_PRESET, persist_state=keys.KEEP,
-                 on_change=_on_preset, args=(options,),
-                 help="Sets the sidebar's text (clean) and the corrupted text.")
-    offer(OWN)
-    chosen = options.get(session.get(prediction_keys.PRED_PRESET))
-    if chosen is not None:
-        st.caption(plain(chosen.about))
-    if len(cur.text) <= text_kit.FOLD_ABOVE:
-        st.markdown("**Clean text** (the sidebar's):")
-        st.text(cur.text)  # plain text: what was typed, no Markdown
-    else:  # a long paste folded: the corrupted text stays in sight
-        tokens = f", {cur.run.n:,} tokens" if cur.run is not None else ""
-        with st.expander(f"**Clean text** (the sidebar's): {len(cur.text):,} characters{tokens}"):
-            st.text(cur.text)
-    corrupted = st.text_area("Corrupted text", key=prediction_keys.PRED_CORRUPTED, persist_state=keys.KEEP, height=80,
-                             help="The same number of tokens as the clean text: patching compares positions.")
-    cols = st.columns(2)
-    answer = cols[0].text_input("Answer token", key=prediction_keys.PRED_ANSWER, persist_state=keys.KEEP,
-                                placeholder="the clean run's prediction",
-                                help="One token, with its leading space where the model has one (“ Mary”).")
-    wrong = cols[1].text_input("Wrong token", key=prediction_keys.PRED_WRONG, persist_state=keys.KEEP,
-                               placeholder="the corrupted run's prediction",
-                               help="One token. Empty: what the corrupted run predicts (its runner-up when that is "
-                                    "the answer too).")
-    key = PredKey(cur.model_key, cur.text, corrupted or "", answer or "", wrong or "", resources.token_cap())
+               "request. Over a set of pairs: *Heads behind a task*; how the heads connect: *Circuit behind a "
+               "prediction*.")
+    key = pair.pair_inputs(cur)
     _cancelled_notice(key)
     stored = session.get(prediction_keys.PRED_RESULT)
     expl = stored[1] if stored is not None and stored[0] == key else None
@@ -204,19 +60,17 @@ def prediction_page() -> None:
                                help="Estimates every head at every position from one forward pass on each text "
                                     "and one backward pass (attribution patching). Patching each of the "
                                     f"{model.num_layers * model.num_heads} heads for real is offered next.")
-        auto = circuit_page.asked_by_link(buttons)  # a link with a circuit: the heads found on opening
-        if not (buttons.pressed or auto):
+        if not buttons.pressed:
             return
         expl = _compute(model, key)
         if expl is None:  # a message says why; nothing runs to cancel
             buttons.idle()
             return
-        circuit_page.heads_found(key, auto)
         buttons.done()
     _results(cur, key, expl)
 
 
-def _over_budget(model, key: PredKey, *, batch: bool) -> str | None:
+def _over_budget(model, key: pair.Pair, *, batch: bool) -> str | None:
     """Why the estimate (or, `batch`, real patching) of this pair would not fit the capture budget, with the longest
     text that would (None: it fits)."""
     try:
@@ -226,7 +80,7 @@ def _over_budget(model, key: PredKey, *, batch: bool) -> str | None:
     return None
 
 
-def _cancelled_notice(key: PredKey) -> None:
+def _cancelled_notice(key: pair.Pair) -> None:
     """Say what a stopped run left: nothing of a stopped estimate; the estimate, when real patching of
     this same pair stopped (a stop that came with new inputs needs no word)."""
     if jobs.cancelled(prediction_keys.PRED_RUNNING) is not None:
@@ -239,18 +93,18 @@ def _answer(text: str):
     return text if text else None
 
 
-def _job(model, key: PredKey, running: str, first: str, what: str, work, *, batch: bool):
+def _job(model, key: pair.Pair, running: str, first: str, what: str, work, *, batch: bool):
     """(result, None) of work(progress) under a progress bar, within the memory budget and a server
     slot, or (None, a message) (`jobs.run`)."""
     def budgeted(progress):
         prediction.check_budget(model, key.clean, key.cap, batch=batch)
-        with resources.slots().hold(need=prediction_need.prediction(model, key.clean, key.cap, batch=batch)):
+        with resources.slots().hold(need=job_need.prediction(model, key.clean, key.cap, batch=batch)):
             return work(progress)
     return jobs.run(running, key, budgeted, first=first, what=what, time_left=batch,  # real patching: layer by layer
                     out_of_memory=f"{what} ran out of memory: use shorter texts or a smaller model.")
 
 
-def _compute(model, key: PredKey):
+def _compute(model, key: pair.Pair):
     """The explanation of `key` with a progress bar, in a server slot; None after a message."""
     if not key.corrupted.strip():
         st.info("Type a corrupted text above, or pick a preset.", icon=":material/edit:")
@@ -265,11 +119,11 @@ def _compute(model, key: PredKey):
     session.put(prediction_keys.PRED_RESULT, (key, expl))
     for old in (prediction_keys.PRED_EXTRA, prediction_keys.PRED_POS_LAYER):
         session.pop(old, None)
-    shared_head.choose_head_in(expl.clean.layer_ids, *heads_page.top_head(expl))  # a new pair opens its top head
+    shared_head.choose_head_in(expl.clean.layer_ids, *ranking.top_head(expl))  # a new pair opens its top head
     return expl
 
 
-def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
+def _results(cur, key: pair.Pair, expl: prediction.Explanation) -> None:
     d = expl.dla
     a, w = plain(repr(expl.answer_text)), plain(repr(expl.wrong_text))
     st.success(f"m = logit({a}) − logit({w}) at the last token: **{expl.m_clean:+.2f}** on the clean text, "
@@ -283,7 +137,7 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
         st.caption(estimate.ABOUT)
     if expl.patching is None:
         expl = _real_patching(cur.model, key, expl)
-    heads_page.show_grids(expl)
+    show_grids(expl)
     stem = figure_style.safe_filename(f"{cur.model.name}-heads-behind-a-prediction")
     cols = st.columns(2)
     cols[0].download_button("Download the grids (CSV)", lambda: export_views.table_csv(expl.table()),
@@ -296,11 +150,10 @@ def _results(cur, key: PredKey, expl: prediction.Explanation) -> None:
                                 mime="text/csv", on_click="ignore",
                                 help="A row a layer, head and position: the estimate of patching that head there only.")
         _position_grid(expl)
-    heads_page.one_head(cur, key, expl)
-    circuit_page.circuit_section(cur, key, d.target, d.wrong)
+    one_head(cur, key, expl)
 
 
-def _real_patching(model, key: PredKey, expl: prediction.Explanation) -> prediction.Explanation:
+def _real_patching(model, key: pair.Pair, expl: prediction.Explanation) -> prediction.Explanation:
     """The button that patches every head for real, with progress and Cancel: `expl` with real
     patching once it has run (kept for this pair), else `expl` as it was. A pair too long for it is said
     instead of the button."""
@@ -343,3 +196,127 @@ def _position_grid(expl: prediction.Explanation) -> None:
                                 "panel below."))
     charts.show(attribution_figures.position_grid(expl.estimate.values[row], expl.corrupted.tokens, ids[row]),
                 key=prediction_keys.PRED_POSITION_GRID, name="estimate-by-position")
+
+
+# --- the grids and the one-head panel
+
+def _on_grid(widget: str, layer_ids: list[int], num_heads: int) -> None:
+    picked = charts.clicked(widget, lambda points: head_figures.grid_pick(points, num_heads))
+    if picked is not None and picked[0] < len(layer_ids):
+        shared_head.choose_head_in(layer_ids, *picked)  # the panel below opens it
+
+
+def _grids(expl: prediction.Explanation, agree) -> None:
+    """The grids there are and the scatter, two to a row: the estimate beside real patching once
+    both exist (one colour scale), direct logit attribution beside the scatter below them."""
+    d, ids = expl.dla, expl.clean.layer_ids
+    dla = (explanation_figures.dla_grid(expl), prediction_keys.PRED_DLA_GRID, "direct-logit-attribution")
+    fractions = []
+    if expl.estimate is not None:
+        fractions.append((explanation_figures.estimate_grid(expl), prediction_keys.PRED_ESTIMATE_GRID,
+                          "estimated-restored-fraction"))
+    if expl.patching is not None:
+        fractions.append((explanation_figures.restored_grid(expl), prediction_keys.PRED_RESTORED_GRID,
+                          "restored-fraction"))
+    shown = fractions + [dla] if len(fractions) == 2 else [dla] + fractions
+    if agree is not None:
+        shown.append((explanation_figures.estimate_scatter(expl), None, "estimate-against-real"))
+    for i in range(0, len(shown), 2):
+        for (fig, key, name), where in zip(shown[i:i + 2], st.columns(2)):
+            if key is None:
+                charts.show(fig, key=prediction_keys.PRED_SCATTER, where=where, name=name)
+            else:
+                charts.show(fig, key=key, where=where, on_select=lambda k=key: _on_grid(k, ids, d.per_head.shape[1]),
+                            selection_mode="points", name=name)
+
+
+def show_grids(expl: prediction.Explanation) -> None:
+    """The agreement of the estimate with real patching (once both exist), the grids and their caption."""
+    agree = expl.agreement()
+    if agree is not None:
+        st.info(ranking.agreement_text(expl, agree), icon=":material/balance:")
+    _grids(expl, agree)
+    shared = (" The estimate and real patching share one colour scale: a colour is the same fraction on both."
+              if expl.estimate is not None and expl.patching is not None else "")
+    st.caption(f"Red helps the answer, blue the wrong token; 0 is white.{shared} {expl.dla.label}: what each head's "
+               "write at the last token adds to the logit difference. Restored fraction: the share of the gap between "
+               "the runs that the corrupted run regains when this one head's output is the clean run's. "
+               f"{ranking.top_heads_text(expl)} Click a cell to open that head below.")
+
+
+def _extra(model, key: Hashable, what: str, layer: int, head: int, compute):
+    """A result of the one-head panel, kept for this pair (each costs a forward)."""
+    store = session.setdefault(prediction_keys.PRED_EXTRA, {})
+    k = (key, layer, head, what)
+    if k not in store:
+        def held():
+            with resources.slots().hold(need=job_need.patching(model, needs.tokens(model, key.clean, key.cap))):
+                return compute()
+        result, error = resources.attempt(held, what="This head's panel", out_of_memory=(
+            "This head's panel ran out of memory: use shorter texts or a smaller model."))
+        if error:
+            raise mha_viz.InputError(error)
+        store[k] = result
+    return store[k]
+
+
+def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
+    """The panel of the shared head (`shared_head`) in the explanation `expl` of `key` (the page's
+    pair): its attention in both runs, its value-weighted attention, the tokens it promotes and
+    suppresses, and real patching of it position by position beside the estimate."""
+    model, run = cur.model, expl.clean
+    st.subheader("One head")
+    cols = st.columns([1, 1, 3])
+    layer, head = shared_head.pick_head(run.layer_ids, run.num_heads, prediction_keys.PRED_LAYER,
+                                        prediction_keys.PRED_HEAD, where=cols[:2])
+    notebook_button.record(layer=layer, head=head, corrupted=key.corrupted, answer=key.answer, wrong=key.wrong,
+                           patched=expl.patching is not None,
+                           position_layer=session.get(prediction_keys.PRED_POS_LAYER))
+    parts = [f"{expl.dla.label} {float(expl.dla.per_head[layer, head]):+.3f}"]
+    if expl.estimate is not None:
+        parts.append(f"estimated restored fraction {float(expl.estimated[layer, head]):.3f}")
+    if expl.patching is not None:
+        parts.append(f"patched for real {float(expl.patching.restored[layer, head]):.3f}")
+    cols[2].caption("; ".join(parts) + ".")
+    left, right = st.columns(2)
+    charts.show(head_figures.head_heatmap(expl.clean, layer, head), key=prediction_keys.PRED_CLEAN_HEAD, where=left,
+                name="clean-attention")
+    charts.show(head_figures.head_heatmap(expl.corrupted, layer, head), key=prediction_keys.PRED_CORRUPTED_HEAD,
+                where=right, name="corrupted-attention")
+    left.caption("Clean run.")
+    right.caption("Corrupted run.")
+    st.caption("Below: the clean run's value-weighted attention (what each key moves through this head, each row "
+               "normalised), and the tokens this head's write at the last position promotes and suppresses through "
+               "the final norm and the unembedding (a logit lens of the write).")
+    left, right = st.columns(2)
+    if expl.clean.value_norms is not None:
+        run = expl.clean  # weighted one layer only: the panel draws one head
+        row = dataclasses.replace(run, attentions=run.attentions[layer:layer + 1], head_outputs=None,
+                                  value_norms=run.value_norms[layer:layer + 1], layer_ids=[run.layer_ids[layer]])
+        charts.show(head_figures.head_heatmap(attribution.as_contributions(row), 0, head),
+                    key=prediction_keys.PRED_WEIGHTED_HEAD, where=left, name="clean-value-weighted")
+    else:
+        left.info(f"The value path of {plain(model.name)} cannot be read: no value-weighted attention.")
+    answer, wrong = expl.dla.target, expl.dla.wrong
+    try:
+        promoted, suppressed = _extra(model, key, "tokens", layer, head, lambda: attribution.head_tokens(
+            model, key.clean, layer, head, k=8, max_tokens=key.cap))
+        charts.show(attribution_figures.token_bars(promoted, suppressed, f"Layer {layer}, head {head}: tokens its "
+                                                   "write promotes and suppresses"),
+                    key=prediction_keys.PRED_TOKENS, where=right, name="head-tokens")
+        by_pos = _extra(model, key, "positions", layer, head, lambda: attribution.patch_positions(
+            model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
+    except mha_viz.InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/warning:")
+        return
+    charts.show(attribution_figures.position_bars(by_pos.values, expl.corrupted.tokens,
+                                                  f"Layer {layer}, head {head} patched at one position at a time",
+                                                  estimate=None if expl.estimate is None else
+                                                  expl.estimate.values[layer, head]),
+                key=prediction_keys.PRED_POSITIONS, name="restored-by-position")
+    st.caption("Each filled bar: the corrupted run with this head's clean output at that position only, patched for "
+               "real; each outlined bar: the estimate of the same. The positions where the texts differ, and the last "
+               "one (where the answer is read), usually carry it.")
+
+
+LINK = link_parts.register(link_parts.LinkPart("prediction", pair.open_form, pair.form_fields))  # its pair

@@ -46,6 +46,9 @@ KIT_NOT_CARRIED = frozenset({
     keys.HEAD_DETAIL,
     # a hybrid's other layer and group the Head view draws (issue 55): not in links yet
     keys.EFFECTIVE_LAYER_PICK, keys.EFFECTIVE_GROUP_PICK,
+    # the pair of the prediction's and the circuit's pages: the link's own parameters (corrupted, answer, wrong);
+    # a preset acts once (it sets the sidebar's text and the corrupted text)
+    keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG, keys.PRED_PRESET,
     # the downloads' settings, the Lesson panel itself
     keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT, keys.EXPORT_SIZE, keys.EXPORT_HALF,
     keys.EXPORT_HEADS,

@@ -1,9 +1,10 @@
-"""*Heads behind a prediction* over a task (issue 56): instead of one pair, a set of prompt pairs (`mha_viz.tasks`):
-a generator of the standard tasks with its size and seed, or the user's CSV or JSONL file. One method runs over
-the set (attribution patching, activation patching or direct logit attribution) as a cancellable job, and the
-grid shows each head's mean over the pairs, its bootstrap interval and p-value on hover, and a cross on the heads
-whose interval holds 0. The choices are page controls (`page_controls`): links, lessons and the notebook carry
-the generator, its size and seed and the method (a file's pairs are the user's: the notebook names the file)."""
+"""The *Heads behind a task* page (issue 56): instead of one pair, a set of prompt pairs (`mha_viz.tasks`): a
+generator of the standard tasks with its size and seed, or the user's CSV or JSONL file. One method runs over the
+set (attribution patching, activation patching, direct logit attribution, or edge attribution) as a cancellable job,
+and the grid shows each head's mean over the pairs, its bootstrap interval and p-value on hover, and a cross on the
+heads whose interval holds 0; by edges, the circuit of the strongest mean edges and its faithfulness over the pairs.
+The choices are page controls (`page_controls`): links, lessons and the notebook carry the generator, its size and
+seed and the method (a file's pairs are the user's: the notebook names the file)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
+from mha_viz.circuits import need as job_need
 from mha_viz.circuits import path_patching
-from mha_viz.features.prediction import circuit_figures, task_figures
-from mha_viz.features.prediction import controls as prediction_keys
-from mha_viz.features.prediction import need as prediction_need
-from mha_viz.features.prediction.controls import (
+from mha_viz.drawing import circuit as circuit_figures
+from mha_viz.features.task import controls as task_keys
+from mha_viz.features.task import figures as task_figures
+from mha_viz.features.task.controls import (
     ABOUT,
     DEFAULT_DRAWN,
     DEFAULTS,
@@ -31,32 +33,31 @@ from mha_viz.features.prediction.controls import (
     MAX_PAIRS,
     METHODS,
     SOURCES,
-    TASKS,
 )
-from mha_viz.interventions import prediction
+from mha_viz.interventions import estimate, prediction
 from mha_viz.tasks import faithfulness_set, generators
-from mha_viz.tasks.prompt_set import PromptSet
+from mha_viz.tasks.prompt_set import PromptSet, check
 from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, keys, resources, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.shell import export_views, notebook_button, view_helpers
+from mha_viz.ui.shell import export_views, notebook_button, pair, view_helpers
 
-# --- task_edges: *Heads behind a prediction* over a task, by edges (issue 56): every edge's mean score over the
-# pairs (EAP or EAP-IG, `mha_viz.edge_attribution` given a `PromptSet`) drawn as the circuit graph of the k
-# strongest means, their intervals in a table, and on request the circuit's faithfulness over the pairs, each k's
-# mean with its bootstrap interval drawn as a band (`tasks.faithfulness_set`), as a cancellable job.
+# --- by edges: every edge's mean score over the pairs (EAP or EAP-IG, `mha_viz.edge_attribution` given a
+# `PromptSet`) drawn as the circuit graph of the k strongest means, their intervals in a table, and on request the
+# circuit's faithfulness over the pairs, each k's mean with its bootstrap interval drawn as a band
+# (`tasks.faithfulness_set`), as a cancellable job.
 
 def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     """The curve over the pairs, kept for this task's edges; computed when its button is pressed."""
-    stored = session.get(prediction_keys.TASK_FAITH)
+    stored = session.get(task_keys.TASK_FAITH)
     if stored is not None and stored[0] == task_key:
         return stored[1]
-    if jobs.cancelled(prediction_keys.TASK_FAITH_RUNNING) is not None:
+    if jobs.cancelled(task_keys.TASK_FAITH_RUNNING) is not None:
         st.warning("The faithfulness run was cancelled; nothing was kept.", icon=":material/stop_circle:")
     total = len(result.table)
     ks = path_patching.curve_sizes(total)
-    buttons = jobs.buttons("Faithfulness over the pairs", prediction_keys.TASK_FAITH_GO,
-                           cancel_key=prediction_keys.TASK_FAITH_CANCEL,
+    buttons = jobs.buttons("Faithfulness over the pairs", task_keys.TASK_FAITH_GO,
+                           cancel_key=task_keys.TASK_FAITH_CANCEL,
                            cancel_help="Stops running the circuits; nothing is kept.", primary=False,
                            help=f"Runs the circuits of the top k edges (k = {', '.join(map(str, ks[1:]))}) "
                                 "for real on each pair: the mean faithfulness with its interval.")
@@ -65,11 +66,11 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     longest = max((p.clean for p in prompts.pairs), key=len)
 
     def work(progress):
-        with resources.slots().hold(need=prediction_need.path_patched(model, needs.tokens(model, longest, cap))):
+        with resources.slots().hold(need=job_need.path_patched(model, needs.tokens(model, longest, cap))):
             return faithfulness_set(model, prompts, result.table, ks, max_tokens=cap,
                                     resamples=result.resamples, seed=result.seed, progress=progress)
 
-    curve, error = jobs.run(prediction_keys.TASK_FAITH_RUNNING, task_key, work,
+    curve, error = jobs.run(task_keys.TASK_FAITH_RUNNING, task_key, work,
                             first="Running the circuits on each pair…", what="The faithfulness", time_left=True,
                             out_of_memory="The circuits ran out of memory: use fewer or shorter pairs, or a smaller "
                                           "model.")
@@ -78,7 +79,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
         st.error(plain(error), icon=":material/warning:")
         return None
     buttons.done()
-    session.put(prediction_keys.TASK_FAITH, (task_key, curve))
+    session.put(task_keys.TASK_FAITH, (task_key, curve))
     return curve
 
 
@@ -87,8 +88,8 @@ def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
     model, total = cur.model, len(result.table)
     method = f"{result.method.upper()}" + (f", {result.steps} steps" if result.method == "eap-ig" else "")
     top_k = min(MAX_DRAWN, total)
-    session.settle(prediction_keys.TASK_K, max(1, min(int(session.get(prediction_keys.TASK_K, DEFAULT_DRAWN)), top_k)))
-    k = int(st.slider("Edges drawn (k, by |mean score|)", 1, max(top_k, 2), key=prediction_keys.TASK_K,
+    session.settle(task_keys.TASK_K, max(1, min(int(session.get(task_keys.TASK_K, DEFAULT_DRAWN)), top_k)))
+    k = int(st.slider("Edges drawn (k, by |mean score|)", 1, max(top_k, 2), key=task_keys.TASK_K,
                       persist_state=keys.KEEP))
     top = result.top(k)
     notebook_button.record(task_k=k)
@@ -98,10 +99,10 @@ def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
                                        title=f"The top {k} edges by their mean over {len(result.kept)} pairs "
                                              f"({method}): red where the clean prediction needs it, blue where it "
                                              "works against", scored=f"(mean over {len(result.kept)} pairs)")
-    charts.show(fig, key=prediction_keys.TASK_GRAPH, name="task-circuit")
+    charts.show(fig, key=task_keys.TASK_GRAPH, name="task-circuit")
     holds = (top["low"] <= 0) & (top["high"] >= 0)
     st.dataframe(top.assign(interval_holds_0=holds.to_numpy()).round({"mean": 5, "low": 5, "high": 5}),
-                 hide_index=True, key=prediction_keys.TASK_EDGES_DF)
+                 hide_index=True, key=task_keys.TASK_EDGES_DF)
     st.caption(f"{total:,} edges scored on each pair ({result.metric}: "
                + ("each pair's scores as a share of its clean − corrupted gap" if result.metric == "normalised"
                   else "logits") + f"); the mean over the pairs with its {100 * result.level:g} % bootstrap interval "
@@ -139,18 +140,13 @@ class TaskKey(NamedTuple):
 RAN = "Ran over these pairs with this method: change the task, the method or the pairs to run again."
 
 
-def is_task() -> bool:
-    """Whether the page is set to a task rather than one pair."""
-    return session.get(prediction_keys.PRED_TASK) == TASKS[1]
-
-
 def _prompts(tokenizer) -> tuple[PromptSet | None, dict]:
     """The set the controls describe (None, after a message, when there is none yet) and what a notebook needs
     to make it again; a generator's for the model whose tokenizer is `tokenizer` (`generators.make`)."""
-    source = SOURCES[st.selectbox("Pairs", list(SOURCES), key=prediction_keys.TASK_SOURCE, persist_state=keys.KEEP)]
+    source = SOURCES[st.selectbox("Pairs", list(SOURCES), key=task_keys.TASK_SOURCE, persist_state=keys.KEEP)]
     if source == "file":
         upload = st.file_uploader("Prompt pairs (columns clean, corrupted, answer, wrong)", type=["csv", "jsonl"],
-                                  key=prediction_keys.TASK_FILE)
+                                  key=task_keys.TASK_FILE)
         if upload is None:
             st.info("Upload a CSV (a header row clean, corrupted, answer, wrong) or a JSONL file (one object a "
                     "line with those keys).", icon=":material/upload_file:")
@@ -164,9 +160,9 @@ def _prompts(tokenizer) -> tuple[PromptSet | None, dict]:
     for name, value in DEFAULTS.items():
         session.setdefault(name, value)
     cols = st.columns(2)
-    size = int(cols[0].number_input("Pairs in the set", 2, MAX_PAIRS, key=prediction_keys.TASK_SIZE,
+    size = int(cols[0].number_input("Pairs in the set", 2, MAX_PAIRS, key=task_keys.TASK_SIZE,
                                     persist_state=keys.KEEP))
-    seed = int(cols[1].number_input("Seed", 0, 2**31 - 1, key=prediction_keys.TASK_SEED, persist_state=keys.KEEP))
+    seed = int(cols[1].number_input("Seed", 0, 2**31 - 1, key=task_keys.TASK_SEED, persist_state=keys.KEEP))
     st.caption(plain(ABOUT[source]) + " The same seed gives the same pairs.")
     return generators.make(source, size, seed=seed, tokenizer=tokenizer), {"task_source": source, "task_size": size,
                                                                            "task_seed": seed}
@@ -183,6 +179,32 @@ def _run(model, prompts: PromptSet, method: str, cap: int, progress):
     return mha_viz.direct_logit(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
 
 
+def _refusal(model, key: TaskKey, prompts: PromptSet) -> str | None:
+    """Why the method cannot run on these pairs, said before its button (None: it can): no pair the model can run
+    (`prompt_set.check`), a family whose heads' writes cannot be split (edges), or a gradient pass or batch over
+    the longest pair that would not fit the memory budget (`n`: its tokens). Worked out once a task key (a rerun
+    repeats nothing)."""
+    held = session.get(task_keys.TASK_CHECKED)
+    if held is not None and held[0] == key:
+        return held[1]
+    try:
+        check(model, prompts, key.cap)
+        n = needs.tokens(model, max((p.clean for p in prompts.pairs), key=len), key.cap)
+        if key.method in EDGE_METHODS:
+            circuit_edges.check_budget(model, circuit_edges.graph(model), n, 1,
+                                       f"Attributing every edge of {model.name} ({key.method.upper()})")
+        else:
+            prediction.check_budget(model, max((p.clean for p in prompts.pairs), key=len), key.cap,
+                                    batch=key.method == "patch")
+            if key.method == "estimate":
+                estimate.check_budget(model, n)
+        why = None
+    except InputError as exc:
+        why = plain(str(exc))
+    session.put(task_keys.TASK_CHECKED, (key, why))
+    return why
+
+
 def _compute(model, key: TaskKey, prompts: PromptSet):
     """The result of `key` with a progress bar and Cancel, within the memory budget and a server slot."""
     longest = max((p.clean for p in prompts.pairs), key=len)
@@ -191,19 +213,19 @@ def _compute(model, key: TaskKey, prompts: PromptSet):
     def budgeted(progress):
         if key.method in EDGE_METHODS:
             n = needs.tokens(model, longest, key.cap)
-            need = prediction_need.circuit(model, n, method=key.method, steps=IG_STEPS)
+            need = job_need.circuit(model, n, method=key.method, steps=IG_STEPS)
         else:
             prediction.check_budget(model, longest, key.cap, batch=batch)
-            need = prediction_need.prediction(model, longest, key.cap, batch=batch)
+            need = job_need.prediction(model, longest, key.cap, batch=batch)
         with resources.slots().hold(need=need):
             return _run(model, prompts, key.method, key.cap, progress)
-    result, error = jobs.run(prediction_keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",
+    result, error = jobs.run(task_keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",
                              what="The task", out_of_memory="The task ran out of memory: use fewer or shorter "
                                                             "pairs, or a smaller model.", time_left=True)
     if error:
         st.error(plain(error), icon=":material/warning:")
         return None
-    session.put(prediction_keys.TASK_RESULT, (key, result))
+    session.put(task_keys.TASK_RESULT, (key, result))
     return result
 
 
@@ -215,25 +237,33 @@ def table(result, layer_ids: list[int]) -> pd.DataFrame:
                          "interval_holds_0": result.crosses_zero.ravel()})
 
 
-def task_view(cur) -> None:
-    """The task's controls, its Run button and, once run, its grid."""
+def task_page() -> None:
+    cur = pair.start_on_pair("task", "This page uses the sidebar's model: fix the message above first.")
+    if cur is None:
+        return
     model = cur.model
+    st.caption("Which heads carry a prediction across a task? Each pair is a clean prompt, a corrupted one that "
+               "differs in what matters, and an answer and a wrong token; the sidebar's text is not used here. "
+               "The method runs on every pair, then each head's mean over the pairs with its uncertainty.")
     prompts, made = _prompts(model.tokenizer)
-    method = METHODS[st.selectbox("Method", list(METHODS), key=prediction_keys.TASK_METHOD, persist_state=keys.KEEP)]
-    notebook_button.record(task=TASKS[1], task_method=method, **made)
+    method = METHODS[st.selectbox("Method", list(METHODS), key=task_keys.TASK_METHOD, persist_state=keys.KEEP)]
+    notebook_button.record(task_method=method, **made)
     if prompts is None:
         return
     digest = prompts.source if "task_file" not in made else \
         f"{prompts.source} ({hashlib.sha1(repr(prompts.pairs).encode()).hexdigest()[:12]})"
     key = TaskKey(cur.model_key, digest, method, resources.token_cap())
-    if jobs.cancelled(prediction_keys.TASK_RUNNING) is not None:
+    if jobs.cancelled(task_keys.TASK_RUNNING) is not None:
         st.warning("The task was cancelled; nothing was kept.", icon=":material/stop_circle:")
-    stored = session.get(prediction_keys.TASK_RESULT)
+    stored = session.get(task_keys.TASK_RESULT)
     result = stored[1] if stored is not None and stored[0] == key else None
     if result is not None:
         jobs.finished(st, "Run over the task", RAN)
+    elif (why := _refusal(model, key, prompts)) is not None:  # said before the button, not after the work
+        st.warning(why, icon=":material/block:")
+        return
     else:
-        buttons = jobs.buttons("Run over the task", prediction_keys.TASK_GO, cancel_key=prediction_keys.TASK_CANCEL,
+        buttons = jobs.buttons("Run over the task", task_keys.TASK_GO, cancel_key=task_keys.TASK_CANCEL,
                                cancel_help="Stops the run over the pairs; nothing is kept.", ran=RAN,
                                help=f"Runs the method on each of the {len(prompts)} pairs, then the mean over them "
                                     f"with its {RESAMPLES}-resample bootstrap interval and a sign-flip p-value.")
@@ -266,13 +296,13 @@ def _said(result) -> None:
 
 def _results(cur, result) -> None:
     layer_ids = cur.model.layer_ids
-    charts.show(task_figures.task_grid(result, layer_ids=layer_ids), key=prediction_keys.TASK_GRID,
+    charts.show(task_figures.task_grid(result, layer_ids=layer_ids), key=task_keys.TASK_GRID,
                 selection_mode="points",
-                on_select=lambda: view_helpers.open_clicked_head(prediction_keys.TASK_GRID, view_helpers.grid_index))
+                on_select=lambda: view_helpers.open_clicked_head(task_keys.TASK_GRID, view_helpers.grid_index))
     crossing = int(result.crosses_zero.sum())
     st.caption(f"Each cell: a head's mean over the pairs; hover for its {100 * result.level:g} % bootstrap interval "
                f"({result.resamples} resamples, bootstrap seed {result.seed}) and the sign-flip p-value of a mean ≠ 0. "
                f"A cross marks the {crossing} heads whose interval holds 0: their effect is not told apart from none. "
                "Click a cell to open that head.")
     st.download_button("Download the task's grid (CSV)", lambda: export_views.table_csv(table(result, layer_ids)),
-                       key=prediction_keys.DL_TASK, file_name="task-heads.csv", mime="text/csv", on_click="ignore")
+                       key=task_keys.DL_TASK, file_name="task-heads.csv", mime="text/csv", on_click="ignore")

@@ -1,5 +1,6 @@
-"""What *Heads behind a prediction*'s jobs declare to the admission (`admission.Admission.hold`): the estimate,
-real patching, a circuit found and a circuit or edge run for real, each one `needs.Need` from the estimates of the
+"""What the jobs of *Heads behind a prediction*, *Circuit behind a prediction* and *Heads behind a task* declare to
+the admission (`admission.Admission.hold`): the estimate, real patching, a circuit found and a circuit or edge run
+for real, each one `needs.Need` from the estimates of the
 modules that compute it (`ablation.gradient_bytes`, the circuits' `edges.receiver_bytes`)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The *Circuit* section of *Heads behind a prediction*: every edge between the model's components
-estimated on the page's pair (EAP or EAP-IG, `mha_viz.circuits.edges`), the graph of the top k edges,
-the faithfulness curve with the chosen k run for real, an edge clicked path-patched for real beside its
-estimate, the top 20 edges patched for real against their estimates, and the circuit saved (CSV, JSON)
+"""The *Circuit behind a prediction* page: on the pair that *Heads behind a prediction* reads too (the shell's
+`pair`), every edge between the model's components estimated (EAP or EAP-IG, `mha_viz.circuits.edges`), the graph
+of the top k edges, the faithfulness curve with the chosen k run for real, an edge clicked path-patched for real
+beside its estimate, the top 20 edges patched for real against their estimates, and the circuit saved (CSV, JSON)
 and opened again (`mha_viz.circuits.path_patching`)."""
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import streamlit as st
 
 from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
+from mha_viz.circuits import need as job_need
 from mha_viz.circuits import path_patching
+from mha_viz.drawing import circuit as circuit_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.export import link_params as links
-from mha_viz.features.prediction import circuit_figures
-from mha_viz.features.prediction import controls as prediction_keys
-from mha_viz.features.prediction import need as prediction_need
+from mha_viz.features.circuit import controls as circuit_keys
 from mha_viz.ui.kit import charts, jobs, keys, link_parts, resources, session
 from mha_viz.ui.kit.text import plain
-from mha_viz.ui.shell import export_views, sidebar
+from mha_viz.ui.shell import export_views, notebook_button, pair
 
 METHODS = {"EAP-IG": "eap-ig", "EAP": "eap"}
 LABELS = {method: label for label, method in METHODS.items()}
@@ -34,26 +34,12 @@ ABOUT = ("An **edge** runs from a component that writes the residual stream (the
          "clean prediction needs.")
 
 
-def asked_by_link(buttons: jobs.Buttons) -> bool:
-    """Whether a link asked for the heads and the circuit (once); its Cancel made live when it did."""
-    auto = bool(session.pop(prediction_keys.PRED_AUTO, False))
-    if auto:
-        buttons.live()
-    return auto
-
-
-def heads_found(key, auto: bool) -> None:
-    """The heads of `key` were found; when a link asked, its circuit is found next (this pair's only)."""
-    if auto:
-        session.put(prediction_keys.CIRC_AUTO, key)
-
-
 def _results() -> dict:
-    return session.setdefault(prediction_keys.CIRC_RESULTS, {})
+    return session.setdefault(circuit_keys.CIRC_RESULTS, {})
 
 
 def _real() -> dict:
-    return session.setdefault(prediction_keys.CIRC_REAL, {})
+    return session.setdefault(circuit_keys.CIRC_REAL, {})
 
 
 def _keep_only(key) -> None:
@@ -63,33 +49,41 @@ def _keep_only(key) -> None:
             store.pop(old)
 
 
-def circuit_section(cur, key, answer: int, wrong: int) -> None:
-    """The section, for the page's pair `key` (a PredKey: clean, corrupted, cap) and its answer and wrong ids."""
+def circuit_page() -> None:
+    cur = pair.start_on_pair("circuit", "This page uses the sidebar's model and text: fix the message above first.")
+    if cur is None:
+        return
     model = cur.model
-    st.subheader("Circuit: how the heads connect")
-    st.caption(ABOUT)
+    st.caption("How do the heads connect? The clean text is the sidebar's, the corrupted one differs in what "
+               "matters, as on *Heads behind a prediction* (the same pair on both pages). " + ABOUT)
+    key = pair.pair_inputs(cur)
+    if not key.corrupted.strip():
+        st.info("Type a corrupted text above, or pick a preset.", icon=":material/edit:")
+        _opener(cur, key)
+        return
     _keep_only(key)
     _apply_pending(key)
-    label = st.radio("Estimate", list(METHODS), key=prediction_keys.CIRC_METHOD, persist_state=keys.KEEP,
+    label = st.radio("Estimate", list(METHODS), key=circuit_keys.CIRC_METHOD, persist_state=keys.KEEP,
                      horizontal=True,
                      help="EAP-IG: 5 gradient passes between the corrupted and the clean text (integrated "
                           "gradients). EAP: one, on the clean text.")
     method = METHODS.get(label, "eap-ig")
     ask = (key, method)
-    auto = session.pop(prediction_keys.CIRC_AUTO, None) == key  # a link asked for this pair's circuit
-    if jobs.cancelled(prediction_keys.CIRC_RUNNING) is not None:
+    notebook_button.record(corrupted=key.corrupted, answer=key.answer, wrong=key.wrong, circuit=method)
+    auto = bool(session.pop(circuit_keys.CIRC_AUTO, False))  # a link asked for its circuit: found on opening
+    if jobs.cancelled(circuit_keys.CIRC_RUNNING) is not None:
         st.warning("Finding the circuit was cancelled; nothing was kept.", icon=":material/stop_circle:")
     _stopped_notice()
     edges = _results().get(ask)
     if edges is None:
-        buttons = jobs.buttons("Find the circuit", prediction_keys.CIRC_GO, cancel_key=prediction_keys.CIRC_CANCEL,
+        buttons = jobs.buttons("Find the circuit", circuit_keys.CIRC_GO, cancel_key=circuit_keys.CIRC_CANCEL,
                                cancel_help="Stop finding the circuit; nothing is kept.",
                                help="Scores every edge, then runs the circuits of the top edges for real for the "
                                     "faithfulness curve.")
         if buttons.pressed or auto:
             if auto:
                 buttons.live()
-            edges = _find(model, key, method, answer, wrong)
+            edges = _find(model, key, method)
             if edges is None:
                 buttons.idle()
             else:
@@ -99,11 +93,12 @@ def circuit_section(cur, key, answer: int, wrong: int) -> None:
     _opener(cur, key)
 
 
-def _find(model, key, method: str, answer: int, wrong: int):
+def _find(model, key: pair.Pair, method: str):
     def work(progress):
-        need = prediction_need.circuit(model, needs.tokens(model, key.clean, key.cap), method=method)
+        need = job_need.circuit(model, needs.tokens(model, key.clean, key.cap), method=method)
         with resources.slots().hold(need=need):
-            edges = circuit_edges.edge_attribution(model, key.clean, key.corrupted, answer, wrong, method=method,
+            edges = circuit_edges.edge_attribution(model, key.clean, key.corrupted, key.answer or None,
+                                                   key.wrong or None, method=method,
                                                    max_tokens=key.cap,
                                                    progress=lambda f, m: progress(0.6 * f, m))
             ks = path_patching.curve_sizes(len(edges.scores))
@@ -112,7 +107,7 @@ def _find(model, key, method: str, answer: int, wrong: int):
                 progress=lambda f, m: progress(0.6 + 0.4 * f, f"Running the top-k circuits for real: {m}"))
             edges.extra["curve"] = curve.to_dict(orient="list")
             return edges
-    edges, error = jobs.run(prediction_keys.CIRC_RUNNING, (key, method), work, first="Scoring every edge…",
+    edges, error = jobs.run(circuit_keys.CIRC_RUNNING, (key, method), work, first="Scoring every edge…",
                             what="The circuit", out_of_memory="The circuit ran out of memory: use shorter texts or "
                                                               "a smaller model.", time_left=True)
     if error:
@@ -127,12 +122,12 @@ def _curve(edges) -> pd.DataFrame:
 
 
 def _stopped() -> set:
-    return session.setdefault(prediction_keys.CIRC_STOPPED, set())
+    return session.setdefault(circuit_keys.CIRC_STOPPED, set())
 
 
 def _stopped_notice() -> None:
     """A real run that was cancelled: said once, and not started again by itself (its button offers it)."""
-    stopped = jobs.cancelled(prediction_keys.CIRC_REAL_RUNNING)
+    stopped = jobs.cancelled(circuit_keys.CIRC_REAL_RUNNING)
     if stopped is not None:
         _stopped().add(stopped)
         st.warning("Running it for real was cancelled; nothing was kept.", icon=":material/stop_circle:")
@@ -145,16 +140,16 @@ def _run_real(model, key, what: tuple, compute, again: str | None):
     if (key, what) in store:
         return store[(key, what)]
     if again is not None and (key, what) in _stopped() and not st.button(
-            again, key=prediction_keys.CIRC_AGAIN_K if what[0] == "k" else prediction_keys.CIRC_AGAIN_EDGE):
+            again, key=circuit_keys.CIRC_AGAIN_K if what[0] == "k" else circuit_keys.CIRC_AGAIN_EDGE):
         return None
     slot = st.empty()
-    jobs.live_button(slot, "Cancel", prediction_keys.CIRC_REAL_CANCEL, live=True,
+    jobs.live_button(slot, "Cancel", circuit_keys.CIRC_REAL_CANCEL, live=True,
                      help="Stop running it; nothing is kept.")
 
     def work(progress):
-        with resources.slots().hold(need=prediction_need.path_patched(model, needs.tokens(model, key.clean, key.cap))):
+        with resources.slots().hold(need=job_need.path_patched(model, needs.tokens(model, key.clean, key.cap))):
             return compute(progress)
-    value, error = jobs.run(prediction_keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
+    value, error = jobs.run(circuit_keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
                             what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
                                                                 "texts or a smaller model.", time_left=True)
     slot.empty()
@@ -174,12 +169,13 @@ def _show(cur, key, ask, edges) -> None:
     st.caption(f"{total:,} edges scored by {method.upper()} on m = logit({a}) − logit({w}): "
                f"{edges.m_clean:+.2f} clean, {edges.m_corrupted:+.2f} corrupted.")
     top_k = min(MAX_DRAWN, total)
-    session.settle(prediction_keys.CIRC_K, max(1, min(int(session.get(prediction_keys.CIRC_K, DEFAULT_DRAWN)), top_k)))
-    k = int(st.slider("Edges drawn (k, by |score|)", 1, max(top_k, 2), key=prediction_keys.CIRC_K,
+    session.settle(circuit_keys.CIRC_K, max(1, min(int(session.get(circuit_keys.CIRC_K, DEFAULT_DRAWN)), top_k)))
+    k = int(st.slider("Edges drawn (k, by |score|)", 1, max(top_k, 2), key=circuit_keys.CIRC_K,
                       persist_state=keys.KEEP,
                       help=f"The graph draws the k strongest edges (at most {MAX_DRAWN}); the star on the curve "
                            "below is this circuit run for real."))
     top = edges.top(k)
+    notebook_button.record(k=k)
     fig = circuit_figures.graph_figure(top, extra.get("layers", model.num_layers), extra.get("heads", model.num_heads),
                                        extra.get("kv_heads", model.num_kv_heads),
                                        parallel=bool(extra.get("parallel")),
@@ -187,7 +183,7 @@ def _show(cur, key, ask, edges) -> None:
                                              "where the clean prediction needs it, blue where it works against",
                                        picked=_picked_index(ask, top))
     curve_number = len(fig.data) - 1
-    charts.show(fig, key=prediction_keys.CIRC_GRAPH, name="circuit-graph", selection_mode="points",
+    charts.show(fig, key=circuit_keys.CIRC_GRAPH, name="circuit-graph", selection_mode="points",
                 on_select=lambda: _on_edge(ask, top, curve_number))
     _picked_edge(model, key, ask, edges)
     mlp = " and MLP (below)" if (edges.scores["input"] == "mlp").any() else ""
@@ -210,14 +206,14 @@ def _show(cur, key, ask, edges) -> None:
 
 
 def _on_edge(ask, top, curve_number: int) -> None:
-    picked = charts.clicked(prediction_keys.CIRC_GRAPH, lambda points: circuit_figures.edge_pick(points, curve_number))
+    picked = charts.clicked(circuit_keys.CIRC_GRAPH, lambda points: circuit_figures.edge_pick(points, curve_number))
     if picked is not None and 0 <= picked < len(top):
-        session.put(prediction_keys.CIRC_PICKED, (*ask, str(top["sender"][picked]), str(top["receiver"][picked])))
+        session.put(circuit_keys.CIRC_PICKED, (*ask, str(top["sender"][picked]), str(top["receiver"][picked])))
 
 
 def _picked(ask) -> tuple[str, str] | None:
     """(sender, receiver) of the edge clicked last on this pair's circuit by this estimate, or None."""
-    picked = session.get(prediction_keys.CIRC_PICKED)
+    picked = session.get(circuit_keys.CIRC_PICKED)
     return None if picked is None or tuple(picked[:2]) != tuple(ask) else (picked[2], picked[3])
 
 
@@ -250,7 +246,7 @@ def _top_real(model, key, ask, edges) -> None:
     what = ("top", ask[1], TOP_REAL)
     done = _real().get((key, what))
     if done is None:
-        if not st.button(f"Patch the top {TOP_REAL} edges for real", key=prediction_keys.CIRC_TOP_GO,
+        if not st.button(f"Patch the top {TOP_REAL} edges for real", key=circuit_keys.CIRC_TOP_GO,
                          help="Path-patches each of them in batched forwards of the clean text and draws the "
                               "estimate against the real change."):
             return
@@ -274,12 +270,12 @@ def _downloads(cur, edges, k: int, real_k, curve) -> None:
     cols[0].download_button(
         "Download the edges (CSV)", lambda: export_views.table_csv(
             edges.top(len(edges.scores)).rename_axis("rank").reset_index().assign(rank=lambda t: t["rank"] + 1)),
-        key=prediction_keys.DL_CIRC_CSV, file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
+        key=circuit_keys.DL_CIRC_CSV, file_name=f"{stem}.csv", mime="text/csv", on_click="ignore",
         help="A row an edge, strongest first: rank, sender, receiver, input and score.")
     top = edges.top(k)
     nodes = sorted(set(top["sender"]) | {r.split(".")[0] for r in top["receiver"]})
     cols[1].download_button("Download the circuit (JSON)", lambda: edges.to_json(
-        k=k, nodes=nodes, faithfulness=real_k, curve=curve.to_dict(orient="list")), key=prediction_keys.DL_CIRC_JSON,
+        k=k, nodes=nodes, faithfulness=real_k, curve=curve.to_dict(orient="list")), key=circuit_keys.DL_CIRC_JSON,
         file_name=f"{stem}.json", mime="application/json", on_click="ignore",
         help="Every edge with its score, the texts, the drawn k and its nodes, and the faithfulness: opens again "
              "on this page.")
@@ -288,8 +284,8 @@ def _downloads(cur, edges, k: int, real_k, curve) -> None:
 def _opener(cur, key) -> None:
     """Open a saved circuit: shown at once when it was found on this pair (once a file), else its pair
     offered. Every file that is not one gets a message."""
-    upload = st.file_uploader("Open a saved circuit (JSON)", key=prediction_keys.CIRC_FILE, type=["json"],
-                              max_upload_size=64, help="A circuit downloaded from this section.")
+    upload = st.file_uploader("Open a saved circuit (JSON)", key=circuit_keys.CIRC_FILE, type=["json"],
+                              max_upload_size=64, help="A circuit downloaded from this page.")
     if upload is None:
         return
     try:
@@ -304,14 +300,14 @@ def _opener(cur, key) -> None:
     elif not isinstance(clean, str) or not isinstance(corrupted, str):
         st.error("This circuit does not say which texts it was found on.", icon=":material/warning:")
     elif (clean, corrupted) == (key.clean, key.corrupted):
-        if session.get(prediction_keys.CIRC_OPENED) != upload.file_id:  # once a file: then it is this pair's circuit
-            session.put(prediction_keys.CIRC_OPENED, upload.file_id)
-            session.put(prediction_keys.CIRC_PENDING, edges)  # shown from the next run on, its method chosen
+        if session.get(circuit_keys.CIRC_OPENED) != upload.file_id:  # once a file: then it is this pair's circuit
+            session.put(circuit_keys.CIRC_OPENED, upload.file_id)
+            session.put(circuit_keys.CIRC_PENDING, edges)  # shown from the next run on, its method chosen
             st.rerun()
     else:
         st.warning(plain(f"This circuit was found on another pair: clean “{clean}”, corrupted “{corrupted}”."),
                    icon=":material/alt_route:")
-        st.button("Put its pair on the page", key=prediction_keys.CIRC_OPEN_PAIR, on_click=put_pair, args=(edges,),
+        st.button("Put its pair on the page", key=circuit_keys.CIRC_OPEN_PAIR, on_click=put_pair, args=(edges,),
                   help="Sets the sidebar's text (clean), the corrupted text and the answer and wrong tokens to "
                        "the circuit's; it shows once the heads of that pair are found.")
 
@@ -319,47 +315,40 @@ def _opener(cur, key) -> None:
 def put_pair(edges) -> None:
     """The button's callback (before the page's inputs are drawn): the saved circuit's pair in them, the
     circuit waiting for it."""
-    sidebar.choose(text=edges.extra.get("clean"))
-    session.put(prediction_keys.PRED_CORRUPTED, edges.extra.get("corrupted"))
-    session.put_all((prediction_keys.PRED_ANSWER, prediction_keys.PRED_WRONG), (edges.answer_text, edges.wrong_text))
-    session.put(prediction_keys.CIRC_PENDING, edges)
+    pair.put_form(edges.extra.get("clean"), edges.extra.get("corrupted"), edges.answer_text, edges.wrong_text)
+    session.put(circuit_keys.CIRC_PENDING, edges)
 
 
 def _apply_pending(key) -> None:
     """A saved circuit whose pair was just put on the page: shown once the page's pair is its pair."""
-    edges = session.get(prediction_keys.CIRC_PENDING)
+    edges = session.get(circuit_keys.CIRC_PENDING)
     if edges is not None and (edges.extra.get("clean"), edges.extra.get("corrupted")) == (key.clean, key.corrupted):
-        session.pop(prediction_keys.CIRC_PENDING)
+        session.pop(circuit_keys.CIRC_PENDING)
         _results()[(key, edges.method)] = edges
-        session.put(prediction_keys.CIRC_METHOD, LABELS[edges.method])
+        session.put(circuit_keys.CIRC_METHOD, LABELS[edges.method])
 
 
 def link_fields() -> dict:
-    """What a link to *Heads behind a prediction* carries: the pair's inputs, and the circuit on screen
-    (its estimate and the edges drawn) when there is one."""
-    fields = {name: session.get(key) or None for name, key in (
-        ("corrupted", prediction_keys.PRED_CORRUPTED), ("answer", prediction_keys.PRED_ANSWER),
-        ("wrong", prediction_keys.PRED_WRONG))}
-    method = METHODS.get(session.get(prediction_keys.CIRC_METHOD))
+    """What a link to this page carries: the pair's inputs, and the circuit on screen (its estimate and the edges
+    drawn) when there is one."""
+    fields = pair.form_fields()
+    method = METHODS.get(session.get(circuit_keys.CIRC_METHOD))
     if method is not None and any(ask[1] == method for ask in _results()):
-        fields.update(circuit=method, k=int(session.get(prediction_keys.CIRC_K, DEFAULT_DRAWN)))
+        fields.update(circuit=method, k=int(session.get(circuit_keys.CIRC_K, DEFAULT_DRAWN)))
     return fields
 
 
-def open_pair_and_circuit(link: links.Link) -> list[str]:
-    """The pair and the circuit a link carries, put in the page's inputs; with a circuit, the heads and the
-    circuit are found once on opening (`prediction_keys.PRED_AUTO`). Nothing is refused (no notices)."""
-    if link.corrupted is not None:
-        session.put(prediction_keys.PRED_CORRUPTED, link.corrupted)
-    for name, key in (("answer", prediction_keys.PRED_ANSWER), ("wrong", prediction_keys.PRED_WRONG)):
-        if getattr(link, name) is not None:
-            session.put(key, getattr(link, name))
+def open_circuit(link: links.Link) -> list[str]:
+    """The pair and the circuit a link carries: the pair in its form (`pair.open_form`), the estimate and the edges
+    drawn in the page's inputs, and the circuit found once on opening (`CIRC_AUTO`). Nothing is refused (no
+    notices)."""
+    pair.open_form(link)
     if link.k is not None:
-        session.put(prediction_keys.CIRC_K, max(1, link.k))
+        session.put(circuit_keys.CIRC_K, max(1, link.k))
     if link.circuit is not None:
-        session.put(prediction_keys.CIRC_METHOD, LABELS[link.circuit])
-        session.put(prediction_keys.PRED_AUTO, True)
+        session.put(circuit_keys.CIRC_METHOD, LABELS[link.circuit])
+        session.put(circuit_keys.CIRC_AUTO, True)
     return []
 
 
-LINK = link_parts.register(link_parts.LinkPart("prediction", open_pair_and_circuit, link_fields))
+LINK = link_parts.register(link_parts.LinkPart("circuit", open_circuit, link_fields))

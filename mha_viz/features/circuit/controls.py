@@ -1,0 +1,41 @@
+"""The page *Circuit behind a prediction*'s session keys. Its pair is the shell's (`pair`, shared with *Heads behind
+a prediction*); its estimate and the edges drawn are the link's own parameters (circuit, k), so no control here is
+carried as a page control: each is local, saying why."""
+
+from __future__ import annotations
+
+from mha_viz.export import view_params as vp
+
+CIRC_METHOD = "circ_method"  # "EAP" or "EAP-IG"
+CIRC_K = "circ_k"  # edges drawn
+CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
+
+CONTROLS = (
+    *vp.local("the link's own parameters: the circuit's estimate and the edges drawn (circuit, k)", CIRC_METHOD,
+              CIRC_K),
+    *vp.local("an upload: a saved circuit", CIRC_FILE),
+)
+
+# the page's own session keys besides its controls: its results, buttons and selections, which no link carries
+CIRC_GO = "circ_go"
+CIRC_CANCEL = "circ_cancel"
+CIRC_RUNNING = "_circ_running"  # set while the edges are estimated (jobs.run)
+CIRC_RESULTS = "_circ_results"  # {(pair.Pair, method): Edges} of the pair on screen
+CIRC_GRAPH = "circ_graph"  # the graph's selection events
+CIRC_PICKED = "_circ_picked"  # (pair.Pair, method, sender, receiver): the edge clicked last
+CIRC_REAL = "_circ_real"  # {(pair.Pair, ...): a value run for real}: edges clicked, the chosen k, the top 20
+CIRC_TOP_GO = "circ_top_go"  # patch the top 20 edges for real
+CIRC_REAL_CANCEL = "circ_real_cancel"  # Cancel while something runs for real
+CIRC_REAL_RUNNING = "_circ_real_running"  # set while it runs (jobs.run)
+CIRC_STOPPED = "_circ_stopped"  # {(pair.Pair, what)} cancelled: run again only when asked
+CIRC_AGAIN_K = "circ_again_k"  # run a cancelled one again
+CIRC_AGAIN_EDGE = "circ_again_edge"
+CIRC_OPENED = "_circ_opened"  # the file id of the saved circuit opened last (opened once)
+CIRC_PENDING = "_circ_pending"  # a saved circuit waiting for its pair to be on the page
+CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair on the page
+DL_CIRC_CSV = "dl_circ_csv"
+DL_CIRC_JSON = "dl_circ_json"
+CIRC_AUTO = "_circ_auto"  # a link asked for a circuit: found once on opening
+
+# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the upload of a saved circuit
+NOT_KEPT = frozenset({CIRC_FILE})

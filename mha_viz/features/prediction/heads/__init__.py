@@ -1,1 +1,0 @@
-"""*Heads behind a prediction*'s layers × heads grids and the panel of one head."""
