@@ -91,6 +91,21 @@ def pages_table() -> str:
     return "\n".join(lines)
 
 
+def features_table() -> str:
+    """docs/architecture.md's table of the features, made from the records and their folders: each feature's folder,
+    title and section, the modules in its folder, the controls links carry (by session key), and its public figures
+    (`mha_viz.figures.<name>`)."""
+    rows = ["| folder | feature | section | its modules | carried by links | its figures |", "|---|---|---|---|---|---|"]
+    for f in features():
+        folder = next(base / f.id for base in FOLDERS if (base / f.id).is_dir())
+        modules = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if p.name != "__init__.py")
+        carried = [c.name for c in f.controls if c.carried]
+        rows.append(f"| `features/{f.id}/` | {f.title} | {f.section} | {', '.join(f'`{m}`' for m in modules)} | "
+                    f"{', '.join(f'`{c}`' for c in carried) or '—'} | "
+                    f"{', '.join(f'`{fn.__name__}`' for fn in f.figures) or '—'} |")
+    return "\n".join(rows)
+
+
 def ids() -> tuple[str, ...]:
     """The pages' ids (their URL paths), in the navigation's order."""
     return tuple(f.id for f in features())
