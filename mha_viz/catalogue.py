@@ -93,17 +93,25 @@ def pages_table() -> str:
 
 def features_table() -> str:
     """docs/architecture.md's table of the features, made from the records and their folders: each feature's folder,
-    title and section, the modules in its folder, the controls links carry (by session key), and its public figures
+    title and section, the modules in its folder, the controls links carry (by parameter), and its public figures
     (`mha_viz.figures.<name>`)."""
-    rows = ["| folder | feature | section | its modules | carried by links | its figures |", "|---|---|---|---|---|---|"]
+    rows = ["| folder | feature | section | its modules | carried by links | its figures |",
+            "|---|---|---|---|---|---|"]
     for f in features():
         folder = next(base / f.id for base in FOLDERS if (base / f.id).is_dir())
         modules = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if p.name != "__init__.py")
-        carried = [c.name for c in f.controls if c.carried]
+        carried = [c.link_name for c in f.controls if c.carried]
         rows.append(f"| `features/{f.id}/` | {f.title} | {f.section} | {', '.join(f'`{m}`' for m in modules)} | "
                     f"{', '.join(f'`{c}`' for c in carried) or '—'} | "
                     f"{', '.join(f'`{fn.__name__}`' for fn in f.figures) or '—'} |")
     return "\n".join(rows)
+
+
+def link_controls() -> dict:
+    """Every page's controls that links and lesson steps carry, by link parameter (`Control.link_name`): the
+    parameters a link may hold beyond its own (model, text, head…), made from the records. A control two pages
+    share (the pair of the prediction's and the circuit's pages) is one entry."""
+    return {c.link_name: c for f in features() for c in f.controls if c.carried}
 
 
 def ids() -> tuple[str, ...]:

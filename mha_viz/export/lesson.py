@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Collection, Mapping
 
+from mha_viz import catalogue
 from mha_viz.export import link_params
 from mha_viz.export.view_params import Control
 from mha_viz_models.errors import ModelLoadError
@@ -216,8 +217,8 @@ def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Co
     """The lesson in a file's bytes (or text), checked against this app: every step's `page` one of
     `pages`, its view a valid link whose models are in `allowed_models` (empty: any; on a `public`
     server no folder) and, with `check_models`, can be loaded here (`check_spec`; pickled weights
-    only with `allow_pickle`), its page's own parameters among `controls` (by name: the app's are
-    `mha_viz.ui.kit.page_controls.CONTROLS`; none: a step carries none), every note free of script.
+    only with `allow_pickle`), its page's own parameters among `controls` (by link parameter; by default the app's,
+    made from the features' records: `catalogue.link_controls`), every note free of script.
     Raises `LessonError`, whose message says what is wrong and where, for anything else; never
     another exception."""
     if len(data) > MAX_BYTES:
@@ -247,7 +248,8 @@ def read_lesson(data: bytes | str, *, pages: Collection[str], allowed_models: Co
         raise LessonError("The lesson has no steps.")
     if len(steps) > MAX_STEPS:
         raise LessonError(f"The lesson has {len(steps)} steps, more than the {MAX_STEPS} a lesson may have.")
-    checks = _Checks(pages, allowed_models, public, controls or {}, check_models, allow_pickle, {})
+    controls = catalogue.link_controls() if controls is None else controls
+    checks = _Checks(pages, allowed_models, public, controls, check_models, allow_pickle, {})
     return Lesson(title=title, description=description,
                   steps=tuple(_read_step(k, s, checks) for k, s in enumerate(steps, 1)))
 

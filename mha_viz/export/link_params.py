@@ -29,17 +29,11 @@ On the *Compare texts or models* page, also run B:
 - ``text_b``: sentence B (texts), at most `MAX_TEXT_CHARS` characters like ``text``.
 - ``model_b``: model B (models), checked like ``model``; ``mha_b``: ``ours`` or ``hf`` for B.
 
-On the *Heads behind a prediction* and *Circuit behind a prediction* pages, the pair (one form on both), and on the
-circuit's page its circuit:
-
-- ``corrupted``: the corrupted text (the clean one is ``text``), at most `MAX_TEXT_CHARS` characters.
-- ``answer``, ``wrong``: the answer and wrong tokens as typed (at most `MAX_TOKEN_CHARS` characters each).
-- ``circuit``: ``eap`` or ``eap-ig``: the circuit's page finds the circuit by that estimate on opening.
-- ``k``: the edges the circuit's graph draws.
-
 A page's own controls (the token in focus, the metric, the window…: `mha_viz.export.view_params`) are
-parameters too, named after the widget each sets; `parse` reads those the caller declares
-(``controls``) and keeps them, checked and written canonically, in `Link.page`.
+parameters too, named after the widget each sets (or their own name: the pair of *Heads behind a prediction* and
+*Circuit behind a prediction*, ``corrupted``, ``answer`` and ``wrong``, and the circuit's ``circuit`` and ``k``);
+`parse` reads those the caller declares (``controls``, by parameter name) and keeps them, checked and written
+canonically, in `Link.page`. Each feature declares its own in its record; none is written here.
 
 A lesson (`mha_viz.export.lesson`) is read from ``lesson`` (a bundled lesson's name, or a whole lesson
 packed by `lesson.pack`) and ``step`` (from 1), before the view; `parse` lets them pass.
@@ -64,10 +58,9 @@ MHA = {"ours": True, "hf": False}
 COMPARE = ("texts", "models")  # the Compare page's modes
 SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
 PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "compare", "text_b", "model_b",
-          "mha_b", "corrupted", "answer", "wrong", "circuit", "k", "user", "system", "reply")
+          "mha_b", "user", "system", "reply")
 CHAT = ("user", "system", "reply")  # a chat's messages: the user's, the system's, the assistant's reply
-CIRCUIT = ("eap", "eap-ig")  # the circuit's estimates
-MAX_TOKEN_CHARS = 100
+MAX_TOKEN_CHARS = 100  # a token typed (an answer, a wrong token) that a link carries
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
 LESSON = ("lesson", "step")  # a lesson and its step (`mha_viz.export.lesson`): read before the view
 _SHOWN = 40  # characters of a bad value quoted back in a notice
@@ -93,11 +86,6 @@ class Link:
     text_b: str | None = None  # its sentence B
     model_b: str | None = None  # its model B
     ours_b: bool = False  # B computes with our MHA
-    corrupted: str | None = None  # Heads behind a prediction: the corrupted text
-    answer: str | None = None  # its answer and wrong tokens, as typed
-    wrong: str | None = None
-    circuit: str | None = None  # the circuit's estimate, one of CIRCUIT: found on opening
-    k: int | None = None  # the edges its graph draws
     page: tuple[tuple[str, str], ...] = ()  # the page's own controls: (name, value as written), in link order
     user: str | None = None  # a chat (the sidebar's *Input*: Chat): the user's message, the system's, the reply
     system: str | None = None
@@ -265,15 +253,6 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         take("model_b", _model(values["model_b"], allowed_models, public, "model B"))
     if "mha_b" in values:
         take("ours_b", _mha("mha_b", values["mha_b"]))
-    if "corrupted" in values:
-        take("corrupted", _text("corrupted text", values["corrupted"], max_text))
-    for name in ("answer", "wrong"):
-        if name in values:
-            take(name, _text(f"{name} token", values[name], MAX_TOKEN_CHARS))
-    if "circuit" in values:
-        take("circuit", _slug("circuit", values["circuit"], CIRCUIT))
-    if "k" in values:
-        take("k", _index("k", values["k"]))
     for name, said in zip(CHAT, ("user's message", "system message", "assistant's reply")):
         if name in values:
             take(name, _text(f"chat's {said}", values[name], max_text))
@@ -339,15 +318,6 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["model_b"] = link.model_b
     if link.ours_b:
         out["mha_b"] = "ours"
-    if link.corrupted and text_fits(link.corrupted, max_text):
-        out["corrupted"] = link.corrupted
-    for name in ("answer", "wrong"):
-        if getattr(link, name) and text_fits(getattr(link, name), MAX_TOKEN_CHARS):
-            out[name] = getattr(link, name)
-    if link.circuit is not None:
-        out["circuit"] = link.circuit
-    if link.k is not None:
-        out["k"] = str(link.k)
     if link.user:  # a chat's text is its messages rendered: never the text box's
         out.pop("text", None)
         if chat_fits(link, max_text):

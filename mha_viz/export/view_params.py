@@ -9,7 +9,9 @@ a layer row, a head) are named by `upto` and checked by the app once the run exi
 The app declares its pages' controls (`mha_viz.ui.kit.page_controls`); nothing here imports streamlit.
 
 How a value is written: a flag ``1`` or ``0``; a choice as its option; a number as digits
-(``0.25``); a span ``start-stop``; picks ``3,5,8``.
+(``0.25``); a span ``start-stop``; picks ``3,5,8``; a text as typed (spaces kept: an answer token " Mary").
+A control's parameter is its session key unless it names one of its own (`param`: the pair's ``corrupted``,
+the circuit's ``k``, names that links carried before they were controls).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-FLAG, CHOICE, NUMBER, SPAN, PICKS = "flag", "choice", "number", "span", "picks"
+FLAG, CHOICE, NUMBER, SPAN, PICKS, TEXT = "flag", "choice", "number", "span", "picks", "text"
 LOCAL = "local"  # an input of the page that no link carries (`local`): its `why` says why
 TOKENS, LAYERS, HEADS = "tokens", "layers", "heads"  # what the run bounds a position by (`upto`)
 MAX_CHARS = 200  # the longest value a control's parameter may hold
@@ -41,7 +43,8 @@ class Control:
     page opens on, a value or a function of the app's current state that gives it (a shared link
     leaves a control at its default out); None: always written. A LOCAL control (`local`) is an input of
     the page that no link or lesson step carries: `why` says why (a preset that acts once, an upload, a parameter
-    the link has of its own); `carried` is False for it alone.
+    the link has of its own); `carried` is False for it alone. A TEXT holds what was typed, at most `high`
+    characters, spaces kept. `param`: the link parameter's name when it is not the session key's (`link_name`).
     """
 
     name: str
@@ -53,6 +56,12 @@ class Control:
     upto: str | None = None
     default: Any = None
     why: str = ""
+    param: str = ""
+
+    @property
+    def link_name(self) -> str:
+        """The link parameter that carries it: `param`, else its session key."""
+        return self.param or self.name
 
     @property
     def carried(self) -> bool:
@@ -62,6 +71,12 @@ class Control:
     def read(self, text: str) -> Any:
         """The value a link's `text` gives; ValueError, whose message completes "The link's NAME
         “text” …", when it gives none."""
+        if self.kind == TEXT:  # as typed: spaces are part of it (a token's leading space), newlines too
+            if len(str(text)) > self.high:
+                raise ValueError(f"has more than the {int(self.high):,} characters a link may carry")
+            if not str(text).strip():
+                raise ValueError("is empty")
+            return str(text)
         text = str(text).strip()
         if len(text) > MAX_CHARS or _CONTROL.search(text):
             raise ValueError("is not a value this control takes")
@@ -133,6 +148,8 @@ class Control:
         if self.kind == PICKS:
             if isinstance(value, (tuple, list)) and all(not isinstance(v, bool) for v in value):
                 return ",".join(str(v) for v in value)
+        if self.kind == TEXT:
+            return value if isinstance(value, str) and value.strip() else None
         return None
 
     def within(self, value: Any, size: int) -> bool:
@@ -164,15 +181,21 @@ def flag(name: str, default: bool | None = False) -> Control:
     return Control(name, FLAG, default=default)
 
 
-def choice(name: str, options: Sequence = (), default: Any = None) -> Control:
+def choice(name: str, options: Sequence = (), default: Any = None, *, param: str = "") -> Control:
     """One of `options` (a radio, a select box); no options: any short text the page checks."""
-    return Control(name, CHOICE, options=tuple(options), default=default)
+    return Control(name, CHOICE, options=tuple(options), default=default, param=param)
 
 
 def number(name: str, low: float | None = None, high: float | None = None, *, integer: bool = True,
-           upto: str | None = None, default: Any = None) -> Control:
+           upto: str | None = None, default: Any = None, param: str = "") -> Control:
     """A number between `low` and `high` (a slider, a number box); `upto`: below the run's count too."""
-    return Control(name, NUMBER, low=low, high=high, integer=integer, upto=upto, default=default)
+    return Control(name, NUMBER, low=low, high=high, integer=integer, upto=upto, default=default, param=param)
+
+
+def text(name: str, most: int, *, param: str = "") -> Control:
+    """What was typed in a text box, at most `most` characters (a longer one is not written, nor read); an empty
+    box is left out of a link."""
+    return Control(name, TEXT, high=most, param=param)
 
 
 def span(name: str, upto: str | None = TOKENS, default: Any = None) -> Control:

@@ -15,6 +15,7 @@ import pytest
 import mha_viz
 from mha_viz.circuits import path_patching
 from mha_viz.drawing import circuit as circuit_figures
+from mha_viz.export import shared_controls
 from mha_viz.features.circuit import controls as circuit_keys
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions import prediction
@@ -40,15 +41,15 @@ def test_the_pair_is_the_one_heads_behind_a_prediction_shows():
     at.selectbox(key=keys.MODEL_CHOICE).set_value("toy-induction").run()
     open_page(at, "prediction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
-    at.text_input(key=keys.PRED_ANSWER).input(" x").run()
+    at.text_input(key=shared_controls.PRED_ANSWER).input(" x").run()
     open_page(at, "circuit")
     assert not at.exception and not at.error, [e.value for e in at.error]
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
-    assert at.text_input(key=keys.PRED_ANSWER).value == " x"
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert at.text_input(key=shared_controls.PRED_ANSWER).value == " x"
     assert circuit_keys.CIRC_GO in [b.key for b in at.button]
-    at.text_area(key=keys.PRED_CORRUPTED).input("a b c").run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input("a b c").run()
     open_page(at, "prediction")
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == "a b c"
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == "a b c"
     assert prediction_keys.PRED_GO in [b.key for b in at.button]
 
 
@@ -60,7 +61,7 @@ def test_circuit_graph_curve_and_real_values_match_the_api():
     at = _page()
     toy = mha_viz.load_model("toy-induction", device="cpu")
     clean, corrupted = prediction.INDUCTION.clean, prediction.INDUCTION.corrupted
-    at.radio(key=circuit_keys.CIRC_METHOD).set_value("EAP").run()
+    at.radio(key=circuit_keys.CIRC_METHOD).set_value("eap").run()
     at.button(key=circuit_keys.CIRC_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     want = mha_viz.edge_attribution(toy, clean, corrupted, method="eap")
@@ -132,14 +133,14 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
 
     # a fresh session on the same pair: the file opens the circuit without finding it again
     again = _page()
-    assert again.radio(key=circuit_keys.CIRC_METHOD).value == "EAP-IG"
+    assert again.radio(key=circuit_keys.CIRC_METHOD).value == "eap-ig"
     eap = mha_viz.circuits.Edges.from_json(saved)
     eap.method = "eap"  # saved by EAP: the section switches to it
     again.file_uploader(key=circuit_keys.CIRC_FILE).set_value(("circuit.json", eap.to_json().encode(),
                                                                   "application/json"))
     again.run()
     assert not again.exception and not again.error, [e.value for e in again.error]
-    assert again.radio(key=circuit_keys.CIRC_METHOD).value == "EAP"
+    assert again.radio(key=circuit_keys.CIRC_METHOD).value == "eap"
     graph = titled(again, "The top 30 edges (EAP)")
     assert len(_edge_markers(graph)["x"]) == 30
     # not a circuit: a message, the page and its inputs as they were
@@ -147,7 +148,7 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
     again.run()
     assert not again.exception
     assert "not a circuit saved by mha-viz" in shown(" ".join(e.value for e in again.error))
-    assert again.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert again.text_area(key=shared_controls.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     # another pair's circuit: offered, and its pair put on the page by the button
     other = json.loads(saved)
     other.update(clean="a b c d e f g h a b c d e f g", corrupted="m n o p q r s t m n o p q r s")
@@ -158,7 +159,7 @@ def test_saved_circuit_opens_again_and_bad_files_are_messages():
     again.button(key=circuit_keys.CIRC_OPEN_PAIR).click().run()
     assert not again.exception, again.exception
     assert again.text_area(key=keys.TEXT).value == other["clean"]
-    assert again.text_area(key=keys.PRED_CORRUPTED).value == other["corrupted"]
+    assert again.text_area(key=shared_controls.PRED_CORRUPTED).value == other["corrupted"]
     assert not again.error, [e.value for e in again.error]  # its circuit shown at once: that pair is the page's
     assert [(k.clean, method) for k, method in again.session_state[circuit_keys.CIRC_RESULTS]] == [
         (other["clean"], "eap-ig")]
@@ -174,7 +175,7 @@ def test_a_link_reopens_the_circuit():
     """The URL of the page with a circuit carries the pair, the estimate and k; opening it finds the circuit at once
     and draws the same k edges."""
     at = _page()
-    at.radio(key=circuit_keys.CIRC_METHOD).set_value("EAP").run()
+    at.radio(key=circuit_keys.CIRC_METHOD).set_value("eap").run()
     at.button(key=circuit_keys.CIRC_GO).click().run()
     at.slider(key=circuit_keys.CIRC_K).set_value(9).run()
     assert not at.exception and not at.error
@@ -212,14 +213,14 @@ def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path
     at.text_input(key=keys.MODEL_OTHER).input(str(tmp_path)).run()
     at.text_area(key=keys.TEXT).input(clean).run()
     open_page(at, "circuit")
-    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(corrupted).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    at.radio(key=circuit_keys.CIRC_METHOD).set_value("EAP").run()
+    at.radio(key=circuit_keys.CIRC_METHOD).set_value("eap").run()
     at.button(key=circuit_keys.CIRC_GO).click().run()
     assert not at.exception
     message = shown(" ".join(e.value for e in at.error))
     assert "cannot be split" in message and "one norm over all of them" in message
     assert at.text_area(key=keys.TEXT).value == clean
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == corrupted
-    assert at.radio(key=circuit_keys.CIRC_METHOD).value == "EAP"
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == corrupted
+    assert at.radio(key=circuit_keys.CIRC_METHOD).value == "eap"
     assert not any(chart_title(c).startswith("The top") for c in charts(at))

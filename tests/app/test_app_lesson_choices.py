@@ -55,8 +55,8 @@ CHOICES: dict[str, dict[str, object]] = {
     "corpus": {corpus_keys.CORPUS_TOKENS: 64, corpus_keys.CORPUS_BATCH: 8},
     "examples": {examples_keys.EXAMPLES_RANK: "max_activation"},
     "compare": {compare_keys.CMP_RESCALE: True},
-    "prediction": {keys.PRED_WRONG: "q"},
-    "circuit": {keys.PRED_ANSWER: " k"},  # the pair is both pages' (its estimate and k: test_app_circuit)
+    "prediction": {shared_controls.PRED_WRONG: "q"},
+    "circuit": {shared_controls.PRED_ANSWER: " k"},  # the pair is both pages' (its estimate and k: test_app_circuit)
     "task": {task_keys.TASK_SOURCE: "greater-than (years)", task_keys.TASK_SIZE: 7, task_keys.TASK_SEED: 3,
              task_keys.TASK_METHOD: "direct logit attribution"},
     "teaching": {teaching_keys.TEACH_PART: "What it costs"},
@@ -256,3 +256,16 @@ def test_a_lesson_on_a_model_the_server_does_not_offer_is_refused_from_a_link_an
     message = shown(" ".join(e.value for e in at.error))
     assert "The server's lesson could not be opened: Step 1's model" in message and "There is no folder" in message
     _kept(at, "The cat sat on the mat because it was tired.")
+
+
+def test_a_corrupted_text_too_long_for_a_link_keeps_the_view_out_of_a_lesson_and_says_why():
+    """The pair's corrupted text is a control of the prediction's page (`shared_controls.PAIR`): over the
+    characters a link carries, the page's view cannot be a step (the button says why); within them, it can."""
+    at = lesson_panel(start_app())
+    at.selectbox(key=keys.MODEL_CHOICE).set_value(MODEL).run()
+    open_page(at, "prediction")
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input("q " * 800).run()
+    add = at.button(key=keys.LESSON_ADD)
+    assert add.disabled and "The “corrupted” text has 1,600 characters, more than the 1,500" in add.help, add.help
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input("q " * 8).run()
+    assert not at.button(key=keys.LESSON_ADD).disabled

@@ -10,6 +10,7 @@ import pytest
 
 import mha_viz
 from mha_viz.budget import capture_budget
+from mha_viz.export import shared_controls
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.interventions import ablation, attribution, prediction
@@ -43,7 +44,7 @@ def test_toy_induction_preset_finds_the_induction_heads():
     at = _page("toy-induction")
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     assert at.text_area(key=keys.TEXT).value == prediction.INDUCTION.clean  # the sidebar's text is the clean one
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     assert [t.value for t in at.text] == [prediction.INDUCTION.clean]  # shown as plain text, as typed
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
@@ -126,10 +127,10 @@ def test_cancelled_real_patching_keeps_the_estimate():
     assert "Patching was cancelled; what was found before it is kept" in _messages(at)
     assert titled(at, "Estimated restored fraction") and not any(
         chart_title(c).startswith("Restored fraction") for c in charts(at))
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == prediction.INDUCTION.corrupted
     # stopped because the user typed a new corrupted text: no word about a kept estimate, no old result
     at.session_state[prediction_keys.PRED_REAL_RUNNING] = key
-    at.text_area(key=keys.PRED_CORRUPTED).input("z x c v b n m k l q w e r t y u i").run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input("z x c v b n m k l q w e r t y u i").run()
     assert "Patching was cancelled" not in _messages(at)
     assert not any(chart_title(c).startswith(("Estimated", "Restored", "Direct")) for c in charts(at))
     assert at.button(key=prediction_keys.PRED_GO)  # a new pair waits for its own button
@@ -148,14 +149,14 @@ def test_cancelled_real_patching_keeps_the_estimate():
 def test_what_cannot_be_patched_is_a_message_and_the_inputs_stay(corrupted, answer, wrong, says):
     at = _page("toy-induction")
     at.text_area(key=keys.TEXT).input(prediction.INDUCTION.clean).run()
-    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
-    at.text_input(key=keys.PRED_ANSWER).input(answer).run()
-    at.text_input(key=keys.PRED_WRONG).input(wrong).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(corrupted).run()
+    at.text_input(key=shared_controls.PRED_ANSWER).input(answer).run()
+    at.text_input(key=shared_controls.PRED_WRONG).input(wrong).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception, at.exception
     assert says in _messages(at), _messages(at)
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == corrupted  # nothing the user typed is lost
-    assert at.text_input(key=keys.PRED_ANSWER).value == answer
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == corrupted  # nothing the user typed is lost
+    assert at.text_input(key=shared_controls.PRED_ANSWER).value == answer
     assert not any(chart_title(c).startswith(("Restored", "Estimated")) for c in charts(at))
 
 
@@ -200,7 +201,7 @@ def test_a_long_text_is_folded_and_refused_before_the_button_with_the_length_tha
     at = _page("toy-induction")
     at.text_area(key=keys.TEXT).input(text).run()
     open_page(at, "prediction")
-    at.text_area(key=keys.PRED_CORRUPTED).input(text.replace("a", "q", 1)).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(text.replace("a", "q", 1)).run()
     assert not at.exception and not at.error
     folded = next(e for e in at.expander if "Clean text" in e.label)
     assert [t.value for t in folded.text] == [text.strip()] and [t.value for t in at.text].count(text.strip()) == 1
@@ -210,7 +211,7 @@ def test_a_long_text_is_folded_and_refused_before_the_button_with_the_length_tha
     fits = int(said.split("texts of at most ")[1].split(" tokens")[0].replace(",", ""))
     toy = mha_viz.load_model("toy-induction", device="cpu")
     assert 2 * toy.attention_bytes(fits) <= budget < 2 * toy.attention_bytes(fits + 1)
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == text.replace("a", "q", 1)  # nothing lost
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == text.replace("a", "q", 1)  # nothing lost
 
 
 def test_without_room_for_the_backward_pass_real_patching_is_still_offered(monkeypatch):
@@ -245,7 +246,7 @@ def test_a_gpt2_family_folder_gets_both_grids(gpt2_dir):
     open_page(at, "prediction")
     assert [p.name for p in prediction.presets(mha_viz.load_model(gpt2_dir, device="cpu"))] == [
         prediction.IOI.name, prediction.FACTUAL.name]
-    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(corrupted).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     at.button(key=prediction_keys.PRED_REAL_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.export import shared_controls
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions import attribution, prediction
 from mha_viz.ui.kit import keys
@@ -52,7 +53,7 @@ def _found(pair: tuple[str, str] | None = None):
         at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     else:
         at.text_area(key=keys.TEXT).input(pair[0]).run()
-        at.text_area(key=keys.PRED_CORRUPTED).input(pair[1]).run()
+        at.text_area(key=shared_controls.PRED_CORRUPTED).input(pair[1]).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
@@ -114,7 +115,7 @@ def test_a_presets_label_and_blurb_go_once_its_texts_are_edited(edit):
     at.selectbox(key=keys.PRED_PRESET).set_value(prediction.INDUCTION.name).run()
     about = shown(prediction.INDUCTION.about)
     assert about in _captions(at)
-    box = keys.PRED_CORRUPTED if edit == "corrupted" else keys.TEXT
+    box = shared_controls.PRED_CORRUPTED if edit == "corrupted" else keys.TEXT
     typed = (CORRUPTED if edit == "corrupted" else CLEAN)[:-2] + " q"
     at.text_area(key=box).input(typed).run()
     assert not at.exception, at.exception

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from mha_viz.export import shared_controls
 from mha_viz.interventions.prediction import IOI
 from mha_viz.ui.kit import keys
 from mha_viz.ui.shell.pair import OWN
@@ -24,8 +25,8 @@ def _page_with(text: str, corrupted: str, answer: str = ""):
     at.selectbox(key=keys.MODEL_CHOICE).set_value("smollm2").run()
     at.text_area(key=keys.TEXT).input(text).run()
     open_page(at, "prediction")
-    at.text_area(key=keys.PRED_CORRUPTED).input(corrupted).run()
-    at.text_input(key=keys.PRED_ANSWER).input(answer).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(corrupted).run()
+    at.text_input(key=shared_controls.PRED_ANSWER).input(answer).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
@@ -42,15 +43,15 @@ def test_undo_puts_back_the_users_own_texts_after_the_ioi_preset():
     at = _page_with(MINE, MINE_CORRUPTED, " her")
     at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
     assert not at.exception and not at.error
-    assert (at.text_area(key=keys.TEXT).value, at.text_area(key=keys.PRED_CORRUPTED).value) == (IOI.clean,
+    assert (at.text_area(key=keys.TEXT).value, at.text_area(key=shared_controls.PRED_CORRUPTED).value) == (IOI.clean,
                                                                                                IOI.corrupted)
     assert _undo_offered(at)
     assert f"replaced your sentence “{MINE}”" in _notices(at)
     at.button(key=keys.PRED_UNDO_GO).click().run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value == MINE  # the sidebar's box
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == MINE_CORRUPTED
-    assert at.text_input(key=keys.PRED_ANSWER).value == " her"
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == MINE_CORRUPTED
+    assert at.text_input(key=shared_controls.PRED_ANSWER).value == " her"
     assert at.selectbox(key=keys.PRED_PRESET).value == OWN
     assert [t.value for t in at.text] == [MINE]  # the page's clean text, from the sidebar
     assert not _undo_offered(at) and "replaced" not in _notices(at)
@@ -69,9 +70,9 @@ def test_an_edit_after_the_preset_withdraws_the_undo():
     at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
     assert _undo_offered(at)
     edited = IOI.corrupted.replace("drink", "book")
-    at.text_area(key=keys.PRED_CORRUPTED).input(edited).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(edited).run()
     assert not at.exception and not _undo_offered(at)
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == edited  # the edit stays
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == edited  # the edit stays
 
 
 def test_a_second_preset_keeps_the_way_back_to_the_users_texts():
@@ -86,5 +87,5 @@ def test_a_second_preset_keeps_the_way_back_to_the_users_texts():
     at.button(key=keys.PRED_UNDO_GO).click().run()
     assert not at.exception and not at.error
     assert at.text_area(key=keys.TEXT).value == MINE
-    assert at.text_area(key=keys.PRED_CORRUPTED).value == MINE_CORRUPTED
-    assert at.text_input(key=keys.PRED_ANSWER).value == " her"
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == MINE_CORRUPTED
+    assert at.text_input(key=shared_controls.PRED_ANSWER).value == " her"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.export import shared_controls
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions import attribution
 from mha_viz.ui.kit import keys
@@ -37,7 +38,7 @@ def test_a_soft_capped_model_is_attributed_and_the_page_says_it_is_linearised(tm
     at.text_input(key=keys.MODEL_OTHER).input(folder).run()
     at.text_area(key=keys.TEXT).input(CLEAN).run()
     open_page(at, "prediction")
-    at.text_area(key=keys.PRED_CORRUPTED).input(CORRUPTED).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(CORRUPTED).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     model = mha_viz.load_model(folder, device="cpu")

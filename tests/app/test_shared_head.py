@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from mha_viz.export import shared_controls
 from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.corpus import controls as corpus_keys
 from mha_viz.features.examples import controls as examples_keys
@@ -98,7 +99,7 @@ def test_a_head_picked_on_any_page_is_the_head_of_every_page_and_of_the_link(fre
     at.text_input(key=retrieval_keys.RETRIEVAL_QUESTION).input("q w").run()
     at.button(key=retrieval_keys.RETRIEVAL_GO).click().run()
     open_page(at, "prediction")
-    at.text_area(key=keys.PRED_CORRUPTED).input(prediction.INDUCTION.corrupted).run()
+    at.text_area(key=shared_controls.PRED_CORRUPTED).input(prediction.INDUCTION.corrupted).run()
     at.button(key=prediction_keys.PRED_GO).click().run()
     # a new result opens on the head the estimate puts first: it is the shared head now
     top = at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD]

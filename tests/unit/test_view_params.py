@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mha_viz import catalogue
 from mha_viz.export import lesson as lessons
-from mha_viz.export import link_params
+from mha_viz.export import link_params, shared_controls
 from mha_viz.export import view_params as vp
 from mha_viz.ui.kit import keys, page_controls
 from tests import ui_sources
@@ -29,15 +29,17 @@ CONTROLS = {
     "span": vp.span("s"),
     "picks": vp.picks("k", upto=vp.HEADS),
     "labels": vp.picks("l", text=True),
+    "typed": vp.text("y", 12, param="typed"),
 }
 VALUES = {"flag": (True, "1"), "choice": ("words", "words"), "ints": (16, "16"), "text": ("A cat sat.", "A cat sat."),
           "number": (7, "7"), "float": (0.25, "0.25"), "position": (-1, "-1"), "span": ((2, 9), "2-9"),
-          "picks": ([1, 3], "1,3"), "labels": (["L0H1", "L1H2"], "L0H1,L1H2")}
+          "picks": ([1, 3], "1,3"), "labels": (["L0H1", "L1H2"], "L0H1,L1H2"), "typed": (" Mary\nhad ", " Mary\nhad ")}
 TAMPERED = {"flag": ("maybe", "is not 1 (on) or 0 (off)"), "choice": ("lines", "is not one of tokens, words"),
             "ints": ("12", "is not one of 8, 16, 32"), "number": ("11", "is not between 0 and 10"),
             "float": ("1e9", "is not a number"), "position": ("x", "is not a whole number"),
             "span": ("9-2", "start below stop"), "picks": ("1,two", "is not a whole number"),
-            "text": ("a\x00b", "is not a value this control takes")}
+            "text": ("a\x00b", "is not a value this control takes"),
+            "typed": ("x" * 13, "has more than the 12 characters a link may carry")}
 
 
 @pytest.mark.parametrize("kind", CONTROLS)
@@ -94,6 +96,24 @@ def test_a_link_carries_the_declared_controls_and_refuses_the_rest():
     assert link_params.encode(view, default=default) == {"model": "minilm", "focus_token": "10"}
 
 
+def test_the_pairs_texts_and_the_circuit_keep_the_names_links_gave_them():
+    """The prediction's and the circuit's pair (corrupted, answer, wrong) and the circuit's estimate and k are
+    controls of their features, carried under the parameter names links had before they were (old links open):
+    typed text kept as typed (a token's leading space, a newline), the estimate checked, an over-long text left out
+    with a notice."""
+    params = {"corrupted": "When Mary and John went\nto", "answer": " Mary", "wrong": " John", "circuit": "eap",
+              "k": "9"}
+    link, notices = link_params.parse(params, controls=page_controls.CONTROLS)
+    assert not notices and dict(link.page) == params
+    assert link_params.encode(link) == params
+    assert page_controls.CONTROLS["answer"].name == shared_controls.PRED_ANSWER
+    assert {c.link_name for c in page_controls.BY_PAGE["circuit"]} >= set(params)
+    assert {c.link_name for c in page_controls.BY_PAGE["prediction"]} == {"corrupted", "answer", "wrong"}
+    link, notices = link_params.parse({"circuit": "magic", "answer": "x" * 101}, controls=page_controls.CONTROLS)
+    assert link.page == () and len(notices) == 2 and "is not one of eap-ig, eap" in notices[0], notices
+    assert "more than the 100 characters" in notices[1]
+
+
 def test_every_page_declares_its_controls_once_under_widget_keys_that_keep_the_old_names_free():
     assert tuple(page_controls.BY_PAGE) == catalogue.ids()  # every page, in the app's order
     declared: dict[str, vp.Control] = {}
@@ -106,6 +126,8 @@ def test_every_page_declares_its_controls_once_under_widget_keys_that_keep_the_o
     key_values = set(ui_sources.key_names().values())
     assert set(names) <= key_values | set(page_controls.DERIVED), set(names) - key_values
     assert not set(names) & set(link_params.PARAMS + link_params.LESSON + link_params.EMBED)
+    carried = [c.link_name for c in declared.values()]  # a parameter names one control, none of the link's own
+    assert len(set(carried)) == len(carried) and not set(carried) & set(link_params.PARAMS + link_params.LESSON)
     assert all(not n.startswith("_") for n in names)  # widgets the user sets, not the app's bookkeeping
 
 
@@ -123,7 +145,10 @@ def test_a_lesson_step_keeps_its_page_controls_through_its_file_and_a_link():
     # a version-1 lesson without page controls reads as before
     bundled = lessons.read_lesson(lessons.bundled()["attention-head-by-head"], pages=catalogue.ids(),
                                   controls=page_controls.CONTROLS)
-    assert all(step.link.page == () for step in bundled.steps)
+    # its prediction step's pair, once the link's own parameters, is that page's controls, under the same names
+    assert all(step.link.page == () for step in bundled.steps if step.page != "prediction")
+    assert {name for step in bundled.steps if step.page == "prediction" for name, _ in step.link.page} == {
+        "corrupted", "answer", "wrong"}
 
 
 INPUTS = {"selectbox", "radio", "toggle", "checkbox", "slider", "select_slider", "number_input", "multiselect", "pills",
@@ -141,10 +166,11 @@ def test_every_input_of_the_ui_is_a_page_control_or_left_out_with_a_reason():
                     if kw.arg == "key" and ui_sources.key_value(kw.value) is not None:
                         drawn[ui_sources.key_value(kw.value)] = f"{path.name}: {ast.unparse(kw.value)}"
     assert len(drawn) > 50
+    carried = {c.name for c in page_controls.CONTROLS.values()}  # by session key
     missing = sorted(where for value, where in drawn.items()
-                     if value not in page_controls.CONTROLS and value not in page_controls.NOT_CARRIED)
+                     if value not in carried and value not in page_controls.NOT_CARRIED)
     assert not missing, f"declare these in page_controls.BY_PAGE, or in NOT_CARRIED with why: {missing}"
-    assert not page_controls.NOT_CARRIED & set(page_controls.CONTROLS)
+    assert not page_controls.NOT_CARRIED & carried
     local = [c for f in catalogue.features() for c in f.controls if not c.carried]
     assert len(local) > 20 and all(c.kind == vp.LOCAL and len(c.why) > 10 for c in local)
     assert page_controls.NOT_CARRIED == page_controls.KIT_NOT_CARRIED | {c.name for c in local}

@@ -1,18 +1,23 @@
-"""The page *Circuit behind a prediction*'s session keys. Its pair is the shell's (`pair`, shared with *Heads behind
-a prediction*); its estimate and the edges drawn are the link's own parameters (circuit, k), so no control here is
-carried as a page control: each is local, saying why."""
+"""The page *Circuit behind a prediction*'s controls and session keys. Its pair is shared with *Heads behind a
+prediction* (`shared_controls.PAIR`, drawn by the shell's `pair`: corrupted, answer and wrong in a link); its estimate
+and the edges drawn are carried as ``circuit`` and ``k``, the names links gave them before they were controls. A link
+from this page always names its estimate, and opening one that does finds the circuit at once."""
 
 from __future__ import annotations
 
+from mha_viz.export import shared_controls
 from mha_viz.export import view_params as vp
 
-CIRC_METHOD = "circ_method"  # "EAP" or "EAP-IG"
+CIRC_METHOD = "circ_method"  # the estimate's slug, one of LABELS
 CIRC_K = "circ_k"  # edges drawn
 CIRC_FILE = "circ_file"  # a saved circuit (JSON) to open
+LABELS = {"eap-ig": "EAP-IG", "eap": "EAP"}  # the estimates: their slug (a link's, a saved circuit's), their label
+MAX_DRAWN, DEFAULT_DRAWN = 300, 30  # edges the graph draws: at most, at first
 
 CONTROLS = (
-    *vp.local("the link's own parameters: the circuit's estimate and the edges drawn (circuit, k)", CIRC_METHOD,
-              CIRC_K),
+    *shared_controls.PAIR,
+    vp.choice(CIRC_METHOD, tuple(LABELS), param="circuit"),  # no default: always written (it asks for the circuit)
+    vp.number(CIRC_K, 1, MAX_DRAWN, default=DEFAULT_DRAWN, param="k"),
     *vp.local("an upload: a saved circuit", CIRC_FILE),
 )
 

@@ -18,13 +18,12 @@ from mha_viz.drawing import circuit as circuit_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.export import link_params as links
 from mha_viz.features.circuit import controls as circuit_keys
+from mha_viz.features.circuit.controls import DEFAULT_DRAWN, LABELS, MAX_DRAWN
 from mha_viz.ui.kit import charts, jobs, keys, link_parts, resources, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair
 
-METHODS = {"EAP-IG": "eap-ig", "EAP": "eap"}
-LABELS = {method: label for label, method in METHODS.items()}
-MAX_DRAWN, DEFAULT_DRAWN, TOP_REAL = 300, 30, 20
+TOP_REAL = 20
 ABOUT = ("An **edge** runs from a component that writes the residual stream (the embedding, a head, an MLP) to "
          "one that reads it later (a head's query, key or value input, an MLP, the logits). Its **score** "
          "estimates how much m changes when that one reader gets the sender's write from the corrupted run, "
@@ -57,20 +56,19 @@ def circuit_page() -> None:
     st.caption("How do the heads connect? The clean text is the sidebar's, the corrupted one differs in what "
                "matters, as on *Heads behind a prediction* (the same pair on both pages). " + ABOUT)
     key = pair.pair_inputs(cur)
+    auto = bool(session.pop(circuit_keys.CIRC_AUTO, False))  # a link asked for its circuit: found on opening
     if not key.corrupted.strip():
         st.info("Type a corrupted text above, or pick a preset.", icon=":material/edit:")
         _opener(cur, key)
         return
     _keep_only(key)
     _apply_pending(key)
-    label = st.radio("Estimate", list(METHODS), key=circuit_keys.CIRC_METHOD, persist_state=keys.KEEP,
-                     horizontal=True,
-                     help="EAP-IG: 5 gradient passes between the corrupted and the clean text (integrated "
-                          "gradients). EAP: one, on the clean text.")
-    method = METHODS.get(label, "eap-ig")
+    method = st.radio("Estimate", list(LABELS), format_func=LABELS.get, key=circuit_keys.CIRC_METHOD,
+                      persist_state=keys.KEEP, horizontal=True,
+                      help="EAP-IG: 5 gradient passes between the corrupted and the clean text (integrated "
+                           "gradients). EAP: one, on the clean text.")
     ask = (key, method)
     notebook_button.record(corrupted=key.corrupted, answer=key.answer, wrong=key.wrong, circuit=method)
-    auto = bool(session.pop(circuit_keys.CIRC_AUTO, False))  # a link asked for its circuit: found on opening
     if jobs.cancelled(circuit_keys.CIRC_RUNNING) is not None:
         st.warning("Finding the circuit was cancelled; nothing was kept.", icon=":material/stop_circle:")
     _stopped_notice()
@@ -325,30 +323,15 @@ def _apply_pending(key) -> None:
     if edges is not None and (edges.extra.get("clean"), edges.extra.get("corrupted")) == (key.clean, key.corrupted):
         session.pop(circuit_keys.CIRC_PENDING)
         _results()[(key, edges.method)] = edges
-        session.put(circuit_keys.CIRC_METHOD, LABELS[edges.method])
+        session.put(circuit_keys.CIRC_METHOD, edges.method)
 
 
-def link_fields() -> dict:
-    """What a link to this page carries: the pair's inputs, and the circuit on screen (its estimate and the edges
-    drawn) when there is one."""
-    fields = pair.form_fields()
-    method = METHODS.get(session.get(circuit_keys.CIRC_METHOD))
-    if method is not None and any(ask[1] == method for ask in _results()):
-        fields.update(circuit=method, k=int(session.get(circuit_keys.CIRC_K, DEFAULT_DRAWN)))
-    return fields
-
-
-def open_circuit(link: links.Link) -> list[str]:
-    """The pair and the circuit a link carries: the pair in its form (`pair.open_form`), the estimate and the edges
-    drawn in the page's inputs, and the circuit found once on opening (`CIRC_AUTO`). Nothing is refused (no
-    notices)."""
-    pair.open_form(link)
-    if link.k is not None:
-        session.put(circuit_keys.CIRC_K, max(1, link.k))
-    if link.circuit is not None:
-        session.put(circuit_keys.CIRC_METHOD, LABELS[link.circuit])
+def asked(link: links.Link) -> list[str]:
+    """A link that names the circuit's estimate (one made on this page) finds the circuit once on opening
+    (`CIRC_AUTO`); the estimate, the edges drawn and the pair are its controls, restored as every page's are."""
+    if any(name == "circuit" for name, _ in link.page):
         session.put(circuit_keys.CIRC_AUTO, True)
     return []
 
 
-LINK = link_parts.register(link_parts.LinkPart("circuit", open_circuit, link_fields))
+LINK = link_parts.register(link_parts.LinkPart("circuit", asked, dict))

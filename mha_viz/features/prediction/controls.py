@@ -1,14 +1,16 @@
-"""The page *Heads behind a prediction*'s session keys. Its pair is the shell's (`pair`, shared with *Circuit behind
-a prediction*), which links carry as their own parameters (corrupted, answer, wrong); its one control, the layer of
-the estimate by position, is local (it follows the chosen head)."""
+"""The page *Heads behind a prediction*'s controls and session keys. Its pair is shared with *Circuit behind a
+prediction* (`shared_controls.PAIR`, drawn by the shell's `pair`), carried by links as corrupted, answer and wrong;
+the layer of the estimate by position is local (it follows the chosen head)."""
 
 from __future__ import annotations
 
+from mha_viz.export import shared_controls
 from mha_viz.export import view_params as vp
 
 PRED_POS_LAYER = "pred_pos_layer"  # the layer of the head × position estimate grid
 
-CONTROLS = (*vp.local("the layer of the estimate by position follows the chosen head", PRED_POS_LAYER),)
+CONTROLS = (*shared_controls.PAIR,
+            *vp.local("the layer of the estimate by position follows the chosen head", PRED_POS_LAYER))
 
 # the page's own session keys besides its controls: its results, tables, buttons and open sections, which no
 # link or lesson carries

@@ -24,7 +24,7 @@ from mha_viz.features.prediction import explanation_figures, ranking
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.interventions import attribution, estimate, prediction
 from mha_viz.text.tokenize import InputError
-from mha_viz.ui.kit import charts, jobs, link_parts, resources, session, shared_head
+from mha_viz.ui.kit import charts, jobs, resources, session, shared_head
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair
 
@@ -317,6 +317,3 @@ def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
     st.caption("Each filled bar: the corrupted run with this head's clean output at that position only, patched for "
                "real; each outlined bar: the estimate of the same. The positions where the texts differ, and the last "
                "one (where the answer is read), usually carry it.")
-
-
-LINK = link_parts.register(link_parts.LinkPart("prediction", pair.open_form, pair.form_fields))  # its pair

@@ -135,11 +135,9 @@ WHY_BARS = "why_bars"
 # --- generate -----------------------------------------------------------------------------------
 
 
-# --- the pair of *Heads behind a prediction* and *Circuit behind a prediction* (shell/pair.py): both pages' form
+# --- the pair of *Heads behind a prediction* and *Circuit behind a prediction* (shell/pair.py): its preset (its
+# texts are shared controls, `export/shared_controls.PAIR`)
 PRED_PRESET = "pred_preset"  # a preset pair: sets the sidebar's text (clean) and the corrupted text
-PRED_CORRUPTED = "pred_corrupted"
-PRED_ANSWER = "pred_answer"  # token texts; empty: each run's prediction
-PRED_WRONG = "pred_wrong"
 PRED_UNDO = "_pred_undo"  # pair.Held: the texts a preset replaced, while the boxes still hold the preset's
 PRED_UNDO_GO = "pred_undo_go"  # the button that puts them back
 

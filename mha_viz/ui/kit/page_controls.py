@@ -31,7 +31,7 @@ from mha_viz.ui.kit import heads_off, keys, session
 BY_PAGE: dict[str, tuple[vp.Control, ...]] = {f.id: tuple(c for c in f.controls if c.carried)
                                               for f in catalogue.features()}
 WALK_START = shared_controls.WALK_START  # the walkthrough's window: Teaching and Queries and keys share it
-CONTROLS: dict[str, vp.Control] = {c.name: c for controls in BY_PAGE.values() for c in controls}
+CONTROLS: dict[str, vp.Control] = catalogue.link_controls()  # by link parameter; one entry a control pages share
 # the inputs of the sidebar and the kit's widgets that no link carries as a page control, and why (a feature's own
 # are its local controls; tests/unit/test_view_params.py checks that every input widget of the UI is one or the other)
 KIT_NOT_CARRIED = frozenset({
@@ -46,9 +46,9 @@ KIT_NOT_CARRIED = frozenset({
     keys.HEAD_DETAIL,
     # a hybrid's other layer and group the Head view draws (issue 55): not in links yet
     keys.EFFECTIVE_LAYER_PICK, keys.EFFECTIVE_GROUP_PICK,
-    # the pair of the prediction's and the circuit's pages: the link's own parameters (corrupted, answer, wrong);
-    # a preset acts once (it sets the sidebar's text and the corrupted text)
-    keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG, keys.PRED_PRESET,
+    # the pair's preset (the prediction's and the circuit's pages): it acts once, setting the sidebar's text and
+    # the corrupted text
+    keys.PRED_PRESET,
     # the downloads' settings, the Lesson panel itself
     keys.LESSON_FILE, keys.LESSON_NOTE, keys.LESSON_TITLE, keys.EXPORT_FORMAT, keys.EXPORT_SIZE, keys.EXPORT_HALF,
     keys.EXPORT_HEADS,
@@ -88,20 +88,20 @@ def written(page_id: str, cur) -> tuple[tuple[tuple[str, str], ...], tuple[tuple
     for control in BY_PAGE.get(page_id, ()):
         text = control.write(DERIVED[control.name][0](cur) if control.name in DERIVED else session.get(control.name))
         if text is not None:
-            values.append((control.name, text))
+            values.append((control.link_name, text))
             if (default := _default(control, cur)) is not None:
-                defaults.append((control.name, default))
+                defaults.append((control.link_name, default))
     return tuple(values), tuple(defaults)
 
 
 def reset() -> None:
     """Every page's controls back to their defaults (a lesson step opens the same whatever the
     student chose before): each page puts its default in when it draws."""
-    for name in CONTROLS:
-        if name in DERIVED:
-            DERIVED[name][2]()
+    for control in CONTROLS.values():
+        if control.name in DERIVED:
+            DERIVED[control.name][2]()
         else:
-            session.pop(name, None)
+            session.pop(control.name, None)
 
 
 def restore(link: link_params.Link, cur) -> list[str]:
@@ -127,14 +127,14 @@ def restore(link: link_params.Link, cur) -> list[str]:
                 notices.append(f"The link's {name} “{text[:40]}” is past this run's {size} {control.upto}: "
                                "the page opens on its default.")
                 continue
-        if name in DERIVED:
+        if control.name in DERIVED:
             if getattr(cur, "model", None) is None or getattr(cur, "stale", False):
                 waiting.append(name)
-            elif notice := DERIVED[name][1](cur, value):
+            elif notice := DERIVED[control.name][1](cur, value):
                 notices.append(notice)
             continue
-        session.put(name, value)
-        restored.add(name)
+        session.put(control.name, value)
+        restored.add(control.name)
     if waiting:
         notices.append(f"The link's {', '.join(waiting)} {'was' if len(waiting) == 1 else 'were'} not applied: "
                        "its text could not be analysed.")

@@ -1,8 +1,8 @@
 """The pair that *Heads behind a prediction* and *Circuit behind a prediction* both read: the sidebar's text (clean),
 a corrupted text, and the answer and wrong tokens, drawn as one form (`pair_inputs`) under shared keys, so that a
 pair typed on one page is the other's; its presets, each with **Undo**; why a model has no such pair (`refusal`);
-and what a link carries of it (corrupted, answer, wrong: `form_fields`, `open_form`, which each page's link part
-calls).
+and where a saved circuit puts its pair (`put_form`). Links carry the pair as both pages' controls
+(`export/shared_controls.PAIR`: corrupted, answer, wrong).
 
 A preset never replaces what the user typed without a way back: choosing one sets the sidebar's text (clean), the
 corrupted text and empties the answer and wrong tokens; when the texts there before differed from the preset's, a
@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from mha_viz.export import link_params as links
+from mha_viz.export import shared_controls
 from mha_viz.interventions import prediction
 from mha_viz.ui.kit import keys, resources, session
 from mha_viz.ui.kit import text as text_kit
@@ -25,7 +25,7 @@ from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import sidebar
 from mha_viz.ui.shell.view_helpers import start_on_model
 
-FIELDS = (keys.TEXT, keys.PRED_CORRUPTED, keys.PRED_ANSWER, keys.PRED_WRONG)
+FIELDS = (keys.TEXT, shared_controls.PRED_CORRUPTED, shared_controls.PRED_ANSWER, shared_controls.PRED_WRONG)
 SHOWN = 80  # characters of the replaced text quoted in the notice
 OWN = "— your own pair —"
 
@@ -65,8 +65,8 @@ def apply(preset) -> None:
     else:  # nothing of the user's is lost: no undo to offer (an older one would now restore the wrong texts)
         session.pop(keys.PRED_UNDO)
     sidebar.choose(text=preset.clean)
-    session.put(keys.PRED_CORRUPTED, preset.corrupted)
-    session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), ("", ""))
+    session.put(shared_controls.PRED_CORRUPTED, preset.corrupted)
+    session.put_all((shared_controls.PRED_ANSWER, shared_controls.PRED_WRONG), ("", ""))
 
 
 def drop_if_edited(options: dict) -> None:
@@ -153,13 +153,13 @@ def pair_inputs(cur) -> Pair:
         tokens = f", {cur.run.n:,} tokens" if cur.run is not None else ""
         with st.expander(f"**Clean text** (the sidebar's): {len(cur.text):,} characters{tokens}"):
             st.text(cur.text)
-    corrupted = st.text_area("Corrupted text", key=keys.PRED_CORRUPTED, persist_state=keys.KEEP, height=80,
+    corrupted = st.text_area("Corrupted text", key=shared_controls.PRED_CORRUPTED, persist_state=keys.KEEP, height=80,
                              help="The same number of tokens as the clean text: patching compares positions.")
     cols = st.columns(2)
-    answer = cols[0].text_input("Answer token", key=keys.PRED_ANSWER, persist_state=keys.KEEP,
+    answer = cols[0].text_input("Answer token", key=shared_controls.PRED_ANSWER, persist_state=keys.KEEP,
                                 placeholder="the clean run's prediction",
                                 help="One token, with its leading space where the model has one (“ Mary”).")
-    wrong = cols[1].text_input("Wrong token", key=keys.PRED_WRONG, persist_state=keys.KEEP,
+    wrong = cols[1].text_input("Wrong token", key=shared_controls.PRED_WRONG, persist_state=keys.KEEP,
                                placeholder="the corrupted run's prediction",
                                help="One token. Empty: what the corrupted run predicts (its runner-up when that is "
                                     "the answer too).")
@@ -169,22 +169,5 @@ def pair_inputs(cur) -> Pair:
 def put_form(clean: str, corrupted: str, answer: str, wrong: str) -> None:
     """A pair put in the form before it is drawn (a saved circuit's): the sidebar's text is the clean one."""
     sidebar.choose(text=clean)
-    session.put(keys.PRED_CORRUPTED, corrupted)
-    session.put_all((keys.PRED_ANSWER, keys.PRED_WRONG), (answer, wrong))
-
-
-FORM = (("corrupted", keys.PRED_CORRUPTED), ("answer", keys.PRED_ANSWER), ("wrong", keys.PRED_WRONG))
-
-
-def form_fields() -> dict:
-    """What a link to a page of the pair carries of it: the corrupted text, the answer and the wrong token."""
-    return {name: session.get(key) or None for name, key in FORM}
-
-
-def open_form(link: links.Link) -> list[str]:
-    """The pair a link carries, put in the form. Nothing is refused (no notices)."""
-    for name, key in FORM:
-        if getattr(link, name) is not None:
-            session.put(key, getattr(link, name))
-    return []
-
+    session.put(shared_controls.PRED_CORRUPTED, corrupted)
+    session.put_all((shared_controls.PRED_ANSWER, shared_controls.PRED_WRONG), (answer, wrong))
