@@ -11,8 +11,9 @@ import torch
 
 from mha_viz.drawing import style as figure_style
 from mha_viz.export import shared_controls
+from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import keys
-from tests.app.helpers import chart_titles, open_page, open_with_text, titled
+from tests.app.helpers import chart_titles, open_box, open_page, open_with_text, titled
 
 pytestmark = pytest.mark.model
 
@@ -77,6 +78,7 @@ def test_the_head_views_button_opens_token_focus_on_the_cell():
     at = open_with_text("head_view", TEXT)
     run = at.session_state[keys.CURRENT].run
     it, animal = run.tokens.index("it"), run.tokens.index("animal")
+    open_box(at, head_view_keys.WHY_OPEN)  # a click on a cell opens *Why here?* and sets its query and key
     at.selectbox(key=shared_controls.WHY_QUERY).set_value(it).run()  # what a click on the cell (it, animal) sets
     at.selectbox(key=shared_controls.WHY_KEY).set_value(animal).run()
     button = at.button(key=keys.HEAD_FIND_HEADS)

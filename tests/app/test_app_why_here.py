@@ -14,7 +14,7 @@ from mha_viz.drawing import heads as head_figures
 from mha_viz.export import shared_controls
 from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.ui.kit import keys
-from tests.app.helpers import charts, open_box, open_page, start_app
+from tests.app.helpers import app_test, charts, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model
 TEXT = "q w e r t y u i q w e r t y u i"
@@ -38,6 +38,7 @@ def opened():
     open_page(at, "head_view")
     at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
     at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(1).run()
+    open_box(at, head_view_keys.WHY_OPEN)  # a box built only while open
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
     return at
 
@@ -87,23 +88,26 @@ def test_the_heatmap_cells_can_be_clicked(opened):
     assert head_figures.cell_pick([{"curve_number": 0, "point_index": 2}], n) is None
 
 
-def test_on_a_long_run_the_section_is_built_only_while_open(monkeypatch, toy):
-    """A long run (MHA_VIZ_DENSE_MB=0 makes any text one): each score split there is a forward pass up to the
-    layer, so *Why here?* is a closed box that computes nothing until opened; opened, it draws the same terms."""
+@pytest.mark.parametrize("long", [False, True])
+def test_the_section_is_built_only_while_open(monkeypatch, toy, long):
+    """A dense run, and a long one (MHA_VIZ_DENSE_MB=0 makes any text one): each score split is a forward pass of its
+    own (up to the layer on a long run), so *Why here?* is a closed box that computes nothing until opened (a class
+    of 300 opening the Head view at once paid one each); opened, it draws the same terms."""
     from mha_viz.circuits import score_terms
 
-    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    if long:
+        monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
     split = []
     real = score_terms.qk_terms
     monkeypatch.setattr(score_terms, "qk_terms", lambda *a, **k: split.append(a[2:6]) or real(*a, **k))
     at = start_app()
     at.selectbox(key="model_choice").set_value("toy-induction").run()
-    at.text_area(key="text").input(TEXT + " o").run()  # a text of its own: nothing split for it yet
+    at.text_area(key="text").input(TEXT + (" o" if long else " p")).run()  # a text of its own: nothing split yet
     open_page(at, "head_view")
     at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(1).run()
     at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(1).run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-    assert not at.session_state[keys.CURRENT].run.is_dense
+    assert at.session_state[keys.CURRENT].run.is_dense is not long
     assert not at.session_state[head_view_keys.WHY_OPEN] and not split  # closed, nothing split
     assert shared_controls.WHY_QUERY not in [w.key for w in at.selectbox]
     open_box(at, head_view_keys.WHY_OPEN)  # the user opens it
@@ -111,5 +115,19 @@ def test_on_a_long_run_the_section_is_built_only_while_open(monkeypatch, toy):
     at.selectbox(key=shared_controls.WHY_QUERY).set_value(10).run()
     at.selectbox(key=shared_controls.WHY_KEY).set_value(3).run()
     assert split and split[-1] == (1, 1, 10, 3)
-    want = mha_viz.circuits.qk_terms(toy, TEXT + " o", 1, 1, 10, 3)
+    want = mha_viz.circuits.qk_terms(toy, TEXT + (" o" if long else " p"), 1, 1, 10, 3)
     np.testing.assert_allclose(np.array(_terms_chart(at)["data"][0]["z"], dtype=float), want.top(15)[2], atol=1e-6)
+
+
+def test_a_link_that_names_its_cell_opens_it():
+    """A shared link or a lesson step that names *Why here?*'s cell opens the box on that cell (closed otherwise)."""
+    at = app_test()
+    at.query_params.update({"model": "toy-induction", "text": TEXT, "layer": "1", "head": "1", "why_query": "10",
+                            "why_key": "3"})
+    at.run()
+    open_page(at, "head_view")
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    assert at.session_state[head_view_keys.WHY_OPEN]
+    assert (at.selectbox(key=shared_controls.WHY_QUERY).value, at.selectbox(key=shared_controls.WHY_KEY).value) == (
+        10, 3)
+    assert _terms_chart(at)

@@ -175,8 +175,7 @@ def test_every_page_renders(shared_app, run_of, model, layers, heads, text):
             _check_page(app, title, tokens, layers, heads)
             if title in readable:
                 check(title)
-                if model == "minilm":
-                    _states(app, title, check)
+                _states(app, title, check)
     finally:
         app.page.set_viewport_size(size)
     assert app.text_box.input_value() == text
@@ -185,9 +184,14 @@ def test_every_page_renders(shared_app, run_of, model, layers, heads, text):
 
 
 def _states(app, title: str, check) -> None:
-    """The states of page `title` the issue found overlaps in, beyond the page as it opens, each `check`ed: Token
-    focus with its summaries, and every other part of Teaching."""
-    if title == "Token focus":
+    """The states of page `title` the issue found overlaps in, beyond the page as it opens, each `check`ed: the Head
+    view with *Why here?* opened (a box built only while open), Token focus with its summaries, and every other part
+    of Teaching."""
+    if title == "Head view":
+        app.rerun(app.page.locator(f"{MAIN} [data-testid=stExpander] summary").filter(has_text="Why here?").click)
+        assert app.wait_until(lambda: app.page.locator(MAIN).get_by_text("share of the score").count() > 0, True)
+        check("Head view with Why here?")
+    elif title == "Token focus":
         _switch_on(app, "Summaries")
         check("Token focus with summaries")
     elif title.startswith("Teaching"):

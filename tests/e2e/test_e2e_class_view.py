@@ -37,8 +37,8 @@ def _check_charts(app, page: str) -> int:
     """Every chart on the page, collapsed sections opened: its toolbar (shown: the pointer on the chart) clear
     of every text, and its title within the figure. Returns how many charts were checked."""
     collapsed = app.page.locator(f"{MAIN} [data-testid=stExpander] details:not([open]) > summary")
-    for _ in range(collapsed.count()):  # a collapsed section's charts too (the Head view's Links): opening one
-        collapsed.first.click()  # runs nothing; each click leaves one fewer collapsed
+    for _ in range(collapsed.count()):  # a collapsed section's charts too (the Head view's Links and Why here?):
+        collapsed.first.click()  # each click (a rerun that fills the box) leaves one fewer collapsed
     charts = app.charts()
     shown = app.wait_until(lambda: all(charts.nth(i).is_visible() for i in range(charts.count())), True)
     assert shown, f"{page}: a chart stays hidden"

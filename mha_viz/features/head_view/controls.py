@@ -46,7 +46,7 @@ CONTROLS = (
 # link or lesson carries
 STRONGEST_OPEN = "strongest_open"  # its strongest-key table
 STRONGEST_WAS_OPEN = "_strongest_open"
-WHY_OPEN = "why_open"  # its *Why here?* section on a long run (a forward pass a head picked: built while open)
+WHY_OPEN = "why_open"  # its *Why here?* box (a forward pass a cell picked: built only while open)
 WHY_WAS_OPEN = "_why_open"
 DETAIL_RUN = "_detail_run"  # the run the detail level was chosen for
 DETAIL_FORCED = "_detail_forced"  # True when the app, not the user, chose the block view

@@ -28,6 +28,7 @@ from mha_viz.ui.kit import (
     keys,
     memory_view,
     other_layers,
+    page_controls,
     resources,
     seq2seq_views,
     session,
@@ -157,17 +158,22 @@ def _rows_shown(run) -> tuple[int, int]:
 
 
 def _why_here(cur, layer: int, head: int, clickable: bool) -> None:
-    """*Why here?* under the heatmap: open on a run that holds every head; on a long run a box built only while
-    open, since each head picked there costs a forward pass up to its layer (1.6 s at layer 3 of SmolLM2 at
-    8,192 tokens on 2 cores)."""
-    if cur.run.is_dense:
-        why_here.why_here(cur, layer, head, clickable=clickable)
-        return
+    """*Why here?* under the heatmap, a box built only while open: each score split there is a forward pass of its
+    own (every write into the stream recorded; on a long run up to the head's layer: 1.6 s at layer 3 of SmolLM2 at
+    8,192 tokens on 2 cores), which every first visit paid when it was drawn open (a class arriving at once: 63 % of
+    the server's busy time). A click on a cell opens it, and so does a link or a lesson step that names its cell."""
+    named = [page_controls.just_restored(k) for k in WHY_CONTROLS]  # each flag read once
+    if any(named):
+        session.put_all((head_view_keys.WHY_WAS_OPEN, head_view_keys.WHY_OPEN), (True, True))
     box = boxes.lazy_box(st, "Why here? The score of a query and a key, split into what wrote them",
                          head_view_keys.WHY_OPEN, head_view_keys.WHY_WAS_OPEN)
     if box.open:  # built, computed and sent only while open
         with box:
             why_here.why_here(cur, layer, head, clickable=clickable, heading=False)
+
+
+WHY_CONTROLS = (shared_controls.WHY_QUERY, shared_controls.WHY_KEY, shared_controls.WHY_SECOND,
+                shared_controls.WHY_PATTERN)
 
 
 def _on_cell(run, shown: tuple[int, int]) -> None:
