@@ -48,6 +48,7 @@ def test_a_token_with_a_leading_space_reads_apart_from_the_same_word_without():
     assert "␣John" in tokens and "John" not in tokens  # both Johns follow a space
     table = frame(open_box(at, head_view_keys.STRONGEST_OPEN), "attends most to")  # built only while open
     assert list(table["query"]) == tokens
+    open_box(at, head_view_keys.WHY_OPEN)  # *Why here?*'s query and key pickers: a box built only while open
     picker = next(s for s in at.selectbox if any(str(o).endswith(": ␣Mary") for o in s.options))
     assert "0: Mary" in picker.options, picker.options
 

@@ -11,6 +11,7 @@ from streamlit.runtime import media_file_manager
 
 from mha_viz import catalogue
 from mha_viz.features.ablation import controls as ablation_keys
+from mha_viz.features.head_view import controls as head_view_keys
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.interventions import prediction
@@ -48,8 +49,11 @@ def _notebook(at, downloads) -> bytes:
 
 def _setup(at, page: str, model: str) -> None:
     """The page's own choices before its figures are read: importance computed (Switch heads off), the
-    steps with scores (Teaching, toy-induction), the preset's heads found (a prediction, a decoder)."""
-    if page == "ablation":
+    steps with scores (Teaching, toy-induction), the preset's heads found (a prediction, a decoder), *Why here?*
+    opened (the Head view: a box built only while open, in the notebook only then)."""
+    if page == "head_view":
+        open_box(at, head_view_keys.WHY_OPEN)
+    elif page == "ablation":
         open_box(at, ablation_keys.IMP_OPEN).button(key=ablation_keys.IMP_GO).click().run()
     elif page == "teaching" and model == "toy-induction":
         at.session_state[teaching_keys.TEACH_PART] = "3–6 · Scores to probabilities"

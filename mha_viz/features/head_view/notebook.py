@@ -48,7 +48,10 @@ def _links(v: NotebookView) -> list[Cell]:
 
 
 def _why_here(v: NotebookView) -> list[Cell]:
-    """*Why here?*: one score (or the whole head's) split into what wrote the query × what wrote the key."""
+    """*Why here?*: one score (or the whole head's) split into what wrote the query × what wrote the key, when the
+    page drew it (a box built only while open)."""
+    if not v.option("why"):
+        return []
     second = v.option("second")
     query, key = v.option("query"), v.option("key")
     if v.option("whole"):

@@ -131,9 +131,6 @@ def head_view_page() -> None:
             _strongest(run, layer, head)
     links_section(cur, layer, head)
     _why_here(cur, layer, head, clickable=shown is not None)
-    notebook_button.record(query=session.get(shared_controls.WHY_QUERY), key=session.get(shared_controls.WHY_KEY),
-                           second=session.get(shared_controls.WHY_SECOND),
-                           whole=bool(session.get(shared_controls.WHY_PATTERN)))
     other_layers.other_layers_head(cur)
 
 
@@ -167,9 +164,12 @@ def _why_here(cur, layer: int, head: int, clickable: bool) -> None:
         session.put_all((head_view_keys.WHY_WAS_OPEN, head_view_keys.WHY_OPEN), (True, True))
     box = boxes.lazy_box(st, "Why here? The score of a query and a key, split into what wrote them",
                          head_view_keys.WHY_OPEN, head_view_keys.WHY_WAS_OPEN)
-    if box.open:  # built, computed and sent only while open
+    if box.open:  # built, computed and sent only while open (and in the notebook only then)
         with box:
             why_here.why_here(cur, layer, head, clickable=clickable, heading=False)
+        notebook_button.record(why=True, query=session.get(shared_controls.WHY_QUERY),
+                               key=session.get(shared_controls.WHY_KEY), second=session.get(shared_controls.WHY_SECOND),
+                               whole=bool(session.get(shared_controls.WHY_PATTERN)))
 
 
 WHY_CONTROLS = (shared_controls.WHY_QUERY, shared_controls.WHY_KEY, shared_controls.WHY_SECOND,
