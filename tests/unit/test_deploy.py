@@ -168,6 +168,9 @@ def test_streamlit_config_is_safe_to_expose():
     conf = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert conf["client"]["showErrorDetails"] == "none" and conf["client"]["toolbarMode"] == "viewer"
     assert conf["runner"]["magicEnabled"] is False
+    # no full collection after every script run (a class's quarter of the server's time, docs/speed.md)
+    assert conf["runner"]["postScriptGC"] is False
+    assert (ROOT / "mha_viz" / "streamlit.toml").read_text() == (ROOT / ".streamlit" / "config.toml").read_text()
     assert conf["server"]["enableXsrfProtection"] is True and conf["server"]["runOnSave"] is False
     assert conf["browser"]["gatherUsageStats"] is False
 
@@ -180,7 +183,7 @@ def test_streamlit_run_serves_the_st_app_of_app_py_with_its_flags_and_config():
     keywords = [{kw.arg: ast.unparse(kw.value) for kw in c.keywords} for c in apps]
     assert keywords == [{"lifespan": "preload.lifespan"}]
     assert _served(["streamlit", "run", "app.py", "--server.port", "8599", "--server.address", "127.0.0.2"],
-                   ROOT) == ["app:app", "8599", "127.0.0.2", "50", "False"]
+                   ROOT) == ["app:app", "8599", "127.0.0.2", "50", "False", "False"]
 
 
 def test_the_mha_viz_command_serves_the_packaged_script_with_the_same_settings(tmp_path):
@@ -189,14 +192,14 @@ def test_the_mha_viz_command_serves_the_packaged_script_with_the_same_settings(t
     apps = [c for c in _calls(ast.parse(launch.SCRIPT.read_text())) if ast.unparse(c.func) == "st.App"]
     assert [{kw.arg: ast.unparse(kw.value) for kw in c.keywords} for c in apps] == [{"lifespan": "lifespan"}]
     argv = ["streamlit", *launch.command(8599)[3:]]  # after `python -m streamlit`
-    assert _served(argv, tmp_path) == ["serve:app", "8599", "127.0.0.1", "50", "False"]
+    assert _served(argv, tmp_path) == ["serve:app", "8599", "127.0.0.1", "50", "False", "False"]
     assert launch.command(8599, public=True)[-1] == "0.0.0.0"
 
 
 def _served(argv: list[str], cwd) -> list[str]:
     """What `streamlit <argv>` would serve, started in `cwd`: the app's import string and some of
     its options; no server starts (bootstrap's two entries are replaced)."""
-    options = ("server.port", "server.address", "server.maxUploadSize", "runner.magicEnabled")
+    options = ("server.port", "server.address", "server.maxUploadSize", "runner.magicEnabled", "runner.postScriptGC")
     code = ("import sys\n"
             "from streamlit import config\n"
             "from streamlit.web import bootstrap, cli\n"

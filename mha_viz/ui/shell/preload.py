@@ -24,7 +24,9 @@ Streamlit collects garbage after every run of the script (`gc.collect(2)`, its `
 script's thread and holding the interpreter's lock: with the libraries imported that walked about half a million
 objects, 0.5–2 s after every click during which no message left the server. `warm()` ends with `heap.settle()`: the
 objects alive then (the libraries', which live as long as the process) are left out of every later collection,
-which then walks only what the sessions made since.
+which then walks only what the sessions made since. With a class on the server even that was a quarter of its busy
+time (every session's objects, three times a student), so the app's config turns the collection after each run off
+(`postScriptGC = false`); Python's own collector runs as objects pile up, and skips the settled ones too.
 
 `lifespan`, the server's start (app.py's `st.App`), runs `warm()` and loads the default model
 into the app's model cache before the server answers its first request, health check included:
