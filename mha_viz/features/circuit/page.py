@@ -307,7 +307,7 @@ def _opener(cur, key) -> None:
                    icon=":material/alt_route:")
         st.button("Put its pair on the page", key=circuit_keys.CIRC_OPEN_PAIR, on_click=put_pair, args=(edges,),
                   help="Sets the sidebar's text (clean), the corrupted text and the answer and wrong tokens to "
-                       "the circuit's; it shows once the heads of that pair are found.")
+                       "the circuit's, and shows the circuit.")
 
 
 def put_pair(edges) -> None:
