@@ -51,11 +51,11 @@ def test_a_link_opens_the_head_view_on_its_text_and_head(browser, server, run_of
         # the Share box's Copy link, once the box is opened: the link to this view, the server's own address first
         share = ui.page.locator("[data-testid=stSidebar] [data-testid=stCode]")
         assert share.count() == 0  # closed, the box sends no link
-        ui.page.locator("[data-testid=stSidebar] summary").filter(has_text="Share").click()
+        ui.rerun(ui.page.locator("[data-testid=stSidebar] summary").filter(has_text="Share").click)  # a lazy box
         share.wait_for()
         link = share.locator("code").inner_text().strip()
         assert link == links.url(server, "head_view", params)
-        share.hover()
+        share.hover()  # the copy button shows under the pointer (the box's rerun is over: nothing redraws it)
         share.locator("button").first.click()
         assert ui.wait_until(lambda: ui.page.evaluate("navigator.clipboard.readText()"), link) == link
 
