@@ -47,6 +47,11 @@ from mha_viz.ui.shell import export_views, notebook_button, pair, view_helpers
 # circuit's faithfulness over the pairs, each k's mean with its bootstrap interval drawn as a band
 # (`tasks.faithfulness_set`), as a cancellable job.
 
+def longest_clean(prompts: PromptSet) -> str:
+    """The set's longest clean prompt: what a job's memory need and budget are worked out on."""
+    return max((p.clean for p in prompts.pairs), key=len)
+
+
 def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     """The curve over the pairs, kept for this task's edges; computed when its button is pressed."""
     stored = session.get(task_keys.TASK_FAITH)
@@ -63,7 +68,7 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
                                 "for real on each pair: the mean faithfulness with its interval.")
     if not buttons.pressed:
         return None
-    longest = max((p.clean for p in prompts.pairs), key=len)
+    longest = longest_clean(prompts)
 
     def work(progress):
         with resources.slots().hold(need=job_need.path_patched(model, needs.tokens(model, longest, cap))):
@@ -189,13 +194,13 @@ def _refusal(model, key: TaskKey, prompts: PromptSet) -> str | None:
         return held[1]
     try:
         check(model, prompts, key.cap)
-        n = needs.tokens(model, max((p.clean for p in prompts.pairs), key=len), key.cap)
+        longest = longest_clean(prompts)
+        n = needs.tokens(model, longest, key.cap)
         if key.method in EDGE_METHODS:
             circuit_edges.check_budget(model, circuit_edges.graph(model), n, 1,
                                        f"Attributing every edge of {model.name} ({key.method.upper()})")
         else:
-            prediction.check_budget(model, max((p.clean for p in prompts.pairs), key=len), key.cap,
-                                    batch=key.method == "patch")
+            prediction.check_budget(model, longest, key.cap, batch=key.method == "patch")
             if key.method == "estimate":
                 estimate.check_budget(model, n)
         why = None
@@ -207,7 +212,7 @@ def _refusal(model, key: TaskKey, prompts: PromptSet) -> str | None:
 
 def _compute(model, key: TaskKey, prompts: PromptSet):
     """The result of `key` with a progress bar and Cancel, within the memory budget and a server slot."""
-    longest = max((p.clean for p in prompts.pairs), key=len)
+    longest = longest_clean(prompts)
     batch = key.method == "patch"
 
     def budgeted(progress):
