@@ -35,7 +35,9 @@ class Feature:
     and lessons carry, and the local ones that none carries, each saying why (`view_params.local`). summary: what
     the page shows, in a line (docs/using.md's list of pages, `pages_table`). figures: the functions from what
     `mha_viz` computes to a figure that this feature gives the public face `mha_viz.figures` (each documented, each
-    returning the figure its page draws), found there by their names."""
+    returning the figure its page draws), found there by their names. picks_head: the page opens on a head of its
+    own choosing when none was chosen (Compare: the head that changed most), so its links always write a chosen
+    head."""
 
     id: str
     title: str
@@ -49,6 +51,7 @@ class Feature:
     controls: tuple = ()  # its own inputs (`export.view_params.Control`s): carried by links, or local
     summary: str = ""
     figures: tuple[Callable, ...] = ()  # its public figures: `mha_viz.figures.<name>`
+    picks_head: bool = False
 
     @property
     def page_title(self) -> str:

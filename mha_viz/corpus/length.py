@@ -78,7 +78,7 @@ def length_range(lengths: np.ndarray) -> tuple[int, float, int]:
 
 def check(lengths: np.ndarray, n: int, metric: str, z: np.ndarray) -> LengthCheck:
     """The rule for a sentence of `n` tokens whose deviations from the corpus mean of `metric` are
-    `z` ((L, H) in sd, `features/corpus/figures.deviation`), the corpus's documents counted by length in
+    `z` ((L, H) in sd), the corpus's documents counted by length in
     `lengths` (`CorpusStats.lengths`)."""
     shortest, median, longest = length_range(lengths)
     z = np.asarray(z, dtype=np.float64)

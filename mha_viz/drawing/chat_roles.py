@@ -93,9 +93,9 @@ def by_word(role: np.ndarray, template: np.ndarray, groups: list[np.ndarray]) ->
 
 
 def with_role_markers(fig: go.Figure, role: np.ndarray, template: np.ndarray) -> go.Figure:
-    """A copy of a line view (`features.lines.figures.line_figure`) with each token's marker in its role's colour
-    (the template's paler; a focused token's marker keeps its own red); `role` and `template` are the run's tokens',
-    indexed by the markers' positions."""
+    """A copy of a line view (markers whose `customdata` is [side, position]) with each token's marker in its
+    role's colour (the template's paler; a focused token's marker keeps its own red); `role` and `template` are
+    the run's tokens', indexed by the markers' positions."""
     out = go.Figure(fig)
     for trace in out.data:
         if not str(trace.name or "").endswith(" tokens") or trace.customdata is None:

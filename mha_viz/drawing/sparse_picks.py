@@ -55,7 +55,7 @@ def with_focus_picks(fig: go.Figure, rows: dict[int, np.ndarray], heads: int) ->
 
 
 def with_line_picks(fig: go.Figure, picked: np.ndarray) -> go.Figure:
-    """A copy of a line view (`features.lines.figures.line_figure`) with a ring round each key marker whose position
+    """A copy of a line view with a ring round each key marker whose position
     (the markers' `customdata` [side, position]) is in `picked` (bool over the text's positions)."""
     out = go.Figure(fig)
     for trace in list(out.data):

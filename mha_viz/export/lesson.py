@@ -31,7 +31,7 @@ from typing import Collection, Mapping
 
 from mha_viz import catalogue
 from mha_viz.export import link_params
-from mha_viz.export.view_params import Control
+from mha_viz.export.view_params import MODEL, Control
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.loading.resolve import check_spec
 
@@ -88,10 +88,11 @@ class Lesson:
 
     @property
     def models(self) -> tuple[str, ...]:
-        """Every model a step loads (its model, and model B on Compare), in order of first use."""
+        """Every model a step loads (its model, and a page's own, as Compare's model B), in order of first use."""
         seen: dict[str, None] = {}
+        named = ("model", *(n for n, c in catalogue.link_controls().items() if c.kind == MODEL))
         for step in self.steps:
-            for name in ("model", "model_b"):
+            for name in named:
                 if step.params.get(name):
                     seen.setdefault(step.params[name], None)
         return tuple(seen)
@@ -201,9 +202,10 @@ def _read_step(k: int, raw, checks: _Checks) -> Step:
                                       controls=checks.controls)
     if notices:
         raise LessonError(f"{where}'s view: {notices[0]}")
-    for name, spec in (("model", link.model), ("model B", link.model_b)):
-        if spec:
-            _model_refused(where, name, spec, checks)
+    _model_refused(where, "model", link.model, checks)
+    for name, spec in link.page:  # a page's own model (Compare's model B)
+        if checks.controls[name].kind == MODEL:
+            _model_refused(where, checks.controls[name].said, spec, checks)
     note = _text(raw.get("note", ""), f"{where}'s note", MAX_NOTE_CHARS)
     if bad := script_in(note):
         raise LessonError(f"{where}'s note holds “{bad[:40]}”, which could run code in a browser: a note is "

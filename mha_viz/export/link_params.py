@@ -23,17 +23,11 @@ The parameters (all optional):
 - ``show``: ``contributions`` (value-weighted attention) or ``weights``: the sidebar's *Show attention as*.
 - ``dtype``: ``float32``, ``bfloat16``, ``float16`` or ``auto``: the sidebar's *Precision*.
 
-On the *Compare texts or models* page, also run B:
-
-- ``compare``: ``texts`` (two sentences, one model) or ``models`` (one sentence, two models).
-- ``text_b``: sentence B (texts), at most `MAX_TEXT_CHARS` characters like ``text``.
-- ``model_b``: model B (models), checked like ``model``; ``mha_b``: ``ours`` or ``hf`` for B.
-
-A page's own controls (the token in focus, the metric, the window…: `mha_viz.export.view_params`) are
-parameters too, named after the widget each sets (or their own name: the pair of *Heads behind a prediction* and
-*Circuit behind a prediction*, ``corrupted``, ``answer`` and ``wrong``, and the circuit's ``circuit`` and ``k``);
-`parse` reads those the caller declares (``controls``, by parameter name) and keeps them, checked and written
-canonically, in `Link.page`. Each feature declares its own in its record; none is written here.
+A page's own controls (the token in focus, the metric, the window, a second model…:
+`mha_viz.export.view_params`) are parameters too, named after the widget each sets or by a name of their own
+(names links carried before they were controls); `parse` reads those the caller declares (``controls``, by
+parameter name) and keeps them, checked and written canonically, in `Link.page`. A control that names a model is
+checked like ``model``. Each feature declares its own in its record; none is written here.
 
 A lesson (`mha_viz.export.lesson`) is read from ``lesson`` (a bundled lesson's name, or a whole lesson
 packed by `lesson.pack`) and ``step`` (from 1), before the view; `parse` lets them pass.
@@ -46,19 +40,16 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from mha_viz.export.view_params import Control
+from mha_viz.export.view_params import MAX_MODEL_CHARS, MODEL, Control
 from mha_viz_models import PRECISIONS
 
 MAX_TEXT_CHARS = 1500  # most characters of text a link carries (percent-encoded, up to ~18 KB of URL)
-MAX_MODEL_CHARS = 300
 MAX_INDEX = 9999  # a layer or head number past this is a malformed link, not a big model
 DETAILS = ("tokens", "window", "blocks", "words", "subset")  # stable slugs of the head view's detail levels
 HIDE = ("special", "first", "template")
 MHA = {"ours": True, "hf": False}
-COMPARE = ("texts", "models")  # the Compare page's modes
 SHOW = ("weights", "contributions")  # the sidebar's *Show attention as*
-PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "compare", "text_b", "model_b",
-          "mha_b", "user", "system", "reply")
+PARAMS = ("model", "text", "layer", "head", "detail", "hide", "mha", "show", "dtype", "user", "system", "reply")
 CHAT = ("user", "system", "reply")  # a chat's messages: the user's, the system's, the assistant's reply
 MAX_TOKEN_CHARS = 100  # a token typed (an answer, a wrong token) that a link carries
 EMBED = ("embed", "embed_options")  # Streamlit's own parameters: neither ours nor unknown
@@ -82,10 +73,6 @@ class Link:
     ours: bool = False  # "Compute with our MHA"
     contributions: bool = False  # "Show attention as: contributions"
     dtype: str | None = None  # "Precision", one of PRECISIONS
-    compare: str | None = None  # the Compare page's mode, one of COMPARE
-    text_b: str | None = None  # its sentence B
-    model_b: str | None = None  # its model B
-    ours_b: bool = False  # B computes with our MHA
     page: tuple[tuple[str, str], ...] = ()  # the page's own controls: (name, value as written), in link order
     user: str | None = None  # a chat (the sidebar's *Input*: Chat): the user's message, the system's, the reply
     system: str | None = None
@@ -175,15 +162,22 @@ def _hide(value: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(h for h in HIDE if h in parts), notice
 
 
-def _page(values: Mapping[str, str], controls: Mapping[str, Control], notices: list[str]) -> tuple:
-    """The page's controls among `values`, each checked by its control and written back canonically."""
+def _page(values: Mapping[str, str], controls: Mapping[str, Control], notices: list[str],
+          allowed_models: Sequence[str], public: bool) -> tuple:
+    """The page's controls among `values`, each checked by its control and written back canonically (a model as
+    the link's ``model`` is)."""
     page = []
     for name, value in values.items():
         if name in controls and name not in PARAMS + LESSON:
+            if controls[name].kind == MODEL:
+                spec, notice = _model(value, allowed_models, public, controls[name].said)
+                notices += [notice] if notice else []
+                page += [(name, spec)] if spec else []
+                continue
             try:
                 written = controls[name].write(controls[name].read(value))
             except ValueError as exc:
-                notices.append(f"The link's {_quote(name)} “{_quote(value)}” {exc}: it was ignored.")
+                notices.append(f"The link's {_quote(controls[name].said)} “{_quote(value)}” {exc}: it was ignored.")
                 continue
             if written is not None:
                 page.append((name, written))
@@ -245,14 +239,6 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         fields["contributions"] = fields.get("contributions") == "contributions"
     if "dtype" in values:
         take("dtype", _slug("dtype", values["dtype"], PRECISIONS))
-    if "compare" in values:
-        take("compare", _slug("compare", values["compare"], COMPARE))
-    if "text_b" in values:
-        take("text_b", _text("sentence B", values["text_b"], max_text))
-    if "model_b" in values:
-        take("model_b", _model(values["model_b"], allowed_models, public, "model B"))
-    if "mha_b" in values:
-        take("ours_b", _mha("mha_b", values["mha_b"]))
     for name, said in zip(CHAT, ("user's message", "system message", "assistant's reply")):
         if name in values:
             take(name, _text(f"chat's {said}", values[name], max_text))
@@ -260,7 +246,7 @@ def parse(params: Mapping[str, str | Sequence[str]], *, allowed_models: Sequence
         notices.append("The link's chat has no user's message: its system message and reply were ignored.")
         fields.pop("system", None)
         fields.pop("reply", None)
-    if page := _page(values, controls, notices):
+    if page := _page(values, controls, notices, allowed_models, public):
         fields["page"] = page
     return Link(**fields), notices
 
@@ -310,14 +296,6 @@ def encode(link: Link, *, default: Link = Link(), max_text: int = MAX_TEXT_CHARS
         out["show"] = "contributions"
     if link.dtype is not None and link.dtype != default.dtype:
         out["dtype"] = link.dtype
-    if link.compare is not None and link.compare != default.compare:
-        out["compare"] = link.compare
-    if link.text_b and link.text_b != default.text_b and text_fits(link.text_b, max_text):
-        out["text_b"] = link.text_b
-    if link.model_b:
-        out["model_b"] = link.model_b
-    if link.ours_b:
-        out["mha_b"] = "ours"
     if link.user:  # a chat's text is its messages rendered: never the text box's
         out.pop("text", None)
         if chat_fits(link, max_text):

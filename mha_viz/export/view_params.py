@@ -8,10 +8,13 @@ for the user; `write` is the way back. Bounds that depend on the run on screen (
 a layer row, a head) are named by `upto` and checked by the app once the run exists (`within`).
 The app declares its pages' controls (`mha_viz.ui.kit.page_controls`); nothing here imports streamlit.
 
-How a value is written: a flag ``1`` or ``0``; a choice as its option; a number as digits
-(``0.25``); a span ``start-stop``; picks ``3,5,8``; a text as typed (spaces kept: an answer token " Mary").
+How a value is written: a flag ``1`` or ``0`` (or its own two words: ``ours`` and ``hf``); a choice as its
+option; a number as digits (``0.25``); a span ``start-stop``; picks ``3,5,8``; a text as typed (spaces kept: an
+answer token " Mary"); a model as the sidebar's ``model`` is (a bundled name, a hub id, a folder), checked against
+the server's models where the link is read (`link_params.parse`).
 A control's parameter is its session key unless it names one of its own (`param`: the pair's ``corrupted``,
-the circuit's ``k``, names that links carried before they were controls).
+the circuit's ``k``, Compare's ``text_b``: names that links carried before they were controls). A control carried
+only while another holds one value (`only_when`: Compare's sentence B in its mode ``texts``) is written only then.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-FLAG, CHOICE, NUMBER, SPAN, PICKS, TEXT = "flag", "choice", "number", "span", "picks", "text"
+FLAG, CHOICE, NUMBER, SPAN, PICKS, TEXT, MODEL = "flag", "choice", "number", "span", "picks", "text", "model"
 LOCAL = "local"  # an input of the page that no link carries (`local`): its `why` says why
 TOKENS, LAYERS, HEADS = "tokens", "layers", "heads"  # what the run bounds a position by (`upto`)
 MAX_CHARS = 200  # the longest value a control's parameter may hold
+MAX_MODEL_CHARS = 300  # the longest model name or folder (a MODEL control's, the link's own ``model``)
 MAX_PICKS = 64
 _TRUE, _FALSE = ("1", "true", "on", "yes"), ("0", "false", "off", "no")
 _INT = re.compile(r"-?[0-9]{1,9}")
@@ -44,7 +48,10 @@ class Control:
     leaves a control at its default out); None: always written. A LOCAL control (`local`) is an input of
     the page that no link or lesson step carries: `why` says why (a preset that acts once, an upload, a parameter
     the link has of its own); `carried` is False for it alone. A TEXT holds what was typed, at most `high`
-    characters, spaces kept. `param`: the link parameter's name when it is not the session key's (`link_name`).
+    characters, spaces kept. A MODEL names a model (`link_params.parse` checks it against the server's models).
+    `param`: the link parameter's name when it is not the session key's (`link_name`); `words`: what a notice
+    calls it (default: `link_name`). A FLAG's `options`, when given, are its (on, off) words. `only_when`
+    (a control's name, a value): carried only while that control holds that value.
     """
 
     name: str
@@ -57,11 +64,18 @@ class Control:
     default: Any = None
     why: str = ""
     param: str = ""
+    words: str = ""
+    only_when: tuple = ()
 
     @property
     def link_name(self) -> str:
         """The link parameter that carries it: `param`, else its session key."""
         return self.param or self.name
+
+    @property
+    def said(self) -> str:
+        """What a notice calls it: `words`, else its link parameter."""
+        return self.words or self.link_name
 
     @property
     def carried(self) -> bool:
@@ -78,12 +92,17 @@ class Control:
                 raise ValueError("is empty")
             return str(text)
         text = str(text).strip()
+        if self.kind == MODEL:
+            if not text or len(text) > MAX_MODEL_CHARS or _CONTROL.search(text):
+                raise ValueError("is not a model name")
+            return text
         if len(text) > MAX_CHARS or _CONTROL.search(text):
             raise ValueError("is not a value this control takes")
         if self.kind == FLAG:
-            if text.lower() in _TRUE + _FALSE:
-                return text.lower() in _TRUE
-            raise ValueError("is not 1 (on) or 0 (off)")
+            on, off = self.options or ("1", "0")
+            if text.lower() in (on, *_TRUE) or text.lower() in (off, *_FALSE):
+                return text.lower() in (on, *_TRUE)
+            raise ValueError(f"is not “{on}” or “{off}”" if self.options else "is not 1 (on) or 0 (off)")
         if self.kind == CHOICE:
             return self._option(text)
         if self.kind == NUMBER:
@@ -136,7 +155,8 @@ class Control:
 
     def _write(self, value: Any) -> str | None:
         if self.kind == FLAG:
-            return ("1" if value else "0") if isinstance(value, bool) else None
+            on, off = self.options or ("1", "0")
+            return (on if value else off) if isinstance(value, bool) else None
         if self.kind == CHOICE:
             return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else None
         if self.kind == NUMBER:
@@ -148,7 +168,7 @@ class Control:
         if self.kind == PICKS:
             if isinstance(value, (tuple, list)) and all(not isinstance(v, bool) for v in value):
                 return ",".join(str(v) for v in value)
-        if self.kind == TEXT:
+        if self.kind in (TEXT, MODEL):
             return value if isinstance(value, str) and value.strip() else None
         return None
 
@@ -176,14 +196,21 @@ def _number_text(value: float | None) -> str:
     return f"{float(value):.6f}".rstrip("0").rstrip(".")
 
 
-def flag(name: str, default: bool | None = False) -> Control:
-    """On or off (a toggle, a checkbox)."""
-    return Control(name, FLAG, default=default)
+def flag(name: str, default: bool | None = False, *, param: str = "", states: tuple[str, str] = (),
+         only_when: tuple = ()) -> Control:
+    """On or off (a toggle, a checkbox), written ``1`` or ``0``, or as its `states` (on, off): ``ours``, ``hf``."""
+    return Control(name, FLAG, options=tuple(states), default=default, param=param, only_when=tuple(only_when))
 
 
 def choice(name: str, options: Sequence = (), default: Any = None, *, param: str = "") -> Control:
     """One of `options` (a radio, a select box); no options: any short text the page checks."""
     return Control(name, CHOICE, options=tuple(options), default=default, param=param)
+
+
+def model(name: str, *, param: str = "", words: str = "", only_when: tuple = ()) -> Control:
+    """A model as the sidebar names one (a bundled name, a hub id, a folder): always written where carried, and
+    checked against the server's models where a link is read, as the link's own ``model`` is."""
+    return Control(name, MODEL, param=param, words=words, only_when=tuple(only_when))
 
 
 def number(name: str, low: float | None = None, high: float | None = None, *, integer: bool = True,
@@ -192,10 +219,11 @@ def number(name: str, low: float | None = None, high: float | None = None, *, in
     return Control(name, NUMBER, low=low, high=high, integer=integer, upto=upto, default=default, param=param)
 
 
-def text(name: str, most: int, *, param: str = "") -> Control:
+def text(name: str, most: int, *, param: str = "", words: str = "", default: str | None = None,
+         only_when: tuple = ()) -> Control:
     """What was typed in a text box, at most `most` characters (a longer one is not written, nor read); an empty
-    box is left out of a link."""
-    return Control(name, TEXT, high=most, param=param)
+    box, or one holding `default`, is left out of a link."""
+    return Control(name, TEXT, high=most, param=param, words=words, default=default, only_when=tuple(only_when))
 
 
 def span(name: str, upto: str | None = TOKENS, default: Any = None) -> Control:

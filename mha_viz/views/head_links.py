@@ -2,7 +2,7 @@
 them (`mha_viz.scan`: a row's `TOP_K` heaviest keys of weight ≥ `MIN_WEIGHT`, heaviest first, the lower key
 first on a tie; key −1 and weight 0 where fewer qualify) and the row's attention outside them. A long run's are
 its scan's (`run.summary.top`, `rest`); a dense run's are computed from its rows by the same rule, so that the
-token strip, the heaviest links and the distance histogram (`features/head_view/links_figures`) draw the same
+token strip, the heaviest links and the distance histogram drawn from them are the same
 for both kinds (tests/models/test_head_links.py)."""
 
 from __future__ import annotations

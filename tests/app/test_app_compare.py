@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from mha_viz.features.compare import controls as compare_keys
-from mha_viz.features.compare import run_b as compare_run_b
 from mha_viz.ui.kit import keys
 from mha_viz.ui.shell import sidebar
 from tests.app.helpers import charts, export_box, open_page, open_with_text
@@ -30,7 +29,7 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
     at = open_with_text("compare", "The cat sat on the mat.", "minilm")
     at.selectbox(key=compare_keys.CMP_PAIR).set_value("Agreement: are / is").run()
     assert not at.exception, at.exception
-    a, b = compare_run_b.PAIRS["Agreement: are / is"]
+    a, b = compare_keys.PAIRS["Agreement: are / is"]
     assert at.text_area(key=keys.TEXT).value == a and at.text_area(key=compare_keys.CMP_TEXT_B).value == b
     assert "token" in info_text(at).lower()  # same tokenizer, same length: token by token
     grid = charts(at)[0]
@@ -53,7 +52,7 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
 
 def test_same_model_with_and_without_our_mha_changes_nothing():
     at = open_with_text("compare", "The keys to the cabinet are missing.", "minilm")
-    at.radio(key=compare_keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
+    at.radio(key=compare_keys.CMP_MODE).set_value(compare_keys.MODELS).run()
     assert not at.exception, at.exception
     assert at.toggle(key=compare_keys.CMP_LOCAL_B).value is True  # default: the other implementation
     grid = charts(at)[0]
@@ -72,7 +71,7 @@ def test_same_model_with_and_without_our_mha_changes_nothing():
 
 def test_models_of_different_shapes_compare_by_depth():
     at = open_with_text("compare", "k d m x b f k d m", "toy-induction")
-    at.radio(key=compare_keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
+    at.radio(key=compare_keys.CMP_MODE).set_value(compare_keys.MODELS).run()
     at.selectbox(key=compare_keys.CMP_MODEL_B).set_value("minilm").run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -85,7 +84,7 @@ def test_models_of_different_shapes_compare_by_depth():
 
 def test_model_b_that_cannot_load_says_so_and_keeps_everything():
     at = open_with_text("compare", "A sentence to keep.", "minilm")
-    at.radio(key=compare_keys.CMP_MODE).set_value(compare_run_b.MODELS).run()
+    at.radio(key=compare_keys.CMP_MODE).set_value(compare_keys.MODELS).run()
     at.selectbox(key=compare_keys.CMP_MODEL_B).set_value(sidebar.OTHER).run()
     at.text_input(key=compare_keys.CMP_OTHER_B).input("/no/such/folder").run()
     assert not at.exception, at.exception
@@ -125,10 +124,10 @@ def test_a_minimal_pair_replaces_the_users_sentences_with_an_undo():
     pair's text takes the offer away."""
     at = open_with_text("compare", "My own sentence about a lighthouse.", "minilm")
     at.text_area(key=compare_keys.CMP_TEXT_B).input("My own sentence B.").run()
-    names = list(compare_run_b.PAIRS)
+    names = list(compare_keys.PAIRS)
     for name in names[:2]:
         at.selectbox(key=compare_keys.CMP_PAIR).set_value(name).run()
-        assert at.text_area(key=keys.TEXT).value == compare_run_b.PAIRS[name][0]
+        assert at.text_area(key=keys.TEXT).value == compare_keys.PAIRS[name][0]
     undo = at.button(key=compare_keys.CMP_UNDO_GO)
     assert "lighthouse" in undo.help
     undo.click().run()

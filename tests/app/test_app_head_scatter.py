@@ -11,7 +11,6 @@ import mha_viz
 from mha_viz import metrics
 from mha_viz.export import shared_controls
 from mha_viz.features.head_metrics import controls as head_metrics_keys
-from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_title, charts, open_page, open_with_text
 
 pytestmark = pytest.mark.model
@@ -47,10 +46,10 @@ def test_the_scatter_is_the_head_table_on_the_chosen_measures():
 
 def test_heads_a_lasso_picked_open_on_compare_heads():
     at = open_with_text("head_metrics", TEXT)
-    assert keys.SCATTER_COMPARE not in [b.key for b in at.button]  # nothing picked: no button
-    at.session_state[keys.SCATTER_PICKED] = ["L0H1", "L2H3", "L5H11", "L9H0"]  # as the lasso's callback keeps
-    at.run()  # them; L9H0 is no head of MiniLM's 6 layers: left out
-    button = at.button(key=keys.SCATTER_COMPARE)
+    assert head_metrics_keys.SCATTER_COMPARE not in [b.key for b in at.button]  # nothing picked: no button
+    at.session_state[head_metrics_keys.SCATTER_PICKED] = ["L0H1", "L2H3", "L5H11", "L9H0"]
+    at.run()  # as the lasso's callback keeps them; L9H0 is no head of MiniLM's 6 layers: left out
+    button = at.button(key=head_metrics_keys.SCATTER_COMPARE)
     assert button.label == "Compare these 3 heads"
     button.click().run()
     assert not at.exception and at.title[0].value == "Compare heads"
@@ -60,9 +59,9 @@ def test_heads_a_lasso_picked_open_on_compare_heads():
 def test_more_than_six_picked_compare_the_first_six():
     at = open_with_text("head_metrics", TEXT)
     picked = [f"L{layer}H{head}" for layer in range(2) for head in range(5)]
-    at.session_state[keys.SCATTER_PICKED] = picked
+    at.session_state[head_metrics_keys.SCATTER_PICKED] = picked
     at.run()
-    button = at.button(key=keys.SCATTER_COMPARE)
+    button = at.button(key=head_metrics_keys.SCATTER_COMPARE)
     assert button.label == "Compare the first 6 of these heads"
     button.click().run()
     assert at.multiselect(key=shared_controls.COMPARE_HEADS).value == picked[:6]

@@ -12,7 +12,6 @@ from streamlit.testing.v1 import AppTest
 from mha_viz.export import link_params as links
 from mha_viz.export import shared_controls
 from mha_viz.features.compare import controls as compare_keys
-from mha_viz.features.compare import run_b as compare_run_b
 from mha_viz.ui.kit import keys
 from tests.app.helpers import app_test, charts, open_box, open_page, share_box
 
@@ -152,11 +151,11 @@ def test_a_compare_link_opens_sentence_b_and_follows_the_page():
     at = _open(model="minilm", text=TEXT, text_b="Cats chase dogs in the garden.")
     open_page(at, "compare")
     assert not at.warning and not at.error and not at.exception
-    assert at.radio(key=compare_keys.CMP_MODE).value == compare_run_b.SENTENCES
+    assert at.radio(key=compare_keys.CMP_MODE).value == compare_keys.TEXTS
     assert at.text_area(key=compare_keys.CMP_TEXT_B).value == "Cats chase dogs in the garden."
     assert at.query_params == {"model": "minilm", "text": TEXT, "text_b": "Cats chase dogs in the garden."}
     assert "text_b=Cats%20chase%20dogs" in _share(at)
-    at.radio(key=compare_keys.CMP_MODE).set_value(compare_run_b.MODELS).run()  # B: minilm with our MHA by default
+    at.radio(key=compare_keys.CMP_MODE).set_value(compare_keys.MODELS).run()  # B: minilm with our MHA by default
     assert not at.exception
     assert at.query_params == {"model": "minilm", "text": TEXT, "compare": "models", "model_b": "minilm",
                                "mha_b": "ours"}
@@ -169,18 +168,19 @@ def test_a_compare_link_opens_model_b():
                mha_b="hf", mha="ours")
     open_page(at, "compare")
     assert not at.warning and not at.error and not at.exception
-    assert at.radio(key=compare_keys.CMP_MODE).value == compare_run_b.MODELS
+    assert at.radio(key=compare_keys.CMP_MODE).value == compare_keys.MODELS
     assert at.selectbox(key=compare_keys.CMP_MODEL_B).value == "toy-induction"
     assert at.toggle(key=compare_keys.CMP_LOCAL_B).value is False and at.toggle(key=keys.LOCAL_ATTENTION).value is True
     assert at.query_params == {"model": "toy-induction", "text": "a b c d a b c", "mha": "ours",
-                               "compare": "models", "model_b": "toy-induction"}
+                               "compare": "models", "model_b": "toy-induction", "mha_b": "hf"}
 
 
 def test_a_bad_compare_link_gives_notices_and_the_rest_applies():
     at = _open(model="minilm", text=TEXT, compare="both", text_b="x" * 2000, mha_b="maybe")
     notices = _notices(at)
-    assert "compare “both”" in notices and "sentence B has 2,000 characters" in notices and "“maybe”" in notices
+    assert "compare “both”" in notices and "sentence B “xxxx" in notices and "1,500 characters" in notices
+    assert "“maybe”" in notices
     open_page(at, "compare")
     assert not at.error and not at.exception
-    assert at.radio(key=compare_keys.CMP_MODE).value == compare_run_b.SENTENCES
-    assert at.text_area(key=compare_keys.CMP_TEXT_B).value == compare_run_b.DEFAULT_TEXT_B
+    assert at.radio(key=compare_keys.CMP_MODE).value == compare_keys.TEXTS
+    assert at.text_area(key=compare_keys.CMP_TEXT_B).value == compare_keys.DEFAULT_TEXT_B

@@ -10,6 +10,7 @@ import pytest
 
 from mha_viz.export import link_params as links
 from mha_viz.export.link_params import Link
+from mha_viz.features import compare as compare_feature
 
 BUNDLED = ("minilm", "smollm2", "toy-induction")
 
@@ -118,22 +119,29 @@ def test_numbers_too_long_to_be_a_layer_are_notices_not_exceptions(value):
     assert len(notices) == 2
 
 
-def test_compare_fields_round_trip_and_are_checked():
-    link = Link(model="minilm", text="A cat.", compare="models", text_b="B & c?", model_b="owner/other-1",
-                ours_b=True)
+def test_run_b_is_compares_controls_round_trips_and_is_checked():
+    # run B's parameters are Compare's controls (its record), under the names links gave them before
+    controls = {c.link_name: c for c in compare_feature.FEATURE.controls if c.carried}
+    assert {"compare", "text_b", "model_b", "mha_b"} <= set(controls)
+    page = (("compare", "models"), ("text_b", "B & c?"), ("model_b", "owner/other-1"), ("mha_b", "ours"))
+    link = Link(model="minilm", text="A cat.", page=page)
     params = links.encode(link)
     assert params == {"model": "minilm", "text": "A cat.", "compare": "models", "text_b": "B & c?",
                       "model_b": "owner/other-1", "mha_b": "ours"}
     back, notices = links.parse(dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
-        links.url("http://h", "compare", params)).query)))
+        links.url("http://h", "compare", params)).query)), controls=controls)
     assert back == link and notices == []
-    # defaults of the Compare page are left out; the models are always named
-    default = Link(compare="texts", text_b="B & c?")
-    assert links.encode(Link(model="minilm", compare="texts", text_b="B & c?"), default=default) == {"model": "minilm"}
     # model B is checked like model A, and each bad part has its own notice
     link, notices = links.parse({"model": "minilm", "model_b": "/etc/passwd", "compare": "all", "mha_b": "x",
-                                 "text_b": "y" * (links.MAX_TEXT_CHARS + 1)}, allowed_models=BUNDLED, public=True)
+                                 "text_b": "y" * (links.MAX_TEXT_CHARS + 1)}, allowed_models=BUNDLED, public=True,
+                                controls=controls)
     assert link == Link(model="minilm") and len(notices) == 4
     [about_b] = [n for n in notices if "model B" in n]
     assert "“/etc/passwd”" in about_b and about_b.endswith("model B is the default.")
-    assert links.parse({"mha_b": "hf", "compare": "Texts"})[0] == Link(compare="texts", ours_b=False)
+    assert any("1,500 characters" in n for n in notices) and any("“x” is not “ours” or “hf”" in n for n in notices)
+    outside, [notice] = links.parse({"model": "minilm", "model_b": "gpt2"}, allowed_models=BUNDLED, controls=controls)
+    assert outside.page == () and "does not offer the link's model B “gpt2”" in notice
+    # mha_b's words, and the flag's own 1 and 0, read as B's implementation; written back as its words
+    assert links.parse({"mha_b": "hf", "compare": "texts"}, controls=controls)[0] == Link(
+        page=(("mha_b", "hf"), ("compare", "texts")))
+    assert links.parse({"mha_b": "1"}, controls=controls)[0].page == (("mha_b", "ours"),)

@@ -40,7 +40,6 @@ CIRC_PENDING = "_circ_pending"  # a saved circuit waiting for its pair to be on 
 CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair on the page
 DL_CIRC_CSV = "dl_circ_csv"
 DL_CIRC_JSON = "dl_circ_json"
-CIRC_AUTO = "_circ_auto"  # a link asked for a circuit: found once on opening
 
 # its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the upload of a saved circuit
 NOT_KEPT = frozenset({CIRC_FILE})

@@ -16,10 +16,9 @@ from mha_viz.circuits import need as job_need
 from mha_viz.circuits import path_patching
 from mha_viz.drawing import circuit as circuit_figures
 from mha_viz.drawing import style as figure_style
-from mha_viz.export import link_params as links
 from mha_viz.features.circuit import controls as circuit_keys
 from mha_viz.features.circuit.controls import DEFAULT_DRAWN, LABELS, MAX_DRAWN
-from mha_viz.ui.kit import charts, jobs, keys, link_parts, resources, session
+from mha_viz.ui.kit import charts, jobs, keys, page_controls, resources, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair
 
@@ -56,7 +55,7 @@ def circuit_page() -> None:
     st.caption("How do the heads connect? The clean text is the sidebar's, the corrupted one differs in what "
                "matters, as on *Heads behind a prediction* (the same pair on both pages). " + ABOUT)
     key = pair.pair_inputs(cur)
-    auto = bool(session.pop(circuit_keys.CIRC_AUTO, False))  # a link asked for its circuit: found on opening
+    auto = page_controls.just_restored(circuit_keys.CIRC_METHOD)  # a link asked for its circuit: found on opening
     if not key.corrupted.strip():
         st.info("Type a corrupted text above, or pick a preset.", icon=":material/edit:")
         _opener(cur, key)
@@ -325,13 +324,3 @@ def _apply_pending(key) -> None:
         _results()[(key, edges.method)] = edges
         session.put(circuit_keys.CIRC_METHOD, edges.method)
 
-
-def asked(link: links.Link) -> list[str]:
-    """A link that names the circuit's estimate (one made on this page) finds the circuit once on opening
-    (`CIRC_AUTO`); the estimate, the edges drawn and the pair are its controls, restored as every page's are."""
-    if any(name == "circuit" for name, _ in link.page):
-        session.put(circuit_keys.CIRC_AUTO, True)
-    return []
-
-
-LINK = link_parts.register(link_parts.LinkPart("circuit", asked, dict))

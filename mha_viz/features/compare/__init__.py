@@ -14,4 +14,4 @@ FEATURE = Feature("compare", "Compare texts or models", "Measure", 60, ":materia
                   notebook=main_figure("Compare texts or models", MAIN),
                   controls=CONTROLS,
                   summary="Two runs side by side: two texts, or two models on one text.",
-                  figures=(compare,))
+                  figures=(compare,), picks_head=True)

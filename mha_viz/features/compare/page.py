@@ -1,5 +1,5 @@
 """The Compare page: two sentences on one model (minimal pairs), or one sentence on two models
-(fine-tuned against base, our MHA against Hugging Face's; the choices: `compare_run_b`). Run A is
+(fine-tuned against base, our MHA against Hugging Face's; the choices are its controls). Run A is
 the sidebar's; the page computes run B the same way (`sidebar.run_to_compare`), compares them
 (`mha_viz.compare`) and draws how much each head changed, any head side by side, and the
 head-table differences."""
@@ -18,9 +18,9 @@ from mha_viz.drawing import style as figure_style
 from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.compare import figures as compare_figures
 from mha_viz.features.compare import need as compare_need
+from mha_viz.features.compare.controls import DEFAULT_TEXT_B, MODELS, PAIRS, TEXTS
 from mha_viz.features.compare.cost import compare_seconds
-from mha_viz.features.compare.run_b import DEFAULT_TEXT_B, MODELS, PAIRS, SENTENCES
-from mha_viz.ui.kit import charts, keys, resources, session, shared_head
+from mha_viz.ui.kit import charts, keys, page_controls, resources, session, shared_head
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 from mha_viz.ui.kit.cost_prompt import accepted, read_note
 from mha_viz.ui.kit.text import plain
@@ -28,6 +28,7 @@ from mha_viz.ui.shell import export_views, sidebar, view_helpers
 
 TOP = 10  # heads listed as "changed most"
 OUT_OF_MEMORY = object()  # what run B is when it ran out of memory
+MODES = {TEXTS: "Two sentences, one model", MODELS: "One sentence, two models"}
 log = logging.getLogger("mha_viz.ui")
 
 
@@ -88,8 +89,14 @@ def _on_grid() -> None:
 
 
 def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
-    """Model B from the page's own picker (default: model A with the other attention implementation)."""
+    """Model B from the page's own picker (default: model A with the other attention implementation); a link's
+    model B put in the picker first."""
     options = sidebar.model_options()
+    if page_controls.just_restored(compare_keys.CMP_B_SPEC):
+        spec = session.get(compare_keys.CMP_B_SPEC)
+        if not sidebar.put_model(spec, compare_keys.CMP_MODEL_B, compare_keys.CMP_OTHER_B):
+            st.warning(f"This server does not offer the link's model B “{plain(spec)}”: model B is the default.",
+                       icon=":material/link:")
     a_choice = session.get(keys.MODEL_CHOICE, options[0])
     if session.get(compare_keys.CMP_MODEL_B) not in options:
         session.put(compare_keys.CMP_MODEL_B, a_choice if a_choice in options else options[0])
@@ -104,6 +111,7 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
     local = cols[1].toggle("B computes with our MHA", key=compare_keys.CMP_LOCAL_B, persist_state=keys.KEEP,
                            help="The same model with and without our MHA should give the same heads (a "
                                 "divergence near 0): a check of our implementation.")
+    session.put(compare_keys.CMP_B_SPEC, spec.strip() if (spec or "").strip() else None)  # what a link carries
     if not (spec or "").strip():
         st.info("Type the hub id or folder of model B.", icon=":material/edit:")
         return None
@@ -113,9 +121,10 @@ def _model_b(cur) -> tuple[mha_viz.LoadedModel, bool] | None:
 
 def _run_b(cur):
     """(run B, its key, label A, label B) for the chosen mode, or None with a message drawn."""
-    mode = st.radio("Compare", (SENTENCES, MODELS), key=compare_keys.CMP_MODE, persist_state=keys.KEEP, horizontal=True)
+    mode = st.radio("Compare", tuple(MODES), key=compare_keys.CMP_MODE, persist_state=keys.KEEP, horizontal=True,
+                    format_func=MODES.get)
     local_a = bool(cur.model_key.local_attention) if cur.model_key else False
-    if mode == SENTENCES:
+    if mode == TEXTS:
         st.selectbox("Minimal pairs", ["—"] + list(PAIRS), key=compare_keys.CMP_PAIR, on_change=_on_pair,
                      help="Sets the sidebar's sentence (A) and sentence B.")
         _offer_undo()

@@ -26,3 +26,6 @@ METRIC_GRID = "metric_grid"
 METRIC_TYPES = "metric_types"  # the grid of head types (its selection events)
 ROLE_MAP = "role_map"  # a chat's head map: the system prompt against the question (its selection events)
 ROLE_TABLE = "role_table"
+SCATTER_CHART = "scatter_chart"  # every head on two measures: the chart (its selection events)
+SCATTER_PICKED = "_scatter_picked"  # the heads a box or lasso picked
+SCATTER_COMPARE = "scatter_compare"  # the button that compares them

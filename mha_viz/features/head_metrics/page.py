@@ -59,8 +59,8 @@ def _index(points, run):
 
 # its scatter of every head on two measures, under its own keys
 SCATTER = head_scatter_view.ScatterKeys(head_metrics_keys.SCATTER_X, head_metrics_keys.SCATTER_Y,
-                                        head_metrics_keys.SCATTER_COLOUR, keys.SCATTER_CHART, keys.SCATTER_PICKED,
-                                        keys.SCATTER_COMPARE)
+                                        head_metrics_keys.SCATTER_COLOUR, head_metrics_keys.SCATTER_CHART,
+                                        head_metrics_keys.SCATTER_PICKED, head_metrics_keys.SCATTER_COMPARE)
 
 PATTERN_RULES = (
     f"Pattern classes (conventions after Clark et al. 2019 and Kovaleva et al. 2019, rules applied in "

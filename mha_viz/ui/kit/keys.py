@@ -145,11 +145,6 @@ PRED_UNDO_GO = "pred_undo_go"  # the button that puts them back
 # export_views
 DL_NPZ = "dl_npz"
 DL_REPORT = "dl_report"
-# every head on two measures (head_scatter_view): the axes, the colour, the chart (its selection events), the
-# heads a box or lasso picked, and the button that compares them
-SCATTER_CHART = "scatter_chart"
-SCATTER_PICKED = "_scatter_picked"
-SCATTER_COMPARE = "scatter_compare"
 # seq2seq_views
 CROSS_FOCUS_GRID = "cross_focus_grid"
 CROSS_HEATMAP = "cross_heatmap"

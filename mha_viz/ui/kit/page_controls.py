@@ -81,11 +81,19 @@ def _default(control: vp.Control, cur) -> str | None:
     return None if value is None else control.write(value)
 
 
+def carried_now(control: vp.Control) -> bool:
+    """Whether a link of the view on screen carries `control`: always, unless it is carried only while another
+    control holds one value (`only_when`: Compare's sentence B in its mode ``texts``) and that one holds another."""
+    return not control.only_when or session.get(control.only_when[0]) == control.only_when[1]
+
+
 def written(page_id: str, cur) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
     """(page `page_id`'s controls as a link's (name, value) pairs, what the page opens on): each
-    control that holds a value of its kind, in declaration order."""
+    control that holds a value of its kind (and whose `only_when` holds), in declaration order."""
     values, defaults = [], []
     for control in BY_PAGE.get(page_id, ()):
+        if not carried_now(control):
+            continue
         text = control.write(DERIVED[control.name][0](cur) if control.name in DERIVED else session.get(control.name))
         if text is not None:
             values.append((control.link_name, text))

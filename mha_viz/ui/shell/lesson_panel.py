@@ -49,14 +49,15 @@ def view_params(page_id: str, cur: state.Current) -> tuple[dict[str, str], str |
     params = link_params.encode(link)
     if not link.model:
         return params, "Pick a model first."
-    for name, value in (("text", link.text), ("sentence B", link.text_b)):
-        if value and not link_params.text_fits(value):
-            return params, (f"The {name} has {len(value):,} characters, more than the {link_params.MAX_TEXT_CHARS:,} "
-                            "a lesson step may carry.")
+    if link.text and not link_params.text_fits(link.text):
+        return params, (f"The text has {len(link.text):,} characters, more than the {link_params.MAX_TEXT_CHARS:,} "
+                        "a lesson step may carry.")
     for control in page_controls.BY_PAGE.get(page_id, ()):  # a page's typed text (the pair's corrupted text…)
         value = session.get(control.name)
+        if not page_controls.carried_now(control):
+            continue
         if control.kind == vp.TEXT and isinstance(value, str) and value.strip() and control.write(value) is None:
-            return params, (f"The “{control.link_name}” text has {len(value):,} characters, more than the "
+            return params, (f"The “{control.said}” text has {len(value):,} characters, more than the "
                             f"{int(control.high):,} a lesson step may carry.")
     return params, None
 

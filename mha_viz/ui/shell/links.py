@@ -13,12 +13,12 @@ from dataclasses import replace
 
 import streamlit as st
 
+from mha_viz import catalogue
 from mha_viz.export import link_params as links
 from mha_viz.ui.kit import (
     boxes,
     head_detail,
     keys,
-    link_parts,
     page_controls,
     resources,
     seq2seq_views,
@@ -75,7 +75,6 @@ def open_view(link: links.Link, notices: list[str] | None = None, *, exact: bool
     if not offered:
         notices.append(f"This server does not offer the link's model “{link.model}”: "
                        "the default model is shown.")
-    notices += link_parts.open_all(link)  # the pages' own forms (Compare's run B, a prediction's pair and circuit)
     if exact or (link.layer, link.head, link.detail) != (None, None, None) or link.page:
         session.put(keys.LINK_PENDING, link)
     if notices:
@@ -139,8 +138,9 @@ def view_link(page_id: str, cur: state.Current) -> tuple[links.Link, links.Link]
         fields["head"] = head
     if page_id == HEAD_VIEW:
         fields["detail"] = DETAIL_SLUGS.get(head_detail.detail_choice())
-    fields.update(link_parts.fields(page_id))
-    return replace(link, **fields), link_parts.default(page_id, default)
+    if page_id in catalogue.ids() and catalogue.feature(page_id).picks_head and shared_head.head_chosen():
+        default = replace(default, layer=None, head=None)  # the page would open on a head of its own choosing
+    return replace(link, **fields), default
 
 
 def base_url(url_path: str) -> str:
