@@ -5,16 +5,16 @@ holds one. Here: what several features run (a forward, gradients, a generation, 
 pieces a need is made of; a feature's own jobs declare theirs in its folder (`features/<id>/need.py`: corpus,
 compare); the estimate, patching and circuits of three pages are `circuits/need.py`.
 
-Working memory is where the model runs (`on_device`: the GPU's for a model on CUDA, else the host's);
+Working memory is where the model runs (`budget.plan.on_device`: the GPU's for a model on CUDA, else the host's);
 what a result keeps is the host's.
 """
 
 from __future__ import annotations
 
 from mha_viz.budget import memory
+from mha_viz.budget.plan import forward, on_device
 from mha_viz.capture import head_rows
 from mha_viz.capture.grown_rows import recorded_bytes
-from mha_viz.interventions import ablation
 from mha_viz.scan import rows as scan_rows
 from mha_viz.scan.kept import THUMB, TOP_K
 from mha_viz.text.tokenize import tokenize
@@ -28,37 +28,11 @@ def tokens(model: LoadedModel, text: str, max_tokens: int | None = None, *, whol
     return tokenize(model, text, max_tokens, whole_text=whole_text).n
 
 
-def on_device(model: LoadedModel, working: int, *, kept: int = 0) -> Need:
-    """`working` bytes where `model` runs and `kept` bytes of results in the host's memory."""
-    place = memory.cuda_place(model.device)
-    if place:
-        return Need(host=int(kept), gpu=int(working), device=place)
-    return Need(host=int(kept + working))
-
-
 def larger(*needs: Need) -> Need:
     """The need of computations that run one after another: the largest of each at every place."""
     device = next((n.device for n in needs if n.device), "")
     return Need(host=max(n.host for n in needs), gpu=max(n.gpu for n in needs), device=device,
                 attention=max(n.attention for n in needs))
-
-
-def forward_bytes(model: LoadedModel, n: int, rows: int = 1) -> int:
-    """A plain forward of `rows` sequences of n tokens (no attention kept): per sequence one layer's
-    scores on their way to the softmax (3 H n²), about 12 activations of width d_model a token (the
-    residual stream, q, k, v, the MLP's wider hidden layer) and the logits (n × `memory.logits_width`)."""
-    H, d = model.num_heads, model.d_model
-    return 4 * rows * (3 * H * n * n + 12 * n * d + n * memory.logits_width(model))
-
-
-def gradient(model: LoadedModel, n: int, rows: int = 1) -> Need:
-    """Gradient importance (`ablation.head_importance`) of a text of n tokens: `rows` passes side by side."""
-    return on_device(model, rows * ablation.gradient_bytes(model, n))
-
-
-def forward(model: LoadedModel, n: int, rows: int = 1) -> Need:
-    """Forward passes of `rows` sequences of n tokens side by side, keeping nothing (`forward_bytes`)."""
-    return on_device(model, forward_bytes(model, n, rows))
 
 
 def generation(model: LoadedModel, n: int, new: int = 0) -> Need:

@@ -6,9 +6,10 @@ modules that compute it (`ablation.gradient_bytes`, the circuits' `edges.receive
 from __future__ import annotations
 
 from mha_viz.budget import capture_budget
+from mha_viz.budget.plan import forward_bytes, on_device
 from mha_viz.circuits import edges, path_patching
 from mha_viz.interventions import ablation
-from mha_viz.needs import Need, analysis, forward_bytes, kept_bytes, larger, on_device
+from mha_viz.needs import Need, analysis, kept_bytes, larger
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
 from mha_viz_models.reading import readout

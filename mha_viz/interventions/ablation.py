@@ -4,6 +4,7 @@ Public API::
 
     from mha_viz.interventions import ablation
     imp = ablation.head_importance(model, text)     # numpy (layers, heads), each layer's row L2-normalised
+    plan = ablation.plan_importance(model, text)    # the same, planned: plan.need admitted, then plan.run()
     loss = ablation.masked_loss(model, text, keep)  # float; keep: bool (layers, heads), False = masked
 
 The loss (`loss_kind`: next-token, masked-LM or 1 − cosine of the sentence embedding) and the
@@ -25,8 +26,9 @@ import torch
 
 from mha_viz import settings
 from mha_viz.budget import capture_budget, memory
+from mha_viz.budget.plan import Plan, forward, on_device
 from mha_viz.interventions import heads_off_loss
-from mha_viz.text.loss_inputs import EMBEDDING, Inputs, loss_kind, pad, prepare
+from mha_viz.text.loss_inputs import EMBEDDING, Inputs, pad, prepare
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.heads import padded_heads
@@ -148,6 +150,11 @@ def head_gradients(model: LoadedModel, text: str, *, max_tokens: int | None = No
         raise ValueError("an embedding-only model's 1 − cosine loss is at its minimum with every head on "
                          "(zero gradient): use ablation importance (head_importance does)")
     check_gradient_budget(model, inputs.ids.shape[1], fused=True)  # heads_off_loss runs it on SDPA
+    return _gradients(model, inputs)
+
+
+def _gradients(model: LoadedModel, inputs: Inputs) -> tuple[np.ndarray, np.ndarray]:
+    """`head_gradients` on inputs already read and admitted."""
     record: list = []
     with model.lock, torch.enable_grad():
         scale = torch.ones(model.num_layers, model.num_heads, device=model.device, requires_grad=True)
@@ -165,7 +172,11 @@ def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = Fal
                      max_tokens: int | None = None, progress=None) -> np.ndarray:
     """(layers, heads): the loss with head h alone switched off, minus the loss with every
     head on — the ground truth that importance scores approximate. One forward pass a head."""
-    inputs = prepare(model, text, max_tokens)
+    return _effects(model, prepare(model, text, max_tokens), mean_ablation=mean_ablation, progress=progress)
+
+
+def _effects(model: LoadedModel, inputs: Inputs, *, mean_ablation: bool = False, progress=None) -> np.ndarray:
+    """`ablation_effects` on inputs already read."""
     progress = progress or (lambda _f, _m: None)
     L, H = model.num_layers, model.num_heads
     out = np.zeros((L, H))
@@ -191,9 +202,21 @@ def head_importance(model: LoadedModel, text: str, *, max_tokens: int | None = N
     """Michel et al.'s gradient importance (`docs/head-metrics.md`, section 3) on `text`, each layer's row divided
     by its L2 norm: numpy (layers, heads). For an embedding-only encoder, whose loss has zero
     gradient with every head on, the ablation effect of each head alone (clipped at 0) instead."""
-    if loss_kind(model) == EMBEDDING:
-        return _normalise_rows(np.clip(ablation_effects(model, text, max_tokens=max_tokens), 0, None))
-    return _normalise_rows(head_gradients(model, text, max_tokens=max_tokens)[1])
+    return plan_importance(model, text, max_tokens=max_tokens).run()
+
+
+def plan_importance(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> Plan[np.ndarray]:
+    """`head_importance` planned (`budget.plan`): the text read once; its need that of the pass that runs (the
+    gradient pass on fused attention, `gradient_bytes(fused=True)`; an embedding-only encoder's forward passes, one
+    at a time); a gradient pass that can never fit refused here (`GradientBudget`, naming the longest text that
+    fits). `run()` scores on the same tokens."""
+    inputs = prepare(model, text, max_tokens)
+    n = inputs.ids.shape[1]
+    if inputs.kind == EMBEDDING:
+        return Plan(n, forward(model, n), lambda: _normalise_rows(np.clip(_effects(model, inputs), 0, None)))
+    check_gradient_budget(model, n, fused=True)  # heads_off_loss runs it on SDPA
+    return Plan(n, on_device(model, gradient_bytes(model, n, fused=True)),
+                lambda: _normalise_rows(_gradients(model, inputs)[1]))
 
 
 def pruning_curve(model: LoadedModel, text: str, order: np.ndarray, fractions, *,
@@ -207,7 +230,18 @@ def pruning_curves(model: LoadedModel, text: str, orders, fractions, *, mean_abl
                    max_tokens: int | None = None) -> np.ndarray:
     """(orders, fractions): `pruning_curve` for each order, sharing the reference, the means and the
     passes that mask the same heads (every order's f = 0)."""
+    return plan_pruning(model, text, orders, fractions, mean_ablation=mean_ablation, max_tokens=max_tokens).run()
+
+
+def plan_pruning(model: LoadedModel, text: str, orders, fractions, *, mean_ablation: bool = False,
+                 max_tokens: int | None = None) -> Plan[np.ndarray]:
+    """`pruning_curves` planned (`budget.plan`): the text read once, its need one forward at a time."""
     inputs = prepare(model, text, max_tokens)
+    n = inputs.ids.shape[1]
+    return Plan(n, forward(model, n), lambda: _curves(model, inputs, orders, fractions, mean_ablation))
+
+
+def _curves(model: LoadedModel, inputs: Inputs, orders, fractions, mean_ablation: bool) -> np.ndarray:
     L, H = model.num_layers, model.num_heads
     seen: dict[bytes, float] = {}
     curves = np.zeros((len(orders), len(fractions)))
@@ -217,7 +251,8 @@ def pruning_curves(model: LoadedModel, text: str, orders, fractions, *, mean_abl
         for i, order in enumerate(orders):
             for j, f in enumerate(fractions):
                 scale = torch.ones(L * H, device=model.device)
-                scale[torch.as_tensor(np.asarray(order)[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
+                off = np.array(order[: int(np.ceil(f * L * H))], dtype=np.int64)  # a copy: a reversed order too
+                scale[torch.from_numpy(off)] = 0.0
                 mask = scale.cpu().numpy().tobytes()
                 if mask not in seen:
                     seen[mask] = float(_loss_under(model, inputs, scale.reshape(L, H), means, reference))

@@ -4,8 +4,7 @@ of patched runs, whichever is larger."""
 
 from __future__ import annotations
 
-from mha_viz import needs
-from mha_viz.budget import capture_budget
+from mha_viz.budget import capture_budget, plan
 from mha_viz.circuits import edges, path_patching
 from mha_viz.circuits import need as prediction_need
 from mha_viz.interventions import ablation
@@ -26,4 +25,4 @@ def test_the_circuit_declares_what_its_budget_check_counts(tiny_gpt2, monkeypatc
     assert prediction_need.circuit(tiny_gpt2, n, method="eap-ig").host == (
         side * ablation.gradient_bytes(tiny_gpt2, n, logit_rows=rows) + edges.receiver_bytes(tiny_gpt2, g, n, side))
     assert prediction_need.path_patched(tiny_gpt2, n).host == (
-        edges.receiver_bytes(tiny_gpt2, g, n) + needs.forward_bytes(tiny_gpt2, n, rows=2))
+        edges.receiver_bytes(tiny_gpt2, g, n) + plan.forward_bytes(tiny_gpt2, n, rows=2))

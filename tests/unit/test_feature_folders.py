@@ -1,11 +1,13 @@
-"""A feature is one folder (issue 92): the files outside `mha_viz/features/<id>/` that import a feature, counted for
-every feature: 0. Its page is in its folder (`page.py`), and the public face `mha_viz.figures` gathers the features'
-figures from their records (`Feature.figures`); a file outside that imports a feature fails the test. The UI's kit
-and shell name none; the shell opens a page by its record's id."""
+"""A feature is one folder (issue 92): the files outside `mha_viz/features/<id>/` that import a feature, or name it in
+any text (a path in a docstring), counted for every feature: 0. Its page is in its folder (`page.py`), and the
+public face `mha_viz.figures` gathers the features' figures from their records (`Feature.figures`); a file outside
+that imports a feature fails the test. The UI's kit and shell name none; the shell opens a page by its record's
+id."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "mha_viz"
@@ -58,3 +60,39 @@ def test_the_kit_and_the_shell_import_no_feature():
     for folder in ("kit", "shell"):
         for path in (ROOT / "ui" / folder).rglob("*.py"):
             assert not imported_features(path.read_text()), path
+
+
+def files_naming_features(files: dict[str, str]) -> dict[str, list[str]]:
+    """For every feature (a folder under mha_viz/features/), the files outside its folder whose text names it as
+    `features/<id>` or `features.<id>` (an import, a path in a docstring): a feature is one folder, so the count
+    is 0 for each. `files` maps a path relative to the root to its text; the features are the folders it shows."""
+    ids = {m.group(1) for rel in files for m in [re.match(r"mha_viz/features/([a-z_0-9]+)/", rel)] if m}
+    found: dict[str, list[str]] = {}
+    for rel, text in files.items():
+        for fid in ids:
+            if rel.startswith(f"mha_viz/features/{fid}/"):
+                continue
+            if re.search(rf"\bfeatures[./]{fid}\b", text):
+                found.setdefault(fid, []).append(rel)
+    return {fid: sorted(rels) for fid, rels in sorted(found.items())}
+
+
+def _package_files() -> dict[str, str]:
+    paths = [*sorted(ROOT.rglob("*.py")), ROOT.parent / "app.py"]
+    return {p.relative_to(ROOT.parent).as_posix(): p.read_text(encoding="utf-8") for p in paths}
+
+
+def test_no_file_outside_a_features_folder_names_it():
+    found = files_naming_features(_package_files())
+    assert not found, "\n".join(f"{fid}: {', '.join(rels)}" for fid, rels in found.items())
+
+
+def test_a_planted_name_of_a_feature_outside_its_folder_is_found():
+    files = {"mha_viz/features/qk/page.py": "from mha_viz.features.qk import figures\n",
+             "mha_viz/features/qk_more/page.py": "",
+             "mha_viz/drawing/style.py": '"""Drawn by the page (`features/qk_more/figures`)."""\n',
+             "mha_viz/ui/kit/keys.py": "X = 'features.qkx'\n"}
+    assert files_naming_features(files) == {"qk_more": ["mha_viz/drawing/style.py"]}
+    files["mha_viz/features/qk_more/page.py"] = "from mha_viz.features.qk.figures import f\n"
+    assert files_naming_features(files) == {"qk": ["mha_viz/features/qk_more/page.py"],
+                                            "qk_more": ["mha_viz/drawing/style.py"]}

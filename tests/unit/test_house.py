@@ -294,38 +294,3 @@ def test_planted_feature_breaches_are_found():
         "mha_viz.drawing.style imports mha_viz.features.b",
         "mha_viz.features.b.figures imports mha_viz.features.a"]
 
-
-def files_naming_features(files: dict[str, str]) -> dict[str, list[str]]:
-    """For every feature (a folder under mha_viz/features/), the files outside its folder whose text names it as
-    `features/<id>` or `features.<id>` (an import, a path in a docstring): a feature is one folder, so the count
-    is 0 for each. `files` maps a path relative to the root to its text; the features are the folders it shows."""
-    ids = {m.group(1) for rel in files for m in [re.match(r"mha_viz/features/([a-z_0-9]+)/", rel)] if m}
-    found: dict[str, list[str]] = {}
-    for rel, text in files.items():
-        for fid in ids:
-            if rel.startswith(f"mha_viz/features/{fid}/"):
-                continue
-            if re.search(rf"\bfeatures[./]{fid}\b", text):
-                found.setdefault(fid, []).append(rel)
-    return {fid: sorted(rels) for fid, rels in sorted(found.items())}
-
-
-def _package_files() -> dict[str, str]:
-    paths = [*sorted((ROOT / "mha_viz").rglob("*.py")), ROOT / "app.py"]
-    return {p.relative_to(ROOT).as_posix(): p.read_text(encoding="utf-8") for p in paths}
-
-
-def test_no_file_outside_a_features_folder_names_it():
-    found = files_naming_features(_package_files())
-    assert not found, "\n".join(f"{fid}: {', '.join(rels)}" for fid, rels in found.items())
-
-
-def test_a_planted_name_of_a_feature_outside_its_folder_is_found():
-    files = {"mha_viz/features/qk/page.py": "from mha_viz.features.qk import figures\n",
-             "mha_viz/features/qk_more/page.py": "",
-             "mha_viz/drawing/style.py": '"""Drawn by the page (`features/qk_more/figures`)."""\n',
-             "mha_viz/ui/kit/keys.py": "X = 'features.qkx'\n"}
-    assert files_naming_features(files) == {"qk_more": ["mha_viz/drawing/style.py"]}
-    files["mha_viz/features/qk_more/page.py"] = "from mha_viz.features.qk.figures import f\n"
-    assert files_naming_features(files) == {"qk": ["mha_viz/features/qk_more/page.py"],
-                                            "qk_more": ["mha_viz/drawing/style.py"]}

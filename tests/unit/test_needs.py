@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mha_viz import needs
-from mha_viz.budget import admission, memory
+from mha_viz.budget import admission, memory, plan
 from mha_viz.circuits import need as prediction_need
 from mha_viz.features.corpus import need as corpus_need
 from mha_viz.interventions import ablation
@@ -36,9 +36,9 @@ def _budget(monkeypatch):
 
 
 def test_working_memory_goes_where_the_model_runs(monkeypatch):
-    assert needs.on_device(_model(), 10, kept=3) == memory.Need(host=13)
+    assert plan.on_device(_model(), 10, kept=3) == memory.Need(host=13)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert needs.on_device(_model("cuda"), 10, kept=3) == memory.Need(host=3, gpu=10, device="cuda:0")
+    assert plan.on_device(_model("cuda"), 10, kept=3) == memory.Need(host=3, gpu=10, device="cuda:0")
     both = needs.larger(memory.Need(host=5, gpu=1, device="cuda:0"), memory.Need(host=2, gpu=9, device="cuda:0"))
     assert both == memory.Need(host=5, gpu=9, device="cuda:0")
 
@@ -46,10 +46,9 @@ def test_working_memory_goes_where_the_model_runs(monkeypatch):
 def test_a_forward_and_a_gradient_pass():
     n = 10
     # per sequence: scores 3·4·10², 12 activations 12·10·32, logits 10·100 floats
-    assert needs.forward(_model(), n, rows=2).host == 2 * 4 * (1200 + 3840 + 1000)
-    assert needs.gradient(_model(), n, rows=3).host == 3 * ablation.gradient_bytes(_model(), n)
+    assert plan.forward(_model(), n, rows=2).host == 2 * 4 * (1200 + 3840 + 1000)
     # by hand: 6·(4·10² + 24·10·32) + 3·4·10² + 3·10·100 floats
-    assert needs.gradient(_model(), n).host == 4 * (6 * (400 + 7680) + 1200 + 3000)
+    assert ablation.gradient_bytes(_model(), n) == 4 * (6 * (400 + 7680) + 1200 + 3000)
 
 
 def test_the_estimate_is_its_backward_pass_or_both_texts_runs_whichever_is_larger(monkeypatch):
@@ -70,7 +69,7 @@ def test_the_estimate_is_its_backward_pass_or_both_texts_runs_whichever_is_large
 
 
 def test_patching_is_a_batch_of_one_sequence_a_head():
-    assert prediction_need.patching(_model(), 10).host == H * needs.forward_bytes(_model(), 10)
+    assert prediction_need.patching(_model(), 10).host == H * plan.forward_bytes(_model(), 10)
 
 
 def test_a_generation_holds_what_an_analysis_of_prompt_and_new_tokens_holds():
@@ -89,7 +88,7 @@ def test_a_corpus_job_is_its_batch_or_its_gradient_passes_within_the_capture_bud
 
 
 def test_the_pruning_curve_runs_as_many_documents_as_fit():
-    one = needs.forward_bytes(_model(), 10)
+    one = plan.forward_bytes(_model(), 10)
     assert corpus_need.pruning(_model(), 3, 10).host == 3 * one
     assert corpus_need.pruning(_model(), 10**6, 10).host == MiB
 

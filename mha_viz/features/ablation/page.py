@@ -10,7 +10,6 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import needs
 from mha_viz.drawing import metrics as metric_figures
 from mha_viz.drawing import pruning as pruning_figures
 from mha_viz.features.ablation import controls as ablation_keys
@@ -177,17 +176,16 @@ def _importance_box(cur, kind: str, mean_ablation: bool) -> None:
            "L2 norm")
     st.caption(f"Importance: {how}.")
     key = cur.key.with_text(text)
-    if kind != loss_inputs.EMBEDDING:  # a gradient pass that would not fit is refused before its button
-        try:
-            ablation.check_gradient_budget(model, needs.tokens(model, text, key.cap), fused=True)
-        except mha_viz.InputError as exc:
-            st.warning(plain(str(exc)), icon=":material/memory:")
-            return
+    try:  # planned once: read and priced before its button, a gradient pass that would not fit refused here
+        plan = ablation.plan_importance(model, text, max_tokens=key.cap)
+    except mha_viz.InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/memory:")
+        return
     if st.button("Compute head importance",
                  key=ablation_keys.IMP_GO) or key in session.get(ablation_keys.IMPORTANCE_DONE, set()):
         session.setdefault(ablation_keys.IMPORTANCE_DONE, set()).add(key)
         try:
-            imp = resources.one_at_a_time(lambda: analysis.gradient_importance(key, model))
+            imp = resources.one_at_a_time(lambda: analysis.gradient_importance(key, model, plan))
         except mha_viz.InputError as exc:  # e.g. a gradient pass over the memory budget: refused with its cost
             st.error(plain(str(exc)), icon=":material/warning:")
             return

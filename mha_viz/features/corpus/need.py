@@ -5,9 +5,10 @@ Ray's actors, which load a model of their own in other processes, are not counte
 from __future__ import annotations
 
 from mha_viz.budget import capture_budget
+from mha_viz.budget.plan import forward_bytes, on_device
 from mha_viz.corpus.batching import capture_bytes
 from mha_viz.interventions import ablation
-from mha_viz.needs import Need, forward_bytes, on_device
+from mha_viz.needs import Need
 from mha_viz_models import LoadedModel
 
 

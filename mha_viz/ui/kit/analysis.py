@@ -12,7 +12,7 @@ import streamlit as st
 
 import mha_viz
 import mha_viz_models
-from mha_viz import metrics, needs
+from mha_viz import metrics
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import ahead
 from mha_viz.circuits import composition as compose
@@ -271,13 +271,15 @@ def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model,
 
 
 @st.cache_resource(show_spinner="Scoring every head…", max_entries=8)
-def gradient_importance(key: AnalysisKey, _model) -> np.ndarray:
-    """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under.
-    Takes one of the server's analysis slots (raises admission.Busy when none is free: call it
-    through `resources.one_at_a_time`)."""
-    with resources.slots().hold(need=needs.gradient(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.text.session_cap(key.cap):
-        return _frozen(ablation.head_importance(_model, key.text, max_tokens=key.cap))
+def gradient_importance(key: AnalysisKey, _model, _plan=None) -> np.ndarray:
+    """key: the text scored (the user's, or the bundled paragraph) and the cap it is read under; `_plan`: its
+    `ablation.plan_importance`, made before the page's button (else made here). Takes one of the server's analysis
+    slots for the plan's need (raises admission.Busy when none is free: call it through
+    `resources.one_at_a_time`)."""
+    with mha_viz.text.session_cap(key.cap):
+        plan = _plan or ablation.plan_importance(_model, key.text, max_tokens=key.cap)
+        with resources.slots().hold(need=plan.need):
+            return _frozen(plan.run())
 
 
 @st.cache_resource(show_spinner="Pruning heads in importance order and in 5 random orders…", max_entries=8)
@@ -286,10 +288,11 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     imp = gradient_importance(key, _model)  # before taking a slot of its own: the importance takes one
     order = np.argsort(imp.ravel())
     orders = [order] + [np.random.default_rng(seed).permutation(imp.size) for seed in range(5)]
-    with resources.slots().hold(need=needs.forward(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.text.session_cap(key.cap):
-        curves = ablation.pruning_curves(_model, key.text, orders, fractions, mean_ablation=mean_ablation,
-                                         max_tokens=key.cap)
+    with mha_viz.text.session_cap(key.cap):
+        plan = ablation.plan_pruning(_model, key.text, orders, fractions, mean_ablation=mean_ablation,
+                                     max_tokens=key.cap)
+        with resources.slots().hold(need=plan.need):
+            curves = plan.run()
     by_importance, randoms = curves[0], curves[1:]
     return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
                          "random mean": randoms.mean(0), "random sd": randoms.std(0),

@@ -1,0 +1,54 @@
+"""A heavy computation planned once (issue 92): `Plan` holds what it runs on (its tokens, read once), what it needs
+(`memory.Need`: the bytes of what will run, where it runs) and the work itself, so that the UI admits `plan.need`
+(`admission.Admission.hold`) and then calls `plan.run()` on the same tokens, and nothing between the two tokenizes the
+text again or checks its cost again.
+
+A computation offers `plan_<name>(model, text, …) -> Plan`, which tokenizes, prices and refuses what can never fit
+(an `InputError` saying what does); its plain function is `plan_<name>(…).run()`. Here also the pieces every plan's
+need is made of: `on_device` (working memory where the model runs, results on the host) and a plain forward's bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Generic, TypeVar
+
+from mha_viz.budget import memory
+from mha_viz_models import LoadedModel
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Plan(Generic[T]):
+    """A computation on `n` tokens, read once: `need` is what it holds at its peak, `run()` does it."""
+
+    n: int
+    need: memory.Need
+    work: Callable[[], T]
+
+    def run(self) -> T:
+        """The computation, on the tokens it was planned on."""
+        return self.work()
+
+
+def on_device(model: LoadedModel, working: int, *, kept: int = 0) -> memory.Need:
+    """`working` bytes where `model` runs (the GPU's for a model on CUDA, else the host's) and `kept` bytes of
+    results in the host's memory."""
+    place = memory.cuda_place(model.device)
+    if place:
+        return memory.Need(host=int(kept), gpu=int(working), device=place)
+    return memory.Need(host=int(kept + working))
+
+
+def forward_bytes(model: LoadedModel, n: int, rows: int = 1) -> int:
+    """A plain forward of `rows` sequences of n tokens (no attention kept): per sequence one layer's
+    scores on their way to the softmax (3 H n²), about 12 activations of width d_model a token (the
+    residual stream, q, k, v, the MLP's wider hidden layer) and the logits (n × `memory.logits_width`)."""
+    H, d = model.num_heads, model.d_model
+    return 4 * rows * (3 * H * n * n + 12 * n * d + n * memory.logits_width(model))
+
+
+def forward(model: LoadedModel, n: int, rows: int = 1) -> memory.Need:
+    """Forward passes of `rows` sequences of n tokens side by side, keeping nothing (`forward_bytes`)."""
+    return on_device(model, forward_bytes(model, n, rows))

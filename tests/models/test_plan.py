@@ -1,0 +1,75 @@
+"""A computation planned once (`mha_viz.budget.plan`, issue 92): the importance and the pruning curve read their text
+once, declare the need of what runs, and refuse a pass that can never fit before anything runs. Against the plain
+functions (the same numbers), a count of the reads, and the need computed by hand from `gradient_bytes`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mha_viz.budget import memory, plan
+from mha_viz.interventions import ablation
+
+TEXT = "The keeper lit the lamp and the boats came home one by one."
+
+
+def _counting(monkeypatch) -> list:
+    reads: list = []
+    real = ablation.prepare
+
+    def prepare(model, text, max_tokens=None):
+        reads.append(text)
+        return real(model, text, max_tokens)
+
+    monkeypatch.setattr(ablation, "prepare", prepare)
+    return reads
+
+
+def test_the_importance_is_read_once_priced_as_what_runs_and_gives_the_plain_functions_numbers(tiny_gpt2,
+                                                                                             monkeypatch):
+    expected = ablation.head_importance(tiny_gpt2, TEXT)
+    reads = _counting(monkeypatch)
+    p = ablation.plan_importance(tiny_gpt2, TEXT)
+    got = p.run()
+    assert reads == [TEXT]  # planned and run on one read of the text
+    n = len(tiny_gpt2.tokenizer(TEXT)["input_ids"])
+    assert p.n == n
+    # the fused gradient pass is what runs (heads_off_loss on SDPA); the unfused estimate is larger
+    assert p.need == memory.Need(host=ablation.gradient_bytes(tiny_gpt2, n, fused=True))
+    assert p.need.host < ablation.gradient_bytes(tiny_gpt2, n)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.model
+def test_an_embedding_models_importance_is_planned_as_its_forward_passes(minilm, monkeypatch):
+    expected = ablation.head_importance(minilm, TEXT)
+    reads = _counting(monkeypatch)
+    p = ablation.plan_importance(minilm, TEXT)
+    assert p.need == plan.forward(minilm, p.n)
+    np.testing.assert_allclose(p.run(), expected, rtol=1e-5, atol=1e-7)
+    assert reads == [TEXT]
+
+
+def test_a_gradient_pass_that_cannot_fit_is_refused_by_the_plan_before_anything_runs(tiny_gpt2, monkeypatch):
+    from tests.helpers import capture_budget_of
+
+    n = len(tiny_gpt2.tokenizer(TEXT)["input_ids"])
+    capture_budget_of(monkeypatch, ablation.gradient_bytes(tiny_gpt2, n, fused=True) - 1)  # one byte short
+    ran: list = []
+    monkeypatch.setattr(ablation, "_gradients", lambda *a: ran.append(a))
+    with pytest.raises(ablation.GradientBudget, match=f"At most {n - 1} tokens fit"):
+        ablation.plan_importance(tiny_gpt2, TEXT)
+    assert ran == []
+
+
+def test_the_pruning_curves_are_read_once_and_match_the_plain_function(tiny_gpt2, monkeypatch):
+    L, H = tiny_gpt2.num_layers, tiny_gpt2.num_heads
+    orders = [np.arange(L * H), np.arange(L * H)[::-1]]
+    fractions = [0.0, 0.5]
+    expected = ablation.pruning_curves(tiny_gpt2, TEXT, orders, fractions)
+    reads = _counting(monkeypatch)
+    p = ablation.plan_pruning(tiny_gpt2, TEXT, orders, fractions)
+    assert p.need == plan.forward(tiny_gpt2, p.n)
+    np.testing.assert_allclose(p.run(), expected, rtol=1e-6)
+    assert reads == [TEXT] and expected[0, 0] == expected[1, 0]  # f = 0: every head on, in both orders
+    assert expected[0, 1] != expected[1, 1]  # half the heads off, different halves
