@@ -1,9 +1,12 @@
 """`analyze`, the one entry point from a text to every head's attention, for every kind of model: an
 encoder's or a decoder's `AttentionRun` (`mha_viz.capture.run.capture_text`), an encoder–decoder's
-`EncoderDecoderRun` (`mha_viz.capture.seq2seq.analyze_seq2seq`). Published as `mha_viz.analyze`."""
+`EncoderDecoderRun` (`mha_viz.capture.seq2seq.analyze_seq2seq`). Published as `mha_viz.analyze`; `plan_analysis` is
+the same planned once (`mha_viz.budget.plan`): its tokens counted and its need priced as what `analyze` will run."""
 
 from __future__ import annotations
 
+from mha_viz import needs
+from mha_viz.budget.plan import Plan
 from mha_viz.capture.head_rows import held_densely
 from mha_viz.capture.run import AttentionRun, capture_text
 from mha_viz.capture.seq2seq import EncoderDecoderRun, analyze_seq2seq
@@ -38,3 +41,16 @@ def analyze(model: LoadedModel, text: str, target: str | None = None, *, max_tok
         if dense is False or not held_densely(model.num_layers, model.num_heads, toks.n):
             return long_run(model, toks, text, progress=progress)
     return capture_text(model, text, max_tokens=max_tokens, lean=lean, layers=layers)
+
+
+def plan_analysis(model: LoadedModel, text: str, target: str | None = None, *, max_tokens: int | None = None,
+                  layers: list[int] | None = None) -> Plan[AttentionRun | EncoderDecoderRun]:
+    """`analyze` planned once: `n` the tokens it reads, `need` what it holds at its peak as it will run
+    (`needs.analysis`: a long run's where `analyze` makes one, else the dense capture's). An encoder–decoder's need
+    is None (admitted by count: its target's length is not known before it runs). Raises InputError for a blank
+    text, before anything runs."""
+    if model.is_encoder_decoder:
+        return Plan(0, None, lambda: analyze(model, text, target, max_tokens=max_tokens, layers=layers))
+    n = tokenize(model, text, max_tokens).n
+    need = needs.analysis(model, n, layers=None if layers is None else len(layers))
+    return Plan(n, need, lambda: analyze(model, text, target, max_tokens=max_tokens, layers=layers))

@@ -21,10 +21,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Plan(Generic[T]):
-    """A computation on `n` tokens, read once: `need` is what it holds at its peak, `run()` does it."""
+    """A computation on `n` tokens, read once: `need` is what it holds at its peak (None: admitted by count alone,
+    for a computation whose size is known only as it runs), `run()` does it."""
 
     n: int
-    need: memory.Need
+    need: memory.Need | None
     work: Callable[[], T]
 
     def run(self) -> T:

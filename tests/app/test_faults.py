@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import mha_viz
+from mha_viz import analyze_text
 from tests.app.helpers import charts, open_page, shown, start_app
 from tests.helpers import byte_bpe_tokenizer
 
@@ -102,7 +103,7 @@ def test_an_input_too_large_for_memory(monkeypatch):
     def out_of_memory(*args, **kwargs):
         raise MemoryError()
 
-    monkeypatch.setattr(mha_viz, "analyze", out_of_memory)
+    monkeypatch.setattr(analyze_text, "analyze", out_of_memory)
     at.text_area(key="text").input("Too much for this machine.").run()
     assert any("needs more memory than this machine has free" in shown(e.value) for e in at.error)
     assert any("last successful result" in c.value for c in at.caption) and charts(at)
@@ -124,7 +125,7 @@ def test_a_gpu_out_of_memory_error_during_an_analysis(monkeypatch):
     def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(mha_viz, "analyze", out_of_memory)
+    monkeypatch.setattr(analyze_text, "analyze", out_of_memory)
     monkeypatch.setattr(memory, "free_cache", lambda: freed.append(True))
     sidebar = {k: at.session_state[k] for k in ("model_choice", "device", "local_attention", "token_limit")}
     at.text_area(key="text").input("Too much for this card.").run()
@@ -148,7 +149,7 @@ def test_a_capture_over_the_memory_this_machine_has_is_refused_before_it_runs(mo
     at = _after_a_good_run()
     monkeypatch.setattr(memory, "host_available", lambda: 2**15)  # MiniLM at 8 tokens holds about 0.5 MB
     ran = []
-    monkeypatch.setattr(mha_viz, "analyze", lambda *a, **k: ran.append(True))
+    monkeypatch.setattr(analyze_text, "analyze", lambda *a, **k: ran.append(True))
     at.text_area(key="text").input("Too much for this machine.").run()
     assert not at.exception and not ran
     errors = [shown(e.value) for e in at.error]

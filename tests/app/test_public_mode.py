@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-import mha_viz
 import mha_viz_models
+from mha_viz import analyze_text
 from mha_viz.ui.kit import keys
 from mha_viz.ui.shell import sidebar
 from tests.app.helpers import start_app
@@ -35,13 +35,13 @@ def test_analyses_beyond_the_limit_wait_for_a_free_slot(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_MAX_CONCURRENT", "1")
     resources.slots.clear()
     started, released = [], []
-    real = mha_viz.analyze
+    real = analyze_text.analyze
 
     def recording(*args, **kwargs):
         started.append(time.monotonic())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(mha_viz, "analyze", recording)
+    monkeypatch.setattr(analyze_text, "analyze", recording)
     slots = resources.slots()
     hold, refused, real_wait = slots.hold(), threading.Event(), slots.wait
 

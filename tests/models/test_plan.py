@@ -73,3 +73,21 @@ def test_the_pruning_curves_are_read_once_and_match_the_plain_function(tiny_gpt2
     np.testing.assert_allclose(p.run(), expected, rtol=1e-6)
     assert reads == [TEXT] and expected[0, 0] == expected[1, 0]  # f = 0: every head on, in both orders
     assert expected[0, 1] != expected[1, 1]  # half the heads off, different halves
+
+
+def test_an_analysis_is_planned_as_what_analyze_runs(tiny_gpt2, monkeypatch):
+    from mha_viz import analyze_text, needs
+
+    p = analyze_text.plan_analysis(tiny_gpt2, TEXT, layers=[0, 2])
+    n = len(tiny_gpt2.tokenizer(TEXT)["input_ids"])
+    assert p.n == n and p.need == needs.analysis(tiny_gpt2, n, layers=2)
+    assert p.need != needs.analysis(tiny_gpt2, n)  # two layers of three: less than every layer
+    run = p.run()
+    assert run.layer_ids == [0, 2] and run.n == n
+    with pytest.raises(analyze_text.InputError):
+        analyze_text.plan_analysis(tiny_gpt2, "   ")  # refused while planning: nothing runs
+    # past MHA_VIZ_DENSE_MB analyze makes a long run, and the plan prices the scan it runs, not the dense array
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    long = analyze_text.plan_analysis(tiny_gpt2, TEXT)
+    assert needs.is_long(tiny_gpt2, n) and long.need == needs.scan(tiny_gpt2, n)
+    assert not long.run().is_dense

@@ -13,9 +13,9 @@ import torch
 
 import mha_viz
 import mha_viz_models
-from mha_viz import needs
 from mha_viz import settings as deploy
 from mha_viz.budget import memory
+from mha_viz.budget.plan import Plan
 from mha_viz.text import chat
 from mha_viz.ui.kit import keys, resources, seq2seq_views, session
 from mha_viz.ui.kit.analysis_key import AnalysisKey
@@ -208,9 +208,12 @@ def draw() -> Current:
         if model.max_positions < cap:  # the box says the session's cap; the model reads fewer (MiniLM: 512)
             reads.caption(f"{plain(model.name)} reads {model.max_positions:,} tokens at most: texts are cut there.")
         target, part = seq2seq_views.target_inputs() if model.is_encoder_decoder else (None, "")
-        layers = None if model.is_encoder_decoder else _layers_to_capture(model, text, cap)
-        key = AnalysisKey(model_key, text, cap, layers, target=target)
-        run = steps.cached_run(key, model)
+        key = AnalysisKey(model_key, text, cap, None, target=target)
+        plan = steps.plan_of(key, model)  # every layer: read and priced once
+        if not model.is_encoder_decoder and (layers := _layers_to_capture(model, plan)):
+            key = key._replace(layers=layers)
+            plan = steps.plan_of(key, model)
+        run = steps.cached_run(key, model, plan)
         if isinstance(run, mha_viz.capture.EncoderDecoderRun):
             cur.seq2seq, run, key = run, run.parts[part], key._replace(part=part)
     except (mha_viz.ModelLoadError, mha_viz.InputError) as exc:
@@ -247,15 +250,14 @@ def run_to_compare(model: mha_viz.LoadedModel, text: str, local: bool,
                                  "decoder-only models. Its encoder, decoder and cross-attention are on the Look pages.")
     model_key = steps.model_key_of(model, local)
     cap = resources.token_cap()
-    n = mha_viz.tokenize(model, text, cap).n
     layers = tuple(layer for layer in layers if 0 <= layer < model.num_layers) or None if layers else None
-    short = memory.shortfall(needs.analysis(model, n, layers=None if layers is None else len(layers)),
-                             resources.slots().room(model.device))
-    if short:
-        raise mha_viz.InputError(f"Every head of {model.name} at {n} tokens would hold {short}: lower the token "
-                                 "limit in the sidebar to compare.")
     key = AnalysisKey(model_key, text, cap, layers)
-    run = steps.cached_run(key, model)
+    plan = steps.plan_of(key, model)  # read and priced once: refused here, run below
+    short = memory.shortfall(plan.need, resources.slots().room(model.device))
+    if short:
+        raise mha_viz.InputError(f"Every head of {model.name} at {plan.n} tokens would hold {short}: lower the token "
+                                 "limit in the sidebar to compare.")
+    run = steps.cached_run(key, model, plan)
     cur = Current()
     shown = steps.lens(cur, *steps.hide_tokens(cur, run, key, **_hidden()), contributions=_contributions(),
                        model=model, full=run)
@@ -264,16 +266,16 @@ def run_to_compare(model: mha_viz.LoadedModel, text: str, local: bool,
     return shown
 
 
-def _layers_to_capture(model: mha_viz.LoadedModel, text: str, cap: int) -> tuple | None:
-    """None (every layer) when a full capture fits the budget. Otherwise, before computing
+def _layers_to_capture(model: mha_viz.LoadedModel, plan: Plan) -> tuple | None:
+    """None (every layer) when a full capture (its `plan`) fits the budget. Otherwise, before computing
     anything, the layers the user picked under "Layers to capture" (drawn in the sidebar only
     then, at most as many as fit); with none picked, an InputError that says what a full capture
     would cost and what fits."""
-    n = mha_viz.tokenize(model, text, cap).n
+    n = plan.n
     if steps.is_long(model, n):  # a long run keeps no head's n × n: every layer, the rows drawn recomputed
         return None
     room = resources.slots().room(model.device)  # what the server has for one analysis, whatever else runs now
-    short = memory.shortfall(memory.analysis_need(model, n), room)
+    short = memory.shortfall(plan.need, room)
     if not short:
         return None
     per_layer = model.attention_bytes(n, layers=1)

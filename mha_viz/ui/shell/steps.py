@@ -12,7 +12,9 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import needs
+from mha_viz.analyze_text import plan_analysis
 from mha_viz.budget import memory
+from mha_viz.budget.plan import Plan
 from mha_viz.budget.seconds import read_seconds
 from mha_viz.capture import AttentionRun, EncoderDecoderRun, head_rows
 from mha_viz.capture import contributions as lens_values
@@ -26,21 +28,17 @@ from mha_viz.ui.shell.state import Current
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
 # on every rerun (hundreds of MB for smollm2 at 512 tokens). Runs are shared read-only instead.
 @st.cache_resource(show_spinner=False, max_entries=16)
-def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel) -> AttentionRun | EncoderDecoderRun:
-    """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target),
+def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel,
+                _plan: Plan) -> AttentionRun | EncoderDecoderRun:
+    """The run of `key` (an encoder–decoder's: all three parts, `key.target` its target), its plan (`plan_of`)
     admitted with the memory it needs (an encoder–decoder's by count only: its target's length
     is not known before it runs). `dense_mb` (MHA_VIZ_DENSE_MB) is part of the key: it decides
     whether the run holds every head's array or recomputes rows, so a run of one setting is never
     served for the other."""
-    need = None
-    if not _model.is_encoder_decoder:
-        n = mha_viz.tokenize(_model, key.text, key.cap).n
-        need = needs.analysis(_model, n, layers=None if key.layers is None else len(key.layers))
     # raises Busy when the server is full (nothing is cached, the caller waits), OverBudget when
     # the memory needed is more than the server ever has
-    with resources.slots().hold(need=need):
-        result = mha_viz.analyze(_model, key.text, key.target, max_tokens=key.cap,
-                                 layers=None if key.layers is None else list(key.layers))
+    with resources.slots().hold(need=_plan.need):
+        result = _plan.run()
     runs = result.parts.values() if isinstance(result, mha_viz.capture.EncoderDecoderRun) else [result]
     for run in runs:
         if not getattr(run, "is_dense", True):  # a long run: rows recomputed on demand, nothing to freeze
@@ -57,17 +55,24 @@ def is_long(model: mha_viz.LoadedModel, n: int, layers: tuple[int, ...] | None =
     return needs.is_long(model, n, None if layers is None else len(layers))
 
 
-def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel) -> AttentionRun | EncoderDecoderRun:
-    """The run of `key`, computed once for the server, in turn (`resources.one_at_a_time`); a long run says
-    what it does while it computes (a cached function may not draw on the page: no bar of its layers)."""
+def plan_of(key: AnalysisKey, model: mha_viz.LoadedModel) -> Plan[AttentionRun | EncoderDecoderRun]:
+    """The analysis of `key` planned (`analyze_text.plan_analysis`): its tokens counted once, its need."""
+    return plan_analysis(model, key.text, key.target, max_tokens=key.cap,
+                         layers=None if key.layers is None else list(key.layers))
+
+
+def cached_run(key: AnalysisKey, model: mha_viz.LoadedModel,
+               plan: Plan | None = None) -> AttentionRun | EncoderDecoderRun:
+    """The run of `key`, computed once for the server, in turn (`resources.one_at_a_time`), from its `plan` (made
+    here when not given); a long run says what it does while it computes (a cached function may not draw on the
+    page: no bar of its layers)."""
+    plan = plan or plan_of(key, model)
     message = None
-    if not model.is_encoder_decoder:
-        n = mha_viz.tokenize(model, key.text, key.cap).n
-        if is_long(model, n, key.layers):
-            message = (f"Reading every head of {model.name} over {n:,} tokens in one pass (each layer's rows are "
-                       "recomputed later, as a page draws them); on a CPU this takes a minute or more…")
+    if not model.is_encoder_decoder and is_long(model, plan.n, key.layers):
+        message = (f"Reading every head of {model.name} over {plan.n:,} tokens in one pass (each layer's rows are "
+                   "recomputed later, as a page draws them); on a CPU this takes a minute or more…")
     with st.spinner(message) if message else contextlib.nullcontext():
-        return resources.one_at_a_time(lambda: _cached_run(key, resources.settings().dense_mb, model))
+        return resources.one_at_a_time(lambda: _cached_run(key, resources.settings().dense_mb, model, plan))
 
 
 def model_key_of(model: mha_viz.LoadedModel, local: bool) -> ModelKey:
