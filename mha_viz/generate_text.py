@@ -1,11 +1,14 @@
 """`generate`, published as `mha_viz.generate`: `mha_viz.capture.generation.generate`, whose long
 generations (past MHA_VIZ_DENSE_MB, as `analyze` decides) take their run from one scan of the final
-sequence (`mha_viz.scan.long_run`). At the top, as `analyze` is: capture does not import the scan."""
+sequence (`mha_viz.scan.long_run`). At the top, as `analyze` is: capture does not import the scan. `plan_generation`
+is the same planned once (`mha_viz.budget.plan`): the prompt read and checked, the need of what will run."""
 
 from __future__ import annotations
 
 from typing import Callable
 
+from mha_viz import needs
+from mha_viz.budget.plan import Plan
 from mha_viz.capture import generation
 from mha_viz.capture.generation import Generation
 from mha_viz.progress import Progress
@@ -27,3 +30,16 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     return generation.generate(model, prompt, max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
                                seed=seed, stop_at_eos=stop_at_eos, max_tokens=max_tokens, progress=progress,
                                on_step=on_step, dense=dense, long_run=long_run, views=views)
+
+
+def plan_generation(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, max_tokens: int | None = None,
+                    dense: bool | None = None) -> Plan[Generation]:
+    """`generate` planned once: the prompt read and the generation checked (GenerationError, saying what fits, before
+    anything runs), `n` the prompt and new tokens together, `need` what it holds as it will run (`needs.generation`,
+    long or not as `generate` decides). `run(temperature=…, seed=…, progress=…, on_step=…)` generates on the same
+    tokens, with `generate`'s other options."""
+    prepared = generation.prepare(model, prompt, max_new_tokens, max_tokens=max_tokens, dense=dense)
+    n = prepared.tokens.n + prepared.max_new
+    return Plan(n, needs.generation(model, n, prepared.max_new, long=prepared.long),
+                lambda **options: generation.generate(model, prompt, prepared.max_new, max_tokens=max_tokens,
+                                                      dense=dense, long_run=long_run, prepared=prepared, **options))

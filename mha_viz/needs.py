@@ -35,13 +35,14 @@ def larger(*needs: Need) -> Need:
                 attention=max(n.attention for n in needs))
 
 
-def generation(model: LoadedModel, n: int, new: int = 0) -> Need:
+def generation(model: LoadedModel, n: int, new: int = 0, *, long: bool | None = None) -> Need:
     """A generation whose prompt and `new` tokens come to n: every head's attention recorded into one
     (L, H, n, n) array, with the prompt's forward and the KV cache: about what an analysis of n tokens holds.
-    A long one (past MHA_VIZ_DENSE_MB, `capture.generation`): the prompt's fused forward, then one scan of n
-    tokens (the larger), beside the new tokens' rows it keeps (`grown_rows.recorded_bytes`)."""
+    A long one (`long`; None: past MHA_VIZ_DENSE_MB, `capture.generation`): the prompt's fused forward, then one
+    scan of n tokens (the larger), beside the new tokens' rows it keeps (`grown_rows.recorded_bytes`)."""
     L, H = model.num_layers, model.num_heads
-    if head_rows.held_densely(L, H, n):
+    dense = head_rows.held_densely(L, H, n) if long is None else not long
+    if dense:
         return memory.analysis_need(model, n)
     work = larger(forward(model, n), scan(model, n))
     return Need(host=work.host + recorded_bytes(L, H, n - new, new), gpu=work.gpu, device=work.device)

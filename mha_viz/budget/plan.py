@@ -28,9 +28,10 @@ class Plan(Generic[T]):
     need: memory.Need | None
     work: Callable[[], T]
 
-    def run(self) -> T:
-        """The computation, on the tokens it was planned on."""
-        return self.work()
+    def run(self, **options) -> T:
+        """The computation, on the tokens it was planned on (`options`: what it takes besides, known only when it
+        runs: a generation's sampling, its progress and steps)."""
+        return self.work(**options)
 
 
 def on_device(model: LoadedModel, working: int, *, kept: int = 0) -> memory.Need:

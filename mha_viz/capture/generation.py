@@ -255,11 +255,32 @@ def _long_run(model: LoadedModel, ids: list[int], text: str, build: LongRun, pro
     return build(model, label_ids(model, ids), text, progress=progress, keep_own=False)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A generation read and checked before it runs (`prepare`): its prompt's tokens, the new tokens asked for, and
+    whether it is long (keeps the new tokens' rows, `goes_long`)."""
+
+    tokens: Tokens
+    max_new: int
+    long: bool
+
+
+def prepare(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, max_tokens: int | None = None,
+            dense: bool | None = None) -> Prepared:
+    """The prompt read once and the generation checked (`check_decoder`, `check_limits`), before anything runs:
+    raises GenerationError saying what would fit. dense as in `generate`."""
+    check_decoder(model)
+    toks = tokenize(model, prompt, max_tokens)
+    long = (not dense) if dense is not None else goes_long(model, toks.n + int(max_new_tokens))
+    check_limits(model, toks, int(max_new_tokens), token_limit(model, max_tokens), long)
+    return Prepared(toks, int(max_new_tokens), long)
+
+
 def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
              top_k: int = 50, top_p: float = 1.0, seed: int = 0, stop_at_eos: bool = True,
              max_tokens: int | None = None, progress: Progress | None = None,
              on_step: Callable[[Generation], bool | None] | None = None, dense: bool | None = None,
-             long_run: LongRun | None = None, views: bool = True) -> Generation:
+             long_run: LongRun | None = None, views: bool = True, prepared: Prepared | None = None) -> Generation:
     """Continue `prompt` by up to `max_new_tokens` tokens, recording every head's attention.
 
     The prompt and the new tokens together stay within `token_limit(model, max_tokens)` (the
@@ -273,15 +294,13 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
     long generation's run (`mha_viz.generate` passes the scan's); needed for a long generation. views: a long
     generation ends with one scan of the whole sequence (the run's summary, for the views); False: its run
     reads the recorded rows and, only when asked for one, scans the prompt for the rows before them.
+    prepared: the prompt already read and checked (`prepare`, with the same arguments): not read again.
     """
-    check_decoder(model)
-    toks = tokenize(model, prompt, max_tokens)
-    limit = token_limit(model, max_tokens)
+    prepared = prepared or prepare(model, prompt, max_new_tokens, max_tokens=max_tokens, dense=dense)
+    toks, long, max_new_tokens = prepared.tokens, prepared.long, prepared.max_new
     L, H = model.num_layers, model.num_heads
-    long = (not dense) if dense is not None else goes_long(model, toks.n + int(max_new_tokens))
     if long and long_run is None:
         raise ValueError("a long generation needs long_run= (mha_viz.generate passes mha_viz.scan's)")
-    check_limits(model, toks, int(max_new_tokens), limit, long)
     progress = progress or (lambda _f, _m: None)
     n_prompt, size = toks.n, toks.n + int(max_new_tokens)
     attn = None if long else np.zeros((L, H, size, size), dtype=np.float32)

@@ -11,7 +11,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-import mha_viz
+from mha_viz.capture import generation
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.generate import controls as generate_keys
 from mha_viz.features.generate import figures as gfig
@@ -158,7 +158,7 @@ def test_a_stop_keeps_the_tokens_generated_so_far(monkeypatch):
     """Streamlit stops a running script by raising RerunException at its next element (a widget
     pressed while it runs): here after the second token."""
     at = _generate(on_generate(PROMPT), 3)  # a good generation first
-    real = mha_viz.generate
+    real = generation.generate
 
     def interrupted(*args, on_step=None, **kwargs):
         def step(gen):
@@ -167,7 +167,7 @@ def test_a_stop_keeps_the_tokens_generated_so_far(monkeypatch):
                 raise RerunException(RerunData(page_script_hash=get_script_run_ctx().page_script_hash))
         return real(*args, on_step=step, **kwargs)
 
-    monkeypatch.setattr(mha_viz, "generate", interrupted)
+    monkeypatch.setattr(generation, "generate", interrupted)  # what the page's plan runs
     at.number_input(key=generate_keys.GEN_MAX_NEW).set_value(5).run()
     at.button(key=generate_keys.GEN_GO).click().run()
     assert not at.exception, at.exception

@@ -91,3 +91,26 @@ def test_an_analysis_is_planned_as_what_analyze_runs(tiny_gpt2, monkeypatch):
     long = analyze_text.plan_analysis(tiny_gpt2, TEXT)
     assert needs.is_long(tiny_gpt2, n) and long.need == needs.scan(tiny_gpt2, n)
     assert not long.run().is_dense
+
+
+def test_a_generation_is_read_and_checked_once_and_priced_as_it_runs(tiny_gpt2, monkeypatch):
+    from mha_viz import generate_text, needs
+    from mha_viz.capture import generation
+
+    expected = generate_text.generate(tiny_gpt2, TEXT, 4, seed=3, temperature=1.0)
+    reads: list = []
+    real = generation.tokenize
+    monkeypatch.setattr(generation, "tokenize", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    p = generate_text.plan_generation(tiny_gpt2, TEXT, 4)
+    got = p.run(seed=3, temperature=1.0)
+    assert reads == [TEXT]  # read once: planned and generated on the same tokens
+    n = len(tiny_gpt2.tokenizer(TEXT)["input_ids"]) + 4
+    assert p.n == n and p.need == needs.generation(tiny_gpt2, n, 4, long=False)
+    assert got.text == expected.text and got.run.n == expected.run.n
+    np.testing.assert_allclose(got.run.attentions, expected.run.attentions, rtol=1e-5, atol=1e-6)
+    # a long generation (dense=False) is priced as one: the new tokens' rows and a scan, not the dense array
+    long = generate_text.plan_generation(tiny_gpt2, TEXT, 4, dense=False)
+    assert long.need == needs.generation(tiny_gpt2, n, 4, long=True) != p.need
+    # past the positions the model has, refused while planning, before anything runs
+    with pytest.raises(generation.GenerationError, match="new tokens fit"):
+        generate_text.plan_generation(tiny_gpt2, TEXT, 10_000)

@@ -19,11 +19,12 @@ import streamlit as st
 
 import mha_viz
 import mha_viz_models
-from mha_viz import catalogue, needs
+from mha_viz import catalogue
 from mha_viz.capture import generation
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.features.generate import controls as generate_keys
 from mha_viz.features.generate import figures as gfig
+from mha_viz.generate_text import plan_generation
 from mha_viz.text import chat
 from mha_viz.text.tokenize import count_text
 from mha_viz.ui.kit import charts, jobs, keys, resources, seq2seq_views, session, shared_head
@@ -154,9 +155,9 @@ def generate_page() -> None:
     elif (reason := _cannot_generate(model)) is not None:
         _offer_decoders(reason)
     else:
-        wanted, buttons = _controls(cur)
+        wanted, buttons, plan = _controls(cur)
         if wanted is not None:
-            _generate(model, wanted, buttons)
+            _generate(wanted, buttons, plan)
         _result(cur, _current_key(cur))
         return
     _result(cur, None)  # the last good generation stays on screen
@@ -191,8 +192,8 @@ def _current_key(cur) -> GenKey:
 
 def _controls(cur):
     """The settings and the *Generate* / *Stop* buttons: (the key to generate when pressed, else
-    None; the buttons). A generation that would not fit (`generation.check_limits`) is refused here, with no
-    buttons: (None, None)."""
+    None; the buttons; the generation planned, `generate_text.plan_generation`). A generation that would not fit
+    (`generation.check_limits`) is refused here, while planning, with no buttons: (None, None, None)."""
     for key, value in DEFAULTS.items():
         session.setdefault(key, value)
     model = cur.text_model
@@ -223,32 +224,29 @@ def _controls(cur):
     st.caption(f"The prompt is the sidebar's text: {count} tokens for {plain(model.name)}. Prompt and "
                f"generation together stay within {limit} tokens (the token limit and the model's positions), "
                f"so up to {max(limit - n, 0)} new tokens fit.")
-    try:  # what would not fit is said before the button, not after the work
-        if prompt is not None:
-            generation.check_limits(model, prompt, int(session.need(generate_keys.GEN_MAX_NEW)), limit)
+    try:  # planned once: what would not fit is said before the button, not after the work
+        new = int(session.need(generate_keys.GEN_MAX_NEW))
+        plan = None if prompt is None else plan_generation(model, cur.text, new, max_tokens=resources.token_cap())
     except mha_viz.InputError as exc:
         st.warning(plain(str(exc)), icon=":material/memory:")
-        return None, None
+        return None, None, None
     buttons = jobs.buttons("Generate", generate_keys.GEN_GO, cancel_key=generate_keys.GEN_STOP, cancel_label="Stop",
                            cancel_help=STOP_HELP, widths=(1, 1, 5))
-    return (_current_key(cur) if buttons.pressed else None), buttons
+    return (_current_key(cur) if buttons.pressed and plan is not None else None), buttons, plan
 
 
-def _generate(model: mha_viz.LoadedModel, key: GenKey, buttons: jobs.Buttons) -> None:
-    """Stream a generation for `key`; on success it becomes the last good one. `buttons`:
-    *Generate* and *Stop*, which is greyed out once done."""
+def _generate(key: GenKey, buttons: jobs.Buttons, plan) -> None:
+    """Stream a generation for `key`, as planned (`plan`: its prompt read, checked and priced); on success it becomes
+    the last good one. `buttons`: *Generate* and *Stop*, which is greyed out once done."""
     stream = st.empty()
 
     def work(progress: jobs.Progress):
         def on_step(gen) -> None:
             session.put(generate_keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
             stream.code(text_kit.tail(key.prompt) + gen.text, language=None, wrap_lines=True)  # a long prompt folded
-        need = needs.generation(model, needs.tokens(model, key.prompt, key.cap) + key.max_new_tokens,
-                                key.max_new_tokens)
-        with resources.slots().hold(need=need):
-            return mha_viz.generate(model, key.prompt, key.max_new_tokens, temperature=key.temperature,
-                                    top_k=key.top_k, top_p=key.top_p, seed=key.seed, max_tokens=key.cap,
-                                    progress=progress, on_step=on_step)
+        with resources.slots().hold(need=plan.need):
+            return plan.run(temperature=key.temperature, top_k=key.top_k, top_p=key.top_p, seed=key.seed,
+                            progress=progress, on_step=on_step)
     # (key, None) stays under GEN_PARTIAL when this run is stopped, (key, the tokens so far) once one came
     gen, error = jobs.run(generate_keys.GEN_PARTIAL, (key, None), work, first="Starting…", what="The generation",
                           out_of_memory="This generation needs more memory than this machine has free. Ask for "
