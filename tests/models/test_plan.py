@@ -114,3 +114,27 @@ def test_a_generation_is_read_and_checked_once_and_priced_as_it_runs(tiny_gpt2, 
     # past the positions the model has, refused while planning, before anything runs
     with pytest.raises(generation.GenerationError, match="new tokens fit"):
         generate_text.plan_generation(tiny_gpt2, TEXT, 10_000)
+
+
+@pytest.mark.model
+def test_a_task_is_checked_once_priced_on_its_longest_pair_and_runs_as_planned(toy_induction, monkeypatch):
+    from mha_viz.circuits import need as job_need
+    from mha_viz.features.task import plan as task_plan
+    from mha_viz.interventions import prediction
+    from tests.models.task_pairs import letter_pairs
+
+    prompts = letter_pairs(4, seed=1)
+    longest = max((p.clean for p in prompts.pairs), key=len)
+    n = len(toy_induction.tokenizer(longest)["input_ids"])
+    checks: list = []
+    real = prediction.check_budget
+    monkeypatch.setattr(prediction, "check_budget", lambda *a, **k: checks.append(a[1]) or real(*a, **k))
+    p = task_plan.plan_task(toy_induction, prompts, "patch", 64)
+    assert p.n == n and p.need == job_need.patching(toy_induction, n) and checks == [longest]
+    assert task_plan.plan_task(toy_induction, prompts, "estimate", 64).need == job_need.estimate(toy_induction, n)
+    edges_plan = task_plan.plan_task(toy_induction, prompts, "eap", 64)
+    assert edges_plan.need == job_need.circuit(toy_induction, n, method="eap", steps=task_plan.IG_STEPS)
+    done: list = []
+    result = p.run(progress=lambda f, m: done.append(f))
+    assert checks == [longest, longest]  # the two pair plans checked once each; running one checks nothing again
+    assert result.mean.shape == (toy_induction.num_layers, toy_induction.num_heads) and done

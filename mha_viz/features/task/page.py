@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-import mha_viz
 from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import need as job_need
@@ -28,15 +27,14 @@ from mha_viz.features.task.controls import (
     DEFAULT_DRAWN,
     DEFAULTS,
     EDGE_METHODS,
-    IG_STEPS,
     MAX_DRAWN,
     MAX_PAIRS,
     METHODS,
     SOURCES,
 )
-from mha_viz.interventions import estimate, prediction
+from mha_viz.features.task.plan import RESAMPLES, longest_clean, plan_task
 from mha_viz.tasks import faithfulness_set, generators
-from mha_viz.tasks.prompt_set import PromptSet, check
+from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, keys, resources, session
 from mha_viz.ui.kit.text import plain
@@ -46,11 +44,6 @@ from mha_viz.ui.shell import export_views, notebook_button, pair, view_helpers
 # `PromptSet`) drawn as the circuit graph of the k strongest means, their intervals in a table, and on request the
 # circuit's faithfulness over the pairs, each k's mean with its bootstrap interval drawn as a band
 # (`tasks.faithfulness_set`), as a cancellable job.
-
-def longest_clean(prompts: PromptSet) -> str:
-    """The set's longest clean prompt: what a job's memory need and budget are worked out on."""
-    return max((p.clean for p in prompts.pairs), key=len)
-
 
 def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
     """The curve over the pairs, kept for this task's edges; computed when its button is pressed."""
@@ -130,8 +123,6 @@ def task_circuit(cur, task_key, result, prompts: PromptSet) -> None:
         st.info("Some circuits gave no finite faithfulness.", icon=":material/info:")
 
 
-RESAMPLES = 1000
-
 
 class TaskKey(NamedTuple):
     """What a result over a task was computed from."""
@@ -173,57 +164,27 @@ def _prompts(tokenizer) -> tuple[PromptSet | None, dict]:
                                                                            "task_seed": seed}
 
 
-def _run(model, prompts: PromptSet, method: str, cap: int, progress):
-    if method == "estimate":
-        return mha_viz.estimate_heads(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
-    if method == "patch":
-        return mha_viz.patch_heads(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
-    if method in EDGE_METHODS:
-        return mha_viz.edge_attribution(model, prompts, method=method, steps=IG_STEPS, max_tokens=cap,
-                                        resamples=RESAMPLES, progress=progress)
-    return mha_viz.direct_logit(model, prompts, max_tokens=cap, resamples=RESAMPLES, progress=progress)
-
-
 def _refusal(model, key: TaskKey, prompts: PromptSet) -> str | None:
-    """Why the method cannot run on these pairs, said before its button (None: it can): no pair the model can run
-    (`prompt_set.check`), a family whose heads' writes cannot be split (edges), or a gradient pass or batch over
-    the longest pair that would not fit the memory budget (`n`: its tokens). Worked out once a task key (a rerun
-    repeats nothing)."""
+    """Why the method cannot run on these pairs, said before its button (None: it can): its plan's refusal
+    (`plan_task`). Planned once a task key (a rerun repeats nothing); the job runs that plan."""
     held = session.get(task_keys.TASK_CHECKED)
     if held is not None and held[0] == key:
         return held[1]
     try:
-        check(model, prompts, key.cap)
-        longest = longest_clean(prompts)
-        n = needs.tokens(model, longest, key.cap)
-        if key.method in EDGE_METHODS:
-            circuit_edges.check_budget(model, circuit_edges.graph(model), n, 1,
-                                       f"Attributing every edge of {model.name} ({key.method.upper()})")
-        else:
-            prediction.check_budget(model, longest, key.cap, batch=key.method == "patch")
-            if key.method == "estimate":
-                estimate.check_budget(model, n)
-        why = None
+        why, planned = None, plan_task(model, prompts, key.method, key.cap)
     except InputError as exc:
-        why = plain(str(exc))
-    session.put(task_keys.TASK_CHECKED, (key, why))
+        why, planned = plain(str(exc)), None
+    session.put(task_keys.TASK_CHECKED, (key, why, planned))
     return why
 
 
-def _compute(model, key: TaskKey, prompts: PromptSet):
-    """The result of `key` with a progress bar and Cancel, within the memory budget and a server slot."""
-    longest = longest_clean(prompts)
-    batch = key.method == "patch"
+def _compute(key: TaskKey):
+    """The result of `key` as planned (`_refusal`), with a progress bar and Cancel, admitted on its plan's need."""
+    planned = session.get(task_keys.TASK_CHECKED)[2]
 
     def budgeted(progress):
-        if key.method in EDGE_METHODS:
-            n = needs.tokens(model, longest, key.cap)
-            need = job_need.circuit(model, n, method=key.method, steps=IG_STEPS)
-        else:
-            prediction.check_budget(model, longest, key.cap, batch=batch)
-            need = job_need.prediction(model, longest, key.cap, batch=batch)
-        with resources.slots().hold(need=need):
-            return _run(model, prompts, key.method, key.cap, progress)
+        with resources.slots().hold(need=planned.need):
+            return planned.run(progress=progress)
     result, error = jobs.run(task_keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",
                              what="The task", out_of_memory="The task ran out of memory: use fewer or shorter "
                                                             "pairs, or a smaller model.", time_left=True)
@@ -274,7 +235,7 @@ def task_page() -> None:
                                     f"with its {RESAMPLES}-resample bootstrap interval and a sign-flip p-value.")
         if not buttons.pressed:
             return
-        result = _compute(model, key, prompts)
+        result = _compute(key)
         if result is None:
             buttons.idle()
             return
