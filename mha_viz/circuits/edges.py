@@ -119,6 +119,11 @@ def receiver_bytes(model: LoadedModel, g: EdgeGraph, n: int, rows: int = 1) -> i
     return int(width * n * model.d_model * (rows * 3 * per_layer * len(g.layers) + 2 * len(g.senders)))
 
 
+def attributing(model: LoadedModel, method: str) -> str:
+    """What a refusal of edge attribution says it was doing."""
+    return f"Attributing every edge of {model.name} ({method.upper()})"
+
+
 def check_budget(model: LoadedModel, g: EdgeGraph, n: int, rows: int, doing: str) -> None:
     """GradientBudget (an InputError) when `rows` gradient passes side by side over n tokens with every
     receiver's own input would not fit (`ablation.check_gradient_budget`)."""
@@ -222,20 +227,24 @@ def fitting_rows(model: LoadedModel, g: EdgeGraph, n: int, steps: int) -> int:
 
 
 def edge_attribution(model: LoadedModel, clean: str, corrupted: str, answer=None, wrong=None, *,
-                     method: str = "eap", steps: int = 5, max_tokens: int | None = None, progress=None) -> Edges:
+                     method: str = "eap", steps: int = 5, max_tokens: int | None = None, progress=None,
+                     read: Texts | None = None) -> Edges:
     """Every edge's estimated effect on m (`Edges.scores`: sender, receiver, input, score), by EAP (one
     forward on each text, one backward) or EAP-IG (`steps` more forwards and backwards, side by side as far
     as the memory budget allows). The defaults and refusals of `patch_heads`; InputError for a family whose
     heads' writes cannot be split, and before anything runs when the backward pass would not fit the memory.
-    progress(fraction, message) between the steps (a callback that raises stops it)."""
+    progress(fraction, message) between the steps (a callback that raises stops it). read: the texts already read
+    (`patching.texts`) and their backward pass checked (`check_budget`), by a plan: neither is done again."""
     if method not in METHODS:
         raise ValueError(f"method must be 'eap' or 'eap-ig', not {method!r}")
     if int(steps) < 1:
         raise ValueError("steps must be at least 1")
     steps = int(steps)
-    t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="edge attribution")
     g = graph(model)
-    check_budget(model, g, t.n, 1, f"Attributing every edge of {model.name} ({method.upper()})")
+    t = read
+    if t is None:
+        t = texts(model, clean, corrupted, answer, wrong, None, max_tokens, what="edge attribution")
+        check_budget(model, g, t.n, 1, attributing(model, method))
     if method == "eap":
         report(progress, 0.1, "One backward pass through every receiver…")
         runs, grads = _eap(model, t, g)

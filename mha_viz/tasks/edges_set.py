@@ -51,7 +51,7 @@ def _fitting_pairs(model: LoadedModel, g, n: int, most: int, method: str = "eap"
     """How many pairs of n tokens fit one batch of `method` in the memory budget (`edges.fitting_rows`, rows =
     pairs; EAP-IG holds two rows a pair: a run's gradients and their sum); GradientBudget when one does not."""
     rows = 1 if method == "eap" else 2
-    edges.check_budget(model, g, n, rows, f"Attributing every edge of {model.name} ({method.upper()})")
+    edges.check_budget(model, g, n, rows, edges.attributing(model, method))
     return edges.fitting_rows(model, g, n, rows * most) // rows
 
 

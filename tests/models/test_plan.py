@@ -138,3 +138,28 @@ def test_a_task_is_checked_once_priced_on_its_longest_pair_and_runs_as_planned(t
     result = p.run(progress=lambda f, m: done.append(f))
     assert checks == [longest, longest]  # the two pair plans checked once each; running one checks nothing again
     assert result.mean.shape == (toy_induction.num_layers, toy_induction.num_heads) and done
+
+
+@pytest.mark.model
+def test_a_circuit_is_read_and_checked_once_and_refused_before_anything_runs(toy_induction, monkeypatch):
+    from mha_viz.circuits import edges
+    from mha_viz.circuits import need as job_need
+    from mha_viz.features.circuit.plan import plan_circuit
+    from mha_viz.interventions import patching
+    from tests.models.task_pairs import letter_pairs
+
+    pair = letter_pairs(1, seed=2).pairs[0]
+    reads: list = []
+    real = edges.texts
+    monkeypatch.setattr(edges, "texts", lambda *a, **k: reads.append(a[1]) or real(*a, **k))
+    p = plan_circuit(toy_induction, pair.clean, pair.corrupted, pair.answer, pair.wrong, method="eap", max_tokens=64)
+    n = patching.texts(toy_induction, pair.clean, pair.corrupted, pair.answer, pair.wrong, None, 64).n
+    assert p.n == n and p.need == job_need.circuit(toy_induction, n, method="eap")
+    found = p.run()
+    assert reads == []  # edge attribution read the plan's texts, not its own
+    direct = edges.edge_attribution(toy_induction, pair.clean, pair.corrupted, pair.answer, pair.wrong, method="eap")
+    np.testing.assert_allclose(found.scores["score"], direct.scores["score"], rtol=1e-5, atol=1e-7)
+    assert found.extra["curve"]["k"][0] == 0 and len(found.extra["curve"]["faithfulness"]) > 1
+    with pytest.raises(patching.InputError, match="one token"):  # refused while planning
+        plan_circuit(toy_induction, pair.clean, pair.corrupted, " not one token at all", pair.wrong, method="eap",
+                     max_tokens=64)

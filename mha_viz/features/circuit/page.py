@@ -18,6 +18,8 @@ from mha_viz.drawing import circuit as circuit_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.circuit import controls as circuit_keys
 from mha_viz.features.circuit.controls import DEFAULT_DRAWN, LABELS, MAX_DRAWN
+from mha_viz.features.circuit.plan import plan_circuit
+from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, keys, page_controls, resources, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair
@@ -73,6 +75,11 @@ def circuit_page() -> None:
     _stopped_notice()
     edges = _results().get(ask)
     if edges is None:
+        planned, why = _planned(model, key, method)
+        if why is not None:  # said before the button, not after the work
+            st.warning(why, icon=":material/block:")
+            _opener(cur, key)
+            return
         buttons = jobs.buttons("Find the circuit", circuit_keys.CIRC_GO, cancel_key=circuit_keys.CIRC_CANCEL,
                                cancel_help="Stop finding the circuit; nothing is kept.",
                                help="Scores every edge, then runs the circuits of the top edges for real for the "
@@ -80,7 +87,7 @@ def circuit_page() -> None:
         if buttons.pressed or auto:
             if auto:
                 buttons.live()
-            edges = _find(model, key, method)
+            edges = _find(key, method, planned)
             if edges is None:
                 buttons.idle()
             else:
@@ -90,20 +97,25 @@ def circuit_page() -> None:
     _opener(cur, key)
 
 
-def _find(model, key: pair.Pair, method: str):
+def _planned(model, key: pair.Pair, method: str):
+    """(the circuit's plan, None) or (None, why it cannot run): `plan_circuit`, once a pair and estimate (a rerun
+    repeats nothing: the model's edge graph alone takes 0.14 s to build for SmolLM2)."""
+    held = session.get(circuit_keys.CIRC_PLAN)
+    if held is not None and held[0] == (key, method):
+        return held[1], held[2]
+    try:
+        planned, why = plan_circuit(model, key.clean, key.corrupted, key.answer or None, key.wrong or None,
+                                    method=method, max_tokens=key.cap), None
+    except InputError as exc:
+        planned, why = None, plain(str(exc))
+    session.put(circuit_keys.CIRC_PLAN, ((key, method), planned, why))
+    return planned, why
+
+
+def _find(key: pair.Pair, method: str, planned):
     def work(progress):
-        need = job_need.circuit(model, needs.tokens(model, key.clean, key.cap), method=method)
-        with resources.slots().hold(need=need):
-            edges = circuit_edges.edge_attribution(model, key.clean, key.corrupted, key.answer or None,
-                                                   key.wrong or None, method=method,
-                                                   max_tokens=key.cap,
-                                                   progress=lambda f, m: progress(0.6 * f, m))
-            ks = path_patching.curve_sizes(len(edges.scores))
-            curve = path_patching.faithfulness_curve(
-                model, key.clean, key.corrupted, edges, ks, max_tokens=key.cap,
-                progress=lambda f, m: progress(0.6 + 0.4 * f, f"Running the top-k circuits for real: {m}"))
-            edges.extra["curve"] = curve.to_dict(orient="list")
-            return edges
+        with resources.slots().hold(need=planned.need):
+            return planned.run(progress=progress)
     edges, error = jobs.run(circuit_keys.CIRC_RUNNING, (key, method), work, first="Scoring every edge…",
                             what="The circuit", out_of_memory="The circuit ran out of memory: use shorter texts or "
                                                               "a smaller model.", time_left=True)

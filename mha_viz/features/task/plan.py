@@ -30,8 +30,7 @@ def plan_task(model: LoadedModel, prompts: PromptSet, method: str, cap: int) -> 
     longest = longest_clean(prompts)
     n = tokenize(model, longest, cap).n
     if method in EDGE_METHODS:
-        circuit_edges.check_budget(model, circuit_edges.graph(model), n, 1,
-                                   f"Attributing every edge of {model.name} ({method.upper()})")
+        circuit_edges.check_budget(model, circuit_edges.graph(model), n, 1, circuit_edges.attributing(model, method))
         need = job_need.circuit(model, n, method=method, steps=IG_STEPS)
     else:
         batch = method == "patch"
