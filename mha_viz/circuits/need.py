@@ -8,7 +8,7 @@ from __future__ import annotations
 from mha_viz.budget import capture_budget
 from mha_viz.budget.plan import forward_bytes, on_device
 from mha_viz.circuits import edges, path_patching
-from mha_viz.interventions import ablation
+from mha_viz.interventions import ablation, prediction
 from mha_viz.needs import Need, analysis, kept_bytes, larger
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
@@ -32,11 +32,13 @@ def estimate(model: LoadedModel, n: int) -> Need:
     return larger(on_device(model, ablation.gradient_bytes(model, n, logit_rows=rows)), both)
 
 
-def prediction(model: LoadedModel, clean: str, max_tokens: int | None, *, batch: bool) -> Need:
-    """*Heads behind a prediction*'s job on the clean text `clean` (cut to max_tokens): real patching
-    (`batch`) or the estimate."""
+def pair_job(model: LoadedModel, clean: str, max_tokens: int | None, *, batch: bool) -> tuple[int, Need]:
+    """A pair's job (*Heads behind a prediction*'s, or a task's over its longest clean prompt `clean`, cut to
+    max_tokens), checked once: (its tokens, its need: real patching, `batch`, or the estimate); InputError, naming
+    the longest text that fits, when it would pass the capture budget (`prediction.check_budget`)."""
     n = tokenize(model, clean, max_tokens).n
-    return patching(model, n) if batch else estimate(model, n)
+    prediction.check_budget(model, clean, max_tokens, batch=batch)
+    return n, (patching(model, n) if batch else estimate(model, n))
 
 
 def patching(model: LoadedModel, n: int) -> Need:

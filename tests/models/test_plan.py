@@ -9,6 +9,7 @@ import pytest
 
 from mha_viz.budget import memory, plan
 from mha_viz.interventions import ablation
+from mha_viz.text.tokenize import InputError
 
 TEXT = "The keeper lit the lamp and the boats came home one by one."
 
@@ -163,3 +164,30 @@ def test_a_circuit_is_read_and_checked_once_and_refused_before_anything_runs(toy
     with pytest.raises(patching.InputError, match="one token"):  # refused while planning
         plan_circuit(toy_induction, pair.clean, pair.corrupted, " not one token at all", pair.wrong, method="eap",
                      max_tokens=64)
+
+
+@pytest.mark.model
+def test_a_pairs_estimate_and_patching_are_checked_once_and_run_as_planned(toy_induction, monkeypatch):
+    from mha_viz.circuits import need as job_need
+    from mha_viz.features.prediction.plan import plan_estimate, plan_patching
+    from mha_viz.interventions import prediction
+    from tests.helpers import capture_budget_of
+    from tests.models.task_pairs import letter_pairs
+
+    pair = letter_pairs(1, seed=3).pairs[0]
+    n = len(toy_induction.tokenizer(pair.clean)["input_ids"])
+    checks: list = []
+    real = prediction.check_budget
+    monkeypatch.setattr(prediction, "check_budget", lambda *a, **k: checks.append(k["batch"]) or real(*a, **k))
+    estimated = plan_estimate(toy_induction, pair.clean, pair.corrupted, pair.answer, pair.wrong, max_tokens=64)
+    assert estimated.n == n and estimated.need == job_need.estimate(toy_induction, n)
+    expl = estimated.run()
+    patching = plan_patching(toy_induction, expl, pair.clean, pair.corrupted, max_tokens=64)
+    assert patching.need == job_need.patching(toy_induction, n)
+    patched = patching.run()
+    assert checks == [False, True]  # one check a plan, none while running
+    assert patched.patching is not None and expl.patching is None
+    # a batch over the capture budget is refused while planning, naming what fits
+    capture_budget_of(monkeypatch, toy_induction.attention_bytes(n) * 2)
+    with pytest.raises(InputError, match="tokens"):
+        plan_patching(toy_induction, expl, pair.clean, pair.corrupted, max_tokens=64)

@@ -22,6 +22,7 @@ from mha_viz.drawing import style as figure_style
 from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.features.prediction import explanation_figures, ranking
 from mha_viz.features.prediction import figures as attribution_figures
+from mha_viz.features.prediction.plan import plan_estimate, plan_patching
 from mha_viz.interventions import attribution, estimate, prediction
 from mha_viz.text.tokenize import InputError
 from mha_viz.ui.kit import charts, jobs, resources, session, shared_head
@@ -52,7 +53,9 @@ def prediction_page() -> None:
     if expl is not None:
         jobs.finished(st, "Find the heads", FOUND)
     else:
-        if (why := _over_budget(model, key, batch=False)) is not None:  # said before the button, not after the work
+        planned, why = _planned(lambda: plan_estimate(model, key.clean, key.corrupted, _answer(key.answer),
+                                                      _answer(key.wrong), max_tokens=key.cap))
+        if why is not None:  # said before the button, not after the work
             st.warning(why, icon=":material/memory:")
             return
         buttons = jobs.buttons("Find the heads", prediction_keys.PRED_GO, cancel_key=prediction_keys.PRED_CANCEL,
@@ -62,7 +65,7 @@ def prediction_page() -> None:
                                     f"{model.num_layers * model.num_heads} heads for real is offered next.")
         if not buttons.pressed:
             return
-        expl = _compute(model, key)
+        expl = _compute(key, planned)
         if expl is None:  # a message says why; nothing runs to cancel
             buttons.idle()
             return
@@ -70,14 +73,12 @@ def prediction_page() -> None:
     _results(cur, key, expl)
 
 
-def _over_budget(model, key: pair.Pair, *, batch: bool) -> str | None:
-    """Why the estimate (or, `batch`, real patching) of this pair would not fit the capture budget, with the longest
-    text that would (None: it fits)."""
+def _planned(make):
+    """(the plan `make()` makes, None), or (None, why it cannot run: the longest text that would fit)."""
     try:
-        prediction.check_budget(model, key.clean, key.cap, batch=batch)
+        return make(), None
     except InputError as exc:
-        return plain(str(exc))
-    return None
+        return None, plain(str(exc))
 
 
 def _cancelled_notice(key: pair.Pair) -> None:
@@ -93,25 +94,22 @@ def _answer(text: str):
     return text if text else None
 
 
-def _job(model, key: pair.Pair, running: str, first: str, what: str, work, *, batch: bool):
-    """(result, None) of work(progress) under a progress bar, within the memory budget and a server
-    slot, or (None, a message) (`jobs.run`)."""
+def _job(key: pair.Pair, running: str, first: str, what: str, planned, *, batch: bool):
+    """(result, None) of the plan run under a progress bar, in a server slot admitted on its need, or (None, a
+    message) (`jobs.run`)."""
     def budgeted(progress):
-        prediction.check_budget(model, key.clean, key.cap, batch=batch)
-        with resources.slots().hold(need=job_need.prediction(model, key.clean, key.cap, batch=batch)):
-            return work(progress)
+        with resources.slots().hold(need=planned.need):
+            return planned.run(progress=progress)
     return jobs.run(running, key, budgeted, first=first, what=what, time_left=batch,  # real patching: layer by layer
                     out_of_memory=f"{what} ran out of memory: use shorter texts or a smaller model.")
 
 
-def _compute(model, key: pair.Pair):
-    """The explanation of `key` with a progress bar, in a server slot; None after a message."""
+def _compute(key: pair.Pair, planned):
+    """The explanation of `key` as planned, with a progress bar, in a server slot; None after a message."""
     if not key.corrupted.strip():
         st.info("Type a corrupted text above, or pick a preset.", icon=":material/edit:")
         return None
-    expl, error = _job(model, key, prediction_keys.PRED_RUNNING, "Estimating every head…", "The estimate",
-                       lambda progress: prediction.explain(model, key.clean, key.corrupted, _answer(key.answer),
-                                                           _answer(key.wrong), max_tokens=key.cap, progress=progress),
+    expl, error = _job(key, prediction_keys.PRED_RUNNING, "Estimating every head…", "The estimate", planned,
                        batch=False)
     if error:
         st.error(plain(error), icon=":material/warning:")
@@ -157,7 +155,8 @@ def _real_patching(model, key: pair.Pair, expl: prediction.Explanation) -> predi
     """The button that patches every head for real, with progress and Cancel: `expl` with real
     patching once it has run (kept for this pair), else `expl` as it was. A pair too long for it is said
     instead of the button."""
-    if (why := _over_budget(model, key, batch=True)) is not None:
+    planned, why = _planned(lambda: plan_patching(model, expl, key.clean, key.corrupted, max_tokens=key.cap))
+    if why is not None:
         st.info(why, icon=":material/memory:")
         return expl
     buttons = jobs.buttons("Patch every head for real", prediction_keys.PRED_REAL_GO,
@@ -167,9 +166,8 @@ def _real_patching(model, key: pair.Pair, expl: prediction.Explanation) -> predi
                                 "compared.")
     if not buttons.pressed:
         return expl
-    done, error = _job(model, key, prediction_keys.PRED_REAL_RUNNING, "Patching every head…", "Patching",
-                       lambda progress: prediction.patch(model, expl, key.clean, key.corrupted, max_tokens=key.cap,
-                                                         progress=progress), batch=True)
+    done, error = _job(key, prediction_keys.PRED_REAL_RUNNING, "Patching every head…", "Patching", planned,
+                       batch=True)
     if error:
         buttons.idle()
         st.error(plain(error), icon=":material/warning:")

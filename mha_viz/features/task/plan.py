@@ -10,7 +10,7 @@ from mha_viz.budget.plan import Plan
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import need as job_need
 from mha_viz.features.task.controls import EDGE_METHODS, IG_STEPS
-from mha_viz.interventions import estimate, prediction
+from mha_viz.interventions import estimate
 from mha_viz.tasks.prompt_set import PromptSet, check
 from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
@@ -33,11 +33,9 @@ def plan_task(model: LoadedModel, prompts: PromptSet, method: str, cap: int) -> 
         circuit_edges.check_budget(model, circuit_edges.graph(model), n, 1, circuit_edges.attributing(model, method))
         need = job_need.circuit(model, n, method=method, steps=IG_STEPS)
     else:
-        batch = method == "patch"
-        prediction.check_budget(model, longest, cap, batch=batch)
-        if method == "estimate":
+        n, need = job_need.pair_job(model, longest, cap, batch=method == "patch")
+        if method == "estimate":  # every pair's backward pass, which the set's estimate cannot do without
             estimate.check_budget(model, n)
-        need = job_need.patching(model, n) if batch else job_need.estimate(model, n)
     return Plan(n, need, lambda progress=None: _run(model, prompts, method, cap, progress))
 
 
