@@ -57,13 +57,18 @@ def health(base_url: str) -> str:
         return f"unreachable: {exc}"
 
 
+# a child process started outside the terminal's process group (POSIX), which a Ctrl+C then does not reach: it stops
+# when its parent passes a signal on, once
+OWN_GROUP = {"start_new_session": True} if os.name == "posix" else {}
+
+
 def serve(argv: list[str], env: dict[str, str]) -> int:
     """Run `argv` until it exits and return its exit code, passing on the signals that stop this process: a
     service manager's SIGTERM, a closed terminal's SIGHUP (as a SIGTERM: Streamlit stops cleanly on that), a
-    SIGQUIT, and SIGINT. Otherwise a `kill` of `mha-viz` would leave its server running. Ctrl+C in a terminal
-    reaches both processes already (one process group), and the SIGINT passed on as well does no harm: Streamlit's
-    handler only asks its server to stop."""
-    proc = subprocess.Popen(argv, env=env)
+    SIGQUIT, and SIGINT. Otherwise a `kill` of `mha-viz` would leave its server running. The server has a
+    process group of its own (`OWN_GROUP`), so a terminal's Ctrl+C reaches it once, passed on from here: reaching it
+    twice (the terminal's and this one's), Streamlit's server printed a KeyboardInterrupt traceback as it stopped."""
+    proc = subprocess.Popen(argv, env=env, **OWN_GROUP)
     passed_on = {signal.SIGTERM: signal.SIGTERM}
     if hasattr(signal, "SIGHUP"):  # POSIX (Windows sends a child none of the others)
         passed_on |= {signal.SIGINT: signal.SIGINT, signal.SIGHUP: signal.SIGTERM, signal.SIGQUIT: signal.SIGQUIT}

@@ -159,11 +159,11 @@ def run_group(processes: int, port: int, env: dict[str, str], *, public: bool = 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     try:
         for p in ports:  # each started inside the try: one that cannot start stops those before it
-            procs.append(subprocess.Popen(launch.command(p, False), env=shared))
+            procs.append(subprocess.Popen(launch.command(p, False), env=shared, **launch.OWN_GROUP))
         apps = list(procs)
         why = _wait_ready(ports, apps, stopping)
         if why is None and not stopping:
-            procs.append(subprocess.Popen([nginx, "-p", str(folder), "-c", str(conf)], env=env))
+            procs.append(subprocess.Popen([nginx, "-p", str(folder), "-c", str(conf)], env=env, **launch.OWN_GROUP))
             print(f"mha-viz: {processes} app processes (ports {', '.join(map(str, ports))}) behind nginx on "
                   f"http://localhost:{port}; Ctrl+C stops them all", flush=True)
         elif why is not None:

@@ -328,3 +328,13 @@ def test_the_command_gives_its_server_a_short_openmp_spin_unless_the_user_set_on
     assert cli.main(["--port", "8599"]) == 0
     assert served[0].get("GOMP_SPINCOUNT") == expected
     assert {k: served[0].get(k) for k in users} == users
+
+
+@pytest.mark.skipif(os.name != "posix", reason="process groups")
+def test_the_server_has_a_process_group_of_its_own_so_a_ctrl_c_reaches_it_once():
+    """A terminal's Ctrl+C goes to its foreground process group: were the server in `mha-viz`'s, it would get the
+    terminal's SIGINT and the one `serve` passes on, and Streamlit's server printed a KeyboardInterrupt traceback as
+    it stopped. In a group of its own it gets the one passed on (tests/models/test_installed_package.py: no
+    traceback after a Ctrl+C to the command's group)."""
+    child = "import os, sys; sys.exit(0 if os.getpgid(0) != int(sys.argv[1]) else 1)"
+    assert launch.serve([sys.executable, "-c", child, str(os.getpgid(0))], dict(os.environ)) == 0

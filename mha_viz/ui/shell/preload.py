@@ -41,6 +41,7 @@ import importlib
 import importlib.util
 import logging
 import pkgutil
+import sys
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -101,10 +102,24 @@ async def lifespan(_app) -> AsyncIterator[None]:
 
 def _server_start() -> None:
     start = time.perf_counter()
+    without_triton_on_cpu()
     warm()
     _server_lesson()
     _default_model()
     log.info("server ready in %.1f s", time.perf_counter() - start)
+
+
+def without_triton_on_cpu() -> None:
+    """On a server with no GPU, Triton (installed beside the app for the tests' kernel interpreter) is made
+    unimportable before anything imports it: torch's compiler imports it whenever it is installed, though no CPU run
+    uses it, and its bindings then print a leak report of some 30 lines as the server stops, which reads as a crash
+    (`make run`, then Ctrl+C). The server's alone (`lifespan`): a test process keeps Triton for its interpreter."""
+    if "triton" in sys.modules:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.modules["triton"] = None  # `import triton` raises ImportError; find_spec finds none
 
 
 def _server_lesson() -> None:
