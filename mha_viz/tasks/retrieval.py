@@ -19,7 +19,9 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from mha_viz import needs
 from mha_viz.budget import capture_budget
+from mha_viz.budget.plan import Plan
 from mha_viz.capture import generation
 from mha_viz.corpus.inputs import SAMPLE, read_texts
 from mha_viz.generate_text import generate
@@ -151,6 +153,19 @@ def over_budget(model: LoadedModel, needle: tuple[str, str], length: int) -> str
     fits = capture_budget.longest(lambda n: search_bytes(model, needle, n), top=length)
     return (f"A search at {length:,} tokens would hold {capture_budget.over_budget(need)}: choose a prompt length of "
             f"at most {fits:,} tokens.")
+
+
+def plan_search(model: LoadedModel, needle: tuple[str, str], length: int, depths) -> Plan[Retrieval]:
+    """`find_retrieval` of one needle and question at one `length` and `depths` (fractions), planned once
+    (`budget.plan`): InputError saying the longest length that fits when a trial would pass the capture budget
+    (`over_budget`), before anything runs; `n` a trial's prompt and new tokens (`trial_tokens`), `need` what one
+    trial's generation holds, long or not as `generate` decides. `run(progress=…)` searches."""
+    if why := over_budget(model, needle, length):
+        raise InputError(why)
+    prompt, new = trial_tokens(model, needle, length)
+    need = needs.generation(model, prompt + new, new, long=generation.goes_long(model, prompt + new))
+    return Plan(prompt + new, need, lambda progress=None: find_retrieval(
+        model, needles=[needle], lengths=(length,), depths=tuple(depths), progress=progress))
 
 
 def sentence_boundary(tokenizer, ids: list[int], at: int) -> int:

@@ -191,3 +191,25 @@ def test_a_pairs_estimate_and_patching_are_checked_once_and_run_as_planned(toy_i
     capture_budget_of(monkeypatch, toy_induction.attention_bytes(n) * 2)
     with pytest.raises(InputError, match="tokens"):
         plan_patching(toy_induction, expl, pair.clean, pair.corrupted, max_tokens=64)
+
+
+def test_a_retrieval_search_is_planned_as_one_trials_generation_and_refused_before_it_runs(tiny_gpt2, monkeypatch):
+    from mha_viz import needs
+    from mha_viz.capture import generation
+    from mha_viz.tasks import retrieval
+    from tests.helpers import capture_budget_of
+
+    needle = ("Key: box.", "Key?")
+    prompt, new = retrieval.trial_tokens(tiny_gpt2, needle, 24)
+    p = retrieval.plan_search(tiny_gpt2, needle, 24, [0.5])
+    assert not generation.goes_long(tiny_gpt2, prompt + new)  # a short trial: its dense array, as priced
+    assert p.n == prompt + new and p.need == needs.generation(tiny_gpt2, prompt + new, new, long=False)
+    found = p.run(progress=None)
+    direct = retrieval.find_retrieval(tiny_gpt2, needles=[needle], lengths=(24,), depths=(0.5,))
+    assert found.table.equals(direct.table)  # greedy: the same search
+    capture_budget_of(monkeypatch, 1)  # a byte: even the new tokens' rows of a long generation do not fit
+    ran: list = []
+    monkeypatch.setattr(retrieval, "find_retrieval", lambda *a, **k: ran.append(a))
+    with pytest.raises(InputError, match="choose a prompt length of at most"):
+        retrieval.plan_search(tiny_gpt2, needle, 24, [0.5])
+    assert ran == []

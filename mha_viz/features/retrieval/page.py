@@ -12,7 +12,6 @@ from typing import NamedTuple
 import streamlit as st
 
 import mha_viz
-from mha_viz import needs
 from mha_viz.capture import generation
 from mha_viz.drawing import heads as head_figures
 from mha_viz.features.retrieval import controls as retrieval_keys
@@ -79,15 +78,15 @@ def retrieval_page() -> None:
     found = session.get(retrieval_keys.RETRIEVAL_FOUND)
     if key is not None and found is not None and found[0] == key:
         jobs.finished(st, "Find the retrieval heads", FOUND)
-    elif key is not None and (why := retrieval.over_budget(model, (key.needle, key.question), key.length)):
-        st.warning(plain(why), icon=":material/memory:")  # said before the button, not after the work
+    elif key is not None and (planned := _planned(model, key)) is None:
+        pass  # why it cannot run is said before the button, not after the work
     elif key is not None:
         buttons = jobs.buttons("Find the retrieval heads", retrieval_keys.RETRIEVAL_GO, ran=FOUND,
                                cancel_key=retrieval_keys.RETRIEVAL_CANCEL,
                                cancel_help="Stop the search; nothing is kept.")
         if buttons.pressed:
             result, error = jobs.run(retrieval_keys.RETRIEVAL_RUNNING, key,
-                                     lambda progress: _find(model, key, progress), first="Planting the needle…",
+                                     lambda progress: _find(planned, progress), first="Planting the needle…",
                                      what="The search", time_left=True,
                                      out_of_memory="The search ran out of memory: choose a shorter length.")
             if error is not None:
@@ -153,11 +152,19 @@ def _unreadable(model, needle: str, question: str) -> str | None:
                  "or pick a model that reads English in the sidebar (smollm2).")
 
 
-def _find(model, key: RetrievalKey, progress) -> retrieval.Retrieval:
-    new = room(token_limit(model, None))
-    with resources.slots().hold(need=needs.generation(model, key.length + new, new)):
-        return retrieval.find_retrieval(model, needles=[(key.needle, key.question)], lengths=(key.length,),
-                                        depths=tuple(d / 100 for d in key.depths), progress=progress)
+def _planned(model, key: RetrievalKey):
+    """The search of `key`, planned (`retrieval.plan_search`); None after saying why it cannot run (the longest
+    length that fits)."""
+    try:
+        return retrieval.plan_search(model, (key.needle, key.question), key.length, [d / 100 for d in key.depths])
+    except InputError as exc:
+        st.warning(plain(str(exc)), icon=":material/memory:")
+        return None
+
+
+def _find(planned, progress) -> retrieval.Retrieval:
+    with resources.slots().hold(need=planned.need):
+        return planned.run(progress=progress)
 
 
 def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:
