@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import need as job_need
 from mha_viz.circuits import path_patching
@@ -142,9 +141,10 @@ def _stopped_notice() -> None:
         st.warning("Running it for real was cancelled; nothing was kept.", icon=":material/stop_circle:")
 
 
-def _run_real(model, key, what: tuple, compute, again: str | None):
-    """A value run for real, kept for this pair under (key, what), with a progress bar and Cancel; None
-    after a message, or after a Cancel until its button (`again`; None: the caller's button asked) asks."""
+def _run_real(model, key, n: int, what: tuple, compute, again: str | None):
+    """A value run for real on the pair (of `n` tokens, its circuit's), kept under (key, what), with a progress bar
+    and Cancel; None after a message, or after a Cancel until its button (`again`; None: the caller's button asked)
+    asks."""
     store = _real()
     if (key, what) in store:
         return store[(key, what)]
@@ -156,7 +156,7 @@ def _run_real(model, key, what: tuple, compute, again: str | None):
                      help="Stop running it; nothing is kept.")
 
     def work(progress):
-        with resources.slots().hold(need=job_need.path_patched(model, needs.tokens(model, key.clean, key.cap))):
+        with resources.slots().hold(need=job_need.path_patched(model, n)):
             return compute(progress)
     value, error = jobs.run(circuit_keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
                             what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
@@ -200,7 +200,7 @@ def _show(cur, key, ask, edges) -> None:
                "edge ends at its reader's input: just left of a head, its query (upper), key (middle) or value "
                "(lower); with grouped-query attention keys and values go to the KV head (◆). Width: |score|. "
                "Click an edge's dot to path-patch it for real.")
-    real_k = _run_real(model, key, ("k", method, k), lambda progress: path_patching.circuit(
+    real_k = _run_real(model, key, edges.tokens, ("k", method, k), lambda progress: path_patching.circuit(
         model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap).faithfulness,
         f"Run the top {k} edges for real")
     curve = _curve(edges)
@@ -242,7 +242,7 @@ def _picked_edge(model, key, ask, edges) -> None:
     sender, receiver = picked
     row = edges.scores[(edges.scores["sender"] == sender) & (edges.scores["receiver"] == receiver)]
     estimate = float(row["score"].iloc[0]) if len(row) else float("nan")
-    real = _run_real(model, key, ("edge", sender, receiver), lambda progress: path_patching.path_patch(
+    real = _run_real(model, key, edges.tokens, ("edge", sender, receiver), lambda progress: path_patching.path_patch(
         model, key.clean, key.corrupted, sender, receiver, edges.answer, edges.wrong, max_tokens=key.cap),
         f"Path-patch {sender} → {receiver} for real")
     if real is not None:
@@ -260,7 +260,7 @@ def _top_real(model, key, ask, edges) -> None:
                               "estimate against the real change."):
             return
         top = edges.top(TOP_REAL)
-        done = _run_real(model, key, what, lambda progress: (top, path_patching.path_patch_many(
+        done = _run_real(model, key, edges.tokens, what, lambda progress: (top, path_patching.path_patch_many(
             model, key.clean, key.corrupted, top, edges.answer, edges.wrong, max_tokens=key.cap,
             progress=progress)), None)
         if done is None:

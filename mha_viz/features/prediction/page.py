@@ -15,7 +15,6 @@ from typing import Hashable
 import streamlit as st
 
 import mha_viz
-from mha_viz import needs
 from mha_viz.circuits import need as job_need
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import style as figure_style
@@ -242,13 +241,13 @@ def show_grids(expl: prediction.Explanation) -> None:
                f"{ranking.top_heads_text(expl)} Click a cell to open that head below.")
 
 
-def _extra(model, key: Hashable, what: str, layer: int, head: int, compute):
-    """A result of the one-head panel, kept for this pair (each costs a forward)."""
+def _extra(model, key: Hashable, n: int, what: str, layer: int, head: int, compute):
+    """A result of the one-head panel, kept for this pair of `n` tokens (each costs a forward, admitted as one)."""
     store = session.setdefault(prediction_keys.PRED_EXTRA, {})
     k = (key, layer, head, what)
     if k not in store:
         def held():
-            with resources.slots().hold(need=job_need.patching(model, needs.tokens(model, key.clean, key.cap))):
+            with resources.slots().hold(need=job_need.patching(model, n)):
                 return compute()
         result, error = resources.attempt(held, what="This head's panel", out_of_memory=(
             "This head's panel ran out of memory: use shorter texts or a smaller model."))
@@ -297,12 +296,12 @@ def one_head(cur, key: Hashable, expl: prediction.Explanation) -> None:
         left.info(f"The value path of {plain(model.name)} cannot be read: no value-weighted attention.")
     answer, wrong = expl.dla.target, expl.dla.wrong
     try:
-        promoted, suppressed = _extra(model, key, "tokens", layer, head, lambda: attribution.head_tokens(
+        promoted, suppressed = _extra(model, key, expl.clean.n, "tokens", layer, head, lambda: attribution.head_tokens(
             model, key.clean, layer, head, k=8, max_tokens=key.cap))
         charts.show(attribution_figures.token_bars(promoted, suppressed, f"Layer {layer}, head {head}: tokens its "
                                                    "write promotes and suppresses"),
                     key=prediction_keys.PRED_TOKENS, where=right, name="head-tokens")
-        by_pos = _extra(model, key, "positions", layer, head, lambda: attribution.patch_positions(
+        by_pos = _extra(model, key, expl.clean.n, "positions", layer, head, lambda: attribution.patch_positions(
             model, key.clean, key.corrupted, layer, head, answer, wrong, max_tokens=key.cap))
     except mha_viz.InputError as exc:
         st.warning(plain(str(exc)), icon=":material/warning:")

@@ -15,7 +15,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from mha_viz import needs
 from mha_viz.circuits import edges as circuit_edges
 from mha_viz.circuits import need as job_need
 from mha_viz.circuits import path_patching
@@ -32,7 +31,7 @@ from mha_viz.features.task.controls import (
     METHODS,
     SOURCES,
 )
-from mha_viz.features.task.plan import RESAMPLES, longest_clean, plan_task
+from mha_viz.features.task.plan import RESAMPLES, plan_task
 from mha_viz.tasks import faithfulness_set, generators
 from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.text.tokenize import InputError
@@ -61,10 +60,14 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
                                 "for real on each pair: the mean faithfulness with its interval.")
     if not buttons.pressed:
         return None
-    longest = longest_clean(prompts)
+    if (why := _refusal(model, task_key, prompts)) is not None:  # the task's plan, made again if another replaced it
+        buttons.idle()
+        st.warning(why, icon=":material/block:")
+        return None
+    n = session.get(task_keys.TASK_CHECKED)[2].n  # the longest pair's tokens, read by the task's plan
 
     def work(progress):
-        with resources.slots().hold(need=job_need.path_patched(model, needs.tokens(model, longest, cap))):
+        with resources.slots().hold(need=job_need.path_patched(model, n)):
             return faithfulness_set(model, prompts, result.table, ks, max_tokens=cap,
                                     resamples=result.resamples, seed=result.seed, progress=progress)
 
