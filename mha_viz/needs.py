@@ -17,15 +17,9 @@ from mha_viz.capture import head_rows
 from mha_viz.capture.grown_rows import recorded_bytes
 from mha_viz.scan import rows as scan_rows
 from mha_viz.scan.kept import THUMB, TOP_K
-from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
 
 Need = memory.Need
-
-
-def tokens(model: LoadedModel, text: str, max_tokens: int | None = None, *, whole_text: bool = False) -> int:
-    """How many tokens of `text` a computation cut to max_tokens runs on (`tokenize`), for its need."""
-    return tokenize(model, text, max_tokens, whole_text=whole_text).n
 
 
 def larger(*needs: Need) -> Need:

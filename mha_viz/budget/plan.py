@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Generic, TypeVar
 
 from mha_viz.budget import memory
+from mha_viz.text.tokenize import tokenize
 from mha_viz_models import LoadedModel
 
 T = TypeVar("T")
@@ -54,3 +55,11 @@ def forward_bytes(model: LoadedModel, n: int, rows: int = 1) -> int:
 def forward(model: LoadedModel, n: int, rows: int = 1) -> memory.Need:
     """Forward passes of `rows` sequences of n tokens side by side, keeping nothing (`forward_bytes`)."""
     return on_device(model, forward_bytes(model, n, rows))
+
+
+def forward_plan(model: LoadedModel, text: str, max_tokens: int | None, work: Callable[..., T]) -> Plan[T]:
+    """`work`, a computation that runs `model` forward over `text` (cut to max_tokens) holding about one plain
+    forward at a time (a hybrid's other layers read one at a time, a sparse model's picks), planned: its tokens
+    counted once, its need `forward`'s."""
+    n = tokenize(model, text, max_tokens).n
+    return Plan(n, forward(model, n), work)

@@ -80,7 +80,7 @@ def test_a_request_that_does_not_fit_beside_another_waits_with_a_notice_then_run
 
     texts = {"A": TEXT_A, "B": TEXT_B}
     model = mha_viz.load_model("minilm", device="cpu")
-    need_a, need_b = (needs.scan(model, needs.tokens(model, t)).host for t in (TEXT_A, TEXT_B))
+    need_a, need_b = (needs.scan(model, mha_viz.tokenize(model, t).n).host for t in (TEXT_A, TEXT_B))
     planted.host = max(need_a, need_b) + min(need_a, need_b) // 2  # either fits alone, not both at once
 
     def click(name):

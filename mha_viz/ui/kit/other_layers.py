@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 import mha_viz
-from mha_viz import effective, needs
+from mha_viz import effective
 from mha_viz.budget import capture_budget, plan
 from mha_viz.drawing import effective as effective_figures
 from mha_viz.effective import NotExact
@@ -46,10 +46,11 @@ class Summary(NamedTuple):
 @st.cache_resource(show_spinner="Computing the other layers' effective attention…", max_entries=8)
 def _summary(key: AnalysisKey, _model) -> Summary:
     """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
-    with resources.slots().hold(need=plan.forward(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.text.session_cap(key.cap):
-        # one layer at a time, by blocks of rows where its kind can: pooled and measured in one pass, then let go
-        run, rows = effective.each_reduced(_model, key.text, effective.summarised, max_tokens=key.cap, by_rows=True)
+    # one layer at a time, by blocks of rows where its kind can: pooled and measured in one pass, then let go
+    planned = plan.forward_plan(_model, key.text, key.cap, lambda: effective.each_reduced(
+        _model, key.text, effective.summarised, max_tokens=key.cap, by_rows=True))
+    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
+        run, rows = planned.run()
         return Summary(effective_figures.stacked([r[0] for r in rows], run.mixing_shares()),
                        pd.concat([r[1] for r in rows], ignore_index=True))
 
@@ -60,10 +61,10 @@ def _layer(key: AnalysisKey, number: int, _model) -> tuple[np.ndarray, str, str,
     that many tokens, else blocks of tokens): ((G, s, s), its label, what a group is, the tokens). Holds one of the
     server's analysis slots (call through `one_at_a_time`); admitted with the summary, whose need is the same layers'
     read the same way (`summary`)."""
-    with resources.slots().hold(need=plan.forward(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.text.session_cap(key.cap):
-        pooled, layer, tokens = effective.pooled_layer(_model, key.text, number, side=effective_figures.DETAIL_SIDE,
-                                                       max_tokens=key.cap)
+    planned = plan.forward_plan(_model, key.text, key.cap, lambda: effective.pooled_layer(
+        _model, key.text, number, side=effective_figures.DETAIL_SIDE, max_tokens=key.cap))
+    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
+        pooled, layer, tokens = planned.run()
     return pooled, layer.label, layer.grouping, tokens
 
 

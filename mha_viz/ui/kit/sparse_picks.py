@@ -8,7 +8,6 @@ from __future__ import annotations
 import streamlit as st
 
 import mha_viz
-from mha_viz import needs
 from mha_viz.budget import capture_budget, plan
 from mha_viz.metrics.indexer_picks import (
     LayerPicks,
@@ -34,9 +33,10 @@ NOTE = ("Each indexed layer's indexer picks a few keys for every query, and its 
 @st.cache_resource(show_spinner="Measuring the indexer's picks against the dense softmax…", max_entries=8)
 def _selection(key: AnalysisKey, _model) -> SparseSelection:
     """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
-    with resources.slots().hold(need=plan.forward(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.text.session_cap(key.cap):
-        return sparse_selection(_model, key.text, max_tokens=key.cap)
+    planned = plan.forward_plan(_model, key.text, key.cap,
+                                lambda: sparse_selection(_model, key.text, max_tokens=key.cap))
+    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
+        return planned.run()
 
 
 def _selected(cur, *, say: bool) -> SparseSelection | None:
@@ -79,9 +79,9 @@ def sparse_picks_section(cur) -> None:
 def _picks(key: AnalysisKey, _model) -> Picks:
     """key: the text's (its cap). One forward that keeps the picks alone (n × k a layer: any length the run has);
     holds one of the server's analysis slots (call through `one_at_a_time`)."""
-    with resources.slots().hold(need=plan.forward(_model, needs.tokens(_model, key.text, key.cap))), \
-            mha_viz.text.session_cap(key.cap):
-        return sparse_picks(_model, key.text, max_tokens=key.cap)
+    planned = plan.forward_plan(_model, key.text, key.cap, lambda: sparse_picks(_model, key.text, max_tokens=key.cap))
+    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
+        return planned.run()
 
 
 def run_picks(cur) -> Picks | None:
