@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import pytest
+from streamlit.util import calc_hash
 
 import mha_viz
 from mha_viz.circuits import path_patching
@@ -21,6 +22,7 @@ from mha_viz.features.prediction import controls as prediction_keys
 from mha_viz.interventions import prediction
 from mha_viz.ui.kit import keys
 from tests.app.helpers import app_test, chart_title, charts, open_page, shown, start_app, titled
+from tests.helpers import HEADINGS
 
 pytestmark = pytest.mark.model
 
@@ -191,6 +193,25 @@ def test_a_link_reopens_the_circuit():
     top = mha_viz.edge_attribution(toy, prediction.INDUCTION.clean, prediction.INDUCTION.corrupted, method="eap").top(9)
     assert [t.split(" — ")[0] for t in _edge_markers(graph)["hovertext"]] == [
         f"{s} → {r}" for s, r in zip(top["sender"], top["receiver"])]
+
+
+def test_an_old_link_to_the_prediction_page_naming_a_circuit_opens_the_circuits_page_and_finds_it():
+    """Before the circuit had a page of its own, a link to *Heads behind a prediction* carried it (``circuit``); that
+    link now opens *Circuit behind a prediction* and finds the circuit there. A link carrying only the pair, which
+    both pages share, stays where it opens."""
+    pair = {"model": "toy-induction", "text": prediction.INDUCTION.clean, "corrupted": prediction.INDUCTION.corrupted}
+    at = app_test()
+    at.query_params.update({**pair, "circuit": "eap"})
+    at._page_hash = calc_hash("prediction")  # noqa: SLF001 - what a browser's /prediction resolves to
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.title[0].value == HEADINGS["circuit"]
+    assert titled(at, "The top") is not None  # found on opening, as the link asked
+    shared = app_test()
+    shared.query_params.update(pair)
+    shared._page_hash = calc_hash("prediction")  # noqa: SLF001
+    shared.run()
+    assert not shared.exception and shared.title[0].value == HEADINGS["prediction"]
 
 
 def test_a_family_that_cannot_be_split_is_a_message_and_the_inputs_stay(tmp_path):

@@ -37,10 +37,11 @@ DETAIL_SLUGS = {option: slug for slug, option in DETAIL_OPTIONS.items()}
 HEAD_VIEW = "head_view"  # the page whose detail level a link carries
 
 
-def read() -> None:
-    """On the session's first run, the URL's link: its model, text and options go into the
+def read(page_id: str) -> None:
+    """On the session's first run, the URL's link (opened on page `page_id`): its model, text and options go into the
     sidebar's inputs (`sidebar.choose`; call it before the sidebar draws them), its layer, head and
-    detail wait for the model (`apply_pending`), and what was ignored waits to be shown."""
+    detail wait for the model (`apply_pending`), and what was ignored waits to be shown. A link carrying controls
+    of one other page and not of its own opens that page (`owner_elsewhere`)."""
     if session.get(keys.LINK_READ):
         return
     session.put(keys.LINK_READ, True)
@@ -50,6 +51,20 @@ def read() -> None:
     link, notices = links.parse(st.query_params.to_dict(), allowed_models=conf.models, public=conf.public,
                                 controls=page_controls.CONTROLS)
     open_view(link, notices)
+    if (owner := owner_elsewhere(page_id, link)) is not None:
+        session.put(keys.GOTO, owner)
+
+
+def owner_elsewhere(page_id: str, link: links.Link) -> str | None:
+    """The one page that owns every page control `link` carries that page `page_id` does not, or None (none such,
+    or several pages could own them): an old link to *Heads behind a prediction* naming its circuit (``circuit``,
+    now *Circuit behind a prediction*'s) opens the circuit's page."""
+    own = {c.link_name for c in page_controls.BY_PAGE.get(page_id, ())}
+    foreign = {name for name, _ in link.page} - own
+    if not foreign:
+        return None
+    owners = [p for p, controls in page_controls.BY_PAGE.items() if foreign <= {c.link_name for c in controls}]
+    return owners[0] if len(owners) == 1 else None
 
 
 def has_view() -> bool:

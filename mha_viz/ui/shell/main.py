@@ -68,7 +68,7 @@ def main() -> None:
     # a session's first run: a lesson (the link's or the server's) and a shared link's model, text and
     # options, before the sidebar draws them
     guarded(lesson_flow.read_link, what="Opening the lesson")
-    guarded(links.read, what="Reading the link")
+    guarded(links.read, pages.page_id(page), what="Reading the link")
     pages.follow_goto()  # a view (e.g. "Open in head view") or a lesson's step asked for another page
     # No page can run a longer text than this session's cap (callbacks run before this line: they
     # only record choices, they never compute)
