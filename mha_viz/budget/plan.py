@@ -1,7 +1,8 @@
 """A heavy computation planned once (issue 92): `Plan` holds what it runs on (its tokens, read once), what it needs
-(`memory.Need`: the bytes of what will run, where it runs) and the work itself, so that the UI admits `plan.need`
-(`admission.Admission.hold`) and then calls `plan.run()` on the same tokens, and nothing between the two tokenizes the
-text again or checks its cost again.
+(`memory.Need`: the bytes of what will run, where it runs) and the work itself, so that the UI refuses and admits on
+`plan.need` (`admission.Admission.hold`) and then calls `plan.run()`: nothing between the two prices or checks it
+again. Where a computation takes the tokens read (Generate's prompt, edge attribution's texts) it does not read them
+again; the others read their text once more inside, answered by `tokenize`'s cache of the last texts.
 
 A computation offers `plan_<name>(model, text, …) -> Plan`, which tokenizes, prices and refuses what can never fit
 (an `InputError` saying what does); its plain function is `plan_<name>(…).run()`. Here also the pieces every plan's
@@ -27,7 +28,7 @@ class Plan(Generic[T]):
 
     n: int
     need: memory.Need | None
-    work: Callable[[], T]
+    work: Callable[..., T]
 
     def run(self, **options) -> T:
         """The computation, on the tokens it was planned on (`options`: what it takes besides, known only when it
