@@ -38,6 +38,7 @@ CIRC_AGAIN_EDGE = "circ_again_edge"
 CIRC_OPENED = "_circ_opened"  # the file id of the saved circuit opened last (opened once)
 CIRC_PENDING = "_circ_pending"  # a saved circuit waiting for its pair to be on the page
 CIRC_PLAN = "_circ_plan"  # ((pair, estimate), its plan or None, why it cannot run or None): planned once a pair
+# (`plans.kept_plan`: the model's edge graph alone takes 0.14 s to build for SmolLM2)
 CIRC_OPEN_PAIR = "circ_open_pair"  # the button that puts a saved circuit's pair on the page
 DL_CIRC_CSV = "dl_circ_csv"
 DL_CIRC_JSON = "dl_circ_json"

@@ -18,8 +18,7 @@ from mha_viz.drawing import style as figure_style
 from mha_viz.features.circuit import controls as circuit_keys
 from mha_viz.features.circuit.controls import DEFAULT_DRAWN, LABELS, MAX_DRAWN
 from mha_viz.features.circuit.plan import plan_circuit
-from mha_viz.text.tokenize import InputError
-from mha_viz.ui.kit import charts, jobs, keys, page_controls, resources, session
+from mha_viz.ui.kit import charts, jobs, keys, page_controls, plans, resources, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair
 
@@ -74,7 +73,8 @@ def circuit_page() -> None:
     _stopped_notice()
     edges = _results().get(ask)
     if edges is None:
-        planned, why = _planned(model, key, method)
+        planned, why = plans.kept_plan(circuit_keys.CIRC_PLAN, (key, method), lambda: plan_circuit(
+            model, key.clean, key.corrupted, key.answer or None, key.wrong or None, method=method, max_tokens=key.cap))
         if why is not None:  # said before the button, not after the work
             st.warning(why, icon=":material/block:")
             _opener(cur, key)
@@ -94,21 +94,6 @@ def circuit_page() -> None:
     if edges is not None:
         _show(cur, key, ask, edges)
     _opener(cur, key)
-
-
-def _planned(model, key: pair.Pair, method: str):
-    """(the circuit's plan, None) or (None, why it cannot run): `plan_circuit`, once a pair and estimate (a rerun
-    repeats nothing: the model's edge graph alone takes 0.14 s to build for SmolLM2)."""
-    held = session.get(circuit_keys.CIRC_PLAN)
-    if held is not None and held[0] == (key, method):
-        return held[1], held[2]
-    try:
-        planned, why = plan_circuit(model, key.clean, key.corrupted, key.answer or None, key.wrong or None,
-                                    method=method, max_tokens=key.cap), None
-    except InputError as exc:
-        planned, why = None, plain(str(exc))
-    session.put(circuit_keys.CIRC_PLAN, ((key, method), planned, why))
-    return planned, why
 
 
 def _find(key: pair.Pair, method: str, planned):

@@ -23,8 +23,7 @@ from mha_viz.features.prediction import explanation_figures, ranking
 from mha_viz.features.prediction import figures as attribution_figures
 from mha_viz.features.prediction.plan import plan_estimate, plan_patching
 from mha_viz.interventions import attribution, estimate, prediction
-from mha_viz.text.tokenize import InputError
-from mha_viz.ui.kit import charts, jobs, resources, session, shared_head
+from mha_viz.ui.kit import charts, jobs, plans, resources, session, shared_head
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair
 
@@ -52,7 +51,7 @@ def prediction_page() -> None:
     if expl is not None:
         jobs.finished(st, "Find the heads", FOUND)
     else:
-        planned, why = _planned(lambda: plan_estimate(model, key.clean, key.corrupted, _answer(key.answer),
+        planned, why = plans.try_plan(lambda: plan_estimate(model, key.clean, key.corrupted, _answer(key.answer),
                                                       _answer(key.wrong), max_tokens=key.cap))
         if why is not None:  # said before the button, not after the work
             st.warning(why, icon=":material/memory:")
@@ -70,14 +69,6 @@ def prediction_page() -> None:
             return
         buttons.done()
     _results(cur, key, expl)
-
-
-def _planned(make):
-    """(the plan `make()` makes, None), or (None, why it cannot run: the longest text that would fit)."""
-    try:
-        return make(), None
-    except InputError as exc:
-        return None, plain(str(exc))
 
 
 def _cancelled_notice(key: pair.Pair) -> None:
@@ -154,7 +145,7 @@ def _real_patching(model, key: pair.Pair, expl: prediction.Explanation) -> predi
     """The button that patches every head for real, with progress and Cancel: `expl` with real
     patching once it has run (kept for this pair), else `expl` as it was. A pair too long for it is said
     instead of the button."""
-    planned, why = _planned(lambda: plan_patching(model, expl, key.clean, key.corrupted, max_tokens=key.cap))
+    planned, why = plans.try_plan(lambda: plan_patching(model, expl, key.clean, key.corrupted, max_tokens=key.cap))
     if why is not None:
         st.info(why, icon=":material/memory:")
         return expl

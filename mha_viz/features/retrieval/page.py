@@ -19,7 +19,7 @@ from mha_viz.features.retrieval import figures as retrieval_figures
 from mha_viz.features.retrieval.controls import DEFAULT_DEPTHS, DEFAULT_LENGTH, DEPTHS, MIN_LENGTH
 from mha_viz.tasks import retrieval
 from mha_viz.text.tokenize import InputError, token_limit
-from mha_viz.ui.kit import charts, jobs, keys, notes, resources, session, shared_head
+from mha_viz.ui.kit import charts, jobs, keys, notes, plans, resources, session, shared_head
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import notebook_button, view_helpers
@@ -155,11 +155,11 @@ def _unreadable(model, needle: str, question: str) -> str | None:
 def _planned(model, key: RetrievalKey):
     """The search of `key`, planned (`retrieval.plan_search`); None after saying why it cannot run (the longest
     length that fits)."""
-    try:
-        return retrieval.plan_search(model, (key.needle, key.question), key.length, [d / 100 for d in key.depths])
-    except InputError as exc:
-        st.warning(plain(str(exc)), icon=":material/memory:")
-        return None
+    planned, why = plans.try_plan(lambda: retrieval.plan_search(model, (key.needle, key.question), key.length,
+                                                               [d / 100 for d in key.depths]))
+    if why is not None:
+        st.warning(why, icon=":material/memory:")
+    return planned
 
 
 def _find(planned, progress) -> retrieval.Retrieval:

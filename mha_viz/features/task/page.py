@@ -35,7 +35,7 @@ from mha_viz.features.task.plan import RESAMPLES, plan_task
 from mha_viz.tasks import faithfulness_set, generators
 from mha_viz.tasks.prompt_set import PromptSet
 from mha_viz.text.tokenize import InputError
-from mha_viz.ui.kit import charts, jobs, keys, resources, session
+from mha_viz.ui.kit import charts, jobs, keys, plans, resources, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair, view_helpers
 
@@ -60,11 +60,12 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
                                 "for real on each pair: the mean faithfulness with its interval.")
     if not buttons.pressed:
         return None
-    if (why := _refusal(model, task_key, prompts)) is not None:  # the task's plan, made again if another replaced it
+    planned, why = _planned(model, task_key, prompts)  # the task's plan, made again if another replaced it
+    if why is not None:
         buttons.idle()
         st.warning(why, icon=":material/block:")
         return None
-    n = session.get(task_keys.TASK_CHECKED)[2].n  # the longest pair's tokens, read by the task's plan
+    n = planned.n  # the longest pair's tokens, read by the task's plan
 
     def work(progress):
         with resources.slots().hold(need=job_need.path_patched(model, n)):
@@ -167,23 +168,14 @@ def _prompts(tokenizer) -> tuple[PromptSet | None, dict]:
                                                                            "task_seed": seed}
 
 
-def _refusal(model, key: TaskKey, prompts: PromptSet) -> str | None:
-    """Why the method cannot run on these pairs, said before its button (None: it can): its plan's refusal
-    (`plan_task`). Planned once a task key (a rerun repeats nothing); the job runs that plan."""
-    held = session.get(task_keys.TASK_CHECKED)
-    if held is not None and held[0] == key:
-        return held[1]
-    try:
-        why, planned = None, plan_task(model, prompts, key.method, key.cap)
-    except InputError as exc:
-        why, planned = plain(str(exc)), None
-    session.put(task_keys.TASK_CHECKED, (key, why, planned))
-    return why
+def _planned(model, key: TaskKey, prompts: PromptSet):
+    """(the task's plan, None), or (None, why the method cannot run on these pairs): `plan_task`, planned once a task
+    key (a rerun repeats nothing); its jobs run that plan."""
+    return plans.kept_plan(task_keys.TASK_CHECKED, key, lambda: plan_task(model, prompts, key.method, key.cap))
 
 
-def _compute(key: TaskKey):
-    """The result of `key` as planned (`_refusal`), with a progress bar and Cancel, admitted on its plan's need."""
-    planned = session.get(task_keys.TASK_CHECKED)[2]
+def _compute(key: TaskKey, planned):
+    """The result of `key` as planned, with a progress bar and Cancel, admitted on its plan's need."""
 
     def budgeted(progress):
         with resources.slots().hold(need=planned.need):
@@ -228,17 +220,18 @@ def task_page() -> None:
     result = stored[1] if stored is not None and stored[0] == key else None
     if result is not None:
         jobs.finished(st, "Run over the task", RAN)
-    elif (why := _refusal(model, key, prompts)) is not None:  # said before the button, not after the work
-        st.warning(why, icon=":material/block:")
-        return
     else:
+        planned, why = _planned(model, key, prompts)
+        if why is not None:  # said before the button, not after the work
+            st.warning(why, icon=":material/block:")
+            return
         buttons = jobs.buttons("Run over the task", task_keys.TASK_GO, cancel_key=task_keys.TASK_CANCEL,
                                cancel_help="Stops the run over the pairs; nothing is kept.", ran=RAN,
                                help=f"Runs the method on each of the {len(prompts)} pairs, then the mean over them "
                                     f"with its {RESAMPLES}-resample bootstrap interval and a sign-flip p-value.")
         if not buttons.pressed:
             return
-        result = _compute(key)
+        result = _compute(key, planned)
         if result is None:
             buttons.idle()
             return
