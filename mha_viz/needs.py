@@ -2,8 +2,8 @@
 one `memory.Need` a path, from the estimates its own module writes (`memory.analysis_need`,
 `ablation.gradient_bytes`, the scan's blocks), so that two of them are never admitted together onto memory that
 holds one. Here: what several features run (an analysis, a generation, the scan, the downloads) and the pieces a
-need is made of (a forward's and `on_device` are `budget/plan`'s); a feature's own jobs declare theirs in its folder
-(`features/<id>/need.py`: corpus, compare); the estimate, patching and circuits of three pages are `circuits/need.py`.
+need is made of (a forward's and `on_device` are `budget/plan`'s); a feature's own jobs are planned in its folder
+(`features/<id>/plan.py`); the estimate, patching and circuits of three pages are `circuits/need.py`.
 
 Working memory is where the model runs (`budget.plan.on_device`: the GPU's for a model on CUDA, else the host's);
 what a result keeps is the host's.

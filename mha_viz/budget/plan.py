@@ -24,11 +24,14 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class Plan(Generic[T]):
     """A computation on `n` tokens, read once: `need` is what it holds at its peak (None: admitted by count alone,
-    for a computation whose size is known only as it runs), `run()` does it."""
+    for a computation whose size is known only as it runs), `run()` does it; `admit` False for one that runs no model
+    (its answer read off a result already made)."""
 
     n: int
     need: memory.Need | None
     work: Callable[..., T]
+    admit: bool = True  # False: it reads what is made already and runs no model, so nothing is admitted
+
 
     def run(self, **options) -> T:
         """The computation, on the tokens it was planned on (`options`: what it takes besides, known only when it

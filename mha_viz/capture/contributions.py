@@ -13,6 +13,7 @@ import weakref
 import numpy as np
 import torch
 
+from mha_viz.budget.plan import Plan, forward_bytes, on_device
 from mha_viz_models import LoadedModel
 from mha_viz_models.reading import values
 from mha_viz_models.reading.records import Capture
@@ -50,6 +51,21 @@ def long_value_norms(model: LoadedModel, token_ids: list[int]) -> np.ndarray:
     model.capture(torch.tensor([list(token_ids)]), lean=True, head_outputs=False, on_input=arrived)
     out.setflags(write=False)
     return out
+
+
+def norms_bytes(layers: int, heads: int, n: int) -> int:
+    """What a run's value norms hold: float32 (layers, heads, n)."""
+    return 4 * layers * heads * n
+
+
+def plan_value_norms(run, model: LoadedModel) -> Plan[np.ndarray | None]:
+    """`value_norms_of(run, model)` planned (`budget.plan`): on the run's tokens (read already), its need one forward
+    with fused attention where the model runs (each layer's values read and let go as it arrives) and the norms kept
+    on the host (`norms_bytes`); nothing where the run has them."""
+    n = run.n
+    need = None if run.value_norms is not None else on_device(
+        model, forward_bytes(model, n), kept=norms_bytes(model.num_layers, model.num_heads, n))
+    return Plan(n, need, lambda: value_norms_of(run, model))
 
 
 def value_norms_of(run, model: LoadedModel) -> np.ndarray | None:

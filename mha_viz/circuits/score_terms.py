@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.budget import memory
+from mha_viz.budget.plan import Plan
 from mha_viz.circuits.sides import side
 from mha_viz.text.tokenize import InputError, tokenize
 from mha_viz_models.attention import fast_paths
@@ -92,8 +94,9 @@ def _fold(m: np.ndarray, keep: list[int], axis: int) -> np.ndarray:
     return np.concatenate([kept, np.take(m, rest, axis=axis).sum(axis=axis, keepdims=True)], axis=axis)
 
 
-def _prepare(model, text: str, layer: int, head: int, max_tokens: int | None, pair: tuple[int, int] | None = None):
-    """The layouts, the record (at the pair's two positions, or every position) and the tokens."""
+def _read(model, text: str, layer: int, head: int, max_tokens: int | None, pair: tuple[int, int] | None = None):
+    """The text's tokens, with the head, the model's stream, the positions (the pair's two, or every position for
+    the whole head) checked: (layouts, tokens, positions or None)."""
     layers = [int(n) for n in getattr(model, "layer_ids", range(model.num_layers))]  # a hybrid's softmax layers
     if layer not in layers or not 0 <= head < model.num_heads:
         raise InputError(f"Head ({layer}, {head}) does not exist: {model.name} has {model.num_heads} heads in each "
@@ -114,8 +117,7 @@ def _prepare(model, text: str, layer: int, head: int, max_tokens: int | None, pa
         if not (-n <= pair[0] < n and -n <= pair[1] < n):
             raise InputError(f"Positions ({pair[0]}, {pair[1]}) are outside the text's {n} tokens.")
         positions = torch.tensor(sorted({pair[0] % n, pair[1] % n}))
-    rec = stream.record(model, torch.tensor([toks.ids]), layer, positions)
-    return layouts, rec, toks
+    return layouts, toks, positions
 
 
 def _real_qk(model, rec, layer: int, head: int):
@@ -128,6 +130,15 @@ def _real_qk(model, rec, layer: int, head: int):
     return q[0, head], k[0, kv_head(head, model.num_heads, model.num_kv_heads)], mha
 
 
+def plan_qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
+                  max_tokens: int | None = None) -> Plan[QKTerms]:
+    """`qk_terms` planned (`budget.plan`): the text read and the pair checked once, its need `need_bytes`'s. Raises
+    as `qk_terms` does, before anything runs."""
+    layouts, toks, positions = _read(model, text, layer, head, max_tokens, (query, key))
+    return Plan(toks.n, memory.Need(host=need_bytes(model, toks.n, pattern=False)),
+                lambda: _pair_terms(model, layouts, toks, positions, layer, head, query, key))
+
+
 def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
              max_tokens: int | None = None) -> QKTerms:
     """The score of head (`layer`, `head`) for query position `query` and key position `key` (negative:
@@ -138,7 +149,11 @@ def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
     attn norm bias" and "L{l} MLP norm bias", and "bias" (W_Q's or W_K's bias, with the input norm's β).
     Every norm before W_Q and W_K is frozen at this run's scale (module docstring). Raises InputError for
     positions outside the text, or a model whose stream cannot be split (the reason named)."""
-    layouts, rec, toks = _prepare(model, text, layer, head, max_tokens, (query, key))
+    return plan_qk_terms(model, text, layer, head, query, key, max_tokens=max_tokens).run()
+
+
+def _pair_terms(model, layouts, toks, positions, layer: int, head: int, query: int, key: int) -> QKTerms:
+    rec = stream.record(model, torch.tensor([toks.ids]), layer, positions)
     n = toks.n
     i, j = query % n, key % n
     q_side = side(model, layouts, rec, layer, head, "q", torch.tensor([i]))
@@ -155,11 +170,24 @@ def qk_terms(model, text: str, layer: int, head: int, query: int, key: int, *,
                    _error(terms, score), mha.softcap, visible)
 
 
+def plan_qk_pattern_terms(model, text: str, layer: int, head: int, *,
+                          max_tokens: int | None = None) -> Plan[QKTerms]:
+    """`qk_pattern_terms` planned (`budget.plan`): the text read and checked once, its need `need_bytes`'s. Raises
+    as `qk_pattern_terms` does, before anything runs."""
+    layouts, toks, _ = _read(model, text, layer, head, max_tokens)
+    return Plan(toks.n, memory.Need(host=need_bytes(model, toks.n, pattern=True)),
+                lambda: _pattern_terms(model, layouts, toks, layer, head))
+
+
 def qk_pattern_terms(model, text: str, layer: int, head: int, *, max_tokens: int | None = None) -> QKTerms:
     """What drives head (`layer`, `head`)'s pattern on `text`: the parts of `qk_terms`, each term weighted by
     the head's own attention, Σ_i Σ_j A_ij · T_ij / n (n: the text's tokens); `score` is Σ_i Σ_j A_ij s_ij / n
     and `pattern` True. Up to PATTERN_TOKENS tokens (InputError beyond)."""
-    layouts, rec, toks = _prepare(model, text, layer, head, max_tokens)
+    return plan_qk_pattern_terms(model, text, layer, head, max_tokens=max_tokens).run()
+
+
+def _pattern_terms(model, layouts, toks, layer: int, head: int) -> QKTerms:
+    rec = stream.record(model, torch.tensor([toks.ids]), layer, None)
     n = toks.n
     every = torch.arange(n)
     q_side = side(model, layouts, rec, layer, head, "q", every)  # (Pq, n, d_k)

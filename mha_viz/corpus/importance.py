@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from mha_viz.budget import capture_budget
+from mha_viz.budget.plan import Plan, forward
 from mha_viz.interventions import heads_off_loss
 from mha_viz.interventions.ablation import check_gradient_budget, gradient_bytes
 from mha_viz.text.loss_inputs import EMBEDDING, Batch, Inputs, pad, scorable
@@ -111,18 +112,32 @@ def batch_importance(model: LoadedModel, texts: list[str], *, max_tokens: int | 
     return total
 
 
+def plan_pruning_curves(model: LoadedModel, texts: list[str], orders, fractions, *, max_tokens: int | None = 128,
+                        batch_size: int = 16) -> Plan[np.ndarray]:
+    """(len(orders), len(fractions)), `pruning_curve` of each order, planned (`budget.plan`): the documents read once
+    for every order, the need `batch_size` forward passes side by side of the longest document (a batch's padded
+    forward, as it runs). Raises as `pruning_curve` does, before anything runs."""
+    _check_maskable(model)
+    items = scorable(model, list(texts), max_tokens)
+    if not items:
+        raise InputError("None of these documents has anything to score (each is too short); use longer texts.")
+    n = max(int(item.ids.shape[-1]) for item in items)
+    orders = [np.asarray(order, dtype=np.int64) for order in orders]
+    return Plan(n, forward(model, n, rows=min(len(items), batch_size)),
+                lambda: np.stack([_pruned(model, items, order, fractions, batch_size) for order in orders]))
+
+
 def pruning_curve(model: LoadedModel, texts: list[str], order, fractions, *, max_tokens: int | None = 128,
                   batch_size: int = 16) -> np.ndarray:
     """(len(fractions),): the mean over `texts` of each one's loss after masking the first
     ⌈f · L·H⌉ heads of `order` (flat indices layer · H + head): `ablation.pruning_curve` averaged
     over documents, computed `batch_size` documents at a time. Raises InputError when no text
     has a loss."""
-    _check_maskable(model)
-    items = scorable(model, list(texts), max_tokens)
-    if not items:
-        raise InputError("None of these documents has anything to score (each is too short); use longer texts.")
+    return plan_pruning_curves(model, texts, [order], fractions, max_tokens=max_tokens, batch_size=batch_size).run()[0]
+
+
+def _pruned(model: LoadedModel, items: list[Inputs], order: np.ndarray, fractions, batch_size: int) -> np.ndarray:
     L, H = model.num_layers, model.num_heads
-    order = np.asarray(order, dtype=np.int64)
     sums = np.zeros(len(fractions))
     with model.lock, torch.no_grad():
         for start in range(0, len(items), batch_size):

@@ -22,6 +22,8 @@ from typing import Iterator
 
 import numpy as np
 
+from mha_viz.budget.memory import Need
+from mha_viz.budget.plan import Plan
 from mha_viz.capture import head_rows
 from mha_viz.capture.contributions import weighed
 from mha_viz.capture.run import AttentionRun
@@ -117,3 +119,21 @@ def contributions(run: AttentionRun, norms: np.ndarray, *, progress: Progress | 
                          f"{run.num_heads} heads × {run.n} tokens")
     changes = dict(value_norms=norms, lens=lens_label(True))
     return _derive(run, Transform(norms=norms), changes, hiding=False, progress=progress)
+
+
+def need(run: AttentionRun) -> Need:
+    """What making a derived run of the long run `run` holds (host memory: its rows are recomputed a block at a
+    time): its summary's kept keys and weights, each row's rest and the norms, and three blocks of rows (the base's,
+    the transformed, the reduction's)."""
+    kept = 4 * run.num_layers * run.num_heads * run.n * (2 * run.summary.top_k + 2)
+    return Need(host=kept + 3 * head_rows.BLOCK_BYTES)
+
+
+def plan_hide(run: AttentionRun, mask) -> Plan[AttentionRun]:
+    """`hide_tokens(run, mask)` planned (`budget.plan`): on the run's tokens, its need `need(run)`."""
+    return Plan(run.n, need(run), lambda progress=None: hide_tokens(run, mask, progress=progress))
+
+
+def plan_contributions(run: AttentionRun, norms: np.ndarray) -> Plan[AttentionRun]:
+    """`contributions(run, norms)` planned (`budget.plan`): on the run's tokens, its need `need(run)`."""
+    return Plan(run.n, need(run), lambda progress=None: contributions(run, norms, progress=progress))

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from mha_viz.budget.plan import Plan, forward
 from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs, loss_kind, pad, prepare, prepare_ids
 from mha_viz.text.readable import predicted
@@ -71,7 +72,10 @@ def _predicted(model: LoadedModel, ids: list[int], kind: str) -> dict[int, str]:
     return {i: f"{model.tokenizer.mask_token} #{j + 1} (token {i})" for j, i in enumerate(masks)}
 
 
-def _passes(model: LoadedModel, text: str, max_tokens: int | None) -> list[tuple[Inputs, dict[int, str]]]:
+Passes = list[tuple[Inputs, dict[int, str]]]  # an Outcome's forward passes: (inputs, {position: label} to predict at)
+
+
+def _passes(model: LoadedModel, text: str, max_tokens: int | None) -> Passes:
     """The forward passes an Outcome takes: (inputs, {position: label} to predict at). A decoder
     scores and predicts in one pass; a masked-LM encoder reads the text with its fixed masks for the
     loss, and as typed for the predictions (a second pass only when a mask token was typed)."""
@@ -136,13 +140,13 @@ def _head_means(record: _MeanRecord) -> torch.Tensor:
     return torch.stack(list(record))  # (L, H, d_v)
 
 
-def _outcome(model: LoadedModel, text: str, scale: torch.Tensor, means: tuple, k: int, max_tokens: int | None,
+def _outcome(model: LoadedModel, passes: Passes, scale: torch.Tensor, means: tuple, k: int,
              base: Outcome | None) -> Outcome:
-    """The Outcome under head mask `scale`, with `means` (one per pass) or zero-ablation (()).
-    Unablated (`base` None) it records the heads' means on the way."""
+    """The Outcome of the forward `passes` (`_passes`) under head mask `scale`, with `means` (one per pass) or
+    zero-ablation (()). Unablated (`base` None) it records the heads' means on the way."""
     loss, tops, embedding, seen = None, [], None, []
     with model.lock, torch.no_grad():
-        for i, (inputs, at) in enumerate(_passes(model, text, max_tokens)):
+        for i, (inputs, at) in enumerate(passes):
             record = _MeanRecord() if base is None else None
             pass_loss, pass_tops, pass_embedding = _run_pass(model, inputs, at, k, scale,
                                                              means[i] if means else None, record)
@@ -157,16 +161,31 @@ def _outcome(model: LoadedModel, text: str, scale: torch.Tensor, means: tuple, k
     return Outcome(loss, tuple(tops), embedding, tuple(seen))
 
 
+def _planned(model: LoadedModel, passes: Passes, work) -> Plan[Outcome]:
+    """An Outcome's plan: its passes run one after another, the longest one forward's need."""
+    n = max(int(inputs.ids.shape[-1]) for inputs, _ in passes)
+    return Plan(n, forward(model, n), work)
+
+
+def plan_unablated(model: LoadedModel, text: str, *, k: int = 5, max_tokens: int | None = None,
+                   run=None) -> Plan[Outcome]:
+    """`unablated` planned (`budget.plan`): the text read once into its passes, the need the longest one's forward;
+    read off `run` where its forward made what the pass would (`from_run`), with nothing to admit (`Plan.admit`).
+    Raises InputError as `unablated` does, before anything runs."""
+    passes = _passes(model, text, max_tokens)
+    read = _read_off(model, run, passes, k)
+    if read is not None:
+        return Plan(len(run.token_ids), None, lambda: read, admit=False)
+    ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
+    return _planned(model, passes, lambda: _outcome(model, passes, ones, (), k, None))
+
+
 def unablated(model: LoadedModel, text: str, *, k: int = 5, max_tokens: int | None = None, run=None) -> Outcome:
     """The Outcome with every head on, each head's mean output recorded on the way (one pass per
     input read). Raises InputError for a text the loss cannot score (a decoder needs two tokens).
     run: the text's analysis (`mha_viz.analyze`); where its forward made what this pass would (`from_run`), the
     Outcome is read off it, with no forward of its own."""
-    read = from_run(model, run, text, k, max_tokens)
-    if read is not None:
-        return read
-    ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
-    return _outcome(model, text, ones, (), k, max_tokens, None)
+    return plan_unablated(model, text, k=k, max_tokens=max_tokens, run=run).run()
 
 
 def from_run(model: LoadedModel, run, text: str, k: int = 5, max_tokens: int | None = None) -> Outcome | None:
@@ -177,12 +196,17 @@ def from_run(model: LoadedModel, run, text: str, k: int = 5, max_tokens: int | N
     masked-LM encoder scores another input; a lean run made no logits), or in half precision, where eager and fused
     attention round apart by more than a head's effect may be. Within float32 rounding of the pass's own numbers:
     the run's attention was eager (a long run's, its scan's blocks), the pass's fused."""
+    return _read_off(model, run, _passes(model, text, max_tokens), k)
+
+
+def _read_off(model: LoadedModel, run, passes: Passes, k: int) -> Outcome | None:
+    """`from_run` of the text's passes."""
     own = getattr(run, "own", None)
     held = None if own is None else own.head_means if run.head_outputs is None else run.head_outputs.mean(2)
     whole = held is not None and run.hidden is None
     if own is None or model.dtype != torch.float32 or not whole or len(run.layer_ids) != model.num_layers:
         return None
-    (inputs, at), *others = _passes(model, text, max_tokens)
+    (inputs, at), *others = passes
     if others or inputs.ids[0].tolist() != list(run.token_ids):
         return None
     means = (torch.as_tensor(held).to(model.device),)  # (layers, heads, d_v)
@@ -200,12 +224,30 @@ def ablated(model: LoadedModel, text: str, keep, *, mean_ablation: bool = False,
     """The Outcome with the heads where `keep` is False switched off: zeroed, or with `mean_ablation`
     replaced by their mean output on this text. `base`: `unablated` of the same text, k and cap
     (made here when None); with every head kept it is the answer, with no pass of its own."""
+    return plan_ablated(model, text, keep, mean_ablation=mean_ablation, base=base, k=k, max_tokens=max_tokens).run()
+
+
+def plan_ablated(model: LoadedModel, text: str, keep, *, mean_ablation: bool = False, base: Outcome | None = None,
+                 k: int = 5, max_tokens: int | None = None) -> Plan[Outcome]:
+    """`ablated` planned (`budget.plan`): the text read once into its passes, the need the longest one's forward
+    (`base` made on the same passes first where it is not given); with every head kept, `base`, admitting nothing."""
     keep = np.array(keep, dtype=bool)
-    base = base or unablated(model, text, k=k, max_tokens=max_tokens)
+    if base is not None and keep.all():
+        return Plan(0, None, lambda: base, admit=False)  # the answer is given: no pass, no tokens read
+    passes = _passes(model, text, max_tokens)
+
+    def work() -> Outcome:
+        ones = torch.ones(model.num_layers, model.num_heads, device=model.device)
+        return _switched(model, passes, keep, mean_ablation, base or _outcome(model, passes, ones, (), k, None), k)
+    return _planned(model, passes, work)
+
+
+def _switched(model: LoadedModel, passes: Passes, keep: np.ndarray, mean_ablation: bool, base: Outcome,
+              k: int) -> Outcome:
     if keep.all():
         return base
     scale = torch.as_tensor(keep, dtype=torch.float32, device=model.device)
-    return _outcome(model, text, scale, base.means if mean_ablation else (), k, max_tokens, base)
+    return _outcome(model, passes, scale, base.means if mean_ablation else (), k, base)
 
 
 def prediction_pairs(base: Outcome, off: Outcome) -> list[Prediction]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mha_viz.budget.plan import Plan, forward
 from mha_viz.scan.rows import lean_layers
 from mha_viz.scan.spill import QKSpill
 from mha_viz.text.tokenize import tokenize
@@ -99,14 +100,21 @@ class Recording:
     spill: QKSpill
 
 
-def record(model: LoadedModel, text: str, max_tokens: int | None = None) -> Recording:
-    """Run `text` (its first `max_tokens` tokens, default the model's limit) through `model` once. Raises
-    InputError for blank text and ValueError when the architecture's weights cannot be read."""
+def plan_record(model: LoadedModel, text: str, max_tokens: int | None = None) -> Plan[Recording]:
+    """`record` planned (`budget.plan`): the text read once, its need one forward with fused attention where the model
+    runs (each layer's queries, keys, values and input go to a file as they arrive on a CPU, or stay in the GPU's
+    free memory, `scan.rows.device_room`). Raises as `record` does, before anything runs."""
     if not model.can_recompute:
         raise ValueError(f"The attention of '{model.name}' cannot be recomputed step by step: "
                          f"{model.stand_in or model.unread}")
     toks = tokenize(model, text, max_tokens)
-    return Recording(toks.display, lean_layers(model, toks.ids))
+    return Plan(toks.n, forward(model, toks.n), lambda: Recording(toks.display, lean_layers(model, toks.ids)))
+
+
+def record(model: LoadedModel, text: str, max_tokens: int | None = None) -> Recording:
+    """Run `text` (its first `max_tokens` tokens, default the model's limit) through `model` once. Raises
+    InputError for blank text and ValueError when the architecture's weights cannot be read."""
+    return plan_record(model, text, max_tokens).run()
 
 
 def recording_of(run) -> Recording | None:

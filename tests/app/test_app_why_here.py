@@ -98,8 +98,8 @@ def test_the_section_is_built_only_while_open(monkeypatch, toy, long):
     if long:
         monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
     split = []
-    real = score_terms.qk_terms
-    monkeypatch.setattr(score_terms, "qk_terms", lambda *a, **k: split.append(a[2:6]) or real(*a, **k))
+    real = score_terms.plan_qk_terms  # what the page plans, then runs
+    monkeypatch.setattr(score_terms, "plan_qk_terms", lambda *a, **k: split.append(a[2:6]) or real(*a, **k))
     at = start_app()
     at.selectbox(key="model_choice").set_value("toy-induction").run()
     at.text_area(key="text").input(TEXT + (" o" if long else " p")).run()  # a text of its own: nothing split yet

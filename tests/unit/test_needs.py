@@ -14,7 +14,7 @@ import torch
 from mha_viz import needs
 from mha_viz.budget import admission, memory, plan
 from mha_viz.circuits import need as prediction_need
-from mha_viz.features.corpus import need as corpus_need
+from mha_viz.features.corpus import plan as corpus_plan
 from mha_viz.interventions import ablation
 from mha_viz.scan import rows
 
@@ -79,18 +79,12 @@ def test_a_generation_holds_what_an_analysis_of_prompt_and_new_tokens_holds():
 def test_a_corpus_job_is_its_batch_or_its_gradient_passes_within_the_capture_budget():
     n = 10
     capture = 2 * L * H * n * n * 4  # `batching.capture_bytes` of one document: 19,200 bytes
-    assert corpus_need.corpus(_model(), 4, n, importance=False).host == 4 * capture
+    assert corpus_plan.corpus(_model(), 4, n, importance=False).host == 4 * capture
     one = ablation.gradient_bytes(_model(), n)
-    assert corpus_need.corpus(_model(), 4, n, importance=True).host == max(4 * capture, 4 * one)
+    assert corpus_plan.corpus(_model(), 4, n, importance=True).host == max(4 * capture, 4 * one)
     # batches are cut to the capture budget (1 MiB), never below one document
-    assert corpus_need.corpus(_model(), 1000, n, importance=True).host == MiB
-    assert corpus_need.corpus(_model(), 1000, 200, importance=False).host == 2 * L * H * 200 * 200 * 4
-
-
-def test_the_pruning_curve_runs_as_many_documents_as_fit():
-    one = plan.forward_bytes(_model(), 10)
-    assert corpus_need.pruning(_model(), 3, 10).host == 3 * one
-    assert corpus_need.pruning(_model(), 10**6, 10).host == MiB
+    assert corpus_plan.corpus(_model(), 1000, n, importance=True).host == MiB
+    assert corpus_plan.corpus(_model(), 1000, 200, importance=False).host == 2 * L * H * 200 * 200 * 4
 
 
 def test_the_whole_text_overview():

@@ -89,7 +89,7 @@ def _rerun_note(cur) -> str:
 def _timed_outcomes(cur, key, on: np.ndarray, mean_ablation: bool):
     """`analysis.outcomes`, its time kept for `_rerun_note` when it ran a pass with heads off (not a cached one)."""
     start = time.perf_counter()
-    found = analysis.outcomes(key, on, mean_ablation, cur.model, cur.run)
+    found = resources.one_at_a_time(lambda: analysis.outcomes(key, on, mean_ablation, cur.model, cur.run))
     seconds = time.perf_counter() - start
     if not on.all() and seconds >= RERUN_NOTE_S and key == cur.key:
         session.setdefault(ablation_keys.RERUN_SECONDS, {})[cur.key] = seconds

@@ -17,10 +17,10 @@ from mha_viz.budget import memory
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.compare import controls as compare_keys
 from mha_viz.features.compare import figures as compare_figures
-from mha_viz.features.compare import need as compare_need
 from mha_viz.features.compare.controls import DEFAULT_TEXT_B, MODELS, PAIRS, TEXTS
 from mha_viz.features.compare.cost import compare_seconds
-from mha_viz.ui.kit import charts, keys, page_controls, resources, session, shared_head
+from mha_viz.features.compare.plan import plan_compare
+from mha_viz.ui.kit import charts, keys, page_controls, plans, resources, session, shared_head
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 from mha_viz.ui.kit.cost_prompt import accepted, read_note
 from mha_viz.ui.kit.text import plain
@@ -38,8 +38,7 @@ log = logging.getLogger("mha_viz.ui")
 def comparison(key_a: AnalysisKey, key_b: AnalysisKey, _run_a, _run_b) -> mha_viz.views.Comparison:
     """`mha_viz.compare` of two cached runs, keyed by what each was computed from (in a slot:
     raises Busy when the server is full, like an analysis)."""
-    with resources.slots().hold(need=compare_need.comparison(_run_a, _run_b)):
-        return mha_viz.compare(_run_a, _run_b)
+    return plans.run_admitted(plan_compare(_run_a, _run_b))
 
 
 def _texts() -> tuple[str, str]:

@@ -17,7 +17,6 @@ import streamlit as st
 
 import mha_viz
 from mha_viz import corpus, metrics
-from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.split import HOLD_EVERY, HOLD_MIN_DOCS, Documents, documents
 from mha_viz.corpus.store import statistics_store
 from mha_viz.drawing import metrics as metric_figures
@@ -25,10 +24,10 @@ from mha_viz.drawing import pruning as pruning_figures
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.corpus import controls as corpus_keys
 from mha_viz.features.corpus import figures as corpus_figures
-from mha_viz.features.corpus import need as corpus_need
+from mha_viz.features.corpus.plan import plan_pruning, plan_statistics
 from mha_viz.interventions import ablation
 from mha_viz.text import loss_inputs
-from mha_viz.ui.kit import analysis, charts, jobs, keys, resources, session
+from mha_viz.ui.kit import analysis, charts, jobs, keys, plans, resources, session
 from mha_viz.ui.kit import head_scatter_view as scatter_view
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
@@ -185,14 +184,10 @@ def _compute(cur, key: CorpusKey, train: list[str], batch: int, engine: str, pro
     """The statistics of `key`: kept already, computed here with their progress on `progress`, or,
     when another session is computing the same, its result once it is done."""
 
-    def compute():
-        need = corpus_need.corpus(cur.model, batch, key.max_tokens, importance=key.importance)
-        with resources.slots().hold(need=need):
-            # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
-            return corpus.head_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
-                                          batch_size=batch, max_tokens=key.max_tokens,
-                                          importance=key.importance, progress=progress,
-                                          examples=corpus.ExampleOptions())  # the Head examples page's
+    def compute():  # Ray's actors load the model themselves, by the name (and MHA) it was loaded with
+        return plans.run_admitted(plan_statistics(cur.model, train, engine="ray" if engine == RAY else "local",
+                                                  batch=batch, max_tokens=key.max_tokens, importance=key.importance),
+                                  progress=progress)
 
     def waiting() -> None:  # each update lets Streamlit stop this run (Cancel, any widget)
         progress(0.0, "Another visitor is computing these same statistics: they will be yours too when that job "
@@ -266,13 +261,8 @@ def _importance(cur, key: CorpusKey, stats, held: list[str]) -> None:
 
 def _pruning(model, importance: np.ndarray, held: list[str], max_tokens: int) -> pd.DataFrame:
     fractions = ablation.PRUNE_FRACTIONS
-    order = np.argsort(np.asarray(importance).ravel())
-    with resources.slots().hold(need=corpus_need.pruning(model, len(held), max_tokens)):
-        by_importance = corpus_importance.pruning_curve(model, held, order, fractions, max_tokens=max_tokens)
-        randoms = np.array([corpus_importance.pruning_curve(model, held,
-                                                            np.random.default_rng(seed).permutation(order.size),
-                                                            fractions, max_tokens=max_tokens)
-                            for seed in range(RANDOM_ORDERS)])
+    curves = plans.run_admitted(plan_pruning(model, importance, held, max_tokens, fractions, RANDOM_ORDERS))
+    by_importance, randoms = curves[0], curves[1:]
     return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
                          "random mean": randoms.mean(0), "random sd": randoms.std(0)})
 

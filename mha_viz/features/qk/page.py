@@ -8,7 +8,7 @@ import streamlit as st
 
 from mha_viz.features.qk import controls as qk_keys
 from mha_viz.features.qk import figures as qk_figures
-from mha_viz.ui.kit import analysis, charts, keys, session, shared_head, walk_window
+from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head, walk_window
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell.view_helpers import start
 from mha_viz.views import qk
@@ -52,7 +52,8 @@ def qk_page() -> None:
     full = cur.full_run or run  # the walkthrough reads every token, hidden or not
     first = walk_window.window_start(full.n)  # the same window as the teaching view's
     try:
-        w = analysis.walkthrough(cur.key.with_text(cur.key.text), layer, head, first, model, full)
+        w = resources.one_at_a_time(lambda: analysis.walkthrough(cur.key.with_text(cur.key.text), layer, head, first,
+                                                                 model, full))
     except ValueError as exc:
         st.info(plain(exc), icon=":material/info:")
         return

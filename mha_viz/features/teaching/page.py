@@ -15,6 +15,7 @@ import mha_viz_models
 from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.features.teaching import figures as teach_figures
 from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head, walk_window
+from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import notebook_button, sidebar
 from mha_viz.ui.shell.view_helpers import start
 from mha_viz.views import teaching
@@ -63,7 +64,12 @@ def teaching_page() -> None:
     # what the steps read: model, text, cap (not the layers or hidden tokens), every token, hidden or not
     text_key, full = cur.key.with_text(cur.key.text), cur.full_run or run
     first = walk_window.window_start(full.n)
-    w = analysis.walkthrough(text_key, layer, head, first, model, full)
+    w, error = resources.attempt(lambda: analysis.walkthrough(text_key, layer, head, first, model, full),
+                                 what="The walkthrough", out_of_memory="The walkthrough ran out of memory: use a "
+                                                                       "shorter text or a smaller model.")
+    if error:
+        st.warning(plain(error), icon=":material/warning:")
+        return
     if full.n > w.n:
         st.caption(walk_window.caption(w, full.n))
     st.subheader(f"Layer {w.layer}, head {w.head}, with the model's numbers")

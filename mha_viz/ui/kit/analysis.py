@@ -18,7 +18,7 @@ from mha_viz.circuits import ahead
 from mha_viz.circuits import composition as compose
 from mha_viz.circuits import score_terms as circuits
 from mha_viz.interventions import ablation, ablation_outcome, attribution
-from mha_viz.ui.kit import resources
+from mha_viz.ui.kit import plans
 from mha_viz.ui.kit.analysis_key import AnalysisKey, ModelKey
 from mha_viz.views import teaching
 
@@ -178,7 +178,7 @@ def recording(key: AnalysisKey, upto: int | None, _model, _full_run) -> teaching
     if own is not None:
         return own
     with mha_viz.text.session_cap(key.cap):
-        return teaching.record(_model, key.text, min(key.cap, upto or key.cap))
+        return plans.run_admitted(teaching.plan_record(_model, key.text, min(key.cap, upto or key.cap)))
 
 
 def _recording_for(key: AnalysisKey, start: int, _model, _full_run) -> teaching.Recording:
@@ -204,16 +204,19 @@ def layer_probabilities(key: AnalysisKey, layer: int, start: int, _model, _full_
 
 @st.cache_resource(show_spinner="Splitting the score into what wrote it…", max_entries=32)
 def qk_terms(key: AnalysisKey, layer: int, head: int, query: int, key_pos: int, _model) -> circuits.QKTerms:
-    """`mha_viz.circuits.qk_terms` of the key's text (key: its text key), under its cap."""
+    """`mha_viz.circuits.qk_terms` of the key's text (key: its text key), under its cap, admitted for its plan's need
+    (raises admission.Busy when the server is full: call it through `resources.one_at_a_time`)."""
     with mha_viz.text.session_cap(key.cap):
-        return circuits.qk_terms(_model, key.text, layer, head, query, key_pos, max_tokens=key.cap)
+        return plans.run_admitted(circuits.plan_qk_terms(_model, key.text, layer, head, query, key_pos,
+                                                         max_tokens=key.cap))
 
 
 @st.cache_resource(show_spinner="Splitting every score of the head…", max_entries=16)
 def qk_pattern_terms(key: AnalysisKey, layer: int, head: int, _model) -> circuits.QKTerms:
-    """`mha_viz.circuits.qk_pattern_terms` of the key's text (key: its text key), under its cap."""
+    """`mha_viz.circuits.qk_pattern_terms` of the key's text (key: its text key), under its cap, admitted as
+    `qk_terms` is."""
     with mha_viz.text.session_cap(key.cap):
-        return circuits.qk_pattern_terms(_model, key.text, layer, head, max_tokens=key.cap)
+        return plans.run_admitted(circuits.plan_qk_pattern_terms(_model, key.text, layer, head, max_tokens=key.cap))
 
 
 @st.cache_resource(show_spinner="Reading how the heads compose…", max_entries=4)
@@ -247,21 +250,23 @@ def _text_key(key: AnalysisKey) -> AnalysisKey:
 @st.cache_resource(show_spinner="Running the model with every head on…", max_entries=16)
 def _unablated(key: AnalysisKey, _model, _run=None) -> ablation_outcome.Outcome:
     with mha_viz.text.session_cap(key.cap):  # read off the run's forward where it made the same (`from_run`)
-        return ablation_outcome.unablated(_model, key.text, max_tokens=key.cap, run=_run)
+        return plans.run_admitted(ablation_outcome.plan_unablated(_model, key.text, max_tokens=key.cap, run=_run))
 
 
 @st.cache_resource(show_spinner="Running with the heads switched off…", max_entries=64)
 def _ablated(key: AnalysisKey, keep_bytes: bytes, mean_ablation: bool, _model) -> ablation_outcome.Outcome:
     keep = np.frombuffer(keep_bytes, dtype=bool).reshape(_model.num_layers, _model.num_heads)
+    base = _unablated(key, _model)
     with mha_viz.text.session_cap(key.cap):
-        return ablation_outcome.ablated(_model, key.text, keep, mean_ablation=mean_ablation,
-                                        base=_unablated(key, _model), max_tokens=key.cap)
+        return plans.run_admitted(ablation_outcome.plan_ablated(_model, key.text, keep, mean_ablation=mean_ablation,
+                                                                base=base, max_tokens=key.cap))
 
 
 def outcomes(key: AnalysisKey, keep: np.ndarray, mean_ablation: bool, model,
              run=None) -> tuple[ablation_outcome.Outcome, ...]:
     """(every head on, the heads where `keep` (layers, heads) is False off) on `key`'s text: the
-    loss, the top-k predictions and the sentence embedding (`ablation_outcome`). Cached per head
+    loss, the top-k predictions and the sentence embedding (`ablation_outcome`), each pass admitted for its plan's
+    need (raises admission.Busy when the server is full: call it through `resources.one_at_a_time`). Cached per head
     set; with every head on, one Outcome serves both. Raises InputError for a text that cannot be
     scored. run: the text's analysis, whose forward may stand for the pass with every head on."""
     key = _text_key(key)
@@ -277,9 +282,7 @@ def gradient_importance(key: AnalysisKey, _model, _plan=None) -> np.ndarray:
     slots for the plan's need (raises admission.Busy when none is free: call it through
     `resources.one_at_a_time`)."""
     with mha_viz.text.session_cap(key.cap):
-        plan = _plan or ablation.plan_importance(_model, key.text, max_tokens=key.cap)
-        with resources.slots().hold(need=plan.need):
-            return _frozen(plan.run())
+        return _frozen(plans.run_admitted(_plan or ablation.plan_importance(_model, key.text, max_tokens=key.cap)))
 
 
 @st.cache_resource(show_spinner="Pruning heads in importance order and in 5 random orders…", max_entries=8)
@@ -289,10 +292,8 @@ def pruning(key: AnalysisKey, mean_ablation: bool, _model) -> pd.DataFrame:
     order = np.argsort(imp.ravel())
     orders = [order] + [np.random.default_rng(seed).permutation(imp.size) for seed in range(5)]
     with mha_viz.text.session_cap(key.cap):
-        plan = ablation.plan_pruning(_model, key.text, orders, fractions, mean_ablation=mean_ablation,
-                                     max_tokens=key.cap)
-        with resources.slots().hold(need=plan.need):
-            curves = plan.run()
+        curves = plans.run_admitted(ablation.plan_pruning(_model, key.text, orders, fractions,
+                                                          mean_ablation=mean_ablation, max_tokens=key.cap))
     by_importance, randoms = curves[0], curves[1:]
     return pd.DataFrame({"fraction of heads off": fractions, "importance order": by_importance,
                          "random mean": randoms.mean(0), "random sd": randoms.std(0),

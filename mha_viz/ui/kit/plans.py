@@ -1,6 +1,6 @@
 """A page's plan (`mha_viz.budget.plan`), made before its button: the plan, or why the computation cannot run (the
 `InputError`'s words, escaped for the page), and, for a plan that costs a rerun something to make (an edge graph, a
-set of pairs checked), the same kept in the session for its key."""
+set of pairs checked), the same kept in the session for its key; and a plan run inside the server's admission."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Callable, Hashable
 
 from mha_viz.budget.plan import Plan
 from mha_viz.text.tokenize import InputError
-from mha_viz.ui.kit import session
+from mha_viz.ui.kit import resources, session
 from mha_viz.ui.kit.text import plain
 
 
@@ -29,3 +29,12 @@ def kept_plan(store: str, key: Hashable, make: Callable[[], Plan]) -> tuple[Plan
     planned, why = try_plan(make)
     session.put(store, (key, planned, why))
     return planned, why
+
+
+def run_admitted(plan: Plan, **options):
+    """`plan.run(**options)` inside the server's admission for `plan.need` (raises admission.Busy while the server is
+    full: call it through `resources.one_at_a_time`); a plan that runs no model (`Plan.admit` False) is not admitted."""
+    if not plan.admit:
+        return plan.run(**options)
+    with resources.slots().hold(need=plan.need):
+        return plan.run(**options)

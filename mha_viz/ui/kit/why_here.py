@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from mha_viz.budget import memory
 from mha_viz.circuits import score_terms as circuits
 from mha_viz.drawing import heads as head_figures
 from mha_viz.drawing import why as why_figures
@@ -34,11 +33,9 @@ def on_cell(run, offset: int, shown: int) -> None:
         session.put(shared_controls.WHY_PATTERN, False)
 
 
-def _compute(what: str, build, need: int):
-    def held():  # counts as an analysis for the server's limit, with the host bytes it holds at its peak
-        with resources.slots().hold(need=memory.Need(host=need)):
-            return build()
-    return resources.attempt(held, what=what, out_of_memory=(
+def _compute(what: str, build):
+    """build() (admitted for its plan's need inside: `analysis.qk_terms`) in turn, or why it failed."""
+    return resources.attempt(build, what=what, out_of_memory=(
         "Splitting the score ran out of memory: use a shorter text or a smaller model."))
 
 
@@ -80,18 +77,16 @@ def why_here(cur, layer: int, head: int, clickable: bool = True, heading: bool =
     second = cols[2].selectbox("…and not this key", [NONE, *where], key=shared_controls.WHY_SECOND, format_func=name,
                                disabled=whole, help="Why this key and not that one: the difference of the two "
                                                     "keys' terms, which is what the softmax compares.")
-    need = circuits.need_bytes(model, n, pattern=whole)
     if whole:
-        t, error = _compute("Why here?", lambda: analysis.qk_pattern_terms(text_key, model_layer, head, model), need)
+        t, error = _compute("Why here?", lambda: analysis.qk_pattern_terms(text_key, model_layer, head, model))
         st.caption("Each term summed over every query–key pair, weighted by the head's attention. A part that "
                    "adds the same to every key of a query (a bias, often) moves no weight: the softmax of a row "
                    "ignores what its scores share.")
     else:
-        t, error = _compute("Why here?", lambda: analysis.qk_terms(text_key, model_layer, head, query, key, model),
-                            need)
+        t, error = _compute("Why here?", lambda: analysis.qk_terms(text_key, model_layer, head, query, key, model))
         if t is not None and second != NONE:
             other, error = _compute("Why here?", lambda: analysis.qk_terms(text_key, model_layer, head, query,
-                                                                             second, model), need)
+                                                                             second, model))
             t = None if other is None else t.minus(other)
     if error:
         st.warning(plain(error), icon=":material/warning:")

@@ -13,10 +13,9 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.analyze_text import plan_analysis
-from mha_viz.budget import memory
 from mha_viz.budget.plan import Plan
 from mha_viz.budget.seconds import read_seconds
-from mha_viz.capture import AttentionRun, EncoderDecoderRun, head_rows
+from mha_viz.capture import AttentionRun, EncoderDecoderRun
 from mha_viz.capture import contributions as lens_values
 from mha_viz.derived import run as derived
 from mha_viz.interventions import attribution
@@ -174,8 +173,9 @@ def _long_norms(key: AnalysisKey, run: mha_viz.AttentionRun, model: mha_viz.Load
 
 
 def _norms_admitted(base: mha_viz.AttentionRun, model: mha_viz.LoadedModel) -> None:
-    with resources.slots().hold(need=needs.scan(model, base.n)):
-        lens_values.value_norms_of(base, model)
+    plan = lens_values.plan_value_norms(base, model)
+    with resources.slots().hold(need=plan.need):
+        plan.run()
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -183,12 +183,9 @@ def _derived_cached(key: AnalysisKey, _run: mha_viz.AttentionRun, what: str, _da
     """A long run's hidden tokens (`what` "hide": `_data` the mask) or contributions ("lens": the value
     norms), keyed by the AnalysisKey with its `hidden` and `lens`: one pass over every head's rows, admitted
     by what its summary keeps."""
-    L, H = _run.num_layers, _run.num_heads
-    kept = 4 * L * H * _run.n * (2 * _run.summary.top_k + 2)  # the summary's keys, weights, rest, and the norms
-    with resources.slots().hold(need=memory.Need(host=kept + 3 * head_rows.BLOCK_BYTES)):
-        if what == "hide":
-            return derived.hide_tokens(_run, _data)
-        return derived.contributions(_run, _data)
+    plan = derived.plan_hide(_run, _data) if what == "hide" else derived.plan_contributions(_run, _data)
+    with resources.slots().hold(need=plan.need):
+        return plan.run()
 
 
 def _derived(key: AnalysisKey, run: mha_viz.AttentionRun, what: str, data: np.ndarray,

@@ -1,12 +1,14 @@
-"""What *Compare two texts* declares to the admission (`admission.Admission.hold`) before it compares two runs
-already made: from their sizes."""
+"""*Compare two texts* planned (`mha_viz.budget.plan`): the comparison of two runs already made, its need from their
+sizes, admitted before it runs (`admission.Admission.hold`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from mha_viz.budget.memory import Need
+from mha_viz.budget.plan import Plan
 from mha_viz.capture import head_rows
-from mha_viz.needs import Need
+from mha_viz.views.comparison import Comparison, compare
 
 COMPARE_BLOCK_BYTES = 4 * 8 * 2**22  # float64 temporaries of one block of rows (views.comparison.CHUNK_ENTRIES)
 
@@ -22,3 +24,8 @@ def comparison(run_a, run_b) -> Need:
     copies = sum(head_rows.every_head_bytes(run.num_layers, run.num_heads, run.n) for run in (run_a, run_b)
                  if any(run.special_mask))
     return Need(host=int(COMPARE_BLOCK_BYTES + words + copies))
+
+
+def plan_compare(run_a, run_b) -> Plan[Comparison]:
+    """`mha_viz.compare(run_a, run_b)` planned: on run A's tokens, its need `comparison`'s."""
+    return Plan(run_a.n, comparison(run_a, run_b), lambda: compare(run_a, run_b))
