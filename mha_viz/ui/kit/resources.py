@@ -99,17 +99,19 @@ def one_at_a_time(compute):
     """compute() once admitted by `slots()`; while the server is full (slots, or memory), a
     notice says so and the request waits its turn. compute may raise admission.Busy itself (a
     cached function holding the slot inside, so that cache hits need none)."""
-    notice = st.empty()
+    notice = None  # drawn only while it waits: a page that is let in at once gains no element
     try:
         while True:
             try:
                 return compute()
             except admission.Busy as busy:
+                notice = notice or st.empty()
                 notice.info(f"The server is busy: {busy}. Yours starts as soon as one finishes.",
                             icon=":material/hourglass_top:")
                 slots().wait(busy=busy)
     finally:
-        notice.empty()
+        if notice is not None:
+            notice.empty()
 
 
 # cache_resource, not cache_data: cache_data unpickles a fresh copy of the (L, H, n, n) array
