@@ -47,6 +47,8 @@ def family(request, tmp_path_factory):
     name = request.param
     if name in ("minilm", "smollm2", "toy-induction"):
         return mha_viz.load_model(name, device="cpu")
+    if name == "bert":  # a random-init BERT with MiniLM's vocabulary: 2 layers of 4 heads
+        return mha_viz.load_model(str(request.getfixturevalue("bert_dir")), device="cpu")
     out = tmp_path_factory.mktemp(name)
     folder = _gemma3(out) if name == "gemma3" else architectures_2026.build(name, out)
     return mha_viz.load_model(folder, device="cpu")
@@ -182,14 +184,15 @@ def test_the_tensor_path_equals_the_compiled_one(family):
 
 @pytest.mark.model
 @pytest.mark.usefixtures("triton_kernels")
-@pytest.mark.parametrize("family", ["gpt_oss", "gemma3", "llama4", "minilm"], indirect=True)
+@pytest.mark.parametrize("family", ["gpt_oss", "gemma3", "llama4", "bert"], indirect=True)
 def test_the_kernel_equals_the_compiled_pass(family):
     """The attention kernel (`metrics.row_triton`, issue 87; under Triton's interpreter on the CPU) scans each layer
     in one pass, its output taken by the model: the same table, kept keys, rest and thumbnails as the CPU's compiled
     pass over the blocks (sinks, a sliding window with soft-capping, chunks, an encoder). The interpreter takes
-    ~0.1 ms an operation (a tile of 64 rows and keys costs ~25 ms): MiniLM's 72 heads read one tile of the text, and a
-    text of more than two tiles (gemma3's tokenizer makes 364 tokens of TEXT) is cut to a third (122 tokens, two
-    tiles, still 15 of its sliding windows); tiles over several blocks are tests/models/test_row_triton.py's."""
+    ~0.1 ms an operation (a tile of 64 rows and keys costs ~25 ms): the encoder is a random-init BERT of 8 heads
+    (MiniLM's 72 took 39 s of the suite for the same branch), and a text of more than two tiles (gemma3's tokenizer
+    makes 364 tokens of TEXT) is cut to a third (122 tokens, two tiles, still 15 of its sliding windows); tiles over
+    several blocks are tests/models/test_row_triton.py's."""
     text = _text(family)
     if family.num_layers * family.num_heads >= 50 or mha_viz.tokenize(family, text, 10**6).n > 2 * 64:
         text = TEXT[:len(TEXT) // 3]
