@@ -61,10 +61,11 @@ def norms_bytes(layers: int, heads: int, n: int) -> int:
 def plan_value_norms(run, model: LoadedModel) -> Plan[np.ndarray | None]:
     """`value_norms_of(run, model)` planned (`budget.plan`): on the run's tokens (read already), its need one forward
     with fused attention where the model runs (each layer's values read and let go as it arrives) and the norms kept
-    on the host (`norms_bytes`); nothing where the run has them."""
+    on the host (`norms_bytes`); where the run has them, their reading, with nothing to admit (`Plan.admit`)."""
     n = run.n
-    need = None if run.value_norms is not None else on_device(
-        model, forward_bytes(model, n), kept=norms_bytes(model.num_layers, model.num_heads, n))
+    if run.value_norms is not None:
+        return Plan(n, None, lambda: run.value_norms, admit=False)
+    need = on_device(model, forward_bytes(model, n), kept=norms_bytes(model.num_layers, model.num_heads, n))
     return Plan(n, need, lambda: value_norms_of(run, model))
 
 

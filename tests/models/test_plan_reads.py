@@ -151,7 +151,8 @@ def test_a_long_runs_value_norms_and_derived_runs_are_priced_by_hand(tiny_gpt2_o
     assert p.n == n and p.need == memory.Need(host=plan.forward_bytes(model, n) + 4 * L * H * n)
     norms = p.run()
     np.testing.assert_allclose(norms, dense.value_norms, rtol=1e-5, atol=1e-6)  # the dense capture's norms
-    assert contributions.plan_value_norms(long, model).need is None  # made: nothing left to price
+    made = contributions.plan_value_norms(long, model)
+    assert not made.admit and made.run() is norms  # made: read, nothing to admit
     kept = 4 * L * H * n * (2 * long.summary.top_k + 2)
     hide = derived.plan_hide(long, np.eye(1, n, 0, dtype=bool)[0])
     assert hide.need == memory.Need(host=kept + 3 * head_rows.BLOCK_BYTES) == derived.need(long)

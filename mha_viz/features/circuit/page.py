@@ -98,8 +98,7 @@ def circuit_page() -> None:
 
 def _find(key: pair.Pair, method: str, planned):
     def work(progress):
-        with resources.slots().hold(need=planned.need):
-            return planned.run(progress=progress)
+        return plans.run_admitted(planned, progress=progress)
     edges, error = jobs.run(circuit_keys.CIRC_RUNNING, (key, method), work, first="Scoring every edge…",
                             what="The circuit", out_of_memory="The circuit ran out of memory: use shorter texts or "
                                                               "a smaller model.", time_left=True)

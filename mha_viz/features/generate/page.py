@@ -27,7 +27,7 @@ from mha_viz.features.generate import figures as gfig
 from mha_viz.generate_text import plan_generation
 from mha_viz.text import chat
 from mha_viz.text.tokenize import count_text
-from mha_viz.ui.kit import charts, jobs, keys, resources, seq2seq_views, session, shared_head
+from mha_viz.ui.kit import charts, jobs, keys, plans, resources, seq2seq_views, session, shared_head
 from mha_viz.ui.kit import text as text_kit
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.jobs import live_button
@@ -244,9 +244,8 @@ def _generate(key: GenKey, buttons: jobs.Buttons, plan) -> None:
         def on_step(gen) -> None:
             session.put(generate_keys.GEN_PARTIAL, (key, gen))  # first: the draw below is where a Stop interrupts
             stream.code(text_kit.tail(key.prompt) + gen.text, language=None, wrap_lines=True)  # a long prompt folded
-        with resources.slots().hold(need=plan.need):
-            return plan.run(temperature=key.temperature, top_k=key.top_k, top_p=key.top_p, seed=key.seed,
-                            progress=progress, on_step=on_step)
+        return plans.run_admitted(plan, temperature=key.temperature, top_k=key.top_k, top_p=key.top_p,
+                                  seed=key.seed, progress=progress, on_step=on_step)
     # (key, None) stays under GEN_PARTIAL when this run is stopped, (key, the tokens so far) once one came
     gen, error = jobs.run(generate_keys.GEN_PARTIAL, (key, None), work, first="Starting…", what="The generation",
                           out_of_memory="This generation needs more memory than this machine has free. Ask for "

@@ -88,8 +88,7 @@ def _job(key: pair.Pair, running: str, first: str, what: str, planned, *, batch:
     """(result, None) of the plan run under a progress bar, in a server slot admitted on its need, or (None, a
     message) (`jobs.run`)."""
     def budgeted(progress):
-        with resources.slots().hold(need=planned.need):
-            return planned.run(progress=progress)
+        return plans.run_admitted(planned, progress=progress)
     return jobs.run(running, key, budgeted, first=first, what=what, time_left=batch,  # real patching: layer by layer
                     out_of_memory=f"{what} ran out of memory: use shorter texts or a smaller model.")
 

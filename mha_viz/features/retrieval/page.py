@@ -19,7 +19,7 @@ from mha_viz.features.retrieval import figures as retrieval_figures
 from mha_viz.features.retrieval.controls import DEFAULT_DEPTHS, DEFAULT_LENGTH, DEPTHS, MIN_LENGTH
 from mha_viz.tasks import retrieval
 from mha_viz.text.tokenize import InputError, token_limit
-from mha_viz.ui.kit import charts, jobs, keys, notes, plans, resources, session, shared_head
+from mha_viz.ui.kit import charts, jobs, keys, notes, plans, session, shared_head
 from mha_viz.ui.kit.analysis_key import ModelKey
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import notebook_button, view_helpers
@@ -163,8 +163,7 @@ def _planned(model, key: RetrievalKey):
 
 
 def _find(planned, progress) -> retrieval.Retrieval:
-    with resources.slots().hold(need=planned.need):
-        return planned.run(progress=progress)
+    return plans.run_admitted(planned, progress=progress)
 
 
 def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:

@@ -178,8 +178,7 @@ def _compute(key: TaskKey, planned):
     """The result of `key` as planned, with a progress bar and Cancel, admitted on its plan's need."""
 
     def budgeted(progress):
-        with resources.slots().hold(need=planned.need):
-            return planned.run(progress=progress)
+        return plans.run_admitted(planned, progress=progress)
     result, error = jobs.run(task_keys.TASK_RUNNING, key, budgeted, first="Running over the pairs…",
                              what="The task", out_of_memory="The task ran out of memory: use fewer or shorter "
                                                             "pairs, or a smaller model.", time_left=True)

@@ -19,7 +19,7 @@ from mha_viz.capture import AttentionRun, EncoderDecoderRun
 from mha_viz.capture import contributions as lens_values
 from mha_viz.derived import run as derived
 from mha_viz.interventions import attribution
-from mha_viz.ui.kit import keys, resources, seq2seq_views
+from mha_viz.ui.kit import keys, plans, resources, seq2seq_views
 from mha_viz.ui.kit.analysis_key import AnalysisKey, ModelKey
 from mha_viz.ui.shell.state import Current
 
@@ -173,9 +173,7 @@ def _long_norms(key: AnalysisKey, run: mha_viz.AttentionRun, model: mha_viz.Load
 
 
 def _norms_admitted(base: mha_viz.AttentionRun, model: mha_viz.LoadedModel) -> None:
-    plan = lens_values.plan_value_norms(base, model)
-    with resources.slots().hold(need=plan.need):
-        plan.run()
+    plans.run_admitted(lens_values.plan_value_norms(base, model))
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
@@ -184,8 +182,7 @@ def _derived_cached(key: AnalysisKey, _run: mha_viz.AttentionRun, what: str, _da
     norms), keyed by the AnalysisKey with its `hidden` and `lens`: one pass over every head's rows, admitted
     by what its summary keeps."""
     plan = derived.plan_hide(_run, _data) if what == "hide" else derived.plan_contributions(_run, _data)
-    with resources.slots().hold(need=plan.need):
-        return plan.run()
+    return plans.run_admitted(plan)
 
 
 def _derived(key: AnalysisKey, run: mha_viz.AttentionRun, what: str, data: np.ndarray,
