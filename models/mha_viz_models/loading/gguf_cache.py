@@ -1,4 +1,7 @@
-"""A GGUF file converted once to a float32 safetensors folder in mha-viz's cache, which later loads read."""
+"""A GGUF file converted once to a float32 safetensors folder in mha-viz's cache, which later loads read. Once across
+processes too: several processes that load the same file on a cold cache (the test suite's workers, the app processes
+of `mha-viz app --processes N`) each converted it at once, about 30 s of CPU and the whole float32 model each; now one
+converts while the others wait on a lock file beside the folder, then read what it wrote."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -20,8 +24,43 @@ def gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
     stat = gguf.stat()
     key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
     target = cache_root() / "gguf" / f"{gguf.stem}-{key}"
-    if (target / "config.json").exists() and (target / "model.safetensors").exists():
+    if _ready(target):
         return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _converting(target, gguf, progress):
+        if _ready(target):  # another process converted it while this one waited
+            return target
+        _convert(folder, gguf, target, progress)
+    return target
+
+
+def _ready(target: Path) -> bool:
+    return (target / "config.json").exists() and (target / "model.safetensors").exists()
+
+
+@contextmanager
+def _converting(target: Path, gguf: Path, progress: Progress):
+    """Inside: this process alone converts `gguf` to `target` (an exclusive lock on a file beside it; where the
+    system has no `fcntl`, no lock: each process converts, and the folder's atomic rename keeps it whole)."""
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        yield
+        return
+    with open(target.parent / f".{target.name}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(0.1, f"Waiting for another process converting {gguf.name} to float32 (first time only)…")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _convert(folder: Path, gguf: Path, target: Path, progress: Progress) -> None:
+    """Read the GGUF file (dequantized by transformers) and write it to `target` as float32 safetensors."""
     from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: imported only to convert
 
     progress(0.1, f"Converting {gguf.name} to float32 (first time only, about 30 s)…")
@@ -35,7 +74,6 @@ def gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
     try:
         model.save_pretrained(tmp, safe_serialization=True)
@@ -48,4 +86,3 @@ def gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
                 os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
