@@ -24,7 +24,7 @@ from mha_viz.budget import capture_budget, plan
 from mha_viz.drawing import effective as effective_figures
 from mha_viz.effective import NotExact
 from mha_viz.metrics import EFFECTIVE_MEASURES
-from mha_viz.ui.kit import charts, keys, resources
+from mha_viz.ui.kit import charts, keys, plans, resources
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 from mha_viz.ui.kit.text import plain
 
@@ -49,8 +49,8 @@ def _summary(key: AnalysisKey, _model) -> Summary:
     # one layer at a time, by blocks of rows where its kind can: pooled and measured in one pass, then let go
     planned = plan.forward_plan(_model, key.text, key.cap, lambda: effective.each_reduced(
         _model, key.text, effective.summarised, max_tokens=key.cap, by_rows=True))
-    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
-        run, rows = planned.run()
+    with mha_viz.text.session_cap(key.cap):
+        run, rows = plans.run_admitted(planned)
         return Summary(effective_figures.stacked([r[0] for r in rows], run.mixing_shares()),
                        pd.concat([r[1] for r in rows], ignore_index=True))
 
@@ -63,8 +63,8 @@ def _layer(key: AnalysisKey, number: int, _model) -> tuple[np.ndarray, str, str,
     read the same way (`summary`)."""
     planned = plan.forward_plan(_model, key.text, key.cap, lambda: effective.pooled_layer(
         _model, key.text, number, side=effective_figures.DETAIL_SIDE, max_tokens=key.cap))
-    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
-        pooled, layer, tokens = planned.run()
+    with mha_viz.text.session_cap(key.cap):
+        pooled, layer, tokens = plans.run_admitted(planned)
     return pooled, layer.label, layer.grouping, tokens
 
 

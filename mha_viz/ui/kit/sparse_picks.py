@@ -20,7 +20,7 @@ from mha_viz.metrics.indexer_picks import (
     sparse_picks,
     sparse_selection,
 )
-from mha_viz.ui.kit import keys, resources
+from mha_viz.ui.kit import keys, plans, resources
 from mha_viz.ui.kit.analysis_key import AnalysisKey
 
 NOTE = ("Each indexed layer's indexer picks a few keys for every query, and its softmax runs over those alone. "
@@ -35,8 +35,8 @@ def _selection(key: AnalysisKey, _model) -> SparseSelection:
     """key: the text's (its cap). Holds one of the server's analysis slots (call through `one_at_a_time`)."""
     planned = plan.forward_plan(_model, key.text, key.cap,
                                 lambda: sparse_selection(_model, key.text, max_tokens=key.cap))
-    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
-        return planned.run()
+    with mha_viz.text.session_cap(key.cap):
+        return plans.run_admitted(planned)
 
 
 def _selected(cur, *, say: bool) -> SparseSelection | None:
@@ -80,8 +80,8 @@ def _picks(key: AnalysisKey, _model) -> Picks:
     """key: the text's (its cap). One forward that keeps the picks alone (n × k a layer: any length the run has);
     holds one of the server's analysis slots (call through `one_at_a_time`)."""
     planned = plan.forward_plan(_model, key.text, key.cap, lambda: sparse_picks(_model, key.text, max_tokens=key.cap))
-    with resources.slots().hold(need=planned.need), mha_viz.text.session_cap(key.cap):
-        return planned.run()
+    with mha_viz.text.session_cap(key.cap):
+        return plans.run_admitted(planned)
 
 
 def run_picks(cur) -> Picks | None:
