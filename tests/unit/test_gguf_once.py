@@ -6,6 +6,7 @@ without the lock each would convert. One converts, every caller gets the same fo
 
 from __future__ import annotations
 
+import os
 import threading
 from types import SimpleNamespace
 
@@ -74,3 +75,16 @@ def test_callers_at_once_on_a_cold_cache_convert_once_and_read_one_folder(monkey
     folder = got[0]
     assert (folder / "model.safetensors").read_text() == "weights" and (folder / "tokenizer.json").exists()
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".tmp-")]  # no half-written copy left
+
+
+def test_the_same_file_elsewhere_finds_its_conversion_and_another_file_does_not(tmp_path):
+    """The cache's key is the file's content: a copy in another folder (another environment's install) with another
+    time keys the same, so it is not converted again; a file that differs in its last byte does not."""
+    body = bytes(range(256)) * (3 * gguf_cache.EDGE // 256)
+    first, second, other = tmp_path / "a" / "m.gguf", tmp_path / "b" / "m.gguf", tmp_path / "c" / "m.gguf"
+    for path, data in ((first, body), (second, body), (other, body[:-1] + b"\x00")):
+        path.parent.mkdir()
+        path.write_bytes(data)
+    os.utime(second, ns=(1, 1))
+    assert gguf_cache.content_key(first) == gguf_cache.content_key(second)
+    assert gguf_cache.content_key(first) != gguf_cache.content_key(other)

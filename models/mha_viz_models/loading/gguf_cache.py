@@ -10,6 +10,7 @@ import os
 import shutil
 import tempfile
 from contextlib import contextmanager
+from importlib.metadata import version
 from pathlib import Path
 
 import torch
@@ -21,9 +22,7 @@ from mha_viz_models.progress import Progress
 
 def gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
     """Convert a GGUF file once to a safetensors folder; later loads read that (seconds)."""
-    stat = gguf.stat()
-    key = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    target = cache_root() / "gguf" / f"{gguf.stem}-{key}"
+    target = cache_root() / "gguf" / f"{gguf.stem}-{content_key(gguf)}"
     if _ready(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -32,6 +31,22 @@ def gguf_cache(folder: Path, gguf: Path, progress: Progress) -> Path:
             return target
         _convert(folder, gguf, target, progress)
     return target
+
+
+EDGE = 4 << 20  # bytes read at each end of the file for its key
+
+
+def content_key(gguf: Path) -> str:
+    """The cache's key of a GGUF file: its size and its first and last EDGE bytes (its header and metadata, and the
+    last tensors' data), with the transformers version that dequantizes it. Not its path nor its time: the same
+    file installed into another environment (a new virtual environment, a fresh clone's) finds its conversion
+    instead of adding another float32 copy (about 520 MB for SmolLM2) to the cache."""
+    digest = hashlib.sha256(f"{version('transformers')}|{gguf.stat().st_size}".encode())
+    with open(gguf, "rb") as f:
+        digest.update(f.read(EDGE))
+        f.seek(max(0, f.seek(0, os.SEEK_END) - EDGE))
+        digest.update(f.read(EDGE))
+    return digest.hexdigest()[:16]
 
 
 def _ready(target: Path) -> bool:
