@@ -1,9 +1,10 @@
 """What each heavy computation besides an analysis declares to the admission (`admission.Admission.hold`):
 one `memory.Need` a path, from the estimates its own module writes (`memory.analysis_need`,
 `ablation.gradient_bytes`, the scan's blocks), so that two of them are never admitted together onto memory that
-holds one. Here: what several features run (an analysis, a generation, the scan, the downloads) and the pieces a
+holds one. Here: what several features run (an analysis, a generation, the scan) and the pieces a
 need is made of (a forward's and `on_device` are `budget/plan`'s); a feature's own jobs are planned in its folder
-(`features/<id>/plan.py`); the estimate, patching and circuits of three pages are `circuits/need.py`.
+(`features/<id>/plan.py`); the estimate, patching and circuits of three pages are `circuits/need.py`; a run's
+downloads are `export/downloads.py`'s.
 
 Working memory is where the model runs (`budget.plan.on_device`: the GPU's for a model on CUDA, else the host's);
 what a result keeps is the host's.
@@ -81,19 +82,3 @@ def scan(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) 
     own = 0 if model.can_recompute else 2 * model.attention_bytes(n, layers=1)
     work = block + own + 4 * (12 * n * model.d_model + n * memory.logits_width(model))
     return on_device(model, work, kept=kept)
-
-
-def export(run, *, float16: bool = False) -> Need:
-    """The run's `.npz` download (`run_file.to_bytes`): the arrays (a float16 copy of the attention when
-    asked), their compressed file and its copy handed out (each at most as large as the arrays)."""
-    size = sum(int(a.nbytes) for a in (run.head_outputs, run.value_norms) if a is not None)
-    size += run.attentions.nbytes // 2 if float16 else run.attentions.nbytes
-    return Need(host=3 * size)
-
-
-def report(run, heads: int) -> Need:
-    """The HTML report (`report.report_bytes`) of `heads` heads: the head table's work on one layer's
-    probabilities at a time (about 4 copies of it), and each chosen head's heatmap as numbers and as text
-    (about 16 bytes a weight)."""
-    layer = run.attentions.nbytes // max(run.num_layers, 1)
-    return Need(host=int(4 * layer + 16 * heads * run.n * run.n))

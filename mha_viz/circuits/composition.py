@@ -11,6 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from mha_viz.budget import memory
+from mha_viz.budget.plan import Plan, on_device
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
@@ -153,6 +155,31 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
                 found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"))
                 _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
     return {kind: s.copy() for kind, s in found.items()}
+
+
+def _weights_bytes(model: LoadedModel) -> int:
+    """Every layer's folded weights in float64 (`folded_weights`: W_Q and W_O a query head, W_K and W_V a K/V
+    head), and their float32 factors beside them (about half as much again)."""
+    return int(1.5 * 8 * model.num_layers * 2 * (model.num_heads + model.num_kv_heads) * model.d_model * model.d_k)
+
+
+def plan_composition(model: LoadedModel, *, device: str | torch.device | None = None) -> Plan:
+    """`composition_scores` (on `device`) with their random baseline (`composition_baseline`), planned: its need
+    is the folded weights and the scores kept (float64 while they are made, then float32) on the host, and one
+    block of the pairwise product with its pieces where it is multiplied; nothing admitted where the scores are
+    kept already (`composition_known`). Read off the weights: no tokens (n = 0)."""
+    pairs = 3 * (model.num_layers * model.num_heads) ** 2 * (8 + 4)
+    need = on_device(model, 3 * 4 * BLOCK, kept=_weights_bytes(model) + pairs)
+    return Plan(0, need, lambda: (composition_scores(model, device=device), composition_baseline(model)),
+                admit=not composition_known(model))
+
+
+def plan_copying(model: LoadedModel) -> Plan:
+    """`copying_scores`, planned: W_U and W_E in float64 with their product, and the folded weights, on the host;
+    nothing admitted where the scores (or their refusal) are kept already (`copying_known`)."""
+    vocab = getattr(model.hf_model.config, "vocab_size", 0) or 0
+    need = memory.Need(host=2 * 8 * model.d_model * vocab + _weights_bytes(model))
+    return Plan(0, need, lambda: copying_scores(model), admit=not copying_known(model))
 
 
 CPU_RATE, GPU_RATE = 4.5e10, 3e12  # multiply-adds a second: measured on 2 cores (SmolLM2: 4.9–5.5 s); a GPU's

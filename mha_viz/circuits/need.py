@@ -5,8 +5,10 @@ modules that compute it (`ablation.gradient_bytes`, the circuits' `edges.receive
 
 from __future__ import annotations
 
+from typing import Callable, TypeVar
+
 from mha_viz.budget import capture_budget
-from mha_viz.budget.plan import forward_bytes, on_device
+from mha_viz.budget.plan import Plan, forward_bytes, on_device
 from mha_viz.circuits import edges, path_patching
 from mha_viz.interventions import ablation, prediction
 from mha_viz.needs import Need, analysis, kept_bytes, larger
@@ -67,3 +69,18 @@ def path_patched(model: LoadedModel, n: int) -> Need:
     g = edges.graph(model)
     return on_device(model, min(path_patching.BATCH_BYTES, capture_budget.capture_budget())
                      + edges.receiver_bytes(model, g, n) + forward_bytes(model, n, rows=2))
+
+
+T = TypeVar("T")
+
+
+def plan_patched(model: LoadedModel, n: int, work: Callable[..., T]) -> Plan[T]:
+    """`work`, patching on the texts of n tokens a page's plan read already (one head at each position, a head's
+    promoted tokens): priced as `patching`, nothing read again."""
+    return Plan(n, patching(model, n), work)
+
+
+def plan_path_patched(model: LoadedModel, n: int, work: Callable[..., T]) -> Plan[T]:
+    """`work`, circuits or edges run for real on the texts of n tokens a page's plan read already (a circuit's
+    curve, a task's faithfulness): priced as `path_patched`, nothing read again."""
+    return Plan(n, path_patched(model, n), work)

@@ -1,5 +1,5 @@
 """A download the server could never make says so in the sidebar, and its button is off: the
-`.npz` and the HTML report declare their bytes (`needs.export`, `needs.report`), and one larger
+`.npz` and the HTML report declare their bytes (`export.downloads`: their plans), and one larger
 than a whole budget would fail inside the browser's download with no word (AppTest, with a planted
 budget)."""
 

@@ -1,5 +1,6 @@
-"""The computations planned in stop 103 (`mha_viz.budget.plan`, issue 92): switching heads off, the teaching
-walkthrough's recording, *Why here?*'s split, the corpus's pruning check, a long run's value norms and its derived runs.
+"""The computations planned in stops 103 and 104 (`mha_viz.budget.plan`, issue 92): switching heads off, the teaching
+walkthrough's recording, *Why here?*'s split, the corpus's pruning check, a long run's value norms and its derived runs,
+Head composition's scores and a run's downloads.
 Each reads its text once, declares the need of what runs (computed here by hand from the pieces it is made of),
 refuses before anything runs, and gives what an independent computation gives: Hugging Face's own loss, the model's
 own hidden states, the plain function's numbers."""
@@ -159,3 +160,52 @@ def test_a_long_runs_value_norms_and_derived_runs_are_priced_by_hand(tiny_gpt2_o
     assert hide.run().n == n - 1
     lens = derived.plan_contributions(long, norms)
     assert lens.need == hide.need and lens.run().lens
+
+
+def test_the_composition_scores_are_priced_by_hand_and_admitted_once(tiny_gpt2, monkeypatch):
+    """Head composition reads the weights alone (n = 0): its need is the folded weights, the scores and one block of
+    the pairwise product, counted here from the model's shapes; once the scores are kept a plan admits nothing and
+    multiplies nothing."""
+    from mha_viz.circuits import composition
+
+    model = tiny_gpt2
+    L, H, G, d, d_k = model.num_layers, model.num_heads, model.num_kv_heads, model.d_model, model.d_k
+    weights = int(1.5 * 8 * L * 2 * (H + G) * d * d_k)
+    first = composition.plan_composition(model)
+    assert first.n == 0 and first.admit
+    assert first.need == memory.Need(host=weights + 3 * (L * H) ** 2 * 12 + 3 * 4 * composition.BLOCK)
+    scores, baseline = first.run()
+    assert set(scores) == set(baseline) == {"q", "k", "v"} and scores["k"].shape == (L, H, L, H)
+    monkeypatch.setattr(composition, "_pair_scores", lambda *a: pytest.fail("multiplied again"))
+    again = composition.plan_composition(model)
+    assert not again.admit
+    np.testing.assert_array_equal(again.run()[0]["k"], scores["k"])
+    copying = composition.plan_copying(model)
+    vocab = model.hf_model.config.vocab_size
+    assert copying.admit and copying.need == memory.Need(host=16 * d * vocab + weights)
+    assert copying.run().shape == (L, H) and not composition.plan_copying(model).admit
+
+
+def test_a_runs_downloads_are_planned_and_each_file_fits_its_need(tiny_gpt2):
+    """The `.npz` and the report are made from the run shown, on its tokens (no model runs); the file handed out
+    is one of the three copies its need counts, and reads back as the run (`AttentionRun.load`)."""
+    import io
+
+    import mha_viz
+    from mha_viz.export import downloads
+
+    run = mha_viz.analyze(tiny_gpt2, TEXT)
+    npz = downloads.plan_npz(run)
+    assert npz.n == run.n and npz.admit
+    data = npz.run()
+    assert 3 * len(data) <= npz.need.host
+    back = mha_viz.AttentionRun.load(io.BytesIO(data))
+    np.testing.assert_array_equal(back.attentions, run.attentions)
+    half = downloads.plan_npz(run, float16=True)
+    assert half.need.host < npz.need.host and 3 * len(half.run()) <= half.need.host
+    asked: list = []
+    report = downloads.plan_report(run, [(0, 0), (1, 1)], table=lambda: asked.append("table"),
+                                   facts=lambda: {"model": run.model_name})
+    assert asked == []  # the table is made on the click, not when the button is drawn
+    page = report.run().decode()
+    assert asked == ["table"] and run.model_name in page and report.need.host == downloads.report_need(run, 2)

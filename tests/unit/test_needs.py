@@ -14,6 +14,7 @@ import torch
 from mha_viz import needs
 from mha_viz.budget import admission, memory, plan
 from mha_viz.circuits import need as prediction_need
+from mha_viz.export import downloads
 from mha_viz.features.corpus import plan as corpus_plan
 from mha_viz.interventions import ablation
 from mha_viz.scan import rows
@@ -98,7 +99,7 @@ def test_the_whole_text_overview():
 
 
 def _run(n=10, heads=True):
-    return SimpleNamespace(attentions=np.zeros((L, H, n, n), np.float32), num_layers=L, n=n,
+    return SimpleNamespace(attentions=np.zeros((L, H, n, n), np.float32), num_layers=L, n=n, is_dense=True,
                            head_outputs=np.zeros((L, H, n, DK), np.float32) if heads else None,
                            value_norms=np.zeros((L, H, n), np.float32))
 
@@ -106,9 +107,9 @@ def _run(n=10, heads=True):
 def test_exports_and_comparison_are_counted_from_the_run():
     run = _run()
     attention, rest = L * H * 100 * 4, L * H * 10 * (DK + 1) * 4
-    assert needs.export(run).host == 3 * (attention + rest)
-    assert needs.export(run, float16=True).host == 3 * (attention // 2 + rest)
-    assert needs.report(run, 2).host == 4 * H * 100 * 4 + 16 * 2 * 100
+    assert downloads.plan_npz(run).need.host == 3 * (attention + rest)
+    assert downloads.plan_npz(run, float16=True).need.host == 3 * (attention // 2 + rest)
+    assert downloads.report_need(run, 2) == 4 * H * 100 * 4 + 16 * 2 * 100
 
 
 def test_a_path_larger_than_the_budget_is_refused_with_its_figures():

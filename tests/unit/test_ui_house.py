@@ -194,3 +194,25 @@ def test_server_wide_caches_read_no_session():
                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                  and (node.value.id == "session" or (node.value.id == "state" and node.attr == "current"))]
         assert not reads, reads
+
+
+ADMITTING = {"mha_viz/ui/kit/plans.py", "mha_viz/ui/kit/resources.py"}  # a plan run; a model's load (by count)
+
+
+def _holds(tree: ast.AST) -> list[int]:
+    """The lines of `tree` that take the server's admission: a call of `.hold(...)` on `slots()` or `slots`."""
+    def slots(node: ast.AST) -> bool:
+        node = node.func if isinstance(node, ast.Call) else node
+        return (isinstance(node, ast.Name) and node.id == "slots") or (
+            isinstance(node, ast.Attribute) and node.attr == "slots")
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "hold" and slots(node.func.value)]
+
+
+def test_every_admission_reads_its_plan():
+    """Issue 92: the server admits what a plan declares, in one place (`plans.run_admitted`), and a model's load; no
+    page nor shell module takes a slot with a need worked out beside it. A hold planted in a page is found."""
+    found = {p.relative_to(ROOT).as_posix(): lines for p in SOURCES if (lines := _holds(_tree(p)))}
+    assert set(found) == ADMITTING and len(found["mha_viz/ui/kit/plans.py"]) == 1, found
+    planted = ast.parse("def work():\n    with resources.slots().hold(need=need):\n        return compute()\n")
+    assert _holds(planted) == [2] and _holds(ast.parse("slots = Slots()\nslots.hold()\n")) == [2]

@@ -18,7 +18,7 @@ from mha_viz.drawing import style as figure_style
 from mha_viz.features.circuit import controls as circuit_keys
 from mha_viz.features.circuit.controls import DEFAULT_DRAWN, LABELS, MAX_DRAWN
 from mha_viz.features.circuit.plan import plan_circuit
-from mha_viz.ui.kit import charts, jobs, keys, page_controls, plans, resources, session
+from mha_viz.ui.kit import charts, jobs, keys, page_controls, plans, session
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import export_views, notebook_button, pair
 
@@ -139,9 +139,10 @@ def _run_real(model, key, n: int, what: tuple, compute, again: str | None):
     jobs.live_button(slot, "Cancel", circuit_keys.CIRC_REAL_CANCEL, live=True,
                      help="Stop running it; nothing is kept.")
 
+    planned = job_need.plan_path_patched(model, n, compute)
+
     def work(progress):
-        with resources.slots().hold(need=job_need.path_patched(model, n)):
-            return compute(progress)
+        return plans.run_admitted(planned, progress=progress)
     value, error = jobs.run(circuit_keys.CIRC_REAL_RUNNING, (key, what), work, first="Running it for real…",
                             what="Path patching", out_of_memory="Path patching ran out of memory: use shorter "
                                                                 "texts or a smaller model.", time_left=True)

@@ -50,14 +50,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} minutes"
 
 
-def _held(compute, known: bool):
-    """compute() in one of the server's analysis slots (minutes for a large model), unless its result is kept."""
-    if known:
-        return compute()
-    with resources.slots().hold():
-        return compute()
-
-
 def _attempt(compute, what: str, say):
     """compute()'s result, or None after `say` (st.warning, st.info) gave the message."""
     result, error = resources.attempt(compute, what=what, out_of_memory=f"{what} ran out of memory.")
@@ -85,8 +77,7 @@ def composition_page() -> None:
                 f"({'its GPU' if compose.on_gpu(model) else 'the CPU'}). The result is kept for the model.",
                 icon=":material/timer:")
         return
-    result = _attempt(lambda: _held(lambda: analysis.composition(cur.model_key, model),
-                                    compose.composition_known(model)), "Head composition", st.warning)
+    result = _attempt(lambda: analysis.composition(cur.model_key, model), "Head composition", st.warning)
     if result is None:
         return
     scores, baseline = result
@@ -121,8 +112,7 @@ def composition_page() -> None:
     st.caption("Σλ / Σ|λ| over the eigenvalues λ of each head's full OV circuit W_E W_V W_O W_U: near 1 when what a "
                "head moves raises the logit of the same token (a copying head), near 0 for a random head, negative "
                "when it lowers it. Click a head to open it.")
-    copying = _attempt(lambda: _held(lambda: analysis.copying(cur.model_key, model), compose.copying_known(model)),
-                       "Copying scores", st.info)
+    copying = _attempt(lambda: analysis.copying(cur.model_key, model), "Copying scores", st.info)
     if copying is None:
         return
     charts.show(metric_figures.metric_grid(np.asarray(copying), title="Copying score of each head", diverging=True,

@@ -236,10 +236,8 @@ def _extra(model, key: Hashable, n: int, what: str, layer: int, head: int, compu
     store = session.setdefault(prediction_keys.PRED_EXTRA, {})
     k = (key, layer, head, what)
     if k not in store:
-        def held():
-            with resources.slots().hold(need=job_need.patching(model, n)):
-                return compute()
-        result, error = resources.attempt(held, what="This head's panel", out_of_memory=(
+        planned = job_need.plan_patched(model, n, compute)
+        result, error = resources.attempt(lambda: plans.run_admitted(planned), what="This head's panel", out_of_memory=(
             "This head's panel ran out of memory: use shorter texts or a smaller model."))
         if error:
             raise mha_viz.InputError(error)

@@ -67,10 +67,12 @@ def _faithfulness(model, task_key, result, prompts: PromptSet, cap: int):
         return None
     n = planned.n  # the longest pair's tokens, read by the task's plan
 
+    faithful = job_need.plan_path_patched(model, n, lambda progress: faithfulness_set(
+        model, prompts, result.table, ks, max_tokens=cap, resamples=result.resamples, seed=result.seed,
+        progress=progress))
+
     def work(progress):
-        with resources.slots().hold(need=job_need.path_patched(model, n)):
-            return faithfulness_set(model, prompts, result.table, ks, max_tokens=cap,
-                                    resamples=result.resamples, seed=result.seed, progress=progress)
+        return plans.run_admitted(faithful, progress=progress)
 
     curve, error = jobs.run(task_keys.TASK_FAITH_RUNNING, task_key, work,
                             first="Running the circuits on each pair…", what="The faithfulness", time_left=True,

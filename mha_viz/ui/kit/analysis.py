@@ -223,8 +223,8 @@ def qk_pattern_terms(key: AnalysisKey, layer: int, head: int, _model) -> circuit
 def composition(model_key: ModelKey, _model) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """`composition_scores` (on the model's GPU when it is on one) and their random baseline: the weights
     alone, once per model."""
-    scores = compose.composition_scores(_model, device=metric_device(_model))
-    return {k: _frozen(v) for k, v in scores.items()}, compose.composition_baseline(_model)
+    scores, baseline = plans.run_admitted(compose.plan_composition(_model, device=metric_device(_model)))
+    return {k: _frozen(v) for k, v in scores.items()}, baseline
 
 
 def ahead_of_visits(_model) -> None:
@@ -238,7 +238,7 @@ def ahead_of_visits(_model) -> None:
 @st.cache_resource(show_spinner="Reading each head's OV circuit…", max_entries=4)
 def copying(model_key: ModelKey, _model) -> np.ndarray:
     """`copying_scores`, once per model."""
-    return _frozen(compose.copying_scores(_model))
+    return _frozen(plans.run_admitted(compose.plan_copying(_model)))
 
 
 def _text_key(key: AnalysisKey) -> AnalysisKey:

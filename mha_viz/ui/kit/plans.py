@@ -31,10 +31,11 @@ def kept_plan(store: str, key: Hashable, make: Callable[[], Plan]) -> tuple[Plan
     return planned, why
 
 
-def run_admitted(plan: Plan, **options):
+def run_admitted(plan: Plan, *, wait: bool = False, **options):
     """`plan.run(**options)` inside the server's admission for `plan.need` (raises admission.Busy while the server is
-    full: call it through `resources.one_at_a_time`); a plan that runs no model (`Plan.admit` False) is not admitted."""
+    full: call it through `resources.one_at_a_time`; `wait`: wait for room instead, where no page shows a notice, as
+    a download's click); a plan that runs no model (`Plan.admit` False) is not admitted."""
     if not plan.admit:
         return plan.run(**options)
-    with resources.slots().hold(need=plan.need):
+    with resources.slots().hold(wait=wait, need=plan.need):
         return plan.run(**options)

@@ -9,18 +9,18 @@ its table and the chosen heads only, never every head.
 
 from __future__ import annotations
 
-import io
 import logging
 
 import pandas as pd
 import streamlit as st
 
-from mha_viz import metrics, needs
-from mha_viz.capture import head_rows, run_file
+from mha_viz import metrics
+from mha_viz.budget.plan import Plan
+from mha_viz.capture import head_rows
 from mha_viz.drawing import style as figure_style
-from mha_viz.export import report
+from mha_viz.export import downloads
 from mha_viz.settings import size_text
-from mha_viz.ui.kit import analysis, boxes, keys, resources, seq2seq_views, session, shared_head
+from mha_viz.ui.kit import analysis, boxes, keys, plans, resources, seq2seq_views, session, shared_head
 from mha_viz.ui.kit.text import plain
 
 log = logging.getLogger("mha_viz.ui")
@@ -51,60 +51,26 @@ def _too_large(need) -> str | None:
     return None
 
 
-def _report(run, model, heads):
-    """The deferred download: the report is built on the click, from the run as it is shown (in
-    a server slot, taken here: the click runs outside the script, where Streamlit's cache is not
-    to be called)."""
-    slots = resources.slots()
-
-    def build() -> bytes:
-        with slots.hold(wait=True, need=needs.report(run, len(heads))):
-            return _build()
-
-    def _build() -> bytes:
+def _report(run, model, heads) -> Plan[bytes]:
+    """The report's plan, run on the click (`_on_click`) from the run as it is shown."""
+    def table():
         try:
-            table = metrics.head_table(run, analysis.weights(model))
+            return metrics.head_table(run, analysis.weights(model))
         except Exception:  # noqa: BLE001 - the report goes out without the table rather than not at all
             log.exception("head table for the report failed")
-            table = None
-        facts = model.facts() if model is not None else {"model": run.model_name}
-        facts.pop("loaded from", None)  # a report is shared: this server's folders mean nothing to its readers
-        return report.report_bytes(run, heads=heads, table=table, facts=facts)
-    return build
+            return None
+
+    def facts() -> dict:
+        found = model.facts() if model is not None else {"model": run.model_name}
+        found.pop("loaded from", None)  # a report is shared: this server's folders mean nothing to its readers
+        return found
+    return downloads.plan_report(run, heads, table=table, facts=facts)
 
 
-def _long_report_need(run, heads: int) -> needs.Need:
-    """A long run's report (`needs.report`'s estimate reads every head's size): its thumbnails and table are
-    its scan's; each chosen head is recomputed whole (float32) and pooled (a float64 copy), one at a time,
-    then drawn as at most POOL_ABOVE² numbers and text (about 16 bytes a weight)."""
-    side = min(run.n, report.POOL_ABOVE)
-    return needs.Need(host=int(12 * run.n * run.n + 16 * heads * side * side))
-
-
-def _scan_need(scan) -> needs.Need:
-    """The scan's `.npz` (`Scan.save`): its arrays, and the file's copy handed out."""
-    return needs.Need(host=int(2 * sum(a.nbytes for a in (scan.pooled, scan.keys, scan.weights, scan.rest_mass))))
-
-
-def _scan_npz(run):
-    """The deferred download of a long run's scan (`Scan.save`), made on the click in a server slot."""
-    slots = resources.slots()
-
-    def build() -> bytes:
-        with slots.hold(wait=True, need=_scan_need(run.summary)):
-            return run.summary.save(io.BytesIO()).getvalue()
-    return build
-
-
-def _npz(run, half: bool):
-    """The deferred download of the run's .npz, made on the click in a server slot (taken here, as the
-    report's) with the bytes it holds."""
-    slots = resources.slots()
-
-    def build() -> bytes:
-        with slots.hold(wait=True, need=needs.export(run, float16=half)):
-            return run_file.to_bytes(run, float16=half)
-    return build
+def _on_click(plan: Plan[bytes]):
+    """The deferred download: the file is made on the click, admitted in a server slot on its plan's need (waiting
+    for one: the click runs outside the script, where no notice can be shown nor Streamlit's cache called)."""
+    return lambda: plans.run_admitted(plan, wait=True)
 
 
 def sidebar_box(cur) -> None:
@@ -147,10 +113,11 @@ def _box(cur) -> None:
     heads = st.multiselect("Heads in the report", options, key=keys.EXPORT_HEADS, persist_state=keys.KEEP,
                            max_selections=MAX_REPORT_HEADS,
                            format_func=lambda rh: f"layer {run.layer_ids[rh[0]]}, head {rh[1]}")
-    too_large = _too_large(needs.report(run, len(heads)) if run.is_dense else _long_report_need(run, len(heads)))
+    made = _report(run, cur.model, [tuple(h) for h in heads])
+    too_large = _too_large(made.need)
     if too_large:
         st.caption(f"The report {too_large}: lower the token limit to download it.")
-    st.download_button("HTML report", data=_report(run, cur.model, [tuple(h) for h in heads]),
+    st.download_button("HTML report", data=_on_click(made),
                        file_name=f"{stem}-report.html", mime="text/html", on_click="ignore", key=keys.DL_REPORT,
                        icon=":material/description:", disabled=bool(too_large),
                        help="One file that opens offline in any browser: the model, the text, the overview of "
@@ -161,10 +128,11 @@ def _run_file(run, stem: str) -> None:
     """The dense run's `.npz` (`AttentionRun.save`): every head's attention, float16 when asked."""
     half = st.checkbox("float16 (half the size)", key=keys.EXPORT_HALF, persist_state=keys.KEEP,
                        help="The .npz file holds every head's attention; float16 keeps 3 decimals.")
-    too_large = _too_large(needs.export(run, float16=half))
+    made = downloads.plan_npz(run, float16=half)
+    too_large = _too_large(made.need)
     if too_large:
         st.caption(f"The .npz file {too_large}: lower the token limit to download it.")
-    st.download_button("Attention data (.npz)", data=_npz(run, half),
+    st.download_button("Attention data (.npz)", data=_on_click(made),
                        file_name=f"{stem}.npz", mime="application/octet-stream", on_click="ignore",
                        key=keys.DL_NPZ, icon=":material/data_array:", disabled=bool(too_large),
                        help="Open with mha_viz.AttentionRun.load(path), or numpy.load(path).")
@@ -177,10 +145,11 @@ def _scan_file(run, stem: str) -> None:
                f"{size_text(head_rows.every_head_bytes(run.num_layers, run.num_heads, run.n))}: the data file holds "
                f"what the analysis kept instead (the head table, the thumbnails, each query's {scan.top_k} heaviest "
                f"keys of at least {scan.min_weight:g} and the rest of its weight).")
-    too_large = _too_large(_scan_need(scan))
+    made = downloads.plan_scan_file(run)
+    too_large = _too_large(made.need)
     if too_large:
         st.caption(f"That file {too_large}: lower the token limit to download it.")
-    st.download_button("Analysis data (.npz)", data=_scan_npz(run), file_name=f"{stem}-scan.npz",
+    st.download_button("Analysis data (.npz)", data=_on_click(made), file_name=f"{stem}-scan.npz",
                        mime="application/octet-stream", on_click="ignore", key=keys.DL_NPZ,
                        icon=":material/data_array:", disabled=bool(too_large),
                        help="Open with mha_viz.Scan.load(path, model) (the model recomputes exact rows), or "

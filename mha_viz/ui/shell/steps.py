@@ -36,8 +36,7 @@ def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel,
     served for the other."""
     # raises Busy when the server is full (nothing is cached, the caller waits), OverBudget when
     # the memory needed is more than the server ever has
-    with resources.slots().hold(need=_plan.need):
-        result = _plan.run()
+    result = plans.run_admitted(_plan)
     runs = result.parts.values() if isinstance(result, mha_viz.capture.EncoderDecoderRun) else [result]
     for run in runs:
         if not getattr(run, "is_dense", True):  # a long run: rows recomputed on demand, nothing to freeze
