@@ -246,6 +246,13 @@ def local(why: str, *names: str) -> tuple[Control, ...]:
     return tuple(Control(name, LOCAL, why=why) for name in names)
 
 
+def head_pickers(layer: str, head: str) -> frozenset[str]:
+    """A page's *Layer* and *Head* pickers of the shared head (`shared_head.pick_head`), for its NOT_KEPT: inputs
+    drawn without persist_state=KEEP (tests/unit/test_ui_house.py), since they are set from the kept SEL_LAYER /
+    SEL_HEAD before they are drawn."""
+    return frozenset({layer, head})
+
+
 def tokens_of(cur) -> int:
     """Every token of the run on screen `cur` (the UI's current state), hidden ones included (positions are the
     model's): what a control's default reads."""

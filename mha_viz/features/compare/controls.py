@@ -55,7 +55,6 @@ CMP_UNDO = "_cmp_undo"  # (the pair's two texts, the two they replaced): what a 
 CMP_UNDO_GO = "cmp_undo_go"
 CMP_START = "cmp_start"  # the button that starts comparing two long runs head by head, its cost stated
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; a preset that acts once
-# (its on_change sets the texts, which are kept)
-NOT_KEPT = frozenset({CMP_PAIR, CMP_LAYER, CMP_HEAD})
+# its inputs drawn without persist_state=KEEP: the shared head's pickers, and a preset that acts once (its on_change
+# sets the texts, which are kept)
+NOT_KEPT = vp.head_pickers(CMP_LAYER, CMP_HEAD) | {CMP_PAIR}

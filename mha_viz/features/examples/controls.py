@@ -21,6 +21,4 @@ EXAMPLES_DISTANCES = "examples_distances"
 EXAMPLES_SCORES = "examples_scores"
 EXAMPLES_TOKENS_PREFIX = "examples_"
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
-NOT_KEPT = frozenset({EXAMPLES_LAYER, EXAMPLES_HEAD})
+NOT_KEPT = vp.head_pickers(EXAMPLES_LAYER, EXAMPLES_HEAD)  # its inputs drawn without persist_state=KEEP

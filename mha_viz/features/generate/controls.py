@@ -39,6 +39,6 @@ GEN_LAST = "_gen_last"  # (GenKey, Generation, note or None): the last good gene
 GEN_PARTIAL = "_gen_partial"  # (GenKey, Generation so far or None) while one streams; left there if stopped
 GEN_STEP_NEXT = "_gen_step_next"  # (step *Play* reached, slider value it started from): for the next run
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
-NOT_KEPT = frozenset({GEN_LAYER, GEN_HEAD, S2S_STEP})
+# its inputs drawn without persist_state=KEEP: the shared head's pickers, and an encoder–decoder's step, of the
+# generation on screen
+NOT_KEPT = vp.head_pickers(GEN_LAYER, GEN_HEAD) | {S2S_STEP}

@@ -38,7 +38,4 @@ PRED_SCATTER = "pred_scatter"
 PRED_TOKENS = "pred_tokens"
 PRED_WEIGHTED_HEAD = "pred_weighted_head"
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; the layer by position,
-# which follows the chosen head
-NOT_KEPT = frozenset({PRED_POS_LAYER, PRED_LAYER, PRED_HEAD})
+NOT_KEPT = vp.head_pickers(PRED_LAYER, PRED_HEAD) | {PRED_POS_LAYER}  # and the layer by position, set from the head

@@ -29,7 +29,6 @@ QK_HEAD = "qk_head"
 QK_MAP = "qk_map"  # the query/key map's selection event (a click on a query sets QK_I)
 QK_NEURON = "qk_neuron"
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; and positions and ranges of
-# the run on screen, clamped to each new run and meant to start afresh with it
-NOT_KEPT = frozenset({QK_LAYER, QK_HEAD, QK_I, QK_J})
+# its inputs drawn without persist_state=KEEP: the shared head's pickers, and the positions of the run on screen,
+# clamped to each new run and meant to start afresh with it
+NOT_KEPT = vp.head_pickers(QK_LAYER, QK_HEAD) | {QK_I, QK_J}

@@ -33,6 +33,4 @@ RETRIEVAL_HEAD = "retrieval_head"
 RETRIEVAL_RUNNING = "_retrieval_running"  # what the job was for: still here on the next run if cancelled
 RETRIEVAL_FOUND = "_retrieval_found"  # (what it was for, `tasks.retrieval.Retrieval`): the session's last result
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn
-NOT_KEPT = frozenset({RETRIEVAL_LAYER, RETRIEVAL_HEAD})
+NOT_KEPT = vp.head_pickers(RETRIEVAL_LAYER, RETRIEVAL_HEAD)  # its inputs drawn without persist_state=KEEP

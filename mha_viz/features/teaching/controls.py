@@ -31,7 +31,6 @@ TEACH_STEP2_PREFIX = "step_2_"
 TEACH_STEP_PREFIX = "step_"
 TEACH_USE_TOY = "use_toy"
 
-# its inputs drawn without persist_state=KEEP (tests/unit/test_ui_house.py): the pickers of the shared head
-# (shared_head.pick_head), set from the kept SEL_LAYER / SEL_HEAD before they are drawn; and positions and ranges of
-# the run on screen, clamped to each new run and meant to start afresh with it
-NOT_KEPT = frozenset({TEACH_LAYER, TEACH_HEAD, TEACH_ROW})
+# its inputs drawn without persist_state=KEEP: the shared head's pickers, and the row of the run on screen, clamped
+# to each new run and meant to start afresh with it
+NOT_KEPT = vp.head_pickers(TEACH_LAYER, TEACH_HEAD) | {TEACH_ROW}
