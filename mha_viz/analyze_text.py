@@ -36,7 +36,10 @@ def analyze(model: LoadedModel, text: str, target: str | None = None, *, max_tok
         raise InputError(f"{model.name} reads one text: a target text is for encoder–decoders (T5, BART, Marian).")
     if dense is False and layers is not None:
         raise InputError("A long run (dense=False) keeps every layer; leave out layers=.")
-    if layers is None and dense is not True:
+    if dense is False and model.effective:
+        raise InputError(f"{model.name} is read as the effective attention of its {model.effective} layers, which "
+                         "has no long run yet: leave out dense=False (its run holds every layer's array).")
+    if layers is None and dense is not True and not model.effective:
         toks = tokenize(model, text, max_tokens)
         if dense is False or not held_densely(model.num_layers, model.num_heads, toks.n):
             return long_run(model, toks, text, progress=progress)

@@ -19,6 +19,7 @@ from mha_viz.capture.grown_rows import recorded_bytes
 from mha_viz.scan import rows as scan_rows
 from mha_viz.scan.kept import THUMB, TOP_K
 from mha_viz_models import LoadedModel
+from mha_viz_models.loading import effective_run
 
 Need = memory.Need
 
@@ -46,8 +47,9 @@ def generation(model: LoadedModel, n: int, new: int = 0, *, long: bool | None = 
 def is_long(model: LoadedModel, n: int, layers: int | None = None) -> bool:
     """Whether `mha_viz.analyze` of n tokens (every layer, or `layers` of them) makes a long run: every layer of a
     decoder or an encoder, past MHA_VIZ_DENSE_MB (`head_rows.held_densely`)."""
-    return layers is None and not model.is_encoder_decoder and not head_rows.held_densely(model.num_layers,
-                                                                                            model.num_heads, n)
+    if layers is not None or model.is_encoder_decoder or model.effective:  # effective attention: no long run yet
+        return False
+    return not head_rows.held_densely(model.num_layers, model.num_heads, n)
 
 
 def summaries_bytes(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) -> int:
@@ -68,7 +70,12 @@ def analysis(model: LoadedModel, n: int, *, layers: int | None = None) -> Need:
     else the dense capture's (`memory.analysis_need`)."""
     if is_long(model, n, layers):
         return scan(model, n)
-    return memory.analysis_need(model, n, layers=layers)
+    need = memory.analysis_need(model, n, layers=layers)
+    if model.effective:  # Mamba, Mamba-2: one layer's effective attention made at a time beside the run
+        work = on_device(model, effective_run.layer_bytes(model, n))
+        return Need(host=need.host + work.host, gpu=need.gpu + work.gpu, device=need.device or work.device,
+                    attention=need.attention)
+    return need
 
 
 def scan(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) -> Need:

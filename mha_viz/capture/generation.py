@@ -114,8 +114,8 @@ def check_decoder(model: LoadedModel) -> None:
 def goes_long(model: LoadedModel, size: int) -> bool:
     """Whether a generation ending at `size` tokens is long (keeps the new tokens' rows): its every-head array past
     MHA_VIZ_DENSE_MB (`head_rows.held_densely`) or past the capture budget, where only the rows can fit."""
-    return (not held_densely(model.num_layers, model.num_heads, size)
-            or not capture_budget.fits(model.attention_bytes(size)))
+    return not model.effective and (not held_densely(model.num_layers, model.num_heads, size)
+                                    or not capture_budget.fits(model.attention_bytes(size)))
 
 
 def need_bytes(model: LoadedModel, n_prompt: int, max_new: int, long: bool | None = None) -> int:
@@ -201,6 +201,9 @@ class _Rows:
     def __call__(self, ids: torch.Tensor, cache=None):
         """(logits of the last position (vocab,), per-layer probabilities (1, H, n_new, n), cache)."""
         self.probs = []
+        if self.model.effective:  # state-space layers alone (`loading.effective_only`): the whole sequence, no cache
+            cap = self.model.capture(ids)
+            return cap.output.logits[0, -1].float(), list(cap.attentions), None
         out = self.model.hf_model(input_ids=ids, past_key_values=cache, use_cache=True,
                                   output_attentions=not self.model.local_attention)
         probs = self.probs if self.model.local_attention else list(out.attentions or ())

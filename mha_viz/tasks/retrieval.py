@@ -155,11 +155,23 @@ def over_budget(model: LoadedModel, needle: tuple[str, str], length: int) -> str
             f"at most {fits:,} tokens.")
 
 
+def check_model(model: LoadedModel) -> None:
+    """InputError for a model read as effective attention alone (`LoadedModel.effective`: Mamba, Mamba-2): a search
+    records every head's row at each token of each answer, which such a model makes by reading the whole text again
+    at every step (minutes for one needle even on a small one); not offered yet."""
+    if model.effective:
+        raise InputError(f"{model.name} is read as the effective attention of its {model.effective} layers, made over "
+                         "the whole text at once: a search would make it again for every token of every answer, which "
+                         "mha-viz does not offer yet. Its attention on a whole text is on every other page, and "
+                         "Generate watches it answer.")
+
+
 def plan_search(model: LoadedModel, needle: tuple[str, str], length: int, depths) -> Plan[Retrieval]:
     """`find_retrieval` of one needle and question at one `length` and `depths` (fractions), planned once
     (`budget.plan`): InputError saying the longest length that fits when a trial would pass the capture budget
     (`over_budget`), before anything runs; `n` a trial's prompt and new tokens (`trial_tokens`), `need` what one
     trial's generation holds, long or not as `generate` decides. `run(progress=…)` searches."""
+    check_model(model)
     if why := over_budget(model, needle, length):
         raise InputError(why)
     prompt, new = trial_tokens(model, needle, length)
@@ -200,6 +212,7 @@ def find_retrieval(model: LoadedModel, *, haystack=None, needles: list[tuple[str
                    progress=None) -> Retrieval:
     """`retrieval_scores`' table, and where every head looked at the first needle token a head copied, in the last
     trial where one did (`Look`)."""
+    check_model(model)
     needles = list(needles or [NEEDLE])
     look = None
     trials = [(n, length, depth) for n in needles for length in lengths for depth in depths]

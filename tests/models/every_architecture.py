@@ -311,8 +311,10 @@ def survey(model_type: str, folder: str) -> Found:
     except Exception as exc:  # noqa: BLE001 - a bug of the loader: said in the table, raised by the test
         last = traceback.format_exception_only(exc)[-1]
         return Found((model_type, f"fails: {plain(last, folder)}", *[NOT_LOADED] * 3), error=exc)
-    gap, missed = capture_gap(model)
-    if missed:
+    gap, missed = (0.0, []) if model.effective else capture_gap(model)  # effective: no probabilities of its own
+    if model.effective:  # checked against each layer's own output: tests/models/test_effective_attention.py
+        capture = f"effective attention of its {model.effective} layers (no softmax)"
+    elif missed:
         capture = f"no: {_numbers(missed)} of {model.total_layers} give probabilities not captured"
     elif gap > TOLERANCE:
         capture = f"no: {gap:.1g} away"

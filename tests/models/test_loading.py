@@ -61,11 +61,10 @@ def _refused(folder: str, *words: str) -> str:
 
 
 def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, gpt2_dir):
-    from transformers import MambaConfig, MambaForCausalLM, RwkvConfig, RwkvForCausalLM
+    """RWKV (its mixing is not read exactly yet): refused by name. Mamba and Mamba-2 load, as effective attention
+    (tests/models/test_effective_only.py)."""
+    from transformers import RwkvConfig, RwkvForCausalLM
 
-    mamba = _save(tmp_path / "mamba", MambaForCausalLM,
-                  MambaConfig(vocab_size=300, hidden_size=32, num_hidden_layers=1, state_size=4), gpt2_dir)
-    _refused(mamba, "mamba", "state-space")
     rwkv = _save(tmp_path / "rwkv", RwkvForCausalLM,
                  RwkvConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
                             intermediate_size=64, context_length=64), gpt2_dir)

@@ -27,6 +27,7 @@ def _model(device="cpu", recompute=True):
     hf = SimpleNamespace(config=SimpleNamespace(vocab_size=V), forward=lambda input_ids, logits_to_keep=0: None)
     return SimpleNamespace(name="stand-in", num_layers=L, num_heads=H, d_model=D, d_k=DK, device=torch.device(device),
                            has_head_outputs=True, can_recompute=recompute, hf_model=hf, is_encoder_decoder=False,
+                           effective="",
                            attention_bytes=lambda n, layers=None, batch=1: (L if layers is None else layers) * batch
                            * H * n * n * 4)
 

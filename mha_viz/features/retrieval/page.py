@@ -59,6 +59,7 @@ def retrieval_page() -> None:
         return
     try:
         generation.check_decoder(model)
+        retrieval.check_model(model)
     except InputError as exc:
         st.info(plain(str(exc)) + " Retrieval heads are found by letting the model answer: pick a decoder in the "
                 "sidebar's model picker (smollm2, toy-induction).", icon=":material/info:")

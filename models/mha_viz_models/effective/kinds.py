@@ -49,12 +49,14 @@ def effective_layers(model: torch.nn.Module, input_ids, layers=None) -> list[Eff
     return list(each_layer(model, input_ids, layers))
 
 
-def each_layer(model: torch.nn.Module, input_ids, layers=None, *, by_rows: bool = False) -> Iterator[EffectiveLayer]:
+def each_layer(model: torch.nn.Module, input_ids, layers=None, *, by_rows: bool = False,
+               outputs: list | None = None) -> Iterator[EffectiveLayer]:
     """`effective_layers` one layer at a time: the forward runs (and every refusal is raised) at the call; each
     layer's matrices are computed from its taps (O(n · d) each) when the iterator reaches it, so that a caller that
     reduces each layer and drops it holds one layer's n × n matrices at a time, not every layer's. `by_rows`: a
     layer of a kind that can (its BY_ROWS) comes without its matrix, its rows made a block at a time
-    (`EffectiveLayer.by_rows`): what it holds grows as n, not n²."""
+    (`EffectiveLayer.by_rows`): what it holds grows as n, not n². `outputs`: the forward's own output (with its
+    hidden states) is appended to it, for a caller that reads the logits too (a model of these layers alone)."""
     found = mixing_layers(model)
     if layers is not None:
         wanted = {int(n) for n in layers}
@@ -70,7 +72,9 @@ def each_layer(model: torch.nn.Module, input_ids, layers=None, *, by_rows: bool 
     spec = {f"{name}|{tap}": where for _n, name, module, kind in found for tap, where in kind.taps(module).items()}
     ids = torch.as_tensor(input_ids).reshape(1, -1)
     with Taps(spec) as taps, torch.no_grad():
-        model(input_ids=ids.to(_device(model)), use_cache=False)
+        out = model(input_ids=ids.to(_device(model)), use_cache=False, output_hidden_states=outputs is not None)
+    if outputs is not None:
+        outputs.append(out)
     return (kind.compute(module, _Prefixed(taps, name), number, name,
                          **({"by_rows": True} if by_rows and reads_by_rows(kind) else {}))
             for number, name, module, kind in found)

@@ -12,8 +12,11 @@ from mha_viz_models.families.builtin import supported_models
 
 SUPPORTED = (
     f"mha-viz reads transformers whose layers are softmax attention heads: {supported_models()}; and hybrids "
-    "(softmax layers between linear-attention, state-space or convolution layers) on their softmax layers"
+    "(softmax layers between linear-attention, state-space or convolution layers) on their softmax layers; and "
+    "Mamba, Mamba-2 and Falcon-Mamba as the effective attention of their layers"
 )
+# models of state-space layers alone, each read as its effective attention (`loading.effective_only`)
+EFFECTIVE_ONLY = frozenset({"mamba", "mamba2", "falcon_mamba"})
 
 # model types whose layers are not (all) softmax attention: what they have instead
 NOT_ATTENTION = {
@@ -137,6 +140,8 @@ def refusal(config, spec: str) -> str | None:
     if why is not None:
         return why
     model_type = getattr(config, "model_type", "") or "unknown"
+    if model_type in EFFECTIVE_ONLY:
+        return None
     kinds = set(layer_kinds(config) or ())
     instead = None if hybrid_layers(config) is not None else NOT_ATTENTION.get(model_type)
     others = sorted(k for k in kinds if k not in ATTENTION_LAYER_TYPES)

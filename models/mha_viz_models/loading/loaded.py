@@ -67,6 +67,7 @@ class LoadedModel:
     is_encoder_decoder: bool = False
     decoder_layers: int = 0
     decoder_heads: int = 0
+    effective: str = ""  # a model of effective layers alone (`loading.effective_only`): their kind; "" for others
     # what the weights compute in (`mha_viz_models.device.precision`); probabilities are float32 whatever it is
     dtype: torch.dtype = torch.float32
     # the devices accelerate spread the model over ("cuda:0", "cpu", "disk"); empty: all on `device`
@@ -239,8 +240,7 @@ class LoadedModel:
                 f"decoder and cross-attention layers, so it cannot be captured. {SUPPORTED}.")
         return Seq2SeqCapture(*parts, out)
 
-    def decoder_start(self) -> int:
-        """The token an encoder–decoder's decoder starts from (T5: padding; BART: </s>)."""
+    def decoder_start(self) -> int:  # the token an encoder–decoder's decoder starts from (T5: padding; BART: </s>)
         for holder in (getattr(self.hf_model, "generation_config", None), self.hf_model.config):
             start = getattr(holder, "decoder_start_token_id", None)
             if start is not None:

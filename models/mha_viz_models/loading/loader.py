@@ -37,6 +37,7 @@ from mha_viz_models.effective.kinds import named_kinds
 from mha_viz_models.errors import ModelLoadError, UnsupportedArchitecture
 from mha_viz_models.families.adapters import Adapter
 from mha_viz_models.families.architectures import (
+    EFFECTIVE_ONLY,
     SUPPORTED,
     head_sizes_differ,
     hybrid_layers,
@@ -46,6 +47,7 @@ from mha_viz_models.families.architectures import (
 )
 from mha_viz_models.families.builtin import find_attention, heads_unread, install_local_attention, stand_in_refusal
 from mha_viz_models.families.multipliers import fold_multipliers
+from mha_viz_models.loading import effective_only
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.loaded import LoadedModel
 from mha_viz_models.loading.resolve import Progress, hub_error, resolve_spec
@@ -187,6 +189,9 @@ def load(
     model.eval()
     fold_multipliers(model)  # Falcon-H1's μP factors around its attention, into the attention's own weights
     dense_head_input(model)  # the last rows handed to the LM head, made contiguous (bfloat16 on a CPU: 200 ×)
+    if config.model_type in EFFECTIVE_ONLY:  # Mamba, Mamba-2: each layer read as its effective attention
+        return effective_only.load(model, config, tokenizer, name, source, dev, want, local_attention,
+                                   max_positions=_max_positions(config, tokenizer), progress=progress)
     ids = verify.probe(config.vocab_size, dev)
     reference = None
     if local_attention and not seq2seq:  # what the model's own attention gives, to compare ours with
@@ -208,8 +213,6 @@ def load(
     hybrid = None if seq2seq else hybrid_layers(config)  # (softmax layers' numbers, the others' by kind)
     if hybrid and isinstance(reference, list):  # eager probabilities: the softmax layers' (MiniMax returns more)
         reference = softmax_attentions(reference, hybrid[0], config.num_hidden_layers)
-    max_pos = next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
-                    if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096)
     model.requires_grad_(False)  # gradients are taken for activations only (attribution patching, importance)
     loaded = LoadedModel(
         name=name, hf_model=model, tokenizer=tokenizer, device=dev, is_causal=causal,
@@ -219,7 +222,7 @@ def load(
         num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
         d_k=max(per_layer_values(config).get("head_dim")
                 or [getattr(config, "head_dim", None) or d_model // num_heads]),  # Gemma 4's largest
-        num_params=sum(p.numel() for p in model.parameters()), max_positions=int(max_pos),
+        num_params=sum(p.numel() for p in model.parameters()), max_positions=_max_positions(config, tokenizer),
         source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq, stand_in=stand_in,
         unread=None if modules or seq2seq else unread or _UNREAD,
         dtype=want, placement=tuple(devices_used(model)),
@@ -293,6 +296,11 @@ def load(
                 "rotary positions, masks or biases differ from the families mha-viz knows)"))
     progress(1.0, f"'{name}' ready.")
     return loaded
+
+
+def _max_positions(config, tokenizer) -> int:
+    return int(next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
+                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096))
 
 
 def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
