@@ -1,4 +1,5 @@
-"""A model of state-space layers alone in the app (issue 88): random-init Mamba-2 and Mamba folders, typed as a user's
+"""A model of state-space or recurrent layers alone in the app (issue 88): random-init Mamba-2, Mamba and RWKV folders,
+typed as a user's
 folder, open every page with no exception and no error, and each page's primary button (where it draws one) answers
 with a result or a message, as on the bundled models (tests/app/test_app_defaults.py). The Head view draws a group's
 weights as the run holds them (|A| with rows normalised: tests/models/test_effective_only.py), Model facts says what
@@ -15,8 +16,8 @@ from tests.models.effective_families import save_random
 
 pytestmark = pytest.mark.model
 TEXT = "The cat sat on the mat. The dog sat on the log."
-NEED_SOFTMAX = {"prediction": "state-space layers read as effective attention", "qk": "no softmax attention layer",
-                "teaching": "no softmax attention layer", "ablation": "state-space layers read as effective attention",
+NEED_SOFTMAX = {"prediction": "read as effective attention (no softmax)", "qk": "no softmax attention layer",
+                "teaching": "no softmax attention layer", "ablation": "read as effective attention (no softmax)",
                 "retrieval": "would make it again for every token of every answer"}
 SKIPPED = {"corpus"}  # its button reads the bundled corpus (tests/app/test_app_corpus.py)
 
@@ -25,7 +26,7 @@ def _said(at) -> set[str]:
     return {e.value for e in at.error}
 
 
-@pytest.mark.parametrize("family", ["mamba2", "mamba"])
+@pytest.mark.parametrize("family", ["mamba2", "mamba", "rwkv"])
 def test_every_page_opens_and_answers_on_a_model_of_state_space_layers_alone(tmp_path, family):
     at = open_folder(save_random(family, tmp_path / family), TEXT)
     run = at.session_state[keys.CURRENT].run

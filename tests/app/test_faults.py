@@ -49,16 +49,16 @@ def test_truncated_safetensors(bert_dir, tmp_path):
 
 
 def test_an_architecture_without_attention_to_capture(tmp_path):
-    from transformers import RwkvConfig, RwkvForCausalLM
+    from transformers import xLSTMConfig, xLSTMForCausalLM
 
     tok = byte_bpe_tokenizer()
-    folder = tmp_path / "rwkv"
-    RwkvForCausalLM(RwkvConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
-                               intermediate_size=64, context_length=64)).save_pretrained(folder)
+    folder = tmp_path / "xlstm"
+    config = xLSTMConfig(vocab_size=len(tok), hidden_size=32, num_blocks=2, num_heads=4)
+    xLSTMForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
     at = _after_a_good_run()
     _folder(at, folder)
-    _still_up(at, "RWKV's recurrent linear attention")
+    _still_up(at, "xLSTM blocks")
 
 
 def test_a_model_that_raises_during_the_forward_pass(monkeypatch):

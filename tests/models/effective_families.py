@@ -109,13 +109,20 @@ def _lfm2():
     return Lfm2ForCausalLM, Lfm2Config(**BASE, layer_types=["conv", "full_attention"], conv_bias=True)
 
 
+def _rwkv():
+    from transformers import RwkvConfig, RwkvForCausalLM
+    return RwkvForCausalLM, RwkvConfig(vocab_size=400, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
+                                       intermediate_size=64, context_length=256, pad_token_id=0, bos_token_id=1,
+                                       eos_token_id=2)
+
+
 FAMILIES = {"mamba2": _mamba2, "bamba": _bamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
             "nemotron_h": _nemotron_h, "zamba2": _zamba2, "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5,
             "kimi_linear": _kimi_linear, "lfm2": _lfm2, "mamba": _mamba, "falcon_mamba": _falcon_mamba, "jamba": _jamba,
-            "minimax": _minimax, "recurrent_gemma": _recurrent_gemma}
+            "minimax": _minimax, "recurrent_gemma": _recurrent_gemma, "rwkv": _rwkv}
 KIND = {"qwen3_next": "gated_deltanet", "qwen3_5": "gated_deltanet", "kimi_linear": "kda", "lfm2": "short_conv",
         "mamba": "mamba1", "falcon_mamba": "mamba1", "jamba": "mamba1", "minimax": "lightning",
-        "recurrent_gemma": "rg_lru"}
+        "recurrent_gemma": "rg_lru", "rwkv": "rwkv"}
 
 
 def save_random(name: str, out) -> str:

@@ -84,11 +84,11 @@ def test_every_per_head_feature_on_the_softmax_layers(hybrid):
 
 
 def test_a_model_without_softmax_layers_is_refused_unless_its_layers_are_read_exactly():
-    from transformers import MambaConfig, RwkvConfig
+    from transformers import MambaConfig, xLSTMConfig
 
     from mha_viz_models.families.architectures import refusal
     assert refusal(MambaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2), "m") is None  # effective
-    assert "linear attention" in refusal(RwkvConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2), "r")
+    assert "xLSTM blocks" in refusal(xLSTMConfig(vocab_size=64, hidden_size=32, num_blocks=2, num_heads=4), "x")
 
 
 def test_each_token_mixing_layer_s_share_is_its_mean_output_norm(hybrid):

@@ -61,14 +61,13 @@ def _refused(folder: str, *words: str) -> str:
 
 
 def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, gpt2_dir):
-    """RWKV (its mixing is not read exactly yet): refused by name. Mamba and Mamba-2 load, as effective attention
-    (tests/models/test_effective_only.py)."""
-    from transformers import RwkvConfig, RwkvForCausalLM
+    """xLSTM (its mLSTM is not read exactly yet, its sLSTM is not linear in its values): refused by name. Mamba,
+    Mamba-2 and RWKV load, as effective attention (tests/models/test_effective_only.py)."""
+    from transformers import xLSTMConfig, xLSTMForCausalLM
 
-    rwkv = _save(tmp_path / "rwkv", RwkvForCausalLM,
-                 RwkvConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, attention_hidden_size=32,
-                            intermediate_size=64, context_length=64), gpt2_dir)
-    _refused(rwkv, "rwkv", "linear attention")
+    xlstm = _save(tmp_path / "xlstm", xLSTMForCausalLM,
+                  xLSTMConfig(vocab_size=300, hidden_size=32, num_blocks=2, num_heads=4), gpt2_dir)
+    _refused(xlstm, "xlstm", "xLSTM blocks")
 
 
 def test_a_relative_whose_attention_we_do_not_reproduce_is_caught_at_load(tmp_path, gpt2_dir):

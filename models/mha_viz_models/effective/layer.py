@@ -80,10 +80,10 @@ class EffectiveLayer:
 
 
 def layer_number(name: str) -> int:
-    """The model's layer number in a module name such as 'model.layers.3.linear_attn'."""
-    found = re.findall(r"layers\.(\d+)(?:\.|$)", name)
+    """The model's layer number in a module name such as 'model.layers.3.linear_attn' (RWKV: 'rwkv.blocks.3')."""
+    found = re.findall(r"(?:layers|blocks)\.(\d+)(?:\.|$)", name)
     if not found:
-        raise NotExact(f"Cannot tell which layer '{name}' is: its name holds no 'layers.N'.")
+        raise NotExact(f"Cannot tell which layer '{name}' is: its name holds no 'layers.N' nor 'blocks.N'.")
     return int(found[-1])
 
 

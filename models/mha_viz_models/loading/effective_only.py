@@ -1,12 +1,13 @@
 """Models with no softmax layer at all whose every token mixer is exactly linear in its values (issue 88): Mamba,
-Mamba-2 and Falcon-Mamba. Each layer is read as its effective attention (`mha_viz_models.effective`): output_t =
+Mamba-2, Falcon-Mamba and RWKV. Each layer is read as its effective attention (`mha_viz_models.effective`): output_t =
 Σ_s A[g, t, s] · v_s[g] + …, A computed exactly from the layer's own tensors in the model's forward. A is signed
 and its rows do not sum to 1, so what the run holds, and every page draws as a head's weights, is each row of |A|
 divided by its sum: how the layer's mixing spreads over the earlier tokens, whatever its sign (a row of zeros, which
 no trained layer gives, is put on its own token). A group (a "head" of the run) is a Mamba-2 head, or a block of a
-Mamba layer's channels averaged (its channels are thousands: `selective.py`'s eight blocks).
+Mamba or RWKV layer's channels averaged (its channels are thousands: `selective.py`'s eight blocks).
 
-RWKV and xLSTM stay refused (`families.architectures`): no exact reading of their mixers is written yet."""
+xLSTM stays refused (`families.architectures`): no exact reading of its mLSTM is written yet, and its sLSTM is not
+linear in its values."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class EffectiveModel(LoadedModel):
     @property
     def implementation(self) -> str:
         return f"effective attention of its {self.effective} layers: |A| a group, each row divided by its sum"
-UNREAD = "its layers are state-space layers read as effective attention: no head has queries, keys or an output"
+UNREAD = "its layers are read as effective attention (no softmax): no head has queries, keys or an output"
 
 
 def shape(hf_model, config) -> dict:
@@ -55,9 +56,10 @@ def shape(hf_model, config) -> dict:
         raise ModelLoadError(f"'{config.model_type}' mixes tokens in layers {numbers}, not in each of its layers.")
     if getattr(config, "num_heads", None) and getattr(config, "head_dim", None):  # Mamba-2: its heads
         heads, width = int(config.num_heads), int(config.head_dim)
-    else:  # Mamba-1: the channel blocks the selective scan aggregates
+    else:  # Mamba-1 and RWKV: the blocks of channels the views aggregate
         heads = selective.BLOCKS
-        width = int(getattr(config, "intermediate_size", 0) or config.hidden_size * 2) // heads
+        channels = getattr(config, "attention_hidden_size", None) or getattr(config, "intermediate_size", None)
+        width = int(channels or config.hidden_size * 2) // heads  # RWKV's attention width, Mamba's inner one
     return {"num_layers": len(numbers), "num_heads": heads, "d_k": width, "kind": " and ".join(sorted(kinds))}
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mha_viz_models.effective import selective
+from mha_viz_models.effective import selective, wkv
 from mha_viz_models.effective.kinds import each_layer
 from mha_viz_models.effective.layer import EffectiveLayer, NotExact
 from mha_viz_models.errors import ModelLoadError
@@ -45,7 +45,8 @@ def capture(loaded, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
 
 def layer_bytes(loaded, n: int) -> int:
     """What making one layer's effective attention holds on n tokens beside the run (`capture` makes one layer at a
-    time and keeps its weights alone): its matrix (a Mamba layer's per channel, d_inner of them; a Mamba-2 layer's
-    per head) in float32 twice (made, then handed out), and as much again in its chunks' float64 work."""
-    groups = loaded.num_heads * loaded.d_k if selective.NAME in loaded.effective else loaded.num_heads
+    time and keeps its weights alone): its matrix (a Mamba or RWKV layer's per channel, thousands of them; a Mamba-2
+    layer's per head) in float32 twice (made, then handed out), and as much again in its chunks' float64 work."""
+    per_channel = selective.NAME in loaded.effective or wkv.NAME in loaded.effective
+    groups = loaded.num_heads * loaded.d_k if per_channel else loaded.num_heads
     return 16 * groups * n * n
