@@ -42,9 +42,9 @@ def test_a_run_holds_each_groups_absolute_effective_attention_rows_normalised(fo
         np.testing.assert_allclose(run.attentions[number], want, rtol=1e-5, atol=1e-6, err_msg=f"layer {number}")
     assert np.allclose(run.attentions.sum(-1), 1, atol=1e-5) and not np.triu(run.attentions, 1).any()
     assert run.head_outputs is None and not model.has_head_outputs and model.effective
-    config = model.hf_model.config  # Mamba's and RWKV's matrices are made a channel at a time
-    channels = model.num_heads if name == "mamba2" else getattr(config, "attention_hidden_size", None) or \
-        config.intermediate_size
+    config = model.hf_model.config  # Mamba's and RWKV's: one block of channels' matrices at a time, beside the 8 means
+    channels = model.num_heads if name == "mamba2" else (getattr(config, "attention_hidden_size", None) or
+                                                         config.intermediate_size) // 8 + 8
     assert needs.analysis(model, run.n).host == memory.analysis_need(model, run.n).host + 16 * channels * run.n ** 2
     facts = model.facts()
     assert "effective attention" in facts["attention implementation"] and "no softmax" in facts["architecture"]

@@ -50,13 +50,15 @@ def effective_layers(model: torch.nn.Module, input_ids, layers=None) -> list[Eff
 
 
 def each_layer(model: torch.nn.Module, input_ids, layers=None, *, by_rows: bool = False,
-               outputs: list | None = None) -> Iterator[EffectiveLayer]:
+               outputs: list | None = None, channel_means: bool = False) -> Iterator[EffectiveLayer]:
     """`effective_layers` one layer at a time: the forward runs (and every refusal is raised) at the call; each
     layer's matrices are computed from its taps (O(n · d) each) when the iterator reaches it, so that a caller that
     reduces each layer and drops it holds one layer's n × n matrices at a time, not every layer's. `by_rows`: a
     layer of a kind that can (its BY_ROWS) comes without its matrix, its rows made a block at a time
     (`EffectiveLayer.by_rows`): what it holds grows as n, not n². `outputs`: the forward's own output (with its
-    hidden states) is appended to it, for a caller that reads the logits too (a model of these layers alone)."""
+    hidden states) is appended to it, for a caller that reads the logits too (a model of these layers alone).
+    `channel_means`: a kind whose matrix is per channel (Mamba-1, RWKV) gives the means over its blocks of channels
+    alone, a block at a time (`selective.per_channel`): what a run's weights read, in an eighth of the memory."""
     found = mixing_layers(model)
     if layers is not None:
         wanted = {int(n) for n in layers}
@@ -76,7 +78,8 @@ def each_layer(model: torch.nn.Module, input_ids, layers=None, *, by_rows: bool 
     if outputs is not None:
         outputs.append(out)
     return (kind.compute(module, _Prefixed(taps, name), number, name,
-                         **({"by_rows": True} if by_rows and reads_by_rows(kind) else {}))
+                         **({"by_rows": True} if by_rows and reads_by_rows(kind) else {}),
+                         **({"channel_means": True} if channel_means and getattr(kind, "CHANNEL_MEANS", False) else {}))
             for number, name, module, kind in found)
 
 

@@ -13,6 +13,8 @@ Outside the mixing: the D skip, the gate silu(z) and out_proj: output_t = W_out 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 import torch.nn.functional as F
 
@@ -69,16 +71,40 @@ def selective_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torc
     return out
 
 
+def edges(channels: int, blocks: int = BLOCKS) -> list[tuple[int, int]]:
+    """(first, end) of each of `blocks` runs of consecutive channels."""
+    blocks = max(1, min(blocks, channels))
+    cut = [round(i * channels / blocks) for i in range(blocks + 1)]
+    return list(zip(cut, cut[1:]))
+
+
 def block_mean(matrix: torch.Tensor, blocks: int = BLOCKS) -> torch.Tensor:
     """The mean of the per-channel matrices over each of `blocks` runs of consecutive channels."""
-    channels = matrix.shape[0]
-    blocks = max(1, min(blocks, channels))
-    edges = [round(i * channels / blocks) for i in range(blocks + 1)]
-    return torch.stack([matrix[a:b].mean(0) for a, b in zip(edges, edges[1:])])
+    return torch.stack([matrix[a:b].mean(0) for a, b in edges(matrix.shape[0], blocks)])
 
 
-def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
-    d_inner, state, rank = module.intermediate_size, module.ssm_state_size, module.time_step_rank
+CHANNEL_MEANS = True  # `compute(..., channel_means=True)`: the block means alone, a block of channels at a time
+
+
+def per_channel(layer: EffectiveLayer, matrices, values: torch.Tensor, channel_means: bool) -> EffectiveLayer:
+    """`layer` (its labels and parts) with its matrices: `matrices(first, end)` gives channels first..end − 1's
+    (channels, n, n). Every channel's, and their block means (`aggregated`); or with `channel_means` the block means
+    alone, made a block of channels at a time (a block's matrices held at once, not every channel's: what a run
+    reads), its values the blocks' mean values (no reconstruction from those)."""
+    channels = values.shape[1]
+    blocks = edges(channels)
+    about = f"mean over each of {len(blocks)} blocks of {channels // len(blocks)} consecutive channels"
+    if channel_means:
+        means = torch.stack([matrices(a, b).mean(0) for a, b in blocks])
+        mean_values = torch.stack([values[:, a:b].mean(1) for a, b in blocks], 1)
+        return replace(layer, grouping="channel group (mean)", matrix=as_np(means),
+                       values=as_np(mean_values[..., None]), aggregation=about)
+    matrix = matrices(0, channels)
+    return replace(layer, matrix=as_np(matrix), aggregated=as_np(block_mean(matrix)), aggregation=about)
+
+
+def compute(module, got: Taps, layer: int, name: str, *, channel_means: bool = False) -> EffectiveLayer:
+    state, rank = module.ssm_state_size, module.time_step_rank
     z = got["in_proj"].chunk(2, dim=-1)[1]
     x = got["x_in"]
     dt_low, B, C = got["x_out"].split([rank, state, state], dim=-1)
@@ -86,17 +112,13 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         dt_low, B, C = got["dt_layernorm"], got["b_layernorm"], got["c_layernorm"]
     dt = F.softplus(dt_low @ module.dt_proj.weight.detach().float().t() + module.dt_proj.bias.detach().float())
     a = -torch.exp(module.A_log.detach().float())
-    matrix = selective_matrix(C, B, dt, a)
     parts = {"D": as_np(module.D), "gate": as_np(F.silu(z)), **weight_parts("out_proj", module.out_proj)}
-    blocks = max(1, min(BLOCKS, d_inner))
-    return EffectiveLayer(
+    bare = EffectiveLayer(
         layer=layer, module=name, kind=KIND, label=f"{NAME}: semiseparable, one matrix per channel",
         structure="semiseparable", grouping="channel",
         folded="C_t·(exp(Σ Δ_r a) ⊙ B_s) between s and t, Δ_s; the convolution and SiLU in x",
-        value_name="x (after the short convolution and SiLU)",
-        matrix=as_np(matrix), values=as_np(x[:, :, None]), parts=parts,
-        aggregated=as_np(block_mean(matrix, blocks)),
-        aggregation=f"mean over each of {blocks} blocks of {d_inner // blocks} consecutive channels")
+        value_name="x (after the short convolution and SiLU)", matrix=None, values=as_np(x[:, :, None]), parts=parts)
+    return per_channel(bare, lambda i, j: selective_matrix(C, B, dt[:, i:j], a[i:j]), x, channel_means)
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:

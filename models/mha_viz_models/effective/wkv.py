@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from mha_viz_models.effective.layer import EffectiveLayer, Taps, as_np, linear, weight_parts
-from mha_viz_models.effective.selective import BLOCKS, block_mean
+from mha_viz_models.effective.selective import per_channel
 
 KIND = "rwkv"
 NAME = "RWKV (time mixing)"  # what tables and the grid call this kind
@@ -54,19 +54,19 @@ def wkv_matrix(k: torch.Tensor, time_decay: torch.Tensor, time_first: torch.Tens
     return out
 
 
-def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+CHANNEL_MEANS = True  # as Mamba-1's (`selective.per_channel`)
+
+
+def compute(module, got: Taps, layer: int, name: str, *, channel_means: bool = False) -> EffectiveLayer:
     k, v, r = got["key"], got["value"], got["receptance"]
-    matrix = wkv_matrix(k, module.time_decay, module.time_first)
     parts = {"gate": as_np(torch.sigmoid(r)), **weight_parts("output", module.output)}
-    channels = k.shape[1]
-    blocks = max(1, min(BLOCKS, channels))
-    return EffectiveLayer(
+    bare = EffectiveLayer(
         layer=layer, module=name, kind=KIND, label=f"{NAME}: a softmax over the earlier tokens, one per channel",
         structure="decaying softmax", grouping="channel",
         folded="the keys k_s, the decay (t−1−s)·w and the bonus u of the token itself",
-        value_name="v (the value projection's output)", matrix=as_np(matrix), values=as_np(v[:, :, None]),
-        parts=parts, aggregated=as_np(block_mean(matrix, blocks)),
-        aggregation=f"mean over each of {blocks} blocks of {channels // blocks} consecutive channels")
+        value_name="v (the value projection's output)", matrix=None, values=as_np(v[:, :, None]), parts=parts)
+    return per_channel(bare, lambda i, j: wkv_matrix(k[:, i:j], module.time_decay[i:j], module.time_first[i:j]), v,
+                       channel_means)
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:

@@ -36,7 +36,7 @@ def capture(loaded, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
     with loaded.lock:
         try:
             layers = [torch.from_numpy(weights(layer))[None]
-                      for layer in each_layer(loaded.hf_model, input_ids, outputs=outputs)]
+                      for layer in each_layer(loaded.hf_model, input_ids, outputs=outputs, channel_means=True)]
         except NotExact as exc:
             raise ModelLoadError(str(exc)) from exc
     out = outputs[0]
@@ -45,8 +45,9 @@ def capture(loaded, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
 
 def layer_bytes(loaded, n: int) -> int:
     """What making one layer's effective attention holds on n tokens beside the run (`capture` makes one layer at a
-    time and keeps its weights alone): its matrix (a Mamba or RWKV layer's per channel, thousands of them; a Mamba-2
-    layer's per head) in float32 twice (made, then handed out), and as much again in its chunks' float64 work."""
+    time and keeps its weights alone): its matrices (a Mamba or RWKV layer's: one block of its channels at a time, d_k
+    of them, and the blocks' means; a Mamba-2 layer's: one a head) in float32 twice (made, then handed out), and as
+    much again in its chunks' float64 work."""
     per_channel = selective.NAME in loaded.effective or wkv.NAME in loaded.effective
-    groups = loaded.num_heads * loaded.d_k if per_channel else loaded.num_heads
+    groups = loaded.d_k + loaded.num_heads if per_channel else loaded.num_heads  # a block's channels, the means
     return 16 * groups * n * n
