@@ -34,12 +34,13 @@ def larger(*needs: Need) -> Need:
 def generation(model: LoadedModel, n: int, new: int = 0, *, long: bool | None = None) -> Need:
     """A generation whose prompt and `new` tokens come to n: every head's attention recorded into one
     (L, H, n, n) array, with the prompt's forward and the KV cache: about what an analysis of n tokens holds.
-    A long one (`long`; None: past MHA_VIZ_DENSE_MB, `capture.generation`): the prompt's fused forward, then one
+    A long one (`long`; None: past MHA_VIZ_DENSE_MB, `capture.generation`; never for a model of effective layers
+    alone, whose need is its analysis'): the prompt's fused forward, then one
     scan of n tokens (the larger), beside the new tokens' rows it keeps (`grown_rows.recorded_bytes`)."""
     L, H = model.num_layers, model.num_heads
-    dense = head_rows.held_densely(L, H, n) if long is None else not long
-    if dense:
-        return memory.analysis_need(model, n)
+    dense = bool(model.effective) or (head_rows.held_densely(L, H, n) if long is None else not long)
+    if dense:  # a model of effective layers alone: each step's capture makes one layer's matrices beside the rows
+        return analysis(model, n) if model.effective else memory.analysis_need(model, n)
     work = larger(forward(model, n), scan(model, n))
     return Need(host=work.host + recorded_bytes(L, H, n - new, new), gpu=work.gpu, device=work.device)
 

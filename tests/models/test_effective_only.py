@@ -46,6 +46,7 @@ def test_a_run_holds_each_groups_absolute_effective_attention_rows_normalised(fo
     channels = model.num_heads if name == "mamba2" else (getattr(config, "attention_hidden_size", None) or
                                                          config.intermediate_size) // 8 + 8
     assert needs.analysis(model, run.n).host == memory.analysis_need(model, run.n).host + 16 * channels * run.n ** 2
+    assert needs.generation(model, run.n, 8) == needs.analysis(model, run.n)  # Generate: a capture at each step
     facts = model.facts()
     assert "effective attention" in facts["attention implementation"] and "no softmax" in facts["architecture"]
     with pytest.raises(mha_viz.ModelLoadError, match="no softmax attention layer"):

@@ -162,13 +162,14 @@ def test_a_long_runs_value_norms_and_derived_runs_are_priced_by_hand(tiny_gpt2_o
     assert lens.need == hide.need and lens.run().lens
 
 
-def test_the_composition_scores_are_priced_by_hand_and_admitted_once(tiny_gpt2, monkeypatch):
+def test_the_composition_scores_are_priced_by_hand_and_admitted_once(gpt2_dir, monkeypatch):
     """Head composition reads the weights alone (n = 0): its need is the folded weights, the scores and one block of
     the pairwise product, counted here from the model's shapes; once the scores are kept a plan admits nothing and
-    multiplies nothing."""
+    multiplies nothing. A model loaded here (the suite's shared one may have its scores kept by another test)."""
+    import mha_viz
     from mha_viz.circuits import composition
 
-    model = tiny_gpt2
+    model = mha_viz.load_model(str(gpt2_dir), device="cpu")
     L, H, G, d, d_k = model.num_layers, model.num_heads, model.num_kv_heads, model.d_model, model.d_k
     weights = int(1.5 * 8 * L * 2 * (H + G) * d * d_k)
     first = composition.plan_composition(model)
