@@ -25,6 +25,7 @@ from mha_viz_models.loading.resolve import Progress
 from mha_viz_models.reading.records import Capture
 
 PROBE_TOKENS = 12
+UNREAD = "its layers are read as effective attention (no softmax): no head has queries, keys or an output"
 
 
 @dataclass
@@ -40,7 +41,6 @@ class EffectiveModel(LoadedModel):
     @property
     def implementation(self) -> str:
         return f"effective attention of its {self.effective} layers: |A| a group, each row divided by its sum"
-UNREAD = "its layers are read as effective attention (no softmax): no head has queries, keys or an output"
 
 
 def shape(hf_model, config) -> dict:
@@ -68,9 +68,10 @@ def check(loaded, vocab_size: int) -> None:
     ids = torch.randint(3, max(4, min(vocab_size, 1000)), (1, PROBE_TOKENS), generator=torch.Generator().manual_seed(0))
     cap = loaded.capture(ids)
     for number, a in enumerate(cap.attentions):
-        if a.shape[1:] != (loaded.num_heads, PROBE_TOKENS, PROBE_TOKENS) or not torch.isfinite(a).all():
+        if a.shape[1:] != (loaded.num_heads, PROBE_TOKENS, PROBE_TOKENS) or not torch.isfinite(a).all() \
+                or float((a.sum(-1) - 1).abs().max()) > 1e-4:
             raise ModelLoadError(f"'{loaded.name}': layer {number}'s effective attention is not a finite "
-                                 f"({loaded.num_heads}, n, n) matrix on a test input.")
+                                 f"({loaded.num_heads}, n, n) matrix of rows summing to 1 on a test input.")
 
 
 def load(model, config, tokenizer, name: str, source: str, dev, want, local_attention: bool, *, max_positions: int,

@@ -1,6 +1,6 @@
-"""The run of a model made of effective layers alone (`loading.effective_only`: Mamba, Mamba-2, Falcon-Mamba): each
-layer's effective attention A (`mha_viz_models.effective`) as the weights every page draws, each row of |A| divided by
-its sum, captured in one forward with the model's output."""
+"""The run of a model made of effective layers alone (`loading.effective_only`: Mamba, Mamba-2, Falcon-Mamba,
+RWKV): each layer's effective attention A (`mha_viz_models.effective`) as the weights every page draws, each row of
+|A| divided by its sum, captured in one forward with the model's output."""
 
 from __future__ import annotations
 
