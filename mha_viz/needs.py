@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from mha_viz.budget import memory
 from mha_viz.budget.plan import forward, on_device
-from mha_viz.capture import head_rows
+from mha_viz.capture import head_rows, own_outputs
 from mha_viz.capture.grown_rows import recorded_bytes
 from mha_viz.scan import rows as scan_rows
 from mha_viz.scan.kept import THUMB, TOP_K
@@ -82,11 +82,12 @@ def analysis(model: LoadedModel, n: int, *, layers: int | None = None) -> Need:
 def scan(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) -> Need:
     """The whole-text overview (`mha_viz.scan`) of n tokens: what it keeps of every head (each row's top_k
     keys and weights, the rest, a thumbnail) and, while it runs, one forward with fused attention (the
-    layers' inputs go to a file), one block of rows (`scan.rows`), and one layer's probabilities for a
-    family read through its own attention."""
+    layers' inputs go to a file), one block of rows (`scan.rows`), one layer's probabilities for a
+    family read through its own attention, and a decoder's own loss and last logits made later from its last
+    hidden states, a block of logits at a time (`own_outputs.read_bytes`)."""
     H = model.num_heads
     kept = summaries_bytes(model, n, top_k=top_k, thumb=thumb)
     block = 4 * H * n * scan_rows.rows_per_block(model.device, H, n)
     own = 0 if model.can_recompute else 2 * model.attention_bytes(n, layers=1)
-    work = block + own + 4 * (12 * n * model.d_model + n * memory.logits_width(model))
+    work = block + own + 4 * 12 * n * model.d_model + own_outputs.read_bytes(memory.logits_width(model), n)
     return on_device(model, work, kept=kept)

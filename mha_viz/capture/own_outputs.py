@@ -50,6 +50,15 @@ def _made(rows: torch.Tensor) -> torch.Tensor:
 LOGIT_BLOCK_BYTES = 64 << 20  # the logits `from_hidden` makes at once
 
 
+def read_bytes(width: int, n: int) -> int:
+    """What `from_hidden` holds at once over n tokens of a vocabulary of `width` (float32): one block of logits
+    (LOGIT_BLOCK_BYTES at most), the cross-entropy's log-probabilities of it, and the last position's logits."""
+    if width <= 0 or n < 2:
+        return 0
+    rows = min(n - 1, max(1, LOGIT_BLOCK_BYTES // (4 * width)))
+    return 4 * width * (2 * rows + 1)
+
+
 def from_hidden(hidden: torch.Tensor, ids: list[int], *, logits: Callable[[torch.Tensor], torch.Tensor] | None,
                 head_means: np.ndarray | None = None) -> OwnOutputs | None:
     """The OwnOutputs of a base model's last hidden states `hidden` (n, d) on `ids`: with `logits` (the LM

@@ -99,11 +99,12 @@ def gradient_bytes(model: LoadedModel, n: int, *, logit_rows: int | None = None,
     run). logit_rows: the positions whose logits are made (default n; 1 where the model computes the
     last position's only). fused: the pass runs inside `switch.fused` (head gradients, attribution patching, a
     corpus's importance); where the model does switch to SDPA (`switch.fuses`) no n × n array is kept or made,
-    and about 20 activations a token remain (measured 1.04–1.25 × the peak at the same lengths)."""
+    and about 14 activations a token remain (measured 0.97–1.17 × the live peak at the same lengths, glibc's
+    allocator kept from holding freed blocks: `tests/models/memory_probe.py`)."""
     H, L, d = model.num_heads, model.num_layers, model.d_model
     rows = n if logit_rows is None else logit_rows
     if fused and switch.fuses(model):
-        return 4 * (L * 20 * n * d + 3 * rows * memory.logits_width(model))
+        return 4 * (L * 14 * n * d + 3 * rows * memory.logits_width(model))
     return 4 * (L * (H * n * n + 24 * n * d) + 3 * H * n * n + 3 * rows * memory.logits_width(model))
 
 

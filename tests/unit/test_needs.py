@@ -13,6 +13,7 @@ import torch
 
 from mha_viz import needs
 from mha_viz.budget import admission, memory, plan
+from mha_viz.capture import own_outputs
 from mha_viz.circuits import need as prediction_need
 from mha_viz.export import downloads
 from mha_viz.features.corpus import plan as corpus_plan
@@ -93,10 +94,20 @@ def test_the_whole_text_overview():
     n, top_k, thumb = 50, 8, 48
     kept = 4 * L * H * (n * (2 * top_k + 1) + thumb * thumb)  # top keys and weights, the rest, thumbnails
     block = 4 * H * n * rows.rows_per_block("cpu", H, n)
-    forward = 4 * (12 * n * D + n * V)
+    # the forward's activations; the loss made later: a block of logits (all n − 1 rows of so small a vocabulary),
+    # their log-probabilities, the last row's
+    forward = 4 * 12 * n * D + 4 * V * (2 * (n - 1) + 1)
     assert needs.scan(_model(), n).host == kept + block + forward
     # a family read through its own attention holds one layer's probabilities (twice) besides
     assert needs.scan(_model(recompute=False), n).host == kept + block + forward + 2 * H * n * n * 4
+
+
+def test_a_long_runs_loss_is_made_a_block_of_logits_at_a_time():
+    # SmolLM2's vocabulary over 2,048 tokens: 64 MiB blocks of 341 rows, not the 384 MiB of every row's logits
+    assert own_outputs.read_bytes(49152, 2048) == 4 * 49152 * (2 * 341 + 1)
+    assert own_outputs.read_bytes(49152, 2048) < 2048 * 49152 * 4 / 2
+    assert own_outputs.read_bytes(100, 50) == 4 * 100 * 99  # one block of the 49 rows that have a next token
+    assert own_outputs.read_bytes(0, 2048) == own_outputs.read_bytes(100, 1) == 0  # no LM head; no next token
 
 
 def _run(n=10, heads=True):
