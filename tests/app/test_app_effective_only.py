@@ -1,9 +1,9 @@
-"""A model of state-space or recurrent layers alone in the app (issue 88): random-init Mamba-2, Mamba and RWKV folders,
-typed as a user's
-folder, open every page with no exception and no error, and each page's primary button (where it draws one) answers
-with a result or a message, as on the bundled models (tests/app/test_app_defaults.py). The Head view draws a group's
-weights as the run holds them (|A| with rows normalised: tests/models/test_effective_only.py), Model facts says what
-they are, and the pages that need softmax heads (their queries and keys, their outputs) say so and why."""
+"""A model of state-space or recurrent layers alone in the app (issue 88): random-init Mamba-2, Mamba, RWKV and xLSTM
+folders, typed as a user's folder, open every page with no exception and no error, and each page's primary button
+(where it draws one) answers with a result or a message, as on the bundled models (tests/app/test_app_defaults.py).
+The Head view draws a group's weights as the run holds them (|A| with rows normalised:
+tests/models/test_effective_only.py), Model facts says what they are, and the pages that need softmax heads (their
+queries and keys, their outputs) say so and why."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _said(at) -> set[str]:
     return {e.value for e in at.error}
 
 
-@pytest.mark.parametrize("family", ["mamba2", "mamba", "rwkv"])
+@pytest.mark.parametrize("family", ["mamba2", "mamba", "rwkv", "xlstm"])
 def test_every_page_opens_and_answers_on_a_model_of_state_space_layers_alone(tmp_path, family):
     at = open_folder(save_random(family, tmp_path / family), TEXT)
     run = at.session_state[keys.CURRENT].run

@@ -49,16 +49,17 @@ def test_truncated_safetensors(bert_dir, tmp_path):
 
 
 def test_an_architecture_without_attention_to_capture(tmp_path):
-    from transformers import xLSTMConfig, xLSTMForCausalLM
+    from transformers import Lfm2Config, Lfm2ForCausalLM
 
     tok = byte_bpe_tokenizer()
-    folder = tmp_path / "xlstm"
-    config = xLSTMConfig(vocab_size=len(tok), hidden_size=32, num_blocks=2, num_heads=4)
-    xLSTMForCausalLM(config).save_pretrained(folder)
+    folder = tmp_path / "lfm2"  # every layer its short convolution: no softmax layer, not read as effective attention
+    config = Lfm2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, layer_types=["conv", "conv"])
+    Lfm2ForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
     at = _after_a_good_run()
     _folder(at, folder)
-    _still_up(at, "xLSTM blocks")
+    _still_up(at, "short convolution layers")
 
 
 def test_a_model_that_raises_during_the_forward_pass(monkeypatch):

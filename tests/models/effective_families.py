@@ -1,6 +1,7 @@
 """Random-init folders of every family with non-softmax token-mixing layers that transformers ships (hybrids, and
-Mamba, Mamba-2 and Falcon-Mamba, made of such layers alone), saved as a user's model with this suite's tokenizer:
-what tests/models/test_effective_attention.py and the tests of models read as effective attention alone load."""
+Mamba, Mamba-2, Falcon-Mamba, RWKV and xLSTM, made of such layers alone), saved as a user's model with this suite's
+tokenizer: what tests/models/test_effective_attention.py and the tests of models read as effective attention alone
+load."""
 
 from __future__ import annotations
 
@@ -116,13 +117,20 @@ def _rwkv():
                                        eos_token_id=2)
 
 
+def _xlstm():  # N = 150 tokens: two chunks of its kernel's 64, the rest by its recurrent kernel
+    from transformers import xLSTMConfig, xLSTMForCausalLM
+    return xLSTMForCausalLM, xLSTMConfig(vocab_size=400, hidden_size=64, num_blocks=2, num_heads=8, use_bias=True,
+                                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
 FAMILIES = {"mamba2": _mamba2, "bamba": _bamba, "falcon_h1": _falcon_h1, "granitemoehybrid": _granitemoehybrid,
             "nemotron_h": _nemotron_h, "zamba2": _zamba2, "qwen3_next": _qwen3_next, "qwen3_5": _qwen3_5,
             "kimi_linear": _kimi_linear, "lfm2": _lfm2, "mamba": _mamba, "falcon_mamba": _falcon_mamba, "jamba": _jamba,
-            "minimax": _minimax, "recurrent_gemma": _recurrent_gemma, "rwkv": _rwkv}
+            "minimax": _minimax, "recurrent_gemma": _recurrent_gemma, "rwkv": _rwkv,
+            "xlstm": _xlstm}
 KIND = {"qwen3_next": "gated_deltanet", "qwen3_5": "gated_deltanet", "kimi_linear": "kda", "lfm2": "short_conv",
         "mamba": "mamba1", "falcon_mamba": "mamba1", "jamba": "mamba1", "minimax": "lightning",
-        "recurrent_gemma": "rg_lru", "rwkv": "rwkv"}
+        "recurrent_gemma": "rg_lru", "rwkv": "rwkv", "xlstm": "mlstm"}
 
 
 def save_random(name: str, out) -> str:

@@ -8,6 +8,8 @@ its reason, and our MHA is refused on a model without softmax layers."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.model
 TEXT = "The keeper lit the lamp, and the boats came home one by one before the storm."
 
 
-@pytest.fixture(scope="module", params=["mamba2", "mamba", "falcon_mamba", "rwkv"])
+@pytest.fixture(scope="module", params=["mamba2", "mamba", "falcon_mamba", "rwkv", "xlstm"])
 def folder(request, tmp_path_factory):
     return request.param, save_random(request.param, tmp_path_factory.mktemp(request.param))
 
@@ -43,7 +45,7 @@ def test_a_run_holds_each_groups_absolute_effective_attention_rows_normalised(fo
     assert np.allclose(run.attentions.sum(-1), 1, atol=1e-5) and not np.triu(run.attentions, 1).any()
     assert run.head_outputs is None and not model.has_head_outputs and model.effective
     config = model.hf_model.config  # Mamba's and RWKV's: one block of channels' matrices at a time, beside the 8 means
-    channels = model.num_heads if name == "mamba2" else (getattr(config, "attention_hidden_size", None) or
+    channels = model.num_heads if name in ("mamba2", "xlstm") else (getattr(config, "attention_hidden_size", None) or
                                                          config.intermediate_size) // 8 + 8
     assert needs.analysis(model, run.n).host == memory.analysis_need(model, run.n).host + 16 * channels * run.n ** 2
     assert needs.generation(model, run.n, 8) == needs.analysis(model, run.n)  # Generate: a capture at each step
@@ -83,8 +85,49 @@ def test_rwkvs_rows_sum_to_1_and_mix_the_values_as_its_recurrence_does(tmp_path)
     np.testing.assert_allclose(layer.mixed()[..., 0], torch.stack(wkv).numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_xlstm_is_refused_with_its_reason():
-    from transformers import xLSTMConfig
+def test_mlstms_matrix_mixes_the_values_as_its_recurrence_does(tmp_path):
+    """xLSTM's mLSTM by its recurrence, written here in float64 from the tensors its kernel is handed (queries, keys,
+    values, both gates): the memory C_t = f̃_t C_{t−1} + ĩ_t k_t v_tᵀ and normaliser n_t carried token by token with
+    the stabiliser m_t, h_t = C_tᵀ q̃_t / (max(|n_t · q̃_t|, e^{−m_t}) + ε). Σ_s A[h, t, s] v_s is h_t over 70 tokens
+    (a chunk of the kernel's 64 and 6 by its step kernel), and the normaliser's floor e^{−m_t}, planted by gates that
+    forget everything at once, is A's too."""
+    path = save_random("xlstm", tmp_path / "xlstm")
+    cls, _config = FAMILIES["xlstm"]()
+    hf = cls.from_pretrained(path).eval()
+    backend = hf.backbone.blocks[1].mlstm_layer.mlstm_backend
+    ids = torch.randint(3, 300, (1, 70), generator=torch.Generator().manual_seed(3))
+    for forget in (None, -40.0):  # the model's own gates; a forget gate shut (every earlier token dropped)
+        got: dict = {}
 
-    from mha_viz_models.families.architectures import refusal
-    assert "xLSTM blocks" in refusal(xLSTMConfig(vocab_size=64, hidden_size=32, num_blocks=2, num_heads=4), "x")
+        def before(_m, args, kwargs, forget=forget):
+            if forget is not None:
+                kwargs = {**kwargs, "fgate": torch.full_like(kwargs["fgate"], forget)}
+            got.update({x: kwargs[x][0].double() for x in ("query", "key", "value", "igate", "fgate")})
+            return args, kwargs
+
+        hook = backend.register_forward_pre_hook(before, with_kwargs=True)
+        try:
+            layer = effective_layers(hf, ids, layers=[1])[0]
+        finally:
+            hook.remove()
+        q, k, v, i, f = (got[x] for x in ("query", "key", "value", "igate", "fgate"))
+        heads, n, d = q.shape
+        h = torch.zeros(heads, n, v.shape[-1], dtype=torch.float64)
+        floored = 0
+        for head in range(heads):
+            c, norm, m = torch.zeros(d, v.shape[-1], dtype=torch.float64), torch.zeros(d, dtype=torch.float64), 0.0
+            for t in range(n):
+                log_f = float(torch.nn.functional.logsigmoid(f[head, t]))
+                m_new = max(log_f + m, float(i[head, t]))
+                f_t, i_t = math.exp(log_f + m - m_new), math.exp(float(i[head, t]) - m_new)
+                c = f_t * c + i_t * torch.outer(k[head, t], v[head, t])
+                norm = f_t * norm + i_t * k[head, t]
+                q_t = q[head, t] * d ** -0.5
+                below = abs(float(norm @ q_t)) < math.exp(-m_new)
+                floored += below
+                h[head, t] = (q_t @ c) / (max(abs(float(norm @ q_t)), math.exp(-m_new)) + 1e-6)
+                m = m_new
+        assert forget is None or floored > 0  # the floor planted is reached
+        np.testing.assert_allclose(layer.mixed(), h.transpose(0, 1).numpy(), rtol=1e-5,
+                                   atol=1e-5 * float(h.abs().max()))
+        assert not np.triu(layer.matrix, 1).any()

@@ -84,11 +84,15 @@ def test_every_per_head_feature_on_the_softmax_layers(hybrid):
 
 
 def test_a_model_without_softmax_layers_is_refused_unless_its_layers_are_read_exactly():
-    from transformers import MambaConfig, xLSTMConfig
+    """LFM2 with every layer its short convolution: no softmax layer, and not among the models read as effective
+    attention alone (Mamba, xLSTM…): refused by name from its config, saying which are read."""
+    from transformers import Lfm2Config, MambaConfig, xLSTMConfig
 
     from mha_viz_models.families.architectures import refusal
     assert refusal(MambaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2), "m") is None  # effective
-    assert "xLSTM blocks" in refusal(xLSTMConfig(vocab_size=64, hidden_size=32, num_blocks=2, num_heads=4), "x")
+    assert refusal(xLSTMConfig(vocab_size=64, hidden_size=32, num_blocks=2, num_heads=4), "x") is None
+    why = refusal(Lfm2Config(vocab_size=64, hidden_size=32, num_hidden_layers=2, layer_types=["conv", "conv"]), "c")
+    assert "short convolution layers" in why and "no attention probabilities" in why and "xLSTM (mLSTM)" in why
 
 
 def test_each_token_mixing_layer_s_share_is_its_mean_output_norm(hybrid):

@@ -61,13 +61,16 @@ def _refused(folder: str, *words: str) -> str:
 
 
 def test_layers_that_are_not_attention_are_refused_by_name(tmp_path, gpt2_dir):
-    """xLSTM (its mLSTM is not read exactly yet, its sLSTM is not linear in its values): refused by name. Mamba,
-    Mamba-2 and RWKV load, as effective attention (tests/models/test_effective_only.py)."""
-    from transformers import xLSTMConfig, xLSTMForCausalLM
+    """LFM2 with every layer its short convolution (no softmax layer, and not among the models read as effective
+    attention alone): refused by name. Mamba, Mamba-2, RWKV and xLSTM load, as effective attention
+    (tests/models/test_effective_only.py)."""
+    from transformers import Lfm2Config, Lfm2ForCausalLM
 
-    xlstm = _save(tmp_path / "xlstm", xLSTMForCausalLM,
-                  xLSTMConfig(vocab_size=300, hidden_size=32, num_blocks=2, num_heads=4), gpt2_dir)
-    _refused(xlstm, "xlstm", "xLSTM blocks")
+    convolutions = _save(tmp_path / "lfm2", Lfm2ForCausalLM,
+                         Lfm2Config(vocab_size=300, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, layer_types=["conv", "conv"]),
+                         gpt2_dir)
+    _refused(convolutions, "lfm2", "short convolution layers")
 
 
 def test_a_relative_whose_attention_we_do_not_reproduce_is_caught_at_load(tmp_path, gpt2_dir):

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import torch
 
-from mha_viz_models.effective import delta, kda, lightning, rglru, selective, short_conv, ssd, wkv
+from mha_viz_models.effective import delta, kda, lightning, mlstm, rglru, selective, short_conv, ssd, wkv
 from mha_viz_models.effective.layer import EffectiveLayer, NotExact, Taps, layer_number
 
 # the first kind whose `matches` accepts a module reads it
-KINDS = (ssd, delta, kda, short_conv, selective, lightning, rglru, wkv)
+KINDS = (ssd, delta, kda, short_conv, selective, lightning, rglru, wkv, mlstm)
 # token-mixing layers mha-viz knows but cannot make exact yet, by class name: the reason
 REFUSED = {
     "ZambaMambaMixer": "Zamba's multi-head Mamba-1 (its x_proj and dt_proj as raw weights) is not computed exactly "

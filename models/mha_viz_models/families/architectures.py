@@ -13,10 +13,10 @@ from mha_viz_models.families.builtin import supported_models
 SUPPORTED = (
     f"mha-viz reads transformers whose layers are softmax attention heads: {supported_models()}; and hybrids "
     "(softmax layers between linear-attention, state-space or convolution layers) on their softmax layers; and "
-    "Mamba, Mamba-2, Falcon-Mamba and RWKV as the effective attention of their layers"
+    "Mamba, Mamba-2, Falcon-Mamba, RWKV and xLSTM (mLSTM) as the effective attention of their layers"
 )
 # models of state-space or recurrent layers alone, each read as its effective attention (`loading.effective_only`)
-EFFECTIVE_ONLY = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv"})
+EFFECTIVE_ONLY = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"})
 
 # model types whose layers are not (all) softmax attention: what they have instead
 NOT_ATTENTION = {

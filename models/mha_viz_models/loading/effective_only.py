@@ -1,13 +1,14 @@
 """Models with no softmax layer at all whose every token mixer is exactly linear in its values (issue 88): Mamba,
-Mamba-2, Falcon-Mamba and RWKV. Each layer is read as its effective attention (`mha_viz_models.effective`): output_t =
-Σ_s A[g, t, s] · v_s[g] + …, A computed exactly from the layer's own tensors in the model's forward. A is signed
-and its rows do not sum to 1, so what the run holds, and every page draws as a head's weights, is each row of |A|
-divided by its sum: how the layer's mixing spreads over the earlier tokens, whatever its sign (a row of zeros, which
-no trained layer gives, is put on its own token). A group (a "head" of the run) is a Mamba-2 head, or a block of a
-Mamba or RWKV layer's channels averaged (its channels are thousands: `selective.py`'s eight blocks).
+Mamba-2, Falcon-Mamba, RWKV and xLSTM (its mLSTM). Each layer is read as its effective attention
+(`mha_viz_models.effective`): output_t = Σ_s A[g, t, s] · v_s[g] + …, A computed exactly from the layer's own
+tensors in the model's forward. A is signed and its rows do not sum to 1, so what the run holds, and every page
+draws as a head's weights, is each row of |A| divided by its sum: how the layer's mixing spreads over the earlier
+tokens, whatever its sign (a row of zeros, which no trained layer gives, is put on its own token). A group (a "head"
+of the run) is a Mamba-2 or mLSTM head, or a block of a Mamba or RWKV layer's channels averaged (its channels are
+thousands: `selective.py`'s eight blocks).
 
-xLSTM stays refused (`families.architectures`): no exact reading of its mLSTM is written yet, and its sLSTM is not
-linear in its values."""
+transformers' xLSTM has mLSTM blocks alone; an sLSTM (not linear in its values) would be refused by the probe of its
+layers (`effective.kinds`: no kind reads it)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,8 @@ def shape(hf_model, config) -> dict:
         raise ModelLoadError(f"'{config.model_type}' mixes tokens in layers {numbers}, not in each of its layers.")
     if getattr(config, "num_heads", None) and getattr(config, "head_dim", None):  # Mamba-2: its heads
         heads, width = int(config.num_heads), int(config.head_dim)
+    elif getattr(config, "num_heads", None) and getattr(config, "v_head_dim", None):  # xLSTM: its mLSTM heads
+        heads, width = int(config.num_heads), int(config.v_head_dim)
     else:  # Mamba-1 and RWKV: the blocks of channels the views aggregate
         heads = selective.BLOCKS
         channels = getattr(config, "attention_hidden_size", None) or getattr(config, "intermediate_size", None)

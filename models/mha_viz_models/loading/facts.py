@@ -25,10 +25,10 @@ def describe(loaded) -> dict[str, str]:
         "precision": loaded.precision,
         "attention implementation": loaded.implementation, "loaded from": loaded.source,
     }
-    if getattr(loaded, "effective", ""):  # Mamba, Mamba-2, RWKV: the run's groups are heads or blocks of channels
+    if getattr(loaded, "effective", ""):  # Mamba, RWKV, xLSTM…: the run's groups are heads or blocks of channels
         rows["architecture"] = f"{loaded.model_type} (causal decoder of {loaded.effective} layers, no softmax)"
-        rows["attention heads per layer"] = (f"{loaded.num_heads} groups of its effective attention (a Mamba-2 head, "
-                                             "or a block of a Mamba or RWKV layer's channels averaged)")
+        rows["attention heads per layer"] = (f"{loaded.num_heads} groups of its effective attention (a Mamba-2 or "
+                                             "mLSTM head, or a block of a Mamba or RWKV layer's channels averaged)")
         rows.pop("key/value heads per layer")
     if (note := emulated_note(loaded.dtype, loaded.device)) is not None:  # float16 on most CPUs
         rows["precision on this device"] = note
