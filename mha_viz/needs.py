@@ -16,6 +16,7 @@ from mha_viz.budget import memory
 from mha_viz.budget.plan import forward, on_device
 from mha_viz.capture import head_rows, own_outputs
 from mha_viz.capture.grown_rows import recorded_bytes
+from mha_viz.compiled import thread_count
 from mha_viz.scan import rows as scan_rows
 from mha_viz.scan.kept import THUMB, TOP_K
 from mha_viz_models import LoadedModel
@@ -48,7 +49,9 @@ def generation(model: LoadedModel, n: int, new: int = 0, *, long: bool | None = 
 def is_long(model: LoadedModel, n: int, layers: int | None = None) -> bool:
     """Whether `mha_viz.analyze` of n tokens (every layer, or `layers` of them) makes a long run: every layer of a
     decoder or an encoder, past MHA_VIZ_DENSE_MB (`head_rows.held_densely`)."""
-    if layers is not None or model.is_encoder_decoder or model.effective:  # effective attention: no long run yet
+    if layers is not None or model.is_encoder_decoder:
+        return False
+    if model.effective and not effective_run.by_rows(model):  # Mamba-1, RWKV, xLSTM: each layer's matrices whole
         return False
     return not head_rows.held_densely(model.num_layers, model.num_heads, n)
 
@@ -84,9 +87,13 @@ def scan(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) 
     keys and weights, the rest, a thumbnail) and, while it runs, one forward with fused attention (the
     layers' inputs go to a file), one block of rows (`scan.rows`), one layer's probabilities for a
     family read through its own attention, and a decoder's own loss and last logits made later from its last
-    hidden states, a block of logits at a time (`own_outputs.read_bytes`)."""
+    hidden states, a block of logits at a time (`own_outputs.read_bytes`). A model of effective layers alone
+    (Mamba-2) holds its layers' taps and a block of rows for each reducing thread instead."""
     H = model.num_heads
     kept = summaries_bytes(model, n, top_k=top_k, thumb=thumb)
+    if model.effective:  # Mamba-2 alone: every layer's taps, a block of rows a reducer and one being made, no logits
+        blocks = (thread_count() + 1) * effective_run.block_bytes(model, n)
+        return on_device(model, effective_run.taps_bytes(model, n) + blocks + 4 * 12 * n * model.d_model, kept=kept)
     block = 4 * H * n * scan_rows.rows_per_block(model.device, H, n)
     own = 0 if model.can_recompute else 2 * model.attention_bytes(n, layers=1)
     work = block + own + 4 * 12 * n * model.d_model + own_outputs.read_bytes(memory.logits_width(model), n)

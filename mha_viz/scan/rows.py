@@ -20,6 +20,7 @@ from mha_viz.scan.spill import QKSpill
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.heads import kv_head
 from mha_viz_models.attention.visibility import visible_span
+from mha_viz_models.loading import effective_run
 from mha_viz_models.reading.records import Capture, LayerInput
 
 # Bytes of one block's float32 probabilities (every head of a layer × its rows × their keys): on the
@@ -298,6 +299,9 @@ class RowSource:
         its rows may see (`visible_span`; the others are 0), as computed: a causal head's block of rows skips the
         keys after it, and is not widened; a contiguous CPU block is its own memory (`host_part`)."""
         model, n = self.model, len(self.token_ids)
+        if model.effective:  # the layer's effective attention made again, a block of rows at a time
+            yield from effective_spans(model, self.token_ids, layer, heads, start, stop)
+            return
         if not model.can_recompute or model.is_encoder_decoder:
             kept: list[torch.Tensor] = []
             pick = slice(None) if heads is None else list(heads)
@@ -310,6 +314,20 @@ class RowSource:
             part = host_part(probs, self.staging)
             del probs  # not kept while the caller holds the block (`part` may be its memory)
             yield first, k0, part
+
+
+def effective_spans(model: LoadedModel, token_ids: list[int], layer: int, heads: list[int] | None, start: int,
+                    stop: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """`RowSource.spans` of a model of effective layers alone: one more forward, the layer's rows made a block at a
+    time (`effective_run.row_blocks`), those of start … stop − 1 kept, over every key."""
+    (_number, blocks), = effective_run.row_blocks(model, token_ids, only=layer)
+    pick = slice(None) if heads is None else list(heads)
+    for first, rows in blocks:
+        lo, hi = max(start, first), min(stop, first + rows.shape[1])
+        if lo < hi:
+            yield lo, 0, np.ascontiguousarray(rows[pick, lo - first:hi - first])
+        if first + rows.shape[1] >= stop:
+            return
 
 
 class Reader:

@@ -58,3 +58,19 @@ def test_the_head_view_draws_a_groups_weights_as_the_run_holds_them(tmp_path):
     assert drawn, "no heatmap of the run's tokens"
     assert any(np.allclose(z, run.attentions[layer, head], atol=1e-6)
                for z in drawn for layer in range(2) for head in range(8))
+
+
+def test_every_page_opens_on_a_long_run_of_mamba2_without_every_heads_array(tmp_path, monkeypatch):
+    """A long run of a model of Mamba-2 layers alone (MHA_VIZ_DENSE_MB=0 makes every analysis one): every page opens
+    with building every head's array forbidden (`head_rows.forbid_dense`), its rows made again a block at a time."""
+    from mha_viz.capture.head_rows import forbid_dense
+
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    with forbid_dense():
+        at = open_folder(save_random("mamba2", tmp_path / "mamba2"), TEXT)
+        run = at.session_state[keys.CURRENT].run
+        assert not run.is_dense and run.summary is not None and run.num_heads == 8
+        for page in PAGE_IDS:
+            open_page(at, page)
+            assert not at.exception and not _said(at), (page, at.exception, _said(at))
+        assert not run.is_dense

@@ -131,3 +131,33 @@ def test_mlstms_matrix_mixes_the_values_as_its_recurrence_does(tmp_path):
         np.testing.assert_allclose(layer.mixed(), h.transpose(0, 1).numpy(), rtol=1e-5,
                                    atol=1e-5 * float(h.abs().max()))
         assert not np.triu(layer.matrix, 1).any()
+
+
+def test_a_long_run_of_mamba2_holds_what_its_dense_run_does(tmp_path, monkeypatch):
+    """A long run of a model of Mamba-2 layers alone (every layer read by rows): the scan's head table, and every row,
+    layer, column and pooled head a view asks for, made again a block of rows at a time (blocks of 16 rows here), equal
+    the dense run's of the same 150 tokens; a long run is what analyze makes past MHA_VIZ_DENSE_MB, and is admitted
+    with the layers' taps and a block of rows a thread, not every layer's matrices. Mamba-1's layers, made whole, have
+    no long run: refused with the reason."""
+    from mha_viz.metrics import head_table
+    from mha_viz_models.effective import layer as effective_layer
+    from tests.models.long_pairs import TEXT as LONG_TEXT
+    from tests.models.long_pairs import assert_same_rows, assert_same_table
+
+    monkeypatch.setattr(effective_layer, "MIN_ROWS", 16)
+    monkeypatch.setattr(effective_layer, "ROW_CELLS", 1)
+    model = mha_viz.load_model(save_random("mamba2", tmp_path / "mamba2"), device="cpu")
+    dense = mha_viz.analyze(model, LONG_TEXT, max_tokens=150, dense=True)
+    long = mha_viz.analyze(model, LONG_TEXT, max_tokens=150, dense=False)
+    assert dense.is_dense and not long.is_dense and long.tokens == dense.tokens and long.n == 150
+    assert_same_rows(long, dense)
+    assert_same_table(long.summary.table, head_table(dense, None))
+    assert not needs.is_long(model, 150)
+    monkeypatch.setenv("MHA_VIZ_DENSE_MB", "0")
+    assert needs.is_long(model, 150) and not mha_viz.analyze(model, LONG_TEXT, max_tokens=150).is_dense
+    need = needs.analysis(model, 150).host
+    assert need < memory.analysis_need(model, 150).host  # no layer's matrices held whole
+    mamba = mha_viz.load_model(save_random("mamba", tmp_path / "mamba"), device="cpu")
+    assert not needs.is_long(mamba, 150) and mha_viz.analyze(mamba, LONG_TEXT, max_tokens=150).is_dense
+    with pytest.raises(mha_viz.InputError, match="no long run"):
+        mha_viz.analyze(mamba, LONG_TEXT, max_tokens=150, dense=False)

@@ -58,6 +58,11 @@ def taps(module) -> dict:
     return spec
 
 
+def kept_floats(module) -> int:
+    """The floats a token its taps keep: in_proj's output, out_proj's input and, with a norm, its two inputs."""
+    return module.in_proj.out_features + module.intermediate_size * (3 if _has_norm(module) else 1)
+
+
 def ssd_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     """A[h, t, s] = (C_t · B_s) exp(Σ_{r=s+1..t} Δ_r a_h) Δ_s for s ≤ t, else 0: (heads, n, n) float32.
 
@@ -76,12 +81,12 @@ def ssd_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor
     cum = torch.cumsum((dt.float() * a.float()).double(), dim=0).t()  # (heads, n)
     for t0 in range(0, n, rows):
         t1 = min(n, t0 + rows)
-        cb = torch.einsum("tgk,sgk->gts", C[t0:t1].float(), B.float())
-        out = torch.empty(heads, t1 - t0, n)
-        for h in range(heads):  # in place, one head at a time
-            o = out[h]
-            torch.sub(cum[h, t0:t1, None], cum[h][None, :], out=o)  # the float64 difference, rounded once to float32
-            o.clamp_(max=0.0).exp_().mul_(cb[h // per_group]).mul_(dt[:, h].float()[None, :])
+        cb = torch.einsum("tgk,sgk->gts", C[t0:t1].float(), B[:t1].float())  # the keys the rows see: s < t1
+        out = torch.zeros(heads, t1 - t0, n)
+        for h in range(heads):  # in place, one head at a time, over the keys s < t1 (the later ones stay 0)
+            o = out[h, :, :t1]
+            torch.sub(cum[h, t0:t1, None], cum[h][None, :t1], out=o)  # the float64 difference, rounded to float32
+            o.clamp_(max=0.0).exp_().mul_(cb[h // per_group]).mul_(dt[:t1, h].float()[None, :])
             o.tril_(t0)  # causal: row t0 + i keeps the keys s ≤ t0 + i
         yield t0, out
 
