@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -118,13 +119,46 @@ def main(spec: str, cases: list[tuple[str, int]]) -> Iterator[dict]:
         resident.trim()
         start = resident.resident()
         reset = resident.reset_peak()
-        result = run()
+        with AnonPeak() as anon:
+            result = run()
         peak = resident.peak(reset) - start
         del result, run
-        yield {"path": path, "n": n, "estimate": int(estimate), "peak": int(peak),
-               "method": "VmHWM" if reset else "ru_maxrss"}
+        method = "VmHWM" if reset else "ru_maxrss"
+        if anon.peak > peak:  # file pages another process's pressure took back during the run hid part of it
+            peak, method = anon.peak, "RssAnon sampled"
+        yield {"path": path, "n": n, "estimate": int(estimate), "peak": int(peak), "method": method}
         if not reset:
             return
+
+
+class AnonPeak:
+    """The largest rise of the process's anonymous resident memory (RssAnon) above its value at entry while the block
+    runs, read every half millisecond by a thread of its own (0 where /proc/self/status has no RssAnon). VmHWM also
+    counts file pages (the mapped weights, the libraries' code), which memory pressure from other processes may take
+    back between the start and the peak: a fresh clone's suite measured a long run's peak at 95 MiB where 179 MiB is
+    live. Anonymous pages stay (no swap), so the sampled peak is the floor of what the computation held."""
+
+    def __init__(self) -> None:
+        self.peak, self._stop = 0, threading.Event()
+
+    def _sample(self) -> int:
+        try:
+            return resident.status("RssAnon")
+        except (OSError, KeyError):
+            return 0
+
+    def _watch(self, start: int) -> None:
+        while not self._stop.wait(0.0005):
+            self.peak = max(self.peak, self._sample() - start)
+
+    def __enter__(self) -> AnonPeak:
+        self._thread = threading.Thread(target=self._watch, args=(self._sample(),), daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _case(arg: str) -> tuple[str, int]:

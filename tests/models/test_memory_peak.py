@@ -17,7 +17,9 @@ read (made then, a block of logits at a time), in a band of its own (`LONG_BAND`
 peak, and stays within 2 × of it.
 Every peak is what the computation holds live: the probe's processes run glibc's allocator with its thresholds fixed
 (`memory_probe.LIVE_BYTES`). With its default, freed blocks stayed resident by amounts that differ from machine to
-machine (a long run's peak 151 MiB in CI against 223 MiB here, 100 MiB of it live).
+machine (a long run's peak 151 MiB in CI against 223 MiB here, 100 MiB of it live). And the peak is at least the rise
+of the anonymous memory sampled as it runs (`memory_probe.AnonPeak`): under another process's pressure a fresh clone's
+suite measured the long run's VmHWM at 95 MiB above its start, the mapped weights' pages taken back meanwhile.
 """
 
 from __future__ import annotations
