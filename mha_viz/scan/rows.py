@@ -318,16 +318,14 @@ class RowSource:
 
 def effective_spans(model: LoadedModel, token_ids: list[int], layer: int, heads: list[int] | None, start: int,
                     stop: int) -> Iterator[tuple[int, int, np.ndarray]]:
-    """`RowSource.spans` of a model of effective layers alone: one more forward, the layer's rows made a block at a
-    time (`effective_run.row_blocks`), those of start … stop − 1 kept, over every key."""
-    (_number, blocks), = effective_run.row_blocks(model, token_ids, only=layer)
+    """`RowSource.spans` of a model of effective layers alone: one more forward, then only the layer's blocks of
+    rows that hold start … stop − 1 made (`effective_run.row_blocks`), over the keys each row sees."""
+    (_number, jobs), = effective_run.row_blocks(model, token_ids, only=layer)
     pick = slice(None) if heads is None else list(heads)
-    for first, rows in blocks:
-        lo, hi = max(start, first), min(stop, first + rows.shape[1])
+    for first, last, make in jobs:
+        lo, hi = max(start, first), min(stop, last)
         if lo < hi:
-            yield lo, 0, np.ascontiguousarray(rows[pick, lo - first:hi - first])
-        if first + rows.shape[1] >= stop:
-            return
+            yield lo, 0, np.ascontiguousarray(make()[pick, lo - first:hi - first])
 
 
 class Reader:

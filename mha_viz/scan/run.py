@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from functools import partial
-from typing import Callable, Iterable
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -63,7 +63,7 @@ class _Layer:
             self.top = TopKeys(heads, facts.n, top_k, min_weight, device)
             self.thumbs = Thumbnails(heads, facts.n, thumb, device)
 
-    def add_all(self, jobs: Iterable[Callable[[], Block]], device, check: FiniteCheck, where: str) -> None:
+    def add_all(self, jobs: Sequence[Callable[[], Block]], device, check: FiniteCheck, where: str) -> None:
         """Each block that `jobs` make (a call each), computed and reduced: on the CPU by `reduce_blocks`' workers,
         elsewhere one after the other on `device`."""
         if self.compiled:
@@ -99,7 +99,12 @@ def _given(block: Block) -> Block:
     return block
 
 
-def reduce_blocks(jobs: Iterable[Callable[[], Block]], sums: BlockSums) -> None:
+def _made_rows(first: int, make: Callable[[], np.ndarray]) -> Block:
+    """A block of a model of effective layers alone (`effective_run.row_blocks`), made now: over the keys from 0."""
+    return first, 0, torch.from_numpy(make())
+
+
+def reduce_blocks(jobs: Sequence[Callable[[], Block]], sums: BlockSums) -> None:
     """Make each block of `jobs` (a call each: (first row, first key, probabilities (H, b, w))) and add it to
     `sums`, on `sums.threads` workers at once (`compiled.run_all`): each takes the next job, computes it with
     one PyTorch thread (`one_torch_thread_each`) and reduces it whole on its own thread into a part of `sums` of
@@ -191,9 +196,9 @@ def scan(model: LoadedModel, text: str, *, top_k: int = TOP_K, min_weight: float
         finished.append(result)
         progress((layer + 1) / L, f"Layer {layer + 1} of {L} done · {say(clock.step())}")
 
-    def reduce(layer: int, jobs: Iterable[Callable[[], Block]]) -> None:
-        """One layer's blocks (`jobs` make them; taken one at a time, so that a generator may make them as they are
-        taken), by a reducer made now and dropped after (its scratch and, on a GPU, its kept keys are one layer's)."""
+    def reduce(layer: int, jobs: Sequence[Callable[[], Block]]) -> None:
+        """One layer's blocks (`jobs` make them), by a reducer made now and dropped after (its scratch and, on a
+        GPU, its kept keys are one layer's)."""
         reducer = _Layer(facts, H, top_k, min_weight, thumb, where, compiled, in_order(layer))
         reducer.add_all(jobs, where, check, names[layer])
         done(layer, reducer.finish(check, names[layer]))
@@ -238,8 +243,8 @@ def scan(model: LoadedModel, text: str, *, top_k: int = TOP_K, min_weight: float
     elif model.effective:  # Mamba-2 alone: each layer's |A|, rows normalised, a block of rows at a time
         progress(0.0, f"Running {model.name} on {toks.n} tokens, each layer's effective attention a block of rows "
                       "at a time…")
-        for layer, blocks in effective_run.row_blocks(model, toks.ids):
-            reduce(layer, (partial(_given, (first, 0, torch.from_numpy(rows))) for first, rows in blocks))
+        for layer, jobs in effective_run.row_blocks(model, toks.ids):
+            reduce(layer, [partial(_made_rows, first, make) for first, _last, make in jobs])
         check.verify()
         source = RowSource(model, toks.ids)
     else:

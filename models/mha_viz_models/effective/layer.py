@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -48,6 +49,9 @@ class EffectiveLayer:
     # (first row, (groups, rows, n) float32) for consecutive blocks of rows, from the first: the matrix's rows made
     # a block at a time, each block let go by the caller before the next (a new iterator at each call)
     by_rows: Callable[[], Iterator[tuple[int, np.ndarray]]] | None = None
+    # the same blocks as (first row, last row + 1, a call that makes the block), each made apart (several threads at
+    # once; a view's rows, only the blocks that hold them), where the kind can (Mamba-2's SSD)
+    row_jobs: Callable[[], list[tuple[int, int, Callable[[], np.ndarray]]]] | None = None
 
     @property
     def n(self) -> int:
@@ -159,12 +163,20 @@ def row_step(groups: int, n: int) -> int:
 
 
 def matrix_fields(whole: Callable[[], torch.Tensor], rows: Callable[[], Iterator[tuple[int, torch.Tensor]]],
-                  by_rows: bool) -> dict:
+                  by_rows: bool, jobs: Callable[[], list[tuple[int, int, Callable[[], torch.Tensor]]]] | None = None
+                  ) -> dict:
     """A kind's EffectiveLayer fields for its matrix: the whole `matrix`, or (`by_rows`) no matrix and `by_rows`, the
-    blocks of `rows()` made again at each call."""
+    blocks of `rows()` made again at each call, and, given `jobs` (the blocks each made apart), `row_jobs`."""
     if not by_rows:
         return {"matrix": as_np(whole())}
-    return {"matrix": None, "by_rows": lambda: ((first, as_np(block)) for first, block in rows())}
+    fields = {"matrix": None, "by_rows": lambda: ((first, as_np(block)) for first, block in rows())}
+    if jobs is not None:
+        fields["row_jobs"] = lambda: [(first, last, partial(_made, make)) for first, last, make in jobs()]
+    return fields
+
+
+def _made(make: Callable[[], torch.Tensor]) -> np.ndarray:
+    return as_np(make())
 
 
 def feed(layer, *sinks) -> None:

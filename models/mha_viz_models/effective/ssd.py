@@ -20,7 +20,8 @@ runs, so a hook on it never fires): it is recomputed from in_proj's output, whos
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -74,24 +75,43 @@ def ssd_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tens
 
 def ssd_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
              rows: int) -> Iterator[tuple[int, torch.Tensor]]:
-    """`ssd_matrix` `rows` rows at a time, in order: (first row, (heads, rows, n) float32); each block made from
-    the per-token C, B, Δ and the cumulative decays alone."""
+    """`ssd_matrix` `rows` rows at a time, in order: (first row, (heads, rows, n) float32) (`ssd_jobs`' blocks)."""
+    for t0, _t1, make in ssd_jobs(C, B, dt, a, rows):
+        yield t0, make()
+
+
+def ssd_jobs(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
+             rows: int) -> list[tuple[int, int, Callable[[], torch.Tensor]]]:
+    """`ssd_matrix`'s blocks of `rows` rows as (first row, last row + 1, a call that makes (heads, b, n) float32),
+    each made apart (several threads at once) from the per-token C, B, Δ and the cumulative decays alone: its own
+    keys directly, the earlier ones as C_t·B_s scaled by a factor a row and a factor a key, each exp of a float64
+    difference at most 0 (two products a cell, no exp); the later keys 0."""
     n, heads = dt.shape
     per_group = heads // C.shape[1]
     cum = torch.cumsum((dt.float() * a.float()).double(), dim=0).t()  # (heads, n)
-    for t0 in range(0, n, rows):
-        t1 = min(n, t0 + rows)
+    dt64 = dt.double()
+
+    def block(t0: int, t1: int) -> torch.Tensor:
         cb = torch.einsum("tgk,sgk->gts", C[t0:t1].float(), B[:t1].float())  # the keys the rows see: s < t1
         out = torch.zeros(heads, t1 - t0, n)
-        for h in range(heads):  # in place, one head at a time, over the keys s < t1 (the later ones stay 0)
-            o = out[h, :, :t1]
-            torch.sub(cum[h, t0:t1, None], cum[h][None, :t1], out=o)  # the float64 difference, rounded to float32
-            o.clamp_(max=0.0).exp_().mul_(cb[h // per_group]).mul_(dt[:t1, h].float()[None, :])
-            o.tril_(t0)  # causal: row t0 + i keeps the keys s ≤ t0 + i
-        yield t0, out
+        for h in range(heads):  # in place, one head at a time
+            g = h // per_group
+            if t0:  # the earlier keys s < t0: exp(cum_t − cum_t0) · C_t·B_s · exp(cum_t0 − cum_s) Δ_s (cum falls)
+                u = torch.exp(cum[h, t0:t1] - cum[h, t0]).float()
+                w = (torch.exp(cum[h, t0] - cum[h, :t0]) * dt64[:t0, h]).float()
+                o = out[h, :, :t0]
+                torch.mul(cb[g, :, :t0], w[None, :], out=o)
+                o.mul_(u[:, None])
+            o = out[h, :, t0:t1]  # the block's own keys: the float64 difference, rounded once to float32
+            torch.sub(cum[h, t0:t1, None], cum[h][None, t0:t1], out=o)
+            o.clamp_(max=0.0).exp_().mul_(cb[g, :, t0:t1]).mul_(dt[t0:t1, h].float()[None, :])
+            o.tril_()  # causal: row t0 + i keeps the keys s ≤ t0 + i
+        return out
+    return [(t0, min(n, t0 + rows), partial(block, t0, min(n, t0 + rows))) for t0 in range(0, n, rows)]
 
 
-BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a block at a time (`ssd_rows`)
+BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a block at a time (`ssd_rows`, `ssd_jobs`)
+ROW_JOBS = True  # and each block made apart (`EffectiveLayer.row_jobs`)
 
 
 def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) -> EffectiveLayer:
@@ -128,9 +148,11 @@ def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) 
 
 
 def _matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, by_rows: bool) -> dict:
-    """The EffectiveLayer fields of the matrix: whole, or blocks of `ssd_rows` (`matrix_fields`)."""
+    """The EffectiveLayer fields of the matrix: whole, or blocks of `ssd_rows` (`matrix_fields`), each also made
+    apart (`row_jobs`)."""
     rows = row_step(dt.shape[1], dt.shape[0])
-    return matrix_fields(lambda: ssd_matrix(C, B, dt, a), lambda: ssd_rows(C, B, dt, a, rows), by_rows)
+    return matrix_fields(lambda: ssd_matrix(C, B, dt, a), lambda: ssd_rows(C, B, dt, a, rows), by_rows,
+                         jobs=lambda: ssd_jobs(C, B, dt, a, rows))
 
 
 def scan_output(layer: EffectiveLayer) -> torch.Tensor:

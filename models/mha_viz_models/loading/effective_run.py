@@ -5,22 +5,24 @@ model whose every layer is read by rows (Mamba-2: `by_rows`), a block of rows at
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import numpy as np
 import torch
 
 from mha_viz_models.effective import selective, wkv
-from mha_viz_models.effective.kinds import each_layer, mixing_layers, reads_by_rows
+from mha_viz_models.effective.kinds import each_layer, mixing_layers
 from mha_viz_models.effective.layer import EffectiveLayer, NotExact, row_step
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.reading.records import Capture
 
 
-def row_weights(first: int, block: np.ndarray) -> np.ndarray:
+def row_weights(first: int, block: np.ndarray, *, in_place: bool = False) -> np.ndarray:
     """(groups, b, w) float32: rows first … first + b − 1 of |A| (a block of `EffectiveLayer.blocks`, over the keys
-    0 … w − 1), each divided by its sum (float64); a row of zeros is put on its own token."""
-    a = np.abs(block, dtype=np.float32)
+    0 … w − 1), each divided by its sum (float64); a row of zeros is put on its own token. in_place: in `block`'s
+    own memory (a block made for the caller alone: a layer read by rows)."""
+    a = np.abs(block, out=block) if in_place else np.abs(block, dtype=np.float32)
     total = a.sum(-1, dtype=np.float64, keepdims=True)
     empty = total[..., 0] == 0
     if empty.any():
@@ -38,18 +40,21 @@ def weights(layer: EffectiveLayer) -> np.ndarray:
 
 
 def by_rows(loaded) -> bool:
-    """Whether every layer of `loaded` gives its matrix's rows a block at a time (Mamba-2's SSD), so that a long run
-    holds one block of rows, not a layer's n × n matrices."""
+    """Whether every layer of `loaded` makes its matrix's blocks of rows each apart (Mamba-2's SSD: `row_jobs`), so
+    that a long run holds a block of rows a thread, not a layer's n × n matrices."""
     found = mixing_layers(loaded.hf_model)
-    return bool(found) and all(kind is not None and reads_by_rows(kind) for *_rest, kind in found)
+    return bool(found) and all(kind is not None and getattr(kind, "ROW_JOBS", False) for *_rest, kind in found)
 
 
-def row_blocks(loaded, token_ids, *, only: int | None = None
-               ) -> Iterator[tuple[int, Iterator[tuple[int, np.ndarray]]]]:
-    """Every layer's weights (or layer `only`'s) as (layer, its blocks (first row, (groups, b, first + b) float32:
-    each row of |A| over the keys it sees, divided by its sum)), from one forward of `token_ids` (run at the call,
-    under the model's lock): each layer's blocks made as the caller reaches them, by rows where its kind can
-    (`by_rows`). ModelLoadError for a layer not read exactly."""
+Jobs = list[tuple[int, int, Callable[[], np.ndarray]]]  # (first row, last row + 1, a call that makes the rows)
+
+
+def row_blocks(loaded, token_ids, *, only: int | None = None) -> Iterator[tuple[int, Jobs]]:
+    """Every layer's weights (or layer `only`'s) as (layer, its blocks of rows: (first row, last row + 1, a call that
+    makes (groups, b, last) float32, each row of |A| over the keys it sees divided by its sum)), from one forward of
+    `token_ids` (run at the call, under the model's lock): each block made when called, apart from the others (by
+    several threads at once) for a layer with `row_jobs`, the layer whole otherwise. ModelLoadError for a layer not
+    read exactly."""
     ids = torch.as_tensor([list(token_ids)], device=loaded.device)
     with loaded.lock:
         try:
@@ -57,8 +62,17 @@ def row_blocks(loaded, token_ids, *, only: int | None = None
                                 channel_means=True)
         except NotExact as exc:
             raise ModelLoadError(str(exc)) from exc
-    return ((layer.layer, ((first, row_weights(first, block[..., :first + block.shape[1]]))
-                           for first, block in layer.blocks())) for layer in layers)
+    return ((layer.layer, _jobs(layer)) for layer in layers)
+
+
+def _jobs(layer: EffectiveLayer) -> Jobs:
+    if layer.row_jobs is None:  # made whole: one block
+        return [(0, layer.n, partial(weights, layer))]
+    return [(first, last, partial(_weighed, first, last, make)) for first, last, make in layer.row_jobs()]
+
+
+def _weighed(first: int, last: int, make: Callable[[], np.ndarray]) -> np.ndarray:
+    return row_weights(first, make()[..., :last], in_place=True)  # a block made for this call alone
 
 
 def capture(loaded, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> Capture:

@@ -191,7 +191,8 @@ def load(
     dense_head_input(model)  # the last rows handed to the LM head, made contiguous (bfloat16 on a CPU: 200 ×)
     if config.model_type in EFFECTIVE_ONLY:  # Mamba, Mamba-2: each layer read as its effective attention
         return effective_only.load(model, config, tokenizer, name, source, dev, want, local_attention,
-                                   max_positions=_max_positions(config, tokenizer), progress=progress)
+                                   max_positions=_max_positions(config, tokenizer, RECURRENT_LIMIT),
+                                   progress=progress)
     ids = verify.probe(config.vocab_size, dev)
     reference = None
     if local_attention and not seq2seq:  # what the model's own attention gives, to compare ours with
@@ -298,9 +299,14 @@ def load(
     return loaded
 
 
-def _max_positions(config, tokenizer) -> int:
+# the tokens read at most where neither the config nor the tokenizer says: a transformer's, and a model of recurrent
+# or state-space layers alone (no positions to run out of; a long text is what people bring them)
+POSITIONS_LIMIT, RECURRENT_LIMIT = 4096, 32768
+
+
+def _max_positions(config, tokenizer, unbounded: int = POSITIONS_LIMIT) -> int:
     return int(next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
-                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), 4096))
+                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), unbounded))
 
 
 def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,
