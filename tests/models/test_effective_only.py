@@ -44,6 +44,8 @@ def test_a_run_holds_each_groups_absolute_effective_attention_rows_normalised(fo
         np.testing.assert_allclose(run.attentions[number], want, rtol=1e-5, atol=1e-6, err_msg=f"layer {number}")
     assert np.allclose(run.attentions.sum(-1), 1, atol=1e-5) and not np.triu(run.attentions, 1).any()
     assert run.head_outputs is None and not model.has_head_outputs and model.effective
+    # no positions to run out of, nor a tokenizer's limit: long texts read (RWKV's config says its context_length)
+    assert model.max_positions == (256 if name == "rwkv" else 32768)
     config = model.hf_model.config  # Mamba's and RWKV's: one block of channels' matrices at a time, beside the 8 means
     channels = model.num_heads if name in ("mamba2", "xlstm") else (getattr(config, "attention_hidden_size", None) or
                                                          config.intermediate_size) // 8 + 8

@@ -50,7 +50,7 @@ from mha_viz_models.families.multipliers import fold_multipliers
 from mha_viz_models.loading import effective_only
 from mha_viz_models.loading.bundled import BUNDLED
 from mha_viz_models.loading.loaded import LoadedModel
-from mha_viz_models.loading.resolve import Progress, hub_error, resolve_spec
+from mha_viz_models.loading.resolve import RECURRENT_LIMIT, Progress, hub_error, max_positions, resolve_spec
 from mha_viz_models.loading.toy_loader import load_toy
 from mha_viz_models.reading import verify
 from mha_viz_models.toy.model import NAME as TOY_NAME
@@ -191,7 +191,7 @@ def load(
     dense_head_input(model)  # the last rows handed to the LM head, made contiguous (bfloat16 on a CPU: 200 ×)
     if config.model_type in EFFECTIVE_ONLY:  # Mamba, Mamba-2: each layer read as its effective attention
         return effective_only.load(model, config, tokenizer, name, source, dev, want, local_attention,
-                                   max_positions=_max_positions(config, tokenizer, RECURRENT_LIMIT),
+                                   max_positions=max_positions(config, tokenizer, RECURRENT_LIMIT),
                                    progress=progress)
     ids = verify.probe(config.vocab_size, dev)
     reference = None
@@ -223,7 +223,7 @@ def load(
         num_kv_heads=getattr(config, "num_key_value_heads", None) or num_heads, d_model=d_model,
         d_k=max(per_layer_values(config).get("head_dim")
                 or [getattr(config, "head_dim", None) or d_model // num_heads]),  # Gemma 4's largest
-        num_params=sum(p.numel() for p in model.parameters()), max_positions=_max_positions(config, tokenizer),
+        num_params=sum(p.numel() for p in model.parameters()), max_positions=max_positions(config, tokenizer),
         source=source, adapters=adapters, attention_modules=modules, is_encoder_decoder=seq2seq, stand_in=stand_in,
         unread=None if modules or seq2seq else unread or _UNREAD,
         dtype=want, placement=tuple(devices_used(model)),
@@ -297,16 +297,6 @@ def load(
                 "rotary positions, masks or biases differ from the families mha-viz knows)"))
     progress(1.0, f"'{name}' ready.")
     return loaded
-
-
-# the tokens read at most where neither the config nor the tokenizer says: a transformer's, and a model of recurrent
-# or state-space layers alone (no positions to run out of; a long text is what people bring them)
-POSITIONS_LIMIT, RECURRENT_LIMIT = 4096, 32768
-
-
-def _max_positions(config, tokenizer, unbounded: int = POSITIONS_LIMIT) -> int:
-    return int(next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
-                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), unbounded))
 
 
 def load_model(name: str | os.PathLike, device: str = "auto", local_attention: bool = False, *,

@@ -114,3 +114,14 @@ def hub_error(spec: str, exc: Exception) -> ModelLoadError:
         )
     return ModelLoadError(f"'{spec}' was not found on the Hugging Face Hub ({type(exc).__name__}). "
                           "Check the spelling, or give a local folder.")
+
+
+# the tokens read at most where neither the config nor the tokenizer says: a transformer's, and a model of recurrent
+# or state-space layers alone (no positions to run out of; a long text is what people bring them)
+POSITIONS_LIMIT, RECURRENT_LIMIT = 4096, 32768
+
+
+def max_positions(config, tokenizer, unbounded: int = POSITIONS_LIMIT) -> int:
+    """The most tokens a model reads: its config's positions, else its tokenizer's limit up to `unbounded`."""
+    return int(next((getattr(config, a) for a in ("max_position_embeddings", "n_positions")
+                     if getattr(config, a, None)), None) or min(int(tokenizer.model_max_length), unbounded))
