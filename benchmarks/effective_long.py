@@ -6,7 +6,7 @@ A random-init Mamba-2 of Mamba-2 130M's layer shape (d_model 768, 24 heads of 64
 the model's forward alone on the tokens, and `mha_viz.analyze(..., dense=False)`: one forward with the hooks, then
 every layer's |A| rows made a block at a time and reduced to the head table, the kept keys and the thumbnails (the
 long run every page reads). Prints both, their ratio (the issue's target: ≤ 3 ×), and what the admission is told
-(`needs.analysis`) beside what every layer's matrices would hold.
+of a long run (`needs.scan`) beside what every layer's matrices would hold.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def main() -> None:
         assert not run[-1].is_dense and run[-1].n == toks.n
         print(f"the forward alone        {alone:8.2f} s")
         print(f"the long run             {long:8.2f} s   {long / alone:.2f} × the forward (target ≤ 3 ×)")
-        need = needs.analysis(model, toks.n).host
+        need = needs.scan(model, toks.n).host
         whole = 4 * args.layers * 24 * toks.n ** 2
         print(f"admitted with            {need / 2**20:8.0f} MiB   (every layer's matrices: {whole / 2**30:.1f} GiB)")
 
