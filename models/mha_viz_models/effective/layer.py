@@ -49,8 +49,9 @@ class EffectiveLayer:
     # (first row, (groups, rows, n) float32) for consecutive blocks of rows, from the first: the matrix's rows made
     # a block at a time, each block let go by the caller before the next (a new iterator at each call)
     by_rows: Callable[[], Iterator[tuple[int, np.ndarray]]] | None = None
-    # the same blocks as (first row, last row + 1, a call that makes the block), each made apart (several threads at
-    # once; a view's rows, only the blocks that hold them), where the kind can (Mamba-2's SSD)
+    # the same blocks as (first row, last row + 1, a call that makes the block over the keys 0 … last row alone: the
+    # later ones are 0), each made apart (several threads at once; a view's rows, only the blocks that hold them),
+    # where the kind can (Mamba-2's SSD)
     row_jobs: Callable[[], list[tuple[int, int, Callable[[], np.ndarray]]]] | None = None
 
     @property

@@ -80,9 +80,10 @@ def ssd_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor
         yield t0, make()
 
 
-def ssd_jobs(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
-             rows: int) -> list[tuple[int, int, Callable[[], torch.Tensor]]]:
-    """`ssd_matrix`'s blocks of `rows` rows as (first row, last row + 1, a call that makes (heads, b, n) float32),
+def ssd_jobs(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, rows: int, *,
+             narrow: bool = False) -> list[tuple[int, int, Callable[[], torch.Tensor]]]:
+    """`ssd_matrix`'s blocks of `rows` rows as (first row, last row + 1, a call that makes (heads, b, n) float32, or
+    with `narrow` (heads, b, last row + 1): over the keys the rows see alone),
     each made apart (several threads at once) from the per-token C, B, Δ and the cumulative decays alone: its own
     keys directly, the earlier ones as C_t·B_s scaled by a factor a row and a factor a key, each exp of a float64
     difference at most 0 (two products a cell, no exp); the later keys 0."""
@@ -93,7 +94,7 @@ def ssd_jobs(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor
 
     def block(t0: int, t1: int) -> torch.Tensor:
         cb = torch.einsum("tgk,sgk->gts", C[t0:t1].float(), B[:t1].float())  # the keys the rows see: s < t1
-        out = torch.zeros(heads, t1 - t0, n)
+        out = torch.zeros(heads, t1 - t0, t1 if narrow else n)
         for h in range(heads):  # in place, one head at a time
             g = h // per_group
             if t0:  # the earlier keys s < t0: exp(cum_t − cum_t0) · C_t·B_s · exp(cum_t0 − cum_s) Δ_s (cum falls)
@@ -152,7 +153,7 @@ def _matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
     apart (`row_jobs`)."""
     rows = row_step(dt.shape[1], dt.shape[0])
     return matrix_fields(lambda: ssd_matrix(C, B, dt, a), lambda: ssd_rows(C, B, dt, a, rows), by_rows,
-                         jobs=lambda: ssd_jobs(C, B, dt, a, rows))
+                         jobs=lambda: ssd_jobs(C, B, dt, a, rows, narrow=True))
 
 
 def scan_output(layer: EffectiveLayer) -> torch.Tensor:
