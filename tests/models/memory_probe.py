@@ -133,7 +133,7 @@ def main(spec: str, cases: list[tuple[str, int]]) -> Iterator[dict]:
 
 class AnonPeak:
     """The largest rise of the process's anonymous resident memory (RssAnon) above its value at entry while the block
-    runs, read every half millisecond by a thread of its own (0 where /proc/self/status has no RssAnon). VmHWM also
+    runs, read every two milliseconds by a thread of its own (0 where /proc/self/status has no RssAnon). VmHWM also
     counts file pages (the mapped weights, the libraries' code), which memory pressure from other processes may take
     back between the start and the peak: a fresh clone's suite measured a long run's peak at 95 MiB where 179 MiB is
     live. Anonymous pages stay (no swap), so the sampled peak is the floor of what the computation held."""
@@ -148,7 +148,7 @@ class AnonPeak:
             return 0
 
     def _watch(self, start: int) -> None:
-        while not self._stop.wait(0.0005):
+        while not self._stop.wait(0.002):
             self.peak = max(self.peak, self._sample() - start)
 
     def __enter__(self) -> AnonPeak:
