@@ -42,6 +42,7 @@ from mha_viz.text.loss_inputs import NEXT_TOKEN, loss_kind
 from mha_viz.text.tokenize import InputError, Tokens, count_text, label_ids, token_limit, tokenize
 from mha_viz_models import LoadedModel, as_probabilities
 from mha_viz_models.attention.memory import memory_layouts
+from mha_viz_models.loading import effective_run
 from mha_viz_models.reading.readout import keeps_last_logits
 
 # the long run of a tokenized sequence, `(model, tokens, text, progress=) -> AttentionRun`: mha_viz.scan's
@@ -198,12 +199,12 @@ class _Rows:
         self.hooks = [a.register_forward_hook(lambda _m, _i, out: self.probs.append(out[1]))
                       for a in model.adapters] if model.local_attention else []
 
-    def __call__(self, ids: torch.Tensor, cache=None):
-        """(logits of the last position (vocab,), per-layer probabilities (1, H, n_new, n), cache)."""
+    def __call__(self, ids: torch.Tensor, cache=None, last: bool = False):
+        """(logits of the last position (vocab,), per-layer probabilities (1, H, n_new, n), cache); `last`: the last
+        row alone will be read (a model of effective layers alone makes no other where it can: Mamba-2)."""
         self.probs = []
         if self.model.effective:  # state-space layers alone (`loading.effective_only`): the whole sequence, no cache
-            cap = self.model.capture(ids)
-            return cap.output.logits[0, -1].float(), list(cap.attentions), None
+            return (*effective_run.sequence_rows(self.model, ids, last), None)
         out = self.model.hf_model(input_ids=ids, past_key_values=cache, use_cache=True,
                                   output_attentions=not self.model.local_attention)
         probs = self.probs if self.model.local_attention else list(out.attentions or ())
@@ -374,7 +375,7 @@ def generate(model: LoadedModel, prompt: str, max_new_tokens: int = 32, *, tempe
                 if cache is not None:
                     logits, probs, cache = rows(torch.tensor([[token_id]], device=dev), cache)
                 else:  # no KV cache (toy-induction): the whole sequence again, its last row kept
-                    logits, probs, _ = rows(torch.tensor([ids], device=dev))
+                    logits, probs, _ = rows(torch.tensor([ids], device=dev), last=True)
                 record(n, probs)
                 if token_id in eos:
                     stopped_by = "eos"

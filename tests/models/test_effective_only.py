@@ -163,3 +163,30 @@ def test_a_long_run_of_mamba2_holds_what_its_dense_run_does(tmp_path, monkeypatc
     assert not needs.is_long(mamba, 150) and mha_viz.analyze(mamba, LONG_TEXT, max_tokens=150).is_dense
     with pytest.raises(mha_viz.InputError, match="no long run"):
         mha_viz.analyze(mamba, LONG_TEXT, max_tokens=150, dense=False)
+
+
+@pytest.mark.parametrize("name", ["mamba2", "mamba"])
+def test_generate_records_each_new_tokens_row_as_the_whole_sequences_run_holds_it(name, tmp_path, monkeypatch):
+    """Generate on a model of effective layers alone runs the whole sequence at each step (no cache) and keeps its
+    last row: for Mamba-2 made from the block of rows that holds it alone, for Mamba from the layer whole. The
+    greedy tokens are those transformers' own generate picks (with its cache), and every row recorded, the prompt's
+    and each new token's, is the row a run of the whole final sequence holds (its layers are causal). Blocks of 4
+    rows here."""
+    from mha_viz_models.effective import layer as effective_layer
+
+    monkeypatch.setattr(effective_layer, "MIN_ROWS", 4)  # blocks of 4 rows: the last row's is not the first's
+    monkeypatch.setattr(effective_layer, "ROW_CELLS", 1)
+    path = save_random(name, tmp_path / name)
+    model = mha_viz.load_model(path, device="cpu")
+    gen = mha_viz.generate(model, TEXT, max_new_tokens=6, stop_at_eos=False)
+    prompt = torch.tensor([gen.run.token_ids[:gen.num_prompt_tokens]])
+    cls, _config = FAMILIES[name]()
+    with torch.no_grad():
+        greedy = cls.from_pretrained(path).eval().generate(prompt, max_new_tokens=6, min_new_tokens=6,
+                                                           do_sample=False)[0].tolist()
+    assert gen.run.token_ids == greedy and len(greedy) == gen.num_prompt_tokens + 6
+    final = model.capture(torch.tensor([gen.run.token_ids])).attentions  # the whole final sequence's run
+    assert len(final) == gen.run.num_layers
+    for layer, a in enumerate(final):
+        np.testing.assert_allclose(gen.run.attentions[layer], a[0].numpy(), rtol=1e-5, atol=1e-6,
+                                   err_msg=f"layer {layer}")

@@ -49,17 +49,18 @@ def by_rows(loaded) -> bool:
 Jobs = list[tuple[int, int, Callable[[], np.ndarray]]]  # (first row, last row + 1, a call that makes the rows)
 
 
-def row_blocks(loaded, token_ids, *, only: int | None = None) -> Iterator[tuple[int, Jobs]]:
+def row_blocks(loaded, token_ids, *, only: int | None = None, outputs: list | None = None
+               ) -> Iterator[tuple[int, Jobs]]:
     """Every layer's weights (or layer `only`'s) as (layer, its blocks of rows: (first row, last row + 1, a call that
     makes (groups, b, last) float32, each row of |A| over the keys it sees divided by its sum)), from one forward of
     `token_ids` (run at the call, under the model's lock): each block made when called, apart from the others (by
-    several threads at once) for a layer with `row_jobs`, the layer whole otherwise. ModelLoadError for a layer not
-    read exactly."""
+    several threads at once) for a layer with `row_jobs`, the layer whole otherwise. `outputs`: the forward's own
+    output is appended to it. ModelLoadError for a layer not read exactly."""
     ids = torch.as_tensor([list(token_ids)], device=loaded.device)
     with loaded.lock:
         try:
             layers = each_layer(loaded.hf_model, ids, None if only is None else [only], by_rows=True,
-                                channel_means=True)
+                                channel_means=True, outputs=outputs)
         except NotExact as exc:
             raise ModelLoadError(str(exc)) from exc
     return ((layer.layer, _jobs(layer)) for layer in layers)
@@ -89,6 +90,19 @@ def capture(loaded, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
             raise ModelLoadError(str(exc)) from exc
     out = outputs[0]
     return Capture(out.hidden_states[-1], tuple(layers), None, out, attention_mask=attention_mask)
+
+
+def sequence_rows(loaded, input_ids: torch.Tensor, last: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One forward of a sequence (1, n) for Generate: (the logits after its last token, each layer's weights (1,
+    groups, n, n)); `last`: each layer's last row alone (1, groups, 1, n), made from the block that holds it where
+    every layer is read by rows (Mamba-2: a block of rows a step, not the whole n × n)."""
+    if not (last and by_rows(loaded)):
+        cap = capture(loaded, input_ids)
+        return cap.output.logits[0, -1].float(), [a[:, :, -1:] if last else a for a in cap.attentions]
+    outputs: list = []
+    rows = [torch.from_numpy(jobs[-1][2]()[:, -1:])[None] for _n, jobs in
+            row_blocks(loaded, input_ids[0].tolist(), outputs=outputs)]
+    return outputs[0].logits[0, -1].float(), rows
 
 
 def layer_bytes(loaded, n: int) -> int:
