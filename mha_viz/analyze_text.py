@@ -37,11 +37,11 @@ def analyze(model: LoadedModel, text: str, target: str | None = None, *, max_tok
         raise InputError(f"{model.name} reads one text: a target text is for encoder–decoders (T5, BART, Marian).")
     if dense is False and layers is not None:
         raise InputError("A long run (dense=False) keeps every layer; leave out layers=.")
-    can_be_long = not model.effective or effective_run.by_rows(model)  # Mamba-2's rows are made by blocks
+    can_be_long = not model.effective or effective_run.by_rows(model)  # Mamba-2's, xLSTM's rows by blocks
     if dense is False and not can_be_long:
         raise InputError(f"{model.name} is read as the effective attention of its {model.effective} layers, whose "
-                         "matrices are made whole a layer at a time: it has no long run (Mamba-2's has); leave out "
-                         "dense=False (its run holds every layer's array).")
+                         "matrices are made whole a layer at a time: it has no long run (Mamba-2 and xLSTM have); "
+                         "leave out dense=False (its run holds every layer's array).")
     if layers is None and dense is not True and can_be_long:
         toks = tokenize(model, text, max_tokens)
         if dense is False or not held_densely(model.num_layers, model.num_heads, toks.n):

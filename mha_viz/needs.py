@@ -51,7 +51,7 @@ def is_long(model: LoadedModel, n: int, layers: int | None = None) -> bool:
     decoder or an encoder, past MHA_VIZ_DENSE_MB (`head_rows.held_densely`)."""
     if layers is not None or model.is_encoder_decoder:
         return False
-    if model.effective and not effective_run.by_rows(model):  # Mamba-1, RWKV, xLSTM: each layer's matrices whole
+    if model.effective and not effective_run.by_rows(model):  # Mamba-1, RWKV: each layer's matrices whole
         return False
     return not head_rows.held_densely(model.num_layers, model.num_heads, n)
 

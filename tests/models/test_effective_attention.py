@@ -79,9 +79,9 @@ def test_the_matrices_are_causal(family):
 
 
 def test_a_layer_read_by_rows_makes_the_whole_matrix_block_by_block(family, monkeypatch):
-    """by_rows: a layer of a kind that can (SSD, the delta rule, lightning) comes without its matrix; its blocks, in
-    order, are the whole matrix's rows (blocks of 16 rows here, the delta rule's chunks of 64), and the layer's
-    output rebuilt from them is the model's; the other kinds come whole."""
+    """by_rows: a layer of a kind that can (SSD, the delta rule, lightning, mLSTM) comes without its matrix; its
+    blocks, in order, are the whole matrix's rows (blocks of 16 rows here, the delta rule's chunks of 64), and the
+    layer's output rebuilt from them is the model's; the other kinds come whole."""
     from mha_viz_models.effective import each_layer
     from mha_viz_models.effective import layer as effective_layer
 
@@ -92,7 +92,7 @@ def test_a_layer_read_by_rows_makes_the_whole_matrix_block_by_block(family, monk
         if la.by_rows is None:
             np.testing.assert_array_equal(la.matrix, whole.matrix)
             continue
-        assert la.matrix is None and la.kind in ("mamba2", "gated_deltanet", "kda", "lightning")
+        assert la.matrix is None and la.kind in ("mamba2", "gated_deltanet", "kda", "lightning", "mlstm")
         blocks = list(la.blocks())
         assert [t0 for t0, _ in blocks] == list(range(0, N, 64 if "delta" in la.kind or la.kind == "kda" else 16))
         close(torch.as_tensor(np.concatenate([rows for _, rows in blocks], axis=1)), torch.as_tensor(whole.matrix),

@@ -135,8 +135,10 @@ def test_mlstms_matrix_mixes_the_values_as_its_recurrence_does(tmp_path):
         assert not np.triu(layer.matrix, 1).any()
 
 
-def test_a_long_run_of_mamba2_holds_what_its_dense_run_does(tmp_path, monkeypatch):
-    """A long run of a model of Mamba-2 layers alone (every layer read by rows): the scan's head table, and every row,
+@pytest.mark.parametrize("name", ["mamba2", "xlstm"])
+def test_a_long_run_of_mamba2_holds_what_its_dense_run_does(name, tmp_path, monkeypatch):
+    """A long run of a model of Mamba-2 (or xLSTM) layers alone (every layer read by rows): the scan's head table, and
+    every row,
     layer, column and pooled head a view asks for, made again a block of rows at a time (blocks of 16 rows here), equal
     the dense run's of the same 150 tokens; a long run is what analyze makes past MHA_VIZ_DENSE_MB, and is admitted
     with the layers' taps and a block of rows a thread, not every layer's matrices. Mamba-1's layers, made whole, have
@@ -148,7 +150,7 @@ def test_a_long_run_of_mamba2_holds_what_its_dense_run_does(tmp_path, monkeypatc
 
     monkeypatch.setattr(effective_layer, "MIN_ROWS", 16)
     monkeypatch.setattr(effective_layer, "ROW_CELLS", 1)
-    model = mha_viz.load_model(save_random("mamba2", tmp_path / "mamba2"), device="cpu")
+    model = mha_viz.load_model(save_random(name, tmp_path / name), device="cpu")
     dense = mha_viz.analyze(model, LONG_TEXT, max_tokens=150, dense=True)
     long = mha_viz.analyze(model, LONG_TEXT, max_tokens=150, dense=False)
     assert dense.is_dense and not long.is_dense and long.tokens == dense.tokens and long.n == 150
@@ -165,11 +167,11 @@ def test_a_long_run_of_mamba2_holds_what_its_dense_run_does(tmp_path, monkeypatc
         mha_viz.analyze(mamba, LONG_TEXT, max_tokens=150, dense=False)
 
 
-@pytest.mark.parametrize("name", ["mamba2", "mamba"])
+@pytest.mark.parametrize("name", ["mamba2", "xlstm", "mamba"])
 def test_generate_records_each_new_tokens_row_as_the_whole_sequences_run_holds_it(name, tmp_path, monkeypatch):
     """Generate on a model of effective layers alone runs the whole sequence at each step (no cache) and keeps its
-    last row: for Mamba-2 made from the block of rows that holds it alone, for Mamba from the layer whole. The
-    greedy tokens are those transformers' own generate picks (with its cache), and every row recorded, the prompt's
+    last row: for Mamba-2 and xLSTM made from the block of rows that holds it alone, for Mamba from the layer whole. The
+    greedy tokens are those transformers' model picks step by step, and every row recorded, the prompt's
     and each new token's, is the row a run of the whole final sequence holds (its layers are causal). Blocks of 4
     rows here."""
     from mha_viz_models.effective import layer as effective_layer
@@ -181,9 +183,10 @@ def test_generate_records_each_new_tokens_row_as_the_whole_sequences_run_holds_i
     gen = mha_viz.generate(model, TEXT, max_new_tokens=6, stop_at_eos=False)
     prompt = torch.tensor([gen.run.token_ids[:gen.num_prompt_tokens]])
     cls, _config = FAMILIES[name]()
-    with torch.no_grad():
-        greedy = cls.from_pretrained(path).eval().generate(prompt, max_new_tokens=6, min_new_tokens=6,
-                                                           do_sample=False)[0].tolist()
+    theirs, greedy = cls.from_pretrained(path).eval(), prompt[0].tolist()
+    with torch.no_grad():  # greedy, the whole sequence each step (xLSTM's generate fails on its own cache's shapes)
+        for _step in range(6):
+            greedy.append(int(theirs(input_ids=torch.tensor([greedy]), use_cache=False).logits[0, -1].argmax()))
     assert gen.run.token_ids == greedy and len(greedy) == gen.num_prompt_tokens + 6
     final = model.capture(torch.tensor([gen.run.token_ids])).attentions  # the whole final sequence's run
     assert len(final) == gen.run.num_layers

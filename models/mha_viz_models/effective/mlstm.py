@@ -18,10 +18,22 @@ names, and a forward whose tensors differ fails the load's probe rather than sho
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 import torch.nn.functional as F
 
-from mha_viz_models.effective.layer import EffectiveLayer, NotExact, Taps, as_np, linear, weight_parts
+from mha_viz_models.effective.layer import (
+    EffectiveLayer,
+    NotExact,
+    Taps,
+    as_np,
+    linear,
+    matrix_fields,
+    row_step,
+    weight_parts,
+)
 
 KIND = "mlstm"
 NAME = "xLSTM (mLSTM)"  # what tables and the grid call this kind
@@ -39,21 +51,38 @@ def taps(module) -> dict:
 
 def mlstm_matrix(q: torch.Tensor, k: torch.Tensor, i: torch.Tensor, f: torch.Tensor, eps: float) -> torch.Tensor:
     """A[h, t, s] for queries and keys (heads, n, d_qk) and the gates' pre-activations (heads, n): (heads, n, n)
-    float32, computed in float64 a head at a time."""
+    float32, computed in float64 a head at a time (`mlstm_jobs`' one block of every row)."""
+    n = q.shape[1]
+    return mlstm_jobs(q, k, i, f, eps, n)[0][2]()
+
+
+def mlstm_jobs(q: torch.Tensor, k: torch.Tensor, i: torch.Tensor, f: torch.Tensor, eps: float, rows: int, *,
+               narrow: bool = False) -> list[tuple[int, int, Callable[[], torch.Tensor]]]:
+    """A's blocks of `rows` rows as (first row, last row + 1, a call that makes (heads, b, n) float32, or with
+    `narrow` (heads, b, last row + 1): over the keys the rows see alone), each made apart: a row's stabiliser and
+    normaliser are its own (F_t, its keys' F_s + i_s and q_t·k_s)."""
     heads, n, d = q.shape
-    out = torch.empty(heads, n, n)
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    for h in range(heads):
-        cum = torch.cumsum(F.logsigmoid(f[h].double()), 0)  # F_t
-        log_d = (cum[:, None] - cum[None, :] + i[h].double()[None, :]).masked_fill(~causal, float("-inf"))
-        m = torch.maximum(cum, log_d.max(-1).values)  # the kernels' stabiliser (their state starts at m = 0)
-        w = torch.exp(log_d - m[:, None]) * (q[h].double() @ k[h].double().t()) * d ** -0.5
-        denom = torch.maximum(w.sum(-1).abs(), torch.exp(-m)) + eps
-        out[h] = (w / denom[:, None]).float()
-    return out
+    cum = torch.cumsum(F.logsigmoid(f.double()), -1)  # (heads, n): F_t
+    gate = i.double() - cum  # i_s − F_s
+
+    def block(t0: int, t1: int) -> torch.Tensor:
+        out = torch.zeros(heads, t1 - t0, t1 if narrow else n)
+        later = torch.ones(t1 - t0, t1, dtype=torch.bool).triu(t0 + 1)  # key s after row t
+        for h in range(heads):
+            log_d = (cum[h, t0:t1, None] + gate[h, None, :t1]).masked_fill(later, float("-inf"))
+            m = torch.maximum(cum[h, t0:t1], log_d.max(-1).values)  # the kernels' stabiliser (their state starts at 0)
+            w = torch.exp(log_d - m[:, None]) * (q[h, t0:t1].double() @ k[h, :t1].double().t()) * d ** -0.5
+            denom = torch.maximum(w.sum(-1).abs(), torch.exp(-m)) + eps
+            out[h, :, :t1] = (w / denom[:, None]).float()
+        return out
+    return [(t0, min(n, t0 + rows), partial(block, t0, min(n, t0 + rows))) for t0 in range(0, n, rows)]
 
 
-def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
+BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a block at a time (`mlstm_jobs`)
+ROW_JOBS = True  # and each block made apart (`EffectiveLayer.row_jobs`)
+
+
+def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) -> EffectiveLayer:
     kernel = got["kernel"]
     if len(kernel) != 5:
         raise NotExact(f"Layer {layer}: its mLSTM kernel was handed {len(kernel)} tensors, not the five (queries, "
@@ -73,8 +102,16 @@ def compute(module, got: Taps, layer: int, name: str) -> EffectiveLayer:
         layer=layer, module=name, kind=KIND, label=f"{NAME}: gated linear attention with a normaliser, one matrix "
         "per head", structure="gated, normalised", grouping="head",
         folded="q_t·k_s/√d, the gates exp(F_t − F_s + i_s) and each row's normaliser",
-        value_name="v (the value projection's output)", matrix=as_np(mlstm_matrix(q, k, i, f, eps)),
-        values=as_np(v.transpose(0, 1)), parts=parts)
+        value_name="v (the value projection's output)", values=as_np(v.transpose(0, 1)), parts=parts,
+        **_matrix(q, k, i, f, eps, by_rows))
+
+
+def _matrix(q: torch.Tensor, k: torch.Tensor, i: torch.Tensor, f: torch.Tensor, eps: float, by_rows: bool) -> dict:
+    """The EffectiveLayer fields of the matrix: whole, or by blocks of rows (`matrix_fields`), each made apart."""
+    rows = row_step(q.shape[0], q.shape[1])
+    return matrix_fields(lambda: mlstm_matrix(q, k, i, f, eps),
+                         lambda: ((t0, make()) for t0, _t1, make in mlstm_jobs(q, k, i, f, eps, rows)), by_rows,
+                         jobs=lambda: mlstm_jobs(q, k, i, f, eps, rows, narrow=True))
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:

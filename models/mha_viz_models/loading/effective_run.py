@@ -1,7 +1,7 @@
 """The run of a model made of effective layers alone (`loading.effective_only`: Mamba, Mamba-2, Falcon-Mamba,
 RWKV, xLSTM): each layer's effective attention A (`mha_viz_models.effective`) as the weights every page draws, each
 row of |A| divided by its sum, captured in one forward with the model's output (`capture`), or, for a long run of a
-model whose every layer is read by rows (Mamba-2: `by_rows`), a block of rows at a time (`row_blocks`)."""
+model whose every layer is read by rows (Mamba-2, xLSTM: `by_rows`), a block of rows at a time (`row_blocks`)."""
 
 from __future__ import annotations
 
@@ -40,8 +40,8 @@ def weights(layer: EffectiveLayer) -> np.ndarray:
 
 
 def by_rows(loaded) -> bool:
-    """Whether every layer of `loaded` makes its matrix's blocks of rows each apart (Mamba-2's SSD: `row_jobs`), so
-    that a long run holds a block of rows a thread, not a layer's n × n matrices."""
+    """Whether every layer of `loaded` makes its matrix's blocks of rows each apart (Mamba-2's SSD, xLSTM's mLSTM:
+    `row_jobs`), so that a long run holds a block of rows a thread, not a layer's n × n matrices."""
     found = mixing_layers(loaded.hf_model)
     return bool(found) and all(kind is not None and getattr(kind, "ROW_JOBS", False) for *_rest, kind in found)
 
@@ -95,7 +95,7 @@ def capture(loaded, input_ids: torch.Tensor, attention_mask: torch.Tensor | None
 def sequence_rows(loaded, input_ids: torch.Tensor, last: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """One forward of a sequence (1, n) for Generate: (the logits after its last token, each layer's weights (1,
     groups, n, n)); `last`: each layer's last row alone (1, groups, 1, n), made from the block that holds it where
-    every layer is read by rows (Mamba-2: a block of rows a step, not the whole n × n)."""
+    every layer is read by rows (Mamba-2, xLSTM: a block of rows a step, not the n × n)."""
     if not (last and by_rows(loaded)):
         cap = capture(loaded, input_ids)
         return cap.output.logits[0, -1].float(), [a[:, :, -1:] if last else a for a in cap.attentions]
