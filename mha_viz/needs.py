@@ -88,10 +88,10 @@ def scan(model: LoadedModel, n: int, *, top_k: int = TOP_K, thumb: int = THUMB) 
     layers' inputs go to a file), one block of rows (`scan.rows`), one layer's probabilities for a
     family read through its own attention, and a decoder's own loss and last logits made later from its last
     hidden states, a block of logits at a time (`own_outputs.read_bytes`). A model of effective layers alone
-    (Mamba-2) holds its layers' taps and a block of rows for each reducing thread instead."""
+    (Mamba-2, xLSTM) holds its layers' taps and a block of rows for each reducing thread instead."""
     H = model.num_heads
     kept = summaries_bytes(model, n, top_k=top_k, thumb=thumb)
-    if model.effective:  # Mamba-2 alone: every layer's taps, a block of rows a reducer and one being made, no logits
+    if model.effective:  # Mamba-2, xLSTM: every layer's taps, a block of rows a reducer and one being made, no logits
         blocks = (thread_count() + 1) * effective_run.block_bytes(model, n)
         return on_device(model, effective_run.taps_bytes(model, n) + blocks + 4 * 12 * n * model.d_model, kept=kept)
     block = 4 * H * n * scan_rows.rows_per_block(model.device, H, n)

@@ -240,7 +240,7 @@ def scan(model: LoadedModel, text: str, *, top_k: int = TOP_K, min_weight: float
                 own.extend([found] if found is not None else [])
         spill = lean_layers(model, toks.ids, on_input, outputs=not own_attention, on_last=on_last)
         source = RowSource(model, toks.ids, spill)
-    elif model.effective:  # Mamba-2 alone: each layer's |A|, rows normalised, a block of rows at a time
+    elif model.effective:  # Mamba-2, xLSTM: each layer's |A|, rows normalised, a block of rows at a time
         progress(0.0, f"Running {model.name} on {toks.n} tokens, each layer's effective attention a block of rows "
                       "at a time…")
         for layer, jobs in effective_run.row_blocks(model, toks.ids):

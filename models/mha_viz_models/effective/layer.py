@@ -180,6 +180,20 @@ def _made(make: Callable[[], torch.Tensor]) -> np.ndarray:
     return as_np(make())
 
 
+# a kind's blocks of rows each made apart: jobs(rows a block, narrow) -> [(first row, last row + 1, a call that makes
+# (groups, b, n) float32, or with narrow (groups, b, last row + 1): over the keys the rows see alone)]
+RowJobs = Callable[[int, bool], list[tuple[int, int, Callable[[], torch.Tensor]]]]
+
+
+def jobs_fields(jobs: RowJobs, groups: int, n: int, by_rows: bool) -> dict:
+    """`matrix_fields` of a kind whose blocks of rows are each made apart (`RowJobs`: Mamba-2's SSD, the mLSTM): the
+    whole matrix is one block of every row; by rows, blocks of `row_step` rows, in order and each apart."""
+    step = row_step(groups, n)
+    return matrix_fields(lambda: jobs(n, False)[0][2](),
+                         lambda: ((first, make()) for first, _last, make in jobs(step, False)), by_rows,
+                         jobs=lambda: jobs(step, True))
+
+
 def feed(layer, *sinks) -> None:
     """Hand every block of `layer.blocks()` to each sink's `add(first, rows)`, in one pass over the blocks."""
     for first, rows in layer.blocks():

@@ -29,9 +29,8 @@ from mha_viz_models.effective.layer import (
     NotExact,
     Taps,
     as_np,
+    jobs_fields,
     linear,
-    matrix_fields,
-    row_step,
     weight_parts,
 )
 
@@ -49,16 +48,11 @@ def taps(module) -> dict:
             "gate": (module.ogate_act_fn, "out")}
 
 
-def mlstm_matrix(q: torch.Tensor, k: torch.Tensor, i: torch.Tensor, f: torch.Tensor, eps: float) -> torch.Tensor:
-    """A[h, t, s] for queries and keys (heads, n, d_qk) and the gates' pre-activations (heads, n): (heads, n, n)
-    float32, computed in float64 a head at a time (`mlstm_jobs`' one block of every row)."""
-    n = q.shape[1]
-    return mlstm_jobs(q, k, i, f, eps, n)[0][2]()
-
-
 def mlstm_jobs(q: torch.Tensor, k: torch.Tensor, i: torch.Tensor, f: torch.Tensor, eps: float, rows: int, *,
                narrow: bool = False) -> list[tuple[int, int, Callable[[], torch.Tensor]]]:
-    """A's blocks of `rows` rows as (first row, last row + 1, a call that makes (heads, b, n) float32, or with
+    """A[h, t, s] for queries and keys (heads, n, d_qk) and the gates' pre-activations (heads, n), in float64 a head
+    at a time, in blocks of `rows` rows (`layer.RowJobs`) as (first row, last row + 1, a call that makes (heads, b, n)
+    float32, or with
     `narrow` (heads, b, last row + 1): over the keys the rows see alone), each made apart: a row's stabiliser and
     normaliser are its own (F_t, its keys' F_s + i_s and q_t·k_s)."""
     heads, n, d = q.shape
@@ -107,11 +101,9 @@ def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) 
 
 
 def _matrix(q: torch.Tensor, k: torch.Tensor, i: torch.Tensor, f: torch.Tensor, eps: float, by_rows: bool) -> dict:
-    """The EffectiveLayer fields of the matrix: whole, or by blocks of rows (`matrix_fields`), each made apart."""
-    rows = row_step(q.shape[0], q.shape[1])
-    return matrix_fields(lambda: mlstm_matrix(q, k, i, f, eps),
-                         lambda: ((t0, make()) for t0, _t1, make in mlstm_jobs(q, k, i, f, eps, rows)), by_rows,
-                         jobs=lambda: mlstm_jobs(q, k, i, f, eps, rows, narrow=True))
+    """The EffectiveLayer fields of the matrix: whole, or by blocks of rows each made apart (`jobs_fields`)."""
+    heads, n, _d = q.shape
+    return jobs_fields(lambda rows, narrow: mlstm_jobs(q, k, i, f, eps, rows, narrow=narrow), heads, n, by_rows)
 
 
 def reconstruct(layer: EffectiveLayer) -> torch.Tensor:

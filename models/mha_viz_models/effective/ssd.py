@@ -20,7 +20,7 @@ runs, so a hook on it never fires): it is recomputed from in_proj's output, whos
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -31,9 +31,8 @@ from mha_viz_models.effective.layer import (
     Taps,
     as_np,
     causal_conv,
+    jobs_fields,
     linear,
-    matrix_fields,
-    row_step,
     silu_of,
     weight_parts,
 )
@@ -64,25 +63,11 @@ def kept_floats(module) -> int:
     return module.in_proj.out_features + module.intermediate_size * (3 if _has_norm(module) else 1)
 
 
-def ssd_matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-    """A[h, t, s] = (C_t · B_s) exp(Σ_{r=s+1..t} Δ_r a_h) Δ_s for s ≤ t, else 0: (heads, n, n) float32.
-
-    C, B: (n, groups, state); dt: (n, heads); a: (heads,). The cumulative sums are float64 so that a
-    long text's decay exponents keep float32's precision in their differences (each difference is
-    then float32, as the layer's own chunked exponents are)."""
-    return next(ssd_rows(C, B, dt, a, rows=dt.shape[0]))[1]
-
-
-def ssd_rows(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor,
-             rows: int) -> Iterator[tuple[int, torch.Tensor]]:
-    """`ssd_matrix` `rows` rows at a time, in order: (first row, (heads, rows, n) float32) (`ssd_jobs`' blocks)."""
-    for t0, _t1, make in ssd_jobs(C, B, dt, a, rows):
-        yield t0, make()
-
-
 def ssd_jobs(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, rows: int, *,
              narrow: bool = False) -> list[tuple[int, int, Callable[[], torch.Tensor]]]:
-    """`ssd_matrix`'s blocks of `rows` rows as (first row, last row + 1, a call that makes (heads, b, n) float32, or
+    """A[h, t, s] = (C_t · B_s) exp(Σ_{r=s+1..t} Δ_r a_h) Δ_s for s ≤ t, else 0, for C, B: (n, groups, state), dt:
+    (n, heads), a: (heads,), in blocks of `rows` rows (`layer.RowJobs`) as (first row, last row + 1, a call that makes
+    (heads, b, n) float32, or
     with `narrow` (heads, b, last row + 1): over the keys the rows see alone),
     each made apart (several threads at once) from the per-token C, B, Δ and the cumulative decays alone: its own
     keys directly, the earlier ones as C_t·B_s scaled by a factor a row and a factor a key, each exp of a float64
@@ -111,7 +96,7 @@ def ssd_jobs(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor
     return [(t0, min(n, t0 + rows), partial(block, t0, min(n, t0 + rows))) for t0 in range(0, n, rows)]
 
 
-BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a block at a time (`ssd_rows`, `ssd_jobs`)
+BY_ROWS = True  # `compute(..., by_rows=True)` gives the matrix's rows a block at a time (`ssd_jobs`)
 ROW_JOBS = True  # and each block made apart (`EffectiveLayer.row_jobs`)
 
 
@@ -149,11 +134,9 @@ def compute(module, got: Taps, layer: int, name: str, *, by_rows: bool = False) 
 
 
 def _matrix(C: torch.Tensor, B: torch.Tensor, dt: torch.Tensor, a: torch.Tensor, by_rows: bool) -> dict:
-    """The EffectiveLayer fields of the matrix: whole, or blocks of `ssd_rows` (`matrix_fields`), each also made
-    apart (`row_jobs`)."""
-    rows = row_step(dt.shape[1], dt.shape[0])
-    return matrix_fields(lambda: ssd_matrix(C, B, dt, a), lambda: ssd_rows(C, B, dt, a, rows), by_rows,
-                         jobs=lambda: ssd_jobs(C, B, dt, a, rows, narrow=True))
+    """The EffectiveLayer fields of the matrix: whole, or by blocks of rows each made apart (`jobs_fields`)."""
+    n, heads = dt.shape
+    return jobs_fields(lambda rows, narrow: ssd_jobs(C, B, dt, a, rows, narrow=narrow), heads, n, by_rows)
 
 
 def scan_output(layer: EffectiveLayer) -> torch.Tensor:
