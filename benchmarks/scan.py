@@ -149,6 +149,7 @@ def model_of(args):
 def main() -> None:
     parser = model_parser(__doc__.splitlines()[0])
     parser.add_argument("--skip-overview", action="store_true")
+    parser.add_argument("--kernel", action="store_true", help="also the scan through the attention kernel")
     parser.add_argument("--target", type=float, default=2.0, help="scan ≤ target × the fused forward")
     parser.add_argument("--budget-gb", type=float, default=1.0, help="scan's peak memory above the model")
     parser.add_argument("--peak-of", choices=["fused", "scan"], help=argparse.SUPPRESS)  # peak_child's run
@@ -171,12 +172,19 @@ def main() -> None:
           f"{args.device}, n = {toks.n}, {torch.get_num_threads()} threads")
     verdicts = []
     row_kernels.compile_now()  # as the app's preload does: Numba's compiled loop loaded before it is timed
+    if args.device.startswith("cuda"):  # a short scan each way first: on an H200 the first took 17 s more (CUDA's
+        for kernel in (False, True)[:1 + args.kernel]:  # libraries, the kernel's compile, the pinned buffers)
+            mha_viz.scan(model, text, max_tokens=256, kernel=kernel)
     _, fused, fused_peak = best(lambda: model.fused_forward(ids), args.device, args.repeat)
-    result, took, peak = best(lambda: mha_viz.scan(model, text, max_tokens=args.n), args.device, args.repeat)
+    result, took, peak = best(lambda: mha_viz.scan(model, text, max_tokens=args.n, kernel=False), args.device,
+                              args.repeat)
     if not args.device.startswith("cuda"):
         fused_peak, peak = peak_child("fused", args), peak_child("scan", args)
     print(f"fused forward:    {fused:8.1f} s   peak {fused_peak / GB:6.2f} GiB above the model", flush=True)
     print(f"scan:             {took:8.1f} s   peak {peak / GB:6.2f} GiB   ({took / fused:.2f} × fused)", flush=True)
+    if args.kernel:  # through the attention kernel (a GPU's, with MHA_VIZ_SCAN_KERNEL=1), beside the blocks
+        _, t, p = best(lambda: mha_viz.scan(model, text, max_tokens=args.n, kernel=True), args.device, args.repeat)
+        print(f"scan, kernel:     {t:8.1f} s   peak {p / GB:6.2f} GiB   ({t / fused:.2f} × fused)", flush=True)
     if model.takes_outputs:  # the way before: the model's fused attention, the scan's blocks computed beside it
         _, beside, _ = best(lambda: mha_viz.scan(model, text, max_tokens=args.n, own_attention=True), args.device,
                             args.repeat)

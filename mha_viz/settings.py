@@ -35,6 +35,8 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_AHEAD: 0 = a model's composition and copying scores are computed when a page first asks
   for them, not in the background once a page is drawn (default 1: seconds of one core a model
   load, SmolLM2 about 3.5 s on 2 idle cores; `mha_viz.circuits.ahead`).
+- MHA_VIZ_SCAN_KERNEL: 1 = on a GPU with Triton, a long run takes each layer through the attention kernel
+  (`metrics.row_triton`) instead of blocks of rows (default 0: on one H200 the kernel was slower, docs/speed.md).
 
 Rules that no setting changes: models are never loaded with remote code, and user text never
 reaches raw HTML.
@@ -84,6 +86,7 @@ class Settings:
     lesson: str = ""  # a lesson file's path or a bundled lesson's name: every session opens on it
     max_models: int = 3  # models kept loaded at once (`budget.model_cache`)
     ahead: bool = True  # weights-only results computed in the background once a page is drawn (`circuits.ahead`)
+    scan_kernel: bool = False  # a long run on a GPU through the attention kernel (`scan.kernel_layer`)
 
     def allows(self, spec: str) -> bool:
         """Whether `spec` (a bundled name, hub id or folder) may be loaded."""
@@ -127,6 +130,7 @@ def from_env() -> Settings:
         lesson=os.environ.get("MHA_VIZ_LESSON", "").strip(),
         max_models=_int("MHA_VIZ_MAX_MODELS", 3, 1),
         ahead=_flag("MHA_VIZ_AHEAD", default=True),
+        scan_kernel=_flag("MHA_VIZ_SCAN_KERNEL"),
     )
 
 

@@ -155,7 +155,9 @@ class HostCopier:
         pending = None  # (buffer, host slice) of the chunk on its way to the host
         turn, done = 0, False
         try:
-            with st.scope():
+            # Inference mode is a thread's own: the host slices and pooled buffers this thread writes were made
+            # in the caller's, so they are inference tensors, written in place only inside inference mode.
+            with st.scope(), torch.inference_mode():
                 while (job := self._jobs.get()) is not None:
                     src, dst, ready = job
                     st.wait(ready)

@@ -200,7 +200,8 @@ sc_k = tl.load(K + kv * s_kh + {cols}[:, None] * s_kn + dk[None, :], mask={cols}
 sc_s = tl.dot(q, tl.trans(sc_k), input_precision="ieee") * scale  # not TF32: float32's own rounding
 if softcap > 0:
     sc_s = softcap * (2.0 / (1.0 + tl.exp(-2.0 * sc_s / softcap)) - 1.0)  # cap · tanh(s / cap)
-sc_ok = ({cols}[None, :] < n) & (tl.load(VALID + {cols}, mask={cols} < n, other=0)[None, :] > 0)
+# (BM, BN) from the start: compiled, a variable keeps one shape through its branches (interpreted, it may grow)
+sc_ok = (rows[:, None] >= 0) & ({cols}[None, :] < n) & (tl.load(VALID + {cols}, mask={cols} < n, other=0)[None, :] > 0)
 if CAUSAL:
     sc_ok = sc_ok & ({cols}[None, :] <= rows[:, None])
 if window > 0:

@@ -14,6 +14,7 @@ import os
 import numpy as np
 import torch
 
+from mha_viz import settings
 from mha_viz.capture.finite import FiniteCheck
 from mha_viz.capture.transfer import HostCopier, Staging
 from mha_viz.metrics.row_measures import TextFacts, measures_from_sums
@@ -30,9 +31,10 @@ def kernel_runs(model: LoadedModel, device) -> bool:
 
 
 def kernel_by_default(model: LoadedModel) -> bool:
-    """Whether `scan` takes the kernel unasked: on a GPU where it can (`kernel_runs`). Should the kernel fail there
-    (a GPU it cannot compile for), the scan goes on by blocks."""
-    return model.device.type == "cuda" and kernel_runs(model, model.device)
+    """Whether `scan` takes the kernel unasked: on a GPU where it can (`kernel_runs`), with MHA_VIZ_SCAN_KERNEL=1.
+    Not by default: on one H200 the blocks were faster (docs/speed.md). Should the kernel fail there (a GPU it
+    cannot compile for), the scan goes on by blocks."""
+    return settings.from_env().scan_kernel and model.device.type == "cuda" and kernel_runs(model, model.device)
 
 
 def kernel_layer(proj, values: torch.Tensor | None, facts: TextFacts, *, top_k: int, min_weight: float, thumb: int,

@@ -150,8 +150,9 @@ def scan(model: LoadedModel, text: str, *, top_k: int = TOP_K, min_weight: float
     each layer's output from the blocks). A decoder's LM head runs at their first read (`own_later`): it took
     2.6–3.8 s of the first page's 58–67 s at 8,192 tokens of SmolLM2 on 2 cores.
     kernel: each layer's attention, measures, kept keys and thumbnails in one Triton kernel on the model's device
-    (`metrics.row_triton`, `kernel_layer`), no block of probabilities written; None: on a GPU with Triton installed,
-    for a model our MHA computes (True on the CPU runs it under Triton's interpreter, TRITON_INTERPRET=1: the tests).
+    (`metrics.row_triton`, `kernel_layer`), no block of probabilities written; None: with MHA_VIZ_SCAN_KERNEL=1, on a
+    GPU with Triton installed, for a model our MHA computes (True on the CPU runs it under Triton's interpreter,
+    TRITON_INTERPRET=1: the tests).
     own_attention: the model computes its own fused attention and the blocks are computed beside it, instead of
     the model taking each layer's output from them (`LoadedModel.takes_outputs`): the way before, a benchmark's
     baseline (the output measures are then left out of the table).

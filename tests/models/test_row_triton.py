@@ -169,3 +169,31 @@ def test_a_planted_defect_is_seen():
             _check(*_inputs(), facts)
     finally:
         row_triton.source = original
+
+
+def _compiled(*flags: str) -> list[dict]:
+    """tests/triton_compile.py's launches, compiled for a Hopper GPU in a process without the interpreter."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-m", "tests.triton_compile", *flags], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+def test_the_kernel_compiles_for_a_gpu_without_one():
+    """Every constant's values (causal or not, sinks, segments, kept keys and thumbnails) compile to Hopper machine
+    code here too, where the interpreter would have let through a text the compiler refuses; the text before the
+    fix of the first compile on an H200 is refused."""
+    launches = _compiled()
+    assert {(o["kernel"], o["constants"]["CAUSAL"]) for o in launches} == {(k, c) for k in ("_lse", "_rows")
+                                                                           for c in (True, False)}
+    assert [o for o in launches if o["error"]] == []
+    planted = _compiled("--plant")
+    assert planted and all("CompilationError" in (o["error"] or "") for o in planted)

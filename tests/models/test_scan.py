@@ -186,7 +186,7 @@ def test_the_tensor_path_equals_the_compiled_one(family):
 @pytest.mark.usefixtures("triton_kernels")
 @pytest.mark.parametrize("family", ["gpt_oss", "gemma3", "llama4", "bert"], indirect=True)
 def test_the_kernel_equals_the_compiled_pass(family):
-    """The attention kernel (`metrics.row_triton`, issue 87; under Triton's interpreter on the CPU) scans each layer
+    """The attention kernel (`metrics.row_triton`, issue 87; on a GPU, else under Triton's interpreter) scans each layer
     in one pass, its output taken by the model: the same table, kept keys, rest and thumbnails as the CPU's compiled
     pass over the blocks (sinks, a sliding window with soft-capping, chunks, an encoder). The interpreter takes
     ~0.1 ms an operation (a tile of 64 rows and keys costs ~25 ms): the encoder is a random-init BERT of 8 heads
@@ -197,7 +197,10 @@ def test_the_kernel_equals_the_compiled_pass(family):
     if family.num_layers * family.num_heads >= 50 or mha_viz.tokenize(family, text, 10**6).n > 2 * 64:
         text = TEXT[:len(TEXT) // 3]
     a = mha_viz.scan(family, text, compiled=True, top_k=4, thumb=12)
-    b = mha_viz.scan(family, text, kernel=True, top_k=4, thumb=12)
+    # where there is a GPU, the kernel compiled for it, on the same folder loaded there
+    on = (mha_viz.load_model(family.hf_model.config.name_or_path, device="cuda") if torch.cuda.is_available()
+          else family)
+    b = mha_viz.scan(on, text, kernel=True, top_k=4, thumb=12)
     # exp(s − LSE) against the blocks' softmax: float32 rounding of scores up to ~15 in the exponent
     _same_scans(a, b, mha_viz.analyze(family, text), atol=5e-6)
 

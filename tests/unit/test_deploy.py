@@ -14,6 +14,7 @@ import sys
 import threading
 
 import pytest
+import torch
 
 import mha_viz
 import mha_viz_models
@@ -50,6 +51,22 @@ def test_models_kept_and_computing_ahead_from_the_environment(monkeypatch):
     monkeypatch.setenv("MHA_VIZ_MAX_MODELS", "0")  # at least one
     monkeypatch.setenv("MHA_VIZ_AHEAD", "On")
     assert (settings.from_env().max_models, settings.from_env().ahead) == (1, True)
+
+
+def test_a_long_run_takes_the_attention_kernel_only_when_set(monkeypatch):
+    """On a GPU a scan takes blocks of rows unless MHA_VIZ_SCAN_KERNEL=1 (the kernel was slower on an H200)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from mha_viz.scan import kernel_layer
+
+    gpu = SimpleNamespace(device=torch.device("cuda"), can_recompute=True, is_encoder_decoder=False)
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())  # Triton installed
+    monkeypatch.delenv("MHA_VIZ_SCAN_KERNEL", raising=False)
+    assert not kernel_layer.kernel_by_default(gpu)
+    monkeypatch.setenv("MHA_VIZ_SCAN_KERNEL", "1")
+    assert kernel_layer.kernel_by_default(gpu)
+    assert not kernel_layer.kernel_by_default(SimpleNamespace(**{**vars(gpu), "device": torch.device("cpu")}))
 
 
 def test_the_token_limit_is_the_models_context_locally_and_capped_in_public(monkeypatch):

@@ -153,3 +153,16 @@ def test_a_long_runs_cpu_block_is_handed_over_as_its_own_memory(staging):
     assert wide.shape == (2, 3, 9) and not wide[..., :2].any() and not wide[..., 7:].any()
     np.testing.assert_array_equal(wide[..., 2:7], own)
     assert widened(own, 0, 5) is own
+
+
+def test_a_copy_asked_for_in_inference_mode(staging):
+    """The runs copy under `torch.inference_mode()`: the host slices and a new set's buffers made there are inference
+    tensors, which the copying thread writes in place. Inference mode is a thread's own, so that thread enters it too
+    (a GPU run failed: "Inplace update to inference tensor outside InferenceMode")."""
+    source = torch.arange(3 * 12345, dtype=torch.float32).view(3, 12345)
+    dest = np.full(source.shape, np.nan, np.float32)
+    with torch.inference_mode(), transfer.HostCopier(dest, staging=staging) as copier:
+        for i in range(3):
+            copier.put(i, source[i] * 1)
+    assert np.array_equal(dest, source.numpy())
+    assert not _copier_threads()
