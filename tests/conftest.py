@@ -196,6 +196,20 @@ def _group(item: pytest.Item) -> str:
     return group(item.nodeid)
 
 
+def pytest_runtest_logstart(nodeid, location):
+    """With MHA_VIZ_TEST_TIMELINE=FILE, each process of the suite writes when each test starts and ends
+    (tests/scheduling.py's `timeline`: what runs beside what, where the suite's time goes)."""
+    from tests.scheduling import timeline
+
+    timeline(nodeid, "start")
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    from tests.scheduling import timeline
+
+    timeline(nodeid, "end")
+
+
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadgroup` handing out the longest groups first (tests/scheduling.py)."""
     if config.getvalue("dist") != "loadgroup":

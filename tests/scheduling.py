@@ -21,6 +21,9 @@ tests/unit; within a tier in xdist's order."""
 
 from __future__ import annotations
 
+import os
+import time
+
 from xdist.scheduler import LoadGroupScheduling
 
 # tiers by how long a group of theirs takes, longest first (tests/helpers.py's TIERS)
@@ -63,3 +66,13 @@ class LongestFirst(LoadGroupScheduling):
                 self.workqueue.move_to_end(scope, last=False)
             self._ordered = True
         super()._assign_work_unit(node)
+
+
+def timeline(nodeid: str, event: str) -> None:
+    """With MHA_VIZ_TEST_TIMELINE=FILE, a line "worker<TAB>seconds since the epoch<TAB>start|end<TAB>test id"
+    appended to FILE.<worker> (each process its own file): which tests ran beside which, and when."""
+    path = os.environ.get("MHA_VIZ_TEST_TIMELINE")
+    if path:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        with open(f"{path}.{worker}", "a") as f:
+            f.write(f"{worker}\t{time.time():.3f}\t{event}\t{nodeid}\n")

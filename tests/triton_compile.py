@@ -67,11 +67,12 @@ def main(plant: bool) -> None:
     compiled = tuple(_Compiler(fn, out) for fn in made(cases._facts(True).table))  # every case's table
     row_triton.kernels = lambda table: compiled
     os.environ["TRITON_INTERPRET"] = "1"  # now only so that `rows_of` takes CPU tensors: the kernels are made
-    launches = [(False, {"valid": torch.ones(cases.N, dtype=torch.int32), "chunk": 8}, True, 0)]  # what failed
-    if not plant:  # each constant's other values too: causal, sinks, no segments, kept keys and thumbnails
-        launches += [(False, launches[0][1], True, cases.TOP_K),
-                     (True, {"sinks": torch.tensor([0.5, -1.0, 2.0, 0.0]), "window": 5}, False, 0),
-                     (True, {"softcap": 2.0}, False, cases.TOP_K)]
+    # bidirectional with two segments, padding and chunks, no kept keys (what failed); then each constant's other
+    # value: causal, sinks, one segment, a window, soft-capping, kept keys and thumbnails
+    launches = [(False, {"valid": torch.ones(cases.N, dtype=torch.int32), "chunk": 8}, True, 0)]
+    if not plant:
+        launches.append((True, {"sinks": torch.tensor([0.5, -1.0, 2.0, 0.0]), "window": 5, "softcap": 2.0}, False,
+                         cases.TOP_K))
     for causal, kinds, two, top_k in launches:
         row_triton.rows_of(*cases._inputs(), cases._facts(causal, two=two), top_k=top_k, thumb=top_k and cases.THUMB,
                            **kinds)

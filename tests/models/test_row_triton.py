@@ -194,6 +194,8 @@ def test_the_kernel_compiles_for_a_gpu_without_one():
     launches = _compiled()
     assert {(o["kernel"], o["constants"]["CAUSAL"]) for o in launches} == {(k, c) for k in ("_lse", "_rows")
                                                                            for c in (True, False)}
+    for constant in ("HAS_SINK", "HAS_SEG", "THUMB"):  # each on and off
+        assert {o["constants"][constant] for o in launches if constant in o["constants"]} == {True, False}
     assert [o for o in launches if o["error"]] == []
     planted = _compiled("--plant")
     assert planted and all("CompilationError" in (o["error"] or "") for o in planted)
