@@ -18,6 +18,7 @@ import os
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from pathlib import Path
 
 import numba
@@ -27,7 +28,7 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from mha_viz_models.cache_folder import cache_root
+from mha_viz_models.cache_folder import cache_root, exclusive
 
 LN2 = np.float32(math.log(2.0))
 SQRT2 = np.float32(math.sqrt(2.0))
@@ -82,6 +83,13 @@ def cache_folder() -> Path | None:
 _CACHE = cache_folder()
 if _CACHE is not None:
     numba.config.CACHE_DIR = str(_CACHE)  # read by Numba when each loop below is defined
+
+
+def compiling():
+    """Inside: this process alone compiles the loops into the cache (a lock file in it); the others wait, then load
+    what it wrote. Several processes starting at once on a new version (`mha-viz app --processes N`, the test suite's
+    servers and workers) each compiled every loop: about 12 s of CPU each on 2 cores."""
+    return exclusive(_CACHE / ".compile.lock") if _CACHE is not None else nullcontext()
 
 # Every loop compiles with error_model="numpy": Python's model checks each division for a zero
 # divisor, and that branch stops the compiler from vectorising the loop (measured 5x slower).

@@ -1,4 +1,4 @@
-"""The app's preload compiles every variant of the compiled loops that a page then calls (`preload._compiled`): a
+"""The app's preload compiles every variant of the compiled loops that a page then calls (`preload.compile_loops`): a
 run the app holds is read-only (shared by the sessions), which Numba compiles apart from a writable array. Before,
 the first Head metrics of a new version compiled the head table's loop for it: 3.5–5 s. Checked in a fresh
 interpreter, whose loops are loaded from Numba's cache only as each variant is first called: after the preload, the
@@ -25,7 +25,7 @@ from mha_viz.views import detail
 def variants():
     return {"rows": len(row_loop.loop(TABLE).signatures), "pool": len(pool_kernel._pool_columns.signatures)}
 
-preload._compiled()
+preload.compile_loops()
 after_preload = variants()
 a = np.random.default_rng(0).random((2, 3, 12, 12), dtype=np.float32)
 a /= a.sum(-1, keepdims=True)

@@ -9,13 +9,12 @@ import hashlib
 import os
 import shutil
 import tempfile
-from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 
 import torch
 
-from mha_viz_models.cache_folder import cache_root
+from mha_viz_models.cache_folder import cache_root, exclusive
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.progress import Progress
 
@@ -53,25 +52,11 @@ def _ready(target: Path) -> bool:
     return (target / "config.json").exists() and (target / "model.safetensors").exists()
 
 
-@contextmanager
 def _converting(target: Path, gguf: Path, progress: Progress):
     """Inside: this process alone converts `gguf` to `target` (an exclusive lock on a file beside it; where the
     system has no `fcntl`, no lock: each process converts, and the folder's atomic rename keeps it whole)."""
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        yield
-        return
-    with open(target.parent / f".{target.name}.lock", "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            progress(0.1, f"Waiting for another process converting {gguf.name} to float32 (first time only)…")
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return exclusive(target.parent / f".{target.name}.lock", lambda: progress(
+        0.1, f"Waiting for another process converting {gguf.name} to float32 (first time only)…"))
 
 
 def _convert(folder: Path, gguf: Path, target: Path, progress: Progress) -> None:

@@ -174,7 +174,7 @@ class LoadedModel:
         # copies of rows must stay ordinary tensors, whose versions the MHA reads)
         if inputs and self.can_recompute:  # (an offloaded layer's W_V never runs as such: its values
             # are projected again from the recorded input)
-            w_vs = [None if has_offloaded(m) else self.layer_adapter(layer).mha.w_v
+            w_vs = [None if self.placement and has_offloaded(m) else self.layer_adapter(layer).mha.w_v
                     for layer, (m, _) in enumerate(self.attention_modules)]
         elif inputs and self.has_head_outputs:  # values off the model's own modules (no input needed)
             paths = [self.value_path(layer) for layer in range(len(self.attention_modules))]
