@@ -331,8 +331,8 @@ class LoadedModel:
         models built from our MHA), or one built over the original's weights (kept, made once, and
         only for the layers asked for). Its `.mha` computes that layer's attention step by step."""
         module, family = self.attention_modules[layer]
-        if has_offloaded(module):  # accelerate keeps its weights off the device: a copy loaded for this use
-            # only (kept, every offloaded layer's would add up beyond max_memory), under the model's
+        if self.placement and has_offloaded(module):  # accelerate keeps its weights off the device: a copy for this
+            # use only (kept, every offloaded layer's would add up beyond max_memory), under the model's
             # lock (loading them swaps the module's parameters, which another session's forward reads)
             with self.lock:
                 return make_adapter(resident_copy(module), family, self.hf_model.config, causal=self.is_causal)
