@@ -281,7 +281,9 @@ def png_data_uri(values: np.ndarray, palette: np.ndarray | None = None) -> str:
     img = Image.fromarray(quantize(values), mode="P")
     img.putpalette((_palette() if palette is None else palette).ravel().tolist())
     buf = io.BytesIO()
-    img.save(buf, format="PNG", compress_level=6)  # optimize=True: 12 % smaller, 12× slower
+    # level 3: MiniLM's layers × heads grid (236 × 476) in 1.1 ms and 25.8 KB, against 3.3 ms and 25.0 KB at level 6
+    # (a class of 300 makes one a student); optimize=True: 12 % smaller, 12× slower
+    img.save(buf, format="PNG", compress_level=3)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
