@@ -52,9 +52,8 @@ def mlstm_jobs(q: torch.Tensor, k: torch.Tensor, i: torch.Tensor, f: torch.Tenso
                narrow: bool = False) -> list[tuple[int, int, Callable[[], torch.Tensor]]]:
     """A[h, t, s] for queries and keys (heads, n, d_qk) and the gates' pre-activations (heads, n), in float64 a head
     at a time, in blocks of `rows` rows (`layer.RowJobs`) as (first row, last row + 1, a call that makes (heads, b, n)
-    float32, or with
-    `narrow` (heads, b, last row + 1): over the keys the rows see alone), each made apart: a row's stabiliser and
-    normaliser are its own (F_t, its keys' F_s + i_s and q_t·k_s)."""
+    float32, or with `narrow` (heads, b, last row + 1): over the keys the rows see alone), each made apart: a row's
+    stabiliser and normaliser are its own (F_t, its keys' F_s + i_s and q_t·k_s)."""
     heads, n, d = q.shape
     cum = torch.cumsum(F.logsigmoid(f.double()), -1)  # (heads, n): F_t
     gate = i.double() - cum  # i_s − F_s
