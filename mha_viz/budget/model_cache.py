@@ -9,7 +9,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from typing import Callable
+
+import torch
 
 import mha_viz_models
 from mha_viz.budget import heap
@@ -17,6 +20,19 @@ from mha_viz_models import LoadedModel
 
 Key = tuple[str, str, bool, str]  # spec, device, our MHA, precision asked for
 log = logging.getLogger("mha_viz.budget.model_cache")
+
+
+def _memory_of(model: object) -> list[weakref.ref] | None:
+    """Weak references to `model` and to every tensor of its network (where its memory is); None where `model` cannot
+    be referenced weakly."""
+    try:
+        refs = [weakref.ref(model)]
+    except TypeError:
+        return None
+    network = getattr(model, "hf_model", None)
+    if isinstance(network, torch.nn.Module):
+        refs += [weakref.ref(t) for t in (*network.parameters(), *network.buffers())]
+    return refs
 
 
 class ModelCache:
@@ -45,15 +61,18 @@ class ModelCache:
         for k in self._keys_of(model):
             self._models[k] = self._models.pop(k)
 
-    def _evict(self) -> bool:
-        """Unload the least recently used models, every key of each, until at most max_models are left; whether
-        any went (called under _guard)."""
-        evicted = False
+    def _evict(self) -> list[weakref.ref] | None:
+        """Unload the least recently used models, every key of each, until at most max_models are left: weak
+        references to what they held ([] where none went, None where one cannot be referenced weakly). Called under
+        _guard."""
+        held: list[weakref.ref] | None = []
         while len(self) > self._max:
-            for k in self._keys_of(next(iter(self._models.values()))):
+            model = next(iter(self._models.values()))
+            for k in self._keys_of(model):
                 del self._models[k]
-            evicted = True
-        return evicted
+            parts = _memory_of(model)
+            held = None if held is None or parts is None else held + parts
+        return held
 
     def get(self, spec: str, device: str = "auto", local_attention: bool = False, *, dtype: str = "auto",
             progress=None) -> LoadedModel:
@@ -78,9 +97,9 @@ class ModelCache:
                 self._models.setdefault(named, model)
                 evicted = self._evict()  # free the least recently used model
             # the model lives in the cache: its objects left out of the collection after every run (`heap`); one
-            # that left the cache has its objects handed back to the collector
-            if evicted:
-                heap.release()
+            # that left the cache has its objects handed back to the collector, where a cycle still holds them
+            if evicted is None or evicted:
+                heap.release(evicted)
             else:
                 heap.settle()
             return model

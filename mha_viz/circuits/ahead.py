@@ -4,17 +4,24 @@ random baseline and its copying scores (`composition`), which depend on the weig
 a page, in a thread of its own, so that the *Head composition* page finds them kept instead of computing them
 on its first visit; a page that asks while the thread works waits for it (`composition`'s lock), never
 computes twice. Only where `composition_seconds` says the scores take at most AHEAD_S: a model whose scores
-take minutes (an 8B model on the CPU) is computed on request, as before."""
+take minutes (an 8B model on the CPU) is computed on request, as before.
+
+The process's exit waits for a thread still computing (`stop_all`, at exit), which stops at its next layer: a daemon
+thread left inside PyTorch while the interpreter shut down aborted the process ("terminate called without an active
+exception", exit 134) once its last line had run, and a script or a batch job that ends with 134 reads as a failure."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+import time
 import weakref
 
 import torch
 
 from mha_viz.circuits import composition as compose
+from mha_viz.progress import Cancelled
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
@@ -23,6 +30,8 @@ THREAD_PREFIX = "mha-viz-ahead-"  # the thread's name, then the model's
 AHEAD_S = 15.0  # the most seconds of composition scores (by `composition_seconds`) computed without being asked
 _STARTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its thread
 _LOCK = threading.Lock()  # guards _STARTED
+_EXIT = threading.Event()  # set at the process's exit: every thread stops at its next step
+EXIT_WAIT_S = 10.0  # the most seconds the exit waits for the threads (a layer's pairs take well under one)
 log = logging.getLogger(__name__)
 
 
@@ -50,6 +59,9 @@ def start(model: LoadedModel, *, device: str | torch.device | None = None) -> th
 def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> None:
     """The copying scores, the composition scores and their baseline of `model`, kept by `composition`. What a
     model cannot give (no unembedding, weights that cannot be read) is left for the page to say when asked."""
+    def going(_fraction: float, _message: str) -> bool:
+        return not _EXIT.is_set()
+
     try:
         # the copying scores first: every head table reads them (Head metrics, Compare heads, a corpus), and a page
         # that asks while this thread works waits on the model's one lock (SmolLM2: 0.9 s, not the 5.6 s of all three).
@@ -58,10 +70,27 @@ def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> 
             compose.copying_scores(model)
         except (InputError, UnsupportedArchitecture, ValueError):
             pass  # the refusal is kept: the table leaves the column empty, the page says why
-        compose.composition_scores(model, device=device)
-        compose.composition_baseline(model)
+        if _EXIT.is_set():
+            return
+        compose.composition_scores(model, device=device, progress=going)
+        if not _EXIT.is_set():
+            compose.composition_baseline(model)
+    except Cancelled:
+        pass  # the process exits
     except (InputError, UnsupportedArchitecture, ValueError):
         pass  # the page says why when it is opened
     except Exception as exc:  # noqa: BLE001 - a thread of its own: one line in the log (no traceback: the page
         # computes again when asked, and shows what fails there)
         log.warning("computing %s's composition scores ahead failed: %s: %s", model.name, type(exc).__name__, exc)
+
+
+@atexit.register
+def stop_all(wait_s: float = EXIT_WAIT_S) -> None:
+    """Stop every thread still computing ahead, and wait for each (at most `wait_s` in all): at the process's exit,
+    where none may be left inside PyTorch."""
+    _EXIT.set()
+    with _LOCK:
+        threads = list(_STARTED.values())
+    deadline = time.monotonic() + wait_s
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))

@@ -13,6 +13,7 @@ from torch import nn
 
 from mha_viz.budget import memory
 from mha_viz.budget.plan import Plan, on_device
+from mha_viz.progress import Cancelled, Progress, report
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
@@ -94,12 +95,15 @@ def _factors(w: dict[str, torch.Tensor]) -> dict[str, tuple]:
             "v": (v, kv, r_o.transpose(1, 2) / ov)}
 
 
-def _pair_scores(lefts: torch.Tensor, rights: list[dict[str, tuple]], device) -> dict[str, np.ndarray]:
+def _pair_scores(lefts: torch.Tensor, rights: list[dict[str, tuple]], device,
+                 progress: Progress | None = None) -> dict[str, np.ndarray]:
     """scores[kind][l1, h1, l2, h2] = ‖lefts[l1, h1] right[l2][kind][h2]‖_F for l1 < l2, NaN elsewhere;
-    lefts (L, H, d_v, d)."""
+    lefts (L, H, d_v, d). `progress` is told before each layer's pairs, and may stop them there (`Cancelled`)."""
     L, H, d_v, d = lefts.shape
     out = {kind: torch.full((L, H, L, H), torch.nan, dtype=F64) for kind in KINDS}
     for l2 in range(1, L):
+        if not report(progress, (l2 - 1) / max(L - 1, 1), f"composition scores: layer {l2 + 1} of {L}"):
+            raise Cancelled(l2 - 1, L - 1, "layers")
         right = [tuple(None if t is None else t.to(device) for t in rights[l2][kind]) for kind in KINDS]
         cols = torch.cat([base.permute(1, 0, 2).reshape(d, -1) for base, _, _ in right], 1)  # (d, Σ B·r)
         widths = [base.shape[0] * base.shape[2] for base, _, _ in right]
@@ -136,7 +140,8 @@ def _computing(model: LoadedModel) -> threading.Lock:
         return _COMPUTING.setdefault(model.hf_model, threading.Lock())
 
 
-def composition_scores(model: LoadedModel, *, device: str | torch.device | None = None) -> dict[str, np.ndarray]:
+def composition_scores(model: LoadedModel, *, device: str | torch.device | None = None,
+                       progress: Progress | None = None) -> dict[str, np.ndarray]:
     """Every pair of heads' composition scores from the weights, norms folded in (`folded_weights`):
     {"q", "k", "v"} → float32 (layers, heads, layers, heads), [l1, h1, l2, h2] for head (l1, h1) writing
     into head (l2, h2), l1 < l2 (NaN elsewhere, and for a head whose matrix is 0):
@@ -145,14 +150,17 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     d_head-wide factors, never a d × d matrix a pair: one (H·d_v × d) by (d × (H + 2G)·d_head) product a pair of
     layers (SmolLM2: 3·10¹¹ flops in all, seconds on a CPU; a 32-layer model with d = 4096: 10¹⁴, for a GPU:
     `device`, default the CPU). Compare with `composition_baseline`: random matrices of the same shapes do not
-    score 0. Computed once per model (kept while it lives; callers at once wait for the one computing)."""
+    score 0. Computed once per model (kept while it lives; callers at once wait for the one computing). `progress`
+    (`mha_viz.progress`) is told each layer, and stops the computation between two by returning False (`Cancelled`,
+    nothing kept)."""
     found = _COMPOSED.get(model.hf_model)
     if found is None:
         with _computing(model):
             found = _COMPOSED.get(model.hf_model)
             if found is None:
                 parts = [_single(_factors(w)) for w in folded_weights(model)]
-                found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"))
+                found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"),
+                                     progress)
                 _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
     return {kind: s.copy() for kind, s in found.items()}
 

@@ -1,10 +1,14 @@
 """The weights-only results computed ahead of the Head composition page (`mha_viz.circuits.ahead`): once per
 model, in a thread of its own, the same scores a page computes; a page that asks while the thread works waits
 for it and computes nothing twice; a model whose scores take longer than AHEAD_S is left to the page; a
-model that cannot give them leaves the page its message."""
+model that cannot give them leaves the page its message; a process that exits while the thread computes exits
+cleanly."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -12,7 +16,9 @@ import pytest
 
 import mha_viz
 from mha_viz.circuits import ahead, composition
+from mha_viz.progress import Cancelled
 from mha_viz.text.tokenize import InputError
+from tests.helpers import ROOT
 
 
 @pytest.fixture
@@ -122,3 +128,27 @@ def test_a_model_whose_shapes_cannot_be_read_starts_nothing_and_raises_nothing(l
     monkeypatch.setattr(composition, "composition_seconds", broken)
     assert ahead.start(llama) is None
     assert "did not start: AttributeError: no d_k" in caplog.text
+
+
+def test_scores_stopped_between_two_layers_keep_nothing(llama):
+    told = []
+
+    def stop_at_the_last(fraction, message):  # told before each layer's pairs: from the second layer to the last
+        told.append(message)
+        return not message.endswith(f"layer {llama.num_layers} of {llama.num_layers}")
+    with pytest.raises(Cancelled):
+        composition.composition_scores(llama, progress=stop_at_the_last)
+    assert len(told) == llama.num_layers - 1 and not composition.composition_known(llama)
+    composition.composition_scores(llama)  # asked again: computed whole
+    assert composition.composition_known(llama)
+
+
+def test_a_process_that_exits_while_the_thread_computes_exits_cleanly():
+    """SmolLM2's scores take seconds: the script's last line runs while the thread computes. Until stop 107 the
+    interpreter shut down around it, inside PyTorch, and the process aborted (exit 134) after printing its results."""
+    code = ("import mha_viz; from mha_viz.circuits import ahead; "
+            "thread = ahead.start(mha_viz.load_model('smollm2', device='cpu')); print('computing', thread.is_alive())")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert "computing True" in done.stdout, (done.stdout, done.stderr[-2000:])
+    assert done.returncode == 0 and "terminate called" not in done.stderr, (done.returncode, done.stderr[-2000:])

@@ -1,7 +1,7 @@
 """What the garbage collector walks (`mha_viz.budget.heap`): after `settle` what was alive is left out of every
 collection (Streamlit's after each run walked SmolLM2's 200,000 objects: 0.1 s a click), what a cycle held
 then is collected only after `release`; the model cache settles after each load and releases when a model
-leaves it."""
+leaves it and a cycle still holds some of it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import gc
 import weakref
 
 import pytest
+import torch
 
 from mha_viz.budget import heap
 from mha_viz.budget.model_cache import ModelCache
@@ -46,7 +47,7 @@ def test_settled_objects_are_left_out_of_collections_until_released():
 def test_the_model_cache_settles_after_a_load_and_releases_when_a_model_leaves(monkeypatch):
     calls = []
     monkeypatch.setattr(heap, "settle", lambda: calls.append("settle"))
-    monkeypatch.setattr(heap, "release", lambda: calls.append("release"))
+    monkeypatch.setattr(heap, "release", lambda held=None: calls.append("release"))
     cache = ModelCache(loader=lambda spec, **_: object(), max_models=1)
     cache.get("a")
     assert calls == ["settle"]
@@ -54,3 +55,41 @@ def test_the_model_cache_settles_after_a_load_and_releases_when_a_model_leaves(m
     assert calls == ["settle"]
     cache.get("b")  # "a" leaves the cache
     assert calls == ["settle", "release"]
+
+
+class Network(torch.nn.Module):
+    """A model's network: its memory is its tensors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(4))
+
+
+class Model:
+    """What the cache holds: a network, read by the model cache's weak references."""
+
+    def __init__(self, cyclic: bool) -> None:
+        self.hf_model = Network()
+        if cyclic:  # a network that refers to its model, as a hook's closure may
+            self.hf_model.owner = [self]
+
+
+def test_a_model_freed_by_its_reference_count_costs_no_collection_and_one_in_a_cycle_is_collected(monkeypatch):
+    walks = []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *a: walks.append(gc.get_freeze_count()) or real_collect(*a))
+    for cyclic in (False, True):
+        cache = ModelCache(loader=lambda spec, cyclic=cyclic, **_: Model(cyclic), max_models=1)
+        weight = weakref.ref(cache.get("a").hf_model.weight)
+        walks.clear()
+        cache.get("b")  # "a" leaves the cache
+        assert weight() is None, "the evicted model's tensor is still alive"
+        if cyclic:  # the collection that freed it walked the objects that were frozen
+            assert walks and walks[0] == 0
+        else:  # freed by its reference count: a settle, which leaves the frozen objects unwalked
+            assert walks and all(count > 0 for count in walks)
+
+
+def test_a_release_for_what_is_gone_only_settles():
+    assert heap.release([weakref.ref(Network().weight)]) is False
+    assert heap.release(None) is True
