@@ -6,8 +6,10 @@ libraries' (about half a million objects once the pages' libraries are imported)
 then freezes what is alive (`gc.freeze`): no later collection walks it. `release` gives frozen objects back to
 the collector when a model leaves the cache, so that what it held in reference cycles can go: a walk of every object
 the process holds (0.6–1.4 s in a test process of 650,000–830,000 objects, 65 of them 49 s of the app tier's 12
-minutes of processes' time), taken only where some of the model is still alive. A model dropped from the cache is
-nearly always freed at once by its reference count, its tensors with it; then `release` only settles.
+minutes of processes' time), taken where some of the model is still alive. A model dropped from the cache is nearly
+always freed at once by its reference count, its tensors with it; then `release` only settles, unless the frozen
+objects have doubled since the last walk (`GROWTH`): what sessions held when they were frozen and dropped since, in
+cycles, is then collected too, and the walks cost in all about twice the last one.
 
 Freezing keeps what is alive at that moment, another session's short-lived objects too: those freed by their
 reference count (nearly all) go as usual; one caught in a cycle waits for the next `release`."""
@@ -20,6 +22,8 @@ import weakref
 from typing import Iterable
 
 _lock = threading.Lock()  # one settle or release at a time
+GROWTH = 2.0  # a release walks every object once the frozen ones number this many times those after the last walk
+_walked = 0  # the frozen objects after the last walk
 
 
 def settle() -> None:
@@ -32,12 +36,15 @@ def settle() -> None:
 def release(held: Iterable[weakref.ref] | None = None) -> bool:
     """Hand every frozen object back to the collector, collect, and freeze what is still alive; whether it did.
     `held`: weak references to what the release is for (a model that left the cache, its tensors): where every one is
-    already dead, no cycle holds them, and it only settles. None: what it is for is not known, and it collects."""
-    if held is not None and all(ref() is None for ref in held):
+    already dead, no cycle holds them, and it only settles while the frozen objects have grown by less than GROWTH
+    since the last walk. None: what it is for is not known, and it collects."""
+    global _walked
+    if held is not None and all(ref() is None for ref in held) and gc.get_freeze_count() < GROWTH * _walked:
         settle()
         return False
     with _lock:
         gc.unfreeze()
         gc.collect()
         gc.freeze()
+        _walked = gc.get_freeze_count()
     return True

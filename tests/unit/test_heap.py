@@ -81,6 +81,7 @@ def test_a_model_freed_by_its_reference_count_costs_no_collection_and_one_in_a_c
     for cyclic in (False, True):
         cache = ModelCache(loader=lambda spec, cyclic=cyclic, **_: Model(cyclic), max_models=1)
         weight = weakref.ref(cache.get("a").hf_model.weight)
+        heap.release()  # a walk: what is frozen now is the measure of growth
         walks.clear()
         cache.get("b")  # "a" leaves the cache
         assert weight() is None, "the evicted model's tensor is still alive"
@@ -90,6 +91,13 @@ def test_a_model_freed_by_its_reference_count_costs_no_collection_and_one_in_a_c
             assert walks and all(count > 0 for count in walks)
 
 
-def test_a_release_for_what_is_gone_only_settles():
-    assert heap.release([weakref.ref(Network().weight)]) is False
+def test_a_release_for_what_is_gone_only_settles_until_the_frozen_objects_have_doubled():
+    heap.release()
+    gone = [weakref.ref(Network().weight)]
+    assert heap.release(gone) is False
     assert heap.release(None) is True
+    kept = [Node() for _ in range(gc.get_freeze_count() * 3 // 2)]  # live objects half again as many as the frozen
+    assert heap.release(gone) is False  # frozen by this settle: 2.5 times what there was after the walk
+    assert heap.release(gone) is True  # more than doubled: walked
+    assert heap.release(gone) is False
+    del kept
