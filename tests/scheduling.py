@@ -22,6 +22,7 @@ tests/unit; within a tier in xdist's order."""
 from __future__ import annotations
 
 import os
+import resource
 import time
 
 from xdist.scheduler import LoadGroupScheduling
@@ -69,10 +70,14 @@ class LongestFirst(LoadGroupScheduling):
 
 
 def timeline(nodeid: str, event: str) -> None:
-    """With MHA_VIZ_TEST_TIMELINE=FILE, a line "worker<TAB>seconds since the epoch<TAB>start|end<TAB>test id"
-    appended to FILE.<worker> (each process its own file): which tests ran beside which, and when."""
+    """With MHA_VIZ_TEST_TIMELINE=FILE, a line "worker<TAB>seconds since the epoch<TAB>start|end<TAB>test id
+    <TAB>CPU seconds of this process<TAB>CPU seconds of its ended children" appended to FILE.<worker> (each
+    process its own file): which tests ran beside which, when, and what each cost the cores (a child's time
+    counts once it has ended and been waited for: a server, a Ray cluster, a subprocess)."""
     path = os.environ.get("MHA_VIZ_TEST_TIMELINE")
     if path:
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
         with open(f"{path}.{worker}", "a") as f:
-            f.write(f"{worker}\t{time.time():.3f}\t{event}\t{nodeid}\n")
+            f.write(f"{worker}\t{time.time():.3f}\t{event}\t{nodeid}\t{own.ru_utime + own.ru_stime:.2f}"
+                    f"\t{children.ru_utime + children.ru_stime:.2f}\n")

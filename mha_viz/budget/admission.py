@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 
-from mha_viz.budget import memory
+from mha_viz.budget import memory, turns
 from mha_viz.settings import size_text
 from mha_viz.text.tokenize import InputError
 
@@ -74,13 +74,17 @@ class Admission:
         page to show a notice on). More than a whole budget: raise OverBudget, waiting or not."""
         places = {p: b for p, b in (need.places() if need else {}).items() if b > 0}
         with self._cond:
-            while not self._fits(places):
-                if not wait:
-                    raise Busy(self._why(places), self.released)
-                self._cond.wait()
-            self.running += 1
-            for place, nbytes in places.items():
-                self.admitted[place] = self.admitted.get(place, 0) + nbytes
+            admitted = self._fits(places)
+            if admitted:
+                self._admit(places)
+            elif not wait:
+                raise Busy(self._why(places), self.released)
+        if not admitted:
+            with turns.away():  # the run's turn meanwhile goes to another session's
+                with self._cond:
+                    while not self._fits(places):
+                        self._cond.wait()
+                    self._admit(places)
         try:
             yield
         finally:
@@ -91,10 +95,16 @@ class Admission:
                     self.admitted[place] -= nbytes
                 self._cond.notify_all()
 
+    def _admit(self, places: dict[str, int]) -> None:
+        self.running += 1
+        for place, nbytes in places.items():
+            self.admitted[place] = self.admitted.get(place, 0) + nbytes
+
     def wait(self, timeout: float = 1.0, *, busy: Busy | None = None) -> None:
         """Block until a slot is free, or with `busy` (what `hold` raised) until a computation
-        has finished since (memory given back), or `timeout` seconds."""
-        with self._cond:
+        has finished since (memory given back), or `timeout` seconds. The run's turn (`turns`)
+        goes to another session's meanwhile."""
+        with turns.away(), self._cond:
             if busy is None:
                 self._cond.wait_for(lambda: not self.limit or self.running < self.limit, timeout=timeout)
             else:

@@ -78,3 +78,4 @@ def settle() -> None:
         target = _intended()
         if torch.get_num_threads() != target:
             torch.set_num_threads(target)
+

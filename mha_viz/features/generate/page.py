@@ -20,6 +20,7 @@ import streamlit as st
 import mha_viz
 import mha_viz_models
 from mha_viz import catalogue
+from mha_viz.budget import turns
 from mha_viz.capture import generation
 from mha_viz.drawing import chat_roles as role_figures
 from mha_viz.features.generate import controls as generate_keys
@@ -91,7 +92,8 @@ def steps(gen, roles: tuple | None = None) -> None:
         _draw(boxes, gen, t, layer, head, rescale, roles)
         # a Pause (any widget) interrupts: the slider stays here
         session.put(generate_keys.GEN_STEP_NEXT, (t + 1, step))
-        time.sleep(PLAY_DELAY_S)
+        with turns.away():  # the pause between steps leaves the run's turn to another session's
+            time.sleep(PLAY_DELAY_S)
     st.rerun()  # the slider shows the last step
 
 

@@ -12,11 +12,12 @@ answers anything, health check included. Each browser session then runs the scri
 """
 
 import logging
+import time
 
 import streamlit as st
 import torch
 
-from mha_viz.budget import memory
+from mha_viz.budget import memory, turns
 from mha_viz.capture.head_rows import DenseRefused
 from mha_viz.scan import torch_threads
 from mha_viz.text import session_cap
@@ -46,6 +47,7 @@ if not _log.handlers:  # once per server: model loads and failures go to the ser
 
 
 DRAWN_BEFORE = "_drawn_before"  # set by a session's first run, once its page is drawn
+BEGAN = "_began"  # when the session's first run asked for its turn (the rank of its later runs' turns)
 
 
 def guarded(step, *args, what: str) -> None:
@@ -60,8 +62,14 @@ def guarded(step, *args, what: str) -> None:
 
 @run_trace.traced  # off unless MHA_VIZ_RUN_TRACE names a file (benchmarks/pages.py)
 def main() -> None:
-    """One run of the script: a session's page, drawn."""
+    """One run of the script: a session's page, drawn, in a turn of the process's (`turns`: when a class arrives
+    at once, a few runs compute at a time and the first end first)."""
     preload.warm()  # done by the server's start; where it was not, other sessions wait here
+    with turns.turn(session.setdefault(BEGAN, time.monotonic())):  # a session's next step before a newcomer's
+        _draw()
+
+
+def _draw() -> None:
     torch_threads.settle()  # this run's thread may have first read PyTorch's count while a scan's worker held 1
     st.set_page_config(page_title="mha-viz: attention heads", page_icon=":material/search:", layout="wide")
     page = pages.navigation()
