@@ -78,4 +78,3 @@ def settle() -> None:
         target = _intended()
         if torch.get_num_threads() != target:
             torch.set_num_threads(target)
-
