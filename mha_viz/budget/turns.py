@@ -28,12 +28,13 @@ STALL_S = 2.0  # no turn taken or given back for this long: a waiting run goes a
 
 
 class _Ticket:
-    """A waiting thread's place: its rank, then the order it asked in; `granted` once a turn is handed to it."""
+    """A waiting thread's place: its rank, then the order it asked in; its event set once a turn is handed to it,
+    `gone` once it went ahead without one."""
 
-    __slots__ = ("key", "event", "granted", "gone")
+    __slots__ = ("key", "event", "gone")
 
     def __init__(self, key: tuple[float, int]) -> None:
-        self.key, self.event, self.granted, self.gone = key, threading.Event(), False, False
+        self.key, self.event, self.gone = key, threading.Event(), False
 
     def __lt__(self, other: "_Ticket") -> bool:
         return self.key < other.key
@@ -45,7 +46,7 @@ class Turns:
     seconds. `clock`: the time (tests plant their own)."""
 
     def __init__(self, size: int, stall_s: float, clock=time.monotonic) -> None:
-        self.size, self.stall_s, self._clock = size, stall_s, clock
+        self.stall_s, self._clock = stall_s, clock
         self.free = size
         self._waiting: list[_Ticket] = []  # a heap; tickets of waiters gone ahead stay until popped
         self._asked = 0
@@ -76,7 +77,7 @@ class Turns:
         while True:
             with self._lock:
                 stalled_for = self._clock() - self._moved
-                if ticket.granted:
+                if ticket.event.is_set():
                     self._held.turn = True
                     return True
                 if stalled_for >= self.stall_s:
@@ -91,7 +92,6 @@ class Turns:
             while self._waiting:
                 ticket = heapq.heappop(self._waiting)
                 if not ticket.gone:
-                    ticket.granted = True
                     ticket.event.set()
                     return
             self.free += 1
@@ -104,11 +104,10 @@ class Turns:
         if self.holds():
             yield True
             return
-        took = self._take(rank)
         try:
-            yield took
+            yield self._take(rank)
         finally:
-            if took and self.holds():
+            if self.holds():  # not where it went ahead without a turn, nor where `away` could not take it again
                 self._give_back()
 
     @contextmanager

@@ -45,12 +45,12 @@ def holder(t: turns.Turns, taken: threading.Event, release: threading.Event, ran
 
 def test_at_most_size_runs_hold_a_turn_at_once():
     t = turns.Turns(2, stall_s=3600)
-    lock, inside, most = threading.Lock(), [0], [0]
+    lock, inside, most, took_all = threading.Lock(), [0], [0], []
     release = threading.Event()
 
     def run() -> None:
         with t.turn() as took:
-            assert took
+            took_all.append(took)
             with lock:
                 inside[0] += 1
                 most[0] = max(most[0], inside[0])
@@ -64,6 +64,7 @@ def test_at_most_size_runs_hold_a_turn_at_once():
     for thread in threads:
         thread.join(DEADLINE_S)
     assert most[0] == 2 and inside[0] == 0
+    assert took_all == [True] * 6  # each in a turn of its own, none gone ahead
     assert t.free == 2 and t.waiting() == 0  # every turn back
 
 
@@ -163,6 +164,7 @@ def test_a_run_waiting_for_an_admission_gives_its_turn_to_another_session(monkey
     heavy_thread = in_thread(heavy)
     assert busy_in.wait(DEADLINE_S)
     order: list[str] = []
+    held_when_admitted: list[bool] = []
     entered = threading.Event()
 
     def waits_for_admission() -> None:
@@ -170,7 +172,7 @@ def test_a_run_waiting_for_an_admission_gives_its_turn_to_another_session(monkey
             entered.set()
             with slots.hold(wait=True, need=memory.Need(host=1)):
                 order.append("admitted")
-                assert t.holds()  # its turn back once admitted
+                held_when_admitted.append(t.holds())
 
     a_thread = in_thread(waits_for_admission)
     assert entered.wait(DEADLINE_S)
@@ -184,6 +186,7 @@ def test_a_run_waiting_for_an_admission_gives_its_turn_to_another_session(monkey
     for thread in (heavy_thread, a_thread, other):
         thread.join(DEADLINE_S)
     assert order == ["admitted"] and t.free == 1
+    assert held_when_admitted == [True]  # its turn back once admitted
 
 
 @pytest.mark.parametrize("wait_kind", ["busy", "slot"])
