@@ -269,10 +269,10 @@ COPYING_WORK = 5e10  # multiply-adds (W_U W_E: d² · vocab) a head table spends
 # page computes them on request, and every head table has them from then on)
 
 
-def table_weights(model: LoadedModel) -> dict | None:
+def table_weights(model: LoadedModel, *, copying: bool = True) -> dict | None:
     """The per-head weights a head table reads (`model.head_weights()`), with each head's copying score under
-    "copying" (the copying measure) where the model has one and it is cheap or known already; None when
-    the architecture does not expose its heads' weights (those columns are then absent)."""
+    "copying" (the copying measure) where the model has one and it is cheap or known already (`copying=False`:
+    never); None when the architecture does not expose its heads' weights (those columns are then absent)."""
     if not model.has_head_outputs:
         return None
     try:
@@ -280,7 +280,7 @@ def table_weights(model: LoadedModel) -> dict | None:
     except Exception:  # noqa: BLE001 - ModelLoadError, or weights that cannot be read: no weight measures
         return None
     vocab = getattr(model.hf_model.config, "vocab_size", 0) or 0
-    if not copying_known(model) and model.d_model ** 2 * vocab > COPYING_WORK:
+    if not copying or (not copying_known(model) and model.d_model ** 2 * vocab > COPYING_WORK):
         return w
     try:
         return {**w, "copying": torch.as_tensor(copying_scores(model))}

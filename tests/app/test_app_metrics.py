@@ -82,6 +82,19 @@ def test_pattern_diversity_is_far_above_random_init():
     assert row["D"] > 10 * row["D_random_init"]
 
 
+def test_a_pattern_measures_baseline_reads_no_weights_of_its_twin(monkeypatch):
+    """JS compares the heads' attention alone: its random-init baseline runs the twin on the text and computes none
+    of the twin's weights' measures (the copying scores of SmolLM2's twin were 2 of the page's 9 CPU-s), while the
+    real model's head table keeps its copying scores (the map's colours read that table)."""
+    scored = []
+    real = composition.copying_scores
+    monkeypatch.setattr(composition, "copying_scores", lambda model: scored.append(model.name) or real(model))
+    at = _page("similarity", "A sentence of its own, so that its baseline is computed in this test.")
+    assert not at.exception and not at.error
+    assert frame(at, "D")["D_random_init"].between(0, 1).all()  # the baseline ran
+    assert scored and not [name for name in scored if "random init" in name], scored
+
+
 def test_map_coloured_by_pattern_has_a_legend():
     at = _page("similarity")
     at.radio(key="map_colour").set_value("pattern").run()

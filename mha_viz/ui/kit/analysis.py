@@ -34,6 +34,15 @@ def weights(_model: mha_viz.LoadedModel):
     return None if _model is None else compose.table_weights(_model)
 
 
+def similarity_weights(_model: mha_viz.LoadedModel, kind: str):
+    """The per-head weights similarity `kind` reads, without the copying scores a head table adds; None for a kind
+    that reads the run alone (JS, cosine, CKA): its random-init baseline then computes no weights of the twin (on
+    SmolLM2 the twin's copying scores were 2 of the 9 CPU-s of opening Head similarity)."""
+    if _model is None or "weights" not in metrics.SIMILARITIES[kind].needs:
+        return None
+    return compose.table_weights(_model, copying=False)
+
+
 def metric_device(_model) -> str | None:
     """Where the per-text metrics run: the model's GPU when it is on one, else the CPU (None)."""
     device = getattr(_model, "device", None)
@@ -79,13 +88,14 @@ def lens_divergence(key: AnalysisKey, _weights, _contributions) -> np.ndarray:
 def similarity(key: AnalysisKey, kind: str, _run, _model) -> np.ndarray:
     if metrics.SIMILARITIES[kind].needs == "weights":
         return weight_similarity(key.model, key.layers, kind, _run, _model)
-    return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model), device=metric_device(_model)))
+    return _frozen(metrics.head_similarity(_run, kind, weights=similarity_weights(_model, kind),
+                                           device=metric_device(_model)))
 
 
 @st.cache_resource(show_spinner="Comparing the heads' weights (once per model)…", max_entries=8)
 def weight_similarity(model_key: ModelKey, layers: tuple[int, ...] | None, kind: str, _run, _model) -> np.ndarray:
     """Independent of the text, but not of which layers the run holds (its rows)."""
-    return _frozen(metrics.head_similarity(_run, kind, weights=weights(_model)))
+    return _frozen(metrics.head_similarity(_run, kind, weights=similarity_weights(_model, kind)))
 
 
 @st.cache_resource(show_spinner="Building the same architecture at random initialisation…", max_entries=2)
@@ -99,7 +109,7 @@ def baseline_similarity(key: AnalysisKey, kind: str, _run, _model, _seq2seq=None
     an encoder–decoder's whole result, whose part `key.part` is `_run`; the key says which)."""
     base = baseline_model(key.model, _model)
     if metrics.SIMILARITIES[kind].needs == "weights":  # no text involved: skip the forward pass
-        return _frozen(metrics.head_similarity(_run, kind, weights=weights(base)))
+        return _frozen(metrics.head_similarity(_run, kind, weights=similarity_weights(base, kind)))
     n = _run.n if _run.hidden is None else _run.hidden.n_before  # the tokens before *Hide tokens*
     res = _seq2seq
     if base.is_encoder_decoder and res is not None:  # the same part, on the same source and target ids
@@ -111,7 +121,7 @@ def baseline_similarity(key: AnalysisKey, kind: str, _run, _model, _seq2seq=None
         hide = np.ones(n, dtype=bool)
         hide[_run.hidden.kept] = False
         base_run = base_run.drop_tokens(hide)
-    return _frozen(metrics.head_similarity(base_run, kind, weights=weights(base)))
+    return _frozen(metrics.head_similarity(base_run, kind, weights=similarity_weights(base, kind)))
 
 
 @st.cache_resource(show_spinner="Laying out the heads (MDS)…", max_entries=16)
@@ -160,7 +170,7 @@ def available(kind: str, run, model) -> str | None:
             return (f"a run of {run.n} tokens this long keeps no head outputs (it recomputes only the attention "
                     "rows a view draws): lower the token limit in the sidebar to compare them")
         return "this model's head outputs cannot be captured"
-    w = weights(model)
+    w = similarity_weights(model, kind)
     if "weights" in needs and w is None:
         return "this model's per-head weights cannot be read"
     if "weights" in needs and metrics.missing_weights(kind, w):
