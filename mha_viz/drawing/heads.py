@@ -36,14 +36,12 @@ def _square_heatmap(z: np.ndarray, labels: list[str], *, title: str, zmax: float
                     show_labels: bool = True) -> go.Figure:
     """An attention-like square matrix with the same labels on both axes (already escaped)."""
     n = len(labels)
-    fig = go.Figure(go.Heatmap(
+    return go.Figure(go.Heatmap(
         z=z, x=labels, y=labels, zmin=0.0, zmax=zmax, colorscale=COLORSCALE, customdata=customdata,
         colorbar=colorbar("weight"), hovertemplate=hovertemplate,
         xgap=1 if n <= 48 else 0, ygap=1 if n <= 48 else 0,
-    ))
-    fig.update_layout(title=plot_title(title), **token_map_layout(n, *axis_titles, show_labels=show_labels),
-                      margin=margin())
-    return fig
+    ), layout=dict(title=plot_title(title), **token_map_layout(n, *axis_titles, show_labels=show_labels),
+                   margin=margin()))  # the layout given whole: `update_layout` took 3 of a head view's 4.5 ms
 
 
 def _head_title(run: AttentionRun, layer: int, head: int) -> str:
@@ -115,16 +113,14 @@ def head_subset(run: AttentionRun, layer: int, head: int, rows, cols, *, rescale
     zmax = scale_top(a, rescale)
     title = (f"{_head_title(run, layer, head)}, {len(rows)} queries × {len(cols)} keys of {run.n}"
              + (" (rescaled to max)" if rescale else ""))
-    fig = go.Figure(go.Heatmap(
+    layout = token_map_layout(len(rows), "key (attended to)", "query (attending)")
+    layout["xaxis"]["showticklabels"] = len(cols) <= 160
+    return go.Figure(go.Heatmap(
         z=a, x=[labels[j] for j in cols], y=[labels[i] for i in rows], zmin=0.0, zmax=zmax,
         colorscale=COLORSCALE, colorbar=colorbar("weight"),
         hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
         xgap=1 if len(cols) <= 48 else 0, ygap=1 if len(rows) <= 48 else 0,
-    ))
-    layout = token_map_layout(len(rows), "key (attended to)", "query (attending)")
-    layout["xaxis"]["showticklabels"] = len(cols) <= 160
-    fig.update_layout(title=plot_title(title), **layout, margin=margin())
-    return fig
+    ), layout=dict(title=plot_title(title), **layout, margin=margin()))
 
 
 def _head_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, blocks: int = 128,
@@ -335,18 +331,15 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
     centers = np.arange(max(L, H)) * (t + gap) + (t - 1) / 2
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
     cell_px = 52
-    fig = go.Figure()
-    fig.add_trace(go.Image(source=png_data_uri(canvas), hoverinfo="skip"))
-    fig.add_trace(go.Scatter(
+    box = margin(l=40, t=70 if title else 30)
+    return go.Figure([go.Image(source=png_data_uri(canvas), hoverinfo="skip"), go.Scatter(
         x=centers[heads.ravel()], y=centers[layers.ravel()], mode="markers",
         marker=dict(symbol="square", size=cell_px - 4, color="rgba(0,0,0,0)"),
         customdata=np.stack([np.asarray(names)[layers.ravel()], heads.ravel()], axis=1),
         hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<extra>"
                       + ("click to open" if clickable else "") + "</extra>",
         showlegend=False,
-    ))
-    box = margin(l=40, t=70 if title else 30)
-    fig.update_layout(
+    )], layout=dict(
         xaxis=dict(tickvals=centers[:H].tolist(), ticktext=[f"H{h}" for h in range(H)], side="top",
                    showgrid=False, zeroline=False, range=[-0.5, canvas.shape[1] - 0.5]),
         yaxis=dict(tickvals=centers[:L].tolist(), ticktext=[f"L{layer}" for layer in names],
@@ -355,9 +348,8 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
         # neighbour's, whose point Plotly would pick on a tie
         width=max(box["l"] + box["r"] + H * cell_px, 560 if title else 0), height=box["t"] + box["b"] + L * cell_px,
         margin=box, plot_bgcolor="white", dragmode=False,
-        title=plot_title(title) if title else None,
-    )
-    return fig
+        title=plot_title(title) if title else {},
+    ))
 
 
 def grid_pick(points: list[dict], num_heads: int, curve: int = 1) -> tuple[int, int] | None:

@@ -285,5 +285,5 @@ def fit(fig: go.Figure) -> go.Figure:
     wanted = {side: max(int(PLOTLY_MARGIN[side] if was[side] is None else was[side]), px)
               for side, px in room(fig).items()}
     if any(wanted[side] != was[side] for side in wanted):
-        fig.update_layout(margin=wanted)
+        current.l, current.r, current.t, current.b = (wanted[side] for side in "lrtb")  # 0.06 ms; update_layout 0.5
     return fig
