@@ -73,16 +73,14 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
     # a one-sided scale tops at the largest value, with a tick there that a note quoting it finds (issue 90)
     bar = colorbar() if flat or diverging else colorbar() | peak_ticks(v)
     text = patterns if patterns is not None else np.full((L, H), "")
-    fig = go.Figure(go.Heatmap(z=v, x=list(range(H)), y=list(range(L)), zmin=zmin, zmax=zmax,
-                               colorscale=scale, colorbar=bar, showscale=not flat, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(
+    return go.Figure([go.Heatmap(z=v, x=list(range(H)), y=list(range(L)), zmin=zmin, zmax=zmax,
+                                 colorscale=scale, colorbar=bar, showscale=not flat, hoverinfo="skip"), go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers",
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
         text=[f"layer {names[row]}, head {h}: {val:.4g} {pat}" for row, h, val, pat in
               zip(layers.ravel(), heads.ravel(), v.ravel(), np.asarray(text).ravel())],
         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False,
-    ))
-    fig.update_layout(  # the title at the top of the figure, above the top axis' title and ticks
+    )], layout=dict(  # the title at the top of the figure, above the top axis' title and ticks
         title=top_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
@@ -90,8 +88,7 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
                    range=[L - 0.5, -0.5], showgrid=False, zeroline=False),
         width=min(1100, 180 + 40 * H), height=min(1400, 150 + 34 * L) + more_lines_px(title),
         margin=margin(t=95 + more_lines_px(title)), dragmode=False, plot_bgcolor="white",
-    )
-    return fig
+    ))
 
 
 def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: int, *, title: str,
@@ -111,11 +108,6 @@ def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: in
         finite = m[np.isfinite(m)]
         zmin, zmax = (0.0, float(finite.max()) if finite.size else 1.0) if divergence else (0.0, 1.0)
         scale = COLORSCALE
-    fig = go.Figure(go.Heatmap(  # float32: half the bytes of float64, far below the 4 decimals shown
-        z=m.astype(np.float32), x=labels.tolist(), y=labels.tolist(), zmin=zmin, zmax=zmax, colorscale=scale,
-        reversescale=divergence, colorbar=colorbar(),
-        hovertemplate="%{y} vs %{x}: %{z:.4f}<extra></extra>",
-    ))
     shapes = []
     if order is None and num_layers > 1:  # one list, set once: add_shape re-validates every earlier shape
         n = m.shape[0]
@@ -126,13 +118,16 @@ def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: in
                        dict(type="line", y0=pos, y1=pos, x0=-0.5, x1=n - 0.5, line=line)]
     show = m.shape[0] <= 96  # every head labelled up to 96 heads; beyond, hover tells
     ticks = dict(tickmode="array", tickvals=labels.tolist(), tickfont=dict(size=9)) if show else {}
-    fig.update_layout(
+    return go.Figure(go.Heatmap(  # float32: half the bytes of float64, far below the 4 decimals shown
+        z=m.astype(np.float32), x=labels.tolist(), y=labels.tolist(), zmin=zmin, zmax=zmax, colorscale=scale,
+        reversescale=divergence, colorbar=colorbar(),
+        hovertemplate="%{y} vs %{x}: %{z:.4f}<extra></extra>",
+    ), layout=dict(
         title=plot_title(title),
         xaxis=dict(type="category", showticklabels=show, tickangle=-90, side="bottom", **ticks),
         yaxis=dict(type="category", showticklabels=show, autorange="reversed", **ticks),
         height=760, margin=margin(), shapes=shapes,
-    )
-    return fig
+    ))
 
 
 def points_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
@@ -152,18 +147,16 @@ def points_map(xy: np.ndarray, num_heads: int, *, color_by: str = "layer",
     else:
         marker = dict(size=10, color=layers, colorscale="Viridis", showscale=True,
                       colorbar=colorbar("layer"))
-    fig = go.Figure(go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers", marker=marker, text=hover,
-                               hovertemplate="%{text}<extra>click to open</extra>", showlegend=False))
+    traces = [go.Scatter(x=xy[:, 0], y=xy[:, 1], mode="markers", marker=marker, text=hover,
+                         hovertemplate="%{text}<extra>click to open</extra>", showlegend=False)]
     if color_by == "pattern" and patterns is not None:
-        for kind, colour in PATTERN_COLOURS.items():  # legend entries only, after the data trace
-            if kind in kinds:
-                fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=kind,
-                                         marker=dict(size=10, color=colour)))
+        traces += [go.Scatter(x=[None], y=[None], mode="markers", name=kind, marker=dict(size=10, color=colour))
+                   for kind, colour in PATTERN_COLOURS.items() if kind in kinds]  # legend entries only, after the data
     # equal axis scales: distances on the map mean the same in every direction
-    fig.update_layout(title=plot_title(title), width=720, height=600, margin=margin(),
-                      xaxis=dict(zeroline=False, showticklabels=False, title=dict(text="MDS 1")),
-                      yaxis=dict(zeroline=False, showticklabels=False, scaleanchor="x", title=dict(text="MDS 2")))
-    return fig
+    return go.Figure(traces, layout=dict(
+        title=plot_title(title), width=720, height=600, margin=margin(),
+        xaxis=dict(zeroline=False, showticklabels=False, title=dict(text="MDS 1")),
+        yaxis=dict(zeroline=False, showticklabels=False, scaleanchor="x", title=dict(text="MDS 2"))))
 
 
 def map_pick(points: list[dict]) -> int | None:
@@ -179,13 +172,12 @@ def map_pick(points: list[dict]) -> int | None:
 def diversity_figure(table) -> go.Figure:
     """Per-layer diversity D beside its random-initialisation baseline (`metrics.diversity_table`)."""
     bars = dict(texttemplate="%{y:.3f}", textposition="outside", cliponaxis=False)
-    fig = go.Figure(go.Bar(x=table["heads"], y=table["D"], name="this model", marker_color="#2171b5", **bars))
+    traces = [go.Bar(x=table["heads"], y=table["D"], name="this model", marker_color="#2171b5", **bars)]
     if "D_random_init" in table:
-        fig.add_trace(go.Bar(x=table["heads"], y=table["D_random_init"], name="random initialisation",
+        traces.append(go.Bar(x=table["heads"], y=table["D_random_init"], name="random initialisation",
                              marker_color="#737373", **bars))
-    fig.update_layout(barmode="group", yaxis=dict(title=dict(text="diversity D"), range=[0, 1.05]),
-                      height=380, margin=margin(t=30), legend=dict(orientation="h"))
-    return fig
+    return go.Figure(traces, layout=dict(barmode="group", yaxis=dict(title=dict(text="diversity D"), range=[0, 1.05]),
+                                         height=380, margin=margin(t=30), legend=dict(orientation="h")))
 
 
 def token_matrix(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: float | None = None,
@@ -194,13 +186,11 @@ def token_matrix(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: flo
     m = np.asarray(matrix, dtype=np.float32)
     labels = axis_labels(tokens)
     n = len(tokens)
-    fig = go.Figure(go.Heatmap(
+    return go.Figure(go.Heatmap(
         z=m, x=labels, y=labels, zmin=0.0, zmax=zmax if zmax is not None else float(max(m.max(), 1e-12)),
         colorscale=COLORSCALE, colorbar=colorbar(),
         hovertemplate="%{y} ← %{x}: %{z:.3f}<extra></extra>",
-    ))
-    fig.update_layout(title=plot_title(title), **token_map_layout(n, col_title, row_title), margin=margin())
-    return fig
+    ), layout=dict(title=plot_title(title), **token_map_layout(n, col_title, row_title), margin=margin()))
 
 
 def table_grid(table: pd.DataFrame, metric: str, run) -> go.Figure:
