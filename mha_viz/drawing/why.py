@@ -30,18 +30,16 @@ def terms_heatmap(t: QKTerms, k: int = 15, *, title: str | None = None) -> go.Fi
     rows, cols, m = t.top(k)
     top = float(np.abs(m).max()) or 1.0
     text = np.vectorize(lambda v: f"{v:+.2f}")(m) if m.size <= 400 else None
-    fig = go.Figure(go.Heatmap(
+    return go.Figure(go.Heatmap(
         z=m, x=cols, y=rows, zmin=-top, zmax=top, colorscale=DIVERGING, text=text,
         texttemplate="%{text}" if text is not None else None, textfont={"size": 9},
         colorbar={"title": {"text": "term"}},
-        hovertemplate="query part %{y} · key part %{x}: %{z:+.4f}<extra></extra>"))
-    fig.update_layout(
+        hovertemplate="query part %{y} · key part %{x}: %{z:+.4f}<extra></extra>"), layout=dict(
         title=plot_title(title or f"{_what(t)} — {'difference' if t.other_key >= 0 else 'score'} {t.score:+.3f} = "
                                   "Σ terms"), margin=margin(),
         xaxis={"title": "key-side part (what wrote the key)", "type": "category", "side": "bottom"},
         yaxis={"title": "query-side part<br>(what wrote the query)", "type": "category", "autorange": "reversed"},
-        height=max(360, 26 * len(rows) + 160))
-    return fig
+        height=max(360, 26 * len(rows) + 160)))
 
 
 def terms_bars(t: QKTerms, k: int = 15) -> go.Figure:

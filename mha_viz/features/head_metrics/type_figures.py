@@ -49,17 +49,15 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
     colour = {c: PATTERN_COLOURS.get(c, OTHER) for c in present}
     scale = [[pos, colour[c]] for i, c in enumerate(present) for pos in (i / k, (i + 1) / k)]
     heads, layers = np.meshgrid(np.arange(H), np.arange(L))
-    fig = go.Figure(go.Heatmap(z=codes, x=list(range(H)), y=list(range(L)), zmin=-0.5, zmax=k - 0.5,
-                               colorscale=scale, showscale=False, hoverinfo="skip", xgap=1, ygap=1))
-    fig.add_trace(go.Scatter(
+    traces = [go.Heatmap(z=codes, x=list(range(H)), y=list(range(L)), zmin=-0.5, zmax=k - 0.5,
+                         colorscale=scale, showscale=False, hoverinfo="skip", xgap=1, ygap=1), go.Scatter(
         x=heads.ravel(), y=layers.ravel(), mode="markers", showlegend=False,
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
         text=[f"layer {names[row]}, head {h}: {labels[row, h]}" for row, h in zip(layers.ravel(), heads.ravel())],
-        customdata=classes.ravel(), hovertemplate="%{text}<extra>%{customdata} · click to open</extra>"))
-    for c in present:  # the legend: one entry a class present, in PATTERN_COLOURS' order
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=c, hoverinfo="skip",
-                                 marker=dict(symbol="square", size=12, color=colour[c])))
-    fig.update_layout(
+        customdata=classes.ravel(), hovertemplate="%{text}<extra>%{customdata} · click to open</extra>")]
+    traces += [go.Scatter(x=[None], y=[None], mode="markers", name=c, hoverinfo="skip",  # the legend: one entry a
+                          marker=dict(symbol="square", size=12, color=colour[c])) for c in present]  # class present
+    return go.Figure(traces, layout=dict(  # the layout given whole (`update_layout` after: 3 × the time)
         title=top_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
@@ -68,8 +66,7 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
         legend=dict(title=dict(text="type"), orientation="v", x=1.02, y=1, yanchor="top"),
         width=min(1240, 320 + 40 * H), height=min(1400, 150 + 34 * L) + more_lines_px(title),
         margin=margin(t=95 + more_lines_px(title)),  # a title's further lines above the top axis (`more_lines_px`)
-        dragmode=False, plot_bgcolor="white")
-    return fig
+        dragmode=False, plot_bgcolor="white"))
 
 
 def head_types(run, *, table: pd.DataFrame | None = None, weights = None) -> go.Figure:
