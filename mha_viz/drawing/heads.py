@@ -348,7 +348,7 @@ def grid_figure(pooled: np.ndarray, *, thumb: int = 48, rescale: bool = True, cl
         # neighbour's, whose point Plotly would pick on a tie
         width=max(box["l"] + box["r"] + H * cell_px, 560 if title else 0), height=box["t"] + box["b"] + L * cell_px,
         margin=box, plot_bgcolor="white", dragmode=False,
-        title=plot_title(title) if title else {},
+        title=plot_title(title) if title else None,
     ))
 
 

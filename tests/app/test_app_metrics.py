@@ -11,6 +11,7 @@ import pytest
 import mha_viz
 from mha_viz import metrics
 from mha_viz.circuits import composition
+from mha_viz.ui.kit import keys
 from tests.app.helpers import chart_title, charts, frame, open_page, open_with_text, shown, start_app
 
 pytestmark = pytest.mark.model
@@ -82,17 +83,21 @@ def test_pattern_diversity_is_far_above_random_init():
     assert row["D"] > 10 * row["D_random_init"]
 
 
-def test_a_pattern_measures_baseline_reads_no_weights_of_its_twin(monkeypatch):
-    """JS compares the heads' attention alone: its random-init baseline runs the twin on the text and computes none
-    of the twin's weights' measures (the copying scores of SmolLM2's twin were 2 of the page's 9 CPU-s), while the
-    real model's head table keeps its copying scores (the map's colours read that table)."""
-    scored = []
+@pytest.mark.parametrize("kind", ["js", "qk"])
+def test_a_similaritys_baseline_computes_no_copying_scores_of_its_twin(monkeypatch, kind):
+    """No similarity reads the copying scores: the random-init baseline of a pattern measure (JS) runs the twin on the
+    text, and that of a weight measure (QK cosine) reads the twin's W_Q and W_K, and neither computes the twin's
+    copying scores (on SmolLM2 they were 2 of the 9 CPU-s of opening the page). The page's head table, for the real
+    model, still asks for them."""
+    asked = []
     real = composition.copying_scores
-    monkeypatch.setattr(composition, "copying_scores", lambda model: scored.append(model.name) or real(model))
-    at = _page("similarity", "A sentence of its own, so that its baseline is computed in this test.")
+    monkeypatch.setattr(composition, "copying_scores", lambda model: asked.append(model) or real(model))
+    at = _page("similarity", f"A sentence of its own, so that its {kind} baseline is computed in this test.")
+    at.selectbox(key="sim_kind").set_value(kind).run()
     assert not at.exception and not at.error
     assert frame(at, "D")["D_random_init"].between(0, 1).all()  # the baseline ran
-    assert scored and not [name for name in scored if "random init" in name], scored
+    model = at.session_state[keys.CURRENT].model
+    assert asked and all(m is model for m in asked), [m.name for m in asked]
 
 
 def test_map_coloured_by_pattern_has_a_legend():

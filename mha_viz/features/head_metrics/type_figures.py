@@ -55,8 +55,9 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
         marker=dict(symbol="square", size=30, color="rgba(0,0,0,0)"),
         text=[f"layer {names[row]}, head {h}: {labels[row, h]}" for row, h in zip(layers.ravel(), heads.ravel())],
         customdata=classes.ravel(), hovertemplate="%{text}<extra>%{customdata} · click to open</extra>")]
-    traces += [go.Scatter(x=[None], y=[None], mode="markers", name=c, hoverinfo="skip",  # the legend: one entry a
-                          marker=dict(symbol="square", size=12, color=colour[c])) for c in present]  # class present
+    # the legend: one entry a class present, in PATTERN_COLOURS' order
+    traces += [go.Scatter(x=[None], y=[None], mode="markers", name=c, hoverinfo="skip",
+                          marker=dict(symbol="square", size=12, color=colour[c])) for c in present]
     return go.Figure(traces, layout=dict(  # the layout given whole (`update_layout` after: 3 × the time)
         title=top_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,

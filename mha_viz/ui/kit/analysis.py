@@ -36,8 +36,8 @@ def weights(_model: mha_viz.LoadedModel):
 
 def similarity_weights(_model: mha_viz.LoadedModel, kind: str):
     """The per-head weights similarity `kind` reads, without the copying scores a head table adds; None for a kind
-    that reads the run alone (JS, cosine, CKA): its random-init baseline then computes no weights of the twin (on
-    SmolLM2 the twin's copying scores were 2 of the 9 CPU-s of opening Head similarity)."""
+    that reads the run alone (JS, cosine, CKA, the R overlap): its random-init baseline then computes no weights of
+    the twin (on SmolLM2 the twin's copying scores were 2 of the 9 CPU-s of opening Head similarity)."""
     if _model is None or "weights" not in metrics.SIMILARITIES[kind].needs:
         return None
     return compose.table_weights(_model, copying=False)
