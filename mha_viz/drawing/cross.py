@@ -37,16 +37,14 @@ def cross_heatmap(cross, layer: int, head: int, *, rescale: bool = False) -> go.
     a = cross.head(layer, head)
     zmax = scale_top(a, rescale)
     n_q, n_k = a.shape
-    fig = go.Figure(go.Heatmap(
+    title = f"Cross-attention, decoder layer {layer}, head {head}" + (" (rescaled to max)" if rescale else "")
+    return go.Figure(go.Heatmap(
         z=a, x=axis_labels(cross.key_tokens), y=axis_labels(cross.query_tokens), zmin=0.0, zmax=zmax,
         colorscale=COLORSCALE, colorbar=colorbar("weight"), xgap=1 if n_k <= 48 else 0, ygap=1 if n_q <= 48 else 0,
         hovertemplate="%{y} → %{x}: %{z:.3f}<extra></extra>",
-    ))
-    title = f"Cross-attention, decoder layer {layer}, head {head}" + (" (rescaled to max)" if rescale else "")
-    fig.update_layout(
+    ), layout=dict(
         title=plot_title(title), margin=margin(), height=int(min(900, max(320, 22 * n_q + 160))),
         xaxis=dict(title=dict(text=X_TITLE), side="bottom", tickangle=-60, type="category",
                    showticklabels=n_k <= 160),
         yaxis=dict(title=dict(text=Y_TITLE), autorange="reversed", type="category", showticklabels=n_q <= 160),
-    )
-    return fig
+    ))

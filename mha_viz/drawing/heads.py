@@ -149,20 +149,18 @@ def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, b
     centers = (edges[:-1] + edges[1:] - 1) / 2
     shown = detail.max_pool(a, IMAGE_MAX) if n > IMAGE_MAX else a
     dx = n / shown.shape[0]  # cells a pixel: the image spans the same n positions either way
-    fig = go.Figure(go.Image(source=png_data_uri(shown / zmax), x0=offset - 0.5 + dx / 2, dx=dx,
-                             y0=offset - 0.5 + dx / 2, dy=dx, hoverinfo="skip"))
-    fig.add_trace(go.Heatmap(
-        z=top, x=centers + offset, y=centers + offset, customdata=mean, zmin=0.0, zmax=zmax,
-        colorscale=COLORSCALE, opacity=0, colorbar=colorbar(scale_title),  # pixel i is text position offset + i
-        hovertemplate=f"{rows} near %{{y:.0f}}, {cols} near %{{x:.0f}}<br>block max %{{z:.3f}} · mean "
-                      f"%{{customdata:.4f}}<extra>{more}</extra>",
-    ))
     step = max(1, n // 24)
     ticks = list(range(0, n, step))
     ticktext = [f"{offset + i}: {html.escape(tokens[i][:12], quote=False)}" for i in ticks]
     ticks = [offset + i for i in ticks]
     side = 900
-    fig.update_layout(
+    return go.Figure([go.Image(source=png_data_uri(shown / zmax), x0=offset - 0.5 + dx / 2, dx=dx,
+                               y0=offset - 0.5 + dx / 2, dy=dx, hoverinfo="skip"), go.Heatmap(
+        z=top, x=centers + offset, y=centers + offset, customdata=mean, zmin=0.0, zmax=zmax,
+        colorscale=COLORSCALE, opacity=0, colorbar=colorbar(scale_title),  # pixel i is text position offset + i
+        hovertemplate=f"{rows} near %{{y:.0f}}, {cols} near %{{x:.0f}}<br>block max %{{z:.3f}} · mean "
+                      f"%{{customdata:.4f}}<extra>{more}</extra>",
+    )], layout=dict(
         title=plot_title(title + (f" · {n} × {n} pixels" if n <= IMAGE_MAX else f" · {n} × {n} cells in "
                                   f"{shown.shape[0]} × {shown.shape[0]} pixels, each its cells' largest")),
         xaxis=dict(title=dict(text=x_title), tickvals=ticks, ticktext=ticktext, tickangle=-60,
@@ -170,8 +168,7 @@ def matrix_image(a: np.ndarray, tokens: list[str], *, title: str, zmax: float, b
         yaxis=dict(title=dict(text=y_title), tickvals=ticks, ticktext=ticktext,
                    range=[offset + n - 0.5, offset - 0.5], showgrid=False, zeroline=False, scaleanchor="x"),
         height=side, margin=margin(), plot_bgcolor="white",
-    )
-    return fig
+    ))
 
 
 def token_image(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: float | None = None) -> go.Figure:
