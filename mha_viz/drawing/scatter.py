@@ -63,7 +63,7 @@ def measure_scatter(table: pd.DataFrame, x: str, y: str, colour: str = LAYER, *,
     if colour == PATTERN:  # legend entries only, after the data trace
         traces += [go.Scatter(x=[None], y=[None], mode="markers", name=kind, marker=dict(size=9, color=shade))
                    for kind, shade in PATTERN_COLOURS.items() if kind in kinds]
-    return go.Figure(traces, layout=dict(  # the layout given whole (`update_layout` after: 2-3 × the time)
+    return go.Figure(traces, layout=dict(  # the layout given whole (docs/architecture.md, *Adding a figure*)
         title=plot_title(f"Every head: {_label(y)} against {_label(x)}, coloured by {_label(colour)}"
                          + (f" ({about})" if about else "")),
         xaxis=dict(title=dict(text=_label(x)), zeroline=False), yaxis=dict(title=dict(text=_label(y)), zeroline=False),

@@ -58,7 +58,7 @@ def head_type_grid(patterns, layer_ids: list[int] | None = None, *,
     # the legend: one entry a class present, in PATTERN_COLOURS' order
     traces += [go.Scatter(x=[None], y=[None], mode="markers", name=c, hoverinfo="skip",
                           marker=dict(symbol="square", size=12, color=colour[c])) for c in present]
-    return go.Figure(traces, layout=dict(  # the layout given whole (`update_layout` after: 3 × the time)
+    return go.Figure(traces, layout=dict(  # the layout given whole (docs/architecture.md, *Adding a figure*)
         title=top_title(title),
         xaxis=dict(title=dict(text="head"), tickmode="linear", dtick=1, side="top", showgrid=False,
                    zeroline=False, range=[-0.5, H - 0.5]),
