@@ -62,6 +62,22 @@ def test_a_turned_first_label_runs_past_the_left_edge_and_a_turned_last_past_the
         assert m.room(_heatmap(["a"], xs=[first, "b"], xaxis=dict(tickangle=upright)))["l"] < reach
 
 
+def test_each_subplots_axes_take_the_room_of_their_own_traces_labels():
+    """Two plots side by side (xaxis and xaxis2, yaxis and yaxis2 on the right): each axis reads the labels of the
+    traces drawn on it, so the bottom margin holds the taller of the two x axes' turned labels, the left one the
+    first plot's y labels and the right one the second's; an axis no trace names reads none."""
+    fig = go.Figure([go.Heatmap(z=[[0.0, 1.0]], x=["a", "b"], y=["w" * 4], showscale=False),
+                     go.Heatmap(z=[[0.0, 1.0]], x=["m" * 10, "b"], y=["w" * 12], xaxis="x2", yaxis="y2",
+                                showscale=False)],
+                    layout=dict(margin=dict(l=10, r=10, t=10, b=10), xaxis=dict(domain=[0, 0.45]),
+                                xaxis2=dict(domain=[0.55, 1], tickangle=-90),
+                                yaxis2=dict(anchor="x2", side="right"), yaxis3=dict(overlaying="y")))
+    room = m.room(fig)
+    assert room["b"] == math.ceil(m.LABEL_GAP_PX + 10 * 0.56 * 12 + m.BARE_EDGE_PX + m.SLACK_PX)
+    assert room["l"] == math.ceil(m.LABEL_GAP_PX + 4 * 0.56 * 12 + m.BARE_EDGE_PX + m.SLACK_PX)
+    assert room["r"] == math.ceil(m.LABEL_GAP_PX + 12 * 0.56 * 12 + m.BARE_EDGE_PX + m.SLACK_PX)
+
+
 def test_a_colour_bar_takes_its_bar_and_the_widest_of_its_ticks_or_title():
     fig = go.Figure(go.Heatmap(z=[[0.0, 0.63]], colorbar=dict(thickness=12)))
     ticks = m.tick_texts(0.0, 0.63)
