@@ -9,7 +9,8 @@ Public API::
 
 The loss (`loss_kind`: next-token, masked-LM or 1 − cosine of the sentence embedding) and the
 ids and targets it reads are `mha_viz.text.loss_inputs`; the loss with heads switched off is
-computed by `mha_viz.interventions.heads_off_loss`, for one text here as a batch of one.
+computed by `mha_viz.interventions.heads_off_loss`, for one text here as a batch of one (its ablation effects:
+copies of it side by side, each with its own head off, `effect_rows` a forward).
 
 Masking multiplies each head's output z_h by ξ_h before W_O (`mha_viz_models.reading.masking`), so
 `masked_loss` with every head of a layer masked equals that layer's attention output being W_O's
@@ -26,7 +27,7 @@ import torch
 
 from mha_viz import settings
 from mha_viz.budget import capture_budget, memory
-from mha_viz.budget.plan import Plan, forward, on_device
+from mha_viz.budget.plan import Plan, forward, forward_bytes, on_device
 from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, Inputs, pad, prepare
 from mha_viz.text.tokenize import InputError
@@ -172,26 +173,51 @@ def _gradients(model: LoadedModel, inputs: Inputs) -> tuple[np.ndarray, np.ndarr
 def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = False,
                      max_tokens: int | None = None, progress=None) -> np.ndarray:
     """(layers, heads): the loss with head h alone switched off, minus the loss with every
-    head on — the ground truth that importance scores approximate. One forward pass a head."""
+    head on — the ground truth that importance scores approximate. One forward pass a head, run
+    side by side in batches (`effect_rows`)."""
     return _effects(model, prepare(model, text, max_tokens), mean_ablation=mean_ablation, progress=progress)
 
 
+BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `_effects` may hold together (`effect_rows`)
+
+
+def effect_rows(model: LoadedModel, n: int) -> int:
+    """How many copies of a text of n tokens `_effects` runs side by side, each with its own head off: as many as
+    hold BATCH_BYTES together (`forward_bytes`), at most every head and the run with none off, at least one. A
+    forward of a few tokens reads the whole model for little arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s
+    one at a time and 8.4 s as 4 batches of 79 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.23 s as one
+    (docs/speed.md)."""
+    one = forward_bytes(model, n)
+    return max(1, min(model.num_layers * model.num_heads + 1, BATCH_BYTES // max(one, 1)))
+
+
+def effects_need(model: LoadedModel, n: int) -> memory.Need:
+    """What `_effects` holds at once on n tokens: `effect_rows` forwards side by side."""
+    return forward(model, n, rows=effect_rows(model, n))
+
+
 def _effects(model: LoadedModel, inputs: Inputs, *, mean_ablation: bool = False, progress=None) -> np.ndarray:
-    """`ablation_effects` on inputs already read."""
+    """`ablation_effects` on inputs already read: the run with every head on, then each head alone off, as rows of
+    batches of `effect_rows` copies of the text, each copy under its own head mask."""
     progress = progress or (lambda _f, _m: None)
     L, H = model.num_layers, model.num_heads
-    out = np.zeros((L, H))
+    scales = torch.ones(L * H + 1, L, H, device=model.device)  # row 0: every head on; row 1 + l·H + h: (l, h) off
+    scales[1:].view(L * H, L * H)[torch.arange(L * H), torch.arange(L * H)] = 0.0
+    rows = effect_rows(model, inputs.ids.shape[1])
+    losses = []
     with model.lock, torch.no_grad():
         reference = _reference(model, inputs)
         means = head_means(model, inputs) if mean_ablation else None
-        base = float(_loss_under(model, inputs, torch.ones(L, H, device=model.device), means, reference))
-        for layer in range(L):
-            for head in range(H):
-                scale = torch.ones(L, H, device=model.device)
-                scale[layer, head] = 0.0
-                out[layer, head] = float(_loss_under(model, inputs, scale, means, reference)) - base
-            progress((layer + 1) / L, f"Layer {layer + 1} of {L}")
-    return out
+        for start in range(0, len(scales), rows):
+            scale = scales[start:start + rows]
+            batch = pad(model, [inputs] * len(scale))
+            with head_mask(model, scale, means):
+                losses.append(heads_off_loss.losses(
+                    model, batch, None if reference is None else reference.expand(len(scale), -1)).float().cpu())
+            done = min(start + rows, len(scales)) - 1
+            progress(done / (L * H), f"{done} of {L * H} heads off")
+    loss = torch.cat(losses).double().numpy()
+    return (loss[1:] - loss[0]).reshape(L, H)
 
 
 def _normalise_rows(x: np.ndarray) -> np.ndarray:
@@ -208,13 +234,13 @@ def head_importance(model: LoadedModel, text: str, *, max_tokens: int | None = N
 
 def plan_importance(model: LoadedModel, text: str, *, max_tokens: int | None = None) -> Plan[np.ndarray]:
     """`head_importance` planned (`budget.plan`): the text read once; its need that of the pass that runs (the
-    gradient pass on fused attention, `gradient_bytes(fused=True)`; an embedding-only encoder's forward passes, one
-    at a time); a gradient pass that can never fit refused here (`GradientBudget`, naming the longest text that
-    fits). `run()` scores on the same tokens."""
+    gradient pass on fused attention, `gradient_bytes(fused=True)`; an embedding-only encoder's forward passes,
+    `effect_rows` at a time); a gradient pass that can never fit refused here (`GradientBudget`, naming the longest
+    text that fits). `run()` scores on the same tokens."""
     inputs = prepare(model, text, max_tokens)
     n = inputs.ids.shape[1]
     if inputs.kind == EMBEDDING:
-        return Plan(n, forward(model, n), lambda: _normalise_rows(np.clip(_effects(model, inputs), 0, None)))
+        return Plan(n, effects_need(model, n), lambda: _normalise_rows(np.clip(_effects(model, inputs), 0, None)))
     check_gradient_budget(model, n, fused=True)  # heads_off_loss runs it on SDPA
     return Plan(n, on_device(model, gradient_bytes(model, n, fused=True)),
                 lambda: _normalise_rows(_gradients(model, inputs)[1]))

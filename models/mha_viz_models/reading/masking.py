@@ -21,7 +21,8 @@ from mha_viz_models.reading.hooks import layer_pre_hooks
 @contextmanager
 def head_mask(loaded, scale: torch.Tensor, means: torch.Tensor | None = None,
               record: list | None = None):
-    """scale: ξ, (layers, heads); means: μ, (layers, heads, d_v) or None (zero-ablation).
+    """scale: ξ, (layers, heads), or (B, layers, heads) for a batch of B rows each under its own mask (row b of
+    every layer's input scaled by scale[b]); means: μ, (layers, heads, d_v) or None (zero-ablation).
     record: if a list, each layer's (z, masked z), both (B, n, H, d_v), are appended to it in
     layer order (for gradients with respect to the heads' outputs). The caller holds
     `loaded.lock`."""
@@ -29,15 +30,16 @@ def head_mask(loaded, scale: torch.Tensor, means: torch.Tensor | None = None,
         raise ValueError(f"The heads of '{loaded.name}' cannot be switched off: mha-viz cannot find "
                          "where its heads' outputs meet W_O.")
     H = loaded.num_heads
-    if tuple(scale.shape) != (len(loaded.attention_modules), H):
-        raise ValueError(f"the head mask must have shape {(len(loaded.attention_modules), H)}; "
-                         f"got {tuple(scale.shape)}")
+    if scale.dim() not in (2, 3) or tuple(scale.shape[-2:]) != (len(loaded.attention_modules), H):
+        raise ValueError(f"the head mask must have shape {(len(loaded.attention_modules), H)}, or a batch of "
+                         f"those; got {tuple(scale.shape)}")
 
     def hook_for(layer: int):
         def mask(_module, args):
             x = args[0]  # (B, n, H · d_v): the heads' outputs side by side
             z = x.reshape(*x.shape[:-1], H, -1)  # (B, n, H, d_v)
-            xi = scale[layer].to(device=z.device, dtype=z.dtype)[:, None]  # (H, 1), on this layer's device
+            xi = scale[..., layer, :].to(device=z.device, dtype=z.dtype)  # (H,) or (B, H), on this layer's device
+            xi = xi[:, None] if xi.dim() == 1 else xi[:, None, :, None]  # (H, 1) or (B, 1, H, 1)
             out = z * xi
             if means is not None:
                 mu = means[layer][..., :z.shape[-1]]  # (H, d_v) over tokens (a smaller head's: its own d_v)
