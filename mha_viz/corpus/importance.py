@@ -8,8 +8,8 @@ before normalisation (the corpus engine adds batches and normalises once at the 
   run padded, with their attention masks, in one forward and one backward pass of Σ_b L_b: document
   b's loss depends only on its own z_b, so ∂(Σ_b L_b)/∂z_b is b's own gradient;
 - embedding-only encoders (minilm), whose loss has zero gradient with every head on: the ablation
-  effect of each head alone clipped at 0 (`ablation.head_importance`'s choice), one forward pass per
-  head for the whole batch rather than per document.
+  effect of each head alone clipped at 0 (`ablation.head_importance`'s choice): the whole batch under
+  one head mask a copy, several copies side by side (`ablation.each_head_off`).
 
 `pruning_curve(model, texts, order, fractions)` is the mean over held-out documents of
 `ablation.pruning_curve`: the check that a corpus importance order holds on texts it was not
@@ -27,7 +27,7 @@ import torch
 
 from mha_viz.budget import capture_budget
 from mha_viz.budget.plan import Plan, forward
-from mha_viz.interventions import heads_off_loss
+from mha_viz.interventions import ablation, heads_off_loss
 from mha_viz.interventions.ablation import check_gradient_budget, gradient_bytes
 from mha_viz.text.loss_inputs import EMBEDDING, Batch, Inputs, pad, scorable
 from mha_viz.text.tokenize import InputError
@@ -79,21 +79,11 @@ def _gradient_importance(model: LoadedModel, batch: Batch) -> np.ndarray:
 
 
 def _ablation_importance(model: LoadedModel, batch: Batch) -> np.ndarray:
-    """(L, H): Σ_b max(0, loss_b with head h alone off − loss_b with every head on)."""
-    L, H = model.num_layers, model.num_heads
-    out = np.zeros((L, H))
+    """(L, H): Σ_b max(0, loss_b with head h alone off − loss_b with every head on) (`ablation.each_head_off`)."""
     with model.lock, torch.no_grad():
-        reference = heads_off_loss.embeddings(model, batch)
-        with head_mask(model, torch.ones(L, H, device=model.device)):
-            base = heads_off_loss.losses(model, batch, reference)
-        for layer in range(L):
-            for head in range(H):
-                scale = torch.ones(L, H, device=model.device)
-                scale[layer, head] = 0.0
-                with head_mask(model, scale):
-                    effect = (heads_off_loss.losses(model, batch, reference) - base).double().cpu().numpy()  # (B,)
-                out[layer, head] = np.clip(effect, 0, None).sum()
-    return out
+        losses = ablation.each_head_off(model, batch, heads_off_loss.embeddings(model, batch)).numpy()  # (B, 1 + L·H)
+    effects = np.clip(losses[:, 1:] - losses[:, :1], 0, None).sum(0)
+    return effects.reshape(model.num_layers, model.num_heads)
 
 
 def batch_importance(model: LoadedModel, texts: list[str], *, max_tokens: int | None = 128) -> np.ndarray:

@@ -29,7 +29,7 @@ from mha_viz import settings
 from mha_viz.budget import capture_budget, memory
 from mha_viz.budget.plan import Plan, forward, forward_bytes, on_device
 from mha_viz.interventions import heads_off_loss
-from mha_viz.text.loss_inputs import EMBEDDING, Inputs, pad, prepare
+from mha_viz.text.loss_inputs import EMBEDDING, Batch, Inputs, pad, prepare, tiled
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.attention.heads import padded_heads
@@ -178,45 +178,56 @@ def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = Fal
     return _effects(model, prepare(model, text, max_tokens), mean_ablation=mean_ablation, progress=progress)
 
 
-BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `_effects` may hold together (`effect_rows`)
+BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `each_head_off` may hold together (`effect_rows`)
 
 
-def effect_rows(model: LoadedModel, n: int) -> int:
-    """How many copies of a text of n tokens `_effects` runs side by side, each with its own head off: as many as
-    hold BATCH_BYTES together (`forward_bytes`), at most every head and the run with none off, at least one. A
-    forward of a few tokens reads the whole model for little arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s
-    one at a time and 8.4 s as 4 batches of 79 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.23 s as one
-    (docs/speed.md)."""
-    one = forward_bytes(model, n)
-    return max(1, min(model.num_layers * model.num_heads + 1, BATCH_BYTES // max(one, 1)))
+def effect_rows(model: LoadedModel, n: int, texts: int = 1) -> int:
+    """How many rows of n tokens `each_head_off` runs side by side for a batch of `texts` texts: the texts under as
+    many head masks at once as hold BATCH_BYTES together (`forward_bytes`), at most every head and the run with none
+    off, at least one mask (the texts themselves). A forward of a few tokens reads the whole model for little
+    arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s one at a time and 8.4 s as 4 batches of 79 rows,
+    MiniLM's 73 runs of 17 tokens 0.75 s and 0.23 s as one (docs/speed.md)."""
+    masks = max(1, min(model.num_layers * model.num_heads + 1, BATCH_BYTES // max(forward_bytes(model, n, texts), 1)))
+    return masks * texts
 
 
-def effects_need(model: LoadedModel, n: int) -> memory.Need:
-    """What `_effects` holds at once on n tokens: `effect_rows` forwards side by side."""
-    return forward(model, n, rows=effect_rows(model, n))
+def effects_need(model: LoadedModel, n: int, texts: int = 1) -> memory.Need:
+    """What `each_head_off` holds at once on `texts` texts of n tokens: `effect_rows` forwards side by side."""
+    return forward(model, n, rows=effect_rows(model, n, texts))
+
+
+def each_head_off(model: LoadedModel, batch: Batch, reference: torch.Tensor | None = None, means=None,
+                  progress=None) -> torch.Tensor:
+    """(B, 1 + L·H) float64: each text's loss with every head on (column 0) and with head (l, h) alone off (column
+    1 + l·H + h), `reference` (B, d) the unablated sentence embeddings of an embedding model. The batch runs under as
+    many masks at once as `effect_rows` allows, its texts' copies side by side, each under its own mask. The caller
+    holds `model.lock` and no grad."""
+    progress = progress or (lambda _f, _m: None)
+    L, H = model.num_layers, model.num_heads
+    B, N = batch.ids.shape
+    scales = torch.ones(L * H + 1, L, H, device=model.device)  # mask 0: every head on; 1 + l·H + h: (l, h) off
+    scales[1:].view(L * H, L * H)[torch.arange(L * H), torch.arange(L * H)] = 0.0
+    masks = effect_rows(model, N, B) // B
+    losses = []
+    for start in range(0, len(scales), masks):
+        scale = scales[start:start + masks]  # (C, L, H): copy c of every text under mask start + c
+        copies = len(scale)
+        with head_mask(model, scale.repeat_interleave(B, dim=0), means):
+            losses.append(heads_off_loss.losses(model, tiled(batch, copies),
+                                                None if reference is None else reference.repeat(copies, 1))
+                          .double().cpu().view(copies, B))
+        done = start + copies - 1
+        progress(done / (L * H), f"{done} of {L * H} heads off")
+    return torch.cat(losses).T
 
 
 def _effects(model: LoadedModel, inputs: Inputs, *, mean_ablation: bool = False, progress=None) -> np.ndarray:
-    """`ablation_effects` on inputs already read: the run with every head on, then each head alone off, as rows of
-    batches of `effect_rows` copies of the text, each copy under its own head mask."""
-    progress = progress or (lambda _f, _m: None)
+    """`ablation_effects` on inputs already read (`each_head_off` of the text alone)."""
     L, H = model.num_layers, model.num_heads
-    scales = torch.ones(L * H + 1, L, H, device=model.device)  # row 0: every head on; row 1 + l·H + h: (l, h) off
-    scales[1:].view(L * H, L * H)[torch.arange(L * H), torch.arange(L * H)] = 0.0
-    rows = effect_rows(model, inputs.ids.shape[1])
-    losses = []
     with model.lock, torch.no_grad():
         reference = _reference(model, inputs)
         means = head_means(model, inputs) if mean_ablation else None
-        for start in range(0, len(scales), rows):
-            scale = scales[start:start + rows]
-            batch = pad(model, [inputs] * len(scale))
-            with head_mask(model, scale, means):
-                losses.append(heads_off_loss.losses(
-                    model, batch, None if reference is None else reference.expand(len(scale), -1)).float().cpu())
-            done = min(start + rows, len(scales)) - 1
-            progress(done / (L * H), f"{done} of {L * H} heads off")
-    loss = torch.cat(losses).double().numpy()
+        loss = each_head_off(model, pad(model, [inputs]), reference, means, progress)[0].numpy()
     return (loss[1:] - loss[0]).reshape(L, H)
 
 

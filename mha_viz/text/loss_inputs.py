@@ -132,3 +132,11 @@ def pad(model: LoadedModel, items: list[Inputs]) -> Batch:
     dev = model.device
     return Batch(ids.to(dev), mask.to(dev), None if labels is None else labels.to(dev),
                  torch.tensor(lengths, device=dev), kind)
+
+
+def tiled(batch: Batch, copies: int) -> Batch:
+    """`batch` `copies` times over, one copy after the other (row c · B + b is row b of copy c)."""
+    if copies == 1:
+        return batch
+    labels = None if batch.labels is None else batch.labels.repeat(copies, 1)
+    return Batch(batch.ids.repeat(copies, 1), batch.mask.repeat(copies, 1), labels, batch.n.repeat(copies), batch.kind)

@@ -298,7 +298,7 @@ def test_each_heads_effect_is_its_own_masked_loss_however_the_runs_are_batched(r
     model = request.getfixturevalue(which)
     L, H = model.num_layers, model.num_heads
     if rows is not None:
-        monkeypatch.setattr(ablation, "effect_rows", lambda _model, _n: rows)
+        monkeypatch.setattr(ablation, "effect_rows", lambda _model, _n, texts=1: rows * texts)
         assert (L * H + 1) % rows, "a last batch shorter than the others"
     said = []
     effects = ablation.ablation_effects(model, text, mean_ablation=mean_ablation,

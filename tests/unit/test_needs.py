@@ -19,6 +19,7 @@ from mha_viz.export import downloads
 from mha_viz.features.corpus import plan as corpus_plan
 from mha_viz.interventions import ablation
 from mha_viz.scan import rows
+from mha_viz.text import loss_inputs
 
 MiB = 2**20
 L, H, D, DK, V = 6, 4, 32, 8, 100
@@ -28,7 +29,7 @@ def _model(device="cpu", recompute=True):
     hf = SimpleNamespace(config=SimpleNamespace(vocab_size=V), forward=lambda input_ids, logits_to_keep=0: None)
     return SimpleNamespace(name="stand-in", num_layers=L, num_heads=H, d_model=D, d_k=DK, device=torch.device(device),
                            has_head_outputs=True, can_recompute=recompute, hf_model=hf, is_encoder_decoder=False,
-                           effective="",
+                           is_causal=True, effective="",
                            attention_bytes=lambda n, layers=None, batch=1: (L if layers is None else layers) * batch
                            * H * n * n * 4)
 
@@ -88,6 +89,16 @@ def test_a_corpus_job_is_its_batch_or_its_gradient_passes_within_the_capture_bud
     # batches are cut to the capture budget (1 MiB), never below one document
     assert corpus_plan.corpus(_model(), 1000, n, importance=True).host == MiB
     assert corpus_plan.corpus(_model(), 1000, 200, importance=False).host == 2 * L * H * 200 * 200 * 4
+
+
+def test_an_embedding_models_corpus_importance_holds_its_batch_under_every_head_mask_at_once(monkeypatch):
+    """No gradient: each batch of 4 runs under the L·H + 1 masks side by side (`ablation.each_head_off`), 4 rows a
+    mask, all of them within `ablation.BATCH_BYTES` here."""
+    n = 10
+    monkeypatch.setattr(corpus_plan, "loss_kind", lambda _model: loss_inputs.EMBEDDING)
+    rows = 4 * (L * H + 1)
+    assert plan.forward_bytes(_model(), n, rows) < ablation.BATCH_BYTES
+    assert corpus_plan.corpus(_model(), 4, n, importance=True).host == plan.forward_bytes(_model(), n, rows)
 
 
 def test_the_whole_text_overview():
