@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from mha_viz.budget import capture_budget
-from mha_viz.budget.plan import Plan, forward
+from mha_viz.budget.plan import Plan
 from mha_viz.interventions import ablation, heads_off_loss
 from mha_viz.interventions.ablation import check_gradient_budget, gradient_bytes
 from mha_viz.text.loss_inputs import EMBEDDING, Batch, Inputs, pad, scorable
@@ -95,7 +95,7 @@ def batch_importance(model: LoadedModel, texts: list[str], *, max_tokens: int | 
     total = np.zeros((model.num_layers, model.num_heads))
     if not items:
         return total
-    if items[0].kind == EMBEDDING:  # no gradient: L·H forward passes, whatever the batch holds
+    if items[0].kind == EMBEDDING:  # no gradient: the batch under L·H + 1 masks (`ablation.each_head_off`)
         return total + _ablation_importance(model, pad(model, items))
     for run in _chunks(model, items):
         total += _gradient_importance(model, pad(model, run))
@@ -105,15 +105,16 @@ def batch_importance(model: LoadedModel, texts: list[str], *, max_tokens: int | 
 def plan_pruning_curves(model: LoadedModel, texts: list[str], orders, fractions, *, max_tokens: int | None = 128,
                         batch_size: int = 16) -> Plan[np.ndarray]:
     """(len(orders), len(fractions)), `pruning_curve` of each order, planned (`budget.plan`): the documents read once
-    for every order, the need `batch_size` forward passes side by side of the longest document (a batch's padded
-    forward, as it runs). Raises as `pruning_curve` does, before anything runs."""
+    for every order, the need that of `batch_size` copies of the longest document under as many of the fractions'
+    masks at once as `ablation.effect_rows` allows (a batch's padded forwards, as they run). Raises as
+    `pruning_curve` does, before anything runs."""
     _check_maskable(model)
     items = scorable(model, list(texts), max_tokens)
     if not items:
         raise InputError("None of these documents has anything to score (each is too short); use longer texts.")
     n = max(int(item.ids.shape[-1]) for item in items)
     orders = [np.asarray(order, dtype=np.int64) for order in orders]
-    return Plan(n, forward(model, n, rows=min(len(items), batch_size)),
+    return Plan(n, ablation.effects_need(model, n, min(len(items), batch_size), len(fractions)),
                 lambda: np.stack([_pruned(model, items, order, fractions, batch_size) for order in orders]))
 
 
@@ -127,15 +128,16 @@ def pruning_curve(model: LoadedModel, texts: list[str], order, fractions, *, max
 
 
 def _pruned(model: LoadedModel, items: list[Inputs], order: np.ndarray, fractions, batch_size: int) -> np.ndarray:
+    """The summed loss of `items` after masking each fraction's prefix of `order`: each batch of `batch_size` under
+    every fraction's mask (`ablation.under_masks`, as many side by side as fit)."""
     L, H = model.num_layers, model.num_heads
+    scales = torch.ones(len(fractions), L * H, device=model.device)
+    for i, f in enumerate(fractions):
+        scales[i, torch.as_tensor(order[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
     sums = np.zeros(len(fractions))
     with model.lock, torch.no_grad():
         for start in range(0, len(items), batch_size):
             batch = pad(model, items[start:start + batch_size])
             reference = heads_off_loss.embeddings(model, batch) if batch.kind == EMBEDDING else None
-            for i, f in enumerate(fractions):
-                scale = torch.ones(L * H, device=model.device)
-                scale[torch.as_tensor(order[: int(np.ceil(f * L * H))])] = 0.0
-                with head_mask(model, scale.reshape(L, H)):
-                    sums[i] += float(heads_off_loss.losses(model, batch, reference).double().sum())
+            sums += ablation.under_masks(model, batch, scales.reshape(-1, L, H), reference).numpy().sum(0)
     return sums / len(items)

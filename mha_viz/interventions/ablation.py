@@ -181,44 +181,52 @@ def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = Fal
 BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `each_head_off` may hold together (`effect_rows`)
 
 
-def effect_rows(model: LoadedModel, n: int, texts: int = 1) -> int:
-    """How many rows of n tokens `each_head_off` runs side by side for a batch of `texts` texts: the texts under as
-    many head masks at once as hold BATCH_BYTES together (`forward_bytes`), at most every head and the run with none
-    off, at least one mask (the texts themselves). A forward of a few tokens reads the whole model for little
-    arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s one at a time and 8.4 s as 4 batches of 79 rows,
-    MiniLM's 73 runs of 17 tokens 0.75 s and 0.23 s as one (docs/speed.md)."""
-    masks = max(1, min(model.num_layers * model.num_heads + 1, BATCH_BYTES // max(forward_bytes(model, n, texts), 1)))
-    return masks * texts
+def effect_rows(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> int:
+    """How many rows of n tokens `under_masks` runs side by side for a batch of `texts` texts under `masks` head masks
+    (default: `each_head_off`'s, every head alone and none): the texts under as many masks at once as hold
+    BATCH_BYTES together (`forward_bytes`), at most `masks`, at least one mask (the texts themselves). A forward of a
+    few tokens reads the whole model for little arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s one at a
+    time and 8.4 s as 4 batches of 79 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.23 s as one (docs/speed.md)."""
+    masks = model.num_layers * model.num_heads + 1 if masks is None else masks
+    at_once = BATCH_BYTES // max(forward_bytes(model, n, texts), 1)
+    return max(1, min(masks, at_once)) * texts
 
 
-def effects_need(model: LoadedModel, n: int, texts: int = 1) -> memory.Need:
-    """What `each_head_off` holds at once on `texts` texts of n tokens: `effect_rows` forwards side by side."""
-    return forward(model, n, rows=effect_rows(model, n, texts))
+def effects_need(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> memory.Need:
+    """What `under_masks` holds at once on `texts` texts of n tokens: `effect_rows` forwards side by side."""
+    return forward(model, n, rows=effect_rows(model, n, texts, masks))
 
 
-def each_head_off(model: LoadedModel, batch: Batch, reference: torch.Tensor | None = None, means=None,
-                  progress=None) -> torch.Tensor:
-    """(B, 1 + L·H) float64: each text's loss with every head on (column 0) and with head (l, h) alone off (column
-    1 + l·H + h), `reference` (B, d) the unablated sentence embeddings of an embedding model. The batch runs under as
-    many masks at once as `effect_rows` allows, its texts' copies side by side, each under its own mask. The caller
-    holds `model.lock` and no grad."""
+def under_masks(model: LoadedModel, batch: Batch, scales: torch.Tensor, reference: torch.Tensor | None = None,
+                means=None, progress=None) -> torch.Tensor:
+    """(B, M) float64: each text's loss under each head mask of `scales` (M, L, H) (`head_mask`'s ξ), `reference`
+    (B, d) the unablated sentence embeddings of an embedding model. The batch runs under as many masks at once as
+    `effect_rows` allows, its texts' copies side by side, each under its own mask. The caller holds `model.lock` and
+    no grad; `progress(fraction, message)` after each forward."""
     progress = progress or (lambda _f, _m: None)
-    L, H = model.num_layers, model.num_heads
     B, N = batch.ids.shape
-    scales = torch.ones(L * H + 1, L, H, device=model.device)  # mask 0: every head on; 1 + l·H + h: (l, h) off
-    scales[1:].view(L * H, L * H)[torch.arange(L * H), torch.arange(L * H)] = 0.0
-    masks = effect_rows(model, N, B) // B
+    M = len(scales)
+    at_once = effect_rows(model, N, B, M) // B
     losses = []
-    for start in range(0, len(scales), masks):
-        scale = scales[start:start + masks]  # (C, L, H): copy c of every text under mask start + c
+    for start in range(0, M, at_once):
+        scale = scales[start:start + at_once]  # (C, L, H): copy c of every text under mask start + c
         copies = len(scale)
         with head_mask(model, scale.repeat_interleave(B, dim=0), means):
             losses.append(heads_off_loss.losses(model, tiled(batch, copies),
                                                 None if reference is None else reference.repeat(copies, 1))
                           .double().cpu().view(copies, B))
-        done = start + copies - 1
-        progress(done / (L * H), f"{done} of {L * H} heads off")
+        progress((start + copies) / M, f"{start + copies} of {M} head masks")
     return torch.cat(losses).T
+
+
+def each_head_off(model: LoadedModel, batch: Batch, reference: torch.Tensor | None = None, means=None,
+                  progress=None) -> torch.Tensor:
+    """(B, 1 + L·H) float64: each text's loss with every head on (column 0) and with head (l, h) alone off (column
+    1 + l·H + h) (`under_masks`)."""
+    L, H = model.num_layers, model.num_heads
+    scales = torch.ones(L * H + 1, L, H, device=model.device)  # mask 0: every head on; 1 + l·H + h: (l, h) off
+    scales[1:].view(L * H, L * H)[torch.arange(L * H), torch.arange(L * H)] = 0.0
+    return under_masks(model, batch, scales, reference, means, progress)
 
 
 def _effects(model: LoadedModel, inputs: Inputs, *, mean_ablation: bool = False, progress=None) -> np.ndarray:
@@ -273,26 +281,37 @@ def pruning_curves(model: LoadedModel, text: str, orders, fractions, *, mean_abl
 
 def plan_pruning(model: LoadedModel, text: str, orders, fractions, *, mean_ablation: bool = False,
                  max_tokens: int | None = None) -> Plan[np.ndarray]:
-    """`pruning_curves` planned (`budget.plan`): the text read once, its need one forward at a time."""
+    """`pruning_curves` planned (`budget.plan`): the text read once, its need that of its masks' runs side by side
+    (`effects_need`)."""
     inputs = prepare(model, text, max_tokens)
     n = inputs.ids.shape[1]
-    return Plan(n, forward(model, n), lambda: _curves(model, inputs, orders, fractions, mean_ablation))
+    masks = len(_pruned_masks(model, orders, fractions)[0])
+    return Plan(n, effects_need(model, n, masks=masks),
+                lambda: _curves(model, inputs, orders, fractions, mean_ablation))
+
+
+def _pruned_masks(model: LoadedModel, orders, fractions) -> tuple[torch.Tensor, np.ndarray]:
+    """The distinct head masks of every order's pruning steps, (M, L, H), and which of them each (order, fraction)
+    is, (orders, fractions)."""
+    L, H = model.num_layers, model.num_heads
+    seen: dict[bytes, int] = {}
+    masks, which = [], np.zeros((len(orders), len(fractions)), dtype=np.int64)
+    for i, order in enumerate(orders):
+        for j, f in enumerate(fractions):
+            scale = np.ones(L * H, dtype=np.float32)
+            scale[np.array(order[: int(np.ceil(f * L * H))], dtype=np.int64)] = 0.0  # a copy: a reversed order too
+            key = scale.tobytes()
+            if key not in seen:
+                seen[key] = len(masks)
+                masks.append(scale.reshape(L, H))
+            which[i, j] = seen[key]
+    return torch.from_numpy(np.stack(masks)), which
 
 
 def _curves(model: LoadedModel, inputs: Inputs, orders, fractions, mean_ablation: bool) -> np.ndarray:
-    L, H = model.num_layers, model.num_heads
-    seen: dict[bytes, float] = {}
-    curves = np.zeros((len(orders), len(fractions)))
+    scales, which = _pruned_masks(model, orders, fractions)
     with model.lock, torch.no_grad():
         reference = _reference(model, inputs)
         means = head_means(model, inputs) if mean_ablation else None
-        for i, order in enumerate(orders):
-            for j, f in enumerate(fractions):
-                scale = torch.ones(L * H, device=model.device)
-                off = np.array(order[: int(np.ceil(f * L * H))], dtype=np.int64)  # a copy: a reversed order too
-                scale[torch.from_numpy(off)] = 0.0
-                mask = scale.cpu().numpy().tobytes()
-                if mask not in seen:
-                    seen[mask] = float(_loss_under(model, inputs, scale.reshape(L, H), means, reference))
-                curves[i, j] = seen[mask]
-    return curves
+        losses = under_masks(model, pad(model, [inputs]), scales.to(model.device), reference, means)[0].numpy()
+    return losses[which]

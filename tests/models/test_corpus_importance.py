@@ -75,7 +75,7 @@ def test_batch_is_the_sum_on_toy_induction(toy):
 @pytest.mark.parametrize("masks", [None, 2])  # as sized (one forward), and 2 masks a forward: 3 texts × 2 copies
 def test_batch_is_the_sum_of_clipped_ablation_effects_on_minilm(minilm, monkeypatch, masks):
     if masks is not None:
-        monkeypatch.setattr(ablation, "effect_rows", lambda _model, _n, texts=1: masks * texts)
+        monkeypatch.setattr(ablation, "effect_rows", lambda _model, _n, texts=1, _masks=None: masks * texts)
     got = _check_sum(minilm, WORDS[:2] + ["Hello."])
     assert (got >= 0).all()
 
