@@ -105,8 +105,8 @@ def batch_importance(model: LoadedModel, texts: list[str], *, max_tokens: int | 
 def plan_pruning_curves(model: LoadedModel, texts: list[str], orders, fractions, *, max_tokens: int | None = 128,
                         batch_size: int = 16) -> Plan[np.ndarray]:
     """(len(orders), len(fractions)), `pruning_curve` of each order, planned (`budget.plan`): the documents read once
-    for every order, the need that of `batch_size` copies of the longest document under as many of the fractions'
-    masks at once as `ablation.effect_rows` allows (a batch's padded forwards, as they run). Raises as
+    for every order, the need that of `batch_size` documents padded to the longest under as many of the fractions'
+    masks at once as fit (`ablation.effects_bytes`, a bound for the smaller batches too). Raises as
     `pruning_curve` does, before anything runs."""
     _check_maskable(model)
     items = scorable(model, list(texts), max_tokens)
@@ -133,7 +133,7 @@ def _pruned(model: LoadedModel, items: list[Inputs], order: np.ndarray, fraction
     L, H = model.num_layers, model.num_heads
     scales = torch.ones(len(fractions), L * H, device=model.device)
     for i, f in enumerate(fractions):
-        scales[i, torch.as_tensor(order[: int(np.ceil(f * L * H))], dtype=torch.long)] = 0.0
+        scales[i, torch.from_numpy(np.array(order[: int(np.ceil(f * L * H))], dtype=np.int64))] = 0.0  # a copy
     sums = np.zeros(len(fractions))
     with model.lock, torch.no_grad():
         for start in range(0, len(items), batch_size):

@@ -235,10 +235,10 @@ _SUBPLOT = {prefix: re.compile(rf"{prefix}(\d*)$") for prefix in ("xaxis", "yaxi
 
 def _subplots(layout: dict, prefix: str) -> list[tuple[str, dict]]:
     """The layout's axes of a kind ("xaxis", "yaxis", "coloraxis"), each (its name, its dict), in their number's
-    order; the first x and y axes are there even where the layout sets nothing of them (Plotly draws them)."""
+    order; the first of each kind is there even where the layout sets nothing of it (as Plotly's `select_xaxes`,
+    `select_coloraxes`: a trace on "coloraxis" draws its colour bar with the layout silent)."""
     found = {name: axis for name, axis in layout.items() if _SUBPLOT[prefix].match(name)}
-    if prefix != "coloraxis":
-        found.setdefault(prefix, {})
+    found.setdefault(prefix, {})
     return sorted(found.items(), key=lambda item: int(item[0][len(prefix):] or 1))
 
 

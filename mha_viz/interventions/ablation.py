@@ -27,7 +27,7 @@ import torch
 
 from mha_viz import settings
 from mha_viz.budget import capture_budget, memory
-from mha_viz.budget.plan import Plan, forward, forward_bytes, on_device
+from mha_viz.budget.plan import Plan, forward_bytes, on_device
 from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, Batch, Inputs, pad, prepare, tiled
 from mha_viz.text.tokenize import InputError
@@ -178,23 +178,41 @@ def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = Fal
     return _effects(model, prepare(model, text, max_tokens), mean_ablation=mean_ablation, progress=progress)
 
 
-BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `each_head_off` may hold together (`effect_rows`)
+BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `under_masks` may hold together (`effect_rows`)
+LOSS_COPIES = 3  # the logits' copies a loss makes besides them: float32 (half precision), shifted, log-softmax
+
+
+def masked_bytes(model: LoadedModel, n: int, texts: int = 1) -> int:
+    """What one forward of `texts` rows of n tokens holds on its way to their losses: the forward (`forward_bytes`)
+    and the loss's copies of the logits (`heads_off_loss.cross_entropy`: LOSS_COPIES more). Measured: 91 rows of 13
+    tokens of SmolLM2 in float32 peaked at 650 MiB, 7.1 MiB a row; priced at 10.5."""
+    return forward_bytes(model, n, texts) + 4 * LOSS_COPIES * texts * n * memory.logits_width(model)
 
 
 def effect_rows(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> int:
     """How many rows of n tokens `under_masks` runs side by side for a batch of `texts` texts under `masks` head masks
     (default: `each_head_off`'s, every head alone and none): the texts under as many masks at once as hold
-    BATCH_BYTES together (`forward_bytes`), at most `masks`, at least one mask (the texts themselves). A forward of a
+    BATCH_BYTES together (`masked_bytes`), at most `masks`, at least one mask (the texts themselves). A forward of a
     few tokens reads the whole model for little arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s one at a
-    time and 8.4 s as 4 batches of 79 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.23 s as one (docs/speed.md)."""
+    time and 10.0 s as 13 batches of 21 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.22 s as one
+    (docs/speed.md)."""
     masks = model.num_layers * model.num_heads + 1 if masks is None else masks
-    at_once = BATCH_BYTES // max(forward_bytes(model, n, texts), 1)
+    at_once = BATCH_BYTES // max(masked_bytes(model, n, texts), 1)
     return max(1, min(masks, at_once)) * texts
 
 
+def effects_bytes(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> int:
+    """The most `under_masks` holds at once on batches of at most `texts` texts of at most n tokens under `masks`
+    masks: one mask's rows, or as many as BATCH_BYTES holds. A bound for every smaller batch too (the last of a
+    corpus, one padded to fewer tokens), which runs more masks at once within the same bytes."""
+    masks = model.num_layers * model.num_heads + 1 if masks is None else masks
+    one = masked_bytes(model, n, texts)
+    return max(one, min(masks * one, BATCH_BYTES))
+
+
 def effects_need(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> memory.Need:
-    """What `under_masks` holds at once on `texts` texts of n tokens: `effect_rows` forwards side by side."""
-    return forward(model, n, rows=effect_rows(model, n, texts, masks))
+    """`effects_bytes` where the model runs."""
+    return on_device(model, effects_bytes(model, n, texts, masks))
 
 
 def under_masks(model: LoadedModel, batch: Batch, scales: torch.Tensor, reference: torch.Tensor | None = None,
@@ -206,6 +224,8 @@ def under_masks(model: LoadedModel, batch: Batch, scales: torch.Tensor, referenc
     progress = progress or (lambda _f, _m: None)
     B, N = batch.ids.shape
     M = len(scales)
+    if M == 0:
+        return torch.zeros(B, 0, dtype=torch.float64)
     at_once = effect_rows(model, N, B, M) // B
     losses = []
     for start in range(0, M, at_once):
@@ -305,11 +325,13 @@ def _pruned_masks(model: LoadedModel, orders, fractions) -> tuple[torch.Tensor, 
                 seen[key] = len(masks)
                 masks.append(scale.reshape(L, H))
             which[i, j] = seen[key]
-    return torch.from_numpy(np.stack(masks)), which
+    return torch.from_numpy(np.stack(masks) if masks else np.ones((0, L, H), np.float32)), which
 
 
 def _curves(model: LoadedModel, inputs: Inputs, orders, fractions, mean_ablation: bool) -> np.ndarray:
     scales, which = _pruned_masks(model, orders, fractions)
+    if not which.size:  # no order or no fraction: nothing to run
+        return np.zeros(which.shape)
     with model.lock, torch.no_grad():
         reference = _reference(model, inputs)
         means = head_means(model, inputs) if mean_ablation else None

@@ -319,3 +319,9 @@ def test_each_heads_effect_is_its_own_masked_loss_however_the_runs_are_batched(r
     if not mean_ablation:
         assert np.ptp(effects) > 5 * rounding  # the heads differ: the comparison is not of one value
     assert said[-1] == 1.0 and said == sorted(said)
+
+
+def test_no_order_or_no_fraction_gives_an_empty_curve(tiny_gpt2):
+    L, H = tiny_gpt2.num_layers, tiny_gpt2.num_heads
+    assert ablation.pruning_curves(tiny_gpt2, TEXT, [], [0.0, 0.5]).shape == (0, 2)
+    assert ablation.pruning_curves(tiny_gpt2, TEXT, [np.arange(L * H)], []).shape == (1, 0)

@@ -127,3 +127,13 @@ def test_pruning_curve_without_any_scored_document_says_so(tiny_gpt2):
     one = next(t for t in ("t", "a", "x") if len(tiny_gpt2.tokenizer(t)["input_ids"]) == 1)
     with pytest.raises(mha_viz.InputError, match="too short"):
         importance.pruning_curve(tiny_gpt2, [one], [0], [0.0])
+
+
+def test_a_reversed_order_prunes_as_its_copy_does(tiny_gpt2):
+    """An order given as a reversed view (negative strides, `order[::-1]`) masks the same heads as its copy."""
+    L, H = tiny_gpt2.num_layers, tiny_gpt2.num_heads
+    order = np.random.default_rng(0).permutation(L * H)[::-1]
+    fractions = [0.0, 0.5]
+    got = importance.pruning_curve(tiny_gpt2, WORDS[:2], order, fractions)
+    np.testing.assert_array_equal(got, importance.pruning_curve(tiny_gpt2, WORDS[:2], order.copy(), fractions))
+    assert got[1] != got[0]

@@ -46,7 +46,9 @@ def test_an_embedding_models_importance_is_planned_as_its_forward_passes(minilm,
     expected = ablation.head_importance(minilm, TEXT)
     reads = _counting(monkeypatch)
     p = ablation.plan_importance(minilm, TEXT)
-    assert p.need == plan.forward(minilm, p.n)
+    runs = minilm.num_layers * minilm.num_heads + 1  # every head alone off, and none: side by side, no logits
+    assert p.need == plan.on_device(minilm, runs * plan.forward_bytes(minilm, p.n))
+    assert p.need.host < ablation.BATCH_BYTES
     np.testing.assert_allclose(p.run(), expected, rtol=1e-5, atol=1e-7)
     assert reads == [TEXT]
 
@@ -70,7 +72,9 @@ def test_the_pruning_curves_are_read_once_and_match_the_plain_function(tiny_gpt2
     expected = ablation.pruning_curves(tiny_gpt2, TEXT, orders, fractions)
     reads = _counting(monkeypatch)
     p = ablation.plan_pruning(tiny_gpt2, TEXT, orders, fractions)
-    assert p.need == plan.forward(tiny_gpt2, p.n)
+    rows = 3  # the distinct masks, side by side: every head on (f = 0 in both orders), each order's half off
+    loss = 4 * ablation.LOSS_COPIES * rows * p.n * memory.logits_width(tiny_gpt2)  # the loss's copies of the logits
+    assert p.need == plan.on_device(tiny_gpt2, plan.forward_bytes(tiny_gpt2, p.n, rows) + loss)
     np.testing.assert_allclose(p.run(), expected, rtol=1e-6)
     assert reads == [TEXT] and expected[0, 0] == expected[1, 0]  # f = 0: every head on, in both orders
     assert expected[0, 1] != expected[1, 1]  # half the heads off, different halves

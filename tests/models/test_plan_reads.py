@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from mha_viz.budget import memory, plan
+from mha_viz.interventions import ablation
 from mha_viz.text.tokenize import InputError
 
 TEXT = "The keeper lit the lamp and the boats came home one by one."
@@ -125,7 +126,9 @@ def test_the_corpus_pruning_check_reads_its_documents_once_for_every_order(tiny_
     p = plan_pruning(tiny_gpt2, scores, DOCS, 32, [0.0, 0.5], randoms=2)
     assert sorted(reads) == sorted(DOCS)  # each document read once, for the three orders
     n = min(32, max(len(tiny_gpt2.tokenizer(d)["input_ids"]) for d in DOCS))  # each cut to 32 tokens
-    assert p.n == n and p.need == plan.forward(tiny_gpt2, n, rows=len(DOCS))
+    rows = 2 * len(DOCS)  # the documents under both fractions' masks, side by side, and their losses' logits
+    loss = 4 * ablation.LOSS_COPIES * rows * n * memory.logits_width(tiny_gpt2)
+    assert p.n == n and p.need == plan.on_device(tiny_gpt2, plan.forward_bytes(tiny_gpt2, n, rows) + loss)
     curves = p.run()
     assert curves.shape == (3, 2) and sorted(reads) == sorted(DOCS)
     # every head on: each order's first point is the documents' mean Hugging Face loss

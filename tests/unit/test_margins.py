@@ -102,6 +102,15 @@ def test_a_shared_colour_axis_takes_room_only_when_a_trace_draws_on_it():
     assert m.room(signed)["r"] == math.ceil(m.COLORBAR_GAP_PX + 12 + 15 + 5 * 0.56 * 12 + m.SLACK_PX)
 
 
+def test_a_colour_axis_the_layout_leaves_unset_still_draws_its_bar():
+    """A trace on "coloraxis" with nothing of it in the layout: plotly.js draws the axis's colour bar (30 px thick,
+    its range unknown here: labels of four characters)."""
+    bar = math.ceil(m.COLORBAR_GAP_PX + 30 + 15 + 4 * 0.56 * 12 + m.SLACK_PX)
+    assert m.room(go.Figure(go.Heatmap(z=[[1.0, 2.0]], coloraxis="coloraxis")))["r"] == bar
+    marked = go.Scatter(x=[0, 1], y=[0, 1], mode="markers", marker=dict(color=[1, 2], coloraxis="coloraxis"))
+    assert m.room(go.Figure(marked))["r"] == bar
+
+
 def test_a_marker_colour_bar_counts_where_plotly_draws_it():
     """plotly.js draws a marker's colour bar when `showscale` is set, or when it is unset and a colour bar is given."""
     def scatter(**marker):

@@ -10,7 +10,7 @@ import numpy as np
 from mha_viz import corpus as corpus_engine
 from mha_viz.budget import capture_budget
 from mha_viz.budget.memory import Need
-from mha_viz.budget.plan import Plan, forward_bytes, on_device
+from mha_viz.budget.plan import Plan, on_device
 from mha_viz.corpus import importance as corpus_importance
 from mha_viz.corpus.batching import capture_bytes
 from mha_viz.interventions import ablation
@@ -22,13 +22,13 @@ def corpus(model: LoadedModel, batch: int, n: int, *, importance: bool) -> Need:
     """A corpus job (`corpus.head_statistics`) of batches of `batch` documents of at most n tokens: a
     batch's capture (`batching.capture_bytes`; batches shrink to the capture budget) and, with
     `importance`, its gradient passes (as many side by side as the capture budget allows, one at least), or for an
-    embedding model the forwards of its heads' ablation effects (`ablation.effect_rows`)."""
+    embedding model the forwards of its heads' ablation effects (`ablation.effects_bytes`)."""
     work = min(capture_bytes(model, batch, n), max(capture_bytes(model, 1, n), capture_budget.capture_budget()))
     if importance:
         one = ablation.gradient_bytes(model, n)
         work = max(work, min(batch * one, max(one, capture_budget.capture_budget())))
         if loss_kind(model) == EMBEDDING:  # no gradient: the batch's copies under their head masks
-            work = max(work, forward_bytes(model, n, ablation.effect_rows(model, n, batch)))
+            work = max(work, ablation.effects_bytes(model, n, batch))
     return on_device(model, work)
 
 

@@ -38,6 +38,9 @@ def head_mask(loaded, scale: torch.Tensor, means: torch.Tensor | None = None,
         def mask(_module, args):
             x = args[0]  # (B, n, H · d_v): the heads' outputs side by side
             z = x.reshape(*x.shape[:-1], H, -1)  # (B, n, H, d_v)
+            if scale.dim() == 3 and (z.dim() != 4 or z.shape[0] != scale.shape[0]):
+                raise ValueError(f"a batch of {scale.shape[0]} head masks needs the heads' outputs batch first, "
+                                 f"(B, n, H · d_v); layer {layer} of '{loaded.name}' gives {tuple(x.shape)}")
             xi = scale[..., layer, :].to(device=z.device, dtype=z.dtype)  # (H,) or (B, H), on this layer's device
             xi = xi[:, None] if xi.dim() == 1 else xi[:, None, :, None]  # (H, 1) or (B, 1, H, 1)
             out = z * xi
