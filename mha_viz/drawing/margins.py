@@ -247,7 +247,8 @@ def room(fig: go.Figure) -> dict[str, int]:
     its x labels (turned) and title and a horizontal legend, the right one its colour bars or a legend beside it,
     the top one a title of several lines hung from the figure's top (`fit` hangs it, as `style.top_title`). A title
     of one line above the plot (`style.plot_title`) fits the figures' own top margin. Read from the figure's JSON
-    (its layout and traces as dicts): Plotly's property objects took 2.4 of a head heatmap's 2.6 ms here."""
+    (its layout and traces as dicts): a head heatmap's in 0.68 ms, against 2.43 ms through Plotly's property objects
+    (docs/speed.md)."""
     return _room(fig.layout.to_plotly_json(), [trace.to_plotly_json() for trace in fig.data])
 
 
