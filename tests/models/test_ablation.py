@@ -293,32 +293,34 @@ def test_a_refused_gradient_pass_offers_the_longest_text_that_fits(tiny_gpt2, mo
 @pytest.mark.parametrize("which, text", [("tiny_gpt2", TEXT), ("tiny_bert", MASKED),
                                          pytest.param("minilm", TEXT, marks=pytest.mark.model)])
 @pytest.mark.parametrize("mean_ablation", [False, True])
-@pytest.mark.parametrize("rows", [None, 5])  # as sized (every run in one batch here), and 5 rows: a last batch of 3
 def test_each_heads_effect_is_its_own_masked_loss_however_the_runs_are_batched(request, monkeypatch, which, text,
-                                                                             mean_ablation, rows):
+                                                                             mean_ablation):
     """`ablation_effects` runs the copies of the text side by side, each under its own head mask: each head's effect
     is the loss with that head alone off minus the loss with none off, each computed by `masked_loss` on a batch of
     one (within float32's rounding of the loss: a random-init BERT's heads replaced by their mean move it by about
-    1e-5); the progress reaches every head."""
+    1e-5), whether every run is in one batch (as sized here) or 5 rows a batch (a last batch of 3); the progress
+    reaches every head."""
     model = request.getfixturevalue(which)
     L, H = model.num_layers, model.num_heads
-    if rows is not None:
-        monkeypatch.setattr(ablation, "effect_rows", lambda _model, _n, texts=1, _masks=None: rows * texts)
-        assert (L * H + 1) % rows, "a last batch shorter than the others"
-    said = []
-    effects = ablation.ablation_effects(model, text, mean_ablation=mean_ablation,
-                                        progress=lambda f, _m: said.append(f))
     base = ablation.masked_loss(model, text, np.ones((L, H), bool), mean_ablation=mean_ablation)
     rounding = 1e-5 * max(1.0, abs(base))  # a few of float32's steps at the loss's size
+    alone = np.zeros((L, H))
     for layer in range(L):
         for head in range(H):
             keep = np.ones((L, H), bool)
             keep[layer, head] = False
-            alone = ablation.masked_loss(model, text, keep, mean_ablation=mean_ablation)
-            assert effects[layer, head] == pytest.approx(alone - base, rel=1e-4, abs=rounding), (layer, head)
+            alone[layer, head] = ablation.masked_loss(model, text, keep, mean_ablation=mean_ablation)
+    assert (L * H + 1) % 5, "a last batch shorter than the others"
+    for rows in (None, 5):
+        if rows is not None:
+            monkeypatch.setattr(ablation, "effect_rows", lambda _model, _n, texts=1, _masks=None: rows * texts)
+        said = []
+        effects = ablation.ablation_effects(model, text, mean_ablation=mean_ablation,
+                                            progress=lambda f, _m: said.append(f))
+        np.testing.assert_allclose(effects, alone - base, rtol=1e-4, atol=rounding, err_msg=f"{rows} rows a batch")
+        assert said[-1] == 1.0 and said == sorted(said) and len(said) == (1 if rows is None else -(-(L * H + 1) // 5))
     if not mean_ablation:
-        assert np.ptp(effects) > 5 * rounding  # the heads differ: the comparison is not of one value
-    assert said[-1] == 1.0 and said == sorted(said)
+        assert np.ptp(alone - base) > 5 * rounding  # the heads differ: the comparison is not of one value
 
 
 def test_no_order_or_no_fraction_gives_an_empty_curve(tiny_gpt2):
