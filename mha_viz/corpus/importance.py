@@ -130,14 +130,12 @@ def pruning_curve(model: LoadedModel, texts: list[str], order, fractions, *, max
 def _pruned(model: LoadedModel, items: list[Inputs], order: np.ndarray, fractions, batch_size: int) -> np.ndarray:
     """The summed loss of `items` after masking each fraction's prefix of `order`: each batch of `batch_size` under
     every fraction's mask (`ablation.under_masks`, as many side by side as fit)."""
-    L, H = model.num_layers, model.num_heads
-    scales = torch.ones(len(fractions), L * H, device=model.device)
-    for i, f in enumerate(fractions):
-        scales[i, torch.from_numpy(np.array(order[: int(np.ceil(f * L * H))], dtype=np.int64))] = 0.0  # a copy
+    scales, which = ablation.pruned_masks(model, [order], fractions)
+    scales = scales.to(model.device)
     sums = np.zeros(len(fractions))
     with model.lock, torch.no_grad():
         for start in range(0, len(items), batch_size):
             batch = pad(model, items[start:start + batch_size])
             reference = heads_off_loss.embeddings(model, batch) if batch.kind == EMBEDDING else None
-            sums += ablation.under_masks(model, batch, scales.reshape(-1, L, H), reference).numpy().sum(0)
+            sums += ablation.under_masks(model, batch, scales, reference).numpy()[:, which[0]].sum(0)
     return sums / len(items)

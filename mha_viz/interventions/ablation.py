@@ -305,12 +305,12 @@ def plan_pruning(model: LoadedModel, text: str, orders, fractions, *, mean_ablat
     (`effects_need`)."""
     inputs = prepare(model, text, max_tokens)
     n = inputs.ids.shape[1]
-    masks = len(_pruned_masks(model, orders, fractions)[0])
-    return Plan(n, effects_need(model, n, masks=masks),
-                lambda: _curves(model, inputs, orders, fractions, mean_ablation))
+    scales, which = pruned_masks(model, orders, fractions)  # made once, for the need and the run
+    return Plan(n, effects_need(model, n, masks=len(scales)),
+                lambda: _curves(model, inputs, scales, which, mean_ablation))
 
 
-def _pruned_masks(model: LoadedModel, orders, fractions) -> tuple[torch.Tensor, np.ndarray]:
+def pruned_masks(model: LoadedModel, orders, fractions) -> tuple[torch.Tensor, np.ndarray]:
     """The distinct head masks of every order's pruning steps, (M, L, H), and which of them each (order, fraction)
     is, (orders, fractions)."""
     L, H = model.num_layers, model.num_heads
@@ -328,8 +328,9 @@ def _pruned_masks(model: LoadedModel, orders, fractions) -> tuple[torch.Tensor, 
     return torch.from_numpy(np.stack(masks) if masks else np.ones((0, L, H), np.float32)), which
 
 
-def _curves(model: LoadedModel, inputs: Inputs, orders, fractions, mean_ablation: bool) -> np.ndarray:
-    scales, which = _pruned_masks(model, orders, fractions)
+def _curves(model: LoadedModel, inputs: Inputs, scales: torch.Tensor, which: np.ndarray,
+            mean_ablation: bool) -> np.ndarray:
+    """`pruning_curves` of `pruned_masks`' masks and their places."""
     if not which.size:  # no order or no fraction: nothing to run
         return np.zeros(which.shape)
     with model.lock, torch.no_grad():
