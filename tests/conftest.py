@@ -29,6 +29,30 @@ import torch  # noqa: E402
 from tests.helpers import MODEL_FIXTURES, PRETRAINED, SUITE_ONLY_ENV, TIERS, byte_bpe_tokenizer  # noqa: E402
 from tests.waiting import wait_until  # noqa: E402
 
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# One PyTorch thread in each process of `make test` where its processes are at least as many as the cores (3 on
+# 2 in CI): the cores are full with the processes themselves, and a second intra-op thread only adds its
+# hand-offs (six model and app files on three processes: 7 % less CPU, user and system alike, stop 111). Set in
+# this process only: the servers, command lines and kernels the tests start run as deployed. The code paths of
+# several threads keep their own tests at a count they set (`two_torch_threads`; BlockSums and the pooled
+# kernels take theirs as a parameter).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")) >= _cores():
+    torch.set_num_threads(1)
+
+
+@pytest.fixture()
+def two_torch_threads():
+    """PyTorch's count at 2 for the test, whatever the machine or the suite's setting above, and back after: for
+    the tests of what a scan's workers do to the count, which on 1 would change nothing."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield 2
+    torch.set_num_threads(before)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 for _name, _value in SUITE_ONLY_ENV.items():  # tests/helpers.py says why; the browser tests' servers go without
     os.environ.setdefault(_name, _value)

@@ -11,6 +11,7 @@ import re
 
 import nbformat
 import numpy as np
+import torch
 from nbclient import NotebookClient
 
 from tests.helpers import decode
@@ -25,8 +26,12 @@ def execute(data: bytes, where) -> nbformat.NotebookNode:
     nb = nbformat.reads(data.decode("utf-8"), as_version=4)
     nbformat.validate(nb)
     os.environ["HF_HUB_OFFLINE"] = "1"  # the kernel inherits it: nothing reaches the hub
+    # on as many PyTorch threads as this process (one in `make test`, tests/conftest.py): float32 sums split the
+    # same way, so the kernel's figures equal the app's drawn here (a gradient's importance differed by 2e-3 on
+    # one thread against two)
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
     NotebookClient(nb, timeout=KERNEL_SECONDS, kernel_name="python3",
-                   resources={"metadata": {"path": str(where)}}).execute()
+                   resources={"metadata": {"path": str(where)}}).execute(env=env)
     return nb
 
 

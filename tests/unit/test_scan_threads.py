@@ -12,6 +12,8 @@ import torch
 from mha_viz.scan import run as scan_run
 from mha_viz.scan import torch_threads
 
+pytestmark = pytest.mark.usefixtures("two_torch_threads")  # on 1 a worker's 1 would change nothing
+
 
 class _Sums:
     threads = 2
@@ -92,16 +94,10 @@ def _in_a_workers_window(then):
     return seen["first read"], seen["then"]
 
 
-def _skip_on_one_core(before):
-    if before < 2:
-        pytest.skip(f"PyTorch runs on {before} thread here: a worker's 1 changes nothing")
-
-
 def test_a_run_that_first_read_the_count_during_a_reduction_leaves_the_process_as_it_was():
     """A Streamlit run that started while a scan's worker held 1 (its thread took 1) and then scans: its
     reduction comes back to the process's count, not to that 1 (which left the server on one core for good)."""
     before = torch_threads.process_count()
-    _skip_on_one_core(before)
 
     def scan_then_read():
         scan_run.reduce_blocks([lambda: (0, 0, torch.zeros(1, 1, 1)), lambda: (1, 0, torch.zeros(1, 1, 1))],
@@ -117,7 +113,6 @@ def test_a_run_that_first_read_the_count_during_a_reduction_leaves_the_process_a
 
 def test_settle_gives_a_thread_that_took_a_workers_1_the_processs_count():
     before = torch_threads.process_count()
-    _skip_on_one_core(before)
 
     def settle_then_read():
         torch_threads.settle()
@@ -132,7 +127,6 @@ def test_a_worker_keeps_its_1_through_its_first_operation():
     """A new worker sets 1; another thread then writes the process's count; the worker's first operation must not
     copy that count over its 1 (it did when the worker had never read its count before setting it)."""
     before = torch.get_num_threads()
-    _skip_on_one_core(before)
     set_one, written = threading.Event(), threading.Event()
     seen = {}
 

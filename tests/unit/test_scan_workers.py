@@ -15,6 +15,8 @@ from mha_viz.metrics.row_measures import TextFacts
 from mha_viz.scan.run import reduce_blocks
 from mha_viz.scan.torch_threads import process_count
 
+pytestmark = pytest.mark.usefixtures("two_torch_threads")  # the counts a worker sets and restores differ
+
 N, H = 97, 3
 
 
