@@ -179,14 +179,22 @@ def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = Fal
 
 
 BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `under_masks` may hold together (`effect_rows`)
-LOSS_COPIES = 3  # the logits' copies a loss makes besides them: float32 (half precision), shifted, log-softmax
+# the copies of one text's logits the loss holds at a time (`heads_off_loss.cross_entropy` takes a text at a time):
+# float32 (half precision), log-softmax, and one more for the loss's own working
+LOSS_COPIES = 3
+
+
+def loss_bytes(model: LoadedModel, n: int) -> int:
+    """What the losses of a forward hold besides its logits, however many rows it has: one text's LOSS_COPIES copies of
+    its n tokens' logits. (Until stop 111 the loss copied every row's logits three times at once: 91 rows of 13 tokens
+    of SmolLM2 in float32 peaked at 650 MiB, 7.1 MiB a row.)"""
+    return 4 * LOSS_COPIES * n * memory.logits_width(model)
 
 
 def masked_bytes(model: LoadedModel, n: int, texts: int = 1) -> int:
     """What one forward of `texts` rows of n tokens holds on its way to their losses: the forward (`forward_bytes`)
-    and the loss's copies of the logits (`heads_off_loss.cross_entropy`: LOSS_COPIES more). Measured: 91 rows of 13
-    tokens of SmolLM2 in float32 peaked at 650 MiB, 7.1 MiB a row; priced at 10.5."""
-    return forward_bytes(model, n, texts) + 4 * LOSS_COPIES * texts * n * memory.logits_width(model)
+    and the loss's copies (`loss_bytes`)."""
+    return forward_bytes(model, n, texts) + loss_bytes(model, n)
 
 
 def effect_rows(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> int:
@@ -194,10 +202,11 @@ def effect_rows(model: LoadedModel, n: int, texts: int = 1, masks: int | None = 
     (default: `each_head_off`'s, every head alone and none): the texts under as many masks at once as hold
     BATCH_BYTES together (`masked_bytes`), at most `masks`, at least one mask (the texts themselves). A forward of a
     few tokens reads the whole model for little arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s one at a
-    time and 10.0 s as 13 batches of 21 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.22 s as one
+    time and 10.0 s as 13 batches of 21 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.22 s as one; with the loss
+    a text at a time (`loss_bytes`), SmolLM2's runs of 14 tokens go 82 rows a batch, 8.1–8.4 s → 6.9–7.1 s
     (docs/speed.md)."""
     masks = model.num_layers * model.num_heads + 1 if masks is None else masks
-    at_once = BATCH_BYTES // max(masked_bytes(model, n, texts), 1)
+    at_once = (BATCH_BYTES - loss_bytes(model, n)) // max(forward_bytes(model, n, texts), 1)
     return max(1, min(masks, at_once)) * texts
 
 
@@ -206,8 +215,8 @@ def effects_bytes(model: LoadedModel, n: int, texts: int = 1, masks: int | None 
     masks: one mask's rows, or as many as BATCH_BYTES holds. A bound for every smaller batch too (the last of a
     corpus, one padded to fewer tokens), which runs more masks at once within the same bytes."""
     masks = model.num_layers * model.num_heads + 1 if masks is None else masks
-    one = masked_bytes(model, n, texts)
-    return max(one, min(masks * one, BATCH_BYTES))
+    one, loss = forward_bytes(model, n, texts), loss_bytes(model, n)
+    return max(one + loss, min(masks * one + loss, BATCH_BYTES))
 
 
 def effects_need(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> memory.Need:

@@ -36,13 +36,13 @@ def embeddings(model: LoadedModel, batch: Batch) -> torch.Tensor:
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
     """(B,): each text's mean cross-entropy (nats) over its scored positions (labels ≠ IGNORED),
     from logits (B, T, V) and labels (B, T) on one device; for NEXT_TOKEN, position t predicts
-    token t + 1."""
-    logits = logits.float()
+    token t + 1. A text at a time: its logits' float32 copy (half precision) and log-softmax are one text's, never
+    the batch's (a batch of a hundred masked copies of a text held three more copies of all their logits)."""
     if kind == NEXT_TOKEN:
-        logits, labels = logits[:, :-1], labels[:, 1:]
-    B, T, V = logits.shape
-    ce = F.cross_entropy(logits.reshape(-1, V), labels.reshape(-1), ignore_index=IGNORED, reduction="none")
-    return ce.view(B, T).sum(1) / (labels != IGNORED).sum(1)
+        logits, labels = logits[:, :-1], labels[:, 1:]  # each text's rows stay one contiguous block
+    summed = torch.stack([F.cross_entropy(logits[b].float(), labels[b], ignore_index=IGNORED, reduction="sum")
+                          for b in range(logits.shape[0])])
+    return summed / (labels != IGNORED).sum(1)
 
 
 def embedding_loss(embedding: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:

@@ -73,7 +73,7 @@ def test_the_pruning_curves_are_read_once_and_match_the_plain_function(tiny_gpt2
     reads = _counting(monkeypatch)
     p = ablation.plan_pruning(tiny_gpt2, TEXT, orders, fractions)
     rows = 3  # the distinct masks, side by side: every head on (f = 0 in both orders), each order's half off
-    loss = 4 * ablation.LOSS_COPIES * rows * p.n * memory.logits_width(tiny_gpt2)  # the loss's copies of the logits
+    loss = 4 * ablation.LOSS_COPIES * p.n * memory.logits_width(tiny_gpt2)  # the loss's copies of one text's logits
     assert p.need == plan.on_device(tiny_gpt2, plan.forward_bytes(tiny_gpt2, p.n, rows) + loss)
     np.testing.assert_allclose(p.run(), expected, rtol=1e-6)
     assert reads == [TEXT] and expected[0, 0] == expected[1, 0]  # f = 0: every head on, in both orders

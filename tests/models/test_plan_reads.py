@@ -127,7 +127,7 @@ def test_the_corpus_pruning_check_reads_its_documents_once_for_every_order(tiny_
     assert sorted(reads) == sorted(DOCS)  # each document read once, for the three orders
     n = min(32, max(len(tiny_gpt2.tokenizer(d)["input_ids"]) for d in DOCS))  # each cut to 32 tokens
     rows = 2 * len(DOCS)  # the documents under both fractions' masks, side by side, and their losses' logits
-    loss = 4 * ablation.LOSS_COPIES * rows * n * memory.logits_width(tiny_gpt2)
+    loss = 4 * ablation.LOSS_COPIES * n * memory.logits_width(tiny_gpt2)  # one text's logits at a time
     assert p.n == n and p.need == plan.on_device(tiny_gpt2, plan.forward_bytes(tiny_gpt2, n, rows) + loss)
     curves = p.run()
     assert curves.shape == (3, 2) and sorted(reads) == sorted(DOCS)

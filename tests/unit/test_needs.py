@@ -93,18 +93,20 @@ def test_a_corpus_job_is_its_batch_or_its_gradient_passes_within_the_capture_bud
 
 def test_an_embedding_models_corpus_importance_holds_its_batch_under_every_head_mask_at_once(monkeypatch):
     """No gradient: each batch of 4 runs under the L·H + 1 masks side by side (`ablation.each_head_off`), 4 rows a
-    mask, all of them within `ablation.BATCH_BYTES` here: each row's forward and its loss's copies of the logits
-    (V of them a token); with a smaller BATCH_BYTES, as many masks as it holds, and one at least."""
+    mask, all of them within `ablation.BATCH_BYTES` here: each row's forward and the loss's copies of one text's
+    logits (V of them a token); with a smaller BATCH_BYTES, as many masks as it holds, and one at least."""
     n = 10
     monkeypatch.setattr(corpus_plan, "loss_kind", lambda _model: loss_inputs.EMBEDDING)
-    one = plan.forward_bytes(_model(), n, 4) + 4 * ablation.LOSS_COPIES * 4 * n * V  # one mask's 4 rows
-    assert (L * H + 1) * one < ablation.BATCH_BYTES
-    assert corpus_plan.corpus(_model(), 4, n, importance=True).host == (L * H + 1) * one
-    monkeypatch.setattr(ablation, "BATCH_BYTES", 3 * one + 1)
-    assert corpus_plan.corpus(_model(), 4, n, importance=True).host == max(3 * one + 1, 4 * ablation.gradient_bytes(
-        _model(), n))
+    one = plan.forward_bytes(_model(), n, 4)  # one mask's 4 rows
+    loss = 4 * ablation.LOSS_COPIES * n * V  # the loss's copies of one text's logits at a time, however many rows
+    assert (L * H + 1) * one + loss < ablation.BATCH_BYTES
+    assert corpus_plan.corpus(_model(), 4, n, importance=True).host == (L * H + 1) * one + loss
+    monkeypatch.setattr(ablation, "BATCH_BYTES", 3 * one + loss + 1)
+    assert ablation.effect_rows(_model(), n, 4) == 3 * 4  # three masks' rows, not four
+    assert corpus_plan.corpus(_model(), 4, n, importance=True).host == max(3 * one + loss + 1,
+                                                                             4 * ablation.gradient_bytes(_model(), n))
     monkeypatch.setattr(ablation, "BATCH_BYTES", 1)
-    assert ablation.effects_bytes(_model(), n, 4) == one
+    assert ablation.effects_bytes(_model(), n, 4) == one + loss
 
 
 def test_the_whole_text_overview():
