@@ -180,7 +180,7 @@ def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = Fal
 
 BATCH_BYTES = 256 * 2**20  # what the rows of one forward of `under_masks` may hold together (`effect_rows`)
 # the copies of one text's logits the loss holds at a time (`heads_off_loss.cross_entropy` takes a text at a time):
-# float32 (half precision), log-softmax, and one more for the loss's own working
+# float32 (half precision) and log-softmax, and one more as a margin
 LOSS_COPIES = 3
 
 
@@ -191,20 +191,14 @@ def loss_bytes(model: LoadedModel, n: int) -> int:
     return 4 * LOSS_COPIES * n * memory.logits_width(model)
 
 
-def masked_bytes(model: LoadedModel, n: int, texts: int = 1) -> int:
-    """What one forward of `texts` rows of n tokens holds on its way to their losses: the forward (`forward_bytes`)
-    and the loss's copies (`loss_bytes`)."""
-    return forward_bytes(model, n, texts) + loss_bytes(model, n)
-
-
 def effect_rows(model: LoadedModel, n: int, texts: int = 1, masks: int | None = None) -> int:
     """How many rows of n tokens `under_masks` runs side by side for a batch of `texts` texts under `masks` head masks
     (default: `each_head_off`'s, every head alone and none): the texts under as many masks at once as hold
-    BATCH_BYTES together (`masked_bytes`), at most `masks`, at least one mask (the texts themselves). A forward of a
-    few tokens reads the whole model for little arithmetic: SmolLM2's 271 runs of 15 tokens took 30.1 s one at a
-    time and 10.0 s as 13 batches of 21 rows, MiniLM's 73 runs of 17 tokens 0.75 s and 0.22 s as one; with the loss
-    a text at a time (`loss_bytes`), SmolLM2's runs of 14 tokens go 82 rows a batch, 8.1–8.4 s → 6.9–7.1 s
-    (docs/speed.md)."""
+    BATCH_BYTES together (each mask's rows' `forward_bytes`, and the loss's `loss_bytes` once), at most `masks`, at
+    least one mask (the texts themselves). A forward of a few tokens reads the whole model for little arithmetic:
+    SmolLM2's 271 runs of 15 tokens took 30.1 s one at a time and 10.0 s as 13 batches of 21 rows, MiniLM's 73 runs
+    of 17 tokens 0.75 s and 0.22 s as one; with the loss a text at a time (`loss_bytes`), SmolLM2's runs of 14 tokens
+    go 82 rows a batch, 8.1–8.4 s → 6.9–7.1 s (docs/speed.md)."""
     masks = model.num_layers * model.num_heads + 1 if masks is None else masks
     at_once = (BATCH_BYTES - loss_bytes(model, n)) // max(forward_bytes(model, n, texts), 1)
     return max(1, min(masks, at_once)) * texts
