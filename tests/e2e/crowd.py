@@ -147,7 +147,7 @@ async def _crowd(base_url: str, visits: list[Visit]) -> list[dict]:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             # one context for the crowd's tabs: a Streamlit session is a tab's (its WebSocket), and the tabs of one
-            # context compile the app's scripts once (as conftest.py's `tabs`); the warm crowd's file took 54.6 s of
+            # context compile the app's scripts once (as conftest.py's `browser`); the warm crowd's file took 54.6 s of
             # the machine's CPU against 87.5 s with a context a session (stop 87)
             context = await browser.new_context(viewport={"width": 1400, "height": 1000})
             context.set_default_timeout(RUN_TIMEOUT_S * 1000)

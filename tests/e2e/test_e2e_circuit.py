@@ -112,7 +112,8 @@ def test_the_graphs_labels_stay_apart_wherever_it_is_drawn_from_520_to_1200_px(b
     from mha_viz.drawing.circuit import graph_figure
 
     fig = graph_figure(_random_circuit(seed), 30, 9, 3)
-    page = browser.new_page(viewport={"width": 1300, "height": 900})
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1300, "height": 900})
     try:
         for width in (520, 700, 900, 1200):
             page.set_content(fig.to_html(include_plotlyjs=True, full_html=True, default_width=f"{width}px"))

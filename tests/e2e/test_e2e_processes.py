@@ -42,11 +42,11 @@ def _ticks(page) -> list[str]:
     return [text.split(ZW, 1)[0] for text, _ in labels]
 
 
-def test_two_processes_behind_nginx_keep_each_student_on_its_own(nginx, browser, tmp_path):
+def test_two_processes_behind_nginx_keep_each_student_on_its_own(nginx, isolated_browser, tmp_path):
     with start_server(ARTIFACTS / "processes.log", command=_group, cwd=tmp_path) as base:
         students = []
         for animal in ANIMALS:  # every student's first page at once: six sessions arriving together
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context = isolated_browser.new_context(viewport={"width": 1400, "height": 1000})
             page = context.new_page()
             media: list[tuple[int, str | None]] = []
             page.on("response", lambda r, seen=media: seen.append((r.status, r.headers.get(UPSTREAM_HEADER.lower())))
@@ -74,7 +74,7 @@ def test_two_processes_behind_nginx_keep_each_student_on_its_own(nginx, browser,
         for _ in range(40):
             if len(processes) == 2:
                 break
-            probe = browser.new_context()
+            probe = isolated_browser.new_context()
             processes.add(probe.request.get(f"{base}/_stcore/health").headers.get(UPSTREAM_HEADER.lower()))
             probe.close()
         assert len(processes) == 2, processes

@@ -29,10 +29,10 @@ def report_file(tmp_path_factory):
     return path
 
 
-def _open(browser, path, *, init_script: str | None = None):
+def _open(isolated_browser, path, *, init_script: str | None = None):
     """The report in a fresh context that refuses every request but the file itself; returns the
     page and what it logged: console errors, page errors, dialogs and refused requests."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    context = isolated_browser.new_context(viewport={"width": 1200, "height": 900})
     seen = {"console": [], "errors": [], "dialogs": [], "refused": []}
 
     def route(r):
@@ -53,8 +53,8 @@ def _open(browser, path, *, init_script: str | None = None):
     return page, seen
 
 
-def test_report_draws_offline(browser, report_file):
-    page, seen = _open(browser, report_file)
+def test_report_draws_offline(isolated_browser, report_file):
+    page, seen = _open(isolated_browser, report_file)
     try:
         plots = page.locator("div.plot")
         assert plots.count() == 3  # the overview and two heads
@@ -74,8 +74,8 @@ def test_report_draws_offline(browser, report_file):
         page.context.close()
 
 
-def test_report_without_decompression_stream_says_so(browser, report_file):
-    page, seen = _open(browser, report_file, init_script="delete window.DecompressionStream;")
+def test_report_without_decompression_stream_says_so(isolated_browser, report_file):
+    page, seen = _open(isolated_browser, report_file, init_script="delete window.DecompressionStream;")
     try:
         page.wait_for_function(
             "document.getElementById('status').textContent.includes('DecompressionStream')")
