@@ -32,7 +32,8 @@ def _pairs(args: list[str]) -> list[tuple[str, str]]:
 def test_pip_settings_become_uv_options_in_pip_order(monkeypatch, tmp_path):
     constraints = tmp_path / "constraints.txt"
     _pip_env(monkeypatch, PIP_FIND_LINKS=f"{tmp_path}/a {tmp_path}/b", PIP_EXTRA_INDEX_URL="file:///x/simple",
-             PIP_INDEX_URL="https://example.org/simple", PIP_CONSTRAINT=str(constraints), PIP_CERT="/etc/ca.pem")
+             PIP_INDEX_URL="https://example.org/simple", PIP_CONSTRAINT=str(constraints),
+             PIP_CERT=str(tmp_path / "ca.pem"))
     args = uv_args.uv_args(uv_args.pip_config(sys.executable))
     pairs = _pairs(args)
     assert ("--index-strategy", "unsafe-best-match") in pairs  # pip's choice: the best version of every source
