@@ -26,10 +26,10 @@ The cluster: with `RAY_ADDRESS` set, the job joins that cluster (its nodes need 
 requirements and the models; this checkout's `mha_viz` and `models` packages are shipped to
 them as `py_modules`) and never shuts it down. Otherwise it starts a local one sized to the CPUs
 this process may use (`os.sched_getaffinity`: a container's share, not the host's count),
-`ray.init(num_cpus=…, include_dashboard=False)`, under a lock (two sessions choosing Ray at
-once start one cluster), and keeps it for the rest of the process (the next job saves the
-start, about 5 s). `shutdown()` kills the actors and stops a cluster this module started; it
-runs at exit too (the tests call it sooner). A Ray session someone else started in this
+`ray.init(num_cpus=…, include_dashboard=False)` with no plain worker started ahead (no actor could take
+it), under a lock (two sessions choosing Ray at once start one cluster), and keeps it for the rest of the
+process (the next job saves the start, about 5 s). `shutdown()` kills the actors and stops a cluster this module
+started; it runs at exit too (the tests call it sooner). A Ray session someone else started in this
 process is used as it is and left running.
 
 CPU accounting, and why the pool leaves one CPU free. Ray schedules by logical CPUs. A pool that
@@ -129,9 +129,11 @@ def _init() -> None:
         # behind the local engine it stands in for (6 × slower measured on a shared 2-core box)
         os.environ.setdefault("RAY_worker_niceness", "0")
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        # no worker started ahead for the driver: it would be a plain one, and every actor of the pool runs in the
+        # cluster's runtime env, so none could take it (an idle process of 79 MB for the cluster's life, measured)
         ray.init(address="local", num_cpus=machine_cpus(), num_gpus=gpus, include_dashboard=False,
                  log_to_driver=False, logging_level=logging.ERROR,  # the caller reports progress
-                 runtime_env={"env_vars": spin})
+                 runtime_env={"env_vars": spin}, _system_config={"prestart_worker_first_driver": False})
         _started = True
     atexit.unregister(shutdown)  # once, however often the cluster is restarted
     atexit.register(shutdown)  # after ray.init's own hook, so it runs before it: actors first

@@ -49,6 +49,34 @@ def gone(pid: int, wait_s: float = 30.0) -> bool:
     return bool(wait_until(ended, wait_s, interval_s=0.2))
 
 
+def titled_under_us(prefix: str) -> list[int]:
+    """The processes below this one (children, theirs, …) whose title, as `ps` shows it, starts with `prefix`."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):  # ended meanwhile
+                pass
+
+    def below_us(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == os.getpid():
+                return True
+        return False
+
+    found = []
+    for pid in filter(below_us, parents):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith(prefix):
+            found.append(pid)
+    return found
+
+
 @pytest.fixture(scope="module")
 def ray_engine():
     """A local Ray cluster for this module, stopped at its end (and no cluster to join)."""
@@ -101,6 +129,17 @@ def test_ray_keeps_the_same_head_examples_as_local(ray_engine, minilm):
 def test_a_model_that_does_not_load_is_a_model_load_error(ray_engine, tmp_path):
     with pytest.raises(ModelLoadError):
         corpus.head_statistics(str(tmp_path / "no-such-model"), DOCS[:2], engine="ray")
+
+
+@pytest.mark.model  # minilm, loaded by name in the actors
+def test_the_cluster_keeps_no_worker_that_no_actor_can_take(ray_engine):
+    """Ray starts plain workers ahead for a new driver, but every actor of the pool runs in the cluster's runtime env
+    (its OpenMP setting), so none could take one: a process idle for the cluster's life (79 MB). The local cluster
+    starts none; after a job only the pool's actors are there."""
+    corpus.head_statistics("minilm", DOCS[:8], engine="ray", **FAST)
+    actors = {a["pid"] for a in ray_engine.actors()}
+    assert actors and set(titled_under_us("ray::HeadSums")) >= actors
+    assert titled_under_us("ray::IDLE") == []
 
 
 @pytest.mark.model  # minilm, loaded by name in the actors
