@@ -260,11 +260,11 @@ def _playwright(e2e_ready):
 @pytest.fixture(scope="session")
 def browser(_playwright, tmp_path_factory):
     """The Chromium every tab of the tests opens in (`new_app`): one profile on disk (playwright's persistent
-    context), so that its tabs share the compiled code of the app's scripts as well as their files. A Streamlit
-    session is a tab's (its WebSocket), not a context's. A tab cost 19 % less of Chromium's CPU than in a context of
-    a launched browser (whose cache is kept in memory, its compiled code not: 3.9 against 4.9 CPU-s a tab landing,
-    typing a sentence and opening the Head view, 3 × 6 tabs each, stop 112). Tests that need contexts apart (their
-    own cookies, routes) take `isolated_browser`."""
+    context), whose tabs share its caches of the app's scripts. A Streamlit session is a tab's (its WebSocket), not
+    a context's. A tab here cost 19 % less of Chromium's CPU than a tab of a launched browser's one context, whose
+    caches are kept in memory (3.9 against 4.9 CPU-s a tab landing, typing a sentence and opening the Head view,
+    3 × 6 tabs each, stop 112; V8's code cache on disk is the likely reason, not checked). Tests that need contexts
+    apart (their own cookies, routes) take `isolated_browser`."""
     context = _playwright.chromium.launch_persistent_context(
         str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, args=CHROMIUM_ARGS,
         viewport={"width": 1400, "height": 1000})
