@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mha_viz import launch
+from mha_viz import launch, settings
 
 UPSTREAM_HEADER = "X-MHA-Viz-Upstream"  # which app process answered (its address), on every proxied response
 STUDENT = "mha_viz_student"  # the cookie that keeps a browser on one process (`config`)
@@ -150,6 +150,7 @@ def run_group(processes: int, port: int, env: dict[str, str], *, public: bool = 
     conf = folder / "nginx.conf"
     conf.write_text(config(ports, port, folder, public=public))
     shared = dict(env, STREAMLIT_SERVER_COOKIE_SECRET=secret)  # Streamlit takes it from the environment only
+    shared.update(settings.thread_share(env, processes))  # the CPUs shared out: no more threads than CPUs
     procs: list[subprocess.Popen] = []
     stopping: list[int] = []
 

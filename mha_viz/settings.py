@@ -155,6 +155,26 @@ def openmp_spin(environ: Mapping[str, str]) -> dict[str, str]:
     return {} if {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & set(environ) else dict(OPENMP_SPIN)
 
 
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a container's cpuset), else the count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
+def thread_share(environ: Mapping[str, str], processes: int) -> dict[str, str]:
+    """The variables to add to `environ` for one of `processes` app processes that share this machine's CPUs
+    (`mha-viz app --processes N`): PyTorch's threads a process, the CPUs divided among them (at least 1), so that the
+    processes together start no more threads than there are CPUs. None where the user has set OMP_NUM_THREADS. Each
+    process computing on as many threads as the machine has CPUs, a class of 300 on two processes on 2 CPUs: a
+    student's sentence cost its process 24.5 ms of CPU on two threads against 12.6 ms on one, for 12.3 and 12.6 ms of
+    wall time (MiniLM, 10 tokens; docs/speed.md)."""
+    if "OMP_NUM_THREADS" in environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, machine_cpus() // max(1, processes)))}
+
+
 def size_text(nbytes: float) -> str:
     """1.2 GiB, 340 MiB, 12 KiB: a memory figure in the messages that refuse work over the budget."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):

@@ -69,7 +69,7 @@ from mha_viz.progress import Counted
 from mha_viz.text.wording import plural
 from mha_viz_models import LoadedModel, ModelLoadError
 
-__all__ = ["HeadSums", "Pool", "actors", "connect", "machine_cpus", "plan_pool", "run", "shutdown"]
+__all__ = ["HeadSums", "Pool", "actors", "connect", "plan_pool", "run", "shutdown"]
 log = logging.getLogger("mha_viz.corpus")
 
 SPARE_CPUS = 1  # left to Ray's tasks and to a new pool beside a retiring one (see the module doc)
@@ -79,14 +79,6 @@ HEARTBEAT_S = 0.5  # while no batch comes back, `progress` is still called this 
 ACTOR_WAIT_S = 600  # seconds without a batch back before the job fails (a pool Ray cannot place)
 _started = False  # whether this module started the Ray session it is using
 _init_lock = threading.Lock()  # Streamlit sessions are threads: one ray.init at a time
-
-
-def machine_cpus() -> int:
-    """The CPUs this process may run on (its affinity: a container's cpuset), else the count."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not on Linux
-        return os.cpu_count() or 1
 
 
 def plan_pool(cpus: int, gpus: int, *, local: bool, node_cpus: int | None = None) -> Pool:
@@ -131,7 +123,7 @@ def _init() -> None:
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         # no worker started ahead for the driver: it would be a plain one, and every actor of the pool runs in the
         # cluster's runtime env, so none could take it (an idle process of 79 MB for the cluster's life, measured)
-        ray.init(address="local", num_cpus=machine_cpus(), num_gpus=gpus, include_dashboard=False,
+        ray.init(address="local", num_cpus=settings.machine_cpus(), num_gpus=gpus, include_dashboard=False,
                  log_to_driver=False, logging_level=logging.ERROR,  # the caller reports progress
                  runtime_env={"env_vars": spin}, _system_config={"prestart_worker_first_driver": False})
         _started = True

@@ -284,4 +284,10 @@ def test_an_actor_loads_the_model_as_the_session_did(ray_engine):
 def test_a_local_cluster_is_sized_to_the_cpus_this_process_may_use(ray_engine):
     import os
 
-    assert ray_engine.machine_cpus() == len(os.sched_getaffinity(0))
+    import ray
+
+    from mha_viz import settings
+
+    assert settings.machine_cpus() == len(os.sched_getaffinity(0))
+    ray_engine.connect()
+    assert ray.cluster_resources()["CPU"] == len(os.sched_getaffinity(0))

@@ -6,10 +6,11 @@ exit code 2 and one line."""
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 
-from mha_viz import cli, launch_group
+from mha_viz import cli, launch, launch_group, settings
 
 
 def test_the_configuration_hashes_each_browsers_own_cookie_over_every_process(tmp_path):
@@ -40,3 +41,41 @@ def test_bad_options_are_one_line_and_code_2(argv, said, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert said in err and "Traceback" not in err
+
+
+# an app process stand-in: writes what it computes on (OMP_NUM_THREADS, and PyTorch's own count where asked), then
+# waits to be stopped
+APP = """import os, sys, time
+count = __import__("torch").get_num_threads() if sys.argv[2] == "torch" else None
+open(sys.argv[1] + ".tmp", "w").write(f"{os.environ.get('OMP_NUM_THREADS')} {count}")
+os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("cpus, processes, users, expected", [
+    (2, 2, {}, "1"),  # this project's machine: one thread a process, not two
+    (8, 3, {}, "2"),
+    (2, 3, {}, "1"),  # more processes than CPUs: one thread each all the same
+    (8, 2, {"OMP_NUM_THREADS": "3"}, "3"),  # the user's own count, left alone
+])
+def test_the_app_processes_share_the_cpus_out(monkeypatch, tmp_path, capsys, cpus, processes, users, expected):
+    """`mha-viz app --processes N` starts each app process with PyTorch's threads set to its share of the CPUs:
+    N processes never start more threads than there are CPUs (each on as many threads as CPUs, a student's analysis
+    cost twice the CPU for the same wall time: docs/speed.md). The first case reads PyTorch's own count in the
+    process."""
+    monkeypatch.setattr(settings, "machine_cpus", lambda: cpus)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for name, value in users.items():
+        monkeypatch.setenv(name, value)
+    read = "torch" if cpus == 2 and processes == 2 else "env"
+    monkeypatch.setattr(launch, "command", lambda port, public: [sys.executable, "-c", APP, str(tmp_path / str(port)),
+                                                                 read])
+    monkeypatch.setattr(launch, "health", lambda url: "ok" if (tmp_path / url.rsplit(":", 1)[1]).exists() else "")
+    monkeypatch.setattr(launch_group, "nginx_binary", lambda: "/bin/true")  # exits at once: the group stops
+    assert launch_group.run_group(processes, launch.free_port(), launch.app_env()) == 1
+    assert "a process of the group exited" in capsys.readouterr().err
+    said = [f.read_text().split() for f in tmp_path.iterdir() if f.name.isdigit()]
+    assert len(said) == processes and all(env == expected for env, _ in said), said
+    if read == "torch":
+        assert all(count == expected for _, count in said), said
