@@ -64,3 +64,36 @@ def stop_server(proc: subprocess.Popen) -> None:
             proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             pass
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every process below it (the app processes and nginx of a group)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in task.read_text().split()]
+            except FileNotFoundError:  # a thread (a session's run) that ended since the folder was listed
+                continue
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` and those below it so far."""
+    total = 0
+    for p in process_tree(pid):
+        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def peak_bytes(pid: int) -> int:
+    """The peak resident memory of process `pid` and those below it, summed."""
+    total = 0
+    for p in process_tree(pid):
+        for line in Path(f"/proc/{p}/status").read_text().splitlines():
+            if line.startswith("VmHWM"):
+                total += int(line.split()[1]) * 1024
+    return total

@@ -25,42 +25,19 @@ sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from app_server import free_port, start_server, stop_server, wait_healthy  # noqa: E402 - benchmarks/app_server.py
+from app_server import (  # noqa: E402 - benchmarks/app_server.py
+    cpu_seconds,
+    free_port,
+    peak_bytes,
+    start_server,
+    stop_server,
+    wait_healthy,
+)
 
 import mha_viz  # noqa: E402
 from tests.e2e.class_client import class_of, marker_words, sentence_of  # noqa: E402
 
 BOOT_S = 240
-
-
-def _tree(pid: int) -> list[int]:
-    """`pid` and every process below it (the app processes and nginx of a group)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        for task in Path(f"/proc/{p}/task").glob("*/children"):
-            todo += [int(c) for c in task.read_text().split()]
-    return out
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process `pid` and those below it so far."""
-    total = 0
-    for p in _tree(pid):
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
-
-
-def _peak_bytes(pid: int) -> int:
-    """The peak resident memory of process `pid` and those below it, summed."""
-    total = 0
-    for p in _tree(pid):
-        for line in Path(f"/proc/{p}/status").read_text().splitlines():
-            if line.startswith("VmHWM"):
-                total += int(line.split()[1]) * 1024
-    return total
 
 
 def start_group(port: int, processes: int, root: Path) -> subprocess.Popen:
@@ -79,10 +56,10 @@ def one_class(students: int, words: list[str], root: Path = ROOT, processes: int
     server = start_server(port, Path(os.devnull), root) if processes == 1 else start_group(port, processes, root)
     try:
         wait_healthy(base, server, BOOT_S)
-        cpu = _cpu_seconds(server.pid)
+        cpu = cpu_seconds(server.pid)
         seen = class_of(base, [sentence_of(w) for w in words[:students]])
-        cpu = _cpu_seconds(server.pid) - cpu
-        peak = _peak_bytes(server.pid)
+        cpu = cpu_seconds(server.pid) - cpu
+        peak = peak_bytes(server.pid)
     finally:
         stop_server(server)
     done = sorted(s.done for s in seen if not s.errors)

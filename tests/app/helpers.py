@@ -7,11 +7,13 @@ from __future__ import annotations
 import functools
 import json
 
+import plotly.io as pio
 from streamlit.components.v2 import manifest_scanner
 from streamlit.testing.v1 import AppTest
 
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.generate import controls as generate_keys
+from mha_viz.ui.kit import charts as app_charts
 from mha_viz.ui.kit import keys
 from tests.helpers import HEADINGS, ROOT, decode, shown
 
@@ -98,6 +100,26 @@ def open_with_text(page_id: str, text: str, model: str | None = None) -> AppTest
 def charts(at: AppTest) -> list[dict]:
     """The plotly figures on the page, as dicts with arrays decoded."""
     return [decode(json.loads(c.proto.spec)) for c in at.get("plotly_chart")]
+
+
+def left_to_the_template(spec: dict) -> list[str]:
+    """What a chart leaves to a part of Streamlit's Plotly template that the app's own (`charts.TEMPLATE`) drops: each
+    trace of a type whose entry was dropped must set every property that entry sets (a colour scale also through a
+    colour axis that sets one). Named "title: type.property" for each property left unset."""
+    dropped = {kind: entries for kind, entries in pio.templates["streamlit"].to_plotly_json()["data"].items()
+               if kind not in app_charts.KEPT}
+    layout = spec.get("layout", {})
+    title = (layout.get("title") or {}).get("text", "?") if isinstance(layout.get("title"), dict) else "?"
+    missing = []
+    for trace in spec.get("data", []):
+        kind = trace.get("type", "scatter")
+        for entry in dropped.get(kind, []):
+            for name in entry:
+                axis = trace.get("coloraxis")
+                through_axis = name == "colorscale" and axis and "colorscale" in layout.get(axis, {})
+                if name != "type" and name not in trace and not through_axis:
+                    missing.append(f"{title}: {kind}.{name}")
+    return missing
 
 
 def heatmap_tokens(at: AppTest) -> list[str]:

@@ -3,7 +3,8 @@ SmolLM2). With the app's default sentence and settings (not the suite's token ca
 page opens on MiniLM, SmolLM2 and toy-induction, and its primary button (the main area's first enabled one, where
 the page draws one) is pressed: the page answers with a result, or with a message it gave before the click. An
 error or an exception on opening, or after the click, fails, naming the page and the button; so does a legend whose
-swatch is not its marks' colour, on any chart drawn."""
+swatch is not its marks' colour, on any chart drawn, and a chart that leaves its colours to a part of Streamlit's Plotly
+template the app drops (`charts.TEMPLATE`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from mha_viz.features.ablation import controls as ablation_keys
 from mha_viz.features.generate import controls as generate_keys
-from tests.app.helpers import PAGE_IDS, charts, open_box, open_page, start_app
+from tests.app.helpers import PAGE_IDS, charts, left_to_the_template, open_box, open_page, start_app
 
 pytestmark = pytest.mark.model
 
@@ -42,6 +43,10 @@ def _misleading_legends(at) -> list[str]:
     return found
 
 
+def _uncoloured(at) -> list[str]:
+    return [m for spec in charts(at) for m in left_to_the_template(spec)]
+
+
 def _primary(at) -> str | None:
     """The key of the main area's first enabled primary button, if any."""
     for button in at.main.button:
@@ -66,6 +71,7 @@ def test_every_page_answers_its_primary_button_with_its_defaults(model, monkeypa
         before = _said(at)
         assert not before, (model, page, before)  # opening with the defaults fails nothing either
         assert not _misleading_legends(at), (model, page, _misleading_legends(at))
+        assert not _uncoloured(at), (model, page, _uncoloured(at))
         key = _primary(at) if page not in TOO_LONG_FOR_A_TEST else None
         if key is None:
             continue
@@ -74,6 +80,7 @@ def test_every_page_answers_its_primary_button_with_its_defaults(model, monkeypa
         new = _said(at) - before
         assert not new, (model, page, key, new)  # a failure after the click, with every input at its default
         assert not _misleading_legends(at), (model, page, key, _misleading_legends(at))
+        assert not _uncoloured(at), (model, page, key, _uncoloured(at))
         pressed.append(f"{page}:{key}")
     pages = {p.split(":")[0] for p in pressed}
     assert {"prediction", "generate"} <= pages or model == "minilm", pressed  # real work was asked for

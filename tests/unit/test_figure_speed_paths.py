@@ -126,3 +126,20 @@ def test_a_matrix_past_the_image_limit_is_drawn_max_pooled_over_the_same_positio
     assert image.dx == pytest.approx(2.5) and image.x0 - image.dx / 2 == pytest.approx(-0.5)  # spans 0 … n − 1
     small = head_figures.matrix_image(m[:80, :80], [f"t{i}" for i in range(80)], title="A head", zmax=1.0)
     assert _pixels(small.data[0].source).shape[:2] == (80, 80) and "80 × 80 pixels" in small.layout.title.text
+
+
+def test_the_apps_figures_carry_only_the_placeholders_they_use_of_streamlits_template():
+    """Once the app's chart module is imported, a new figure is built on `charts.TEMPLATE`: Streamlit's colour way,
+    layout colour scales and scatter entry, placeholder for placeholder (what the browser swaps for the theme's
+    colours), and nothing else of Streamlit's template (3.7 KB a chart). tests/app/test_app_defaults.py checks that
+    no chart of any page leaves its colours to what was dropped."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    theirs = pio.templates["streamlit"].to_plotly_json()
+    assert pio.templates.default == charts.TEMPLATE
+    fig = head_figures.grid_figure(np.full((2, 3, 8, 8), 7, dtype=np.uint8), thumb=8, rescale=False)
+    ours = fig.to_plotly_json()["layout"]["template"]
+    assert ours["layout"] == {k: theirs["layout"][k] for k in ("colorway", "colorscale")}
+    assert ours["data"] == {k: theirs["data"][k] for k in charts.KEPT}
+    assert len(go.Figure(layout=dict(template="streamlit")).to_json()) - len(go.Figure().to_json()) > 2000

@@ -72,7 +72,7 @@ def test_the_app_processes_share_the_cpus_out(monkeypatch, tmp_path, capsys, cpu
     monkeypatch.setattr(launch, "command", lambda port, public: [sys.executable, "-c", APP, str(tmp_path / str(port)),
                                                                  read])
     monkeypatch.setattr(launch, "health", lambda url: "ok" if (tmp_path / url.rsplit(":", 1)[1]).exists() else "")
-    monkeypatch.setattr(launch_group, "nginx_binary", lambda: "/bin/true")  # exits at once: the group stops
+    monkeypatch.setattr(launch_group, "nginx_binary", lambda: sys.executable)  # refuses nginx's options, exits
     assert launch_group.run_group(processes, launch.free_port(), launch.app_env()) == 1
     assert "a process of the group exited" in capsys.readouterr().err
     said = [f.read_text().split() for f in tmp_path.iterdir() if f.name.isdigit()]

@@ -8,6 +8,7 @@ import logging
 from typing import Callable, Hashable, TypeVar
 
 import plotly.graph_objects as go
+import plotly.io as pio
 import streamlit as st
 
 from mha_viz.drawing import margins
@@ -16,6 +17,23 @@ from mha_viz.ui.kit import keys, session
 
 log = logging.getLogger("mha_viz.ui")
 T = TypeVar("T")
+
+# Streamlit makes its Plotly template the default, and every figure carries it: 3.7 KB of colour placeholders that
+# the browser swaps for the theme's (its `theme="streamlit"` styles the fonts, axes and background itself). The app's
+# figures are built on a template of only the placeholders they use: the colour way (traces without a colour of
+# their own), the layout's colour scales (markers coloured by value) and the scatter markers' line. Each trace type
+# whose own template entry is left out names its colours itself (a heatmap its colour scale or colour axis), or is
+# not drawn by the app (tests/app/test_app_defaults.py checks every chart of every page). A student's steps cost the
+# server 2-5 % less CPU (benchmarks/student_cpu.py, docs/speed.md), and each chart is 3.2 KB smaller; the charts of
+# five pages were the same to the pixel in Chromium.
+TEMPLATE = "mha_viz"
+KEPT = ("scatter",)  # the trace types whose entry of Streamlit's template is kept
+if "streamlit" in pio.templates:  # registered when Streamlit's Plotly element is imported (by `import streamlit`)
+    _theirs = pio.templates["streamlit"]
+    pio.templates[TEMPLATE] = go.layout.Template(
+        layout=dict(colorway=_theirs.layout.colorway, colorscale=_theirs.layout.colorscale),
+        data={kind: getattr(_theirs.data, kind) for kind in KEPT})
+    pio.templates.default = TEMPLATE
 
 
 def config(name: str) -> dict:
