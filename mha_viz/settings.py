@@ -166,10 +166,10 @@ def machine_cpus() -> int:
 def thread_share(environ: Mapping[str, str], processes: int) -> dict[str, str]:
     """The variables to add to `environ` for one of `processes` app processes that share this machine's CPUs
     (`mha-viz app --processes N`): PyTorch's threads a process, the CPUs divided among them (at least 1), so that the
-    processes together start no more threads than there are CPUs. None where the user has set OMP_NUM_THREADS. Each
-    process computing on as many threads as the machine has CPUs, a class of 300 on two processes on 2 CPUs: a
-    student's sentence cost its process 24.5 ms of CPU on two threads against 12.6 ms on one, for 12.3 and 12.6 ms of
-    wall time (MiniLM, 10 tokens; docs/speed.md)."""
+    processes together start no more threads than there are CPUs. None where the user has set OMP_NUM_THREADS. Left
+    to PyTorch, each process would start as many threads as the machine has CPUs: a student's 10-token sentence of
+    MiniLM then cost 24.5 ms of CPU on two threads against 12.6 ms on one, for 12.3 and 12.6 ms of wall time
+    (docs/speed.md)."""
     if "OMP_NUM_THREADS" in environ:
         return {}
     return {"OMP_NUM_THREADS": str(max(1, machine_cpus() // max(1, processes)))}
