@@ -102,12 +102,18 @@ def charts(at: AppTest) -> list[dict]:
     return [decode(json.loads(c.proto.spec)) for c in at.get("plotly_chart")]
 
 
+@functools.cache
+def _dropped_entries() -> dict[str, list[dict]]:
+    """The trace types' entries of Streamlit's Plotly template that the app's own (`charts.TEMPLATE`) drops."""
+    return {kind: entries for kind, entries in pio.templates["streamlit"].to_plotly_json()["data"].items()
+            if kind not in app_charts.KEPT}
+
+
 def left_to_the_template(spec: dict) -> list[str]:
     """What a chart leaves to a part of Streamlit's Plotly template that the app's own (`charts.TEMPLATE`) drops: each
     trace of a type whose entry was dropped must set every property that entry sets (a colour scale also through a
     colour axis that sets one). Named "title: type.property" for each property left unset."""
-    dropped = {kind: entries for kind, entries in pio.templates["streamlit"].to_plotly_json()["data"].items()
-               if kind not in app_charts.KEPT}
+    dropped = _dropped_entries()
     layout = spec.get("layout", {})
     title = (layout.get("title") or {}).get("text", "?") if isinstance(layout.get("title"), dict) else "?"
     missing = []

@@ -23,12 +23,13 @@ def _said(at) -> set[str]:
     return {e.value for e in at.error}
 
 
-def _misleading_legends(at) -> list[str]:
-    """The legend entries on the page whose swatch is not their marks' colour (issue 90: "patched for real" had a
-    blue swatch over bars red when positive and blue when negative): a trace in the legend whose marks take several
-    colours. A legend is drawn for a trace that asks for it, or by default when two or more traces may be shown."""
+def _misleading_legends(specs: list[dict]) -> list[str]:
+    """The legend entries of the charts `specs` whose swatch is not their marks' colour (issue 90: "patched for real"
+    had a blue swatch over bars red when positive and blue when negative): a trace in the legend whose marks take
+    several colours. A legend is drawn for a trace that asks for it, or by default when two or more traces may be
+    shown."""
     found = []
-    for spec in charts(at):
+    for spec in specs:
         if spec.get("layout", {}).get("showlegend") is False:
             continue
         listed = [t for t in spec["data"] if t.get("showlegend") is not False and t.get("type") in ("bar", "scatter")]
@@ -43,8 +44,8 @@ def _misleading_legends(at) -> list[str]:
     return found
 
 
-def _uncoloured(at) -> list[str]:
-    return [m for spec in charts(at) for m in left_to_the_template(spec)]
+def _uncoloured(specs: list[dict]) -> list[str]:
+    return [m for spec in specs for m in left_to_the_template(spec)]
 
 
 def _primary(at) -> str | None:
@@ -70,8 +71,9 @@ def test_every_page_answers_its_primary_button_with_its_defaults(model, monkeypa
         assert not at.exception, (model, page, at.exception)
         before = _said(at)
         assert not before, (model, page, before)  # opening with the defaults fails nothing either
-        assert not _misleading_legends(at), (model, page, _misleading_legends(at))
-        assert not _uncoloured(at), (model, page, _uncoloured(at))
+        specs = charts(at)  # every chart on the page, read once for both checks
+        assert not _misleading_legends(specs), (model, page, _misleading_legends(specs))
+        assert not _uncoloured(specs), (model, page, _uncoloured(specs))
         key = _primary(at) if page not in TOO_LONG_FOR_A_TEST else None
         if key is None:
             continue
@@ -79,8 +81,9 @@ def test_every_page_answers_its_primary_button_with_its_defaults(model, monkeypa
         assert not at.exception, (model, page, key, at.exception)
         new = _said(at) - before
         assert not new, (model, page, key, new)  # a failure after the click, with every input at its default
-        assert not _misleading_legends(at), (model, page, key, _misleading_legends(at))
-        assert not _uncoloured(at), (model, page, key, _uncoloured(at))
+        specs = charts(at)
+        assert not _misleading_legends(specs), (model, page, key, _misleading_legends(specs))
+        assert not _uncoloured(specs), (model, page, key, _uncoloured(specs))
         pressed.append(f"{page}:{key}")
     pages = {p.split(":")[0] for p in pressed}
     assert {"prediction", "generate"} <= pages or model == "minilm", pressed  # real work was asked for

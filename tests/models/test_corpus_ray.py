@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mha_viz import ModelLoadError, corpus
+from mha_viz import ModelLoadError, corpus, settings
 from tests.helpers import ROOT, assert_corpus_patterns, assert_examples_match, corpus_voters, encoder_rows
 from tests.waiting import wait_until
 
@@ -282,11 +282,7 @@ def test_an_actor_loads_the_model_as_the_session_did(ray_engine):
 
 
 def test_a_local_cluster_is_sized_to_the_cpus_this_process_may_use(ray_engine):
-    import os
-
     import ray
-
-    from mha_viz import settings
 
     assert settings.machine_cpus() == len(os.sched_getaffinity(0))
     ray_engine.connect()

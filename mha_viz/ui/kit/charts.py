@@ -24,7 +24,7 @@ T = TypeVar("T")
 # their own), the layout's colour scales (markers coloured by value) and the scatter markers' line. Each trace type
 # whose own template entry is left out names its colours itself (a heatmap its colour scale or colour axis), or is
 # not drawn by the app (tests/app/test_app_defaults.py checks every chart of every page). A student's steps cost the
-# server 2-5 % less CPU (benchmarks/student_cpu.py, docs/speed.md), and each chart is 3.2 KB smaller; the charts of
+# server 2-5 % less CPU (benchmarks/student_cpu.py, docs/speed.md), and each chart is 2.3 KB smaller; the charts of
 # five pages were the same to the pixel in Chromium.
 TEMPLATE = "mha_viz"
 KEPT = ("scatter",)  # the trace types whose entry of Streamlit's template is kept
