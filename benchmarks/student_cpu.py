@@ -8,8 +8,9 @@ Printed: each server's mean CPU a step and a student (± its standard error) and
 same code measured 0.984 (150 students each); so read a ratio within about ±3 % of 1 as no change.
 
 Run: `.venv/bin/python benchmarks/student_cpu.py --roots <checkout A> <checkout B> [--students 150]
-[--env-b NAME=VALUE ...]` (about 2 minutes on 2 cores for 150 students each). `--env-b` starts server B with
-environment variables of its own (e.g. OMP_NUM_THREADS=1), for a setting rather than a version.
+[--env-a NAME=VALUE ...] [--env-b NAME=VALUE ...]` (about 2 minutes on 2 cores for 150 students each). `--env-a` and
+`--env-b` start server A or B with environment variables of their own (e.g. OMP_NUM_THREADS=1), for a setting rather
+than a version.
 """
 
 from __future__ import annotations
@@ -75,13 +76,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--roots", type=Path, nargs=2, default=[ROOT, ROOT], help="checkouts A and B")
     parser.add_argument("--students", type=int, default=150, help="students each server serves (after the warm-up)")
+    parser.add_argument("--env-a", nargs="*", default=[], help="NAME=VALUE for server A only")
     parser.add_argument("--env-b", nargs="*", default=[], help="NAME=VALUE for server B only")
     args = parser.parse_args()
-    env_b = dict(item.split("=", 1) for item in args.env_b)
+    env_a, env_b = (dict(item.split("=", 1) for item in pairs) for pairs in (args.env_a, args.env_b))
     words = marker_words(mha_viz.load_model("minilm").tokenizer, 300)
     procs, servers = [], {}
     try:
-        for name, root, env in (("A", args.roots[0], {}), ("B", args.roots[1], env_b)):
+        for name, root, env in (("A", args.roots[0], env_a), ("B", args.roots[1], env_b)):
             port = free_port()
             procs.append(start_server(port, Path(os.devnull), root, **env))
             servers[name] = (f"http://127.0.0.1:{port}", procs[-1].pid)
@@ -98,7 +100,8 @@ def main() -> None:
         steps = [statistics.mean(col) * 1e3 for col in zip(*rows)]
         totals[name] = [sum(r) for r in rows]
         error = statistics.stdev(totals[name]) / len(rows) ** 0.5 * 1e3
-        extra = f" ({' '.join(args.env_b)})" if name == "B" and args.env_b else ""
+        pairs = args.env_a if name == "A" else args.env_b
+        extra = f" ({' '.join(pairs)})" if pairs else ""
         print(f"| {name} | {root}{extra} | " + " | ".join(f"{s:.1f} ms" for s in steps)
               + f" | {statistics.mean(totals[name]) * 1e3:.1f} ± {error:.1f} ms |")
     print(f"B / A: {statistics.mean(totals['B']) / statistics.mean(totals['A']):.3f} ({args.students} students each)")
