@@ -1,12 +1,15 @@
 """`mha-viz app --processes N` (issue 91): N app servers behind nginx, for a lecture hall. One Streamlit process
 runs every session's script under one interpreter lock, so more cores serve more people only as more processes. A
 browser must stay on one of them: its session, and the media (images) and uploads of that session, live in the
-process that holds it. nginx keeps a browser's requests together by hashing a cookie of the browser's own (its own,
-even behind one NAT, where hashing the address would send a whole class to one process): STUDENT, which nginx sets
-on the browser's first request, the page itself, to that request's id, so that every later request carries it.
-(Streamlit's `_streamlit_xsrf` cookie is not enough: it is set by whichever of the page's first requests, run at once,
-reaches a process first, and a browser's cookie could change under its websocket, moving its session to another
-process, tried.) The processes share one cookie secret, so that each accepts the xsrf cookie another made.
+process that holds it. nginx hands each new browser to the next process in turn (round robin: a class arriving at
+once splits evenly, and students behind one NAT spread too) and keeps its later requests there by a cookie of the
+browser's own, STUDENT, set on its first request (the page itself) to the port of the process that answered, so
+that every later request carries it. Hashing a random mark of each browser instead (until stop 114) split a class
+of 300 by chance: one process served 54 % of a class's CPU, the other 46 %. Should a browser's process stop
+answering, nginx passes its requests to the others, as backups, in a fixed order. (Streamlit's `_streamlit_xsrf`
+cookie is not enough: it is set by whichever of the page's first requests, run at once, reaches a process first, and
+a browser's cookie could change under its websocket, moving its session to another process, tried.) The processes
+share one cookie secret, so that each accepts the xsrf cookie another made.
 
 Each process loads its own models (the memory of one app process, times N: docs/deploying.md). The servers listen
 on the loopback interface only; nginx listens on `port` (every interface with `public`).
@@ -37,12 +40,16 @@ def nginx_binary() -> str | None:
 
 
 def config(ports: list[int], listen: int, folder: Path, *, public: bool = False) -> str:
-    """nginx's configuration: one upstream of the app processes on `ports`, chosen by the hash of the browser's
-    STUDENT cookie (consistent: a process added or gone moves few browsers), websockets passed through
-    (Streamlit's session is one), no buffering, nothing written outside `folder` (pid, logs, temporary files: no root
-    needed); the access log names each request's cookie and process, and each response says its process
-    (UPSTREAM_HEADER)."""
+    """nginx's configuration: the app processes on `ports`, a new browser (no STUDENT cookie, or one naming no
+    process of this group) handed to the next in turn and given the cookie, a browser with one kept on the process it
+    names (the upstream `pinned_PORT`: that process, the others as backups), websockets passed through (Streamlit's
+    session is one), no buffering, nothing written outside `folder` (pid, logs, temporary files: no root needed); the
+    access log names each request's cookie and process, and each response says its process (UPSTREAM_HEADER)."""
     servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=0;" for p in ports)
+    pinned = "\n".join(f"    upstream pinned_{p} {{\n        server 127.0.0.1:{p} max_fails=0;\n"
+                       + "".join(f"        server 127.0.0.1:{o} backup;\n" for o in ports if o != p) + "    }"
+                       for p in ports)
+    routes = "\n".join(f"        {p} pinned_{p};" for p in ports)
     address = f"{listen}" if public else f"127.0.0.1:{listen}"
     temp = "\n".join(f"    {name}_temp_path {folder / name};" for name in ("client_body", "proxy", "fastcgi", "uwsgi",
                                                                          "scgi"))
@@ -54,31 +61,37 @@ events {{
     worker_connections 4096;
 }}
 http {{
-    log_format student '$student $upstream_addr $status $request_method $uri';
+    log_format student '$cookie_{STUDENT} $upstream_addr $status $request_method $uri';
     access_log {folder / "access.log"} student;
 {temp}
     map $http_upgrade $connection_upgrade {{
         default upgrade;
         '' close;
     }}
-    # a browser's own mark: the cookie STUDENT, set by its first request (the page itself) to that request's id
-    map $cookie_{STUDENT} $student {{
-        '' $request_id;
-        default $cookie_{STUDENT};
+    # a browser's process: the one its cookie STUDENT names, else the next in turn (`every`)
+    map $cookie_{STUDENT} $process {{
+{routes}
+        default every;
     }}
-    map $cookie_{STUDENT} $new_student {{
-        '' "{STUDENT}=$request_id; Path=/; SameSite=Lax; HttpOnly";
+    # the port of the process that answered (the last one tried, where one did not answer)
+    map $upstream_addr $answered {{
+        "~:(?<port>[0-9]+)$" $port;
         default '';
     }}
-    upstream mha_viz {{
-        hash $student consistent;
+    # a new browser's cookie: the process that answered its first request, the page itself
+    map $process $new_student {{
+        every "{STUDENT}=$answered; Path=/; SameSite=Lax; HttpOnly";
+        default '';
+    }}
+    upstream every {{
 {servers}
     }}
+{pinned}
     server {{
         listen {address};
         client_max_body_size 60m;
         location / {{
-            proxy_pass http://mha_viz;
+            proxy_pass http://$process;
             proxy_http_version 1.1;
             proxy_set_header Upgrade $http_upgrade;
             proxy_set_header Connection $connection_upgrade;
@@ -93,6 +106,7 @@ http {{
     }}
 }}
 """
+
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
