@@ -80,13 +80,16 @@ def process_tree(pid: int) -> list[int]:
     return out
 
 
+def ticks(pid: int | str) -> tuple[str, int]:
+    """(start time, user + system CPU ticks so far) of process `pid`, from /proc (OSError: it has ended). The start
+    time tells a process from a later one that got the same pid."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return fields[19], int(fields[11]) + int(fields[12])
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of process `pid` and those below it so far."""
-    total = 0
-    for p in process_tree(pid):
-        fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    return sum(ticks(p)[1] for p in process_tree(pid)) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_bytes(pid: int) -> int:

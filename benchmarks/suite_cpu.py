@@ -9,8 +9,8 @@ child is reaped, so a browser or a server that lives across tests shows there as
 the last test of the browser tier's process): this reads every process while it runs. A process that ends between
 two reads loses its last half second.
 
-Run: `.venv/bin/python benchmarks/suite_cpu.py [-- command ...]` (default: `make test`; the command's own output
-goes to suite_cpu.log in the current folder).
+Run: `.venv/bin/python benchmarks/suite_cpu.py [--log FILE] [-- command ...]` (default: `make test`; the command's
+own output goes to FILE, by default a temporary file whose path is printed).
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ import collections
 import os
 import re
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from app_server import ticks  # noqa: E402 - benchmarks/app_server.py
 
 PERIOD_S = 0.5
 HZ = os.sysconf("SC_CLK_TCK")
@@ -53,11 +60,10 @@ def kind(cmdline: str) -> str | None:
 def _ticks(pid: str) -> tuple[tuple[str, str], int] | None:
     """((pid, start time), user + system ticks) of a process, None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        start, spent = ticks(pid)
     except OSError:
         return None
-    return (pid, fields[19]), int(fields[11]) + int(fields[12])
+    return (pid, start), spent
 
 
 def _cmdline(pid: str) -> str:
@@ -96,9 +102,9 @@ def account(command: list[str], log_path: str) -> tuple[float, int, int, collect
                 read = _ticks(pid)
                 if read is None or pid == me:
                     continue
-                key, ticks = read
-                spent = ticks - last.get(key, 0)
-                last[key] = ticks
+                key, now = read
+                spent = now - last.get(key, 0)
+                last[key] = now
                 if spent:
                     if key not in names:  # a command line read once the process has run (after its exec)
                         names[key] = kind(_cmdline(pid))
@@ -114,18 +120,20 @@ def account(command: list[str], log_path: str) -> tuple[float, int, int, collect
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", nargs="*", default=["make", "test"], help="the command (default: make test)")
-    parser.add_argument("--log", default="suite_cpu.log", help="where the command's output goes")
+    parser.add_argument("--log", help="where the command's output goes (default: a temporary file)")
     args = parser.parse_args()
+    if args.log is None:
+        args.log = tempfile.mkstemp(prefix="suite_cpu-", suffix=".log")[1]
     wall, idle, every, by_kind = account(args.command, args.log)
     cores = os.cpu_count() or 1
     print(f"{' '.join(args.command)}: {wall:.0f} s on {cores} cores ({every / HZ:.0f} CPU-s the machine had, "
-          f"{idle / HZ:.0f} of them idle)")
+          f"{idle / HZ:.0f} of them idle); its output: {args.log}")
     counted = sum(by_kind.values())
     print("| kind | CPU-s | share of what was counted |")
     print("|---|---:|---:|")
-    for name, ticks in by_kind.most_common():
-        if ticks / HZ >= 0.5:
-            print(f"| {name} | {ticks / HZ:.1f} | {ticks / counted:.1%} |")
+    for name, spent in by_kind.most_common():
+        if spent / HZ >= 0.5:
+            print(f"| {name} | {spent / HZ:.1f} | {spent / counted:.1%} |")
     print(f"| all counted | {counted / HZ:.0f} | |")
 
 

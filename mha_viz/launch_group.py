@@ -6,7 +6,7 @@ once splits evenly, and students behind one NAT spread too) and keeps its later 
 browser's own, STUDENT, set on its first request (the page itself) to the port of the process that answered, so
 that every later request carries it. Hashing a random mark of each browser instead (until stop 114) split a class
 of 300 by chance: one process spent 53 % of a class's CPU, the other 47 %. Should a browser's process stop
-answering, nginx passes its requests to the others, as backups, in a fixed order. (Streamlit's `_streamlit_xsrf`
+answering, nginx passes its requests to the others, its backups. (Streamlit's `_streamlit_xsrf`
 cookie is not enough: it is set by whichever of the page's first requests, run at once, reaches a process first, and
 a browser's cookie could change under its websocket, moving its session to another process, tried.) The processes
 share one cookie secret, so that each accepts the xsrf cookie another made.
