@@ -5,6 +5,8 @@ Nothing is fetched: plotly.js travels inside the page gzip-compressed and base64
 (about 1.9 MB instead of 4.8 MB), and the browser unpacks it with `DecompressionStream`. The
 figures are Plotly JSON in `<script type="application/json">` blocks, with `<`, `>` and `&`
 escaped so that no token or text can close the block; everything shown as HTML is escaped.
+Its figures are drawn on Plotly's own template (`TEMPLATE`) wherever the report is built: in the app's server the
+default template is Streamlit's, colour placeholders that only Streamlit's page turns into colours.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from numbers import Integral, Real
 
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.offline import get_plotlyjs_version
 
 from mha_viz.capture.run import AttentionRun
@@ -161,11 +164,15 @@ def _tokens_html(run: AttentionRun) -> str:
     return note + f'<div class="tokens">{"".join(spans)}</div>'
 
 
+TEMPLATE = "plotly"  # the template of every figure of a report: a notebook's default, the same in the app's server
+
+
 def _figure_html(fig: go.Figure, key: str, name: str) -> str:
-    """A div that the loader fills with `fig`, and the figure's JSON beside it. The axes make
+    """A div that the loader fills with `fig`, and the figure's JSON beside it, on `TEMPLATE`. The axes make
     room for their labels (automargin): the figures' own margins are narrow, which the app's
     charts widen for them but a plain page does not."""
     fig = go.Figure(fig).update_xaxes(automargin=True).update_yaxes(automargin=True)
+    fig.layout.template = pio.templates[TEMPLATE]
     return (f'<div class="plot" id="{key}" data-figure="{key}-json" data-name="{_esc(name)}"></div>\n'
             f'<script type="application/json" id="{key}-json">{safe_json(fig.to_json())}</script>')
 

@@ -13,6 +13,8 @@ from importlib import resources
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
 import pytest
 
 from mha_viz.capture.run import AttentionRun
@@ -162,3 +164,24 @@ def test_without_overview_table_or_heads():
     assert 'class="plot"' not in page and "<table" not in page
     assert "<title>Only &lt;text&gt;</title>" in page
     assert report.report_bytes(_run(), heads=()).decode("utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_the_figures_are_the_same_under_any_default_template(monkeypatch):
+    """Built in the app's server, whose default template is Streamlit's colour placeholders (#000001, …: only
+    Streamlit's page turns them into colours), a report's figures are those built in a notebook: planted here as a
+    default template of such placeholders."""
+    def figures(default: str) -> list[dict]:
+        monkeypatch.setattr(pio.templates, "default", default)
+        page = report.html_report(_run(), heads=[(0, 0), (2, 3)])
+        return [report.embedded_json(page, key) for key in ("fig-overview", "fig-head-0", "fig-head-1")]
+
+    placeholders = [f"#{i:06d}" for i in range(1, 11)]
+    pio.templates["placeholders"] = go.layout.Template(layout=dict(
+        colorway=placeholders, colorscale=dict(sequential=[[0, "#000011"], [1, "#000020"]])))
+    try:
+        in_a_notebook, in_the_app = figures("plotly"), figures("placeholders")
+    finally:
+        del pio.templates["placeholders"]
+    assert in_the_app == in_a_notebook
+    assert in_a_notebook[0]["layout"]["template"]["layout"]["colorway"][0] not in placeholders
+    assert not re.findall(r"#0000[0-9]{2}\b", json.dumps(in_the_app))
