@@ -72,6 +72,18 @@ def test_long_text_shows_truncation_note():
     assert any("602 tokens" in w.value and "first 512" in w.value for w in at.warning)
 
 
+def test_an_empty_text_after_a_cut_one_says_the_cut_is_the_shown_results():
+    """The last successful result stays drawn under an empty sentence, and so does its cut: said as that result's,
+    not as if the empty box had been cut (found trying the app as a new user)."""
+    at = start_app()
+    at.text_area(key="text").input("word " * 600).run()
+    at.text_area(key="text").input("  ").run()
+    assert not at.exception and at.text_area(key="text").value == "  "
+    assert any("last successful result" in c.value for c in at.caption)
+    cut = [w.value for w in at.warning if "were kept" in w.value]
+    assert cut and all(w.startswith("The text shown, the last successful one, has 602 tokens") for w in cut), cut
+
+
 def test_a_long_paste_shows_its_count_as_an_estimate():
     at = start_app()
     at.text_area(key="text").input("word " * 12_000).run()  # 60,000 characters: 12,002 tokens, estimated

@@ -74,6 +74,12 @@ def test_without_a_second_sentence_the_embedding_model_shows_the_cosine_alone():
     labels = [m.label for m in at.metric]
     assert labels == ["cosine: sentence embedding, heads off vs on"]
     assert 0 < float(at.metric[0].value) < 1
+    # the page says it measures the cosine it shows (its importance's loss, 1 − cosine, is not what is drawn here)
+    said = [c.value for c in at.caption if "Measured:" in c.value]
+    assert said and "Measured: the cosine between the sentence embedding with these heads off" in said[0], said
+    at.text_input(key="ablation_other").input("A cat sleeps on the sofa.").run()
+    assert [m.label for m in at.metric] == ["cosine: sentence embedding, heads off vs on",
+                                            "cosine to sentence 2, heads on", "… with the heads off"]
 
 
 def test_a_long_text_says_each_change_runs_the_model_again_and_how_long_the_last_took(monkeypatch):

@@ -97,3 +97,33 @@ def test_head_view_lines_and_compare_read_only_rows_of_a_long_run(model, monkeyp
         js = metrics.head_similarity(both, "js")[0, 1]
         assert len(pairs) == 1 and pairs.iloc[0][metrics.SIMILARITIES["js"].label] == pytest.approx(js, abs=1e-4)
     assert not run.is_dense
+
+
+def test_a_head_too_faint_to_see_on_the_0_to_1_scale_says_to_rescale():
+    """A long text's diffuse head drew an all-but-white chart on the 0..1 scale (found trying the app as a new user):
+    the page says so, and what to turn on, exactly where the weights drawn all lie under FAINT, and not once rescaled.
+    Planted figures, then the page on a long text, each head's note checked against the weights its chart holds."""
+    import plotly.graph_objects as go
+
+    def heat(top: float, zmax: float = 1.0):
+        return go.Figure(go.Heatmap(z=[[top, 0.01], [0.0, top / 2]], zmin=0.0, zmax=zmax))
+    assert "0.050" in head_view_page.faint_note(heat(0.05))
+    assert head_view_page.faint_note(heat(0.9)) is None and head_view_page.faint_note(heat(0.05, zmax=0.05)) is None
+    at = start_app()
+    at.text_area(key="text").input("word " * 600).run()  # cut to 512 tokens: the block view
+    open_page(at, "head_view")
+    clean(at)
+    seen = set()
+    for head in range(0, 12, 3):
+        at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(head).run()
+        clean(at)
+        top = max(float(np.nanmax(np.asarray(t["z"], dtype=float))) for t in charts(at)[0]["data"] if "z" in t)
+        said = [c.value for c in at.caption if "pale on the 0–1 colour scale" in c.value]
+        assert bool(said) == (top < head_view_page.FAINT), (head, top, said)
+        seen.add(bool(said))
+        if said:
+            assert f"{top:.3f}" in said[0]
+            at.toggle(key=head_view_keys.HEAD_RESCALE).set_value(True).run()
+            assert not [c for c in at.caption if "pale on the 0–1 colour scale" in c.value]
+            at.toggle(key=head_view_keys.HEAD_RESCALE).set_value(False).run()
+    assert True in seen  # some head of a repeated word is faint (its largest weight well under FAINT)

@@ -27,6 +27,12 @@ HEAD_COLUMN_PX, HEADS_INDEX_PX = 56, 64  # "H11" and its header's padding (46 px
 RERUN_NOTE_TOKENS = 1024
 RERUN_NOTE_S = 2.0
 
+# what the page's first figure shows where it is not the loss itself: an embedding model's cosine (its importance below
+# reads the loss, 1 − that cosine)
+MEASURED = {loss_inputs.EMBEDDING: "the cosine between the sentence embedding with these heads off and with every head "
+                                   "on (1: unchanged)"}
+
+
 def ablation_page() -> None:
     cur = start("ablation", forward=True, hybrid_note=False)  # says it its own way, below
     if cur is None:
@@ -41,7 +47,7 @@ def ablation_page() -> None:
 
     def say() -> None:
         intro.caption("Untick a head to switch it off (its output z is multiplied by ξ = 0 before W_O), then see "
-                      f"what changes. Measured: {loss_inputs.LOSS_LABELS[kind]}.{_rerun_note(cur)}")
+                      f"what changes. Measured: {MEASURED.get(kind, loss_inputs.LOSS_LABELS[kind])}.{_rerun_note(cur)}")
     say()
     if model.other_layers:  # a hybrid
         st.caption(f"{model.name} is a hybrid: only its softmax-attention layers "
@@ -144,9 +150,12 @@ def _embedding_effects(cur, on: np.ndarray, mean_ablation: bool) -> None:
     cols = st.columns(3)
     cols[0].metric("cosine: sentence embedding, heads off vs on", f"{change['cosine to unablated']:.4f}")
     if "similarity before" in change:
-        cols[1].metric("similarity to the second sentence, every head on", f"{change['similarity before']:.4f}")
+        # labels short enough for a third of the page: the long form in their help
+        cols[1].metric("cosine to sentence 2, heads on", f"{change['similarity before']:.4f}",
+                       help="Cosine between this sentence's embedding and the second sentence's, every head on.")
         cols[2].metric("… with the heads off", f"{change['similarity after']:.4f}",
-                       delta=f"{change['similarity after'] - change['similarity before']:+.4f}")
+                       delta=f"{change['similarity after'] - change['similarity before']:+.4f}",
+                       help="The same cosine with the heads switched off in both sentences.")
 
 
 def _importance_and_pruning(cur, kind: str, mean_ablation: bool) -> None:

@@ -112,6 +112,8 @@ def head_view_page() -> None:
                              help="Off: the colour scale spans 0..1 for every head, so heads compare. "
                                   "On: it spans 0..this head's largest weight, to see weak patterns.")
     fig, shown = _head_figure(cur, layer, head, rescale)
+    if not rescale and (note := faint_note(fig)):
+        st.caption(note)
     notebook_button.record(layer=layer, head=head, detail=session.get(keys.HEAD_DETAIL), rescale=rescale,
                            window=session.get(head_view_keys.HEAD_WINDOW))
     if shown is None:
@@ -180,6 +182,21 @@ def _on_cell(run, shown: tuple[int, int]) -> None:
     """A click on a cell: its query and key in *Why here?*, which opens to show them."""
     why_here.on_cell(run, *shown)
     session.put_all((head_view_keys.WHY_WAS_OPEN, head_view_keys.WHY_OPEN), (True, True))
+
+
+FAINT = 0.2  # a head's largest weight drawn under this, on the 0..1 scale, is all but white (diffuse rows)
+
+
+def faint_note(fig) -> str | None:
+    """Where every weight `fig` draws on the 0..1 colour scale is under FAINT (the chart looks blank), what to do."""
+    drawn = [t for t in fig.data if t.type == "heatmap" and t.z is not None and len(t.z)]
+    if not drawn or any(t.zmax not in (None, 1.0) for t in drawn):
+        return None
+    top = max(float(np.nanmax(np.asarray(t.z, dtype=float))) for t in drawn)
+    if top >= FAINT:
+        return None
+    return (f"This head's largest weight here is {top:.3f}, pale on the 0–1 colour scale: turn on *Rescale colours to "
+            "this head's maximum* to see its pattern.")
 
 
 def _head_figure(cur, layer: int, head: int, rescale: bool):

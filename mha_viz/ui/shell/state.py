@@ -90,7 +90,8 @@ def show_status(cur: Current, *, sentence_notes: bool = True, stale_note: bool =
         why = ("the model's positions" if cur.model and cur.model.max_positions <= resources.token_cap()
                else "the sidebar's *Token limit*")
         total = count_text(run.num_input_tokens, run.num_input_tokens_is_estimate)
-        st.warning(f"The text has {total} tokens; the first {run.n:,} were kept "
+        said = "The text shown, the last successful one," if cur.stale else "The text"  # not the sidebar's now
+        st.warning(f"{said} has {total} tokens; the first {run.n:,} were kept "
                    f"(at most {limit:,} tokens: {why}).", icon=":material/content_cut:")
     if sentence_notes:
         notes.unknown_status(cur, run)
