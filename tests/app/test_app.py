@@ -82,6 +82,8 @@ def test_an_empty_text_after_a_cut_one_says_the_cut_is_the_shown_results():
     assert any("last successful result" in c.value for c in at.caption)
     cut = [w.value for w in at.warning if "were kept" in w.value]
     assert cut and all(w.startswith("The text shown, the last successful one, has 602 tokens") for w in cut), cut
+    open_page(at, "examples")  # a page that draws no stale result: no cut to speak of
+    assert not at.exception and not [w.value for w in at.warning if "were kept" in w.value]
 
 
 def test_a_long_paste_shows_its_count_as_an_estimate():

@@ -109,6 +109,9 @@ def test_a_head_too_faint_to_see_on_the_0_to_1_scale_says_to_rescale():
         return go.Figure(go.Heatmap(z=[[top, 0.01], [0.0, top / 2]], zmin=0.0, zmax=zmax))
     assert "0.050" in head_view_page.faint_note(heat(0.05))
     assert head_view_page.faint_note(heat(0.9)) is None and head_view_page.faint_note(heat(0.05, zmax=0.05)) is None
+    assert head_view_page.faint_note(go.Figure(go.Heatmap(z=[[0.0, 0.0]], zmax=1.0))) is None  # zeros: no more to see
+    assert head_view_page.faint_note(heat(0.05, zmax=None)) is None  # a scale of its own
+    assert head_view_page.faint_note(go.Figure(go.Heatmap(z=[[np.nan, np.nan]], zmax=1.0))) is None
     at = start_app()
     at.text_area(key="text").input("word " * 600).run()  # cut to 512 tokens: the block view
     open_page(at, "head_view")

@@ -189,11 +189,12 @@ FAINT = 0.2  # a head's largest weight drawn under this, on the 0..1 scale, is a
 
 def faint_note(fig) -> str | None:
     """Where every weight `fig` draws on the 0..1 colour scale is under FAINT (the chart looks blank), what to do."""
-    drawn = [t for t in fig.data if t.type == "heatmap" and t.z is not None and len(t.z)]
-    if not drawn or any(t.zmax not in (None, 1.0) for t in drawn):
+    drawn = [np.asarray(t.z, dtype=float) for t in fig.data if t.type == "heatmap" and t.z is not None]
+    if not drawn or any(t.zmax != 1.0 for t in fig.data if t.type == "heatmap"):  # rescaled, or scaled elsewhere
         return None
-    top = max(float(np.nanmax(np.asarray(t.z, dtype=float))) for t in drawn)
-    if top >= FAINT:
+    finite = [z[np.isfinite(z)] for z in drawn]
+    top = max((float(z.max()) for z in finite if z.size), default=0.0)
+    if not 0 < top < FAINT:  # nothing drawn, or nothing but zeros (rescaling would not show more)
         return None
     return (f"This head's largest weight here is {top:.3f}, pale on the 0–1 colour scale: turn on *Rescale colours to "
             "this head's maximum* to see its pattern.")

@@ -85,7 +85,7 @@ def show_status(cur: Current, *, sentence_notes: bool = True, stale_note: bool =
         notes.lens_status(cur)
         return True
     run = cur.full_run or cur.run
-    if sentence_notes and run.truncated:
+    if sentence_notes and run.truncated and (stale_note or not cur.stale):  # a page drawing no stale run: no cut
         limit = min(cur.model.max_positions, resources.token_cap()) if cur.model else run.n
         why = ("the model's positions" if cur.model and cur.model.max_positions <= resources.token_cap()
                else "the sidebar's *Token limit*")
