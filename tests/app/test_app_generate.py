@@ -175,3 +175,22 @@ def test_a_stop_keeps_the_tokens_generated_so_far(monkeypatch):
     assert "x b" in _continuation(at)
     assert at.slider(key=generate_keys.GEN_STEP).max == 2
     assert any("stopped after 2 tokens" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("cap", [512, 4096])
+def test_the_room_said_is_what_max_new_tokens_allows(monkeypatch, cap):
+    """The page said "up to 8178 new tokens fit" over a *Max new tokens* field that stops at 1,024 (found trying the
+    app as a new user): past the field's top it says a generation writes at most that."""
+    from mha_viz.features.generate.page import MAX_NEW_TOKENS
+
+    monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", str(cap))
+    at = start_app()
+    at.selectbox(key=keys.MODEL_CHOICE).set_value("smollm2").run()
+    at.text_area(key=keys.TEXT).input("The cat sat on the mat.").run()
+    open_page(at, "generate")
+    assert not at.exception and not at.error
+    n = at.session_state[keys.CURRENT].run.n
+    [said] = [shown(c.value) for c in at.caption if "new tokens fit" in c.value]
+    assert f"so up to {cap - n:,} new tokens fit" in said, said
+    assert (f"one generation writes at most {MAX_NEW_TOKENS:,}" in said) == (cap - n > MAX_NEW_TOKENS), said
+    assert at.number_input(key=generate_keys.GEN_MAX_NEW).max == MAX_NEW_TOKENS

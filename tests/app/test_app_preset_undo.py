@@ -57,6 +57,21 @@ def test_undo_puts_back_the_users_own_texts_after_the_ioi_preset():
     assert not _undo_offered(at) and "replaced" not in _notices(at)
 
 
+def test_a_preset_over_its_own_sentence_says_it_replaced_only_the_corrupted_text():
+    """The sidebar already held the preset's sentence: the notice said it "replaced your sentence" with that very
+    sentence (found trying the app as a new user). It names what changed, and Undo still puts that back."""
+    at = _page_with(IOI.clean, MINE_CORRUPTED)
+    at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()
+    assert not at.exception and not at.error and _undo_offered(at)
+    said = _notices(at)
+    assert "replaced your corrupted text. **Undo** puts it back" in said or \
+        "replaced your corrupted text. Undo puts it back" in said, said
+    assert "your sentence" not in said
+    at.button(key=keys.PRED_UNDO_GO).click().run()
+    assert at.text_area(key=shared_controls.PRED_CORRUPTED).value == MINE_CORRUPTED
+    assert at.text_area(key=keys.TEXT).value == IOI.clean
+
+
 def test_a_preset_over_its_own_texts_offers_no_undo():
     at = _page_with(IOI.clean, IOI.corrupted)
     at.selectbox(key=keys.PRED_PRESET).set_value(IOI.name).run()

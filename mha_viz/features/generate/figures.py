@@ -243,7 +243,7 @@ def step_figures(gen: Generation, step: int, layer: int = 0, head: int = 0, *, r
                                         rescale=rescale,
                                         title=f"Layer {name}, head {head}: row {q} (step {step + 1}) framed"),
         "masses": lambda: mass_lines(row_masses(run.rows(layer, head, query_row(P, 0), query_row(P, T)), P),
-                                     current=step, title=f"Layer {name}, head {head}: where each step's query looked"),
+                                     current=step, title=f"Layer {name}, head {head}: where the steps looked"),
     }
     return {v: build[v]() for v in views}
 

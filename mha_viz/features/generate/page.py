@@ -223,9 +223,11 @@ def _controls(cur):
         n, count = prompt.total, count_text(prompt.total, prompt.total_is_estimate)
     except mha_viz.InputError:  # no text yet
         prompt, n, count = None, 0, "0"
+    fits = max(limit - n, 0)
     st.caption(f"The prompt is the sidebar's text: {count} tokens for {plain(model.name)}. Prompt and "
-               f"generation together stay within {limit} tokens (the token limit and the model's positions), "
-               f"so up to {max(limit - n, 0)} new tokens fit.")
+               f"generation together stay within {limit:,} tokens (the token limit and the model's positions), "
+               f"so up to {fits:,} new tokens fit" + (f"; one generation writes at most {MAX_NEW_TOKENS:,} (*Max new "
+                                                       "tokens*)." if fits > MAX_NEW_TOKENS else "."))
     try:  # planned once: what would not fit is said before the button, not after the work
         new = int(session.need(generate_keys.GEN_MAX_NEW))
         plan = None if prompt is None else plan_generation(model, cur.text, new, max_tokens=resources.token_cap())

@@ -179,7 +179,7 @@ def _result(cur, key: RetrievalKey, found: retrieval.Retrieval) -> None:
                    icon=":material/warning:")
     else:
         st.caption(f"The model's answers reproduced {copied} of the needle's tokens over {trials} "
-                   f"{'trial' if trials == 1 else 'trials'} ({size // max(trials, 1)} tokens a needle).")
+                   f"{'trial' if trials == 1 else 'trials'} ({size // max(trials, 1)} tokens in each needle).")
     charts.show(retrieval_figures.retrieval_grid(found, layer_ids=ids), key=retrieval_keys.RETRIEVAL_GRID,
                 selection_mode="points", on_select=lambda: _on_grid(ids, H), name="retrieval-scores")
     best = table.sort_values("score", ascending=False, kind="stable").head(5)

@@ -93,11 +93,14 @@ def _offer() -> None:
     if _now()[:2] != (held.clean, held.corrupted):  # edited since: the undo would lose the edit
         session.pop(keys.PRED_UNDO)
         return
-    text = held.before[0]
+    text, corrupted = held.before[:2]
     quoted = text if len(text) <= SHOWN else text[:SHOWN] + "…"
-    what = f"your sentence “{plain(quoted)}”" if text.strip() else "the empty sentence"
-    st.info(f"The preset *{plain(held.preset)}* replaced {what} and your corrupted text. **Undo** puts them back.",
-            icon=":material/undo:")
+    replaced = ([f"your sentence “{plain(quoted)}”" if text.strip() else "the empty sentence"]
+                if text != held.clean else [])  # a sentence that was the preset's already: not said replaced
+    if corrupted != held.corrupted:
+        replaced.append("your corrupted text" if corrupted.strip() else "the empty corrupted text")
+    st.info(f"The preset *{plain(held.preset)}* replaced {' and '.join(replaced)}. **Undo** puts "
+            f"{'them' if len(replaced) > 1 else 'it'} back.", icon=":material/undo:")
     st.button("Undo", key=keys.PRED_UNDO_GO, on_click=_undo,
               help="Restores the sidebar's sentence, the corrupted text and the answer and wrong tokens as they were "
                    "before the preset.")
