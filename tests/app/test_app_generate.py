@@ -15,6 +15,7 @@ from mha_viz.capture import generation
 from mha_viz.drawing import style as figure_style
 from mha_viz.features.generate import controls as generate_keys
 from mha_viz.features.generate import figures as gfig
+from mha_viz.features.generate.page import MAX_NEW_TOKENS
 from mha_viz.ui.kit import keys
 from tests.app.helpers import generation_figures as _figures
 from tests.app.helpers import on_generate, open_page, shown, start_app
@@ -181,8 +182,6 @@ def test_a_stop_keeps_the_tokens_generated_so_far(monkeypatch):
 def test_the_room_said_is_what_max_new_tokens_allows(monkeypatch, cap):
     """The page said "up to 8178 new tokens fit" over a *Max new tokens* field that stops at 1,024 (found trying the
     app as a new user): past the field's top it says a generation writes at most that."""
-    from mha_viz.features.generate.page import MAX_NEW_TOKENS
-
     monkeypatch.setenv("MHA_VIZ_MAX_TOKENS", str(cap))
     at = start_app()
     at.selectbox(key=keys.MODEL_CHOICE).set_value("smollm2").run()
