@@ -48,7 +48,7 @@ class Walkthrough:
     W_K: np.ndarray  # (d_model, d_k)
     W_V: np.ndarray  # (d_model, d_v)
     W_O: np.ndarray  # (d_v, d_model): the rows of W_O that read this head
-    Q: np.ndarray  # (n, d_k) = X W_Q + b_Q (then RoPE, when `rope`)
+    Q: np.ndarray  # (n, d_k) = X W_Q (+ b_Q, when `qkv_bias`; then RoPE, when `rope`)
     K: np.ndarray  # (n, d_k)
     V: np.ndarray  # (n, d_v)
     scores: np.ndarray  # (n, n) = Q Kᵀ
@@ -57,12 +57,14 @@ class Walkthrough:
     probs: np.ndarray  # (n, n) = softmax over each row (with the keys outside the window in its sum)
     z: np.ndarray  # (n, d_v) = probs V over every key of the text
     concat: np.ndarray  # (n, H · d_v): every head's z side by side
-    output: np.ndarray  # (n, d_model) = concat W_O + b_O
+    output: np.ndarray  # (n, d_model) = concat W_O (+ b_O, when `out_bias`)
     head_output: np.ndarray  # (n, d_model) = z W_O[h]: this head's share of the output
     softcap: float | None = None  # Gemma 2: `scaled` is softcap · tanh(Q Kᵀ · scale / softcap)
     window: int | None = None  # a sliding window: `masked` also hides keys `window` or more back
     # (an encoder's: keys more than `window` away on either side)
     q_norm: bool = False  # Qwen3: each head's q and k pass an RMSNorm before RoPE
+    qkv_bias: bool = True  # whether the Q, K and V projections add a bias (BERT, Qwen2: yes; Llama: no)
+    out_bias: bool = True  # whether W_O adds one (BERT: yes; Llama, Qwen2: no)
     sink: float | None = None  # GPT-OSS: the head's learned sink logit; each row of `probs` lacks its share
     start: int = 0  # the window's first token in the text
     total: int = 0  # the tokens recorded (0: the window's): the text's, or a decoder's up to the window's end
@@ -214,7 +216,8 @@ def walkthrough(model: LoadedModel, text: str, layer: int, head: int, max_tokens
         scores=np32(scores[:, inside]), scaled=np32(scaled[:, inside]), masked=np32(masked[:, inside]),
         probs=np32(probs[:, inside]), z=np32(z), concat=np32(concat), output=np32(output),
         head_output=np32(head_output), softcap=mha.softcap, window=mha.window,
-        q_norm=mha.q_norm is not None, sink=None if mha.sinks is None else float(mha.sinks[head]),
+        q_norm=mha.q_norm is not None, qkv_bias=any(p.bias is not None for p in (mha.w_q, mha.w_k, mha.w_v)),
+        out_bias=mha.w_o.bias is not None, sink=None if mha.sinks is None else float(mha.sinks[head]),
         start=start, total=total, outside=int(outside.sum()), outside_scores=folded[0], outside_scaled=folded[1],
         outside_masked=folded[2], outside_probs=folded[3],
     )

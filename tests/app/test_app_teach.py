@@ -7,7 +7,9 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
+import mha_viz
 from mha_viz.features.ablation import controls as ablation_keys
 from tests.app.helpers import chart_titles, charts, frame, open_box, open_with_text
 
@@ -17,6 +19,33 @@ pytestmark = pytest.mark.model
 
 def _steps_shown(at) -> list[int]:
     return [int(m.value[2:m.value.index(".")]) for m in at.markdown if re.match(r"\*\*\d+\. ", m.value)]
+
+
+def _formula(at, step: int) -> str:
+    """The LaTeX of step `step` (the formula drawn under its heading, in the page's order)."""
+    headings = [int(m.value[2:m.value.index(".")]) for m in at.markdown if re.match(r"\*\*\d+\. ", m.value)]
+    return [e.value for e in at.latex][headings.index(step)]
+
+
+def _biases(name: str) -> tuple[bool, bool]:
+    """Whether layer 0's Q/K/V projections and its output projection add a bias, read from the Hugging Face
+    module itself (its Linear layers: BERT's query/key/value and dense, Llama's q/k/v_proj and o_proj)."""
+    attention = next(m for n, m in mha_viz.load_model(name, device="cpu").hf_model.named_modules()
+                     if n.endswith(("layer.0.attention", "layers.0.self_attn")))
+    linears = {n.rsplit(".", 1)[-1]: m for n, m in attention.named_modules() if isinstance(m, torch.nn.Linear)}
+    out = linears.pop("dense" if "dense" in linears else "o_proj")
+    return any(m.bias is not None for m in linears.values()), out.bias is not None
+
+
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_the_formulas_show_a_bias_only_where_the_model_has_one(name):
+    qkv, out = _biases(name)
+    assert (qkv, out) == ((True, True) if name == "minilm" else (False, False))  # the two cases are both planted
+    at = open_with_text("teaching", "One two three four.", model=name)
+    assert ("b_Q" in _formula(at, 2), "b_K" in _formula(at, 2), "b_V" in _formula(at, 2)) == (qkv,) * 3
+    at.button_group(key="teach_part").set_value("7–9 · Output").run()
+    assert ("b_O" in _formula(at, 9)) == out
+    assert ("plus the bias" in "".join(c.value for c in at.caption)) == out
 
 
 def test_teaching_steps_use_the_captured_probabilities_one_part_at_a_time():

@@ -112,6 +112,17 @@ def _draw_step(number: int, title: str, formula: str, shape: str, figure=None, n
         charts.show(figure, key=f"{teaching_keys.TEACH_STEP_PREFIX}{number}")
 
 
+def _projections_formula(bias: bool) -> str:
+    """Step 2's formula: with the biases b_Q, b_K, b_V only where the model's projections have them."""
+    b = (lambda name: f" + b_{name}") if bias else (lambda name: "")
+    return rf"Q = X W_Q{b('Q')},\quad K = X W_K{b('K')},\quad V = X W_V{b('V')}"
+
+
+def _output_formula(bias: bool) -> str:
+    """Step 9's formula: with b_O only where the model's W_O has one."""
+    return r"\mathrm{MultiHead}(X) = \mathrm{Concat}(z_1, \dots, z_h)\, W_O" + (" + b_O" if bias else "")
+
+
 def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     n, d, d_k, d_v = w.n, w.X.shape[1], w.Q.shape[1], w.V.shape[1]
     H = w.num_heads
@@ -121,9 +132,10 @@ def _inputs(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
     rope = " Then rotary position embeddings turn q and k by an angle that grows with the position." if w.rope else ""
     if w.q_norm:
         rope = " Each head's q and k then pass an RMSNorm over their d_k values." + rope
-    _draw_step(2, "Queries, keys, values", r"Q = X W_Q + b_Q,\quad K = X W_K + b_K,\quad V = X W_V + b_V",
+    _draw_step(2, "Queries, keys, values", _projections_formula(w.qkv_bias),
           f"Q {n} × {d_k}, K {n} × {d_k}, V {n} × {d_v}; W_Q, W_K {d} × {d_k}, W_V {d} × {d_v}",
-          note=f"This head's own projections{kv}.{rope}")
+          note=f"This head's own projections{kv}{'' if w.qkv_bias else ', without biases (this model has none)'}."
+          + rope)
     for col, name in zip(st.columns(3), "QKV"):
         charts.show(figs[name], key=f"{teaching_keys.TEACH_STEP2_PREFIX}{name}", where=col)
 
@@ -164,10 +176,11 @@ def _output(w: teaching.Walkthrough, figs: dict[str, go.Figure]) -> None:
           "Each token's output is the average of the value vectors, weighted by its row of A.")
     _draw_step(8, "Concatenate all heads", r"\mathrm{Concat}(z_1, \dots, z_h)", f"{n} × {H * d_v} (h = {H})",
           figs["concat"])
-    _draw_step(9, "Output projection", r"\mathrm{MultiHead}(X) = \mathrm{Concat}(z_1, \dots, z_h)\, W_O + b_O",
+    _draw_step(9, "Output projection", _output_formula(w.out_bias),
           f"{n} × {d}; W_O {H * d_v} × {d}", figs["output"],
           f"Head {w.head}'s share is z W_O[{w.head}] (its {d_v} rows of W_O); the output is the sum of "
-          "every head's share plus the bias.")
+          + ("every head's share plus the bias." if w.out_bias
+             else "every head's share (this model's W_O adds no bias)."))
 
 
 STEPS_IN, STEPS_SCORES, STEPS_OUT = "1–2 · Input, Q, K, V", "3–6 · Scores to probabilities", "7–9 · Output"
