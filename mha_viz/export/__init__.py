@@ -1,8 +1,15 @@
-"""Results out of the app: the self-contained HTML report (`report`) and a view as URL parameters (`link_params`)."""
+"""Results out of the app: the self-contained HTML report (`report`) and a view as URL parameters (`link_params`).
 
-from mha_viz.export.lesson import Lesson, LessonError, lesson_json, read_lesson
-from mha_viz.export.notebook import view_notebook
-from mha_viz.export.notebook_view import NotebookView
-from mha_viz.export.report import html_report
+The names below are imported on first use (`lazy_loader`): the `mha-viz` launcher reads the bundled lessons
+(`lesson`) without the report's and the notebook's libraries."""
+
+import lazy_loader
+
+__getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs={
+    "lesson": ["Lesson", "LessonError", "lesson_json", "read_lesson"],
+    "notebook": ["view_notebook"],
+    "notebook_view": ["NotebookView"],
+    "report": ["html_report"],
+})
 
 __all__ = ["Lesson", "LessonError", "NotebookView", "html_report", "lesson_json", "read_lesson", "view_notebook"]

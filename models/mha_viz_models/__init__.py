@@ -1,17 +1,25 @@
 """Models: our from-scratch multi-head attention and the loaders/adapters for pretrained models.
 
 Nothing here imports `mha_viz`: this layer knows tensors and Hugging Face, not the app.
+
+The names below are imported on first use (`lazy_loader`), so that a process that reads only the light modules
+(the `mha-viz` launcher: the bundled models' names, the precisions, the errors) never imports PyTorch or
+transformers.
 """
 
-from mha_viz_models.attention.mha import MultiHeadAttention, apply_rotary
-from mha_viz_models.device.placement import resolve_device
-from mha_viz_models.device.precision import CHOICES as PRECISIONS
-from mha_viz_models.device.precision import as_probabilities, emulated_note
-from mha_viz_models.errors import ModelLoadError
-from mha_viz_models.families.builtin import UnsupportedArchitecture, install_local_attention
-from mha_viz_models.loading.bundled import BUNDLED, HUB_SUGGESTIONS
-from mha_viz_models.loading.loaded import LoadedModel
-from mha_viz_models.loading.loader import load, random_twin
+import lazy_loader
+
+__getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs={
+    "attention.mha": ["MultiHeadAttention", "apply_rotary"],
+    "device.placement": ["resolve_device"],
+    "device.choices": ["PRECISIONS"],
+    "device.precision": ["as_probabilities", "emulated_note"],
+    "errors": ["ModelLoadError"],
+    "families.builtin": ["UnsupportedArchitecture", "install_local_attention"],
+    "loading.bundled": ["BUNDLED", "HUB_SUGGESTIONS"],
+    "loading.loaded": ["LoadedModel"],
+    "loading.loader": ["load", "random_twin"],
+})
 
 __all__ = [
     "BUNDLED", "HUB_SUGGESTIONS", "LoadedModel", "ModelLoadError", "MultiHeadAttention",

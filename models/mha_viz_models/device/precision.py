@@ -11,9 +11,9 @@ import platform
 
 import torch
 
+from mha_viz_models.device.choices import PRECISIONS as CHOICES
 from mha_viz_models.errors import ModelLoadError
 
-CHOICES = ("auto", "float32", "bfloat16", "float16")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 NAMES = {v: k for k, v in DTYPES.items()}
 HALF = (torch.bfloat16, torch.float16)

@@ -12,8 +12,6 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
-import torch
-
 from mha_viz_models.cache_folder import cache_root, exclusive
 from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.progress import Progress
@@ -61,7 +59,8 @@ def _converting(target: Path, gguf: Path, progress: Progress):
 
 def _convert(folder: Path, gguf: Path, target: Path, progress: Progress) -> None:
     """Read the GGUF file (dequantized by transformers) and write it to `target` as float32 safetensors."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # heavy: imported only to convert
+    import torch  # heavy, as transformers: imported only to convert (the app's launcher checks a lesson's models
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # through this module, and never converts)
 
     progress(0.1, f"Converting {gguf.name} to float32 (first time only, about 30 s)…")
     try:
