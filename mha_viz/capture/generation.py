@@ -104,7 +104,7 @@ def check_decoder(model: LoadedModel) -> None:
                               "attention.")
     if not model.is_causal or loss_kind(model) != NEXT_TOKEN:
         raise GenerationError(f"{model.name} cannot write text: generation needs a decoder with a "
-                              "language-model head; try smollm2 (or toy-induction).")
+                              "language-model head, such as the bundled smollm2 or toy-induction.")
     if memory_layouts(getattr(model.hf_model, "config", None)):  # a step's keys: its window's cache and entries
         raise GenerationError(f"{model.name} has compressed memory layers (DeepSeek-V4): step by step, each new "
                               "token's row runs over its sliding window's cache and the memory entries, which "

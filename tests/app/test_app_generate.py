@@ -108,6 +108,7 @@ def test_an_encoder_says_try_smollm2_and_offers_nothing_that_fails():
     assert not at.exception and not at.error
     message = " ".join(shown(i.value) for i in at.info)
     assert "language-model head" in message and "smollm2" in message
+    assert message.count("smollm2") == message.count("toy-induction") == 1, message  # each decoder named once
     keys_shown = [b.key for b in at.button]
     assert generate_keys.GEN_GO not in keys_shown  # nothing to press that would fail
     assert all(k.startswith(generate_keys.GEN_USE) for k in keys_shown if k and k.startswith("gen"))

@@ -13,7 +13,7 @@ import pytest
 import mha_viz
 from mha_viz.drawing import heads as head_figures
 from mha_viz.features.retrieval import controls as retrieval_keys
-from tests.app.helpers import chart_title, charts, open_with_text
+from tests.app.helpers import chart_title, charts, open_with_text, shown
 
 pytestmark = pytest.mark.model
 NEEDLE, QUESTION = "q w e r t y u i", "q w"
@@ -69,6 +69,8 @@ def test_the_grid_is_the_librarys_scores_and_a_picked_head_shows_where_it_looked
 def test_an_encoder_is_refused_and_an_empty_needle_asks_for_one_keeping_the_choices():
     at = _page("minilm")
     assert any("decoder" in i.value for i in at.info) and not at.get("button_group")
+    said = " ".join(shown(i.value) for i in at.info)
+    assert said.count("smollm2") == said.count("toy-induction") == 1, said  # each decoder named once
     at = _page()
     _choose(at, length=36, depths=(10,), needle=" ")
     assert any("needle sentence" in i.value for i in at.info)
@@ -85,7 +87,7 @@ def test_a_needle_the_model_cannot_read_is_refused_before_a_search_and_the_sideb
     at = open_with_text("retrieval", "The cat sat on the mat.", model="toy-induction")
     assert not at.exception and not at.error
     assert not [w for w in at.warning if "unknown to" in w.value]  # the sidebar's sentence: not this page's text
-    said = " ".join(i.value for i in at.info).replace("\\", "")  # as drawn: `plain` escapes Markdown
+    said = " ".join(shown(i.value) for i in at.info).replace("\\", "")  # as drawn: `plain` escapes Markdown
     assert "unknown to toy-induction" in said and "Letters a–z" in said, said
     assert not [b for b in at.button if b.key == retrieval_keys.RETRIEVAL_GO]
     _choose(at, length=36, depths=(10,))

@@ -144,7 +144,7 @@ def test_on_step_streams_and_can_stop(toy):
 
 @pytest.mark.model
 def test_an_encoder_is_refused_with_a_message(minilm):
-    needs = "needs a decoder with a language-model head; try smollm2"
+    needs = "needs a decoder with a language-model head, such as the bundled smollm2 or toy-induction"
     with pytest.raises(mha_viz.capture.GenerationError, match=needs):
         mha_viz.generate(minilm, "Hello there", 4)
 

@@ -175,10 +175,11 @@ def _cannot_generate(model: mha_viz.LoadedModel) -> str | None:
 
 
 def _offer_decoders(reason: str) -> None:
-    """The reason, and buttons that switch to a bundled decoder (nothing to press that would fail)."""
-    st.info(plain(reason) + " Pick a decoder in the sidebar's model picker: smollm2 (Llama family, "
-            "grouped-query attention) or toy-induction.", icon=":material/info:")
+    """The reason (which names the bundled decoders), and buttons that switch to one of them (nothing to press that
+    would fail)."""
     offered = [m for m in SUGGESTED if m in mha_viz_models.BUNDLED and resources.settings().allows(m)]
+    st.info(plain(reason) + (" Switch to one here:" if offered else " Pick a decoder in the sidebar's model picker."),
+            icon=":material/info:")
     for col, name in zip(st.columns(max(len(offered), 1) + 2), offered):
         col.button(f"Use {name}", key=generate_keys.GEN_USE + name, on_click=_use_model, args=(name,))
 

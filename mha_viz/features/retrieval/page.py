@@ -61,8 +61,7 @@ def retrieval_page() -> None:
         generation.check_decoder(model)
         retrieval.check_model(model)
     except InputError as exc:
-        st.info(plain(str(exc)) + " Retrieval heads are found by letting the model answer: pick a decoder in the "
-                "sidebar's model picker (smollm2, toy-induction).", icon=":material/info:")
+        st.info(plain(str(exc)) + " Retrieval heads are found by letting the model answer.", icon=":material/info:")
         return
     top = token_limit(model, None) - room(token_limit(model, None))
     if top < MIN_LENGTH:
