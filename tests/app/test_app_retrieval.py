@@ -88,7 +88,7 @@ def test_a_needle_the_model_cannot_read_is_refused_before_a_search_and_the_sideb
     assert not at.exception and not at.error
     assert not [w for w in at.warning if "unknown to" in w.value]  # the sidebar's sentence: not this page's text
     said = " ".join(shown(i.value) for i in at.info).replace("\\", "")  # as drawn: `plain` escapes Markdown
-    assert "unknown to toy-induction" in said and "Letters a–z" in said, said
+    assert "unknown to toy-induction" in said and "It reads letters a–z" in said, said
     assert not [b for b in at.button if b.key == retrieval_keys.RETRIEVAL_GO]
     _choose(at, length=36, depths=(10,))
     assert not [i for i in at.info if "unknown to" in i.value]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import mha_viz
 from mha_viz.features.ablation import controls as ablation_keys
 from tests.app.helpers import PAGE_IDS, app_page_ids, open_box, open_page, open_with_text, shown, start_app
 
@@ -121,9 +122,24 @@ def test_a_text_the_model_cannot_read_gets_a_notice():
     what the model reads); letters get no notice."""
     at = open_with_text("model_view", "The cat sat on the mat because it was tired.", "toy-induction")
     [notice] = [w.value for w in at.warning if "unknown to" in w.value]
-    assert "toy\\-induction" in notice and "\\<unk\\>" in notice and "Letters a–z" in notice
+    assert "toy\\-induction" in notice and "\\<unk\\>" in notice and "It reads letters a–z" in notice
     at.text_area(key="text").input("q w e r t y q w e r t y").run()
     assert not any("unknown to" in w.value for w in at.warning)
+
+
+def test_emoji_on_minilm_count_the_texts_own_tokens_and_say_what_it_reads():
+    """MiniLM's WordPiece vocabulary reads most emoji as [UNK]: the notice counts the text's own tokens (not [CLS]
+    and [SEP], which the tokenizer adds), as the tokenizer itself splits them, and says what the model reads."""
+    text = "Great 😀🎉🔥"
+    tokenizer = mha_viz.load_model("minilm", device="cpu").tokenizer
+    ids = tokenizer(text)["input_ids"]
+    own = [i for i in ids if i not in set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}]
+    unknown = own.count(tokenizer.unk_token_id)
+    assert (len(ids), len(own), unknown) == (4, 2, 1)  # [CLS] great [UNK] [SEP]: half the text is unknown
+    at = open_with_text("head_view", text)
+    [notice] = [shown(w.value) for w in at.warning if "unknown to" in w.value]
+    assert notice.startswith(f"{unknown} of the text's {len(own)} tokens is unknown to minilm ([UNK])"), notice
+    assert "It reads English words" in notice and ".." not in notice and "encoder" not in notice, notice
 
 
 def test_the_token_limit_box_says_where_the_model_reads_fewer():

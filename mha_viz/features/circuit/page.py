@@ -241,8 +241,9 @@ def _top_real(model, key, ask, edges) -> None:
     done = _real().get((key, what))
     if done is None:
         if not st.button(f"Patch the top {TOP_REAL} edges for real", key=circuit_keys.CIRC_TOP_GO,
-                         help="Path-patches each of them in batched forwards of the clean text and draws the "
-                              "estimate against the real change."):
+                         help=f"Path-patches the {TOP_REAL} strongest edges by |score|, whatever number the graph "
+                              "draws (each edge costs a forward of the clean text; they run in batches), and draws "
+                              "each one's estimate against its real change."):
             return
         top = edges.top(TOP_REAL)
         done = _run_real(model, key, edges.tokens, what, lambda progress: (top, path_patching.path_patch_many(

@@ -146,8 +146,8 @@ def _unreadable(model, needle: str, question: str) -> str | None:
     ids = mha_viz.tokenize(model, f"{needle} {question}", MAX_NEEDLE_TOKENS).ids
     if (found := notes.unreadable(model, ids)) is None:
         return None
-    count, unk, reads = found
-    return plain(f"{count} of the {len(ids)} tokens of the needle and question are unknown to {model.name} "
+    count, text, unk, reads = found
+    return plain(f"{count} of the {text} tokens of the needle and question are unknown to {model.name} "
                  f"({unk}): no answer of its could copy the needle.{reads} Write both in what it reads, "
                  "or pick a model that reads English in the sidebar (smollm2).")
 

