@@ -9,10 +9,11 @@ import json
 import numpy as np
 import pytest
 
+from mha_viz.export import lesson as lessons
 from mha_viz.features.compare import controls as compare_keys
 from mha_viz.ui.kit import keys
 from mha_viz.ui.shell import sidebar
-from tests.app.helpers import charts, export_box, open_page, open_with_text
+from tests.app.helpers import app_test, charts, export_box, lesson_panel, open_page, open_with_text
 
 pytestmark = pytest.mark.model
 
@@ -48,6 +49,29 @@ def test_minimal_pair_on_minilm_changes_heads_and_lists_them():
     table = next(d.value for d in at.dataframe if "layer" in d.value.columns)
     assert len(table) == 72 and any(c.endswith("_diff") for c in table.columns)
     assert any(b.label.startswith("Download the differences") for b in at.get("download_button"))
+
+
+def test_the_head_that_changed_most_is_the_one_a_link_and_a_lesson_step_carry():
+    """Compare opens on the head that changed most, chosen by nobody: the address, a lesson step made there and a
+    student following it show that head, not the first one (they carried L0H0, and the student saw it)."""
+    at = open_with_text("compare", "The cat sat on the mat.", "minilm")
+    at.selectbox(key=compare_keys.CMP_PAIR).set_value("Agreement: are / is").run()
+    change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
+    row, head = (int(i) for i in np.unravel_index(change.argmax(), change.shape))
+    assert (row, head) != (0, 0), "the planted pair must move another head than the first most"
+    assert (at.query_params["layer"], at.query_params["head"]) == (str(row), str(head))  # MiniLM's rows: its layers
+    lesson_panel(at).button(key=keys.LESSON_ADD).click().run()
+    [step] = at.session_state[keys.LESSON_DRAFT].steps
+    student = app_test()
+    student.query_params["lesson"] = lessons.pack(lessons.Lesson(title="Compare", steps=(step,)))
+    student.run()
+    assert not student.exception and not student.error
+    assert (student.session_state[compare_keys.CMP_LAYER], student.session_state[compare_keys.CMP_HEAD]) == (row, head)
+    # a new pair: the page follows the head that changed most then, as no one chose one
+    at.text_area(key=compare_keys.CMP_TEXT_B).input("The dog sat on the mat.").run()
+    change = np.asarray(charts(at)[0]["data"][0]["z"], dtype=float)
+    assert (at.session_state[compare_keys.CMP_LAYER], at.session_state[compare_keys.CMP_HEAD]) == np.unravel_index(
+        change.argmax(), change.shape)
 
 
 def test_same_model_with_and_without_our_mha_changes_nothing():

@@ -147,20 +147,29 @@ def test_public_mode_refuses_a_model_outside_the_allow_list(public):
     assert at.query_params == {"model": "minilm", "text": "Public links work.", "head": "5"}
 
 
+def _compared_head(at) -> dict[str, str]:
+    """The head Compare shows (the one that changed most, as nothing chose one) as a link writes it: nothing for
+    layer 0 or head 0 (a link leaves its defaults out), else its layer (these models' rows are their layers) and
+    head."""
+    shown = {"layer": at.session_state[compare_keys.CMP_LAYER], "head": at.session_state[compare_keys.CMP_HEAD]}
+    return {name: str(value) for name, value in shown.items() if value}
+
+
 def test_a_compare_link_opens_sentence_b_and_follows_the_page():
     at = _open(model="minilm", text=TEXT, text_b="Cats chase dogs in the garden.")
     open_page(at, "compare")
     assert not at.warning and not at.error and not at.exception
     assert at.radio(key=compare_keys.CMP_MODE).value == compare_keys.TEXTS
     assert at.text_area(key=compare_keys.CMP_TEXT_B).value == "Cats chase dogs in the garden."
-    assert at.query_params == {"model": "minilm", "text": TEXT, "text_b": "Cats chase dogs in the garden."}
+    assert at.query_params == {"model": "minilm", "text": TEXT, "text_b": "Cats chase dogs in the garden.",
+                               **_compared_head(at)}
     assert "text_b=Cats%20chase%20dogs" in _share(at)
     at.radio(key=compare_keys.CMP_MODE).set_value(compare_keys.MODELS).run()  # B: minilm with our MHA by default
     assert not at.exception
     assert at.query_params == {"model": "minilm", "text": TEXT, "compare": "models", "model_b": "minilm",
-                               "mha_b": "ours"}
+                               "mha_b": "ours", **_compared_head(at)}
     open_page(at, "head_view")  # other pages carry no run B
-    assert set(at.query_params) == {"model", "text"}
+    assert set(at.query_params) <= {"model", "text", "layer", "head"}
 
 
 def test_a_compare_link_opens_model_b():
@@ -172,7 +181,7 @@ def test_a_compare_link_opens_model_b():
     assert at.selectbox(key=compare_keys.CMP_MODEL_B).value == "toy-induction"
     assert at.toggle(key=compare_keys.CMP_LOCAL_B).value is False and at.toggle(key=keys.LOCAL_ATTENTION).value is True
     assert at.query_params == {"model": "toy-induction", "text": "a b c d a b c", "mha": "ours",
-                               "compare": "models", "model_b": "toy-induction", "mha_b": "hf"}
+                               "compare": "models", "model_b": "toy-induction", "mha_b": "hf", **_compared_head(at)}
 
 
 def test_a_bad_compare_link_gives_notices_and_the_rest_applies():

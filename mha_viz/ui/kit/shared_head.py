@@ -59,12 +59,18 @@ def _shown_layers() -> list[int] | None:
     return list(run.layer_ids) if run is not None else None
 
 
+def _sidebar_row(layer_ids: Sequence[int], row: int) -> int:
+    """The sidebar's run's row of the model layer that is row `row` of a run whose rows are `layer_ids` (the same
+    row when the sidebar's run lacks that layer)."""
+    shown = _shown_layers()
+    layer = layer_ids[row]
+    return shown.index(layer) if shown is not None and layer in shown else row
+
+
 def choose_head_in(layer_ids: Sequence[int], row: int, head: int) -> None:
     """Make head `head` of row `row` of a run whose rows are the model layers `layer_ids` the shared
     head (the sidebar's row of the same layer number; the same row when the sidebar's run lacks it)."""
-    shown = _shown_layers()
-    layer = layer_ids[row]
-    choose_head(shown.index(layer) if shown is not None and layer in shown else row, head)
+    choose_head(_sidebar_row(layer_ids, row), head)
 
 
 def head_in_run(layer_ids: Sequence[int], num_heads: int) -> tuple[int, int]:
@@ -84,11 +90,18 @@ def pick_head(layer_ids: Sequence[int], num_heads: int, layer_key: str, head_key
               where=None, opening: tuple[int, int] | None = None) -> tuple[int, int]:
     """The *Layer* and *Head* pickers of a run whose rows are the model layers `layer_ids` (shown
     by layer number), in `where` (two containers; default: two columns), opened on the shared head
-    (on `opening`, (row, head) of that run, while no head has been chosen) and writing it back when
-    the user picks. Returns (row, head) picked."""
+    (on `opening`, (row, head) of that run, while no head has been chosen: then the shared head, not chosen) and
+    writing it back when the user picks. Returns (row, head) picked."""
     ids = tuple(int(i) for i in layer_ids)
     # the widgets are not kept (keys.NOT_KEPT): the shared head is
-    shared = opening if opening is not None and not head_chosen() else head_in_run(ids, num_heads)
+    if opening is not None and not head_chosen():
+        shared = opening
+        # the head on screen is the shared one, not chosen: the link, a lesson step and the notebook carry it (they
+        # carried the first head, and a student following the step saw another), and this page follows its own pick
+        # until something chooses a head
+        session.put_all((keys.SEL_LAYER, keys.SEL_HEAD), (_sidebar_row(ids, opening[0]), opening[1]))
+    else:
+        shared = head_in_run(ids, num_heads)
     session.settle(layer_key, shared[0])
     session.settle(head_key, shared[1])
     left, right = where or st.columns(2)
