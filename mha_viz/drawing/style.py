@@ -123,6 +123,19 @@ def spaced_ticks(labels: list[str], step: int = 1) -> dict:
     return dict(tickmode="array", tickvals=shown, ticktext=shown)
 
 
+def marked_ticks(labels: list[str], marked, step: int = 1) -> dict:
+    """A category axis's ticks where only every `step`-th label fits: the `marked` positions' labels (a minimal
+    pair's changed tokens) always, then every `step`-th from the first that is at least `step` from each label
+    already shown; set outright, so Plotly drops none and thins none of its own."""
+    step = max(1, step)
+    kept = sorted({int(i) for i in marked if 0 <= int(i) < len(labels)})
+    for i in range(0, len(labels), step):
+        if all(abs(i - k) >= step for k in kept):
+            kept.append(i)
+    shown = [labels[i] for i in sorted(kept)]
+    return dict(tickmode="array", tickvals=shown, ticktext=shown)
+
+
 def turned_room(labels: list[str]) -> int:
     """The px under a plot that its x labels, turned 60°, take (sin 60° of the longest shown text, and a gap)."""
     return int(0.87 * TICK_CHAR_PX * max((len(label_text(x)) for x in labels), default=0)) + 14

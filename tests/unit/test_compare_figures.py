@@ -106,3 +106,30 @@ def test_depth_bins_put_each_edge_in_its_own_bin():
     assert compare_figures.depth_bins(np.arange(6) / 5, 5) == [
         names[0], names[1], names[2], names[3], names[4], names[4]]
     assert compare_figures.depth_bins(np.arange(30) / 29, 5).count(names[0]) == 6  # 0 … 5/29 < 0.2
+
+
+def test_side_by_side_labels_a_minimal_pairs_changed_tokens_where_not_every_label_fits():
+    """16 tokens in three panels: every other label fits (`style.tick_step`), and the two that differ between A and
+    B (at odd positions, which every-other-from-the-first would skip) are labelled on every panel, A's on A's and the
+    difference's axes, B's on B's, with no two labels closer than that step."""
+    words_a = "the teacher gave the student a book because she wanted him to read it now .".split()
+    words_b = list(words_a)
+    words_b[9], words_b[11] = "he", "her"  # she → he (9), him → her (11): odd positions
+    a, b = _random(1, 1, 16, 4), _random(1, 1, 16, 5)
+    fig = compare_figures.side_by_side(mha_viz.compare(_run(a, words_a), _run(b, words_b)), 0, 0)
+    panels = [(fig.layout.xaxis, fig.layout.yaxis, words_a), (fig.layout.xaxis2, fig.layout.yaxis2, words_b),
+              (fig.layout.xaxis3, fig.layout.yaxis3, words_a)]
+    for x, y, words in panels:
+        for axis in (x, y):
+            shown = [words.index(v) if v in words else -1 for v in axis.tickvals]
+            assert -1 not in shown and axis.tickmode == "array", axis.tickvals
+            assert {9, 11} <= set(shown), (words, axis.tickvals)
+            step = min(q - p for p, q in zip(shown, shown[1:]))
+            assert step >= 2 and len(shown) >= 16 // 2 - 1, shown  # as far apart as fit, as many as fit
+
+
+def test_marked_ticks_keep_the_marked_labels_and_space_the_rest():
+    labels = [f"t{i}" for i in range(10)]
+    assert figure_style.marked_ticks(labels, [], 1)["tickvals"] == labels
+    assert figure_style.marked_ticks(labels, [5], 3)["tickvals"] == ["t0", "t5", "t9"]  # 3 and 6: too near 5
+    assert figure_style.marked_ticks(labels, [1, 2], 2)["tickvals"] == ["t1", "t2", "t4", "t6", "t8"]

@@ -17,11 +17,15 @@ from mha_viz.drawing.style import (
     DIVERGING,
     PLOT_WIDTH_PX,
     TICK_CHAR_PX,
+    TICK_LINE_PX,
+    TURNED_PX,
     axis_labels,
     margin,
+    marked_ticks,
     plot_title,
     scale_top,
     symmetric_bound,
+    tick_step,
 )
 from mha_viz.views import detail
 from mha_viz.views.comparison import Comparison, numeric_columns, rounding_noise
@@ -91,7 +95,15 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
     unit = "word" if cmp.kind == "words" else "token"
     longest = max((len(label) for _, labels, _ in panels[1:] for label in labels), default=0)
     gap = GAP_PX + (TICK_CHAR_PX * longest if max(len(p[1]) for p in panels) <= LABELS_UP_TO else 0)
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=min(0.2, gap / PLOT_WIDTH_PX))
+    spacing = min(0.2, gap / PLOT_WIDTH_PX)
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=spacing)
+    n = max(len(p[1]) for p in panels)
+    height = int(min(720, max(380, 12 * n + 200)))
+    # where not every label fits, the tokens that differ between A and B keep theirs (Plotly, thinning its own,
+    # dropped every other one: in a minimal pair of 16 tokens both changed words unlabelled)
+    changed = ([i for i, (x, y) in enumerate(zip(labels_a, labels_b)) if x != y]
+               if cmp.kind != "metrics" and len(labels_a) == len(labels_b) == len(panels[0][1]) else [])
+    wide = PLOT_WIDTH_PX * (1 - spacing * (len(panels) - 1)) / len(panels)
     for col, (z, labels, name) in enumerate(panels, start=1):
         signed = col == 3
         fig.add_trace(go.Heatmap(
@@ -99,10 +111,12 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
             hovertemplate=f"%{{y}} → %{{x}}: %{{z:.3f}}<extra>{name}</extra>",
         ), row=1, col=col)
         show = len(labels) <= LABELS_UP_TO
+        x_ticks = marked_ticks(labels, changed, tick_step(len(labels), wide, TURNED_PX)) if show else {}
+        y_ticks = marked_ticks(labels, changed, tick_step(len(labels), height - 200, TICK_LINE_PX)) if show else {}
         fig.update_xaxes(type="category", showticklabels=show, tickangle=-60,
-                         title=dict(text=f"<b>{name}</b> · key {unit}"), row=1, col=col)
+                         title=dict(text=f"<b>{name}</b> · key {unit}"), row=1, col=col, **x_ticks)
         fig.update_yaxes(type="category", showticklabels=show, autorange="reversed",
-                         title=dict(text=f"query {unit}" if col == 1 else ""), row=1, col=col)
+                         title=dict(text=f"query {unit}" if col == 1 else ""), row=1, col=col, **y_ticks)
     bar = dict(thickness=12, len=0.45 if diff is not None else 0.9, yanchor="top")
     layout = dict(coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=zmax,
                                  colorbar=dict(bar, title=dict(text="weight"), y=1.0)))
@@ -114,10 +128,9 @@ def side_by_side(cmp: Comparison, layer: int, head: int, *, rescale: bool = Fals
     row_b = cmp.run_b.layer_ids[layer] if layer < cmp.run_b.num_layers else row_a
     where = f"layer {row_a}" if row_a == row_b else f"layer {row_a} (A) / {row_b} (B)"
     basis = BASIS_LABEL[cmp.kind]
-    n = max(len(p[1]) for p in panels)
     fig.update_layout(title=plot_title(f"{where.capitalize()}, head {head}: {basis}"
                                        + (" (rescaled to max)" if rescale else "")),
-                      height=int(min(720, max(380, 12 * n + 200))), margin=margin(), **layout)
+                      height=height, margin=margin(), **layout)
     return fig
 
 
