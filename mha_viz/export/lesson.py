@@ -126,10 +126,14 @@ SUMMARY_CHARS = 70
 
 
 def summary(note: str, chars: int = SUMMARY_CHARS) -> str:
-    """A note's first line as plain words for a list of steps: Markdown's emphasis, code and formula marks dropped
-    (cut inside "**What one head computes.**" they would show as asterisks), cut at a word within `chars`."""
+    """A note's first line as plain words for a list of steps: Markdown's emphasis, code and formula marks and a
+    heading's or quote's mark dropped (cut inside "**What one head computes.**" they would show as asterisks), an
+    underscore or asterisk inside a word kept (W_Q, a formula's α_{ij}: they read "WQ", "α{ij}"), cut at a word
+    within `chars`."""
     first = next((line for line in note.strip().splitlines() if line.strip()), "")
-    words = re.sub(r"[*_`$#>]+", "", first).split()
+    first = re.sub(r"^\s*[#>]+", "", re.sub(r"[`$]+", "", first))
+    first = re.sub(r"(^|[\s(\[])[*_]+(?=\S)", r"\1", first)  # emphasis opening a word
+    words = re.sub(r"(?<=\S)[*_]+(?=$|[\s.,;:!?)\]])", "", first).split()  # and closing one
     out = ""
     for word in words:
         if len(out) + len(word) + 1 > chars:

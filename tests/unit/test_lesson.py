@@ -233,3 +233,18 @@ def test_each_model_is_checked_once_a_lesson(monkeypatch):
     steps = [_model_step(m)["steps"][0] for m in ("minilm", "toy-induction", "minilm", "toy-induction")]
     _read(_raw() | {"steps": steps})
     assert checked == ["minilm", "toy-induction"]
+
+
+@pytest.mark.parametrize(("note", "listed"), [
+    ("**What one head computes.** Then more", "What one head computes. Then more"),
+    (r"$\alpha_{ij} = \mathrm{softmax}(q_i k_j^T/\sqrt{d})$ row by row", r"\alpha_{ij} = \mathrm{softmax}(q_i "
+                                                                           r"k_j^T/\sqrt{d}) row by row"),
+    ("_Look_ at `W_Q` and *this* (__bold__)", "Look at W_Q and this (bold)"),
+    ("## A heading\nthe next line", "A heading"),
+    ("> a quoted *word*", "a quoted word"),
+])
+def test_a_steps_summary_drops_markdowns_marks_and_keeps_a_words_own_underscores(note, listed):
+    """The lesson panel lists each step by its note's first line as plain words: emphasis, code, formula, heading
+    and quote marks go, an underscore inside a word or formula stays (the preview read α{ij} and qi for α_{ij} and
+    q_i)."""
+    assert lessons.summary(note, chars=200) == listed
