@@ -74,6 +74,8 @@ def test_the_records_are_one_per_page_in_sections_with_no_id_twice():
     assert catalogue.feature("head_view").page_title == "Head view"
     with pytest.raises(KeyError):
         catalogue.feature("no_such_page")
+    icons = [f.icon for f in found]
+    assert len(set(icons)) == len(icons), [i for i in icons if icons.count(i) > 1]  # each page told apart in the menu
 
 
 def test_a_record_twice_or_in_no_section_is_refused():
