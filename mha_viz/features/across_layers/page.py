@@ -43,8 +43,9 @@ def across_layers_page() -> None:
                          lambda picked: 0 <= int(picked) < run.num_layers)
         layer = st.slider("Up to layer", 0, run.num_layers - 1, key=across_layers_keys.LAYERS_LAYER)
     if method == "rollout":
+        # subscripts as text: TeX-like R_{l−1} showed raw
         st.markdown("**Attention rollout** (Abnar & Zuidema 2020) · Âₗ = ½ · meanₕ Aₗ + ½ · I (rows "
-                    "renormalised); R₁ = Â₁, Rₗ = Âₗ Rₗ₋₁")  # subscripts as text: TeX-like R_{l−1} showed raw
+                    "renormalised); R₀ = Â₀, Rₗ = Âₗ Rₗ₋₁ (layers counted from 0, as the slider)")
         st.caption("Row i: how much token i after this layer draws on each input token, heads "
                    "averaged and the residual connection counted. High: the token's representation is "
                    "made of that input token; low: it is not.")
