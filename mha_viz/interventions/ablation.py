@@ -165,9 +165,11 @@ def _gradients(model: LoadedModel, inputs: Inputs) -> tuple[np.ndarray, np.ndarr
         grads = torch.autograd.grad(loss, [scale, *outs])
     d_scale, d_outs = grads[0], grads[1:]
     n = inputs.ids.shape[1]
-    per_token = torch.stack([((z.detach() * g).sum(-1).abs().sum(dim=(0, 1)) / n).cpu()  # (H,), from each
-                             for (z, _), g in zip(record, d_outs)])  # layer's device (a model spread over GPUs)
-    return d_scale.detach().cpu().numpy(), per_token.cpu().numpy()
+    # (H,) from each layer's device (a model spread over GPUs), summed in float32 whatever the model computes in:
+    # numpy has no bfloat16 (a bfloat16 model's importance failed), and half precision would round every token's term
+    per_token = torch.stack([((z.detach().float() * g.float()).sum(-1).abs().sum(dim=(0, 1)) / n).cpu()
+                             for (z, _), g in zip(record, d_outs)])
+    return d_scale.detach().float().cpu().numpy(), per_token.numpy()
 
 
 def ablation_effects(model: LoadedModel, text: str, *, mean_ablation: bool = False,

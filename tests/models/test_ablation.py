@@ -47,6 +47,18 @@ def test_gradient_of_the_head_mask_matches_finite_differences(request, which):
     np.testing.assert_allclose(np.linalg.norm(imp, axis=1), 1.0, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_importance_in_half_precision_is_float32s_within_its_rounding(gpt2_dir, tiny_gpt2, dtype):
+    """A model loaded in half precision scores its heads too (bfloat16 failed: numpy has no bfloat16), as float32
+    does within the precision's rounding: each row's unit vector within 0.05 of float32's (bfloat16 keeps 8 bits of
+    the mantissa; the loss and its gradient go through every layer at that precision)."""
+    half = mha_viz.load_model(str(gpt2_dir), device="cpu", dtype=dtype)
+    got, want = ablation.head_importance(half, TEXT), ablation.head_importance(tiny_gpt2, TEXT)
+    assert got.dtype == np.float64 and np.isfinite(got).all()
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(got, want, atol=0.05)
+
+
 def test_importance_of_one_scored_token_is_the_normalised_gradient(tiny_gpt2):
     """Two tokens (BOS and a word): only position 0 predicts anything, so the per-token sum has one term and the
     importance is |∂L/∂ξ| row-normalised."""

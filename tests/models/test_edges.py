@@ -513,3 +513,12 @@ def test_edges_saved_as_json_read_back_the_same(llama):
     pd.testing.assert_frame_equal(back.top(5), edges.top(5))
     with pytest.raises(ValueError, match="not a circuit saved by mha-viz"):
         Edges.from_json('{"edges": 3}')
+
+
+def test_a_split_refused_in_half_precision_says_to_use_float32():
+    """SmolLM2 in bfloat16: the split's logits differ by 0.15 (relative), where float32 splits it exactly; the
+    refusal names the precision and what to pick, which a float32 refusal (a model the split does not fit) does not."""
+    half = split_run.logits_gap(0.15, torch.bfloat16, 30)
+    assert "a gap of 0.15 in bfloat16" in half and "30 layers" in half and "pick float32" in half, half
+    whole = split_run.logits_gap(0.15, torch.float32, 30)
+    assert whole == "its attention computed head by head gives other logits (a gap of 0.15)"

@@ -231,6 +231,17 @@ def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().amax()) / (1 + float(b.abs().amax()))
 
 
+def logits_gap(gap: float, dtype: torch.dtype, layers: int) -> str:
+    """Why the split run is refused when its logits differ from the model's by `gap` (relative): in half
+    precision, where float32 splits the same model (SmolLM2 in bfloat16: 0.15), what to do about it."""
+    said = f"its attention computed head by head gives other logits (a gap of {gap:.2g}"
+    if dtype == torch.float32:
+        return said + ")"
+    name = str(dtype).removeprefix("torch.")
+    return (said + f" in {name}, whose rounding over {layers} layers can alone give that much): pick float32 in "
+            "the sidebar's Precision (or load the model with dtype=\"float32\") for its edges")
+
+
 def check(loaded, g: EdgeGraph) -> str | None:
     """None when a split run with every receiver given its own (zero) correction makes the model's own
     logits and its writes add up to the last stream; otherwise what differs."""
@@ -249,8 +260,8 @@ def check(loaded, g: EdgeGraph) -> str | None:
             return f"a forward with each receiver's own input failed ({type(exc).__name__}: {str(exc)[:160]})"
         finally:
             hook.remove()
-    if _gap(split, plain.to(split.device)) > tol:
-        return f"its attention computed head by head gives other logits (a gap of {_gap(split, plain):.2g})"
+    if (gap := _gap(split, plain.to(split.device))) > tol:
+        return logits_gap(gap, loaded.dtype, len(g.layers))
     end = last[0].device
     total = zeros.writes().to(end).sum(1)  # (1, n, d): the embedding, every head's and every MLP's write
     biases = [loaded.layer_adapter(p.layer).mha.w_o.bias for p in g.layers]  # W_O's bias: in no head's write
