@@ -4,12 +4,14 @@ token hidden)."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import mha_viz
 from mha_viz.ui.kit import keys
-from tests.app.helpers import charts, heatmap_tokens, open_page, start_app
+from tests.app.helpers import charts, heatmap_tokens, open_page, shown, start_app
 
 pytestmark = pytest.mark.model
 
@@ -72,6 +74,29 @@ def test_toy_induction_with_the_first_token_hidden():
     for page in ("model_view", "head_metrics", "compare_heads", "across_layers", "similarity"):
         open_page(at, page)
         _ok(at)
+
+
+def test_the_rows_left_empty_are_said_with_the_heads_that_have_them():
+    """SmolLM2, the first token hidden: the warning counts the query rows left with nothing to renormalise and names
+    their heads; each head named draws exactly those rows as zeros, and the first head, not named, none."""
+    at = start_app()
+    at.selectbox(key="model_choice").set_value("smollm2").run()  # on the sidebar's default sentence
+    at.checkbox(key=keys.HIDE_FIRST).check().run()
+    open_page(at, "head_view")
+    _ok(at)
+    [warning] = [shown(w.value) for w in at.warning if "query row" in w.value]
+    rows = int(warning.split(" query row")[0])
+    named = re.findall(r"L(\d+) H(\d+)", warning)
+    assert named and ("0", "0") not in named, warning
+
+    def zero_rows(layer: int, head: int) -> int:
+        at.selectbox(key=keys.HEAD_VIEW_LAYER).set_value(layer)
+        at.selectbox(key=keys.HEAD_VIEW_HEAD).set_value(head).run()
+        spec = next(s for s in charts(at) if s["data"][0]["type"] == "heatmap")
+        return int((np.nansum(np.array(spec["data"][0]["z"], dtype=float), axis=1) == 0).sum())
+
+    assert sum(zero_rows(int(la), int(h)) for la, h in named) == rows  # SmolLM2's rows are its layers
+    assert zero_rows(0, 0) == 0
 
 
 def test_every_token_hidden_keeps_the_run():

@@ -25,3 +25,6 @@ def test_the_hidden_rows_message_counts_right():
     """The warning under *Hide tokens* said "9 query rows in 1 heads"."""
     assert empty_rows_text(9, 1).startswith("9 query rows in 1 head gave")
     assert empty_rows_text(1, 3).startswith("1 query row in 3 heads gave")
+    assert empty_rows_text(9, 1, ["L0 H3"]).startswith("9 query rows in 1 head (L0 H3) gave")  # the head named
+    named = empty_rows_text(20, 8, [f"L{i} H0" for i in range(8)])
+    assert "(L0 H0, L1 H0, L2 H0, L3 H0, L4 H0, L5 H0 and 2 more) gave" in named

@@ -27,8 +27,9 @@ def _on_grid_select() -> None:
         shared_head.open_head(*picked)
 
 
-FIRST_STEP = (":material/arrow_back: **Start here:** type or paste a sentence in the *Sentence* box at the top left "
-              "(or pick an example under it), then click any head below to open it.")
+FIRST_STEP = (":material/arrow_back: **Start here:** type or paste a sentence in the sidebar's *Sentence* box (on a "
+              "phone, open the sidebar with » at the top left), or pick an example under it; then click any head "
+              "below to open it.")
 
 
 def model_view_page() -> None:

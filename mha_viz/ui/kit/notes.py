@@ -85,10 +85,19 @@ def hidden_status(cur) -> None:
     st.caption(f"Attention {plain(hidden.label)}: {len(hidden.removed)} of {hidden.n_before} tokens hidden "
                "(sidebar, *Hide tokens*); each row is divided by the attention it keeps.")
     if hidden.num_empty:
-        st.warning(empty_rows_text(hidden.num_empty, hidden.heads_with_empty_rows), icon=":material/do_not_disturb_on:")
+        where = [f"L{cur.run.layer_ids[layer]} H{head}" for layer, head in zip(*hidden.empty.any(-1).nonzero())]
+        st.warning(empty_rows_text(hidden.num_empty, hidden.heads_with_empty_rows, where),
+                   icon=":material/do_not_disturb_on:")
 
 
-def empty_rows_text(rows: int, heads: int) -> str:
-    """The warning for query rows that hiding tokens left with nothing to renormalise."""
-    return (f"{plural(rows, 'query row')} in {plural(heads, 'head')} gave (almost) all their attention to the hidden "
-            "tokens: nothing is left to renormalise, so they are shown as zeros.")
+NAMED_HEADS = 6  # heads named in the warning of empty rows, the rest counted
+
+
+def empty_rows_text(rows: int, heads: int, names=()) -> str:
+    """The warning for query rows that hiding tokens left with nothing to renormalise, naming the first NAMED_HEADS
+    of the heads (`names`) that have them."""
+    names = list(names)
+    which = "" if not names else (" (" + ", ".join(names[:NAMED_HEADS])
+                                  + (f" and {len(names) - NAMED_HEADS} more" if len(names) > NAMED_HEADS else "") + ")")
+    return (f"{plural(rows, 'query row')} in {plural(heads, 'head')}{which} gave (almost) all their attention to the "
+            "hidden tokens: nothing is left to renormalise, so they are shown as zeros.")
