@@ -213,9 +213,9 @@ def _costs(model, n: int, head: int) -> None:
     st.table(pd.DataFrame(rows), hide_index=True)  # a few rows: static, no grid to load and draw
     st.caption(f"n = m = {n} tokens, d_model = {model.d_model}, h = {model.num_heads}, d_k = d_v = {model.d_k}. "
                "Multiply–adds: projections d_model·(h·n·d_k + G·m·d_k + G·m·d_v), scores h·n·m·d_k, weighted "
-               "sum h·n·m·d_v, output h·n·d_v·d_model (the n² terms hold only for self-attention, m = n). Memory: Q h·n·d_k, K and V G·m·d_k and G·m·d_v, probabilities "
-               "h·n·m "
-               "(fused kernels such as FlashAttention never store them), z h·n·d_v. Sharing K/V (GQA, "
+               "sum h·n·m·d_v, output h·n·d_v·d_model (the n² terms hold only for self-attention, m = n). "
+               "Memory: Q h·n·d_k, K and V G·m·d_k and G·m·d_v, probabilities h·n·m (fused kernels such as "
+               "FlashAttention never store them), z h·n·d_v. Sharing K/V (GQA, "
                "MQA) shrinks the K/V projections and the KV cache, not the scores.")
     if 1 < model.num_kv_heads < model.num_heads or model.num_kv_heads == 1:
         fig = charts.cached("teach_gqa", (model.num_heads, model.num_kv_heads, head),
