@@ -1,6 +1,7 @@
 """The head the pages share: every page that shows one head (Head view, Head examples, Heads behind
 a prediction, Compare, Generate, Teaching, Queries and keys) opens on it, and picking a head there
-makes it the shared one, so the next page and the link (`links`) show the head on screen.
+makes it the shared one, so the next page and the link (`links`) show the head on screen. A page that opens
+on a head of its own (Compare: the one that changed most) makes that the shared head too, without choosing it.
 
 It lives in the plain keys `SEL_LAYER` / `SEL_HEAD` (Streamlit drops a widget's state on pages that
 do not draw it): a row of the sidebar's run (not the model's layer number when some layers are
