@@ -5,11 +5,10 @@ The names below are imported on first use (`lazy_loader`): the `mha-viz` launche
 
 import lazy_loader
 
-__getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs={
+__getattr__, __dir__, __all__ = lazy_loader.attach(__name__, submod_attrs={
     "lesson": ["Lesson", "LessonError", "lesson_json", "read_lesson"],
     "notebook": ["view_notebook"],
     "notebook_view": ["NotebookView"],
     "report": ["html_report"],
 })
 
-__all__ = ["Lesson", "LessonError", "NotebookView", "html_report", "lesson_json", "read_lesson", "view_notebook"]

@@ -167,13 +167,19 @@ def _tokenize(model: LoadedModel, text: str, limit: int) -> Tokens:
     return label_ids(model, ids, total=total, total_is_estimate=estimate)
 
 
+def structural_ids(model: LoadedModel) -> set[int]:
+    """The ids the tokenizer adds around a text: [CLS], [SEP], BOS, EOS, padding. An unknown-character token is
+    text, not structure."""
+    tokenizer = model.tokenizer
+    return set(getattr(tokenizer, "all_special_ids", None) or ()) - {getattr(tokenizer, "unk_token_id", None)}
+
+
 def label_ids(model: LoadedModel, ids, *, total: int | None = None, total_is_estimate: bool = False) -> Tokens:
     """Token ids (a tokenized text, a generated sequence, a decoder's input) with their labels:
     readable tokens, words, the tokenizer's pieces and which are structural."""
     tokenizer = model.tokenizer
     ids = [int(i) for i in ids]
-    # [CLS], [SEP], BOS, EOS, padding; an unknown-character token is text, not structure
-    structural = set(tokenizer.all_special_ids) - {tokenizer.unk_token_id}
+    structural = structural_ids(model)
     special = [i in structural for i in ids]
     raw = tokenizer.convert_ids_to_tokens(ids)
     display, word_ids = clean_tokens(tokenizer, raw, special)

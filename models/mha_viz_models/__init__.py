@@ -9,7 +9,7 @@ transformers.
 
 import lazy_loader
 
-__getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs={
+__getattr__, __dir__, __all__ = lazy_loader.attach(__name__, submod_attrs={
     "attention.mha": ["MultiHeadAttention", "apply_rotary"],
     "device.placement": ["resolve_device"],
     "device.choices": ["PRECISIONS"],
@@ -21,9 +21,3 @@ __getattr__, __dir__, _ = lazy_loader.attach(__name__, submod_attrs={
     "loading.loader": ["load", "random_twin"],
 })
 
-__all__ = [
-    "BUNDLED", "HUB_SUGGESTIONS", "LoadedModel", "ModelLoadError", "MultiHeadAttention",
-    "UnsupportedArchitecture", "PRECISIONS", "apply_rotary", "as_probabilities", "emulated_note",
-    "install_local_attention", "load",
-    "random_twin", "resolve_device",
-]

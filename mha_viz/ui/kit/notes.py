@@ -7,7 +7,7 @@ import streamlit as st
 
 import mha_viz
 import mha_viz_models
-from mha_viz.text.tokenize import UNKNOWN_SHARE
+from mha_viz.text.tokenize import UNKNOWN_SHARE, structural_ids
 from mha_viz.text.wording import plural
 from mha_viz.ui.kit.text import plain
 from mha_viz_models.attention.memory import memory_layouts
@@ -18,8 +18,7 @@ def unreadable(model, ids) -> tuple[int, int, str, str] | None:
     tokens, [CLS], [SEP]…), that token, what the model reads: " It reads …." for a bundled model, else "") when
     they are at least UNKNOWN_SHARE of the text's; None when the model reads them."""
     count, unk = mha_viz.text.unknown_tokens(model, ids)
-    added = set(getattr(model.tokenizer, "all_special_ids", None) or ()) - {getattr(model.tokenizer, "unk_token_id",
-                                                                                     None)}
+    added = structural_ids(model)
     text = sum(1 for i in ids if i not in added)
     if count == 0 or count < UNKNOWN_SHARE * text:
         return None
