@@ -86,8 +86,9 @@ class ModelCache:
             if key in self._models:  # loaded by another session while this one waited
                 return self._models[key]
             start = time.perf_counter()
-            model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress,
-                                 allow_pickle=self._allow_pickle, dtype=dtype)
+            with heap.paused():  # its objects by the hundred thousand: settled once, below
+                model = self._loader(key[0], device=device, local_attention=local_attention, progress=progress,
+                                     allow_pickle=self._allow_pickle, dtype=dtype)
             log.info("model loaded: %s (device %s, our MHA %s, %s) in %.1f s", key[0], device, key[2],
                      getattr(model, "precision", dtype), time.perf_counter() - start)
             with self._guard:

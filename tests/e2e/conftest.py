@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from mha_viz import settings
 from mha_viz.launch import free_port, health
 from tests.helpers import SUITE_ONLY_ENV
 from tests.waiting import wait_until
@@ -200,12 +201,14 @@ def start_server(log_path: Path, command=streamlit_command, cwd: Path = ROOT, **
     started in `cwd`, in its own process group, its output in `log_path`, with `env` added to its
     environment (the suite's own settings, SUITE_ONLY_ENV, left out); yields its base URL once it
     answers its health check (no session has run the script yet; the server's start has imported
-    the pages' libraries and loaded the default model), and stops it (the whole group) on the way out."""
+    the pages' libraries and loaded the default model), and stops it (the whole group) on the way out. The
+    environment is the launcher's as to OpenMP (a server started by hand with `streamlit run` spins unbounded)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     deployed = {k: v for k, v in os.environ.items() if k not in SUITE_ONLY_ENV}  # as deployed (tests/helpers.py)
-    env = {**deployed, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
+    # OpenMP's spin bounded as the `mha-viz` launcher bounds it (`settings.openmp_spin`): its servers share the cores
+    env = {**deployed, **settings.openmp_spin(deployed), "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env}
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,9 +1,10 @@
 """A lecture hall's deployment in a real browser (issue 91): `mha-viz app --processes 2` starts two app processes behind
-nginx. Six students, each a browser context of its own (its own cookies, as six laptops), open the app on a
-sentence of their own at once: nginx hands them to the two processes in turn, three each; each one's Model view
+nginx. Four students, each a browser context of its own (its own cookies, as four laptops), open the app on a
+sentence of their own at once: nginx hands them to the two processes in turn, two each; each one's Model view
 draws its palette image (a Plotly layout image fetched from the server's media), served by the process that holds
 its session (every media request answered, all by one process: nginx kept the student on the process its cookie
-names), and each one's Head view shows its own sentence and no other's."""
+names), and each one's Head view shows its own sentence and no other's. (Six students until stop 117: each costs
+Chromium two page loads, about 3 CPU-s each on 2 cores, in a suite bound by its cores.)"""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ..waiting import wait_until
 from .conftest import ARTIFACTS, TICKS_PROBE, ZW, _in_ci, start_server
 
 pytestmark = pytest.mark.e2e
-ANIMALS = ("dog", "horse", "sheep", "tiger", "zebra", "wolf")  # one MiniLM token each
+ANIMALS = ("dog", "horse", "sheep", "tiger")  # one MiniLM token each
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def _ticks(page) -> list[str]:
 def test_two_processes_behind_nginx_keep_each_student_on_its_own(nginx, isolated_browser, tmp_path):
     with start_server(ARTIFACTS / "processes.log", command=_group, cwd=tmp_path) as base:
         students = []
-        for animal in ANIMALS:  # every student's first page at once: six sessions arriving together
+        for animal in ANIMALS:  # every student's first page at once: four sessions arriving together
             context = isolated_browser.new_context(viewport={"width": 1400, "height": 1000})
             page = context.new_page()
             media: list[tuple[int, str | None]] = []
@@ -68,6 +69,6 @@ def test_two_processes_behind_nginx_keep_each_student_on_its_own(nginx, isolated
             assert not head.locator("[data-testid=stException]").count()
         by_process = collections.Counter(media[0][1] for *_, media in students)
         print(f"students by process: {dict(by_process)}")
-        assert sorted(by_process.values()) == [3, 3], by_process  # in turn: by chance, 10 classes in 32 split 3 and 3
+        assert sorted(by_process.values()) == [2, 2], by_process  # in turn: by chance, 3 classes in 8 split 2 and 2
         for *_, context, _page, _media in students:
             context.close()

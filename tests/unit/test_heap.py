@@ -6,6 +6,7 @@ leaves it and a cycle still holds some of it."""
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 
 import pytest
@@ -101,3 +102,56 @@ def test_a_release_for_what_is_gone_only_settles_until_the_frozen_objects_have_d
     assert heap.release(gone) is True  # more than doubled: walked
     assert heap.release(gone) is False
     del kept
+
+
+def test_no_collection_runs_while_models_load_and_the_collector_is_back_after_the_last():
+    """Two loads at once (two sessions): the collector stays off until both have ended, then runs as before; a
+    collector the process had turned off stays off."""
+    first_in, second_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def loader(spec, **_):
+        seen[spec] = gc.isenabled()
+        if spec == "a":  # the first load is still running when the second ends
+            first_in.set()
+            assert second_done.wait(10)
+            seen["a, after b"] = gc.isenabled()
+        return object()
+
+    cache = ModelCache(loader=loader, max_models=3)
+    first = threading.Thread(target=cache.get, args=("a",))
+    first.start()
+    assert first_in.wait(10)
+    cache.get("b")
+    second_done.set()
+    first.join(10)
+    assert seen == {"a": False, "b": False, "a, after b": False}
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        cache.get("c")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_no_collection_walks_the_objects_a_load_makes_and_the_settle_after_it_collects_its_garbage():
+    collections, made = [], []
+
+    def count(phase, info):
+        if phase == "start":
+            collections.append(info["generation"])
+
+    def loader(spec, **_):
+        gc.callbacks.append(count)
+        try:
+            garbage = [Node() for _ in range(20_000)]  # 28 times the collector's first threshold
+            made.append(weakref.ref(garbage[-1]))
+        finally:
+            gc.callbacks.remove(count)
+        return object()
+
+    ModelCache(loader=loader).get("a")
+    assert collections == []
+    assert made[0]() is None  # the load's cyclic garbage, collected once it had ended
