@@ -71,6 +71,20 @@ def on_one_torch_thread(fn: Callable[[int], None], part: int, after: int) -> Non
         torch.set_num_threads(after)
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """This thread's PyTorch work on one intra-op thread for the block, the count it ran at back after. Meanwhile the
+    process's count is 1 too (PyTorch keeps one setting for both): a thread that first reads then is given the count
+    back by `settle`, as during a scan's reduction (`one_torch_thread_each`)."""
+    with one_torch_thread_each() as after:
+        torch.get_num_threads()  # this thread's first read, if it is one, before the 1
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(after)
+
+
 def settle() -> None:
     """This thread's count set to the one to run at, if it differs (a thread that first read while a worker had
     set 1 holds 1)."""

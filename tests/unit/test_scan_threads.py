@@ -147,3 +147,27 @@ def test_a_worker_keeps_its_1_through_its_first_operation():
     written.set()
     thread.join(60)
     assert seen == {"during": 1, "after": before}
+
+
+def test_one_thread_runs_its_block_on_one_and_a_thread_started_meanwhile_settles_back():
+    """`one_thread`: the block's work on one PyTorch thread (as an operation of it reads the count), a run that starts
+    meanwhile given the count from before by `settle` (not the 1 it first read), and both counts back after."""
+    before = torch_threads.process_count()
+    inside, other_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def other_run():
+        inside.wait(30)
+        torch.get_num_threads()  # a new thread's first read (the block's 1 where PyTorch copies it)
+        torch_threads.settle()  # what each run of the app does first
+        seen["settled"] = torch.get_num_threads()
+        other_done.set()
+    worker = threading.Thread(target=other_run)
+    worker.start()
+    with torch_threads.one_thread():
+        seen["block"] = torch.get_num_threads()
+        inside.set()
+        assert other_done.wait(30)
+    worker.join(30)
+    assert seen == {"block": 1, "settled": before} and before == 2
+    assert torch.get_num_threads() == before and torch_threads.process_count() == before
