@@ -161,6 +161,22 @@ def test_the_installed_package_analyses_a_sentence_as_hugging_face_does(installe
     np.testing.assert_allclose(saved["attentions"], want, atol=1e-5)
 
 
+def _mapped(pid: int, names: tuple[str, ...]) -> set[str]:
+    """Which of `names` appear in the paths of the files mapped by process `pid` or any process below it."""
+    found: set[str] = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            chain, seen = int(stat.parent.name), set()
+            while chain not in (0, 1, pid) and chain not in seen:  # up the parents to pid, or to the top
+                seen.add(chain)
+                chain = int(Path(f"/proc/{chain}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            if chain == pid:
+                found |= {name for name in names if name in (stat.parent / "maps").read_text()}
+        except (OSError, ValueError, IndexError):  # a process gone meanwhile
+            continue
+    return found
+
+
 def test_the_installed_app_serves_its_first_page(installed):
     port = launch.free_port()
     base = f"http://127.0.0.1:{port}"
@@ -177,6 +193,8 @@ def test_the_installed_app_serves_its_first_page(installed):
         assert wait_until(healthy, BOOT_S, interval_s=0.25), f"no health within {BOOT_S} s:\n{log.read_text()[-3000:]}"
         with urllib.request.urlopen(base + "/", timeout=10) as page:
             assert page.status == 200 and '<div id="root">' in page.read().decode()
+        # the server's event loop is uvloop's and its HTTP parser httptools' (requirements: 9 % of a student's CPU)
+        assert {"uvloop", "httptools"} <= _mapped(proc.pid, ("uvloop", "httptools")), "asyncio's own loop serves"
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl+C in its terminal: the whole process group
         try:
