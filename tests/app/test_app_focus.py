@@ -60,12 +60,14 @@ def test_token_focus_tokens_and_words(model, text):
     run = at.session_state[keys.CURRENT].run
     assert run.n >= 1 and (text == "a" or run.n > 60)
     index = at.selectbox(key=shared_controls.FOCUS_TOKEN).value
-    assert index == min(1, run.n - 1)
+    # the page opens past [CLS] on an encoder, on the last token of a decoder (toy-induction: the row that reads all)
+    assert index == (run.n - 1 if model == "toy-induction" else min(1, run.n - 1)) and run.is_causal == (
+        model == "toy-induction")
     _check_focus(at, index)
-    last = run.n - 1
-    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(last).run()
+    other = 1 if index == run.n - 1 and run.n > 1 else run.n - 1
+    at.selectbox(key=shared_controls.FOCUS_TOKEN).set_value(other).run()
     assert not at.exception and not at.error
-    _check_focus(at, last)
+    _check_focus(at, other)
     at.radio(key=shared_controls.FOCUS_LEVEL).set_value("words").run()
     assert not at.exception and not at.error
     _check_focus(at, at.selectbox(key=shared_controls.FOCUS_TOKEN).value, words=True)
@@ -198,8 +200,9 @@ def test_summaries_on_demand_are_the_runs_means_and_maxima():
 def test_focus_and_subsets_on_smollm2_and_our_mha():
     """A decoder with grouped-query heads, and MiniLM computed by our MHA."""
     at = open_with_text("focus", "The cat sat on the mat. The dog ran!", "smollm2")
-    _check_focus(at, 1)
     run = at.session_state[keys.CURRENT].run
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == run.n - 1 and run.tokens[-1] == "!"  # its last
+    _check_focus(at, run.n - 1)
     last_row = _grids(at)["to"]["data"][0]["y"][-1]
     assert run.is_causal and last_row == f"L{run.layer_ids[-1]} H{run.num_heads - 1}"
     open_page(at, "head_view")

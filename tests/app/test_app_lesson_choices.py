@@ -173,7 +173,8 @@ def test_a_tampered_choice_falls_back_to_the_default_with_a_notice():
     assert at.session_state[keys.SEL_LAYER] == 1  # the rest of the link applies
     open_page(at, "focus")
     assert not at.exception and not at.error
-    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == 1  # the page's default
+    run = at.session_state[keys.CURRENT].run
+    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == run.n - 1  # the page's default: a decoder's last
     assert at.radio(key=focus_keys.FOCUS_SHOW).value == "both"
 
 
@@ -193,7 +194,8 @@ def test_a_step_restores_its_choices_after_exploring_and_a_step_without_them_ope
                                                       "application/json")).run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.title[0].value == HEADINGS["focus"]
-    assert at.selectbox(key=shared_controls.FOCUS_TOKEN).value == 1
+    run = at.session_state[keys.CURRENT].run
+    assert run.is_causal and at.selectbox(key=shared_controls.FOCUS_TOKEN).value == run.n - 1  # the default
 
 
 def _lesson_on(model: str) -> lessons.Lesson:

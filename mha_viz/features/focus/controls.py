@@ -14,8 +14,19 @@ FOCUS_RESCALE = "focus_rescale"
 FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_SUMMARIES = "focus_summaries"  # the four summary panels and the strongest-head map (off: two grids)
 
+
+
+def opening_position(causal: bool, count: int) -> int:
+    """The position the page opens on, of `count` tokens (or words): a causal run's last, whose row reads every one
+    before it (the second's reads the first two, most of it the first: a sink's row); else the second, past [CLS]
+    or <s>, where there is one. The same rule at both levels: a words link whose word is the tokens' default is one of
+    a text whose words are its tokens."""
+    return count - 1 if causal else min(1, count - 1)
+
+
 CONTROLS = (
-    vp.number(shared_controls.FOCUS_TOKEN, 0, upto=vp.TOKENS, default=lambda cur: min(1, cur.run.n - 1)),
+    vp.number(shared_controls.FOCUS_TOKEN, 0, upto=vp.TOKENS,
+              default=lambda cur: opening_position(cur.run.is_causal, cur.run.n)),
     vp.choice(shared_controls.FOCUS_LEVEL, ("tokens", "words"), default="tokens"),
     vp.choice(FOCUS_SHOW, ("both", focus.TO, focus.BY), default="both"),
     vp.flag(FOCUS_RESCALE),

@@ -27,12 +27,13 @@ BOTH = "both"
 SHOW = (BOTH, focus.TO, focus.BY)
 
 
-def _pick_position(labels: list[str], where) -> int:
-    """The token strip: a select box of `i: token` in `where`, kept valid when the text changes."""
+def _pick_position(labels: list[str], causal: bool, where) -> int:
+    """The token strip: a select box of `i: token` in `where`, kept valid when the text changes (a new text opens on
+    `focus_keys.opening_position`)."""
     m = len(labels)
     current = session.get(shared_controls.FOCUS_TOKEN)
     if not isinstance(current, int) or not 0 <= current < m:
-        session.put(shared_controls.FOCUS_TOKEN, min(1, m - 1))  # past [CLS] / <s> when there is a next token
+        session.put(shared_controls.FOCUS_TOKEN, focus_keys.opening_position(causal, m))
     return where.selectbox("Token in focus (query)", list(range(m)), key=shared_controls.FOCUS_TOKEN,
                            persist_state=keys.KEEP,
                            format_func=lambda i: f"{i}: {labels[i]}",
@@ -62,7 +63,7 @@ def focus_page() -> None:
     words = level == WORDS
     labels = detail.word_labels(run.tokens, run.word_ids) if words else list(run.tokens)
     picks = st.columns(2)
-    index = _pick_position(labels, picks[0])
+    index = _pick_position(labels, run.is_causal, picks[0])
     f, summaries = _focus(cur.key, index, words, run)  # summaries: {direction: Summary}
     key = focus_pair.pick_key(labels, summaries[focus.TO].top_position, picks[1])
     focus_pair.ranking(cur, f, key)
