@@ -137,3 +137,18 @@ def test_minilm_one_word_with_special_tokens_hidden():
     for page in ("head_metrics", "across_layers", "model_view"):
         open_page(at, page)
         _ok(at)
+
+
+def test_the_sidebar_names_the_special_tokens_a_text_holds():
+    """Under *Special tokens*, the ones this text holds (what the box would hide), from the tokenizer's own marks:
+    MiniLM's [CLS] and [SEP]; none in SmolLM2's plain text (it adds no <s>)."""
+    at = start_app()
+    at.text_area(key="text").input("The cat sat on the mat.").run()
+    _ok(at)
+    sidebar = shown(" ".join(c.value for c in at.sidebar.caption))
+    assert "This text's: [CLS], [SEP]" in sidebar, sidebar
+    at.selectbox(key=keys.MODEL_CHOICE).set_value("smollm2").run()
+    _ok(at)
+    run = at.session_state[keys.CURRENT].run
+    sidebar = shown(" ".join(c.value for c in at.sidebar.caption))
+    assert not any(run.special_mask) and "This text holds none." in sidebar, sidebar

@@ -164,9 +164,11 @@ def draw() -> Current:
                           help="Replace every self-attention of the model with mha-viz's own "
                                "multi-head attention, carrying the same weights.")
         st.caption("Hide tokens (every view, renormalised)")
-        st.checkbox("Special tokens ([CLS], [SEP], <s>…)", key=keys.HIDE_SPECIAL, persist_state=keys.KEEP,
-                    help="Drop the special tokens from both axes of every head and divide each row by "
-                         "the attention it keeps (as exBERT does). The Model view shows how much was hidden.")
+        st.checkbox("Special tokens", key=keys.HIDE_SPECIAL, persist_state=keys.KEEP,
+                    help="Drop the tokenizer's special tokens (BERT's [CLS] and [SEP], a decoder's <s>, a chat's "
+                         "role markers) from both axes of every head and divide each row by the attention it keeps "
+                         "(as exBERT does). The Model view shows how much was hidden.")
+        specials = st.empty()  # filled once the text is read: which special tokens it holds
         st.checkbox("The first token (attention sink)", key=keys.HIDE_FIRST, persist_state=keys.KEEP,
                     help="Drop the first token, where decoders park unused attention, and renormalise "
                          "each row over the rest.")
@@ -233,6 +235,7 @@ def draw() -> Current:
         memory.free_cache()
         return with_last_good(cur)
     cur.full_run = run
+    specials.caption(special_note(run))
     run, key = steps.hide_tokens(cur, run, key, **_hidden())
     cur.weights_run = run
     run, key = steps.lens(cur, run, key, contributions=_contributions(), model=model, full=cur.full_run)
@@ -298,6 +301,18 @@ def _layers_to_capture(model: mha_viz.LoadedModel, plan: Plan) -> tuple | None:
             full + f" Pick up to {fit} layers under “Layers to capture” in the sidebar "
             f"({resources.size_text(per_layer)} each), or lower the token limit.")
     return tuple(sorted(chosen))
+
+
+def special_note(run) -> str:
+    """What *Special tokens* would hide of `run`: its special tokens, each named once in the order met, or that it
+    holds none."""
+    mask = getattr(run, "special_mask", None)
+    if mask is None:
+        return ""
+    names = list(dict.fromkeys(t for t, special in zip(run.tokens, mask) if special))
+    if not names:
+        return "This text holds none."
+    return plain("This text's: " + ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else ""))
 
 
 def _hidden() -> dict[str, bool]:
