@@ -75,10 +75,15 @@ def test_back_to_the_step_restores_its_view_after_the_student_explored():
     at.text_area(key=keys.TEXT).input("My own sentence about a dog.").run()
     at.checkbox(key=keys.HIDE_FIRST).check().run()
     at.session_state[keys.SEL_HEAD] = (lesson.steps[k].link.head + 1) % 2
+    assert "not this one" not in shown(" ".join(c.value for c in at.caption))  # on the step's own page
     open_page(at, "model_view")
     assert at.session_state[keys.TEXT] == "My own sentence about a dog."
+    said = shown(" ".join(c.value for c in at.caption))  # the note is the step's, on another page: said so
+    assert f"Step {k + 1} of {len(lesson.steps)} · Head view: this note is the step's, on the Head view page, not " \
+           "this one (*Back to the step* opens it)." in said, said
     at.button(key=keys.LESSON_RESTORE).click().run()
     _assert_on_step(at, lesson, k)
+    assert "not this one" not in shown(" ".join(c.value for c in at.caption))
 
 
 def test_a_step_link_opens_on_that_step_and_a_bad_step_number_on_the_first():

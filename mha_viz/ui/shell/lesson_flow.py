@@ -135,9 +135,11 @@ def bar() -> None:
                         width="stretch", help="Stop following the lesson; the view stays as it is.")
 
 
-def note() -> None:
+def note(page_id: str | None = None) -> None:
     """Above the view: a message about a lesson that could not be opened (once), and the note of
-    the step followed (Markdown as written; raw HTML is shown as text, formulas in $…$)."""
+    the step followed (Markdown as written; raw HTML is shown as text, formulas in $…$). On another page than the
+    step's (`page_id`, the page on screen: the student explored, or a link's step names another page's), the
+    caption says whose page the note is and how to go back to it."""
     why = session.pop(keys.LESSON_MESSAGE, None)
     if why:  # it quotes the file or the link: shown as typed
         st.error(plain(why), icon=":material/error:")
@@ -148,6 +150,9 @@ def note() -> None:
     step = lesson.steps[at]
     with st.container(border=True, key=keys.LESSON_NOTE_BOX):
         title = pages.BY_ID[step.page].title if step.page in pages.BY_ID else step.page
-        st.caption(f"Step {at + 1} of {len(lesson.steps)} · {plain(title)}")
+        elsewhere = page_id is not None and page_id != step.page
+        st.caption(f"Step {at + 1} of {len(lesson.steps)} · {plain(title)}" + (
+            f": this note is the step's, on the {plain(title)} page, not this one (*Back to the step* opens it)."
+            if elsewhere else ""))
         if step.note.strip():
             st.markdown(step.note)

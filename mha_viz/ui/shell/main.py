@@ -86,7 +86,7 @@ def _draw() -> None:
         # the link's layer and head, once the model is known
         guarded(links.apply_pending, cur, what="The link's layer and head")
         guarded(export_views.sidebar_box, cur, what="The Export box")
-        guarded(lesson_flow.note, what="The lesson's note")  # the step's note above the view
+        guarded(lesson_flow.note, pages.page_id(page), what="The lesson's note")  # the step's note above the view
         out_of_memory = False
         try:
             page.run()
