@@ -44,6 +44,7 @@ CONTROLS = (
 CORPUS_GO = "corpus_go"  # buttons
 CORPUS_CANCEL = "corpus_cancel"
 CORPUS_PRUNE = "corpus_prune"
+CORPUS_TO_EXAMPLES = "corpus_to_examples"
 CORPUS_RUNNING = "_corpus_running"  # the CorpusKey being computed: still here on the next run if cancelled
 CORPUS_DOCS = "_corpus_docs"  # (source, its texts, the cut, Documents): the last corpus read by this session
 CORPUS_MODEL_SEEN = "_corpus_model"  # the model the importance default was set for

@@ -203,6 +203,9 @@ def _results(cur, key: CorpusKey, stats, held: list[str]) -> None:
                + (f", computed in {stats.seconds:.1f} s ({rate:.1f} documents/s)." if stats.seconds else ".")
                + " Each head's top documents and the head finder are on **Head examples**.",
                icon=":material/library_books:")
+    if st.button("Open Head examples", key=corpus_keys.CORPUS_TO_EXAMPLES, icon=":material/arrow_forward:"):
+        session.put(keys.GOTO, "examples")
+        st.rerun()
     names = [c for c in metrics.METRICS if c in table.columns and f"{c}_std" in table.columns]
     metric = st.selectbox("Metric", names, key=corpus_keys.CORPUS_METRIC, persist_state=keys.KEEP,
                           format_func=lambda c: metrics.METRICS[c].label)
