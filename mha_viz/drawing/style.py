@@ -26,8 +26,9 @@ COLORSCALE = [
     [0.625, "#4292c6"], [0.75, "#2171b5"], [0.875, "#08519c"], [1.0, "#08306b"],
 ]
 DIVERGING = "RdBu_r"  # signed values, centred on 0
-# One colour per pattern class (colour-blind-safe Okabe–Ito), every figure's, in PATTERN_CLASSES' order.
-PATTERN_COLOURS = dict(zip(PATTERN_CLASSES, ("#CC79A7", "#009E73", "#E69F00", "#0072B2", "#56B4E9", "#D55E00",
+# One colour per pattern class (colour-blind-safe Okabe–Ito), every figure's, in PATTERN_CLASSES' order. "broad" is
+# the palette's yellow, not its sky blue, which sat beside "sink"'s blue and read as one class.
+PATTERN_COLOURS = dict(zip(PATTERN_CLASSES, ("#CC79A7", "#009E73", "#E69F00", "#0072B2", "#F0E442", "#D55E00",
                                              "#999999")))
 
 _ZW = "\u200b"  # starts a suffix; then the occurrence number in binary as U+200C (0) / U+200D (1)

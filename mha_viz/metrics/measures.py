@@ -175,3 +175,9 @@ MIXED_PART = 0.1  # … and the weaker of them at least this much
 # Every class `head_stats.classify` gives (before its ":detail"), the most specific first: a majority vote's
 # tie goes to the first (`corpus.pattern_class`), and figures list them in this order with `PATTERN_COLOURS`.
 PATTERN_CLASSES = ("block", "vertical", "diagonal", "sink", "broad", "mixed", "heterogeneous")
+# what each class means, in a few plain words (a caption beside a head's class; the rules: Head metrics' page)
+PATTERN_MEANING = {
+    "block": "keeps each query within its own segment", "vertical": "looks at [SEP] and punctuation",
+    "diagonal": "looks at itself or a neighbour", "sink": "parks its attention on the first token",
+    "broad": "spreads its attention evenly", "mixed": "splits it between two of these",
+    "heterogeneous": "none of these"}

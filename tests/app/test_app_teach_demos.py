@@ -14,7 +14,9 @@ import torch
 
 import mha_viz
 from mha_viz.circuits import ahead
+from mha_viz.metrics.measures import PATTERN_MEANING
 from tests.app.helpers import charts, open_page, open_with_text
+from tests.helpers import shown
 
 pytestmark = pytest.mark.model
 TEXT = "The cat sat on the mat."
@@ -65,6 +67,11 @@ def test_one_demonstration_at_a_time_with_the_steps_numbers():
     np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-4)
     np.testing.assert_allclose(_z(titles["the layer's heads averaged"]), maps.mean(0), atol=1e-5)
     assert heads[0]["data"][0]["x"] == heads[0]["data"][0]["y"] and len(heads[0]["data"][0]["x"]) == len(probs)
+    # the classes the titles name are each said in words, and no other
+    named = {t.split(": ", 1)[1].split(":")[0] for t in titles if t.startswith("head ")}
+    said = shown(" ".join(c.value for c in at.caption))  # Markdown: each class in bold
+    assert named and all(f"**{c}** {PATTERN_MEANING[c]}" in said for c in named), (named, said)
+    assert not [c for c in set(PATTERN_MEANING) - named if f"**{c}** {PATTERN_MEANING[c]}" in said], said
 
     at.button_group(key="teach_demo").set_value("Masks").run()
     titles = _by_title(at)

@@ -49,3 +49,20 @@ def test_a_head_table_gives_the_same_grid():
     by_array = type_grid.head_type_grid(PLANTED)
     np.testing.assert_array_equal(np.asarray(by_table.data[0].z), np.asarray(by_array.data[0].z))
     assert list(by_table.data[1].text) == list(by_array.data[1].text)
+
+
+def _lab(colour: str) -> np.ndarray:
+    """CIE L*a*b* (D65) of a #RRGGBB colour, computed here from the sRGB formulas."""
+    rgb = np.array([int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    rgb = np.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ rgb
+    f = np.cbrt(xyz / np.array([0.95047, 1.0, 1.08883]))  # every colour here is far above the linear segment
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_every_two_classes_colours_are_far_apart():
+    """ΔE*76 of at least 30 between any two classes' colours: "broad" in the palette's sky blue sat 26 from "sink"'s
+    blue, and the two read as one class in a grid."""
+    pairs = [(a, b) for i, a in enumerate(PATTERN_COLOURS) for b in list(PATTERN_COLOURS)[i + 1:]]
+    near = [(a, b) for a, b in pairs if np.linalg.norm(_lab(PATTERN_COLOURS[a]) - _lab(PATTERN_COLOURS[b])) < 30]
+    assert not near, near

@@ -14,6 +14,7 @@ import streamlit as st
 import mha_viz_models
 from mha_viz.features.teaching import controls as teaching_keys
 from mha_viz.features.teaching import figures as teach_figures
+from mha_viz.metrics.measures import PATTERN_CLASSES, PATTERN_MEANING
 from mha_viz.ui.kit import analysis, charts, keys, resources, session, shared_head, walk_window
 from mha_viz.ui.kit.text import plain
 from mha_viz.ui.shell import notebook_button, sidebar
@@ -276,6 +277,14 @@ def _why_projections(key, w: teaching.Walkthrough) -> None:
     _pair(_figures("longer_neighbour", (), example), ("demo_raw", "demo_norm"))
 
 
+def class_note(patterns: list[str]) -> str:
+    """Each class these heads have (named in their titles), what it means, in the order of `PATTERN_CLASSES`."""
+    present = {p.split(":")[0] for p in patterns}
+    said = [f"**{c}** {PATTERN_MEANING[c]}" for c in PATTERN_CLASSES if c in present]
+    return ("Each head's title gives its class: " + "; ".join(said)
+            + " (the rules are under *Head metrics*, read beyond the first token).")
+
+
 def _why_heads(cur, w: teaching.Walkthrough) -> None:
     run, model = cur.run, cur.model
     st.markdown(f"One head can put each query's attention in one place. Layer {w.layer}'s "
@@ -292,6 +301,8 @@ def _why_heads(cur, w: teaching.Walkthrough) -> None:
         return teach_figures.probability_maps(maps, w.tokens)
     figs = list(_figures("heads", (cur.key, w.layer, w.start), build).values())
     charts.show(figs[0], key=teaching_keys.TEACH_DEMO_MEAN)
+    table = analysis.head_table(cur.key, run, model)
+    st.caption(class_note(table[table["layer"] == w.layer]["pattern"].tolist()))
     cols = st.columns(3)
     for h, fig in enumerate(figs[1:]):
         charts.show(fig, key=f"{teaching_keys.TEACH_DEMO_HEAD_PREFIX}{h}", where=cols[h % 3])
