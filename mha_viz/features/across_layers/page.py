@@ -120,7 +120,7 @@ def _whole_rollout_fits(run) -> bool | None:
 
 
 def _every_layer(cur) -> np.ndarray | None:
-    """Every layer's rollout, kept for every layer picked after: a long one (SmolLM2 past about 5,700 tokens) says
+    """Every layer's rollout, kept for every layer picked after: a long one (SmolLM2 past about 4,700 tokens) says
     what it costs and waits for a click that accepts it (`cost_prompt.accepted`: None until then)."""
     run = cur.run
     said = (f"Rollout multiplies the head mean of each of the {run.num_layers} layers of these {run.n:,} tokens into "
@@ -128,7 +128,7 @@ def _every_layer(cur) -> np.ndarray | None:
     seconds = rollout_seconds(run, run.num_layers)
     if not cost_prompt.accepted(("rollout", cur.key), seconds, said, across_layers_keys.LAYERS_START):
         return None
-    if seconds >= cost_prompt.SAY_ABOVE_S:  # under the ask, still long to wait for (SmolLM2 at 8,192 tokens: 16 s)
+    if seconds >= cost_prompt.SAY_ABOVE_S:  # under the ask, still long to wait for (SmolLM2 at 4,096 tokens: 15 s)
         st.caption(f"{said} About {duration(seconds)} on 2 CPU cores the first time; kept for this text.")
     return analysis.rollout(cur.key, run)
 
