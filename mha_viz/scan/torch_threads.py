@@ -60,15 +60,22 @@ def one_torch_thread_each() -> Iterator[int]:
             torch.set_num_threads(count)  # this thread's, and the process's (the last to end writes it last)
 
 
-def on_one_torch_thread(fn: Callable[[int], None], part: int, after: int) -> None:
-    """fn(part) with PyTorch's intra-op threads at 1 on this worker, then `after` (the caller's count: what the
-    worker read itself may be another worker's 1)."""
+@contextmanager
+def _on_one(after: int) -> Iterator[None]:
+    """This thread's PyTorch intra-op threads at 1 for the block, then `after`."""
     torch.get_num_threads()  # the thread's first read, which copies the process's count, before the 1
     torch.set_num_threads(1)
     try:
-        fn(part)
+        yield
     finally:
         torch.set_num_threads(after)
+
+
+def on_one_torch_thread(fn: Callable[[int], None], part: int, after: int) -> None:
+    """fn(part) with PyTorch's intra-op threads at 1 on this worker, then `after` (the caller's count: what the
+    worker read itself may be another worker's 1)."""
+    with _on_one(after):
+        fn(part)
 
 
 @contextmanager
@@ -76,13 +83,8 @@ def one_thread() -> Iterator[None]:
     """This thread's PyTorch work on one intra-op thread for the block, the count it ran at back after. Meanwhile the
     process's count is 1 too (PyTorch keeps one setting for both): a thread that first reads then is given the count
     back by `settle`, as during a scan's reduction (`one_torch_thread_each`)."""
-    with one_torch_thread_each() as after:
-        torch.get_num_threads()  # this thread's first read, if it is one, before the 1
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(after)
+    with one_torch_thread_each() as after, _on_one(after):
+        yield
 
 
 def settle() -> None:

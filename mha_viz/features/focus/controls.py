@@ -15,7 +15,6 @@ FOCUS_SHOW = "focus_show"  # which direction(s) to draw
 FOCUS_SUMMARIES = "focus_summaries"  # the four summary panels and the strongest-head map (off: two grids)
 
 
-
 def opening_position(causal: bool, count: int) -> int:
     """The position the page opens on, of `count` tokens (or words): a causal run's last, whose row reads every one
     before it (the second's reads the first two, most of it the first: a sink's row); else the second, past [CLS]

@@ -291,9 +291,10 @@ def _why_heads(cur, w: teaching.Walkthrough) -> None:
                 f"{run.num_heads} heads split the work; their average (what a single averaged head would "
                 "see) blurs it.")
 
+    table = analysis.head_table(cur.key, run, model)
+    patterns = table[table["layer"] == w.layer]["pattern"].tolist()
+
     def build() -> dict[str, go.Figure]:
-        table = analysis.head_table(cur.key, run, model)
-        patterns = table[table["layer"] == w.layer]["pattern"].tolist()
         text_key = cur.key.with_text(cur.key.text)
         att = analysis.layer_probabilities(text_key, w.layer, w.start, model, cur.full_run or run)  # (H, n, n)
         maps = {"the layer's heads averaged": att.mean(0)}
@@ -301,8 +302,7 @@ def _why_heads(cur, w: teaching.Walkthrough) -> None:
         return teach_figures.probability_maps(maps, w.tokens)
     figs = list(_figures("heads", (cur.key, w.layer, w.start), build).values())
     charts.show(figs[0], key=teaching_keys.TEACH_DEMO_MEAN)
-    table = analysis.head_table(cur.key, run, model)
-    st.caption(class_note(table[table["layer"] == w.layer]["pattern"].tolist()))
+    st.caption(class_note(patterns))
     cols = st.columns(3)
     for h, fig in enumerate(figs[1:]):
         charts.show(fig, key=f"{teaching_keys.TEACH_DEMO_HEAD_PREFIX}{h}", where=cols[h % 3])

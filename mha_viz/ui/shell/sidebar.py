@@ -306,7 +306,7 @@ def _layers_to_capture(model: mha_viz.LoadedModel, plan: Plan) -> tuple | None:
 def special_note(run) -> str:
     """What *Special tokens* would hide of `run`: its special tokens, each named once in the order met, or that it
     holds none."""
-    mask = getattr(run, "special_mask", None)
+    mask = getattr(run, "special_mask", None)  # a cross-attention part has none of its own
     if mask is None:
         return ""
     names = list(dict.fromkeys(t for t, special in zip(run.tokens, mask) if special))

@@ -50,7 +50,7 @@ def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel,
 
 
 # a forward of fewer parameter-tokens (the model's parameters × the text's tokens) runs on one PyTorch thread: as
-# quick as on two, with a third less CPU. Measured on 2 cores, an analysis (CPU ms, wall ms), two threads against one:
+# quick as on two, with about half the CPU. Measured on 2 cores, an analysis (CPU ms, wall ms), two threads against one:
 # MiniLM at 12 tokens (0.27 G) 26.6, 15.4 against 14.2, 14.2; at 32 (0.7 G) 33.4, 18.9 against 18.6, 18.6; at 64
 # (1.5 G) 41.0, 22.4 against 28.8, 28.8; SmolLM2 at 12 tokens (1.6 G) 220, 116 against 139, 139 (docs/speed.md)
 ONE_THREAD_WORK = 10**9
