@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 from app_server import free_port, health, start_server, stop_server  # noqa: E402 - beside this script
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - the e2e tests' browser
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_PLAIN_ARGS  # noqa: E402 - the e2e tests' browser
 
 TARGET_S = 5.0  # health OK -> first Model view
 TIMEOUT_S = 240
@@ -88,7 +88,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_PLAIN_ARGS)
         try:
             for i in range(args.repeat):
                 order = list(apps) if i % 2 == 0 else list(reversed(apps))

@@ -63,7 +63,7 @@ import timeline  # noqa: E402 - beside this script
 from app_server import free_port, health, start_server, stop_server  # noqa: E402 - beside this script
 from report import print_verdicts  # noqa: E402 - benchmarks/report.py, beside this script
 
-from tests.e2e.conftest import CHROMIUM, CHROMIUM_ARGS, NAV_LINK, App  # noqa: E402 - the e2e page driver
+from tests.e2e.conftest import CHROMIUM, CHROMIUM_PLAIN_ARGS, NAV_LINK, App  # noqa: E402 - the e2e page driver
 
 BOOT_TIMEOUT_S = 120
 LOAD_TIMEOUT_S = 240  # a run that loads a model (smollm2 converts its GGUF file on a first load)
@@ -307,7 +307,7 @@ def main() -> None:
     trace, bare_trace, spec = work / "runs.txt", work / "bare-runs.txt", work / "twin.json"
     repeat, verdicts, load_before = max(1, args.repeat), [], os.getloadavg()[0]
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_PLAIN_ARGS)
         port, bare_port = free_port(), free_port()
         base_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
         bare_log = args.log.with_name(args.log.stem + "-bare" + args.log.suffix)
