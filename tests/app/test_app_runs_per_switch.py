@@ -8,7 +8,7 @@ import pytest
 from streamlit.util import calc_hash
 
 from mha_viz.ui.kit import keys
-from mha_viz.ui.shell import run_trace
+from mha_viz.ui.shell import navigation, run_trace
 from tests.app.helpers import app_page_ids, start_app
 from tests.helpers import HEADINGS
 
@@ -25,8 +25,10 @@ def trace(monkeypatch, tmp_path):
 
 
 def switch(at, page_id: str) -> None:
-    """What a click on the page's link in the navigation asks of the server: a run of its url path."""
-    at._page_hash = calc_hash(page_id)  # noqa: SLF001 - the hash a browser's nav link sends
+    """What a click on the page's link in the navigation asks of the server: a run of its url path (the default
+    page's is navigation.ROOT_PATH; its id is a hidden page that leaves for it, a second run)."""
+    path = navigation.ROOT_PATH if page_id == navigation.DEFAULT else page_id
+    at._page_hash = calc_hash(path)  # noqa: SLF001 - the hash a browser's nav link sends
     at.run()
 
 

@@ -45,3 +45,18 @@ def test_an_old_whole_text_link_opens_the_head_views_links(browser, server):
         ui.assert_clean()
     finally:
         ui.close()
+
+
+def test_the_default_pages_own_path_opens_it_at_the_root(browser, server):
+    """/model_view, where docs/using.md and every other page's pattern put the Model view, opens it (at the root,
+    where Streamlit serves the default page) with the link's text, and Streamlit's "Page not found" never shows."""
+    params = {"model": "minilm", "text": "The lighthouse keeper counted every passing ship."}
+    ui = open_link(browser, server, "default-path", "/model_view?" + urllib.parse.urlencode(params))
+    try:
+        assert ui.heading() == "Model view"
+        assert ui.wait_until(lambda: urllib.parse.urlsplit(ui.page.url).path, "/") == "/"
+        assert ui.text_box.input_value() == params["text"]
+        assert not ui.page.get_by_text("Page not found").count()
+        ui.assert_clean()
+    finally:
+        ui.close()

@@ -64,8 +64,16 @@ def _default(shown: tuple[PageSpec, ...]) -> str:
     return DEFAULT if any(p.id == DEFAULT for p in shown) else shown[0].id
 
 
+# The default page is served at the root, yet Streamlit keeps its url_path to itself (its page hash) and answers that
+# path with "Page not found": its own path is this one, which no link names, and the page's id, where every other page
+# is (`/head_view`), is a hidden page that leaves for the root at once, as an old link does (`navigation`).
+ROOT_PATH = "_root"
+
+
 def _page(spec: PageSpec, default: str):
-    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id, default=spec.id == default)
+    if spec.id == default:
+        return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=ROOT_PATH, default=True)
+    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id)
 
 
 def navigation():
@@ -75,13 +83,14 @@ def navigation():
     shown = offered()
     default = _default(shown)
     ids = {p.id for p in shown}
-    moved = [(old, BY_ID[new]) for old, new in RETIRED.items() if new in ids]
+    # an old link's path, and the default page's id (`ROOT_PATH`): hidden pages that leave for the page they name
+    leaving = {**{old: new for old, new in RETIRED.items() if new in ids}, default: default}
     page = st.navigation({section: [_page(p, default) for p in shown if p.section == section]
-                          + [_retired(old, spec) for old, spec in moved if spec.section == section]
+                          + [_retired(old, BY_ID[new]) for old, new in leaving.items() if BY_ID[new].section == section]
                           for section in SECTIONS if any(p.section == section for p in shown)}, position="top")
-    if page.url_path in RETIRED:  # an old link: the page its parts moved to, with the link's parameters
+    if page.url_path in leaving:  # the page it names, with the link's parameters (a retired page's parts opened)
         _open_parts(page.url_path)
-        st.switch_page(_page(BY_ID[RETIRED[page.url_path]], default),
+        st.switch_page(_page(BY_ID[leaving[page.url_path]], default),
                        query_params={k: v for k, v in st.query_params.to_dict().items() if not k.startswith("embed")})
     return page
 
@@ -97,7 +106,8 @@ def _open_parts(old: str) -> None:
 
 
 def _retired(old: str, spec: PageSpec):
-    """A hidden page at a retired page's path (an old link), which `navigation` leaves for `spec`'s at once."""
+    """A hidden page at `old` (a retired page's path, or the default page's id), which `navigation` leaves for
+    `spec`'s at once."""
     return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=old, visibility="hidden")
 
 
