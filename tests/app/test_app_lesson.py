@@ -79,8 +79,8 @@ def test_back_to_the_step_restores_its_view_after_the_student_explored():
     open_page(at, "model_view")
     assert at.session_state[keys.TEXT] == "My own sentence about a dog."
     said = shown(" ".join(c.value for c in at.caption))  # the note is the step's, on another page: said so
-    assert f"Step {k + 1} of {len(lesson.steps)} · Head view: this note is the step's, on the Head view page, not " \
-           "this one (*Back to the step* opens it)." in said, said
+    assert f"Step {k + 1} of {len(lesson.steps)} · Head view: this note belongs to that page, not this one " \
+           "(*Back to the step* opens it)." in said, said
     at.button(key=keys.LESSON_RESTORE).click().run()
     _assert_on_step(at, lesson, k)
     assert "not this one" not in shown(" ".join(c.value for c in at.caption))

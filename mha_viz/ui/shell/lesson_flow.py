@@ -152,7 +152,7 @@ def note(page_id: str | None = None) -> None:
         title = pages.BY_ID[step.page].title if step.page in pages.BY_ID else step.page
         elsewhere = page_id is not None and page_id != step.page
         st.caption(f"Step {at + 1} of {len(lesson.steps)} · {plain(title)}" + (
-            f": this note is the step's, on the {plain(title)} page, not this one (*Back to the step* opens it)."
+            ": this note belongs to that page, not this one (*Back to the step* opens it)."
             if elsewhere else ""))
         if step.note.strip():
             st.markdown(step.note)
