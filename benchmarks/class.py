@@ -1,6 +1,7 @@
 """A class at once on a server just started (issue 91): for 30, 100 and 300 students (`--students`), each on a new
 server whose script has never run, every student connects at the same moment over Streamlit's websocket protocol,
-lands, types a sentence of its own and opens the Head view (`tests/e2e/class_client.py`). Printed per class: when the
+lands (on a link naming `--model`, default MiniLM), types a sentence of its own and opens the Head view
+(`tests/e2e/class_client.py`). Printed per class: when the
 first, the median and the last student saw its own Head view (seconds from the start), how many saw their own word
 and no other's, the errors, the server's CPU seconds (user + system, over the class) and its peak resident memory.
 
@@ -51,16 +52,16 @@ def start_app(port: int, processes: int, root: Path) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def one_class(students: int, words: list[str], root: Path = ROOT, processes: int = 1) -> dict:
-    """A class of `students` on a new server of `root`'s app.py (or `processes` of them behind nginx): its
-    distribution, CPU and memory."""
+def one_class(students: int, words: list[str], root: Path = ROOT, processes: int = 1, model: str = "minilm") -> dict:
+    """A class of `students` on a new server of `root`'s app.py (or `processes` of them behind nginx), each landing on
+    a link to `model`: its distribution, CPU and memory."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = start_app(port, processes, root)
     try:
         wait_healthy(base, server, BOOT_S)
         cpu = cpu_seconds(server.pid)
-        seen = class_of(base, [sentence_of(w) for w in words[:students]])
+        seen = class_of(base, [sentence_of(w) for w in words[:students]], f"model={model}")
         cpu = cpu_seconds(server.pid) - cpu
         peak = peak_bytes(server.pid)
     finally:
@@ -83,15 +84,17 @@ def main() -> None:
                         help="app processes behind nginx (mha-viz app --processes N; nginx must be installed)")
     parser.add_argument("--roots", type=Path, nargs="+", default=[ROOT],
                         help="checkouts whose app.py to serve, side by side (e.g. a clone of an earlier commit)")
+    parser.add_argument("--model", default="minilm",
+                        help="the model every student's link names (the default model, or e.g. smollm2)")
     args = parser.parse_args()
-    words = marker_words(mha_viz.load_model("minilm").tokenizer, max(args.students))
+    words = marker_words(mha_viz.load_model(args.model).tokenizer, max(args.students))
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    print(f"{args.processes} app process{'es behind nginx' if args.processes > 1 else ''} a class")
+    print(f"{args.processes} app process{'es behind nginx' if args.processes > 1 else ''} a class, on {args.model}")
     print("| app | students | first | median | last | own sentence, no other's | errors | server CPU | server peak |")
     print("|---|---|---|---|---|---|---|---|---|")
     for students in args.students:
         for root in args.roots:
-            r = one_class(students, words, root, args.processes)
+            r = one_class(students, words, root, args.processes, args.model)
             print(f"| {root.name} | {r['students']} | {say(r['first'])} | {say(r['median'])} | {say(r['last'])} | "
                   f"{r['own']} of {students} | {r['errors']} | {r['cpu']:.1f} s ({r['cpu'] / students:.2f} s a "
                   f"student) | {r['peak'] / 2**30:.2f} GiB |", flush=True)

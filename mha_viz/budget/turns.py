@@ -47,7 +47,7 @@ class Turns:
 
     def __init__(self, size: int, stall_s: float, clock=time.monotonic) -> None:
         self.stall_s, self._clock = stall_s, clock
-        self.free = size
+        self.size = self.free = size
         self._waiting: list[_Ticket] = []  # a heap; tickets of waiters gone ahead stay until popped
         self._asked = 0
         self._moved = clock()  # when a turn was last taken or given back
@@ -57,6 +57,12 @@ class Turns:
     def holds(self) -> bool:
         """Whether this thread holds a turn."""
         return getattr(self._held, "turn", False)
+
+    def others_hold(self) -> bool:
+        """Whether a thread other than this one holds a turn: another run computing beside this one's (a turn handed
+        from one thread to the next is never free between them)."""
+        with self._lock:
+            return self.size - self.free - (1 if self.holds() else 0) > 0
 
     def waiting(self) -> int:
         """How many threads wait for a turn."""
@@ -135,3 +141,8 @@ def turn(rank: float = 0.0):
 def away():
     """This thread's turn of the process's given back for the block (`Turns.away`)."""
     return TURNS.away()
+
+
+def others_compute() -> bool:
+    """Whether another run of this process holds a turn (`Turns.others_hold`)."""
+    return TURNS.others_hold()

@@ -49,7 +49,8 @@ class Seen:
     done: float = 0.0
 
     def tokens(self) -> set[str]:
-        """Every token label on the axes of its charts (the tokens its Head view shows), as the user reads them."""
+        """Every token label on the axes of its charts (the tokens its Head view shows), as the user reads them (a
+        leading space's mark, ␣, left out)."""
         found: set[str] = set()
         for spec in self.charts:
             figure = json.loads(spec)
@@ -57,7 +58,7 @@ class Seen:
                 for name in ("x", "y", "ticktext"):
                     values = axis.get(name) if isinstance(axis, dict) else None
                     if isinstance(values, list):
-                        found |= {label_text(v).strip() for v in values if isinstance(v, str)}
+                        found |= {label_text(v).strip().lstrip("␣") for v in values if isinstance(v, str)}
         return found
 
 
@@ -70,11 +71,12 @@ class Session:
         self.pages: dict[str, str] = {}  # url path -> page script hash
         self.page = ""  # the page script hash the server ran last
 
-    async def run(self, *, page: str = "", widgets: dict[str, str] | None = None) -> None:
-        """Ask for a rerun (of page hash `page`, "" for the landing page, with string `widgets` {id: value}) and read
-        its messages until a run finishes: the charts and texts are the last run's."""
+    async def run(self, *, page: str = "", widgets: dict[str, str] | None = None, query: str = "") -> None:
+        """Ask for a rerun (of page hash `page`, "" for the landing page, with string `widgets` {id: value}, the
+        address's `query`: a link's parameters, read on the first run) and read its messages until a run finishes: the
+        charts and texts are the last run's."""
         msg = BackMsg()
-        msg.rerun_script.query_string = ""
+        msg.rerun_script.query_string = query
         msg.rerun_script.page_script_hash = page
         for widget_id, value in (widgets or {}).items():
             state = msg.rerun_script.widget_states.widgets.add()
@@ -109,13 +111,14 @@ class Session:
             self.seen.texts.append(getattr(element, kind).body)
 
 
-async def student(url: str, sentence: str, start: float, page: str = "head_view") -> Seen:
-    """One student: lands, types `sentence`, opens `page`; what it saw (`Seen`), its times from `start`."""
+async def student(url: str, sentence: str, start: float, page: str = "head_view", query: str = "") -> Seen:
+    """One student: lands (on a link's `query`, e.g. "model=smollm2"), types `sentence`, opens `page`; what it saw
+    (`Seen`), its times from `start`."""
     seen = Seen(sentence)
     address = url.replace("http://", "ws://", 1).rstrip("/") + "/_stcore/stream"
     async with websockets.connect(address, max_size=None, subprotocols=["streamlit"]) as socket:
         session = Session(socket, seen)
-        await session.run()
+        await session.run(query=query)
         seen.landed = time.monotonic() - start
         if not session.box_id or page not in session.pages:
             seen.errors.append(f"the landing page drew no Sentence box or no link to {page}")
@@ -128,20 +131,21 @@ async def student(url: str, sentence: str, start: float, page: str = "head_view"
     return seen
 
 
-async def _class(url: str, sentences: list[str]) -> list[Seen]:
+async def _class(url: str, sentences: list[str], query: str) -> list[Seen]:
     start = time.monotonic()
-    return list(await asyncio.gather(*(student(url, s, start) for s in sentences)))
+    return list(await asyncio.gather(*(student(url, s, start, query=query) for s in sentences)))
 
 
-def class_of(url: str, sentences: list[str]) -> list[Seen]:
-    """Every student of `sentences` (one sentence each) at once on the server at `url`, in a new event loop on a
-    thread of its own (the calling thread may run a loop already: the browser tests' sync playwright does)."""
+def class_of(url: str, sentences: list[str], query: str = "") -> list[Seen]:
+    """Every student of `sentences` (one sentence each) at once on the server at `url`, each landing on the link's
+    `query` (e.g. "model=smollm2"), in a new event loop on a thread of its own (the calling thread may run a loop
+    already: the browser tests' sync playwright does)."""
     out: list[list[Seen]] = []
     failed: list[BaseException] = []
 
     def run() -> None:
         try:
-            out.append(asyncio.run(_class(url, sentences)))
+            out.append(asyncio.run(_class(url, sentences, query)))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             failed.append(exc)
     worker = threading.Thread(target=run, name="mha-viz-class")
@@ -155,7 +159,11 @@ def class_of(url: str, sentences: list[str]) -> list[Seen]:
 def marker_words(tokenizer, count: int) -> list[str]:
     """`count` distinct lower-case words that `tokenizer` reads as one token each (a student's own word, which its
     Head view must show as one token label and no other student's may)."""
-    vocab = sorted(w for w in tokenizer.get_vocab() if w.isalpha() and w.islower() and 6 <= len(w) <= 9)
+    words = sorted({w.lstrip("Ġ▁") for w in tokenizer.get_vocab()})  # a byte-level or SentencePiece word's own mark
+    words = [w for w in words if w.isascii() and w.isalpha() and w.islower() and 6 <= len(w) <= 9]
+    # one token after a space, as in the sentence (a BPE vocabulary's bare pieces read otherwise there)
+    ids = tokenizer([" " + w for w in words], add_special_tokens=False)["input_ids"]
+    vocab = [w for w, i in zip(words, ids) if len(i) == 1]
     step = max(1, len(vocab) // count)
     words = vocab[::step][:count]
     if len(words) < count:

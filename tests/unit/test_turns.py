@@ -222,3 +222,31 @@ def test_the_pages_wait_for_a_busy_server_gives_the_turn_back(monkeypatch, wait_
     for thread in (heavy_thread, page_thread):
         thread.join(DEADLINE_S)
     assert waited.is_set() and t.free == 1
+
+
+def test_others_hold_counts_the_turns_of_other_threads_and_one_handed_on():
+    t = turns.Turns(2, stall_s=3600)
+    assert not t.others_hold()
+    with t.turn():
+        assert not t.others_hold()  # this thread's own turn is not another run's
+        taken, release = threading.Event(), threading.Event()
+        first = holder(t, taken, release)
+        assert taken.wait(DEADLINE_S)
+        assert t.others_hold()
+        # a third waits; the second's turn goes straight to it (never free between them)
+        taken3, release3 = threading.Event(), threading.Event()
+        third = holder(t, taken3, release3)
+        assert wait_until(lambda: t.waiting() == 1, DEADLINE_S)
+        release.set()
+        first.join(DEADLINE_S)
+        assert taken3.wait(DEADLINE_S) and t.others_hold()
+        release3.set()
+        third.join(DEADLINE_S)
+        assert not t.others_hold() and t.free == 1
+    taken, release = threading.Event(), threading.Event()
+    other = holder(t, taken, release)
+    assert taken.wait(DEADLINE_S)
+    assert t.others_hold()  # seen from a thread that holds none
+    release.set()
+    other.join(DEADLINE_S)
+    assert not t.others_hold() and t.free == 2

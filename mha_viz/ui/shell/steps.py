@@ -13,6 +13,7 @@ import streamlit as st
 import mha_viz
 from mha_viz import needs
 from mha_viz.analyze_text import plan_analysis
+from mha_viz.budget import turns
 from mha_viz.budget.plan import Plan
 from mha_viz.budget.seconds import read_seconds
 from mha_viz.capture import AttentionRun, EncoderDecoderRun
@@ -54,12 +55,20 @@ def _cached_run(key: AnalysisKey, dense_mb: int, _model: mha_viz.LoadedModel,
 # MiniLM at 12 tokens (0.27 G) 26.6, 15.4 against 14.2, 14.2; at 32 (0.7 G) 33.4, 18.9 against 18.6, 18.6; at 64
 # (1.5 G) 41.0, 22.4 against 28.8, 28.8; SmolLM2 at 12 tokens (1.6 G) 220, 116 against 139, 139 (docs/speed.md)
 ONE_THREAD_WORK = 10**9
+# below this many parameter-tokens an analysis also runs on one thread while another run holds a turn
+# (`turns.others_compute`): that run's work takes a core already, and a second thread of this one's would take it in
+# turn, for no gain in time and more CPU (SmolLM2 at 12 tokens, 1.6 G: 220 against 139 CPU ms). Bounded, so that a
+# run started beside a short one that soon ends is not left at half speed for long: at 2e10 (SmolLM2 at about 150
+# tokens) a second or so on one thread.
+BUSY_ONE_THREAD_WORK = 2 * 10**10
 
 
 def on_one_thread(model: mha_viz.LoadedModel, n: int) -> bool:
-    """Whether the analysis of n tokens of `model` runs on one PyTorch thread (`ONE_THREAD_WORK`): a small one on the
-    CPU."""
-    return model.device.type == "cpu" and model.num_params * n < ONE_THREAD_WORK
+    """Whether the analysis of n tokens of `model` runs on one PyTorch thread: on the CPU, a small one
+    (`ONE_THREAD_WORK`), or one under `BUSY_ONE_THREAD_WORK` while another run computes."""
+    work = model.num_params * n
+    return model.device.type == "cpu" and (work < ONE_THREAD_WORK
+                                           or work < BUSY_ONE_THREAD_WORK and turns.others_compute())
 
 
 def is_long(model: mha_viz.LoadedModel, n: int, layers: tuple[int, ...] | None = None) -> bool:
