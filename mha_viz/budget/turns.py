@@ -64,6 +64,11 @@ class Turns:
         with self._lock:
             return self.size - self.free - (1 if self.holds() else 0) > 0
 
+    def quiet(self) -> bool:
+        """Whether no run holds a turn or waits for one: nothing of the app's computes."""
+        with self._lock:
+            return self.free == self.size and not any(not t.gone for t in self._waiting)
+
     def waiting(self) -> int:
         """How many threads wait for a turn."""
         with self._lock:
@@ -146,3 +151,8 @@ def away():
 def others_compute() -> bool:
     """Whether another run of this process holds a turn (`Turns.others_hold`)."""
     return TURNS.others_hold()
+
+
+def quiet() -> bool:
+    """Whether no run of this process holds or waits for a turn (`Turns.quiet`)."""
+    return TURNS.quiet()

@@ -3,7 +3,10 @@ random baseline and its copying scores (`composition`), which depend on the weig
 (SmolLM2 on 2 cores: 3.9 s, 0.8 s and 0.9 s), once per model. The app starts this after a session has drawn
 a page, in a thread of its own, so that the *Head composition* page finds them kept instead of computing them
 on its first visit; a page that asks while the thread works waits for it (`composition`'s lock), never
-computes twice. Only where `composition_seconds` says the scores take at most AHEAD_S: a model whose scores
+computes twice. The thread starts its work once no run of the app computes (`turns.quiet`): a class arriving
+at once on a server just started is served first (SmolLM2's scores are 12 CPU-s, what 25 of its students' steps
+cost), and a page that asks before then computes them itself, as the thread finds. Only where
+`composition_seconds` says the scores take at most AHEAD_S: a model whose scores
 take minutes (an 8B model on the CPU) is computed on request, as before.
 
 The process's exit waits for a thread still computing (`stop_all`, at exit), which stops at its next layer: a daemon
@@ -20,6 +23,7 @@ import weakref
 
 import torch
 
+from mha_viz.budget import turns
 from mha_viz.circuits import composition as compose
 from mha_viz.progress import Cancelled
 from mha_viz.text.tokenize import InputError
@@ -32,20 +36,21 @@ _STARTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model ->
 _LOCK = threading.Lock()  # guards _STARTED
 _EXIT = threading.Event()  # set at the process's exit: every thread stops at its next step
 EXIT_WAIT_S = 10.0  # the most seconds the exit waits for the threads (a layer's pairs take well under one)
+QUIET_POLL_S = 0.25  # how often a thread waiting for the app's runs to end looks again
 log = logging.getLogger(__name__)
 
 
 def start(model: LoadedModel, *, device: str | torch.device | None = None) -> threading.Thread | None:
-    """Start computing `model`'s weights-only results in a daemon thread (`compute`), once per model: the
-    thread, or None where they are kept or started already, or would take over AHEAD_S (`device`: where the
-    composition scores are multiplied, as the page would)."""
+    """Start computing `model`'s weights-only results in a daemon thread (`compute`, once no run of the app computes),
+    once per model: the thread, or None where they are kept or started already, or would take over AHEAD_S
+    (`device`: where the composition scores are multiplied, as the page would)."""
     try:
         if model.hf_model is None or compose.composition_known(model) or compose.composition_seconds(model) > AHEAD_S:
             return None
         with _LOCK:
             if model.hf_model in _STARTED:
                 return None
-            thread = threading.Thread(target=compute, args=(model,), kwargs={"device": device}, daemon=True,
+            thread = threading.Thread(target=_when_quiet, args=(model, device), daemon=True,
                                       name=f"{THREAD_PREFIX}{model.name}")
             _STARTED[model.hf_model] = thread
     except Exception as exc:  # noqa: BLE001 - a head start only: the page computes when asked, and says what fails
@@ -54,6 +59,14 @@ def start(model: LoadedModel, *, device: str | torch.device | None = None) -> th
         return None
     thread.start()
     return thread
+
+
+def _when_quiet(model: LoadedModel, device: str | torch.device | None) -> None:
+    """`compute` once no run of the app holds or waits for a turn (`turns.quiet`), or nothing at the process's exit."""
+    while not turns.quiet():
+        if _EXIT.wait(QUIET_POLL_S):
+            return
+    compute(model, device=device)
 
 
 def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> None:

@@ -1,5 +1,6 @@
 """The weights-only results computed ahead of the Head composition page (`mha_viz.circuits.ahead`): once per
-model, in a thread of its own, the same scores a page computes; a page that asks while the thread works waits
+model, in a thread of its own once no run of the app computes, the same scores a page computes; a page that asks
+while the thread works waits
 for it and computes nothing twice; a model whose scores take longer than AHEAD_S is left to the page; a
 model that cannot give them leaves the page its message; a process that exits while the thread computes exits
 cleanly."""
@@ -15,10 +16,12 @@ import numpy as np
 import pytest
 
 import mha_viz
+from mha_viz.budget import turns
 from mha_viz.circuits import ahead, composition
 from mha_viz.progress import Cancelled
 from mha_viz.text.tokenize import InputError
 from tests.helpers import ROOT
+from tests.waiting import wait_until
 
 
 @pytest.fixture
@@ -40,6 +43,32 @@ def test_the_thread_keeps_the_scores_the_page_reads_once_per_model(llama):
     again = composition.composition_scores(llama)
     for kind in composition.KINDS:
         np.testing.assert_array_equal(kept[kind], again[kind])
+
+
+def test_the_thread_starts_once_no_run_of_the_app_holds_a_turn(llama, monkeypatch):
+    """A class arriving on a server just started is served before the scores: the thread looks (`turns.quiet`) and
+    computes nothing while another run holds one of the process's turns, and computes once it gives it back."""
+    looked = []
+    quiet = turns.quiet
+    monkeypatch.setattr(turns, "quiet", lambda: looked.append(quiet()) or looked[-1])
+    taken, release = threading.Event(), threading.Event()
+
+    def a_run() -> None:  # a student's run, in its turn
+        with turns.turn():
+            taken.set()
+            release.wait(60)
+    run = threading.Thread(target=a_run, daemon=True)
+    run.start()
+    assert taken.wait(60)
+    thread = ahead.start(llama)
+    try:
+        assert wait_until(lambda: looked.count(False) >= 2, 60)  # it looked twice while the run computed
+        assert not composition.copying_known(llama) and not composition.composition_known(llama)
+    finally:
+        release.set()
+        run.join(60)
+    thread.join(60)
+    assert looked[-1] and composition.copying_known(llama) and composition.composition_known(llama)
 
 
 def test_a_page_asking_while_the_thread_computes_waits_and_nothing_runs_twice(llama, monkeypatch):

@@ -250,3 +250,20 @@ def test_others_hold_counts_the_turns_of_other_threads_and_one_handed_on():
     release.set()
     other.join(DEADLINE_S)
     assert not t.others_hold() and t.free == 2
+
+
+def test_quiet_while_no_run_holds_or_waits_for_a_turn():
+    t = turns.Turns(1, stall_s=3600)
+    assert t.quiet()
+    taken, release = threading.Event(), threading.Event()
+    first = holder(t, taken, release)
+    assert taken.wait(DEADLINE_S) and not t.quiet()
+    taken2, release2 = threading.Event(), threading.Event()
+    second = holder(t, taken2, release2)
+    assert wait_until(lambda: t.waiting() == 1, DEADLINE_S)
+    release.set()
+    first.join(DEADLINE_S)
+    assert taken2.wait(DEADLINE_S) and not t.quiet()  # handed on: never quiet between the two
+    release2.set()
+    second.join(DEADLINE_S)
+    assert t.quiet()
