@@ -80,7 +80,7 @@ def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> 
         # that asks while this thread works waits on the model's one lock (SmolLM2: 0.9 s, not the 5.6 s of all three).
         # A model without them (an encoder without a masked-LM head, such as MiniLM) still gets its composition scores.
         try:
-            compose.copying_scores(model)
+            compose.copying_scores(model, progress=going)
         except (InputError, UnsupportedArchitecture, ValueError):
             pass  # the refusal is kept: the table leaves the column empty, the page says why
         if _EXIT.is_set():

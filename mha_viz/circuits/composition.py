@@ -293,20 +293,21 @@ def copying_known(model: LoadedModel) -> bool:
     return model.hf_model in _COPYING
 
 
-def copying_scores(model: LoadedModel) -> np.ndarray:
+def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.ndarray:
     """Each head's copying score, float32 (layers, heads): Σλ / Σ|λ| over the eigenvalues λ of its full OV
     circuit W_E W_V W_O W_U (vocab × vocab), from those of W_O (W_U W_E) W_V (d_v × d_v, the same nonzero
     ones), norms folded in (`folded_weights`, and a decoder's final norm into W_U). 1: the head copies the
     tokens it attends to into the logits (a positive circuit); −1: it suppresses them; NaN for a head that
     writes nothing. Decoders, and encoders with a masked-LM head; InputError for any other model. Computed
-    once per model (kept while it lives)."""
+    once per model (kept while it lives). `progress` is told before each part of W_U W_E and each layer, and stops
+    the computation there by returning False (`Cancelled`; nothing kept)."""
     found = _COPYING.get(model.hf_model)
     if found is None:
         with _computing(model):
             found = _COPYING.get(model.hf_model)
             if found is None:
                 try:
-                    found = _copying(model)
+                    found = _copying(model, progress)
                 except (InputError, UnsupportedArchitecture) as exc:
                     found = exc
                 _COPYING[model.hf_model] = found
@@ -315,7 +316,16 @@ def copying_scores(model: LoadedModel) -> np.ndarray:
     return found.copy()
 
 
-def _copying(model: LoadedModel) -> np.ndarray:
+COPYING_PARTS = 8  # W_U W_E over the vocabulary in this many parts (SmolLM2's: 33 GFLOP in float64, seconds)
+
+
+def _told(progress: Progress | None, done: int, total: int, message: str) -> None:
+    """`report` `done` of `total`; Cancelled where `progress` asks to stop."""
+    if not report(progress, done / total, message):
+        raise Cancelled(done, total, "parts")
+
+
+def _copying(model: LoadedModel, progress: Progress | None = None) -> np.ndarray:
     W_U = _unembedding(model)  # (d, vocab)
     embeddings = getattr(model.hf_model, "get_input_embeddings", lambda: None)()
     if not isinstance(embeddings, nn.Embedding):
@@ -324,9 +334,16 @@ def _copying(model: LoadedModel) -> np.ndarray:
     if W_U.shape[0] != model.d_model or W_E.shape[1] != model.d_model or W_U.shape[1] != W_E.shape[0]:
         raise InputError(f"The embeddings of {model.name} ({tuple(W_E.shape)}) and its unembedding "
                          f"({tuple(W_U.T.shape)}) do not meet its {model.d_model}-wide stream: no copying scores.")
-    G = W_U @ W_E  # (d, d), once per model
+    G = torch.zeros(W_U.shape[0], W_E.shape[1], dtype=W_U.dtype)  # W_U W_E (d, d), once per model
+    bounds = np.linspace(0, W_E.shape[0], COPYING_PARTS + 1).astype(int)
+    layers = folded_weights(model)
+    total = COPYING_PARTS + len(layers)
+    for part, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        _told(progress, part, total, f"copying scores: the unembedding, part {part + 1} of {COPYING_PARTS}")
+        G += W_U[:, a:b] @ W_E[a:b]
     scores = []
-    for w in folded_weights(model):
+    for layer, w in enumerate(layers):
+        _told(progress, COPYING_PARTS + layer, total, f"copying scores: layer {layer + 1} of {len(layers)}")
         h, g = len(w["W_O"]), len(w["W_V"])
         v = w["W_V"][torch.arange(h) // (h // g)]  # (H, d, d_v)
         eig = torch.linalg.eigvals(w["W_O"] @ G @ v)  # (H, d_v) complex

@@ -172,6 +172,22 @@ def test_scores_stopped_between_two_layers_keep_nothing(llama):
     assert composition.composition_known(llama)
 
 
+def test_copying_scores_stopped_between_two_parts_keep_nothing(llama):
+    """W_U W_E over a vocabulary is the copying scores' longest step (SmolLM2's: 33 GFLOP in float64, 10 s on a busy
+    machine, past the exit's wait): it is made in parts, and the thread's exit stops it between two."""
+    told = []
+
+    def stop_at_the_third(fraction, message):
+        told.append(message)
+        return len(told) < 3
+    with pytest.raises(Cancelled):
+        composition.copying_scores(llama, progress=stop_at_the_third)
+    assert told[:2] == [f"copying scores: the unembedding, part {k} of {composition.COPYING_PARTS}" for k in (1, 2)]
+    assert len(told) == 3 and not composition.copying_known(llama)
+    composition.copying_scores(llama)  # asked again: computed whole
+    assert composition.copying_known(llama)
+
+
 def test_a_process_that_exits_while_the_thread_computes_exits_cleanly():
     """SmolLM2's scores take seconds: the script's last line runs while the thread computes. Until stop 107 the
     interpreter shut down around it, inside PyTorch, and the process aborted (exit 134) after printing its results."""
