@@ -67,12 +67,16 @@ class Turns:
     def quiet(self) -> bool:
         """Whether no run holds a turn or waits for one: nothing of the app's computes."""
         with self._lock:
-            return self.free == self.size and not any(not t.gone for t in self._waiting)
+            return self.free == self.size and not self._waiters()
 
     def waiting(self) -> int:
         """How many threads wait for a turn."""
         with self._lock:
-            return sum(not t.gone for t in self._waiting)
+            return self._waiters()
+
+    def _waiters(self) -> int:
+        """The threads waiting for a turn (the caller holds the lock): tickets of those gone ahead left out."""
+        return sum(not t.gone for t in self._waiting)
 
     def _take(self, rank: float) -> bool:
         """A turn for this thread (True), or False where the holders have stalled (it goes ahead without)."""

@@ -95,6 +95,12 @@ def _factors(w: dict[str, torch.Tensor]) -> dict[str, tuple]:
             "v": (v, kv, r_o.transpose(1, 2) / ov)}
 
 
+def _told(progress: Progress | None, done: int, total: int, message: str, unit: str) -> None:
+    """`report` `done` of `total` `unit`; Cancelled where `progress` asks to stop."""
+    if not report(progress, done / total, message):
+        raise Cancelled(done, total, unit)
+
+
 def _pair_scores(lefts: torch.Tensor, rights: list[dict[str, tuple]], device,
                  progress: Progress | None = None) -> dict[str, np.ndarray]:
     """scores[kind][l1, h1, l2, h2] = ‖lefts[l1, h1] right[l2][kind][h2]‖_F for l1 < l2, NaN elsewhere;
@@ -102,8 +108,7 @@ def _pair_scores(lefts: torch.Tensor, rights: list[dict[str, tuple]], device,
     L, H, d_v, d = lefts.shape
     out = {kind: torch.full((L, H, L, H), torch.nan, dtype=F64) for kind in KINDS}
     for l2 in range(1, L):
-        if not report(progress, (l2 - 1) / max(L - 1, 1), f"composition scores: layer {l2 + 1} of {L}"):
-            raise Cancelled(l2 - 1, L - 1, "layers")
+        _told(progress, l2 - 1, L - 1, f"composition scores: layer {l2 + 1} of {L}", "layers")
         right = [tuple(None if t is None else t.to(device) for t in rights[l2][kind]) for kind in KINDS]
         cols = torch.cat([base.permute(1, 0, 2).reshape(d, -1) for base, _, _ in right], 1)  # (d, Σ B·r)
         widths = [base.shape[0] * base.shape[2] for base, _, _ in right]
@@ -319,12 +324,6 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
 COPYING_PARTS = 8  # W_U W_E over the vocabulary in this many parts (SmolLM2's: 33 GFLOP in float64, seconds)
 
 
-def _told(progress: Progress | None, done: int, total: int, message: str) -> None:
-    """`report` `done` of `total`; Cancelled where `progress` asks to stop."""
-    if not report(progress, done / total, message):
-        raise Cancelled(done, total, "parts")
-
-
 def _copying(model: LoadedModel, progress: Progress | None = None) -> np.ndarray:
     W_U = _unembedding(model)  # (d, vocab)
     embeddings = getattr(model.hf_model, "get_input_embeddings", lambda: None)()
@@ -339,11 +338,11 @@ def _copying(model: LoadedModel, progress: Progress | None = None) -> np.ndarray
     layers = folded_weights(model)
     total = COPYING_PARTS + len(layers)
     for part, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        _told(progress, part, total, f"copying scores: the unembedding, part {part + 1} of {COPYING_PARTS}")
+        _told(progress, part, total, f"copying scores: the unembedding, part {part + 1} of {COPYING_PARTS}", "parts")
         G += W_U[:, a:b] @ W_E[a:b]
     scores = []
     for layer, w in enumerate(layers):
-        _told(progress, COPYING_PARTS + layer, total, f"copying scores: layer {layer + 1} of {len(layers)}")
+        _told(progress, COPYING_PARTS + layer, total, f"copying scores: layer {layer + 1} of {len(layers)}", "parts")
         h, g = len(w["W_O"]), len(w["W_V"])
         v = w["W_V"][torch.arange(h) // (h // g)]  # (H, d, d_v)
         eig = torch.linalg.eigvals(w["W_O"] @ G @ v)  # (H, d_v) complex
