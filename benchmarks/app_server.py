@@ -92,6 +92,17 @@ def cpu_seconds(pid: int) -> float:
     return sum(ticks(p)[1] for p in process_tree(pid)) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_seconds() -> dict[str, float]:
+    """The whole machine's CPU seconds so far, every core together (/proc/stat): "busy" (user, nice, system and
+    interrupts), "idle" (with I/O wait) and "stolen" (a virtual machine's time that its host gave to others: a class
+    whose cores were taken away is slower by as much, and a fixed loop of Python does not show it)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (
+        int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9])
+    tick = os.sysconf("SC_CLK_TCK")
+    return {"busy": (user + nice + system + irq + softirq) / tick, "idle": (idle + iowait) / tick,
+            "stolen": steal / tick}
+
+
 def peak_bytes(pid: int) -> int:
     """The peak resident memory of process `pid` and those below it, summed."""
     total = 0
