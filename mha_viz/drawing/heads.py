@@ -188,13 +188,14 @@ POOLED_SIZE = 128  # the block view's blocks a side at most
 def head_pooled(run: AttentionRun, layer: int, head: int, *, size: int = POOLED_SIZE,
                 rescale: bool = False) -> go.Figure:
     """The whole head downsampled to at most size × size blocks: colour = the block's maximum
-    (a single strong cell stays visible), hover = token ranges, max and mean."""
+    (a single strong cell stays visible), hover = token ranges, max and mean. Where every block is one token (n at
+    most `size`), the axes name them ("3: cat"); wider blocks are named by hover alone."""
     edges = detail.block_edges(run.n, size)
     top, mean = run.pooled_head(layer, head, edges)  # streamed: never the head's n × n at once
     labels = axis_labels([detail.range_label(run.tokens, a, b) for a, b in zip(edges[:-1], edges[1:])])
     zmax = scale_top(top, rescale)
     title = f"{_head_title(run, layer, head)}: all {run.n} tokens in {len(labels)} × {len(labels)} blocks (block max)"
-    return _square_heatmap(top, labels, title=title, zmax=zmax, customdata=mean, show_labels=False,
+    return _square_heatmap(top, labels, title=title, zmax=zmax, customdata=mean, show_labels=len(labels) == run.n,
                            hovertemplate="queries %{y}<br>keys %{x}<br>max %{z:.3f} · mean %{customdata:.4f}"
                                          "<extra></extra>")
 

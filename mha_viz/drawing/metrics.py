@@ -91,12 +91,27 @@ def metric_grid(values: np.ndarray, *, title: str, patterns: np.ndarray | None =
     ))
 
 
+LABELLED_HEADS = 96  # a similarity matrix labels every head up to this many; beyond, its layers or every k-th head
+
+
+def similarity_ticks(labels: list[str], num_heads: int, ordered: bool) -> dict:
+    """The tick labels of a similarity matrix's axes (`labels`: its heads in the matrix's order): every head up to
+    LABELLED_HEADS; beyond, in layer order, each layer at its middle head ("L12" at L12H4 of 9 heads, between its
+    boundary lines), and in another order every k-th head, at most LABELLED_HEADS of them (hover names every cell)."""
+    if len(labels) <= LABELLED_HEADS:
+        return dict(tickmode="array", tickvals=labels)
+    if not ordered:
+        middles = labels[num_heads // 2::num_heads]
+        return dict(tickmode="array", tickvals=middles, ticktext=[lab.rsplit("H", 1)[0] for lab in middles])
+    return dict(tickmode="array", tickvals=labels[::-(-len(labels) // LABELLED_HEADS)])
+
+
 def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: int, *, title: str,
                       order: np.ndarray | None = None, divergence: bool = False,
-                      signed: bool = False) -> go.Figure:
+                      signed: bool = False, scale_title: str | None = None) -> go.Figure:
     """The (L·H, L·H) comparison of every pair of heads. In layer order, lines mark the layer
     boundaries; with `order` (e.g. clustered) rows and columns follow it. Dark = alike: a
-    divergence uses the reversed scale."""
+    divergence uses the reversed scale. `scale_title` names the colour bar."""
     m = np.asarray(matrix, dtype=np.float64)
     labels = np.array(head_labels(layers, num_heads))
     num_layers = len(layer_numbers(layers))
@@ -116,16 +131,15 @@ def similarity_matrix(matrix: np.ndarray, layers: int | list[int], num_heads: in
             pos = b * num_heads - 0.5
             shapes += [dict(type="line", x0=pos, x1=pos, y0=-0.5, y1=n - 0.5, line=line),
                        dict(type="line", y0=pos, y1=pos, x0=-0.5, x1=n - 0.5, line=line)]
-    show = m.shape[0] <= 96  # every head labelled up to 96 heads; beyond, hover tells
-    ticks = dict(tickmode="array", tickvals=labels.tolist(), tickfont=dict(size=9)) if show else {}
+    ticks = dict(similarity_ticks(labels.tolist(), num_heads, order is not None), tickfont=dict(size=9))
     return go.Figure(go.Heatmap(  # float32: half the bytes of float64, far below the 4 decimals shown
         z=m.astype(np.float32), x=labels.tolist(), y=labels.tolist(), zmin=zmin, zmax=zmax, colorscale=scale,
-        reversescale=divergence, colorbar=colorbar(),
+        reversescale=divergence, colorbar=colorbar(scale_title),
         hovertemplate="%{y} vs %{x}: %{z:.4f}<extra></extra>",
     ), layout=dict(
         title=plot_title(title),
-        xaxis=dict(type="category", showticklabels=show, tickangle=-90, side="bottom", **ticks),
-        yaxis=dict(type="category", showticklabels=show, autorange="reversed", **ticks),
+        xaxis=dict(type="category", tickangle=-90, side="bottom", **ticks),
+        yaxis=dict(type="category", autorange="reversed", **ticks),
         height=760, margin=margin(), shapes=shapes,
     ))
 
@@ -169,15 +183,22 @@ def map_pick(points: list[dict]) -> int | None:
     return None
 
 
+VALUED_BARS = 12  # a diversity chart writes each bar's value up to this many layers; beyond, hover tells
+
+
 def diversity_figure(table) -> go.Figure:
-    """Per-layer diversity D beside its random-initialisation baseline (`metrics.diversity_table`)."""
-    bars = dict(texttemplate="%{y:.3f}", textposition="outside", cliponaxis=False)
+    """Per-layer diversity D beside its random-initialisation baseline (`metrics.diversity_table`), each bar's value
+    written up to VALUED_BARS layers (beyond, Plotly would shrink it to a few pixels), the legend at the figure's foot
+    under the turned layer labels (at the plot's foot it covered them)."""
+    bars = dict(texttemplate="%{y:.3f}", textposition="outside", cliponaxis=False) \
+        if len(table["heads"]) <= VALUED_BARS else {}
     traces = [go.Bar(x=table["heads"], y=table["D"], name="this model", marker_color="#2171b5", **bars)]
     if "D_random_init" in table:
         traces.append(go.Bar(x=table["heads"], y=table["D_random_init"], name="random initialisation",
                              marker_color="#737373", **bars))
     return go.Figure(traces, layout=dict(barmode="group", yaxis=dict(title=dict(text="diversity D"), range=[0, 1.05]),
-                                         height=380, margin=margin(t=30), legend=dict(orientation="h")))
+                                         height=380, margin=margin(t=30),
+                                         legend=dict(orientation="h", yref="container", y=0, yanchor="bottom")))
 
 
 def token_matrix(matrix: np.ndarray, tokens: list[str], *, title: str, zmax: float | None = None,
@@ -208,6 +229,11 @@ def table_grid(table: pd.DataFrame, metric: str, run) -> go.Figure:
 
 SIGNED = ("qk", "ov", "residual")  # similarity kinds that run from -1 to 1
 
+# each similarity's colour bar: what it is, and which end means alike (a divergence is high for unlike heads)
+SCALE_TITLES = {"js": "JS divergence<br>high: unlike", "cosine": "cosine<br>high: alike", "cka": "CKA<br>high: alike",
+                "residual": "r<br>high: alike", "seed_r": "R<br>high: overlap", "qk": "cosine<br>high: alike",
+                "ov": "cosine<br>high: alike"}
+
 
 def similarity_figure(matrix: np.ndarray, kind: str, run, *, order: np.ndarray | None = None) -> go.Figure:
     """A run's `metrics.head_similarity(run, kind)` as the every-pair matrix, in layer order or
@@ -215,7 +241,7 @@ def similarity_figure(matrix: np.ndarray, kind: str, run, *, order: np.ndarray |
     heads = run.num_layers * run.num_heads
     return similarity_matrix(matrix, run.layer_ids, run.num_heads, order=order, divergence=kind == "js",
                              signed=kind in SIGNED, title=f"{SIMILARITIES[kind].label}, {heads} heads "
-                             f"({'by layer' if order is None else 'clustered'})")
+                             f"({'by layer' if order is None else 'clustered'})", scale_title=SCALE_TITLES[kind])
 
 
 def map_figure(xy: np.ndarray, kind: str, run, *, patterns: list[str], color_by: str = "layer") -> go.Figure:

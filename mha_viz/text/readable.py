@@ -62,10 +62,11 @@ def visible(text: str) -> str:
 
 
 def predicted(token: str) -> str:
-    """A predicted token's text as a list of predictions shows it: without the spaces around it, or, when it is all
-    whitespace, each whitespace character made visible ("␣", "␣␣", "⏎"; issue 90: three different tokens of a top 5
-    all read "␣")."""
-    return token.strip() or visible(token)
+    """A predicted token's text as a list of predictions shows it: as every label of the app shows a token, its
+    leading spaces marked ("␣mat": " mat" and "mat" are two tokens, and Generate's bars name them so) and its
+    characters made visible, without trailing spaces; a token all of whitespace shows each character ("␣", "␣␣", "⏎";
+    issue 90: three different tokens of a top 5 all read "␣")."""
+    return visible(spaced(token.rstrip(" "))) if token.strip() else visible(token)
 
 
 def detect_scheme(tokenizer) -> str:

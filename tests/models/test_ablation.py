@@ -13,6 +13,7 @@ import mha_viz
 from mha_viz.interventions import ablation, heads_off_loss
 from mha_viz.interventions import ablation_outcome as outcome
 from mha_viz.text import loss_inputs
+from mha_viz.text.readable import predicted
 from mha_viz_models.families.builtin import output_projection
 from mha_viz_models.reading.masking import head_mask
 from tests.tolerance import assert_same_ranking
@@ -189,7 +190,7 @@ def _ids_of(model, shown: list[tuple[str, float]], every: np.ndarray, tolerance:
     ids = []
     for text, q in shown:
         near = np.flatnonzero(np.abs(every - q) <= tolerance)
-        named = [int(j) for j in near if (model.tokenizer.decode([int(j)]).strip() or "␣") == text]
+        named = [int(j) for j in near if predicted(model.tokenizer.decode([int(j)])) == text]
         assert named, f"{text!r} ({q:.6g}): no token of that text and probability"
         ids.append(min(named, key=lambda j: abs(every[j] - q)))
     return ids

@@ -65,6 +65,18 @@ def test_pooled_figure_payload_is_bounded_at_2048():
     # each block is labelled by its token range: 2,048 tokens in 128 blocks of 16
     assert [figure_style.label_text(x) for x in fig.data[0].x[:2]] == ["0–15: t0 t1 t2 t3 t4 t5 t6 t7…",
                                                                "16–31: t16 t17 t18 t19 t20 t21…"]
+    assert fig.layout.xaxis.showticklabels is False  # 128 ranges of 16 tokens: named by hover
+
+
+def test_blocks_of_one_token_are_labelled_on_the_axes():
+    """A text of at most POOLED_SIZE tokens in blocks has one token a block: its axes name them (a user's 29 tokens
+    in "all tokens, in blocks" showed 29 unlabelled blocks)."""
+    n = 29
+    a = np.tile(np.eye(n, dtype=np.float32), (1, 1, 1, 1))
+    run = AttentionRun(tokens=[f"t{i}" for i in range(n)], attentions=a)
+    fig = head_figures.head_pooled(run, 0, 0)
+    assert fig.layout.xaxis.showticklabels is not False and fig.layout.yaxis.showticklabels is not False
+    assert [figure_style.label_text(x) for x in fig.data[0].x] == [f"{i}: t{i}" for i in range(n)]
 
 
 def test_window_shows_only_its_tokens():

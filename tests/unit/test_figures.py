@@ -139,3 +139,51 @@ def test_similarity_matrix_lines_part_the_layers_unless_reordered():
     np.testing.assert_allclose(np.asarray(ordered.data[0].z), sim[np.ix_(order, order)], rtol=1e-6)
     assert list(ordered.data[0].x) == [list(trace.x)[i] for i in order] and not ordered.layout.shapes
     assert not metric_figures.similarity_matrix(sim[:4, :4], [0], heads, title="t").layout.shapes
+
+
+def test_a_large_similarity_matrix_labels_its_layers_or_every_kth_head():
+    """Past LABELLED_HEADS (SmolLM2: 270 heads), Plotly drew no label at all: in layer order each layer is named once,
+    at its middle head; clustered, every k-th head keeps its name, at most LABELLED_HEADS of them, evenly spaced."""
+    layers, heads = list(range(30)), 9
+    sim = np.random.default_rng(2).random((270, 270))
+    fig = metric_figures.similarity_matrix(sim, layers, heads, title="t")
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        assert list(axis.tickvals) == [f"L{layer}H4" for layer in layers]
+        assert list(axis.ticktext) == [f"L{layer}" for layer in layers]
+    order = np.random.default_rng(3).permutation(270)
+    clustered = metric_figures.similarity_matrix(sim, layers, heads, title="t", order=order)
+    names = list(clustered.data[0].x)
+    ticks = list(clustered.layout.xaxis.tickvals)
+    assert len(ticks) <= metric_figures.LABELLED_HEADS and len(ticks) >= 270 // 3
+    assert ticks == names[::3] and clustered.layout.xaxis.ticktext is None  # each tick its head's own name
+    few = metric_figures.similarity_matrix(sim[:96, :96], list(range(12)), 8, title="t")
+    assert list(few.layout.xaxis.tickvals) == list(few.data[0].x)  # every head, up to LABELLED_HEADS
+
+
+def test_every_similarity_names_its_colour_scale_and_its_alike_end():
+    """The matrix's colour bar says what it measures and which end is alike (a divergence is high for unlike
+    heads, the reverse of the others), for every kind the page offers."""
+    run = AttentionRun(tokens=["a", "b"], attentions=np.full((2, 3, 2, 2), 0.5, np.float32), model_name="m")
+    sim = np.eye(6)
+    for kind in metric_figures.SIMILARITIES:
+        title = metric_figures.similarity_figure(sim, kind, run).data[0].colorbar.title.text
+        assert title == metric_figures.SCALE_TITLES[kind] and "high: " in title, (kind, title)
+    assert "unlike" in metric_figures.SCALE_TITLES["js"]
+
+
+def test_a_deep_models_diversity_bars_keep_their_labels_clear():
+    """Up to VALUED_BARS layers each bar writes its value; past it (SmolLM2's 30 and all heads) the values, which
+    Plotly shrank to a few pixels, are left to hover. The legend sits at the figure's foot, under the turned layer
+    labels (at the plot's foot it covered them)."""
+    import pandas as pd
+
+    def table(layers):
+        names = [f"layer {i}" for i in range(layers)] + ["all heads"]
+        return pd.DataFrame({"heads": names, "D": np.linspace(0.1, 0.9, layers + 1),
+                             "D_random_init": np.full(layers + 1, 0.5)})
+    small, deep = metric_figures.diversity_figure(table(6)), metric_figures.diversity_figure(table(30))
+    assert all(bar.texttemplate == "%{y:.3f}" for bar in small.data)
+    assert all(bar.texttemplate is None for bar in deep.data) and len(deep.data[0].x) == 31
+    for fig in (small, deep):
+        legend = fig.layout.legend
+        assert (legend.orientation, legend.yref, legend.y, legend.yanchor) == ("h", "container", 0, "bottom")
