@@ -300,6 +300,17 @@ def several_lines(title) -> bool:
 PLOTLY_MARGIN = {"l": 80, "r": 80, "t": 100, "b": 80}  # Plotly's margins where a figure sets none
 
 
+def tall_enough(fig: go.Figure, plot_px: int) -> go.Figure:
+    """`fig`, changed in place, as tall as a plot area of `plot_px` and the margins its parts need (`room`, or its own
+    where larger): a fixed height under a title of several lines and turned labels left the plot a few pixels (the
+    Head view's token strip: 59 px of 360). Returns it."""
+    need, margin = room(fig), fig.layout.margin
+    top = max(need["t"], PLOTLY_MARGIN["t"] if margin.t is None else margin.t)
+    bottom = max(need["b"], PLOTLY_MARGIN["b"] if margin.b is None else margin.b)
+    fig.layout.height = plot_px + top + bottom
+    return fig
+
+
 def fit(fig: go.Figure) -> go.Figure:
     """`fig`, changed in place: each margin at least its `room` (never smaller than it was), a title of several lines
     above the plot hung from the figure's top instead (`style.top_title`, with the room `room` gives it). Returns it."""

@@ -61,3 +61,20 @@ def test_the_figures_read_a_runs_links():
     np.testing.assert_allclose(strip.data[0].y, [1, 1, 0.9, 0.9, 0.9, 0.9], atol=1e-6)
     hist = link_figures.distance_histogram(run, 0, 0)
     assert float(np.sum(hist.data[0].y)) == pytest.approx(1.0, abs=1e-6)  # every row's kept mass, over n rows
+
+
+def test_the_strip_and_histogram_keep_their_plot_under_long_titles_and_labels():
+    """A fixed height under a title of three lines and turned labels left the strip's plot 59 px of 360 (a
+    29-token sentence): each figure is now as tall as its plot area (`PLOT_PX`) and the margins that `margins.fit`
+    gives it. The histogram's log axis writes its ticks whole (Plotly's own read "… 9 10 2" for 20)."""
+    from mha_viz.drawing import margins
+
+    words = ["grandmother", "fisherman", "carrying", "humming"] * 8
+    a = np.full((1, 1, len(words), len(words)), 1 / len(words), np.float32)
+    run = AttentionRun(tokens=words, attentions=a)
+    for fig in (link_figures.token_strip(run, 0, 0, 0), link_figures.distance_histogram(run, 0, 0)):
+        margins.fit(fig)
+        assert fig.layout.height - fig.layout.margin.t - fig.layout.margin.b == link_figures.PLOT_PX
+    axis = link_figures.distance_histogram(run, 0, 0).layout.xaxis
+    assert list(axis.tickvals) == [1, 2, 5, 10, 20] and list(axis.ticktext) == ["1", "2", "5", "10", "20"]
+    assert link_figures.log_ticks(2048)[1][-2:] == ["1,000", "2,000"]

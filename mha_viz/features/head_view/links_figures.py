@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from mha_viz.drawing.margins import tall_enough
 from mha_viz.drawing.style import colorbar, margin, plot_title
 from mha_viz.scan import opening
 from mha_viz.scan.row_detail import row_detail
@@ -21,6 +22,14 @@ if TYPE_CHECKING:
     from mha_viz.capture.run import AttentionRun
 
 STRIP = 400  # queries the token strip shows at a time
+PLOT_PX = 200  # the plot area's height of the strip and the histogram, whatever their titles and labels take
+
+
+def log_ticks(top: float) -> tuple[list[int], list[str]]:
+    """The ticks of a log axis from 1 to `top`: 1, 2, 5, 10, 20, 50, … written whole (Plotly's own wrote "2" for 20
+    after 10: "1 2 3 … 9 10 2")."""
+    values = [m * 10**e for e in range(int(np.log10(max(top, 1))) + 1) for m in (1, 2, 5) if m * 10**e <= top]
+    return values, [f"{v:,}" for v in values]
 
 
 def _token(tokens: list[str], i: int) -> str:
@@ -55,9 +64,9 @@ def token_strip(source, layer: int, head: int, start: int, *, width: int = STRIP
         xaxis=dict(title=dict(text="query"), tickvals=ticks.tolist(),
                    ticktext=[f"{i}: {_token(scan.tokens, int(i))}" for i in ticks], tickangle=-60),
         yaxis=dict(title=dict(text="heaviest weight"), range=[0, 1]),
-        height=360, margin=margin(), bargap=0.05, plot_bgcolor="white",
+        margin=margin(), bargap=0.05, plot_bgcolor="white",
     )
-    return fig
+    return tall_enough(fig, PLOT_PX)
 
 
 def query_links(source, layer: int, head: int, query: int) -> pd.DataFrame:
@@ -101,13 +110,14 @@ def distance_histogram(source, layer: int, head: int, *, bins: int = 60) -> go.F
                       "average<extra></extra>",
         customdata=np.stack([edges[:-1], edges[1:] - 1], 1), marker=dict(color="#4c78a8"),
     ))
+    values, texts = log_ticks(edges[-1] + 1)
     fig.update_layout(
         title=plot_title(f"Layer {scan.layer_name}, head {head}: how far its kept links reach"),
         xaxis=dict(title=dict(text="1 + distance |query − key| (tokens, log scale)"), type="log",
-                   range=[0, np.log10(edges[-1] + 1)]),
-        yaxis=dict(title=dict(text="weight per row")), height=320, margin=margin(), plot_bgcolor="white",
+                   range=[0, np.log10(edges[-1] + 1)], tickvals=values, ticktext=texts),
+        yaxis=dict(title=dict(text="weight per row")), margin=margin(), plot_bgcolor="white",
     )
-    return fig
+    return tall_enough(fig, PLOT_PX)
 
 
 def row_figure(scan, layer: int, head: int, query: int, detail) -> go.Figure:
