@@ -102,6 +102,13 @@ class ResultStore:
         for path in old:
             shutil.rmtree(path, ignore_errors=True)
 
+    def latest(self, match: Callable[[Hashable, Any], bool]) -> Hashable | None:
+        """The key of the most recently used result in memory for which `match(key, result)` holds, or None: what
+        another session of this server computed or read last (the Head examples page's fallback)."""
+        with self._lock:
+            kept = list(self._memory.items())
+        return next((key for key, result in reversed(kept) if match(key, result)), None)
+
     def _remember(self, key: Hashable, result) -> None:
         with self._lock:
             self._memory[key] = result

@@ -1,7 +1,8 @@
 """The *Head examples* page through AppTest: without a corpus it says where to run one; after the
 Corpus page's job it draws the chosen head's top documents (the library's, with its attention on
 their tokens), its histograms, its top tokens and the head finder (a point a head, layer-major, so
-that a click names its head); for minilm and for toy-induction."""
+that a click names its head); for minilm and for toy-induction. Another tab (a new session) sees the
+server's last corpus for its model, except on a public server."""
 
 from __future__ import annotations
 
@@ -90,3 +91,21 @@ def test_the_head_view_links_to_its_heads_examples_once_a_corpus_ran(fresh_cache
         at.selectbox(key=examples_keys.EXAMPLES_LAYER).value,
         at.selectbox(key=examples_keys.EXAMPLES_HEAD).value,
     ) == (at.session_state[keys.SEL_LAYER], at.session_state[keys.SEL_HEAD])
+
+
+def test_another_tab_sees_the_servers_last_corpus_and_a_public_server_keeps_each_visitors_own(fresh_cache, monkeypatch):
+    """A corpus run in one tab was invisible to a second tab's Head examples and Head view ("No corpus has been run"):
+    a new session now shows the server's most recently used statistics for its model, and says whose they are. On a
+    public server a visitor never sees another's (their documents may be an upload)."""
+    _corpus("minilm", 16)  # the first tab
+    other = open_with_text("examples", "The cat sat on the mat.", "minilm")  # a second tab: its own session
+    assert not other.exception and not other.error and not other.info, [i.value for i in other.info]
+    assert "The last corpus run on this server for this model" in shown(" ".join(c.value for c in other.caption))
+    assert any(chart_title(c).startswith("Document ") for c in charts(other))
+    open_page(other, "head_view")
+    assert keys.EXAMPLES_OPEN in [b.key for b in other.button]
+    monkeypatch.setenv("MHA_VIZ_PUBLIC", "1")
+    visitor = open_with_text("examples", "The cat sat on the mat.", "minilm")
+    assert "No corpus has been run for" in shown(" ".join(i.value for i in visitor.info))
+    open_page(visitor, "head_view")
+    assert keys.EXAMPLES_OPEN not in [b.key for b in visitor.button]

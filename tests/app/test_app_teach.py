@@ -91,7 +91,7 @@ def test_teaching_on_a_gqa_decoder_draws_the_kv_sharing_and_the_causal_mask():
 def test_switching_heads_off_changes_the_next_token_prediction():
     at = open_with_text("ablation", "The capital of France is", model="smollm2")
     preds = frame(at, "every head on")
-    assert preds["every head on"][0].startswith("Paris")
+    assert preds["every head on"][0].startswith("␣Paris")  # " Paris", its space marked as on every label
     assert preds["every head on"].tolist() == preds["with the heads off"].tolist()  # nothing off yet
     at.selectbox(key="heads_layer_pick").set_value(0)
     at.button(key="heads_layer_off").click().run()

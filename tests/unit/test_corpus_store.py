@@ -46,6 +46,16 @@ def test_memory_keeps_the_last_few(tmp_path):
     assert store.get("a") is None and store.get("b") == "b" and store.get("c") == "c"
 
 
+def test_the_latest_match_is_the_most_recently_used(tmp_path):
+    store = _store(tmp_path)
+    for key, result in (("a1", 1), ("b1", 2), ("a2", 3)):
+        store.put(key, result)
+    assert store.latest(lambda key, _: key.startswith("a")) == "a2"
+    assert store.get("a1") == 1 and store.latest(lambda key, _: key.startswith("a")) == "a1"  # a read is a use
+    assert store.latest(lambda _, result: result == 2) == "b1"
+    assert store.latest(lambda key, _: key.startswith("c")) is None
+
+
 def test_the_disk_keeps_the_most_recently_used(tmp_path):
     store = _store(tmp_path, memory=1, disk=3)
     for i, key in enumerate("abc"):

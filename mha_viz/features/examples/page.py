@@ -23,10 +23,10 @@ from mha_viz.ui.shell import view_helpers
 RANKINGS = {"top_mean": "mean of the top document scores", "max_activation": "best document score"}
 
 
-def _stats(cur):
-    """The session's last corpus statistics with examples for the sidebar's model, or None."""
-    key = session.get(keys.CORPUS_LAST)
-    if key is None or key.model != cur.model_key:
+def _stats(key):
+    """The corpus statistics with examples under `key` (`view_helpers.corpus_key`: this session's, else this
+    server's latest where it is not public), or None."""
+    if key is None:
         return None
     stats = statistics_store().get(key)  # the Corpus page's, by its CorpusKey
     return stats if stats is not None and stats.examples is not None else None
@@ -63,9 +63,10 @@ def examples_page() -> None:
                                       "This page uses the sidebar's model: fix the message above first.")
     if cur is None:
         return
-    stats = _stats(cur)
+    key = view_helpers.corpus_key(cur)
+    stats = _stats(key)
     if stats is None:
-        st.info(f"No corpus has been run for {plain(cur.model.name)} in this session yet. Run one on the "
+        st.info(f"No corpus has been run for {plain(cur.model.name)} here yet. Run one on the "
                 "**Corpus** page (the bundled sample, a file or a dataset): each head's examples are kept with the "
                 "statistics, and this page shows them.", icon=":material/library_books:")
         if st.button("Open the Corpus page", key=examples_keys.EXAMPLES_TO_CORPUS):
@@ -74,7 +75,9 @@ def examples_page() -> None:
         return
     ex = stats.examples
     L, H = ex.shape
-    st.caption(f"{stats.n_docs:,} documents of {stats.n_tokens:,} tokens. A document's score for a head is the mean "
+    theirs = session.get(keys.CORPUS_LAST) != key  # another tab's run
+    st.caption(("The last corpus run on this server for this model (not from this tab): " if theirs else "")
+               + f"{stats.n_docs:,} documents of {stats.n_tokens:,} tokens. A document's score for a head is the mean "
                f"of its {TOP_ROWS} strongest query rows, a row's strength its largest attention weight. The first "
                f"query row and key column are left out (the first token's sink would otherwise win every time), and "
                f"so are rows that see fewer than {MIN_KEYS} keys beyond it (the second token, seeing only itself, "

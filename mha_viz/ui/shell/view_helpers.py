@@ -9,19 +9,31 @@ import logging
 import streamlit as st
 
 from mha_viz import catalogue, metrics
+from mha_viz.corpus.store import statistics_store
 from mha_viz.drawing import heads as head_figures
-from mha_viz.ui.kit import analysis, charts, keys, notes, seq2seq_views, session, shared_head
+from mha_viz.ui.kit import analysis, charts, keys, notes, resources, seq2seq_views, session, shared_head
 from mha_viz.ui.shell import state
 
 log = logging.getLogger("mha_viz.ui")
 
 
+def corpus_key(cur):
+    """The key of the corpus statistics (with each head's examples) that the Head examples page shows for the
+    sidebar's model: those this session last ran or saw on the Corpus page; else, on a server that is not public,
+    the most recently used of this server (a second tab's, or a notebook's through the same process); else None. A
+    public server never shows one visitor another's: their documents may be an upload of theirs."""
+    last = session.get(keys.CORPUS_LAST)  # every corpus job of the page keeps the examples
+    if last is not None and last.model == cur.model_key:
+        return last
+    if resources.settings().public:
+        return None
+    return statistics_store().latest(lambda key, stats: key.model == cur.model_key and stats.examples is not None)
+
+
 def examples_link(cur, row: int, head: int, where=None) -> None:
     """A button to this head (the shared one, shown on the page) among its examples across the corpus
-    (the Head examples page), once a corpus with examples has been run for the sidebar's model in this
-    session."""
-    last = session.get(keys.CORPUS_LAST)  # every corpus job of the page keeps the examples
-    if last is None or last.model != cur.model_key or cur.run is None:
+    (the Head examples page), once a corpus with examples has been run for the sidebar's model (`corpus_key`)."""
+    if corpus_key(cur) is None or cur.run is None:
         return
     layer = cur.run.layer_ids[row]
     if (where or st).button(f"Layer {layer}, head {head} across the corpus", key=keys.EXAMPLES_OPEN,
