@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from mha_viz.budget.plan import Plan, forward
 from mha_viz.interventions import heads_off_loss
 from mha_viz.text.loss_inputs import EMBEDDING, MASKED_LM, NEXT_TOKEN, Inputs, loss_kind, pad, prepare, prepare_ids
-from mha_viz.text.readable import predicted
+from mha_viz.text.tokenize import label_ids
 from mha_viz_models import LoadedModel
 from mha_viz_models.loading import switch
 from mha_viz_models.output_head import output_head
@@ -57,8 +57,8 @@ class Outcome:
 
 def _top(model: LoadedModel, logits: torch.Tensor, k: int) -> list[tuple[str, float]]:
     p = torch.softmax(logits.float(), dim=-1)
-    values, idx = p.topk(k)
-    return [(predicted(model.tokenizer.decode([int(i)])), float(v)) for v, i in zip(values, idx)]
+    values, idx = p.topk(k)  # labelled as every token of the app (Generate's candidates too): " mat" as "␣mat"
+    return list(zip(label_ids(model, idx.tolist()).display, values.tolist()))
 
 
 def _predicted(model: LoadedModel, ids: list[int], kind: str) -> dict[int, str]:

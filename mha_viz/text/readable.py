@@ -61,14 +61,6 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-def predicted(token: str) -> str:
-    """A predicted token's text as a list of predictions shows it: as every label of the app shows a token, its
-    leading spaces marked ("␣mat": " mat" and "mat" are two tokens, and Generate's bars name them so) and its
-    characters made visible, without trailing spaces; a token all of whitespace shows each character ("␣", "␣␣", "⏎";
-    issue 90: three different tokens of a top 5 all read "␣")."""
-    return visible(spaced(token.rstrip(" "))) if token.strip() else visible(token)
-
-
 def detect_scheme(tokenizer) -> str:
     """'bytelevel', 'wordpiece', 'wordlevel' (every token a word: toy-induction's letters) or
     'sentencepiece' (the default when nothing says otherwise)."""

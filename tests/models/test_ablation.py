@@ -13,7 +13,7 @@ import mha_viz
 from mha_viz.interventions import ablation, heads_off_loss
 from mha_viz.interventions import ablation_outcome as outcome
 from mha_viz.text import loss_inputs
-from mha_viz.text.readable import predicted
+from mha_viz.text.tokenize import label_ids
 from mha_viz_models.families.builtin import output_projection
 from mha_viz_models.reading.masking import head_mask
 from tests.tolerance import assert_same_ranking
@@ -185,12 +185,12 @@ def _same_tops(model, shown, plain) -> None:
 
 
 def _ids_of(model, shown: list[tuple[str, float]], every: np.ndarray, tolerance: float) -> list[int]:
-    """The token ids behind a top-k as an Outcome shows it (decoded text, probability): of the tokens that
-    decode to that text, the one whose probability in `every` is within `tolerance` of the shown one."""
+    """The token ids behind a top-k as an Outcome shows it (label, probability): of the tokens that
+    are labelled so, the one whose probability in `every` is within `tolerance` of the shown one."""
     ids = []
     for text, q in shown:
         near = np.flatnonzero(np.abs(every - q) <= tolerance)
-        named = [int(j) for j in near if predicted(model.tokenizer.decode([int(j)])) == text]
+        named = [int(j) for j in near if label_ids(model, [int(j)]).display[0] == text]
         assert named, f"{text!r} ({q:.6g}): no token of that text and probability"
         ids.append(min(named, key=lambda j: abs(every[j] - q)))
     return ids

@@ -1,9 +1,8 @@
 """The weights-only results computed ahead of the Head composition page (`mha_viz.circuits.ahead`): once per
 model, in a thread of its own once no run of the app computes, the same scores a page computes; a page that asks
-while the thread works waits
-for it and computes nothing twice; a model whose scores take longer than AHEAD_S is left to the page; a
-model that cannot give them leaves the page its message; a process that exits while the thread computes exits
-cleanly."""
+while the thread works waits for it and computes nothing twice; a model whose scores take longer than AHEAD_S is left
+to the page; a model that cannot give them leaves the page its message; a process that exits while the thread computes
+exits cleanly."""
 
 from __future__ import annotations
 

@@ -66,10 +66,13 @@ def test_a_leading_space_tells_two_tokens_of_one_word_apart():
 
 
 def test_whitespace_predictions_stay_apart():
-    """Issue 90: a space, two spaces and a newline, all in one top 5, each read "␣". A word after a space keeps its
-    mark, as on every axis and on Generate's bars (Switch heads off showed "mat" where Generate showed "␣mat")."""
-    from mha_viz.text.readable import predicted
+    """Issue 90: a space, two spaces and a newline, all in one top 5, each read "␣". A predicted token is labelled as
+    every token of the app is (`tokenize.label_ids`, Switch heads off's and Generate's top tokens alike): a word after
+    a space keeps its mark (Switch heads off showed "mat" where Generate showed "␣mat"). Byte-level pieces: Ġ is a
+    space, Ċ a newline, âĢĭ the bytes of U+200B."""
+    from tests.helpers import byte_bpe_tokenizer
 
-    shown = [predicted(t) for t in (" ", "  ", "\n", " \n", " Paris", "Paris ", "Paris", "  \u200bx")]
-    assert shown == ["␣", "␣␣", "⏎", "␣⏎", "␣Paris", "Paris", "Paris", "␣␣⟨U+200B⟩x"]
+    pieces = ["Ġ", "ĠĠ", "Ċ", "ĠĊ", "ĠParis", "Paris", "ĠĠâĢĭx"]
+    shown, _ = clean_tokens(byte_bpe_tokenizer(), pieces, [False] * len(pieces))
+    assert shown == ["␣", "␣␣", "⏎", "␣⏎", "␣Paris", "Paris", "␣␣⟨U+200B⟩x"]
     assert len(set(shown[:4])) == 4

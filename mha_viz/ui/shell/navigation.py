@@ -71,9 +71,8 @@ ROOT_PATH = "_root"
 
 
 def _page(spec: PageSpec, default: str):
-    if spec.id == default:
-        return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=ROOT_PATH, default=True)
-    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=spec.id)
+    first = spec.id == default
+    return st.Page(spec.view, title=spec.title, icon=spec.icon, url_path=ROOT_PATH if first else spec.id, default=first)
 
 
 def navigation():
