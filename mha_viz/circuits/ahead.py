@@ -35,7 +35,8 @@ AHEAD_S = 15.0  # the most seconds of composition scores (by `composition_second
 _STARTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its thread
 _LOCK = threading.Lock()  # guards _STARTED
 _EXIT = threading.Event()  # set at the process's exit: every thread stops at its next step
-EXIT_WAIT_S = 10.0  # the most seconds the exit waits for the threads (a layer's pairs take well under one)
+EXIT_WAIT_S = 30.0  # the most seconds the exit waits for the threads: a thread stops at its next step (SmolLM2's
+# longest, folding the unembedding, 0.3 s alone; 10 processes sharing 2 cores exited 10-17 s after their last line)
 QUIET_POLL_S = 0.25  # how often a thread waiting for the app's runs to end looks again
 log = logging.getLogger(__name__)
 

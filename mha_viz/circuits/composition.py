@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -60,16 +61,20 @@ def folded_weights(model: LoadedModel) -> list[dict[str, torch.Tensor]]:
     W_Q (H, d, d_k), W_K (G, d, d_k), W_V (G, d, d_v), W_O (H, d_v, d). Biases and RoPE are left out.
     A post-norm model (BERT) reads the stream directly: its weights are the raw ones.
     Raises UnsupportedArchitecture (from `stream.layout`) where the stream cannot be read so."""
+    return list(folded_layers(model))
+
+
+def folded_layers(model: LoadedModel) -> Iterator[dict[str, torch.Tensor]]:
+    """`folded_weights` one layer at a time, each folded when asked for: a computation that may be stopped
+    between layers holds none it will not use."""
     lays = layout(model)
     w = model.head_weights()
-    found = []
     for lay in lays:
         i, fit = lay.layer, lay.input_fit
         q = _qk_norm(lay.q_norm, _read(fit, w["W_Q"][i].to(F64)), lay)
         k = _qk_norm(lay.k_norm, _read(fit, w["W_K"][i].to(F64)), lay)
-        found.append({"W_Q": q, "W_K": k, "W_V": _read(fit, w["W_V"][i].to(F64)),
-                      "W_O": _write(lay.post_norm, w["W_O"][i].to(F64))})
-    return found
+        yield {"W_Q": q, "W_K": k, "W_V": _read(fit, w["W_V"][i].to(F64)),
+               "W_O": _write(lay.post_norm, w["W_O"][i].to(F64))}
 
 
 def _r(m: torch.Tensor) -> torch.Tensor:
@@ -156,14 +161,17 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     layers (SmolLM2: 3·10¹¹ flops in all, seconds on a CPU; a 32-layer model with d = 4096: 10¹⁴, for a GPU:
     `device`, default the CPU). Compare with `composition_baseline`: random matrices of the same shapes do not
     score 0. Computed once per model (kept while it lives; callers at once wait for the one computing). `progress`
-    (`mha_viz.progress`) is told each layer, and stops the computation between two by returning False (`Cancelled`,
-    nothing kept)."""
+    (`mha_viz.progress`) is told before each layer's factors and each layer's pairs, and stops the computation between
+    two by returning False (`Cancelled`, nothing kept)."""
     found = _COMPOSED.get(model.hf_model)
     if found is None:
         with _computing(model):
             found = _COMPOSED.get(model.hf_model)
             if found is None:
-                parts = [_single(_factors(w)) for w in folded_weights(model)]
+                parts = []
+                for layer, w in enumerate(folded_layers(model)):  # told before each: 0 of the pairs done
+                    _told(progress, 0, 1, f"composition scores: the factors of layer {layer + 1}", "layers")
+                    parts.append(_single(_factors(w)))
                 found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"),
                                      progress)
                 _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
@@ -325,27 +333,31 @@ COPYING_PARTS = 8  # W_U W_E over the vocabulary in this many parts (SmolLM2's: 
 
 
 def _copying(model: LoadedModel, progress: Progress | None = None) -> np.ndarray:
+    _told(progress, 0, 1, "copying scores: the unembedding", "parts")  # told before each step: 0 of any number
     W_U = _unembedding(model)  # (d, vocab)
+    layers = len(layout(model))
+    steps = COPYING_PARTS + layers + 2  # W_U, W_E, the parts of W_U W_E, the layers
     embeddings = getattr(model.hf_model, "get_input_embeddings", lambda: None)()
     if not isinstance(embeddings, nn.Embedding):
         raise InputError(f"The token embeddings of {model.name} cannot be read: no copying scores.")
+    _told(progress, 1, steps, "copying scores: the embeddings", "parts")
     W_E = embeddings.weight.detach().to("cpu", F64)  # (vocab, d)
     if W_U.shape[0] != model.d_model or W_E.shape[1] != model.d_model or W_U.shape[1] != W_E.shape[0]:
         raise InputError(f"The embeddings of {model.name} ({tuple(W_E.shape)}) and its unembedding "
                          f"({tuple(W_U.T.shape)}) do not meet its {model.d_model}-wide stream: no copying scores.")
     G = torch.zeros(W_U.shape[0], W_E.shape[1], dtype=W_U.dtype)  # W_U W_E (d, d), once per model
     bounds = np.linspace(0, W_E.shape[0], COPYING_PARTS + 1).astype(int)
-    layers = folded_weights(model)
-    total = COPYING_PARTS + len(layers)
     for part, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-        _told(progress, part, total, f"copying scores: the unembedding, part {part + 1} of {COPYING_PARTS}", "parts")
+        _told(progress, 2 + part, steps, f"copying scores: the unembedding, part {part + 1} of {COPYING_PARTS}",
+              "parts")
         G += W_U[:, a:b] @ W_E[a:b]
+    del W_U, W_E
     scores = []
-    for layer, w in enumerate(layers):
-        _told(progress, COPYING_PARTS + layer, total, f"copying scores: layer {layer + 1} of {len(layers)}", "parts")
+    for layer, w in enumerate(folded_layers(model)):
+        _told(progress, 2 + COPYING_PARTS + layer, steps, f"copying scores: layer {layer + 1} of {layers}", "parts")
         h, g = len(w["W_O"]), len(w["W_V"])
         v = w["W_V"][torch.arange(h) // (h // g)]  # (H, d, d_v)
         eig = torch.linalg.eigvals(w["W_O"] @ G @ v)  # (H, d_v) complex
-        total = eig.abs().sum(-1)
-        scores.append(eig.real.sum(-1) / total.where(total > 0, torch.nan))
+        size = eig.abs().sum(-1)
+        scores.append(eig.real.sum(-1) / size.where(size > 0, torch.nan))
     return torch.stack(scores).numpy().astype(np.float32)

@@ -161,12 +161,14 @@ def test_a_model_whose_shapes_cannot_be_read_starts_nothing_and_raises_nothing(l
 def test_scores_stopped_between_two_layers_keep_nothing(llama):
     told = []
 
-    def stop_at_the_last(fraction, message):  # told before each layer's pairs: from the second layer to the last
-        told.append(message)
+    def stop_at_the_last(fraction, message):  # told before each layer's factors, then before each layer's pairs
+        told.append(message)  # (from the second layer to the last)
         return not message.endswith(f"layer {llama.num_layers} of {llama.num_layers}")
     with pytest.raises(Cancelled):
         composition.composition_scores(llama, progress=stop_at_the_last)
-    assert len(told) == llama.num_layers - 1 and not composition.composition_known(llama)
+    layers = llama.num_layers
+    assert told[:layers] == [f"composition scores: the factors of layer {i + 1}" for i in range(layers)]
+    assert len(told) == 2 * llama.num_layers - 1 and not composition.composition_known(llama)
     composition.composition_scores(llama)  # asked again: computed whole
     assert composition.composition_known(llama)
 
@@ -176,15 +178,20 @@ def test_copying_scores_stopped_between_two_parts_keep_nothing(llama):
     machine, past the exit's wait): it is made in parts, and the thread's exit stops it between two."""
     told = []
 
-    def stop_at_the_third(fraction, message):
+    def stop_at_the_fifth(fraction, message):
         told.append(message)
-        return len(told) < 3
+        return len(told) < 5
     with pytest.raises(Cancelled):
-        composition.copying_scores(llama, progress=stop_at_the_third)
-    assert told[:2] == [f"copying scores: the unembedding, part {k} of {composition.COPYING_PARTS}" for k in (1, 2)]
-    assert len(told) == 3 and not composition.copying_known(llama)
-    composition.copying_scores(llama)  # asked again: computed whole
-    assert composition.copying_known(llama)
+        composition.copying_scores(llama, progress=stop_at_the_fifth)
+    assert told[:4] == ["copying scores: the unembedding", "copying scores: the embeddings",
+                        *[f"copying scores: the unembedding, part {k} of {composition.COPYING_PARTS}" for k in (1, 2)]]
+    assert len(told) == 5 and not composition.copying_known(llama)
+    fractions = []
+    composition.copying_scores(llama, progress=lambda fraction, message: fractions.append(fraction) or True)
+    assert composition.copying_known(llama)  # asked again: computed whole, told before every step
+    assert len(fractions) == 2 + composition.COPYING_PARTS + llama.num_layers
+    assert all(type(f) is float for f in fractions) and fractions == sorted(set(fractions))
+    assert 0 == fractions[0] and fractions[-1] < 1
 
 
 def test_a_process_that_exits_while_the_thread_computes_exits_cleanly():
