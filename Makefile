@@ -21,9 +21,10 @@ STAMP  := $(VENV)/.installed
 run: $(STAMP)
 	$(BIN)/mha-viz --port $(PORT)
 
-# Python writing its bytecode (whatever PYTHONDONTWRITEBYTECODE says) with the hub offline: the tests and the
-# install's compiling import run this way
-PY_ENV := env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1
+# Python writing its bytecode (whatever PYTHONDONTWRITEBYTECODE says) with the hub offline, and NumPy's arrays on
+# ordinary pages as the app's servers have them (mha_viz/settings.py's NO_HUGE_PAGES): the tests, every process they
+# start and the install's compiling import run this way
+PY_ENV := env -u PYTHONDONTWRITEBYTECODE HF_HUB_OFFLINE=1 NUMPY_MADVISE_HUGEPAGE=0
 
 test: lint
 	$(PY_ENV) $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup

@@ -98,9 +98,10 @@ def check_options(port: int, lesson: str = "", processes: int = 1) -> str | None
 
 
 def app_env(public: bool = False, dtype: str = "auto", lesson: str = "") -> dict[str, str]:
-    """The app process's environment: this one's, with OpenMP's spin bounded (`settings.openmp_spin`),
-    MHA_VIZ_PUBLIC=1 where `public`, MHA_VIZ_DTYPE where `dtype` is not "auto", MHA_VIZ_LESSON where `lesson`."""
-    return dict(os.environ, **settings.openmp_spin(os.environ), **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
+    """The app process's environment: this one's, with OpenMP's spin bounded and NumPy's arrays on ordinary pages
+    (`settings.process_env`), MHA_VIZ_PUBLIC=1 where `public`, MHA_VIZ_DTYPE where `dtype` is not "auto",
+    MHA_VIZ_LESSON where `lesson`."""
+    return dict(os.environ, **settings.process_env(os.environ), **({"MHA_VIZ_PUBLIC": "1"} if public else {}),
                 **({"MHA_VIZ_DTYPE": dtype} if dtype != "auto" else {}),
                 **({"MHA_VIZ_LESSON": str(Path(lesson).resolve()) if Path(lesson).is_file() else lesson}
                    if lesson else {}))

@@ -155,6 +155,24 @@ def openmp_spin(environ: Mapping[str, str]) -> dict[str, str]:
     return {} if {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & set(environ) else dict(OPENMP_SPIN)
 
 
+# Whether NumPy asks the kernel for huge pages for its arrays of 4 MiB and more (madvise(MADV_HUGEPAGE), NumPy's
+# default on Linux). In a virtual machine whose host takes back the guest's free memory (a balloon's free page
+# reporting, as in Firecracker), a huge page is made of memory the host must hand over again, page by page: on this
+# project's 2-core machine a fresh 1.1 GB array took 12.7 s to fill with them and 0.54 s without, and an analysis of
+# 1,024 tokens of SmolLM2 (its every-head array 1.1 GB) 9.6 s against 5.3 s (medians, benchmarks/huge_pages.py).
+# PyTorch's allocator never asks for them. The app's arrays are written once and read a few times, where huge pages
+# save little.
+NO_HUGE_PAGES = {"NUMPY_MADVISE_HUGEPAGE": "0"}
+
+
+def process_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The variables to add to `environ` for a process the app starts to compute (its server, a Ray worker): OpenMP's
+    spin bounded (`openmp_spin`) and NumPy's arrays on ordinary pages (NO_HUGE_PAGES), each unless the user has set
+    it. Read once, when the process imports PyTorch and NumPy."""
+    pages = {} if "NUMPY_MADVISE_HUGEPAGE" in environ else dict(NO_HUGE_PAGES)
+    return openmp_spin(environ) | pages
+
+
 def machine_cpus() -> int:
     """The CPUs this process may run on (its affinity: a container's cpuset), else the count."""
     try:

@@ -39,9 +39,10 @@ reserve at most `cpus - SPARE_CPUS`: on 2 cores, one actor with `num_cpus=1`. Ra
 actor's OMP_NUM_THREADS to 1, which would halve torch's speed next to the local engine; the
 actor sets torch's threads back to its share of the machine's cores (`threads`, 2 on 2 cores).
 With GPUs, one actor per GPU (`num_gpus=1`, `num_cpus=1`), as many as the CPUs allow.
-The cluster's workers start with GOMP_SPINCOUNT=10000 (`settings.openmp_spin`, in the job's runtime env, unless
-the user set a spin or wait policy): an actor's waiting threads would otherwise spin through the cores the app's
-server computes on, and the server's through the actor's (both 5 × slower on 2 cores, benchmarks/openmp_spin.py).
+The cluster's workers start with GOMP_SPINCOUNT=10000 and NumPy's arrays on ordinary pages (`settings.process_env`,
+in the job's runtime env, unless the user set them): an actor's waiting threads would otherwise spin through the cores
+the app's server computes on, and the server's through the actor's (both 5 × slower on 2 cores,
+benchmarks/openmp_spin.py).
 """
 
 from __future__ import annotations
@@ -111,10 +112,10 @@ def connect() -> Pool:
 def _init() -> None:
     global _started
     address = os.environ.get("RAY_ADDRESS")
-    spin = settings.openmp_spin(os.environ)  # the actors share cores with this process, or with one another
+    tuned = settings.process_env(os.environ)  # the actors share cores with this process, or with one another
     if address:
         code = [str(Path(mha_viz_models.__file__).parent), str(Path(__file__).parents[1])]  # models/, mha_viz/
-        ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code, "env_vars": spin})
+        ray.init(address=address, log_to_driver=False, runtime_env={"py_modules": code, "env_vars": tuned})
     else:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a local run reports nothing
         # Ray starts its workers at nice 15: on a busy machine the actor would get the CPU last,
@@ -125,7 +126,7 @@ def _init() -> None:
         # cluster's runtime env, so none could take it (an idle process of 79 MB for the cluster's life, measured)
         ray.init(address="local", num_cpus=settings.machine_cpus(), num_gpus=gpus, include_dashboard=False,
                  log_to_driver=False, logging_level=logging.ERROR,  # the caller reports progress
-                 runtime_env={"env_vars": spin}, _system_config={"prestart_worker_first_driver": False})
+                 runtime_env={"env_vars": tuned}, _system_config={"prestart_worker_first_driver": False})
         _started = True
     atexit.unregister(shutdown)  # once, however often the cluster is restarted
     atexit.register(shutdown)  # after ray.init's own hook, so it runs before it: actors first

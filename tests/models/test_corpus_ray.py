@@ -215,19 +215,22 @@ def started_with(pid: int) -> dict[str, str]:
 def test_a_process_that_ran_a_ray_job_exits_and_takes_its_actors_along(gpt2_dir):
     """A Ray job's process ends and its actors with it. Its actors started with GOMP_SPINCOUNT=10000
     (settings.OPENMP_SPIN, the cluster's runtime env): their PyTorch threads sleep soon when they wait, instead of
-    spinning through the cores the app's server computes on (both 5 × slower, benchmarks/openmp_spin.py). OpenMP
-    reads it once, as a process loads PyTorch: it is read from the environment the actor's process started with.
-    The process here sets no spin or wait policy of its own (this suite's processes do: tests/conftest.py)."""
+    spinning through the cores the app's server computes on (both 5 × slower, benchmarks/openmp_spin.py), and with
+    NumPy's arrays on ordinary pages (settings.NO_HUGE_PAGES). OpenMP and NumPy read them once, as a process loads
+    them: they are read from the environment the actor's process started with. The process here sets neither of its
+    own (this suite's processes do: tests/conftest.py, the Makefile)."""
     code = ("import json; from mha_viz import corpus; from mha_viz.corpus import ray_engine\n"
             "from tests.models.test_corpus_ray import started_with\n"
             f"corpus.head_statistics({str(gpt2_dir)!r}, ['a b c', 'd e'], engine='ray', importance=False)\n"
-            "print(json.dumps({a['pid']: started_with(a['pid']).get('GOMP_SPINCOUNT') for a in ray_engine.actors()}))")
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+            "print(json.dumps({a['pid']: [started_with(a['pid']).get(k) for k in ('GOMP_SPINCOUNT', "
+            "'NUMPY_MADVISE_HUGEPAGE')] for a in ray_engine.actors()}))")
+    mine = ("RAY_ADDRESS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "NUMPY_MADVISE_HUGEPAGE")
+    env = {k: v for k, v in os.environ.items() if k not in mine}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                          env=env)
     assert out.returncode == 0, out.stderr
     spins = json.loads(out.stdout.strip().splitlines()[-1])
-    assert spins and set(spins.values()) == {"10000"}, spins
+    assert spins and {tuple(v) for v in spins.values()} == {("10000", "0")}, spins
     assert all(gone(int(p)) for p in spins)
 
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -345,6 +346,49 @@ def test_the_command_gives_its_server_a_short_openmp_spin_unless_the_user_set_on
     assert cli.main(["--port", "8599"]) == 0
     assert served[0].get("GOMP_SPINCOUNT") == expected
     assert {k: served[0].get(k) for k in users} == users
+
+
+@pytest.mark.parametrize("users, expected", [({}, "0"), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, "1")])
+def test_the_command_gives_its_server_numpys_arrays_on_ordinary_pages_unless_the_user_chose(monkeypatch, users,
+                                                                                          expected):
+    """`mha-viz` starts its server with NUMPY_MADVISE_HUGEPAGE=0 (settings.NO_HUGE_PAGES): in a virtual machine whose
+    host takes its free memory back, a fresh array on huge pages filled 16-25 × slower (benchmarks/huge_pages.py).
+    A user's own choice reaches the server unchanged."""
+    from mha_viz import cli
+
+    served = []
+    monkeypatch.setattr(launch, "serve", lambda argv, env: served.append(env) or 0)
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    for name, value in users.items():
+        monkeypatch.setenv(name, value)
+    assert cli.main(["--port", "8599"]) == 0
+    assert served[0].get("NUMPY_MADVISE_HUGEPAGE") == expected
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+HUGE_FLAG = """
+import numpy as np
+a = np.ones(64 * 2**20 // 8)  # 64 MiB: NumPy advises huge pages from 4 MiB on, over the 2 MiB-aligned part
+middle = a.__array_interface__["data"][0] + a.nbytes // 2
+for line in open("/proc/self/smaps"):
+    head = line.split()[0]
+    if "-" in head and ":" not in head:  # a mapping's first line: its addresses
+        low, high = (int(x, 16) for x in head.split("-"))
+        inside = low <= middle < high
+    elif inside and line.startswith("VmFlags:"):
+        print("hg" in line.split()[1:])
+"""
+
+
+@pytest.mark.skipif(not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages here")
+def test_the_servers_numpy_asks_for_no_huge_pages_and_a_default_process_does(monkeypatch):
+    """What the kernel is told, read from /proc/self/smaps (its mapping's flag `hg`, MADV_HUGEPAGE): a process with
+    the server's environment (`launch.app_env`) maps a large array without it; one with NumPy's default, with it."""
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)  # the suite's own choice (the Makefile's)
+    server, default = launch.app_env(), dict(os.environ)
+    flags = [subprocess.run([sys.executable, "-c", HUGE_FLAG], env=env, capture_output=True, text=True, timeout=60,
+                            check=True).stdout.split() for env in (server, default)]
+    assert flags == [["False"], ["True"]], flags
 
 
 @pytest.mark.skipif(os.name != "posix", reason="process groups")
