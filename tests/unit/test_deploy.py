@@ -325,43 +325,30 @@ def test_the_command_passes_a_signal_to_stop_on_to_the_server(tmp_path, sent, re
     assert signal.getsignal(sig) == before
 
 
-@pytest.mark.parametrize("users, expected", [
-    ({}, "10000"),  # OpenMP's spin shortened (settings.OPENMP_SPIN)
-    ({"GOMP_SPINCOUNT": "250"}, "250"),  # what the user set, left alone
-    ({"OMP_WAIT_POLICY": "ACTIVE"}, None),
+@pytest.mark.parametrize("variable, users, expected", [
+    ("GOMP_SPINCOUNT", {}, "10000"),  # OpenMP's spin shortened (settings.OPENMP_SPIN)
+    ("GOMP_SPINCOUNT", {"GOMP_SPINCOUNT": "250"}, "250"),  # what the user set, left alone
+    ("GOMP_SPINCOUNT", {"OMP_WAIT_POLICY": "ACTIVE"}, None),
+    ("NUMPY_MADVISE_HUGEPAGE", {}, "0"),  # NumPy's arrays on ordinary pages (settings.NO_HUGE_PAGES)
+    ("NUMPY_MADVISE_HUGEPAGE", {"NUMPY_MADVISE_HUGEPAGE": "1"}, "1"),
 ])
-def test_the_command_gives_its_server_a_short_openmp_spin_unless_the_user_set_one(monkeypatch, users, expected):
+def test_the_command_gives_its_server_its_settings_unless_the_user_set_them(monkeypatch, variable, users, expected):
     """`mha-viz` starts its server with GOMP_SPINCOUNT=10000: PyTorch's threads waiting for work sleep sooner, and
-    do not spin through the cores a Ray actor or another server computes on (benchmarks/openmp_spin.py). A user's
-    own GOMP_SPINCOUNT or OMP_WAIT_POLICY reaches the server unchanged, and nothing is added to it."""
+    do not spin through the cores a Ray actor or another server computes on (benchmarks/openmp_spin.py); and with
+    NUMPY_MADVISE_HUGEPAGE=0: in a virtual machine whose host takes its free memory back, a fresh array on huge pages
+    filled 16-25 × slower (benchmarks/huge_pages.py). A user's own GOMP_SPINCOUNT, OMP_WAIT_POLICY or
+    NUMPY_MADVISE_HUGEPAGE reaches the server unchanged, and nothing is added in its place."""
     from mha_viz import cli
 
     served = []
     monkeypatch.setattr(launch, "serve", lambda argv, env: served.append(env) or 0)
-    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY"):
+    for name in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "NUMPY_MADVISE_HUGEPAGE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in users.items():
         monkeypatch.setenv(name, value)
     assert cli.main(["--port", "8599"]) == 0
-    assert served[0].get("GOMP_SPINCOUNT") == expected
+    assert served[0].get(variable) == expected
     assert {k: served[0].get(k) for k in users} == users
-
-
-@pytest.mark.parametrize("users, expected", [({}, "0"), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, "1")])
-def test_the_command_gives_its_server_numpys_arrays_on_ordinary_pages_unless_the_user_chose(monkeypatch, users,
-                                                                                          expected):
-    """`mha-viz` starts its server with NUMPY_MADVISE_HUGEPAGE=0 (settings.NO_HUGE_PAGES): in a virtual machine whose
-    host takes its free memory back, a fresh array on huge pages filled 16-25 × slower (benchmarks/huge_pages.py).
-    A user's own choice reaches the server unchanged."""
-    from mha_viz import cli
-
-    served = []
-    monkeypatch.setattr(launch, "serve", lambda argv, env: served.append(env) or 0)
-    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
-    for name, value in users.items():
-        monkeypatch.setenv(name, value)
-    assert cli.main(["--port", "8599"]) == 0
-    assert served[0].get("NUMPY_MADVISE_HUGEPAGE") == expected
 
 
 HUGE_FLAG = """
