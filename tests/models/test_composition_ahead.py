@@ -186,6 +186,9 @@ def test_copying_scores_stopped_between_two_parts_keep_nothing(llama):
     assert told[:4] == ["copying scores: the unembedding", "copying scores: the embeddings",
                         *[f"copying scores: the unembedding, part {k} of {composition.COPYING_PARTS}" for k in (1, 2)]]
     assert len(told) == 5 and not composition.copying_known(llama)
+    steps = 2 + composition.COPYING_PARTS + llama.num_layers
+    with pytest.raises(Cancelled, match=f"after 0 of {steps} parts"):  # stopped at once: how many it was to do
+        composition.copying_scores(llama, progress=lambda fraction, message: False)
     fractions = []
     composition.copying_scores(llama, progress=lambda fraction, message: fractions.append(fraction) or True)
     assert composition.copying_known(llama)  # asked again: computed whole, told before every step

@@ -21,7 +21,7 @@ N = 600
 CASES = ("lens", "hidden", "both")
 
 
-@pytest.fixture(scope="module", params=["minilm", "smollm2"])
+@pytest.fixture(scope="module", params=["minilm", "smollm2-6"])
 def pair(request):
     """(model, dense run, long run) of the same N tokens."""
     return dense_and_long(request.param, N)

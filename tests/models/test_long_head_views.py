@@ -17,7 +17,7 @@ from tests.models.long_pairs import dense_and_long
 pytestmark = pytest.mark.model
 
 
-@pytest.fixture(scope="module", params=["minilm", "smollm2"])
+@pytest.fixture(scope="module", params=["minilm", "smollm2-6"])
 def runs(request):
     """(dense run, long run) of the same ~600 tokens."""
     _, dense, long = dense_and_long(request.param)

@@ -28,7 +28,7 @@ N = 600
 TOL = 1e-5
 
 
-@pytest.fixture(scope="module", params=["minilm", "smollm2"])
+@pytest.fixture(scope="module", params=["minilm", "smollm2-6"])
 def runs(request):
     """(model, dense run, long run) of the same N tokens."""
     model, dense, long = dense_and_long(request.param, N)

@@ -16,21 +16,21 @@ from mha_viz.metrics import head_table
 from mha_viz.scan import rows as scan_rows
 from tests.helpers import ROOT
 from tests.models import architectures_2026
-from tests.models.long_pairs import assert_same_rows, assert_same_table
+from tests.models.long_pairs import assert_same_rows, assert_same_table, load
 
 pytestmark = pytest.mark.model
 TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
 N = 640
 
 
-@pytest.fixture(scope="module", params=["minilm", "smollm2", "deberta"])
+@pytest.fixture(scope="module", params=["minilm", "smollm2-6", "deberta"])
 def runs(request, tmp_path_factory):
     """(model, dense run, long run) of the same N tokens."""
     name = request.param
     if name == "deberta":  # our MHA cannot compute it: its rows come from its own attention, a layer at a time
         model = mha_viz.load_model(architectures_2026.build(name, tmp_path_factory.mktemp(name)), device="cpu")
     else:
-        model = mha_viz.load_model(name, device="cpu")
+        model = load(name)  # SmolLM2 as its first six layers (tests/models/long_pairs.py's FIRST_LAYERS)
     cap = min(N, model.max_positions)
     return model, mha_viz.analyze(model, TEXT, max_tokens=cap, dense=True), mha_viz.analyze(
         model, TEXT, max_tokens=cap, dense=False)
@@ -156,3 +156,14 @@ def test_the_public_grid_of_a_long_run_is_the_dense_runs(runs):
     ref, t_ref, gap_ref = head_figures.grid_canvas(dense)
     assert (t, gap) == (t_ref, gap_ref)
     np.testing.assert_allclose(canvas, ref, atol=1e-5)  # NaN between tiles in both
+
+
+def test_the_first_layers_model_is_smollm2s_own_first_layers():
+    """The tests' "smollm2-6" (tests/models/long_pairs.py) is SmolLM2 cut, not another model: its heads, its grouped
+    keys and values, and each of its layers' attention equal SmolLM2's first six layers' on the same text."""
+    short, whole = load("smollm2-6"), mha_viz.load_model("smollm2", device="cpu")
+    assert (short.num_layers, whole.num_layers) == (6, 30) and short.is_causal
+    assert (short.num_heads, short.num_kv_heads, short.d_k) == (whole.num_heads, whole.num_kv_heads, whole.d_k)
+    cut, full = mha_viz.analyze(short, TEXT, max_tokens=48), mha_viz.analyze(whole, TEXT, max_tokens=48)
+    assert cut.tokens == full.tokens
+    np.testing.assert_allclose(cut.attentions, full.attentions[:6], atol=1e-5)

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.model
 N = 600
 
 
-@pytest.fixture(scope="module", params=["minilm", "smollm2"])
+@pytest.fixture(scope="module", params=["minilm", "smollm2-6"])
 def runs(request):
     """(model, dense run, long run) of the same N tokens."""
     return dense_and_long(request.param, N)  # MiniLM reads 512
