@@ -17,8 +17,8 @@ from tests.helpers import ROOT
 
 TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
 # "smollm2-6": SmolLM2's first six layers with its own weights, a user's folder (`first_layers`). A long run and a dense
-# run are compared layer by layer, each layer alike: six real layers hold what thirty do (grouped-query heads, RoPE,
-# its sink) at a fifth of the work; the heads compared pairwise (similarity) 54 against 270, 1/25 of the pairs
+# run are compared layer by layer, each layer alike: six real layers hold what thirty do (grouped-query heads, RoPE)
+# at a fifth of the work; the heads compared pairwise (similarity) 54 against 270, 1/25 of the pairs
 FIRST_LAYERS = {"smollm2-6": ("smollm2", 6)}
 _folders: list[tempfile.TemporaryDirectory] = []  # removed when the process ends
 
