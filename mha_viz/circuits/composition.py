@@ -333,13 +333,13 @@ COPYING_PARTS = 8  # W_U W_E over the vocabulary in this many parts (SmolLM2's: 
 
 
 def _copying(model: LoadedModel, progress: Progress | None = None) -> np.ndarray:
-    # W_U, W_E, the parts of W_U W_E, the layers: counted from the model's facts before the unembedding refuses an
-    # encoder–decoder (its layout would refuse with a less telling message), so that a stop at once says how many
-    steps = COPYING_PARTS + model.num_layers + 2
+    # W_U, W_E, the parts of W_U W_E, the layers (the layout has one a layer): counted before the unembedding refuses
+    # an encoder–decoder, so that a stop at once says how many
+    layers = model.num_layers
+    steps = COPYING_PARTS + layers + 2
     _told(progress, 0, steps, "copying scores: the unembedding", "parts")
     W_U = _unembedding(model)  # (d, vocab)
-    layers = len(layout(model))
-    steps = COPYING_PARTS + layers + 2  # recounted from the layout, whose layers the loop below folds
+    layout(model)  # a stream it cannot split is refused here, before W_U W_E
     embeddings = getattr(model.hf_model, "get_input_embeddings", lambda: None)()
     if not isinstance(embeddings, nn.Embedding):
         raise InputError(f"The token embeddings of {model.name} cannot be read: no copying scores.")
