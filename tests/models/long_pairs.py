@@ -4,53 +4,20 @@ dense run's, where that fits): one place that loads a bundled model and analyses
 from __future__ import annotations
 
 import functools
-import tempfile
 
 import numpy as np
-import torch
 
 import mha_viz
 from mha_viz.metrics import row_blocks
 from mha_viz.metrics.measures import METRICS
 from mha_viz.views import detail
+from tests import first_layers
 from tests.helpers import ROOT
 
 TEXT = (ROOT / "mha_viz" / "corpus" / "sample.txt").read_text()
-# "smollm2-6": SmolLM2's first six layers with its own weights, a user's folder (`first_layers`). A long run and a dense
-# run are compared layer by layer, each layer alike: six real layers hold what thirty do (grouped-query heads, RoPE)
-# in a third of the time (the pair below 2.1 s against 6.0 s); the heads compared pairwise 54 against 270
-FIRST_LAYERS = {"smollm2-6": ("smollm2", 6)}
-
-
-def first_layers(name: str, layers: int, out: str) -> None:
-    """Save bundled model `name` cut to its first `layers` layers (its weights, its tokenizer) in folder `out`, as a
-    Hugging Face folder: what `mha_viz.load_model` reads as a user's model."""
-    model = mha_viz.load_model(name, device="cpu")
-    hf, config = model.hf_model, model.hf_model.config
-    assert layers < config.num_hidden_layers
-    cut = type(config).from_dict({**config.to_dict(), "num_hidden_layers": layers})
-    if getattr(cut, "layer_types", None):
-        cut.layer_types = list(config.layer_types[:layers])
-    with torch.device("meta"):
-        small = type(hf)(cut)
-    kept = {k: v for k, v in hf.state_dict().items()
-            if not k.startswith("model.layers.") or int(k.split(".")[2]) < layers}
-    small.load_state_dict(kept, strict=True, assign=True)
-    small.save_pretrained(out)
-    model.tokenizer.save_pretrained(out)
-
-
 def load(name: str):
-    """A bundled model by its name, or one of FIRST_LAYERS' (saved once a process)."""
-    return mha_viz.load_model(_folder(name).name if name in FIRST_LAYERS else name, device="cpu")
-
-
-@functools.cache
-def _folder(name: str) -> tempfile.TemporaryDirectory:
-    """The folder of FIRST_LAYERS' `name`, kept (and so not removed) until the process ends."""
-    kept = tempfile.TemporaryDirectory(prefix=f"{name}-")
-    first_layers(*FIRST_LAYERS[name], kept.name)
-    return kept
+    """A bundled model by its name, or one of FIRST_LAYERS' (tests/first_layers.py: saved once a process)."""
+    return mha_viz.load_model(first_layers.folder(name) if name in first_layers.FIRST_LAYERS else name, device="cpu")
 
 
 def dense_and_long(name: str, n: int = 600, text: str = TEXT):

@@ -30,7 +30,7 @@ def runs(request, tmp_path_factory):
     if name == "deberta":  # our MHA cannot compute it: its rows come from its own attention, a layer at a time
         model = mha_viz.load_model(architectures_2026.build(name, tmp_path_factory.mktemp(name)), device="cpu")
     else:
-        model = load(name)  # SmolLM2 as its first six layers (tests/models/long_pairs.py's FIRST_LAYERS)
+        model = load(name)  # SmolLM2 as its first six layers (tests/first_layers.py)
     cap = min(N, model.max_positions)
     return model, mha_viz.analyze(model, TEXT, max_tokens=cap, dense=True), mha_viz.analyze(
         model, TEXT, max_tokens=cap, dense=False)
@@ -159,7 +159,7 @@ def test_the_public_grid_of_a_long_run_is_the_dense_runs(runs):
 
 
 def test_the_first_layers_model_is_smollm2s_own_first_layers():
-    """The tests' "smollm2-6" (tests/models/long_pairs.py) is SmolLM2 cut, not another model: its heads, its grouped
+    """The tests' "smollm2-6" (tests/first_layers.py) is SmolLM2 cut, not another model: its heads, its grouped
     keys and values, and each of its layers' attention equal SmolLM2's first six layers' on the same text."""
     short, whole = load("smollm2-6"), mha_viz.load_model("smollm2", device="cpu")
     assert (short.num_layers, whole.num_layers) == (6, 30) and short.is_causal
