@@ -138,7 +138,8 @@ async def _one_session(context, base_url: str, visit: Visit) -> dict:
             if (ticks and not any("draft" in tick for tick in ticks)) or time.monotonic() > settle_until:
                 break
             await page.wait_for_timeout(500)
-        return {"typed_ms": typed_ms, "box": await box.input_value(), "errors": errors, "ticks": ticks,
+        return {"typed_ms": typed_ms, "refills": refills, "box": await box.input_value(), "errors": errors,
+                "ticks": ticks,
                 "landed": landed, "exceptions": await page.locator(PROBLEMS).all_inner_texts(),
                 # what the page said (a refusal, a busy server, the last good run shown): why, when it is not its own
                 "said": await page.locator(SAID).all_inner_texts()}
@@ -201,5 +202,6 @@ def problems(label: str, visits: list[Visit], results: list[dict], run_of) -> li
             found.append(f"{where}: {[s[:300] for s in got['landed'] + got['exceptions'] + got['errors']]}")
     typed = [r["typed_ms"] for r in results]
     print(f"\n{label}: typed {min(typed):.0f} to {max(typed):.0f} ms after the box appeared; "
-          f"{len(visits) - len(found)} of {len(visits)} without a problem")
+          f"{len(visits) - len(found)} of {len(visits)} without a problem; "
+          f"{sum(r['refills'] for r in results)} typed twice (the browser's select-all raced the box's first value)")
     return found
