@@ -35,6 +35,9 @@ picker to an allow-list and caps what one request may cost:
 - MHA_VIZ_AHEAD: 0 = a model's composition and copying scores are computed when a page first asks
   for them, not in the background once a page is drawn (default 1: seconds of one core a model
   load, SmolLM2 about 3.5 s on 2 idle cores; `mha_viz.circuits.ahead`).
+- MHA_VIZ_KEEP_SCORES: 0 = a model's composition and copying scores are not kept on disk (default 1: kept under
+  the cache folder, keyed by a hash of the weights, where computing them costs more than reading them back;
+  `mha_viz.circuits.kept`).
 - MHA_VIZ_SCAN_KERNEL: 1 = on a GPU with Triton, a long run takes each layer through the attention kernel
   (`metrics.row_triton`) instead of blocks of rows (default 0: on one H200 the kernel was slower, docs/speed.md).
 
@@ -86,6 +89,7 @@ class Settings:
     lesson: str = ""  # a lesson file's path or a bundled lesson's name: every session opens on it
     max_models: int = 3  # models kept loaded at once (`budget.model_cache`)
     ahead: bool = True  # weights-only results computed in the background once a page is drawn (`circuits.ahead`)
+    keep_scores: bool = True  # weights-only scores kept on disk across processes (`circuits.kept`)
     scan_kernel: bool = False  # a long run on a GPU through the attention kernel (`scan.kernel_layer`)
 
     def allows(self, spec: str) -> bool:
@@ -130,6 +134,7 @@ def from_env() -> Settings:
         lesson=os.environ.get("MHA_VIZ_LESSON", "").strip(),
         max_models=_int("MHA_VIZ_MAX_MODELS", 3, 1),
         ahead=_flag("MHA_VIZ_AHEAD", default=True),
+        keep_scores=_flag("MHA_VIZ_KEEP_SCORES", default=True),
         scan_kernel=_flag("MHA_VIZ_SCAN_KERNEL"),
     )
 

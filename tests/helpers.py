@@ -20,7 +20,9 @@ TIERS = ("unit", "models", "app", "e2e")  # the folders under tests/, each its o
 # MHA_VIZ_AHEAD=0: a model's composition and copying scores only when a page asks. The app tier loads models a few
 # hundred times, and every load computed them on a thread of its own beside the tests: 163 s of CPU, 19 % of the
 # tier's (py-spy, stop 80), for a page most of its tests never open.
-SUITE_ONLY_ENV = {"MHA_VIZ_AHEAD": "0"}
+# MHA_VIZ_KEEP_SCORES=0: the tests of the weights-only scores compute them, rather than read what an earlier test or
+# run kept on disk (tests/models/test_kept_scores.py turns keeping on in a folder of its own)
+SUITE_ONLY_ENV = {"MHA_VIZ_AHEAD": "0", "MHA_VIZ_KEEP_SCORES": "0"}
 PRETRAINED = {"minilm", "minilm_ours", "smollm2", "smollm2_ours"}  # fixtures of the `model` marker
 # none in the unit tier
 MODEL_FIXTURES = PRETRAINED | {"gpt2_dir", "bert_dir", "llama_dir", "mistral_window_dir", "t5_dir"}

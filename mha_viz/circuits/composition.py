@@ -12,8 +12,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from mha_viz import settings
 from mha_viz.budget import memory
 from mha_viz.budget.plan import Plan, on_device
+from mha_viz.circuits import kept
 from mha_viz.progress import Cancelled, Progress, report
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
@@ -160,20 +162,27 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     d_head-wide factors, never a d × d matrix a pair: one (H·d_v × d) by (d × (H + 2G)·d_head) product a pair of
     layers (SmolLM2: 3·10¹¹ flops in all, seconds on a CPU; a 32-layer model with d = 4096: 10¹⁴, for a GPU:
     `device`, default the CPU). Compare with `composition_baseline`: random matrices of the same shapes do not
-    score 0. Computed once per model (kept while it lives; callers at once wait for the one computing). `progress`
-    (`mha_viz.progress`) is told before each layer's factors and each layer's pairs, and stops the computation between
-    two by returning False (`Cancelled`, nothing kept)."""
+    score 0. Computed once per model (kept while it lives; callers at once wait for the one computing), and kept on
+    disk for the next process that loads the same weights where that is worth it (`worth_keeping`, `circuits.kept`).
+    `progress` (`mha_viz.progress`) is told before each layer's factors and each layer's pairs, and stops the
+    computation between two by returning False (`Cancelled`, nothing kept)."""
     found = _COMPOSED.get(model.hf_model)
     if found is None:
         with _computing(model):
             found = _COMPOSED.get(model.hf_model)
             if found is None:
-                parts = []
-                for layer, w in enumerate(folded_layers(model)):  # told before each: 0 of the pairs done
-                    _told(progress, 0, 1, f"composition scores: the factors of layer {layer + 1}", "layers")
-                    parts.append(_single(_factors(w)))
-                found = _pair_scores(torch.stack([p["left"] for p in parts]), parts, torch.device(device or "cpu"),
-                                     progress)
+                shape = (model.num_layers, model.num_heads) * 2
+                keep = worth_keeping(model)
+                found = kept.read(model, "composition", dict.fromkeys(KINDS, shape)) if keep else None
+                if found is None:
+                    parts = []
+                    for layer, w in enumerate(folded_layers(model)):  # told before each: 0 of the pairs done
+                        _told(progress, 0, 1, f"composition scores: the factors of layer {layer + 1}", "layers")
+                        parts.append(_single(_factors(w)))
+                    found = _pair_scores(torch.stack([p["left"] for p in parts]), parts,
+                                         torch.device(device or "cpu"), progress)
+                    if keep:
+                        kept.write(model, "composition", found)
                 _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
     return {kind: s.copy() for kind, s in found.items()}
 
@@ -214,6 +223,13 @@ def composition_seconds(model: LoadedModel) -> float:
     L, H, d, d_k = model.num_layers, model.num_heads, model.d_model, model.d_k
     work = 3 * L * (L - 1) / 2 * H * H * d * d_k * d_k
     return work / (GPU_RATE if on_gpu(model) else CPU_RATE)
+
+
+def worth_keeping(model: LoadedModel) -> bool:
+    """Whether `model`'s composition and copying scores are kept on disk (`circuits.kept`): where MHA_VIZ_KEEP_SCORES
+    allows it and the composition scores take over twice as long as hashing the weights to find them again (SmolLM2:
+    5.5 s against 1 s; MiniLM's take 0.06 s, under its hash's 0.15 s)."""
+    return settings.from_env().keep_scores and composition_seconds(model) > 2 * kept.hash_seconds(model)
 
 
 def on_gpu(model: LoadedModel) -> bool:
@@ -319,10 +335,16 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
         with _computing(model):
             found = _COPYING.get(model.hf_model)
             if found is None:
-                try:
-                    found = _copying(model, progress)
-                except (InputError, UnsupportedArchitecture) as exc:
-                    found = exc
+                keep = worth_keeping(model)
+                shape = (model.num_layers, model.num_heads)
+                found = (kept.read(model, "copying", {"copying": shape}) or {}).get("copying") if keep else None
+                if found is None:
+                    try:
+                        found = _copying(model, progress)
+                        if keep:
+                            kept.write(model, "copying", {"copying": found})
+                    except (InputError, UnsupportedArchitecture) as exc:  # a refusal: cheap, and not kept on disk
+                        found = exc
                 _COPYING[model.hf_model] = found
     if isinstance(found, Exception):
         raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise

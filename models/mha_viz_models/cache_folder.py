@@ -1,5 +1,6 @@
 """mha-viz's cache folder, the one place its location is decided: converted GGUF weights (`loading.gguf_cache`),
-the compiled metric loops (`mha_viz.compiled`) and stored corpus results are kept in folders under it; and what is
+the compiled metric loops (`mha_viz.compiled`), stored corpus results and a model's weights-only scores
+(`mha_viz.circuits.kept`) are kept in folders under it; and what is
 written there once is made by one process at a time (`exclusive`)."""
 
 from __future__ import annotations

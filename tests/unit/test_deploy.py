@@ -53,6 +53,14 @@ def test_models_kept_and_computing_ahead_from_the_environment(monkeypatch):
     assert (settings.from_env().max_models, settings.from_env().ahead) == (1, True)
 
 
+def test_scores_kept_on_disk_unless_set_off(monkeypatch):
+    monkeypatch.delenv("MHA_VIZ_KEEP_SCORES", raising=False)
+    assert settings.from_env().keep_scores
+    for off in ("0", "no", "off"):
+        monkeypatch.setenv("MHA_VIZ_KEEP_SCORES", off)
+        assert not settings.from_env().keep_scores
+
+
 def test_a_long_run_takes_the_attention_kernel_only_when_set(monkeypatch):
     """On a GPU a scan takes blocks of rows unless MHA_VIZ_SCAN_KERNEL=1 (the kernel was slower on an H200)."""
     import importlib.util

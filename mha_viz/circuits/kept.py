@@ -1,0 +1,135 @@
+"""A model's weights-only scores kept on disk, so that a process that loads the same weights reads them back instead
+of computing them again: an app restarted, the second process of a deployment (`mha-viz app --processes N`), a
+notebook after the app. On SmolLM2 on 2 cores the composition scores are 9.4 CPU-s and the copying scores 2.6, and
+reading them back costs a hash of every weight (1.0 CPU-s for its 621 MB) and a file of 855 KB; an 8B model's
+composition scores are half an hour of a CPU.
+
+A file is named by the kind of scores, VERSION and a hash of everything the model computes with: every parameter
+and buffer (name, precision, shape and bytes) and the model's class. The same weights in another precision, or one
+weight changed, make another name. Files go under the cache folder's `weights-scores/` (`cache_root`), written whole
+and renamed into place; past MAX_FILES the least recently used go (a read touches its file), and a file that cannot
+be read, or does not hold what was asked, is removed and counts as missing. `circuits.composition` decides what is
+worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mha_viz_models import LoadedModel
+from mha_viz_models.cache_folder import cache_root
+
+VERSION = 1  # bump when the scores change meaning or method: older files are then never read
+FOLDER = "weights-scores"
+MAX_FILES = 64
+HASH_RATE = 6e8  # bytes a second that `fingerprint` reads on one core (SmolLM2: 621 MB in 0.98 s)
+HOST_COPY_RATE = 1.4 * 2**30  # bytes a second from a GPU to ordinary host memory (measured on an H100/H200)
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its hash (None: none)
+_LOCK = threading.Lock()
+log = logging.getLogger(__name__)
+
+
+def _tensors(model: LoadedModel) -> list[tuple[str, torch.Tensor]]:
+    return sorted(model.hf_model.state_dict(keep_vars=False).items())
+
+
+def hash_seconds(model: LoadedModel) -> float:
+    """About how long `fingerprint` takes for `model`: its weights read once, copied to the host first where they
+    are on a GPU."""
+    seconds = 0.0
+    for _, t in _tensors(model):
+        nbytes = t.numel() * t.element_size()
+        seconds += nbytes / HASH_RATE + (nbytes / HOST_COPY_RATE if t.device.type != "cpu" else 0.0)
+    return seconds
+
+
+def fingerprint(model: LoadedModel) -> str | None:
+    """A hash of everything `model` computes with (see the module's docstring), once per loaded model; None where a
+    weight is not in memory (a model spread to disk by accelerate)."""
+    with _LOCK:
+        if model.hf_model in _FINGERPRINTS:
+            return _FINGERPRINTS[model.hf_model]
+    digest = hashlib.blake2b(type(model.hf_model).__qualname__.encode(), digest_size=16)
+    found: str | None = None
+    try:
+        for name, t in _tensors(model):
+            if t.device.type == "meta":
+                break
+            t = t.detach().to("cpu").contiguous()
+            digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy())
+        else:
+            found = digest.hexdigest()
+    except Exception as exc:  # noqa: BLE001 - a weight that cannot be read as bytes: nothing kept, the scores computed
+        log.warning("%s's weights could not be hashed (%s: %s): its scores are not kept", model.name,
+                    type(exc).__name__, exc)
+    with _LOCK:
+        _FINGERPRINTS[model.hf_model] = found
+    return found
+
+
+def folder() -> Path:
+    return cache_root() / FOLDER
+
+
+def path(model: LoadedModel, kind: str) -> Path | None:
+    """Where `model`'s scores of `kind` are kept (None: they cannot be, `fingerprint`)."""
+    found = fingerprint(model)
+    return None if found is None else folder() / f"{kind}-v{VERSION}-{found}.npz"
+
+
+def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray] | None:
+    """`model`'s kept scores of `kind`, each array of `shapes` (name -> shape, float32), or None: none kept, or a
+    file that does not hold them (removed)."""
+    where = path(model, kind)
+    if where is None or not where.is_file():
+        return None
+    try:
+        with np.load(where) as kept:
+            arrays = {name: kept[name] for name in shapes}
+        if any(a.shape != shapes[n] or a.dtype != np.float32 for n, a in arrays.items()):
+            raise ValueError(f"shapes {[a.shape for a in arrays.values()]}, not {list(shapes.values())}")
+    except Exception as exc:  # noqa: BLE001 - computed again rather than shown broken, and replaced
+        log.warning("kept scores %s unreadable (%s: %s): removed", where.name, type(exc).__name__, exc)
+        where.unlink(missing_ok=True)
+        return None
+    try:
+        os.utime(where)  # recently used: the last to go
+    except OSError:
+        pass
+    return arrays
+
+
+def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
+    """Keep `arrays` as `model`'s scores of `kind` (a folder that cannot be written is logged, not raised)."""
+    where = path(model, kind)
+    if where is None:
+        return
+    tmp = None
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".npz")
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, where)
+        tmp = None
+        _prune(where.parent)
+    except OSError as exc:
+        log.warning("could not keep %s's %s scores in %s: %s", model.name, kind, where.parent, exc)
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _prune(where: Path) -> None:
+    files = sorted(where.glob("*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[MAX_FILES:]:
+        old.unlink(missing_ok=True)

@@ -1,0 +1,121 @@
+"""A model's composition and copying scores kept on disk (`mha_viz.circuits.kept`): a second load of the same
+weights, a distinct model object as another process would have, reads them back without computing (the computation
+is made to fail), and gets the very arrays; one weight changed, or the weights in another precision, are computed
+anew; a file that does not hold the scores is computed again and replaced; MHA_VIZ_KEEP_SCORES=0 keeps nothing;
+and what is worth keeping follows from the two costs (SmolLM2 kept, MiniLM not).
+
+The suite itself runs with keeping off (tests/helpers.py's SUITE_ONLY_ENV: the other tests of these scores must
+compute them); here it is on, in a cache folder of the test's own, on the random-init Llama (grouped-query
+attention), whose scores take milliseconds: the hash's rate is raised so that they are worth keeping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mha_viz
+from mha_viz.circuits import composition, kept
+
+
+@pytest.fixture
+def keeping(monkeypatch, tmp_path):
+    monkeypatch.setenv("MHA_VIZ_KEEP_SCORES", "1")
+    monkeypatch.setenv("MHA_VIZ_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(kept, "HASH_RATE", 1e15)  # a hash of no cost: every model's scores are worth keeping
+    return tmp_path / kept.FOLDER
+
+
+def _load(folder, **kwargs) -> mha_viz.LoadedModel:
+    return mha_viz.load_model(str(folder), device="cpu", **kwargs)
+
+
+def _never(*args, **kwargs):
+    raise AssertionError("computed, where the scores were kept on disk")
+
+
+def test_a_second_load_reads_the_scores_back_without_computing(llama_dir, keeping, monkeypatch):
+    first = _load(llama_dir)
+    scores, copying = composition.composition_scores(first), composition.copying_scores(first)
+    assert sorted(p.name.split("-v")[0] for p in keeping.glob("*.npz")) == ["composition", "copying"]
+    second = _load(llama_dir)  # the same weights, another object: nothing kept in memory for it
+    assert second.hf_model is not first.hf_model and not composition.composition_known(second)
+    monkeypatch.setattr(composition, "_pair_scores", _never)
+    monkeypatch.setattr(composition, "_copying", _never)
+    again = composition.composition_scores(second)
+    for kind in composition.KINDS:
+        np.testing.assert_array_equal(again[kind], scores[kind])  # NaN where the first head is not earlier, both
+    np.testing.assert_array_equal(composition.copying_scores(second), copying)
+    assert composition.composition_known(second) and composition.copying_known(second)
+
+
+def test_changed_weights_or_another_precision_are_computed_anew(llama_dir, keeping):
+    scores = composition.composition_scores(_load(llama_dir))
+    changed = _load(llama_dir)
+    o_proj = changed.hf_model.model.layers[0].self_attn.o_proj.weight
+    with torch.no_grad():  # noise on what head 0 of layer 0 writes (a scale alone: the same normalised scores)
+        o_proj[:, :changed.d_k] += torch.randn(o_proj.shape[0], changed.d_k, generator=torch.Generator().manual_seed(1))
+    assert kept.fingerprint(changed) != kept.fingerprint(_load(llama_dir))
+    moved = composition.composition_scores(changed)
+    assert not np.allclose(moved["v"][0, 0], scores["v"][0, 0], equal_nan=True)  # its scores as a writer moved
+    half = _load(llama_dir, dtype="bfloat16")
+    assert kept.fingerprint(half) not in (kept.fingerprint(changed), kept.fingerprint(_load(llama_dir)))
+    composition.composition_scores(half)
+    assert len(list(keeping.glob("composition-*.npz"))) == 3
+
+
+def test_a_file_that_does_not_hold_the_scores_is_computed_again_and_replaced(llama_dir, keeping, monkeypatch):
+    want = composition.composition_scores(_load(llama_dir))
+    model = _load(llama_dir)
+    where = kept.path(model, "composition")
+    where.write_bytes(b"not an npz file")
+    calls = []
+    real = composition._pair_scores
+    monkeypatch.setattr(composition, "_pair_scores", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = composition.composition_scores(model)
+    assert calls == [1]
+    for kind in composition.KINDS:
+        np.testing.assert_array_equal(got[kind], want[kind])
+    np.savez(where, q=want["q"][:1], k=want["k"], v=want["v"])  # readable, but the wrong shape: not the scores
+    assert kept.read(model, "composition", dict.fromkeys(composition.KINDS, want["q"].shape)) is None
+    assert not where.exists()
+
+
+def test_nothing_is_kept_with_keeping_off(llama_dir, keeping, monkeypatch):
+    monkeypatch.setenv("MHA_VIZ_KEEP_SCORES", "0")
+    model = _load(llama_dir)
+    composition.composition_scores(model), composition.copying_scores(model)
+    assert not keeping.exists()
+
+
+def test_only_the_files_used_last_stay(llama_dir, keeping, monkeypatch):
+    monkeypatch.setattr(kept, "MAX_FILES", 2)
+    model = _load(llama_dir)
+    composition.composition_scores(model), composition.copying_scores(model)
+    composition.composition_scores(_load(llama_dir, dtype="bfloat16"))
+    assert len(list(keeping.glob("*.npz"))) == 2
+
+
+@pytest.mark.model
+def test_what_is_worth_keeping_follows_the_two_costs(minilm, smollm2, monkeypatch):
+    """Computing SmolLM2's composition scores takes over twice as long as hashing its weights: kept; MiniLM's take
+    less than its hash: computed each time. The setting turns keeping off for both."""
+    monkeypatch.setenv("MHA_VIZ_KEEP_SCORES", "1")
+    assert composition.composition_seconds(smollm2) > 2 * kept.hash_seconds(smollm2) > 0
+    assert composition.worth_keeping(smollm2) and not composition.worth_keeping(minilm)
+    monkeypatch.setenv("MHA_VIZ_KEEP_SCORES", "0")
+    assert not composition.worth_keeping(smollm2)
+
+
+def test_weights_not_in_memory_keep_nothing_and_the_scores_are_computed(llama_dir, keeping, monkeypatch):
+    """A model spread to disk by accelerate has weights on the meta device, and a weight that cannot be read as
+    bytes stops the hash as well: no name, nothing kept, the scores computed as without keeping."""
+    want = composition.composition_scores(_load(llama_dir))
+    for stand_in in (torch.empty(2, device="meta"), object()):
+        model = _load(llama_dir)
+        monkeypatch.setattr(kept, "_tensors", lambda m, t=stand_in: [("model.embed_tokens.weight", t)])
+        assert kept.fingerprint(model) is None and kept.path(model, "composition") is None
+        monkeypatch.setattr(kept, "hash_seconds", lambda m: 0.0)
+        got = composition.composition_scores(model)
+        np.testing.assert_array_equal(got["q"], want["q"])
+    assert len(list(keeping.glob("*.npz"))) == 1  # the first load's composition scores, none for the others
