@@ -171,6 +171,7 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
         with _computing(model):
             found = _COMPOSED.get(model.hf_model)
             if found is None:
+                layout(model)  # a stream it cannot split is refused here, before the weights are hashed
                 shape = (model.num_layers, model.num_heads) * 2
                 keep = worth_keeping(model)
                 found = kept.read(model, "composition", dict.fromkeys(KINDS, shape)) if keep else None
@@ -229,7 +230,10 @@ def worth_keeping(model: LoadedModel) -> bool:
     """Whether `model`'s composition and copying scores are kept on disk (`circuits.kept`): where MHA_VIZ_KEEP_SCORES
     allows it and the composition scores take over twice as long as hashing the weights to find them again (SmolLM2:
     5.5 s against 1 s; MiniLM's take 0.06 s, under its hash's 0.15 s)."""
-    return settings.from_env().keep_scores and composition_seconds(model) > 2 * kept.hash_seconds(model)
+    try:
+        return settings.from_env().keep_scores and composition_seconds(model) > 2 * kept.hash_seconds(model)
+    except Exception:  # noqa: BLE001 - weights that cannot be sized: computed, as without keeping
+        return False
 
 
 def on_gpu(model: LoadedModel) -> bool:
@@ -335,8 +339,12 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
         with _computing(model):
             found = _COPYING.get(model.hf_model)
             if found is None:
-                keep = worth_keeping(model)
                 shape = (model.num_layers, model.num_heads)
+                try:
+                    layout(model)  # refused before the weights are hashed (an encoder–decoder: in `_unembedding`)
+                    keep = not model.is_encoder_decoder and worth_keeping(model)
+                except (InputError, UnsupportedArchitecture):
+                    keep = False  # refused below, as before
                 found = (kept.read(model, "copying", {"copying": shape}) or {}).get("copying") if keep else None
                 if found is None:
                     try:

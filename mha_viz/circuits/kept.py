@@ -1,33 +1,39 @@
 """A model's weights-only scores kept on disk, so that a process that loads the same weights reads them back instead
 of computing them again: an app restarted, the second process of a deployment (`mha-viz app --processes N`), a
 notebook after the app. On SmolLM2 on 2 cores the composition scores are 9.4 CPU-s and the copying scores 2.6, and
-reading them back costs a hash of every weight (1.0 CPU-s for its 621 MB) and a file of 855 KB; an 8B model's
+reading them back costs a hash of every weight (1.0 CPU-s for its 621 MB) and a file; an 8B model's
 composition scores are half an hour of a CPU.
 
-A file is named by the kind of scores, VERSION and a hash of everything the model computes with: every parameter
-and buffer (name, precision, shape and bytes) and the model's class. The same weights in another precision, or one
-weight changed, make another name. Files go under the cache folder's `weights-scores/` (`cache_root`), written whole
-and renamed into place; past MAX_FILES the least recently used go (a read touches its file), and a file that cannot
-be read, or does not hold what was asked, is removed and counts as missing. `circuits.composition` decides what is
+A file is named by the kind of scores, a hash of the code that computes them (`code_version`: this folder's and
+mha_viz_models' sources, PyTorch's and transformers' versions) and a hash of everything the model computes with:
+every parameter and buffer (name, precision, shape and bytes) and the model's class. The same weights in another
+precision, one weight changed, or the code changed make another name. Files go under the cache folder's
+`weights-scores/` (`cache_root`), compressed, written whole, readable by all and renamed into place; past MAX_FILES
+the least recently used go (a read touches its file). A file that does not hold what was asked is removed and counts
+as missing; one this process may not read is left, and the scores computed. `circuits.composition` decides what is
 worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
 import tempfile
 import threading
 import weakref
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
 
+import mha_viz_models
 from mha_viz_models import LoadedModel
 from mha_viz_models.cache_folder import cache_root
 
-VERSION = 1  # bump when the scores change meaning or method: older files are then never read
+VERSION = 1  # bump when the files change form: older files are then never read
 FOLDER = "weights-scores"
 MAX_FILES = 64
 HASH_RATE = 6e8  # bytes a second that `fingerprint` reads on one core (SmolLM2: 621 MB in 0.98 s)
@@ -76,6 +82,19 @@ def fingerprint(model: LoadedModel) -> str | None:
     return found
 
 
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A hash of what the scores are computed by: the sources of this folder (`mha_viz.circuits`) and of
+    mha_viz_models (the weights' layout, norms and readout), and PyTorch's and transformers' versions. Any change to
+    them names new files, so a file is never read by code other than the one that wrote it."""
+    digest = hashlib.blake2b(f"{VERSION}|{torch.__version__}|{transformers.__version__}".encode(), digest_size=8)
+    for root in (Path(__file__).parent, Path(mha_viz_models.__file__).parent):
+        for source in sorted(root.rglob("*.py")):
+            digest.update(source.relative_to(root).as_posix().encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
 def folder() -> Path:
     return cache_root() / FOLDER
 
@@ -83,29 +102,39 @@ def folder() -> Path:
 def path(model: LoadedModel, kind: str) -> Path | None:
     """Where `model`'s scores of `kind` are kept (None: they cannot be, `fingerprint`)."""
     found = fingerprint(model)
-    return None if found is None else folder() / f"{kind}-v{VERSION}-{found}.npz"
+    return None if found is None else folder() / f"{kind}-{code_version()}-{found}.npz"
 
 
 def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray] | None:
     """`model`'s kept scores of `kind`, each array of `shapes` (name -> shape, float32), or None: none kept, or a
     file that does not hold them (removed)."""
-    where = path(model, kind)
-    if where is None or not where.is_file():
-        return None
     try:
+        where = path(model, kind)
+        if where is None or not where.is_file():
+            return None
         with np.load(where) as kept:
             arrays = {name: kept[name] for name in shapes}
         if any(a.shape != shapes[n] or a.dtype != np.float32 for n, a in arrays.items()):
             raise ValueError(f"shapes {[a.shape for a in arrays.values()]}, not {list(shapes.values())}")
-    except Exception as exc:  # noqa: BLE001 - computed again rather than shown broken, and replaced
+    except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # not the scores: replaced
         log.warning("kept scores %s unreadable (%s: %s): removed", where.name, type(exc).__name__, exc)
-        where.unlink(missing_ok=True)
+        _remove(where)
+        return None
+    except OSError as exc:  # a folder this process may not read: computed, the file left as it is
+        log.warning("kept %s scores of %s not read: %s", kind, model.name, exc)
         return None
     try:
         os.utime(where)  # recently used: the last to go
     except OSError:
         pass
     return arrays
+
+
+def _remove(where: Path) -> None:
+    try:
+        where.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
@@ -118,7 +147,8 @@ def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
         where.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".npz")
         with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez_compressed(f, **arrays)  # half of the composition scores are NaN (no earlier head)
+        os.chmod(tmp, 0o644)  # as a file written by open(): other users' processes may read it
         os.replace(tmp, where)
         tmp = None
         _prune(where.parent)
@@ -130,6 +160,14 @@ def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
 
 
 def _prune(where: Path) -> None:
-    files = sorted(where.glob("*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in files[MAX_FILES:]:
-        old.unlink(missing_ok=True)
+    """Past MAX_FILES kept files, the least recently used go (another process's file being written is not one)."""
+    used = []
+    for kept_file in where.glob("*.npz"):
+        if kept_file.name.startswith("."):
+            continue
+        try:
+            used.append((kept_file.stat().st_mtime, kept_file))
+        except OSError:  # removed by another process meanwhile
+            continue
+    for _, old in sorted(used, reverse=True)[MAX_FILES:]:
+        _remove(old)

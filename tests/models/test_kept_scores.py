@@ -10,6 +10,8 @@ attention), whose scores take milliseconds: the hash's rate is raised so that th
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -37,7 +39,7 @@ def _never(*args, **kwargs):
 def test_a_second_load_reads_the_scores_back_without_computing(llama_dir, keeping, monkeypatch):
     first = _load(llama_dir)
     scores, copying = composition.composition_scores(first), composition.copying_scores(first)
-    assert sorted(p.name.split("-v")[0] for p in keeping.glob("*.npz")) == ["composition", "copying"]
+    assert sorted(p.name.split("-")[0] for p in keeping.glob("*.npz")) == ["composition", "copying"]
     second = _load(llama_dir)  # the same weights, another object: nothing kept in memory for it
     assert second.hf_model is not first.hf_model and not composition.composition_known(second)
     monkeypatch.setattr(composition, "_pair_scores", _never)
@@ -119,3 +121,32 @@ def test_weights_not_in_memory_keep_nothing_and_the_scores_are_computed(llama_di
         got = composition.composition_scores(model)
         np.testing.assert_array_equal(got["q"], want["q"])
     assert len(list(keeping.glob("*.npz"))) == 1  # the first load's composition scores, none for the others
+
+
+def test_a_file_this_process_may_not_read_is_left_and_a_read_marks_it_used(llama_dir, keeping, monkeypatch):
+    """A folder of another user's, or out of file handles: the scores are computed and the file stays for the
+    processes that can read it. A read marks its file as the most recently used (the last to be pruned)."""
+    want = composition.composition_scores(_load(llama_dir))
+    model = _load(llama_dir)
+    where = kept.path(model, "composition")
+    os.utime(where, (1_000_000_000, 1_000_000_000))
+    shapes = dict.fromkeys(composition.KINDS, want["q"].shape)
+    real = np.load
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(np, "load", refused)
+    assert kept.read(model, "composition", shapes) is None
+    assert where.exists() and where.stat().st_mtime == 1_000_000_000
+    monkeypatch.setattr(np, "load", real)
+    got = kept.read(model, "composition", shapes)
+    np.testing.assert_array_equal(got["v"], want["v"])
+    assert where.stat().st_mtime > 1_000_000_000
+
+
+def test_the_name_changes_with_the_code_that_computes_the_scores(llama_dir, keeping, monkeypatch):
+    model = _load(llama_dir)
+    before = kept.path(model, "composition")
+    assert kept.code_version() in before.name
+    monkeypatch.setattr(kept, "code_version", lambda: "another")
+    assert kept.path(model, "composition") != before
