@@ -37,7 +37,8 @@ VERSION = 1  # bump when the files change form: older files are then never read
 FOLDER = "weights-scores"
 MAX_FILES = 64
 HASH_RATE = 6e8  # bytes a second that `fingerprint` reads on one core (SmolLM2: 621 MB in 0.98 s)
-HOST_COPY_RATE = 1.4 * 2**30  # bytes a second from a GPU to ordinary host memory (measured on an H100/H200)
+HOST_COPY_RATE = 1.4 * 2**30  # bytes a second from a GPU to pageable host memory (the figure given for the lent
+# H100/H200 machines; not measured here)
 _FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its hash (None: none)
 _LOCK = threading.Lock()
 log = logging.getLogger(__name__)
