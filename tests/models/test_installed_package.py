@@ -1,16 +1,21 @@
 """mha-viz as a user installs it (README: `pip install .`): the wheel is built from a copy of the
 source tree and installed with --no-deps into a fresh virtual environment that sees this one's
 dependencies but not its editable install, so that `import mha_viz` finds the installed package and
-never the checkout. Everything below runs from a
-folder outside the checkout that holds a user's own `models.py` (which raises when imported):
+never the checkout. The wheel is built once, here, for every test of the installed package. Everything below runs
+from a folder outside the checkout that holds a user's own `models.py` (which raises when imported: a common name
+in a user's ML project):
 
+- the wheel's top-level packages are mha_viz and mha_viz_models (no `models`), with the toy model's weights;
 - every module of the source tree (mha_viz/ and models/mha_viz_models/) imports from the wheel,
   and the data files (lessons, corpus sample, toy model, Streamlit settings) are in it;
-- `mha-viz --help` answers;
+- `mha-viz --help` and `python -m mha_viz --help` answer, and the distribution declares the command;
 - the installed package analyses a sentence on the bundled MiniLM, and its attention is Hugging
-  Face's own (output_attentions, in this process);
+  Face's own (output_attentions, in this process); it loads the toy model from its packaged files, and the user's
+  `models.py` is never imported;
 - `mha-viz app` answers its health check and serves its page, and the installed app script draws
-  the Model view (AppTest on the installed copy).
+  the Model view (AppTest on the installed copy);
+- examples/quickstart.ipynb runs end to end in a kernel that imports the installed package
+  (tests/models/notebook_run.py).
 
 A folder left out of the wheel fails the import test with the missing module named (checked by
 hand once: with `packages` listed as before issue 58, it named mha_viz.circuits and mha_viz.scan)."""
@@ -26,6 +31,7 @@ import sys
 import sysconfig
 import textwrap
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +40,7 @@ import torch
 
 from mha_viz import launch
 from tests.helpers import ROOT
+from tests.models.notebook_run import executed, shows_its_figures
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.model
@@ -67,7 +74,7 @@ def installed(tmp_path_factory) -> dict:
     virtual environment, `venv`, whose only other path is this environment's site-packages, read as
     a plain folder: its .pth files do not run, so the checkout's editable install (a finder that
     would supply any module the wheel lacks) is not there. `user` is the folder a user works in.
-    Returns {venv, user, env, python, script}."""
+    Returns {wheel, venv, site (its site-packages), user, env, python, script}."""
     work = tmp_path_factory.mktemp("installed")
     source, venv, user = work / "source", work / "venv", work / "user"
     for name in SHIPPED:  # a copy, so that building leaves nothing in the checkout
@@ -91,7 +98,7 @@ def installed(tmp_path_factory) -> dict:
                    check=True, capture_output=True, cwd=work)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1")
-    return {"venv": venv, "user": user, "env": env, "python": venv / "bin" / "python",
+    return {"wheel": wheel, "venv": venv, "site": own, "user": user, "env": env, "python": venv / "bin" / "python",
             "script": venv / "bin" / "mha-viz"}
 
 
@@ -99,6 +106,14 @@ def python(installed: dict, code: str, timeout: float = 300) -> subprocess.Compl
     """`code` run by the fresh environment's interpreter in the user's folder."""
     return subprocess.run([installed["python"], "-c", textwrap.dedent(code)], cwd=installed["user"],
                           env=installed["env"], capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_wheel_holds_no_top_level_models_package(installed):
+    names = zipfile.ZipFile(installed["wheel"]).namelist()
+    tops = {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")}
+    assert tops == {"mha_viz", "mha_viz_models"}, tops
+    assert "mha_viz_models/toy/toy_induction/model.safetensors" in names
+    assert "mha_viz/ui/shell/serve.py" in names and "mha_viz/streamlit.toml" in names
 
 
 def test_every_module_of_the_source_tree_imports_from_the_wheel(installed):
@@ -139,20 +154,33 @@ def test_the_command_answers_help(installed):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: mha-viz") and "corpus" in done.stdout
+    helped = subprocess.run([str(installed["python"]), "-m", "mha_viz", "--help"], cwd=installed["user"],
+                            env=installed["env"], capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0 and "start the web app" in helped.stdout, helped.stderr[-2000:]
 
 
 def test_the_installed_package_analyses_a_sentence_as_hugging_face_does(installed, minilm, tmp_path):
     out = tmp_path / "run.npz"
     done = python(installed, f"""
+        import importlib.metadata, json, sys
         import numpy as np, mha_viz
         model = mha_viz.load_model("minilm", device="cpu")
         run = mha_viz.analyze(model, {SENTENCE!r})
         assert mha_viz.__file__.startswith({str(installed["venv"])!r}), mha_viz.__file__
         np.savez({str(out)!r}, ids=np.asarray(run.token_ids), attentions=run.attentions)
-        print(" ".join(run.tokens))
+        toy = mha_viz.load_model("toy-induction", device="cpu")  # from the wheel's own files
+        dist = importlib.metadata.distribution("mha-viz")
+        print(json.dumps({{"tokens": run.tokens, "toy_layers": toy.num_layers, "at": str(dist.locate_file("")),
+                          "scripts": {{e.name: e.value for e in dist.entry_points if e.group == "console_scripts"}},
+                          "models": sys.modules["mha_viz_models"].__file__,
+                          "user_models_imported": "models" in sys.modules}}))
     """)
     assert done.returncode == 0, done.stderr
-    assert "animal" in done.stdout and "tired" in done.stdout
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "animal" in " ".join(got["tokens"]) and "tired" in " ".join(got["tokens"])
+    assert got["toy_layers"] == 2 and got["scripts"] == {"mha-viz": "mha_viz.cli:main"}
+    assert Path(got["at"]).is_relative_to(installed["venv"]) and Path(got["models"]).is_relative_to(installed["venv"])
+    assert not got["user_models_imported"]
     saved = np.load(out)
     with torch.no_grad():  # Hugging Face's own eager attention, in this process, on the same ids
         theirs = minilm.hf_model(input_ids=torch.from_numpy(saved["ids"])[None], output_attentions=True).attentions
@@ -216,3 +244,11 @@ def test_the_installed_app_serves_its_first_page(installed):
     assert drawn.returncode == 0, drawn.stderr
     where, heading = drawn.stdout.strip().splitlines()[-2:]
     assert Path(where).is_relative_to(installed["venv"]) and heading == "Model view"
+
+
+def test_the_notebook_runs_from_the_installed_package(installed, tmp_path):
+    """The quickstart notebook in a kernel started in a folder of its own, the installed package first on its path."""
+    env = dict(os.environ, PYTHONPATH=str(installed["site"]), HF_HUB_OFFLINE="1")
+    where, code = executed(tmp_path, env=env)
+    assert Path(where).is_relative_to(installed["site"]), where
+    shows_its_figures(code)
