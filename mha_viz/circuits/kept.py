@@ -9,7 +9,8 @@ mha_viz_models' sources, PyTorch's and transformers' versions) and a hash of eve
 every parameter and buffer (name, precision, shape and bytes) and the model's class. The same weights in another
 precision, one weight changed, or the code changed make another name. Files go under the cache folder's
 `weights-scores/` (`cache_root`), compressed, written whole, readable by all and renamed into place; past MAX_FILES
-the least recently used go (a read touches its file). A file that does not hold what was asked is removed and counts
+the least recently used go (a read touches its file: `cache_folder.write_whole`, `prune`, `touch`, as the corpus
+store keeps its results). A file that does not hold what was asked is removed and counts
 as missing; one this process may not read is left, and the scores computed. `circuits.composition` decides what is
 worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
 
@@ -18,8 +19,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import os
-import tempfile
 import threading
 import weakref
 import zipfile
@@ -31,7 +30,7 @@ import transformers
 
 import mha_viz_models
 from mha_viz_models import LoadedModel
-from mha_viz_models.cache_folder import cache_root
+from mha_viz_models.cache_folder import cache_root, prune, touch, write_whole
 
 VERSION = 1  # bump when the files change form: older files are then never read
 FOLDER = "weights-scores"
@@ -119,23 +118,16 @@ def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]]) -> d
             raise ValueError(f"shapes {[a.shape for a in arrays.values()]}, not {list(shapes.values())}")
     except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # not the scores: replaced
         log.warning("kept scores %s unreadable (%s: %s): removed", where.name, type(exc).__name__, exc)
-        _remove(where)
+        try:
+            where.unlink(missing_ok=True)
+        except OSError:  # may not be removed here: read again and refused again
+            pass
         return None
     except OSError as exc:  # a folder this process may not read: computed, the file left as it is
         log.warning("kept %s scores of %s not read: %s", kind, model.name, exc)
         return None
-    try:
-        os.utime(where)  # recently used: the last to go
-    except OSError:
-        pass
+    touch(where)  # recently used: the last to go
     return arrays
-
-
-def _remove(where: Path) -> None:
-    try:
-        where.unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
@@ -143,32 +135,9 @@ def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
     where = path(model, kind)
     if where is None:
         return
-    tmp = None
-    try:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=where.parent, prefix=".tmp-", suffix=".npz")
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays)  # half of the composition scores are NaN (no earlier head)
-        os.chmod(tmp, 0o644)  # as a file written by open(): other users' processes may read it
-        os.replace(tmp, where)
-        tmp = None
-        _prune(where.parent)
+    try:  # half of the composition scores are NaN (no earlier head): compressed
+        write_whole(where, lambda tmp: np.savez_compressed(tmp, **arrays))
     except OSError as exc:
         log.warning("could not keep %s's %s scores in %s: %s", model.name, kind, where.parent, exc)
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-
-
-def _prune(where: Path) -> None:
-    """Past MAX_FILES kept files, the least recently used go (another process's file being written is not one)."""
-    used = []
-    for kept_file in where.glob("*.npz"):
-        if kept_file.name.startswith("."):
-            continue
-        try:
-            used.append((kept_file.stat().st_mtime, kept_file))
-        except OSError:  # removed by another process meanwhile
-            continue
-    for _, old in sorted(used, reverse=True)[MAX_FILES:]:
-        _remove(old)
+        return
+    prune(where.parent, MAX_FILES, suffix=".npz")

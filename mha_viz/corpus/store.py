@@ -3,32 +3,27 @@ by what they were computed from (model, documents, options); and the jobs under 
 second request for the same statistics waits for the first instead of computing them again.
 
 Thread-safe (Streamlit sessions are threads of one process). On disk each result is a folder
-named by a hash of (version, key), written to a temporary folder and renamed into place; a folder
+named by a hash of (version, key), written whole and renamed into place (`cache_folder.write_whole`); a folder
 that cannot be read is removed and counts as missing; past `disk` folders the least recently used
-go (a read touches its folder). `statistics_store()` is the process's store of corpus statistics
-(`CorpusStats`), under the cache folder's `corpus/`."""
+go (a read touches its folder: `cache_folder.prune`, `touch`). `statistics_store()` is the process's store of
+corpus statistics (`CorpusStats`), under the cache folder's `corpus/`."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import logging
-import os
 import shutil
-import tempfile
 import threading
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
 from mha_viz.corpus.stats import CorpusStats
-from mha_viz_models.cache_folder import cache_root
+from mha_viz_models.cache_folder import cache_root, prune, touch, write_whole
 
 log = logging.getLogger("mha_viz.corpus")
 
-TMP_PREFIX = ".tmp-"
-STALE_TMP_S = 3600  # a temporary folder this old was left by a process that died while writing
 CACHE_VERSION = 2  # bump when the statistics change: older folders are then never read (2: head examples kept)
 
 
@@ -63,10 +58,7 @@ class ResultStore:
             log.exception("corpus cache %s unreadable: removed", folder)
             shutil.rmtree(folder, ignore_errors=True)
             return None
-        try:
-            os.utime(folder)  # recently used: the last to be pruned
-        except OSError:
-            pass
+        touch(folder)  # recently used: the last to be pruned
         self._remember(key, result)
         return result
 
@@ -74,33 +66,16 @@ class ResultStore:
         """Keep `result` in memory and on disk (a disk that cannot be written is logged, not raised)."""
         self._remember(key, result)
         folder = self.folder(key)
-        tmp = None
         try:
-            folder.parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=TMP_PREFIX))
-            self._save(result, tmp)
-            os.replace(tmp, folder)  # fails when another process wrote it first: theirs is as good
-        except OSError:
+            write_whole(folder, lambda tmp: self._save(result, tmp), folder=True)
+        except OSError:  # the rename fails where another process wrote it first: theirs is as good
             if not folder.is_dir():
                 log.exception("could not keep the corpus statistics on disk")
-        finally:
-            if tmp is not None and tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
         self.prune()
 
     def prune(self) -> None:
         """Remove all but the `disk` most recently used results, and stale temporary folders."""
-        root = self._root()
-        try:
-            entries = [(p.stat().st_mtime, p) for p in root.iterdir() if p.is_dir()]
-        except OSError:
-            return
-        now = time.time()
-        kept = sorted(((t, p) for t, p in entries if not p.name.startswith(TMP_PREFIX)), reverse=True)
-        old = [p for _, p in kept[self._disk_max:]]
-        old += [p for t, p in entries if p.name.startswith(TMP_PREFIX) and now - t > STALE_TMP_S]
-        for path in old:
-            shutil.rmtree(path, ignore_errors=True)
+        prune(self._root(), self._disk_max)
 
     def latest(self, match: Callable[[Hashable, Any], bool]) -> Hashable | None:
         """The key of the most recently used result in memory for which `match(key, result)` holds, or None: what

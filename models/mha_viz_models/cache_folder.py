@@ -1,11 +1,19 @@
 """mha-viz's cache folder, the one place its location is decided: converted GGUF weights (`loading.gguf_cache`),
 the compiled metric loops (`mha_viz.compiled`), stored corpus results and a model's weights-only scores
 (`mha_viz.circuits.kept`) are kept in folders under it; and what is
-written there once is made by one process at a time (`exclusive`)."""
+written there once is made by one process at a time (`exclusive`).
+
+What is kept there by key (a file or a folder a result) is written whole under a temporary name and renamed into
+place (`write_whole`: a reader never sees half of it, and of two processes writing it the last wins, their results
+alike), marked used when read (`touch`), and past a number of them the least recently used go, with temporary ones
+left by a process that died while writing (`prune`)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
@@ -36,3 +44,67 @@ def exclusive(lock_file: Path, on_wait: Callable[[], None] | None = None) -> Ite
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+TMP_PREFIX = ".tmp-"  # a file or folder being written (`write_whole`)
+STALE_TMP_S = 3600  # a temporary one this old was left by a process that died while writing
+
+
+def write_whole(target: Path, write: Callable[[Path], None], *, folder: bool = False) -> None:
+    """`write(tmp)` into a temporary file (a folder where `folder`) beside `target`, then renamed to `target`: a
+    reader sees all of it or nothing. A file is made readable by all, as one written by open(). An OSError is raised
+    with the temporary one removed (a folder in place already, written by another process, makes the rename fail)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=TMP_PREFIX))
+    else:
+        fd, name = tempfile.mkstemp(dir=target.parent, prefix=TMP_PREFIX, suffix=target.suffix)
+        os.close(fd)
+        tmp = Path(name)
+    try:
+        write(tmp)
+        if not folder:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        _remove(tmp)
+
+
+def touch(path: Path) -> None:
+    """Mark `path` as just used (the last that `prune` removes); a path this process may not change is left."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def prune(where: Path, keep: int, *, suffix: str = "") -> None:
+    """Of the entries of `where` whose names end with `suffix`, all but the `keep` most recently used are removed,
+    and the temporary ones older than STALE_TMP_S (one being written now is not touched). Entries another process
+    removed meanwhile, or a folder that cannot be read, are passed over."""
+    try:
+        entries = [entry for entry in where.iterdir() if entry.name.endswith(suffix)]
+    except OSError:
+        return
+    used, stale, now = [], [], time.time()
+    for entry in entries:
+        try:
+            mtime = entry.stat().st_mtime
+        except OSError:  # removed meanwhile
+            continue
+        if not entry.name.startswith(TMP_PREFIX):
+            used.append((mtime, entry))
+        elif now - mtime > STALE_TMP_S:
+            stale.append(entry)
+    for old in [entry for _, entry in sorted(used, reverse=True)[keep:]] + stale:
+        _remove(old)
+
+
+def _remove(path: Path) -> None:
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    except OSError:
+        pass

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
+import stat
+import time
 from importlib.metadata import version
+
+import pytest
 
 from mha_viz import compiled
 from mha_viz_models import cache_folder
@@ -64,3 +69,47 @@ def test_one_module_reads_the_setting_and_every_other_imports_it_from_there():
     assert naming == defining == ["models/mha_viz_models/cache_folder.py"]
     assert {"models/mha_viz_models/loading/gguf_cache.py", "mha_viz/compiled.py"} <= set(importing)
     assert set(importing.values()) == {"mha_viz_models.cache_folder"}, importing
+
+
+def test_a_file_is_written_whole_readable_by_all_and_a_failed_write_leaves_nothing(tmp_path):
+    target = tmp_path / "scores" / "a.npz"
+    cache_folder.write_whole(target, lambda tmp: tmp.write_bytes(b"12345"))
+    assert target.read_bytes() == b"12345" and stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert [p.name for p in target.parent.iterdir()] == ["a.npz"]  # no temporary file left
+
+    def fails(tmp):
+        tmp.write_bytes(b"half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        cache_folder.write_whole(tmp_path / "scores" / "b.npz", fails)
+    assert [p.name for p in target.parent.iterdir()] == ["a.npz"]  # neither b nor its temporary file
+
+
+def test_a_folder_written_by_another_process_first_is_kept_and_the_second_write_refused(tmp_path):
+    target = tmp_path / "corpus" / "r"
+    cache_folder.write_whole(target, lambda tmp: (tmp / "x.txt").write_text("first"), folder=True)
+    with pytest.raises(OSError):  # a folder in place already: the rename fails, theirs stays
+        cache_folder.write_whole(target, lambda tmp: (tmp / "x.txt").write_text("second"), folder=True)
+    assert (target / "x.txt").read_text() == "first"
+    assert [p.name for p in target.parent.iterdir()] == ["r"]
+
+
+def test_prune_keeps_the_most_recently_used_and_removes_only_stale_temporary_entries(tmp_path):
+    now = time.time()
+    for i, name in enumerate(["a.npz", "b.npz", "c.npz", "d.npz"]):
+        (tmp_path / name).write_bytes(b"x")
+        os.utime(tmp_path / name, (now - 100 + i,) * 2)  # a oldest, d newest
+    (tmp_path / "folder.npz").mkdir()  # a folder is an entry like a file
+    os.utime(tmp_path / "folder.npz", (now - 1000,) * 2)
+    other = tmp_path / "notes.txt"
+    other.write_text("not ours")
+    os.utime(other, (now - 10_000,) * 2)
+    stale, fresh = tmp_path / f"{cache_folder.TMP_PREFIX}dead.npz", tmp_path / f"{cache_folder.TMP_PREFIX}now.npz"
+    stale.write_bytes(b"")
+    fresh.write_bytes(b"")
+    os.utime(stale, (now - cache_folder.STALE_TMP_S - 10,) * 2)
+    cache_folder.touch(tmp_path / "a.npz")  # read just now: the most recently used
+    cache_folder.prune(tmp_path, 3, suffix=".npz")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.npz", "c.npz", "d.npz", "notes.txt", fresh.name])
+    cache_folder.prune(tmp_path / "missing", 3)  # a folder that is not there: nothing to do, nothing raised

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from mha_viz.corpus.store import STALE_TMP_S, TMP_PREFIX, ResultStore
+from mha_viz.corpus.store import ResultStore
+from mha_viz_models.cache_folder import STALE_TMP_S, TMP_PREFIX
 from tests.waiting import wait_until
 
 
