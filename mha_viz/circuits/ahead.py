@@ -7,7 +7,9 @@ computes twice. The thread starts its work once no run of the app computes (`tur
 at once on a server just started is served first (SmolLM2's scores are 12 CPU-s, what 25 of its students' steps
 cost), and a page that asks before then computes them itself, as the thread finds. Only where
 `composition_seconds` says the scores take at most AHEAD_S: a model whose scores
-take minutes (an 8B model on the CPU) is computed on request, as before.
+take minutes (an 8B model on the CPU) is computed on request, as before; but where an earlier process kept them on
+disk (`circuits.kept`), the thread reads them back (its weights hashed: half a minute of a CPU for 8B), so that
+the page shows them without offering half an hour of work or holding the memory to compute them.
 
 The process's exit waits for a thread still computing (`stop_all`, at exit), which stops at its next layer: a daemon
 thread left inside PyTorch while the interpreter shut down aborted the process ("terminate called without an active
@@ -16,15 +18,18 @@ exception", exit 134) once its last line had run, and a script or a batch job th
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import threading
 import time
 import weakref
+from typing import Callable
 
 import torch
 
 from mha_viz.budget import turns
 from mha_viz.circuits import composition as compose
+from mha_viz.circuits import kept
 from mha_viz.progress import Cancelled
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
@@ -44,14 +49,21 @@ log = logging.getLogger(__name__)
 def start(model: LoadedModel, *, device: str | torch.device | None = None) -> threading.Thread | None:
     """Start computing `model`'s weights-only results in a daemon thread (`compute`, once no run of the app computes),
     once per model: the thread, or None where they are kept or started already, or would take over AHEAD_S
-    (`device`: where the composition scores are multiplied, as the page would)."""
+    (`device`: where the composition scores are multiplied, as the page would). Over AHEAD_S, where an earlier
+    process kept them (`kept.hinted`), the thread reads them back instead (`composition.recall`), computing nothing."""
     try:
-        if model.hf_model is None or compose.composition_known(model) or compose.composition_seconds(model) > AHEAD_S:
+        if model.hf_model is None or compose.composition_known(model):
+            return None
+        if compose.composition_seconds(model) <= AHEAD_S:
+            work = functools.partial(compute, device=device)
+        elif compose.worth_keeping(model) and kept.hinted(model):
+            work = compose.recall  # kept by an earlier process: read back (its weights hashed), never computed
+        else:
             return None
         with _LOCK:
             if model.hf_model in _STARTED:
                 return None
-            thread = threading.Thread(target=_when_quiet, args=(model, device), daemon=True,
+            thread = threading.Thread(target=_when_quiet, args=(model, work), daemon=True,
                                       name=f"{THREAD_PREFIX}{model.name}")
             _STARTED[model.hf_model] = thread
     except Exception as exc:  # noqa: BLE001 - a head start only: the page computes when asked, and says what fails
@@ -62,12 +74,16 @@ def start(model: LoadedModel, *, device: str | torch.device | None = None) -> th
     return thread
 
 
-def _when_quiet(model: LoadedModel, device: str | torch.device | None) -> None:
-    """`compute` once no run of the app holds or waits for a turn (`turns.quiet`), or nothing at the process's exit."""
+def _when_quiet(model: LoadedModel, work: Callable[[LoadedModel], object]) -> None:
+    """`work(model)` once no run of the app holds or waits for a turn (`turns.quiet`), or nothing at the process's
+    exit. What fails there is one line in the log: the page computes when asked, and says what fails."""
     while not turns.quiet():
         if _EXIT.wait(QUIET_POLL_S):
             return
-    compute(model, device=device)
+    try:
+        work(model)
+    except Exception as exc:  # noqa: BLE001 - a thread of its own (compute says why for its own failures)
+        log.warning("reading %s's kept scores ahead failed: %s: %s", model.name, type(exc).__name__, exc)
 
 
 def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> None:

@@ -13,8 +13,6 @@ import torch
 from torch import nn
 
 from mha_viz import settings
-from mha_viz.budget import memory
-from mha_viz.budget.plan import Plan, on_device
 from mha_viz.circuits import kept
 from mha_viz.progress import Cancelled, Progress, report
 from mha_viz.text.tokenize import InputError
@@ -28,7 +26,6 @@ from mha_viz_models.reading.stream import LayerLayout, layout
 KINDS = ("q", "k", "v")
 F64 = torch.float64
 BLOCK = 2**25  # elements of one block of the pairwise product (256 MB in float64)
-
 
 
 def _read(norm: Norm | None, w: torch.Tensor) -> torch.Tensor:
@@ -188,31 +185,6 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     return {kind: s.copy() for kind, s in found.items()}
 
 
-def _weights_bytes(model: LoadedModel) -> int:
-    """Every layer's folded weights in float64 (`folded_weights`: W_Q and W_O a query head, W_K and W_V a K/V
-    head), and their float32 factors beside them (about half as much again)."""
-    return int(1.5 * 8 * model.num_layers * 2 * (model.num_heads + model.num_kv_heads) * model.d_model * model.d_k)
-
-
-def plan_composition(model: LoadedModel, *, device: str | torch.device | None = None) -> Plan:
-    """`composition_scores` (on `device`) with their random baseline (`composition_baseline`), planned: its need
-    is the folded weights and the scores kept (float64 while they are made, then float32) on the host, and one
-    block of the pairwise product with its pieces where it is multiplied; nothing admitted where the scores are
-    kept already (`composition_known`). Read off the weights: no tokens (n = 0)."""
-    pairs = 3 * (model.num_layers * model.num_heads) ** 2 * (8 + 4)
-    need = on_device(model, 3 * 4 * BLOCK, kept=_weights_bytes(model) + pairs)
-    return Plan(0, need, lambda: (composition_scores(model, device=device), composition_baseline(model)),
-                admit=not composition_known(model))
-
-
-def plan_copying(model: LoadedModel) -> Plan:
-    """`copying_scores`, planned: W_U and W_E in float64 with their product, and the folded weights, on the host;
-    nothing admitted where the scores (or their refusal) are kept already (`copying_known`)."""
-    vocab = getattr(model.hf_model.config, "vocab_size", 0) or 0
-    need = memory.Need(host=2 * 8 * model.d_model * vocab + _weights_bytes(model))
-    return Plan(0, need, lambda: copying_scores(model), admit=not copying_known(model))
-
-
 CPU_RATE, GPU_RATE = 4.5e10, 3e12  # multiply-adds a second: measured on 2 cores (SmolLM2: 4.9–5.5 s); a GPU's
 # is a guess (none was lent to measure it), about 1/20 of an H100's float64 peak
 
@@ -245,6 +217,21 @@ def on_gpu(model: LoadedModel) -> bool:
 def composition_known(model: LoadedModel) -> bool:
     """Whether `composition_scores` has run for this model already (its scores are kept)."""
     return model.hf_model in _COMPOSED
+
+
+def recall(model: LoadedModel) -> bool:
+    """`model`'s composition and copying scores read back where they were kept (`kept.hinted`: only then are its
+    weights hashed), none computed: whether its composition scores are known now (`circuits.ahead`, a large model)."""
+    if model.hf_model in _COMPOSED or not (worth_keeping(model) and kept.hinted(model)):
+        return composition_known(model)
+    shape = (model.num_layers, model.num_heads)
+    with _computing(model):
+        found = model.hf_model not in _COMPOSED and kept.read(model, "composition", dict.fromkeys(KINDS, shape * 2))
+        if found:
+            _COMPOSED[model.hf_model] = found
+        if model.hf_model not in _COPYING and (found := kept.read(model, "copying", {"copying": shape})):
+            _COPYING[model.hf_model] = found["copying"]
+    return composition_known(model)
 
 
 def composition_baseline(model: LoadedModel, *, seed: int = 0, samples: int = 64) -> dict[str, float]:

@@ -1,8 +1,8 @@
-"""A model's weights-only scores kept on disk, so that a process that loads the same weights reads them back instead
-of computing them again: an app restarted, the second process of a deployment (`mha-viz app --processes N`), a
-notebook after the app. On SmolLM2 on 2 cores the composition scores are 9.4 CPU-s and the copying scores 2.6, and
-reading them back costs a hash of every weight (1.0 CPU-s for its 621 MB) and a file; an 8B model's
-composition scores are half an hour of a CPU.
+"""A model's weights-only scores kept on disk, so that a process that loads the same weights reads them back instead of
+computing them again: an app restarted, the second process of a deployment (`mha-viz app --processes N`), a notebook
+after the app. On SmolLM2 on 2 cores the composition scores are 9.4 CPU-s and the copying scores 2.6, and reading
+them back costs a hash of every weight (1.0 CPU-s for its 621 MB) and a file; an 8B model's composition scores are
+half an hour of a CPU.
 
 A file is named by the kind of scores, a hash of the code that computes them (`code_version`: this folder's and
 mha_viz_models' sources, PyTorch's and transformers' versions) and a hash of everything the model computes with:
@@ -10,9 +10,11 @@ every parameter and buffer (name, precision, shape and bytes) and the model's cl
 precision, one weight changed, or the code changed make another name. Files go under the cache folder's
 `weights-scores/` (`cache_root`), compressed, written whole, readable by all and renamed into place; past MAX_FILES
 the least recently used go (a read touches its file: `cache_folder.write_whole`, `prune`, `touch`, as the corpus
-store keeps its results). A file that does not hold what was asked is removed and counts
-as missing; one this process may not read is left, and the scores computed. `circuits.composition` decides what is
-worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
+store keeps its results). Beside each, a hint (`hint`) named by what costs nothing to read (the model's name and
+class, every weight's name, precision and shape) says that the weights may be worth hashing to read them back unasked
+(`composition.recall`): an 8B model's hash is half a minute of a CPU, its scores half an hour. A file that does not
+hold what was asked is removed and counts as missing; one this process may not read is left, and the scores computed.
+`circuits.composition` decides what is worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
 
 from __future__ import annotations
 
@@ -99,6 +101,24 @@ def folder() -> Path:
     return cache_root() / FOLDER
 
 
+def hint(model: LoadedModel) -> Path:
+    """The hint file of `model` (the module's docstring): no weight's bytes are read."""
+    digest = hashlib.blake2b(f"{code_version()}|{model.name}|{type(model.hf_model).__qualname__}".encode(),
+                             digest_size=16)
+    for name, t in _tensors(model):
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+    return folder() / f"{digest.hexdigest()}.hint"
+
+
+def hinted(model: LoadedModel) -> bool:
+    """Whether scores of a model of `model`'s name, class and weights' shapes were kept here (its weights may differ:
+    only their hash says)."""
+    try:
+        return hint(model).is_file()
+    except Exception:  # noqa: BLE001 - weights that cannot be listed, a folder that cannot be read: no hint
+        return False
+
+
 def path(model: LoadedModel, kind: str) -> Path | None:
     """Where `model`'s scores of `kind` are kept (None: they cannot be, `fingerprint`)."""
     found = fingerprint(model)
@@ -127,6 +147,7 @@ def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]]) -> d
         log.warning("kept %s scores of %s not read: %s", kind, model.name, exc)
         return None
     touch(where)  # recently used: the last to go
+    touch(hint(model))
     return arrays
 
 
@@ -137,7 +158,9 @@ def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
         return
     try:  # half of the composition scores are NaN (no earlier head): compressed
         write_whole(where, lambda tmp: np.savez_compressed(tmp, **arrays))
+        hint(model).touch()
     except OSError as exc:
         log.warning("could not keep %s's %s scores in %s: %s", model.name, kind, where.parent, exc)
         return
     prune(where.parent, MAX_FILES, suffix=".npz")
+    prune(where.parent, MAX_FILES, suffix=".hint")

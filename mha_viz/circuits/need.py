@@ -1,14 +1,18 @@
-"""What the jobs of *Heads behind a prediction*, *Circuit behind a prediction* and *Heads behind a task* declare to
-the admission (`admission.Admission.hold`): the estimate, real patching, a circuit found and a circuit or edge run
-for real, each one `needs.Need` from the estimates of the
-modules that compute it (`ablation.gradient_bytes`, the circuits' `edges.receiver_bytes`)."""
+"""What the jobs of *Heads behind a prediction*, *Circuit behind a prediction*, *Heads behind a task* and *Head
+composition* declare to the admission (`admission.Admission.hold`): the estimate, real patching, a circuit found, a
+circuit or edge run for real, and the weights-only scores (`plan_composition`, `plan_copying`), each one `needs.Need`
+from the estimates of the modules that compute it (`ablation.gradient_bytes`, the circuits' `edges.receiver_bytes`,
+the folded weights of `composition`)."""
 
 from __future__ import annotations
 
 from typing import Callable, TypeVar
 
+import torch
+
 from mha_viz.budget import capture_budget
 from mha_viz.budget.plan import Plan, forward_bytes, on_device
+from mha_viz.circuits import composition as compose
 from mha_viz.circuits import edges, path_patching
 from mha_viz.interventions import ablation, prediction
 from mha_viz.needs import Need, analysis, kept_bytes, larger
@@ -84,3 +88,28 @@ def plan_path_patched(model: LoadedModel, n: int, work: Callable[..., T]) -> Pla
     """`work`, circuits or edges run for real on the texts of n tokens a page's plan read already (a circuit's
     curve, a task's faithfulness): priced as `path_patched`, nothing read again."""
     return Plan(n, path_patched(model, n), work)
+
+
+def _weights_bytes(model: LoadedModel) -> int:
+    """Every layer's folded weights in float64 (`composition.folded_weights`: W_Q and W_O a query head, W_K and W_V a
+    K/V head), and their float32 factors beside them (about half as much again)."""
+    return int(1.5 * 8 * model.num_layers * 2 * (model.num_heads + model.num_kv_heads) * model.d_model * model.d_k)
+
+
+def plan_composition(model: LoadedModel, *, device: str | torch.device | None = None) -> Plan:
+    """`composition.composition_scores` (on `device`) with their random baseline (`composition_baseline`), planned:
+    its need is the folded weights and the scores kept (float64 while they are made, then float32) on the host, and
+    one block of the pairwise product with its pieces where it is multiplied; nothing admitted where the scores are
+    kept already (`composition_known`). Read off the weights: no tokens (n = 0)."""
+    pairs = 3 * (model.num_layers * model.num_heads) ** 2 * (8 + 4)
+    need = on_device(model, 3 * 4 * compose.BLOCK, kept=_weights_bytes(model) + pairs)
+    return Plan(0, need, lambda: (compose.composition_scores(model, device=device),
+                                  compose.composition_baseline(model)), admit=not compose.composition_known(model))
+
+
+def plan_copying(model: LoadedModel) -> Plan:
+    """`composition.copying_scores`, planned: W_U and W_E in float64 with their product, and the folded weights, on
+    the host; nothing admitted where the scores (or their refusal) are kept already (`copying_known`)."""
+    vocab = getattr(model.hf_model.config, "vocab_size", 0) or 0
+    need = Need(host=2 * 8 * model.d_model * vocab + _weights_bytes(model))
+    return Plan(0, need, lambda: compose.copying_scores(model), admit=not compose.copying_known(model))

@@ -2,7 +2,9 @@
 weights, a distinct model object as another process would have, reads them back without computing (the computation
 is made to fail), and gets the very arrays; one weight changed, or the weights in another precision, are computed
 anew; a file that does not hold the scores is computed again and replaced; MHA_VIZ_KEEP_SCORES=0 keeps nothing;
-and what is worth keeping follows from the two costs (SmolLM2 kept, MiniLM not).
+and what is worth keeping follows from the two costs (SmolLM2 kept, MiniLM not). A model whose scores take too long
+to compute unasked (`circuits.ahead`) has them read back ahead where an earlier process kept them (its hint), and
+nothing hashed or computed where none did.
 
 The suite itself runs with keeping off (tests/helpers.py's SUITE_ONLY_ENV: the other tests of these scores must
 compute them); here it is on, in a cache folder of the test's own, on the random-init Llama (grouped-query
@@ -11,13 +13,14 @@ attention), whose scores take milliseconds: the hash's rate is raised so that th
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 import pytest
 import torch
 
 import mha_viz
-from mha_viz.circuits import composition, kept
+from mha_viz.circuits import ahead, composition, kept
 
 
 @pytest.fixture
@@ -150,3 +153,44 @@ def test_the_name_changes_with_the_code_that_computes_the_scores(llama_dir, keep
     assert kept.code_version() in before.name
     monkeypatch.setattr(kept, "code_version", lambda: "another")
     assert kept.path(model, "composition") != before
+
+
+def _ahead(model, seconds: float = 60) -> threading.Thread | None:
+    """`ahead.start` for `model`, its thread waited for."""
+    thread = ahead.start(model)
+    if thread is not None:
+        thread.join(seconds)
+        assert not thread.is_alive()
+    return thread
+
+
+def test_a_large_models_kept_scores_are_read_back_ahead_and_never_computed(llama_dir, keeping, monkeypatch):
+    """As an 8B model in a second process: its scores take over AHEAD_S, so `ahead` computes nothing unasked; where
+    an earlier load kept them, it reads them back, and the page finds them known (no button, no admission). A load of
+    another precision (another hint) starts nothing and hashes nothing; the same names and shapes with other weights
+    (the hint there) hash them, find no file, and compute nothing."""
+    first = _load(llama_dir)
+    scores, copying = composition.composition_scores(first), composition.copying_scores(first)
+    assert len(list(keeping.glob("*.hint"))) == 1  # one model: one hint for both kinds
+    monkeypatch.setattr(composition, "composition_seconds", lambda model: ahead.AHEAD_S + 1)
+    monkeypatch.setattr(kept, "hash_seconds", lambda model: 0.0)  # still worth keeping at that estimate
+    monkeypatch.setattr(composition, "_pair_scores", _never)
+    monkeypatch.setattr(composition, "_copying", _never)
+    second = _load(llama_dir)
+    assert not composition.composition_known(second) and _ahead(second) is not None
+    assert composition.composition_known(second) and composition.copying_known(second)
+    again = composition.composition_scores(second)
+    for kind in composition.KINDS:
+        np.testing.assert_array_equal(again[kind], scores[kind])
+    np.testing.assert_array_equal(composition.copying_scores(second), copying)
+
+    half = _load(llama_dir, dtype="bfloat16")  # no hint for it: nothing hashed
+    hashed = []
+    real = kept.fingerprint
+    monkeypatch.setattr(kept, "fingerprint", lambda model: hashed.append(model) or real(model))
+    assert not kept.hinted(half) and _ahead(half) is None and hashed == []
+    changed = _load(llama_dir)
+    with torch.no_grad():
+        changed.hf_model.model.layers[0].self_attn.o_proj.weight.mul_(2.0).add_(0.01)
+    assert kept.hinted(changed) and _ahead(changed) is not None and hashed  # hinted: hashed, then nothing found
+    assert not composition.composition_known(changed) and not composition.copying_known(changed)

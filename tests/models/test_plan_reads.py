@@ -171,23 +171,24 @@ def test_the_composition_scores_are_priced_by_hand_and_admitted_once(gpt2_dir, m
     multiplies nothing. A model loaded here (the suite's shared one may have its scores kept by another test)."""
     import mha_viz
     from mha_viz.circuits import composition
+    from mha_viz.circuits import need as circuit_need
 
     model = mha_viz.load_model(str(gpt2_dir), device="cpu")
     L, H, G, d, d_k = model.num_layers, model.num_heads, model.num_kv_heads, model.d_model, model.d_k
     weights = int(1.5 * 8 * L * 2 * (H + G) * d * d_k)
-    first = composition.plan_composition(model)
+    first = circuit_need.plan_composition(model)
     assert first.n == 0 and first.admit
     assert first.need == memory.Need(host=weights + 3 * (L * H) ** 2 * 12 + 3 * 4 * composition.BLOCK)
     scores, baseline = first.run()
     assert set(scores) == set(baseline) == {"q", "k", "v"} and scores["k"].shape == (L, H, L, H)
     monkeypatch.setattr(composition, "_pair_scores", lambda *a: pytest.fail("multiplied again"))
-    again = composition.plan_composition(model)
+    again = circuit_need.plan_composition(model)
     assert not again.admit
     np.testing.assert_array_equal(again.run()[0]["k"], scores["k"])
-    copying = composition.plan_copying(model)
+    copying = circuit_need.plan_copying(model)
     vocab = model.hf_model.config.vocab_size
     assert copying.admit and copying.need == memory.Need(host=16 * d * vocab + weights)
-    assert copying.run().shape == (L, H) and not composition.plan_copying(model).admit
+    assert copying.run().shape == (L, H) and not circuit_need.plan_copying(model).admit
 
 
 def test_a_runs_downloads_are_planned_and_each_file_fits_its_need(tiny_gpt2):

@@ -16,6 +16,7 @@ from mha_viz import metrics
 from mha_viz.capture import seq2seq, sinks
 from mha_viz.circuits import ahead
 from mha_viz.circuits import composition as compose
+from mha_viz.circuits import need as circuit_need
 from mha_viz.circuits import score_terms as circuits
 from mha_viz.interventions import ablation, ablation_outcome, attribution
 from mha_viz.ui.kit import plans
@@ -233,7 +234,7 @@ def qk_pattern_terms(key: AnalysisKey, layer: int, head: int, _model) -> circuit
 def composition(model_key: ModelKey, _model) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """`composition_scores` (on the model's GPU when it is on one) and their random baseline: the weights
     alone, once per model."""
-    scores, baseline = plans.run_admitted(compose.plan_composition(_model, device=metric_device(_model)))
+    scores, baseline = plans.run_admitted(circuit_need.plan_composition(_model, device=metric_device(_model)))
     return {k: _frozen(v) for k, v in scores.items()}, baseline
 
 
@@ -248,7 +249,7 @@ def ahead_of_visits(_model) -> None:
 @st.cache_resource(show_spinner="Reading each head's OV circuit…", max_entries=4)
 def copying(model_key: ModelKey, _model) -> np.ndarray:
     """`copying_scores`, once per model."""
-    return _frozen(plans.run_admitted(compose.plan_copying(_model)))
+    return _frozen(plans.run_admitted(circuit_need.plan_copying(_model)))
 
 
 def _text_key(key: AnalysisKey) -> AnalysisKey:
