@@ -6,15 +6,16 @@ half an hour of a CPU.
 
 A file is named by the kind of scores, a hash of the code that computes them (`code_version`: this folder's and
 mha_viz_models' sources, PyTorch's and transformers' versions) and a hash of everything the model computes with:
-every parameter and buffer (name, precision, shape and bytes) and the model's class. The same weights in another
-precision, one weight changed, or the code changed make another name. Files go under the cache folder's
-`weights-scores/` (`cache_root`), compressed, written whole, readable by all and renamed into place; past MAX_FILES
-the least recently used go (a read touches its file: `cache_folder.write_whole`, `prune`, `touch`, as the corpus
-store keeps its results). Beside each, a hint (`hint`) named by what costs nothing to read (the model's name and
-class, every weight's name, precision and shape) says that the weights may be worth hashing to read them back unasked
-(`composition.recall`): an 8B model's hash is half a minute of a CPU, its scores half an hour. A file that does not
-hold what was asked is removed and counts as missing; one this process may not read is left, and the scores computed.
-`circuits.composition` decides what is worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
+every parameter and buffer (name, precision, shape and bytes; a weight tied to another, the other's name) and the
+model's class. The same weights in another precision, one weight changed, or the code changed make another name.
+Files go under the cache folder's `weights-scores/` (`cache_root`), compressed, written whole, readable by all and
+renamed into place; past MAX_FILES the least recently used go (a read touches its file: `cache_folder.write_whole`,
+`prune`, `touch`, as the corpus store keeps its results). Beside each, a hint (`hint`) named by what costs nothing to
+read (the model's name and class, every weight's name, precision and shape) says that the weights may be worth
+hashing to read them back unasked (`composition.recall`): an 8B model's hash is half a minute of a CPU, its scores
+half an hour. A file that does not hold what was asked is removed and counts as missing; one this process may not
+read is left, and the scores computed. `circuits.composition` decides what is worth keeping (`hash_seconds`) and
+MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
 
 from __future__ import annotations
 
@@ -49,11 +50,29 @@ def _tensors(model: LoadedModel) -> list[tuple[str, torch.Tensor]]:
     return sorted(model.hf_model.state_dict(keep_vars=False).items())
 
 
+def _tied(tensors: list[tuple[str, torch.Tensor]]) -> dict[str, str]:
+    """name -> the first name of the very same tensor (the same memory, precision, shape and strides: an embedding
+    tied to the unembedding), so that its bytes are read once."""
+    first: dict[tuple, str] = {}
+    tied: dict[str, str] = {}
+    for name, t in tensors:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            continue
+        same = (t.device, t.untyped_storage().data_ptr(), t.storage_offset(), t.dtype, tuple(t.shape), t.stride())
+        if same in first:
+            tied[name] = first[same]
+        else:
+            first[same] = name
+    return tied
+
+
 def hash_seconds(model: LoadedModel) -> float:
-    """About how long `fingerprint` takes for `model`: its weights read once, copied to the host first where they
-    are on a GPU."""
+    """About how long `fingerprint` takes for `model`: its weights read once (a tied one once), copied to the host
+    first where they are on a GPU."""
     seconds = 0.0
-    for _, t in _tensors(model):
+    tensors = _tensors(model)
+    tied = _tied(tensors)
+    for _, t in (item for item in tensors if item[0] not in tied):
         nbytes = t.numel() * t.element_size()
         seconds += nbytes / HASH_RATE + (nbytes / HOST_COPY_RATE if t.device.type != "cpu" else 0.0)
     return seconds
@@ -68,9 +87,14 @@ def fingerprint(model: LoadedModel) -> str | None:
     digest = hashlib.blake2b(type(model.hf_model).__qualname__.encode(), digest_size=16)
     found: str | None = None
     try:
-        for name, t in _tensors(model):
+        tensors = _tensors(model)
+        tied = _tied(tensors)
+        for name, t in tensors:
             if t.device.type == "meta":
                 break
+            if name in tied:  # its bytes hashed under the first name already
+                digest.update(f"{name}|the same as|{tied[name]}|".encode())
+                continue
             t = t.detach().to("cpu").contiguous()
             digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
             digest.update(t.reshape(-1).view(torch.uint8).numpy())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,6 +156,44 @@ def test_the_name_changes_with_the_code_that_computes_the_scores(llama_dir, keep
     assert kept.path(model, "composition") != before
 
 
+def test_the_code_version_follows_every_source_and_the_libraries(tmp_path, monkeypatch):
+    """`code_version` hashes the sources of mha_viz.circuits and of mha_viz_models (here copies of them, read where
+    the module looks: its own folder and mha_viz_models'): a byte changed in either, or a file added, changes it;
+    so does another PyTorch."""
+    import shutil
+
+    import mha_viz_models
+
+    circuits = tmp_path / "circuits"
+    models = tmp_path / "mha_viz_models"
+    shutil.copytree(Path(kept.__file__).parent, circuits, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(Path(mha_viz_models.__file__).parent, models, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(kept, "__file__", str(circuits / "kept.py"))
+    monkeypatch.setattr(mha_viz_models, "__file__", str(models / "__init__.py"))
+
+    def version() -> str:
+        kept.code_version.cache_clear()
+        return kept.code_version()
+
+    try:
+        seen = [version()]
+        assert version() == seen[0]  # the same sources: the same name
+        with open(circuits / "composition.py", "a") as f:
+            f.write("\n")
+        seen.append(version())
+        with open(models / "cache_folder.py", "a") as f:
+            f.write("# changed\n")
+        seen.append(version())
+        (models / "loading" / "new_reader.py").write_text("")
+        seen.append(version())
+        monkeypatch.setattr(torch, "__version__", "0.0.0")
+        seen.append(version())
+        assert len(set(seen)) == len(seen), seen
+    finally:  # the real sources' version for the tests after this one
+        monkeypatch.undo()
+        kept.code_version.cache_clear()
+
+
 def _ahead(model, seconds: float = 60) -> threading.Thread | None:
     """`ahead.start` for `model`, its thread waited for."""
     thread = ahead.start(model)
@@ -194,3 +233,20 @@ def test_a_large_models_kept_scores_are_read_back_ahead_and_never_computed(llama
         changed.hf_model.model.layers[0].self_attn.o_proj.weight.mul_(2.0).add_(0.01)
     assert kept.hinted(changed) and _ahead(changed) is not None and hashed  # hinted: hashed, then nothing found
     assert not composition.composition_known(changed) and not composition.copying_known(changed)
+
+
+def test_a_tied_weight_is_read_once_and_named_as_the_same(llama_dir, keeping):
+    """SmolLM2's embedding is its unembedding: hashed once, the second name marked as the same tensor. The estimate
+    counts it once; the name still follows a change made through either."""
+    model = _load(llama_dir)
+    hf = model.hf_model
+    with torch.no_grad():
+        hf.lm_head.weight = hf.model.embed_tokens.weight  # tied, as SmolLM2's are
+    once = sum(t.numel() * t.element_size() for name, t in hf.state_dict().items() if name != "lm_head.weight")
+    assert kept.hash_seconds(model) == pytest.approx(once / kept.HASH_RATE)
+    other = _load(llama_dir)
+    with torch.no_grad():
+        other.hf_model.lm_head.weight = other.hf_model.model.embed_tokens.weight
+        other.hf_model.lm_head.weight[0, 0] += 1.0  # through the unembedding's name: the embedding moved too
+    untied = _load(llama_dir)
+    assert len({kept.fingerprint(model), kept.fingerprint(other), kept.fingerprint(untied)}) == 3
