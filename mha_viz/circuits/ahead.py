@@ -11,7 +11,8 @@ take minutes (an 8B model on the CPU) is computed on request, as before; but whe
 disk (`circuits.kept`), the thread reads them back (its weights hashed: half a minute of a CPU for 8B), so that
 the page shows them without offering half an hour of work or holding the memory to compute them.
 
-The process's exit waits for a thread still computing (`stop_all`, at exit), which stops at its next layer: a daemon
+The process's exit waits for a thread still working (`stop_all`, at exit), which stops at its next step (a layer of
+the scores, a part of the unembedding, a weight hashed): a daemon
 thread left inside PyTorch while the interpreter shut down aborted the process ("terminate called without an active
 exception", exit 134) once its last line had run, and a script or a batch job that ends with 134 reads as a failure."""
 
@@ -54,10 +55,14 @@ def start(model: LoadedModel, *, device: str | torch.device | None = None) -> th
     try:
         if model.hf_model is None or compose.composition_known(model):
             return None
+        with _LOCK:
+            if model.hf_model in _STARTED:  # before its weights are listed again below
+                return None
         if compose.composition_seconds(model) <= AHEAD_S:
             work = functools.partial(compute, device=device)
         elif compose.worth_keeping(model) and kept.hinted(model):
-            work = compose.recall  # kept by an earlier process: read back (its weights hashed), never computed
+            # kept by an earlier process: read back (its weights hashed), never computed
+            work = functools.partial(compose.recall, going=going)
         else:
             return None
         with _LOCK:
@@ -86,12 +91,14 @@ def _when_quiet(model: LoadedModel, work: Callable[[LoadedModel], object]) -> No
         log.warning("reading %s's kept scores ahead failed: %s: %s", model.name, type(exc).__name__, exc)
 
 
+def going(*_progress) -> bool:
+    """False once the process exits (a progress callback's answer too: go on, or stop)."""
+    return not _EXIT.is_set()
+
+
 def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> None:
     """The copying scores, the composition scores and their baseline of `model`, kept by `composition`. What a
     model cannot give (no unembedding, weights that cannot be read) is left for the page to say when asked."""
-    def going(_fraction: float, _message: str) -> bool:
-        return not _EXIT.is_set()
-
     try:
         # the copying scores first: every head table reads them (Head metrics, Compare heads, a corpus), and a page
         # that asks while this thread works waits on the model's one lock (SmolLM2: 0.9 s, not the 5.6 s of all three).

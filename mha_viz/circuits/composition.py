@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -219,18 +219,26 @@ def composition_known(model: LoadedModel) -> bool:
     return model.hf_model in _COMPOSED
 
 
-def recall(model: LoadedModel) -> bool:
+def recall(model: LoadedModel, going: Callable[[], bool] | None = None) -> bool:
     """`model`'s composition and copying scores read back where they were kept (`kept.hinted`: only then are its
-    weights hashed), none computed: whether its composition scores are known now (`circuits.ahead`, a large model)."""
+    weights hashed), none computed: whether its composition scores are known now (`circuits.ahead`, a large model).
+    They are known only where both were kept: the page, finding the composition scores, would compute the copying
+    ones unasked. Weights that hash to no kept scores lose their hint (`kept.forget_hint`); `going` is asked before
+    each weight is hashed (False: stop, nothing read)."""
     if model.hf_model in _COMPOSED or not (worth_keeping(model) and kept.hinted(model)):
         return composition_known(model)
     shape = (model.num_layers, model.num_heads)
     with _computing(model):
-        found = model.hf_model not in _COMPOSED and kept.read(model, "composition", dict.fromkeys(KINDS, shape * 2))
-        if found:
-            _COMPOSED[model.hf_model] = found
+        if model.hf_model in _COMPOSED or kept.fingerprint(model, going) is None:
+            return composition_known(model)  # known meanwhile, stopped, or weights that cannot be hashed
+        composed = kept.read(model, "composition", dict.fromkeys(KINDS, shape * 2))
+        if not composed:
+            kept.forget_hint(model)
+            return False
         if model.hf_model not in _COPYING and (found := kept.read(model, "copying", {"copying": shape})):
             _COPYING[model.hf_model] = found["copying"]
+        if model.hf_model in _COPYING:
+            _COMPOSED[model.hf_model] = composed
     return composition_known(model)
 
 

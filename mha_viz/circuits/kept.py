@@ -10,12 +10,13 @@ every parameter and buffer (name, precision, shape and bytes; a weight tied to a
 model's class. The same weights in another precision, one weight changed, or the code changed make another name.
 Files go under the cache folder's `weights-scores/` (`cache_root`), compressed, written whole, readable by all and
 renamed into place; past MAX_FILES the least recently used go (a read touches its file: `cache_folder.write_whole`,
-`prune`, `touch`, as the corpus store keeps its results). Beside each, a hint (`hint`) named by what costs nothing to
-read (the model's name and class, every weight's name, precision and shape) says that the weights may be worth
-hashing to read them back unasked (`composition.recall`): an 8B model's hash is half a minute of a CPU, its scores
-half an hour. A file that does not hold what was asked is removed and counts as missing; one this process may not
-read is left, and the scores computed. `circuits.composition` decides what is worth keeping (`hash_seconds`) and
-MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
+`prune`, `touch`, as the corpus store keeps its results). Beside them, a hint a model (`hint`, at most MAX_HINTS) named
+by what costs nothing to read (the code's version, the model's name and class, every weight's name, precision and
+shape) says that the weights may be worth hashing to read them back unasked (`composition.recall`): an 8B model's hash
+is half a minute of a CPU, its scores half an hour. A hint whose hash found nothing is removed (`forget_hint`), and
+made again by the next read of its model's scores. A file that does not hold what was asked is removed and counts
+as missing; one this process may not read is left, and the scores computed. `circuits.composition` decides what is
+worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import threading
 import weakref
 import zipfile
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -38,6 +40,7 @@ from mha_viz_models.cache_folder import cache_root, prune, touch, write_whole
 VERSION = 1  # bump when the files change form: older files are then never read
 FOLDER = "weights-scores"
 MAX_FILES = 64
+MAX_HINTS = MAX_FILES // 2  # a model's hint stands for its two files (composition, copying)
 HASH_RATE = 6e8  # bytes a second that `fingerprint` reads on one core (SmolLM2: 621 MB in 0.98 s)
 HOST_COPY_RATE = 1.4 * 2**30  # bytes a second from a GPU to pageable host memory (the figure given for the lent
 # H100/H200 machines; not measured here)
@@ -78,9 +81,10 @@ def hash_seconds(model: LoadedModel) -> float:
     return seconds
 
 
-def fingerprint(model: LoadedModel) -> str | None:
+def fingerprint(model: LoadedModel, going: Callable[[], bool] | None = None) -> str | None:
     """A hash of everything `model` computes with (see the module's docstring), once per loaded model; None where a
-    weight is not in memory (a model spread to disk by accelerate)."""
+    weight is not in memory (a model spread to disk by accelerate). `going` is asked before each weight: where it says
+    stop (the process exits), None, and nothing is remembered, so that a later call hashes them all."""
     with _LOCK:
         if model.hf_model in _FINGERPRINTS:
             return _FINGERPRINTS[model.hf_model]
@@ -90,6 +94,8 @@ def fingerprint(model: LoadedModel) -> str | None:
         tensors = _tensors(model)
         tied = _tied(tensors)
         for name, t in tensors:
+            if going is not None and not going():
+                return None  # stopped: not remembered
             if t.device.type == "meta":
                 break
             if name in tied:  # its bytes hashed under the first name already
@@ -126,7 +132,8 @@ def folder() -> Path:
 
 
 def hint(model: LoadedModel) -> Path:
-    """The hint file of `model` (the module's docstring): no weight's bytes are read."""
+    """The hint file of `model` (the module's docstring), named by the code's version too: no weight's bytes are
+    read."""
     digest = hashlib.blake2b(f"{code_version()}|{model.name}|{type(model.hf_model).__qualname__}".encode(),
                              digest_size=16)
     for name, t in _tensors(model):
@@ -141,6 +148,23 @@ def hinted(model: LoadedModel) -> bool:
         return hint(model).is_file()
     except Exception:  # noqa: BLE001 - weights that cannot be listed, a folder that cannot be read: no hint
         return False
+
+
+def keep_hint(model: LoadedModel) -> None:
+    """Make `model`'s hint, or mark it used (a folder that cannot be written: no hint, nothing raised)."""
+    try:
+        hint(model).touch()
+    except OSError as exc:
+        log.warning("no hint kept for %s's scores: %s", model.name, exc)
+
+
+def forget_hint(model: LoadedModel) -> None:
+    """Remove `model`'s hint: its weights were hashed and no scores found (another model's of the same name and
+    shapes), so that its next load hashes nothing unasked."""
+    try:
+        hint(model).unlink(missing_ok=True)
+    except OSError:  # may not be removed here: hashed again next time, as now
+        pass
 
 
 def path(model: LoadedModel, kind: str) -> Path | None:
@@ -171,7 +195,7 @@ def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]]) -> d
         log.warning("kept %s scores of %s not read: %s", kind, model.name, exc)
         return None
     touch(where)  # recently used: the last to go
-    touch(hint(model))
+    keep_hint(model)  # made again where a hash of other weights removed it
     return arrays
 
 
@@ -182,9 +206,9 @@ def write(model: LoadedModel, kind: str, arrays: dict[str, np.ndarray]) -> None:
         return
     try:  # half of the composition scores are NaN (no earlier head): compressed
         write_whole(where, lambda tmp: np.savez_compressed(tmp, **arrays))
-        hint(model).touch()
     except OSError as exc:
         log.warning("could not keep %s's %s scores in %s: %s", model.name, kind, where.parent, exc)
         return
+    keep_hint(model)
     prune(where.parent, MAX_FILES, suffix=".npz")
-    prune(where.parent, MAX_FILES, suffix=".hint")
+    prune(where.parent, MAX_HINTS, suffix=".hint")

@@ -74,8 +74,9 @@ class ResultStore:
         self.prune()
 
     def prune(self) -> None:
-        """Remove all but the `disk` most recently used results, and stale temporary folders."""
-        prune(self._root(), self._disk_max)
+        """Remove all but the `disk` most recently used results, and stale temporary folders (files beside them
+        are not results: neither counted nor removed)."""
+        prune(self._root(), self._disk_max, folders=True)
 
     def latest(self, match: Callable[[Hashable, Any], bool]) -> Hashable | None:
         """The key of the most recently used result in memory for which `match(key, result)` holds, or None: what

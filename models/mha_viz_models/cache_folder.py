@@ -4,9 +4,9 @@ the compiled metric loops (`mha_viz.compiled`), stored corpus results and a mode
 written there once is made by one process at a time (`exclusive`).
 
 What is kept there by key (a file or a folder a result) is written whole under a temporary name and renamed into
-place (`write_whole`: a reader never sees half of it, and of two processes writing it the last wins, their results
-alike), marked used when read (`touch`), and past a number of them the least recently used go, with temporary ones
-left by a process that died while writing (`prune`)."""
+place (`write_whole`: a reader never sees half of it; of two processes writing a file the last wins, of two writing a
+folder the first, their results alike), marked used when read (`touch`), and past a number of them the least
+recently used go, with temporary ones left by a process that died while writing (`prune`)."""
 
 from __future__ import annotations
 
@@ -66,8 +66,10 @@ def write_whole(target: Path, write: Callable[[Path], None], *, folder: bool = F
         if not folder:
             os.chmod(tmp, 0o644)
         os.replace(tmp, target)
+        tmp = None  # renamed: nothing left to remove
     finally:
-        _remove(tmp)
+        if tmp is not None:
+            _remove(tmp)
 
 
 def touch(path: Path) -> None:
@@ -78,12 +80,13 @@ def touch(path: Path) -> None:
         pass
 
 
-def prune(where: Path, keep: int, *, suffix: str = "") -> None:
-    """Of the entries of `where` whose names end with `suffix`, all but the `keep` most recently used are removed,
-    and the temporary ones older than STALE_TMP_S (one being written now is not touched). Entries another process
-    removed meanwhile, or a folder that cannot be read, are passed over."""
+def prune(where: Path, keep: int, *, suffix: str = "", folders: bool = False) -> None:
+    """Of the entries of `where` whose names end with `suffix` (only its folders where `folders`), all but the
+    `keep` most recently used are removed, and the temporary ones older than STALE_TMP_S (one being written now is
+    not touched). Entries another process removed meanwhile, or a folder that cannot be read, are passed over."""
     try:
-        entries = [entry for entry in where.iterdir() if entry.name.endswith(suffix)]
+        entries = [entry for entry in where.iterdir()
+                   if entry.name.endswith(suffix) and (not folders or entry.is_dir())]
     except OSError:
         return
     used, stale, now = [], [], time.time()

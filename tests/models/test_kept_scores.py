@@ -40,6 +40,18 @@ def _never(*args, **kwargs):
     raise AssertionError("computed, where the scores were kept on disk")
 
 
+def _computing_fails(monkeypatch) -> list:
+    """Both computations made to fail, and each call recorded: a thread swallows what they raise, the list says."""
+    calls: list = []
+
+    def never(*args, **kwargs):
+        calls.append(args)
+        _never()
+    monkeypatch.setattr(composition, "_pair_scores", never)
+    monkeypatch.setattr(composition, "_copying", never)
+    return calls
+
+
 def test_a_second_load_reads_the_scores_back_without_computing(llama_dir, keeping, monkeypatch):
     first = _load(llama_dir)
     scores, copying = composition.composition_scores(first), composition.copying_scores(first)
@@ -211,10 +223,8 @@ def test_a_large_models_kept_scores_are_read_back_ahead_and_never_computed(llama
     first = _load(llama_dir)
     scores, copying = composition.composition_scores(first), composition.copying_scores(first)
     assert len(list(keeping.glob("*.hint"))) == 1  # one model: one hint for both kinds
-    monkeypatch.setattr(composition, "composition_seconds", lambda model: ahead.AHEAD_S + 1)
-    monkeypatch.setattr(kept, "hash_seconds", lambda model: 0.0)  # still worth keeping at that estimate
-    monkeypatch.setattr(composition, "_pair_scores", _never)
-    monkeypatch.setattr(composition, "_copying", _never)
+    _as_large(monkeypatch)
+    computed = _computing_fails(monkeypatch)
     second = _load(llama_dir)
     assert not composition.composition_known(second) and _ahead(second) is not None
     assert composition.composition_known(second) and composition.copying_known(second)
@@ -226,13 +236,83 @@ def test_a_large_models_kept_scores_are_read_back_ahead_and_never_computed(llama
     half = _load(llama_dir, dtype="bfloat16")  # no hint for it: nothing hashed
     hashed = []
     real = kept.fingerprint
-    monkeypatch.setattr(kept, "fingerprint", lambda model: hashed.append(model) or real(model))
+    monkeypatch.setattr(kept, "fingerprint", lambda model, going=None: hashed.append(model) or real(model, going))
     assert not kept.hinted(half) and _ahead(half) is None and hashed == []
     changed = _load(llama_dir)
     with torch.no_grad():
         changed.hf_model.model.layers[0].self_attn.o_proj.weight.mul_(2.0).add_(0.01)
     assert kept.hinted(changed) and _ahead(changed) is not None and hashed  # hinted: hashed, then nothing found
     assert not composition.composition_known(changed) and not composition.copying_known(changed)
+    assert computed == []
+    # the hint that led to nothing is gone: the next load of either hashes nothing, until a read of the scores (the
+    # page's) makes it again
+    assert not kept.hinted(changed) and not list(keeping.glob("*.hint"))
+    hashed.clear()
+    third = _load(llama_dir)
+    assert _ahead(third) is None and hashed == [] and not composition.composition_known(third)
+    np.testing.assert_array_equal(composition.composition_scores(third)["k"], scores["k"])
+    assert kept.hinted(third) and computed == []
+
+
+def _as_large(monkeypatch) -> None:
+    """Models whose scores take over AHEAD_S (`ahead` computes none unasked), still worth keeping."""
+    monkeypatch.setattr(composition, "composition_seconds", lambda model: ahead.AHEAD_S + 1)
+    monkeypatch.setattr(kept, "hash_seconds", lambda model: 0.0)
+
+
+def test_composition_scores_kept_without_their_copying_scores_are_left_to_the_page(llama_dir, keeping, monkeypatch):
+    """Read back ahead, the composition scores alone would have the page compute the copying ones unasked (an 8B
+    model's take minutes): where only they were kept, nothing is known ahead, and nothing computed."""
+    first = _load(llama_dir)
+    composition.composition_scores(first)
+    composition.copying_scores(first)
+    for copying in keeping.glob("copying-*.npz"):
+        copying.unlink()
+    _as_large(monkeypatch)
+    computed = _computing_fails(monkeypatch)
+    second = _load(llama_dir)
+    assert _ahead(second) is not None and computed == []
+    assert not composition.composition_known(second) and not composition.copying_known(second)
+
+
+def test_reading_back_ahead_stops_between_two_weights_at_the_processs_exit(llama_dir, keeping, monkeypatch):
+    """An 8B model's hash is half a minute: the process's exit (`ahead.stop_all`) stops it at the next weight, reads
+    nothing, and remembers no hash, so that the weights are hashed in full when next asked."""
+    first = _load(llama_dir)
+    composition.composition_scores(first)
+    composition.copying_scores(first)
+    _as_large(monkeypatch)
+    monkeypatch.setattr(ahead, "_EXIT", threading.Event())  # this test's exit, not the process's
+    inside = threading.Event()
+
+    class Gated(list):
+        """The weights as the hash walks them: after the first, it waits for the exit."""
+        armed, walked = False, 0
+
+        def __iter__(self):
+            for i, item in enumerate(list.__iter__(self)):
+                if self.armed and i == 1:
+                    inside.set()
+                    ahead._EXIT.wait(60)
+                self.walked += self.armed
+                yield item
+    walks: list[Gated] = []
+    listed, tied = kept._tensors, kept._tied
+
+    def armed(tensors):  # the hash lists the tied weights just before it walks them
+        found = tied(tensors)
+        tensors.armed = True
+        return found
+    monkeypatch.setattr(kept, "_tensors", lambda model: walks.append(Gated(listed(model))) or walks[-1])
+    monkeypatch.setattr(kept, "_tied", armed)
+    second = _load(llama_dir)
+    thread = ahead.start(second)
+    assert thread is not None and inside.wait(60)
+    ahead.stop_all(wait_s=60)
+    assert not thread.is_alive()
+    assert walks[-1].walked < len(walks[-1]), "the hash went on past the exit"
+    assert not composition.composition_known(second) and kept.hinted(second)
+    assert kept.fingerprint(second) == kept.fingerprint(first)  # hashed in full now: nothing was remembered
 
 
 def test_a_tied_weight_is_read_once_and_named_as_the_same(llama_dir, keeping):

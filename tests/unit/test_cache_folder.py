@@ -113,3 +113,16 @@ def test_prune_keeps_the_most_recently_used_and_removes_only_stale_temporary_ent
     cache_folder.prune(tmp_path, 3, suffix=".npz")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.npz", "c.npz", "d.npz", "notes.txt", fresh.name])
     cache_folder.prune(tmp_path / "missing", 3)  # a folder that is not there: nothing to do, nothing raised
+
+
+def test_prune_of_folders_neither_counts_nor_removes_the_files_beside_them(tmp_path):
+    """The corpus store's results are folders: a file beside them (a lock, a note) takes no result's place."""
+    now = time.time()
+    for i, name in enumerate(["old", "new"]):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (now - 100 + i,) * 2)
+    (tmp_path / "lock").write_text("")  # the most recently used entry of all
+    cache_folder.prune(tmp_path, 2, folders=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lock", "new", "old"]
+    cache_folder.prune(tmp_path, 1, folders=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lock", "new"]

@@ -240,8 +240,8 @@ def composition(model_key: ModelKey, _model) -> tuple[dict[str, np.ndarray], dic
 
 def ahead_of_visits(_model) -> None:
     """Start computing the model's weights-only results (composition and copying scores) in a thread of their
-    own, where they take seconds (`circuits.ahead`): called once a session's page is drawn, so that the Head
-    composition page finds them kept."""
+    own, where they take seconds, or reading back a large model's where an earlier process kept them
+    (`circuits.ahead`): called once a session's page is drawn, so that the Head composition page finds them known."""
     if _model is not None:
         ahead.start(_model, device=metric_device(_model))
 

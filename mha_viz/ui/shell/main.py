@@ -108,8 +108,9 @@ def _draw() -> None:
         guarded(links.share, page, cur, lesson_flow.url_params(), what="The Share box")
         guarded(lesson_panel.panel, page, cur, what="The Lesson panel")
         # the page is drawn: what depends on the model's weights alone is computed ahead (seconds, once per model),
-        # from a session's second run on (its first draws the landing page, whose first chart comes first), unless
-        # the server computes it only when asked (MHA_VIZ_AHEAD=0)
+        # or a large model's read back where an earlier process kept it, from a session's second run on (its first
+        # draws the landing page, whose first chart comes first), unless the server computes it only when asked
+        # (MHA_VIZ_AHEAD=0)
         if session.get(DRAWN_BEFORE) and resources.settings().ahead:
             guarded(analysis.ahead_of_visits, cur.model, what="Computing ahead")
         session.put(DRAWN_BEFORE, True)
