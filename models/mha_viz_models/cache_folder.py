@@ -52,7 +52,8 @@ STALE_TMP_S = 3600  # a temporary one this old was left by a process that died w
 
 def write_whole(target: Path, write: Callable[[Path], None], *, folder: bool = False) -> None:
     """`write(tmp)` into a temporary file (a folder where `folder`) beside `target`, then renamed to `target`: a
-    reader sees all of it or nothing. A file is made readable by all, as one written by open(). An OSError is raised
+    reader sees all of it or nothing. A file is made readable by all, as one written by open(), and a folder readable
+    and enterable by all, as one made by mkdir (tempfile makes both for their owner alone). An OSError is raised
     with the temporary one removed (a folder in place already, written by another process, makes the rename fail)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     if folder:
@@ -63,8 +64,7 @@ def write_whole(target: Path, write: Callable[[Path], None], *, folder: bool = F
         tmp = Path(name)
     try:
         write(tmp)
-        if not folder:
-            os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o755 if folder else 0o644)
         os.replace(tmp, target)
         tmp = None  # renamed: nothing left to remove
     finally:

@@ -93,6 +93,7 @@ def test_a_folder_written_by_another_process_first_is_kept_and_the_second_write_
         cache_folder.write_whole(target, lambda tmp: (tmp / "x.txt").write_text("second"), folder=True)
     assert (target / "x.txt").read_text() == "first"
     assert [p.name for p in target.parent.iterdir()] == ["r"]
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755  # another user's server reads it (a class's, a notebook's)
 
 
 def test_prune_keeps_the_most_recently_used_and_removes_only_stale_temporary_entries(tmp_path):
