@@ -39,8 +39,8 @@ from mha_viz_models.errors import UnsupportedArchitecture
 THREAD_PREFIX = "mha-viz-ahead-"  # the thread's name, then the model's
 AHEAD_S = 15.0  # the most seconds of composition scores (by `composition_seconds`) computed without being asked
 _STARTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its thread
-_LOCK = threading.Lock()  # guards _STARTED
-_EXIT = threading.Event()  # set at the process's exit: every thread stops at its next step
+_LOCK = threading.Lock()  # guards _STARTED, and _EXIT's setting
+_EXIT = threading.Event()  # set at the process's exit: every thread stops at its next step, and none starts
 EXIT_WAIT_S = 30.0  # the most seconds the exit waits for the threads: a thread stops at its next step (SmolLM2's
 # longest, folding the unembedding, 0.3 s alone; 10 processes sharing 2 cores exited 10-17 s after their last line)
 QUIET_POLL_S = 0.25  # how often a thread waiting for the app's runs to end looks again
@@ -66,7 +66,7 @@ def start(model: LoadedModel, *, device: str | torch.device | None = None) -> th
         else:
             return None
         with _LOCK:
-            if model.hf_model in _STARTED:
+            if model.hf_model in _STARTED or _EXIT.is_set():  # the exit has listed the threads to wait for
                 return None
             thread = threading.Thread(target=_when_quiet, args=(model, work), daemon=True,
                                       name=f"{THREAD_PREFIX}{model.name}")
@@ -125,8 +125,8 @@ def compute(model: LoadedModel, *, device: str | torch.device | None = None) -> 
 def stop_all(wait_s: float = EXIT_WAIT_S) -> None:
     """Stop every thread still computing ahead, and wait for each (at most `wait_s` in all): at the process's exit,
     where none may be left inside PyTorch."""
-    _EXIT.set()
-    with _LOCK:
+    with _LOCK:  # no thread is started after this (`start` looks at _EXIT under the lock)
+        _EXIT.set()
         threads = list(_STARTED.values())
     deadline = time.monotonic() + wait_s
     for thread in threads:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -14,66 +14,17 @@ from torch import nn
 
 from mha_viz import settings
 from mha_viz.circuits import kept
+from mha_viz.circuits.folded import F64, folded_layers, read_through
 from mha_viz.progress import Cancelled, Progress, report
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
 from mha_viz_models.output_head import output_head
 from mha_viz_models.reading import readout
-from mha_viz_models.reading.readout import LAYER, Norm
-from mha_viz_models.reading.stream import LayerLayout, layout
+from mha_viz_models.reading.stream import layout
 
 KINDS = ("q", "k", "v")
-F64 = torch.float64
 BLOCK = 2**25  # elements of one block of the pairwise product (256 MB in float64)
-
-
-def _read(norm: Norm | None, w: torch.Tensor) -> torch.Tensor:
-    """Matrices w (..., d, k) that read the stream through `norm`, its scale folded in (`Norm.reading`)."""
-    return w if norm is None else norm.reading(w)
-
-
-def _write(norm: Norm | None, w: torch.Tensor) -> torch.Tensor:
-    """Matrices w (..., k, d) whose rows are written into the stream through `norm`: w C diag(γ)."""
-    return w if norm is None else norm.frozen(w, torch.ones((), dtype=w.dtype))
-
-
-def _qk_norm(norm: Norm | None, w: torch.Tensor, lay: LayerLayout) -> torch.Tensor:
-    """W_Q or W_K (heads, d, d_k) with its q/k norm's scale folded into the columns (the norm's σ is a
-    scalar a position): per head (Qwen3, Gemma 3), or a slice each of one over all heads (OLMo 2)."""
-    if norm is None or norm.kind == readout.NONE:
-        return w
-    heads, _, d_k = w.shape
-    scale = norm.scale.to(w)
-    if scale.numel() == d_k:
-        return (w - w.mean(-1, keepdim=True) if norm.kind == LAYER else w) * scale
-    if norm.kind == LAYER or scale.numel() != heads * d_k:
-        raise UnsupportedArchitecture(f"Layer {lay.layer}'s q/k norm ({norm.kind} over {scale.numel()} values) "
-                                      "cannot be folded into each head's weights.")
-    return w * scale.reshape(heads, 1, d_k)
-
-
-def folded_weights(model: LoadedModel) -> list[dict[str, torch.Tensor]]:
-    """Each attention layer's per-head weights, float64 on the CPU, with every norm's scale folded in as
-    TransformerLens's `fold_ln` does: the input norm's into W_Q, W_K, W_V (centred too for a LayerNorm),
-    the q/k norms' into W_Q's and W_K's columns, a post-attention norm's into W_O (Gemma 2 and 3, OLMo 2).
-    W_Q (H, d, d_k), W_K (G, d, d_k), W_V (G, d, d_v), W_O (H, d_v, d). Biases and RoPE are left out.
-    A post-norm model (BERT) reads the stream directly: its weights are the raw ones.
-    Raises UnsupportedArchitecture (from `stream.layout`) where the stream cannot be read so."""
-    return list(folded_layers(model))
-
-
-def folded_layers(model: LoadedModel) -> Iterator[dict[str, torch.Tensor]]:
-    """`folded_weights` one layer at a time, each folded when asked for: a computation that may be stopped
-    between layers holds none it will not use."""
-    lays = layout(model)
-    w = model.head_weights()
-    for lay in lays:
-        i, fit = lay.layer, lay.input_fit
-        q = _qk_norm(lay.q_norm, _read(fit, w["W_Q"][i].to(F64)), lay)
-        k = _qk_norm(lay.k_norm, _read(fit, w["W_K"][i].to(F64)), lay)
-        yield {"W_Q": q, "W_K": k, "W_V": _read(fit, w["W_V"][i].to(F64)),
-               "W_O": _write(lay.post_norm, w["W_O"][i].to(F64))}
 
 
 def _r(m: torch.Tensor) -> torch.Tensor:
@@ -103,6 +54,12 @@ def _told(progress: Progress | None, done: int, total: int, message: str, unit: 
     """`report` `done` of `total` `unit`; Cancelled where `progress` asks to stop."""
     if not report(progress, done / total, message):
         raise Cancelled(done, total, unit)
+
+
+def _asking(progress: Progress | None, what: str) -> Callable[[], bool]:
+    """A `going` for the weights' hash (`kept.read`): `progress` told that `what`'s kept scores are looked for, and
+    asked whether to go on."""
+    return lambda: report(progress, 0.0, f"{what}: looking for the kept ones")
 
 
 def _pair_scores(lefts: torch.Tensor, rights: list[dict[str, tuple]], device,
@@ -171,7 +128,8 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
                 layout(model)  # a stream it cannot split is refused here, before the weights are hashed
                 shape = (model.num_layers, model.num_heads) * 2
                 keep = worth_keeping(model)
-                found = kept.read(model, "composition", dict.fromkeys(KINDS, shape)) if keep else None
+                found = kept.read(model, "composition", dict.fromkeys(KINDS, shape),
+                                  _asking(progress, "composition scores")) if keep else None
                 if found is None:
                     parts = []
                     for layer, w in enumerate(folded_layers(model)):  # told before each: 0 of the pairs done
@@ -222,9 +180,9 @@ def composition_known(model: LoadedModel) -> bool:
 def recall(model: LoadedModel, going: Callable[[], bool] | None = None) -> bool:
     """`model`'s composition and copying scores read back where they were kept (`kept.hinted`: only then are its
     weights hashed), none computed: whether its composition scores are known now (`circuits.ahead`, a large model).
-    They are known only where both were kept: the page, finding the composition scores, would compute the copying
-    ones unasked. Weights that hash to no kept scores lose their hint (`kept.forget_hint`); `going` is asked before
-    each weight is hashed (False: stop, nothing read)."""
+    They are known only where the copying scores were kept too, or are refused at once (`copying_refusal`): the page,
+    finding the composition scores, would compute the copying ones unasked. Weights that hash to no kept scores lose
+    their hint (`kept.forget_hint`); `going` is asked before each weight is hashed (False: stop, nothing read)."""
     if model.hf_model in _COMPOSED or not (worth_keeping(model) and kept.hinted(model)):
         return composition_known(model)
     shape = (model.num_layers, model.num_heads)
@@ -237,7 +195,7 @@ def recall(model: LoadedModel, going: Callable[[], bool] | None = None) -> bool:
             return False
         if model.hf_model not in _COPYING and (found := kept.read(model, "copying", {"copying": shape})):
             _COPYING[model.hf_model] = found["copying"]
-        if model.hf_model in _COPYING:
+        if model.hf_model in _COPYING or copying_refusal(model) is not None:
             _COMPOSED[model.hf_model] = composed
     return composition_known(model)
 
@@ -276,20 +234,35 @@ def _unembedding(model: LoadedModel) -> torch.Tensor:
     scale folded in (`readout.find`, once per model); an encoder's masked-LM decoder as it is (its
     transform, a dense layer, activation and norm before it, is not linear and is left out, as
     TransformerLens's HookedEncoder does)."""
-    hf = model.hf_model
-    if model.is_encoder_decoder:
-        raise InputError(f"{model.name} is an encoder–decoder: copying scores need one stream from the "
-                         "embeddings to the unembedding.")
+    refused = copying_refusal(model)
+    if refused is not None:
+        raise InputError(refused)
     if not model.is_causal:
-        head = output_head(hf)
-        if not isinstance(head, nn.Linear):
-            raise InputError(f"{model.name} has no unembedding (no masked-LM head): copying scores need one.")
-        return head.weight.detach().to("cpu", F64).T
+        return output_head(model.hf_model).weight.detach().to("cpu", F64).T
     ro = readout.of(model)
     if ro is None:
-        raise InputError(f"{model.name} has no linear unembedding (its final norm or its logit soft-capping cannot "
-                         "be read as one): copying scores need one.")
-    return _read(ro, ro.unembed.to(F64).T)
+        raise InputError(NO_LINEAR_UNEMBEDDING.format(model=model.name))
+    return read_through(ro, ro.unembed.to(F64).T)
+
+
+NO_LINEAR_UNEMBEDDING = ("{model} has no linear unembedding (its final norm or its logit soft-capping cannot be read "
+                         "as one): copying scores need one.")
+
+
+def copying_refusal(model: LoadedModel) -> str | None:
+    """Why `model` has no copying scores, where its shapes and config say so without running it (an encoder–decoder,
+    no linear output head, a decoder's logit soft-capping), else None (a decoder's final norm is checked by running
+    it, `readout.of`, when they are computed)."""
+    if model.is_encoder_decoder:
+        return (f"{model.name} is an encoder–decoder: copying scores need one stream from the embeddings to the "
+                "unembedding.")
+    if not isinstance(output_head(model.hf_model), nn.Linear):
+        if not model.is_causal:
+            return f"{model.name} has no unembedding (no masked-LM head): copying scores need one."
+        return NO_LINEAR_UNEMBEDDING.format(model=model.name)
+    if model.is_causal and getattr(model.hf_model.config, "final_logit_softcapping", None):
+        return NO_LINEAR_UNEMBEDDING.format(model=model.name)
+    return None
 
 
 _COPYING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its copying scores (or the refusal)
@@ -336,13 +309,17 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
             found = _COPYING.get(model.hf_model)
             if found is None:
                 shape = (model.num_layers, model.num_heads)
+                refused = copying_refusal(model)  # refused before the weights are hashed
                 try:
-                    layout(model)  # refused before the weights are hashed (an encoder–decoder: in `_unembedding`)
-                    keep = not model.is_encoder_decoder and worth_keeping(model)
+                    layout(model)
+                    keep = refused is None and worth_keeping(model)
                 except (InputError, UnsupportedArchitecture):
                     keep = False  # refused below, as before
-                found = (kept.read(model, "copying", {"copying": shape}) or {}).get("copying") if keep else None
-                if found is None:
+                found = (kept.read(model, "copying", {"copying": shape}, _asking(progress, "copying scores"))
+                         or {}).get("copying") if keep else None
+                if refused is not None:  # a refusal: cheap, and not kept on disk
+                    found = InputError(refused)
+                elif found is None:
                     try:
                         found = _copying(model, progress)
                         if keep:

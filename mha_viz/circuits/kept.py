@@ -5,16 +5,17 @@ them back costs a hash of every weight (1.0 CPU-s for its 621 MB) and a file; an
 half an hour of a CPU.
 
 A file is named by the kind of scores, a hash of the code that computes them (`code_version`: this folder's and
-mha_viz_models' sources, PyTorch's and transformers' versions) and a hash of everything the model computes with:
-every parameter and buffer (name, precision, shape and bytes; a weight tied to another, the other's name) and the
-model's class. The same weights in another precision, one weight changed, or the code changed make another name.
-Files go under the cache folder's `weights-scores/` (`cache_root`), compressed, written whole, readable by all and
-renamed into place; past MAX_FILES the least recently used go (a read touches its file: `cache_folder.write_whole`,
-`prune`, `touch`, as the corpus store keeps its results). Beside them, a hint a model (`hint`, at most MAX_HINTS) named
-by what costs nothing to read (the code's version, the model's name and class, every weight's name, precision and
-shape) says that the weights may be worth hashing to read them back unasked (`composition.recall`): an 8B model's hash
-is half a minute of a CPU, its scores half an hour. A hint whose hash found nothing is removed (`forget_hint`), and
-made again by the next read of its model's scores. A file that does not hold what was asked is removed and counts
+mha_viz_models' sources, PyTorch's and transformers' versions) and a hash of everything the model computes with: every
+tensor of its state_dict, its weights and persistent buffers (name, precision, shape and bytes; a weight tied to
+another, the other's name) and the model's class; none once a weight was changed in place after the hash. The
+same weights in another precision, one weight changed, or the code changed make another name. Files go under the cache
+folder's `weights-scores/` (`cache_root`), compressed, written whole, readable by all and renamed into place; past
+MAX_FILES the least recently used go (a read touches its file: `cache_folder.write_whole`, `prune`, `touch`, as the
+corpus store keeps its results). Beside them, a hint a model (`hint`, at most MAX_HINTS) named by what costs nothing to
+read (the code's version, the model's name and class, every weight's name, precision and shape) says that the weights
+may be worth hashing to read them back unasked (`composition.recall`): an 8B model's hash is half a minute of a CPU, its
+scores half an hour. A hint whose hash found nothing is removed (`forget_hint`), and made again by the next read of its
+model's scores. A file that does not hold what was asked is removed and counts
 as missing; one this process may not read is left, and the scores computed. `circuits.composition` decides what is
 worth keeping (`hash_seconds`) and MHA_VIZ_KEEP_SCORES=0 keeps nothing."""
 
@@ -35,7 +36,7 @@ import transformers
 
 import mha_viz_models
 from mha_viz_models import LoadedModel
-from mha_viz_models.cache_folder import cache_root, prune, touch, write_whole
+from mha_viz_models.cache_folder import cache_root, prune, remove, touch, write_whole
 
 VERSION = 1  # bump when the files change form: older files are then never read
 FOLDER = "weights-scores"
@@ -44,7 +45,7 @@ MAX_HINTS = MAX_FILES // 2  # a model's hint stands for its two files (compositi
 HASH_RATE = 6e8  # bytes a second that `fingerprint` reads on one core (SmolLM2: 621 MB in 0.98 s)
 HOST_COPY_RATE = 1.4 * 2**30  # bytes a second from a GPU to pageable host memory (the figure given for the lent
 # H100/H200 machines; not measured here)
-_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its hash (None: none)
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> (versions, its hash or None)
 _LOCK = threading.Lock()
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,12 @@ def _tied(tensors: list[tuple[str, torch.Tensor]]) -> dict[str, str]:
     return tied
 
 
+def versions(tensors: list[tuple[str, torch.Tensor]]) -> tuple:
+    """Each tensor's version counter (moved by a change made in place: a notebook's head zeroed; None for one made in
+    inference mode, which has none and which nothing changes)."""
+    return tuple(None if not isinstance(t, torch.Tensor) or t.is_inference() else t._version for _, t in tensors)
+
+
 def hash_seconds(model: LoadedModel) -> float:
     """About how long `fingerprint` takes for `model`: its weights read once (a tied one once), copied to the host
     first where they are on a GPU."""
@@ -83,15 +90,25 @@ def hash_seconds(model: LoadedModel) -> float:
 
 def fingerprint(model: LoadedModel, going: Callable[[], bool] | None = None) -> str | None:
     """A hash of everything `model` computes with (see the module's docstring), once per loaded model; None where a
-    weight is not in memory (a model spread to disk by accelerate). `going` is asked before each weight: where it says
-    stop (the process exits), None, and nothing is remembered, so that a later call hashes them all."""
+    weight is not in memory (a model spread to disk by accelerate), and once a weight was changed in place after the
+    hash (a notebook's head zeroed: what this process computed from them may be from either weights, `head_weights`
+    being kept, so nothing of that model is kept or read).
+    `going` is asked before each weight: where it says stop (the process exits), None, and nothing is remembered, so
+    that a later call hashes them all."""
+    try:
+        tensors = _tensors(model)
+        now = versions(tensors)
+    except Exception as exc:  # noqa: BLE001 - weights that cannot be listed: nothing kept, the scores computed
+        log.warning("%s's weights could not be listed (%s: %s): its scores are not kept", model.name,
+                    type(exc).__name__, exc)
+        return None
     with _LOCK:
-        if model.hf_model in _FINGERPRINTS:
-            return _FINGERPRINTS[model.hf_model]
+        known = _FINGERPRINTS.get(model.hf_model)
+    if known is not None:
+        return known[1] if known[0] == now else None
     digest = hashlib.blake2b(type(model.hf_model).__qualname__.encode(), digest_size=16)
     found: str | None = None
     try:
-        tensors = _tensors(model)
         tied = _tied(tensors)
         for name, t in tensors:
             if going is not None and not going():
@@ -110,7 +127,7 @@ def fingerprint(model: LoadedModel, going: Callable[[], bool] | None = None) -> 
         log.warning("%s's weights could not be hashed (%s: %s): its scores are not kept", model.name,
                     type(exc).__name__, exc)
     with _LOCK:
-        _FINGERPRINTS[model.hf_model] = found
+        _FINGERPRINTS[model.hf_model] = (now, found)
     return found
 
 
@@ -151,9 +168,10 @@ def hinted(model: LoadedModel) -> bool:
 
 
 def keep_hint(model: LoadedModel) -> None:
-    """Make `model`'s hint, or mark it used (a folder that cannot be written: no hint, nothing raised)."""
+    """Make `model`'s hint, or mark it used (another user's is left as it is; a folder that cannot be written: no
+    hint, nothing raised)."""
     try:
-        hint(model).touch()
+        touch(hint(model), make=True)
     except OSError as exc:
         log.warning("no hint kept for %s's scores: %s", model.name, exc)
 
@@ -167,17 +185,19 @@ def forget_hint(model: LoadedModel) -> None:
         pass
 
 
-def path(model: LoadedModel, kind: str) -> Path | None:
-    """Where `model`'s scores of `kind` are kept (None: they cannot be, `fingerprint`)."""
-    found = fingerprint(model)
+def path(model: LoadedModel, kind: str, going: Callable[[], bool] | None = None) -> Path | None:
+    """Where `model`'s scores of `kind` are kept (None: they cannot be, or the hash was stopped: `fingerprint`)."""
+    found = fingerprint(model, going)
     return None if found is None else folder() / f"{kind}-{code_version()}-{found}.npz"
 
 
-def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray] | None:
-    """`model`'s kept scores of `kind`, each array of `shapes` (name -> shape, float32), or None: none kept, or a
-    file that does not hold them (removed)."""
+def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]],
+         going: Callable[[], bool] | None = None) -> dict[str, np.ndarray] | None:
+    """`model`'s kept scores of `kind`, each array of `shapes` (name -> shape, float32), or None: none kept, a
+    file that does not hold them (removed), or the hash stopped by `going` (`fingerprint`)."""
+    where = None
     try:
-        where = path(model, kind)
+        where = path(model, kind, going)
         if where is None or not where.is_file():
             return None
         with np.load(where) as kept:
@@ -185,11 +205,10 @@ def read(model: LoadedModel, kind: str, shapes: dict[str, tuple[int, ...]]) -> d
         if any(a.shape != shapes[n] or a.dtype != np.float32 for n, a in arrays.items()):
             raise ValueError(f"shapes {[a.shape for a in arrays.values()]}, not {list(shapes.values())}")
     except (ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:  # not the scores: replaced
+        if where is None:
+            return None
         log.warning("kept scores %s unreadable (%s: %s): removed", where.name, type(exc).__name__, exc)
-        try:
-            where.unlink(missing_ok=True)
-        except OSError:  # may not be removed here: read again and refused again
-            pass
+        remove(where)  # where this process may not remove it: read again and refused again
         return None
     except OSError as exc:  # a folder this process may not read: computed, the file left as it is
         log.warning("kept %s scores of %s not read: %s", kind, model.name, exc)

@@ -91,7 +91,7 @@ def plan_path_patched(model: LoadedModel, n: int, work: Callable[..., T]) -> Pla
 
 
 def _weights_bytes(model: LoadedModel) -> int:
-    """Every layer's folded weights in float64 (`composition.folded_weights`: W_Q and W_O a query head, W_K and W_V a
+    """Every layer's folded weights in float64 (`folded.folded_weights`: W_Q and W_O a query head, W_K and W_V a
     K/V head), and their float32 factors beside them (about half as much again)."""
     return int(1.5 * 8 * model.num_layers * 2 * (model.num_heads + model.num_kv_heads) * model.d_model * model.d_k)
 

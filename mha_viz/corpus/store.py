@@ -2,25 +2,24 @@
 by what they were computed from (model, documents, options); and the jobs under way, so that a
 second request for the same statistics waits for the first instead of computing them again.
 
-Thread-safe (Streamlit sessions are threads of one process). On disk each result is a folder
-named by a hash of (version, key), written whole and renamed into place (`cache_folder.write_whole`); a folder
-that cannot be read is removed and counts as missing; past `disk` folders the least recently used
-go (a read touches its folder: `cache_folder.prune`, `touch`). `statistics_store()` is the process's store of
-corpus statistics (`CorpusStats`), under the cache folder's `corpus/`."""
+Thread-safe (Streamlit sessions are threads of one process). On disk each result is a folder named by a hash of
+(version, key), written whole and renamed into place (`cache_folder.write_whole`); a folder that cannot be read is
+removed and counts as missing, as does one another process pruned while it was read; past `disk` folders the least
+recently used go (a read touches its folder: `cache_folder.prune`, `touch`). `statistics_store()` is the process's
+store of corpus statistics (`CorpusStats`), under the cache folder's `corpus/`."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
 import logging
-import shutil
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
 from mha_viz.corpus.stats import CorpusStats
-from mha_viz_models.cache_folder import cache_root, prune, touch, write_whole
+from mha_viz_models.cache_folder import cache_root, prune, remove, touch, write_whole
 
 log = logging.getLogger("mha_viz.corpus")
 
@@ -55,8 +54,11 @@ class ResultStore:
         try:
             result = self._load(folder)
         except Exception:  # noqa: BLE001 - recomputed rather than shown broken, and replaced
-            log.exception("corpus cache %s unreadable: removed", folder)
-            shutil.rmtree(folder, ignore_errors=True)
+            if folder.is_dir():  # not pruned by another process while read (`cache_folder.remove`)
+                log.exception("corpus cache %s unreadable: removed", folder)
+                remove(folder)
+            return None
+        if not folder.is_dir():  # pruned while read: what was read may lack its optional files
             return None
         touch(folder)  # recently used: the last to be pruned
         self._remember(key, result)

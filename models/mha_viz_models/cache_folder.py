@@ -6,7 +6,8 @@ written there once is made by one process at a time (`exclusive`).
 What is kept there by key (a file or a folder a result) is written whole under a temporary name and renamed into
 place (`write_whole`: a reader never sees half of it; of two processes writing a file the last wins, of two writing a
 folder the first, their results alike), marked used when read (`touch`), and past a number of them the least
-recently used go, with temporary ones left by a process that died while writing (`prune`)."""
+recently used go, with temporary ones left by a process that died while writing (`prune`). An entry is removed by
+renaming it to a temporary name first (`remove`): a reader finds all of a folder or none of it."""
 
 from __future__ import annotations
 
@@ -50,11 +51,24 @@ TMP_PREFIX = ".tmp-"  # a file or folder being written (`write_whole`)
 STALE_TMP_S = 3600  # a temporary one this old was left by a process that died while writing
 
 
+def umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for every thread at once): Linux's
+    /proc/self/status says it; elsewhere the usual 0o022."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
 def write_whole(target: Path, write: Callable[[Path], None], *, folder: bool = False) -> None:
     """`write(tmp)` into a temporary file (a folder where `folder`) beside `target`, then renamed to `target`: a
-    reader sees all of it or nothing. A file is made readable by all, as one written by open(), and a folder readable
-    and enterable by all, as one made by mkdir (tempfile makes both for their owner alone). An OSError is raised
-    with the temporary one removed (a folder in place already, written by another process, makes the rename fail)."""
+    reader sees all of it or nothing. The file or folder gets the mode open() or mkdir would give it under the
+    process's umask (`umask`; tempfile makes both for their owner alone): with the usual 0o022, readable by all, so
+    that another user's server or notebook sharing the cache folder reads it. An OSError is raised with the
+    temporary one removed (a folder in place already, written by another process, makes the rename fail)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     if folder:
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=TMP_PREFIX))
@@ -64,18 +78,22 @@ def write_whole(target: Path, write: Callable[[Path], None], *, folder: bool = F
         tmp = Path(name)
     try:
         write(tmp)
-        os.chmod(tmp, 0o755 if folder else 0o644)
+        os.chmod(tmp, (0o777 if folder else 0o666) & ~umask())
         os.replace(tmp, target)
         tmp = None  # renamed: nothing left to remove
     finally:
         if tmp is not None:
-            _remove(tmp)
+            remove(tmp)
 
 
-def touch(path: Path) -> None:
-    """Mark `path` as just used (the last that `prune` removes); a path this process may not change is left."""
+def touch(path: Path, *, make: bool = False) -> None:
+    """Mark `path` as just used (the last that `prune` removes); a path this process may not change (another user's)
+    is left as it is. `make`: an empty file is made where there is none (an OSError raised where it cannot be)."""
     try:
         os.utime(path)
+    except FileNotFoundError:
+        if make:
+            path.touch()
     except OSError:
         pass
 
@@ -100,14 +118,21 @@ def prune(where: Path, keep: int, *, suffix: str = "", folders: bool = False) ->
         elif now - mtime > STALE_TMP_S:
             stale.append(entry)
     for old in [entry for _, entry in sorted(used, reverse=True)[keep:]] + stale:
-        _remove(old)
+        remove(old)
 
 
-def _remove(path: Path) -> None:
+def remove(path: Path) -> None:
+    """Remove a kept file or folder, or a temporary one, if this process may: a folder is first renamed to a temporary
+    name, so that a reader never finds part of it (what a removal stopped halfway leaves is a stale temporary one,
+    which `prune` removes later)."""
     try:
         if path.is_dir() and not path.is_symlink():
+            if not path.name.startswith(TMP_PREFIX):
+                gone = path.with_name(f"{TMP_PREFIX}gone-{path.name}-{os.getpid()}-{time.monotonic_ns()}")
+                os.rename(path, gone)
+                path = gone
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-    except OSError:
+    except OSError:  # removed meanwhile by another process, or not ours to remove
         pass

@@ -22,6 +22,7 @@ import torch
 
 import mha_viz
 from mha_viz.circuits import ahead, composition, kept
+from mha_viz.progress import Cancelled
 
 
 @pytest.fixture
@@ -330,3 +331,58 @@ def test_a_tied_weight_is_read_once_and_named_as_the_same(llama_dir, keeping):
         other.hf_model.lm_head.weight[0, 0] += 1.0  # through the unembedding's name: the embedding moved too
     untied = _load(llama_dir)
     assert len({kept.fingerprint(model), kept.fingerprint(other), kept.fingerprint(untied)}) == 3
+
+
+def test_a_model_whose_weights_were_changed_in_place_after_their_hash_keeps_and_reads_nothing(llama_dir, keeping):
+    """In a notebook the weights are changed in place (a head zeroed) after a first score was kept: the model's hash
+    no longer says what its scores were computed from (its per-head weights are kept from before), so nothing more of
+    it is kept under either weights' hash, and nothing read; a later load of the original weights computes its own."""
+    model = _load(llama_dir)
+    composition.copying_scores(model)  # the hash taken on the original weights
+    assert kept.fingerprint(model) is not None
+    with torch.no_grad():
+        model.hf_model.model.layers[0].self_attn.o_proj.weight[:, :8] = 0.0  # head 0 writes less
+    assert kept.fingerprint(model) is None
+    composition.composition_scores(model)
+    assert [p.name.split("-")[0] for p in keeping.glob("*.npz")] == ["copying"]
+    assert kept.read(model, "copying", {"copying": (model.num_layers, model.num_heads)}) is None
+
+
+def test_composition_scores_of_a_model_refused_copying_scores_are_read_back_ahead(llama_dir, keeping, monkeypatch):
+    """A model whose copying scores are refused by its config alone (a decoder's logit soft-capping, Gemma 2's) has
+    none kept: its composition scores read back ahead are known at once, where it would otherwise hash its weights at
+    every start for nothing."""
+    first = _load(llama_dir)
+    first.hf_model.config.final_logit_softcapping = 30.0
+    with pytest.raises(Exception, match="soft-capping"):
+        composition.copying_scores(first)
+    scores = composition.composition_scores(first)
+    assert [p.name.split("-")[0] for p in keeping.glob("*.npz")] == ["composition"]
+    _as_large(monkeypatch)
+    computed = _computing_fails(monkeypatch)
+    second = _load(llama_dir)
+    second.hf_model.config.final_logit_softcapping = 30.0
+    assert _ahead(second) is not None and computed == []
+    assert composition.composition_known(second)
+    np.testing.assert_array_equal(composition.composition_scores(second)["q"], scores["q"])
+    with pytest.raises(Exception, match="soft-capping"):  # refused at once, as for the first
+        composition.copying_scores(second)
+    assert computed == []
+
+
+def test_nothing_starts_ahead_once_the_process_exits(llama_dir, monkeypatch):
+    """The exit lists the threads it waits for: one started after that would be left inside PyTorch."""
+    monkeypatch.setattr(ahead, "_EXIT", threading.Event())
+    ahead.stop_all(wait_s=0)
+    assert ahead.start(_load(llama_dir)) is None
+
+
+def test_a_stop_asked_while_the_weights_are_hashed_stops_the_hash(llama_dir, keeping):
+    """The page's or the thread's stop reaches the hash too: stopped there, the scores are cancelled and no hash is
+    remembered, so that the next call hashes the weights in full."""
+    model = _load(llama_dir)
+    asked = []
+    with pytest.raises(Cancelled):
+        composition.composition_scores(model, progress=lambda fraction, message: asked.append(message) is False)
+    assert asked[0] == "composition scores: looking for the kept ones"
+    assert model.hf_model not in kept._FINGERPRINTS

@@ -71,7 +71,15 @@ def test_one_module_reads_the_setting_and_every_other_imports_it_from_there():
     assert set(importing.values()) == {"mha_viz_models.cache_folder"}, importing
 
 
-def test_a_file_is_written_whole_readable_by_all_and_a_failed_write_leaves_nothing(tmp_path):
+@pytest.fixture
+def umask_022():
+    """The usual umask for the test (restored after): what `write_whole`'s modes follow."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
+
+
+def test_a_file_is_written_whole_readable_by_all_and_a_failed_write_leaves_nothing(tmp_path, umask_022):
     target = tmp_path / "scores" / "a.npz"
     cache_folder.write_whole(target, lambda tmp: tmp.write_bytes(b"12345"))
     assert target.read_bytes() == b"12345" and stat.S_IMODE(target.stat().st_mode) == 0o644
@@ -86,7 +94,7 @@ def test_a_file_is_written_whole_readable_by_all_and_a_failed_write_leaves_nothi
     assert [p.name for p in target.parent.iterdir()] == ["a.npz"]  # neither b nor its temporary file
 
 
-def test_a_folder_written_by_another_process_first_is_kept_and_the_second_write_refused(tmp_path):
+def test_a_folder_written_by_another_process_first_is_kept_and_the_second_write_refused(tmp_path, umask_022):
     target = tmp_path / "corpus" / "r"
     cache_folder.write_whole(target, lambda tmp: (tmp / "x.txt").write_text("first"), folder=True)
     with pytest.raises(OSError):  # a folder in place already: the rename fails, theirs stays
@@ -94,6 +102,60 @@ def test_a_folder_written_by_another_process_first_is_kept_and_the_second_write_
     assert (target / "x.txt").read_text() == "first"
     assert [p.name for p in target.parent.iterdir()] == ["r"]
     assert stat.S_IMODE(target.stat().st_mode) == 0o755  # another user's server reads it (a class's, a notebook's)
+
+
+def test_the_modes_follow_the_umask_as_open_and_mkdir_do(tmp_path, umask_022):
+    """A user who keeps their files from others (umask 027) gets a file and a folder the group reads and others
+    do not, as open() and mkdir would make them; the umask is read, not changed."""
+    os.umask(0o027)
+    assert cache_folder.umask() == 0o027 and cache_folder.umask() == 0o027
+    cache_folder.write_whole(tmp_path / "f.npz", lambda tmp: tmp.write_bytes(b"x"))
+    cache_folder.write_whole(tmp_path / "d", lambda tmp: (tmp / "x").write_text("x"), folder=True)
+    (tmp_path / "by_open").write_text("x")
+    (tmp_path / "by_mkdir").mkdir()
+    assert stat.S_IMODE((tmp_path / "f.npz").stat().st_mode) == stat.S_IMODE((tmp_path / "by_open").stat().st_mode)
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == stat.S_IMODE((tmp_path / "by_mkdir").stat().st_mode)
+    assert stat.S_IMODE((tmp_path / "f.npz").stat().st_mode) == 0o640
+
+
+def test_a_folder_is_gone_whole_from_its_name_even_where_its_removal_stops_halfway(tmp_path, monkeypatch):
+    """A reader finds all of a kept folder or none of it: `remove` renames it to a temporary name first, so a
+    removal stopped after one file (another process's prune killed, a file that may not go) leaves nothing under its
+    name, and what it leaves is a temporary entry that a later prune removes once stale."""
+    target = tmp_path / "result"
+    target.mkdir()
+    for name in ("stats.npz", "examples.npz"):
+        (target / name).write_bytes(b"x")
+    os.utime(target, (time.time() - 1000,) * 2)
+
+    def stops_after_one(path, ignore_errors=False):
+        next(iter(sorted(path.iterdir()))).unlink()
+    monkeypatch.setattr(cache_folder.shutil, "rmtree", stops_after_one)
+    cache_folder.remove(target)
+    assert not target.exists()
+    left = list(tmp_path.iterdir())
+    assert len(left) == 1 and left[0].name.startswith(cache_folder.TMP_PREFIX) and len(list(left[0].iterdir())) == 1
+    monkeypatch.undo()
+    os.utime(left[0], (time.time() - cache_folder.STALE_TMP_S - 10,) * 2)
+    cache_folder.prune(tmp_path, 5)
+    assert list(tmp_path.iterdir()) == []
+    cache_folder.remove(tmp_path / "never-there")  # nothing to do, nothing raised
+
+
+def test_touch_leaves_a_file_it_may_not_change_and_makes_one_only_when_asked(tmp_path, monkeypatch):
+    """Another user's hint may not be touched: it is left, with no attempt to write it; a missing one is made only
+    where asked (`make`)."""
+    missing = tmp_path / "a.hint"
+    cache_folder.touch(missing)
+    assert not missing.exists()
+    cache_folder.touch(missing, make=True)
+    assert missing.is_file()
+
+    def refused(path, *args, **kwargs):
+        raise PermissionError(f"not yours: {path}")
+    monkeypatch.setattr(cache_folder.os, "utime", refused)
+    monkeypatch.setattr(type(missing), "touch", refused)  # Path.touch would try to open it for writing
+    cache_folder.touch(missing, make=True)  # nothing raised: left as it is
 
 
 def test_prune_keeps_the_most_recently_used_and_removes_only_stale_temporary_entries(tmp_path):

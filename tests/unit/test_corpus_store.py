@@ -130,3 +130,23 @@ def test_a_failed_or_cancelled_job_lets_the_next_caller_compute(tmp_path):
     leader.join(5)
     assert got == "mine" and ticks  # it waited for the leader, then computed itself
     assert store.get("k") == "mine"
+
+
+def test_a_folder_pruned_by_another_process_while_it_is_read_counts_as_missing(tmp_path):
+    """The statistics' head examples are an optional file: a result read while another process pruned its folder
+    could come back without them. What was read while the folder went is not kept: missing, computed again."""
+    from mha_viz_models.cache_folder import remove
+
+    def save(result, folder):
+        (folder / "r.json").write_text(json.dumps(result))
+        (folder / "optional.json").write_text(json.dumps("examples"))
+
+    def load(folder):
+        result = json.loads((folder / "r.json").read_text())
+        remove(folder)  # another process prunes it here
+        extra = folder / "optional.json"
+        return {**result, "extra": json.loads(extra.read_text()) if extra.exists() else None}
+
+    ResultStore(lambda: tmp_path, 1, save=save, load=None).put("a", {"x": 1})
+    store = ResultStore(lambda: tmp_path, 1, save=save, load=load)
+    assert store.get("a") is None and store.get("a") is None  # nothing half read was kept in memory either
