@@ -38,11 +38,22 @@ def wait_healthy(base_url: str, proc: subprocess.Popen, timeout_s: float) -> Non
         time.sleep(0.2)
 
 
+def checkout_env(root: Path, env: dict[str, str]) -> dict[str, str]:
+    """`env` for a process of `root`'s checkout: where it is another checkout (a worktree of the commit before a
+    change), its `models/` first on PYTHONPATH, so that it imports its own mha_viz_models, not this checkout's
+    editable install's (its mha_viz is found beside its script, or in its folder for `-m`)."""
+    if root.resolve() == ROOT.resolve():
+        return env
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (str(root / "models"), env.get("PYTHONPATH", "")) if p)}
+
+
 def start_server(port: int, log_path: Path, root: Path = ROOT, script: str = "app.py",
                  **env_vars: str) -> subprocess.Popen:
     """`root`'s `script` (app.py: another checkout's for a side-by-side run) served on `port`, with
-    the environment variables `env_vars` added."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env_vars}
+    the environment variables `env_vars` added. Another checkout's server imports its own mha_viz_models too (its
+    `models/` first on the path): this checkout's editable install would otherwise give it ours, as streamlit finds
+    only its mha_viz beside the script."""
+    env = checkout_env(root, {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **env_vars})
     cmd = [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true",
            "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
            "--server.address", "127.0.0.1", "--server.port", str(port)]

@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_server import (  # noqa: E402 - benchmarks/app_server.py
+    checkout_env,
     cpu_seconds,
     free_port,
     machine_seconds,
@@ -48,7 +49,7 @@ BOOT_S = 240
 def start_app(port: int, processes: int, root: Path) -> subprocess.Popen:
     """`mha-viz app` of `root`'s checkout on `port`, with `--processes N` where N > 1 (nginx in front), its output
     thrown away."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    env = checkout_env(root, {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
     group = ["--processes", str(processes)] if processes > 1 else []
     return subprocess.Popen([sys.executable, "-m", "mha_viz", "app", *group, "--port", str(port)], cwd=root, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
