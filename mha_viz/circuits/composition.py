@@ -234,10 +234,7 @@ def _unembedding(model: LoadedModel) -> torch.Tensor:
     scale folded in (`readout.find`, once per model); an encoder's masked-LM decoder as it is (its
     transform, a dense layer, activation and norm before it, is not linear and is left out, as
     TransformerLens's HookedEncoder does)."""
-    refused = copying_refusal(model)
-    if refused is not None:
-        raise InputError(refused)
-    if not model.is_causal:
+    if not model.is_causal:  # a linear masked-LM head: `copying_scores` checked `copying_refusal` first
         return output_head(model.hf_model).weight.detach().to("cpu", F64).T
     ro = readout.of(model)
     if ro is None:
@@ -336,8 +333,8 @@ COPYING_PARTS = 8  # W_U W_E over the vocabulary in this many parts (SmolLM2's: 
 
 
 def _copying(model: LoadedModel, progress: Progress | None = None) -> np.ndarray:
-    # W_U, W_E, the parts of W_U W_E, the layers (the layout has one a layer): counted before the unembedding refuses
-    # an encoder–decoder, so that a stop at once says how many
+    # W_U, W_E, the parts of W_U W_E, the layers (the layout has one a layer): counted before the unembedding may refuse
+    # (a final norm that does not read as linear), so that a stop at once says how many
     layers = model.num_layers
     steps = COPYING_PARTS + layers + 2
     _told(progress, 0, steps, "copying scores: the unembedding", "parts")
