@@ -19,6 +19,7 @@ from mha_viz.progress import Cancelled, Progress, report
 from mha_viz.text.tokenize import InputError
 from mha_viz_models import LoadedModel
 from mha_viz_models.errors import UnsupportedArchitecture
+from mha_viz_models.loading import weight_versions
 from mha_viz_models.output_head import output_head
 from mha_viz_models.reading import readout
 from mha_viz_models.reading.stream import layout
@@ -94,9 +95,16 @@ def _single(factors: dict[str, tuple]) -> dict[str, tuple]:
     return {kind: one(part) if kind == "left" else tuple(one(t) for t in part) for kind, part in factors.items()}
 
 
-_COMPOSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its composition scores
+_COMPOSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> (weights' version, its scores)
 _COMPUTING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> the lock of its one computation
 _LOCKS = threading.Lock()  # guards _COMPUTING
+
+
+def _kept(found: weakref.WeakKeyDictionary, model: LoadedModel):
+    """What `found` holds for `model` (`_COMPOSED`, `_COPYING`), where it was computed from the weights as they are:
+    None once one was changed in place since (a notebook's head zeroed: `weight_versions`)."""
+    entry = found.get(model.hf_model)
+    return entry[1] if entry is not None and entry[0] == weight_versions.version(model.hf_model) else None
 
 
 def _computing(model: LoadedModel) -> threading.Lock:
@@ -119,12 +127,14 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     score 0. Computed once per model (kept while it lives; callers at once wait for the one computing), and kept on
     disk for the next process that loads the same weights where that is worth it (`worth_keeping`, `circuits.kept`).
     `progress` (`mha_viz.progress`) is told before each layer's factors and each layer's pairs, and stops the
-    computation between two by returning False (`Cancelled`, nothing kept)."""
-    found = _COMPOSED.get(model.hf_model)
+    computation between two by returning False (`Cancelled`, nothing kept). A weight changed in place since: computed
+    again."""
+    found = _kept(_COMPOSED, model)
     if found is None:
         with _computing(model):
-            found = _COMPOSED.get(model.hf_model)
+            found = _kept(_COMPOSED, model)
             if found is None:
+                now = weight_versions.version(model.hf_model)  # before: an edit meanwhile makes these stale
                 layout(model)  # a stream it cannot split is refused here, before the weights are hashed
                 shape = (model.num_layers, model.num_heads) * 2
                 keep = worth_keeping(model)
@@ -139,7 +149,7 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
                                          torch.device(device or "cpu"), progress)
                     if keep:
                         kept.write(model, "composition", found)
-                _COMPOSED[model.hf_model] = found  # minutes for a large model: once per model
+                _COMPOSED[model.hf_model] = (now, found)  # minutes for a large model: once per model
     return {kind: s.copy() for kind, s in found.items()}
 
 
@@ -174,7 +184,7 @@ def on_gpu(model: LoadedModel) -> bool:
 
 def composition_known(model: LoadedModel) -> bool:
     """Whether `composition_scores` has run for this model already (its scores are kept)."""
-    return model.hf_model in _COMPOSED
+    return _kept(_COMPOSED, model) is not None
 
 
 def recall(model: LoadedModel, going: Callable[[], bool] | None = None) -> bool:
@@ -183,20 +193,21 @@ def recall(model: LoadedModel, going: Callable[[], bool] | None = None) -> bool:
     They are known only where the copying scores were kept too, or are refused at once (`copying_refusal`): the page,
     finding the composition scores, would compute the copying ones unasked. Weights that hash to no kept scores lose
     their hint (`kept.forget_hint`); `going` is asked before each weight is hashed (False: stop, nothing read)."""
-    if model.hf_model in _COMPOSED or not (worth_keeping(model) and kept.hinted(model)):
+    if composition_known(model) or not (worth_keeping(model) and kept.hinted(model)):
         return composition_known(model)
     shape = (model.num_layers, model.num_heads)
     with _computing(model):
-        if model.hf_model in _COMPOSED or kept.fingerprint(model, going) is None:
+        now = weight_versions.version(model.hf_model)
+        if composition_known(model) or kept.fingerprint(model, going) is None:
             return composition_known(model)  # known meanwhile, stopped, or weights that cannot be hashed
         composed = kept.read(model, "composition", dict.fromkeys(KINDS, shape * 2))
         if not composed:
             kept.forget_hint(model)
             return False
-        if model.hf_model not in _COPYING and (found := kept.read(model, "copying", {"copying": shape})):
-            _COPYING[model.hf_model] = found["copying"]
-        if model.hf_model in _COPYING or copying_refusal(model) is not None:
-            _COMPOSED[model.hf_model] = composed
+        if not copying_known(model) and (found := kept.read(model, "copying", {"copying": shape})):
+            _COPYING[model.hf_model] = (now, found["copying"])
+        if copying_known(model) or copying_refusal(model) is not None:
+            _COMPOSED[model.hf_model] = (now, composed)
     return composition_known(model)
 
 
@@ -262,7 +273,7 @@ def copying_refusal(model: LoadedModel) -> str | None:
     return None
 
 
-_COPYING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> its copying scores (or the refusal)
+_COPYING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> (version, its scores or the refusal)
 COPYING_WORK = 5e10  # multiply-adds (W_U W_E: d² · vocab) a head table spends on copying scores unasked (SmolLM2:
 # 1.6e10, 0.67 s on 2 cores; an 8B model's 2e12 are 130 times the work, not timed: the Head composition
 # page computes them on request, and every head table has them from then on)
@@ -289,7 +300,7 @@ def table_weights(model: LoadedModel, *, copying: bool = True) -> dict | None:
 
 def copying_known(model: LoadedModel) -> bool:
     """Whether `copying_scores` has run for this model already (its result, or its refusal, is kept)."""
-    return model.hf_model in _COPYING
+    return _kept(_COPYING, model) is not None
 
 
 def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.ndarray:
@@ -300,11 +311,12 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
     writes nothing. Decoders, and encoders with a masked-LM head; InputError for any other model. Computed
     once per model (kept while it lives). `progress` is told before each part of W_U W_E and each layer, and stops
     the computation there by returning False (`Cancelled`; nothing kept)."""
-    found = _COPYING.get(model.hf_model)
+    found = _kept(_COPYING, model)
     if found is None:
         with _computing(model):
-            found = _COPYING.get(model.hf_model)
+            found = _kept(_COPYING, model)
             if found is None:
+                now = weight_versions.version(model.hf_model)
                 shape = (model.num_layers, model.num_heads)
                 refused = copying_refusal(model)  # refused before the weights are hashed
                 try:
@@ -323,7 +335,7 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
                             kept.write(model, "copying", {"copying": found})
                     except (InputError, UnsupportedArchitecture) as exc:  # a refusal: cheap, and not kept on disk
                         found = exc
-                _COPYING[model.hf_model] = found
+                _COPYING[model.hf_model] = (now, found)
     if isinstance(found, Exception):
         raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise
     return found.copy()

@@ -91,8 +91,8 @@ def hash_seconds(model: LoadedModel) -> float:
 def fingerprint(model: LoadedModel, going: Callable[[], bool] | None = None) -> str | None:
     """A hash of everything `model` computes with (see the module's docstring), once per loaded model; None where a
     weight is not in memory (a model spread to disk by accelerate), and once a weight was changed in place after the
-    hash (a notebook's head zeroed: what this process computed from them may be from either weights, `head_weights`
-    being kept, so nothing of that model is kept or read).
+    hash (a notebook's head zeroed: the hash names the weights before it, so nothing of that model is kept or read;
+    its scores are computed again from the weights as they are, `weight_versions`).
     `going` is asked before each weight: where it says stop (the process exits), None, and nothing is remembered, so
     that a later call hashes them all."""
     try:

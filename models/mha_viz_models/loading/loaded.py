@@ -16,7 +16,7 @@ from mha_viz_models.errors import ModelLoadError
 from mha_viz_models.families.adapters import Adapter
 from mha_viz_models.families.architectures import SUPPORTED, kv_heads_by_layer, softmax_attentions
 from mha_viz_models.families.builtin import make_adapter, output_projection, value_path
-from mha_viz_models.loading import switch
+from mha_viz_models.loading import switch, weight_versions
 from mha_viz_models.loading.facts import describe
 from mha_viz_models.loading.outputs_run import z_hooks
 from mha_viz_models.reading import given, records
@@ -73,8 +73,8 @@ class LoadedModel:
     # the devices accelerate spread the model over ("cuda:0", "cpu", "disk"); empty: all on `device`
     placement: tuple[str, ...] = ()
     # Derived once per instance (a `dataclasses.replace` copy starts afresh):
-    _weights: dict | None = field(default=None, init=False, repr=False, compare=False)
-    _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # layer -> Adapter
+    _weights: tuple | None = field(default=None, init=False, repr=False, compare=False)  # (version, stacked)
+    _views: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # layer -> (version, Adapter)
     # One forward at a time per model (sessions share it); re-entrant: `head_weights` holds it in `layer_adapter`
     lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False, compare=False)
     # Builds `layer_adapter`'s adapters once however many sessions ask (not `lock`: head_weights holds that one)
@@ -336,18 +336,16 @@ class LoadedModel:
             # lock (loading them swaps the module's parameters, which another session's forward reads)
             with self.lock:
                 return make_adapter(resident_copy(module), family, self.hf_model.config, causal=self.is_causal)
-        view = self._views.get(layer)
-        if view is None:
+        now = weight_versions.version(module)  # a fused layout's copy of its rows: made again after an edit in place
+        if (view := self._views.get(layer)) is None or view[0] != now:
             with self._views_lock:  # built once even when sessions ask at the same moment
-                view = self._views.get(layer)
-                if view is None:
-                    view = make_adapter(module, family, self.hf_model.config, causal=self.is_causal)
+                if (view := self._views.get(layer)) is None or view[0] != now:
+                    view = (now, make_adapter(module, family, self.hf_model.config, causal=self.is_causal))
                     self._views[layer] = view
-        return view
+        return view[1]
 
     def forget_views(self) -> None:
-        """Drop the adapters `layer_adapter` built (a fused q, k, v layout keeps copies of its rows):
-        they are built again, one layer at a time, when asked for."""
+        """Drop the adapters `layer_adapter` built (a fused layout's copies of its rows): built again when asked."""
         with self._views_lock:
             self._views = {}
 
@@ -376,8 +374,10 @@ class LoadedModel:
         W_Q (L, H, d_model, d_k), W_K (L, G, d_model, d_k), W_V (L, G, d_model, d_v),
         W_O (L, H, d_v, d_model); only W_O where our MHA cannot compute the layers (`can_recompute`),
         read off the layer that applies it. Rows are the model's layer numbers: a hybrid's other layers
-        hold zeros. Computed once per model. Raises ModelLoadError when the heads' outputs cannot be read."""
-        if self._weights is None:
+        hold zeros. Computed once per model, again after a weight changes in place (`weight_versions`). Raises
+        ModelLoadError when the heads' outputs cannot be read."""
+        now = weight_versions.version(self.hf_model)
+        if self._weights is None or self._weights[0] != now:
             if not self.attention_modules:
                 raise ModelLoadError(
                     f"The per-head weights of '{self.name}' ({self.model_type}) cannot be read: {self.unread}")
@@ -396,5 +396,5 @@ class LoadedModel:
                     for k, w in stacked.items():
                         full[k][list(self.layer_numbers)] = w
                     stacked = full
-                self._weights = stacked
-        return self._weights
+                self._weights = (now, stacked)
+        return self._weights[1]
