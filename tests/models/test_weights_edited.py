@@ -2,7 +2,7 @@
 `torch.no_grad()`): the per-head matrices, the adapter over a fused projection (its own copy of the rows) and the
 composition and copying scores are computed again, each equal to what a fresh load given the same edit computes, and
 the edit is where it was made (by hand: GPT-2's `Conv1D` computes x @ W, so a head's columns of `c_attn` are its
-W_Q, its rows of `c_proj` its W_O). Until stop 127 each was kept from before the edit for the model's life."""
+W_Q, its rows of `c_proj` its W_O). Until this was fixed each was kept from before the edit for the model's life."""
 
 from __future__ import annotations
 
