@@ -100,11 +100,14 @@ _COMPUTING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model 
 _LOCKS = threading.Lock()  # guards _COMPUTING
 
 
-def _kept(found: weakref.WeakKeyDictionary, model: LoadedModel):
-    """What `found` holds for `model` (`_COMPOSED`, `_COPYING`), where it was computed from the weights as they are:
-    None once one was changed in place since (a notebook's head zeroed: `weight_versions`)."""
+def _kept(found: weakref.WeakKeyDictionary, model: LoadedModel, now: tuple | None = None):
+    """What `found` holds for `model` (`_COMPOSED`, `_COPYING`), where it was computed from the weights as they are
+    (`now`: their version, where the caller read it already): None once one was changed in place since (a notebook's
+    head zeroed: `weight_versions`)."""
     entry = found.get(model.hf_model)
-    return entry[1] if entry is not None and entry[0] == weight_versions.version(model.hf_model) else None
+    if entry is None:
+        return None
+    return entry[1] if entry[0] == (weight_versions.version(model.hf_model) if now is None else now) else None
 
 
 def _computing(model: LoadedModel) -> threading.Lock:
@@ -132,9 +135,9 @@ def composition_scores(model: LoadedModel, *, device: str | torch.device | None 
     found = _kept(_COMPOSED, model)
     if found is None:
         with _computing(model):
-            found = _kept(_COMPOSED, model)
+            now = weight_versions.version(model.hf_model)  # before: an edit meanwhile makes these stale
+            found = _kept(_COMPOSED, model, now)
             if found is None:
-                now = weight_versions.version(model.hf_model)  # before: an edit meanwhile makes these stale
                 layout(model)  # a stream it cannot split is refused here, before the weights are hashed
                 shape = (model.num_layers, model.num_heads) * 2
                 keep = worth_keeping(model)
@@ -193,22 +196,27 @@ def recall(model: LoadedModel, going: Callable[[], bool] | None = None) -> bool:
     They are known only where the copying scores were kept too, or are refused at once (`copying_refusal`): the page,
     finding the composition scores, would compute the copying ones unasked. Weights that hash to no kept scores lose
     their hint (`kept.forget_hint`); `going` is asked before each weight is hashed (False: stop, nothing read)."""
-    if composition_known(model) or not (worth_keeping(model) and kept.hinted(model)):
-        return composition_known(model)
+    if (known := composition_known(model)) or not (worth_keeping(model) and kept.hinted(model)):
+        return known
     shape = (model.num_layers, model.num_heads)
     with _computing(model):
         now = weight_versions.version(model.hf_model)
-        if composition_known(model) or kept.fingerprint(model, going) is None:
-            return composition_known(model)  # known meanwhile, stopped, or weights that cannot be hashed
+        if _kept(_COMPOSED, model, now) is not None:
+            return True  # known meanwhile
+        if kept.fingerprint(model, going) is None:
+            return False  # stopped, or weights that cannot be hashed
         composed = kept.read(model, "composition", dict.fromkeys(KINDS, shape * 2))
         if not composed:
             kept.forget_hint(model)
             return False
-        if not copying_known(model) and (found := kept.read(model, "copying", {"copying": shape})):
-            _COPYING[model.hf_model] = (now, found["copying"])
-        if copying_known(model) or copying_refusal(model) is not None:
-            _COMPOSED[model.hf_model] = (now, composed)
-    return composition_known(model)
+        copying = _kept(_COPYING, model, now)
+        if copying is None and (found := kept.read(model, "copying", {"copying": shape})):
+            copying = found["copying"]
+            _COPYING[model.hf_model] = (now, copying)
+        if copying is None and copying_refusal(model) is None:
+            return False  # the page would compute the copying scores unasked
+        _COMPOSED[model.hf_model] = (now, composed)
+        return True
 
 
 def composition_baseline(model: LoadedModel, *, seed: int = 0, samples: int = 64) -> dict[str, float]:
@@ -290,12 +298,18 @@ def table_weights(model: LoadedModel, *, copying: bool = True) -> dict | None:
     except Exception:  # noqa: BLE001 - ModelLoadError, or weights that cannot be read: no weight measures
         return None
     vocab = getattr(model.hf_model.config, "vocab_size", 0) or 0
-    if not copying or (not copying_known(model) and model.d_model ** 2 * vocab > COPYING_WORK):
+    if not copying:
+        return w
+    now = weight_versions.version(model.hf_model)
+    if _kept(_COPYING, model, now) is None and model.d_model ** 2 * vocab > COPYING_WORK:
         return w
     try:
-        return {**w, "copying": torch.as_tensor(copying_scores(model))}
-    except (InputError, ValueError):  # no unembedding, a stream that cannot be split: the column stays empty
+        found = _copying_found(model, None, now)
+    except (InputError, ValueError):  # a stream that cannot be split: the column stays empty
         return w
+    if isinstance(found, Exception):  # refused (no unembedding): the column stays empty
+        return w
+    return {**w, "copying": torch.as_tensor(found.copy())}
 
 
 def copying_known(model: LoadedModel) -> bool:
@@ -311,12 +325,21 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
     writes nothing. Decoders, and encoders with a masked-LM head; InputError for any other model. Computed
     once per model (kept while it lives). `progress` is told before each part of W_U W_E and each layer, and stops
     the computation there by returning False (`Cancelled`; nothing kept)."""
-    found = _kept(_COPYING, model)
+    found = _copying_found(model, progress)
+    if isinstance(found, Exception):
+        raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise
+    return found.copy()
+
+
+def _copying_found(model: LoadedModel, progress: Progress | None, now: tuple | None = None) -> np.ndarray | Exception:
+    """`copying_scores`' result, or its refusal, kept (`_COPYING`) or computed (`now`: the weights' version, where
+    the caller read it already)."""
+    found = _kept(_COPYING, model, now)
     if found is None:
         with _computing(model):
-            found = _kept(_COPYING, model)
+            now = weight_versions.version(model.hf_model)  # before: an edit meanwhile makes these stale
+            found = _kept(_COPYING, model, now)
             if found is None:
-                now = weight_versions.version(model.hf_model)
                 shape = (model.num_layers, model.num_heads)
                 refused = copying_refusal(model)  # refused before the weights are hashed
                 try:
@@ -336,9 +359,7 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
                     except (InputError, UnsupportedArchitecture) as exc:  # a refusal: cheap, and not kept on disk
                         found = exc
                 _COPYING[model.hf_model] = (now, found)
-    if isinstance(found, Exception):
-        raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise
-    return found.copy()
+    return found
 
 
 COPYING_PARTS = 8  # W_U W_E over the vocabulary in this many parts (SmolLM2's: 33 GFLOP in float64, seconds)

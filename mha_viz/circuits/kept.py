@@ -37,6 +37,7 @@ import transformers
 import mha_viz_models
 from mha_viz_models import LoadedModel
 from mha_viz_models.cache_folder import cache_root, prune, remove, touch, write_whole
+from mha_viz_models.loading import weight_versions
 
 VERSION = 1  # bump when the files change form: older files are then never read
 FOLDER = "weights-scores"
@@ -45,7 +46,7 @@ MAX_HINTS = MAX_FILES // 2  # a model's hint stands for its two files (compositi
 HASH_RATE = 6e8  # bytes a second that `fingerprint` reads on one core (SmolLM2: 621 MB in 0.98 s)
 HOST_COPY_RATE = 1.4 * 2**30  # bytes a second from a GPU to pageable host memory (the figure given for the lent
 # H100/H200 machines; not measured here)
-_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> (versions, its hash or None)
+_FINGERPRINTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # hf model -> (weights' version, hash or None)
 _LOCK = threading.Lock()
 log = logging.getLogger(__name__)
 
@@ -70,12 +71,6 @@ def _tied(tensors: list[tuple[str, torch.Tensor]]) -> dict[str, str]:
     return tied
 
 
-def versions(tensors: list[tuple[str, torch.Tensor]]) -> tuple:
-    """Each tensor's version counter (moved by a change made in place: a notebook's head zeroed; None for one made in
-    inference mode, which has none and which nothing changes)."""
-    return tuple(None if not isinstance(t, torch.Tensor) or t.is_inference() else t._version for _, t in tensors)
-
-
 def hash_seconds(model: LoadedModel) -> float:
     """About how long `fingerprint` takes for `model`: its weights read once (a tied one once), copied to the host
     first where they are on a GPU."""
@@ -90,14 +85,14 @@ def hash_seconds(model: LoadedModel) -> float:
 
 def fingerprint(model: LoadedModel, going: Callable[[], bool] | None = None) -> str | None:
     """A hash of everything `model` computes with (see the module's docstring), once per loaded model; None where a
-    weight is not in memory (a model spread to disk by accelerate), and once a weight was changed in place after the
-    hash (a notebook's head zeroed: the hash names the weights before it, so nothing of that model is kept or read;
-    its scores are computed again from the weights as they are, `weight_versions`).
+    weight is not in memory (a model spread to disk by accelerate), and once a weight was changed in place or replaced
+    after the hash (a notebook's head zeroed: the hash names the weights before it, so nothing of that model is kept or
+    read; its scores are computed again from the weights as they are, `weight_versions.version`).
     `going` is asked before each weight: where it says stop (the process exits), None, and nothing is remembered, so
     that a later call hashes them all."""
     try:
         tensors = _tensors(model)
-        now = versions(tensors)
+        now = weight_versions.version(model.hf_model)
     except Exception as exc:  # noqa: BLE001 - weights that cannot be listed: nothing kept, the scores computed
         log.warning("%s's weights could not be listed (%s: %s): its scores are not kept", model.name,
                     type(exc).__name__, exc)

@@ -94,4 +94,8 @@ def test_offloaded_layers_are_not_kept_loaded(whole_and_spread):
                  if any(p.device.type == "meta" for p in m.parameters())]
     assert offloaded
     assert all(spread.layer_adapter(i) is not spread.layer_adapter(i) for i in offloaded)  # made per use, not kept
+    # the per-head weights are kept: accelerate's new meta parameters around a forward change no weight
+    before = spread.head_weights()
+    mha_viz.analyze(spread, TEXT)
+    assert spread.head_weights() is before
     assert all(p.device.type == "meta" for i in offloaded for p in spread.attention_modules[i][0].parameters())

@@ -1,11 +1,12 @@
-"""`weight_versions.version` moves with every way a notebook changes a weight, and with nothing that only reads one."""
+"""`weight_versions.version` moves with every way a notebook changes a weight, and with nothing that only reads one:
+neither a forward nor accelerate giving an offloaded module a new `meta` parameter around one."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from mha_viz_models.loading.weight_versions import version
+from mha_viz_models.loading.weight_versions import of, version
 
 
 def _net() -> nn.Module:
@@ -33,3 +34,14 @@ def test_reading_leaves_it_and_every_change_moves_it():
         assert now not in seen, change
         seen.append(now)
     assert version(net[1]) == ()  # a module without weights
+
+
+def test_an_offloaded_weight_counts_by_its_shape():
+    net = _net()
+    net[0].weight = nn.Parameter(torch.empty(4, 4, device="meta"))  # what accelerate leaves between forwards
+    start = version(net)
+    net[0].weight = nn.Parameter(torch.empty(4, 4, device="meta"))  # and gives again after each
+    assert version(net) == start
+    net[0].weight = nn.Parameter(torch.empty(2, 4, device="meta"))
+    assert version(net) != start
+    assert of([net[0].weight, net[0].bias])[0] == (2, 4)

@@ -370,31 +370,31 @@ class LoadedModel:
             [m for m, _ in self.attention_modules])
 
     def head_weights(self) -> dict[str, torch.Tensor]:
-        """Every head's weights, stacked over layers (x @ W convention, biases left out):
-        W_Q (L, H, d_model, d_k), W_K (L, G, d_model, d_k), W_V (L, G, d_model, d_v),
-        W_O (L, H, d_v, d_model); only W_O where our MHA cannot compute the layers (`can_recompute`),
-        read off the layer that applies it. Rows are the model's layer numbers: a hybrid's other layers
-        hold zeros. Computed once per model, again after a weight changes in place (`weight_versions`). Raises
-        ModelLoadError when the heads' outputs cannot be read."""
-        now = weight_versions.version(self.hf_model)
+        """Every head's weights, stacked over layers (x @ W convention, biases left out): W_Q (L, H, d_model, d_k),
+        W_K (L, G, d_model, d_k), W_V (L, G, d_model, d_v), W_O (L, H, d_v, d_model); only W_O where our MHA cannot
+        compute the layers (`can_recompute`), read off the layer that applies it. Rows are the model's layer numbers:
+        a hybrid's other layers hold zeros. Computed once, again after an attention module's weight changes in place
+        (`weight_versions`). Raises ModelLoadError when the heads' outputs cannot be read."""
+        if not self.attention_modules:
+            raise ModelLoadError(
+                f"The per-head weights of '{self.name}' ({self.model_type}) cannot be read: {self.unread}")
+        now = weight_versions.of(p for m, _ in self.attention_modules for p in m.parameters())
         if self._weights is None or self._weights[0] != now:
-            if not self.attention_modules:
-                raise ModelLoadError(
-                    f"The per-head weights of '{self.name}' ({self.model_type}) cannot be read: {self.unread}")
-            with self.lock:
-                if self.can_recompute:
-                    per_layer = [self.layer_adapter(layer).mha.head_weights()
-                                 for layer in range(len(self.attention_modules))]
-                else:  # W_O alone, off each layer's own output projection
-                    blocks = [output_blocks(resident_copy(output_projection(m, fam)), self.num_heads)
-                              for m, fam in self.attention_modules]  # Gemma 4's smaller heads: zero rows added
-                    per_layer = [{"W_O": padded_heads(b, max(b.shape[1] for b in blocks), dim=1)} for b in blocks]
-                # on the CPU one layer at a time: a spread model's layers live on different devices
-                stacked = {k: torch.stack([w[k].float().cpu() for w in per_layer]) for k in per_layer[0]}
-                if self.layer_numbers:  # a hybrid: each softmax layer's row at its number
-                    full = {k: w.new_zeros((self.total_layers, *w.shape[1:])) for k, w in stacked.items()}
-                    for k, w in stacked.items():
-                        full[k][list(self.layer_numbers)] = w
-                    stacked = full
-                self._weights = (now, stacked)
+            with self.lock:  # computed once where sessions ask at the same moment (the forward's lock: a spread
+                if self._weights is None or self._weights[0] != now:  # model's weights are swapped in by it)
+                    if self.can_recompute:
+                        per_layer = [self.layer_adapter(layer).mha.head_weights()
+                                     for layer in range(len(self.attention_modules))]
+                    else:  # W_O alone, off each layer's own output projection
+                        blocks = [output_blocks(resident_copy(output_projection(m, fam)), self.num_heads)
+                                  for m, fam in self.attention_modules]  # Gemma 4's smaller heads: zero rows added
+                        per_layer = [{"W_O": padded_heads(b, max(b.shape[1] for b in blocks), dim=1)} for b in blocks]
+                    # on the CPU one layer at a time: a spread model's layers live on different devices
+                    stacked = {k: torch.stack([w[k].float().cpu() for w in per_layer]) for k in per_layer[0]}
+                    if self.layer_numbers:  # a hybrid: each softmax layer's row at its number
+                        full = {k: w.new_zeros((self.total_layers, *w.shape[1:])) for k, w in stacked.items()}
+                        for k, w in stacked.items():
+                            full[k][list(self.layer_numbers)] = w
+                        stacked = full
+                    self._weights = (now, stacked)
         return self._weights[1]
