@@ -298,18 +298,12 @@ def table_weights(model: LoadedModel, *, copying: bool = True) -> dict | None:
     except Exception:  # noqa: BLE001 - ModelLoadError, or weights that cannot be read: no weight measures
         return None
     vocab = getattr(model.hf_model.config, "vocab_size", 0) or 0
-    if not copying:
-        return w
-    now = weight_versions.version(model.hf_model)
-    if _kept(_COPYING, model, now) is None and model.d_model ** 2 * vocab > COPYING_WORK:
+    if not copying or (not copying_known(model) and model.d_model ** 2 * vocab > COPYING_WORK):
         return w
     try:
-        found = _copying_found(model, None, now)
-    except (InputError, ValueError):  # a stream that cannot be split: the column stays empty
+        return {**w, "copying": torch.as_tensor(copying_scores(model))}
+    except (InputError, ValueError):  # no unembedding, a stream that cannot be split: the column stays empty
         return w
-    if isinstance(found, Exception):  # refused (no unembedding): the column stays empty
-        return w
-    return {**w, "copying": torch.as_tensor(found.copy())}
 
 
 def copying_known(model: LoadedModel) -> bool:
@@ -325,16 +319,7 @@ def copying_scores(model: LoadedModel, progress: Progress | None = None) -> np.n
     writes nothing. Decoders, and encoders with a masked-LM head; InputError for any other model. Computed
     once per model (kept while it lives). `progress` is told before each part of W_U W_E and each layer, and stops
     the computation there by returning False (`Cancelled`; nothing kept)."""
-    found = _copying_found(model, progress)
-    if isinstance(found, Exception):
-        raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise
-    return found.copy()
-
-
-def _copying_found(model: LoadedModel, progress: Progress | None, now: tuple | None = None) -> np.ndarray | Exception:
-    """`copying_scores`' result, or its refusal, kept (`_COPYING`) or computed (`now`: the weights' version, where
-    the caller read it already)."""
-    found = _kept(_COPYING, model, now)
+    found = _kept(_COPYING, model)
     if found is None:
         with _computing(model):
             now = weight_versions.version(model.hf_model)  # before: an edit meanwhile makes these stale
@@ -359,7 +344,9 @@ def _copying_found(model: LoadedModel, progress: Progress | None, now: tuple | N
                     except (InputError, UnsupportedArchitecture) as exc:  # a refusal: cheap, and not kept on disk
                         found = exc
                 _COPYING[model.hf_model] = (now, found)
-    return found
+    if isinstance(found, Exception):
+        raise type(found)(str(found))  # a fresh one: the kept one's traceback would grow with every raise
+    return found.copy()
 
 
 COPYING_PARTS = 8  # W_U W_E over the vocabulary in this many parts (SmolLM2's: 33 GFLOP in float64, seconds)
