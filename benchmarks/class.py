@@ -13,6 +13,11 @@ last of 300 within 20 s and the median within 10 s on one process; with `--proce
 and the peak memory are then the sum over the launcher, the app processes and nginx. The server is started as a
 teacher starts it, by the launcher (`mha-viz app`), with the environment it gives the app: until stop 114 a class on
 one process ran `streamlit run app.py` without it (OpenMP's spin unbounded: 3 % more CPU a student).
+
+`--pin` keeps the simulated students off the server's cores: the app's processes (and nginx) on the first N CPUs, N
+the processes, the students on the others (so N must be fewer than the CPUs: one process on 2 cores). A lecture hall's
+students are on their own machines; here their 300 clients share the server's cores, and a send to one of them can
+take the core from a server thread that holds the interpreter's lock (docs/speed.md, stop 127).
 """
 
 from __future__ import annotations
@@ -46,26 +51,44 @@ from tests.e2e.class_client import class_of, marker_words, sentence_of  # noqa: 
 BOOT_S = 240
 
 
-def start_app(port: int, processes: int, root: Path) -> subprocess.Popen:
+def start_app(port: int, processes: int, root: Path, cpus: set[int] | None = None) -> subprocess.Popen:
     """`mha-viz app` of `root`'s checkout on `port`, with `--processes N` where N > 1 (nginx in front), its output
-    thrown away."""
+    thrown away; on the CPUs `cpus` only, where given (every process it starts inherits them)."""
     env = checkout_env(root, {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
     group = ["--processes", str(processes)] if processes > 1 else []
     return subprocess.Popen([sys.executable, "-m", "mha_viz", "app", *group, "--port", str(port)], cwd=root, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
 
 
-def one_class(students: int, words: list[str], root: Path = ROOT, processes: int = 1, model: str = "minilm") -> dict:
+def split_cpus(processes: int) -> tuple[set[int], set[int]]:
+    """(the server's CPUs, the students'): the first `processes` of this process's CPUs, and the rest (`--pin`)."""
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) <= processes:
+        raise SystemExit(f"--pin needs more CPUs than app processes: {len(mine)} CPUs, {processes} processes")
+    return set(mine[:processes]), set(mine[processes:])
+
+
+def one_class(students: int, words: list[str], root: Path = ROOT, processes: int = 1, model: str = "minilm",
+              pin: bool = False) -> dict:
     """A class of `students` on a new server of `root`'s app.py (or `processes` of them behind nginx), each landing on
-    a link to `model`: its distribution, CPU and memory."""
+    a link to `model`: its distribution, CPU and memory. `pin`: the server and the students on CPUs apart
+    (`split_cpus`)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = start_app(port, processes, root)
+    server_cpus, student_cpus = split_cpus(processes) if pin else (None, None)
+    server = start_app(port, processes, root, server_cpus)
+    own_cpus = os.sched_getaffinity(0)
     try:
         wait_healthy(base, server, BOOT_S)
         cpu, machine = cpu_seconds(server.pid), machine_seconds()
-        seen = class_of(base, [sentence_of(w) for w in words[:students]], f"model={model}")
+        if student_cpus:
+            os.sched_setaffinity(0, student_cpus)
+        try:
+            seen = class_of(base, [sentence_of(w) for w in words[:students]], f"model={model}")
+        finally:
+            os.sched_setaffinity(0, own_cpus)
         cpu = cpu_seconds(server.pid) - cpu
         machine = {k: v - machine[k] for k, v in machine_seconds().items()}
         peak = peak_bytes(server.pid)
@@ -91,16 +114,19 @@ def main() -> None:
                         help="checkouts whose app.py to serve, side by side (e.g. a clone of an earlier commit)")
     parser.add_argument("--model", default="minilm",
                         help="the model every student's link names (the default model, or e.g. smollm2)")
+    parser.add_argument("--pin", action="store_true",
+                        help="the app's processes on the first N CPUs, the simulated students on the others")
     args = parser.parse_args()
     words = marker_words(mha_viz.load_model(args.model).tokenizer, max(args.students))
     print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
-    print(f"{args.processes} app process{'es behind nginx' if args.processes > 1 else ''} a class, on {args.model}")
+    print(f"{args.processes} app process{'es behind nginx' if args.processes > 1 else ''} a class, on {args.model}"
+          + (", the students on CPUs of their own" if args.pin else ""))
     print("| app | students | first | median | last | own sentence, no other's | errors | server CPU | server peak | "
           "machine idle | stolen |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for students in args.students:
         for root in args.roots:
-            r = one_class(students, words, root, args.processes, args.model)
+            r = one_class(students, words, root, args.processes, args.model, args.pin)
             print(f"| {root.name} | {r['students']} | {say(r['first'])} | {say(r['median'])} | {say(r['last'])} | "
                   f"{r['own']} of {students} | {r['errors']} | {r['cpu']:.1f} s ({r['cpu'] / students:.2f} s a "
                   f"student) | {r['peak'] / 2**30:.2f} GiB | {r['idle']:.1f} s | {r['stolen']:.1f} s |", flush=True)
