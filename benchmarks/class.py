@@ -83,8 +83,7 @@ def one_class(students: int, words: list[str], root: Path = ROOT, processes: int
     try:
         wait_healthy(base, server, BOOT_S)
         cpu, machine = cpu_seconds(server.pid), machine_seconds()
-        if student_cpus:
-            os.sched_setaffinity(0, student_cpus)
+        os.sched_setaffinity(0, student_cpus or own_cpus)
         try:
             seen = class_of(base, [sentence_of(w) for w in words[:students]], f"model={model}")
         finally:
