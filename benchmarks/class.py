@@ -18,6 +18,11 @@ one process ran `streamlit run app.py` without it (OpenMP's spin unbounded: 3 % 
 the processes, the students on the others (so N must be fewer than the CPUs: one process on 2 cores). A lecture hall's
 students are on their own machines; here their 300 clients share the server's cores, and a send to one of them can
 take the core from a server thread that holds the interpreter's lock (docs/speed.md, stop 127).
+
+`--pythons A B` runs each class's app under each interpreter in turn (each a virtual environment with the
+requirements and this checkout installed, e.g. `make install VENV=<another folder> PYTHON=<the distribution's
+python3.11>`): how much the build of Python itself moves a class (docs/deploying.md). The students always run under
+this script's interpreter.
 """
 
 from __future__ import annotations
@@ -51,12 +56,13 @@ from tests.e2e.class_client import class_of, marker_words, sentence_of  # noqa: 
 BOOT_S = 240
 
 
-def start_app(port: int, processes: int, root: Path, cpus: set[int] | None = None) -> subprocess.Popen:
-    """`mha-viz app` of `root`'s checkout on `port`, with `--processes N` where N > 1 (nginx in front), its output
-    thrown away; on the CPUs `cpus` only, where given (every process it starts inherits them)."""
+def start_app(port: int, processes: int, root: Path, cpus: set[int] | None = None,
+              python: str = sys.executable) -> subprocess.Popen:
+    """`mha-viz app` of `root`'s checkout on `port`, run by `python`, with `--processes N` where N > 1 (nginx in
+    front), its output thrown away; on the CPUs `cpus` only, where given (every process it starts inherits them)."""
     env = checkout_env(root, {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"})
     group = ["--processes", str(processes)] if processes > 1 else []
-    return subprocess.Popen([sys.executable, "-m", "mha_viz", "app", *group, "--port", str(port)], cwd=root, env=env,
+    return subprocess.Popen([python, "-m", "mha_viz", "app", *group, "--port", str(port)], cwd=root, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                             start_new_session=True,
                             preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus))
@@ -71,14 +77,14 @@ def split_cpus(processes: int) -> tuple[set[int], set[int]]:
 
 
 def one_class(students: int, words: list[str], root: Path = ROOT, processes: int = 1, model: str = "minilm",
-              pin: bool = False) -> dict:
-    """A class of `students` on a new server of `root`'s app.py (or `processes` of them behind nginx), each landing on
-    a link to `model`: its distribution, CPU and memory. `pin`: the server and the students on CPUs apart
-    (`split_cpus`)."""
+              pin: bool = False, python: str = sys.executable) -> dict:
+    """A class of `students` on a new server of `root`'s app.py (or `processes` of them behind nginx) run by `python`,
+    each landing on a link to `model`: its distribution, CPU and memory. `pin`: the server and the students on CPUs
+    apart (`split_cpus`)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server_cpus, student_cpus = split_cpus(processes) if pin else (None, None)
-    server = start_app(port, processes, root, server_cpus)
+    server = start_app(port, processes, root, server_cpus, python)
     own_cpus = os.sched_getaffinity(0)
     try:
         wait_healthy(base, server, BOOT_S)
@@ -113,6 +119,9 @@ def main() -> None:
                         help="checkouts whose app.py to serve, side by side (e.g. a clone of an earlier commit)")
     parser.add_argument("--model", default="minilm",
                         help="the model every student's link names (the default model, or e.g. smollm2)")
+    parser.add_argument("--pythons", nargs="+", default=[sys.executable],
+                        help="the interpreters that run the app (each a virtual environment's python with the "
+                             "requirements and this checkout installed), side by side; default: this one")
     parser.add_argument("--pin", action="store_true",
                         help="the app's processes on the first N CPUs, the simulated students on the others")
     args = parser.parse_args()
@@ -124,9 +133,10 @@ def main() -> None:
           "machine idle | stolen |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for students in args.students:
-        for root in args.roots:
-            r = one_class(students, words, root, args.processes, args.model, args.pin)
-            print(f"| {root.name} | {r['students']} | {say(r['first'])} | {say(r['median'])} | {say(r['last'])} | "
+        for root, python in [(root, python) for root in args.roots for python in args.pythons]:
+            r = one_class(students, words, root, args.processes, args.model, args.pin, python)
+            name = root.name + (f" ({python})" if len(args.pythons) > 1 else "")
+            print(f"| {name} | {r['students']} | {say(r['first'])} | {say(r['median'])} | {say(r['last'])} | "
                   f"{r['own']} of {students} | {r['errors']} | {r['cpu']:.1f} s ({r['cpu'] / students:.2f} s a "
                   f"student) | {r['peak'] / 2**30:.2f} GiB | {r['idle']:.1f} s | {r['stolen']:.1f} s |", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
