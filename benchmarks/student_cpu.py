@@ -44,7 +44,7 @@ async def student(base: str, pid: int, sentence: str) -> tuple[float, float, flo
     word = sentence.split()[3]
     async with websockets.connect(base.replace("http://", "ws://", 1) + "/_stcore/stream", max_size=None,
                                   subprotocols=["streamlit"]) as socket:
-        session = Session(socket, Seen(sentence))
+        session = Session(socket, Seen(sentence), base)
         spent = []
         before = cpu_seconds(pid)
         await session.run()
