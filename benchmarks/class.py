@@ -28,6 +28,7 @@ this script's interpreter.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -133,7 +134,7 @@ def main() -> None:
           "machine idle | stolen |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for students in args.students:
-        for root, python in [(root, python) for root in args.roots for python in args.pythons]:
+        for root, python in itertools.product(args.roots, args.pythons):
             r = one_class(students, words, root, args.processes, args.model, args.pin, python)
             name = root.name + (f" ({python})" if len(args.pythons) > 1 else "")
             print(f"| {name} | {r['students']} | {say(r['first'])} | {say(r['median'])} | {say(r['last'])} | "

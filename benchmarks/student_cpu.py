@@ -27,11 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import websockets  # noqa: E402
 from app_server import cpu_seconds, free_port, start_server, stop_server, wait_healthy  # noqa: E402 - beside this script
 
 import mha_viz  # noqa: E402
-from tests.e2e.class_client import Seen, Session, marker_words, sentence_of  # noqa: E402
+from tests.e2e.class_client import Seen, Session, connect, marker_words, sentence_of  # noqa: E402
 
 BOOT_S = 240
 WARM = 6  # students each server serves before the count (its first runs import and cache)
@@ -42,8 +41,7 @@ async def student(base: str, pid: int, sentence: str) -> tuple[float, float, flo
     """One student's three steps on the server at `base`: the server's CPU seconds (process `pid`) each took. Fails
     if its Head view does not show the student's own word."""
     word = sentence.split()[3]
-    async with websockets.connect(base.replace("http://", "ws://", 1) + "/_stcore/stream", max_size=None,
-                                  subprotocols=["streamlit"]) as socket:
+    async with connect(base) as socket:
         session = Session(socket, Seen(sentence), base)
         spent = []
         before = cpu_seconds(pid)

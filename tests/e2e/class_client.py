@@ -100,7 +100,7 @@ class Session:
     received (by hash), and what its last run drew."""
 
     def __init__(self, socket, seen: Seen, url: str = "") -> None:
-        self.socket, self.seen, self.url = socket, seen, url
+        self.socket, self.seen, self.url = socket, seen, url.rstrip("/")  # the server's address (the context's)
         self.box_id = ""  # the *Sentence* box's widget id
         self.pages: dict[str, str] = {}  # url path -> page script hash
         self.page = ""  # the page script hash the server ran last
@@ -113,19 +113,15 @@ class Session:
     def request(self, *, page: str = "", widgets: dict[str, str] | None = None, query: str | None = None) -> BackMsg:
         """The rerun a browser asks for: of page hash `page` ("" for the landing page), its widgets' values with
         `widgets` {id: string} in place of theirs, the address's `query` (None: the one it has; a link's on landing)."""
-        if query is not None:
-            self.query = query
-        elif page and page != self.page:
-            self.query = ""  # another page: the address loses the link's query
+        other_page = bool(page) and page != self.page
+        if query is not None or other_page:  # another page: the address loses the link's query
+            self.query = query or ""
+        for widget_id, value in (widgets or {}).items():  # what the student typed is the browser's value from now on
+            self.widgets[widget_id] = ("string_value", value, self.widgets.get(widget_id, ("", "", True))[2])
         msg = BackMsg()
         rerun = msg.rerun_script
         rerun.query_string, rerun.page_script_hash = self.query, page
-        other_page = bool(page) and page != self.page
         states = {i: (name, value) for i, (name, value, sidebar) in self.widgets.items() if sidebar or not other_page}
-        states.update({i: ("string_value", v) for i, v in (widgets or {}).items()})
-        for widget_id, value in (widgets or {}).items():  # what the student typed is the browser's value from now on
-            if widget_id in self.widgets:
-                self.widgets[widget_id] = ("string_value", value, self.widgets[widget_id][2])
         for widget_id, (name, value) in states.items():
             state = rerun.widget_states.widgets.add()
             state.id = widget_id
@@ -184,13 +180,19 @@ class Session:
             self.seen.texts.append(getattr(element, kind).body)
 
 
+def connect(url: str):
+    """A websocket to the Streamlit server at `url` (http://host:port), as a browser's tab opens one: an async context
+    manager."""
+    return websockets.connect(url.replace("http://", "ws://", 1).rstrip("/") + "/_stcore/stream", max_size=None,
+                              subprotocols=["streamlit"])
+
+
 async def student(url: str, sentence: str, start: float, page: str = "head_view", query: str = "") -> Seen:
     """One student: lands (on a link's `query`, e.g. "model=smollm2"), types `sentence`, opens `page`; what it saw
     (`Seen`), its times from `start`."""
     seen = Seen(sentence)
-    address = url.replace("http://", "ws://", 1).rstrip("/") + "/_stcore/stream"
-    async with websockets.connect(address, max_size=None, subprotocols=["streamlit"]) as socket:
-        session = Session(socket, seen, url.rstrip("/"))
+    async with connect(url) as socket:
+        session = Session(socket, seen, url)
         await session.run(query=query)
         seen.landed = time.monotonic() - start
         if not session.box_id or page not in session.pages:

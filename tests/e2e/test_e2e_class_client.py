@@ -10,11 +10,10 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
-import websockets
 from google.protobuf.json_format import MessageToDict
 from streamlit.proto.BackMsg_pb2 import BackMsg
 
-from .class_client import Seen, Session, class_of, sentence_of
+from .class_client import Seen, Session, class_of, connect, sentence_of
 from .conftest import RUN_TIMEOUT_S, new_app
 
 LINK = "model=minilm"
@@ -47,11 +46,8 @@ def test_the_class_client_asks_for_what_chromium_asks_for(server, browser):
         ui.goto("Head view")
     finally:
         ui.close()
-    chromium = []
-    for payload in sent:
-        msg = BackMsg()
-        if isinstance(payload, bytes) and msg.ParseFromString(payload) is not None and msg.HasField("rerun_script"):
-            chromium.append(msg)
+    chromium = [BackMsg.FromString(payload) for payload in sent if isinstance(payload, bytes)]
+    chromium = [msg for msg in chromium if msg.HasField("rerun_script")]
     student = class_of(server, [sentence], LINK)[0]
     assert not student.errors, student.errors
     browser_steps, client_steps = reruns(chromium), reruns(student.asked)
@@ -68,8 +64,7 @@ def test_an_element_sent_again_as_a_reference_is_read_from_what_the_client_kept(
     """The same sentence applied twice draws the same Model view chart: the server, told that the client has it,
     sends a reference the second time (`ref_hash`), and the client reads the chart from what it kept."""
     async def twice() -> tuple[list[str], list[str], int]:
-        address = server.replace("http://", "ws://", 1) + "/_stcore/stream"
-        async with websockets.connect(address, max_size=None, subprotocols=["streamlit"]) as socket:
+        async with connect(server) as socket:
             session = Session(socket, Seen(sentence_of("pelican")), server)
             await session.run(query=LINK)
             typed = {session.box_id: session.seen.sentence}
